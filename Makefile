@@ -1,0 +1,40 @@
+# The README's two commands: `make run` and `make test`.
+SHELL := /bin/bash
+export PATH := $(CURDIR)/node_modules/.bin:$(HOME)/.local/bin:$(HOME)/.bun/bin:$(PATH)
+
+HOME_DIR ?= $(CURDIR)/.hookspool
+BIN := dist/hookspool
+
+.PHONY: all deps build run test bench soak clean typecheck docs
+
+all: build
+
+deps: node_modules/.deps-ok
+
+node_modules/.deps-ok: package.json bun.lock
+	@./scripts/ensure-bun.sh
+	bun install --frozen-lockfile
+	@touch $@
+
+build: deps
+	bun scripts/build.ts
+
+# Install, build, write a starter home (once) and start intake + dispatcher on 127.0.0.1:8650.
+run: build
+	@if [ ! -f "$(HOME_DIR)/config.toml" ]; then $(BIN) --home "$(HOME_DIR)" init; fi
+	$(BIN) --home "$(HOME_DIR)" run
+
+test: deps
+	bun test
+
+typecheck: deps
+	tsc --noEmit -p .
+
+docs: deps
+	bun scripts/gen-config-docs.ts
+
+bench: build
+	bun scripts/bench/run.ts
+
+clean:
+	rm -rf dist node_modules/.deps-ok

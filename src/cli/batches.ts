@@ -1,0 +1,143 @@
+// Reading batches: hookspool list and hookspool show (spec 16). Payloads only on request.
+import type { CommandDef } from "citty";
+import { HookspoolError } from "../errors.ts";
+import { BATCH_STATES, type BatchState, batchAttempts, batchEvents, batchPayloads, getBatch, listBatches } from "../store/queries.ts";
+import { humanAge, humanBytes, isoTime, table } from "./format.ts";
+import { type Cli, GLOBAL_ARGS, loadFor, openExisting, positiveInt } from "./context.ts";
+
+function listCommand(cli: Cli): CommandDef {
+  return {
+    meta: { name: "list", description: "batches, newest first, without payloads (--destination quarantine: quarantined requests)" },
+    args: {
+      ...GLOBAL_ARGS,
+      state: { type: "string", description: `one of ${BATCH_STATES.join(", ")}` },
+      source: { type: "string", description: "only this source" },
+      destination: { type: "string", description: "only this destination" },
+      limit: { type: "string", description: "at most this many", default: "50" },
+    },
+    run({ args }) {
+      const state = args.state as string | undefined;
+      if (state !== undefined && !BATCH_STATES.includes(state as BatchState)) {
+        throw new HookspoolError("E_USAGE", `--state must be one of ${BATCH_STATES.join(", ")}`);
+      }
+      const limit = positiveInt(args.limit, "--limit");
+      const { paths } = loadFor(cli);
+      const spool = openExisting(cli, paths.db);
+      try {
+        const rows = listBatches(spool.db, { state: state as BatchState | undefined, source: args.source, destination: args.destination, limit });
+        if (cli.globals.json) {
+          cli.io.out(JSON.stringify(rows));
+          return 0;
+        }
+        if (rows.length === 0) {
+          cli.io.out("no batches");
+          return 0;
+        }
+        const now = cli.clock.now();
+        cli.io.out(
+          table(
+            ["ID", "STATE", "SOURCE", "ROUTE", "KEY", "DESTINATION", "EVENTS", "BYTES", "AGE", "LAST"],
+            rows.map((b) => [b.id, b.state, b.source, b.route, b.key, b.destination, b.count, humanBytes(b.bytes), humanAge(now - b.first_at), b.last_class ?? ""]),
+          ),
+        );
+        return 0;
+      } finally {
+        spool.close();
+      }
+    },
+  };
+}
+
+function showCommand(cli: Cli): CommandDef {
+  return {
+    meta: { name: "show", description: "one batch; --events, --attempts, and --payload (payloads only on request)" },
+    args: {
+      ...GLOBAL_ARGS,
+      batch: { type: "positional", description: "batch id", required: true },
+      events: { type: "boolean", description: "list events: ids, types, sizes, dedup ids, exclusion (no payloads)" },
+      payload: { type: "boolean", description: "print the stored payloads (may hold secrets or personal data)" },
+      attempts: { type: "boolean", description: "list attempts" },
+    },
+    run({ args }) {
+      const id = positiveInt(args.batch, "batch");
+      const { paths } = loadFor(cli);
+      const spool = openExisting(cli, paths.db);
+      try {
+        const b = getBatch(spool.db, id);
+        if (!b) throw new HookspoolError("E_NOT_FOUND", `no batch ${id}`);
+        const events = args.events ? batchEvents(spool.db, id) : undefined;
+        const attempts = args.attempts ? batchAttempts(spool.db, id) : undefined;
+        const payloads = args.payload ? batchPayloads(spool.db, id) : undefined;
+        if (payloads && cli.io.isTTY) cli.io.err("warning: payloads may hold secrets or personal data");
+        if (cli.globals.json) {
+          const out: Record<string, unknown> = { batch: b };
+          if (events) out.events = events;
+          if (attempts) out.attempts = attempts;
+          if (payloads) {
+            out.payloads = payloads.map((p) => ({
+              id: p.id,
+              payload: p.payload,
+              headers: JSON.parse(p.headers),
+              raw_base64: p.raw ? Buffer.from(p.raw).toString("base64") : null,
+            }));
+          }
+          cli.io.out(JSON.stringify(out));
+          return 0;
+        }
+        const now = cli.clock.now();
+        const lines: [string, string][] = [
+          ["batch", String(b.id)],
+          ["state", b.state + (b.result ? ` (${b.result})` : "")],
+          ["source", b.source],
+          ["route", b.route],
+          ["key", b.key],
+          ["destination", b.destination],
+          ["events", `${b.count} (${humanBytes(b.bytes)})`],
+          ["window", `quiet ${b.quiet_s}s, max ${b.max_s}s, ${b.max_events} events, ${humanBytes(b.max_bytes)}`],
+          ["first event", `${isoTime(b.first_at)} (${humanAge(now - b.first_at)} ago)`],
+          ["last event", `${isoTime(b.last_at)} (${humanAge(now - b.last_at)} ago)`],
+          ["sealed", isoTime(b.sealed_at)],
+          ["content_hash", b.content_hash ?? "-"],
+          ["attempts", `${b.attempts} counted`],
+        ];
+        if (b.next_attempt_at !== null) lines.push(["next attempt", `${isoTime(b.next_attempt_at)} (in ${humanAge(b.next_attempt_at - now)})`]);
+        if (b.not_before !== null) lines.push(["not before", isoTime(b.not_before)]);
+        if (b.lease_owner) lines.push(["lease", `${b.lease_owner} until ${isoTime(b.lease_until)}`]);
+        if (b.last_class || b.last_error) lines.push(["last error", `${b.last_class ?? "-"}: ${b.last_error ?? ""}`]);
+        if (b.delivered_at !== null) lines.push([b.state === "delivered" ? "delivered" : "finished", isoTime(b.delivered_at)]);
+        if (b.state === "dead") lines.push(["next step", `hookspool replay ${b.id}`]);
+        const w = Math.max(...lines.map(([k]) => k.length));
+        cli.io.out(lines.map(([k, v]) => `${k.padEnd(w)}  ${v}`).join("\n"));
+        if (events) {
+          cli.io.out("");
+          cli.io.out(table(["EVENT", "TYPE", "RECEIVED", "BYTES", "DEDUP ID", "EXCLUDED"], events.map((e) => [e.id, e.event_type || "-", isoTime(e.received_at), e.size, e.dedup_id ?? "-", e.excluded_at ? isoTime(e.excluded_at) : ""])));
+        }
+        if (attempts) {
+          cli.io.out("");
+          cli.io.out(
+            attempts.length
+              ? table(
+                  ["ATTEMPT", "N", "STARTED", "OUTCOME", "CLASS", "STATUS", "MS", "PROBE", "COUNTED", "ERROR"],
+                  attempts.map((a) => [a.id, a.n, isoTime(a.started_at), a.outcome ?? "running", a.klass ?? "", a.status ?? "", a.duration_ms ?? "", a.probe ? "yes" : "", a.counted ? "yes" : "", a.error ?? ""]),
+                )
+              : "no attempts",
+          );
+        }
+        if (payloads) {
+          for (const p of payloads) {
+            cli.io.out("");
+            cli.io.out(`--- event ${p.id}`);
+            cli.io.out(p.payload ?? `(quarantined request, ${p.raw?.length ?? 0} raw bytes; headers ${p.headers})\n${p.raw ? new TextDecoder().decode(p.raw) : ""}`);
+          }
+        }
+        return 0;
+      } finally {
+        spool.close();
+      }
+    },
+  };
+}
+
+export function batchCommands(cli: Cli): Record<string, CommandDef> {
+  return { list: listCommand(cli), show: showCommand(cli) };
+}

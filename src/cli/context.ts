@@ -1,0 +1,102 @@
+// What every command gets: its I/O, the global flags, the clock; and the two ways to open a spool.
+import { type Clock, processClock } from "../clock.ts";
+import { HookspoolError } from "../errors.ts";
+import { type Env, loadConfig } from "../config/load.ts";
+import type { LoadedConfig } from "../config/types.ts";
+import { openSpool, requireCurrentSchema, type Spool } from "../store/db.ts";
+
+/** A command's view of the world, so tests can run it in-process (spec 18: main(argv)). */
+export interface Io {
+  out(text: string): void;
+  err(text: string): void;
+  readStdin(): Promise<Uint8Array>;
+  env: Env;
+  cwd: string;
+  /** stdout is a terminal: tables for people, warnings before payloads. */
+  isTTY: boolean;
+}
+
+export interface Globals {
+  home?: string;
+  config?: string;
+  json: boolean;
+}
+
+export interface Cli {
+  io: Io;
+  globals: Globals;
+  clock: Clock;
+}
+
+export function processIo(): Io {
+  return {
+    out: (t) => process.stdout.write(t.endsWith("\n") ? t : `${t}\n`),
+    err: (t) => process.stderr.write(t.endsWith("\n") ? t : `${t}\n`),
+    readStdin: async () => new Uint8Array(await Bun.stdin.arrayBuffer()),
+    env: process.env,
+    cwd: process.cwd(),
+    isTTY: Boolean(process.stdout.isTTY),
+  };
+}
+
+export function makeCli(io: Io, globals: Globals, clock: Clock = processClock(io.env)): Cli {
+  return { io, globals, clock };
+}
+
+/** The global flags of spec 16, accepted before or after the command. */
+export const GLOBAL_ARGS = {
+  home: { type: "string", description: "state directory (HOOKSPOOL_HOME; default /var/lib/hookspool)", valueHint: "dir" },
+  config: { type: "string", description: "config file (HOOKSPOOL_CONFIG; default <home>/config.toml)", valueHint: "file" },
+  json: { type: "boolean", description: "machine-readable output" },
+} as const;
+
+/** Take --home, --config and --json out of argv wherever they stand (before any `--`). */
+export function splitGlobals(argv: string[]): { globals: Globals; rest: string[] } {
+  const globals: Globals = { json: false };
+  const rest: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
+    if (a === "--") {
+      rest.push(...argv.slice(i));
+      break;
+    }
+    const m = /^--(home|config)(?:=(.*))?$/.exec(a);
+    if (m) {
+      const value = m[2] ?? argv[++i];
+      if (value === undefined || value === "") throw new HookspoolError("E_USAGE", `--${m[1]} needs a value`);
+      globals[m[1] as "home" | "config"] = value;
+    } else if (a === "--json") {
+      globals.json = true;
+    } else {
+      rest.push(a);
+    }
+  }
+  return { globals, rest };
+}
+
+/** Load the config with this command's flags and environment. */
+export function loadFor(cli: Cli, opts: { strict?: boolean } = {}): LoadedConfig {
+  return loadConfig({ home: cli.globals.home, config: cli.globals.config, env: cli.io.env, cwd: cli.io.cwd, strict: opts.strict });
+}
+
+/**
+ * Open the spool for a command that never migrates (spec 17): the database must exist and
+ * have exactly this build's schema.
+ */
+export function openExisting(cli: Cli, dbPath: string): Spool {
+  const spool = openSpool(dbPath, { create: false, busyTimeoutS: 30, clock: cli.clock });
+  try {
+    requireCurrentSchema(spool);
+  } catch (e) {
+    spool.close();
+    throw e;
+  }
+  return spool;
+}
+
+/** Parse a positive integer argument (a batch or event id, a limit). */
+export function positiveInt(value: unknown, what: string): number {
+  const s = String(value ?? "");
+  if (!/^\d+$/.test(s) || Number(s) < 1) throw new HookspoolError("E_USAGE", `${what} must be a positive integer, got "${s}"`);
+  return Number(s);
+}

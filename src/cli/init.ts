@@ -1,0 +1,70 @@
+// hookspool init: write a starter home (config, demo secret, demo script) and migrate its spool.
+import { randomBytes } from "node:crypto";
+import { chmodSync, existsSync, mkdirSync, writeFileSync } from "node:fs";
+import { join, resolve } from "node:path";
+import type { CommandDef } from "citty";
+import { DEFAULT_HOME } from "../config/load.ts";
+import { renderStarterConfig } from "../config/starter.ts";
+import { HookspoolError } from "../errors.ts";
+import { openSpool } from "../store/db.ts";
+import { acquireLock } from "../store/lock.ts";
+import { migrate } from "../store/migrate.ts";
+import { type Cli, GLOBAL_ARGS } from "./context.ts";
+
+const DEMO_SCRIPT = `#!/bin/sh
+# hookspool demo destination: appends each batch document (stdin) to batches.jsonl beside it.
+set -eu
+out="$(dirname "$0")/../batches.jsonl"
+cat >> "$out"
+printf '\\n' >> "$out"
+`;
+
+function writePrivate(path: string, text: string, mode: number): void {
+  writeFileSync(path, text, { mode });
+  chmodSync(path, mode);
+}
+
+export function initCommand(cli: Cli): CommandDef {
+  return {
+    meta: { name: "init", description: "write a starter home: config.toml with a demo, its secret and script, a migrated spool" },
+    args: {
+      ...GLOBAL_ARGS,
+      force: { type: "boolean", description: "overwrite an existing config.toml" },
+    },
+    run({ args }) {
+      const home = resolve(cli.io.cwd, cli.globals.home ?? cli.io.env.HOOKSPOOL_HOME ?? DEFAULT_HOME);
+      const configFile = join(home, "config.toml");
+      if (existsSync(configFile) && !args.force) {
+        throw new HookspoolError("E_NOTHING", `${configFile} already exists`, { hint: "pass --force to overwrite it" });
+      }
+      mkdirSync(home, { recursive: true, mode: 0o700 });
+      chmodSync(home, 0o700);
+      for (const dir of ["secrets", "scripts"]) mkdirSync(join(home, dir), { recursive: true, mode: 0o700 });
+      const secretFile = join(home, "secrets", "demo");
+      if (!existsSync(secretFile)) writePrivate(secretFile, `${randomBytes(24).toString("hex")}\n`, 0o600);
+      const scriptFile = join(home, "scripts", "append-batch.sh");
+      writePrivate(scriptFile, DEMO_SCRIPT, 0o700);
+      writePrivate(configFile, renderStarterConfig({ home, secretFile, scriptFile }), 0o600);
+
+      const dbPath = join(home, "spool.db");
+      const lock = acquireLock(join(home, "dispatch.lock"));
+      try {
+        const spool = openSpool(dbPath, { create: true, clock: cli.clock });
+        try {
+          const r = migrate(spool);
+          if (cli.globals.json) {
+            cli.io.out(JSON.stringify({ home, config: configFile, db: dbPath, schema: r.to }));
+          } else {
+            cli.io.out(`wrote ${configFile}`);
+            cli.io.out(`spool ${dbPath} at schema ${r.to}`);
+            cli.io.out(`next: hookspool --home ${home} run   (the README shows the signed curl for the demo)`);
+          }
+        } finally {
+          spool.close();
+        }
+      } finally {
+        lock.release();
+      }
+    },
+  };
+}

@@ -1,0 +1,51 @@
+// hookspool migrate [--dry-run]: apply pending schema migrations under dispatch.lock (spec 17).
+import { chmodSync, existsSync, mkdirSync } from "node:fs";
+import { dirname } from "node:path";
+import type { CommandDef } from "citty";
+import { openSpool, schemaVersion } from "../store/db.ts";
+import { acquireLock } from "../store/lock.ts";
+import { migrate, pendingMigrations } from "../store/migrate.ts";
+import { type Cli, GLOBAL_ARGS, loadFor } from "./context.ts";
+
+export function migrateCommand(cli: Cli): CommandDef {
+  return {
+    meta: { name: "migrate", description: "apply pending schema migrations (takes dispatch.lock; refuses while the dispatcher runs)" },
+    args: {
+      ...GLOBAL_ARGS,
+      "dry-run": { type: "boolean", description: "say what would be applied, change nothing" },
+    },
+    run({ args }) {
+      const { paths } = loadFor(cli);
+      const say = (json: object, text: string) => cli.io.out(cli.globals.json ? JSON.stringify(json) : text);
+      if (args["dry-run"] && !existsSync(paths.db)) {
+        const pending = pendingMigrations(0).map((m) => m.name);
+        say({ from: 0, pending }, `no spool at ${paths.db}; migrate would create it and apply ${pending.join(", ")}`);
+        return 0;
+      }
+      const dir = dirname(paths.db);
+      if (!existsSync(dir)) {
+        mkdirSync(dir, { recursive: true, mode: 0o700 });
+        chmodSync(dir, 0o700);
+      }
+      const lock = acquireLock(paths.lock);
+      try {
+        const spool = openSpool(paths.db, { create: true, clock: cli.clock });
+        try {
+          if (args["dry-run"]) {
+            const from = schemaVersion(spool.db);
+            const pending = pendingMigrations(from).map((m) => m.name);
+            say({ from, pending }, pending.length ? `would apply ${pending.join(", ")} (schema ${from})` : `schema ${from} is current; nothing to apply`);
+            return 0;
+          }
+          const r = migrate(spool);
+          say(r, r.applied.length ? `applied ${r.applied.join(", ")} (schema ${r.from} -> ${r.to})` : `schema ${r.to} is current; nothing to apply`);
+          return 0;
+        } finally {
+          spool.close();
+        }
+      } finally {
+        lock.release();
+      }
+    },
+  };
+}

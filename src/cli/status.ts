@@ -1,0 +1,48 @@
+// hookspool status: the document of spec 11.1, or a readable summary of it.
+import type { CommandDef } from "citty";
+import { buildStatus, type StatusDoc } from "../obs/status.ts";
+import { humanAge, humanBytes, table } from "./format.ts";
+import { type Cli, GLOBAL_ARGS, loadFor, openExisting } from "./context.ts";
+
+function summary(doc: StatusDoc): string {
+  const out: string[] = [];
+  out.push(doc.ok ? "hookspool: ok" : `hookspool: ${doc.degraded.length} problem(s)`);
+  for (const d of doc.degraded) out.push(`  - ${d}`);
+  out.push("");
+  const hb = doc.dispatcher.heartbeat_age_s;
+  out.push(`dispatcher   ${doc.dispatcher.alive ? "alive" : "not running"}${hb !== null ? ` (heartbeat ${humanAge(hb)} ago, pid ${doc.dispatcher.pid ?? "-"})` : ""}`);
+  out.push(`spool        schema ${doc.schema}, ${humanBytes(doc.spool_bytes)}, ${humanBytes(doc.disk_free_bytes)} free, last enqueue ${doc.spool.last_enqueue_age_s === null ? "never" : `${humanAge(doc.spool.last_enqueue_age_s)} ago`}`);
+  const b = doc.batches;
+  out.push(`batches      ${b.open} open, ${b.sealed} sealed, ${b.leased} leased, ${b.retry} retry, ${b.delivered} delivered, ${b.dead} dead, ${b.dropped} dropped, ${b.quarantined} quarantined`);
+  out.push(`oldest       ${doc.oldest_pending_age_s === null ? "nothing pending" : `${humanAge(doc.oldest_pending_age_s)} pending`}`);
+  out.push(`issues       ${doc.issues_open} open`);
+  const dests = Object.entries(doc.destinations);
+  if (dests.length) {
+    out.push("");
+    out.push(table(["DESTINATION", "STATE", "INFLIGHT", "OLDEST", "LAST ERROR"], dests.map(([n, d]) => [n, d.state, d.inflight ?? "-", humanAge(d.oldest_pending_age_s), d.last_error ?? ""])));
+  }
+  const sources = Object.entries(doc.sources);
+  if (sources.length) {
+    out.push("");
+    out.push(table(["SOURCE", "LAST EVENT", "EXPECTED EVERY", "SILENT"], sources.map(([n, s]) => [n, s.last_event_age_s === null ? "never" : `${humanAge(s.last_event_age_s)} ago`, s.expected_every_s ? humanAge(s.expected_every_s) : "-", s.silent ? "yes" : ""])));
+  }
+  return out.join("\n");
+}
+
+export function statusCommand(cli: Cli): CommandDef {
+  return {
+    meta: { name: "status", description: "health of the spool, dispatcher, destinations and sources (spec 11.1)" },
+    args: { ...GLOBAL_ARGS },
+    run() {
+      const { config, paths } = loadFor(cli);
+      const spool = openExisting(cli, paths.db);
+      try {
+        const { doc } = buildStatus(spool, config, paths.db, { now: cli.clock.now() });
+        cli.io.out(cli.globals.json ? JSON.stringify(doc) : summary(doc));
+        return 0;
+      } finally {
+        spool.close();
+      }
+    },
+  };
+}

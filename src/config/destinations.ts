@@ -1,0 +1,57 @@
+// Destination names and their settings after defaults (spec 14.2): hermes:<route>, script:<name>, http.
+import type { Config, DestinationConfig } from "./types.ts";
+
+export type DestinationType = "hermes" | "script" | "http" | "module";
+
+/** quarantine is reserved: it never delivers (spec 14.2). */
+export const QUARANTINE = "quarantine";
+
+/** The type a destination name has, or null when the name cannot be a destination. */
+export function destinationType(config: Config, name: string): DestinationType | null {
+  if (name === QUARANTINE || name === "") return null;
+  const table = config.destinations[name];
+  if (name.startsWith("hermes:")) return name.length > "hermes:".length ? "hermes" : null;
+  if (name.startsWith("script:")) return table && (table.argv || table.processor) ? "script" : null;
+  if (!table) return null;
+  if (table.module) return "module";
+  if (table.type === "http" || (table.type === undefined && table.url !== undefined)) return "http";
+  return (table.type as DestinationType | undefined) ?? null;
+}
+
+/** Why a destination name is unusable, or null when it is fine. */
+export function destinationProblem(config: Config, name: string): string | null {
+  if (name === QUARANTINE) return "quarantine is reserved and never delivers";
+  if (destinationType(config, name) !== null) return null;
+  if (name.startsWith("script:")) return `no [destinations."${name}"] table with argv`;
+  if (name.startsWith("hermes:")) return "a hermes destination needs a route name after hermes:";
+  return `no [destinations."${name}"] table (an http destination needs type = "http" and url)`;
+}
+
+export interface DestinationSettings {
+  name: string;
+  type: DestinationType;
+  timeout_s: number;
+  max_inflight: number;
+  /** What the receiver accepts; Infinity for a script unless configured. */
+  max_body_bytes: number;
+  table: DestinationConfig | undefined;
+}
+
+const DEFAULT_INFLIGHT: Record<DestinationType, number> = { hermes: 2, script: 1, http: 4, module: 1 };
+
+/** A destination's effective settings, or null when the name does not resolve. */
+export function destinationSettings(config: Config, name: string): DestinationSettings | null {
+  const type = destinationType(config, name);
+  if (type === null) return null;
+  const table = config.destinations[name];
+  const timeout = table?.timeout_s ?? (type === "hermes" ? config.hermes.timeout_s : type === "script" ? 300 : 30);
+  const maxBody = table?.max_body_bytes ?? (type === "hermes" ? config.hermes.max_body_bytes : type === "http" ? 1048576 : Number.POSITIVE_INFINITY);
+  return {
+    name,
+    type,
+    timeout_s: timeout,
+    max_inflight: table?.max_inflight ?? DEFAULT_INFLIGHT[type],
+    max_body_bytes: maxBody,
+    table,
+  };
+}

@@ -1,0 +1,132 @@
+// Loading config.toml: TOML via smol-toml, defaults from the schema, path precedence (spec 15).
+import { existsSync, readFileSync, statSync } from "node:fs";
+import { homedir } from "node:os";
+import { dirname, isAbsolute, join, resolve } from "node:path";
+import { parse as parseToml, TomlError } from "smol-toml";
+import { HookspoolError } from "../errors.ts";
+import { Problems, isTable, parseFields } from "./parse.ts";
+import { BOBBIN_INSTANCE_FIELDS, CONFIG_FIELDS, DEFAULT_SPANS } from "./schema.ts";
+import type { Config, ConfigProblem, LoadedConfig, Paths } from "./types.ts";
+import { validateConfig } from "./validate.ts";
+
+export const DEFAULT_HOME = "/var/lib/hookspool";
+
+export type Env = Record<string, string | undefined>;
+
+export interface LoadOptions {
+  /** --home */
+  home?: string;
+  /** --config */
+  config?: string;
+  env?: Env;
+  cwd?: string;
+  /** `check`: unknown keys are errors, not warnings. */
+  strict?: boolean;
+}
+
+/** A config error: the first problem as the message, every problem in `problems`. */
+export class ConfigError extends HookspoolError {
+  readonly problems: ConfigProblem[];
+  constructor(file: string, problems: ConfigProblem[]) {
+    const first = problems[0];
+    super("E_CONFIG", first.message, { file, key: first.key, hint: first.hint });
+    this.problems = problems;
+  }
+}
+
+/** Expand a leading ~ and make a path absolute against `base`. */
+export function expandPath(p: string, base: string, env: Env = process.env): string {
+  let out = p;
+  if (out === "~" || out.startsWith("~/")) out = join(env.HOME || homedir(), out.slice(1));
+  return isAbsolute(out) ? out : resolve(base, out);
+}
+
+/**
+ * Parse config text (already read from `file`). Throws ConfigError on any error; returns
+ * the config and its warnings. Pure apart from reading nothing: paths are left as written.
+ */
+export function parseConfig(text: string, file: string, opts: { strict?: boolean } = {}): { config: Config; problems: ConfigProblem[] } {
+  let doc: unknown;
+  try {
+    doc = parseToml(text);
+  } catch (e) {
+    if (e instanceof TomlError) {
+      // The library's message quotes the offending line; keep only its first line so a
+      // value typed into the wrong place is not echoed into logs.
+      const what = e.message.split("\n")[0];
+      throw new ConfigError(file, [{ level: "error", key: `line ${e.line}, column ${e.column}`, message: `invalid TOML: ${what}` }]);
+    }
+    throw e;
+  }
+  const p = new Problems();
+  if (!isTable(doc)) throw new ConfigError(file, [{ level: "error", key: "(top)", message: "expected a TOML document" }]);
+  rejectDottedBobbins(doc, p);
+  const config = parseFields(doc, CONFIG_FIELDS, "", p) as unknown as Config;
+  config.spans = { ...DEFAULT_SPANS, ...config.spans };
+  if (p.errors.length === 0) validateConfig(config, p);
+  const problems = opts.strict ? p.list.map((x) => ({ ...x, level: "error" as const })) : p.list;
+  const errors = problems.filter((x) => x.level === "error");
+  if (errors.length > 0) throw new ConfigError(file, errors);
+  return { config, problems };
+}
+
+/** [bobbins.google.gmail] parses as a nested table; say what to write instead (spec 14.3.3). */
+function rejectDottedBobbins(doc: Record<string, unknown>, p: Problems): void {
+  const bobbins = doc.bobbins;
+  if (!isTable(bobbins)) return;
+  for (const [vendor, entry] of Object.entries(bobbins)) {
+    if (!isTable(entry) || "bobbin" in entry) continue;
+    const product = Object.keys(entry).find((k) => !(k in BOBBIN_INSTANCE_FIELDS) && isTable(entry[k]));
+    if (product === undefined) continue;
+    p.error(`bobbins.${vendor}.${product}`, `[bobbins.${vendor}.${product}] is read by TOML as a nested table`, `write [bobbins.${product}] with bobbin = "${vendor}.${product}"`);
+    delete bobbins[vendor];
+  }
+}
+
+/** Resolve where home, the config file and the database are (flag -> env -> config -> default). */
+function resolveConfigFile(opts: LoadOptions, env: Env, cwd: string): { file: string; explicit: boolean; homeGuess: string } {
+  const homeGuess = opts.home ?? env.HOOKSPOOL_HOME ?? DEFAULT_HOME;
+  if (opts.config) return { file: resolve(cwd, opts.config), explicit: true, homeGuess };
+  if (env.HOOKSPOOL_CONFIG) return { file: resolve(cwd, env.HOOKSPOOL_CONFIG), explicit: true, homeGuess };
+  return { file: join(resolve(cwd, homeGuess), "config.toml"), explicit: false, homeGuess };
+}
+
+/**
+ * Load the config for a command. A missing config file is an error when it was named
+ * (--config, HOOKSPOOL_CONFIG); at the default place it means "all defaults".
+ */
+export function loadConfig(opts: LoadOptions = {}): LoadedConfig {
+  const env = opts.env ?? process.env;
+  const cwd = opts.cwd ?? process.cwd();
+  const { file, explicit } = resolveConfigFile(opts, env, cwd);
+  let text = "";
+  let mtimeMs: number | null = null;
+  let found = false;
+  if (existsSync(file)) {
+    try {
+      text = readFileSync(file, "utf8");
+      mtimeMs = statSync(file).mtimeMs;
+      found = true;
+    } catch (e) {
+      throw new HookspoolError("E_CONFIG", `cannot read the config file (${(e as NodeJS.ErrnoException).code ?? "error"})`, { file });
+    }
+  } else if (explicit) {
+    throw new HookspoolError("E_CONFIG", "no config file here", { file, hint: "check --config / HOOKSPOOL_CONFIG, or run hookspool init" });
+  }
+  const { config, problems } = parseConfig(text, file, { strict: opts.strict });
+  const paths = resolvePaths(config, { ...opts, env, cwd }, found ? file : null);
+  return { config, paths, problems, mtimeMs };
+}
+
+export function resolvePaths(config: Config, opts: LoadOptions & { env: Env; cwd: string }, file: string | null): Paths {
+  const { env, cwd } = opts;
+  const configDir = file ? dirname(file) : cwd;
+  const home = opts.home
+    ? resolve(cwd, opts.home)
+    : env.HOOKSPOOL_HOME
+      ? resolve(cwd, env.HOOKSPOOL_HOME)
+      : expandPath(config.spool.home, configDir, env);
+  const db = env.HOOKSPOOL_DB ? resolve(cwd, env.HOOKSPOOL_DB) : expandPath(config.spool.db, home, env);
+  // The lock protects the database, so it lives beside it (the state directory by default).
+  return { home, config: file, db, lock: join(dirname(db), "dispatch.lock") };
+}

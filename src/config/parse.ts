@@ -1,0 +1,186 @@
+// Walks a parsed TOML document against the schema table: types, defaults, unknown keys.
+import type { ConfigProblem } from "./types.ts";
+import type { Field, FieldType, Fields } from "./schema.ts";
+
+type Table = Record<string, unknown>;
+
+export function isTable(v: unknown): v is Table {
+  return typeof v === "object" && v !== null && !Array.isArray(v) && !(v instanceof Date);
+}
+
+function describe(v: unknown): string {
+  if (Array.isArray(v)) return "an array";
+  if (v instanceof Date) return "a date";
+  if (v === null) return "null";
+  if (isTable(v)) return "a table";
+  return `a ${typeof v}`;
+}
+
+/** Parse-time context: the problems found so far. Unknown keys are warnings here; `check` escalates them. */
+export class Problems {
+  readonly list: ConfigProblem[] = [];
+  error(key: string, message: string, hint?: string): void {
+    this.list.push({ level: "error", key, message, hint });
+  }
+  warn(key: string, message: string, hint?: string): void {
+    this.list.push({ level: "warning", key, message, hint });
+  }
+  get errors(): ConfigProblem[] {
+    return this.list.filter((p) => p.level === "error");
+  }
+}
+
+const SECRET_SHAPES = "a secret reference: { file = \"...\" }, { env = \"NAME\" } or { env_file = \"...\", key = \"NAME\" }";
+
+function parseSecretRef(v: unknown, key: string, p: Problems): unknown {
+  if (!isTable(v)) {
+    p.error(key, `expected ${SECRET_SHAPES}, got ${describe(v)}`, "secrets are references, never values");
+    return undefined;
+  }
+  const keys = Object.keys(v).sort().join(",");
+  const allString = Object.values(v).every((x) => typeof x === "string" && x !== "");
+  if (allString && (keys === "file" || keys === "env" || keys === "env_file,key")) return { ...v };
+  p.error(key, `expected ${SECRET_SHAPES}`, "secrets are references, never values");
+  return undefined;
+}
+
+function parseValue(v: unknown, type: FieldType, key: string, p: Problems): unknown {
+  switch (type.kind) {
+    case "string":
+      if (typeof v !== "string") return p.error(key, `expected a string, got ${describe(v)}`);
+      if (type.choices && !type.choices.includes(v)) return p.error(key, `expected one of ${type.choices.join(", ")}, got "${v}"`);
+      return v;
+    case "int":
+      if (typeof v !== "number" || !Number.isInteger(v)) return p.error(key, `expected an integer, got ${describe(v)}`);
+      if (type.min !== undefined && v < type.min) return p.error(key, `expected an integer >= ${type.min}, got ${v}`);
+      return v;
+    case "number":
+      if (typeof v !== "number" || !Number.isFinite(v)) return p.error(key, `expected a number, got ${describe(v)}`);
+      if (type.min !== undefined && v < type.min) return p.error(key, `expected a number >= ${type.min}, got ${v}`);
+      return v;
+    case "bool":
+      if (typeof v !== "boolean") return p.error(key, `expected true or false, got ${describe(v)}`);
+      return v;
+    case "strings":
+      if (!Array.isArray(v) || !v.every((x) => typeof x === "string")) return p.error(key, `expected an array of strings, got ${describe(v)}`);
+      return [...v];
+    case "stringMap":
+    case "scalarMap": {
+      if (!isTable(v)) return p.error(key, `expected a table, got ${describe(v)}`);
+      const ok = (x: unknown) => typeof x === "string" || (type.kind === "scalarMap" && (typeof x === "number" || typeof x === "boolean"));
+      for (const [k, x] of Object.entries(v)) {
+        if (!ok(x)) p.error(`${key}.${k}`, `expected ${type.kind === "stringMap" ? "a string" : "a string, number or boolean"}, got ${describe(x)}`);
+      }
+      return { ...v };
+    }
+    case "secret":
+      return parseSecretRef(v, key, p);
+    case "secrets":
+      if (Array.isArray(v)) return v.map((x, i) => parseSecretRef(x, `${key}[${i}]`, p));
+      return parseSecretRef(v, key, p);
+    case "secretMap": {
+      if (!isTable(v)) return p.error(key, `expected a table of secret references, got ${describe(v)}`);
+      const out: Table = {};
+      for (const [k, x] of Object.entries(v)) out[k] = parseSecretRef(x, `${key}.${k}`, p);
+      return out;
+    }
+    case "table":
+      if (!isTable(v)) return p.error(key, `expected a table, got ${describe(v)}`);
+      return v;
+    case "section":
+      if (!isTable(v)) return p.error(key, `expected a table, got ${describe(v)}`);
+      return parseFields(v, type.fields, key, p);
+    case "map": {
+      if (!isTable(v)) return p.error(key, `expected a table of named tables, got ${describe(v)}`);
+      const out: Table = {};
+      for (const [name, entry] of Object.entries(v)) {
+        const path = `${key}.${quoteKey(name)}`;
+        if (!isTable(entry)) {
+          p.error(path, `expected a table, got ${describe(entry)}`);
+          continue;
+        }
+        out[name] = parseFields(entry, type.entry, path, p);
+      }
+      return out;
+    }
+    case "array": {
+      if (!Array.isArray(v)) return p.error(key, `expected an array of tables ([[${key}]]), got ${describe(v)}`);
+      return v.map((entry, i) => {
+        const path = `${key}[${i}]`;
+        if (!isTable(entry)) return p.error(path, `expected a table, got ${describe(entry)}`);
+        return parseFields(entry, type.entry, path, p);
+      });
+    }
+  }
+}
+
+/** A key as it is written in a TOML path: bare when it can be, quoted otherwise. */
+export function quoteKey(name: string): string {
+  return /^[A-Za-z0-9_-]+$/.test(name) ? name : JSON.stringify(name);
+}
+
+function defaultOf(field: Field): unknown {
+  if (field.default === undefined) return undefined;
+  return structuredClone(field.default);
+}
+
+/** Parse one table: known keys typed, defaults filled, unknown keys reported. */
+export function parseFields(table: Table, fields: Fields, path: string, p: Problems): Table {
+  const out: Table = {};
+  for (const [name, value] of Object.entries(table)) {
+    const field = fields[name];
+    const key = path ? `${path}.${quoteKey(name)}` : quoteKey(name);
+    if (!field) {
+      p.warn(key, "unknown key", closest(name, Object.keys(fields)));
+      continue;
+    }
+    const parsed = parseValue(value, field.type, key, p);
+    if (parsed !== undefined) out[name] = parsed;
+  }
+  for (const [name, field] of Object.entries(fields)) {
+    if (name in out) continue;
+    if (field.required && !(name in table)) {
+      p.error(path ? `${path}.${name}` : name, "is required");
+      continue;
+    }
+    if (field.type.kind === "section") {
+      out[name] = parseFields({}, field.type.fields, path ? `${path}.${name}` : name, p);
+    } else if (field.type.kind === "map") {
+      out[name] = {};
+    } else if (field.type.kind === "array") {
+      out[name] = [];
+    } else if (!(name in table)) {
+      const d = defaultOf(field);
+      if (d !== undefined) out[name] = d;
+    }
+  }
+  return out;
+}
+
+/** "did you mean X?" for a misspelt key, when one known key is close. */
+function closest(name: string, known: string[]): string | undefined {
+  let best: string | undefined;
+  let bestDistance = 3;
+  for (const k of known) {
+    const d = editDistance(name, k);
+    if (d < bestDistance) {
+      best = k;
+      bestDistance = d;
+    }
+  }
+  return best ? `did you mean ${best}?` : undefined;
+}
+
+function editDistance(a: string, b: string): number {
+  const row = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    let prev = row[0];
+    row[0] = i;
+    for (let j = 1; j <= b.length; j++) {
+      const cur = row[j];
+      row[j] = Math.min(row[j] + 1, row[j - 1] + 1, prev + (a[i - 1] === b[j - 1] ? 0 : 1));
+      prev = cur;
+    }
+  }
+  return row[b.length];
+}

@@ -1,0 +1,71 @@
+// Route resolution (spec 14.1): the first matching non-tee route or the implicit route, plus tees.
+import { HookspoolError } from "../errors.ts";
+import type { Config, RouteConfig, Window } from "./types.ts";
+import { windowFor } from "./windows.ts";
+
+/** At most this many tee copies per event (spec 5, 14.1). */
+export const MAX_TEES = 8;
+
+/** One place an event goes: the primary copy first, then tees in file order. */
+export interface RouteCopy {
+  route: string;
+  destination: string;
+  tee: boolean;
+  window: Window;
+}
+
+export type Attrs = Record<string, unknown>;
+
+/** A route's match table is a subset of the event's attrs (values compared as text). */
+export function routeMatches(route: RouteConfig, attrs: Attrs): boolean {
+  for (const [k, want] of Object.entries(route.match)) {
+    const have = attrs[k];
+    if (have === undefined || have === null || typeof have === "object") return false;
+    if (String(have) !== String(want)) return false;
+  }
+  return true;
+}
+
+export interface ResolveOptions {
+  /** The source's default destination (config action, else the plugin's). */
+  action?: string | null;
+  /** The plugin's span, used when config does not name one. */
+  pluginSpan?: string;
+  /** Send the primary copy here instead (hookspool enqueue --destination). */
+  destinationOverride?: string;
+}
+
+/** Where an event of `source` with these attrs goes, primary first. Throws when nowhere. */
+export function resolveCopies(config: Config, source: string, attrs: Attrs, opts: ResolveOptions = {}): RouteCopy[] {
+  const routes = config.routes.filter((r) => r.source === source);
+  const action = opts.action ?? config.sources[source]?.action ?? null;
+  let primary: RouteCopy;
+  const chosen = opts.destinationOverride ? undefined : routes.find((r) => !r.tee && routeMatches(r, attrs));
+  if (chosen) {
+    const destination = chosen.destination ?? action;
+    if (!destination) throw noDestination(source, chosen.name);
+    primary = { route: chosen.name, destination, tee: false, window: windowFor(config, source, chosen.name, opts.pluginSpan) };
+  } else {
+    const destination = opts.destinationOverride ?? action;
+    if (!destination) throw noDestination(source, source);
+    primary = { route: source, destination, tee: false, window: windowFor(config, source, null, opts.pluginSpan) };
+  }
+  const copies = [primary];
+  const used = new Set([primary.destination]);
+  for (const r of routes) {
+    if (!r.tee || !r.destination || !routeMatches(r, attrs)) continue;
+    if (copies.length - 1 >= MAX_TEES) break;
+    // Never two copies of one event to one destination (spec 14.1).
+    if (used.has(r.destination)) continue;
+    used.add(r.destination);
+    copies.push({ route: r.name, destination: r.destination, tee: true, window: windowFor(config, source, r.name, opts.pluginSpan) });
+  }
+  return copies;
+}
+
+function noDestination(source: string, route: string): HookspoolError {
+  return new HookspoolError("E_CONFIG", `route ${route} of source ${source} has no destination`, {
+    key: `sources.${source}.action`,
+    hint: "set the source's action or the route's destination",
+  });
+}

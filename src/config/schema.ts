@@ -1,0 +1,240 @@
+// The config table of spec 15: every key, its type, default and meaning. The loader, the
+// starter config written by `hookspool init` and docs/config.md are all made from this table,
+// so the three cannot drift (STYLE.md rule 11).
+
+export type FieldType =
+  | { kind: "string"; choices?: readonly string[] }
+  | { kind: "int"; min?: number }
+  | { kind: "number"; min?: number }
+  | { kind: "bool" }
+  | { kind: "strings" } // an array of strings
+  | { kind: "stringMap" } // a table of string values
+  | { kind: "scalarMap" } // a table of string, number or boolean values
+  | { kind: "secret" } // a secret reference: { file }, { env } or { env_file, key }
+  | { kind: "secrets" } // secret reference, or an array of them (rotation)
+  | { kind: "secretMap" } // a table of name -> secret reference
+  | { kind: "table" } // a table whose shape its owner checks (a template, settings)
+  | { kind: "section"; fields: Fields } // a nested table with fixed keys
+  | { kind: "map"; entry: Fields } // name -> table with fixed keys
+  | { kind: "array"; entry: Fields }; // an array of tables with fixed keys
+
+export interface Field {
+  type: FieldType;
+  /** The default applied when the key is absent (undefined: no default, the key stays unset). */
+  default?: unknown;
+  /** One line for the starter config and the reference. */
+  doc: string;
+  /** The environment variable that overrides it. */
+  env?: string;
+  required?: boolean;
+}
+
+export type Fields = Record<string, Field>;
+
+const str = (doc: string, def?: string, extra: Partial<Field> = {}): Field => ({ type: { kind: "string" }, default: def, doc, ...extra });
+const int = (doc: string, def?: number, min = 0): Field => ({ type: { kind: "int", min }, default: def, doc });
+const num = (doc: string, def?: number, min = 0): Field => ({ type: { kind: "number", min }, default: def, doc });
+const bool = (doc: string, def?: boolean): Field => ({ type: { kind: "bool" }, default: def, doc });
+
+/** The four window fields; routes, sources and bobbin instances may set any of them. */
+const WINDOW_OVERRIDES: Fields = {
+  quiet_s: num("quiet window: seal when no event joined for this long"),
+  max_s: num("maximum wait: seal when the first event is this old"),
+  max_events: int("seal at this many events", undefined, 1),
+  max_bytes: int("seal at this many bytes", undefined, 1),
+};
+
+export const SPAN_FIELDS: Fields = {
+  quiet_s: { ...num("quiet window of the preset"), required: true },
+  max_s: { ...num("maximum wait of the preset"), required: true },
+};
+
+export const SOURCE_FIELDS: Fields = {
+  module: str("a TypeScript module that implements the source (spec 14.1)"),
+  template: { type: { kind: "table" }, doc: "template source settings (spec 14.3.2a): scheme, header, key, ..." },
+  secrets: { type: { kind: "secretMap" }, doc: "secret name -> reference" },
+  span: str("coalesce preset name (a key of [spans])"),
+  ...WINDOW_OVERRIDES,
+  expect_every_s: num("open a source_silent issue after this long without an event; 0 = no expectation", 0),
+  dedup_window_s: num("how long a dedup id is remembered", 86400),
+  max_body_bytes: int("largest accepted body for this source (default: intake.max_body_bytes)", undefined, 1),
+  store_raw: bool("keep original bodies (default: spool.store_raw)"),
+  keep_headers: { type: { kind: "strings" }, doc: "request headers stored with each event" },
+  auth_headers: { type: { kind: "strings" }, doc: "signature/token headers: never stored" },
+  action: str("default destination for events no route claims"),
+  event_header: str("header that carries the event type on delivery (e.g. X-GitHub-Event)"),
+  sender_retries: bool("whether the sender retries a failed delivery (documentation; shown by check)"),
+  kind: { type: { kind: "string", choices: ["webhook", "poll"] }, doc: "webhook (default) or poll (bobbin expansion only)" },
+  every_s: num("poll interval (poll sources only)"),
+  jitter_s: num("poll jitter (poll sources only)"),
+};
+
+export const ROUTE_FIELDS: Fields = {
+  name: { ...str("route name, unique"), required: true },
+  source: { ...str("the source this route takes events from"), required: true },
+  match: { type: { kind: "scalarMap" }, doc: "attrs the event must have (a subset match)", default: {} },
+  destination: str("where matching events go (default: the source's action)"),
+  tee: bool("receive a copy without claiming the event", false),
+  ...WINDOW_OVERRIDES,
+};
+
+export const DESTINATION_FIELDS: Fields = {
+  type: { type: { kind: "string", choices: ["http", "hermes", "script"] }, doc: "http, hermes or script (inferred from a hermes:/script: name)" },
+  module: str("a module implementing a custom destination type (pkg:ClassName)"),
+  url: str("http: the receiver's URL (https unless allow_insecure)"),
+  secret: { type: { kind: "secret" }, doc: "http: the signing secret (whsec_... is base64-decoded)" },
+  secret_previous: { type: { kind: "secrets" }, doc: "http: earlier secrets still signed during a rotation" },
+  headers: { type: { kind: "stringMap" }, doc: "http: extra static headers" },
+  allow_insecure: bool("http: allow http:// URLs", false),
+  max_body_bytes: int("largest body the receiver accepts", undefined, 1),
+  timeout_s: num("one attempt's time limit"),
+  max_inflight: int("deliveries in flight at once", undefined, 1),
+  unwrap: bool("http/hermes: one request per event with the stored payload (spec 6.4.1)", false),
+  event_header: str("unwrap: header carrying each event's type"),
+  dedup_header: str("unwrap: header carrying each event's dedup id"),
+  argv: { type: { kind: "strings" }, doc: "script: the command and its arguments" },
+  cwd: str("script: working directory"),
+  env_file: str("script: KEY=VALUE file merged into the environment"),
+  env: { type: { kind: "stringMap" }, doc: "script: extra environment (names ^[A-Z][A-Z0-9_]*$)" },
+  state_dir: str("script: a private directory for the script's own state"),
+  processor: str("script: a bobbin instance whose processor runs (replaces argv)"),
+};
+
+export const BOBBIN_INSTANCE_FIELDS: Fields = {
+  bobbin: { ...str("the bobbin, <vendor>.<product>"), required: true },
+  secrets: { type: { kind: "secretMap" }, doc: "secret name -> reference" },
+  settings: { type: { kind: "table" }, doc: "typed settings of the bobbin" },
+  outputs: { type: { kind: "stringMap" }, doc: "output event type (or \"*\") -> destination" },
+  expect: bool("apply the manifest's expect_every_s"),
+  span: str("coalesce preset name"),
+  ...WINDOW_OVERRIDES,
+  expect_every_s: num("liveness expectation override"),
+  dedup_window_s: num("dedup window override"),
+  max_body_bytes: int("body cap override", undefined, 1),
+  timeout_s: num("processor time limit"),
+  state_dir: str("processor state directory"),
+  every_s: num("poll interval override"),
+  jitter_s: num("poll jitter override"),
+};
+
+export const DEFAULT_SPANS: Record<string, { quiet_s: number; max_s: number }> = {
+  burst: { quiet_s: 120, max_s: 600 },
+  mail: { quiet_s: 30, max_s: 120 },
+  calendar: { quiet_s: 45, max_s: 180 },
+  sync: { quiet_s: 60, max_s: 300 },
+  meeting: { quiet_s: 60, max_s: 900 },
+  immediate: { quiet_s: 0, max_s: 0 },
+};
+
+/** The whole file: sections with fixed keys, then the named tables. */
+export const CONFIG_FIELDS: Fields = {
+  spool: {
+    doc: "where the spool lives",
+    type: {
+      kind: "section",
+      fields: {
+        home: str("state directory (config.toml, spool.db, dispatch.lock)", "/var/lib/hookspool", { env: "HOOKSPOOL_HOME" }),
+        db: str("database file, relative to home", "spool.db", { env: "HOOKSPOOL_DB" }),
+        store_raw: bool("keep original bodies for replay and verification tests", true),
+        bobbin_path: { type: { kind: "strings" }, default: [], doc: "extra bobbin directories, searched after the built-ins" },
+      },
+    },
+  },
+  intake: {
+    doc: "the HTTP intake",
+    type: {
+      kind: "section",
+      fields: {
+        listen: str("address to bind: host:port on loopback, or unix:/path", "127.0.0.1:8650"),
+        allow_non_loopback: bool("bind a non-loopback address (the reverse proxy should own the network)", false),
+        max_body_bytes: int("largest accepted request body", 1048576, 1),
+        busy_timeout_s: num("wait this long for a busy database, then answer 503", 10),
+        threads: int("accepted for compatibility; Bun serves on one event loop", 16),
+      },
+    },
+  },
+  dispatch: {
+    doc: "the dispatcher",
+    type: {
+      kind: "section",
+      fields: {
+        parallel: int("deliveries in flight at once, overall", 4, 1),
+        poll_s: num("tick interval", 1.0),
+        heartbeat_s: num("heartbeat and clock-guard interval", 10),
+        lease_grace_s: num("lease = timeout_s + this", 60),
+        max_attempts: int("counted (batch-class) attempts before a batch is dead", 64, 1),
+        backoff_base_s: num("first backoff step", 15),
+        backoff_cap_s: num("longest backoff step", 300),
+        breaker: {
+          doc: "circuit breaker per destination",
+          type: {
+            kind: "section",
+            fields: {
+              trip_after: int("consecutive transport failures that open the breaker", 3, 1),
+              cooldown_initial_s: num("first cooldown", 30),
+              cooldown_max_s: num("longest cooldown (doubles per re-trip)", 600),
+            },
+          },
+        },
+      },
+    },
+  },
+  coalesce: {
+    doc: "defaults for every window field; sources and routes override per field",
+    type: {
+      kind: "section",
+      fields: {
+        quiet_s: num("quiet window", 0),
+        max_s: num("maximum wait", 0),
+        max_events: int("events per batch", 500, 1),
+        max_bytes: int("bytes per batch (check: <= 0.75 x destination max_body_bytes)", 786432, 1),
+      },
+    },
+  },
+  limits: {
+    doc: "backpressure",
+    type: { kind: "section", fields: { min_free_bytes: int("answer 503 below this much free disk", 536870912) } },
+  },
+  retention: {
+    doc: "how long finished work is kept (dead batches: forever)",
+    type: {
+      kind: "section",
+      fields: {
+        delivered_days: num("delivered batches, their events and raw bodies", 7),
+        attempts_days: num("attempt rows", 30),
+        dropped_days: num("dropped batches", 7),
+        issues_days: num("resolved and ignored issues", 90),
+      },
+    },
+  },
+  alerts: {
+    doc: "outbound alerts for issues",
+    type: {
+      kind: "section",
+      fields: {
+        argv: { type: { kind: "strings" }, default: ["logger", "-t", "hookspool"], doc: "command; the alert text is appended as the last argument" },
+        dry: bool("record alerts without sending (HOOKSPOOL_ALERT_DRY=1 too)", false),
+        rate_limit_s: num("at most one alert per kind in this interval", 1800),
+        timeout_s: num("the alert command's time limit", 60),
+      },
+    },
+  },
+  hermes: {
+    doc: "the Hermes Agent gateway",
+    type: {
+      kind: "section",
+      fields: {
+        base_url: str("gateway URL", "http://127.0.0.1:8644"),
+        subscriptions_path: str("the gateway's webhook subscriptions file", "~/.hermes/webhook_subscriptions.json"),
+        timeout_s: num("one delivery's time limit", 30),
+        max_body_bytes: int("must match the gateway's webhook max_body_bytes", 1048576, 1),
+        legacy_signature: bool("also send X-Hub-Signature-256", true),
+      },
+    },
+  },
+  spans: { doc: "coalesce presets (quiet_s, max_s); add your own", type: { kind: "map", entry: SPAN_FIELDS } },
+  sources: { doc: "webhook sources", type: { kind: "map", entry: SOURCE_FIELDS } },
+  routes: { doc: "routes: (source, match) -> destination", type: { kind: "array", entry: ROUTE_FIELDS } },
+  destinations: { doc: "destinations", type: { kind: "map", entry: DESTINATION_FIELDS } },
+  bobbins: { doc: "bobbin instances (spec 14.3.3)", type: { kind: "map", entry: BOBBIN_INSTANCE_FIELDS } },
+};

@@ -1,0 +1,130 @@
+// The typed shape of a loaded config.toml (spec 15). Keys keep the spec's snake_case.
+
+export type SecretRef = { file: string } | { env: string } | { env_file: string; key: string };
+
+/** The four window fields a batch is opened with (spec 5). */
+export interface Window {
+  quiet_s: number;
+  max_s: number;
+  max_events: number;
+  max_bytes: number;
+}
+
+export type PartialWindow = Partial<Window>;
+
+export interface SourceConfig extends PartialWindow {
+  module?: string;
+  template?: Record<string, unknown>;
+  secrets: Record<string, SecretRef>;
+  span?: string;
+  expect_every_s: number;
+  dedup_window_s: number;
+  max_body_bytes?: number;
+  store_raw?: boolean;
+  keep_headers?: string[];
+  auth_headers?: string[];
+  action?: string;
+  event_header?: string;
+  sender_retries?: boolean;
+  kind?: "webhook" | "poll";
+  every_s?: number;
+  jitter_s?: number;
+}
+
+export interface RouteConfig extends PartialWindow {
+  name: string;
+  source: string;
+  match: Record<string, string | number | boolean>;
+  destination?: string;
+  tee: boolean;
+}
+
+export interface DestinationConfig {
+  type?: "http" | "hermes" | "script";
+  module?: string;
+  url?: string;
+  secret?: SecretRef;
+  secret_previous?: SecretRef | SecretRef[];
+  headers?: Record<string, string>;
+  allow_insecure: boolean;
+  max_body_bytes?: number;
+  timeout_s?: number;
+  max_inflight?: number;
+  unwrap: boolean;
+  event_header?: string;
+  dedup_header?: string;
+  argv?: string[];
+  cwd?: string;
+  env_file?: string;
+  env?: Record<string, string>;
+  state_dir?: string;
+  processor?: string;
+}
+
+export interface BobbinInstanceConfig extends PartialWindow {
+  bobbin: string;
+  secrets?: Record<string, SecretRef>;
+  settings?: Record<string, unknown>;
+  outputs?: Record<string, string>;
+  expect?: boolean;
+  span?: string;
+  expect_every_s?: number;
+  dedup_window_s?: number;
+  max_body_bytes?: number;
+  timeout_s?: number;
+  state_dir?: string;
+  every_s?: number;
+  jitter_s?: number;
+}
+
+export interface Config {
+  spool: { home: string; db: string; store_raw: boolean; bobbin_path: string[] };
+  intake: { listen: string; allow_non_loopback: boolean; max_body_bytes: number; busy_timeout_s: number; threads: number };
+  dispatch: {
+    parallel: number;
+    poll_s: number;
+    heartbeat_s: number;
+    lease_grace_s: number;
+    max_attempts: number;
+    backoff_base_s: number;
+    backoff_cap_s: number;
+    breaker: { trip_after: number; cooldown_initial_s: number; cooldown_max_s: number };
+  };
+  coalesce: Window;
+  limits: { min_free_bytes: number };
+  retention: { delivered_days: number; attempts_days: number; dropped_days: number; issues_days: number };
+  alerts: { argv: string[]; dry: boolean; rate_limit_s: number; timeout_s: number };
+  hermes: { base_url: string; subscriptions_path: string; timeout_s: number; max_body_bytes: number; legacy_signature: boolean };
+  spans: Record<string, { quiet_s: number; max_s: number }>;
+  sources: Record<string, SourceConfig>;
+  routes: RouteConfig[];
+  destinations: Record<string, DestinationConfig>;
+  bobbins: Record<string, BobbinInstanceConfig>;
+}
+
+/** One problem found while loading or checking a config. */
+export interface ConfigProblem {
+  level: "error" | "warning";
+  /** The key path, e.g. routes[2].match or sources.github.span. */
+  key: string;
+  message: string;
+  hint?: string;
+}
+
+/** Where things live, after the precedence rule of spec 15: flag -> env -> config -> default. */
+export interface Paths {
+  home: string;
+  /** The config file, or null when none exists at the default place. */
+  config: string | null;
+  db: string;
+  lock: string;
+}
+
+export interface LoadedConfig {
+  config: Config;
+  paths: Paths;
+  /** Warnings (unknown keys at run time, notes); errors are thrown. */
+  problems: ConfigProblem[];
+  /** The config file's mtime when it was read (reload on change), or null. */
+  mtimeMs: number | null;
+}

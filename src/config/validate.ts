@@ -1,0 +1,88 @@
+// Load-time consistency rules: what would make a config unusable is an error, the rest warnings
+// (hookspool check escalates every warning, spec 15).
+import { destinationProblem, QUARANTINE } from "./destinations.ts";
+import type { Problems } from "./parse.ts";
+import { quoteKey } from "./parse.ts";
+import type { Config } from "./types.ts";
+
+const ENV_NAME = /^[A-Z][A-Z0-9_]*$/;
+
+export function validateConfig(config: Config, p: Problems): void {
+  validateSources(config, p);
+  validateRoutes(config, p);
+  validateDestinations(config, p);
+}
+
+function validateSources(config: Config, p: Problems): void {
+  for (const [name, src] of Object.entries(config.sources)) {
+    const key = `sources.${quoteKey(name)}`;
+    if (!/^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$/.test(name)) p.error(key, "a source name is 1-64 letters, digits, _ . -", "it is the URL path /hooks/<name>");
+    if (src.module && src.template) p.error(key, "set module or template, not both");
+    if (src.span !== undefined && !(src.span in config.spans)) p.error(`${key}.span`, `no span preset "${src.span}"`, `one of ${Object.keys(config.spans).join(", ")}`);
+    const auth = new Set((src.auth_headers ?? []).map((h) => h.toLowerCase()));
+    for (const h of src.keep_headers ?? []) {
+      if (auth.has(h.toLowerCase())) p.error(`${key}.keep_headers`, `${h} is an auth header and is never stored`, "remove it from keep_headers");
+    }
+    if (src.action !== undefined) {
+      const why = destinationProblem(config, src.action);
+      if (why) p.warn(`${key}.action`, `destination "${src.action}": ${why}`);
+    }
+    windowWarnings(config, src, key, p);
+    if (src.dedup_window_s > config.retention.delivered_days * 86400) {
+      p.warn(`${key}.dedup_window_s`, "the dedup window is longer than retention.delivered_days", "an id may outlive the event it points at; that is allowed but check says so");
+    }
+  }
+}
+
+function windowWarnings(config: Config, w: { quiet_s?: number; max_s?: number; span?: string }, key: string, p: Problems): void {
+  const span = w.span ? config.spans[w.span] : undefined;
+  const quiet = w.quiet_s ?? span?.quiet_s ?? config.coalesce.quiet_s;
+  const max = w.max_s ?? span?.max_s ?? config.coalesce.max_s;
+  if (max > 0 && quiet > max) p.warn(key, `quiet_s (${quiet}) > max_s (${max}): the quiet window can never fire`);
+}
+
+function validateRoutes(config: Config, p: Problems): void {
+  const seen = new Set<string>();
+  const known = new Set([...Object.keys(config.sources), ...Object.keys(config.bobbins)]);
+  config.routes.forEach((route, i) => {
+    const key = `routes[${i}]`;
+    if (seen.has(route.name)) p.error(`${key}.name`, `route "${route.name}" is defined twice`);
+    seen.add(route.name);
+    if (known.has(route.name)) p.error(`${key}.name`, `"${route.name}" is the implicit route of source ${route.name}`, "pick another route name");
+    if (!known.has(route.source)) p.error(`${key}.source`, `no source "${route.source}"`, "define [sources.<name>] or [bobbins.<name>]");
+    if (route.tee && route.destination === undefined) p.error(`${key}.destination`, "a tee route needs a destination");
+    if (route.destination !== undefined) {
+      const why = destinationProblem(config, route.destination);
+      if (why) p.warn(`${key}.destination`, `destination "${route.destination}": ${why}`);
+    }
+    windowWarnings(config, route, key, p);
+  });
+}
+
+function validateDestinations(config: Config, p: Problems): void {
+  for (const [name, d] of Object.entries(config.destinations)) {
+    const key = `destinations.${quoteKey(name)}`;
+    if (name === QUARANTINE) {
+      p.error(key, "quarantine is a reserved destination name");
+      continue;
+    }
+    const implied = name.startsWith("hermes:") ? "hermes" : name.startsWith("script:") ? "script" : undefined;
+    if (implied && d.type && d.type !== implied) p.error(`${key}.type`, `a ${implied}: destination cannot have type = "${d.type}"`);
+    const type = implied ?? d.type ?? (d.url !== undefined ? "http" : undefined);
+    if (type === undefined && !d.module) p.error(key, "cannot tell the destination's type", 'name it hermes:<route> or script:<name>, or set type = "http" and url');
+    if (type === "script") {
+      if (d.argv && d.processor) p.error(key, "set argv or processor, not both");
+      if (!d.argv && !d.processor) p.error(`${key}.argv`, "a script destination needs argv");
+      if (d.argv && d.argv.length === 0) p.error(`${key}.argv`, "argv is empty");
+      for (const envName of Object.keys(d.env ?? {})) {
+        if (!ENV_NAME.test(envName)) p.error(`${key}.env.${envName}`, "environment names match ^[A-Z][A-Z0-9_]*$");
+        else if (envName.startsWith("HOOKSPOOL_")) p.error(`${key}.env.${envName}`, "HOOKSPOOL_* variables are set by hookspool, not by config");
+      }
+    }
+    if (type === "http") {
+      if (!d.url) p.error(`${key}.url`, "an http destination needs url");
+      else if (!/^https?:\/\//.test(d.url)) p.error(`${key}.url`, "expected an http(s) URL");
+      else if (d.url.startsWith("http://") && !d.allow_insecure) p.error(`${key}.url`, "http:// needs allow_insecure = true", "use https://");
+    }
+  }
+}

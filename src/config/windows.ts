@@ -1,0 +1,21 @@
+// Per-field window inheritance (spec 5): route -> source -> span preset -> [coalesce].
+import type { Config, PartialWindow, Window } from "./types.ts";
+
+const FIELDS = ["quiet_s", "max_s", "max_events", "max_bytes"] as const;
+
+/**
+ * The window a new batch of `route` (null: the implicit route) for `source` opens with.
+ * `pluginSpan` is the span the source plugin names when config does not set one.
+ */
+export function windowFor(config: Config, sourceName: string, routeName: string | null, pluginSpan?: string): Window {
+  const source = config.sources[sourceName];
+  const route = routeName === null ? undefined : config.routes.find((r) => r.name === routeName);
+  const spanName = source?.span ?? pluginSpan;
+  const span: PartialWindow | undefined = spanName ? config.spans[spanName] : undefined;
+  const out = { ...config.coalesce };
+  for (const f of FIELDS) {
+    const v = route?.[f] ?? source?.[f] ?? span?.[f] ?? config.coalesce[f];
+    out[f] = v;
+  }
+  return out;
+}

@@ -1,0 +1,125 @@
+// The status document shared by `hookspool status` and GET /healthz (spec 11.1).
+import type { Config } from "../config/types.ts";
+import { schemaVersion, type Spool } from "../store/db.ts";
+import { openIssueCount } from "../store/issues.ts";
+import { getMetaNumber } from "../store/meta.ts";
+import { countBatches, destinationNames, destinationRows, oldestPending, type StateCounts } from "../store/queries.ts";
+import { diskFreeBytes, spoolBytes } from "./disk.ts";
+
+/** A dispatcher heartbeat older than this is reported as degraded (spec 11.1). */
+export const HEARTBEAT_STALE_S = 30;
+
+export interface DestinationStatus {
+  state: string;
+  inflight?: number;
+  oldest_pending_age_s: number | null;
+  opened_at?: number;
+  cooldown_s?: number;
+  last_error?: string;
+  paused_by?: string;
+}
+
+export interface SourceStatus {
+  last_event_age_s: number | null;
+  expected_every_s?: number;
+  silent?: boolean;
+}
+
+export interface StatusDoc {
+  ok: boolean;
+  degraded: string[];
+  schema: number;
+  dispatcher: { alive: boolean; heartbeat_age_s: number | null; pid: number | null };
+  spool: { last_enqueue_age_s: number | null; writable_checked_age_s: number | null };
+  batches: StateCounts;
+  oldest_pending_age_s: number | null;
+  destinations: Record<string, DestinationStatus>;
+  sources: Record<string, SourceStatus>;
+  issues_open: number;
+  spool_bytes: number;
+  disk_free_bytes: number | null;
+}
+
+export interface StatusInputs {
+  now: number;
+  /** In-flight deliveries per destination, when the caller is the dispatcher. */
+  inflight?: ReadonlyMap<string, number>;
+  /** When the spool last proved writable (the intake's write probe), if known. */
+  writableCheckedAt?: number | null;
+  /** Hard problems the caller knows of (spool unwritable, a backpressure limit). */
+  hard?: string[];
+}
+
+const age = (now: number, t: number | null | undefined) => (t === null || t === undefined ? null : Math.max(0, round1(now - t)));
+const round1 = (x: number) => Math.round(x * 10) / 10;
+
+/**
+ * Build the status document from the tables (and the caller's in-memory facts). `hard` says
+ * whether /healthz answers 503 (spool unwritable, a hard limit active) rather than 200.
+ */
+export function buildStatus(spool: Spool, config: Config, dbPath: string, inp: StatusInputs): { doc: StatusDoc; hard: boolean } {
+  const db = spool.db;
+  const { now } = inp;
+  const degraded: string[] = [];
+  const heartbeat = getMetaNumber(db, "dispatcher_heartbeat_at");
+  const heartbeatAge = age(now, heartbeat);
+  const alive = heartbeatAge !== null && heartbeatAge <= HEARTBEAT_STALE_S;
+  if (heartbeat === null) degraded.push("dispatcher: no heartbeat yet");
+  else if (!alive) degraded.push(`dispatcher: heartbeat ${Math.round(heartbeatAge ?? 0)}s old`);
+
+  const batches = countBatches(db);
+  if (batches.dead > 0) degraded.push(`batches: ${batches.dead} dead`);
+  if (batches.quarantined > 0) degraded.push(`batches: ${batches.quarantined} quarantined`);
+
+  const pending = oldestPending(db);
+  const rows = new Map(destinationRows(db).map((r) => [r.name, r]));
+  const destinations: Record<string, DestinationStatus> = {};
+  for (const name of destinationNames(db)) {
+    const row = rows.get(name);
+    const d: DestinationStatus = { state: row?.state ?? "closed", oldest_pending_age_s: age(now, pending.byDestination.get(name)) };
+    if (inp.inflight) d.inflight = inp.inflight.get(name) ?? 0;
+    if (row?.state === "open" || row?.state === "half_open") {
+      if (row.opened_at !== null) d.opened_at = row.opened_at;
+      if (row.cooldown_s !== null) d.cooldown_s = row.cooldown_s;
+      degraded.push(`destination ${name}: breaker ${row.state}`);
+    }
+    if (row?.state === "paused") {
+      if (row.paused_by) d.paused_by = row.paused_by;
+      degraded.push(`destination ${name}: paused`);
+    }
+    if (row?.last_error) d.last_error = row.last_error;
+    destinations[name] = d;
+  }
+
+  const sources: Record<string, SourceStatus> = {};
+  for (const [name, src] of Object.entries(config.sources)) {
+    const last = getMetaNumber(db, `source:${name}:last_event_at`);
+    const s: SourceStatus = { last_event_age_s: age(now, last) };
+    if (src.expect_every_s > 0) {
+      s.expected_every_s = src.expect_every_s;
+      s.silent = last !== null && now - last > src.expect_every_s;
+      if (s.silent) degraded.push(`source ${name}: silent`);
+    }
+    sources[name] = s;
+  }
+
+  const diskFree = diskFreeBytes(dbPath);
+  const hard = [...(inp.hard ?? [])];
+  if (diskFree !== null && diskFree < config.limits.min_free_bytes) hard.push(`spool: disk free ${diskFree} below limits.min_free_bytes`);
+  const lastEnqueue = getMetaNumber(db, "last_enqueue_at");
+  const doc: StatusDoc = {
+    ok: hard.length === 0 && degraded.length === 0,
+    degraded: [...hard, ...degraded],
+    schema: schemaVersion(db),
+    dispatcher: { alive, heartbeat_age_s: heartbeatAge, pid: getMetaNumber(db, "dispatcher_pid") },
+    spool: { last_enqueue_age_s: age(now, lastEnqueue), writable_checked_age_s: age(now, inp.writableCheckedAt ?? null) },
+    batches,
+    oldest_pending_age_s: age(now, pending.overall),
+    destinations,
+    sources,
+    issues_open: openIssueCount(db),
+    spool_bytes: spoolBytes(dbPath),
+    disk_free_bytes: diskFree,
+  };
+  return { doc, hard: hard.length > 0 };
+}

@@ -1,0 +1,266 @@
+// The dispatcher's side of a batch (spec 5, 6.1, 6.2): readiness seal, the FIFO candidate query,
+// claim with a lease fence, fenced marks, and lease recovery.
+import type { Database } from "bun:sqlite";
+import { testHook } from "../testhook.ts";
+import type { Spool } from "./db.ts";
+import { enqueueTx, type EnqueueResult, type NewEvent } from "./enqueue.ts";
+import { sealBatchTx } from "./transitions.ts";
+
+const READY = `SELECT id FROM batches WHERE state = 'open'
+  AND ((quiet_s = 0 AND max_s = 0) OR $now >= last_at + quiet_s OR $now >= first_at + max_s)
+  ORDER BY id`;
+
+/** Seal every open batch that is ready at `now` (spec 5, readiness); returns their ids. */
+export function sealReady(spool: Spool, now: number): number[] {
+  return spool.db
+    .transaction(() => {
+      const ids = spool.db.query<{ id: number }, Record<string, number>>(READY).all({ now }).map((r) => r.id);
+      for (const id of ids) sealBatchTx(spool.db, id, now);
+      testHook("seal.before_commit");
+      return ids;
+    })
+    .immediate();
+}
+
+export interface Candidate {
+  id: number;
+  route: string;
+  source: string;
+  destination: string;
+  key: string;
+  state: "sealed" | "retry";
+  first_at: number;
+  attempts: number;
+  count: number;
+  bytes: number;
+}
+
+// Only the head of each (route, key) group: the oldest unfinished batch by first_at (then id).
+// A group whose head is open, leased or backing off yields nothing (spec 6.1).
+const CANDIDATES = `SELECT b.id, b.route, b.source, b.destination, b.key, b.state, b.first_at, b.attempts, b.count, b.bytes
+  FROM batches b
+  WHERE b.state IN ('sealed', 'retry')
+    AND b.destination <> 'quarantine'
+    AND (b.state = 'sealed' OR b.next_attempt_at <= $now)
+    AND (b.not_before IS NULL OR b.not_before <= $now)
+    AND NOT EXISTS (
+      SELECT 1 FROM batches o
+      WHERE o.route = b.route AND o.key = b.key AND o.state IN ('open', 'sealed', 'retry', 'leased')
+        AND (o.first_at < b.first_at OR (o.first_at = b.first_at AND o.id < b.id)))
+  ORDER BY b.first_at, b.id`;
+
+/** Deliverable batches at `now`, oldest first_at first: strictly FIFO per group, parallel across groups. */
+export function candidates(db: Database, now: number): Candidate[] {
+  return db.query<Candidate, Record<string, number>>(CANDIDATES).all({ now });
+}
+
+export interface ClaimInput {
+  batchId: number;
+  destination: string;
+  now: number;
+  /** now + destination timeout_s + lease_grace_s (spec 6.2). */
+  leaseUntil: number;
+  host: string;
+  pid: number;
+  probe?: boolean;
+  /** The delivery id for this attempt, from the attempt id and number (spec 6.4). */
+  deliveryId?: (attemptId: number, n: number) => string;
+}
+
+export interface Claim {
+  attemptId: number;
+  n: number;
+  owner: string;
+  leaseUntil: number;
+  deliveryId: string | null;
+}
+
+class LostRace extends Error {}
+
+const Q = {
+  attemptCount: "SELECT COUNT(*) AS n FROM attempts WHERE batch_id = ?",
+  startAttempt: `INSERT INTO attempts (batch_id, n, destination, started_at, probe, counted) VALUES ($batch, $n, $destination, $now, $probe, 0)`,
+  setDeliveryId: "UPDATE attempts SET delivery_id = ? WHERE id = ?",
+  lease: `UPDATE batches SET state = 'leased', lease_until = $until, lease_owner = $owner
+    WHERE id = $id AND state IN ('sealed', 'retry')`,
+};
+
+/**
+ * Lease a batch for one attempt: the attempt row is written first (its id is part of the
+ * fence), then the lease. Returns null when the batch was no longer claimable.
+ */
+export function claimBatch(spool: Spool, c: ClaimInput): Claim | null {
+  const db = spool.db;
+  try {
+    return db
+      .transaction((): Claim => {
+        const n = (db.query<{ n: number }, [number]>(Q.attemptCount).get(c.batchId)?.n ?? 0) + 1;
+        const attemptId = Number(
+          db.query(Q.startAttempt).run({ batch: c.batchId, n, destination: c.destination, now: c.now, probe: c.probe ? 1 : 0 }).lastInsertRowid,
+        );
+        const owner = `${c.host}:${c.pid}:${attemptId}`;
+        if (db.query(Q.lease).run({ id: c.batchId, until: c.leaseUntil, owner }).changes !== 1) throw new LostRace();
+        const deliveryId = c.deliveryId ? c.deliveryId(attemptId, n) : null;
+        if (deliveryId !== null) db.query(Q.setDeliveryId).run(deliveryId, attemptId);
+        testHook("claim.before_commit");
+        return { attemptId, n, owner, leaseUntil: c.leaseUntil, deliveryId };
+      })
+      .immediate();
+  } catch (e) {
+    if (e instanceof LostRace) return null;
+    throw e;
+  }
+}
+
+/** What one attempt did, recorded on its attempt row. */
+export interface AttemptRecord {
+  klass: string | null;
+  status: number | null;
+  /** Short, scrubbed; never a body or a secret. */
+  error: string | null;
+  durationMs: number;
+  counted: boolean;
+  eventsDelivered?: number | null;
+  failedEventId?: number | null;
+}
+
+interface MarkBase {
+  batchId: number;
+  attemptId: number;
+  owner: string;
+  now: number;
+  attempt: AttemptRecord;
+}
+
+export type MarkResult = { applied: true; emitted: EnqueueResult[] } | { applied: false };
+
+const FINISH = `UPDATE attempts SET finished_at = $now, outcome = $outcome, klass = $klass, status = $status, error = $error,
+    duration_ms = $duration, counted = $counted, events_delivered = $delivered, failed_event_id = $failed
+  WHERE id = $id`;
+
+/** last_error and attempt errors: one line, at most 500 characters (spec 14.2). */
+export function scrubError(s: string | null | undefined): string | null {
+  if (s === null || s === undefined) return null;
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: stripping them is the point
+  return s.replace(/[\u0000-\u001f\u007f]+/g, " ").slice(0, 500);
+}
+
+function finishAttempt(db: Database, m: MarkBase, outcome: "ok" | "retry" | "dead" | "discarded"): void {
+  const a = m.attempt;
+  db.query(FINISH).run({
+    id: m.attemptId,
+    now: m.now,
+    outcome,
+    klass: a.klass,
+    status: a.status,
+    error: scrubError(a.error),
+    duration: Math.round(a.durationMs),
+    counted: outcome !== "discarded" && a.counted ? 1 : 0,
+    delivered: a.eventsDelivered ?? null,
+    failed: a.failedEventId ?? null,
+  });
+}
+
+/**
+ * Run a fenced mark: `update` must touch exactly the leased row this owner holds. When it
+ * touches none, the worker lost its lease: the attempt is recorded as discarded and nothing
+ * else (emits included) is applied (spec 6.2).
+ */
+function fenced(spool: Spool, m: MarkBase, outcome: "ok" | "retry" | "dead", update: () => number, after?: () => EnqueueResult[]): MarkResult {
+  return spool.db
+    .transaction((): MarkResult => {
+      if (update() !== 1) {
+        finishAttempt(spool.db, m, "discarded");
+        return { applied: false };
+      }
+      finishAttempt(spool.db, m, outcome);
+      const emitted = after ? after() : [];
+      testHook("mark.before_commit");
+      return { applied: true, emitted };
+    })
+    .immediate();
+}
+
+const DELIVERED = `UPDATE batches SET state = 'delivered', delivered_at = $now, result = $result, lease_until = NULL,
+    lease_owner = NULL, attempts = attempts + $counted, last_class = NULL, last_error = NULL
+  WHERE id = $id AND state = 'leased' AND lease_owner = $owner`;
+
+/** leased -> delivered, with the script's emits enqueued in the same transaction (spec 6.6). */
+export function markDelivered(spool: Spool, m: MarkBase & { result?: string; emits?: NewEvent[] }): MarkResult {
+  return fenced(
+    spool,
+    m,
+    "ok",
+    () => spool.db.query(DELIVERED).run({ id: m.batchId, owner: m.owner, now: m.now, result: m.result ?? "ok", counted: m.attempt.counted ? 1 : 0 }).changes,
+    () => (m.emits ?? []).map((ev) => enqueueTx(spool.db, ev, m.now)),
+  );
+}
+
+const RETRY = `UPDATE batches SET state = 'retry', next_attempt_at = $next, lease_until = NULL, lease_owner = NULL,
+    attempts = attempts + $counted, last_class = $klass, last_error = $error
+  WHERE id = $id AND state = 'leased' AND lease_owner = $owner`;
+
+/** leased -> retry, due at `nextAttemptAt` (spec 6.5). */
+export function markRetry(spool: Spool, m: MarkBase & { nextAttemptAt: number }): MarkResult {
+  return fenced(spool, m, "retry", () =>
+    spool.db.query(RETRY).run({
+      id: m.batchId,
+      owner: m.owner,
+      next: m.nextAttemptAt,
+      counted: m.attempt.counted ? 1 : 0,
+      klass: m.attempt.klass,
+      error: scrubError(m.attempt.error),
+    }).changes,
+  );
+}
+
+const DEAD = `UPDATE batches SET state = 'dead', lease_until = NULL, lease_owner = NULL, next_attempt_at = NULL,
+    attempts = attempts + $counted, last_class = $klass, last_error = $error
+  WHERE id = $id AND state = 'leased' AND lease_owner = $owner`;
+
+/** leased -> dead: permanent, poison, or max_attempts of counted attempts (spec 4.1). */
+export function markDead(spool: Spool, m: MarkBase): MarkResult {
+  return fenced(spool, m, "dead", () =>
+    spool.db.query(DEAD).run({
+      id: m.batchId,
+      owner: m.owner,
+      counted: m.attempt.counted ? 1 : 0,
+      klass: m.attempt.klass,
+      error: scrubError(m.attempt.error),
+    }).changes,
+  );
+}
+
+const LEASED = "SELECT id, lease_owner, lease_until FROM batches WHERE state = 'leased' ORDER BY id";
+const EXPIRE = `UPDATE batches SET state = 'retry', next_attempt_at = $now, lease_until = NULL, lease_owner = NULL,
+    last_error = 'lease expired'
+  WHERE id = $id AND state = 'leased' AND lease_owner = $owner`;
+const EXPIRE_ATTEMPT = `UPDATE attempts SET finished_at = $now, outcome = 'retry', error = 'lease expired', counted = 0
+  WHERE batch_id = $id AND finished_at IS NULL`;
+
+export interface RecoverOptions {
+  now: number;
+  /** Startup: every leased row belongs to a dead process (the flock guarantees it). */
+  all: boolean;
+  /** lease_owner values of this process's live workers: never recovered (spec 6.2). */
+  live?: ReadonlySet<string>;
+}
+
+/** Leased rows whose owner is gone -> retry, due now, uncounted, 'lease expired'. Returns their ids. */
+export function recoverLeases(spool: Spool, o: RecoverOptions): number[] {
+  const db = spool.db;
+  return db
+    .transaction(() => {
+      const recovered: number[] = [];
+      for (const row of db.query<{ id: number; lease_owner: string; lease_until: number }, []>(LEASED).all()) {
+        if (o.live?.has(row.lease_owner)) continue;
+        if (!o.all && !(row.lease_until < o.now)) continue;
+        if (db.query(EXPIRE).run({ id: row.id, owner: row.lease_owner, now: o.now }).changes === 1) {
+          db.query(EXPIRE_ATTEMPT).run({ id: row.id, now: o.now });
+          recovered.push(row.id);
+        }
+      }
+      return recovered;
+    })
+    .immediate();
+}

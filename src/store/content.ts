@@ -1,0 +1,59 @@
+// The frozen part of a batch (spec 6.4): events + event_meta, and the content_hash over them.
+import type { Database } from "bun:sqlite";
+
+export interface EventMeta {
+  id: number;
+  event_type: string;
+  received_at: number;
+  dedup_id: string | null;
+}
+
+/** One event as it goes into a document: its meta and its stored payload text. */
+export interface ContentEvent extends EventMeta {
+  payload: string | null;
+}
+
+const CONTENT = `SELECT id, event_type, received_at, dedup_id, payload FROM events
+  WHERE batch_id = ? AND excluded_at IS NULL ORDER BY id`;
+
+/** The events a document carries, in events.id order (commit order), excluded ones omitted. */
+export function batchContent(db: Database, batchId: number): ContentEvent[] {
+  return db.query<ContentEvent, [number]>(CONTENT).all(batchId);
+}
+
+/** JSON with object keys sorted at every level and no whitespace. */
+export function canonicalJson(value: unknown): string {
+  if (value === null || typeof value !== "object") return JSON.stringify(value) ?? "null";
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(",")}]`;
+  const obj = value as Record<string, unknown>;
+  const keys = Object.keys(obj)
+    .filter((k) => obj[k] !== undefined)
+    .sort();
+  return `{${keys.map((k) => `${JSON.stringify(k)}:${canonicalJson(obj[k])}`).join(",")}}`;
+}
+
+export function eventMeta(e: EventMeta): EventMeta {
+  return { id: e.id, event_type: e.event_type, received_at: e.received_at, dedup_id: e.dedup_id };
+}
+
+/**
+ * The canonical JSON of {"event_meta": [...], "events": [...]}. Payloads are embedded as the
+ * stored text, byte for byte: they are immutable, so the form is stable, and no number is
+ * ever re-encoded (a 64-bit id in a payload survives).
+ */
+export function canonicalContent(events: ContentEvent[]): string {
+  const meta = canonicalJson(events.map(eventMeta));
+  const payloads = events.map((e) => e.payload ?? "null").join(",");
+  return `{"event_meta":${meta},"events":[${payloads}]}`;
+}
+
+/** sha256:<hex> of the canonical content; identical on every attempt (spec 3). */
+export function contentHash(events: ContentEvent[]): string {
+  const h = new Bun.CryptoHasher("sha256");
+  h.update(canonicalContent(events));
+  return `sha256:${h.digest("hex")}`;
+}
+
+export function computeContentHash(db: Database, batchId: number): string {
+  return contentHash(batchContent(db, batchId));
+}

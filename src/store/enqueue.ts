@@ -1,0 +1,240 @@
+// Enqueue (spec 5, 7, 9): dedup, the join rule for every copy, and quarantine, each in one
+// BEGIN IMMEDIATE transaction so a 2xx always follows the COMMIT that holds the event.
+import type { Database } from "bun:sqlite";
+import { HookspoolError } from "../errors.ts";
+import { testHook } from "../testhook.ts";
+import { contentHash, batchContent } from "./content.ts";
+import type { Spool } from "./db.ts";
+import { raiseIssueTx } from "./issues.ts";
+import { setMeta } from "./meta.ts";
+import { replayDeadTx, sealBatchTx } from "./transitions.ts";
+
+/** The window a batch opens with (spec 5). */
+export interface BatchWindow {
+  quiet_s: number;
+  max_s: number;
+  max_events: number;
+  max_bytes: number;
+}
+
+/** One place the event goes: the primary copy first, then tee copies (spec 5). */
+export interface EventCopy {
+  route: string;
+  destination: string;
+  tee: boolean;
+  window: BatchWindow;
+}
+
+export interface NewEvent {
+  source: string;
+  key: string;
+  eventType: string;
+  dedupId: string | null;
+  /** JSON text: what the destination receives, stored byte for byte. */
+  payload: string;
+  /** The original body, or null when the source does not store raw bodies. */
+  raw: Uint8Array | null;
+  /** The keep_headers of the source only. */
+  headers: Record<string, string>;
+  copies: EventCopy[];
+  dedupWindowS: number;
+}
+
+export interface Placed {
+  eventId: number;
+  batchId: number;
+  route: string;
+  destination: string;
+  tee: boolean;
+  /** The batch sealed in this transaction (size limit). */
+  sealed: boolean;
+}
+
+export type EnqueueResult =
+  | { status: "queued"; placed: Placed[] }
+  | { status: "duplicate"; eventId: number }
+  | { status: "replayed"; eventId: number; batchId: number };
+
+/** Keys are opaque strings of at most 512 bytes (spec 5). */
+export const MAX_KEY_BYTES = 512;
+/** The primary copy plus at most 8 tees (spec 5). */
+export const MAX_COPIES = 9;
+
+const utf8 = new TextEncoder();
+
+/** The checks every enqueue path shares: intake, `hookspool enqueue`, script emits, reclassify. */
+export function validateNewEvent(ev: NewEvent): void {
+  const bad = (what: string, hint?: string) => new HookspoolError("E_INPUT", what, { hint });
+  if (!ev.source) throw bad("the source is empty");
+  const keyBytes = utf8.encode(ev.key).length;
+  if (keyBytes === 0) throw bad("the coalesce key is empty");
+  if (keyBytes > MAX_KEY_BYTES) throw bad(`the coalesce key is ${keyBytes} bytes; at most ${MAX_KEY_BYTES}`);
+  if (ev.copies.length === 0) throw bad("the event has no destination");
+  if (ev.copies.length > MAX_COPIES) throw bad(`the event has ${ev.copies.length - 1} tee copies; at most ${MAX_COPIES - 1}`);
+  if (ev.copies[0].tee || ev.copies.slice(1).some((c) => !c.tee)) throw bad("the primary copy must come first, then tees");
+  const seen = new Set<string>();
+  for (const c of ev.copies) {
+    if (c.destination === "quarantine") throw bad("quarantine is reserved and never delivers");
+    if (seen.has(c.destination)) throw bad(`two copies of one event to ${c.destination}`);
+    seen.add(c.destination);
+    if (!(c.window.max_events >= 1 && c.window.max_bytes >= 1)) throw bad("a window needs max_events and max_bytes >= 1");
+  }
+  try {
+    JSON.parse(ev.payload);
+  } catch {
+    throw bad("the payload is not valid JSON");
+  }
+}
+
+const Q = {
+  findDedup: "SELECT event_id, seen_at, dup_count FROM dedup WHERE source = ? AND dedup_id = ?",
+  dedupTarget: "SELECT b.id AS batch_id, b.state FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.id = ?",
+  bumpDedup: "UPDATE dedup SET dup_count = dup_count + 1 WHERE source = ? AND dedup_id = ?",
+  putDedup: `INSERT INTO dedup (source, dedup_id, event_id, seen_at, dup_count) VALUES ($source, $dedup, $event, $now, $dups)
+    ON CONFLICT (source, dedup_id) DO UPDATE SET event_id = excluded.event_id, seen_at = excluded.seen_at, dup_count = excluded.dup_count`,
+  findOpen: "SELECT id, count, bytes, max_bytes FROM batches WHERE route = ? AND key = ? AND state = 'open'",
+  openBatch: `INSERT INTO batches (route, source, destination, key, state, first_at, last_at, quiet_s, max_s, max_events, max_bytes)
+    VALUES ($route, $source, $destination, $key, 'open', $now, $now, $quiet, $max, $events, $bytes)`,
+  joinBatch: `UPDATE batches SET count = count + 1, bytes = bytes + $size, last_at = MAX(last_at, $now)
+    WHERE id = $id RETURNING count, bytes, max_events, max_bytes`,
+  insertEvent: `INSERT INTO events (source, route, batch_id, event_type, dedup_id, received_at, payload, raw, headers, size)
+    VALUES ($source, $route, $batch, $type, $dedup, $now, $payload, $raw, $headers, $size)`,
+} as const;
+
+/** size = len(raw) or len(payload) (spec 3). */
+function eventSize(ev: NewEvent): number {
+  return ev.raw && ev.raw.length > 0 ? ev.raw.length : utf8.encode(ev.payload).length;
+}
+
+/** The join rule of spec 5, steps 1-5, for one copy. */
+function placeCopy(db: Database, ev: NewEvent, copy: EventCopy, size: number, now: number): Placed {
+  // 1. the open batch of the group (at most one; the schema enforces it)
+  let open = db.query<{ id: number; count: number; bytes: number; max_bytes: number }, [string, string]>(Q.findOpen).get(copy.route, ev.key);
+  // 2. pre-join seal: keep max_bytes a true bound
+  if (open && open.bytes + size > open.max_bytes && open.count >= 1) {
+    sealBatchTx(db, open.id, now);
+    open = null;
+  }
+  // 4. else open a new batch with the route's window copied in
+  const batchId = open
+    ? open.id
+    : Number(
+        db.query(Q.openBatch).run({
+          route: copy.route,
+          source: ev.source,
+          destination: copy.destination,
+          key: ev.key,
+          now,
+          quiet: copy.window.quiet_s,
+          max: copy.window.max_s,
+          events: copy.window.max_events,
+          bytes: copy.window.max_bytes,
+        }).lastInsertRowid,
+      );
+  // 3. append the event
+  const eventId = Number(
+    db.query(Q.insertEvent).run({
+      source: ev.source,
+      route: copy.route,
+      batch: batchId,
+      type: ev.eventType,
+      dedup: ev.dedupId,
+      now,
+      payload: ev.payload,
+      raw: ev.raw,
+      headers: JSON.stringify(ev.headers),
+      size,
+    }).lastInsertRowid,
+  );
+  const after = db.query<{ count: number; bytes: number; max_events: number; max_bytes: number }, Record<string, number>>(Q.joinBatch).get({ id: batchId, size, now });
+  // 5. seal on size in the same transaction, so the bound holds with the dispatcher down
+  let sealed = false;
+  if (after && (after.count >= after.max_events || after.bytes >= after.max_bytes)) sealed = sealBatchTx(db, batchId, now);
+  return { eventId, batchId, route: copy.route, destination: copy.destination, tee: copy.tee, sealed };
+}
+
+/** Enqueue inside the caller's transaction (script emits, reclassify, group commit). */
+export function enqueueTx(db: Database, ev: NewEvent, now: number): EnqueueResult {
+  validateNewEvent(ev);
+  setMeta(db, "last_enqueue_at", now);
+  setMeta(db, `source:${ev.source}:last_event_at`, now);
+  let dupCount = 0;
+  if (ev.dedupId !== null) {
+    const seen = db.query<{ event_id: number; seen_at: number; dup_count: number }, [string, string]>(Q.findDedup).get(ev.source, ev.dedupId);
+    if (seen && now - seen.seen_at < ev.dedupWindowS) {
+      const target = db.query<{ batch_id: number; state: string }, [number]>(Q.dedupTarget).get(seen.event_id);
+      if (target?.state === "dead" && replayDeadTx(db, target.batch_id, now)) {
+        // A redelivery of a dead batch's event is the operator asking for a retry (spec 7).
+        db.query(Q.bumpDedup).run(ev.source, ev.dedupId);
+        return { status: "replayed", eventId: seen.event_id, batchId: target.batch_id };
+      }
+      if (target?.state !== "dropped") {
+        db.query(Q.bumpDedup).run(ev.source, ev.dedupId);
+        return { status: "duplicate", eventId: seen.event_id };
+      }
+      // dropped: the operator discarded it; enqueue anew and re-point the row.
+      dupCount = seen.dup_count + 1;
+    }
+  }
+  const size = eventSize(ev);
+  const placed: Placed[] = [];
+  ev.copies.forEach((copy, i) => {
+    placed.push(placeCopy(db, ev, copy, size, now));
+    testHook(`enqueue.after_copy.${i}`);
+  });
+  if (ev.dedupId !== null) {
+    db.query(Q.putDedup).run({ source: ev.source, dedup: ev.dedupId, event: placed[0].eventId, now, dups: dupCount });
+  }
+  return { status: "queued", placed };
+}
+
+/** Enqueue one event with every copy in one BEGIN IMMEDIATE transaction. */
+export function enqueue(spool: Spool, ev: NewEvent, now: number = spool.clock.now()): EnqueueResult {
+  return spool.db
+    .transaction(() => {
+      const r = enqueueTx(spool.db, ev, now);
+      testHook("enqueue.before_commit");
+      return r;
+    })
+    .immediate();
+}
+
+export interface QuarantineInput {
+  source: string;
+  raw: Uint8Array;
+  /** Every request header except the source's auth_headers (the caller strips them). */
+  headers: Record<string, string>;
+  /** The exception's class name: the only part of the error that is stored. */
+  errorClass: string;
+}
+
+const QUARANTINE_BATCH = `INSERT INTO batches (route, source, destination, key, state, first_at, last_at, quiet_s, max_s,
+    max_events, max_bytes, count, bytes, sealed_at, last_class, last_error)
+  VALUES ($source, $source, 'quarantine', 'quarantine', 'dead', $now, $now, 0, 0, 1, $bytes, 1, $size, $now, 'quarantine', $error)`;
+const QUARANTINE_EVENT = `INSERT INTO events (source, route, batch_id, event_type, dedup_id, received_at, payload, raw, headers, size)
+  VALUES ($source, $source, $batch, '', NULL, $now, NULL, $raw, $headers, $size)`;
+
+/**
+ * Keep a verified request whose classification failed (spec 9): a dead batch for the reserved
+ * destination quarantine holding the raw body, and a config:plugin:<source> issue.
+ */
+export function quarantine(spool: Spool, q: QuarantineInput, now: number = spool.clock.now()): { eventId: number; batchId: number } {
+  const errorClass = /^[A-Za-z_$][\w$.]{0,63}$/.test(q.errorClass) ? q.errorClass : "Error";
+  return spool.db
+    .transaction(() => {
+      const db = spool.db;
+      setMeta(db, "last_enqueue_at", now);
+      const size = q.raw.length;
+      const batchId = Number(
+        db.query(QUARANTINE_BATCH).run({ source: q.source, now, bytes: Math.max(1, size), size, error: `plugin error: ${errorClass}` }).lastInsertRowid,
+      );
+      const eventId = Number(
+        db.query(QUARANTINE_EVENT).run({ source: q.source, batch: batchId, now, raw: q.raw, headers: JSON.stringify(q.headers), size }).lastInsertRowid,
+      );
+      db.query("UPDATE batches SET content_hash = ? WHERE id = ?").run(contentHash(batchContent(db, batchId)), batchId);
+      raiseIssueTx(db, { fingerprint: `config:plugin:${q.source}`, kind: "config", route: q.source, batchId, error: `plugin error: ${errorClass}`, now });
+      testHook("quarantine.before_commit");
+      return { eventId, batchId };
+    })
+    .immediate();
+}

@@ -1,0 +1,47 @@
+// Applying schema migrations (spec 17): in order, one BEGIN IMMEDIATE each, mirrored in user_version.
+import { randomBytes } from "node:crypto";
+import { HookspoolError } from "../errors.ts";
+import { type Spool, schemaVersion } from "./db.ts";
+import { getMeta, setMeta } from "./meta.ts";
+import { LATEST_SCHEMA, MIGRATIONS, type Migration } from "./migrations.ts";
+
+export interface MigrateResult {
+  from: number;
+  to: number;
+  applied: string[];
+}
+
+/** The migrations a database at `version` still needs. */
+export function pendingMigrations(version: number): Migration[] {
+  return MIGRATIONS.filter((m) => m.version > version);
+}
+
+/**
+ * Apply every pending migration. The caller holds dispatch.lock (spec 17: only the
+ * dispatcher at startup and hookspool migrate apply them). With dryRun nothing is written.
+ */
+export function migrate(spool: Spool, opts: { dryRun?: boolean } = {}): MigrateResult {
+  const from = schemaVersion(spool.db);
+  if (from > LATEST_SCHEMA) {
+    throw new HookspoolError("E_SCHEMA", `${spool.path} has schema ${from}, newer than this hookspool (${LATEST_SCHEMA})`, {
+      hint: "downgrade is not supported; run the newer hookspool or restore a backup",
+    });
+  }
+  const pending = pendingMigrations(from);
+  if (opts.dryRun) return { from, to: from, applied: pending.map((m) => m.name) };
+  for (const m of pending) {
+    // Every migration here is additive. One that rebuilds a table under foreign_keys=ON
+    // must turn the pragma off before BEGIN and run PRAGMA foreign_key_check after (spec 17).
+    spool.db
+      .transaction(() => {
+        spool.db.run(m.sql);
+        setMeta(spool.db, "schema_version", m.version);
+        if (getMeta(spool.db, "instance_id") === null) {
+          setMeta(spool.db, "instance_id", randomBytes(6).toString("hex"));
+        }
+        spool.db.run(`PRAGMA user_version = ${m.version}`);
+      })
+      .immediate();
+  }
+  return { from, to: schemaVersion(spool.db), applied: pending.map((m) => m.name) };
+}

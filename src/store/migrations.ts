@@ -1,0 +1,20 @@
+// The schema migrations, embedded in the binary as text (DESIGN.md, "Migrations are embedded").
+import m0001 from "../../migrations/0001_v2.sql" with { type: "text" };
+import m0002 from "../../migrations/0002_unwrap.sql" with { type: "text" };
+import m0003 from "../../migrations/0003_polls.sql" with { type: "text" };
+
+export interface Migration {
+  version: number;
+  name: string;
+  sql: string;
+}
+
+/** Every migration, in the order they apply. */
+export const MIGRATIONS: readonly Migration[] = [
+  { version: 1, name: "0001_v2", sql: m0001 },
+  { version: 2, name: "0002_unwrap", sql: m0002 },
+  { version: 3, name: "0003_polls", sql: m0003 },
+];
+
+/** The schema version this build writes and expects. */
+export const LATEST_SCHEMA = MIGRATIONS[MIGRATIONS.length - 1].version;

@@ -1,0 +1,173 @@
+// Read-only queries for the operator CLI and status: batches, events, attempts, counts. No payloads
+// unless a caller asks for them by name.
+import type { Database } from "bun:sqlite";
+
+export type BatchState = "open" | "sealed" | "leased" | "retry" | "delivered" | "dead" | "dropped";
+export const BATCH_STATES: readonly BatchState[] = ["open", "sealed", "leased", "retry", "delivered", "dead", "dropped"];
+
+export interface BatchRow {
+  id: number;
+  route: string;
+  source: string;
+  destination: string;
+  key: string;
+  state: BatchState;
+  first_at: number;
+  last_at: number;
+  quiet_s: number;
+  max_s: number;
+  max_events: number;
+  max_bytes: number;
+  not_before: number | null;
+  count: number;
+  bytes: number;
+  sealed_at: number | null;
+  content_hash: string | null;
+  attempts: number;
+  next_attempt_at: number | null;
+  lease_until: number | null;
+  lease_owner: string | null;
+  last_error: string | null;
+  last_class: string | null;
+  delivered_at: number | null;
+  result: string | null;
+}
+
+export interface ListFilter {
+  state?: BatchState;
+  source?: string;
+  destination?: string;
+  limit?: number;
+}
+
+/** Batches, newest first. */
+export function listBatches(db: Database, f: ListFilter = {}): BatchRow[] {
+  const where: string[] = [];
+  const params: Record<string, string | number> = { limit: f.limit ?? 50 };
+  if (f.state) {
+    where.push("state = $state");
+    params.state = f.state;
+  }
+  if (f.source) {
+    where.push("source = $source");
+    params.source = f.source;
+  }
+  if (f.destination) {
+    where.push("destination = $destination");
+    params.destination = f.destination;
+  }
+  const sql = `SELECT * FROM batches ${where.length ? `WHERE ${where.join(" AND ")}` : ""} ORDER BY id DESC LIMIT $limit`;
+  return db.query<BatchRow, Record<string, string | number>>(sql).all(params);
+}
+
+export function getBatch(db: Database, id: number): BatchRow | null {
+  return db.query<BatchRow, [number]>("SELECT * FROM batches WHERE id = ?").get(id);
+}
+
+export interface EventListing {
+  id: number;
+  event_type: string;
+  received_at: number;
+  dedup_id: string | null;
+  size: number;
+  excluded_at: number | null;
+  route: string;
+}
+
+/** A batch's events without payloads: ids, types, sizes, dedup ids and exclusion (spec 16). */
+export function batchEvents(db: Database, batchId: number): EventListing[] {
+  return db
+    .query<EventListing, [number]>("SELECT id, event_type, received_at, dedup_id, size, excluded_at, route FROM events WHERE batch_id = ? ORDER BY id")
+    .all(batchId);
+}
+
+export interface EventPayload {
+  id: number;
+  payload: string | null;
+  raw: Uint8Array | null;
+  headers: string;
+}
+
+/** Payloads, only for `show --payload`. */
+export function batchPayloads(db: Database, batchId: number): EventPayload[] {
+  return db.query<EventPayload, [number]>("SELECT id, payload, raw, headers FROM events WHERE batch_id = ? ORDER BY id").all(batchId);
+}
+
+export interface AttemptRow {
+  id: number;
+  batch_id: number;
+  n: number;
+  destination: string;
+  started_at: number;
+  finished_at: number | null;
+  outcome: string | null;
+  klass: string | null;
+  status: number | null;
+  error: string | null;
+  duration_ms: number | null;
+  probe: number;
+  counted: number;
+  delivery_id: string | null;
+  events_delivered: number | null;
+  failed_event_id: number | null;
+}
+
+export function batchAttempts(db: Database, batchId: number): AttemptRow[] {
+  return db.query<AttemptRow, [number]>("SELECT * FROM attempts WHERE batch_id = ? ORDER BY id").all(batchId);
+}
+
+export type StateCounts = Record<BatchState | "quarantined", number>;
+
+/** Batches per state; quarantine batches are counted apart from dead (spec 11.1). */
+export function countBatches(db: Database): StateCounts {
+  const out = Object.fromEntries([...BATCH_STATES, "quarantined"].map((s) => [s, 0])) as StateCounts;
+  const rows = db
+    .query<{ state: BatchState; q: number; n: number }, []>(
+      "SELECT state, destination = 'quarantine' AS q, COUNT(*) AS n FROM batches GROUP BY state, destination = 'quarantine'",
+    )
+    .all();
+  for (const r of rows) {
+    if (r.q && r.state === "dead") out.quarantined += r.n;
+    else out[r.state] += r.n;
+  }
+  return out;
+}
+
+/** The first_at of the oldest batch still to deliver, overall and per destination. */
+export function oldestPending(db: Database): { overall: number | null; byDestination: Map<string, number> } {
+  const rows = db
+    .query<{ destination: string; first_at: number }, []>(
+      "SELECT destination, MIN(first_at) AS first_at FROM batches WHERE state IN ('open', 'sealed', 'leased', 'retry') AND destination <> 'quarantine' GROUP BY destination",
+    )
+    .all();
+  const byDestination = new Map(rows.map((r) => [r.destination, r.first_at]));
+  const overall = rows.length ? Math.min(...rows.map((r) => r.first_at)) : null;
+  return { overall, byDestination };
+}
+
+export interface DestinationRow {
+  name: string;
+  state: "closed" | "open" | "half_open" | "paused";
+  consecutive_failures: number;
+  opened_at: number | null;
+  cooldown_s: number | null;
+  probe_until: number | null;
+  last_probe_batch_id: number | null;
+  paused_at: number | null;
+  paused_by: string | null;
+  last_ok_at: number | null;
+  last_error: string | null;
+  retry_after_until: number | null;
+}
+
+export function destinationRows(db: Database): DestinationRow[] {
+  return db.query<DestinationRow, []>("SELECT * FROM destinations ORDER BY name").all();
+}
+
+/** Destinations that have batches, with or without a runtime row. */
+export function destinationNames(db: Database): string[] {
+  return db
+    .query<{ d: string }, []>("SELECT DISTINCT destination AS d FROM batches WHERE destination <> 'quarantine' UNION SELECT name FROM destinations ORDER BY 1")
+    .all()
+    .map((r) => r.d);
+}

@@ -1,0 +1,4 @@
+// The version printed by `hookspool --version` and sent in User-Agent.
+import pkg from "../package.json" with { type: "json" };
+
+export const VERSION: string = pkg.version;
