@@ -44,6 +44,8 @@ CREATE INDEX batches_group       ON batches (route, key, state);
 CREATE INDEX batches_due         ON batches (state, next_attempt_at);
 CREATE INDEX batches_destination ON batches (destination, state);
 CREATE INDEX batches_delivered   ON batches (state, delivered_at);
+-- The delivery queue: unfinished batches per group in FIFO order (the candidate query, spec 6.1).
+CREATE INDEX batches_queue ON batches (route, key, first_at, id) WHERE state IN ('open', 'sealed', 'retry', 'leased');
 -- The join rule relies on at most one open batch per (route, key) (spec 4.1); the schema holds it.
 CREATE UNIQUE INDEX batches_one_open ON batches (route, key) WHERE state = 'open';
 

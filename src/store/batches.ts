@@ -36,17 +36,22 @@ export interface Candidate {
 }
 
 // Only the head of each (route, key) group: the oldest unfinished batch by first_at (then id).
-// A group whose head is open, leased or backing off yields nothing (spec 6.1).
-const CANDIDATES = `SELECT b.id, b.route, b.source, b.destination, b.key, b.state, b.first_at, b.attempts, b.count, b.bytes
-  FROM batches b
-  WHERE b.state IN ('sealed', 'retry')
-    AND b.destination <> 'quarantine'
-    AND (b.state = 'sealed' OR b.next_attempt_at <= $now)
+// A group whose head is open, leased or backing off yields nothing (spec 6.1). The heads come
+// from an index-only scan of batches_queue, so a gated destination's long queue costs one pass
+// over index entries per tick; INDEXED BY because without statistics the planner prefers the
+// state index and sorts every unfinished row instead (about 8x slower at 1,000 queued batches).
+const CANDIDATES = `WITH heads AS (
+    SELECT route, key, MIN(first_at) AS f FROM batches INDEXED BY batches_queue
+    WHERE state IN ('open', 'sealed', 'retry', 'leased') GROUP BY route, key),
+  head_ids AS (
+    SELECT MIN(b.id) AS id FROM heads h JOIN batches b INDEXED BY batches_queue
+      ON b.route = h.route AND b.key = h.key AND b.first_at = h.f AND b.state IN ('open', 'sealed', 'retry', 'leased')
+    GROUP BY h.route, h.key)
+  SELECT b.id, b.route, b.source, b.destination, b.key, b.state, b.first_at, b.attempts, b.count, b.bytes
+  FROM head_ids JOIN batches b ON b.id = head_ids.id
+  WHERE b.destination <> 'quarantine'
+    AND (b.state = 'sealed' OR (b.state = 'retry' AND b.next_attempt_at <= $now))
     AND (b.not_before IS NULL OR b.not_before <= $now)
-    AND NOT EXISTS (
-      SELECT 1 FROM batches o
-      WHERE o.route = b.route AND o.key = b.key AND o.state IN ('open', 'sealed', 'retry', 'leased')
-        AND (o.first_at < b.first_at OR (o.first_at = b.first_at AND o.id < b.id)))
   ORDER BY b.first_at, b.id`;
 
 /** Deliverable batches at `now`, oldest first_at first: strictly FIFO per group, parallel across groups. */

@@ -202,11 +202,16 @@ export function enqueue(spool: Spool, ev: NewEvent, now: number = spool.clock.no
 export interface QuarantineInput {
   source: string;
   raw: Uint8Array;
-  /** Every request header except the source's auth_headers (the caller strips them). */
+  /** The request's headers; the source's auth headers are removed before anything is stored. */
   headers: Record<string, string>;
+  /** The source's auth_headers (signature, token, authorization): never stored (spec 10). */
+  authHeaders: readonly string[];
   /** The exception's class name: the only part of the error that is stored. */
   errorClass: string;
 }
+
+/** Credentials no plugin needs to classify a request again; never stored whatever the source says. */
+const ALWAYS_SECRET_HEADERS = ["authorization", "proxy-authorization", "cookie"];
 
 const QUARANTINE_BATCH = `INSERT INTO batches (route, source, destination, key, state, first_at, last_at, quiet_s, max_s,
     max_events, max_bytes, count, bytes, sealed_at, last_class, last_error)
@@ -220,6 +225,8 @@ const QUARANTINE_EVENT = `INSERT INTO events (source, route, batch_id, event_typ
  */
 export function quarantine(spool: Spool, q: QuarantineInput, now: number = spool.clock.now()): { eventId: number; batchId: number } {
   const errorClass = /^[A-Za-z_$][\w$.]{0,63}$/.test(q.errorClass) ? q.errorClass : "Error";
+  const auth = new Set([...ALWAYS_SECRET_HEADERS, ...q.authHeaders.map((h) => h.toLowerCase())]);
+  const headers = Object.fromEntries(Object.entries(q.headers).filter(([name]) => !auth.has(name.toLowerCase())));
   return spool.db
     .transaction(() => {
       const db = spool.db;
@@ -229,7 +236,7 @@ export function quarantine(spool: Spool, q: QuarantineInput, now: number = spool
         db.query(QUARANTINE_BATCH).run({ source: q.source, now, bytes: Math.max(1, size), size, error: `plugin error: ${errorClass}` }).lastInsertRowid,
       );
       const eventId = Number(
-        db.query(QUARANTINE_EVENT).run({ source: q.source, batch: batchId, now, raw: q.raw, headers: JSON.stringify(q.headers), size }).lastInsertRowid,
+        db.query(QUARANTINE_EVENT).run({ source: q.source, batch: batchId, now, raw: q.raw, headers: JSON.stringify(headers), size }).lastInsertRowid,
       );
       db.query("UPDATE batches SET content_hash = ? WHERE id = ?").run(contentHash(batchContent(db, batchId)), batchId);
       raiseIssueTx(db, { fingerprint: `config:plugin:${q.source}`, kind: "config", route: q.source, batchId, error: `plugin error: ${errorClass}`, now });

@@ -2,7 +2,7 @@
 // calls drop, split or exclude.
 import type { Database } from "bun:sqlite";
 import { HookspoolError } from "../errors.ts";
-import { computeContentHash } from "./content.ts";
+import { batchContent, computeContentHash, contentHash } from "./content.ts";
 import type { Spool } from "./db.ts";
 import { enqueueTx, type EnqueueResult, type NewEvent } from "./enqueue.ts";
 import { resolveIssueTx } from "./issues.ts";
@@ -177,8 +177,8 @@ function pieces(events: SplitEvent[], o: SplitOptions): SplitEvent[][] {
 }
 
 const PIECE = `INSERT INTO batches (route, source, destination, key, state, first_at, last_at, quiet_s, max_s, max_events,
-    max_bytes, not_before, count, bytes, sealed_at)
-  SELECT route, source, destination, key, 'sealed', $first, $last, quiet_s, max_s, max_events, max_bytes, $now, $count, $bytes, $now
+    max_bytes, not_before, count, bytes, sealed_at, content_hash)
+  SELECT route, source, destination, key, 'sealed', $first, $last, quiet_s, max_s, max_events, max_bytes, $now, $count, $bytes, $now, $hash
   FROM batches WHERE id = $id`;
 
 /**
@@ -202,8 +202,12 @@ export function splitBatch(spool: Spool, id: number, o: SplitOptions, now: numbe
       const events = db.query<SplitEvent, [number]>("SELECT id, size, received_at FROM events WHERE batch_id = ? ORDER BY id").all(id);
       const parts = pieces(events, o);
       if (parts.length < 2) throw new HookspoolError("E_NOTHING", `batch ${id} already fits; nothing to split`);
+      // The hash covers ids, types, times, dedup ids and payloads, never batch_id, so it can be
+      // computed from the original's content before the events move.
+      const content = batchContent(db, id);
       const ids: number[] = [];
       for (const part of parts) {
+        const members = new Set(part.map((e) => e.id));
         const newId = Number(
           db.query(PIECE).run({
             id,
@@ -212,11 +216,11 @@ export function splitBatch(spool: Spool, id: number, o: SplitOptions, now: numbe
             last: Math.max(...part.map((e) => e.received_at)),
             count: part.length,
             bytes: part.reduce((s, e) => s + e.size, 0),
+            hash: contentHash(content.filter((e) => members.has(e.id))),
           }).lastInsertRowid,
         );
         const move = db.query("UPDATE events SET batch_id = ? WHERE id = ?");
         for (const e of part) move.run(newId, e.id);
-        db.query("UPDATE batches SET content_hash = ? WHERE id = ?").run(computeContentHash(db, newId), newId);
         ids.push(newId);
       }
       dropTx(db, b, now, "split", `split into ${ids.map((x) => `#${x}`).join(", ")} by operator`);
