@@ -62,7 +62,8 @@ export function parseConfig(text: string, file: string, opts: { strict?: boolean
   if (!isTable(doc)) throw new ConfigError(file, [{ level: "error", key: "(top)", message: "expected a TOML document" }]);
   rejectDottedBobbins(doc, p);
   const config = parseFields(doc, CONFIG_FIELDS, "", p) as unknown as Config;
-  config.spans = { ...DEFAULT_SPANS, ...config.spans };
+  // A copy: a loaded config must never be able to change the presets of the next one.
+  config.spans = { ...structuredClone(DEFAULT_SPANS), ...config.spans };
   if (p.errors.length === 0) validateConfig(config, p);
   const problems = opts.strict ? p.list.map((x) => ({ ...x, level: "error" as const })) : p.list;
   const errors = problems.filter((x) => x.level === "error");

@@ -69,7 +69,7 @@ function parseValue(v: unknown, type: FieldType, key: string, p: Problems): unkn
       if (!isTable(v)) return p.error(key, `expected a table, got ${describe(v)}`);
       const ok = (x: unknown) => typeof x === "string" || (type.kind === "scalarMap" && (typeof x === "number" || typeof x === "boolean"));
       for (const [k, x] of Object.entries(v)) {
-        if (!ok(x)) p.error(`${key}.${k}`, `expected ${type.kind === "stringMap" ? "a string" : "a string, number or boolean"}, got ${describe(x)}`);
+        if (!ok(x)) p.error(`${key}.${quoteKey(k)}`, `expected ${type.kind === "stringMap" ? "a string" : "a string, number or boolean"}, got ${describe(x)}`);
       }
       return { ...v };
     }
@@ -95,6 +95,11 @@ function parseValue(v: unknown, type: FieldType, key: string, p: Problems): unkn
       const out: Table = {};
       for (const [name, entry] of Object.entries(v)) {
         const path = `${key}.${quoteKey(name)}`;
+        // out[name] = ... with this name would set the prototype: the table would vanish.
+        if (name === "__proto__") {
+          p.error(path, "__proto__ cannot be a name");
+          continue;
+        }
         if (!isTable(entry)) {
           p.error(path, `expected a table, got ${describe(entry)}`);
           continue;
@@ -128,7 +133,8 @@ function defaultOf(field: Field): unknown {
 export function parseFields(table: Table, fields: Fields, path: string, p: Problems): Table {
   const out: Table = {};
   for (const [name, value] of Object.entries(table)) {
-    const field = fields[name];
+    // hasOwn: a key such as constructor or toString is unknown, not Object.prototype's.
+    const field = Object.hasOwn(fields, name) ? fields[name] : undefined;
     const key = path ? `${path}.${quoteKey(name)}` : quoteKey(name);
     if (!field) {
       p.warn(key, "unknown key", closest(name, Object.keys(fields)));

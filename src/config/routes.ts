@@ -27,8 +27,8 @@ export function routeMatches(route: RouteConfig, attrs: Attrs): boolean {
 }
 
 export interface ResolveOptions {
-  /** The source's default destination (config action, else the plugin's). */
-  action?: string | null;
+  /** The plugin's default destination; the source's config `action` overrides it (spec 15). */
+  pluginAction?: string | null;
   /** The plugin's span, used when config does not name one. */
   pluginSpan?: string;
   /** Send the primary copy here instead (hookspool enqueue --destination). */
@@ -38,7 +38,7 @@ export interface ResolveOptions {
 /** Where an event of `source` with these attrs goes, primary first. Throws when nowhere. */
 export function resolveCopies(config: Config, source: string, attrs: Attrs, opts: ResolveOptions = {}): RouteCopy[] {
   const routes = config.routes.filter((r) => r.source === source);
-  const action = opts.action ?? config.sources[source]?.action ?? null;
+  const action = config.sources[source]?.action ?? opts.pluginAction ?? null;
   let primary: RouteCopy;
   const chosen = opts.destinationOverride ? undefined : routes.find((r) => !r.tee && routeMatches(r, attrs));
   if (chosen) {

@@ -15,7 +15,7 @@ export type PartialWindow = Partial<Window>;
 export interface SourceConfig extends PartialWindow {
   module?: string;
   template?: Record<string, unknown>;
-  secrets: Record<string, SecretRef>;
+  secrets?: Record<string, SecretRef>;
   span?: string;
   expect_every_s: number;
   dedup_window_s: number;

@@ -18,7 +18,7 @@ function validateSources(config: Config, p: Problems): void {
     const key = `sources.${quoteKey(name)}`;
     if (!/^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$/.test(name)) p.error(key, "a source name is 1-64 letters, digits, _ . -", "it is the URL path /hooks/<name>");
     if (src.module && src.template) p.error(key, "set module or template, not both");
-    if (src.span !== undefined && !(src.span in config.spans)) p.error(`${key}.span`, `no span preset "${src.span}"`, `one of ${Object.keys(config.spans).join(", ")}`);
+    if (src.span !== undefined && !Object.hasOwn(config.spans, src.span)) p.error(`${key}.span`, `no span preset "${src.span}"`, `one of ${Object.keys(config.spans).join(", ")}`);
     const auth = new Set((src.auth_headers ?? []).map((h) => h.toLowerCase()));
     for (const h of src.keep_headers ?? []) {
       if (auth.has(h.toLowerCase())) p.error(`${key}.keep_headers`, `${h} is an auth header and is never stored`, "remove it from keep_headers");
@@ -34,11 +34,12 @@ function validateSources(config: Config, p: Problems): void {
   }
 }
 
+/** Spec 5's quiet_s > max_s warning. max_s = 0 is no exception: such a batch is ready as soon as it opens. */
 function windowWarnings(config: Config, w: { quiet_s?: number; max_s?: number; span?: string }, key: string, p: Problems): void {
-  const span = w.span ? config.spans[w.span] : undefined;
+  const span = w.span && Object.hasOwn(config.spans, w.span) ? config.spans[w.span] : undefined;
   const quiet = w.quiet_s ?? span?.quiet_s ?? config.coalesce.quiet_s;
   const max = w.max_s ?? span?.max_s ?? config.coalesce.max_s;
-  if (max > 0 && quiet > max) p.warn(key, `quiet_s (${quiet}) > max_s (${max}): the quiet window can never fire`);
+  if (quiet > max) p.warn(key, `quiet_s (${quiet}) > max_s (${max}): the quiet window can never fire`);
 }
 
 function validateRoutes(config: Config, p: Problems): void {
@@ -55,7 +56,12 @@ function validateRoutes(config: Config, p: Problems): void {
       const why = destinationProblem(config, route.destination);
       if (why) p.warn(`${key}.destination`, `destination "${route.destination}": ${why}`);
     }
-    windowWarnings(config, route, key, p);
+    // The route inherits the rest from its source (spec 5); a route that sets neither field has
+    // its source's window, which the source's own check reports.
+    if (route.quiet_s !== undefined || route.max_s !== undefined) {
+      const src = Object.hasOwn(config.sources, route.source) ? config.sources[route.source] : undefined;
+      windowWarnings(config, { quiet_s: route.quiet_s ?? src?.quiet_s, max_s: route.max_s ?? src?.max_s, span: src?.span }, key, p);
+    }
   });
 }
 
