@@ -43,10 +43,17 @@ export function enqueueCommand(cli: Cli): CommandDef {
         throw new HookspoolError("E_INPUT", "the payload is not valid JSON");
       }
       const eventType = String(args["event-type"] ?? "");
-      const copies = resolveCopies(config, source, { event_type: eventType }, { destinationOverride: args.destination ? String(args.destination) : undefined });
+      const override = args.destination ? String(args.destination) : undefined;
+      const copies = resolveCopies(config, source, { event_type: eventType }, { destinationOverride: override });
       for (const c of copies) {
         const why = destinationProblem(config, c.destination);
-        if (why) throw new HookspoolError("E_CONFIG", `destination "${c.destination}": ${why}`, { key: c.route === source ? `sources.${source}.action` : `routes.${c.route}` });
+        if (!why) continue;
+        // The operator typed this one; the config is not at fault.
+        if (override !== undefined && !c.tee) throw new HookspoolError("E_USAGE", `--destination ${c.destination}: ${why}`);
+        // A route without a destination of its own uses the source's action (spec 14.1).
+        const i = config.routes.findIndex((r) => r.name === c.route && r.destination !== undefined);
+        const key = i >= 0 ? `routes[${i}].destination` : `sources.${source}.action`;
+        throw new HookspoolError("E_CONFIG", `destination "${c.destination}": ${why}`, { file: paths.config ?? undefined, key });
       }
       const spool = openExisting(cli, paths.db);
       try {

@@ -38,17 +38,19 @@ export function initCommand(cli: Cli): CommandDef {
         throw new HookspoolError("E_NOTHING", `${configFile} already exists`, { hint: "pass --force to overwrite it" });
       }
       mkdirSync(home, { recursive: true, mode: 0o700 });
-      chmodSync(home, 0o700);
-      for (const dir of ["secrets", "scripts"]) mkdirSync(join(home, dir), { recursive: true, mode: 0o700 });
-      const secretFile = join(home, "secrets", "demo");
-      if (!existsSync(secretFile)) writePrivate(secretFile, `${randomBytes(24).toString("hex")}\n`, 0o600);
-      const scriptFile = join(home, "scripts", "append-batch.sh");
-      writePrivate(scriptFile, DEMO_SCRIPT, 0o700);
-      writePrivate(configFile, renderStarterConfig({ home, secretFile, scriptFile }), 0o600);
-
-      const dbPath = join(home, "spool.db");
+      // Take the lock before writing anything: init --force beside a running dispatcher must
+      // fail with exit 3 and leave its config alone, not half-rewrite the home.
       const lock = acquireLock(join(home, "dispatch.lock"));
       try {
+        chmodSync(home, 0o700);
+        for (const dir of ["secrets", "scripts"]) mkdirSync(join(home, dir), { recursive: true, mode: 0o700 });
+        const secretFile = join(home, "secrets", "demo");
+        if (!existsSync(secretFile)) writePrivate(secretFile, `${randomBytes(24).toString("hex")}\n`, 0o600);
+        const scriptFile = join(home, "scripts", "append-batch.sh");
+        writePrivate(scriptFile, DEMO_SCRIPT, 0o700);
+        writePrivate(configFile, renderStarterConfig({ home, secretFile, scriptFile }), 0o600);
+
+        const dbPath = join(home, "spool.db");
         const spool = openSpool(dbPath, { create: true, clock: cli.clock });
         try {
           const r = migrate(spool);

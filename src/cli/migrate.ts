@@ -2,7 +2,7 @@
 import { chmodSync, existsSync, mkdirSync } from "node:fs";
 import { dirname } from "node:path";
 import type { CommandDef } from "citty";
-import { openSpool, schemaVersion } from "../store/db.ts";
+import { openSpool } from "../store/db.ts";
 import { acquireLock } from "../store/lock.ts";
 import { migrate, pendingMigrations } from "../store/migrate.ts";
 import { type Cli, GLOBAL_ARGS, loadFor } from "./context.ts";
@@ -32,8 +32,8 @@ export function migrateCommand(cli: Cli): CommandDef {
         const spool = openSpool(paths.db, { create: true, clock: cli.clock });
         try {
           if (args["dry-run"]) {
-            const from = schemaVersion(spool.db);
-            const pending = pendingMigrations(from).map((m) => m.name);
+            // The store's dry run refuses a newer schema, as the real one does (spec 17).
+            const { from, applied: pending } = migrate(spool, { dryRun: true });
             say({ from, pending }, pending.length ? `would apply ${pending.join(", ")} (schema ${from})` : `schema ${from} is current; nothing to apply`);
             return 0;
           }

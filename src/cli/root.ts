@@ -1,5 +1,5 @@
 // The citty root: every verb of spec 16, global flags, --help everywhere, exit codes 0/1/2/3.
-import { type CommandDef, renderUsage, runCommand } from "citty";
+import { type ArgsDef, type CommandDef, parseArgs, renderUsage, runCommand } from "citty";
 import { HookspoolError } from "../errors.ts";
 import { ConfigError } from "../config/load.ts";
 import { VERSION } from "../version.ts";
@@ -62,6 +62,14 @@ function rejectUnknownFlags(cmd: AnyCommand, argv: string[]): void {
   }
 }
 
+/** Nor may a stray word: `list dead` must not quietly list everything. */
+function rejectExtraPositionals(cmd: AnyCommand, argv: string[]): void {
+  const defs = (cmd.args ?? {}) as ArgsDef;
+  const declared = Object.values(defs).filter((d) => d.type === "positional").length;
+  const { _: words } = parseArgs(argv, defs);
+  if (words.length > declared) throw new HookspoolError("E_USAGE", `unexpected argument ${words[declared]}`, { hint: "see --help" });
+}
+
 function report(io: Io, e: unknown): number {
   if (e instanceof ConfigError) {
     for (const p of e.problems) io.err(`hookspool: ${[e.file, p.key].filter(Boolean).join(": ")}: ${p.message}${p.hint ? ` (${p.hint})` : ""}`);
@@ -93,12 +101,13 @@ export async function runCli(argv: string[], io: Io): Promise<number> {
     const { chain, args } = await resolveChain(root, rest);
     const cmd = chain[chain.length - 1];
     const wantsHelp = args.includes("--help") || args.includes("-h");
+    if (!wantsHelp) rejectUnknownFlags(cmd, args);
     if (wantsHelp || !cmd.run) {
       const usage = await renderUsage(cmd, chain.length > 1 ? chain[chain.length - 2] : undefined);
       io.out(io.isTTY ? usage : usage.replace(/\u001b\[\d+m/g, ""));
       return wantsHelp ? 0 : 2;
     }
-    rejectUnknownFlags(cmd, args);
+    rejectExtraPositionals(cmd, args);
     const { result } = await runCommand(cmd, { rawArgs: args });
     return typeof result === "number" ? result : 0;
   } catch (e) {

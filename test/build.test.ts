@@ -1,0 +1,62 @@
+// The newcomer's binary: `bun scripts/build.ts` gives one executable that inits a home,
+// migrates it, enqueues from stdin and lists the batch, from anywhere on the disk.
+import { expect, test } from "bun:test";
+import { copyFileSync, statSync } from "node:fs";
+import { join } from "node:path";
+import pkg from "../package.json";
+import { tempDir } from "./helpers/tmp.ts";
+
+const root = join(import.meta.dir, "..");
+
+test(
+  "dist/hookspool runs init, migrate, enqueue, list and show outside the repository",
+  async () => {
+    const build = Bun.spawnSync([process.execPath, "scripts/build.ts"], { cwd: root, stdout: "pipe", stderr: "pipe" });
+    expect({ code: build.exitCode, err: build.stderr.toString() }).toMatchObject({ code: 0 });
+
+    // A copy in a directory of its own, far from migrations/ and src/: whatever it needs must be inside it.
+    const dir = tempDir("hookspool-bin-");
+    const bin = join(dir, "hookspool");
+    copyFileSync(join(root, "dist", "hookspool"), bin);
+    expect(statSync(bin).mode & 0o111).not.toBe(0);
+    const home = join(dir, "home");
+    const env = { PATH: "/usr/bin:/bin", HOME: dir, TZ: "UTC" };
+    const run = (argv: string[], stdin?: string) => {
+      const r = Bun.spawnSync([bin, ...argv], { cwd: dir, env, stdin: stdin === undefined ? "ignore" : new TextEncoder().encode(stdin), stdout: "pipe", stderr: "pipe" });
+      return { code: r.exitCode, out: r.stdout.toString(), err: r.stderr.toString() };
+    };
+
+    expect(run(["--version"])).toEqual({ code: 0, out: `${pkg.version}\n`, err: "" });
+
+    const init = run(["--home", home, "init"]);
+    expect(init).toMatchObject({ code: 0, err: "" });
+    expect(init.out).toContain("at schema 3");
+
+    // A second, separate database: migrate builds it from the embedded SQL alone.
+    const fresh = run(["--home", join(dir, "fresh"), "migrate"]);
+    expect(fresh).toMatchObject({ code: 0, err: "" });
+    expect(fresh.out).toContain("applied 0001_v2, 0002_unwrap, 0003_polls (schema 0 -> 3)");
+    expect(run(["--home", home, "migrate"]).out).toContain("nothing to apply");
+
+    const enq = run(["--home", home, "enqueue", "--source", "demo", "--key", "topic-1", "--event-type", "push"], '{"topic":"topic-1","n":1}');
+    expect(enq).toMatchObject({ code: 0, err: "" });
+    expect(enq.out.trim()).toBe("queued event 1 in batch 1 (route demo -> script:demo-log)");
+
+    const list = run(["list", "--home", home]);
+    expect(list.code).toBe(0);
+    expect(list.out).toMatch(/^1\s+open\s+demo\s+demo\s+topic-1\s+script:demo-log\s+1\s/m);
+    const json = run(["--json", "--home", home, "list"]);
+    expect(JSON.parse(json.out)).toMatchObject([{ id: 1, state: "open", key: "topic-1", count: 1 }]);
+
+    const show = run(["--home", home, "show", "1", "--events"]);
+    expect(show.code).toBe(0);
+    expect(show.out).toMatch(/^key\s+topic-1$/m);
+    expect(show.out).toMatch(/^1\s+push\s/m);
+
+    const bad = run(["--home", home, "enqueue", "--source", "demo", "--key", "k"], "not json");
+    expect(bad.code).toBe(2);
+    expect(bad.err).toBe("hookspool: the payload is not valid JSON\n");
+    expect(run(["--home", home, "show", "2"]).code).toBe(1);
+  },
+  60_000,
+);

@@ -1,0 +1,130 @@
+// hookspool init: the starter home a newcomer (and a real deployment) begins with.
+import { describe, expect, test } from "bun:test";
+import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { loadConfig } from "../../src/config/load.ts";
+import { acquireLock } from "../../src/store/lock.ts";
+import { LATEST_SCHEMA } from "../../src/store/migrations.ts";
+import { cli } from "../helpers/cli.ts";
+import { tempDir } from "../helpers/tmp.ts";
+import { metaValue, oneErrorLine, userVersion } from "./home.ts";
+
+const mode = (path: string) => statSync(path).mode & 0o777;
+
+async function init(argv: string[] = []) {
+  const home = join(tempDir(), "home");
+  const r = await cli(["--home", home, "init", ...argv]);
+  return { home, r };
+}
+
+describe("init", () => {
+  test("writes a private home: config, demo secret, demo script, spool", async () => {
+    const { home, r } = await init();
+    expect(r.code).toBe(0);
+    expect(r.err).toBe("");
+    expect(r.out).toContain(join(home, "config.toml"));
+    expect(mode(home)).toBe(0o700);
+    expect(mode(join(home, "config.toml"))).toBe(0o600);
+    expect(mode(join(home, "secrets"))).toBe(0o700);
+    expect(mode(join(home, "secrets", "demo"))).toBe(0o600);
+    expect(readFileSync(join(home, "secrets", "demo"), "utf8").trim()).toMatch(/^[0-9a-f]{48}$/);
+    const script = join(home, "scripts", "append-batch.sh");
+    expect(mode(script) & 0o100).toBe(0o100);
+    expect(readFileSync(script, "utf8")).toStartWith("#!/bin/sh\n");
+    expect(mode(join(home, "spool.db"))).toBe(0o600);
+  });
+
+  test("tightens an existing home directory to 0700", async () => {
+    const home = join(tempDir(), "home");
+    mkdirSync(home, { mode: 0o755 });
+    expect(mode(home)).toBe(0o755);
+    const r = await cli(["init", "--home", home]);
+    expect(r.code).toBe(0);
+    expect(mode(home)).toBe(0o700);
+  });
+
+  test("migrates the spool to the latest schema; user_version and meta agree", async () => {
+    const { home, r } = await init();
+    expect(r.code).toBe(0);
+    const db = join(home, "spool.db");
+    expect(LATEST_SCHEMA).toBe(3);
+    expect(userVersion(db)).toBe(3);
+    expect(metaValue(db, "schema_version")).toBe("3");
+    expect(metaValue(db, "instance_id")).toMatch(/^[0-9a-f]{12}$/);
+  });
+
+  test("instance_id is minted once: a later migrate keeps it", async () => {
+    const { home } = await init();
+    const db = join(home, "spool.db");
+    const before = metaValue(db, "instance_id");
+    expect(before).not.toBeNull();
+    expect((await cli(["--home", home, "migrate"])).code).toBe(0);
+    expect(metaValue(db, "instance_id")).toBe(before);
+  });
+
+  test("--json says where everything went", async () => {
+    const home = join(tempDir(), "home");
+    const r = await cli(["--home", home, "--json", "init"]);
+    expect(r.code).toBe(0);
+    expect(JSON.parse(r.out)).toEqual({ home, config: join(home, "config.toml"), db: join(home, "spool.db"), schema: 3 });
+  });
+
+  test("HOOKSPOOL_HOME names the home when --home is absent", async () => {
+    const home = join(tempDir(), "from-env");
+    const r = await cli(["init"], { env: { HOOKSPOOL_HOME: home } });
+    expect(r.code).toBe(0);
+    expect(existsSync(join(home, "config.toml"))).toBe(true);
+  });
+
+  test("the written config loads without a single warning, even strictly", async () => {
+    const { home } = await init();
+    const loaded = loadConfig({ home, env: {} });
+    expect(loaded.problems).toEqual([]);
+    expect(loaded.paths.config).toBe(join(home, "config.toml"));
+    expect(Object.keys(loaded.config.sources)).toEqual(["demo"]);
+    expect(() => loadConfig({ home, env: {}, strict: true })).not.toThrow();
+  });
+
+  test("refuses to overwrite an existing config.toml (exit 1) and changes nothing", async () => {
+    const { home } = await init();
+    const config = join(home, "config.toml");
+    writeFileSync(config, `${readFileSync(config, "utf8")}\n# mine\n`);
+    const secret = readFileSync(join(home, "secrets", "demo"), "utf8");
+    const r = await cli(["--home", home, "init"]);
+    expect(r.code).toBe(1);
+    expect(oneErrorLine(r.err)).toContain("already exists");
+    expect(r.err).toContain("--force");
+    expect(readFileSync(config, "utf8")).toEndWith("# mine\n");
+    expect(readFileSync(join(home, "secrets", "demo"), "utf8")).toBe(secret);
+  });
+
+  test("--force rewrites the config but keeps the secret and the spool's identity", async () => {
+    const { home } = await init();
+    const config = join(home, "config.toml");
+    writeFileSync(config, "# mine\n");
+    const secret = readFileSync(join(home, "secrets", "demo"), "utf8");
+    const id = metaValue(join(home, "spool.db"), "instance_id");
+    const r = await cli(["--home", home, "init", "--force"]);
+    expect(r.code).toBe(0);
+    expect(readFileSync(config, "utf8")).toContain("[sources.demo]");
+    expect(mode(config)).toBe(0o600);
+    expect(readFileSync(join(home, "secrets", "demo"), "utf8")).toBe(secret);
+    expect(metaValue(join(home, "spool.db"), "instance_id")).toBe(id);
+  });
+
+  test("while dispatch.lock is held: exit 3 and nothing written", async () => {
+    const home = join(tempDir(), "home");
+    mkdirSync(home, { mode: 0o700 });
+    const lock = acquireLock(join(home, "dispatch.lock"));
+    try {
+      const r = await cli(["--home", home, "init"]);
+      expect(r.code).toBe(3);
+      expect(oneErrorLine(r.err)).toContain("dispatch.lock");
+      expect(existsSync(join(home, "config.toml"))).toBe(false);
+      expect(existsSync(join(home, "spool.db"))).toBe(false);
+    } finally {
+      lock.release();
+    }
+    expect((await cli(["--home", home, "init"])).code).toBe(0);
+  });
+});

@@ -1,0 +1,229 @@
+// hookspool migrate, and the schema gate every other command passes through (spec 3, 17).
+import { afterEach, describe, expect, test } from "bun:test";
+import { existsSync, readdirSync, rmSync, statSync } from "node:fs";
+import { join } from "node:path";
+import { cli } from "../helpers/cli.ts";
+import { tempDir } from "../helpers/tmp.ts";
+import { type Home, initHome, inHome, metaValue, oneErrorLine, spoolAtSchema, spoolFromTheFuture, tableNames, userVersion, withDb } from "./home.ts";
+
+const ALL = ["0001_v2", "0002_unwrap", "0003_polls"];
+
+/** Every table of spec 3 with the columns the spec names for it. */
+const SPEC_COLUMNS: Record<string, string[]> = {
+  meta: ["key", "value"],
+  events: ["id", "source", "route", "batch_id", "event_type", "dedup_id", "received_at", "payload", "raw", "headers", "size", "excluded_at"],
+  dedup: ["source", "dedup_id", "event_id", "seen_at", "dup_count"],
+  batches: [
+    "id", "route", "source", "destination", "key", "state", "first_at", "last_at", "quiet_s", "max_s", "max_events", "max_bytes",
+    "not_before", "count", "bytes", "sealed_at", "content_hash", "attempts", "next_attempt_at", "lease_until", "lease_owner",
+    "last_error", "last_class", "delivered_at", "result",
+  ],
+  attempts: [
+    "id", "batch_id", "n", "destination", "started_at", "finished_at", "outcome", "klass", "status", "error", "duration_ms",
+    "probe", "counted", "delivery_id", "events_delivered", "failed_event_id",
+  ],
+  destinations: [
+    "name", "state", "consecutive_failures", "opened_at", "cooldown_s", "probe_until", "last_probe_batch_id", "paused_at",
+    "paused_by", "last_ok_at", "last_error", "retry_after_until",
+  ],
+  issues: ["id", "fingerprint", "kind", "destination", "route", "state", "first_at", "last_at", "count", "sample_batch_id", "last_error", "alerted_at"],
+  alerts: ["kind", "last_at", "suppressed"],
+  polls: ["instance", "next_at", "last_tick_at", "last_batch_id", "delivered_at", "delivered_tick_at", "skipped", "created_at"],
+};
+
+/** The indexes spec 3 asks for, as column lists. */
+const SPEC_INDEXES: Record<string, string[][]> = {
+  events: [["batch_id", "id"], ["source", "received_at"]],
+  batches: [["route", "key", "state"], ["state", "next_attempt_at"], ["destination", "state"], ["state", "delivered_at"]],
+};
+
+const columns = (db: string, table: string) =>
+  withDb(db, (d) => (d.query(`PRAGMA table_info(${table})`).all() as { name: string }[]).map((c) => c.name));
+
+const indexes = (db: string, table: string) =>
+  withDb(db, (d) =>
+    (d.query(`PRAGMA index_list(${table})`).all() as { name: string }[]).map((i) =>
+      (d.query(`PRAGMA index_info(${i.name})`).all() as { name: string }[]).map((c) => c.name),
+    ),
+  );
+
+const mode = (path: string) => statSync(path).mode & 0o777;
+
+/** Lock holders still running when a test ends (it failed before releasing). */
+const holders: { kill(): void }[] = [];
+afterEach(() => {
+  for (const h of holders.splice(0)) h.kill();
+});
+
+/** Hold dispatch.lock in another process, as a running dispatcher would. */
+async function holdLockElsewhere(path: string): Promise<{ release(): Promise<void> }> {
+  const lockModule = join(import.meta.dir, "../../src/store/lock.ts");
+  const child = Bun.spawn(
+    [process.execPath, "-e", `import { acquireLock } from ${JSON.stringify(lockModule)}; acquireLock(${JSON.stringify(path)}); console.log("locked"); await Bun.stdin.text();`],
+    { stdin: "pipe", stdout: "pipe", stderr: "inherit" },
+  );
+  const reader = child.stdout.getReader();
+  let said = "";
+  while (!said.includes("locked")) {
+    const { value, done } = await reader.read();
+    if (done) throw new Error(`the lock holder exited early: ${said}`);
+    said += new TextDecoder().decode(value);
+  }
+  reader.releaseLock();
+  holders.push(child);
+  return {
+    async release() {
+      child.stdin.end();
+      await child.exited;
+    },
+  };
+}
+
+describe("migrate on a fresh home", () => {
+  test("creates a private spool at schema 3 with every table of spec 3", async () => {
+    const home = join(tempDir(), "fresh");
+    const r = await cli(["--home", home, "migrate"]);
+    expect(r).toMatchObject({ code: 0, err: "" });
+    expect(r.out).toContain(`applied ${ALL.join(", ")} (schema 0 -> 3)`);
+    const db = join(home, "spool.db");
+    expect(mode(home)).toBe(0o700);
+    expect(mode(db)).toBe(0o600);
+    expect(userVersion(db)).toBe(3);
+    expect(metaValue(db, "schema_version")).toBe("3");
+    expect(metaValue(db, "instance_id")).toMatch(/^[0-9a-f]+$/);
+    expect(tableNames(db)).toEqual(expect.arrayContaining(Object.keys(SPEC_COLUMNS)));
+    for (const [table, cols] of Object.entries(SPEC_COLUMNS)) {
+      expect({ table, cols: columns(db, table) }).toEqual({ table, cols: expect.arrayContaining(cols) });
+    }
+    for (const [table, wanted] of Object.entries(SPEC_INDEXES)) {
+      expect(indexes(db, table)).toEqual(expect.arrayContaining(wanted));
+    }
+  });
+
+  test("--json reports from, to and what was applied", async () => {
+    const home = join(tempDir(), "fresh");
+    const r = await cli(["migrate", "--json", "--home", home]);
+    expect(r.code).toBe(0);
+    expect(JSON.parse(r.out)).toEqual({ from: 0, to: 3, applied: ALL });
+  });
+
+  test("--dry-run lists the migrations and creates nothing", async () => {
+    const parent = tempDir();
+    const home = join(parent, "fresh");
+    const r = await cli(["--home", home, "migrate", "--dry-run"]);
+    expect(r.code).toBe(0);
+    for (const name of ALL) expect(r.out).toContain(name);
+    expect(existsSync(home)).toBe(false);
+    expect(readdirSync(parent)).toEqual([]);
+  });
+
+  test("a second migrate has nothing to apply and keeps instance_id", async () => {
+    const home = join(tempDir(), "fresh");
+    expect((await cli(["--home", home, "migrate"])).code).toBe(0);
+    const db = join(home, "spool.db");
+    const id = metaValue(db, "instance_id");
+    const r = await cli(["--home", home, "migrate"]);
+    expect(r.code).toBe(0);
+    expect(r.out).toContain("nothing to apply");
+    expect(r.out).not.toContain("applied");
+    expect(metaValue(db, "instance_id")).toBe(id);
+    expect(userVersion(db)).toBe(3);
+  });
+});
+
+describe("an older schema", () => {
+  for (const version of [1, 2]) {
+    test(`schema ${version}: every non-migrating command exits 2 and asks for migrate; migrate upgrades`, async () => {
+      const h = await initHome();
+      spoolAtSchema(h, version);
+      const attempts: [string, string[], string?][] = [
+        ["list", ["list"]],
+        ["show", ["show", "1"]],
+        ["status", ["status"]],
+        ["enqueue", ["enqueue", "--source", "demo", "--key", "k"], '{"a":1}'],
+      ];
+      for (const [name, argv, stdin] of attempts) {
+        const r = await inHome(h, argv, { stdin });
+        expect({ name, code: r.code }).toEqual({ name, code: 2 });
+        expect(oneErrorLine(r.err)).toContain("run hookspool migrate");
+      }
+      expect(userVersion(h.db)).toBe(version);
+      expect(tableNames(h.db).includes("polls")).toBe(version >= 3);
+
+      const m = await inHome(h, ["migrate"]);
+      expect(m.code).toBe(0);
+      expect(m.out).toContain(`applied ${ALL.slice(version).join(", ")} (schema ${version} -> 3)`);
+      expect(userVersion(h.db)).toBe(3);
+      expect(metaValue(h.db, "schema_version")).toBe("3");
+      expect(metaValue(h.db, "instance_id")).toBe("0123456789ab");
+      expect(columns(h.db, "attempts")).toEqual(expect.arrayContaining(["events_delivered", "failed_event_id"]));
+      expect(tableNames(h.db)).toContain("polls");
+      expect((await inHome(h, ["list"])).code).toBe(0);
+    });
+  }
+
+  test("--dry-run on an older spool names the pending migrations and changes nothing", async () => {
+    const h = await initHome();
+    spoolAtSchema(h, 1);
+    const r = await inHome(h, ["migrate", "--dry-run"]);
+    expect(r.code).toBe(0);
+    expect(r.out).toContain("0002_unwrap, 0003_polls");
+    expect(r.out).not.toContain("0001_v2");
+    expect(userVersion(h.db)).toBe(1);
+    expect(metaValue(h.db, "schema_version")).toBe("1");
+    expect(tableNames(h.db)).not.toContain("polls");
+  });
+});
+
+describe("a newer schema", () => {
+  test("every command exits 2, migrate and --dry-run included, and the spool is left alone", async () => {
+    const h = await initHome();
+    spoolFromTheFuture(h);
+    const attempts: [string, string[], string?][] = [
+      ["list", ["list"]],
+      ["show", ["show", "1"]],
+      ["status", ["status"]],
+      ["enqueue", ["enqueue", "--source", "demo", "--key", "k"], '{"a":1}'],
+      ["migrate", ["migrate"]],
+      ["migrate --dry-run", ["migrate", "--dry-run"]],
+    ];
+    for (const [name, argv, stdin] of attempts) {
+      const r = await inHome(h, argv, { stdin });
+      expect({ name, code: r.code }).toEqual({ name, code: 2 });
+      expect(oneErrorLine(r.err)).toContain("newer");
+    }
+    expect(userVersion(h.db)).toBe(99);
+  });
+});
+
+describe("a missing spool", () => {
+  test("list, show, status and enqueue exit 2 and never create it", async () => {
+    const h = await initHome();
+    for (const suffix of ["", "-wal", "-shm"]) rmSync(h.db + suffix, { force: true });
+    const before = readdirSync(h.home).sort();
+    for (const argv of [["list"], ["status"], ["show", "1"], ["enqueue", "--source", "demo", "--key", "k"]]) {
+      const r = await inHome(h, argv, { stdin: '{"a":1}' });
+      expect({ argv, code: r.code }).toEqual({ argv, code: 2 });
+      expect(oneErrorLine(r.err)).toContain("no spool database");
+    }
+    expect(existsSync(h.db)).toBe(false);
+    expect(readdirSync(h.home).sort()).toEqual(before);
+  });
+});
+
+describe("dispatch.lock", () => {
+  test("migrate exits 3 while another process holds the lock, and works once it is released", async () => {
+    const h: Home = await initHome();
+    spoolAtSchema(h, 1);
+    const holder = await holdLockElsewhere(join(h.home, "dispatch.lock"));
+    const r = await inHome(h, ["migrate"]);
+    expect(r.code).toBe(3);
+    expect(oneErrorLine(r.err)).toContain("dispatch.lock");
+    expect(r.out).toBe("");
+    expect(userVersion(h.db)).toBe(1);
+    await holder.release();
+    const again = await inHome(h, ["migrate"]);
+    expect(again.code).toBe(0);
+    expect(userVersion(h.db)).toBe(3);
+  });
+});

@@ -1,0 +1,187 @@
+// The CLI frame (spec 16): --help everywhere, global flags anywhere, exit codes 0/1/2/3,
+// one line per error.
+import { describe, expect, test } from "bun:test";
+import { existsSync, mkdirSync, readdirSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import pkg from "../../package.json";
+import { makeCli } from "../../src/cli/context.ts";
+import { rootCommand } from "../../src/cli/root.ts";
+import { cli } from "../helpers/cli.ts";
+import { tempDir } from "../helpers/tmp.ts";
+import { enqueueJson, initHome, inHome, oneErrorLine } from "./home.ts";
+
+const io = { out() {}, err() {}, readStdin: async () => new Uint8Array(), env: {}, cwd: "/", isTTY: false };
+const COMMANDS = Object.keys(rootCommand(makeCli(io, { json: false })).subCommands as object);
+
+describe("--help", () => {
+  test("the root lists every command", async () => {
+    for (const flag of ["--help", "-h"]) {
+      const r = await cli([flag]);
+      expect(r).toMatchObject({ code: 0, err: "" });
+      expect(r.out).toContain("USAGE hookspool");
+      for (const name of ["init", "migrate", "enqueue", "list", "show", "status"]) expect(r.out).toContain(name);
+    }
+    expect(COMMANDS).toEqual(expect.arrayContaining(["init", "migrate", "enqueue", "list", "show", "status", "intake", "dispatch", "run"]));
+  });
+
+  test.each(COMMANDS)("%s --help and -h exit 0, touch nothing, need no config", async (name) => {
+    const parent = tempDir();
+    const home = join(parent, "home");
+    mkdirSync(home);
+    writeFileSync(join(home, "config.toml"), "[intake]\nmax_body_bytes = false\n");
+    for (const flag of ["--help", "-h"]) {
+      const r = await cli(["--home", home, name, flag]);
+      expect({ flag, code: r.code, err: r.err }).toEqual({ flag, code: 0, err: "" });
+      expect(r.out).toContain(`USAGE hookspool ${name}`);
+      expect(r.out).toContain("--home");
+      expect(r.out).not.toMatch(/\u001b\[/);
+    }
+    expect(readdirSync(home)).toEqual(["config.toml"]);
+  });
+
+  test("help on a terminal may be coloured; the same words are there", async () => {
+    const r = await cli(["list", "--help"], { tty: true });
+    expect(r.code).toBe(0);
+    expect(r.out.replace(/\u001b\[\d+m/g, "")).toContain("USAGE hookspool list");
+  });
+});
+
+describe("usage errors are exit 2 with one line", () => {
+  test("an unknown option, after or before the command", async () => {
+    const h = await initHome();
+    for (const argv of [["list", "--bogus"], ["enqueue", "--source", "demo", "--key", "k", "--sauce", "x"], ["show", "1", "--payloads"], ["--bogus", "list"], ["--bogus"]]) {
+      const r = await inHome(h, argv, { stdin: "{}" });
+      expect({ argv, code: r.code }).toEqual({ argv, code: 2 });
+      expect(oneErrorLine(r.err)).toMatch(/unknown option --(bogus|sauce|payloads)/);
+      expect(r.out).toBe("");
+    }
+    expect((await inHome(h, ["list", "--json"])).out).toBe("[]\n");
+  });
+
+  test("an unknown command", async () => {
+    const r = await cli(["frob", "--home", tempDir()]);
+    expect(r.code).toBe(2);
+    expect(oneErrorLine(r.err)).toContain("unknown command frob");
+    expect(r.out).toBe("");
+  });
+
+  test("a stray argument is not silently ignored", async () => {
+    const h = await initHome();
+    await enqueueJson(h, "demo", "k", {});
+    for (const argv of [["list", "dead"], ["show", "1", "2"], ["status", "now"], ["migrate", "please"]]) {
+      const r = await inHome(h, argv);
+      expect({ argv, code: r.code }).toEqual({ argv, code: 2 });
+      expect(oneErrorLine(r.err)).toContain(`unexpected argument ${argv[argv.length - 1]}`);
+      expect(r.out).toBe("");
+    }
+  });
+
+  test("no command prints usage and exits 2", async () => {
+    const r = await cli([]);
+    expect(r.code).toBe(2);
+    expect(r.out).toContain("USAGE hookspool");
+  });
+
+  test("a required argument or a flag's value missing", async () => {
+    const h = await initHome();
+    const noSource = await inHome(h, ["enqueue", "--key", "k"], { stdin: "{}" });
+    expect(noSource.code).toBe(2);
+    expect(oneErrorLine(noSource.err)).toContain("--source");
+    const noHome = await cli(["list", "--home"]);
+    expect(noHome.code).toBe(2);
+    expect(oneErrorLine(noHome.err)).toContain("--home needs a value");
+  });
+});
+
+describe("global flags", () => {
+  test("--home works before and after the command, and as --home=DIR", async () => {
+    const h = await initHome();
+    await enqueueJson(h, "demo", "k", {});
+    for (const argv of [["--home", h.home, "list"], ["list", "--home", h.home], [`--home=${h.home}`, "list"], ["list", `--home=${h.home}`]]) {
+      const r = await cli(argv);
+      expect({ argv, code: r.code }).toEqual({ argv, code: 0 });
+      expect(r.out).toMatch(/^1\s+open\s+demo/m);
+    }
+  });
+
+  test("HOOKSPOOL_HOME is used without --home; --home wins over it", async () => {
+    const h = await initHome();
+    const other = await initHome();
+    await enqueueJson(h, "demo", "in-h", {});
+    await enqueueJson(other, "demo", "in-other", {});
+    const env = await cli(["list"], { env: { HOOKSPOOL_HOME: h.home } });
+    expect(env.out).toContain("in-h");
+    const flag = await cli(["list", "--home", other.home], { env: { HOOKSPOOL_HOME: h.home } });
+    expect(flag.out).toContain("in-other");
+    expect(flag.out).not.toContain("in-h");
+  });
+
+  test("--json works before and after the command", async () => {
+    const h = await initHome();
+    await enqueueJson(h, "demo", "k", {});
+    for (const [argv, check] of [
+      [["--json", "list"], (d: unknown) => expect(d).toHaveLength(1)],
+      [["list", "--json"], (d: unknown) => expect(d).toHaveLength(1)],
+      [["--json", "status"], (d: unknown) => expect(d).toHaveProperty("schema", 3)],
+      [["status", "--json"], (d: unknown) => expect(d).toHaveProperty("schema", 3)],
+      [["--json", "show", "1"], (d: unknown) => expect(d).toHaveProperty("batch.id", 1)],
+      [["show", "1", "--json"], (d: unknown) => expect(d).toHaveProperty("batch.id", 1)],
+    ] as [string[], (d: unknown) => void][]) {
+      const r = await inHome(h, argv);
+      expect({ argv, code: r.code }).toEqual({ argv, code: 0 });
+      check(JSON.parse(r.out));
+    }
+  });
+
+  test("--version prints the package version", async () => {
+    expect(pkg.version).toMatch(/^\d+\.\d+\.\d+/);
+    for (const argv of [["--version"], ["-v"], ["--json", "--version"]]) {
+      const r = await cli(argv);
+      expect({ argv, code: r.code, out: r.out, err: r.err }).toEqual({ argv, code: 0, out: `${pkg.version}\n`, err: "" });
+    }
+  });
+});
+
+describe("config errors are exit 2 with one line naming the file and the key", () => {
+  const badHome = (toml: string) => {
+    const home = tempDir();
+    writeFileSync(join(home, "config.toml"), toml);
+    return home;
+  };
+
+  test("a value of the wrong type, for every command that reads the config", async () => {
+    const home = badHome('[intake]\nmax_body_bytes = "big"\n');
+    const file = join(home, "config.toml");
+    for (const argv of [["list"], ["show", "1"], ["status"], ["migrate"], ["enqueue", "--source", "demo", "--key", "k"]]) {
+      const r = await cli(["--home", home, ...argv], { stdin: "{}" });
+      expect({ argv, code: r.code }).toEqual({ argv, code: 2 });
+      expect(oneErrorLine(r.err)).toBe(`hookspool: ${file}: intake.max_body_bytes: expected an integer, got a string`);
+    }
+    expect(existsSync(join(home, "spool.db"))).toBe(false);
+  });
+
+  test("a nested key path", async () => {
+    const home = badHome('[sources.gh]\naction = "hermes:gh"\nquiet_s = "soon"\n');
+    const r = await cli(["--home", home, "status"]);
+    expect(r.code).toBe(2);
+    expect(oneErrorLine(r.err)).toBe(`hookspool: ${join(home, "config.toml")}: sources.gh.quiet_s: expected a number, got a string`);
+  });
+
+  test("TOML that does not parse names the file and the line", async () => {
+    const home = badHome("[intake\nlisten = 1\n");
+    const r = await cli(["--home", home, "list"]);
+    expect(r.code).toBe(2);
+    const line = oneErrorLine(r.err);
+    expect(line).toContain(join(home, "config.toml"));
+    expect(line).toContain("line 1");
+    expect(line).toContain("invalid TOML");
+  });
+
+  test("--config naming a missing file", async () => {
+    const home = tempDir();
+    const missing = join(home, "nope.toml");
+    const r = await cli(["--home", home, "--config", missing, "list"]);
+    expect(r.code).toBe(2);
+    expect(oneErrorLine(r.err)).toContain(missing);
+  });
+});

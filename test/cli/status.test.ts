@@ -1,0 +1,90 @@
+// hookspool status: the document of spec 11.1, and its summary for people.
+import { describe, expect, test } from "bun:test";
+import { claimBatch, markDead } from "../../src/store/batches.ts";
+import { quarantine } from "../../src/store/enqueue.ts";
+import { writeHeartbeat } from "../../src/store/meta.ts";
+import { EXTRA_CONFIG, type Home, enqueueJson, initHome, inHome, withSpool } from "./home.ts";
+
+/** The top-level fields of spec 11.1 this build reports (polls come with poll sources, 14.4). */
+const FIELDS = ["ok", "degraded", "schema", "dispatcher", "spool", "batches", "oldest_pending_age_s", "destinations", "sources", "issues_open", "spool_bytes", "disk_free_bytes"];
+
+/** A spool with one batch in each interesting state: open, sealed, dead, quarantined. */
+async function busyHome(): Promise<Home> {
+  const h = await initHome();
+  await enqueueJson(h, "demo", "a", {}); // 1 open
+  await enqueueJson(h, "once", "a", {}); // 2 sealed
+  const dead = await enqueueJson(h, "once", "b", {}); // 3 -> dead
+  withSpool(h.db, (spool) => {
+    const now = spool.clock.now();
+    const c = claimBatch(spool, { batchId: dead, destination: "script:demo-log", now, leaseUntil: now + 60, host: "t", pid: 1 });
+    if (!c) throw new Error("not claimable");
+    markDead(spool, { batchId: dead, attemptId: c.attemptId, owner: c.owner, now, attempt: { klass: "permanent", status: 1, error: "no", durationMs: 1, counted: true } });
+    const request = { source: "demo", raw: new TextEncoder().encode("{"), headers: {}, authHeaders: [] as string[], errorClass: "SyntaxError" };
+    quarantine(spool, request);
+  });
+  return h;
+}
+
+async function statusDoc(h: Home) {
+  const r = await inHome(h, ["status", "--json"]);
+  expect(r).toMatchObject({ code: 0, err: "" });
+  return JSON.parse(r.out);
+}
+
+describe("status", () => {
+  test("--json has every top-level field of spec 11.1", async () => {
+    const h = await initHome();
+    const doc = await statusDoc(h);
+    expect(Object.keys(doc)).toEqual(expect.arrayContaining(FIELDS));
+    expect(doc.schema).toBe(3);
+    expect(doc.batches).toEqual({ open: 0, sealed: 0, leased: 0, retry: 0, delivered: 0, dead: 0, dropped: 0, quarantined: 0 });
+    expect(doc.oldest_pending_age_s).toBeNull();
+    expect(doc.spool).toEqual({ last_enqueue_age_s: null, writable_checked_age_s: null });
+    expect(doc.issues_open).toBe(0);
+    expect(doc.spool_bytes).toBeGreaterThan(0);
+    expect(doc.disk_free_bytes).toBeGreaterThan(0);
+    expect(Object.keys(doc.sources)).toEqual(["demo", "small", "once"]);
+    expect(doc.sources.demo).toEqual({ last_event_age_s: null });
+  });
+
+  test("counts batches by state, quarantine apart from dead, and says what is degraded", async () => {
+    const h = await busyHome();
+    const doc = await statusDoc(h);
+    expect(doc.batches).toEqual({ open: 1, sealed: 1, leased: 0, retry: 0, delivered: 0, dead: 1, dropped: 0, quarantined: 1 });
+    expect(doc.ok).toBe(false);
+    expect(doc.degraded).toEqual(expect.arrayContaining(["dispatcher: no heartbeat yet", "batches: 1 dead", "batches: 1 quarantined"]));
+    expect(doc.issues_open).toBe(1);
+    expect(doc.oldest_pending_age_s).toBeGreaterThanOrEqual(0);
+    expect(Object.keys(doc.destinations)).toEqual(["script:demo-log"]);
+    expect(doc.destinations["script:demo-log"]).toMatchObject({ state: "closed" });
+    expect(doc.destinations["script:demo-log"].oldest_pending_age_s).toBeGreaterThanOrEqual(0);
+    expect(doc.sources.demo.last_event_age_s).toBeGreaterThanOrEqual(0);
+    expect(doc.sources.small.last_event_age_s).toBeNull();
+    expect(doc.spool.last_enqueue_age_s).toBeGreaterThanOrEqual(0);
+  });
+
+  test("a fresh heartbeat makes the dispatcher alive", async () => {
+    // A nearly full /tmp on a test machine must not make this test about disk space.
+    const h = await initHome({ extra: `${EXTRA_CONFIG}\n[limits]\nmin_free_bytes = 1\n` });
+    expect((await statusDoc(h)).dispatcher).toEqual({ alive: false, heartbeat_age_s: null, pid: null });
+    withSpool(h.db, (spool) => writeHeartbeat(spool, spool.clock.now(), 4242));
+    const doc = await statusDoc(h);
+    expect(doc.dispatcher).toMatchObject({ alive: true, pid: 4242 });
+    expect(doc.ok).toBe(true);
+    expect(doc.degraded).toEqual([]);
+  });
+
+  test("the human form names the dispatcher and the batch counts", async () => {
+    const h = await busyHome();
+    const r = await inHome(h, ["status"]);
+    expect(r).toMatchObject({ code: 0, err: "" });
+    expect(r.out).toStartWith("hookspool: 3 problem(s)\n");
+    expect(r.out).toMatch(/^dispatcher\s+not running$/m);
+    expect(r.out).toMatch(/^spool\s+schema 3, /m);
+    expect(r.out).toMatch(/^batches\s+1 open, 1 sealed, 0 leased, 0 retry, 0 delivered, 1 dead, 0 dropped, 1 quarantined$/m);
+    expect(r.out).toMatch(/^issues\s+1 open$/m);
+    expect(r.out).toMatch(/^script:demo-log\s+closed\s/m);
+    expect(r.out).toMatch(/^demo\s+\d+s ago/m);
+    expect(() => JSON.parse(r.out)).toThrow();
+  });
+});
