@@ -74,9 +74,16 @@ export function splitGlobals(argv: string[]): { globals: Globals; rest: string[]
   return { globals, rest };
 }
 
-/** Load the config with this command's flags and environment. */
+/**
+ * Load the config with this command's flags and environment. Warnings (unknown keys at run
+ * time, spec 15) go to stderr, one line each, so stdout stays clean for --json.
+ */
 export function loadFor(cli: Cli, opts: { strict?: boolean } = {}): LoadedConfig {
-  return loadConfig({ home: cli.globals.home, config: cli.globals.config, env: cli.io.env, cwd: cli.io.cwd, strict: opts.strict });
+  const loaded = loadConfig({ home: cli.globals.home, config: cli.globals.config, env: cli.io.env, cwd: cli.io.cwd, strict: opts.strict });
+  for (const p of loaded.problems) {
+    cli.io.err(`hookspool: warning: ${[loaded.paths.config, p.key].filter(Boolean).join(": ")}: ${p.message}${p.hint ? ` (${p.hint})` : ""}`);
+  }
+  return loaded;
 }
 
 /**

@@ -185,3 +185,16 @@ describe("config errors are exit 2 with one line naming the file and the key", (
     expect(oneErrorLine(r.err)).toContain(missing);
   });
 });
+
+describe("config warnings", () => {
+  test("an unknown key is a warning on stderr at run time, and the command still runs", async () => {
+    const home = tempDir();
+    expect((await cli(["--home", home, "migrate"])).code).toBe(0);
+    writeFileSync(join(home, "config.toml"), "[dispatch]\nparalel = 2\n");
+    const r = await cli(["--home", home, "list", "--json"]);
+    expect(r.code).toBe(0);
+    expect(JSON.parse(r.out)).toEqual([]);
+    expect(r.err).toContain("warning:");
+    expect(r.err).toContain("dispatch.paralel: unknown key (did you mean parallel?)");
+  });
+});
