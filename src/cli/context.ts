@@ -26,6 +26,8 @@ export interface Cli {
   io: Io;
   globals: Globals;
   clock: Clock;
+  /** Config warnings, printed after the command succeeds (a failure prints only its error). */
+  warnings: string[];
 }
 
 export function processIo(): Io {
@@ -40,7 +42,7 @@ export function processIo(): Io {
 }
 
 export function makeCli(io: Io, globals: Globals, clock: Clock = processClock(io.env)): Cli {
-  return { io, globals, clock };
+  return { io, globals, clock, warnings: [] };
 }
 
 /** The global flags of spec 16, accepted before or after the command. */
@@ -76,12 +78,12 @@ export function splitGlobals(argv: string[]): { globals: Globals; rest: string[]
 
 /**
  * Load the config with this command's flags and environment. Warnings (unknown keys at run
- * time, spec 15) go to stderr, one line each, so stdout stays clean for --json.
+ * time, spec 15) are kept for stderr, one line each, so stdout stays clean for --json.
  */
 export function loadFor(cli: Cli, opts: { strict?: boolean } = {}): LoadedConfig {
   const loaded = loadConfig({ home: cli.globals.home, config: cli.globals.config, env: cli.io.env, cwd: cli.io.cwd, strict: opts.strict });
   for (const p of loaded.problems) {
-    cli.io.err(`hookspool: warning: ${[loaded.paths.config, p.key].filter(Boolean).join(": ")}: ${p.message}${p.hint ? ` (${p.hint})` : ""}`);
+    cli.warnings.push(`hookspool: warning: ${[loaded.paths.config, p.key].filter(Boolean).join(": ")}: ${p.message}${p.hint ? ` (${p.hint})` : ""}`);
   }
   return loaded;
 }

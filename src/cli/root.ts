@@ -109,6 +109,7 @@ export async function runCli(argv: string[], io: Io): Promise<number> {
     }
     rejectExtraPositionals(cmd, args);
     const { result } = await runCommand(cmd, { rawArgs: args });
+    for (const w of cli.warnings) io.err(w);
     return typeof result === "number" ? result : 0;
   } catch (e) {
     return report(io, e);
