@@ -1,0 +1,183 @@
+// The template source (spec 14.3.2a): a source described by settings instead of code, for any
+// service that sends a signed or tokened JSON POST.
+import { bodySha256 } from "./dedup.ts";
+import { getText } from "./get-path.ts";
+import { type Attrs, BadPayload, type Request, response, type SourcePlugin } from "./types.ts";
+import { hmacPrefixed, standardWebhooks, staticToken, timestamped } from "./verify.ts";
+
+export const TEMPLATE_KEYS = ["scheme", "header", "prefix", "param", "callback_url", "head_handshake", "key", "dedup", "ignore", "event_type", "attrs", "sender_retries"] as const;
+
+/** How each scheme verifies, and which keys it needs. */
+export const SCHEMES = {
+  "hmac-sha256-hex": { needs: ["header"], doc: "HMAC-SHA256 of the body, hex, in `header` after `prefix` (GitHub: X-Hub-Signature-256, sha256=)" },
+  "hmac-sha1-hex": { needs: ["header"], doc: "HMAC-SHA1 of the body, hex, in `header` after `prefix`" },
+  "hmac-sha256-base64": { needs: ["header"], doc: "HMAC-SHA256 of the body, base64, in `header` after `prefix`" },
+  "hmac-sha1-base64-url": { needs: ["header", "callback_url"], doc: "HMAC-SHA1 of the body followed by `callback_url`, base64 (Trello)" },
+  "standard-webhooks": { needs: [], doc: "webhook-id, webhook-timestamp, webhook-signature (Standard Webhooks, Svix)" },
+  timestamped: { needs: ["header"], doc: "`t=<unix>,v1=<hex>` in `header`, HMAC-SHA256 of `<t>.<body>`" },
+  "static-token": { needs: [], doc: "a shared token in `header` (after `prefix`) or in the query parameter `param`" },
+} as const;
+
+export type Scheme = keyof typeof SCHEMES;
+
+export interface TemplateSettings {
+  scheme: Scheme;
+  header?: string;
+  prefix?: string;
+  param?: string;
+  callback_url?: string;
+  head_handshake?: boolean;
+  /** One selector or several joined with ":". */
+  key: string | string[];
+  dedup?: string;
+  /** Event types acked with "ignored" and not enqueued (GitHub's ping). */
+  ignore?: string | string[];
+  event_type?: string;
+  attrs?: Record<string, string>;
+  sender_retries?: boolean;
+}
+
+export interface TemplateProblem {
+  key: string;
+  message: string;
+}
+
+const STRING_KEYS = ["scheme", "header", "prefix", "param", "callback_url", "dedup", "event_type"] as const;
+
+/**
+ * Check a template table. Selectors: `header:<Name>`, `field:<dotted.path>` or a bare path
+ * (a payload field), `const:<text>`; `dedup` also takes `body_sha256`.
+ */
+export function checkTemplate(t: Record<string, unknown>): TemplateProblem[] {
+  const out: TemplateProblem[] = [];
+  for (const k of Object.keys(t)) {
+    if (!(TEMPLATE_KEYS as readonly string[]).includes(k)) out.push({ key: k, message: "unknown template key" });
+  }
+  for (const k of STRING_KEYS) {
+    if (t[k] !== undefined && (typeof t[k] !== "string" || t[k] === "")) out.push({ key: k, message: "expected a non-empty string" });
+  }
+  for (const k of ["head_handshake", "sender_retries"] as const) {
+    if (t[k] !== undefined && typeof t[k] !== "boolean") out.push({ key: k, message: "expected true or false" });
+  }
+  const scheme = t.scheme as string | undefined;
+  if (scheme === undefined) out.push({ key: "scheme", message: `required: one of ${Object.keys(SCHEMES).join(", ")}` });
+  else if (!Object.hasOwn(SCHEMES, scheme)) out.push({ key: "scheme", message: `unknown scheme "${scheme}": one of ${Object.keys(SCHEMES).join(", ")}` });
+  else {
+    for (const need of SCHEMES[scheme as Scheme].needs) {
+      if (t[need] === undefined) out.push({ key: need, message: `required by scheme ${scheme}` });
+    }
+    if (scheme === "static-token" && (t.header === undefined) === (t.param === undefined)) {
+      out.push({ key: "header", message: "scheme static-token needs exactly one of header or param" });
+    }
+  }
+  const isSelectorList = (v: unknown) => typeof v === "string" || (Array.isArray(v) && v.length > 0 && v.every((x) => typeof x === "string"));
+  if (t.key === undefined) out.push({ key: "key", message: "required: the payload field(s) that form the coalesce key" });
+  else if (!isSelectorList(t.key)) out.push({ key: "key", message: "expected a selector or a list of selectors" });
+  if (t.ignore !== undefined) {
+    if (!isSelectorList(t.ignore)) out.push({ key: "ignore", message: "expected an event type or a list of them" });
+    else if (t.event_type === undefined) out.push({ key: "ignore", message: "needs event_type (ignore matches event types)" });
+  }
+  if (t.attrs !== undefined) {
+    const a = t.attrs;
+    if (typeof a !== "object" || a === null || Array.isArray(a) || !Object.values(a).every((v) => typeof v === "string")) {
+      out.push({ key: "attrs", message: "expected a table of name = selector" });
+    }
+  }
+  for (const k of ["key", "event_type", "dedup"] as const) {
+    for (const sel of ([] as unknown[]).concat(t[k] ?? [])) {
+      if (typeof sel === "string" && !selectorOk(sel, k === "dedup")) out.push({ key: k, message: `bad selector "${sel}"` });
+    }
+  }
+  return out;
+}
+
+function selectorOk(sel: string, dedup: boolean): boolean {
+  if (dedup && sel === "body_sha256") return true;
+  const m = /^(header|field|const):(.+)$/.exec(sel);
+  if (m) return true;
+  return /^[A-Za-z0-9_$-]+(\.[A-Za-z0-9_$-]+)*$/.test(sel);
+}
+
+/** A selector's value for this request, or null when it is absent. */
+function select(sel: string, payload: unknown, req: Request): string | null {
+  if (sel.startsWith("header:")) return req.header(sel.slice(7));
+  if (sel.startsWith("const:")) return sel.slice(6);
+  return getText(payload, sel.startsWith("field:") ? sel.slice(6) : sel);
+}
+
+function concat(a: Uint8Array, b: string): Uint8Array {
+  const tail = new TextEncoder().encode(b);
+  const out = new Uint8Array(a.length + tail.length);
+  out.set(a, 0);
+  out.set(tail, a.length);
+  return out;
+}
+
+/** Build the source plugin a (checked) template describes. Its one secret is named `secret`. */
+export function templateSource(t: TemplateSettings): SourcePlugin {
+  const keySelectors = ([] as string[]).concat(t.key);
+  const ignored = new Set(([] as string[]).concat(t.ignore ?? []));
+  const prefix = t.prefix ?? "";
+  const verify = (req: Request, secret: string): boolean => {
+    const h = t.header ? req.header(t.header) : null;
+    switch (t.scheme) {
+      case "hmac-sha256-hex":
+        return hmacPrefixed(h, prefix, secret, req.body, { algorithm: "sha256", encoding: "hex" });
+      case "hmac-sha1-hex":
+        return hmacPrefixed(h, prefix, secret, req.body, { algorithm: "sha1", encoding: "hex" });
+      case "hmac-sha256-base64":
+        return hmacPrefixed(h, prefix, secret, req.body, { algorithm: "sha256", encoding: "base64" });
+      case "hmac-sha1-base64-url":
+        return hmacPrefixed(h, prefix, secret, concat(req.body, t.callback_url ?? ""), { algorithm: "sha1", encoding: "base64" });
+      case "standard-webhooks":
+        return standardWebhooks({ id: req.header("webhook-id"), timestamp: req.header("webhook-timestamp"), signature: req.header("webhook-signature") }, secret, req.body, { now: req.now });
+      case "timestamped":
+        return timestamped(h, secret, req.body, { now: req.now });
+      case "static-token": {
+        if (t.param) return staticToken(req.query[t.param] ?? null, secret);
+        if (h === null || !h.startsWith(prefix)) return false;
+        return staticToken(h.slice(prefix.length), secret);
+      }
+    }
+  };
+  const authHeaders: string[] = [];
+  if (t.header) authHeaders.push(t.header);
+  if (t.scheme === "standard-webhooks") authHeaders.push("webhook-signature");
+  const eventType = (payload: unknown, req: Request) => (t.event_type ? (select(t.event_type, payload, req) ?? "") : "");
+  return {
+    secrets: ["secret"],
+    authHeaders,
+    senderRetries: t.sender_retries,
+    challengeUnauthenticated: t.head_handshake === true,
+    verify: (req, secrets) => verify(req, secrets.get("secret")),
+    // Trello checks a callback URL with a HEAD that carries no body and no signature; the
+    // answer is constant, so answering it before verify is no oracle (spec 10).
+    challenge: t.head_handshake ? (req) => (req.method === "HEAD" ? response(200) : null) : undefined,
+    ignore: ignored.size
+      ? (req) => {
+          const type = eventType(req.body.length ? req.json() : {}, req);
+          return ignored.has(type) ? type : null;
+        }
+      : undefined,
+    key(payload, req) {
+      const parts = keySelectors.map((sel) => {
+        const v = select(sel, payload, req);
+        if (v === null || v === "") throw new BadPayload(`key selector ${sel} has no value`);
+        return v;
+      });
+      return parts.join(":");
+    },
+    dedupId: t.dedup ? (payload, req) => (t.dedup === "body_sha256" ? bodySha256(payload, req) : select(t.dedup as string, payload, req) || null) : undefined,
+    eventType,
+    attrs: t.attrs
+      ? (payload, req) => {
+          const out: Attrs = {};
+          for (const [name, sel] of Object.entries(t.attrs ?? {})) {
+            const v = select(sel, payload, req);
+            if (v !== null) out[name] = v;
+          }
+          return out;
+        }
+      : undefined,
+  };
+}

@@ -1,0 +1,113 @@
+// The plugin API a source (and later a bobbin) is written against (spec 14.1). Config keys and
+// JSON documents keep the spec's snake_case; plugin fields are camelCase (DESIGN.md).
+
+// ---------------------------------------------------------------------------------------------
+// Requests and responses
+
+/** One inbound request as a source plugin sees it. */
+export interface Request {
+  readonly method: string;
+  /** The path without the query string. */
+  readonly path: string;
+  /** Query parameters (first value of each). Never logged: tokens live here. */
+  readonly query: Readonly<Record<string, string>>;
+  /** A header's value, case-insensitive; null when absent. */
+  header(name: string): string | null;
+  /** Every header, lower-cased names (for quarantine and the template source). */
+  readonly headers: Readonly<Record<string, string>>;
+  /** The body as received, at most the source's max_body_bytes. */
+  readonly body: Uint8Array;
+  /** The body as UTF-8 text; throws BadPayload when it is not valid UTF-8. */
+  text(): string;
+  /** The body as JSON, parsed once and cached; throws BadPayload. */
+  json(): unknown;
+  /** X-Hookspool-Route, set by the reverse proxy to keep provider-side URLs stable. */
+  readonly routeHint: string | null;
+  /** The peer's address (X-Forwarded-For only when the peer is loopback). */
+  readonly remoteAddr: string;
+  /** Unix seconds when the request arrived. */
+  readonly now: number;
+}
+
+/** What a challenge answers with (a handshake). */
+export interface Response {
+  status: number;
+  body?: string | Uint8Array;
+  headers?: Record<string, string>;
+}
+
+export function response(status: number, body: string | Uint8Array = "", headers: Record<string, string> = {}): Response {
+  return { status, body, headers };
+}
+
+/** Secrets by name, resolved at access time and never cached (spec 10). */
+export interface Secrets {
+  get(name: string): string;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Errors a plugin raises (STYLE.md rule 5: typed, matched with instanceof)
+
+/** The request's body cannot be understood: the request is quarantined. */
+export class BadPayload extends Error {
+  override name = "BadPayload";
+}
+
+/** A processor or destination asks to be tried again later. */
+export class Retryable extends Error {
+  override name = "Retryable";
+}
+
+/** A processor or destination says the batch can never succeed. */
+export class Permanent extends Error {
+  override name = "Permanent";
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sources
+
+export type Attrs = Record<string, string | number | boolean>;
+
+/**
+ * A source plugin: only verify, key and authHeaders are mandatory (spec 14.1). Everything
+ * else (spooling, dedup, coalescing, retries) is shared and has no per-source variant.
+ */
+export interface SourcePlugin {
+  /** The default source name. */
+  name?: string;
+  /** Secret names the source needs (config supplies the references). */
+  secrets?: readonly string[];
+  /** Signature, token and authorization headers: never stored, refused from keepHeaders. */
+  authHeaders: readonly string[];
+  /** Headers stored with each event. */
+  keepHeaders?: readonly string[];
+  /** Default coalesce preset (config overrides). */
+  span?: string;
+  /** Optional liveness expectation. */
+  expectEverySec?: number | null;
+  /** Documented honesty: whether the sender retries a failed delivery. */
+  senderRetries?: boolean;
+  /** True only for a constant, secret-free handshake (Trello HEAD): challenge runs before verify. */
+  challengeUnauthenticated?: boolean;
+  /** Header that carries the event type on delivery (e.g. X-GitHub-Event). */
+  eventHeader?: string;
+
+  verify(req: Request, secrets: Secrets): boolean | Promise<boolean>;
+  /** A Response answers and stops (nothing is enqueued); null continues. Runs after verify. */
+  challenge?(req: Request, secrets: Secrets): Response | null | undefined | Promise<Response | null | undefined>;
+  /** A reason string means "ack with ignored, do not enqueue". */
+  ignore?(req: Request): string | null | undefined;
+  /** The payload the destination receives; default: req.json() ({} for an empty body). */
+  payload?(req: Request): unknown;
+  key(payload: unknown, req: Request): string;
+  dedupId?(payload: unknown, req: Request): string | null | undefined;
+  eventType?(payload: unknown, req: Request): string;
+  attrs?(payload: unknown, req: Request): Attrs;
+  /** Default destination; config's action overrides it. */
+  action?: string | ((payload: unknown, req: Request) => string);
+}
+
+/** Identity helper for type inference: `export default defineSource({...})`. */
+export function defineSource<T extends SourcePlugin>(plugin: T): T {
+  return plugin;
+}
