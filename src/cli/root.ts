@@ -9,6 +9,7 @@ import { enqueueCommand } from "./enqueue.ts";
 import { initCommand } from "./init.ts";
 import { migrateCommand } from "./migrate.ts";
 import { serviceCommands } from "./services.ts";
+import { sourceCommands } from "./source.ts";
 import { statusCommand } from "./status.ts";
 
 // biome-ignore lint/suspicious/noExplicitAny: citty's CommandDef is generic over each command's args
@@ -24,6 +25,7 @@ export function rootCommand(cli: Cli): AnyCommand {
       enqueue: enqueueCommand(cli),
       ...batchCommands(cli),
       status: statusCommand(cli),
+      source: sourceCommands(cli),
       ...serviceCommands(cli),
     },
   };

@@ -48,6 +48,8 @@ export interface StatusInputs {
   writableCheckedAt?: number | null;
   /** Hard problems the caller knows of (spool unwritable, a backpressure limit). */
   hard?: string[];
+  /** The free-space reading, when the caller has one. */
+  diskFree?: number | null;
 }
 
 const age = (now: number, t: number | null | undefined) => (t === null || t === undefined ? null : Math.max(0, round1(now - t)));
@@ -103,9 +105,10 @@ export function buildStatus(spool: Spool, config: Config, dbPath: string, inp: S
     sources[name] = s;
   }
 
-  const diskFree = diskFreeBytes(dbPath);
+  const diskFree = inp.diskFree !== undefined ? inp.diskFree : diskFreeBytes(dbPath);
   const hard = [...(inp.hard ?? [])];
-  if (diskFree !== null && diskFree < config.limits.min_free_bytes) hard.push(`spool: disk free ${diskFree} below limits.min_free_bytes`);
+  // The intake passes its own backpressure reading in `hard`; the CLI checks the disk here.
+  if (inp.hard === undefined && diskFree !== null && diskFree < config.limits.min_free_bytes) hard.push(`spool: disk free ${diskFree} below limits.min_free_bytes`);
   const lastEnqueue = getMetaNumber(db, "last_enqueue_at");
   const doc: StatusDoc = {
     ok: hard.length === 0 && degraded.length === 0,

@@ -1,6 +1,7 @@
 // Issues (spec 11.4): grouped failures by fingerprint. Opening and resolving live here; alerting
 // is the dispatcher's.
 import type { Database } from "bun:sqlite";
+import type { Spool } from "./db.ts";
 
 export type IssueKind = "delivery" | "source_silent" | "spool" | "config";
 export type IssueState = "open" | "acked" | "resolved" | "ignored";
@@ -67,4 +68,14 @@ export function resolveIssueTx(db: Database, fingerprint: string, now: number): 
 
 export function openIssueCount(db: Database): number {
   return db.query<{ n: number }, []>("SELECT COUNT(*) AS n FROM issues WHERE state IN ('open', 'acked')").get()?.n ?? 0;
+}
+
+/** raiseIssueTx in a transaction of its own. */
+export function raiseIssue(spool: Spool, r: RaiseIssue): { id: number; opened: boolean } {
+  return spool.db.transaction(() => raiseIssueTx(spool.db, r)).immediate();
+}
+
+/** resolveIssueTx in a transaction of its own. */
+export function resolveIssue(spool: Spool, fingerprint: string, now: number): boolean {
+  return spool.db.transaction(() => resolveIssueTx(spool.db, fingerprint, now)).immediate();
 }

@@ -48,3 +48,8 @@ export function writeHeartbeat(spool: Spool, nowEff: number, pid: number): void 
     })
     .immediate();
 }
+
+/** A tiny write that proves the spool takes writes (the /healthz probe, spec 11.1). */
+export function probeWrite(spool: Spool, now: number): void {
+  spool.db.transaction(() => setMeta(spool.db, "write_probe_at", now)).immediate();
+}

@@ -1,0 +1,64 @@
+// Backpressure (spec 9): refuse with 503 what the spool could not keep.
+import type { Clock } from "../clock.ts";
+import { diskFreeBytes } from "../obs/disk.ts";
+
+/** statvfs is cached this long (spec 9). */
+const DISK_CACHE_S = 5;
+
+export class Backpressure {
+  private checkedAt = Number.NEGATIVE_INFINITY;
+  private free: number | null = null;
+  /** The last write failure (spool full), until a write succeeds again. */
+  private writeFailure: string | null = null;
+
+  constructor(
+    private readonly dbPath: string,
+    private minFreeBytes: number,
+    private readonly clock: Clock,
+    private readonly freeBytes: (path: string) => number | null = diskFreeBytes,
+  ) {}
+
+  setMinFree(bytes: number): void {
+    this.minFreeBytes = bytes;
+  }
+
+  /** Free space below limits.min_free_bytes: the limit is active. */
+  diskLow(): boolean {
+    const now = this.clock.now();
+    if (now - this.checkedAt >= DISK_CACHE_S || now < this.checkedAt) {
+      this.free = this.freeBytes(this.dbPath);
+      this.checkedAt = now;
+    }
+    return this.free !== null && this.free < this.minFreeBytes;
+  }
+
+  writeFailed(reason: string): void {
+    this.writeFailure = reason;
+  }
+
+  writeOk(): void {
+    this.writeFailure = null;
+  }
+
+  /** The last free-space reading. */
+  freeReading(): number | null {
+    this.diskLow();
+    return this.free;
+  }
+
+  /** The hard limits active now, for /healthz (503 while any is). */
+  active(): string[] {
+    const out: string[] = [];
+    if (this.diskLow()) out.push(`spool: free disk below limits.min_free_bytes (${this.minFreeBytes})`);
+    if (this.writeFailure) out.push(`spool: ${this.writeFailure}`);
+    return out;
+  }
+}
+
+/** How a failed spool write maps to the spec 9 table: busy (SQLITE_BUSY) or full (SQLITE_FULL, ENOSPC). */
+export function spoolFailure(e: unknown): "busy" | "spool_full" | null {
+  const code = (e as { code?: string } | null)?.code ?? "";
+  if (code === "SQLITE_BUSY" || code === "SQLITE_LOCKED" || code.startsWith("SQLITE_BUSY_")) return "busy";
+  if (code === "SQLITE_FULL" || code === "ENOSPC" || code === "SQLITE_IOERR" || code.startsWith("SQLITE_IOERR_") || code === "SQLITE_READONLY" || code === "SQLITE_CANTOPEN") return "spool_full";
+  return null;
+}

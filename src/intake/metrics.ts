@@ -1,0 +1,49 @@
+// The intake's counters (spec 11.2): per process, in memory, reset on restart (rate() copes).
+
+export type RejectReason = "unverified" | "too_large" | "chunked" | "spool_full" | "busy" | "ignored" | "verify_error";
+
+function esc(v: string): string {
+  return v.replace(/\\/g, "\\\\").replace(/\n/g, "\\n").replace(/"/g, '\\"');
+}
+
+export class IntakeMetrics {
+  private received = new Map<string, number>();
+  private duplicate = new Map<string, number>();
+  private quarantined = new Map<string, number>();
+  private rejected = new Map<string, number>();
+
+  private bump(m: Map<string, number>, k: string): void {
+    m.set(k, (m.get(k) ?? 0) + 1);
+  }
+
+  received1(source: string): void {
+    this.bump(this.received, source);
+  }
+  duplicate1(source: string): void {
+    this.bump(this.duplicate, source);
+  }
+  quarantined1(source: string): void {
+    this.bump(this.quarantined, source);
+  }
+  rejected1(source: string, reason: RejectReason): void {
+    this.bump(this.rejected, `${source}\u0000${reason}`);
+  }
+
+  /** Prometheus text for the counters. */
+  render(): string {
+    const out: string[] = [];
+    const family = (name: string, help: string, m: Map<string, number>, labels: (k: string) => string) => {
+      out.push(`# HELP ${name} ${help}`, `# TYPE ${name} counter`);
+      for (const [k, v] of [...m.entries()].sort()) out.push(`${name}{${labels(k)}} ${v}`);
+    };
+    const bySource = (k: string) => `source="${esc(k)}"`;
+    family("hookspool_events_received_total", "Requests accepted and queued, per source.", this.received, bySource);
+    family("hookspool_events_duplicate_total", "Requests answered duplicate or replayed, per source.", this.duplicate, bySource);
+    family("hookspool_events_quarantined_total", "Verified requests quarantined by a plugin error, per source.", this.quarantined, bySource);
+    family("hookspool_requests_rejected_total", "Requests refused or ignored, per source and reason.", this.rejected, (k) => {
+      const [source, reason] = k.split("\u0000");
+      return `source="${esc(source)}",reason="${esc(reason)}"`;
+    });
+    return `${out.join("\n")}\n`;
+  }
+}

@@ -1,0 +1,213 @@
+// The intake service: Bun.serve on loopback, /hooks/<instance>, /healthz, /metrics, config reload.
+import { statSync } from "node:fs";
+import { dirname } from "node:path";
+import type { Server } from "bun";
+import type { Clock } from "../clock.ts";
+import { type Env, loadConfig, type LoadOptions } from "../config/load.ts";
+import type { Config, LoadedConfig } from "../config/types.ts";
+import { HookspoolError } from "../errors.ts";
+import type { Logger } from "../obs/log.ts";
+import { openSpool, requireCurrentSchema, type Spool } from "../store/db.ts";
+import { raiseIssue, resolveIssue } from "../store/issues.ts";
+import { Backpressure } from "./backpressure.ts";
+import { Health } from "./health.ts";
+import { IntakeMetrics } from "./metrics.ts";
+import { type Answer, handleHook } from "./pipeline.ts";
+import { isLoopback } from "./request.ts";
+import { type IntakeSource, loadSources } from "./sources.ts";
+
+/** The intake checks config.toml's mtime this often (spec 15). */
+export const RELOAD_EVERY_S = 5;
+
+export type Listen = { unix: string } | { hostname: string; port: number };
+
+/** Parse intake.listen: "127.0.0.1:8650", "[::1]:8650", "localhost:0" or "unix:/path". */
+export function parseListen(listen: string, allowNonLoopback: boolean): Listen {
+  if (listen.startsWith("unix:")) {
+    const path = listen.slice(5);
+    if (!path.startsWith("/")) throw new HookspoolError("E_CONFIG", `"${listen}": a unix socket needs an absolute path`, { key: "intake.listen" });
+    return { unix: path };
+  }
+  const m = /^(?:\[([^\]]+)\]|([^:]+)):(\d{1,5})$/.exec(listen);
+  if (!m) throw new HookspoolError("E_CONFIG", `"${listen}" is not host:port or unix:/path`, { key: "intake.listen" });
+  const hostname = m[1] ?? m[2];
+  const port = Number(m[3]);
+  if (port > 65535) throw new HookspoolError("E_CONFIG", `port ${port} is out of range`, { key: "intake.listen" });
+  if (!(hostname === "localhost" || isLoopback(hostname)) && !allowNonLoopback) {
+    throw new HookspoolError("E_CONFIG", `${hostname} is not a loopback address`, {
+      key: "intake.listen",
+      hint: "the reverse proxy owns the network; set intake.allow_non_loopback = true only if you mean it",
+    });
+  }
+  return { hostname, port };
+}
+
+export interface IntakeOptions {
+  loaded: LoadedConfig;
+  /** How the config was found, so a reload reads the same file with the same precedence. */
+  loadOptions: LoadOptions;
+  clock: Clock;
+  log: Logger;
+  env?: Env;
+  /** `run` shares its one connection; otherwise the intake opens its own (busy_timeout 10 s). */
+  spool?: Spool;
+  /** Free bytes on the spool's filesystem (tests inject a full disk). */
+  diskFree?: (path: string) => number | null;
+}
+
+async function readCapped(req: globalThis.Request, cap: number): Promise<Uint8Array | "too_large"> {
+  if (!req.body) return new Uint8Array();
+  const reader = req.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let total = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    total += value.length;
+    // The hard read cap: Content-Length can lie, the bytes cannot (spec 9).
+    if (total > cap) {
+      await reader.cancel().catch(() => {});
+      return "too_large";
+    }
+    chunks.push(value);
+  }
+  const out = new Uint8Array(total);
+  let at = 0;
+  for (const c of chunks) {
+    out.set(c, at);
+    at += c.length;
+  }
+  return out;
+}
+
+function toResponse(a: Answer): globalThis.Response {
+  return new Response(a.body, { status: a.status, headers: a.headers });
+}
+
+/** The intake: start() and stop(), both safe to call twice (STYLE.md rule 8). */
+export class Intake {
+  private server: Server<undefined> | null = null;
+  private timer: ReturnType<typeof setInterval> | null = null;
+  private spool: Spool | null = null;
+  private ownSpool = false;
+  private config: Config;
+  private sources = new Map<string, IntakeSource>();
+  private mtimeMs: number | null;
+  private readonly metrics = new IntakeMetrics();
+  private backpressure: Backpressure | null = null;
+  private health: Health | null = null;
+
+  constructor(private readonly opts: IntakeOptions) {
+    this.config = opts.loaded.config;
+    this.mtimeMs = opts.loaded.mtimeMs;
+  }
+
+  /** The address it listens on, for tests and logs. */
+  get url(): string {
+    if (!this.server) throw new Error("the intake is not started");
+    return this.server.url.toString().replace(/\/$/, "");
+  }
+
+  async start(): Promise<void> {
+    if (this.server) return;
+    const { loaded, clock, log } = this.opts;
+    const listen = parseListen(this.config.intake.listen, this.config.intake.allow_non_loopback);
+    if (this.opts.spool) {
+      this.spool = this.opts.spool;
+    } else {
+      this.spool = openSpool(loaded.paths.db, { create: false, busyTimeoutS: this.config.intake.busy_timeout_s, clock });
+      this.ownSpool = true;
+    }
+    // The intake never migrates (spec 17): an older schema is exit 2, "run hookspool migrate".
+    requireCurrentSchema(this.spool);
+    this.sources = await loadSources(this.config, { configDir: dirname(loaded.paths.config ?? loaded.paths.home), env: this.opts.env, file: loaded.paths.config ?? "config.toml" });
+    for (const p of loaded.problems) log.warn("config warning", { reason: `${p.key}: ${p.message}` });
+    this.backpressure = new Backpressure(loaded.paths.db, this.config.limits.min_free_bytes, clock, this.opts.diskFree);
+    this.health = new Health(this.spool, loaded.paths.db, clock, this.backpressure);
+    const deps = {
+      spool: this.spool,
+      config: () => this.config,
+      sources: () => this.sources,
+      log,
+      metrics: this.metrics,
+      clock,
+      backpressure: this.backpressure,
+    };
+    const maxBody = Math.max(this.config.intake.max_body_bytes, ...[...this.sources.values()].map((s) => s.maxBodyBytes));
+    const common = {
+      maxRequestBodySize: maxBody + 1,
+      fetch: async (req: globalThis.Request, server: Server<undefined>) => {
+        const url = new URL(req.url);
+        if (url.pathname === "/healthz" && req.method === "GET") {
+          const { code, doc } = (this.health as Health).check(this.config);
+          return Response.json(doc, { status: code });
+        }
+        if (url.pathname === "/metrics" && req.method === "GET") {
+          return new Response(this.metrics.render(), { headers: { "Content-Type": "text/plain; version=0.0.4" } });
+        }
+        let instance: string | null = null;
+        const m = /^\/hooks\/([^/]+)\/?$/.exec(url.pathname);
+        if (m) instance = decodeURIComponent(m[1]);
+        else instance = req.headers.get("x-hookspool-route");
+        if (!instance) return new Response("", { status: 404 });
+        const peer = server.requestIP(req)?.address ?? "unix";
+        const answer = await handleHook(deps, {
+          instance,
+          method: req.method,
+          url: url.pathname + url.search,
+          headers: req.headers.entries(),
+          peer,
+          readBody: (cap) => readCapped(req, cap),
+        });
+        return toResponse(answer);
+      },
+      error: (e: Error) => {
+        log.error("request failed", { reason: e.name });
+        return new Response("", { status: 500 });
+      },
+    };
+    // idleTimeout: a slowloris body cannot hold a TCP connection for ever.
+    this.server = "unix" in listen ? Bun.serve({ ...common, unix: listen.unix }) : Bun.serve({ ...common, hostname: listen.hostname, port: listen.port, idleTimeout: 30 });
+    this.timer = setInterval(() => void this.reloadIfChanged(), RELOAD_EVERY_S * 1000);
+    log.info("listening", { reason: "unix" in listen ? `unix:${listen.unix}` : `${listen.hostname}:${this.server.port}` });
+  }
+
+  /** Reload config.toml when its mtime moved; a bad file keeps the previous config (spec 15). */
+  async reloadIfChanged(): Promise<boolean> {
+    const file = this.opts.loaded.paths.config;
+    if (!file || !this.spool) return false;
+    let mtime: number;
+    try {
+      mtime = statSync(file).mtimeMs;
+    } catch {
+      return false;
+    }
+    if (mtime === this.mtimeMs) return false;
+    this.mtimeMs = mtime;
+    const now = this.opts.clock.now();
+    try {
+      const loaded = loadConfig(this.opts.loadOptions);
+      const sources = await loadSources(loaded.config, { configDir: dirname(file), env: this.opts.env, file });
+      this.config = loaded.config;
+      this.sources = sources;
+      this.backpressure?.setMinFree(loaded.config.limits.min_free_bytes);
+      resolveIssue(this.spool, "config:file", now);
+      this.opts.log.info("config reloaded");
+      return true;
+    } catch (e) {
+      const what = e instanceof HookspoolError ? e.describe() : (e as Error).name;
+      this.opts.log.error("config reload failed; keeping the previous config", { reason: e instanceof HookspoolError ? (e.key ?? e.code) : (e as Error).name });
+      raiseIssue(this.spool, { fingerprint: "config:file", kind: "config", error: what.slice(0, 300), now });
+      return false;
+    }
+  }
+
+  async stop(): Promise<void> {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = null;
+    if (this.server) await this.server.stop();
+    this.server = null;
+    if (this.ownSpool && this.spool) this.spool.close();
+    this.spool = null;
+  }
+}

@@ -1,0 +1,123 @@
+// Loading the source plugins named by config: a template table or a TypeScript module (spec 14.1).
+import { existsSync } from "node:fs";
+import { isAbsolute, resolve } from "node:path";
+import { pathToFileURL } from "node:url";
+import { ConfigError, type Env } from "../config/load.ts";
+import { quoteKey } from "../config/parse.ts";
+import { resolveSecret } from "../config/secrets.ts";
+import type { Config, ConfigProblem, SourceConfig } from "../config/types.ts";
+import { HookspoolError } from "../errors.ts";
+import { checkTemplate, type TemplateSettings, templateSource } from "../plugin/template.ts";
+import type { Secrets, SourcePlugin } from "../plugin/types.ts";
+
+/** A source ready for requests: its plugin with config applied. */
+export interface IntakeSource {
+  name: string;
+  plugin: SourcePlugin;
+  config: SourceConfig;
+  /** Resolves the configured references at each access (never cached, spec 10). */
+  secrets: Secrets;
+  /** The plugin's auth headers and config's: never stored, stripped from quarantine. */
+  authHeaders: string[];
+  keepHeaders: string[];
+  maxBodyBytes: number;
+  storeRaw: boolean;
+  dedupWindowS: number;
+}
+
+/** The Secrets an unauthenticated challenge gets: any access throws (spec 14.1). */
+export const NO_SECRETS: Secrets = {
+  get() {
+    throw new Error("an unauthenticated challenge may not read secrets");
+  },
+};
+
+export function configSecrets(source: string, refs: SourceConfig["secrets"], env: Env): Secrets {
+  return {
+    get(name) {
+      const ref = refs && Object.hasOwn(refs, name) ? refs[name] : undefined;
+      if (!ref) throw new HookspoolError("E_CONFIG", `source ${source} has no secret named ${name}`, { key: `sources.${source}.secrets.${name}` });
+      return resolveSecret(ref, env);
+    },
+  };
+}
+
+function isPlugin(x: unknown): x is SourcePlugin {
+  const p = x as SourcePlugin;
+  return typeof x === "object" && x !== null && typeof p.verify === "function" && typeof p.key === "function" && Array.isArray(p.authHeaders);
+}
+
+async function importModule(spec: string, configDir: string): Promise<unknown> {
+  const path = isAbsolute(spec) ? spec : resolve(configDir, spec);
+  if (!existsSync(path)) throw new Error(`no file at ${path}`);
+  const mod = (await import(pathToFileURL(path).href)) as Record<string, unknown>;
+  return mod.default ?? mod;
+}
+
+export interface LoadSourcesOptions {
+  /** Relative module paths are resolved against the config file's directory. */
+  configDir: string;
+  env?: Env;
+  /** The config file, for error messages. */
+  file: string;
+}
+
+/**
+ * Build every configured source that can take requests. A source with neither module nor
+ * template is fed only by `hookspool enqueue` and a poll source by the dispatcher: both are
+ * left out, so /hooks/<name> answers 404 for them.
+ */
+export async function loadSources(config: Config, opts: LoadSourcesOptions): Promise<Map<string, IntakeSource>> {
+  const env = opts.env ?? process.env;
+  const problems: ConfigProblem[] = [];
+  const out = new Map<string, IntakeSource>();
+  for (const [name, src] of Object.entries(config.sources)) {
+    const key = `sources.${quoteKey(name)}`;
+    if (src.kind === "poll" || (!src.module && !src.template)) continue;
+    let plugin: SourcePlugin;
+    if (src.template) {
+      const bad = checkTemplate(src.template);
+      if (bad.length) {
+        for (const b of bad) problems.push({ level: "error", key: `${key}.template.${b.key}`, message: b.message });
+        continue;
+      }
+      plugin = templateSource(src.template as unknown as TemplateSettings);
+    } else {
+      try {
+        const loaded = await importModule(src.module as string, opts.configDir);
+        if (!isPlugin(loaded)) {
+          problems.push({ level: "error", key: `${key}.module`, message: "the module does not export a source plugin", hint: "export default defineSource({ verify, key, authHeaders, ... })" });
+          continue;
+        }
+        plugin = loaded;
+      } catch (e) {
+        problems.push({ level: "error", key: `${key}.module`, message: `cannot load ${src.module}: ${(e as Error).message.split("\n")[0]}` });
+        continue;
+      }
+    }
+    for (const s of plugin.secrets ?? []) {
+      if (!src.secrets || !Object.hasOwn(src.secrets, s)) problems.push({ level: "error", key: `${key}.secrets.${s}`, message: "required by the source", hint: `secrets.${s} = { file = "..." }` });
+    }
+    if (plugin.span !== undefined && src.span === undefined && !Object.hasOwn(config.spans, plugin.span)) {
+      problems.push({ level: "error", key: `${key}`, message: `the plugin names span "${plugin.span}", which is not a preset` });
+    }
+    const authHeaders = [...new Set([...plugin.authHeaders, ...(src.auth_headers ?? [])].map((h) => h.toLowerCase()))];
+    const keepHeaders = src.keep_headers ?? [...(plugin.keepHeaders ?? [])];
+    for (const h of keepHeaders) {
+      if (authHeaders.includes(h.toLowerCase())) problems.push({ level: "error", key: `${key}.keep_headers`, message: `${h} is an auth header and is never stored`, hint: "remove it from keep_headers" });
+    }
+    out.set(name, {
+      name,
+      plugin,
+      config: src,
+      secrets: configSecrets(name, src.secrets, env),
+      authHeaders,
+      keepHeaders,
+      maxBodyBytes: src.max_body_bytes ?? config.intake.max_body_bytes,
+      storeRaw: src.store_raw ?? config.spool.store_raw,
+      dedupWindowS: src.dedup_window_s,
+    });
+  }
+  if (problems.length) throw new ConfigError(opts.file, problems);
+  return out;
+}

@@ -1,0 +1,97 @@
+// hookspool source test: a captured request through the plugin steps, offline (spec 16).
+import { describe, expect, test } from "bun:test";
+import { createHmac } from "node:crypto";
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { openSpool } from "../../src/store/db.ts";
+import { migrate } from "../../src/store/migrate.ts";
+import { cli } from "../helpers/cli.ts";
+import { tempDir } from "../helpers/tmp.ts";
+
+const SECRET = "capture-test-secret";
+
+function home(): string {
+  const h = tempDir();
+  writeFileSync(join(h, "secret"), SECRET, { mode: 0o600 });
+  writeFileSync(
+    join(h, "config.toml"),
+    `[sources.gh]
+template = { scheme = "hmac-sha256-hex", header = "X-Hub-Signature-256", prefix = "sha256=", key = "repository.full_name", event_type = "header:X-GitHub-Event", dedup = "header:X-GitHub-Delivery", ignore = "ping" }
+secrets.secret = { file = "${join(h, "secret")}" }
+keep_headers = ["X-GitHub-Event"]
+action = "hermes:gh"
+
+[[routes]]
+name = "gh-audit"
+source = "gh"
+tee = true
+destination = "hermes:audit"
+
+[sources.manual]
+action = "hermes:manual"
+`,
+  );
+  return h;
+}
+
+function capture(h: string, body: string, opts: { event?: string; badSig?: boolean } = {}): string {
+  const sig = opts.badSig ? "sha256=00" : `sha256=${createHmac("sha256", SECRET).update(body).digest("hex")}`;
+  const p = join(h, `cap-${Math.random()}.http`);
+  writeFileSync(p, `POST /hooks/gh HTTP/1.1\nContent-Type: application/json\nX-GitHub-Event: ${opts.event ?? "push"}\nX-GitHub-Delivery: d-1\nX-Hub-Signature-256: ${sig}\n\n${body}\n`);
+  return p;
+}
+
+describe("hookspool source test", () => {
+  test("a good capture: what the intake would do, routes and tees included, and nothing written", async () => {
+    const h = home();
+    const r = await cli(["--home", h, "--json", "source", "test", "gh", "--request", capture(h, '{"repository":{"full_name":"o/r"}}')]);
+    expect(r.code).toBe(0);
+    const rep = JSON.parse(r.out);
+    expect(rep).toMatchObject({ source: "gh", outcome: "classified", key: "o/r", event_type: "push", dedup_id: "d-1", kept_headers: ["X-GitHub-Event"], answer: { status: 202 } });
+    expect(rep.copies.map((c: { route: string; destination: string }) => `${c.route}->${c.destination}`)).toEqual(["gh->hermes:gh", "gh-audit->hermes:audit"]);
+    // offline: it needs no spool at all
+    expect(Bun.file(join(h, "spool.db")).size).toBe(0);
+  });
+
+  test("unverified, ignored and quarantined captures say so; failures exit non-zero", async () => {
+    const h = home();
+    const bad = await cli(["--home", h, "--json", "source", "test", "gh", "--request", capture(h, '{"repository":{"full_name":"o/r"}}', { badSig: true })]);
+    expect(bad.code).toBe(1);
+    expect(JSON.parse(bad.out)).toMatchObject({ outcome: "unverified", answer: { status: 401 } });
+    const ping = await cli(["--home", h, "--json", "source", "test", "gh", "--request", capture(h, '{"zen":"hi"}', { event: "ping" })]);
+    expect(ping.code).toBe(0);
+    expect(JSON.parse(ping.out)).toMatchObject({ outcome: "ignored", reason: "ping" });
+    const broken = await cli(["--home", h, "--json", "source", "test", "gh", "--request", capture(h, '{"no":"repo"}')]);
+    expect(broken.code).toBe(1);
+    expect(JSON.parse(broken.out)).toMatchObject({ outcome: "quarantine", error: "BadPayload", answer: { status: 202 } });
+    const human = await cli(["--home", h, "source", "test", "gh", "--request", capture(h, '{"repository":{"full_name":"o/r"}}')]);
+    expect(human.out).toContain("key");
+    expect(human.out).toContain("o/r");
+    expect(human.out).not.toContain(SECRET);
+  });
+
+  test("refusals: unknown source, a source without a plugin, an unreadable capture", async () => {
+    const h = home();
+    expect((await cli(["--home", h, "source", "test", "nope", "--request", "x.http"])).code).toBe(1);
+    expect((await cli(["--home", h, "source", "test", "manual", "--request", "x.http"])).code).toBe(1);
+    const missing = await cli(["--home", h, "source", "test", "gh", "--request", join(h, "missing.http")]);
+    expect(missing.code).toBe(2);
+    expect(missing.err.trim().split("\n")).toHaveLength(1);
+  });
+});
+
+describe("hookspool intake", () => {
+  test("refuses an older schema with exit 2 and 'run hookspool migrate', never migrating it", async () => {
+    const h = home();
+    const s = openSpool(join(h, "spool.db"), { create: true });
+    migrate(s);
+    s.db.run("PRAGMA user_version = 1");
+    s.close();
+    const r = await cli(["--home", h, "intake"]);
+    expect(r.code).toBe(2);
+    expect(r.err).toContain("run hookspool migrate");
+    const again = openSpool(join(h, "spool.db"));
+    expect((again.db.query("PRAGMA user_version").get() as { user_version: number }).user_version).toBe(1);
+    again.close();
+  });
+});

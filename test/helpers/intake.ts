@@ -1,0 +1,79 @@
+// A real intake on 127.0.0.1 (ephemeral port) over a migrated temp home, with captured logs.
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { FakeClock } from "../../src/clock.ts";
+import { loadConfig } from "../../src/config/load.ts";
+import { Intake } from "../../src/intake/server.ts";
+import { createLogger, setLogSink } from "../../src/obs/log.ts";
+import { openSpool, type Spool } from "../../src/store/db.ts";
+import { migrate } from "../../src/store/migrate.ts";
+import { T0 } from "./spool.ts";
+import { tempDir } from "./tmp.ts";
+
+/** Every log line written by any logger in this test process (for the sentinel checks). */
+export const LOG_LINES: string[] = [];
+setLogSink((line) => {
+  LOG_LINES.push(line);
+  if (process.env.HOOKSPOOL_TEST_LOGS) process.stderr.write(`${line}\n`);
+});
+
+export interface TestIntake {
+  url: string;
+  home: string;
+  clock: FakeClock;
+  intake: Intake;
+  /** A second connection for assertions. */
+  db: Spool;
+  /** Write a file in the home with mode 0600 (secrets). */
+  secretFile(name: string, value: string): string;
+  post(path: string, body: string | Uint8Array, headers?: Record<string, string>): Promise<Response>;
+  count(table: string, where?: string): number;
+  stop(): Promise<void>;
+}
+
+export interface StartOptions {
+  /** Files to write before the config loads (secret name -> value), under <home>/secrets/. */
+  secrets?: Record<string, string>;
+  env?: Record<string, string>;
+  clockAt?: number;
+  /** Override the disk-free reading (backpressure tests). */
+  diskFree?: (path: string) => number | null;
+}
+
+/** `config` may use {{home}} and {{secret:<name>}} (the path of a written secret file). */
+export async function startIntake(config: string, opts: StartOptions = {}): Promise<TestIntake> {
+  const home = tempDir();
+  const clock = new FakeClock(opts.clockAt ?? T0);
+  const secretFile = (name: string, value: string) => {
+    const p = join(home, `secret-${name}`);
+    writeFileSync(p, value, { mode: 0o600 });
+    return p;
+  };
+  for (const [k, v] of Object.entries(opts.secrets ?? {})) secretFile(k, v);
+  const text = config.replaceAll("{{home}}", home).replace(/\{\{secret:([\w-]+)\}\}/g, (_, n) => join(home, `secret-${n}`));
+  writeFileSync(join(home, "config.toml"), `[intake]\nlisten = "127.0.0.1:0"\n\n${text}`);
+  const setup = openSpool(join(home, "spool.db"), { create: true, clock });
+  migrate(setup);
+  setup.close();
+  const env = { PATH: process.env.PATH, HOME: process.env.HOME, ...(opts.env ?? {}) };
+  const loadOptions = { home, env, cwd: home };
+  const loaded = loadConfig(loadOptions);
+  const intake = new Intake({ loaded, loadOptions, clock, log: createLogger("intake", { clock }), env, diskFree: opts.diskFree });
+  await intake.start();
+  const db = openSpool(join(home, "spool.db"), { clock });
+  const url = intake.url;
+  return {
+    url,
+    home,
+    clock,
+    intake,
+    db,
+    secretFile,
+    post: (path, body, headers = {}) => fetch(`${url}${path}`, { method: "POST", body, headers }),
+    count: (table, where = "1") => (db.db.query(`SELECT COUNT(*) AS n FROM ${table} WHERE ${where}`).get() as { n: number }).n,
+    async stop() {
+      await intake.stop();
+      db.close();
+    },
+  };
+}

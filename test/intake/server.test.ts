@@ -1,0 +1,342 @@
+// The intake over real HTTP: routing and tees, backpressure, /healthz, /metrics, listen rules,
+// the schema gate, config reload, and what reaches the logs (spec 9, 10, 11, 14.1, 15).
+import { describe, expect, test } from "bun:test";
+import { createHmac } from "node:crypto";
+import { utimesSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { FakeClock } from "../../src/clock.ts";
+import { loadConfig } from "../../src/config/load.ts";
+import { isHookspoolError } from "../../src/errors.ts";
+import { Intake, parseListen } from "../../src/intake/server.ts";
+import { createLogger } from "../../src/obs/log.ts";
+import { openSpool } from "../../src/store/db.ts";
+import { migrate } from "../../src/store/migrate.ts";
+import { LOG_LINES, startIntake } from "../helpers/intake.ts";
+import { tempDir } from "../helpers/tmp.ts";
+
+const SECRET = "route-test-secret";
+const sig = (body: string) => `sha256=${createHmac("sha256", SECRET).update(body).digest("hex")}`;
+
+const ROUTED = `[sources.gh]
+template = { scheme = "hmac-sha256-hex", header = "X-Sig", prefix = "sha256=", key = "repo", event_type = "kind", attrs = { repo = "repo", class = "class" } }
+secrets.secret = { file = "{{secret:gh}}" }
+action = "hermes:gh-default"
+
+[[routes]]
+name = "gh-audit"
+source = "gh"
+tee = true
+destination = "http:audit"
+
+[[routes]]
+name = "gh-ci"
+source = "gh"
+match = { class = "ci" }
+destination = "hermes:gh-ci"
+
+[[routes]]
+name = "gh-ci-twice"
+source = "gh"
+match = { class = "ci" }
+destination = "hermes:never"
+
+[[routes]]
+name = "gh-mirror"
+source = "gh"
+tee = true
+match = { class = "ci" }
+destination = "hermes:gh-ci"
+
+[[routes]]
+name = "gh-log"
+source = "gh"
+tee = true
+match = { event_type = "push" }
+destination = "script:log"
+
+[destinations."http:audit"]
+type = "http"
+url = "https://audit.example.invalid/hook"
+
+[destinations."script:log"]
+argv = ["/bin/true"]
+`;
+
+async function send(t: Awaited<ReturnType<typeof startIntake>>, payload: object, headers: Record<string, string> = {}) {
+  const body = JSON.stringify(payload);
+  return t.post("/hooks/gh", body, { "X-Sig": sig(body), ...headers });
+}
+
+function placed(t: Awaited<ReturnType<typeof startIntake>>, n: number) {
+  return t.db.db.query("SELECT e.route, b.destination FROM events e JOIN batches b ON b.id = e.batch_id ORDER BY e.id DESC LIMIT ?").all(n).reverse();
+}
+
+describe("route resolution through the intake (spec 14.1)", () => {
+  test("first matching non-tee route wins; tees in file order; never two copies to one destination", async () => {
+    const t = await startIntake(ROUTED, { secrets: { gh: SECRET } });
+    try {
+      const res = await send(t, { repo: "o/r", class: "ci", kind: "push" });
+      expect(res.status).toBe(202);
+      // primary gh-ci; tees: gh-audit, then gh-log; gh-mirror is skipped (hermes:gh-ci has a copy)
+      expect(placed(t, 3)).toEqual([
+        { route: "gh-ci", destination: "hermes:gh-ci" },
+        { route: "gh-audit", destination: "http:audit" },
+        { route: "gh-log", destination: "script:log" },
+      ]);
+      expect(t.count("events")).toBe(3);
+      const lines = LOG_LINES.filter((l) => l.includes("queued") && l.includes("source=gh"));
+      expect(lines.filter((l) => l.includes("tee=true")).length).toBe(2);
+      expect(lines.some((l) => l.includes("route=gh-ci") && !l.includes("tee=true"))).toBe(true);
+    } finally {
+      await t.stop();
+    }
+  });
+
+  test("no matching non-tee route: the implicit route <source> with the action", async () => {
+    const t = await startIntake(ROUTED, { secrets: { gh: SECRET } });
+    try {
+      expect((await send(t, { repo: "o/r", class: "pr", kind: "issue" })).status).toBe(202);
+      expect(placed(t, 2)).toEqual([
+        { route: "gh", destination: "hermes:gh-default" },
+        { route: "gh-audit", destination: "http:audit" },
+      ]);
+    } finally {
+      await t.stop();
+    }
+  });
+
+  test("X-Hookspool-Route names the source when the proxy forwards another path; unknown names are 404", async () => {
+    const t = await startIntake(ROUTED, { secrets: { gh: SECRET } });
+    try {
+      const body = JSON.stringify({ repo: "o/r", class: "pr", kind: "x" });
+      const res = await fetch(`${t.url}/provider/stable/url`, { method: "POST", body, headers: { "X-Sig": sig(body), "X-Hookspool-Route": "gh" } });
+      expect(res.status).toBe(202);
+      expect((await t.post("/hooks/nope", body, { "X-Sig": sig(body) })).status).toBe(404);
+      expect((await fetch(`${t.url}/somewhere`, { method: "POST", body })).status).toBe(404);
+      expect((await fetch(`${t.url}/hooks/gh`)).status).toBe(405);
+    } finally {
+      await t.stop();
+    }
+  });
+});
+
+const DEMO = `[sources.demo]
+template = { scheme = "hmac-sha256-hex", header = "X-Sig", prefix = "sha256=", key = "topic" }
+secrets.secret = { file = "{{secret:demo}}" }
+action = "hermes:demo"
+`;
+
+describe("backpressure and health (spec 9, 11.1)", () => {
+  test("free disk under limits.min_free_bytes: 503 with Retry-After 60; /healthz 503 naming the limit", async () => {
+    let free = 10 * 1024 ** 3;
+    const t = await startIntake(`[limits]\nmin_free_bytes = 1000000\n\n${DEMO}`, { secrets: { demo: SECRET }, diskFree: () => free });
+    try {
+      const body = JSON.stringify({ topic: "a" });
+      expect((await t.post("/hooks/demo", body, { "X-Sig": sig(body) })).status).toBe(202);
+      const ok = await fetch(`${t.url}/healthz`);
+      expect(ok.status).toBe(200);
+      free = 999_999;
+      t.clock.advance(6); // the statfs reading is cached for 5 s
+      const refused = await t.post("/hooks/demo", body, { "X-Sig": sig(body) });
+      expect(refused.status).toBe(503);
+      expect(refused.headers.get("retry-after")).toBe("60");
+      const h = await fetch(`${t.url}/healthz`);
+      expect(h.status).toBe(503);
+      const doc = (await h.json()) as { ok: boolean; degraded: string[]; disk_free_bytes: number };
+      expect(doc.ok).toBe(false);
+      expect(doc.degraded.join(" ")).toContain("min_free_bytes");
+      expect(doc.disk_free_bytes).toBe(999_999);
+      free = 10 * 1024 ** 3;
+      t.clock.advance(6);
+      expect((await fetch(`${t.url}/healthz`)).status).toBe(200);
+    } finally {
+      await t.stop();
+    }
+  });
+
+  test("/healthz: the status document, 200 when only soft problems; writability proven by a recent enqueue or a probe", async () => {
+    const t = await startIntake(DEMO, { secrets: { demo: SECRET } });
+    try {
+      const h = await fetch(`${t.url}/healthz`);
+      expect(h.status).toBe(200);
+      const doc = (await h.json()) as Record<string, unknown>;
+      for (const k of ["ok", "degraded", "schema", "dispatcher", "spool", "batches", "oldest_pending_age_s", "destinations", "sources", "issues_open", "spool_bytes", "disk_free_bytes"]) expect(doc).toHaveProperty(k);
+      expect((doc.degraded as string[]).join(" ")).toContain("dispatcher");
+      expect((doc.spool as { writable_checked_age_s: number }).writable_checked_age_s).toBe(0);
+      const probes = () => (t.db.db.query("SELECT value FROM meta WHERE key = 'write_probe_at'").get() as { value: string } | null)?.value;
+      const first = probes();
+      expect(first).toBeDefined();
+      t.clock.advance(10);
+      await fetch(`${t.url}/healthz`);
+      expect(probes()).toBe(first); // at most one probe write per 30 s
+      t.clock.advance(25);
+      await fetch(`${t.url}/healthz`);
+      expect(probes()).not.toBe(first);
+    } finally {
+      await t.stop();
+    }
+  });
+
+  test("a verify that cannot run (secret unreadable) is 503, not 401, and logs no secret path content", async () => {
+    const t = await startIntake(DEMO.replace("{{secret:demo}}", "/nonexistent/secret"), {});
+    try {
+      const body = JSON.stringify({ topic: "a" });
+      const res = await t.post("/hooks/demo", body, { "X-Sig": sig(body) });
+      expect(res.status).toBe(503);
+      expect(t.count("events")).toBe(0);
+    } finally {
+      await t.stop();
+    }
+  });
+});
+
+describe("metrics (spec 11.2)", () => {
+  test("every intake counter with its labels after a scripted scenario", async () => {
+    const t = await startIntake(`${DEMO.replace('key = "topic"', 'key = "topic", dedup = "id", event_type = "type", ignore = "ping"')}`, { secrets: { demo: SECRET } });
+    try {
+      const post = (p: object, good = true) => {
+        const body = JSON.stringify(p);
+        return t.post("/hooks/demo", body, { "X-Sig": good ? sig(body) : "sha256=00" });
+      };
+      await post({ topic: "a", id: "1" });
+      await post({ topic: "a", id: "1" });
+      await post({ topic: "a", id: "2" }, false);
+      await post({ type: "ping" });
+      await post({ id: "3" });
+      const text = await (await fetch(`${t.url}/metrics`)).text();
+      expect(text).toContain('hookspool_events_received_total{source="demo"} 1');
+      expect(text).toContain('hookspool_events_duplicate_total{source="demo"} 1');
+      expect(text).toContain('hookspool_events_quarantined_total{source="demo"} 1');
+      expect(text).toContain('hookspool_requests_rejected_total{source="demo",reason="unverified"} 1');
+      expect(text).toContain('hookspool_requests_rejected_total{source="demo",reason="ignored"} 1');
+      expect(text).toContain("# TYPE hookspool_events_received_total counter");
+    } finally {
+      await t.stop();
+    }
+  });
+});
+
+describe("listen and lifecycle", () => {
+  test("loopback only unless allow_non_loopback; unix sockets need absolute paths", () => {
+    expect(parseListen("127.0.0.1:8650", false)).toEqual({ hostname: "127.0.0.1", port: 8650 });
+    expect(parseListen("[::1]:1", false)).toEqual({ hostname: "::1", port: 1 });
+    expect(parseListen("unix:/run/h.sock", false)).toEqual({ unix: "/run/h.sock" });
+    const code = (f: () => unknown) => {
+      try {
+        f();
+      } catch (e) {
+        return isHookspoolError(e) ? e.code : "other";
+      }
+    };
+    expect(code(() => parseListen("0.0.0.0:8650", false))).toBe("E_CONFIG");
+    expect(code(() => parseListen("192.168.1.5:8650", false))).toBe("E_CONFIG");
+    expect(parseListen("0.0.0.0:8650", true)).toEqual({ hostname: "0.0.0.0", port: 8650 });
+    expect(code(() => parseListen("unix:relative.sock", false))).toBe("E_CONFIG");
+    expect(code(() => parseListen("nonsense", false))).toBe("E_CONFIG");
+  });
+
+  test("a Unix socket listener takes requests", async () => {
+    const home = tempDir();
+    const sock = join(home, "intake.sock");
+    writeFileSync(join(home, "secret"), SECRET);
+    writeFileSync(join(home, "config.toml"), `[intake]\nlisten = "unix:${sock}"\n\n${DEMO.replace("{{secret:demo}}", join(home, "secret"))}`);
+    const s = openSpool(join(home, "spool.db"), { create: true });
+    migrate(s);
+    s.close();
+    const loadOptions = { home, env: {}, cwd: home };
+    const intake = new Intake({ loaded: loadConfig(loadOptions), loadOptions, clock: new FakeClock(), log: createLogger("intake") });
+    await intake.start();
+    try {
+      const body = JSON.stringify({ topic: "u" });
+      const res = await fetch("http://localhost/hooks/demo", { unix: sock, method: "POST", body, headers: { "X-Sig": sig(body) } } as RequestInit);
+      expect(res.status).toBe(202);
+    } finally {
+      await intake.stop();
+      await intake.stop(); // stop is safe twice
+    }
+  });
+
+  test("the intake never migrates: an older schema refuses to start (exit 2, run hookspool migrate)", async () => {
+    const home = tempDir();
+    writeFileSync(join(home, "config.toml"), '[intake]\nlisten = "127.0.0.1:0"\n');
+    const s = openSpool(join(home, "spool.db"), { create: true });
+    migrate(s);
+    s.db.run("PRAGMA user_version = 2");
+    s.close();
+    const loadOptions = { home, env: {}, cwd: home };
+    const intake = new Intake({ loaded: loadConfig(loadOptions), loadOptions, clock: new FakeClock(), log: createLogger("intake") });
+    let err: unknown;
+    try {
+      await intake.start();
+    } catch (e) {
+      err = e;
+    }
+    expect(isHookspoolError(err, "E_SCHEMA")).toBe(true);
+    expect((err as { exitCode: number }).exitCode).toBe(2);
+    expect((err as { hint: string }).hint).toContain("hookspool migrate");
+    await intake.stop();
+  });
+});
+
+describe("config reload (spec 15)", () => {
+  test("a changed file is picked up; a bad one keeps the previous config and opens config:file; a fix resolves it", async () => {
+    const t = await startIntake(DEMO, { secrets: { demo: SECRET } });
+    const file = join(t.home, "config.toml");
+    const bump = (text: string, mtime: number) => {
+      writeFileSync(file, text);
+      utimesSync(file, mtime, mtime);
+    };
+    try {
+      const body = JSON.stringify({ topic: "a" });
+      const base = `[intake]\nlisten = "127.0.0.1:0"\n\n${DEMO.replace("{{secret:demo}}", join(t.home, "secret-demo"))}`;
+      bump(base.replace("hermes:demo", "hermes:demo2"), 2_000_000_000);
+      expect(await t.intake.reloadIfChanged()).toBe(true);
+      await t.post("/hooks/demo", body, { "X-Sig": sig(body) });
+      expect(placed(t as never, 1)).toEqual([{ route: "demo", destination: "hermes:demo2" }]);
+
+      bump(`${base}\n[dispatch]\nparallel = "four"\n`, 2_000_000_100);
+      expect(await t.intake.reloadIfChanged()).toBe(false);
+      expect(t.count("issues", "fingerprint = 'config:file' AND state = 'open'")).toBe(1);
+      const again = JSON.stringify({ topic: "b" });
+      expect((await t.post("/hooks/demo", again, { "X-Sig": sig(again) })).status).toBe(202); // still serving
+      expect(placed(t as never, 1)).toEqual([{ route: "demo", destination: "hermes:demo2" }]);
+
+      bump(base, 2_000_000_200);
+      expect(await t.intake.reloadIfChanged()).toBe(true);
+      expect(t.count("issues", "fingerprint = 'config:file' AND state = 'resolved'")).toBe(1);
+      expect(await t.intake.reloadIfChanged()).toBe(false); // unchanged mtime: nothing to do
+    } finally {
+      await t.stop();
+    }
+  });
+});
+
+describe("logs (spec 11.3)", () => {
+  test("X-Forwarded-For is believed from loopback for the log line only", async () => {
+    const t = await startIntake(DEMO, { secrets: { demo: SECRET } });
+    try {
+      const body = JSON.stringify({ topic: "a" });
+      const before = LOG_LINES.length;
+      await t.post("/hooks/demo", body, { "X-Sig": "sha256=bad", "X-Forwarded-For": "203.0.113.9" });
+      const line = LOG_LINES.slice(before).find((l) => l.includes("unverified"));
+      expect(line).toContain("remote=203.0.113.9");
+      expect(line).toContain("source=demo");
+      expect(line).toContain(`bytes=${body.length}`);
+    } finally {
+      await t.stop();
+    }
+  });
+
+  test("JSON lines carry the fixed fields and nothing else", () => {
+    const lines: string[] = [];
+    const { setLogSink } = require("../../src/obs/log.ts") as typeof import("../../src/obs/log.ts");
+    const restore = setLogSink((l) => lines.push(l));
+    try {
+      const log = createLogger("intake", { json: true, clock: new FakeClock(5) });
+      log.info("queued", { source: "s", route: "r", batch: 1, event: 2, destination: "d", bytes: 3, tee: true, body: "SECRET" } as never);
+    } finally {
+      restore();
+    }
+    expect(JSON.parse(lines[0])).toEqual({ ts: 5, level: "info", component: "intake", msg: "queued", source: "s", route: "r", batch: 1, event: 2, destination: "d", bytes: 3, tee: true });
+  });
+});
