@@ -1,0 +1,148 @@
+// The http destination (spec 14.2): POST the document, or each event with unwrap, to any URL
+// with the Standard Webhooks headers of spec 6.4; https unless allow_insecure, TLS verified,
+// redirects never followed, one total deadline per attempt.
+import type { Env } from "../config/secrets.ts";
+import type { SecretRef } from "../config/types.ts";
+import { AttemptDeadline, isAnswer, post } from "./request.ts";
+import { isReservedHeader, namedHeaderProblems, outboundHeaders, readSecrets, secretProblems, validHeaderName, wireSafe } from "./signing.ts";
+import { outcomeForStatus } from "./status-map.ts";
+import { type DeliveryContext, type Destination, type Idempotency, outcome, type Outcome } from "./types.ts";
+import { deliverEach } from "./unwrap.ts";
+
+export interface HttpDestinationOptions {
+  /** The [destinations.<name>] key, e.g. "audit". */
+  name: string;
+  url: string;
+  secret?: SecretRef;
+  /** Earlier secrets still signed during a rotation (spec 6.4), after the current one. */
+  secretPrevious?: SecretRef[];
+  /** Extra static headers; never replace one hookspool sets. */
+  headers?: Record<string, string>;
+  allowInsecure?: boolean;
+  timeoutS?: number;
+  maxBodyBytes?: number;
+  maxInflight?: number;
+  unwrap?: boolean;
+  /** Header carrying the event type (each event's with unwrap, else the batch's last). */
+  eventHeader?: string;
+  /** Unwrap: header carrying each event's dedup id. */
+  dedupHeader?: string;
+  /** The dispatcher's instance id, for per-event ids (spec 6.4.1). */
+  instanceId: string;
+  /** Where { env = ... } secret references are read. */
+  env?: Env;
+}
+
+const encoder = new TextEncoder();
+
+/** Why a URL cannot be used, or null. Never quotes the URL: its query string may hold a token. */
+export function urlProblem(url: string, allowInsecure: boolean): string | null {
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    return "url is not a valid URL";
+  }
+  if (parsed.protocol === "https:") return null;
+  if (parsed.protocol === "http:") return allowInsecure ? null : "https required (http:// needs allow_insecure = true)";
+  return "url must be http(s)";
+}
+
+export class HttpDestination implements Destination {
+  readonly type = "http" as const;
+  readonly name: string;
+  readonly timeoutS: number;
+  readonly maxBodyBytes: number;
+  readonly maxInflight: number;
+  readonly idempotency: Idempotency;
+  readonly unwrap: boolean;
+  private readonly env: Env;
+
+  constructor(private readonly opts: HttpDestinationOptions) {
+    this.name = opts.name;
+    this.timeoutS = opts.timeoutS ?? 30;
+    this.maxBodyBytes = opts.maxBodyBytes ?? 1048576;
+    this.maxInflight = opts.maxInflight ?? 4;
+    this.unwrap = opts.unwrap ?? false;
+    // Spec 6.4: per batch, identical on every attempt; per event with unwrap.
+    this.idempotency = this.unwrap ? "per-event" : "per-batch";
+    this.env = opts.env ?? process.env;
+  }
+
+  private secretRefs(): SecretRef[] {
+    if (!this.opts.secret) return [];
+    return [this.opts.secret, ...(this.opts.secretPrevious ?? [])];
+  }
+
+  async deliver(body: string, ctx: DeliveryContext): Promise<Outcome> {
+    const bad = urlProblem(this.opts.url, this.opts.allowInsecure ?? false);
+    // No request at all: an insecure or broken URL is the operator's to fix (spec 10).
+    if (bad) return outcome({ kind: "retry", klass: "config", reason: bad.startsWith("https") ? "https required" : "bad url", detail: bad });
+    // Read fresh on every attempt (spec 10), so a rotated file is picked up without a restart.
+    const secrets = readSecrets(this.secretRefs(), this.env);
+    if (!Array.isArray(secrets)) return secrets;
+    const deadline = new AttemptDeadline(this.timeoutS, ctx);
+    try {
+      const send = (bytes: Uint8Array, webhookId: string, named: { name: string | undefined; value: string | null }[]) => this.send(bytes, webhookId, secrets, named, ctx, deadline);
+      if (this.unwrap) {
+        return await deliverEach(ctx, {
+          instanceId: this.opts.instanceId,
+          maxBodyBytes: this.maxBodyBytes,
+          deadline,
+          send: (r) =>
+            send(r.body, r.webhookId, [
+              { name: this.opts.eventHeader, value: r.event.eventType },
+              { name: this.opts.dedupHeader, value: r.event.dedupId },
+            ]),
+        });
+      }
+      const bytes = encoder.encode(body);
+      if (bytes.byteLength > this.maxBodyBytes) {
+        return outcome({ kind: "dead", klass: "permanent", reason: "body over max_body_bytes", detail: `${bytes.byteLength} bytes > max_body_bytes ${this.maxBodyBytes}` });
+      }
+      const lastType = ctx.events.at(-1)?.eventType ?? null;
+      return await send(bytes, ctx.deliveryId, [{ name: this.opts.eventHeader, value: lastType }]);
+    } finally {
+      deadline.dispose();
+    }
+  }
+
+  private async send(
+    body: Uint8Array,
+    webhookId: string,
+    secrets: string[],
+    named: { name: string | undefined; value: string | null }[],
+    ctx: DeliveryContext,
+    deadline: AttemptDeadline,
+  ): Promise<Outcome> {
+    const headers = outboundHeaders({
+      webhookId,
+      timestamp: Math.floor(ctx.clock.now()),
+      body,
+      secrets,
+      hubSecret: secrets[0] ?? null,
+      batchId: ctx.batchId,
+      attempt: ctx.attempt,
+      extra: this.opts.headers,
+      named,
+    });
+    const r = await post(this.opts.url, headers, body, deadline);
+    if (!isAnswer(r)) return r;
+    return outcomeForStatus(r.status, r.headers.get("retry-after"), "http", ctx.clock.now());
+  }
+
+  check(): string[] {
+    const problems: string[] = [];
+    const bad = urlProblem(this.opts.url, this.opts.allowInsecure ?? false);
+    if (bad) problems.push(bad);
+    problems.push(...secretProblems(this.secretRefs(), this.env));
+    if (!this.opts.secret && this.opts.secretPrevious?.length) problems.push("secret_previous is set without secret");
+    for (const [name, value] of Object.entries(this.opts.headers ?? {})) {
+      if (isReservedHeader(name)) problems.push(`headers.${name} is set by hookspool and is ignored`);
+      else if (!validHeaderName(name)) problems.push(`headers.${name} is not a valid header name`);
+      else if (!wireSafe(value)) problems.push(`headers.${name} has a value that cannot go on the wire (CR, LF, NUL or non-Latin-1)`);
+    }
+    problems.push(...namedHeaderProblems({ event_header: this.opts.eventHeader, dedup_header: this.opts.dedupHeader }));
+    return problems;
+  }
+}

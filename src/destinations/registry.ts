@@ -1,0 +1,90 @@
+// Destination names to instances (spec 14.2): hermes:<route> and script:<name> are implicit
+// destinations, [destinations.<name>] tables define http ones and override defaults for the
+// implicit ones; quarantine never delivers.
+import type { Clock } from "../clock.ts";
+import { destinationSettings } from "../config/destinations.ts";
+import type { Env } from "../config/secrets.ts";
+import type { Config, SecretRef } from "../config/types.ts";
+import { HermesDestination } from "./hermes.ts";
+import { HttpDestination } from "./http.ts";
+import { ScriptDestination } from "./script.ts";
+import type { Destination } from "./types.ts";
+
+export interface RegistryOptions {
+  /** The dispatcher's environment: { env } secret refs, HOME for ~, and a script's PATH/HOME/LANG. */
+  env: Env;
+  /** Accepted for symmetry with the dispatcher; deliveries use ctx.clock. */
+  clock: Clock;
+  /** The spool's instance id (per-event ids, spec 6.4.1). */
+  instanceId: string;
+}
+
+function asList(refs: SecretRef | SecretRef[] | undefined): SecretRef[] {
+  if (refs === undefined) return [];
+  return Array.isArray(refs) ? refs : [refs];
+}
+
+/**
+ * The destination a name resolves to, or null for quarantine, a name that does not resolve,
+ * and module = "..." destinations (not in this build); the dispatcher turns null into a config
+ * outcome "unknown destination". Cheap: reads no file, so it can be called per attempt.
+ */
+export function makeDestination(config: Config, name: string, opts: RegistryOptions): Destination | null {
+  const s = destinationSettings(config, name);
+  if (s === null) return null;
+  const t = s.table;
+  const common = { name, timeoutS: s.timeout_s, maxBodyBytes: s.max_body_bytes, maxInflight: s.max_inflight };
+  switch (s.type) {
+    case "hermes":
+      return new HermesDestination({
+        ...common,
+        route: name.startsWith("hermes:") ? name.slice("hermes:".length) : name,
+        baseUrl: config.hermes.base_url,
+        subscriptionsPath: config.hermes.subscriptions_path,
+        legacySignature: config.hermes.legacy_signature,
+        unwrap: t?.unwrap ?? false,
+        eventHeader: t?.event_header,
+        dedupHeader: t?.dedup_header,
+        instanceId: opts.instanceId,
+        env: opts.env,
+      });
+    case "http":
+      return new HttpDestination({
+        ...common,
+        url: t?.url ?? "",
+        secret: t?.secret,
+        secretPrevious: asList(t?.secret_previous),
+        headers: t?.headers,
+        allowInsecure: t?.allow_insecure ?? false,
+        unwrap: t?.unwrap ?? false,
+        eventHeader: t?.event_header,
+        dedupHeader: t?.dedup_header,
+        instanceId: opts.instanceId,
+        env: opts.env,
+      });
+    case "script":
+      return new ScriptDestination({
+        ...common,
+        argv: t?.argv,
+        processor: t?.processor,
+        cwd: t?.cwd,
+        envFile: t?.env_file,
+        env: t?.env,
+        stateDir: t?.state_dir,
+        parentEnv: opts.env,
+      });
+    default:
+      return null;
+  }
+}
+
+/** check() of every destination a config names: name -> problems (only names with problems). */
+export function checkDestinations(config: Config, names: Iterable<string>, opts: RegistryOptions): Map<string, string[]> {
+  const out = new Map<string, string[]>();
+  for (const name of new Set(names)) {
+    const d = makeDestination(config, name, opts);
+    const problems = d ? d.check() : [];
+    if (problems.length) out.set(name, problems);
+  }
+  return out;
+}

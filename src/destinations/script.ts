@@ -1,0 +1,241 @@
+// The script destination (spec 6.6, 10, 14.2 and its Round-1 notes): argv with the document on
+// stdin, a minimal environment, its own session so a timeout kills the whole process group,
+// stdout capped at 1 MiB and read for {"enqueue": {...}} emit lines.
+import { accessSync, constants, mkdirSync, readFileSync, statSync } from "node:fs";
+import { resolve } from "node:path";
+import { expandPath } from "../config/load.ts";
+import { type Env, parseEnvFile } from "../config/secrets.ts";
+import { parseEmits } from "./emits.ts";
+import { type DeliveryContext, type Destination, type Idempotency, outcome, type Outcome } from "./types.ts";
+
+export interface ScriptDestinationOptions {
+  /** "script:<name>" */
+  name: string;
+  /** The command and its arguments; run directly, never through a shell. */
+  argv?: string[];
+  /** A bobbin instance whose processor runs instead of argv (spec 14.3.3); not in this build. */
+  processor?: string;
+  cwd?: string;
+  /** KEY=VALUE file merged into the environment, read at every attempt. */
+  envFile?: string;
+  /** Extra environment, merged over env_file. */
+  env?: Record<string, string>;
+  /** Created (0700) and passed as HOOKSPOOL_STATE_DIR when set. */
+  stateDir?: string;
+  timeoutS?: number;
+  maxBodyBytes?: number;
+  maxInflight?: number;
+  /** The dispatcher's environment: only PATH, HOME and LANG pass to the script (spec 10). */
+  parentEnv?: Env;
+}
+
+/** Stdout beyond this fails the attempt; it is never truncated (a lost tail loses emits). */
+export const STDOUT_CAP = 1024 * 1024;
+/** Spec 6.6: a processor's Permanent. */
+export const EXIT_PERMANENT = 65;
+
+const INHERITED = ["PATH", "HOME", "LANG"] as const;
+const encoder = new TextEncoder();
+
+function configOutcome(reason: string, detail: string): Outcome {
+  return outcome({ kind: "retry", klass: "config", reason, detail });
+}
+
+/** Read a whole stream, keeping at most `cap` bytes but counting them all. */
+async function drain(stream: ReadableStream<Uint8Array>, cap: number): Promise<{ bytes: Uint8Array; size: number }> {
+  const chunks: Uint8Array[] = [];
+  let kept = 0;
+  let size = 0;
+  for await (const chunk of stream) {
+    size += chunk.byteLength;
+    if (kept + chunk.byteLength <= cap) {
+      chunks.push(chunk);
+      kept += chunk.byteLength;
+    } else if (kept < cap) {
+      chunks.push(chunk.subarray(0, cap - kept));
+      kept = cap;
+    }
+  }
+  return { bytes: Buffer.concat(chunks), size };
+}
+
+/** SIGKILL the whole process group (the script ran detached, so its pid is the group's id). */
+function killGroup(pid: number): void {
+  try {
+    process.kill(-pid, "SIGKILL");
+  } catch {
+    // ESRCH: the group is already gone.
+  }
+}
+
+export class ScriptDestination implements Destination {
+  readonly type = "script" as const;
+  readonly name: string;
+  readonly timeoutS: number;
+  readonly maxBodyBytes: number;
+  readonly maxInflight: number;
+  /** Spec 6.4: per batch, so HOOKSPOOL_BATCH_ID can key a journal across attempts (spec 6.6). */
+  readonly idempotency: Idempotency = "per-batch";
+  readonly unwrap = false;
+  private readonly parentEnv: Env;
+
+  constructor(private readonly opts: ScriptDestinationOptions) {
+    this.name = opts.name;
+    this.timeoutS = opts.timeoutS ?? 300;
+    this.maxBodyBytes = opts.maxBodyBytes ?? Number.POSITIVE_INFINITY;
+    this.maxInflight = opts.maxInflight ?? 1;
+    this.parentEnv = opts.parentEnv ?? process.env;
+  }
+
+  /** A configured path with ~ expanded (the dispatcher's HOME); relative ones are the dispatcher's cwd's. */
+  private path(p: string): string {
+    return expandPath(p, process.cwd(), this.parentEnv);
+  }
+
+  /**
+   * The child's whole environment (spec 10, Round-1 notes): PATH, HOME and LANG from ours, the
+   * env file, the env table, then the HOOKSPOOL_* variables; nothing else of the dispatcher's.
+   */
+  private environment(ctx: DeliveryContext): { env: Record<string, string> } | { failed: Outcome } {
+    const env: Record<string, string> = {};
+    for (const k of INHERITED) {
+      const v = this.parentEnv[k];
+      if (v !== undefined) env[k] = v;
+    }
+    if (this.opts.envFile) {
+      let text: string;
+      try {
+        text = readFileSync(this.path(this.opts.envFile), "utf8");
+      } catch (e) {
+        return { failed: configOutcome("env file unreadable", `env_file ${this.opts.envFile} cannot be read (${(e as NodeJS.ErrnoException).code ?? "error"})`) };
+      }
+      for (const [k, v] of parseEnvFile(text)) env[k] = v;
+    }
+    Object.assign(env, this.opts.env ?? {});
+    env.HOOKSPOOL_BATCH_ID = String(ctx.batchId);
+    env.HOOKSPOOL_DELIVERY_ID = ctx.deliveryId;
+    if (this.opts.stateDir) {
+      const dir = this.path(this.opts.stateDir);
+      try {
+        mkdirSync(dir, { recursive: true, mode: 0o700 });
+      } catch (e) {
+        return { failed: configOutcome("state_dir unusable", `state_dir ${this.opts.stateDir} cannot be created (${(e as NodeJS.ErrnoException).code ?? "error"})`) };
+      }
+      env.HOOKSPOOL_STATE_DIR = dir;
+    }
+    // A NUL cannot be passed to execve; such a variable is left out rather than failing the spawn.
+    for (const [k, v] of Object.entries(env)) if (v.includes("\u0000")) delete env[k];
+    return { env };
+  }
+
+  async deliver(body: string, ctx: DeliveryContext): Promise<Outcome> {
+    // The bobbins issue builds processors; until then such a destination waits as config.
+    if (this.opts.processor !== undefined) return configOutcome("bobbin processors are not in this build yet", "bobbin processors are not in this build yet");
+    const argv = this.opts.argv ?? [];
+    if (argv.length === 0) return configOutcome("script has no argv", "the script destination has no argv");
+    const stdin = encoder.encode(body);
+    if (stdin.byteLength > this.maxBodyBytes) {
+      return outcome({ kind: "dead", klass: "permanent", reason: "body over max_body_bytes", detail: `${stdin.byteLength} bytes > max_body_bytes ${this.maxBodyBytes}` });
+    }
+    const prepared = this.environment(ctx);
+    if ("failed" in prepared) return prepared.failed;
+    const env = prepared.env;
+    const budgetS = Math.max(0, Math.min(this.timeoutS, ctx.deadline - ctx.clock.now()));
+    const timedOut = () => outcome({ kind: "retry", klass: "transport", reason: "script timeout", detail: `script timeout: killed the process group after ${budgetS.toFixed(1)} s` });
+    if (budgetS <= 0 || ctx.signal.aborted) return timedOut();
+
+    let proc: Bun.ReadableSubprocess;
+    try {
+      proc = Bun.spawn(argv, {
+        cwd: this.opts.cwd ? this.path(this.opts.cwd) : undefined,
+        env,
+        stdin: new Blob([stdin]),
+        stdout: "pipe",
+        stderr: "pipe",
+        // A new session: the script's pid is its group id, so one kill reaches every child.
+        detached: true,
+      });
+    } catch (e) {
+      const code = (e as NodeJS.ErrnoException).code ?? "error";
+      return outcome({ kind: "retry", klass: "transport", reason: "cannot start script", detail: `cannot start script (${code})` });
+    }
+
+    let fire: () => void = () => {};
+    const deadline = new Promise<"expired">((res) => {
+      fire = () => {
+        killGroup(proc.pid);
+        res("expired");
+      };
+    });
+    const timer = setTimeout(fire, budgetS * 1000);
+    ctx.signal.addEventListener("abort", fire, { once: true });
+    try {
+      // Done means exited AND both pipes closed: a child still writing to stdout may yet print emits.
+      const work = Promise.all([proc.exited, drain(proc.stdout, STDOUT_CAP), drain(proc.stderr, 0)]);
+      const r = await Promise.race([work, deadline]);
+      if (r === "expired") {
+        // A child that left the group could hold the pipes open; do not wait on them.
+        await Promise.race([proc.exited, Bun.sleep(1000)]);
+        return timedOut();
+      }
+      const [, out, err] = r;
+      return this.result(proc.exitCode, proc.signalCode, out, err.size);
+    } finally {
+      clearTimeout(timer);
+      ctx.signal.removeEventListener("abort", fire);
+    }
+  }
+
+  /** Spec 6.5 rows for a finished script. */
+  private result(code: number | null, signal: unknown, out: { bytes: Uint8Array; size: number }, stderrSize: number): Outcome {
+    const sizes = `stdout ${out.size} bytes, stderr ${stderrSize} bytes`;
+    const batch = (reason: string, extra: Partial<Outcome> = {}) => outcome({ kind: "retry", klass: "batch", reason, status: code, detail: `${reason}; ${sizes}`, ...extra });
+    if (code === EXIT_PERMANENT) return outcome({ kind: "dead", klass: "permanent", reason: `exit ${code}`, status: code, detail: `exit ${code} (permanent); ${sizes}` });
+    if (out.size > STDOUT_CAP) return batch("stdout over 1 MiB");
+    if (code === null) return batch(`killed by ${String(signal ?? "signal")}`);
+    if (code !== 0) return batch(`exit ${code}`);
+    const parsed = parseEmits(out.bytes);
+    if (parsed.bad !== null) return batch("bad emit", { badEmit: true, detail: `bad emit: ${parsed.bad}; ${sizes}` });
+    return outcome({ kind: "ok", reason: "exit 0", status: 0, detail: `exit 0; ${parsed.emits.length} emit(s); ${sizes}`, emits: parsed.emits });
+  }
+
+  check(): string[] {
+    if (this.opts.processor !== undefined) return ["bobbin processors are not in this build yet"];
+    const problems: string[] = [];
+    const argv = this.opts.argv ?? [];
+    const cwd = this.opts.cwd ? this.path(this.opts.cwd) : process.cwd();
+    if (this.opts.cwd && !isDir(cwd)) problems.push(`cwd ${this.opts.cwd} is not a directory`);
+    if (argv.length === 0) problems.push("argv is empty");
+    else if (argv[0].includes("/")) {
+      try {
+        accessSync(resolve(cwd, this.path(argv[0])), constants.X_OK);
+      } catch {
+        problems.push(`argv[0] ${argv[0]} is not an executable file`);
+      }
+    } else if (Bun.which(argv[0], { PATH: this.parentEnv.PATH ?? "" }) === null) problems.push(`argv[0] ${argv[0]} is not on PATH`);
+    if (this.opts.envFile) {
+      try {
+        readFileSync(this.path(this.opts.envFile), "utf8");
+      } catch (e) {
+        problems.push(`env_file ${this.opts.envFile} cannot be read (${(e as NodeJS.ErrnoException).code ?? "error"})`);
+      }
+    }
+    if (this.opts.stateDir) {
+      const dir = this.path(this.opts.stateDir);
+      try {
+        if (!statSync(dir).isDirectory()) problems.push(`state_dir ${this.opts.stateDir} is not a directory`);
+      } catch {
+        // Not there yet: the first attempt creates it.
+      }
+    }
+    return problems;
+  }
+}
+
+function isDir(p: string): boolean {
+  try {
+    return statSync(p).isDirectory();
+  } catch {
+    return false;
+  }
+}

@@ -1,0 +1,59 @@
+// Unwrap delivery (spec 6.4.1), shared by hermes and http: one request per event, in events.id
+// order, each with the event's stored payload as its body and a per-event webhook-id; the
+// attempt stops at the first failure, which is classified exactly as a document's would be.
+import type { AttemptDeadline } from "./request.ts";
+import { type DeliveryContext, deliveryId, outcome, type Outcome, type StoredEvent } from "./types.ts";
+
+/** One event's request, as the destination sends it. */
+export interface EventRequest {
+  event: StoredEvent;
+  /** events.payload encoded once; these exact bytes are signed and sent. */
+  body: Uint8Array;
+  /** hs_<instance>_<batch>_<event id>: the same on every attempt. */
+  webhookId: string;
+}
+
+export interface UnwrapOptions {
+  instanceId: string;
+  /** Applies to each event's body, not to the document (spec 6.4.1). */
+  maxBodyBytes: number;
+  /** Shared by every request of the attempt. */
+  deadline: AttemptDeadline;
+  /** Send one event; its outcome is the one a document would get for the same answer. */
+  send(req: EventRequest): Promise<Outcome>;
+}
+
+const encoder = new TextEncoder();
+
+/**
+ * Deliver every event of the batch, in order. The batch is ok only when every request was; a
+ * retry starts again at the first event (receivers that keep ids answer duplicate), so no event
+ * is ever sent before an earlier one of its batch has been accepted. Notices are dropped: Hermes
+ * ignored and coalesced are expected when the gateway sees original events.
+ */
+export async function deliverEach(ctx: DeliveryContext, opts: UnwrapOptions): Promise<Outcome> {
+  const events = [...ctx.events].sort((a, b) => a.id - b.id);
+  const total = events.length;
+  let last: Outcome | null = null;
+  for (const [i, event] of events.entries()) {
+    const where = `event ${event.id} (${i + 1} of ${total})`;
+    const fail = (o: Outcome): Outcome => ({ ...o, notice: null, detail: `${where}: ${o.detail}`, eventsDelivered: i, failedEventId: event.id });
+    if (opts.deadline.expired) return fail(opts.deadline.outcome());
+    const body = encoder.encode(event.payload);
+    if (body.byteLength > opts.maxBodyBytes) {
+      return fail(outcome({ kind: "dead", klass: "permanent", reason: "body over max_body_bytes", detail: `${body.byteLength} bytes > max_body_bytes ${opts.maxBodyBytes}` }));
+    }
+    const webhookId = deliveryId("per-event", opts.instanceId, ctx.batchId, 0, event.id);
+    const o = await opts.send({ event, body, webhookId });
+    if (o.kind !== "ok") return fail(o);
+    last = o;
+  }
+  return outcome({
+    kind: "ok",
+    reason: `${total} event(s) delivered`,
+    status: last?.status ?? null,
+    detail: `${total} event(s) delivered one by one`,
+    eventsDelivered: total,
+    failedEventId: null,
+  });
+}
