@@ -1,8 +1,16 @@
-// The long-running services: intake, dispatch, and run (both in one process).
+// The long-running services: intake, dispatch, and run (both in one process, one connection).
 import type { CommandDef } from "citty";
+import { systemRng } from "../clock.ts";
+import type { LoadedConfig } from "../config/types.ts";
+import { makeDestination } from "../destinations/registry.ts";
+import { Dispatcher } from "../dispatch/loop.ts";
 import { HookspoolError } from "../errors.ts";
 import { Intake } from "../intake/server.ts";
 import { createLogger } from "../obs/log.ts";
+import { openSpool, quickCheck, type Spool } from "../store/db.ts";
+import { acquireLock, type FileLock } from "../store/lock.ts";
+import { instanceId } from "../store/meta.ts";
+import { migrate } from "../store/migrate.ts";
 import { type Cli, GLOBAL_ARGS, loadFor } from "./context.ts";
 
 /** Resolve when the process is asked to stop (SIGTERM, SIGINT). */
@@ -14,6 +22,52 @@ function stopSignal(): Promise<string> {
   });
 }
 
+function loadOptions(cli: Cli) {
+  return { home: cli.globals.home, config: cli.globals.config, env: cli.io.env, cwd: cli.io.cwd };
+}
+
+/**
+ * What the dispatcher does before its first tick (spec 2, 6.2, 12, 17): take dispatch.lock
+ * (held: exit 3), refuse a corrupt database (exit 2, never "move aside"), apply migrations.
+ */
+function openForDispatch(cli: Cli, loaded: LoadedConfig): { spool: Spool; lock: FileLock } {
+  const lock = acquireLock(loaded.paths.lock, "another dispatcher (or hookspool migrate)");
+  try {
+    const spool = openSpool(loaded.paths.db, { create: true, busyTimeoutS: 30, clock: cli.clock });
+    try {
+      const problems = quickCheck(spool.db);
+      if (problems.length) {
+        throw new HookspoolError("E_CORRUPT", `quick_check failed on ${loaded.paths.db}: ${problems[0].slice(0, 200)}`, {
+          hint: "hookspool export what is readable and restore from backup; nothing is moved aside automatically",
+        });
+      }
+      migrate(spool);
+      return { spool, lock };
+    } catch (e) {
+      spool.close();
+      throw e;
+    }
+  } catch (e) {
+    lock.release();
+    throw e;
+  }
+}
+
+function makeDispatcher(cli: Cli, loaded: LoadedConfig, spool: Spool): Dispatcher {
+  const log = createLogger("dispatch", { clock: cli.clock });
+  const inst = instanceId(spool.db);
+  return new Dispatcher({
+    spool,
+    loaded,
+    loadOptions: loadOptions(cli),
+    clock: cli.clock,
+    rng: systemRng,
+    log,
+    env: cli.io.env,
+    destinations: (config, name) => makeDestination(config, name, { env: cli.io.env, clock: cli.clock, instanceId: inst }),
+  });
+}
+
 function intakeCommand(cli: Cli): CommandDef {
   return {
     meta: { name: "intake", description: "take webhooks on intake.listen (loopback) and spool them; never migrates" },
@@ -21,7 +75,7 @@ function intakeCommand(cli: Cli): CommandDef {
     async run() {
       const loaded = loadFor(cli);
       const log = createLogger("intake", { clock: cli.clock });
-      const intake = new Intake({ loaded, loadOptions: { home: cli.globals.home, config: cli.globals.config, env: cli.io.env, cwd: cli.io.cwd }, clock: cli.clock, log, env: cli.io.env });
+      const intake = new Intake({ loaded, loadOptions: loadOptions(cli), clock: cli.clock, log, env: cli.io.env });
       await intake.start();
       const sig = await stopSignal();
       log.info("stopping", { reason: sig });
@@ -31,18 +85,55 @@ function intakeCommand(cli: Cli): CommandDef {
   };
 }
 
-function notBuilt(what: string): CommandDef {
+function dispatchCommand(cli: Cli): CommandDef {
   return {
-    meta: { name: what, description: `the ${what} service` },
+    meta: { name: "dispatch", description: "deliver batches: seal, lease, retry, breaker (one per home: dispatch.lock)" },
     args: { ...GLOBAL_ARGS },
-    run() {
-      throw new HookspoolError("E_NOTHING", `the ${what} service is not in this build yet`, {
-        hint: "intake, init, migrate, enqueue, list, show and status work now",
-      });
+    async run() {
+      const loaded = loadFor(cli);
+      const { spool, lock } = openForDispatch(cli, loaded);
+      const dispatcher = makeDispatcher(cli, loaded, spool);
+      try {
+        dispatcher.start();
+        const sig = await stopSignal();
+        createLogger("dispatch").info("stopping; letting in-flight attempts finish", { reason: sig });
+        await dispatcher.stop();
+        return 0;
+      } finally {
+        spool.close();
+        lock.release();
+      }
+    },
+  };
+}
+
+function runCommand(cli: Cli): CommandDef {
+  return {
+    meta: { name: "run", description: "intake and dispatcher in one process (small hosts, development, tests)" },
+    args: { ...GLOBAL_ARGS },
+    async run() {
+      const loaded = loadFor(cli);
+      const { spool, lock } = openForDispatch(cli, loaded);
+      const dispatcher = makeDispatcher(cli, loaded, spool);
+      const log = createLogger("intake", { clock: cli.clock });
+      const intake = new Intake({ loaded, loadOptions: loadOptions(cli), clock: cli.clock, log, env: cli.io.env, spool });
+      try {
+        await intake.start();
+        dispatcher.start();
+        const sig = await stopSignal();
+        log.info("stopping", { reason: sig });
+        await intake.stop();
+        await dispatcher.stop();
+        return 0;
+      } finally {
+        await intake.stop();
+        spool.close();
+        lock.release();
+      }
     },
   };
 }
 
 export function serviceCommands(cli: Cli): Record<string, CommandDef> {
-  return { intake: intakeCommand(cli), dispatch: notBuilt("dispatch"), run: notBuilt("run") };
+  return { intake: intakeCommand(cli), dispatch: dispatchCommand(cli), run: runCommand(cli) };
 }

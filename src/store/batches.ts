@@ -4,6 +4,7 @@ import type { Database } from "bun:sqlite";
 import { testHook } from "../testhook.ts";
 import type { Spool } from "./db.ts";
 import { enqueueTx, type EnqueueResult, type NewEvent } from "./enqueue.ts";
+import { markProbeTx } from "./destinations.ts";
 import { sealBatchTx } from "./transitions.ts";
 
 const READY = `SELECT id FROM batches WHERE state = 'open'
@@ -67,6 +68,7 @@ export interface ClaimInput {
   leaseUntil: number;
   host: string;
   pid: number;
+  /** A probe's claim also records last_probe_batch_id and probe_until = lease_until (spec 4.2). */
   probe?: boolean;
   /** The delivery id for this attempt, from the attempt id and number (spec 6.4). */
   deliveryId?: (attemptId: number, n: number) => string;
@@ -107,6 +109,7 @@ export function claimBatch(spool: Spool, c: ClaimInput): Claim | null {
         if (db.query(Q.lease).run({ id: c.batchId, until: c.leaseUntil, owner }).changes !== 1) throw new LostRace();
         const deliveryId = c.deliveryId ? c.deliveryId(attemptId, n) : null;
         if (deliveryId !== null) db.query(Q.setDeliveryId).run(deliveryId, attemptId);
+        if (c.probe) markProbeTx(db, c.destination, c.batchId, c.leaseUntil);
         testHook("claim.before_commit");
         return { attemptId, n, owner, leaseUntil: c.leaseUntil, deliveryId };
       })
@@ -135,6 +138,8 @@ interface MarkBase {
   owner: string;
   now: number;
   attempt: AttemptRecord;
+  /** More writes that belong with the mark (breaker, issues), run only when the mark applies. */
+  alsoTx?: (db: Database) => void;
 }
 
 export type MarkResult = { applied: true; emitted: EnqueueResult[] } | { applied: false };
@@ -180,6 +185,7 @@ function fenced(spool: Spool, m: MarkBase, outcome: "ok" | "retry" | "dead", upd
       }
       finishAttempt(spool.db, m, outcome);
       const emitted = after ? after() : [];
+      m.alsoTx?.(spool.db);
       testHook("mark.before_commit");
       return { applied: true, emitted };
     })

@@ -1,0 +1,50 @@
+// The batch document (spec 6.4), identical for Hermes, scripts and HTTP. Payloads are spliced
+// in as stored, byte for byte, so the document never re-encodes a sender's numbers.
+import type { StoredEvent } from "../destinations/types.ts";
+import { type ContentEvent, eventMeta } from "../store/content.ts";
+import type { BatchRow } from "../store/queries.ts";
+
+export interface DocumentInput {
+  batch: BatchRow;
+  content: ContentEvent[];
+  deliveryId: string;
+  attempt: number;
+}
+
+/** "7 github event(s) for owner/repo:ci (check_suite x5, workflow_run x2)": a count, never an interpretation. */
+export function summary(source: string, key: string, types: Record<string, number>, count: number): string {
+  const parts = Object.entries(types)
+    .sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1))
+    .map(([t, n]) => `${t || "untyped"} x${n}`);
+  return `${count} ${source} event(s) for ${key}${parts.length ? ` (${parts.join(", ")})` : ""}`;
+}
+
+/** The document as JSON text, and the stored events for unwrap deliveries. */
+export function buildDocument(d: DocumentInput): { body: string; events: StoredEvent[] } {
+  const { batch, content } = d;
+  const types: Record<string, number> = {};
+  for (const e of content) types[e.event_type] = (types[e.event_type] ?? 0) + 1;
+  const head = {
+    source: batch.source,
+    route: batch.route,
+    key: batch.key,
+    batch_id: batch.id,
+    delivery_id: d.deliveryId,
+    attempt: d.attempt,
+    count: content.length,
+    first_at: batch.first_at,
+    last_at: batch.last_at,
+    event_type: content.length ? content[content.length - 1].event_type : "",
+    event_types: types,
+    summary: summary(batch.source, batch.key, types, content.length),
+    content_hash: batch.content_hash,
+  };
+  const headText = JSON.stringify(head);
+  const events = content.map((e) => e.payload ?? "null").join(",");
+  const meta = JSON.stringify(content.map(eventMeta));
+  const body = `${headText.slice(0, -1)},"events":[${events}],"event_meta":${meta}}`;
+  return {
+    body,
+    events: content.map((e) => ({ id: e.id, eventType: e.event_type, dedupId: e.dedup_id, payload: e.payload ?? "null" })),
+  };
+}

@@ -1,0 +1,36 @@
+// The destination gate (spec 6.3): paused or open claim nothing, half_open one rotating probe,
+// closed up to max_inflight; a Retry-After deadline delays claiming without changing state.
+import type { Spool } from "../store/db.ts";
+import { destinationState, halfOpenIfCooled } from "../store/destinations.ts";
+
+export interface GateDecision {
+  /** How many batches may be claimed now. */
+  slots: number;
+  /** The one claim is a probe (half_open). */
+  probe: boolean;
+  /** The batch the last probe carried: the next probe rotates away from it. */
+  lastProbeBatchId: number | null;
+}
+
+const CLOSED_GATE: GateDecision = { slots: 0, probe: false, lastProbeBatchId: null };
+
+export function gate(spool: Spool, name: string, now: number, inflight: number, maxInflight: number): GateDecision {
+  let d = destinationState(spool.db, name);
+  if (d.state === "paused") return CLOSED_GATE;
+  if (d.retry_after_until !== null && d.retry_after_until > now) return CLOSED_GATE;
+  if (d.state === "open") {
+    if (!halfOpenIfCooled(spool, name, now)) return CLOSED_GATE;
+    d = destinationState(spool.db, name);
+  }
+  if (d.state === "half_open") {
+    // spec 4.2: exactly one probe; nothing else while probe_until > now
+    if ((d.probe_until !== null && d.probe_until > now) || inflight > 0) return CLOSED_GATE;
+    return { slots: 1, probe: true, lastProbeBatchId: d.last_probe_batch_id };
+  }
+  return { slots: Math.max(0, maxInflight - inflight), probe: false, lastProbeBatchId: null };
+}
+
+/** The probe: the oldest due batch that is not the last probe's, else the only one (spec 4.2). */
+export function pickProbe<T extends { id: number }>(due: T[], lastProbeBatchId: number | null): T | undefined {
+  return due.find((b) => b.id !== lastProbeBatchId) ?? due[0];
+}

@@ -1,0 +1,272 @@
+// The dispatcher (spec 2, 6): one event loop that ticks every poll_s: reload, now_eff, seal, recover
+// expired leases, gate each destination, claim FIFO heads and start deliveries; workers apply
+// outcomes through fenced marks. start() and stop() are both safe to call twice.
+import { hostname } from "node:os";
+import { statSync } from "node:fs";
+import type { Clock, Rng } from "../clock.ts";
+import { destinationSettings } from "../config/destinations.ts";
+import { type Env, loadConfig, type LoadOptions } from "../config/load.ts";
+import type { Config, LoadedConfig } from "../config/types.ts";
+import { type Destination, deliveryId, outcome, type Outcome } from "../destinations/types.ts";
+import { HookspoolError } from "../errors.ts";
+import type { Logger } from "../obs/log.ts";
+import { redueConfigRetries } from "../store/attempts.ts";
+import { type Candidate, candidates, claimBatch, recoverLeases, sealReady } from "../store/batches.ts";
+import { batchContent } from "../store/content.ts";
+import type { Spool } from "../store/db.ts";
+import type { NewEvent } from "../store/enqueue.ts";
+import { raiseIssue, resolveIssue } from "../store/issues.ts";
+import { effectiveNow, instanceId, writeHeartbeat } from "../store/meta.ts";
+import { getBatch } from "../store/queries.ts";
+import { testHook } from "../testhook.ts";
+import { buildDocument } from "./document.ts";
+import { resolveEmit } from "./emits.ts";
+import { gate, pickProbe } from "./gate.ts";
+import { applyOutcome, type Policy } from "./outcomes.ts";
+
+/** A worker aborts this long before its lease ends, so a live owner never loses it (spec 6.2). */
+export const DEADLINE_MARGIN_S = 5;
+
+export type DestinationFactory = (config: Config, name: string) => Destination | null;
+
+export interface DispatcherOptions {
+  spool: Spool;
+  loaded: LoadedConfig;
+  /** How the config was found, so a reload reads the same file. */
+  loadOptions: LoadOptions;
+  clock: Clock;
+  rng: Rng;
+  log: Logger;
+  destinations: DestinationFactory;
+  env?: Env;
+  host?: string;
+  pid?: number;
+}
+
+function policyOf(c: Config): Policy {
+  const d = c.dispatch;
+  return {
+    maxAttempts: d.max_attempts,
+    backoffBaseS: d.backoff_base_s,
+    backoffCapS: d.backoff_cap_s,
+    tripAfter: d.breaker.trip_after,
+    cooldownInitialS: d.breaker.cooldown_initial_s,
+    cooldownMaxS: d.breaker.cooldown_max_s,
+  };
+}
+
+export class Dispatcher {
+  private config: Config;
+  private mtimeMs: number | null;
+  private readonly host: string;
+  private readonly pid: number;
+  private readonly inflight = new Map<string, number>();
+  /** lease_owner values of live workers: the tick never recovers these (spec 6.2). */
+  private readonly live = new Set<string>();
+  private readonly workers = new Set<Promise<void>>();
+  private destinationCache = new Map<string, Destination | null>();
+  private timer: ReturnType<typeof setTimeout> | null = null;
+  private running = false;
+  private stopping = false;
+  private lastHeartbeat = Number.NEGATIVE_INFINITY;
+  private instance: string;
+
+  constructor(private readonly o: DispatcherOptions) {
+    this.config = o.loaded.config;
+    this.mtimeMs = o.loaded.mtimeMs;
+    this.host = o.host ?? hostname();
+    this.pid = o.pid ?? process.pid;
+    this.instance = instanceId(o.spool.db);
+  }
+
+  /** In-flight deliveries per destination (status, metrics). */
+  inflightByDestination(): ReadonlyMap<string, number> {
+    return this.inflight;
+  }
+
+  /**
+   * Startup (spec 6.2): every leased row belongs to a dead process, since this one holds the
+   * flock; they go back to retry, due now, uncounted. Then tick every poll_s.
+   */
+  start(): void {
+    if (this.running) return;
+    this.running = true;
+    this.stopping = false;
+    const recovered = recoverLeases(this.o.spool, { now: effectiveNow(this.o.spool), all: true });
+    if (recovered.length) this.o.log.warn("recovered leases of a previous run", { reason: `${recovered.length} batch(es)` });
+    const loop = async () => {
+      if (!this.running) return;
+      try {
+        await this.tick();
+      } catch (e) {
+        // SQLITE_BUSY and the like: log and try again next tick (spec 12).
+        this.o.log.error("tick failed", { reason: (e as { code?: string }).code ?? (e as Error).name });
+      }
+      if (this.running) this.timer = setTimeout(loop, this.config.dispatch.poll_s * 1000);
+    };
+    this.timer = setTimeout(loop, 0);
+  }
+
+  /** Stop claiming; let in-flight attempts finish or hit their deadline. */
+  async stop(): Promise<void> {
+    this.running = false;
+    this.stopping = true;
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = null;
+    await this.drain();
+  }
+
+  /** Wait for every delivery in flight. */
+  async drain(): Promise<void> {
+    while (this.workers.size > 0) await Promise.allSettled([...this.workers]);
+  }
+
+  private destination(name: string): Destination | null {
+    if (!this.destinationCache.has(name)) this.destinationCache.set(name, this.o.destinations(this.config, name));
+    return this.destinationCache.get(name) ?? null;
+  }
+
+  /** Reload config.toml when its mtime moved (checked every tick, spec 15). */
+  reloadIfChanged(): boolean {
+    const file = this.o.loaded.paths.config;
+    if (!file) return false;
+    let mtime: number;
+    try {
+      mtime = statSync(file).mtimeMs;
+    } catch {
+      return false;
+    }
+    if (mtime === this.mtimeMs) return false;
+    this.mtimeMs = mtime;
+    const now = effectiveNow(this.o.spool);
+    try {
+      this.config = loadConfig(this.o.loadOptions).config;
+      this.destinationCache = new Map();
+      resolveIssue(this.o.spool, "config:file", now);
+      // A fix (or a reload race between the two processes) costs seconds, not the backoff cap.
+      const due = redueConfigRetries(this.o.spool, now);
+      this.o.log.info("config reloaded", { reason: due ? `${due} config retries due now` : undefined });
+      return true;
+    } catch (e) {
+      const what = e instanceof HookspoolError ? e.describe() : (e as Error).name;
+      this.o.log.error("config reload failed; keeping the previous config", { reason: e instanceof HookspoolError ? (e.key ?? e.code) : (e as Error).name });
+      raiseIssue(this.o.spool, { fingerprint: "config:file", kind: "config", error: what.slice(0, 300), now });
+      return false;
+    }
+  }
+
+  /** One tick. Deliveries it starts run on after it returns (see drain()). */
+  async tick(): Promise<void> {
+    const spool = this.o.spool;
+    this.reloadIfChanged();
+    const now = effectiveNow(spool);
+    // Sealing is a property of the batch, not of the destination: before any gate (spec 5).
+    sealReady(spool, now);
+    recoverLeases(spool, { now, all: false, live: this.live });
+    if (this.o.clock.now() - this.lastHeartbeat >= this.config.dispatch.heartbeat_s || this.o.clock.now() < this.lastHeartbeat) {
+      writeHeartbeat(spool, now, this.pid);
+      this.lastHeartbeat = this.o.clock.now();
+    }
+    if (this.stopping) return;
+    let free = this.config.dispatch.parallel - this.workers.size;
+    if (free <= 0) return;
+    const byDestination = new Map<string, Candidate[]>();
+    for (const c of candidates(spool.db, now)) {
+      const list = byDestination.get(c.destination) ?? [];
+      list.push(c);
+      byDestination.set(c.destination, list);
+    }
+    for (const [name, due] of byDestination) {
+      if (free <= 0) break;
+      const dest = this.destination(name);
+      const maxInflight = dest?.maxInflight ?? 1;
+      const g = gate(spool, name, now, this.inflight.get(name) ?? 0, maxInflight);
+      if (g.slots <= 0) continue;
+      const chosen = g.probe ? [pickProbe(due, g.lastProbeBatchId)].filter((x): x is Candidate => x !== undefined) : due.slice(0, Math.min(g.slots, free));
+      for (const c of chosen) {
+        if (this.claimAndStart(c, dest, now, g.probe)) free--;
+      }
+    }
+  }
+
+  private claimAndStart(c: Candidate, dest: Destination | null, now: number, probe: boolean): boolean {
+    const settings = destinationSettings(this.config, c.destination);
+    const timeoutS = dest?.timeoutS ?? settings?.timeout_s ?? 30;
+    const leaseUntil = now + timeoutS + this.config.dispatch.lease_grace_s;
+    const idempotency = dest?.idempotency ?? "per-batch";
+    const claim = claimBatch(this.o.spool, {
+      batchId: c.id,
+      destination: c.destination,
+      now,
+      leaseUntil,
+      host: this.host,
+      pid: this.pid,
+      probe,
+      deliveryId: (attemptId) => deliveryId(idempotency === "per-event" ? "per-batch" : idempotency, this.instance, c.id, attemptId),
+    });
+    if (!claim) return false;
+    this.live.add(claim.owner);
+    this.inflight.set(c.destination, (this.inflight.get(c.destination) ?? 0) + 1);
+    const worker = this.deliver(c, dest, claim, now, probe).finally(() => {
+      this.live.delete(claim.owner);
+      this.inflight.set(c.destination, Math.max(0, (this.inflight.get(c.destination) ?? 1) - 1));
+      this.workers.delete(worker);
+    });
+    this.workers.add(worker);
+    return true;
+  }
+
+  private async deliver(c: Candidate, dest: Destination | null, claim: NonNullable<ReturnType<typeof claimBatch>>, startedAt: number, probe: boolean): Promise<void> {
+    const spool = this.o.spool;
+    const { clock, log } = this.o;
+    const t0 = performance.now();
+    let o: Outcome;
+    let emits: NewEvent[] = [];
+    const batch = getBatch(spool.db, c.id);
+    if (!batch) return;
+    const deadline = claim.leaseUntil - DEADLINE_MARGIN_S;
+    if (!dest) {
+      o = outcome({ kind: "retry", klass: "config", reason: "unknown destination", detail: `no destination named ${c.destination} in the config` });
+    } else {
+      const doc = buildDocument({ batch, content: batchContent(spool.db, c.id), deliveryId: claim.deliveryId ?? "", attempt: claim.n });
+      const ac = new AbortController();
+      const ms = Math.max(0, (deadline - clock.now()) * 1000);
+      const timer = setTimeout(() => ac.abort(new Error("deadline")), ms);
+      testHook("deliver.before_request");
+      try {
+        o = await dest.deliver(doc.body, {
+          batchId: c.id,
+          attempt: claim.n,
+          deliveryId: claim.deliveryId ?? "",
+          deadline,
+          signal: ac.signal,
+          events: doc.events,
+          eventHeader: this.config.sources[c.source]?.event_header ?? null,
+          clock,
+          log,
+        });
+      } catch (e) {
+        // A destination must not throw; if one does, retrying is the safe reading.
+        o = outcome({ kind: "retry", klass: "transport", reason: "destination error", detail: (e as Error).name });
+      } finally {
+        clearTimeout(timer);
+      }
+      testHook("deliver.after_response");
+      if (o.kind === "ok" && o.emits.length) {
+        try {
+          emits = o.emits.map((e) => resolveEmit(this.config, e));
+        } catch (e) {
+          o = outcome({ kind: "retry", klass: "batch", reason: "bad emit", detail: (e as Error).message, badEmit: true, status: o.status });
+          emits = [];
+        }
+      }
+    }
+    const durationMs = performance.now() - t0;
+    const now = effectiveNow(spool);
+    const r = applyOutcome(spool, policyOf(this.config), this.o.rng, { batch, claim, startedAt, probe, outcome: o, emits, durationMs, now, script: dest?.type === "script" });
+    const fields = { destination: c.destination, batch: c.id, attempt: claim.n, status: o.status ?? undefined, duration_ms: Math.round(durationMs) };
+    if (!r.applied) log.warn("lease lost; result discarded", fields);
+    else if (r.state === "delivered") log.info("delivered", { ...fields, reason: o.notice ?? undefined });
+    else log.warn(r.state === "dead" ? "dead" : "retry", { ...fields, reason: `${r.klass}: ${o.reason}` });
+  }
+}

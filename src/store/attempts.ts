@@ -1,0 +1,62 @@
+// Attempt history questions the dispatcher asks (spec 4.2 poison rule, spec 6.5 bad emits).
+import type { Database } from "bun:sqlite";
+import type { Spool } from "./db.ts";
+
+interface PastAttempt {
+  id: number;
+  outcome: string | null;
+  klass: string | null;
+  error: string | null;
+  started_at: number;
+  finished_at: number | null;
+}
+
+const PAST = `SELECT id, outcome, klass, error, started_at, finished_at FROM attempts
+  WHERE batch_id = ? AND finished_at IS NOT NULL AND outcome <> 'discarded' ORDER BY id DESC LIMIT 64`;
+// Half-open gaps [previous failure, this failure) partition time, so one success counts for at
+// most one gap, and a success finishing at the same instant as a failure still counts once.
+const SUCCESS_BETWEEN = `SELECT 1 FROM attempts
+  WHERE destination = $destination AND batch_id <> $batch AND outcome = 'ok'
+    AND finished_at >= $from AND finished_at < $to LIMIT 1`;
+
+/** A lease that merely expired says nothing about the batch (spec 4.2). */
+function leaseExpired(a: PastAttempt): boolean {
+  return a.klass === null && a.error === "lease expired";
+}
+
+/**
+ * The poison run of spec 4.2 that a transport failure finishing at `now` completes: the number
+ * of strikes, each a transport failure of this batch after the destination accepted another
+ * batch since this batch's previous failure. Five strikes (six failures in a row with the
+ * destination delivering in between) make the batch poison. The attempt being recorded has
+ * not been finished yet, so it is not among the past attempts.
+ */
+export function transportStrikes(db: Database, batchId: number, destination: string, now: number): number {
+  let strikes = 0;
+  let later = now;
+  for (const a of db.query<PastAttempt, [number]>(PAST).all(batchId)) {
+    if (leaseExpired(a)) continue;
+    if (a.klass !== "transport") break;
+    const delivered = db.query(SUCCESS_BETWEEN).get({ destination, batch: batchId, from: a.finished_at, to: later });
+    if (!delivered) break;
+    strikes++;
+    later = a.finished_at as number;
+  }
+  return strikes;
+}
+
+/** Whether this batch's previous attempt failed on a bad emit (twice makes it permanent, spec 6.5). */
+export function previousBadEmit(db: Database, batchId: number): boolean {
+  for (const a of db.query<PastAttempt, [number]>(PAST).all(batchId)) {
+    if (leaseExpired(a)) continue;
+    return a.klass === "batch" && (a.error ?? "").startsWith("bad emit");
+  }
+  return false;
+}
+
+/** A successful config reload makes every config-class retry due now (spec 6.5). */
+export function redueConfigRetries(spool: Spool, now: number): number {
+  return spool.db
+    .transaction(() => spool.db.query("UPDATE batches SET next_attempt_at = $now WHERE state = 'retry' AND last_class = 'config' AND next_attempt_at > $now").run({ now }).changes)
+    .immediate();
+}

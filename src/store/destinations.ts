@@ -1,0 +1,151 @@
+// Destination runtime state (spec 4.2): the circuit breaker, the operator pause, the rotating
+// probe and the Retry-After soft gate. One row per destination, created on first use.
+import type { Database } from "bun:sqlite";
+import type { Spool } from "./db.ts";
+import type { DestinationRow } from "./queries.ts";
+
+export type { DestinationRow };
+
+const GET = "SELECT * FROM destinations WHERE name = ?";
+const ENSURE = "INSERT INTO destinations (name) VALUES (?) ON CONFLICT (name) DO NOTHING";
+
+/** The destination's row; a destination never seen is closed. */
+export function destinationState(db: Database, name: string): DestinationRow {
+  return (
+    db.query<DestinationRow, [string]>(GET).get(name) ?? {
+      name,
+      state: "closed",
+      consecutive_failures: 0,
+      opened_at: null,
+      cooldown_s: null,
+      probe_until: null,
+      last_probe_batch_id: null,
+      paused_at: null,
+      paused_by: null,
+      last_ok_at: null,
+      last_error: null,
+      retry_after_until: null,
+    }
+  );
+}
+
+function ensure(db: Database, name: string): void {
+  db.query(ENSURE).run(name);
+}
+
+const SUCCESS = `UPDATE destinations SET consecutive_failures = 0, last_ok_at = $now, last_error = NULL,
+    state = CASE WHEN state = 'paused' THEN 'paused' ELSE 'closed' END,
+    opened_at = CASE WHEN state = 'paused' THEN opened_at ELSE NULL END,
+    cooldown_s = CASE WHEN state = 'paused' THEN cooldown_s ELSE NULL END,
+    probe_until = NULL
+  WHERE name = $name`;
+
+/**
+ * A successful attempt: closed, counters and cooldown reset, last_ok_at (spec 4.2: success on
+ * any attempt closes the breaker; a paused destination stays paused). Returns the state it left.
+ */
+export function recordSuccessTx(db: Database, name: string, now: number): DestinationRow["state"] {
+  ensure(db, name);
+  const before = destinationState(db, name).state;
+  db.query(SUCCESS).run({ name, now });
+  return before;
+}
+
+export interface FailureInput {
+  now: number;
+  /** When the failed attempt started: only an attempt started after opened_at is a probe. */
+  startedAt: number;
+  tripAfter: number;
+  cooldownInitialS: number;
+  cooldownMaxS: number;
+  error: string;
+}
+
+export type FailureEffect = "counted" | "tripped" | "retripped" | "ignored";
+
+/**
+ * A transport failure on the destination (spec 4.2): closed counts it and opens the breaker at
+ * trip_after; a probe's failure re-opens it with the cooldown doubled; an attempt that was
+ * already in flight when the breaker opened records its outcome and nothing else.
+ */
+export function recordTransportFailureTx(db: Database, name: string, f: FailureInput): FailureEffect {
+  ensure(db, name);
+  const d = destinationState(db, name);
+  db.query("UPDATE destinations SET last_error = ? WHERE name = ?").run(f.error, name);
+  if (d.state === "closed") {
+    const n = d.consecutive_failures + 1;
+    if (n >= f.tripAfter) {
+      db.query("UPDATE destinations SET state = 'open', consecutive_failures = $n, opened_at = $now, cooldown_s = $cool, probe_until = NULL WHERE name = $name").run({
+        name,
+        n,
+        now: f.now,
+        cool: f.cooldownInitialS,
+      });
+      return "tripped";
+    }
+    db.query("UPDATE destinations SET consecutive_failures = ? WHERE name = ?").run(n, name);
+    return "counted";
+  }
+  if ((d.state === "open" || d.state === "half_open") && d.opened_at !== null && f.startedAt > d.opened_at) {
+    // spec 4.2: only a probe (an attempt started after opened_at) can re-trip or double the cooldown
+    const cool = Math.min(f.cooldownMaxS, (d.cooldown_s ?? f.cooldownInitialS) * 2);
+    db.query("UPDATE destinations SET state = 'open', consecutive_failures = consecutive_failures + 1, opened_at = $now, cooldown_s = $cool, probe_until = NULL WHERE name = $name").run({
+      name,
+      now: f.now,
+      cool,
+    });
+    return "retripped";
+  }
+  return "ignored";
+}
+
+/** open -> half_open once the cooldown has elapsed; returns whether it moved. */
+export function halfOpenIfCooled(spool: Spool, name: string, now: number): boolean {
+  return (
+    spool.db
+      .query("UPDATE destinations SET state = 'half_open', probe_until = NULL WHERE name = $name AND state = 'open' AND opened_at + cooldown_s <= $now")
+      .run({ name, now }).changes === 1
+  );
+}
+
+/** The probe claim's bookkeeping, in the claim's transaction: which batch, and until when. */
+export function markProbeTx(db: Database, name: string, batchId: number, probeUntil: number): void {
+  ensure(db, name);
+  db.query("UPDATE destinations SET last_probe_batch_id = $batch, probe_until = $until WHERE name = $name").run({ name, batch: batchId, until: probeUntil });
+}
+
+/** A Retry-After soft gate: claiming waits without changing the breaker's state (spec 6.3). */
+export function setRetryAfterTx(db: Database, name: string, until: number): void {
+  ensure(db, name);
+  db.query("UPDATE destinations SET retry_after_until = MAX(COALESCE(retry_after_until, 0), $until) WHERE name = $name").run({ name, until });
+}
+
+/** hookspool pause: spool only, from any state (spec 4.2). */
+export function pauseDestination(spool: Spool, name: string, by: string, now: number): void {
+  spool.db
+    .transaction(() => {
+      ensure(spool.db, name);
+      spool.db.query("UPDATE destinations SET state = 'paused', paused_at = $now, paused_by = $by WHERE name = $name").run({ name, now, by });
+    })
+    .immediate();
+}
+
+/** hookspool resume: paused -> closed with its counters reset. Returns false when it was not paused. */
+export function resumeDestination(spool: Spool, name: string): boolean {
+  return spool.db
+    .transaction(
+      () =>
+        spool.db
+          .query(`UPDATE destinations SET state = 'closed', consecutive_failures = 0, opened_at = NULL, cooldown_s = NULL,
+              probe_until = NULL, paused_at = NULL, paused_by = NULL, retry_after_until = NULL
+            WHERE name = $name AND state = 'paused'`)
+          .run({ name }).changes === 1,
+    )
+    .immediate();
+}
+
+/** A probe that ended without a verdict on the destination (throttle, batch, config, permanent):
+ * the next probe need not wait for the old lease's probe_until. */
+export function clearProbeTx(db: Database, name: string): void {
+  db.query("UPDATE destinations SET probe_until = NULL WHERE name = ? AND state = 'half_open'").run(name);
+}

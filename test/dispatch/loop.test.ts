@@ -1,0 +1,167 @@
+// The dispatcher's loop (spec 6.1, 6.2, 2): FIFO per key, parallel across keys, bounds while
+// gated, leases and their recovery, the worker deadline, the fenced late mark, the clock guard.
+import { describe, expect, test } from "bun:test";
+import { backoffS, retryDelayS } from "../../src/dispatch/backoff.ts";
+import { seededRng } from "../../src/clock.ts";
+import { outcome } from "../../src/destinations/types.ts";
+import { claimBatch, recoverLeases } from "../../src/store/batches.ts";
+import { pauseDestination, resumeDestination } from "../../src/store/destinations.ts";
+import { getMetaNumber } from "../../src/store/meta.ts";
+import { T0 } from "../helpers/spool.ts";
+import { batchIdOf, down, fakeDestination, ok, rig } from "../helpers/dispatch.ts";
+
+const BASE = `[sources.s]\naction = "hermes:a"\n`;
+
+describe("backoff (spec 6.5)", () => {
+  test("min(cap, base * 2^(n-1)) plus 0-25 % jitter; Retry-After wins when larger, capped at 1 h", () => {
+    const rng = seededRng(1);
+    for (let i = 0; i < 500; i++) {
+      const n = 1 + (i % 8);
+      const step = Math.min(300, 15 * 2 ** (n - 1));
+      const d = backoffS(n, 15, 300, rng);
+      expect(d).toBeGreaterThanOrEqual(step);
+      expect(d).toBeLessThanOrEqual(step * 1.25);
+    }
+    const spread = new Set(Array.from({ length: 50 }, () => Math.round(backoffS(1, 15, 300, rng) * 100)));
+    expect(spread.size).toBeGreaterThan(10); // jitter is really there
+    expect(retryDelayS(20, null)).toBe(20);
+    expect(retryDelayS(20, 10)).toBe(20);
+    expect(retryDelayS(20, 90)).toBe(90);
+    expect(retryDelayS(20, 99999)).toBe(3600);
+  });
+});
+
+describe("FIFO and parallelism (spec 6.1)", () => {
+  test("one key delivers strictly in order, one batch at a time; other keys go in parallel", async () => {
+    const a = fakeDestination("hermes:a", { maxInflight: 4 });
+    const r = rig(BASE, [a]);
+    const w = { max_events: 1 };
+    const a1 = batchIdOf(r.put("A", "hermes:a", { window: w }));
+    const a2 = batchIdOf(r.put("A", "hermes:a", { window: w }));
+    const b1 = batchIdOf(r.put("B", "hermes:a", { window: w }));
+    const c1 = batchIdOf(r.put("C", "hermes:a", { window: w }));
+    await r.step();
+    expect(a.calls.map((c) => c.batchId).sort()).toEqual([a1, b1, c1].sort());
+    await r.step();
+    expect(a.calls.map((c) => c.batchId)).toContain(a2);
+    expect(a.calls.findIndex((c) => c.batchId === a1)).toBeLessThan(a.calls.findIndex((c) => c.batchId === a2));
+    for (const id of [a1, a2, b1, c1]) expect(r.batch(id).state).toBe("delivered");
+  });
+
+  test("max_inflight and dispatch.parallel cap what one tick claims", async () => {
+    const a = fakeDestination("hermes:a", { maxInflight: 2 });
+    const r = rig(`${BASE}[dispatch]\nparallel = 3\n`, [a]);
+    for (const k of ["A", "B", "C", "D"]) r.put(k, "hermes:a");
+    await r.d.tick(); // no drain: in flight
+    expect(a.calls.length).toBe(2);
+    await r.d.drain();
+    const b = fakeDestination("hermes:b", { maxInflight: 9 });
+    const r2 = rig(`${BASE}[dispatch]\nparallel = 3\n`, [b]);
+    for (const k of ["A", "B", "C", "D", "E"]) r2.put(k, "hermes:b");
+    await r2.d.tick();
+    expect(b.calls.length).toBe(3);
+    await r2.d.drain();
+  });
+
+  test("while the gate is closed nothing is attempted and batches stay bounded; on resume they drain in order", async () => {
+    const a = fakeDestination("hermes:a", { maxInflight: 1 });
+    const r = rig(BASE, [a]);
+    pauseDestination(r.spool, "hermes:a", "test", T0);
+    for (let i = 0; i < 23; i++) r.put("A", "hermes:a", { window: { quiet_s: 600, max_s: 600, max_events: 5 } });
+    for (let i = 0; i < 5; i++) await r.step();
+    expect(a.calls.length).toBe(0);
+    expect(r.spool.db.query("SELECT COUNT(*) AS n FROM attempts").get()).toEqual({ n: 0 });
+    const counts = (r.spool.db.query("SELECT count FROM batches ORDER BY id").all() as { count: number }[]).map((b) => b.count);
+    expect(counts).toEqual([5, 5, 5, 5, 3]);
+    expect(resumeDestination(r.spool, "hermes:a")).toBe(true);
+    for (let i = 0; i < 6; i++) await r.step();
+    expect(a.calls.map((c) => c.batchId)).toEqual([1, 2, 3, 4]); // the fifth is still open (quiet window)
+  });
+});
+
+describe("leases (spec 6.2)", () => {
+  test("startup recovers every leased row of a dead process: retry, due now, 'lease expired'", async () => {
+    const a = fakeDestination("hermes:a");
+    const r = rig(BASE, [a]);
+    const id = batchIdOf(r.put("A", "hermes:a"));
+    await r.d.tick(); // seals
+    await r.d.drain();
+    expect(r.batch(id).state).toBe("delivered");
+    const id2 = batchIdOf(r.put("B", "hermes:a"));
+    r.spool.db.run(`UPDATE batches SET state = 'sealed', sealed_at = ${T0}, content_hash = 'sha256:x' WHERE id = ${id2}`);
+    const c = claimBatch(r.spool, { batchId: id2, destination: "hermes:a", now: T0, leaseUntil: T0 + 9999, host: "deadhost", pid: 1 });
+    expect(c).not.toBeNull();
+    r.d.start();
+    await r.d.stop();
+    expect(r.batch(id2)).toMatchObject({ state: "retry", last_error: "lease expired", attempts: 0 });
+    expect(r.attempts(id2)[0]).toMatchObject({ outcome: "retry", error: "lease expired", counted: 0 });
+  });
+
+  test("the worker aborts at lease_until - 5 s: a transport failure, not a lost lease", async () => {
+    const slow = fakeDestination("hermes:slow", { timeoutS: 0.2 });
+    slow.answer = (_call, ctx) =>
+      new Promise((resolve) => {
+        ctx.signal.addEventListener("abort", () => resolve(outcome({ kind: "retry", klass: "transport", reason: "timeout" })));
+      });
+    const r = rig(`${BASE}[dispatch]\nlease_grace_s = 5\n`, [slow]);
+    const id = batchIdOf(r.put("A", "hermes:slow"));
+    const t = performance.now();
+    await r.step();
+    expect(performance.now() - t).toBeLessThan(2000);
+    expect(r.batch(id)).toMatchObject({ state: "retry", last_class: "transport" });
+    expect(r.attempts(id)[0]).toMatchObject({ outcome: "retry", klass: "transport" });
+  });
+
+  test("a result that arrives after the lease was lost is discarded; the tick never recovers a live worker's lease", async () => {
+    const a = fakeDestination("hermes:a");
+    let release: (v: ReturnType<typeof ok>) => void = () => {};
+    a.answer = () => new Promise((resolve) => (release = resolve));
+    const r = rig(BASE, [a]);
+    const id = batchIdOf(r.put("A", "hermes:a"));
+    await r.d.tick();
+    expect(r.batch(id).state).toBe("leased");
+    // The clock jumps far past the lease: this dispatcher's tick still leaves its own worker alone.
+    r.clock.advance(10_000);
+    await r.d.tick();
+    expect(r.batch(id).state).toBe("leased");
+    // Another process's recovery (a restart) takes the lease away; the late result is fenced.
+    recoverLeases(r.spool, { now: r.clock.now(), all: true });
+    release(ok());
+    await r.d.drain();
+    expect(r.batch(id)).toMatchObject({ state: "retry", last_error: "lease expired" });
+    expect(r.attempts(id).map((x) => x.outcome)).toEqual(["discarded"]);
+  });
+});
+
+describe("the clock guard (spec 2, 12)", () => {
+  test("a backwards step makes time stand still: nothing becomes due early and no fact is rewritten", async () => {
+    const a = fakeDestination("hermes:a");
+    a.answer = () => down();
+    const r = rig(BASE, [a]);
+    const id = batchIdOf(r.put("A", "hermes:a"));
+    await r.step();
+    const due = r.batch(id).next_attempt_at as number;
+    const before = JSON.stringify(r.batch(id));
+    r.clock.set(T0 - 3600);
+    await r.step();
+    await r.step();
+    expect(a.calls.length).toBe(1);
+    expect(JSON.stringify(r.batch(id))).toBe(before);
+    expect(getMetaNumber(r.spool.db, "last_tick_at")).toBe(T0);
+    r.clock.set(due);
+    a.answer = () => ok();
+    await r.step();
+    expect(r.batch(id).state).toBe("delivered");
+  });
+
+  test("a forward step closes every window at once", async () => {
+    const a = fakeDestination("hermes:a");
+    const r = rig(BASE, [a]);
+    const id = batchIdOf(r.put("A", "hermes:a", { window: { quiet_s: 3600, max_s: 86400 } }));
+    await r.step();
+    expect(r.batch(id).state).toBe("open");
+    r.clock.advance(86400);
+    await r.step();
+    expect(r.batch(id)).toMatchObject({ state: "delivered", first_at: T0 });
+  });
+});

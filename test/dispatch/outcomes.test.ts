@@ -1,0 +1,174 @@
+// The outcome table of spec 6.5 through the dispatcher: counted vs uncounted for every class,
+// max_attempts, bad emits, config retries made due by a reload, emits and notices.
+import { describe, expect, test } from "bun:test";
+import { utimesSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { outcome } from "../../src/destinations/types.ts";
+import { T0 } from "../helpers/spool.ts";
+import { batchIdOf, fakeDestination, ok, rig } from "../helpers/dispatch.ts";
+
+const BASE = `[sources.s]\naction = "hermes:a"\n\n[sources.out]\naction = "hermes:b"\n`;
+
+describe("classes (spec 6.5)", () => {
+  const cases = [
+    { name: "ok", o: ok(), state: "delivered", counted: 1, attempts: 1, klass: null },
+    { name: "transport", o: outcome({ kind: "retry", klass: "transport", reason: "connection refused" }), state: "retry", counted: 0, attempts: 0, klass: "transport" },
+    { name: "throttle", o: outcome({ kind: "retry", klass: "throttle", reason: "http 429", status: 429 }), state: "retry", counted: 0, attempts: 0, klass: "throttle" },
+    { name: "batch", o: outcome({ kind: "retry", klass: "batch", reason: "exit 3", status: 3 }), state: "retry", counted: 1, attempts: 1, klass: "batch" },
+    { name: "config", o: outcome({ kind: "retry", klass: "config", reason: "bad secret", status: 401 }), state: "retry", counted: 0, attempts: 0, klass: "config" },
+    { name: "permanent", o: outcome({ kind: "dead", klass: "permanent", reason: "http 422", status: 422 }), state: "dead", counted: 0, attempts: 0, klass: "permanent" },
+  ] as const;
+  for (const c of cases) {
+    test(`${c.name}: batch ${c.state}, counted ${c.counted}`, async () => {
+      const a = fakeDestination("hermes:a");
+      a.answer = () => c.o;
+      const r = rig(BASE, [a]);
+      const id = batchIdOf(r.put("A", "hermes:a"));
+      await r.step();
+      expect(r.batch(id)).toMatchObject({ state: c.state, attempts: c.attempts });
+      if (c.state !== "delivered") expect(r.batch(id).last_class).toBe(c.klass);
+      expect(r.attempts(id)[0]).toMatchObject({ counted: c.counted, klass: c.klass });
+    });
+  }
+
+  test("config retries wait for the backoff cap; a successful reload makes them due at once", async () => {
+    const a = fakeDestination("hermes:a");
+    a.answer = () => outcome({ kind: "retry", klass: "config", reason: "unknown route", status: 404 });
+    const r = rig(BASE, [a]);
+    const id = batchIdOf(r.put("A", "hermes:a"));
+    await r.step();
+    const next = r.batch(id).next_attempt_at as number;
+    expect(next).toBeGreaterThanOrEqual(T0 + 300);
+    expect(r.spool.db.query("SELECT state FROM issues WHERE fingerprint = 'config:delivery:hermes:a'").get()).toEqual({ state: "open" });
+    a.answer = () => ok();
+    r.clock.advance(5);
+    await r.step();
+    expect(a.calls.length).toBe(1);
+    const file = join(r.home, "config.toml");
+    writeFileSync(file, `${BASE}\n# fixed\n`);
+    utimesSync(file, T0 + 10, T0 + 10);
+    await r.step();
+    expect(r.batch(id).state).toBe("delivered");
+    expect(r.spool.db.query("SELECT state FROM issues WHERE fingerprint = 'config:delivery:hermes:a'").get()).toEqual({ state: "resolved" });
+  });
+
+  test("a bad config reload keeps the previous config and opens config:file", async () => {
+    const a = fakeDestination("hermes:a");
+    const r = rig(BASE, [a]);
+    const file = join(r.home, "config.toml");
+    writeFileSync(file, "[dispatch]\nparallel = 'many'\n");
+    utimesSync(file, T0 + 10, T0 + 10);
+    r.put("A", "hermes:a");
+    await r.step();
+    expect(a.calls.length).toBe(1);
+    expect(r.spool.db.query("SELECT state FROM issues WHERE fingerprint = 'config:file'").get()).toEqual({ state: "open" });
+  });
+
+  test("max_attempts counted failures make the batch dead (exhausted), with the replay command in the issue", async () => {
+    const a = fakeDestination("hermes:a", { type: "script" });
+    a.answer = () => outcome({ kind: "retry", klass: "batch", reason: "exit 3", status: 3 });
+    const r = rig(`${BASE}[dispatch]\nmax_attempts = 4\n`, [a]);
+    const id = batchIdOf(r.put("A", "hermes:a"));
+    for (let i = 0; i < 6 && r.batch(id).state !== "dead"; i++) {
+      const next = r.batch(id).next_attempt_at as number | null;
+      if (next) r.clock.set(next);
+      await r.step();
+    }
+    expect(r.batch(id)).toMatchObject({ state: "dead", attempts: 4, last_class: "batch" });
+    expect(a.calls.length).toBe(4);
+    expect(r.spool.db.query("SELECT state FROM issues WHERE fingerprint = 'delivery:hermes:a:script_exit'").get()).toEqual({ state: "open" });
+    const exhausted = r.spool.db.query("SELECT last_error FROM issues WHERE fingerprint = 'delivery:hermes:a:exhausted'").get() as { last_error: string };
+    expect(exhausted.last_error).toContain(`hookspool replay ${id}`);
+  });
+
+  test("emits are enqueued with the delivered mark; a bad emit fails the attempt, twice makes it permanent", async () => {
+    const a = fakeDestination("hermes:a", { type: "script" });
+    const b = fakeDestination("hermes:b");
+    a.answer = () => outcome({ kind: "ok", reason: "exit 0", status: 0, emits: [{ source: "out", key: "k2", event_type: "note", payload: { hello: 1 } }] });
+    const r = rig(BASE, [a, b]);
+    const id = batchIdOf(r.put("A", "hermes:a"));
+    await r.step();
+    expect(r.batch(id).state).toBe("delivered");
+    const emitted = r.spool.db.query("SELECT e.source, e.event_type, e.payload, b.destination FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.source = 'out'").all();
+    expect(emitted).toEqual([{ source: "out", event_type: "note", payload: '{"hello":1}', destination: "hermes:b" }]);
+
+    a.answer = () => outcome({ kind: "ok", reason: "exit 0", status: 0, emits: [{ source: "nowhere", key: "k", payload: {} }] });
+    const bad = batchIdOf(r.put("B", "hermes:a"));
+    await r.step();
+    expect(r.batch(bad)).toMatchObject({ state: "retry", last_class: "batch", attempts: 1 });
+    expect(r.spool.db.query("SELECT COUNT(*) AS n FROM events WHERE source = 'nowhere'").get()).toEqual({ n: 0 });
+    r.clock.set(r.batch(bad).next_attempt_at as number);
+    await r.step();
+    expect(r.batch(bad)).toMatchObject({ state: "dead", last_class: "permanent" });
+  });
+
+  test("a Hermes ignored/coalesced notice: delivered, and a delivery issue says why", async () => {
+    const a = fakeDestination("hermes:a");
+    a.answer = () => outcome({ kind: "ok", reason: "hermes ignored", status: 200, notice: "hermes ignored" });
+    const r = rig(BASE, [a]);
+    const id = batchIdOf(r.put("A", "hermes:a"));
+    await r.step();
+    expect(r.batch(id).state).toBe("delivered");
+    expect(r.spool.db.query("SELECT state FROM issues WHERE fingerprint = 'delivery:hermes:a:ignored'").get()).toEqual({ state: "open" });
+  });
+
+  test("an unknown destination is a config retry, never a loss", async () => {
+    const r = rig(BASE, []);
+    const id = batchIdOf(r.put("A", "hermes:ghost"));
+    await r.step();
+    expect(r.batch(id)).toMatchObject({ state: "retry", last_class: "config", last_error: "no destination named hermes:ghost in the config" });
+  });
+
+  test("the document: source, route, key, ids, counts, types, summary, hash, events and meta", async () => {
+    const a = fakeDestination("hermes:a");
+    const r = rig(BASE, [a]);
+    r.put("A", "hermes:a", { payload: '{"big": 12345678901234567890}', eventType: "push", dedupId: "d1", window: { quiet_s: 10, max_s: 10 } });
+    r.put("A", "hermes:a", { payload: '{"n":2}', eventType: "ping", window: { quiet_s: 10, max_s: 10 } });
+    r.clock.advance(10);
+    await r.step();
+    const body = a.calls[0].body;
+    expect(body).toContain('"events":[{"big": 12345678901234567890},{"n":2}]');
+    const doc = JSON.parse(body);
+    expect(doc).toMatchObject({
+      source: "s",
+      route: "r:hermes:a",
+      key: "A",
+      batch_id: 1,
+      delivery_id: a.calls[0].deliveryId,
+      attempt: 1,
+      count: 2,
+      first_at: T0,
+      last_at: T0,
+      event_type: "ping",
+      event_types: { push: 1, ping: 1 },
+      summary: "2 s event(s) for A (ping x1, push x1)",
+    });
+    expect(doc.content_hash).toBe(r.batch(1).content_hash);
+    expect(doc.event_meta).toEqual([
+      { id: 1, event_type: "push", received_at: T0, dedup_id: "d1" },
+      { id: 2, event_type: "ping", received_at: T0, dedup_id: null },
+    ]);
+    expect(Object.keys(doc)).toEqual(["source", "route", "key", "batch_id", "delivery_id", "attempt", "count", "first_at", "last_at", "event_type", "event_types", "summary", "content_hash", "events", "event_meta"]);
+  });
+});
+
+describe("delivery ids (spec 6.4)", () => {
+  test("per batch for http and script (identical on every attempt), per attempt for hermes", async () => {
+    const h = fakeDestination("hermes:a", { idempotency: "per-attempt" });
+    const s = fakeDestination("hermes:b", { idempotency: "per-batch" });
+    for (const d of [h, s]) d.answer = (call) => (call.attempt === 1 ? outcome({ kind: "retry", klass: "transport", reason: "refused" }) : ok());
+    const r = rig(BASE, [h, s]);
+    const x = batchIdOf(r.put("X", "hermes:a"));
+    const y = batchIdOf(r.put("Y", "hermes:b"));
+    await r.step();
+    r.clock.set(Math.max(r.batch(x).next_attempt_at as number, r.batch(y).next_attempt_at as number));
+    await r.step();
+    const inst = (r.spool.db.query("SELECT value FROM meta WHERE key = 'instance_id'").get() as { value: string }).value;
+    expect(s.calls.map((c) => c.deliveryId)).toEqual([`hs_${inst}_${y}`, `hs_${inst}_${y}`]);
+    const [a1, a2] = h.calls.map((c) => c.deliveryId);
+    expect(a1).toMatch(new RegExp(`^hs_${inst}_${x}_\\d+$`));
+    expect(a2).not.toBe(a1);
+    // the attempt rows record the id that was sent
+    expect(r.attempts(x).map((a) => a.delivery_id)).toEqual([a1, a2]);
+  });
+});
