@@ -32,15 +32,29 @@ function loadOptions(cli: Cli) {
  */
 function openForDispatch(cli: Cli, loaded: LoadedConfig): { spool: Spool; lock: FileLock } {
   const lock = acquireLock(loaded.paths.lock, "another dispatcher (or hookspool migrate)");
+  const corrupt = (what: string) =>
+    new HookspoolError("E_CORRUPT", `${loaded.paths.db} is corrupt: ${what}`, {
+      hint: "hookspool export what is readable and restore from backup; nothing is moved aside automatically",
+    });
   try {
-    const spool = openSpool(loaded.paths.db, { create: true, busyTimeoutS: 30, clock: cli.clock });
+    let spool: Spool;
     try {
-      const problems = quickCheck(spool.db);
-      if (problems.length) {
-        throw new HookspoolError("E_CORRUPT", `quick_check failed on ${loaded.paths.db}: ${problems[0].slice(0, 200)}`, {
-          hint: "hookspool export what is readable and restore from backup; nothing is moved aside automatically",
-        });
+      spool = openSpool(loaded.paths.db, { create: true, busyTimeoutS: 30, clock: cli.clock });
+    } catch (e) {
+      const code = (e as { code?: string }).code ?? "";
+      if (code.startsWith("SQLITE_CORRUPT") || code === "SQLITE_NOTADB") throw corrupt(code);
+      throw e;
+    }
+    try {
+      let problems: string[];
+      try {
+        problems = quickCheck(spool.db);
+      } catch (e) {
+        const code = (e as { code?: string }).code ?? "";
+        if (code.startsWith("SQLITE_CORRUPT") || code === "SQLITE_NOTADB") throw corrupt(code);
+        throw e;
       }
+      if (problems.length) throw corrupt(`quick_check: ${problems[0].slice(0, 200)}`);
       migrate(spool);
       return { spool, lock };
     } catch (e) {
