@@ -1,0 +1,104 @@
+// hookspool prune [--vacuum] and hookspool export (spec 8, 16): retention by hand, and a JSONL copy.
+import type { CommandDef } from "citty";
+import { HookspoolError } from "../errors.ts";
+import { diskFreeBytes, spoolBytes } from "../obs/disk.ts";
+import { exportBatches } from "../store/export.ts";
+import { BATCH_STATES, type BatchState } from "../store/queries.ts";
+import { policyFromConfig, type RetentionCounts, runRetention, vacuum } from "../store/retention.ts";
+import { humanBytes } from "./format.ts";
+import { type Cli, GLOBAL_ARGS, loadFor, openExisting } from "./context.ts";
+import { parseSince } from "./time.ts";
+
+function plural(n: number, one: string, many = `${one}s`): string {
+  return `${n} ${n === 1 ? one : many}`;
+}
+
+function describeCounts(c: RetentionCounts): string {
+  if (Object.values(c).every((n) => n === 0)) return "nothing to delete";
+  return `deleted ${plural(c.batches, "batch", "batches")} (${plural(c.events, "event")}), ${plural(c.attempts, "attempt")}, ${plural(c.dedup, "dedup row")}, ${plural(c.issues, "issue")}`;
+}
+
+function pruneCommand(cli: Cli): CommandDef {
+  return {
+    meta: {
+      name: "prune",
+      description: "run retention now (spec 8); --vacuum then rebuilds the file (needs ~2x its size free, blocks writers while it runs)",
+    },
+    args: {
+      ...GLOBAL_ARGS,
+      vacuum: { type: "boolean", description: "VACUUM after the pass to give the freed space back to the filesystem" },
+    },
+    async run({ args }) {
+      const { config, paths } = loadFor(cli);
+      const spool = openExisting(cli, paths.db);
+      try {
+        const counts = await runRetention(spool, policyFromConfig(config), cli.clock.now());
+        const printCounts = () => cli.io.out(cli.globals.json ? JSON.stringify(counts) : describeCounts(counts));
+        if (!args.vacuum) {
+          printCounts();
+          return 0;
+        }
+        const before = spoolBytes(paths.db);
+        const free = diskFreeBytes(paths.db);
+        cli.io.err(`hookspool: warning: VACUUM rewrites the whole database; it needs about twice its size free (${humanBytes(2 * before)}) and holds the write lock while it runs`);
+        if (free !== null && free < 2 * before) {
+          // The pass itself is done; say what it deleted before refusing the rebuild.
+          printCounts();
+          throw new HookspoolError("E_SPOOL", `only ${humanBytes(free)} free next to ${paths.db}; VACUUM needs about ${humanBytes(2 * before)}`, {
+            hint: "free some space, or copy the spool elsewhere with VACUUM INTO",
+          });
+        }
+        vacuum(spool);
+        const after = spoolBytes(paths.db);
+        if (cli.globals.json) {
+          cli.io.out(JSON.stringify({ ...counts, vacuum: { bytes_before: before, bytes_after: after } }));
+        } else {
+          cli.io.out(describeCounts(counts));
+          cli.io.out(`vacuum: ${humanBytes(before)} -> ${humanBytes(after)}`);
+        }
+        return 0;
+      } finally {
+        spool.close();
+      }
+    },
+  };
+}
+
+function exportCommand(cli: Cli): CommandDef {
+  return {
+    meta: { name: "export", description: "batches with their events (payloads included) and attempts as JSONL on stdout, oldest first" },
+    args: {
+      ...GLOBAL_ARGS,
+      state: { type: "string", description: `only batches in this state: ${BATCH_STATES.join(", ")}` },
+      since: { type: "string", description: "only batches whose last event is at or after T (Unix seconds, ISO date, or an age: 24h, 7d)", valueHint: "T" },
+    },
+    run({ args }) {
+      const state = args.state as string | undefined;
+      if (state !== undefined && !BATCH_STATES.includes(state as BatchState)) {
+        throw new HookspoolError("E_USAGE", `--state must be one of ${BATCH_STATES.join(", ")}`);
+      }
+      const since = args.since === undefined ? undefined : parseSince(String(args.since), cli.clock.now());
+      const { paths } = loadFor(cli);
+      const spool = openExisting(cli, paths.db);
+      try {
+        let n = 0;
+        let events = 0;
+        for (const rec of exportBatches(spool.db, { state: state as BatchState | undefined, since })) {
+          cli.io.out(JSON.stringify(rec));
+          n++;
+          events += rec.events.length;
+        }
+        // stdout holds only the records; the count goes to stderr.
+        cli.io.err(`exported ${plural(n, "batch", "batches")} (${plural(events, "event")})`);
+        return 0;
+      } finally {
+        spool.close();
+      }
+    },
+  };
+}
+
+/** The maintenance verbs, for the root command's subCommands. */
+export function maintenanceCommands(cli: Cli): Record<string, CommandDef> {
+  return { prune: pruneCommand(cli), export: exportCommand(cli) };
+}

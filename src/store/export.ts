@@ -1,0 +1,103 @@
+// Export (spec 8, 16): every batch with its events (payloads, headers, raw bodies) and attempts,
+// one record per batch, read a page at a time so a large spool streams.
+import type { Database } from "bun:sqlite";
+import { type AttemptRow, type BatchRow, type BatchState, batchAttempts } from "./queries.ts";
+
+export interface ExportFilter {
+  state?: BatchState;
+  /** Only batches whose last event arrived at or after this time (batches.last_at). */
+  since?: number;
+}
+
+export interface ExportEvent {
+  id: number;
+  event_type: string;
+  received_at: number;
+  dedup_id: string | null;
+  size: number;
+  excluded_at: number | null;
+  route: string;
+  /** The JSON text the destination receives; null for a quarantined request. */
+  payload: string | null;
+  headers: Record<string, string>;
+  /** The original body, base64; null when the source does not store raw bodies. */
+  raw_base64: string | null;
+}
+
+export interface ExportRecord {
+  batch: BatchRow;
+  events: ExportEvent[];
+  attempts: AttemptRow[];
+}
+
+/** Batch rows per read; a batch's events are read only when its record is yielded. */
+export const EXPORT_PAGE = 500;
+
+interface StoredEvent {
+  id: number;
+  event_type: string;
+  received_at: number;
+  dedup_id: string | null;
+  size: number;
+  excluded_at: number | null;
+  route: string;
+  payload: string | null;
+  headers: string;
+  raw: Uint8Array | null;
+}
+
+const EVENTS = `SELECT id, event_type, received_at, dedup_id, size, excluded_at, route, payload, headers, raw
+  FROM events WHERE batch_id = ? ORDER BY id`;
+
+function parseHeaders(text: string): Record<string, string> {
+  try {
+    const v = JSON.parse(text);
+    return v && typeof v === "object" && !Array.isArray(v) ? v : {};
+  } catch {
+    return {};
+  }
+}
+
+function exportEvent(e: StoredEvent): ExportEvent {
+  return {
+    id: e.id,
+    event_type: e.event_type,
+    received_at: e.received_at,
+    dedup_id: e.dedup_id,
+    size: e.size,
+    excluded_at: e.excluded_at,
+    route: e.route,
+    payload: e.payload,
+    headers: parseHeaders(e.headers),
+    raw_base64: e.raw ? Buffer.from(e.raw).toString("base64") : null,
+  };
+}
+
+/**
+ * The batches matching `filter`, oldest (lowest id) first, each with its events in order and
+ * its attempts. Pages by id, so batches written while the export runs are picked up and
+ * none is yielded twice; each page is its own read, so the WAL is never held for the whole run.
+ */
+export function* exportBatches(db: Database, filter: ExportFilter = {}, pageSize = EXPORT_PAGE): Generator<ExportRecord> {
+  const where = ["id > $after"];
+  const params: Record<string, string | number> = { limit: pageSize };
+  if (filter.state !== undefined) {
+    where.push("state = $state");
+    params.state = filter.state;
+  }
+  if (filter.since !== undefined) {
+    where.push("last_at >= $since");
+    params.since = filter.since;
+  }
+  const page = db.query<BatchRow, Record<string, string | number>>(`SELECT * FROM batches WHERE ${where.join(" AND ")} ORDER BY id LIMIT $limit`);
+  const events = db.query<StoredEvent, [number]>(EVENTS);
+  let after = 0;
+  for (;;) {
+    const rows = page.all({ ...params, after });
+    for (const batch of rows) {
+      yield { batch, events: events.all(batch.id).map(exportEvent), attempts: batchAttempts(db, batch.id) };
+    }
+    if (rows.length < pageSize) return;
+    after = rows[rows.length - 1].id;
+  }
+}

@@ -1,0 +1,194 @@
+// Retention (spec 8): delete finished work past its age in small BEGIN IMMEDIATE transactions,
+// yielding to the event loop between them, so the intake never waits long for the write lock.
+import type { Database } from "bun:sqlite";
+import { testHook } from "../testhook.ts";
+import type { Spool } from "./db.ts";
+
+/** How long each kind of finished row is kept (spec 8). Dead batches have no entry: never. */
+export interface RetentionPolicy {
+  deliveredDays: number;
+  attemptsDays: number;
+  droppedDays: number;
+  issuesDays: number;
+  /** The source's dedup_window_s; sources no longer in the config get the default. */
+  dedupWindowS: (source: string) => number;
+}
+
+/** Rows one pass deleted, per table (batches counts delivered and dropped together). */
+export interface RetentionCounts {
+  batches: number;
+  events: number;
+  attempts: number;
+  dedup: number;
+  issues: number;
+}
+
+export interface RetentionOptions {
+  /** At most this many rows deleted per transaction (DESIGN.md: 1,000). */
+  batchSize?: number;
+}
+
+/** spec 7: the window of a source that does not set dedup_window_s (or is gone from the config). */
+export const DEFAULT_DEDUP_WINDOW_S = 86400;
+export const RETENTION_BATCH_SIZE = 1000;
+const DAY_S = 86400;
+
+/** The parts of a loaded config the policy reads; Config satisfies it. */
+export interface RetentionSettings {
+  retention: { delivered_days: number; attempts_days: number; dropped_days: number; issues_days: number };
+  sources: Record<string, { dedup_window_s?: number }>;
+  bobbins?: Record<string, { dedup_window_s?: number }>;
+}
+
+/** The policy of a config: its retention section and each source's (or bobbin instance's) window. */
+export function policyFromConfig(cfg: RetentionSettings): RetentionPolicy {
+  const r = cfg.retention;
+  return {
+    deliveredDays: r.delivered_days,
+    attemptsDays: r.attempts_days,
+    droppedDays: r.dropped_days,
+    issuesDays: r.issues_days,
+    dedupWindowS: (source) => cfg.sources[source]?.dedup_window_s ?? cfg.bobbins?.[source]?.dedup_window_s ?? DEFAULT_DEDUP_WINDOW_S,
+  };
+}
+
+const Q = {
+  // Oldest first through batches_delivered (state, delivered_at). A dropped batch's delivered_at
+  // is when it was dropped (operator.ts). Dead batches are never selected (spec 8).
+  finished: `SELECT id FROM batches WHERE state = $state AND delivered_at < $cutoff
+    ORDER BY delivered_at, id LIMIT $limit`,
+  eventCount: "SELECT COUNT(*) AS n FROM events WHERE batch_id = ?",
+  deleteEvents: "DELETE FROM events WHERE batch_id = ?",
+  // A batch with more events than one transaction may delete loses them a chunk at a time.
+  deleteSomeEvents: "DELETE FROM events WHERE id IN (SELECT id FROM events WHERE batch_id = ? ORDER BY id LIMIT ?)",
+  // The state is checked again: only a delivered or dropped batch is ever deleted.
+  deleteBatch: "DELETE FROM batches WHERE id = ? AND state IN ('delivered', 'dropped')",
+  // Attempts have no foreign key and outlive their batches; a running attempt is never touched.
+  deleteAttempts: `DELETE FROM attempts WHERE id IN (
+    SELECT id FROM attempts WHERE started_at < $cutoff AND finished_at IS NOT NULL ORDER BY started_at, id LIMIT $limit)`,
+  // The sources present in dedup, one index probe each rather than a scan of every row.
+  nextDedupSource: "SELECT MIN(source) AS source FROM dedup WHERE source > ?",
+  deleteDedup: `DELETE FROM dedup WHERE rowid IN (
+    SELECT rowid FROM dedup WHERE source = $source AND seen_at < $cutoff ORDER BY seen_at LIMIT $limit)`,
+  deleteIssues: `DELETE FROM issues WHERE id IN (
+    SELECT id FROM issues WHERE state IN ('resolved', 'ignored') AND last_at < $cutoff ORDER BY last_at, id LIMIT $limit)`,
+  checkpoint: "PRAGMA wal_checkpoint(TRUNCATE)",
+} as const;
+
+/** Let timers and requests run between two transactions. */
+const yieldToLoop = () => new Promise<void>((resolve) => setImmediate(resolve));
+
+/** Run `step` in BEGIN IMMEDIATE transactions until one deletes nothing; yields between them. */
+async function inChunks(db: Database, step: () => number): Promise<void> {
+  const tx = db.transaction(() => {
+    const n = step();
+    testHook("retention.before_commit");
+    return n;
+  });
+  while (tx.immediate() > 0) await yieldToLoop();
+}
+
+/**
+ * Delete delivered or dropped batches whose delivered_at is before `cutoff`, with their events,
+ * oldest first. A batch goes with its events in one transaction when it fits in the budget;
+ * one with more events than a whole transaction may delete has them deleted in chunks first.
+ */
+async function deleteFinishedBatches(db: Database, state: "delivered" | "dropped", cutoff: number, size: number, counts: RetentionCounts): Promise<void> {
+  await inChunks(db, () => {
+    let budget = size;
+    for (const { id } of db.query<{ id: number }, Record<string, string | number>>(Q.finished).all({ state, cutoff, limit: size })) {
+      const n = db.query<{ n: number }, [number]>(Q.eventCount).get(id)?.n ?? 0;
+      if (n + 1 > budget) {
+        if (budget === size) {
+          // Alone it is still too big: take a full transaction's worth of its events.
+          counts.events += db.query(Q.deleteSomeEvents).run(id, budget).changes;
+          budget = 0;
+        }
+        break;
+      }
+      counts.events += db.query(Q.deleteEvents).run(id).changes;
+      const gone = db.query(Q.deleteBatch).run(id).changes;
+      counts.batches += gone;
+      budget -= n + gone;
+    }
+    return size - budget;
+  });
+}
+
+async function deleteBy(db: Database, sql: string, params: Record<string, string | number>, add: (n: number) => void): Promise<void> {
+  await inChunks(db, () => {
+    const n = db.query(sql).run(params).changes;
+    add(n);
+    return n;
+  });
+}
+
+function dedupSources(db: Database): string[] {
+  const out: string[] = [];
+  let s = db.query<{ source: string | null }, [string]>(Q.nextDedupSource).get("")?.source ?? null;
+  // "" sorts first among TEXT values; an empty source name cannot be enqueued (validateNewEvent).
+  while (s !== null) {
+    out.push(s);
+    s = db.query<{ source: string | null }, [string]>(Q.nextDedupSource).get(s)?.source ?? null;
+  }
+  return out;
+}
+
+/**
+ * Run one retention pass at `now` (spec 8): delivered batches with their events and raw bodies
+ * after deliveredDays; dropped batches after droppedDays; finished attempts by started_at after
+ * attemptsDays; dedup rows older than their source's window; resolved and ignored issues after
+ * issuesDays. Dead batches (quarantine included) and unfinished batches are never deleted.
+ * Each transaction deletes at most batchSize rows; the WAL is checkpointed (TRUNCATE) after.
+ */
+export async function runRetention(spool: Spool, policy: RetentionPolicy, now: number, opts: RetentionOptions = {}): Promise<RetentionCounts> {
+  const size = Math.max(1, Math.floor(opts.batchSize ?? RETENTION_BATCH_SIZE));
+  const db = spool.db;
+  const counts: RetentionCounts = { batches: 0, events: 0, attempts: 0, dedup: 0, issues: 0 };
+  await deleteFinishedBatches(db, "delivered", now - policy.deliveredDays * DAY_S, size, counts);
+  await deleteFinishedBatches(db, "dropped", now - policy.droppedDays * DAY_S, size, counts);
+  await deleteBy(db, Q.deleteAttempts, { cutoff: now - policy.attemptsDays * DAY_S, limit: size }, (n) => {
+    counts.attempts += n;
+  });
+  for (const source of dedupSources(db)) {
+    const window = policy.dedupWindowS(source);
+    if (!Number.isFinite(window)) continue;
+    await deleteBy(db, Q.deleteDedup, { source, cutoff: now - window, limit: size }, (n) => {
+      counts.dedup += n;
+    });
+  }
+  await deleteBy(db, Q.deleteIssues, { cutoff: now - policy.issuesDays * DAY_S, limit: size }, (n) => {
+    counts.issues += n;
+  });
+  checkpoint(spool);
+  return counts;
+}
+
+/** How long the checkpoint may wait for writers and readers; an hour later there is another. */
+const CHECKPOINT_WAIT_MS = 2000;
+
+/**
+ * PRAGMA wal_checkpoint(TRUNCATE): copy the WAL into the database and empty it. TRUNCATE waits
+ * (busy handler) for writers and old readers, and bun:sqlite waits synchronously, so the wait
+ * is capped well below the connection's busy_timeout; busy = true means it gave up this time.
+ */
+export function checkpoint(spool: Spool): { busy: boolean; log: number; checkpointed: number } {
+  const db = spool.db;
+  const saved = db.query<{ timeout: number }, []>("PRAGMA busy_timeout").get()?.timeout ?? 0;
+  db.run(`PRAGMA busy_timeout = ${Math.min(saved, CHECKPOINT_WAIT_MS)}`);
+  try {
+    const r = db.query<{ busy: number; log: number; checkpointed: number }, []>(Q.checkpoint).get();
+    return { busy: (r?.busy ?? 0) !== 0, log: r?.log ?? 0, checkpointed: r?.checkpointed ?? 0 };
+  } finally {
+    db.run(`PRAGMA busy_timeout = ${saved}`);
+  }
+}
+
+/**
+ * VACUUM, for `hookspool prune --vacuum` only (spec 8): rebuilds the file, which needs about
+ * twice its size free and holds the write lock throughout; then truncates the WAL it filled.
+ */
+export function vacuum(spool: Spool): void {
+  spool.db.run("VACUUM");
+  checkpoint(spool);
+}
