@@ -1,0 +1,319 @@
+// hookspool check (spec 15, and every "check refuses/warns" sentence of the spec): load the
+// config as strictly as an operator's pre-flight should, then run every rule over it. Each
+// problem names the key to fix and how; nothing here ever prints a secret's value.
+import { readFileSync, statSync, type Stats } from "node:fs";
+import { dirname, isAbsolute, resolve } from "node:path";
+import { parse as parseToml } from "smol-toml";
+import { isHookspoolError } from "../errors.ts";
+import { isLoopback } from "../intake/request.ts";
+import { loadSources } from "../intake/sources.ts";
+import { openSpool, quickCheck, requireCurrentSchema, schemaVersion, type Spool } from "../store/db.ts";
+import { LATEST_SCHEMA } from "../store/migrations.ts";
+import { type PluginFacts, routeProblems } from "./check-routes.ts";
+import { ConfigError, type Env, expandPath, loadConfig, parseConfig } from "./load.ts";
+import { isTable, quoteKey } from "./parse.ts";
+import { describeSecretRef, resolveSecret } from "./secrets.ts";
+import type { Config, ConfigProblem, LoadedConfig, Paths, SecretRef } from "./types.ts";
+
+export interface CheckDeps {
+  /** The environment the services run with: { env } secret refs, HOME for ~. */
+  env: Env;
+  cwd: string;
+  /** The user hookspool runs as: code loaded by path must be owned by root or this uid. */
+  uid: number;
+}
+
+export interface CheckInput {
+  config: Config;
+  paths: Paths;
+  /** The TOML document as written, without defaults: which keys the operator set. */
+  raw: Record<string, unknown>;
+}
+
+export interface CheckFileOptions {
+  /** --home, --config */
+  home?: string;
+  config?: string;
+  env?: Env;
+  cwd?: string;
+  uid?: number;
+}
+
+export interface CheckReport {
+  /** The config file checked (it may not exist), or null when none is at the default place. */
+  file: string | null;
+  /** Errors first, then warnings. */
+  problems: ConfigProblem[];
+}
+
+const problem = (level: ConfigProblem["level"], key: string, message: string, hint?: string): ConfigProblem => ({ level, key, message, hint });
+
+/**
+ * Check the config a command with these flags would load. Loading problems (TOML, types,
+ * unknown keys, validate.ts's rules) are all reported; the other rules need a config that
+ * loads, so they run only then.
+ */
+export async function checkConfigFile(opts: CheckFileOptions = {}): Promise<CheckReport> {
+  const env = opts.env ?? process.env;
+  const cwd = opts.cwd ?? process.cwd();
+  const deps: CheckDeps = { env, cwd, uid: opts.uid ?? process.getuid?.() ?? 0 };
+  let loaded: LoadedConfig;
+  try {
+    loaded = loadConfig({ home: opts.home, config: opts.config, env, cwd });
+  } catch (e) {
+    if (e instanceof ConfigError) return { file: e.file ?? null, problems: finish(everyLoadProblem(e)) };
+    if (isHookspoolError(e)) return { file: e.file ?? null, problems: [problem("error", e.key ?? e.file ?? "config", e.message, e.hint)] };
+    throw e;
+  }
+  const file = loaded.paths.config;
+  const raw = file ? rawDocument(file) : {};
+  const notes = file ? [] : [problem("warning", "config", `no config file at the default place; every key has its default`, "hookspool init writes a starter config")];
+  const rules = await checkConfig({ config: loaded.config, paths: loaded.paths, raw }, deps);
+  return { file: file ?? opts.config ?? null, problems: finish([...loaded.problems.map(relevel), ...notes, ...rules]) };
+}
+
+/** Spec 15: unknown keys are errors in check (warnings at run time); other warnings stay warnings. */
+function relevel(p: ConfigProblem): ConfigProblem {
+  return p.level === "warning" && p.message === "unknown key" ? { ...p, level: "error" } : p;
+}
+
+/**
+ * A failed load lists only its errors. Loading again with strict: true lists the warnings too
+ * (escalated); the ones the first load did not call errors are put back to warnings.
+ */
+function everyLoadProblem(e: ConfigError): ConfigProblem[] {
+  const errors = new Set(e.problems.map((p) => `${p.key}\n${p.message}`));
+  let all = e.problems;
+  try {
+    parseConfig(readFileSync(e.file as string, "utf8"), e.file as string, { strict: true });
+  } catch (strict) {
+    if (strict instanceof ConfigError) all = strict.problems;
+  }
+  return all.map((p) => (errors.has(`${p.key}\n${p.message}`) ? p : relevel({ ...p, level: "warning" })));
+}
+
+function rawDocument(file: string): Record<string, unknown> {
+  try {
+    const doc = parseToml(readFileSync(file, "utf8"));
+    return isTable(doc) ? doc : {};
+  } catch {
+    return {};
+  }
+}
+
+/** One problem per key and message (the worse level wins), errors first, in the order found. */
+function finish(problems: ConfigProblem[]): ConfigProblem[] {
+  const seen = new Map<string, ConfigProblem>();
+  for (const p of problems) {
+    const id = `${p.key}\n${p.message}`;
+    const had = seen.get(id);
+    if (!had) seen.set(id, p);
+    else if (had.level === "warning" && p.level === "error") seen.set(id, { ...had, level: "error", hint: had.hint ?? p.hint });
+  }
+  const all = [...seen.values()];
+  return [...all.filter((p) => p.level === "error"), ...all.filter((p) => p.level === "warning")];
+}
+
+/** Every rule of spec 15 over a loaded config. Reads files and the database; changes nothing. */
+export async function checkConfig(input: CheckInput, deps: CheckDeps): Promise<ConfigProblem[]> {
+  const { config, paths } = input;
+  const configDir = paths.config ? dirname(paths.config) : deps.cwd;
+  const code = codePathRules(config, configDir, deps);
+  const plugins = await loadPlugins(config, configDir, paths.config ?? "config.toml", code.unsafe, deps);
+  return finish([
+    ...code.problems,
+    ...plugins.problems,
+    ...secretRules(config, deps),
+    ...routeProblems(config, plugins.facts, deps),
+    ...intakeRules(config, input.raw),
+    ...databaseRules(paths.db),
+  ]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Plugins and code loaded by path (spec 14.1, 14.3.6)
+
+function statOrNull(path: string): Stats | null {
+  try {
+    return statSync(path);
+  } catch {
+    return null;
+  }
+}
+
+/** Spec 14.3.6: a regular file or directory, not group/other-writable, owned by root or us. */
+function codePathProblem(path: string, want: "file" | "directory", uid: number): { message: string; hint?: string } | null {
+  const st = statOrNull(path);
+  if (st === null) return { message: `no ${want} at ${path}` };
+  if (want === "file" && !st.isFile()) return { message: `${path} is not a regular file` };
+  if (want === "directory" && !st.isDirectory()) return { message: `${path} is not a directory` };
+  if (st.mode & 0o022) return { message: `${path} is writable by group/other: anyone who can write it runs code as hookspool`, hint: `chmod go-w ${path}` };
+  if (st.uid !== 0 && st.uid !== uid) return { message: `${path} is owned by uid ${st.uid}, not root or the user hookspool runs as (uid ${uid})`, hint: `chown root ${path}` };
+  return null;
+}
+
+function codePathRules(config: Config, configDir: string, deps: CheckDeps): { problems: ConfigProblem[]; unsafe: Set<string> } {
+  const problems: ConfigProblem[] = [];
+  const unsafe = new Set<string>();
+  for (const [name, src] of Object.entries(config.sources)) {
+    if (!src.module) continue;
+    // A relative module is resolved against the config file's directory, as the intake does.
+    const path = isAbsolute(src.module) ? src.module : resolve(configDir, src.module);
+    const bad = codePathProblem(path, "file", deps.uid);
+    if (bad) {
+      problems.push(problem("error", `sources.${quoteKey(name)}.module`, bad.message, bad.hint));
+      unsafe.add(name);
+    }
+  }
+  config.spool.bobbin_path.forEach((entry, i) => {
+    const key = `spool.bobbin_path[${i}]`;
+    const path = entry.startsWith("~") ? expandPath(entry, deps.cwd, deps.env) : entry;
+    if (!isAbsolute(path)) return problems.push(problem("error", key, `${entry} is not an absolute path`, "code is loaded by absolute path only"));
+    const bad = codePathProblem(path, "directory", deps.uid);
+    if (bad) problems.push(problem("error", key, bad.message, bad.hint));
+  });
+  return { problems, unsafe };
+}
+
+/** Import every plugin, one source at a time so one broken module does not hide the others. */
+async function loadPlugins(config: Config, configDir: string, file: string, skip: Set<string>, deps: CheckDeps): Promise<{ problems: ConfigProblem[]; facts: Map<string, PluginFacts> }> {
+  const problems: ConfigProblem[] = [];
+  const facts = new Map<string, PluginFacts>();
+  for (const [name, src] of Object.entries(config.sources)) {
+    if (skip.has(name)) continue;
+    try {
+      const loaded = await loadSources({ ...config, sources: { [name]: src } }, { configDir, env: deps.env, file });
+      const plugin = loaded.get(name)?.plugin;
+      if (!plugin) continue;
+      facts.set(name, {
+        action: typeof plugin.action === "string" ? plugin.action : undefined,
+        dynamicAction: typeof plugin.action === "function",
+        span: plugin.span,
+        eventHeader: plugin.eventHeader,
+      });
+    } catch (e) {
+      if (!(e instanceof ConfigError)) throw e;
+      problems.push(...e.problems.map((p) => ({ ...p, level: "error" as const })));
+    }
+  }
+  return { problems, facts };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Secrets (spec 10)
+
+/** A secret reference, or (ref null) a script's env_file, which holds secrets too. */
+interface SecretUse {
+  key: string;
+  ref: SecretRef | null;
+  path?: string;
+  resolve: boolean;
+}
+
+function secretUses(config: Config): SecretUse[] {
+  const out: SecretUse[] = [];
+  for (const [name, src] of Object.entries(config.sources)) {
+    for (const [s, ref] of Object.entries(src.secrets ?? {})) out.push({ key: `sources.${quoteKey(name)}.secrets.${quoteKey(s)}`, ref, resolve: true });
+  }
+  for (const [name, b] of Object.entries(config.bobbins)) {
+    for (const [s, ref] of Object.entries(b.secrets ?? {})) out.push({ key: `bobbins.${quoteKey(name)}.secrets.${quoteKey(s)}`, ref, resolve: true });
+  }
+  // A destination's check() resolves its own secrets (and knows whsec_); here only mode and env.
+  for (const [name, d] of Object.entries(config.destinations)) {
+    const key = `destinations.${quoteKey(name)}`;
+    if (d.secret) out.push({ key: `${key}.secret`, ref: d.secret, resolve: false });
+    const previous = d.secret_previous === undefined ? [] : Array.isArray(d.secret_previous) ? d.secret_previous : [d.secret_previous];
+    previous.forEach((ref, i) => out.push({ key: Array.isArray(d.secret_previous) ? `${key}.secret_previous[${i}]` : `${key}.secret_previous`, ref, resolve: false }));
+    if (d.env_file) out.push({ key: `${key}.env_file`, ref: null, path: d.env_file, resolve: false });
+  }
+  return out;
+}
+
+/** Every reference resolves (readable, non-empty); files are private; env refs do not rotate. */
+function secretRules(config: Config, deps: CheckDeps): ConfigProblem[] {
+  const out: ConfigProblem[] = [];
+  for (const { key, ref, path: envFile, resolve: read } of secretUses(config)) {
+    if (read && ref) {
+      try {
+        resolveSecret(ref, deps.env);
+      } catch (e) {
+        // resolveSecret's message names the reference, never the value.
+        if (!isHookspoolError(e)) throw e;
+        out.push(problem("error", key, e.message, e.hint));
+        continue;
+      }
+    }
+    if (ref && "env" in ref) {
+      out.push(problem("warning", key, `${describeSecretRef(ref)}: env references do not rotate without a restart`, "use { file = ... } or { env_file = ..., key = ... } to rotate without a restart"));
+      continue;
+    }
+    const path = ref === null ? (envFile as string) : "file" in ref ? ref.file : ref.env_file;
+    const st = statOrNull(path);
+    if (st && st.mode & 0o077) {
+      out.push(problem("warning", key, `${path} is readable by group/other (mode ${(st.mode & 0o777).toString(8).padStart(4, "0")})`, `chmod 600 ${path}`));
+    }
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The intake (spec 10: loopback only; DESIGN.md: threads is accepted and ignored)
+
+function intakeRules(config: Config, raw: Record<string, unknown>): ConfigProblem[] {
+  const out: ConfigProblem[] = [];
+  const { listen, allow_non_loopback } = config.intake;
+  if (listen.startsWith("unix:")) {
+    if (!listen.slice(5).startsWith("/")) out.push(problem("error", "intake.listen", `"${listen}": a unix socket needs an absolute path`));
+  } else {
+    const m = /^(?:\[([^\]]+)\]|([^:]+)):(\d{1,5})$/.exec(listen);
+    if (!m || Number(m[3]) > 65535) {
+      out.push(problem("error", "intake.listen", `"${listen}" is not host:port or unix:/path`));
+    } else {
+      const host = m[1] ?? m[2];
+      if (host !== "localhost" && !isLoopback(host)) {
+        if (allow_non_loopback) out.push(problem("warning", "intake.listen", `${host} is not a loopback address: the reverse proxy should own the network`, "bind 127.0.0.1 behind the proxy"));
+        else out.push(problem("error", "intake.listen", `${host} is not a loopback address; the intake refuses to bind it`, "bind 127.0.0.1 behind the reverse proxy, or set intake.allow_non_loopback = true if you mean it"));
+      }
+    }
+  }
+  const intake = raw.intake;
+  if (isTable(intake) && Object.hasOwn(intake, "threads")) {
+    out.push(problem("warning", "intake.threads", "is accepted and ignored: Bun serves every request on one event loop", "remove the key"));
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The database (spec 12: check is the intake's ExecStartPre, so corruption stops the start)
+
+function corrupt(e: unknown): boolean {
+  const code = String((e as { code?: unknown }).code ?? "");
+  const msg = e instanceof Error ? e.message : String(e);
+  return /SQLITE_(CORRUPT|NOTADB)/.test(code) || /malformed|not a database|corrupt/i.test(msg);
+}
+
+function databaseRules(path: string): ConfigProblem[] {
+  const hint = "restore from backup; hookspool export reads what is still readable; never start fresh automatically";
+  if (statOrNull(path) === null) return [problem("warning", "spool.db", `no spool yet at ${path}; hookspool migrate creates it`)];
+  let spool: Spool | null = null;
+  try {
+    spool = openSpool(path, { create: false, busyTimeoutS: 10 });
+    const bad = quickCheck(spool.db);
+    if (bad.length) return [problem("error", "spool.db", `database corrupt: ${bad.slice(0, 3).join("; ")}${bad.length > 3 ? ` (and ${bad.length - 3} more)` : ""}`, hint)];
+    const version = schemaVersion(spool.db);
+    // check is both units' ExecStartPre: an older schema must not stop the dispatcher, which
+    // migrates it at startup (spec 17); the intake refuses it on its own (exit 2).
+    if (version < LATEST_SCHEMA) {
+      return [problem("warning", "spool.db", `schema ${version} is older than this hookspool (${LATEST_SCHEMA})`, "the dispatcher migrates it at startup, or run hookspool migrate; the intake refuses it until then")];
+    }
+    requireCurrentSchema(spool);
+    return [];
+  } catch (e) {
+    if (isHookspoolError(e, "E_SCHEMA")) return [problem("error", "spool.db", e.message, e.hint)];
+    if (corrupt(e)) return [problem("error", "spool.db", `database corrupt: ${(e as Error).message}`, hint)];
+    if (isHookspoolError(e)) return [problem("error", "spool.db", e.message, e.hint)];
+    return [problem("error", "spool.db", `cannot open ${path}: ${e instanceof Error ? e.message : String(e)}`)];
+  } finally {
+    spool?.close();
+  }
+}

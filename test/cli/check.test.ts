@@ -1,0 +1,188 @@
+// hookspool check and reload (spec 15, 16): the report's lines and exit codes, --json, secrets
+// never printed, and reload touching the config only when the check passes.
+import { describe, expect, test } from "bun:test";
+import { appendFileSync, chmodSync, closeSync, openSync, readFileSync, statSync, utimesSync, writeFileSync, writeSync } from "node:fs";
+import { join } from "node:path";
+import { renderUsage } from "citty";
+import { checkCommands } from "../../src/cli/check.ts";
+import { makeCli } from "../../src/cli/context.ts";
+import type { ConfigProblem } from "../../src/config/types.ts";
+import { openSpool } from "../../src/store/db.ts";
+import { cli, cliCommands } from "../helpers/cli.ts";
+import { tempDir } from "../helpers/tmp.ts";
+
+const SENTINEL = "s3ntinel-4b7e0d";
+
+interface Home {
+  home: string;
+  config: string;
+  db: string;
+}
+
+/** `hookspool init` in a temp dir: a starter config, its demo secret and script, a spool. */
+async function initHome(): Promise<Home> {
+  const home = join(tempDir(), "home");
+  expect(await cli(["--home", home, "init"])).toMatchObject({ code: 0, err: "" });
+  return { home, config: join(home, "config.toml"), db: join(home, "spool.db") };
+}
+
+function run(h: Home, argv: string[], env: Record<string, string> = {}) {
+  return cliCommands(checkCommands, ["--home", h.home, ...argv], { env: { HOME: h.home, ...env } });
+}
+
+/** Two errors (an unknown key, a route to quarantine) and one warning (intake.threads). */
+const BROKEN = `
+[intake]
+threads = 4
+lisen = "127.0.0.1:1"
+
+[[routes]]
+name = "q"
+source = "demo"
+destination = "quarantine"
+`;
+
+describe("hookspool check", () => {
+  test("a fresh home passes: exit 0 and a summary line", async () => {
+    const h = await initHome();
+    const r = await run(h, ["check"]);
+    expect(r).toMatchObject({ code: 0, err: "" });
+    expect(r.out).toBe(`${h.config}: 0 errors, 0 warnings\n`);
+  });
+
+  test("problems print as `level: key: what (how)`, errors first, then the counts; exit 2", async () => {
+    const h = await initHome();
+    appendFileSync(h.config, BROKEN);
+    const r = await run(h, ["check"]);
+    expect(r.code).toBe(2);
+    const lines = r.out.trimEnd().split("\n");
+    expect(lines).toEqual([
+      "error: intake.lisen: unknown key (did you mean listen?)",
+      'error: routes[0].destination: destination "quarantine": quarantine is reserved and never delivers',
+      "warning: intake.threads: is accepted and ignored: Bun serves every request on one event loop (remove the key)",
+      `${h.config}: 2 errors, 1 warning`,
+    ]);
+  });
+
+  test("warnings alone exit 0", async () => {
+    const h = await initHome();
+    appendFileSync(h.config, "\n[intake]\nthreads = 4\n");
+    const r = await run(h, ["check"]);
+    expect(r.code).toBe(0);
+    expect(r.out).toEndWith(": 0 errors, 1 warning\n");
+  });
+
+  test("--json prints the problem list", async () => {
+    const h = await initHome();
+    appendFileSync(h.config, BROKEN);
+    const r = await run(h, ["--json", "check"]);
+    expect(r.code).toBe(2);
+    const problems = JSON.parse(r.out) as ConfigProblem[];
+    expect(problems.map((p) => [p.level, p.key])).toEqual([
+      ["error", "intake.lisen"],
+      ["error", "routes[0].destination"],
+      ["warning", "intake.threads"],
+    ]);
+  });
+
+  test("a corrupt spool fails the check (it is the intake's ExecStartPre)", async () => {
+    const h = await initHome();
+    const spool = openSpool(h.db);
+    spool.db.run("CREATE TABLE filler (x TEXT)");
+    for (let i = 0; i < 200; i++) spool.db.run("INSERT INTO filler VALUES (?)", ["z".repeat(500)]);
+    spool.db.run("PRAGMA wal_checkpoint(TRUNCATE)");
+    spool.close();
+    const fd = openSync(h.db, "r+");
+    writeSync(fd, Buffer.alloc(8192, 0x5a), 0, 8192, Math.floor(statSync(h.db).size / 2 / 4096) * 4096);
+    closeSync(fd);
+    const r = await run(h, ["check"]);
+    expect(r.code).toBe(2);
+    expect(r.out).toContain("error: spool.db: database corrupt");
+  });
+
+  test("a named config file that does not exist is an error", async () => {
+    const h = await initHome();
+    const r = await run(h, ["--config", join(h.home, "nope.toml"), "check"]);
+    expect(r.code).toBe(2);
+    expect(r.out).toContain("no config file here");
+  });
+
+  test("has --help text", async () => {
+    const { check, reload } = checkCommands(makeCli({ out() {}, err() {}, readStdin: async () => new Uint8Array(), env: {}, cwd: "/", isTTY: false }, { json: false }));
+    expect(await renderUsage(check)).toContain("ExecStartPre");
+    expect(await renderUsage(reload)).toContain("reload");
+  });
+});
+
+test("no secret value appears in any output", async () => {
+  const h = await initHome();
+  const secretFile = join(h.home, "secrets", "demo");
+  writeFileSync(secretFile, `${SENTINEL}\n`);
+  chmodSync(secretFile, 0o644);
+  writeFileSync(join(h.home, "subs.json"), JSON.stringify({ other: { secret: SENTINEL } }));
+  appendFileSync(
+    h.config,
+    `
+[hermes]
+subscriptions_path = "~/subs.json"
+
+[sources.env]
+template = { scheme = "static-token", header = "X-Token", key = "k" }
+secrets.secret = { env = "DEMO_TOKEN" }
+action = "hermes:missing"
+
+[destinations.web]
+type = "http"
+url = "https://example.invalid/hook"
+secret = { env = "DEMO_TOKEN" }
+`,
+  );
+  const env = { DEMO_TOKEN: `whsec_${SENTINEL}` };
+  const runs = [await run(h, ["check"], env), await run(h, ["--json", "check"], env), await run(h, ["reload"], env), await run(h, ["--json", "reload"], env)];
+  for (const r of runs) {
+    expect(r.code).toBe(2);
+    expect(r.out + r.err).not.toContain(SENTINEL);
+  }
+  expect(runs[0].out).toContain("readable by group/other");
+  expect(runs[0].out).toContain("env references do not rotate");
+  expect(readFileSync(secretFile, "utf8")).toContain(SENTINEL);
+});
+
+describe("hookspool reload", () => {
+  const OLD = 1_000_000;
+
+  test("touches the config when the check passes, and says so", async () => {
+    const h = await initHome();
+    utimesSync(h.config, OLD, OLD);
+    const before = Date.now();
+    const r = await run(h, ["reload"]);
+    expect(r).toMatchObject({ code: 0, err: "" });
+    expect(r.out).toContain(`touched ${h.config}`);
+    const mtime = statSync(h.config).mtimeMs;
+    expect(mtime).toBeGreaterThanOrEqual(before - 1000);
+    expect(mtime).toBeLessThanOrEqual(Date.now() + 1000);
+  });
+
+  test("leaves the config alone when the check fails: exit 2, the errors printed", async () => {
+    const h = await initHome();
+    appendFileSync(h.config, BROKEN);
+    utimesSync(h.config, OLD, OLD);
+    const r = await run(h, ["reload"]);
+    expect(r.code).toBe(2);
+    expect(r.out).toContain("error: routes[0].destination");
+    expect(r.out).toContain("not reloaded");
+    expect(statSync(h.config).mtimeMs).toBe(OLD * 1000);
+  });
+
+  test("--json says whether it reloaded", async () => {
+    const h = await initHome();
+    expect(JSON.parse((await run(h, ["--json", "reload"])).out)).toMatchObject({ reloaded: true, config: h.config, problems: [] });
+  });
+
+  test("exit 1 when there is no config file", async () => {
+    const home = join(tempDir(), "empty");
+    const r = await cliCommands(checkCommands, ["--home", home, "reload"]);
+    expect(r.code).toBe(1);
+    expect(r.err).toContain("no config file to reload");
+  });
+});
