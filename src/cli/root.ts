@@ -7,6 +7,11 @@ import { batchCommands } from "./batches.ts";
 import { type Cli, GLOBAL_ARGS, type Io, makeCli, splitGlobals } from "./context.ts";
 import { enqueueCommand } from "./enqueue.ts";
 import { initCommand } from "./init.ts";
+import { checkCommands } from "./check.ts";
+import { issuesCommand } from "./issues.ts";
+import { maintenanceCommands } from "./maintenance.ts";
+import { metricsCommand } from "./metrics.ts";
+import { operatorCommands } from "./operator.ts";
 import { migrateCommand } from "./migrate.ts";
 import { serviceCommands } from "./services.ts";
 import { sourceCommands } from "./source.ts";
@@ -25,6 +30,11 @@ export function rootCommand(cli: Cli): AnyCommand {
       enqueue: enqueueCommand(cli),
       ...batchCommands(cli),
       status: statusCommand(cli),
+      ...operatorCommands(cli),
+      issues: issuesCommand(cli),
+      metrics: metricsCommand(cli),
+      ...maintenanceCommands(cli),
+      ...checkCommands(cli),
       source: sourceCommands(cli),
       ...serviceCommands(cli),
     },
@@ -66,6 +76,8 @@ function rejectUnknownFlags(cmd: AnyCommand, argv: string[]): void {
 
 /** Nor may a stray word: `list dead` must not quietly list everything. */
 function rejectExtraPositionals(cmd: AnyCommand, argv: string[]): void {
+  // A verb that takes several ids (replay 3 4 5) says so in its meta.
+  if ((cmd.meta as { variadic?: boolean } | undefined)?.variadic) return;
   const defs = (cmd.args ?? {}) as ArgsDef;
   const declared = Object.values(defs).filter((d) => d.type === "positional").length;
   const { _: words } = parseArgs(argv, defs);

@@ -4,12 +4,13 @@ import { systemRng } from "../clock.ts";
 import type { LoadedConfig } from "../config/types.ts";
 import { makeDestination } from "../destinations/registry.ts";
 import { Dispatcher } from "../dispatch/loop.ts";
+import { Maintenance } from "../dispatch/maintenance.ts";
 import { HookspoolError } from "../errors.ts";
 import { Intake } from "../intake/server.ts";
 import { createLogger } from "../obs/log.ts";
 import { openSpool, quickCheck, type Spool } from "../store/db.ts";
 import { acquireLock, type FileLock } from "../store/lock.ts";
-import { instanceId } from "../store/meta.ts";
+import { effectiveNow, instanceId } from "../store/meta.ts";
 import { migrate } from "../store/migrate.ts";
 import { type Cli, GLOBAL_ARGS, loadFor } from "./context.ts";
 
@@ -82,6 +83,19 @@ function makeDispatcher(cli: Cli, loaded: LoadedConfig, spool: Spool): Dispatche
   });
 }
 
+/** The dispatcher's companion: liveness, alerts, the spool limit and hourly retention. */
+function makeMaintenance(cli: Cli, loaded: LoadedConfig, spool: Spool, dispatcher: Dispatcher): Maintenance {
+  return new Maintenance({
+    spool,
+    dbPath: loaded.paths.db,
+    config: () => dispatcher.currentConfig(),
+    now: () => effectiveNow(spool),
+    clock: cli.clock,
+    log: createLogger("maintenance", { clock: cli.clock }),
+    env: cli.io.env,
+  });
+}
+
 function intakeCommand(cli: Cli): CommandDef {
   return {
     meta: { name: "intake", description: "take webhooks on intake.listen (loopback) and spool them; never migrates" },
@@ -107,10 +121,13 @@ function dispatchCommand(cli: Cli): CommandDef {
       const loaded = loadFor(cli);
       const { spool, lock } = openForDispatch(cli, loaded);
       const dispatcher = makeDispatcher(cli, loaded, spool);
+      const maintenance = makeMaintenance(cli, loaded, spool, dispatcher);
       try {
         dispatcher.start();
+        maintenance.start();
         const sig = await stopSignal();
         createLogger("dispatch").info("stopping; letting in-flight attempts finish", { reason: sig });
+        await maintenance.stop();
         await dispatcher.stop();
         return 0;
       } finally {
@@ -129,14 +146,17 @@ function runCommand(cli: Cli): CommandDef {
       const loaded = loadFor(cli);
       const { spool, lock } = openForDispatch(cli, loaded);
       const dispatcher = makeDispatcher(cli, loaded, spool);
+      const maintenance = makeMaintenance(cli, loaded, spool, dispatcher);
       const log = createLogger("intake", { clock: cli.clock });
       const intake = new Intake({ loaded, loadOptions: loadOptions(cli), clock: cli.clock, log, env: cli.io.env, spool });
       try {
         await intake.start();
         dispatcher.start();
+        maintenance.start();
         const sig = await stopSignal();
         log.info("stopping", { reason: sig });
         await intake.stop();
+        await maintenance.stop();
         await dispatcher.stop();
         return 0;
       } finally {

@@ -55,3 +55,13 @@ export function destinationSettings(config: Config, name: string): DestinationSe
     table,
   };
 }
+
+/** Every destination the config names: source actions, route destinations, tables, bobbin outputs. */
+export function configuredDestinations(config: Config): Set<string> {
+  const out = new Set<string>(Object.keys(config.destinations));
+  for (const s of Object.values(config.sources)) if (s.action) out.add(s.action);
+  for (const r of config.routes) if (r.destination) out.add(r.destination);
+  for (const b of Object.values(config.bobbins)) for (const d of Object.values(b.outputs ?? {})) out.add(d);
+  out.delete(QUARANTINE);
+  return out;
+}

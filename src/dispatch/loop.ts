@@ -79,6 +79,11 @@ export class Dispatcher {
     this.instance = instanceId(o.spool.db);
   }
 
+  /** The config in force (it follows reloads). */
+  currentConfig(): Config {
+    return this.config;
+  }
+
   /** In-flight deliveries per destination (status, metrics). */
   inflightByDestination(): ReadonlyMap<string, number> {
     return this.inflight;

@@ -7,6 +7,7 @@ import { type Env, loadConfig, type LoadOptions } from "../config/load.ts";
 import type { Config, LoadedConfig } from "../config/types.ts";
 import { HookspoolError } from "../errors.ts";
 import type { Logger } from "../obs/log.ts";
+import { renderSpoolMetrics } from "../obs/metrics.ts";
 import { openSpool, requireCurrentSchema, type Spool } from "../store/db.ts";
 import { raiseIssue, resolveIssue } from "../store/issues.ts";
 import { Backpressure } from "./backpressure.ts";
@@ -143,7 +144,8 @@ export class Intake {
           return Response.json(doc, { status: code });
         }
         if (url.pathname === "/metrics" && req.method === "GET") {
-          return new Response(this.metrics.render(), { headers: { "Content-Type": "text/plain; version=0.0.4" } });
+          const tables = renderSpoolMetrics(this.spool as Spool, this.config, loaded.paths.db, { now: clock.now(), diskFree: this.backpressure?.freeReading() });
+          return new Response(this.metrics.render() + tables, { headers: { "Content-Type": "text/plain; version=0.0.4" } });
         }
         let instance: string | null = null;
         const m = /^\/hooks\/([^/]+)\/?$/.exec(url.pathname);

@@ -3,7 +3,7 @@ import type { Config } from "../config/types.ts";
 import { schemaVersion, type Spool } from "../store/db.ts";
 import { openIssueCount } from "../store/issues.ts";
 import { getMetaNumber } from "../store/meta.ts";
-import { countBatches, destinationNames, destinationRows, oldestPending, type StateCounts } from "../store/queries.ts";
+import { countBatches, destinationNames, destinationRows, leasedCounts, oldestPending, pollRows, type StateCounts } from "../store/queries.ts";
 import { diskFreeBytes, spoolBytes } from "./disk.ts";
 
 /** A dispatcher heartbeat older than this is reported as degraded (spec 11.1). */
@@ -25,6 +25,19 @@ export interface SourceStatus {
   silent?: boolean;
 }
 
+export interface PollStatus {
+  every_s: number | null;
+  next_at: number;
+  next_in_s: number;
+  last_tick_at: number | null;
+  delivered_at: number | null;
+  delivered_tick_at: number | null;
+  delivered_age_s: number | null;
+  pending: boolean;
+  skipped: number;
+  stale: boolean;
+}
+
 export interface StatusDoc {
   ok: boolean;
   degraded: string[];
@@ -35,6 +48,8 @@ export interface StatusDoc {
   oldest_pending_age_s: number | null;
   destinations: Record<string, DestinationStatus>;
   sources: Record<string, SourceStatus>;
+  /** Present when there are poll sources (spec 14.4). */
+  polls?: Record<string, PollStatus>;
   issues_open: number;
   spool_bytes: number;
   disk_free_bytes: number | null;
@@ -42,7 +57,7 @@ export interface StatusDoc {
 
 export interface StatusInputs {
   now: number;
-  /** In-flight deliveries per destination, when the caller is the dispatcher. */
+  /** In-flight deliveries per destination, when the caller is the dispatcher (else: leased rows). */
   inflight?: ReadonlyMap<string, number>;
   /** When the spool last proved writable (the intake's write probe), if known. */
   writableCheckedAt?: number | null;
@@ -75,11 +90,12 @@ export function buildStatus(spool: Spool, config: Config, dbPath: string, inp: S
 
   const pending = oldestPending(db);
   const rows = new Map(destinationRows(db).map((r) => [r.name, r]));
+  const leased = leasedCounts(db);
   const destinations: Record<string, DestinationStatus> = {};
   for (const name of destinationNames(db)) {
     const row = rows.get(name);
     const d: DestinationStatus = { state: row?.state ?? "closed", oldest_pending_age_s: age(now, pending.byDestination.get(name)) };
-    if (inp.inflight) d.inflight = inp.inflight.get(name) ?? 0;
+    d.inflight = inp.inflight?.get(name) ?? leased.get(name) ?? 0;
     if (row?.state === "open" || row?.state === "half_open") {
       if (row.opened_at !== null) d.opened_at = row.opened_at;
       if (row.cooldown_s !== null) d.cooldown_s = row.cooldown_s;
@@ -105,21 +121,45 @@ export function buildStatus(spool: Spool, config: Config, dbPath: string, inp: S
     sources[name] = s;
   }
 
+  const polls: Record<string, PollStatus> = {};
+  for (const p of pollRows(db)) {
+    const every = config.sources[p.instance]?.every_s ?? null;
+    const ref = p.delivered_at ?? p.created_at;
+    const stale = every !== null && now - ref > 3 * every;
+    if (stale) degraded.push(`poll ${p.instance}: stale`);
+    polls[p.instance] = {
+      every_s: every,
+      next_at: p.next_at,
+      next_in_s: round1(p.next_at - now),
+      last_tick_at: p.last_tick_at,
+      delivered_at: p.delivered_at,
+      delivered_tick_at: p.delivered_tick_at,
+      delivered_age_s: age(now, p.delivered_at),
+      pending: p.last_batch_state !== null && p.last_batch_state !== "delivered" && p.last_batch_state !== "dropped",
+      skipped: p.skipped,
+      stale,
+    };
+  }
+
   const diskFree = inp.diskFree !== undefined ? inp.diskFree : diskFreeBytes(dbPath);
   const hard = [...(inp.hard ?? [])];
   // The intake passes its own backpressure reading in `hard`; the CLI checks the disk here.
   if (inp.hard === undefined && diskFree !== null && diskFree < config.limits.min_free_bytes) hard.push(`spool: disk free ${diskFree} below limits.min_free_bytes`);
   const lastEnqueue = getMetaNumber(db, "last_enqueue_at");
+  // Writability is proven by the last enqueue or the intake's last probe write (spec 11.1).
+  const proven = inp.writableCheckedAt !== undefined ? inp.writableCheckedAt : Math.max(lastEnqueue ?? Number.NEGATIVE_INFINITY, getMetaNumber(db, "write_probe_at") ?? Number.NEGATIVE_INFINITY);
+  const writableAt = proven === null || proven === Number.NEGATIVE_INFINITY ? null : proven;
   const doc: StatusDoc = {
     ok: hard.length === 0 && degraded.length === 0,
     degraded: [...hard, ...degraded],
     schema: schemaVersion(db),
     dispatcher: { alive, heartbeat_age_s: heartbeatAge, pid: getMetaNumber(db, "dispatcher_pid") },
-    spool: { last_enqueue_age_s: age(now, lastEnqueue), writable_checked_age_s: age(now, inp.writableCheckedAt ?? null) },
+    spool: { last_enqueue_age_s: age(now, lastEnqueue), writable_checked_age_s: age(now, writableAt) },
     batches,
     oldest_pending_age_s: age(now, pending.overall),
     destinations,
     sources,
+    ...(Object.keys(polls).length ? { polls } : {}),
     issues_open: openIssueCount(db),
     spool_bytes: spoolBytes(dbPath),
     disk_free_bytes: diskFree,

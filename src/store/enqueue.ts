@@ -5,7 +5,7 @@ import { HookspoolError } from "../errors.ts";
 import { testHook } from "../testhook.ts";
 import { contentHash, batchContent } from "./content.ts";
 import type { Spool } from "./db.ts";
-import { raiseIssueTx } from "./issues.ts";
+import { raiseIssueTx, resolveDeadIssuesTx } from "./issues.ts";
 import { setMeta } from "./meta.ts";
 import { replayDeadTx, sealBatchTx } from "./transitions.ts";
 
@@ -88,7 +88,7 @@ export function validateNewEvent(ev: NewEvent): void {
 
 const Q = {
   findDedup: "SELECT event_id, seen_at, dup_count FROM dedup WHERE source = ? AND dedup_id = ?",
-  dedupTarget: "SELECT b.id AS batch_id, b.state FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.id = ?",
+  dedupTarget: "SELECT b.id AS batch_id, b.state, b.destination FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.id = ?",
   bumpDedup: "UPDATE dedup SET dup_count = dup_count + 1 WHERE source = ? AND dedup_id = ?",
   putDedup: `INSERT INTO dedup (source, dedup_id, event_id, seen_at, dup_count) VALUES ($source, $dedup, $event, $now, $dups)
     ON CONFLICT (source, dedup_id) DO UPDATE SET event_id = excluded.event_id, seen_at = excluded.seen_at, dup_count = excluded.dup_count`,
@@ -162,10 +162,11 @@ export function enqueueTx(db: Database, ev: NewEvent, now: number): EnqueueResul
   if (ev.dedupId !== null) {
     const seen = db.query<{ event_id: number; seen_at: number; dup_count: number }, [string, string]>(Q.findDedup).get(ev.source, ev.dedupId);
     if (seen && now - seen.seen_at < ev.dedupWindowS) {
-      const target = db.query<{ batch_id: number; state: string }, [number]>(Q.dedupTarget).get(seen.event_id);
+      const target = db.query<{ batch_id: number; state: string; destination: string }, [number]>(Q.dedupTarget).get(seen.event_id);
       if (target?.state === "dead" && replayDeadTx(db, target.batch_id, now)) {
         // A redelivery of a dead batch's event is the operator asking for a retry (spec 7).
         db.query(Q.bumpDedup).run(ev.source, ev.dedupId);
+        resolveDeadIssuesTx(db, target.destination, now);
         return { status: "replayed", eventId: seen.event_id, batchId: target.batch_id };
       }
       if (target?.state !== "dropped") {

@@ -79,3 +79,82 @@ export function raiseIssue(spool: Spool, r: RaiseIssue): { id: number; opened: b
 export function resolveIssue(spool: Spool, fingerprint: string, now: number): boolean {
   return spool.db.transaction(() => resolveIssueTx(spool.db, fingerprint, now)).immediate();
 }
+
+export function getIssue(db: Database, id: number): IssueRow | null {
+  return db.query<IssueRow, [number]>("SELECT * FROM issues WHERE id = ?").get(id);
+}
+
+/** Issues, newest activity first; by default the ones still needing attention. */
+export function listIssues(db: Database, f: { state?: IssueState | "all" } = {}): IssueRow[] {
+  if (f.state === "all") return db.query<IssueRow, []>("SELECT * FROM issues ORDER BY last_at DESC, id DESC").all();
+  if (f.state) return db.query<IssueRow, [string]>("SELECT * FROM issues WHERE state = ? ORDER BY last_at DESC, id DESC").all(f.state);
+  return db.query<IssueRow, []>("SELECT * FROM issues WHERE state IN ('open', 'acked') ORDER BY last_at DESC, id DESC").all();
+}
+
+const OPERATOR: Record<"ack" | "resolve" | "ignore", { to: IssueState; from: IssueState[] }> = {
+  ack: { to: "acked", from: ["open"] },
+  resolve: { to: "resolved", from: ["open", "acked"] },
+  // spec 11.4: ignored never alerts or reopens; use sparingly
+  ignore: { to: "ignored", from: ["open", "acked", "resolved"] },
+};
+
+/** hookspool issues ack|resolve|ignore <id>: false when the issue is not in a state the verb applies to. */
+export function setIssueState(spool: Spool, id: number, verb: keyof typeof OPERATOR, now: number): IssueRow | "missing" | "nothing" {
+  const t = OPERATOR[verb];
+  return spool.db
+    .transaction(() => {
+      const row = getIssue(spool.db, id);
+      if (!row) return "missing" as const;
+      if (!t.from.includes(row.state)) return "nothing" as const;
+      spool.db.query("UPDATE issues SET state = ?, last_at = MAX(last_at, ?) WHERE id = ?").run(t.to, now, id);
+      return getIssue(spool.db, id) as IssueRow;
+    })
+    .immediate();
+}
+
+/** Open issues that have not alerted yet (each alerts once, again only after a reopen). */
+export function issuesToAlert(db: Database): IssueRow[] {
+  return db.query<IssueRow, []>("SELECT * FROM issues WHERE state = 'open' AND alerted_at IS NULL ORDER BY first_at, id").all();
+}
+
+/**
+ * May an alert of `kind` go out now (at most one per rate_limit_s per kind, spec 11.4)? A
+ * refusal is counted in alerts.suppressed; the issue stays unalerted and goes out later.
+ */
+export function alertSlotFree(spool: Spool, kind: string, now: number, rateLimitS: number): boolean {
+  return spool.db
+    .transaction(() => {
+      const row = spool.db.query<{ last_at: number }, [string]>("SELECT last_at FROM alerts WHERE kind = ?").get(kind);
+      if (!row || now - row.last_at >= rateLimitS || now < row.last_at) return true;
+      spool.db.query("UPDATE alerts SET suppressed = suppressed + 1 WHERE kind = ?").run(kind);
+      return false;
+    })
+    .immediate();
+}
+
+/** The alert for this issue went out (its command exited 0, or dry mode recorded it). */
+export function markAlerted(spool: Spool, issueId: number, kind: string, now: number): void {
+  spool.db
+    .transaction(() => {
+      spool.db.query("UPDATE issues SET alerted_at = ? WHERE id = ?").run(now, issueId);
+      spool.db.query("INSERT INTO alerts (kind, last_at) VALUES (?, ?) ON CONFLICT (kind) DO UPDATE SET last_at = excluded.last_at").run(kind, now);
+    })
+    .immediate();
+}
+
+const DEAD_CLASSES: [string, string][] = [
+  ["permanent", "permanent"],
+  ["poison", "poison"],
+  ["batch", "exhausted"],
+];
+
+/**
+ * spec 11.4: a permanent, poison or exhausted issue resolves only when the dead batches behind it
+ * are replayed or dropped. Call after replay or drop of a destination's batches.
+ */
+export function resolveDeadIssuesTx(db: Database, destination: string, now: number): void {
+  for (const [lastClass, reasonClass] of DEAD_CLASSES) {
+    const left = db.query<{ n: number }, [string, string]>("SELECT COUNT(*) AS n FROM batches WHERE state = 'dead' AND destination = ? AND last_class = ?").get(destination, lastClass);
+    if ((left?.n ?? 0) === 0) resolveIssueTx(db, `delivery:${destination}:${reasonClass}`, now);
+  }
+}

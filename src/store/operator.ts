@@ -5,7 +5,7 @@ import { HookspoolError } from "../errors.ts";
 import { batchContent, computeContentHash, contentHash } from "./content.ts";
 import type { Spool } from "./db.ts";
 import { enqueueTx, type EnqueueResult, type NewEvent } from "./enqueue.ts";
-import { resolveIssueTx } from "./issues.ts";
+import { resolveDeadIssuesTx, resolveIssueTx } from "./issues.ts";
 import { replayDeadTx } from "./transitions.ts";
 
 interface BatchHead {
@@ -57,6 +57,7 @@ export function replayBatch(spool: Spool, id: number, now: number, reclassify?: 
       if (b.state !== "dead") throw wrongState(b, "replay", "dead");
       if (b.destination !== "quarantine") {
         replayDeadTx(db, id, now);
+        resolveDeadIssuesTx(db, b.destination, now);
         return { batchId: id, kind: "replayed" };
       }
       if (!reclassify) throw new HookspoolError("E_CONFIG", `batch ${id} is a quarantine batch; replaying it needs the source plugin`);
@@ -129,11 +130,14 @@ export function dropBatches(spool: Spool, ids: number[], now: number): void {
   const db = spool.db;
   db.transaction(() => {
     const sources = new Set<string>();
+    const destinations = new Set<string>();
     for (const id of ids) {
       const b = head(db, id);
       dropTx(db, b, now, "dropped", "dropped by operator");
       if (b.destination === "quarantine") sources.add(b.source);
+      else destinations.add(b.destination);
     }
+    for (const d of destinations) resolveDeadIssuesTx(db, d, now);
     for (const s of sources) {
       if ((db.query<{ n: number }, [string]>(QUARANTINE_LEFT).get(s)?.n ?? 0) === 0) resolveIssueTx(db, `config:plugin:${s}`, now);
     }

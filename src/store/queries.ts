@@ -171,3 +171,46 @@ export function destinationNames(db: Database): string[] {
     .all()
     .map((r) => r.d);
 }
+
+export interface PollRow {
+  instance: string;
+  next_at: number;
+  last_tick_at: number | null;
+  last_batch_id: number | null;
+  delivered_at: number | null;
+  delivered_tick_at: number | null;
+  skipped: number;
+  created_at: number;
+  /** The state of the last tick's batch, when it still exists. */
+  last_batch_state: BatchState | null;
+}
+
+/** The poll schedule (spec 14.4), with the state of each instance's last tick batch. */
+export function pollRows(db: Database): PollRow[] {
+  return db
+    .query<PollRow, []>("SELECT p.*, b.state AS last_batch_state FROM polls p LEFT JOIN batches b ON b.id = p.last_batch_id ORDER BY p.instance")
+    .all();
+}
+
+/** Attempts started since `since`, per destination, outcome and class (metrics, spec 11.2). */
+export function attemptCounts(db: Database, since: number): { destination: string; outcome: string; klass: string; n: number; duration_ms: number }[] {
+  return db
+    .query<{ destination: string; outcome: string; klass: string; n: number; duration_ms: number }, [number]>(
+      `SELECT destination, COALESCE(outcome, 'running') AS outcome, COALESCE(klass, '') AS klass, COUNT(*) AS n, COALESCE(SUM(duration_ms), 0) AS duration_ms
+       FROM attempts WHERE started_at >= ? GROUP BY 1, 2, 3 ORDER BY 1, 2, 3`,
+    )
+    .all(since);
+}
+
+/** Batches delivered since `since`, per destination. */
+export function deliveredCounts(db: Database, since: number): { destination: string; n: number }[] {
+  return db
+    .query<{ destination: string; n: number }, [number]>("SELECT destination, COUNT(*) AS n FROM batches WHERE state = 'delivered' AND delivered_at >= ? GROUP BY 1 ORDER BY 1")
+    .all(since);
+}
+
+/** Leased batches per destination: what is in flight, as any process can see it. */
+export function leasedCounts(db: Database): Map<string, number> {
+  const rows = db.query<{ destination: string; n: number }, []>("SELECT destination, COUNT(*) AS n FROM batches WHERE state = 'leased' GROUP BY destination").all();
+  return new Map(rows.map((r) => [r.destination, r.n]));
+}

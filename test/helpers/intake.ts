@@ -77,3 +77,36 @@ export async function startIntake(config: string, opts: StartOptions = {}): Prom
     },
   };
 }
+
+/**
+ * A real intake over an existing, migrated home (a rig's, say), so the intake and the tables
+ * another part of the test wrote are one spool. Its config.toml must listen on port 0.
+ */
+export async function startIntakeIn(home: string, opts: { clock?: FakeClock; env?: Record<string, string>; diskFree?: (path: string) => number | null } = {}): Promise<TestIntake> {
+  const clock = opts.clock ?? new FakeClock(T0);
+  const env = { PATH: process.env.PATH, HOME: process.env.HOME, ...(opts.env ?? {}) };
+  const loadOptions = { home, env, cwd: home };
+  const loaded = loadConfig(loadOptions);
+  const intake = new Intake({ loaded, loadOptions, clock, log: createLogger("intake", { clock }), env, diskFree: opts.diskFree });
+  await intake.start();
+  const db = openSpool(join(home, "spool.db"), { clock });
+  const url = intake.url;
+  return {
+    url,
+    home,
+    clock,
+    intake,
+    db,
+    secretFile(name, value) {
+      const p = join(home, `secret-${name}`);
+      writeFileSync(p, value, { mode: 0o600 });
+      return p;
+    },
+    post: (path, body, headers = {}) => fetch(`${url}${path}`, { method: "POST", body, headers }),
+    count: (table, where = "1") => (db.db.query(`SELECT COUNT(*) AS n FROM ${table} WHERE ${where}`).get() as { n: number }).n,
+    async stop() {
+      await intake.stop();
+      db.close();
+    },
+  };
+}

@@ -1,0 +1,21 @@
+// hookspool metrics: the table-derived part of GET /metrics (spec 11.2), for a cron or a textfile collector.
+import type { CommandDef } from "citty";
+import { renderSpoolMetrics } from "../obs/metrics.ts";
+import { type Cli, GLOBAL_ARGS, loadFor, openExisting } from "./context.ts";
+
+export function metricsCommand(cli: Cli): CommandDef {
+  return {
+    meta: { name: "metrics", description: "print the /metrics gauges computed from the spool (Prometheus text)" },
+    args: { ...GLOBAL_ARGS },
+    run() {
+      const { config, paths } = loadFor(cli);
+      const spool = openExisting(cli, paths.db);
+      try {
+        cli.io.out(renderSpoolMetrics(spool, config, paths.db, { now: cli.clock.now() }).trimEnd());
+        return 0;
+      } finally {
+        spool.close();
+      }
+    },
+  };
+}

@@ -1,0 +1,249 @@
+// The operator's verbs over batches and destinations (spec 16): replay, retry, split, exclude,
+// drop, pause, resume. Every one is a named store transition; nothing here writes SQL.
+import { dirname } from "node:path";
+import { userInfo } from "node:os";
+import type { CommandDef } from "citty";
+import { configuredDestinations } from "../config/destinations.ts";
+import type { Config } from "../config/types.ts";
+import { HookspoolError } from "../errors.ts";
+import { classify } from "../intake/pipeline.ts";
+import { makeRequest } from "../intake/request.ts";
+import { loadSources } from "../intake/sources.ts";
+import type { Spool } from "../store/db.ts";
+import { pauseDestination, resumeDestination } from "../store/destinations.ts";
+import { raiseIssue, resolveIssue } from "../store/issues.ts";
+import { deadBatchIds, dropBatches, excludeEvents, type Reclassify, replayBatch, retryNow, splitBatch } from "../store/operator.ts";
+import { destinationNames, getBatch } from "../store/queries.ts";
+import { type Cli, GLOBAL_ARGS, loadFor, openExisting, positiveInt } from "./context.ts";
+import { parseSince } from "./time.ts";
+
+/** Positional words after the verb (citty keeps them in `_`). */
+function words(args: { _: string[] }): string[] {
+  return args._.map(String);
+}
+
+function say(cli: Cli, json: unknown, text: string): void {
+  cli.io.out(cli.globals.json ? JSON.stringify(json) : text);
+}
+
+/** Run `fn` with an open spool (never migrating) and the loaded config. */
+async function withSpool<T>(cli: Cli, fn: (spool: Spool, config: Config, configFile: string | null) => T | Promise<T>): Promise<T> {
+  const { config, paths } = loadFor(cli);
+  const spool = openExisting(cli, paths.db);
+  try {
+    return await fn(spool, config, paths.config);
+  } finally {
+    spool.close();
+  }
+}
+
+/** Classify a quarantined request again through the source's (fixed) plugin (spec 9). */
+async function reclassifier(cli: Cli, config: Config, configFile: string | null, source: string): Promise<Reclassify> {
+  const sources = await loadSources(config, { configDir: dirname(configFile ?? cli.io.cwd), env: cli.io.env, file: configFile ?? "config.toml" });
+  const src = sources.get(source);
+  if (!src) throw new HookspoolError("E_CONFIG", `source ${source} has no plugin to classify its quarantined requests with`, { key: `sources.${source}` });
+  return (req) => {
+    const wire = makeRequest({ method: "POST", url: `/hooks/${source}`, headers: Object.entries(req.headers), body: req.raw, peer: "replay", now: req.receivedAt });
+    return classify(config, src, wire).event;
+  };
+}
+
+function replayCommand(cli: Cli): CommandDef {
+  return {
+    meta: { name: "replay", description: "dead -> retry, due now, attempts reset; a quarantine batch is classified again through its plugin", variadic: true } as CommandDef["meta"],
+    args: {
+      ...GLOBAL_ARGS,
+      dead: { type: "boolean", description: "every dead batch (bulk retry), narrowed by the flags below" },
+      destination: { type: "string", description: "with --dead: only this destination (quarantine: quarantined requests)" },
+      source: { type: "string", description: "with --dead: only this source" },
+      since: { type: "string", description: "with --dead: only batches whose last event is this recent (Unix s, ISO date, or 24h)" },
+    },
+    async run({ args }) {
+      const ids = words(args as { _: string[] }).map((w) => positiveInt(w, "batch"));
+      if (args.dead && ids.length) throw new HookspoolError("E_USAGE", "give batch ids or --dead, not both");
+      if (!args.dead && (args.destination || args.source || args.since)) throw new HookspoolError("E_USAGE", "--destination, --source and --since go with --dead");
+      if (!args.dead && ids.length === 0) throw new HookspoolError("E_USAGE", "give batch ids, or --dead");
+      return withSpool(cli, async (spool, config, file) => {
+        const now = cli.clock.now();
+        const targets = args.dead
+          ? deadBatchIds(spool.db, { destination: args.destination, source: args.source, since: args.since ? parseSince(String(args.since), now) : undefined })
+          : ids;
+        if (targets.length === 0) {
+          say(cli, { replayed: [] }, "no dead batches match");
+          return 1;
+        }
+        const results: unknown[] = [];
+        let code = 0;
+        for (const id of targets) {
+          try {
+            const b = getBatch(spool.db, id);
+            const re = b?.destination === "quarantine" && b.state === "dead" ? await reclassifier(cli, config, file, b.source) : undefined;
+            const r = replayBatch(spool, id, now, re);
+            results.push(r);
+            if (!cli.globals.json) {
+              if (r.kind === "replayed") cli.io.out(`batch ${id}: dead -> retry, due now`);
+              else cli.io.out(`batch ${id}: quarantined request(s) classified again and queued; the quarantine batch is marked reclassified`);
+            }
+          } catch (e) {
+            // A plugin that still throws on a quarantined request leaves it quarantined (the
+            // replay is one transaction); only the exception's class is reported.
+            const message = e instanceof HookspoolError ? e.message : `the source plugin still cannot classify it (${e instanceof Error ? e.name : typeof e}); nothing changed`;
+            code = Math.max(code, e instanceof HookspoolError ? e.exitCode : 1);
+            results.push({ batchId: id, error: message });
+            cli.io.err(`hookspool: batch ${id}: ${message}`);
+          }
+        }
+        if (cli.globals.json) cli.io.out(JSON.stringify({ replayed: results }));
+        else cli.io.out("note: a replayed batch re-enters its key's queue by its first event, so it delivers out of order (spec 6.1)");
+        return code;
+      });
+    },
+  };
+}
+
+function retryCommand(cli: Cli): CommandDef {
+  return {
+    meta: { name: "retry", description: "a batch in retry becomes due now (skip the backoff)" },
+    args: { ...GLOBAL_ARGS, batch: { type: "positional", description: "batch id", required: true } },
+    run({ args }) {
+      const id = positiveInt(args.batch, "batch");
+      return withSpool(cli, (spool) => {
+        retryNow(spool, id, cli.clock.now());
+        say(cli, { batch: id, due: "now" }, `batch ${id}: due now`);
+        return 0;
+      });
+    },
+  };
+}
+
+function splitCommand(cli: Cli): CommandDef {
+  return {
+    meta: { name: "split", description: "cut a sealed, retry or dead batch into consecutive pieces; the original is dropped (result split)" },
+    args: {
+      ...GLOBAL_ARGS,
+      batch: { type: "positional", description: "batch id", required: true },
+      "max-events": { type: "string", description: "at most N events per piece" },
+      "max-bytes": { type: "string", description: "at most B bytes per piece (an event larger than B gets a piece of its own)" },
+      at: { type: "string", description: "the second piece starts at this event id" },
+    },
+    run({ args }) {
+      const id = positiveInt(args.batch, "batch");
+      const opt = (k: string) => (args[k] === undefined ? undefined : positiveInt(args[k], `--${k}`));
+      return withSpool(cli, (spool) => {
+        const pieces = splitBatch(spool, id, { maxEvents: opt("max-events"), maxBytes: opt("max-bytes"), at: opt("at") }, cli.clock.now());
+        say(cli, { batch: id, pieces }, `batch ${id}: split into ${pieces.map((p) => `#${p}`).join(", ")} (sealed, due now); batch ${id} is dropped with result split`);
+        return 0;
+      });
+    },
+  };
+}
+
+function requireYes(args: { yes?: boolean }, what: string): void {
+  if (!args.yes) throw new HookspoolError("E_USAGE", `${what} changes what will be delivered; pass --yes to confirm`);
+}
+
+function excludeCommand(cli: Cli): CommandDef {
+  return {
+    meta: { name: "exclude", description: "leave events out of a batch's document (they stay stored and listed); content_hash is recomputed", variadic: true } as CommandDef["meta"],
+    args: {
+      ...GLOBAL_ARGS,
+      batch: { type: "positional", description: "batch id", required: true },
+      yes: { type: "boolean", description: "confirm" },
+    },
+    run({ args }) {
+      const id = positiveInt(args.batch, "batch");
+      const events = words(args as { _: string[] })
+        .slice(1)
+        .map((w) => positiveInt(w, "event id"));
+      if (events.length === 0) throw new HookspoolError("E_USAGE", "give the event ids to exclude (hookspool show <batch> --events lists them)");
+      requireYes(args as { yes?: boolean }, "exclude");
+      return withSpool(cli, (spool) => {
+        excludeEvents(spool, id, events, cli.clock.now());
+        const b = getBatch(spool.db, id);
+        say(cli, { batch: id, excluded: events, content_hash: b?.content_hash }, `batch ${id}: excluded event(s) ${events.join(", ")}; content_hash ${b?.content_hash ?? "-"}`);
+        return 0;
+      });
+    },
+  };
+}
+
+function dropCommand(cli: Cli): CommandDef {
+  return {
+    meta: { name: "drop", description: "discard batches deliberately (open, sealed, retry or dead); never automatic", variadic: true } as CommandDef["meta"],
+    args: { ...GLOBAL_ARGS, yes: { type: "boolean", description: "confirm" } },
+    run({ args }) {
+      const ids = words(args as { _: string[] }).map((w) => positiveInt(w, "batch"));
+      if (ids.length === 0) throw new HookspoolError("E_USAGE", "give the batch ids to drop");
+      requireYes(args as { yes?: boolean }, "drop");
+      return withSpool(cli, (spool) => {
+        dropBatches(spool, ids, cli.clock.now());
+        say(cli, { dropped: ids }, `dropped batch(es) ${ids.join(", ")}`);
+        return 0;
+      });
+    },
+  };
+}
+
+/** A destination the config names, or one the spool has batches or state for (a typo is not). */
+function knownDestination(spool: Spool, config: Config, name: string): boolean {
+  if (name === "quarantine") return false;
+  return configuredDestinations(config).has(name) || destinationNames(spool.db).includes(name);
+}
+
+function pauseCommand(cli: Cli): CommandDef {
+  return {
+    meta: { name: "pause", description: "stop delivering to a destination (it keeps spooling) until resume" },
+    args: {
+      ...GLOBAL_ARGS,
+      destination: { type: "positional", description: "destination name", required: true },
+      reason: { type: "string", description: "why, for status and the issue" },
+    },
+    run({ args }) {
+      const name = String(args.destination);
+      return withSpool(cli, (spool, config) => {
+        const now = cli.clock.now();
+        if (!knownDestination(spool, config, name)) throw new HookspoolError("E_NOT_FOUND", `no destination ${name} in the config or the spool`, { hint: "hookspool status lists destinations" });
+        let user = "operator";
+        try {
+          user = userInfo().username;
+        } catch {
+          // no passwd entry: keep the generic name
+        }
+        const by = args.reason ? `${user}: ${String(args.reason).slice(0, 200)}` : user;
+        pauseDestination(spool, name, by, now);
+        // spec 11.4: operator pauses open or update a delivery issue
+        raiseIssue(spool, { fingerprint: `delivery:${name}:paused`, kind: "delivery", destination: name, error: `paused by ${by}`, now });
+        say(cli, { destination: name, state: "paused" }, `${name}: paused (spooling continues; hookspool resume ${name} to deliver again)`);
+        return 0;
+      });
+    },
+  };
+}
+
+function resumeCommand(cli: Cli): CommandDef {
+  return {
+    meta: { name: "resume", description: "deliver to a paused destination again (closed, counters reset)" },
+    args: { ...GLOBAL_ARGS, destination: { type: "positional", description: "destination name", required: true } },
+    run({ args }) {
+      const name = String(args.destination);
+      return withSpool(cli, (spool) => {
+        if (!resumeDestination(spool, name)) throw new HookspoolError("E_NOTHING", `${name} is not paused`);
+        resolveIssue(spool, `delivery:${name}:paused`, cli.clock.now());
+        say(cli, { destination: name, state: "closed" }, `${name}: resumed`);
+        return 0;
+      });
+    },
+  };
+}
+
+export function operatorCommands(cli: Cli): Record<string, CommandDef> {
+  return {
+    replay: replayCommand(cli),
+    retry: retryCommand(cli),
+    split: splitCommand(cli),
+    exclude: excludeCommand(cli),
+    drop: dropCommand(cli),
+    pause: pauseCommand(cli),
+    resume: resumeCommand(cli),
+  };
+}

@@ -1,0 +1,117 @@
+// The maintenance tick (spec 8, 11.4, 14.4): every 60 s liveness (source_silent), stale polls,
+// the spool limit and alerts; the retention pass once an hour. start() and stop() are safe twice.
+import type { Clock } from "../clock.ts";
+import type { Env } from "../config/load.ts";
+import type { Config } from "../config/types.ts";
+import { diskFreeBytes } from "../obs/disk.ts";
+import type { Logger } from "../obs/log.ts";
+import type { Spool } from "../store/db.ts";
+import { raiseIssue, resolveIssue } from "../store/issues.ts";
+import { getMetaNumber, setMeta } from "../store/meta.ts";
+import { pollRows } from "../store/queries.ts";
+import { policyFromConfig, runRetention } from "../store/retention.ts";
+import { runAlerts } from "./alerts.ts";
+
+export const MAINTENANCE_EVERY_S = 60;
+export const RETENTION_EVERY_S = 3600;
+
+export interface MaintenanceOptions {
+  spool: Spool;
+  dbPath: string;
+  /** The current config (the dispatcher reloads it). */
+  config(): Config;
+  /** now_eff, so a backwards clock step makes maintenance's time stand still too. */
+  now(): number;
+  clock: Clock;
+  log: Logger;
+  env: Env;
+  diskFree?: (path: string) => number | null;
+}
+
+export class Maintenance {
+  private timer: ReturnType<typeof setInterval> | null = null;
+  private running: Promise<void> | null = null;
+
+  constructor(private readonly o: MaintenanceOptions) {}
+
+  start(): void {
+    if (this.timer) return;
+    this.timer = setInterval(() => void this.tickOnce(), MAINTENANCE_EVERY_S * 1000);
+    setTimeout(() => void this.tickOnce(), 1000);
+  }
+
+  async stop(): Promise<void> {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = null;
+    await this.running;
+  }
+
+  private async tickOnce(): Promise<void> {
+    if (this.running) return;
+    this.running = this.tick()
+      .catch((e) => this.o.log.error("maintenance failed", { reason: (e as { code?: string }).code ?? (e as Error).name }))
+      .finally(() => {
+        this.running = null;
+      });
+    await this.running;
+  }
+
+  /** Open an issue on a condition's onset; a persisting condition does not count again every minute. */
+  private raiseOnce(fingerprint: string, kind: "source_silent" | "spool", error: string, now: number): void {
+    const row = this.o.spool.db.query<{ state: string }, [string]>("SELECT state FROM issues WHERE fingerprint = ?").get(fingerprint);
+    if (row && (row.state === "open" || row.state === "acked" || row.state === "ignored")) return;
+    raiseIssue(this.o.spool, { fingerprint, kind, error, now });
+    this.o.log.warn("issue opened", { reason: fingerprint });
+  }
+
+  /** One maintenance pass: liveness, polls, spool limit, alerts, and retention when due. */
+  async tick(): Promise<void> {
+    const { spool } = this.o;
+    const config = this.o.config();
+    const now = this.o.now();
+    this.liveness(config, now);
+    this.polls(config, now);
+    const free = (this.o.diskFree ?? diskFreeBytes)(this.o.dbPath);
+    if (free !== null && free < config.limits.min_free_bytes) this.raiseOnce("spool:min_free_bytes", "spool", `${free} bytes free, below limits.min_free_bytes (${config.limits.min_free_bytes})`, now);
+    else resolveIssue(spool, "spool:min_free_bytes", now);
+    await runAlerts({ spool, config, env: this.o.env, log: this.o.log, now });
+    const last = getMetaNumber(spool.db, "last_retention_at");
+    if (last === null || now - last >= RETENTION_EVERY_S) {
+      const counts = await runRetention(spool, policyFromConfig(config), now);
+      setMeta(spool.db, "last_retention_at", now);
+      this.o.log.info("retention pass", { reason: Object.entries(counts).map(([k, v]) => `${k}=${v}`).join(" ") });
+    }
+  }
+
+  /** spec 11.4: no event for longer than expect_every_s opens source_silent:<source>; the next event resolves it. */
+  private liveness(config: Config, now: number): void {
+    const db = this.o.spool.db;
+    for (const [name, src] of Object.entries(config.sources)) {
+      const fp = `source_silent:${name}`;
+      if (!(src.expect_every_s > 0) || src.kind === "poll") {
+        resolveIssue(this.o.spool, fp, now);
+        continue;
+      }
+      // Before the first event, the clock starts when the expectation was first seen.
+      let since = getMetaNumber(db, `source:${name}:last_event_at`) ?? getMetaNumber(db, `source:${name}:expected_since`);
+      if (since === null) {
+        setMeta(db, `source:${name}:expected_since`, now);
+        since = now;
+      }
+      if (now - since > src.expect_every_s) this.raiseOnce(fp, "source_silent", `no event for ${Math.round(now - since)}s (expect_every_s = ${src.expect_every_s})`, now);
+      else resolveIssue(this.o.spool, fp, now);
+    }
+  }
+
+  /** spec 14.4: no delivered tick for more than 3 x every_s opens poll:<i>:stale. */
+  private polls(config: Config, now: number): void {
+    for (const p of pollRows(this.o.spool.db)) {
+      const every = config.sources[p.instance]?.every_s;
+      if (!every) continue;
+      const fp = `poll:${p.instance}:stale`;
+      const ref = p.delivered_at ?? p.created_at;
+      if (now - ref > 3 * every) this.raiseOnce(fp, "source_silent", `no delivered tick for ${Math.round(now - ref)}s (every_s = ${every})`, now);
+      else resolveIssue(this.o.spool, fp, now);
+    }
+  }
+}

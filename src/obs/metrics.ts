@@ -1,0 +1,78 @@
+// GET /metrics and `hookspool metrics` (spec 11.2): Prometheus text, no dependency, nothing
+// persisted for it. Dispatcher figures are computed from the tables at scrape time and exposed as
+// gauges over the retention window, since a counter computed from a pruned table would not be
+// monotonic; the intake's own counters are added by the intake.
+import type { Config } from "../config/types.ts";
+import type { Spool } from "../store/db.ts";
+import { attemptCounts, deliveredCounts } from "../store/queries.ts";
+import { buildStatus } from "./status.ts";
+
+const STATE_VALUE: Record<string, number> = { closed: 0, half_open: 1, open: 2, paused: 3 };
+const DAY = 86400;
+
+function esc(v: string): string {
+  return v.replace(/\\/g, "\\\\").replace(/\n/g, "\\n").replace(/"/g, '\\"');
+}
+
+class Text {
+  readonly lines: string[] = [];
+  family(name: string, help: string, samples: [Record<string, string>, number | null][]): void {
+    this.lines.push(`# HELP ${name} ${help}`, `# TYPE ${name} gauge`);
+    for (const [labels, value] of samples) {
+      if (value === null || !Number.isFinite(value)) continue;
+      const l = Object.entries(labels)
+        .map(([k, v]) => `${k}="${esc(v)}"`)
+        .join(",");
+      this.lines.push(`${name}${l ? `{${l}}` : ""} ${value}`);
+    }
+  }
+}
+
+export interface MetricsInputs {
+  now: number;
+  inflight?: ReadonlyMap<string, number>;
+  diskFree?: number | null;
+}
+
+/** The table-derived metrics (every gauge of spec 11.2). */
+export function renderSpoolMetrics(spool: Spool, config: Config, dbPath: string, inp: MetricsInputs): string {
+  const { now } = inp;
+  const { doc } = buildStatus(spool, config, dbPath, { now, inflight: inp.inflight, diskFree: inp.diskFree, hard: [] });
+  const t = new Text();
+  const attempts = attemptCounts(spool.db, now - 30 * DAY);
+  t.family(
+    "hookspool_attempts_30d",
+    "Attempts started in the last 30 days, per destination, outcome and class.",
+    attempts.map((a) => [{ destination: a.destination, outcome: a.outcome, klass: a.klass }, a.n]),
+  );
+  t.family(
+    "hookspool_batches_delivered_7d",
+    "Batches delivered in the last 7 days, per destination.",
+    deliveredCounts(spool.db, now - 7 * DAY).map((d) => [{ destination: d.destination }, d.n]),
+  );
+  const perDest = new Map<string, { s: number; n: number }>();
+  for (const a of attempts) {
+    if (a.outcome === "running") continue;
+    const cur = perDest.get(a.destination) ?? { s: 0, n: 0 };
+    cur.s += a.duration_ms / 1000;
+    cur.n += a.n;
+    perDest.set(a.destination, cur);
+  }
+  t.family("hookspool_attempt_duration_seconds_sum_30d", "Total attempt time in the last 30 days, per destination.", [...perDest].map(([d, v]) => [{ destination: d }, Math.round(v.s * 1000) / 1000]));
+  t.family("hookspool_attempt_duration_seconds_count_30d", "Finished attempts in the last 30 days, per destination.", [...perDest].map(([d, v]) => [{ destination: d }, v.n]));
+  t.family("hookspool_batches", "Batches per state (quarantined apart from dead).", Object.entries(doc.batches).map(([s, n]) => [{ state: s }, n]));
+  t.family("hookspool_oldest_pending_age_seconds", "Age of the oldest batch still to deliver.", [[{}, doc.oldest_pending_age_s ?? 0]]);
+  const dests = Object.entries(doc.destinations);
+  t.family("hookspool_destination_state", "Breaker state: 0 closed, 1 half_open, 2 open, 3 paused.", dests.map(([d, s]) => [{ destination: d }, STATE_VALUE[s.state] ?? 0]));
+  t.family("hookspool_destination_oldest_pending_age_seconds", "Age of the oldest batch still to deliver, per destination.", dests.map(([d, s]) => [{ destination: d }, s.oldest_pending_age_s ?? 0]));
+  t.family("hookspool_issues_open", "Open and acked issues.", [[{}, doc.issues_open]]);
+  t.family("hookspool_spool_bytes", "Size of the database with its WAL.", [[{}, doc.spool_bytes]]);
+  t.family("hookspool_disk_free_bytes", "Free bytes on the spool's filesystem.", [[{}, doc.disk_free_bytes]]);
+  t.family("hookspool_dispatcher_heartbeat_age_seconds", "Seconds since the dispatcher's last heartbeat.", [[{}, doc.dispatcher.heartbeat_age_s]]);
+  t.family(
+    "hookspool_source_last_event_age_seconds",
+    "Seconds since each source's last event.",
+    Object.entries(doc.sources).map(([s, v]) => [{ source: s }, v.last_event_age_s]),
+  );
+  return `${t.lines.join("\n")}\n`;
+}
