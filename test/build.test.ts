@@ -57,6 +57,24 @@ test(
     expect(bad.code).toBe(2);
     expect(bad.err).toBe("hookspool: the payload is not valid JSON\n");
     expect(run(["--home", home, "show", "2"]).code).toBe(1);
+
+    // The operator verbs of spec 16, once through the binary.
+    const check = run(["--home", home, "check"]);
+    expect(check.code).toBe(0);
+    expect(check.out).toContain("0 errors");
+    expect(JSON.parse(run(["--home", home, "--json", "status"]).out)).toMatchObject({ schema: 3, batches: { open: 1 } });
+    expect(run(["--home", home, "metrics"]).out).toContain('hookspool_batches{state="open"} 1');
+    expect(run(["--home", home, "pause", "script:demo-log", "--reason", "test"]).code).toBe(0);
+    expect(run(["--home", home, "issues"]).out).toContain("delivery:script:demo-log:paused");
+    expect(run(["--home", home, "resume", "script:demo-log"]).code).toBe(0);
+    expect(run(["--home", home, "drop", "1"]).code).toBe(2);
+    expect(run(["--home", home, "drop", "1", "--yes"]).code).toBe(0);
+    expect(run(["--home", home, "replay", "1"]).code).toBe(1);
+    const exported = run(["--home", home, "export", "--state", "dropped"]);
+    expect(exported.code).toBe(0);
+    expect(JSON.parse(exported.out.trim())).toMatchObject({ batch: { id: 1, state: "dropped" } });
+    expect(run(["--home", home, "prune"]).code).toBe(0);
+    expect(run(["--home", home, "reload"]).code).toBe(0);
   },
   60_000,
 );

@@ -59,7 +59,7 @@ function lowerHeaders(headers: Iterable<[string, string]>): [string, string][] {
 export async function handleHook(d: PipelineDeps, input: HookInput): Promise<Answer> {
   const src = d.sources().get(input.instance);
   if (!src) return empty(404);
-  const { plugin, name } = src;
+  const { name } = src;
   const headers = lowerHeaders(input.headers);
   const get = (h: string) => headers.find(([k]) => k === h)?.[1] ?? null;
   const reject = (reason: RejectReason, answer: Answer, bytes?: number): Answer => {

@@ -8,7 +8,7 @@ import { checkCommands } from "../../src/cli/check.ts";
 import { makeCli } from "../../src/cli/context.ts";
 import type { ConfigProblem } from "../../src/config/types.ts";
 import { openSpool } from "../../src/store/db.ts";
-import { cli, cliCommands } from "../helpers/cli.ts";
+import { cli } from "../helpers/cli.ts";
 import { tempDir } from "../helpers/tmp.ts";
 
 const SENTINEL = "s3ntinel-4b7e0d";
@@ -27,7 +27,7 @@ async function initHome(): Promise<Home> {
 }
 
 function run(h: Home, argv: string[], env: Record<string, string> = {}) {
-  return cliCommands(checkCommands, ["--home", h.home, ...argv], { env: { HOME: h.home, ...env } });
+  return cli(["--home", h.home, ...argv], { env: { HOME: h.home, ...env } });
 }
 
 /** Two errors (an unknown key, a route to quarantine) and one warning (intake.threads). */
@@ -181,7 +181,7 @@ describe("hookspool reload", () => {
 
   test("exit 1 when there is no config file", async () => {
     const home = join(tempDir(), "empty");
-    const r = await cliCommands(checkCommands, ["--home", home, "reload"]);
+    const r = await cli(["--home", home, "reload"]);
     expect(r.code).toBe(1);
     expect(r.err).toContain("no config file to reload");
   });

@@ -1,18 +1,17 @@
 // hookspool prune [--vacuum] and hookspool export (spec 8, 16).
 import { describe, expect, test } from "bun:test";
 import { statSync } from "node:fs";
-import { maintenanceCommands } from "../../src/cli/maintenance.ts";
 import { claimBatch, markRetry } from "../../src/store/batches.ts";
 import { enqueueTx, quarantine } from "../../src/store/enqueue.ts";
-import { cliCommands } from "../helpers/cli.ts";
+import { cli } from "../helpers/cli.ts";
 import { copy, ev, payloadOf } from "../helpers/spool.ts";
 import { type Home, enqueueJson, initHome, oneErrorLine, withDb, withSpool } from "./home.ts";
 
 const DAY = 86400;
 
 /** Run prune or export against this home (the root does not list them yet). */
-function run(h: Home, argv: string[], opts: Parameters<typeof cliCommands>[2] = {}) {
-  return cliCommands(maintenanceCommands, ["--home", h.home, ...argv], opts);
+function run(h: Home, argv: string[], opts: Parameters<typeof cli>[1] = {}) {
+  return cli(["--home", h.home, ...argv], opts);
 }
 
 /** Deliver a batch behind the CLI's back, `daysAgo` days before the real clock. */

@@ -208,9 +208,6 @@ test("10,000 random operations agree with the model after every step", () => {
       .filter((b) => ACTIVE.includes(b.state))
       .sort((x, y) => x.id - y.id)
       .map((b) => [b.id, b.state, b.count, b.bytes, f(b.first_at), f(b.last_at), b.attempts, b.state === "retry" ? f(b.next_attempt_at) : "-", f(b.not_before), b.owner ?? "-", b.hash ?? "HASH"].join(","));
-  const active = db.query<{ id: number; state: string; content_hash: string | null }, []>(
-    "SELECT id, state, content_hash FROM batches WHERE state IN ('open', 'sealed', 'retry', 'leased') ORDER BY id",
-  );
   // Compared with Bun.deepEquals first and through expect only on a mismatch, so a failure
   // prints the step, the operation and the difference, and a pass costs no matcher per row.
   const same = (ctx: string, got: unknown, want: unknown) => {

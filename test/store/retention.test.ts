@@ -9,7 +9,7 @@ import { enqueue, quarantine } from "../../src/store/enqueue.ts";
 import { dropBatches, splitBatch } from "../../src/store/operator.ts";
 import { DEFAULT_DEDUP_WINDOW_S, policyFromConfig, type RetentionPolicy, runRetention } from "../../src/store/retention.ts";
 import { sealBatchTx } from "../../src/store/transitions.ts";
-import { copy, ev, freshSpool, T0 } from "../helpers/spool.ts";
+import { ev, freshSpool, T0 } from "../helpers/spool.ts";
 
 type TS = ReturnType<typeof freshSpool>;
 const DAY = 86400;
