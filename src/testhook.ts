@@ -1,6 +1,24 @@
-// Crash points (spec 18): when HOOKSPOOL_TEST_HOOK names a point, the process SIGKILLs itself there.
+// Crash points (spec 18): when HOOKSPOOL_TEST_HOOK names a point, the process SIGKILLs itself
+// there. With HOOKSPOOL_TEST_HOOK_ACTION=stop it SIGSTOPs instead, so a test can copy the
+// database files mid-transaction (the power-loss simulation) before killing it.
 
 const armed = process.env.HOOKSPOOL_TEST_HOOK || "";
+const action = process.env.HOOKSPOOL_TEST_HOOK_ACTION === "stop" ? "SIGSTOP" : "SIGKILL";
+
+/** Every crash point, so tests can check they cover them all. */
+export const CRASH_POINTS = [
+  "enqueue.after_copy.0",
+  "enqueue.after_copy.1",
+  "enqueue.before_commit",
+  "intake.after_commit",
+  "quarantine.before_commit",
+  "seal.before_commit",
+  "claim.before_commit",
+  "deliver.before_request",
+  "deliver.after_response",
+  "mark.before_commit",
+  "retention.before_commit",
+] as const;
 
 /**
  * Mark a crash point. `testHook("enqueue.before_commit")` kills the process when
@@ -8,6 +26,6 @@ const armed = process.env.HOOKSPOOL_TEST_HOOK || "";
  */
 export function testHook(point: string): void {
   if (armed !== "" && armed === point) {
-    process.kill(process.pid, "SIGKILL");
+    process.kill(process.pid, action);
   }
 }

@@ -4,18 +4,13 @@ import { join } from "node:path";
 import { FakeClock } from "../../src/clock.ts";
 import { loadConfig } from "../../src/config/load.ts";
 import { Intake } from "../../src/intake/server.ts";
-import { createLogger, setLogSink } from "../../src/obs/log.ts";
+import { createLogger } from "../../src/obs/log.ts";
 import { openSpool, type Spool } from "../../src/store/db.ts";
 import { migrate } from "../../src/store/migrate.ts";
 import { T0 } from "./spool.ts";
 import { tempDir } from "./tmp.ts";
 
-/** Every log line written by any logger in this test process (for the sentinel checks). */
-export const LOG_LINES: string[] = [];
-setLogSink((line) => {
-  LOG_LINES.push(line);
-  if (process.env.HOOKSPOOL_TEST_LOGS) process.stderr.write(`${line}\n`);
-});
+export { LOG_LINES } from "./logs.ts";
 
 export interface TestIntake {
   url: string;

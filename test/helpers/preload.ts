@@ -1,7 +1,14 @@
-// Loaded before every test file (bunfig.toml): hermetic defaults.
+// Loaded before every test file (bunfig.toml): hermetic defaults, and the sentinel check that
+// runs after every test of the suite: no log line may carry a planted secret or payload.
+import { afterEach } from "bun:test";
+import { assertNoSentinelInNewLogs } from "./logs.ts";
+
 process.env.HOOKSPOOL_ALERT_DRY = "1";
 process.env.TZ = "UTC";
 delete process.env.HOOKSPOOL_HOME;
 delete process.env.HOOKSPOOL_CONFIG;
 delete process.env.HOOKSPOOL_DB;
 delete process.env.HOOKSPOOL_TEST_HOOK;
+delete process.env.HOOKSPOOL_TEST_HOOK_ACTION;
+
+afterEach(() => assertNoSentinelInNewLogs());

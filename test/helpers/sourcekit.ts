@@ -5,10 +5,9 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { LOG_LINES, startIntake, type TestIntake } from "./intake.ts";
 
-/** Planted in every secret: must never reach a log line or the database. */
-export const SECRET_SENTINEL = "SECRETSENTINEL9c1f";
-/** Planted in every payload: stored in events, never logged. */
-export const PAYLOAD_SENTINEL = "PAYLOADSENTINEL4b7e";
+import { PAYLOAD_SENTINEL, SECRET_SENTINEL } from "./logs.ts";
+
+export { PAYLOAD_SENTINEL, SECRET_SENTINEL };
 
 export interface Signed {
   headers: Record<string, string>;
