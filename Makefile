@@ -36,5 +36,10 @@ docs: deps
 bench: build
 	bun scripts/bench/run.ts
 
+# The long soak (the 60 s one runs inside make test): make soak DURATION=3600
+DURATION ?= 3600
+soak: deps
+	bun scripts/soak.ts --duration $(DURATION)
+
 clean:
 	rm -rf dist node_modules/.deps-ok

@@ -161,7 +161,8 @@ export const CONFIG_FIELDS: Fields = {
         parallel: int("deliveries in flight at once, overall", 4, 1),
         poll_s: num("tick interval", 1.0),
         heartbeat_s: num("heartbeat and clock-guard interval", 10),
-        lease_grace_s: num("lease = timeout_s + this", 60),
+        // At least the 5 s the worker keeps between its deadline and the lease end (spec 6.2).
+        lease_grace_s: num("lease = timeout_s + this; at least 5 (the worker stops 5 s before its lease ends)", 60, 5),
         max_attempts: int("counted (batch-class) attempts before a batch is dead", 64, 1),
         backoff_base_s: num("first backoff step", 15),
         backoff_cap_s: num("longest backoff step", 300),

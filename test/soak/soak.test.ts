@@ -1,0 +1,25 @@
+// The 60 s soak inside make test (issue 6): real intake and dispatcher processes, kill -9 of
+// each, a flapping receiver and config reloads; the script asserts the promises and prints CPU
+// seconds and peak RSS. The hour-long run is `make soak DURATION=3600`.
+import { expect, test } from "bun:test";
+import { join } from "node:path";
+
+const SOAK_S = Number(process.env.HOOKSPOOL_SOAK_S ?? 60);
+
+test(`soak for ${SOAK_S} s: nothing lost, one content_hash per batch, bounds kept, nothing stuck`, async () => {
+  const p = Bun.spawn([process.execPath, join(import.meta.dir, "..", "..", "scripts", "soak.ts"), "--duration", String(SOAK_S)], { stdout: "pipe", stderr: "pipe" });
+  const [out, err, code] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text(), p.exited]);
+  const line = out.trim().split("\n").pop() ?? "";
+  let summary: { soak: { ok: boolean; failures: string[]; acked: number; kills: { intake: number; dispatch: number } } } | null = null;
+  try {
+    summary = JSON.parse(line);
+  } catch {
+    throw new Error(`the soak printed no summary (exit ${code}): ${err.slice(-800)}`);
+  }
+  console.log(line);
+  expect(summary?.soak.failures).toEqual([]);
+  expect(summary?.soak.ok).toBe(true);
+  expect(code).toBe(0);
+  expect(summary?.soak.acked).toBeGreaterThan(100);
+  if (SOAK_S >= 30) expect((summary?.soak.kills.intake ?? 0) + (summary?.soak.kills.dispatch ?? 0)).toBeGreaterThanOrEqual(3);
+}, (SOAK_S + 120) * 1000);
