@@ -64,6 +64,8 @@ export class Dispatcher {
   /** lease_owner values of live workers: the tick never recovers these (spec 6.2). */
   private readonly live = new Set<string>();
   private readonly workers = new Set<Promise<void>>();
+  /** Each live worker's deadline (now_eff terms) and how to stop it: a clock jump ends it at once. */
+  private readonly deadlines = new Map<string, { deadline: number; abort: () => void }>();
   private destinationCache = new Map<string, Destination | null>();
   private timer: ReturnType<typeof setTimeout> | null = null;
   private running = false;
@@ -168,6 +170,9 @@ export class Dispatcher {
     // Sealing is a property of the batch, not of the destination: before any gate (spec 5).
     sealReady(spool, now);
     recoverLeases(spool, { now, all: false, live: this.live });
+    // A worker's timer runs in real time; when the clock jumps forward its deadline may already
+    // have passed in now_eff terms, so it ends now as a transport failure (spec 6.2, 12).
+    for (const w of this.deadlines.values()) if (now >= w.deadline) w.abort();
     if (this.o.clock.now() - this.lastHeartbeat >= this.config.dispatch.heartbeat_s || this.o.clock.now() < this.lastHeartbeat) {
       writeHeartbeat(spool, now, this.pid);
       this.lastHeartbeat = this.o.clock.now();
@@ -237,6 +242,7 @@ export class Dispatcher {
       const ac = new AbortController();
       const ms = Math.max(0, (deadline - clock.now()) * 1000);
       const timer = setTimeout(() => ac.abort(new Error("deadline")), ms);
+      this.deadlines.set(claim.owner, { deadline, abort: () => ac.abort(new Error("deadline")) });
       testHook("deliver.before_request");
       try {
         o = await dest.deliver(doc.body, {
@@ -255,8 +261,10 @@ export class Dispatcher {
         o = outcome({ kind: "retry", klass: "transport", reason: "destination error", detail: (e as Error).name });
       } finally {
         clearTimeout(timer);
+        this.deadlines.delete(claim.owner);
       }
-      testHook("deliver.after_response");
+      // Issue 6: the receiver accepted it and the mark has not been written yet.
+      if (o.kind === "ok") testHook("deliver.after_response");
       if (o.kind === "ok" && o.emits.length) {
         try {
           emits = o.emits.map((e) => resolveEmit(this.config, e));

@@ -30,6 +30,7 @@ export interface MaintenanceOptions {
 
 export class Maintenance {
   private timer: ReturnType<typeof setInterval> | null = null;
+  private first: ReturnType<typeof setTimeout> | null = null;
   private running: Promise<void> | null = null;
 
   constructor(private readonly o: MaintenanceOptions) {}
@@ -37,12 +38,14 @@ export class Maintenance {
   start(): void {
     if (this.timer) return;
     this.timer = setInterval(() => void this.tickOnce(), MAINTENANCE_EVERY_S * 1000);
-    setTimeout(() => void this.tickOnce(), 1000);
+    this.first = setTimeout(() => void this.tickOnce(), 1000);
   }
 
   async stop(): Promise<void> {
     if (this.timer) clearInterval(this.timer);
+    if (this.first) clearTimeout(this.first);
     this.timer = null;
+    this.first = null;
     await this.running;
   }
 

@@ -149,8 +149,14 @@ export class Intake {
         }
         let instance: string | null = null;
         const m = /^\/hooks\/([^/]+)\/?$/.exec(url.pathname);
-        if (m) instance = decodeURIComponent(m[1]);
-        else instance = req.headers.get("x-hookspool-route");
+        if (m) {
+          try {
+            instance = decodeURIComponent(m[1]);
+          } catch {
+            // A malformed escape names no source: 404, never a 5xx (spec 9).
+            return new Response("", { status: 404 });
+          }
+        } else instance = req.headers.get("x-hookspool-route");
         if (!instance) return new Response("", { status: 404 });
         const peer = server.requestIP(req)?.address ?? "unix";
         const answer = await handleHook(deps, {
