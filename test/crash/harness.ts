@@ -1,0 +1,363 @@
+// The crash and power-loss suites' shared parts: a home whose config.toml has every source and
+// destination the cases need, a receiver that records (and verifies) every delivery, signed
+// requests, and real `hookspool` processes that are always killed when a case ends.
+import type { Database } from "bun:sqlite";
+import { createHmac } from "node:crypto";
+import { mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { Webhook } from "standardwebhooks";
+import { openSpool, type Spool } from "../../src/store/db.ts";
+import type { CRASH_POINTS } from "../../src/testhook.ts";
+import { type Hookspool, type Runtime, startHookspool, waitFor } from "../helpers/proc.ts";
+import { tempDir } from "../helpers/tmp.ts";
+
+export type CrashPoint = (typeof CRASH_POINTS)[number];
+export { waitFor };
+
+const IN_SECRET = "crash-inbound-secret";
+const OUT_SECRET = `whsec_${Buffer.from("crash-outbound-secret-bytes").toString("base64")}`;
+
+/** A batch document as the receiver (or the script) got it. */
+export interface Doc {
+  source: string;
+  route: string;
+  key: string;
+  batch_id: number;
+  delivery_id: string;
+  attempt: number;
+  count: number;
+  content_hash: string;
+  events: Record<string, unknown>[];
+  event_meta: { id: number; event_type: string; received_at: number; dedup_id: string | null }[];
+}
+
+export interface Delivery {
+  path: string;
+  webhookId: string;
+  batchHeader: string;
+  doc: Doc;
+}
+
+/** A stub HTTP destination: /deadend answers 422 (permanent), every other path 200. */
+export class Receiver {
+  readonly got: Delivery[] = [];
+  /** Deliveries that failed the signature check (the suite fails on any). */
+  readonly unverified: string[] = [];
+  private readonly server: ReturnType<typeof Bun.serve>;
+
+  constructor() {
+    const wh = new Webhook(OUT_SECRET);
+    const { got, unverified } = this;
+    this.server = Bun.serve({
+      hostname: "127.0.0.1",
+      port: 0,
+      async fetch(req) {
+        const path = new URL(req.url).pathname;
+        const body = await req.text();
+        const headers = Object.fromEntries(req.headers.entries());
+        // A stock Standard Webhooks check: what arrives is signed as spec 6.4 says.
+        let doc: Doc;
+        try {
+          doc = wh.verify(body, headers) as Doc;
+        } catch (e) {
+          unverified.push(`${path} batch ${headers["x-hookspool-batch"]}: ${(e as Error).message}`);
+          return new Response("bad signature", { status: 400 });
+        }
+        got.push({ path, webhookId: headers["webhook-id"], batchHeader: headers["x-hookspool-batch"], doc });
+        return new Response(path === "/deadend" ? "no" : "ok", { status: path === "/deadend" ? 422 : 200 });
+      },
+    });
+  }
+
+  get port(): number {
+    return this.server.port as number;
+  }
+
+  /** Deliveries of one batch, in arrival order. */
+  of(batchId: number): Delivery[] {
+    return this.got.filter((d) => d.doc.batch_id === batchId);
+  }
+
+  stop(): void {
+    this.server.stop(true);
+  }
+}
+
+/**
+ * The source the quarantine case needs: a module whose key() throws while <home>/broken exists
+ * (a plugin bug), so the same request quarantines before the fix and queues after it.
+ */
+function flakyModule(flag: string): string {
+  return `import { createHmac, timingSafeEqual } from "node:crypto";
+import { existsSync } from "node:fs";
+export default {
+  secrets: ["secret"],
+  authHeaders: ["x-sig"],
+  verify(req, secrets) {
+    const got = Buffer.from(req.header("x-sig") ?? "");
+    const want = Buffer.from("sha256=" + createHmac("sha256", secrets.get("secret")).update(req.body).digest("hex"));
+    return got.length === want.length && timingSafeEqual(got, want);
+  },
+  key(payload) {
+    if (existsSync(${JSON.stringify(flag)})) throw new TypeError("a plugin bug");
+    return String(payload.topic);
+  },
+  eventType: (payload) => String(payload.type ?? ""),
+};
+`;
+}
+
+/** A script destination: keeps each document it is given with its delivery id, then emits one event. */
+const WORKER = `#!/bin/sh
+out="$RUNS/$(date +%s%N)-$$.json"
+printf '{"env_delivery_id":"%s","doc":' "$HOOKSPOOL_DELIVERY_ID" > "$out"
+cat >> "$out"
+printf '}' >> "$out"
+printf '{"enqueue": {"source": "emitted", "key": "followup-%s", "event_type": "followup", "payload": {"from_batch": %s}}}\\n' "$HOOKSPOOL_BATCH_ID" "$HOOKSPOOL_BATCH_ID"
+`;
+
+/**
+ * One home for every case. Sources:
+ * - demo: dedup id from X-Id, a tee to mirror (two copies per request), "reject" events to deadend;
+ * - nodedup: no dedup id, like a Pub/Sub push;
+ * - slow / jobs: a 0.3 s quiet window, so the 2xx is long flushed when the dispatcher claims;
+ *   jobs goes to script:worker, whose emits land in source emitted;
+ * - flaky: the module above.
+ */
+function writeHome(home: string, port: number): void {
+  const secretFile = join(home, "in-secret");
+  writeFileSync(secretFile, IN_SECRET, { mode: 0o600 });
+  writeFileSync(join(home, "out-secret"), OUT_SECRET, { mode: 0o600 });
+  writeFileSync(join(home, "flaky.ts"), flakyModule(join(home, "broken")));
+  writeFileSync(join(home, "worker.sh"), WORKER, { mode: 0o755 });
+  mkdirSync(join(home, "runs"));
+  const template = (dedup: boolean) =>
+    `template = { scheme = "hmac-sha256-hex", header = "X-Sig", prefix = "sha256=", key = "topic", event_type = "type"${dedup ? `, dedup = "header:X-Id"` : ""} }
+secrets.secret = { file = "${secretFile}" }`;
+  const http = (name: string, path: string) => `[destinations.${name}]
+type = "http"
+url = "http://127.0.0.1:${port}${path}"
+allow_insecure = true
+secret = { file = "${join(home, "out-secret")}" }
+timeout_s = 2
+`;
+  writeFileSync(
+    join(home, "config.toml"),
+    `[intake]
+listen = "127.0.0.1:0"
+
+[dispatch]
+poll_s = 0.05
+heartbeat_s = 1
+backoff_base_s = 0.1
+backoff_cap_s = 0.4
+lease_grace_s = 5
+breaker = { trip_after = 3, cooldown_initial_s = 0.3, cooldown_max_s = 1 }
+
+[sources.demo]
+${template(true)}
+action = "receiver"
+
+[sources.nodedup]
+${template(false)}
+action = "receiver"
+
+[sources.slow]
+${template(true)}
+quiet_s = 0.3
+max_s = 1
+action = "receiver"
+
+[sources.jobs]
+${template(true)}
+quiet_s = 0.3
+max_s = 1
+action = "script:worker"
+
+[sources.flaky]
+module = "${join(home, "flaky.ts")}"
+secrets.secret = { file = "${secretFile}" }
+action = "receiver"
+
+[sources.emitted]
+action = "receiver"
+
+[[routes]]
+name = "demo-reject"
+source = "demo"
+match = { event_type = "reject" }
+destination = "deadend"
+
+[[routes]]
+name = "demo-mirror"
+source = "demo"
+destination = "mirror"
+tee = true
+
+${http("receiver", "/hook")}
+${http("mirror", "/mirror")}
+${http("deadend", "/deadend")}
+[destinations."script:worker"]
+argv = ["/bin/sh", "${join(home, "worker.sh")}"]
+timeout_s = 5
+env = { RUNS = "${join(home, "runs")}" }
+`,
+  );
+}
+
+/** One webhook as a sender makes it: the same bytes and headers on every retry. */
+export interface Hook {
+  source: string;
+  body: string;
+  dedupId?: string;
+}
+
+export function hook(source: string, payload: Record<string, unknown>, dedupId?: string): Hook {
+  return { source, body: JSON.stringify(payload), dedupId };
+}
+
+/** What the sender saw: a status and body, or a dropped connection (no response at all). */
+export type Answer = { status: number; body: string } | { dropped: string };
+
+export function statusOf(a: Answer): string {
+  return "dropped" in a ? `dropped (${a.dropped})` : `${a.status} ${a.body}`;
+}
+
+export interface StartOptions {
+  /** Arm HOOKSPOOL_TEST_HOOK at this point. */
+  hook?: CrashPoint;
+  /** SIGSTOP there instead of SIGKILL (the power-loss simulation). */
+  stop?: boolean;
+  env?: Record<string, string>;
+}
+
+/** One crash case: a home, a receiver, and every process it starts, all torn down by close(). */
+export class Scene {
+  readonly home = tempDir("hookspool-crash-");
+  readonly receiver = new Receiver();
+  readonly dbPath: string;
+  private readonly procs: Hookspool[] = [];
+  private spool: Spool | null = null;
+
+  constructor(readonly runtime: Runtime = "bun") {
+    writeHome(this.home, this.receiver.port);
+    this.dbPath = join(this.home, "spool.db");
+  }
+
+  /** Start `hookspool <argv>`; for run and intake, wait until it listens. */
+  async start(argv: string[] = ["run"], o: StartOptions = {}): Promise<{ hs: Hookspool; port: number }> {
+    const env: Record<string, string> = { ...(o.env ?? {}) };
+    if (o.hook) env.HOOKSPOOL_TEST_HOOK = o.hook;
+    if (o.stop) env.HOOKSPOOL_TEST_HOOK_ACTION = "stop";
+    const hs = await startHookspool(this.home, argv, { runtime: this.runtime, env });
+    this.procs.push(hs);
+    const port = argv[0] === "run" || argv[0] === "intake" ? await hs.port() : 0;
+    return { hs, port };
+  }
+
+  /** Run a short command (migrate, enqueue, prune) to its end; returns its exit code (null: killed). */
+  async command(argv: string[], o: StartOptions = {}): Promise<{ code: number | null; signal: string | null; stderr: string }> {
+    const { hs } = await this.start(argv, o);
+    const code = await within(hs.exited, 15_000, `hookspool ${argv[0]} to exit`);
+    const signal = hs.proc.signalCode;
+    return { code, signal: signal === null ? null : String(signal), stderr: hs.stderr() };
+  }
+
+  /** Send a signed webhook; a killed intake shows as a dropped connection. */
+  async send(port: number, h: Hook): Promise<Answer> {
+    const headers: Record<string, string> = {
+      "Content-Type": "application/json",
+      "X-Sig": `sha256=${createHmac("sha256", IN_SECRET).update(h.body).digest("hex")}`,
+    };
+    if (h.dedupId) headers["X-Id"] = h.dedupId;
+    try {
+      const res = await fetch(`http://127.0.0.1:${port}/hooks/${h.source}`, { method: "POST", body: h.body, headers });
+      return { status: res.status, body: await res.text() };
+    } catch (e) {
+      return { dropped: (e as Error).message || String(e) };
+    }
+  }
+
+  /** Wait for the process to kill itself at `point` (the armed hook is the only SIGKILL). */
+  async killedAt(hs: Hookspool, point: CrashPoint): Promise<void> {
+    await within(hs.exited, 15_000, `hookspool to be killed at ${point}`);
+    if (hs.proc.signalCode !== "SIGKILL") {
+      throw new Error(`hookspool should have died of SIGKILL at ${point}; it exited with ${hs.proc.exitCode ?? hs.proc.signalCode}: ${hs.stderr().slice(-400)}`);
+    }
+  }
+
+  /** The spool, read from this (test) process; one connection per scene. */
+  get db(): Database {
+    if (!this.spool) this.spool = openSpool(this.dbPath);
+    return this.spool.db;
+  }
+
+  /** Close our connection (before copying files or handing the database to a new writer). */
+  closeDb(): void {
+    this.spool?.close();
+    this.spool = null;
+  }
+
+  count(sql: string, ...params: (string | number)[]): number {
+    return (this.db.query(`SELECT COUNT(*) AS n FROM ${sql}`).get(...params) as { n: number }).n;
+  }
+
+  /** Wait until every batch (quarantine aside) is finished, naming the ones that are not. */
+  async settled(ms = 10_000): Promise<void> {
+    try {
+      await waitFor("every batch delivered or dead", () => this.count("batches WHERE state NOT IN ('delivered', 'dead', 'dropped')") === 0, ms);
+    } catch {
+      const left = this.db.query("SELECT id, state, destination, last_error FROM batches WHERE state NOT IN ('delivered', 'dead', 'dropped')").all();
+      throw new Error(`batches never finished: ${JSON.stringify(left)}`);
+    }
+  }
+
+  /** Documents the script destination was given, oldest first. */
+  scriptRuns(): { env_delivery_id: string; doc: Doc }[] {
+    const dir = join(this.home, "runs");
+    return readdirSync(dir)
+      .sort()
+      .map((f) => JSON.parse(readFileSync(join(dir, f), "utf8")));
+  }
+
+  /** Kill whatever is still running and free the port; safe after any failure. */
+  async close(): Promise<void> {
+    this.closeDb();
+    for (const hs of this.procs) hs.kill("SIGKILL");
+    await Promise.allSettled(this.procs.map((hs) => hs.exited));
+    this.receiver.stop();
+    if (this.receiver.unverified.length) throw new Error(`deliveries failed the signature check: ${this.receiver.unverified.join("; ")}`);
+    for (const hs of this.procs) {
+      if (hs.stderr().includes(IN_SECRET) || hs.stderr().includes("crash-outbound-secret")) throw new Error("a hookspool log line carries a secret");
+    }
+  }
+}
+
+/** `p`, or a failure naming what did not happen in time. */
+export async function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`timed out waiting for ${what}`)), ms);
+  });
+  try {
+    return await Promise.race([p, late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** Run `body` with a fresh scene, torn down whatever happens. */
+export async function scene(runtime: Runtime, body: (s: Scene) => Promise<void>): Promise<void> {
+  const s = new Scene(runtime);
+  try {
+    await body(s);
+  } finally {
+    await s.close();
+  }
+}
+
+/** One crash test: what it shows, and the case itself on a fresh scene. */
+export interface CrashCase {
+  name: string;
+  run(s: Scene): Promise<void>;
+}

@@ -1,0 +1,23 @@
+// Every crash point of src/testhook.ts and the crash cases that prove the promise there. The
+// Record type makes a point without cases a compile error; crash.test.ts checks it at run time.
+import { afterCommitWithDedupId, afterCommitWithoutDedupId, killedBeforeCommit, killedInQuarantine } from "./cases-intake.ts";
+import { killedAfterResponse, killedBeforeRequest, killedInClaim, killedInMark, killedInSeal } from "./cases-dispatch.ts";
+import { killedInRetention } from "./cases-retention.ts";
+import type { CrashCase, CrashPoint } from "./harness.ts";
+
+export const CASES: Record<CrashPoint, CrashCase[]> = {
+  "enqueue.after_copy.0": [killedBeforeCommit("enqueue.after_copy.0")],
+  "enqueue.after_copy.1": [killedBeforeCommit("enqueue.after_copy.1")],
+  "enqueue.before_commit": [killedBeforeCommit("enqueue.before_commit")],
+  "intake.after_commit": [afterCommitWithDedupId, afterCommitWithoutDedupId],
+  "quarantine.before_commit": [killedInQuarantine],
+  "seal.before_commit": [killedInSeal],
+  "claim.before_commit": [killedInClaim],
+  "deliver.before_request": [killedBeforeRequest],
+  "deliver.after_response": [killedAfterResponse],
+  "mark.before_commit": [killedInMark],
+  "retention.before_commit": [killedInRetention],
+};
+
+/** Run with the compiled binary too (issue 6: both must work): one intake point and two dispatcher points. */
+export const BINARY_POINTS: CrashPoint[] = ["enqueue.before_commit", "deliver.after_response", "mark.before_commit"];
