@@ -25,7 +25,7 @@ run: build
 	$(BIN) --home "$(HOME_DIR)" run
 
 test: deps
-	bun test
+	bun test --parallel=2
 
 typecheck: deps
 	tsc --noEmit -p .
