@@ -126,8 +126,20 @@ export async function checkConfig(input: CheckInput, deps: CheckDeps): Promise<C
     ...secretRules(config, deps),
     ...routeProblems(config, plugins.facts, deps),
     ...intakeRules(config, input.raw),
+    ...bobbinRules(config),
     ...databaseRules(paths.db),
   ]);
+}
+
+/**
+ * spec 14.3.3: an unknown bobbin is an error. This build ships no bobbins and expands no
+ * instances yet, so every [bobbins.<i>] is one: refused here rather than silently taking no
+ * requests (the run-time loader only warns).
+ */
+function bobbinRules(config: Config): ConfigProblem[] {
+  return Object.entries(config.bobbins).map(([name, b]) =>
+    problem("error", `bobbins.${quoteKey(name)}.bobbin`, `bobbin "${b.bobbin}" is not available in this build`, "describe the service with a [sources.<name>] table (a template or a module) until bobbins land"),
+  );
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -522,3 +522,10 @@ secret_previous = [{ env = "TOKEN" }]
   expect(errors(ps).length).toBeGreaterThan(2);
   expect(readFileSync(loose, "utf8")).toContain(SENTINEL);
 });
+
+test("a bobbin instance is an error for check: this build ships no bobbins (spec 14.3.3: an unknown bobbin)", async () => {
+  const h = newHome();
+  const ps = await check(h, `${base(h)}\n[bobbins.gmail]\nbobbin = "google.gmail"\n`);
+  const p = expectProblem(ps, "error", "bobbins.gmail.bobbin", 'bobbin "google.gmail" is not available in this build');
+  expect(p.hint).toContain("[sources.<name>]");
+});

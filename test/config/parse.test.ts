@@ -157,9 +157,10 @@ describe("bobbin instances", () => {
     expect(e.problems).toHaveLength(1);
   });
 
-  test("the plain form loads", () => {
-    const config = clean('[bobbins.gmail]\nbobbin = "google.gmail"\nsecrets.push_token = { file = "/etc/t" }\nsettings = { owner = "o@example.com" }\n');
+  test("the plain form loads, with a warning that this build does not expand it yet", () => {
+    const { config, problems } = parse('[bobbins.gmail]\nbobbin = "google.gmail"\nsecrets.push_token = { file = "/etc/t" }\nsettings = { owner = "o@example.com" }\n');
     expect(config.bobbins.gmail).toEqual({ bobbin: "google.gmail", secrets: { push_token: { file: "/etc/t" } }, settings: { owner: "o@example.com" } });
+    expect(problems).toMatchObject([{ level: "warning", key: "bobbins.gmail.bobbin", message: 'bobbin "google.gmail" is not available in this build; the instance takes no requests' }]);
   });
 
   test("an instance without bobbin is an error", () => {
