@@ -2,20 +2,18 @@
 // expired leases, gate each destination, claim FIFO heads and start deliveries; workers apply
 // outcomes through fenced marks. start() and stop() are both safe to call twice.
 import { hostname } from "node:os";
-import { statSync } from "node:fs";
 import type { Clock, Rng } from "../clock.ts";
 import { destinationSettings } from "../config/destinations.ts";
-import { type Env, loadConfig, type LoadOptions } from "../config/load.ts";
+import type { Env, LoadOptions } from "../config/load.ts";
+import { ConfigWatcher } from "../config/watch.ts";
 import type { Config, LoadedConfig } from "../config/types.ts";
 import { type Destination, deliveryId, outcome, type Outcome } from "../destinations/types.ts";
-import { HookspoolError } from "../errors.ts";
 import type { Logger } from "../obs/log.ts";
 import { redueConfigRetries } from "../store/attempts.ts";
 import { type Candidate, candidates, claimBatch, recoverLeases, sealReady } from "../store/batches.ts";
 import { batchContent } from "../store/content.ts";
 import type { Spool } from "../store/db.ts";
 import type { NewEvent } from "../store/enqueue.ts";
-import { raiseIssue, resolveIssue } from "../store/issues.ts";
 import { effectiveNow, instanceId, writeHeartbeat } from "../store/meta.ts";
 import { getBatch } from "../store/queries.ts";
 import { testHook } from "../testhook.ts";
@@ -57,7 +55,7 @@ function policyOf(c: Config): Policy {
 
 export class Dispatcher {
   private config: Config;
-  private mtimeMs: number | null;
+  private readonly watcher: ConfigWatcher;
   private readonly host: string;
   private readonly pid: number;
   private readonly inflight = new Map<string, number>();
@@ -75,7 +73,14 @@ export class Dispatcher {
 
   constructor(private readonly o: DispatcherOptions) {
     this.config = o.loaded.config;
-    this.mtimeMs = o.loaded.mtimeMs;
+    this.watcher = new ConfigWatcher({
+      file: o.loaded.paths.config,
+      mtimeMs: o.loaded.mtimeMs,
+      loadOptions: o.loadOptions,
+      spool: o.spool,
+      log: o.log,
+      now: () => effectiveNow(o.spool),
+    });
     this.host = o.host ?? hostname();
     this.pid = o.pid ?? process.pid;
     this.instance = instanceId(o.spool.db);
@@ -134,38 +139,20 @@ export class Dispatcher {
   }
 
   /** Reload config.toml when its mtime moved (checked every tick, spec 15). */
-  reloadIfChanged(): boolean {
-    const file = this.o.loaded.paths.config;
-    if (!file) return false;
-    let mtime: number;
-    try {
-      mtime = statSync(file).mtimeMs;
-    } catch {
-      return false;
-    }
-    if (mtime === this.mtimeMs) return false;
-    this.mtimeMs = mtime;
-    const now = effectiveNow(this.o.spool);
-    try {
-      this.config = loadConfig(this.o.loadOptions).config;
+  reloadIfChanged(): Promise<boolean> {
+    return this.watcher.poll((loaded) => {
+      this.config = loaded.config;
       this.destinationCache = new Map();
-      resolveIssue(this.o.spool, "config:file", now);
       // A fix (or a reload race between the two processes) costs seconds, not the backoff cap.
-      const due = redueConfigRetries(this.o.spool, now);
+      const due = redueConfigRetries(this.o.spool, effectiveNow(this.o.spool));
       this.o.log.info("config reloaded", { reason: due ? `${due} config retries due now` : undefined });
-      return true;
-    } catch (e) {
-      const what = e instanceof HookspoolError ? e.describe() : (e as Error).name;
-      this.o.log.error("config reload failed; keeping the previous config", { reason: e instanceof HookspoolError ? (e.key ?? e.code) : (e as Error).name });
-      raiseIssue(this.o.spool, { fingerprint: "config:file", kind: "config", error: what.slice(0, 300), now });
-      return false;
-    }
+    });
   }
 
   /** One tick. Deliveries it starts run on after it returns (see drain()). */
   async tick(): Promise<void> {
     const spool = this.o.spool;
-    this.reloadIfChanged();
+    await this.reloadIfChanged();
     const now = effectiveNow(spool);
     // Sealing is a property of the batch, not of the destination: before any gate (spec 5).
     sealReady(spool, now);

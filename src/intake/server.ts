@@ -1,15 +1,14 @@
 // The intake service: Bun.serve on loopback, /hooks/<instance>, /healthz, /metrics, config reload.
-import { statSync } from "node:fs";
 import { dirname } from "node:path";
 import type { Server } from "bun";
 import type { Clock } from "../clock.ts";
-import { type Env, loadConfig, type LoadOptions } from "../config/load.ts";
+import type { Env, LoadOptions } from "../config/load.ts";
+import { ConfigWatcher } from "../config/watch.ts";
 import type { Config, LoadedConfig } from "../config/types.ts";
 import { HookspoolError } from "../errors.ts";
 import type { Logger } from "../obs/log.ts";
 import { renderSpoolMetrics } from "../obs/metrics.ts";
 import { openSpool, requireCurrentSchema, type Spool } from "../store/db.ts";
-import { raiseIssue, resolveIssue } from "../store/issues.ts";
 import { Backpressure } from "./backpressure.ts";
 import { Health } from "./health.ts";
 import { IntakeMetrics } from "./metrics.ts";
@@ -93,14 +92,13 @@ export class Intake {
   private ownSpool = false;
   private config: Config;
   private sources = new Map<string, IntakeSource>();
-  private mtimeMs: number | null;
+  private watcher: ConfigWatcher | null = null;
   private readonly metrics = new IntakeMetrics();
   private backpressure: Backpressure | null = null;
   private health: Health | null = null;
 
   constructor(private readonly opts: IntakeOptions) {
     this.config = opts.loaded.config;
-    this.mtimeMs = opts.loaded.mtimeMs;
   }
 
   /** The address it listens on, for tests and logs. */
@@ -176,38 +174,23 @@ export class Intake {
     };
     // idleTimeout: a slowloris body cannot hold a TCP connection for ever.
     this.server = "unix" in listen ? Bun.serve({ ...common, unix: listen.unix }) : Bun.serve({ ...common, hostname: listen.hostname, port: listen.port, idleTimeout: 30 });
+    this.watcher = new ConfigWatcher({ file: loaded.paths.config, mtimeMs: loaded.mtimeMs, loadOptions: this.opts.loadOptions, spool: this.spool, log, now: () => clock.now() });
     this.timer = setInterval(() => void this.reloadIfChanged(), RELOAD_EVERY_S * 1000);
     log.info("listening", { reason: "unix" in listen ? `unix:${listen.unix}` : `${listen.hostname}:${this.server.port}` });
   }
 
   /** Reload config.toml when its mtime moved; a bad file keeps the previous config (spec 15). */
-  async reloadIfChanged(): Promise<boolean> {
-    const file = this.opts.loaded.paths.config;
-    if (!file || !this.spool) return false;
-    let mtime: number;
-    try {
-      mtime = statSync(file).mtimeMs;
-    } catch {
-      return false;
-    }
-    if (mtime === this.mtimeMs) return false;
-    this.mtimeMs = mtime;
-    const now = this.opts.clock.now();
-    try {
-      const loaded = loadConfig(this.opts.loadOptions);
+  reloadIfChanged(): Promise<boolean> {
+    if (!this.watcher) return Promise.resolve(false);
+    const file = this.opts.loaded.paths.config as string;
+    return this.watcher.poll(async (loaded) => {
+      // Sources load first: a plugin that no longer imports refuses the whole reload.
       const sources = await loadSources(loaded.config, { configDir: dirname(file), env: this.opts.env, file });
       this.config = loaded.config;
       this.sources = sources;
       this.backpressure?.setMinFree(loaded.config.limits.min_free_bytes);
-      resolveIssue(this.spool, "config:file", now);
       this.opts.log.info("config reloaded");
-      return true;
-    } catch (e) {
-      const what = e instanceof HookspoolError ? e.describe() : (e as Error).name;
-      this.opts.log.error("config reload failed; keeping the previous config", { reason: e instanceof HookspoolError ? (e.key ?? e.code) : (e as Error).name });
-      raiseIssue(this.spool, { fingerprint: "config:file", kind: "config", error: what.slice(0, 300), now });
-      return false;
-    }
+    });
   }
 
   async stop(): Promise<void> {

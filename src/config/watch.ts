@@ -1,0 +1,58 @@
+// Config reload on mtime change (spec 15), shared by the intake (every 5 s) and the dispatcher
+// (every tick): a bad file keeps the previous config and opens config:file; a good one resolves it.
+import { statSync } from "node:fs";
+import { HookspoolError } from "../errors.ts";
+import type { Logger } from "../obs/log.ts";
+import type { Spool } from "../store/db.ts";
+import { raiseIssue, resolveIssue } from "../store/issues.ts";
+import { loadConfig, type LoadOptions } from "./load.ts";
+import type { LoadedConfig } from "./types.ts";
+
+export interface WatchOptions {
+  /** The config file the process started from; null: nothing to watch. */
+  file: string | null;
+  /** Its mtime when it was read. */
+  mtimeMs: number | null;
+  /** How it was found, so a reload reads the same file with the same precedence. */
+  loadOptions: LoadOptions;
+  spool: Spool;
+  log: Logger;
+  /** The time issues are stamped with. */
+  now(): number;
+}
+
+export class ConfigWatcher {
+  private mtimeMs: number | null;
+
+  constructor(private readonly o: WatchOptions) {
+    this.mtimeMs = o.mtimeMs;
+  }
+
+  /**
+   * When the file's mtime moved, load it and hand it to `apply`, which may throw to refuse it
+   * (a plugin that does not import). Returns whether a new config was applied.
+   */
+  async poll(apply: (loaded: LoadedConfig) => void | Promise<void>): Promise<boolean> {
+    const file = this.o.file;
+    if (!file) return false;
+    let mtime: number;
+    try {
+      mtime = statSync(file).mtimeMs;
+    } catch {
+      return false;
+    }
+    if (mtime === this.mtimeMs) return false;
+    this.mtimeMs = mtime;
+    const now = this.o.now();
+    try {
+      await apply(loadConfig(this.o.loadOptions));
+      resolveIssue(this.o.spool, "config:file", now);
+      return true;
+    } catch (e) {
+      const what = e instanceof HookspoolError ? e.describe() : (e as Error).name;
+      this.o.log.error("config reload failed; keeping the previous config", { reason: e instanceof HookspoolError ? (e.key ?? e.code) : (e as Error).name });
+      raiseIssue(this.o.spool, { fingerprint: "config:file", kind: "config", error: what.slice(0, 300), now });
+      return false;
+    }
+  }
+}
