@@ -7,7 +7,7 @@ import { Dispatcher } from "../dispatch/loop.ts";
 import { Maintenance } from "../dispatch/maintenance.ts";
 import { HookspoolError } from "../errors.ts";
 import { Intake } from "../intake/server.ts";
-import { createLogger } from "../obs/log.ts";
+import { createLogger, type Logger } from "../obs/log.ts";
 import { openSpool, quickCheck, type Spool } from "../store/db.ts";
 import { acquireLock, type FileLock } from "../store/lock.ts";
 import { effectiveNow, instanceId } from "../store/meta.ts";
@@ -96,19 +96,36 @@ function makeMaintenance(cli: Cli, loaded: LoadedConfig, spool: Spool, dispatche
   });
 }
 
+/** A long-running part (STYLE.md rule 8): start() and stop(), stop safe before start. */
+interface Part {
+  start(): void | Promise<void>;
+  stop(): Promise<void>;
+}
+
+/**
+ * Start the parts in order, wait for SIGTERM or SIGINT, then stop them in reverse order (the
+ * intake stops taking requests before the dispatcher lets its in-flight attempts finish).
+ * `close` runs last, whatever happened.
+ */
+async function serve(log: Logger, parts: Part[], close: () => void = () => {}): Promise<number> {
+  try {
+    for (const p of parts) await p.start();
+    log.info("stopping; letting in-flight work finish", { reason: await stopSignal() });
+  } finally {
+    for (const p of [...parts].reverse()) await p.stop();
+    close();
+  }
+  return 0;
+}
+
 function intakeCommand(cli: Cli): CommandDef {
   return {
     meta: { name: "intake", description: "take webhooks on intake.listen (loopback) and spool them; never migrates" },
     args: { ...GLOBAL_ARGS },
-    async run() {
+    run() {
       const loaded = loadFor(cli);
       const log = createLogger("intake", { clock: cli.clock });
-      const intake = new Intake({ loaded, loadOptions: loadOptions(cli), clock: cli.clock, log, env: cli.io.env });
-      await intake.start();
-      const sig = await stopSignal();
-      log.info("stopping", { reason: sig });
-      await intake.stop();
-      return 0;
+      return serve(log, [new Intake({ loaded, loadOptions: loadOptions(cli), clock: cli.clock, log, env: cli.io.env })]);
     },
   };
 }
@@ -117,23 +134,14 @@ function dispatchCommand(cli: Cli): CommandDef {
   return {
     meta: { name: "dispatch", description: "deliver batches: seal, lease, retry, breaker (one per home: dispatch.lock)" },
     args: { ...GLOBAL_ARGS },
-    async run() {
+    run() {
       const loaded = loadFor(cli);
       const { spool, lock } = openForDispatch(cli, loaded);
       const dispatcher = makeDispatcher(cli, loaded, spool);
-      const maintenance = makeMaintenance(cli, loaded, spool, dispatcher);
-      try {
-        dispatcher.start();
-        maintenance.start();
-        const sig = await stopSignal();
-        createLogger("dispatch").info("stopping; letting in-flight attempts finish", { reason: sig });
-        await maintenance.stop();
-        await dispatcher.stop();
-        return 0;
-      } finally {
+      return serve(createLogger("dispatch", { clock: cli.clock }), [dispatcher, makeMaintenance(cli, loaded, spool, dispatcher)], () => {
         spool.close();
         lock.release();
-      }
+      });
     },
   };
 }
@@ -142,28 +150,16 @@ function runCommand(cli: Cli): CommandDef {
   return {
     meta: { name: "run", description: "intake and dispatcher in one process (small hosts, development, tests)" },
     args: { ...GLOBAL_ARGS },
-    async run() {
+    run() {
       const loaded = loadFor(cli);
       const { spool, lock } = openForDispatch(cli, loaded);
       const dispatcher = makeDispatcher(cli, loaded, spool);
-      const maintenance = makeMaintenance(cli, loaded, spool, dispatcher);
       const log = createLogger("intake", { clock: cli.clock });
       const intake = new Intake({ loaded, loadOptions: loadOptions(cli), clock: cli.clock, log, env: cli.io.env, spool });
-      try {
-        await intake.start();
-        dispatcher.start();
-        maintenance.start();
-        const sig = await stopSignal();
-        log.info("stopping", { reason: sig });
-        await intake.stop();
-        await maintenance.stop();
-        await dispatcher.stop();
-        return 0;
-      } finally {
-        await intake.stop();
+      return serve(log, [dispatcher, makeMaintenance(cli, loaded, spool, dispatcher), intake], () => {
         spool.close();
         lock.release();
-      }
+      });
     },
   };
 }
