@@ -19,6 +19,8 @@ export function gate(spool: Spool, name: string, now: number, inflight: number, 
   if (d.state === "paused") return CLOSED_GATE;
   if (d.retry_after_until !== null && d.retry_after_until > now) return CLOSED_GATE;
   if (d.state === "open") {
+    // The row already says whether the cooldown is over; a write only when it is.
+    if (d.opened_at === null || d.cooldown_s === null || now < d.opened_at + d.cooldown_s) return CLOSED_GATE;
     if (!halfOpenIfCooled(spool, name, now)) return CLOSED_GATE;
     d = destinationState(spool.db, name);
   }
