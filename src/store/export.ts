@@ -1,7 +1,7 @@
 // Export (spec 8, 16): every batch with its events (payloads, headers, raw bodies) and attempts,
 // one record per batch, read a page at a time so a large spool streams.
 import type { Database } from "bun:sqlite";
-import { type AttemptRow, type BatchRow, type BatchState, batchAttempts } from "./queries.ts";
+import { type AttemptRow, type BatchRow, type BatchState, batchAttempts, type EventListing, type EventPayload } from "./queries.ts";
 
 export interface ExportFilter {
   state?: BatchState;
@@ -33,18 +33,8 @@ export interface ExportRecord {
 /** Batch rows per read; a batch's events are read only when its record is yielded. */
 export const EXPORT_PAGE = 500;
 
-interface StoredEvent {
-  id: number;
-  event_type: string;
-  received_at: number;
-  dedup_id: string | null;
-  size: number;
-  excluded_at: number | null;
-  route: string;
-  payload: string | null;
-  headers: string;
-  raw: Uint8Array | null;
-}
+/** An event row with its payload, headers and raw body: the listing plus the payload columns. */
+type StoredEvent = EventListing & Pick<EventPayload, "payload" | "headers" | "raw">;
 
 const EVENTS = `SELECT id, event_type, received_at, dedup_id, size, excluded_at, route, payload, headers, raw
   FROM events WHERE batch_id = ? ORDER BY id`;

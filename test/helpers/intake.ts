@@ -35,42 +35,23 @@ export interface StartOptions {
   diskFree?: (path: string) => number | null;
 }
 
+function writeSecret(home: string, name: string, value: string): string {
+  const p = join(home, `secret-${name}`);
+  writeFileSync(p, value, { mode: 0o600 });
+  return p;
+}
+
 /** `config` may use {{home}} and {{secret:<name>}} (the path of a written secret file). */
 export async function startIntake(config: string, opts: StartOptions = {}): Promise<TestIntake> {
   const home = tempDir();
   const clock = new FakeClock(opts.clockAt ?? T0);
-  const secretFile = (name: string, value: string) => {
-    const p = join(home, `secret-${name}`);
-    writeFileSync(p, value, { mode: 0o600 });
-    return p;
-  };
-  for (const [k, v] of Object.entries(opts.secrets ?? {})) secretFile(k, v);
+  for (const [k, v] of Object.entries(opts.secrets ?? {})) writeSecret(home, k, v);
   const text = config.replaceAll("{{home}}", home).replace(/\{\{secret:([\w-]+)\}\}/g, (_, n) => join(home, `secret-${n}`));
   writeFileSync(join(home, "config.toml"), `[intake]\nlisten = "127.0.0.1:0"\n\n${text}`);
   const setup = openSpool(join(home, "spool.db"), { create: true, clock });
   migrate(setup);
   setup.close();
-  const env = { PATH: process.env.PATH, HOME: process.env.HOME, ...(opts.env ?? {}) };
-  const loadOptions = { home, env, cwd: home };
-  const loaded = loadConfig(loadOptions);
-  const intake = new Intake({ loaded, loadOptions, clock, log: createLogger("intake", { clock }), env, diskFree: opts.diskFree });
-  await intake.start();
-  const db = openSpool(join(home, "spool.db"), { clock });
-  const url = intake.url;
-  return {
-    url,
-    home,
-    clock,
-    intake,
-    db,
-    secretFile,
-    post: (path, body, headers = {}) => fetch(`${url}${path}`, { method: "POST", body, headers }),
-    count: (table, where = "1") => (db.db.query(`SELECT COUNT(*) AS n FROM ${table} WHERE ${where}`).get() as { n: number }).n,
-    async stop() {
-      await intake.stop();
-      db.close();
-    },
-  };
+  return startIntakeIn(home, { clock, env: opts.env, diskFree: opts.diskFree });
 }
 
 /**
@@ -92,11 +73,7 @@ export async function startIntakeIn(home: string, opts: { clock?: FakeClock; env
     clock,
     intake,
     db,
-    secretFile(name, value) {
-      const p = join(home, `secret-${name}`);
-      writeFileSync(p, value, { mode: 0o600 });
-      return p;
-    },
+    secretFile: (name, value) => writeSecret(home, name, value),
     post: (path, body, headers = {}) => fetch(`${url}${path}`, { method: "POST", body, headers }),
     count: (table, where = "1") => (db.db.query(`SELECT COUNT(*) AS n FROM ${table} WHERE ${where}`).get() as { n: number }).n,
     async stop() {
