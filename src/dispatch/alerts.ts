@@ -3,6 +3,7 @@
 // and alerted_at is set only when it exits 0, so an alert is not lost while the sender is down.
 import type { Config } from "../config/types.ts";
 import type { Env } from "../config/load.ts";
+import { caughtFault } from "../obs/faults.ts";
 import type { Logger } from "../obs/log.ts";
 import type { Spool } from "../store/db.ts";
 import { alertSlotFree, type IssueRow, issuesToAlert, markAlerted } from "../store/issues.ts";
@@ -53,24 +54,34 @@ export async function runAlerts(d: AlertDeps): Promise<number[]> {
   const dry = config.alerts.dry || d.env.HOOKSPOOL_ALERT_DRY === "1";
   const sent: number[] = [];
   for (const issue of issuesToAlert(spool.db)) {
-    if (!alertSlotFree(spool, issue.kind, now, config.alerts.rate_limit_s)) continue;
-    const text = alertText(issue, now);
-    if (dry) {
-      markAlerted(spool, issue.id, issue.kind, now);
-      log.info("alert recorded (dry)", { reason: issue.fingerprint });
-      sent.push(issue.id);
-      continue;
-    }
-    const code = await runCommand([...config.alerts.argv, text], config.alerts.timeout_s, d.env);
-    if (code === 0) {
-      markAlerted(spool, issue.id, issue.kind, now);
-      log.info("alert sent", { reason: issue.fingerprint });
-      sent.push(issue.id);
-    } else {
-      log.warn("alert command failed; will try again", { reason: issue.fingerprint, status: code ?? undefined });
+    // One issue's failure (a refused write, a command that cannot start) never holds back the rest.
+    try {
+      if (await alertOne(d, issue, dry)) sent.push(issue.id);
+    } catch (e) {
+      caughtFault(log, "alerts", "alert", e);
     }
   }
   return sent;
+}
+
+/** Send (or, dry, record) one issue's alert when its kind's slot is free; true when it went out. */
+async function alertOne(d: AlertDeps, issue: IssueRow, dry: boolean): Promise<boolean> {
+  const { spool, config, log, now } = d;
+  if (!alertSlotFree(spool, issue.kind, now, config.alerts.rate_limit_s)) return false;
+  const text = alertText(issue, now);
+  if (dry) {
+    markAlerted(spool, issue.id, issue.kind, now);
+    log.info("alert recorded (dry)", { reason: issue.fingerprint });
+    return true;
+  }
+  const code = await runCommand([...config.alerts.argv, text], config.alerts.timeout_s, d.env);
+  if (code !== 0) {
+    log.limited("warn", "alert command failed; will try again", { reason: issue.fingerprint, status: code ?? undefined });
+    return false;
+  }
+  markAlerted(spool, issue.id, issue.kind, now);
+  log.info("alert sent", { reason: issue.fingerprint });
+  return true;
 }
 
 /** Run argv (no shell) with a time limit; its own process group is killed at the limit. */

@@ -10,24 +10,28 @@ export interface GateDecision {
   probe: boolean;
   /** The batch the last probe carried: the next probe rotates away from it. */
   lastProbeBatchId: number | null;
+  /** This call moved the breaker from open to half_open (worth one log line). */
+  halfOpened?: boolean;
 }
 
 const CLOSED_GATE: GateDecision = { slots: 0, probe: false, lastProbeBatchId: null };
 
 export function gate(spool: Spool, name: string, now: number, inflight: number, maxInflight: number): GateDecision {
   let d = destinationState(spool.db, name);
+  let halfOpened = false;
   if (d.state === "paused") return CLOSED_GATE;
   if (d.retry_after_until !== null && d.retry_after_until > now) return CLOSED_GATE;
   if (d.state === "open") {
     // The row already says whether the cooldown is over; a write only when it is.
     if (d.opened_at === null || d.cooldown_s === null || now < d.opened_at + d.cooldown_s) return CLOSED_GATE;
     if (!halfOpenIfCooled(spool, name, now)) return CLOSED_GATE;
+    halfOpened = true;
     d = destinationState(spool.db, name);
   }
   if (d.state === "half_open") {
     // spec 4.2: exactly one probe; nothing else while probe_until > now
-    if ((d.probe_until !== null && d.probe_until > now) || inflight > 0) return CLOSED_GATE;
-    return { slots: 1, probe: true, lastProbeBatchId: d.last_probe_batch_id };
+    if ((d.probe_until !== null && d.probe_until > now) || inflight > 0) return { ...CLOSED_GATE, halfOpened };
+    return { slots: 1, probe: true, lastProbeBatchId: d.last_probe_batch_id, halfOpened };
   }
   return { slots: Math.max(0, maxInflight - inflight), probe: false, lastProbeBatchId: null };
 }

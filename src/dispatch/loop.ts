@@ -8,9 +8,10 @@ import type { Env, LoadOptions } from "../config/load.ts";
 import { ConfigWatcher } from "../config/watch.ts";
 import type { Config, LoadedConfig } from "../config/types.ts";
 import { type Destination, deliveryId, outcome, type Outcome } from "../destinations/types.ts";
+import { caughtFault, isSpoolWriteError, WriteFailures } from "../obs/faults.ts";
 import type { Logger } from "../obs/log.ts";
 import { redueConfigRetries } from "../store/attempts.ts";
-import { type Candidate, candidates, claimBatch, recoverLeases, sealReady } from "../store/batches.ts";
+import { abandonAttempt, type Candidate, candidates, claimBatch, recoverLeases, sealReady } from "../store/batches.ts";
 import { batchContent } from "../store/content.ts";
 import type { Spool } from "../store/db.ts";
 import type { NewEvent } from "../store/enqueue.ts";
@@ -70,6 +71,8 @@ export class Dispatcher {
   private stopping = false;
   private lastHeartbeat = Number.NEGATIVE_INFINITY;
   private instance: string;
+  /** Writes the spool refused (a full disk, a read-only file): counted, logged, one issue. */
+  private readonly writeFailures: WriteFailures;
 
   constructor(private readonly o: DispatcherOptions) {
     this.config = o.loaded.config;
@@ -84,6 +87,16 @@ export class Dispatcher {
     this.host = o.host ?? hostname();
     this.pid = o.pid ?? process.pid;
     this.instance = instanceId(o.spool.db);
+    this.writeFailures = new WriteFailures(o.spool, "dispatcher", o.log, () => o.clock.now());
+  }
+
+  /**
+   * A failure the loop catches and survives (spec 12: the dispatcher keeps running; a batch
+   * whose mark failed is recovered when its lease expires and delivered again).
+   */
+  private survive(what: string, e: unknown): void {
+    if (isSpoolWriteError(e)) this.writeFailures.record(what, e);
+    else caughtFault(this.o.log, "dispatcher", what, e);
   }
 
   /** The config in force (it follows reloads). */
@@ -108,12 +121,7 @@ export class Dispatcher {
     if (recovered.length) this.o.log.warn("recovered leases of a previous run", { reason: `${recovered.length} batch(es)` });
     const loop = async () => {
       if (!this.running) return;
-      try {
-        await this.tick();
-      } catch (e) {
-        // SQLITE_BUSY and the like: log and try again next tick (spec 12).
-        this.o.log.error("tick failed", { reason: (e as { code?: string }).code ?? (e as Error).name });
-      }
+      await this.tick();
       if (this.running) this.timer = setTimeout(loop, this.config.dispatch.poll_s * 1000);
     };
     this.timer = setTimeout(loop, 0);
@@ -149,9 +157,22 @@ export class Dispatcher {
     });
   }
 
-  /** One tick. Deliveries it starts run on after it returns (see drain()). */
+  /**
+   * One tick. Deliveries it starts run on after it returns (see drain()). It never throws:
+   * SQLITE_BUSY, a full disk and the like are counted and logged, and the next tick tries again
+   * (spec 12).
+   */
   async tick(): Promise<void> {
+    try {
+      await this.tickOnce();
+    } catch (e) {
+      this.survive("tick", e);
+    }
+  }
+
+  private async tickOnce(): Promise<void> {
     const spool = this.o.spool;
+    this.writeFailures.flush();
     await this.reloadIfChanged();
     const now = effectiveNow(spool);
     // Sealing is a property of the batch, not of the destination: before any gate (spec 5).
@@ -178,6 +199,7 @@ export class Dispatcher {
       const dest = this.destination(name);
       const maxInflight = dest?.maxInflight ?? 1;
       const g = gate(spool, name, now, this.inflight.get(name) ?? 0, maxInflight);
+      if (g.halfOpened) this.o.log.warn("breaker half-open: cooldown over, one probe next", { destination: name });
       if (g.slots <= 0) continue;
       const chosen = g.probe ? [pickProbe(due, g.lastProbeBatchId)].filter((x): x is Candidate => x !== undefined) : due.slice(0, Math.min(g.slots, free));
       for (const c of chosen) {
@@ -204,11 +226,15 @@ export class Dispatcher {
     if (!claim) return false;
     this.live.add(claim.owner);
     this.inflight.set(c.destination, (this.inflight.get(c.destination) ?? 0) + 1);
-    const worker = this.deliver(c, dest, claim, now, probe).finally(() => {
-      this.live.delete(claim.owner);
-      this.inflight.set(c.destination, Math.max(0, (this.inflight.get(c.destination) ?? 1) - 1));
-      this.workers.delete(worker);
-    });
+    // Whatever the worker throws (a mark the spool refused, a bug) is caught here: an unhandled
+    // rejection would end the process, and the intake with it under `run`.
+    const worker = this.deliver(c, dest, claim, now, probe)
+      .catch((e) => this.survive("delivery", e))
+      .finally(() => {
+        this.live.delete(claim.owner);
+        this.inflight.set(c.destination, Math.max(0, (this.inflight.get(c.destination) ?? 1) - 1));
+        this.workers.delete(worker);
+      });
     this.workers.add(worker);
     return true;
   }
@@ -220,7 +246,12 @@ export class Dispatcher {
     let o: Outcome;
     let emits: NewEvent[] = [];
     const batch = getBatch(spool.db, c.id);
-    if (!batch) return;
+    if (!batch) {
+      // Claimed and gone (nothing deletes a leased batch, but never leave the attempt to its lease).
+      abandonAttempt(spool, claim.attemptId, effectiveNow(spool), "batch missing after claim");
+      log.warn("batch missing after claim; attempt closed", { destination: c.destination, batch: c.id });
+      return;
+    }
     const deadline = claim.leaseUntil - DEADLINE_MARGIN_S;
     if (!dest) {
       o = outcome({ kind: "retry", klass: "config", reason: "unknown destination", detail: `no destination named ${c.destination} in the config` });
@@ -268,5 +299,9 @@ export class Dispatcher {
     if (!r.applied) log.warn("lease lost; result discarded", fields);
     else if (r.state === "delivered") log.info("delivered", { ...fields, reason: o.notice ?? undefined });
     else log.warn(r.state === "dead" ? "dead" : "retry", { ...fields, reason: `${r.klass}: ${o.reason}` });
+    // One line per breaker state change (the per-attempt lines say the rest).
+    if (r.applied && r.breaker === "opened") log.warn("breaker open: deliveries held, one probe after the cooldown", { destination: c.destination, batch: c.id, reason: o.reason });
+    if (r.applied && r.breaker === "reopened") log.warn("breaker open again: the probe failed, cooldown doubled", { destination: c.destination, batch: c.id, reason: o.reason });
+    if (r.applied && r.breaker === "closed") log.info("breaker closed: the destination answered", { destination: c.destination, batch: c.id });
   }
 }

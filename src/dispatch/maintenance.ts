@@ -4,9 +4,10 @@ import type { Clock } from "../clock.ts";
 import type { Env } from "../config/load.ts";
 import type { Config } from "../config/types.ts";
 import { diskFreeBytes } from "../obs/disk.ts";
+import { caughtFault, isSpoolWriteError, WRITE_FAILED_ISSUE, WriteFailures } from "../obs/faults.ts";
 import type { Logger } from "../obs/log.ts";
 import type { Spool } from "../store/db.ts";
-import { raiseIssue, resolveIssue } from "../store/issues.ts";
+import { getIssueByFingerprint, raiseIssue, resolveIssue } from "../store/issues.ts";
 import { getMetaNumber, setMeta } from "../store/meta.ts";
 import { pollRows } from "../store/queries.ts";
 import { policyFromConfig, runRetention } from "../store/retention.ts";
@@ -32,8 +33,11 @@ export class Maintenance {
   private timer: ReturnType<typeof setInterval> | null = null;
   private first: ReturnType<typeof setTimeout> | null = null;
   private running: Promise<void> | null = null;
+  private readonly writeFailures: WriteFailures;
 
-  constructor(private readonly o: MaintenanceOptions) {}
+  constructor(private readonly o: MaintenanceOptions) {
+    this.writeFailures = new WriteFailures(o.spool, "maintenance", o.log, () => o.clock.now());
+  }
 
   start(): void {
     if (this.timer) return;
@@ -52,7 +56,7 @@ export class Maintenance {
   private async tickOnce(): Promise<void> {
     if (this.running) return;
     this.running = this.tick()
-      .catch((e) => this.o.log.error("maintenance failed", { reason: (e as { code?: string }).code ?? (e as Error).name }))
+      .catch((e) => this.survive("maintenance", e))
       .finally(() => {
         this.running = null;
       });
@@ -61,28 +65,61 @@ export class Maintenance {
 
   /** Open an issue on a condition's onset; a persisting condition does not count again every minute. */
   private raiseOnce(fingerprint: string, kind: "source_silent" | "spool", error: string, now: number): void {
-    const row = this.o.spool.db.query<{ state: string }, [string]>("SELECT state FROM issues WHERE fingerprint = ?").get(fingerprint);
+    const row = getIssueByFingerprint(this.o.spool.db, fingerprint);
     if (row && (row.state === "open" || row.state === "acked" || row.state === "ignored")) return;
     raiseIssue(this.o.spool, { fingerprint, kind, error, now });
     this.o.log.warn("issue opened", { reason: fingerprint });
   }
 
-  /** One maintenance pass: liveness, polls, spool limit, alerts, and retention when due. */
+  /** A chore failed: count and log it by class; a refused write also opens the spool issue. */
+  private survive(what: string, e: unknown): void {
+    if (isSpoolWriteError(e)) this.writeFailures.record(what, e);
+    else caughtFault(this.o.log, "maintenance", what, e);
+  }
+
+  /** Run one chore; its failure never stops the others (retention still runs when alerts fail). */
+  private async chore(what: string, fn: () => void | Promise<void>): Promise<void> {
+    try {
+      await fn();
+    } catch (e) {
+      this.survive(what, e);
+    }
+  }
+
+  /** One maintenance pass: liveness, polls, spool limits, alerts, and retention when due. */
   async tick(): Promise<void> {
     const { spool } = this.o;
     const config = this.o.config();
     const now = this.o.now();
-    this.liveness(config, now);
-    this.polls(config, now);
-    const free = (this.o.diskFree ?? diskFreeBytes)(this.o.dbPath);
-    if (free !== null && free < config.limits.min_free_bytes) this.raiseOnce("spool:min_free_bytes", "spool", `${free} bytes free, below limits.min_free_bytes (${config.limits.min_free_bytes})`, now);
-    else resolveIssue(spool, "spool:min_free_bytes", now);
-    await runAlerts({ spool, config, env: this.o.env, log: this.o.log, now });
-    const last = getMetaNumber(spool.db, "last_retention_at");
-    if (last === null || now - last >= RETENTION_EVERY_S) {
+    this.writeFailures.flush();
+    await this.chore("liveness", () => this.liveness(config, now));
+    await this.chore("polls", () => this.polls(config, now));
+    await this.chore("spool limits", () => this.spoolLimits(config, now));
+    await this.chore("alerts", async () => {
+      await runAlerts({ spool, config, env: this.o.env, log: this.o.log, now });
+    });
+    await this.chore("retention", async () => {
+      const last = getMetaNumber(spool.db, "last_retention_at");
+      if (last !== null && now - last < RETENTION_EVERY_S && now >= last) return;
       const counts = await runRetention(spool, policyFromConfig(config), now);
       setMeta(spool.db, "last_retention_at", now);
       this.o.log.info("retention pass", { reason: Object.entries(counts).map(([k, v]) => `${k}=${v}`).join(" ") });
+    });
+  }
+
+  /**
+   * Free space below limits.min_free_bytes opens spool:min_free_bytes until it clears. A refused
+   * write (any process) opened spool:write_failed; it resolves once a whole maintenance interval
+   * has passed without another refusal and the spool takes this pass's writes.
+   */
+  private spoolLimits(config: Config, now: number): void {
+    const { spool } = this.o;
+    const free = (this.o.diskFree ?? diskFreeBytes)(this.o.dbPath);
+    if (free !== null && free < config.limits.min_free_bytes) this.raiseOnce("spool:min_free_bytes", "spool", `${free} bytes free, below limits.min_free_bytes (${config.limits.min_free_bytes})`, now);
+    else resolveIssue(spool, "spool:min_free_bytes", now);
+    const failed = getIssueByFingerprint(spool.db, WRITE_FAILED_ISSUE);
+    if (failed && (failed.state === "open" || failed.state === "acked") && now - failed.last_at >= MAINTENANCE_EVERY_S && !this.writeFailures.hasPending) {
+      resolveIssue(spool, WRITE_FAILED_ISSUE, now);
     }
   }
 

@@ -42,7 +42,15 @@ export interface Finished {
 
 export type Applied =
   | { applied: false }
-  | { applied: true; state: "delivered" | "retry" | "dead"; klass: string | null; nextAttemptAt?: number; effect?: string };
+  | {
+      applied: true;
+      state: "delivered" | "retry" | "dead";
+      klass: string | null;
+      nextAttemptAt?: number;
+      effect?: string;
+      /** The breaker changed state with this outcome. */
+      breaker?: "opened" | "reopened" | "closed";
+    };
 
 export function applyOutcome(spool: Spool, policy: Policy, rng: Rng, f: Finished): Applied {
   const { batch, claim, outcome: o, now } = f;
@@ -90,17 +98,19 @@ export function applyOutcome(spool: Spool, policy: Policy, rng: Rng, f: Finished
   };
 
   if (o.kind === "ok") {
+    let before = "closed";
     const r = markDelivered(spool, {
       ...base,
       emits: f.emits,
       attempt: record(null, !f.probe, null),
       alsoTx: (db) => {
-        recordSuccessTx(db, dest, now);
+        before = recordSuccessTx(db, dest, now);
         onSuccessTx(db, dest, now);
         if (o.notice) onNoticeTx(db, issue, o.notice);
       },
     });
-    return r.applied ? { applied: true, state: "delivered", klass: null } : { applied: false };
+    if (!r.applied) return { applied: false };
+    return { applied: true, state: "delivered", klass: null, ...(before === "open" || before === "half_open" ? { breaker: "closed" as const } : {}) };
   }
 
   if (o.kind === "dead") return dead("permanent", false, "permanent");
@@ -118,7 +128,9 @@ export function applyOutcome(spool: Spool, policy: Policy, rng: Rng, f: Finished
         effect = recordTransportFailureTx(db, dest, { now, startedAt: f.startedAt, tripAfter: policy.tripAfter, cooldownInitialS: policy.cooldownInitialS, cooldownMaxS: policy.cooldownMaxS, error: o.reason });
         if (effect === "tripped" || effect === "retripped") onTripTx(db, issue, o);
       });
-      return r.applied ? { ...r, effect } : r;
+      if (!r.applied) return r;
+      const breaker = effect === "tripped" ? "opened" : effect === "retripped" ? "reopened" : undefined;
+      return { ...r, effect, ...(breaker ? { breaker } : {}) };
     }
     case "throttle": {
       const delay = o.retryAfterS !== null ? retryDelayS(0, o.retryAfterS) : backoffS(Math.max(1, d.consecutive_failures), policy.backoffBaseS, policy.backoffCapS, rng);

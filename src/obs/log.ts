@@ -19,15 +19,58 @@ export interface LogFields {
   tee?: boolean;
   /** The peer address (the reverse proxy's X-Forwarded-For only from loopback). */
   remote?: string;
+  /** The address the intake listens on. */
+  listen?: string;
+  /** A hook URL the intake serves (path only: never a query string). */
+  url?: string;
+  /** How many identical lines were held back since this line was last printed. */
+  repeated?: number;
 }
 
-const FIELD_ORDER: (keyof LogFields)[] = ["source", "route", "batch", "event", "destination", "attempt", "status", "bytes", "duration_ms", "reason", "tee", "remote"];
+const FIELD_ORDER: (keyof LogFields)[] = ["source", "route", "batch", "event", "destination", "attempt", "status", "bytes", "duration_ms", "reason", "tee", "remote", "listen", "url", "repeated"];
+
+export type Level = "info" | "warn" | "error";
 
 export interface Logger {
   info(msg: string, fields?: LogFields): void;
   warn(msg: string, fields?: LogFields): void;
   error(msg: string, fields?: LogFields): void;
+  /**
+   * A line that can repeat many times a second (a full disk, a failing tick): the first goes out
+   * at once, identical ones (same message, reason, source and destination) within the next
+   * REPEAT_WINDOW_S are only counted, and the next one printed after the window carries the
+   * count in `repeated`.
+   */
+  limited(level: Level, msg: string, fields?: LogFields): void;
   child(component: string): Logger;
+}
+
+/** Identical limited lines are printed at most once per this many seconds. */
+export const REPEAT_WINDOW_S = 10;
+
+/** Counts identical lines and says when one may be printed again (see Logger.limited). */
+export class RepeatLimiter {
+  private readonly seen = new Map<string, { at: number; held: number }>();
+
+  constructor(
+    private readonly now: () => number,
+    private readonly windowS = REPEAT_WINDOW_S,
+  ) {}
+
+  /** null: hold this line back; a number: print it, with that many held back since the last. */
+  admit(key: string): number | null {
+    const t = this.now();
+    const s = this.seen.get(key);
+    if (s && t - s.at < this.windowS && t >= s.at) {
+      s.held++;
+      return null;
+    }
+    const held = s?.held ?? 0;
+    this.seen.set(key, { at: t, held: 0 });
+    // Forget keys that went quiet, so a long-running process does not collect every reason ever seen.
+    if (this.seen.size > 256) for (const [k, v] of this.seen) if (t - v.at >= this.windowS) this.seen.delete(k);
+    return held;
+  }
 }
 
 export type LogSink = (line: string) => void;
@@ -85,10 +128,17 @@ export function createLogger(component: string, opts: LoggerOptions = {}): Logge
       },
     ],
   });
-  return {
+  const limiter = new RepeatLimiter(() => clock.now());
+  const log: Logger = {
     info: (msg, fields) => consola.info(msg, clean(fields)),
     warn: (msg, fields) => consola.warn(msg, clean(fields)),
     error: (msg, fields) => consola.error(msg, clean(fields)),
+    limited(level, msg, fields = {}) {
+      const held = limiter.admit([msg, fields.reason, fields.source, fields.destination].join("\u0000"));
+      if (held === null) return;
+      log[level](msg, held > 0 ? { ...fields, repeated: held } : fields);
+    },
     child: (sub) => createLogger(`${component}.${sub}`, { json, clock }),
   };
+  return log;
 }

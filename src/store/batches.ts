@@ -242,6 +242,14 @@ export function markDead(spool: Spool, m: MarkBase): MarkResult {
   );
 }
 
+const ABANDON = `UPDATE attempts SET finished_at = $now, outcome = 'discarded', error = $why, counted = 0
+  WHERE id = $id AND finished_at IS NULL`;
+
+/** Close an attempt whose worker cannot go on (its batch vanished): discarded, uncounted. */
+export function abandonAttempt(spool: Spool, attemptId: number, now: number, why: string): void {
+  spool.db.transaction(() => spool.db.query(ABANDON).run({ id: attemptId, now, why: scrubError(why) })).immediate();
+}
+
 const LEASED = "SELECT id, lease_owner, lease_until FROM batches WHERE state = 'leased' ORDER BY id";
 const EXPIRE = `UPDATE batches SET state = 'retry', next_attempt_at = $now, lease_until = NULL, lease_owner = NULL,
     last_error = 'lease expired'

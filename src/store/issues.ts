@@ -80,6 +80,10 @@ export function resolveIssue(spool: Spool, fingerprint: string, now: number): bo
   return spool.db.transaction(() => resolveIssueTx(spool.db, fingerprint, now)).immediate();
 }
 
+export function getIssueByFingerprint(db: Database, fingerprint: string): IssueRow | null {
+  return db.query<IssueRow, [string]>(FIND).get(fingerprint);
+}
+
 export function getIssue(db: Database, id: number): IssueRow | null {
   return db.query<IssueRow, [number]>("SELECT * FROM issues WHERE id = ?").get(id);
 }

@@ -11,7 +11,7 @@ import type { Logger } from "../../src/obs/log.ts";
 export const SENTINEL = "S3NT1NEL-7f3a";
 
 /** A logger that keeps nothing (destinations do not log; the dispatcher does). */
-export const quietLog: Logger = { info() {}, warn() {}, error() {}, child: () => quietLog };
+export const quietLog: Logger = { info() {}, warn() {}, error() {}, limited() {}, child: () => quietLog };
 
 /** A fake clock at the real time: the standardwebhooks package checks timestamps against Date.now. */
 export function nowClock(): FakeClock {
