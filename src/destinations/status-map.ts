@@ -43,19 +43,26 @@ export function statusLine(status: number): string {
 }
 
 /**
- * Seconds to wait from a Retry-After value: delay-seconds or an HTTP date relative to `now`
- * (a past date is 0). Null when absent or unreadable. The dispatcher caps it at 1 h (spec 6.5).
+ * Seconds to wait from a Retry-After value: delay-seconds or an HTTP date relative to `now`.
+ * Null when absent, unreadable, or not in the future: "Retry-After: 0" or a past date is no
+ * hint at all (taken as one, it would retry every poll for ever), so the backoff schedule
+ * applies, and a 503 without a usable hint is a transport failure that feeds the breaker. The
+ * dispatcher caps a hint at 1 h (spec 6.5).
  */
 export function parseRetryAfter(value: string | null, now: number): number | null {
   if (value === null) return null;
   const s = value.trim();
-  if (/^\d{1,10}$/.test(s)) return Number(s);
-  // HTTP dates always name a weekday or month; requiring letters keeps Date.parse from reading
-  // "1.5" or "2024" as a date.
-  if (!/[A-Za-z]{3}/.test(s)) return null;
-  const t = Date.parse(s);
-  if (Number.isNaN(t)) return null;
-  return Math.max(0, t / 1000 - now);
+  let seconds: number;
+  if (/^\d{1,10}$/.test(s)) seconds = Number(s);
+  else {
+    // HTTP dates always name a weekday or month; requiring letters keeps Date.parse from reading
+    // "1.5" or "2024" as a date.
+    if (!/[A-Za-z]{3}/.test(s)) return null;
+    const t = Date.parse(s);
+    if (Number.isNaN(t)) return null;
+    seconds = t / 1000 - now;
+  }
+  return seconds > 0 ? seconds : null;
 }
 
 /** The outcome of a received status (spec 6.5 table); hermes adds its own reasons on top. */

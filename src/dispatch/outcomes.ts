@@ -3,7 +3,7 @@
 import type { Database } from "bun:sqlite";
 import type { Rng } from "../clock.ts";
 import type { Outcome } from "../destinations/types.ts";
-import { previousBadEmit, transportStrikes } from "../store/attempts.ts";
+import { consecutiveThrottles, previousBadEmit, transportStrikes } from "../store/attempts.ts";
 import { type AttemptRecord, type Claim, markDead, markDelivered, markRetry } from "../store/batches.ts";
 import type { Spool } from "../store/db.ts";
 import { clearProbeTx, destinationState, recordSuccessTx, recordTransportFailureTx, setRetryAfterTx } from "../store/destinations.ts";
@@ -133,9 +133,13 @@ export function applyOutcome(spool: Spool, policy: Policy, rng: Rng, f: Finished
       return { ...r, effect, ...(breaker ? { breaker } : {}) };
     }
     case "throttle": {
-      const delay = o.retryAfterS !== null ? retryDelayS(0, o.retryAfterS) : backoffS(Math.max(1, d.consecutive_failures), policy.backoffBaseS, policy.backoffCapS, rng);
+      // A hint in the future is honoured (capped at 1 h) and gates the destination. Without one
+      // (none sent, or 0, or a past date) the batch backs off on the schedule, keyed on its own
+      // run of throttles, since a throttle never moves the destination's failure counter.
+      const hinted = o.retryAfterS !== null && o.retryAfterS > 0;
+      const delay = hinted ? retryDelayS(0, o.retryAfterS) : backoffS(consecutiveThrottles(spool.db, batch.id) + 1, policy.backoffBaseS, policy.backoffCapS, rng);
       return retry("throttle", false, delay, (db) => {
-        if (o.retryAfterS !== null) setRetryAfterTx(db, dest, now + delay);
+        if (hinted) setRetryAfterTx(db, dest, now + delay);
       });
     }
     case "batch": {

@@ -54,6 +54,17 @@ export function previousBadEmit(db: Database, batchId: number): boolean {
   return false;
 }
 
+/** How many of this batch's latest attempts in a row were throttled (the backoff step of the next). */
+export function consecutiveThrottles(db: Database, batchId: number): number {
+  let n = 0;
+  for (const a of db.query<PastAttempt, [number]>(PAST).all(batchId)) {
+    if (leaseExpired(a)) continue;
+    if (a.klass !== "throttle") break;
+    n++;
+  }
+  return n;
+}
+
 /** A successful config reload makes every config-class retry due now (spec 6.5). */
 export function redueConfigRetries(spool: Spool, now: number): number {
   return spool.db

@@ -8,9 +8,11 @@ const NOW = 1_700_000_000;
 describe("parseRetryAfter", () => {
   test("seconds or an HTTP date, relative to the injected clock", () => {
     expect(parseRetryAfter("120", NOW)).toBe(120);
-    expect(parseRetryAfter(" 0 ", NOW)).toBe(0);
+    // Not in the future is no hint at all: the backoff schedule applies instead of a hot loop.
+    expect(parseRetryAfter(" 0 ", NOW)).toBeNull();
     expect(parseRetryAfter(new Date((NOW + 90) * 1000).toUTCString(), NOW)).toBe(90);
-    expect(parseRetryAfter(new Date((NOW - 90) * 1000).toUTCString(), NOW)).toBe(0);
+    expect(parseRetryAfter(new Date((NOW - 90) * 1000).toUTCString(), NOW)).toBeNull();
+    expect(parseRetryAfter(new Date(NOW * 1000).toUTCString(), NOW)).toBeNull();
   });
 
   test("absent or unreadable is null", () => {
@@ -45,6 +47,15 @@ describe("outcomeForStatus", () => {
   test("429 carries Retry-After when given, null otherwise", () => {
     expect(outcomeForStatus(429, "30", "http", NOW).retryAfterS).toBe(30);
     expect(outcomeForStatus(429, null, "http", NOW).retryAfterS).toBeNull();
+  });
+
+  test("a Retry-After of 0 or in the past is no hint: 429 stays a throttle, 503 is a transport failure", () => {
+    const past = new Date((NOW - 60) * 1000).toUTCString();
+    for (const v of ["0", past]) {
+      expect(outcomeForStatus(429, v, "http", NOW)).toMatchObject({ kind: "retry", klass: "throttle", retryAfterS: null });
+      // Like a 503 without Retry-After, it feeds the breaker.
+      expect(outcomeForStatus(503, v, "hermes", NOW)).toMatchObject({ kind: "retry", klass: "transport", retryAfterS: null });
+    }
   });
 
   test("reasons and details are fixed phrases", () => {

@@ -31,6 +31,31 @@ describe("classes (spec 6.5)", () => {
     });
   }
 
+  test("a throttle without a usable hint backs off on the schedule, growing with each throttle in a row", async () => {
+    const a = fakeDestination("hermes:a");
+    // What a destination hands over for "Retry-After: 0" is no hint; a 0 that slips through is none either.
+    const hints = [null, 0, null, 0];
+    a.answer = () => outcome({ kind: "retry", klass: "throttle", reason: "http 429", status: 429, retryAfterS: hints.shift() ?? null });
+    const r = rig(BASE, [a]);
+    const id = batchIdOf(r.put("A", "hermes:a"));
+    const delays: number[] = [];
+    for (let i = 0; i < 4; i++) {
+      const before = r.clock.now();
+      await r.step();
+      const next = r.batch(id).next_attempt_at as number;
+      delays.push(next - before);
+      r.clock.set(next);
+    }
+    expect(a.calls).toHaveLength(4);
+    // 15, 30, 60, 120 s steps plus at most 25 % jitter: never a retry on the next poll.
+    delays.forEach((d, i) => {
+      const step = 15 * 2 ** i;
+      expect(d).toBeGreaterThanOrEqual(step);
+      expect(d).toBeLessThanOrEqual(step * 1.25);
+    });
+    expect(r.dest("hermes:a").retry_after_until ?? null).toBeNull();
+  });
+
   test("config retries wait for the backoff cap; a successful reload makes them due at once", async () => {
     const a = fakeDestination("hermes:a");
     a.answer = () => outcome({ kind: "retry", klass: "config", reason: "unknown route", status: 404 });
