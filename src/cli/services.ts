@@ -31,7 +31,7 @@ function loadOptions(cli: Cli) {
  * What the dispatcher does before its first tick (spec 2, 6.2, 12, 17): take dispatch.lock
  * (held: exit 3), refuse a corrupt database (exit 2, never "move aside"), apply migrations.
  */
-function openForDispatch(cli: Cli, loaded: LoadedConfig): { spool: Spool; lock: FileLock } {
+function openForDispatch(cli: Cli, loaded: LoadedConfig, busyTimeoutS = 30): { spool: Spool; lock: FileLock } {
   const lock = acquireLock(loaded.paths.lock, "another dispatcher (or hookspool migrate)");
   const corrupt = (what: string) =>
     new HookspoolError("E_CORRUPT", `${loaded.paths.db} is corrupt: ${what}`, {
@@ -40,7 +40,7 @@ function openForDispatch(cli: Cli, loaded: LoadedConfig): { spool: Spool; lock: 
   try {
     let spool: Spool;
     try {
-      spool = openSpool(loaded.paths.db, { create: true, busyTimeoutS: 30, clock: cli.clock });
+      spool = openSpool(loaded.paths.db, { create: true, busyTimeoutS, clock: cli.clock });
     } catch (e) {
       const code = (e as { code?: string }).code ?? "";
       if (code.startsWith("SQLITE_CORRUPT") || code === "SQLITE_NOTADB") throw corrupt(code);
@@ -152,7 +152,10 @@ function runCommand(cli: Cli): CommandDef {
     args: { ...GLOBAL_ARGS },
     run() {
       const loaded = loadFor(cli);
-      const { spool, lock } = openForDispatch(cli, loaded);
+      // One connection for both parts: the intake's busy timeout (10 s, then 503) is the one a
+      // sender waits on, so it is the connection's; a dispatcher write that times out sooner is
+      // retried on the next tick.
+      const { spool, lock } = openForDispatch(cli, loaded, loaded.config.intake.busy_timeout_s);
       const dispatcher = makeDispatcher(cli, loaded, spool);
       const log = createLogger("intake", { clock: cli.clock });
       const intake = new Intake({ loaded, loadOptions: loadOptions(cli), clock: cli.clock, log, env: cli.io.env, spool });

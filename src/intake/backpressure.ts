@@ -8,7 +8,7 @@ const DISK_CACHE_S = 5;
 export class Backpressure {
   private checkedAt = Number.NEGATIVE_INFINITY;
   private free: number | null = null;
-  /** The last write failure (spool full), until a write succeeds again. */
+  /** The last write the spool refused, until a write (an enqueue or the health probe) succeeds. */
   private writeFailure: string | null = null;
 
   constructor(
@@ -32,12 +32,20 @@ export class Backpressure {
     return this.free !== null && this.free < this.minFreeBytes;
   }
 
+  /** A write was refused. The cached free-space reading predates it, so the next one is measured. */
   writeFailed(reason: string): void {
     this.writeFailure = reason;
+    this.checkedAt = Number.NEGATIVE_INFINITY;
   }
 
+  /** A write succeeded: the spool takes writes again. */
   writeOk(): void {
     this.writeFailure = null;
+  }
+
+  /** Whether the last write was refused (the health probe then tries a write sooner). */
+  get failing(): boolean {
+    return this.writeFailure !== null;
   }
 
   /** The last free-space reading. */

@@ -9,37 +9,47 @@ import type { Backpressure } from "./backpressure.ts";
 
 /** Writability is proven at most this often by a probe write; a recent enqueue proves it too. */
 export const WRITE_PROBE_S = 30;
+/** After a refused write, the probe tries again this soon, so one transient failure is not an outage. */
+export const FAILED_PROBE_S = 5;
 
 export class Health {
   private probedAt: number | null = null;
   private triedAt: number | null = null;
-  private probeError: string | null = null;
 
   constructor(
     private readonly spool: Spool,
     private readonly dbPath: string,
     private readonly clock: Clock,
     private readonly backpressure: Backpressure,
+    /** Called after a probe write succeeded (the intake reports a held-back spool issue then). */
+    private readonly onWritable: () => void = () => {},
   ) {}
 
-  /** The document and the HTTP status for it. A scrape never forces an fsync on its own account more than every 30 s. */
+  /**
+   * The document and the HTTP status for it. A scrape forces a probe write at most every 30 s,
+   * or every 5 s while the last write was refused; a probe that succeeds ends the refusal.
+   */
   check(config: Config): { code: number; doc: StatusDoc } {
     const now = this.clock.now();
     const lastEnqueue = getMetaNumber(this.spool.db, "last_enqueue_at");
     let writableAt: number | null = lastEnqueue !== null && now - lastEnqueue <= WRITE_PROBE_S ? lastEnqueue : this.probedAt;
-    const due = this.triedAt === null || now - this.triedAt >= WRITE_PROBE_S || now < this.triedAt;
-    if ((writableAt === null || now - writableAt > WRITE_PROBE_S) && due) {
+    const failing = this.backpressure.failing;
+    const every = failing ? FAILED_PROBE_S : WRITE_PROBE_S;
+    const due = this.triedAt === null || now - this.triedAt >= every || now < this.triedAt;
+    const stale = writableAt === null || now - writableAt > WRITE_PROBE_S;
+    if ((stale || failing) && due) {
       this.triedAt = now;
       try {
         probeWrite(this.spool, now);
         this.probedAt = now;
-        this.probeError = null;
         writableAt = now;
+        this.backpressure.writeOk();
+        this.onWritable();
       } catch (e) {
-        this.probeError = `spool: unwritable (${(e as { code?: string }).code ?? "error"})`;
+        this.backpressure.writeFailed(`unwritable (${(e as { code?: string }).code ?? "error"})`);
       }
     }
-    const hard = [...this.backpressure.active(), ...(this.probeError ? [this.probeError] : [])];
+    const hard = this.backpressure.active();
     const { doc, hard: isHard } = buildStatus(this.spool, config, this.dbPath, { now, writableCheckedAt: writableAt, hard, diskFree: this.backpressure.freeReading() });
     return { code: isHard ? 503 : 200, doc };
   }

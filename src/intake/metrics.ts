@@ -1,4 +1,5 @@
 // The intake's counters (spec 11.2): per process, in memory, reset on restart (rate() copes).
+import { faultCounts } from "../obs/faults.ts";
 
 export type RejectReason = "unverified" | "too_large" | "chunked" | "spool_full" | "busy" | "ignored" | "verify_error";
 
@@ -43,6 +44,13 @@ export class IntakeMetrics {
     family("hookspool_requests_rejected_total", "Requests refused or ignored, per source and reason.", this.rejected, (k) => {
       const [source, reason] = k.split("\u0000");
       return `source="${esc(source)}",reason="${esc(reason)}"`;
+    });
+    // Failures this process caught and survived (a refused write, a chore that threw); under
+    // `run` that includes the dispatcher's.
+    const caught = new Map(faultCounts().map((f) => [`${f.component}\u0000${f.klass}`, f.n]));
+    family("hookspool_caught_errors_total", "Failures caught and survived, per component and class.", caught, (k) => {
+      const [component, klass] = k.split("\u0000");
+      return `component="${esc(component)}",class="${esc(klass)}"`;
     });
     return `${out.join("\n")}\n`;
   }

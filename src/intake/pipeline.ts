@@ -4,6 +4,7 @@
 import type { Clock } from "../clock.ts";
 import { resolveCopies } from "../config/routes.ts";
 import type { Config } from "../config/types.ts";
+import type { WriteFailures } from "../obs/faults.ts";
 import type { Logger } from "../obs/log.ts";
 import { BadPayload, type Request, type Response, type SourcePlugin } from "../plugin/types.ts";
 import type { Spool } from "../store/db.ts";
@@ -22,6 +23,8 @@ export interface PipelineDeps {
   metrics: IntakeMetrics;
   clock: Clock;
   backpressure: Backpressure;
+  /** Refused writes: counted, logged without flooding, and the spool issue. */
+  writeFailures: WriteFailures;
 }
 
 export interface HookInput {
@@ -252,10 +255,13 @@ function quarantined(d: PipelineDeps, src: IntakeSource, req: Request, headers: 
   }
 }
 
-/** The spool could not take the write: 503, and the sender holds the event (spec 9). */
+/**
+ * The spool could not take the write: 503, and the sender holds the event (spec 9). Whatever
+ * the free space says (a quota, inode exhaustion), the spool issue opens and alerts once.
+ */
 function spoolRefused(d: PipelineDeps, source: string, reason: "busy" | "spool_full", e: unknown, bytes: number): Answer {
-  if (reason === "spool_full") d.backpressure.writeFailed("the last write failed (full or unwritable)");
+  if (reason === "spool_full") d.backpressure.writeFailed(`the last write was refused (${(e as { code?: string } | null)?.code ?? errorClass(e)})`);
   d.metrics.rejected1(source, reason);
-  d.log.error("spool refused the write", { source, reason: `${reason} ${(e as { code?: string })?.code ?? errorClass(e)}`, bytes });
+  d.writeFailures.record("enqueue", e, { source, bytes });
   return empty(503, reason === "spool_full" ? { "Retry-After": "60" } : {});
 }

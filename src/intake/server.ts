@@ -7,6 +7,7 @@ import { ConfigWatcher } from "../config/watch.ts";
 import type { Config, LoadedConfig } from "../config/types.ts";
 import { HookspoolError } from "../errors.ts";
 import type { Logger } from "../obs/log.ts";
+import { WriteFailures } from "../obs/faults.ts";
 import { renderSpoolMetrics } from "../obs/metrics.ts";
 import { openSpool, requireCurrentSchema, type Spool } from "../store/db.ts";
 import { Backpressure } from "./backpressure.ts";
@@ -80,6 +81,16 @@ async function readCapped(req: globalThis.Request, cap: number): Promise<Uint8Ar
   return out;
 }
 
+/** Why the listener could not start, as one line for the operator (a port in use is theirs to fix). */
+function listenError(listen: string, e: unknown): HookspoolError {
+  const code = (e as { code?: string } | null)?.code;
+  const hint = "stop whatever holds it (another hookspool?) or change intake.listen";
+  if (code === "EADDRINUSE") return new HookspoolError("E_CONFIG", `cannot listen on ${listen}: the address is in use`, { key: "intake.listen", hint });
+  if (code === "EACCES" || code === "EPERM") return new HookspoolError("E_CONFIG", `cannot listen on ${listen}: permission denied`, { key: "intake.listen", hint: "use a port above 1023, or a unix socket in a directory hookspool may write" });
+  if (code === "ENOENT") return new HookspoolError("E_CONFIG", `cannot listen on ${listen}: the socket's directory does not exist`, { key: "intake.listen" });
+  return new HookspoolError("E_CONFIG", `cannot listen on ${listen} (${code ?? (e instanceof Error ? e.name : "error")})`, { key: "intake.listen", hint });
+}
+
 function toResponse(a: Answer): globalThis.Response {
   return new Response(a.body, { status: a.status, headers: a.headers });
 }
@@ -96,6 +107,7 @@ export class Intake {
   private readonly metrics = new IntakeMetrics();
   private backpressure: Backpressure | null = null;
   private health: Health | null = null;
+  private writeFailures: WriteFailures | null = null;
 
   constructor(private readonly opts: IntakeOptions) {
     this.config = opts.loaded.config;
@@ -122,7 +134,9 @@ export class Intake {
     this.sources = await loadSources(this.config, { configDir: dirname(loaded.paths.config ?? loaded.paths.home), env: this.opts.env, file: loaded.paths.config ?? "config.toml" });
     for (const p of loaded.problems) log.warn("config warning", { reason: `${p.key}: ${p.message}` });
     this.backpressure = new Backpressure(loaded.paths.db, this.config.limits.min_free_bytes, clock, this.opts.diskFree);
-    this.health = new Health(this.spool, loaded.paths.db, clock, this.backpressure);
+    const writeFailures = new WriteFailures(this.spool, "intake", log, () => clock.now());
+    this.writeFailures = writeFailures;
+    this.health = new Health(this.spool, loaded.paths.db, clock, this.backpressure, () => writeFailures.flush());
     const deps = {
       spool: this.spool,
       config: () => this.config,
@@ -131,6 +145,7 @@ export class Intake {
       metrics: this.metrics,
       clock,
       backpressure: this.backpressure,
+      writeFailures,
     };
     const maxBody = Math.max(this.config.intake.max_body_bytes, ...[...this.sources.values()].map((s) => s.maxBodyBytes));
     const common = {
@@ -173,10 +188,22 @@ export class Intake {
       },
     };
     // idleTimeout: a slowloris body cannot hold a TCP connection for ever.
-    this.server = "unix" in listen ? Bun.serve({ ...common, unix: listen.unix }) : Bun.serve({ ...common, hostname: listen.hostname, port: listen.port, idleTimeout: 30 });
+    try {
+      this.server = "unix" in listen ? Bun.serve({ ...common, unix: listen.unix }) : Bun.serve({ ...common, hostname: listen.hostname, port: listen.port, idleTimeout: 30 });
+    } catch (e) {
+      throw listenError(this.config.intake.listen, e);
+    }
     this.watcher = new ConfigWatcher({ file: loaded.paths.config, mtimeMs: loaded.mtimeMs, loadOptions: this.opts.loadOptions, spool: this.spool, log, now: () => clock.now() });
-    this.timer = setInterval(() => void this.reloadIfChanged(), RELOAD_EVERY_S * 1000);
-    log.info("listening", { reason: "unix" in listen ? `unix:${listen.unix}` : `${listen.hostname}:${this.server.port}` });
+    this.timer = setInterval(() => {
+      // A refused write's issue is retried here too, so it is reported without waiting for traffic.
+      this.writeFailures?.flush();
+      void this.reloadIfChanged();
+    }, RELOAD_EVERY_S * 1000);
+    const where = "unix" in listen ? `unix:${listen.unix}` : `${listen.hostname.includes(":") ? `[${listen.hostname}]` : listen.hostname}:${this.server.port}`;
+    log.info("listening", { listen: where });
+    // Once per source: the URL to give the sender (behind the proxy, the public host replaces ours).
+    const base = "unix" in listen ? "" : `http://${where}`;
+    for (const name of this.sources.keys()) log.info("source ready", { source: name, url: `${base}/hooks/${encodeURIComponent(name)}` });
   }
 
   /** Reload config.toml when its mtime moved; a bad file keeps the previous config (spec 15). */

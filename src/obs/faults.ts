@@ -3,7 +3,7 @@
 // a refused write, the spool issue that tells the operator.
 import type { Spool } from "../store/db.ts";
 import { raiseIssue } from "../store/issues.ts";
-import type { Logger } from "./log.ts";
+import type { LogFields, Logger } from "./log.ts";
 
 /** The class of a caught error: SQLite's or the OS's code (SQLITE_FULL, ENOSPC), else its name. */
 export function errorClass(e: unknown): string {
@@ -72,11 +72,11 @@ export class WriteFailures {
     private readonly now: () => number,
   ) {}
 
-  /** A write failed with `e` while doing `what` ("enqueue", "mark"). */
-  record(what: string, e: unknown): void {
+  /** A write failed with `e` while doing `what` ("enqueue", "mark"); `fields` go on the log line. */
+  record(what: string, e: unknown, fields: LogFields = {}): void {
     const klass = errorClass(e);
     countFault(this.component, klass);
-    this.log.limited("error", `${what} failed: the spool refused the write`, { reason: klass });
+    this.log.limited("error", `${what} failed: the spool refused the write`, { ...fields, reason: klass });
     this.pending = { klass, count: (this.pending?.count ?? 0) + 1 };
     if (!isBusy(klass)) this.flush();
   }

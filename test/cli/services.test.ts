@@ -6,6 +6,7 @@ import { acquireLock } from "../../src/store/lock.ts";
 import { openSpool } from "../../src/store/db.ts";
 import { migrate } from "../../src/store/migrate.ts";
 import { cli } from "../helpers/cli.ts";
+import { startHookspool, waitFor } from "../helpers/proc.ts";
 import { tempDir } from "../helpers/tmp.ts";
 
 function home(): string {
@@ -55,3 +56,69 @@ test("a file that is not a database at all is refused the same way (exit 2)", as
   expect(r.code).toBe(2);
   expect(r.err).toContain("corrupt");
 });
+
+describe("hookspool run as a newcomer starts it", () => {
+  test("an address in use is one line naming it, exit 2, no stack trace", async () => {
+    const taken = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: () => new Response("") });
+    try {
+      const h = home();
+      writeFileSync(join(h, "config.toml"), `[intake]\nlisten = "127.0.0.1:${taken.port}"\n`);
+      const r = await cli(["--home", h, "run"]);
+      expect(r.code).toBe(2);
+      const lines = r.err.trim().split("\n").filter((l) => l.startsWith("hookspool:"));
+      expect(lines).toEqual([`hookspool: intake.listen: cannot listen on 127.0.0.1:${taken.port}: the address is in use (stop whatever holds it (another hookspool?) or change intake.listen)`]);
+      expect(r.err).not.toMatch(/\n\s+at /);
+    } finally {
+      taken.stop();
+    }
+  });
+
+  test("run and intake log the address as listen= and each source's hook URL once", async () => {
+    const h = home();
+    writeFileSync(join(h, "secret"), "s3cret", { mode: 0o600 });
+    writeFileSync(
+      join(h, "config.toml"),
+      `[intake]\nlisten = "127.0.0.1:0"\n\n[sources.demo]\ntemplate = { scheme = "static-token", header = "X-Token", key = "topic" }\nsecrets.secret = { file = "${join(h, "secret")}" }\naction = "script:x"\n\n[destinations."script:x"]\nargv = ["/bin/true"]\n`,
+    );
+    const p = await startHookspool(h, ["run"]);
+    try {
+      const port = await p.port();
+      await waitFor("the source's URL line", () => p.stderr().includes("source ready"));
+      expect(p.stderr()).toContain(`listening listen=127.0.0.1:${port}`);
+      expect(p.stderr()).toContain(`source ready source=demo url=http://127.0.0.1:${port}/hooks/demo`);
+      expect(p.stderr().match(/source ready/g)).toHaveLength(1);
+    } finally {
+      p.kill();
+      await p.exited;
+    }
+  });
+});
+
+test("under run, a sender waits the intake's busy timeout, not the dispatcher's 30 s, then gets 503", async () => {
+  const h = home();
+  writeFileSync(join(h, "secret"), "s3cret", { mode: 0o600 });
+  writeFileSync(
+    join(h, "config.toml"),
+    `[intake]\nlisten = "127.0.0.1:0"\nbusy_timeout_s = 1\n\n[sources.demo]\ntemplate = { scheme = "static-token", header = "X-Token", key = "topic" }\nsecrets.secret = { file = "${join(h, "secret")}" }\naction = "script:x"\n\n[destinations."script:x"]\nargv = ["/bin/true"]\n`,
+  );
+  const p = await startHookspool(h, ["run"]);
+  const holder = openSpool(join(h, "spool.db"), { busyTimeoutS: 5 });
+  try {
+    const port = await p.port();
+    holder.db.run("BEGIN IMMEDIATE"); // another process holds the write lock
+    const t0 = performance.now();
+    const res = await fetch(`http://127.0.0.1:${port}/hooks/demo`, { method: "POST", body: '{"topic":"a"}', headers: { "X-Token": "s3cret" }, signal: AbortSignal.timeout(15_000) });
+    const waited = performance.now() - t0;
+    expect(res.status).toBe(503);
+    // One busy timeout for the request, perhaps one for a dispatcher tick in front of it: far from 30 s.
+    expect(waited).toBeLessThan(8_000);
+    holder.db.run("ROLLBACK");
+    const again = await fetch(`http://127.0.0.1:${port}/hooks/demo`, { method: "POST", body: '{"topic":"a"}', headers: { "X-Token": "s3cret" } });
+    expect(again.status).toBe(202);
+  } finally {
+    if (holder.db.inTransaction) holder.db.run("ROLLBACK");
+    holder.close();
+    p.kill();
+    await p.exited;
+  }
+}, 30_000);

@@ -82,7 +82,7 @@ timeout_s = 2
     for await (const chunk of proc.stderr) stderr += new TextDecoder().decode(chunk);
   })();
   try {
-    const port = await waitFor("the intake to listen", () => /listening reason=127\.0\.0\.1:(\d+)/.exec(stderr)?.[1]);
+    const port = await waitFor("the intake to listen", () => /listening listen=127\.0\.0\.1:(\d+)/.exec(stderr)?.[1]);
     const send = async (topic: string, n: number) => {
       const body = JSON.stringify({ topic, type: "tick", n });
       const res = await fetch(`http://127.0.0.1:${port}/hooks/demo`, {

@@ -64,7 +64,7 @@ export async function startHookspool(home: string, argv: string[], opts: StartOp
     async port() {
       const until = Date.now() + (opts.listenTimeoutMs ?? 15_000);
       for (;;) {
-        const m = /listening reason=127\.0\.0\.1:(\d+)/.exec(err);
+        const m = /listening listen=127\.0\.0\.1:(\d+)/.exec(err);
         if (m) return Number(m[1]);
         if (proc.exitCode !== null || proc.signalCode) throw new Error(`hookspool exited before listening: ${err.slice(-500)}`);
         if (Date.now() > until) throw new Error(`hookspool did not listen in time: ${err.slice(-500)}`);

@@ -154,6 +154,61 @@ describe("backpressure and health (spec 9, 11.1)", () => {
     }
   });
 
+  test("a write refused while free space is above the limit (a quota): 503, and the spool issue opens at once", async () => {
+    const t = await startIntake(`[limits]\nmin_free_bytes = 1000000\n\n${DEMO}`, { secrets: { demo: SECRET }, diskFree: () => 10 * 1024 ** 3 });
+    // The intake's own connection may grow the file by a few pages only: SQLite answers
+    // SQLITE_FULL for a 300 KB body whatever statfs says, while a small write still fits.
+    const conn = (t.intake as unknown as { spool: { db: { run(sql: string): void; query(sql: string): { get(): unknown } } } }).spool.db;
+    try {
+      const pages = (conn.query("PRAGMA page_count").get() as { page_count: number }).page_count;
+      conn.run(`PRAGMA max_page_count = ${pages + 8}`);
+      const big = JSON.stringify({ topic: "b", pad: "y".repeat(300_000) });
+      expect((await t.post("/hooks/demo", big, { "X-Sig": sig(big) })).status).toBe(503);
+      expect(t.count("issues", "fingerprint = 'spool:write_failed' AND kind = 'spool' AND state = 'open'")).toBe(1);
+      expect(await (await fetch(`${t.url}/metrics`)).text()).toContain('hookspool_caught_errors_total{component="intake",class="SQLITE_FULL"} 1');
+    } finally {
+      conn.run("PRAGMA max_page_count = 1073741823");
+      await t.stop();
+    }
+  });
+
+  test("after a refused write /healthz is 503 with a fresh disk reading; the probe's own write ends it, no enqueue needed", async () => {
+    let free = 10 * 1024 ** 3;
+    let reads = 0;
+    const t = await startIntake(`[limits]\nmin_free_bytes = 1000000\n\n${DEMO}`, {
+      secrets: { demo: SECRET },
+      diskFree: () => {
+        reads++;
+        return free;
+      },
+    });
+    const conn = (t.intake as unknown as { spool: { db: { run(sql: string): void; query(sql: string): { get(): unknown } } } }).spool.db;
+    try {
+      expect((await fetch(`${t.url}/healthz`)).status).toBe(200);
+      // Not one more page: every write is refused, the issue's own write included.
+      const pages = (conn.query("PRAGMA page_count").get() as { page_count: number }).page_count;
+      conn.run(`PRAGMA max_page_count = ${pages}`);
+      const big = JSON.stringify({ topic: "b", pad: "y".repeat(300_000) });
+      expect((await t.post("/hooks/demo", big, { "X-Sig": sig(big) })).status).toBe(503);
+      const readsBefore = reads;
+      free = 2 * 1024 ** 3;
+      const h = await fetch(`${t.url}/healthz`);
+      expect(reads).toBeGreaterThan(readsBefore); // measured after the failure, not cached from before it
+      expect(h.status).toBe(503);
+      const doc = (await h.json()) as { degraded: string[]; disk_free_bytes: number };
+      expect(doc.disk_free_bytes).toBe(2 * 1024 ** 3);
+      expect(doc.degraded.join(" ")).toContain("SQLITE_FULL");
+      // The space is back and no sender writes: a quiet source must not show an outage for hours.
+      conn.run("PRAGMA max_page_count = 1073741823");
+      t.clock.advance(11);
+      expect((await fetch(`${t.url}/healthz`)).status).toBe(200);
+      expect(t.count("issues", "fingerprint = 'spool:write_failed' AND state = 'open'")).toBe(1);
+    } finally {
+      conn.run("PRAGMA max_page_count = 1073741823");
+      await t.stop();
+    }
+  });
+
   test("/healthz: the status document, 200 when only soft problems; writability proven by a recent enqueue or a probe", async () => {
     const t = await startIntake(DEMO, { secrets: { demo: SECRET } });
     try {
