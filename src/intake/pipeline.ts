@@ -44,6 +44,7 @@ export interface Answer {
 }
 
 const JSON_TYPE = { "Content-Type": "application/json" };
+const VERIFY_FAILURES: ReadonlySet<string> = new Set(["missing_signature", "malformed", "mismatch", "stale", "future"]);
 const status = (s: string, code: number): Answer => ({ status: code, body: JSON.stringify({ status: s }), headers: JSON_TYPE });
 const empty = (code: number, headers: Record<string, string> = {}): Answer => ({ status: code, body: "", headers });
 const fromPlugin = (r: Response): Answer => ({ status: r.status, body: r.body ?? "", headers: r.headers ?? {} });
@@ -65,9 +66,11 @@ export async function handleHook(d: PipelineDeps, input: HookInput): Promise<Ans
   const { name } = src;
   const headers = lowerHeaders(input.headers);
   const get = (h: string) => headers.find(([k]) => k === h)?.[1] ?? null;
+  // Refusals can come by the thousand (a flood, a full disk): identical lines are rate-limited
+  // with a count, and every one is counted in /metrics.
   const reject = (reason: RejectReason, answer: Answer, bytes?: number): Answer => {
     d.metrics.rejected1(name, reason);
-    d.log.warn("rejected", { source: name, reason, status: answer.status, bytes, remote: input.peer });
+    d.log.limited("warn", "rejected", { source: name, reason, status: answer.status, bytes, remote: input.peer });
     return answer;
   };
 
@@ -98,8 +101,10 @@ export async function handleHook(d: PipelineDeps, input: HookInput): Promise<Ans
       d.metrics.rejected1(name, "verify_error");
       return empty(503, { "Retry-After": "60" });
     case "unverified":
+      // One line per request (the sender is told nothing; the operator gets the class of the
+      // failure: missing_signature, malformed, mismatch, stale or future), never a value.
       d.metrics.rejected1(name, "unverified");
-      d.log.warn("unverified", { source: name, remote: req.remoteAddr, bytes: body.length });
+      d.log.warn("unverified", { source: name, reason: ev.reason, remote: req.remoteAddr, bytes: body.length });
       return empty(401);
     case "ignored":
       d.metrics.rejected1(name, "ignored");
@@ -144,7 +149,7 @@ export type Evaluation =
   | { kind: "answered"; response: Response; authenticated: boolean }
   | { kind: "method" }
   | { kind: "verify_error"; error: string }
-  | { kind: "unverified" }
+  | { kind: "unverified"; reason: string }
   | { kind: "ignored"; reason: string }
   | { kind: "quarantine"; error: unknown }
   | ({ kind: "classified" } & Classified);
@@ -173,7 +178,9 @@ export async function evaluate(config: Config, src: IntakeSource, req: Request):
   }
   if (req.method !== "POST") return { kind: "method" };
   try {
-    if ((await plugin.verify(req, src.secrets)) !== true) return { kind: "unverified" };
+    const verdict = await plugin.verify(req, src.secrets);
+    // Only true verifies; a plugin that says why not names a class, one that says false does not.
+    if (verdict !== true) return { kind: "unverified", reason: typeof verdict === "string" && VERIFY_FAILURES.has(verdict) ? verdict : "rejected" };
   } catch (e) {
     return { kind: "verify_error", error: errorClass(e) };
   }

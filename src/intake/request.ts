@@ -50,7 +50,7 @@ export function makeRequest(w: WireRequest): Request {
         try {
           text = utf8.decode(w.body);
         } catch {
-          throw new BadPayload("the body is not valid UTF-8");
+          throw new BadPayload("the body is not valid UTF-8", "not_utf8");
         }
       }
       return text;
@@ -61,7 +61,7 @@ export function makeRequest(w: WireRequest): Request {
         try {
           parsed = { value: JSON.parse(t) };
         } catch {
-          throw new BadPayload("the body is not valid JSON");
+          throw new BadPayload("the body is not valid JSON", "not_json");
         }
       }
       return parsed.value;

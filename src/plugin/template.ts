@@ -2,8 +2,8 @@
 // service that sends a signed or tokened JSON POST.
 import { bodySha256 } from "./dedup.ts";
 import { getText } from "./get-path.ts";
-import { type Attrs, BadPayload, type Request, response, type SourcePlugin } from "./types.ts";
-import { hmacPrefixed, standardWebhooks, staticToken, timestamped } from "./verify.ts";
+import { type Attrs, BadPayload, type Request, response, type SourcePlugin, type Verdict } from "./types.ts";
+import { hmacPrefixedWhy, sha256Hex, standardWebhooksWhy, staticTokenWhy, timestampedWhy } from "./verify.ts";
 
 export const TEMPLATE_KEYS = ["scheme", "header", "prefix", "param", "callback_url", "head_handshake", "key", "dedup", "ignore", "event_type", "attrs", "sender_retries"] as const;
 
@@ -29,6 +29,7 @@ export interface TemplateSettings {
   head_handshake?: boolean;
   /** One selector or several joined with ":". */
   key: string | string[];
+  /** A selector, body_sha256, or none; unset: the scheme's default (see defaultDedup). */
   dedup?: string;
   /** Event types acked with "ignored" and not enqueued (GitHub's ping). */
   ignore?: string | string[];
@@ -46,7 +47,7 @@ const STRING_KEYS = ["scheme", "header", "prefix", "param", "callback_url", "ded
 
 /**
  * Check a template table. Selectors: `header:<Name>`, `field:<dotted.path>` or a bare path
- * (a payload field), `const:<text>`; `dedup` also takes `body_sha256`.
+ * (a payload field), `const:<text>`; `dedup` also takes `body_sha256` and `none`.
  */
 export function checkTemplate(t: Record<string, unknown>): TemplateProblem[] {
   const out: TemplateProblem[] = [];
@@ -92,7 +93,7 @@ export function checkTemplate(t: Record<string, unknown>): TemplateProblem[] {
 }
 
 function selectorOk(sel: string, dedup: boolean): boolean {
-  if (dedup && sel === "body_sha256") return true;
+  if (dedup && (sel === "body_sha256" || sel === "none")) return true;
   const m = /^(header|field|const):(.+)$/.exec(sel);
   if (m) return true;
   return /^[A-Za-z0-9_$-]+(\.[A-Za-z0-9_$-]+)*$/.test(sel);
@@ -113,32 +114,65 @@ function concat(a: Uint8Array, b: string): Uint8Array {
   return out;
 }
 
+/**
+ * The dedup id a scheme implies when the template sets no `dedup`, so that a signed request
+ * replayed within its timestamp tolerance is not queued twice: Standard Webhooks carries a
+ * message id (webhook-id, or svix-id from Svix senders); the t=,v1= scheme carries none, so the
+ * signature header stands in for one (hashed: the column never holds a signature). Other
+ * schemes have no default.
+ */
+export function defaultDedup(t: Pick<TemplateSettings, "scheme" | "header">): ((payload: unknown, req: Request) => string | null) | undefined {
+  if (t.scheme === "standard-webhooks") return (_p, req) => req.header("webhook-id") || req.header("svix-id") || null;
+  if (t.scheme === "timestamped" && t.header) {
+    const header = t.header;
+    return (_p, req) => {
+      const sig = req.header(header);
+      return sig ? `sig:${sha256Hex(sig)}` : null;
+    };
+  }
+  return undefined;
+}
+
+function dedupFor(t: TemplateSettings): ((payload: unknown, req: Request) => string | null) | undefined {
+  if (t.dedup === "none") return undefined;
+  if (t.dedup === "body_sha256") return bodySha256;
+  if (t.dedup !== undefined) {
+    const sel = t.dedup;
+    return (payload, req) => select(sel, payload, req) || null;
+  }
+  return defaultDedup(t);
+}
+
 /** Build the source plugin a (checked) template describes. Its one secret is named `secret`. */
 export function templateSource(t: TemplateSettings): SourcePlugin {
   const keySelectors = ([] as string[]).concat(t.key);
   const ignored = new Set(([] as string[]).concat(t.ignore ?? []));
   const prefix = t.prefix ?? "";
-  const verify = (req: Request, secret: string): boolean => {
+  const verify = (req: Request, secret: string): Verdict => {
     const h = t.header ? req.header(t.header) : null;
-    switch (t.scheme) {
-      case "hmac-sha256-hex":
-        return hmacPrefixed(h, prefix, secret, req.body, { algorithm: "sha256", encoding: "hex" });
-      case "hmac-sha1-hex":
-        return hmacPrefixed(h, prefix, secret, req.body, { algorithm: "sha1", encoding: "hex" });
-      case "hmac-sha256-base64":
-        return hmacPrefixed(h, prefix, secret, req.body, { algorithm: "sha256", encoding: "base64" });
-      case "hmac-sha1-base64-url":
-        return hmacPrefixed(h, prefix, secret, concat(req.body, t.callback_url ?? ""), { algorithm: "sha1", encoding: "base64" });
-      case "standard-webhooks":
-        return standardWebhooks({ id: req.header("webhook-id"), timestamp: req.header("webhook-timestamp"), signature: req.header("webhook-signature") }, secret, req.body, { now: req.now });
-      case "timestamped":
-        return timestamped(h, secret, req.body, { now: req.now });
-      case "static-token": {
-        if (t.param) return staticToken(req.query[t.param] ?? null, secret);
-        if (h === null || !h.startsWith(prefix)) return false;
-        return staticToken(h.slice(prefix.length), secret);
+    const why = () => {
+      switch (t.scheme) {
+        case "hmac-sha256-hex":
+          return hmacPrefixedWhy(h, prefix, secret, req.body, { algorithm: "sha256", encoding: "hex" });
+        case "hmac-sha1-hex":
+          return hmacPrefixedWhy(h, prefix, secret, req.body, { algorithm: "sha1", encoding: "hex" });
+        case "hmac-sha256-base64":
+          return hmacPrefixedWhy(h, prefix, secret, req.body, { algorithm: "sha256", encoding: "base64" });
+        case "hmac-sha1-base64-url":
+          return hmacPrefixedWhy(h, prefix, secret, concat(req.body, t.callback_url ?? ""), { algorithm: "sha1", encoding: "base64" });
+        case "standard-webhooks":
+          return standardWebhooksWhy({ id: req.header("webhook-id"), timestamp: req.header("webhook-timestamp"), signature: req.header("webhook-signature") }, secret, req.body, { now: req.now });
+        case "timestamped":
+          return timestampedWhy(h, secret, req.body, { now: req.now });
+        case "static-token": {
+          if (t.param) return staticTokenWhy(req.query[t.param] ?? null, secret);
+          if (h === null) return "missing_signature";
+          if (!h.startsWith(prefix)) return "malformed";
+          return staticTokenWhy(h.slice(prefix.length), secret);
+        }
       }
-    }
+    };
+    return why() ?? true;
   };
   const authHeaders: string[] = [];
   if (t.header) authHeaders.push(t.header);
@@ -162,12 +196,12 @@ export function templateSource(t: TemplateSettings): SourcePlugin {
     key(payload, req) {
       const parts = keySelectors.map((sel) => {
         const v = select(sel, payload, req);
-        if (v === null || v === "") throw new BadPayload(`key selector ${sel} has no value`);
+        if (v === null || v === "") throw new BadPayload(`key selector ${sel} has no value`, "key_missing");
         return v;
       });
       return parts.join(":");
     },
-    dedupId: t.dedup ? (payload, req) => (t.dedup === "body_sha256" ? bodySha256(payload, req) : select(t.dedup as string, payload, req) || null) : undefined,
+    dedupId: dedupFor(t),
     eventType,
     attrs: t.attrs
       ? (payload, req) => {

@@ -1,5 +1,8 @@
 // The plugin API a source (and later a bobbin) is written against (spec 14.1). Config keys and
 // JSON documents keep the spec's snake_case; plugin fields are camelCase (DESIGN.md).
+import type { VerifyFailure } from "./verify.ts";
+
+export type { VerifyFailure };
 
 // ---------------------------------------------------------------------------------------------
 // Requests and responses
@@ -48,9 +51,23 @@ export interface Secrets {
 // ---------------------------------------------------------------------------------------------
 // Errors a plugin raises (STYLE.md rule 5: typed, matched with instanceof)
 
-/** The request's body cannot be understood: the request is quarantined. */
+/**
+ * Why a verified request from the sender could not be queued: the body is not JSON or not
+ * UTF-8, the coalesce key is missing or longer than 512 bytes, or the plugin found the payload
+ * unreadable for a reason of its own (bad_payload). Quarantined requests with one of these are
+ * filed under the source (kind "source"), not as a config problem.
+ */
+export type SenderFault = "not_json" | "not_utf8" | "key_missing" | "key_too_long" | "bad_payload";
+
+/** The request's body cannot be understood: the request is quarantined, filed under the sender. */
 export class BadPayload extends Error {
   override name = "BadPayload";
+  constructor(
+    message: string,
+    readonly fault: SenderFault = "bad_payload",
+  ) {
+    super(message);
+  }
 }
 
 /** A processor or destination asks to be tried again later. */
@@ -67,6 +84,12 @@ export class Permanent extends Error {
 // Sources
 
 export type Attrs = Record<string, string | number | boolean>;
+
+/**
+ * What verify() answers: true when the request is verified; otherwise false, or better the
+ * class of the failure (logged on the 401 line without any value). Only `true` verifies.
+ */
+export type Verdict = boolean | VerifyFailure;
 
 /**
  * A source plugin: only verify, key and authHeaders are mandatory (spec 14.1). Everything
@@ -92,7 +115,7 @@ export interface SourcePlugin {
   /** Header that carries the event type on delivery (e.g. X-GitHub-Event). */
   eventHeader?: string;
 
-  verify(req: Request, secrets: Secrets): boolean | Promise<boolean>;
+  verify(req: Request, secrets: Secrets): Verdict | Promise<Verdict>;
   /** A Response answers and stops (nothing is enqueued); null continues. Runs after verify. */
   challenge?(req: Request, secrets: Secrets): Response | null | undefined | Promise<Response | null | undefined>;
   /** A reason string means "ack with ignored, do not enqueue". */

@@ -4,15 +4,12 @@
 // get wrong (missing header, bad hex or base64, wrong prefix, stale time) and never throws for
 // it; nothing here logs, and no error message carries a secret.
 import { createHash, createHmac, randomBytes, timingSafeEqual } from "node:crypto";
-import { importJWK, jwtVerify, type JWK } from "jose";
-import type { Clock } from "../clock.ts";
 import { HookspoolError } from "../errors.ts";
 
 export type Data = string | Uint8Array;
 export type Algorithm = "sha256" | "sha1" | "sha512";
 export type Encoding = "hex" | "base64";
-/** A public key as a sender publishes it (jose's JWK; the DOM type is not in our lib). */
-export type JsonWebKey = JWK;
+export type { JsonWebKey } from "./keys.ts";
 
 const ALGORITHMS: ReadonlySet<string> = new Set(["sha256", "sha1", "sha512"]);
 const encoder = new TextEncoder();
@@ -87,13 +84,26 @@ function mac(key: Data, data: Data, algorithm: string): Uint8Array {
 }
 
 /**
- * True when given (encoded) equals the HMAC of data. An empty secret never verifies: an empty
- * secret file must fail closed, not make every signature computable.
+ * Why a request is not verified, as a class that is safe to log (it holds no value): no
+ * signature at all, one that cannot be read, one that does not match, or a timestamp outside
+ * the tolerance (in the past, or in the future).
  */
-function macMatches(given: string | null, secret: Data, data: Data, algorithm: string, encoding: Encoding): boolean {
-  if (given === null || bytes(secret).length === 0) return false;
+export type VerifyFailure = "missing_signature" | "malformed" | "mismatch" | "stale" | "future";
+
+/**
+ * Null when given (encoded) equals the HMAC of data, else why not. An empty secret never
+ * verifies: an empty secret file must fail closed, not make every signature computable.
+ */
+function macWhy(given: string | null, secret: Data, data: Data, algorithm: string, encoding: Encoding): VerifyFailure | null {
+  if (given === null) return "missing_signature";
+  if (bytes(secret).length === 0) return "mismatch";
   const claimed = decode(given.trim(), encoding);
-  return claimed !== null && constantTimeEqual(claimed, mac(secret, data, algorithm));
+  if (claimed === null) return "malformed";
+  return constantTimeEqual(claimed, mac(secret, data, algorithm)) ? null : "mismatch";
+}
+
+function macMatches(given: string | null, secret: Data, data: Data, algorithm: string, encoding: Encoding): boolean {
+  return macWhy(given, secret, data, algorithm, encoding) === null;
 }
 
 /** A hex HMAC (either case) of data under secret. */
@@ -114,8 +124,20 @@ export function hmacPrefixed(
   data: Data,
   opts: { algorithm?: Algorithm; encoding?: Encoding } = {},
 ): boolean {
-  if (header === null || !header.startsWith(prefix)) return false;
-  return macMatches(header.slice(prefix.length), secret, data, opts.algorithm ?? "sha256", opts.encoding ?? "hex");
+  return hmacPrefixedWhy(header, prefix, secret, data, opts) === null;
+}
+
+/** hmacPrefixed, saying why not (null: verified). */
+export function hmacPrefixedWhy(
+  header: string | null,
+  prefix: string,
+  secret: Data,
+  data: Data,
+  opts: { algorithm?: Algorithm; encoding?: Encoding } = {},
+): VerifyFailure | null {
+  if (header === null) return "missing_signature";
+  if (!header.startsWith(prefix)) return "malformed";
+  return macWhy(header.slice(prefix.length), secret, data, opts.algorithm ?? "sha256", opts.encoding ?? "hex");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -126,13 +148,21 @@ export function hmacPrefixed(
  * string or a number); a value above 1e12 is taken as milliseconds. Anything else is false.
  */
 export function timestampFresh(ts: string | number | null, now: number, toleranceS = 300): boolean {
+  return timestampWhy(ts, now, toleranceS) === null;
+}
+
+/** timestampFresh, saying why not: absent, unreadable, too old (stale) or ahead (future). */
+export function timestampWhy(ts: string | number | null, now: number, toleranceS = 300): VerifyFailure | null {
   let t: number;
+  if (ts === null) return "missing_signature";
   if (typeof ts === "number") t = ts;
   else if (typeof ts === "string" && /^\d{1,16}(?:\.\d{1,9})?$/.test(ts.trim())) t = Number(ts.trim());
-  else return false;
-  if (!Number.isFinite(t) || t < 0) return false;
+  else return "malformed";
+  if (!Number.isFinite(t) || t < 0) return "malformed";
   if (t > 1e12) t /= 1000;
-  return Math.abs(now - t) <= toleranceS;
+  if (now - t > toleranceS) return "stale";
+  if (t - now > toleranceS) return "future";
+  return null;
 }
 
 /**
@@ -145,7 +175,17 @@ export function timestamped(
   body: Data,
   opts: { now: number; toleranceS?: number; algorithm?: Algorithm; encoding?: Encoding },
 ): boolean {
-  if (header === null) return false;
+  return timestampedWhy(header, secret, body, opts) === null;
+}
+
+/** timestamped, saying why not (null: verified). */
+export function timestampedWhy(
+  header: string | null,
+  secret: Data,
+  body: Data,
+  opts: { now: number; toleranceS?: number; algorithm?: Algorithm; encoding?: Encoding },
+): VerifyFailure | null {
+  if (header === null) return "missing_signature";
   const times: string[] = [];
   const candidates: string[] = [];
   for (const part of header.split(",")) {
@@ -156,13 +196,16 @@ export function timestamped(
     else if (name === "v1") candidates.push(part.slice(eq + 1).trim());
   }
   const t = times[0];
-  if (times.length !== 1 || t === undefined || !candidates.length) return false;
-  if (!timestampFresh(t, opts.now, opts.toleranceS ?? 300)) return false;
+  if (times.length !== 1 || t === undefined || !candidates.length) return "malformed";
+  const stale = timestampWhy(t, opts.now, opts.toleranceS ?? 300);
+  if (stale) return stale;
   const signed = concat(`${t}.`, body);
   const algorithm = opts.algorithm ?? "sha256";
   const encoding = opts.encoding ?? "hex";
   // Check every candidate rather than stopping at the first match; the work is the same per try.
-  return candidates.map((c) => macMatches(c, secret, signed, algorithm, encoding)).includes(true);
+  const verdicts = candidates.map((c) => macWhy(c, secret, signed, algorithm, encoding));
+  if (verdicts.includes(null)) return null;
+  return verdicts.every((v) => v === "malformed") ? "malformed" : "mismatch";
 }
 
 /**
@@ -181,9 +224,16 @@ export function signedTimestamp(opts: {
   algorithm?: Algorithm;
   encoding?: Encoding;
 }): boolean {
-  if (!timestampFresh(opts.timestamp, opts.now, opts.toleranceS ?? 300)) return false;
+  return signedTimestampWhy(opts) === null;
+}
+
+/** signedTimestamp, saying why not (null: verified). */
+export function signedTimestampWhy(opts: Parameters<typeof signedTimestamp>[0]): VerifyFailure | null {
+  if (opts.signature === null) return "missing_signature";
+  const stale = timestampWhy(opts.timestamp, opts.now, opts.toleranceS ?? 300);
+  if (stale) return stale;
   const message = typeof opts.message === "string" || opts.message instanceof Uint8Array ? opts.message : concat(...opts.message);
-  return hmacPrefixed(opts.signature, opts.prefix ?? "", opts.secret, message, opts);
+  return hmacPrefixedWhy(opts.signature, opts.prefix ?? "", opts.secret, message, opts);
 }
 
 /**
@@ -197,14 +247,25 @@ export function standardWebhooks(
   body: Data,
   opts: { now: number; toleranceS?: number },
 ): boolean {
+  return standardWebhooksWhy(h, secret, body, opts) === null;
+}
+
+/** standardWebhooks, saying why not (null: verified). */
+export function standardWebhooksWhy(
+  h: { id: string | null; timestamp: string | null; signature: string | null },
+  secret: string | readonly string[],
+  body: Data,
+  opts: { now: number; toleranceS?: number },
+): VerifyFailure | null {
   const { id, timestamp, signature } = h;
-  if (!id || timestamp === null || signature === null) return false;
-  if (!timestampFresh(timestamp, opts.now, opts.toleranceS ?? 300)) return false;
+  if (!id || timestamp === null || signature === null) return "missing_signature";
+  const stale = timestampWhy(timestamp, opts.now, opts.toleranceS ?? 300);
+  if (stale) return stale;
   const candidates = signature
     .split(/\s+/)
     .filter((entry) => entry.startsWith("v1,"))
     .map((entry) => entry.slice(3));
-  if (!candidates.length) return false;
+  if (!candidates.length) return "malformed";
   const signed = concat(`${id}.${timestamp}.`, body);
   let ok = false;
   for (const s of typeof secret === "string" ? [secret] : secret) {
@@ -216,7 +277,7 @@ export function standardWebhooks(
     }
     for (const c of candidates) ok = macMatches(c, key, signed, "sha256", "base64") || ok;
   }
-  return ok;
+  return ok ? null : "mismatch";
 }
 
 /** The "v1,<base64>" signature of spec 6.4 for one secret (emit one per secret on rotation). */
@@ -229,8 +290,14 @@ export function standardWebhooksSignature(secret: string, id: string, timestamp:
 
 /** A static token (URL parameter or header) equal to the secret; an empty secret never matches. */
 export function staticToken(given: string | null, secret: string): boolean {
-  if (given === null || secret.length === 0) return false;
-  return constantTimeEqual(given, secret);
+  return staticTokenWhy(given, secret) === null;
+}
+
+/** staticToken, saying why not (null: verified). */
+export function staticTokenWhy(given: string | null, secret: string): VerifyFailure | null {
+  if (given === null) return "missing_signature";
+  if (secret.length === 0) return "mismatch";
+  return constantTimeEqual(given, secret) ? null : "mismatch";
 }
 
 /** The lower-case hex SHA-256 of data. */
@@ -245,127 +312,6 @@ export function bodySha256Matches(claimHex: string | null, body: Uint8Array): bo
   return claim !== null && constantTimeEqual(claim, createHash("sha256").update(body).digest());
 }
 
-// ---------------------------------------------------------------------------------------------
-// Published keys (spec 10, Plaid bullet; spec 14.3.7 KeyCache, shared_key_cache)
-
-export interface KeyCacheOptions {
-  /** Fetch the key for kid (through net); null when the sender says there is no such key. */
-  fetchKey: (kid: string) => Promise<JsonWebKey | null>;
-  clock: Clock;
-  /** At most one fetch per this many seconds for the whole cache, whatever the kid (60). */
-  minFetchIntervalS?: number;
-  /** How long a kid the sender does not know stays unknown (600). */
-  negativeTtlS?: number;
-}
-
-/**
- * Keys by kid, guarded so unauthenticated requests cannot amplify against the sender's API:
- * known keys stay for the life of the process; an unknown kid is negative-cached for
- * negativeTtlS; the whole cache makes at most one fetch per minFetchIntervalS (a lookup that
- * would exceed it answers null without fetching); concurrent lookups of one kid share a fetch.
- * A failed fetch (throws) answers null and caches nothing, so the kid is tried again once the
- * fetch interval has passed: an outage costs at most one interval of refusals, never ten minutes.
- */
-export class KeyCache {
-  private readonly known = new Map<string, JsonWebKey>();
-  private readonly unknownUntil = new Map<string, number>();
-  private readonly inflight = new Map<string, Promise<JsonWebKey | null>>();
-  private lastFetchAt = Number.NEGATIVE_INFINITY;
-  private readonly minFetchIntervalS: number;
-  private readonly negativeTtlS: number;
-
-  constructor(private readonly opts: KeyCacheOptions) {
-    this.minFetchIntervalS = opts.minFetchIntervalS ?? 60;
-    this.negativeTtlS = opts.negativeTtlS ?? 600;
-  }
-
-  /** The key for kid, or null (unknown, rate-limited, or the fetch failed). Never throws. */
-  async key(kid: string): Promise<JsonWebKey | null> {
-    const hit = this.known.get(kid);
-    if (hit) return hit;
-    const now = this.opts.clock.now();
-    const until = this.unknownUntil.get(kid);
-    if (until !== undefined && now < until) return null;
-    const pending = this.inflight.get(kid);
-    if (pending) return pending;
-    if (now - this.lastFetchAt < this.minFetchIntervalS) return null;
-    this.lastFetchAt = now;
-    const fetched = this.fetch(kid).finally(() => this.inflight.delete(kid));
-    this.inflight.set(kid, fetched);
-    return fetched;
-  }
-
-  private async fetch(kid: string): Promise<JsonWebKey | null> {
-    let jwk: JsonWebKey | null;
-    try {
-      jwk = await this.opts.fetchKey(kid);
-    } catch {
-      return null;
-    }
-    if (jwk) {
-      this.known.set(kid, jwk);
-      this.unknownUntil.delete(kid);
-      return jwk;
-    }
-    const now = this.opts.clock.now();
-    // The fetch rate bounds this map (one entry per interval); dropping expired ones keeps it so.
-    for (const [k, t] of this.unknownUntil) if (t <= now) this.unknownUntil.delete(k);
-    this.unknownUntil.set(kid, now + this.negativeTtlS);
-    return null;
-  }
-}
-
-const sharedCaches = new Map<string, KeyCache>();
-
-/** One cache per name for the whole process ("plaid:production"), made on first use. */
-export function sharedKeyCache(name: string, make: () => KeyCache): KeyCache {
-  let cache = sharedCaches.get(name);
-  if (!cache) {
-    cache = make();
-    sharedCaches.set(name, cache);
-  }
-  return cache;
-}
-
-function jsonPart(part: string): Record<string, unknown> | null {
-  try {
-    const v: unknown = JSON.parse(Buffer.from(part, "base64url").toString("utf8"));
-    return v !== null && typeof v === "object" && !Array.isArray(v) ? (v as Record<string, unknown>) : null;
-  } catch {
-    return null;
-  }
-}
-
-/**
- * Verify an ES256 JWT (Plaid-Verification) and return its claims, or null. The structure,
- * alg == ES256 and a kid are checked before any key lookup, so garbage never reaches the
- * network (spec 10); then the signature (jose) and iat, two-sided within maxAgeS. The caller
- * checks claims that bind the token to the request (bodySha256Matches).
- */
-export async function jwtEs256(
-  token: string | null,
-  cache: KeyCache,
-  opts: { now: number; maxAgeS?: number },
-): Promise<Record<string, unknown> | null> {
-  if (typeof token !== "string") return null;
-  const parts = token.split(".");
-  if (parts.length !== 3 || !parts.every((p) => /^[A-Za-z0-9_-]+$/.test(p))) return null;
-  const header = jsonPart(parts[0] ?? "");
-  if (!header || header.alg !== "ES256") return null;
-  const kid = header.kid;
-  if (typeof kid !== "string" || kid.length === 0 || kid.length > 256) return null;
-  if (!jsonPart(parts[1] ?? "")) return null;
-
-  const jwk = await cache.key(kid);
-  if (!jwk) return null;
-  try {
-    const key = await importJWK(jwk, "ES256");
-    // currentDate keeps jose's exp/nbf checks on our clock (STYLE rule 9).
-    const { payload } = await jwtVerify(token, key, { algorithms: ["ES256"], currentDate: new Date(opts.now * 1000) });
-    const iat = payload.iat;
-    if (typeof iat !== "number" || !Number.isFinite(iat) || Math.abs(opts.now - iat) > (opts.maxAgeS ?? 300)) return null;
-    return payload as Record<string, unknown>;
-  } catch {
-    return null;
-  }
-}
+// Published keys (Plaid's ES256 JWT and its guarded key cache) live in keys.ts; they are part
+// of the same API for plugins.
+export { jwtEs256, KeyCache, type KeyCacheOptions, sharedKeyCache } from "./keys.ts";
