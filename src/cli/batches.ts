@@ -1,9 +1,9 @@
-// Reading batches: hookspool list and hookspool show (spec 16). Payloads only on request.
+// Reading batches: hookspool list and hookspool show. Payloads only on request.
 import type { CommandDef } from "citty";
 import { HookspoolError } from "../errors.ts";
 import { BATCH_STATES, type BatchState, batchAttempts, batchEvents, batchPayloads, getBatch, listBatches } from "../store/queries.ts";
-import { humanAge, humanBytes, isoTime, table } from "./format.ts";
-import { type Cli, GLOBAL_ARGS, loadFor, openExisting, positiveInt } from "./context.ts";
+import { humanAge, humanBytes, isoTime, table, visible } from "./format.ts";
+import { type Cli, GLOBAL_ARGS, loadForReading, openExisting, positiveInt } from "./context.ts";
 
 function listCommand(cli: Cli): CommandDef {
   return {
@@ -13,7 +13,7 @@ function listCommand(cli: Cli): CommandDef {
       state: { type: "string", description: `one of ${BATCH_STATES.join(", ")}` },
       source: { type: "string", description: "only this source" },
       destination: { type: "string", description: "only this destination" },
-      limit: { type: "string", description: "at most this many", default: "50" },
+      limit: { type: "string", description: "at most this many", default: "50", valueHint: "n" },
     },
     run({ args }) {
       const state = args.state as string | undefined;
@@ -21,7 +21,7 @@ function listCommand(cli: Cli): CommandDef {
         throw new HookspoolError("E_USAGE", `--state must be one of ${BATCH_STATES.join(", ")}`);
       }
       const limit = positiveInt(args.limit, "--limit");
-      const { paths } = loadFor(cli);
+      const { paths } = loadForReading(cli);
       const spool = openExisting(cli, paths.db);
       try {
         const rows = listBatches(spool.db, { state: state as BatchState | undefined, source: args.source, destination: args.destination, limit });
@@ -60,7 +60,7 @@ function showCommand(cli: Cli): CommandDef {
     },
     run({ args }) {
       const id = positiveInt(args.batch, "batch");
-      const { paths } = loadFor(cli);
+      const { paths } = loadForReading(cli);
       const spool = openExisting(cli, paths.db);
       try {
         const b = getBatch(spool.db, id);
@@ -107,7 +107,7 @@ function showCommand(cli: Cli): CommandDef {
         if (b.delivered_at !== null) lines.push([b.state === "delivered" ? "delivered" : "finished", isoTime(b.delivered_at)]);
         if (b.state === "dead") lines.push(["next step", `hookspool replay ${b.id}`]);
         const w = Math.max(...lines.map(([k]) => k.length));
-        cli.io.out(lines.map(([k, v]) => `${k.padEnd(w)}  ${v}`).join("\n"));
+        cli.io.out(lines.map(([k, v]) => `${k.padEnd(w)}  ${visible(v)}`).join("\n"));
         if (events) {
           cli.io.out("");
           cli.io.out(table(["EVENT", "TYPE", "RECEIVED", "BYTES", "DEDUP ID", "EXCLUDED"], events.map((e) => [e.id, e.event_type || "-", isoTime(e.received_at), e.size, e.dedup_id ?? "-", e.excluded_at ? isoTime(e.excluded_at) : ""])));
@@ -127,7 +127,8 @@ function showCommand(cli: Cli): CommandDef {
           for (const p of payloads) {
             cli.io.out("");
             cli.io.out(`--- event ${p.id}`);
-            cli.io.out(p.payload ?? `(quarantined request, ${p.raw?.length ?? 0} raw bytes; headers ${p.headers})\n${p.raw ? new TextDecoder().decode(p.raw) : ""}`);
+            // A payload is a sender's bytes: shown escaped, never as terminal commands.
+            cli.io.out(p.payload !== null ? visible(p.payload) : `(quarantined request, ${p.raw?.length ?? 0} raw bytes; headers ${visible(p.headers)})\n${p.raw ? visible(new TextDecoder().decode(p.raw)) : ""}`);
           }
         }
         return 0;

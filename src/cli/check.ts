@@ -1,15 +1,16 @@
-// hookspool check and hookspool reload (spec 15, 16): validate the config (exit 2 on errors; the
-// services' ExecStartPre), and touch config.toml so the intake and the dispatcher reload together.
+// hookspool check and hookspool reload: validate the config (exit 2 on errors; the services'
+// ExecStartPre), and touch config.toml so the intake and the dispatcher reload together.
 import { existsSync, statSync, utimesSync } from "node:fs";
 import type { CommandDef } from "citty";
 import { checkConfigFile, type CheckReport } from "../config/check.ts";
 import type { ConfigProblem } from "../config/types.ts";
 import { HookspoolError } from "../errors.ts";
 import { type Cli, GLOBAL_ARGS } from "./context.ts";
+import { visible } from "./format.ts";
 
-/** `error: path.to.key: what is wrong (how to fix)` */
+/** `error: path.to.key: what is wrong (how to fix)`; a key or value from the file is shown escaped. */
 export function problemLine(p: ConfigProblem): string {
-  return `${p.level}: ${p.key}: ${p.message}${p.hint ? ` (${p.hint})` : ""}`;
+  return visible(`${p.level}: ${p.key}: ${p.message}${p.hint ? ` (${p.hint})` : ""}`);
 }
 
 function counts(problems: ConfigProblem[]): { errors: number; warnings: number } {
@@ -27,7 +28,7 @@ function runCheck(cli: Cli): Promise<CheckReport> {
 function printReport(cli: Cli, report: CheckReport): void {
   const { errors, warnings } = counts(report.problems);
   for (const p of report.problems) cli.io.out(problemLine(p));
-  cli.io.out(`${report.file ?? "(no config file)"}: ${plural(errors, "error")}, ${plural(warnings, "warning")}`);
+  cli.io.out(visible(`${report.file ?? "(no config file)"}: ${plural(errors, "error")}, ${plural(warnings, "warning")}`));
 }
 
 export function checkCommands(cli: Cli): Record<string, CommandDef> {
@@ -66,7 +67,7 @@ export function checkCommands(cli: Cli): Record<string, CommandDef> {
         }
         return 2;
       }
-      // Both services reload when the mtime moves (spec 15); make sure it does move.
+      // Both services reload when the mtime moves; make sure it does move.
       let now = cli.clock.now();
       if (Math.abs(statSync(file).mtimeMs - now * 1000) < 1) now += 0.001;
       utimesSync(file, now, now);

@@ -1,11 +1,15 @@
 // What every command gets: its I/O, the global flags, the clock; and the two ways to open a spool.
+import { readFileSync } from "node:fs";
+import { parse as parseToml } from "smol-toml";
 import { type Clock, processClock } from "../clock.ts";
 import { HookspoolError } from "../errors.ts";
-import { type Env, loadConfig } from "../config/load.ts";
+import { ConfigError, type Env, loadConfig, parseConfig, resolvePaths } from "../config/load.ts";
+import { isTable } from "../config/parse.ts";
 import type { LoadedConfig } from "../config/types.ts";
 import { openSpool, requireCurrentSchema, type Spool } from "../store/db.ts";
+import { visible } from "./format.ts";
 
-/** A command's view of the world, so tests can run it in-process (spec 18: main(argv)). */
+/** A command's view of the world, so tests can run it in-process (main(argv) is runCli). */
 export interface Io {
   out(text: string): void;
   err(text: string): void;
@@ -45,7 +49,7 @@ export function makeCli(io: Io, globals: Globals, clock: Clock = processClock(io
   return { io, globals, clock, warnings: [] };
 }
 
-/** The global flags of spec 16, accepted before or after the command. */
+/** The global flags, accepted before or after the command. */
 export const GLOBAL_ARGS = {
   home: { type: "string", description: "state directory (HOOKSPOOL_HOME; default /var/lib/hookspool)", valueHint: "dir" },
   config: { type: "string", description: "config file (HOOKSPOOL_CONFIG; default <home>/config.toml)", valueHint: "file" },
@@ -78,19 +82,52 @@ export function splitGlobals(argv: string[]): { globals: Globals; rest: string[]
 
 /**
  * Load the config with this command's flags and environment. Warnings (unknown keys at run
- * time, spec 15) are kept for stderr, one line each, so stdout stays clean for --json.
+ * time) are kept for stderr, one line each, so stdout stays clean for --json.
  */
 export function loadFor(cli: Cli, opts: { strict?: boolean } = {}): LoadedConfig {
   const loaded = loadConfig({ home: cli.globals.home, config: cli.globals.config, env: cli.io.env, cwd: cli.io.cwd, strict: opts.strict });
   for (const p of loaded.problems) {
-    cli.warnings.push(`hookspool: warning: ${[loaded.paths.config, p.key].filter(Boolean).join(": ")}: ${p.message}${p.hint ? ` (${p.hint})` : ""}`);
+    cli.warnings.push(`hookspool: warning: ${visible(`${[loaded.paths.config, p.key].filter(Boolean).join(": ")}: ${p.message}${p.hint ? ` (${p.hint})` : ""}`)}`);
   }
   return loaded;
 }
 
 /**
- * Open the spool for a command that never migrates (spec 17): the database must exist and
- * have exactly this build's schema.
+ * Load the config for a command that only reads the spool (list, show, status, export). A
+ * config that does not parse or validate must not lock the operator out of the evidence while
+ * they fix it: the command then runs on the defaults, with one warning on stderr, and finds
+ * the database by --home, HOOKSPOOL_HOME, HOOKSPOOL_DB (or spool.home/spool.db if the TOML parses).
+ */
+export function loadForReading(cli: Cli): LoadedConfig {
+  try {
+    return loadFor(cli);
+  } catch (e) {
+    if (!(e instanceof ConfigError) || !e.file) throw e;
+    const file = e.file;
+    const first = e.problems[0];
+    cli.io.err(`hookspool: warning: ${visible(`${file}: cannot use the config (${first.key}: ${first.message}); reading the database alone`)}`);
+    const { config } = parseConfig("", file);
+    const spool = spoolTable(file);
+    if (typeof spool.home === "string") config.spool.home = spool.home;
+    if (typeof spool.db === "string") config.spool.db = spool.db;
+    const paths = resolvePaths(config, { home: cli.globals.home, config: cli.globals.config, env: cli.io.env, cwd: cli.io.cwd }, file);
+    return { config, paths, problems: [], mtimeMs: null };
+  }
+}
+
+/** The [spool] table of a config file whose TOML parses (its values unchecked), else {}. */
+function spoolTable(file: string): Record<string, unknown> {
+  try {
+    const doc = parseToml(readFileSync(file, "utf8"));
+    return isTable(doc) && isTable(doc.spool) ? doc.spool : {};
+  } catch {
+    return {};
+  }
+}
+
+/**
+ * Open the spool for a command that never migrates: the database must exist and have exactly
+ * this build's schema (only migrate and dispatch change it).
  */
 export function openExisting(cli: Cli, dbPath: string): Spool {
   const spool = openSpool(dbPath, { create: false, busyTimeoutS: 30, clock: cli.clock });

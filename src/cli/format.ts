@@ -29,9 +29,22 @@ export function humanBytes(n: number | null | undefined): string {
   return `${v.toFixed(v < 10 ? 1 : 0)} ${units[i]}`;
 }
 
-/** Rows as an aligned table under a header; the last column is never padded. */
+/** C0 controls, DEL and C1 controls: the characters a terminal may act on instead of showing. */
+const CONTROL = /[\u0000-\u001f\u007f-\u009f\\]/g;
+const NAMED: Record<string, string> = { "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t" };
+
+/**
+ * Text from the spool or a sender (a key, an event type, an error) made safe for a terminal:
+ * every control character is shown as an escape (ESC as \x1b, newline as \n) so it can neither
+ * recolour nor rewrite the screen, and a backslash is doubled so the escapes are unambiguous.
+ */
+export function visible(text: string): string {
+  return text.replace(CONTROL, (c) => NAMED[c] ?? `\\x${c.charCodeAt(0).toString(16).padStart(2, "0")}`);
+}
+
+/** Rows as an aligned table under a header; the last column is never padded. Every cell is visible(). */
 export function table(header: string[], rows: (string | number | null | undefined)[][]): string {
-  const cells = [header, ...rows.map((r) => r.map((c) => (c === null || c === undefined ? "-" : String(c))))];
+  const cells = [header, ...rows.map((r) => r.map((c) => (c === null || c === undefined ? "-" : visible(String(c)))))];
   const widths = header.map((_, i) => Math.max(...cells.map((r) => (r[i] ?? "").length)));
   return cells
     .map((r) =>

@@ -1,4 +1,4 @@
-// hookspool issues [list|ack|resolve|ignore <id>] (spec 11.4, 16).
+// hookspool issues [list|ack|resolve|ignore <id>]: the grouped failures an operator works through.
 import type { CommandDef } from "citty";
 import { HookspoolError } from "../errors.ts";
 import { type IssueRow, type IssueState, listIssues, setIssueState } from "../store/issues.ts";

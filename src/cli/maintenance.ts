@@ -1,12 +1,12 @@
-// hookspool prune [--vacuum] and hookspool export (spec 8, 16): retention by hand, and a JSONL copy.
+// hookspool prune [--vacuum] and hookspool export: retention by hand, and a JSONL copy.
 import type { CommandDef } from "citty";
 import { HookspoolError } from "../errors.ts";
 import { diskFreeBytes, spoolBytes } from "../obs/disk.ts";
 import { exportBatches } from "../store/export.ts";
 import { BATCH_STATES, type BatchState } from "../store/queries.ts";
 import { policyFromConfig, type RetentionCounts, runRetention, vacuum } from "../store/retention.ts";
-import { humanBytes } from "./format.ts";
-import { type Cli, GLOBAL_ARGS, loadFor, openExisting } from "./context.ts";
+import { humanBytes, visible } from "./format.ts";
+import { type Cli, GLOBAL_ARGS, loadFor, loadForReading, openExisting } from "./context.ts";
 import { parseSince } from "./time.ts";
 
 function plural(n: number, one: string, many = `${one}s`): string {
@@ -22,7 +22,8 @@ function pruneCommand(cli: Cli): CommandDef {
   return {
     meta: {
       name: "prune",
-      description: "run retention now (spec 8); --vacuum then rebuilds the file (needs ~2x its size free, blocks writers while it runs)",
+      description:
+        "run retention now: delete delivered and dropped batches, attempts, expired dedup rows and closed issues past their [retention] ages (dead batches are kept); --vacuum then rebuilds the file (needs ~2x its size free, blocks writers while it runs)",
     },
     args: {
       ...GLOBAL_ARGS,
@@ -42,8 +43,9 @@ function pruneCommand(cli: Cli): CommandDef {
         const free = diskFreeBytes(paths.db);
         cli.io.err(`hookspool: warning: VACUUM rewrites the whole database; it needs about twice its size free (${humanBytes(2 * before)}) and holds the write lock while it runs`);
         if (free !== null && free < 2 * before) {
-          // The pass itself is done; say what it deleted before refusing the rebuild.
-          printCounts();
+          // The pass itself is done; say what it deleted before refusing the rebuild (with
+          // --json the error object is the only output).
+          if (!cli.globals.json) printCounts();
           throw new HookspoolError("E_SPOOL", `only ${humanBytes(free)} free next to ${paths.db}; VACUUM needs about ${humanBytes(2 * before)}`, {
             hint: "free some space, or copy the spool elsewhere with VACUUM INTO",
           });
@@ -78,7 +80,7 @@ function exportCommand(cli: Cli): CommandDef {
         throw new HookspoolError("E_USAGE", `--state must be one of ${BATCH_STATES.join(", ")}`);
       }
       const since = args.since === undefined ? undefined : parseSince(String(args.since), cli.clock.now());
-      const { paths } = loadFor(cli);
+      const { paths } = loadForReading(cli);
       const spool = openExisting(cli, paths.db);
       try {
         let n = 0;
@@ -89,7 +91,7 @@ function exportCommand(cli: Cli): CommandDef {
           events += rec.events.length;
         }
         // stdout holds only the records; the count goes to stderr.
-        cli.io.err(`exported ${plural(n, "batch", "batches")} (${plural(events, "event")})`);
+        cli.io.err(visible(`exported ${plural(n, "batch", "batches")} (${plural(events, "event")})`));
         return 0;
       } finally {
         spool.close();

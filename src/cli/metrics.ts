@@ -1,4 +1,4 @@
-// hookspool metrics: the table-derived part of GET /metrics (spec 11.2), for a cron or a textfile collector.
+// hookspool metrics: the table-derived part of GET /metrics, for a cron or a textfile collector.
 import type { CommandDef } from "citty";
 import { renderSpoolMetrics } from "../obs/metrics.ts";
 import { type Cli, GLOBAL_ARGS, loadFor, openExisting } from "./context.ts";

@@ -1,4 +1,4 @@
-// hookspool migrate [--dry-run]: apply pending schema migrations under dispatch.lock (spec 17).
+// hookspool migrate [--dry-run]: apply pending schema migrations under dispatch.lock.
 import { chmodSync, existsSync, mkdirSync } from "node:fs";
 import { dirname } from "node:path";
 import type { CommandDef } from "citty";
@@ -32,7 +32,7 @@ export function migrateCommand(cli: Cli): CommandDef {
         const spool = openSpool(paths.db, { create: true, clock: cli.clock });
         try {
           if (args["dry-run"]) {
-            // The store's dry run refuses a newer schema, as the real one does (spec 17).
+            // The store's dry run refuses a newer schema, as the real one does: no downgrades.
             const { from, applied: pending } = migrate(spool, { dryRun: true });
             say({ from, pending }, pending.length ? `would apply ${pending.join(", ")} (schema ${from})` : `schema ${from} is current; nothing to apply`);
             return 0;

@@ -1,5 +1,5 @@
-// The operator's verbs over batches and destinations (spec 16): replay, retry, split, exclude,
-// drop, pause, resume. Every one is a named store transition; nothing here writes SQL.
+// The operator's verbs over batches and destinations: replay, retry, split, exclude, drop,
+// pause, resume. Every one is a named store transition; nothing here writes SQL.
 import { dirname } from "node:path";
 import { userInfo } from "node:os";
 import type { CommandDef } from "citty";
@@ -15,6 +15,7 @@ import { raiseIssue, resolveIssue } from "../store/issues.ts";
 import { deadBatchIds, dropBatches, excludeEvents, type Reclassify, replayBatch, retryNow, splitBatch } from "../store/operator.ts";
 import { destinationNames, getBatch } from "../store/queries.ts";
 import { type Cli, GLOBAL_ARGS, loadFor, openExisting, positiveInt } from "./context.ts";
+import type { HelpMeta } from "./help.ts";
 import { parseSince } from "./time.ts";
 
 /** Positional words after the verb (citty keeps them in `_`). */
@@ -50,13 +51,19 @@ async function reclassifier(cli: Cli, config: Config, configFile: string | null,
 
 function replayCommand(cli: Cli): CommandDef {
   return {
-    meta: { name: "replay", description: "dead -> retry, due now, attempts reset; a quarantine batch is classified again through its plugin", variadic: true } as CommandDef["meta"],
+    meta: {
+      name: "replay",
+      description: "dead -> retry, due now, attempts reset; a quarantine batch is classified again through its plugin",
+      usage: "<batch>... | --dead [--destination D] [--source S] [--since T]",
+      variadic: true,
+    } as HelpMeta,
     args: {
       ...GLOBAL_ARGS,
+      batch: { type: "positional", description: "the dead batches to replay (or --dead for all of them)", required: false },
       dead: { type: "boolean", description: "every dead batch (bulk retry), narrowed by the flags below" },
       destination: { type: "string", description: "with --dead: only this destination (quarantine: quarantined requests)" },
       source: { type: "string", description: "with --dead: only this source" },
-      since: { type: "string", description: "with --dead: only batches whose last event is this recent (Unix s, ISO date, or 24h)" },
+      since: { type: "string", description: "with --dead: only batches whose last event is this recent (Unix s, ISO date, or 24h)", valueHint: "T" },
     },
     async run({ args }) {
       const ids = words(args as { _: string[] }).map((w) => positiveInt(w, "batch"));
@@ -74,12 +81,14 @@ function replayCommand(cli: Cli): CommandDef {
         }
         const results: unknown[] = [];
         let code = 0;
+        let replayed = 0;
         for (const id of targets) {
           try {
             const b = getBatch(spool.db, id);
             const re = b?.destination === "quarantine" && b.state === "dead" ? await reclassifier(cli, config, file, b.source) : undefined;
             const r = replayBatch(spool, id, now, re);
             results.push(r);
+            if (r.kind === "replayed") replayed++;
             if (!cli.globals.json) {
               if (r.kind === "replayed") cli.io.out(`batch ${id}: dead -> retry, due now`);
               else cli.io.out(`batch ${id}: quarantined request(s) classified again and queued; the quarantine batch is marked reclassified`);
@@ -90,15 +99,21 @@ function replayCommand(cli: Cli): CommandDef {
             const message = e instanceof HookspoolError ? e.message : `the source plugin still cannot classify it (${e instanceof Error ? e.name : typeof e}); nothing changed`;
             code = Math.max(code, e instanceof HookspoolError ? e.exitCode : 1);
             results.push({ batchId: id, error: message });
-            cli.io.err(`hookspool: batch ${id}: ${message}`);
+            if (!cli.globals.json) cli.io.err(`hookspool: ${aboutBatch(id, e instanceof HookspoolError ? e.describe() : message)}`);
           }
         }
         if (cli.globals.json) cli.io.out(JSON.stringify({ replayed: results }));
-        else cli.io.out("note: a replayed batch re-enters its key's queue by its first event, so it delivers out of order (spec 6.1)");
+        // Only a batch put back into retry can overtake newer batches of its key.
+        else if (replayed > 0) cli.io.out("note: a replayed batch re-enters its key's queue by its first event, so it delivers out of order");
         return code;
       });
     },
   };
+}
+
+/** `message` naming batch `id` once: the store's messages already do ("batch 7 is delivered; ..."). */
+function aboutBatch(id: number, message: string): string {
+  return new RegExp(`\\bbatch ${id}\\b`).test(message) ? message : `batch ${id}: ${message}`;
 }
 
 function retryCommand(cli: Cli): CommandDef {
@@ -144,10 +159,16 @@ function requireYes(args: { yes?: boolean }, what: string): void {
 
 function excludeCommand(cli: Cli): CommandDef {
   return {
-    meta: { name: "exclude", description: "leave events out of a batch's document (they stay stored and listed); content_hash is recomputed", variadic: true } as CommandDef["meta"],
+    meta: {
+      name: "exclude",
+      description: "leave events out of a batch's document (they stay stored and listed); content_hash is recomputed",
+      usage: "<batch> <event>... --yes",
+      variadic: true,
+    } as HelpMeta,
     args: {
       ...GLOBAL_ARGS,
       batch: { type: "positional", description: "batch id", required: true },
+      event: { type: "positional", description: "the event ids to leave out (hookspool show <batch> --events lists them)", required: false },
       yes: { type: "boolean", description: "confirm" },
     },
     run({ args }) {
@@ -169,8 +190,12 @@ function excludeCommand(cli: Cli): CommandDef {
 
 function dropCommand(cli: Cli): CommandDef {
   return {
-    meta: { name: "drop", description: "discard batches deliberately (open, sealed, retry or dead); never automatic", variadic: true } as CommandDef["meta"],
-    args: { ...GLOBAL_ARGS, yes: { type: "boolean", description: "confirm" } },
+    meta: { name: "drop", description: "discard batches deliberately (open, sealed, retry or dead); never automatic", usage: "<batch>... --yes", variadic: true } as HelpMeta,
+    args: {
+      ...GLOBAL_ARGS,
+      batch: { type: "positional", description: "the batches to drop", required: false },
+      yes: { type: "boolean", description: "confirm" },
+    },
     run({ args }) {
       const ids = words(args as { _: string[] }).map((w) => positiveInt(w, "batch"));
       if (ids.length === 0) throw new HookspoolError("E_USAGE", "give the batch ids to drop");
@@ -211,7 +236,7 @@ function pauseCommand(cli: Cli): CommandDef {
         }
         const by = args.reason ? `${user}: ${String(args.reason).slice(0, 200)}` : user;
         pauseDestination(spool, name, by, now);
-        // spec 11.4: operator pauses open or update a delivery issue
+        // A pause opens (or updates) a delivery issue, so it shows in issues and alerts like a failure.
         raiseIssue(spool, { fingerprint: `delivery:${name}:paused`, kind: "delivery", destination: name, error: `paused by ${by}`, now });
         say(cli, { destination: name, state: "paused" }, `${name}: paused (spooling continues; hookspool resume ${name} to deliver again)`);
         return 0;

@@ -1,11 +1,11 @@
-// The citty root: every verb of spec 16, global flags, --help everywhere, exit codes 0/1/2/3.
-import { type ArgsDef, type CommandDef, parseArgs, renderUsage, runCommand } from "citty";
+// The citty root: every verb, global flags, --help everywhere, exit codes 0/1/2/3.
+import { type ArgsDef, type CommandDef, parseArgs, runCommand } from "citty";
 import { HookspoolError } from "../errors.ts";
-import { ConfigError } from "../config/load.ts";
 import { VERSION } from "../version.ts";
 import { batchCommands } from "./batches.ts";
 import { type Cli, GLOBAL_ARGS, type Io, makeCli, splitGlobals } from "./context.ts";
 import { enqueueCommand } from "./enqueue.ts";
+import { type AnyCommand, metaOf, renderHelp, subCommandsOf } from "./help.ts";
 import { initCommand } from "./init.ts";
 import { checkCommands } from "./check.ts";
 import { issuesCommand } from "./issues.ts";
@@ -15,10 +15,20 @@ import { operatorCommands } from "./operator.ts";
 import { migrateCommand } from "./migrate.ts";
 import { serviceCommands } from "./services.ts";
 import { sourceCommands } from "./source.ts";
+import { asksForJson, reportError } from "./report.ts";
 import { statusCommand } from "./status.ts";
 
-// biome-ignore lint/suspicious/noExplicitAny: citty's CommandDef is generic over each command's args
-type AnyCommand = CommandDef<any>;
+/** `hookspool version`: the same line as --version, or `{"version": ...}` with --json. */
+function versionCommand(cli: Cli): CommandDef {
+  return {
+    meta: { name: "version", description: "print this hookspool's version" },
+    args: { ...GLOBAL_ARGS },
+    run() {
+      cli.io.out(cli.globals.json ? JSON.stringify({ version: VERSION }) : VERSION);
+      return 0;
+    },
+  };
+}
 
 export function rootCommand(cli: Cli): AnyCommand {
   return {
@@ -37,6 +47,7 @@ export function rootCommand(cli: Cli): AnyCommand {
       ...checkCommands(cli),
       source: sourceCommands(cli),
       ...serviceCommands(cli),
+      version: versionCommand(cli),
     },
   };
 }
@@ -47,7 +58,7 @@ async function resolveChain(root: AnyCommand, argv: string[]): Promise<{ chain: 
   let cmd = root;
   let i = 0;
   while (i < argv.length && !argv[i].startsWith("-")) {
-    const subs = (typeof cmd.subCommands === "function" ? await cmd.subCommands() : cmd.subCommands) as Record<string, AnyCommand> | undefined;
+    const subs = await subCommandsOf(cmd);
     if (!subs) break;
     if (!(argv[i] in subs)) throw new HookspoolError("E_USAGE", `unknown command ${argv[i]}`, { hint: "see hookspool --help" });
     cmd = subs[argv[i]];
@@ -75,35 +86,18 @@ function rejectUnknownFlags(cmd: AnyCommand, argv: string[]): void {
 }
 
 /** Nor may a stray word: `list dead` must not quietly list everything. */
-function rejectExtraPositionals(cmd: AnyCommand, argv: string[]): void {
+async function rejectExtraPositionals(cmd: AnyCommand, argv: string[]): Promise<void> {
   // A verb that takes several ids (replay 3 4 5) says so in its meta.
-  if ((cmd.meta as { variadic?: boolean } | undefined)?.variadic) return;
+  if ((await metaOf(cmd)).variadic) return;
   const defs = (cmd.args ?? {}) as ArgsDef;
   const declared = Object.values(defs).filter((d) => d.type === "positional").length;
   const { _: words } = parseArgs(argv, defs);
   if (words.length > declared) throw new HookspoolError("E_USAGE", `unexpected argument ${words[declared]}`, { hint: "see --help" });
 }
 
-function report(io: Io, e: unknown): number {
-  if (e instanceof ConfigError) {
-    for (const p of e.problems) io.err(`hookspool: ${[e.file, p.key].filter(Boolean).join(": ")}: ${p.message}${p.hint ? ` (${p.hint})` : ""}`);
-    return e.exitCode;
-  }
-  if (e instanceof HookspoolError) {
-    io.err(`hookspool: ${e.describe()}`);
-    return e.exitCode;
-  }
-  if (e instanceof Error && e.name === "CLIError") {
-    io.err(`hookspool: ${e.message.replace(/\u001b\[\d+m/g, "")} (see --help)`);
-    return 2;
-  }
-  // Anything else is a bug: print it whole.
-  io.err(`hookspool: internal error: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}`);
-  return 1;
-}
-
 /** Run the CLI with `argv` (without the program name); resolves to the exit code. */
 export async function runCli(argv: string[], io: Io): Promise<number> {
+  const json = asksForJson(argv);
   try {
     const { globals, rest } = splitGlobals(argv);
     const cli = makeCli(io, globals);
@@ -116,16 +110,20 @@ export async function runCli(argv: string[], io: Io): Promise<number> {
     const cmd = chain[chain.length - 1];
     const wantsHelp = args.includes("--help") || args.includes("-h");
     if (!wantsHelp) rejectUnknownFlags(cmd, args);
+    if (!wantsHelp && !cmd.run && json) {
+      // A script gets the error object, not a help page it cannot parse.
+      const name = chain.length > 1 ? ` ${(await metaOf(cmd)).name}` : "";
+      throw new HookspoolError("E_USAGE", `hookspool${name} needs a command`, { hint: `see hookspool${name} --help` });
+    }
     if (wantsHelp || !cmd.run) {
-      const usage = await renderUsage(cmd, chain.length > 1 ? chain[chain.length - 2] : undefined);
-      io.out(io.isTTY ? usage : usage.replace(/\u001b\[\d+m/g, ""));
+      io.out(await renderHelp(chain, { color: io.isTTY }));
       return wantsHelp ? 0 : 2;
     }
-    rejectExtraPositionals(cmd, args);
+    await rejectExtraPositionals(cmd, args);
     const { result } = await runCommand(cmd, { rawArgs: args });
     for (const w of cli.warnings) io.err(w);
     return typeof result === "number" ? result : 0;
   } catch (e) {
-    return report(io, e);
+    return reportError(io, e, json);
   }
 }

@@ -1,5 +1,5 @@
 // hookspool source test <name> --request FILE: a captured request through the intake's plugin
-// steps, offline, with nothing written (spec 16).
+// steps, offline, with nothing written.
 import { readFileSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 import type { CommandDef } from "citty";
@@ -8,6 +8,7 @@ import { evaluate } from "../intake/pipeline.ts";
 import { makeRequest, parseHttpCapture } from "../intake/request.ts";
 import { loadSources } from "../intake/sources.ts";
 import { type Cli, GLOBAL_ARGS, loadFor } from "./context.ts";
+import { visible } from "./format.ts";
 
 function testCommand(cli: Cli): CommandDef {
   return {
@@ -79,9 +80,10 @@ function testCommand(cli: Cli): CommandDef {
       if (cli.globals.json) {
         cli.io.out(JSON.stringify(report));
       } else {
-        const lines = Object.entries(report).map(([k, v]) => [k, typeof v === "string" ? v : JSON.stringify(v)] as const);
+        const lines = Object.entries(report).map(([k, v]) => [k, typeof v === "string" ? v : (JSON.stringify(v) ?? "-")] as const);
         const w = Math.max(...lines.map(([k]) => k.length));
-        cli.io.out(lines.map(([k, v]) => `${k.padEnd(w)}  ${v}`).join("\n"));
+        // The key, type and attrs come from the captured request: escaped, never run by the terminal.
+        cli.io.out(lines.map(([k, v]) => `${k.padEnd(w)}  ${visible(v)}`).join("\n"));
       }
       return code;
     },

@@ -1,13 +1,14 @@
-// hookspool status: the document of spec 11.1, or a readable summary of it.
+// hookspool status: the health document (the same one GET /healthz answers), or a readable
+// summary of it; exit 1 while it reports a problem, so a cron or a probe can act on it.
 import type { CommandDef } from "citty";
 import { buildStatus, type StatusDoc } from "../obs/status.ts";
-import { humanAge, humanBytes, table } from "./format.ts";
-import { type Cli, GLOBAL_ARGS, loadFor, openExisting } from "./context.ts";
+import { humanAge, humanBytes, table, visible } from "./format.ts";
+import { type Cli, GLOBAL_ARGS, loadForReading, openExisting } from "./context.ts";
 
 function summary(doc: StatusDoc): string {
   const out: string[] = [];
   out.push(doc.ok ? "hookspool: ok" : `hookspool: ${doc.degraded.length} problem(s)`);
-  for (const d of doc.degraded) out.push(`  - ${d}`);
+  for (const d of doc.degraded) out.push(`  - ${visible(d)}`);
   out.push("");
   const hb = doc.dispatcher.heartbeat_age_s;
   out.push(`dispatcher   ${doc.dispatcher.alive ? "alive" : "not running"}${hb !== null ? ` (heartbeat ${humanAge(hb)} ago, pid ${doc.dispatcher.pid ?? "-"})` : ""}`);
@@ -31,15 +32,15 @@ function summary(doc: StatusDoc): string {
 
 export function statusCommand(cli: Cli): CommandDef {
   return {
-    meta: { name: "status", description: "health of the spool, dispatcher, destinations and sources (spec 11.1)" },
+    meta: { name: "status", description: "health of the spool, dispatcher, destinations and sources; exit 1 while any problem is reported" },
     args: { ...GLOBAL_ARGS },
     run() {
-      const { config, paths } = loadFor(cli);
+      const { config, paths } = loadForReading(cli);
       const spool = openExisting(cli, paths.db);
       try {
         const { doc } = buildStatus(spool, config, paths.db, { now: cli.clock.now() });
         cli.io.out(cli.globals.json ? JSON.stringify(doc) : summary(doc));
-        return 0;
+        return doc.ok ? 0 : 1;
       } finally {
         spool.close();
       }

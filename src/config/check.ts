@@ -2,7 +2,7 @@
 // config as strictly as an operator's pre-flight should, then run every rule over it. Each
 // problem names the key to fix and how; nothing here ever prints a secret's value.
 import { readFileSync, statSync, type Stats } from "node:fs";
-import { dirname, isAbsolute, resolve } from "node:path";
+import { dirname, isAbsolute, join, resolve } from "node:path";
 import { parse as parseToml } from "smol-toml";
 import { isHookspoolError } from "../errors.ts";
 import { isLoopback } from "../intake/request.ts";
@@ -10,7 +10,7 @@ import { loadSources } from "../intake/sources.ts";
 import { openSpool, quickCheck, requireCurrentSchema, schemaVersion, type Spool } from "../store/db.ts";
 import { LATEST_SCHEMA } from "../store/migrations.ts";
 import { type PluginFacts, routeProblems } from "./check-routes.ts";
-import { ConfigError, type Env, expandPath, loadConfig, parseConfig } from "./load.ts";
+import { ConfigError, DEFAULT_HOME, type Env, expandPath, loadConfig, parseConfig } from "./load.ts";
 import { isTable, quoteKey } from "./parse.ts";
 import { describeSecretRef, resolveSecret } from "./secrets.ts";
 import type { Config, ConfigProblem, LoadedConfig, Paths, SecretRef } from "./types.ts";
@@ -67,7 +67,10 @@ export async function checkConfigFile(opts: CheckFileOptions = {}): Promise<Chec
   }
   const file = loaded.paths.config;
   const raw = file ? rawDocument(file) : {};
-  const notes = file ? [] : [problem("warning", "config", `no config file at the default place; every key has its default`, "hookspool init writes a starter config")];
+  // The services would run on defaults alone, which is never what an operator set up: say
+  // where the file was looked for, since that is usually the mistake (--home, HOOKSPOOL_HOME).
+  const looked = join(resolve(cwd, opts.home ?? env.HOOKSPOOL_HOME ?? DEFAULT_HOME), "config.toml");
+  const notes = file ? [] : [problem("error", "config", `no config file at ${looked}`, "hookspool init writes a starter config there; or point --home, --config or HOOKSPOOL_CONFIG at yours")];
   const rules = await checkConfig({ config: loaded.config, paths: loaded.paths, raw }, deps);
   return { file: file ?? opts.config ?? null, problems: finish([...loaded.problems.map(relevel), ...notes, ...rules]) };
 }
@@ -127,6 +130,8 @@ export async function checkConfig(input: CheckInput, deps: CheckDeps): Promise<C
     ...routeProblems(config, plugins.facts, deps),
     ...intakeRules(config, input.raw),
     ...bobbinRules(config),
+    // Modes first: opening the database below creates and removes a -wal of its own.
+    ...spoolModeRules(paths),
     ...databaseRules(paths.db),
   ]);
 }
@@ -291,6 +296,26 @@ function intakeRules(config: Config, raw: Record<string, unknown>): ConfigProble
   const intake = raw.intake;
   if (isTable(intake) && Object.hasOwn(intake, "threads")) {
     out.push(problem("warning", "intake.threads", "is accepted and ignored: Bun serves every request on one event loop", "remove the key"));
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The state directory's modes: the spool holds every payload, so only hookspool may read it
+
+/** Warn about a home directory not 0700, or a spool database (or its -wal) not 0600. */
+function spoolModeRules(paths: Paths): ConfigProblem[] {
+  const out: ConfigProblem[] = [];
+  const mode = (st: Stats) => (st.mode & 0o777).toString(8).padStart(4, "0");
+  const home = statOrNull(paths.home);
+  if (home?.isDirectory() && home.mode & 0o077) {
+    out.push(problem("warning", "spool.home", `${paths.home} is open to group/other (mode ${mode(home)}); it holds the spool`, `chmod 700 ${paths.home}`));
+  }
+  for (const file of [paths.db, `${paths.db}-wal`]) {
+    const st = statOrNull(file);
+    if (st?.isFile() && st.mode & 0o077) {
+      out.push(problem("warning", "spool.db", `${file} is open to group/other (mode ${mode(st)}); it holds every payload`, `chmod 600 ${file}`));
+    }
   }
   return out;
 }

@@ -1,11 +1,8 @@
-// hookspool check and reload (spec 15, 16): the report's lines and exit codes, --json, secrets
-// never printed, and reload touching the config only when the check passes.
+// hookspool check and reload: the report's lines and exit codes, --json, secrets never
+// printed, the spool's file modes, and reload touching the config only when the check passes.
 import { describe, expect, test } from "bun:test";
-import { appendFileSync, chmodSync, closeSync, openSync, readFileSync, statSync, utimesSync, writeFileSync, writeSync } from "node:fs";
+import { appendFileSync, chmodSync, closeSync, existsSync, openSync, readFileSync, statSync, utimesSync, writeFileSync, writeSync } from "node:fs";
 import { join } from "node:path";
-import { renderUsage } from "citty";
-import { checkCommands } from "../../src/cli/check.ts";
-import { makeCli } from "../../src/cli/context.ts";
 import type { ConfigProblem } from "../../src/config/types.ts";
 import { openSpool } from "../../src/store/db.ts";
 import { cli } from "../helpers/cli.ts";
@@ -108,9 +105,47 @@ describe("hookspool check", () => {
   });
 
   test("has --help text", async () => {
-    const { check, reload } = checkCommands(makeCli({ out() {}, err() {}, readStdin: async () => new Uint8Array(), env: {}, cwd: "/", isTTY: false }, { json: false }));
-    expect(await renderUsage(check)).toContain("ExecStartPre");
-    expect(await renderUsage(reload)).toContain("reload");
+    expect((await cli(["check", "--help"])).out).toContain("ExecStartPre");
+    expect((await cli(["reload", "--help"])).out).toStartWith("hookspool reload - check the config, then touch it");
+  });
+
+  test("no config file at the default place is an error saying where it looked", async () => {
+    const home = join(tempDir(), "empty");
+    const where = join(home, "config.toml");
+    const r = await cli(["--home", home, "check"]);
+    expect(r.code).toBe(2);
+    expect(r.err).toBe("");
+    const lines = r.out.trimEnd().split("\n");
+    expect(lines[0]).toBe(`error: config: no config file at ${where} (hookspool init writes a starter config there; or point --home, --config or HOOKSPOOL_CONFIG at yours)`);
+    expect(lines.at(-1)).toMatch(/^\(no config file\): 1 error, \d+ warnings?$/);
+    const j = await cli(["--home", home, "--json", "check"]);
+    expect(j.code).toBe(2);
+    expect(JSON.parse(j.out)[0]).toEqual({ level: "error", key: "config", message: `no config file at ${where}`, hint: expect.stringContaining("hookspool init") });
+    // HOOKSPOOL_HOME is where it looks too
+    const env = await cli(["check"], { env: { HOOKSPOOL_HOME: home } });
+    expect(env.code).toBe(2);
+    expect(env.out).toContain(`no config file at ${where}`);
+  });
+
+  test("a home or spool open to group/other is a warning with the chmod that fixes it", async () => {
+    const h = await initHome();
+    chmodSync(h.home, 0o755);
+    chmodSync(h.db, 0o644);
+    writeFileSync(`${h.db}-wal`, "", { mode: 0o640 });
+    chmodSync(`${h.db}-wal`, 0o640);
+    const r = await run(h, ["check"]);
+    expect(r).toMatchObject({ code: 0, err: "" });
+    expect(r.out.trimEnd().split("\n")).toEqual([
+      `warning: spool.home: ${h.home} is open to group/other (mode 0755); it holds the spool (chmod 700 ${h.home})`,
+      `warning: spool.db: ${h.db} is open to group/other (mode 0644); it holds every payload (chmod 600 ${h.db})`,
+      `warning: spool.db: ${h.db}-wal is open to group/other (mode 0640); it holds every payload (chmod 600 ${h.db}-wal)`,
+      `${h.config}: 0 errors, 3 warnings`,
+    ]);
+    chmodSync(h.home, 0o700);
+    chmodSync(h.db, 0o600);
+    // the check's own look at the database checkpointed and removed that -wal
+    expect(existsSync(`${h.db}-wal`)).toBe(false);
+    expect((await run(h, ["check"])).out).toBe(`${h.config}: 0 errors, 0 warnings\n`);
   });
 });
 

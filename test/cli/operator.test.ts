@@ -121,6 +121,7 @@ describe("replay", () => {
     expect(res).toMatchObject({ code: 0, err: "" });
     expect(res.out).toContain(`batch ${id}: dead -> retry, due now\n`);
     expect(res.out).toMatch(/^note: .*out of order/m);
+    expect(res.out).toEndWith("note: a replayed batch re-enters its key's queue by its first event, so it delivers out of order\n");
     const after = w.r.batch(id);
     expect(after).toMatchObject({ state: "retry", attempts: 0, content_hash: before.content_hash, count: 1 });
     expect(after.next_attempt_at as number).toBeCloseTo(w.r.clock.now(), 0);
@@ -150,18 +151,36 @@ describe("replay", () => {
     const done = await delivered(w, "k1");
     const open = batchIdOf(w.r.put("k2", A));
     const before = snapshot(w.r);
-    for (const id of [done, open]) {
+    for (const [id, state] of [
+      [done, "delivered"],
+      [open, "open"],
+    ] as const) {
       const res = await op(w.r, ["replay", String(id)]);
       expect(res.code).toBe(1);
       expect(oneErrorLine(res.err)).toMatch(new RegExp(`batch ${id} is (delivered|open); replay applies to dead batches`));
+      // the store's message names the batch; it is not said twice, and nothing was replayed to note
+      expect(res.err).toBe(`hookspool: batch ${id} is ${state}; replay applies to dead batches\n`);
+      expect(res.out).toBe("");
     }
     const missing = await op(w.r, ["replay", "999"]);
     expect(missing.code).toBe(1);
     expect(oneErrorLine(missing.err)).toContain("no batch 999");
+    expect(missing.err).toBe("hookspool: no batch 999\n");
+    expect(missing.out).toBe("");
     const j = await op(w.r, ["--json", "replay", "999"]);
     expect(j.code).toBe(1);
     expect(JSON.parse(j.out)).toEqual({ replayed: [{ batchId: 999, error: "no batch 999" }] });
     expect(snapshot(w.r)).toEqual(before);
+  });
+
+  test("a run where some ids fail: the note once for the replayed ones, each failure once, exit 1", async () => {
+    const w = world();
+    const d1 = await dead(w, "k1");
+    const done = await delivered(w, "k2");
+    const res = await op(w.r, ["replay", String(done), String(d1), "999"]);
+    expect(res.code).toBe(1);
+    expect(res.err).toBe(`hookspool: batch ${done} is delivered; replay applies to dead batches\nhookspool: no batch 999\n`);
+    expect(res.out).toBe(`batch ${d1}: dead -> retry, due now\nnote: a replayed batch re-enters its key's queue by its first event, so it delivers out of order\n`);
   });
 
   test("usage: ids with --dead, filters without --dead, nothing at all, a bad --since are exit 2", async () => {
@@ -297,6 +316,8 @@ describe("replay of a quarantine batch (spec 9)", () => {
       const res = await op(spool, ["replay", String(ids[0])]);
       expect(res).toMatchObject({ code: 0, err: "" });
       expect(res.out).toContain(`batch ${ids[0]}: quarantined request(s) classified again`);
+      // a reclassified request is a new event in its key's queue, not a batch out of order
+      expect(res.out).not.toContain("note:");
       expect(look.query("SELECT state, result FROM batches WHERE id = ?").get(ids[0])).toEqual({ state: "delivered", result: "reclassified" });
       const made = look
         .query("SELECT e.source, e.event_type, e.payload, b.key, b.destination, b.state FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.payload IS NOT NULL ORDER BY e.id")
@@ -338,6 +359,8 @@ describe("replay of a quarantine batch (spec 9)", () => {
       // user-caused error is one line; only a bug prints whole)
       expect(res.err).not.toContain("internal error");
       expect(oneErrorLine(res.err)).toContain(`batch ${ids[0]}`);
+      expect(res.err.split(`batch ${ids[0]}`)).toHaveLength(2);
+      expect(res.out).toBe("");
     } finally {
       look.close();
     }
@@ -468,6 +491,8 @@ describe("split", () => {
       expect({ argv, code: res.code }).toEqual({ argv, code: 1 });
       expect(oneErrorLine(res.err)).toContain(why);
     }
+    // the store's message already names the batch: printed once, as it is
+    expect((await op(w.r, ["split", String(open), "--max-events", "1"])).err).toBe(`hookspool: batch ${open} is open; split applies to sealed, retry or dead batches\n`);
     expect(snapshot(w.r)).toEqual(before);
   });
 });
@@ -533,6 +558,7 @@ describe("exclude", () => {
     const res = await op(w.r, ["exclude", String(id), String(foreign), "--yes"]);
     expect(res.code).toBe(1);
     expect(oneErrorLine(res.err)).toContain(`event ${foreign} is not in batch ${id}`);
+    expect(res.err).toBe(`hookspool: event ${foreign} is not in batch ${id}\n`);
     const all = await op(w.r, ["exclude", String(id), ...eventIds(w.r, id).map(String), "--yes"]);
     expect(all.code).toBe(1);
     expect(oneErrorLine(all.err)).toContain(`hookspool drop ${id} --yes`);
@@ -597,6 +623,7 @@ describe("drop", () => {
     const res = await op(w.r, ["drop", String(ids.dead), String(leased), String(ids.open), "--yes"]);
     expect(res.code).toBe(1);
     expect(oneErrorLine(res.err)).toContain(`batch ${leased} is leased; drop applies to open, sealed, retry or dead batches`);
+    expect(res.err).toBe(`hookspool: batch ${leased} is leased; drop applies to open, sealed, retry or dead batches\n`);
     expect(res.out).toBe("");
     const missing = await op(w.r, ["drop", String(ids.open), "999", "--yes"]);
     expect(missing.code).toBe(1);

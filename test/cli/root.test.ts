@@ -1,11 +1,11 @@
-// The CLI frame (spec 16): --help everywhere, global flags anywhere, exit codes 0/1/2/3,
-// one line per error.
+// The CLI frame: --help everywhere, global flags anywhere, exit codes 0/1/2/3, one line per
+// error (or one JSON object with --json).
 import { describe, expect, test } from "bun:test";
 import { existsSync, mkdirSync, readdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import pkg from "../../package.json";
 import { makeCli } from "../../src/cli/context.ts";
-import { rootCommand } from "../../src/cli/root.ts";
+import { rootCommand, runCli } from "../../src/cli/root.ts";
 import { cli } from "../helpers/cli.ts";
 import { tempDir } from "../helpers/tmp.ts";
 import { enqueueJson, initHome, inHome, oneErrorLine } from "./home.ts";
@@ -18,7 +18,8 @@ describe("--help", () => {
     for (const flag of ["--help", "-h"]) {
       const r = await cli([flag]);
       expect(r).toMatchObject({ code: 0, err: "" });
-      expect(r.out).toContain("USAGE hookspool");
+      expect(r.out).toStartWith("hookspool - a durable, coalescing intake for inbound webhooks\n");
+      expect(r.out).toContain("\nUsage: hookspool <command> [options]\n");
       for (const name of ["init", "migrate", "enqueue", "list", "show", "status"]) expect(r.out).toContain(name);
     }
     expect(COMMANDS).toEqual(expect.arrayContaining(["init", "migrate", "enqueue", "list", "show", "status", "intake", "dispatch", "run"]));
@@ -32,8 +33,9 @@ describe("--help", () => {
     for (const flag of ["--help", "-h"]) {
       const r = await cli(["--home", home, name, flag]);
       expect({ flag, code: r.code, err: r.err }).toEqual({ flag, code: 0, err: "" });
-      expect(r.out).toContain(`USAGE hookspool ${name}`);
-      expect(r.out).toContain("--home");
+      expect(r.out).toStartWith(`hookspool ${name} - `);
+      expect(r.out).toContain(`\nUsage: hookspool ${name}`);
+      expect(r.out).toContain("\nGlobal options:\n  --home <dir>");
       expect(r.out).not.toMatch(/\u001b\[/);
     }
     expect(readdirSync(home)).toEqual(["config.toml"]);
@@ -42,7 +44,7 @@ describe("--help", () => {
   test("help on a terminal may be coloured; the same words are there", async () => {
     const r = await cli(["list", "--help"], { tty: true });
     expect(r.code).toBe(0);
-    expect(r.out.replace(/\u001b\[\d+m/g, "")).toContain("USAGE hookspool list");
+    expect(r.out.replace(/\u001b\[\d+m/g, "")).toContain("Usage: hookspool list");
   });
 });
 
@@ -79,7 +81,7 @@ describe("usage errors are exit 2 with one line", () => {
   test("no command prints usage and exits 2", async () => {
     const r = await cli([]);
     expect(r.code).toBe(2);
-    expect(r.out).toContain("USAGE hookspool");
+    expect(r.out).toContain("Usage: hookspool <command>");
   });
 
   test("a required argument or a flag's value missing", async () => {
@@ -119,16 +121,17 @@ describe("global flags", () => {
   test("--json works before and after the command", async () => {
     const h = await initHome();
     await enqueueJson(h, "demo", "k", {});
-    for (const [argv, check] of [
-      [["--json", "list"], (d: unknown) => expect(d).toHaveLength(1)],
-      [["list", "--json"], (d: unknown) => expect(d).toHaveLength(1)],
-      [["--json", "status"], (d: unknown) => expect(d).toHaveProperty("schema", 3)],
-      [["status", "--json"], (d: unknown) => expect(d).toHaveProperty("schema", 3)],
-      [["--json", "show", "1"], (d: unknown) => expect(d).toHaveProperty("batch.id", 1)],
-      [["show", "1", "--json"], (d: unknown) => expect(d).toHaveProperty("batch.id", 1)],
-    ] as [string[], (d: unknown) => void][]) {
+    // No dispatcher has run in this home, so status reports a problem: exit 1, document printed.
+    for (const [argv, code, check] of [
+      [["--json", "list"], 0, (d: unknown) => expect(d).toHaveLength(1)],
+      [["list", "--json"], 0, (d: unknown) => expect(d).toHaveLength(1)],
+      [["--json", "status"], 1, (d: unknown) => expect(d).toHaveProperty("schema", 3)],
+      [["status", "--json"], 1, (d: unknown) => expect(d).toHaveProperty("schema", 3)],
+      [["--json", "show", "1"], 0, (d: unknown) => expect(d).toHaveProperty("batch.id", 1)],
+      [["show", "1", "--json"], 0, (d: unknown) => expect(d).toHaveProperty("batch.id", 1)],
+    ] as [string[], number, (d: unknown) => void][]) {
       const r = await inHome(h, argv);
-      expect({ argv, code: r.code }).toEqual({ argv, code: 0 });
+      expect({ argv, code: r.code }).toEqual({ argv, code });
       check(JSON.parse(r.out));
     }
   });
@@ -142,6 +145,109 @@ describe("global flags", () => {
   });
 });
 
+describe("hookspool version", () => {
+  test("prints what --version prints; --json gives an object", async () => {
+    const plain = await cli(["--version"]);
+    for (const argv of [["version"], ["version", "--home", tempDir()]]) {
+      const r = await cli(argv);
+      expect({ argv, ...r }).toEqual({ argv, code: 0, out: plain.out, err: "" });
+    }
+    expect(plain.out).toBe(`${pkg.version}\n`);
+    for (const argv of [["--json", "version"], ["version", "--json"]]) {
+      const r = await cli(argv);
+      expect({ argv, code: r.code, err: r.err }).toEqual({ argv, code: 0, err: "" });
+      expect(r.out).toBe(`${JSON.stringify({ version: pkg.version })}\n`);
+    }
+    const extra = await cli(["version", "2"]);
+    expect(extra.code).toBe(2);
+    expect(oneErrorLine(extra.err)).toContain("unexpected argument 2");
+  });
+});
+
+describe("--json errors are one object on stdout", () => {
+  /** Exactly one line on stdout, a JSON object; nothing on stderr. */
+  const jsonError = (r: { code: number; out: string; err: string }) => {
+    expect(r.err).toBe("");
+    expect(r.out.endsWith("\n") && !r.out.slice(0, -1).includes("\n")).toBe(true);
+    return JSON.parse(r.out);
+  };
+
+  test("a command's error keeps its exit code; the hint is there only when there is one", async () => {
+    const h = await initHome();
+    const missing = await inHome(h, ["--json", "show", "99"]);
+    expect(missing.code).toBe(1);
+    expect(jsonError(missing)).toEqual({ error: "no batch 99", code: "E_NOT_FOUND" });
+    const noSpool = await cli(["--json", "list", "--home", join(tempDir(), "none")]);
+    expect(noSpool.code).toBe(2);
+    expect(jsonError(noSpool)).toMatchObject({ code: "E_SCHEMA", error: expect.stringContaining("no spool database"), hint: "run hookspool init or hookspool migrate first" });
+    // the same error without --json: one line on stderr, nothing on stdout
+    const human = await inHome(h, ["show", "99"]);
+    expect(human).toMatchObject({ code: 1, out: "" });
+    expect(oneErrorLine(human.err)).toBe("hookspool: no batch 99");
+  });
+
+  test("usage errors: an unknown command or option, a missing argument or value, a bare group", async () => {
+    const h = await initHome();
+    const cases: [string[], Record<string, unknown>][] = [
+      [["--json", "frob"], { error: "unknown command frob", code: "E_USAGE", hint: "see hookspool --help" }],
+      [["list", "--json", "--bogus"], { error: "unknown option --bogus", code: "E_USAGE", hint: "see --help" }],
+      [["list", "dead", "--json"], { error: "unexpected argument dead", code: "E_USAGE", hint: "see --help" }],
+      [["--json", "show"], { error: "Missing required positional argument: BATCH", code: "E_USAGE", hint: "see --help" }],
+      [["--json", "show", "x"], { error: 'batch must be a positive integer, got "x"', code: "E_USAGE" }],
+      [["--json", "list", "--home"], { error: "--home needs a value", code: "E_USAGE" }],
+      [["--json", "source"], { error: "hookspool source needs a command", code: "E_USAGE", hint: "see hookspool source --help" }],
+      [["--json"], { error: "hookspool needs a command", code: "E_USAGE", hint: "see hookspool --help" }],
+    ];
+    for (const [argv, doc] of cases) {
+      const r = await inHome(h, argv);
+      expect({ argv, code: r.code }).toEqual({ argv, code: 2 });
+      expect({ argv, doc: jsonError(r) }).toEqual({ argv, doc });
+    }
+  });
+
+  test("a config error carries its file, key and every problem", async () => {
+    const home = tempDir();
+    const file = join(home, "config.toml");
+    writeFileSync(file, '[intake]\nmax_body_bytes = "big"\nlisten = 7\n');
+    const r = await cli(["--home", home, "--json", "migrate"]);
+    expect(r.code).toBe(2);
+    const doc = jsonError(r);
+    expect(doc).toEqual({
+      error: "expected an integer, got a string",
+      code: "E_CONFIG",
+      file,
+      key: "intake.max_body_bytes",
+      problems: [
+        { level: "error", key: "intake.max_body_bytes", message: "expected an integer, got a string" },
+        { level: "error", key: "intake.listen", message: "expected a string, got a number" },
+      ],
+    });
+    expect(existsSync(join(home, "spool.db"))).toBe(false);
+  });
+
+  test("a bug still prints its stack on stderr, and the object says E_INTERNAL", async () => {
+    const h = await initHome();
+    for (const json of [true, false]) {
+      let out = "";
+      let err = "";
+      const broken = {
+        out: (t: string) => void (out += `${t}\n`),
+        err: (t: string) => void (err += `${t}\n`),
+        readStdin: async () => {
+          throw new TypeError("stdin went away");
+        },
+        env: { PATH: process.env.PATH },
+        cwd: process.cwd(),
+        isTTY: false,
+      };
+      const code = await runCli(["--home", h.home, ...(json ? ["--json"] : []), "enqueue", "--source", "demo", "--key", "k"], broken);
+      expect({ json, code }).toEqual({ json, code: 1 });
+      expect(err).toStartWith("hookspool: internal error: TypeError: stdin went away\n    at ");
+      expect(out).toBe(json ? `${JSON.stringify({ error: "stdin went away", code: "E_INTERNAL" })}\n` : "");
+    }
+  });
+});
+
 describe("config errors are exit 2 with one line naming the file and the key", () => {
   const badHome = (toml: string) => {
     const home = tempDir();
@@ -149,10 +255,10 @@ describe("config errors are exit 2 with one line naming the file and the key", (
     return home;
   };
 
-  test("a value of the wrong type, for every command that reads the config", async () => {
+  test("a value of the wrong type, for every command that needs the config", async () => {
     const home = badHome('[intake]\nmax_body_bytes = "big"\n');
     const file = join(home, "config.toml");
-    for (const argv of [["list"], ["show", "1"], ["status"], ["migrate"], ["enqueue", "--source", "demo", "--key", "k"]]) {
+    for (const argv of [["migrate"], ["enqueue", "--source", "demo", "--key", "k"], ["replay", "1"], ["metrics"], ["prune"]]) {
       const r = await cli(["--home", home, ...argv], { stdin: "{}" });
       expect({ argv, code: r.code }).toEqual({ argv, code: 2 });
       expect(oneErrorLine(r.err)).toBe(`hookspool: ${file}: intake.max_body_bytes: expected an integer, got a string`);
@@ -162,19 +268,20 @@ describe("config errors are exit 2 with one line naming the file and the key", (
 
   test("a nested key path", async () => {
     const home = badHome('[sources.gh]\naction = "hermes:gh"\nquiet_s = "soon"\n');
-    const r = await cli(["--home", home, "status"]);
+    const r = await cli(["--home", home, "migrate"]);
     expect(r.code).toBe(2);
     expect(oneErrorLine(r.err)).toBe(`hookspool: ${join(home, "config.toml")}: sources.gh.quiet_s: expected a number, got a string`);
   });
 
   test("TOML that does not parse names the file and the line", async () => {
     const home = badHome("[intake\nlisten = 1\n");
-    const r = await cli(["--home", home, "list"]);
+    const r = await cli(["--home", home, "migrate"]);
     expect(r.code).toBe(2);
     const line = oneErrorLine(r.err);
     expect(line).toContain(join(home, "config.toml"));
     expect(line).toContain("line 1");
     expect(line).toContain("invalid TOML");
+    expect(existsSync(join(home, "spool.db"))).toBe(false);
   });
 
   test("--config naming a missing file", async () => {

@@ -1,4 +1,4 @@
-// hookspool status: the document of spec 11.1, and its summary for people.
+// hookspool status: the health document, its summary for people, and its exit code.
 import { describe, expect, test } from "bun:test";
 import { claimBatch, markDead } from "../../src/store/batches.ts";
 import { quarantine } from "../../src/store/enqueue.ts";
@@ -25,10 +25,13 @@ async function busyHome(): Promise<Home> {
   return h;
 }
 
+/** `status --json`: the document, printed whatever it says; exit 1 exactly when it is not ok. */
 async function statusDoc(h: Home) {
   const r = await inHome(h, ["status", "--json"]);
-  expect(r).toMatchObject({ code: 0, err: "" });
-  return JSON.parse(r.out);
+  expect(r.err).toBe("");
+  const doc = JSON.parse(r.out);
+  expect({ ok: doc.ok, code: r.code }).toEqual({ ok: doc.ok, code: doc.ok ? 0 : 1 });
+  return doc;
 }
 
 describe("status", () => {
@@ -63,6 +66,23 @@ describe("status", () => {
     expect(doc.spool.last_enqueue_age_s).toBeGreaterThanOrEqual(0);
   });
 
+  test("exit 1 while it reports problems, 0 once ok; --json prints the document either way", async () => {
+    const h = await initHome({ extra: `${EXTRA_CONFIG}\n[limits]\nmin_free_bytes = 1\n` });
+    const sick = await inHome(h, ["--json", "status"]);
+    expect(sick.code).toBe(1);
+    expect(JSON.parse(sick.out)).toMatchObject({ ok: false, degraded: ["dispatcher: no heartbeat yet"] });
+    const human = await inHome(h, ["status"]);
+    expect(human).toMatchObject({ code: 1, err: "" });
+    expect(human.out).toStartWith("hookspool: 1 problem(s)\n  - dispatcher: no heartbeat yet\n");
+    withSpool(h.db, (spool) => writeHeartbeat(spool, spool.clock.now(), 4242));
+    const well = await inHome(h, ["--json", "status"]);
+    expect(well.code).toBe(0);
+    expect(JSON.parse(well.out)).toMatchObject({ ok: true, degraded: [] });
+    const ok = await inHome(h, ["status"]);
+    expect(ok).toMatchObject({ code: 0, err: "" });
+    expect(ok.out).toStartWith("hookspool: ok\n");
+  });
+
   test("a fresh heartbeat makes the dispatcher alive", async () => {
     // A nearly full /tmp on a test machine must not make this test about disk space.
     const h = await initHome({ extra: `${EXTRA_CONFIG}\n[limits]\nmin_free_bytes = 1\n` });
@@ -77,7 +97,7 @@ describe("status", () => {
   test("the human form names the dispatcher and the batch counts", async () => {
     const h = await busyHome();
     const r = await inHome(h, ["status"]);
-    expect(r).toMatchObject({ code: 0, err: "" });
+    expect(r).toMatchObject({ code: 1, err: "" });
     expect(r.out).toStartWith("hookspool: 3 problem(s)\n");
     expect(r.out).toMatch(/^dispatcher\s+not running$/m);
     expect(r.out).toMatch(/^spool\s+schema 3, /m);
