@@ -1,10 +1,11 @@
 // hookspool enqueue: manual or sweep injection with the intake's validation (spec 16, 13).
 import { readFileSync } from "node:fs";
-import { resolve } from "node:path";
+import { dirname, resolve } from "node:path";
 import type { CommandDef } from "citty";
 import { destinationProblem } from "../config/destinations.ts";
-import { resolveCopies } from "../config/routes.ts";
+import { eventCopies, loadSources } from "../config/sources.ts";
 import { HookspoolError } from "../errors.ts";
+import { makeRequest } from "../intake/request.ts";
 import { enqueue } from "../store/enqueue.ts";
 import { type Cli, GLOBAL_ARGS, loadFor, openExisting } from "./context.ts";
 
@@ -44,7 +45,17 @@ export function enqueueCommand(cli: Cli): CommandDef {
       }
       const eventType = String(args["event-type"] ?? "");
       const override = args.destination ? String(args.destination) : undefined;
-      const copies = resolveCopies(config, source, { event_type: eventType }, { destinationOverride: override });
+      // Routed as the intake routes a request: the source plugin's attrs, action and span count.
+      const plugins = await loadSources({ ...config, sources: { [source]: src } }, { configDir: dirname(paths.config ?? paths.home), env: cli.io.env, file: paths.config ?? "config.toml" });
+      const req = makeRequest({ method: "POST", url: `/hooks/${source}`, headers: [["content-type", "application/json"]], body, peer: "cli", now: cli.clock.now() });
+      let copies: ReturnType<typeof eventCopies>["copies"];
+      try {
+        copies = eventCopies(config, source, plugins.get(source), { payload: JSON.parse(text), req, eventType, destinationOverride: override }).copies;
+      } catch (e) {
+        if (e instanceof HookspoolError) throw e;
+        // The plugin's attrs or action threw on this payload: the intake would quarantine it.
+        throw new HookspoolError("E_INPUT", `source ${source}'s plugin cannot route this payload (${e instanceof Error ? e.name : typeof e})`);
+      }
       for (const c of copies) {
         const why = destinationProblem(config, c.destination);
         if (!why) continue;

@@ -35,20 +35,28 @@ export interface ResolveOptions {
   destinationOverride?: string;
 }
 
+/** The route a destination override makes: never one a config can name (see validate.ts). */
+export function overrideRoute(route: string, destination: string): string {
+  return `${route}->${destination}`;
+}
+
 /** Where an event of `source` with these attrs goes, primary first. Throws when nowhere. */
 export function resolveCopies(config: Config, source: string, attrs: Attrs, opts: ResolveOptions = {}): RouteCopy[] {
   const routes = config.routes.filter((r) => r.source === source);
   const action = config.sources[source]?.action ?? opts.pluginAction ?? null;
+  const chosen = routes.find((r) => !r.tee && routeMatches(r, attrs));
+  const route = chosen?.name ?? source;
+  const routed = chosen ? (chosen.destination ?? action) : action;
+  const window = windowFor(config, source, chosen ? chosen.name : null, opts.pluginSpan);
   let primary: RouteCopy;
-  const chosen = opts.destinationOverride ? undefined : routes.find((r) => !r.tee && routeMatches(r, attrs));
-  if (chosen) {
-    const destination = chosen.destination ?? action;
-    if (!destination) throw noDestination(source, chosen.name);
-    primary = { route: chosen.name, destination, tee: false, window: windowFor(config, source, chosen.name, opts.pluginSpan) };
+  const override = opts.destinationOverride;
+  if (override !== undefined && override !== routed) {
+    // An override is a group of its own, with the route's window: joining the route's open
+    // batch would deliver the event to the route's destination instead.
+    primary = { route: overrideRoute(route, override), destination: override, tee: false, window };
   } else {
-    const destination = opts.destinationOverride ?? action;
-    if (!destination) throw noDestination(source, source);
-    primary = { route: source, destination, tee: false, window: windowFor(config, source, null, opts.pluginSpan) };
+    if (!routed) throw noDestination(source, route);
+    primary = { route, destination: routed, tee: false, window };
   }
   const copies = [primary];
   const used = new Set([primary.destination]);

@@ -1,14 +1,17 @@
-// Loading the source plugins named by config: a template table or a TypeScript module (spec 14.1).
+// Loading the source plugins named by config (a template table or a TypeScript module, spec
+// 14.1), and where an event of a source goes: the one routing rule the intake, `hookspool
+// enqueue`, script emits and a quarantine replay all share.
 import { existsSync } from "node:fs";
 import { isAbsolute, resolve } from "node:path";
 import { pathToFileURL } from "node:url";
-import { ConfigError, type Env } from "../config/load.ts";
-import { quoteKey } from "../config/parse.ts";
-import { resolveSecret } from "../config/secrets.ts";
-import type { Config, ConfigProblem, SourceConfig } from "../config/types.ts";
 import { HookspoolError } from "../errors.ts";
 import { checkTemplate, type TemplateSettings, templateSource } from "../plugin/template.ts";
-import type { Secrets, SourcePlugin } from "../plugin/types.ts";
+import type { Request, Secrets, SourcePlugin } from "../plugin/types.ts";
+import { ConfigError, type Env } from "./load.ts";
+import { quoteKey } from "./parse.ts";
+import { type ResolveOptions, type RouteCopy, resolveCopies } from "./routes.ts";
+import { resolveSecret } from "./secrets.ts";
+import type { Config, ConfigProblem, SourceConfig } from "./types.ts";
 
 /** A source ready for requests: its plugin with config applied. */
 export interface IntakeSource {
@@ -68,6 +71,16 @@ export interface LoadSourcesOptions {
  * left out, so /hooks/<name> answers 404 for them.
  */
 export async function loadSources(config: Config, opts: LoadSourcesOptions): Promise<Map<string, IntakeSource>> {
+  const { sources, problems } = await loadEverySource(config, opts);
+  if (problems.length) throw new ConfigError(opts.file, problems);
+  return sources;
+}
+
+/**
+ * loadSources that never refuses: every source that could be built, and the problems of the
+ * rest. The dispatcher routes emits with it, where one broken module must not stop the others.
+ */
+export async function loadEverySource(config: Config, opts: LoadSourcesOptions): Promise<{ sources: Map<string, IntakeSource>; problems: ConfigProblem[] }> {
   const env = opts.env ?? process.env;
   const problems: ConfigProblem[] = [];
   const out = new Map<string, IntakeSource>();
@@ -118,6 +131,33 @@ export async function loadSources(config: Config, opts: LoadSourcesOptions): Pro
       dedupWindowS: src.dedup_window_s,
     });
   }
-  if (problems.length) throw new ConfigError(opts.file, problems);
-  return out;
+  return { sources: out, problems };
+}
+
+/** What routing needs to know about one event besides its source. */
+export interface Routing {
+  /** The payload as the plugin reads it. */
+  payload: unknown;
+  /** The request it came in (or, for an emit or `hookspool enqueue`, one made from the payload). */
+  req: Request;
+  eventType: string;
+  /** Send the primary copy here instead (hookspool enqueue --destination, an emit's destination). */
+  destinationOverride?: ResolveOptions["destinationOverride"];
+}
+
+/**
+ * Where an event of `source` goes (spec 14.1), the same for every way in: the plugin's attrs
+ * (event_type is always among them) against config's routes, else the source's action
+ * (config's, else the plugin's, which may be computed per event), tees after; the plugin's span
+ * where config names none. `src` is undefined for a source without a plugin, fed only by
+ * hookspool enqueue and emits.
+ */
+export function eventCopies(config: Config, source: string, src: IntakeSource | undefined, r: Routing): { copies: RouteCopy[]; attrs: Record<string, unknown> } {
+  const plugin = src?.plugin;
+  const attrs: Record<string, unknown> = { ...(plugin?.attrs?.(r.payload, r.req) ?? {}) };
+  // Routes may match on the event type whether or not the plugin lists it (spec 14.3.3).
+  if (!("event_type" in attrs)) attrs.event_type = r.eventType;
+  const pluginAction = typeof plugin?.action === "function" ? plugin.action(r.payload, r.req) : plugin?.action;
+  const copies = resolveCopies(config, source, attrs, { pluginAction, pluginSpan: plugin?.span, destinationOverride: r.destinationOverride });
+  return { copies, attrs };
 }

@@ -52,6 +52,8 @@ function validateRoutes(config: Config, p: Problems): void {
   config.routes.forEach((route, i) => {
     const key = `routes[${i}]`;
     if (seen.has(route.name)) p.error(`${key}.name`, `route "${route.name}" is defined twice`);
+    // "<route>-><destination>" names the group of events sent elsewhere by an override.
+    if (route.name.includes("->")) p.error(`${key}.name`, `"${route.name}": a route name may not contain "->"`, "hookspool names the groups of overridden events <route>-><destination>");
     seen.add(route.name);
     if (known.has(route.name)) p.error(`${key}.name`, `"${route.name}" is the implicit route of source ${route.name}`, "pick another route name");
     if (!known.has(route.source)) p.error(`${key}.source`, `no source "${route.source}"`, "define [sources.<name>] or [bobbins.<name>]");

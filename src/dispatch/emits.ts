@@ -1,15 +1,23 @@
-// A script's {"enqueue": {...}} lines become events with the intake's validation (spec 6.6).
+// A script's {"enqueue": {...}} lines become events with the intake's validation and the
+// intake's routing (spec 6.6): the source plugin's attrs, action and span count as they would
+// for a request.
 import { destinationProblem } from "../config/destinations.ts";
-import { resolveCopies } from "../config/routes.ts";
+import { eventCopies, type IntakeSource } from "../config/sources.ts";
 import type { Config } from "../config/types.ts";
 import type { EmitRequest } from "../destinations/types.ts";
 import { HookspoolError } from "../errors.ts";
+import { makeRequest } from "../intake/request.ts";
 import { type NewEvent, validateNewEvent } from "../store/enqueue.ts";
 
 const bad = (what: string) => new HookspoolError("E_INPUT", `emit: ${what}`);
+const utf8 = new TextEncoder();
 
-/** Validate and route one emit; throws E_INPUT with a reason safe to log. */
-export function resolveEmit(config: Config, e: EmitRequest): NewEvent {
+/**
+ * Validate and route one emit; throws E_INPUT with a reason safe to log. The plugin sees the
+ * emitted payload in a request made from it (a POST to the source's hook with the payload as
+ * its JSON body and no other headers), so a plugin that routes on attrs routes an emit too.
+ */
+export function resolveEmit(config: Config, sources: ReadonlyMap<string, IntakeSource>, e: EmitRequest, now: number): NewEvent {
   if (typeof e !== "object" || e === null) throw bad("not an object");
   if (typeof e.source !== "string" || !Object.hasOwn(config.sources, e.source)) throw bad("unknown source");
   if (typeof e.key !== "string") throw bad("key must be a string");
@@ -24,9 +32,11 @@ export function resolveEmit(config: Config, e: EmitRequest): NewEvent {
   }
   if (payload === undefined) throw bad("payload is not JSON");
   const eventType = e.event_type ?? "";
+  const src = sources.get(e.source);
+  const req = makeRequest({ method: "POST", url: `/hooks/${e.source}`, headers: [["content-type", "application/json"]], body: utf8.encode(payload), peer: "emit", now });
   let copies: NewEvent["copies"];
   try {
-    copies = resolveCopies(config, e.source, { event_type: eventType }, { destinationOverride: e.destination });
+    copies = eventCopies(config, e.source, src, { payload: JSON.parse(payload), req, eventType, destinationOverride: e.destination }).copies;
   } catch {
     throw bad("no destination");
   }

@@ -2,9 +2,11 @@
 // expired leases, gate each destination, claim FIFO heads and start deliveries; workers apply
 // outcomes through fenced marks. start() and stop() are both safe to call twice.
 import { hostname } from "node:os";
+import { dirname } from "node:path";
 import type { Clock, Rng } from "../clock.ts";
 import { destinationSettings } from "../config/destinations.ts";
 import type { Env, LoadOptions } from "../config/load.ts";
+import { type IntakeSource, loadEverySource } from "../config/sources.ts";
 import { ConfigWatcher } from "../config/watch.ts";
 import type { Config, LoadedConfig } from "../config/types.ts";
 import { type Destination, deliveryId, outcome, type Outcome } from "../destinations/types.ts";
@@ -66,6 +68,8 @@ export class Dispatcher {
   /** Each live worker's deadline (now_eff terms) and how to stop it: a clock jump ends it at once. */
   private readonly deadlines = new Map<string, { deadline: number; abort: () => void }>();
   private destinationCache = new Map<string, Destination | null>();
+  /** The source plugins, for routing emits as the intake routes requests; loaded on the first tick. */
+  private sources: Map<string, IntakeSource> | null = null;
   private timer: ReturnType<typeof setTimeout> | null = null;
   private running = false;
   private stopping = false;
@@ -146,10 +150,23 @@ export class Dispatcher {
     return this.destinationCache.get(name) ?? null;
   }
 
+  /**
+   * The source plugins of `config`: every one that loads (a broken module is logged and its
+   * emits route without it; `hookspool check` refuses such a config before the start).
+   */
+  private async loadSources(config: Config): Promise<Map<string, IntakeSource>> {
+    const file = this.o.loaded.paths.config;
+    const { sources, problems } = await loadEverySource(config, { configDir: dirname(file ?? this.o.loaded.paths.home), env: this.o.env, file: file ?? "config.toml" });
+    for (const p of problems) this.o.log.limited("warn", "source plugin problem (hookspool check says more)", { reason: `${p.key}: ${p.message}`.slice(0, 160) });
+    return sources;
+  }
+
   /** Reload config.toml when its mtime moved (checked every tick, spec 15). */
   reloadIfChanged(): Promise<boolean> {
-    return this.watcher.poll((loaded) => {
+    return this.watcher.poll(async (loaded) => {
+      const sources = await this.loadSources(loaded.config);
       this.config = loaded.config;
+      this.sources = sources;
       this.destinationCache = new Map();
       // A fix (or a reload race between the two processes) costs seconds, not the backoff cap.
       const due = redueConfigRetries(this.o.spool, effectiveNow(this.o.spool));
@@ -174,6 +191,7 @@ export class Dispatcher {
     const spool = this.o.spool;
     this.writeFailures.flush();
     await this.reloadIfChanged();
+    if (this.sources === null) this.sources = await this.loadSources(this.config);
     const now = effectiveNow(spool);
     // Sealing is a property of the batch, not of the destination: before any gate (spec 5).
     sealReady(spool, now);
@@ -270,7 +288,8 @@ export class Dispatcher {
           deadline,
           signal: ac.signal,
           events: doc.events,
-          eventHeader: this.config.sources[c.source]?.event_header ?? null,
+          // Config's event_header, else the source plugin's (GitHub's X-GitHub-Event).
+          eventHeader: this.config.sources[c.source]?.event_header ?? this.sources?.get(c.source)?.plugin.eventHeader ?? null,
           clock,
           log,
         });
@@ -285,7 +304,7 @@ export class Dispatcher {
       if (o.kind === "ok") testHook("deliver.after_response");
       if (o.kind === "ok" && o.emits.length) {
         try {
-          emits = o.emits.map((e) => resolveEmit(this.config, e));
+          emits = o.emits.map((e) => resolveEmit(this.config, this.sources ?? new Map(), e, clock.now()));
         } catch (e) {
           o = outcome({ kind: "retry", klass: "batch", reason: "bad emit", detail: (e as Error).message, badEmit: true, status: o.status });
           emits = [];

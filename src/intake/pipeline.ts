@@ -2,18 +2,17 @@
 // payload -> key, dedup id, event type, attrs -> route resolution -> one enqueue transaction
 // -> response, sent only after COMMIT returned. A plugin error after verify quarantines.
 import type { Clock } from "../clock.ts";
-import { resolveCopies } from "../config/routes.ts";
+import { eventCopies, type IntakeSource, NO_SECRETS } from "../config/sources.ts";
 import type { Config } from "../config/types.ts";
 import type { WriteFailures } from "../obs/faults.ts";
 import type { Logger } from "../obs/log.ts";
 import { BadPayload, type Request, type Response, type SourcePlugin } from "../plugin/types.ts";
 import type { Spool } from "../store/db.ts";
-import { type EnqueueResult, enqueue, quarantine } from "../store/enqueue.ts";
+import { type EnqueueResult, enqueue, MAX_KEY_BYTES, quarantine } from "../store/enqueue.ts";
 import { testHook } from "../testhook.ts";
 import { type Backpressure, spoolFailure } from "./backpressure.ts";
 import type { IntakeMetrics, RejectReason } from "./metrics.ts";
 import { makeRequest } from "./request.ts";
-import { type IntakeSource, NO_SECRETS } from "./sources.ts";
 
 export interface PipelineDeps {
   spool: Spool;
@@ -44,6 +43,7 @@ export interface Answer {
 }
 
 const JSON_TYPE = { "Content-Type": "application/json" };
+const utf8 = new TextEncoder();
 const VERIFY_FAILURES: ReadonlySet<string> = new Set(["missing_signature", "malformed", "mismatch", "stale", "future"]);
 const status = (s: string, code: number): Answer => ({ status: code, body: JSON.stringify({ status: s }), headers: JSON_TYPE });
 const empty = (code: number, headers: Record<string, string> = {}): Answer => ({ status: code, body: "", headers });
@@ -217,14 +217,13 @@ export function classify(config: Config, src: IntakeSource, req: Request): Class
     payloadText = req.text();
   }
   const key = plugin.key(payload, req);
-  if (typeof key !== "string") throw new BadPayload("key() did not return a string");
+  // A key() that returns no string is the plugin's bug; an empty or oversized one is the payload's.
+  if (typeof key !== "string") throw new TypeError("key() did not return a string");
+  if (key === "") throw new BadPayload("the coalesce key is empty", "key_missing");
+  if (utf8.encode(key).length > MAX_KEY_BYTES) throw new BadPayload(`the coalesce key is over ${MAX_KEY_BYTES} bytes`, "key_too_long");
   const dedupId = plugin.dedupId?.(payload, req) ?? null;
   const eventType = plugin.eventType?.(payload, req) ?? "";
-  const attrs: Record<string, unknown> = { ...(plugin.attrs?.(payload, req) ?? {}) };
-  // Routes may match on the event type whether or not the plugin lists it (spec 14.3.3).
-  if (!("event_type" in attrs)) attrs.event_type = eventType;
-  const pluginAction = typeof plugin.action === "function" ? plugin.action(payload, req) : plugin.action;
-  const copies = resolveCopies(config, src.name, attrs, { pluginAction, pluginSpan: plugin.span });
+  const { copies, attrs } = eventCopies(config, src.name, src, { payload, req, eventType: String(eventType) });
   const kept: Record<string, string> = {};
   for (const h of src.keepHeaders) {
     const v = req.header(h);

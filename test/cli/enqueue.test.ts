@@ -78,12 +78,17 @@ describe("enqueue", () => {
     expect(await enqueueJson(h, "once", "k", { n: 5 }, ["--dedup-id", "d-1"])).toBe(2);
   });
 
-  test("--destination sends the event elsewhere than the source's action", async () => {
+  test("--destination sends the event elsewhere than the source's action, in a group of its own", async () => {
     const h = await initHome();
+    // An event of the same key is waiting in the route's open batch to the source's action.
+    expect((await inHome(h, ["enqueue", "--source", "demo", "--key", "k"], { stdin: "{}" })).code).toBe(0);
     const r = await inHome(h, ["enqueue", "--source", "demo", "--key", "k", "--destination", "web"], { stdin: "{}" });
     expect(r.code).toBe(0);
-    expect(r.out).toContain("(route demo -> web)");
-    expect(batch(h.db, 1)).toMatchObject({ destination: "web", route: "demo", source: "demo" });
+    expect(r.out).toContain("in batch 2 (route demo->web -> web)");
+    expect(batch(h.db, 1)).toMatchObject({ destination: "script:demo-log", route: "demo", count: 1 });
+    expect(batch(h.db, 2)).toMatchObject({ destination: "web", route: "demo->web", source: "demo", count: 1 });
+    // The next override of that key joins the override's batch, not the route's.
+    expect((await inHome(h, ["enqueue", "--source", "demo", "--key", "k", "--destination", "web"], { stdin: "{}" })).out).toContain("in batch 2 ");
   });
 
   test("a tee route gets its own copy in the same command", async () => {

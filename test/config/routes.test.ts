@@ -170,24 +170,41 @@ describe("tees", () => {
   });
 });
 
-describe("destinationOverride (hookspool enqueue --destination)", () => {
-  test("replaces the primary destination, on the implicit route, and still applies the tees", () => {
+describe("destinationOverride (hookspool enqueue --destination, an emit's destination)", () => {
+  /** route | destination, primary first: override routes contain "->" themselves. */
+  const placed = (copies: ReturnType<typeof resolveCopies>) => copies.map((c) => `${c.route} | ${c.destination}${c.tee ? " (tee)" : ""}`);
+
+  test("a group of its own, <route>-><destination>, with the route's window; the tees still apply", () => {
     const config = configWith(
-      { name: "ci", match: { class: "ci" }, destination: "hermes:ci" },
+      { name: "ci", match: { class: "ci" }, destination: "hermes:ci", quiet_s: 7 },
       { name: "audit", destination: "hermes:audit", tee: true },
     );
     const copies = resolveCopies(config, "github", { class: "ci" }, { destinationOverride: "hermes:manual" });
-    expect(where(copies)).toEqual(["github->hermes:manual", "audit->hermes:audit (tee)"]);
+    expect(placed(copies)).toEqual(["ci->hermes:manual | hermes:manual", "audit | hermes:audit (tee)"]);
+    expect(copies[0].window).toEqual(resolveCopies(config, "github", { class: "ci" })[0].window);
+    expect(copies[0].window.quiet_s).toBe(7);
+    // Not matched by the route: the implicit route's group, overridden.
+    expect(placed(resolveCopies(config, "github", { class: "pr" }, { destinationOverride: "hermes:manual" }))[0]).toBe("github->hermes:manual | hermes:manual");
+  });
+
+  test("an override to where the event goes anyway changes nothing", () => {
+    const config = configWith({ name: "ci", match: { class: "ci" }, destination: "hermes:ci" });
+    expect(placed(resolveCopies(config, "github", { class: "ci" }, { destinationOverride: "hermes:ci" }))).toEqual(["ci | hermes:ci"]);
+    expect(placed(resolveCopies(config, "github", {}, { destinationOverride: "hermes:github" }))).toEqual(["github | hermes:github"]);
   });
 
   test("a tee to the overriding destination is skipped", () => {
     const config = configWith({ name: "audit", destination: "hermes:audit", tee: true });
-    expect(where(resolveCopies(config, "github", {}, { destinationOverride: "hermes:audit" }))).toEqual(["github->hermes:audit"]);
+    expect(placed(resolveCopies(config, "github", {}, { destinationOverride: "hermes:audit" }))).toEqual(["github->hermes:audit | hermes:audit"]);
   });
 
   test("works for a source with no action at all", () => {
     const config = clean("[sources.bare]\n");
-    expect(where(resolveCopies(config, "bare", {}, { destinationOverride: "hermes:x" }))).toEqual(["bare->hermes:x"]);
+    expect(placed(resolveCopies(config, "bare", {}, { destinationOverride: "hermes:x" }))).toEqual(["bare->hermes:x | hermes:x"]);
+  });
+
+  test("a configured route may not be named like an override group", () => {
+    expect(() => clean(`${SOURCES}[[routes]]\nname = "github->x"\nsource = "github"\ndestination = "hermes:x"\n`)).toThrow('a route name may not contain "->"');
   });
 });
 
