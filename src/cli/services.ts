@@ -93,6 +93,7 @@ function makeMaintenance(cli: Cli, loaded: LoadedConfig, spool: Spool, dispatche
     clock: cli.clock,
     log: createLogger("maintenance", { clock: cli.clock }),
     env: cli.io.env,
+    plugins: () => dispatcher.sourcePlugins(),
   });
 }
 

@@ -1,6 +1,8 @@
 // hookspool status: the health document (the same one GET /healthz answers), or a readable
 // summary of it; exit 1 while it reports a problem, so a cron or a probe can act on it.
+import { dirname } from "node:path";
 import type { CommandDef } from "citty";
+import { loadEverySource } from "../config/sources.ts";
 import { buildStatus, type StatusDoc } from "../obs/status.ts";
 import { humanAge, humanBytes, table, visible } from "./format.ts";
 import { type Cli, GLOBAL_ARGS, loadForReading, openExisting } from "./context.ts";
@@ -34,11 +36,14 @@ export function statusCommand(cli: Cli): CommandDef {
   return {
     meta: { name: "status", description: "health of the spool, dispatcher, destinations and sources; exit 1 while any problem is reported" },
     args: { ...GLOBAL_ARGS },
-    run() {
+    async run() {
       const { config, paths } = loadForReading(cli);
+      // The plugins' own liveness expectations count where config sets none; a plugin that
+      // does not load is check's to report, not status's.
+      const { sources: plugins } = await loadEverySource(config, { configDir: dirname(paths.config ?? paths.home), env: cli.io.env, file: paths.config ?? "config.toml" });
       const spool = openExisting(cli, paths.db);
       try {
-        const { doc } = buildStatus(spool, config, paths.db, { now: cli.clock.now() });
+        const { doc } = buildStatus(spool, config, paths.db, { now: cli.clock.now(), plugins });
         cli.io.out(cli.globals.json ? JSON.stringify(doc) : summary(doc));
         return doc.ok ? 0 : 1;
       } finally {

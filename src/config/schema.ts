@@ -55,7 +55,7 @@ export const SOURCE_FIELDS: Fields = {
   secrets: { type: { kind: "secretMap" }, doc: "secret name -> reference" },
   span: str("coalesce preset name (a key of [spans])"),
   ...WINDOW_OVERRIDES,
-  expect_every_s: num("open a source_silent issue after this long without an event; 0 = no expectation", 0),
+  expect_every_s: num("open a source_silent issue after this long without an event; 0 = no expectation; unset: the source plugin's, if it has one"),
   dedup_window_s: num("how long a dedup id is remembered", 86400),
   max_body_bytes: int("largest accepted body for this source (default: intake.max_body_bytes)", undefined, 1),
   store_raw: bool("keep original bodies (default: spool.store_raw)"),

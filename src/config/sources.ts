@@ -161,3 +161,14 @@ export function eventCopies(config: Config, source: string, src: IntakeSource | 
   const copies = resolveCopies(config, source, attrs, { pluginAction, pluginSpan: plugin?.span, destinationOverride: r.destinationOverride });
   return { copies, attrs };
 }
+
+/**
+ * How often a source is expected to send (seconds; 0: no expectation): config's
+ * expect_every_s, else the plugin's expectEverySec. A poll source has its own staleness rule.
+ */
+export function expectEvery(config: Config, source: string, plugins?: ReadonlyMap<string, IntakeSource>): number {
+  const src = config.sources[source];
+  if (!src || src.kind === "poll") return 0;
+  const every = src.expect_every_s ?? plugins?.get(source)?.plugin.expectEverySec ?? 0;
+  return every > 0 ? every : 0;
+}

@@ -17,7 +17,8 @@ export interface SourceConfig extends PartialWindow {
   template?: Record<string, unknown>;
   secrets?: Record<string, SecretRef>;
   span?: string;
-  expect_every_s: number;
+  /** Unset: the source plugin's expectation, if any (see expectEvery). */
+  expect_every_s?: number;
   dedup_window_s: number;
   max_body_bytes?: number;
   store_raw?: boolean;

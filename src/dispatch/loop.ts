@@ -108,6 +108,11 @@ export class Dispatcher {
     return this.config;
   }
 
+  /** The source plugins it routes emits with (maintenance reads their expectations). */
+  sourcePlugins(): ReadonlyMap<string, IntakeSource> | undefined {
+    return this.sources ?? undefined;
+  }
+
   /** In-flight deliveries per destination (status, metrics). */
   inflightByDestination(): ReadonlyMap<string, number> {
     return this.inflight;

@@ -2,8 +2,10 @@
 // the spool limit and alerts; the retention pass once an hour. start() and stop() are safe twice.
 import type { Clock } from "../clock.ts";
 import type { Env } from "../config/load.ts";
+import { expectEvery, type IntakeSource } from "../config/sources.ts";
 import type { Config } from "../config/types.ts";
 import { diskFreeBytes } from "../obs/disk.ts";
+import { silentFor } from "../obs/status.ts";
 import { caughtFault, isSpoolWriteError, WRITE_FAILED_ISSUE, WriteFailures } from "../obs/faults.ts";
 import type { Logger } from "../obs/log.ts";
 import type { Spool } from "../store/db.ts";
@@ -27,6 +29,8 @@ export interface MaintenanceOptions {
   log: Logger;
   env: Env;
   diskFree?: (path: string) => number | null;
+  /** The source plugins the dispatcher loaded (their liveness expectations). */
+  plugins?: () => ReadonlyMap<string, IntakeSource> | undefined;
 }
 
 export class Maintenance {
@@ -123,22 +127,28 @@ export class Maintenance {
     }
   }
 
-  /** spec 11.4: no event for longer than expect_every_s opens source_silent:<source>; the next event resolves it. */
+  /**
+   * No event for longer than the source's expectation (config's expect_every_s, else the
+   * plugin's) opens source_silent:<source>; the next event resolves it. Before the first event
+   * the clock starts when the expectation was first seen, and status reads the same fact.
+   */
   private liveness(config: Config, now: number): void {
     const db = this.o.spool.db;
-    for (const [name, src] of Object.entries(config.sources)) {
+    const plugins = this.o.plugins?.();
+    for (const name of Object.keys(config.sources)) {
       const fp = `source_silent:${name}`;
-      if (!(src.expect_every_s > 0) || src.kind === "poll") {
+      const every = expectEvery(config, name, plugins);
+      if (every === 0) {
         resolveIssue(this.o.spool, fp, now);
         continue;
       }
-      // Before the first event, the clock starts when the expectation was first seen.
-      let since = getMetaNumber(db, `source:${name}:last_event_at`) ?? getMetaNumber(db, `source:${name}:expected_since`);
-      if (since === null) {
+      let expectedSince = getMetaNumber(db, `source:${name}:expected_since`);
+      if (expectedSince === null) {
         setMeta(db, `source:${name}:expected_since`, now);
-        since = now;
+        expectedSince = now;
       }
-      if (now - since > src.expect_every_s) this.raiseOnce(fp, "source_silent", `no event for ${Math.round(now - since)}s (expect_every_s = ${src.expect_every_s})`, now);
+      const silent = silentFor(now, getMetaNumber(db, `source:${name}:last_event_at`), expectedSince, every);
+      if (silent !== null) this.raiseOnce(fp, "source_silent", `no event for ${Math.round(silent)}s (expected every ${every}s)`, now);
       else resolveIssue(this.o.spool, fp, now);
     }
   }

@@ -1,6 +1,7 @@
 // GET /healthz (spec 11.1): the status document; 503 while the spool is unwritable or a hard
 // limit is active, 200 with `degraded` for soft problems.
 import type { Clock } from "../clock.ts";
+import type { IntakeSource } from "../config/sources.ts";
 import type { Config } from "../config/types.ts";
 import { buildStatus, type StatusDoc } from "../obs/status.ts";
 import type { Spool } from "../store/db.ts";
@@ -29,7 +30,7 @@ export class Health {
    * The document and the HTTP status for it. A scrape forces a probe write at most every 30 s,
    * or every 5 s while the last write was refused; a probe that succeeds ends the refusal.
    */
-  check(config: Config): { code: number; doc: StatusDoc } {
+  check(config: Config, plugins?: ReadonlyMap<string, IntakeSource>): { code: number; doc: StatusDoc } {
     const now = this.clock.now();
     const lastEnqueue = getMetaNumber(this.spool.db, "last_enqueue_at");
     let writableAt: number | null = lastEnqueue !== null && now - lastEnqueue <= WRITE_PROBE_S ? lastEnqueue : this.probedAt;
@@ -50,7 +51,7 @@ export class Health {
       }
     }
     const hard = this.backpressure.active();
-    const { doc, hard: isHard } = buildStatus(this.spool, config, this.dbPath, { now, writableCheckedAt: writableAt, hard, diskFree: this.backpressure.freeReading() });
+    const { doc, hard: isHard } = buildStatus(this.spool, config, this.dbPath, { now, writableCheckedAt: writableAt, hard, diskFree: this.backpressure.freeReading(), plugins });
     return { code: isHard ? 503 : 200, doc };
   }
 }

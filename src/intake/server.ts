@@ -15,7 +15,7 @@ import { Health } from "./health.ts";
 import { IntakeMetrics } from "./metrics.ts";
 import { type Answer, handleHook } from "./pipeline.ts";
 import { isLoopback } from "./request.ts";
-import { type IntakeSource, loadSources } from "./sources.ts";
+import { type IntakeSource, loadSources } from "../config/sources.ts";
 
 /** The intake checks config.toml's mtime this often (spec 15). */
 export const RELOAD_EVERY_S = 5;
@@ -153,7 +153,7 @@ export class Intake {
       fetch: async (req: globalThis.Request, server: Server<undefined>) => {
         const url = new URL(req.url);
         if (url.pathname === "/healthz" && req.method === "GET") {
-          const { code, doc } = (this.health as Health).check(this.config);
+          const { code, doc } = (this.health as Health).check(this.config, this.sources);
           return Response.json(doc, { status: code });
         }
         if (url.pathname === "/metrics" && req.method === "GET") {

@@ -1,4 +1,5 @@
 // The status document shared by `hookspool status` and GET /healthz (spec 11.1).
+import { expectEvery, type IntakeSource } from "../config/sources.ts";
 import type { Config } from "../config/types.ts";
 import { schemaVersion, type Spool } from "../store/db.ts";
 import { openIssueCount } from "../store/issues.ts";
@@ -65,6 +66,19 @@ export interface StatusInputs {
   hard?: string[];
   /** The free-space reading, when the caller has one. */
   diskFree?: number | null;
+  /** The loaded source plugins, for the expectations config leaves to them. */
+  plugins?: ReadonlyMap<string, IntakeSource>;
+}
+
+/**
+ * How long a source with expectation `every` has been silent past it, or null when it is not:
+ * counted from its last event, or, before its first, from when the expectation was first seen
+ * (expected_since, which maintenance records). Never seen by either: not silent yet.
+ */
+export function silentFor(now: number, lastEventAt: number | null, expectedSince: number | null, every: number): number | null {
+  const since = lastEventAt ?? expectedSince;
+  if (!(every > 0) || since === null) return null;
+  return now - since > every ? now - since : null;
 }
 
 const age = (now: number, t: number | null | undefined) => (t === null || t === undefined ? null : Math.max(0, round1(now - t)));
@@ -110,12 +124,14 @@ export function buildStatus(spool: Spool, config: Config, dbPath: string, inp: S
   }
 
   const sources: Record<string, SourceStatus> = {};
-  for (const [name, src] of Object.entries(config.sources)) {
+  for (const name of Object.keys(config.sources)) {
     const last = getMetaNumber(db, `source:${name}:last_event_at`);
     const s: SourceStatus = { last_event_age_s: age(now, last) };
-    if (src.expect_every_s > 0) {
-      s.expected_every_s = src.expect_every_s;
-      s.silent = last !== null && now - last > src.expect_every_s;
+    const every = expectEvery(config, name, inp.plugins);
+    if (every > 0) {
+      s.expected_every_s = every;
+      // The same rule as the source_silent issue, so status and the issue always agree.
+      s.silent = silentFor(now, last, getMetaNumber(db, `source:${name}:expected_since`), every) !== null;
       if (s.silent) degraded.push(`source ${name}: silent`);
     }
     sources[name] = s;

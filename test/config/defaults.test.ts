@@ -80,7 +80,9 @@ describe("a partly written section", () => {
 
   test("a source gets its own defaults (dedup window one day, no liveness expectation)", () => {
     const config = clean('[sources.github]\naction = "hermes:github"\n');
-    expect(config.sources.github).toMatchObject({ action: "hermes:github", dedup_window_s: 86400, expect_every_s: 0 });
+    expect(config.sources.github).toMatchObject({ action: "hermes:github", dedup_window_s: 86400 });
+    // Unset: the plugin's expectation, if it has one.
+    expect(config.sources.github.expect_every_s).toBeUndefined();
     expect(config.sources.github.secrets).toBeUndefined();
     expect(config.sources.github.quiet_s).toBeUndefined();
     expect(config.sources.github.span).toBeUndefined();

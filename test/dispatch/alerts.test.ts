@@ -8,6 +8,8 @@ import { parseConfig } from "../../src/config/load.ts";
 import type { Config } from "../../src/config/types.ts";
 import { alertText, runAlerts } from "../../src/dispatch/alerts.ts";
 import { Maintenance } from "../../src/dispatch/maintenance.ts";
+import { loadSources } from "../../src/config/sources.ts";
+import { buildStatus } from "../../src/obs/status.ts";
 import { createLogger } from "../../src/obs/log.ts";
 import { enqueue } from "../../src/store/enqueue.ts";
 import { raiseIssue, resolveIssue } from "../../src/store/issues.ts";
@@ -156,6 +158,25 @@ describe("maintenance", () => {
     enqueue(t.spool, ev({ source: "s", copies: [copy("s", "hermes:a")] }), t.clock.now());
     await m.tick();
     expect(issue(t, "source_silent:s").state).toBe("resolved");
+  });
+
+  test("a code source's own expectation counts when config sets none; config's 0 turns it off; status agrees", async () => {
+    const t = freshSpool();
+    const module = join(import.meta.dir, "..", "fixtures", "routed.ts"); // expectEverySec = 600
+    const { config } = parseConfig(`[sources.plug]\nmodule = "${module}"\n[sources.off]\nmodule = "${module}"\nexpect_every_s = 0\n`, "t.toml");
+    const plugins = await loadSources(config, { configDir: "/", env: {}, file: "t.toml" });
+    const m = new Maintenance({ spool: t.spool, dbPath: t.path, config: () => config, now: () => t.clock.now(), clock: t.clock, log, env: {}, diskFree: () => 10 ** 12, plugins: () => plugins });
+    const silent = () => buildStatus(t.spool, config, t.path, { now: t.clock.now(), plugins, hard: [] }).doc.sources;
+    // Never seen by maintenance: no clock has started, so status says nothing is silent.
+    expect(silent().plug).toEqual({ last_event_age_s: null, expected_every_s: 600, silent: false });
+    await m.tick();
+    t.clock.advance(601);
+    await m.tick();
+    // The source never sent anything: maintenance opens the issue, and status says silent too.
+    expect(issue(t, "source_silent:plug")).toMatchObject({ state: "open" });
+    expect(silent().plug).toMatchObject({ expected_every_s: 600, silent: true });
+    expect(issue(t, "source_silent:off")).toBeNull();
+    expect(silent().off).toEqual({ last_event_age_s: null });
   });
 
   test("a poll with no delivered tick for 3 x every_s is stale", async () => {
