@@ -30,12 +30,12 @@ test(
 
     const init = run(["--home", home, "init"]);
     expect(init).toMatchObject({ code: 0, err: "" });
-    expect(init.out).toContain("at schema 3");
+    expect(init.out).toContain("at schema 4");
 
     // A second, separate database: migrate builds it from the embedded SQL alone.
     const fresh = run(["--home", join(dir, "fresh"), "migrate"]);
     expect(fresh).toMatchObject({ code: 0, err: "" });
-    expect(fresh.out).toContain("applied 0001_v2, 0002_unwrap, 0003_polls (schema 0 -> 3)");
+    expect(fresh.out).toContain("applied 0001_v2, 0002_unwrap, 0003_polls, 0004_quarantine (schema 0 -> 4)");
     expect(run(["--home", home, "migrate"]).out).toContain("nothing to apply");
 
     const enq = run(["--home", home, "enqueue", "--source", "demo", "--key", "topic-1", "--event-type", "push"], '{"topic":"topic-1","n":1}');
@@ -62,7 +62,7 @@ test(
     const check = run(["--home", home, "check"]);
     expect(check.code).toBe(0);
     expect(check.out).toContain("0 errors");
-    expect(JSON.parse(run(["--home", home, "--json", "status"]).out)).toMatchObject({ schema: 3, batches: { open: 1 } });
+    expect(JSON.parse(run(["--home", home, "--json", "status"]).out)).toMatchObject({ schema: 4, batches: { open: 1 } });
     expect(run(["--home", home, "metrics"]).out).toContain('hookspool_batches{state="open"} 1');
     expect(run(["--home", home, "pause", "script:demo-log", "--reason", "test"]).code).toBe(0);
     expect(run(["--home", home, "issues"]).out).toContain("delivery:script:demo-log:paused");

@@ -3,7 +3,8 @@
 import type { Database } from "bun:sqlite";
 import type { Spool } from "./db.ts";
 
-export type IssueKind = "delivery" | "source_silent" | "spool" | "config";
+/** source: a sender sent what cannot be queued; internal: a fault in hookspool itself. */
+export type IssueKind = "delivery" | "source_silent" | "spool" | "config" | "source" | "internal";
 export type IssueState = "open" | "acked" | "resolved" | "ignored";
 
 export interface IssueRow {

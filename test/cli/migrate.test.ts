@@ -6,7 +6,7 @@ import { cli } from "../helpers/cli.ts";
 import { tempDir } from "../helpers/tmp.ts";
 import { type Home, initHome, inHome, metaValue, oneErrorLine, spoolAtSchema, spoolFromTheFuture, tableNames, userVersion, withDb } from "./home.ts";
 
-const ALL = ["0001_v2", "0002_unwrap", "0003_polls"];
+const ALL = ["0001_v2", "0002_unwrap", "0003_polls", "0004_quarantine"];
 
 /** Every table of spec 3 with the columns the spec names for it. */
 const SPEC_COLUMNS: Record<string, string[]> = {
@@ -80,16 +80,16 @@ async function holdLockElsewhere(path: string): Promise<{ release(): Promise<voi
 }
 
 describe("migrate on a fresh home", () => {
-  test("creates a private spool at schema 3 with every table of spec 3", async () => {
+  test("creates a private spool at schema 4 with every table of the data model", async () => {
     const home = join(tempDir(), "fresh");
     const r = await cli(["--home", home, "migrate"]);
     expect(r).toMatchObject({ code: 0, err: "" });
-    expect(r.out).toContain(`applied ${ALL.join(", ")} (schema 0 -> 3)`);
+    expect(r.out).toContain(`applied ${ALL.join(", ")} (schema 0 -> 4)`);
     const db = join(home, "spool.db");
     expect(mode(home)).toBe(0o700);
     expect(mode(db)).toBe(0o600);
-    expect(userVersion(db)).toBe(3);
-    expect(metaValue(db, "schema_version")).toBe("3");
+    expect(userVersion(db)).toBe(4);
+    expect(metaValue(db, "schema_version")).toBe("4");
     expect(metaValue(db, "instance_id")).toMatch(/^[0-9a-f]+$/);
     expect(tableNames(db)).toEqual(expect.arrayContaining(Object.keys(SPEC_COLUMNS)));
     for (const [table, cols] of Object.entries(SPEC_COLUMNS)) {
@@ -104,7 +104,7 @@ describe("migrate on a fresh home", () => {
     const home = join(tempDir(), "fresh");
     const r = await cli(["migrate", "--json", "--home", home]);
     expect(r.code).toBe(0);
-    expect(JSON.parse(r.out)).toEqual({ from: 0, to: 3, applied: ALL });
+    expect(JSON.parse(r.out)).toEqual({ from: 0, to: 4, applied: ALL });
   });
 
   test("--dry-run lists the migrations and creates nothing", async () => {
@@ -127,12 +127,12 @@ describe("migrate on a fresh home", () => {
     expect(r.out).toContain("nothing to apply");
     expect(r.out).not.toContain("applied");
     expect(metaValue(db, "instance_id")).toBe(id);
-    expect(userVersion(db)).toBe(3);
+    expect(userVersion(db)).toBe(4);
   });
 });
 
 describe("an older schema", () => {
-  for (const version of [1, 2]) {
+  for (const version of [1, 2, 3]) {
     test(`schema ${version}: every non-migrating command exits 2 and asks for migrate; migrate upgrades`, async () => {
       const h = await initHome();
       spoolAtSchema(h, version);
@@ -152,22 +152,41 @@ describe("an older schema", () => {
 
       const m = await inHome(h, ["migrate"]);
       expect(m.code).toBe(0);
-      expect(m.out).toContain(`applied ${ALL.slice(version).join(", ")} (schema ${version} -> 3)`);
-      expect(userVersion(h.db)).toBe(3);
-      expect(metaValue(h.db, "schema_version")).toBe("3");
+      expect(m.out).toContain(`applied ${ALL.slice(version).join(", ")} (schema ${version} -> 4)`);
+      expect(userVersion(h.db)).toBe(4);
+      expect(metaValue(h.db, "schema_version")).toBe("4");
       expect(metaValue(h.db, "instance_id")).toBe("0123456789ab");
       expect(columns(h.db, "attempts")).toEqual(expect.arrayContaining(["events_delivered", "failed_event_id"]));
       expect(tableNames(h.db)).toContain("polls");
+      expect(columns(h.db, "events")).toContain("url");
       expect((await inHome(h, ["list"])).code).toBe(0);
     });
   }
+
+  test("schema 3 -> 4 keeps every issue as it was and lets the new kinds in", async () => {
+    const h = await initHome();
+    spoolAtSchema(h, 3);
+    withDb(h.db, (db) => {
+      db.run("INSERT INTO issues (fingerprint, kind, destination, state, first_at, last_at, count, sample_batch_id, last_error, alerted_at) VALUES ('delivery:a:timeout', 'delivery', 'a', 'acked', 1, 2, 5, 9, 'slow', 3)");
+      expect(() => db.run("INSERT INTO issues (fingerprint, kind, state, first_at, last_at) VALUES ('source:quarantine:x', 'source', 'open', 1, 1)")).toThrow();
+    });
+    expect((await inHome(h, ["migrate"])).code).toBe(0);
+    withDb(h.db, (db) => {
+      expect(db.query("SELECT id, fingerprint, kind, destination, state, first_at, last_at, count, sample_batch_id, last_error, alerted_at FROM issues").all()).toEqual([
+        { id: 1, fingerprint: "delivery:a:timeout", kind: "delivery", destination: "a", state: "acked", first_at: 1, last_at: 2, count: 5, sample_batch_id: 9, last_error: "slow", alerted_at: 3 },
+      ]);
+      for (const kind of ["source", "internal"]) db.run("INSERT INTO issues (fingerprint, kind, state, first_at, last_at) VALUES (?, ?, 'open', 1, 1)", [`${kind}:x`, kind]);
+      expect(() => db.run("INSERT INTO issues (fingerprint, kind, state, first_at, last_at) VALUES ('x', 'nonsense', 'open', 1, 1)")).toThrow();
+    });
+    expect(indexes(h.db, "issues")).toEqual(expect.arrayContaining([["state", "last_at"], ["fingerprint"]]));
+  });
 
   test("--dry-run on an older spool names the pending migrations and changes nothing", async () => {
     const h = await initHome();
     spoolAtSchema(h, 1);
     const r = await inHome(h, ["migrate", "--dry-run"]);
     expect(r.code).toBe(0);
-    expect(r.out).toContain("0002_unwrap, 0003_polls");
+    expect(r.out).toContain("0002_unwrap, 0003_polls, 0004_quarantine");
     expect(r.out).not.toContain("0001_v2");
     expect(userVersion(h.db)).toBe(1);
     expect(metaValue(h.db, "schema_version")).toBe("1");
@@ -224,6 +243,6 @@ describe("dispatch.lock", () => {
     await holder.release();
     const again = await inHome(h, ["migrate"]);
     expect(again.code).toBe(0);
-    expect(userVersion(h.db)).toBe(3);
+    expect(userVersion(h.db)).toBe(4);
   });
 });

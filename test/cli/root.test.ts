@@ -125,8 +125,8 @@ describe("global flags", () => {
     for (const [argv, code, check] of [
       [["--json", "list"], 0, (d: unknown) => expect(d).toHaveLength(1)],
       [["list", "--json"], 0, (d: unknown) => expect(d).toHaveLength(1)],
-      [["--json", "status"], 1, (d: unknown) => expect(d).toHaveProperty("schema", 3)],
-      [["status", "--json"], 1, (d: unknown) => expect(d).toHaveProperty("schema", 3)],
+      [["--json", "status"], 1, (d: unknown) => expect(d).toHaveProperty("schema", 4)],
+      [["status", "--json"], 1, (d: unknown) => expect(d).toHaveProperty("schema", 4)],
       [["--json", "show", "1"], 0, (d: unknown) => expect(d).toHaveProperty("batch.id", 1)],
       [["show", "1", "--json"], 0, (d: unknown) => expect(d).toHaveProperty("batch.id", 1)],
     ] as [string[], number, (d: unknown) => void][]) {
