@@ -6,13 +6,12 @@ import type { CommandDef } from "citty";
 import { configuredDestinations } from "../config/destinations.ts";
 import type { Config } from "../config/types.ts";
 import { HookspoolError } from "../errors.ts";
-import { classify } from "../intake/pipeline.ts";
-import { makeRequest } from "../intake/request.ts";
-import { loadSources } from "../intake/sources.ts";
+import { loadSources } from "../config/sources.ts";
+import { reclassify, StillQuarantined } from "../intake/reclassify.ts";
 import type { Spool } from "../store/db.ts";
 import { pauseDestination, resumeDestination } from "../store/destinations.ts";
 import { raiseIssue, resolveIssue } from "../store/issues.ts";
-import { deadBatchIds, dropBatches, excludeEvents, type Reclassify, replayBatch, retryNow, splitBatch } from "../store/operator.ts";
+import { deadBatchIds, dropBatches, excludeEvents, quarantinedRequests, type Reclassify, replayBatch, retryNow, splitBatch } from "../store/operator.ts";
 import { destinationNames, getBatch } from "../store/queries.ts";
 import { type Cli, GLOBAL_ARGS, loadFor, openExisting, positiveInt } from "./context.ts";
 import type { HelpMeta } from "./help.ts";
@@ -38,14 +37,19 @@ async function withSpool<T>(cli: Cli, fn: (spool: Spool, config: Config, configF
   }
 }
 
-/** Classify a quarantined request again through the source's (fixed) plugin (spec 9). */
-async function reclassifier(cli: Cli, config: Config, configFile: string | null, source: string): Promise<Reclassify> {
+/**
+ * Classify a quarantine batch's requests again through the source's (fixed) plugin, before the
+ * replay's transaction: each goes through the steps after verify as the intake would take it.
+ */
+async function reclassifier(cli: Cli, spool: Spool, config: Config, configFile: string | null, batchId: number, source: string): Promise<Reclassify> {
   const sources = await loadSources(config, { configDir: dirname(configFile ?? cli.io.cwd), env: cli.io.env, file: configFile ?? "config.toml" });
   const src = sources.get(source);
   if (!src) throw new HookspoolError("E_CONFIG", `source ${source} has no plugin to classify its quarantined requests with`, { key: `sources.${source}` });
+  const events = await reclassify(config, src, quarantinedRequests(spool.db, batchId));
   return (req) => {
-    const wire = makeRequest({ method: "POST", url: `/hooks/${source}`, headers: Object.entries(req.headers), body: req.raw, peer: "replay", now: req.receivedAt });
-    return classify(config, src, wire).event;
+    const ev = events.get(req.eventId);
+    if (ev === undefined) throw new HookspoolError("E_NOTHING", `batch ${batchId} changed while it was replayed; nothing changed`);
+    return ev;
   };
 }
 
@@ -85,18 +89,18 @@ function replayCommand(cli: Cli): CommandDef {
         for (const id of targets) {
           try {
             const b = getBatch(spool.db, id);
-            const re = b?.destination === "quarantine" && b.state === "dead" ? await reclassifier(cli, config, file, b.source) : undefined;
+            const re = b?.destination === "quarantine" && b.state === "dead" ? await reclassifier(cli, spool, config, file, id, b.source) : undefined;
             const r = replayBatch(spool, id, now, re);
             results.push(r);
             if (r.kind === "replayed") replayed++;
             if (!cli.globals.json) {
               if (r.kind === "replayed") cli.io.out(`batch ${id}: dead -> retry, due now`);
-              else cli.io.out(`batch ${id}: quarantined request(s) classified again and queued; the quarantine batch is marked reclassified`);
+              else cli.io.out(`batch ${id}: quarantined request(s) classified again: ${r.results.length} queued${r.ignored ? `, ${r.ignored} ignored by the plugin` : ""}; the quarantine batch is marked reclassified`);
             }
           } catch (e) {
             // A plugin that still throws on a quarantined request leaves it quarantined (the
             // replay is one transaction); only the exception's class is reported.
-            const message = e instanceof HookspoolError ? e.message : `the source plugin still cannot classify it (${e instanceof Error ? e.name : typeof e}); nothing changed`;
+            const message = e instanceof HookspoolError || e instanceof StillQuarantined ? e.message : `the source plugin still cannot classify it (${e instanceof Error ? e.name : typeof e}); nothing changed`;
             code = Math.max(code, e instanceof HookspoolError ? e.exitCode : 1);
             results.push({ batchId: id, error: message });
             if (!cli.globals.json) cli.io.err(`hookspool: ${aboutBatch(id, e instanceof HookspoolError ? e.describe() : message)}`);

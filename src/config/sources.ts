@@ -5,13 +5,38 @@ import { existsSync } from "node:fs";
 import { isAbsolute, resolve } from "node:path";
 import { pathToFileURL } from "node:url";
 import { HookspoolError } from "../errors.ts";
-import { checkTemplate, type TemplateSettings, templateSource } from "../plugin/template.ts";
+import { checkTemplate, type TemplateSettings, templateHeaders, templateSource } from "../plugin/template.ts";
 import type { Request, Secrets, SourcePlugin } from "../plugin/types.ts";
 import { ConfigError, type Env } from "./load.ts";
 import { quoteKey } from "./parse.ts";
 import { type ResolveOptions, type RouteCopy, resolveCopies } from "./routes.ts";
 import { resolveSecret } from "./secrets.ts";
 import type { Config, ConfigProblem, SourceConfig } from "./types.ts";
+
+/**
+ * A header whose value is probably a credential: Authorization, Proxy-Authorization, Cookie,
+ * or a name with key, token or secret in it. Kept headers are stored with every event and
+ * delivered in the document, so such a header is refused unless the source says
+ * allow_sensitive_keep_headers = true.
+ */
+export function sensitiveHeader(name: string): boolean {
+  const h = name.toLowerCase();
+  return h === "authorization" || h === "proxy-authorization" || h === "cookie" || h === "set-cookie" || /key|token|secret/.test(h);
+}
+
+export function sensitiveProblem(key: string, header: string, where: string): ConfigProblem {
+  return {
+    level: "error",
+    key,
+    message: `${header} in ${where} looks like a credential; kept headers are stored with every event and delivered`,
+    hint: "remove it, or set allow_sensitive_keep_headers = true on the source if it holds no secret",
+  };
+}
+
+/** Every quarantined request may keep these: what the body is, and who sent it. */
+const QUARANTINE_HEADERS = ["content-type", "content-length", "user-agent"];
+/** Credentials no plugin needs to classify a request; never stored, whatever config says. */
+const NEVER_STORED: ReadonlySet<string> = new Set(["authorization", "proxy-authorization", "cookie"]);
 
 /** A source ready for requests: its plugin with config applied. */
 export interface IntakeSource {
@@ -23,6 +48,10 @@ export interface IntakeSource {
   /** The plugin's auth headers and config's: never stored, stripped from quarantine. */
   authHeaders: string[];
   keepHeaders: string[];
+  /** The only headers (lower case) a quarantined request keeps. */
+  quarantineHeaders: string[];
+  /** Query parameters that carry the source's secret (a push token): never stored. */
+  secretParams: string[];
   maxBodyBytes: number;
   storeRaw: boolean;
   dedupWindowS: number;
@@ -116,9 +145,17 @@ export async function loadEverySource(config: Config, opts: LoadSourcesOptions):
     }
     const authHeaders = [...new Set([...plugin.authHeaders, ...(src.auth_headers ?? [])].map((h) => h.toLowerCase()))];
     const keepHeaders = src.keep_headers ?? [...(plugin.keepHeaders ?? [])];
+    const allowSensitive = src.allow_sensitive_keep_headers === true;
     for (const h of keepHeaders) {
       if (authHeaders.includes(h.toLowerCase())) problems.push({ level: "error", key: `${key}.keep_headers`, message: `${h} is an auth header and is never stored`, hint: "remove it from keep_headers" });
+      else if (sensitiveHeader(h) && !allowSensitive) problems.push(sensitiveProblem(`${key}.keep_headers`, h, src.keep_headers === undefined ? "the plugin's keepHeaders" : "keep_headers"));
     }
+    // A quarantined request keeps only what a replay needs to classify it again: what the body
+    // is, who sent it, the kept headers, and the headers classification reads. Never a credential.
+    const classifyHeaders = [...(plugin.classifyHeaders ?? []), ...(src.template ? templateHeaders(src.template as unknown as TemplateSettings) : [])];
+    const quarantineHeaders = [...new Set([...QUARANTINE_HEADERS, ...keepHeaders, ...classifyHeaders].map((h) => h.toLowerCase()))].filter(
+      (h) => !authHeaders.includes(h) && !NEVER_STORED.has(h) && (allowSensitive || !sensitiveHeader(h)),
+    );
     out.set(name, {
       name,
       plugin,
@@ -126,6 +163,8 @@ export async function loadEverySource(config: Config, opts: LoadSourcesOptions):
       secrets: configSecrets(name, src.secrets, env),
       authHeaders,
       keepHeaders,
+      quarantineHeaders,
+      secretParams: src.template && typeof src.template.param === "string" ? [src.template.param] : [],
       maxBodyBytes: src.max_body_bytes ?? config.intake.max_body_bytes,
       storeRaw: src.store_raw ?? config.spool.store_raw,
       dedupWindowS: src.dedup_window_s,

@@ -23,6 +23,7 @@ export interface SourceConfig extends PartialWindow {
   max_body_bytes?: number;
   store_raw?: boolean;
   keep_headers?: string[];
+  allow_sensitive_keep_headers: boolean;
   auth_headers?: string[];
   action?: string;
   event_header?: string;

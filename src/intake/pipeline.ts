@@ -6,13 +6,14 @@ import { eventCopies, type IntakeSource, NO_SECRETS } from "../config/sources.ts
 import type { Config } from "../config/types.ts";
 import type { WriteFailures } from "../obs/faults.ts";
 import type { Logger } from "../obs/log.ts";
+import { isHookspoolError } from "../errors.ts";
 import { BadPayload, type Request, type Response, type SourcePlugin } from "../plugin/types.ts";
 import type { Spool } from "../store/db.ts";
 import { type EnqueueResult, enqueue, MAX_KEY_BYTES, quarantine } from "../store/enqueue.ts";
 import { testHook } from "../testhook.ts";
 import { type Backpressure, spoolFailure } from "./backpressure.ts";
 import type { IntakeMetrics, RejectReason } from "./metrics.ts";
-import { makeRequest } from "./request.ts";
+import { makeRequest, storableUrl } from "./request.ts";
 
 export interface PipelineDeps {
   spool: Spool;
@@ -111,7 +112,7 @@ export async function handleHook(d: PipelineDeps, input: HookInput): Promise<Ans
       d.log.info("ignored", { source: name, reason: ev.reason });
       return status("ignored", 200);
     case "quarantine":
-      return quarantined(d, src, req, headers, ev.error);
+      return quarantined(d, src, req, input.url, headers, ev.error);
     case "classified":
       break;
   }
@@ -125,7 +126,7 @@ export async function handleHook(d: PipelineDeps, input: HookInput): Promise<Ans
   } catch (e) {
     const failure = spoolFailure(e);
     if (failure) return spoolRefused(d, name, failure, e, body.length);
-    return quarantined(d, src, req, headers, e);
+    return quarantined(d, src, req, input.url, headers, e);
   }
   testHook("intake.after_commit");
   if (result.status === "queued") {
@@ -184,6 +185,16 @@ export async function evaluate(config: Config, src: IntakeSource, req: Request):
   } catch (e) {
     return { kind: "verify_error", error: errorClass(e) };
   }
+  return afterVerify(config, src, req);
+}
+
+/**
+ * The steps after verify: the challenge, ignore, classification and route resolution. A replay
+ * of a quarantined request runs exactly these (it was verified when it arrived, and its
+ * timestamp may be past the tolerance now).
+ */
+export async function afterVerify(config: Config, src: IntakeSource, req: Request): Promise<Exclude<Evaluation, { kind: "method" | "verify_error" | "unverified" }>> {
+  const { plugin } = src;
   try {
     // After verify: a handshake answer derived from the secret is no signing oracle now.
     if (plugin.challenge && !plugin.challengeUnauthenticated) {
@@ -245,15 +256,31 @@ export function classify(config: Config, src: IntakeSource, req: Request): Class
   };
 }
 
+/**
+ * Why a verified request could not be queued, as a short fixed phrase: the sender's fault
+ * (BadPayload says which), a route without a destination, or the plugin's own error (only its
+ * class name, never its message, is kept).
+ */
+export function quarantineReason(e: unknown): string {
+  if (e instanceof BadPayload) return e.fault;
+  if (isHookspoolError(e, "E_CONFIG")) return "no_destination";
+  return `plugin_error:${errorClass(e)}`;
+}
+
 /** Keep a verified request our code could not classify: 202 quarantined, never a 5xx (spec 9). */
-function quarantined(d: PipelineDeps, src: IntakeSource, req: Request, headers: [string, string][], e: unknown): Answer {
-  const cls = errorClass(e);
+function quarantined(d: PipelineDeps, src: IntakeSource, req: Request, url: string, headers: [string, string][], e: unknown): Answer {
+  const reason = quarantineReason(e);
+  const allowed = new Set(src.quarantineHeaders);
   try {
-    const q = quarantine(d.spool, { source: src.name, raw: req.body, headers: Object.fromEntries(headers), authHeaders: src.authHeaders, errorClass: cls }, req.now);
+    const q = quarantine(
+      d.spool,
+      { source: src.name, raw: req.body, headers: Object.fromEntries(headers.filter(([k]) => allowed.has(k))), authHeaders: src.authHeaders, url: storableUrl(url, src.secretParams), reason },
+      req.now,
+    );
     d.backpressure.writeOk();
     testHook("intake.after_commit");
     d.metrics.quarantined1(src.name);
-    d.log.warn("quarantined", { source: src.name, batch: q.batchId, event: q.eventId, reason: cls, bytes: req.body.length });
+    d.log.warn("quarantined", { source: src.name, batch: q.batchId, event: q.eventId, reason: q.reason, bytes: req.body.length });
     return status("quarantined", 202);
   } catch (qe) {
     const failure = spoolFailure(qe) ?? "spool_full";

@@ -92,6 +92,14 @@ export function checkTemplate(t: Record<string, unknown>): TemplateProblem[] {
   return out;
 }
 
+/** The request headers a template reads to classify (its header: selectors, the default dedup's id header). */
+export function templateHeaders(t: TemplateSettings): string[] {
+  const selectors = [...([] as string[]).concat(t.key ?? []), t.dedup, t.event_type, ...Object.values(t.attrs ?? {})];
+  const out = selectors.filter((x): x is string => typeof x === "string" && x.startsWith("header:")).map((x) => x.slice(7));
+  if (t.scheme === "standard-webhooks" && t.dedup === undefined) out.push("webhook-id", "svix-id");
+  return out;
+}
+
 function selectorOk(sel: string, dedup: boolean): boolean {
   if (dedup && (sel === "body_sha256" || sel === "none")) return true;
   const m = /^(header|field|const):(.+)$/.exec(sel);

@@ -102,8 +102,13 @@ export interface SourcePlugin {
   secrets?: readonly string[];
   /** Signature, token and authorization headers: never stored, refused from keepHeaders. */
   authHeaders: readonly string[];
-  /** Headers stored with each event. */
+  /** Headers stored with each event (and delivered in the document's event_meta). */
   keepHeaders?: readonly string[];
+  /**
+   * Headers ignore/payload/key/dedupId/eventType/attrs read besides keepHeaders: kept with a
+   * quarantined request so a replay can classify it again. Never a credential.
+   */
+  classifyHeaders?: readonly string[];
   /** Default coalesce preset (config overrides). */
   span?: string;
   /** Optional liveness expectation. */

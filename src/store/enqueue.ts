@@ -5,7 +5,7 @@ import { HookspoolError } from "../errors.ts";
 import { testHook } from "../testhook.ts";
 import { contentHash, batchContent } from "./content.ts";
 import type { Spool } from "./db.ts";
-import { raiseIssueTx, resolveDeadIssuesTx } from "./issues.ts";
+import { raiseIssueTx, resolveDeadIssuesTx, resolveIssueTx } from "./issues.ts";
 import { setMeta } from "./meta.ts";
 import { replayDeadTx, sealBatchTx } from "./transitions.ts";
 
@@ -203,12 +203,25 @@ export function enqueue(spool: Spool, ev: NewEvent, now: number = spool.clock.no
 export interface QuarantineInput {
   source: string;
   raw: Uint8Array;
-  /** The request's headers; the source's auth headers are removed before anything is stored. */
+  /** The headers the source lets a quarantined request keep (its allowlist). */
   headers: Record<string, string>;
   /** The source's auth_headers (signature, token, authorization): never stored (spec 10). */
   authHeaders: readonly string[];
-  /** The exception's class name: the only part of the error that is stored. */
-  errorClass: string;
+  /** Path and query string with every secret-bearing parameter removed, for the replay. */
+  url: string | null;
+  /**
+   * Why it was quarantined, a short fixed phrase: the sender's fault (not_json, not_utf8,
+   * key_missing, key_too_long, bad_payload), or ours to fix (no_destination, plugin_error:<Class>).
+   */
+  reason: string;
+}
+
+/** The sender's faults: their quarantines are filed under the source, not as a config problem. */
+export const SENDER_FAULTS: ReadonlySet<string> = new Set(["not_json", "not_utf8", "key_missing", "key_too_long", "bad_payload"]);
+
+/** The issue a quarantine with this reason opens (and which its replay or drop resolves). */
+export function quarantineIssue(source: string, reason: string): { fingerprint: string; kind: "source" | "config" } {
+  return SENDER_FAULTS.has(reason) ? { fingerprint: `source:quarantine:${source}`, kind: "source" } : { fingerprint: `config:plugin:${source}`, kind: "config" };
 }
 
 /** Credentials no plugin needs to classify a request again; never stored whatever the source says. */
@@ -217,32 +230,51 @@ const ALWAYS_SECRET_HEADERS = ["authorization", "proxy-authorization", "cookie"]
 const QUARANTINE_BATCH = `INSERT INTO batches (route, source, destination, key, state, first_at, last_at, quiet_s, max_s,
     max_events, max_bytes, count, bytes, sealed_at, last_class, last_error)
   VALUES ($source, $source, 'quarantine', 'quarantine', 'dead', $now, $now, 0, 0, 1, $bytes, 1, $size, $now, 'quarantine', $error)`;
-const QUARANTINE_EVENT = `INSERT INTO events (source, route, batch_id, event_type, dedup_id, received_at, payload, raw, headers, size)
-  VALUES ($source, $source, $batch, '', NULL, $now, NULL, $raw, $headers, $size)`;
+const QUARANTINE_EVENT = `INSERT INTO events (source, route, batch_id, event_type, dedup_id, received_at, payload, raw, headers, size, url)
+  VALUES ($source, $source, $batch, '', NULL, $now, NULL, $raw, $headers, $size, $url)`;
+
+/** A reason as stored: one of the fixed phrases, or plugin_error with a plausible class name. */
+function storedReason(reason: string): string {
+  if (SENDER_FAULTS.has(reason) || reason === "no_destination") return reason;
+  return /^plugin_error:[A-Za-z_$][\w$.]{0,63}$/.test(reason) ? reason : "plugin_error:Error";
+}
 
 /**
  * Keep a verified request whose classification failed (spec 9): a dead batch for the reserved
- * destination quarantine holding the raw body, and a config:plugin:<source> issue.
+ * destination quarantine holding the raw body, the allowed headers and the URL, and the issue
+ * for its reason (source:quarantine:<source> for the sender's fault, config:plugin:<source>
+ * for ours).
  */
-export function quarantine(spool: Spool, q: QuarantineInput, now: number = spool.clock.now()): { eventId: number; batchId: number } {
-  const errorClass = /^[A-Za-z_$][\w$.]{0,63}$/.test(q.errorClass) ? q.errorClass : "Error";
+export function quarantine(spool: Spool, q: QuarantineInput, now: number = spool.clock.now()): { eventId: number; batchId: number; reason: string } {
+  const reason = storedReason(q.reason);
   const auth = new Set([...ALWAYS_SECRET_HEADERS, ...q.authHeaders.map((h) => h.toLowerCase())]);
   const headers = Object.fromEntries(Object.entries(q.headers).filter(([name]) => !auth.has(name.toLowerCase())));
+  const issue = quarantineIssue(q.source, reason);
   return spool.db
     .transaction(() => {
       const db = spool.db;
       setMeta(db, "last_enqueue_at", now);
       const size = q.raw.length;
-      const batchId = Number(
-        db.query(QUARANTINE_BATCH).run({ source: q.source, now, bytes: Math.max(1, size), size, error: `plugin error: ${errorClass}` }).lastInsertRowid,
-      );
+      const batchId = Number(db.query(QUARANTINE_BATCH).run({ source: q.source, now, bytes: Math.max(1, size), size, error: reason }).lastInsertRowid);
       const eventId = Number(
-        db.query(QUARANTINE_EVENT).run({ source: q.source, batch: batchId, now, raw: q.raw, headers: JSON.stringify(headers), size }).lastInsertRowid,
+        db.query(QUARANTINE_EVENT).run({ source: q.source, batch: batchId, now, raw: q.raw, headers: JSON.stringify(headers), size, url: q.url }).lastInsertRowid,
       );
       db.query("UPDATE batches SET content_hash = ? WHERE id = ?").run(contentHash(batchContent(db, batchId)), batchId);
-      raiseIssueTx(db, { fingerprint: `config:plugin:${q.source}`, kind: "config", route: q.source, batchId, error: `plugin error: ${errorClass}`, now });
+      raiseIssueTx(db, { ...issue, route: q.source, batchId, error: `quarantined: ${reason}`, now });
       testHook("quarantine.before_commit");
-      return { eventId, batchId };
+      return { eventId, batchId, reason };
     })
     .immediate();
+}
+
+const QUARANTINED_LEFT = "SELECT last_error FROM batches WHERE destination = 'quarantine' AND state = 'dead' AND source = ?";
+
+/** Resolve a source's quarantine issues that no dead quarantine batch keeps open any more. */
+export function resolveQuarantineIssuesTx(db: Database, source: string, now: number): void {
+  const left = db.query<{ last_error: string | null }, [string]>(QUARANTINED_LEFT).all(source);
+  const open = new Set(left.map((b) => quarantineIssue(source, b.last_error ?? "").fingerprint));
+  for (const reason of ["bad_payload", "plugin_error:Error"]) {
+    const { fingerprint } = quarantineIssue(source, reason);
+    if (!open.has(fingerprint)) resolveIssueTx(db, fingerprint, now);
+  }
 }

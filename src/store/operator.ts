@@ -4,8 +4,8 @@ import type { Database } from "bun:sqlite";
 import { HookspoolError } from "../errors.ts";
 import { batchContent, computeContentHash, contentHash } from "./content.ts";
 import type { Spool } from "./db.ts";
-import { enqueueTx, type EnqueueResult, type NewEvent } from "./enqueue.ts";
-import { resolveDeadIssuesTx, resolveIssueTx } from "./issues.ts";
+import { enqueueTx, type EnqueueResult, type NewEvent, resolveQuarantineIssuesTx } from "./enqueue.ts";
+import { resolveDeadIssuesTx } from "./issues.ts";
 import { replayDeadTx } from "./transitions.ts";
 
 interface BatchHead {
@@ -32,17 +32,35 @@ export interface StoredRequest {
   receivedAt: number;
   raw: Uint8Array;
   headers: Record<string, string>;
+  /** Path and query as received (secret-bearing parameters removed); null before schema 4. */
+  url: string | null;
 }
 
-/** Classify a stored request again through the (fixed) plugin: the events it becomes. */
-export type Reclassify = (req: StoredRequest) => NewEvent;
+/**
+ * Classify a stored request again through the (fixed) plugin: the event it becomes, or null
+ * when the plugin now ignores it or answers it as a handshake (nothing to queue). Throws when
+ * it still cannot be classified.
+ */
+export type Reclassify = (req: StoredRequest) => NewEvent | null;
 
-export type ReplayResult = { batchId: number; kind: "replayed" } | { batchId: number; kind: "reclassified"; results: EnqueueResult[] };
+export type ReplayResult =
+  | { batchId: number; kind: "replayed" }
+  | { batchId: number; kind: "reclassified"; results: EnqueueResult[]; ignored: number };
 
-const QUARANTINED = "SELECT id, source, received_at, raw, headers FROM events WHERE batch_id = ? ORDER BY id";
+const QUARANTINED = "SELECT id, source, received_at, raw, headers, url FROM events WHERE batch_id = ? ORDER BY id";
 const RECLASSIFIED = `UPDATE batches SET state = 'delivered', delivered_at = $now, result = 'reclassified'
   WHERE id = $id AND state = 'dead' AND destination = 'quarantine'`;
-const QUARANTINE_LEFT = "SELECT COUNT(*) AS n FROM batches WHERE destination = 'quarantine' AND state = 'dead' AND source = ?";
+
+type QuarantinedRow = { id: number; source: string; received_at: number; raw: Uint8Array | null; headers: string; url: string | null };
+
+function storedRequest(r: QuarantinedRow): StoredRequest {
+  return { eventId: r.id, source: r.source, receivedAt: r.received_at, raw: r.raw ?? new Uint8Array(), headers: JSON.parse(r.headers), url: r.url };
+}
+
+/** The requests a quarantine batch holds, oldest first (a replay classifies them before it writes). */
+export function quarantinedRequests(db: Database, batchId: number): StoredRequest[] {
+  return db.query<QuarantinedRow, [number]>(QUARANTINED).all(batchId).map(storedRequest);
+}
 
 /**
  * Replay a dead batch: -> retry, due now, attempts = 0. A quarantine batch is classified
@@ -61,13 +79,16 @@ export function replayBatch(spool: Spool, id: number, now: number, reclassify?: 
         return { batchId: id, kind: "replayed" };
       }
       if (!reclassify) throw new HookspoolError("E_CONFIG", `batch ${id} is a quarantine batch; replaying it needs the source plugin`);
-      const rows = db.query<{ id: number; source: string; received_at: number; raw: Uint8Array | null; headers: string }, [number]>(QUARANTINED).all(id);
-      const results = rows.map((r) =>
-        enqueueTx(db, reclassify({ eventId: r.id, source: r.source, receivedAt: r.received_at, raw: r.raw ?? new Uint8Array(), headers: JSON.parse(r.headers) }), now),
-      );
+      const results: EnqueueResult[] = [];
+      let ignored = 0;
+      for (const r of db.query<QuarantinedRow, [number]>(QUARANTINED).all(id)) {
+        const event = reclassify(storedRequest(r));
+        if (event === null) ignored++;
+        else results.push(enqueueTx(db, event, now));
+      }
       db.query(RECLASSIFIED).run({ id, now });
-      if ((db.query<{ n: number }, [string]>(QUARANTINE_LEFT).get(b.source)?.n ?? 0) === 0) resolveIssueTx(db, `config:plugin:${b.source}`, now);
-      return { batchId: id, kind: "reclassified", results };
+      resolveQuarantineIssuesTx(db, b.source, now);
+      return { batchId: id, kind: "reclassified", results, ignored };
     })
     .immediate();
 }
@@ -138,9 +159,7 @@ export function dropBatches(spool: Spool, ids: number[], now: number): void {
       else destinations.add(b.destination);
     }
     for (const d of destinations) resolveDeadIssuesTx(db, d, now);
-    for (const s of sources) {
-      if ((db.query<{ n: number }, [string]>(QUARANTINE_LEFT).get(s)?.n ?? 0) === 0) resolveIssueTx(db, `config:plugin:${s}`, now);
-    }
+    for (const s of sources) resolveQuarantineIssuesTx(db, s, now);
   }).immediate();
 }
 

@@ -30,7 +30,7 @@ function quarantineOne(h: Home): number {
     raw: new TextEncoder().encode(`{"raw":"${SECRET}"}`),
     headers: { "content-type": "application/json" },
     authHeaders: [] as string[],
-    errorClass: "TypeError",
+    url: null, reason: "plugin_error:TypeError",
   };
   return withSpool(h.db, (spool) => quarantine(spool, request).batchId);
 }

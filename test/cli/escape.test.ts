@@ -103,7 +103,7 @@ describe("human output prints them escaped", () => {
 
   test("show --payload of a quarantined request: the raw body and its headers", async () => {
     const h = await initHome();
-    const id = withSpool(h.db, (spool) => quarantine(spool, { source: "demo", raw: new TextEncoder().encode("{\u001b[2J\n\u0085"), headers: { "x-note": "a\u001bb" }, authHeaders: [], errorClass: "SyntaxError" }).batchId);
+    const id = withSpool(h.db, (spool) => quarantine(spool, { source: "demo", raw: new TextEncoder().encode("{\u001b[2J\n\u0085"), headers: { "x-note": "a\u001bb" }, authHeaders: [], url: null, reason: "plugin_error:SyntaxError" }).batchId);
     const r = await inHome(h, ["show", String(id), "--payload"]);
     expect(r.code).toBe(0);
     clean(r);

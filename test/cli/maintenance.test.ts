@@ -129,7 +129,7 @@ describe("export", () => {
     });
     deliveredDaysAgo(h, b, 1);
     const q = withSpool(h.db, (spool) =>
-      quarantine(spool, { source: "demo", raw: new Uint8Array([0, 255, 1]), headers: { "content-type": "x/y" }, authHeaders: [], errorClass: "TypeError" }),
+      quarantine(spool, { source: "demo", raw: new Uint8Array([0, 255, 1]), headers: { "content-type": "x/y" }, authHeaders: [], url: null, reason: "plugin_error:TypeError" }),
     );
     return { h, a, b, q: q.batchId, attemptId };
   }

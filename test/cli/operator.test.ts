@@ -204,7 +204,7 @@ describe("replay", () => {
     const a1 = await dead(w, "a1");
     const ta = await dead(w, "ta", { source: "t" });
     const b1 = await dead(w, "b1", { dest: B, source: "t" });
-    const q = quarantine(w.r.spool, { source: "s", raw: new TextEncoder().encode("{"), headers: {}, authHeaders: [], errorClass: "SyntaxError" }).batchId;
+    const q = quarantine(w.r.spool, { source: "s", raw: new TextEncoder().encode("{"), headers: {}, authHeaders: [], url: null, reason: "plugin_error:SyntaxError" }).batchId;
     return { w, ids: { old, a1, ta, b1, q } };
   }
 
@@ -304,13 +304,14 @@ describe("replay of a quarantine batch (spec 9)", () => {
 
   const db = (home: string) => new Database(join(home, "spool.db"));
 
-  test("reclassifies through the fixed plugin: a normal event, the quarantine batch delivered 'reclassified', the config:plugin issue resolved", async () => {
+  test("reclassifies through the fixed plugin: a normal event, the quarantine batch delivered 'reclassified', the quarantine issue resolved", async () => {
     const { t, spool, ids, bodies } = await quarantinedHome();
     const cfg = join(t.home, "config.toml");
     writeFileSync(cfg, readFileSync(cfg, "utf8").replace('key = "topic"', 'key = "repo"'));
     const look = db(t.home);
     try {
-      const issueState = () => (look.query("SELECT state FROM issues WHERE fingerprint = 'config:plugin:gh'").get() as { state: string }).state;
+      // No "topic" in the payload: key_missing, filed under the source.
+      const issueState = () => (look.query("SELECT state FROM issues WHERE fingerprint = 'source:quarantine:gh'").get() as { state: string }).state;
       expect(issueState()).toBe("open");
 
       const res = await op(spool, ["replay", String(ids[0])]);

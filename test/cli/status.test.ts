@@ -19,7 +19,7 @@ async function busyHome(): Promise<Home> {
     const c = claimBatch(spool, { batchId: dead, destination: "script:demo-log", now, leaseUntil: now + 60, host: "t", pid: 1 });
     if (!c) throw new Error("not claimable");
     markDead(spool, { batchId: dead, attemptId: c.attemptId, owner: c.owner, now, attempt: { klass: "permanent", status: 1, error: "no", durationMs: 1, counted: true } });
-    const request = { source: "demo", raw: new TextEncoder().encode("{"), headers: {}, authHeaders: [] as string[], errorClass: "SyntaxError" };
+    const request = { source: "demo", raw: new TextEncoder().encode("{"), headers: {}, authHeaders: [] as string[], url: null, reason: "plugin_error:SyntaxError" };
     quarantine(spool, request);
   });
   return h;

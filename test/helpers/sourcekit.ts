@@ -3,6 +3,7 @@
 // with a good and a bad signature, constant-ness of an unauthenticated handshake, plugin
 // exception -> quarantine, spool unwritable -> 503, and no sentinel in any log line or column.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { quarantineIssue } from "../../src/store/enqueue.ts";
 import { LOG_LINES, startIntake, type TestIntake } from "./intake.ts";
 
 import { PAYLOAD_SENTINEL, SECRET_SENTINEL } from "./logs.ts";
@@ -175,17 +176,20 @@ export function runSourceKit(kit: SourceKit): void {
       const res = await send(kit.broken());
       expect(res.status).toBe(202);
       expect(await res.json()).toEqual({ status: "quarantined" });
-      const q = t.db.db.query("SELECT e.headers, e.raw, b.state FROM events e JOIN batches b ON b.id = e.batch_id WHERE b.destination = 'quarantine' ORDER BY e.id DESC LIMIT 1").get() as {
+      const q = t.db.db.query("SELECT e.headers, e.raw, b.state, b.last_error FROM events e JOIN batches b ON b.id = e.batch_id WHERE b.destination = 'quarantine' ORDER BY e.id DESC LIMIT 1").get() as {
         headers: string;
         raw: Uint8Array;
         state: string;
+        last_error: string;
       };
       expect(q.state).toBe("dead");
       expect(new TextDecoder().decode(q.raw)).toContain(PAYLOAD_SENTINEL);
       const stored = Object.keys(JSON.parse(q.headers)).map((h) => h.toLowerCase());
       for (const h of kit.authHeaders) expect(stored).not.toContain(h.toLowerCase());
       expect(stored).toContain("content-type");
-      expect(t.count("issues", `fingerprint = 'config:plugin:${kit.source}' AND state = 'open'`)).toBe(1);
+      // The sender's fault (no key, not JSON) is filed under the source; the plugin's own error as config.
+      expect(q.last_error).toMatch(/^(not_json|not_utf8|key_missing|key_too_long|bad_payload|no_destination|plugin_error:\w+)$/);
+      expect(t.count("issues", `fingerprint = '${quarantineIssue(kit.source, q.last_error).fingerprint}' AND state = 'open'`)).toBe(1);
     });
 
     test("spool unwritable: 503 and nothing acknowledged", async () => {

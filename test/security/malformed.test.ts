@@ -53,7 +53,9 @@ describe("verified bodies our code cannot classify: 202 quarantined, raw kept by
     expect(await res.json()).toEqual({ status: "quarantined" });
     const q = lastQuarantine();
     expect(Buffer.from(q.raw).toString()).toBe(body);
-    expect(q).toMatchObject({ state: "dead", last_error: "plugin error: BadPayload" });
+    // A short fixed reason, filed under the sender: its body is not JSON.
+    expect(q).toMatchObject({ state: "dead", last_error: "not_json" });
+    expect(t.count("issues", "fingerprint = 'source:quarantine:demo' AND kind = 'source' AND state = 'open'")).toBe(1);
   });
 
   test("invalid UTF-8", async () => {
@@ -62,6 +64,7 @@ describe("verified bodies our code cannot classify: 202 quarantined, raw kept by
     expect(res.status).toBe(202);
     expect(await res.json()).toEqual({ status: "quarantined" });
     expect([...lastQuarantine().raw]).toEqual([...body]);
+    expect(lastQuarantine().last_error).toBe("not_utf8");
   });
 
   test("JSON that is not an object, and an empty body", async () => {
@@ -69,6 +72,8 @@ describe("verified bodies our code cannot classify: 202 quarantined, raw kept by
       const res = await signed(body);
       expect([res.status, body]).toEqual([202, body]);
       expect(((await res.json()) as { status: string }).status).toBe("quarantined");
+      // There is no "topic" to make a key of.
+      expect([body, lastQuarantine().last_error]).toEqual([body, "key_missing"]);
     }
   });
 });

@@ -235,14 +235,14 @@ describe("quarantine (spec 9)", () => {
     const t = freshSpool();
     const raw = new TextEncoder().encode('{"broken": true}');
     const headers = { "X-Hub-Signature-256": "sha256=SECRET", "x-github-event": "push", Authorization: "Bearer SECRET", "Content-Type": "application/json" };
-    const q = quarantine(t.spool, { source: "github", raw, headers, authHeaders: ["x-hub-signature-256"], errorClass: "TypeError" });
+    const q = quarantine(t.spool, { source: "github", raw, headers, authHeaders: ["x-hub-signature-256"], url: null, reason: "plugin_error:TypeError" });
     expect(batchRow(t.spool, q.batchId)).toMatchObject({
       state: "dead",
       destination: "quarantine",
       key: "quarantine",
       route: "github",
       last_class: "quarantine",
-      last_error: "plugin error: TypeError",
+      last_error: "plugin_error:TypeError",
       count: 1,
     });
     const e = t.spool.db.query("SELECT payload, raw, headers FROM events WHERE id = ?").get(q.eventId) as { payload: null; raw: Uint8Array; headers: string };
@@ -252,8 +252,8 @@ describe("quarantine (spec 9)", () => {
     expect(e.headers).not.toContain("SECRET");
     const issue = t.spool.db.query("SELECT kind, state, count FROM issues WHERE fingerprint = 'config:plugin:github'").get();
     expect(issue).toEqual({ kind: "config", state: "open", count: 1 });
-    quarantine(t.spool, { source: "github", raw, headers: {}, authHeaders: [], errorClass: "evil class name; DROP" });
+    quarantine(t.spool, { source: "github", raw, headers: {}, authHeaders: [], url: null, reason: "plugin_error:evil class name; DROP" });
     expect(t.spool.db.query("SELECT count FROM issues WHERE fingerprint = 'config:plugin:github'").get()).toEqual({ count: 2 });
-    expect(t.spool.db.query("SELECT last_error FROM batches ORDER BY id DESC LIMIT 1").get()).toEqual({ last_error: "plugin error: Error" });
+    expect(t.spool.db.query("SELECT last_error FROM batches ORDER BY id DESC LIMIT 1").get()).toEqual({ last_error: "plugin_error:Error" });
   });
 });

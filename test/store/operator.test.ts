@@ -62,7 +62,7 @@ describe("replay", () => {
   test("a quarantine batch is classified again: its requests become events, it is marked reclassified", () => {
     const t = freshSpool();
     const raw = new TextEncoder().encode('{"repo":"o/r"}');
-    const q = quarantine(t.spool, { source: "gh", raw, headers: { "x-e": "push" }, authHeaders: [], errorClass: "TypeError" });
+    const q = quarantine(t.spool, { source: "gh", raw, headers: { "x-e": "push" }, authHeaders: [], url: null, reason: "plugin_error:TypeError" });
     expect(code(() => replayBatch(t.spool, q.batchId, T0))).toBe("E_CONFIG");
     // a plugin that still throws changes nothing
     expect(code(() => replayBatch(t.spool, q.batchId, T0, () => { throw new TypeError("still broken"); }))).toBe("other");
@@ -87,7 +87,7 @@ describe("replay", () => {
     const b = sealedBatch(t, 1, { key: "b", source: "s2" }).id;
     kill(t, a);
     kill(t, b);
-    const q = quarantine(t.spool, { source: "s1", raw: new Uint8Array([1]), headers: {}, authHeaders: [], errorClass: "E" });
+    const q = quarantine(t.spool, { source: "s1", raw: new Uint8Array([1]), headers: {}, authHeaders: [], url: null, reason: "plugin_error:E" });
     expect(deadBatchIds(t.spool.db, {})).toEqual([a, b]);
     expect(deadBatchIds(t.spool.db, { source: "s2" })).toEqual([b]);
     expect(deadBatchIds(t.spool.db, { since: T0 + 1 })).toEqual([b]);
@@ -194,8 +194,8 @@ describe("drop", () => {
 
   test("dropping the last quarantine batch of a source resolves its config:plugin issue", () => {
     const t = freshSpool();
-    const q1 = quarantine(t.spool, { source: "z", raw: new Uint8Array([1]), headers: {}, authHeaders: [], errorClass: "E" });
-    const q2 = quarantine(t.spool, { source: "z", raw: new Uint8Array([2]), headers: {}, authHeaders: [], errorClass: "E" });
+    const q1 = quarantine(t.spool, { source: "z", raw: new Uint8Array([1]), headers: {}, authHeaders: [], url: null, reason: "plugin_error:E" });
+    const q2 = quarantine(t.spool, { source: "z", raw: new Uint8Array([2]), headers: {}, authHeaders: [], url: null, reason: "plugin_error:E" });
     dropBatches(t.spool, [q1.batchId], T0);
     expect(t.spool.db.query("SELECT state FROM issues").get()).toEqual({ state: "open" });
     dropBatches(t.spool, [q2.batchId], T0);

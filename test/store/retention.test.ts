@@ -121,7 +121,7 @@ describe("what a pass deletes (spec 8)", () => {
 
     // dead: never, however old; quarantine batches are dead too; a reclassified one is delivered
     const deadAncient = deadAt(t, NOW - 365 * DAY);
-    const q = quarantine(t.spool, { source: "gh", raw: new TextEncoder().encode("{}"), headers: {}, authHeaders: [], errorClass: "TypeError" }, NOW - 365 * DAY);
+    const q = quarantine(t.spool, { source: "gh", raw: new TextEncoder().encode("{}"), headers: {}, authHeaders: [], url: null, reason: "plugin_error:TypeError" }, NOW - 365 * DAY);
 
     // unfinished batches: never, however old
     const openOld = openAt(t, NOW - 365 * DAY);
@@ -199,8 +199,8 @@ describe("what a pass deletes (spec 8)", () => {
   test("a dead batch is kept after years; a reclassified quarantine batch goes as delivered", async () => {
     const t = freshSpool();
     const dead = deadAt(t, T0);
-    const q = quarantine(t.spool, { source: "gh", raw: new TextEncoder().encode('{"a":1}'), headers: {}, authHeaders: [], errorClass: "TypeError" }, T0);
-    const kept = quarantine(t.spool, { source: "gh", raw: new TextEncoder().encode('{"a":2}'), headers: {}, authHeaders: [], errorClass: "TypeError" }, T0);
+    const q = quarantine(t.spool, { source: "gh", raw: new TextEncoder().encode('{"a":1}'), headers: {}, authHeaders: [], url: null, reason: "plugin_error:TypeError" }, T0);
+    const kept = quarantine(t.spool, { source: "gh", raw: new TextEncoder().encode('{"a":2}'), headers: {}, authHeaders: [], url: null, reason: "plugin_error:TypeError" }, T0);
     t.spool.db.run("UPDATE batches SET state = 'delivered', delivered_at = ?, result = 'reclassified' WHERE id = ?", [T0 + DAY, q.batchId]);
     const counts = await runRetention(t.spool, policy, T0 + 5 * 365 * DAY);
     expect(counts.batches).toBe(1);
@@ -357,7 +357,7 @@ describe("crash safety (spec 18)", () => {
       if (r.status !== "queued") throw new Error(r.status);
       db.run("UPDATE batches SET state = 'dead', sealed_at = ?, content_hash = 'sha256:x' WHERE id = ?", [T0 - 365 * DAY, r.placed[0].batchId]);
     }
-    quarantine(t.spool, { source: "gh", raw: new TextEncoder().encode("{}"), headers: {}, authHeaders: [], errorClass: "TypeError" }, T0 - 365 * DAY);
+    quarantine(t.spool, { source: "gh", raw: new TextEncoder().encode("{}"), headers: {}, authHeaders: [], url: null, reason: "plugin_error:TypeError" }, T0 - 365 * DAY);
     t.spool.close();
     const start = look(t.path);
     expect(start.dead).toHaveLength(6);
