@@ -120,6 +120,7 @@ ${sources}
 type = "http"
 url = "http://127.0.0.1:${port}/hook"
 allow_insecure = true
+unsigned = true
 timeout_s = 1.5
 max_inflight = 3
 `,

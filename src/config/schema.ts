@@ -50,8 +50,8 @@ export const SPAN_FIELDS: Fields = {
 };
 
 export const SOURCE_FIELDS: Fields = {
-  module: str("a TypeScript module that implements the source (spec 14.1)"),
-  template: { type: { kind: "table" }, doc: "template source settings (spec 14.3.2a): scheme, header, key, ..." },
+  module: str("a TypeScript module that implements the source (a code source; relative to config.toml)"),
+  template: { type: { kind: "table" }, doc: "template source settings: scheme, header, key, ... (see The template source)" },
   secrets: { type: { kind: "secretMap" }, doc: "secret name -> reference" },
   span: str("coalesce preset name (a key of [spans])"),
   ...WINDOW_OVERRIDES,
@@ -85,12 +85,13 @@ export const DESTINATION_FIELDS: Fields = {
   url: str("http: the receiver's URL (https unless allow_insecure)"),
   secret: { type: { kind: "secret" }, doc: "http: the signing secret (whsec_... is base64-decoded)" },
   secret_previous: { type: { kind: "secrets" }, doc: "http: earlier secrets still signed during a rotation" },
+  unsigned: bool("http: deliver without webhook-signature; without it an http destination needs a secret", false),
   headers: { type: { kind: "stringMap" }, doc: "http: extra static headers" },
   allow_insecure: bool("http: allow http:// URLs", false),
   max_body_bytes: int("largest body the receiver accepts", undefined, 1),
   timeout_s: num("one attempt's time limit"),
   max_inflight: int("deliveries in flight at once", undefined, 1),
-  unwrap: bool("http/hermes: one request per event with the stored payload (spec 6.4.1)", false),
+  unwrap: bool("http/hermes: one request per event, its body the payload exactly as received, instead of the batch document", false),
   event_header: str("unwrap: header carrying each event's type"),
   dedup_header: str("unwrap: header carrying each event's dedup id"),
   argv: { type: { kind: "strings" }, doc: "script: the command and its arguments" },
@@ -238,5 +239,5 @@ export const CONFIG_FIELDS: Fields = {
   sources: { doc: "webhook sources", type: { kind: "map", entry: SOURCE_FIELDS } },
   routes: { doc: "routes: (source, match) -> destination", type: { kind: "array", entry: ROUTE_FIELDS } },
   destinations: { doc: "destinations", type: { kind: "map", entry: DESTINATION_FIELDS } },
-  bobbins: { doc: "bobbin instances (spec 14.3.3)", type: { kind: "map", entry: BOBBIN_INSTANCE_FIELDS } },
+  bobbins: { doc: "bobbin instances: one service each, from a bobbin (service plugin)", type: { kind: "map", entry: BOBBIN_INSTANCE_FIELDS } },
 };

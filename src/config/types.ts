@@ -47,6 +47,7 @@ export interface DestinationConfig {
   url?: string;
   secret?: SecretRef;
   secret_previous?: SecretRef | SecretRef[];
+  unsigned: boolean;
   headers?: Record<string, string>;
   allow_insecure: boolean;
   max_body_bytes?: number;

@@ -16,6 +16,8 @@ export interface HttpDestinationOptions {
   secret?: SecretRef;
   /** Earlier secrets still signed during a rotation (spec 6.4), after the current one. */
   secretPrevious?: SecretRef[];
+  /** Deliver without webhook-signature when there is no secret (an explicit choice; else config). */
+  unsigned?: boolean;
   /** Extra static headers; never replace one hookspool sets. */
   headers?: Record<string, string>;
   allowInsecure?: boolean;
@@ -78,6 +80,8 @@ export class HttpDestination implements Destination {
     const bad = urlProblem(this.opts.url, this.opts.allowInsecure ?? false);
     // No request at all: an insecure or broken URL is the operator's to fix (spec 10).
     if (bad) return outcome({ kind: "retry", klass: "config", reason: bad.startsWith("https") ? "https required" : "bad url", detail: bad });
+    // Every delivery is signed unless the operator said otherwise: a missing secret is theirs to fix.
+    if (!this.opts.secret && !this.opts.unsigned) return outcome({ kind: "retry", klass: "config", reason: "no signing secret", detail: "no secret to sign the delivery with (set secret, or unsigned = true)" });
     // Read fresh on every attempt (spec 10), so a rotated file is picked up without a restart.
     const secrets = readSecrets(this.secretRefs(), this.env);
     if (!Array.isArray(secrets)) return secrets;
@@ -135,6 +139,8 @@ export class HttpDestination implements Destination {
     const problems: string[] = [];
     const bad = urlProblem(this.opts.url, this.opts.allowInsecure ?? false);
     if (bad) problems.push(bad);
+    if (!this.opts.secret && !this.opts.unsigned) problems.push("no secret: every delivery carries webhook-signature; set secret = { file = ... }, or unsigned = true to deliver unsigned");
+    if (this.opts.secret && this.opts.unsigned) problems.push("unsigned = true with a secret: the secret signs every delivery anyway; remove one of them");
     problems.push(...secretProblems(this.secretRefs(), this.env));
     if (!this.opts.secret && this.opts.secretPrevious?.length) problems.push("secret_previous is set without secret");
     for (const [name, value] of Object.entries(this.opts.headers ?? {})) {

@@ -54,6 +54,7 @@ export function makeDestination(config: Config, name: string, opts: RegistryOpti
         url: t?.url ?? "",
         secret: t?.secret,
         secretPrevious: asList(t?.secret_previous),
+        unsigned: t?.unsigned ?? false,
         headers: t?.headers,
         allowInsecure: t?.allow_insecure ?? false,
         unwrap: t?.unwrap ?? false,

@@ -46,6 +46,7 @@ min_free_bytes = 1
 [destinations."${DEST.replace("\u001b", "\\u001b")}"]
 type = "http"
 url = "https://receiver.example/hook"
+unsigned = true
 
 [[routes]]
 name = "${ROUTE.replace("\u001b", "\\u001b").replace("\u0007", "\\u0007")}"

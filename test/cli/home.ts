@@ -26,6 +26,7 @@ action = "script:demo-log"
 [destinations.web]
 type = "http"
 url = "https://receiver.example/hook"
+unsigned = true
 `;
 
 export interface Home {

@@ -50,6 +50,7 @@ action = "out"
 type = "http"
 url = "http://127.0.0.1:${receiver.port}/hook"
 allow_insecure = true
+unsigned = true
 timeout_s = 2
 `,
   );

@@ -247,6 +247,16 @@ headers = { "Content-Type" = "text/plain" }
   });
 });
 
+describe("every delivery is signed", () => {
+  test("an http destination without a secret is an error unless it says unsigned = true", async () => {
+    const h = newHome();
+    const dest = (extra: string) => `${base(h)}\n[destinations.audit]\ntype = "http"\nurl = "https://example.invalid/hook"\n${extra}`;
+    expectProblem(await check(h, dest("")), "error", "destinations.audit", "no secret: every delivery carries webhook-signature");
+    expect(at(await check(h, dest("unsigned = true\n")), "destinations.audit")).toEqual([]);
+    expectProblem(await check(h, dest(`unsigned = true\nsecret = { file = "${h.file("secrets/audit", "s3cret\n", 0o600)}" }\n`)), "error", "destinations.audit", "unsigned = true with a secret");
+  });
+});
+
 describe("tee routes (spec 14.1)", () => {
   const route = (name: string, fields: string) => `[[routes]]\nname = "${name}"\nsource = "github"\n${fields}\n`;
   const scripts = (...names: string[]) => names.map((n) => `[destinations."script:${n}"]\nargv = ["/bin/true"]\n`).join("");
@@ -286,7 +296,7 @@ describe("tee routes (spec 14.1)", () => {
 });
 
 describe("windows (spec 5)", () => {
-  const http = (cap: number, extra = "") => `[destinations.web]\ntype = "http"\nurl = "https://example.invalid/hook"\nmax_body_bytes = ${cap}\n${extra}`;
+  const http = (cap: number, extra = "") => `[destinations.web]\ntype = "http"\nurl = "https://example.invalid/hook"\nunsigned = true\nmax_body_bytes = ${cap}\n${extra}`;
 
   test("quiet_s > max_s is a warning, reported once", async () => {
     const h = newHome();
@@ -379,6 +389,7 @@ describe("header names (spec 6.4.1, 14.2)", () => {
 [destinations.web]
 type = "http"
 url = "https://example.invalid/hook"
+unsigned = true
 unwrap = true
 event_header = "X-GitHub-Event"
 dedup_header = "X-Hookspool-Batch"

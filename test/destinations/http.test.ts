@@ -20,7 +20,8 @@ function secretFile(value: string): string {
 }
 
 function http(url: string, o: Partial<HttpDestinationOptions> = {}): HttpDestination {
-  return new HttpDestination({ name: "audit", url, allowInsecure: true, instanceId: "inst1", ...o });
+  // Without a secret it must say unsigned (a test that is about something else).
+  return new HttpDestination({ name: "audit", url, allowInsecure: true, instanceId: "inst1", ...(o.secret ? {} : { unsigned: true }), ...o });
 }
 
 /** A self-signed certificate for 127.0.0.1, or null when openssl is not installed. */
@@ -111,6 +112,19 @@ describe("http signing and headers", () => {
     expect(h["x-hookspool-batch"]).toBe("7");
     expect(h["content-length"]).toBe("2");
     expect(dest.check().filter((p) => p.includes("set by hookspool"))).toHaveLength(5);
+  });
+
+  test("no secret: a config outcome without a request, never an unsigned delivery; unsigned = true sends none", async () => {
+    const s = stub();
+    const dest = new HttpDestination({ name: "audit", url: `${s.url}/in`, allowInsecure: true, instanceId: "inst1" });
+    expect(await dest.deliver(documentFor(events(1)), makeCtx())).toMatchObject({ kind: "retry", klass: "config", reason: "no signing secret" });
+    expect(s.hits).toHaveLength(0);
+    expect(dest.check()).toEqual(["no secret: every delivery carries webhook-signature; set secret = { file = ... }, or unsigned = true to deliver unsigned"]);
+    const unsigned = http(`${s.url}/in`, { unsigned: true });
+    expect((await unsigned.deliver(documentFor(events(1)), makeCtx())).kind).toBe("ok");
+    expect(s.hits).toHaveLength(1);
+    expect(s.hits[0].headers["webhook-signature"]).toBeUndefined();
+    expect(s.hits[0].headers["webhook-id"]).toBeDefined();
   });
 
   test("an unreadable secret is a config outcome, not a throw, and no request is made", async () => {

@@ -43,7 +43,7 @@ event_header = "X-GitHub-Event"
 );
 
 // The loader refuses this one; check() must still say why if a config reaches it another way.
-config.destinations.insecure = { type: "http", url: "http://example.invalid/hook", allow_insecure: false, unwrap: false };
+config.destinations.insecure = { type: "http", url: "http://example.invalid/hook", allow_insecure: false, unwrap: false, unsigned: true };
 
 const opts = { env: { AUDIT_SECRET: "a", PATH: process.env.PATH }, clock: new FakeClock(), instanceId: "inst9" };
 
