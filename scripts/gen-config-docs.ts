@@ -1,7 +1,10 @@
-// Writes docs/config.md from the schema table (STYLE.md rule 11). A test checks it is current.
+// Writes docs/config.md from the schema table, the template source's tables and the hand-written
+// docs/partials/template-source.md (STYLE.md rule 11). A test checks it is current.
+import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { renderConfigReference } from "../src/config/starter.ts";
 
-const out = join(import.meta.dir, "..", "docs", "config.md");
-await Bun.write(out, renderConfigReference());
+const docs = join(import.meta.dir, "..", "docs");
+const out = join(docs, "config.md");
+await Bun.write(out, renderConfigReference(readFileSync(join(docs, "partials", "template-source.md"), "utf8")));
 console.error(`wrote ${out}`);

@@ -1,6 +1,7 @@
 // The commented config.toml that `hookspool init` writes, and the reference in docs/config.md,
 // both rendered from the schema table so neither can drift from the loader.
 import { DEFAULT_SPANS, type Field, type Fields, CONFIG_FIELDS } from "./schema.ts";
+import { SCHEMES, type Scheme, TEMPLATE_KEYS } from "../plugin/template.ts";
 
 /** A default as TOML. */
 export function tomlValue(v: unknown): string {
@@ -128,15 +129,24 @@ function referenceTable(fields: Fields, prefix: string, out: string[]): void {
   }
 }
 
-/** docs/config.md: the reference, generated from the schema table (scripts/gen-config-docs.ts). */
-export function renderConfigReference(): string {
+/**
+ * docs/config.md: the reference, generated from the schema table and the template source's
+ * tables (scripts/gen-config-docs.ts). `templatePartial` is docs/partials/template-source.md,
+ * the hand-written part of the template source section; its tables come from the code.
+ */
+export function renderConfigReference(templatePartial: string): string {
   const out = [
     "# config.toml reference",
     "",
-    "Generated from `src/config/schema.ts` by `bun scripts/gen-config-docs.ts`; do not edit by hand.",
+    "Generated from `src/config/schema.ts`, `src/plugin/template.ts` and `docs/partials/template-source.md`",
+    "by `bun scripts/gen-config-docs.ts`; do not edit by hand.",
     "Paths: CLI flag, then environment (`HOOKSPOOL_HOME`, `HOOKSPOOL_CONFIG`, `HOOKSPOOL_DB`), then",
     "config, then default. Window fields inherit per field: route, source, span preset, `[coalesce]`.",
     "Secrets are references (`{ file }`, `{ env }`, `{ env_file, key }`), read at use time, never stored.",
+    "",
+    "To describe a webhook sender in config (its signature scheme, coalesce key, dedup id and event",
+    "type), see [the template source](#the-template-source); it ends with worked examples for GitHub,",
+    "a Stripe-style sender, Standard Webhooks, static tokens, and Slack as a code source.",
     "",
   ];
   for (const [name, field] of Object.entries(CONFIG_FIELDS)) {
@@ -149,6 +159,98 @@ export function renderConfigReference(): string {
       for (const [n, w] of Object.entries(DEFAULT_SPANS)) out.push(`| \`${n}\` | ${w.quiet_s} | ${w.max_s} |`);
     }
     out.push("");
+    if (name === "sources") out.push(renderTemplateSection(templatePartial), "");
   }
   return out.join("\n");
+}
+
+/** What the scheme table says beyond SCHEMES: the timestamp a scheme checks and its default dedup id. */
+interface SchemeNote {
+  /** The timestamp the scheme checks, or null when it carries none. */
+  timestamp: string | null;
+  /** The dedup id when `dedup` is unset (defaultDedup in template.ts), or null for none. */
+  dedup: string | null;
+  /** Replaces the needs column when `needs` cannot say it (one key of two). */
+  needs?: string;
+}
+
+const SCHEME_NOTES: { [S in Scheme]: SchemeNote } = {
+  "hmac-sha256-hex": { timestamp: null, dedup: null },
+  "hmac-sha1-hex": { timestamp: null, dedup: null },
+  "hmac-sha256-base64": { timestamp: null, dedup: null },
+  "hmac-sha1-base64-url": { timestamp: null, dedup: null },
+  "standard-webhooks": { timestamp: "`webhook-timestamp`, 300 s either side", dedup: "the `webhook-id` header (or `svix-id`)" },
+  timestamped: { timestamp: "`t=` in `header`, 300 s either side", dedup: "a SHA-256 of the `header` value" },
+  "static-token": { timestamp: null, dedup: null, needs: "exactly one of `header` or `param`" },
+};
+
+type TemplateKey = (typeof TEMPLATE_KEYS)[number];
+
+/** The template keys' types and meanings; `always` marks the two keys every template needs. */
+const TEMPLATE_KEY_DOCS: { [K in TemplateKey]: { type: string; doc: string; always?: true } } = {
+  scheme: { type: "string", always: true, doc: "how a request is verified: one of the schemes above" },
+  header: { type: "header name", doc: "the header that carries the signature or token (any letter case)" },
+  prefix: {
+    type: "string",
+    doc: "text in front of the signature or token in `header` (`sha256=`, `Bearer `); compared case-sensitively, and a header without it is `malformed`; default empty",
+  },
+  param: { type: "string", doc: "`static-token` only: the query parameter that carries the token (`?token=...`); the reverse proxy must pass the query string on" },
+  callback_url: { type: "string", doc: "`hmac-sha1-base64-url` only: the URL the sender signs after the body (Trello: the callback URL, exactly as registered)" },
+  head_handshake: {
+    type: "boolean",
+    doc: "answer a HEAD request with an empty 200 before any verification (Trello checks a callback URL this way); the answer is constant, so it tells nothing about the secret",
+  },
+  key: {
+    type: "selector, or array of selectors",
+    always: true,
+    doc: "the coalesce key: events with the same key share a batch; the values of an array are joined with `:`; a selector with no value quarantines the request (`key_missing`); at most 512 bytes",
+  },
+  dedup: { type: "selector, `body_sha256` or `none`", doc: "the dedup id; unset: the scheme's default (table above); a selector with no value: no dedup id for that request" },
+  ignore: { type: "event type, or array of them", doc: "event types answered 200 `{\"status\":\"ignored\"}` and not queued (GitHub's `ping`); needs `event_type`" },
+  event_type: { type: "selector", doc: "the event type, stored with the event; routes can always match on it as `event_type`; unset or no value: empty" },
+  attrs: { type: "table of name = selector", doc: "more attributes for routes to match on; a selector with no value leaves its attribute out" },
+  sender_retries: { type: "boolean", doc: "whether the sender retries a delivery that failed (documentation: it says whether a 503 loses the event)" },
+};
+
+const GENERATED = /^<!-- generated: ([a-z-]+) -->$/;
+
+/** The template source section: the partial, with its `<!-- generated: ... -->` lines filled in. */
+function renderTemplateSection(partial: string): string {
+  const tables: Record<string, () => string[]> = { schemes: schemeTable, "template-keys": templateKeyTable };
+  const used = new Set<string>();
+  const lines = partial.trimEnd().split("\n").flatMap((line) => {
+    const m = GENERATED.exec(line);
+    if (!m) return [line];
+    const table = tables[m[1]];
+    if (!table) throw new Error(`docs partial: no generated table named ${m[1]} (one of ${Object.keys(tables).join(", ")})`);
+    used.add(m[1]);
+    return table();
+  });
+  for (const name of Object.keys(tables)) {
+    if (!used.has(name)) throw new Error(`docs partial: the line <!-- generated: ${name} --> is missing`);
+  }
+  return lines.join("\n");
+}
+
+const code = (s: string) => `\`${s}\``;
+
+function schemeTable(): string[] {
+  const out = ["| scheme | what it verifies | needs | timestamp | default dedup id |", "| --- | --- | --- | --- | --- |"];
+  for (const [name, s] of Object.entries(SCHEMES) as [Scheme, (typeof SCHEMES)[Scheme]][]) {
+    const note = SCHEME_NOTES[name];
+    const needs = note.needs ?? (s.needs.length ? s.needs.map(code).join(", ") : "nothing more");
+    out.push(`| ${code(name)} | ${s.doc} | ${needs} | ${note.timestamp ?? "none"} | ${note.dedup ?? "none"} |`);
+  }
+  return out;
+}
+
+function templateKeyTable(): string[] {
+  const out = ["| key | type | required | meaning |", "| --- | --- | --- | --- |"];
+  for (const key of TEMPLATE_KEYS) {
+    const d = TEMPLATE_KEY_DOCS[key];
+    const by = (Object.entries(SCHEMES) as [Scheme, (typeof SCHEMES)[Scheme]][]).filter(([, s]) => (s.needs as readonly string[]).includes(key)).map(([n]) => code(n));
+    const required = d.always ? "always" : by.length ? `by ${by.join(", ")}` : "no";
+    out.push(`| ${code(key)} | ${d.type} | ${required} | ${d.doc} |`);
+  }
+  return out;
 }

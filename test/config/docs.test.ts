@@ -8,6 +8,8 @@ import { renderConfigReference, renderStarterConfig } from "../../src/config/sta
 import { clean, parse } from "./support.ts";
 
 const DOCS = join(import.meta.dir, "..", "..", "docs", "config.md");
+// The hand-written part of the template source section, which the generator reads.
+const PARTIAL = readFileSync(join(import.meta.dir, "..", "..", "docs", "partials", "template-source.md"), "utf8");
 const STARTER = { home: "/srv/hookspool", secretFile: "/srv/hookspool/secrets/demo", scriptFile: "/srv/hookspool/scripts/append-batch.sh" };
 
 /** The starter with every commented default switched on (`# key = value` and `# [section]`). */
@@ -20,11 +22,11 @@ function uncommentDefaults(text: string): string {
 
 describe("docs/config.md", () => {
   test("is exactly what renderConfigReference() produces (regenerate: bun scripts/gen-config-docs.ts)", () => {
-    expect(readFileSync(DOCS, "utf8")).toBe(renderConfigReference());
+    expect(readFileSync(DOCS, "utf8")).toBe(renderConfigReference(PARTIAL));
   });
 
   test("documents the defaults of spec 15 and the presets of spec 5", () => {
-    const ref = renderConfigReference();
+    const ref = renderConfigReference(PARTIAL);
     for (const row of [
       "| `parallel` | integer >= 1 | `4` |",
       "| `max_attempts` | integer >= 1 | `64` |",
@@ -42,8 +44,17 @@ describe("docs/config.md", () => {
     expect(ref).toContain("`HOOKSPOOL_DB` overrides");
   });
 
+  test("fills in the template partial's generated tables, and refuses a partial that lacks one", () => {
+    const ref = renderConfigReference(PARTIAL);
+    expect(ref).not.toContain("<!-- generated:");
+    expect(ref).toContain("| `timestamped` |");
+    expect(ref).toContain("| `sender_retries` | boolean |");
+    expect(() => renderConfigReference(PARTIAL.replace("<!-- generated: schemes -->", ""))).toThrow("<!-- generated: schemes --> is missing");
+    expect(() => renderConfigReference(`${PARTIAL}\n<!-- generated: nope -->\n`)).toThrow("no generated table named nope");
+  });
+
   test("has a heading for every section and named table", () => {
-    const headings = renderConfigReference()
+    const headings = renderConfigReference(PARTIAL)
       .split("\n")
       .filter((l) => l.startsWith("## "));
     expect(headings).toEqual([
@@ -57,6 +68,7 @@ describe("docs/config.md", () => {
       "## [hermes]",
       "## [spans.<name>]",
       "## [sources.<name>]",
+      "## The template source",
       "## [[routes]]",
       "## [destinations.<name>]",
       "## [bobbins.<name>]",
