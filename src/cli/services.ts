@@ -12,7 +12,10 @@ import { openSpool, quickCheck, type Spool } from "../store/db.ts";
 import { acquireLock, type FileLock } from "../store/lock.ts";
 import { effectiveNow, instanceId } from "../store/meta.ts";
 import { migrate } from "../store/migrate.ts";
+import { checkConfigFile } from "../config/check.ts";
+import { problemLine } from "./check.ts";
 import { type Cli, GLOBAL_ARGS, loadFor } from "./context.ts";
+import { visible } from "./format.ts";
 
 /** Resolve when the process is asked to stop (SIGTERM, SIGINT). */
 function stopSignal(): Promise<string> {
@@ -25,6 +28,23 @@ function stopSignal(): Promise<string> {
 
 function loadOptions(cli: Cli) {
   return { home: cli.globals.home, config: cli.globals.config, env: cli.io.env, cwd: cli.io.cwd };
+}
+
+/**
+ * What `hookspool check` says about this config, before anything starts: its warnings on
+ * stderr, and its errors too, which stop the start (exit 2). Under systemd check is also the
+ * ExecStartPre, but `make run` or a shell has none, and a service must not start silently on a
+ * config check refuses. The dispatcher checks the database itself (quick_check, exit 2).
+ */
+async function preflight(cli: Cli, skipDatabase: boolean): Promise<LoadedConfig> {
+  const report = await checkConfigFile({ ...loadOptions(cli), skipDatabase });
+  for (const p of report.problems) cli.io.err(`hookspool: ${visible(problemLine(p))}`);
+  const errors = report.problems.filter((p) => p.level === "error").length;
+  if (errors > 0) throw new HookspoolError("E_CONFIG", `not starting: ${errors} error${errors === 1 ? "" : "s"} in the config (hookspool check lists the same)`, { file: report.file ?? undefined });
+  const loaded = loadFor(cli);
+  // check printed the load warnings already; not again when the service stops.
+  cli.warnings.length = 0;
+  return loaded;
 }
 
 /**
@@ -123,8 +143,8 @@ function intakeCommand(cli: Cli): CommandDef {
   return {
     meta: { name: "intake", description: "take webhooks on intake.listen (loopback) and spool them; never migrates" },
     args: { ...GLOBAL_ARGS },
-    run() {
-      const loaded = loadFor(cli);
+    async run() {
+      const loaded = await preflight(cli, false);
       const log = createLogger("intake", { clock: cli.clock });
       return serve(log, [new Intake({ loaded, loadOptions: loadOptions(cli), clock: cli.clock, log, env: cli.io.env })]);
     },
@@ -135,8 +155,8 @@ function dispatchCommand(cli: Cli): CommandDef {
   return {
     meta: { name: "dispatch", description: "deliver batches: seal, lease, retry, breaker (one per home: dispatch.lock)" },
     args: { ...GLOBAL_ARGS },
-    run() {
-      const loaded = loadFor(cli);
+    async run() {
+      const loaded = await preflight(cli, true);
       const { spool, lock } = openForDispatch(cli, loaded);
       const dispatcher = makeDispatcher(cli, loaded, spool);
       return serve(createLogger("dispatch", { clock: cli.clock }), [dispatcher, makeMaintenance(cli, loaded, spool, dispatcher)], () => {
@@ -151,8 +171,8 @@ function runCommand(cli: Cli): CommandDef {
   return {
     meta: { name: "run", description: "intake and dispatcher in one process (small hosts, development, tests)" },
     args: { ...GLOBAL_ARGS },
-    run() {
-      const loaded = loadFor(cli);
+    async run() {
+      const loaded = await preflight(cli, true);
       // One connection for both parts: the intake's busy timeout (10 s, then 503) is the one a
       // sender waits on, so it is the connection's; a dispatcher write that times out sooner is
       // retried on the next tick.

@@ -21,6 +21,8 @@ export interface CheckDeps {
   cwd: string;
   /** The user hookspool runs as: code loaded by path must be owned by root or this uid. */
   uid: number;
+  /** Leave out the database's rules (the dispatcher runs its own quick_check at start). */
+  skipDatabase?: boolean;
 }
 
 export interface CheckInput {
@@ -37,6 +39,7 @@ export interface CheckFileOptions {
   env?: Env;
   cwd?: string;
   uid?: number;
+  skipDatabase?: boolean;
 }
 
 export interface CheckReport {
@@ -56,7 +59,7 @@ const problem = (level: ConfigProblem["level"], key: string, message: string, hi
 export async function checkConfigFile(opts: CheckFileOptions = {}): Promise<CheckReport> {
   const env = opts.env ?? process.env;
   const cwd = opts.cwd ?? process.cwd();
-  const deps: CheckDeps = { env, cwd, uid: opts.uid ?? process.getuid?.() ?? 0 };
+  const deps: CheckDeps = { env, cwd, uid: opts.uid ?? process.getuid?.() ?? 0, skipDatabase: opts.skipDatabase };
   let loaded: LoadedConfig;
   try {
     loaded = loadConfig({ home: opts.home, config: opts.config, env, cwd });
@@ -132,7 +135,7 @@ export async function checkConfig(input: CheckInput, deps: CheckDeps): Promise<C
     ...bobbinRules(config),
     // Modes first: opening the database below creates and removes a -wal of its own.
     ...spoolModeRules(paths),
-    ...databaseRules(paths.db),
+    ...(deps.skipDatabase ? [] : databaseRules(paths.db)),
   ]);
 }
 

@@ -149,7 +149,9 @@ export const CONFIG_FIELDS: Fields = {
       fields: {
         listen: str("address to bind: host:port on loopback, or unix:/path", "127.0.0.1:8650"),
         allow_non_loopback: bool("bind a non-loopback address (the reverse proxy should own the network)", false),
-        max_body_bytes: int("largest accepted request body", 1048576, 1),
+        // 768 KiB: the default batch max_bytes, so one event always fits a batch and the
+        // defaults pass hookspool check (a larger body needs max_bytes and the receiver's cap raised).
+        max_body_bytes: int("largest accepted request body (at most the max_bytes of the routes it feeds)", 786432, 1),
         busy_timeout_s: num("wait this long for a busy database, then answer 503", 10),
         threads: int("accepted for compatibility; Bun serves on one event loop", 16),
       },

@@ -132,7 +132,6 @@ export class Intake {
     // The intake never migrates (spec 17): an older schema is exit 2, "run hookspool migrate".
     requireCurrentSchema(this.spool);
     this.sources = await loadSources(this.config, { configDir: dirname(loaded.paths.config ?? loaded.paths.home), env: this.opts.env, file: loaded.paths.config ?? "config.toml" });
-    for (const p of loaded.problems) log.warn("config warning", { reason: `${p.key}: ${p.message}` });
     this.backpressure = new Backpressure(loaded.paths.db, this.config.limits.min_free_bytes, clock, this.opts.diskFree);
     const writeFailures = new WriteFailures(this.spool, "intake", log, () => clock.now());
     this.writeFailures = writeFailures;

@@ -1,6 +1,6 @@
 // hookspool dispatch and run as commands: the lock, the corruption refusal (spec 2, 12).
 import { describe, expect, test } from "bun:test";
-import { openSync, writeSync, closeSync, writeFileSync, statSync } from "node:fs";
+import { openSync, readFileSync, writeSync, closeSync, writeFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { acquireLock } from "../../src/store/lock.ts";
 import { openSpool } from "../../src/store/db.ts";
@@ -122,3 +122,47 @@ test("under run, a sender waits the intake's busy timeout, not the dispatcher's 
     await p.exited;
   }
 }, 30_000);
+
+describe("the services check their config as hookspool check does", () => {
+  test("a config check refuses: each service prints check's errors and does not start (exit 2)", async () => {
+    const h = home();
+    writeFileSync(join(h, "config.toml"), '[intake]\nlisten = "127.0.0.1:0"\nlisen = "typo"\n\n[sources.s]\naction = "nowhere"\n');
+    const checked = await cli(["--home", h, "check"]);
+    expect(checked.code).toBe(2);
+    const checkErrors = checked.out.split("\n").filter((l) => l.startsWith("error: "));
+    expect(checkErrors.length).toBeGreaterThanOrEqual(2);
+    for (const verb of ["intake", "dispatch", "run"]) {
+      const r = await cli(["--home", h, verb]);
+      expect([verb, r.code]).toEqual([verb, 2]);
+      for (const line of checkErrors) expect([verb, r.err]).toEqual([verb, expect.stringContaining(`hookspool: ${line}`)]);
+      expect(r.err).toContain("not starting: ");
+    }
+  });
+
+  test("check's warnings are printed when a service starts, once", async () => {
+    const h = home();
+    writeFileSync(join(h, "config.toml"), '[intake]\nlisten = "127.0.0.1:0"\nthreads = 4\n');
+    const p = await startHookspool(h, ["run"]);
+    try {
+      await p.port();
+      expect(p.stderr()).toContain("hookspool: warning: intake.threads: is accepted and ignored");
+    } finally {
+      p.kill();
+      await p.exited;
+    }
+    expect(p.stderr().match(/intake\.threads/g)).toHaveLength(1);
+  });
+
+  test("a newcomer's home with an http destination added with defaults passes check", async () => {
+    const parent = tempDir();
+    const h = join(parent, "home");
+    expect((await cli(["--home", h, "init"])).code).toBe(0);
+    writeFileSync(join(h, "secrets", "receiver"), "receiver-secret\n", { mode: 0o600 });
+    const cfg = join(h, "config.toml");
+    // Route the demo to a plain https receiver: no size setting touched anywhere.
+    writeFileSync(cfg, `${readFileSync(cfg, "utf8").replace('action = "script:demo-log"', 'action = "receiver"')}\n[destinations.receiver]\nurl = "https://receiver.example/hook"\nsecret = { file = "${join(h, "secrets", "receiver")}" }\n`);
+    const r = await cli(["--home", h, "check"]);
+    expect(r.out.split("\n").filter((l) => l.startsWith("error"))).toEqual([]);
+    expect(r.code).toBe(0);
+  });
+});

@@ -140,11 +140,17 @@ url = "http://127.0.0.1:${port}${path}"
 allow_insecure = true
 secret = { file = "${join(home, "out-secret")}" }
 timeout_s = 2
+max_body_bytes = 4000000
 `;
   writeFileSync(
     join(home, "config.toml"),
     `[intake]
 listen = "127.0.0.1:0"
+# The power-loss case sends a body of about 1 MB (bigger than the page cache).
+max_body_bytes = 1500000
+
+[coalesce]
+max_bytes = 2000000
 
 [dispatch]
 poll_s = 0.05
