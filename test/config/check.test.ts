@@ -522,6 +522,10 @@ action = "web"
 template = { scheme = "static-token", header = "X-Token", key = "k" }
 secrets.secret = { env = "TOKEN" }
 action = "web"
+[sources.d]
+template = { scheme = "static-token", header = "X-Token", key = "k" }
+secrets.secret = { file = "${h.dir}/secrets/missing" }
+action = "web"
 [destinations.web]
 type = "http"
 url = "https://example.invalid/hook"
