@@ -24,9 +24,16 @@ function raise(db: Database, c: IssueContext, reasonClass: string, error: string
   raiseIssueTx(db, { fingerprint: `delivery:${c.destination}:${reasonClass}`, kind: "delivery", destination: c.destination, route: c.route, batchId: c.batchId, error, now: c.now });
 }
 
-/** A breaker trip or re-trip. */
-export function onTripTx(db: Database, c: IssueContext, o: Outcome): void {
-  raise(db, c, transportReasonClass(o), `breaker open after ${o.reason}`);
+/**
+ * A breaker trip or re-trip. The text names the batch the last attempt carried: after a re-trip
+ * that is the probe's, which an operator may exclude or split if every probe fails on it (a
+ * poison payload on a destination fed by one batch looks like an outage).
+ */
+export function onTripTx(db: Database, c: IssueContext, o: Outcome, probe: boolean): void {
+  const text = probe
+    ? `breaker open again: the probe (batch ${c.batchId}) failed with ${o.reason}; if probes keep failing on one batch, see hookspool show ${c.batchId} --attempts`
+    : `breaker open after ${o.reason} (batch ${c.batchId} failed last; the next probe after the cooldown carries the oldest batch due)`;
+  raise(db, c, transportReasonClass(o), text);
 }
 
 /** A batch went dead: permanent, poison or exhausted. The text carries the command to run next. */

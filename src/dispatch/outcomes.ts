@@ -126,7 +126,7 @@ export function applyOutcome(spool: Spool, policy: Policy, rng: Rng, f: Finished
       let effect = "";
       const r = retry("transport", false, retryDelayS(backoffS(n, policy.backoffBaseS, policy.backoffCapS, rng), o.retryAfterS), (db) => {
         effect = recordTransportFailureTx(db, dest, { now, startedAt: f.startedAt, tripAfter: policy.tripAfter, cooldownInitialS: policy.cooldownInitialS, cooldownMaxS: policy.cooldownMaxS, error: o.reason });
-        if (effect === "tripped" || effect === "retripped") onTripTx(db, issue, o);
+        if (effect === "tripped" || effect === "retripped") onTripTx(db, issue, o, effect === "retripped");
       });
       if (!r.applied) return r;
       const breaker = effect === "tripped" ? "opened" : effect === "retripped" ? "reopened" : undefined;

@@ -134,7 +134,8 @@ export async function handleHook(d: PipelineDeps, input: HookInput): Promise<Ans
     for (const p of result.placed) {
       d.log.info("queued", { source: name, route: p.route, batch: p.batchId, event: p.eventId, destination: p.destination, bytes: body.length, tee: p.tee || undefined });
     }
-    return status("queued", 202);
+    // A redelivery of a dropped batch's event is queued anew, and answered as a known id is: 200.
+    return status("queued", result.requeued ? 200 : 202);
   }
   d.metrics.duplicate1(name);
   if (result.status === "replayed") {

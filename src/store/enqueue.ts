@@ -51,7 +51,8 @@ export interface Placed {
 }
 
 export type EnqueueResult =
-  | { status: "queued"; placed: Placed[] }
+  /** requeued: the id was seen before, but its batch was dropped; the sender gets 200 queued. */
+  | { status: "queued"; placed: Placed[]; requeued?: boolean }
   | { status: "duplicate"; eventId: number }
   | { status: "replayed"; eventId: number; batchId: number };
 
@@ -156,9 +157,8 @@ function placeCopy(db: Database, ev: NewEvent, copy: EventCopy, size: number, no
 /** Enqueue inside the caller's transaction (script emits, reclassify, group commit). */
 export function enqueueTx(db: Database, ev: NewEvent, now: number): EnqueueResult {
   validateNewEvent(ev);
-  setMeta(db, "last_enqueue_at", now);
-  setMeta(db, `source:${ev.source}:last_event_at`, now);
   let dupCount = 0;
+  let requeued = false;
   if (ev.dedupId !== null) {
     const seen = db.query<{ event_id: number; seen_at: number; dup_count: number }, [string, string]>(Q.findDedup).get(ev.source, ev.dedupId);
     if (seen && now - seen.seen_at < ev.dedupWindowS) {
@@ -175,8 +175,13 @@ export function enqueueTx(db: Database, ev: NewEvent, now: number): EnqueueResul
       }
       // dropped: the operator discarded it; enqueue anew and re-point the row.
       dupCount = seen.dup_count + 1;
+      requeued = true;
     }
   }
+  // Only a new event is news: a duplicate (or a redelivery that replays a dead batch) changes
+  // nothing else, so it neither refreshes the last enqueue nor the source's liveness.
+  setMeta(db, "last_enqueue_at", now);
+  setMeta(db, `source:${ev.source}:last_event_at`, now);
   const size = eventSize(ev);
   const placed: Placed[] = [];
   ev.copies.forEach((copy, i) => {
@@ -186,7 +191,7 @@ export function enqueueTx(db: Database, ev: NewEvent, now: number): EnqueueResul
   if (ev.dedupId !== null) {
     db.query(Q.putDedup).run({ source: ev.source, dedup: ev.dedupId, event: placed[0].eventId, now, dups: dupCount });
   }
-  return { status: "queued", placed };
+  return requeued ? { status: "queued", placed, requeued } : { status: "queued", placed };
 }
 
 /** Enqueue one event with every copy in one BEGIN IMMEDIATE transaction. */

@@ -34,7 +34,9 @@ describe("breaker (spec 4.2)", () => {
     const calls = a.calls.length;
     await r.step();
     expect(a.calls.length).toBe(calls);
-    expect(r.spool.db.query("SELECT state FROM issues WHERE fingerprint = 'delivery:hermes:a:unreachable'").get()).toEqual({ state: "open" });
+    const issue = r.spool.db.query("SELECT state, last_error FROM issues WHERE fingerprint = 'delivery:hermes:a:unreachable'").get() as { state: string; last_error: string };
+    expect(issue.state).toBe("open");
+    expect(issue.last_error).toContain(`batch ${id} failed last`);
   });
 
   test("half_open: one rotating probe (counted 0, probe 1); a failed probe doubles the cooldown; success closes", async () => {
@@ -58,6 +60,11 @@ describe("breaker (spec 4.2)", () => {
     }
     expect(probes).toEqual([x, y, x, y]); // rotates away from last_probe_batch_id
     expect(cooldowns).toEqual([60, 120, 240, 480]);
+    // The issue names the batch the failed probe carried, and where to look at it.
+    const tripped = r.spool.db.query("SELECT last_error, sample_batch_id FROM issues WHERE fingerprint = 'delivery:hermes:a:unreachable'").get() as { last_error: string; sample_batch_id: number };
+    expect(tripped.sample_batch_id).toBe(y);
+    expect(tripped.last_error).toContain(`the probe (batch ${y}) failed with connection refused`);
+    expect(tripped.last_error).toContain(`hookspool show ${y} --attempts`);
     const probeRows = r.spool.db.query("SELECT probe, counted FROM attempts WHERE probe = 1").all();
     expect(probeRows.length).toBe(4);
     for (const row of probeRows) expect(row).toEqual({ probe: 1, counted: 0 });

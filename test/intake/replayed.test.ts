@@ -3,6 +3,7 @@
 // message id dedup on it by default; the t=,v1= scheme, which has none, dedups on its signature.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createHmac } from "node:crypto";
+import { dropBatches } from "../../src/store/operator.ts";
 import { startIntake, type TestIntake } from "../helpers/intake.ts";
 
 const SW = `whsec_${Buffer.from("replay-test-key-bytes").toString("base64")}`;
@@ -89,5 +90,16 @@ describe("replays within the tolerance are duplicates by default", () => {
     expect(t.count("dedup", "source = 'tsoff'")).toBe(0);
     expect((await twice("/hooks/tsid", body, tsHeaders(body))).map(([s]) => s)).toEqual([202, 200]);
     expect(t.db.db.query("SELECT dedup_id FROM dedup WHERE source = 'tsid'").get()).toEqual({ dedup_id: "evt_1" });
+  });
+
+  test("a redelivery of a dropped batch's event is queued anew: 200 queued", async () => {
+    const body = JSON.stringify({ k: "drop", n: 3 });
+    const headers = swHeaders("msg_drop", body);
+    expect((await t.post("/hooks/sw", body, headers)).status).toBe(202);
+    const { batch_id } = t.db.db.query("SELECT batch_id FROM events WHERE dedup_id = 'msg_drop'").get() as { batch_id: number };
+    dropBatches(t.db, [batch_id], t.clock.now());
+    const again = await t.post("/hooks/sw", body, headers);
+    expect([again.status, await again.json()]).toEqual([200, { status: "queued" }]);
+    expect(t.count("events", "dedup_id = 'msg_drop'")).toBe(2);
   });
 });

@@ -3,7 +3,7 @@ import { describe, expect, test } from "bun:test";
 import { isHookspoolError } from "../../src/errors.ts";
 import { batchContent, contentHash } from "../../src/store/content.ts";
 import { enqueue, quarantine } from "../../src/store/enqueue.ts";
-import { getMetaNumber } from "../../src/store/meta.ts";
+import { getMeta, getMetaNumber } from "../../src/store/meta.ts";
 import { dropBatches } from "../../src/store/operator.ts";
 import { batchRow, copy, ev, freshSpool, payloadOf, T0 } from "../helpers/spool.ts";
 
@@ -154,6 +154,9 @@ describe("dedup (spec 7)", () => {
     expect(r).toEqual({ status: "duplicate", eventId: first.eventId });
     expect(count(t, "events")).toBe(1);
     expect(t.spool.db.query("SELECT event_id, dup_count, seen_at FROM dedup").get()).toEqual({ event_id: first.eventId, dup_count: 1, seen_at: T0 });
+    // Nothing else changes: not the last enqueue, not the source's liveness.
+    expect(getMeta(t.spool.db, "last_enqueue_at")).toBe(String(T0));
+    expect(getMeta(t.spool.db, "source:s:last_event_at")).toBe(String(T0));
   });
 
   test("the window is per source and per id", () => {
@@ -192,7 +195,10 @@ describe("dedup (spec 7)", () => {
     const first = queued(enqueue(t.spool, ev({ dedupId: "d1" })))[0];
     dropBatches(t.spool, [first.batchId], T0);
     t.clock.advance(5);
-    const again = queued(enqueue(t.spool, ev({ dedupId: "d1" })))[0];
+    const r = enqueue(t.spool, ev({ dedupId: "d1" }));
+    // Queued anew, and said so: the intake answers it 200 queued, not 202.
+    expect(r).toMatchObject({ status: "queued", requeued: true });
+    const again = queued(r)[0];
     expect(again.eventId).not.toBe(first.eventId);
     expect(again.batchId).not.toBe(first.batchId);
     expect(t.spool.db.query("SELECT event_id, dup_count FROM dedup").get()).toEqual({ event_id: again.eventId, dup_count: 1 });
