@@ -146,9 +146,11 @@ export class Intake {
       backpressure: this.backpressure,
       writeFailures,
     };
-    const maxBody = Math.max(this.config.intake.max_body_bytes, ...[...this.sources.values()].map((s) => s.maxBodyBytes));
     const common = {
-      maxRequestBodySize: maxBody + 1,
+      // Bun's own cap would answer 413 itself, unlogged and uncounted, and could not follow a
+      // reload that raises max_body_bytes. The pipeline refuses an oversized body from its
+      // Content-Length before reading it, and stops reading at the source's cap: that is the cap.
+      maxRequestBodySize: Number.MAX_SAFE_INTEGER,
       fetch: async (req: globalThis.Request, server: Server<undefined>) => {
         const url = new URL(req.url);
         if (url.pathname === "/healthz" && req.method === "GET") {

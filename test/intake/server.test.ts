@@ -2,7 +2,7 @@
 // the schema gate, config reload, and what reaches the logs (spec 9, 10, 11, 14.1, 15).
 import { describe, expect, test } from "bun:test";
 import { createHmac } from "node:crypto";
-import { utimesSync, writeFileSync } from "node:fs";
+import { readFileSync, utimesSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { FakeClock } from "../../src/clock.ts";
 import { loadConfig } from "../../src/config/load.ts";
@@ -364,6 +364,22 @@ describe("config reload (spec 15)", () => {
       await t.stop();
     }
   });
+});
+
+test("raising max_body_bytes on reload takes effect without a restart (no cap fixed at start)", async () => {
+  const t = await startIntake(`${DEMO}max_body_bytes = 1000\n`, { secrets: { demo: SECRET } });
+  const file = join(t.home, "config.toml");
+  try {
+    // Over every cap in force at start, intake.max_body_bytes included.
+    const body = JSON.stringify({ topic: "a", pad: "p".repeat(1_000_000) });
+    expect((await t.post("/hooks/demo", body, { "X-Sig": sig(body) })).status).toBe(413);
+    writeFileSync(file, readFileSync(file, "utf8").replace("max_body_bytes = 1000", "max_body_bytes = 2000000"));
+    utimesSync(file, 2_000_000_000, 2_000_000_000);
+    expect(await t.intake.reloadIfChanged()).toBe(true);
+    expect((await t.post("/hooks/demo", body, { "X-Sig": sig(body) })).status).toBe(202);
+  } finally {
+    await t.stop();
+  }
 });
 
 describe("logs (spec 11.3)", () => {

@@ -4,7 +4,7 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from "bun:test";
 import { createHmac } from "node:crypto";
 import { join } from "node:path";
-import { startIntake, type TestIntake } from "../helpers/intake.ts";
+import { LOG_LINES, startIntake, type TestIntake } from "../helpers/intake.ts";
 import { PAYLOAD_SENTINEL, SECRET_SENTINEL } from "../helpers/logs.ts";
 import { calls } from "./fixtures/recorder.ts";
 import { rawConnect, rawRequest } from "./rawhttp.ts";
@@ -67,11 +67,19 @@ describe("refused before any plugin code", () => {
     expect(stored()).toBe(before);
   });
 
-  test("Content-Length over the server's own limit (2 MiB): 413, nothing recorded", async () => {
+  test("a body far over every cap (2 MiB): 413 from the intake itself, counted and logged, nothing recorded", async () => {
+    const metric = async () => Number(/hookspool_requests_rejected_total\{source="rec",reason="too_large"\} (\d+)/.exec(await (await fetch(`${t.url}/metrics`)).text())?.[1] ?? 0);
+    const before = await metric();
+    // Refusals are logged at most once per 10 s per source and reason; the case above had one.
+    t.clock.advance(11);
+    const lines = LOG_LINES.length;
     const body = "y".repeat(2 * 1024 * 1024);
     const res = await t.post("/hooks/rec", body, { "x-rec-signature": sign(body) });
     expect(res.status).toBe(413);
     expect(calls).toEqual([]);
+    // Not a 413 the HTTP server answers on its own, unseen: this one is counted and logged.
+    expect(await metric()).toBe(before + 1);
+    expect(LOG_LINES.slice(lines).some((l) => l.includes("rejected source=rec status=413") && l.includes("reason=too_large"))).toBe(true);
   });
 
   test("a Content-Length over the cap but smaller than the body that follows it: 413, nothing recorded", async () => {
