@@ -6,7 +6,7 @@ import type { CommandDef } from "citty";
 import { HookspoolError } from "../errors.ts";
 import { evaluate } from "../intake/pipeline.ts";
 import { makeRequest, parseHttpCapture } from "../intake/request.ts";
-import { loadSources } from "../intake/sources.ts";
+import { loadSources } from "../config/sources.ts";
 import { type Cli, GLOBAL_ARGS, loadFor } from "./context.ts";
 import { visible } from "./format.ts";
 

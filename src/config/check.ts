@@ -6,7 +6,7 @@ import { dirname, isAbsolute, join, resolve } from "node:path";
 import { parse as parseToml } from "smol-toml";
 import { isHookspoolError } from "../errors.ts";
 import { isLoopback } from "../intake/request.ts";
-import { loadSources } from "../intake/sources.ts";
+import { loadSources } from "./sources.ts";
 import { openSpool, quickCheck, requireCurrentSchema, schemaVersion, type Spool } from "../store/db.ts";
 import { LATEST_SCHEMA } from "../store/migrations.ts";
 import { type PluginFacts, routeProblems } from "./check-routes.ts";
