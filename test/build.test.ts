@@ -31,6 +31,8 @@ test(
     const init = run(["--home", home, "init"]);
     expect(init).toMatchObject({ code: 0, err: "" });
     expect(init.out).toContain("at schema 4");
+    // The binary that ran, as typed from where it ran.
+    expect(init.out).toContain(`next: ./hookspool --home home run`);
 
     // A second, separate database: migrate builds it from the embedded SQL alone.
     const fresh = run(["--home", join(dir, "fresh"), "migrate"]);

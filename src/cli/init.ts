@@ -1,7 +1,7 @@
 // hookspool init: write a starter home (config, demo secret, demo script) and migrate its spool.
 import { randomBytes } from "node:crypto";
 import { chmodSync, existsSync, mkdirSync, writeFileSync } from "node:fs";
-import { join, resolve } from "node:path";
+import { join, relative, resolve } from "node:path";
 import type { CommandDef } from "citty";
 import { DEFAULT_HOME } from "../config/load.ts";
 import { renderStarterConfig } from "../config/starter.ts";
@@ -9,6 +9,7 @@ import { HookspoolError } from "../errors.ts";
 import { openSpool } from "../store/db.ts";
 import { acquireLock } from "../store/lock.ts";
 import { migrate } from "../store/migrate.ts";
+import { selfCommand, typedPath } from "../self.ts";
 import { type Cli, GLOBAL_ARGS } from "./context.ts";
 
 const DEMO_SCRIPT = `#!/bin/sh
@@ -48,7 +49,8 @@ export function initCommand(cli: Cli): CommandDef {
         if (!existsSync(secretFile)) writePrivate(secretFile, `${randomBytes(24).toString("hex")}\n`, 0o600);
         const scriptFile = join(home, "scripts", "append-batch.sh");
         writePrivate(scriptFile, DEMO_SCRIPT, 0o700);
-        writePrivate(configFile, renderStarterConfig({ home, secretFile, scriptFile }), 0o600);
+        // Relative to the config's directory (the home): a home that moves keeps working.
+        writePrivate(configFile, renderStarterConfig({ home: ".", secretFile: relative(home, secretFile), scriptFile: relative(home, scriptFile) }), 0o600);
 
         const dbPath = join(home, "spool.db");
         const spool = openSpool(dbPath, { create: true, clock: cli.clock });
@@ -59,7 +61,7 @@ export function initCommand(cli: Cli): CommandDef {
           } else {
             cli.io.out(`wrote ${configFile}`);
             cli.io.out(`spool ${dbPath} at schema ${r.to}`);
-            cli.io.out(`next: hookspool --home ${home} run   (the README shows the signed curl for the demo)`);
+            cli.io.out(`next: ${selfCommand(cli.io.cwd)} --home ${typedPath(home, cli.io.cwd)} run   (the README shows the signed curl for the demo)`);
           }
         } finally {
           spool.close();

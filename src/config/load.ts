@@ -6,7 +6,7 @@ import { parse as parseToml, TomlError } from "smol-toml";
 import { HookspoolError } from "../errors.ts";
 import { Problems, isTable, parseFields } from "./parse.ts";
 import { BOBBIN_INSTANCE_FIELDS, CONFIG_FIELDS, DEFAULT_SPANS } from "./schema.ts";
-import type { Config, ConfigProblem, LoadedConfig, Paths } from "./types.ts";
+import type { Config, ConfigProblem, LoadedConfig, Paths, SecretRef } from "./types.ts";
 import { validateConfig } from "./validate.ts";
 
 export const DEFAULT_HOME = "/var/lib/hookspool";
@@ -115,8 +115,55 @@ export function loadConfig(opts: LoadOptions = {}): LoadedConfig {
     throw new HookspoolError("E_CONFIG", "no config file here", { file, hint: "check --config / HOOKSPOOL_CONFIG, or run hookspool init" });
   }
   const { config, problems } = parseConfig(text, file, { strict: opts.strict });
+  anchorPaths(config, found ? dirname(file) : cwd, env);
   const paths = resolvePaths(config, { ...opts, env, cwd }, found ? file : null);
   return { config, paths, problems, mtimeMs };
+}
+
+/** A path of config, made absolute: ~ is HOME, anything else relative is relative to `dir`. */
+function anchored<T extends string | undefined>(p: T, dir: string, env: Env): T {
+  return (p === undefined ? p : expandPath(p, dir, env)) as T;
+}
+
+function anchorRef(ref: SecretRef, dir: string, env: Env): SecretRef {
+  if ("file" in ref) return { file: anchored(ref.file, dir, env) };
+  if ("env_file" in ref) return { env_file: anchored(ref.env_file, dir, env), key: ref.key };
+  return ref;
+}
+
+/** A command's program, when it is a path ("scripts/run.sh"), not a name looked up on PATH. */
+function anchorProgram(argv: string[] | undefined, dir: string, env: Env): string[] | undefined {
+  if (!argv?.length || !argv[0].includes("/")) return argv;
+  return [anchored(argv[0], dir, env), ...argv.slice(1)];
+}
+
+/**
+ * Every file path in a config is relative to the directory of config.toml (not to wherever the
+ * process happens to start), so a home that moves, with its config, keeps working: secret
+ * references, env files, a script's cwd, program and state_dir, the Hermes subscriptions file,
+ * code modules, and the alert command. ~ is the user's home directory.
+ */
+export function anchorPaths(config: Config, dir: string, env: Env): void {
+  const refs = (m: Record<string, SecretRef> | undefined) => (m ? Object.fromEntries(Object.entries(m).map(([k, r]) => [k, anchorRef(r, dir, env)])) : m);
+  for (const src of Object.values(config.sources)) {
+    src.secrets = refs(src.secrets);
+    src.module = anchored(src.module, dir, env);
+  }
+  for (const b of Object.values(config.bobbins)) {
+    b.secrets = refs(b.secrets);
+    b.state_dir = anchored(b.state_dir, dir, env);
+  }
+  for (const d of Object.values(config.destinations)) {
+    if (d.secret) d.secret = anchorRef(d.secret, dir, env);
+    if (d.secret_previous) d.secret_previous = Array.isArray(d.secret_previous) ? d.secret_previous.map((r) => anchorRef(r, dir, env)) : anchorRef(d.secret_previous, dir, env);
+    d.env_file = anchored(d.env_file, dir, env);
+    d.cwd = anchored(d.cwd, dir, env);
+    d.state_dir = anchored(d.state_dir, dir, env);
+    // A relative program runs from the script's cwd, as it would from a shell there.
+    d.argv = anchorProgram(d.argv, d.cwd ?? dir, env);
+  }
+  config.hermes.subscriptions_path = anchored(config.hermes.subscriptions_path, dir, env);
+  config.alerts.argv = anchorProgram(config.alerts.argv, dir, env) ?? config.alerts.argv;
 }
 
 export function resolvePaths(config: Config, opts: LoadOptions & { env: Env; cwd: string }, file: string | null): Paths {

@@ -40,7 +40,9 @@ function commentedSection(name: string, field: Field, out: string[], active: Rec
   out.push("");
 }
 
+/** Paths as the starter config writes them: relative to its own directory, where they can be. */
 export interface StarterOptions {
+  /** spool.home: "." is the config's own directory. */
   home: string;
   /** The demo source's signing secret file. */
   secretFile: string;
@@ -54,6 +56,7 @@ export function renderStarterConfig(o: StarterOptions): string {
     "# hookspool configuration (reference: docs/config.md).",
     "# Every key below is shown with its default, commented out; uncomment a line to change it.",
     "# Unknown keys are errors for `hookspool check` and warnings at run time.",
+    "# Relative paths are relative to this file's directory, so the home can move as a whole.",
     "",
   ];
   for (const [name, field] of Object.entries(CONFIG_FIELDS)) {
@@ -75,7 +78,7 @@ export function renderStarterConfig(o: StarterOptions): string {
     "",
     '[destinations."script:demo-log"]',
     `argv = [${tomlValue(o.scriptFile)}]`,
-    `cwd = ${tomlValue(o.home)}`,
+    'cwd = "."',
     "timeout_s = 30",
     "",
   );

@@ -1,7 +1,12 @@
 // hookspool init: the starter home a newcomer (and a real deployment) begins with.
 import { describe, expect, test } from "bun:test";
-import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { createHmac } from "node:crypto";
+import { existsSync, mkdirSync, readFileSync, renameSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { FakeClock } from "../../src/clock.ts";
+import { makeDestination } from "../../src/destinations/registry.ts";
+import { quietLog } from "../destinations/support.ts";
+import { MAIN } from "../helpers/proc.ts";
 import { loadConfig } from "../../src/config/load.ts";
 import { acquireLock } from "../../src/store/lock.ts";
 import { LATEST_SCHEMA } from "../../src/store/migrations.ts";
@@ -126,5 +131,43 @@ describe("init", () => {
       lock.release();
     }
     expect((await cli(["--home", home, "init"])).code).toBe(0);
+  });
+});
+
+describe("a home that moves", () => {
+  test("keeps working: the starter config's paths are relative to it", async () => {
+    const { home, r } = await init();
+    expect(r.code).toBe(0);
+    const text = readFileSync(join(home, "config.toml"), "utf8");
+    expect(text).not.toContain(home);
+    const moved = join(tempDir(), "elsewhere");
+    renameSync(home, moved);
+    expect((await cli(["--home", moved, "check"])).code).toBe(0);
+    // The demo source verifies with its secret file and the demo script runs, both found from the new place.
+    const secret = readFileSync(join(moved, "secrets", "demo"), "utf8").trim();
+    const body = '{"topic":"t","type":"greeting"}';
+    const capture = join(moved, "req.http");
+    writeFileSync(capture, `POST /hooks/demo HTTP/1.1\nContent-Type: application/json\nX-Demo-Signature: sha256=${createHmac("sha256", secret).update(body).digest("hex")}\n\n${body}`);
+    const tested = await cli(["--home", moved, "--json", "source", "test", "demo", "--request", capture]);
+    expect(tested.code).toBe(0);
+    expect(JSON.parse(tested.out)).toMatchObject({ outcome: "classified" });
+    const loaded = loadConfig({ home: moved, env: {} });
+    const dest = makeDestination(loaded.config, "script:demo-log", { env: { PATH: process.env.PATH }, clock: new FakeClock(), instanceId: "i" });
+    const ctrl = new AbortController();
+    const o = await dest?.deliver('{"events":[]}', { batchId: 1, attempt: 1, deliveryId: "d", deadline: Date.now() / 1000 + 30, signal: ctrl.signal, events: [], eventHeader: null, clock: new FakeClock(Date.now() / 1000), log: quietLog });
+    expect(o?.kind).toBe("ok");
+    expect(readFileSync(join(moved, "batches.jsonl"), "utf8")).toContain('{"events":[]}');
+  });
+
+  test("init names the command that was actually run, with the home as given", async () => {
+    const dir = tempDir();
+    const elsewhere = Bun.spawnSync([process.execPath, MAIN, "--home", "my-home", "init"], { cwd: dir, env: { PATH: process.env.PATH, HOME: dir }, stdout: "pipe", stderr: "pipe" });
+    expect(elsewhere.exitCode).toBe(0);
+    expect(elsewhere.stdout.toString()).toContain(`next: bun ${MAIN} --home my-home run`);
+    // From the checkout, as the README has it.
+    const root = join(MAIN, "..", "..");
+    const home = join(dir, "second");
+    const fromRoot = Bun.spawnSync([process.execPath, MAIN, "--home", home, "init"], { cwd: root, env: { PATH: process.env.PATH, HOME: dir }, stdout: "pipe", stderr: "pipe" });
+    expect(fromRoot.stdout.toString()).toContain(`next: bun ${join("src", "main.ts")} --home ${home} run`);
   });
 });

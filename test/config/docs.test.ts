@@ -107,7 +107,8 @@ describe("the starter config.toml", () => {
   test("its demo source routes to the demo script with a 5 s quiet window, 30 s at most", () => {
     const config = clean(renderStarterConfig(STARTER));
     expect(config.sources.demo.secrets).toEqual({ secret: { file: STARTER.secretFile } });
-    expect(config.destinations["script:demo-log"]).toMatchObject({ argv: [STARTER.scriptFile], cwd: STARTER.home });
+    // The script runs from the home: cwd is the config's own directory, whatever the home's path.
+    expect(config.destinations["script:demo-log"]).toMatchObject({ argv: [STARTER.scriptFile], cwd: "." });
     expect(resolveCopies(config, "demo", { topic: "t" })).toEqual([
       { route: "demo", destination: "script:demo-log", tee: false, window: { quiet_s: 5, max_s: 30, max_events: 500, max_bytes: 786432 } },
     ]);

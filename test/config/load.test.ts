@@ -2,6 +2,7 @@
 // (spec 15: CLI flag -> env -> config -> default; the database is relative to home).
 import { describe, expect, test } from "bun:test";
 import { mkdirSync, writeFileSync } from "node:fs";
+import { homedir } from "node:os";
 import { join } from "node:path";
 import { ConfigError, loadConfig, resolvePaths } from "../../src/config/load.ts";
 import { HookspoolError } from "../../src/errors.ts";
@@ -106,7 +107,9 @@ describe("config file", () => {
   test("no config.toml at the default place means every default, and no file to watch", () => {
     const home = tempDir();
     const loaded = loadConfig({ home, env: {} });
-    expect(loaded.config).toEqual(clean(""));
+    // Every default, with its one path made absolute (~ is the user's home).
+    const defaults = clean("");
+    expect(loaded.config).toEqual({ ...defaults, hermes: { ...defaults.hermes, subscriptions_path: join(homedir(), ".hermes", "webhook_subscriptions.json") } });
     expect(loaded.paths.config).toBeNull();
     expect(loaded.mtimeMs).toBeNull();
     expect(loaded.problems).toEqual([]);
@@ -187,5 +190,50 @@ describe("database and lock", () => {
     const home = tempDir();
     const { paths } = loadConfig({ home, env: { HOOKSPOOL_HOME: "/srv/other" } });
     expect(paths.db).toBe(join(home, "spool.db"));
+  });
+});
+
+describe("paths in the config", () => {
+  test("are relative to config.toml's directory, not to where the process starts; ~ is HOME", () => {
+    const dir = tempDir();
+    writeFileSync(
+      join(dir, "config.toml"),
+      `[sources.a]
+module = "plugins/a.ts"
+secrets.secret = { file = "secrets/a" }
+secrets.other = { env_file = "env/a.env", key = "K" }
+secrets.env = { env = "NAME" }
+
+[destinations."script:s"]
+argv = ["bin/run.sh", "arg/not/a/path"]
+cwd = "work"
+env_file = "env/s.env"
+state_dir = "~/state"
+
+[destinations."script:bare"]
+argv = ["logger", "x"]
+
+[destinations.web]
+url = "https://example.invalid/h"
+secret = { file = "secrets/web" }
+secret_previous = [{ file = "/abs/old" }, { env_file = "env/w.env", key = "W" }]
+
+[hermes]
+subscriptions_path = "hermes/subs.json"
+
+[alerts]
+argv = ["./alert.sh", "--now"]
+`,
+    );
+    const { config } = loadConfig({ home: dir, env: { HOME: "/home/u" }, cwd: "/somewhere/else" });
+    expect(config.sources.a.module).toBe(join(dir, "plugins/a.ts"));
+    expect(config.sources.a.secrets).toEqual({ secret: { file: join(dir, "secrets/a") }, other: { env_file: join(dir, "env/a.env"), key: "K" }, env: { env: "NAME" } });
+    // A relative program runs from the script's cwd, as from a shell there; a bare name is looked up on PATH.
+    expect(config.destinations["script:s"]).toMatchObject({ argv: [join(dir, "work/bin/run.sh"), "arg/not/a/path"], cwd: join(dir, "work"), env_file: join(dir, "env/s.env"), state_dir: "/home/u/state" });
+    expect(config.destinations["script:bare"].argv).toEqual(["logger", "x"]);
+    expect(config.destinations.web.secret).toEqual({ file: join(dir, "secrets/web") });
+    expect(config.destinations.web.secret_previous).toEqual([{ file: "/abs/old" }, { env_file: join(dir, "env/w.env"), key: "W" }]);
+    expect(config.hermes.subscriptions_path).toBe(join(dir, "hermes/subs.json"));
+    expect(config.alerts.argv).toEqual([join(dir, "alert.sh"), "--now"]);
   });
 });
