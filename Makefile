@@ -16,7 +16,12 @@ node_modules/.deps-ok: package.json bun.lock
 	bun install --frozen-lockfile
 	@touch $@
 
-build: deps
+# Rebuilt only when a source, a migration, the build script or the lockfile changed.
+SOURCES := $(shell find src migrations -type f) scripts/build.ts package.json bun.lock
+
+build: $(BIN)
+
+$(BIN): node_modules/.deps-ok $(SOURCES)
 	bun scripts/build.ts
 
 # Install, build, write a starter home (once) and start intake + dispatcher on 127.0.0.1:8650.
