@@ -6,14 +6,18 @@ export interface EventMeta {
   event_type: string;
   received_at: number;
   dedup_id: string | null;
+  /** The source's keep_headers as they arrived; only present when the event kept any. */
+  headers?: Record<string, string>;
 }
 
-/** One event as it goes into a document: its meta and its stored payload text. */
-export interface ContentEvent extends EventMeta {
+/** One event as it goes into a document: its meta, its kept headers and its stored payload text. */
+export interface ContentEvent extends Omit<EventMeta, "headers"> {
   payload: string | null;
+  /** events.headers: a JSON object, "{}" when nothing was kept. */
+  headers: string;
 }
 
-const CONTENT = `SELECT id, event_type, received_at, dedup_id, payload FROM events
+const CONTENT = `SELECT id, event_type, received_at, dedup_id, payload, headers FROM events
   WHERE batch_id = ? AND excluded_at IS NULL ORDER BY id`;
 
 /** The events a document carries, in events.id order (commit order), excluded ones omitted. */
@@ -32,8 +36,17 @@ export function canonicalJson(value: unknown): string {
   return `{${keys.map((k) => `${JSON.stringify(k)}:${canonicalJson(obj[k])}`).join(",")}}`;
 }
 
-export function eventMeta(e: EventMeta): EventMeta {
-  return { id: e.id, event_type: e.event_type, received_at: e.received_at, dedup_id: e.dedup_id };
+/**
+ * An event's entry in event_meta. The headers a source keeps (keep_headers: GitHub's
+ * X-GitHub-Event, say) are delivered here, so a receiver sees them without the sender's request.
+ */
+export function eventMeta(e: ContentEvent): EventMeta {
+  const meta: EventMeta = { id: e.id, event_type: e.event_type, received_at: e.received_at, dedup_id: e.dedup_id };
+  if (e.headers && e.headers !== "{}") {
+    const kept = JSON.parse(e.headers) as Record<string, string>;
+    if (Object.keys(kept).length > 0) meta.headers = kept;
+  }
+  return meta;
 }
 
 /**

@@ -147,7 +147,7 @@ describe("classes (spec 6.5)", () => {
   test("the document: source, route, key, ids, counts, types, summary, hash, events and meta", async () => {
     const a = fakeDestination("hermes:a");
     const r = rig(BASE, [a]);
-    r.put("A", "hermes:a", { payload: '{"big": 12345678901234567890}', eventType: "push", dedupId: "d1", window: { quiet_s: 10, max_s: 10 } });
+    r.put("A", "hermes:a", { payload: '{"big": 12345678901234567890}', eventType: "push", dedupId: "d1", headers: { "X-GitHub-Event": "push" }, window: { quiet_s: 10, max_s: 10 } });
     r.put("A", "hermes:a", { payload: '{"n":2}', eventType: "ping", window: { quiet_s: 10, max_s: 10 } });
     r.clock.advance(10);
     await r.step();
@@ -169,8 +169,9 @@ describe("classes (spec 6.5)", () => {
       summary: "2 s event(s) for A (ping x1, push x1)",
     });
     expect(doc.content_hash).toBe(r.batch(1).content_hash);
+    // keep_headers reach the receiver in event_meta; an event that kept none has no headers key.
     expect(doc.event_meta).toEqual([
-      { id: 1, event_type: "push", received_at: T0, dedup_id: "d1" },
+      { id: 1, event_type: "push", received_at: T0, dedup_id: "d1", headers: { "X-GitHub-Event": "push" } },
       { id: 2, event_type: "ping", received_at: T0, dedup_id: null },
     ]);
     expect(Object.keys(doc)).toEqual(["source", "route", "key", "batch_id", "delivery_id", "attempt", "count", "first_at", "last_at", "event_type", "event_types", "summary", "content_hash", "events", "event_meta"]);
