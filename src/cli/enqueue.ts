@@ -1,4 +1,4 @@
-// hookspool enqueue: manual or sweep injection with the intake's validation (spec 16, 13).
+// hookspool enqueue: manual or sweep injection, with the intake's validation and routing.
 import { readFileSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 import type { CommandDef } from "citty";
@@ -8,6 +8,7 @@ import { HookspoolError } from "../errors.ts";
 import { makeRequest } from "../intake/request.ts";
 import { enqueue } from "../store/enqueue.ts";
 import { type Cli, GLOBAL_ARGS, loadFor, openExisting } from "./context.ts";
+import { visible } from "./format.ts";
 
 const decoder = new TextDecoder("utf-8", { fatal: true });
 
@@ -61,7 +62,7 @@ export function enqueueCommand(cli: Cli): CommandDef {
         if (!why) continue;
         // The operator typed this one; the config is not at fault.
         if (override !== undefined && !c.tee) throw new HookspoolError("E_USAGE", `--destination ${c.destination}: ${why}`);
-        // A route without a destination of its own uses the source's action (spec 14.1).
+        // A route without a destination of its own uses the source's action.
         const i = config.routes.findIndex((r) => r.name === c.route && r.destination !== undefined);
         const key = i >= 0 ? `routes[${i}].destination` : `sources.${source}.action`;
         throw new HookspoolError("E_CONFIG", `destination "${c.destination}": ${why}`, { file: paths.config ?? undefined, key });
@@ -82,7 +83,7 @@ export function enqueueCommand(cli: Cli): CommandDef {
         if (cli.globals.json) {
           cli.io.out(JSON.stringify(r));
         } else if (r.status === "queued") {
-          for (const p of r.placed) cli.io.out(`queued event ${p.eventId} in batch ${p.batchId} (route ${p.route} -> ${p.destination}${p.tee ? ", tee" : ""}${p.sealed ? ", sealed" : ""})`);
+          for (const p of r.placed) cli.io.out(`queued event ${p.eventId} in batch ${p.batchId} (route ${visible(p.route)} -> ${visible(p.destination)}${p.tee ? ", tee" : ""}${p.sealed ? ", sealed" : ""})`);
         } else if (r.status === "duplicate") {
           cli.io.out(`duplicate of event ${r.eventId}; nothing enqueued`);
         } else {

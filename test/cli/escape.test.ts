@@ -78,6 +78,14 @@ async function hostileHome(): Promise<{ h: Home; id: number }> {
 }
 
 describe("human output prints them escaped", () => {
+  test("enqueue's confirmation line", async () => {
+    const h = await initHome({ extra: EXTRA });
+    const r = await inHome(h, ["enqueue", "--source", "once", "--key", "k"], { stdin: "{}" });
+    expect(r.code).toBe(0);
+    expect(r.out).toContain(`(route ${visible(ROUTE)} -> ${visible(DEST)}, sealed)`);
+    expect(r.out).not.toContain("\u001b");
+  });
+
   test("list", async () => {
     const { h } = await hostileHome();
     const r = await inHome(h, ["list"]);

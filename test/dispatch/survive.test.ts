@@ -7,7 +7,7 @@ import { parseConfig } from "../../src/config/load.ts";
 import { Maintenance } from "../../src/dispatch/maintenance.ts";
 import { faultCounts, WRITE_FAILED_ISSUE } from "../../src/obs/faults.ts";
 import { createLogger } from "../../src/obs/log.ts";
-import { batchIdOf, fakeDestination, ok, rig } from "../helpers/dispatch.ts";
+import { batchIdOf, down, fakeDestination, ok, rig } from "../helpers/dispatch.ts";
 import { LOG_LINES } from "../helpers/intake.ts";
 import { freshSpool, T0 } from "../helpers/spool.ts";
 
@@ -84,5 +84,36 @@ describe("maintenance chores", () => {
     expect(issues(t.spool.db, WRITE_FAILED_ISSUE)).toMatchObject([{ state: "resolved" }]);
     // And a pass that went through wrote what it should (the retention clock).
     expect(t.spool.db.query("SELECT value FROM meta WHERE key = 'last_retention_at'").get()).toEqual({ value: String(T0 + 60) });
+  });
+});
+
+describe("a batch gone after its claim", () => {
+  test("the attempt is closed at once (discarded), not left open until its lease", async () => {
+    const a = fakeDestination("hermes:a");
+    const r = rig(BASE, [a]);
+    const id = batchIdOf(r.put("A", "hermes:a"));
+    // Something outside the dispatcher removes the batch the moment it is leased.
+    r.spool.db.run(`CREATE TRIGGER vanish AFTER UPDATE OF state ON batches WHEN NEW.state = 'leased'
+      BEGIN DELETE FROM events WHERE batch_id = NEW.id; DELETE FROM batches WHERE id = NEW.id; END`);
+    await r.step();
+    expect(a.calls).toHaveLength(0);
+    expect(r.attempts(id)).toEqual([expect.objectContaining({ outcome: "discarded", error: "batch missing after claim", counted: 0, finished_at: T0 })]);
+  });
+});
+
+describe("breaker state changes", () => {
+  test("one log line each: open, half-open, closed", async () => {
+    const a = fakeDestination("hermes:a");
+    a.answer = () => down();
+    const r = rig(`${BASE}[dispatch.breaker]\ntrip_after = 1\n`, [a]);
+    const id = batchIdOf(r.put("A", "hermes:a"));
+    const from = LOG_LINES.length;
+    await r.step();
+    a.answer = () => ok();
+    r.clock.set(Math.max(r.batch(id).next_attempt_at as number, (r.dest("hermes:a").opened_at as number) + 30));
+    await r.step();
+    const lines = LOG_LINES.slice(from).filter((l) => l.includes("breaker"));
+    expect(lines.map((l) => /breaker [a-z-]+/.exec(l)?.[0])).toEqual(["breaker open", "breaker half-open", "breaker closed"]);
+    for (const l of lines) expect(l).toContain("destination=hermes:a");
   });
 });
