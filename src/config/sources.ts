@@ -43,7 +43,7 @@ export interface IntakeSource {
   name: string;
   plugin: SourcePlugin;
   config: SourceConfig;
-  /** Resolves the configured references at each access (never cached, spec 10). */
+  /** Resolves the configured references at each access (never cached: a rotated file is read next time). */
   secrets: Secrets;
   /** The plugin's auth headers and config's: never stored, stripped from quarantine. */
   authHeaders: string[];
@@ -57,7 +57,7 @@ export interface IntakeSource {
   dedupWindowS: number;
 }
 
-/** The Secrets an unauthenticated challenge gets: any access throws (spec 14.1). */
+/** The Secrets an unauthenticated challenge gets: any access throws (its answer must be constant). */
 export const NO_SECRETS: Secrets = {
   get() {
     throw new Error("an unauthenticated challenge may not read secrets");
@@ -185,7 +185,7 @@ export interface Routing {
 }
 
 /**
- * Where an event of `source` goes (spec 14.1), the same for every way in: the plugin's attrs
+ * Where an event of `source` goes, the same for every way in: the plugin's attrs
  * (event_type is always among them) against config's routes, else the source's action
  * (config's, else the plugin's, which may be computed per event), tees after; the plugin's span
  * where config names none. `src` is undefined for a source without a plugin, fed only by
@@ -194,7 +194,7 @@ export interface Routing {
 export function eventCopies(config: Config, source: string, src: IntakeSource | undefined, r: Routing): { copies: RouteCopy[]; attrs: Record<string, unknown> } {
   const plugin = src?.plugin;
   const attrs: Record<string, unknown> = { ...(plugin?.attrs?.(r.payload, r.req) ?? {}) };
-  // Routes may match on the event type whether or not the plugin lists it (spec 14.3.3).
+  // Routes may match on the event type whether or not the plugin lists it.
   if (!("event_type" in attrs)) attrs.event_type = r.eventType;
   const pluginAction = typeof plugin?.action === "function" ? plugin.action(r.payload, r.req) : plugin?.action;
   const copies = resolveCopies(config, source, attrs, { pluginAction, pluginSpan: plugin?.span, destinationOverride: r.destinationOverride });

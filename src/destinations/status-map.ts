@@ -47,7 +47,7 @@ export function statusLine(status: number): string {
  * Null when absent, unreadable, or not in the future: "Retry-After: 0" or a past date is no
  * hint at all (taken as one, it would retry every poll for ever), so the backoff schedule
  * applies, and a 503 without a usable hint is a transport failure that feeds the breaker. The
- * dispatcher caps a hint at 1 h (spec 6.5).
+ * dispatcher caps a hint at 1 h.
  */
 export function parseRetryAfter(value: string | null, now: number): number | null {
   if (value === null) return null;

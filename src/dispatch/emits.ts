@@ -1,5 +1,5 @@
 // A script's {"enqueue": {...}} lines become events with the intake's validation and the
-// intake's routing (spec 6.6): the source plugin's attrs, action and span count as they would
+// intake's routing: the source plugin's attrs, action and span count as they would
 // for a request.
 import { destinationProblem } from "../config/destinations.ts";
 import { eventCopies, type IntakeSource } from "../config/sources.ts";

@@ -95,8 +95,8 @@ export class Dispatcher {
   }
 
   /**
-   * A failure the loop catches and survives (spec 12: the dispatcher keeps running; a batch
-   * whose mark failed is recovered when its lease expires and delivered again).
+   * A failure the loop catches and survives: the dispatcher keeps running, and a batch whose
+   * mark failed is recovered when its lease expires and delivered again (at-least-once).
    */
   private survive(what: string, e: unknown): void {
     if (isSpoolWriteError(e)) this.writeFailures.record(what, e);
@@ -181,8 +181,7 @@ export class Dispatcher {
 
   /**
    * One tick. Deliveries it starts run on after it returns (see drain()). It never throws:
-   * SQLITE_BUSY, a full disk and the like are counted and logged, and the next tick tries again
-   * (spec 12).
+   * SQLITE_BUSY, a full disk and the like are counted and logged, and the next tick tries again.
    */
   async tick(): Promise<void> {
     try {

@@ -290,7 +290,7 @@ function quarantined(d: PipelineDeps, src: IntakeSource, req: Request, url: stri
 }
 
 /**
- * The spool could not take the write: 503, and the sender holds the event (spec 9). Whatever
+ * The spool could not take the write: 503, and the sender holds the event. Whatever
  * the free space says (a quota, inode exhaustion), the spool issue opens and alerts once.
  */
 function spoolRefused(d: PipelineDeps, source: string, reason: "busy" | "spool_full", e: unknown, bytes: number): Answer {

@@ -1,5 +1,5 @@
 // Senders that sign with a published key (Plaid's ES256 JWT): the guarded key cache and the JWT
-// check (spec 10, Plaid bullet). No secret is compared here; jose verifies the signature.
+// check. No secret is compared here; jose verifies the signature.
 import { importJWK, jwtVerify, type JWK } from "jose";
 import type { Clock } from "../clock.ts";
 
@@ -97,7 +97,7 @@ function jsonPart(part: string): Record<string, unknown> | null {
 /**
  * Verify an ES256 JWT (Plaid-Verification) and return its claims, or null. The structure,
  * alg == ES256 and a kid are checked before any key lookup, so garbage never reaches the
- * network (spec 10); then the signature (jose) and iat, two-sided within maxAgeS. The caller
+ * network; then the signature (jose) and iat, two-sided within maxAgeS. The caller
  * checks claims that bind the token to the request (bodySha256Matches).
  */
 export async function jwtEs256(
