@@ -44,15 +44,24 @@ export class ConfigWatcher {
     if (mtime === this.mtimeMs) return false;
     this.mtimeMs = mtime;
     const now = this.o.now();
+    let applied: boolean;
+    let what = "";
     try {
       await apply(loadConfig(this.o.loadOptions));
-      resolveIssue(this.o.spool, "config:file", now);
-      return true;
+      applied = true;
     } catch (e) {
-      const what = e instanceof HookspoolError ? e.describe() : (e as Error).name;
+      applied = false;
+      what = e instanceof HookspoolError ? e.describe() : (e as Error).name;
       this.o.log.error("config reload failed; keeping the previous config", { reason: e instanceof HookspoolError ? (e.key ?? e.code) : (e as Error).name });
-      raiseIssue(this.o.spool, { fingerprint: "config:file", kind: "config", error: what.slice(0, 300), now });
-      return false;
     }
+    // The issue is a write, which a full or read-only spool refuses: the reload's outcome stands
+    // either way, and the refusal is logged, never thrown into the caller's timer.
+    try {
+      if (applied) resolveIssue(this.o.spool, "config:file", now);
+      else raiseIssue(this.o.spool, { fingerprint: "config:file", kind: "config", error: what.slice(0, 300), now });
+    } catch (e) {
+      this.o.log.limited("error", "config:file issue not written", { reason: (e as { code?: string }).code ?? (e as Error).name });
+    }
+    return applied;
   }
 }

@@ -7,7 +7,7 @@ import { ConfigWatcher } from "../config/watch.ts";
 import type { Config, LoadedConfig } from "../config/types.ts";
 import { HookspoolError } from "../errors.ts";
 import type { Logger } from "../obs/log.ts";
-import { WriteFailures } from "../obs/faults.ts";
+import { caughtFault, WriteFailures } from "../obs/faults.ts";
 import { renderSpoolMetrics } from "../obs/metrics.ts";
 import { openSpool, requireCurrentSchema, type Spool } from "../store/db.ts";
 import { Backpressure } from "./backpressure.ts";
@@ -153,13 +153,23 @@ export class Intake {
       maxRequestBodySize: Number.MAX_SAFE_INTEGER,
       fetch: async (req: globalThis.Request, server: Server<undefined>) => {
         const url = new URL(req.url);
+        // A read the spool cannot answer (a stuck lock, an I/O error) is our outage, not a 500.
         if (url.pathname === "/healthz" && req.method === "GET") {
-          const { code, doc } = (this.health as Health).check(this.config, this.sources);
-          return Response.json(doc, { status: code });
+          try {
+            const { code, doc } = (this.health as Health).check(this.config, this.sources);
+            return Response.json(doc, { status: code });
+          } catch (e) {
+            return Response.json({ ok: false, degraded: [`spool: unreadable (${caughtFault(log, "intake", "health check", e)})`] }, { status: 503 });
+          }
         }
         if (url.pathname === "/metrics" && req.method === "GET") {
-          const tables = renderSpoolMetrics(this.spool as Spool, this.config, loaded.paths.db, { now: clock.now(), diskFree: this.backpressure?.freeReading() });
-          return new Response(this.metrics.render() + tables, { headers: { "Content-Type": "text/plain; version=0.0.4" } });
+          try {
+            const tables = renderSpoolMetrics(this.spool as Spool, this.config, loaded.paths.db, { now: clock.now(), diskFree: this.backpressure?.freeReading() });
+            return new Response(this.metrics.render() + tables, { headers: { "Content-Type": "text/plain; version=0.0.4" } });
+          } catch (e) {
+            caughtFault(log, "intake", "metrics", e);
+            return new Response("", { status: 503, headers: { "Retry-After": "10" } });
+          }
         }
         let instance: string | null = null;
         const m = /^\/hooks\/([^/]+)\/?$/.exec(url.pathname);
@@ -198,7 +208,8 @@ export class Intake {
     this.timer = setInterval(() => {
       // A refused write's issue is retried here too, so it is reported without waiting for traffic.
       this.writeFailures?.flush();
-      void this.reloadIfChanged();
+      // A reload that throws (a module that no longer imports) must not end the process.
+      this.reloadIfChanged().catch((e) => caughtFault(log, "intake", "config reload", e));
     }, RELOAD_EVERY_S * 1000);
     const where = "unix" in listen ? `unix:${listen.unix}` : `${listen.hostname.includes(":") ? `[${listen.hostname}]` : listen.hostname}:${this.server.port}`;
     log.info("listening", { listen: where });

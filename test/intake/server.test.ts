@@ -382,6 +382,28 @@ test("raising max_body_bytes on reload takes effect without a restart (no cap fi
   }
 });
 
+test("a reload the spool cannot record (read-only) still resolves; /healthz and /metrics answer 503, never 500", async () => {
+  const t = await startIntake(DEMO, { secrets: { demo: SECRET } });
+  const conn = (t.intake as unknown as { spool: { db: { run(sql: string): void; close(): void } } }).spool.db;
+  const file = join(t.home, "config.toml");
+  try {
+    conn.run("PRAGMA query_only = ON");
+    writeFileSync(file, "[dispatch]\nparallel = 'many'\n");
+    utimesSync(file, 2_000_000_000, 2_000_000_000);
+    // The config:file issue cannot be written; the reload is refused all the same, and nothing throws.
+    expect(await t.intake.reloadIfChanged()).toBe(false);
+    conn.run("PRAGMA query_only = OFF");
+    // A spool that cannot even be read (here: its connection is gone).
+    conn.close();
+    const h = await fetch(`${t.url}/healthz`);
+    expect(h.status).toBe(503);
+    expect(((await h.json()) as { ok: boolean }).ok).toBe(false);
+    expect((await fetch(`${t.url}/metrics`)).status).toBe(503);
+  } finally {
+    await t.stop().catch(() => {});
+  }
+});
+
 describe("logs (spec 11.3)", () => {
   test("X-Forwarded-For is believed from loopback for the log line only", async () => {
     const t = await startIntake(DEMO, { secrets: { demo: SECRET } });
