@@ -30,8 +30,9 @@ export function migrate(spool: Spool, opts: { dryRun?: boolean } = {}): MigrateR
   const pending = pendingMigrations(from);
   if (opts.dryRun) return { from, to: from, applied: pending.map((m) => m.name) };
   for (const m of pending) {
-    // Every migration here is additive. One that rebuilds a table under foreign_keys=ON
-    // must turn the pragma off before BEGIN and run PRAGMA foreign_key_check after (spec 17).
+    // Each migration runs in one transaction. 0004 rebuilds issues, which no foreign key
+    // references, so foreign_keys may stay on; a migration that rebuilds a referenced table
+    // must turn the pragma off before BEGIN and run PRAGMA foreign_key_check after.
     spool.db
       .transaction(() => {
         spool.db.run(m.sql);
