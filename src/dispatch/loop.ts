@@ -10,7 +10,7 @@ import { type IntakeSource, loadEverySource } from "../config/sources.ts";
 import { ConfigWatcher } from "../config/watch.ts";
 import type { Config, LoadedConfig } from "../config/types.ts";
 import { type Destination, deliveryId, outcome, type Outcome } from "../destinations/types.ts";
-import { caughtFault, isSpoolWriteError, WriteFailures } from "../obs/faults.ts";
+import { caughtFault, faultCounts, isSpoolWriteError, WriteFailures } from "../obs/faults.ts";
 import type { Logger } from "../obs/log.ts";
 import { redueConfigRetries } from "../store/attempts.ts";
 import { abandonAttempt, type Candidate, candidates, claimBatch, recoverLeases, sealReady } from "../store/batches.ts";
@@ -204,7 +204,8 @@ export class Dispatcher {
     // have passed in now_eff terms, so it ends now as a transport failure (spec 6.2, 12).
     for (const w of this.deadlines.values()) if (now >= w.deadline) w.abort();
     if (this.o.clock.now() - this.lastHeartbeat >= this.config.dispatch.heartbeat_s || this.o.clock.now() < this.lastHeartbeat) {
-      writeHeartbeat(spool, now, this.pid);
+      // The dispatcher's own caught failures (under run the intake counts its own in memory).
+      writeHeartbeat(spool, now, this.pid, JSON.stringify(faultCounts().filter((f) => f.component !== "intake")));
       this.lastHeartbeat = this.o.clock.now();
     }
     if (this.stopping) return;

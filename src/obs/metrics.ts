@@ -4,6 +4,7 @@
 // monotonic; the intake's own counters are added by the intake.
 import type { Config } from "../config/types.ts";
 import type { Spool } from "../store/db.ts";
+import { getMeta, getMetaNumber } from "../store/meta.ts";
 import { attemptCounts, deliveredCounts } from "../store/queries.ts";
 import { buildStatus } from "./status.ts";
 
@@ -74,5 +75,29 @@ export function renderSpoolMetrics(spool: Spool, config: Config, dbPath: string,
     "Seconds since each source's last event.",
     Object.entries(doc.sources).map(([s, v]) => [{ source: s }, v.last_event_age_s]),
   );
+  t.lines.push(...dispatcherCaught(spool));
   return `${t.lines.join("\n")}\n`;
+}
+
+/**
+ * The failures a dispatcher in another process caught and survived since it started, as its
+ * last heartbeat recorded them (a counter: it restarts at 0 with the dispatcher). A dispatcher
+ * in this process (run) is counted in hookspool_caught_errors_total instead.
+ */
+function dispatcherCaught(spool: Spool): string[] {
+  if (getMetaNumber(spool.db, "dispatcher_pid") === process.pid) return [];
+  let counts: { component: string; klass: string; n: number }[];
+  try {
+    counts = JSON.parse(getMeta(spool.db, "dispatcher_caught_errors") ?? "[]");
+  } catch {
+    return [];
+  }
+  if (!Array.isArray(counts)) return [];
+  const name = "hookspool_dispatcher_caught_errors_total";
+  const out = [`# HELP ${name} Failures the dispatcher caught and survived since it started, per component and class.`, `# TYPE ${name} counter`];
+  for (const c of counts) {
+    if (typeof c?.n !== "number" || typeof c.component !== "string" || typeof c.klass !== "string") continue;
+    out.push(`${name}{component="${esc(c.component)}",class="${esc(c.klass)}"} ${c.n}`);
+  }
+  return out;
 }

@@ -38,13 +38,17 @@ export function effectiveNow(spool: Spool): number {
   return Math.max(wall, lastTick);
 }
 
-/** The dispatcher's heartbeat: pid, heartbeat time and last_tick_at in one transaction. */
-export function writeHeartbeat(spool: Spool, nowEff: number, pid: number): void {
+/**
+ * The dispatcher's heartbeat: pid, heartbeat time and last_tick_at in one transaction, and
+ * (JSON) the failures it caught since it started, so /metrics can show them from another process.
+ */
+export function writeHeartbeat(spool: Spool, nowEff: number, pid: number, caughtErrors?: string): void {
   spool.db
     .transaction(() => {
       setMeta(spool.db, "dispatcher_heartbeat_at", spool.clock.now());
       setMeta(spool.db, "dispatcher_pid", pid);
       setMeta(spool.db, "last_tick_at", nowEff);
+      if (caughtErrors !== undefined) setMeta(spool.db, "dispatcher_caught_errors", caughtErrors);
     })
     .immediate();
 }

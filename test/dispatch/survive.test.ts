@@ -7,6 +7,8 @@ import { parseConfig } from "../../src/config/load.ts";
 import { Maintenance } from "../../src/dispatch/maintenance.ts";
 import { faultCounts, WRITE_FAILED_ISSUE } from "../../src/obs/faults.ts";
 import { createLogger } from "../../src/obs/log.ts";
+import { renderSpoolMetrics } from "../../src/obs/metrics.ts";
+import { join } from "node:path";
 import { batchIdOf, down, fakeDestination, ok, rig } from "../helpers/dispatch.ts";
 import { LOG_LINES } from "../helpers/intake.ts";
 import { freshSpool, T0 } from "../helpers/spool.ts";
@@ -57,6 +59,9 @@ describe("a refused mark write", () => {
     const open = issues(r.spool.db, WRITE_FAILED_ISSUE);
     expect(open).toHaveLength(1);
     expect(open[0]).toMatchObject({ kind: "spool", state: "open" });
+    // The heartbeat carries the count to /metrics, served by another process (the intake).
+    const metrics = renderSpoolMetrics(r.spool, r.config, join(r.home, "spool.db"), { now: r.clock.now() });
+    expect(metrics).toMatch(/^hookspool_dispatcher_caught_errors_total\{component="dispatcher",class="SQLITE_READONLY"\} [1-9]\d*$/m);
   });
 });
 
