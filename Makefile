@@ -29,7 +29,9 @@ run: build
 	@if [ ! -f "$(HOME_DIR)/config.toml" ]; then $(BIN) --home "$(HOME_DIR)" init; fi
 	$(BIN) --home "$(HOME_DIR)" run
 
+# The type check first (a few seconds), then the whole suite on two workers.
 test: deps
+	tsc --noEmit -p .
 	bun test --parallel=2
 
 typecheck: deps

@@ -31,3 +31,16 @@ test("make build runs the build once, and again only after a source changes", ()
   make();
   expect(builds()).toBe(2);
 });
+
+test("`bun run test` runs what `make test` runs: the type check, then the suite", async () => {
+  const root = join(import.meta.dir, "..");
+  const makefile = readFileSync(join(root, "Makefile"), "utf8");
+  const recipe = /^test:.*\n((?:\t.*\n)+)/m.exec(makefile)?.[1] ?? "";
+  const commands = recipe
+    .split("\n")
+    .map((l) => l.trim())
+    .filter(Boolean);
+  expect(commands).toEqual(["tsc --noEmit -p .", "bun test --parallel=2"]);
+  const pkg = JSON.parse(readFileSync(join(root, "package.json"), "utf8"));
+  expect(pkg.scripts.test).toBe(commands.join(" && "));
+});
