@@ -7,7 +7,7 @@ import { Dispatcher } from "../dispatch/loop.ts";
 import { Maintenance } from "../dispatch/maintenance.ts";
 import { HookspoolError } from "../errors.ts";
 import { Intake } from "../intake/server.ts";
-import { createLogger, type Logger } from "../obs/log.ts";
+import { createLogger, type Logger } from "../log.ts";
 import { openSpool, quickCheck, type Spool } from "../store/db.ts";
 import { acquireLock, type FileLock } from "../store/lock.ts";
 import { effectiveNow, instanceId } from "../store/meta.ts";

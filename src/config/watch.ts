@@ -2,7 +2,7 @@
 // (every tick): a bad file keeps the previous config and opens config:file; a good one resolves it.
 import { statSync } from "node:fs";
 import { HookspoolError } from "../errors.ts";
-import type { Logger } from "../obs/log.ts";
+import type { Logger } from "../log.ts";
 import type { Spool } from "../store/db.ts";
 import { raiseIssue, resolveIssue } from "../store/issues.ts";
 import { loadConfig, type LoadOptions } from "./load.ts";

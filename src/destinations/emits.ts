@@ -2,7 +2,7 @@
 // as {"enqueue" is an emit and must be valid UTF-8 and JSON, or the attempt fails as bad emit;
 // every other line is the script's own output and is ignored. Field rules (source, key, ...)
 // are the intake's, applied by the dispatcher when it enqueues.
-import type { EmitRequest } from "./types.ts";
+import type { EmitRequest } from "../delivery.ts";
 
 // Any spacing, and double, single or no quotes around the name: a script that meant to emit
 // and got the syntax wrong must fail loudly rather than have its emit silently ignored.

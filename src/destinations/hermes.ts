@@ -7,7 +7,7 @@ import type { Env } from "../config/secrets.ts";
 import { AttemptDeadline, type Answer, isAnswer, post } from "./request.ts";
 import { namedHeaderProblems, outboundHeaders, usableSecret } from "./signing.ts";
 import { outcomeForStatus, statusLine } from "./status-map.ts";
-import { type DeliveryContext, type Destination, type Idempotency, outcome, type Outcome } from "./types.ts";
+import { type DeliveryContext, type Destination, type Idempotency, outcome, type Outcome } from "../delivery.ts";
 import { deliverEach } from "./unwrap.ts";
 
 export interface HermesDestinationOptions {

@@ -6,7 +6,7 @@ import type { SecretRef } from "../config/types.ts";
 import { AttemptDeadline, isAnswer, post } from "./request.ts";
 import { isReservedHeader, namedHeaderProblems, outboundHeaders, readSecrets, secretProblems, validHeaderName, wireSafe } from "./signing.ts";
 import { outcomeForStatus } from "./status-map.ts";
-import { type DeliveryContext, type Destination, type Idempotency, outcome, type Outcome } from "./types.ts";
+import { type DeliveryContext, type Destination, type Idempotency, outcome, type Outcome } from "../delivery.ts";
 import { deliverEach } from "./unwrap.ts";
 
 export interface HttpDestinationOptions {

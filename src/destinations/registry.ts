@@ -8,7 +8,7 @@ import type { Config, SecretRef } from "../config/types.ts";
 import { HermesDestination } from "./hermes.ts";
 import { HttpDestination } from "./http.ts";
 import { ScriptDestination } from "./script.ts";
-import type { Destination } from "./types.ts";
+import type { Destination } from "../delivery.ts";
 
 export interface RegistryOptions {
   /** The dispatcher's environment: { env } secret refs, HOME for ~, and a script's PATH/HOME/LANG. */

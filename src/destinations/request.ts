@@ -2,7 +2,7 @@
 // every request is bounded in total time by min(timeout_s, ctx.deadline), DNS and connect
 // included, with a watchdog, so a stalled or dripping receiver cannot hold a worker past its lease).
 import { outcomeForError } from "./status-map.ts";
-import { type DeliveryContext, outcome, type Outcome } from "./types.ts";
+import { type DeliveryContext, outcome, type Outcome } from "../delivery.ts";
 
 /** The part of an answer a destination reads. The body is capped and never stored or logged. */
 export interface Answer {

@@ -6,7 +6,7 @@ import { resolve } from "node:path";
 import { expandPath } from "../config/load.ts";
 import { type Env, parseEnvFile } from "../config/secrets.ts";
 import { parseEmits } from "./emits.ts";
-import { type DeliveryContext, type Destination, type Idempotency, outcome, type Outcome } from "./types.ts";
+import { type DeliveryContext, type Destination, type Idempotency, outcome, type Outcome } from "../delivery.ts";
 
 export interface ScriptDestinationOptions {
   /** "script:<name>" */

@@ -5,7 +5,7 @@ import type { SecretRef } from "../config/types.ts";
 import { isHookspoolError } from "../errors.ts";
 import { hmac, signingKey, standardWebhooksSignature } from "../plugin/verify.ts";
 import { VERSION } from "../version.ts";
-import { outcome, type Outcome } from "./types.ts";
+import { outcome, type Outcome } from "../delivery.ts";
 
 /** The headers hookspool sets on every delivery (lower case); nothing configured may replace them. */
 export const HOOKSPOOL_HEADERS: ReadonlySet<string> = new Set([

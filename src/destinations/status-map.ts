@@ -2,7 +2,7 @@
 // table, 14.2 status-mapping bullet). Reasons are fixed short phrases and details hold only a
 // status, a standard reason phrase and an error code: never a URL, a header value, a response
 // body (a receiver may echo our payload) or a secret.
-import { outcome, type Outcome } from "./types.ts";
+import { outcome, type Outcome } from "../delivery.ts";
 
 /** hermes maps a 3xx to config (its base URL is wrong), http to permanent (spec 14.2). */
 export type Flavor = "http" | "hermes";

@@ -2,7 +2,7 @@
 // order, each with the event's stored payload as its body and a per-event webhook-id; the
 // attempt stops at the first failure, which is classified exactly as a document's would be.
 import type { AttemptDeadline } from "./request.ts";
-import { type DeliveryContext, deliveryId, outcome, type Outcome, type StoredEvent } from "./types.ts";
+import { type DeliveryContext, deliveryId, outcome, type Outcome, type StoredEvent } from "../delivery.ts";
 
 /** One event's request, as the destination sends it. */
 export interface EventRequest {

@@ -4,7 +4,7 @@
 import type { Config } from "../config/types.ts";
 import type { Env } from "../config/load.ts";
 import { caughtFault } from "../obs/faults.ts";
-import type { Logger } from "../obs/log.ts";
+import type { Logger } from "../log.ts";
 import type { Spool } from "../store/db.ts";
 import { alertSlotFree, type IssueRow, issuesToAlert, markAlerted } from "../store/issues.ts";
 

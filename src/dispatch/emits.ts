@@ -4,7 +4,7 @@
 import { destinationProblem } from "../config/destinations.ts";
 import { eventCopies, type IntakeSource } from "../config/sources.ts";
 import type { Config } from "../config/types.ts";
-import type { EmitRequest } from "../destinations/types.ts";
+import type { EmitRequest } from "../delivery.ts";
 import { HookspoolError } from "../errors.ts";
 import { makeRequest } from "../intake/request.ts";
 import { type NewEvent, validateNewEvent } from "../store/enqueue.ts";

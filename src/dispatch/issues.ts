@@ -1,6 +1,6 @@
 // Which delivery outcomes open or resolve which issue (spec 11.4), written in the mark's transaction.
 import type { Database } from "bun:sqlite";
-import type { Outcome } from "../destinations/types.ts";
+import type { Outcome } from "../delivery.ts";
 import { raiseIssueTx, resolveIssueTx } from "../store/issues.ts";
 
 /** Reason classes that a later success on the destination resolves by itself. */

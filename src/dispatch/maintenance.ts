@@ -7,7 +7,7 @@ import type { Config } from "../config/types.ts";
 import { diskFreeBytes } from "../obs/disk.ts";
 import { silentFor } from "../obs/status.ts";
 import { caughtFault, isSpoolWriteError, WRITE_FAILED_ISSUE, WriteFailures } from "../obs/faults.ts";
-import type { Logger } from "../obs/log.ts";
+import type { Logger } from "../log.ts";
 import type { Spool } from "../store/db.ts";
 import { getIssueByFingerprint, raiseIssue, resolveIssue } from "../store/issues.ts";
 import { getMetaNumber, setMeta } from "../store/meta.ts";

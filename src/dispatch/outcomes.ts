@@ -2,7 +2,7 @@
 // breaker, applied as one fenced transaction with the issues it opens or resolves.
 import type { Database } from "bun:sqlite";
 import type { Rng } from "../clock.ts";
-import type { Outcome } from "../destinations/types.ts";
+import type { Outcome } from "../delivery.ts";
 import { consecutiveThrottles, previousBadEmit, transportStrikes } from "../store/attempts.ts";
 import { type AttemptRecord, type Claim, markDead, markDelivered, markRetry } from "../store/batches.ts";
 import type { Spool } from "../store/db.ts";

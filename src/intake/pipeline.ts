@@ -5,7 +5,7 @@ import type { Clock } from "../clock.ts";
 import { eventCopies, type IntakeSource, NO_SECRETS } from "../config/sources.ts";
 import type { Config } from "../config/types.ts";
 import type { WriteFailures } from "../obs/faults.ts";
-import type { Logger } from "../obs/log.ts";
+import type { Logger } from "../log.ts";
 import { isHookspoolError } from "../errors.ts";
 import { BadPayload, type Request, type Response, type SourcePlugin } from "../plugin/types.ts";
 import type { Spool } from "../store/db.ts";

@@ -6,7 +6,7 @@ import type { Env, LoadOptions } from "../config/load.ts";
 import { ConfigWatcher } from "../config/watch.ts";
 import type { Config, LoadedConfig } from "../config/types.ts";
 import { HookspoolError } from "../errors.ts";
-import type { Logger } from "../obs/log.ts";
+import type { Logger } from "../log.ts";
 import { caughtFault, WriteFailures } from "../obs/faults.ts";
 import { renderSpoolMetrics } from "../obs/metrics.ts";
 import { openSpool, requireCurrentSchema, type Spool } from "../store/db.ts";

@@ -3,7 +3,7 @@
 // a refused write, the spool issue that tells the operator.
 import type { Spool } from "../store/db.ts";
 import { raiseIssue } from "../store/issues.ts";
-import type { LogFields, Logger } from "./log.ts";
+import type { LogFields, Logger } from "../log.ts";
 
 /** The class of a caught error: SQLite's or the OS's code (SQLITE_FULL, ENOSPC), else its name. */
 export function errorClass(e: unknown): string {

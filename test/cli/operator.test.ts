@@ -7,7 +7,7 @@ import { createHmac } from "node:crypto";
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { type FakeClock, systemClock } from "../../src/clock.ts";
-import { outcome } from "../../src/destinations/types.ts";
+import { outcome } from "../../src/delivery.ts";
 import { claimBatch } from "../../src/store/batches.ts";
 import { computeContentHash } from "../../src/store/content.ts";
 import { quarantine } from "../../src/store/enqueue.ts";

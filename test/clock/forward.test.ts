@@ -6,9 +6,9 @@
 import { expect, test } from "bun:test";
 import { seededRng } from "../../src/clock.ts";
 import { loadConfig } from "../../src/config/load.ts";
-import { type Outcome, outcome } from "../../src/destinations/types.ts";
+import { type Outcome, outcome } from "../../src/delivery.ts";
 import { Dispatcher } from "../../src/dispatch/loop.ts";
-import { createLogger } from "../../src/obs/log.ts";
+import { createLogger } from "../../src/log.ts";
 import { getMetaNumber } from "../../src/store/meta.ts";
 import { batchIdOf, down, fakeDestination, ok, rig } from "../helpers/dispatch.ts";
 import { T0 } from "../helpers/spool.ts";

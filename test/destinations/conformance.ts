@@ -1,7 +1,7 @@
 // The one destination suite (STYLE.md rule 7): every type runs the same cases through a harness
 // that knows how to stand up its kind of receiver.
 import { describe, expect, test } from "bun:test";
-import type { DeliveryContext, Destination } from "../../src/destinations/types.ts";
+import type { DeliveryContext, Destination } from "../../src/delivery.ts";
 import { documentFor, events, leaks, makeCtx, SENTINEL, timed } from "./support.ts";
 
 /** What the receiver got, whatever the transport (headers for HTTP, env and stdin for scripts). */

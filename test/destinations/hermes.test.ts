@@ -6,7 +6,7 @@ import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { Webhook } from "standardwebhooks";
 import { HermesDestination, type HermesDestinationOptions } from "../../src/destinations/hermes.ts";
-import { deliveryId } from "../../src/destinations/types.ts";
+import { deliveryId } from "../../src/delivery.ts";
 import { VERSION } from "../../src/version.ts";
 import { tempDir } from "../helpers/tmp.ts";
 import { documentFor, events, type Hit, json, makeCtx, nowClock, stub } from "./support.ts";

@@ -6,7 +6,7 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { Webhook } from "standardwebhooks";
 import { HttpDestination, type HttpDestinationOptions } from "../../src/destinations/http.ts";
-import { deliveryId } from "../../src/destinations/types.ts";
+import { deliveryId } from "../../src/delivery.ts";
 import { VERSION } from "../../src/version.ts";
 import { tempDir } from "../helpers/tmp.ts";
 import { documentFor, events, makeCtx, stub, timed } from "./support.ts";

@@ -4,8 +4,8 @@ import { afterAll } from "bun:test";
 import { chmodSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { FakeClock, systemClock } from "../../src/clock.ts";
-import { type DeliveryContext, type Outcome, type StoredEvent } from "../../src/destinations/types.ts";
-import type { Logger } from "../../src/obs/log.ts";
+import { type DeliveryContext, type Outcome, type StoredEvent } from "../../src/delivery.ts";
+import type { Logger } from "../../src/log.ts";
 
 /** Planted in payloads and secrets: it must never show up in a reason or a detail. */
 export const SENTINEL = "S3NT1NEL-7f3a";

@@ -7,7 +7,7 @@ import { join } from "node:path";
 import { Webhook } from "standardwebhooks";
 import { HermesDestination } from "../../src/destinations/hermes.ts";
 import { HttpDestination } from "../../src/destinations/http.ts";
-import type { Destination } from "../../src/destinations/types.ts";
+import type { Destination } from "../../src/delivery.ts";
 import { tempDir } from "../helpers/tmp.ts";
 import { documentFor, events, type Hit, json, makeCtx, stub, timed } from "./support.ts";
 

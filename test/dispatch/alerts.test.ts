@@ -10,7 +10,7 @@ import { alertText, runAlerts } from "../../src/dispatch/alerts.ts";
 import { Maintenance } from "../../src/dispatch/maintenance.ts";
 import { loadSources } from "../../src/config/sources.ts";
 import { buildStatus } from "../../src/obs/status.ts";
-import { createLogger } from "../../src/obs/log.ts";
+import { createLogger } from "../../src/log.ts";
 import { enqueue } from "../../src/store/enqueue.ts";
 import { raiseIssue, resolveIssue } from "../../src/store/issues.ts";
 import { getMetaNumber } from "../../src/store/meta.ts";

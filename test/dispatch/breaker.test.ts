@@ -3,7 +3,7 @@
 // and the poison rule (with a flaky receiver that must not poison healthy batches).
 import { describe, expect, test } from "bun:test";
 import { seededRng } from "../../src/clock.ts";
-import { outcome } from "../../src/destinations/types.ts";
+import { outcome } from "../../src/delivery.ts";
 import { pauseDestination, resumeDestination } from "../../src/store/destinations.ts";
 import { T0 } from "../helpers/spool.ts";
 import { batchIdOf, down, fakeDestination, ok, rig } from "../helpers/dispatch.ts";

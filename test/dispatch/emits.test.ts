@@ -3,7 +3,7 @@
 // plugin's event header reaches the destination too.
 import { describe, expect, test } from "bun:test";
 import { join } from "node:path";
-import { outcome } from "../../src/destinations/types.ts";
+import { outcome } from "../../src/delivery.ts";
 import { enqueue } from "../../src/store/enqueue.ts";
 import { batchIdOf, fakeDestination, ok, rig } from "../helpers/dispatch.ts";
 import { copy, ev } from "../helpers/spool.ts";

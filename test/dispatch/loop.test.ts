@@ -3,7 +3,7 @@
 import { describe, expect, test } from "bun:test";
 import { backoffS, retryDelayS } from "../../src/dispatch/backoff.ts";
 import { seededRng } from "../../src/clock.ts";
-import { outcome } from "../../src/destinations/types.ts";
+import { outcome } from "../../src/delivery.ts";
 import { claimBatch, recoverLeases } from "../../src/store/batches.ts";
 import { pauseDestination, resumeDestination } from "../../src/store/destinations.ts";
 import { getMetaNumber } from "../../src/store/meta.ts";

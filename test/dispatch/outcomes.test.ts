@@ -3,7 +3,7 @@
 import { describe, expect, test } from "bun:test";
 import { utimesSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { outcome } from "../../src/destinations/types.ts";
+import { outcome } from "../../src/delivery.ts";
 import { T0 } from "../helpers/spool.ts";
 import { batchIdOf, fakeDestination, ok, rig } from "../helpers/dispatch.ts";
 

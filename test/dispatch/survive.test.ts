@@ -6,7 +6,7 @@ import { describe, expect, test } from "bun:test";
 import { parseConfig } from "../../src/config/load.ts";
 import { Maintenance } from "../../src/dispatch/maintenance.ts";
 import { faultCounts, WRITE_FAILED_ISSUE } from "../../src/obs/faults.ts";
-import { createLogger } from "../../src/obs/log.ts";
+import { createLogger } from "../../src/log.ts";
 import { renderSpoolMetrics } from "../../src/obs/metrics.ts";
 import { join } from "node:path";
 import { batchIdOf, down, fakeDestination, ok, rig } from "../helpers/dispatch.ts";

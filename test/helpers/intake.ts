@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { FakeClock } from "../../src/clock.ts";
 import { loadConfig } from "../../src/config/load.ts";
 import { Intake } from "../../src/intake/server.ts";
-import { createLogger } from "../../src/obs/log.ts";
+import { createLogger } from "../../src/log.ts";
 import { openSpool, type Spool } from "../../src/store/db.ts";
 import { migrate } from "../../src/store/migrate.ts";
 import { T0 } from "./spool.ts";

@@ -1,6 +1,6 @@
 // Every log line any in-process logger writes during the test run, and the sentinels that must
 // never appear in one (spec 10: no secrets, bodies or headers in logs).
-import { setLogSink } from "../../src/obs/log.ts";
+import { setLogSink } from "../../src/log.ts";
 
 /** Planted in secrets by the tests: never in a log line or a database column. */
 export const SECRET_SENTINEL = "SECRETSENTINEL9c1f";

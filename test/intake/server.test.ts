@@ -8,7 +8,7 @@ import { FakeClock } from "../../src/clock.ts";
 import { loadConfig } from "../../src/config/load.ts";
 import { isHookspoolError } from "../../src/errors.ts";
 import { Intake, parseListen } from "../../src/intake/server.ts";
-import { createLogger } from "../../src/obs/log.ts";
+import { createLogger } from "../../src/log.ts";
 import { openSpool } from "../../src/store/db.ts";
 import { migrate } from "../../src/store/migrate.ts";
 import { LOG_LINES, startIntake } from "../helpers/intake.ts";
@@ -422,7 +422,7 @@ describe("logs (spec 11.3)", () => {
 
   test("JSON lines carry the fixed fields and nothing else", () => {
     const lines: string[] = [];
-    const { setLogSink } = require("../../src/obs/log.ts") as typeof import("../../src/obs/log.ts");
+    const { setLogSink } = require("../../src/log.ts") as typeof import("../../src/log.ts");
     const restore = setLogSink((l) => lines.push(l));
     try {
       const log = createLogger("intake", { json: true, clock: new FakeClock(5) });

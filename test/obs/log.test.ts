@@ -2,7 +2,7 @@
 // one carrying how many were held back; distinct reasons never hide each other.
 import { expect, test } from "bun:test";
 import { FakeClock } from "../../src/clock.ts";
-import { createLogger, REPEAT_WINDOW_S, RepeatLimiter } from "../../src/obs/log.ts";
+import { createLogger, REPEAT_WINDOW_S, RepeatLimiter } from "../../src/log.ts";
 import { LOG_LINES } from "../helpers/intake.ts";
 
 test("RepeatLimiter: the first goes out, the rest of the window are counted, the next says how many", () => {

@@ -3,7 +3,7 @@
 // offending line is checked here, inside expect().toThrow(), so the checked counter moves past
 // it and the global afterEach of this test sees nothing new.
 import { expect, test } from "bun:test";
-import { createLogger } from "../../src/obs/log.ts";
+import { createLogger } from "../../src/log.ts";
 import { assertNoSentinelInNewLogs, LOG_LINES, PAYLOAD_SENTINEL, SECRET_SENTINEL } from "../helpers/logs.ts";
 
 const log = createLogger("sentinel-test");

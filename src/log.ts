@@ -2,7 +2,7 @@
 // Only ids, names, sizes, states, codes and durations: the field set is closed, so a body, a
 // header value, a secret or a query string has nowhere to go.
 import { createConsola, type ConsolaInstance, type LogObject } from "consola";
-import { type Clock, systemClock } from "../clock.ts";
+import { type Clock, systemClock } from "./clock.ts";
 
 export interface LogFields {
   source?: string;

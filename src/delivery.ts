@@ -1,7 +1,8 @@
-// The destination seam (spec 14.2): one class per type behind this interface, one conformance
-// suite for all of them.
-import type { Clock } from "../clock.ts";
-import type { Logger } from "../obs/log.ts";
+// The seam between the dispatcher and the destinations: what a destination is given (the
+// document, the stored events, a deadline) and what it answers (an Outcome). The dispatcher
+// and every destination type import it; neither imports the other.
+import type { Clock } from "./clock.ts";
+import type { Logger } from "./log.ts";
 
 /** How a batch attempt ended (spec 6.5). */
 export type OutcomeKind = "ok" | "retry" | "dead";
