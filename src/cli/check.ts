@@ -2,7 +2,7 @@
 // ExecStartPre), and touch config.toml so the intake and the dispatcher reload together.
 import { existsSync, statSync, utimesSync } from "node:fs";
 import type { CommandDef } from "citty";
-import { checkConfigFile, type CheckReport } from "../config/check.ts";
+import { checkConfigFile, type CheckReport } from "../check/check.ts";
 import type { ConfigProblem } from "../config/types.ts";
 import { HookspoolError } from "../errors.ts";
 import { type Cli, GLOBAL_ARGS } from "./context.ts";

@@ -12,7 +12,7 @@ import { openSpool, quickCheck, type Spool } from "../store/db.ts";
 import { acquireLock, type FileLock } from "../store/lock.ts";
 import { effectiveNow, instanceId } from "../store/meta.ts";
 import { migrate } from "../store/migrate.ts";
-import { checkConfigFile } from "../config/check.ts";
+import { checkConfigFile } from "../check/check.ts";
 import { problemLine } from "./check.ts";
 import { type Cli, GLOBAL_ARGS, loadFor } from "./context.ts";
 import { visible } from "./format.ts";

@@ -3,7 +3,7 @@
 import { describe, expect, test } from "bun:test";
 import { chmodSync, chownSync, closeSync, mkdirSync, openSync, readFileSync, statSync, writeFileSync, writeSync } from "node:fs";
 import { join } from "node:path";
-import { checkConfig, checkConfigFile } from "../../src/config/check.ts";
+import { checkConfig, checkConfigFile } from "../../src/check/check.ts";
 import { loadConfig } from "../../src/config/load.ts";
 import { renderStarterConfig } from "../../src/config/starter.ts";
 import type { ConfigProblem } from "../../src/config/types.ts";

@@ -6,14 +6,14 @@ import { dirname, isAbsolute, join, resolve } from "node:path";
 import { parse as parseToml } from "smol-toml";
 import { isHookspoolError } from "../errors.ts";
 import { isLoopback } from "../intake/request.ts";
-import { loadSources } from "./sources.ts";
+import { loadSources } from "../config/sources.ts";
 import { openSpool, quickCheck, requireCurrentSchema, schemaVersion, type Spool } from "../store/db.ts";
 import { LATEST_SCHEMA } from "../store/migrations.ts";
-import { type PluginFacts, routeProblems } from "./check-routes.ts";
-import { ConfigError, DEFAULT_HOME, type Env, expandPath, loadConfig, parseConfig } from "./load.ts";
-import { isTable, quoteKey } from "./parse.ts";
-import { describeSecretRef, resolveSecret } from "./secrets.ts";
-import type { Config, ConfigProblem, LoadedConfig, Paths, SecretRef } from "./types.ts";
+import { type PluginFacts, routeProblems } from "./routes.ts";
+import { ConfigError, DEFAULT_HOME, type Env, expandPath, loadConfig, parseConfig } from "../config/load.ts";
+import { isTable, quoteKey } from "../config/parse.ts";
+import { describeSecretRef, resolveSecret } from "../config/secrets.ts";
+import type { Config, ConfigProblem, LoadedConfig, Paths, SecretRef } from "../config/types.ts";
 
 export interface CheckDeps {
   /** The environment the services run with: { env } secret refs, HOME for ~. */

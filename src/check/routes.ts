@@ -5,12 +5,12 @@ import { systemClock } from "../clock.ts";
 import { readRoute } from "../destinations/hermes.ts";
 import { makeDestination } from "../destinations/registry.ts";
 import { HOOKSPOOL_HEADERS, isReservedHeader, usableSecret, validHeaderName } from "../destinations/signing.ts";
-import { destinationProblem, destinationSettings, destinationType } from "./destinations.ts";
-import { type Env, expandPath } from "./load.ts";
-import { quoteKey } from "./parse.ts";
-import { MAX_TEES } from "./routes.ts";
-import type { Config, ConfigProblem, RouteConfig } from "./types.ts";
-import { windowFor } from "./windows.ts";
+import { destinationProblem, destinationSettings, destinationType } from "../config/destinations.ts";
+import { type Env, expandPath } from "../config/load.ts";
+import { quoteKey } from "../config/parse.ts";
+import { MAX_TEES } from "../config/routes.ts";
+import type { Config, ConfigProblem, RouteConfig } from "../config/types.ts";
+import { windowFor } from "../config/windows.ts";
 
 /** What check needs to know about a loaded source plugin. */
 export interface PluginFacts {
