@@ -5,7 +5,7 @@ import { readFileSync, statSync, type Stats } from "node:fs";
 import { dirname, isAbsolute, join, resolve } from "node:path";
 import { parse as parseToml } from "smol-toml";
 import { isHookspoolError } from "../errors.ts";
-import { isLoopback } from "../intake/request.ts";
+import { isLoopback } from "../plugin/hook-request.ts";
 import { loadSources } from "../config/sources.ts";
 import { openSpool, quickCheck, requireCurrentSchema, schemaVersion, type Spool } from "../store/db.ts";
 import { LATEST_SCHEMA } from "../store/migrations.ts";

@@ -5,7 +5,7 @@ import type { CommandDef } from "citty";
 import { destinationProblem } from "../config/destinations.ts";
 import { eventCopies, loadSources } from "../config/sources.ts";
 import { HookspoolError } from "../errors.ts";
-import { makeRequest } from "../intake/request.ts";
+import { hookRequest } from "../plugin/hook-request.ts";
 import { enqueue } from "../store/enqueue.ts";
 import { type Cli, GLOBAL_ARGS, loadFor, openExisting } from "./context.ts";
 import { visible } from "./format.ts";
@@ -48,7 +48,7 @@ export function enqueueCommand(cli: Cli): CommandDef {
       const override = args.destination ? String(args.destination) : undefined;
       // Routed as the intake routes a request: the source plugin's attrs, action and span count.
       const plugins = await loadSources({ ...config, sources: { [source]: src } }, { configDir: dirname(paths.config ?? paths.home), env: cli.io.env, file: paths.config ?? "config.toml" });
-      const req = makeRequest({ method: "POST", url: `/hooks/${source}`, headers: [["content-type", "application/json"]], body, peer: "cli", now: cli.clock.now() });
+      const req = hookRequest({ method: "POST", url: `/hooks/${source}`, headers: [["content-type", "application/json"]], body, peer: "cli", now: cli.clock.now() });
       let copies: ReturnType<typeof eventCopies>["copies"];
       try {
         copies = eventCopies(config, source, plugins.get(source), { payload: JSON.parse(text), req, eventType, destinationOverride: override }).copies;

@@ -5,7 +5,8 @@ import { dirname, resolve } from "node:path";
 import type { CommandDef } from "citty";
 import { HookspoolError } from "../errors.ts";
 import { evaluate } from "../intake/pipeline.ts";
-import { makeRequest, parseHttpCapture } from "../intake/request.ts";
+import { hookRequest } from "../plugin/hook-request.ts";
+import { parseHttpCapture } from "../intake/captures.ts";
 import { loadSources } from "../config/sources.ts";
 import { type Cli, GLOBAL_ARGS, loadFor } from "./context.ts";
 import { visible } from "./format.ts";
@@ -40,7 +41,7 @@ function testCommand(cli: Cli): CommandDef {
         report.answer = { status: 413 };
         code = 1;
       } else {
-        const req = makeRequest({ ...capture, peer: "127.0.0.1", now });
+        const req = hookRequest({ ...capture, peer: "127.0.0.1", now });
         const ev = await evaluate(loaded.config, src, req);
         report.outcome = ev.kind;
         switch (ev.kind) {

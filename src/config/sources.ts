@@ -6,7 +6,7 @@ import { isAbsolute, resolve } from "node:path";
 import { pathToFileURL } from "node:url";
 import { HookspoolError } from "../errors.ts";
 import { checkTemplate, type TemplateSettings, templateHeaders, templateSource } from "../plugin/template.ts";
-import type { Request, Secrets, SourcePlugin } from "../plugin/types.ts";
+import type { HookRequest, Secrets, SourcePlugin } from "../plugin/types.ts";
 import { ConfigError, type Env } from "./load.ts";
 import { quoteKey } from "./parse.ts";
 import { type ResolveOptions, type RouteCopy, resolveCopies } from "./routes.ts";
@@ -178,7 +178,7 @@ export interface Routing {
   /** The payload as the plugin reads it. */
   payload: unknown;
   /** The request it came in (or, for an emit or `hookspool enqueue`, one made from the payload). */
-  req: Request;
+  req: HookRequest;
   eventType: string;
   /** Send the primary copy here instead (hookspool enqueue --destination, an emit's destination). */
   destinationOverride?: ResolveOptions["destinationOverride"];

@@ -4,7 +4,7 @@
 import { readFileSync } from "node:fs";
 import { expandPath } from "../config/load.ts";
 import type { Env } from "../config/secrets.ts";
-import { AttemptDeadline, type Answer, isAnswer, post } from "./request.ts";
+import { AttemptDeadline, type Received, isReceived, post } from "./post.ts";
 import { namedHeaderProblems, outboundHeaders, usableSecret } from "./signing.ts";
 import { outcomeForStatus, statusLine } from "./status-map.ts";
 import { type DeliveryContext, type Destination, type Idempotency, outcome, type Outcome } from "../delivery.ts";
@@ -89,7 +89,7 @@ function isSet(v: unknown): boolean {
 }
 
 /** The outcome of a gateway answer (issue 4's Hermes facts, spec 14.2 hermes bullet). */
-export function hermesOutcome(a: Answer, unwrapped: boolean, now: number): Outcome {
+export function hermesOutcome(a: Received, unwrapped: boolean, now: number): Outcome {
   const line = statusLine(a.status);
   if (a.status >= 200 && a.status < 300) {
     const status = answerStatus(a.text);
@@ -211,7 +211,7 @@ export class HermesDestination implements Destination {
       named,
     });
     const r = await post(url, headers, body, deadline);
-    if (!isAnswer(r)) return r;
+    if (!isReceived(r)) return r;
     return hermesOutcome(r, unwrapped, ctx.clock.now());
   }
 

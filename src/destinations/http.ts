@@ -3,7 +3,7 @@
 // redirects never followed, one total deadline per attempt.
 import type { Env } from "../config/secrets.ts";
 import type { SecretRef } from "../config/types.ts";
-import { AttemptDeadline, isAnswer, post } from "./request.ts";
+import { AttemptDeadline, isReceived, post } from "./post.ts";
 import { isReservedHeader, namedHeaderProblems, outboundHeaders, readSecrets, secretProblems, validHeaderName, wireSafe } from "./signing.ts";
 import { outcomeForStatus } from "./status-map.ts";
 import { type DeliveryContext, type Destination, type Idempotency, outcome, type Outcome } from "../delivery.ts";
@@ -131,7 +131,7 @@ export class HttpDestination implements Destination {
       named,
     });
     const r = await post(this.opts.url, headers, body, deadline);
-    if (!isAnswer(r)) return r;
+    if (!isReceived(r)) return r;
     return outcomeForStatus(r.status, r.headers.get("retry-after"), "http", ctx.clock.now());
   }
 

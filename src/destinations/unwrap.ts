@@ -1,7 +1,7 @@
 // Unwrap delivery (spec 6.4.1), shared by hermes and http: one request per event, in events.id
 // order, each with the event's stored payload as its body and a per-event webhook-id; the
 // attempt stops at the first failure, which is classified exactly as a document's would be.
-import type { AttemptDeadline } from "./request.ts";
+import type { AttemptDeadline } from "./post.ts";
 import { type DeliveryContext, deliveryId, outcome, type Outcome, type StoredEvent } from "../delivery.ts";
 
 /** One event's request, as the destination sends it. */

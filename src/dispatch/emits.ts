@@ -6,7 +6,7 @@ import { eventCopies, type IntakeSource } from "../config/sources.ts";
 import type { Config } from "../config/types.ts";
 import type { EmitRequest } from "../delivery.ts";
 import { HookspoolError } from "../errors.ts";
-import { makeRequest } from "../intake/request.ts";
+import { hookRequest } from "../plugin/hook-request.ts";
 import { type NewEvent, validateNewEvent } from "../store/enqueue.ts";
 
 const bad = (what: string) => new HookspoolError("E_INPUT", `emit: ${what}`);
@@ -33,7 +33,7 @@ export function resolveEmit(config: Config, sources: ReadonlyMap<string, IntakeS
   if (payload === undefined) throw bad("payload is not JSON");
   const eventType = e.event_type ?? "";
   const src = sources.get(e.source);
-  const req = makeRequest({ method: "POST", url: `/hooks/${e.source}`, headers: [["content-type", "application/json"]], body: utf8.encode(payload), peer: "emit", now });
+  const req = hookRequest({ method: "POST", url: `/hooks/${e.source}`, headers: [["content-type", "application/json"]], body: utf8.encode(payload), peer: "emit", now });
   let copies: NewEvent["copies"];
   try {
     copies = eventCopies(config, e.source, src, { payload: JSON.parse(payload), req, eventType, destinationOverride: e.destination }).copies;

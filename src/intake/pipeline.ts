@@ -7,13 +7,14 @@ import type { Config } from "../config/types.ts";
 import type { WriteFailures } from "../obs/faults.ts";
 import type { Logger } from "../log.ts";
 import { isHookspoolError } from "../errors.ts";
-import { BadPayload, type Request, type Response, type SourcePlugin } from "../plugin/types.ts";
+import { BadPayload, type HookRequest, type HookResponse, type SourcePlugin } from "../plugin/types.ts";
 import type { Spool } from "../store/db.ts";
 import { type EnqueueResult, enqueue, MAX_KEY_BYTES, quarantine } from "../store/enqueue.ts";
 import { testHook } from "../testhook.ts";
 import { type Backpressure, spoolFailure } from "./backpressure.ts";
 import type { IntakeMetrics, RejectReason } from "./metrics.ts";
-import { makeRequest, storableUrl } from "./request.ts";
+import { hookRequest } from "../plugin/hook-request.ts";
+import { storableUrl } from "./captures.ts";
 
 export interface PipelineDeps {
   spool: Spool;
@@ -37,7 +38,7 @@ export interface HookInput {
   readBody(cap: number): Promise<Uint8Array | "too_large">;
 }
 
-export interface Answer {
+export interface Reply {
   status: number;
   body: string | Uint8Array;
   headers: Record<string, string>;
@@ -46,9 +47,9 @@ export interface Answer {
 const JSON_TYPE = { "Content-Type": "application/json" };
 const utf8 = new TextEncoder();
 const VERIFY_FAILURES: ReadonlySet<string> = new Set(["missing_signature", "malformed", "mismatch", "stale", "future"]);
-const status = (s: string, code: number): Answer => ({ status: code, body: JSON.stringify({ status: s }), headers: JSON_TYPE });
-const empty = (code: number, headers: Record<string, string> = {}): Answer => ({ status: code, body: "", headers });
-const fromPlugin = (r: Response): Answer => ({ status: r.status, body: r.body ?? "", headers: r.headers ?? {} });
+const status = (s: string, code: number): Reply => ({ status: code, body: JSON.stringify({ status: s }), headers: JSON_TYPE });
+const empty = (code: number, headers: Record<string, string> = {}): Reply => ({ status: code, body: "", headers });
+const fromPlugin = (r: HookResponse): Reply => ({ status: r.status, body: r.body ?? "", headers: r.headers ?? {} });
 
 /** An exception's class name: the only part of a plugin error that is logged or stored. */
 function errorClass(e: unknown): string {
@@ -61,7 +62,7 @@ function lowerHeaders(headers: Iterable<[string, string]>): [string, string][] {
 }
 
 /** Handle POST /hooks/<instance> (or a route hint). */
-export async function handleHook(d: PipelineDeps, input: HookInput): Promise<Answer> {
+export async function handleHook(d: PipelineDeps, input: HookInput): Promise<Reply> {
   const src = d.sources().get(input.instance);
   if (!src) return empty(404);
   const { name } = src;
@@ -69,7 +70,7 @@ export async function handleHook(d: PipelineDeps, input: HookInput): Promise<Ans
   const get = (h: string) => headers.find(([k]) => k === h)?.[1] ?? null;
   // Refusals can come by the thousand (a flood, a full disk): identical lines are rate-limited
   // with a count, and every one is counted in /metrics.
-  const reject = (reason: RejectReason, answer: Answer, bytes?: number): Answer => {
+  const reject = (reason: RejectReason, answer: Reply, bytes?: number): Reply => {
     d.metrics.rejected1(name, reason);
     d.log.limited("warn", "rejected", { source: name, reason, status: answer.status, bytes, remote: input.peer });
     return answer;
@@ -86,7 +87,7 @@ export async function handleHook(d: PipelineDeps, input: HookInput): Promise<Ans
     if (read === "too_large") return reject("too_large", empty(413));
     body = read;
   }
-  const req = makeRequest({ method: input.method, url: input.url, headers, body, peer: input.peer, now: d.clock.now() });
+  const req = hookRequest({ method: input.method, url: input.url, headers, body, peer: input.peer, now: d.clock.now() });
   if (input.method === "POST" && d.backpressure.diskLow()) return reject("spool_full", empty(503, { "Retry-After": "60" }), body.length);
 
   const ev = await evaluate(d.config(), src, req);
@@ -148,7 +149,7 @@ export async function handleHook(d: PipelineDeps, input: HookInput): Promise<Ans
 
 /** What the plugin steps decided, before anything is written. */
 export type Evaluation =
-  | { kind: "answered"; response: Response; authenticated: boolean }
+  | { kind: "answered"; response: HookResponse; authenticated: boolean }
   | { kind: "method" }
   | { kind: "verify_error"; error: string }
   | { kind: "unverified"; reason: string }
@@ -166,7 +167,7 @@ export interface Classified {
  * challenge, ignore, classification and route resolution. Writes nothing, so `hookspool source
  * test` runs exactly this offline.
  */
-export async function evaluate(config: Config, src: IntakeSource, req: Request): Promise<Evaluation> {
+export async function evaluate(config: Config, src: IntakeSource, req: HookRequest): Promise<Evaluation> {
   const { plugin } = src;
   // A constant, secret-free handshake (Trello's HEAD) may answer before verify (spec 10).
   if (plugin.challengeUnauthenticated && plugin.challenge) {
@@ -194,7 +195,7 @@ export async function evaluate(config: Config, src: IntakeSource, req: Request):
  * of a quarantined request runs exactly these (it was verified when it arrived, and its
  * timestamp may be past the tolerance now).
  */
-export async function afterVerify(config: Config, src: IntakeSource, req: Request): Promise<Exclude<Evaluation, { kind: "method" | "verify_error" | "unverified" }>> {
+export async function afterVerify(config: Config, src: IntakeSource, req: HookRequest): Promise<Exclude<Evaluation, { kind: "method" | "verify_error" | "unverified" }>> {
   const { plugin } = src;
   try {
     // After verify: a handshake answer derived from the secret is no signing oracle now.
@@ -211,7 +212,7 @@ export async function afterVerify(config: Config, src: IntakeSource, req: Reques
 }
 
 /** Steps 4-6 for a verified request: what the plugin says, then where config sends it. */
-export function classify(config: Config, src: IntakeSource, req: Request): Classified {
+export function classify(config: Config, src: IntakeSource, req: HookRequest): Classified {
   const plugin: SourcePlugin = src.plugin;
   let payload: unknown;
   let payloadText: string;
@@ -269,7 +270,7 @@ export function quarantineReason(e: unknown): string {
 }
 
 /** Keep a verified request our code could not classify: 202 quarantined, never a 5xx (spec 9). */
-function quarantined(d: PipelineDeps, src: IntakeSource, req: Request, url: string, headers: [string, string][], e: unknown): Answer {
+function quarantined(d: PipelineDeps, src: IntakeSource, req: HookRequest, url: string, headers: [string, string][], e: unknown): Reply {
   const reason = quarantineReason(e);
   const allowed = new Set(src.quarantineHeaders);
   try {
@@ -293,7 +294,7 @@ function quarantined(d: PipelineDeps, src: IntakeSource, req: Request, url: stri
  * The spool could not take the write: 503, and the sender holds the event. Whatever
  * the free space says (a quota, inode exhaustion), the spool issue opens and alerts once.
  */
-function spoolRefused(d: PipelineDeps, source: string, reason: "busy" | "spool_full", e: unknown, bytes: number): Answer {
+function spoolRefused(d: PipelineDeps, source: string, reason: "busy" | "spool_full", e: unknown, bytes: number): Reply {
   if (reason === "spool_full") d.backpressure.writeFailed(`the last write was refused (${(e as { code?: string } | null)?.code ?? errorClass(e)})`);
   d.metrics.rejected1(source, reason);
   d.writeFailures.record("enqueue", e, { source, bytes });

@@ -6,7 +6,7 @@ import type { Config } from "../config/types.ts";
 import type { NewEvent } from "../store/enqueue.ts";
 import type { StoredRequest } from "../store/operator.ts";
 import { afterVerify, quarantineReason } from "./pipeline.ts";
-import { makeRequest } from "./request.ts";
+import { hookRequest } from "../plugin/hook-request.ts";
 
 /** A stored request the fixed plugin still cannot classify: the replay changes nothing. */
 export class StillQuarantined extends Error {
@@ -23,7 +23,7 @@ export class StillQuarantined extends Error {
 export async function reclassify(config: Config, src: IntakeSource, requests: StoredRequest[]): Promise<Map<number, NewEvent | null>> {
   const out = new Map<number, NewEvent | null>();
   for (const r of requests) {
-    const req = makeRequest({ method: "POST", url: r.url ?? `/hooks/${encodeURIComponent(src.name)}`, headers: Object.entries(r.headers), body: r.raw, peer: "replay", now: r.receivedAt });
+    const req = hookRequest({ method: "POST", url: r.url ?? `/hooks/${encodeURIComponent(src.name)}`, headers: Object.entries(r.headers), body: r.raw, peer: "replay", now: r.receivedAt });
     const ev = await afterVerify(config, src, req);
     if (ev.kind === "quarantine") throw new StillQuarantined(quarantineReason(ev.error));
     out.set(r.eventId, ev.kind === "classified" ? ev.event : null);

@@ -13,8 +13,8 @@ import { openSpool, requireCurrentSchema, type Spool } from "../store/db.ts";
 import { Backpressure } from "./backpressure.ts";
 import { Health } from "./health.ts";
 import { IntakeMetrics } from "./metrics.ts";
-import { type Answer, handleHook } from "./pipeline.ts";
-import { isLoopback } from "./request.ts";
+import { type Reply, handleHook } from "./pipeline.ts";
+import { isLoopback } from "../plugin/hook-request.ts";
 import { type IntakeSource, loadSources } from "../config/sources.ts";
 
 /** The intake checks config.toml's mtime this often (spec 15). */
@@ -91,7 +91,7 @@ function listenError(listen: string, e: unknown): HookspoolError {
   return new HookspoolError("E_CONFIG", `cannot listen on ${listen} (${code ?? (e instanceof Error ? e.name : "error")})`, { key: "intake.listen", hint });
 }
 
-function toResponse(a: Answer): globalThis.Response {
+function toResponse(a: Reply): globalThis.Response {
   return new Response(a.body, { status: a.status, headers: a.headers });
 }
 

@@ -1,9 +1,9 @@
 // Dedup id helpers for sources (spec 7): by header, by field, or by body hash.
 import { getText } from "./get-path.ts";
-import type { Request } from "./types.ts";
+import type { HookRequest } from "./types.ts";
 import { sha256Hex } from "./verify.ts";
 
-export type DedupFn = (payload: unknown, req: Request) => string | null;
+export type DedupFn = (payload: unknown, req: HookRequest) => string | null;
 
 /** A delivery id in a header (GitHub's X-GitHub-Delivery). */
 export function header(name: string): DedupFn {
@@ -16,6 +16,6 @@ export function field(path: string): DedupFn {
 }
 
 /** The body's SHA-256, for senders whose payloads carry no id (Plaid; keep its window short). */
-export function bodySha256(_payload: unknown, req: Request): string {
+export function bodySha256(_payload: unknown, req: HookRequest): string {
   return sha256Hex(req.body);
 }

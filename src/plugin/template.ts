@@ -2,7 +2,7 @@
 // service that sends a signed or tokened JSON POST.
 import { bodySha256 } from "./dedup.ts";
 import { getText } from "./get-path.ts";
-import { type Attrs, BadPayload, type Request, response, type SourcePlugin, type Verdict } from "./types.ts";
+import { type Attrs, BadPayload, type HookRequest, response, type SourcePlugin, type Verdict } from "./types.ts";
 import { hmacPrefixedWhy, sha256Hex, standardWebhooksWhy, staticTokenWhy, timestampedWhy } from "./verify.ts";
 
 export const TEMPLATE_KEYS = ["scheme", "header", "prefix", "param", "callback_url", "head_handshake", "key", "dedup", "ignore", "event_type", "attrs", "sender_retries"] as const;
@@ -108,7 +108,7 @@ function selectorOk(sel: string, dedup: boolean): boolean {
 }
 
 /** A selector's value for this request, or null when it is absent. */
-function select(sel: string, payload: unknown, req: Request): string | null {
+function select(sel: string, payload: unknown, req: HookRequest): string | null {
   if (sel.startsWith("header:")) return req.header(sel.slice(7));
   if (sel.startsWith("const:")) return sel.slice(6);
   return getText(payload, sel.startsWith("field:") ? sel.slice(6) : sel);
@@ -129,7 +129,7 @@ function concat(a: Uint8Array, b: string): Uint8Array {
  * signature header stands in for one (hashed: the column never holds a signature). Other
  * schemes have no default.
  */
-export function defaultDedup(t: Pick<TemplateSettings, "scheme" | "header">): ((payload: unknown, req: Request) => string | null) | undefined {
+export function defaultDedup(t: Pick<TemplateSettings, "scheme" | "header">): ((payload: unknown, req: HookRequest) => string | null) | undefined {
   if (t.scheme === "standard-webhooks") return (_p, req) => req.header("webhook-id") || req.header("svix-id") || null;
   if (t.scheme === "timestamped" && t.header) {
     const header = t.header;
@@ -141,7 +141,7 @@ export function defaultDedup(t: Pick<TemplateSettings, "scheme" | "header">): ((
   return undefined;
 }
 
-function dedupFor(t: TemplateSettings): ((payload: unknown, req: Request) => string | null) | undefined {
+function dedupFor(t: TemplateSettings): ((payload: unknown, req: HookRequest) => string | null) | undefined {
   if (t.dedup === "none") return undefined;
   if (t.dedup === "body_sha256") return bodySha256;
   if (t.dedup !== undefined) {
@@ -156,7 +156,7 @@ export function templateSource(t: TemplateSettings): SourcePlugin {
   const keySelectors = ([] as string[]).concat(t.key);
   const ignored = new Set(([] as string[]).concat(t.ignore ?? []));
   const prefix = t.prefix ?? "";
-  const verify = (req: Request, secret: string): Verdict => {
+  const verify = (req: HookRequest, secret: string): Verdict => {
     const h = t.header ? req.header(t.header) : null;
     const why = () => {
       switch (t.scheme) {
@@ -185,7 +185,7 @@ export function templateSource(t: TemplateSettings): SourcePlugin {
   const authHeaders: string[] = [];
   if (t.header) authHeaders.push(t.header);
   if (t.scheme === "standard-webhooks") authHeaders.push("webhook-signature");
-  const eventType = (payload: unknown, req: Request) => (t.event_type ? (select(t.event_type, payload, req) ?? "") : "");
+  const eventType = (payload: unknown, req: HookRequest) => (t.event_type ? (select(t.event_type, payload, req) ?? "") : "");
   return {
     secrets: ["secret"],
     authHeaders,

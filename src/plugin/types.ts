@@ -8,7 +8,7 @@ export type { VerifyFailure };
 // Requests and responses
 
 /** One inbound request as a source plugin sees it. */
-export interface Request {
+export interface HookRequest {
   readonly method: string;
   /** The path without the query string. */
   readonly path: string;
@@ -33,13 +33,13 @@ export interface Request {
 }
 
 /** What a challenge answers with (a handshake). */
-export interface Response {
+export interface HookResponse {
   status: number;
   body?: string | Uint8Array;
   headers?: Record<string, string>;
 }
 
-export function response(status: number, body: string | Uint8Array = "", headers: Record<string, string> = {}): Response {
+export function response(status: number, body: string | Uint8Array = "", headers: Record<string, string> = {}): HookResponse {
   return { status, body, headers };
 }
 
@@ -120,19 +120,19 @@ export interface SourcePlugin {
   /** Header that carries the event type on delivery (e.g. X-GitHub-Event). */
   eventHeader?: string;
 
-  verify(req: Request, secrets: Secrets): Verdict | Promise<Verdict>;
-  /** A Response answers and stops (nothing is enqueued); null continues. Runs after verify. */
-  challenge?(req: Request, secrets: Secrets): Response | null | undefined | Promise<Response | null | undefined>;
+  verify(req: HookRequest, secrets: Secrets): Verdict | Promise<Verdict>;
+  /** A response answers and stops (nothing is enqueued); null continues. Runs after verify. */
+  challenge?(req: HookRequest, secrets: Secrets): HookResponse | null | undefined | Promise<HookResponse | null | undefined>;
   /** A reason string means "ack with ignored, do not enqueue". */
-  ignore?(req: Request): string | null | undefined;
+  ignore?(req: HookRequest): string | null | undefined;
   /** The payload the destination receives; default: req.json() ({} for an empty body). */
-  payload?(req: Request): unknown;
-  key(payload: unknown, req: Request): string;
-  dedupId?(payload: unknown, req: Request): string | null | undefined;
-  eventType?(payload: unknown, req: Request): string;
-  attrs?(payload: unknown, req: Request): Attrs;
+  payload?(req: HookRequest): unknown;
+  key(payload: unknown, req: HookRequest): string;
+  dedupId?(payload: unknown, req: HookRequest): string | null | undefined;
+  eventType?(payload: unknown, req: HookRequest): string;
+  attrs?(payload: unknown, req: HookRequest): Attrs;
   /** Default destination; config's action overrides it. */
-  action?: string | ((payload: unknown, req: Request) => string);
+  action?: string | ((payload: unknown, req: HookRequest) => string);
 }
 
 /** Identity helper for type inference: `export default defineSource({...})`. */

@@ -13,9 +13,9 @@ import { parseConfig } from "../../src/config/load.ts";
 import { type IntakeSource, loadSources } from "../../src/config/sources.ts";
 import type { Config } from "../../src/config/types.ts";
 import { type Evaluation, evaluate } from "../../src/intake/pipeline.ts";
-import { makeRequest } from "../../src/intake/request.ts";
+import { hookRequest } from "../../src/plugin/hook-request.ts";
 import { checkTemplate, defaultDedup, SCHEMES, type Scheme, TEMPLATE_KEYS } from "../../src/plugin/template.ts";
-import type { Request } from "../../src/plugin/types.ts";
+import type { HookRequest } from "../../src/plugin/types.ts";
 import { enqueue } from "../../src/store/enqueue.ts";
 import { freshSpool, T0 } from "../helpers/spool.ts";
 import { tempDir } from "../helpers/tmp.ts";
@@ -238,9 +238,9 @@ const example = (name: string) => {
 
 const NOW = T0;
 
-function toRequest(w: Wire, now = NOW): Request {
+function toRequest(w: Wire, now = NOW): HookRequest {
   const body = new TextEncoder().encode(w.body);
-  return makeRequest({ method: w.method, url: w.url, headers: [...w.headers, ["Content-Length", String(body.length)]], body, peer: "127.0.0.1", now });
+  return hookRequest({ method: w.method, url: w.url, headers: [...w.headers, ["Content-Length", String(body.length)]], body, peer: "127.0.0.1", now });
 }
 
 /** What the sender would be answered (before the spool's own dedup). */
@@ -333,7 +333,7 @@ describe("the template source section of docs/config.md", () => {
       else expect(needs).toBe(missing.length ? missing.join(", ") : "nothing more");
       expect(dedup === "none").toBe(defaultDedup({ scheme, header: "X-Sig" }) === undefined);
     }
-    const req = (headers: Record<string, string>) => makeRequest({ method: "POST", url: "/", headers: Object.entries(headers), body: new Uint8Array(), peer: "127.0.0.1", now: NOW });
+    const req = (headers: Record<string, string>) => hookRequest({ method: "POST", url: "/", headers: Object.entries(headers), body: new Uint8Array(), peer: "127.0.0.1", now: NOW });
     const sw = defaultDedup({ scheme: "standard-webhooks" });
     expect([sw?.({}, req({ "webhook-id": "msg_1" })), sw?.({}, req({ "svix-id": "msg_2" }))]).toEqual(["msg_1", "msg_2"]);
     const signature = "t=1714564800,v1=abc";

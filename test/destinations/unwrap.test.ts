@@ -13,11 +13,11 @@ import { documentFor, events, type Hit, json, makeCtx, stub, timed } from "./sup
 
 const SECRET = "unwrap-route-secret";
 
-type Answer = (hit: Hit, n: number) => Response | Promise<Response>;
+type Received = (hit: Hit, n: number) => Response | Promise<Response>;
 
 interface Kind {
   label: string;
-  make(answer: Answer, o?: { maxBodyBytes?: number }): { dest: Destination; hits: Hit[] };
+  make(answer: Received, o?: { maxBodyBytes?: number }): { dest: Destination; hits: Hit[] };
   ok: () => Response;
 }
 

@@ -1,7 +1,7 @@
 // What a quarantined request keeps of its URL: the path and every parameter that cannot carry a
 // secret, so a replay sees the query as the plugin did and the database never holds a token.
 import { expect, test } from "bun:test";
-import { storableUrl } from "../../src/intake/request.ts";
+import { storableUrl } from "../../src/intake/captures.ts";
 
 test("secret-bearing parameters are left out; the rest keep their order", () => {
   expect(storableUrl("/hooks/g", [])).toBe("/hooks/g");

@@ -5,14 +5,14 @@ import { outcomeForError } from "./status-map.ts";
 import { type DeliveryContext, outcome, type Outcome } from "../delivery.ts";
 
 /** The part of an answer a destination reads. The body is capped and never stored or logged. */
-export interface Answer {
+export interface Received {
   status: number;
   headers: Headers;
   text: string;
 }
 
 /** How much of a response body is read (Hermes' JSON status is tiny). */
-export const ANSWER_CAP = 64 * 1024;
+export const RECEIVED_CAP = 64 * 1024;
 
 const PASSED = Symbol("deadline passed");
 
@@ -104,9 +104,9 @@ async function readCapped(res: Response, cap: number): Promise<string> {
  * deadline covers DNS, connect, the headers and reading the answer. Returns the answer, or an
  * outcome when there was none (transport, or config for a rejected certificate).
  */
-export async function post(url: string, headers: Headers, body: Uint8Array, deadline: AttemptDeadline): Promise<Answer | Outcome> {
+export async function post(url: string, headers: Headers, body: Uint8Array, deadline: AttemptDeadline): Promise<Received | Outcome> {
   if (deadline.expired) return deadline.outcome();
-  const work = (async (): Promise<Answer> => {
+  const work = (async (): Promise<Received> => {
     const res = await fetch(url, {
       method: "POST",
       headers,
@@ -116,7 +116,7 @@ export async function post(url: string, headers: Headers, body: Uint8Array, dead
       // Explicit, so NODE_TLS_REJECT_UNAUTHORIZED in the environment cannot turn verification off.
       tls: { rejectUnauthorized: true },
     });
-    const text = await readCapped(res, ANSWER_CAP);
+    const text = await readCapped(res, RECEIVED_CAP);
     return { status: res.status, headers: res.headers, text };
   })();
   try {
@@ -129,6 +129,6 @@ export async function post(url: string, headers: Headers, body: Uint8Array, dead
 }
 
 /** Whether a post() result is an answer (as opposed to an outcome without one). */
-export function isAnswer(r: Answer | Outcome): r is Answer {
+export function isReceived(r: Received | Outcome): r is Received {
   return "text" in r && "headers" in r;
 }
