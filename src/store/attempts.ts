@@ -1,6 +1,7 @@
 // Attempt history questions the dispatcher asks (spec 4.2 poison rule, spec 6.5 bad emits).
 import type { Database } from "bun:sqlite";
 import type { Spool } from "./db.ts";
+import { prepared } from "./db.ts";
 
 interface PastAttempt {
   id: number;
@@ -34,10 +35,10 @@ function leaseExpired(a: PastAttempt): boolean {
 export function transportStrikes(db: Database, batchId: number, destination: string, now: number): number {
   let strikes = 0;
   let later = now;
-  for (const a of db.query<PastAttempt, [number]>(PAST).all(batchId)) {
+  for (const a of prepared<PastAttempt, [number]>(db, PAST).all(batchId)) {
     if (leaseExpired(a)) continue;
     if (a.klass !== "transport") break;
-    const delivered = db.query(SUCCESS_BETWEEN).get({ destination, batch: batchId, from: a.finished_at, to: later });
+    const delivered = prepared(db, SUCCESS_BETWEEN).get({ destination, batch: batchId, from: a.finished_at, to: later });
     if (!delivered) break;
     strikes++;
     later = a.finished_at as number;
@@ -47,7 +48,7 @@ export function transportStrikes(db: Database, batchId: number, destination: str
 
 /** Whether this batch's previous attempt failed on a bad emit (twice makes it permanent, spec 6.5). */
 export function previousBadEmit(db: Database, batchId: number): boolean {
-  for (const a of db.query<PastAttempt, [number]>(PAST).all(batchId)) {
+  for (const a of prepared<PastAttempt, [number]>(db, PAST).all(batchId)) {
     if (leaseExpired(a)) continue;
     return a.klass === "batch" && (a.error ?? "").startsWith("bad emit");
   }
@@ -57,7 +58,7 @@ export function previousBadEmit(db: Database, batchId: number): boolean {
 /** How many of this batch's latest attempts in a row were throttled (the backoff step of the next). */
 export function consecutiveThrottles(db: Database, batchId: number): number {
   let n = 0;
-  for (const a of db.query<PastAttempt, [number]>(PAST).all(batchId)) {
+  for (const a of prepared<PastAttempt, [number]>(db, PAST).all(batchId)) {
     if (leaseExpired(a)) continue;
     if (a.klass !== "throttle") break;
     n++;
@@ -68,6 +69,6 @@ export function consecutiveThrottles(db: Database, batchId: number): number {
 /** A successful config reload makes every config-class retry due now (spec 6.5). */
 export function redueConfigRetries(spool: Spool, now: number): number {
   return spool.db
-    .transaction(() => spool.db.query("UPDATE batches SET next_attempt_at = $now WHERE state = 'retry' AND last_class = 'config' AND next_attempt_at > $now").run({ now }).changes)
+    .transaction(() => prepared(spool.db, "UPDATE batches SET next_attempt_at = $now WHERE state = 'retry' AND last_class = 'config' AND next_attempt_at > $now").run({ now }).changes)
     .immediate();
 }

@@ -6,6 +6,7 @@ import type { Spool } from "./db.ts";
 import { enqueueTx, type EnqueueResult, type NewEvent } from "./enqueue.ts";
 import { markProbeTx } from "./destinations.ts";
 import { sealBatchTx } from "./transitions.ts";
+import { prepared } from "./db.ts";
 
 const READY = `SELECT id FROM batches WHERE state = 'open'
   AND ((quiet_s = 0 AND max_s = 0) OR $now >= last_at + quiet_s OR $now >= first_at + max_s)
@@ -15,7 +16,7 @@ const READY = `SELECT id FROM batches WHERE state = 'open'
 export function sealReady(spool: Spool, now: number): number[] {
   return spool.db
     .transaction(() => {
-      const ids = spool.db.query<{ id: number }, Record<string, number>>(READY).all({ now }).map((r) => r.id);
+      const ids = prepared<{ id: number }, Record<string, number>>(spool.db, READY).all({ now }).map((r) => r.id);
       for (const id of ids) sealBatchTx(spool.db, id, now);
       testHook("seal.before_commit");
       return ids;
@@ -57,7 +58,7 @@ const CANDIDATES = `WITH heads AS (
 
 /** Deliverable batches at `now`, oldest first_at first: strictly FIFO per group, parallel across groups. */
 export function candidates(db: Database, now: number): Candidate[] {
-  return db.query<Candidate, Record<string, number>>(CANDIDATES).all({ now });
+  return prepared<Candidate, Record<string, number>>(db, CANDIDATES).all({ now });
 }
 
 export interface ClaimInput {
@@ -101,14 +102,14 @@ export function claimBatch(spool: Spool, c: ClaimInput): Claim | null {
   try {
     return db
       .transaction((): Claim => {
-        const n = (db.query<{ n: number }, [number]>(Q.attemptCount).get(c.batchId)?.n ?? 0) + 1;
+        const n = (prepared<{ n: number }, [number]>(db, Q.attemptCount).get(c.batchId)?.n ?? 0) + 1;
         const attemptId = Number(
-          db.query(Q.startAttempt).run({ batch: c.batchId, n, destination: c.destination, now: c.now, probe: c.probe ? 1 : 0 }).lastInsertRowid,
+          prepared(db, Q.startAttempt).run({ batch: c.batchId, n, destination: c.destination, now: c.now, probe: c.probe ? 1 : 0 }).lastInsertRowid,
         );
         const owner = `${c.host}:${c.pid}:${attemptId}`;
-        if (db.query(Q.lease).run({ id: c.batchId, until: c.leaseUntil, owner }).changes !== 1) throw new LostRace();
+        if (prepared(db, Q.lease).run({ id: c.batchId, until: c.leaseUntil, owner }).changes !== 1) throw new LostRace();
         const deliveryId = c.deliveryId ? c.deliveryId(attemptId, n) : null;
-        if (deliveryId !== null) db.query(Q.setDeliveryId).run(deliveryId, attemptId);
+        if (deliveryId !== null) prepared(db, Q.setDeliveryId).run(deliveryId, attemptId);
         if (c.probe) markProbeTx(db, c.destination, c.batchId, c.leaseUntil);
         testHook("claim.before_commit");
         return { attemptId, n, owner, leaseUntil: c.leaseUntil, deliveryId };
@@ -157,7 +158,7 @@ export function scrubError(s: string | null | undefined): string | null {
 
 function finishAttempt(db: Database, m: MarkBase, outcome: "ok" | "retry" | "dead" | "discarded"): void {
   const a = m.attempt;
-  db.query(FINISH).run({
+  prepared(db, FINISH).run({
     id: m.attemptId,
     now: m.now,
     outcome,
@@ -202,7 +203,7 @@ export function markDelivered(spool: Spool, m: MarkBase & { result?: string; emi
     spool,
     m,
     "ok",
-    () => spool.db.query(DELIVERED).run({ id: m.batchId, owner: m.owner, now: m.now, result: m.result ?? "ok", counted: m.attempt.counted ? 1 : 0 }).changes,
+    () => prepared(spool.db, DELIVERED).run({ id: m.batchId, owner: m.owner, now: m.now, result: m.result ?? "ok", counted: m.attempt.counted ? 1 : 0 }).changes,
     () => (m.emits ?? []).map((ev) => enqueueTx(spool.db, ev, m.now)),
   );
 }
@@ -214,7 +215,7 @@ const RETRY = `UPDATE batches SET state = 'retry', next_attempt_at = $next, leas
 /** leased -> retry, due at `nextAttemptAt` (spec 6.5). */
 export function markRetry(spool: Spool, m: MarkBase & { nextAttemptAt: number }): MarkResult {
   return fenced(spool, m, "retry", () =>
-    spool.db.query(RETRY).run({
+    prepared(spool.db, RETRY).run({
       id: m.batchId,
       owner: m.owner,
       next: m.nextAttemptAt,
@@ -232,7 +233,7 @@ const DEAD = `UPDATE batches SET state = 'dead', lease_until = NULL, lease_owner
 /** leased -> dead: permanent, poison, or max_attempts of counted attempts (spec 4.1). */
 export function markDead(spool: Spool, m: MarkBase): MarkResult {
   return fenced(spool, m, "dead", () =>
-    spool.db.query(DEAD).run({
+    prepared(spool.db, DEAD).run({
       id: m.batchId,
       owner: m.owner,
       counted: m.attempt.counted ? 1 : 0,
@@ -247,7 +248,7 @@ const ABANDON = `UPDATE attempts SET finished_at = $now, outcome = 'discarded', 
 
 /** Close an attempt whose worker cannot go on (its batch vanished): discarded, uncounted. */
 export function abandonAttempt(spool: Spool, attemptId: number, now: number, why: string): void {
-  spool.db.transaction(() => spool.db.query(ABANDON).run({ id: attemptId, now, why: scrubError(why) })).immediate();
+  spool.db.transaction(() => prepared(spool.db, ABANDON).run({ id: attemptId, now, why: scrubError(why) })).immediate();
 }
 
 const LEASED = "SELECT id, lease_owner, lease_until FROM batches WHERE state = 'leased' ORDER BY id";
@@ -271,11 +272,11 @@ export function recoverLeases(spool: Spool, o: RecoverOptions): number[] {
   return db
     .transaction(() => {
       const recovered: number[] = [];
-      for (const row of db.query<{ id: number; lease_owner: string; lease_until: number }, []>(LEASED).all()) {
+      for (const row of prepared<{ id: number; lease_owner: string; lease_until: number }, []>(db, LEASED).all()) {
         if (o.live?.has(row.lease_owner)) continue;
         if (!o.all && !(row.lease_until < o.now)) continue;
-        if (db.query(EXPIRE).run({ id: row.id, owner: row.lease_owner, now: o.now }).changes === 1) {
-          db.query(EXPIRE_ATTEMPT).run({ id: row.id, now: o.now });
+        if (prepared(db, EXPIRE).run({ id: row.id, owner: row.lease_owner, now: o.now }).changes === 1) {
+          prepared(db, EXPIRE_ATTEMPT).run({ id: row.id, now: o.now });
           recovered.push(row.id);
         }
       }

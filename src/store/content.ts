@@ -1,5 +1,6 @@
 // The frozen part of a batch (spec 6.4): events + event_meta, and the content_hash over them.
 import type { Database } from "bun:sqlite";
+import { prepared } from "./db.ts";
 
 export interface EventMeta {
   id: number;
@@ -22,7 +23,7 @@ const CONTENT = `SELECT id, event_type, received_at, dedup_id, payload, headers 
 
 /** The events a document carries, in events.id order (commit order), excluded ones omitted. */
 export function batchContent(db: Database, batchId: number): ContentEvent[] {
-  return db.query<ContentEvent, [number]>(CONTENT).all(batchId);
+  return prepared<ContentEvent, [number]>(db, CONTENT).all(batchId);
 }
 
 /** JSON with object keys sorted at every level and no whitespace. */

@@ -1,5 +1,18 @@
-// Opening the spool database: file modes, pragmas and the schema-version gate (spec 2, 10, 17).
-import { Database } from "bun:sqlite";
+// The store: every SQL statement of hookspool lives in src/store/ (and migrations/), behind
+// operations named for what they do. Nothing outside this folder imports bun:sqlite or touches a
+// connection (test/layers.test.ts holds it to that), so a second backend is a contained change.
+//
+// The rule for what an operation takes:
+// - A write is one transaction, BEGIN IMMEDIATE, taken by the operation itself (`enqueue`,
+//   `claimBatch`, `recordOutcome`): it holds the write lock for milliseconds, and the answer to
+//   a sender or the mark of a delivery follows its COMMIT. Where another store operation must
+//   compose it inside its own transaction there is a `...Tx` twin taking the connection.
+// - A read is one statement (in WAL mode each statement sees one consistent snapshot) taking
+//   the Spool; it never waits for a writer.
+// - Every statement is prepared once per connection and reused (`prepared`).
+//
+// This file opens the spool: file modes, pragmas and the schema-version gate.
+import { Database, type SQLQueryBindings, type Statement } from "bun:sqlite";
 import { chmodSync, closeSync, existsSync, mkdirSync, openSync } from "node:fs";
 import { dirname } from "node:path";
 import { type Clock, systemClock } from "../clock.ts";
@@ -42,7 +55,7 @@ export function openSpool(path: string, opts: OpenOptions = {}): Spool {
   const db = new Database(path, { strict: true, create: false });
   try {
     db.run(`PRAGMA busy_timeout = ${Math.round((opts.busyTimeoutS ?? 30) * 1000)}`);
-    const mode = db.query<{ journal_mode: string }, []>("PRAGMA journal_mode = WAL").get();
+    const mode = prepared<{ journal_mode: string }, []>(db, "PRAGMA journal_mode = WAL").get();
     if (mode?.journal_mode !== "wal") {
       throw new HookspoolError("E_CONFIG", `cannot put ${path} in WAL mode (got ${mode?.journal_mode})`, {
         hint: "the state directory must be on a local filesystem",
@@ -51,7 +64,7 @@ export function openSpool(path: string, opts: OpenOptions = {}): Spool {
     db.run("PRAGMA synchronous = FULL");
     db.run("PRAGMA foreign_keys = ON");
   } catch (e) {
-    db.close();
+    closeConnection(db);
     throw e;
   }
   const clock = opts.clock ?? systemClock;
@@ -59,13 +72,49 @@ export function openSpool(path: string, opts: OpenOptions = {}): Spool {
     db,
     path,
     clock,
-    close: () => db.close(),
+    close: () => closeConnection(db),
   };
+}
+
+const statements = new WeakMap<Database, Map<string, Statement>>();
+
+/**
+ * The statement for `sql` on this connection, prepared on first use and kept for the life of
+ * the connection. (Database.query keeps only the last 20 distinct statements, fewer than the
+ * store runs, so a steady enqueue-and-tick loop would compile a third of them again and again.)
+ */
+// biome-ignore lint/suspicious/noExplicitAny: the bindings are checked where the statement is named
+export function prepared<R = unknown, P extends SQLQueryBindings | SQLQueryBindings[] = any>(db: Database, sql: string): Statement<R, P extends any[] ? P : [P]> {
+  let cache = statements.get(db);
+  if (!cache) {
+    cache = new Map();
+    statements.set(db, cache);
+  }
+  let st = cache.get(sql);
+  if (!st) {
+    st = db.prepare(sql);
+    cache.set(sql, st);
+  }
+  return st as unknown as Statement<R, P extends any[] ? P : [P]>;
+}
+
+/**
+ * Finalize this connection's statements, then close it. A statement left unfinalized keeps the
+ * connection open behind the caller's back (with its locks), so the next opener of the file
+ * would wait on a connection nobody holds any more.
+ */
+export function closeConnection(db: Database): void {
+  const cache = statements.get(db);
+  if (cache) {
+    for (const st of cache.values()) st.finalize();
+    statements.delete(db);
+  }
+  db.close();
 }
 
 /** PRAGMA user_version, which mirrors meta.schema_version. */
 export function schemaVersion(db: Database): number {
-  return db.query<{ user_version: number }, []>("PRAGMA user_version").get()?.user_version ?? 0;
+  return prepared<{ user_version: number }, []>(db, "PRAGMA user_version").get()?.user_version ?? 0;
 }
 
 /**
@@ -89,7 +138,7 @@ export function requireCurrentSchema(spool: Spool): void {
 
 /** PRAGMA quick_check: "ok" or the first problems found. */
 export function quickCheck(db: Database): string[] {
-  const rows = db.query<{ quick_check: string }, []>("PRAGMA quick_check").all();
+  const rows = prepared<{ quick_check: string }, []>(db, "PRAGMA quick_check").all();
   const lines = rows.map((r) => r.quick_check);
   return lines.length === 1 && lines[0] === "ok" ? [] : lines;
 }

@@ -3,6 +3,7 @@
 import type { Database } from "bun:sqlite";
 import type { Spool } from "./db.ts";
 import type { DestinationRow } from "./queries.ts";
+import { prepared } from "./db.ts";
 
 export type { DestinationRow };
 
@@ -12,7 +13,7 @@ const ENSURE = "INSERT INTO destinations (name) VALUES (?) ON CONFLICT (name) DO
 /** The destination's row; a destination never seen is closed. */
 export function destinationState(db: Database, name: string): DestinationRow {
   return (
-    db.query<DestinationRow, [string]>(GET).get(name) ?? {
+    prepared<DestinationRow, [string]>(db, GET).get(name) ?? {
       name,
       state: "closed",
       consecutive_failures: 0,
@@ -30,7 +31,7 @@ export function destinationState(db: Database, name: string): DestinationRow {
 }
 
 function ensure(db: Database, name: string): void {
-  db.query(ENSURE).run(name);
+  prepared(db, ENSURE).run(name);
 }
 
 const SUCCESS = `UPDATE destinations SET consecutive_failures = 0, last_ok_at = $now, last_error = NULL,
@@ -47,7 +48,7 @@ const SUCCESS = `UPDATE destinations SET consecutive_failures = 0, last_ok_at = 
 export function recordSuccessTx(db: Database, name: string, now: number): DestinationRow["state"] {
   ensure(db, name);
   const before = destinationState(db, name).state;
-  db.query(SUCCESS).run({ name, now });
+  prepared(db, SUCCESS).run({ name, now });
   return before;
 }
 
@@ -71,11 +72,11 @@ export type FailureEffect = "counted" | "tripped" | "retripped" | "ignored";
 export function recordTransportFailureTx(db: Database, name: string, f: FailureInput): FailureEffect {
   ensure(db, name);
   const d = destinationState(db, name);
-  db.query("UPDATE destinations SET last_error = ? WHERE name = ?").run(f.error, name);
+  prepared(db, "UPDATE destinations SET last_error = ? WHERE name = ?").run(f.error, name);
   if (d.state === "closed") {
     const n = d.consecutive_failures + 1;
     if (n >= f.tripAfter) {
-      db.query("UPDATE destinations SET state = 'open', consecutive_failures = $n, opened_at = $now, cooldown_s = $cool, probe_until = NULL WHERE name = $name").run({
+      prepared(db, "UPDATE destinations SET state = 'open', consecutive_failures = $n, opened_at = $now, cooldown_s = $cool, probe_until = NULL WHERE name = $name").run({
         name,
         n,
         now: f.now,
@@ -83,13 +84,13 @@ export function recordTransportFailureTx(db: Database, name: string, f: FailureI
       });
       return "tripped";
     }
-    db.query("UPDATE destinations SET consecutive_failures = ? WHERE name = ?").run(n, name);
+    prepared(db, "UPDATE destinations SET consecutive_failures = ? WHERE name = ?").run(n, name);
     return "counted";
   }
   if ((d.state === "open" || d.state === "half_open") && d.opened_at !== null && f.startedAt > d.opened_at) {
     // spec 4.2: only a probe (an attempt started after opened_at) can re-trip or double the cooldown
     const cool = Math.min(f.cooldownMaxS, (d.cooldown_s ?? f.cooldownInitialS) * 2);
-    db.query("UPDATE destinations SET state = 'open', consecutive_failures = consecutive_failures + 1, opened_at = $now, cooldown_s = $cool, probe_until = NULL WHERE name = $name").run({
+    prepared(db, "UPDATE destinations SET state = 'open', consecutive_failures = consecutive_failures + 1, opened_at = $now, cooldown_s = $cool, probe_until = NULL WHERE name = $name").run({
       name,
       now: f.now,
       cool,
@@ -102,8 +103,7 @@ export function recordTransportFailureTx(db: Database, name: string, f: FailureI
 /** open -> half_open once the cooldown has elapsed; returns whether it moved. */
 export function halfOpenIfCooled(spool: Spool, name: string, now: number): boolean {
   return (
-    spool.db
-      .query("UPDATE destinations SET state = 'half_open', probe_until = NULL WHERE name = $name AND state = 'open' AND opened_at + cooldown_s <= $now")
+    prepared(spool.db, "UPDATE destinations SET state = 'half_open', probe_until = NULL WHERE name = $name AND state = 'open' AND opened_at + cooldown_s <= $now")
       .run({ name, now }).changes === 1
   );
 }
@@ -111,13 +111,13 @@ export function halfOpenIfCooled(spool: Spool, name: string, now: number): boole
 /** The probe claim's bookkeeping, in the claim's transaction: which batch, and until when. */
 export function markProbeTx(db: Database, name: string, batchId: number, probeUntil: number): void {
   ensure(db, name);
-  db.query("UPDATE destinations SET last_probe_batch_id = $batch, probe_until = $until WHERE name = $name").run({ name, batch: batchId, until: probeUntil });
+  prepared(db, "UPDATE destinations SET last_probe_batch_id = $batch, probe_until = $until WHERE name = $name").run({ name, batch: batchId, until: probeUntil });
 }
 
 /** A Retry-After soft gate: claiming waits without changing the breaker's state (spec 6.3). */
 export function setRetryAfterTx(db: Database, name: string, until: number): void {
   ensure(db, name);
-  db.query("UPDATE destinations SET retry_after_until = MAX(COALESCE(retry_after_until, 0), $until) WHERE name = $name").run({ name, until });
+  prepared(db, "UPDATE destinations SET retry_after_until = MAX(COALESCE(retry_after_until, 0), $until) WHERE name = $name").run({ name, until });
 }
 
 /** hookspool pause: spool only, from any state (spec 4.2). */
@@ -125,7 +125,7 @@ export function pauseDestination(spool: Spool, name: string, by: string, now: nu
   spool.db
     .transaction(() => {
       ensure(spool.db, name);
-      spool.db.query("UPDATE destinations SET state = 'paused', paused_at = $now, paused_by = $by WHERE name = $name").run({ name, now, by });
+      prepared(spool.db, "UPDATE destinations SET state = 'paused', paused_at = $now, paused_by = $by WHERE name = $name").run({ name, now, by });
     })
     .immediate();
 }
@@ -135,8 +135,7 @@ export function resumeDestination(spool: Spool, name: string): boolean {
   return spool.db
     .transaction(
       () =>
-        spool.db
-          .query(`UPDATE destinations SET state = 'closed', consecutive_failures = 0, opened_at = NULL, cooldown_s = NULL,
+        prepared(spool.db, `UPDATE destinations SET state = 'closed', consecutive_failures = 0, opened_at = NULL, cooldown_s = NULL,
               probe_until = NULL, paused_at = NULL, paused_by = NULL, retry_after_until = NULL
             WHERE name = $name AND state = 'paused'`)
           .run({ name }).changes === 1,
@@ -147,5 +146,5 @@ export function resumeDestination(spool: Spool, name: string): boolean {
 /** A probe that ended without a verdict on the destination (throttle, batch, config, permanent):
  * the next probe need not wait for the old lease's probe_until. */
 export function clearProbeTx(db: Database, name: string): void {
-  db.query("UPDATE destinations SET probe_until = NULL WHERE name = ? AND state = 'half_open'").run(name);
+  prepared(db, "UPDATE destinations SET probe_until = NULL WHERE name = ? AND state = 'half_open'").run(name);
 }

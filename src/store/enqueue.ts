@@ -8,6 +8,7 @@ import type { Spool } from "./db.ts";
 import { raiseIssueTx, resolveDeadIssuesTx, resolveIssueTx } from "./issues.ts";
 import { setMeta } from "./meta.ts";
 import { replayDeadTx, sealBatchTx } from "./transitions.ts";
+import { prepared } from "./db.ts";
 
 /** The window a batch opens with (spec 5). */
 export interface BatchWindow {
@@ -110,7 +111,7 @@ function eventSize(ev: NewEvent): number {
 /** The join rule of spec 5, steps 1-5, for one copy. */
 function placeCopy(db: Database, ev: NewEvent, copy: EventCopy, size: number, now: number): Placed {
   // 1. the open batch of the group (at most one; the schema enforces it)
-  let open = db.query<{ id: number; count: number; bytes: number; max_bytes: number }, [string, string]>(Q.findOpen).get(copy.route, ev.key);
+  let open = prepared<{ id: number; count: number; bytes: number; max_bytes: number }, [string, string]>(db, Q.findOpen).get(copy.route, ev.key);
   // 2. pre-join seal: keep max_bytes a true bound
   if (open && open.bytes + size > open.max_bytes && open.count >= 1) {
     sealBatchTx(db, open.id, now);
@@ -120,7 +121,7 @@ function placeCopy(db: Database, ev: NewEvent, copy: EventCopy, size: number, no
   const batchId = open
     ? open.id
     : Number(
-        db.query(Q.openBatch).run({
+        prepared(db, Q.openBatch).run({
           route: copy.route,
           source: ev.source,
           destination: copy.destination,
@@ -134,7 +135,7 @@ function placeCopy(db: Database, ev: NewEvent, copy: EventCopy, size: number, no
       );
   // 3. append the event
   const eventId = Number(
-    db.query(Q.insertEvent).run({
+    prepared(db, Q.insertEvent).run({
       source: ev.source,
       route: copy.route,
       batch: batchId,
@@ -147,7 +148,7 @@ function placeCopy(db: Database, ev: NewEvent, copy: EventCopy, size: number, no
       size,
     }).lastInsertRowid,
   );
-  const after = db.query<{ count: number; bytes: number; max_events: number; max_bytes: number }, Record<string, number>>(Q.joinBatch).get({ id: batchId, size, now });
+  const after = prepared<{ count: number; bytes: number; max_events: number; max_bytes: number }, Record<string, number>>(db, Q.joinBatch).get({ id: batchId, size, now });
   // 5. seal on size in the same transaction, so the bound holds with the dispatcher down
   let sealed = false;
   if (after && (after.count >= after.max_events || after.bytes >= after.max_bytes)) sealed = sealBatchTx(db, batchId, now);
@@ -160,17 +161,17 @@ export function enqueueTx(db: Database, ev: NewEvent, now: number): EnqueueResul
   let dupCount = 0;
   let requeued = false;
   if (ev.dedupId !== null) {
-    const seen = db.query<{ event_id: number; seen_at: number; dup_count: number }, [string, string]>(Q.findDedup).get(ev.source, ev.dedupId);
+    const seen = prepared<{ event_id: number; seen_at: number; dup_count: number }, [string, string]>(db, Q.findDedup).get(ev.source, ev.dedupId);
     if (seen && now - seen.seen_at < ev.dedupWindowS) {
-      const target = db.query<{ batch_id: number; state: string; destination: string }, [number]>(Q.dedupTarget).get(seen.event_id);
+      const target = prepared<{ batch_id: number; state: string; destination: string }, [number]>(db, Q.dedupTarget).get(seen.event_id);
       if (target?.state === "dead" && replayDeadTx(db, target.batch_id, now)) {
         // A redelivery of a dead batch's event is the operator asking for a retry (spec 7).
-        db.query(Q.bumpDedup).run(ev.source, ev.dedupId);
+        prepared(db, Q.bumpDedup).run(ev.source, ev.dedupId);
         resolveDeadIssuesTx(db, target.destination, now);
         return { status: "replayed", eventId: seen.event_id, batchId: target.batch_id };
       }
       if (target?.state !== "dropped") {
-        db.query(Q.bumpDedup).run(ev.source, ev.dedupId);
+        prepared(db, Q.bumpDedup).run(ev.source, ev.dedupId);
         return { status: "duplicate", eventId: seen.event_id };
       }
       // dropped: the operator discarded it; enqueue anew and re-point the row.
@@ -189,7 +190,7 @@ export function enqueueTx(db: Database, ev: NewEvent, now: number): EnqueueResul
     testHook(`enqueue.after_copy.${i}`);
   });
   if (ev.dedupId !== null) {
-    db.query(Q.putDedup).run({ source: ev.source, dedup: ev.dedupId, event: placed[0].eventId, now, dups: dupCount });
+    prepared(db, Q.putDedup).run({ source: ev.source, dedup: ev.dedupId, event: placed[0].eventId, now, dups: dupCount });
   }
   return requeued ? { status: "queued", placed, requeued } : { status: "queued", placed };
 }
@@ -260,11 +261,11 @@ export function quarantine(spool: Spool, q: QuarantineInput, now: number = spool
       const db = spool.db;
       setMeta(db, "last_enqueue_at", now);
       const size = q.raw.length;
-      const batchId = Number(db.query(QUARANTINE_BATCH).run({ source: q.source, now, bytes: Math.max(1, size), size, error: reason }).lastInsertRowid);
+      const batchId = Number(prepared(db, QUARANTINE_BATCH).run({ source: q.source, now, bytes: Math.max(1, size), size, error: reason }).lastInsertRowid);
       const eventId = Number(
-        db.query(QUARANTINE_EVENT).run({ source: q.source, batch: batchId, now, raw: q.raw, headers: JSON.stringify(headers), size, url: q.url }).lastInsertRowid,
+        prepared(db, QUARANTINE_EVENT).run({ source: q.source, batch: batchId, now, raw: q.raw, headers: JSON.stringify(headers), size, url: q.url }).lastInsertRowid,
       );
-      db.query("UPDATE batches SET content_hash = ? WHERE id = ?").run(contentHash(batchContent(db, batchId)), batchId);
+      prepared(db, "UPDATE batches SET content_hash = ? WHERE id = ?").run(contentHash(batchContent(db, batchId)), batchId);
       raiseIssueTx(db, { ...issue, route: q.source, batchId, error: `quarantined: ${reason}`, now });
       testHook("quarantine.before_commit");
       return { eventId, batchId, reason };
@@ -276,7 +277,7 @@ const QUARANTINED_LEFT = "SELECT last_error FROM batches WHERE destination = 'qu
 
 /** Resolve a source's quarantine issues that no dead quarantine batch keeps open any more. */
 export function resolveQuarantineIssuesTx(db: Database, source: string, now: number): void {
-  const left = db.query<{ last_error: string | null }, [string]>(QUARANTINED_LEFT).all(source);
+  const left = prepared<{ last_error: string | null }, [string]>(db, QUARANTINED_LEFT).all(source);
   const open = new Set(left.map((b) => quarantineIssue(source, b.last_error ?? "").fingerprint));
   for (const reason of ["bad_payload", "plugin_error:Error"]) {
     const { fingerprint } = quarantineIssue(source, reason);

@@ -2,6 +2,7 @@
 // one record per batch, read a page at a time so a large spool streams.
 import type { Database } from "bun:sqlite";
 import { type AttemptRow, type BatchRow, type BatchState, batchAttempts, type EventListing, type EventPayload } from "./queries.ts";
+import { prepared } from "./db.ts";
 
 export interface ExportFilter {
   state?: BatchState;
@@ -79,8 +80,8 @@ export function* exportBatches(db: Database, filter: ExportFilter = {}, pageSize
     where.push("last_at >= $since");
     params.since = filter.since;
   }
-  const page = db.query<BatchRow, Record<string, string | number>>(`SELECT * FROM batches WHERE ${where.join(" AND ")} ORDER BY id LIMIT $limit`);
-  const events = db.query<StoredEvent, [number]>(EVENTS);
+  const page = prepared<BatchRow, Record<string, string | number>>(db, `SELECT * FROM batches WHERE ${where.join(" AND ")} ORDER BY id LIMIT $limit`);
+  const events = prepared<StoredEvent, [number]>(db, EVENTS);
   let after = 0;
   for (;;) {
     const rows = page.all({ ...params, after });

@@ -2,6 +2,7 @@
 // is the dispatcher's.
 import type { Database } from "bun:sqlite";
 import type { Spool } from "./db.ts";
+import { prepared } from "./db.ts";
 
 /** source: a sender sent what cannot be queued; internal: a fault in hookspool itself. */
 export type IssueKind = "delivery" | "source_silent" | "spool" | "config" | "source" | "internal";
@@ -48,27 +49,27 @@ const RESOLVE = "UPDATE issues SET state = 'resolved', last_at = $now WHERE fing
  * again); an ignored one only counts (spec 11.4). Runs in the caller's transaction.
  */
 export function raiseIssueTx(db: Database, r: RaiseIssue): { id: number; opened: boolean } {
-  const existing = db.query<IssueRow, [string]>(FIND).get(r.fingerprint);
+  const existing = prepared<IssueRow, [string]>(db, FIND).get(r.fingerprint);
   const params = { now: r.now, batch: r.batchId ?? null, error: r.error ?? null };
   if (!existing) {
-    const res = db.query(INSERT).run({ ...params, fingerprint: r.fingerprint, kind: r.kind, destination: r.destination ?? null, route: r.route ?? null });
+    const res = prepared(db, INSERT).run({ ...params, fingerprint: r.fingerprint, kind: r.kind, destination: r.destination ?? null, route: r.route ?? null });
     return { id: Number(res.lastInsertRowid), opened: true };
   }
   if (existing.state === "resolved") {
-    db.query(REOPEN).run({ ...params, id: existing.id });
+    prepared(db, REOPEN).run({ ...params, id: existing.id });
     return { id: existing.id, opened: true };
   }
-  db.query(BUMP).run({ ...params, id: existing.id });
+  prepared(db, BUMP).run({ ...params, id: existing.id });
   return { id: existing.id, opened: false };
 }
 
 /** Resolve an open or acked issue; true when one was resolved. */
 export function resolveIssueTx(db: Database, fingerprint: string, now: number): boolean {
-  return db.query(RESOLVE).run({ fingerprint, now }).changes > 0;
+  return prepared(db, RESOLVE).run({ fingerprint, now }).changes > 0;
 }
 
 export function openIssueCount(db: Database): number {
-  return db.query<{ n: number }, []>("SELECT COUNT(*) AS n FROM issues WHERE state IN ('open', 'acked')").get()?.n ?? 0;
+  return prepared<{ n: number }, []>(db, "SELECT COUNT(*) AS n FROM issues WHERE state IN ('open', 'acked')").get()?.n ?? 0;
 }
 
 /** raiseIssueTx in a transaction of its own. */
@@ -82,18 +83,18 @@ export function resolveIssue(spool: Spool, fingerprint: string, now: number): bo
 }
 
 export function getIssueByFingerprint(db: Database, fingerprint: string): IssueRow | null {
-  return db.query<IssueRow, [string]>(FIND).get(fingerprint);
+  return prepared<IssueRow, [string]>(db, FIND).get(fingerprint);
 }
 
 export function getIssue(db: Database, id: number): IssueRow | null {
-  return db.query<IssueRow, [number]>("SELECT * FROM issues WHERE id = ?").get(id);
+  return prepared<IssueRow, [number]>(db, "SELECT * FROM issues WHERE id = ?").get(id);
 }
 
 /** Issues, newest activity first; by default the ones still needing attention. */
 export function listIssues(db: Database, f: { state?: IssueState | "all" } = {}): IssueRow[] {
-  if (f.state === "all") return db.query<IssueRow, []>("SELECT * FROM issues ORDER BY last_at DESC, id DESC").all();
-  if (f.state) return db.query<IssueRow, [string]>("SELECT * FROM issues WHERE state = ? ORDER BY last_at DESC, id DESC").all(f.state);
-  return db.query<IssueRow, []>("SELECT * FROM issues WHERE state IN ('open', 'acked') ORDER BY last_at DESC, id DESC").all();
+  if (f.state === "all") return prepared<IssueRow, []>(db, "SELECT * FROM issues ORDER BY last_at DESC, id DESC").all();
+  if (f.state) return prepared<IssueRow, [string]>(db, "SELECT * FROM issues WHERE state = ? ORDER BY last_at DESC, id DESC").all(f.state);
+  return prepared<IssueRow, []>(db, "SELECT * FROM issues WHERE state IN ('open', 'acked') ORDER BY last_at DESC, id DESC").all();
 }
 
 const OPERATOR: Record<"ack" | "resolve" | "ignore", { to: IssueState; from: IssueState[] }> = {
@@ -111,7 +112,7 @@ export function setIssueState(spool: Spool, id: number, verb: keyof typeof OPERA
       const row = getIssue(spool.db, id);
       if (!row) return "missing" as const;
       if (!t.from.includes(row.state)) return "nothing" as const;
-      spool.db.query("UPDATE issues SET state = ?, last_at = MAX(last_at, ?) WHERE id = ?").run(t.to, now, id);
+      prepared(spool.db, "UPDATE issues SET state = ?, last_at = MAX(last_at, ?) WHERE id = ?").run(t.to, now, id);
       return getIssue(spool.db, id) as IssueRow;
     })
     .immediate();
@@ -119,7 +120,7 @@ export function setIssueState(spool: Spool, id: number, verb: keyof typeof OPERA
 
 /** Open issues that have not alerted yet (each alerts once, again only after a reopen). */
 export function issuesToAlert(db: Database): IssueRow[] {
-  return db.query<IssueRow, []>("SELECT * FROM issues WHERE state = 'open' AND alerted_at IS NULL ORDER BY first_at, id").all();
+  return prepared<IssueRow, []>(db, "SELECT * FROM issues WHERE state = 'open' AND alerted_at IS NULL ORDER BY first_at, id").all();
 }
 
 /**
@@ -129,9 +130,9 @@ export function issuesToAlert(db: Database): IssueRow[] {
 export function alertSlotFree(spool: Spool, kind: string, now: number, rateLimitS: number): boolean {
   return spool.db
     .transaction(() => {
-      const row = spool.db.query<{ last_at: number }, [string]>("SELECT last_at FROM alerts WHERE kind = ?").get(kind);
+      const row = prepared<{ last_at: number }, [string]>(spool.db, "SELECT last_at FROM alerts WHERE kind = ?").get(kind);
       if (!row || now - row.last_at >= rateLimitS || now < row.last_at) return true;
-      spool.db.query("UPDATE alerts SET suppressed = suppressed + 1 WHERE kind = ?").run(kind);
+      prepared(spool.db, "UPDATE alerts SET suppressed = suppressed + 1 WHERE kind = ?").run(kind);
       return false;
     })
     .immediate();
@@ -141,8 +142,8 @@ export function alertSlotFree(spool: Spool, kind: string, now: number, rateLimit
 export function markAlerted(spool: Spool, issueId: number, kind: string, now: number): void {
   spool.db
     .transaction(() => {
-      spool.db.query("UPDATE issues SET alerted_at = ? WHERE id = ?").run(now, issueId);
-      spool.db.query("INSERT INTO alerts (kind, last_at) VALUES (?, ?) ON CONFLICT (kind) DO UPDATE SET last_at = excluded.last_at").run(kind, now);
+      prepared(spool.db, "UPDATE issues SET alerted_at = ? WHERE id = ?").run(now, issueId);
+      prepared(spool.db, "INSERT INTO alerts (kind, last_at) VALUES (?, ?) ON CONFLICT (kind) DO UPDATE SET last_at = excluded.last_at").run(kind, now);
     })
     .immediate();
 }
@@ -159,7 +160,7 @@ const DEAD_CLASSES: [string, string][] = [
  */
 export function resolveDeadIssuesTx(db: Database, destination: string, now: number): void {
   for (const [lastClass, reasonClass] of DEAD_CLASSES) {
-    const left = db.query<{ n: number }, [string, string]>("SELECT COUNT(*) AS n FROM batches WHERE state = 'dead' AND destination = ? AND last_class = ?").get(destination, lastClass);
+    const left = prepared<{ n: number }, [string, string]>(db, "SELECT COUNT(*) AS n FROM batches WHERE state = 'dead' AND destination = ? AND last_class = ?").get(destination, lastClass);
     if ((left?.n ?? 0) === 0) resolveIssueTx(db, `delivery:${destination}:${reasonClass}`, now);
   }
 }

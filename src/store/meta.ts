@@ -1,17 +1,18 @@
 // The meta table: small facts, the heartbeat and the clock guard now_eff (spec 2, 3).
 import type { Database } from "bun:sqlite";
 import type { Spool } from "./db.ts";
+import { prepared } from "./db.ts";
 
 const GET = "SELECT value FROM meta WHERE key = ?";
 const SET = "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value";
 
 export function getMeta(db: Database, key: string): string | null {
-  return db.query<{ value: string | null }, [string]>(GET).get(key)?.value ?? null;
+  return prepared<{ value: string | null }, [string]>(db, GET).get(key)?.value ?? null;
 }
 
 /** Set a meta key; call inside the caller's transaction or alone (one statement is atomic). */
 export function setMeta(db: Database, key: string, value: string | number): void {
-  db.query(SET).run(key, String(value));
+  prepared(db, SET).run(key, String(value));
 }
 
 export function getMetaNumber(db: Database, key: string): number | null {

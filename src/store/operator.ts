@@ -7,6 +7,7 @@ import type { Spool } from "./db.ts";
 import { enqueueTx, type EnqueueResult, type NewEvent, resolveQuarantineIssuesTx } from "./enqueue.ts";
 import { resolveDeadIssuesTx } from "./issues.ts";
 import { replayDeadTx } from "./transitions.ts";
+import { prepared } from "./db.ts";
 
 interface BatchHead {
   id: number;
@@ -16,7 +17,7 @@ interface BatchHead {
 }
 
 function head(db: Database, id: number): BatchHead {
-  const b = db.query<BatchHead, [number]>("SELECT id, state, destination, source FROM batches WHERE id = ?").get(id);
+  const b = prepared<BatchHead, [number]>(db, "SELECT id, state, destination, source FROM batches WHERE id = ?").get(id);
   if (!b) throw new HookspoolError("E_NOT_FOUND", `no batch ${id}`);
   return b;
 }
@@ -59,7 +60,7 @@ function storedRequest(r: QuarantinedRow): StoredRequest {
 
 /** The requests a quarantine batch holds, oldest first (a replay classifies them before it writes). */
 export function quarantinedRequests(db: Database, batchId: number): StoredRequest[] {
-  return db.query<QuarantinedRow, [number]>(QUARANTINED).all(batchId).map(storedRequest);
+  return prepared<QuarantinedRow, [number]>(db, QUARANTINED).all(batchId).map(storedRequest);
 }
 
 /**
@@ -81,12 +82,12 @@ export function replayBatch(spool: Spool, id: number, now: number, reclassify?: 
       if (!reclassify) throw new HookspoolError("E_CONFIG", `batch ${id} is a quarantine batch; replaying it needs the source plugin`);
       const results: EnqueueResult[] = [];
       let ignored = 0;
-      for (const r of db.query<QuarantinedRow, [number]>(QUARANTINED).all(id)) {
+      for (const r of prepared<QuarantinedRow, [number]>(db, QUARANTINED).all(id)) {
         const event = reclassify(storedRequest(r));
         if (event === null) ignored++;
         else results.push(enqueueTx(db, event, now));
       }
-      db.query(RECLASSIFIED).run({ id, now });
+      prepared(db, RECLASSIFIED).run({ id, now });
       resolveQuarantineIssuesTx(db, b.source, now);
       return { batchId: id, kind: "reclassified", results, ignored };
     })
@@ -118,8 +119,7 @@ export function deadBatchIds(db: Database, f: DeadFilter): number[] {
     where.push("last_at >= $since");
     params.since = f.since;
   }
-  return db
-    .query<{ id: number }, Record<string, string | number>>(`SELECT id FROM batches WHERE ${where.join(" AND ")} ORDER BY first_at, id`)
+  return prepared<{ id: number }, Record<string, string | number>>(db, `SELECT id FROM batches WHERE ${where.join(" AND ")} ORDER BY first_at, id`)
     .all(params)
     .map((r) => r.id);
 }
@@ -130,7 +130,7 @@ export function retryNow(spool: Spool, id: number, now: number): void {
     .transaction(() => {
       const b = head(spool.db, id);
       if (b.state !== "retry") throw wrongState(b, "retry", "retry");
-      spool.db.query("UPDATE batches SET next_attempt_at = $now WHERE id = $id AND state = 'retry'").run({ id, now });
+      prepared(spool.db, "UPDATE batches SET next_attempt_at = $now WHERE id = $id AND state = 'retry'").run({ id, now });
     })
     .immediate();
 }
@@ -140,7 +140,7 @@ const DROP = `UPDATE batches SET state = 'dropped', delivered_at = $now, result 
   WHERE id = $id AND state IN ('open', 'sealed', 'retry', 'dead')`;
 
 function dropTx(db: Database, b: BatchHead, now: number, result: string, why: string): void {
-  if (db.query(DROP).run({ id: b.id, now, result, why }).changes !== 1) throw wrongState(b, "drop", "open, sealed, retry or dead");
+  if (prepared(db, DROP).run({ id: b.id, now, result, why }).changes !== 1) throw wrongState(b, "drop", "open, sealed, retry or dead");
 }
 
 /**
@@ -222,7 +222,7 @@ export function splitBatch(spool: Spool, id: number, o: SplitOptions, now: numbe
       const b = head(db, id);
       if (!["sealed", "retry", "dead"].includes(b.state)) throw wrongState(b, "split", "sealed, retry or dead");
       if (b.destination === "quarantine") throw new HookspoolError("E_NOTHING", `batch ${id} is a quarantine batch; replay or drop it`);
-      const events = db.query<SplitEvent, [number]>("SELECT id, size, received_at FROM events WHERE batch_id = ? ORDER BY id").all(id);
+      const events = prepared<SplitEvent, [number]>(db, "SELECT id, size, received_at FROM events WHERE batch_id = ? ORDER BY id").all(id);
       const parts = pieces(events, o);
       if (parts.length < 2) throw new HookspoolError("E_NOTHING", `batch ${id} already fits; nothing to split`);
       // The hash covers ids, types, times, dedup ids and payloads, never batch_id, so it can be
@@ -232,7 +232,7 @@ export function splitBatch(spool: Spool, id: number, o: SplitOptions, now: numbe
       for (const part of parts) {
         const members = new Set(part.map((e) => e.id));
         const newId = Number(
-          db.query(PIECE).run({
+          prepared(db, PIECE).run({
             id,
             now,
             first: Math.min(...part.map((e) => e.received_at)),
@@ -242,7 +242,7 @@ export function splitBatch(spool: Spool, id: number, o: SplitOptions, now: numbe
             hash: contentHash(content.filter((e) => members.has(e.id))),
           }).lastInsertRowid,
         );
-        const move = db.query("UPDATE events SET batch_id = ? WHERE id = ?");
+        const move = prepared(db, "UPDATE events SET batch_id = ? WHERE id = ?");
         for (const e of part) move.run(newId, e.id);
         ids.push(newId);
       }
@@ -263,12 +263,12 @@ export function excludeEvents(spool: Spool, batchId: number, eventIds: number[],
     if (!["open", "sealed", "retry", "dead"].includes(b.state)) throw wrongState(b, "exclude", "open, sealed, retry or dead");
     if (b.destination === "quarantine") throw new HookspoolError("E_NOTHING", `batch ${batchId} is a quarantine batch; replay or drop it`);
     for (const eid of eventIds) {
-      const e = db.query<{ batch_id: number }, [number]>("SELECT batch_id FROM events WHERE id = ?").get(eid);
+      const e = prepared<{ batch_id: number }, [number]>(db, "SELECT batch_id FROM events WHERE id = ?").get(eid);
       if (!e || e.batch_id !== batchId) throw new HookspoolError("E_NOT_FOUND", `event ${eid} is not in batch ${batchId}`);
-      db.query("UPDATE events SET excluded_at = ? WHERE id = ? AND excluded_at IS NULL").run(now, eid);
+      prepared(db, "UPDATE events SET excluded_at = ? WHERE id = ? AND excluded_at IS NULL").run(now, eid);
     }
-    const left = db.query<{ n: number }, [number]>("SELECT COUNT(*) AS n FROM events WHERE batch_id = ? AND excluded_at IS NULL").get(batchId)?.n ?? 0;
+    const left = prepared<{ n: number }, [number]>(db, "SELECT COUNT(*) AS n FROM events WHERE batch_id = ? AND excluded_at IS NULL").get(batchId)?.n ?? 0;
     if (left === 0) throw new HookspoolError("E_NOTHING", `that would exclude every event of batch ${batchId}`, { hint: `drop it instead: hookspool drop ${batchId} --yes` });
-    if (b.state !== "open") db.query("UPDATE batches SET content_hash = ? WHERE id = ?").run(computeContentHash(db, batchId), batchId);
+    if (b.state !== "open") prepared(db, "UPDATE batches SET content_hash = ? WHERE id = ?").run(computeContentHash(db, batchId), batchId);
   }).immediate();
 }

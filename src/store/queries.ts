@@ -1,6 +1,7 @@
 // Read-only queries for the operator CLI and status: batches, events, attempts, counts. No payloads
 // unless a caller asks for them by name.
 import type { Database } from "bun:sqlite";
+import { prepared } from "./db.ts";
 
 export type BatchState = "open" | "sealed" | "leased" | "retry" | "delivered" | "dead" | "dropped";
 export const BATCH_STATES: readonly BatchState[] = ["open", "sealed", "leased", "retry", "delivered", "dead", "dropped"];
@@ -57,11 +58,11 @@ export function listBatches(db: Database, f: ListFilter = {}): BatchRow[] {
     params.destination = f.destination;
   }
   const sql = `SELECT * FROM batches ${where.length ? `WHERE ${where.join(" AND ")}` : ""} ORDER BY id DESC LIMIT $limit`;
-  return db.query<BatchRow, Record<string, string | number>>(sql).all(params);
+  return prepared<BatchRow, Record<string, string | number>>(db, sql).all(params);
 }
 
 export function getBatch(db: Database, id: number): BatchRow | null {
-  return db.query<BatchRow, [number]>("SELECT * FROM batches WHERE id = ?").get(id);
+  return prepared<BatchRow, [number]>(db, "SELECT * FROM batches WHERE id = ?").get(id);
 }
 
 export interface EventListing {
@@ -76,8 +77,7 @@ export interface EventListing {
 
 /** A batch's events without payloads: ids, types, sizes, dedup ids and exclusion (spec 16). */
 export function batchEvents(db: Database, batchId: number): EventListing[] {
-  return db
-    .query<EventListing, [number]>("SELECT id, event_type, received_at, dedup_id, size, excluded_at, route FROM events WHERE batch_id = ? ORDER BY id")
+  return prepared<EventListing, [number]>(db, "SELECT id, event_type, received_at, dedup_id, size, excluded_at, route FROM events WHERE batch_id = ? ORDER BY id")
     .all(batchId);
 }
 
@@ -90,7 +90,7 @@ export interface EventPayload {
 
 /** Payloads, only for `show --payload`. */
 export function batchPayloads(db: Database, batchId: number): EventPayload[] {
-  return db.query<EventPayload, [number]>("SELECT id, payload, raw, headers FROM events WHERE batch_id = ? ORDER BY id").all(batchId);
+  return prepared<EventPayload, [number]>(db, "SELECT id, payload, raw, headers FROM events WHERE batch_id = ? ORDER BY id").all(batchId);
 }
 
 export interface AttemptRow {
@@ -113,7 +113,7 @@ export interface AttemptRow {
 }
 
 export function batchAttempts(db: Database, batchId: number): AttemptRow[] {
-  return db.query<AttemptRow, [number]>("SELECT * FROM attempts WHERE batch_id = ? ORDER BY id").all(batchId);
+  return prepared<AttemptRow, [number]>(db, "SELECT * FROM attempts WHERE batch_id = ? ORDER BY id").all(batchId);
 }
 
 export type StateCounts = Record<BatchState | "quarantined", number>;
@@ -121,8 +121,7 @@ export type StateCounts = Record<BatchState | "quarantined", number>;
 /** Batches per state; quarantine batches are counted apart from dead (spec 11.1). */
 export function countBatches(db: Database): StateCounts {
   const out = Object.fromEntries([...BATCH_STATES, "quarantined"].map((s) => [s, 0])) as StateCounts;
-  const rows = db
-    .query<{ state: BatchState; q: number; n: number }, []>(
+  const rows = prepared<{ state: BatchState; q: number; n: number }, []>(db, 
       "SELECT state, destination = 'quarantine' AS q, COUNT(*) AS n FROM batches GROUP BY state, destination = 'quarantine'",
     )
     .all();
@@ -135,8 +134,7 @@ export function countBatches(db: Database): StateCounts {
 
 /** The first_at of the oldest batch still to deliver, overall and per destination. */
 export function oldestPending(db: Database): { overall: number | null; byDestination: Map<string, number> } {
-  const rows = db
-    .query<{ destination: string; first_at: number }, []>(
+  const rows = prepared<{ destination: string; first_at: number }, []>(db, 
       "SELECT destination, MIN(first_at) AS first_at FROM batches WHERE state IN ('open', 'sealed', 'leased', 'retry') AND destination <> 'quarantine' GROUP BY destination",
     )
     .all();
@@ -161,13 +159,12 @@ export interface DestinationRow {
 }
 
 export function destinationRows(db: Database): DestinationRow[] {
-  return db.query<DestinationRow, []>("SELECT * FROM destinations ORDER BY name").all();
+  return prepared<DestinationRow, []>(db, "SELECT * FROM destinations ORDER BY name").all();
 }
 
 /** Destinations that have batches, with or without a runtime row. */
 export function destinationNames(db: Database): string[] {
-  return db
-    .query<{ d: string }, []>("SELECT DISTINCT destination AS d FROM batches WHERE destination <> 'quarantine' UNION SELECT name FROM destinations ORDER BY 1")
+  return prepared<{ d: string }, []>(db, "SELECT DISTINCT destination AS d FROM batches WHERE destination <> 'quarantine' UNION SELECT name FROM destinations ORDER BY 1")
     .all()
     .map((r) => r.d);
 }
@@ -187,15 +184,13 @@ export interface PollRow {
 
 /** The poll schedule (spec 14.4), with the state of each instance's last tick batch. */
 export function pollRows(db: Database): PollRow[] {
-  return db
-    .query<PollRow, []>("SELECT p.*, b.state AS last_batch_state FROM polls p LEFT JOIN batches b ON b.id = p.last_batch_id ORDER BY p.instance")
+  return prepared<PollRow, []>(db, "SELECT p.*, b.state AS last_batch_state FROM polls p LEFT JOIN batches b ON b.id = p.last_batch_id ORDER BY p.instance")
     .all();
 }
 
 /** Attempts started since `since`, per destination, outcome and class (metrics, spec 11.2). */
 export function attemptCounts(db: Database, since: number): { destination: string; outcome: string; klass: string; n: number; duration_ms: number }[] {
-  return db
-    .query<{ destination: string; outcome: string; klass: string; n: number; duration_ms: number }, [number]>(
+  return prepared<{ destination: string; outcome: string; klass: string; n: number; duration_ms: number }, [number]>(db, 
       `SELECT destination, COALESCE(outcome, 'running') AS outcome, COALESCE(klass, '') AS klass, COUNT(*) AS n, COALESCE(SUM(duration_ms), 0) AS duration_ms
        FROM attempts WHERE started_at >= ? GROUP BY 1, 2, 3 ORDER BY 1, 2, 3`,
     )
@@ -204,13 +199,12 @@ export function attemptCounts(db: Database, since: number): { destination: strin
 
 /** Batches delivered since `since`, per destination. */
 export function deliveredCounts(db: Database, since: number): { destination: string; n: number }[] {
-  return db
-    .query<{ destination: string; n: number }, [number]>("SELECT destination, COUNT(*) AS n FROM batches WHERE state = 'delivered' AND delivered_at >= ? GROUP BY 1 ORDER BY 1")
+  return prepared<{ destination: string; n: number }, [number]>(db, "SELECT destination, COUNT(*) AS n FROM batches WHERE state = 'delivered' AND delivered_at >= ? GROUP BY 1 ORDER BY 1")
     .all(since);
 }
 
 /** Leased batches per destination: what is in flight, as any process can see it. */
 export function leasedCounts(db: Database): Map<string, number> {
-  const rows = db.query<{ destination: string; n: number }, []>("SELECT destination, COUNT(*) AS n FROM batches WHERE state = 'leased' GROUP BY destination").all();
+  const rows = prepared<{ destination: string; n: number }, []>(db, "SELECT destination, COUNT(*) AS n FROM batches WHERE state = 'leased' GROUP BY destination").all();
   return new Map(rows.map((r) => [r.destination, r.n]));
 }

@@ -3,6 +3,7 @@
 import type { Database } from "bun:sqlite";
 import { testHook } from "../testhook.ts";
 import type { Spool } from "./db.ts";
+import { prepared } from "./db.ts";
 
 /** How long each kind of finished row is kept (spec 8). Dead batches have no entry: never. */
 export interface RetentionPolicy {
@@ -96,18 +97,18 @@ async function inChunks(db: Database, step: () => number): Promise<void> {
 async function deleteFinishedBatches(db: Database, state: "delivered" | "dropped", cutoff: number, size: number, counts: RetentionCounts): Promise<void> {
   await inChunks(db, () => {
     let budget = size;
-    for (const { id } of db.query<{ id: number }, Record<string, string | number>>(Q.finished).all({ state, cutoff, limit: size })) {
-      const n = db.query<{ n: number }, [number]>(Q.eventCount).get(id)?.n ?? 0;
+    for (const { id } of prepared<{ id: number }, Record<string, string | number>>(db, Q.finished).all({ state, cutoff, limit: size })) {
+      const n = prepared<{ n: number }, [number]>(db, Q.eventCount).get(id)?.n ?? 0;
       if (n + 1 > budget) {
         if (budget === size) {
           // Alone it is still too big: take a full transaction's worth of its events.
-          counts.events += db.query(Q.deleteSomeEvents).run(id, budget).changes;
+          counts.events += prepared(db, Q.deleteSomeEvents).run(id, budget).changes;
           budget = 0;
         }
         break;
       }
-      counts.events += db.query(Q.deleteEvents).run(id).changes;
-      const gone = db.query(Q.deleteBatch).run(id).changes;
+      counts.events += prepared(db, Q.deleteEvents).run(id).changes;
+      const gone = prepared(db, Q.deleteBatch).run(id).changes;
       counts.batches += gone;
       budget -= n + gone;
     }
@@ -117,7 +118,7 @@ async function deleteFinishedBatches(db: Database, state: "delivered" | "dropped
 
 async function deleteBy(db: Database, sql: string, params: Record<string, string | number>, add: (n: number) => void): Promise<void> {
   await inChunks(db, () => {
-    const n = db.query(sql).run(params).changes;
+    const n = prepared(db, sql).run(params).changes;
     add(n);
     return n;
   });
@@ -125,11 +126,11 @@ async function deleteBy(db: Database, sql: string, params: Record<string, string
 
 function dedupSources(db: Database): string[] {
   const out: string[] = [];
-  let s = db.query<{ source: string | null }, [string]>(Q.nextDedupSource).get("")?.source ?? null;
+  let s = prepared<{ source: string | null }, [string]>(db, Q.nextDedupSource).get("")?.source ?? null;
   // "" sorts first among TEXT values; an empty source name cannot be enqueued (validateNewEvent).
   while (s !== null) {
     out.push(s);
-    s = db.query<{ source: string | null }, [string]>(Q.nextDedupSource).get(s)?.source ?? null;
+    s = prepared<{ source: string | null }, [string]>(db, Q.nextDedupSource).get(s)?.source ?? null;
   }
   return out;
 }
@@ -174,10 +175,10 @@ const CHECKPOINT_WAIT_MS = 2000;
  */
 export function checkpoint(spool: Spool): { busy: boolean; log: number; checkpointed: number } {
   const db = spool.db;
-  const saved = db.query<{ timeout: number }, []>("PRAGMA busy_timeout").get()?.timeout ?? 0;
+  const saved = prepared<{ timeout: number }, []>(db, "PRAGMA busy_timeout").get()?.timeout ?? 0;
   db.run(`PRAGMA busy_timeout = ${Math.min(saved, CHECKPOINT_WAIT_MS)}`);
   try {
-    const r = db.query<{ busy: number; log: number; checkpointed: number }, []>(Q.checkpoint).get();
+    const r = prepared<{ busy: number; log: number; checkpointed: number }, []>(db, Q.checkpoint).get();
     return { busy: (r?.busy ?? 0) !== 0, log: r?.log ?? 0, checkpointed: r?.checkpointed ?? 0 };
   } finally {
     db.run(`PRAGMA busy_timeout = ${saved}`);
