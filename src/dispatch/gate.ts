@@ -17,7 +17,7 @@ export interface GateDecision {
 const CLOSED_GATE: GateDecision = { slots: 0, probe: false, lastProbeBatchId: null };
 
 export function gate(spool: Spool, name: string, now: number, inflight: number, maxInflight: number): GateDecision {
-  let d = destinationState(spool.db, name);
+  let d = destinationState(spool, name);
   let halfOpened = false;
   if (d.state === "paused") return CLOSED_GATE;
   if (d.retry_after_until !== null && d.retry_after_until > now) return CLOSED_GATE;
@@ -26,7 +26,7 @@ export function gate(spool: Spool, name: string, now: number, inflight: number, 
     if (d.opened_at === null || d.cooldown_s === null || now < d.opened_at + d.cooldown_s) return CLOSED_GATE;
     if (!halfOpenIfCooled(spool, name, now)) return CLOSED_GATE;
     halfOpened = true;
-    d = destinationState(spool.db, name);
+    d = destinationState(spool, name);
   }
   if (d.state === "half_open") {
     // spec 4.2: exactly one probe; nothing else while probe_until > now

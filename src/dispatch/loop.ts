@@ -13,7 +13,9 @@ import { type Destination, deliveryId, outcome, type Outcome } from "../delivery
 import { caughtFault, faultCounts, isSpoolWriteError, WriteFailures } from "../obs/faults.ts";
 import type { Logger } from "../log.ts";
 import { redueConfigRetries } from "../store/attempts.ts";
-import { abandonAttempt, type Candidate, candidates, claimBatch, recoverLeases, sealReady } from "../store/batches.ts";
+import { type Candidate, candidates, claimBatch, recoverLeases, sealReady } from "../store/batches.ts";
+import { abandonAttempt } from "../store/marks.ts";
+import { type Policy, recordOutcome } from "../store/outcome.ts";
 import { batchContent } from "../store/content.ts";
 import type { Spool } from "../store/db.ts";
 import type { NewEvent } from "../store/enqueue.ts";
@@ -23,7 +25,6 @@ import { testHook } from "../testhook.ts";
 import { buildDocument } from "./document.ts";
 import { resolveEmit } from "./emits.ts";
 import { gate, pickProbe } from "./gate.ts";
-import { applyOutcome, type Policy } from "./outcomes.ts";
 
 /** A worker aborts this long before its lease ends, so a live owner never loses it (spec 6.2). */
 export const DEADLINE_MARGIN_S = 5;
@@ -318,7 +319,20 @@ export class Dispatcher {
     }
     const durationMs = performance.now() - t0;
     const now = effectiveNow(spool);
-    const r = applyOutcome(spool, policyOf(this.config), this.o.rng, { batch, claim, startedAt, probe, outcome: o, emits, durationMs, now, script: dest?.type === "script" });
+    const r = recordOutcome(spool, {
+      batchId: c.id,
+      attemptId: claim.attemptId,
+      owner: claim.owner,
+      startedAt,
+      probe,
+      script: dest?.type === "script",
+      outcome: o,
+      emits,
+      durationMs,
+      now,
+      jitter: this.o.rng.next(),
+      policy: policyOf(this.config),
+    });
     const fields = { destination: c.destination, batch: c.id, attempt: claim.n, status: o.status ?? undefined, duration_ms: Math.round(durationMs) };
     if (!r.applied) log.warn("lease lost; result discarded", fields);
     else if (r.state === "delivered") log.info("delivered", { ...fields, reason: o.notice ?? undefined });

@@ -1,7 +1,6 @@
 // Attempt history questions the dispatcher asks (spec 4.2 poison rule, spec 6.5 bad emits).
 import type { Database } from "bun:sqlite";
-import type { Spool } from "./db.ts";
-import { prepared } from "./db.ts";
+import { prepared, type Spool } from "./db.ts";
 
 interface PastAttempt {
   id: number;
@@ -32,7 +31,7 @@ function leaseExpired(a: PastAttempt): boolean {
  * destination delivering in between) make the batch poison. The attempt being recorded has
  * not been finished yet, so it is not among the past attempts.
  */
-export function transportStrikes(db: Database, batchId: number, destination: string, now: number): number {
+export function transportStrikesTx(db: Database, batchId: number, destination: string, now: number): number {
   let strikes = 0;
   let later = now;
   for (const a of prepared<PastAttempt, [number]>(db, PAST).all(batchId)) {
@@ -47,7 +46,7 @@ export function transportStrikes(db: Database, batchId: number, destination: str
 }
 
 /** Whether this batch's previous attempt failed on a bad emit (twice makes it permanent, spec 6.5). */
-export function previousBadEmit(db: Database, batchId: number): boolean {
+export function previousBadEmitTx(db: Database, batchId: number): boolean {
   for (const a of prepared<PastAttempt, [number]>(db, PAST).all(batchId)) {
     if (leaseExpired(a)) continue;
     return a.klass === "batch" && (a.error ?? "").startsWith("bad emit");
@@ -56,7 +55,7 @@ export function previousBadEmit(db: Database, batchId: number): boolean {
 }
 
 /** How many of this batch's latest attempts in a row were throttled (the backoff step of the next). */
-export function consecutiveThrottles(db: Database, batchId: number): number {
+export function consecutiveThrottlesTx(db: Database, batchId: number): number {
   let n = 0;
   for (const a of prepared<PastAttempt, [number]>(db, PAST).all(batchId)) {
     if (leaseExpired(a)) continue;

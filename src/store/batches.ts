@@ -1,12 +1,10 @@
-// The dispatcher's side of a batch (spec 5, 6.1, 6.2): readiness seal, the FIFO candidate query,
-// claim with a lease fence, fenced marks, and lease recovery.
+// The dispatcher's side of a batch before its attempt ends: readiness seal, the FIFO candidate
+// query, the claim with its lease fence, and lease recovery. How an attempt ends is marks.ts.
 import type { Database } from "bun:sqlite";
 import { testHook } from "../testhook.ts";
-import type { Spool } from "./db.ts";
-import { enqueueTx, type EnqueueResult, type NewEvent } from "./enqueue.ts";
+import { prepared, type Spool } from "./db.ts";
 import { markProbeTx } from "./destinations.ts";
 import { sealBatchTx } from "./transitions.ts";
-import { prepared } from "./db.ts";
 
 const READY = `SELECT id FROM batches WHERE state = 'open'
   AND ((quiet_s = 0 AND max_s = 0) OR $now >= last_at + quiet_s OR $now >= first_at + max_s)
@@ -119,136 +117,6 @@ export function claimBatch(spool: Spool, c: ClaimInput): Claim | null {
     if (e instanceof LostRace) return null;
     throw e;
   }
-}
-
-/** What one attempt did, recorded on its attempt row. */
-export interface AttemptRecord {
-  klass: string | null;
-  status: number | null;
-  /** Short, scrubbed; never a body or a secret. */
-  error: string | null;
-  durationMs: number;
-  counted: boolean;
-  eventsDelivered?: number | null;
-  failedEventId?: number | null;
-}
-
-interface MarkBase {
-  batchId: number;
-  attemptId: number;
-  owner: string;
-  now: number;
-  attempt: AttemptRecord;
-  /** More writes that belong with the mark (breaker, issues), run only when the mark applies. */
-  alsoTx?: (db: Database) => void;
-}
-
-export type MarkResult = { applied: true; emitted: EnqueueResult[] } | { applied: false };
-
-const FINISH = `UPDATE attempts SET finished_at = $now, outcome = $outcome, klass = $klass, status = $status, error = $error,
-    duration_ms = $duration, counted = $counted, events_delivered = $delivered, failed_event_id = $failed
-  WHERE id = $id`;
-
-/** last_error and attempt errors: one line, at most 500 characters (spec 14.2). */
-export function scrubError(s: string | null | undefined): string | null {
-  if (s === null || s === undefined) return null;
-  // biome-ignore lint/suspicious/noControlCharactersInRegex: stripping them is the point
-  return s.replace(/[\u0000-\u001f\u007f]+/g, " ").slice(0, 500);
-}
-
-function finishAttempt(db: Database, m: MarkBase, outcome: "ok" | "retry" | "dead" | "discarded"): void {
-  const a = m.attempt;
-  prepared(db, FINISH).run({
-    id: m.attemptId,
-    now: m.now,
-    outcome,
-    klass: a.klass,
-    status: a.status,
-    error: scrubError(a.error),
-    duration: Math.round(a.durationMs),
-    counted: outcome !== "discarded" && a.counted ? 1 : 0,
-    delivered: a.eventsDelivered ?? null,
-    failed: a.failedEventId ?? null,
-  });
-}
-
-/**
- * Run a fenced mark: `update` must touch exactly the leased row this owner holds. When it
- * touches none, the worker lost its lease: the attempt is recorded as discarded and nothing
- * else (emits included) is applied (spec 6.2).
- */
-function fenced(spool: Spool, m: MarkBase, outcome: "ok" | "retry" | "dead", update: () => number, after?: () => EnqueueResult[]): MarkResult {
-  return spool.db
-    .transaction((): MarkResult => {
-      if (update() !== 1) {
-        finishAttempt(spool.db, m, "discarded");
-        return { applied: false };
-      }
-      finishAttempt(spool.db, m, outcome);
-      const emitted = after ? after() : [];
-      m.alsoTx?.(spool.db);
-      testHook("mark.before_commit");
-      return { applied: true, emitted };
-    })
-    .immediate();
-}
-
-const DELIVERED = `UPDATE batches SET state = 'delivered', delivered_at = $now, result = $result, lease_until = NULL,
-    lease_owner = NULL, attempts = attempts + $counted, last_class = NULL, last_error = NULL
-  WHERE id = $id AND state = 'leased' AND lease_owner = $owner`;
-
-/** leased -> delivered, with the script's emits enqueued in the same transaction (spec 6.6). */
-export function markDelivered(spool: Spool, m: MarkBase & { result?: string; emits?: NewEvent[] }): MarkResult {
-  return fenced(
-    spool,
-    m,
-    "ok",
-    () => prepared(spool.db, DELIVERED).run({ id: m.batchId, owner: m.owner, now: m.now, result: m.result ?? "ok", counted: m.attempt.counted ? 1 : 0 }).changes,
-    () => (m.emits ?? []).map((ev) => enqueueTx(spool.db, ev, m.now)),
-  );
-}
-
-const RETRY = `UPDATE batches SET state = 'retry', next_attempt_at = $next, lease_until = NULL, lease_owner = NULL,
-    attempts = attempts + $counted, last_class = $klass, last_error = $error
-  WHERE id = $id AND state = 'leased' AND lease_owner = $owner`;
-
-/** leased -> retry, due at `nextAttemptAt` (spec 6.5). */
-export function markRetry(spool: Spool, m: MarkBase & { nextAttemptAt: number }): MarkResult {
-  return fenced(spool, m, "retry", () =>
-    prepared(spool.db, RETRY).run({
-      id: m.batchId,
-      owner: m.owner,
-      next: m.nextAttemptAt,
-      counted: m.attempt.counted ? 1 : 0,
-      klass: m.attempt.klass,
-      error: scrubError(m.attempt.error),
-    }).changes,
-  );
-}
-
-const DEAD = `UPDATE batches SET state = 'dead', lease_until = NULL, lease_owner = NULL, next_attempt_at = NULL,
-    attempts = attempts + $counted, last_class = $klass, last_error = $error
-  WHERE id = $id AND state = 'leased' AND lease_owner = $owner`;
-
-/** leased -> dead: permanent, poison, or max_attempts of counted attempts (spec 4.1). */
-export function markDead(spool: Spool, m: MarkBase): MarkResult {
-  return fenced(spool, m, "dead", () =>
-    prepared(spool.db, DEAD).run({
-      id: m.batchId,
-      owner: m.owner,
-      counted: m.attempt.counted ? 1 : 0,
-      klass: m.attempt.klass,
-      error: scrubError(m.attempt.error),
-    }).changes,
-  );
-}
-
-const ABANDON = `UPDATE attempts SET finished_at = $now, outcome = 'discarded', error = $why, counted = 0
-  WHERE id = $id AND finished_at IS NULL`;
-
-/** Close an attempt whose worker cannot go on (its batch vanished): discarded, uncounted. */
-export function abandonAttempt(spool: Spool, attemptId: number, now: number, why: string): void {
-  spool.db.transaction(() => prepared(spool.db, ABANDON).run({ id: attemptId, now, why: scrubError(why) })).immediate();
 }
 
 const LEASED = "SELECT id, lease_owner, lease_until FROM batches WHERE state = 'leased' ORDER BY id";

@@ -11,7 +11,12 @@ const GET = "SELECT * FROM destinations WHERE name = ?";
 const ENSURE = "INSERT INTO destinations (name) VALUES (?) ON CONFLICT (name) DO NOTHING";
 
 /** The destination's row; a destination never seen is closed. */
-export function destinationState(db: Database, name: string): DestinationRow {
+export function destinationState(spool: Spool, name: string): DestinationRow {
+  return destinationStateTx(spool.db, name);
+}
+
+/** destinationState inside the caller's transaction. */
+export function destinationStateTx(db: Database, name: string): DestinationRow {
   return (
     prepared<DestinationRow, [string]>(db, GET).get(name) ?? {
       name,
@@ -47,7 +52,7 @@ const SUCCESS = `UPDATE destinations SET consecutive_failures = 0, last_ok_at = 
  */
 export function recordSuccessTx(db: Database, name: string, now: number): DestinationRow["state"] {
   ensure(db, name);
-  const before = destinationState(db, name).state;
+  const before = destinationStateTx(db, name).state;
   prepared(db, SUCCESS).run({ name, now });
   return before;
 }
@@ -71,7 +76,7 @@ export type FailureEffect = "counted" | "tripped" | "retripped" | "ignored";
  */
 export function recordTransportFailureTx(db: Database, name: string, f: FailureInput): FailureEffect {
   ensure(db, name);
-  const d = destinationState(db, name);
+  const d = destinationStateTx(db, name);
   prepared(db, "UPDATE destinations SET last_error = ? WHERE name = ?").run(f.error, name);
   if (d.state === "closed") {
     const n = d.consecutive_failures + 1;

@@ -1,6 +1,7 @@
 // hookspool list and show (spec 16): batches newest first, payloads only on request.
 import { describe, expect, test } from "bun:test";
-import { claimBatch, markDead, markRetry } from "../../src/store/batches.ts";
+import { claimBatch } from "../../src/store/batches.ts";
+import { markDead, markRetry } from "../../src/store/marks.ts";
 import { quarantine } from "../../src/store/enqueue.ts";
 import { excludeEvents } from "../../src/store/operator.ts";
 import { type Home, enqueueJson, initHome, inHome, oneErrorLine, withSpool } from "./home.ts";

@@ -1,7 +1,8 @@
 // hookspool prune [--vacuum] and hookspool export (spec 8, 16).
 import { describe, expect, test } from "bun:test";
 import { statSync } from "node:fs";
-import { claimBatch, markRetry } from "../../src/store/batches.ts";
+import { claimBatch } from "../../src/store/batches.ts";
+import { markRetry } from "../../src/store/marks.ts";
 import { enqueueTx, quarantine } from "../../src/store/enqueue.ts";
 import { cli } from "../helpers/cli.ts";
 import { copy, ev, payloadOf } from "../helpers/spool.ts";

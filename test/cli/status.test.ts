@@ -1,6 +1,7 @@
 // hookspool status: the health document, its summary for people, and its exit code.
 import { describe, expect, test } from "bun:test";
-import { claimBatch, markDead } from "../../src/store/batches.ts";
+import { claimBatch } from "../../src/store/batches.ts";
+import { markDead } from "../../src/store/marks.ts";
 import { quarantine } from "../../src/store/enqueue.ts";
 import { writeHeartbeat } from "../../src/store/meta.ts";
 import { EXTRA_CONFIG, type Home, enqueueJson, initHome, inHome, withSpool } from "./home.ts";

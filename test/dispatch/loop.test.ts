@@ -1,7 +1,7 @@
 // The dispatcher's loop (spec 6.1, 6.2, 2): FIFO per key, parallel across keys, bounds while
 // gated, leases and their recovery, the worker deadline, the fenced late mark, the clock guard.
 import { describe, expect, test } from "bun:test";
-import { backoffS, retryDelayS } from "../../src/dispatch/backoff.ts";
+import { backoffS, retryDelayS } from "../../src/store/backoff.ts";
 import { seededRng } from "../../src/clock.ts";
 import { outcome } from "../../src/delivery.ts";
 import { claimBatch, recoverLeases } from "../../src/store/batches.ts";

@@ -1,6 +1,7 @@
 // Readiness, the FIFO candidate query, claim, fenced marks and lease recovery (spec 5, 6.1, 6.2).
 import { describe, expect, test } from "bun:test";
-import { claimBatch, candidates, markDead, markDelivered, markRetry, recoverLeases, sealReady, type AttemptRecord } from "../../src/store/batches.ts";
+import { claimBatch, candidates, recoverLeases, sealReady } from "../../src/store/batches.ts";
+import { markDead, markDelivered, markRetry, type AttemptRecord } from "../../src/store/marks.ts";
 import { batchContent, contentHash } from "../../src/store/content.ts";
 import { enqueue } from "../../src/store/enqueue.ts";
 import { effectiveNow, setMeta, writeHeartbeat } from "../../src/store/meta.ts";

@@ -3,7 +3,8 @@
 // (spec 4.1, 5, 6.1, 6.2, 7); the two are compared after every step.
 import { expect, test } from "bun:test";
 import { seededRng, type Rng } from "../../src/clock.ts";
-import { candidates, claimBatch, markDead, markDelivered, markRetry, recoverLeases, sealReady, type AttemptRecord } from "../../src/store/batches.ts";
+import { candidates, claimBatch, recoverLeases, sealReady } from "../../src/store/batches.ts";
+import { markDead, markDelivered, markRetry, type AttemptRecord } from "../../src/store/marks.ts";
 import { enqueue, type EventCopy } from "../../src/store/enqueue.ts";
 import { dropBatches, replayBatch } from "../../src/store/operator.ts";
 import { freshSpool, payloadOf, T0 } from "../helpers/spool.ts";

@@ -1,7 +1,8 @@
 // Operator transitions (spec 4.1, 16): replay, reclassify, retry, split, exclude, drop.
 import { describe, expect, test } from "bun:test";
 import { isHookspoolError } from "../../src/errors.ts";
-import { claimBatch, markDead, markRetry, sealReady } from "../../src/store/batches.ts";
+import { claimBatch, sealReady } from "../../src/store/batches.ts";
+import { markDead, markRetry } from "../../src/store/marks.ts";
 import { batchContent, contentHash } from "../../src/store/content.ts";
 import { enqueue, quarantine } from "../../src/store/enqueue.ts";
 import { deadBatchIds, dropBatches, excludeEvents, replayBatch, retryNow, splitBatch } from "../../src/store/operator.ts";

@@ -1,0 +1,153 @@
+// How an attempt ends: the fenced marks (leased -> delivered, retry or dead). Each mark checks
+// the lease_owner fence, so a worker that lost its lease records its attempt as discarded and
+// changes nothing else. The outcome table that chooses the mark is outcome.ts.
+import type { Database } from "bun:sqlite";
+import { testHook } from "../testhook.ts";
+import { prepared, type Spool } from "./db.ts";
+import { enqueueTx, type EnqueueResult, type NewEvent } from "./enqueue.ts";
+
+/** What one attempt did, recorded on its attempt row. */
+export interface AttemptRecord {
+  klass: string | null;
+  status: number | null;
+  /** Short, scrubbed; never a body or a secret. */
+  error: string | null;
+  durationMs: number;
+  counted: boolean;
+  eventsDelivered?: number | null;
+  failedEventId?: number | null;
+}
+
+export interface MarkBase {
+  batchId: number;
+  attemptId: number;
+  /** The claim's lease_owner: the fence every mark checks. */
+  owner: string;
+  now: number;
+  attempt: AttemptRecord;
+}
+
+export type MarkResult = { applied: true; emitted: EnqueueResult[] } | { applied: false };
+
+const FINISH = `UPDATE attempts SET finished_at = $now, outcome = $outcome, klass = $klass, status = $status, error = $error,
+    duration_ms = $duration, counted = $counted, events_delivered = $delivered, failed_event_id = $failed
+  WHERE id = $id`;
+
+/** last_error and attempt errors: one line, at most 500 characters (spec 14.2). */
+export function scrubError(s: string | null | undefined): string | null {
+  if (s === null || s === undefined) return null;
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: stripping them is the point
+  return s.replace(/[\u0000-\u001f\u007f]+/g, " ").slice(0, 500);
+}
+
+function finishAttempt(db: Database, m: MarkBase, outcome: "ok" | "retry" | "dead" | "discarded"): void {
+  const a = m.attempt;
+  prepared(db, FINISH).run({
+    id: m.attemptId,
+    now: m.now,
+    outcome,
+    klass: a.klass,
+    status: a.status,
+    error: scrubError(a.error),
+    duration: Math.round(a.durationMs),
+    counted: outcome !== "discarded" && a.counted ? 1 : 0,
+    delivered: a.eventsDelivered ?? null,
+    failed: a.failedEventId ?? null,
+  });
+}
+
+/**
+ * A fenced mark inside the caller's transaction: `update` must touch exactly the leased row this
+ * owner holds. When it touches none, the worker lost its lease: the attempt is recorded as
+ * discarded and nothing else (emits included) is applied (spec 6.2).
+ */
+function fencedTx(db: Database, m: MarkBase, outcome: "ok" | "retry" | "dead", update: () => number, after?: () => EnqueueResult[]): MarkResult {
+  if (update() !== 1) {
+    finishAttempt(db, m, "discarded");
+    return { applied: false };
+  }
+  finishAttempt(db, m, outcome);
+  return { applied: true, emitted: after ? after() : [] };
+}
+
+/** A mark in a transaction of its own. */
+function own(spool: Spool, mark: (db: Database) => MarkResult): MarkResult {
+  return spool.db
+    .transaction(() => {
+      const r = mark(spool.db);
+      testHook("mark.before_commit");
+      return r;
+    })
+    .immediate();
+}
+
+const DELIVERED = `UPDATE batches SET state = 'delivered', delivered_at = $now, result = $result, lease_until = NULL,
+    lease_owner = NULL, attempts = attempts + $counted, last_class = NULL, last_error = NULL
+  WHERE id = $id AND state = 'leased' AND lease_owner = $owner`;
+
+/** leased -> delivered, with the script's emits enqueued in the same transaction (spec 6.6). */
+export function markDeliveredTx(db: Database, m: MarkBase & { result?: string; emits?: NewEvent[] }): MarkResult {
+  return fencedTx(
+    db,
+    m,
+    "ok",
+    () => prepared(db, DELIVERED).run({ id: m.batchId, owner: m.owner, now: m.now, result: m.result ?? "ok", counted: m.attempt.counted ? 1 : 0 }).changes,
+    () => (m.emits ?? []).map((ev) => enqueueTx(db, ev, m.now)),
+  );
+}
+
+export function markDelivered(spool: Spool, m: MarkBase & { result?: string; emits?: NewEvent[] }): MarkResult {
+  return own(spool, (db) => markDeliveredTx(db, m));
+}
+
+const RETRY = `UPDATE batches SET state = 'retry', next_attempt_at = $next, lease_until = NULL, lease_owner = NULL,
+    attempts = attempts + $counted, last_class = $klass, last_error = $error
+  WHERE id = $id AND state = 'leased' AND lease_owner = $owner`;
+
+/** leased -> retry, due at `nextAttemptAt` (spec 6.5). */
+export function markRetryTx(db: Database, m: MarkBase & { nextAttemptAt: number }): MarkResult {
+  return fencedTx(db, m, "retry", () =>
+    prepared(db, RETRY).run({
+      id: m.batchId,
+      owner: m.owner,
+      next: m.nextAttemptAt,
+      counted: m.attempt.counted ? 1 : 0,
+      klass: m.attempt.klass,
+      error: scrubError(m.attempt.error),
+    }).changes,
+  );
+}
+
+const DEAD = `UPDATE batches SET state = 'dead', lease_until = NULL, lease_owner = NULL, next_attempt_at = NULL,
+    attempts = attempts + $counted, last_class = $klass, last_error = $error
+  WHERE id = $id AND state = 'leased' AND lease_owner = $owner`;
+
+export function markRetry(spool: Spool, m: MarkBase & { nextAttemptAt: number }): MarkResult {
+  return own(spool, (db) => markRetryTx(db, m));
+}
+
+/** leased -> dead: permanent, poison, or max_attempts of counted attempts (spec 4.1). */
+export function markDeadTx(db: Database, m: MarkBase): MarkResult {
+  return fencedTx(db, m, "dead", () =>
+    prepared(db, DEAD).run({
+      id: m.batchId,
+      owner: m.owner,
+      counted: m.attempt.counted ? 1 : 0,
+      klass: m.attempt.klass,
+      error: scrubError(m.attempt.error),
+    }).changes,
+  );
+}
+
+export function markDead(spool: Spool, m: MarkBase): MarkResult {
+  return own(spool, (db) => markDeadTx(db, m));
+}
+
+const ABANDON = `UPDATE attempts SET finished_at = $now, outcome = 'discarded', error = $why, counted = 0
+  WHERE id = $id AND finished_at IS NULL`;
+
+/** Close an attempt whose worker cannot go on (its batch vanished): discarded, uncounted. */
+export function abandonAttempt(spool: Spool, attemptId: number, now: number, why: string): void {
+  spool.db.transaction(() => prepared(spool.db, ABANDON).run({ id: attemptId, now, why: scrubError(why) })).immediate();
+}
+
