@@ -338,9 +338,9 @@ function databaseRules(path: string): ConfigProblem[] {
   let spool: Spool | null = null;
   try {
     spool = openSpool(path, { create: false, busyTimeoutS: 10 });
-    const bad = quickCheck(spool.db);
+    const bad = quickCheck(spool);
     if (bad.length) return [problem("error", "spool.db", `database corrupt: ${bad.slice(0, 3).join("; ")}${bad.length > 3 ? ` (and ${bad.length - 3} more)` : ""}`, hint)];
-    const version = schemaVersion(spool.db);
+    const version = schemaVersion(spool);
     // check is both units' ExecStartPre: an older schema must not stop the dispatcher, which
     // migrates it at startup (spec 17); the intake refuses it on its own (exit 2).
     if (version < LATEST_SCHEMA) {

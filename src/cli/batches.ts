@@ -24,7 +24,7 @@ function listCommand(cli: Cli): CommandDef {
       const { paths } = loadForReading(cli);
       const spool = openExisting(cli, paths.db);
       try {
-        const rows = listBatches(spool.db, { state: state as BatchState | undefined, source: args.source, destination: args.destination, limit });
+        const rows = listBatches(spool, { state: state as BatchState | undefined, source: args.source, destination: args.destination, limit });
         if (cli.globals.json) {
           cli.io.out(JSON.stringify(rows));
           return 0;
@@ -63,11 +63,11 @@ function showCommand(cli: Cli): CommandDef {
       const { paths } = loadForReading(cli);
       const spool = openExisting(cli, paths.db);
       try {
-        const b = getBatch(spool.db, id);
+        const b = getBatch(spool, id);
         if (!b) throw new HookspoolError("E_NOT_FOUND", `no batch ${id}`);
-        const events = args.events ? batchEvents(spool.db, id) : undefined;
-        const attempts = args.attempts ? batchAttempts(spool.db, id) : undefined;
-        const payloads = args.payload ? batchPayloads(spool.db, id) : undefined;
+        const events = args.events ? batchEvents(spool, id) : undefined;
+        const attempts = args.attempts ? batchAttempts(spool, id) : undefined;
+        const payloads = args.payload ? batchPayloads(spool, id) : undefined;
         if (payloads && cli.io.isTTY) cli.io.err("warning: payloads may hold secrets or personal data");
         if (cli.globals.json) {
           const out: Record<string, unknown> = { batch: b };

@@ -107,9 +107,9 @@ export function loadForReading(cli: Cli): LoadedConfig {
     const first = e.problems[0];
     cli.io.err(`hookspool: warning: ${visible(`${file}: cannot use the config (${first.key}: ${first.message}); reading the database alone`)}`);
     const { config } = parseConfig("", file);
-    const spool = spoolTable(file);
-    if (typeof spool.home === "string") config.spool.home = spool.home;
-    if (typeof spool.db === "string") config.spool.db = spool.db;
+    const written = spoolTable(file);
+    if (typeof written.home === "string") config.spool.home = written.home;
+    if (typeof written.db === "string") config.spool.db = written.db;
     const paths = resolvePaths(config, { home: cli.globals.home, config: cli.globals.config, env: cli.io.env, cwd: cli.io.cwd }, file);
     return { config, paths, problems: [], mtimeMs: null };
   }

@@ -14,7 +14,7 @@ function listRun(cli: Cli) {
     const { paths } = loadFor(cli);
     const spool = openExisting(cli, paths.db);
     try {
-      const rows = listIssues(spool.db, { state });
+      const rows = listIssues(spool, { state });
       if (cli.globals.json) {
         cli.io.out(JSON.stringify(rows));
         return 0;

@@ -85,7 +85,7 @@ function exportCommand(cli: Cli): CommandDef {
       try {
         let n = 0;
         let events = 0;
-        for (const rec of exportBatches(spool.db, { state: state as BatchState | undefined, since })) {
+        for (const rec of exportBatches(spool, { state: state as BatchState | undefined, since })) {
           cli.io.out(JSON.stringify(rec));
           n++;
           events += rec.events.length;

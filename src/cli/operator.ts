@@ -45,7 +45,7 @@ async function reclassifier(cli: Cli, spool: Spool, config: Config, configFile: 
   const sources = await loadSources(config, { configDir: dirname(configFile ?? cli.io.cwd), env: cli.io.env, file: configFile ?? "config.toml" });
   const src = sources.get(source);
   if (!src) throw new HookspoolError("E_CONFIG", `source ${source} has no plugin to classify its quarantined requests with`, { key: `sources.${source}` });
-  const events = await reclassify(config, src, quarantinedRequests(spool.db, batchId));
+  const events = await reclassify(config, src, quarantinedRequests(spool, batchId));
   return (req) => {
     const ev = events.get(req.eventId);
     if (ev === undefined) throw new HookspoolError("E_NOTHING", `batch ${batchId} changed while it was replayed; nothing changed`);
@@ -77,7 +77,7 @@ function replayCommand(cli: Cli): CommandDef {
       return withSpool(cli, async (spool, config, file) => {
         const now = cli.clock.now();
         const targets = args.dead
-          ? deadBatchIds(spool.db, { destination: args.destination, source: args.source, since: args.since ? parseSince(String(args.since), now) : undefined })
+          ? deadBatchIds(spool, { destination: args.destination, source: args.source, since: args.since ? parseSince(String(args.since), now) : undefined })
           : ids;
         if (targets.length === 0) {
           say(cli, { replayed: [] }, "no dead batches match");
@@ -88,7 +88,7 @@ function replayCommand(cli: Cli): CommandDef {
         let replayed = 0;
         for (const id of targets) {
           try {
-            const b = getBatch(spool.db, id);
+            const b = getBatch(spool, id);
             const re = b?.destination === "quarantine" && b.state === "dead" ? await reclassifier(cli, spool, config, file, id, b.source) : undefined;
             const r = replayBatch(spool, id, now, re);
             results.push(r);
@@ -184,7 +184,7 @@ function excludeCommand(cli: Cli): CommandDef {
       requireYes(args as { yes?: boolean }, "exclude");
       return withSpool(cli, (spool) => {
         excludeEvents(spool, id, events, cli.clock.now());
-        const b = getBatch(spool.db, id);
+        const b = getBatch(spool, id);
         say(cli, { batch: id, excluded: events, content_hash: b?.content_hash }, `batch ${id}: excluded event(s) ${events.join(", ")}; content_hash ${b?.content_hash ?? "-"}`);
         return 0;
       });
@@ -216,7 +216,7 @@ function dropCommand(cli: Cli): CommandDef {
 /** A destination the config names, or one the spool has batches or state for (a typo is not). */
 function knownDestination(spool: Spool, config: Config, name: string): boolean {
   if (name === "quarantine") return false;
-  return configuredDestinations(config).has(name) || destinationNames(spool.db).includes(name);
+  return configuredDestinations(config).has(name) || destinationNames(spool).includes(name);
 }
 
 function pauseCommand(cli: Cli): CommandDef {

@@ -69,7 +69,7 @@ function openForDispatch(cli: Cli, loaded: LoadedConfig, busyTimeoutS = 30): { s
     try {
       let problems: string[];
       try {
-        problems = quickCheck(spool.db);
+        problems = quickCheck(spool);
       } catch (e) {
         const code = (e as { code?: string }).code ?? "";
         if (code.startsWith("SQLITE_CORRUPT") || code === "SQLITE_NOTADB") throw corrupt(code);
@@ -90,7 +90,7 @@ function openForDispatch(cli: Cli, loaded: LoadedConfig, busyTimeoutS = 30): { s
 
 function makeDispatcher(cli: Cli, loaded: LoadedConfig, spool: Spool): Dispatcher {
   const log = createLogger("dispatch", { clock: cli.clock });
-  const inst = instanceId(spool.db);
+  const inst = instanceId(spool);
   return new Dispatcher({
     spool,
     loaded,

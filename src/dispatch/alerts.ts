@@ -53,7 +53,7 @@ export async function runAlerts(d: AlertDeps): Promise<number[]> {
   const { spool, config, log, now } = d;
   const dry = config.alerts.dry || d.env.HOOKSPOOL_ALERT_DRY === "1";
   const sent: number[] = [];
-  for (const issue of issuesToAlert(spool.db)) {
+  for (const issue of issuesToAlert(spool)) {
     // One issue's failure (a refused write, a command that cannot start) never holds back the rest.
     try {
       if (await alertOne(d, issue, dry)) sent.push(issue.id);

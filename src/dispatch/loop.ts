@@ -91,7 +91,7 @@ export class Dispatcher {
     });
     this.host = o.host ?? hostname();
     this.pid = o.pid ?? process.pid;
-    this.instance = instanceId(o.spool.db);
+    this.instance = instanceId(o.spool);
     this.writeFailures = new WriteFailures(o.spool, "dispatcher", o.log, () => o.clock.now());
   }
 
@@ -213,7 +213,7 @@ export class Dispatcher {
     let free = this.config.dispatch.parallel - this.workers.size;
     if (free <= 0) return;
     const byDestination = new Map<string, Candidate[]>();
-    for (const c of candidates(spool.db, now)) {
+    for (const c of candidates(spool, now)) {
       const list = byDestination.get(c.destination) ?? [];
       list.push(c);
       byDestination.set(c.destination, list);
@@ -269,7 +269,7 @@ export class Dispatcher {
     const t0 = performance.now();
     let o: Outcome;
     let emits: NewEvent[] = [];
-    const batch = getBatch(spool.db, c.id);
+    const batch = getBatch(spool, c.id);
     if (!batch) {
       // Claimed and gone (nothing deletes a leased batch, but never leave the attempt to its lease).
       abandonAttempt(spool, claim.attemptId, effectiveNow(spool), "batch missing after claim");
@@ -280,7 +280,7 @@ export class Dispatcher {
     if (!dest) {
       o = outcome({ kind: "retry", klass: "config", reason: "unknown destination", detail: `no destination named ${c.destination} in the config` });
     } else {
-      const doc = buildDocument({ batch, content: batchContent(spool.db, c.id), deliveryId: claim.deliveryId ?? "", attempt: claim.n });
+      const doc = buildDocument({ batch, content: batchContent(spool, c.id), deliveryId: claim.deliveryId ?? "", attempt: claim.n });
       const ac = new AbortController();
       const ms = Math.max(0, (deadline - clock.now()) * 1000);
       const timer = setTimeout(() => ac.abort(new Error("deadline")), ms);

@@ -10,7 +10,7 @@ import { caughtFault, isSpoolWriteError, WRITE_FAILED_ISSUE, WriteFailures } fro
 import type { Logger } from "../log.ts";
 import type { Spool } from "../store/db.ts";
 import { getIssueByFingerprint, raiseIssue, resolveIssue } from "../store/issues.ts";
-import { getMetaNumber, setMeta } from "../store/meta.ts";
+import { expectationSince, getMetaNumber, noteRetentionPass } from "../store/meta.ts";
 import { pollRows } from "../store/queries.ts";
 import { policyFromConfig, runRetention } from "../store/retention.ts";
 import { runAlerts } from "./alerts.ts";
@@ -69,7 +69,7 @@ export class Maintenance {
 
   /** Open an issue on a condition's onset; a persisting condition does not count again every minute. */
   private raiseOnce(fingerprint: string, kind: "source_silent" | "spool", error: string, now: number): void {
-    const row = getIssueByFingerprint(this.o.spool.db, fingerprint);
+    const row = getIssueByFingerprint(this.o.spool, fingerprint);
     if (row && (row.state === "open" || row.state === "acked" || row.state === "ignored")) return;
     raiseIssue(this.o.spool, { fingerprint, kind, error, now });
     this.o.log.warn("issue opened", { reason: fingerprint });
@@ -103,10 +103,10 @@ export class Maintenance {
       await runAlerts({ spool, config, env: this.o.env, log: this.o.log, now });
     });
     await this.chore("retention", async () => {
-      const last = getMetaNumber(spool.db, "last_retention_at");
+      const last = getMetaNumber(spool, "last_retention_at");
       if (last !== null && now - last < RETENTION_EVERY_S && now >= last) return;
       const counts = await runRetention(spool, policyFromConfig(config), now);
-      setMeta(spool.db, "last_retention_at", now);
+      noteRetentionPass(spool, now);
       this.o.log.info("retention pass", { reason: Object.entries(counts).map(([k, v]) => `${k}=${v}`).join(" ") });
     });
   }
@@ -121,7 +121,7 @@ export class Maintenance {
     const free = (this.o.diskFree ?? diskFreeBytes)(this.o.dbPath);
     if (free !== null && free < config.limits.min_free_bytes) this.raiseOnce("spool:min_free_bytes", "spool", `${free} bytes free, below limits.min_free_bytes (${config.limits.min_free_bytes})`, now);
     else resolveIssue(spool, "spool:min_free_bytes", now);
-    const failed = getIssueByFingerprint(spool.db, WRITE_FAILED_ISSUE);
+    const failed = getIssueByFingerprint(spool, WRITE_FAILED_ISSUE);
     if (failed && (failed.state === "open" || failed.state === "acked") && now - failed.last_at >= MAINTENANCE_EVERY_S && !this.writeFailures.hasPending) {
       resolveIssue(spool, WRITE_FAILED_ISSUE, now);
     }
@@ -133,29 +133,25 @@ export class Maintenance {
    * the clock starts when the expectation was first seen, and status reads the same fact.
    */
   private liveness(config: Config, now: number): void {
-    const db = this.o.spool.db;
+    const { spool } = this.o;
     const plugins = this.o.plugins?.();
     for (const name of Object.keys(config.sources)) {
       const fp = `source_silent:${name}`;
       const every = expectEvery(config, name, plugins);
       if (every === 0) {
-        resolveIssue(this.o.spool, fp, now);
+        resolveIssue(spool, fp, now);
         continue;
       }
-      let expectedSince = getMetaNumber(db, `source:${name}:expected_since`);
-      if (expectedSince === null) {
-        setMeta(db, `source:${name}:expected_since`, now);
-        expectedSince = now;
-      }
-      const silent = silentFor(now, getMetaNumber(db, `source:${name}:last_event_at`), expectedSince, every);
+      const expectedSince = expectationSince(spool, name, now);
+      const silent = silentFor(now, getMetaNumber(spool, `source:${name}:last_event_at`), expectedSince, every);
       if (silent !== null) this.raiseOnce(fp, "source_silent", `no event for ${Math.round(silent)}s (expected every ${every}s)`, now);
-      else resolveIssue(this.o.spool, fp, now);
+      else resolveIssue(spool, fp, now);
     }
   }
 
   /** spec 14.4: no delivered tick for more than 3 x every_s opens poll:<i>:stale. */
   private polls(config: Config, now: number): void {
-    for (const p of pollRows(this.o.spool.db)) {
+    for (const p of pollRows(this.o.spool)) {
       const every = config.sources[p.instance]?.every_s;
       if (!every) continue;
       const fp = `poll:${p.instance}:stale`;

@@ -32,7 +32,7 @@ export class Health {
    */
   check(config: Config, plugins?: ReadonlyMap<string, IntakeSource>): { code: number; doc: StatusDoc } {
     const now = this.clock.now();
-    const lastEnqueue = getMetaNumber(this.spool.db, "last_enqueue_at");
+    const lastEnqueue = getMetaNumber(this.spool, "last_enqueue_at");
     let writableAt: number | null = lastEnqueue !== null && now - lastEnqueue <= WRITE_PROBE_S ? lastEnqueue : this.probedAt;
     const failing = this.backpressure.failing;
     const every = failing ? FAILED_PROBE_S : WRITE_PROBE_S;

@@ -40,7 +40,7 @@ export function renderSpoolMetrics(spool: Spool, config: Config, dbPath: string,
   const { now } = inp;
   const { doc } = buildStatus(spool, config, dbPath, { now, inflight: inp.inflight, diskFree: inp.diskFree, hard: [] });
   const t = new Text();
-  const attempts = attemptCounts(spool.db, now - 30 * DAY);
+  const attempts = attemptCounts(spool, now - 30 * DAY);
   t.family(
     "hookspool_attempts_30d",
     "Attempts started in the last 30 days, per destination, outcome and class.",
@@ -49,7 +49,7 @@ export function renderSpoolMetrics(spool: Spool, config: Config, dbPath: string,
   t.family(
     "hookspool_batches_delivered_7d",
     "Batches delivered in the last 7 days, per destination.",
-    deliveredCounts(spool.db, now - 7 * DAY).map((d) => [{ destination: d.destination }, d.n]),
+    deliveredCounts(spool, now - 7 * DAY).map((d) => [{ destination: d.destination }, d.n]),
   );
   const perDest = new Map<string, { s: number; n: number }>();
   for (const a of attempts) {
@@ -85,10 +85,10 @@ export function renderSpoolMetrics(spool: Spool, config: Config, dbPath: string,
  * in this process (run) is counted in hookspool_caught_errors_total instead.
  */
 function dispatcherCaught(spool: Spool): string[] {
-  if (getMetaNumber(spool.db, "dispatcher_pid") === process.pid) return [];
+  if (getMetaNumber(spool, "dispatcher_pid") === process.pid) return [];
   let counts: { component: string; klass: string; n: number }[];
   try {
-    counts = JSON.parse(getMeta(spool.db, "dispatcher_caught_errors") ?? "[]");
+    counts = JSON.parse(getMeta(spool, "dispatcher_caught_errors") ?? "[]");
   } catch {
     return [];
   }

@@ -89,24 +89,23 @@ const round1 = (x: number) => Math.round(x * 10) / 10;
  * whether /healthz answers 503 (spool unwritable, a hard limit active) rather than 200.
  */
 export function buildStatus(spool: Spool, config: Config, dbPath: string, inp: StatusInputs): { doc: StatusDoc; hard: boolean } {
-  const db = spool.db;
   const { now } = inp;
   const degraded: string[] = [];
-  const heartbeat = getMetaNumber(db, "dispatcher_heartbeat_at");
+  const heartbeat = getMetaNumber(spool, "dispatcher_heartbeat_at");
   const heartbeatAge = age(now, heartbeat);
   const alive = heartbeatAge !== null && heartbeatAge <= HEARTBEAT_STALE_S;
   if (heartbeat === null) degraded.push("dispatcher: no heartbeat yet");
   else if (!alive) degraded.push(`dispatcher: heartbeat ${Math.round(heartbeatAge ?? 0)}s old`);
 
-  const batches = countBatches(db);
+  const batches = countBatches(spool);
   if (batches.dead > 0) degraded.push(`batches: ${batches.dead} dead`);
   if (batches.quarantined > 0) degraded.push(`batches: ${batches.quarantined} quarantined`);
 
-  const pending = oldestPending(db);
-  const rows = new Map(destinationRows(db).map((r) => [r.name, r]));
-  const leased = leasedCounts(db);
+  const pending = oldestPending(spool);
+  const rows = new Map(destinationRows(spool).map((r) => [r.name, r]));
+  const leased = leasedCounts(spool);
   const destinations: Record<string, DestinationStatus> = {};
-  for (const name of destinationNames(db)) {
+  for (const name of destinationNames(spool)) {
     const row = rows.get(name);
     const d: DestinationStatus = { state: row?.state ?? "closed", oldest_pending_age_s: age(now, pending.byDestination.get(name)) };
     d.inflight = inp.inflight?.get(name) ?? leased.get(name) ?? 0;
@@ -125,20 +124,20 @@ export function buildStatus(spool: Spool, config: Config, dbPath: string, inp: S
 
   const sources: Record<string, SourceStatus> = {};
   for (const name of Object.keys(config.sources)) {
-    const last = getMetaNumber(db, `source:${name}:last_event_at`);
+    const last = getMetaNumber(spool, `source:${name}:last_event_at`);
     const s: SourceStatus = { last_event_age_s: age(now, last) };
     const every = expectEvery(config, name, inp.plugins);
     if (every > 0) {
       s.expected_every_s = every;
       // The same rule as the source_silent issue, so status and the issue always agree.
-      s.silent = silentFor(now, last, getMetaNumber(db, `source:${name}:expected_since`), every) !== null;
+      s.silent = silentFor(now, last, getMetaNumber(spool, `source:${name}:expected_since`), every) !== null;
       if (s.silent) degraded.push(`source ${name}: silent`);
     }
     sources[name] = s;
   }
 
   const polls: Record<string, PollStatus> = {};
-  for (const p of pollRows(db)) {
+  for (const p of pollRows(spool)) {
     const every = config.sources[p.instance]?.every_s ?? null;
     const ref = p.delivered_at ?? p.created_at;
     const stale = every !== null && now - ref > 3 * every;
@@ -161,22 +160,22 @@ export function buildStatus(spool: Spool, config: Config, dbPath: string, inp: S
   const hard = [...(inp.hard ?? [])];
   // The intake passes its own backpressure reading in `hard`; the CLI checks the disk here.
   if (inp.hard === undefined && diskFree !== null && diskFree < config.limits.min_free_bytes) hard.push(`spool: disk free ${diskFree} below limits.min_free_bytes`);
-  const lastEnqueue = getMetaNumber(db, "last_enqueue_at");
+  const lastEnqueue = getMetaNumber(spool, "last_enqueue_at");
   // Writability is proven by the last enqueue or the intake's last probe write (spec 11.1).
-  const proven = inp.writableCheckedAt !== undefined ? inp.writableCheckedAt : Math.max(lastEnqueue ?? Number.NEGATIVE_INFINITY, getMetaNumber(db, "write_probe_at") ?? Number.NEGATIVE_INFINITY);
+  const proven = inp.writableCheckedAt !== undefined ? inp.writableCheckedAt : Math.max(lastEnqueue ?? Number.NEGATIVE_INFINITY, getMetaNumber(spool, "write_probe_at") ?? Number.NEGATIVE_INFINITY);
   const writableAt = proven === null || proven === Number.NEGATIVE_INFINITY ? null : proven;
   const doc: StatusDoc = {
     ok: hard.length === 0 && degraded.length === 0,
     degraded: [...hard, ...degraded],
-    schema: schemaVersion(db),
-    dispatcher: { alive, heartbeat_age_s: heartbeatAge, pid: getMetaNumber(db, "dispatcher_pid") },
+    schema: schemaVersion(spool),
+    dispatcher: { alive, heartbeat_age_s: heartbeatAge, pid: getMetaNumber(spool, "dispatcher_pid") },
     spool: { last_enqueue_age_s: age(now, lastEnqueue), writable_checked_age_s: age(now, writableAt) },
     batches,
     oldest_pending_age_s: age(now, pending.overall),
     destinations,
     sources,
     ...(Object.keys(polls).length ? { polls } : {}),
-    issues_open: openIssueCount(db),
+    issues_open: openIssueCount(spool),
     spool_bytes: spoolBytes(dbPath),
     disk_free_bytes: diskFree,
   };

@@ -55,7 +55,8 @@ const CANDIDATES = `WITH heads AS (
   ORDER BY b.first_at, b.id`;
 
 /** Deliverable batches at `now`, oldest first_at first: strictly FIFO per group, parallel across groups. */
-export function candidates(db: Database, now: number): Candidate[] {
+export function candidates(spool: Spool, now: number): Candidate[] {
+  const db = spool.db;
   return prepared<Candidate, Record<string, number>>(db, CANDIDATES).all({ now });
 }
 

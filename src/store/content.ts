@@ -1,6 +1,6 @@
 // The frozen part of a batch (spec 6.4): events + event_meta, and the content_hash over them.
 import type { Database } from "bun:sqlite";
-import { prepared } from "./db.ts";
+import { prepared, type Spool } from "./db.ts";
 
 export interface EventMeta {
   id: number;
@@ -22,7 +22,11 @@ const CONTENT = `SELECT id, event_type, received_at, dedup_id, payload, headers 
   WHERE batch_id = ? AND excluded_at IS NULL ORDER BY id`;
 
 /** The events a document carries, in events.id order (commit order), excluded ones omitted. */
-export function batchContent(db: Database, batchId: number): ContentEvent[] {
+export function batchContent(spool: Spool, batchId: number): ContentEvent[] {
+  return batchContentTx(spool.db, batchId);
+}
+
+export function batchContentTx(db: Database, batchId: number): ContentEvent[] {
   return prepared<ContentEvent, [number]>(db, CONTENT).all(batchId);
 }
 
@@ -68,6 +72,6 @@ export function contentHash(events: ContentEvent[]): string {
   return `sha256:${h.digest("hex")}`;
 }
 
-export function computeContentHash(db: Database, batchId: number): string {
-  return contentHash(batchContent(db, batchId));
+export function computeContentHashTx(db: Database, batchId: number): string {
+  return contentHash(batchContentTx(db, batchId));
 }

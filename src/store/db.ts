@@ -113,7 +113,8 @@ export function closeConnection(db: Database): void {
 }
 
 /** PRAGMA user_version, which mirrors meta.schema_version. */
-export function schemaVersion(db: Database): number {
+export function schemaVersion(spool: Spool): number {
+  const db = spool.db;
   return prepared<{ user_version: number }, []>(db, "PRAGMA user_version").get()?.user_version ?? 0;
 }
 
@@ -123,7 +124,7 @@ export function schemaVersion(db: Database): number {
  * call this instead of migrating.
  */
 export function requireCurrentSchema(spool: Spool): void {
-  const v = schemaVersion(spool.db);
+  const v = schemaVersion(spool);
   if (v < LATEST_SCHEMA) {
     throw new HookspoolError("E_SCHEMA", `${spool.path} has schema ${v}, this hookspool needs ${LATEST_SCHEMA}`, {
       hint: "run hookspool migrate",
@@ -137,7 +138,8 @@ export function requireCurrentSchema(spool: Spool): void {
 }
 
 /** PRAGMA quick_check: "ok" or the first problems found. */
-export function quickCheck(db: Database): string[] {
+export function quickCheck(spool: Spool): string[] {
+  const db = spool.db;
   const rows = prepared<{ quick_check: string }, []>(db, "PRAGMA quick_check").all();
   const lines = rows.map((r) => r.quick_check);
   return lines.length === 1 && lines[0] === "ok" ? [] : lines;

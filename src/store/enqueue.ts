@@ -3,10 +3,10 @@
 import type { Database } from "bun:sqlite";
 import { HookspoolError } from "../errors.ts";
 import { testHook } from "../testhook.ts";
-import { contentHash, batchContent } from "./content.ts";
+import { batchContentTx, contentHash } from "./content.ts";
 import type { Spool } from "./db.ts";
 import { raiseIssueTx, resolveDeadIssuesTx, resolveIssueTx } from "./issues.ts";
-import { setMeta } from "./meta.ts";
+import { setMetaTx } from "./meta.ts";
 import { replayDeadTx, sealBatchTx } from "./transitions.ts";
 import { prepared } from "./db.ts";
 
@@ -181,8 +181,8 @@ export function enqueueTx(db: Database, ev: NewEvent, now: number): EnqueueResul
   }
   // Only a new event is news: a duplicate (or a redelivery that replays a dead batch) changes
   // nothing else, so it neither refreshes the last enqueue nor the source's liveness.
-  setMeta(db, "last_enqueue_at", now);
-  setMeta(db, `source:${ev.source}:last_event_at`, now);
+  setMetaTx(db, "last_enqueue_at", now);
+  setMetaTx(db, `source:${ev.source}:last_event_at`, now);
   const size = eventSize(ev);
   const placed: Placed[] = [];
   ev.copies.forEach((copy, i) => {
@@ -259,13 +259,13 @@ export function quarantine(spool: Spool, q: QuarantineInput, now: number = spool
   return spool.db
     .transaction(() => {
       const db = spool.db;
-      setMeta(db, "last_enqueue_at", now);
+      setMetaTx(db, "last_enqueue_at", now);
       const size = q.raw.length;
       const batchId = Number(prepared(db, QUARANTINE_BATCH).run({ source: q.source, now, bytes: Math.max(1, size), size, error: reason }).lastInsertRowid);
       const eventId = Number(
         prepared(db, QUARANTINE_EVENT).run({ source: q.source, batch: batchId, now, raw: q.raw, headers: JSON.stringify(headers), size, url: q.url }).lastInsertRowid,
       );
-      prepared(db, "UPDATE batches SET content_hash = ? WHERE id = ?").run(contentHash(batchContent(db, batchId)), batchId);
+      prepared(db, "UPDATE batches SET content_hash = ? WHERE id = ?").run(contentHash(batchContentTx(db, batchId)), batchId);
       raiseIssueTx(db, { ...issue, route: q.source, batchId, error: `quarantined: ${reason}`, now });
       testHook("quarantine.before_commit");
       return { eventId, batchId, reason };

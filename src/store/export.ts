@@ -2,7 +2,7 @@
 // one record per batch, read a page at a time so a large spool streams.
 import type { Database } from "bun:sqlite";
 import { type AttemptRow, type BatchRow, type BatchState, batchAttempts, type EventListing, type EventPayload } from "./queries.ts";
-import { prepared } from "./db.ts";
+import { prepared, type Spool } from "./db.ts";
 
 export interface ExportFilter {
   state?: BatchState;
@@ -69,7 +69,8 @@ function exportEvent(e: StoredEvent): ExportEvent {
  * its attempts. Pages by id, so batches written while the export runs are picked up and
  * none is yielded twice; each page is its own read, so the WAL is never held for the whole run.
  */
-export function* exportBatches(db: Database, filter: ExportFilter = {}, pageSize = EXPORT_PAGE): Generator<ExportRecord> {
+export function* exportBatches(spool: Spool, filter: ExportFilter = {}, pageSize = EXPORT_PAGE): Generator<ExportRecord> {
+  const db = spool.db;
   const where = ["id > $after"];
   const params: Record<string, string | number> = { limit: pageSize };
   if (filter.state !== undefined) {
@@ -86,7 +87,7 @@ export function* exportBatches(db: Database, filter: ExportFilter = {}, pageSize
   for (;;) {
     const rows = page.all({ ...params, after });
     for (const batch of rows) {
-      yield { batch, events: events.all(batch.id).map(exportEvent), attempts: batchAttempts(db, batch.id) };
+      yield { batch, events: events.all(batch.id).map(exportEvent), attempts: batchAttempts(spool, batch.id) };
     }
     if (rows.length < pageSize) return;
     after = rows[rows.length - 1].id;

@@ -68,7 +68,8 @@ export function resolveIssueTx(db: Database, fingerprint: string, now: number): 
   return prepared(db, RESOLVE).run({ fingerprint, now }).changes > 0;
 }
 
-export function openIssueCount(db: Database): number {
+export function openIssueCount(spool: Spool): number {
+  const db = spool.db;
   return prepared<{ n: number }, []>(db, "SELECT COUNT(*) AS n FROM issues WHERE state IN ('open', 'acked')").get()?.n ?? 0;
 }
 
@@ -82,16 +83,19 @@ export function resolveIssue(spool: Spool, fingerprint: string, now: number): bo
   return spool.db.transaction(() => resolveIssueTx(spool.db, fingerprint, now)).immediate();
 }
 
-export function getIssueByFingerprint(db: Database, fingerprint: string): IssueRow | null {
+export function getIssueByFingerprint(spool: Spool, fingerprint: string): IssueRow | null {
+  const db = spool.db;
   return prepared<IssueRow, [string]>(db, FIND).get(fingerprint);
 }
 
-export function getIssue(db: Database, id: number): IssueRow | null {
+export function getIssue(spool: Spool, id: number): IssueRow | null {
+  const db = spool.db;
   return prepared<IssueRow, [number]>(db, "SELECT * FROM issues WHERE id = ?").get(id);
 }
 
 /** Issues, newest activity first; by default the ones still needing attention. */
-export function listIssues(db: Database, f: { state?: IssueState | "all" } = {}): IssueRow[] {
+export function listIssues(spool: Spool, f: { state?: IssueState | "all" } = {}): IssueRow[] {
+  const db = spool.db;
   if (f.state === "all") return prepared<IssueRow, []>(db, "SELECT * FROM issues ORDER BY last_at DESC, id DESC").all();
   if (f.state) return prepared<IssueRow, [string]>(db, "SELECT * FROM issues WHERE state = ? ORDER BY last_at DESC, id DESC").all(f.state);
   return prepared<IssueRow, []>(db, "SELECT * FROM issues WHERE state IN ('open', 'acked') ORDER BY last_at DESC, id DESC").all();
@@ -109,17 +113,18 @@ export function setIssueState(spool: Spool, id: number, verb: keyof typeof OPERA
   const t = OPERATOR[verb];
   return spool.db
     .transaction(() => {
-      const row = getIssue(spool.db, id);
+      const row = getIssue(spool, id);
       if (!row) return "missing" as const;
       if (!t.from.includes(row.state)) return "nothing" as const;
       prepared(spool.db, "UPDATE issues SET state = ?, last_at = MAX(last_at, ?) WHERE id = ?").run(t.to, now, id);
-      return getIssue(spool.db, id) as IssueRow;
+      return getIssue(spool, id) as IssueRow;
     })
     .immediate();
 }
 
 /** Open issues that have not alerted yet (each alerts once, again only after a reopen). */
-export function issuesToAlert(db: Database): IssueRow[] {
+export function issuesToAlert(spool: Spool): IssueRow[] {
+  const db = spool.db;
   return prepared<IssueRow, []>(db, "SELECT * FROM issues WHERE state = 'open' AND alerted_at IS NULL ORDER BY first_at, id").all();
 }
 

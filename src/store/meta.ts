@@ -6,25 +6,34 @@ import { prepared } from "./db.ts";
 const GET = "SELECT value FROM meta WHERE key = ?";
 const SET = "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value";
 
-export function getMeta(db: Database, key: string): string | null {
+/** A meta key's value, or null. */
+export function getMeta(spool: Spool, key: string): string | null {
+  return getMetaTx(spool.db, key);
+}
+
+export function getMetaTx(db: Database, key: string): string | null {
   return prepared<{ value: string | null }, [string]>(db, GET).get(key)?.value ?? null;
 }
 
 /** Set a meta key; call inside the caller's transaction or alone (one statement is atomic). */
-export function setMeta(db: Database, key: string, value: string | number): void {
+export function setMetaTx(db: Database, key: string, value: string | number): void {
   prepared(db, SET).run(key, String(value));
 }
 
-export function getMetaNumber(db: Database, key: string): number | null {
-  const v = getMeta(db, key);
+export function getMetaNumber(spool: Spool, key: string): number | null {
+  return getMetaNumberTx(spool.db, key);
+}
+
+export function getMetaNumberTx(db: Database, key: string): number | null {
+  const v = getMetaTx(db, key);
   if (v === null) return null;
   const n = Number(v);
   return Number.isFinite(n) ? n : null;
 }
 
 /** The instance id minted by the first migration; part of every outbound webhook-id. */
-export function instanceId(db: Database): string {
-  const id = getMeta(db, "instance_id");
+export function instanceId(spool: Spool): string {
+  const id = getMetaTx(spool.db, "instance_id");
   if (!id) throw new Error("meta.instance_id is missing: the spool was not migrated");
   return id;
 }
@@ -35,7 +44,7 @@ export function instanceId(db: Database): string {
  */
 export function effectiveNow(spool: Spool): number {
   const wall = spool.clock.now();
-  const lastTick = getMetaNumber(spool.db, "last_tick_at") ?? 0;
+  const lastTick = getMetaNumberTx(spool.db, "last_tick_at") ?? 0;
   return Math.max(wall, lastTick);
 }
 
@@ -46,15 +55,32 @@ export function effectiveNow(spool: Spool): number {
 export function writeHeartbeat(spool: Spool, nowEff: number, pid: number, caughtErrors?: string): void {
   spool.db
     .transaction(() => {
-      setMeta(spool.db, "dispatcher_heartbeat_at", spool.clock.now());
-      setMeta(spool.db, "dispatcher_pid", pid);
-      setMeta(spool.db, "last_tick_at", nowEff);
-      if (caughtErrors !== undefined) setMeta(spool.db, "dispatcher_caught_errors", caughtErrors);
+      setMetaTx(spool.db, "dispatcher_heartbeat_at", spool.clock.now());
+      setMetaTx(spool.db, "dispatcher_pid", pid);
+      setMetaTx(spool.db, "last_tick_at", nowEff);
+      if (caughtErrors !== undefined) setMetaTx(spool.db, "dispatcher_caught_errors", caughtErrors);
     })
     .immediate();
 }
 
 /** A tiny write that proves the spool takes writes (the /healthz probe, spec 11.1). */
 export function probeWrite(spool: Spool, now: number): void {
-  spool.db.transaction(() => setMeta(spool.db, "write_probe_at", now)).immediate();
+  spool.db.transaction(() => setMetaTx(spool.db, "write_probe_at", now)).immediate();
+}
+
+/** The hourly retention pass ran at `now` (maintenance decides from this when the next is due). */
+export function noteRetentionPass(spool: Spool, now: number): void {
+  setMetaTx(spool.db, "last_retention_at", now);
+}
+
+/**
+ * When maintenance first saw a liveness expectation for a source that has sent nothing yet:
+ * silence is counted from then. Returns that time (now, when it was not known before).
+ */
+export function expectationSince(spool: Spool, source: string, now: number): number {
+  const key = `source:${source}:expected_since`;
+  const known = getMetaNumberTx(spool.db, key);
+  if (known !== null) return known;
+  setMetaTx(spool.db, key, now);
+  return now;
 }

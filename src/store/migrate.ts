@@ -2,7 +2,7 @@
 import { randomBytes } from "node:crypto";
 import { HookspoolError } from "../errors.ts";
 import { type Spool, schemaVersion } from "./db.ts";
-import { getMeta, setMeta } from "./meta.ts";
+import { getMetaTx, setMetaTx } from "./meta.ts";
 import { LATEST_SCHEMA, MIGRATIONS, type Migration } from "./migrations.ts";
 
 export interface MigrateResult {
@@ -21,7 +21,7 @@ export function pendingMigrations(version: number): Migration[] {
  * dispatcher at startup and hookspool migrate apply them). With dryRun nothing is written.
  */
 export function migrate(spool: Spool, opts: { dryRun?: boolean } = {}): MigrateResult {
-  const from = schemaVersion(spool.db);
+  const from = schemaVersion(spool);
   if (from > LATEST_SCHEMA) {
     throw new HookspoolError("E_SCHEMA", `${spool.path} has schema ${from}, newer than this hookspool (${LATEST_SCHEMA})`, {
       hint: "downgrade is not supported; run the newer hookspool or restore a backup",
@@ -36,13 +36,13 @@ export function migrate(spool: Spool, opts: { dryRun?: boolean } = {}): MigrateR
     spool.db
       .transaction(() => {
         spool.db.run(m.sql);
-        setMeta(spool.db, "schema_version", m.version);
-        if (getMeta(spool.db, "instance_id") === null) {
-          setMeta(spool.db, "instance_id", randomBytes(6).toString("hex"));
+        setMetaTx(spool.db, "schema_version", m.version);
+        if (getMetaTx(spool.db, "instance_id") === null) {
+          setMetaTx(spool.db, "instance_id", randomBytes(6).toString("hex"));
         }
         spool.db.run(`PRAGMA user_version = ${m.version}`);
       })
       .immediate();
   }
-  return { from, to: schemaVersion(spool.db), applied: pending.map((m) => m.name) };
+  return { from, to: schemaVersion(spool), applied: pending.map((m) => m.name) };
 }

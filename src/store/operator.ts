@@ -2,7 +2,7 @@
 // calls drop, split or exclude.
 import type { Database } from "bun:sqlite";
 import { HookspoolError } from "../errors.ts";
-import { batchContent, computeContentHash, contentHash } from "./content.ts";
+import { batchContentTx, computeContentHashTx, contentHash } from "./content.ts";
 import type { Spool } from "./db.ts";
 import { enqueueTx, type EnqueueResult, type NewEvent, resolveQuarantineIssuesTx } from "./enqueue.ts";
 import { resolveDeadIssuesTx } from "./issues.ts";
@@ -59,7 +59,8 @@ function storedRequest(r: QuarantinedRow): StoredRequest {
 }
 
 /** The requests a quarantine batch holds, oldest first (a replay classifies them before it writes). */
-export function quarantinedRequests(db: Database, batchId: number): StoredRequest[] {
+export function quarantinedRequests(spool: Spool, batchId: number): StoredRequest[] {
+  const db = spool.db;
   return prepared<QuarantinedRow, [number]>(db, QUARANTINED).all(batchId).map(storedRequest);
 }
 
@@ -102,7 +103,8 @@ export interface DeadFilter {
 }
 
 /** The dead batches `replay --dead` would take, oldest first. Quarantine only when asked for by destination. */
-export function deadBatchIds(db: Database, f: DeadFilter): number[] {
+export function deadBatchIds(spool: Spool, f: DeadFilter): number[] {
+  const db = spool.db;
   const where = ["state = 'dead'"];
   const params: Record<string, string | number> = {};
   if (f.destination !== undefined) {
@@ -227,7 +229,7 @@ export function splitBatch(spool: Spool, id: number, o: SplitOptions, now: numbe
       if (parts.length < 2) throw new HookspoolError("E_NOTHING", `batch ${id} already fits; nothing to split`);
       // The hash covers ids, types, times, dedup ids and payloads, never batch_id, so it can be
       // computed from the original's content before the events move.
-      const content = batchContent(db, id);
+      const content = batchContentTx(db, id);
       const ids: number[] = [];
       for (const part of parts) {
         const members = new Set(part.map((e) => e.id));
@@ -269,6 +271,6 @@ export function excludeEvents(spool: Spool, batchId: number, eventIds: number[],
     }
     const left = prepared<{ n: number }, [number]>(db, "SELECT COUNT(*) AS n FROM events WHERE batch_id = ? AND excluded_at IS NULL").get(batchId)?.n ?? 0;
     if (left === 0) throw new HookspoolError("E_NOTHING", `that would exclude every event of batch ${batchId}`, { hint: `drop it instead: hookspool drop ${batchId} --yes` });
-    if (b.state !== "open") prepared(db, "UPDATE batches SET content_hash = ? WHERE id = ?").run(computeContentHash(db, batchId), batchId);
+    if (b.state !== "open") prepared(db, "UPDATE batches SET content_hash = ? WHERE id = ?").run(computeContentHashTx(db, batchId), batchId);
   }).immediate();
 }

@@ -1,7 +1,7 @@
 // Read-only queries for the operator CLI and status: batches, events, attempts, counts. No payloads
 // unless a caller asks for them by name.
 import type { Database } from "bun:sqlite";
-import { prepared } from "./db.ts";
+import { prepared, type Spool } from "./db.ts";
 
 export type BatchState = "open" | "sealed" | "leased" | "retry" | "delivered" | "dead" | "dropped";
 export const BATCH_STATES: readonly BatchState[] = ["open", "sealed", "leased", "retry", "delivered", "dead", "dropped"];
@@ -42,7 +42,8 @@ export interface ListFilter {
 }
 
 /** Batches, newest first. */
-export function listBatches(db: Database, f: ListFilter = {}): BatchRow[] {
+export function listBatches(spool: Spool, f: ListFilter = {}): BatchRow[] {
+  const db = spool.db;
   const where: string[] = [];
   const params: Record<string, string | number> = { limit: f.limit ?? 50 };
   if (f.state) {
@@ -61,7 +62,8 @@ export function listBatches(db: Database, f: ListFilter = {}): BatchRow[] {
   return prepared<BatchRow, Record<string, string | number>>(db, sql).all(params);
 }
 
-export function getBatch(db: Database, id: number): BatchRow | null {
+export function getBatch(spool: Spool, id: number): BatchRow | null {
+  const db = spool.db;
   return prepared<BatchRow, [number]>(db, "SELECT * FROM batches WHERE id = ?").get(id);
 }
 
@@ -76,7 +78,8 @@ export interface EventListing {
 }
 
 /** A batch's events without payloads: ids, types, sizes, dedup ids and exclusion (spec 16). */
-export function batchEvents(db: Database, batchId: number): EventListing[] {
+export function batchEvents(spool: Spool, batchId: number): EventListing[] {
+  const db = spool.db;
   return prepared<EventListing, [number]>(db, "SELECT id, event_type, received_at, dedup_id, size, excluded_at, route FROM events WHERE batch_id = ? ORDER BY id")
     .all(batchId);
 }
@@ -89,7 +92,8 @@ export interface EventPayload {
 }
 
 /** Payloads, only for `show --payload`. */
-export function batchPayloads(db: Database, batchId: number): EventPayload[] {
+export function batchPayloads(spool: Spool, batchId: number): EventPayload[] {
+  const db = spool.db;
   return prepared<EventPayload, [number]>(db, "SELECT id, payload, raw, headers FROM events WHERE batch_id = ? ORDER BY id").all(batchId);
 }
 
@@ -112,14 +116,16 @@ export interface AttemptRow {
   failed_event_id: number | null;
 }
 
-export function batchAttempts(db: Database, batchId: number): AttemptRow[] {
+export function batchAttempts(spool: Spool, batchId: number): AttemptRow[] {
+  const db = spool.db;
   return prepared<AttemptRow, [number]>(db, "SELECT * FROM attempts WHERE batch_id = ? ORDER BY id").all(batchId);
 }
 
 export type StateCounts = Record<BatchState | "quarantined", number>;
 
 /** Batches per state; quarantine batches are counted apart from dead (spec 11.1). */
-export function countBatches(db: Database): StateCounts {
+export function countBatches(spool: Spool): StateCounts {
+  const db = spool.db;
   const out = Object.fromEntries([...BATCH_STATES, "quarantined"].map((s) => [s, 0])) as StateCounts;
   const rows = prepared<{ state: BatchState; q: number; n: number }, []>(db, 
       "SELECT state, destination = 'quarantine' AS q, COUNT(*) AS n FROM batches GROUP BY state, destination = 'quarantine'",
@@ -133,7 +139,8 @@ export function countBatches(db: Database): StateCounts {
 }
 
 /** The first_at of the oldest batch still to deliver, overall and per destination. */
-export function oldestPending(db: Database): { overall: number | null; byDestination: Map<string, number> } {
+export function oldestPending(spool: Spool): { overall: number | null; byDestination: Map<string, number> } {
+  const db = spool.db;
   const rows = prepared<{ destination: string; first_at: number }, []>(db, 
       "SELECT destination, MIN(first_at) AS first_at FROM batches WHERE state IN ('open', 'sealed', 'leased', 'retry') AND destination <> 'quarantine' GROUP BY destination",
     )
@@ -158,12 +165,14 @@ export interface DestinationRow {
   retry_after_until: number | null;
 }
 
-export function destinationRows(db: Database): DestinationRow[] {
+export function destinationRows(spool: Spool): DestinationRow[] {
+  const db = spool.db;
   return prepared<DestinationRow, []>(db, "SELECT * FROM destinations ORDER BY name").all();
 }
 
 /** Destinations that have batches, with or without a runtime row. */
-export function destinationNames(db: Database): string[] {
+export function destinationNames(spool: Spool): string[] {
+  const db = spool.db;
   return prepared<{ d: string }, []>(db, "SELECT DISTINCT destination AS d FROM batches WHERE destination <> 'quarantine' UNION SELECT name FROM destinations ORDER BY 1")
     .all()
     .map((r) => r.d);
@@ -183,13 +192,15 @@ export interface PollRow {
 }
 
 /** The poll schedule (spec 14.4), with the state of each instance's last tick batch. */
-export function pollRows(db: Database): PollRow[] {
+export function pollRows(spool: Spool): PollRow[] {
+  const db = spool.db;
   return prepared<PollRow, []>(db, "SELECT p.*, b.state AS last_batch_state FROM polls p LEFT JOIN batches b ON b.id = p.last_batch_id ORDER BY p.instance")
     .all();
 }
 
 /** Attempts started since `since`, per destination, outcome and class (metrics, spec 11.2). */
-export function attemptCounts(db: Database, since: number): { destination: string; outcome: string; klass: string; n: number; duration_ms: number }[] {
+export function attemptCounts(spool: Spool, since: number): { destination: string; outcome: string; klass: string; n: number; duration_ms: number }[] {
+  const db = spool.db;
   return prepared<{ destination: string; outcome: string; klass: string; n: number; duration_ms: number }, [number]>(db, 
       `SELECT destination, COALESCE(outcome, 'running') AS outcome, COALESCE(klass, '') AS klass, COUNT(*) AS n, COALESCE(SUM(duration_ms), 0) AS duration_ms
        FROM attempts WHERE started_at >= ? GROUP BY 1, 2, 3 ORDER BY 1, 2, 3`,
@@ -198,13 +209,15 @@ export function attemptCounts(db: Database, since: number): { destination: strin
 }
 
 /** Batches delivered since `since`, per destination. */
-export function deliveredCounts(db: Database, since: number): { destination: string; n: number }[] {
+export function deliveredCounts(spool: Spool, since: number): { destination: string; n: number }[] {
+  const db = spool.db;
   return prepared<{ destination: string; n: number }, [number]>(db, "SELECT destination, COUNT(*) AS n FROM batches WHERE state = 'delivered' AND delivered_at >= ? GROUP BY 1 ORDER BY 1")
     .all(since);
 }
 
 /** Leased batches per destination: what is in flight, as any process can see it. */
-export function leasedCounts(db: Database): Map<string, number> {
+export function leasedCounts(spool: Spool): Map<string, number> {
+  const db = spool.db;
   const rows = prepared<{ destination: string; n: number }, []>(db, "SELECT destination, COUNT(*) AS n FROM batches WHERE state = 'leased' GROUP BY destination").all();
   return new Map(rows.map((r) => [r.destination, r.n]));
 }

@@ -1,6 +1,6 @@
 // The two batch transitions other store modules share: seal (open -> sealed) and replay (dead -> retry).
 import type { Database } from "bun:sqlite";
-import { computeContentHash } from "./content.ts";
+import { computeContentHashTx } from "./content.ts";
 import { prepared } from "./db.ts";
 
 const SEAL = `UPDATE batches SET state = 'sealed', sealed_at = $now, content_hash = $hash
@@ -8,7 +8,7 @@ const SEAL = `UPDATE batches SET state = 'sealed', sealed_at = $now, content_has
 
 /** Seal an open batch: its content freezes and content_hash is set (spec 4.1). */
 export function sealBatchTx(db: Database, batchId: number, now: number): boolean {
-  const hash = computeContentHash(db, batchId);
+  const hash = computeContentHashTx(db, batchId);
   return prepared(db, SEAL).run({ id: batchId, now, hash }).changes === 1;
 }
 

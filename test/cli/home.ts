@@ -5,7 +5,7 @@ import { appendFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { expect } from "bun:test";
 import { openSpool, type Spool } from "../../src/store/db.ts";
-import { setMeta } from "../../src/store/meta.ts";
+import { setMetaTx } from "../../src/store/meta.ts";
 import { MIGRATIONS } from "../../src/store/migrations.ts";
 import { cli } from "../helpers/cli.ts";
 import { tempDir } from "../helpers/tmp.ts";
@@ -120,8 +120,8 @@ export function spoolAtSchema(h: Home, version: number): void {
       spool.db
         .transaction(() => {
           spool.db.run(m.sql);
-          setMeta(spool.db, "schema_version", m.version);
-          setMeta(spool.db, "instance_id", "0123456789ab");
+          setMetaTx(spool.db, "schema_version", m.version);
+          setMetaTx(spool.db, "instance_id", "0123456789ab");
           spool.db.run(`PRAGMA user_version = ${m.version}`);
         })
         .immediate();

@@ -9,7 +9,7 @@ import { join } from "node:path";
 import { type FakeClock, systemClock } from "../../src/clock.ts";
 import { outcome } from "../../src/delivery.ts";
 import { claimBatch } from "../../src/store/batches.ts";
-import { computeContentHash } from "../../src/store/content.ts";
+import { computeContentHashTx } from "../../src/store/content.ts";
 import { quarantine } from "../../src/store/enqueue.ts";
 import { raiseIssue } from "../../src/store/issues.ts";
 import { cli } from "../helpers/cli.ts";
@@ -430,7 +430,7 @@ describe("split", () => {
     for (const p of pieces) {
       const row = piece(w.r, p);
       expect(row).toMatchObject({ state: "sealed", route: original.route, source: "s", destination: A, key: "k", count: eventIds(w.r, p).length });
-      expect(row.content_hash).toBe(computeContentHash(w.r.spool.db, p));
+      expect(row.content_hash).toBe(computeContentHashTx(w.r.spool.db, p));
       expect(row.not_before as number).toBeCloseTo(w.r.clock.now(), 0);
       hashes.add(row.content_hash);
     }
@@ -452,7 +452,7 @@ describe("split", () => {
     expect(doc.batch).toBe(id);
     expect(doc.pieces).toHaveLength(2);
     expect(doc.pieces.map((p: number) => eventIds(w.r, p))).toEqual([events.slice(0, 2), events.slice(2)]);
-    for (const p of doc.pieces) expect(piece(w.r, p)).toMatchObject({ bytes: 200, count: 2, content_hash: computeContentHash(w.r.spool.db, p) });
+    for (const p of doc.pieces) expect(piece(w.r, p)).toMatchObject({ bytes: 200, count: 2, content_hash: computeContentHashTx(w.r.spool.db, p) });
 
     const id2 = await dead(w, "k2", { events: 3 });
     const ev2 = eventIds(w.r, id2);
@@ -519,7 +519,7 @@ describe("exclude", () => {
     expect(res).toMatchObject({ code: 0, err: "" });
     const newHash = w.r.batch(id).content_hash as string;
     expect(newHash).not.toBe(hash);
-    expect(newHash).toBe(computeContentHash(w.r.spool.db, id));
+    expect(newHash).toBe(computeContentHashTx(w.r.spool.db, id));
     expect(res.out.trim()).toBe(`batch ${id}: excluded event(s) ${e2}; content_hash ${newHash}`);
     const row = w.r.spool.db.query("SELECT batch_id, excluded_at FROM events WHERE id = ?").get(e2) as { batch_id: number; excluded_at: number };
     expect(row.batch_id).toBe(id);
@@ -539,7 +539,7 @@ describe("exclude", () => {
 
     const j = await op(w.r, ["--json", "exclude", String(id), String(e3), "--yes"]);
     expect(j).toMatchObject({ code: 0, err: "" });
-    expect(JSON.parse(j.out)).toEqual({ batch: id, excluded: [e3], content_hash: computeContentHash(w.r.spool.db, id) });
+    expect(JSON.parse(j.out)).toEqual({ batch: id, excluded: [e3], content_hash: computeContentHashTx(w.r.spool.db, id) });
 
     // the replayed document carries only what is left
     expect((await op(w.r, ["replay", String(id)])).code).toBe(0);

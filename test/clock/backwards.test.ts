@@ -35,7 +35,7 @@ test("an hour back: time stands still for every batch, nothing is rewritten, and
   r.clock.set(T0 + 10);
   await r.step(); // the heartbeat persists last_tick_at = T0 + 10
   const lastTick = T0 + 10;
-  expect(getMetaNumber(r.spool.db, "last_tick_at")).toBe(lastTick);
+  expect(getMetaNumber(r.spool, "last_tick_at")).toBe(lastTick);
   expect(r.batch(orphan).state).toBe("leased");
   const calls = a.calls.length;
   const before = facts(r.spool);
@@ -49,9 +49,9 @@ test("an hour back: time stands still for every batch, nothing is rewritten, and
   expect(r.clock.now()).toBeLessThan(lastTick);
   expect(a.calls.length).toBe(calls);
   expect(facts(r.spool)).toEqual(before);
-  expect(getMetaNumber(r.spool.db, "last_tick_at")).toBe(lastTick);
+  expect(getMetaNumber(r.spool, "last_tick_at")).toBe(lastTick);
   // The heartbeat itself kept beating, with the wall clock it saw.
-  expect(getMetaNumber(r.spool.db, "dispatcher_heartbeat_at")).toBeLessThan(lastTick);
+  expect(getMetaNumber(r.spool, "dispatcher_heartbeat_at")).toBeLessThan(lastTick);
 
   // An event arriving meanwhile is stamped with the wall clock (the intake uses it as is), but it
   // cannot pull its batch's last_at back, so the quiet window does not close early either.

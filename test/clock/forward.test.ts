@@ -47,7 +47,7 @@ test("a day forward: every open window closes and every backoff is due in the sa
   expect(pick(after.batches)).toEqual(pick(before.batches));
   expect(after.events).toEqual(before.events);
   expect(after.attempts.slice(0, before.attempts.length)).toEqual(before.attempts);
-  expect(getMetaNumber(r.spool.db, "last_tick_at")).toBe(T0 + DAY);
+  expect(getMetaNumber(r.spool, "last_tick_at")).toBe(T0 + DAY);
 });
 
 /** A destination whose answer waits for the abort signal (or for the test to release it). */

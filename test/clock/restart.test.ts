@@ -71,7 +71,7 @@ timeout_s = 2
       try {
         const s = openSpool(dbPath);
         try {
-          const t = getMetaNumber(s.db, "last_tick_at");
+          const t = getMetaNumber(s, "last_tick_at");
           if (t !== null) seen.add(t);
         } finally {
           s.close();
@@ -86,7 +86,7 @@ timeout_s = 2
     // 2. Batches seeded around the persisted tick L, as a previous run would have left them.
     const clock = new FakeClock(0);
     spool = openSpool(dbPath, { clock });
-    const L = getMetaNumber(spool.db, "last_tick_at") as number;
+    const L = getMetaNumber(spool, "last_tick_at") as number;
     expect(Math.abs(L - wall())).toBeLessThan(5);
     const put = (key: string, at: number, window: { quiet_s: number; max_s: number }) => {
       clock.set(at);
@@ -120,7 +120,7 @@ timeout_s = 2
     const behind = await start(-3600);
     const stateOf = (id: number) => ((spool as Spool).db.query("SELECT state FROM batches WHERE id = ?").get(id) as { state: string }).state;
     await waitFor("the batch due before L delivered", () => stateOf(dueEarlier) === "delivered");
-    const heartbeatAt = () => getMetaNumber((spool as Spool).db, "dispatcher_heartbeat_at") as number;
+    const heartbeatAt = () => getMetaNumber(spool as Spool, "dispatcher_heartbeat_at") as number;
     await waitFor("a heartbeat from the clock an hour behind", () => heartbeatAt() < L - 3000);
     // Let the real clock run well past the quiet window and the backoff, with heartbeats beating.
     const firstBehindBeat = heartbeatAt();
@@ -132,9 +132,9 @@ timeout_s = 2
     // Nothing else became due early: no attempt, no seal, no fact rewritten; last_tick_at not moved back.
     expect(delivered.map((d) => d.key)).toEqual(["due-earlier"]);
     expect(snapshot()).toEqual(before);
-    expect(getMetaNumber(spool.db, "last_tick_at")).toBe(L);
+    expect(getMetaNumber(spool, "last_tick_at")).toBe(L);
     await stop(behind);
-    expect(getMetaNumber(spool.db, "last_tick_at")).toBe(L);
+    expect(getMetaNumber(spool, "last_tick_at")).toBe(L);
 
     // 4. Restarted a day ahead: every backoff, every window, due at once.
     const ahead = await start(86400);
@@ -155,7 +155,7 @@ timeout_s = 2
     const sealed = after.filter((b) => b.id === quiet || b.id === long).map((b) => b.sealed_at as number);
     expect(Math.max(...sealed) - Math.min(...sealed)).toBeLessThan(1);
     expect(rows(spool, "events", `batch_id IN (${untouched.join(",")})`)).toEqual(before.events);
-    await waitFor("the heartbeat to carry the clock forward", () => (getMetaNumber((spool as Spool).db, "last_tick_at") as number) > L + 86000);
+    await waitFor("the heartbeat to carry the clock forward", () => (getMetaNumber(spool as Spool, "last_tick_at") as number) > L + 86000);
     await stop(ahead);
   } finally {
     for (const h of running) h.kill("SIGKILL");

@@ -328,7 +328,7 @@ test("4 senders x 1,000 requests, one intake and one dispatcher: every acked eve
     expect(await dispatch.exited).toBe(0);
     const check = openSpool(join(home, "spool.db"));
     try {
-      expect(quickCheck(check.db)).toEqual([]);
+      expect(quickCheck(check)).toEqual([]);
     } finally {
       check.close();
     }

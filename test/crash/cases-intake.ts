@@ -7,7 +7,7 @@ import { join } from "node:path";
 import { batchRow, copiesOf, expectDeliveredOnce } from "./checks.ts";
 import { type CrashCase, type CrashPoint, hook, type Scene, statusOf } from "./harness.ts";
 
-/** What an enqueue or quarantine transaction writes besides its rows (enqueue.ts, setMeta). */
+/** What an enqueue or quarantine transaction writes besides its rows (enqueue.ts, setMetaTx). */
 const ENQUEUE_META = "meta WHERE key = 'last_enqueue_at' OR key LIKE 'source:%:last_event_at'";
 
 /** Killed inside the enqueue transaction of a request with two copies (primary + tee). */

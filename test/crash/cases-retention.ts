@@ -43,7 +43,7 @@ export const killedInRetention: CrashCase = {
 
     const killed = await s.command(["prune"], { hook: "retention.before_commit", env: EIGHT_DAYS });
     expect(killed.signal, `prune should die at retention.before_commit: ${killed.stderr}`).toBe("SIGKILL");
-    expect(quickCheck(s.db), "quick_check after the killed pass").toEqual([]);
+    expect(quickCheck(s.store), "quick_check after the killed pass").toEqual([]);
     expectNoOrphans(s, "after the killed pass");
     const after = dump(s.db);
     for (const table of Object.keys(before)) {
@@ -53,7 +53,7 @@ export const killedInRetention: CrashCase = {
 
     const pass = await s.command(["prune"], { env: EIGHT_DAYS });
     expect(pass.code, `prune: ${pass.stderr}`).toBe(0);
-    expect(quickCheck(s.db), "quick_check after the pass").toEqual([]);
+    expect(quickCheck(s.store), "quick_check after the pass").toEqual([]);
     expectNoOrphans(s, "after the pass");
     expect(s.count("batches WHERE state = 'delivered'"), "delivered batches eight days old").toBe(0);
     expect({ batches: deadRows(), events: deadEvents() }, `dead batches ${dead.map((d) => d.id).join(", ")} were touched by retention`).toEqual(deadBefore);

@@ -298,6 +298,12 @@ export class Scene {
     return this.spool.db;
   }
 
+  /** The spool, for store operations that take one. */
+  get store(): Spool {
+    if (!this.spool) this.spool = openSpool(this.dbPath);
+    return this.spool;
+  }
+
   /** Close our connection (before copying files or handing the database to a new writer). */
   closeDb(): void {
     this.spool?.close();

@@ -41,7 +41,7 @@ async function copyWhileStopped(s: Scene, hs: Hookspool, point: string): Promise
 /** Open the copy and the original (its writer dead): both pass quick_check and hold the same rows. */
 function readCopy(s: Scene, copy: string): ReturnType<typeof openSpool> {
   const spool = openSpool(copy);
-  expect(quickCheck(spool.db), "quick_check of the copy").toEqual([]);
+  expect(quickCheck(spool), "quick_check of the copy").toEqual([]);
   const copyRows = dump(spool.db);
   const originalRows = dump(s.db);
   for (const table of Object.keys(originalRows)) {

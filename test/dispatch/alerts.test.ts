@@ -213,12 +213,12 @@ describe("maintenance", () => {
     const { config } = alertConfig();
     const m = maintenance(t, config);
     await m.tick();
-    expect(getMetaNumber(t.spool.db, "last_retention_at")).toBe(T0);
+    expect(getMetaNumber(t.spool, "last_retention_at")).toBe(T0);
     t.clock.advance(3599);
     await m.tick();
-    expect(getMetaNumber(t.spool.db, "last_retention_at")).toBe(T0);
+    expect(getMetaNumber(t.spool, "last_retention_at")).toBe(T0);
     t.clock.advance(1);
     await m.tick();
-    expect(getMetaNumber(t.spool.db, "last_retention_at")).toBe(T0 + 3600);
+    expect(getMetaNumber(t.spool, "last_retention_at")).toBe(T0 + 3600);
   });
 });

@@ -147,7 +147,7 @@ describe("the clock guard (spec 2, 12)", () => {
     await r.step();
     expect(a.calls.length).toBe(1);
     expect(JSON.stringify(r.batch(id))).toBe(before);
-    expect(getMetaNumber(r.spool.db, "last_tick_at")).toBe(T0);
+    expect(getMetaNumber(r.spool, "last_tick_at")).toBe(T0);
     r.clock.set(due);
     a.answer = () => ok();
     await r.step();

@@ -8,7 +8,7 @@ import { claimBatch } from "../../src/store/batches.ts";
 import { markDead } from "../../src/store/marks.ts";
 import { halfOpenIfCooled, recordTransportFailureTx } from "../../src/store/destinations.ts";
 import { enqueue } from "../../src/store/enqueue.ts";
-import { setMeta } from "../../src/store/meta.ts";
+import { setMetaTx } from "../../src/store/meta.ts";
 import { cli } from "../helpers/cli.ts";
 import { startIntake, type TestIntake } from "../helpers/intake.ts";
 import { copy, ev } from "../helpers/spool.ts";
@@ -60,8 +60,8 @@ async function withSpot(fn: (s: Spot) => Promise<void>): Promise<void> {
 }
 
 function heartbeat(s: Spot, ageS = 0): void {
-  setMeta(s.t.db.db, "dispatcher_heartbeat_at", s.now - ageS);
-  setMeta(s.t.db.db, "dispatcher_pid", 4242);
+  setMetaTx(s.t.db.db, "dispatcher_heartbeat_at", s.now - ageS);
+  setMetaTx(s.t.db.db, "dispatcher_pid", 4242);
 }
 
 /** A sealed batch to hermes:gh (one event). */
@@ -258,7 +258,7 @@ describe("status and /healthz agree and flip for each soft reason (200, degraded
       "a silent source (expect_every_s passed since its last event)",
       (s) => {
         heartbeat(s);
-        setMeta(s.t.db.db, "source:quiet:last_event_at", s.now - 3601);
+        setMetaTx(s.t.db.db, "source:quiet:last_event_at", s.now - 3601);
       },
       "source quiet: silent",
       (doc) => expect(doc.sources.quiet).toEqual({ last_event_age_s: 3601, expected_every_s: 3600, silent: true }),
@@ -288,7 +288,7 @@ describe("status and /healthz agree and flip for each soft reason (200, degraded
   test("just inside each limit is still ok", async () => {
     await withSpot(async (s) => {
       heartbeat(s, HEARTBEAT_STALE_S - 5);
-      setMeta(s.t.db.db, "source:quiet:last_event_at", s.now - 3599);
+      setMetaTx(s.t.db.db, "source:quiet:last_event_at", s.now - 3599);
       pollRow(s, { createdAgo: 3 * 900 - 1 });
       const { code, doc } = await both(s);
       expect(code).toBe(200);
@@ -379,7 +379,7 @@ describe("hard limits (503)", () => {
       expect((await healthz(s)).code).toBe(200);
       s.disk.free = MIN_FREE - 1;
       s.t.clock.advance(6); // the statfs reading is cached for 5 s
-      setMeta(s.t.db.db, "dispatcher_heartbeat_at", s.t.clock.now());
+      setMetaTx(s.t.db.db, "dispatcher_heartbeat_at", s.t.clock.now());
       const { code, doc } = await healthz(s);
       expect(code).toBe(503);
       expect(doc.ok).toBe(false);
@@ -387,7 +387,7 @@ describe("hard limits (503)", () => {
       expect(doc.disk_free_bytes).toBe(MIN_FREE - 1);
       s.disk.free = MIN_FREE;
       s.t.clock.advance(6);
-      setMeta(s.t.db.db, "dispatcher_heartbeat_at", s.t.clock.now());
+      setMetaTx(s.t.db.db, "dispatcher_heartbeat_at", s.t.clock.now());
       const after = await healthz(s);
       expect(after.code).toBe(200);
       expect(after.doc).toMatchObject({ ok: true, degraded: [] });
@@ -433,7 +433,7 @@ describe("the human summary names each problem", () => {
       await quarantined(s);
       sealed(s);
       trip(s);
-      setMeta(s.t.db.db, "source:quiet:last_event_at", s.now - 7200);
+      setMetaTx(s.t.db.db, "source:quiet:last_event_at", s.now - 7200);
       pollRow(s, { createdAgo: 86400 });
       const doc = (await both(s)).doc;
       const reasons = ["dispatcher: heartbeat 45s old", "batches: 1 dead", "batches: 1 quarantined", `destination ${DEST}: breaker open`, "source quiet: silent", "poll tasks: stale"];

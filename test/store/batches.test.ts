@@ -4,7 +4,7 @@ import { claimBatch, candidates, recoverLeases, sealReady } from "../../src/stor
 import { markDead, markDelivered, markRetry, type AttemptRecord } from "../../src/store/marks.ts";
 import { batchContent, contentHash } from "../../src/store/content.ts";
 import { enqueue } from "../../src/store/enqueue.ts";
-import { effectiveNow, setMeta, writeHeartbeat } from "../../src/store/meta.ts";
+import { effectiveNow, setMetaTx, writeHeartbeat } from "../../src/store/meta.ts";
 import { batchRow, copy, ev, freshSpool, T0 } from "../helpers/spool.ts";
 
 const ok: AttemptRecord = { klass: null, status: 200, error: null, durationMs: 12, counted: true };
@@ -56,7 +56,7 @@ describe("readiness (spec 5)", () => {
     sealReady(t.spool, T0);
     const hash = batchRow(t.spool, id).content_hash as string;
     expect(hash).toMatch(/^sha256:[0-9a-f]{64}$/);
-    expect(hash).toBe(contentHash(batchContent(t.spool.db, id)));
+    expect(hash).toBe(contentHash(batchContent(t.spool, id)));
     // a new event for the group opens a new batch, never joins a sealed one
     const next = open(t, { copies: [copy("r", "http:d", { quiet_s: 0, max_s: 0 })] });
     expect(next).not.toBe(id);
@@ -82,7 +82,7 @@ describe("candidates (spec 6.1)", () => {
     open(t, { key: "a", copies: [copy("r", "http:d", w)] });
     t.clock.advance(1);
     const c1 = open(t, { key: "a", copies: [copy("r2", "http:e", w)] });
-    expect(candidates(t.spool.db, t.clock.now()).map((c) => c.id)).toEqual([a1, b1, c1]);
+    expect(candidates(t.spool, t.clock.now()).map((c) => c.id)).toEqual([a1, b1, c1]);
   });
 
   test("a group whose head is leased, backing off or still open yields nothing; due retry does", () => {
@@ -92,13 +92,13 @@ describe("candidates (spec 6.1)", () => {
     const a2 = open(t, { key: "a", copies: [copy("r", "http:d", w)] });
     const c = claim(t, a1);
     if (!c) throw new Error("claim");
-    expect(candidates(t.spool.db, T0).map((x) => x.id)).toEqual([]);
+    expect(candidates(t.spool, T0).map((x) => x.id)).toEqual([]);
     markRetry(t.spool, { batchId: a1, attemptId: c.attemptId, owner: c.owner, now: T0, nextAttemptAt: T0 + 15, attempt: transport });
-    expect(candidates(t.spool.db, T0 + 14).map((x) => x.id)).toEqual([]);
-    expect(candidates(t.spool.db, T0 + 15).map((x) => x.id)).toEqual([a1]);
+    expect(candidates(t.spool, T0 + 14).map((x) => x.id)).toEqual([]);
+    expect(candidates(t.spool, T0 + 15).map((x) => x.id)).toEqual([a1]);
     // an open head blocks its group too
     const o = open(t, { key: "o", copies: [copy("r", "http:d", { quiet_s: 50, max_s: 50 })] });
-    expect(candidates(t.spool.db, T0 + 15).map((x) => x.id)).not.toContain(o);
+    expect(candidates(t.spool, T0 + 15).map((x) => x.id)).not.toContain(o);
     expect(a2).toBeGreaterThan(a1);
   });
 
@@ -110,13 +110,13 @@ describe("candidates (spec 6.1)", () => {
     const c = claim(t, a1);
     if (!c) throw new Error("claim");
     markDead(t.spool, { batchId: a1, attemptId: c.attemptId, owner: c.owner, now: T0, attempt: { ...ok, klass: "permanent", status: 422, counted: false } });
-    expect(candidates(t.spool.db, T0).map((x) => x.id)).toEqual([a2]);
+    expect(candidates(t.spool, T0).map((x) => x.id)).toEqual([a2]);
     t.spool.db.run(`UPDATE batches SET not_before = ${T0 + 10} WHERE id = ${a2}`);
-    expect(candidates(t.spool.db, T0).map((x) => x.id)).toEqual([]);
-    expect(candidates(t.spool.db, T0 + 10).map((x) => x.id)).toEqual([a2]);
+    expect(candidates(t.spool, T0).map((x) => x.id)).toEqual([]);
+    expect(candidates(t.spool, T0 + 10).map((x) => x.id)).toEqual([a2]);
     t.spool.db.run(`INSERT INTO batches (route, source, destination, key, state, first_at, last_at, quiet_s, max_s, max_events, max_bytes, sealed_at, content_hash)
       VALUES ('q', 'q', 'quarantine', 'quarantine', 'sealed', ${T0 - 100}, ${T0 - 100}, 0, 0, 1, 1, ${T0}, 'sha256:x')`);
-    expect(candidates(t.spool.db, T0 + 10).map((x) => x.destination)).toEqual(["http:d"]);
+    expect(candidates(t.spool, T0 + 10).map((x) => x.destination)).toEqual(["http:d"]);
   });
 });
 
@@ -234,7 +234,7 @@ describe("clock guard (spec 2)", () => {
     expect(effectiveNow(t.spool)).toBe(T0 + 100);
     t.clock.set(T0 + 200);
     expect(effectiveNow(t.spool)).toBe(T0 + 200);
-    setMeta(t.spool.db, "last_tick_at", "garbage");
+    setMetaTx(t.spool.db, "last_tick_at", "garbage");
     expect(effectiveNow(t.spool)).toBe(T0 + 200);
   });
 });

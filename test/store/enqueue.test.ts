@@ -44,7 +44,7 @@ describe("join rule", () => {
     expect(ids.map((p) => p.sealed)).toEqual([false, false, true]);
     const sealed = batchRow(t.spool, ids[0].batchId);
     expect(sealed).toMatchObject({ state: "sealed", count: 3, sealed_at: T0 });
-    expect(sealed.content_hash).toBe(contentHash(batchContent(t.spool.db, ids[0].batchId)));
+    expect(sealed.content_hash).toBe(contentHash(batchContent(t.spool, ids[0].batchId)));
     const next = queued(enqueue(t.spool, ev({ copies: [copy("r", "http:d", w)] })))[0];
     expect(next.batchId).not.toBe(ids[0].batchId);
     expect(batchRow(t.spool, next.batchId).state).toBe("open");
@@ -69,7 +69,7 @@ describe("join rule", () => {
     const first = batchRow(t.spool, a.batchId);
     expect(first).toMatchObject({ state: "sealed", count: 1, bytes: 80, sealed_at: T0 + 1 });
     // The sealed batch's hash covers only its own event.
-    expect(batchContent(t.spool.db, a.batchId).map((e) => e.id)).toEqual([a.eventId]);
+    expect(batchContent(t.spool, a.batchId).map((e) => e.id)).toEqual([a.eventId]);
     expect(batchRow(t.spool, b.batchId)).toMatchObject({ state: "open", count: 1, bytes: 30 });
   });
 
@@ -109,8 +109,8 @@ describe("join rule", () => {
     const payload = '{"id": 12345678901234567890, "b" : [1,2]}';
     const p = queued(enqueue(t.spool, ev({ payload, source: "github" })))[0];
     expect(t.spool.db.query("SELECT payload FROM events WHERE id = ?").get(p.eventId)).toEqual({ payload });
-    expect(getMetaNumber(t.spool.db, "last_enqueue_at")).toBe(T0);
-    expect(getMetaNumber(t.spool.db, "source:github:last_event_at")).toBe(T0);
+    expect(getMetaNumber(t.spool, "last_enqueue_at")).toBe(T0);
+    expect(getMetaNumber(t.spool, "source:github:last_event_at")).toBe(T0);
   });
 
   test("bad input is refused before anything is written", () => {
@@ -136,7 +136,7 @@ describe("join rule", () => {
     }
     expect(count(t, "events")).toBe(0);
     expect(count(t, "batches")).toBe(0);
-    expect(getMetaNumber(t.spool.db, "last_enqueue_at")).toBeNull();
+    expect(getMetaNumber(t.spool, "last_enqueue_at")).toBeNull();
   });
 
   test("a 512-byte key is accepted (the bound is inclusive)", () => {
@@ -155,8 +155,8 @@ describe("dedup (spec 7)", () => {
     expect(count(t, "events")).toBe(1);
     expect(t.spool.db.query("SELECT event_id, dup_count, seen_at FROM dedup").get()).toEqual({ event_id: first.eventId, dup_count: 1, seen_at: T0 });
     // Nothing else changes: not the last enqueue, not the source's liveness.
-    expect(getMeta(t.spool.db, "last_enqueue_at")).toBe(String(T0));
-    expect(getMeta(t.spool.db, "source:s:last_event_at")).toBe(String(T0));
+    expect(getMeta(t.spool, "last_enqueue_at")).toBe(String(T0));
+    expect(getMeta(t.spool, "source:s:last_event_at")).toBe(String(T0));
   });
 
   test("the window is per source and per id", () => {

@@ -216,7 +216,7 @@ test("10,000 random operations agree with the model after every step", () => {
   };
   const compare = (step: number, op: string) => {
     const ctx = `step ${step} (${op})`;
-    same(ctx, candidates(db, now).map((c) => c.id), m.candidates(now));
+    same(ctx, candidates(t.spool, now).map((c) => c.id), m.candidates(now));
     // content_hash: absent while open, set at seal (learned from the store the first time the
     // model sees it sealed), identical ever after, across attempts and replays
     const lines = (digestSql.get()?.d ?? "").split(";").filter((x) => x !== "");

@@ -89,10 +89,10 @@ describe("replay", () => {
     kill(t, a);
     kill(t, b);
     const q = quarantine(t.spool, { source: "s1", raw: new Uint8Array([1]), headers: {}, authHeaders: [], url: null, reason: "plugin_error:E" });
-    expect(deadBatchIds(t.spool.db, {})).toEqual([a, b]);
-    expect(deadBatchIds(t.spool.db, { source: "s2" })).toEqual([b]);
-    expect(deadBatchIds(t.spool.db, { since: T0 + 1 })).toEqual([b]);
-    expect(deadBatchIds(t.spool.db, { destination: "quarantine" })).toEqual([q.batchId]);
+    expect(deadBatchIds(t.spool, {})).toEqual([a, b]);
+    expect(deadBatchIds(t.spool, { source: "s2" })).toEqual([b]);
+    expect(deadBatchIds(t.spool, { since: T0 + 1 })).toEqual([b]);
+    expect(deadBatchIds(t.spool, { destination: "quarantine" })).toEqual([q.batchId]);
   });
 });
 
@@ -123,7 +123,7 @@ describe("split", () => {
     for (const p of pieces) {
       const b = batchRow(t.spool, p);
       expect(b).toMatchObject({ state: "sealed", route: "r", key: "k", destination: "http:d", not_before: now, sealed_at: now, attempts: 0 });
-      expect(b.content_hash).toBe(contentHash(batchContent(t.spool.db, p)));
+      expect(b.content_hash).toBe(contentHash(batchContent(t.spool, p)));
     }
     expect(batchRow(t.spool, pieces[0])).toMatchObject({ count: 2, first_at: T0, last_at: T0 + 1 });
     const orig = batchRow(t.spool, id);
@@ -164,8 +164,8 @@ describe("exclude", () => {
     excludeEvents(t.spool, id, [events[1]], T0 + 50);
     const after = batchRow(t.spool, id).content_hash;
     expect(after).not.toBe(before);
-    expect(batchContent(t.spool.db, id).map((e) => e.id)).toEqual([events[0], events[2]]);
-    expect(after).toBe(contentHash(batchContent(t.spool.db, id)));
+    expect(batchContent(t.spool, id).map((e) => e.id)).toEqual([events[0], events[2]]);
+    expect(after).toBe(contentHash(batchContent(t.spool, id)));
     expect(t.spool.db.query("SELECT excluded_at FROM events WHERE id = ?").get(events[1])).toEqual({ excluded_at: T0 + 50 });
   });
 

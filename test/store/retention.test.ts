@@ -323,7 +323,7 @@ function look(dbPath: string) {
     const db: Database = s.db;
     const all = (sql: string) => db.query(sql).all();
     return {
-      quickCheck: quickCheck(db),
+      quickCheck: quickCheck(s),
       foreignKeys: all("PRAGMA foreign_key_check"),
       orphans: all("SELECT e.id FROM events e LEFT JOIN batches b ON b.id = e.batch_id WHERE b.id IS NULL"),
       // a batch that lost some events but not all would be a torn delete

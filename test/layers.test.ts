@@ -1,0 +1,98 @@
+// The layers of the source tree hold: SQL and the database connection stay in src/store/, and
+// the folders import each other only downwards (a layer from the layers below it, services from
+// each other without a cycle), so a second store backend or a new service is a contained change.
+import { describe, expect, test } from "bun:test";
+import { readdirSync, readFileSync } from "node:fs";
+import { dirname, join, normalize, relative, sep } from "node:path";
+
+const SRC = join(import.meta.dir, "..", "src");
+
+function files(dir: string): string[] {
+  return readdirSync(dir, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? files(join(dir, e.name)) : e.name.endsWith(".ts") ? [join(dir, e.name)] : []));
+}
+
+/** A file's folder under src/, or the file itself for the top-level files. */
+function unit(path: string): string {
+  const rel = relative(SRC, path);
+  return rel.includes(sep) ? rel.split(sep)[0] : rel;
+}
+
+/** Layers, lowest first: a unit may import its own layer's units and lower ones, never a higher one. */
+const LAYERS: string[][] = [
+  ["clock.ts", "errors.ts", "testhook.ts", "version.ts", "log.ts", "delivery.ts", "self.ts", "plugin"],
+  ["store"],
+  ["config"],
+  ["intake", "destinations", "dispatch", "obs"],
+  ["check", "cli", "main.ts"],
+];
+const rank = (u: string) => LAYERS.findIndex((l) => l.includes(u));
+
+const sources = files(SRC).map((path) => ({ path, text: readFileSync(path, "utf8") }));
+
+/** A line of code that touches a spool's connection (`spool.db`), not the config key of that name. */
+function reachesConnection(line: string): boolean {
+  if (/^\s*(\/\/|\*|\/\*)/.test(line)) return false;
+  const code = line.replace(/"[^"]*"|`[^`]*`|'[^']*'/g, "");
+  return /(?<!config\.)\bspool\.db\b/.test(code);
+}
+
+function imports(path: string, text: string): string[] {
+  return [...text.matchAll(/from\s+["'](\.{1,2}\/[^"']+)["']/g)].map((m) => normalize(join(dirname(path), m[1]))).filter((t) => t.startsWith(SRC));
+}
+
+describe("the store is sealed", () => {
+  test("nothing outside src/store/ imports bun:sqlite or reaches a spool's connection", () => {
+    const offences: string[] = [];
+    for (const { path, text } of sources) {
+      if (unit(path) === "store") continue;
+      if (/from\s+["']bun:sqlite["']/.test(text)) offences.push(`${relative(SRC, path)}: imports bun:sqlite`);
+      for (const [i, line] of text.split("\n").entries()) if (reachesConnection(line)) offences.push(`${relative(SRC, path)}:${i + 1}: ${line.trim()}`);
+    }
+    expect(offences).toEqual([]);
+  });
+
+  test("the check itself catches what it should", () => {
+    expect(reachesConnection("getMeta(this.o.spool.db, k)")).toBe(true);
+    expect(reachesConnection("const db = spool.db;")).toBe(true);
+    // The config key spool.db (the database's file name), a string, a comment: not the connection.
+    expect(reachesConnection("expandPath(config.spool.db, home, env)")).toBe(false);
+    expect(reachesConnection('str("state directory (config.toml, spool.db)")')).toBe(false);
+    expect(reachesConnection(" * (or spool.home/spool.db if the TOML parses)")).toBe(false);
+  });
+});
+
+describe("folders import downwards", () => {
+  const edges = new Map<string, Set<string>>();
+  for (const { path, text } of sources) {
+    const from = unit(path);
+    for (const target of imports(path, text)) {
+      const to = unit(target);
+      if (to === from) continue;
+      if (!edges.has(from)) edges.set(from, new Set());
+      edges.get(from)?.add(to);
+    }
+  }
+
+  test("every unit has a layer", () => {
+    const units = new Set(sources.map((s) => unit(s.path)));
+    expect([...units].filter((u) => rank(u) < 0)).toEqual([]);
+  });
+
+  test("no import goes up a layer", () => {
+    const up: string[] = [];
+    for (const [from, tos] of edges) for (const to of tos) if (rank(to) > rank(from)) up.push(`${from} -> ${to}`);
+    expect(up).toEqual([]);
+  });
+
+  test("no cycle between folders", () => {
+    const cycles: string[] = [];
+    const visit = (u: string, path: string[]) => {
+      for (const next of edges.get(u) ?? []) {
+        if (path.includes(next)) cycles.push([...path.slice(path.indexOf(next)), next].join(" -> "));
+        else visit(next, [...path, next]);
+      }
+    };
+    for (const u of edges.keys()) visit(u, [u]);
+    expect(cycles).toEqual([]);
+  });
+});
