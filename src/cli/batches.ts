@@ -1,7 +1,7 @@
 // Reading batches: hookspool list and hookspool show. Payloads only on request.
 import type { CommandDef } from "citty";
 import { HookspoolError } from "../errors.ts";
-import { BATCH_STATES, type BatchState, batchAttempts, batchEvents, batchPayloads, getBatch, listBatches } from "../store/queries.ts";
+import { BATCH_STATES, type BatchState, batchAttempts, batchEvents, batchPayloads, getBatch, listBatches } from "../store/batches.ts";
 import { humanAge, humanBytes, isoTime, table, visible } from "./format.ts";
 import { type Cli, GLOBAL_ARGS, loadForReading, openExisting, positiveInt } from "./context.ts";
 

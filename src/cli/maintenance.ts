@@ -3,7 +3,7 @@ import type { CommandDef } from "citty";
 import { HookspoolError } from "../errors.ts";
 import { diskFreeBytes, spoolBytes } from "../obs/disk.ts";
 import { exportBatches } from "../store/export.ts";
-import { BATCH_STATES, type BatchState } from "../store/queries.ts";
+import { BATCH_STATES, type BatchState } from "../store/batches.ts";
 import { policyFromConfig, type RetentionCounts, runRetention, vacuum } from "../store/retention.ts";
 import { humanBytes, visible } from "./format.ts";
 import { type Cli, GLOBAL_ARGS, loadFor, loadForReading, openExisting } from "./context.ts";

@@ -2,7 +2,7 @@
 // in as stored, byte for byte, so the document never re-encodes a sender's numbers.
 import type { StoredEvent } from "../delivery.ts";
 import { type ContentEvent, eventMeta } from "../store/content.ts";
-import type { BatchRow } from "../store/queries.ts";
+import { type BatchRow } from "../store/batches.ts";
 
 export interface DocumentInput {
   batch: BatchRow;

@@ -20,7 +20,7 @@ import { batchContent } from "../store/content.ts";
 import type { Spool } from "../store/db.ts";
 import type { NewEvent } from "../store/enqueue.ts";
 import { effectiveNow, instanceId, writeHeartbeat } from "../store/meta.ts";
-import { getBatch } from "../store/queries.ts";
+import { getBatch } from "../store/batches.ts";
 import { testHook } from "../testhook.ts";
 import { buildDocument } from "./document.ts";
 import { resolveEmit } from "./emits.ts";

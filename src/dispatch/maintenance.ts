@@ -11,7 +11,7 @@ import type { Logger } from "../log.ts";
 import type { Spool } from "../store/db.ts";
 import { getIssueByFingerprint, raiseIssue, resolveIssue } from "../store/issues.ts";
 import { expectationSince, getMetaNumber, noteRetentionPass } from "../store/meta.ts";
-import { pollRows } from "../store/queries.ts";
+import { pollRows } from "../store/stats.ts";
 import { policyFromConfig, runRetention } from "../store/retention.ts";
 import { runAlerts } from "./alerts.ts";
 

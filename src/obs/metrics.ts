@@ -5,7 +5,7 @@
 import type { Config } from "../config/types.ts";
 import type { Spool } from "../store/db.ts";
 import { getMeta, getMetaNumber } from "../store/meta.ts";
-import { attemptCounts, deliveredCounts } from "../store/queries.ts";
+import { attemptCounts, deliveredCounts } from "../store/stats.ts";
 import { buildStatus } from "./status.ts";
 
 const STATE_VALUE: Record<string, number> = { closed: 0, half_open: 1, open: 2, paused: 3 };

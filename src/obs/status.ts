@@ -4,7 +4,8 @@ import type { Config } from "../config/types.ts";
 import { schemaVersion, type Spool } from "../store/db.ts";
 import { openIssueCount } from "../store/issues.ts";
 import { getMetaNumber } from "../store/meta.ts";
-import { countBatches, destinationNames, destinationRows, leasedCounts, oldestPending, pollRows, type StateCounts } from "../store/queries.ts";
+import { destinationNames, destinationRows } from "../store/destinations.ts";
+import { countBatches, leasedCounts, oldestPending, pollRows, type StateCounts } from "../store/stats.ts";
 import { diskFreeBytes, spoolBytes } from "./disk.ts";
 
 /** A dispatcher heartbeat older than this is reported as degraded (spec 11.1). */

@@ -1,10 +1,172 @@
-// The dispatcher's side of a batch before its attempt ends: readiness seal, the FIFO candidate
-// query, the claim with its lease fence, and lease recovery. How an attempt ends is marks.ts.
+// A batch's life cycle: its row and the reads of it (events, payloads, attempts), the seal and
+// replay transitions other store operations share, and the dispatcher's side before an attempt
+// ends: readiness seal, the FIFO candidate query, the claim with its lease fence, and lease
+// recovery. How an attempt ends is marks.ts and outcome.ts; the operator's verbs are
+// replay.ts, split.ts and drop.ts.
 import type { Database } from "bun:sqlite";
+import { HookspoolError } from "../errors.ts";
 import { testHook } from "../testhook.ts";
+import { computeContentHashTx } from "./content.ts";
 import { prepared, type Spool } from "./db.ts";
 import { markProbeTx } from "./destinations.ts";
-import { sealBatchTx } from "./transitions.ts";
+
+export type BatchState = "open" | "sealed" | "leased" | "retry" | "delivered" | "dead" | "dropped";
+export const BATCH_STATES: readonly BatchState[] = ["open", "sealed", "leased", "retry", "delivered", "dead", "dropped"];
+
+export interface BatchRow {
+  id: number;
+  route: string;
+  source: string;
+  destination: string;
+  key: string;
+  state: BatchState;
+  first_at: number;
+  last_at: number;
+  quiet_s: number;
+  max_s: number;
+  max_events: number;
+  max_bytes: number;
+  not_before: number | null;
+  count: number;
+  bytes: number;
+  sealed_at: number | null;
+  content_hash: string | null;
+  attempts: number;
+  next_attempt_at: number | null;
+  lease_until: number | null;
+  lease_owner: string | null;
+  last_error: string | null;
+  last_class: string | null;
+  delivered_at: number | null;
+  result: string | null;
+}
+
+export interface ListFilter {
+  state?: BatchState;
+  source?: string;
+  destination?: string;
+  limit?: number;
+}
+
+/** Batches, newest first. */
+export function listBatches(spool: Spool, f: ListFilter = {}): BatchRow[] {
+  const db = spool.db;
+  const where: string[] = [];
+  const params: Record<string, string | number> = { limit: f.limit ?? 50 };
+  if (f.state) {
+    where.push("state = $state");
+    params.state = f.state;
+  }
+  if (f.source) {
+    where.push("source = $source");
+    params.source = f.source;
+  }
+  if (f.destination) {
+    where.push("destination = $destination");
+    params.destination = f.destination;
+  }
+  const sql = `SELECT * FROM batches ${where.length ? `WHERE ${where.join(" AND ")}` : ""} ORDER BY id DESC LIMIT $limit`;
+  return prepared<BatchRow, Record<string, string | number>>(db, sql).all(params);
+}
+
+export function getBatch(spool: Spool, id: number): BatchRow | null {
+  const db = spool.db;
+  return prepared<BatchRow, [number]>(db, "SELECT * FROM batches WHERE id = ?").get(id);
+}
+
+export interface EventListing {
+  id: number;
+  event_type: string;
+  received_at: number;
+  dedup_id: string | null;
+  size: number;
+  excluded_at: number | null;
+  route: string;
+}
+
+/** A batch's events without payloads: ids, types, sizes, dedup ids and exclusion (spec 16). */
+export function batchEvents(spool: Spool, batchId: number): EventListing[] {
+  const db = spool.db;
+  return prepared<EventListing, [number]>(db, "SELECT id, event_type, received_at, dedup_id, size, excluded_at, route FROM events WHERE batch_id = ? ORDER BY id")
+    .all(batchId);
+}
+
+export interface EventPayload {
+  id: number;
+  payload: string | null;
+  raw: Uint8Array | null;
+  headers: string;
+}
+
+/** Payloads, only for `show --payload`. */
+export function batchPayloads(spool: Spool, batchId: number): EventPayload[] {
+  const db = spool.db;
+  return prepared<EventPayload, [number]>(db, "SELECT id, payload, raw, headers FROM events WHERE batch_id = ? ORDER BY id").all(batchId);
+}
+
+export interface AttemptRow {
+  id: number;
+  batch_id: number;
+  n: number;
+  destination: string;
+  started_at: number;
+  finished_at: number | null;
+  outcome: string | null;
+  klass: string | null;
+  status: number | null;
+  error: string | null;
+  duration_ms: number | null;
+  probe: number;
+  counted: number;
+  delivery_id: string | null;
+  events_delivered: number | null;
+  failed_event_id: number | null;
+}
+
+export function batchAttempts(spool: Spool, batchId: number): AttemptRow[] {
+  const db = spool.db;
+  return prepared<AttemptRow, [number]>(db, "SELECT * FROM attempts WHERE batch_id = ? ORDER BY id").all(batchId);
+}
+
+const SEAL = `UPDATE batches SET state = 'sealed', sealed_at = $now, content_hash = $hash
+  WHERE id = $id AND state = 'open'`;
+
+/** Seal an open batch: its content freezes and content_hash is set (spec 4.1). */
+export function sealBatchTx(db: Database, batchId: number, now: number): boolean {
+  const hash = computeContentHashTx(db, batchId);
+  return prepared(db, SEAL).run({ id: batchId, now, hash }).changes === 1;
+}
+
+const REPLAY = `UPDATE batches SET state = 'retry', attempts = 0, next_attempt_at = $now, not_before = $now
+  WHERE id = $id AND state = 'dead' AND destination <> 'quarantine'`;
+
+/**
+ * dead -> retry, due now, attempts = 0 (spec 4.1). The content stays frozen; the batch
+ * re-enters its group's queue by first_at, so it delivers out of order (spec 6.1).
+ */
+export function replayDeadTx(db: Database, batchId: number, now: number): boolean {
+  return prepared(db, REPLAY).run({ id: batchId, now }).changes === 1;
+}
+
+/** The little of a batch an operator verb checks before it acts. */
+export interface BatchHead {
+  id: number;
+  state: string;
+  destination: string;
+  source: string;
+}
+
+/** The batch an operator named, or E_NOT_FOUND. */
+export function requireBatchTx(db: Database, id: number): BatchHead {
+  const b = prepared<BatchHead, [number]>(db, "SELECT id, state, destination, source FROM batches WHERE id = ?").get(id);
+  if (!b) throw new HookspoolError("E_NOT_FOUND", `no batch ${id}`);
+  return b;
+}
+
+/** A verb that does not apply to the batch's state: nothing to do (exit 1). */
+export function notApplicable(b: BatchHead, verb: string, allowed: string): HookspoolError {
+  return new HookspoolError("E_NOTHING", `batch ${b.id} is ${b.state}; ${verb} applies to ${allowed} batches`);
+}
 
 const READY = `SELECT id FROM batches WHERE state = 'open'
   AND ((quiet_s = 0 AND max_s = 0) OR $now >= last_at + quiet_s OR $now >= first_at + max_s)

@@ -1,11 +1,37 @@
 // Destination runtime state (spec 4.2): the circuit breaker, the operator pause, the rotating
 // probe and the Retry-After soft gate. One row per destination, created on first use.
 import type { Database } from "bun:sqlite";
-import type { Spool } from "./db.ts";
-import type { DestinationRow } from "./queries.ts";
-import { prepared } from "./db.ts";
+import { prepared, type Spool } from "./db.ts";
 
-export type { DestinationRow };
+
+export interface DestinationRow {
+  name: string;
+  state: "closed" | "open" | "half_open" | "paused";
+  consecutive_failures: number;
+  opened_at: number | null;
+  cooldown_s: number | null;
+  probe_until: number | null;
+  last_probe_batch_id: number | null;
+  paused_at: number | null;
+  paused_by: string | null;
+  last_ok_at: number | null;
+  last_error: string | null;
+  retry_after_until: number | null;
+}
+
+export function destinationRows(spool: Spool): DestinationRow[] {
+  const db = spool.db;
+  return prepared<DestinationRow, []>(db, "SELECT * FROM destinations ORDER BY name").all();
+}
+
+/** Destinations that have batches, with or without a runtime row. */
+export function destinationNames(spool: Spool): string[] {
+  const db = spool.db;
+  return prepared<{ d: string }, []>(db, "SELECT DISTINCT destination AS d FROM batches WHERE destination <> 'quarantine' UNION SELECT name FROM destinations ORDER BY 1")
+    .all()
+    .map((r) => r.d);
+}
+
 
 const GET = "SELECT * FROM destinations WHERE name = ?";
 const ENSURE = "INSERT INTO destinations (name) VALUES (?) ON CONFLICT (name) DO NOTHING";

@@ -4,11 +4,10 @@ import type { Database } from "bun:sqlite";
 import { HookspoolError } from "../errors.ts";
 import { testHook } from "../testhook.ts";
 import { batchContentTx, contentHash } from "./content.ts";
-import type { Spool } from "./db.ts";
+import { prepared, type Spool } from "./db.ts";
 import { raiseIssueTx, resolveDeadIssuesTx, resolveIssueTx } from "./issues.ts";
 import { setMetaTx } from "./meta.ts";
-import { replayDeadTx, sealBatchTx } from "./transitions.ts";
-import { prepared } from "./db.ts";
+import { replayDeadTx, sealBatchTx } from "./batches.ts";
 
 /** The window a batch opens with (spec 5). */
 export interface BatchWindow {

@@ -1,8 +1,7 @@
 // Issues (spec 11.4): grouped failures by fingerprint. Opening and resolving live here; alerting
 // is the dispatcher's.
 import type { Database } from "bun:sqlite";
-import type { Spool } from "./db.ts";
-import { prepared } from "./db.ts";
+import { prepared, type Spool } from "./db.ts";
 
 /** source: a sender sent what cannot be queued; internal: a fault in hookspool itself. */
 export type IssueKind = "delivery" | "source_silent" | "spool" | "config" | "source" | "internal";

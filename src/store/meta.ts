@@ -1,7 +1,6 @@
 // The meta table: small facts, the heartbeat and the clock guard now_eff (spec 2, 3).
 import type { Database } from "bun:sqlite";
-import type { Spool } from "./db.ts";
-import { prepared } from "./db.ts";
+import { prepared, type Spool } from "./db.ts";
 
 const GET = "SELECT value FROM meta WHERE key = ?";
 const SET = "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value";

@@ -2,8 +2,7 @@
 // yielding to the event loop between them, so the intake never waits long for the write lock.
 import type { Database } from "bun:sqlite";
 import { testHook } from "../testhook.ts";
-import type { Spool } from "./db.ts";
-import { prepared } from "./db.ts";
+import { prepared, type Spool } from "./db.ts";
 
 /** How long each kind of finished row is kept (spec 8). Dead batches have no entry: never. */
 export interface RetentionPolicy {

@@ -3,7 +3,7 @@ import { describe, expect, test } from "bun:test";
 import { claimBatch } from "../../src/store/batches.ts";
 import { markDead, markRetry } from "../../src/store/marks.ts";
 import { quarantine } from "../../src/store/enqueue.ts";
-import { excludeEvents } from "../../src/store/operator.ts";
+import { excludeEvents } from "../../src/store/split.ts";
 import { type Home, enqueueJson, initHome, inHome, oneErrorLine, withSpool } from "./home.ts";
 
 /** A string that must never appear unless payloads were asked for. */

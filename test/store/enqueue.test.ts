@@ -4,7 +4,7 @@ import { isHookspoolError } from "../../src/errors.ts";
 import { batchContent, contentHash } from "../../src/store/content.ts";
 import { enqueue, quarantine } from "../../src/store/enqueue.ts";
 import { getMeta, getMetaNumber } from "../../src/store/meta.ts";
-import { dropBatches } from "../../src/store/operator.ts";
+import { dropBatches } from "../../src/store/drop.ts";
 import { batchRow, copy, ev, freshSpool, payloadOf, T0 } from "../helpers/spool.ts";
 
 function queued(r: ReturnType<typeof enqueue>) {

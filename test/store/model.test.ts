@@ -6,7 +6,8 @@ import { seededRng, type Rng } from "../../src/clock.ts";
 import { candidates, claimBatch, recoverLeases, sealReady } from "../../src/store/batches.ts";
 import { markDead, markDelivered, markRetry, type AttemptRecord } from "../../src/store/marks.ts";
 import { enqueue, type EventCopy } from "../../src/store/enqueue.ts";
-import { dropBatches, replayBatch } from "../../src/store/operator.ts";
+import { dropBatches } from "../../src/store/drop.ts";
+import { replayBatch } from "../../src/store/replay.ts";
 import { freshSpool, payloadOf, T0 } from "../helpers/spool.ts";
 
 type State = "open" | "sealed" | "leased" | "retry" | "delivered" | "dead" | "dropped";

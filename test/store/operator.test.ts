@@ -5,7 +5,9 @@ import { claimBatch, sealReady } from "../../src/store/batches.ts";
 import { markDead, markRetry } from "../../src/store/marks.ts";
 import { batchContent, contentHash } from "../../src/store/content.ts";
 import { enqueue, quarantine } from "../../src/store/enqueue.ts";
-import { deadBatchIds, dropBatches, excludeEvents, replayBatch, retryNow, splitBatch } from "../../src/store/operator.ts";
+import { dropBatches } from "../../src/store/drop.ts";
+import { deadBatchIds, replayBatch, retryNow } from "../../src/store/replay.ts";
+import { excludeEvents, splitBatch } from "../../src/store/split.ts";
 import { batchRow, copy, ev, freshSpool, payloadOf, T0 } from "../helpers/spool.ts";
 
 type TS = ReturnType<typeof freshSpool>;

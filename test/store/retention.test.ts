@@ -7,9 +7,10 @@ import { claimBatch } from "../../src/store/batches.ts";
 import { markDead, markDelivered, markRetry, type AttemptRecord } from "../../src/store/marks.ts";
 import { openSpool, quickCheck, type Spool } from "../../src/store/db.ts";
 import { enqueue, quarantine } from "../../src/store/enqueue.ts";
-import { dropBatches, splitBatch } from "../../src/store/operator.ts";
+import { dropBatches } from "../../src/store/drop.ts";
+import { splitBatch } from "../../src/store/split.ts";
 import { DEFAULT_DEDUP_WINDOW_S, policyFromConfig, type RetentionPolicy, runRetention } from "../../src/store/retention.ts";
-import { sealBatchTx } from "../../src/store/transitions.ts";
+import { sealBatchTx } from "../../src/store/batches.ts";
 import { ev, freshSpool, T0 } from "../helpers/spool.ts";
 
 type TS = ReturnType<typeof freshSpool>;
