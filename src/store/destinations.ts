@@ -4,9 +4,13 @@ import type { Database } from "bun:sqlite";
 import { prepared, type Spool } from "./db.ts";
 
 
+/** The breaker and pause states of a destination, as the schema's CHECK lists them. */
+export const DESTINATION_STATES = ["closed", "open", "half_open", "paused"] as const;
+export type DestinationState = (typeof DESTINATION_STATES)[number];
+
 export interface DestinationRow {
   name: string;
-  state: "closed" | "open" | "half_open" | "paused";
+  state: DestinationState;
   consecutive_failures: number;
   opened_at: number | null;
   cooldown_s: number | null;

@@ -4,8 +4,10 @@ import type { Database } from "bun:sqlite";
 import { prepared, type Spool } from "./db.ts";
 
 /** source: a sender sent what cannot be queued; internal: a fault in hookspool itself. */
-export type IssueKind = "delivery" | "source_silent" | "spool" | "config" | "source" | "internal";
-export type IssueState = "open" | "acked" | "resolved" | "ignored";
+export const ISSUE_KINDS = ["delivery", "source_silent", "spool", "config", "source", "internal"] as const;
+export type IssueKind = (typeof ISSUE_KINDS)[number];
+export const ISSUE_STATES = ["open", "acked", "resolved", "ignored"] as const;
+export type IssueState = (typeof ISSUE_STATES)[number];
 
 export interface IssueRow {
   id: number;

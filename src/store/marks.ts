@@ -40,7 +40,11 @@ export function scrubError(s: string | null | undefined): string | null {
   return s.replace(/[\u0000-\u001f\u007f]+/g, " ").slice(0, 500);
 }
 
-function finishAttempt(db: Database, m: MarkBase, outcome: "ok" | "retry" | "dead" | "discarded"): void {
+/** How an attempt row ends, as the schema's CHECK lists them (discarded: its lease was lost). */
+export const ATTEMPT_OUTCOMES = ["ok", "retry", "dead", "discarded"] as const;
+export type AttemptOutcome = (typeof ATTEMPT_OUTCOMES)[number];
+
+function finishAttempt(db: Database, m: MarkBase, outcome: AttemptOutcome): void {
   const a = m.attempt;
   prepared(db, FINISH).run({
     id: m.attemptId,
