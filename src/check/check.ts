@@ -5,9 +5,9 @@ import { readFileSync, statSync, type Stats } from "node:fs";
 import { dirname, isAbsolute, join, resolve } from "node:path";
 import { parse as parseToml } from "smol-toml";
 import { isHookspoolError } from "../errors.ts";
-import { isLoopback } from "../plugin/hook-request.ts";
+import { isPublic, NON_LOOPBACK_HINT, readListen } from "../config/listen.ts";
 import { loadSources } from "../config/sources.ts";
-import { openSpool, quickCheck, requireCurrentSchema, schemaVersion, type Spool } from "../store/db.ts";
+import { CorruptSpool, openVerified, requireCurrentSchema, schemaVersion, type Spool } from "../store/db.ts";
 import { LATEST_SCHEMA } from "../store/migrations.ts";
 import { type PluginFacts, routeProblems } from "./routes.ts";
 import { ConfigError, DEFAULT_HOME, type Env, expandPath, loadConfig, parseConfig } from "../config/load.ts";
@@ -282,19 +282,15 @@ function secretRules(config: Config, deps: CheckDeps): ConfigProblem[] {
 function intakeRules(config: Config, raw: Record<string, unknown>): ConfigProblem[] {
   const out: ConfigProblem[] = [];
   const { listen, allow_non_loopback } = config.intake;
-  if (listen.startsWith("unix:")) {
-    if (!listen.slice(5).startsWith("/")) out.push(problem("error", "intake.listen", `"${listen}": a unix socket needs an absolute path`));
-  } else {
-    const m = /^(?:\[([^\]]+)\]|([^:]+)):(\d{1,5})$/.exec(listen);
-    if (!m || Number(m[3]) > 65535) {
-      out.push(problem("error", "intake.listen", `"${listen}" is not host:port or unix:/path`));
-    } else {
-      const host = m[1] ?? m[2];
-      if (host !== "localhost" && !isLoopback(host)) {
-        if (allow_non_loopback) out.push(problem("warning", "intake.listen", `${host} is not a loopback address: the reverse proxy should own the network`, "bind 127.0.0.1 behind the proxy"));
-        else out.push(problem("error", "intake.listen", `${host} is not a loopback address; the intake refuses to bind it`, "bind 127.0.0.1 behind the reverse proxy, or set intake.allow_non_loopback = true if you mean it"));
-      }
+  try {
+    const l = readListen(listen);
+    if (isPublic(l)) {
+      if (allow_non_loopback) out.push(problem("warning", "intake.listen", `${l.hostname} is not a loopback address: the reverse proxy should own the network`, "bind 127.0.0.1 behind the proxy"));
+      else out.push(problem("error", "intake.listen", `${l.hostname} is not a loopback address; the intake refuses to bind it`, NON_LOOPBACK_HINT));
     }
+  } catch (e) {
+    if (!isHookspoolError(e)) throw e;
+    out.push(problem("error", "intake.listen", e.message));
   }
   const intake = raw.intake;
   if (isTable(intake) && Object.hasOwn(intake, "threads")) {
@@ -326,20 +322,12 @@ function spoolModeRules(paths: Paths): ConfigProblem[] {
 // ---------------------------------------------------------------------------------------------
 // The database (spec 12: check is the intake's ExecStartPre, so corruption stops the start)
 
-function corrupt(e: unknown): boolean {
-  const code = String((e as { code?: unknown }).code ?? "");
-  const msg = e instanceof Error ? e.message : String(e);
-  return /SQLITE_(CORRUPT|NOTADB)/.test(code) || /malformed|not a database|corrupt/i.test(msg);
-}
-
 function databaseRules(path: string): ConfigProblem[] {
   const hint = "restore from backup; hookspool export reads what is still readable; never start fresh automatically";
   if (statOrNull(path) === null) return [problem("warning", "spool.db", `no spool yet at ${path}; hookspool migrate creates it`)];
   let spool: Spool | null = null;
   try {
-    spool = openSpool(path, { create: false, busyTimeoutS: 10 });
-    const bad = quickCheck(spool);
-    if (bad.length) return [problem("error", "spool.db", `database corrupt: ${bad.slice(0, 3).join("; ")}${bad.length > 3 ? ` (and ${bad.length - 3} more)` : ""}`, hint)];
+    spool = openVerified(path, { create: false, busyTimeoutS: 10 });
     const version = schemaVersion(spool);
     // check is both units' ExecStartPre: an older schema must not stop the dispatcher, which
     // migrates it at startup (spec 17); the intake refuses it on its own (exit 2).
@@ -350,7 +338,10 @@ function databaseRules(path: string): ConfigProblem[] {
     return [];
   } catch (e) {
     if (isHookspoolError(e, "E_SCHEMA")) return [problem("error", "spool.db", e.message, e.hint)];
-    if (corrupt(e)) return [problem("error", "spool.db", `database corrupt: ${(e as Error).message}`, hint)];
+    if (e instanceof CorruptSpool) {
+      const bad = e.findings;
+      return [problem("error", "spool.db", `database corrupt: ${bad.slice(0, 3).join("; ")}${bad.length > 3 ? ` (and ${bad.length - 3} more)` : ""}`, hint)];
+    }
     if (isHookspoolError(e)) return [problem("error", "spool.db", e.message, e.hint)];
     return [problem("error", "spool.db", `cannot open ${path}: ${e instanceof Error ? e.message : String(e)}`)];
   } finally {

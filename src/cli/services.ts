@@ -8,10 +8,10 @@ import { Maintenance } from "../dispatch/maintenance.ts";
 import { HookspoolError } from "../errors.ts";
 import { Intake } from "../intake/server.ts";
 import { createLogger, type Logger } from "../log.ts";
-import { openSpool, quickCheck, type Spool } from "../store/db.ts";
-import { acquireLock, type FileLock } from "../store/lock.ts";
+import { openForDispatch } from "../dispatch/open.ts";
+import { type Service, startAll, stopAll } from "../service.ts";
+import type { Spool } from "../store/db.ts";
 import { effectiveNow, instanceId } from "../store/meta.ts";
-import { migrate } from "../store/migrate.ts";
 import { checkConfigFile } from "../check/check.ts";
 import { problemLine } from "./check.ts";
 import { type Cli, GLOBAL_ARGS, loadFor } from "./context.ts";
@@ -47,47 +47,6 @@ async function preflight(cli: Cli, skipDatabase: boolean): Promise<LoadedConfig>
   return loaded;
 }
 
-/**
- * What the dispatcher does before its first tick (spec 2, 6.2, 12, 17): take dispatch.lock
- * (held: exit 3), refuse a corrupt database (exit 2, never "move aside"), apply migrations.
- */
-function openForDispatch(cli: Cli, loaded: LoadedConfig, busyTimeoutS = 30): { spool: Spool; lock: FileLock } {
-  const lock = acquireLock(loaded.paths.lock, "another dispatcher (or hookspool migrate)");
-  const corrupt = (what: string) =>
-    new HookspoolError("E_CORRUPT", `${loaded.paths.db} is corrupt: ${what}`, {
-      hint: "hookspool export what is readable and restore from backup; nothing is moved aside automatically",
-    });
-  try {
-    let spool: Spool;
-    try {
-      spool = openSpool(loaded.paths.db, { create: true, busyTimeoutS, clock: cli.clock });
-    } catch (e) {
-      const code = (e as { code?: string }).code ?? "";
-      if (code.startsWith("SQLITE_CORRUPT") || code === "SQLITE_NOTADB") throw corrupt(code);
-      throw e;
-    }
-    try {
-      let problems: string[];
-      try {
-        problems = quickCheck(spool);
-      } catch (e) {
-        const code = (e as { code?: string }).code ?? "";
-        if (code.startsWith("SQLITE_CORRUPT") || code === "SQLITE_NOTADB") throw corrupt(code);
-        throw e;
-      }
-      if (problems.length) throw corrupt(`quick_check: ${problems[0].slice(0, 200)}`);
-      migrate(spool);
-      return { spool, lock };
-    } catch (e) {
-      spool.close();
-      throw e;
-    }
-  } catch (e) {
-    lock.release();
-    throw e;
-  }
-}
-
 function makeDispatcher(cli: Cli, loaded: LoadedConfig, spool: Spool): Dispatcher {
   const log = createLogger("dispatch", { clock: cli.clock });
   const inst = instanceId(spool);
@@ -117,23 +76,17 @@ function makeMaintenance(cli: Cli, loaded: LoadedConfig, spool: Spool, dispatche
   });
 }
 
-/** A long-running part (STYLE.md rule 8): start() and stop(), stop safe before start. */
-interface Part {
-  start(): void | Promise<void>;
-  stop(): Promise<void>;
-}
-
 /**
- * Start the parts in order, wait for SIGTERM or SIGINT, then stop them in reverse order (the
+ * Start the services in order, wait for SIGTERM or SIGINT, then stop them in reverse order (the
  * intake stops taking requests before the dispatcher lets its in-flight attempts finish).
  * `close` runs last, whatever happened.
  */
-async function serve(log: Logger, parts: Part[], close: () => void = () => {}): Promise<number> {
+async function serve(log: Logger, services: Service[], close: () => void = () => {}): Promise<number> {
   try {
-    for (const p of parts) await p.start();
+    await startAll(services);
     log.info("stopping; letting in-flight work finish", { reason: await stopSignal() });
+    await stopAll(services);
   } finally {
-    for (const p of [...parts].reverse()) await p.stop();
     close();
   }
   return 0;
@@ -157,12 +110,9 @@ function dispatchCommand(cli: Cli): CommandDef {
     args: { ...GLOBAL_ARGS },
     async run() {
       const loaded = await preflight(cli, true);
-      const { spool, lock } = openForDispatch(cli, loaded);
-      const dispatcher = makeDispatcher(cli, loaded, spool);
-      return serve(createLogger("dispatch", { clock: cli.clock }), [dispatcher, makeMaintenance(cli, loaded, spool, dispatcher)], () => {
-        spool.close();
-        lock.release();
-      });
+      const opened = openForDispatch(loaded.paths, { clock: cli.clock });
+      const dispatcher = makeDispatcher(cli, loaded, opened.spool);
+      return serve(createLogger("dispatch", { clock: cli.clock }), [dispatcher, makeMaintenance(cli, loaded, opened.spool, dispatcher)], opened.close);
     },
   };
 }
@@ -176,14 +126,12 @@ function runCommand(cli: Cli): CommandDef {
       // One connection for both parts: the intake's busy timeout (10 s, then 503) is the one a
       // sender waits on, so it is the connection's; a dispatcher write that times out sooner is
       // retried on the next tick.
-      const { spool, lock } = openForDispatch(cli, loaded, loaded.config.intake.busy_timeout_s);
+      const opened = openForDispatch(loaded.paths, { clock: cli.clock, busyTimeoutS: loaded.config.intake.busy_timeout_s });
+      const { spool } = opened;
       const dispatcher = makeDispatcher(cli, loaded, spool);
       const log = createLogger("intake", { clock: cli.clock });
       const intake = new Intake({ loaded, loadOptions: loadOptions(cli), clock: cli.clock, log, env: cli.io.env, spool });
-      return serve(log, [dispatcher, makeMaintenance(cli, loaded, spool, dispatcher), intake], () => {
-        spool.close();
-        lock.release();
-      });
+      return serve(log, [dispatcher, makeMaintenance(cli, loaded, spool, dispatcher), intake], opened.close);
     },
   };
 }

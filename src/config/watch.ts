@@ -1,8 +1,11 @@
-// Config reload on mtime change (spec 15), shared by the intake (every 5 s) and the dispatcher
-// (every tick): a bad file keeps the previous config and opens config:file; a good one resolves it.
+// Config reload on mtime change, shared by the intake and the dispatcher: a bad file keeps the
+// previous config and opens config:file; a good one resolves it. Started, a watcher polls on its
+// own timer (the intake, every 5 s); the dispatcher calls poll() from its tick instead, so a
+// reload lands between two ticks, never inside one.
 import { statSync } from "node:fs";
 import { HookspoolError } from "../errors.ts";
 import type { Logger } from "../log.ts";
+import { Periodic, type Service } from "../service.ts";
 import type { Spool } from "../store/db.ts";
 import { raiseIssue, resolveIssue } from "../store/issues.ts";
 import { loadConfig, type LoadOptions } from "./load.ts";
@@ -19,20 +22,46 @@ export interface WatchOptions {
   log: Logger;
   /** The time issues are stamped with. */
   now(): number;
+  /** Take a new config; throw to refuse it (a plugin that does not import). */
+  apply(loaded: LoadedConfig): void | Promise<void>;
+  /** How often a started watcher polls. */
+  everyS?: number;
+  /** What a started watcher does with a failure poll() did not handle (its owner counts it). */
+  onError(e: unknown): void;
 }
 
-export class ConfigWatcher {
+export class ConfigWatcher implements Service {
+  readonly name = "config watcher";
   private mtimeMs: number | null;
+  private readonly timer: Periodic;
 
   constructor(private readonly o: WatchOptions) {
     this.mtimeMs = o.mtimeMs;
+    this.timer = new Periodic(this.name, {
+      everyMs: () => (o.everyS ?? 5) * 1000,
+      run: async () => {
+        await this.poll();
+      },
+      // poll() handles a bad file itself; what escapes it must not end the process.
+      onError: (e) => o.onError(e),
+    });
   }
 
-  /**
-   * When the file's mtime moved, load it and hand it to `apply`, which may throw to refuse it
-   * (a plugin that does not import). Returns whether a new config was applied.
-   */
-  async poll(apply: (loaded: LoadedConfig) => void | Promise<void>): Promise<boolean> {
+  /** Whether it polls on its own timer. */
+  get active(): boolean {
+    return this.timer.active;
+  }
+
+  start(): Promise<void> {
+    return this.timer.start();
+  }
+
+  stop(): Promise<void> {
+    return this.timer.stop();
+  }
+
+  /** When the file's mtime moved, load it and apply it. Returns whether a new config was applied. */
+  async poll(): Promise<boolean> {
     const file = this.o.file;
     if (!file) return false;
     let mtime: number;
@@ -47,7 +76,7 @@ export class ConfigWatcher {
     let applied: boolean;
     let what = "";
     try {
-      await apply(loadConfig(this.o.loadOptions));
+      await this.o.apply(loadConfig(this.o.loadOptions));
       applied = true;
     } catch (e) {
       applied = false;

@@ -7,6 +7,7 @@ import { caughtFault } from "../obs/faults.ts";
 import type { Logger } from "../log.ts";
 import type { Spool } from "../store/db.ts";
 import { alertSlotFree, type IssueRow, issuesToAlert, markAlerted } from "../store/issues.ts";
+import { Chore, type ChoreContext } from "./chores.ts";
 
 function ago(now: number, t: number): string {
   const s = Math.max(0, now - t);
@@ -108,4 +109,11 @@ async function runCommand(argv: string[], timeoutS: number, env: Env): Promise<n
   const code = await proc.exited;
   clearTimeout(timer);
   return proc.signalCode ? null : code;
+}
+
+/** The alerts chore: every maintenance interval, send the alerts that are due. */
+export function alertsChore(ctx: ChoreContext): Chore {
+  return new Chore("alerts", ctx, async () => {
+    await runAlerts({ spool: ctx.spool, config: ctx.config(), env: ctx.env, log: ctx.log, now: ctx.now() });
+  });
 }

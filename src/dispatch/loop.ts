@@ -21,6 +21,7 @@ import type { Spool } from "../store/db.ts";
 import type { NewEvent } from "../store/enqueue.ts";
 import { effectiveNow, instanceId, writeHeartbeat } from "../store/meta.ts";
 import { getBatch } from "../store/batches.ts";
+import { Periodic, type Service } from "../service.ts";
 import { testHook } from "../testhook.ts";
 import { buildDocument } from "./document.ts";
 import { resolveEmit } from "./emits.ts";
@@ -57,7 +58,8 @@ function policyOf(c: Config): Policy {
   };
 }
 
-export class Dispatcher {
+export class Dispatcher implements Service {
+  readonly name = "dispatcher";
   private config: Config;
   private readonly watcher: ConfigWatcher;
   private readonly host: string;
@@ -71,7 +73,13 @@ export class Dispatcher {
   private destinationCache = new Map<string, Destination | null>();
   /** The source plugins, for routing emits as the intake routes requests; loaded on the first tick. */
   private sources: Map<string, IntakeSource> | null = null;
-  private timer: ReturnType<typeof setTimeout> | null = null;
+  /** The first tick at once, then one every poll_s (a reload may change it). */
+  private readonly ticker = new Periodic("dispatcher tick", {
+    everyMs: () => this.config.dispatch.poll_s * 1000,
+    firstMs: 0,
+    run: () => this.tick(),
+    onError: (e) => this.survive("tick", e),
+  });
   private running = false;
   private stopping = false;
   private lastHeartbeat = Number.NEGATIVE_INFINITY;
@@ -88,6 +96,9 @@ export class Dispatcher {
       spool: o.spool,
       log: o.log,
       now: () => effectiveNow(o.spool),
+      apply: (loaded) => this.apply(loaded),
+      // Never started: the tick polls it, and the tick's own catch takes what it throws.
+      onError: (e) => this.survive("config reload", e),
     });
     this.host = o.host ?? hostname();
     this.pid = o.pid ?? process.pid;
@@ -123,26 +134,25 @@ export class Dispatcher {
    * Startup (spec 6.2): every leased row belongs to a dead process, since this one holds the
    * flock; they go back to retry, due now, uncounted. Then tick every poll_s.
    */
-  start(): void {
+  /** Whether it ticks (started and not stopped). */
+  get active(): boolean {
+    return this.ticker.active;
+  }
+
+  async start(): Promise<void> {
     if (this.running) return;
     this.running = true;
     this.stopping = false;
     const recovered = recoverLeases(this.o.spool, { now: effectiveNow(this.o.spool), all: true });
     if (recovered.length) this.o.log.warn("recovered leases of a previous run", { reason: `${recovered.length} batch(es)` });
-    const loop = async () => {
-      if (!this.running) return;
-      await this.tick();
-      if (this.running) this.timer = setTimeout(loop, this.config.dispatch.poll_s * 1000);
-    };
-    this.timer = setTimeout(loop, 0);
+    await this.ticker.start();
   }
 
   /** Stop claiming; let in-flight attempts finish or hit their deadline. */
   async stop(): Promise<void> {
     this.running = false;
     this.stopping = true;
-    if (this.timer) clearTimeout(this.timer);
-    this.timer = null;
+    await this.ticker.stop();
     await this.drain();
   }
 
@@ -167,17 +177,19 @@ export class Dispatcher {
     return sources;
   }
 
-  /** Reload config.toml when its mtime moved (checked every tick, spec 15). */
+  /** Reload config.toml when its mtime moved (checked at the top of every tick). */
   reloadIfChanged(): Promise<boolean> {
-    return this.watcher.poll(async (loaded) => {
-      const sources = await this.loadSources(loaded.config);
-      this.config = loaded.config;
-      this.sources = sources;
-      this.destinationCache = new Map();
-      // A fix (or a reload race between the two processes) costs seconds, not the backoff cap.
-      const due = redueConfigRetries(this.o.spool, effectiveNow(this.o.spool));
-      this.o.log.info("config reloaded", { reason: due ? `${due} config retries due now` : undefined });
-    });
+    return this.watcher.poll();
+  }
+
+  private async apply(loaded: LoadedConfig): Promise<void> {
+    const sources = await this.loadSources(loaded.config);
+    this.config = loaded.config;
+    this.sources = sources;
+    this.destinationCache = new Map();
+    // A fix (or a reload race between the two processes) costs seconds, not the backoff cap.
+    const due = redueConfigRetries(this.o.spool, effectiveNow(this.o.spool));
+    this.o.log.info("config reloaded", { reason: due ? `${due} config retries due now` : undefined });
   }
 
   /**

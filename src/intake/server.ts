@@ -14,34 +14,12 @@ import { Backpressure } from "./backpressure.ts";
 import { Health } from "./health.ts";
 import { IntakeMetrics } from "./metrics.ts";
 import { type Reply, handleHook } from "./pipeline.ts";
-import { isLoopback } from "../plugin/hook-request.ts";
+import { parseListen } from "../config/listen.ts";
+import { Periodic, type Service, startAll, stopAll } from "../service.ts";
 import { type IntakeSource, loadSources } from "../config/sources.ts";
 
-/** The intake checks config.toml's mtime this often (spec 15). */
+/** The intake checks config.toml's mtime this often. */
 export const RELOAD_EVERY_S = 5;
-
-export type Listen = { unix: string } | { hostname: string; port: number };
-
-/** Parse intake.listen: "127.0.0.1:8650", "[::1]:8650", "localhost:0" or "unix:/path". */
-export function parseListen(listen: string, allowNonLoopback: boolean): Listen {
-  if (listen.startsWith("unix:")) {
-    const path = listen.slice(5);
-    if (!path.startsWith("/")) throw new HookspoolError("E_CONFIG", `"${listen}": a unix socket needs an absolute path`, { key: "intake.listen" });
-    return { unix: path };
-  }
-  const m = /^(?:\[([^\]]+)\]|([^:]+)):(\d{1,5})$/.exec(listen);
-  if (!m) throw new HookspoolError("E_CONFIG", `"${listen}" is not host:port or unix:/path`, { key: "intake.listen" });
-  const hostname = m[1] ?? m[2];
-  const port = Number(m[3]);
-  if (port > 65535) throw new HookspoolError("E_CONFIG", `port ${port} is out of range`, { key: "intake.listen" });
-  if (!(hostname === "localhost" || isLoopback(hostname)) && !allowNonLoopback) {
-    throw new HookspoolError("E_CONFIG", `${hostname} is not a loopback address`, {
-      key: "intake.listen",
-      hint: "the reverse proxy owns the network; set intake.allow_non_loopback = true only if you mean it",
-    });
-  }
-  return { hostname, port };
-}
 
 export interface IntakeOptions {
   loaded: LoadedConfig;
@@ -95,10 +73,12 @@ function toResponse(a: Reply): globalThis.Response {
   return new Response(a.body, { status: a.status, headers: a.headers });
 }
 
-/** The intake: start() and stop(), both safe to call twice (STYLE.md rule 8). */
-export class Intake {
+/** The intake service: it listens from start() until stop(). */
+export class Intake implements Service {
+  readonly name = "intake";
   private server: Server<undefined> | null = null;
-  private timer: ReturnType<typeof setInterval> | null = null;
+  /** What runs beside the listener: the config watcher and the refused-write reporter. */
+  private companions: Service[] = [];
   private spool: Spool | null = null;
   private ownSpool = false;
   private config: Config;
@@ -121,6 +101,15 @@ export class Intake {
 
   async start(): Promise<void> {
     if (this.server) return;
+    try {
+      await this.listen();
+    } catch (e) {
+      await this.stop();
+      throw e;
+    }
+  }
+
+  private async listen(): Promise<void> {
     const { loaded, clock, log } = this.opts;
     const listen = parseListen(this.config.intake.listen, this.config.intake.allow_non_loopback);
     if (this.opts.spool) {
@@ -204,13 +193,22 @@ export class Intake {
     } catch (e) {
       throw listenError(this.config.intake.listen, e);
     }
-    this.watcher = new ConfigWatcher({ file: loaded.paths.config, mtimeMs: loaded.mtimeMs, loadOptions: this.opts.loadOptions, spool: this.spool, log, now: () => clock.now() });
-    this.timer = setInterval(() => {
-      // A refused write's issue is retried here too, so it is reported without waiting for traffic.
-      this.writeFailures?.flush();
+    this.watcher = new ConfigWatcher({
+      file: loaded.paths.config,
+      mtimeMs: loaded.mtimeMs,
+      loadOptions: this.opts.loadOptions,
+      spool: this.spool,
+      log,
+      now: () => clock.now(),
+      everyS: RELOAD_EVERY_S,
+      apply: (next) => this.apply(next),
       // A reload that throws (a module that no longer imports) must not end the process.
-      this.reloadIfChanged().catch((e) => caughtFault(log, "intake", "config reload", e));
-    }, RELOAD_EVERY_S * 1000);
+      onError: (e) => caughtFault(log, "intake", "config reload", e),
+    });
+    // A refused write's issue is retried on a timer too, so it is reported without waiting for traffic.
+    const reporter = new Periodic("refused-write report", { everyMs: () => RELOAD_EVERY_S * 1000, run: async () => writeFailures.flush(), onError: (e) => caughtFault(log, "intake", "issue write", e) });
+    this.companions = [this.watcher, reporter];
+    await startAll(this.companions);
     const where = "unix" in listen ? `unix:${listen.unix}` : `${listen.hostname.includes(":") ? `[${listen.hostname}]` : listen.hostname}:${this.server.port}`;
     log.info("listening", { listen: where });
     // Once per source: the URL to give the sender (behind the proxy, the public host replaces ours).
@@ -218,26 +216,31 @@ export class Intake {
     for (const name of this.sources.keys()) log.info("source ready", { source: name, url: `${base}/hooks/${encodeURIComponent(name)}` });
   }
 
-  /** Reload config.toml when its mtime moved; a bad file keeps the previous config (spec 15). */
+  /** Reload config.toml when its mtime moved; a bad file keeps the previous config. */
   reloadIfChanged(): Promise<boolean> {
-    if (!this.watcher) return Promise.resolve(false);
-    const file = this.opts.loaded.paths.config as string;
-    return this.watcher.poll(async (loaded) => {
-      // Sources load first: a plugin that no longer imports refuses the whole reload.
-      const sources = await loadSources(loaded.config, { configDir: dirname(file), env: this.opts.env, file });
-      this.config = loaded.config;
-      this.sources = sources;
-      this.backpressure?.setMinFree(loaded.config.limits.min_free_bytes);
-      this.opts.log.info("config reloaded");
-    });
+    return this.watcher?.poll() ?? Promise.resolve(false);
   }
 
+  private async apply(loaded: LoadedConfig): Promise<void> {
+    const file = this.opts.loaded.paths.config as string;
+    // Sources load first: a plugin that no longer imports refuses the whole reload.
+    const sources = await loadSources(loaded.config, { configDir: dirname(file), env: this.opts.env, file });
+    this.config = loaded.config;
+    this.sources = sources;
+    this.backpressure?.setMinFree(loaded.config.limits.min_free_bytes);
+    this.opts.log.info("config reloaded");
+  }
+
+  /** Stop listening (requests in flight finish), then the companions; close an own connection. */
   async stop(): Promise<void> {
-    if (this.timer) clearInterval(this.timer);
-    this.timer = null;
-    if (this.server) await this.server.stop();
+    const server = this.server;
     this.server = null;
+    if (server) await server.stop();
+    await stopAll(this.companions);
+    this.companions = [];
+    this.watcher = null;
     if (this.ownSpool && this.spool) this.spool.close();
+    this.ownSpool = false;
     this.spool = null;
   }
 }

@@ -137,6 +137,51 @@ export function requireCurrentSchema(spool: Spool): void {
   }
 }
 
+/**
+ * Whether `e` says the file is not a sound SQLite database (SQLITE_CORRUPT*, SQLITE_NOTADB, or
+ * SQLite's own words for them). Every reader of a spool asks this one question.
+ */
+export function isCorruption(e: unknown): boolean {
+  const code = String((e as { code?: unknown } | null)?.code ?? "");
+  const message = e instanceof Error ? e.message : String(e);
+  return /^SQLITE_(CORRUPT|NOTADB)/.test(code) || /malformed|not a database/i.test(message);
+}
+
+/** A spool that failed to open or to pass quick_check; `findings` says what SQLite found. */
+export class CorruptSpool extends HookspoolError {
+  constructor(
+    path: string,
+    readonly findings: string[],
+  ) {
+    super("E_CORRUPT", `${path} is corrupt: ${findings[0]?.slice(0, 200) ?? "unreadable"}`, {
+      hint: "hookspool export what is readable and restore from backup; nothing is moved aside automatically",
+    });
+  }
+}
+
+/**
+ * Open the spool and run quick_check: a corrupt file is a CorruptSpool (exit 2), never moved
+ * aside or started afresh. The dispatcher and `hookspool check` open a spool this way.
+ */
+export function openVerified(path: string, opts: OpenOptions = {}): Spool {
+  let spool: Spool;
+  try {
+    spool = openSpool(path, opts);
+  } catch (e) {
+    if (isCorruption(e)) throw new CorruptSpool(path, [String((e as { code?: unknown }).code ?? (e as Error).message)]);
+    throw e;
+  }
+  try {
+    const problems = quickCheck(spool);
+    if (problems.length) throw new CorruptSpool(path, problems);
+    return spool;
+  } catch (e) {
+    spool.close();
+    if (isCorruption(e)) throw new CorruptSpool(path, [String((e as { code?: unknown }).code ?? (e as Error).message)]);
+    throw e;
+  }
+}
+
 /** PRAGMA quick_check: "ok" or the first problems found. */
 export function quickCheck(spool: Spool): string[] {
   const db = spool.db;

@@ -7,7 +7,8 @@ import { join } from "node:path";
 import { FakeClock } from "../../src/clock.ts";
 import { loadConfig } from "../../src/config/load.ts";
 import { isHookspoolError } from "../../src/errors.ts";
-import { Intake, parseListen } from "../../src/intake/server.ts";
+import { parseListen } from "../../src/config/listen.ts";
+import { Intake } from "../../src/intake/server.ts";
 import { createLogger } from "../../src/log.ts";
 import { openSpool } from "../../src/store/db.ts";
 import { migrate } from "../../src/store/migrate.ts";
@@ -288,6 +289,7 @@ describe("listen and lifecycle", () => {
     expect(parseListen("0.0.0.0:8650", true)).toEqual({ hostname: "0.0.0.0", port: 8650 });
     expect(code(() => parseListen("unix:relative.sock", false))).toBe("E_CONFIG");
     expect(code(() => parseListen("nonsense", false))).toBe("E_CONFIG");
+    expect(code(() => parseListen("127.0.0.1:70000", false))).toBe("E_CONFIG");
   });
 
   test("a Unix socket listener takes requests", async () => {
