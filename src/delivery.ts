@@ -66,16 +66,104 @@ export interface StoredEvent {
   payload: string;
 }
 
+/** Why an attempt ran out of time: its destination's timeout_s, or the worker deadline before its lease ends. */
+export type DeadlineCause = "timeout" | "worker deadline";
+
+const PASSED = Symbol("deadline passed");
+export type Passed = typeof PASSED;
+
+export function isPassed(x: unknown): x is Passed {
+  return x === PASSED;
+}
+
+/**
+ * The one deadline of an attempt, made by the dispatcher when it starts the attempt: the
+ * destination's timeout_s from now, or the worker deadline (lease_until - 5 s) when that comes
+ * sooner. Every request, body read and child process of the attempt shares it (an unwrap
+ * attempt's requests together stay inside it), and the dispatcher ends it early when the clock
+ * jumps past it. One timer; dispose() releases it.
+ */
+export class Deadline {
+  private readonly controller = new AbortController();
+  private readonly timer: ReturnType<typeof setTimeout>;
+  private endedBy: DeadlineCause | null = null;
+  /** When it passes (Unix seconds, on the clock it was made with). */
+  readonly at: number;
+  /** Seconds it allowed from its start. */
+  readonly budgetS: number;
+  private readonly bound: DeadlineCause;
+  private readonly workerAt: number;
+  /** Resolves (never rejects) when the deadline passes. */
+  readonly passed: Promise<Passed>;
+
+  /** `timeoutS` from now, or `workerAt` if sooner. */
+  constructor(o: { timeoutS: number; workerAt: number; clock: Clock }) {
+    const now = o.clock.now();
+    this.workerAt = o.workerAt;
+    this.bound = o.workerAt - now < o.timeoutS ? "worker deadline" : "timeout";
+    this.budgetS = Math.max(0, Math.min(o.timeoutS, o.workerAt - now));
+    this.at = now + this.budgetS;
+    this.passed = new Promise((resolve) => this.controller.signal.addEventListener("abort", () => resolve(PASSED), { once: true }));
+    this.timer = setTimeout(() => this.end(this.bound), this.budgetS * 1000);
+    // Out of time before starting: nothing is tried, not even a race against a zero timer.
+    if (this.budgetS <= 0) this.end(this.bound);
+  }
+
+  /** Aborted when the deadline passes: hand it to fetch and friends. */
+  get signal(): AbortSignal {
+    return this.controller.signal;
+  }
+
+  get expired(): boolean {
+    return this.controller.signal.aborted;
+  }
+
+  /** What ended it (null while running). */
+  get cause(): DeadlineCause | null {
+    return this.endedBy;
+  }
+
+  /** End it now (the clock jumped past the worker deadline); a second end changes nothing. */
+  end(cause: DeadlineCause = "worker deadline"): void {
+    if (this.endedBy !== null) return;
+    this.endedBy = cause;
+    clearTimeout(this.timer);
+    this.controller.abort();
+  }
+
+  /**
+   * End it if `now` (the dispatcher's effective time) is past the worker deadline: the timer
+   * runs in real time, so a clock that jumped forward would otherwise let the lease end first.
+   * timeout_s is a duration and a jump does not shorten it.
+   */
+  endIfPast(now: number): void {
+    if (now >= this.workerAt) this.end("worker deadline");
+  }
+
+  /** Race work against the deadline: the work's value, or Passed. */
+  race<T>(work: Promise<T>): Promise<T | Passed> {
+    return Promise.race([work, this.passed]);
+  }
+
+  /** The transport outcome of running out of time (a worker deadline is transport too). */
+  outcome(): Outcome {
+    const reason = this.endedBy ?? this.bound;
+    return outcome({ kind: "retry", klass: "transport", reason, detail: `${reason}: no complete answer within ${this.budgetS.toFixed(1)} s` });
+  }
+
+  dispose(): void {
+    clearTimeout(this.timer);
+  }
+}
+
 export interface DeliveryContext {
   batchId: number;
   /** The attempt number n (X-Hookspool-Attempt). */
   attempt: number;
   /** For per-batch and per-attempt idempotency; unwrap derives per-event ids from it. */
   deliveryId: string;
-  /** The worker deadline, lease_until - 5 s (Unix seconds); deliver must not outlive it. */
-  deadline: number;
-  /** Aborted at the deadline. */
-  signal: AbortSignal;
+  /** The attempt's one deadline; deliver must not outlive it. */
+  deadline: Deadline;
   /** The batch's events, oldest first, excluded ones omitted. */
   events: StoredEvent[];
   /** The source's event_header (e.g. X-GitHub-Event), for hermes and unwrap. */

@@ -4,7 +4,7 @@
 import { readFileSync } from "node:fs";
 import { expandPath } from "../config/load.ts";
 import type { Env } from "../config/secrets.ts";
-import { AttemptDeadline, type Received, isReceived, post } from "./post.ts";
+import { type Received, isReceived, post } from "./post.ts";
 import { namedHeaderProblems, outboundHeaders, usableSecret } from "./signing.ts";
 import { outcomeForStatus, statusLine } from "./status-map.ts";
 import { type DeliveryContext, type Destination, type Idempotency, outcome, type Outcome } from "../delivery.ts";
@@ -164,30 +164,24 @@ export class HermesDestination implements Destination {
     if (checked) return checked;
     const url = this.url(route.profile);
     if (typeof url !== "string") return url;
-    const deadline = new AttemptDeadline(this.timeoutS, ctx);
-    try {
-      if (this.unwrap) {
-        return await deliverEach(ctx, {
-          instanceId: this.opts.instanceId,
-          maxBodyBytes: this.maxBodyBytes,
-          deadline,
-          send: (r) =>
-            this.send(url, route.secret, r.body, r.webhookId, ctx, deadline, true, [
-              { name: this.opts.eventHeader ?? ctx.eventHeader, value: r.event.eventType },
-              { name: this.opts.dedupHeader, value: r.event.dedupId },
-            ]),
-        });
-      }
-      const bytes = encoder.encode(body);
-      if (bytes.byteLength > this.maxBodyBytes) {
-        return outcome({ kind: "dead", klass: "permanent", reason: "body over max_body_bytes", detail: `${bytes.byteLength} bytes > max_body_bytes ${this.maxBodyBytes}` });
-      }
-      // Round-1 notes: the source's event_header carries the batch's event_type (its last event's).
-      const lastType = ctx.events.at(-1)?.eventType ?? null;
-      return await this.send(url, route.secret, bytes, ctx.deliveryId, ctx, deadline, false, [{ name: this.opts.eventHeader ?? ctx.eventHeader, value: lastType }]);
-    } finally {
-      deadline.dispose();
+    if (this.unwrap) {
+      return await deliverEach(ctx, {
+        instanceId: this.opts.instanceId,
+        maxBodyBytes: this.maxBodyBytes,
+        send: (r) =>
+          this.send(url, route.secret, r.body, r.webhookId, ctx, true, [
+            { name: this.opts.eventHeader ?? ctx.eventHeader, value: r.event.eventType },
+            { name: this.opts.dedupHeader, value: r.event.dedupId },
+          ]),
+      });
     }
+    const bytes = encoder.encode(body);
+    if (bytes.byteLength > this.maxBodyBytes) {
+      return outcome({ kind: "dead", klass: "permanent", reason: "body over max_body_bytes", detail: `${bytes.byteLength} bytes > max_body_bytes ${this.maxBodyBytes}` });
+    }
+    // Round-1 notes: the source's event_header carries the batch's event_type (its last event's).
+    const lastType = ctx.events.at(-1)?.eventType ?? null;
+    return await this.send(url, route.secret, bytes, ctx.deliveryId, ctx, false, [{ name: this.opts.eventHeader ?? ctx.eventHeader, value: lastType }]);
   }
 
   private async send(
@@ -196,7 +190,6 @@ export class HermesDestination implements Destination {
     body: Uint8Array,
     webhookId: string,
     ctx: DeliveryContext,
-    deadline: AttemptDeadline,
     unwrapped: boolean,
     named: { name: string | null | undefined; value: string | null }[],
   ): Promise<Outcome> {
@@ -210,7 +203,7 @@ export class HermesDestination implements Destination {
       attempt: ctx.attempt,
       named,
     });
-    const r = await post(url, headers, body, deadline);
+    const r = await post(url, headers, body, ctx.deadline);
     if (!isReceived(r)) return r;
     return hermesOutcome(r, unwrapped, ctx.clock.now());
   }

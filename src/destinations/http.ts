@@ -3,7 +3,7 @@
 // redirects never followed, one total deadline per attempt.
 import type { Env } from "../config/secrets.ts";
 import type { SecretRef } from "../config/types.ts";
-import { AttemptDeadline, isReceived, post } from "./post.ts";
+import { isReceived, post } from "./post.ts";
 import { isReservedHeader, namedHeaderProblems, outboundHeaders, readSecrets, secretProblems, validHeaderName, wireSafe } from "./signing.ts";
 import { outcomeForStatus } from "./status-map.ts";
 import { type DeliveryContext, type Destination, type Idempotency, outcome, type Outcome } from "../delivery.ts";
@@ -85,30 +85,24 @@ export class HttpDestination implements Destination {
     // Read fresh on every attempt (spec 10), so a rotated file is picked up without a restart.
     const secrets = readSecrets(this.secretRefs(), this.env);
     if (!Array.isArray(secrets)) return secrets;
-    const deadline = new AttemptDeadline(this.timeoutS, ctx);
-    try {
-      const send = (bytes: Uint8Array, webhookId: string, named: { name: string | undefined; value: string | null }[]) => this.send(bytes, webhookId, secrets, named, ctx, deadline);
-      if (this.unwrap) {
-        return await deliverEach(ctx, {
-          instanceId: this.opts.instanceId,
-          maxBodyBytes: this.maxBodyBytes,
-          deadline,
-          send: (r) =>
-            send(r.body, r.webhookId, [
-              { name: this.opts.eventHeader, value: r.event.eventType },
-              { name: this.opts.dedupHeader, value: r.event.dedupId },
-            ]),
-        });
-      }
-      const bytes = encoder.encode(body);
-      if (bytes.byteLength > this.maxBodyBytes) {
-        return outcome({ kind: "dead", klass: "permanent", reason: "body over max_body_bytes", detail: `${bytes.byteLength} bytes > max_body_bytes ${this.maxBodyBytes}` });
-      }
-      const lastType = ctx.events.at(-1)?.eventType ?? null;
-      return await send(bytes, ctx.deliveryId, [{ name: this.opts.eventHeader, value: lastType }]);
-    } finally {
-      deadline.dispose();
+    const send = (bytes: Uint8Array, webhookId: string, named: { name: string | undefined; value: string | null }[]) => this.send(bytes, webhookId, secrets, named, ctx);
+    if (this.unwrap) {
+      return await deliverEach(ctx, {
+        instanceId: this.opts.instanceId,
+        maxBodyBytes: this.maxBodyBytes,
+        send: (r) =>
+          send(r.body, r.webhookId, [
+            { name: this.opts.eventHeader, value: r.event.eventType },
+            { name: this.opts.dedupHeader, value: r.event.dedupId },
+          ]),
+      });
     }
+    const bytes = encoder.encode(body);
+    if (bytes.byteLength > this.maxBodyBytes) {
+      return outcome({ kind: "dead", klass: "permanent", reason: "body over max_body_bytes", detail: `${bytes.byteLength} bytes > max_body_bytes ${this.maxBodyBytes}` });
+    }
+    const lastType = ctx.events.at(-1)?.eventType ?? null;
+    return await send(bytes, ctx.deliveryId, [{ name: this.opts.eventHeader, value: lastType }]);
   }
 
   private async send(
@@ -117,7 +111,6 @@ export class HttpDestination implements Destination {
     secrets: string[],
     named: { name: string | undefined; value: string | null }[],
     ctx: DeliveryContext,
-    deadline: AttemptDeadline,
   ): Promise<Outcome> {
     const headers = outboundHeaders({
       webhookId,
@@ -130,7 +123,7 @@ export class HttpDestination implements Destination {
       extra: this.opts.headers,
       named,
     });
-    const r = await post(this.opts.url, headers, body, deadline);
+    const r = await post(this.opts.url, headers, body, ctx.deadline);
     if (!isReceived(r)) return r;
     return outcomeForStatus(r.status, r.headers.get("retry-after"), "http", ctx.clock.now());
   }

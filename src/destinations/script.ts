@@ -6,7 +6,7 @@ import { resolve } from "node:path";
 import { expandPath } from "../config/load.ts";
 import { type Env, parseEnvFile } from "../config/secrets.ts";
 import { parseEmits } from "./emits.ts";
-import { type DeliveryContext, type Destination, type Idempotency, outcome, type Outcome } from "../delivery.ts";
+import { type DeliveryContext, type Destination, type Idempotency, isPassed, outcome, type Outcome } from "../delivery.ts";
 
 export interface ScriptDestinationOptions {
   /** "script:<name>" */
@@ -140,9 +140,9 @@ export class ScriptDestination implements Destination {
     const prepared = this.environment(ctx);
     if ("failed" in prepared) return prepared.failed;
     const env = prepared.env;
-    const budgetS = Math.max(0, Math.min(this.timeoutS, ctx.deadline - ctx.clock.now()));
-    const timedOut = () => outcome({ kind: "retry", klass: "transport", reason: "script timeout", detail: `script timeout: killed the process group after ${budgetS.toFixed(1)} s` });
-    if (budgetS <= 0 || ctx.signal.aborted) return timedOut();
+    const { deadline } = ctx;
+    const timedOut = () => outcome({ kind: "retry", klass: "transport", reason: "script timeout", detail: `script timeout: killed the process group after ${deadline.budgetS.toFixed(1)} s` });
+    if (deadline.expired) return timedOut();
 
     let proc: Bun.ReadableSubprocess;
     try {
@@ -160,20 +160,14 @@ export class ScriptDestination implements Destination {
       return outcome({ kind: "retry", klass: "transport", reason: "cannot start script", detail: `cannot start script (${code})` });
     }
 
-    let fire: () => void = () => {};
-    const deadline = new Promise<"expired">((res) => {
-      fire = () => {
-        killGroup(proc.pid);
-        res("expired");
-      };
-    });
-    const timer = setTimeout(fire, budgetS * 1000);
-    ctx.signal.addEventListener("abort", fire, { once: true });
+    // At the deadline the whole process group goes, children included.
+    const kill = () => killGroup(proc.pid);
+    deadline.signal.addEventListener("abort", kill, { once: true });
     try {
       // Done means exited AND both pipes closed: a child still writing to stdout may yet print emits.
       const work = Promise.all([proc.exited, drain(proc.stdout, STDOUT_CAP), drain(proc.stderr, 0)]);
-      const r = await Promise.race([work, deadline]);
-      if (r === "expired") {
+      const r = await deadline.race(work);
+      if (isPassed(r)) {
         // A child that left the group could hold the pipes open; do not wait on them.
         await Promise.race([proc.exited, Bun.sleep(1000)]);
         return timedOut();
@@ -181,8 +175,7 @@ export class ScriptDestination implements Destination {
       const [, out, err] = r;
       return this.result(proc.exitCode, proc.signalCode, out, err.size);
     } finally {
-      clearTimeout(timer);
-      ctx.signal.removeEventListener("abort", fire);
+      deadline.signal.removeEventListener("abort", kill);
     }
   }
 

@@ -1,7 +1,6 @@
 // Unwrap delivery (spec 6.4.1), shared by hermes and http: one request per event, in events.id
 // order, each with the event's stored payload as its body and a per-event webhook-id; the
 // attempt stops at the first failure, which is classified exactly as a document's would be.
-import type { AttemptDeadline } from "./post.ts";
 import { type DeliveryContext, deliveryId, outcome, type Outcome, type StoredEvent } from "../delivery.ts";
 
 /** One event's request, as the destination sends it. */
@@ -17,8 +16,6 @@ export interface UnwrapOptions {
   instanceId: string;
   /** Applies to each event's body, not to the document (spec 6.4.1). */
   maxBodyBytes: number;
-  /** Shared by every request of the attempt. */
-  deadline: AttemptDeadline;
   /** Send one event; its outcome is the one a document would get for the same answer. */
   send(req: EventRequest): Promise<Outcome>;
 }
@@ -38,7 +35,7 @@ export async function deliverEach(ctx: DeliveryContext, opts: UnwrapOptions): Pr
   for (const [i, event] of events.entries()) {
     const where = `event ${event.id} (${i + 1} of ${total})`;
     const fail = (o: Outcome): Outcome => ({ ...o, notice: null, detail: `${where}: ${o.detail}`, eventsDelivered: i, failedEventId: event.id });
-    if (opts.deadline.expired) return fail(opts.deadline.outcome());
+    if (ctx.deadline.expired) return fail(ctx.deadline.outcome());
     const body = encoder.encode(event.payload);
     if (body.byteLength > opts.maxBodyBytes) {
       return fail(outcome({ kind: "dead", klass: "permanent", reason: "body over max_body_bytes", detail: `${body.byteLength} bytes > max_body_bytes ${opts.maxBodyBytes}` }));

@@ -9,7 +9,7 @@ import type { Env, LoadOptions } from "../config/load.ts";
 import { type IntakeSource, loadEverySource } from "../config/sources.ts";
 import { ConfigWatcher } from "../config/watch.ts";
 import type { Config, LoadedConfig } from "../config/types.ts";
-import { type Destination, deliveryId, outcome, type Outcome } from "../delivery.ts";
+import { Deadline, type Destination, deliveryId, outcome, type Outcome } from "../delivery.ts";
 import { caughtFault, faultCounts, isSpoolWriteError, WriteFailures } from "../obs/faults.ts";
 import type { Logger } from "../log.ts";
 import { redueConfigRetries } from "../store/attempts.ts";
@@ -68,8 +68,8 @@ export class Dispatcher implements Service {
   /** lease_owner values of live workers: the tick never recovers these (spec 6.2). */
   private readonly live = new Set<string>();
   private readonly workers = new Set<Promise<void>>();
-  /** Each live worker's deadline (now_eff terms) and how to stop it: a clock jump ends it at once. */
-  private readonly deadlines = new Map<string, { deadline: number; abort: () => void }>();
+  /** Each live worker's deadline: a clock jump past it ends the attempt at once. */
+  private readonly deadlines = new Map<string, Deadline>();
   private destinationCache = new Map<string, Destination | null>();
   /** The source plugins, for routing emits as the intake routes requests; loaded on the first tick. */
   private sources: Map<string, IntakeSource> | null = null;
@@ -214,8 +214,8 @@ export class Dispatcher implements Service {
     sealReady(spool, now);
     recoverLeases(spool, { now, all: false, live: this.live });
     // A worker's timer runs in real time; when the clock jumps forward its deadline may already
-    // have passed in now_eff terms, so it ends now as a transport failure (spec 6.2, 12).
-    for (const w of this.deadlines.values()) if (now >= w.deadline) w.abort();
+    // have passed in now_eff terms, so it ends now as a transport failure.
+    for (const d of this.deadlines.values()) d.endIfPast(now);
     if (this.o.clock.now() - this.lastHeartbeat >= this.config.dispatch.heartbeat_s || this.o.clock.now() < this.lastHeartbeat) {
       // The dispatcher's own caught failures (under run the intake counts its own in memory).
       writeHeartbeat(spool, now, this.pid, JSON.stringify(faultCounts().filter((f) => f.component !== "intake")));
@@ -288,15 +288,13 @@ export class Dispatcher implements Service {
       log.warn("batch missing after claim; attempt closed", { destination: c.destination, batch: c.id });
       return;
     }
-    const deadline = claim.leaseUntil - DEADLINE_MARGIN_S;
     if (!dest) {
       o = outcome({ kind: "retry", klass: "config", reason: "unknown destination", detail: `no destination named ${c.destination} in the config` });
     } else {
       const doc = buildDocument({ batch, content: batchContent(spool, c.id), deliveryId: claim.deliveryId ?? "", attempt: claim.n });
-      const ac = new AbortController();
-      const ms = Math.max(0, (deadline - clock.now()) * 1000);
-      const timer = setTimeout(() => ac.abort(new Error("deadline")), ms);
-      this.deadlines.set(claim.owner, { deadline, abort: () => ac.abort(new Error("deadline")) });
+      // The attempt's one deadline: timeout_s, or the worker deadline if sooner.
+      const deadline = new Deadline({ timeoutS: dest.timeoutS, workerAt: claim.leaseUntil - DEADLINE_MARGIN_S, clock });
+      this.deadlines.set(claim.owner, deadline);
       testHook("deliver.before_request");
       try {
         o = await dest.deliver(doc.body, {
@@ -304,7 +302,6 @@ export class Dispatcher implements Service {
           attempt: claim.n,
           deliveryId: claim.deliveryId ?? "",
           deadline,
-          signal: ac.signal,
           events: doc.events,
           // Config's event_header, else the source plugin's (GitHub's X-GitHub-Event).
           eventHeader: this.config.sources[c.source]?.event_header ?? this.sources?.get(c.source)?.plugin.eventHeader ?? null,
@@ -315,7 +312,7 @@ export class Dispatcher implements Service {
         // A destination must not throw; if one does, retrying is the safe reading.
         o = outcome({ kind: "retry", klass: "transport", reason: "destination error", detail: (e as Error).name });
       } finally {
-        clearTimeout(timer);
+        deadline.dispose();
         this.deadlines.delete(claim.owner);
       }
       // Issue 6: the receiver accepted it and the mark has not been written yet.

@@ -5,7 +5,7 @@ import { existsSync, mkdirSync, readFileSync, renameSync, statSync, writeFileSyn
 import { join } from "node:path";
 import { FakeClock } from "../../src/clock.ts";
 import { makeDestination } from "../../src/destinations/registry.ts";
-import { quietLog } from "../destinations/support.ts";
+import { makeCtx } from "../destinations/support.ts";
 import { MAIN } from "../helpers/proc.ts";
 import { loadConfig } from "../../src/config/load.ts";
 import { acquireLock } from "../../src/store/lock.ts";
@@ -153,8 +153,7 @@ describe("a home that moves", () => {
     expect(JSON.parse(tested.out)).toMatchObject({ outcome: "classified" });
     const loaded = loadConfig({ home: moved, env: {} });
     const dest = makeDestination(loaded.config, "script:demo-log", { env: { PATH: process.env.PATH }, clock: new FakeClock(), instanceId: "i" });
-    const ctrl = new AbortController();
-    const o = await dest?.deliver('{"events":[]}', { batchId: 1, attempt: 1, deliveryId: "d", deadline: Date.now() / 1000 + 30, signal: ctrl.signal, events: [], eventHeader: null, clock: new FakeClock(Date.now() / 1000), log: quietLog });
+    const o = await dest?.deliver('{"events":[]}', makeCtx({ deliveryId: "d", batchId: 1, events: [], timeoutS: 30 }));
     expect(o?.kind).toBe("ok");
     expect(readFileSync(join(moved, "batches.jsonl"), "utf8")).toContain('{"events":[]}');
   });

@@ -57,7 +57,7 @@ function hanging(name: string, timeoutS: number, opts: { honourAbort: boolean })
   d.answer = (_call, ctx) =>
     new Promise<Outcome>((resolve) => {
       waiting.push(resolve);
-      if (opts.honourAbort) ctx.signal.addEventListener("abort", () => resolve(outcome({ kind: "retry", klass: "transport", reason: "worker deadline" })));
+      if (opts.honourAbort) ctx.deadline.signal.addEventListener("abort", () => resolve(outcome({ kind: "retry", klass: "transport", reason: "worker deadline" })));
     });
   return { d, release: (o: Outcome = ok()) => waiting.splice(0).forEach((f) => f(o)) };
 }

@@ -187,8 +187,7 @@ describe("http deadline", () => {
           { status: 200 },
         ),
     );
-    const ctx = makeCtx();
-    const { value: o, ms } = await timed(() => http(`${s.url}/in`).deliver("{}", { ...ctx, deadline: ctx.clock.now() + 0.6 }));
+    const { value: o, ms } = await timed(() => http(`${s.url}/in`).deliver("{}", makeCtx({ workerInS: 0.6 })));
     expect(o).toMatchObject({ kind: "retry", klass: "transport", reason: "worker deadline" });
     expect(ms).toBeGreaterThanOrEqual(500);
     expect(ms).toBeLessThan(2000);
@@ -196,8 +195,7 @@ describe("http deadline", () => {
 
   test("a deadline already passed makes no request", async () => {
     const s = stub();
-    const ctx = makeCtx();
-    const o = await http(`${s.url}/in`).deliver("{}", { ...ctx, deadline: ctx.clock.now() - 1 });
+    const o = await http(`${s.url}/in`).deliver("{}", makeCtx({ workerInS: -1 }));
     expect(o.klass).toBe("transport");
     expect(s.hits).toHaveLength(0);
   });

@@ -99,7 +99,7 @@ describe("script exits and failures", () => {
 
   test("a timeout kills the whole process group", async () => {
     const { dest, dir } = script('#!/bin/sh\nsleep 30 &\necho $! > child.pid\necho $$ > self.pid\nwait\n', { timeoutS: 0.6 });
-    const { value: o, ms } = await timed(() => dest.deliver("{}", makeCtx()));
+    const { value: o, ms } = await timed(() => dest.deliver("{}", makeCtx({ timeoutS: dest.timeoutS })));
     expect(o).toMatchObject({ kind: "retry", klass: "transport", reason: "script timeout" });
     expect(ms).toBeLessThan(2000);
     const pids = ["self.pid", "child.pid"].map((f) => Number(readFileSync(join(dir, f), "utf8")));

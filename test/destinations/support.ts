@@ -4,7 +4,7 @@ import { afterAll } from "bun:test";
 import { chmodSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { FakeClock, systemClock } from "../../src/clock.ts";
-import { type DeliveryContext, type Outcome, type StoredEvent } from "../../src/delivery.ts";
+import { Deadline, type DeliveryContext, type Outcome, type StoredEvent } from "../../src/delivery.ts";
 import type { Logger } from "../../src/log.ts";
 
 /** Planted in payloads and secrets: it must never show up in a reason or a detail. */
@@ -33,19 +33,34 @@ export function documentFor(evs: StoredEvent[], attempt = 1, deliveryId = "hs_in
   return `{"source":"github","route":"ci","key":"o/r:ci","batch_id":7,"delivery_id":"${deliveryId}","attempt":${attempt},"count":${evs.length},"events":[${evs.map((e) => e.payload).join(",")}],"event_meta":[]}`;
 }
 
-export function makeCtx(o: Partial<DeliveryContext> = {}): DeliveryContext {
-  const clock = o.clock ?? nowClock();
+const deadlines: Deadline[] = [];
+afterAll(() => {
+  for (const d of deadlines.splice(0)) d.dispose();
+});
+
+export interface CtxOptions extends Partial<Omit<DeliveryContext, "deadline">> {
+  /** The destination's timeout_s, as the dispatcher would bound the attempt by it (60 s). */
+  timeoutS?: number;
+  /** Seconds from now to the worker deadline (60 s); negative: already passed. */
+  workerInS?: number;
+}
+
+/** A delivery context with the attempt's deadline made as the dispatcher makes it. */
+export function makeCtx(o: CtxOptions = {}): DeliveryContext {
+  const { timeoutS = 60, workerInS = 60, ...rest } = o;
+  const clock = rest.clock ?? nowClock();
+  const deadline = new Deadline({ timeoutS, workerAt: clock.now() + workerInS, clock });
+  deadlines.push(deadline);
   return {
     batchId: 7,
     attempt: 1,
     deliveryId: "hs_inst1_7",
-    deadline: clock.now() + 60,
-    signal: new AbortController().signal,
+    deadline,
     events: events(),
     eventHeader: null,
     clock,
     log: quietLog,
-    ...o,
+    ...rest,
   };
 }
 

@@ -135,8 +135,7 @@ for (const k of kinds) {
         await Bun.sleep(300);
         return k.ok();
       });
-      const ctx = ctxFor(events(3));
-      const { value: o, ms } = await timed(() => dest.deliver("{}", { ...ctx, deadline: ctx.clock.now() + 0.5 }));
+      const { value: o, ms } = await timed(() => dest.deliver("{}", ctxFor(events(3), { workerInS: 0.5 })));
       expect(o).toMatchObject({ kind: "retry", klass: "transport", eventsDelivered: 1, failedEventId: 12 });
       expect(ms).toBeLessThan(1500);
       expect(hits.length).toBeLessThanOrEqual(2);

@@ -3,7 +3,7 @@
 import { describe, expect, test } from "bun:test";
 import { backoffS, retryDelayS } from "../../src/store/backoff.ts";
 import { seededRng } from "../../src/clock.ts";
-import { outcome } from "../../src/delivery.ts";
+import { type Deadline, outcome } from "../../src/delivery.ts";
 import { claimBatch, recoverLeases } from "../../src/store/batches.ts";
 import { pauseDestination, resumeDestination } from "../../src/store/destinations.ts";
 import { getMetaNumber } from "../../src/store/meta.ts";
@@ -101,7 +101,7 @@ describe("leases (spec 6.2)", () => {
     const slow = fakeDestination("hermes:slow", { timeoutS: 0.2 });
     slow.answer = (_call, ctx) =>
       new Promise((resolve) => {
-        ctx.signal.addEventListener("abort", () => resolve(outcome({ kind: "retry", klass: "transport", reason: "timeout" })));
+        ctx.deadline.signal.addEventListener("abort", () => resolve(outcome({ kind: "retry", klass: "transport", reason: "timeout" })));
       });
     const r = rig(`${BASE}[dispatch]\nlease_grace_s = 5\n`, [slow]);
     const id = batchIdOf(r.put("A", "hermes:slow"));
@@ -110,6 +110,25 @@ describe("leases (spec 6.2)", () => {
     expect(performance.now() - t).toBeLessThan(2000);
     expect(r.batch(id)).toMatchObject({ state: "retry", last_class: "transport" });
     expect(r.attempts(id)[0]).toMatchObject({ outcome: "retry", klass: "transport" });
+  });
+
+  test("the attempt's one deadline is timeout_s when that comes before the worker deadline", async () => {
+    const slow = fakeDestination("hermes:slow", { timeoutS: 0.3 });
+    const seen: Deadline[] = [];
+    slow.answer = (_call, ctx) =>
+      new Promise((resolve) => {
+        seen.push(ctx.deadline);
+        ctx.deadline.signal.addEventListener("abort", () => resolve(ctx.deadline.outcome()));
+      });
+    const r = rig(`${BASE}[dispatch]\nlease_grace_s = 30\n`, [slow]);
+    const id = batchIdOf(r.put("A", "hermes:slow"));
+    const t = performance.now();
+    await r.step();
+    expect(performance.now() - t).toBeLessThan(2000);
+    expect(seen).toHaveLength(1);
+    expect(seen[0].cause).toBe("timeout");
+    expect(seen[0].budgetS).toBeCloseTo(0.3, 5);
+    expect(r.attempts(id)[0]).toMatchObject({ outcome: "retry", klass: "transport", error: expect.stringContaining("timeout") });
   });
 
   test("a result that arrives after the lease was lost is discarded; the tick never recovers a live worker's lease", async () => {
