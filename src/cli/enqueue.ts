@@ -3,10 +3,10 @@ import { readFileSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 import type { CommandDef } from "citty";
 import { destinationProblem } from "../config/destinations.ts";
-import { eventCopies, loadSources } from "../config/sources.ts";
+import { injectedCopies, newEvent } from "../config/events.ts";
+import { loadSources } from "../config/sources.ts";
 import { HookspoolError } from "../errors.ts";
-import { hookRequest } from "../plugin/hook-request.ts";
-import { enqueue } from "../store/enqueue.ts";
+import { enqueue, type NewEvent } from "../store/enqueue.ts";
 import { type Cli, GLOBAL_ARGS, loadFor, openExisting } from "./context.ts";
 import { visible } from "./format.ts";
 
@@ -48,10 +48,9 @@ export function enqueueCommand(cli: Cli): CommandDef {
       const override = args.destination ? String(args.destination) : undefined;
       // Routed as the intake routes a request: the source plugin's attrs, action and span count.
       const plugins = await loadSources({ ...config, sources: { [source]: src } }, { configDir: dirname(paths.config ?? paths.home), env: cli.io.env, file: paths.config ?? "config.toml" });
-      const req = hookRequest({ method: "POST", url: `/hooks/${source}`, headers: [["content-type", "application/json"]], body, peer: "cli", now: cli.clock.now() });
-      let copies: ReturnType<typeof eventCopies>["copies"];
+      let copies: NewEvent["copies"];
       try {
-        copies = eventCopies(config, source, plugins.get(source), { payload: JSON.parse(text), req, eventType, destinationOverride: override }).copies;
+        copies = injectedCopies(config, plugins, { source, payload: text, eventType, destinationOverride: override, peer: "cli", now: cli.clock.now() });
       } catch (e) {
         if (e instanceof HookspoolError) throw e;
         // The plugin's attrs or action threw on this payload: the intake would quarantine it.
@@ -69,17 +68,8 @@ export function enqueueCommand(cli: Cli): CommandDef {
       }
       const spool = openExisting(cli, paths.db);
       try {
-        const r = enqueue(spool, {
-          source,
-          key: String(args.key),
-          eventType,
-          dedupId: args["dedup-id"] === undefined ? null : String(args["dedup-id"]),
-          payload: text,
-          raw: (src.store_raw ?? config.spool.store_raw) ? body : null,
-          headers: {},
-          copies,
-          dedupWindowS: src.dedup_window_s,
-        });
+        const dedupId = args["dedup-id"] === undefined ? null : String(args["dedup-id"]);
+        const r = enqueue(spool, newEvent(config, { source, key: String(args.key), eventType, dedupId, payload: text, body }, copies));
         if (cli.globals.json) {
           cli.io.out(JSON.stringify(r));
         } else if (r.status === "queued") {

@@ -4,12 +4,29 @@ import { readFileSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 import type { CommandDef } from "citty";
 import { HookspoolError } from "../errors.ts";
-import { evaluate } from "../intake/pipeline.ts";
+import { evaluate, pluginErrorClass } from "../intake/evaluate.ts";
+import { evaluationReply, type Reply, TOO_LARGE } from "../intake/replies.ts";
 import { hookRequest } from "../plugin/hook-request.ts";
 import { parseHttpCapture } from "../intake/captures.ts";
 import { loadSources } from "../config/sources.ts";
 import { type Cli, GLOBAL_ARGS, loadFor } from "./context.ts";
 import { visible } from "./format.ts";
+
+/** A reply as the report shows it: the status, the headers it sets, a JSON body parsed. */
+function answerOf(r: Reply): { status: number; headers?: Record<string, string>; body?: unknown } {
+  const out: { status: number; headers?: Record<string, string>; body?: unknown } = { status: r.status };
+  const headers = Object.fromEntries(Object.entries(r.headers).filter(([k]) => k.toLowerCase() !== "content-type"));
+  if (Object.keys(headers).length) out.headers = headers;
+  const text = typeof r.body === "string" ? r.body : new TextDecoder().decode(r.body);
+  if (text !== "") {
+    try {
+      out.body = JSON.parse(text);
+    } catch {
+      out.body = text;
+    }
+  }
+  return out;
+}
 
 function testCommand(cli: Cli): CommandDef {
   return {
@@ -38,43 +55,36 @@ function testCommand(cli: Cli): CommandDef {
       const report: Record<string, unknown> = { source: name, bytes: capture.body.length };
       let code = 0;
       if (capture.body.length > src.maxBodyBytes) {
-        report.answer = { status: 413 };
+        report.answer = answerOf(TOO_LARGE());
         code = 1;
       } else {
         const req = hookRequest({ ...capture, peer: "127.0.0.1", now });
         const ev = await evaluate(loaded.config, src, req);
         report.outcome = ev.kind;
+        report.answer = answerOf(evaluationReply(ev));
         switch (ev.kind) {
           case "answered":
-            report.answer = { status: ev.response.status, handshake: ev.authenticated ? "after verify" : "unauthenticated" };
+            report.handshake = ev.authenticated ? "after verify" : "unauthenticated";
             break;
           case "method":
-            report.answer = { status: 405 };
-            code = 1;
-            break;
           case "unverified":
-            report.answer = { status: 401 };
             code = 1;
             break;
           case "verify_error":
-            report.answer = { status: 503 };
             report.error = ev.error;
             code = 1;
             break;
           case "ignored":
-            report.answer = { status: 200, body: { status: "ignored" } };
             report.reason = ev.reason;
             break;
           case "quarantine":
-            report.answer = { status: 202, body: { status: "quarantined" } };
-            report.error = ev.error instanceof Error ? ev.error.name : typeof ev.error;
+            report.error = pluginErrorClass(ev.error);
             code = 1;
             break;
           case "classified": {
             const e = ev.event;
             Object.assign(report, { key: e.key, dedup_id: e.dedupId, event_type: e.eventType, attrs: ev.attrs, kept_headers: Object.keys(e.headers) });
             report.copies = e.copies.map((c) => ({ route: c.route, destination: c.destination, tee: c.tee, window: c.window }));
-            report.answer = { status: 202, body: { status: "queued" } };
           }
         }
       }

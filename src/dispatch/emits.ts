@@ -2,15 +2,14 @@
 // intake's routing: the source plugin's attrs, action and span count as they would
 // for a request.
 import { destinationProblem } from "../config/destinations.ts";
-import { eventCopies, type IntakeSource } from "../config/sources.ts";
+import { injectedCopies, newEvent } from "../config/events.ts";
+import type { IntakeSource } from "../config/sources.ts";
 import type { Config } from "../config/types.ts";
 import type { EmitRequest } from "../delivery.ts";
 import { HookspoolError } from "../errors.ts";
-import { hookRequest } from "../plugin/hook-request.ts";
 import { type NewEvent, validateNewEvent } from "../store/enqueue.ts";
 
 const bad = (what: string) => new HookspoolError("E_INPUT", `emit: ${what}`);
-const utf8 = new TextEncoder();
 
 /**
  * Validate and route one emit; throws E_INPUT with a reason safe to log. The plugin sees the
@@ -32,26 +31,15 @@ export function resolveEmit(config: Config, sources: ReadonlyMap<string, IntakeS
   }
   if (payload === undefined) throw bad("payload is not JSON");
   const eventType = e.event_type ?? "";
-  const src = sources.get(e.source);
-  const req = hookRequest({ method: "POST", url: `/hooks/${e.source}`, headers: [["content-type", "application/json"]], body: utf8.encode(payload), peer: "emit", now });
   let copies: NewEvent["copies"];
   try {
-    copies = eventCopies(config, e.source, src, { payload: JSON.parse(payload), req, eventType, destinationOverride: e.destination }).copies;
+    copies = injectedCopies(config, sources, { source: e.source, payload, eventType, destinationOverride: e.destination, peer: "emit", now });
   } catch {
     throw bad("no destination");
   }
   for (const c of copies) if (destinationProblem(config, c.destination)) throw bad(`destination ${c.destination} does not resolve`);
-  const ev: NewEvent = {
-    source: e.source,
-    key: e.key,
-    eventType,
-    dedupId: e.dedup_id ?? null,
-    payload,
-    raw: null,
-    headers: {},
-    copies,
-    dedupWindowS: config.sources[e.source].dedup_window_s,
-  };
+  // An emit has no body of its own to keep: its payload is what the script printed.
+  const ev = newEvent(config, { source: e.source, key: e.key, eventType, dedupId: e.dedup_id ?? null, payload, body: null }, copies);
   try {
     validateNewEvent(ev);
   } catch (x) {

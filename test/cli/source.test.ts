@@ -1,11 +1,13 @@
 // hookspool source test: a captured request through the plugin steps, offline (spec 16).
 import { describe, expect, test } from "bun:test";
 import { createHmac } from "node:crypto";
-import { writeFileSync } from "node:fs";
+import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { openSpool } from "../../src/store/db.ts";
 import { migrate } from "../../src/store/migrate.ts";
+import { parseHttpCapture } from "../../src/intake/captures.ts";
 import { cli } from "../helpers/cli.ts";
+import { startIntakeIn } from "../helpers/intake.ts";
 import { tempDir } from "../helpers/tmp.ts";
 
 const SECRET = "capture-test-secret";
@@ -42,6 +44,34 @@ function capture(h: string, body: string, opts: { event?: string; badSig?: boole
 }
 
 describe("hookspool source test", () => {
+  test("its answer is the one the intake gives for the same request", async () => {
+    const h = home();
+    writeFileSync(join(h, "config.toml"), `[intake]\nlisten = "127.0.0.1:0"\n\n${readFileSync(join(h, "config.toml"), "utf8")}`);
+    const setup = openSpool(join(h, "spool.db"), { create: true });
+    migrate(setup);
+    setup.close();
+    const t = await startIntakeIn(h);
+    try {
+      const good = '{"repository":{"full_name":"o/r"}}';
+      const get = join(h, "get.http");
+      writeFileSync(get, "GET /hooks/gh HTTP/1.1\n\n");
+      const captures = [capture(h, good), capture(h, good, { badSig: true }), capture(h, '{"zen":"hi"}', { event: "ping" }), capture(h, '{"no":"repo"}'), get];
+      for (const file of captures) {
+        const offline = JSON.parse((await cli(["--home", h, "--json", "source", "test", "gh", "--request", file])).out).answer;
+        const c = parseHttpCapture(readFileSync(file, "utf8"));
+        const res = await fetch(`${t.url}${c.url}`, { method: c.method, headers: c.headers, body: c.method === "POST" ? c.body : undefined });
+        const text = await res.text();
+        const live: Record<string, unknown> = { status: res.status };
+        const headers = Object.fromEntries(["allow", "retry-after"].flatMap((k) => (res.headers.get(k) === null ? [] : [[k === "allow" ? "Allow" : "Retry-After", res.headers.get(k)]])));
+        if (Object.keys(headers).length) live.headers = headers;
+        if (text !== "") live.body = JSON.parse(text);
+        expect({ file, answer: offline }).toEqual({ file, answer: live });
+      }
+    } finally {
+      await t.stop();
+    }
+  });
+
   test("a good capture: what the intake would do, routes and tees included, and nothing written", async () => {
     const h = home();
     const r = await cli(["--home", h, "--json", "source", "test", "gh", "--request", capture(h, '{"repository":{"full_name":"o/r"}}')]);

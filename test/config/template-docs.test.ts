@@ -12,7 +12,7 @@ import { basename, join } from "node:path";
 import { parseConfig } from "../../src/config/load.ts";
 import { type IntakeSource, loadSources } from "../../src/config/sources.ts";
 import type { Config } from "../../src/config/types.ts";
-import { type Evaluation, evaluate } from "../../src/intake/pipeline.ts";
+import { type Evaluation, evaluate } from "../../src/intake/evaluate.ts";
 import { hookRequest } from "../../src/plugin/hook-request.ts";
 import { checkTemplate, defaultDedup, SCHEMES, type Scheme, TEMPLATE_KEYS } from "../../src/plugin/template.ts";
 import type { HookRequest } from "../../src/plugin/types.ts";

@@ -1,0 +1,55 @@
+// A new event is built one way wherever it comes from (a request at the intake, the operator's
+// hookspool enqueue, a script's emit): the source's dedup window and raw-body setting from
+// config, its copies from the routing of sources.ts.
+import { hookRequest } from "../plugin/hook-request.ts";
+import type { NewEvent } from "../store/enqueue.ts";
+import { eventCopies, type IntakeSource } from "./sources.ts";
+import type { Config } from "./types.ts";
+
+export interface EventFacts {
+  source: string;
+  key: string;
+  eventType: string;
+  dedupId: string | null;
+  /** The payload's JSON text, stored byte for byte. */
+  payload: string;
+  /** The body as it arrived, kept when the source stores raw bodies; null when there is none. */
+  body: Uint8Array | null;
+  /** The source's keep_headers that the request carried. */
+  headers?: Record<string, string>;
+}
+
+/** The event to enqueue for `facts`, placed as `copies`. */
+export function newEvent(config: Config, facts: EventFacts, copies: NewEvent["copies"]): NewEvent {
+  const src = config.sources[facts.source];
+  // Every caller has found the source already; an unknown one here is a bug.
+  if (!src) throw new TypeError(`newEvent: no source ${facts.source}`);
+  const storeRaw = src.store_raw ?? config.spool.store_raw;
+  return {
+    source: facts.source,
+    key: facts.key,
+    eventType: facts.eventType,
+    dedupId: facts.dedupId,
+    payload: facts.payload,
+    raw: storeRaw && facts.body !== null ? facts.body : null,
+    headers: facts.headers ?? {},
+    copies,
+    dedupWindowS: src.dedup_window_s,
+  };
+}
+
+const utf8 = new TextEncoder();
+
+/**
+ * Where an event that came without a request goes: routed as the intake routes a POST of its
+ * payload to the source's hook, so the plugin's attrs, action and span count. What the plugin
+ * or the routes throw goes to the caller, which says it in its own terms.
+ */
+export function injectedCopies(
+  config: Config,
+  plugins: ReadonlyMap<string, IntakeSource>,
+  o: { source: string; payload: string; eventType: string; destinationOverride?: string; peer: string; now: number },
+): NewEvent["copies"] {
+  const req = hookRequest({ method: "POST", url: `/hooks/${o.source}`, headers: [["content-type", "application/json"]], body: utf8.encode(o.payload), peer: o.peer, now: o.now });
+  return eventCopies(config, o.source, plugins.get(o.source), { payload: JSON.parse(o.payload), req, eventType: o.eventType, destinationOverride: o.destinationOverride }).copies;
+}

@@ -1,0 +1,130 @@
+// What the plugin steps decide about a request, before anything is written: the
+// unauthenticated handshake, verify, the challenge, ignore, classification and routing. The
+// intake runs it on every request; `hookspool source test` runs it offline on a capture, and a
+// replay of a quarantined request runs the steps after verify.
+import { newEvent } from "../config/events.ts";
+import { eventCopies, type IntakeSource, NO_SECRETS } from "../config/sources.ts";
+import type { Config } from "../config/types.ts";
+import { isHookspoolError } from "../errors.ts";
+import { BadPayload, type HookRequest, type HookResponse, type SourcePlugin } from "../plugin/types.ts";
+import { MAX_KEY_BYTES, type NewEvent } from "../store/enqueue.ts";
+
+const utf8 = new TextEncoder();
+const VERIFY_FAILURES: ReadonlySet<string> = new Set(["missing_signature", "malformed", "mismatch", "stale", "future"]);
+
+/** An exception's class name: the only part of a plugin error that is logged or stored. */
+export function pluginErrorClass(e: unknown): string {
+  if (e instanceof Error) return e.name && e.name !== "Error" ? e.name : (e.constructor?.name ?? "Error");
+  return typeof e;
+}
+
+/** What the plugin steps decided, before anything is written. */
+export type Evaluation =
+  | { kind: "answered"; response: HookResponse; authenticated: boolean }
+  | { kind: "method" }
+  | { kind: "verify_error"; error: string }
+  | { kind: "unverified"; reason: string }
+  | { kind: "ignored"; reason: string }
+  | { kind: "quarantine"; error: unknown }
+  | ({ kind: "classified" } & Classified);
+
+export interface Classified {
+  event: NewEvent;
+  attrs: Record<string, unknown>;
+}
+
+/**
+ * Steps 2-6 for a request that passed the body cap: the unauthenticated handshake, verify, the
+ * challenge, ignore, classification and route resolution. Writes nothing, so `hookspool source
+ * test` runs exactly this offline.
+ */
+export async function evaluate(config: Config, src: IntakeSource, req: HookRequest): Promise<Evaluation> {
+  const { plugin } = src;
+  // A constant, secret-free handshake (Trello's HEAD) may answer before verify (spec 10).
+  if (plugin.challengeUnauthenticated && plugin.challenge) {
+    try {
+      const r = await plugin.challenge(req, NO_SECRETS);
+      if (r) return { kind: "answered", response: r, authenticated: false };
+    } catch (e) {
+      // Nothing is verified yet, so nothing can be quarantined: treat it as our failure.
+      return { kind: "verify_error", error: pluginErrorClass(e) };
+    }
+  }
+  if (req.method !== "POST") return { kind: "method" };
+  try {
+    const verdict = await plugin.verify(req, src.secrets);
+    // Only true verifies; a plugin that says why not names a class, one that says false does not.
+    if (verdict !== true) return { kind: "unverified", reason: typeof verdict === "string" && VERIFY_FAILURES.has(verdict) ? verdict : "rejected" };
+  } catch (e) {
+    return { kind: "verify_error", error: pluginErrorClass(e) };
+  }
+  return afterVerify(config, src, req);
+}
+
+/**
+ * The steps after verify: the challenge, ignore, classification and route resolution. A replay
+ * of a quarantined request runs exactly these (it was verified when it arrived, and its
+ * timestamp may be past the tolerance now).
+ */
+export async function afterVerify(config: Config, src: IntakeSource, req: HookRequest): Promise<Exclude<Evaluation, { kind: "method" | "verify_error" | "unverified" }>> {
+  const { plugin } = src;
+  try {
+    // After verify: a handshake answer derived from the secret is no signing oracle now.
+    if (plugin.challenge && !plugin.challengeUnauthenticated) {
+      const r = await plugin.challenge(req, src.secrets);
+      if (r) return { kind: "answered", response: r, authenticated: true };
+    }
+    const ignored = plugin.ignore?.(req);
+    if (ignored) return { kind: "ignored", reason: String(ignored) };
+    return { kind: "classified", ...classify(config, src, req) };
+  } catch (e) {
+    return { kind: "quarantine", error: e };
+  }
+}
+
+/** Steps 4-6 for a verified request: what the plugin says, then where config sends it. */
+export function classify(config: Config, src: IntakeSource, req: HookRequest): Classified {
+  const plugin: SourcePlugin = src.plugin;
+  let payload: unknown;
+  let payloadText: string;
+  if (plugin.payload) {
+    payload = plugin.payload(req);
+    const text = JSON.stringify(payload);
+    if (text === undefined) throw new BadPayload("payload() returned nothing");
+    payloadText = text;
+  } else if (req.body.length === 0) {
+    payload = {};
+    payloadText = "{}";
+  } else {
+    payload = req.json();
+    // The body itself, byte for byte: an unwrap delivery sends it on as the sender wrote it.
+    payloadText = req.text();
+  }
+  const key = plugin.key(payload, req);
+  // A key() that returns no string is the plugin's bug; an empty or oversized one is the payload's.
+  if (typeof key !== "string") throw new TypeError("key() did not return a string");
+  if (key === "") throw new BadPayload("the coalesce key is empty", "key_missing");
+  if (utf8.encode(key).length > MAX_KEY_BYTES) throw new BadPayload(`the coalesce key is over ${MAX_KEY_BYTES} bytes`, "key_too_long");
+  const dedupId = plugin.dedupId?.(payload, req) ?? null;
+  const eventType = plugin.eventType?.(payload, req) ?? "";
+  const { copies, attrs } = eventCopies(config, src.name, src, { payload, req, eventType: String(eventType) });
+  const kept: Record<string, string> = {};
+  for (const h of src.keepHeaders) {
+    const v = req.header(h);
+    if (v !== null) kept[h] = v;
+  }
+  const facts = { source: src.name, key, eventType: String(eventType), dedupId: dedupId === null ? null : String(dedupId), payload: payloadText, body: req.body, headers: kept };
+  return { attrs, event: newEvent(config, facts, copies) };
+}
+
+/**
+ * Why a verified request could not be queued, as a short fixed phrase: the sender's fault
+ * (BadPayload says which), a route without a destination, or the plugin's own error (only its
+ * class name, never its message, is kept).
+ */
+export function quarantineReason(e: unknown): string {
+  if (e instanceof BadPayload) return e.fault;
+  if (isHookspoolError(e, "E_CONFIG")) return "no_destination";
+  return `plugin_error:${pluginErrorClass(e)}`;
+}
+
