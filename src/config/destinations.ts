@@ -1,7 +1,8 @@
 // Destination names and their settings after defaults (spec 14.2): hermes:<route>, script:<name>, http.
+import { type DestinationType, destinationDefaults } from "./schema.ts";
 import type { Config, DestinationConfig } from "./types.ts";
 
-export type DestinationType = "hermes" | "script" | "http" | "module";
+export type { DestinationType } from "./schema.ts";
 
 /** quarantine is reserved: it never delivers (spec 14.2). */
 export const QUARANTINE = "quarantine";
@@ -37,21 +38,18 @@ export interface DestinationSettings {
   table: DestinationConfig | undefined;
 }
 
-const DEFAULT_INFLIGHT: Record<DestinationType, number> = { hermes: 2, script: 1, http: 4, module: 1 };
-
 /** A destination's effective settings, or null when the name does not resolve. */
 export function destinationSettings(config: Config, name: string): DestinationSettings | null {
   const type = destinationType(config, name);
   if (type === null) return null;
   const table = config.destinations[name];
-  const timeout = table?.timeout_s ?? (type === "hermes" ? config.hermes.timeout_s : type === "script" ? 300 : 30);
-  const maxBody = table?.max_body_bytes ?? (type === "hermes" ? config.hermes.max_body_bytes : type === "http" ? 1048576 : Number.POSITIVE_INFINITY);
+  const d = destinationDefaults(type, config.hermes);
   return {
     name,
     type,
-    timeout_s: timeout,
-    max_inflight: table?.max_inflight ?? DEFAULT_INFLIGHT[type],
-    max_body_bytes: maxBody,
+    timeout_s: table?.timeout_s ?? d.timeout_s,
+    max_inflight: table?.max_inflight ?? d.max_inflight,
+    max_body_bytes: table?.max_body_bytes ?? d.max_body_bytes,
     table,
   };
 }

@@ -79,6 +79,42 @@ export const ROUTE_FIELDS: Fields = {
   ...WINDOW_OVERRIDES,
 };
 
+/** A destination's types, as a name or table resolves them. */
+export type DestinationType = "hermes" | "script" | "http" | "module";
+
+const HERMES_FIELDS: Fields = {
+  base_url: str("gateway URL", "http://127.0.0.1:8644"),
+  subscriptions_path: str("the gateway's webhook subscriptions file", "~/.hermes/webhook_subscriptions.json"),
+  timeout_s: num("one delivery's time limit", 30),
+  max_body_bytes: int("must match the gateway's webhook max_body_bytes", 1048576, 1),
+  legacy_signature: bool("also send X-Hub-Signature-256", true),
+};
+
+/** The [hermes] limits a hermes destination follows when its own table sets none. */
+export interface HermesLimits {
+  timeout_s: number;
+  max_body_bytes: number;
+}
+
+const HERMES_LIMITS: HermesLimits = { timeout_s: HERMES_FIELDS.timeout_s.default as number, max_body_bytes: HERMES_FIELDS.max_body_bytes.default as number };
+
+/** Per type, when a destination's table does not say: a script may run long and take any body. */
+const TYPE_DEFAULTS: Record<Exclude<DestinationType, "hermes">, { timeout_s: number; max_inflight: number; max_body_bytes: number }> = {
+  http: { timeout_s: 30, max_inflight: 4, max_body_bytes: 1048576 },
+  script: { timeout_s: 300, max_inflight: 1, max_body_bytes: Number.POSITIVE_INFINITY },
+  module: { timeout_s: 30, max_inflight: 1, max_body_bytes: Number.POSITIVE_INFINITY },
+};
+const HERMES_INFLIGHT = 2;
+
+/** The timeout_s, max_inflight and max_body_bytes a destination of `type` has by default. */
+export function destinationDefaults(type: DestinationType, hermes: HermesLimits = HERMES_LIMITS): { timeout_s: number; max_inflight: number; max_body_bytes: number } {
+  if (type === "hermes") return { timeout_s: hermes.timeout_s, max_inflight: HERMES_INFLIGHT, max_body_bytes: hermes.max_body_bytes };
+  return TYPE_DEFAULTS[type];
+}
+
+const perType = (key: "timeout_s" | "max_inflight" | "max_body_bytes", hermes: string) =>
+  `default: hermes ${hermes}; http ${TYPE_DEFAULTS.http[key]}; script ${Number.isFinite(TYPE_DEFAULTS.script[key]) ? TYPE_DEFAULTS.script[key] : "unbounded"}`;
+
 export const DESTINATION_FIELDS: Fields = {
   type: { type: { kind: "string", choices: ["http", "hermes", "script"] }, doc: "http, hermes or script (inferred from a hermes:/script: name)" },
   module: str("a module implementing a custom destination type (pkg:ClassName)"),
@@ -88,9 +124,9 @@ export const DESTINATION_FIELDS: Fields = {
   unsigned: bool("http: deliver without webhook-signature; without it an http destination needs a secret", false),
   headers: { type: { kind: "stringMap" }, doc: "http: extra static headers" },
   allow_insecure: bool("http: allow http:// URLs", false),
-  max_body_bytes: int("largest body the receiver accepts", undefined, 1),
-  timeout_s: num("one attempt's time limit"),
-  max_inflight: int("deliveries in flight at once", undefined, 1),
+  max_body_bytes: int(`largest body the receiver accepts (${perType("max_body_bytes", "[hermes] max_body_bytes")})`, undefined, 1),
+  timeout_s: num(`one attempt's time limit (${perType("timeout_s", "[hermes] timeout_s")})`),
+  max_inflight: int(`deliveries in flight at once (${perType("max_inflight", String(HERMES_INFLIGHT))})`, undefined, 1),
   unwrap: bool("http/hermes: one request per event, its body the payload exactly as received, instead of the batch document", false),
   event_header: str("http/hermes: header carrying the event type (each event's with unwrap, else the batch's last); hermes falls back to the source's"),
   dedup_header: str("unwrap: header carrying each event's dedup id"),
@@ -228,13 +264,7 @@ export const CONFIG_FIELDS: Fields = {
     doc: "the Hermes Agent gateway",
     type: {
       kind: "section",
-      fields: {
-        base_url: str("gateway URL", "http://127.0.0.1:8644"),
-        subscriptions_path: str("the gateway's webhook subscriptions file", "~/.hermes/webhook_subscriptions.json"),
-        timeout_s: num("one delivery's time limit", 30),
-        max_body_bytes: int("must match the gateway's webhook max_body_bytes", 1048576, 1),
-        legacy_signature: bool("also send X-Hub-Signature-256", true),
-      },
+      fields: HERMES_FIELDS,
     },
   },
   spans: { doc: "coalesce presets (quiet_s, max_s); add your own", type: { kind: "map", entry: SPAN_FIELDS } },

@@ -1,6 +1,7 @@
 // The hermes destination (spec 14.2): POST the document (or each event, with unwrap) to the Hermes
 // Agent gateway's webhook route, signed with the route's secret from the gateway's own
 // subscriptions file, read fresh on every attempt so a rotation needs no restart.
+import { destinationDefaults } from "../config/schema.ts";
 import { readFileSync } from "node:fs";
 import { expandPath } from "../config/load.ts";
 import type { Env } from "../config/secrets.ts";
@@ -130,9 +131,10 @@ export class HermesDestination implements Destination {
 
   constructor(private readonly opts: HermesDestinationOptions) {
     this.name = opts.name;
-    this.timeoutS = opts.timeoutS ?? 30;
-    this.maxBodyBytes = opts.maxBodyBytes ?? 1048576;
-    this.maxInflight = opts.maxInflight ?? 2;
+    const d = destinationDefaults("hermes");
+    this.timeoutS = opts.timeoutS ?? d.timeout_s;
+    this.maxBodyBytes = opts.maxBodyBytes ?? d.max_body_bytes;
+    this.maxInflight = opts.maxInflight ?? d.max_inflight;
     this.unwrap = opts.unwrap ?? false;
     // Spec 6.4: per attempt, because Hermes' duplicate only proves admission; per event with unwrap.
     this.idempotency = this.unwrap ? "per-event" : "per-attempt";

@@ -1,6 +1,7 @@
 // The http destination (spec 14.2): POST the document, or each event with unwrap, to any URL
 // with the Standard Webhooks headers of spec 6.4; https unless allow_insecure, TLS verified,
 // redirects never followed, one total deadline per attempt.
+import { destinationDefaults } from "../config/schema.ts";
 import type { Env } from "../config/secrets.ts";
 import type { SecretRef } from "../config/types.ts";
 import { isReceived, post } from "./post.ts";
@@ -62,9 +63,10 @@ export class HttpDestination implements Destination {
 
   constructor(private readonly opts: HttpDestinationOptions) {
     this.name = opts.name;
-    this.timeoutS = opts.timeoutS ?? 30;
-    this.maxBodyBytes = opts.maxBodyBytes ?? 1048576;
-    this.maxInflight = opts.maxInflight ?? 4;
+    const d = destinationDefaults("http");
+    this.timeoutS = opts.timeoutS ?? d.timeout_s;
+    this.maxBodyBytes = opts.maxBodyBytes ?? d.max_body_bytes;
+    this.maxInflight = opts.maxInflight ?? d.max_inflight;
     this.unwrap = opts.unwrap ?? false;
     // Spec 6.4: per batch, identical on every attempt; per event with unwrap.
     this.idempotency = this.unwrap ? "per-event" : "per-batch";

@@ -1,6 +1,7 @@
 // The script destination (spec 6.6, 10, 14.2 and its Round-1 notes): argv with the document on
 // stdin, a minimal environment, its own session so a timeout kills the whole process group,
 // stdout capped at 1 MiB and read for {"enqueue": {...}} emit lines.
+import { destinationDefaults } from "../config/schema.ts";
 import { accessSync, constants, mkdirSync, readFileSync, statSync } from "node:fs";
 import { resolve } from "node:path";
 import { expandPath } from "../config/load.ts";
@@ -81,9 +82,10 @@ export class ScriptDestination implements Destination {
 
   constructor(private readonly opts: ScriptDestinationOptions) {
     this.name = opts.name;
-    this.timeoutS = opts.timeoutS ?? 300;
-    this.maxBodyBytes = opts.maxBodyBytes ?? Number.POSITIVE_INFINITY;
-    this.maxInflight = opts.maxInflight ?? 1;
+    const d = destinationDefaults("script");
+    this.timeoutS = opts.timeoutS ?? d.timeout_s;
+    this.maxBodyBytes = opts.maxBodyBytes ?? d.max_body_bytes;
+    this.maxInflight = opts.maxInflight ?? d.max_inflight;
     this.parentEnv = opts.parentEnv ?? process.env;
   }
 
