@@ -9,7 +9,7 @@ import { type Received, isReceived, post } from "./post.ts";
 import { namedHeaderProblems, outboundHeaders, usableSecret } from "./signing.ts";
 import { outcomeForStatus, statusLine } from "./status-map.ts";
 import { type DeliveryContext, type Destination, type Idempotency, outcome, type Outcome } from "../delivery.ts";
-import { deliverEach } from "./unwrap.ts";
+import { deliverBatch, type NamedHeader } from "./unwrap.ts";
 
 export interface HermesDestinationOptions {
   /** "hermes:<route>" */
@@ -44,7 +44,6 @@ export interface HermesRoute {
   coalesce: unknown;
 }
 
-const encoder = new TextEncoder();
 const OK_STATUSES = new Set(["delivered", "accepted", "duplicate"]);
 const NOTICE_STATUSES = new Set(["ignored", "coalesced"]);
 
@@ -166,24 +165,15 @@ export class HermesDestination implements Destination {
     if (checked) return checked;
     const url = this.url(route.profile);
     if (typeof url !== "string") return url;
-    if (this.unwrap) {
-      return await deliverEach(ctx, {
-        instanceId: this.opts.instanceId,
-        maxBodyBytes: this.maxBodyBytes,
-        send: (r) =>
-          this.send(url, route.secret, r.body, r.webhookId, ctx, true, [
-            { name: this.opts.eventHeader ?? ctx.eventHeader, value: r.event.eventType },
-            { name: this.opts.dedupHeader, value: r.event.dedupId },
-          ]),
-      });
-    }
-    const bytes = encoder.encode(body);
-    if (bytes.byteLength > this.maxBodyBytes) {
-      return outcome({ kind: "dead", klass: "permanent", reason: "body over max_body_bytes", detail: `${bytes.byteLength} bytes > max_body_bytes ${this.maxBodyBytes}` });
-    }
-    // Round-1 notes: the source's event_header carries the batch's event_type (its last event's).
-    const lastType = ctx.events.at(-1)?.eventType ?? null;
-    return await this.send(url, route.secret, bytes, ctx.deliveryId, ctx, false, [{ name: this.opts.eventHeader ?? ctx.eventHeader, value: lastType }]);
+    return deliverBatch(body, ctx, {
+      instanceId: this.opts.instanceId,
+      maxBodyBytes: this.maxBodyBytes,
+      unwrap: this.unwrap,
+      // The destination's own header, else the source's (X-GitHub-Event): the batch's event type.
+      eventHeader: this.opts.eventHeader ?? ctx.eventHeader,
+      dedupHeader: this.opts.dedupHeader,
+      send: (bytes, webhookId, named, unwrapped) => this.send(url, route.secret, bytes, webhookId, ctx, unwrapped, named),
+    });
   }
 
   private async send(
@@ -193,7 +183,7 @@ export class HermesDestination implements Destination {
     webhookId: string,
     ctx: DeliveryContext,
     unwrapped: boolean,
-    named: { name: string | null | undefined; value: string | null }[],
+    named: NamedHeader[],
   ): Promise<Outcome> {
     const headers = outboundHeaders({
       webhookId,

@@ -8,7 +8,7 @@ import { isReceived, post } from "./post.ts";
 import { isReservedHeader, namedHeaderProblems, outboundHeaders, readSecrets, secretProblems, validHeaderName, wireSafe } from "./signing.ts";
 import { outcomeForStatus } from "./status-map.ts";
 import { type DeliveryContext, type Destination, type Idempotency, outcome, type Outcome } from "../delivery.ts";
-import { deliverEach } from "./unwrap.ts";
+import { deliverBatch, type NamedHeader } from "./unwrap.ts";
 
 export interface HttpDestinationOptions {
   /** The [destinations.<name>] key, e.g. "audit". */
@@ -36,7 +36,6 @@ export interface HttpDestinationOptions {
   env?: Env;
 }
 
-const encoder = new TextEncoder();
 
 /** Why a URL cannot be used, or null. Never quotes the URL: its query string may hold a token. */
 export function urlProblem(url: string, allowInsecure: boolean): string | null {
@@ -87,31 +86,21 @@ export class HttpDestination implements Destination {
     // Read fresh on every attempt (spec 10), so a rotated file is picked up without a restart.
     const secrets = readSecrets(this.secretRefs(), this.env);
     if (!Array.isArray(secrets)) return secrets;
-    const send = (bytes: Uint8Array, webhookId: string, named: { name: string | undefined; value: string | null }[]) => this.send(bytes, webhookId, secrets, named, ctx);
-    if (this.unwrap) {
-      return await deliverEach(ctx, {
-        instanceId: this.opts.instanceId,
-        maxBodyBytes: this.maxBodyBytes,
-        send: (r) =>
-          send(r.body, r.webhookId, [
-            { name: this.opts.eventHeader, value: r.event.eventType },
-            { name: this.opts.dedupHeader, value: r.event.dedupId },
-          ]),
-      });
-    }
-    const bytes = encoder.encode(body);
-    if (bytes.byteLength > this.maxBodyBytes) {
-      return outcome({ kind: "dead", klass: "permanent", reason: "body over max_body_bytes", detail: `${bytes.byteLength} bytes > max_body_bytes ${this.maxBodyBytes}` });
-    }
-    const lastType = ctx.events.at(-1)?.eventType ?? null;
-    return await send(bytes, ctx.deliveryId, [{ name: this.opts.eventHeader, value: lastType }]);
+    return deliverBatch(body, ctx, {
+      instanceId: this.opts.instanceId,
+      maxBodyBytes: this.maxBodyBytes,
+      unwrap: this.unwrap,
+      eventHeader: this.opts.eventHeader,
+      dedupHeader: this.opts.dedupHeader,
+      send: (bytes, webhookId, named) => this.send(bytes, webhookId, secrets, named, ctx),
+    });
   }
 
   private async send(
     body: Uint8Array,
     webhookId: string,
     secrets: string[],
-    named: { name: string | undefined; value: string | null }[],
+    named: NamedHeader[],
     ctx: DeliveryContext,
   ): Promise<Outcome> {
     const headers = outboundHeaders({

@@ -1,6 +1,7 @@
-// Unwrap delivery (spec 6.4.1), shared by hermes and http: one request per event, in events.id
-// order, each with the event's stored payload as its body and a per-event webhook-id; the
-// attempt stops at the first failure, which is classified exactly as a document's would be.
+// How a batch goes out over HTTP, shared by the hermes and http destinations: the batch document
+// as one request, or with unwrap one request per event, in events.id order, each with the
+// event's stored payload as its body and a per-event webhook-id; an unwrap attempt stops at the
+// first failure, which is classified exactly as a document's would be.
 import { type DeliveryContext, deliveryId, outcome, type Outcome, type StoredEvent } from "../delivery.ts";
 
 /** One event's request, as the destination sends it. */
@@ -53,4 +54,49 @@ export async function deliverEach(ctx: DeliveryContext, opts: UnwrapOptions): Pr
     eventsDelivered: total,
     failedEventId: null,
   });
+}
+
+/** A header to set from the batch or event (skipped when either the name or the value is missing). */
+export interface NamedHeader {
+  name: string | null | undefined;
+  value: string | null;
+}
+
+export interface BatchSend {
+  instanceId: string;
+  /** The document's cap, or with unwrap each event's. */
+  maxBodyBytes: number;
+  unwrap: boolean;
+  /** Carries the batch's event type (its last event's), or with unwrap each event's. */
+  eventHeader: string | null | undefined;
+  /** With unwrap: carries each event's dedup id. */
+  dedupHeader: string | null | undefined;
+  /** Send one request; `unwrapped` says it carries one event's payload rather than the document. */
+  send(body: Uint8Array, webhookId: string, named: NamedHeader[], unwrapped: boolean): Promise<Outcome>;
+}
+
+/** Deliver a batch: its document as one request, or with unwrap each event as its own. */
+export async function deliverBatch(body: string, ctx: DeliveryContext, o: BatchSend): Promise<Outcome> {
+  if (o.unwrap) {
+    return deliverEach(ctx, {
+      instanceId: o.instanceId,
+      maxBodyBytes: o.maxBodyBytes,
+      send: (r) =>
+        o.send(
+          r.body,
+          r.webhookId,
+          [
+            { name: o.eventHeader, value: r.event.eventType },
+            { name: o.dedupHeader, value: r.event.dedupId },
+          ],
+          true,
+        ),
+    });
+  }
+  const bytes = encoder.encode(body);
+  if (bytes.byteLength > o.maxBodyBytes) {
+    return outcome({ kind: "dead", klass: "permanent", reason: "body over max_body_bytes", detail: `${bytes.byteLength} bytes > max_body_bytes ${o.maxBodyBytes}` });
+  }
+  const lastType = ctx.events.at(-1)?.eventType ?? null;
+  return o.send(bytes, ctx.deliveryId, [{ name: o.eventHeader, value: lastType }], false);
 }
