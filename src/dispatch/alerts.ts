@@ -3,7 +3,7 @@
 // and alerted_at is set only when it exits 0, so an alert is not lost while the sender is down.
 import type { Config } from "../config/types.ts";
 import type { Env } from "../config/load.ts";
-import { caughtFault } from "../obs/faults.ts";
+import { caughtFault, type Faults } from "../obs/faults.ts";
 import type { Logger } from "../log.ts";
 import type { Spool } from "../store/db.ts";
 import { alertSlotFree, type IssueRow, issuesToAlert, markAlerted } from "../store/issues.ts";
@@ -34,6 +34,10 @@ export function alertText(i: IssueRow, now: number): string {
     }
     case "source_silent":
       return `hookspool issue #${i.id}: ${parts[0] === "poll" ? `poll ${parts[1]} has delivered no tick` : `source ${parts[1]} has sent nothing`} for longer than expected${err}. Next: check the sender (webhook, watch channel, subscription) and hookspool status`;
+    case "internal":
+      return `hookspool issue #${i.id}: a bug in hookspool (${parts.slice(1, 3).join(" ")}), ${times}${err}. The part that failed keeps running. Next: hookspool issues list --json shows where it happened; report it with that text`;
+    case "source":
+      return `hookspool issue #${i.id}: source ${parts[2] ?? "?"} sends requests that verify but cannot be queued, ${times}${err}. Next: hookspool list --destination quarantine, then fix the sender or the source's settings and hookspool replay the batch`;
     case "spool":
       return `hookspool issue #${i.id}: spool limit ${parts.slice(1).join(":")} active, ${times}${err}. Next: free disk space, hookspool prune, hookspool status`;
     default:
@@ -47,6 +51,8 @@ export interface AlertDeps {
   env: Env;
   log: Logger;
   now: number;
+  /** Where a failed alert goes (a refused write, a bug); without it, logged and counted only. */
+  faults?: Faults;
 }
 
 /** Send the alerts that are due. Returns the issue ids alerted. */
@@ -59,7 +65,8 @@ export async function runAlerts(d: AlertDeps): Promise<number[]> {
     try {
       if (await alertOne(d, issue, dry)) sent.push(issue.id);
     } catch (e) {
-      caughtFault(log, "alerts", "alert", e);
+      if (d.faults) d.faults.caught("alert", e);
+      else caughtFault(log, "alerts", "alert", e);
     }
   }
   return sent;
@@ -114,6 +121,6 @@ async function runCommand(argv: string[], timeoutS: number, env: Env): Promise<n
 /** The alerts chore: every maintenance interval, send the alerts that are due. */
 export function alertsChore(ctx: ChoreContext): Chore {
   return new Chore("alerts", ctx, async () => {
-    await runAlerts({ spool: ctx.spool, config: ctx.config(), env: ctx.env, log: ctx.log, now: ctx.now() });
+    await runAlerts({ spool: ctx.spool, config: ctx.config(), env: ctx.env, log: ctx.log, now: ctx.now(), faults: ctx.faults });
   });
 }

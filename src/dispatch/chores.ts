@@ -6,7 +6,7 @@ import type { Env } from "../config/load.ts";
 import type { IntakeSource } from "../config/sources.ts";
 import type { Config } from "../config/types.ts";
 import type { Logger } from "../log.ts";
-import { caughtFault, isSpoolWriteError, type WriteFailures } from "../obs/faults.ts";
+import type { Faults } from "../obs/faults.ts";
 import { Periodic } from "../service.ts";
 import type { Spool } from "../store/db.ts";
 import { getIssueByFingerprint, type IssueKind, raiseIssue } from "../store/issues.ts";
@@ -28,14 +28,13 @@ export interface ChoreContext {
   diskFree?: (path: string) => number | null;
   /** The source plugins the dispatcher loaded (their liveness expectations). */
   plugins?: () => ReadonlyMap<string, IntakeSource> | undefined;
-  /** Writes the spool refused during maintenance: counted, logged, one spool issue. */
-  writeFailures: WriteFailures;
+  /** What the chores catch: refused writes (one spool issue) and bugs (an internal issue). */
+  faults: Faults;
 }
 
-/** A chore failed: count and log it by class; a refused write also opens the spool issue. */
+/** A chore failed: counted and logged by class; a refused write opens the spool issue, a bug an internal one. */
 export function survive(ctx: ChoreContext, what: string, e: unknown): void {
-  if (isSpoolWriteError(e)) ctx.writeFailures.record(what, e);
-  else caughtFault(ctx.log, "maintenance", what, e);
+  ctx.faults.caught(what, e);
 }
 
 /** A chore: a Periodic service that maintenance can also run once, in order, from its tick. */

@@ -10,7 +10,7 @@ import { type IntakeSource, loadEverySource } from "../config/sources.ts";
 import { ConfigWatcher } from "../config/watch.ts";
 import type { Config, LoadedConfig } from "../config/types.ts";
 import { Deadline, type Destination, deliveryId, outcome, type Outcome } from "../delivery.ts";
-import { caughtFault, faultCounts, isSpoolWriteError, WriteFailures } from "../obs/faults.ts";
+import { Faults, faultCounts } from "../obs/faults.ts";
 import type { Logger } from "../log.ts";
 import { redueConfigRetries } from "../store/attempts.ts";
 import { type Candidate, candidates, claimBatch, recoverLeases, sealReady } from "../store/batches.ts";
@@ -84,8 +84,8 @@ export class Dispatcher implements Service {
   private stopping = false;
   private lastHeartbeat = Number.NEGATIVE_INFINITY;
   private instance: string;
-  /** Writes the spool refused (a full disk, a read-only file): counted, logged, one issue. */
-  private readonly writeFailures: WriteFailures;
+  /** What its loops catch: refused writes (counted, logged, one issue) and bugs (an internal issue). */
+  private readonly faults: Faults;
 
   constructor(private readonly o: DispatcherOptions) {
     this.config = o.loaded.config;
@@ -103,7 +103,7 @@ export class Dispatcher implements Service {
     this.host = o.host ?? hostname();
     this.pid = o.pid ?? process.pid;
     this.instance = instanceId(o.spool);
-    this.writeFailures = new WriteFailures(o.spool, "dispatcher", o.log, () => o.clock.now());
+    this.faults = new Faults(o.spool, "dispatcher", o.log, () => o.clock.now());
   }
 
   /**
@@ -111,8 +111,7 @@ export class Dispatcher implements Service {
    * mark failed is recovered when its lease expires and delivered again (at-least-once).
    */
   private survive(what: string, e: unknown): void {
-    if (isSpoolWriteError(e)) this.writeFailures.record(what, e);
-    else caughtFault(this.o.log, "dispatcher", what, e);
+    this.faults.caught(what, e);
   }
 
   /** The config in force (it follows reloads). */
@@ -206,7 +205,7 @@ export class Dispatcher implements Service {
 
   private async tickOnce(): Promise<void> {
     const spool = this.o.spool;
-    this.writeFailures.flush();
+    this.faults.flush();
     await this.reloadIfChanged();
     if (this.sources === null) this.sources = await this.loadSources(this.config);
     const now = effectiveNow(spool);

@@ -3,7 +3,7 @@
 // alerts, and the hourly retention pass. A chore's failure never stops the others.
 import type { Service } from "../service.ts";
 import { startAll, stopAll } from "../service.ts";
-import { WriteFailures } from "../obs/faults.ts";
+import { Faults } from "../obs/faults.ts";
 import { alertsChore } from "./alerts.ts";
 import type { Chore, ChoreContext } from "./chores.ts";
 import { pollLiveness, sourceLiveness } from "./liveness.ts";
@@ -11,17 +11,17 @@ import { retentionPass } from "./retention-pass.ts";
 import { spoolLimits } from "./spool-limits.ts";
 
 
-export type MaintenanceOptions = Omit<ChoreContext, "writeFailures">;
+export type MaintenanceOptions = Omit<ChoreContext, "faults">;
 
 /** The set of chores, started and stopped together. */
 export class Maintenance implements Service {
   readonly name = "maintenance";
   readonly chores: readonly Chore[];
-  private readonly writeFailures: WriteFailures;
+  private readonly faults: Faults;
 
   constructor(o: MaintenanceOptions) {
-    this.writeFailures = new WriteFailures(o.spool, "maintenance", o.log, () => o.clock.now());
-    const ctx: ChoreContext = { ...o, writeFailures: this.writeFailures };
+    this.faults = new Faults(o.spool, "maintenance", o.log, () => o.clock.now());
+    const ctx: ChoreContext = { ...o, faults: this.faults };
     this.chores = [sourceLiveness(ctx), pollLiveness(ctx), spoolLimits(ctx), alertsChore(ctx), retentionPass(ctx)];
   }
 
@@ -40,7 +40,7 @@ export class Maintenance implements Service {
 
   /** Run every chore once, in order (tests drive maintenance with this and an injected clock). */
   async tick(): Promise<void> {
-    this.writeFailures.flush();
+    this.faults.flush();
     for (const c of this.chores) await c.runNow();
   }
 }

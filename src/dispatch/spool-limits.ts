@@ -12,12 +12,12 @@ export function spoolLimits(ctx: ChoreContext): Chore {
     const config = ctx.config();
     const now = ctx.now();
     // A refusal's issue held back by a refusing spool is written now, if the spool takes it.
-    ctx.writeFailures.flush();
+    ctx.faults.flush();
     const free = (ctx.diskFree ?? diskFreeBytes)(ctx.dbPath);
     if (free !== null && free < config.limits.min_free_bytes) raiseOnce(ctx, "spool:min_free_bytes", "spool", `${free} bytes free, below limits.min_free_bytes (${config.limits.min_free_bytes})`, now);
     else resolveIssue(spool, "spool:min_free_bytes", now);
     const failed = getIssueByFingerprint(spool, WRITE_FAILED_ISSUE);
-    if (failed && (failed.state === "open" || failed.state === "acked") && now - failed.last_at >= MAINTENANCE_EVERY_S && !ctx.writeFailures.hasPending) {
+    if (failed && (failed.state === "open" || failed.state === "acked") && now - failed.last_at >= MAINTENANCE_EVERY_S && !ctx.faults.writes.hasPending) {
       resolveIssue(spool, WRITE_FAILED_ISSUE, now);
     }
   });

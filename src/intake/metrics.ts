@@ -47,11 +47,19 @@ export class IntakeMetrics {
     });
     // Failures this process caught and survived (a refused write, a chore that threw); under
     // `run` that includes the dispatcher's.
-    const caught = new Map(faultCounts().map((f) => [`${f.component}\u0000${f.klass}`, f.n]));
-    family("hookspool_caught_errors_total", "Failures caught and survived, per component and class.", caught, (k) => {
+    const faults = faultCounts();
+    const byClass = (k: string) => {
       const [component, klass] = k.split("\u0000");
       return `component="${esc(component)}",class="${esc(klass)}"`;
-    });
+    };
+    const sum = (list: typeof faults) => {
+      const m = new Map<string, number>();
+      for (const f of list) m.set(`${f.component}\u0000${f.klass}`, (m.get(`${f.component}\u0000${f.klass}`) ?? 0) + f.n);
+      return m;
+    };
+    family("hookspool_caught_errors_total", "Failures caught and survived, per component and class.", sum(faults), byClass);
+    // The bugs among them: each also opened an internal issue that says where.
+    family("hookspool_bugs_total", "Bugs in hookspool caught and survived, per component and class (each opens an internal issue).", sum(faults.filter((f) => f.bug)), byClass);
     return `${out.join("\n")}\n`;
   }
 }

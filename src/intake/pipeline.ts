@@ -4,7 +4,7 @@
 import type { Clock } from "../clock.ts";
 import type { IntakeSource } from "../config/sources.ts";
 import type { Config } from "../config/types.ts";
-import type { WriteFailures } from "../obs/faults.ts";
+import type { Faults } from "../obs/faults.ts";
 import type { Logger } from "../log.ts";
 import type { HookRequest } from "../plugin/types.ts";
 import type { Spool } from "../store/db.ts";
@@ -25,8 +25,8 @@ export interface PipelineDeps {
   metrics: IntakeMetrics;
   clock: Clock;
   backpressure: Backpressure;
-  /** Refused writes: counted, logged without flooding, and the spool issue. */
-  writeFailures: WriteFailures;
+  /** Refused writes (counted, logged without flooding, the spool issue) and bugs. */
+  faults: Faults;
 }
 
 export interface HookInput {
@@ -154,6 +154,6 @@ function quarantined(d: PipelineDeps, src: IntakeSource, req: HookRequest, url: 
 function spoolRefused(d: PipelineDeps, source: string, reason: "busy" | "spool_full", e: unknown, bytes: number): Reply {
   if (reason === "spool_full") d.backpressure.writeFailed(`the last write was refused (${(e as { code?: string } | null)?.code ?? pluginErrorClass(e)})`);
   d.metrics.rejected1(source, reason);
-  d.writeFailures.record("enqueue", e, { source, bytes });
+  d.faults.writes.record("enqueue", e, { source, bytes });
   return reason === "spool_full" ? SPOOL_FULL() : SPOOL_BUSY();
 }

@@ -7,7 +7,7 @@ import { ConfigWatcher } from "../config/watch.ts";
 import type { Config, LoadedConfig } from "../config/types.ts";
 import { HookspoolError } from "../errors.ts";
 import type { Logger } from "../log.ts";
-import { caughtFault, WriteFailures } from "../obs/faults.ts";
+import { Faults } from "../obs/faults.ts";
 import { renderSpoolMetrics } from "../obs/metrics.ts";
 import { openSpool, requireCurrentSchema, type Spool } from "../store/db.ts";
 import { Backpressure } from "./backpressure.ts";
@@ -88,7 +88,6 @@ export class Intake implements Service {
   private readonly metrics = new IntakeMetrics();
   private backpressure: Backpressure | null = null;
   private health: Health | null = null;
-  private writeFailures: WriteFailures | null = null;
 
   constructor(private readonly opts: IntakeOptions) {
     this.config = opts.loaded.config;
@@ -123,9 +122,8 @@ export class Intake implements Service {
     requireCurrentSchema(this.spool);
     this.sources = await loadSources(this.config, { configDir: dirname(loaded.paths.config ?? loaded.paths.home), env: this.opts.env, file: loaded.paths.config ?? "config.toml" });
     this.backpressure = new Backpressure(loaded.paths.db, this.config.limits.min_free_bytes, clock, this.opts.diskFree);
-    const writeFailures = new WriteFailures(this.spool, "intake", log, () => clock.now());
-    this.writeFailures = writeFailures;
-    this.health = new Health(this.spool, loaded.paths.db, clock, this.backpressure, () => writeFailures.flush());
+    const faults = new Faults(this.spool, "intake", log, () => clock.now());
+    this.health = new Health(this.spool, loaded.paths.db, clock, this.backpressure, () => faults.flush());
     const deps = {
       spool: this.spool,
       config: () => this.config,
@@ -134,7 +132,7 @@ export class Intake implements Service {
       metrics: this.metrics,
       clock,
       backpressure: this.backpressure,
-      writeFailures,
+      faults,
     };
     const common = {
       // Bun's own cap would answer 413 itself, unlogged and uncounted, and could not follow a
@@ -149,7 +147,7 @@ export class Intake implements Service {
             const { code, doc } = (this.health as Health).check(this.config, this.sources);
             return Response.json(doc, { status: code });
           } catch (e) {
-            return Response.json({ ok: false, degraded: [`spool: unreadable (${caughtFault(log, "intake", "health check", e)})`] }, { status: 503 });
+            return Response.json({ ok: false, degraded: [`spool: unreadable (${faults.caught("health check", e)})`] }, { status: 503 });
           }
         }
         if (url.pathname === "/metrics" && req.method === "GET") {
@@ -157,7 +155,7 @@ export class Intake implements Service {
             const tables = renderSpoolMetrics(this.spool as Spool, this.config, loaded.paths.db, { now: clock.now(), diskFree: this.backpressure?.freeReading() });
             return new Response(this.metrics.render() + tables, { headers: { "Content-Type": "text/plain; version=0.0.4" } });
           } catch (e) {
-            caughtFault(log, "intake", "metrics", e);
+            faults.caught("metrics", e);
             return new Response("", { status: 503, headers: { "Retry-After": "10" } });
           }
         }
@@ -184,7 +182,8 @@ export class Intake implements Service {
         return toResponse(answer);
       },
       error: (e: Error) => {
-        log.error("request failed", { reason: e.name });
+        // Only a bug gets here (the pipeline answers every failure it knows): say where it was.
+        faults.caught("request", e);
         return new Response("", { status: 500 });
       },
     };
@@ -204,10 +203,10 @@ export class Intake implements Service {
       everyS: RELOAD_EVERY_S,
       apply: (next) => this.apply(next),
       // A reload that throws (a module that no longer imports) must not end the process.
-      onError: (e) => caughtFault(log, "intake", "config reload", e),
+      onError: (e) => faults.caught("config reload", e),
     });
     // A refused write's issue is retried on a timer too, so it is reported without waiting for traffic.
-    const reporter = new Periodic("refused-write report", { everyMs: () => RELOAD_EVERY_S * 1000, run: async () => writeFailures.flush(), onError: (e) => caughtFault(log, "intake", "issue write", e) });
+    const reporter = new Periodic("refused-write report", { everyMs: () => RELOAD_EVERY_S * 1000, run: async () => faults.flush(), onError: (e) => faults.caught("issue write", e) });
     this.companions = [this.watcher, reporter];
     await startAll(this.companions);
     const where = "unix" in listen ? `unix:${listen.unix}` : `${listen.hostname.includes(":") ? `[${listen.hostname}]` : listen.hostname}:${this.server.port}`;

@@ -1,6 +1,8 @@
-// Failures a long-running part catches and carries on from (a write the spool refused, a chore
-// that threw): counted per component and class for /metrics, logged without flooding, and, for
-// a refused write, the spool issue that tells the operator.
+// Failures a long-running part catches and carries on from. Expected ones (a write the spool
+// refused, an operator-facing HookspoolError) are counted per component and class for /metrics
+// and logged without flooding; a refused write also opens the spool issue. Anything else is a bug
+// in hookspool: counted apart, logged with where it happened, and an internal issue.
+import { isHookspoolError } from "../errors.ts";
 import type { Spool } from "../store/db.ts";
 import { raiseIssue } from "../store/issues.ts";
 import type { LogFields, Logger } from "../log.ts";
@@ -15,25 +17,66 @@ export function errorClass(e: unknown): string {
 
 const caught = new Map<string, number>();
 
+export interface FaultCount {
+  component: string;
+  klass: string;
+  n: number;
+  /** A bug in hookspool, not a condition of the host (a full disk, a stuck lock). */
+  bug: boolean;
+}
+
 /** Count one caught failure of `component` (process-wide, reset on restart like every counter). */
-export function countFault(component: string, klass: string): void {
-  const k = `${component}\u0000${klass}`;
+export function countFault(component: string, klass: string, bug = false): void {
+  const k = `${component}\u0000${klass}\u0000${bug ? 1 : 0}`;
   caught.set(k, (caught.get(k) ?? 0) + 1);
 }
 
 /** Every caught failure so far, per component and class. */
-export function faultCounts(): { component: string; klass: string; n: number }[] {
+export function faultCounts(): FaultCount[] {
   return [...caught.entries()].sort().map(([k, n]) => {
-    const [component, klass] = k.split("\u0000");
-    return { component, klass, n };
+    const [component, klass, bug] = k.split("\u0000");
+    return { component, klass, n, bug: bug === "1" };
   });
+}
+
+/**
+ * Whether a caught failure is one the host or the operator causes and hookspool expects: the
+ * spool refused a write (full, read-only, busy past the timeout), or a HookspoolError, which
+ * always says what to do. Anything else (a TypeError, a RangeError, a bare throw) is a bug.
+ */
+export function isExpected(e: unknown): boolean {
+  return isSpoolWriteError(e) || isHookspoolError(e);
+}
+
+/** At most this many frames are kept of a bug's stack. */
+const MAX_FRAMES = 8;
+
+/**
+ * Where a bug happened: the file:line of each frame of its stack, innermost first, the path
+ * shortened to the part under src/ (or node_modules/). Never the message, never a function's
+ * arguments: only positions in hookspool's own code.
+ */
+export function stackFrames(e: unknown): string[] {
+  const stack = e instanceof Error && typeof e.stack === "string" ? e.stack : "";
+  const out: string[] = [];
+  for (const line of stack.split("\n")) {
+    const m = /^\s*at (?:.*? \()?(.+?):(\d+)(?::\d+)?\)?\s*$/.exec(line);
+    if (!m || m[1] === "native" || m[1].startsWith("node:")) continue;
+    const path = m[1];
+    const at = Math.max(path.lastIndexOf("/src/"), path.lastIndexOf("/node_modules/"));
+    out.push(`${at >= 0 ? path.slice(at + 1) : (path.split("/").pop() ?? path)}:${m[2]}`);
+    if (out.length === MAX_FRAMES) break;
+  }
+  return out;
 }
 
 /** Catch, count and log one failure of a chore, then carry on: the caller's loop must not die. */
 export function caughtFault(log: Logger, component: string, what: string, e: unknown): string {
   const klass = errorClass(e);
-  countFault(component, klass);
-  log.limited("error", `${what} failed`, { reason: klass });
+  const bug = !isExpected(e);
+  countFault(component, klass, bug);
+  if (bug) log.limited("error", `${what} failed: a bug in hookspool (an internal issue says where)`, { reason: `${klass} at ${stackFrames(e).slice(0, 3).join(" < ") || "?"}` });
+  else log.limited("error", `${what} failed`, { reason: klass });
   return klass;
 }
 
@@ -103,6 +146,62 @@ export class WriteFailures {
       this.pending = null;
     } catch {
       // Still refused: the next flush tries again.
+    }
+  }
+}
+
+/** An internal issue is written at most this often per place; the metric counts every one. */
+export const BUG_ISSUE_EVERY_S = 60;
+
+/**
+ * Every failure one component's loops catch, sorted: a refused write goes to WriteFailures,
+ * any other expected failure is counted and logged, and a bug is counted, logged with its
+ * frames and reported as an internal issue (internal:<component>:<what>:<class>@<file:line>),
+ * written again at most once a minute while it repeats, and kept until the spool takes it.
+ */
+export class Faults {
+  readonly writes: WriteFailures;
+  private readonly bugs = new Map<string, { error: string; pending: boolean; writtenAt: number }>();
+
+  constructor(
+    private readonly spool: Spool,
+    private readonly component: string,
+    private readonly log: Logger,
+    private readonly now: () => number,
+  ) {
+    this.writes = new WriteFailures(spool, component, log, now);
+  }
+
+  /** A loop caught `e` while doing `what`; returns the error's class. */
+  caught(what: string, e: unknown, fields: LogFields = {}): string {
+    if (isSpoolWriteError(e)) {
+      this.writes.record(what, e, fields);
+      return errorClass(e);
+    }
+    const klass = caughtFault(this.log, this.component, what, e);
+    if (isExpected(e)) return klass;
+    const frames = stackFrames(e);
+    const fingerprint = `internal:${this.component}:${what}:${klass}@${frames[0] ?? "?"}`;
+    const error = `${what} failed: ${klass} at ${frames.join(" < ") || "an unknown place"}`;
+    const known = this.bugs.get(fingerprint);
+    this.bugs.set(fingerprint, { error, pending: true, writtenAt: known?.writtenAt ?? Number.NEGATIVE_INFINITY });
+    this.flush();
+    return klass;
+  }
+
+  /** Write what is due: the refused-write issue, and each bug's issue at most once a minute. */
+  flush(): void {
+    this.writes.flush();
+    const now = this.now();
+    for (const [fingerprint, b] of this.bugs) {
+      if (!b.pending || (now - b.writtenAt < BUG_ISSUE_EVERY_S && now >= b.writtenAt)) continue;
+      try {
+        raiseIssue(this.spool, { fingerprint, kind: "internal", error: b.error, now });
+        b.pending = false;
+        b.writtenAt = now;
+      } catch {
+        // The spool refused this write too: the next flush tries again.
+      }
     }
   }
 }

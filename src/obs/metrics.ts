@@ -86,18 +86,24 @@ export function renderSpoolMetrics(spool: Spool, config: Config, dbPath: string,
  */
 function dispatcherCaught(spool: Spool): string[] {
   if (getMetaNumber(spool, "dispatcher_pid") === process.pid) return [];
-  let counts: { component: string; klass: string; n: number }[];
+  let counts: { component: string; klass: string; n: number; bug?: boolean }[];
   try {
     counts = JSON.parse(getMeta(spool, "dispatcher_caught_errors") ?? "[]");
   } catch {
     return [];
   }
   if (!Array.isArray(counts)) return [];
-  const name = "hookspool_dispatcher_caught_errors_total";
-  const out = [`# HELP ${name} Failures the dispatcher caught and survived since it started, per component and class.`, `# TYPE ${name} counter`];
-  for (const c of counts) {
-    if (typeof c?.n !== "number" || typeof c.component !== "string" || typeof c.klass !== "string") continue;
-    out.push(`${name}{component="${esc(c.component)}",class="${esc(c.klass)}"} ${c.n}`);
-  }
-  return out;
+  const valid = counts.filter((c) => typeof c?.n === "number" && typeof c.component === "string" && typeof c.klass === "string");
+  const family = (name: string, help: string, list: typeof valid) => {
+    const sums = new Map<string, number>();
+    for (const c of list) {
+      const k = `component="${esc(c.component)}",class="${esc(c.klass)}"`;
+      sums.set(k, (sums.get(k) ?? 0) + c.n);
+    }
+    return [`# HELP ${name} ${help}`, `# TYPE ${name} counter`, ...[...sums].map(([k, n]) => `${name}{${k}} ${n}`)];
+  };
+  return [
+    ...family("hookspool_dispatcher_caught_errors_total", "Failures the dispatcher caught and survived since it started, per component and class.", valid),
+    ...family("hookspool_dispatcher_bugs_total", "Bugs the dispatcher caught and survived since it started, per component and class (each opens an internal issue).", valid.filter((c) => c.bug === true)),
+  ];
 }

@@ -59,6 +59,8 @@ describe("a refused mark write", () => {
     const open = issues(r.spool.db, WRITE_FAILED_ISSUE);
     expect(open).toHaveLength(1);
     expect(open[0]).toMatchObject({ kind: "spool", state: "open" });
+    // A refused write is expected of a host: it is no bug, and opens no internal issue.
+    expect(r.spool.db.query("SELECT COUNT(*) AS n FROM issues WHERE kind = 'internal'").get()).toEqual({ n: 0 });
     // The heartbeat carries the count to /metrics, served by another process (the intake).
     const metrics = renderSpoolMetrics(r.spool, r.config, join(r.home, "spool.db"), { now: r.clock.now() });
     expect(metrics).toMatch(/^hookspool_dispatcher_caught_errors_total\{component="dispatcher",class="SQLITE_READONLY"\} [1-9]\d*$/m);
