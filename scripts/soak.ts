@@ -12,6 +12,7 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { seededRng } from "../src/clock.ts";
 import { type Hookspool, type Runtime, startHookspool, waitFor } from "../test/helpers/proc.ts";
+import { Receiver } from "../test/helpers/receiver.ts";
 import { tempDir } from "../test/helpers/tmp.ts";
 
 function arg(name: string, fallback: string): string {
@@ -41,35 +42,29 @@ interface Doc {
   count: number;
   events: { id: string; key: string; seq: number; pad: string }[];
 }
-const received: { batch: number; hash: string; ids: string[]; bytes: number }[] = [];
-let server: ReturnType<typeof Bun.serve> | null = null;
-let port = 0;
+// Unsigned: the soak is about delivery, not signatures. A slow answer outlives the
+// destination's timeout_s (1.5 s), so the dispatcher gives up on it: abandoned, not received.
+const receiver = new Receiver<Doc>({
+  answer: async () => {
+    if (mode === "5xx") return 502;
+    if (mode === "429") return { status: 429, headers: { "Retry-After": "1" } };
+    if (mode === "slow") await Bun.sleep(2500);
+    return 200;
+  },
+});
+const port = receiver.port;
 
-function listen(): void {
-  server = Bun.serve({
-    hostname: "127.0.0.1",
-    port,
-    async fetch(req) {
-      if (mode === "5xx") return new Response("boom", { status: 502 });
-      if (mode === "429") return new Response("slow down", { status: 429, headers: { "Retry-After": "1" } });
-      if (mode === "slow") await Bun.sleep(2500);
-      const text = await req.text();
-      const doc = JSON.parse(text) as Doc;
-      received.push({ batch: doc.batch_id, hash: doc.content_hash, ids: doc.events.map((e) => e.id), bytes: doc.events.reduce((s, e) => s + JSON.stringify(e).length, 0) });
-      return new Response("ok");
-    },
-  });
-  port = server.port ?? port;
+/** The batches the receiver took, as the checks read them. */
+function received(): { batch: number; hash: string; ids: string[]; bytes: number }[] {
+  return receiver.accepted().map(({ doc }) => ({ batch: doc.batch_id, hash: doc.content_hash, ids: doc.events.map((e) => e.id), bytes: doc.events.reduce((s, e) => s + JSON.stringify(e).length, 0) }));
 }
 
 async function setMode(m: Mode): Promise<void> {
-  if (m === "down" && server) {
-    server.stop(true);
-    server = null;
-  } else if (m !== "down" && !server) {
+  if (m === "down") receiver.stop();
+  else {
     await waitFor("the receiver to listen again", () => {
       try {
-        listen();
+        receiver.listen();
         return true;
       } catch {
         return false;
@@ -161,7 +156,16 @@ async function startIntake(): Promise<void> {
 
 async function startDispatch(): Promise<void> {
   dispatch = await startHookspool(home, ["dispatch"], { runtime: RUNTIME });
-  await waitFor("the dispatcher to hold its lock", () => /recovered|listening|tick|delivered|retry/.test(dispatch?.stderr() ?? "") || Bun.sleep(150).then(() => true));
+  // Its first tick's heartbeat names its pid: from then on it holds the lock and delivers.
+  const pid = dispatch.proc.pid;
+  await waitFor("the dispatcher's first heartbeat", () => {
+    const db = new Database(join(home, "spool.db"), { readonly: true });
+    try {
+      return String((db.query("SELECT value FROM meta WHERE key = 'dispatcher_pid'").get() as { value: unknown } | null)?.value) === String(pid);
+    } finally {
+      db.close();
+    }
+  });
 }
 
 async function kill9(which: "intake" | "dispatch"): Promise<void> {
@@ -223,7 +227,6 @@ async function sendBurst(): Promise<void> {
 // ---- the run --------------------------------------------------------------------------------
 
 async function main(): Promise<number> {
-  listen();
   writeConfig();
   await startHookspool(home, ["migrate"], { runtime: RUNTIME }).then((m) => m.exited);
   await startIntake();
@@ -293,13 +296,14 @@ async function main(): Promise<number> {
       await h?.exited;
       stderrs.push(h?.stderr() ?? "");
     }
-    server?.stop(true);
+    receiver.stop();
   }
 }
 
 function report(db: Database, started: number): number {
   const failures: string[] = [];
-  const deliveredIds = new Set(received.flatMap((r) => r.ids));
+  const got = received();
+  const deliveredIds = new Set(got.flatMap((r) => r.ids));
   const deadIds = new Set(
     (db.query("SELECT e.payload FROM events e JOIN batches b ON b.id = e.batch_id WHERE b.state = 'dead' AND e.payload IS NOT NULL").all() as { payload: string }[]).map(
       (r) => (JSON.parse(r.payload) as { id: string }).id,
@@ -307,7 +311,7 @@ function report(db: Database, started: number): number {
   );
   for (const id of acked) if (!deliveredIds.has(id) && !deadIds.has(id)) failures.push(`event ${id} was acked but never delivered nor dead`);
   const hashes = new Map<number, Set<string>>();
-  for (const r of received) hashes.set(r.batch, (hashes.get(r.batch) ?? new Set()).add(r.hash));
+  for (const r of got) hashes.set(r.batch, (hashes.get(r.batch) ?? new Set()).add(r.hash));
   for (const [b, h] of hashes) if (h.size > 1) failures.push(`batch ${b} was delivered with ${h.size} different content_hashes`);
   const batches = db.query("SELECT id, source, state, count, bytes, last_error FROM batches").all() as { id: number; source: Src; state: string; count: number; bytes: number; last_error: string | null }[];
   const maxEvent = 700;
@@ -332,7 +336,7 @@ function report(db: Database, started: number): number {
       batches: batches.length,
       delivered: batches.filter((b) => b.state === "delivered").length,
       dead: batches.filter((b) => b.state === "dead").length,
-      deliveries_received: received.length,
+      deliveries_received: got.length,
       kills,
       reloads,
       cpu_s: Math.round(usage.cpuS * 10) / 10,

@@ -6,10 +6,10 @@
 import { expect, test } from "bun:test";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { Webhook } from "standardwebhooks";
 import { openSpool, quickCheck } from "../../src/store/db.ts";
 import { PAYLOAD_SENTINEL, SECRET_SENTINEL } from "../helpers/logs.ts";
-import { type Hookspool, MAIN, startHookspool, waitFor } from "../helpers/proc.ts";
+import { type Hookspool, runHookspool, startHookspool, waitFor, within } from "../helpers/proc.ts";
+import { type Delivery, Receiver } from "../helpers/receiver.ts";
 import { tempDir } from "../helpers/tmp.ts";
 import type { Sent, SenderReport } from "./sender.ts";
 
@@ -55,17 +55,6 @@ max_inflight = 4
 `;
 }
 
-/** A short-lived CLI verb as its own process, as an operator would run it. */
-async function hs(home: string, argv: string[]): Promise<{ code: number; out: string; err: string }> {
-  const p = Bun.spawn([process.execPath, MAIN, "--home", home, ...argv], {
-    env: { PATH: process.env.PATH, HOME: home, HOOKSPOOL_ALERT_DRY: "1" },
-    stdout: "pipe",
-    stderr: "pipe",
-  });
-  const [out, err, code] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text(), p.exited]);
-  return { code, out, err };
-}
-
 interface Doc {
   key: string;
   batch_id: number;
@@ -76,60 +65,7 @@ interface Doc {
   event_meta: { id: number }[];
 }
 
-/** One request the stub receiver got. */
-interface Receipt {
-  webhookId: string;
-  doc: Doc;
-  startMs: number;
-  endMs: number;
-}
-
-/** The stub receiver: verifies, records, holds each request RECEIVER_DELAY_MS so overlaps show. */
-function startReceiver() {
-  const wh = new Webhook(OUT_SECRET);
-  const receipts: Receipt[] = [];
-  const problems: string[] = [];
-  const inflightKeys = new Map<string, number>();
-  let inflight = 0;
-  let maxInflight = 0;
-  let maxDistinctKeys = 0;
-  const server = Bun.serve({
-    hostname: "127.0.0.1",
-    port: 0,
-    async fetch(req) {
-      const startMs = performance.now();
-      const body = await req.text();
-      const headers = Object.fromEntries(req.headers.entries());
-      let doc: Doc;
-      try {
-        doc = wh.verify(body, headers) as Doc;
-      } catch (e) {
-        problems.push(`request ${headers["webhook-id"] ?? "(no webhook-id)"}: signature does not verify (${(e as Error).message})`);
-        return new Response("ok");
-      }
-      inflight++;
-      inflightKeys.set(doc.key, (inflightKeys.get(doc.key) ?? 0) + 1);
-      maxInflight = Math.max(maxInflight, inflight);
-      maxDistinctKeys = Math.max(maxDistinctKeys, inflightKeys.size);
-      try {
-        await Bun.sleep(RECEIVER_DELAY_MS);
-      } finally {
-        inflight--;
-        const n = (inflightKeys.get(doc.key) ?? 1) - 1;
-        if (n === 0) inflightKeys.delete(doc.key);
-        else inflightKeys.set(doc.key, n);
-      }
-      receipts.push({ webhookId: headers["webhook-id"] ?? "", doc, startMs, endMs: performance.now() });
-      return new Response(null, { status: 204 });
-    },
-  });
-  return {
-    server,
-    receipts,
-    problems,
-    stats: () => ({ maxInflight, maxDistinctKeys }),
-  };
-}
+type Receipt = Delivery<Doc>;
 
 interface BatchRow {
   id: number;
@@ -149,16 +85,17 @@ test("4 senders x 1,000 requests, one intake and one dispatcher: every acked eve
   const home = tempDir("hookspool-concurrency-");
   writeFileSync(join(home, "in-secret"), IN_SECRET, { mode: 0o600 });
   writeFileSync(join(home, "out-secret"), OUT_SECRET, { mode: 0o600 });
-  const receiver = startReceiver();
-  writeFileSync(join(home, "config.toml"), config(home, receiver.server.port as number));
+  // Verifies and records every request, holding each RECEIVER_DELAY_MS so overlaps show.
+  const receiver = new Receiver<Doc>({ secret: OUT_SECRET, holdMs: RECEIVER_DELAY_MS, answer: () => 204 });
+  writeFileSync(join(home, "config.toml"), config(home, receiver.port));
   const services: Hookspool[] = [];
   const senders: ReturnType<typeof Bun.spawn>[] = [];
   const spool = { current: null as ReturnType<typeof openSpool> | null };
   try {
     // The intake never migrates (spec 17); the gate is closed before the first event arrives.
-    const migrated = await hs(home, ["migrate"]);
+    const migrated = await runHookspool(home, ["migrate"]);
     expect(migrated.code, migrated.err).toBe(0);
-    const paused = await hs(home, ["pause", "receiver", "--reason", "concurrency suite"]);
+    const paused = await runHookspool(home, ["pause", "receiver", "--reason", "concurrency suite"]);
     expect(paused.code, paused.err).toBe(0);
 
     const dispatch = await startHookspool(home, ["dispatch"]);
@@ -185,7 +122,7 @@ test("4 senders x 1,000 requests, one intake and one dispatcher: every acked eve
     // Two dispatchers, one home: the second exits 3 at once (spec 2) while the senders run.
     const second = await startHookspool(home, ["dispatch"]);
     services.push(second);
-    const secondCode = await Promise.race([second.exited, Bun.sleep(10_000).then(() => "still running")]);
+    const secondCode = await within(second.exited, 10_000, "the second dispatcher to exit");
     expect(secondCode, `second dispatcher: ${second.stderr().slice(-300)}`).toBe(3);
     expect(dispatch.proc.exitCode, "the first dispatcher died when the second started").toBeNull();
     timings.push(mark("second dispatcher exited 3"));
@@ -206,14 +143,14 @@ test("4 senders x 1,000 requests, one intake and one dispatcher: every acked eve
     expect(unacked.map((s) => `event ${s.id}: HTTP ${s.status} ${s.answer}`).slice(0, 20)).toEqual([]);
 
     // While the gate was closed nothing was delivered, and the dispatcher still sealed batches.
-    expect(receiver.receipts.length, "a request reached the receiver while the destination was paused").toBe(0);
+    expect(receiver.got.length, "a request reached the receiver while the destination was paused").toBe(0);
     const leased = db.query<{ id: number; state: string }, []>("SELECT id, state FROM batches WHERE state IN ('leased', 'delivered', 'retry', 'dead')").all();
     expect(leased.map((b) => `batch ${b.id} is ${b.state} while the destination is paused`)).toEqual([]);
     await waitFor("the dispatcher to seal while gated", () => (db.query("SELECT COUNT(*) AS n FROM batches WHERE state = 'open'").get() as { n: number }).n === 0, 5_000);
     const gatedBatches = db.query<BatchRow, []>("SELECT id, key, state, count, bytes, max_events, max_bytes, content_hash FROM batches").all();
 
     // --- delivery phase ----------------------------------------------------------------------
-    const resumed = await hs(home, ["resume", "receiver"]);
+    const resumed = await runHookspool(home, ["resume", "receiver"]);
     expect(resumed.code, resumed.err).toBe(0);
     await waitFor(
       "every batch delivered",
@@ -223,13 +160,13 @@ test("4 senders x 1,000 requests, one intake and one dispatcher: every acked eve
     timings.push(mark("every batch delivered"));
     expect(dispatch.proc.exitCode, "the first dispatcher stopped working").toBeNull();
 
-    const problems: string[] = [...receiver.problems];
+    const problems: string[] = receiver.unverified.map((u) => `signature does not verify: ${u}`);
     const sentById = new Map(sent.map((s) => [s.id, s]));
 
     // Batches as the receiver saw them: distinct webhook-ids (a lease-expiry redelivery reuses
     // the per-batch id, spec 6.4, and must carry the same frozen content).
     const byWebhookId = new Map<string, Receipt>();
-    for (const r of receiver.receipts) {
+    for (const r of receiver.got) {
       const first = byWebhookId.get(r.webhookId);
       if (!first) byWebhookId.set(r.webhookId, r);
       else if (first.doc.content_hash !== r.doc.content_hash) problems.push(`batch ${r.doc.batch_id}: redelivered (${r.webhookId}) with a different content_hash`);
@@ -315,7 +252,7 @@ test("4 senders x 1,000 requests, one intake and one dispatcher: every acked eve
     const maxEventSize = Math.max(...sent.map((s) => s.size));
     expect(gatedBatches.some((b) => b.count === MAX_EVENTS), "no batch was sealed by max_events").toBe(true);
     expect(gatedBatches.some((b) => b.count < MAX_EVENTS && b.bytes > MAX_BYTES - maxEventSize), "no batch was sealed by max_bytes").toBe(true);
-    const { maxInflight, maxDistinctKeys } = receiver.stats();
+    const { inflight: maxInflight, keys: maxDistinctKeys } = receiver.peaks;
     expect(maxInflight, "deliveries never overlapped").toBeGreaterThan(1);
     expect(maxDistinctKeys, "two keys were never in flight at once").toBeGreaterThan(1);
 
@@ -341,6 +278,6 @@ test("4 senders x 1,000 requests, one intake and one dispatcher: every acked eve
     spool.current?.close();
     for (const p of senders) if (p.exitCode === null && !p.signalCode) p.kill("SIGKILL");
     for (const s of services) if (s.proc.exitCode === null && !s.proc.signalCode) s.kill("SIGKILL");
-    receiver.server.stop(true);
+    receiver.stop();
   }
 }, 40_000);

@@ -5,14 +5,14 @@ import type { Database } from "bun:sqlite";
 import { createHmac } from "node:crypto";
 import { mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { Webhook } from "standardwebhooks";
 import { openSpool, type Spool } from "../../src/store/db.ts";
 import type { CRASH_POINTS } from "../../src/testhook.ts";
-import { type Hookspool, type Runtime, startHookspool, waitFor } from "../helpers/proc.ts";
+import { type Hookspool, type Runtime, type StartOptions as ProcessOptions, startHookspool, waitFor, within } from "../helpers/proc.ts";
+import { type Delivery as ReceiverDelivery, Receiver } from "../helpers/receiver.ts";
 import { tempDir } from "../helpers/tmp.ts";
 
 export type CrashPoint = (typeof CRASH_POINTS)[number];
-export { waitFor };
+export { waitFor, within };
 
 const IN_SECRET = "crash-inbound-secret";
 const OUT_SECRET = `whsec_${Buffer.from("crash-outbound-secret-bytes").toString("base64")}`;
@@ -31,56 +31,12 @@ export interface Doc {
   event_meta: { id: number; event_type: string; received_at: number; dedup_id: string | null }[];
 }
 
-export interface Delivery {
-  path: string;
-  webhookId: string;
-  batchHeader: string;
-  doc: Doc;
-}
+/** A delivery of a batch document, as the receiver got it. */
+export type Delivery = ReceiverDelivery<Doc>;
 
-/** A stub HTTP destination: /deadend answers 422 (permanent), every other path 200. */
-export class Receiver {
-  readonly got: Delivery[] = [];
-  /** Deliveries that failed the signature check (the suite fails on any). */
-  readonly unverified: string[] = [];
-  private readonly server: ReturnType<typeof Bun.serve>;
-
-  constructor() {
-    const wh = new Webhook(OUT_SECRET);
-    const { got, unverified } = this;
-    this.server = Bun.serve({
-      hostname: "127.0.0.1",
-      port: 0,
-      async fetch(req) {
-        const path = new URL(req.url).pathname;
-        const body = await req.text();
-        const headers = Object.fromEntries(req.headers.entries());
-        // A stock Standard Webhooks check: what arrives is signed as spec 6.4 says.
-        let doc: Doc;
-        try {
-          doc = wh.verify(body, headers) as Doc;
-        } catch (e) {
-          unverified.push(`${path} batch ${headers["x-hookspool-batch"]}: ${(e as Error).message}`);
-          return new Response("bad signature", { status: 400 });
-        }
-        got.push({ path, webhookId: headers["webhook-id"], batchHeader: headers["x-hookspool-batch"], doc });
-        return new Response(path === "/deadend" ? "no" : "ok", { status: path === "/deadend" ? 422 : 200 });
-      },
-    });
-  }
-
-  get port(): number {
-    return this.server.port as number;
-  }
-
-  /** Deliveries of one batch, in arrival order. */
-  of(batchId: number): Delivery[] {
-    return this.got.filter((d) => d.doc.batch_id === batchId);
-  }
-
-  stop(): void {
-    this.server.stop(true);
-  }
+/** The stub http destinations of every case: /deadend answers 422 (permanent), every other path 200. */
+function receiver(): Receiver<Doc> {
+  return new Receiver<Doc>({ secret: OUT_SECRET, answer: ({ path }) => (path === "/deadend" ? 422 : 200) });
 }
 
 /**
@@ -229,18 +185,13 @@ export function statusOf(a: Answer): string {
   return "dropped" in a ? `dropped (${a.dropped})` : `${a.status} ${a.body}`;
 }
 
-export interface StartOptions {
-  /** Arm HOOKSPOOL_TEST_HOOK at this point. */
-  hook?: CrashPoint;
-  /** SIGSTOP there instead of SIGKILL (the power-loss simulation). */
-  stop?: boolean;
-  env?: Record<string, string>;
-}
+/** How a case starts a process: the shared options, with the crash point named from the list. */
+export type StartOptions = Omit<ProcessOptions, "runtime" | "hook"> & { hook?: CrashPoint };
 
 /** One crash case: a home, a receiver, and every process it starts, all torn down by close(). */
 export class Scene {
   readonly home = tempDir("hookspool-crash-");
-  readonly receiver = new Receiver();
+  readonly receiver = receiver();
   readonly dbPath: string;
   private readonly procs: Hookspool[] = [];
   private spool: Spool | null = null;
@@ -252,10 +203,7 @@ export class Scene {
 
   /** Start `hookspool <argv>`; for run and intake, wait until it listens. */
   async start(argv: string[] = ["run"], o: StartOptions = {}): Promise<{ hs: Hookspool; port: number }> {
-    const env: Record<string, string> = { ...(o.env ?? {}) };
-    if (o.hook) env.HOOKSPOOL_TEST_HOOK = o.hook;
-    if (o.stop) env.HOOKSPOOL_TEST_HOOK_ACTION = "stop";
-    const hs = await startHookspool(this.home, argv, { runtime: this.runtime, env });
+    const hs = await startHookspool(this.home, argv, { ...o, runtime: this.runtime });
     this.procs.push(hs);
     const port = argv[0] === "run" || argv[0] === "intake" ? await hs.port() : 0;
     return { hs, port };
@@ -342,19 +290,6 @@ export class Scene {
     for (const hs of this.procs) {
       if (hs.stderr().includes(IN_SECRET) || hs.stderr().includes("crash-outbound-secret")) throw new Error("a hookspool log line carries a secret");
     }
-  }
-}
-
-/** `p`, or a failure naming what did not happen in time. */
-export async function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const late = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`timed out waiting for ${what}`)), ms);
-  });
-  try {
-    return await Promise.race([p, late]);
-  } finally {
-    clearTimeout(timer);
   }
 }
 

@@ -65,7 +65,7 @@ test("stopped at enqueue.before_commit: the copy holds every acknowledged event 
     first.hs.kill("SIGKILL");
     await first.hs.exited;
 
-    const armed = await s.start(["run"], { hook: "enqueue.before_commit", stop: true });
+    const armed = await s.start(["run"], { hook: "enqueue.before_commit", hookAction: "stop" });
     const walBefore = statSync(`${s.dbPath}-wal`).size;
     // ~1 MB, stored twice per copy (payload and raw): more than the page cache holds, so SQLite
     // spills the open transaction's pages into the WAL before COMMIT and the copy has them.
@@ -91,7 +91,7 @@ test("stopped at enqueue.before_commit: the copy holds every acknowledged event 
 
 test("stopped at mark.before_commit: the copy has the batch leased, its attempt open, and none of the script's emits", () =>
   scene("bun", async (s) => {
-    const armed = await s.start(["run"], { hook: "mark.before_commit", stop: true });
+    const armed = await s.start(["run"], { hook: "mark.before_commit", hookAction: "stop" });
     expect(statusOf(await s.send(armed.port, hook("jobs", { topic: "pm", type: "push", n: 1 }, "pm-1"))), "event pm-1").toBe('202 {"status":"queued"}');
     const copy = await copyWhileStopped(s, armed.hs, "mark.before_commit");
     expect(s.scriptRuns().length, "the script ran and printed its emit before the stop").toBe(1);
@@ -112,7 +112,7 @@ test("stopped at mark.before_commit: the copy has the batch leased, its attempt 
 
 test("stopped at intake.after_commit (before the 2xx is written): the copy already holds the event", () =>
   scene("bun", async (s) => {
-    const armed = await s.start(["run"], { hook: "intake.after_commit", stop: true });
+    const armed = await s.start(["run"], { hook: "intake.after_commit", hookAction: "stop" });
     const pending = s.send(armed.port, hook("demo", { topic: "alpha", type: "push", n: 1 }, "pa-1"));
     const copy = await copyWhileStopped(s, armed.hs, "intake.after_commit");
     await pending;

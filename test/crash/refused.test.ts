@@ -4,11 +4,10 @@
 import { expect, test } from "bun:test";
 import { hook, scene, statusOf, waitFor } from "./harness.ts";
 
-const FAIL = { HOOKSPOOL_TEST_HOOK_ACTION: "fail", HOOKSPOOL_TEST_HOOK_CODE: "SQLITE_FULL" };
 
 test("a refused mark: run stays up, the batch is delivered again after its lease, spool:write_failed opens", () =>
   scene("bun", async (s) => {
-    const { hs, port } = await s.start(["run"], { hook: "mark.before_commit", env: FAIL });
+    const { hs, port } = await s.start(["run"], { hook: "mark.before_commit", hookAction: "fail", env: { HOOKSPOOL_TEST_HOOK_CODE: "SQLITE_FULL" } });
     expect(statusOf(await s.send(port, hook("nodedup", { topic: "m", type: "push", n: 1 })))).toBe('202 {"status":"queued"}');
     // The receiver got it; the mark that would record that was refused.
     await waitFor("the first delivery", () => s.receiver.got.length >= 1);
@@ -26,7 +25,7 @@ test("a refused mark: run stays up, the batch is delivered again after its lease
 
 test("a refused enqueue: 503 for that request only, the issue opens, the next request is queued", () =>
   scene("bun", async (s) => {
-    const { hs, port } = await s.start(["run"], { hook: "enqueue.before_commit", env: FAIL });
+    const { hs, port } = await s.start(["run"], { hook: "enqueue.before_commit", hookAction: "fail", env: { HOOKSPOOL_TEST_HOOK_CODE: "SQLITE_FULL" } });
     const refused = await s.send(port, hook("demo", { topic: "a", type: "push", n: 1 }, "r-1"));
     expect(statusOf(refused)).toBe("503 ");
     expect(statusOf(await s.send(port, hook("demo", { topic: "a", type: "push", n: 2 }, "r-2")))).toBe('202 {"status":"queued"}');

@@ -26,7 +26,7 @@ export interface TestIntake {
   stop(): Promise<void>;
 }
 
-export interface StartOptions {
+export interface IntakeOptions {
   /** Files to write before the config loads (secret name -> value), under <home>/secrets/. */
   secrets?: Record<string, string>;
   env?: Record<string, string>;
@@ -42,7 +42,7 @@ function writeSecret(home: string, name: string, value: string): string {
 }
 
 /** `config` may use {{home}} and {{secret:<name>}} (the path of a written secret file). */
-export async function startIntake(config: string, opts: StartOptions = {}): Promise<TestIntake> {
+export async function startIntake(config: string, opts: IntakeOptions = {}): Promise<TestIntake> {
   const home = tempDir();
   const clock = new FakeClock(opts.clockAt ?? T0);
   for (const [k, v] of Object.entries(opts.secrets ?? {})) writeSecret(home, k, v);

@@ -1,5 +1,7 @@
-// Real hookspool processes for the proof suites: `bun src/main.ts` or the compiled binary, with
-// the intake's port read from its "listening" log line and stderr kept for the sentinel checks.
+// Real hookspool processes for the proof suites (e2e, crash, concurrency, soak): `bun src/main.ts`
+// or the compiled binary, with the intake's port read from its "listening" log line and stderr
+// kept for the sentinel checks; short CLI verbs run to their end; and waitFor, the one way a
+// suite waits for a condition. The receiver they deliver to is in receiver.ts.
 import { join } from "node:path";
 import { tempDir } from "./tmp.ts";
 
@@ -39,16 +41,32 @@ export interface StartOptions {
   env?: Record<string, string | undefined>;
   /** Milliseconds to wait for the "listening" line. */
   listenTimeoutMs?: number;
+  /** Arm a crash point (HOOKSPOOL_TEST_HOOK): the process kills itself with SIGKILL there... */
+  hook?: string;
+  /** ...or stops itself there (SIGSTOP, the power-loss cases), or fails the write there. */
+  hookAction?: "stop" | "fail";
+}
+
+async function command(home: string, argv: string[], opts: StartOptions): Promise<{ cmd: string[]; env: Record<string, string | undefined> }> {
+  const runner = opts.runtime === "binary" ? [await builtBinary()] : [process.execPath, MAIN];
+  const env: Record<string, string | undefined> = { PATH: process.env.PATH, HOME: home, HOOKSPOOL_ALERT_DRY: "1", ...(opts.env ?? {}) };
+  if (opts.hook) env.HOOKSPOOL_TEST_HOOK = opts.hook;
+  if (opts.hookAction) env.HOOKSPOOL_TEST_HOOK_ACTION = opts.hookAction;
+  return { cmd: [...runner, "--home", home, ...argv], env };
+}
+
+/** Run a short verb (`migrate`, `pause receiver`, `status --json`) to its end, as an operator would. */
+export async function runHookspool(home: string, argv: string[], opts: StartOptions = {}): Promise<{ code: number; out: string; err: string }> {
+  const { cmd, env } = await command(home, argv, opts);
+  const p = Bun.spawn(cmd, { env, stdout: "pipe", stderr: "pipe" });
+  const [out, err, code] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text(), p.exited]);
+  return { code, out, err };
 }
 
 /** Start `hookspool --home <home> <argv...>` (e.g. ["run"], ["dispatch"], ["intake"]). */
 export async function startHookspool(home: string, argv: string[], opts: StartOptions = {}): Promise<Hookspool> {
-  const cmd = opts.runtime === "binary" ? [await builtBinary()] : [process.execPath, MAIN];
-  const proc = Bun.spawn([...cmd, "--home", home, ...argv], {
-    env: { PATH: process.env.PATH, HOME: home, HOOKSPOOL_ALERT_DRY: "1", ...(opts.env ?? {}) },
-    stdout: "pipe",
-    stderr: "pipe",
-  });
+  const { cmd, env } = await command(home, argv, opts);
+  const proc = Bun.spawn(cmd, { env, stdout: "pipe", stderr: "pipe" });
   let err = "";
   const drain = (async () => {
     for await (const chunk of proc.stderr as ReadableStream<Uint8Array>) err += new TextDecoder().decode(chunk);
@@ -90,5 +108,18 @@ export async function waitFor<T>(what: string, fn: () => T | undefined | null | 
     if (v) return v;
     if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
     await Bun.sleep(25);
+  }
+}
+
+/** `p`, or a failure naming what did not happen in time. */
+export async function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`timed out waiting for ${what}`)), ms);
+  });
+  try {
+    return await Promise.race([p, late]);
+  } finally {
+    clearTimeout(timer);
   }
 }

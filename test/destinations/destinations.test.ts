@@ -5,7 +5,7 @@ import { HermesDestination } from "../../src/destinations/hermes.ts";
 import { HttpDestination } from "../../src/destinations/http.ts";
 import { ScriptDestination } from "../../src/destinations/script.ts";
 import { tempDir } from "../helpers/tmp.ts";
-import { type Arrival, destinationConformance, type Harness } from "./conformance.ts";
+import { type Arrival, destinationConformance, type Harness } from "./destination.case.ts";
 import { closedPort, type Hit, never, SENTINEL, stub, writeScript } from "./support.ts";
 
 const SECRET = `raw-secret-${SENTINEL}`;

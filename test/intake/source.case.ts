@@ -4,9 +4,9 @@
 // exception -> quarantine, spool unwritable -> 503, and no sentinel in any log line or column.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { quarantineIssue } from "../../src/store/enqueue.ts";
-import { LOG_LINES, startIntake, type TestIntake } from "./intake.ts";
+import { LOG_LINES, startIntake, type TestIntake } from "../helpers/intake.ts";
 
-import { PAYLOAD_SENTINEL, SECRET_SENTINEL } from "./logs.ts";
+import { PAYLOAD_SENTINEL, SECRET_SENTINEL } from "../helpers/logs.ts";
 
 export { PAYLOAD_SENTINEL, SECRET_SENTINEL };
 

@@ -2,7 +2,7 @@
 import { createHash, createHmac, randomUUID } from "node:crypto";
 import { expect } from "bun:test";
 import { join } from "node:path";
-import { PAYLOAD_SENTINEL, runSourceKit, SECRET_SENTINEL } from "../helpers/sourcekit.ts";
+import { PAYLOAD_SENTINEL, runSourceKit, SECRET_SENTINEL } from "./source.case.ts";
 
 // Signatures here are made with node:crypto directly, independently of src/plugin/verify.ts.
 const mac = (alg: string, key: string | Buffer, data: Uint8Array | string, enc: "hex" | "base64") => createHmac(alg, key).update(data).digest(enc);
