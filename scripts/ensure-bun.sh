@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Make sure `bun` runs: a machine with only Node.js and npm gets it from npm (DESIGN.md).
+# Make sure `bun` runs: a machine with only Node.js and npm gets it from npm.
 # Prints nothing on success when bun is already there.
 set -euo pipefail
 

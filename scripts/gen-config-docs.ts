@@ -1,5 +1,5 @@
 // Writes docs/config.md from the schema table, the template source's tables and the hand-written
-// docs/partials/template-source.md (STYLE.md rule 11). A test checks it is current.
+// docs/partials/template-source.md. A test checks it is current.
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { renderConfigReference } from "../src/config/starter.ts";

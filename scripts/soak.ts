@@ -1,4 +1,4 @@
-// The soak (spec 18; make soak DURATION=...): random bursts over several sources and keys into a
+// The soak (make soak DURATION=...): random bursts over several sources and keys into a
 // real intake and dispatcher (two processes), a receiver that flaps (down, slow, 5xx, 429 with
 // Retry-After, back up), periodic kill -9 of the dispatcher and of the intake, and config
 // reloads. At the end it asserts: no acked event lost, no batch delivered with two different

@@ -1,6 +1,6 @@
-// The injectable clock and randomness (spec 2): nothing else reads the wall clock or Math.random.
+// The injectable clock and randomness: nothing else reads the wall clock or Math.random.
 
-/** Unix seconds as a float, the unit of every stored timestamp (spec 3). */
+/** Unix seconds as a float, the unit of every stored timestamp. */
 export interface Clock {
   now(): number;
 }
@@ -25,7 +25,7 @@ export class FakeClock implements Clock {
 
 /**
  * The clock a process uses. HOOKSPOOL_TEST_CLOCK_OFFSET_S shifts the wall clock for
- * subprocess tests of clock faults (spec 12); it is never set in production.
+ * subprocess tests of clock faults; it is never set in production.
  */
 export function processClock(env: Record<string, string | undefined> = process.env): Clock {
   const offset = Number(env.HOOKSPOOL_TEST_CLOCK_OFFSET_S ?? "0");

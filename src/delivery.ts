@@ -4,11 +4,11 @@
 import type { Clock } from "./clock.ts";
 import type { Logger } from "./log.ts";
 
-/** How a batch attempt ended (spec 6.5). */
+/** How a batch attempt ended. */
 export type OutcomeKind = "ok" | "retry" | "dead";
 export type OutcomeClass = "transport" | "throttle" | "batch" | "config" | "permanent";
 
-/** One {"enqueue": {...}} line a script printed (spec 6.6), before validation. */
+/** One {"enqueue": {...}} line a script printed, before validation. */
 export interface EmitRequest {
   source: string;
   key: string;
@@ -57,7 +57,7 @@ export function outcome(o: Pick<Outcome, "kind" | "reason"> & Partial<Outcome>):
   };
 }
 
-/** A stored event as an unwrap delivery sends it (spec 6.4.1). */
+/** A stored event as an unwrap delivery sends it. */
 export interface StoredEvent {
   id: number;
   eventType: string;
@@ -182,7 +182,7 @@ export interface Destination {
   /** What the receiver accepts; check bounds max_bytes by it. */
   readonly maxBodyBytes: number;
   readonly maxInflight: number;
-  /** Fixed by the type (spec 6.4): per-event when unwrap is on. */
+  /** Fixed by the type: per-event when unwrap is on. */
   readonly idempotency: Idempotency;
   readonly unwrap: boolean;
   /** Deliver one batch document (`body` is its JSON text). */
@@ -191,7 +191,7 @@ export interface Destination {
   check(): string[];
 }
 
-/** The delivery id of spec 6.4: per batch, per attempt (hermes) or per event (unwrap). */
+/** The delivery id: per batch, per attempt (hermes) or per event (unwrap). */
 export function deliveryId(idempotency: Idempotency, instanceId: string, batchId: number, attemptId: number, eventId?: number): string {
   if (idempotency === "per-attempt") return `hs_${instanceId}_${batchId}_${attemptId}`;
   if (idempotency === "per-event" && eventId !== undefined) return `hs_${instanceId}_${batchId}_${eventId}`;

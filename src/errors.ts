@@ -1,6 +1,6 @@
-// One error family for everything hookspool reports to an operator (STYLE.md rule 4).
+// One error family for everything hookspool reports to an operator.
 
-/** What went wrong, as a stable string code; each maps to an exit code of spec 16. */
+/** What went wrong, as a stable string code; each maps to an exit code (EXIT_CODES). */
 export type ErrorCode =
   | "E_CONFIG" // a config file or value is wrong
   | "E_SCHEMA" // the database schema is older or newer than this build

@@ -1,4 +1,4 @@
-// Structured logs (spec 11.3): fixed fields, text or JSON lines (HOOKSPOOL_LOG=json), to stderr.
+// Structured logs: fixed fields, text or JSON lines (HOOKSPOOL_LOG=json), to stderr.
 // Only ids, names, sizes, states, codes and durations: the field set is closed, so a body, a
 // header value, a secret or a query string has nowhere to go.
 import { createConsola, type ConsolaInstance, type LogObject } from "consola";

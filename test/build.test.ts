@@ -60,7 +60,7 @@ test(
     expect(bad.err).toBe("hookspool: the payload is not valid JSON\n");
     expect(run(["--home", home, "show", "2"]).code).toBe(1);
 
-    // The operator verbs of spec 16, once through the binary.
+    // The operator verbs, each once through the binary.
     const check = run(["--home", home, "check"]);
     expect(check.code).toBe(0);
     expect(check.out).toContain("0 errors");

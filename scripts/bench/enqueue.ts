@@ -1,6 +1,6 @@
 // Store enqueue throughput and latency on a real WAL file with synchronous=FULL, against a
 // baseline that does the least a durable spool can: one INSERT per BEGIN IMMEDIATE on the same
-// pragmas. Prints JSON lines; compare the ratio, not absolute figures (DESIGN.md).
+// pragmas. Prints JSON lines; compare the ratio, not absolute figures.
 import { Database } from "bun:sqlite";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";

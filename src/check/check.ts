@@ -1,6 +1,6 @@
-// hookspool check (spec 15, and every "check refuses/warns" sentence of the spec): load the
-// config as strictly as an operator's pre-flight should, then run every rule over it. Each
-// problem names the key to fix and how; nothing here ever prints a secret's value.
+// hookspool check: load the config as strictly as an operator's pre-flight should, then run
+// every rule over it. Each problem names the key to fix and how; nothing here ever prints a
+// secret's value.
 import { readFileSync, statSync, type Stats } from "node:fs";
 import { dirname, isAbsolute, join, resolve } from "node:path";
 import { parse as parseToml } from "smol-toml";
@@ -78,7 +78,7 @@ export async function checkConfigFile(opts: CheckFileOptions = {}): Promise<Chec
   return { file: file ?? opts.config ?? null, problems: finish([...loaded.problems.map(relevel), ...notes, ...rules]) };
 }
 
-/** Spec 15: unknown keys are errors in check (warnings at run time); other warnings stay warnings. */
+/** Unknown keys are errors in check (warnings at run time); other warnings stay warnings. */
 function relevel(p: ConfigProblem): ConfigProblem {
   return p.level === "warning" && p.message === "unknown key" ? { ...p, level: "error" } : p;
 }
@@ -120,7 +120,7 @@ function finish(problems: ConfigProblem[]): ConfigProblem[] {
   return [...all.filter((p) => p.level === "error"), ...all.filter((p) => p.level === "warning")];
 }
 
-/** Every rule of spec 15 over a loaded config. Reads files and the database; changes nothing. */
+/** Every check rule over a loaded config. Reads files and the database; changes nothing. */
 export async function checkConfig(input: CheckInput, deps: CheckDeps): Promise<ConfigProblem[]> {
   const { config, paths } = input;
   const configDir = paths.config ? dirname(paths.config) : deps.cwd;
@@ -140,7 +140,7 @@ export async function checkConfig(input: CheckInput, deps: CheckDeps): Promise<C
 }
 
 /**
- * spec 14.3.3: an unknown bobbin is an error. This build ships no bobbins and expands no
+ * An unknown bobbin is an error. This build ships no bobbins and expands no
  * instances yet, so every [bobbins.<i>] is one: refused here rather than silently taking no
  * requests (the run-time loader only warns).
  */
@@ -151,7 +151,7 @@ function bobbinRules(config: Config): ConfigProblem[] {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Plugins and code loaded by path (spec 14.1, 14.3.6)
+// Plugins and code loaded by path
 
 function statOrNull(path: string): Stats | null {
   try {
@@ -161,7 +161,7 @@ function statOrNull(path: string): Stats | null {
   }
 }
 
-/** Spec 14.3.6: a regular file or directory, not group/other-writable, owned by root or us. */
+/** Code loaded by path: a regular file or directory, not group/other-writable, owned by root or us. */
 function codePathProblem(path: string, want: "file" | "directory", uid: number): { message: string; hint?: string } | null {
   const st = statOrNull(path);
   if (st === null) return { message: `no ${want} at ${path}` };
@@ -220,7 +220,7 @@ async function loadPlugins(config: Config, configDir: string, file: string, skip
 }
 
 // ---------------------------------------------------------------------------------------------
-// Secrets (spec 10)
+// Secrets
 
 /** A secret reference, or (ref null) a script's env_file, which holds secrets too. */
 interface SecretUse {
@@ -277,7 +277,7 @@ function secretRules(config: Config, deps: CheckDeps): ConfigProblem[] {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The intake (spec 10: loopback only; DESIGN.md: threads is accepted and ignored)
+// The intake: loopback only; intake.threads is accepted and ignored
 
 function intakeRules(config: Config, raw: Record<string, unknown>): ConfigProblem[] {
   const out: ConfigProblem[] = [];
@@ -320,7 +320,7 @@ function spoolModeRules(paths: Paths): ConfigProblem[] {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The database (spec 12: check is the intake's ExecStartPre, so corruption stops the start)
+// The database: check is the intake's ExecStartPre, so corruption stops the start
 
 function databaseRules(path: string): ConfigProblem[] {
   const hint = "restore from backup; hookspool export reads what is still readable; never start fresh automatically";
@@ -330,7 +330,7 @@ function databaseRules(path: string): ConfigProblem[] {
     spool = openVerified(path, { create: false, busyTimeoutS: 10 });
     const version = schemaVersion(spool);
     // check is both units' ExecStartPre: an older schema must not stop the dispatcher, which
-    // migrates it at startup (spec 17); the intake refuses it on its own (exit 2).
+    // migrates it at startup; the intake refuses it on its own (exit 2).
     if (version < LATEST_SCHEMA) {
       return [problem("warning", "spool.db", `schema ${version} is older than this hookspool (${LATEST_SCHEMA})`, "the dispatcher migrates it at startup, or run hookspool migrate; the intake refuses it until then")];
     }

@@ -1,6 +1,6 @@
-// hookspool check, the rules about where events go (spec 5, 6.4.1, 14.1, 14.2, 15): every
-// action and route destination resolves, each destination's own check(), the tee rules, window
-// bounds against the receiver's cap, header names, and the Hermes gateway's subscriptions file.
+// hookspool check, the rules about where events go: every action and route destination
+// resolves, each destination's own check(), the tee rules, window bounds against the receiver's
+// cap, header names, and the Hermes gateway's subscriptions file.
 import { systemClock } from "../clock.ts";
 import { readRoute } from "../destinations/hermes.ts";
 import { makeDestination } from "../destinations/registry.ts";
@@ -129,7 +129,7 @@ function destinationRules(config: Config, flows: Flow[], plugins: Map<string, Pl
   return out;
 }
 
-/** Spec 14.1: one event never reaches one destination twice, and at most 8 tees per source. */
+/** One event never reaches one destination twice, and at most 8 tees per source. */
 function teeRules(config: Config, flows: Flow[], plugins: Map<string, PluginFacts>): ConfigProblem[] {
   const out: ConfigProblem[] = [];
   const bySource = new Map<string, Flow[]>();
@@ -167,8 +167,9 @@ function windowKey(config: Config, f: Flow, field: "max_bytes" | "quiet_s" | "ma
 }
 
 /**
- * Spec 5: quiet_s <= max_s (warning), max_bytes <= 0.75 x the receiver's max_body_bytes, and no
- * single event larger than max_bytes; spec 6.4.1 for unwrap destinations; dedup vs retention.
+ * quiet_s <= max_s (warning), max_bytes <= 0.75 x the receiver's max_body_bytes, and no single
+ * event larger than max_bytes; with unwrap, every event within the destination's cap and no
+ * coalescing (warning); dedup window vs retention (warning).
  */
 function windowRules(config: Config, flows: Flow[], plugins: Map<string, PluginFacts>): ConfigProblem[] {
   const out: ConfigProblem[] = [];
@@ -197,7 +198,7 @@ function windowRules(config: Config, flows: Flow[], plugins: Map<string, PluginF
     const bodyKey = src?.max_body_bytes !== undefined ? `${sourceKey(f.source)}.max_body_bytes` : bobbin?.max_body_bytes !== undefined ? `bobbins.${quoteKey(f.source)}.max_body_bytes` : "intake.max_body_bytes";
     const to = `route ${f.name} -> ${s.name}`;
     if (unwrap) {
-      // Spec 6.4.1: the receiver gets each stored payload on its own, so the cap is per event.
+      // Unwrap: the receiver gets each stored payload on its own, so the cap is per event.
       if (Number.isFinite(cap) && bodyCap > cap) {
         out.push(problem("error", bodyKey, `${to}: source ${f.source} accepts bodies up to ${bodyCap} bytes, more than the destination's max_body_bytes (${cap}); it unwraps, so each event must fit`, `lower ${bodyKey} to <= ${cap} or raise ${destinationKey(s.name)}.max_body_bytes`));
       }
@@ -227,7 +228,7 @@ function headerProblem(key: string, name: string, from = ""): ConfigProblem | nu
   return null;
 }
 
-/** Spec 6.4.1, 14.2: event_header and dedup_header may not name a header hookspool sets. */
+/** event_header and dedup_header may not name a header hookspool sets. */
 function headerRules(config: Config, plugins: Map<string, PluginFacts>): ConfigProblem[] {
   const out: (ConfigProblem | null)[] = [];
   for (const [name, src] of Object.entries(config.sources)) {
@@ -250,7 +251,7 @@ function isSet(v: unknown): boolean {
 }
 
 /**
- * Spec 5 and 6.4.1: every hermes:<route> destination something feeds must be a route of the
+ * Every hermes:<route> destination something feeds must be a route of the
  * gateway's subscriptions file, with its own events filter and coalescing off unless the
  * destination unwraps. The file is read only when some hermes destination is in use.
  */

@@ -1,4 +1,4 @@
-// Human output: aligned tables, ages in human units, timestamps (STYLE.md rule 14).
+// Human output, for verbs run without --json: aligned tables, ages in human units, timestamps.
 
 /** An age in the largest sensible unit: 4s, 12m, 3h, 2d. */
 export function humanAge(seconds: number | null | undefined): string {

@@ -1,10 +1,10 @@
-// Destination names and their settings after defaults (spec 14.2): hermes:<route>, script:<name>, http.
+// Destination names and their settings after defaults: hermes:<route>, script:<name>, http.
 import { type DestinationType, destinationDefaults } from "./schema.ts";
 import type { Config, DestinationConfig } from "./types.ts";
 
 export type { DestinationType } from "./schema.ts";
 
-/** quarantine is reserved: it never delivers (spec 14.2). */
+/** quarantine is reserved: it never delivers. */
 export const QUARANTINE = "quarantine";
 
 /** The type a destination name has, or null when the name cannot be a destination. */

@@ -1,4 +1,5 @@
-// Loading config.toml: TOML via smol-toml, defaults from the schema, path precedence (spec 15).
+// Loading config.toml: TOML via smol-toml, defaults from the schema, and path precedence
+// (flag -> env -> config -> default).
 import { existsSync, readFileSync, statSync } from "node:fs";
 import { homedir } from "node:os";
 import { dirname, isAbsolute, join, resolve } from "node:path";
@@ -71,7 +72,7 @@ export function parseConfig(text: string, file: string, opts: { strict?: boolean
   return { config, problems };
 }
 
-/** [bobbins.google.gmail] parses as a nested table; say what to write instead (spec 14.3.3). */
+/** [bobbins.google.gmail] parses as a nested table; say what to write instead. */
 function rejectDottedBobbins(doc: Record<string, unknown>, p: Problems): void {
   const bobbins = doc.bobbins;
   if (!isTable(bobbins)) return;

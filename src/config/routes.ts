@@ -1,9 +1,9 @@
-// Route resolution (spec 14.1): the first matching non-tee route or the implicit route, plus tees.
+// Route resolution: the first matching non-tee route or the implicit route, plus tees.
 import { HookspoolError } from "../errors.ts";
 import type { Config, RouteConfig, Window } from "./types.ts";
 import { windowFor } from "./windows.ts";
 
-/** At most this many tee copies per event (spec 5, 14.1). */
+/** At most this many tee copies per event. */
 export const MAX_TEES = 8;
 
 /** One place an event goes: the primary copy first, then tees in file order. */
@@ -27,7 +27,7 @@ export function routeMatches(route: RouteConfig, attrs: Attrs): boolean {
 }
 
 export interface ResolveOptions {
-  /** The plugin's default destination; the source's config `action` overrides it (spec 15). */
+  /** The plugin's default destination; the source's config `action` overrides it. */
   pluginAction?: string | null;
   /** The plugin's span, used when config does not name one. */
   pluginSpan?: string;
@@ -63,7 +63,7 @@ export function resolveCopies(config: Config, source: string, attrs: Attrs, opts
   for (const r of routes) {
     if (!r.tee || !r.destination || !routeMatches(r, attrs)) continue;
     if (copies.length - 1 >= MAX_TEES) break;
-    // Never two copies of one event to one destination (spec 14.1).
+    // Never two copies of one event to one destination.
     if (used.has(r.destination)) continue;
     used.add(r.destination);
     copies.push({ route: r.name, destination: r.destination, tee: true, window: windowFor(config, source, r.name, opts.pluginSpan) });

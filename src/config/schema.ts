@@ -1,6 +1,6 @@
-// The config table of spec 15: every key, its type, default and meaning. The loader, the
+// The config table: every key, its type, default and meaning. The loader, the
 // starter config written by `hookspool init` and docs/config.md are all made from this table,
-// so the three cannot drift (STYLE.md rule 11).
+// so the three cannot drift.
 
 export type FieldType =
   | { kind: "string"; choices?: readonly string[] }
@@ -201,7 +201,7 @@ export const CONFIG_FIELDS: Fields = {
         parallel: int("deliveries in flight at once, overall", 4, 1),
         poll_s: num("tick interval", 1.0),
         heartbeat_s: num("heartbeat and clock-guard interval", 10),
-        // At least the 5 s the worker keeps between its deadline and the lease end (spec 6.2).
+        // At least the 5 s the worker keeps between its deadline and the lease end.
         lease_grace_s: num("lease = timeout_s + this; at least 5 (the worker stops 5 s before its lease ends)", 60, 5),
         max_attempts: int("counted (batch-class) attempts before a batch is dead", 64, 1),
         backoff_base_s: num("first backoff step", 15),

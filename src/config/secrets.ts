@@ -1,4 +1,4 @@
-// Secret references (spec 10): resolved at use time, never cached, never logged, never stored.
+// Secret references: resolved at use time, never cached, never logged, never stored.
 import { readFileSync } from "node:fs";
 import { HookspoolError } from "../errors.ts";
 import type { SecretRef } from "./types.ts";

@@ -1,6 +1,6 @@
-// Loading the source plugins named by config (a template table or a TypeScript module, spec
-// 14.1), and where an event of a source goes: the one routing rule the intake, `hookspool
-// enqueue`, script emits and a quarantine replay all share.
+// Loading the source plugins named by config (a template table or a TypeScript module), and
+// where an event of a source goes: the one routing rule the intake, `hookspool enqueue`, script
+// emits and a quarantine replay all share.
 import { existsSync } from "node:fs";
 import { isAbsolute, resolve } from "node:path";
 import { pathToFileURL } from "node:url";
@@ -79,8 +79,8 @@ function isPlugin(x: unknown): x is SourcePlugin {
   return typeof x === "object" && x !== null && typeof p.verify === "function" && typeof p.key === "function" && Array.isArray(p.authHeaders);
 }
 
-async function importModule(spec: string, configDir: string): Promise<unknown> {
-  const path = isAbsolute(spec) ? spec : resolve(configDir, spec);
+async function importModule(modulePath: string, configDir: string): Promise<unknown> {
+  const path = isAbsolute(modulePath) ? modulePath : resolve(configDir, modulePath);
   if (!existsSync(path)) throw new Error(`no file at ${path}`);
   const mod = (await import(pathToFileURL(path).href)) as Record<string, unknown>;
   return mod.default ?? mod;

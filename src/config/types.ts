@@ -1,8 +1,8 @@
-// The typed shape of a loaded config.toml (spec 15). Keys keep the spec's snake_case.
+// The typed shape of a loaded config.toml. Keys keep the file's snake_case.
 
 export type SecretRef = { file: string } | { env: string } | { env_file: string; key: string };
 
-/** The four window fields a batch is opened with (spec 5). */
+/** The four window fields a batch is opened with. */
 export interface Window {
   quiet_s: number;
   max_s: number;
@@ -114,7 +114,7 @@ export interface ConfigProblem {
   hint?: string;
 }
 
-/** Where things live, after the precedence rule of spec 15: flag -> env -> config -> default. */
+/** Where things live, after the precedence rule: flag -> env -> config -> default. */
 export interface Paths {
   home: string;
   /** The config file, or null when none exists at the default place. */

@@ -1,5 +1,5 @@
 // Load-time consistency rules: what would make a config unusable is an error, the rest warnings
-// (hookspool check escalates every warning, spec 15).
+// (hookspool check escalates every warning).
 import { destinationProblem, QUARANTINE } from "./destinations.ts";
 import type { Problems } from "./parse.ts";
 import { quoteKey } from "./parse.ts";
@@ -38,7 +38,10 @@ function validateSources(config: Config, p: Problems): void {
   }
 }
 
-/** Spec 5's quiet_s > max_s warning. max_s = 0 is no exception: such a batch is ready as soon as it opens. */
+/**
+ * The quiet_s > max_s warning: max_s seals such a batch before it can go quiet. max_s = 0 is no
+ * exception: such a batch is ready as soon as it opens.
+ */
 function windowWarnings(config: Config, w: { quiet_s?: number; max_s?: number; span?: string }, key: string, p: Problems): void {
   const span = w.span && Object.hasOwn(config.spans, w.span) ? config.spans[w.span] : undefined;
   const quiet = w.quiet_s ?? span?.quiet_s ?? config.coalesce.quiet_s;
@@ -62,7 +65,7 @@ function validateRoutes(config: Config, p: Problems): void {
       const why = destinationProblem(config, route.destination);
       if (why) p.warn(`${key}.destination`, `destination "${route.destination}": ${why}`);
     }
-    // The route inherits the rest from its source (spec 5); a route that sets neither field has
+    // The route inherits the rest from its source; a route that sets neither field has
     // its source's window, which the source's own check reports.
     if (route.quiet_s !== undefined || route.max_s !== undefined) {
       const src = Object.hasOwn(config.sources, route.source) ? config.sources[route.source] : undefined;

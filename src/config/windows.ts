@@ -1,4 +1,4 @@
-// Per-field window inheritance (spec 5): route -> source -> span preset -> [coalesce].
+// Per-field window inheritance: route -> source -> span preset -> [coalesce].
 import type { Config, PartialWindow, Window } from "./types.ts";
 
 const FIELDS = ["quiet_s", "max_s", "max_events", "max_bytes"] as const;

@@ -1,7 +1,7 @@
-// Reading a script's stdout for emit lines (spec 6.6, 14.2 Round-1 notes). A line that opens
-// as {"enqueue" is an emit and must be valid UTF-8 and JSON, or the attempt fails as bad emit;
-// every other line is the script's own output and is ignored. Field rules (source, key, ...)
-// are the intake's, applied by the dispatcher when it enqueues.
+// Reading a script's stdout for emit lines. A line that opens as {"enqueue" is an emit and must
+// be valid UTF-8 and JSON, or the attempt fails as bad emit; every other line is the script's
+// own output and is ignored. Field rules (source, key, ...) are the intake's, applied by the
+// dispatcher when it enqueues.
 import type { EmitRequest } from "../delivery.ts";
 
 // Any spacing, and double, single or no quotes around the name: a script that meant to emit

@@ -1,4 +1,4 @@
-// The hermes destination (spec 14.2): POST the document (or each event, with unwrap) to the Hermes
+// The hermes destination: POST the document (or each event, with unwrap) to the Hermes
 // Agent gateway's webhook route, signed with the route's secret from the gateway's own
 // subscriptions file, read fresh on every attempt so a rotation needs no restart.
 import { destinationDefaults } from "../config/schema.ts";
@@ -39,7 +39,7 @@ export interface HermesDestinationOptions {
 export interface HermesRoute {
   secret: string;
   profile: string | null;
-  /** The gateway's own filter and coalescing (spec 5: must be off unless unwrap). */
+  /** The gateway's own filter and coalescing: both must be off unless unwrap. */
   events: unknown;
   coalesce: unknown;
 }
@@ -81,14 +81,17 @@ export function readRoute(path: string, route: string): HermesRoute | Outcome {
   return { secret: e.secret, profile: (e.profile as string | null | undefined) ?? null, events: e.events, coalesce: e.coalesce };
 }
 
-/** Whether a route's events filter or coalesce option is on (spec 5). */
+/** Whether a route's events filter or coalesce option is on. */
 function isSet(v: unknown): boolean {
   if (v === undefined || v === null || v === false || v === 0 || v === "") return false;
   if (Array.isArray(v)) return v.length > 0;
   return true;
 }
 
-/** The outcome of a gateway answer (issue 4's Hermes facts, spec 14.2 hermes bullet). */
+/**
+ * The outcome of a gateway answer: a 2xx by its JSON status, 401/403/404 as config with the
+ * gateway's reason, anything else as for http except that a 3xx is config.
+ */
 export function hermesOutcome(a: Received, unwrapped: boolean, now: number): Outcome {
   const line = statusLine(a.status);
   if (a.status >= 200 && a.status < 300) {
@@ -96,7 +99,7 @@ export function hermesOutcome(a: Received, unwrapped: boolean, now: number): Out
     if (status !== null && OK_STATUSES.has(status)) return outcome({ kind: "ok", reason: `hermes ${status}`, status: a.status, detail: `${line}; ${status}` });
     if (status !== null && NOTICE_STATUSES.has(status)) {
       // The gateway's own filter or coalescing swallowed the document: fine for original events
-      // (unwrap), worth an issue otherwise, since spec 5 wants both off for routes we feed.
+      // (unwrap), worth an issue otherwise, since both must be off for routes we feed.
       return outcome({ kind: "ok", reason: `hermes ${status}`, status: a.status, detail: `${line}; ${status}`, notice: unwrapped ? null : `hermes ${status}` });
     }
     return outcome({ kind: "ok", reason: `http ${a.status}`, status: a.status, detail: `${line}; no known hermes status` });
@@ -135,7 +138,7 @@ export class HermesDestination implements Destination {
     this.maxBodyBytes = opts.maxBodyBytes ?? d.max_body_bytes;
     this.maxInflight = opts.maxInflight ?? d.max_inflight;
     this.unwrap = opts.unwrap ?? false;
-    // Spec 6.4: per attempt, because Hermes' duplicate only proves admission; per event with unwrap.
+    // Idempotency per attempt, because Hermes' duplicate only proves admission; per event with unwrap.
     this.idempotency = this.unwrap ? "per-event" : "per-attempt";
     this.env = opts.env ?? process.env;
   }
@@ -158,7 +161,7 @@ export class HermesDestination implements Destination {
   }
 
   async deliver(body: string, ctx: DeliveryContext): Promise<Outcome> {
-    // Secret and profile are read fresh on every attempt (spec 14.2): rotation without restart.
+    // Secret and profile are read fresh on every attempt: rotation without restart.
     const route = readRoute(this.subscriptionsPath, this.opts.route);
     if ("kind" in route) return route;
     const checked = checkWhsec(route.secret);
@@ -209,7 +212,7 @@ export class HermesDestination implements Destination {
     else {
       const bad = checkWhsec(route.secret);
       if (bad) problems.push(`route "${this.opts.route}": ${bad.detail}`);
-      // Spec 5: the gateway's filter and coalescing would hide or merge our documents; an unwrap
+      // The gateway's filter and coalescing would hide or merge our documents; an unwrap
       // destination sends original events, which is what both were written for.
       if (!this.unwrap) {
         if (isSet(route.events)) problems.push(`route "${this.opts.route}" sets events in ${this.subscriptionsPath}; turn it off for a route hookspool feeds (or set unwrap = true)`);

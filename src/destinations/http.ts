@@ -1,5 +1,5 @@
-// The http destination (spec 14.2): POST the document, or each event with unwrap, to any URL
-// with the Standard Webhooks headers of spec 6.4; https unless allow_insecure, TLS verified,
+// The http destination: POST the document, or each event with unwrap, to any URL with the
+// Standard Webhooks headers (docs/receiving.md); https unless allow_insecure, TLS verified,
 // redirects never followed, one total deadline per attempt.
 import { destinationDefaults } from "../config/schema.ts";
 import type { Env } from "../config/secrets.ts";
@@ -15,7 +15,7 @@ export interface HttpDestinationOptions {
   name: string;
   url: string;
   secret?: SecretRef;
-  /** Earlier secrets still signed during a rotation (spec 6.4), after the current one. */
+  /** Earlier secrets still signed during a rotation, after the current one. */
   secretPrevious?: SecretRef[];
   /** Deliver without webhook-signature when there is no secret (an explicit choice; else config). */
   unsigned?: boolean;
@@ -30,7 +30,7 @@ export interface HttpDestinationOptions {
   eventHeader?: string;
   /** Unwrap: header carrying each event's dedup id. */
   dedupHeader?: string;
-  /** The dispatcher's instance id, for per-event ids (spec 6.4.1). */
+  /** The dispatcher's instance id, for per-event ids. */
   instanceId: string;
   /** Where { env = ... } secret references are read. */
   env?: Env;
@@ -67,7 +67,7 @@ export class HttpDestination implements Destination {
     this.maxBodyBytes = opts.maxBodyBytes ?? d.max_body_bytes;
     this.maxInflight = opts.maxInflight ?? d.max_inflight;
     this.unwrap = opts.unwrap ?? false;
-    // Spec 6.4: per batch, identical on every attempt; per event with unwrap.
+    // Idempotency per batch, identical on every attempt; per event with unwrap.
     this.idempotency = this.unwrap ? "per-event" : "per-batch";
     this.env = opts.env ?? process.env;
   }
@@ -79,11 +79,11 @@ export class HttpDestination implements Destination {
 
   async deliver(body: string, ctx: DeliveryContext): Promise<Outcome> {
     const bad = urlProblem(this.opts.url, this.opts.allowInsecure ?? false);
-    // No request at all: an insecure or broken URL is the operator's to fix (spec 10).
+    // No request at all: an insecure or broken URL is the operator's to fix.
     if (bad) return outcome({ kind: "retry", klass: "config", reason: bad.startsWith("https") ? "https required" : "bad url", detail: bad });
     // Every delivery is signed unless the operator said otherwise: a missing secret is theirs to fix.
     if (!this.opts.secret && !this.opts.unsigned) return outcome({ kind: "retry", klass: "config", reason: "no signing secret", detail: "no secret to sign the delivery with (set secret, or unsigned = true)" });
-    // Read fresh on every attempt (spec 10), so a rotated file is picked up without a restart.
+    // Read fresh on every attempt, never cached, so a rotated file is picked up without a restart.
     const secrets = readSecrets(this.secretRefs(), this.env);
     if (!Array.isArray(secrets)) return secrets;
     return deliverBatch(body, ctx, {

@@ -35,9 +35,9 @@ async function readCapped(res: Response, cap: number): Promise<string> {
 }
 
 /**
- * POST body to url. Redirects are never followed (spec 10); TLS is always verified; the
- * deadline covers DNS, connect, the headers and reading the answer. Returns the answer, or an
- * outcome when there was none (transport, or config for a rejected certificate).
+ * POST body to url. Redirects are never followed; TLS is always verified; the deadline covers
+ * DNS, connect, the headers and reading the answer. Returns the answer, or an outcome when
+ * there was none (transport, or config for a rejected certificate).
  */
 export async function post(url: string, headers: Headers, body: Uint8Array, deadline: Deadline): Promise<Received | Outcome> {
   if (deadline.expired) return deadline.outcome();

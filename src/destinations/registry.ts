@@ -1,6 +1,6 @@
-// Destination names to instances (spec 14.2): hermes:<route> and script:<name> are implicit
-// destinations, [destinations.<name>] tables define http ones and override defaults for the
-// implicit ones; quarantine never delivers.
+// Destination names to instances: hermes:<route> and script:<name> are implicit destinations,
+// [destinations.<name>] tables define http ones and override defaults for the implicit ones;
+// quarantine never delivers.
 import type { Clock } from "../clock.ts";
 import { destinationSettings } from "../config/destinations.ts";
 import type { Env } from "../config/secrets.ts";
@@ -15,7 +15,7 @@ export interface RegistryOptions {
   env: Env;
   /** Accepted for symmetry with the dispatcher; deliveries use ctx.clock. */
   clock: Clock;
-  /** The spool's instance id (per-event ids, spec 6.4.1). */
+  /** The spool's instance id (for per-event ids with unwrap). */
   instanceId: string;
 }
 

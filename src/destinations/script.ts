@@ -1,6 +1,6 @@
-// The script destination (spec 6.6, 10, 14.2 and its Round-1 notes): argv with the document on
-// stdin, a minimal environment, its own session so a timeout kills the whole process group,
-// stdout capped at 1 MiB and read for {"enqueue": {...}} emit lines.
+// The script destination: argv with the document on stdin, a minimal environment, its own
+// session so a timeout kills the whole process group, stdout capped at 1 MiB and read for
+// {"enqueue": {...}} emit lines.
 import { destinationDefaults } from "../config/schema.ts";
 import { accessSync, constants, mkdirSync, readFileSync, statSync } from "node:fs";
 import { resolve } from "node:path";
@@ -14,7 +14,7 @@ export interface ScriptDestinationOptions {
   name: string;
   /** The command and its arguments; run directly, never through a shell. */
   argv?: string[];
-  /** A bobbin instance whose processor runs instead of argv (spec 14.3.3); not in this build. */
+  /** A bobbin instance whose processor runs instead of argv; not in this build. */
   processor?: string;
   cwd?: string;
   /** KEY=VALUE file merged into the environment, read at every attempt. */
@@ -26,13 +26,13 @@ export interface ScriptDestinationOptions {
   timeoutS?: number;
   maxBodyBytes?: number;
   maxInflight?: number;
-  /** The dispatcher's environment: only PATH, HOME and LANG pass to the script (spec 10). */
+  /** The dispatcher's environment: only PATH, HOME and LANG pass to the script. */
   parentEnv?: Env;
 }
 
 /** Stdout beyond this fails the attempt; it is never truncated (a lost tail loses emits). */
 export const STDOUT_CAP = 1024 * 1024;
-/** Spec 6.6: a processor's Permanent. */
+/** The exit that makes the batch dead at once (a processor's Permanent); others are retried. */
 export const EXIT_PERMANENT = 65;
 
 const INHERITED = ["PATH", "HOME", "LANG"] as const;
@@ -75,7 +75,7 @@ export class ScriptDestination implements Destination {
   readonly timeoutS: number;
   readonly maxBodyBytes: number;
   readonly maxInflight: number;
-  /** Spec 6.4: per batch, so HOOKSPOOL_BATCH_ID can key a journal across attempts (spec 6.6). */
+  /** Per batch, so HOOKSPOOL_BATCH_ID can key a script's journal across attempts. */
   readonly idempotency: Idempotency = "per-batch";
   readonly unwrap = false;
   private readonly parentEnv: Env;
@@ -95,8 +95,8 @@ export class ScriptDestination implements Destination {
   }
 
   /**
-   * The child's whole environment (spec 10, Round-1 notes): PATH, HOME and LANG from ours, the
-   * env file, the env table, then the HOOKSPOOL_* variables; nothing else of the dispatcher's.
+   * The child's whole environment: PATH, HOME and LANG from ours, the env file, the env table,
+   * then the HOOKSPOOL_* variables; nothing else of the dispatcher's.
    */
   private environment(ctx: DeliveryContext): { env: Record<string, string> } | { failed: Outcome } {
     const env: Record<string, string> = {};
@@ -131,7 +131,7 @@ export class ScriptDestination implements Destination {
   }
 
   async deliver(body: string, ctx: DeliveryContext): Promise<Outcome> {
-    // The bobbins issue builds processors; until then such a destination waits as config.
+    // This build has no bobbin processors yet; until it does, such a destination waits as config.
     if (this.opts.processor !== undefined) return configOutcome("bobbin processors are not in this build yet", "bobbin processors are not in this build yet");
     const argv = this.opts.argv ?? [];
     if (argv.length === 0) return configOutcome("script has no argv", "the script destination has no argv");
@@ -181,7 +181,10 @@ export class ScriptDestination implements Destination {
     }
   }
 
-  /** Spec 6.5 rows for a finished script. */
+  /**
+   * A finished script's outcome: exit 0 is ok, EXIT_PERMANENT dead; any other exit, a kill,
+   * stdout over the cap or a bad emit is a batch retry.
+   */
   private result(code: number | null, signal: unknown, out: { bytes: Uint8Array; size: number }, stderrSize: number): Outcome {
     const sizes = `stdout ${out.size} bytes, stderr ${stderrSize} bytes`;
     const batch = (reason: string, extra: Partial<Outcome> = {}) => outcome({ kind: "retry", klass: "batch", reason, status: code, detail: `${reason}; ${sizes}`, ...extra });

@@ -1,5 +1,6 @@
-// The outbound headers of spec 6.4 (Standard Webhooks, X-Hub-Signature-256, X-Hookspool-*),
-// and reading the signing secrets for one attempt. Every HMAC goes through src/plugin/verify.ts.
+// The outbound headers (Standard Webhooks, X-Hub-Signature-256, X-Hookspool-*; described in
+// docs/receiving.md), and reading the signing secrets for one attempt. Every HMAC goes through
+// src/plugin/verify.ts.
 import { resolveSecret, type Env } from "../config/secrets.ts";
 import type { SecretRef } from "../config/types.ts";
 import { isHookspoolError } from "../errors.ts";
@@ -33,7 +34,7 @@ export function validHeaderName(name: string): boolean {
   return /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(name);
 }
 
-/** A value that can go on the wire: no CR, LF or NUL, Latin-1 only (spec 6.4.1: else left out). */
+/** A value that can go on the wire: no CR, LF or NUL, Latin-1 only (else the header is left out). */
 export function wireSafe(value: string): boolean {
   return !/[\r\n\u0000]/.test(value) && /^[\u0000-\u00ff]*$/.test(value);
 }
@@ -45,7 +46,7 @@ export interface HeaderInput {
   timestamp: number;
   /** The exact bytes that are sent. */
   body: Uint8Array;
-  /** Standard Webhooks secrets, current first (spec 6.4 rotation); empty sends no signature. */
+  /** Standard Webhooks secrets, current first (each signs during a rotation); empty: no signature. */
   secrets: readonly string[];
   /** The X-Hub-Signature-256 key (raw UTF-8 of the current secret), or null to leave it out. */
   hubSecret: string | null;
@@ -95,9 +96,9 @@ export function secretProblem(reason: string, detail: string): Outcome {
 }
 
 /**
- * Read signing secrets now (spec 10: at use time, never cached), current first. An unreadable
- * secret, or a whsec_ one that is not base64, is a config outcome rather than a throw: the
- * batch waits for the operator's fix instead of failing the worker.
+ * Read signing secrets now (at use time, never cached), current first. An unreadable secret,
+ * or a whsec_ one that is not base64, is a config outcome rather than a throw: the batch waits
+ * for the operator's fix instead of failing the worker.
  */
 export function readSecrets(refs: readonly SecretRef[], env: Env): string[] | Outcome {
   const out: string[] = [];
@@ -126,7 +127,7 @@ export function secretProblems(refs: readonly SecretRef[], env: Env): string[] {
   return problems;
 }
 
-/** check() rule for hermes and http (spec 6.4.1): event_header / dedup_header must be usable names. */
+/** check() rule for hermes and http: event_header / dedup_header must be usable names. */
 export function namedHeaderProblems(named: Record<string, string | null | undefined>): string[] {
   const problems: string[] = [];
   for (const [key, name] of Object.entries(named)) {

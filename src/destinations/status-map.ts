@@ -1,10 +1,10 @@
-// How an HTTP answer or a failed request becomes an Outcome, shared by hermes and http (spec 6.5
-// table, 14.2 status-mapping bullet). Reasons are fixed short phrases and details hold only a
-// status, a standard reason phrase and an error code: never a URL, a header value, a response
-// body (a receiver may echo our payload) or a secret.
+// How an HTTP answer or a failed request becomes an Outcome, shared by hermes and http (the
+// table in docs/receiving.md). Reasons are fixed short phrases and details hold only a status,
+// a standard reason phrase and an error code: never a URL, a header value, a response body (a
+// receiver may echo our payload) or a secret.
 import { outcome, type Outcome } from "../delivery.ts";
 
-/** hermes maps a 3xx to config (its base URL is wrong), http to permanent (spec 14.2). */
+/** hermes maps a 3xx to config (its base URL is wrong), http to permanent. */
 export type Flavor = "http" | "hermes";
 
 // Standard phrases only: the receiver's own status text could carry anything, so it is never used.
@@ -65,13 +65,13 @@ export function parseRetryAfter(value: string | null, now: number): number | nul
   return seconds > 0 ? seconds : null;
 }
 
-/** The outcome of a received status (spec 6.5 table); hermes adds its own reasons on top. */
+/** The outcome of a received status; hermes adds its own reasons on top. */
 export function outcomeForStatus(status: number, retryAfter: string | null, flavor: Flavor, now: number): Outcome {
   const reason = `http ${status}`;
   const line = statusLine(status);
   if (status >= 200 && status < 300) return outcome({ kind: "ok", reason, status, detail: line });
   if (status >= 300 && status < 400) {
-    // Spec 10: redirects are never followed. On http the receiver moved (permanent, per Standard
+    // Redirects are never followed. On http the receiver moved (permanent, per Standard
     // Webhooks); on hermes it is our base_url that is wrong, which a config change fixes.
     const klass = flavor === "http" ? "permanent" : "config";
     return outcome({ kind: klass === "permanent" ? "dead" : "retry", klass, reason, status, detail: `${line}; redirect not followed` });
@@ -87,7 +87,7 @@ export function outcomeForStatus(status: number, retryAfter: string | null, flav
   }
   if (status >= 400 && status < 500) {
     // 401/403/404/405/410 and every 4xx the table does not name (409, 418, ...): a person must
-    // look, and the batch must never be dropped for it (spec 14.2).
+    // look, and the batch must never be dropped for it.
     return outcome({ kind: "retry", klass: "config", reason, status, detail: line });
   }
   if (status === 503) {
@@ -108,7 +108,7 @@ function errorCode(e: unknown): string {
   return raw.replace(/[^A-Za-z0-9_]/g, "").slice(0, 48) || "error";
 }
 
-/** The outcome of a request that got no answer: refused, reset, DNS, TLS (spec 6.5, 14.2). */
+/** The outcome of a request that got no answer: refused, reset, DNS, TLS. */
 export function outcomeForError(e: unknown): Outcome {
   const code = errorCode(e);
   const transport = (reason: string) => outcome({ kind: "retry", klass: "transport", reason, detail: `${reason} (${code})` });

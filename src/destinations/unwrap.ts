@@ -15,7 +15,7 @@ export interface EventRequest {
 
 export interface UnwrapOptions {
   instanceId: string;
-  /** Applies to each event's body, not to the document (spec 6.4.1). */
+  /** Applies to each event's body, not to the document. */
   maxBodyBytes: number;
   /** Send one event; its outcome is the one a document would get for the same answer. */
   send(req: EventRequest): Promise<Outcome>;

@@ -1,4 +1,4 @@
-// Alerts (spec 11.4): each open issue alerts once, again only after a reopen; at most one per
+// Alerts: each open issue alerts once, again only after a reopen; at most one per
 // rate_limit_s per kind; alerts.argv runs with the text as its last argument, off the main loop,
 // and alerted_at is set only when it exits 0, so an alert is not lost while the sender is down.
 import type { Config } from "../config/types.ts";

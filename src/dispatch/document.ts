@@ -1,5 +1,5 @@
-// The batch document (spec 6.4), identical for Hermes, scripts and HTTP. Payloads are spliced
-// in as stored, byte for byte, so the document never re-encodes a sender's numbers.
+// The batch document (docs/receiving.md), identical for Hermes, scripts and HTTP. Payloads are
+// spliced in as stored, byte for byte, so the document never re-encodes a sender's numbers.
 import type { StoredEvent } from "../delivery.ts";
 import { type ContentEvent, eventMeta } from "../store/content.ts";
 import { type BatchRow } from "../store/batches.ts";

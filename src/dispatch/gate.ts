@@ -1,5 +1,6 @@
-// The destination gate (spec 6.3): paused or open claim nothing, half_open one rotating probe,
-// closed up to max_inflight; a Retry-After deadline delays claiming without changing state.
+// The destination gate (docs/state-machines.md): paused or open claim nothing, half_open one
+// rotating probe, closed up to max_inflight; a Retry-After deadline delays claiming without
+// changing state.
 import type { Spool } from "../store/db.ts";
 import { destinationState, halfOpenIfCooled } from "../store/destinations.ts";
 
@@ -29,14 +30,14 @@ export function gate(spool: Spool, name: string, now: number, inflight: number, 
     d = destinationState(spool, name);
   }
   if (d.state === "half_open") {
-    // spec 4.2: exactly one probe; nothing else while probe_until > now
+    // Half open: exactly one probe; nothing else while probe_until > now
     if ((d.probe_until !== null && d.probe_until > now) || inflight > 0) return { ...CLOSED_GATE, halfOpened };
     return { slots: 1, probe: true, lastProbeBatchId: d.last_probe_batch_id, halfOpened };
   }
   return { slots: Math.max(0, maxInflight - inflight), probe: false, lastProbeBatchId: null };
 }
 
-/** The probe: the oldest due batch that is not the last probe's, else the only one (spec 4.2). */
+/** The probe: the oldest due batch that is not the last probe's, else the only one. */
 export function pickProbe<T extends { id: number }>(due: T[], lastProbeBatchId: number | null): T | undefined {
   return due.find((b) => b.id !== lastProbeBatchId) ?? due[0];
 }

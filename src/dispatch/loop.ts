@@ -1,6 +1,6 @@
-// The dispatcher (spec 2, 6): one event loop that ticks every poll_s: reload, now_eff, seal, recover
-// expired leases, gate each destination, claim FIFO heads and start deliveries; workers apply
-// outcomes through fenced marks. start() and stop() are both safe to call twice.
+// The dispatcher: one event loop that ticks every poll_s: reload, now_eff, seal, recover expired
+// leases, gate each destination, claim FIFO heads and start deliveries; workers apply outcomes
+// through fenced marks. start() and stop() are both safe to call twice.
 import { hostname } from "node:os";
 import { dirname } from "node:path";
 import type { Clock, Rng } from "../clock.ts";
@@ -27,7 +27,7 @@ import { buildDocument } from "./document.ts";
 import { resolveEmit } from "./emits.ts";
 import { gate, pickProbe } from "./gate.ts";
 
-/** A worker aborts this long before its lease ends, so a live owner never loses it (spec 6.2). */
+/** A worker aborts this long before its lease ends, so a live owner never loses it. */
 export const DEADLINE_MARGIN_S = 5;
 
 export type DestinationFactory = (config: Config, name: string) => Destination | null;
@@ -65,7 +65,7 @@ export class Dispatcher implements Service {
   private readonly host: string;
   private readonly pid: number;
   private readonly inflight = new Map<string, number>();
-  /** lease_owner values of live workers: the tick never recovers these (spec 6.2). */
+  /** lease_owner values of live workers: the tick never recovers these. */
   private readonly live = new Set<string>();
   private readonly workers = new Set<Promise<void>>();
   /** Each live worker's deadline: a clock jump past it ends the attempt at once. */
@@ -130,8 +130,8 @@ export class Dispatcher implements Service {
   }
 
   /**
-   * Startup (spec 6.2): every leased row belongs to a dead process, since this one holds the
-   * flock; they go back to retry, due now, uncounted. Then tick every poll_s.
+   * Startup: every leased row belongs to a dead process, since this one holds the flock; they
+   * go back to retry, due now, uncounted. Then tick every poll_s.
    */
   /** Whether it ticks (started and not stopped). */
   get active(): boolean {
@@ -209,7 +209,7 @@ export class Dispatcher implements Service {
     await this.reloadIfChanged();
     if (this.sources === null) this.sources = await this.loadSources(this.config);
     const now = effectiveNow(spool);
-    // Sealing is a property of the batch, not of the destination: before any gate (spec 5).
+    // Sealing is a property of the batch, not of the destination: before any gate.
     sealReady(spool, now);
     recoverLeases(spool, { now, all: false, live: this.live });
     // A worker's timer runs in real time; when the clock jumps forward its deadline may already
@@ -314,7 +314,7 @@ export class Dispatcher implements Service {
         deadline.dispose();
         this.deadlines.delete(claim.owner);
       }
-      // Issue 6: the receiver accepted it and the mark has not been written yet.
+      // Crash point: the receiver accepted it and the mark has not been written yet.
       if (o.kind === "ok") testHook("deliver.after_response");
       if (o.kind === "ok" && o.emits.length) {
         try {

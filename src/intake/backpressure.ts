@@ -1,8 +1,8 @@
-// Backpressure (spec 9): refuse with 503 what the spool could not keep.
+// Backpressure: refuse with 503 what the spool could not keep.
 import type { Clock } from "../clock.ts";
 import { diskFreeBytes } from "../obs/disk.ts";
 
-/** statvfs is cached this long (spec 9). */
+/** statvfs is cached this long. */
 const DISK_CACHE_S = 5;
 
 export class Backpressure {
@@ -63,7 +63,7 @@ export class Backpressure {
   }
 }
 
-/** How a failed spool write maps to the spec 9 table: busy (SQLITE_BUSY) or full (SQLITE_FULL, ENOSPC). */
+/** Which 503 a failed spool write earns: busy (SQLITE_BUSY) or full (SQLITE_FULL, ENOSPC). */
 export function spoolFailure(e: unknown): "busy" | "spool_full" | null {
   const code = (e as { code?: string } | null)?.code ?? "";
   if (code === "SQLITE_BUSY" || code === "SQLITE_LOCKED" || code.startsWith("SQLITE_BUSY_")) return "busy";

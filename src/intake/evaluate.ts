@@ -40,7 +40,7 @@ export interface Classified {
  */
 export async function evaluate(config: Config, src: IntakeSource, req: HookRequest): Promise<Evaluation> {
   const { plugin } = src;
-  // A constant, secret-free handshake (Trello's HEAD) may answer before verify (spec 10).
+  // A constant, secret-free handshake (Trello's HEAD) may answer before verify.
   if (plugin.challengeUnauthenticated && plugin.challenge) {
     try {
       const r = await plugin.challenge(req, NO_SECRETS);

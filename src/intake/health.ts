@@ -1,4 +1,4 @@
-// GET /healthz (spec 11.1): the status document; 503 while the spool is unwritable or a hard
+// GET /healthz: the status document; 503 while the spool is unwritable or a hard
 // limit is active, 200 with `degraded` for soft problems.
 import type { Clock } from "../clock.ts";
 import type { IntakeSource } from "../config/sources.ts";

@@ -1,4 +1,4 @@
-// The intake's counters (spec 11.2): per process, in memory, reset on restart (rate() copes).
+// The intake's counters: per process, in memory, reset on restart (rate() copes).
 import { faultCounts } from "../obs/faults.ts";
 
 export type RejectReason = "unverified" | "too_large" | "chunked" | "spool_full" | "busy" | "ignored" | "verify_error";

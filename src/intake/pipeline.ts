@@ -1,4 +1,4 @@
-// One webhook request, in the order of spec 9: body cap -> verify -> challenge -> ignore ->
+// One webhook request, in this order: body cap -> verify -> challenge -> ignore ->
 // payload -> key, dedup id, event type, attrs -> route resolution -> one enqueue transaction
 // -> response, sent only after COMMIT returned. A plugin error after verify quarantines.
 import type { Clock } from "../clock.ts";
@@ -58,7 +58,7 @@ export async function handleHook(d: PipelineDeps, input: HookInput): Promise<Rep
     return answer;
   };
 
-  // 1. body cap, before any plugin code runs (spec 9, 10)
+  // 1. body cap, before any plugin code runs
   let body: Uint8Array = new Uint8Array();
   if (input.method === "POST") {
     if ((get("transfer-encoding") ?? "").toLowerCase().includes("chunked")) return reject("chunked", LENGTH_REQUIRED());
@@ -126,7 +126,7 @@ export async function handleHook(d: PipelineDeps, input: HookInput): Promise<Rep
   return statusReply("duplicate", 200);
 }
 
-/** Keep a verified request our code could not classify: 202 quarantined, never a 5xx (spec 9). */
+/** Keep a verified request our code could not classify: 202 quarantined, never a 5xx. */
 function quarantined(d: PipelineDeps, src: IntakeSource, req: HookRequest, url: string, headers: [string, string][], e: unknown): Reply {
   const reason = quarantineReason(e);
   const allowed = new Set(src.quarantineHeaders);

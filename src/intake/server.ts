@@ -44,7 +44,7 @@ async function readCapped(req: globalThis.Request, cap: number): Promise<Uint8Ar
     const { done, value } = await reader.read();
     if (done) break;
     total += value.length;
-    // The hard read cap: Content-Length can lie, the bytes cannot (spec 9).
+    // The hard read cap: Content-Length can lie, the bytes cannot.
     if (total > cap) {
       await reader.cancel().catch(() => {});
       return "too_large";
@@ -118,7 +118,7 @@ export class Intake implements Service {
       this.spool = openSpool(loaded.paths.db, { create: false, busyTimeoutS: this.config.intake.busy_timeout_s, clock });
       this.ownSpool = true;
     }
-    // The intake never migrates (spec 17): an older schema is exit 2, "run hookspool migrate".
+    // The intake never migrates: an older schema is exit 2, "run hookspool migrate".
     requireCurrentSchema(this.spool);
     this.sources = await loadSources(this.config, { configDir: dirname(loaded.paths.config ?? loaded.paths.home), env: this.opts.env, file: loaded.paths.config ?? "config.toml" });
     this.backpressure = new Backpressure(loaded.paths.db, this.config.limits.min_free_bytes, clock, this.opts.diskFree);
@@ -165,7 +165,7 @@ export class Intake implements Service {
           try {
             instance = decodeURIComponent(m[1]);
           } catch {
-            // A malformed escape names no source: 404, never a 5xx (spec 9).
+            // A malformed escape names no source: 404, never a 5xx.
             return new Response("", { status: 404 });
           }
         } else instance = req.headers.get("x-hookspool-route");

@@ -1,4 +1,4 @@
-// Free space and spool size on the state filesystem (spec 9 backpressure, spec 11.1).
+// Free space and spool size on the state filesystem (backpressure, spool limits, status).
 import { existsSync, statfsSync, statSync } from "node:fs";
 import { dirname } from "node:path";
 

@@ -1,4 +1,4 @@
-// GET /metrics and `hookspool metrics` (spec 11.2): Prometheus text, no dependency, nothing
+// GET /metrics and `hookspool metrics`: Prometheus text, no dependency, nothing
 // persisted for it. Dispatcher figures are computed from the tables at scrape time and exposed as
 // gauges over the retention window, since a counter computed from a pruned table would not be
 // monotonic; the intake's own counters are added by the intake.
@@ -35,7 +35,7 @@ export interface MetricsInputs {
   diskFree?: number | null;
 }
 
-/** The table-derived metrics (every gauge of spec 11.2). */
+/** The table-derived metrics, all gauges (the intake's counters are in intake/metrics.ts). */
 export function renderSpoolMetrics(spool: Spool, config: Config, dbPath: string, inp: MetricsInputs): string {
   const { now } = inp;
   const { doc } = buildStatus(spool, config, dbPath, { now, inflight: inp.inflight, diskFree: inp.diskFree, hard: [] });

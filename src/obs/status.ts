@@ -1,4 +1,4 @@
-// The status document shared by `hookspool status` and GET /healthz (spec 11.1).
+// The status document shared by `hookspool status` and GET /healthz.
 import { expectEvery, type IntakeSource } from "../config/sources.ts";
 import type { Config } from "../config/types.ts";
 import { schemaVersion, type Spool } from "../store/db.ts";
@@ -8,7 +8,7 @@ import { destinationNames, destinationRows } from "../store/destinations.ts";
 import { countBatches, leasedCounts, oldestPending, pollRows, type StateCounts } from "../store/stats.ts";
 import { diskFreeBytes, spoolBytes } from "./disk.ts";
 
-/** A dispatcher heartbeat older than this is reported as degraded (spec 11.1). */
+/** A dispatcher heartbeat older than this is reported as degraded. */
 export const HEARTBEAT_STALE_S = 30;
 
 export interface DestinationStatus {
@@ -50,7 +50,7 @@ export interface StatusDoc {
   oldest_pending_age_s: number | null;
   destinations: Record<string, DestinationStatus>;
   sources: Record<string, SourceStatus>;
-  /** Present when there are poll sources (spec 14.4). */
+  /** Present when there are poll sources. */
   polls?: Record<string, PollStatus>;
   issues_open: number;
   spool_bytes: number;
@@ -162,7 +162,7 @@ export function buildStatus(spool: Spool, config: Config, dbPath: string, inp: S
   // The intake passes its own backpressure reading in `hard`; the CLI checks the disk here.
   if (inp.hard === undefined && diskFree !== null && diskFree < config.limits.min_free_bytes) hard.push(`spool: disk free ${diskFree} below limits.min_free_bytes`);
   const lastEnqueue = getMetaNumber(spool, "last_enqueue_at");
-  // Writability is proven by the last enqueue or the intake's last probe write (spec 11.1).
+  // Writability is proven by the last enqueue or the intake's last probe write.
   const proven = inp.writableCheckedAt !== undefined ? inp.writableCheckedAt : Math.max(lastEnqueue ?? Number.NEGATIVE_INFINITY, getMetaNumber(spool, "write_probe_at") ?? Number.NEGATIVE_INFINITY);
   const writableAt = proven === null || proven === Number.NEGATIVE_INFINITY ? null : proven;
   const doc: StatusDoc = {

@@ -1,4 +1,4 @@
-// Dedup id helpers for sources (spec 7): by header, by field, or by body hash.
+// Dedup id helpers for sources: by header, by field, or by body hash.
 import { getText } from "./get-path.ts";
 import type { HookRequest } from "./types.ts";
 import { sha256Hex } from "./verify.ts";

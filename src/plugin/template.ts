@@ -1,4 +1,4 @@
-// The template source (spec 14.3.2a): a source described by settings instead of code, for any
+// The template source: a source described by settings instead of code, for any
 // service that sends a signed or tokened JSON POST.
 import { bodySha256 } from "./dedup.ts";
 import { getText } from "./get-path.ts";
@@ -193,7 +193,7 @@ export function templateSource(t: TemplateSettings): SourcePlugin {
     challengeUnauthenticated: t.head_handshake === true,
     verify: (req, secrets) => verify(req, secrets.get("secret")),
     // Trello checks a callback URL with a HEAD that carries no body and no signature; the
-    // answer is constant, so answering it before verify is no oracle (spec 10).
+    // answer is constant, so answering it before verify is no oracle.
     challenge: t.head_handshake ? (req) => (req.method === "HEAD" ? response(200) : null) : undefined,
     ignore: ignored.size
       ? (req) => {

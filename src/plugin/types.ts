@@ -1,5 +1,5 @@
-// The plugin API a source (and later a bobbin) is written against (spec 14.1). Config keys and
-// JSON documents keep the spec's snake_case; plugin fields are camelCase (DESIGN.md).
+// The plugin API a source (and later a bobbin) is written against. Config keys and JSON
+// documents stay snake_case; plugin fields are camelCase.
 import type { VerifyFailure } from "./verify.ts";
 
 export type { VerifyFailure };
@@ -43,13 +43,13 @@ export function response(status: number, body: string | Uint8Array = "", headers
   return { status, body, headers };
 }
 
-/** Secrets by name, resolved at access time and never cached (spec 10). */
+/** Secrets by name, resolved at access time and never cached. */
 export interface Secrets {
   get(name: string): string;
 }
 
 // ---------------------------------------------------------------------------------------------
-// Errors a plugin raises (STYLE.md rule 5: typed, matched with instanceof)
+// Errors a plugin raises (typed, so a caller matches them with instanceof)
 
 /**
  * Why a verified request from the sender could not be queued: the body is not JSON or not
@@ -92,7 +92,7 @@ export type Attrs = Record<string, string | number | boolean>;
 export type Verdict = boolean | VerifyFailure;
 
 /**
- * A source plugin: only verify, key and authHeaders are mandatory (spec 14.1). Everything
+ * A source plugin: only verify, key and authHeaders are mandatory. Everything
  * else (spooling, dedup, coalescing, retries) is shared and has no per-source variant.
  */
 export interface SourcePlugin {

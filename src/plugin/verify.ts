@@ -1,6 +1,6 @@
-// Signature, token and timestamp checks for sources, and signing for destinations (spec 10, 6.4).
-// The only module that computes an HMAC or compares a secret (DESIGN.md stack table): every
-// comparison goes through constantTimeEqual. A check answers false for anything a sender can
+// Signature, token and timestamp checks for sources, and signing for destinations. The only
+// module that computes an HMAC or compares a secret: every comparison goes through
+// constantTimeEqual. A check answers false for anything a sender can
 // get wrong (missing header, bad hex or base64, wrong prefix, stale time) and never throws for
 // it; nothing here logs, and no error message carries a secret.
 import { createHash, createHmac, randomBytes, timingSafeEqual } from "node:crypto";
@@ -58,7 +58,7 @@ function decode(s: string, encoding: Encoding): Uint8Array | null {
 }
 
 /**
- * The Standard Webhooks / Hermes key rule (spec 6.4): a secret starting with whsec_ is the
+ * The Standard Webhooks / Hermes key rule: a secret starting with whsec_ is the
  * base64 after the prefix, anything else is its raw UTF-8 bytes. Throws E_CONFIG for a whsec_
  * secret that is not base64 (a configuration mistake; the message never holds the secret).
  */
@@ -141,7 +141,7 @@ export function hmacPrefixedWhy(
 }
 
 // ---------------------------------------------------------------------------------------------
-// Timestamped schemes (spec 10: every one takes a tolerance, default 300 s, two-sided)
+// Timestamped schemes (every one takes a tolerance, default 300 s, two-sided)
 
 /**
  * abs(now - t) <= toleranceS: future-dated requests fail too. t is unix seconds (a decimal
@@ -280,7 +280,7 @@ export function standardWebhooksWhy(
   return ok ? null : "mismatch";
 }
 
-/** The "v1,<base64>" signature of spec 6.4 for one secret (emit one per secret on rotation). */
+/** The Standard Webhooks "v1,<base64>" signature for one secret (one per secret on rotation). */
 export function standardWebhooksSignature(secret: string, id: string, timestamp: number | string, body: Data): string {
   return `v1,${hmac(signingKey(secret), concat(`${id}.${timestamp}.`, body), { encoding: "base64" })}`;
 }

@@ -1,4 +1,4 @@
-// Attempt history questions the dispatcher asks (spec 4.2 poison rule, spec 6.5 bad emits).
+// Attempt history questions the dispatcher asks: the poison rule and a repeated bad emit.
 import type { Database } from "bun:sqlite";
 import { prepared, type Spool } from "./db.ts";
 
@@ -19,13 +19,13 @@ const SUCCESS_BETWEEN = `SELECT 1 FROM attempts
   WHERE destination = $destination AND batch_id <> $batch AND outcome = 'ok'
     AND finished_at >= $from AND finished_at < $to LIMIT 1`;
 
-/** A lease that merely expired says nothing about the batch (spec 4.2). */
+/** A lease that merely expired says nothing about the batch. */
 function leaseExpired(a: PastAttempt): boolean {
   return a.klass === null && a.error === "lease expired";
 }
 
 /**
- * The poison run of spec 4.2 that a transport failure finishing at `now` completes: the number
+ * The poison run that a transport failure finishing at `now` completes: the number
  * of strikes, each a transport failure of this batch after the destination accepted another
  * batch since this batch's previous failure. Five strikes (six failures in a row with the
  * destination delivering in between) make the batch poison. The attempt being recorded has
@@ -45,7 +45,7 @@ export function transportStrikesTx(db: Database, batchId: number, destination: s
   return strikes;
 }
 
-/** Whether this batch's previous attempt failed on a bad emit (twice makes it permanent, spec 6.5). */
+/** Whether this batch's previous attempt failed on a bad emit (twice makes it permanent). */
 export function previousBadEmitTx(db: Database, batchId: number): boolean {
   for (const a of prepared<PastAttempt, [number]>(db, PAST).all(batchId)) {
     if (leaseExpired(a)) continue;
@@ -65,7 +65,7 @@ export function consecutiveThrottlesTx(db: Database, batchId: number): number {
   return n;
 }
 
-/** A successful config reload makes every config-class retry due now (spec 6.5). */
+/** A successful config reload makes every config-class retry due now. */
 export function redueConfigRetries(spool: Spool, now: number): number {
   return spool.db
     .transaction(() => prepared(spool.db, "UPDATE batches SET next_attempt_at = $now WHERE state = 'retry' AND last_class = 'config' AND next_attempt_at > $now").run({ now }).changes)

@@ -1,7 +1,7 @@
-// Backoff (spec 6.5): min(cap, base * 2^(n-1)) plus 0-25 % jitter; Retry-After wins when larger.
+// Backoff: min(cap, base * 2^(n-1)) plus 0-25 % jitter; Retry-After wins when larger.
 import type { Rng } from "../clock.ts";
 
-/** Retry-After is honoured up to an hour (spec 6.5). */
+/** Retry-After is honoured up to an hour. */
 export const RETRY_AFTER_CAP_S = 3600;
 
 /** The delay after the n-th failure (n >= 1). */

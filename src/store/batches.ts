@@ -86,7 +86,7 @@ export interface EventListing {
   route: string;
 }
 
-/** A batch's events without payloads: ids, types, sizes, dedup ids and exclusion (spec 16). */
+/** A batch's events without payloads: ids, types, sizes, dedup ids and exclusion. */
 export function batchEvents(spool: Spool, batchId: number): EventListing[] {
   const db = spool.db;
   return prepared<EventListing, [number]>(db, "SELECT id, event_type, received_at, dedup_id, size, excluded_at, route FROM events WHERE batch_id = ? ORDER BY id")
@@ -133,7 +133,7 @@ export function batchAttempts(spool: Spool, batchId: number): AttemptRow[] {
 const SEAL = `UPDATE batches SET state = 'sealed', sealed_at = $now, content_hash = $hash
   WHERE id = $id AND state = 'open'`;
 
-/** Seal an open batch: its content freezes and content_hash is set (spec 4.1). */
+/** Seal an open batch: its content freezes and content_hash is set. */
 export function sealBatchTx(db: Database, batchId: number, now: number): boolean {
   const hash = computeContentHashTx(db, batchId);
   return prepared(db, SEAL).run({ id: batchId, now, hash }).changes === 1;
@@ -143,8 +143,8 @@ const REPLAY = `UPDATE batches SET state = 'retry', attempts = 0, next_attempt_a
   WHERE id = $id AND state = 'dead' AND destination <> 'quarantine'`;
 
 /**
- * dead -> retry, due now, attempts = 0 (spec 4.1). The content stays frozen; the batch
- * re-enters its group's queue by first_at, so it delivers out of order (spec 6.1).
+ * dead -> retry, due now, attempts = 0. The content stays frozen; the batch re-enters its
+ * group's queue by first_at, so it delivers out of order.
  */
 export function replayDeadTx(db: Database, batchId: number, now: number): boolean {
   return prepared(db, REPLAY).run({ id: batchId, now }).changes === 1;
@@ -174,7 +174,7 @@ const READY = `SELECT id FROM batches WHERE state = 'open'
   AND ((quiet_s = 0 AND max_s = 0) OR $now >= last_at + quiet_s OR $now >= first_at + max_s)
   ORDER BY id`;
 
-/** Seal every open batch that is ready at `now` (spec 5, readiness); returns their ids. */
+/** Seal every open batch that is ready at `now` (READY above); returns their ids. */
 export function sealReady(spool: Spool, now: number): number[] {
   return spool.db
     .transaction(() => {
@@ -200,7 +200,7 @@ export interface Candidate {
 }
 
 // Only the head of each (route, key) group: the oldest unfinished batch by first_at (then id).
-// A group whose head is open, leased or backing off yields nothing (spec 6.1). The heads come
+// A group whose head is open, leased or backing off yields nothing. The heads come
 // from an index-only scan of batches_queue, so a gated destination's long queue costs one pass
 // over index entries per tick; INDEXED BY because without statistics the planner prefers the
 // state index and sorts every unfinished row instead (about 8x slower at 1,000 queued batches).
@@ -228,13 +228,13 @@ export interface ClaimInput {
   batchId: number;
   destination: string;
   now: number;
-  /** now + destination timeout_s + lease_grace_s (spec 6.2). */
+  /** now + destination timeout_s + lease_grace_s. */
   leaseUntil: number;
   host: string;
   pid: number;
-  /** A probe's claim also records last_probe_batch_id and probe_until = lease_until (spec 4.2). */
+  /** A probe's claim also records last_probe_batch_id and probe_until = lease_until. */
   probe?: boolean;
-  /** The delivery id for this attempt, from the attempt id and number (spec 6.4). */
+  /** The delivery id for this attempt, from the attempt id and number. */
   deliveryId?: (attemptId: number, n: number) => string;
 }
 
@@ -295,7 +295,7 @@ export interface RecoverOptions {
   now: number;
   /** Startup: every leased row belongs to a dead process (the flock guarantees it). */
   all: boolean;
-  /** lease_owner values of this process's live workers: never recovered (spec 6.2). */
+  /** lease_owner values of this process's live workers: never recovered. */
   live?: ReadonlySet<string>;
 }
 

@@ -1,4 +1,4 @@
-// The frozen part of a batch (spec 6.4): events + event_meta, and the content_hash over them.
+// The frozen part of a batch: events + event_meta, and the content_hash over them.
 import type { Database } from "bun:sqlite";
 import { prepared, type Spool } from "./db.ts";
 
@@ -65,7 +65,7 @@ export function canonicalContent(events: ContentEvent[]): string {
   return `{"event_meta":${meta},"events":[${payloads}]}`;
 }
 
-/** sha256:<hex> of the canonical content; identical on every attempt (spec 3). */
+/** sha256:<hex> of the canonical content; identical on every attempt. */
 export function contentHash(events: ContentEvent[]): string {
   const h = new Bun.CryptoHasher("sha256");
   h.update(canonicalContent(events));

@@ -30,12 +30,15 @@ export interface Spool {
 export interface OpenOptions {
   /** Create the file (and its directory, mode 0700) when missing. Only migrate/dispatch/init do. */
   create?: boolean;
-  /** busy_timeout: 10 s in the intake, 30 s elsewhere (spec 2). */
+  /** busy_timeout: 10 s in the intake, 30 s elsewhere. */
   busyTimeoutS?: number;
   clock?: Clock;
 }
 
-/** Open the spool at `path` with the pragmas of spec 2. */
+/**
+ * Open the spool at `path` with its pragmas: busy_timeout, journal_mode = WAL (an error where
+ * the filesystem cannot do it), synchronous = FULL and foreign_keys = ON.
+ */
 export function openSpool(path: string, opts: OpenOptions = {}): Spool {
   const create = opts.create ?? false;
   if (!existsSync(path)) {
@@ -119,7 +122,7 @@ export function schemaVersion(spool: Spool): number {
 }
 
 /**
- * Refuse a schema this build does not speak (spec 17): older means "run hookspool migrate",
+ * Refuse a schema this build does not speak: older means "run hookspool migrate",
  * newer means a downgrade, which is not supported. Commands other than migrate and dispatch
  * call this instead of migrating.
  */

@@ -1,5 +1,5 @@
-// Destination runtime state (spec 4.2): the circuit breaker, the operator pause, the rotating
-// probe and the Retry-After soft gate. One row per destination, created on first use.
+// Destination runtime state: the circuit breaker, the operator pause, the rotating probe and
+// the Retry-After soft gate. One row per destination, created on first use.
 import type { Database } from "bun:sqlite";
 import { prepared, type Spool } from "./db.ts";
 
@@ -77,8 +77,8 @@ const SUCCESS = `UPDATE destinations SET consecutive_failures = 0, last_ok_at = 
   WHERE name = $name`;
 
 /**
- * A successful attempt: closed, counters and cooldown reset, last_ok_at (spec 4.2: success on
- * any attempt closes the breaker; a paused destination stays paused). Returns the state it left.
+ * A successful attempt: closed, counters and cooldown reset, last_ok_at (success on any attempt
+ * closes the breaker; a paused destination stays paused). Returns the state it left.
  */
 export function recordSuccessTx(db: Database, name: string, now: number): DestinationRow["state"] {
   ensure(db, name);
@@ -100,7 +100,7 @@ export interface FailureInput {
 export type FailureEffect = "counted" | "tripped" | "retripped" | "ignored";
 
 /**
- * A transport failure on the destination (spec 4.2): closed counts it and opens the breaker at
+ * A transport failure on the destination: closed counts it and opens the breaker at
  * trip_after; a probe's failure re-opens it with the cooldown doubled; an attempt that was
  * already in flight when the breaker opened records its outcome and nothing else.
  */
@@ -123,7 +123,7 @@ export function recordTransportFailureTx(db: Database, name: string, f: FailureI
     return "counted";
   }
   if ((d.state === "open" || d.state === "half_open") && d.opened_at !== null && f.startedAt > d.opened_at) {
-    // spec 4.2: only a probe (an attempt started after opened_at) can re-trip or double the cooldown
+    // Only a probe (an attempt started after opened_at) can re-trip or double the cooldown
     const cool = Math.min(f.cooldownMaxS, (d.cooldown_s ?? f.cooldownInitialS) * 2);
     prepared(db, "UPDATE destinations SET state = 'open', consecutive_failures = consecutive_failures + 1, opened_at = $now, cooldown_s = $cool, probe_until = NULL WHERE name = $name").run({
       name,
@@ -149,13 +149,13 @@ export function markProbeTx(db: Database, name: string, batchId: number, probeUn
   prepared(db, "UPDATE destinations SET last_probe_batch_id = $batch, probe_until = $until WHERE name = $name").run({ name, batch: batchId, until: probeUntil });
 }
 
-/** A Retry-After soft gate: claiming waits without changing the breaker's state (spec 6.3). */
+/** A Retry-After soft gate: claiming waits without changing the breaker's state. */
 export function setRetryAfterTx(db: Database, name: string, until: number): void {
   ensure(db, name);
   prepared(db, "UPDATE destinations SET retry_after_until = MAX(COALESCE(retry_after_until, 0), $until) WHERE name = $name").run({ name, until });
 }
 
-/** hookspool pause: spool only, from any state (spec 4.2). */
+/** hookspool pause: spool only, from any state. */
 export function pauseDestination(spool: Spool, name: string, by: string, now: number): void {
   spool.db
     .transaction(() => {

@@ -16,7 +16,7 @@ export function dropBatchTx(db: Database, b: BatchHead, now: number, result: str
 
 /**
  * -> dropped, for each batch (all or none). delivered_at records when the batch left the
- * queue, which is what dropped-batch retention counts from. Never automatic (spec 4.1).
+ * queue, which is what dropped-batch retention counts from. Never automatic.
  */
 export function dropBatches(spool: Spool, ids: number[], now: number): void {
   const db = spool.db;

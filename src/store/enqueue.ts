@@ -1,5 +1,5 @@
-// Enqueue (spec 5, 7, 9): dedup, the join rule for every copy, and quarantine, each in one
-// BEGIN IMMEDIATE transaction so a 2xx always follows the COMMIT that holds the event.
+// Enqueue: dedup, the join rule for every copy, and quarantine, each in one BEGIN IMMEDIATE
+// transaction so a 2xx always follows the COMMIT that holds the event.
 import type { Database } from "bun:sqlite";
 import { HookspoolError } from "../errors.ts";
 import { testHook } from "../testhook.ts";
@@ -9,7 +9,7 @@ import { raiseIssueTx, resolveDeadIssuesTx, resolveIssueTx } from "./issues.ts";
 import { setMetaTx } from "./meta.ts";
 import { replayDeadTx, sealBatchTx } from "./batches.ts";
 
-/** The window a batch opens with (spec 5). */
+/** The window a batch opens with. */
 export interface BatchWindow {
   quiet_s: number;
   max_s: number;
@@ -17,7 +17,7 @@ export interface BatchWindow {
   max_bytes: number;
 }
 
-/** One place the event goes: the primary copy first, then tee copies (spec 5). */
+/** One place the event goes: the primary copy first, then tee copies. */
 export interface EventCopy {
   route: string;
   destination: string;
@@ -56,9 +56,9 @@ export type EnqueueResult =
   | { status: "duplicate"; eventId: number }
   | { status: "replayed"; eventId: number; batchId: number };
 
-/** Keys are opaque strings of at most 512 bytes (spec 5). */
+/** Keys are opaque strings of at most 512 bytes. */
 export const MAX_KEY_BYTES = 512;
-/** The primary copy plus at most 8 tees (spec 5). */
+/** The primary copy plus at most 8 tees. */
 export const MAX_COPIES = 9;
 
 const utf8 = new TextEncoder();
@@ -102,12 +102,12 @@ const Q = {
     VALUES ($source, $route, $batch, $type, $dedup, $now, $payload, $raw, $headers, $size)`,
 } as const;
 
-/** size = len(raw) or len(payload) (spec 3). */
+/** An event's size: the raw body's length when there is one, else the payload's UTF-8 bytes. */
 function eventSize(ev: NewEvent): number {
   return ev.raw && ev.raw.length > 0 ? ev.raw.length : utf8.encode(ev.payload).length;
 }
 
-/** The join rule of spec 5, steps 1-5, for one copy. */
+/** The join rule for one copy, in the five numbered steps below. */
 function placeCopy(db: Database, ev: NewEvent, copy: EventCopy, size: number, now: number): Placed {
   // 1. the open batch of the group (at most one; the schema enforces it)
   let open = prepared<{ id: number; count: number; bytes: number; max_bytes: number }, [string, string]>(db, Q.findOpen).get(copy.route, ev.key);
@@ -164,7 +164,7 @@ export function enqueueTx(db: Database, ev: NewEvent, now: number): EnqueueResul
     if (seen && now - seen.seen_at < ev.dedupWindowS) {
       const target = prepared<{ batch_id: number; state: string; destination: string }, [number]>(db, Q.dedupTarget).get(seen.event_id);
       if (target?.state === "dead" && replayDeadTx(db, target.batch_id, now)) {
-        // A redelivery of a dead batch's event is the operator asking for a retry (spec 7).
+        // A redelivery of a dead batch's event is the operator asking for a retry.
         prepared(db, Q.bumpDedup).run(ev.source, ev.dedupId);
         resolveDeadIssuesTx(db, target.destination, now);
         return { status: "replayed", eventId: seen.event_id, batchId: target.batch_id };
@@ -210,7 +210,7 @@ export interface QuarantineInput {
   raw: Uint8Array;
   /** The headers the source lets a quarantined request keep (its allowlist). */
   headers: Record<string, string>;
-  /** The source's auth_headers (signature, token, authorization): never stored (spec 10). */
+  /** The source's auth_headers (signature, token, authorization): never stored. */
   authHeaders: readonly string[];
   /** Path and query string with every secret-bearing parameter removed, for the replay. */
   url: string | null;
@@ -245,7 +245,7 @@ function storedReason(reason: string): string {
 }
 
 /**
- * Keep a verified request whose classification failed (spec 9): a dead batch for the reserved
+ * Keep a verified request whose classification failed: a dead batch for the reserved
  * destination quarantine holding the raw body, the allowed headers and the URL, and the issue
  * for its reason (source:quarantine:<source> for the sender's fault, config:plugin:<source>
  * for ours).

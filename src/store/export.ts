@@ -1,4 +1,4 @@
-// Export (spec 8, 16): every batch with its events (payloads, headers, raw bodies) and attempts,
+// Export: every batch with its events (payloads, headers, raw bodies) and attempts,
 // one record per batch, read a page at a time so a large spool streams.
 import type { Database } from "bun:sqlite";
 import { type AttemptRow, type BatchRow, type BatchState, batchAttempts, type EventListing, type EventPayload } from "./batches.ts";

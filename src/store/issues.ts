@@ -1,5 +1,5 @@
-// Issues (spec 11.4): grouped failures by fingerprint. Opening and resolving live here; alerting
-// is the dispatcher's.
+// Issues: grouped failures by fingerprint. Opening and resolving live here; alerting is the
+// dispatcher's.
 import type { Database } from "bun:sqlite";
 import { prepared, type Spool } from "./db.ts";
 
@@ -47,7 +47,7 @@ const RESOLVE = "UPDATE issues SET state = 'resolved', last_at = $now WHERE fing
 
 /**
  * Open an issue, or count one more occurrence of it. A resolved issue reopens (and may alert
- * again); an ignored one only counts (spec 11.4). Runs in the caller's transaction.
+ * again); an ignored one only counts. Runs in the caller's transaction.
  */
 export function raiseIssueTx(db: Database, r: RaiseIssue): { id: number; opened: boolean } {
   const existing = prepared<IssueRow, [string]>(db, FIND).get(r.fingerprint);
@@ -105,7 +105,7 @@ export function listIssues(spool: Spool, f: { state?: IssueState | "all" } = {})
 const OPERATOR: Record<"ack" | "resolve" | "ignore", { to: IssueState; from: IssueState[] }> = {
   ack: { to: "acked", from: ["open"] },
   resolve: { to: "resolved", from: ["open", "acked"] },
-  // spec 11.4: ignored never alerts or reopens; use sparingly
+  // An ignored issue never alerts or reopens; use sparingly
   ignore: { to: "ignored", from: ["open", "acked", "resolved"] },
 };
 
@@ -130,7 +130,7 @@ export function issuesToAlert(spool: Spool): IssueRow[] {
 }
 
 /**
- * May an alert of `kind` go out now (at most one per rate_limit_s per kind, spec 11.4)? A
+ * May an alert of `kind` go out now (at most one per rate_limit_s per kind)? A
  * refusal is counted in alerts.suppressed; the issue stays unalerted and goes out later.
  */
 export function alertSlotFree(spool: Spool, kind: string, now: number, rateLimitS: number): boolean {
@@ -161,7 +161,7 @@ const DEAD_CLASSES: [string, string][] = [
 ];
 
 /**
- * spec 11.4: a permanent, poison or exhausted issue resolves only when the dead batches behind it
+ * A permanent, poison or exhausted issue resolves only when the dead batches behind it
  * are replayed or dropped. Call after replay or drop of a destination's batches.
  */
 export function resolveDeadIssuesTx(db: Database, destination: string, now: number): void {

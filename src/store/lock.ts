@@ -1,4 +1,4 @@
-// dispatch.lock: an exclusive flock(2) through bun:ffi, held by the dispatcher and by migrate (spec 2).
+// dispatch.lock: an exclusive flock(2) through bun:ffi, held by the dispatcher and by migrate.
 import { dlopen, FFIType } from "bun:ffi";
 import { closeSync, openSync } from "node:fs";
 import { HookspoolError } from "../errors.ts";

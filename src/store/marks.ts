@@ -33,7 +33,7 @@ const FINISH = `UPDATE attempts SET finished_at = $now, outcome = $outcome, klas
     duration_ms = $duration, counted = $counted, events_delivered = $delivered, failed_event_id = $failed
   WHERE id = $id`;
 
-/** last_error and attempt errors: one line, at most 500 characters (spec 14.2). */
+/** last_error and attempt errors: one line, at most 500 characters. */
 export function scrubError(s: string | null | undefined): string | null {
   if (s === null || s === undefined) return null;
   // biome-ignore lint/suspicious/noControlCharactersInRegex: stripping them is the point
@@ -63,7 +63,7 @@ function finishAttempt(db: Database, m: MarkBase, outcome: AttemptOutcome): void
 /**
  * A fenced mark inside the caller's transaction: `update` must touch exactly the leased row this
  * owner holds. When it touches none, the worker lost its lease: the attempt is recorded as
- * discarded and nothing else (emits included) is applied (spec 6.2).
+ * discarded and nothing else (emits included) is applied.
  */
 function fencedTx(db: Database, m: MarkBase, outcome: "ok" | "retry" | "dead", update: () => number, after?: () => EnqueueResult[]): MarkResult {
   if (update() !== 1) {
@@ -89,7 +89,7 @@ const DELIVERED = `UPDATE batches SET state = 'delivered', delivered_at = $now, 
     lease_owner = NULL, attempts = attempts + $counted, last_class = NULL, last_error = NULL
   WHERE id = $id AND state = 'leased' AND lease_owner = $owner`;
 
-/** leased -> delivered, with the script's emits enqueued in the same transaction (spec 6.6). */
+/** leased -> delivered, with the script's emits enqueued in the same transaction. */
 export function markDeliveredTx(db: Database, m: MarkBase & { result?: string; emits?: NewEvent[] }): MarkResult {
   return fencedTx(
     db,
@@ -108,7 +108,7 @@ const RETRY = `UPDATE batches SET state = 'retry', next_attempt_at = $next, leas
     attempts = attempts + $counted, last_class = $klass, last_error = $error
   WHERE id = $id AND state = 'leased' AND lease_owner = $owner`;
 
-/** leased -> retry, due at `nextAttemptAt` (spec 6.5). */
+/** leased -> retry, due at `nextAttemptAt`. */
 export function markRetryTx(db: Database, m: MarkBase & { nextAttemptAt: number }): MarkResult {
   return fencedTx(db, m, "retry", () =>
     prepared(db, RETRY).run({
@@ -130,7 +130,7 @@ export function markRetry(spool: Spool, m: MarkBase & { nextAttemptAt: number })
   return own(spool, (db) => markRetryTx(db, m));
 }
 
-/** leased -> dead: permanent, poison, or max_attempts of counted attempts (spec 4.1). */
+/** leased -> dead: permanent, poison, or max_attempts of counted attempts. */
 export function markDeadTx(db: Database, m: MarkBase): MarkResult {
   return fencedTx(db, m, "dead", () =>
     prepared(db, DEAD).run({

@@ -1,4 +1,4 @@
-// The meta table: small facts, the heartbeat and the clock guard now_eff (spec 2, 3).
+// The meta table: small facts, the heartbeat and the clock guard now_eff.
 import type { Database } from "bun:sqlite";
 import { prepared, type Spool } from "./db.ts";
 
@@ -38,7 +38,7 @@ export function instanceId(spool: Spool): string {
 }
 
 /**
- * now_eff = max(wall clock, meta.last_tick_at) (spec 2). A backwards step of the wall clock
+ * now_eff = max(wall clock, meta.last_tick_at). A backwards step of the wall clock
  * makes the dispatcher's time stand still; no stored fact is ever rewritten to follow it.
  */
 export function effectiveNow(spool: Spool): number {
@@ -62,7 +62,7 @@ export function writeHeartbeat(spool: Spool, nowEff: number, pid: number, caught
     .immediate();
 }
 
-/** A tiny write that proves the spool takes writes (the /healthz probe, spec 11.1). */
+/** A tiny write that proves the spool takes writes (the /healthz probe). */
 export function probeWrite(spool: Spool, now: number): void {
   spool.db.transaction(() => setMetaTx(spool.db, "write_probe_at", now)).immediate();
 }

@@ -1,4 +1,4 @@
-// Applying schema migrations (spec 17): in order, one BEGIN IMMEDIATE each, mirrored in user_version.
+// Applying schema migrations: in order, one BEGIN IMMEDIATE each, mirrored in user_version.
 import { randomBytes } from "node:crypto";
 import { HookspoolError } from "../errors.ts";
 import { type Spool, schemaVersion } from "./db.ts";
@@ -17,8 +17,8 @@ export function pendingMigrations(version: number): Migration[] {
 }
 
 /**
- * Apply every pending migration. The caller holds dispatch.lock (spec 17: only the
- * dispatcher at startup and hookspool migrate apply them). With dryRun nothing is written.
+ * Apply every pending migration. The caller holds dispatch.lock (only the dispatcher at
+ * startup and hookspool migrate apply them). With dryRun nothing is written.
  */
 export function migrate(spool: Spool, opts: { dryRun?: boolean } = {}): MigrateResult {
   const from = schemaVersion(spool);

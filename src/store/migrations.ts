@@ -1,4 +1,5 @@
-// The schema migrations, embedded in the binary as text (DESIGN.md, "Migrations are embedded").
+// The schema migrations, embedded in the binary as text, so the one binary can migrate a spool
+// with nothing installed beside it.
 import m0001 from "../../migrations/0001_v2.sql" with { type: "text" };
 import m0002 from "../../migrations/0002_unwrap.sql" with { type: "text" };
 import m0003 from "../../migrations/0003_polls.sql" with { type: "text" };

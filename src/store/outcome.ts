@@ -14,7 +14,7 @@ import type { NewEvent } from "./enqueue.ts";
 import { raiseIssueTx, resolveIssueTx } from "./issues.ts";
 import { type AttemptRecord, type MarkResult, markDeadTx, markDeliveredTx, markRetryTx } from "./marks.ts";
 
-/** Five strikes, six failures in a row with the destination delivering in between (spec 4.2). */
+/** Five strikes, six failures in a row with the destination delivering in between. */
 export const POISON_STRIKES = 5;
 
 export interface Policy {
@@ -68,7 +68,7 @@ interface Batch {
 const BATCH = "SELECT destination, route, attempts FROM batches WHERE id = ?";
 
 /**
- * Record how an attempt ended (spec 6.5), in one BEGIN IMMEDIATE transaction. A worker that lost
+ * Record how an attempt ended, in one BEGIN IMMEDIATE transaction. A worker that lost
  * its lease changes nothing but its own attempt row (discarded).
  */
 export function recordOutcome(spool: Spool, input: OutcomeInput): Recorded {
@@ -135,7 +135,7 @@ function recordOutcomeTx(db: Database, f: OutcomeInput): Recorded {
 
   switch (o.klass) {
     case "transport": {
-      // spec 4.2: a batch that keeps failing while the destination delivers others is poison;
+      // A batch that keeps failing while the destination delivers others is poison;
       // it dies uncounted and does not count against the breaker, so the destination drains.
       if (d.state === "closed" && transportStrikesTx(db, f.batchId, dest, now) >= POISON_STRIKES) {
         return dead("poison", false, "poison", `poison: ${o.reason}, ${POISON_STRIKES + 1} failures in a row while the destination delivered other batches`);
@@ -177,7 +177,7 @@ function recordOutcomeTx(db: Database, f: OutcomeInput): Recorded {
     }
     case "config":
       // The operator's to fix and often transient: retried at the backoff cap, uncounted, made
-      // due at once by a successful reload (spec 6.5).
+      // due at once by a successful reload.
       return retry("config", false, retryDelayS(policy.backoffCapS, o.retryAfterS), () => onConfigTx(db, issue, o.reason));
     default:
       return retry("transport", false, backoffS(1, policy.backoffBaseS, policy.backoffCapS, rng), () => {});
@@ -185,7 +185,7 @@ function recordOutcomeTx(db: Database, f: OutcomeInput): Recorded {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The issues an outcome opens or resolves (spec 11.4)
+// The issues an outcome opens or resolves
 
 /** Reason classes that a later success on the destination resolves by itself. */
 const TRANSIENT = ["unreachable", "http_5xx", "timeout", "script_exit", "batch"] as const;

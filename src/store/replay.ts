@@ -48,7 +48,7 @@ export function quarantinedRequests(spool: Spool, batchId: number): StoredReques
 /**
  * Replay a dead batch: -> retry, due now, attempts = 0. A quarantine batch is classified
  * again instead: each stored request becomes a normal event (with its copies), and the
- * quarantine batch is marked delivered with result 'reclassified' (spec 9).
+ * quarantine batch is marked delivered with result 'reclassified'.
  */
 export function replayBatch(spool: Spool, id: number, now: number, reclassify?: Reclassify): ReplayResult {
   const db = spool.db;

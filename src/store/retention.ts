@@ -1,10 +1,10 @@
-// Retention (spec 8): delete finished work past its age in small BEGIN IMMEDIATE transactions,
+// Retention: delete finished work past its age in small BEGIN IMMEDIATE transactions,
 // yielding to the event loop between them, so the intake never waits long for the write lock.
 import type { Database } from "bun:sqlite";
 import { testHook } from "../testhook.ts";
 import { prepared, type Spool } from "./db.ts";
 
-/** How long each kind of finished row is kept (spec 8). Dead batches have no entry: never. */
+/** How long each kind of finished row is kept. Dead batches have no entry: never. */
 export interface RetentionPolicy {
   deliveredDays: number;
   attemptsDays: number;
@@ -24,11 +24,11 @@ export interface RetentionCounts {
 }
 
 export interface RetentionOptions {
-  /** At most this many rows deleted per transaction (DESIGN.md: 1,000). */
+  /** Rows deleted per transaction at most: small, so the intake never waits long for the lock. */
   batchSize?: number;
 }
 
-/** spec 7: the window of a source that does not set dedup_window_s (or is gone from the config). */
+/** The dedup window of a source that does not set dedup_window_s (or is gone from the config). */
 export const DEFAULT_DEDUP_WINDOW_S = 86400;
 export const RETENTION_BATCH_SIZE = 1000;
 const DAY_S = 86400;
@@ -54,7 +54,7 @@ export function policyFromConfig(cfg: RetentionSettings): RetentionPolicy {
 
 const Q = {
   // Oldest first through batches_delivered (state, delivered_at). A dropped batch's delivered_at
-  // is when it was dropped (operator.ts). Dead batches are never selected (spec 8).
+  // is when it was dropped (operator.ts). Dead batches are never selected.
   finished: `SELECT id FROM batches WHERE state = $state AND delivered_at < $cutoff
     ORDER BY delivered_at, id LIMIT $limit`,
   eventCount: "SELECT COUNT(*) AS n FROM events WHERE batch_id = ?",
@@ -135,7 +135,7 @@ function dedupSources(db: Database): string[] {
 }
 
 /**
- * Run one retention pass at `now` (spec 8): delivered batches with their events and raw bodies
+ * Run one retention pass at `now`: delivered batches with their events and raw bodies
  * after deliveredDays; dropped batches after droppedDays; finished attempts by started_at after
  * attemptsDays; dedup rows older than their source's window; resolved and ignored issues after
  * issuesDays. Dead batches (quarantine included) and unfinished batches are never deleted.
@@ -185,7 +185,7 @@ export function checkpoint(spool: Spool): { busy: boolean; log: number; checkpoi
 }
 
 /**
- * VACUUM, for `hookspool prune --vacuum` only (spec 8): rebuilds the file, which needs about
+ * VACUUM, for `hookspool prune --vacuum` only: rebuilds the file, which needs about
  * twice its size free and holds the write lock throughout; then truncates the WAL it filled.
  */
 export function vacuum(spool: Spool): void {

@@ -50,7 +50,7 @@ const PIECE = `INSERT INTO batches (route, source, destination, key, state, firs
 /**
  * Cut a sealed, retry or dead batch into consecutive pieces in the same group, due now; the
  * original becomes dropped with result 'split' and names its pieces. The pieces are created
- * sealed, not open: the join rule needs at most one open batch per group (spec 4.1), and an
+ * sealed, not open: the join rule needs at most one open batch per group, and an
  * operator's piece must not take in new events. Returns the new batch ids, in order.
  */
 export function splitBatch(spool: Spool, id: number, o: SplitOptions, now: number): number[] {
@@ -97,7 +97,7 @@ export function splitBatch(spool: Spool, id: number, o: SplitOptions, now: numbe
 
 /**
  * Exclude events from a batch that has not been delivered: they stay stored and listed, are
- * left out of the document, and content_hash is recomputed (spec 3, 16).
+ * left out of the document, and content_hash is recomputed.
  */
 export function excludeEvents(spool: Spool, batchId: number, eventIds: number[], now: number): void {
   const db = spool.db;

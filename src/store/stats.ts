@@ -5,7 +5,7 @@ import { prepared, type Spool } from "./db.ts";
 
 export type StateCounts = Record<BatchState | "quarantined", number>;
 
-/** Batches per state; quarantine batches are counted apart from dead (spec 11.1). */
+/** Batches per state; quarantine batches are counted apart from dead. */
 export function countBatches(spool: Spool): StateCounts {
   const db = spool.db;
   const out = Object.fromEntries([...BATCH_STATES, "quarantined"].map((s) => [s, 0])) as StateCounts;
@@ -45,14 +45,14 @@ export interface PollRow {
   last_batch_state: BatchState | null;
 }
 
-/** The poll schedule (spec 14.4), with the state of each instance's last tick batch. */
+/** The poll schedule (the polls table), with the state of each instance's last tick batch. */
 export function pollRows(spool: Spool): PollRow[] {
   const db = spool.db;
   return prepared<PollRow, []>(db, "SELECT p.*, b.state AS last_batch_state FROM polls p LEFT JOIN batches b ON b.id = p.last_batch_id ORDER BY p.instance")
     .all();
 }
 
-/** Attempts started since `since`, per destination, outcome and class (metrics, spec 11.2). */
+/** Attempts started since `since`, per destination, outcome and class (for the metrics). */
 export function attemptCounts(spool: Spool, since: number): { destination: string; outcome: string; klass: string; n: number; duration_ms: number }[] {
   const db = spool.db;
   return prepared<{ destination: string; outcome: string; klass: string; n: number; duration_ms: number }, [number]>(db, 

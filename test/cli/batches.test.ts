@@ -1,4 +1,4 @@
-// hookspool list and show (spec 16): batches newest first, payloads only on request.
+// hookspool list and show: batches newest first, payloads only on request.
 import { describe, expect, test } from "bun:test";
 import { claimBatch } from "../../src/store/batches.ts";
 import { markDead, markRetry } from "../../src/store/marks.ts";
@@ -24,7 +24,7 @@ function attemptOnce(h: Home, batchId: number, outcome: "retry" | "dead"): void 
   });
 }
 
-/** A quarantined request (spec 9), as the intake will store one. */
+/** A quarantined request, as the intake will store one. */
 function quarantineOne(h: Home): number {
   const request = {
     source: "demo",

@@ -1,4 +1,4 @@
-// hookspool enqueue: manual injection with the intake's validation (spec 16); a refused
+// hookspool enqueue: manual injection with the intake's validation; a refused
 // event changes nothing stored.
 import { describe, expect, test } from "bun:test";
 import { mkdirSync, writeFileSync } from "node:fs";

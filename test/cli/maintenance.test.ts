@@ -1,4 +1,4 @@
-// hookspool prune [--vacuum] and hookspool export (spec 8, 16).
+// hookspool prune [--vacuum] and hookspool export.
 import { describe, expect, test } from "bun:test";
 import { statSync } from "node:fs";
 import { claimBatch } from "../../src/store/batches.ts";

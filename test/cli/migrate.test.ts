@@ -1,4 +1,4 @@
-// hookspool migrate, and the schema gate every other command passes through (spec 3, 17).
+// hookspool migrate, and the schema gate every other command passes through.
 import { afterEach, describe, expect, test } from "bun:test";
 import { existsSync, readdirSync, rmSync, statSync } from "node:fs";
 import { join } from "node:path";
@@ -8,7 +8,7 @@ import { type Home, initHome, inHome, metaValue, oneErrorLine, spoolAtSchema, sp
 
 const ALL = ["0001_v2", "0002_unwrap", "0003_polls", "0004_quarantine"];
 
-/** Every table of spec 3 with the columns the spec names for it. */
+/** Every table of the schema, with the columns it must have. */
 const SPEC_COLUMNS: Record<string, string[]> = {
   meta: ["key", "value"],
   events: ["id", "source", "route", "batch_id", "event_type", "dedup_id", "received_at", "payload", "raw", "headers", "size", "excluded_at"],
@@ -31,7 +31,7 @@ const SPEC_COLUMNS: Record<string, string[]> = {
   polls: ["instance", "next_at", "last_tick_at", "last_batch_id", "delivered_at", "delivered_tick_at", "skipped", "created_at"],
 };
 
-/** The indexes spec 3 asks for, as column lists. */
+/** The indexes the schema must have, as column lists. */
 const SPEC_INDEXES: Record<string, string[][]> = {
   events: [["batch_id", "id"], ["source", "received_at"]],
   batches: [["route", "key", "state"], ["state", "next_attempt_at"], ["destination", "state"], ["state", "delivered_at"]],

@@ -1,4 +1,4 @@
-// The operator's verbs (spec 4.1, 4.2, 11.2, 11.4, 16) against a spool seeded through the store and
+// The operator's verbs against a spool seeded through the store and
 // a dispatcher with fake destinations: replay, retry, split, exclude, drop, pause, resume, issues,
 // metrics. Each case checks the exit code, the output (human and --json) and the tables after.
 import { Database } from "bun:sqlite";
@@ -281,7 +281,7 @@ secrets.secret = { file = "{{secret:gh}}" }
 action = "hermes:gh"
 `;
 
-describe("replay of a quarantine batch (spec 9)", () => {
+describe("replay of a quarantine batch", () => {
   /** Two signed requests the template cannot key (no "topic"): two quarantine batches. */
   async function quarantinedHome() {
     const t = await startIntake(GH, { secrets: { gh: SECRET } });
@@ -356,7 +356,7 @@ describe("replay of a quarantine batch (spec 9)", () => {
       expect(res.code).not.toBe(0);
       expect(look.query("SELECT * FROM batches ORDER BY id").all()).toEqual(before);
       expect(look.query("SELECT COUNT(*) AS n FROM events WHERE payload IS NOT NULL").get()).toEqual({ n: 0 });
-      // an operator's replay before the fix is an expected situation, not a crash (STYLE.md: a
+      // an operator's replay before the fix is an expected situation, not a crash (a
       // user-caused error is one line; only a bug prints whole)
       expect(res.err).not.toContain("internal error");
       expect(oneErrorLine(res.err)).toContain(`batch ${ids[0]}`);
@@ -781,7 +781,7 @@ describe("issues", () => {
       const res = await run(verb, silent);
       expect({ verb, code: res.code }).toEqual({ verb, code: 1 });
     }
-    // ignored never reopens (spec 11.4); a resolved issue does
+    // ignored never reopens; a resolved issue does
     raiseIssue(w.r.spool, { fingerprint: "source_silent:s", kind: "source_silent", now: w.r.clock.now() + 10 });
     expect(state(silent)).toBe("ignored");
     raiseIssue(w.r.spool, { fingerprint: "config:file", kind: "config", now: w.r.clock.now() + 10 });
@@ -810,7 +810,7 @@ describe("issues", () => {
   });
 });
 
-/** Every table-derived metric of spec 11.2. */
+/** Every table-derived metric. */
 const TABLE_METRICS = [
   "hookspool_attempts_30d",
   "hookspool_batches_delivered_7d",
@@ -834,7 +834,7 @@ function sample(text: string, name: string, labels = ""): number | undefined {
   return line === undefined ? undefined : Number(line.slice(line.lastIndexOf(" ") + 1));
 }
 
-describe("metrics (spec 11.2)", () => {
+describe("metrics", () => {
   test("after a scripted scenario: every table-derived metric from `hookspool metrics`, and the intake counters too on GET /metrics", async () => {
     const secrets = tempDir();
     const secretFile = join(secrets, "demo");

@@ -1,4 +1,4 @@
-// hookspool dispatch and run as commands: the lock, the corruption refusal (spec 2, 12).
+// hookspool dispatch and run as commands: the lock, the corruption refusal.
 import { describe, expect, test } from "bun:test";
 import { openSync, readFileSync, writeSync, closeSync, writeFileSync, statSync } from "node:fs";
 import { join } from "node:path";

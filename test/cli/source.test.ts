@@ -1,4 +1,4 @@
-// hookspool source test: a captured request through the plugin steps, offline (spec 16).
+// hookspool source test: a captured request through the plugin steps, offline.
 import { describe, expect, test } from "bun:test";
 import { createHmac } from "node:crypto";
 import { readFileSync, writeFileSync } from "node:fs";

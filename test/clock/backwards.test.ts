@@ -1,5 +1,5 @@
-// The wall clock stepped back an hour during a run, in-process with the injected clock (spec 2,
-// 12): now_eff = max(wall, last_tick_at) stands still, so nothing becomes due early (a backoff, a
+// The wall clock stepped back an hour during a run, in-process with the injected clock:
+// now_eff = max(wall, last_tick_at) stands still, so nothing becomes due early (a backoff, a
 // quiet window, a dead owner's lease), no stored fact is rewritten (first_at, last_at,
 // received_at, next_attempt_at), last_tick_at never moves back, and delivery resumes as the
 // wall clock catches up. test/dispatch/loop.test.ts has the one-batch case; this is the whole spool.

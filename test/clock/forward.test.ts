@@ -1,4 +1,4 @@
-// The wall clock stepped forward a day during a run, in-process with the injected clock (spec 12):
+// The wall clock stepped forward a day during a run, in-process with the injected clock:
 // every open window closes at once and every backoff is due; the deadlines of workers in flight
 // fire early (a transport retry, not a lost lease); the tick never recovers a lease one of its own
 // live workers holds; and a late mark from a worker whose lease was taken is fenced, so one batch
@@ -64,7 +64,7 @@ function hanging(name: string, timeoutS: number, opts: { honourAbort: boolean })
 
 test("a day forward mid-attempt: the worker's deadline fires early (transport retry) and its lease is never recovered by the tick", async () => {
   // timeout_s 20, lease_grace_s 5: lease_until = T0 + 25, the worker's deadline T0 + 20. Both are
-  // wall-clock instants (spec 6.2); a day forward puts both in the past at once.
+  // wall-clock instants; a day forward puts both in the past at once.
   const { d, release } = hanging("hermes:slow", 20, { honourAbort: true });
   const r = rig(`[dispatch]\nlease_grace_s = 5\n\n[sources.s]\naction = "hermes:slow"\n`, [d]);
   const id = batchIdOf(r.put("A", "hermes:slow"));
@@ -94,7 +94,7 @@ test("a day forward mid-attempt: the worker's deadline fires early (transport re
 });
 
 test("a day forward, two dispatchers on one spool: the one that finds the lease expired delivers, the late mark is fenced, one result", async () => {
-  // A's worker ignores its abort signal, the pathological case spec 6.2 fences: it returns late.
+  // A's worker ignores its abort signal, the pathological case fencing guards against: it returns late.
   const slow = hanging("hermes:a", 20, { honourAbort: false });
   const r = rig(`[dispatch]\nlease_grace_s = 5\n\n[sources.s]\naction = "hermes:a"\n`, [slow.d]);
   const id = batchIdOf(r.put("A", "hermes:a"));

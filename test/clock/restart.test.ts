@@ -1,4 +1,4 @@
-// Clock faults across a restart, through the persisted meta.last_tick_at (spec 2, 12), on real
+// Clock faults across a restart, through the persisted meta.last_tick_at, on real
 // `hookspool dispatch` processes: one runs long enough to write its heartbeat and stops; the next
 // starts with its wall clock an hour behind (HOOKSPOOL_TEST_CLOCK_OFFSET_S=-3600) and its time
 // stands at the persisted last_tick_at; the one after starts a day ahead and delivers everything

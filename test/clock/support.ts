@@ -6,7 +6,7 @@ export function rows(spool: Spool, table: string, where = "1"): Record<string, u
   return spool.db.query(`SELECT * FROM ${table} WHERE ${where} ORDER BY 1`).all() as Record<string, unknown>[];
 }
 
-/** The stored facts of spec 2 for every batch and event: first_at, last_at, received_at, next_attempt_at and the rest. */
+/** The stored facts of every batch and event: first_at, last_at, received_at, next_attempt_at and the rest. */
 export function facts(spool: Spool): { batches: Record<string, unknown>[]; events: Record<string, unknown>[]; attempts: Record<string, unknown>[] } {
   return { batches: rows(spool, "batches"), events: rows(spool, "events"), attempts: rows(spool, "attempts") };
 }

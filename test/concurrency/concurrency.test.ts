@@ -1,4 +1,4 @@
-// The concurrency suite (issue 6, item 4; spec 18): one `hookspool intake` and one `hookspool
+// The concurrency suite: one `hookspool intake` and one `hookspool
 // dispatch` over one home, 4 sender processes x 1,000 signed requests on loopback, the
 // destination paused for the whole sending phase. Every acked event is delivered in exactly one
 // batch, per-key order holds across batches, keys are delivered in parallel, no batch is over
@@ -92,7 +92,7 @@ test("4 senders x 1,000 requests, one intake and one dispatcher: every acked eve
   const senders: ReturnType<typeof Bun.spawn>[] = [];
   const spool = { current: null as ReturnType<typeof openSpool> | null };
   try {
-    // The intake never migrates (spec 17); the gate is closed before the first event arrives.
+    // The intake never migrates; the gate is closed before the first event arrives.
     const migrated = await runHookspool(home, ["migrate"]);
     expect(migrated.code, migrated.err).toBe(0);
     const paused = await runHookspool(home, ["pause", "receiver", "--reason", "concurrency suite"]);
@@ -119,7 +119,7 @@ test("4 senders x 1,000 requests, one intake and one dispatcher: every acked eve
       );
     }
 
-    // Two dispatchers, one home: the second exits 3 at once (spec 2) while the senders run.
+    // Two dispatchers, one home: the second exits 3 at once (lock held) while the senders run.
     const second = await startHookspool(home, ["dispatch"]);
     services.push(second);
     const secondCode = await within(second.exited, 10_000, "the second dispatcher to exit");
@@ -164,7 +164,7 @@ test("4 senders x 1,000 requests, one intake and one dispatcher: every acked eve
     const sentById = new Map(sent.map((s) => [s.id, s]));
 
     // Batches as the receiver saw them: distinct webhook-ids (a lease-expiry redelivery reuses
-    // the per-batch id, spec 6.4, and must carry the same frozen content).
+    // the per-batch id and must carry the same frozen content).
     const byWebhookId = new Map<string, Receipt>();
     for (const r of receiver.got) {
       const first = byWebhookId.get(r.webhookId);
@@ -190,7 +190,7 @@ test("4 senders x 1,000 requests, one intake and one dispatcher: every acked eve
       if (!batchOf.has(s.id)) problems.push(`event ${s.id} was acked (${s.status} ${s.answer}) but never delivered`);
     }
 
-    // Bounds, as delivered (spec 5: a document holds at most max_events events and at most
+    // Bounds, as delivered (a document holds at most max_events events and at most
     // max_bytes plus one event of event bytes).
     for (const r of delivered) {
       const d = r.doc;
@@ -200,7 +200,7 @@ test("4 senders x 1,000 requests, one intake and one dispatcher: every acked eve
       if (bytes > MAX_BYTES + Math.max(0, ...sizes)) problems.push(`batch ${d.batch_id}: ${bytes} event bytes > max_bytes ${MAX_BYTES} + one event`);
     }
 
-    // Per-key order: a key's batches go one at a time (FIFO, spec 6.1), and across them the
+    // Per-key order: a key's batches go one at a time (FIFO), and across them the
     // events run in commit order with every sender's sequence numbers increasing.
     const keys = new Map<string, Receipt[]>();
     for (const r of delivered) keys.set(r.doc.key, [...(keys.get(r.doc.key) ?? []), r]);
@@ -232,7 +232,7 @@ test("4 senders x 1,000 requests, one intake and one dispatcher: every acked eve
     for (const b of rows) {
       if (b.state !== "delivered") problems.push(`batch ${b.id}: ${b.state}, not delivered`);
       if (b.count > b.max_events || b.count > MAX_EVENTS) problems.push(`batch ${b.id}: count ${b.count} > max_events ${b.max_events}`);
-      // spec 5, join rule 2: a batch that would pass max_bytes is sealed first, so bytes is a
+      // A batch that would pass max_bytes is sealed before the event joins, so bytes is a
       // true bound whenever one event fits (max_body_bytes 1024 <= max_bytes).
       if (b.bytes > b.max_bytes || b.bytes > MAX_BYTES) problems.push(`batch ${b.id}: bytes ${b.bytes} > max_bytes ${b.max_bytes}`);
       const d = deliveredById.get(b.id);

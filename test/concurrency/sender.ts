@@ -1,4 +1,4 @@
-// One sender process of the concurrency suite (issue 6, item 4): `count` signed requests through
+// One sender process of the concurrency suite: `count` signed requests through
 // the real intake, one sequential chain per key (so a key's sequence numbers are committed in
 // order) and the chains in parallel. Prints one JSON line: every request, whether it was acked.
 //
@@ -12,7 +12,7 @@ export interface Sent {
   key: string;
   sender: number;
   seq: number;
-  /** Body bytes: what the spool counts against max_bytes (spec 3, events.size). */
+  /** Body bytes: what the spool counts against max_bytes (events.size). */
   size: number;
   /** The last HTTP status (0: no answer) and the intake's status word. */
   status: number;
@@ -36,7 +36,7 @@ async function post(port: number, secret: string, body: string): Promise<{ statu
   const sig = `sha256=${createHmac("sha256", secret).update(body).digest("hex")}`;
   let last = { status: 0, answer: "" };
   // A sender retries what was not acked, with the same body: the dedup id makes a retry of a
-  // request that did commit a 200 duplicate, never a second event (spec 7).
+  // request that did commit a 200 duplicate, never a second event.
   for (let a = 0; a < ATTEMPTS; a++) {
     try {
       const res = await fetch(`http://127.0.0.1:${port}/hooks/load`, {

@@ -1,5 +1,5 @@
-// Spec 15's defaults: an empty config.toml is a complete config, section by section, with the
-// six span presets of spec 5. The numbers are written out here, not read from the schema.
+// The documented defaults: an empty config.toml is a complete config, section by section, with
+// the six span presets. The numbers are written out here, not read from the schema.
 import { describe, expect, test } from "bun:test";
 import { clean, parse } from "./support.ts";
 
@@ -39,12 +39,12 @@ const PRESETS = {
 };
 
 describe("an empty config.toml", () => {
-  test.each(Object.keys(SPEC_15))("[%s] has the defaults of spec 15", (section) => {
+  test.each(Object.keys(SPEC_15))("[%s] has its documented defaults", (section) => {
     const config = clean("") as unknown as Record<string, unknown>;
     expect(config[section]).toEqual(SPEC_15[section]);
   });
 
-  test("has the six span presets of spec 5 and nothing else", () => {
+  test("has the six span presets and nothing else", () => {
     expect(clean("").spans).toEqual(PRESETS);
   });
 

@@ -1,4 +1,4 @@
-// Destination names, types and effective settings (spec 14.2, 6.1).
+// Destination names, types and effective settings.
 import { describe, expect, test } from "bun:test";
 import { destinationProblem, destinationSettings, destinationType, QUARANTINE } from "../../src/config/destinations.ts";
 import { clean } from "./support.ts";

@@ -1,5 +1,5 @@
 // The reference in docs/config.md and the starter config.toml of `hookspool init` come from the
-// loader's own table (STYLE.md rule 11); these tests keep all three in step.
+// loader's own table, so they cannot drift; these tests keep all three in step.
 import { describe, expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
@@ -25,7 +25,7 @@ describe("docs/config.md", () => {
     expect(readFileSync(DOCS, "utf8")).toBe(renderConfigReference(PARTIAL));
   });
 
-  test("documents the defaults of spec 15 and the presets of spec 5", () => {
+  test("documents the defaults and the span presets", () => {
     const ref = renderConfigReference(PARTIAL);
     for (const row of [
       "| `parallel` | integer >= 1 | `4` |",

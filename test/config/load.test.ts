@@ -1,5 +1,5 @@
 // loadConfig: which file is read and where home, the database and the lock live
-// (spec 15: CLI flag -> env -> config -> default; the database is relative to home).
+// (a CLI flag, then env, then config, then the default; the database is relative to home).
 import { describe, expect, test } from "bun:test";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { homedir } from "node:os";

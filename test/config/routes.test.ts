@@ -1,4 +1,4 @@
-// Route resolution (spec 14.1) and tee copies (spec 5): where one event of a source goes.
+// Route resolution and tee copies: where one event of a source goes.
 import { describe, expect, test } from "bun:test";
 import { MAX_TEES, resolveCopies, routeMatches } from "../../src/config/routes.ts";
 import type { RouteConfig } from "../../src/config/types.ts";

@@ -1,4 +1,4 @@
-// Secret references (spec 10): read at use time, never cached, and never in an error message.
+// Secret references: read at use time, never cached, and never in an error message.
 import { describe, expect, test } from "bun:test";
 import { chmodSync, mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";

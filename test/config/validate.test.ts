@@ -1,5 +1,5 @@
 // The load-time rules of validate.ts: what makes a config unusable is an error, the rest a
-// warning that `hookspool check` (strict) escalates (spec 15).
+// warning that `hookspool check` (strict) escalates.
 import { describe, expect, test } from "bun:test";
 import { ConfigError } from "../../src/config/load.ts";
 import type { ConfigProblem } from "../../src/config/types.ts";
@@ -128,7 +128,7 @@ describe("quiet_s > max_s", () => {
     expect(problems.map((p) => [p.key, p.message])).toEqual([["sources.s", "quiet_s (120) > max_s (60): the quiet window can never fire"]]);
   });
 
-  test("a quiet_s with max_s left at its default 0 is reported (max_s = 0 seals at once, spec 5)", () => {
+  test("a quiet_s with max_s left at its default 0 is reported (max_s = 0 seals at once)", () => {
     const { problems } = parse("[sources.s]\nquiet_s = 30\n");
     expect(problems.map((p) => [p.key, p.message])).toEqual([["sources.s", "quiet_s (30) > max_s (0): the quiet window can never fire"]]);
   });

@@ -1,4 +1,4 @@
-// Per-field window inheritance (spec 5): each of quiet_s, max_s, max_events, max_bytes comes
+// Per-field window inheritance: each of quiet_s, max_s, max_events, max_bytes comes
 // from the route, else the source, else the source's span preset, else [coalesce].
 import { describe, expect, test } from "bun:test";
 import { windowFor } from "../../src/config/windows.ts";

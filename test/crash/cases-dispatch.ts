@@ -1,4 +1,4 @@
-// Crash cases at the dispatcher's points (spec 4.1, 6.2, 6.6, 12): a killed seal or claim leaves
+// Crash cases at the dispatcher's points: a killed seal or claim leaves
 // the batch as it was; a killed delivery is recovered at startup as 'lease expired' and delivered
 // again with the same events, content_hash and webhook-id; a killed mark loses the script's emits.
 import { expect } from "bun:test";

@@ -1,4 +1,4 @@
-// Crash cases at the intake's points (spec 5, 9, 12): killed before COMMIT, the request got no
+// Crash cases at the intake's points: killed before COMMIT, the request got no
 // 2xx and left nothing; killed after COMMIT, the event is spooled and the sender's retry is a
 // dedup hit or a second event in the same batch. Either way the receiver ends up with it.
 import { expect } from "bun:test";
@@ -59,7 +59,7 @@ export const afterCommitWithDedupId: CrashCase = {
 
 /**
  * The same for a source without a dedup id (Gmail's Pub/Sub): the retry is a second event in the
- * same batch. The intake comes back first and alone (its own unit, spec 2), so nothing seals
+ * same batch. The intake comes back first and alone (its own unit), so nothing seals
  * the immediate batch before the retry joins it; then the dispatcher delivers both.
  */
 export const afterCommitWithoutDedupId: CrashCase = {

@@ -1,4 +1,4 @@
-// The crash case of a retention pass (spec 8), reached through `hookspool prune` with the clock
+// The crash case of a retention pass, reached through `hookspool prune` with the clock
 // eight days on: killed in its first transaction, the pass rolls back whole; run again, it
 // deletes delivered batches with their events and never touches a dead one.
 import { expect } from "bun:test";

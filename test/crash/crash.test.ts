@@ -1,4 +1,4 @@
-// The crash suite (spec 12, 18; issue 6): at every crash point a real hookspool process kills
+// The crash suite: at every crash point a real hookspool process kills
 // itself with SIGKILL, is restarted, and the database and the receiver are checked.
 import { describe, expect, test } from "bun:test";
 import { readdirSync, readFileSync } from "node:fs";

@@ -19,5 +19,5 @@ export const CASES: Record<CrashPoint, CrashCase[]> = {
   "retention.before_commit": [killedInRetention],
 };
 
-/** Run with the compiled binary too (issue 6: both must work): one intake point and two dispatcher points. */
+/** Also run with the compiled binary: one intake point and two dispatcher points. */
 export const BINARY_POINTS: CrashPoint[] = ["enqueue.before_commit", "deliver.after_response", "mark.before_commit"];

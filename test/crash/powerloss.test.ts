@@ -1,4 +1,4 @@
-// Power-loss simulation (spec 18; issue 6 item 3): a writer SIGSTOPped at a crash point, its
+// Power-loss simulation: a writer SIGSTOPped at a crash point, its
 // spool.db, -wal and -shm copied while it is frozen mid-transaction, then SIGKILLed. The copy
 // must pass quick_check and hold exactly the committed state: everything acknowledged, nothing
 // of the stopped transaction, and the same rows the original holds once its writer is dead.

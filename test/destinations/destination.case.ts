@@ -1,4 +1,4 @@
-// The one destination suite (STYLE.md rule 7): every type runs the same cases through a harness
+// The one destination suite: every type runs the same cases through a harness
 // that knows how to stand up its kind of receiver.
 import { describe, expect, test } from "bun:test";
 import type { Destination } from "../../src/delivery.ts";

@@ -83,7 +83,7 @@ destinationConformance("script", (): Harness => {
         async received() {
           if (!existsSync(`${out}.body`)) return [];
           const body = readFileSync(`${out}.body`, "utf8");
-          // A script sees the attempt in the document (spec 6.4); its environment is fixed by spec 10.
+          // A script sees the attempt in the document, not in its environment.
           const attempt = String((JSON.parse(body) as { attempt: number }).attempt);
           return [{ body, batchId: readFileSync(`${out}.batch`, "utf8"), deliveryId: readFileSync(`${out}.delivery`, "utf8"), attempt }];
         },

@@ -1,5 +1,5 @@
 // The hermes destination against a stub gateway: signatures checked by an independent Standard
-// Webhooks verifier, every gateway answer of issue 4, fresh secrets and per-attempt ids.
+// Webhooks verifier, every answer the gateway can give, fresh secrets and per-attempt ids.
 import { describe, expect, test } from "bun:test";
 import { createHmac, randomBytes } from "node:crypto";
 import { writeFileSync } from "node:fs";

@@ -1,4 +1,4 @@
-// makeDestination: names and tables to instances, with the defaults of spec 6.1 / 14.2.
+// makeDestination: names and tables to instances, with each type's defaults.
 import { describe, expect, test } from "bun:test";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";

@@ -1,4 +1,4 @@
-// The outbound headers of spec 6.4 and reading signing secrets.
+// The outbound headers and reading signing secrets.
 import { describe, expect, test } from "bun:test";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -12,7 +12,7 @@ const body = new TextEncoder().encode('{"a":"\u00e9"}');
 const base = { webhookId: "hs_i_1", timestamp: Math.floor(nowClock().now()), body, secrets: ["k1"], hubSecret: "k1", batchId: 1, attempt: 2 };
 
 describe("outboundHeaders", () => {
-  test("every header of spec 6.4, verifiable by standardwebhooks", () => {
+  test("every outbound header, verifiable by standardwebhooks", () => {
     const h = Object.fromEntries(outboundHeaders(base));
     expect(h).toMatchObject({
       "webhook-id": "hs_i_1",

@@ -1,4 +1,4 @@
-// Unwrap (spec 6.4.1) on http and hermes: one request per event, stored bytes, per-event ids,
+// Unwrap on http and hermes: one request per event, stored bytes, per-event ids,
 // event/dedup headers, stop at the first failure, resume from the first event.
 import { describe, expect, test } from "bun:test";
 import { createHmac } from "node:crypto";

@@ -1,4 +1,4 @@
-// Alerts and maintenance (spec 11.4, 8, 14.4): alert once, again only after a reopen, one per
+// Alerts and maintenance: alert once, again only after a reopen, one per
 // rate_limit_s per kind, alerted_at only on exit 0, dry mode; source_silent, stale polls, the
 // spool limit, and the hourly retention pass.
 import { describe, expect, test } from "bun:test";

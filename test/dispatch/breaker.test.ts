@@ -1,4 +1,4 @@
-// The destination breaker and gate (spec 4.2, 6.3): trip on one key, rotating probe, only probes
+// The destination breaker and gate: trip on one key, rotating probe, only probes
 // re-trip, probe_until, a single-batch destination stays open, pause/resume, Retry-After gate,
 // and the poison rule (with a flaky receiver that must not poison healthy batches).
 import { describe, expect, test } from "bun:test";
@@ -17,7 +17,7 @@ async function dueStep(r: ReturnType<typeof rig>, id: number): Promise<void> {
   await r.step();
 }
 
-describe("breaker (spec 4.2)", () => {
+describe("breaker", () => {
   test("a destination fed by one key trips on that batch's third transport failure", async () => {
     const a = fakeDestination("hermes:a");
     a.answer = () => down();
@@ -171,7 +171,7 @@ describe("breaker (spec 4.2)", () => {
   });
 });
 
-describe("poison (spec 4.2)", () => {
+describe("poison", () => {
   test("a batch failing six times in a row while the destination delivers others is dead (poison), uncounted", async () => {
     const a = fakeDestination("hermes:a", { maxInflight: 4 });
     const r = rig(BASE, [a]);

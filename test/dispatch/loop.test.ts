@@ -1,4 +1,4 @@
-// The dispatcher's loop (spec 6.1, 6.2, 2): FIFO per key, parallel across keys, bounds while
+// The dispatcher's loop: FIFO per key, parallel across keys, bounds while
 // gated, leases and their recovery, the worker deadline, the fenced late mark, the clock guard.
 import { describe, expect, test } from "bun:test";
 import { backoffS, retryDelayS } from "../../src/store/backoff.ts";
@@ -12,7 +12,7 @@ import { batchIdOf, down, fakeDestination, ok, rig } from "../helpers/dispatch.t
 
 const BASE = `[sources.s]\naction = "hermes:a"\n`;
 
-describe("backoff (spec 6.5)", () => {
+describe("backoff", () => {
   test("min(cap, base * 2^(n-1)) plus 0-25 % jitter; Retry-After wins when larger, capped at 1 h", () => {
     const rng = seededRng(1);
     for (let i = 0; i < 500; i++) {
@@ -31,7 +31,7 @@ describe("backoff (spec 6.5)", () => {
   });
 });
 
-describe("FIFO and parallelism (spec 6.1)", () => {
+describe("FIFO and parallelism", () => {
   test("one key delivers strictly in order, one batch at a time; other keys go in parallel", async () => {
     const a = fakeDestination("hermes:a", { maxInflight: 4 });
     const r = rig(BASE, [a]);
@@ -79,7 +79,7 @@ describe("FIFO and parallelism (spec 6.1)", () => {
   });
 });
 
-describe("leases (spec 6.2)", () => {
+describe("leases", () => {
   test("startup recovers every leased row of a dead process: retry, due now, 'lease expired'", async () => {
     const a = fakeDestination("hermes:a");
     const r = rig(BASE, [a]);
@@ -152,7 +152,7 @@ describe("leases (spec 6.2)", () => {
   });
 });
 
-describe("the clock guard (spec 2, 12)", () => {
+describe("the clock guard", () => {
   test("a backwards step makes time stand still: nothing becomes due early and no fact is rewritten", async () => {
     const a = fakeDestination("hermes:a");
     a.answer = () => down();

@@ -1,4 +1,4 @@
-// The outcome table of spec 6.5 through the dispatcher: counted vs uncounted for every class,
+// The outcome classes through the dispatcher: counted vs uncounted for every class,
 // max_attempts, bad emits, config retries made due by a reload, emits and notices.
 import { describe, expect, test } from "bun:test";
 import { utimesSync, writeFileSync } from "node:fs";
@@ -9,7 +9,7 @@ import { batchIdOf, fakeDestination, ok, rig } from "../helpers/dispatch.ts";
 
 const BASE = `[sources.s]\naction = "hermes:a"\n\n[sources.out]\naction = "hermes:b"\n`;
 
-describe("classes (spec 6.5)", () => {
+describe("classes", () => {
   const cases = [
     { name: "ok", o: ok(), state: "delivered", counted: 1, attempts: 1, klass: null },
     { name: "transport", o: outcome({ kind: "retry", klass: "transport", reason: "connection refused" }), state: "retry", counted: 0, attempts: 0, klass: "transport" },
@@ -178,7 +178,7 @@ describe("classes (spec 6.5)", () => {
   });
 });
 
-describe("delivery ids (spec 6.4)", () => {
+describe("delivery ids", () => {
   test("per batch for http and script (identical on every attempt), per attempt for hermes", async () => {
     const h = fakeDestination("hermes:a", { idempotency: "per-attempt" });
     const s = fakeDestination("hermes:b", { idempotency: "per-batch" });

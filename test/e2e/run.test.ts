@@ -1,7 +1,7 @@
 // hookspool run end to end, as a real process: a burst of signed requests becomes one batch per
 // key after the quiet window, signed so a stock Standard Webhooks library verifies it; a receiver
 // that goes down and comes back gets every batch, in order, with the breaker visible in the
-// database, and nothing is dropped (issue 4, "Done when").
+// database, and nothing is dropped.
 import { expect, test } from "bun:test";
 import { createHmac } from "node:crypto";
 import { writeFileSync } from "node:fs";

@@ -1,4 +1,4 @@
-// Run the CLI in-process with captured output (spec 18: main(argv)).
+// Run the CLI in-process, through main(argv), with captured output.
 import type { Io } from "../../src/cli/context.ts";
 import { runCli } from "../../src/cli/root.ts";
 

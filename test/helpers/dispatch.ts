@@ -1,5 +1,5 @@
 // A dispatcher over a migrated temp spool with a fake clock, a seeded rng and fake destinations
-// (plain objects with function fields; STYLE.md rule 13).
+// (plain objects with function fields, no mocking library).
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { FakeClock, seededRng } from "../../src/clock.ts";

@@ -1,5 +1,5 @@
 // Every log line any in-process logger writes during the test run, and the sentinels that must
-// never appear in one (spec 10: no secrets, bodies or headers in logs).
+// never appear in one: no secret, body or header ever reaches a log.
 import { setLogSink } from "../../src/log.ts";
 
 /** Planted in secrets by the tests: never in a log line or a database column. */

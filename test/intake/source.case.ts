@@ -1,4 +1,4 @@
-// The source kit (spec 14.1, 18): one matrix, run the same way on every source over real HTTP:
+// The source kit: one matrix, run the same way on every source over real HTTP:
 // signed, unsigned, tampered, future-dated and stale, oversized, chunked, duplicate, handshake
 // with a good and a bad signature, constant-ness of an unauthenticated handshake, plugin
 // exception -> quarantine, spool unwritable -> 503, and no sentinel in any log line or column.

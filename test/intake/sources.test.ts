@@ -1,4 +1,4 @@
-// The source kit on every template scheme and on a code source (spec 14.1, 18).
+// The source kit on every template scheme and on a code source.
 import { createHash, createHmac, randomUUID } from "node:crypto";
 import { expect } from "bun:test";
 import { join } from "node:path";

@@ -1,4 +1,4 @@
-// `hookspool status` and GET /healthz (spec 11.1): one document from both, flipping to degraded
+// `hookspool status` and GET /healthz: one document from both, flipping to degraded
 // (200) for each soft reason and to 503 for a hard limit; the human summary names each problem.
 import { describe, expect, test } from "bun:test";
 import { createHmac } from "node:crypto";
@@ -310,8 +310,8 @@ describe("status and /healthz agree and flip for each soft reason (200, degraded
   });
 });
 
-describe("the polls block (spec 14.4)", () => {
-  test("appears only with a polls row, with every field of the example", async () => {
+describe("the polls block", () => {
+  test("appears only with a polls row, with every one of its fields", async () => {
     await withSpot(async (s) => {
       heartbeat(s);
       expect(await statusJson(s)).not.toHaveProperty("polls");
@@ -337,7 +337,7 @@ describe("the polls block (spec 14.4)", () => {
   });
 });
 
-describe("per-destination fields (spec 11.1 example)", () => {
+describe("per-destination fields", () => {
   test("oldest_pending_age_s always; opened_at, cooldown_s and last_error for an open breaker", async () => {
     await withSpot(async (s) => {
       heartbeat(s);

@@ -1,4 +1,4 @@
-// Known-answer tests for src/plugin/verify.ts (spec 10, 6.4). Expected values are published
+// Known-answer tests for src/plugin/verify.ts. Expected values are published
 // vectors or computed here with node:crypto, never with verify.ts itself.
 import { describe, expect, test } from "bun:test";
 import { createHash, createHmac } from "node:crypto";
@@ -411,7 +411,7 @@ describe("Plaid (ES256 JWT, KeyCache)", () => {
 });
 
 // ---------------------------------------------------------------------------------------------
-// Only verify.ts computes HMACs or compares secrets (DESIGN.md stack table, spec 10)
+// Only verify.ts computes HMACs or compares secrets
 
 /** Source with comments blanked and string contents replaced by "s" (empty strings stay ""). */
 function codeOnly(src: string): string {

@@ -1,4 +1,4 @@
-// Auth headers are never stored (spec 10): keep_headers cannot name one (a config error at load,
+// Auth headers are never stored: keep_headers cannot name one (a config error at load,
 // at intake start and in hookspool check), quarantine strips the source's auth headers and always
 // Authorization, Proxy-Authorization and Cookie, and a queued event keeps only keep_headers.
 import { describe, expect, test } from "bun:test";

@@ -1,4 +1,4 @@
-// The body cap comes before any plugin code (spec 9, 10): Content-Length is required, a chunked
+// The body cap comes before any plugin code: Content-Length is required, a chunked
 // request is 411, a body over max_body_bytes is 413, and a recording plugin proves that none of
 // its functions ran for any of them. Lying and missing lengths go over a raw socket.
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from "bun:test";

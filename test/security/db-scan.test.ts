@@ -1,4 +1,4 @@
-// No secret in the database, and no secret, payload or query string in the logs (spec 10), proven
+// No secret in the database, and no secret, payload or query string in the logs, proven
 // on a real `hookspool run` process after a realistic scenario: four sources whose secrets carry
 // SECRET_SENTINEL (a file ref and an env ref among them), an http destination signing with one,
 // a handshake, duplicates, ignores, unverified attempts that put the secret itself in headers and

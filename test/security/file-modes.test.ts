@@ -1,4 +1,4 @@
-// File modes (spec 10: database 0600, directory 0700), checked on real processes started under
+// File modes (database 0600, directory 0700), checked on real processes started under
 // umask 000, so every mode comes from hookspool and none from a kind umask: the state directory
 // and spool made by migrate, the WAL and shared-memory files a running dispatcher opens,
 // dispatch.lock, and the secret and config that init writes.

@@ -1,4 +1,4 @@
-// A handshake whose answer derives from the secret is answered only after verify (spec 10): for a
+// A handshake whose answer derives from the secret is answered only after verify: for a
 // Zoom-style endpoint.url_validation, encryptedToken = HMAC(secret, plainToken) with the
 // plainToken chosen by the sender, so an unauthenticated answer would be a signing oracle for
 // forged events. Every badly signed validation is 401, empty, and carries no token anywhere.

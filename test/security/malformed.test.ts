@@ -1,5 +1,5 @@
-// Malformed input (issue 6, item 6): answered with the spec's status, never a 5xx from our own
-// code (spec 9: the only 5xx is 503 when the spool cannot take a write), and the intake keeps
+// Malformed input: answered with its proper status, never a 5xx from our own
+// code (the only 5xx is 503 when the spool cannot take a write), and the intake keeps
 // serving afterwards. Verified but unparseable bodies are quarantined, not refused.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createHmac } from "node:crypto";

@@ -1,4 +1,4 @@
-// The Plaid unknown-kid guard under a flood, through a real intake (spec 10, 18): a code source
+// The Plaid unknown-kid guard under a flood, through a real intake: a code source
 // verifying ES256 JWTs through the process-wide KeyCache makes at most one key fetch per minute
 // whatever kids unauthenticated senders make up. A lookup the guard refuses, an unknown kid and
 // a failed fetch all leave verify() false, so every such request is a plain 401: never a 5xx,

@@ -1,5 +1,5 @@
 // An unverified request gets 401 with an empty body and one log line with source, remote address
-// and size; nothing else (spec 10). A spread of wrong, missing, malformed and misplaced
+// and size; nothing else. A spread of wrong, missing, malformed and misplaced
 // credentials over every template scheme and a code source.
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { createHmac } from "node:crypto";

@@ -1,4 +1,4 @@
-// The 60 s soak inside make test (issue 6): real intake and dispatcher processes, kill -9 of
+// The 60 s soak inside make test: real intake and dispatcher processes, kill -9 of
 // each, a flapping receiver and config reloads; the script asserts the promises and prints CPU
 // seconds and peak RSS. The hour-long run is `make soak DURATION=3600`.
 import { expect, test } from "bun:test";

@@ -1,4 +1,4 @@
-// Readiness, the FIFO candidate query, claim, fenced marks and lease recovery (spec 5, 6.1, 6.2).
+// Readiness, the FIFO candidate query, claim, fenced marks and lease recovery.
 import { describe, expect, test } from "bun:test";
 import { claimBatch, candidates, recoverLeases, sealReady } from "../../src/store/batches.ts";
 import { markDead, markDelivered, markRetry, type AttemptRecord } from "../../src/store/marks.ts";
@@ -24,7 +24,7 @@ export function batchCases(fresh: OpenSpool): void {
     return claimBatch(t.spool, { batchId, destination: "http:d", now, leaseUntil: now + 90, host: "h", pid: 42, deliveryId: (a, n) => `hs_x_${batchId}_${a}_${n}` });
   }
 
-  describe("readiness (spec 5)", () => {
+  describe("readiness", () => {
     test("immediate: quiet_s = max_s = 0 seals at the first tick", () => {
       const t = fresh();
       const id = open(t, { copies: [copy("r", "http:d", { quiet_s: 0, max_s: 0 })] });
@@ -75,7 +75,7 @@ export function batchCases(fresh: OpenSpool): void {
     });
   });
 
-  describe("candidates (spec 6.1)", () => {
+  describe("candidates", () => {
     test("only the head of each group, oldest first_at first, across groups", () => {
       const t = fresh();
       const w = { max_events: 1 };
@@ -124,7 +124,7 @@ export function batchCases(fresh: OpenSpool): void {
     });
   });
 
-  describe("claim and fenced marks (spec 6.2)", () => {
+  describe("claim and fenced marks", () => {
     test("claim writes the attempt row first and fences the lease with host:pid:attempt_id", () => {
       const t = fresh();
       const id = open(t, { copies: [copy("r", "http:d", { max_events: 1 })] });
@@ -196,7 +196,7 @@ export function batchCases(fresh: OpenSpool): void {
     });
   });
 
-  describe("lease recovery (spec 6.2)", () => {
+  describe("lease recovery", () => {
     test("startup recovers every leased row: retry due now, uncounted, 'lease expired'", () => {
       const t = fresh();
       const w = { max_events: 1 };
@@ -229,7 +229,7 @@ export function batchCases(fresh: OpenSpool): void {
     });
   });
 
-  describe("clock guard (spec 2)", () => {
+  describe("clock guard", () => {
     test("now_eff = max(wall, last_tick_at): a backwards step makes time stand still", () => {
       const t = fresh();
       expect(effectiveNow(t.spool)).toBe(T0);

@@ -1,4 +1,4 @@
-// A real process killed with SIGKILL inside the enqueue transaction leaves all copies or none (spec 5).
+// A real process killed with SIGKILL inside the enqueue transaction leaves all copies or none.
 import { expect, test } from "bun:test";
 import { join } from "node:path";
 import { openSpool } from "../../src/store/db.ts";

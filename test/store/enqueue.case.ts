@@ -1,4 +1,4 @@
-// The join rule, dedup, tee copies and quarantine (spec 5, 7, 9) against a real WAL file.
+// The join rule, dedup, tee copies and quarantine against a real WAL file.
 import { describe, expect, test } from "bun:test";
 import { isHookspoolError } from "../../src/errors.ts";
 import { batchContent, contentHash } from "../../src/store/content.ts";
@@ -149,7 +149,7 @@ export function enqueueCases(fresh: OpenSpool): void {
     });
   });
 
-  describe("dedup (spec 7)", () => {
+  describe("dedup", () => {
     test("a repeat inside the window is a duplicate: dup_count grows, nothing else is stored", () => {
       const t = fresh();
       const first = queued(enqueue(t.spool, ev({ dedupId: "d1" })))[0];
@@ -209,7 +209,7 @@ export function enqueueCases(fresh: OpenSpool): void {
     });
   });
 
-  describe("tee copies (spec 5)", () => {
+  describe("tee copies", () => {
     const copies = () => [copy("r", "http:main"), copy("tee-a", "hermes:a", { quiet_s: 0, max_s: 0 }, true), copy("tee-b", "script:b", { max_events: 1 }, true)];
 
     test("every copy is its own event row in its own route's batch, primary first, with its own window", () => {
@@ -240,7 +240,7 @@ export function enqueueCases(fresh: OpenSpool): void {
     });
   });
 
-  describe("quarantine (spec 9)", () => {
+  describe("quarantine", () => {
     test("a dead quarantine batch holds the raw body and no auth header, and opens config:plugin:<source>", () => {
       const t = fresh();
       const raw = new TextEncoder().encode('{"broken": true}');

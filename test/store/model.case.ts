@@ -1,6 +1,6 @@
-// The randomised model test of spec 18: seeded enqueue/seal/claim/complete/replay/drop/recover
+// The randomised model test: seeded enqueue/seal/claim/complete/replay/drop/recover
 // operations run against the store and against an independent model of the state machine
-// (spec 4.1, 5, 6.1, 6.2, 7); the two are compared after every step.
+// (batch states, the join rule, FIFO, leases, dedup); the two are compared after every step.
 import { expect, test } from "bun:test";
 import { seededRng, type Rng } from "../../src/clock.ts";
 import { candidates, claimBatch, recoverLeases, sealReady } from "../../src/store/batches.ts";
@@ -47,7 +47,7 @@ export function modelCases(fresh: OpenSpool): void {
   const DEDUP_WINDOW = 400;
   const ACTIVE: State[] = ["open", "sealed", "retry", "leased"];
 
-  /** The model: plain data and the rules of the spec, written without looking at the SQL. */
+  /** The model: plain data and the state machine's rules, written without looking at the SQL. */
   class Model {
     batches = new Map<number, MBatch>();
     dedup = new Map<string, { event: number; seen: number; dups: number }>();

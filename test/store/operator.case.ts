@@ -1,4 +1,4 @@
-// Operator transitions (spec 4.1, 16): replay, reclassify, retry, split, exclude, drop.
+// Operator transitions: replay, reclassify, retry, split, exclude, drop.
 import { describe, expect, test } from "bun:test";
 import { isHookspoolError } from "../../src/errors.ts";
 import { claimBatch, sealReady } from "../../src/store/batches.ts";

@@ -1,4 +1,4 @@
-// Retention (spec 8): exactly the rows the table names, in small transactions, never a dead batch.
+// Retention: exactly the rows past their retention age, in small transactions, never a dead batch.
 import { describe, expect, test } from "bun:test";
 import type { Database } from "bun:sqlite";
 import { statSync } from "node:fs";
@@ -98,8 +98,8 @@ export function retentionCases(fresh: OpenSpool): void {
     return id;
   }
 
-  describe("what a pass deletes (spec 8)", () => {
-    test("exactly the table's rows, at every boundary", async () => {
+  describe("what a pass deletes", () => {
+    test("exactly the rows past their retention age, at every boundary", async () => {
       const t = fresh();
       const db = t.spool.db;
       const gone = { batches: [] as number[], events: [] as number[], attempts: [] as number[], dedup: [] as string[], issues: [] as number[] };
@@ -247,7 +247,7 @@ export function retentionCases(fresh: OpenSpool): void {
     return { spool: { ...spool, db: wrapped }, txs };
   }
 
-  describe("small transactions (DESIGN.md: 1,000 rows, yielding between)", () => {
+  describe("small transactions (1,000 rows at most, yielding between)", () => {
     test("2,500+ deletable rows: no transaction over batchSize, the loop turns between them, the WAL is truncated", async () => {
       const t = fresh();
       const db = t.spool.db;
@@ -342,7 +342,7 @@ export function retentionCases(fresh: OpenSpool): void {
     }
   }
 
-  describe("crash safety (spec 18)", () => {
+  describe("crash safety", () => {
     test("killed at retention.before_commit: the open transaction rolls back, committed ones stay, dead batches untouched", async () => {
       const t = fresh();
       const db = t.spool.db;
