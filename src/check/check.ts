@@ -135,7 +135,7 @@ export async function checkConfig(input: CheckInput, deps: CheckDeps): Promise<C
     ...bobbinRules(config),
     // Modes first: opening the database below creates and removes a -wal of its own.
     ...spoolModeRules(paths),
-    ...(deps.skipDatabase ? [] : databaseRules(paths.db)),
+    ...(deps.skipDatabase ? [] : databaseRules(paths.spoolFile)),
   ]);
 }
 
@@ -310,7 +310,7 @@ function spoolModeRules(paths: Paths): ConfigProblem[] {
   if (home?.isDirectory() && home.mode & 0o077) {
     out.push(problem("warning", "spool.home", `${paths.home} is open to group/other (mode ${mode(home)}); it holds the spool`, `chmod 700 ${paths.home}`));
   }
-  for (const file of [paths.db, `${paths.db}-wal`]) {
+  for (const file of [paths.spoolFile, `${paths.spoolFile}-wal`]) {
     const st = statOrNull(file);
     if (st?.isFile() && st.mode & 0o077) {
       out.push(problem("warning", "spool.db", `${file} is open to group/other (mode ${mode(st)}); it holds every payload`, `chmod 600 ${file}`));

@@ -22,7 +22,7 @@ function listCommand(cli: Cli): CommandDef {
       }
       const limit = positiveInt(args.limit, "--limit");
       const { paths } = loadForReading(cli);
-      const spool = openExisting(cli, paths.db);
+      const spool = openExisting(cli, paths.spoolFile);
       try {
         const rows = listBatches(spool, { state: state as BatchState | undefined, source: args.source, destination: args.destination, limit });
         if (cli.globals.json) {
@@ -61,7 +61,7 @@ function showCommand(cli: Cli): CommandDef {
     run({ args }) {
       const id = positiveInt(args.batch, "batch");
       const { paths } = loadForReading(cli);
-      const spool = openExisting(cli, paths.db);
+      const spool = openExisting(cli, paths.spoolFile);
       try {
         const b = getBatch(spool, id);
         if (!b) throw new HookspoolError("E_NOT_FOUND", `no batch ${id}`);

@@ -66,7 +66,7 @@ export function enqueueCommand(cli: Cli): CommandDef {
         const key = i >= 0 ? `routes[${i}].destination` : `sources.${source}.action`;
         throw new HookspoolError("E_CONFIG", `destination "${c.destination}": ${why}`, { file: paths.config ?? undefined, key });
       }
-      const spool = openExisting(cli, paths.db);
+      const spool = openExisting(cli, paths.spoolFile);
       try {
         const dedupId = args["dedup-id"] === undefined ? null : String(args["dedup-id"]);
         const r = enqueue(spool, newEvent(config, { source, key: String(args.key), eventType, dedupId, payload: text, body }, copies));

@@ -12,7 +12,7 @@ function listRun(cli: Cli) {
     const state = args.state as IssueState | "all" | undefined;
     if (state !== undefined && !(STATES as readonly string[]).includes(state)) throw new HookspoolError("E_USAGE", `--state must be one of ${STATES.join(", ")}`);
     const { paths } = loadFor(cli);
-    const spool = openExisting(cli, paths.db);
+    const spool = openExisting(cli, paths.spoolFile);
     try {
       const rows = listIssues(spool, { state });
       if (cli.globals.json) {
@@ -44,7 +44,7 @@ function stateVerb(cli: Cli, verb: "ack" | "resolve" | "ignore", description: st
     run({ args }) {
       const id = positiveInt(args.id, "issue id");
       const { paths } = loadFor(cli);
-      const spool = openExisting(cli, paths.db);
+      const spool = openExisting(cli, paths.spoolFile);
       try {
         const r = setIssueState(spool, id, verb, cli.clock.now());
         if (r === "missing") throw new HookspoolError("E_NOT_FOUND", `no issue ${id}`);

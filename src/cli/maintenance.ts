@@ -31,7 +31,7 @@ function pruneCommand(cli: Cli): CommandDef {
     },
     async run({ args }) {
       const { config, paths } = loadFor(cli);
-      const spool = openExisting(cli, paths.db);
+      const spool = openExisting(cli, paths.spoolFile);
       try {
         const counts = await runRetention(spool, policyFromConfig(config), cli.clock.now());
         const printCounts = () => cli.io.out(cli.globals.json ? JSON.stringify(counts) : describeCounts(counts));
@@ -39,19 +39,19 @@ function pruneCommand(cli: Cli): CommandDef {
           printCounts();
           return 0;
         }
-        const before = spoolBytes(paths.db);
-        const free = diskFreeBytes(paths.db);
+        const before = spoolBytes(paths.spoolFile);
+        const free = diskFreeBytes(paths.spoolFile);
         cli.io.err(`hookspool: warning: VACUUM rewrites the whole database; it needs about twice its size free (${humanBytes(2 * before)}) and holds the write lock while it runs`);
         if (free !== null && free < 2 * before) {
           // The pass itself is done; say what it deleted before refusing the rebuild (with
           // --json the error object is the only output).
           if (!cli.globals.json) printCounts();
-          throw new HookspoolError("E_SPOOL", `only ${humanBytes(free)} free next to ${paths.db}; VACUUM needs about ${humanBytes(2 * before)}`, {
+          throw new HookspoolError("E_SPOOL", `only ${humanBytes(free)} free next to ${paths.spoolFile}; VACUUM needs about ${humanBytes(2 * before)}`, {
             hint: "free some space, or copy the spool elsewhere with VACUUM INTO",
           });
         }
         vacuum(spool);
-        const after = spoolBytes(paths.db);
+        const after = spoolBytes(paths.spoolFile);
         if (cli.globals.json) {
           cli.io.out(JSON.stringify({ ...counts, vacuum: { bytes_before: before, bytes_after: after } }));
         } else {
@@ -81,7 +81,7 @@ function exportCommand(cli: Cli): CommandDef {
       }
       const since = args.since === undefined ? undefined : parseSince(String(args.since), cli.clock.now());
       const { paths } = loadForReading(cli);
-      const spool = openExisting(cli, paths.db);
+      const spool = openExisting(cli, paths.spoolFile);
       try {
         let n = 0;
         let events = 0;

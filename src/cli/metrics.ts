@@ -9,9 +9,9 @@ export function metricsCommand(cli: Cli): CommandDef {
     args: { ...GLOBAL_ARGS },
     run() {
       const { config, paths } = loadFor(cli);
-      const spool = openExisting(cli, paths.db);
+      const spool = openExisting(cli, paths.spoolFile);
       try {
-        cli.io.out(renderSpoolMetrics(spool, config, paths.db, { now: cli.clock.now() }).trimEnd());
+        cli.io.out(renderSpoolMetrics(spool, config, paths.spoolFile, { now: cli.clock.now() }).trimEnd());
         return 0;
       } finally {
         spool.close();

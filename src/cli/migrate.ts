@@ -17,19 +17,19 @@ export function migrateCommand(cli: Cli): CommandDef {
     run({ args }) {
       const { paths } = loadFor(cli);
       const say = (json: object, text: string) => cli.io.out(cli.globals.json ? JSON.stringify(json) : text);
-      if (args["dry-run"] && !existsSync(paths.db)) {
+      if (args["dry-run"] && !existsSync(paths.spoolFile)) {
         const pending = pendingMigrations(0).map((m) => m.name);
-        say({ from: 0, pending }, `no spool at ${paths.db}; migrate would create it and apply ${pending.join(", ")}`);
+        say({ from: 0, pending }, `no spool at ${paths.spoolFile}; migrate would create it and apply ${pending.join(", ")}`);
         return 0;
       }
-      const dir = dirname(paths.db);
+      const dir = dirname(paths.spoolFile);
       if (!existsSync(dir)) {
         mkdirSync(dir, { recursive: true, mode: 0o700 });
         chmodSync(dir, 0o700);
       }
       const lock = acquireLock(paths.lock);
       try {
-        const spool = openSpool(paths.db, { create: true, clock: cli.clock });
+        const spool = openSpool(paths.spoolFile, { create: true, clock: cli.clock });
         try {
           if (args["dry-run"]) {
             // The store's dry run refuses a newer schema, as the real one does: no downgrades.

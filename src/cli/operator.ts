@@ -32,7 +32,7 @@ function say(cli: Cli, json: unknown, text: string): void {
 /** Run `fn` with an open spool (never migrating) and the loaded config. */
 async function withSpool<T>(cli: Cli, fn: (spool: Spool, config: Config, configFile: string | null) => T | Promise<T>): Promise<T> {
   const { config, paths } = loadFor(cli);
-  const spool = openExisting(cli, paths.db);
+  const spool = openExisting(cli, paths.spoolFile);
   try {
     return await fn(spool, config, paths.config);
   } finally {

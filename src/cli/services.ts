@@ -66,7 +66,7 @@ function makeDispatcher(cli: Cli, loaded: LoadedConfig, spool: Spool): Dispatche
 function makeMaintenance(cli: Cli, loaded: LoadedConfig, spool: Spool, dispatcher: Dispatcher): Maintenance {
   return new Maintenance({
     spool,
-    dbPath: loaded.paths.db,
+    dbPath: loaded.paths.spoolFile,
     config: () => dispatcher.currentConfig(),
     now: () => effectiveNow(spool),
     clock: cli.clock,

@@ -41,9 +41,9 @@ export function statusCommand(cli: Cli): CommandDef {
       // The plugins' own liveness expectations count where config sets none; a plugin that
       // does not load is check's to report, not status's.
       const { sources: plugins } = await loadEverySource(config, { configDir: dirname(paths.config ?? paths.home), env: cli.io.env, file: paths.config ?? "config.toml" });
-      const spool = openExisting(cli, paths.db);
+      const spool = openExisting(cli, paths.spoolFile);
       try {
-        const { doc } = buildStatus(spool, config, paths.db, { now: cli.clock.now(), plugins });
+        const { doc } = buildStatus(spool, config, paths.spoolFile, { now: cli.clock.now(), plugins });
         cli.io.out(cli.globals.json ? JSON.stringify(doc) : summary(doc));
         return doc.ok ? 0 : 1;
       } finally {

@@ -177,5 +177,5 @@ export function resolvePaths(config: Config, opts: LoadOptions & { env: Env; cwd
       : expandPath(config.spool.home, configDir, env);
   const db = env.HOOKSPOOL_DB ? resolve(cwd, env.HOOKSPOOL_DB) : expandPath(config.spool.db, home, env);
   // The lock protects the database, so it lives beside it (the state directory by default).
-  return { home, config: file, db, lock: join(dirname(db), "dispatch.lock") };
+  return { home, config: file, spoolFile: db, lock: join(dirname(db), "dispatch.lock") };
 }

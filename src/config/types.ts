@@ -119,7 +119,8 @@ export interface Paths {
   home: string;
   /** The config file, or null when none exists at the default place. */
   config: string | null;
-  db: string;
+  /** The spool database file. */
+  spoolFile: string;
   lock: string;
 }
 

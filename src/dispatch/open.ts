@@ -13,10 +13,10 @@ export interface DispatchSpool {
   close(): void;
 }
 
-export function openForDispatch(paths: { db: string; lock: string }, o: { clock: Clock; busyTimeoutS?: number }): DispatchSpool {
+export function openForDispatch(paths: { spoolFile: string; lock: string }, o: { clock: Clock; busyTimeoutS?: number }): DispatchSpool {
   const lock = acquireLock(paths.lock, "another dispatcher (or hookspool migrate)");
   try {
-    const spool = openVerified(paths.db, { create: true, busyTimeoutS: o.busyTimeoutS ?? 30, clock: o.clock });
+    const spool = openVerified(paths.spoolFile, { create: true, busyTimeoutS: o.busyTimeoutS ?? 30, clock: o.clock });
     try {
       migrate(spool);
     } catch (e) {

@@ -115,15 +115,15 @@ export class Intake implements Service {
     if (this.opts.spool) {
       this.spool = this.opts.spool;
     } else {
-      this.spool = openSpool(loaded.paths.db, { create: false, busyTimeoutS: this.config.intake.busy_timeout_s, clock });
+      this.spool = openSpool(loaded.paths.spoolFile, { create: false, busyTimeoutS: this.config.intake.busy_timeout_s, clock });
       this.ownSpool = true;
     }
     // The intake never migrates: an older schema is exit 2, "run hookspool migrate".
     requireCurrentSchema(this.spool);
     this.sources = await loadSources(this.config, { configDir: dirname(loaded.paths.config ?? loaded.paths.home), env: this.opts.env, file: loaded.paths.config ?? "config.toml" });
-    this.backpressure = new Backpressure(loaded.paths.db, this.config.limits.min_free_bytes, clock, this.opts.diskFree);
+    this.backpressure = new Backpressure(loaded.paths.spoolFile, this.config.limits.min_free_bytes, clock, this.opts.diskFree);
     const faults = new Faults(this.spool, "intake", log, () => clock.now());
-    this.health = new Health(this.spool, loaded.paths.db, clock, this.backpressure, () => faults.flush());
+    this.health = new Health(this.spool, loaded.paths.spoolFile, clock, this.backpressure, () => faults.flush());
     const deps = {
       spool: this.spool,
       config: () => this.config,
@@ -152,7 +152,7 @@ export class Intake implements Service {
         }
         if (url.pathname === "/metrics" && req.method === "GET") {
           try {
-            const tables = renderSpoolMetrics(this.spool as Spool, this.config, loaded.paths.db, { now: clock.now(), diskFree: this.backpressure?.freeReading() });
+            const tables = renderSpoolMetrics(this.spool as Spool, this.config, loaded.paths.spoolFile, { now: clock.now(), diskFree: this.backpressure?.freeReading() });
             return new Response(this.metrics.render() + tables, { headers: { "Content-Type": "text/plain; version=0.0.4" } });
           } catch (e) {
             faults.caught("metrics", e);

@@ -45,7 +45,7 @@ describe("home", () => {
     const dir = homeWith('[spool]\nhome = "/srv/spool-home"\n');
     const { paths } = loadConfig({ config: join(dir, "config.toml"), env: {} });
     expect(paths.home).toBe("/srv/spool-home");
-    expect(paths.db).toBe("/srv/spool-home/spool.db");
+    expect(paths.spoolFile).toBe("/srv/spool-home/spool.db");
   });
 
   test("a relative spool.home is relative to the config file's directory", () => {
@@ -72,7 +72,7 @@ describe("home", () => {
     expect(paths).toEqual({
       home: "/var/lib/hookspool",
       config: null,
-      db: "/var/lib/hookspool/spool.db",
+      spoolFile: "/var/lib/hookspool/spool.db",
       lock: "/var/lib/hookspool/dispatch.lock",
     });
   });
@@ -160,7 +160,7 @@ describe("database and lock", () => {
   test("the default database is spool.db in home, with dispatch.lock beside it", () => {
     const home = tempDir();
     const { paths } = loadConfig({ home, env: {} });
-    expect(paths.db).toBe(join(home, "spool.db"));
+    expect(paths.spoolFile).toBe(join(home, "spool.db"));
     expect(paths.lock).toBe(join(home, "dispatch.lock"));
   });
 
@@ -168,28 +168,28 @@ describe("database and lock", () => {
     const configDir = homeWith('[spool]\ndb = "data/hooks.db"\n');
     const home = tempDir();
     const { paths } = loadConfig({ home, config: join(configDir, "config.toml"), env: {}, cwd: "/" });
-    expect(paths.db).toBe(join(home, "data", "hooks.db"));
+    expect(paths.spoolFile).toBe(join(home, "data", "hooks.db"));
   });
 
   test("an absolute spool.db is kept, and the lock moves with it", () => {
     const home = homeWith('[spool]\ndb = "/srv/db/hooks.db"\n');
     const { paths } = loadConfig({ home, env: {} });
     expect(paths.home).toBe(home);
-    expect(paths.db).toBe("/srv/db/hooks.db");
+    expect(paths.spoolFile).toBe("/srv/db/hooks.db");
     expect(paths.lock).toBe("/srv/db/dispatch.lock");
   });
 
   test("HOOKSPOOL_DB wins over spool.db", () => {
     const home = homeWith('[spool]\ndb = "from-config.db"\n');
     const { paths } = loadConfig({ home, env: { HOOKSPOOL_DB: "/srv/env/from-env.db" } });
-    expect(paths.db).toBe("/srv/env/from-env.db");
+    expect(paths.spoolFile).toBe("/srv/env/from-env.db");
     expect(paths.lock).toBe("/srv/env/dispatch.lock");
   });
 
   test("the database follows home when home comes from the flag", () => {
     const home = tempDir();
     const { paths } = loadConfig({ home, env: { HOOKSPOOL_HOME: "/srv/other" } });
-    expect(paths.db).toBe(join(home, "spool.db"));
+    expect(paths.spoolFile).toBe(join(home, "spool.db"));
   });
 });
 
