@@ -129,15 +129,15 @@ export class Dispatcher implements Service {
     return this.inflight;
   }
 
-  /**
-   * Startup: every leased row belongs to a dead process, since this one holds the flock; they
-   * go back to retry, due now, uncounted. Then tick every poll_s.
-   */
   /** Whether it ticks (started and not stopped). */
   get active(): boolean {
     return this.ticker.active;
   }
 
+  /**
+   * Startup: every leased row belongs to a dead process, since this one holds the flock; they
+   * go back to retry, due now, uncounted. Then tick every poll_s.
+   */
   async start(): Promise<void> {
     if (this.running) return;
     this.running = true;
