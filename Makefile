@@ -17,11 +17,12 @@ node_modules/.deps-ok: package.json bun.lock
 	@touch $@
 
 # Rebuilt only when a source, a migration, the build script or the lockfile changed.
-SOURCES := $(shell find src migrations -type f) scripts/build.ts package.json bun.lock
+SOURCES := $(shell find src migrations bobbins -type f) scripts/build.ts scripts/gen-bobbins.ts package.json bun.lock
 
 build: $(BIN)
 
 $(BIN): node_modules/.deps-ok $(SOURCES)
+	bun scripts/gen-bobbins.ts
 	bun scripts/build.ts
 
 # Install, build, write a starter home (once) and start intake + dispatcher on 127.0.0.1:8650.
@@ -31,6 +32,7 @@ run: build
 
 # The type check first (a few seconds), then the whole suite on two workers.
 test: deps
+	bun scripts/gen-bobbins.ts
 	tsc --noEmit -p .
 	bun test --parallel=2
 

@@ -7,3 +7,11 @@ declare module "*.toml" {
   const text: string;
   export default text;
 }
+declare module "*.md" {
+  const text: string;
+  export default text;
+}
+declare module "*.http" {
+  const text: string;
+  export default text;
+}

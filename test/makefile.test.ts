@@ -8,7 +8,10 @@ import { tempDir } from "./helpers/tmp.ts";
 test("make build runs the build once, and again only after a source changes", () => {
   const dir = tempDir();
   copyFileSync(join(import.meta.dir, "..", "Makefile"), join(dir, "Makefile"));
-  for (const d of ["src", "migrations", "scripts", "node_modules"]) mkdirSync(join(dir, d));
+  for (const d of ["src", "migrations", "scripts", "node_modules", "bobbins/acme/hooks"]) mkdirSync(join(dir, d), { recursive: true });
+  writeFileSync(join(dir, "bobbins", "acme", "hooks", "bobbin.toml"), "# a bobbin\n");
+  // The stand-in registry generator: the real one writes src/bobbin/builtins.gen.ts.
+  writeFileSync(join(dir, "scripts", "gen-bobbins.ts"), "// no-op\n");
   writeFileSync(join(dir, "src", "main.ts"), "// a source\n");
   writeFileSync(join(dir, "migrations", "0001.sql"), "-- a migration\n");
   // The stand-in build: count the runs and leave a binary behind.
@@ -18,7 +21,7 @@ test("make build runs the build once, and again only after a source changes", ()
   writeFileSync(join(dir, "node_modules", ".deps-ok"), "");
   // Everything it is built from is an hour old, so the binary it makes is newer.
   const old = Date.now() / 1000 - 3600;
-  for (const f of ["src/main.ts", "migrations/0001.sql", "scripts/build.ts", "package.json", "bun.lock", "node_modules/.deps-ok"]) utimesSync(join(dir, f), old, old);
+  for (const f of ["src/main.ts", "migrations/0001.sql", "scripts/build.ts", "scripts/gen-bobbins.ts", "bobbins/acme/hooks/bobbin.toml", "package.json", "bun.lock", "node_modules/.deps-ok"]) utimesSync(join(dir, f), old, old);
   const make = () => {
     const r = Bun.spawnSync(["make", "-s", "build"], { cwd: dir, env: { PATH: process.env.PATH, HOME: dir }, stdout: "pipe", stderr: "pipe" });
     expect({ code: r.exitCode, err: r.stderr.toString() }).toEqual({ code: 0, err: "" });
@@ -30,9 +33,15 @@ test("make build runs the build once, and again only after a source changes", ()
   writeFileSync(join(dir, "src", "main.ts"), "// changed\n");
   make();
   expect(builds()).toBe(2);
+  // A bobbin's file is a source too: the binary carries it. (The binary is dated back first: a
+  // write right after a build can share its timestamp on a filesystem with a coarse clock.)
+  utimesSync(join(dir, "dist", "hookspool"), old + 60, old + 60);
+  writeFileSync(join(dir, "bobbins", "acme", "hooks", "bobbin.toml"), "# changed\n");
+  make();
+  expect(builds()).toBe(3);
 });
 
-test("`bun run test` runs what `make test` runs: the type check, then the suite", async () => {
+test("`bun run test` runs what `make test` runs: the bobbin registry, the type check, then the suite", async () => {
   const root = join(import.meta.dir, "..");
   const makefile = readFileSync(join(root, "Makefile"), "utf8");
   const recipe = /^test:.*\n((?:\t.*\n)+)/m.exec(makefile)?.[1] ?? "";
@@ -40,7 +49,7 @@ test("`bun run test` runs what `make test` runs: the type check, then the suite"
     .split("\n")
     .map((l) => l.trim())
     .filter(Boolean);
-  expect(commands).toEqual(["tsc --noEmit -p .", "bun test --parallel=2"]);
+  expect(commands).toEqual(["bun scripts/gen-bobbins.ts", "tsc --noEmit -p .", "bun test --parallel=2"]);
   const pkg = JSON.parse(readFileSync(join(root, "package.json"), "utf8"));
   expect(pkg.scripts.test).toBe(commands.join(" && "));
 });

@@ -47,6 +47,11 @@ export interface CheckReport {
   file: string | null;
   /** Errors first, then warnings. */
   problems: ConfigProblem[];
+  /**
+   * Whether each webhook source's sender retries a failed delivery (null: not said). A sender
+   * that does not retry loses what hookspool could not take, unless a sweep recovers it.
+   */
+  senders: Record<string, boolean | null>;
 }
 
 const problem = (level: ConfigProblem["level"], key: string, message: string, hint?: string): ConfigProblem => ({ level, key, message, hint });
@@ -64,8 +69,8 @@ export async function checkConfigFile(opts: CheckFileOptions = {}): Promise<Chec
   try {
     loaded = loadConfig({ home: opts.home, config: opts.config, env, cwd });
   } catch (e) {
-    if (e instanceof ConfigError) return { file: e.file ?? null, problems: finish(everyLoadProblem(e)) };
-    if (isHookspoolError(e)) return { file: e.file ?? null, problems: [problem("error", e.key ?? e.file ?? "config", e.message, e.hint)] };
+    if (e instanceof ConfigError) return { file: e.file ?? null, problems: finish(everyLoadProblem(e)), senders: {} };
+    if (isHookspoolError(e)) return { file: e.file ?? null, problems: [problem("error", e.key ?? e.file ?? "config", e.message, e.hint)], senders: {} };
     throw e;
   }
   const file = loaded.paths.config;
@@ -74,8 +79,9 @@ export async function checkConfigFile(opts: CheckFileOptions = {}): Promise<Chec
   // where the file was looked for, since that is usually the mistake (--home, HOOKSPOOL_HOME).
   const looked = join(resolve(cwd, opts.home ?? env.HOOKSPOOL_HOME ?? DEFAULT_HOME), "config.toml");
   const notes = file ? [] : [problem("error", "config", `no config file at ${looked}`, "hookspool init writes a starter config there; or point --home, --config or HOOKSPOOL_CONFIG at yours")];
-  const rules = await checkConfig({ config: loaded.config, paths: loaded.paths, raw }, deps);
-  return { file: file ?? opts.config ?? null, problems: finish([...loaded.problems.map(relevel), ...notes, ...rules]) };
+  const senders: Record<string, boolean | null> = {};
+  const rules = await checkConfig({ config: loaded.config, paths: loaded.paths, raw }, deps, senders);
+  return { file: file ?? opts.config ?? null, problems: finish([...loaded.problems.map(relevel), ...notes, ...rules]), senders };
 }
 
 /** Unknown keys are errors in check (warnings at run time); other warnings stay warnings. */
@@ -121,33 +127,26 @@ function finish(problems: ConfigProblem[]): ConfigProblem[] {
 }
 
 /** Every check rule over a loaded config. Reads files and the database; changes nothing. */
-export async function checkConfig(input: CheckInput, deps: CheckDeps): Promise<ConfigProblem[]> {
+export async function checkConfig(input: CheckInput, deps: CheckDeps, senders: Record<string, boolean | null> = {}): Promise<ConfigProblem[]> {
   const { config, paths } = input;
   const configDir = paths.config ? dirname(paths.config) : deps.cwd;
   const code = codePathRules(config, configDir, deps);
   const plugins = await loadPlugins(config, configDir, paths.config ?? "config.toml", code.unsafe, deps);
+  // Config's word on the sender, else the source plugin's (a template's sender_retries).
+  for (const [name, src] of Object.entries(config.sources)) {
+    if (src.kind === "poll" || (!src.module && !src.template)) continue;
+    senders[name] = src.sender_retries ?? plugins.facts.get(name)?.senderRetries ?? null;
+  }
   return finish([
     ...code.problems,
     ...plugins.problems,
     ...secretRules(config, deps),
     ...routeProblems(config, plugins.facts, deps),
     ...intakeRules(config, input.raw),
-    ...bobbinRules(config),
     // Modes first: opening the database below creates and removes a -wal of its own.
     ...spoolModeRules(paths),
     ...(deps.skipDatabase ? [] : databaseRules(paths.spoolFile)),
   ]);
-}
-
-/**
- * An unknown bobbin is an error. This build ships no bobbins and expands no
- * instances yet, so every [bobbins.<i>] is one: refused here rather than silently taking no
- * requests (the run-time loader only warns).
- */
-function bobbinRules(config: Config): ConfigProblem[] {
-  return Object.entries(config.bobbins).map(([name, b]) =>
-    problem("error", `bobbins.${quoteKey(name)}.bobbin`, `bobbin "${b.bobbin}" is not available in this build`, "describe the service with a [sources.<name>] table (a template or a module) until bobbins land"),
-  );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -176,7 +175,8 @@ function codePathRules(config: Config, configDir: string, deps: CheckDeps): { pr
   const problems: ConfigProblem[] = [];
   const unsafe = new Set<string>();
   for (const [name, src] of Object.entries(config.sources)) {
-    if (!src.module) continue;
+    // A built-in bobbin's code is compiled into the binary, not loaded by path.
+    if (!src.module || src.module.startsWith("builtin:")) continue;
     // A relative module is resolved against the config file's directory, as the intake does.
     const path = isAbsolute(src.module) ? src.module : resolve(configDir, src.module);
     const bad = codePathProblem(path, "file", deps.uid);
@@ -210,6 +210,7 @@ async function loadPlugins(config: Config, configDir: string, file: string, skip
         dynamicAction: typeof plugin.action === "function",
         span: plugin.span,
         eventHeader: plugin.eventHeader,
+        senderRetries: plugin.senderRetries,
       });
     } catch (e) {
       if (!(e instanceof ConfigError)) throw e;

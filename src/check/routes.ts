@@ -20,6 +20,8 @@ export interface PluginFacts {
   dynamicAction?: boolean;
   span?: string;
   eventHeader?: string;
+  /** Whether the sender retries a failed delivery, as the plugin says. */
+  senderRetries?: boolean;
 }
 
 export interface RouteCheckDeps {

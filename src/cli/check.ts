@@ -24,10 +24,16 @@ function runCheck(cli: Cli): Promise<CheckReport> {
   return checkConfigFile({ home: cli.globals.home, config: cli.globals.config, env: cli.io.env, cwd: cli.io.cwd });
 }
 
-/** The problems, errors first, and the summary line. */
+/** The problems, errors first, whether each sender retries, and the summary line. */
 function printReport(cli: Cli, report: CheckReport): void {
   const { errors, warnings } = counts(report.problems);
   for (const p of report.problems) cli.io.out(problemLine(p));
+  // Where a source says whether its sender retries (its bobbin does): a sender that does not
+  // needs the sweep its README describes.
+  for (const [source, retries] of Object.entries(report.senders)) {
+    if (retries === null) continue;
+    cli.io.out(visible(`source ${source}: ${retries ? "the sender retries a failed delivery" : "the sender does not retry a failed delivery: a sweep must recover what is missed (its bobbin's README says how)"}`));
+  }
   cli.io.out(visible(`${report.file ?? "(no config file)"}: ${plural(errors, "error")}, ${plural(warnings, "warning")}`));
 }
 

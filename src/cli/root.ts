@@ -3,6 +3,7 @@ import { type ArgsDef, type CommandDef, parseArgs, runCommand } from "citty";
 import { HookspoolError } from "../errors.ts";
 import { VERSION } from "../version.ts";
 import { batchCommands } from "./batches.ts";
+import { bobbinCommand } from "./bobbin.ts";
 import { type Cli, GLOBAL_ARGS, type Io, makeCli, splitGlobals } from "./context.ts";
 import { enqueueCommand } from "./enqueue.ts";
 import { type AnyCommand, metaOf, renderHelp, subCommandsOf } from "./help.ts";
@@ -46,6 +47,7 @@ export function rootCommand(cli: Cli): AnyCommand {
       ...maintenanceCommands(cli),
       ...checkCommands(cli),
       source: sourceCommands(cli),
+      bobbin: bobbinCommand(cli),
       ...serviceCommands(cli),
       version: versionCommand(cli),
     },

@@ -4,10 +4,10 @@ import { readFileSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 import type { CommandDef } from "citty";
 import { HookspoolError } from "../errors.ts";
-import { evaluate, pluginErrorClass } from "../intake/evaluate.ts";
+import { evaluate, pluginErrorClass, quarantineReason } from "../intake/evaluate.ts";
 import { evaluationReply, type Reply, TOO_LARGE } from "../intake/replies.ts";
 import { hookRequest } from "../plugin/hook-request.ts";
-import { parseHttpCapture } from "../intake/captures.ts";
+import { parseHttpCapture } from "../bobbin/captures.ts";
 import { loadSources } from "../config/sources.ts";
 import { type Cli, GLOBAL_ARGS, loadFor } from "./context.ts";
 import { visible } from "./format.ts";
@@ -79,6 +79,8 @@ function testCommand(cli: Cli): CommandDef {
             break;
           case "quarantine":
             report.error = pluginErrorClass(ev.error);
+            // The reason the quarantine batch and its issue show: key_missing, not_json, ...
+            report.reason = quarantineReason(ev.error);
             code = 1;
             break;
           case "classified": {

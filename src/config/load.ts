@@ -4,7 +4,9 @@ import { existsSync, readFileSync, statSync } from "node:fs";
 import { homedir } from "node:os";
 import { dirname, isAbsolute, join, resolve } from "node:path";
 import { parse as parseToml, TomlError } from "smol-toml";
+import { findBobbins } from "../bobbin/registry.ts";
 import { HookspoolError } from "../errors.ts";
+import { expandBobbins } from "./expand.ts";
 import { Problems, isTable, parseFields } from "./parse.ts";
 import { BOBBIN_INSTANCE_FIELDS, CONFIG_FIELDS, DEFAULT_SPANS } from "./schema.ts";
 import type { Config, ConfigProblem, LoadedConfig, Paths, SecretRef } from "./types.ts";
@@ -46,7 +48,14 @@ export function expandPath(p: string, base: string, env: Env = process.env): str
  * Parse config text (already read from `file`). Throws ConfigError on any error; returns
  * the config and its warnings. Pure apart from reading nothing: paths are left as written.
  */
-export function parseConfig(text: string, file: string, opts: { strict?: boolean } = {}): { config: Config; problems: ConfigProblem[] } {
+export interface ParseOptions {
+  strict?: boolean;
+  /** The state directory the config will run with (default: its spool.home, relative to the file). */
+  home?: (config: Config) => string;
+  env?: Env;
+}
+
+export function parseConfig(text: string, file: string, opts: ParseOptions = {}): { config: Config; problems: ConfigProblem[] } {
   let doc: unknown;
   try {
     doc = parseToml(text);
@@ -65,11 +74,29 @@ export function parseConfig(text: string, file: string, opts: { strict?: boolean
   const config = parseFields(doc, CONFIG_FIELDS, "", p) as unknown as Config;
   // A copy: a loaded config must never be able to change the presets of the next one.
   config.spans = { ...structuredClone(DEFAULT_SPANS), ...config.spans };
-  if (p.errors.length === 0) validateConfig(config, p);
+  if (p.errors.length === 0) {
+    validateConfig(config, p);
+    const home = opts.home ? opts.home(config) : expandPath(config.spool.home, dirname(resolve(file)), opts.env);
+    expandInstances(config, p, home);
+  }
   const problems = opts.strict ? p.list.map((x) => ({ ...x, level: "error" as const })) : p.list;
   const errors = problems.filter((x) => x.level === "error");
   if (errors.length > 0) throw new ConfigError(file, errors);
   return { config, problems };
+}
+
+/**
+ * Expand the [bobbins.*] instances, with the bobbins this build carries and those under
+ * spool.bobbin_path (read again on every load). A broken bobbin no instance uses is a warning.
+ */
+function expandInstances(config: Config, p: Problems, home: string): void {
+  const { bobbins, problems } = findBobbins({ bobbinPath: config.spool.bobbin_path.filter((d) => isAbsolute(d)), presets: Object.keys(config.spans) });
+  expandBobbins(config, p, { bobbins, bobbinProblems: problems, home });
+  const used = new Set(Object.values(config.bobbins).map((b) => b.bobbin?.replace(".", "/")));
+  for (const b of problems) {
+    if ([...used].some((u) => u !== undefined && b.file.includes(`${u}/bobbin.toml`))) continue;
+    p.warn("spool.bobbin_path", `${b.file}: ${b.key ? `${b.key}: ` : ""}${b.message}`, b.hint);
+  }
 }
 
 /** [bobbins.google.gmail] parses as a nested table; say what to write instead. */
@@ -115,8 +142,10 @@ export function loadConfig(opts: LoadOptions = {}): LoadedConfig {
   } else if (explicit) {
     throw new HookspoolError("E_CONFIG", "no config file here", { file, hint: "check --config / HOOKSPOOL_CONFIG, or run hookspool init" });
   }
-  const { config, problems } = parseConfig(text, file, { strict: opts.strict });
-  anchorPaths(config, found ? dirname(file) : cwd, env);
+  const configDir = found ? dirname(file) : cwd;
+  const homeOf = (c: Config) => resolvePaths(c, { ...opts, env, cwd }, found ? file : null).home;
+  const { config, problems } = parseConfig(text, file, { strict: opts.strict, home: homeOf, env });
+  anchorPaths(config, configDir, env);
   const paths = resolvePaths(config, { ...opts, env, cwd }, found ? file : null);
   return { config, paths, problems, mtimeMs };
 }
@@ -148,7 +177,8 @@ export function anchorPaths(config: Config, dir: string, env: Env): void {
   const refs = (m: Record<string, SecretRef> | undefined) => (m ? Object.fromEntries(Object.entries(m).map(([k, r]) => [k, anchorRef(r, dir, env)])) : m);
   for (const src of Object.values(config.sources)) {
     src.secrets = refs(src.secrets);
-    src.module = anchored(src.module, dir, env);
+    // A built-in bobbin's code is compiled in, not a path.
+    if (!src.module?.startsWith("builtin:")) src.module = anchored(src.module, dir, env);
   }
   for (const b of Object.values(config.bobbins)) {
     b.secrets = refs(b.secrets);

@@ -104,7 +104,7 @@ function parseValue(v: unknown, type: FieldType, key: string, p: Problems): unkn
           p.error(path, `expected a table, got ${describe(entry)}`);
           continue;
         }
-        out[name] = parseFields(entry, type.entry, path, p);
+        out[name] = parseFields(entry, type.entry, path, p, type.closed === true);
       }
       return out;
     }
@@ -130,14 +130,15 @@ function defaultOf(field: Field): unknown {
 }
 
 /** Parse one table: known keys typed, defaults filled, unknown keys reported. */
-export function parseFields(table: Table, fields: Fields, path: string, p: Problems): Table {
+export function parseFields(table: Table, fields: Fields, path: string, p: Problems, closed = false): Table {
   const out: Table = {};
   for (const [name, value] of Object.entries(table)) {
     // hasOwn: a key such as constructor or toString is unknown, not Object.prototype's.
     const field = Object.hasOwn(fields, name) ? fields[name] : undefined;
     const key = path ? `${path}.${quoteKey(name)}` : quoteKey(name);
     if (!field) {
-      p.warn(key, "unknown key", closest(name, Object.keys(fields)));
+      if (closed) p.error(key, "unknown key", closest(name, Object.keys(fields)));
+      else p.warn(key, "unknown key", closest(name, Object.keys(fields)));
       continue;
     }
     const parsed = parseValue(value, field.type, key, p);

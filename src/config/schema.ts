@@ -15,7 +15,7 @@ export type FieldType =
   | { kind: "secretMap" } // a table of name -> secret reference
   | { kind: "table" } // a table whose shape its owner checks (a template, settings)
   | { kind: "section"; fields: Fields } // a nested table with fixed keys
-  | { kind: "map"; entry: Fields } // name -> table with fixed keys
+  | { kind: "map"; entry: Fields; closed?: boolean } // name -> table with fixed keys (closed: an unknown key is an error)
   | { kind: "array"; entry: Fields }; // an array of tables with fixed keys
 
 export interface Field {
@@ -139,7 +139,7 @@ export const DESTINATION_FIELDS: Fields = {
 };
 
 export const BOBBIN_INSTANCE_FIELDS: Fields = {
-  bobbin: { ...str("the bobbin, <vendor>.<product>"), required: true },
+  bobbin: str("the bobbin, <vendor>.<product> (required)"),
   secrets: { type: { kind: "secretMap" }, doc: "secret name -> reference" },
   settings: { type: { kind: "table" }, doc: "typed settings of the bobbin" },
   outputs: { type: { kind: "stringMap" }, doc: "output event type (or \"*\") -> destination" },
@@ -271,5 +271,5 @@ export const CONFIG_FIELDS: Fields = {
   sources: { doc: "webhook sources", type: { kind: "map", entry: SOURCE_FIELDS } },
   routes: { doc: "routes: (source, match) -> destination", type: { kind: "array", entry: ROUTE_FIELDS } },
   destinations: { doc: "destinations", type: { kind: "map", entry: DESTINATION_FIELDS } },
-  bobbins: { doc: "bobbin instances: one service each, from a bobbin (service plugin)", type: { kind: "map", entry: BOBBIN_INSTANCE_FIELDS } },
+  bobbins: { doc: "bobbin instances: one service each, from a bobbin (service plugin)", type: { kind: "map", entry: BOBBIN_INSTANCE_FIELDS, closed: true } },
 };

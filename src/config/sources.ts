@@ -1,6 +1,7 @@
 // Loading the source plugins named by config (a template table or a TypeScript module), and
 // where an event of a source goes: the one routing rule the intake, `hookspool enqueue`, script
 // emits and a quarantine replay all share.
+import { BUILTIN_PREFIX, builtinModule } from "../bobbin/registry.ts";
 import { existsSync } from "node:fs";
 import { isAbsolute, resolve } from "node:path";
 import { pathToFileURL } from "node:url";
@@ -80,6 +81,12 @@ function isPlugin(x: unknown): x is SourcePlugin {
 }
 
 async function importModule(modulePath: string, configDir: string): Promise<unknown> {
+  // A built-in bobbin's code is compiled in: builtin:<vendor>/<product>/<module>.
+  if (modulePath.startsWith(BUILTIN_PREFIX)) {
+    const mod = builtinModule(modulePath) as Record<string, unknown> | undefined;
+    if (mod === undefined) throw new Error(`no built-in module ${modulePath}`);
+    return mod.default ?? mod;
+  }
   const path = isAbsolute(modulePath) ? modulePath : resolve(configDir, modulePath);
   if (!existsSync(path)) throw new Error(`no file at ${path}`);
   const mod = (await import(pathToFileURL(path).href)) as Record<string, unknown>;

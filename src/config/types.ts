@@ -39,6 +39,8 @@ export interface RouteConfig extends PartialWindow {
   match: Record<string, string | number | boolean>;
   destination?: string;
   tee: boolean;
+  /** The bobbin instance whose outputs made this route (absent: the file's own). */
+  instance?: string;
 }
 
 export interface DestinationConfig {
@@ -65,7 +67,8 @@ export interface DestinationConfig {
 }
 
 export interface BobbinInstanceConfig extends PartialWindow {
-  bobbin: string;
+  /** Required; a missing one is reported by the expansion, with the bobbin it probably meant. */
+  bobbin?: string;
   secrets?: Record<string, SecretRef>;
   settings?: Record<string, unknown>;
   outputs?: Record<string, string>;

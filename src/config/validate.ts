@@ -8,10 +8,6 @@ import type { Config } from "./types.ts";
 const ENV_NAME = /^[A-Z][A-Z0-9_]*$/;
 
 export function validateConfig(config: Config, p: Problems): void {
-  // Bobbin instances are parsed but not expanded in this build: say so wherever they are loaded.
-  for (const [name, b] of Object.entries(config.bobbins)) {
-    p.warn(`bobbins.${quoteKey(name)}.bobbin`, `bobbin "${b.bobbin}" is not available in this build; the instance takes no requests`, "use a [sources.<name>] table until bobbins land");
-  }
   validateSources(config, p);
   validateRoutes(config, p);
   validateDestinations(config, p);

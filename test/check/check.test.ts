@@ -538,9 +538,10 @@ secret_previous = [{ env = "TOKEN" }]
   expect(readFileSync(loose, "utf8")).toContain(SENTINEL);
 });
 
-test("a bobbin instance is an error for check: this build ships no bobbins, so every bobbin is unknown", async () => {
+test("an instance of an unknown bobbin is one error for check, with where to look", async () => {
   const h = newHome();
-  const ps = await check(h, `${base(h)}\n[bobbins.gmail]\nbobbin = "google.gmail"\n`);
-  const p = expectProblem(ps, "error", "bobbins.gmail.bobbin", 'bobbin "google.gmail" is not available in this build');
-  expect(p.hint).toContain("[sources.<name>]");
+  const ps = await check(h, `${base(h)}\n[bobbins.mailbox]\nbobbin = "nobody.mailbox"\n`);
+  const p = expectProblem(ps, "error", "bobbins.mailbox.bobbin", 'no bobbin "nobody.mailbox"');
+  expect(p.hint).toContain("hookspool bobbin list");
+  expect(at(ps, "bobbins.mailbox.bobbin")).toHaveLength(1);
 });

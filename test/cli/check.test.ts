@@ -82,6 +82,34 @@ describe("hookspool check", () => {
     ]);
   });
 
+  test("a deployment served by bobbins passes, and check says which senders do not retry", async () => {
+    const h = await initHome();
+    const secret = join(h.home, "github-secret");
+    writeFileSync(secret, "s3cret", { mode: 0o600 });
+    const trello = join(h.home, "trello-secret");
+    writeFileSync(trello, "s3cret", { mode: 0o600 });
+    const config = readFileSync(h.config, "utf8");
+    writeFileSync(
+      h.config,
+      `${config}
+[bobbins.github-ci]
+bobbin = "github.repo"
+secrets.secret = { file = "${secret}" }
+outputs = { "*" = "script:demo-log" }
+
+[bobbins.trello]
+bobbin = "atlassian.trello"
+secrets.secret = { file = "${trello}" }
+settings = { callback_url = "https://hooks.example.net/hooks/trello" }
+outputs = { "*" = "script:demo-log" }
+`,
+    );
+    const r = await run(h, ["check"]);
+    expect({ code: r.code, out: r.out }).toMatchObject({ code: 0 });
+    expect(r.out).toContain("source github-ci: the sender does not retry a failed delivery");
+    expect(r.out).toContain("source trello: the sender retries a failed delivery");
+  });
+
   test("a corrupt spool fails the check (it is the intake's ExecStartPre)", async () => {
     const h = await initHome();
     const spool = openSpool(h.db);

@@ -5,7 +5,7 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { openSpool } from "../../src/store/db.ts";
 import { migrate } from "../../src/store/migrate.ts";
-import { parseHttpCapture } from "../../src/intake/captures.ts";
+import { parseHttpCapture } from "../../src/bobbin/captures.ts";
 import { cli } from "../helpers/cli.ts";
 import { startIntakeIn } from "../helpers/intake.ts";
 import { tempDir } from "../helpers/tmp.ts";

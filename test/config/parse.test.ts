@@ -157,16 +157,17 @@ describe("bobbin instances", () => {
     expect(e.problems).toHaveLength(1);
   });
 
-  test("the plain form loads, with a warning that this build does not expand it yet", () => {
-    const { config, problems } = parse('[bobbins.gmail]\nbobbin = "google.gmail"\nsecrets.push_token = { file = "/etc/t" }\nsettings = { owner = "o@example.com" }\n');
-    expect(config.bobbins.gmail).toEqual({ bobbin: "google.gmail", secrets: { push_token: { file: "/etc/t" } }, settings: { owner: "o@example.com" } });
-    expect(problems).toMatchObject([{ level: "warning", key: "bobbins.gmail.bobbin", message: 'bobbin "google.gmail" is not available in this build; the instance takes no requests' }]);
+  test("an instance of a bobbin this build does not have is an error that says so", () => {
+    const e = thrownBy(ConfigError, () => parse('[bobbins.gmail]\nbobbin = "nobody.gmail"\nsecrets.push_token = { file = "/etc/t" }\n'));
+    expect(e.key).toBe("bobbins.gmail.bobbin");
+    expect(e.message).toBe('no bobbin "nobody.gmail"');
+    expect(e.problems).toHaveLength(1);
   });
 
   test("an instance without bobbin is an error", () => {
     const e = thrownBy(ConfigError, () => parse("[bobbins.gmail]\nexpect = true\n"));
     expect(e.key).toBe("bobbins.gmail.bobbin");
-    expect(e.message).toBe("is required");
+    expect(e.message).toBe("required: the bobbin this instance runs, <vendor>.<product>");
   });
 });
 

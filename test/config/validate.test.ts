@@ -3,6 +3,7 @@
 import { describe, expect, test } from "bun:test";
 import { ConfigError } from "../../src/config/load.ts";
 import type { ConfigProblem } from "../../src/config/types.ts";
+import { bobbinRoot, manifestText, writeBobbin } from "../helpers/bobbins.ts";
 import { clean, parse, thrownBy } from "./support.ts";
 
 const GITHUB = '[sources.github]\naction = "hermes:github"\n';
@@ -41,10 +42,13 @@ describe("routes", () => {
     expect(p).toMatchObject({ key: "routes[0].source", message: 'no source "gitlab"' });
   });
 
-  test("a route may take events from a bobbin instance (which this build warns it cannot expand yet)", () => {
-    const { config, problems } = parse('[bobbins.gmail]\nbobbin = "google.gmail"\n' + route({ name: '"m"', source: '"gmail"', destination: '"hermes:mail"' }));
-    expect(config.routes[0].source).toBe("gmail");
-    expect(problems.map((p) => [p.level, p.key])).toEqual([["warning", "bobbins.gmail.bobbin"]]);
+  test("a route may take events from a bobbin instance", () => {
+    const root = bobbinRoot();
+    writeBobbin(root, "acme/hooks", manifestText("acme.hooks"));
+    const instance = `[spool]\nbobbin_path = ["${root}"]\n[bobbins.hooks]\nbobbin = "acme.hooks"\nsecrets.secret = { file = "/s" }\noutputs = { "*" = "hermes:hooks" }\n`;
+    const { config, problems } = parse(instance + route({ name: '"m"', source: '"hooks"', destination: '"hermes:mail"' }));
+    expect(config.routes[0].source).toBe("hooks");
+    expect(problems).toEqual([]);
   });
 
   test("a tee route without a destination is an error", () => {

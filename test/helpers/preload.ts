@@ -1,7 +1,11 @@
 // Loaded before every test file (bunfig.toml): hermetic defaults, and the sentinel check that
 // runs after every test of the suite: no log line may carry a planted secret or payload.
 import { afterEach } from "bun:test";
+import { writeRegistry } from "../../scripts/gen-bobbins.ts";
 import { assertNoSentinelInNewLogs } from "./logs.ts";
+
+// The built-in bobbins' registry follows bobbins/ (a file added there is in the next run).
+writeRegistry();
 
 process.env.HOOKSPOOL_ALERT_DRY = "1";
 process.env.TZ = "UTC";

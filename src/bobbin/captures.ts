@@ -1,0 +1,108 @@
+// A bobbin's conformance captures: captured requests (.http files, the format `hookspool source
+// test --request` reads) with the outcome each must have, and captures/kit.toml, the example
+// instance they were made for and the test secrets they are signed with.
+import { parse as parseToml } from "smol-toml";
+
+export interface CapturedRequest {
+  method: string;
+  url: string;
+  headers: [string, string][];
+  body: Uint8Array;
+}
+
+/** Parse a captured request (.http: start line, headers, blank line, body) for `source test`. */
+export function parseHttpCapture(text: string): { method: string; url: string; headers: [string, string][]; body: Uint8Array } {
+  const normalized = text.replace(/\r\n/g, "\n");
+  const split = normalized.indexOf("\n\n");
+  const head = split < 0 ? normalized : normalized.slice(0, split);
+  const body = split < 0 ? "" : normalized.slice(split + 2);
+  const lines = head.split("\n").filter((l) => !l.startsWith("#"));
+  const start = (lines.shift() ?? "").trim().split(/\s+/);
+  if (start.length < 2) throw new Error("the first line must be METHOD PATH [HTTP/1.1]");
+  const headers: [string, string][] = [];
+  for (const line of lines) {
+    if (line.trim() === "") continue;
+    const c = line.indexOf(":");
+    if (c <= 0) throw new Error(`not a header line: ${line.slice(0, 40)}`);
+    headers.push([line.slice(0, c).trim(), line.slice(c + 1).trim()]);
+  }
+  // A capture's body ends at the file's end; a single trailing newline is the file's, not the body's.
+  return { method: start[0], url: start[1], headers, body: new TextEncoder().encode(body.replace(/\n$/, "")) };
+}
+
+/** What a capture must get: `# expect: 202 queued`, `# expect-key: ...`, `# expect-event-type: ...`. */
+export interface Expectation {
+  status: number;
+  /** The {"status": word} of the answer (queued, ignored, quarantined, duplicate), if any. */
+  word?: string;
+  key?: string;
+  eventType?: string;
+}
+
+export interface Capture {
+  /** Its path inside the bobbin (captures/accepted.http). */
+  file: string;
+  request: CapturedRequest;
+  expect: Expectation;
+  /** `# settings: { ... }`: the instance settings it was made for, in place of the kit's. */
+  settings?: Record<string, unknown>;
+}
+
+/** Read a capture and the comment lines that say what it must get. */
+export function parseCapture(file: string, text: string): Capture {
+  const comments = text
+    .replace(/\r\n/g, "\n")
+    .split("\n")
+    .filter((l) => l.startsWith("#"))
+    .map((l) => l.slice(1).trim());
+  const value = (name: string) => comments.find((c) => c.startsWith(`${name}:`))?.slice(name.length + 1).trim();
+  const expect = value("expect");
+  if (expect === undefined) throw new Error(`${file}: no "# expect: <status> [word]" line`);
+  const m = /^(\d{3})(?:\s+([a-z_]+))?$/.exec(expect);
+  if (!m) throw new Error(`${file}: "# expect: ${expect}" is not <status> [word]`);
+  let settings: Record<string, unknown> | undefined;
+  const s = value("settings");
+  if (s !== undefined) {
+    try {
+      settings = parseToml(`s = ${s}`).s as Record<string, unknown>;
+    } catch (e) {
+      throw new Error(`${file}: "# settings:" is not an inline TOML table (${(e as Error).message.split("\n")[0]})`);
+    }
+  }
+  return {
+    file,
+    request: parseHttpCapture(text),
+    expect: { status: Number(m[1]), word: m[2], key: value("expect-key"), eventType: value("expect-event-type") },
+    ...(settings ? { settings } : {}),
+  };
+}
+
+/** captures/kit.toml: the example instance and the test values its captures are signed with. */
+export interface Kit {
+  /** The Unix time the captures' timestamps are valid at, when the scheme has timestamps. */
+  now?: number;
+  instance: { name: string; settings: Record<string, unknown> };
+  secrets: Record<string, string>;
+}
+
+export function parseKit(text: string): Kit {
+  const doc = parseToml(text) as Record<string, unknown>;
+  const instance = (doc.instance ?? {}) as Record<string, unknown>;
+  if (typeof instance.name !== "string") throw new Error("captures/kit.toml: [instance] needs name, the captures' /hooks/<name>");
+  const secrets = (doc.secrets ?? {}) as Record<string, unknown>;
+  for (const [k, v] of Object.entries(secrets)) if (typeof v !== "string") throw new Error(`captures/kit.toml: secrets.${k} is not a string`);
+  if (doc.now !== undefined && typeof doc.now !== "number") throw new Error("captures/kit.toml: now is not a Unix time");
+  return {
+    ...(typeof doc.now === "number" ? { now: doc.now } : {}),
+    instance: { name: instance.name, settings: (instance.settings ?? {}) as Record<string, unknown> },
+    secrets: secrets as Record<string, string>,
+  };
+}
+
+/** Every capture a bobbin carries (captures/*.http, captures/schemes/*.http), by file name. */
+export function capturesOf(files: ReadonlyMap<string, string>): Capture[] {
+  return [...files.entries()]
+    .filter(([f]) => f.startsWith("captures/") && f.endsWith(".http"))
+    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+    .map(([f, text]) => parseCapture(f, text));
+}

@@ -1,0 +1,210 @@
+// Bobbin instances become ordinary tables. Every [bobbins.<i>] expands, on every config load, into
+// [sources.<i>] (the bobbin's template or code source with the instance's secrets, settings and
+// overrides), and with a processor into destinations."script:<i>" and its environment, or
+// without one into a route per mapped output. Everything after loading sees only those tables.
+import { join } from "node:path";
+import { hasSettingType, type Manifest } from "../bobbin/manifest.ts";
+import type { Bobbin, BobbinProblem } from "../bobbin/registry.ts";
+import { TEMPLATE_KEYS } from "../plugin/template.ts";
+import { type Problems, quoteKey } from "./parse.ts";
+import type { BobbinInstanceConfig, Config, DestinationConfig, RouteConfig, SecretRef, SourceConfig } from "./types.ts";
+
+export interface ExpandContext {
+  bobbins: ReadonlyMap<string, Bobbin>;
+  /** Problems of bobbins that could not load, reported where an instance uses one. */
+  bobbinProblems: readonly BobbinProblem[];
+  /** The state directory (a processor's state lives in <home>/bobbins/<i> by default). */
+  home: string;
+}
+
+/** An instance name is part of a URL and of a destination name: a plain identifier. */
+const INSTANCE_NAME = /^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/;
+
+const isEmpty = (v: unknown) => v === "" || (Array.isArray(v) && v.length === 0) || (typeof v === "object" && v !== null && !Array.isArray(v) && Object.keys(v).length === 0);
+
+/** The bobbin an instance was probably meant to name: one whose product is the instance's name. */
+function didYouMean(bobbins: ReadonlyMap<string, Bobbin>, instance: string, given?: string): string | undefined {
+  const names = [...bobbins.keys()];
+  const product = (given ?? instance).split(".").pop() ?? "";
+  const hit = names.find((n) => n.split(".")[1] === product) ?? names.find((n) => n.split(".")[1] === instance) ?? names.find((n) => given !== undefined && n.replaceAll("_", "-") === given.replaceAll("_", "-"));
+  return hit ? `did you mean bobbin = "${hit}"?` : undefined;
+}
+
+/** The settings an instance runs with: its own values over the manifest's defaults, each checked. */
+function settingsOf(m: Manifest, inst: BobbinInstanceConfig, key: string, p: Problems): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  const given = inst.settings ?? {};
+  for (const [s, v] of Object.entries(given)) {
+    const spec = m.settings[s];
+    if (!spec) p.error(`${key}.settings.${s}`, `${m.name} has no setting ${s}`, Object.keys(m.settings).length ? `its settings: ${Object.keys(m.settings).join(", ")}` : `${m.name} takes no settings`);
+    else if (!hasSettingType(spec.type, v)) p.error(`${key}.settings.${s}`, `expected a ${spec.type}`, spec.description);
+    else out[s] = v;
+  }
+  for (const [s, spec] of Object.entries(m.settings)) {
+    if (Object.hasOwn(given, s)) continue;
+    if (spec.required) p.error(`${key}.settings.${s}`, `required by ${m.name}: ${spec.description}`, `settings = { ${s} = ... }`);
+    else out[s] = structuredClone(spec.default);
+  }
+  return out;
+}
+
+function secretsOf(m: Manifest, inst: BobbinInstanceConfig, key: string, p: Problems): Record<string, SecretRef> {
+  const given = inst.secrets ?? {};
+  for (const s of Object.keys(given)) {
+    if (!m.secrets[s]) p.error(`${key}.secrets.${s}`, `${m.name} has no secret ${s}`, Object.keys(m.secrets).length ? `its secrets: ${Object.keys(m.secrets).join(", ")}` : undefined);
+  }
+  for (const [s, spec] of Object.entries(m.secrets)) {
+    const ref = given[s];
+    if (!ref) {
+      if (spec.required) p.error(`${key}.secrets.${s}`, `required by ${m.name}: ${spec.description}`, `secrets.${s} = { file = "/etc/hookspool/secrets/..." }`);
+      continue;
+    }
+    // The processor runs with a minimal environment: a reference to the dispatcher's cannot resolve there.
+    if (spec.processor && "env" in ref) p.error(`${key}.secrets.${s}`, "the processor needs this secret, and it does not inherit the environment", `use { file = "..." } or { env_file = "...", key = "..." }`);
+  }
+  return { ...given };
+}
+
+/** The template of the expanded source: the fixed table, then each template-key setting (empty: unset). */
+function templateOf(m: Manifest, settings: Record<string, unknown>): Record<string, unknown> {
+  const t: Record<string, unknown> = m.source?.template === "settings" ? {} : structuredClone(m.source?.template ?? {});
+  for (const k of TEMPLATE_KEYS) {
+    if (!Object.hasOwn(m.settings, k)) continue;
+    const v = settings[k];
+    if (v !== undefined && !isEmpty(v)) t[k] = v;
+  }
+  return t;
+}
+
+/** Expand every [bobbins.<i>] of `config` in place; each problem is reported once, with its key. */
+export function expandBobbins(config: Config, p: Problems, ctx: ExpandContext): void {
+  const generatedRoutes: RouteConfig[] = [];
+  for (const [i, inst] of Object.entries(config.bobbins)) {
+    const key = `bobbins.${quoteKey(i)}`;
+    if (!INSTANCE_NAME.test(i)) {
+      p.error(key, "an instance name is a plain identifier (letters, digits, - and _): it is the URL /hooks/<name>", i.includes(".") ? `write [bobbins.${i.split(".").pop()}] with bobbin = "${i}"` : undefined);
+      continue;
+    }
+    if (!inst.bobbin) {
+      p.error(`${key}.bobbin`, "required: the bobbin this instance runs, <vendor>.<product>", didYouMean(ctx.bobbins, i));
+      continue;
+    }
+    const name = inst.bobbin;
+    const bobbin = ctx.bobbins.get(name);
+    if (!bobbin) {
+      const dir = `${name.replace(".", "/")}/bobbin.toml`;
+      const broken = ctx.bobbinProblems.filter((b) => b.file.endsWith(`/${dir}`) || b.file.endsWith(`:${dir}`));
+      if (broken.length) for (const b of broken) p.error(`${key}.bobbin`, `${name} cannot load: ${b.file}: ${b.key ? `${b.key}: ` : ""}${b.message}`, b.hint);
+      else p.error(`${key}.bobbin`, `no bobbin "${name}"`, didYouMean(ctx.bobbins, i, name) ?? "hookspool bobbin list shows the bobbins this build and spool.bobbin_path have");
+      continue;
+    }
+    const m = bobbin.manifest;
+    const scriptName = `script:${i}`;
+    const hasProcessor = m.processor !== undefined || m.poll !== undefined;
+    if (Object.hasOwn(config.sources, i)) {
+      p.error(`sources.${quoteKey(i)}`, `[bobbins.${i}] expands into this source; both cannot be set`, `rename one of them, or remove [sources.${i}]`);
+      continue;
+    }
+    if (hasProcessor && Object.hasOwn(config.destinations, scriptName)) {
+      p.error(`destinations.${quoteKey(scriptName)}`, `[bobbins.${i}] expands into this destination; both cannot be set`, "remove the table, or rename the instance");
+      continue;
+    }
+    const settings = settingsOf(m, inst, key, p);
+    const secrets = secretsOf(m, inst, key, p);
+    const outputs = inst.outputs ?? {};
+    const free = m.source?.template === "settings" && Object.hasOwn(m.outputs, "*");
+    for (const [o, dest] of Object.entries(outputs)) {
+      if (!Object.hasOwn(m.outputs, o) && !(free && /^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$/.test(o))) {
+        p.error(`${key}.outputs.${quoteKey(o)}`, `${m.name} has no output ${o}`, `its outputs: ${Object.keys(m.outputs).join(", ")}`);
+      }
+      if (hasProcessor && !Object.hasOwn(config.destinations, dest) && !dest.startsWith("hermes:")) {
+        p.error(`${key}.outputs.${quoteKey(o)}`, `no destination "${dest}"`, `define [destinations.${quoteKey(dest)}], or use hermes:<route>`);
+      }
+    }
+    if (Object.keys(outputs).length === 0) {
+      p.error(`${key}.outputs`, "required: where the instance's events go", `outputs = { ${Object.keys(m.outputs).map((o) => `${o === "*" ? '"*"' : o} = "hermes:${i}"`)[0] ?? '"*" = "..."'} }`);
+    }
+
+    // 1. The source.
+    const src: SourceConfig = {
+      secrets,
+      span: inst.span ?? m.source?.span,
+      quiet_s: inst.quiet_s,
+      max_s: inst.max_s,
+      max_events: inst.max_events,
+      max_bytes: inst.max_bytes,
+      // The manifest's expectation counts only when the instance asks for it (expect = true).
+      expect_every_s: inst.expect_every_s ?? (inst.expect ? (m.source?.expect_every_s ?? 0) : 0),
+      dedup_window_s: inst.dedup_window_s ?? 86400,
+      max_body_bytes: inst.max_body_bytes,
+      allow_sensitive_keep_headers: false,
+      sender_retries: m.source?.sender_retries,
+    };
+    if (m.poll) {
+      src.kind = "poll";
+      src.every_s = inst.every_s ?? m.poll.every_s;
+      src.jitter_s = inst.jitter_s ?? m.poll.jitter_s;
+    } else if (m.source?.module) {
+      src.module = bobbin.moduleRef(m.source.module);
+    } else {
+      const template = templateOf(m, settings);
+      src.template = template;
+      if (src.sender_retries === undefined && typeof template.sender_retries === "boolean") src.sender_retries = template.sender_retries;
+    }
+    for (const k of Object.keys(src) as (keyof SourceConfig)[]) if (src[k] === undefined) delete src[k];
+
+    if (hasProcessor) {
+      // 2-6. The processor's destination and its environment.
+      src.action = scriptName;
+      const state = m.processor?.state ?? m.poll?.state ?? false;
+      const processorSecrets = Object.fromEntries(Object.entries(secrets).filter(([s]) => m.secrets[s]?.processor || m.poll !== undefined));
+      const dest: DestinationConfig = {
+        processor: i,
+        timeout_s: inst.timeout_s ?? m.processor?.timeout_s ?? m.poll?.timeout_s ?? 300,
+        max_inflight: 1,
+        unsigned: false,
+        allow_insecure: false,
+        unwrap: false,
+        env: {
+          HOOKSPOOL_BOBBIN: m.name,
+          HOOKSPOOL_BOBBIN_INSTANCE: i,
+          HOOKSPOOL_BOBBIN_DIR: bobbin.dir,
+          HOOKSPOOL_SETTINGS: JSON.stringify(settings),
+          HOOKSPOOL_DELTA_ROUTES: JSON.stringify(outputs),
+          HOOKSPOOL_SECRET_REFS: JSON.stringify(processorSecrets),
+        },
+      };
+      const stateDir = inst.state_dir ?? (state ? join(ctx.home, "bobbins", i) : undefined);
+      if (stateDir !== undefined) dest.state_dir = stateDir;
+      config.destinations[scriptName] = dest;
+      // 7. A non-tee route of the instance that skips the processor would lose its work.
+      config.routes.forEach((r, n) => {
+        if (r.source === i && !r.tee && r.destination !== undefined && r.destination !== scriptName) {
+          p.error(`routes[${n}].destination`, `[bobbins.${i}] has a processor: its events go to ${scriptName}, and a route to ${r.destination} would bypass it`, "make it a tee route (tee = true), or map an output of the instance instead");
+        }
+      });
+    } else {
+      // 7. Without a processor: one output is the action; several are routes on event_type.
+      const mapped = Object.entries(outputs);
+      if (mapped.length === 1) src.action = mapped[0][1];
+      else if (mapped.length > 1) {
+        if (!Object.hasOwn(outputs, "*")) p.error(`${key}.outputs`, 'several outputs need "*" mapped too: an event of another type would have nowhere to go', 'add "*" = "<destination>"');
+        else src.action = outputs["*"];
+        // The routes match attrs.event_type, which every event carries (the source's event type),
+        // so an instance needs no attrs setting for them.
+        for (const [o, dest] of mapped) {
+          if (o === "*") continue;
+          generatedRoutes.push({ name: `${i}-${o}`, source: i, match: { event_type: o }, destination: dest, tee: false, instance: i });
+        }
+      }
+    }
+    config.sources[i] = src;
+  }
+  // Generated routes come before the file's own, so a file route can still tee from them.
+  if (generatedRoutes.length) {
+    for (const r of generatedRoutes) {
+      if (config.routes.some((x) => x.name === r.name)) p.error(`routes`, `a route named ${r.name} collides with an output route of [bobbins.${r.source}]`, "rename the route");
+    }
+    config.routes = [...generatedRoutes, ...config.routes];
+  }
+}

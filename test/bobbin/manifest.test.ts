@@ -1,0 +1,155 @@
+// bobbin.toml: every rule a manifest is held to, one case per kind of mistake, each reported
+// with the key it is at.
+import { describe, expect, test } from "bun:test";
+import { parseManifest } from "../../src/bobbin/manifest.ts";
+import { manifestText } from "../helpers/bobbins.ts";
+
+const PRESETS = ["burst", "mail", "calendar", "sync", "meeting", "immediate"];
+const parse = (text: string, dir = "acme/hooks", builtin = false) => parseManifest(text, { dir, builtin, presets: PRESETS });
+const keysOf = (text: string, dir?: string, builtin?: boolean) => parse(text, dir, builtin).problems.map((p) => p.key);
+
+/** The base manifest with one line replaced (or a table appended). */
+const BASE = manifestText("acme.hooks");
+const edited = (from: string, to: string) => {
+  if (!BASE.includes(from)) throw new Error(`the base manifest has no ${from}`);
+  return BASE.replace(from, to);
+};
+
+describe("a good manifest", () => {
+  test("parses with defaults filled in", () => {
+    const { manifest, problems } = parse(BASE);
+    expect(problems).toEqual([]);
+    expect(manifest).toMatchObject({
+      name: "acme.hooks",
+      vendor: "acme",
+      product: "hooks",
+      provider: { vendor: "acme", product: "hooks", webhook_docs: "https://acme.dev/webhooks" },
+      source: { span: "burst", sender_retries: false, template: { scheme: "hmac-sha256-hex" } },
+      secrets: { secret: { description: "the signing secret", processor: false, required: true } },
+      outputs: { "*": { description: "every accepted event" } },
+    });
+  });
+
+  test("a product with - may live in a directory written with _", () => {
+    expect(parse(manifestText("acme.web-hooks"), "acme/web_hooks").problems).toEqual([]);
+  });
+
+  test("a processor's defaults: 300 s, no state", () => {
+    const { manifest } = parse(`${BASE}\n[processor]\nmodule = "processor"\n`);
+    expect(manifest?.processor).toEqual({ module: "processor", timeout_s: 300, state: false });
+  });
+});
+
+describe("names", () => {
+  test.each([
+    ["acme", "no dot"],
+    ["acme.hooks.v2", "two dots"],
+    ["Acme.hooks", "upper case"],
+    ["acme.9hooks", "a part that starts with a digit"],
+    [`acme.${"h".repeat(41)}`, "a part over 40 characters"],
+  ])("%s is not <vendor>.<product> (%s)", (name) => {
+    const r = parse(BASE.replace('name = "acme.hooks"', `name = "${name}"`));
+    expect(r.problems).toMatchObject([{ key: "name", message: `"${name}" is not <vendor>.<product>` }]);
+    expect(r.manifest).toBeNull();
+  });
+
+  test("the name must be its directory's", () => {
+    expect(parse(BASE, "acme/other").problems).toMatchObject([{ key: "name", message: '"acme.hooks" is not the name of its directory acme/other', hint: "move it to acme/hooks/" }]);
+  });
+
+  test("the hookspool. namespace is the built-ins'", () => {
+    const text = manifestText("hookspool.mine");
+    expect(keysOf(text, "hookspool/mine", false)).toEqual(["name"]);
+    expect(keysOf(text, "hookspool/mine", true)).toEqual([]);
+  });
+});
+
+describe("keys and shapes", () => {
+  test("an unknown key anywhere is an error", () => {
+    expect(keysOf(`extra = 1\n${BASE}`)).toEqual(["extra"]);
+    expect(keysOf(edited("[source]\n", "[source]\nfoo = 1\n"))).toEqual(["source.foo"]);
+    expect(keysOf(edited('[provider]\n', '[provider]\nlogo = "x"\n'))).toEqual(["provider.logo"]);
+  });
+
+  test("not TOML at all", () => {
+    expect(parse("name = ").problems[0].message).toMatch(/^not valid TOML/);
+  });
+
+  test("[provider] is required, and its values are strings", () => {
+    const noProvider = BASE.replace(/\[provider\][^[]*/, "");
+    expect(keysOf(noProvider)).toEqual(["provider"]);
+    expect(keysOf(edited('homepage = "https://acme.dev/"', "homepage = 3"))).toEqual(["provider.homepage"]);
+    expect(keysOf(edited('vendor = "acme"\n', ""))).toEqual(["provider.vendor"]);
+  });
+
+  test("exactly one of module and template", () => {
+    expect(keysOf(edited("span = ", 'module = "source"\nspan = '))).toEqual(["source"]);
+    expect(keysOf(BASE.replace(/template = \{[^\n]*\n/, ""))).toEqual(["source"]);
+    expect(keysOf(BASE.replace(/template = \{[^\n]*\n/, "template = 3\n"))).toEqual(["source.template"]);
+  });
+
+  test("a span must be a preset", () => {
+    expect(parse(edited('span = "burst"', 'span = "slow"')).problems).toMatchObject([{ key: "source.span", message: '"slow" is not a span preset: one of burst, mail, calendar, sync, meeting, immediate' }]);
+  });
+
+  test("settings: a type from the list, a default of that type, a default when not required", () => {
+    const with_ = (t: string) => keysOf(`${BASE}\n[processor]\nmodule = "processor"\n${t}`);
+    expect(with_('[settings.owner]\ndescription = "o"\nrequired = true\n')).toEqual(["settings.owner.type"]);
+    expect(with_('[settings.owner]\ndescription = "o"\ntype = "email"\nrequired = true\n')).toEqual(["settings.owner.type"]);
+    expect(with_('[settings.n]\ndescription = "n"\ntype = "int"\ndefault = "3"\n')).toEqual(["settings.n.default"]);
+    expect(with_('[settings.n]\ndescription = "n"\ntype = "int"\n')).toEqual(["settings.n.default"]);
+    expect(with_('[settings.n]\ndescription = "n"\ntype = "int"\ndefault = 3\n')).toEqual([]);
+    expect(with_('[settings.tags]\ndescription = "t"\ntype = "list"\ndefault = ["a", 1]\n')).toEqual(["settings.tags.default"]);
+  });
+
+  test("secrets: a description, and booleans for processor and required", () => {
+    expect(keysOf(edited('description = "the signing secret"', 'description = "s"\nprocessor = "yes"'))).toEqual(["secrets.secret.processor"]);
+    expect(keysOf(edited('description = "the signing secret"\n', ""))).toEqual(["secrets.secret.description"]);
+  });
+
+  test("outputs: event-type tokens or *, each with a description; at least one", () => {
+    expect(keysOf(`${BASE}\n[outputs."bad type"]\ndescription = "x"\n`)).toEqual(['outputs."bad type"']);
+    expect(keysOf(`${BASE}\n[outputs.push]\ndescription = "a push"\n[outputs."pull_request.opened"]\ndescription = "a PR"\n`)).toEqual([]);
+    expect(keysOf(BASE.replace(/\[outputs\."\*"\][^[]*/, ""))).toEqual(["outputs"]);
+  });
+
+  test("[poll] excludes [source] and [processor], and needs every_s >= 60 and module = poller", () => {
+    expect(keysOf(`${BASE}\n[poll]\nevery_s = 900\nmodule = "poller"\n`)).toEqual(["poll"]);
+    const poll = (body: string) => keysOf(BASE.replace(/\[source\][^[]*/, `[poll]\n${body}\n`));
+    expect(poll('every_s = 900\nmodule = "poller"')).toEqual([]);
+    expect(poll('every_s = 30\nmodule = "poller"')).toEqual(["poll.every_s"]);
+    expect(poll('every_s = 900\nmodule = "fetch"')).toEqual(["poll.module"]);
+    expect(poll('every_s = 900\nmodule = "poller"\njitter_s = 400')).toEqual(["poll.jitter_s"]);
+    const { manifest } = parse(BASE.replace(/\[source\][^[]*/, '[poll]\nevery_s = 900\nmodule = "poller"\n'));
+    expect(manifest?.poll).toEqual({ every_s: 900, jitter_s: 90, module: "poller", timeout_s: 300, state: true });
+  });
+});
+
+describe("template settings", () => {
+  const settingsBobbin = (settings: string, processor = "") =>
+    manifestText("acme.hooks", `${processor}\n${settings}`, 'template = "settings"\nspan = "burst"');
+  const SCHEME_KEY = '[settings.scheme]\ndescription = "s"\ntype = "string"\nrequired = true\n[settings.key]\ndescription = "k"\ntype = "list"\nrequired = true\n';
+
+  test('a "settings" template takes every key from settings, scheme and key among them', () => {
+    expect(keysOf(settingsBobbin(SCHEME_KEY))).toEqual([]);
+    expect(keysOf(settingsBobbin('[settings.scheme]\ndescription = "s"\ntype = "string"\nrequired = true\n'))).toEqual(["settings.key"]);
+  });
+
+  test("a template key's setting has the key's type", () => {
+    expect(keysOf(settingsBobbin(`${SCHEME_KEY}[settings.head_handshake]\ndescription = "h"\ntype = "string"\ndefault = ""\n`))).toEqual(["settings.head_handshake.type"]);
+    expect(keysOf(settingsBobbin(`${SCHEME_KEY}[settings.attrs]\ndescription = "a"\ntype = "table"\ndefault = {}\n`))).toEqual([]);
+  });
+
+  test("a fixed table's own keys are never a setting", () => {
+    const text = manifestText("acme.hooks", '[settings.header]\ndescription = "h"\ntype = "string"\ndefault = "X-Other"\n');
+    expect(parse(text).problems).toMatchObject([{ key: "settings.header", message: "the fixed template sets header already; a setting cannot override it" }]);
+    const callback = manifestText("acme.hooks", '[settings.callback_url]\ndescription = "the URL"\ntype = "string"\nrequired = true\n');
+    expect(keysOf(callback)).toEqual([]);
+  });
+
+  test("without a processor, a template bobbin takes no setting that is not a template key", () => {
+    const other = '[settings.owner]\ndescription = "o"\ntype = "string"\nrequired = true\n';
+    expect(keysOf(manifestText("acme.hooks", other))).toEqual(["settings.owner"]);
+    expect(keysOf(manifestText("acme.hooks", `[processor]\nmodule = "processor"\n${other}`))).toEqual([]);
+  });
+});

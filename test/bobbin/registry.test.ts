@@ -1,0 +1,72 @@
+// The built-in registry: src/bobbin/builtins.gen.ts carries exactly the files under bobbins/,
+// every built-in's manifest loads without a problem, and its captures and kit parse.
+import { describe, expect, test } from "bun:test";
+import { join } from "node:path";
+import { capturesOf, parseKit } from "../../src/bobbin/captures.ts";
+import { BUILTINS } from "../../src/bobbin/builtins.gen.ts";
+import { builtinModule, findBobbins } from "../../src/bobbin/registry.ts";
+import { DEFAULT_SPANS } from "../../src/config/schema.ts";
+import { generate, scanBobbins } from "../../scripts/gen-bobbins.ts";
+import { bobbinRoot, manifestText, writeBobbin } from "../helpers/bobbins.ts";
+
+const ROOT = join(import.meta.dir, "..", "..", "bobbins");
+
+describe("the registry", () => {
+  test("lists every bobbin directory and every file in it, with the same text", async () => {
+    const { bobbins, problems } = scanBobbins(ROOT);
+    expect(problems).toEqual([]);
+    expect(BUILTINS.map((b) => b.dir)).toEqual(bobbins.map((b) => b.dir));
+    for (const b of bobbins) {
+      const bi = BUILTINS.find((x) => x.dir === b.dir);
+      const texts = b.files.filter((f) => !f.endsWith(".ts"));
+      expect(Object.keys(bi?.files ?? {}).sort()).toEqual(texts.sort());
+      for (const f of texts) expect(bi?.files[f]).toBe(await Bun.file(join(ROOT, b.dir, f)).text());
+      expect(Object.keys(bi?.modules ?? {}).sort()).toEqual(b.files.filter((f) => f.endsWith(".ts")).map((f) => f.slice(0, -3)).sort());
+    }
+  });
+
+  test("the generator embeds text, imports code, and refuses a file the binary cannot carry", () => {
+    const root = bobbinRoot();
+    writeBobbin(root, "acme/hooks", manifestText("acme.hooks"), { "README.md": "# hi\n", "source.ts": "export default {};\n", "captures/a.http": "POST / HTTP/1.1\n" });
+    const text = generate(root);
+    expect(text).toContain('import f0 from "../../bobbins/acme/hooks/README.md" with { type: "text" };');
+    expect(text).toContain('import * as f3 from "../../bobbins/acme/hooks/source.ts";');
+    expect(text).toContain('{ dir: "acme/hooks", files: { "README.md": f0, "bobbin.toml": f1, "captures/a.http": f2 }, modules: { "source": f3 } },');
+    writeBobbin(root, "acme/hooks", manifestText("acme.hooks"), { "logo.png": "x" });
+    expect(() => generate(root)).toThrow("bobbins/acme/hooks/logo.png: only .toml, .md, .http and .ts files are carried in the binary");
+  });
+
+  test("a vendor directory holds only its bobbins: no code the products share", async () => {
+    const root = bobbinRoot();
+    writeBobbin(root, "acme/hooks", manifestText("acme.hooks"));
+    await Bun.write(join(root, "acme", "shared.ts"), "export const x = 1;\n");
+    expect(scanBobbins(root).problems).toEqual(["bobbins/acme/shared.ts: a vendor directory holds only its bobbins' directories"]);
+  });
+
+  test("a built-in's code is found by its builtin: reference", () => {
+    const mod = { default: { verify: () => true } };
+    const builtins = [{ dir: "acme/hooks", files: {}, modules: { source: mod } }];
+    expect(builtinModule("builtin:acme/hooks/source", builtins)).toBe(mod);
+    expect(builtinModule("builtin:acme/hooks/processor", builtins)).toBeUndefined();
+    expect(builtinModule("/abs/source.ts", builtins)).toBeUndefined();
+  });
+});
+
+describe("every built-in", () => {
+  const { bobbins, problems } = findBobbins({ bobbinPath: [], presets: Object.keys(DEFAULT_SPANS) });
+
+  test("loads without a problem", () => {
+    expect(problems).toEqual([]);
+    expect([...bobbins.keys()].sort()).toEqual(["atlassian.trello", "github.repo", "hookspool.webhook", "kaneo.projects"]);
+  });
+
+  test.each([...bobbins.keys()])("%s: its kit and captures parse, with an accepted and a rejected capture", (name) => {
+    const b = bobbins.get(name);
+    if (!b) throw new Error(name);
+    const kit = parseKit(b.files().get("captures/kit.toml") ?? "");
+    expect(Object.keys(kit.secrets)).toEqual(Object.keys(b.manifest.secrets));
+    const captures = capturesOf(b.files());
+    expect(captures.some((c) => c.file === "captures/accepted.http" && c.expect.status === 202 && c.expect.word === "queued")).toBe(true);
+    expect(captures.some((c) => c.file === "captures/rejected.http" && c.expect.status === 401)).toBe(true);
+  });
+});

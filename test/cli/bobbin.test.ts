@@ -1,0 +1,88 @@
+// hookspool bobbin list|show|expand: the catalogue, one manifest, and what an instance becomes.
+import { describe, expect, test } from "bun:test";
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { bobbinRoot, manifestText, writeBobbin } from "../helpers/bobbins.ts";
+import { cli } from "../helpers/cli.ts";
+import { tempDir } from "../helpers/tmp.ts";
+
+function home(config: string): string {
+  const h = tempDir();
+  writeFileSync(join(h, "config.toml"), config);
+  return h;
+}
+
+const GITHUB = `[bobbins.github-ci]
+bobbin = "github.repo"
+secrets.secret = { file = "/etc/hookspool/secrets/github" }
+outputs = { "*" = "hermes:github-ci" }
+`;
+
+describe("bobbin list", () => {
+  test("the built-ins, then the private ones, with the instances that use each", async () => {
+    const root = bobbinRoot();
+    writeBobbin(root, "acme/hooks", manifestText("acme.hooks"));
+    const h = home(`[spool]\nbobbin_path = ["${root}"]\n\n${GITHUB}`);
+    const r = await cli(["--home", h, "--json", "bobbin", "list"]);
+    expect(r.code).toBe(0);
+    const rows = JSON.parse(r.out) as { name: string; origin: string; instances: string[] }[];
+    expect(rows.map((x) => [x.name, x.origin, x.instances])).toEqual([
+      ["atlassian.trello", "built-in", []],
+      ["github.repo", "built-in", ["github-ci"]],
+      ["hookspool.webhook", "built-in", []],
+      ["kaneo.projects", "built-in", []],
+      ["acme.hooks", root, []],
+    ]);
+    const human = await cli(["--home", h, "bobbin", "list"]);
+    expect(human.out.split("\n")[0]).toMatch(/^BOBBIN\s+VERSION\s+ORIGIN\s+INSTANCES\s+SUMMARY$/);
+    expect(human.out).toContain("github-ci");
+  });
+
+  test("--markdown is the catalogue of docs/bobbins/README.md, built-ins only", async () => {
+    const h = home("");
+    const r = await cli(["--home", h, "bobbin", "list", "--markdown"]);
+    const lines = r.out.split("\n");
+    expect(lines.slice(0, 2)).toEqual(["| bobbin | provider | summary |", "| --- | --- | --- |"]);
+    expect(lines.filter((l) => l.startsWith("| `"))).toHaveLength(4);
+    const doc = await Bun.file(join(import.meta.dir, "..", "..", "docs", "bobbins", "README.md")).text();
+    for (const row of lines.slice(2)) expect(doc).toContain(row);
+  });
+});
+
+describe("bobbin show", () => {
+  test("the provider's pages, secrets, settings, outputs, and whether the sender retries", async () => {
+    const h = home("");
+    const r = await cli(["--home", h, "bobbin", "show", "atlassian.trello"]);
+    expect(r.code).toBe(0);
+    expect(r.out).toContain("provider     Atlassian Trello");
+    expect(r.out).toContain("webhook_docs");
+    expect(r.out).toMatch(/^callback_url\s+string\s+yes/m);
+    expect(r.out).toMatch(/^sender\s+retries a failed delivery$/m);
+    const gh = JSON.parse((await cli(["--home", h, "--json", "bobbin", "show", "github.repo"])).out);
+    expect(gh).toMatchObject({ name: "github.repo", origin: "built-in", dir: "builtin:github/repo", sender_retries: false, secrets: { secret: { required: true } }, outputs: { "*": {} } });
+    expect((await cli(["--home", h, "bobbin", "show", "github.nothing"])).code).toBe(1);
+  });
+});
+
+describe("bobbin expand", () => {
+  test("prints the tables an instance becomes, secret references as references", async () => {
+    const h = home(GITHUB);
+    const r = await cli(["--home", h, "bobbin", "expand", "github-ci"]);
+    expect(r.code).toBe(0);
+    expect(r.out).toContain('# [bobbins.github-ci] (github.repo)');
+    expect(r.out).toContain('[sources.github-ci]');
+    expect(r.out).toContain('action = "hermes:github-ci"');
+    expect(r.out).toContain('file = "/etc/hookspool/secrets/github"');
+    const doc = JSON.parse((await cli(["--home", h, "--json", "bobbin", "expand"])).out);
+    expect(doc["github-ci"].sources["github-ci"].template).toMatchObject({ scheme: "hmac-sha256-hex", header: "X-Hub-Signature-256" });
+    expect((await cli(["--home", h, "bobbin", "expand", "nothing"])).code).toBe(1);
+  });
+
+  test("a processor's secret references are named, never shown twice", async () => {
+    const root = bobbinRoot();
+    writeBobbin(root, "acme/mail", manifestText("acme.mail", '[secrets.cred]\ndescription = "c"\nprocessor = true\n[processor]\nmodule = "processor"\n'));
+    const h = home(`[spool]\nbobbin_path = ["${root}"]\n[bobbins.mail]\nbobbin = "acme.mail"\nsecrets.secret = { file = "/s" }\nsecrets.cred = { file = "/etc/hookspool/cred.json" }\noutputs = { "*" = "hermes:mail" }\n`);
+    const doc = JSON.parse((await cli(["--home", h, "--json", "bobbin", "expand", "mail"])).out);
+    expect(doc.mail.destinations["script:mail"].env.HOOKSPOOL_SECRET_REFS).toBe("cred");
+  });
+});
