@@ -9,7 +9,7 @@ import { type Capture, capturesOf, type Kit, parseKit } from "../../src/bobbin/c
 import { type Bobbin, findBobbins } from "../../src/bobbin/registry.ts";
 import { DEFAULT_SPANS } from "../../src/config/schema.ts";
 import { openSpool } from "../../src/store/db.ts";
-import { startHookspool, waitFor } from "../helpers/proc.ts";
+import { type Runtime, startHookspool, waitFor } from "../helpers/proc.ts";
 import { Receiver } from "../helpers/receiver.ts";
 import { tempDir } from "../helpers/tmp.ts";
 
@@ -48,7 +48,7 @@ export interface CaptureResult {
  * Serve `b` as a deployment would and send it every capture. Returns what each got, after every
  * accepted one was delivered (its batch's key and event type are the capture's).
  */
-export async function runCatalogue(b: Bobbin): Promise<CaptureResult[]> {
+export async function runCatalogue(b: Bobbin, runtime: Runtime = "bun"): Promise<CaptureResult[]> {
   const kit = kitOf(b);
   const home = tempDir("hookspool-catalogue-");
   // Unsigned deliveries: the processes may run on the kit's clock, months behind the receiver's,
@@ -81,7 +81,7 @@ export async function runCatalogue(b: Bobbin): Promise<CaptureResult[]> {
   writeFileSync(join(home, "config.toml"), stringify(doc));
   // Captures with timestamps are valid at the kit's now: the processes run on that clock.
   const env = kit.now !== undefined ? { HOOKSPOOL_TEST_CLOCK_OFFSET_S: String(kit.now - Date.now() / 1000) } : {};
-  const hs = await startHookspool(home, ["run"], { env });
+  const hs = await startHookspool(home, ["run"], { env, runtime });
   const results: CaptureResult[] = [];
   try {
     const port = await hs.port();

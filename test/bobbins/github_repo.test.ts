@@ -11,3 +11,8 @@ test("a push is queued and delivered, the ping is acked and ignored, a bad signa
     ["captures/rejected.http", 401],
   ]);
 });
+
+test("the compiled binary carries the bobbin and serves it the same way", async () => {
+  const results = await runCatalogue(builtin("github.repo"), "binary");
+  expectAsCaptured(results);
+}, 120_000);
