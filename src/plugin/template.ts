@@ -13,7 +13,7 @@ export const SCHEMES = {
   "hmac-sha1-hex": { needs: ["header"], doc: "HMAC-SHA1 of the body, hex, in `header` after `prefix`" },
   "hmac-sha256-base64": { needs: ["header"], doc: "HMAC-SHA256 of the body, base64, in `header` after `prefix`" },
   "hmac-sha1-base64-url": { needs: ["header", "callback_url"], doc: "HMAC-SHA1 of the body followed by `callback_url`, base64 (Trello)" },
-  "standard-webhooks": { needs: [], doc: "webhook-id, webhook-timestamp, webhook-signature (Standard Webhooks, Svix)" },
+  "standard-webhooks": { needs: [], doc: "webhook-id, webhook-timestamp, webhook-signature (Standard Webhooks); svix-id, svix-timestamp, svix-signature from Svix senders" },
   timestamped: { needs: ["header"], doc: "`t=<unix>,v1=<hex>` in `header`, HMAC-SHA256 of `<t>.<body>`" },
   "static-token": { needs: [], doc: "a shared token in `header` (after `prefix`) or in the query parameter `param`" },
 } as const;
@@ -90,6 +90,16 @@ export function checkTemplate(t: Record<string, unknown>): TemplateProblem[] {
     }
   }
   return out;
+}
+
+/**
+ * The three Standard Webhooks headers of a request: the webhook-* names, or, when a request
+ * carries no webhook-signature, the svix-* names a Svix sender uses without white-labelling
+ * (Resend, Clerk). One set or the other, never a mix.
+ */
+export function standardWebhooksHeaders(req: HookRequest): { id: string | null; timestamp: string | null; signature: string | null } {
+  const p = req.header("webhook-signature") !== null ? "webhook" : req.header("svix-signature") !== null ? "svix" : "webhook";
+  return { id: req.header(`${p}-id`), timestamp: req.header(`${p}-timestamp`), signature: req.header(`${p}-signature`) };
 }
 
 /** The request headers a template reads to classify (its header: selectors, the default dedup's id header). */
@@ -169,7 +179,7 @@ export function templateSource(t: TemplateSettings): SourcePlugin {
         case "hmac-sha1-base64-url":
           return hmacPrefixedWhy(h, prefix, secret, concat(req.body, t.callback_url ?? ""), { algorithm: "sha1", encoding: "base64" });
         case "standard-webhooks":
-          return standardWebhooksWhy({ id: req.header("webhook-id"), timestamp: req.header("webhook-timestamp"), signature: req.header("webhook-signature") }, secret, req.body, { now: req.now });
+          return standardWebhooksWhy(standardWebhooksHeaders(req), secret, req.body, { now: req.now });
         case "timestamped":
           return timestampedWhy(h, secret, req.body, { now: req.now });
         case "static-token": {
@@ -184,7 +194,7 @@ export function templateSource(t: TemplateSettings): SourcePlugin {
   };
   const authHeaders: string[] = [];
   if (t.header) authHeaders.push(t.header);
-  if (t.scheme === "standard-webhooks") authHeaders.push("webhook-signature");
+  if (t.scheme === "standard-webhooks") authHeaders.push("webhook-signature", "svix-signature");
   const eventType = (payload: unknown, req: HookRequest) => (t.event_type ? (select(t.event_type, payload, req) ?? "") : "");
   return {
     secrets: ["secret"],

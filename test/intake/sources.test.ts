@@ -76,6 +76,31 @@ action = "hermes:sw"
   broken: () => payload({ notype: 1 }),
 });
 
+// A Svix sender without white-labelling (Resend, Clerk) sends the same scheme under svix-* names.
+const SVIX = `whsec_${Buffer.from(`svix-${SECRET_SENTINEL}`).toString("base64")}`;
+runSourceKit({
+  title: "template standard-webhooks with Svix's header names",
+  source: "svix",
+  authHeaders: ["svix-signature"],
+  config: `[sources.svix]
+template = { scheme = "standard-webhooks", key = "type", event_type = "type" }
+secrets.secret = { file = "{{secret:svix}}" }
+action = "hermes:svix"
+`,
+  secrets: { svix: SVIX },
+  payload: () => payload({ type: "email.delivered" }),
+  sign(body, now) {
+    const msgId = `msg_${id(body)}`;
+    const ts = String(Math.floor(now));
+    const key = Buffer.from(SVIX.slice(6), "base64");
+    return { headers: { "svix-id": msgId, "svix-timestamp": ts, "svix-signature": `v1,${mac("sha256", key, `${msgId}.${ts}.${Buffer.from(body)}`, "base64")}` } };
+  },
+  timestamped: true,
+  // With dedup unset the source dedups on the message id: svix-id here.
+  dedup: true,
+  broken: () => payload({ notype: 1 }),
+});
+
 const STRIPE = `stripe-${SECRET_SENTINEL}`;
 runSourceKit({
   title: "template timestamped (t=,v1=)",
