@@ -10,14 +10,8 @@ export interface ExportFilter {
   since?: number;
 }
 
-export interface ExportEvent {
-  id: number;
-  event_type: string;
-  received_at: number;
-  dedup_id: string | null;
-  size: number;
-  excluded_at: number | null;
-  route: string;
+/** An event as exported: its listing (as `show --events` has it) and its payload columns. */
+export interface ExportEvent extends EventListing {
   /** The JSON text the destination receives; null for a quarantined request. */
   payload: string | null;
   headers: Record<string, string>;
@@ -50,18 +44,8 @@ function parseHeaders(text: string): Record<string, string> {
 }
 
 function exportEvent(e: StoredEvent): ExportEvent {
-  return {
-    id: e.id,
-    event_type: e.event_type,
-    received_at: e.received_at,
-    dedup_id: e.dedup_id,
-    size: e.size,
-    excluded_at: e.excluded_at,
-    route: e.route,
-    payload: e.payload,
-    headers: parseHeaders(e.headers),
-    raw_base64: e.raw ? Buffer.from(e.raw).toString("base64") : null,
-  };
+  const { headers, raw, ...rest } = e;
+  return { ...rest, headers: parseHeaders(headers), raw_base64: raw ? Buffer.from(raw).toString("base64") : null };
 }
 
 /**
