@@ -145,6 +145,7 @@ export async function checkConfig(input: CheckInput, deps: CheckDeps, senders: R
     ...intakeRules(config, input.raw),
     // Modes first: opening the database below creates and removes a -wal of its own.
     ...spoolModeRules(paths),
+    ...processorStateRules(config, deps),
     ...(deps.skipDatabase ? [] : databaseRules(paths.spoolFile)),
   ]);
 }
@@ -302,6 +303,25 @@ function intakeRules(config: Config, raw: Record<string, unknown>): ConfigProble
 
 // ---------------------------------------------------------------------------------------------
 // The state directory's modes: the spool holds every payload, so only hookspool may read it
+
+/**
+ * A bobbin processor's state directory holds OAuth access tokens and rotated refresh tokens in
+ * clear text: once it exists it must be mode 0700 and the service user's. (A missing one is
+ * created so at the first batch.)
+ */
+function processorStateRules(config: Config, deps: CheckDeps): ConfigProblem[] {
+  const out: ConfigProblem[] = [];
+  for (const d of Object.values(config.destinations)) {
+    if (d.processor === undefined || d.state_dir === undefined) continue;
+    const st = statOrNull(d.state_dir);
+    if (st === null) continue;
+    const key = `bobbins.${quoteKey(d.processor)}.state_dir`;
+    if (!st.isDirectory()) out.push(problem("error", key, `${d.state_dir} is not a directory`));
+    else if (st.mode & 0o077) out.push(problem("error", key, `${d.state_dir} is open to group/other (mode ${(st.mode & 0o777).toString(8).padStart(4, "0")}); the processor keeps tokens there`, `chmod 700 ${d.state_dir}`));
+    else if (st.uid !== deps.uid) out.push(problem("error", key, `${d.state_dir} is owned by uid ${st.uid}, not the user hookspool runs as (uid ${deps.uid})`, `chown <the hookspool user> ${d.state_dir}`));
+  }
+  return out;
+}
 
 /** Warn about a home directory not 0700, or a spool database (or its -wal) not 0600. */
 function spoolModeRules(paths: Paths): ConfigProblem[] {

@@ -9,6 +9,7 @@ import { renderStarterConfig } from "../../src/config/starter.ts";
 import type { ConfigProblem } from "../../src/config/types.ts";
 import { openSpool } from "../../src/store/db.ts";
 import { migrate } from "../../src/store/migrate.ts";
+import { manifestText, writeBobbin } from "../helpers/bobbins.ts";
 import { tempDir } from "../helpers/tmp.ts";
 
 const SENTINEL = "s3ntinel-9f2c1e";
@@ -536,6 +537,23 @@ secret_previous = [{ env = "TOKEN" }]
   const ps = await check(h, text, { env: { TOKEN: `whsec_${SENTINEL}` } });
   expect(errors(ps).length).toBeGreaterThan(2);
   expect(readFileSync(loose, "utf8")).toContain(SENTINEL);
+});
+
+test("a bobbin processor's state directory, once it exists, is 0700 and the service user's", async () => {
+  const h = newHome();
+  const root = join(h.dir, "bobbins");
+  writeBobbin(root, "acme/mail", manifestText("acme.mail", '[processor]\nmodule = "processor"\nstate = true\n'));
+  const state = join(h.dir, "mail-state");
+  const text = `${base(h)}\n[spool]\nbobbin_path = ["${root}"]\n[bobbins.mail]\nbobbin = "acme.mail"\nsecrets.secret = { file = "${h.file("secrets/mail", "s")}" }\noutputs = { "*" = "hermes:mail" }\nstate_dir = "${state}"\n`;
+  // Not there yet: the first batch creates it, private.
+  expect(at(await check(h, text), "bobbins.mail.state_dir")).toEqual([]);
+  mkdirSync(state, { mode: 0o755 });
+  chmodSync(state, 0o755);
+  expectProblem(await check(h, text), "error", "bobbins.mail.state_dir", "is open to group/other (mode 0755)");
+  chmodSync(state, 0o700);
+  expect(at(await check(h, text), "bobbins.mail.state_dir")).toEqual([]);
+  const uid = (process.getuid?.() ?? 0) + 1;
+  expectProblem(await check(h, text, { uid }), "error", "bobbins.mail.state_dir", `not the user hookspool runs as (uid ${uid})`);
 });
 
 test("an instance of an unknown bobbin is one error for check, with where to look", async () => {
