@@ -4,7 +4,7 @@ import { describe, expect, test } from "bun:test";
 import { join } from "node:path";
 import { findBobbins } from "../../src/bobbin/registry.ts";
 import { ConfigError, parseConfig } from "../../src/config/load.ts";
-import { loadSources } from "../../src/config/sources.ts";
+import { expectEvery, loadSources } from "../../src/config/sources.ts";
 import { bobbinRoot, manifestText, writeBobbin } from "../helpers/bobbins.ts";
 
 const HOME = "/var/lib/hs-test";
@@ -248,6 +248,19 @@ describe("where bobbins come from", () => {
       ["/acme/hooks/bobbin.toml", "acme.hooks is already the name of a bobbin (built-in)"],
       ["/acme/web_hooks/bobbin.toml", "acme.web-hooks is already the name of a bobbin (" + root + ")"],
     ]);
+  });
+
+  test("expect = true on a code bobbin whose manifest names no expectation leaves the plugin's own", async () => {
+    const root = bobbinRoot();
+    const plugin = join(import.meta.dir, "..", "fixtures", "routed.ts"); // expectEverySec = 600
+    writeBobbin(root, "acme/coded", manifestText("acme.coded", "", 'module = "source"'), { "source.ts": `export { default } from ${JSON.stringify(plugin)};\n` });
+    const table = (expect: string) => parse(root, `[bobbins.c]\nbobbin = "acme.coded"\n${SECRET}\noutputs = { "*" = "hermes:c" }\n${expect}`).config;
+    const on = table("expect = true\n");
+    expect(on.sources.c.expect_every_s).toBeUndefined();
+    const plugins = await loadSources(on, { configDir: "/", env: {}, file: "t.toml" });
+    expect(expectEvery(on, "c", plugins)).toBe(600);
+    const off = table("");
+    expect(expectEvery(off, "c", await loadSources(off, { configDir: "/", env: {}, file: "t.toml" }))).toBe(0);
   });
 
   test("a private code bobbin's source loads from its directory", async () => {
