@@ -28,10 +28,12 @@ function listCommand(cli: Cli): CommandDef {
     args: { ...GLOBAL_ARGS, markdown: { type: "boolean", description: "print the catalogue as a Markdown table (docs/bobbins/README.md)" } },
     run({ args }) {
       const { config } = loadFor(cli);
-      const rows = [...bobbinsOf(config).values()].map((b) => ({ name: b.name, version: b.manifest.version, origin: b.origin, summary: b.manifest.summary, instances: instancesOf(config, b.name) }));
+      const bobbins = [...bobbinsOf(config).values()];
+      const rows = bobbins.map((b) => ({ name: b.name, version: b.manifest.version, origin: b.origin, summary: b.manifest.summary, instances: instancesOf(config, b.name) }));
       if (cli.globals.json) cli.io.out(JSON.stringify(rows));
       else if (args.markdown) {
-        cli.io.out(["| bobbin | provider | summary |", "| --- | --- | --- |", ...[...bobbinsOf(config).values()].filter((b) => b.origin === "built-in").map((b) => `| \`${b.name}\` | ${cell(`${b.manifest.provider.vendor} ${b.manifest.provider.product}`)} | ${cell(b.manifest.summary)} |`)].join("\n"));
+        const builtins = bobbins.filter((b) => b.origin === "built-in");
+        cli.io.out(["| bobbin | provider | summary |", "| --- | --- | --- |", ...builtins.map((b) => `| \`${b.name}\` | ${cell(`${b.manifest.provider.vendor} ${b.manifest.provider.product}`)} | ${cell(b.manifest.summary)} |`)].join("\n"));
       } else if (rows.length === 0) cli.io.out("no bobbins");
       else cli.io.out(table(["BOBBIN", "VERSION", "ORIGIN", "INSTANCES", "SUMMARY"], rows.map((r) => [r.name, r.version, r.origin, r.instances.join(", ") || "-", r.summary])));
       return 0;
