@@ -4,7 +4,7 @@
 import type { Clock } from "../clock.ts";
 import type { IntakeSource } from "../config/sources.ts";
 import type { Config } from "../config/types.ts";
-import type { Faults } from "../obs/faults.ts";
+import { errorClass, type Faults } from "../obs/faults.ts";
 import type { Logger } from "../log.ts";
 import type { HookRequest } from "../plugin/types.ts";
 import type { Spool } from "../store/db.ts";
@@ -14,7 +14,7 @@ import { type Backpressure, spoolFailure } from "./backpressure.ts";
 import type { IntakeMetrics, RejectReason } from "./metrics.ts";
 import { hookRequest } from "../plugin/hook-request.ts";
 import { storableUrl } from "./captures.ts";
-import { evaluate, pluginErrorClass, quarantineReason } from "./evaluate.ts";
+import { evaluate, quarantineReason } from "./evaluate.ts";
 import { emptyReply, evaluationReply, LENGTH_REQUIRED, type Reply, SPOOL_BUSY, SPOOL_FULL, statusReply, TOO_LARGE } from "./replies.ts";
 
 export interface PipelineDeps {
@@ -152,7 +152,7 @@ function quarantined(d: PipelineDeps, src: IntakeSource, req: HookRequest, url: 
  * the free space says (a quota, inode exhaustion), the spool issue opens and alerts once.
  */
 function spoolRefused(d: PipelineDeps, source: string, reason: "busy" | "spool_full", e: unknown, bytes: number): Reply {
-  if (reason === "spool_full") d.backpressure.writeFailed(`the last write was refused (${(e as { code?: string } | null)?.code ?? pluginErrorClass(e)})`);
+  if (reason === "spool_full") d.backpressure.writeFailed(`the last write was refused (${errorClass(e)})`);
   d.metrics.rejected1(source, reason);
   d.faults.writes.record("enqueue", e, { source, bytes });
   return reason === "spool_full" ? SPOOL_FULL() : SPOOL_BUSY();
