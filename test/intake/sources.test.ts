@@ -49,7 +49,7 @@ action = "hermes:trello"
   sign: (body) => ({ headers: { "X-Trello-Webhook": mac("sha1", TRELLO, Buffer.concat([Buffer.from(body), Buffer.from(CALLBACK)]), "base64") } }),
   dedup: true,
   broken: () => payload({ action: { id: randomUUID() } }),
-  unauthenticatedHandshake: { method: "HEAD", status: 200 },
+  headHandshake: true,
   stored: (row) => expect([row.key, row.event_type]).toEqual(["board1", "updateCard"]),
 });
 
@@ -194,9 +194,9 @@ secrets.webhook_secret = { file = "{{secret:zoom}}" }
   broken: () => payload({ event: "meeting.started", payload: {} }),
   handshake: {
     payload: () => ({ event: "endpoint.url_validation", payload: { plainToken: "plain-123" } }),
-    async check(res) {
-      expect(res.status).toBe(200);
-      expect(await res.json()).toEqual({ plainToken: "plain-123", encryptedToken: mac("sha256", ZOOM, "plain-123", "hex") });
+    check(r) {
+      const want = JSON.stringify({ plainToken: "plain-123", encryptedToken: mac("sha256", ZOOM, "plain-123", "hex") });
+      return r.status === 200 && r.text === want ? null : `answered ${r.status} ${r.text.slice(0, 80)}`;
     },
   },
   stored: (row) => expect([row.key, row.event_type]).toEqual(["m1", "meeting.started"]),

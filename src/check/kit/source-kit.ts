@@ -1,0 +1,287 @@
+// The source kit: one matrix every source must pass, run over real loopback HTTP against the
+// real intake. Signed is queued and on disk when the answer arrives; unsigned, tampered, stale
+// and future-dated get 401 with an empty body; oversized 413 and chunked 411 before any source
+// code runs; a repeat is a duplicate; a ping or handshake with a bad signature gets 401; a HEAD
+// handshake is constant; a verified request the source cannot classify is quarantined with no
+// auth header kept; a refused write is 503; and no secret reaches a log line or a column, nor a
+// payload a log line. The cases a subject cannot exercise (no timestamp, no dedup) are skipped.
+import { quarantineIssue } from "../../store/enqueue.ts";
+import { eventCount, findText, newestEvent, newestQuarantined, openIssueCount, refuseWrites, type StoredEvent } from "../../store/inspect.ts";
+import { type KitIntake, type KitRequest, startKitIntake } from "./intake.ts";
+
+export type { KitRequest };
+
+export interface KitSubject {
+  /** The source under test (its URL is /hooks/<source>). */
+  source: string;
+  /** The config (see startKitIntake); it must define `source`. */
+  config: string;
+  secrets: Record<string, string>;
+  /** The Unix time `accepted` verifies at. */
+  now: number;
+  /** A signed request the source queues (202) at `now`. */
+  accepted: KitRequest;
+  /** Sign a new body at a time, when the kit can (a template scheme, a test's own signer). */
+  sign?: (body: Uint8Array, now: number, id: string) => { headers: [string, string][]; query?: string };
+  /** The headers that carry the signature or token: stripped for "unsigned", never stored. */
+  authHeaders: readonly string[];
+  /** False for token schemes: the token does not cover the body. */
+  bodySigned: boolean;
+  /** The scheme carries a timestamp, so stale and future-dated requests are refused. */
+  timestamped: boolean;
+  /** The source derives a dedup id, so the same request twice is a duplicate. */
+  dedup: boolean;
+  /** A constant answer to HEAD before verify (Trello's callback check). */
+  headHandshake?: boolean;
+  /** Signed requests answered without being queued (a ping, a handshake), and what the answer must be. */
+  answered?: readonly { request: KitRequest; check?: (r: { status: number; text: string }) => string | null }[];
+  /** A signed request the source verifies but cannot classify; made from `sign` when absent. */
+  broken?: KitRequest;
+  /** Texts that must never appear in a log line (a payload's marker). */
+  payloadSentinels?: readonly string[];
+  /** Texts that must never appear in a log line or a column (part of a secret); each secret's value always is one. */
+  secretSentinels?: readonly string[];
+}
+
+export type Outcome = "pass" | "fail" | "skip";
+
+export interface KitCase {
+  name: string;
+  outcome: Outcome;
+  /** What went wrong, or why it was skipped. */
+  detail?: string;
+}
+
+export interface KitRun {
+  cases: KitCase[];
+  /** The event the signed case stored. */
+  stored: StoredEvent | null;
+}
+
+/** The largest JSON a sender might post; oversized is one byte more than the source allows. */
+function bodyCap(k: KitIntake, source: string): number {
+  const c = k.loaded.config;
+  return c.sources[source]?.max_body_bytes ?? c.intake.max_body_bytes;
+}
+
+const TOLERANCE_S = 300;
+const enc = new TextEncoder();
+
+/** The request without its signature: auth headers and the query string removed. */
+function unsigned(req: KitRequest, authHeaders: readonly string[]): KitRequest {
+  const auth = new Set(authHeaders.map((h) => h.toLowerCase()));
+  return { ...req, url: req.url.split("?")[0], headers: req.headers.filter(([k]) => !auth.has(k.toLowerCase())) };
+}
+
+/** The same request with one byte more in the body: no body signature still matches. */
+function tampered(req: KitRequest): KitRequest {
+  const body = new Uint8Array(req.body.length + 1);
+  body.set(req.body, 0);
+  body[req.body.length] = 0x20;
+  return { ...req, body };
+}
+
+/** `body` signed afresh at `now`, keeping the request's other headers. */
+function resigned(s: KitSubject, body: Uint8Array, now: number, id: string): KitRequest | null {
+  if (!s.sign) return null;
+  const signed = s.sign(body, now, id);
+  const replaced = new Set(signed.headers.map(([k]) => k.toLowerCase()));
+  const base = unsigned(s.accepted, s.authHeaders);
+  return { ...base, url: `${base.url}${signed.query ? `?${signed.query}` : ""}`, headers: [...base.headers.filter(([k]) => !replaced.has(k.toLowerCase())), ...signed.headers], body };
+}
+
+type Step = (k: KitIntake) => Promise<string | null | { skip: string }>;
+
+export async function runSourceKit(s: KitSubject): Promise<KitRun> {
+  const k = await startKitIntake({ config: s.config, secrets: s.secrets, now: s.now });
+  const cases: KitCase[] = [];
+  let stored: StoredEvent | null = null;
+  const marker = `kit-sentinel-${crypto.randomUUID()}`;
+  const at = (t: number) => k.clock.set(t);
+  const refused = async (req: KitRequest, what: string): Promise<string | null> => {
+    const before = eventCount(k.spool);
+    const r = await k.send(req);
+    if (r.status !== 401) return `${what}: ${r.status}, expected 401`;
+    if (r.text !== "") return `${what}: 401 with a body; a refusal says nothing`;
+    if (eventCount(k.spool) !== before) return `${what}: 401, but an event was stored`;
+    return null;
+  };
+  const steps: [string, Step][] = [
+    ["unsigned: 401, empty body, nothing stored", () => refused(unsigned(s.accepted, s.authHeaders), "without its signature")],
+    ["tampered body: 401", async () => (s.bodySigned ? refused(tampered(s.accepted), "with one byte added") : { skip: "a token scheme does not sign the body" })],
+    [
+      "stale and future-dated: 401 beyond the 300 s tolerance",
+      async () => {
+        if (!s.timestamped) return { skip: "the scheme carries no timestamp" };
+        at(s.now + TOLERANCE_S + 1);
+        const stale = await refused(s.accepted, "301 s after it was signed");
+        at(s.now - TOLERANCE_S - 1);
+        const future = await refused(s.accepted, "301 s before it was signed");
+        at(s.now);
+        return stale ?? future;
+      },
+    ],
+    [
+      "signed: 202 queued, on disk when the answer arrives",
+      async () => {
+        const before = eventCount(k.spool);
+        const r = await k.send(s.accepted);
+        if (r.status !== 202 || r.text !== '{"status":"queued"}') return `${r.status} ${r.text.slice(0, 60)}, expected 202 {"status":"queued"}`;
+        if (eventCount(k.spool) !== before + 1) return "answered 202 before the event was stored";
+        stored = newestEvent(k.spool);
+        return null;
+      },
+    ],
+    [
+      "within the tolerance: accepted 299 s either way",
+      async () => {
+        if (!s.timestamped) return { skip: "the scheme carries no timestamp" };
+        for (const t of [s.now + TOLERANCE_S - 1, s.now - TOLERANCE_S + 1]) {
+          at(t);
+          const r = await k.send(s.accepted);
+          if (r.status !== 200 && r.status !== 202) return `${r.status} at ${t - s.now} s, expected 2xx`;
+        }
+        at(s.now);
+        return null;
+      },
+    ],
+    [
+      "duplicate: the same delivery again is 200 duplicate, stored once",
+      async () => {
+        if (!s.dedup) return { skip: "the source derives no dedup id" };
+        const before = eventCount(k.spool);
+        const r = await k.send(s.accepted);
+        if (r.status !== 200 || r.text !== '{"status":"duplicate"}') return `${r.status} ${r.text.slice(0, 60)}, expected 200 {"status":"duplicate"}`;
+        return eventCount(k.spool) === before ? null : "a duplicate was stored again";
+      },
+    ],
+    [
+      "oversized: 413 before any source code, nothing stored",
+      async () => {
+        const before = eventCount(k.spool);
+        const r = await k.send({ ...s.accepted, body: enc.encode(`{"pad":"${"x".repeat(bodyCap(k, s.source))}"}`) });
+        if (r.status !== 413) return `${r.status}, expected 413`;
+        return eventCount(k.spool) === before ? null : "an oversized body was stored";
+      },
+    ],
+    [
+      "chunked: 411",
+      async () => {
+        const r = await k.send(s.accepted, { chunked: true });
+        return r.status === 411 ? null : `${r.status}, expected 411`;
+      },
+    ],
+    [
+      "a ping or handshake with a good signature: answered, never queued",
+      async () => {
+        if (!s.answered?.length) return { skip: "the source has no signed request it answers without queueing" };
+        for (const { request, check } of s.answered) {
+          const before = eventCount(k.spool);
+          const r = await k.send(request);
+          if (r.status < 200 || r.status > 299) return `${request.method} ${request.url.split("?")[0]}: ${r.status}, expected 2xx`;
+          if (eventCount(k.spool) !== before) return "a handshake was stored as an event";
+          const why = check?.(r);
+          if (why) return why;
+        }
+        return null;
+      },
+    ],
+    [
+      "a ping or handshake with a bad signature: 401",
+      async () => {
+        if (!s.answered?.length) return { skip: "the source has no signed request it answers without queueing" };
+        for (const { request: req } of s.answered) {
+          const why = await refused(s.bodySigned ? tampered(req) : unsigned(req, s.authHeaders), `${req.method} ${req.url.split("?")[0]}, altered`);
+          if (why) return why;
+        }
+        return null;
+      },
+    ],
+    [
+      "HEAD handshake: a constant answer that reads no secret",
+      async () => {
+        if (!s.headHandshake) return { skip: "the source answers no HEAD" };
+        const path = s.accepted.url.split("?")[0];
+        const a = await k.send({ method: "HEAD", url: path, headers: [], body: new Uint8Array() });
+        const b = await k.send({ method: "HEAD", url: path, headers: [["X-Anything", "else"]], body: new Uint8Array() });
+        if (a.status < 200 || a.status > 299) return `HEAD answered ${a.status}, expected 2xx`;
+        return a.status === b.status && a.text === b.text ? null : "two HEAD requests got different answers";
+      },
+    ],
+    [
+      "a verified request the source cannot classify: 202 quarantined, raw kept, no auth header stored",
+      async () => {
+        const req = s.broken ?? resigned(s, enc.encode(`not json ${marker}`), s.now, `kit-${crypto.randomUUID()}`);
+        if (!req) return { skip: "the kit cannot sign a new body for this source" };
+        const r = await k.send(req);
+        if (r.status !== 202 || r.text !== '{"status":"quarantined"}') return `${r.status} ${r.text.slice(0, 60)}, expected 202 {"status":"quarantined"}`;
+        const q = newestQuarantined(k.spool);
+        if (!q) return "answered quarantined, but nothing is in quarantine";
+        if (q.state !== "dead") return `the quarantined batch is ${q.state}, expected dead`;
+        if (!req.body.every((b, i) => q.raw[i] === b)) return "the raw body was not kept";
+        const kept = Object.keys(JSON.parse(q.headers) as Record<string, string>).map((h) => h.toLowerCase());
+        const leaked = s.authHeaders.find((h) => kept.includes(h.toLowerCase()));
+        if (leaked) return `the auth header ${leaked} was stored with the quarantined event`;
+        if (!q.last_error || !/^(not_json|not_utf8|key_missing|key_too_long|bad_payload|no_destination|plugin_error:\w+)$/.test(q.last_error)) return `quarantine reason ${q.last_error}, not a reason class`;
+        if (openIssueCount(k.spool, quarantineIssue(s.source, q.last_error).fingerprint) !== 1) return "no open issue for the quarantined event";
+        return null;
+      },
+    ],
+    [
+      "spool unwritable: 503, nothing acknowledged",
+      async () => {
+        const fresh = resigned(s, enc.encode(JSON.stringify({ kit: marker, n: crypto.randomUUID() })), s.now, `kit-${crypto.randomUUID()}`) ?? s.accepted;
+        refuseWrites(k.spool, true);
+        let r: { status: number; text: string };
+        try {
+          r = await k.send(fresh);
+        } finally {
+          refuseWrites(k.spool, false);
+        }
+        // The accepted request is a duplicate by now: a read answers it without a write.
+        if (fresh === s.accepted && s.dedup && r.status === 200) return { skip: "the kit cannot sign a request the spool has not seen" };
+        return r.status === 503 ? null : `${r.status}, expected 503`;
+      },
+    ],
+  ];
+  try {
+    for (const [name, step] of steps) {
+      try {
+        const r = await step(k);
+        if (r === null) cases.push({ name, outcome: "pass" });
+        else if (typeof r === "string") cases.push({ name, outcome: "fail", detail: r });
+        else cases.push({ name, outcome: "skip", detail: r.skip });
+      } catch (e) {
+        cases.push({ name, outcome: "fail", detail: `the kit could not run it: ${(e as Error).message.split("\n")[0]}` });
+      } finally {
+        at(s.now);
+      }
+    }
+    cases.push(sentinelCase(k, s, marker));
+  } finally {
+    await k.stop();
+  }
+  return { cases, stored };
+}
+
+/** No secret in any log line or column, and no payload marker in any log line. */
+function sentinelCase(k: KitIntake, s: KitSubject, marker: string): KitCase {
+  const name = "no secret in any log line or column, no payload in any log line";
+  const secrets = [
+    ...Object.values(s.secrets)
+      .map((v) => v.trim())
+      .filter((v) => v.length >= 6),
+    ...(s.secretSentinels ?? []),
+  ];
+  // A kit that heard nothing proves nothing.
+  if (k.lines.length === 0) return { name, outcome: "fail", detail: "the intake wrote no log line at all" };
+  for (const line of k.lines) {
+    if (secrets.some((v) => line.includes(v))) return { name, outcome: "fail", detail: "a log line holds a secret's value" };
+    if ([marker, ...(s.payloadSentinels ?? [])].some((m) => line.includes(m))) return { name, outcome: "fail", detail: "a log line holds part of a payload" };
+  }
+  for (const v of secrets) {
+    const at = findText(k.spool, v);
+    if (at) return { name, outcome: "fail", detail: `a secret's value is in ${at.table}.${at.column}` };
+  }
+  return { name, outcome: "pass" };
+}
