@@ -6,6 +6,7 @@ import type { Manifest } from "../bobbin/manifest.ts";
 import { type Bobbin, findBobbins } from "../bobbin/registry.ts";
 import type { Config } from "../config/types.ts";
 import { HookspoolError } from "../errors.ts";
+import { bobbinCheckCommand } from "./bobbin-check.ts";
 import { type Cli, GLOBAL_ARGS, loadFor } from "./context.ts";
 import { table, visible } from "./format.ts";
 
@@ -138,8 +139,8 @@ function expandCommand(cli: Cli): CommandDef {
 
 export function bobbinCommand(cli: Cli): CommandDef {
   return {
-    meta: { name: "bobbin", description: "service plugins: list, show, expand" },
+    meta: { name: "bobbin", description: "service plugins: list, show, expand, check" },
     args: { ...GLOBAL_ARGS },
-    subCommands: { list: listCommand(cli), show: showCommand(cli), expand: expandCommand(cli) },
+    subCommands: { list: listCommand(cli), show: showCommand(cli), expand: expandCommand(cli), check: bobbinCheckCommand(cli) },
   };
 }

@@ -1,0 +1,182 @@
+// hookspool bobbin check: every built-in passes, and each row fails on the defect it exists for,
+// naming the file and line and how to fix it. The subject of most cases is a private copy of
+// kaneo.projects renamed acme.widgets, broken one way at a time.
+import { describe, expect, test } from "bun:test";
+import { appendFileSync, cpSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { BUILTINS } from "../../src/bobbin/builtins.gen.ts";
+import type { Row } from "../../src/check/bobbin/row.ts";
+import { checkBobbin } from "../../src/check/bobbin/scorecard.ts";
+import { subjectFromDir } from "../../src/check/bobbin/subject.ts";
+import { cli } from "../helpers/cli.ts";
+import { tempDir } from "../helpers/tmp.ts";
+
+const ROOT = join(import.meta.dir, "..", "..");
+
+/** A private bobbin acme.widgets under a fresh root: kaneo.projects under another name. */
+function widgets(): { root: string; dir: string } {
+  const root = tempDir("hookspool-bobbins-");
+  const dir = join(root, "acme", "widgets");
+  mkdirSync(join(root, "acme"), { mode: 0o755 });
+  cpSync(join(ROOT, "bobbins", "kaneo", "projects"), dir, { recursive: true });
+  for (const f of ["bobbin.toml", "README.md", "SETUP.md", "AGENTS.md"]) edit(dir, f, (t) => t.replaceAll("kaneo.projects", "acme.widgets"));
+  return { root, dir };
+}
+
+function edit(dir: string, file: string, fn: (text: string) => string): void {
+  const p = join(dir, file);
+  writeFileSync(p, fn(readFileSync(p, "utf8")));
+}
+
+async function rows(dir: string): Promise<Map<string, Row>> {
+  const card = await checkBobbin(subjectFromDir(dir));
+  return new Map(card.rows.map((r) => [r.name, r]));
+}
+
+const failing = (rs: Map<string, Row>) => [...rs.values()].filter((r) => r.outcome === "fail").map((r) => r.name);
+
+describe("bobbin check on the built-ins", () => {
+  for (const b of BUILTINS) {
+    const name = b.dir.replace("/", ".");
+    test(`${name} passes, by name and by its directory`, async () => {
+      const byName = await cli(["bobbin", "check", name], { cwd: ROOT });
+      expect(byName.out).toContain(`${name} (builtin:${b.dir}): passes`);
+      expect(byName.code).toBe(0);
+      const byDir = await cli(["--json", "bobbin", "check", join("bobbins", b.dir)], { cwd: ROOT });
+      const card = JSON.parse(byDir.out) as { passed: boolean; rows: Row[] };
+      expect(card.rows.filter((r) => r.outcome === "fail")).toEqual([]);
+      expect(card.rows.find((r) => r.name === "source-kit")?.outcome).toBe("pass");
+      expect(card.rows.find((r) => r.name === "tests")?.outcome).toBe("pass");
+      expect(byDir.code).toBe(0);
+    });
+  }
+});
+
+describe("each row fails on its defect", () => {
+  test("the copy passes as it is", async () => {
+    expect(failing(await rows(widgets().dir))).toEqual([]);
+  });
+
+  test("name: the hookspool. namespace, and a built-in's name, are not a private bobbin's", async () => {
+    const { root } = widgets();
+    const dir = join(root, "hookspool", "widgets");
+    mkdirSync(join(root, "hookspool"));
+    cpSync(join(root, "acme", "widgets"), dir, { recursive: true });
+    edit(dir, "bobbin.toml", (t) => t.replace('name = "acme.widgets"', 'name = "hookspool.widgets"'));
+    expect((await rows(dir)).get("name")?.problems[0]).toMatchObject({ file: "bobbin.toml", line: expect.any(Number), message: expect.stringContaining("reserved") });
+    const shadow = join(root, "kaneo", "projects");
+    mkdirSync(join(root, "kaneo"));
+    cpSync(join(ROOT, "bobbins", "kaneo", "projects"), shadow, { recursive: true });
+    expect((await rows(shadow)).get("name")?.problems.map((p) => p.message)).toEqual(["kaneo.projects is the name of a built-in bobbin"]);
+  });
+
+  test("manifest: an unknown key, at its line", async () => {
+    const { dir } = widgets();
+    appendFileSync(join(dir, "bobbin.toml"), "\ncolour = \"blue\"\n");
+    const r = await rows(dir);
+    expect(failing(r)).toEqual(["manifest"]);
+    const lines = readFileSync(join(dir, "bobbin.toml"), "utf8").split("\n");
+    expect(lines[(r.get("manifest")?.problems[0].line ?? 0) - 1]).toBe('colour = "blue"');
+  });
+
+  test("provider: a page on a test host, plain http, and a frontmatter that disagrees", async () => {
+    const { dir } = widgets();
+    edit(dir, "bobbin.toml", (t) => t.replace(/homepage = "[^"]+"/, 'homepage = "https://kaneo.example.com/"').replace(/webhook_docs = "https:/, 'webhook_docs = "http:'));
+    edit(dir, "SETUP.md", (t) => t.replace("bobbin: acme.widgets", "bobbin: acme.gadgets"));
+    const r = await rows(dir);
+    expect(failing(r)).toContain("provider");
+    const messages = r.get("provider")?.problems.map((p) => `${p.file}: ${p.message}`) ?? [];
+    expect(messages).toContain("bobbin.toml: provider.homepage is on a test or example host, not the provider's");
+    expect(messages).toContain("bobbin.toml: provider.webhook_docs is not https");
+    expect(messages.some((m) => m.startsWith("SETUP.md: frontmatter bobbin is \"acme.gadgets\""))).toBe(true);
+  });
+
+  test("files and docs: a stray file, a missing SETUP.md", async () => {
+    const { dir } = widgets();
+    writeFileSync(join(dir, "notes.txt"), "x");
+    rmSync(join(dir, "SETUP.md"));
+    const r = await rows(dir);
+    expect(r.get("files")?.problems.map((p) => p.file).sort()).toEqual(["SETUP.md", "notes.txt"]);
+    expect(r.get("docs")?.problems.map((p) => `${p.file}: ${p.message}`)).toEqual(["SETUP.md: missing"]);
+  });
+
+  test("todos: each placeholder at its line", async () => {
+    const { dir } = widgets();
+    appendFileSync(join(dir, "README.md"), "\nTODO: say what the sweep writes\n");
+    const r = await rows(dir);
+    expect(failing(r)).toEqual(["todos"]);
+    const p = r.get("todos")?.problems[0];
+    expect(readFileSync(join(dir, "README.md"), "utf8").split("\n")[(p?.line ?? 0) - 1]).toBe("TODO: say what the sweep writes");
+  });
+
+  test("core-only: a forbidden call in a module, and a file in the vendor directory", async () => {
+    const { root, dir } = widgets();
+    writeFileSync(join(dir, "helpers.ts"), "export async function poke() {\n  return fetch('https://kaneo.example.com');\n}\n");
+    writeFileSync(join(root, "acme", "shared.ts"), "export const x = 1;\n");
+    const problems = (await rows(dir)).get("core-only")?.problems ?? [];
+    expect(problems.map((p) => `${p.file}:${p.line ?? "-"}`)).toEqual(["helpers.ts:2", "../shared.ts:-"]);
+  });
+
+  test("docs: a secret SETUP.md never names, no Needs from the human, a config block that does not load", async () => {
+    const { dir } = widgets();
+    edit(dir, "AGENTS.md", (t) => t.replace(/^#+\s*Needs from the human/m, "## What we need"));
+    edit(dir, "SETUP.md", (t) => t.replace(/bobbin = "acme\.widgets"/, 'bobbin = "acme.widget"'));
+    const problems = (await rows(dir)).get("docs")?.problems.map((p) => `${p.file}: ${p.message}`) ?? [];
+    expect(problems).toContain("AGENTS.md: has no Needs from the human list");
+    expect(problems.some((m) => /^SETUP\.md: the config block does not load: bobbins\.\S+\.bobbin: /.test(m))).toBe(true);
+  });
+
+  test("captures: an expectation that does not hold, a real-looking address, a secret that is not a test value", async () => {
+    const { dir } = widgets();
+    edit(dir, "captures/accepted.http", (t) => t.replace(/^# expect-key: .*$/m, "# expect-key: not-the-key"));
+    edit(dir, "captures/rejected.http", (t) => t.replace(/^# expect: .*$/m, "# expect: 401\n# from jane.doe@gmail.com"));
+    const kit = readFileSync(join(dir, "captures/kit.toml"), "utf8");
+    edit(dir, "captures/kit.toml", (t) => t.replace(/^secret = "[^"]*"/m, 'secret = "s3cr3t-v4lu3"'));
+    const messages = (await rows(dir)).get("captures")?.problems.map((p) => `${p.file}: ${p.message}`) ?? [];
+    expect(messages.some((m) => m.startsWith("captures/rejected.http: holds a real-looking e-mail address ja…"))).toBe(true);
+    expect(messages.some((m) => /^captures\/kit\.toml: secrets\.\w+ does not look like a test value$/.test(m))).toBe(true);
+    // With those put right, the captures are sent, and the accepted one's key is not what it says.
+    writeFileSync(join(dir, "captures/kit.toml"), kit);
+    edit(dir, "captures/rejected.http", (t) => t.replace("# from jane.doe@gmail.com\n", ""));
+    const sent = (await rows(dir)).get("captures")?.problems.map((p) => `${p.file}: ${p.message}`) ?? [];
+    expect(sent).toEqual([expect.stringMatching(/^captures\/accepted\.http: queued under key "[^"]+", # expect-key: says "not-the-key"$/)]);
+  });
+
+  test("source-kit and tests: a code source that verifies nothing, with no tests", async () => {
+    const { dir } = widgets();
+    edit(dir, "bobbin.toml", (t) => t.replace(/^template = .*$/m, 'module = "source"'));
+    writeFileSync(join(dir, "source.ts"), 'export default {\n  secrets: ["secret"],\n  authHeaders: ["X-Kaneo-Signature"],\n  verify: () => true,\n  key: () => "k",\n};\n');
+    const r = await rows(dir);
+    expect(r.get("source-kit")?.problems.map((p) => p.message)).toContain("unsigned: 401, empty body, nothing stored: without its signature: 202, expected 401");
+    expect(r.get("tests")?.problems.map((p) => p.message)).toEqual(["a bobbin with code has no tests of its own"]);
+  });
+
+  test("advisory rows count only under --strict", async () => {
+    const s = subjectFromDir(widgets().dir);
+    const loose = await checkBobbin(s, { online: true, fetchPage: async () => 404, changed: ["bobbins/acme/widgets/bobbin.toml", "src/intake/server.ts"] });
+    expect(loose.rows.find((r) => r.name === "provider-links")?.outcome).toBe("fail");
+    expect(loose.rows.find((r) => r.name === "scope")?.problems.map((p) => p.file)).toEqual(["src/intake/server.ts"]);
+    expect(loose.passed).toBe(true);
+    expect((await checkBobbin(s, { online: true, strict: true, fetchPage: async () => 404 })).passed).toBe(false);
+  });
+});
+
+describe("the command", () => {
+  test("exit 2 and file:line with a fix in text; md and json carry the same rows", async () => {
+    const { dir } = widgets();
+    appendFileSync(join(dir, "README.md"), "\nTODO: fill in\n");
+    const text = await cli(["bobbin", "check", dir]);
+    expect(text.code).toBe(2);
+    expect(text.out).toMatch(/ {2}FAIL {2}todos\n {8}README\.md:\d+: a placeholder is left: TODO: fill in\n {10}fix: /);
+    const md = await cli(["bobbin", "check", dir, "--report", "md"]);
+    expect(md.out).toContain("| todos | fail | 1 problem |");
+    const json = JSON.parse((await cli(["bobbin", "check", dir, "--report", "json"])).out) as { passed: boolean };
+    expect(json.passed).toBe(false);
+  });
+
+  test("a name it does not know, a file that is not a directory, a bad --report: one line each", async () => {
+    expect((await cli(["bobbin", "check", "acme.nothing"])).err).toMatch(/^hookspool: no bobbin "acme\.nothing"/);
+    expect((await cli(["bobbin", "check", join(ROOT, "README.md")])).code).toBe(2);
+    expect((await cli(["bobbin", "check", "github.repo", "--report", "html"])).err).toContain("--report html: expected text, md or json");
+  });
+});
