@@ -83,6 +83,10 @@ export interface Kit {
   now?: number;
   instance: { name: string; settings: Record<string, unknown> };
   secrets: Record<string, string>;
+  /** What the kit cannot read from a code source: its scheme carries a timestamp (default false)... */
+  timestamped?: boolean;
+  /** ...and its signature covers the body (default true; false for a token). */
+  body_signed?: boolean;
 }
 
 export function parseKit(text: string): Kit {
@@ -92,8 +96,12 @@ export function parseKit(text: string): Kit {
   const secrets = (doc.secrets ?? {}) as Record<string, unknown>;
   for (const [k, v] of Object.entries(secrets)) if (typeof v !== "string") throw new Error(`captures/kit.toml: secrets.${k} is not a string`);
   if (doc.now !== undefined && typeof doc.now !== "number") throw new Error("captures/kit.toml: now is not a Unix time");
+  for (const k of ["timestamped", "body_signed"]) if (doc[k] !== undefined && typeof doc[k] !== "boolean") throw new Error(`captures/kit.toml: ${k} is not true or false`);
+  for (const k of Object.keys(doc)) if (!["now", "instance", "secrets", "timestamped", "body_signed"].includes(k)) throw new Error(`captures/kit.toml: unknown key ${k}`);
   return {
     ...(typeof doc.now === "number" ? { now: doc.now } : {}),
+    ...(typeof doc.timestamped === "boolean" ? { timestamped: doc.timestamped } : {}),
+    ...(typeof doc.body_signed === "boolean" ? { body_signed: doc.body_signed } : {}),
     instance: { name: instance.name, settings: (instance.settings ?? {}) as Record<string, unknown> },
     secrets: secrets as Record<string, string>,
   };

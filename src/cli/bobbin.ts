@@ -7,6 +7,7 @@ import { type Bobbin, findBobbins } from "../bobbin/registry.ts";
 import type { Config } from "../config/types.ts";
 import { HookspoolError } from "../errors.ts";
 import { bobbinCheckCommand } from "./bobbin-check.ts";
+import { bobbinNewCommand } from "./bobbin-new.ts";
 import { type Cli, GLOBAL_ARGS, loadFor } from "./context.ts";
 import { table, visible } from "./format.ts";
 
@@ -139,8 +140,8 @@ function expandCommand(cli: Cli): CommandDef {
 
 export function bobbinCommand(cli: Cli): CommandDef {
   return {
-    meta: { name: "bobbin", description: "service plugins: list, show, expand, check" },
+    meta: { name: "bobbin", description: "service plugins: list, show, expand, new, check" },
     args: { ...GLOBAL_ARGS },
-    subCommands: { list: listCommand(cli), show: showCommand(cli), expand: expandCommand(cli), check: bobbinCheckCommand(cli) },
+    subCommands: { list: listCommand(cli), show: showCommand(cli), expand: expandCommand(cli), new: bobbinNewCommand(cli), check: bobbinCheckCommand(cli) },
   };
 }

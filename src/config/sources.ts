@@ -6,6 +6,7 @@ import { existsSync } from "node:fs";
 import { isAbsolute, resolve } from "node:path";
 import { pathToFileURL } from "node:url";
 import { HookspoolError } from "../errors.ts";
+import { registerPluginApi } from "../plugin/api.ts";
 import { checkTemplate, type TemplateSettings, templateHeaders, templateSource } from "../plugin/template.ts";
 import type { HookRequest, Secrets, SourcePlugin } from "../plugin/types.ts";
 import { ConfigError, type Env } from "./load.ts";
@@ -89,6 +90,7 @@ async function importModule(modulePath: string, configDir: string): Promise<unkn
   }
   const path = isAbsolute(modulePath) ? modulePath : resolve(configDir, modulePath);
   if (!existsSync(path)) throw new Error(`no file at ${path}`);
+  registerPluginApi();
   const mod = (await import(pathToFileURL(path).href)) as Record<string, unknown>;
   return mod.default ?? mod;
 }

@@ -4,6 +4,7 @@ import { stringify } from "smol-toml";
 import { type Capture, capturesOf, type Kit, parseKit } from "../../bobbin/captures.ts";
 import type { Manifest } from "../../bobbin/manifest.ts";
 import { builtinModule } from "../../bobbin/registry.ts";
+import { registerPluginApi } from "../../plugin/api.ts";
 import { isTimestamped, signsBody, signTemplate } from "../../plugin/sign.ts";
 import { parseConfig } from "../../config/load.ts";
 import { type TemplateSettings, templateSource } from "../../plugin/template.ts";
@@ -170,6 +171,7 @@ function templateOf(config: string, instance: string): TemplateSettings | null {
 async function codeSource(s: CheckSubject, m: Manifest): Promise<SourcePlugin | null> {
   const mod = m.source?.module;
   if (!mod) return null;
+  registerPluginApi();
   const loaded = s.dir.startsWith("builtin:") ? builtinModule(`${s.dir}/${mod}`) : await import(`${s.dir}/${mod}.ts`);
   return ((loaded as { default?: SourcePlugin } | undefined)?.default ?? null) as SourcePlugin | null;
 }
@@ -206,10 +208,14 @@ export async function sourceKitRow(s: CheckSubject, m: Manifest | null, l: Loade
     accepted: requestOf(accepted, instance),
     ...(t && secret !== undefined ? { sign: (body: Uint8Array, now: number, id: string) => signTemplate(t, secret, body, now, id) } : {}),
     authHeaders: plugin.authHeaders ?? [],
-    bodySigned: t ? signsBody(t.scheme) : true,
-    timestamped: t ? isTimestamped(t.scheme) : false,
+    bodySigned: t ? signsBody(t.scheme) : (kit.body_signed ?? true),
+    timestamped: t ? isTimestamped(t.scheme) : (kit.timestamped ?? false),
     dedup: plugin.dedupId !== undefined,
     headHandshake: plugin.challengeUnauthenticated === true,
+    broken: (() => {
+      const c = sameInstance.find((x) => x.expect.status === 202 && x.expect.word === "quarantined");
+      return c ? requestOf(c, instance) : undefined;
+    })(),
     answered: sameInstance.filter((c) => c.expect.status >= 200 && c.expect.status < 300 && c.request.method === "POST" && !["queued", "duplicate", "quarantined", "replayed"].includes(c.expect.word ?? "")).map((c) => ({ request: requestOf(c, instance) })),
   };
   let run: Awaited<ReturnType<typeof runSourceKit>>;

@@ -46,7 +46,7 @@ function testsRow(s: CheckSubject, hasCode: boolean): Row {
     return readFileSync(path, "utf8").includes(name) ? row("tests", [], f) : row("tests", [{ file: f, message: `does not name ${name}`, fix: "test this bobbin in it" }]);
   }
   const own = [...s.files.keys()].filter((f) => /^tests\/.*\.test\.ts$/.test(f));
-  if (own.length) return row("tests", [], own.join(", "));
+  if (own.length) return row("tests", [], `${own.join(", ")} (bun test in the bobbin's directory runs them; the kit does not yet)`);
   return hasCode ? row("tests", [{ file: "tests/", message: "a bobbin with code has no tests of its own", fix: "add tests/<name>.test.ts for what its code decides" }]) : row("tests", [], "a template bobbin: its captures and the source kit are its tests");
 }
 

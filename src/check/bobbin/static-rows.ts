@@ -128,12 +128,13 @@ export function coreOnlyRow(s: CheckSubject): Row {
   const own = s.relDir.split("/")[1];
   const out: Problem[] = [];
   for (const [f, text] of s.files) {
-    if (!f.endsWith(".ts")) continue;
+    // A bobbin's own tests are not bobbin code: they may use bun:test and fixtures.
+    if (!f.endsWith(".ts") || f.startsWith("tests/")) continue;
     for (const p of scanModule(f, text, { siblings: products.filter((n) => n !== own) })) out.push({ file: p.file, line: p.line, message: p.message, fix: p.hint });
   }
   // Relative to the bobbin's directory, as every other problem is.
   if (s.vendorEntries) for (const p of scanVendorDir(s.relDir.split("/")[0], s.vendorEntries)) out.push({ file: `../${p.file.split("/").pop()}`, message: p.message, fix: p.hint });
-  const code = [...s.files.keys()].filter((f) => f.endsWith(".ts")).length;
+  const code = [...s.files.keys()].filter((f) => f.endsWith(".ts") && !f.startsWith("tests/")).length;
   return row("core-only", out, code ? undefined : "no code: a template bobbin");
 }
 

@@ -1,0 +1,7 @@
+// The plugin API, whole: what a source imports as "hookspool/plugin". Verification helpers,
+// JSON paths, dedup ids, the errors that classify a request, and defineSource.
+export * as dedup from "./dedup.ts";
+export { getPath, getText } from "./get-path.ts";
+export { standardWebhooksHeaders } from "./template.ts";
+export { type Attrs, BadPayload, defineSource, type HookRequest, type HookResponse, Permanent, Retryable, response, type Secrets, type SourcePlugin, type Verdict } from "./types.ts";
+export * from "./verify.ts";
