@@ -341,6 +341,12 @@ export function parseManifest(text: string, ctx: ManifestContext): { manifest: M
     }
   }
 
+  // Settings a code source takes in its own table: each must be a declared setting.
+  for (const n of source?.config ?? []) {
+    if (source?.template !== undefined) err("source.config", "a template bobbin's settings reach the template directly; config is for a code source");
+    else if (!Object.hasOwn(settings, n)) err("source.config", `"${n}" is not a setting of this bobbin`, `declare [settings.${n}]`);
+  }
+
   if (problems.length > 0) return { manifest: null, problems };
   return { manifest: { name, vendor, product, version, summary, provider, source, poll, secrets, settings, processor, outputs }, problems };
 }

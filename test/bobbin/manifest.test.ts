@@ -88,6 +88,14 @@ describe("keys and shapes", () => {
     expect(keysOf(BASE.replace(/template = \{[^\n]*\n/, "template = 3\n"))).toEqual(["source.template"]);
   });
 
+  test("source.config names a code source's settings, and only a code source has it", () => {
+    const code = BASE.replace(/template = \{[^\n]*\n/, 'module = "source"\nconfig = ["env"]\n');
+    expect(parse(code).problems).toMatchObject([{ key: "source.config", message: '"env" is not a setting of this bobbin' }]);
+    expect(keysOf(`${code}\n[settings.env]\ndescription = "e"\ntype = "string"\ndefault = "prod"\n`)).toEqual([]);
+    expect(keysOf(edited("span = ", 'config = ["topic"]\nspan = '))).toContain("source.config");
+    expect(keysOf(edited("span = ", "config = 3\nspan = "))).toEqual(["source.config"]);
+  });
+
   test("a span must be a preset", () => {
     expect(parse(edited('span = "burst"', 'span = "slow"')).problems).toMatchObject([{ key: "source.span", message: '"slow" is not a span preset: one of burst, mail, calendar, sync, meeting, immediate' }]);
   });
