@@ -1,11 +1,16 @@
 // Every config example in the documentation loads: each ```toml block in docs/ and in the
 // bobbins' documents is parsed, expanded and its sources built as hookspool would. A block
 // preceded by `<!-- toml: continues -->` adds to the block before it (an example that builds on
-// the previous one); <ANGLE_CASE> placeholders stand for a name.
+// the previous one); <ANGLE_CASE> placeholders stand for a name. A block preceded by
+// `<!-- toml: bobbin.toml <vendor>/<product> -->` is a manifest and must pass parseManifest; one
+// preceded by `<!-- toml: kit.toml -->` is a kit file and must pass parseKit.
 import { describe, expect, test } from "bun:test";
 import { readdirSync, readFileSync } from "node:fs";
 import { join, relative } from "node:path";
+import { parseKit } from "../src/bobbin/captures.ts";
+import { parseManifest } from "../src/bobbin/manifest.ts";
 import { ConfigError, parseConfig } from "../src/config/load.ts";
+import { DEFAULT_SPANS } from "../src/config/schema.ts";
 import { loadEverySource } from "../src/config/sources.ts";
 
 const ROOT = join(import.meta.dir, "..");
@@ -14,25 +19,40 @@ function markdown(dir: string): string[] {
   return readdirSync(dir, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? markdown(join(dir, e.name)) : e.name.endsWith(".md") ? [join(dir, e.name)] : []));
 }
 
-/** The examples of one file, each with the text it loads as. */
-function examples(file: string): { line: number; text: string }[] {
+const MARKER = /<!-- toml: (continues|bobbin\.toml [a-z0-9_-]+\/[a-z0-9_-]+|kit\.toml) -->\n/;
+
+/** The examples of one file: config blocks with the text each loads as, and the other files shown. */
+function examples(file: string): { line: number; text: string; kind: string }[] {
   const md = readFileSync(file, "utf8");
-  const out: { line: number; text: string }[] = [];
-  for (const m of md.matchAll(/(<!-- toml: continues -->\n)?```toml\n([\s\S]*?)```/g)) {
-    const body = m[2].replace(/<([A-Z][A-Z0-9_]*)>/g, (_, name: string) => name.toLowerCase().replaceAll("_", "-"));
+  const out: { line: number; text: string; kind: string }[] = [];
+  for (const m of md.matchAll(new RegExp(`(${MARKER.source})?\`\`\`toml\n([\\s\\S]*?)\`\`\``, "g"))) {
+    const marker = m[2];
+    const body = m[3].replace(/<([A-Z][A-Z0-9_]*)>/g, (_, name: string) => name.toLowerCase().replaceAll("_", "-"));
     const line = md.slice(0, m.index).split("\n").length;
-    if (m[1] && out.length) out.push({ line, text: `${out[out.length - 1].text}\n${body}` });
-    else out.push({ line, text: body });
+    const configs = out.filter((e) => e.kind === "config");
+    if (marker === "continues" && configs.length) out.push({ line, text: `${configs[configs.length - 1].text}\n${body}`, kind: "config" });
+    else out.push({ line, text: body, kind: marker && marker !== "continues" ? marker : "config" });
   }
   return out;
 }
 
 const files = [...markdown(join(ROOT, "docs")), ...markdown(join(ROOT, "bobbins"))].sort();
-const cases = files.flatMap((f) => examples(f).map((e) => ({ where: `${relative(ROOT, f)}:${e.line}`, text: e.text })));
+const all = files.flatMap((f) => examples(f).map((e) => ({ where: `${relative(ROOT, f)}:${e.line}`, text: e.text, kind: e.kind })));
+const cases = all.filter((e) => e.kind === "config");
+const others = all.filter((e) => e.kind !== "config");
 
 describe("config examples in the docs", () => {
   test("there are examples to check", () => {
     expect(cases.length).toBeGreaterThan(20);
+  });
+
+  test("there are manifest and kit examples to check", () => {
+    expect(others.map((o) => o.kind).sort()).toEqual(expect.arrayContaining(["bobbin.toml acme/widgets", "kit.toml"]));
+  });
+
+  test.each(others)("$where is a valid $kind", ({ kind, text }) => {
+    if (kind === "kit.toml") expect(() => parseKit(text)).not.toThrow();
+    else expect(parseManifest(text, { dir: kind.split(" ")[1], builtin: false, presets: Object.keys(DEFAULT_SPANS) }).problems).toEqual([]);
   });
 
   test.each(cases)("$where loads", async ({ where, text }) => {
