@@ -9,6 +9,7 @@ import type { Row } from "../../src/check/bobbin/row.ts";
 import { checkBobbin } from "../../src/check/bobbin/scorecard.ts";
 import { subjectFromDir } from "../../src/check/bobbin/subject.ts";
 import { cli } from "../helpers/cli.ts";
+import { builtBinary } from "../helpers/proc.ts";
 import { tempDir } from "../helpers/tmp.ts";
 
 const ROOT = join(import.meta.dir, "..", "..");
@@ -51,6 +52,20 @@ describe("bobbin check on the built-ins", () => {
     });
   }
 });
+
+test("the compiled binary carries every built-in and serves its captures", async () => {
+  const bin = await builtBinary();
+  for (const b of BUILTINS) {
+    const name = b.dir.replace("/", ".");
+    // Outside the checkout: everything comes from inside the binary.
+    const p = Bun.spawn([bin, "--json", "bobbin", "check", name], { cwd: tempDir(), stdout: "pipe", stderr: "pipe", env: { PATH: process.env.PATH, HOME: tempDir() } });
+    const [out, code] = await Promise.all([new Response(p.stdout).text(), p.exited]);
+    const card = JSON.parse(out) as { rows: Row[] };
+    expect({ name, failed: card.rows.filter((r) => r.outcome === "fail") }).toEqual({ name, failed: [] });
+    expect({ name, sourceKit: card.rows.find((r) => r.name === "source-kit")?.outcome, captures: card.rows.find((r) => r.name === "captures")?.outcome }).toEqual({ name, sourceKit: "pass", captures: "pass" });
+    expect(code).toBe(0);
+  }
+}, 60_000);
 
 describe("each row fails on its defect", () => {
   test("the copy passes as it is", async () => {

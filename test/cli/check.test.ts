@@ -82,7 +82,7 @@ describe("hookspool check", () => {
     ]);
   });
 
-  test("a deployment served by bobbins passes, and check says which senders do not retry", async () => {
+  test("a deployment of GitHub, Trello, Kaneo and a signed JSON service by bobbins passes, and check says which senders do not retry", async () => {
     const h = await initHome();
     const secret = join(h.home, "github-secret");
     writeFileSync(secret, "s3cret", { mode: 0o600 });
@@ -102,10 +102,22 @@ bobbin = "atlassian.trello"
 secrets.secret = { file = "${trello}" }
 settings = { callback_url = "https://hooks.example.net/hooks/trello" }
 outputs = { "*" = "script:demo-log" }
+
+[bobbins.kaneo]
+bobbin = "kaneo.projects"
+secrets.secret = { file = "${trello}" }
+outputs = { "*" = "script:demo-log" }
+
+[bobbins.billing]
+bobbin = "hookspool.webhook"
+secrets.secret = { file = "${trello}" }
+settings = { scheme = "standard-webhooks", key = ["customer.id"], event_type = "type" }
+outputs = { "*" = "script:demo-log" }
 `,
     );
     const r = await run(h, ["check"]);
     expect({ code: r.code, out: r.out }).toMatchObject({ code: 0 });
+    expect(r.out).toContain("source kaneo: the sender does not retry a failed delivery");
     expect(r.out).toContain("source github-ci: the sender does not retry a failed delivery");
     expect(r.out).toContain("source trello: the sender retries a failed delivery");
   });
