@@ -42,13 +42,14 @@ export function bobbinCheckCommand(cli: Cli): CommandDef {
       strict: { type: "boolean", description: "advisory rows (provider-links, scope) count too" },
       online: { type: "boolean", description: "fetch each provider page (the provider-links row)" },
       base: { type: "string", description: "a git ref: the scope row lists what the change touches outside the bobbin" },
+      tests: { type: "boolean", default: true, description: "run the bobbin's own tests (--no-tests skips them)" },
     },
     async run({ args }) {
       const report = cli.globals.json ? "json" : String(args.report ?? "text");
       if (!REPORTS.includes(report)) throw new HookspoolError("E_USAGE", `--report ${report}: expected text, md or json`);
       const subject = subjectOf(cli, String(args.target));
       const changed = args.base ? changedSince(cli.io.cwd, String(args.base)) : undefined;
-      const card = await checkBobbin(subject, { strict: args.strict === true, online: args.online === true, changed });
+      const card = await checkBobbin(subject, { strict: args.strict === true, online: args.online === true, changed, runTests: args.tests !== false });
       if (report === "json") cli.io.out(JSON.stringify(card));
       else if (report === "md") cli.io.out(scorecardMarkdown(card));
       else cli.io.out(scorecardText(card, visible));

@@ -166,6 +166,19 @@ describe("each row fails on its defect", () => {
     expect(r.get("tests")?.problems.map((p) => p.message)).toEqual(["a bobbin with code has no tests of its own"]);
   });
 
+  test("tests: a private bobbin's own tests run, with the plugin API importable; a failing one fails the row", async () => {
+    const { dir } = widgets();
+    edit(dir, "bobbin.toml", (t) => t.replace(/^template = .*$/m, 'module = "source"'));
+    writeFileSync(join(dir, "source.ts"), 'import { defineSource, hmacPrefixedWhy } from "hookspool/plugin";\n\nexport default defineSource({\n  secrets: ["secret"],\n  authHeaders: ["X-Kaneo-Signature"],\n  verify: (req, secrets) => hmacPrefixedWhy(req.header("X-Kaneo-Signature"), "", secrets.get("secret"), req.body, { algorithm: "sha256", encoding: "hex" }) ?? true,\n  key: () => "k",\n});\n');
+    mkdirSync(join(dir, "tests"));
+    const test = (body: string) => writeFileSync(join(dir, "tests", "source.test.ts"), `import { expect, test } from "bun:test";\nimport source from "../source.ts";\n\ntest("the key", () => {\n  expect(source.key({}, {} as never)).toBe(${body});\n});\n`);
+    test('"k"');
+    expect((await rows(dir)).get("tests")).toMatchObject({ outcome: "pass", note: "tests/source.test.ts" });
+    test('"other"');
+    expect((await rows(dir)).get("tests")?.problems.map((p) => p.message)).toEqual(["1 fail (bun test exited 1)"]);
+    expect((await checkBobbin(subjectFromDir(dir), { runTests: false })).rows.find((r) => r.name === "tests")).toMatchObject({ outcome: "skip", note: "tests/source.test.ts: not run (--no-tests)" });
+  });
+
   test("advisory rows count only under --strict", async () => {
     const s = subjectFromDir(widgets().dir);
     const loose = await checkBobbin(s, { online: true, fetchPage: async () => 404, changed: ["bobbins/acme/widgets/bobbin.toml", "src/intake/server.ts"] });

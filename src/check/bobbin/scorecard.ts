@@ -1,8 +1,6 @@
 // `hookspool bobbin check`: every row of a bobbin's scorecard in order, and the scorecard as
 // text, Markdown or JSON. A bobbin passes when every required row passes or does not apply;
 // --strict counts the advisory rows (provider-links, scope) too.
-import { existsSync, readFileSync } from "node:fs";
-import { join } from "node:path";
 import { type Manifest, parseManifest } from "../../bobbin/manifest.ts";
 import { findBobbins } from "../../bobbin/registry.ts";
 import { DEFAULT_SPANS } from "../../config/schema.ts";
@@ -10,6 +8,7 @@ import { type Problem, type Row, row, skipped } from "./row.ts";
 import { capturesRow, loadCaptures, sourceKitRow } from "./run-rows.ts";
 import { coreOnlyRow, docsRow, filesRow, manifestRow, nameRow, providerRow, todosRow } from "./static-rows.ts";
 import type { CheckSubject } from "./subject.ts";
+import { testFileOf, testsRow } from "./tests-row.ts";
 
 export interface Scorecard {
   bobbin: string;
@@ -25,29 +24,14 @@ export interface CheckOptions {
   /** Files changed since this git ref, for the scope row. */
   changed?: readonly string[];
   presets?: readonly string[];
+  /** Run the bobbin's own tests (default true). */
+  runTests?: boolean;
   /** Where a request to a provider page goes (tests). */
   fetchPage?: (url: string) => Promise<number>;
 }
 
-/** The file a built-in's own tests live in: test/bobbins/<vendor>_<product>.test.ts. */
-export const testFileOf = (relDir: string) => `test/bobbins/${relDir.replace("/", "_").replaceAll("-", "_")}.test.ts`;
-
 function processorRow(m: Manifest | null): Row {
   return m?.processor || m?.poll ? skipped("processor", "the processor runtime is not in this build yet") : skipped("processor", "no processor: events go straight to the outputs");
-}
-
-function testsRow(s: CheckSubject, hasCode: boolean): Row {
-  if (s.shipped) {
-    if (!s.checkout) return skipped("tests", "a built-in's own tests run with make test in a source checkout");
-    const f = testFileOf(s.relDir);
-    const path = join(s.checkout, f);
-    if (!existsSync(path)) return row("tests", [{ file: f, message: "a built-in has no test file of its own", fix: `write ${f}: its end-to-end run through hookspool run, and what is its own` }]);
-    const name = s.relDir.replace("/", ".");
-    return readFileSync(path, "utf8").includes(name) ? row("tests", [], f) : row("tests", [{ file: f, message: `does not name ${name}`, fix: "test this bobbin in it" }]);
-  }
-  const own = [...s.files.keys()].filter((f) => /^tests\/.*\.test\.ts$/.test(f));
-  if (own.length) return row("tests", [], `${own.join(", ")} (bun test in the bobbin's directory runs them; the kit does not yet)`);
-  return hasCode ? row("tests", [{ file: "tests/", message: "a bobbin with code has no tests of its own", fix: "add tests/<name>.test.ts for what its code decides" }]) : row("tests", [], "a template bobbin: its captures and the source kit are its tests");
 }
 
 async function providerLinksRow(s: CheckSubject, urls: [string, string][], o: CheckOptions): Promise<Row> {
@@ -99,7 +83,7 @@ export async function checkBobbin(s: CheckSubject, o: CheckOptions = {}): Promis
     await capturesRow(s, manifest, loaded),
     await sourceKitRow(s, manifest, loaded),
     processorRow(manifest),
-    testsRow(s, hasCode),
+    await testsRow(s, hasCode, o.runTests !== false),
     await providerLinksRow(s, urls, o),
     scopeRow(s, o),
   ];
