@@ -21,6 +21,7 @@ export const CRASH_POINTS = [
   "deliver.after_response",
   "mark.before_commit",
   "retention.before_commit",
+  "processor.after_journal",
 ] as const;
 
 /**

@@ -4,6 +4,7 @@
 import { readFileSync, statSync, type Stats } from "node:fs";
 import { dirname, isAbsolute, join, resolve } from "node:path";
 import { parse as parseToml } from "smol-toml";
+import { codePathProblem } from "../bobbin/code-path.ts";
 import { isHookspoolError } from "../errors.ts";
 import { isPublic, NON_LOOPBACK_HINT, readListen } from "../config/listen.ts";
 import { loadSources } from "../config/sources.ts";
@@ -159,17 +160,6 @@ function statOrNull(path: string): Stats | null {
   } catch {
     return null;
   }
-}
-
-/** Code loaded by path: a regular file or directory, not group/other-writable, owned by root or us. */
-function codePathProblem(path: string, want: "file" | "directory", uid: number): { message: string; hint?: string } | null {
-  const st = statOrNull(path);
-  if (st === null) return { message: `no ${want} at ${path}` };
-  if (want === "file" && !st.isFile()) return { message: `${path} is not a regular file` };
-  if (want === "directory" && !st.isDirectory()) return { message: `${path} is not a directory` };
-  if (st.mode & 0o022) return { message: `${path} is writable by group/other: anyone who can write it runs code as hookspool`, hint: `chmod go-w ${path}` };
-  if (st.uid !== 0 && st.uid !== uid) return { message: `${path} is owned by uid ${st.uid}, not root or the user hookspool runs as (uid ${uid})`, hint: `chown root ${path}` };
-  return null;
 }
 
 function codePathRules(config: Config, configDir: string, deps: CheckDeps): { problems: ConfigProblem[]; unsafe: Set<string> } {

@@ -173,6 +173,8 @@ export function expandBobbins(config: Config, p: Problems, ctx: ExpandContext): 
           HOOKSPOOL_SETTINGS: JSON.stringify(settings),
           HOOKSPOOL_DELTA_ROUTES: JSON.stringify(outputs),
           HOOKSPOOL_SECRET_REFS: JSON.stringify(processorSecrets),
+          // A journal is kept as long as a delivered batch, which a replay may run again.
+          HOOKSPOOL_JOURNAL_KEEP_S: String(Math.round(config.retention.delivered_days * 86_400)),
         },
       };
       const stateDir = inst.state_dir ?? (state ? join(ctx.home, "bobbins", i) : undefined);

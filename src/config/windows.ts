@@ -19,3 +19,11 @@ export function windowFor(config: Config, sourceName: string, routeName: string 
   }
   return out;
 }
+
+/** The window of a span preset over the config's coalesce defaults (a processor's outputs: immediate). */
+export function spanWindow(config: Config, spanName: string): Window {
+  const span: PartialWindow | undefined = config.spans[spanName];
+  const out = { ...config.coalesce };
+  for (const f of FIELDS) out[f] = span?.[f] ?? config.coalesce[f];
+  return out;
+}

@@ -4,6 +4,7 @@
 import { destinationDefaults } from "../config/schema.ts";
 import { accessSync, constants, mkdirSync, readFileSync, statSync } from "node:fs";
 import { resolve } from "node:path";
+import { selfArgv } from "../self.ts";
 import { expandPath } from "../config/load.ts";
 import { type Env, parseEnvFile } from "../config/secrets.ts";
 import { parseEmits } from "./emits.ts";
@@ -14,7 +15,7 @@ export interface ScriptDestinationOptions {
   name: string;
   /** The command and its arguments; run directly, never through a shell. */
   argv?: string[];
-  /** A bobbin instance whose processor runs instead of argv; not in this build. */
+  /** A bobbin instance whose processor runs instead of argv: `hookspool __processor <instance>`. */
   processor?: string;
   cwd?: string;
   /** KEY=VALUE file merged into the environment, read at every attempt. */
@@ -28,12 +29,18 @@ export interface ScriptDestinationOptions {
   maxInflight?: number;
   /** The dispatcher's environment: only PATH, HOME and LANG pass to the script. */
   parentEnv?: Env;
+  /** The argv that runs this hookspool (default selfArgv(); tests under bun test give theirs). */
+  self?: string[];
 }
 
 /** Stdout beyond this fails the attempt; it is never truncated (a lost tail loses emits). */
 export const STDOUT_CAP = 1024 * 1024;
 /** The exit that makes the batch dead at once (a processor's Permanent); others are retried. */
 export const EXIT_PERMANENT = 65;
+/** A processor's last stderr line on a permanent failure: its reason, kept with the attempt. */
+const PERMANENT_LINE = /(?:^|\n)hookspool-permanent: ([^\n]{1,300})\n?$/;
+/** Stderr is read only for that line: its last few KiB. */
+const STDERR_TAIL = 4096;
 
 const INHERITED = ["PATH", "HOME", "LANG"] as const;
 const encoder = new TextEncoder();
@@ -58,6 +65,20 @@ async function drain(stream: ReadableStream<Uint8Array>, cap: number): Promise<{
     }
   }
   return { bytes: Buffer.concat(chunks), size };
+}
+
+/** Read a whole stream, keeping only its last `keep` bytes (as text) and counting them all. */
+async function tail(stream: ReadableStream<Uint8Array>, keep: number): Promise<{ text: string; size: number }> {
+  let last = new Uint8Array();
+  let size = 0;
+  for await (const chunk of stream) {
+    size += chunk.byteLength;
+    const joined = new Uint8Array(last.byteLength + chunk.byteLength);
+    joined.set(last, 0);
+    joined.set(chunk, last.byteLength);
+    last = joined.subarray(Math.max(0, joined.byteLength - keep));
+  }
+  return { text: new TextDecoder().decode(last), size };
 }
 
 /** SIGKILL the whole process group (the script ran detached, so its pid is the group's id). */
@@ -125,15 +146,20 @@ export class ScriptDestination implements Destination {
       }
       env.HOOKSPOOL_STATE_DIR = dir;
     }
+    // A crash point armed for the dispatcher reaches the processor runtime too (tests only).
+    if (this.opts.processor !== undefined) for (const [k, v] of Object.entries(this.parentEnv)) if (k.startsWith("HOOKSPOOL_TEST_HOOK") && v !== undefined) env[k] = v;
     // A NUL cannot be passed to execve; such a variable is left out rather than failing the spawn.
     for (const [k, v] of Object.entries(env)) if (v.includes("\u0000")) delete env[k];
     return { env };
   }
 
+  /** What runs: the processor runtime of a bobbin instance, or the configured argv. */
+  private argv(): string[] {
+    return this.opts.processor !== undefined ? [...(this.opts.self ?? selfArgv()), "__processor", this.opts.processor] : (this.opts.argv ?? []);
+  }
+
   async deliver(body: string, ctx: DeliveryContext): Promise<Outcome> {
-    // This build has no bobbin processors yet; until it does, such a destination waits as config.
-    if (this.opts.processor !== undefined) return configOutcome("bobbin processors are not in this build yet", "bobbin processors are not in this build yet");
-    const argv = this.opts.argv ?? [];
+    const argv = this.argv();
     if (argv.length === 0) return configOutcome("script has no argv", "the script destination has no argv");
     const stdin = encoder.encode(body);
     if (stdin.byteLength > this.maxBodyBytes) {
@@ -167,7 +193,7 @@ export class ScriptDestination implements Destination {
     deadline.signal.addEventListener("abort", kill, { once: true });
     try {
       // Done means exited AND both pipes closed: a child still writing to stdout may yet print emits.
-      const work = Promise.all([proc.exited, drain(proc.stdout, STDOUT_CAP), drain(proc.stderr, 0)]);
+      const work = Promise.all([proc.exited, drain(proc.stdout, STDOUT_CAP), tail(proc.stderr, STDERR_TAIL)]);
       const r = await deadline.race(work);
       if (isPassed(r)) {
         // A child that left the group could hold the pipes open; do not wait on them.
@@ -175,7 +201,7 @@ export class ScriptDestination implements Destination {
         return timedOut();
       }
       const [, out, err] = r;
-      return this.result(proc.exitCode, proc.signalCode, out, err.size);
+      return this.result(proc.exitCode, proc.signalCode, out, err);
     } finally {
       deadline.signal.removeEventListener("abort", kill);
     }
@@ -185,10 +211,14 @@ export class ScriptDestination implements Destination {
    * A finished script's outcome: exit 0 is ok, EXIT_PERMANENT dead; any other exit, a kill,
    * stdout over the cap or a bad emit is a batch retry.
    */
-  private result(code: number | null, signal: unknown, out: { bytes: Uint8Array; size: number }, stderrSize: number): Outcome {
-    const sizes = `stdout ${out.size} bytes, stderr ${stderrSize} bytes`;
+  private result(code: number | null, signal: unknown, out: { bytes: Uint8Array; size: number }, err: { text: string; size: number }): Outcome {
+    const sizes = `stdout ${out.size} bytes, stderr ${err.size} bytes`;
     const batch = (reason: string, extra: Partial<Outcome> = {}) => outcome({ kind: "retry", klass: "batch", reason, status: code, detail: `${reason}; ${sizes}`, ...extra });
-    if (code === EXIT_PERMANENT) return outcome({ kind: "dead", klass: "permanent", reason: `exit ${code}`, status: code, detail: `exit ${code} (permanent); ${sizes}` });
+    if (code === EXIT_PERMANENT) {
+      // A processor says why in a short fixed phrase; a plain script's stderr is never kept.
+      const why = this.opts.processor !== undefined ? PERMANENT_LINE.exec(err.text)?.[1]?.replace(/[\u0000-\u001f\u007f]/g, " ") : undefined;
+      return outcome({ kind: "dead", klass: "permanent", reason: `exit ${code}`, status: code, detail: `exit ${code} (permanent${why ? `: ${why}` : ""}); ${sizes}` });
+    }
     if (out.size > STDOUT_CAP) return batch("stdout over 1 MiB");
     if (code === null) return batch(`killed by ${String(signal ?? "signal")}`);
     if (code !== 0) return batch(`exit ${code}`);
@@ -198,7 +228,8 @@ export class ScriptDestination implements Destination {
   }
 
   check(): string[] {
-    if (this.opts.processor !== undefined) return ["bobbin processors are not in this build yet"];
+    // The runtime is this binary; whether its bobbin loads is config's and check's to say.
+    if (this.opts.processor !== undefined) return [];
     const problems: string[] = [];
     const argv = this.opts.argv ?? [];
     const cwd = this.opts.cwd ? this.path(this.opts.cwd) : process.cwd();

@@ -5,6 +5,7 @@ import { destinationProblem } from "../config/destinations.ts";
 import { injectedCopies, newEvent } from "../config/events.ts";
 import type { IntakeSource } from "../config/sources.ts";
 import type { Config } from "../config/types.ts";
+import { spanWindow } from "../config/windows.ts";
 import type { EmitRequest } from "../delivery.ts";
 import { HookspoolError } from "../errors.ts";
 import { type NewEvent, validateNewEvent } from "../store/enqueue.ts";
@@ -15,8 +16,11 @@ const bad = (what: string) => new HookspoolError("E_INPUT", `emit: ${what}`);
  * Validate and route one emit; throws E_INPUT with a reason safe to log. The plugin sees the
  * emitted payload in a request made from it (a POST to the source's hook with the payload as
  * its JSON body and no other headers), so a plugin that routes on attrs routes an emit too.
+ * An output of a bobbin's processor (`processorOf` is its instance) is not routed again: it goes
+ * to the destination its event type is mapped to, in a group of its own (`<instance>-<event
+ * type>`) with the immediate span and no tee, so it never comes back to the processor.
  */
-export function resolveEmit(config: Config, sources: ReadonlyMap<string, IntakeSource>, e: EmitRequest, now: number): NewEvent {
+export function resolveEmit(config: Config, sources: ReadonlyMap<string, IntakeSource>, e: EmitRequest, now: number, processorOf?: string): NewEvent {
   if (typeof e !== "object" || e === null) throw bad("not an object");
   if (typeof e.source !== "string" || !Object.hasOwn(config.sources, e.source)) throw bad("unknown source");
   if (typeof e.key !== "string") throw bad("key must be a string");
@@ -32,10 +36,15 @@ export function resolveEmit(config: Config, sources: ReadonlyMap<string, IntakeS
   if (payload === undefined) throw bad("payload is not JSON");
   const eventType = e.event_type ?? "";
   let copies: NewEvent["copies"];
-  try {
-    copies = injectedCopies(config, sources, { source: e.source, payload, eventType, destinationOverride: e.destination, peer: "emit", now });
-  } catch {
-    throw bad("no destination");
+  if (processorOf !== undefined && e.source === processorOf && e.destination !== undefined) {
+    if (e.destination === `script:${processorOf}`) throw bad("a processor's output may not go back to its own processor");
+    copies = [{ route: `${processorOf}-${eventType || "*"}`, destination: e.destination, tee: false, window: spanWindow(config, "immediate") }];
+  } else {
+    try {
+      copies = injectedCopies(config, sources, { source: e.source, payload, eventType, destinationOverride: e.destination, peer: "emit", now });
+    } catch {
+      throw bad("no destination");
+    }
   }
   for (const c of copies) if (destinationProblem(config, c.destination)) throw bad(`destination ${c.destination} does not resolve`);
   // An emit has no body of its own to keep: its payload is what the script printed.

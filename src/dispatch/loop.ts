@@ -318,7 +318,8 @@ export class Dispatcher implements Service {
       if (o.kind === "ok") testHook("deliver.after_response");
       if (o.kind === "ok" && o.emits.length) {
         try {
-          emits = o.emits.map((e) => resolveEmit(this.config, this.sources ?? new Map(), e, clock.now()));
+          const processorOf = this.config.destinations[c.destination]?.processor;
+          emits = o.emits.map((e) => resolveEmit(this.config, this.sources ?? new Map(), e, clock.now(), processorOf));
         } catch (e) {
           o = outcome({ kind: "retry", klass: "batch", reason: "bad emit", detail: (e as Error).message, badEmit: true, status: o.status });
           emits = [];

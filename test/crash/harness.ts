@@ -9,6 +9,7 @@ import { openSpool, type Spool } from "../../src/store/db.ts";
 import type { CRASH_POINTS } from "../../src/testhook.ts";
 import { type Hookspool, type Runtime, type StartOptions as ProcessOptions, startHookspool, waitFor, within } from "../helpers/proc.ts";
 import { type Delivery as ReceiverDelivery, Receiver } from "../helpers/receiver.ts";
+import { writeTallyBobbin } from "../helpers/bobbins.ts";
 import { tempDir } from "../helpers/tmp.ts";
 
 export type CrashPoint = (typeof CRASH_POINTS)[number];
@@ -87,6 +88,9 @@ function writeHome(home: string, port: number): void {
   writeFileSync(join(home, "flaky.ts"), flakyModule(join(home, "broken")));
   writeFileSync(join(home, "worker.sh"), WORKER, { mode: 0o755 });
   mkdirSync(join(home, "runs"));
+  // A bobbin with a processor (state = true): its outputs go to the receiver at /tally.
+  const bobbins = join(home, "bobbins-private");
+  writeTallyBobbin(bobbins);
   const template = (dedup: boolean) =>
     `template = { scheme = "hmac-sha256-hex", header = "X-Sig", prefix = "sha256=", key = "topic", event_type = "type"${dedup ? `, dedup = "header:X-Id"` : ""} }
 secrets.secret = { file = "${secretFile}" }`;
@@ -100,7 +104,10 @@ max_body_bytes = 4000000
 `;
   writeFileSync(
     join(home, "config.toml"),
-    `[intake]
+    `[spool]
+bobbin_path = ["${bobbins}"]
+
+[intake]
 listen = "127.0.0.1:0"
 # The power-loss case sends a body of about 1 MB (bigger than the page cache).
 max_body_bytes = 1500000
@@ -144,6 +151,12 @@ action = "receiver"
 [sources.emitted]
 action = "receiver"
 
+[bobbins.tally]
+bobbin = "acme.tally"
+secrets.secret = { file = "${secretFile}" }
+outputs = { tally = "tallied" }
+span = "immediate"
+
 [[routes]]
 name = "demo-reject"
 source = "demo"
@@ -159,6 +172,7 @@ tee = true
 ${http("receiver", "/hook")}
 ${http("mirror", "/mirror")}
 ${http("deadend", "/deadend")}
+${http("tallied", "/tally")}
 [destinations."script:worker"]
 argv = ["/bin/sh", "${join(home, "worker.sh")}"]
 timeout_s = 5

@@ -2,6 +2,7 @@
 // Record type makes a point without cases a compile error; crash.test.ts checks it at run time.
 import { afterCommitWithDedupId, afterCommitWithoutDedupId, killedBeforeCommit, killedInQuarantine } from "./cases-intake.ts";
 import { killedAfterResponse, killedBeforeRequest, killedInClaim, killedInMark, killedInSeal } from "./cases-dispatch.ts";
+import { killedAfterJournal } from "./cases-processor.ts";
 import { killedInRetention } from "./cases-retention.ts";
 import type { CrashCase, CrashPoint } from "./harness.ts";
 
@@ -17,6 +18,7 @@ export const CASES: Record<CrashPoint, CrashCase[]> = {
   "deliver.after_response": [killedAfterResponse],
   "mark.before_commit": [killedInMark],
   "retention.before_commit": [killedInRetention],
+  "processor.after_journal": [killedAfterJournal],
 };
 
 /** Also run with the compiled binary: one intake point and two dispatcher points. */

@@ -5,6 +5,8 @@ import { existsSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { parseEmits } from "../../src/destinations/emits.ts";
 import { ScriptDestination, type ScriptDestinationOptions } from "../../src/destinations/script.ts";
+import { writeTallyBobbin } from "../helpers/bobbins.ts";
+import { MAIN } from "../helpers/proc.ts";
 import { tempDir } from "../helpers/tmp.ts";
 import { documentFor, events, makeCtx, SENTINEL, timed, writeScript } from "./support.ts";
 
@@ -113,10 +115,41 @@ describe("script exits and failures", () => {
     expect(o.detail).not.toContain(SENTINEL);
   });
 
-  test("a processor destination is config until the bobbins issue builds it", async () => {
-    const d = new ScriptDestination({ name: "script:gmail", processor: "gmail", parentEnv: PARENT });
-    expect(await d.deliver("{}", makeCtx())).toMatchObject({ klass: "config", reason: "bobbin processors are not in this build yet" });
-    expect(d.check()).toEqual(["bobbin processors are not in this build yet"]);
+  test("a processor destination runs `hookspool __processor <instance>`: its emits, and a Permanent's reason kept", async () => {
+    const root = tempDir();
+    const dir = writeTallyBobbin(root);
+    const env = (mode: string) => ({
+      HOOKSPOOL_BOBBIN: "acme.tally",
+      HOOKSPOOL_BOBBIN_INSTANCE: "tally",
+      HOOKSPOOL_BOBBIN_DIR: dir,
+      HOOKSPOOL_SETTINGS: JSON.stringify({ mode }),
+      HOOKSPOOL_DELTA_ROUTES: JSON.stringify({ tally: "hermes:tally" }),
+      HOOKSPOOL_SECRET_REFS: "{}",
+    });
+    const dest = (mode: string) => new ScriptDestination({ name: "script:tally", processor: "tally", env: env(mode), stateDir: join(root, `state-${mode}`), parentEnv: PARENT, self: [process.execPath, MAIN] });
+    expect(dest("ok").check()).toEqual([]);
+    const body = documentFor(events(4));
+    const ok = await dest("ok").deliver(body, makeCtx());
+    expect(ok).toMatchObject({ kind: "ok", reason: "exit 0" });
+    expect(ok.emits.map((e) => [e.source, e.event_type, e.destination, (e.payload as { count: number }).count])).toEqual([
+      ["tally", "tally", "hermes:tally", 4],
+      ["tally", "tally", "hermes:tally", 0],
+    ]);
+    const dead = await dest("permanent").deliver(body, makeCtx());
+    expect(dead).toMatchObject({ kind: "dead", klass: "permanent", reason: "exit 65" });
+    expect(dead.detail).toContain("exit 65 (permanent: the tally is closed)");
+    const retry = await dest("throw").deliver(body, makeCtx());
+    expect(retry).toMatchObject({ kind: "retry", klass: "batch", reason: "exit 75" });
+    expect(retry.detail).not.toContain("secret-value-in-message");
+  });
+
+  test("a plain script's permanent exit keeps no stderr, not even a line that looks like a processor's", async () => {
+    const o = await script(`#!/bin/sh
+echo "hookspool-permanent: ${SENTINEL}" >&2
+exit 65
+`).dest.deliver("{}", makeCtx());
+    expect(o).toMatchObject({ kind: "dead", reason: "exit 65" });
+    expect(o.detail).not.toContain(SENTINEL);
   });
 
   test("defaults: per batch, one in flight, unbounded body, 300 s", () => {

@@ -1,6 +1,6 @@
 // Bobbins for tests: a manifest builder and private bobbin directories under a temp
 // spool.bobbin_path, so expansion and loading are tested without depending on the catalogue.
-import { mkdirSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { tempDir } from "./tmp.ts";
 
@@ -44,4 +44,14 @@ export function writeBobbin(root: string, dir: string, manifest: string, files: 
 /** A fresh spool.bobbin_path directory. */
 export function bobbinRoot(): string {
   return tempDir("hookspool-bobbins-");
+}
+
+/**
+ * acme.tally under `root`: a private bobbin whose processor is test/fixtures/tally-processor.ts
+ * (state = true, output "tally"), its imports pointed at this repository's src/.
+ */
+export function writeTallyBobbin(root: string): string {
+  const src = join(import.meta.dir, "..", "..", "src");
+  const processor = readFileSync(join(import.meta.dir, "..", "fixtures", "tally-processor.ts"), "utf8").replaceAll("../../src/", `${src}/`);
+  return writeBobbin(root, "acme/tally", manifestText("acme.tally", '\n[processor]\nmodule = "processor"\nstate = true\n\n[outputs.tally]\ndescription = "a count"\n'), { "processor.ts": processor });
 }
