@@ -69,8 +69,12 @@ export function generate(root = BOBBINS): string {
       const id = `f${n++}`;
       const spec = JSON.stringify(`../../bobbins/${b.dir}/${f}`);
       if (f.endsWith(".ts")) {
+        // The module, and its text for the kit's core-only scan of a compiled-in bobbin. The text
+        // is written here as a literal: the bundler answers a text import of a .ts file with the
+        // module itself.
         imports.push(`import * as ${id} from ${spec};`);
         modules.push(`${JSON.stringify(f.slice(0, -3))}: ${id}`);
+        texts.push(`${JSON.stringify(f)}: ${JSON.stringify(readFileSync(join(root, b.dir, f), "utf8"))}`);
       } else {
         imports.push(`import ${id} from ${spec} with { type: "text" };`);
         texts.push(`${JSON.stringify(f)}: ${id}`);

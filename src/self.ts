@@ -1,16 +1,19 @@
 // How this hookspool was started: the compiled binary, or `bun src/main.ts`. The one place that
 // tells them apart, for the hints that name a command to run next (and, later, for re-invoking
 // the same binary as a processor).
-import { isAbsolute, relative } from "node:path";
+import { isAbsolute, join, relative } from "node:path";
 
 /** True in the binary `bun build --compile` made: its code lives in Bun's embedded file system. */
 export function isCompiled(): boolean {
   return Bun.main.startsWith("/$bunfs/");
 }
 
-/** The argv that runs this same hookspool again. */
+/**
+ * The argv that runs this same hookspool again: the binary, or bun with this tree's main.ts
+ * (not Bun.main, which under `bun test` is the test file).
+ */
 export function selfArgv(): string[] {
-  return isCompiled() ? [process.execPath] : [process.execPath, Bun.main];
+  return isCompiled() ? [process.execPath] : [process.execPath, join(import.meta.dir, "main.ts")];
 }
 
 /** A path as a person in `cwd` would type it: relative when below cwd, else absolute. */

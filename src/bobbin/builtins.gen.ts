@@ -17,31 +17,51 @@ import f12 from "../../bobbins/github/repo/captures/accepted.http" with { type: 
 import f13 from "../../bobbins/github/repo/captures/kit.toml" with { type: "text" };
 import f14 from "../../bobbins/github/repo/captures/ping.http" with { type: "text" };
 import f15 from "../../bobbins/github/repo/captures/rejected.http" with { type: "text" };
-import f16 from "../../bobbins/hookspool/webhook/AGENTS.md" with { type: "text" };
-import f17 from "../../bobbins/hookspool/webhook/README.md" with { type: "text" };
-import f18 from "../../bobbins/hookspool/webhook/SETUP.md" with { type: "text" };
-import f19 from "../../bobbins/hookspool/webhook/bobbin.toml" with { type: "text" };
-import f20 from "../../bobbins/hookspool/webhook/captures/accepted.http" with { type: "text" };
-import f21 from "../../bobbins/hookspool/webhook/captures/kit.toml" with { type: "text" };
-import f22 from "../../bobbins/hookspool/webhook/captures/rejected.http" with { type: "text" };
-import f23 from "../../bobbins/hookspool/webhook/captures/schemes/hmac-sha1-base64-url.http" with { type: "text" };
-import f24 from "../../bobbins/hookspool/webhook/captures/schemes/hmac-sha1-hex.http" with { type: "text" };
-import f25 from "../../bobbins/hookspool/webhook/captures/schemes/hmac-sha256-base64.http" with { type: "text" };
-import f26 from "../../bobbins/hookspool/webhook/captures/schemes/hmac-sha256-hex.http" with { type: "text" };
-import f27 from "../../bobbins/hookspool/webhook/captures/schemes/standard-webhooks.http" with { type: "text" };
-import f28 from "../../bobbins/hookspool/webhook/captures/schemes/static-token.http" with { type: "text" };
-import f29 from "../../bobbins/hookspool/webhook/captures/schemes/timestamped.http" with { type: "text" };
-import f30 from "../../bobbins/kaneo/projects/AGENTS.md" with { type: "text" };
-import f31 from "../../bobbins/kaneo/projects/README.md" with { type: "text" };
-import f32 from "../../bobbins/kaneo/projects/SETUP.md" with { type: "text" };
-import f33 from "../../bobbins/kaneo/projects/bobbin.toml" with { type: "text" };
-import f34 from "../../bobbins/kaneo/projects/captures/accepted.http" with { type: "text" };
-import f35 from "../../bobbins/kaneo/projects/captures/kit.toml" with { type: "text" };
-import f36 from "../../bobbins/kaneo/projects/captures/rejected.http" with { type: "text" };
+import f16 from "../../bobbins/hookspool/digest/AGENTS.md" with { type: "text" };
+import f17 from "../../bobbins/hookspool/digest/README.md" with { type: "text" };
+import f18 from "../../bobbins/hookspool/digest/SETUP.md" with { type: "text" };
+import f19 from "../../bobbins/hookspool/digest/bobbin.toml" with { type: "text" };
+import f20 from "../../bobbins/hookspool/digest/captures/accepted.http" with { type: "text" };
+import f21 from "../../bobbins/hookspool/digest/captures/kit.toml" with { type: "text" };
+import f22 from "../../bobbins/hookspool/digest/captures/rejected.http" with { type: "text" };
+import * as f23 from "../../bobbins/hookspool/digest/processor.ts";
+import f24 from "../../bobbins/hookspool/webhook/AGENTS.md" with { type: "text" };
+import f25 from "../../bobbins/hookspool/webhook/README.md" with { type: "text" };
+import f26 from "../../bobbins/hookspool/webhook/SETUP.md" with { type: "text" };
+import f27 from "../../bobbins/hookspool/webhook/bobbin.toml" with { type: "text" };
+import f28 from "../../bobbins/hookspool/webhook/captures/accepted.http" with { type: "text" };
+import f29 from "../../bobbins/hookspool/webhook/captures/kit.toml" with { type: "text" };
+import f30 from "../../bobbins/hookspool/webhook/captures/rejected.http" with { type: "text" };
+import f31 from "../../bobbins/hookspool/webhook/captures/schemes/hmac-sha1-base64-url.http" with { type: "text" };
+import f32 from "../../bobbins/hookspool/webhook/captures/schemes/hmac-sha1-hex.http" with { type: "text" };
+import f33 from "../../bobbins/hookspool/webhook/captures/schemes/hmac-sha256-base64.http" with { type: "text" };
+import f34 from "../../bobbins/hookspool/webhook/captures/schemes/hmac-sha256-hex.http" with { type: "text" };
+import f35 from "../../bobbins/hookspool/webhook/captures/schemes/standard-webhooks.http" with { type: "text" };
+import f36 from "../../bobbins/hookspool/webhook/captures/schemes/static-token.http" with { type: "text" };
+import f37 from "../../bobbins/hookspool/webhook/captures/schemes/timestamped.http" with { type: "text" };
+import f38 from "../../bobbins/kaneo/projects/AGENTS.md" with { type: "text" };
+import f39 from "../../bobbins/kaneo/projects/README.md" with { type: "text" };
+import f40 from "../../bobbins/kaneo/projects/SETUP.md" with { type: "text" };
+import f41 from "../../bobbins/kaneo/projects/bobbin.toml" with { type: "text" };
+import f42 from "../../bobbins/kaneo/projects/captures/accepted.http" with { type: "text" };
+import f43 from "../../bobbins/kaneo/projects/captures/kit.toml" with { type: "text" };
+import f44 from "../../bobbins/kaneo/projects/captures/rejected.http" with { type: "text" };
+import f45 from "../../bobbins/zoom/meetings/AGENTS.md" with { type: "text" };
+import f46 from "../../bobbins/zoom/meetings/README.md" with { type: "text" };
+import f47 from "../../bobbins/zoom/meetings/SETUP.md" with { type: "text" };
+import f48 from "../../bobbins/zoom/meetings/bobbin.toml" with { type: "text" };
+import f49 from "../../bobbins/zoom/meetings/captures/accepted.http" with { type: "text" };
+import f50 from "../../bobbins/zoom/meetings/captures/kit.toml" with { type: "text" };
+import f51 from "../../bobbins/zoom/meetings/captures/rejected.http" with { type: "text" };
+import f52 from "../../bobbins/zoom/meetings/captures/unclassifiable.http" with { type: "text" };
+import f53 from "../../bobbins/zoom/meetings/captures/url-validation.http" with { type: "text" };
+import * as f54 from "../../bobbins/zoom/meetings/source.ts";
 
 export const BUILTINS: readonly BuiltinBobbin[] = [
   { dir: "atlassian/trello", files: { "AGENTS.md": f0, "README.md": f1, "SETUP.md": f2, "bobbin.toml": f3, "captures/accepted.http": f4, "captures/handshake.http": f5, "captures/kit.toml": f6, "captures/rejected.http": f7 }, modules: {  } },
   { dir: "github/repo", files: { "AGENTS.md": f8, "README.md": f9, "SETUP.md": f10, "bobbin.toml": f11, "captures/accepted.http": f12, "captures/kit.toml": f13, "captures/ping.http": f14, "captures/rejected.http": f15 }, modules: {  } },
-  { dir: "hookspool/webhook", files: { "AGENTS.md": f16, "README.md": f17, "SETUP.md": f18, "bobbin.toml": f19, "captures/accepted.http": f20, "captures/kit.toml": f21, "captures/rejected.http": f22, "captures/schemes/hmac-sha1-base64-url.http": f23, "captures/schemes/hmac-sha1-hex.http": f24, "captures/schemes/hmac-sha256-base64.http": f25, "captures/schemes/hmac-sha256-hex.http": f26, "captures/schemes/standard-webhooks.http": f27, "captures/schemes/static-token.http": f28, "captures/schemes/timestamped.http": f29 }, modules: {  } },
-  { dir: "kaneo/projects", files: { "AGENTS.md": f30, "README.md": f31, "SETUP.md": f32, "bobbin.toml": f33, "captures/accepted.http": f34, "captures/kit.toml": f35, "captures/rejected.http": f36 }, modules: {  } },
+  { dir: "hookspool/digest", files: { "AGENTS.md": f16, "README.md": f17, "SETUP.md": f18, "bobbin.toml": f19, "captures/accepted.http": f20, "captures/kit.toml": f21, "captures/rejected.http": f22, "processor.ts": "// hookspool.digest's processor: a batch of events becomes one digest for its key, with the\n// count of each event type in the batch and the key's running totals across batches, which it\n// keeps in state. It reads nothing but the batch and calls no API.\nimport { defineProcessor } from \"../../../src/plugin/processor.ts\";\n\ntype Counts = Record<string, number>;\n\n/** The event type of each event of the batch, as the document's event_meta lists them. */\nfunction eventTypes(doc: Record<string, unknown>, n: number): string[] {\n  const meta = Array.isArray(doc.event_meta) ? (doc.event_meta as { event_type?: unknown }[]) : [];\n  return Array.from({ length: n }, (_, i) => {\n    const t = meta[i]?.event_type;\n    return typeof t === \"string\" && t !== \"\" ? t : \"untyped\";\n  });\n}\n\nexport default defineProcessor({\n  process(batch, ctx) {\n    const byType: Counts = {};\n    for (const t of eventTypes(batch.doc, batch.events.length)) byType[t] = (byType[t] ?? 0) + 1;\n    const totals = ctx.loadState<Record<string, Counts>>(\"totals\", {});\n    const mine: Counts = { ...(totals[batch.key] ?? {}) };\n    for (const [t, n] of Object.entries(byType)) mine[t] = (mine[t] ?? 0) + n;\n    ctx.saveState(\"totals\", { ...totals, [batch.key]: mine });\n    ctx.log(`batch ${batch.id}: ${batch.events.length} event(s) of ${Object.keys(byType).length} type(s)`);\n    return [\n      {\n        event_type: \"digest\",\n        key: batch.key,\n        source: batch.source,\n        batch_id: batch.id,\n        events: batch.events.length,\n        by_type: byType,\n        totals: mine,\n        first_at: batch.doc.first_at ?? null,\n        last_at: batch.doc.last_at ?? null,\n      },\n    ];\n  },\n});\n" }, modules: { "processor": f23 } },
+  { dir: "hookspool/webhook", files: { "AGENTS.md": f24, "README.md": f25, "SETUP.md": f26, "bobbin.toml": f27, "captures/accepted.http": f28, "captures/kit.toml": f29, "captures/rejected.http": f30, "captures/schemes/hmac-sha1-base64-url.http": f31, "captures/schemes/hmac-sha1-hex.http": f32, "captures/schemes/hmac-sha256-base64.http": f33, "captures/schemes/hmac-sha256-hex.http": f34, "captures/schemes/standard-webhooks.http": f35, "captures/schemes/static-token.http": f36, "captures/schemes/timestamped.http": f37 }, modules: {  } },
+  { dir: "kaneo/projects", files: { "AGENTS.md": f38, "README.md": f39, "SETUP.md": f40, "bobbin.toml": f41, "captures/accepted.http": f42, "captures/kit.toml": f43, "captures/rejected.http": f44 }, modules: {  } },
+  { dir: "zoom/meetings", files: { "AGENTS.md": f45, "README.md": f46, "SETUP.md": f47, "bobbin.toml": f48, "captures/accepted.http": f49, "captures/kit.toml": f50, "captures/rejected.http": f51, "captures/unclassifiable.http": f52, "captures/url-validation.http": f53, "source.ts": "// zoom.meetings: the webhooks of a Zoom app's event subscription (meeting.started, meeting.ended,\n// participants joining and leaving, ...). A code source, because two things are beyond the\n// template: the signature covers a timestamp sent in its own header, and Zoom's\n// endpoint.url_validation handshake must be answered with a token derived from the secret.\n//\n// - x-zm-signature is \"v0=\" and the hex HMAC-SHA256, under the app's Secret Token, of\n//   \"v0:<x-zm-request-timestamp>:<raw body>\"; the timestamp must be within 300 s of now, either way.\n// - endpoint.url_validation is answered only after verify (challenge runs after it): 200 with\n//   {\"plainToken\", \"encryptedToken\": hex HMAC-SHA256(secret_token, plainToken)}, never queued.\n//   A request that fails verify gets the intake's 401 with an empty body, so no token is ever\n//   derived for a plainToken an unverified sender chose.\n// - One batch per meeting (payload.object.id); the event type is `event`.\nimport { getPath, getText } from \"../../../src/plugin/get-path.ts\";\nimport { type Attrs, BadPayload, defineSource, response } from \"../../../src/plugin/types.ts\";\nimport { hmac, signedTimestampWhy } from \"../../../src/plugin/verify.ts\";\n\nconst SIGNATURE = \"x-zm-signature\";\nconst TIMESTAMP = \"x-zm-request-timestamp\";\n\nexport default defineSource({\n  secrets: [\"secret_token\"],\n  authHeaders: [SIGNATURE],\n  // The time Zoom signed at: no credential, and it says when Zoom sent this attempt.\n  keepHeaders: [TIMESTAMP],\n  span: \"meeting\",\n  // Zoom sends a delivery that got no 200/204 within 3 s again, 3 times (README.md).\n  senderRetries: true,\n\n  verify(req, secrets) {\n    const ts = req.header(TIMESTAMP);\n    return (\n      signedTimestampWhy({\n        signature: req.header(SIGNATURE),\n        prefix: \"v0=\",\n        timestamp: ts,\n        secret: secrets.get(\"secret_token\"),\n        // The timestamp exactly as sent, then the body's bytes as received.\n        message: [`v0:${ts ?? \"\"}:`, req.body],\n        now: req.now,\n      }) ?? true\n    );\n  },\n\n  challenge(req, secrets) {\n    // An empty or non-JSON body is not a handshake: classification quarantines it (not_json).\n    if (req.body.length === 0) return null;\n    const p = req.json();\n    if (getText(p, \"event\") !== \"endpoint.url_validation\") return null;\n    const plainToken = getPath(p, \"payload.plainToken\");\n    if (typeof plainToken !== \"string\" || plainToken === \"\") throw new BadPayload(\"endpoint.url_validation without payload.plainToken\", \"bad_payload\");\n    const body = JSON.stringify({ plainToken, encryptedToken: hmac(secrets.get(\"secret_token\"), plainToken) });\n    return response(200, body, { \"Content-Type\": \"application/json\" });\n  },\n\n  key(payload) {\n    const id = getText(payload, \"payload.object.id\");\n    if (!id) throw new BadPayload(\"no payload.object.id (the meeting id)\", \"key_missing\");\n    return id;\n  },\n\n  // Zoom sends no delivery id. event_ts (the event's time in milliseconds) and the meeting id are\n  // in the body, which a retry repeats; the event name and, for participant events, the\n  // participant keep two events of one meeting in the same millisecond apart.\n  dedupId(payload) {\n    const ts = getText(payload, \"event_ts\");\n    const id = getText(payload, \"payload.object.id\");\n    if (!ts || !id) return null;\n    const participant =\n      getText(payload, \"payload.object.participant.participant_uuid\") ?? getText(payload, \"payload.object.participant.user_id\") ?? getText(payload, \"payload.object.participant.id\");\n    return [ts, id, getText(payload, \"event\") ?? \"\", ...(participant ? [participant] : [])].join(\":\");\n  },\n\n  eventType: (payload) => getText(payload, \"event\") ?? \"\",\n\n  attrs(payload): Attrs {\n    const account = getText(payload, \"payload.account_id\");\n    return account ? { account } : {};\n  },\n});\n" }, modules: { "source": f54 } },
 ];

@@ -87,6 +87,8 @@ export interface Kit {
   timestamped?: boolean;
   /** ...and its signature covers the body (default true; false for a token). */
   body_signed?: boolean;
+  /** The answers a processor's HTTP gets in the kit ([[http]]: method, url, status, body, headers). */
+  http: { method?: string; url: string; status?: number; body?: string; headers?: Record<string, string> }[];
 }
 
 export function parseKit(text: string): Kit {
@@ -97,13 +99,16 @@ export function parseKit(text: string): Kit {
   for (const [k, v] of Object.entries(secrets)) if (typeof v !== "string") throw new Error(`captures/kit.toml: secrets.${k} is not a string`);
   if (doc.now !== undefined && typeof doc.now !== "number") throw new Error("captures/kit.toml: now is not a Unix time");
   for (const k of ["timestamped", "body_signed"]) if (doc[k] !== undefined && typeof doc[k] !== "boolean") throw new Error(`captures/kit.toml: ${k} is not true or false`);
-  for (const k of Object.keys(doc)) if (!["now", "instance", "secrets", "timestamped", "body_signed"].includes(k)) throw new Error(`captures/kit.toml: unknown key ${k}`);
+  for (const k of Object.keys(doc)) if (!["now", "instance", "secrets", "timestamped", "body_signed", "http"].includes(k)) throw new Error(`captures/kit.toml: unknown key ${k}`);
+  const http = (doc.http ?? []) as Kit["http"];
+  if (!Array.isArray(http) || !http.every((h) => typeof h === "object" && h !== null && typeof h.url === "string")) throw new Error("captures/kit.toml: each [[http]] needs a url");
   return {
     ...(typeof doc.now === "number" ? { now: doc.now } : {}),
     ...(typeof doc.timestamped === "boolean" ? { timestamped: doc.timestamped } : {}),
     ...(typeof doc.body_signed === "boolean" ? { body_signed: doc.body_signed } : {}),
     instance: { name: instance.name, settings: (instance.settings ?? {}) as Record<string, unknown> },
     secrets: secrets as Record<string, string>,
+    http,
   };
 }
 

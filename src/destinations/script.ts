@@ -29,8 +29,6 @@ export interface ScriptDestinationOptions {
   maxInflight?: number;
   /** The dispatcher's environment: only PATH, HOME and LANG pass to the script. */
   parentEnv?: Env;
-  /** The argv that runs this hookspool (default selfArgv(); tests under bun test give theirs). */
-  self?: string[];
 }
 
 /** Stdout beyond this fails the attempt; it is never truncated (a lost tail loses emits). */
@@ -155,7 +153,7 @@ export class ScriptDestination implements Destination {
 
   /** What runs: the processor runtime of a bobbin instance, or the configured argv. */
   private argv(): string[] {
-    return this.opts.processor !== undefined ? [...(this.opts.self ?? selfArgv()), "__processor", this.opts.processor] : (this.opts.argv ?? []);
+    return this.opts.processor !== undefined ? [...selfArgv(), "__processor", this.opts.processor] : (this.opts.argv ?? []);
   }
 
   async deliver(body: string, ctx: DeliveryContext): Promise<Outcome> {

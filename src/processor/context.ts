@@ -25,6 +25,8 @@ export interface ContextParts {
   hooks: Record<string, unknown> | null;
   /** The variables secret references of the { env } kind read (none: expansion refuses them). */
   processEnv: Record<string, string | undefined>;
+  /** The network (the kit's stubs in `bobbin check`). */
+  fetch?: typeof fetch;
 }
 
 export interface BuiltContext {
@@ -36,7 +38,7 @@ export interface BuiltContext {
 export function buildContext(p: ContextParts): BuiltContext {
   const { env, clock } = p;
   const staged = new Map<string, unknown>();
-  const http = createHttp({ clock, log: p.log });
+  const http = createHttp({ clock, log: p.log, fetch: p.fetch });
   const secret = async (name: string): Promise<string> => {
     const ref = Object.hasOwn(env.secretRefs, name) ? env.secretRefs[name] : undefined;
     if (!ref) throw new Permanent(`secret ${name} is not granted to the processor`);

@@ -23,6 +23,7 @@ import { testHook } from "../testhook.ts";
 import { buildContext, cleanReason } from "./context.ts";
 import { type ProcessorEnv, readProcessorEnv } from "./env.ts";
 import { applyState, pruneJournals, readJournal, writeJournal } from "./files.ts";
+import { type HttpStub, stubFetch } from "./stubs.ts";
 
 export const EXIT_OK = 0;
 export const EXIT_PERMANENT = 65;
@@ -161,6 +162,13 @@ async function lockState(stateDir: string, waitMs: number): Promise<FileLock> {
   }
 }
 
+/** Under `bobbin check`, the kit's stub answers stand in for the network. */
+function kitFetch(env: Record<string, string | undefined>): typeof fetch | undefined {
+  const file = env.HOOKSPOOL_KIT_HTTP;
+  if (!file) return undefined;
+  return stubFetch(JSON.parse(readFileSync(file, "utf8")) as HttpStub[]);
+}
+
 /** Run one batch; the exit code. */
 export async function runProcessor(instance: string, io: RuntimeIo): Promise<number> {
   const log = (line: string) => io.stderr(`hookspool-processor: ${instance}: ${cleanReason(line)}\n`);
@@ -179,7 +187,7 @@ export async function runProcessor(instance: string, io: RuntimeIo): Promise<num
     } else {
       const plugin = await loadProcessor(env, io.uid);
       const hooks = await loadHooks(env, io.uid);
-      const { ctx, staged } = buildContext({ env, clock: io.clock, log, hooks, processEnv: io.env });
+      const { ctx, staged } = buildContext({ env, clock: io.clock, log, hooks, processEnv: io.env, fetch: kitFetch(io.env) });
       const items = checkItems(await guarded(async () => plugin.process(batch, ctx)));
       const made = emitsOf(env, batch, items);
       if (made.unmapped.length) log(`batch ${env.batchId}: dropped the items of unmapped event types ${made.unmapped.join(", ")}`);

@@ -10,6 +10,7 @@ describe("parseKit", () => {
       body_signed: false,
       instance: { name: "acme", settings: { a: 1 } },
       secrets: { secret: "kit-test" },
+      http: [],
     });
   });
 
@@ -18,6 +19,7 @@ describe("parseKit", () => {
     expect(() => parseKit('timestamped = "yes"\n[instance]\nname = "a"\n')).toThrow("timestamped is not true or false");
     expect(() => parseKit('colour = 1\n[instance]\nname = "a"\n')).toThrow("unknown key colour");
     expect(() => parseKit('[instance]\nname = "a"\n[secrets]\nsecret = 1\n')).toThrow("secrets.secret is not a string");
+    expect(() => parseKit('[instance]\nname = "a"\n[[http]]\nstatus = 200\n')).toThrow("each [[http]] needs a url");
   });
 });
 

@@ -6,7 +6,6 @@ import { join } from "node:path";
 import { parseEmits } from "../../src/destinations/emits.ts";
 import { ScriptDestination, type ScriptDestinationOptions } from "../../src/destinations/script.ts";
 import { writeTallyBobbin } from "../helpers/bobbins.ts";
-import { MAIN } from "../helpers/proc.ts";
 import { tempDir } from "../helpers/tmp.ts";
 import { documentFor, events, makeCtx, SENTINEL, timed, writeScript } from "./support.ts";
 
@@ -126,7 +125,7 @@ describe("script exits and failures", () => {
       HOOKSPOOL_DELTA_ROUTES: JSON.stringify({ tally: "hermes:tally" }),
       HOOKSPOOL_SECRET_REFS: "{}",
     });
-    const dest = (mode: string) => new ScriptDestination({ name: "script:tally", processor: "tally", env: env(mode), stateDir: join(root, `state-${mode}`), parentEnv: PARENT, self: [process.execPath, MAIN] });
+    const dest = (mode: string) => new ScriptDestination({ name: "script:tally", processor: "tally", env: env(mode), stateDir: join(root, `state-${mode}`), parentEnv: PARENT });
     expect(dest("ok").check()).toEqual([]);
     const body = documentFor(events(4));
     const ok = await dest("ok").deliver(body, makeCtx());

@@ -86,7 +86,7 @@ function instancesOf(kit: Kit, captures: Capture[]): Map<string, { settings: Rec
 }
 
 /** The config the kit serves a bobbin with: one [bobbins.<i>] table per instance. */
-function kitConfig(s: CheckSubject, m: Manifest, kit: Kit, instances: Iterable<[string, { settings: Record<string, unknown> }]>): string {
+export function kitConfig(s: CheckSubject, m: Manifest, kit: Kit, instances: Iterable<[string, { settings: Record<string, unknown> }]>): string {
   const secrets = Object.fromEntries(Object.keys(kit.secrets).map((n) => [n, { file: `{{secret:${n}}}` }]));
   const outputs = Object.fromEntries(Object.keys(m.outputs).map((o) => [o, "kit"]));
   const doc: Record<string, unknown> = {

@@ -5,6 +5,7 @@ import { type Manifest, parseManifest } from "../../bobbin/manifest.ts";
 import { findBobbins } from "../../bobbin/registry.ts";
 import { DEFAULT_SPANS } from "../../config/schema.ts";
 import { type Problem, type Row, row, skipped } from "./row.ts";
+import { processorRow } from "./processor-row.ts";
 import { capturesRow, loadCaptures, sourceKitRow } from "./run-rows.ts";
 import { coreOnlyRow, docsRow, filesRow, manifestRow, nameRow, providerRow, todosRow } from "./static-rows.ts";
 import type { CheckSubject } from "./subject.ts";
@@ -28,10 +29,6 @@ export interface CheckOptions {
   runTests?: boolean;
   /** Where a request to a provider page goes (tests). */
   fetchPage?: (url: string) => Promise<number>;
-}
-
-function processorRow(m: Manifest | null): Row {
-  return m?.processor || m?.poll ? skipped("processor", "the processor runtime is not in this build yet") : skipped("processor", "no processor: events go straight to the outputs");
 }
 
 async function providerLinksRow(s: CheckSubject, urls: [string, string][], o: CheckOptions): Promise<Row> {
@@ -82,7 +79,7 @@ export async function checkBobbin(s: CheckSubject, o: CheckOptions = {}): Promis
     docsRow(s, manifest),
     await capturesRow(s, manifest, loaded),
     await sourceKitRow(s, manifest, loaded),
-    processorRow(manifest),
+    await processorRow(s, manifest, loaded),
     await testsRow(s, hasCode, o.runTests !== false),
     await providerLinksRow(s, urls, o),
     scopeRow(s, o),

@@ -145,7 +145,9 @@ function configBlocks(text: string): { line: number; toml: string }[] {
   const out: { line: number; toml: string }[] = [];
   for (const m of text.matchAll(/```toml\n([\s\S]*?)```/g)) {
     if (!/^\s*\[bobbins\./m.test(m[1])) continue;
-    out.push({ line: text.slice(0, m.index).split("\n").length, toml: m[1].replace(/<([A-Z][A-Z0-9_]*)>/g, (_, n: string) => n.toLowerCase().replaceAll("_", "-")) });
+    // A <NAME> placeholder stands for a name; a <..._DESTINATION> one for a Hermes route.
+    const toml = m[1].replace(/<([A-Z][A-Z0-9_]*)>/g, (_, n: string) => `${n.endsWith("DESTINATION") ? "hermes:" : ""}${n.toLowerCase().replaceAll("_", "-")}`);
+    out.push({ line: text.slice(0, m.index).split("\n").length, toml });
   }
   return out;
 }
