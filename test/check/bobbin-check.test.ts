@@ -8,6 +8,7 @@ import { BUILTINS } from "../../src/bobbin/builtins.gen.ts";
 import type { Row } from "../../src/check/bobbin/row.ts";
 import { checkBobbin } from "../../src/check/bobbin/scorecard.ts";
 import { subjectFromDir } from "../../src/check/bobbin/subject.ts";
+import { writeTallyBobbin } from "../helpers/bobbins.ts";
 import { cli } from "../helpers/cli.ts";
 import { builtBinary } from "../helpers/proc.ts";
 import { tempDir } from "../helpers/tmp.ts";
@@ -178,6 +179,21 @@ describe("each row fails on its defect", () => {
     expect((await rows(dir)).get("tests")?.problems.map((p) => p.message)).toEqual(["1 fail (bun test exited 1)"]);
     expect((await checkBobbin(subjectFromDir(dir), { runTests: false })).rows.find((r) => r.name === "tests")).toMatchObject({ outcome: "skip", note: "tests/source.test.ts: not run (--no-tests)" });
   });
+
+  test("processor: run twice under one batch id; an undeclared output, or a failure, is named", async () => {
+    const { dir } = widgets();
+    const processor = readFileSync(writeTallyBobbin(tempDir()) + "/processor.ts", "utf8");
+    writeFileSync(join(dir, "processor.ts"), processor);
+    const outputs = (extra: string) =>
+      edit(dir, "bobbin.toml", (t) => `${t.replace(/\[outputs\.[^\]]+\][^[]*/g, "")}\n[processor]\nmodule = "processor"\nstate = true\n\n[settings.mode]\ndescription = "how the tally behaves"\ntype = "string"\ndefault = "ok"\n\n[outputs.tally]\ndescription = "a count"\n${extra}`);
+    outputs("");
+    const undeclared = (await rows(dir)).get("processor");
+    expect(undeclared?.problems.map((p) => p.message)).toEqual(["items of event type unmapped-type, which [outputs] does not declare"]);
+    edit(dir, "bobbin.toml", (t) => `${t}\n[outputs.unmapped-type]\ndescription = "the other one"\n`);
+    expect((await rows(dir)).get("processor")).toMatchObject({ outcome: "pass", note: "1 capture(s) run twice under one batch id" });
+    edit(dir, "captures/kit.toml", (t) => t.replace("[instance]", '[instance]\nsettings = { mode = "permanent" }'));
+    expect((await rows(dir)).get("processor")?.problems.map((p) => p.message)).toEqual(["the processor exited 65: the tally is closed"]);
+  }, 20_000);
 
   test("advisory rows count only under --strict", async () => {
     const s = subjectFromDir(widgets().dir);

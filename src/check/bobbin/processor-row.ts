@@ -102,7 +102,9 @@ export async function processorRow(s: CheckSubject, m: Manifest | null, l: Loade
         out.push({ file: c.file, message: `the processor exited ${first.code}: ${why(first)}`, fix: `run it on this capture: the batch's events are this body (add [[http]] stubs to captures/kit.toml for the API answers it needs)` });
         continue;
       }
-      const bad = emitProblem(first.out, m);
+      // The kit maps every declared output, so an item the runtime dropped is of an undeclared type.
+      const dropped = /dropped the items of unmapped event types (.+)$/m.exec(first.err)?.[1];
+      const bad = dropped ? `items of event type ${dropped}, which [outputs] does not declare` : emitProblem(first.out, m);
       if (bad) out.push({ file: c.file, message: bad, fix: "return items of the event types [outputs] declares, and never print" });
       const second = await runOnce(env, instance, doc);
       if (second.code !== 0 || second.out !== first.out) out.push({ file: c.file, message: "a second run of the same batch gave other emits", fix: "keep state with ctx.saveState, and make items from the batch and the state only" });
