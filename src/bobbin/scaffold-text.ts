@@ -5,11 +5,27 @@ import type { TemplateSettings } from "../plugin/template.ts";
 
 const FRONTMATTER = (name: string) => `---\nbobbin: ${name}\nprovider: TODO TODO\nwebhook_docs: https://TODO\n---\n`;
 
-function configTable(name: string): string {
-  return ["```toml", "[bobbins.<INSTANCE>]", `bobbin = "${name}"`, 'secrets.secret = { file = "/etc/hookspool/secrets/<INSTANCE>" }', 'outputs = { "*" = "hermes:<INSTANCE>" }', "```"].join("\n");
+function configTable(name: string, output: string): string {
+  return ["```toml", "[bobbins.<INSTANCE>]", `bobbin = "${name}"`, 'secrets.secret = { file = "/etc/hookspool/secrets/<INSTANCE>" }', `outputs = { ${JSON.stringify(output)} = "hermes:<INSTANCE>" }`, "```"].join("\n");
 }
 
-export function documents(name: string, t: TemplateSettings): [string, string][] {
+/** A processor that passes each event of a batch on as one item of the output "event". */
+export function processorSource(name: string): string {
+  return `// The ${name} processor: what a batch of events becomes. It calls the plugin API
+// (hookspool/plugin) for everything outside the batch: ctx.http, ctx.secret, ctx.saveState.
+import { defineProcessor } from "hookspool/plugin";
+
+export default defineProcessor({
+  process(batch, ctx) {
+    // TODO: decide what a batch becomes (a summary, a fetched object); each event is passed on now.
+    ctx.log(\`batch \${batch.id}: \${batch.events.length} event(s)\`);
+    return batch.events.map((event) => ({ event_type: "event", event }));
+  },
+});
+`;
+}
+
+export function documents(name: string, t: TemplateSettings, output = "*"): [string, string][] {
   const retries = t.sender_retries === undefined ? "TODO: does the provider retry a delivery that got no 2xx? How often, for how long?" : t.sender_retries ? "The provider retries a delivery that got no 2xx." : "The provider does not retry a failed delivery: install a sweep (see below).";
   const readme = `${FRONTMATTER(name)}
 # ${name}
@@ -32,7 +48,7 @@ What was checked against which of the provider's pages: TODO.
    owned by the hookspool user.
 3. Add the instance and check it:
 
-${configTable(name)}
+${configTable(name, output)}
 
    \`hookspool check\`, then reload.
 4. Send a test delivery from the provider and see it with \`hookspool list --source <INSTANCE>\`.
@@ -52,7 +68,7 @@ ${configTable(name)}
    shows \`600\` and the hookspool user; if not, ask the human to write it.
 2. **Goal: the instance loads.** Add this table, then run \`hookspool check\`; fix what it names.
 
-${configTable(name)}
+${configTable(name, output)}
 
 3. **outward. Goal: the provider posts to hookspool.** TODO: the exact call or page that
    creates the webhook. Ask the human before running it.

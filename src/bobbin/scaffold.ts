@@ -8,7 +8,7 @@ import { hookRequest } from "../plugin/hook-request.ts";
 import { isTimestamped, signsBody, signTemplate } from "../plugin/sign.ts";
 import { checkTemplate, TEMPLATE_KEYS, type TemplateSettings, templateSource } from "../plugin/template.ts";
 import { NAME_PART } from "./manifest.ts";
-import { codeSource, documents } from "./scaffold-text.ts";
+import { codeSource, documents, processorSource } from "./scaffold-text.ts";
 
 /** The time a scaffold's timestamped captures are signed at (2025-01-01T00:00:00Z). */
 export const SCAFFOLD_NOW = 1_735_689_600;
@@ -19,6 +19,8 @@ export interface ScaffoldOptions {
   settings: Record<string, unknown>;
   /** A source.ts in place of the template. */
   code?: boolean;
+  /** Also a processor.ts: each batch becomes items of the output "event". */
+  processor?: boolean;
 }
 
 export interface ScaffoldProblem {
@@ -102,10 +104,12 @@ export function scaffold(o: ScaffoldOptions): Map<string, string> {
     provider: { vendor: "TODO", product: "TODO", homepage: "https://TODO", webhook_docs: "https://TODO", signature_docs: "https://TODO" },
     source: sourceTable,
     secrets: { secret: { description: "the signing secret (or token) the provider shows for this webhook" } },
-    outputs: { "*": { description: "every accepted event" } },
+    ...(o.processor ? { processor: { module: "processor", timeout_s: 300, state: false } } : {}),
+    outputs: o.processor ? { event: { description: "TODO: what the processor makes of a batch; now each of its events, passed on" } } : { "*": { description: "every accepted event" } },
   });
   files.set("bobbin.toml", `# Made by hookspool bobbin new from hookspool.webhook settings. Fill in every TODO from the\n# provider's own documentation; hookspool bobbin check says what is left.\n${manifest}`);
   if (o.code) files.set("source.ts", codeSource(o.name, t));
+  if (o.processor) files.set("processor.ts", processorSource(o.name));
 
   const expectLines = [`# expect: 202 queued`, `# expect-key: ${key}`, ...(eventType ? [`# expect-event-type: ${eventType}`] : [])];
   files.set("captures/accepted.http", capture(t, product, KIT_SECRET(product), [...expectLines, "# TODO: replace this made-up delivery with a real one, redacted, signed with the kit's secret."], body, headers));
@@ -129,17 +133,17 @@ export function scaffold(o: ScaffoldOptions): Map<string, string> {
     "",
   ];
   files.set("captures/kit.toml", kit.join("\n"));
-  for (const [f, text] of documents(o.name, t)) files.set(f, text);
-  if (o.code) files.set("tests/source.test.ts", testSkeleton(o.name));
+  for (const [f, text] of documents(o.name, t, o.processor ? "event" : "*")) files.set(f, text);
+  if (o.code) files.set("tests/source.test.ts", testSkeleton(o.name, "source.ts"));
+  if (o.processor) files.set("tests/processor.test.ts", testSkeleton(o.name, "processor.ts"));
   return files;
 }
 
-function testSkeleton(name: string): string {
-  return `// ${name}'s own tests: what source.ts decides that the captures do not show.
+function testSkeleton(name: string, file: string): string {
+  return `// ${name}'s own tests: what ${file} decides that the captures do not show.
 import { test } from "bun:test";
 
-// TODO: one test per decision of source.ts (a key built from several fields, an event type read
-// from two places), then remove this line and the todo below.
-test.todo("what source.ts decides");
+// TODO: one test per decision of ${file}, then remove this line and the todo below.
+test.todo("what ${file} decides");
 `;
 }

@@ -34,10 +34,9 @@ export function bobbinNewCommand(cli: Cli): CommandDef {
       dir: { type: "string", description: "the bobbin root to write <vendor>/<product>/ under (default: the current directory)" },
       set: { type: "string", description: "a template setting, NAME=VALUE (repeat it): scheme, header, prefix, key, dedup, event_type, ..." },
       code: { type: "boolean", description: "write the decisions as source.ts instead of a fixed template" },
-      processor: { type: "boolean", description: "also a processor (not in this build yet)" },
+      processor: { type: "boolean", description: "also a processor.ts: what each batch becomes, run by hookspool __processor" },
     },
     run({ args, rawArgs }) {
-      if (args.processor) throw new HookspoolError("E_USAGE", "bobbin new --processor: the processor runtime is not in this build yet", { hint: "scaffold the source now; add the processor when the runtime ships" });
       const name = String(args.name);
       const settings = setArgs(rawArgs);
       const problems = scaffoldProblems({ name, settings });
@@ -49,14 +48,14 @@ export function bobbinNewCommand(cli: Cli): CommandDef {
       const root = resolve(cli.io.cwd, String(args.dir ?? "."));
       const dir = join(root, vendor, product);
       if (existsSync(dir)) throw new HookspoolError("E_USAGE", `${dir} exists already`, { hint: "choose another --dir, or remove it first" });
-      const files = scaffold({ name, settings, code: args.code === true });
+      const files = scaffold({ name, settings, code: args.code === true, processor: args.processor === true });
       for (const [f, text] of files) {
         const path = join(dir, f);
         mkdirSync(dirname(path), { recursive: true, mode: 0o755 });
         writeFileSync(path, text, { mode: 0o644 });
       }
       // Code loaded by path must not be group- or other-writable, whatever the umask.
-      for (const d of [join(root, vendor), dir, join(dir, "captures"), ...(args.code ? [join(dir, "tests")] : [])]) chmodSync(d, 0o755);
+      for (const d of [join(root, vendor), dir, join(dir, "captures"), ...(args.code || args.processor ? [join(dir, "tests")] : [])]) chmodSync(d, 0o755);
       if (cli.globals.json) cli.io.out(JSON.stringify({ dir, files: [...files.keys()] }));
       else {
         cli.io.out(visible(`wrote ${name} in ${dir}:`));

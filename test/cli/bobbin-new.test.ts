@@ -76,6 +76,16 @@ describe("bobbin new", () => {
     });
   }
 
+  test("--processor: a processor.ts the kit runs twice under one batch id, passing once filled in", async () => {
+    const dir = await scaffolded("hmac-sha256-hex", ["--processor"]);
+    expect(readFileSync(join(dir, "bobbin.toml"), "utf8")).toContain('[processor]\nmodule = "processor"');
+    expect(await failing(dir)).toEqual(["provider", "todos"]);
+    fillIn(dir);
+    const card = await checkBobbin(subjectFromDir(dir));
+    expect(card.rows.filter((r) => r.outcome === "fail")).toEqual([]);
+    expect(card.rows.find((r) => r.name === "processor")).toMatchObject({ outcome: "pass", note: "1 capture(s) run twice under one batch id" });
+  });
+
   test("the compiled binary loads a private code source that imports hookspool/plugin", async () => {
     const dir = await scaffolded("standard-webhooks", ["--code"]);
     fillIn(dir);
@@ -101,7 +111,6 @@ describe("bobbin new", () => {
       [["acme.widgets", "--set", "scheme"], /^hookspool: --set scheme: expected NAME=VALUE/],
       [["hookspool.widgets", "--set", "scheme=static-token", "--set", "key=id", "--set", "header=X-T"], /^hookspool: name: the hookspool\. namespace/],
       [["Acme", "--set", "scheme=static-token", "--set", "key=id"], /^hookspool: name: "Acme" is not <vendor>\.<product>/],
-      [["acme.widgets", "--processor", "--set", "scheme=static-token", "--set", "key=id"], /^hookspool: bobbin new --processor: the processor runtime is not in this build yet/],
     ] as const;
     for (const [argv, message] of cases) {
       const r = await run(...argv);
