@@ -154,6 +154,8 @@ describe("a bobbin with a processor", () => {
         HOOKSPOOL_DELTA_ROUTES: JSON.stringify({ scheduling: "hermes:sched", "agent-mail": "hermes:mail" }),
         // Only the secrets the processor is given, and only as references.
         HOOKSPOOL_SECRET_REFS: JSON.stringify({ cred: { file: "/etc/hookspool/google/owner.json" } }),
+        // Journals are kept as long as delivered batches (retention.delivered_days, 7 by default).
+        HOOKSPOOL_JOURNAL_KEEP_S: "604800",
       },
     });
     expect(config.routes).toEqual([]);
