@@ -146,6 +146,65 @@ describe("the processor runtime", () => {
   });
 });
 
+describe("the context", () => {
+  test("a retried batch reads no API again: the journal answers", async () => {
+    let hits = 0;
+    const api = Bun.serve({ port: 0, hostname: "127.0.0.1", fetch: () => { hits += 1; return Response.json({ n: 7 }); } });
+    try {
+      const { env } = setup({ mode: "fetch", url: `http://127.0.0.1:${api.port}/count` });
+      const first = await run(env);
+      const again = await run(env);
+      expect([first.code, again.code, hits]).toEqual([0, 0, 1]);
+      expect(again.emits).toEqual(first.emits);
+      expect(first.emits[0]?.payload).toEqual({ count: 7, total: 7 });
+    } finally {
+      api.stop(true);
+    }
+  });
+
+  test("ctx.oauth refreshes from the credential and keeps the access token in the runtime's state", async () => {
+    const seen: string[] = [];
+    const api = Bun.serve({
+      port: 0,
+      hostname: "127.0.0.1",
+      async fetch(req) {
+        const url = new URL(req.url);
+        if (url.pathname === "/token") {
+          seen.push(`token ${new URLSearchParams(await req.text()).get("refresh_token")}`);
+          return Response.json({ access_token: "at-1", expires_in: 3600 });
+        }
+        seen.push(`api ${req.headers.get("authorization")}`);
+        return Response.json({ n: 3 });
+      },
+    });
+    try {
+      const { env, root, stateDir } = setup({ mode: "oauth", url: `http://127.0.0.1:${api.port}/count` });
+      writeFileSync(join(root, "api-key"), JSON.stringify({ client_id: "c", client_secret: "s", refresh_token: "rt-1", token_uri: `http://127.0.0.1:${api.port}/token` }));
+      expect((await run(env)).code).toBe(0);
+      expect((await run({ ...env, HOOKSPOOL_BATCH_ID: "42" })).code).toBe(0);
+      // One refresh for two batches: the second used the token the first kept.
+      expect(seen).toEqual(["token rt-1", "api Bearer at-1", "api Bearer at-1"]);
+      expect(existsSync(join(stateDir, "runtime", "oauth-api_key.json"))).toBe(true);
+    } finally {
+      api.stop(true);
+    }
+  });
+
+  test("a hooks module is loaded by path and given as ctx.hooks; one others may write is refused", async () => {
+    const { env, root } = setup();
+    const hooks = join(root, "hooks.ts");
+    writeFileSync(hooks, "export function classify(n: number): string {\n  return n > 2 ? \"busy\" : \"quiet\";\n}\n", { mode: 0o644 });
+    const withHooks = { ...env, HOOKSPOOL_SETTINGS: JSON.stringify({ mode: "hooks", hooks }) };
+    const r = await run(withHooks);
+    expect(r.emits[0]?.payload).toMatchObject({ label: "busy" });
+    const { chmodSync } = await import("node:fs");
+    chmodSync(hooks, 0o666);
+    const refused = await run({ ...withHooks, HOOKSPOOL_BATCH_ID: "43" });
+    expect(refused.code).toBe(EXIT_PERMANENT);
+    expect(refused.err).toContain("writable by group/other");
+  });
+});
+
 describe("a real runtime process", () => {
   const spawn = async (env: Record<string, string>, stdin: string) => {
     const p = Bun.spawn([process.execPath, MAIN, "__processor", "tally"], { env: { PATH: process.env.PATH ?? "", ...env }, stdin: new TextEncoder().encode(stdin), stdout: "pipe", stderr: "pipe" });
