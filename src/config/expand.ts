@@ -147,6 +147,8 @@ export function expandBobbins(config: Config, p: Problems, ctx: ExpandContext): 
       src.jitter_s = inst.jitter_s ?? m.poll.jitter_s;
     } else if (m.source?.module) {
       src.module = bobbin.moduleRef(m.source.module);
+      // The settings the manifest hands the code source, as its table's own config.
+      if (m.source.config?.length) src.config = Object.fromEntries(m.source.config.filter((n) => settings[n] !== undefined).map((n) => [n, settings[n]]));
     } else {
       const template = templateOf(m, settings);
       src.template = template;

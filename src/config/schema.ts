@@ -52,6 +52,7 @@ export const SPAN_FIELDS: Fields = {
 export const SOURCE_FIELDS: Fields = {
   module: str("a TypeScript module that implements the source (a code source; relative to config.toml)"),
   template: { type: { kind: "table" }, doc: "template source settings: scheme, header, key, ... (see The template source)" },
+  config: { type: { kind: "table" }, doc: "a code source's own settings, the names its configKeys lists (a bobbin's source.config)" },
   secrets: { type: { kind: "secretMap" }, doc: "secret name -> reference" },
   span: str("coalesce preset name (a key of [spans])"),
   ...WINDOW_OVERRIDES,

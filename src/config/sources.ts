@@ -141,6 +141,13 @@ export async function loadEverySource(config: Config, opts: LoadSourcesOptions):
           continue;
         }
         plugin = loaded;
+        const own = src.config ?? {};
+        const unknown = Object.keys(own).filter((k) => !(plugin.configKeys ?? []).includes(k));
+        if (unknown.length) {
+          for (const k of unknown) problems.push({ level: "error", key: `${key}.config.${k}`, message: "the source takes no such setting", hint: plugin.configKeys?.length ? `one of ${plugin.configKeys.join(", ")}` : "this source takes no config" });
+          continue;
+        }
+        if (plugin.withConfig) plugin = plugin.withConfig(own);
       } catch (e) {
         problems.push({ level: "error", key: `${key}.module`, message: `cannot load ${src.module}: ${(e as Error).message.split("\n")[0]}` });
         continue;

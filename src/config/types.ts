@@ -15,6 +15,8 @@ export type PartialWindow = Partial<Window>;
 export interface SourceConfig extends PartialWindow {
   module?: string;
   template?: Record<string, unknown>;
+  /** A code source's own settings: the names its configKeys lists. */
+  config?: Record<string, unknown>;
   secrets?: Record<string, SecretRef>;
   span?: string;
   /** Unset: the source plugin's expectation, if any (see expectEvery). */

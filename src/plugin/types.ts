@@ -119,6 +119,10 @@ export interface SourcePlugin {
   challengeUnauthenticated?: boolean;
   /** Header that carries the event type on delivery (e.g. X-GitHub-Event). */
   eventHeader?: string;
+  /** The settings a source table's `config` may give it (Plaid's env), handed to withConfig. */
+  configKeys?: readonly string[];
+  /** The plugin for these settings (called once per config load with the source's `config`). */
+  withConfig?(config: Readonly<Record<string, unknown>>): SourcePlugin;
 
   verify(req: HookRequest, secrets: Secrets): Verdict | Promise<Verdict>;
   /** A response answers and stops (nothing is enqueued); null continues. Runs after verify. */

@@ -4,7 +4,7 @@ import { describe, expect, test } from "bun:test";
 import { join } from "node:path";
 import { findBobbins } from "../../src/bobbin/registry.ts";
 import { ConfigError, parseConfig } from "../../src/config/load.ts";
-import { expectEvery, loadSources } from "../../src/config/sources.ts";
+import { expectEvery, loadEverySource, loadSources } from "../../src/config/sources.ts";
 import { bobbinRoot, manifestText, writeBobbin } from "../helpers/bobbins.ts";
 
 const HOME = "/var/lib/hs-test";
@@ -273,5 +273,28 @@ describe("where bobbins come from", () => {
     expect(config.sources.c.module).toBe(join(root, "acme/coded/source.ts"));
     const sources = await loadSources(config, { configDir: "/", env: {}, file: "t.toml" });
     expect(sources.get("c")?.plugin.verify).toBeFunction();
+  });
+
+  test("source.config hands settings to a code source's withConfig; a config key it does not take is an error", async () => {
+    const root = bobbinRoot();
+    const source = `export default {
+  authHeaders: [],
+  configKeys: ["env"],
+  verify: () => true,
+  key: () => "unset",
+  withConfig(config) {
+    return { ...this, key: () => \`env-\${config.env}\` };
+  },
+};
+`;
+    const extra = '\n[settings.env]\ndescription = "which environment"\ntype = "string"\ndefault = "sandbox"\n';
+    writeBobbin(root, "acme/coded", manifestText("acme.coded", extra, 'module = "source"\nconfig = ["env"]'), { "source.ts": source });
+    const { config } = parse(root, `[bobbins.c]\nbobbin = "acme.coded"\n${SECRET}\nsettings = { env = "production" }\noutputs = { "*" = "hermes:c" }\n`);
+    expect(config.sources.c.config).toEqual({ env: "production" });
+    const sources = await loadSources(config, { configDir: "/", env: {}, file: "t.toml" });
+    expect(sources.get("c")?.plugin.key({}, {} as never)).toBe("env-production");
+    config.sources.c.config = { env: "production", region: "eu" };
+    const { problems } = await loadEverySource(config, { configDir: "/", env: {}, file: "t.toml" });
+    expect(problems.map((p) => [p.key, p.message])).toEqual([["sources.c.config.region", "the source takes no such setting"]]);
   });
 });
