@@ -155,9 +155,25 @@ async function readCapped(res: Response, maxBytes: number): Promise<string> {
 
 const TIMED_OUT = Symbol("timed out");
 
+let network: typeof fetch | null = null;
+
+/**
+ * Answer the requests of every client made without a fetch of its own from `f` until the
+ * returned function is called: `hookspool bobbin check` serves a source's API calls (a key
+ * fetch) from the kit's stubs this way. Nothing else calls it.
+ */
+export function useNetwork(f: typeof fetch): () => void {
+  const previous = network;
+  network = f;
+  return () => {
+    network = previous;
+  };
+}
+
 export function createHttp(opts: { clock?: Clock; fetch?: typeof fetch; pacer?: Pacer; log?: (line: string) => void } = {}): Http {
   const clock = opts.clock ?? systemClock;
-  const doFetch = opts.fetch ?? fetch;
+  // Read at each request: the kit may stand in for the network after a client was made.
+  const doFetch: typeof fetch = opts.fetch ?? (((input: string | URL | Request, init?: RequestInit) => (network ?? fetch)(input, init)) as typeof fetch);
   const log = opts.log ?? (() => {});
 
   async function request(method: string, url: string, o: SendOptions = {}): Promise<HttpResponse> {

@@ -23,7 +23,7 @@ import { testHook } from "../testhook.ts";
 import { buildContext, cleanReason } from "./context.ts";
 import { type ProcessorEnv, readProcessorEnv } from "./env.ts";
 import { applyState, pruneJournals, readJournal, writeJournal } from "./files.ts";
-import { type HttpStub, stubFetch } from "./stubs.ts";
+import { type HttpStub, stubFetch } from "../net/stubs.ts";
 
 export const EXIT_OK = 0;
 export const EXIT_PERMANENT = 65;

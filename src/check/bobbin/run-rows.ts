@@ -1,6 +1,7 @@
 // The scorecard rows that run the bobbin: its captures through a real intake (each `# expect:`
 // holds), the source kit's matrix on its accepted capture, its processor and its own tests.
 import { stringify } from "smol-toml";
+import { systemClock } from "../../clock.ts";
 import { type Capture, capturesOf, type Kit, parseKit } from "../../bobbin/captures.ts";
 import type { Manifest } from "../../bobbin/manifest.ts";
 import { builtinModule } from "../../bobbin/registry.ts";
@@ -128,7 +129,7 @@ async function expectationsHold(s: CheckSubject, m: Manifest, kit: Kit, captures
   const out: Problem[] = [];
   let k: Awaited<ReturnType<typeof startKitIntake>>;
   try {
-    k = await startKitIntake({ config: kitConfig(s, m, kit, instances), secrets: kit.secrets, now: kit.now ?? Math.floor(Date.now() / 1000) });
+    k = await startKitIntake({ config: kitConfig(s, m, kit, instances), secrets: kit.secrets, now: kit.now ?? Math.floor(systemClock.now()), http: kit.http });
   } catch (e) {
     const problems = (e as { problems?: { key: string; message: string }[] }).problems;
     const why = problems?.length ? problems.map((p) => `${p.key}: ${p.message}`).join("; ") : (e as Error).message;
@@ -204,7 +205,8 @@ export async function sourceKitRow(s: CheckSubject, m: Manifest | null, l: Loade
     source: instance,
     config,
     secrets: kit.secrets,
-    now: kit.now ?? Math.floor(Date.now() / 1000),
+    now: kit.now ?? Math.floor(systemClock.now()),
+    http: kit.http,
     accepted: requestOf(accepted, instance),
     ...(t && secret !== undefined ? { sign: (body: Uint8Array, now: number, id: string) => signTemplate(t, secret, body, now, id) } : {}),
     authHeaders: plugin.authHeaders ?? [],

@@ -10,6 +10,8 @@ import { loadConfig } from "../../config/load.ts";
 import type { LoadedConfig } from "../../config/types.ts";
 import { Intake } from "../../intake/server.ts";
 import { createLogger, setLogSink } from "../../log.ts";
+import { useNetwork } from "../../net/http.ts";
+import { type HttpStub, stubFetch } from "../../net/stubs.ts";
 import { openSpool, type Spool } from "../../store/db.ts";
 import { migrate } from "../../store/migrate.ts";
 
@@ -28,6 +30,8 @@ export interface KitIntakeOptions {
   secrets: Record<string, string>;
   /** The clock's first reading. */
   now: number;
+  /** What a source's own HTTP gets (a key fetch); a request none answers is refused. */
+  http?: readonly HttpStub[];
 }
 
 export interface KitIntake {
@@ -50,11 +54,14 @@ export async function startKitIntake(o: KitIntakeOptions): Promise<KitIntake> {
   const home = mkdtempSync(join(tmpdir(), "hookspool-kit-"));
   const lines: string[] = [];
   const restoreSink = setLogSink((line) => lines.push(line));
+  // A source under test never reaches the network: only the kit's stubs answer it.
+  const restoreNetwork = useNetwork(stubFetch(o.http ?? []));
   let spool: Spool | null = null;
   let intake: Intake | null = null;
   const cleanup = () => {
     spool?.close();
     restoreSink();
+    restoreNetwork();
     rmSync(home, { recursive: true, force: true });
   };
   try {

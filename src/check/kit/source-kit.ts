@@ -7,6 +7,7 @@
 // payload a log line. The cases a subject cannot exercise (no timestamp, no dedup) are skipped.
 import { quarantineIssue } from "../../store/enqueue.ts";
 import { eventCount, findText, newestEvent, newestQuarantined, openIssueCount, refuseWrites, type StoredEvent } from "../../store/inspect.ts";
+import type { HttpStub } from "../../net/stubs.ts";
 import { type KitIntake, type KitRequest, startKitIntake } from "./intake.ts";
 
 export type { KitRequest };
@@ -37,6 +38,8 @@ export interface KitSubject {
   answered?: readonly { request: KitRequest; check?: (r: { status: number; text: string }) => string | null }[];
   /** A signed request the source verifies but cannot classify; made from `sign` when absent. */
   broken?: KitRequest;
+  /** The answers the source's own HTTP gets (captures/kit.toml [[http]]). */
+  http?: readonly HttpStub[];
   /** Texts that must never appear in a log line (a payload's marker). */
   payloadSentinels?: readonly string[];
   /** Texts that must never appear in a log line or a column (part of a secret); each secret's value always is one. */
@@ -93,7 +96,7 @@ function resigned(s: KitSubject, body: Uint8Array, now: number, id: string): Kit
 type Step = (k: KitIntake) => Promise<string | null | { skip: string }>;
 
 export async function runSourceKit(s: KitSubject): Promise<KitRun> {
-  const k = await startKitIntake({ config: s.config, secrets: s.secrets, now: s.now });
+  const k = await startKitIntake({ config: s.config, secrets: s.secrets, now: s.now, http: s.http });
   const cases: KitCase[] = [];
   let stored: StoredEvent | null = null;
   const marker = `kit-sentinel-${crypto.randomUUID()}`;

@@ -1,7 +1,8 @@
-// The kit's stand-in for the network: when `hookspool bobbin check` runs a processor, every
-// request it makes is answered from the stubs in captures/kit.toml ([[http]] tables), and a
-// request no stub answers fails as a refused connection would. The runtime uses this only when
-// HOOKSPOOL_KIT_HTTP names a stub file, which nothing but the kit sets.
+// The kit's stand-in for the network: when `hookspool bobbin check` runs a bobbin, every request
+// its source or processor makes is answered from the stubs in captures/kit.toml ([[http]]
+// tables), and a request no stub answers fails as a refused connection would. The processor
+// runtime uses this only when HOOKSPOOL_KIT_HTTP names a stub file, and the kit's intake through
+// useNetwork: nothing else.
 export interface HttpStub {
   /** Default GET. */
   method?: string;
