@@ -3,7 +3,9 @@
 // plugin's event header reaches the destination too.
 import { describe, expect, test } from "bun:test";
 import { join } from "node:path";
+import { parseConfig } from "../../src/config/load.ts";
 import { outcome } from "../../src/delivery.ts";
+import { resolveEmit } from "../../src/dispatch/emits.ts";
 import { enqueue } from "../../src/store/enqueue.ts";
 import { batchIdOf, fakeDestination, ok, rig } from "../helpers/dispatch.ts";
 import { copy, ev } from "../helpers/spool.ts";
@@ -69,5 +71,39 @@ describe("emits route like requests", () => {
     r.put("a", "hermes:plugin-default", { source: "plug" });
     await r.step();
     expect(header).toBe("X-Routed-Event");
+  });
+});
+
+describe("a bobbin processor's emits", () => {
+  const PROCESSOR = `[sources.tally]
+action = "script:tally"
+span = "burst"
+
+[destinations."script:tally"]
+processor = "tally"
+
+[[routes]]
+name = "tally-mirror"
+source = "tally"
+destination = "hermes:mirror"
+tee = true
+`;
+  const config = parseConfig(PROCESSOR, "/etc/hookspool/config.toml").config;
+
+  test("go to their output's destination in a group <instance>-<event type>, at once, with no tee", () => {
+    const made = resolveEmit(config, new Map(), { source: "tally", key: "k", event_type: "digest", destination: "hermes:out", payload: {} }, 1_700_000_000, "tally");
+    expect(made.copies).toEqual([{ route: "tally-digest", destination: "hermes:out", tee: false, window: expect.objectContaining({ quiet_s: 0, max_s: 0 }) }]);
+  });
+
+  test("never go back to their own processor", () => {
+    expect(() => resolveEmit(config, new Map(), { source: "tally", key: "k", event_type: "digest", destination: "script:tally", payload: {} }, 1_700_000_000, "tally")).toThrow("a processor's output may not go back to its own processor");
+  });
+
+  test("a plain script's emit of the same source is routed as a request, tees included", () => {
+    const made = resolveEmit(config, new Map(), { source: "tally", key: "k", event_type: "digest", payload: {} }, 1_700_000_000);
+    expect(made.copies.map((c) => [c.route, c.destination, c.tee])).toEqual([
+      ["tally", "script:tally", false],
+      ["tally-mirror", "hermes:mirror", true],
+    ]);
   });
 });

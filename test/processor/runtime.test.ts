@@ -2,9 +2,10 @@
 // replay instead of run; staged state is applied only after the journal; exit 0/65/75 with the
 // permanent reason on the last stderr line; nothing but emits on stdout; secrets only as granted.
 import { beforeEach, describe, expect, test } from "bun:test";
-import { existsSync, readdirSync, writeFileSync } from "node:fs";
+import { existsSync, readdirSync, utimesSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { FakeClock } from "../../src/clock.ts";
+import { cleanReason } from "../../src/processor/context.ts";
 import { journalPath, readState } from "../../src/processor/files.ts";
 import { EXIT_PERMANENT, EXIT_RETRY, runProcessor } from "../../src/processor/runtime.ts";
 import { writeTallyBobbin } from "../helpers/bobbins.ts";
@@ -133,6 +134,20 @@ describe("the processor runtime", () => {
     const { env } = setup();
     delete env.HOOKSPOOL_BOBBIN;
     expect((await run(env)).code).toBe(EXIT_PERMANENT);
+  });
+
+  test("a journal older than the retention of delivered batches is removed by a later batch", async () => {
+    const { env, stateDir } = setup();
+    await run({ ...env, HOOKSPOOL_JOURNAL_KEEP_S: "3600" });
+    const old = journalPath(stateDir, 41);
+    // FakeClock reads T0; the journal was written well before it.
+    utimesSync(old, T0 - 7200, T0 - 7200);
+    await run({ ...env, HOOKSPOOL_BATCH_ID: "42", HOOKSPOOL_JOURNAL_KEEP_S: "3600" });
+    expect(readdirSync(join(stateDir, "journal"))).toEqual(["42.json"]);
+  });
+
+  test("a permanent reason is kept to one line of at most 300 characters", () => {
+    expect(cleanReason(`a\nb${"x".repeat(400)}`)).toBe(`a b${"x".repeat(297)}`);
   });
 
   test("a processor file others may write is not loaded", async () => {
