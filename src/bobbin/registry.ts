@@ -5,6 +5,7 @@ import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { join, relative } from "node:path";
 import type { BuiltinBobbin } from "./builtin.ts";
 import { BUILTINS } from "./builtins.gen.ts";
+import { parse as parseToml } from "smol-toml";
 import { type Manifest, type ManifestProblem, parseManifest } from "./manifest.ts";
 
 /** The prefix of a built-in's HOOKSPOOL_BOBBIN_DIR and of its module references. */
@@ -138,4 +139,23 @@ export function builtinModule(ref: string, builtins: readonly BuiltinBobbin[] = 
   const at = rest.lastIndexOf("/");
   const bi = builtins.find((b) => b.dir === rest.slice(0, at));
   return bi?.modules[rest.slice(at + 1)];
+}
+
+/** The processor and poll tables of the bobbin at `dir` (builtin:<vendor>/<product> or a directory), read loosely. */
+export function readBobbinManifest(dir: string, builtins: readonly BuiltinBobbin[] = BUILTINS): { processor?: { module?: string }; poll?: { module?: string } } | null {
+  let text: string | undefined;
+  if (dir.startsWith(BUILTIN_PREFIX)) text = builtins.find((b) => `${BUILTIN_PREFIX}${b.dir}` === dir)?.files["bobbin.toml"];
+  else {
+    try {
+      text = readFileSync(join(dir, "bobbin.toml"), "utf8");
+    } catch {
+      return null;
+    }
+  }
+  if (text === undefined) return null;
+  try {
+    return parseToml(text) as { processor?: { module?: string }; poll?: { module?: string } };
+  } catch {
+    return null;
+  }
 }

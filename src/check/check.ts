@@ -5,6 +5,7 @@ import { readFileSync, statSync, type Stats } from "node:fs";
 import { dirname, isAbsolute, join, resolve } from "node:path";
 import { parse as parseToml } from "smol-toml";
 import { codePathProblem } from "../bobbin/code-path.ts";
+import { BUILTIN_PREFIX, builtinModule, readBobbinManifest } from "../bobbin/registry.ts";
 import { isHookspoolError } from "../errors.ts";
 import { isPublic, NON_LOOPBACK_HINT, readListen } from "../config/listen.ts";
 import { loadSources } from "../config/sources.ts";
@@ -147,6 +148,7 @@ export async function checkConfig(input: CheckInput, deps: CheckDeps, senders: R
     // Modes first: opening the database below creates and removes a -wal of its own.
     ...spoolModeRules(paths),
     ...processorStateRules(config, deps),
+    ...processorModuleRules(config, deps),
     ...(deps.skipDatabase ? [] : databaseRules(paths.spoolFile)),
   ]);
 }
@@ -309,6 +311,30 @@ function processorStateRules(config: Config, deps: CheckDeps): ConfigProblem[] {
     if (!st.isDirectory()) out.push(problem("error", key, `${d.state_dir} is not a directory`));
     else if (st.mode & 0o077) out.push(problem("error", key, `${d.state_dir} is open to group/other (mode ${(st.mode & 0o777).toString(8).padStart(4, "0")}); the processor keeps tokens there`, `chmod 700 ${d.state_dir}`));
     else if (st.uid !== deps.uid) out.push(problem("error", key, `${d.state_dir} is owned by uid ${st.uid}, not the user hookspool runs as (uid ${deps.uid})`, `chown <the hookspool user> ${d.state_dir}`));
+  }
+  return out;
+}
+
+/**
+ * A bobbin instance's processor must be there to run: compiled in, or a file under its private
+ * bobbin's directory that the owner/mode rule lets the runtime load.
+ */
+function processorModuleRules(config: Config, deps: CheckDeps): ConfigProblem[] {
+  const out: ConfigProblem[] = [];
+  for (const d of Object.values(config.destinations)) {
+    const env = d.env ?? {};
+    if (d.processor === undefined || !env.HOOKSPOOL_BOBBIN_DIR) continue;
+    const key = `bobbins.${quoteKey(d.processor)}`;
+    const dir = env.HOOKSPOOL_BOBBIN_DIR;
+    const manifest = readBobbinManifest(dir);
+    const module = manifest?.processor?.module ?? manifest?.poll?.module;
+    if (!module) continue;
+    if (dir.startsWith(BUILTIN_PREFIX)) {
+      if (builtinModule(`${dir}/${module}`) === undefined) out.push(problem("error", key, `the built-in ${env.HOOKSPOOL_BOBBIN} has no ${module} module`));
+      continue;
+    }
+    const bad = codePathProblem(join(dir, `${module}.ts`), "file", deps.uid);
+    if (bad) out.push(problem("error", key, `its processor: ${bad.message}`, bad.hint));
   }
   return out;
 }

@@ -5,13 +5,11 @@
 // routes, journals emits and staged state, applies the state and prints the emits. Exit 0 done,
 // 75 retry, 65 permanent (with the reason on a last stderr line the destination keeps). Nothing
 // but emit lines ever reaches stdout.
-import { existsSync, mkdirSync, readFileSync } from "node:fs";
+import { mkdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
-import { parse as parseToml } from "smol-toml";
 import { codePathProblem } from "../bobbin/code-path.ts";
-import { BUILTINS } from "../bobbin/builtins.gen.ts";
-import { BUILTIN_PREFIX, builtinModule } from "../bobbin/registry.ts";
+import { BUILTIN_PREFIX, builtinModule, readBobbinManifest } from "../bobbin/registry.ts";
 import type { Clock } from "../clock.ts";
 import type { EmitRequest } from "../delivery.ts";
 import { isHookspoolError } from "../errors.ts";
@@ -48,9 +46,10 @@ function exported(mod: unknown): unknown {
   return (mod as { default?: unknown } | null)?.default ?? mod;
 }
 
-/** The module a manifest names for the processor (or a poll bobbin's poller). */
-function moduleName(manifestText: string): string {
-  const doc = parseToml(manifestText) as { processor?: { module?: string }; poll?: { module?: string } };
+/** The module a bobbin's manifest names for the processor (or a poll bobbin's poller). */
+function moduleName(dir: string): string {
+  const doc = readBobbinManifest(dir);
+  if (!doc) throw new Permanent(`no readable bobbin.toml for ${dir}`);
   return doc.processor?.module ?? doc.poll?.module ?? "processor";
 }
 
@@ -63,15 +62,8 @@ async function loadByPath(path: string, uid: number): Promise<unknown> {
 
 async function loadProcessor(env: ProcessorEnv, uid: number): Promise<ProcessorPlugin> {
   let mod: unknown;
-  if (env.dir.startsWith(BUILTIN_PREFIX)) {
-    const bi = BUILTINS.find((b) => `${BUILTIN_PREFIX}${b.dir}` === env.dir);
-    if (!bi?.files["bobbin.toml"]) throw new Permanent(`no built-in bobbin at ${env.dir}`);
-    mod = builtinModule(`${env.dir}/${moduleName(bi.files["bobbin.toml"])}`);
-  } else {
-    const manifest = join(env.dir, "bobbin.toml");
-    if (!existsSync(manifest)) throw new Permanent(`no bobbin.toml in ${env.dir}`);
-    mod = await loadByPath(join(env.dir, `${moduleName(readFileSync(manifest, "utf8"))}.ts`), uid);
-  }
+  const module = moduleName(env.dir);
+  mod = env.dir.startsWith(BUILTIN_PREFIX) ? builtinModule(`${env.dir}/${module}`) : await loadByPath(join(env.dir, `${module}.ts`), uid);
   const p = exported(mod) as ProcessorPlugin | null;
   if (!p || typeof p.process !== "function") throw new Permanent("the processor module exports no process()");
   return p;

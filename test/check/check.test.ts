@@ -556,6 +556,19 @@ test("a bobbin processor's state directory, once it exists, is 0700 and the serv
   expectProblem(await check(h, text, { uid }), "error", "bobbins.mail.state_dir", `not the user hookspool runs as (uid ${uid})`);
 });
 
+test("a bobbin processor must be there to run: its module a file the owner/mode rule lets the runtime load", async () => {
+  const h = newHome();
+  const root = join(h.dir, "bobbins");
+  const dir = writeBobbin(root, "acme/mail", manifestText("acme.mail", '[processor]\nmodule = "processor"\n'));
+  const text = `${base(h)}\n[spool]\nbobbin_path = ["${root}"]\n[bobbins.mail]\nbobbin = "acme.mail"\nsecrets.secret = { file = "${h.file("secrets/mail", "s")}" }\noutputs = { "*" = "hermes:mail" }\n`;
+  expectProblem(await check(h, text), "error", "bobbins.mail", `its processor: no file at ${join(dir, "processor.ts")}`);
+  writeFileSync(join(dir, "processor.ts"), "export default { process: () => [] };\n", { mode: 0o644 });
+  chmodSync(join(dir, "processor.ts"), 0o644);
+  expect(at(await check(h, text), "bobbins.mail")).toEqual([]);
+  chmodSync(join(dir, "processor.ts"), 0o666);
+  expectProblem(await check(h, text), "error", "bobbins.mail", "writable by group/other");
+});
+
 test("an instance of an unknown bobbin is one error for check, with where to look", async () => {
   const h = newHome();
   const ps = await check(h, `${base(h)}\n[bobbins.mailbox]\nbobbin = "nobody.mailbox"\n`);
