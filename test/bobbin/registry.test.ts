@@ -58,7 +58,7 @@ describe("every built-in", () => {
 
   test("loads without a problem", () => {
     expect(problems).toEqual([]);
-    expect([...bobbins.keys()].sort()).toEqual(["atlassian.trello", "github.repo", "hookspool.digest", "hookspool.webhook", "kaneo.projects", "zoom.meetings"]);
+    expect([...bobbins.keys()].sort()).toEqual(["atlassian.trello", "github.repo", "hookspool.digest", "hookspool.webhook", "kaneo.projects", "plaid.items", "zoom.meetings"]);
   });
 
   test.each([...bobbins.keys()])("%s: its kit and captures parse, with an accepted and a rejected capture", (name) => {

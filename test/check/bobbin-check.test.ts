@@ -158,6 +158,15 @@ describe("each row fails on its defect", () => {
     expect(sent).toEqual([expect.stringMatching(/^captures\/accepted\.http: queued under key "[^"]+", # expect-key: says "not-the-key"$/)]);
   });
 
+  test("captures: a JWT is a credential as a bearer token, not as a signature header", async () => {
+    const { dir } = widgets();
+    const jwt = "eyJhbGciOiJFUzI1NiJ9.eyJpYXQiOjE3MDAwMDAwMDB9.c2lnbmF0dXJlLWJ5dGVz";
+    edit(dir, "captures/rejected.http", (t) => t.replace("Content-Type:", `Plaid-Verification: ${jwt}\nAuthorization: Bearer ${jwt}\nContent-Type:`));
+    const problems = (await rows(dir)).get("captures")?.problems ?? [];
+    const lines = readFileSync(join(dir, "captures/rejected.http"), "utf8").split("\n");
+    expect(problems.map((p) => lines[(p.line ?? 0) - 1].split(":")[0])).toEqual(["Authorization"]);
+  });
+
   test("source-kit and tests: a code source that verifies nothing, with no tests", async () => {
     const { dir } = widgets();
     edit(dir, "bobbin.toml", (t) => t.replace(/^template = .*$/m, 'module = "source"'));

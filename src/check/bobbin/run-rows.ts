@@ -28,7 +28,10 @@ const CREDENTIAL = [
   /\bAIza[0-9A-Za-z_-]{35}\b/,
   /\bya29\.[A-Za-z0-9_-]{20,}/,
   /-----BEGIN [A-Z ]*PRIVATE KEY-----/,
-  /\beyJ[A-Za-z0-9_-]{10,}\.eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}/,
+  // A JWT is a credential where it is a bearer token: a signature header (Plaid-Verification)
+  // only proves one request and is fine in a capture.
+  /^(authorization|proxy-authorization|cookie|x-api-key):.*\beyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\./i,
+  /"(access_token|id_token|refresh_token)"\s*:\s*"eyJ/,
 ];
 /** An e-mail address that is not on a reserved example domain or a no-reply address. */
 const EMAIL = /[A-Za-z0-9._%+-]+@([A-Za-z0-9-]+\.)+[A-Za-z]{2,}/g;
