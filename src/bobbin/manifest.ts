@@ -36,6 +36,8 @@ export interface SourceSection {
   config?: string[];
   sender_retries?: boolean;
   expect_every_s?: number;
+  /** How long a dedup id is remembered, when the sender's ids call for another than the default. */
+  dedup_window_s?: number;
   /** One line for the reverse-proxy recipe. */
   proxy?: string;
 }
@@ -106,7 +108,7 @@ const isTable = (v: unknown): v is Table => typeof v === "object" && v !== null 
 
 const TOP_KEYS = ["name", "version", "summary", "provider", "source", "poll", "secrets", "settings", "processor", "outputs"];
 const PROVIDER_KEYS = ["vendor", "product", "homepage", "webhook_docs", "signature_docs", "api_docs", "no_push_note", "no_push_docs"];
-const SOURCE_KEYS = ["module", "template", "span", "config", "sender_retries", "expect_every_s", "proxy"];
+const SOURCE_KEYS = ["module", "template", "span", "config", "sender_retries", "expect_every_s", "dedup_window_s", "proxy"];
 
 /** The template keys a setting may give, and the setting types each accepts. */
 const TEMPLATE_SETTING_TYPES: Record<string, readonly SettingType[]> = {
@@ -287,6 +289,7 @@ export function parseManifest(text: string, ctx: ManifestContext): { manifest: M
     }
     if (sourceTable.sender_retries !== undefined) source.sender_retries = bool(sourceTable, "sender_retries", "source.sender_retries", false);
     source.expect_every_s = num(sourceTable, "expect_every_s", "source.expect_every_s", undefined);
+    source.dedup_window_s = num(sourceTable, "dedup_window_s", "source.dedup_window_s", undefined);
     source.proxy = str(sourceTable, "proxy", "source.proxy", false);
   }
   if (processorTable) {

@@ -136,7 +136,7 @@ export function expandBobbins(config: Config, p: Problems, ctx: ExpandContext): 
       // The manifest's expectation (else a code source's own expectEverySec) counts only when
       // the instance asks for it (expect = true); otherwise there is none.
       expect_every_s: inst.expect_every_s ?? (inst.expect ? m.source?.expect_every_s : 0),
-      dedup_window_s: inst.dedup_window_s ?? 86400,
+      dedup_window_s: inst.dedup_window_s ?? m.source?.dedup_window_s ?? 86400,
       max_body_bytes: inst.max_body_bytes,
       allow_sensitive_keep_headers: false,
       sender_retries: m.source?.sender_retries,

@@ -275,6 +275,14 @@ describe("where bobbins come from", () => {
     expect(sources.get("c")?.plugin.verify).toBeFunction();
   });
 
+  test("a manifest's dedup_window_s is the instance's default; the instance's own wins", () => {
+    const root = bobbinRoot();
+    writeBobbin(root, "acme/hooks", manifestText("acme.hooks", "", 'template = { scheme = "hmac-sha256-hex", header = "X-Sig", key = "topic" }\nspan = "burst"\ndedup_window_s = 600'));
+    const table = (extra: string) => `[bobbins.h]\nbobbin = "acme.hooks"\n${SECRET}\noutputs = { "*" = "hermes:h" }\n${extra}`;
+    expect(parse(root, table("")).config.sources.h.dedup_window_s).toBe(600);
+    expect(parse(root, table("dedup_window_s = 60\n")).config.sources.h.dedup_window_s).toBe(60);
+  });
+
   test("source.config hands settings to a code source's withConfig; a config key it does not take is an error", async () => {
     const root = bobbinRoot();
     const source = `export default {
