@@ -63,6 +63,8 @@ const SPEC16: Record<string, VerbSpec> = {
   prune: v("vacuum"),
   export: v("state", "since"),
   metrics: v(),
+  // Recover what a sender that does not retry failed to deliver (github.repo).
+  sweep: v("repo", "hook", "since", "dry-run", "api-url"),
   // The verb that writes a starter home.
   init: v("force"),
 };
@@ -408,6 +410,17 @@ describe("deploy/systemd", () => {
       }
     });
   }
+
+  test("hookspool-sweep@.service runs hookspool sweep for the instance its env file names, read-only", () => {
+    const u = unit("hookspool-sweep@.service");
+    expect(u.get("ExecStart")).toEqual([`${BIN} sweep \${INSTANCE} --repo \${REPO} --hook \${HOOK}`]);
+    expect(u.get("EnvironmentFile")).toEqual(["/etc/hookspool/sweep/%i.env"]);
+    expect(u.get("User")).toEqual(["hookspool"]);
+    expect(u.get("Type")).toEqual(["oneshot"]);
+    expect(u.get("ProtectSystem")).toEqual(["strict"]);
+    expect(u.get("ReadWritePaths")).toBeUndefined();
+    expect(unit("hookspool-sweep@.timer").get("OnCalendar")).toEqual(["*:0/15"]);
+  });
 
   test("a held dispatch.lock (exit 3) is not restarted in a loop; the intake has no such rule", () => {
     expect(unit("hookspool-dispatch.service").get("RestartPreventExitStatus")).toEqual(["3"]);

@@ -19,11 +19,11 @@ function unit(path: string): string {
 
 /** Layers, lowest first: a unit may import its own layer's units and lower ones, never a higher one. */
 const LAYERS: string[][] = [
-  ["clock.ts", "errors.ts", "testhook.ts", "version.ts", "log.ts", "delivery.ts", "self.ts", "service.ts", "plugin", "net"],
+  ["clock.ts", "errors.ts", "testhook.ts", "version.ts", "log.ts", "delivery.ts", "self.ts", "service.ts", "plugin", "net", "providers"],
   ["bobbin"],
   ["store"],
   ["config"],
-  ["intake", "destinations", "dispatch", "obs", "processor"],
+  ["intake", "destinations", "dispatch", "obs", "processor", "sweep"],
   ["check", "cli", "main.ts"],
 ];
 const rank = (u: string) => LAYERS.findIndex((l) => l.includes(u));

@@ -70,6 +70,12 @@ export interface PollSection {
   state: boolean;
 }
 
+export interface SweepSection {
+  kind: (typeof SWEEP_KINDS)[number];
+  /** The secret that holds the sweep's API token. */
+  secret: string;
+}
+
 export interface Manifest {
   name: string;
   vendor: string;
@@ -83,6 +89,8 @@ export interface Manifest {
   settings: Record<string, SettingSpec>;
   processor?: ProcessorSection;
   outputs: Record<string, { description: string }>;
+  /** The sweep that recovers what the sender could not deliver (`hookspool sweep <instance>`). */
+  sweep?: SweepSection;
 }
 
 export interface ManifestProblem {
@@ -106,7 +114,9 @@ type Table = Record<string, unknown>;
 const tomlKey = (k: string) => (/^[A-Za-z0-9_-]+$/.test(k) ? k : JSON.stringify(k));
 const isTable = (v: unknown): v is Table => typeof v === "object" && v !== null && !Array.isArray(v) && !(v instanceof Date);
 
-const TOP_KEYS = ["name", "version", "summary", "provider", "source", "poll", "secrets", "settings", "processor", "outputs"];
+const TOP_KEYS = ["name", "version", "summary", "provider", "source", "poll", "secrets", "settings", "processor", "outputs", "sweep"];
+/** The sweeps `hookspool sweep` knows: what a bobbin whose sender does not retry may declare. */
+export const SWEEP_KINDS = ["github-redeliver"] as const;
 const PROVIDER_KEYS = ["vendor", "product", "homepage", "webhook_docs", "signature_docs", "api_docs", "no_push_note", "no_push_docs"];
 const SOURCE_KEYS = ["module", "template", "span", "config", "sender_retries", "expect_every_s", "dedup_window_s", "proxy"];
 
@@ -344,6 +354,18 @@ export function parseManifest(text: string, ctx: ManifestContext): { manifest: M
     }
   }
 
+  // The sweep: a kind hookspool knows, and a declared secret for its token.
+  let sweep: SweepSection | undefined;
+  const sweepTable = table("sweep");
+  if (sweepTable) {
+    for (const k of Object.keys(sweepTable)) if (!["kind", "secret"].includes(k)) err(`sweep.${k}`, "unknown key");
+    const kind = str(sweepTable, "kind", "sweep.kind", true);
+    const secret = str(sweepTable, "secret", "sweep.secret", true);
+    if (kind !== undefined && !(SWEEP_KINDS as readonly string[]).includes(kind)) err("sweep.kind", `"${kind}" is not a sweep hookspool has: ${SWEEP_KINDS.join(", ")}`);
+    else if (secret !== undefined && !Object.hasOwn(secrets, secret)) err("sweep.secret", `"${secret}" is not a secret of this bobbin`, `declare [secrets.${secret}] (required = false: only the sweep needs it)`);
+    else if (kind !== undefined && secret !== undefined) sweep = { kind: kind as SweepSection["kind"], secret };
+  }
+
   // Settings a code source takes in its own table: each must be a declared setting.
   for (const n of source?.config ?? []) {
     if (source?.template !== undefined) err("source.config", "a template bobbin's settings reach the template directly; config is for a code source");
@@ -351,5 +373,5 @@ export function parseManifest(text: string, ctx: ManifestContext): { manifest: M
   }
 
   if (problems.length > 0) return { manifest: null, problems };
-  return { manifest: { name, vendor, product, version, summary, provider, source, poll, secrets, settings, processor, outputs }, problems };
+  return { manifest: { name, vendor, product, version, summary, provider, source, poll, secrets, settings, processor, outputs, ...(sweep ? { sweep } : {}) }, problems };
 }

@@ -60,6 +60,7 @@ function showDoc(b: Bobbin): Record<string, unknown> {
     settings: m.settings,
     processor: m.processor ?? null,
     outputs: m.outputs,
+    sweep: m.sweep ?? null,
     rule_packs: rulePacks,
   };
 }
@@ -78,6 +79,8 @@ function showText(d: ReturnType<typeof showDoc>): string {
   line(`span         ${m.source.span ?? "-"}`);
   line(`sender       ${m.sender_retries === true ? "retries a failed delivery" : m.sender_retries === false ? "does not retry: install the sweep its README describes" : "-"}`);
   if (m.source.proxy) line(`proxy        ${m.source.proxy}`);
+  const sweep = (d as { sweep?: { kind: string; secret: string } | null }).sweep;
+  if (sweep) line(`sweep        ${sweep.kind}: hookspool sweep <instance> (its token in secrets.${sweep.secret})`);
   const secrets = Object.entries(m.secrets);
   if (secrets.length) out.push("", table(["SECRET", "REQUIRED", "PROCESSOR", "DESCRIPTION"], secrets.map(([n, s]) => [n, s.required ? "yes" : "no", s.processor ? "yes" : "no", s.description])));
   const settings = Object.entries(m.settings);

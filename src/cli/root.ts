@@ -18,6 +18,7 @@ import { serviceCommands } from "./services.ts";
 import { sourceCommands } from "./source.ts";
 import { asksForJson, reportError } from "./report.ts";
 import { statusCommand } from "./status.ts";
+import { sweepCommand } from "./sweep.ts";
 
 /** `hookspool version`: the same line as --version, or `{"version": ...}` with --json. */
 function versionCommand(cli: Cli): CommandDef {
@@ -48,6 +49,7 @@ export function rootCommand(cli: Cli): AnyCommand {
       ...checkCommands(cli),
       source: sourceCommands(cli),
       bobbin: bobbinCommand(cli),
+      sweep: sweepCommand(cli),
       ...serviceCommands(cli),
       version: versionCommand(cli),
     },

@@ -96,6 +96,14 @@ describe("keys and shapes", () => {
     expect(keysOf(edited("span = ", "config = 3\nspan = "))).toEqual(["source.config"]);
   });
 
+  test("[sweep]: a kind hookspool has, and a declared secret for its token", () => {
+    const sweep = (kind: string, secret: string, extra = "") => `${BASE}\n[secrets.tok]\ndescription = "t"\nrequired = false\n\n[sweep]\nkind = "${kind}"\nsecret = "${secret}"\n${extra}`;
+    expect(parse(sweep("github-redeliver", "tok")).manifest?.sweep).toEqual({ kind: "github-redeliver", secret: "tok" });
+    expect(parse(sweep("gitlab-redeliver", "tok")).problems).toMatchObject([{ key: "sweep.kind", message: '"gitlab-redeliver" is not a sweep hookspool has: github-redeliver' }]);
+    expect(keysOf(sweep("github-redeliver", "nope"))).toEqual(["sweep.secret"]);
+    expect(keysOf(sweep("github-redeliver", "tok", "every = 1\n"))).toEqual(["sweep.every"]);
+  });
+
   test("a span must be a preset", () => {
     expect(parse(edited('span = "burst"', 'span = "slow"')).problems).toMatchObject([{ key: "source.span", message: '"slow" is not a span preset: one of burst, mail, calendar, sync, meeting, immediate' }]);
   });
