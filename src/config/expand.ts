@@ -142,7 +142,15 @@ export function expandBobbins(config: Config, p: Problems, ctx: ExpandContext): 
       sender_retries: m.source?.sender_retries,
     };
     if (m.poll) {
+      // A poll has no sender and no window: those keys mean nothing for it.
+      for (const k of ["span", "quiet_s", "max_s", "max_events", "max_bytes", "expect", "expect_every_s", "max_body_bytes", "dedup_window_s"] as const) {
+        if (inst[k] !== undefined) p.error(`${key}.${k}`, `${m.name} polls: it has no sender and no window, so no ${k}`, "every_s and jitter_s set its schedule");
+      }
+      if (inst.every_s !== undefined && inst.every_s < 60) p.error(`${key}.every_s`, "at least 60: a poll is for a service with no push, asked rarely");
+      if (inst.jitter_s !== undefined && (inst.jitter_s < 0 || inst.jitter_s > 300)) p.error(`${key}.jitter_s`, "from 0 to 300");
       src.kind = "poll";
+      src.span = "immediate";
+      src.expect_every_s = 0;
       src.every_s = inst.every_s ?? m.poll.every_s;
       src.jitter_s = inst.jitter_s ?? m.poll.jitter_s;
     } else if (m.source?.module) {

@@ -25,6 +25,7 @@ import { Periodic, type Service } from "../service.ts";
 import { testHook } from "../testhook.ts";
 import { buildDocument } from "./document.ts";
 import { resolveEmit } from "./emits.ts";
+import { stepPolls } from "./polls.ts";
 import { gate, pickProbe } from "./gate.ts";
 
 /** A worker aborts this long before its lease ends, so a live owner never loses it. */
@@ -209,6 +210,10 @@ export class Dispatcher implements Service {
     await this.reloadIfChanged();
     if (this.sources === null) this.sources = await this.loadSources(this.config);
     const now = effectiveNow(spool);
+    // The poll clock first, so a tick enqueued now seals and is claimed in this same tick.
+    for (const [instance, step] of stepPolls(spool, this.config, now, this.o.rng, (_i, e) => this.survive("poll clock", e))) {
+      if (step === "ticked" || step === "skipped") this.o.log.info(step === "ticked" ? "poll tick" : "poll skipped: the last tick is not done", { source: instance });
+    }
     // Sealing is a property of the batch, not of the destination: before any gate.
     sealReady(spool, now);
     recoverLeases(spool, { now, all: false, live: this.live });

@@ -84,3 +84,13 @@ export interface ProcessorPlugin<S = Record<string, unknown>> {
 export function defineProcessor<S = Record<string, unknown>>(plugin: ProcessorPlugin<S>): ProcessorPlugin<S> {
   return plugin;
 }
+
+/** A poll bobbin's poller: called on each tick of the dispatcher's clock, never on a sender's request. */
+export interface PollerPlugin<S = Record<string, unknown>> {
+  poll(batch: Batch, ctx: Context<S>): Item[] | Promise<Item[]>;
+}
+
+/** Identity helper: `export default definePoller({ poll(batch, ctx) {...} })`. */
+export function definePoller<S = Record<string, unknown>>(plugin: PollerPlugin<S>): PollerPlugin<S> {
+  return plugin;
+}

@@ -14,7 +14,7 @@ import type { Clock } from "../clock.ts";
 import type { EmitRequest } from "../delivery.ts";
 import { isHookspoolError } from "../errors.ts";
 import { registerPluginApi } from "../plugin/api.ts";
-import type { Batch, Item, ProcessorPlugin } from "../plugin/processor.ts";
+import type { Batch, Item, PollerPlugin, ProcessorPlugin } from "../plugin/processor.ts";
 import { Permanent } from "../plugin/types.ts";
 import { acquireLock, type FileLock } from "../store/lock.ts";
 import { testHook } from "../testhook.ts";
@@ -46,11 +46,12 @@ function exported(mod: unknown): unknown {
   return (mod as { default?: unknown } | null)?.default ?? mod;
 }
 
-/** The module a bobbin's manifest names for the processor (or a poll bobbin's poller). */
-function moduleName(dir: string): string {
+/** The module a bobbin's manifest names, and whether it is a poll bobbin's poller. */
+function moduleOf(dir: string): { module: string; poll: boolean } {
   const doc = readBobbinManifest(dir);
   if (!doc) throw new Permanent(`no readable bobbin.toml for ${dir}`);
-  return doc.processor?.module ?? doc.poll?.module ?? "processor";
+  if (doc.poll) return { module: doc.poll.module ?? "poller", poll: true };
+  return { module: doc.processor?.module ?? "processor", poll: false };
 }
 
 async function loadByPath(path: string, uid: number): Promise<unknown> {
@@ -60,13 +61,14 @@ async function loadByPath(path: string, uid: number): Promise<unknown> {
   return import(pathToFileURL(path).href);
 }
 
+/** The processor (or a poller, as one: poll() called where process() would be). */
 async function loadProcessor(env: ProcessorEnv, uid: number): Promise<ProcessorPlugin> {
-  let mod: unknown;
-  const module = moduleName(env.dir);
-  mod = env.dir.startsWith(BUILTIN_PREFIX) ? builtinModule(`${env.dir}/${module}`) : await loadByPath(join(env.dir, `${module}.ts`), uid);
-  const p = exported(mod) as ProcessorPlugin | null;
-  if (!p || typeof p.process !== "function") throw new Permanent("the processor module exports no process()");
-  return p;
+  const { module, poll } = moduleOf(env.dir);
+  const mod = env.dir.startsWith(BUILTIN_PREFIX) ? builtinModule(`${env.dir}/${module}`) : await loadByPath(join(env.dir, `${module}.ts`), uid);
+  const p = exported(mod) as Partial<ProcessorPlugin & PollerPlugin> | null;
+  const fn = poll ? p?.poll : p?.process;
+  if (typeof fn !== "function") throw new Permanent(`the ${poll ? "poller" : "processor"} module exports no ${poll ? "poll" : "process"}()`);
+  return { process: (batch, ctx) => fn.call(p, batch, ctx) };
 }
 
 /** The deployment's hooks module, when the instance names one (a `hooks` path setting). */

@@ -4,6 +4,7 @@
 import type { Database } from "bun:sqlite";
 import { testHook } from "../testhook.ts";
 import { prepared, type Spool } from "./db.ts";
+import { pollDeliveredTx } from "./polls.ts";
 import { enqueueTx, type EnqueueResult, type NewEvent } from "./enqueue.ts";
 
 /** What one attempt did, recorded on its attempt row. */
@@ -96,7 +97,11 @@ export function markDeliveredTx(db: Database, m: MarkBase & { result?: string; e
     m,
     "ok",
     () => prepared(db, DELIVERED).run({ id: m.batchId, owner: m.owner, now: m.now, result: m.result ?? "ok", counted: m.attempt.counted ? 1 : 0 }).changes,
-    () => (m.emits ?? []).map((ev) => enqueueTx(db, ev, m.now)),
+    () => {
+      // A poll source's tick batch: its delivery is the instance's last delivered tick.
+      pollDeliveredTx(db, m.batchId, m.now);
+      return (m.emits ?? []).map((ev) => enqueueTx(db, ev, m.now));
+    },
   );
 }
 
