@@ -22,6 +22,7 @@ export const CRASH_POINTS = [
   "mark.before_commit",
   "retention.before_commit",
   "processor.after_journal",
+  "poll.after_enqueue",
 ] as const;
 
 /**

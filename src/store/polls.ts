@@ -5,6 +5,7 @@
 // kill between them cannot happen, and the dedup id poll:<i>:<next_at> guards a second try.
 import type { Database } from "bun:sqlite";
 import type { Rng } from "../clock.ts";
+import { testHook } from "../testhook.ts";
 import { prepared, type Spool } from "./db.ts";
 import { enqueueTx, type NewEvent } from "./enqueue.ts";
 
@@ -69,6 +70,8 @@ export function stepPoll(spool: Spool, p: PollPlan, now: number, rng: Rng, tick:
         return "skipped";
       }
       const r = enqueueTx(db, tick(row.next_at), now);
+      // Crash point: the tick is enqueued and next_at not yet moved, in one transaction.
+      testHook("poll.after_enqueue");
       const batchId = r.status === "queued" ? r.placed[0].batchId : (row.last_batch_id ?? null);
       prepared(db, Q.tick).run(row.next_at, batchId, next, p.instance);
       return "ticked";

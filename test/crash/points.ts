@@ -2,7 +2,7 @@
 // Record type makes a point without cases a compile error; crash.test.ts checks it at run time.
 import { afterCommitWithDedupId, afterCommitWithoutDedupId, killedBeforeCommit, killedInQuarantine } from "./cases-intake.ts";
 import { killedAfterResponse, killedBeforeRequest, killedInClaim, killedInMark, killedInSeal } from "./cases-dispatch.ts";
-import { killedAfterJournal } from "./cases-processor.ts";
+import { killedAfterJournal, killedInPollTick } from "./cases-processor.ts";
 import { killedInRetention } from "./cases-retention.ts";
 import type { CrashCase, CrashPoint } from "./harness.ts";
 
@@ -19,6 +19,7 @@ export const CASES: Record<CrashPoint, CrashCase[]> = {
   "mark.before_commit": [killedInMark],
   "retention.before_commit": [killedInRetention],
   "processor.after_journal": [killedAfterJournal],
+  "poll.after_enqueue": [killedInPollTick],
 };
 
 /** Also run with the compiled binary: one intake point and two dispatcher points. */
