@@ -101,3 +101,13 @@ describe("the poll clock", () => {
     expect(problems.filter((p) => p.level === "error").map((p) => p.key).sort()).toEqual(["bobbins.feed.every_s", "bobbins.feed.expect", "bobbins.feed.quiet_s"]);
   });
 });
+
+test("a hand-written source may not be a poll source", () => {
+  let keys: string[] = [];
+  try {
+    parseConfig('[sources.feed]\nkind = "poll"\nevery_s = 600\naction = "hermes:x"\n', "/etc/hookspool/config.toml");
+  } catch (e) {
+    keys = (e as ConfigError).problems.map((p) => p.key);
+  }
+  expect(keys).toEqual(["sources.feed.kind", "sources.feed.every_s"]);
+});
