@@ -11,7 +11,7 @@ const BOBBINS = join(ROOT, "bobbins");
 export const OUT = join(ROOT, "src", "bobbin", "builtins.gen.ts");
 
 /** The text files a bobbin may carry, by extension; code is .ts. */
-export const TEXT_EXTENSIONS = [".toml", ".md", ".http"];
+export const TEXT_EXTENSIONS = [".toml", ".md", ".http", ".json"];
 
 /** Byte order, not the locale's: the file must come out the same on every machine. */
 const byName = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
@@ -74,6 +74,9 @@ export function generate(root = BOBBINS): string {
         // module itself.
         imports.push(`import * as ${id} from ${spec};`);
         modules.push(`${JSON.stringify(f.slice(0, -3))}: ${id}`);
+        texts.push(`${JSON.stringify(f)}: ${JSON.stringify(readFileSync(join(root, b.dir, f), "utf8"))}`);
+      } else if (f.endsWith(".json")) {
+        // A literal too: a JSON import would be the parsed value, not the file's text.
         texts.push(`${JSON.stringify(f)}: ${JSON.stringify(readFileSync(join(root, b.dir, f), "utf8"))}`);
       } else {
         imports.push(`import ${id} from ${spec} with { type: "text" };`);

@@ -119,3 +119,43 @@ export function capturesOf(files: ReadonlyMap<string, string>): Capture[] {
     .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
     .map(([f, text]) => parseCapture(f, text));
 }
+
+/**
+ * A poll bobbin's capture, captures/poll-<name>.json: what one tick should find. `http` are the
+ * answers the poller's requests get (a status of 304 is "not modified"), `now` the tick's time,
+ * and `items`, when given, what the poller must return.
+ */
+export interface PollCapture {
+  file: string;
+  description: string;
+  now?: number;
+  items?: Record<string, unknown>[];
+  http: Kit["http"];
+}
+
+export function parsePollCapture(file: string, text: string): PollCapture {
+  let doc: Record<string, unknown>;
+  try {
+    doc = JSON.parse(text) as Record<string, unknown>;
+  } catch {
+    throw new Error(`${file}: not JSON`);
+  }
+  if (doc === null || typeof doc !== "object" || Array.isArray(doc)) throw new Error(`${file}: not a JSON object`);
+  for (const k of Object.keys(doc)) if (!["description", "now", "items", "http"].includes(k)) throw new Error(`${file}: unknown key ${k}`);
+  if (typeof doc.description !== "string" || doc.description === "") throw new Error(`${file}: needs a description`);
+  if (doc.now !== undefined && typeof doc.now !== "number") throw new Error(`${file}: now is not a Unix time`);
+  if (doc.items !== undefined && (!Array.isArray(doc.items) || !doc.items.every((i) => typeof i === "object" && i !== null && typeof (i as { event_type?: unknown }).event_type === "string"))) {
+    throw new Error(`${file}: items is a list of {"event_type": ..., ...}`);
+  }
+  const http = (doc.http ?? []) as Kit["http"];
+  if (!Array.isArray(http) || !http.every((h) => typeof h === "object" && h !== null && typeof h.url === "string")) throw new Error(`${file}: each http answer needs a url`);
+  return { file, description: doc.description, ...(typeof doc.now === "number" ? { now: doc.now } : {}), ...(doc.items ? { items: doc.items as Record<string, unknown>[] } : {}), http };
+}
+
+/** Every poll capture a bobbin carries (captures/poll-*.json), by file name. */
+export function pollCapturesOf(files: ReadonlyMap<string, string>): PollCapture[] {
+  return [...files.entries()]
+    .filter(([f]) => /^captures\/poll-[^/]+\.json$/.test(f))
+    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+    .map(([f, text]) => parsePollCapture(f, text));
+}

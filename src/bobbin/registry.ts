@@ -41,7 +41,7 @@ export interface FindOptions {
   builtins?: readonly BuiltinBobbin[];
 }
 
-const TEXT = [".toml", ".md", ".http"];
+const TEXT = [".toml", ".md", ".http", ".json"];
 
 function walkText(dir: string, root = dir): [string, string][] {
   const out: [string, string][] = [];

@@ -4,6 +4,7 @@ import { chmodSync, existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import type { CommandDef } from "citty";
 import { scaffold, scaffoldProblems, settingValue } from "../bobbin/scaffold.ts";
+import { scaffoldPoll } from "../bobbin/scaffold-poll.ts";
 import { HookspoolError } from "../errors.ts";
 import { type Cli, GLOBAL_ARGS } from "./context.ts";
 import { visible } from "./format.ts";
@@ -35,11 +36,13 @@ export function bobbinNewCommand(cli: Cli): CommandDef {
       set: { type: "string", description: "a template setting, NAME=VALUE (repeat it): scheme, header, prefix, key, dedup, event_type, ..." },
       code: { type: "boolean", description: "write the decisions as source.ts instead of a fixed template" },
       processor: { type: "boolean", description: "also a processor.ts: what each batch becomes, run by hookspool __processor" },
+      poll: { type: "boolean", description: "a poll bobbin for a service with no push: a poller that reads a feed on the dispatcher's clock" },
     },
     run({ args, rawArgs }) {
       const name = String(args.name);
       const settings = setArgs(rawArgs);
-      const problems = scaffoldProblems({ name, settings });
+      if (args.poll && (Object.keys(settings).length || args.code || args.processor)) throw new HookspoolError("E_USAGE", "--poll takes no --set, --code or --processor: a poll bobbin has no requests to verify");
+      const problems = args.poll ? scaffoldProblems({ name, settings: { scheme: "static-token", key: "poll", header: "X" } }).filter((p) => p.key === "name") : scaffoldProblems({ name, settings });
       if (problems.length) {
         const [first, ...rest] = problems;
         throw new HookspoolError("E_USAGE", `${first.key}: ${first.message}${rest.length ? ` (and ${rest.length} more: ${rest.map((p) => p.key).join(", ")})` : ""}`);
@@ -48,14 +51,14 @@ export function bobbinNewCommand(cli: Cli): CommandDef {
       const root = resolve(cli.io.cwd, String(args.dir ?? "."));
       const dir = join(root, vendor, product);
       if (existsSync(dir)) throw new HookspoolError("E_USAGE", `${dir} exists already`, { hint: "choose another --dir, or remove it first" });
-      const files = scaffold({ name, settings, code: args.code === true, processor: args.processor === true });
+      const files = args.poll ? scaffoldPoll(name) : scaffold({ name, settings, code: args.code === true, processor: args.processor === true });
       for (const [f, text] of files) {
         const path = join(dir, f);
         mkdirSync(dirname(path), { recursive: true, mode: 0o755 });
         writeFileSync(path, text, { mode: 0o644 });
       }
       // Code loaded by path must not be group- or other-writable, whatever the umask.
-      for (const d of [join(root, vendor), dir, join(dir, "captures"), ...(args.code || args.processor ? [join(dir, "tests")] : [])]) chmodSync(d, 0o755);
+      for (const d of [join(root, vendor), dir, join(dir, "captures"), ...(args.code || args.processor || args.poll ? [join(dir, "tests")] : [])]) chmodSync(d, 0o755);
       if (cli.globals.json) cli.io.out(JSON.stringify({ dir, files: [...files.keys()] }));
       else {
         cli.io.out(visible(`wrote ${name} in ${dir}:`));

@@ -204,6 +204,23 @@ describe("each row fails on its defect", () => {
     expect((await rows(dir)).get("processor")?.problems.map((p) => p.message)).toEqual(["the processor exited 65: the tally is closed"]);
   }, 20_000);
 
+  test("a poll bobbin: no webhook pages, no request captures, and its poller's items are the capture's", async () => {
+    const root = tempDir("hookspool-poll-");
+    expect((await cli(["bobbin", "new", "acme.filings", "--poll", "--dir", root])).code).toBe(0);
+    const dir = join(root, "acme", "filings");
+    for (const f of ["bobbin.toml", "README.md", "SETUP.md", "AGENTS.md", "poller.ts", "captures/poll-example.json", "tests/poller.test.ts"]) {
+      edit(dir, f, (t) => t.replaceAll("https://TODO", "https://www.sec.gov/edgar").replaceAll("TODO TODO", "Acme Filings").replace('vendor = "TODO"', 'vendor = "Acme"').replace('product = "TODO"', 'product = "Filings"').split("\n").filter((l) => !/^(#|\/\/).*TODO/.test(l)).map((l) => l.replaceAll("TODO", "Answered")).join("\n"));
+    }
+    expect(failing(await rows(dir))).toEqual([]);
+    edit(dir, "captures/poll-example.json", (t) => t.replace('"title": "The second entry"', '"title": "Another title"'));
+    expect((await rows(dir)).get("processor")?.problems.map((p) => p.message)).toEqual(['the poller returned other items than the capture\'s "items"']);
+    writeFileSync(join(dir, "captures/accepted.http"), "# expect: 202 queued\nPOST /hooks/filings HTTP/1.1\n\n{}\n");
+    edit(dir, "bobbin.toml", (t) => t.replace("[provider]\n", '[provider]\nwebhook_docs = "https://www.sec.gov/edgar/hooks"\n'));
+    const r = await rows(dir);
+    expect(r.get("captures")?.problems.map((p) => p.message)).toContain("a poll bobbin takes no requests");
+    expect(r.get("provider")?.problems.map((p) => p.message)).toContain("provider.webhook_docs is for a webhook bobbin; a poll bobbin has no webhook");
+  }, 20_000);
+
   test("advisory rows count only under --strict", async () => {
     const s = subjectFromDir(widgets().dir);
     const loose = await checkBobbin(s, { online: true, fetchPage: async () => 404, changed: ["bobbins/acme/widgets/bobbin.toml", "src/intake/server.ts"] });

@@ -86,6 +86,21 @@ describe("bobbin new", () => {
     expect(card.rows.find((r) => r.name === "processor")).toMatchObject({ outcome: "pass", note: "1 capture(s) run twice under one batch id" });
   });
 
+  test("--poll: a feed poller the kit runs on its poll capture, passing once filled in", async () => {
+    const root = tempDir("hookspool-new-");
+    const r = await cli(["bobbin", "new", "acme.filings", "--poll", "--dir", root]);
+    expect(r.code).toBe(0);
+    const dir = join(root, "acme", "filings");
+    expect(readFileSync(join(dir, "bobbin.toml"), "utf8")).toContain("[poll]");
+    expect(await failing(dir)).toEqual(["provider", "todos"]);
+    fillIn(dir);
+    const card = await checkBobbin(subjectFromDir(dir));
+    expect(card.rows.filter((x) => x.outcome === "fail")).toEqual([]);
+    expect(card.rows.find((x) => x.name === "processor")).toMatchObject({ outcome: "pass", note: "1 poll capture(s) run twice under one batch id" });
+    expect(card.rows.find((x) => x.name === "source-kit")?.outcome).toBe("skip");
+    expect((await cli(["bobbin", "new", "acme.other", "--poll", "--code", "--dir", root])).err).toContain("--poll takes no --set, --code or --processor");
+  });
+
   test("the compiled binary loads a private code source that imports hookspool/plugin", async () => {
     const dir = await scaffolded("standard-webhooks", ["--code"]);
     fillIn(dir);

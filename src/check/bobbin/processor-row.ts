@@ -67,50 +67,82 @@ function emitProblem(out: string, m: Manifest): string | null {
 
 const why = (r: Run) => r.err.split("\n").find((l) => l.startsWith("hookspool-permanent: "))?.slice(21) ?? r.err.trim().split("\n").pop()?.slice(0, 200) ?? "";
 
+/** What one run of the processor is given: a batch document, the HTTP answers, the items expected. */
+interface KitRun {
+  file: string;
+  doc: string;
+  http: Kit["http"];
+  items?: Record<string, unknown>[];
+}
+
+/** A tick's batch document, as the poll clock makes it. */
+function tickDocument(instance: string, now: number): string {
+  return JSON.stringify({ source: instance, route: instance, key: "poll", batch_id: BATCH_ID, delivery_id: "kit-delivery", attempt: 1, count: 1, first_at: now, last_at: now, event_type: "poll", event_types: { poll: 1 }, events: [{ tick: Math.floor(now), instance }], event_meta: [{ id: 1, event_type: "poll", received_at: now, dedup_id: `poll:${instance}:${now}` }] });
+}
+
+/** The items a run emitted, as the poller returned them ({event_type, ...payload}). */
+function itemsOf(out: string): Record<string, unknown>[] {
+  return out
+    .split("\n")
+    .filter(Boolean)
+    .map((l) => {
+      const e = (JSON.parse(l) as { enqueue: { event_type: string; payload: Record<string, unknown> } }).enqueue;
+      return { event_type: e.event_type, ...e.payload };
+    });
+}
+
 export async function processorRow(s: CheckSubject, m: Manifest | null, l: Loaded): Promise<Row> {
   const name = "processor";
-  if (!m?.processor) return skipped(name, m?.poll ? "a poll bobbin's poller runs with the poll runtime" : "no processor: events go straight to the outputs");
+  const work = m?.processor ?? m?.poll;
+  if (!m || !work) return skipped(name, "no processor: events go straight to the outputs");
   if (!l.kit) return skipped(name, "captures/kit.toml does not load");
   const kit: Kit = l.kit;
-  const captures = l.captures.filter((c) => c.expect.status === 202 && c.expect.word === "queued" && !c.settings);
-  if (!captures.length) return skipped(name, "no accepted capture to give it (see the captures row)");
+  const instance = kit.instance.name;
+  const now = kit.now ?? 1_700_000_000;
+  const runs: KitRun[] = [];
+  const out: Problem[] = [];
+  if (m.poll) {
+    for (const c of l.polls) runs.push({ file: c.file, doc: tickDocument(instance, c.now ?? now), http: [...c.http, ...kit.http], ...(c.items ? { items: c.items } : {}) });
+    if (!runs.length) return skipped(name, "no poll capture to run the poller on (see the captures row)");
+  } else {
+    for (const c of l.captures.filter((x) => x.expect.status === 202 && x.expect.word === "queued" && !x.settings)) {
+      try {
+        runs.push({ file: c.file, doc: documentOf(c, instance, now), http: kit.http });
+      } catch {
+        out.push({ file: c.file, message: "the capture's body is not JSON, so no batch can hold it", fix: "a queued capture's body is the payload the processor gets" });
+      }
+    }
+    if (!runs.length && !out.length) return skipped(name, "no accepted capture to give it (see the captures row)");
+  }
+  const what = m.poll ? "poller" : "processor";
   const tmp = mkdtempSync(join(tmpdir(), "hookspool-kit-processor-"));
   try {
-    const instance = kit.instance.name;
     for (const [n, v] of Object.entries(kit.secrets)) writeFileSync(join(tmp, `secret-${n}`), v, { mode: 0o600 });
     const text = kitConfig(s, m, kit, [[instance, { settings: kit.instance.settings }]]).replace(/\{\{secret:([^}]+)\}\}/g, (_, n: string) => join(tmp, `secret-${n}`));
     const { config, problems } = parseConfig(text, "captures/kit.toml", { home: () => tmp });
     const dest = config.destinations[`script:${instance}`];
-    if (problems.some((p) => p.level === "error") || !dest?.env) return row(name, [{ file: "captures/kit.toml", message: "the kit's instance does not expand into a processor", fix: "see the captures row" }]);
-    const stubs = join(tmp, "http.json");
-    writeFileSync(stubs, JSON.stringify(kit.http));
-    const out: Problem[] = [];
-    for (const [i, c] of captures.entries()) {
-      const stateDir = join(tmp, `state-${i}`);
+    if (problems.some((p) => p.level === "error") || !dest?.env) return row(name, [{ file: "captures/kit.toml", message: `the kit's instance does not expand into a ${what}`, fix: "see the captures row" }]);
+    for (const [i, r] of runs.entries()) {
+      const stubs = join(tmp, `http-${i}.json`);
+      writeFileSync(stubs, JSON.stringify(r.http));
       const env: Record<string, string> = { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: tmp, ...dest.env, HOOKSPOOL_BATCH_ID: String(BATCH_ID), HOOKSPOOL_DELIVERY_ID: "kit-delivery", HOOKSPOOL_KIT_HTTP: stubs };
       if (process.env.LANG) env.LANG = process.env.LANG;
-      if (m.processor.state) env.HOOKSPOOL_STATE_DIR = stateDir;
-      let doc: string;
-      try {
-        doc = documentOf(c, instance, kit.now ?? 1_700_000_000);
-      } catch {
-        out.push({ file: c.file, message: "the capture's body is not JSON, so no batch can hold it", fix: "a queued capture's body is the payload the processor gets" });
-        continue;
-      }
-      const first = await runOnce(env, instance, doc);
+      if (work.state) env.HOOKSPOOL_STATE_DIR = join(tmp, `state-${i}`);
+      const first = await runOnce(env, instance, r.doc);
       if (first.code !== 0) {
-        out.push({ file: c.file, message: `the processor exited ${first.code}: ${why(first)}`, fix: `run it on this capture: the batch's events are this body (add [[http]] stubs to captures/kit.toml for the API answers it needs)` });
+        out.push({ file: r.file, message: `the ${what} exited ${first.code}: ${why(first)}`, fix: `run it on this capture (add [[http]] answers to ${m.poll ? "it" : "captures/kit.toml"} for the API calls it makes)` });
         continue;
       }
       // The kit maps every declared output, so an item the runtime dropped is of an undeclared type.
       const dropped = /dropped the items of unmapped event types (.+)$/m.exec(first.err)?.[1];
       const bad = dropped ? `items of event type ${dropped}, which [outputs] does not declare` : emitProblem(first.out, m);
-      if (bad) out.push({ file: c.file, message: bad, fix: "return items of the event types [outputs] declares, and never print" });
-      const second = await runOnce(env, instance, doc);
-      if (second.code !== 0 || second.out !== first.out) out.push({ file: c.file, message: "a second run of the same batch gave other emits", fix: "keep state with ctx.saveState, and make items from the batch and the state only" });
-      else if (m.processor.state && !second.err.includes("replayed its journal")) out.push({ file: c.file, message: "a second run of the same batch did not replay the journal", fix: "the runtime journals a batch with state; check HOOKSPOOL_STATE_DIR reaches it" });
+      if (bad) out.push({ file: r.file, message: bad, fix: "return items of the event types [outputs] declares, and never print" });
+      else if (r.items && JSON.stringify(itemsOf(first.out)) !== JSON.stringify(r.items)) out.push({ file: r.file, message: `the ${what} returned other items than the capture's "items"`, fix: "correct the poller, or the capture's items if the poller is right" });
+      const second = await runOnce(env, instance, r.doc);
+      if (second.code !== 0 || second.out !== first.out) out.push({ file: r.file, message: "a second run of the same batch gave other emits", fix: "keep state with ctx.saveState, and make items from the batch and the state only" });
+      else if (work.state && !second.err.includes("replayed its journal")) out.push({ file: r.file, message: "a second run of the same batch did not replay the journal", fix: "the runtime journals a batch with state; check HOOKSPOOL_STATE_DIR reaches it" });
     }
-    return row(name, out, `${captures.length} capture(s) run twice under one batch id`);
+    return row(name, out, `${runs.length} ${m.poll ? "poll capture(s)" : "capture(s)"} run twice under one batch id`);
   } finally {
     rmSync(tmp, { recursive: true, force: true });
   }

@@ -2,7 +2,7 @@
 // holds), the source kit's matrix on its accepted capture, its processor and its own tests.
 import { stringify } from "smol-toml";
 import { systemClock } from "../../clock.ts";
-import { type Capture, capturesOf, type Kit, parseKit } from "../../bobbin/captures.ts";
+import { type Capture, capturesOf, type Kit, type PollCapture, parseKit, parsePollCapture } from "../../bobbin/captures.ts";
 import type { Manifest } from "../../bobbin/manifest.ts";
 import { builtinModule } from "../../bobbin/registry.ts";
 import { registerPluginApi } from "../../plugin/api.ts";
@@ -42,6 +42,8 @@ const TEST_VALUE = /test|kit|example|fake|dummy/i;
 export interface Loaded {
   kit: Kit | null;
   captures: Capture[];
+  /** A poll bobbin's captures/poll-*.json. */
+  polls: PollCapture[];
   problems: Problem[];
 }
 
@@ -65,7 +67,16 @@ export function loadCaptures(s: CheckSubject): Loaded {
       problems.push({ file: f, line: 1, message: (e as Error).message.replace(`${f}: `, ""), fix: "open it with # expect: <status> [word], then METHOD PATH, headers, a blank line and the body" });
     }
   }
-  return { kit, captures, problems };
+  const polls: PollCapture[] = [];
+  for (const [f, text] of s.files) {
+    if (!/^captures\/poll-[^/]+\.json$/.test(f)) continue;
+    try {
+      polls.push(parsePollCapture(f, text));
+    } catch (e) {
+      problems.push({ file: f, message: (e as Error).message.replace(`${f}: `, ""), fix: 'a poll capture is {"description": ..., "now": ..., "http": [{"url": ..., "status": ..., "body": ...}], "items": [...]}' });
+    }
+  }
+  return { kit, captures, polls, problems };
 }
 
 /** A bobbin's accepted capture for the kit's own instance: 202 queued, no settings of its own. */
@@ -118,6 +129,12 @@ export async function capturesRow(s: CheckSubject, m: Manifest | null, l: Loaded
     }
   }
   for (const [n, v] of Object.entries(l.kit?.secrets ?? {})) if (!TEST_VALUE.test(v)) out.push({ file: KIT, line: lineOf(s.files.get(KIT), new RegExp(`^\\s*${n}\\s*=`)), message: `secrets.${n} does not look like a test value`, fix: "use a made-up value that says test or kit; never a real secret" });
+  if (m?.poll) {
+    // A poll has no requests: its captures are what a tick finds (the processor row runs them).
+    for (const c of l.captures) out.push({ file: c.file, message: "a poll bobbin takes no requests", fix: "remove it; a poll bobbin's captures are captures/poll-<name>.json" });
+    if (!l.polls.length && !l.problems.length) out.push({ file: "captures/", message: "no poll capture", fix: "add captures/poll-<name>.json: what one tick finds (the API's answers, redacted)" });
+    return row("captures", out, out.length ? undefined : `${l.polls.length} poll capture(s)`);
+  }
   if (!acceptedOf(l)) out.push({ file: "captures/", message: "no accepted capture (# expect: 202 queued) for the kit's instance", fix: "add captures/accepted.http: a real delivery, redacted, signed with the kit's secret" });
   if (!l.captures.some((c) => c.expect.status === 401)) out.push({ file: "captures/", message: "no rejected capture (# expect: 401)", fix: "add captures/rejected.http: the accepted delivery under a wrong signature" });
   if (out.length) return row("captures", out);

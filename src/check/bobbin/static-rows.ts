@@ -67,36 +67,42 @@ export function providerRow(s: CheckSubject, problems: ManifestProblem[], manife
   const p = manifest.provider;
   const text = s.files.get(MANIFEST);
   const at = (k: string) => tomlLine(text, `provider.${k}`);
-  const required = ["homepage", "webhook_docs", ...(Object.keys(manifest.secrets).length ? ["signature_docs"] : [])];
+  const poll = manifest.poll !== undefined;
+  // A poll bobbin has no webhook: it names the API it reads and the page that shows there is no push.
+  const required = poll ? ["homepage", "api_docs", "no_push_note", "no_push_docs"] : ["homepage", "webhook_docs", ...(Object.keys(manifest.secrets).length ? ["signature_docs"] : [])];
   const values = p as unknown as Record<string, string | undefined>;
+  const refused = poll ? ["webhook_docs", "signature_docs"] : ["no_push_note", "no_push_docs"];
+  for (const k of refused) {
+    if (values[k] !== undefined) out.push({ file: MANIFEST, line: at(k), message: `provider.${k} is for ${poll ? "a webhook bobbin; a poll bobbin has no webhook" : "a poll bobbin; this one takes webhooks"}`, fix: `remove provider.${k}` });
+  }
   // A scaffold's placeholders are one problem, not one per page.
   const unfilled = ["vendor", "product", ...required].filter((k) => values[k] !== undefined && PLACEHOLDER.test(values[k] ?? ""));
   if (unfilled.length) out.push({ file: MANIFEST, line: at(unfilled[0]), message: `[provider] still has placeholders: ${unfilled.join(", ")}`, fix: "write the provider's names and the https pages of its own developer documentation" });
   for (const k of required) if (values[k] === undefined) out.push({ file: MANIFEST, line: tomlLine(text, "provider"), message: `provider.${k} is required`, fix: `add ${k} = "https://..." (the provider's own page)` });
   for (const k of ["homepage", "webhook_docs", "signature_docs", "api_docs", "no_push_docs"]) {
     const v = values[k];
-    if (v === undefined || unfilled.includes(k)) continue;
+    if (v === undefined || unfilled.includes(k) || refused.includes(k)) continue;
     const why = urlProblem(v);
     if (why) out.push({ file: MANIFEST, line: at(k), message: `provider.${k} ${why}`, fix: "an https page on the provider's own public host" });
   }
   const want = new Map([
     ["bobbin", manifest.name],
     ["provider", `${p.vendor} ${p.product}`],
-    ["webhook_docs", p.webhook_docs ?? ""],
+    poll ? ["api_docs", p.api_docs ?? ""] : ["webhook_docs", p.webhook_docs ?? ""],
   ]);
   for (const doc of DOCS) {
     const body = s.files.get(doc);
     if (body === undefined) continue;
     const fm = frontmatter(body);
     if (!fm) {
-      out.push({ file: doc, line: 1, message: "does not open with the YAML frontmatter", fix: `start it with ---, then bobbin: ${manifest.name}, provider: ${want.get("provider")}, webhook_docs: ${want.get("webhook_docs")}, then ---` });
+      out.push({ file: doc, line: 1, message: "does not open with the YAML frontmatter", fix: `start it with ---, then ${[...want].map(([k, v]) => `${k}: ${v}`).join(", ")}, then ---` });
       continue;
     }
     for (const [k, v] of want) {
       if (fm.get(k) !== v) out.push({ file: doc, line: lineOf(body, new RegExp(`^${k}:`)) ?? 1, message: `frontmatter ${k} is ${fm.has(k) ? JSON.stringify(fm.get(k)) : "missing"}, the manifest says ${JSON.stringify(v)}`, fix: `write ${k}: ${v}` });
     }
     if (doc !== "AGENTS.md") {
-      for (const k of fm.keys()) if (!want.has(k)) out.push({ file: doc, line: lineOf(body, new RegExp(`^${k}:`)), message: `frontmatter key ${k} is not one of bobbin, provider, webhook_docs`, fix: "only AGENTS.md may add keys (of the agents.md convention)" });
+      for (const k of fm.keys()) if (!want.has(k)) out.push({ file: doc, line: lineOf(body, new RegExp(`^${k}:`)), message: `frontmatter key ${k} is not one of ${[...want.keys()].join(", ")}`, fix: "only AGENTS.md may add keys (of the agents.md convention)" });
     }
   }
   return row("provider", out);

@@ -6,7 +6,7 @@ import { basename, dirname, join, relative, resolve } from "node:path";
 import { BUILTIN_PREFIX, type Bobbin } from "../../bobbin/registry.ts";
 
 /** The file kinds a bobbin carries (what the built-in registry embeds). */
-export const BOBBIN_FILE_KINDS = [".toml", ".md", ".http", ".ts"];
+export const BOBBIN_FILE_KINDS = [".toml", ".md", ".http", ".json", ".ts"];
 
 export interface CheckSubject {
   /** How the user named it (a name or a directory). */
