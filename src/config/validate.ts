@@ -18,9 +18,10 @@ function validateSources(config: Config, p: Problems): void {
     const key = `sources.${quoteKey(name)}`;
     if (!/^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$/.test(name)) p.error(key, "a source name is 1-64 letters, digits, _ . -", "it is the URL path /hooks/<name>");
     if (src.module && src.template) p.error(key, "set module or template, not both");
-    // A poll source is what a poll bobbin's instance expands into; a file cannot write one.
+    // A poll source is what a poll bobbin's instance expands into; check refuses one written by
+    // hand (a warning at run time, as an unknown key is).
     for (const k of ["kind", "every_s", "jitter_s"] as const) {
-      if (src[k] !== undefined && !(k === "kind" && src.kind === "webhook")) p.error(`${key}.${k}`, "only a poll bobbin's [bobbins.<instance>] makes a poll source", "enable the service with its bobbin: [bobbins.<instance>] bobbin = \"<vendor>.<product>\"");
+      if (src[k] !== undefined && !(k === "kind" && src.kind === "webhook")) p.warn(`${key}.${k}`, "only a poll bobbin's [bobbins.<instance>] makes a poll source", "enable the service with its bobbin: [bobbins.<instance>] bobbin = \"<vendor>.<product>\"");
     }
     if (src.span !== undefined && !Object.hasOwn(config.spans, src.span)) p.error(`${key}.span`, `no span preset "${src.span}"`, `one of ${Object.keys(config.spans).join(", ")}`);
     const auth = new Set((src.auth_headers ?? []).map((h) => h.toLowerCase()));

@@ -34,7 +34,7 @@ describe("the registry", () => {
     // A module's text is a literal: the bundler would answer a text import of a .ts with the module.
     expect(text).toContain('{ dir: "acme/hooks", files: { "README.md": f0, "bobbin.toml": f1, "captures/a.http": f2, "source.ts": "export default {};\\n" }, modules: { "source": f3 } },');
     writeBobbin(root, "acme/hooks", manifestText("acme.hooks"), { "logo.png": "x" });
-    expect(() => generate(root)).toThrow("bobbins/acme/hooks/logo.png: only .toml, .md, .http and .ts files are carried in the binary");
+    expect(() => generate(root)).toThrow("bobbins/acme/hooks/logo.png: only .toml, .md, .http, .json and .ts files are carried in the binary");
   });
 
   test("a vendor directory holds only its bobbins: no code the products share", async () => {

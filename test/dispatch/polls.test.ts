@@ -102,10 +102,16 @@ describe("the poll clock", () => {
   });
 });
 
-test("a hand-written source may not be a poll source", () => {
+test("a hand-written poll source is a warning at run time and an error for check", () => {
+  const text = '[sources.feed]\nkind = "poll"\nevery_s = 600\naction = "hermes:x"\n';
+  const { problems } = parseConfig(text, "/etc/hookspool/config.toml");
+  expect(problems.map((p) => [p.level, p.key])).toEqual([
+    ["warning", "sources.feed.kind"],
+    ["warning", "sources.feed.every_s"],
+  ]);
   let keys: string[] = [];
   try {
-    parseConfig('[sources.feed]\nkind = "poll"\nevery_s = 600\naction = "hermes:x"\n', "/etc/hookspool/config.toml");
+    parseConfig(text, "/etc/hookspool/config.toml", { strict: true });
   } catch (e) {
     keys = (e as ConfigError).problems.map((p) => p.key);
   }

@@ -55,3 +55,12 @@ export function writeTallyBobbin(root: string): string {
   const processor = readFileSync(join(import.meta.dir, "..", "fixtures", "tally-processor.ts"), "utf8").replaceAll("../../src/", `${src}/`);
   return writeBobbin(root, "acme/tally", manifestText("acme.tally", '\n[processor]\nmodule = "processor"\nstate = true\n\n[outputs.tally]\ndescription = "a count"\n'), { "processor.ts": processor });
 }
+
+/** acme.tasks under `root`: a poll bobbin (every_s 900, no secret) whose poller finds nothing. */
+export function writePollBobbin(root: string): string {
+  const manifest = manifestText("acme.tasks", '\n[poll]\nevery_s = 900\nmodule = "poller"\n\n[outputs.task]\ndescription = "a changed task"\n')
+    .replace(/\[source\][\s\S]*?\n\n/, "")
+    .replace(/\[secrets\.secret\]\ndescription = "the signing secret"\n\n/, "")
+    .replace(/\[outputs\."\*"\]\ndescription = "every accepted event"\n/, "");
+  return writeBobbin(root, "acme/tasks", manifest, { "poller.ts": "export default { poll: () => [] };\n" });
+}

@@ -9,16 +9,18 @@ import { markDead } from "../../src/store/marks.ts";
 import { halfOpenIfCooled, recordTransportFailureTx } from "../../src/store/destinations.ts";
 import { enqueue } from "../../src/store/enqueue.ts";
 import { setMetaTx } from "../../src/store/meta.ts";
+import { writePollBobbin } from "../helpers/bobbins.ts";
 import { cli } from "../helpers/cli.ts";
 import { startIntake, type TestIntake } from "../helpers/intake.ts";
 import { copy, ev } from "../helpers/spool.ts";
+import { tempDir } from "../helpers/tmp.ts";
 
 const SECRET = "status-test-secret";
 const sig = (body: string) => `sha256=${createHmac("sha256", SECRET).update(body).digest("hex")}`;
 const DEST = "hermes:gh";
 const MIN_FREE = 1000;
 
-/** gh takes signed requests keyed by "topic"; quiet expects an event every hour; tasks is a poll source. */
+/** gh takes signed requests keyed by "topic"; quiet expects an event every hour; tasks is a poll bobbin's instance. */
 const CONFIG = `[limits]
 min_free_bytes = ${MIN_FREE}
 
@@ -31,10 +33,9 @@ action = "${DEST}"
 action = "${DEST}"
 expect_every_s = 3600
 
-[sources.tasks]
-kind = "poll"
-every_s = 900
-action = "${DEST}"
+[bobbins.tasks]
+bobbin = "acme.tasks"
+outputs = { task = "${DEST}" }
 `;
 
 interface Spot {
@@ -46,7 +47,10 @@ interface Spot {
 
 async function spot(): Promise<Spot> {
   const disk = { free: 50 * 1024 ** 3 };
-  const t = await startIntake(CONFIG, { secrets: { gh: SECRET }, diskFree: () => disk.free });
+  // tasks is a poll bobbin's instance, from a private bobbin directory.
+  const root = tempDir("hookspool-bobbins-");
+  writePollBobbin(root);
+  const t = await startIntake(`[spool]\nbobbin_path = ["${root}"]\n\n${CONFIG}`, { secrets: { gh: SECRET }, diskFree: () => disk.free });
   return { t, now: t.clock.now(), disk };
 }
 
