@@ -107,7 +107,8 @@ describe("bobbin new", () => {
     const p = Bun.spawn([await builtBinary(), "bobbin", "check", dir], { stdout: "pipe", stderr: "pipe", env: { PATH: process.env.PATH, HOME: tempDir() } });
     const [out, code] = await Promise.all([new Response(p.stdout).text(), p.exited]);
     expect(out).toMatch(/PASS {2}source-kit: 11 of 14 cases ran/);
-    expect(code).toBe(0);
+    // The whole scorecard on failure: which row the binary failed.
+    expect({ code, failed: out.split("\n").filter((l) => l.includes("FAIL")) }).toEqual({ code: 0, failed: [] });
   }, 60_000);
 
   test("directories are not group- or other-writable, whatever the umask", async () => {
