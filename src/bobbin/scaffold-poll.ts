@@ -28,8 +28,9 @@ const FEED = `<?xml version="1.0" encoding="UTF-8"?>
 
 const POLLER = (name: string) => `// The ${name} poller: on each tick of the dispatcher's clock, a conditional GET of the feed (the
 // ETag of the last answer kept in state), and the entries not seen before as items. It calls the
-// plugin API (hookspool/plugin) for everything: ctx.http, parseFeed, ctx.saveState.
-import { definePoller, parseFeed } from "hookspool/plugin";
+// core for everything: ctx.http and ctx.saveState (hookspool/plugin), parseFeed (hookspool/providers).
+import { definePoller } from "hookspool/plugin";
+import { parseFeed } from "hookspool/providers";
 
 /** How many entry ids are remembered: more than a feed ever lists at once. */
 const SEEN = 500;

@@ -157,7 +157,7 @@ function importVerdict(file: string, spec: string, siblings: readonly string[]):
   if (FS_MODULES.has(name)) return null; // reading only: see FS_WRITE_RULE
   if (spec.startsWith("node:") && PURE_MODULES.has(name)) return null;
   // The plugin API under its name for bobbins loaded by path.
-  if (spec === "hookspool/plugin") return null;
+  if (spec === "hookspool/plugin" || spec === "hookspool/providers") return null;
   if (siblings.includes(spec.split("/")[0])) return otherBobbin(spec);
   const message = `imports the package "${spec}": a bobbin imports only core and its own files`;
   return { message, hint: "use core's plugin API (src/plugin/); a dependency a bobbin needs belongs in core" };

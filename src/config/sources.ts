@@ -6,7 +6,7 @@ import { existsSync } from "node:fs";
 import { isAbsolute, resolve } from "node:path";
 import { pathToFileURL } from "node:url";
 import { HookspoolError } from "../errors.ts";
-import { registerPluginApi } from "../plugin/api.ts";
+import { registerPluginApi } from "../bobbin/plugin-api.ts";
 import { checkTemplate, type TemplateSettings, templateHeaders, templateSource } from "../plugin/template.ts";
 import type { HookRequest, Secrets, SourcePlugin } from "../plugin/types.ts";
 import { ConfigError, type Env } from "./load.ts";

@@ -6,5 +6,3 @@ export { standardWebhooksHeaders } from "./template.ts";
 export { type Attrs, BadPayload, defineSource, type HookRequest, type HookResponse, Permanent, Retryable, response, type Secrets, type SourcePlugin, type Verdict } from "./types.ts";
 export * from "./verify.ts";
 export { type Batch, type Context, definePoller, defineProcessor, type HttpClient, type Item, type OAuthClient, type PollerPlugin, type ProcessorPlugin } from "./processor.ts";
-export { type Feed, type FeedEntry, FeedError, parseFeed } from "../providers/feeds.ts";
-export { addressOf, classify, type MailMessage, needsSnippet, parseRulePack, type RulePack } from "../providers/mailrules.ts";

@@ -13,7 +13,7 @@ import { BUILTIN_PREFIX, builtinModule, readBobbinManifest } from "../bobbin/reg
 import type { Clock } from "../clock.ts";
 import type { EmitRequest } from "../delivery.ts";
 import { isHookspoolError } from "../errors.ts";
-import { registerPluginApi } from "../plugin/api.ts";
+import { registerPluginApi } from "../bobbin/plugin-api.ts";
 import type { Batch, Item, PollerPlugin, ProcessorPlugin } from "../plugin/processor.ts";
 import { Permanent } from "../plugin/types.ts";
 import { acquireLock, type FileLock } from "../store/lock.ts";

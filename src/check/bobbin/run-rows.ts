@@ -5,7 +5,7 @@ import { systemClock } from "../../clock.ts";
 import { type Capture, capturesOf, type Kit, type PollCapture, parseKit, parsePollCapture } from "../../bobbin/captures.ts";
 import type { Manifest } from "../../bobbin/manifest.ts";
 import { builtinModule } from "../../bobbin/registry.ts";
-import { registerPluginApi } from "../../plugin/api.ts";
+import { registerPluginApi } from "../../bobbin/plugin-api.ts";
 import { isTimestamped, signsBody, signTemplate } from "../../plugin/sign.ts";
 import { parseConfig } from "../../config/load.ts";
 import { type TemplateSettings, templateSource } from "../../plugin/template.ts";

@@ -13,7 +13,7 @@ import type { CheckSubject } from "./subject.ts";
 export const testFileOf = (relDir: string) => `test/bobbins/${relDir.replace("/", "_").replaceAll("-", "_")}.test.ts`;
 
 /** The preload that names the plugin API, when this runs from a source tree. */
-const PRELOAD = join(import.meta.dir, "..", "..", "plugin", "preload.ts");
+const PRELOAD = join(import.meta.dir, "..", "..", "bobbin", "preload.ts");
 
 function bunBinary(): string | null {
   if (basename(process.execPath).startsWith("bun")) return process.execPath;

@@ -1,5 +1,0 @@
-// `bun test --preload` for a bobbin's own tests outside the repository: makes the plugin API
-// importable as "hookspool/plugin", as the intake does before it loads a bobbin's code.
-import { registerPluginApi } from "./api.ts";
-
-registerPluginApi();

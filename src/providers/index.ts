@@ -1,0 +1,4 @@
+// What bobbins of several services share, written once: feeds, mail rules (and, for Google's
+// services, their API helpers). A private bobbin imports it as "hookspool/providers".
+export { type Feed, type FeedEntry, FeedError, type FeedLimits, parseFeed } from "./feeds.ts";
+export { addressOf, classify, type MailMessage, type MailRule, needsSnippet, parseRulePack, type RulePack } from "./mailrules.ts";
