@@ -2,3 +2,4 @@
 // services, their API helpers). A private bobbin imports it as "hookspool/providers".
 export { type Feed, type FeedEntry, FeedError, type FeedLimits, parseFeed } from "./feeds.ts";
 export { addressOf, classify, type MailMessage, type MailRule, needsSnippet, parseRulePack, type RulePack } from "./mailrules.ts";
+export { type ChannelOptions, googleChannelSource } from "./google-channel.ts";
