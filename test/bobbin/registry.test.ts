@@ -2,7 +2,7 @@
 // every built-in's manifest loads without a problem, and its captures and kit parse.
 import { describe, expect, test } from "bun:test";
 import { join } from "node:path";
-import { capturesOf, parseKit } from "../../src/bobbin/captures.ts";
+import { capturesOf, parseKit, pollCapturesOf } from "../../src/bobbin/captures.ts";
 import { BUILTINS } from "../../src/bobbin/builtins.gen.ts";
 import { builtinModule, findBobbins } from "../../src/bobbin/registry.ts";
 import { DEFAULT_SPANS } from "../../src/config/schema.ts";
@@ -58,15 +58,20 @@ describe("every built-in", () => {
 
   test("loads without a problem", () => {
     expect(problems).toEqual([]);
-    expect([...bobbins.keys()].sort()).toEqual(["atlassian.trello", "github.repo", "hookspool.digest", "hookspool.webhook", "kaneo.projects", "plaid.items", "zoom.meetings"]);
+    expect([...bobbins.keys()].sort()).toEqual(["atlassian.trello", "github.repo", "hookspool.digest", "hookspool.webhook", "kaneo.projects", "plaid.items", "sec.edgar", "zoom.meetings"]);
   });
 
-  test.each([...bobbins.keys()])("%s: its kit and captures parse, with an accepted and a rejected capture", (name) => {
+  test.each([...bobbins.keys()])("%s: its kit and captures parse, with an accepted and a rejected capture (a poll bobbin: poll captures)", (name) => {
     const b = bobbins.get(name);
     if (!b) throw new Error(name);
     const kit = parseKit(b.files().get("captures/kit.toml") ?? "");
     expect(Object.keys(kit.secrets)).toEqual(Object.keys(b.manifest.secrets));
     const captures = capturesOf(b.files());
+    if (b.manifest.poll) {
+      expect(captures).toEqual([]);
+      expect(pollCapturesOf(b.files()).length).toBeGreaterThan(0);
+      return;
+    }
     expect(captures.some((c) => c.file === "captures/accepted.http" && c.expect.status === 202 && c.expect.word === "queued")).toBe(true);
     expect(captures.some((c) => c.file === "captures/rejected.http" && c.expect.status === 401)).toBe(true);
   });

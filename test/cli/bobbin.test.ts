@@ -33,6 +33,7 @@ describe("bobbin list", () => {
       ["hookspool.webhook", "built-in", []],
       ["kaneo.projects", "built-in", []],
       ["plaid.items", "built-in", []],
+      ["sec.edgar", "built-in", []],
       ["zoom.meetings", "built-in", []],
       ["acme.hooks", root, []],
     ]);
@@ -46,7 +47,7 @@ describe("bobbin list", () => {
     const r = await cli(["--home", h, "bobbin", "list", "--markdown"]);
     const lines = r.out.split("\n");
     expect(lines.slice(0, 2)).toEqual(["| bobbin | provider | summary |", "| --- | --- | --- |"]);
-    expect(lines.filter((l) => l.startsWith("| `"))).toHaveLength(7);
+    expect(lines.filter((l) => l.startsWith("| `"))).toHaveLength(8);
     const doc = await Bun.file(join(import.meta.dir, "..", "..", "docs", "bobbins", "README.md")).text();
     for (const row of lines.slice(2)) expect(doc).toContain(row);
   });
