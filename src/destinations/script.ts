@@ -29,6 +29,11 @@ export interface ScriptDestinationOptions {
   maxInflight?: number;
   /** The dispatcher's environment: only PATH, HOME and LANG pass to the script. */
   parentEnv?: Env;
+  /**
+   * Where a processor's log lines go (the runtime's `hookspool-processor:` lines: ids and counts
+   * only); default the dispatcher's stderr. A plain script's stderr is never passed on.
+   */
+  processorLog?: (line: string) => void;
 }
 
 /** Stdout beyond this fails the attempt; it is never truncated (a lost tail loses emits). */
@@ -65,11 +70,24 @@ async function drain(stream: ReadableStream<Uint8Array>, cap: number): Promise<{
   return { bytes: Buffer.concat(chunks), size };
 }
 
-/** Read a whole stream, keeping only its last `keep` bytes (as text) and counting them all. */
-async function tail(stream: ReadableStream<Uint8Array>, keep: number): Promise<{ text: string; size: number }> {
+/** The processor runtime's own log lines (its ctx.log and its verdicts), as it writes them. */
+const PROCESSOR_LINE = /^hookspool-processor: [^\n]{1,400}$/;
+
+/**
+ * Read a whole stream, keeping only its last `keep` bytes (as text) and counting them all;
+ * `lines`, when given, gets each complete line as it arrives.
+ */
+async function tail(stream: ReadableStream<Uint8Array>, keep: number, lines?: (line: string) => void): Promise<{ text: string; size: number }> {
   let last = new Uint8Array();
   let size = 0;
+  const decoder = new TextDecoder();
+  let partial = "";
   for await (const chunk of stream) {
+    if (lines) {
+      const parts = (partial + decoder.decode(chunk, { stream: true })).split("\n");
+      partial = (parts.pop() ?? "").slice(-4096);
+      for (const l of parts) lines(l);
+    }
     size += chunk.byteLength;
     const joined = new Uint8Array(last.byteLength + chunk.byteLength);
     joined.set(last, 0);
@@ -191,7 +209,9 @@ export class ScriptDestination implements Destination {
     deadline.signal.addEventListener("abort", kill, { once: true });
     try {
       // Done means exited AND both pipes closed: a child still writing to stdout may yet print emits.
-      const work = Promise.all([proc.exited, drain(proc.stdout, STDOUT_CAP), tail(proc.stderr, STDERR_TAIL)]);
+      // A processor's own log lines reach the dispatcher's log; a script's stderr never does.
+      const log = this.opts.processor !== undefined ? (l: string) => PROCESSOR_LINE.test(l) && (this.opts.processorLog ?? ((x) => process.stderr.write(`${x}\n`)))(l.replace(/[\u0000-\u001f\u007f]/g, " ")) : undefined;
+      const work = Promise.all([proc.exited, drain(proc.stdout, STDOUT_CAP), tail(proc.stderr, STDERR_TAIL, log)]);
       const r = await deadline.race(work);
       if (isPassed(r)) {
         // A child that left the group could hold the pipes open; do not wait on them.

@@ -125,7 +125,8 @@ describe("script exits and failures", () => {
       HOOKSPOOL_DELTA_ROUTES: JSON.stringify({ tally: "hermes:tally" }),
       HOOKSPOOL_SECRET_REFS: "{}",
     });
-    const dest = (mode: string) => new ScriptDestination({ name: "script:tally", processor: "tally", env: env(mode), stateDir: join(root, `state-${mode}`), parentEnv: PARENT });
+    const logged: string[] = [];
+    const dest = (mode: string) => new ScriptDestination({ name: "script:tally", processor: "tally", env: env(mode), stateDir: join(root, `state-${mode}`), parentEnv: PARENT, processorLog: (l) => logged.push(l) });
     expect(dest("ok").check()).toEqual([]);
     const body = documentFor(events(4));
     const ok = await dest("ok").deliver(body, makeCtx());
@@ -140,6 +141,10 @@ describe("script exits and failures", () => {
     const retry = await dest("throw").deliver(body, makeCtx());
     expect(retry).toMatchObject({ kind: "retry", klass: "batch", reason: "exit 75" });
     expect(retry.detail).not.toContain("secret-value-in-message");
+    // The runtime's own lines reach the dispatcher's log: the batch's counts, the verdicts.
+    expect(logged).toContain("hookspool-processor: tally: batch 7: 4 event(s) -> 2 emit(s)");
+    expect(logged).toContain("hookspool-processor: tally: retry: TypeError");
+    expect(logged.every((l) => l.startsWith("hookspool-processor: "))).toBe(true);
   });
 
   test("a plain script's permanent exit keeps no stderr, not even a line that looks like a processor's", async () => {
