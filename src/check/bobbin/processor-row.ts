@@ -11,7 +11,9 @@ import type { Manifest } from "../../bobbin/manifest.ts";
 import { parseConfig } from "../../config/load.ts";
 import { selfArgv } from "../../self.ts";
 import { type Problem, type Row, row, skipped } from "./row.ts";
-import { kitConfig, type Loaded } from "./run-rows.ts";
+import { newestEvent } from "../../store/inspect.ts";
+import { startKitIntake } from "../kit/intake.ts";
+import { kitConfig, type Loaded, requestOf } from "./run-rows.ts";
 import type { CheckSubject } from "./subject.ts";
 
 const BATCH_ID = 7001;
@@ -28,14 +30,20 @@ async function runOnce(env: Record<string, string>, instance: string, stdin: str
   return { code, out, err };
 }
 
-/** A one-event batch document for a capture, as the dispatcher would write it. */
-function documentOf(c: Capture, instance: string, now: number): string {
-  const payload = JSON.parse(new TextDecoder().decode(c.request.body)) as unknown;
-  const eventType = c.expect.eventType ?? "";
+/** The event a capture becomes in the spool (the source's payload, which may be built from headers). */
+interface Spooled {
+  key: string;
+  eventType: string;
+  payload: string;
+}
+
+/** A one-event batch document for a spooled capture, as the dispatcher would write it. */
+function documentOf(e: Spooled, instance: string, now: number): string {
+  const eventType = e.eventType;
   return JSON.stringify({
     source: instance,
     route: instance,
-    key: c.expect.key ?? "kit",
+    key: e.key,
     batch_id: BATCH_ID,
     delivery_id: "kit-delivery",
     attempt: 1,
@@ -44,9 +52,26 @@ function documentOf(c: Capture, instance: string, now: number): string {
     last_at: now,
     event_type: eventType,
     event_types: { [eventType]: 1 },
-    events: [payload],
+    events: [JSON.parse(e.payload) as unknown],
     event_meta: [{ id: 1, event_type: eventType, received_at: now, dedup_id: null }],
   });
+}
+
+/** Send each accepted capture through a kit intake and read back what it stored. */
+async function spoolCaptures(s: CheckSubject, m: Manifest, kit: Kit, captures: Capture[]): Promise<Map<Capture, Spooled | string>> {
+  const instance = kit.instance.name;
+  const out = new Map<Capture, Spooled | string>();
+  const k = await startKitIntake({ config: kitConfig(s, m, kit, [[instance, { settings: kit.instance.settings }]]), secrets: kit.secrets, now: kit.now ?? 1_700_000_000, http: kit.http });
+  try {
+    for (const c of captures) {
+      const r = await k.send(requestOf(c, instance));
+      const ev = r.status === 202 ? newestEvent(k.spool) : null;
+      out.set(c, ev ? { key: ev.key, eventType: ev.event_type, payload: ev.payload } : `the intake answered ${r.status}, so no batch holds it (see the captures row)`);
+    }
+  } finally {
+    await k.stop();
+  }
+  return out;
 }
 
 /** Why a run's stdout is not emits of declared outputs, or null. */
@@ -105,12 +130,17 @@ export async function processorRow(s: CheckSubject, m: Manifest | null, l: Loade
     for (const c of l.polls) runs.push({ file: c.file, doc: tickDocument(instance, c.now ?? now), http: [...c.http, ...kit.http], ...(c.items ? { items: c.items } : {}) });
     if (!runs.length) return skipped(name, "no poll capture to run the poller on (see the captures row)");
   } else {
-    for (const c of l.captures.filter((x) => x.expect.status === 202 && x.expect.word === "queued" && !x.settings)) {
-      try {
-        runs.push({ file: c.file, doc: documentOf(c, instance, now), http: kit.http });
-      } catch {
-        out.push({ file: c.file, message: "the capture's body is not JSON, so no batch can hold it", fix: "a queued capture's body is the payload the processor gets" });
-      }
+    const accepted = l.captures.filter((x) => x.expect.status === 202 && x.expect.word === "queued" && !x.settings);
+    let spooled: Map<Capture, Spooled | string>;
+    try {
+      spooled = await spoolCaptures(s, m, kit, accepted);
+    } catch (e) {
+      return row(name, [{ file: "captures/kit.toml", message: `the kit could not serve the bobbin: ${(e as Error).message.split("\n")[0]}`, fix: "see the captures row" }]);
+    }
+    for (const c of accepted) {
+      const e = spooled.get(c);
+      if (typeof e === "string" || e === undefined) out.push({ file: c.file, message: e ?? "not spooled", fix: "a queued capture is what the processor gets" });
+      else runs.push({ file: c.file, doc: documentOf(e, instance, now), http: kit.http });
     }
     if (!runs.length && !out.length) return skipped(name, "no accepted capture to give it (see the captures row)");
   }

@@ -114,7 +114,7 @@ export function kitConfig(s: CheckSubject, m: Manifest, kit: Kit, instances: Ite
 }
 
 /** A capture as the kit sends it: to its instance's path, framed by fetch (its own Host and length). */
-function requestOf(c: Capture, instance: string): KitRequest {
+export function requestOf(c: Capture, instance: string): KitRequest {
   const r = c.request;
   return { method: r.method, url: r.url.replace(/^\/hooks\/[^/?]+/, `/hooks/${instance}`), headers: r.headers.filter(([k]) => !["host", "content-length"].includes(k.toLowerCase())), body: r.body };
 }
