@@ -94,15 +94,29 @@ export function retryAfterSeconds(value: string | undefined, now: number): numbe
   return Math.min(s, MAX_RETRY_AFTER_S);
 }
 
+/** Why a 403 is a rate limit rather than a refusal (Google's APIs answer "rateLimitExceeded" so). */
+const RATE_LIMIT_REASONS = new Set(["rateLimitExceeded", "userRateLimitExceeded", "RATE_LIMIT_EXCEEDED"]);
+
+/** A 403 that says it is a rate limit: Google's error.errors[].reason, or error.status. */
+function rateLimited403(res: HttpResponse): boolean {
+  if (res.status !== 403) return false;
+  const body = tryJson(res.text) as { error?: { status?: unknown; errors?: { reason?: unknown }[] } } | undefined;
+  const e = body?.error;
+  if (!e || typeof e !== "object") return false;
+  if (typeof e.status === "string" && RATE_LIMIT_REASONS.has(e.status)) return true;
+  return Array.isArray(e.errors) && e.errors.some((x) => typeof x?.reason === "string" && RATE_LIMIT_REASONS.has(x.reason));
+}
+
 /**
- * The status rule: null for a 2xx; 408, 425, 429 and 5xx are worth another try (RetryLater,
- * with the answer's Retry-After); anything else will answer the same again (HttpStatusError).
+ * The status rule: null for a 2xx; 408, 425, 429, 5xx and a 403 that says it is a rate limit
+ * are worth another try (RetryLater, with the answer's Retry-After); anything else will answer
+ * the same again (HttpStatusError).
  */
 export function statusError(method: string, url: string, res: HttpResponse, clock: Clock = systemClock): RetryLater | HttpStatusError | null {
   const s = res.status;
   if (s >= 200 && s < 300) return null;
   const where = `${method} ${hostOf(url)}`;
-  if (s === 408 || s === 425 || s === 429 || s >= 500) return new RetryLater(`${where}: http ${s}`, retryAfterSeconds(res.headers["retry-after"], clock.now()), s);
+  if (s === 408 || s === 425 || s === 429 || s >= 500 || rateLimited403(res)) return new RetryLater(`${where}: http ${s}`, retryAfterSeconds(res.headers["retry-after"], clock.now()), s);
   if (s >= 300 && s < 400 && s !== 304) return new HttpStatusError(`${where}: redirect not followed (http ${s})`, s);
   return new HttpStatusError(`${where}: http ${s}`, s);
 }

@@ -3,7 +3,7 @@
 // path, query or body ever reaches an error or a log line.
 import { afterAll, describe, expect, test } from "bun:test";
 import { FakeClock } from "../../src/clock.ts";
-import { createHttp, HttpStatusError, RetryLater, retryAfterSeconds } from "../../src/net/http.ts";
+import { createHttp, HttpStatusError, RetryLater, retryAfterSeconds, statusError } from "../../src/net/http.ts";
 import type { Pacer } from "../../src/net/pace.ts";
 import { Permanent, Retryable } from "../../src/plugin/types.ts";
 import { PAYLOAD_SENTINEL, SECRET_SENTINEL } from "../helpers/logs.ts";
@@ -119,6 +119,14 @@ describe("the status rule", () => {
       expect((e as HttpStatusError).status).toBe(s);
       expect(e.message).toBe(`GET ${host}: http ${s}`);
     }
+  });
+
+  test("a 403 that says it is a rate limit (Google's rateLimitExceeded) is Retryable; another 403 is not", () => {
+    const res = (body: unknown) => ({ status: 403, headers: {}, text: JSON.stringify(body) });
+    expect(statusError("GET", "https://www.googleapis.com/x", res({ error: { errors: [{ reason: "userRateLimitExceeded" }] } }))).toBeInstanceOf(RetryLater);
+    expect(statusError("GET", "https://www.googleapis.com/x", res({ error: { status: "RATE_LIMIT_EXCEEDED" } }))).toBeInstanceOf(RetryLater);
+    expect(statusError("GET", "https://www.googleapis.com/x", res({ error: { errors: [{ reason: "forbidden" }] } }))).toBeInstanceOf(HttpStatusError);
+    expect(statusError("GET", "https://www.googleapis.com/x", { status: 403, headers: {}, text: "not json" })).toBeInstanceOf(HttpStatusError);
   });
 
   test("408, 425, 429, 500 and 503 are Retryable", async () => {
