@@ -1,7 +1,7 @@
 #!/usr/bin/env bun
 // hookspool: the entry point of the binary and of `bun src/main.ts`. `__processor <instance>`
 // is the processor runtime the script destination starts; it is not a command a person types.
-import { systemClock } from "./clock.ts";
+import { processClock } from "./clock.ts";
 import { processIo } from "./cli/context.ts";
 import { runCli } from "./cli/root.ts";
 import { runProcessor } from "./processor/runtime.ts";
@@ -14,7 +14,7 @@ if (argv[0] === "__processor" && argv.length === 2) {
     stdout: (t) => void write(t),
     stderr: (t) => void process.stderr.write(t),
     env: process.env,
-    clock: systemClock,
+    clock: processClock(process.env),
     uid: process.getuid?.() ?? 0,
   });
 } else {

@@ -162,8 +162,11 @@ export class ScriptDestination implements Destination {
       }
       env.HOOKSPOOL_STATE_DIR = dir;
     }
-    // A crash point armed for the dispatcher reaches the processor runtime too (tests only).
-    if (this.opts.processor !== undefined) for (const [k, v] of Object.entries(this.parentEnv)) if (k.startsWith("HOOKSPOOL_TEST_HOOK") && v !== undefined) env[k] = v;
+    // A crash point armed for the dispatcher, and its shifted test clock, reach the processor
+    // runtime too (tests only: production never sets them).
+    if (this.opts.processor !== undefined) {
+      for (const [k, v] of Object.entries(this.parentEnv)) if ((k.startsWith("HOOKSPOOL_TEST_HOOK") || k === "HOOKSPOOL_TEST_CLOCK_OFFSET_S") && v !== undefined) env[k] = v;
+    }
     // A NUL cannot be passed to execve; such a variable is left out rather than failing the spawn.
     for (const [k, v] of Object.entries(env)) if (v.includes("\u0000")) delete env[k];
     return { env };
