@@ -58,7 +58,7 @@ describe("every built-in", () => {
 
   test("loads without a problem", () => {
     expect(problems).toEqual([]);
-    expect([...bobbins.keys()].sort()).toEqual(["atlassian.trello", "github.repo", "hookspool.digest", "hookspool.webhook", "kaneo.projects", "plaid.items", "sec.edgar", "zoom.meetings"]);
+    expect([...bobbins.keys()].sort()).toEqual(["atlassian.trello", "github.repo", "google.calendar", "google.drive", "google.gmail", "hookspool.digest", "hookspool.webhook", "kaneo.projects", "plaid.items", "sec.edgar", "zoom.meetings"]);
   });
 
   test.each([...bobbins.keys()])("%s: its kit and captures parse, with an accepted and a rejected capture (a poll bobbin: poll captures)", (name) => {

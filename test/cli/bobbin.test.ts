@@ -29,6 +29,9 @@ describe("bobbin list", () => {
     expect(rows.map((x) => [x.name, x.origin, x.instances])).toEqual([
       ["atlassian.trello", "built-in", []],
       ["github.repo", "built-in", ["github-ci"]],
+      ["google.calendar", "built-in", []],
+      ["google.drive", "built-in", []],
+      ["google.gmail", "built-in", []],
       ["hookspool.digest", "built-in", []],
       ["hookspool.webhook", "built-in", []],
       ["kaneo.projects", "built-in", []],
@@ -47,7 +50,7 @@ describe("bobbin list", () => {
     const r = await cli(["--home", h, "bobbin", "list", "--markdown"]);
     const lines = r.out.split("\n");
     expect(lines.slice(0, 2)).toEqual(["| bobbin | provider | summary |", "| --- | --- | --- |"]);
-    expect(lines.filter((l) => l.startsWith("| `"))).toHaveLength(8);
+    expect(lines.filter((l) => l.startsWith("| `"))).toHaveLength(11);
     const doc = await Bun.file(join(import.meta.dir, "..", "..", "docs", "bobbins", "README.md")).text();
     for (const row of lines.slice(2)) expect(doc).toContain(row);
   });
