@@ -180,7 +180,7 @@ export async function loadEverySource(config: Config, opts: LoadSourcesOptions):
       authHeaders,
       keepHeaders,
       quarantineHeaders,
-      secretParams: src.template && typeof src.template.param === "string" ? [src.template.param] : [],
+      secretParams: [...(src.template && typeof src.template.param === "string" ? [src.template.param] : []), ...(plugin.secretParams ?? [])],
       maxBodyBytes: src.max_body_bytes ?? config.intake.max_body_bytes,
       storeRaw: src.store_raw ?? config.spool.store_raw,
       dedupWindowS: src.dedup_window_s,

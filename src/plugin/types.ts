@@ -102,6 +102,8 @@ export interface SourcePlugin {
   secrets?: readonly string[];
   /** Signature, token and authorization headers: never stored, refused from keepHeaders. */
   authHeaders: readonly string[];
+  /** Query parameters that carry a secret (a push URL's ?token=): never stored with a request. */
+  secretParams?: readonly string[];
   /** Headers stored with each event (and delivered in the document's event_meta). */
   keepHeaders?: readonly string[];
   /**

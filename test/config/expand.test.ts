@@ -5,6 +5,7 @@ import { join } from "node:path";
 import { findBobbins } from "../../src/bobbin/registry.ts";
 import { ConfigError, parseConfig } from "../../src/config/load.ts";
 import { expectEvery, loadEverySource, loadSources } from "../../src/config/sources.ts";
+import { storableUrl } from "../../src/intake/captures.ts";
 import { bobbinRoot, manifestText, writeBobbin } from "../helpers/bobbins.ts";
 
 const HOME = "/var/lib/hs-test";
@@ -281,6 +282,15 @@ describe("where bobbins come from", () => {
     const table = (extra: string) => `[bobbins.h]\nbobbin = "acme.hooks"\n${SECRET}\noutputs = { "*" = "hermes:h" }\n${extra}`;
     expect(parse(root, table("")).config.sources.h.dedup_window_s).toBe(600);
     expect(parse(root, table("dedup_window_s = 60\n")).config.sources.h.dedup_window_s).toBe(60);
+  });
+
+  test("a code source's secretParams are kept out of a stored request URL", async () => {
+    const root = bobbinRoot();
+    writeBobbin(root, "acme/coded", manifestText("acme.coded", "", 'module = "source"'), { "source.ts": 'export default { authHeaders: [], secretParams: ["sig"], verify: () => true, key: () => "k" };\n' });
+    const { config } = parse(root, `[bobbins.c]\nbobbin = "acme.coded"\n${SECRET}\noutputs = { "*" = "hermes:c" }\n`);
+    const src = (await loadSources(config, { configDir: "/", env: {}, file: "t.toml" })).get("c");
+    expect(src?.secretParams).toEqual(["sig"]);
+    expect(storableUrl("/hooks/c?sig=s3cret&room=a", src?.secretParams ?? [])).toBe("/hooks/c?room=a");
   });
 
   test("source.config hands settings to a code source's withConfig; a config key it does not take is an error", async () => {

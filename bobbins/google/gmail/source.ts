@@ -62,8 +62,9 @@ export function decodePush(body: unknown): GmailNotification {
 
 export default defineSource({
   secrets: ["push_token"],
-  // The token is in the query string, not a header.
+  // The token is in the query string, not a header: never stored with a request.
   authHeaders: [],
+  secretParams: ["token"],
   span: "mail",
   // Four days: the daily re-watch makes Gmail push at least once a day (README.md).
   expectEverySec: 345_600,
