@@ -4,3 +4,4 @@ export { type Feed, type FeedEntry, FeedError, type FeedLimits, parseFeed } from
 export { addressOf, classify, type MailMessage, type MailRule, needsSnippet, parseRulePack, type RulePack } from "./mailrules.ts";
 export { type ChannelOptions, googleChannelSource } from "./google-channel.ts";
 export { CALENDAR, type CalendarEvent, calendarChanges, DRIVE, type DriveChange, driveChanges, driveStartToken, freeWindows, GMAIL, type GoogleOptions, gmailHistory, gmailMessage, gmailRecent, type MessageMeta } from "./google.ts";
+export { apiBaseUrl, BASE_URL_RULE } from "./base-url.ts";

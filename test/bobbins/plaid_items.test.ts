@@ -368,7 +368,7 @@ describe("the settings", () => {
       [{ api_base_url: "http://plaid.example.com" }, /must be https/],
       [{ api_base_url: "http://10.0.0.5:8080" }, /must be https/],
       [{ api_base_url: "ftp://127.0.0.1/" }, /must be https/],
-      [{ api_base_url: "sandbox.plaid.com" }, /not a URL/],
+      [{ api_base_url: "sandbox.plaid.com" }, /must be https/],
       [{ api_base_url: "https://user:pw@sandbox.plaid.com" }, /no credentials/],
     ];
     for (const [config, why] of refused) expect(() => withConfig(config)).toThrow(why);

@@ -15,6 +15,7 @@
 //   day, at most MAX_DAYS days a batch), and its answer is the item's `travel`.
 // - State "sync": the calendar id, the sync token and when it was stored.
 import { Retryable } from "../../../src/plugin/types.ts";
+import { apiBaseUrl, BASE_URL_RULE } from "../../../src/providers/base-url.ts";
 import { type Context, defineProcessor, type Item, type OAuthClient } from "../../../src/plugin/processor.ts";
 import { CALENDAR, type CalendarEvent, calendarChanges } from "../../../src/providers/google.ts";
 
@@ -36,24 +37,8 @@ const DAY_S = 86_400;
 export const RESYNC_MARGIN_S = 300;
 /** At most this many days' events are listed for the travel hook in one batch. */
 export const MAX_DAYS = 31;
-/** The only hosts api_base_url may name over plain http: a stub on this machine (tests). */
-const LOOPBACK = new Set(["127.0.0.1", "localhost"]);
-
-/** api_base_url without a trailing slash; undefined for Google's own; null when it is not allowed. */
-export function baseOf(raw: unknown): string | undefined | null {
-  const given = typeof raw === "string" ? raw.trim() : "";
-  if (given === "") return undefined;
-  let u: URL;
-  try {
-    u = new URL(given);
-  } catch {
-    return null;
-  }
-  const loopbackHttp = u.protocol === "http:" && LOOPBACK.has(u.hostname);
-  if (u.protocol !== "https:" && !loopbackHttp) return null;
-  if (u.username || u.password || u.search || u.hash) return null;
-  return `${u.origin}${u.pathname.replace(/\/+$/, "")}`;
-}
+/** api_base_url without a trailing slash; undefined for Google's own; null when it breaks core's rule. */
+export const baseOf = apiBaseUrl;
 
 /** An event as the `changed` item carries it. */
 function itemOf(calendarId: string, e: CalendarEvent): Item {
@@ -106,7 +91,7 @@ export default defineProcessor<CalendarSettings>({
     const calendarId = typeof ctx.settings.calendar_id === "string" ? ctx.settings.calendar_id.trim() : "";
     if (calendarId === "") return ctx.failPermanent("calendar_id is empty: primary, or the id of the watched calendar");
     const base = baseOf(ctx.settings.api_base_url);
-    if (base === null) return ctx.failPermanent("api_base_url must be https, or plain http on 127.0.0.1 or localhost only, with no credentials, query or fragment");
+    if (base === null) return ctx.failPermanent(BASE_URL_RULE);
     const api = ctx.oauth("credential");
     const now = ctx.now();
     const timeMin = new Date((now - DAY_S) * 1000).toISOString();

@@ -11,6 +11,7 @@
 //   or a file in the trash is a `removed` item; anything else is a `changed` item. Key: fileId.
 // - `mime_types` keeps only those types; a removal names no type (Drive sends only the fileId)
 //   and is always kept.
+import { apiBaseUrl, BASE_URL_RULE } from "../../../src/providers/base-url.ts";
 import { defineProcessor, type Item } from "../../../src/plugin/processor.ts";
 import { type DriveChange, driveChanges, driveStartToken, type GoogleOptions } from "../../../src/providers/google.ts";
 
@@ -19,28 +20,8 @@ export interface DriveSettings {
   mime_types: string[];
 }
 
-/** The only hosts api_base_url may name over plain http: a stub on this machine (tests). */
-const LOOPBACK = new Set(["127.0.0.1", "localhost"]);
-
-/**
- * The API base URL without a trailing slash; undefined for Google's own (the setting is empty);
- * null when it is not https (or plain http on loopback), or carries credentials, a query or a
- * fragment.
- */
-export function baseOf(raw: unknown): string | undefined | null {
-  if (raw === undefined || raw === null || (typeof raw === "string" && raw.trim() === "")) return undefined;
-  if (typeof raw !== "string") return null;
-  let u: URL;
-  try {
-    u = new URL(raw.trim());
-  } catch {
-    return null;
-  }
-  const loopbackHttp = u.protocol === "http:" && LOOPBACK.has(u.hostname);
-  if (u.protocol !== "https:" && !loopbackHttp) return null;
-  if (u.username || u.password || u.search || u.hash) return null;
-  return `${u.origin}${u.pathname.replace(/\/+$/, "")}`;
-}
+/** api_base_url without a trailing slash; undefined for Google's own; null when it breaks core's rule. */
+export const baseOf = apiBaseUrl;
 
 /** The MIME types to keep (exact, as Drive writes them); empty keeps all. */
 export function mimeTypesOf(raw: unknown): Set<string> {
@@ -75,7 +56,7 @@ export function itemsOf(changes: readonly DriveChange[], keep: ReadonlySet<strin
 export default defineProcessor<DriveSettings>({
   async process(batch, ctx) {
     const base = baseOf(ctx.settings.api_base_url);
-    if (base === null) return ctx.failPermanent("api_base_url must be https, or plain http on 127.0.0.1 or localhost only, with no credentials, query or fragment");
+    if (base === null) return ctx.failPermanent(BASE_URL_RULE);
     const opts: GoogleOptions = base === undefined ? {} : { base };
     const api = ctx.oauth("credential");
     const token = ctx.loadState<unknown>("pageToken", null);

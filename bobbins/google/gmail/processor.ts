@@ -20,6 +20,7 @@
 //   item; no match, no item.
 // - State "mailboxes": per mailbox, the newest history id and the last SEEN_KEPT message ids
 //   (history and the fallback may name a message twice; it is classified once).
+import { apiBaseUrl, BASE_URL_RULE } from "../../../src/providers/base-url.ts";
 import { type Context, defineProcessor, type Item, type OAuthClient } from "../../../src/plugin/processor.ts";
 import { Retryable } from "../../../src/plugin/types.ts";
 import { freeWindows, type GoogleOptions, gmailHistory, gmailMessage, gmailRecent, type MessageMeta } from "../../../src/providers/google.ts";
@@ -58,24 +59,12 @@ export const FREE_DAYS = 7;
 export const FREE_MIN_MINUTES = 30;
 /** Labels of mail that is not news to the owner. */
 const SKIPPED_LABELS = ["DRAFT", "SPAM", "TRASH"];
-/** The only hosts api_base_url may name over plain http: a stub on this machine. */
-const LOOPBACK = new Set(["127.0.0.1", "localhost"]);
 const ADDRESS = /^[^\s@<>",;]+@[^\s@<>",;]+\.[^\s@<>",;]+$/;
 
-/** The API base without a trailing slash; "" for Google's own; null when it is not allowed. */
+/** The API base without a trailing slash; "" for Google's own; null when it breaks core's rule. */
 export function baseOf(raw: unknown): string | null {
-  const given = typeof raw === "string" ? raw.trim() : "";
-  if (given === "") return "";
-  let u: URL;
-  try {
-    u = new URL(given);
-  } catch {
-    return null;
-  }
-  const loopbackHttp = u.protocol === "http:" && LOOPBACK.has(u.hostname);
-  if (u.protocol !== "https:" && !loopbackHttp) return null;
-  if (u.username || u.password || u.search || u.hash) return null;
-  return `${u.origin}${u.pathname.replace(/\/+$/, "")}`;
+  const base = apiBaseUrl(raw);
+  return base === undefined ? "" : base;
 }
 
 /** The named shipped packs, parsed; a name the bobbin does not ship, or a pack with a problem, is the string saying so. */
@@ -137,7 +126,7 @@ export default defineProcessor<GmailSettings>({
     const owner = typeof s.owner === "string" ? s.owner.trim().toLowerCase() : "";
     if (!ADDRESS.test(owner)) return ctx.failPermanent("owner is not a mailbox address");
     const base = baseOf(s.api_base_url);
-    if (base === null) return ctx.failPermanent("api_base_url must be https, or plain http on 127.0.0.1 or localhost only, with no credentials, query or fragment");
+    if (base === null) return ctx.failPermanent(BASE_URL_RULE);
     const hookFn = typeof ctx.hooks?.classify === "function" ? (ctx.hooks.classify as HookClassify) : null;
     const packs = packsOf(s.rule_packs);
     if (typeof packs === "string") return ctx.failPermanent(packs);

@@ -19,6 +19,7 @@ import { type JsonWebKey, jwtEs256, KeyCache, sharedKeyCache } from "../../../sr
 import { type Attrs, BadPayload, defineSource, type HookRequest, type Secrets, type SourcePlugin, type VerifyFailure } from "../../../src/plugin/types.ts";
 import { bodySha256Matches } from "../../../src/plugin/verify.ts";
 import { createHttp, type Http } from "../../../src/net/http.ts";
+import { apiBaseUrl, BASE_URL_RULE } from "../../../src/providers/base-url.ts";
 import { keyFetcher } from "../../../src/net/keys.ts";
 
 const HEADER = "Plaid-Verification";
@@ -27,8 +28,6 @@ const ENVIRONMENTS: Readonly<Record<string, string>> = {
   sandbox: "https://sandbox.plaid.com",
   production: "https://production.plaid.com",
 };
-/** The only hosts api_base_url may name over plain http: a stub on this machine (tests, the kit). */
-const LOOPBACK = new Set(["127.0.0.1", "localhost"]);
 
 interface Bound {
   env: string;
@@ -42,19 +41,9 @@ interface Bound {
 function bind(config: Readonly<Record<string, unknown>>): Bound {
   const env = config.env ?? "production";
   if (typeof env !== "string" || !Object.hasOwn(ENVIRONMENTS, env)) throw new Error('env must be "sandbox" or "production"');
-  const given = config.api_base_url ?? "";
-  if (typeof given !== "string") throw new Error("api_base_url must be a URL, or empty for the env's own");
-  if (given === "") return { env, base: ENVIRONMENTS[env] as string, cacheName: `plaid:${env}` };
-  let u: URL;
-  try {
-    u = new URL(given);
-  } catch {
-    throw new Error("api_base_url is not a URL");
-  }
-  const loopbackHttp = u.protocol === "http:" && LOOPBACK.has(u.hostname);
-  if (u.protocol !== "https:" && !loopbackHttp) throw new Error("api_base_url must be https (plain http only on 127.0.0.1 or localhost)");
-  if (u.username || u.password || u.search || u.hash) throw new Error("api_base_url takes no credentials, query or fragment");
-  const base = `${u.origin}${u.pathname.replace(/\/+$/, "")}`;
+  const base = apiBaseUrl(config.api_base_url);
+  if (base === null) throw new Error(BASE_URL_RULE);
+  if (base === undefined) return { env, base: ENVIRONMENTS[env] as string, cacheName: `plaid:${env}` };
   return { env, base, cacheName: `plaid:${base}` };
 }
 

@@ -14,6 +14,7 @@
 //   may match it as a prefix, so the exact filter still applies).
 // - State: "http" (the feed URL, the answer's ETag and Last-Modified, sent back only for the
 //   same URL) and "seen" (the feed URL and the last 500 accession numbers, newest first).
+import { apiBaseUrl, BASE_URL_RULE } from "../../../src/providers/base-url.ts";
 import { definePoller } from "../../../src/plugin/processor.ts";
 import { Retryable } from "../../../src/plugin/types.ts";
 import { type FeedEntry, FeedError, parseFeed } from "../../../src/providers/feeds.ts";
@@ -53,8 +54,6 @@ export const PER_SEC = 5;
 /** Entries the feed is asked for. */
 export const COUNT = 40;
 export const DEFAULT_BASE = "https://www.sec.gov";
-/** The only hosts base_url may name over plain http: a stub on this machine (tests). */
-const LOOPBACK = new Set(["127.0.0.1", "localhost"]);
 const EMAIL = /[^\s@<>()]+@[^\s@<>()]+\.[A-Za-z]{2,}/;
 const ACCESSION = /\b(\d{10}-\d{2}-\d{6})\b/;
 
@@ -75,19 +74,10 @@ export function userAgentProblem(raw: unknown): string | null {
   return null;
 }
 
-/** The base URL without a trailing slash, or null when it is not https (or http on loopback). */
+/** The base URL without a trailing slash (SEC's own when the setting is empty), or null when it breaks core's rule. */
 export function baseOf(raw: unknown): string | null {
-  const given = typeof raw === "string" && raw.trim() !== "" ? raw.trim() : DEFAULT_BASE;
-  let u: URL;
-  try {
-    u = new URL(given);
-  } catch {
-    return null;
-  }
-  const loopbackHttp = u.protocol === "http:" && LOOPBACK.has(u.hostname);
-  if (u.protocol !== "https:" && !loopbackHttp) return null;
-  if (u.username || u.password || u.search || u.hash) return null;
-  return `${u.origin}${u.pathname.replace(/\/+$/, "")}`;
+  const base = apiBaseUrl(raw);
+  return base === undefined ? DEFAULT_BASE : base;
 }
 
 /** The form types to keep, upper-cased; empty keeps all. */
@@ -125,7 +115,7 @@ export default definePoller<EdgarSettings>({
     const uaProblem = userAgentProblem(s.user_agent);
     if (uaProblem) return ctx.failPermanent(uaProblem);
     const base = baseOf(s.base_url);
-    if (!base) return ctx.failPermanent("base_url must be https, or plain http on 127.0.0.1 or localhost only, with no credentials, query or fragment");
+    if (!base) return ctx.failPermanent(BASE_URL_RULE.replace("api_base_url", "base_url"));
     const forms = formsOf(s.forms);
     const url = feedUrl(base, cik, forms);
 
