@@ -83,6 +83,8 @@ export class Dispatcher implements Service {
   });
   private running = false;
   private stopping = false;
+  /** A delivery ended during this tick: run it once more. */
+  private again = false;
   private lastHeartbeat = Number.NEGATIVE_INFINITY;
   private instance: string;
   /** What its loops catch: refused writes (counted, logged, one issue) and bugs (an internal issue). */
@@ -197,11 +199,27 @@ export class Dispatcher implements Service {
    * SQLITE_BUSY, a full disk and the like are counted and logged, and the next tick tries again.
    */
   async tick(): Promise<void> {
-    try {
-      await this.tickOnce();
-    } catch (e) {
-      this.survive("tick", e);
-    }
+    do {
+      this.again = false;
+      try {
+        await this.tickOnce();
+      } catch (e) {
+        this.survive("tick", e);
+      }
+    } while (this.again && !this.stopping);
+  }
+
+  /**
+   * A slot freed (a delivery ended): claim the next head now rather than at the next tick. A
+   * kick during a tick makes that tick run once more; kicks that come together make one tick.
+   */
+  private kick(): void {
+    if (!this.running || this.stopping) return;
+    this.again = true;
+    // A tick ending as the kick comes has already looked at `again`: run one after it then.
+    void this.ticker.runNow().then(() => {
+      if (this.again && this.running && !this.stopping) void this.ticker.runNow();
+    });
   }
 
   private async tickOnce(): Promise<void> {
@@ -274,6 +292,7 @@ export class Dispatcher implements Service {
         this.live.delete(claim.owner);
         this.inflight.set(c.destination, Math.max(0, (this.inflight.get(c.destination) ?? 1) - 1));
         this.workers.delete(worker);
+        this.kick();
       });
     this.workers.add(worker);
     return true;

@@ -1,6 +1,7 @@
 // The dispatcher's loop: FIFO per key, parallel across keys, bounds while
 // gated, leases and their recovery, the worker deadline, the fenced late mark, the clock guard.
 import { describe, expect, test } from "bun:test";
+import { waitFor } from "../helpers/proc.ts";
 import { backoffS, retryDelayS } from "../../src/store/backoff.ts";
 import { seededRng } from "../../src/clock.ts";
 import { type Deadline, outcome } from "../../src/delivery.ts";
@@ -46,6 +47,21 @@ describe("FIFO and parallelism", () => {
     expect(a.calls.map((c) => c.batchId)).toContain(a2);
     expect(a.calls.findIndex((c) => c.batchId === a1)).toBeLessThan(a.calls.findIndex((c) => c.batchId === a2));
     for (const id of [a1, a2, b1, c1]) expect(r.batch(id).state).toBe("delivered");
+  });
+
+  test("a slot that frees claims the next head at once, without waiting for the next tick", async () => {
+    const a = fakeDestination("hermes:a", { maxInflight: 1 });
+    // An hour between ticks: only the first comes from the schedule.
+    const r = rig(`${BASE}[dispatch]\npoll_s = 3600\n`, [a]);
+    const ids = Array.from({ length: 6 }, () => batchIdOf(r.put("A", "hermes:a", { window: { max_events: 1 } })));
+    await r.d.start();
+    try {
+      await waitFor("the whole key drained", () => ids.every((id) => r.batch(id).state === "delivered"), 5_000);
+    } finally {
+      await r.d.stop();
+    }
+    // Still one at a time, in order.
+    expect(a.calls.map((c) => c.batchId)).toEqual(ids);
   });
 
   test("max_inflight and dispatch.parallel cap what one tick claims", async () => {
