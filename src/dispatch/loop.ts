@@ -209,6 +209,11 @@ export class Dispatcher implements Service {
     } while (this.again && !this.stopping);
   }
 
+  /** Another part of this process made a batch ready (the intake under `run`): tick now. */
+  wake(): void {
+    this.kick();
+  }
+
   /**
    * A slot freed (a delivery ended): claim the next head now rather than at the next tick. A
    * kick during a tick makes that tick run once more; kicks that come together make one tick.

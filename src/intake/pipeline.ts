@@ -27,6 +27,8 @@ export interface PipelineDeps {
   backpressure: Backpressure;
   /** Refused writes (counted, logged without flooding, the spool issue) and bugs. */
   faults: Faults;
+  /** Under `run`: tell the dispatcher in this process that a batch is ready now. */
+  wake?: () => void;
 }
 
 export interface HookInput {
@@ -111,6 +113,8 @@ export async function handleHook(d: PipelineDeps, input: HookInput): Promise<Rep
   testHook("intake.after_commit");
   if (result.status === "queued") {
     d.metrics.received1(name);
+    // A batch sealed by this event, or one with no window to wait for, is ready now.
+    if (d.wake && result.placed.some((p, i) => p.sealed || classified.event.copies[i]?.window.max_s === 0 || classified.event.copies[i]?.window.quiet_s === 0)) d.wake();
     for (const p of result.placed) {
       d.log.info("queued", { source: name, route: p.route, batch: p.batchId, event: p.eventId, destination: p.destination, bytes: body.length, tee: p.tee || undefined });
     }

@@ -33,6 +33,8 @@ export interface IntakeOptions {
   spool?: Spool;
   /** Free bytes on the spool's filesystem (tests inject a full disk). */
   diskFree?: (path: string) => number | null;
+  /** Under `run`: wakes the dispatcher in the same process when a batch is ready now. */
+  wake?: () => void;
 }
 
 async function readCapped(req: globalThis.Request, cap: number): Promise<Uint8Array | "too_large"> {
@@ -133,6 +135,7 @@ export class Intake implements Service {
       clock,
       backpressure: this.backpressure,
       faults,
+      wake: this.opts.wake,
     };
     const common = {
       // Bun's own cap would answer 413 itself, unlogged and uncounted, and could not follow a
