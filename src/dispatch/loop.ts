@@ -13,7 +13,7 @@ import { Deadline, type Destination, deliveryId, outcome, type Outcome } from ".
 import { Faults, faultCounts } from "../obs/faults.ts";
 import type { Logger } from "../log.ts";
 import { redueConfigRetries } from "../store/attempts.ts";
-import { type Candidate, candidates, claimBatch, recoverLeases, sealReady } from "../store/batches.ts";
+import { type Candidate, candidates, claimBatch, nextReadyAt, recoverLeases, sealReady } from "../store/batches.ts";
 import { abandonAttempt } from "../store/marks.ts";
 import { type Policy, recordOutcome } from "../store/outcome.ts";
 import { batchContent } from "../store/content.ts";
@@ -85,6 +85,9 @@ export class Dispatcher implements Service {
   private stopping = false;
   /** A delivery ended during this tick: run it once more. */
   private again = false;
+  /** The one timer on the next instant a batch becomes ready by itself (its window ends, a retry falls due). */
+  private readyTimer: ReturnType<typeof setTimeout> | null = null;
+  private readyAt = Number.POSITIVE_INFINITY;
   private lastHeartbeat = Number.NEGATIVE_INFINITY;
   private instance: string;
   /** What its loops catch: refused writes (counted, logged, one issue) and bugs (an internal issue). */
@@ -154,6 +157,8 @@ export class Dispatcher implements Service {
   async stop(): Promise<void> {
     this.running = false;
     this.stopping = true;
+    if (this.readyTimer) clearTimeout(this.readyTimer);
+    this.readyTimer = null;
     await this.ticker.stop();
     await this.drain();
   }
@@ -203,10 +208,32 @@ export class Dispatcher implements Service {
       this.again = false;
       try {
         await this.tickOnce();
+        this.armReadiness(effectiveNow(this.o.spool));
       } catch (e) {
         this.survive("tick", e);
       }
     } while (this.again && !this.stopping);
+  }
+
+  /**
+   * Claim at the instant a batch becomes ready rather than at the next tick: one timer on the
+   * earliest such instant before the tick's own, moved only when an earlier one appears.
+   */
+  private armReadiness(now: number): void {
+    if (!this.running || this.stopping) return;
+    const at = nextReadyAt(this.o.spool, now);
+    if (at === null || at - now >= this.config.dispatch.poll_s) return;
+    if (this.readyTimer && at >= this.readyAt) return;
+    if (this.readyTimer) clearTimeout(this.readyTimer);
+    this.readyAt = at;
+    this.readyTimer = setTimeout(
+      () => {
+        this.readyTimer = null;
+        this.readyAt = Number.POSITIVE_INFINITY;
+        this.kick();
+      },
+      Math.ceil((at - now) * 1000) + 2,
+    );
   }
 
   /** Another part of this process made a batch ready (the intake under `run`): tick now. */

@@ -317,3 +317,25 @@ export function recoverLeases(spool: Spool, o: RecoverOptions): number[] {
     })
     .immediate();
 }
+
+const NEXT_OPEN_READY = `SELECT MIN(MIN(last_at + quiet_s, first_at + max_s)) AS at FROM batches
+  WHERE state = 'open' AND NOT (quiet_s = 0 AND max_s = 0) AND MIN(last_at + quiet_s, first_at + max_s) > $now`;
+const NEXT_RETRY_DUE = "SELECT MIN(next_attempt_at) AS at FROM batches WHERE state = 'retry' AND next_attempt_at > $now";
+
+/**
+ * The next instant after `now` at which a batch becomes ready by itself: an open batch's quiet
+ * window or maximum wait ends, or a retry falls due. Null when none will. Its cost follows the
+ * open and retrying batches, never the delivered history.
+ */
+export function nextReadyAt(spool: Spool, now: number): number | null {
+  const open = prepared<{ at: number | null }, Record<string, number>>(spool.db, NEXT_OPEN_READY).get({ now })?.at ?? null;
+  const retry = prepared<{ at: number | null }, Record<string, number>>(spool.db, NEXT_RETRY_DUE).get({ now })?.at ?? null;
+  if (open === null) return retry;
+  return retry === null ? open : Math.min(open, retry);
+}
+
+/** How SQLite runs the dispatcher's per-tick queries (tests hold them to indexes, never a scan of history). */
+export function tickQueryPlans(spool: Spool): Record<string, string[]> {
+  const plan = (sql: string) => (spool.db.query(`EXPLAIN QUERY PLAN ${sql}`).all({ now: 0 } as never) as { detail: string }[]).map((r) => r.detail);
+  return { ready: plan(READY), candidates: plan(CANDIDATES), nextOpenReady: plan(NEXT_OPEN_READY), nextRetryDue: plan(NEXT_RETRY_DUE) };
+}

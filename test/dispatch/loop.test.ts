@@ -5,7 +5,7 @@ import { waitFor } from "../helpers/proc.ts";
 import { backoffS, retryDelayS } from "../../src/store/backoff.ts";
 import { seededRng } from "../../src/clock.ts";
 import { type Deadline, outcome } from "../../src/delivery.ts";
-import { claimBatch, recoverLeases } from "../../src/store/batches.ts";
+import { claimBatch, nextReadyAt, recoverLeases } from "../../src/store/batches.ts";
 import { pauseDestination, resumeDestination } from "../../src/store/destinations.ts";
 import { getMetaNumber } from "../../src/store/meta.ts";
 import { T0 } from "../helpers/spool.ts";
@@ -62,6 +62,32 @@ describe("FIFO and parallelism", () => {
     }
     // Still one at a time, in order.
     expect(a.calls.map((c) => c.batchId)).toEqual(ids);
+  });
+
+  test("a batch is claimed when its quiet window ends, not at the next tick", async () => {
+    const a = fakeDestination("hermes:a", { maxInflight: 1 });
+    const r = rig(`${BASE}[dispatch]\npoll_s = 3600\n`, [a]);
+    const id = batchIdOf(r.put("A", "hermes:a", { window: { quiet_s: 0.2, max_s: 30 } }));
+    await r.d.start();
+    try {
+      // The dispatcher's clock is the rig's: the window ends once it has moved past it.
+      r.clock.advance(0.3);
+      await waitFor("the batch delivered after its quiet window", () => r.batch(id).state === "delivered", 3_000);
+    } finally {
+      await r.d.stop();
+    }
+  });
+
+  test("nextReadyAt: the earliest future end of a window or retry, never one already past or an immediate window", () => {
+    const r = rig(BASE, [fakeDestination("hermes:a")]);
+    expect(nextReadyAt(r.spool, T0)).toBeNull();
+    r.put("A", "hermes:a");
+    expect(nextReadyAt(r.spool, T0)).toBeNull();
+    r.put("B", "hermes:a", { window: { quiet_s: 5, max_s: 60 } });
+    r.put("C", "hermes:a", { window: { quiet_s: 30, max_s: 2 } });
+    expect(nextReadyAt(r.spool, T0)).toBe(T0 + 2);
+    expect(nextReadyAt(r.spool, T0 + 3)).toBe(T0 + 5);
+    expect(nextReadyAt(r.spool, T0 + 5)).toBeNull();
   });
 
   test("max_inflight and dispatch.parallel cap what one tick claims", async () => {

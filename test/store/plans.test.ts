@@ -1,0 +1,16 @@
+// The dispatcher's per-tick queries never read the delivered history: each finds its rows by the
+// state indexes, or scans only the partial index of unfinished batches (batches_queue).
+import { expect, test } from "bun:test";
+import { tickQueryPlans } from "../../src/store/batches.ts";
+import { freshSpool } from "../helpers/spool.ts";
+
+test("every per-tick query is an index search, or a scan of the unfinished batches only", () => {
+  const plans = tickQueryPlans(freshSpool().spool);
+  expect(Object.keys(plans).sort()).toEqual(["candidates", "nextOpenReady", "nextRetryDue", "ready"]);
+  for (const [name, steps] of Object.entries(plans)) {
+    const scans = steps.filter((s) => /^SCAN batches\b/.test(s));
+    // A bare "SCAN batches" would read every row of history; batches_queue holds only open, sealed, retry and leased.
+    expect({ name, scans: scans.filter((s) => !s.includes("USING INDEX batches_queue")) }).toEqual({ name, scans: [] });
+    expect(steps.some((s) => s.includes("batches"))).toBe(true);
+  }
+});
