@@ -1,14 +1,23 @@
-// make bench: run every benchmark in this folder, one after another; each prints JSON lines.
-import { readdirSync } from "node:fs";
+// make bench: every benchmark in turn, the store's first. Each prints JSON lines on stdout (one
+// figure each) and a human table on stderr; a benchmark that fails is named and the others still
+// run. BENCH_BINARY=1 runs the compiled dist/hookspool instead of `bun src/main.ts`.
 import { join } from "node:path";
 
+const BENCHES = ["enqueue.ts", "intake.ts", "dispatch.ts", "footprint.ts"];
+
 const dir = import.meta.dir;
-let failed = false;
-for (const f of readdirSync(dir).filter((n) => n.endsWith(".ts") && n !== "run.ts").sort()) {
-  const p = Bun.spawn([process.execPath, join(dir, f)], { stdout: "inherit", stderr: "inherit" });
-  if ((await p.exited) !== 0) {
-    console.error(`bench ${f} failed`);
-    failed = true;
+const failed: string[] = [];
+const t0 = performance.now();
+for (const f of BENCHES) {
+  const t = performance.now();
+  console.error(`\n### bench ${f}`);
+  const p = Bun.spawn([process.execPath, join(dir, f)], { stdout: "inherit", stderr: "inherit", env: process.env });
+  const code = await p.exited;
+  if (code !== 0) {
+    console.error(`bench ${f} failed (exit ${code})`);
+    failed.push(f);
   }
+  console.error(`### bench ${f}: ${((performance.now() - t) / 1000).toFixed(1)} s`);
 }
-process.exit(failed ? 1 : 0);
+console.error(`\nall benchmarks: ${((performance.now() - t0) / 1000).toFixed(1)} s${failed.length ? `; failed: ${failed.join(", ")}` : ""}`);
+process.exit(failed.length ? 1 : 0);

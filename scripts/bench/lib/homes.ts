@@ -1,0 +1,50 @@
+// The hookspool homes the benchmarks start: a config.toml, its secret files and a migrated spool.
+import { mkdirSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { DEST_SECRET, SENDER_SECRET } from "./payload.ts";
+import { hookspoolVerb, tempHome } from "./procs.ts";
+
+export interface HomeOptions {
+  /** The receiver the http destination delivers to. */
+  receiverPort: number;
+  /** `host:port` for intake.listen; 127.0.0.1:0 (an ephemeral port) by default. */
+  listen?: string;
+  /** Extra TOML appended as it is (sources, a [dispatch] table). */
+  extra?: string;
+  /** Leave out the [bobbins.github] instance. */
+  noGithub?: boolean;
+}
+
+/** A home with a `[bobbins.github]` instance of github.repo whose every event goes to the http destination `receiver`. */
+export async function makeHome(prefix: string, o: HomeOptions): Promise<string> {
+  const home = tempHome(prefix);
+  mkdirSync(join(home, "secrets"), { mode: 0o700 });
+  writeFileSync(join(home, "secrets", "github"), SENDER_SECRET, { mode: 0o600 });
+  writeFileSync(join(home, "secrets", "receiver"), DEST_SECRET, { mode: 0o600 });
+  const github = o.noGithub
+    ? ""
+    : `[bobbins.github]
+bobbin = "github.repo"
+secrets.secret = { file = "secrets/github" }
+outputs = { "*" = "receiver" }
+`;
+  writeFileSync(
+    join(home, "config.toml"),
+    `# written by scripts/bench
+[intake]
+listen = "${o.listen ?? "127.0.0.1:0"}"
+
+${github}
+[destinations.receiver]
+type = "http"
+url = "http://127.0.0.1:${o.receiverPort}/hook"
+allow_insecure = true
+secret = { file = "secrets/receiver" }
+
+${o.extra ?? ""}
+`,
+    { mode: 0o600 },
+  );
+  await hookspoolVerb(home, ["migrate"]);
+  return home;
+}
