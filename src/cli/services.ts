@@ -130,8 +130,8 @@ function runCommand(cli: Cli): CommandDef {
       const { spool } = opened;
       const dispatcher = makeDispatcher(cli, loaded, spool);
       const log = createLogger("intake", { clock: cli.clock });
-      // The intake wakes the dispatcher when a batch is ready now, so it never waits for a tick.
-      const intake = new Intake({ loaded, loadOptions: loadOptions(cli), clock: cli.clock, log, env: cli.io.env, spool, wake: () => dispatcher.wake() });
+      // The intake tells the dispatcher when each batch may be ready, so none waits for a tick.
+      const intake = new Intake({ loaded, loadOptions: loadOptions(cli), clock: cli.clock, log, env: cli.io.env, spool, wake: (at) => dispatcher.wake(at) });
       return serve(log, [dispatcher, makeMaintenance(cli, loaded, spool, dispatcher), intake], opened.close);
     },
   };

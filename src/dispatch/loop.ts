@@ -222,7 +222,12 @@ export class Dispatcher implements Service {
   private armReadiness(now: number): void {
     if (!this.running || this.stopping) return;
     const at = nextReadyAt(this.o.spool, now);
-    if (at === null || at - now >= this.config.dispatch.poll_s) return;
+    if (at !== null) this.armAt(at, now);
+  }
+
+  /** One timer on the earliest readiness instant inside the next poll_s; a later one leaves it be. */
+  private armAt(at: number, now: number): void {
+    if (at - now >= this.config.dispatch.poll_s) return;
     if (this.readyTimer && at >= this.readyAt) return;
     if (this.readyTimer) clearTimeout(this.readyTimer);
     this.readyAt = at;
@@ -232,13 +237,20 @@ export class Dispatcher implements Service {
         this.readyAt = Number.POSITIVE_INFINITY;
         this.kick();
       },
-      Math.ceil((at - now) * 1000) + 2,
+      Math.max(0, Math.ceil((at - now) * 1000)) + 2,
     );
   }
 
-  /** Another part of this process made a batch ready (the intake under `run`): tick now. */
-  wake(): void {
-    this.kick();
+  /**
+   * The intake in this process (under `run`) queued an event whose batch may be ready at `at`
+   * (now when it was sealed or has no window): tick then, with no query. Early costs one tick;
+   * the tick's own readiness query then finds the batch's true instant.
+   */
+  wake(at?: number): void {
+    if (!this.running || this.stopping) return;
+    const now = this.o.clock.now();
+    if (at === undefined || at <= now) this.kick();
+    else this.armAt(at, now);
   }
 
   /**

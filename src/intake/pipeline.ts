@@ -8,7 +8,7 @@ import { errorClass, type Faults } from "../obs/faults.ts";
 import type { Logger } from "../log.ts";
 import type { HookRequest } from "../plugin/types.ts";
 import type { Spool } from "../store/db.ts";
-import { type EnqueueResult, enqueue, quarantine } from "../store/enqueue.ts";
+import { type EnqueueResult, type EventCopy, enqueue, type Placed, quarantine } from "../store/enqueue.ts";
 import { testHook } from "../testhook.ts";
 import { type Backpressure, spoolFailure } from "./backpressure.ts";
 import type { IntakeMetrics, RejectReason } from "./metrics.ts";
@@ -28,7 +28,8 @@ export interface PipelineDeps {
   /** Refused writes (counted, logged without flooding, the spool issue) and bugs. */
   faults: Faults;
   /** Under `run`: tell the dispatcher in this process that a batch is ready now. */
-  wake?: () => void;
+  /** Under `run`: the earliest instant a batch this event joined may be ready (now when sealed). */
+  wake?: (at: number) => void;
 }
 
 export interface HookInput {
@@ -39,6 +40,21 @@ export interface HookInput {
   peer: string;
   /** Read at most `cap` bytes of the body; "too_large" when there is more. */
   readBody(cap: number): Promise<Uint8Array | "too_large">;
+}
+
+/**
+ * The earliest a batch this event joined can be ready: now when it sealed or has no window, else
+ * when its quiet (or max) window ends. A batch opened earlier may be due sooner by its max
+ * window; the dispatcher already armed that instant when the batch opened.
+ */
+export function earliestReady(placed: readonly Placed[], copies: readonly EventCopy[], now: number): number {
+  let at = Number.POSITIVE_INFINITY;
+  placed.forEach((p, i) => {
+    const w = copies[i]?.window;
+    const ready = p.sealed || !w ? now : now + Math.min(w.quiet_s, w.max_s);
+    at = Math.min(at, ready);
+  });
+  return at === Number.POSITIVE_INFINITY ? now : at;
 }
 
 function lowerHeaders(headers: Iterable<[string, string]>): [string, string][] {
@@ -113,8 +129,7 @@ export async function handleHook(d: PipelineDeps, input: HookInput): Promise<Rep
   testHook("intake.after_commit");
   if (result.status === "queued") {
     d.metrics.received1(name);
-    // A batch sealed by this event, or one with no window to wait for, is ready now.
-    if (d.wake && result.placed.some((p, i) => p.sealed || classified.event.copies[i]?.window.max_s === 0 || classified.event.copies[i]?.window.quiet_s === 0)) d.wake();
+    if (d.wake) d.wake(earliestReady(result.placed, classified.event.copies, req.now));
     for (const p of result.placed) {
       d.log.info("queued", { source: name, route: p.route, batch: p.batchId, event: p.eventId, destination: p.destination, bytes: body.length, tee: p.tee || undefined });
     }

@@ -33,8 +33,8 @@ export interface IntakeOptions {
   spool?: Spool;
   /** Free bytes on the spool's filesystem (tests inject a full disk). */
   diskFree?: (path: string) => number | null;
-  /** Under `run`: wakes the dispatcher in the same process when a batch is ready now. */
-  wake?: () => void;
+  /** Under `run`: tells the dispatcher in the same process when a batch it queued into may be ready. */
+  wake?: (at: number) => void;
 }
 
 async function readCapped(req: globalThis.Request, cap: number): Promise<Uint8Array | "too_large"> {
