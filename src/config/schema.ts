@@ -200,7 +200,7 @@ export const CONFIG_FIELDS: Fields = {
       kind: "section",
       fields: {
         parallel: int("deliveries in flight at once, overall", 4, 1),
-        poll_s: num("the longest the dispatcher waits between ticks; it ticks sooner when a delivery ends, a window ends, a retry falls due, or (under run) the intake has a ready batch", 1.0),
+        poll_s: num("the longest the dispatcher waits between ticks; it ticks sooner when a delivery ends, a window ends, a retry falls due, or an event is committed", 1.0),
         heartbeat_s: num("heartbeat and clock-guard interval", 10),
         // At least the 5 s the worker keeps between its deadline and the lease end.
         lease_grace_s: num("lease = timeout_s + this; at least 5 (the worker stops 5 s before its lease ends)", 60, 5),

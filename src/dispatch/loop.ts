@@ -13,7 +13,7 @@ import { Deadline, type Destination, deliveryId, outcome, type Outcome } from ".
 import { Faults, faultCounts } from "../obs/faults.ts";
 import type { Logger } from "../log.ts";
 import { redueConfigRetries } from "../store/attempts.ts";
-import { type Candidate, candidates, claimBatch, nextReadyAt, recoverLeases, sealReady } from "../store/batches.ts";
+import { anyReadyNow, type Candidate, candidates, claimBatch, nextReadyAt, recoverLeases, sealReady } from "../store/batches.ts";
 import { abandonAttempt } from "../store/marks.ts";
 import { type Policy, recordOutcome } from "../store/outcome.ts";
 import { batchContent } from "../store/content.ts";
@@ -26,6 +26,7 @@ import { testHook } from "../testhook.ts";
 import { buildDocument } from "./document.ts";
 import { resolveEmit } from "./emits.ts";
 import { stepPolls } from "./polls.ts";
+import { ReadyTimer, watchWrites } from "./wakeups.ts";
 import { gate, pickProbe } from "./gate.ts";
 
 /** A worker aborts this long before its lease ends, so a live owner never loses it. */
@@ -85,9 +86,8 @@ export class Dispatcher implements Service {
   private stopping = false;
   /** A delivery ended during this tick: run it once more. */
   private again = false;
-  /** The one timer on the next instant a batch becomes ready by itself (its window ends, a retry falls due). */
-  private readyTimer: ReturnType<typeof setTimeout> | null = null;
-  private readyAt = Number.POSITIVE_INFINITY;
+  private readonly readyTimer = new ReadyTimer(() => this.kick());
+  private unwatch: (() => void) | null = null;
   private lastHeartbeat = Number.NEGATIVE_INFINITY;
   private instance: string;
   /** What its loops catch: refused writes (counted, logged, one issue) and bugs (an internal issue). */
@@ -150,15 +150,25 @@ export class Dispatcher implements Service {
     this.stopping = false;
     const recovered = recoverLeases(this.o.spool, { now: effectiveNow(this.o.spool), all: true });
     if (recovered.length) this.o.log.warn("recovered leases of a previous run", { reason: `${recovered.length} batch(es)` });
+    this.unwatch = watchWrites(this.o.spool, () => this.otherWrote(), (e) => this.survive("write watch", e));
     await this.ticker.start();
+  }
+
+  /** Another process committed: tick if a batch is ready now, else arm the timer for the next. */
+  private otherWrote(): void {
+    if (!this.running || this.stopping) return;
+    const now = effectiveNow(this.o.spool);
+    if (anyReadyNow(this.o.spool, now)) this.kick();
+    else this.armReadiness(now);
   }
 
   /** Stop claiming; let in-flight attempts finish or hit their deadline. */
   async stop(): Promise<void> {
     this.running = false;
     this.stopping = true;
-    if (this.readyTimer) clearTimeout(this.readyTimer);
-    this.readyTimer = null;
+    this.readyTimer.clear();
+    this.unwatch?.();
+    this.unwatch = null;
     await this.ticker.stop();
     await this.drain();
   }
@@ -222,23 +232,7 @@ export class Dispatcher implements Service {
   private armReadiness(now: number): void {
     if (!this.running || this.stopping) return;
     const at = nextReadyAt(this.o.spool, now);
-    if (at !== null) this.armAt(at, now);
-  }
-
-  /** One timer on the earliest readiness instant inside the next poll_s; a later one leaves it be. */
-  private armAt(at: number, now: number): void {
-    if (at - now >= this.config.dispatch.poll_s) return;
-    if (this.readyTimer && at >= this.readyAt) return;
-    if (this.readyTimer) clearTimeout(this.readyTimer);
-    this.readyAt = at;
-    this.readyTimer = setTimeout(
-      () => {
-        this.readyTimer = null;
-        this.readyAt = Number.POSITIVE_INFINITY;
-        this.kick();
-      },
-      Math.max(0, Math.ceil((at - now) * 1000)) + 2,
-    );
+    if (at !== null) this.readyTimer.arm(at, now, this.config.dispatch.poll_s);
   }
 
   /**
@@ -250,7 +244,7 @@ export class Dispatcher implements Service {
     if (!this.running || this.stopping) return;
     const now = this.o.clock.now();
     if (at === undefined || at <= now) this.kick();
-    else this.armAt(at, now);
+    else this.readyTimer.arm(at, now, this.config.dispatch.poll_s);
   }
 
   /**

@@ -334,8 +334,21 @@ export function nextReadyAt(spool: Spool, now: number): number | null {
   return retry === null ? open : Math.min(open, retry);
 }
 
+const ANY_READY_NOW = `SELECT EXISTS (SELECT 1 FROM batches WHERE state = 'sealed')
+  OR EXISTS (SELECT 1 FROM batches WHERE state = 'retry' AND next_attempt_at <= $now)
+  OR EXISTS (SELECT 1 FROM batches WHERE state = 'open'
+    AND ((quiet_s = 0 AND max_s = 0) OR $now >= last_at + quiet_s OR $now >= first_at + max_s)) AS ready`;
+
+/**
+ * Whether some batch is ready at `now` (sealed, due for a retry, or open past its window): the
+ * dispatcher asks when another process wrote, and ticks only if so. Read-only, index searches.
+ */
+export function anyReadyNow(spool: Spool, now: number): boolean {
+  return (prepared<{ ready: number }, Record<string, number>>(spool.db, ANY_READY_NOW).get({ now })?.ready ?? 0) === 1;
+}
+
 /** How SQLite runs the dispatcher's per-tick queries (tests hold them to indexes, never a scan of history). */
 export function tickQueryPlans(spool: Spool): Record<string, string[]> {
   const plan = (sql: string) => (spool.db.query(`EXPLAIN QUERY PLAN ${sql}`).all({ now: 0 } as never) as { detail: string }[]).map((r) => r.detail);
-  return { ready: plan(READY), candidates: plan(CANDIDATES), nextOpenReady: plan(NEXT_OPEN_READY), nextRetryDue: plan(NEXT_RETRY_DUE) };
+  return { ready: plan(READY), candidates: plan(CANDIDATES), nextOpenReady: plan(NEXT_OPEN_READY), nextRetryDue: plan(NEXT_RETRY_DUE), anyReadyNow: plan(ANY_READY_NOW) };
 }

@@ -83,3 +83,11 @@ export function expectationSince(spool: Spool, source: string, now: number): num
   setMetaTx(spool.db, key, now);
   return now;
 }
+
+/**
+ * SQLite's count of commits by other connections to this database (PRAGMA data_version): it
+ * moves when another process wrote, and reading it costs no disk I/O.
+ */
+export function dataVersion(spool: Spool): number {
+  return (spool.db.query("PRAGMA data_version").get() as { data_version: number }).data_version;
+}

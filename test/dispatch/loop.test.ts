@@ -5,7 +5,7 @@ import { waitFor } from "../helpers/proc.ts";
 import { backoffS, retryDelayS } from "../../src/store/backoff.ts";
 import { seededRng } from "../../src/clock.ts";
 import { type Deadline, outcome } from "../../src/delivery.ts";
-import { claimBatch, nextReadyAt, recoverLeases } from "../../src/store/batches.ts";
+import { anyReadyNow, claimBatch, nextReadyAt, recoverLeases } from "../../src/store/batches.ts";
 import { pauseDestination, resumeDestination } from "../../src/store/destinations.ts";
 import { getMetaNumber } from "../../src/store/meta.ts";
 import { T0 } from "../helpers/spool.ts";
@@ -88,6 +88,16 @@ describe("FIFO and parallelism", () => {
     expect(nextReadyAt(r.spool, T0)).toBe(T0 + 2);
     expect(nextReadyAt(r.spool, T0 + 3)).toBe(T0 + 5);
     expect(nextReadyAt(r.spool, T0 + 5)).toBeNull();
+  });
+
+  test("anyReadyNow: true once an open batch's window is over or it has none, false while every window runs", () => {
+    const r = rig(BASE, [fakeDestination("hermes:a")]);
+    expect(anyReadyNow(r.spool, T0)).toBe(false);
+    r.put("B", "hermes:a", { window: { quiet_s: 5, max_s: 60 } });
+    expect(anyReadyNow(r.spool, T0)).toBe(false);
+    expect(anyReadyNow(r.spool, T0 + 5)).toBe(true);
+    r.put("A", "hermes:a");
+    expect(anyReadyNow(r.spool, T0)).toBe(true);
   });
 
   test("max_inflight and dispatch.parallel cap what one tick claims", async () => {

@@ -1,62 +1,69 @@
-// Under `run`, the intake wakes the dispatcher: an event whose batch is ready at once (the
-// immediate span) is delivered in milliseconds, and one in a quiet window as that window ends,
-// with an hour between the dispatcher's ticks.
+// With an hour between the dispatcher's ticks, a batch is still delivered the moment it is ready:
+// an event whose batch is ready at once (the immediate span) in milliseconds, and one in a quiet
+// window as that window ends. Under `run` the intake tells the dispatcher; with intake and
+// dispatch as two processes, the dispatcher sees the other process's commits (data_version).
+import { Database } from "bun:sqlite";
 import { expect, test } from "bun:test";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { earliestReady } from "../../src/intake/pipeline.ts";
-import { startHookspool, waitFor } from "../helpers/proc.ts";
+import { type Hookspool, runHookspool, startHookspool, waitFor } from "../helpers/proc.ts";
 import { Receiver } from "../helpers/receiver.ts";
 import { tempDir } from "../helpers/tmp.ts";
 
-test("a ready batch is delivered without waiting for the next tick", async () => {
+const TOKEN = "kit-test-wake-token";
+
+async function deliver(layout: "run" | "split", window: string, topics: string[]): Promise<{ docs: { events: { n: number }[] }[]; elapsedMs: number }> {
   const home = tempDir("hookspool-wake-");
-  writeFileSync(join(home, "token"), "kit-test-wake-token", { mode: 0o600 });
+  writeFileSync(join(home, "token"), TOKEN, { mode: 0o600 });
   const receiver = new Receiver<{ events: { n: number }[] }>({});
   writeFileSync(
     join(home, "config.toml"),
-    `[intake]\nlisten = "127.0.0.1:0"\n\n[dispatch]\npoll_s = 3600\n\n[sources.s]\ntemplate = { scheme = "static-token", header = "X-Token", key = "topic" }\nsecrets.secret = { file = "${join(home, "token")}" }\nspan = "immediate"\naction = "receiver"\n\n[destinations.receiver]\ntype = "http"\nurl = "http://127.0.0.1:${receiver.port}/in"\nallow_insecure = true\nunsigned = true\n`,
+    `[intake]\nlisten = "127.0.0.1:0"\n\n[dispatch]\npoll_s = 3600\n\n[sources.s]\ntemplate = { scheme = "static-token", header = "X-Token", key = "topic" }\nsecrets.secret = { file = "${join(home, "token")}" }\n${window}\naction = "receiver"\n\n[destinations.receiver]\ntype = "http"\nurl = "http://127.0.0.1:${receiver.port}/in"\nallow_insecure = true\nunsigned = true\n`,
   );
-  const hs = await startHookspool(home, ["run"]);
+  if (layout === "split") expect((await runHookspool(home, ["migrate"])).code).toBe(0);
+  const procs: Hookspool[] = layout === "run" ? [await startHookspool(home, ["run"])] : [await startHookspool(home, ["intake"]), await startHookspool(home, ["dispatch"])];
   try {
-    const port = await hs.port();
-    for (const n of [1, 2, 3]) {
-      const res = await fetch(`http://127.0.0.1:${port}/hooks/s`, { method: "POST", body: JSON.stringify({ topic: `t${n}`, n }), headers: { "Content-Type": "application/json", "X-Token": "kit-test-wake-token" } });
+    const port = await procs[0].port();
+    // The dispatcher's first tick is over (it wrote its heartbeat): what follows waits on no tick.
+    if (layout === "split") await waitFor("the dispatcher's first tick", () => heartbeatPid(home) === procs[1].proc.pid);
+    const sent = Date.now();
+    for (const [n, topic] of topics.entries()) {
+      const res = await fetch(`http://127.0.0.1:${port}/hooks/s`, { method: "POST", body: JSON.stringify({ topic, n }), headers: { "Content-Type": "application/json", "X-Token": TOKEN } });
       expect(res.status).toBe(202);
     }
-    await waitFor("three deliveries", () => receiver.accepted().length === 3, 5_000);
+    await waitFor(`${topics.length} deliveries`, () => receiver.accepted().length === topics.length, 10_000);
+    return { docs: receiver.accepted().map((d) => d.doc), elapsedMs: Date.now() - sent };
   } finally {
-    hs.kill("SIGTERM");
-    await hs.exited;
+    for (const p of procs) p.kill("SIGTERM");
+    for (const p of procs) await p.exited;
     receiver.stop();
   }
-  expect(receiver.accepted().flatMap((d) => d.doc.events.map((e) => e.n)).sort()).toEqual([1, 2, 3]);
-});
+}
 
-test("a batch in a quiet window is delivered as the window ends, not at the next tick", async () => {
-  const home = tempDir("hookspool-wake-quiet-");
-  writeFileSync(join(home, "token"), "kit-test-wake-token", { mode: 0o600 });
-  const receiver = new Receiver<{ events: { n: number }[] }>({});
-  writeFileSync(
-    join(home, "config.toml"),
-    `[intake]\nlisten = "127.0.0.1:0"\n\n[dispatch]\npoll_s = 3600\n\n[sources.s]\ntemplate = { scheme = "static-token", header = "X-Token", key = "topic" }\nsecrets.secret = { file = "${join(home, "token")}" }\nquiet_s = 0.4\nmax_s = 30\naction = "receiver"\n\n[destinations.receiver]\ntype = "http"\nurl = "http://127.0.0.1:${receiver.port}/in"\nallow_insecure = true\nunsigned = true\n`,
-  );
-  const hs = await startHookspool(home, ["run"]);
+function heartbeatPid(home: string): number | null {
+  const db = new Database(join(home, "spool.db"), { readonly: true });
   try {
-    const port = await hs.port();
-    const sent = Date.now();
-    const res = await fetch(`http://127.0.0.1:${port}/hooks/s`, { method: "POST", body: JSON.stringify({ topic: "t", n: 7 }), headers: { "Content-Type": "application/json", "X-Token": "kit-test-wake-token" } });
-    expect(res.status).toBe(202);
-    await waitFor("the delivery", () => receiver.accepted().length === 1, 10_000);
-    // Not before the quiet window ended (the batch was open until then).
-    expect(Date.now() - sent).toBeGreaterThanOrEqual(400);
+    const row = db.query("SELECT value FROM meta WHERE key = 'dispatcher_pid'").get() as { value: string } | null;
+    return row ? Number(row.value) : null;
   } finally {
-    hs.kill("SIGTERM");
-    await hs.exited;
-    receiver.stop();
+    db.close();
   }
-  expect(receiver.accepted()[0].doc.events.map((e) => e.n)).toEqual([7]);
-}, 20_000);
+}
+
+for (const layout of ["run", "split"] as const) {
+  test(`${layout}: a ready batch is delivered without waiting for the next tick`, async () => {
+    const { docs } = await deliver(layout, 'span = "immediate"', ["t1", "t2", "t3"]);
+    expect(docs.flatMap((d) => d.events.map((e) => e.n)).sort()).toEqual([0, 1, 2]);
+  }, 20_000);
+
+  test(`${layout}: a batch in a quiet window is delivered as the window ends, not at the next tick`, async () => {
+    const { docs, elapsedMs } = await deliver(layout, "quiet_s = 0.4\nmax_s = 30", ["t"]);
+    expect(docs.map((d) => d.events.map((e) => e.n))).toEqual([[0]]);
+    // Not before the quiet window ended: the batch was open until then.
+    expect(elapsedMs).toBeGreaterThanOrEqual(400);
+  }, 20_000);
+}
 
 test("earliestReady: now when sealed or windowless, else the shortest window of the copies", () => {
   const w = (quiet_s: number, max_s: number) => ({ quiet_s, max_s, max_events: 10, max_bytes: 1000 });

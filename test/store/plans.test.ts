@@ -6,7 +6,7 @@ import { freshSpool } from "../helpers/spool.ts";
 
 test("every per-tick query is an index search, or a scan of the unfinished batches only", () => {
   const plans = tickQueryPlans(freshSpool().spool);
-  expect(Object.keys(plans).sort()).toEqual(["candidates", "nextOpenReady", "nextRetryDue", "ready"]);
+  expect(Object.keys(plans).sort()).toEqual(["anyReadyNow", "candidates", "nextOpenReady", "nextRetryDue", "ready"]);
   for (const [name, steps] of Object.entries(plans)) {
     const scans = steps.filter((s) => /^SCAN batches\b/.test(s));
     // A bare "SCAN batches" would read every row of history; batches_queue holds only open, sealed, retry and leased.
