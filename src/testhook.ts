@@ -12,6 +12,7 @@ let failures = Number(process.env.HOOKSPOOL_TEST_HOOK_TIMES ?? "1");
 export const CRASH_POINTS = [
   "enqueue.after_copy.0",
   "enqueue.after_copy.1",
+  "enqueue.after_savepoint",
   "enqueue.before_commit",
   "intake.after_commit",
   "quarantine.before_commit",

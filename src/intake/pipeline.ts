@@ -8,7 +8,8 @@ import { errorClass, type Faults } from "../obs/faults.ts";
 import type { Logger } from "../log.ts";
 import type { HookRequest } from "../plugin/types.ts";
 import type { Spool } from "../store/db.ts";
-import { type EnqueueResult, type EventCopy, enqueue, type Placed, quarantine } from "../store/enqueue.ts";
+import { type EnqueueResult, type EventCopy, type Placed, quarantine } from "../store/enqueue.ts";
+import type { GroupCommit } from "../store/group.ts";
 import { testHook } from "../testhook.ts";
 import { type Backpressure, spoolFailure } from "./backpressure.ts";
 import type { IntakeMetrics, RejectReason } from "./metrics.ts";
@@ -19,6 +20,8 @@ import { emptyReply, evaluationReply, LENGTH_REQUIRED, type Reply, SPOOL_BUSY, S
 
 export interface PipelineDeps {
   spool: Spool;
+  /** Every event's enqueue goes through it: requests that are ready together commit together. */
+  group: GroupCommit;
   config(): Config;
   sources(): Map<string, IntakeSource>;
   log: Logger;
@@ -27,7 +30,6 @@ export interface PipelineDeps {
   backpressure: Backpressure;
   /** Refused writes (counted, logged without flooding, the spool issue) and bugs. */
   faults: Faults;
-  /** Under `run`: tell the dispatcher in this process that a batch is ready now. */
   /** Under `run`: the earliest instant a batch this event joined may be ready (now when sealed). */
   wake?: (at: number) => void;
 }
@@ -119,7 +121,7 @@ export async function handleHook(d: PipelineDeps, input: HookInput): Promise<Rep
   // 7. one transaction for every copy; 8. the answer only after COMMIT returned
   let result: EnqueueResult;
   try {
-    result = enqueue(d.spool, classified.event, req.now);
+    result = await d.group.enqueue(classified.event, req.now);
     d.backpressure.writeOk();
   } catch (e) {
     const failure = spoolFailure(e);

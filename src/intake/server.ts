@@ -10,6 +10,7 @@ import type { Logger } from "../log.ts";
 import { Faults } from "../obs/faults.ts";
 import { renderSpoolMetrics } from "../obs/metrics.ts";
 import { openSpool, requireCurrentSchema, type Spool } from "../store/db.ts";
+import { GroupCommit } from "../store/group.ts";
 import { Backpressure } from "./backpressure.ts";
 import { Health } from "./health.ts";
 import { IntakeMetrics } from "./metrics.ts";
@@ -128,6 +129,7 @@ export class Intake implements Service {
     this.health = new Health(this.spool, loaded.paths.spoolFile, clock, this.backpressure, () => faults.flush());
     const deps = {
       spool: this.spool,
+      group: new GroupCommit(this.spool),
       config: () => this.config,
       sources: () => this.sources,
       log,

@@ -119,3 +119,28 @@ export const killedInQuarantine: CrashCase = {
     expectDeliveredOnce(s, queued[0].batch_id, [3]);
   },
 };
+
+/**
+ * Killed inside a group commit, with requests from several senders in the transaction: none is
+ * answered, none is stored, and each sender's retry is queued and delivered once.
+ */
+export const killedInGroup: CrashCase = {
+  name: "a group of concurrent requests killed before its COMMIT: no 2xx to any, nothing stored; every retry delivered once",
+  async run(s: Scene) {
+    const hooks = Array.from({ length: 8 }, (_, i) => hook("demo", { topic: `g${i}`, type: "push", n: i }, `evt-group-${i}`));
+    const armed = await s.start(["run"], { hook: "enqueue.after_savepoint" });
+    const answers = await Promise.all(hooks.map((h) => s.send(armed.port, h)));
+    for (const [i, a] of answers.entries()) expect("dropped" in a, `event ${hooks[i].dedupId}: answered ${statusOf(a)} though the process died before its COMMIT`).toBe(true);
+    await s.killedAt(armed.hs, "enqueue.after_savepoint");
+    expect({ events: s.count("events"), batches: s.count("batches"), dedup: s.count("dedup") }, "a killed group left rows behind").toEqual({ events: 0, batches: 0, dedup: 0 });
+
+    const again = await s.start();
+    for (const h of hooks) expect(statusOf(await s.send(again.port, h)), `event ${h.dedupId}: the retry after the restart`).toBe('202 {"status":"queued"}');
+    await s.settled();
+    for (const [i, h] of hooks.entries()) {
+      const copies = copiesOf(s, h.dedupId as string);
+      expect(copies.map((c) => c.route), `event ${h.dedupId}: copies after the retry`).toEqual(["demo", "demo-mirror"]);
+      for (const c of copies) expectDeliveredOnce(s, c.batch_id, [i]);
+    }
+  },
+};

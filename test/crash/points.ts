@@ -1,6 +1,6 @@
 // Every crash point of src/testhook.ts and the crash cases that prove the promise there. The
 // Record type makes a point without cases a compile error; crash.test.ts checks it at run time.
-import { afterCommitWithDedupId, afterCommitWithoutDedupId, killedBeforeCommit, killedInQuarantine } from "./cases-intake.ts";
+import { afterCommitWithDedupId, afterCommitWithoutDedupId, killedBeforeCommit, killedInGroup, killedInQuarantine } from "./cases-intake.ts";
 import { killedAfterResponse, killedBeforeRequest, killedInClaim, killedInMark, killedInSeal } from "./cases-dispatch.ts";
 import { killedAfterJournal, killedInPollTick } from "./cases-processor.ts";
 import { killedInRetention } from "./cases-retention.ts";
@@ -9,6 +9,7 @@ import type { CrashCase, CrashPoint } from "./harness.ts";
 export const CASES: Record<CrashPoint, CrashCase[]> = {
   "enqueue.after_copy.0": [killedBeforeCommit("enqueue.after_copy.0")],
   "enqueue.after_copy.1": [killedBeforeCommit("enqueue.after_copy.1")],
+  "enqueue.after_savepoint": [killedBeforeCommit("enqueue.after_savepoint"), killedInGroup],
   "enqueue.before_commit": [killedBeforeCommit("enqueue.before_commit")],
   "intake.after_commit": [afterCommitWithDedupId, afterCommitWithoutDedupId],
   "quarantine.before_commit": [killedInQuarantine],
