@@ -17,6 +17,8 @@ export interface EventFacts {
   body: Uint8Array | null;
   /** The source's keep_headers that the request carried. */
   headers?: Record<string, string>;
+  /** The payload was produced by JSON.parse or JSON.stringify here (see NewEvent). */
+  payloadParsed?: true;
 }
 
 /** The event to enqueue for `facts`, placed as `copies`. */
@@ -35,6 +37,7 @@ export function newEvent(config: Config, facts: EventFacts, copies: NewEvent["co
     headers: facts.headers ?? {},
     copies,
     dedupWindowS: src.dedup_window_s,
+    ...(facts.payloadParsed ? { payloadParsed: true as const } : {}),
   };
 }
 

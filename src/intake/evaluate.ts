@@ -113,7 +113,7 @@ export function classify(config: Config, src: IntakeSource, req: HookRequest): C
     const v = req.header(h);
     if (v !== null) kept[h] = v;
   }
-  const facts = { source: src.name, key, eventType: String(eventType), dedupId: dedupId === null ? null : String(dedupId), payload: payloadText, body: req.body, headers: kept };
+  const facts = { source: src.name, key, eventType: String(eventType), dedupId: dedupId === null ? null : String(dedupId), payload: payloadText, body: req.body, headers: kept, payloadParsed: true as const };
   return { attrs, event: newEvent(config, facts, copies) };
 }
 

@@ -38,6 +38,11 @@ export interface NewEvent {
   headers: Record<string, string>;
   copies: EventCopy[];
   dedupWindowS: number;
+  /**
+   * The payload text came out of JSON.parse or JSON.stringify in this process (the intake's
+   * classify), so it is JSON: the store does not parse it again. Every other caller leaves it unset.
+   */
+  payloadParsed?: true;
 }
 
 export interface Placed {
@@ -80,6 +85,7 @@ export function validateNewEvent(ev: NewEvent): void {
     seen.add(c.destination);
     if (!(c.window.max_events >= 1 && c.window.max_bytes >= 1)) throw bad("a window needs max_events and max_bytes >= 1");
   }
+  if (ev.payloadParsed) return;
   try {
     JSON.parse(ev.payload);
   } catch {

@@ -79,3 +79,13 @@ test("a group is bounded by its event count and its bytes, and takes at least on
   await Promise.all(Array.from({ length: 3 }, (_, i) => byBytes.enqueue(ev({ key: `b${i}`, payload: JSON.stringify({ big }), copies: [copy("r", "http:d")] }), T0)));
   expect(byBytes.stats).toEqual({ commits: 3, events: 3 });
 });
+
+test("the store parses a payload itself unless the caller made it with JSON.parse or JSON.stringify", async () => {
+  const { spool } = freshSpool();
+  const g = new GroupCommit(spool);
+  await expect(g.enqueue(ev({ payload: '{"a":' }), T0)).rejects.toThrow("not valid JSON");
+  // The intake's classify sets the flag only on text it parsed or serialized; the store trusts it.
+  const made = JSON.stringify({ a: 1 });
+  expect((await g.enqueue(ev({ payload: made, payloadParsed: true }), T0)).status).toBe("queued");
+  expect(count(spool.db, "events")).toBe(1);
+});
