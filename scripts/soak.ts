@@ -239,6 +239,8 @@ async function main(): Promise<number> {
   let nextKillDispatch = Date.now() + 5000 + rand(3000);
   let nextKillIntake = Date.now() + 7000 + rand(4000);
   let nextReload = Date.now() + 9000;
+  let nextSample = Date.now();
+  const watch = new Database(join(home, "spool.db"), { readonly: true });
   // The senders run on their own, so requests land while the intake is dead or restarting.
   const senders = (async () => {
     while (Date.now() < end) {
@@ -265,6 +267,10 @@ async function main(): Promise<number> {
       await startIntake();
       nextKillIntake = Date.now() + 7000 + rand(5000);
     }
+    if (now >= nextSample) {
+      backlogHighWater = Math.max(backlogHighWater, unfinished(watch));
+      nextSample = now + 1000;
+    }
     if (now >= nextReload) {
       reloads++;
       writeConfig();
@@ -273,6 +279,8 @@ async function main(): Promise<number> {
     await Bun.sleep(50);
   }
   await senders;
+  watch.close();
+  const sendersStopped = Date.now();
   // Drain: the senders retry what was refused, the receiver comes back for good.
   await setMode("up");
   await waitFor("every sender's event acked", async () => {
@@ -282,11 +290,11 @@ async function main(): Promise<number> {
   }, 20_000);
   const db = new Database(join(home, "spool.db"), { readonly: true });
   try {
-    await waitFor(
-      "every batch delivered or dead",
-      () => (db.query("SELECT COUNT(*) AS n FROM batches WHERE state NOT IN ('delivered', 'dead', 'dropped')").get() as { n: number }).n === 0,
-      45_000,
-    ).catch(() => undefined);
+    const drained = await waitFor("every batch delivered or dead", () => unfinished(db) === 0, 45_000).then(
+      () => true,
+      () => false,
+    );
+    drainS = drained ? Math.round((Date.now() - sendersStopped) / 100) / 10 : null;
     return report(db, started);
   } finally {
     db.close();
@@ -299,6 +307,15 @@ async function main(): Promise<number> {
     receiver.stop();
   }
 }
+
+/** Batches not yet delivered, dead or dropped: the backlog. */
+function unfinished(db: Database): number {
+  return (db.query("SELECT COUNT(*) AS n FROM batches WHERE state NOT IN ('delivered', 'dead', 'dropped')").get() as { n: number }).n;
+}
+
+/** The largest backlog seen (sampled each second), and how long it took to drain after the senders stopped (null: not in 45 s). */
+let backlogHighWater = 0;
+let drainS: number | null = null;
 
 function report(db: Database, started: number): number {
   const failures: string[] = [];
@@ -337,6 +354,8 @@ function report(db: Database, started: number): number {
       delivered: batches.filter((b) => b.state === "delivered").length,
       dead: batches.filter((b) => b.state === "dead").length,
       deliveries_received: got.length,
+      backlog_high_water: backlogHighWater,
+      drain_s_after_senders_stopped: drainS,
       kills,
       reloads,
       cpu_s: Math.round(usage.cpuS * 10) / 10,
