@@ -3,7 +3,7 @@
 // changed, through a real `hookspool run` whose Google (token endpoint, changes.getStartPageToken,
 // changes.list over two pages) is a stub on 127.0.0.1: the instances' api_base_url and the
 // credential's token_uri point at it.
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { stringify } from "smol-toml";
@@ -15,6 +15,9 @@ import { type Hookspool, startHookspool, waitFor } from "../helpers/proc.ts";
 import { Receiver } from "../helpers/receiver.ts";
 import { tempDir } from "../helpers/tmp.ts";
 import { builtin, kitOf } from "./catalogue.ts";
+
+// Real hookspool processes on a shared 2-core machine: seconds, not the 5 s default.
+setDefaultTimeout(30_000);
 
 const bobbin = builtin("google.drive");
 const kit = kitOf(bobbin);

@@ -3,7 +3,7 @@
 // classifies each message with the shipped rule pack (or the deployment's hooks). End to end
 // through a real `hookspool run` whose Google (token endpoint, Gmail, Calendar free/busy) is a
 // stub on 127.0.0.1; the rule pack, the push decoding and the processor's own decisions on their own.
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { stringify } from "smol-toml";
@@ -19,6 +19,9 @@ import { startHookspool, waitFor } from "../helpers/proc.ts";
 import { Receiver } from "../helpers/receiver.ts";
 import { tempDir } from "../helpers/tmp.ts";
 import { builtin, type CaptureResult, expectAsCaptured, kitOf } from "./catalogue.ts";
+
+// Real hookspool processes on a shared 2-core machine: seconds, not the 5 s default.
+setDefaultTimeout(30_000);
 
 const bobbin = builtin("google.gmail");
 const kit = kitOf(bobbin);

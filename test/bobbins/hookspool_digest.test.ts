@@ -1,7 +1,7 @@
 // hookspool.digest: hookspool.webhook's source, and a processor that turns each batch into one
 // digest with counts by event type and the key's running totals, through a real `hookspool run`.
 import { createHmac } from "node:crypto";
-import { expect, test } from "bun:test";
+import { expect, setDefaultTimeout, test } from "bun:test";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { stringify } from "smol-toml";
@@ -10,6 +10,9 @@ import { startHookspool, waitFor } from "../helpers/proc.ts";
 import { Receiver } from "../helpers/receiver.ts";
 import { tempDir } from "../helpers/tmp.ts";
 import { builtin, kitOf } from "./catalogue.ts";
+
+// Real hookspool processes on a shared 2-core machine: seconds, not the 5 s default.
+setDefaultTimeout(30_000);
 
 test("each batch becomes one digest, delivered once, with totals that add up across batches", async () => {
   const b = builtin("hookspool.digest");

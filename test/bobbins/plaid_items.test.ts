@@ -2,7 +2,7 @@
 // /webhook_verification_key/get, its iat within 300 s, its request_body_sha256 the body's hash),
 // through a real `hookspool run` whose key lookups a stub Plaid on 127.0.0.1 answers, and against
 // an intake on the kit's clock with a key made here.
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { createHash, randomUUID } from "node:crypto";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -16,6 +16,9 @@ import { startHookspool, waitFor } from "../helpers/proc.ts";
 import { Receiver } from "../helpers/receiver.ts";
 import { tempDir } from "../helpers/tmp.ts";
 import { builtin, type CaptureResult, expectAsCaptured, kitOf } from "./catalogue.ts";
+
+// Real hookspool processes on a shared 2-core machine: seconds, not the 5 s default.
+setDefaultTimeout(30_000);
 
 const bobbin = builtin("plaid.items");
 const kit = kitOf(bobbin);

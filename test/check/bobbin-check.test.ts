@@ -190,7 +190,7 @@ describe("each row fails on its defect", () => {
     test('"k"');
     expect((await rows(dir)).get("tests")).toMatchObject({ outcome: "pass", note: "tests/source.test.ts" });
     test('"other"');
-    expect((await rows(dir)).get("tests")?.problems.map((p) => p.message)).toEqual(["1 fail (bun test exited 1)"]);
+    expect((await rows(dir)).get("tests")?.problems.map((p) => p.message)).toEqual(["1 fail (bun test exited 1); first: the key"]);
     expect((await checkBobbin(subjectFromDir(dir), { runTests: false })).rows.find((r) => r.name === "tests")).toMatchObject({ outcome: "skip", note: "tests/source.test.ts: not run (--no-tests)" });
   });
 

@@ -29,8 +29,16 @@ async function runBunTests(bun: string, cwd: string, args: string[]): Promise<st
     const p = Bun.spawn([bun, "test", ...args], { cwd, env, stdout: "pipe", stderr: "pipe" });
     const [out, err, code] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text(), p.exited]);
     if (code === 0) return null;
-    const summary = `${out}\n${err}`.split("\n").find((l) => /^\s*\d+ fail$/.test(l))?.trim();
-    return summary ? `${summary} (bun test exited ${code})` : `bun test exited ${code}`;
+    const lines = `${out}\n${err}`.split("\n");
+    const summary = lines.find((l) => /^\s*\d+ fail$/.test(l))?.trim();
+    // The first failing test by name, so the row says where to look.
+    const first = lines
+      .find((l) => l.startsWith("(fail) "))
+      ?.slice("(fail) ".length)
+      .replace(/\s*\[[\d.]+m?s\]$/, "")
+      .slice(0, 160);
+    const said = summary ? `${summary} (bun test exited ${code})` : `bun test exited ${code}`;
+    return first ? `${said}; first: ${first}` : said;
   } finally {
     rmSync(tmp, { recursive: true, force: true });
   }
