@@ -5,6 +5,7 @@ import { copyFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import pkg from "../package.json";
 import { tempDir } from "./helpers/tmp.ts";
+import { LATEST_SCHEMA } from "../src/store/migrations.ts";
 
 const root = join(import.meta.dir, "..");
 
@@ -30,14 +31,14 @@ test(
 
     const init = run(["--home", home, "init"]);
     expect(init).toMatchObject({ code: 0, err: "" });
-    expect(init.out).toContain("at schema 4");
+    expect(init.out).toContain(`at schema ${LATEST_SCHEMA}`);
     // The binary that ran, as typed from where it ran.
     expect(init.out).toContain(`next: ./hookspool --home home run`);
 
     // A second, separate database: migrate builds it from the embedded SQL alone.
     const fresh = run(["--home", join(dir, "fresh"), "migrate"]);
     expect(fresh).toMatchObject({ code: 0, err: "" });
-    expect(fresh.out).toContain("applied 0001_v2, 0002_unwrap, 0003_polls, 0004_quarantine (schema 0 -> 4)");
+    expect(fresh.out).toContain("applied 0001_v2, 0002_unwrap, 0003_polls, 0004_quarantine, 0005_ready_index (schema 0 -> 5)");
     expect(run(["--home", home, "migrate"]).out).toContain("nothing to apply");
 
     const enq = run(["--home", home, "enqueue", "--source", "demo", "--key", "topic-1", "--event-type", "push"], '{"topic":"topic-1","n":1}');
@@ -64,7 +65,7 @@ test(
     const check = run(["--home", home, "check"]);
     expect(check.code).toBe(0);
     expect(check.out).toContain("0 errors");
-    expect(JSON.parse(run(["--home", home, "--json", "status"]).out)).toMatchObject({ schema: 4, batches: { open: 1 } });
+    expect(JSON.parse(run(["--home", home, "--json", "status"]).out)).toMatchObject({ schema: LATEST_SCHEMA, batches: { open: 1 } });
     expect(run(["--home", home, "metrics"]).out).toContain('hookspool_batches{state="open"} 1');
     expect(run(["--home", home, "pause", "script:demo-log", "--reason", "test"]).code).toBe(0);
     expect(run(["--home", home, "issues"]).out).toContain("delivery:script:demo-log:paused");

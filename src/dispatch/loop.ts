@@ -13,9 +13,9 @@ import { Deadline, type Destination, deliveryId, outcome, type Outcome } from ".
 import { Faults, faultCounts } from "../obs/faults.ts";
 import type { Logger } from "../log.ts";
 import { redueConfigRetries } from "../store/attempts.ts";
-import { anyReadyNow, type Candidate, candidates, claimBatch, nextReadyAt, recoverLeases, sealReady } from "../store/batches.ts";
+import { anyReadyNow, type Candidate, candidates, type Claim, type ClaimInput, claimBatches, nextReadyAt, recoverLeases, sealReady } from "../store/batches.ts";
 import { abandonAttempt } from "../store/marks.ts";
-import { type Policy, recordOutcome } from "../store/outcome.ts";
+import type { Policy } from "../store/outcome.ts";
 import { batchContent } from "../store/content.ts";
 import type { Spool } from "../store/db.ts";
 import type { NewEvent } from "../store/enqueue.ts";
@@ -26,6 +26,7 @@ import { testHook } from "../testhook.ts";
 import { buildDocument } from "./document.ts";
 import { resolveEmit } from "./emits.ts";
 import { stepPolls } from "./polls.ts";
+import { OutcomeWriter } from "./outcomes.ts";
 import { ReadyTimer, watchWrites } from "./wakeups.ts";
 import { gate, pickProbe } from "./gate.ts";
 
@@ -92,6 +93,8 @@ export class Dispatcher implements Service {
   private instance: string;
   /** What its loops catch: refused writes (counted, logged, one issue) and bugs (an internal issue). */
   private readonly faults: Faults;
+  /** Attempts that end together share one outcome transaction. */
+  readonly outcomes: OutcomeWriter;
 
   constructor(private readonly o: DispatcherOptions) {
     this.config = o.loaded.config;
@@ -110,6 +113,7 @@ export class Dispatcher implements Service {
     this.pid = o.pid ?? process.pid;
     this.instance = instanceId(o.spool);
     this.faults = new Faults(o.spool, "dispatcher", o.log, () => o.clock.now());
+    this.outcomes = new OutcomeWriter(o.spool);
   }
 
   /**
@@ -285,11 +289,13 @@ export class Dispatcher implements Service {
     let free = this.config.dispatch.parallel - this.workers.size;
     if (free <= 0) return;
     const byDestination = new Map<string, Candidate[]>();
-    for (const c of candidates(spool, now)) {
+    // No destination takes more than `free` of them: asking for more would read rows never claimed.
+    for (const c of candidates(spool, now, free)) {
       const list = byDestination.get(c.destination) ?? [];
       list.push(c);
       byDestination.set(c.destination, list);
     }
+    const picks: { c: Candidate; dest: Destination | null; probe: boolean }[] = [];
     for (const [name, due] of byDestination) {
       if (free <= 0) break;
       const dest = this.destination(name);
@@ -298,28 +304,39 @@ export class Dispatcher implements Service {
       if (g.halfOpened) this.o.log.warn("breaker half-open: cooldown over, one probe next", { destination: name });
       if (g.slots <= 0) continue;
       const chosen = g.probe ? [pickProbe(due, g.lastProbeBatchId)].filter((x): x is Candidate => x !== undefined) : due.slice(0, Math.min(g.slots, free));
-      for (const c of chosen) {
-        if (this.claimAndStart(c, dest, now, g.probe)) free--;
-      }
+      for (const c of chosen) picks.push({ c, dest, probe: g.probe });
+      free -= chosen.length;
     }
+    // Every slot this tick fills, leased in one transaction.
+    const claims = claimBatches(
+      spool,
+      picks.map((p) => this.claimInput(p.c, p.dest, now, p.probe)),
+    );
+    picks.forEach((p, i) => {
+      const claim = claims[i];
+      if (claim) this.startWorker(p.c, p.dest, claim, now, p.probe);
+      // An operator verb took it first: the slot it would have used is free for the next tick.
+      else this.again = true;
+    });
   }
 
-  private claimAndStart(c: Candidate, dest: Destination | null, now: number, probe: boolean): boolean {
+  private claimInput(c: Candidate, dest: Destination | null, now: number, probe: boolean): ClaimInput {
     const settings = destinationSettings(this.config, c.destination);
     const timeoutS = dest?.timeoutS ?? settings?.timeout_s ?? 30;
-    const leaseUntil = now + timeoutS + this.config.dispatch.lease_grace_s;
     const idempotency = dest?.idempotency ?? "per-batch";
-    const claim = claimBatch(this.o.spool, {
+    return {
       batchId: c.id,
       destination: c.destination,
       now,
-      leaseUntil,
+      leaseUntil: now + timeoutS + this.config.dispatch.lease_grace_s,
       host: this.host,
       pid: this.pid,
       probe,
       deliveryId: (attemptId) => deliveryId(idempotency === "per-event" ? "per-batch" : idempotency, this.instance, c.id, attemptId),
-    });
-    if (!claim) return false;
+    };
+  }
+
+  private startWorker(c: Candidate, dest: Destination | null, claim: Claim, now: number, probe: boolean): void {
     this.live.add(claim.owner);
     this.inflight.set(c.destination, (this.inflight.get(c.destination) ?? 0) + 1);
     // Whatever the worker throws (a mark the spool refused, a bug) is caught here: an unhandled
@@ -333,10 +350,9 @@ export class Dispatcher implements Service {
         this.kick();
       });
     this.workers.add(worker);
-    return true;
   }
 
-  private async deliver(c: Candidate, dest: Destination | null, claim: NonNullable<ReturnType<typeof claimBatch>>, startedAt: number, probe: boolean): Promise<void> {
+  private async deliver(c: Candidate, dest: Destination | null, claim: Claim, startedAt: number, probe: boolean): Promise<void> {
     const spool = this.o.spool;
     const { clock, log } = this.o;
     const t0 = performance.now();
@@ -390,7 +406,7 @@ export class Dispatcher implements Service {
     }
     const durationMs = performance.now() - t0;
     const now = effectiveNow(spool);
-    const r = recordOutcome(spool, {
+    const r = await this.outcomes.record({
       batchId: c.id,
       attemptId: claim.attemptId,
       owner: claim.owner,

@@ -199,29 +199,45 @@ export interface Candidate {
   bytes: number;
 }
 
-// Only the head of each (route, key) group: the oldest unfinished batch by first_at (then id).
-// A group whose head is open, leased or backing off yields nothing. The heads come
-// from an index-only scan of batches_queue, so a gated destination's long queue costs one pass
-// over index entries per tick; INDEXED BY because without statistics the planner prefers the
-// state index and sorts every unfinished row instead (about 8x slower at 1,000 queued batches).
-const CANDIDATES = `WITH heads AS (
-    SELECT route, key, MIN(first_at) AS f FROM batches INDEXED BY batches_queue
-    WHERE state IN ('open', 'sealed', 'retry', 'leased') GROUP BY route, key),
-  head_ids AS (
-    SELECT MIN(b.id) AS id FROM heads h JOIN batches b INDEXED BY batches_queue
-      ON b.route = h.route AND b.key = h.key AND b.first_at = h.f AND b.state IN ('open', 'sealed', 'retry', 'leased')
-    GROUP BY h.route, h.key)
-  SELECT b.id, b.route, b.source, b.destination, b.key, b.state, b.first_at, b.attempts, b.count, b.bytes
-  FROM head_ids JOIN batches b ON b.id = head_ids.id
-  WHERE b.destination <> 'quarantine'
-    AND (b.state = 'sealed' OR (b.state = 'retry' AND b.next_attempt_at <= $now))
-    AND (b.not_before IS NULL OR b.not_before <= $now)
-  ORDER BY b.first_at, b.id`;
+// The destinations that hold a deliverable batch: a loose index scan of batches_ready (one
+// search per destination), never a pass over the batches themselves.
+const READY_DESTINATIONS = `WITH RECURSIVE d(name) AS (
+    SELECT MIN(destination) FROM batches INDEXED BY batches_ready WHERE state IN ('sealed', 'retry')
+    UNION ALL
+    SELECT (SELECT MIN(destination) FROM batches INDEXED BY batches_ready WHERE state IN ('sealed', 'retry') AND destination > d.name)
+      FROM d WHERE d.name IS NOT NULL)
+  SELECT name FROM d WHERE name IS NOT NULL AND name <> 'quarantine'`;
 
-/** Deliverable batches at `now`, oldest first_at first: strictly FIFO per group, parallel across groups. */
-export function candidates(spool: Spool, now: number): Candidate[] {
+// One destination's deliverable batches that head their (route, key) group, oldest first_at
+// (then id) first: a batch is a head when no unfinished batch of its group came before it, so
+// a group whose head is open, leased or backing off yields nothing. The walk follows
+// batches_ready in order and stops at $limit, so a wide backlog costs the slots it fills, not
+// its size; rows it passes over are retries not yet due and the tails of groups whose head is
+// out (each a search of batches_queue).
+const CANDIDATES = `SELECT b.id, b.route, b.source, b.destination, b.key, b.state, b.first_at, b.attempts, b.count, b.bytes
+  FROM batches b INDEXED BY batches_ready
+  WHERE b.destination = $destination AND b.state IN ('sealed', 'retry')
+    AND (b.state = 'sealed' OR b.next_attempt_at <= $now)
+    AND (b.not_before IS NULL OR b.not_before <= $now)
+    AND NOT EXISTS (SELECT 1 FROM batches p INDEXED BY batches_queue
+      WHERE p.route = b.route AND p.key = b.key AND p.state IN ('open', 'sealed', 'retry', 'leased')
+        AND p.first_at <= b.first_at AND (p.first_at < b.first_at OR p.id < b.id))
+  ORDER BY b.first_at, b.id
+  LIMIT $limit`;
+
+/**
+ * Deliverable batches at `now`, oldest first_at first: strictly FIFO per group, parallel across
+ * groups. At most `perDestination` of each destination's (the dispatcher asks for no more than
+ * it has slots); all of them by default.
+ */
+export function candidates(spool: Spool, now: number, perDestination = Number.POSITIVE_INFINITY): Candidate[] {
   const db = spool.db;
-  return prepared<Candidate, Record<string, number>>(db, CANDIDATES).all({ now });
+  const limit = Number.isFinite(perDestination) ? Math.max(0, Math.floor(perDestination)) : -1;
+  const out: Candidate[] = [];
+  for (const { name } of prepared<{ name: string }, []>(db, READY_DESTINATIONS).all()) {
+    out.push(...prepared<Candidate, Record<string, string | number>>(db, CANDIDATES).all({ destination: name, now, limit }));
+  }
+  return out.sort((a, b) => a.first_at - b.first_at || a.id - b.id);
 }
 
 export interface ClaimInput {
@@ -261,27 +277,42 @@ const Q = {
  * fence), then the lease. Returns null when the batch was no longer claimable.
  */
 export function claimBatch(spool: Spool, c: ClaimInput): Claim | null {
+  return claimBatches(spool, [c])[0] ?? null;
+}
+
+/**
+ * Claim several batches in one BEGIN IMMEDIATE transaction (one commit for the slots a tick
+ * fills), each under its own savepoint: a batch that is no longer sealed or retry (an operator
+ * verb got there first) is null in its place and the others are claimed.
+ */
+export function claimBatches(spool: Spool, inputs: readonly ClaimInput[]): (Claim | null)[] {
   const db = spool.db;
-  try {
-    return db
-      .transaction((): Claim => {
-        const n = (prepared<{ n: number }, [number]>(db, Q.attemptCount).get(c.batchId)?.n ?? 0) + 1;
-        const attemptId = Number(
-          prepared(db, Q.startAttempt).run({ batch: c.batchId, n, destination: c.destination, now: c.now, probe: c.probe ? 1 : 0 }).lastInsertRowid,
-        );
-        const owner = `${c.host}:${c.pid}:${attemptId}`;
-        if (prepared(db, Q.lease).run({ id: c.batchId, until: c.leaseUntil, owner }).changes !== 1) throw new LostRace();
-        const deliveryId = c.deliveryId ? c.deliveryId(attemptId, n) : null;
-        if (deliveryId !== null) prepared(db, Q.setDeliveryId).run(deliveryId, attemptId);
-        if (c.probe) markProbeTx(db, c.destination, c.batchId, c.leaseUntil);
-        testHook("claim.before_commit");
-        return { attemptId, n, owner, leaseUntil: c.leaseUntil, deliveryId };
-      })
-      .immediate();
-  } catch (e) {
-    if (e instanceof LostRace) return null;
-    throw e;
-  }
+  if (inputs.length === 0) return [];
+  return db
+    .transaction((): (Claim | null)[] => {
+      const claims = inputs.map((c) => {
+        try {
+          return db.transaction(() => claimTx(db, c))();
+        } catch (e) {
+          if (e instanceof LostRace) return null;
+          throw e;
+        }
+      });
+      testHook("claim.before_commit");
+      return claims;
+    })
+    .immediate();
+}
+
+function claimTx(db: Database, c: ClaimInput): Claim {
+  const n = (prepared<{ n: number }, [number]>(db, Q.attemptCount).get(c.batchId)?.n ?? 0) + 1;
+  const attemptId = Number(prepared(db, Q.startAttempt).run({ batch: c.batchId, n, destination: c.destination, now: c.now, probe: c.probe ? 1 : 0 }).lastInsertRowid);
+  const owner = `${c.host}:${c.pid}:${attemptId}`;
+  if (prepared(db, Q.lease).run({ id: c.batchId, until: c.leaseUntil, owner }).changes !== 1) throw new LostRace();
+  const deliveryId = c.deliveryId ? c.deliveryId(attemptId, n) : null;
+  if (deliveryId !== null) prepared(db, Q.setDeliveryId).run(deliveryId, attemptId);
+  if (c.probe) markProbeTx(db, c.destination, c.batchId, c.leaseUntil);
+  return { attemptId, n, owner, leaseUntil: c.leaseUntil, deliveryId };
 }
 
 const LEASED = "SELECT id, lease_owner, lease_until FROM batches WHERE state = 'leased' ORDER BY id";
@@ -349,6 +380,10 @@ export function anyReadyNow(spool: Spool, now: number): boolean {
 
 /** How SQLite runs the dispatcher's per-tick queries (tests hold them to indexes, never a scan of history). */
 export function tickQueryPlans(spool: Spool): Record<string, string[]> {
-  const plan = (sql: string) => (spool.db.query(`EXPLAIN QUERY PLAN ${sql}`).all({ now: 0 } as never) as { detail: string }[]).map((r) => r.detail);
-  return { ready: plan(READY), candidates: plan(CANDIDATES), nextOpenReady: plan(NEXT_OPEN_READY), nextRetryDue: plan(NEXT_RETRY_DUE), anyReadyNow: plan(ANY_READY_NOW) };
+  const plan = (sql: string) => {
+    const q = spool.db.query(`EXPLAIN QUERY PLAN ${sql}`);
+    const args = Object.fromEntries(q.paramsCount ? ["now", "destination", "limit"].filter((k) => sql.includes(`$${k}`)).map((k) => [k, k === "destination" ? "d" : 4]) : []);
+    return (q.all(args as never) as { detail: string }[]).map((r) => r.detail);
+  };
+  return { ready: plan(READY), readyDestinations: plan(READY_DESTINATIONS), candidates: plan(CANDIDATES), nextOpenReady: plan(NEXT_OPEN_READY), nextRetryDue: plan(NEXT_RETRY_DUE), anyReadyNow: plan(ANY_READY_NOW) };
 }

@@ -4,6 +4,7 @@ import m0001 from "../../migrations/0001_v2.sql" with { type: "text" };
 import m0002 from "../../migrations/0002_unwrap.sql" with { type: "text" };
 import m0003 from "../../migrations/0003_polls.sql" with { type: "text" };
 import m0004 from "../../migrations/0004_quarantine.sql" with { type: "text" };
+import m0005 from "../../migrations/0005_ready_index.sql" with { type: "text" };
 
 export interface Migration {
   version: number;
@@ -17,6 +18,7 @@ export const MIGRATIONS: readonly Migration[] = [
   { version: 2, name: "0002_unwrap", sql: m0002 },
   { version: 3, name: "0003_polls", sql: m0003 },
   { version: 4, name: "0004_quarantine", sql: m0004 },
+  { version: 5, name: "0005_ready_index", sql: m0005 },
 ];
 
 /** The schema version this build writes and expects. */

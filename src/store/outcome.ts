@@ -81,6 +81,29 @@ export function recordOutcome(spool: Spool, input: OutcomeInput): Recorded {
     .immediate();
 }
 
+/**
+ * Record how several attempts ended in one BEGIN IMMEDIATE transaction (the dispatcher's
+ * deliveries that end together share one commit), each under its own savepoint: one that
+ * throws is undone alone and its error stands in its place. A failed COMMIT throws for all.
+ */
+export function recordOutcomes(spool: Spool, inputs: readonly OutcomeInput[]): (Recorded | Error)[] {
+  const db = spool.db;
+  if (inputs.length === 0) return [];
+  return db
+    .transaction((): (Recorded | Error)[] => {
+      const recorded = inputs.map((input) => {
+        try {
+          return db.transaction(() => recordOutcomeTx(db, input))();
+        } catch (e) {
+          return e instanceof Error ? e : new Error(String(e));
+        }
+      });
+      testHook("mark.before_commit");
+      return recorded;
+    })
+    .immediate();
+}
+
 function recordOutcomeTx(db: Database, f: OutcomeInput): Recorded {
   const batch = prepared<Batch, [number]>(db, BATCH).get(f.batchId);
   if (!batch) return { applied: false };

@@ -52,9 +52,9 @@ describe("init", () => {
     const { home, r } = await init();
     expect(r.code).toBe(0);
     const db = join(home, "spool.db");
-    expect(LATEST_SCHEMA).toBe(4);
-    expect(userVersion(db)).toBe(4);
-    expect(metaValue(db, "schema_version")).toBe("4");
+    expect(LATEST_SCHEMA).toBe(5);
+    expect(userVersion(db)).toBe(5);
+    expect(metaValue(db, "schema_version")).toBe(String(LATEST_SCHEMA));
     expect(metaValue(db, "instance_id")).toMatch(/^[0-9a-f]{12}$/);
   });
 
@@ -71,7 +71,7 @@ describe("init", () => {
     const home = join(tempDir(), "home");
     const r = await cli(["--home", home, "--json", "init"]);
     expect(r.code).toBe(0);
-    expect(JSON.parse(r.out)).toEqual({ home, config: join(home, "config.toml"), db: join(home, "spool.db"), schema: 4 });
+    expect(JSON.parse(r.out)).toEqual({ home, config: join(home, "config.toml"), db: join(home, "spool.db"), schema: LATEST_SCHEMA });
   });
 
   test("HOOKSPOOL_HOME names the home when --home is absent", async () => {

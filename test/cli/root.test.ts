@@ -9,6 +9,7 @@ import { rootCommand, runCli } from "../../src/cli/root.ts";
 import { cli } from "../helpers/cli.ts";
 import { tempDir } from "../helpers/tmp.ts";
 import { enqueueJson, initHome, inHome, oneErrorLine } from "./home.ts";
+import { LATEST_SCHEMA } from "../../src/store/migrations.ts";
 
 const io = { out() {}, err() {}, readStdin: async () => new Uint8Array(), env: {}, cwd: "/", isTTY: false };
 const COMMANDS = Object.keys(rootCommand(makeCli(io, { json: false })).subCommands as object);
@@ -125,8 +126,8 @@ describe("global flags", () => {
     for (const [argv, code, check] of [
       [["--json", "list"], 0, (d: unknown) => expect(d).toHaveLength(1)],
       [["list", "--json"], 0, (d: unknown) => expect(d).toHaveLength(1)],
-      [["--json", "status"], 1, (d: unknown) => expect(d).toHaveProperty("schema", 4)],
-      [["status", "--json"], 1, (d: unknown) => expect(d).toHaveProperty("schema", 4)],
+      [["--json", "status"], 1, (d: unknown) => expect(d).toHaveProperty("schema", LATEST_SCHEMA)],
+      [["status", "--json"], 1, (d: unknown) => expect(d).toHaveProperty("schema", LATEST_SCHEMA)],
       [["--json", "show", "1"], 0, (d: unknown) => expect(d).toHaveProperty("batch.id", 1)],
       [["show", "1", "--json"], 0, (d: unknown) => expect(d).toHaveProperty("batch.id", 1)],
     ] as [string[], number, (d: unknown) => void][]) {

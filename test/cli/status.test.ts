@@ -5,6 +5,7 @@ import { markDead } from "../../src/store/marks.ts";
 import { quarantine } from "../../src/store/enqueue.ts";
 import { writeHeartbeat } from "../../src/store/meta.ts";
 import { EXTRA_CONFIG, type Home, enqueueJson, initHome, inHome, withSpool } from "./home.ts";
+import { LATEST_SCHEMA } from "../../src/store/migrations.ts";
 
 /** The top-level fields of the health document this build reports (polls come with poll sources). */
 const FIELDS = ["ok", "degraded", "schema", "dispatcher", "spool", "batches", "oldest_pending_age_s", "destinations", "sources", "issues_open", "spool_bytes", "disk_free_bytes"];
@@ -40,7 +41,7 @@ describe("status", () => {
     const h = await initHome();
     const doc = await statusDoc(h);
     expect(Object.keys(doc)).toEqual(expect.arrayContaining(FIELDS));
-    expect(doc.schema).toBe(4);
+    expect(doc.schema).toBe(LATEST_SCHEMA);
     expect(doc.batches).toEqual({ open: 0, sealed: 0, leased: 0, retry: 0, delivered: 0, dead: 0, dropped: 0, quarantined: 0 });
     expect(doc.oldest_pending_age_s).toBeNull();
     expect(doc.spool).toEqual({ last_enqueue_age_s: null, writable_checked_age_s: null });
@@ -101,7 +102,7 @@ describe("status", () => {
     expect(r).toMatchObject({ code: 1, err: "" });
     expect(r.out).toStartWith("hookspool: 3 problem(s)\n");
     expect(r.out).toMatch(/^dispatcher\s+not running$/m);
-    expect(r.out).toMatch(/^spool\s+schema 4, /m);
+    expect(r.out).toMatch(new RegExp(`^spool\\s+schema ${LATEST_SCHEMA}, `, "m"));
     expect(r.out).toMatch(/^batches\s+1 open, 1 sealed, 0 leased, 0 retry, 0 delivered, 1 dead, 0 dropped, 1 quarantined$/m);
     expect(r.out).toMatch(/^issues\s+1 open$/m);
     expect(r.out).toMatch(/^script:demo-log\s+closed\s/m);

@@ -14,6 +14,7 @@ import { cli } from "../helpers/cli.ts";
 import { startIntake, type TestIntake } from "../helpers/intake.ts";
 import { copy, ev } from "../helpers/spool.ts";
 import { tempDir } from "../helpers/tmp.ts";
+import { LATEST_SCHEMA } from "../../src/store/migrations.ts";
 
 const SECRET = "status-test-secret";
 const sig = (body: string) => `sha256=${createHmac("sha256", SECRET).update(body).digest("hex")}`;
@@ -182,7 +183,7 @@ describe("status and /healthz agree and flip for each soft reason (200, degraded
       s.now = s.t.clock.now();
       const { code, doc } = await both(s);
       expect(code).toBe(200);
-      expect(doc).toMatchObject({ ok: true, degraded: [], schema: 4, issues_open: 0 });
+      expect(doc).toMatchObject({ ok: true, degraded: [], schema: LATEST_SCHEMA, issues_open: 0 });
       expect(doc.dispatcher).toEqual({ alive: true, heartbeat_age_s: 5, pid: 4242 });
       expect(doc.spool.last_enqueue_age_s).toBe(3);
       expect(doc.batches).toEqual({ open: 1, sealed: 0, leased: 0, retry: 0, delivered: 0, dead: 0, dropped: 0, quarantined: 0 });

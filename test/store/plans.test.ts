@@ -6,11 +6,20 @@ import { freshSpool } from "../helpers/spool.ts";
 
 test("every per-tick query is an index search, or a scan of the unfinished batches only", () => {
   const plans = tickQueryPlans(freshSpool().spool);
-  expect(Object.keys(plans).sort()).toEqual(["anyReadyNow", "candidates", "nextOpenReady", "nextRetryDue", "ready"]);
+  expect(Object.keys(plans).sort()).toEqual(["anyReadyNow", "candidates", "nextOpenReady", "nextRetryDue", "ready", "readyDestinations"]);
   for (const [name, steps] of Object.entries(plans)) {
     const scans = steps.filter((s) => /^SCAN batches\b/.test(s));
     // A bare "SCAN batches" would read every row of history; batches_queue holds only open, sealed, retry and leased.
     expect({ name, scans: scans.filter((s) => !s.includes("USING INDEX batches_queue")) }).toEqual({ name, scans: [] });
     expect(steps.some((s) => s.includes("batches"))).toBe(true);
   }
+});
+
+test("the candidates walk batches_ready in order (no sort) and bound each head check to the group's earlier rows", () => {
+  const { candidates, readyDestinations } = tickQueryPlans(freshSpool().spool);
+  // With a sort, LIMIT would stop nothing: every deliverable row of the destination would be read first.
+  expect(candidates.filter((s) => s.includes("TEMP B-TREE"))).toEqual([]);
+  expect(candidates[0]).toContain("USING INDEX batches_ready (destination=?)");
+  expect(candidates.some((s) => s.includes("USING INDEX batches_queue (route=? AND key=? AND first_at<?)"))).toBe(true);
+  expect(readyDestinations.filter((s) => /SEARCH batches/.test(s)).every((s) => s.includes("USING INDEX batches_ready"))).toBe(true);
 });

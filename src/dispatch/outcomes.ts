@@ -1,0 +1,59 @@
+// The ends of attempts, written together: deliveries that finish in the same turn of the event
+// loop share one outcome transaction (one fsync for all of them) instead of one each. Each is
+// still decided alone, under its own savepoint, behind its own lease fence.
+import { type OutcomeInput, type Recorded, recordOutcomes } from "../store/outcome.ts";
+import type { Spool } from "../store/db.ts";
+
+/** At most this many outcomes in one transaction; the rest go in the next. */
+const MAX_PER_COMMIT = 64;
+
+interface Pending {
+  input: OutcomeInput;
+  resolve: (r: Recorded) => void;
+  reject: (e: unknown) => void;
+}
+
+export class OutcomeWriter {
+  private pending: Pending[] = [];
+  private scheduled = false;
+  /** Transactions written and outcomes in them (for the benchmark and tests). */
+  readonly stats = { commits: 0, outcomes: 0 };
+
+  constructor(private readonly spool: Spool) {}
+
+  /** Resolves once the transaction holding this outcome has committed; rejects when it failed. */
+  record(input: OutcomeInput): Promise<Recorded> {
+    return new Promise<Recorded>((resolve, reject) => {
+      this.pending.push({ input, resolve, reject });
+      this.schedule();
+    });
+  }
+
+  private schedule(): void {
+    if (this.scheduled) return;
+    this.scheduled = true;
+    // setImmediate, not a microtask: the other deliveries whose responses arrived in this turn
+    // of the event loop get to finish first and join.
+    setImmediate(() => this.flush());
+  }
+
+  private flush(): void {
+    this.scheduled = false;
+    const take = this.pending.splice(0, MAX_PER_COMMIT);
+    if (this.pending.length > 0) this.schedule();
+    let recorded: (Recorded | Error)[];
+    try {
+      recorded = recordOutcomes(this.spool, take.map((p) => p.input));
+    } catch (e) {
+      for (const p of take) p.reject(e);
+      return;
+    }
+    this.stats.commits++;
+    this.stats.outcomes += take.length;
+    take.forEach((p, i) => {
+      const r = recorded[i];
+      if (r instanceof Error) p.reject(r);
+      else p.resolve(r);
+    });
+  }
+}
