@@ -11,7 +11,7 @@
 //    receiver's 2xx, p50/p99/max, under `run` and under `intake` + `dispatch`, with the default
 //    poll_s (1 s) and with poll_s = 0.1. Also the end-to-end time from the event's own `sent_at`.
 //
-//   bun scripts/bench/dispatch.ts     BENCH_DISPATCH_N (1000), BENCH_DISPATCH_K (1000), BENCH_BINARY=1
+//   bun scripts/bench/dispatch.ts     BENCH_DISPATCH_N (2000), BENCH_DISPATCH_K (2000), BENCH_BINARY=1
 import { load } from "./lib/load.ts";
 import { SENDER_SECRET } from "./lib/payload.ts";
 import { type Child, hookspoolVerb, listeningPort, main, startHookspool } from "./lib/procs.ts";
@@ -19,8 +19,8 @@ import { receiver, type Receiver } from "./lib/receiver.ts";
 import { emit, percentile, table } from "./lib/report.ts";
 import { makeHome } from "./lib/homes.ts";
 
-const N = Number(process.env.BENCH_DISPATCH_N ?? 1000);
-const K = Number(process.env.BENCH_DISPATCH_K ?? 1000);
+const N = Number(process.env.BENCH_DISPATCH_N ?? 2000);
+const K = Number(process.env.BENCH_DISPATCH_K ?? 2000);
 const LAT_EVENTS = Number(process.env.BENCH_LATENCY_EVENTS ?? 300);
 const LAT_RATE = 100;
 const QUIET_S = 0.2;
@@ -81,6 +81,8 @@ interface Drain {
   drainS: number;
   firstS: number;
   rate: number;
+  /** TCP connections the receiver saw: a handful means the dispatcher kept them alive. */
+  connections: number;
 }
 
 async function drain(mode: "dispatch" | "run"): Promise<Drain> {
@@ -95,12 +97,13 @@ async function drain(mode: "dispatch" | "run"): Promise<Drain> {
     const delivered = distinct(rx);
     const first = at[0] ?? Number.NaN;
     const last = at[at.length - 1] ?? Number.NaN;
-    const d: Drain = { mode, delivered, drainS: last - t0, firstS: first - t0, rate: (at.length - 1) / (last - first) };
+    const d: Drain = { mode, delivered, drainS: last - t0, firstS: first - t0, rate: (at.length - 1) / (last - first), connections: rx.connections() };
     const config = { mode: `hookspool ${mode}`, batches: N, keys: K, events_per_batch: 1, dispatch: "defaults (poll_s 1, parallel 4, max_inflight 4)" };
     emit("dispatch", "drain_time", d.drainS, "s", config);
     emit("dispatch", "first_delivery_after_spawn", d.firstS, "s", config);
     emit("dispatch", "batches_per_s", d.rate, "batches/s", config);
     emit("dispatch", "batches_delivered", d.delivered, "batches", config);
+    emit("dispatch", "receiver_connections", d.connections, "connections", config);
     return d;
   } finally {
     rx.stop();
@@ -167,8 +170,8 @@ await main("dispatch", 150, async () => {
   const drains = [await drain("dispatch"), await drain("run")];
   table(
     `dispatch: drain a backlog of ${N} single-event sealed batches over ${K} keys, default [dispatch]`,
-    ["process", "delivered", "drain s (from spawn)", "first 2xx s", "batches/s"],
-    drains.map((d) => [`hookspool ${d.mode}`, d.delivered, d.drainS, d.firstS, d.rate]),
+    ["process", "delivered", "drain s (from spawn)", "first 2xx s", "batches/s", "connections"],
+    drains.map((d) => [`hookspool ${d.mode}`, d.delivered, d.drainS, d.firstS, d.rate, d.connections]),
   );
   const lats: Latency[] = [];
   for (const pollS of [null, 0.1]) for (const mode of ["run", "intake+dispatch"] as const) lats.push(await latency(mode, pollS));

@@ -1,19 +1,21 @@
 // Footprint: the idle RSS of `hookspool run` once it has settled, its RSS (now and peak) at the
 // end of a short intake load, the compiled binary's size (dist/hookspool, built with
 // `bun run scripts/build.ts` when missing), and the cold start of `run` to its first 2xx
-// (spawn, then POST a signed push every 5 ms until one is answered 2xx), on a migrated home.
+// (spawn, then POST a signed push every 5 ms until one is answered 2xx), on a migrated home;
+// and the CPU seconds `run` spends per 10,000 pushes from the first byte to the last delivery.
 //
 //   bun scripts/bench/footprint.ts     BENCH_BINARY=1 for the compiled binary's RSS and start
 import { createHmac, randomUUID } from "node:crypto";
 import { existsSync } from "node:fs";
 import { load } from "./lib/load.ts";
 import { SENDER_SECRET, githubPush } from "./lib/payload.ts";
-import { BINARY, fileSize, freePort, listeningPort, main, procKb, ROOT, startHookspool } from "./lib/procs.ts";
+import { BINARY, fileSize, freePort, listeningPort, main, procCpuS, procKb, ROOT, startHookspool } from "./lib/procs.ts";
 import { receiver } from "./lib/receiver.ts";
 import { emit, percentile, table } from "./lib/report.ts";
 import { makeHome } from "./lib/homes.ts";
 
 const LOAD_N = 2000;
+const CPU_N = 5000;
 const LOAD_C = 16;
 const STARTS = 5;
 
@@ -73,6 +75,41 @@ await main("footprint", 120, async () => {
   rows.push([`RSS of run at the end of ${r.sent} pushes at ${LOAD_C} senders`, after, "MiB"]);
   rows.push(["peak RSS of run (VmHWM) by then", peak, "MiB"]);
   await run.stop();
+
+  // CPU seconds per 10,000 events end to end: verified, queued, coalesced and delivered, with
+  // a window short enough (quiet_s 0.2) that the last batch goes out soon after the load.
+  {
+    const cpuHome = await makeHome("footprint-cpu", { receiverPort: rx.port, githubExtra: "quiet_s = 0.2\nmax_s = 2" });
+    const cpuRun = await startHookspool("footprint-cpu", cpuHome, ["run"]);
+    const cpuPort = await listeningPort(cpuRun);
+    await settledRss(cpuRun.proc.pid, 500, 3000);
+    const delivered = () => rx.arrivals.reduce((n, a) => n + a.count, 0);
+    const before = delivered();
+    const cpu0 = procCpuS(cpuRun.proc.pid);
+    const t0 = performance.now();
+    const c = await load(
+      {
+        url: `http://127.0.0.1:${cpuPort}/hooks/github`,
+        concurrency: LOAD_C,
+        n: CPU_N,
+        maxSeconds: 30,
+        body,
+        headers: { "X-GitHub-Event": "push" },
+        deliveryHeader: "X-GitHub-Delivery",
+        sign: { header: "X-Hub-Signature-256", prefix: "sha256=", secret: SENDER_SECRET },
+        run: 7,
+      },
+      cpuHome,
+    );
+    while (delivered() - before < c.ok && performance.now() - t0 < 60_000) await Bun.sleep(20);
+    const cpu = procCpuS(cpuRun.proc.pid) - cpu0;
+    const got = delivered() - before;
+    await cpuRun.stop();
+    if (got < c.ok) throw new Error(`footprint: ${got} of ${c.ok} events delivered within 60 s`);
+    const per10k = (cpu * 10_000) / c.ok;
+    emit("footprint", "cpu_s_per_10k_events", per10k, "s", { process: "hookspool run", events: c.ok, concurrency: LOAD_C, body_bytes: body.replaceAll("{{SEQ}}", "0".repeat(40)).length, end_to_end: "verified, queued, delivered" });
+    rows.push([`CPU of run per 10,000 pushes, received to delivered (${c.ok} sent)`, per10k, "s"]);
+  }
 
   // Cold start to the first 2xx, on a home that is already migrated.
   const starts: number[] = [];

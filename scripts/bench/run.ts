@@ -3,7 +3,7 @@
 // run. BENCH_BINARY=1 runs the compiled dist/hookspool instead of `bun src/main.ts`.
 import { join } from "node:path";
 
-const BENCHES = ["enqueue.ts", "intake.ts", "dispatch.ts", "footprint.ts"];
+const BENCHES = ["enqueue.ts", "history.ts", "intake.ts", "dispatch.ts", "coalesce.ts", "footprint.ts"];
 
 const dir = import.meta.dir;
 const failed: string[] = [];

@@ -10,6 +10,7 @@ import { type IntakeSource, loadEverySource } from "../config/sources.ts";
 import { ConfigWatcher } from "../config/watch.ts";
 import type { Config, LoadedConfig } from "../config/types.ts";
 import { Deadline, type Destination, deliveryId, outcome, type Outcome } from "../delivery.ts";
+import { dispatchCounters } from "../obs/counters.ts";
 import { Faults, faultCounts } from "../obs/faults.ts";
 import type { Logger } from "../log.ts";
 import { redueConfigRetries } from "../store/attempts.ts";
@@ -266,6 +267,7 @@ export class Dispatcher implements Service {
 
   private async tickOnce(): Promise<void> {
     const spool = this.o.spool;
+    dispatchCounters.wakeups++;
     this.faults.flush();
     await this.reloadIfChanged();
     if (this.sources === null) this.sources = await this.loadSources(this.config);
@@ -312,6 +314,10 @@ export class Dispatcher implements Service {
       spool,
       picks.map((p) => this.claimInput(p.c, p.dest, now, p.probe)),
     );
+    if (picks.length > 0) {
+      dispatchCounters.claimCommits++;
+      dispatchCounters.claims += claims.filter((c) => c !== null).length;
+    }
     picks.forEach((p, i) => {
       const claim = claims[i];
       if (claim) this.startWorker(p.c, p.dest, claim, now, p.probe);

@@ -3,6 +3,7 @@
 // still decided alone, under its own savepoint, behind its own lease fence.
 import { type OutcomeInput, type Recorded, recordOutcomes } from "../store/outcome.ts";
 import type { Spool } from "../store/db.ts";
+import { dispatchCounters } from "../obs/counters.ts";
 
 /** At most this many outcomes in one transaction; the rest go in the next. */
 const MAX_PER_COMMIT = 64;
@@ -50,6 +51,8 @@ export class OutcomeWriter {
     }
     this.stats.commits++;
     this.stats.outcomes += take.length;
+    dispatchCounters.outcomeCommits++;
+    dispatchCounters.outcomes += take.length;
     take.forEach((p, i) => {
       const r = recorded[i];
       if (r instanceof Error) p.reject(r);

@@ -1,4 +1,5 @@
 // The intake's counters: per process, in memory, reset on restart (rate() copes).
+import { renderDispatchCounters } from "../obs/counters.ts";
 import { faultCounts } from "../obs/faults.ts";
 
 export type RejectReason = "unverified" | "too_large" | "chunked" | "spool_full" | "busy" | "ignored" | "verify_error";
@@ -60,6 +61,6 @@ export class IntakeMetrics {
     family("hookspool_caught_errors_total", "Failures caught and survived, per component and class.", sum(faults), byClass);
     // The bugs among them: each also opened an internal issue that says where.
     family("hookspool_bugs_total", "Bugs in hookspool caught and survived, per component and class (each opens an internal issue).", sum(faults.filter((f) => f.bug)), byClass);
-    return `${out.join("\n")}\n`;
+    return `${out.join("\n")}\n${renderDispatchCounters()}`;
   }
 }

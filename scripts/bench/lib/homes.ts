@@ -13,6 +13,8 @@ export interface HomeOptions {
   extra?: string;
   /** Leave out the [bobbins.github] instance. */
   noGithub?: boolean;
+  /** TOML lines added to the [bobbins.github] instance (a window override). */
+  githubExtra?: string;
 }
 
 /** A home with a `[bobbins.github]` instance of github.repo whose every event goes to the http destination `receiver`. */
@@ -27,6 +29,7 @@ export async function makeHome(prefix: string, o: HomeOptions): Promise<string> 
 bobbin = "github.repo"
 secrets.secret = { file = "secrets/github" }
 outputs = { "*" = "receiver" }
+${o.githubExtra ?? ""}
 `;
   writeFileSync(
     join(home, "config.toml"),

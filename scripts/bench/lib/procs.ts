@@ -138,6 +138,19 @@ export function procKb(pid: number, field: "VmRSS" | "VmHWM"): number {
   }
 }
 
+/** CPU seconds (user + system) a process has used so far, from /proc/<pid>/stat, or NaN. */
+export function procCpuS(pid: number): number {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    // The command name may hold spaces and parentheses: the fields after it start past the last ')'.
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    // utime and stime are fields 14 and 15 of the line (11 and 12 after the name), in clock ticks (100 Hz on Linux).
+    return (Number(fields[11]) + Number(fields[12])) / 100;
+  } catch {
+    return Number.NaN;
+  }
+}
+
 /** Stop what is still running (SIGTERM, then SIGKILL) and remove the temp homes. */
 export async function cleanup(): Promise<void> {
   await Promise.all([...children].map((c) => c.stop()));
