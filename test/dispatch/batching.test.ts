@@ -2,6 +2,7 @@
 // together are recorded in one, and in both each batch is decided alone under its savepoint.
 import { expect, test } from "bun:test";
 import { outcome } from "../../src/delivery.ts";
+import { dispatchCounters, renderDispatchCounters } from "../../src/obs/counters.ts";
 import { candidates, claimBatches } from "../../src/store/batches.ts";
 import { enqueue } from "../../src/store/enqueue.ts";
 import { type OutcomeInput, recordOutcomes } from "../../src/store/outcome.ts";
@@ -78,10 +79,22 @@ test("deliveries that end together are recorded in one outcome transaction", asy
   };
   const r = rig(`[sources.s]\naction = "hermes:a"\n`, [a]);
   const ids = ["A", "B", "C", "D"].map((k) => batchIdOf(r.put(k, "hermes:a")));
+  const before = { ...dispatchCounters };
   await r.d.tick();
   expect(a.calls).toHaveLength(4);
   release();
   await r.d.drain();
   expect(ids.map((id) => r.batch(id).state)).toEqual(["delivered", "delivered", "delivered", "delivered"]);
   expect(r.d.outcomes.stats).toEqual({ commits: 1, outcomes: 4 });
+  // The same in the process's counters /metrics shows: one claim commit and one outcome commit for the four.
+  expect({
+    claimCommits: dispatchCounters.claimCommits - before.claimCommits,
+    claims: dispatchCounters.claims - before.claims,
+    outcomeCommits: dispatchCounters.outcomeCommits - before.outcomeCommits,
+    outcomes: dispatchCounters.outcomes - before.outcomes,
+  }).toEqual({ claimCommits: 1, claims: 4, outcomeCommits: 1, outcomes: 4 });
+  expect(dispatchCounters.wakeups).toBeGreaterThan(before.wakeups);
+  const text = renderDispatchCounters();
+  expect(text).toContain(`hookspool_dispatcher_wakeups_total ${dispatchCounters.wakeups}\n`);
+  expect(text).toContain(`hookspool_dispatcher_batches_total{kind="outcome"} ${dispatchCounters.outcomes}\n`);
 });
