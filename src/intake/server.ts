@@ -40,6 +40,13 @@ export interface IntakeOptions {
 
 async function readCapped(req: globalThis.Request, cap: number): Promise<Uint8Array | "too_large"> {
   if (!req.body) return new Uint8Array();
+  // The pipeline has held the Content-Length to the cap (and refused a body without one), and
+  // HTTP framing delivers exactly that many bytes: read them in one piece, not chunk by chunk.
+  const declared = Number(req.headers.get("content-length") ?? Number.NaN);
+  if (Number.isSafeInteger(declared) && declared <= cap) {
+    const bytes = await req.bytes();
+    return bytes.length > cap ? "too_large" : bytes;
+  }
   const reader = req.body.getReader();
   const chunks: Uint8Array[] = [];
   let total = 0;
