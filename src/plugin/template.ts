@@ -1,7 +1,7 @@
 // The template source: a source described by settings instead of code, for any
 // service that sends a signed or tokened JSON POST.
 import { bodySha256 } from "./dedup.ts";
-import { getText } from "./get-path.ts";
+import { getPath, getText } from "./get-path.ts";
 import { type Attrs, BadPayload, type HookRequest, response, type SourcePlugin, type Verdict } from "./types.ts";
 import { hmacPrefixedWhy, sha256Hex, standardWebhooksWhy, staticTokenWhy, timestampedWhy } from "./verify.ts";
 
@@ -105,23 +105,50 @@ export function standardWebhooksHeaders(req: HookRequest): { id: string | null; 
 /** The request headers a template reads to classify (its header: selectors, the default dedup's id header). */
 export function templateHeaders(t: TemplateSettings): string[] {
   const selectors = [...([] as string[]).concat(t.key ?? []), t.dedup, t.event_type, ...Object.values(t.attrs ?? {})];
-  const out = selectors.filter((x): x is string => typeof x === "string" && x.startsWith("header:")).map((x) => x.slice(7));
+  const out = selectors
+    .filter((x): x is string => typeof x === "string")
+    .flatMap(alternatives)
+    .filter((x) => x.startsWith("header:"))
+    .map((x) => x.slice(7));
   if (t.scheme === "standard-webhooks" && t.dedup === undefined) out.push("webhook-id", "svix-id");
   return out;
 }
 
-function selectorOk(sel: string, dedup: boolean): boolean {
-  if (dedup && (sel === "body_sha256" || sel === "none")) return true;
-  const m = /^(header|field|const):(.+)$/.exec(sel);
-  if (m) return true;
-  return /^[A-Za-z0-9_$-]+(\.[A-Za-z0-9_$-]+)*$/.test(sel);
+const BARE_PATH = /^[A-Za-z0-9_$-]+(\.[A-Za-z0-9_$-]+)*$/;
+
+/**
+ * The alternatives of a selector: `a|b|c` is tried left to right, the first with a value wins
+ * (a `const:` last is a default). `keyof:` takes its own `|` list, so it is one alternative.
+ */
+function alternatives(sel: string): string[] {
+  return sel.startsWith("keyof:") ? [sel] : sel.split("|");
 }
 
-/** A selector's value for this request, or null when it is absent. */
-function select(sel: string, payload: unknown, req: HookRequest): string | null {
+function selectorOk(sel: string, dedup: boolean): boolean {
+  if (dedup && (sel === "body_sha256" || sel === "none")) return true;
+  return alternatives(sel).every((alt) => {
+    if (alt.startsWith("keyof:")) return alt.slice(6).split("|").every((p) => BARE_PATH.test(p));
+    if (/^(header|field|const):(.+)$/.test(alt)) return true;
+    return BARE_PATH.test(alt);
+  });
+}
+
+/** One alternative's value, or null when it has none. */
+function selectOne(sel: string, payload: unknown, req: HookRequest): string | null {
   if (sel.startsWith("header:")) return req.header(sel.slice(7));
   if (sel.startsWith("const:")) return sel.slice(6);
+  // The name of the first of these payload fields that is present (Telegram's update kinds).
+  if (sel.startsWith("keyof:")) return sel.slice(6).split("|").find((p) => getPath(payload, p) != null) ?? null;
   return getText(payload, sel.startsWith("field:") ? sel.slice(6) : sel);
+}
+
+/** A selector's value for this request: its first alternative with a non-empty value, or null. */
+function select(sel: string, payload: unknown, req: HookRequest): string | null {
+  for (const alt of alternatives(sel)) {
+    const v = selectOne(alt, payload, req);
+    if (v !== null && v !== "") return v;
+  }
+  return null;
 }
 
 function concat(a: Uint8Array, b: string): Uint8Array {
