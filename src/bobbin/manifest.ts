@@ -121,7 +121,31 @@ const PROVIDER_KEYS = ["vendor", "product", "homepage", "webhook_docs", "signatu
 const SOURCE_KEYS = ["module", "template", "span", "config", "sender_retries", "expect_every_s", "dedup_window_s", "proxy"];
 
 /** The template keys a setting may give, and the setting types each accepts. */
-const TEMPLATE_SETTING_TYPES: Record<string, readonly SettingType[]> = {
+const TEMPLATE_SETTING_TYPES: { [K in (typeof TEMPLATE_KEYS)[number]]: readonly SettingType[] } = {
+  tolerance_s: ["int"],
+  sw_headers: ["string"],
+  algorithm: ["string"],
+  encoding: ["string"],
+  message: ["string"],
+  timestamp_header: ["string"],
+  timestamp_field: ["string"],
+  id_header: ["string"],
+  pairs: ["string"],
+  ts_name: ["string"],
+  sig_name: ["string"],
+  signatures: ["string"],
+  public_url: ["string"],
+  body: ["string"],
+  form_json: ["string"],
+  echo_when: ["string"],
+  echo_field: ["string"],
+  get_verify: ["bool"],
+  reply_when: ["string"],
+  reply: ["string"],
+  reply_type: ["string"],
+  ack: ["string"],
+  ack_type: ["string"],
+  split: ["string"],
   scheme: ["string"],
   header: ["string"],
   prefix: ["string"],
@@ -341,7 +365,7 @@ export function parseManifest(text: string, ctx: ManifestContext): { manifest: M
   if (source?.template !== undefined) {
     const fixed = isTable(source.template) ? source.template : null;
     for (const [s, spec] of Object.entries(settings)) {
-      const allowed = TEMPLATE_SETTING_TYPES[s];
+      const allowed = (TEMPLATE_SETTING_TYPES as Record<string, readonly SettingType[] | undefined>)[s];
       if (allowed) {
         if (fixed && Object.hasOwn(fixed, s)) err(`settings.${s}`, `the fixed template sets ${s} already; a setting cannot override it`, `remove [settings.${s}] or the template's ${s}`);
         if (!allowed.includes(spec.type)) err(`settings.${s}.type`, `the template key ${s} takes ${allowed.join(" or ")}`);

@@ -82,14 +82,17 @@ ${configTable(name, output)}
   ];
 }
 
-/** A selector as code reading `payload` and `req`. */
+/** A selector as code reading `payload` and `req` (alternatives as `||`, first with a value). */
 function selectorCode(sel: string): string {
+  if (sel.startsWith("keyof:")) return `(${JSON.stringify(sel.slice(6).split("|"))}.find((p) => getPath(payload, p) != null) ?? null)`;
+  const alts = sel.split("|");
+  if (alts.length > 1) return `(${alts.map((a) => `${selectorCode(a)} || `).join("")}null)`;
   if (sel.startsWith("header:")) return `req.header(${JSON.stringify(sel.slice(7))})`;
   if (sel.startsWith("const:")) return JSON.stringify(sel.slice(6));
   return `getText(payload, ${JSON.stringify(sel.startsWith("field:") ? sel.slice(6) : sel)})`;
 }
 
-function verifyCode(t: TemplateSettings): { code: string; imports: string[] } {
+function verifyCode(t: TemplateSettings): { code: string; imports: string[]; setup?: string } {
   const h = JSON.stringify(t.header ?? "");
   const prefix = JSON.stringify(t.prefix ?? "");
   const hmac = (algorithm: string, encoding: string, data = "req.body") => ({
@@ -114,6 +117,12 @@ function verifyCode(t: TemplateSettings): { code: string; imports: string[] } {
       const token = `req.header(${h})`;
       return { code: `${token}?.startsWith(${prefix}) ? (staticTokenWhy(${token}?.slice(${(t.prefix ?? "").length}) ?? null, secrets.get("secret")) ?? true) : "missing_signature"`, imports: ["staticTokenWhy"] };
     }
+    default: {
+      // The generic schemes: the template's own verifier over the same settings, read once.
+      const keys = ["scheme", "header", "prefix", "tolerance_s", "algorithm", "encoding", "message", "timestamp_header", "timestamp_field", "id_header", "pairs", "ts_name", "sig_name", "signatures", "public_url", "body"] as const;
+      const settings = Object.fromEntries(keys.filter((k) => t[k] !== undefined).map((k) => [k, t[k]]));
+      return { code: `verifier(req, secrets.get("secret")) ?? true`, imports: ["schemeVerifier"], setup: `const verifier = schemeVerifier(${JSON.stringify(settings)});` };
+    }
   }
 }
 
@@ -130,15 +139,17 @@ function dedupCode(t: TemplateSettings): { code: string; imports: string[] } | n
 export function codeSource(name: string, t: TemplateSettings): string {
   const v = verifyCode(t);
   const d = dedupCode(t);
-  const notWritten = (["ignore", "attrs", "head_handshake"] as const).filter((k) => t[k] !== undefined);
+  const notWritten = (["ignore", "attrs", "head_handshake", "body", "form_json", "echo_when", "get_verify", "reply_when", "ack", "split"] as const).filter((k) => t[k] !== undefined);
   const keys = ([] as string[]).concat(t.key);
-  const imports = ["BadPayload", "defineSource", "getText", ...v.imports, ...(d?.imports ?? [])].sort();
+  const usesKeyof = [...keys, t.event_type, t.dedup].some((x) => typeof x === "string" && x.startsWith("keyof:"));
+  const imports = ["BadPayload", "defineSource", "getText", ...(usesKeyof ? ["getPath"] : []), ...v.imports, ...(d?.imports ?? [])].sort();
   const authHeaders = [t.header, ...(t.scheme === "standard-webhooks" ? ["webhook-signature", "svix-signature"] : [])].filter((x): x is string => !!x);
   const lines = [
     `// The ${name} source: how a delivery is verified and what it is about. It calls the plugin API`,
     "// (hookspool/plugin) for every check; see docs/bobbins/writing-a-bobbin.md.",
     `import { ${imports.join(", ")} } from "hookspool/plugin";`,
     "",
+    ...(v.setup ? [v.setup, ""] : []),
     "export default defineSource({",
     '  secrets: ["secret"],',
     `  authHeaders: [${authHeaders.map((h) => JSON.stringify(h)).join(", ")}],`,

@@ -3,6 +3,7 @@
 // with a made-up delivery signed for the scheme, a rejected copy, the kit file and the three
 // documents. What only the provider's pages can say is left as TODO, which `bobbin check`
 // reports (provider, todos) until it is filled in.
+import { generateKeyPairSync } from "node:crypto";
 import { stringify } from "smol-toml";
 import { hookRequest } from "../plugin/hook-request.ts";
 import { isTimestamped, signsBody, signTemplate } from "../plugin/sign.ts";
@@ -74,8 +75,27 @@ export function scaffoldProblems(o: ScaffoldOptions): ScaffoldProblem[] {
 const KIT_SECRET = (product: string) => `kit-test-secret-${product}`;
 const WRONG_SECRET = "kit-test-wrong-secret";
 
-function capture(t: TemplateSettings, product: string, secret: string, expect: string[], body: Uint8Array, headers: [string, string][]): string {
-  const signed = signTemplate(t, secret, body, SCAFFOLD_NOW, "msg_example_1");
+/** The test keys of a public-key scheme: the kit's secret is the public key, the captures are signed with the private one. */
+interface KitKeys {
+  secret: string;
+  privateKey?: string;
+  /** Signs the rejected copy: another key pair's private key. */
+  wrongKey?: string;
+}
+
+function kitKeys(t: TemplateSettings, product: string): KitKeys {
+  if (t.scheme !== "ed25519" && t.scheme !== "ecdsa-p256") return { secret: KIT_SECRET(product) };
+  const pair = () => (t.scheme === "ed25519" ? generateKeyPairSync("ed25519") : generateKeyPairSync("ec", { namedCurve: "prime256v1" }));
+  const good = pair();
+  const der = good.publicKey.export({ format: "der", type: "spki" });
+  // As the senders show them: Discord a hex raw Ed25519 key, SendGrid a base64 SPKI key.
+  const secret = t.scheme === "ed25519" ? der.subarray(der.length - 32).toString("hex") : der.toString("base64");
+  const pem = (k: ReturnType<typeof pair>) => k.privateKey.export({ format: "pem", type: "pkcs8" }).toString();
+  return { secret, privateKey: pem(good), wrongKey: pem(pair()) };
+}
+
+function capture(t: TemplateSettings, product: string, secret: string, expect: string[], body: Uint8Array, headers: [string, string][], privateKey?: string): string {
+  const signed = signTemplate(t, secret, body, SCAFFOLD_NOW, "msg_example_1", privateKey);
   const url = `/hooks/${product}${signed.query ? `?${signed.query}` : ""}`;
   const lines = [...expect, `POST ${url} HTTP/1.1`, "Host: hooks.example.com", "Content-Type: application/json", ...headers.map(([k, v]) => `${k}: ${v}`), ...signed.headers.map(([k, v]) => `${k}: ${v}`), ""];
   return `${lines.join("\n")}\n${new TextDecoder().decode(body)}\n`;
@@ -112,24 +132,26 @@ export function scaffold(o: ScaffoldOptions): Map<string, string> {
   if (o.processor) files.set("processor.ts", processorSource(o.name));
 
   const expectLines = [`# expect: 202 queued`, `# expect-key: ${key}`, ...(eventType ? [`# expect-event-type: ${eventType}`] : [])];
-  files.set("captures/accepted.http", capture(t, product, KIT_SECRET(product), [...expectLines, "# TODO: replace this made-up delivery with a real one, redacted, signed with the kit's secret."], body, headers));
-  files.set("captures/rejected.http", capture(t, product, WRONG_SECRET, ["# expect: 401", "# The accepted delivery under another secret."], body, headers));
+  const keys = kitKeys(t, product);
+  files.set("captures/accepted.http", capture(t, product, keys.secret, [...expectLines, "# TODO: replace this made-up delivery with a real one, redacted, signed with the kit's secret."], body, headers, keys.privateKey));
+  files.set("captures/rejected.http", capture(t, product, WRONG_SECRET, ["# expect: 401", "# The accepted delivery under another secret."], body, headers, keys.wrongKey));
   if (o.code) {
     // The kit signs a body of its own only for a template; a code source brings its own.
     const unreadable = new TextEncoder().encode("not json");
-    files.set("captures/unclassifiable.http", capture(t, product, KIT_SECRET(product), ["# expect: 202 quarantined", "# Verified, but the body is not JSON: kept in quarantine, never queued."], unreadable, headers));
+    files.set("captures/unclassifiable.http", capture(t, product, keys.secret, ["# expect: 202 quarantined", "# Verified, but the body is not JSON: kept in quarantine, never queued."], unreadable, headers, keys.privateKey));
   }
   const kit = [
     "# The example instance these captures were made for, and the test values they are signed with.",
-    ...(isTimestamped(t.scheme) ? [`now = ${SCAFFOLD_NOW}`] : []),
+    ...(isTimestamped(t) ? [`now = ${SCAFFOLD_NOW}`] : []),
     // What the kit cannot read from code: which of its matrix cases apply.
-    ...(o.code ? [`timestamped = ${isTimestamped(t.scheme)}`, `body_signed = ${signsBody(t.scheme)}`] : []),
+    ...(o.code ? [`timestamped = ${isTimestamped(t)}`, `body_signed = ${signsBody(t)}`] : []),
     "",
     "[instance]",
     `name = "${product}"`,
     "",
     "[secrets]",
-    `secret = "${KIT_SECRET(product)}"`,
+    ...(keys.privateKey ? ["# The public half of a key pair made for these captures (the private half signed them and was thrown away)."] : []),
+    `secret = "${keys.secret}"`,
     "",
   ];
   files.set("captures/kit.toml", kit.join("\n"));

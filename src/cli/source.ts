@@ -84,9 +84,11 @@ function testCommand(cli: Cli): CommandDef {
             code = 1;
             break;
           case "classified": {
-            const e = ev.event;
+            const e = ev.events[0];
             Object.assign(report, { key: e.key, dedup_id: e.dedupId, event_type: e.eventType, attrs: ev.attrs, kept_headers: Object.keys(e.headers) });
             report.copies = e.copies.map((c) => ({ route: c.route, destination: c.destination, tee: c.tee, window: c.window }));
+            // A split request: what each further element becomes.
+            if (ev.events.length > 1) report.more_events = ev.events.slice(1).map((m) => ({ key: m.key, dedup_id: m.dedupId, event_type: m.eventType }));
           }
         }
       }

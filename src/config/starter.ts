@@ -185,6 +185,9 @@ const SCHEME_NOTES: { [S in Scheme]: SchemeNote } = {
   "standard-webhooks": { timestamp: "`webhook-timestamp`, 300 s either side", dedup: "the `webhook-id` header (or `svix-id`)" },
   timestamped: { timestamp: "`t=` in `header`, 300 s either side", dedup: "a SHA-256 of the `header` value" },
   "static-token": { timestamp: null, dedup: null, needs: "exactly one of `header` or `param`" },
+  hmac: { timestamp: "`timestamp_header`, `timestamp_field` or the `ts_name` pair, when set; `tolerance_s` either side", dedup: "the `id_header` header, or a SHA-256 of the `header` value when a timestamp is checked" },
+  ed25519: { timestamp: "`timestamp_header` (or `timestamp_field`, a pair); `tolerance_s` either side", dedup: "the `id_header` header, or a SHA-256 of the `header` value", needs: "`header`, and `timestamp_header` unless `message` is set" },
+  "ecdsa-p256": { timestamp: "`timestamp_header` (or `timestamp_field`, a pair); `tolerance_s` either side", dedup: "the `id_header` header, or a SHA-256 of the `header` value", needs: "`header`, and `timestamp_header` unless `message` is set" },
 };
 
 type TemplateKey = (typeof TEMPLATE_KEYS)[number];
@@ -213,6 +216,39 @@ const TEMPLATE_KEY_DOCS: { [K in TemplateKey]: { type: string; doc: string; alwa
   event_type: { type: "selector", doc: "the event type, stored with the event; routes can always match on it as `event_type`; unset or no value: empty" },
   attrs: { type: "table of name = selector", doc: "more attributes for routes to match on; a selector with no value leaves its attribute out" },
   sender_retries: { type: "boolean", doc: "whether the sender retries a delivery that failed (documentation: it says whether a 503 loses the event)" },
+  tolerance_s: { type: "number", doc: "how far a signed timestamp may be from the intake's clock, either side, in seconds; default 300 (Paddle: 5, Linear: 60)" },
+  sw_headers: { type: "`webhook`, `svix` or `either`", doc: "`standard-webhooks` only: which header names carry id, timestamp and signature; `either` (the default) takes the set that has a signature, `webhook-*` first" },
+  algorithm: { type: "`sha256`, `sha1` or `sha512`", doc: "`hmac` only: the HMAC's hash; default `sha256`" },
+  encoding: { type: "`hex` or `base64`", doc: "the generic schemes: how the signature is written; default `hex` (`ecdsa-p256`: `base64`)" },
+  message: {
+    type: "recipe",
+    doc: "the generic schemes: what is signed, text with parts `{body}` (the raw body), `{ts}`, `{id}` (the `id_header` value), `{method}`, `{url}` (`public_url` and the query string as received) and `{params}` (a form body's parameters sorted by name, each name then value); default `{body}` (`ed25519`, `ecdsa-p256`: `{ts}{body}`). Slack: `v0:{ts}:{body}`",
+  },
+  timestamp_header: { type: "header name", doc: "the generic schemes: the header that carries the signed timestamp (Unix seconds, or milliseconds)" },
+  timestamp_field: { type: "payload path", doc: "the generic schemes: the body field that carries the timestamp, for senders that put it there (Linear's `webhookTimestamp`)" },
+  id_header: { type: "header name", doc: "the generic schemes: the header that carries the message id, for `{id}`; also the default dedup id" },
+  pairs: { type: "separator", doc: "the generic schemes: `header` is `name=value` pairs separated by this (`,` for `t=...,v1=...`, `;` for Paddle's `ts=...;h1=...`); the timestamp is the `ts_name` pair, every `sig_name` pair a signature" },
+  ts_name: { type: "string", doc: "with `pairs`: the timestamp pair's name; default `t`" },
+  sig_name: { type: "string", doc: "with `pairs`: the signature pairs' name; default `v1` (Paddle: `h1`)" },
+  signatures: { type: "separator", doc: "the generic schemes: `header` holds several signatures separated by this, each after `prefix`; any one may match (PagerDuty during a secret rotation: `v1=...,v1=...`)" },
+  public_url: { type: "URL", doc: "the generic schemes: the URL the sender calls, exactly as registered with it, for `{url}` (Twilio, HubSpot); the reverse proxy must pass the query string on" },
+  body: { type: "`json` or `form`", doc: "`form`: the body is `application/x-www-form-urlencoded`, queued as a JSON object of its fields (the first value of a repeated name); default `json`" },
+  form_json: { type: "field name", doc: "with `body = \"form\"`: a field that holds JSON (Slack's `payload`); when present, its JSON is the payload" },
+  echo_when: { type: "condition", doc: "`<selector>=<value>`: a verified request for which it holds is answered 200 with the `echo_field` value as text, not queued (Slack: `type=url_verification`)" },
+  echo_field: { type: "selector", doc: "with `echo_when`: the value to answer with (Slack: `challenge`)" },
+  get_verify: {
+    type: "boolean",
+    doc: "answer a GET with `hub.mode=subscribe` whose `hub.verify_token` equals the secret `verify_token` (compared in constant time) with its `hub.challenge`, 403 otherwise (Meta, WhatsApp); needs `secrets.verify_token`",
+  },
+  reply_when: { type: "condition", doc: "`<selector>=<value>`: a verified request for which it holds is answered 200 with `reply`, not queued (Discord's PING: `type=1`)" },
+  reply: { type: "string", doc: "with `reply_when`: the answer's body (Discord: `{\"type\":1}`)" },
+  reply_type: { type: "media type", doc: "the `reply`'s Content-Type; default `application/json`" },
+  ack: { type: "string", doc: "the 200 answer's body for a queued or duplicate request, in place of the JSON status, for a sender that reads it (Twilio: `<Response/>`, Discord: a deferred reply)" },
+  ack_type: { type: "media type", doc: "the `ack`'s Content-Type; default `application/json` (Twilio: `text/xml`)" },
+  split: {
+    type: "payload path, or `*`",
+    doc: "one event per element of this array (`*`: the body is the array), each with its own key, dedup id, type and attributes, all queued in one transaction (SendGrid, HubSpot); the raw body is stored with the first",
+  },
 };
 
 const GENERATED = /^<!-- generated: ([a-z-]+) -->$/;

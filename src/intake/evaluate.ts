@@ -29,7 +29,9 @@ export type Evaluation =
   | ({ kind: "classified" } & Classified);
 
 export interface Classified {
-  event: NewEvent;
+  /** One event, or one per element when the source splits the request (all queued together). */
+  events: NewEvent[];
+  /** The first event's route attributes. */
   attrs: Record<string, unknown>;
 }
 
@@ -47,6 +49,15 @@ export async function evaluate(config: Config, src: IntakeSource, req: HookReque
       if (r) return { kind: "answered", response: r, authenticated: false };
     } catch (e) {
       // Nothing is verified yet, so nothing can be quarantined: treat it as our failure.
+      return { kind: "verify_error", error: pluginErrorClass(e) };
+    }
+  }
+  // A handshake on another method that authenticates itself (Meta's GET and its verify token).
+  if (req.method !== "POST" && plugin.handshake) {
+    try {
+      const r = await plugin.handshake(req, src.secrets);
+      if (r) return { kind: "answered", response: r, authenticated: r.status < 300 };
+    } catch (e) {
       return { kind: "verify_error", error: pluginErrorClass(e) };
     }
   }
@@ -100,6 +111,26 @@ export function classify(config: Config, src: IntakeSource, req: HookRequest): C
     // The body itself, byte for byte: an unwrap delivery sends it on as the sender wrote it.
     payloadText = req.text();
   }
+  if (!plugin.split) {
+    const one = classifyOne(config, src, req, payload, payloadText, req.body);
+    return { events: [one.event], attrs: one.attrs };
+  }
+  const elements = plugin.split(payload, req);
+  if (!Array.isArray(elements) || elements.length === 0) throw new BadPayload("the request holds no event (its array is empty)");
+  // Each element is an event of its own; the request's raw body is kept once, with the first.
+  const built = elements.map((element, i) => {
+    const text = JSON.stringify(element);
+    if (text === undefined) throw new BadPayload(`element ${i} is not JSON`);
+    return classifyOne(config, src, req, element, text, i === 0 ? req.body : NO_BODY);
+  });
+  return { events: built.map((b) => b.event), attrs: built[0].attrs };
+}
+
+const NO_BODY = new Uint8Array();
+
+/** One event: its key, dedup id and type from the plugin, its copies from config's routes. */
+function classifyOne(config: Config, src: IntakeSource, req: HookRequest, payload: unknown, payloadText: string, body: Uint8Array): { event: NewEvent; attrs: Record<string, unknown> } {
+  const plugin: SourcePlugin = src.plugin;
   const key = plugin.key(payload, req);
   // A key() that returns no string is the plugin's bug; an empty or oversized one is the payload's.
   if (typeof key !== "string") throw new TypeError("key() did not return a string");
@@ -113,7 +144,7 @@ export function classify(config: Config, src: IntakeSource, req: HookRequest): C
     const v = req.header(h);
     if (v !== null) kept[h] = v;
   }
-  const facts = { source: src.name, key, eventType: String(eventType), dedupId: dedupId === null ? null : String(dedupId), payload: payloadText, body: req.body, headers: kept, payloadParsed: true as const };
+  const facts = { source: src.name, key, eventType: String(eventType), dedupId: dedupId === null ? null : String(dedupId), payload: payloadText, body, headers: kept, payloadParsed: true as const };
   return { attrs, event: newEvent(config, facts, copies) };
 }
 

@@ -16,7 +16,7 @@ import type { IntakeMetrics, RejectReason } from "./metrics.ts";
 import { hookRequest } from "../plugin/hook-request.ts";
 import { storableUrl } from "./captures.ts";
 import { evaluate, quarantineReason } from "./evaluate.ts";
-import { emptyReply, evaluationReply, LENGTH_REQUIRED, type Reply, SPOOL_BUSY, SPOOL_FULL, statusReply, TOO_LARGE } from "./replies.ts";
+import { emptyReply, evaluationReply, LENGTH_REQUIRED, pluginReply, type Reply, SPOOL_BUSY, SPOOL_FULL, statusReply, TOO_LARGE } from "./replies.ts";
 
 export interface PipelineDeps {
   spool: Spool;
@@ -118,10 +118,11 @@ export async function handleHook(d: PipelineDeps, input: HookInput): Promise<Rep
   }
   const classified = ev;
 
-  // 7. one transaction for every copy; 8. the answer only after COMMIT returned
-  let result: EnqueueResult;
+  // 7. one transaction for every copy (and every event of a split request); 8. the answer only
+  // after COMMIT returned
+  let results: EnqueueResult[];
   try {
-    result = await d.group.enqueue(classified.event, req.now);
+    results = await d.group.enqueueAll(classified.events, req.now);
     d.backpressure.writeOk();
   } catch (e) {
     const failure = spoolFailure(e);
@@ -129,22 +130,29 @@ export async function handleHook(d: PipelineDeps, input: HookInput): Promise<Rep
     return quarantined(d, src, req, input.url, headers, e);
   }
   testHook("intake.after_commit");
-  if (result.status === "queued") {
-    d.metrics.received1(name);
-    if (d.wake) d.wake(earliestReady(result.placed, classified.event.copies, req.now));
-    for (const p of result.placed) {
-      d.log.info("queued", { source: name, route: p.route, batch: p.batchId, event: p.eventId, destination: p.destination, bytes: body.length, tee: p.tee || undefined });
+  // A sender that reads the answer (Twilio's TwiML, Discord's deferred reply) gets its own.
+  const ack = (word: string, status: number) => (src.plugin.ack ? pluginReply(src.plugin.ack) : statusReply(word, status));
+  let queued = false;
+  let requeued = false;
+  results.forEach((result, i) => {
+    if (result.status === "queued") {
+      queued = true;
+      requeued ||= result.requeued === true;
+      d.metrics.received1(name);
+      if (d.wake) d.wake(earliestReady(result.placed, classified.events[i].copies, req.now));
+      for (const p of result.placed) {
+        d.log.info("queued", { source: name, route: p.route, batch: p.batchId, event: p.eventId, destination: p.destination, bytes: body.length, tee: p.tee || undefined });
+      }
+      return;
     }
-    // A redelivery of a dropped batch's event is queued anew, and answered as a known id is: 200.
-    return statusReply("queued", result.requeued ? 200 : 202);
-  }
-  d.metrics.duplicate1(name);
-  if (result.status === "replayed") {
-    d.log.info("replayed", { source: name, batch: result.batchId, event: result.eventId });
-    return statusReply("replayed", 200);
-  }
-  d.log.info("duplicate", { source: name, event: result.eventId });
-  return statusReply("duplicate", 200);
+    d.metrics.duplicate1(name);
+    if (result.status === "replayed") d.log.info("replayed", { source: name, batch: result.batchId, event: result.eventId });
+    else d.log.info("duplicate", { source: name, event: result.eventId });
+  });
+  // A redelivery of a dropped batch's event is queued anew, and answered as a known id is: 200.
+  if (queued) return ack("queued", requeued && results.length === 1 ? 200 : 202);
+  if (results.some((r) => r.status === "replayed")) return ack("replayed", 200);
+  return ack("duplicate", 200);
 }
 
 /** Keep a verified request our code could not classify: 202 quarantined, never a 5xx. */

@@ -17,16 +17,17 @@ export class StillQuarantined extends Error {
 }
 
 /**
- * What each stored request becomes: its event, or null when the plugin now ignores it or
- * answers it as a handshake. Throws StillQuarantined for the first that fails again.
+ * What each stored request becomes: its events (several when the source splits it), or none
+ * when the plugin now ignores it or answers it as a handshake. Throws StillQuarantined for the
+ * first that fails again.
  */
-export async function reclassify(config: Config, src: IntakeSource, requests: StoredRequest[]): Promise<Map<number, NewEvent | null>> {
-  const out = new Map<number, NewEvent | null>();
+export async function reclassify(config: Config, src: IntakeSource, requests: StoredRequest[]): Promise<Map<number, NewEvent[]>> {
+  const out = new Map<number, NewEvent[]>();
   for (const r of requests) {
     const req = hookRequest({ method: "POST", url: r.url ?? `/hooks/${encodeURIComponent(src.name)}`, headers: Object.entries(r.headers), body: r.raw, peer: "replay", now: r.receivedAt });
     const ev = await afterVerify(config, src, req);
     if (ev.kind === "quarantine") throw new StillQuarantined(quarantineReason(ev.error));
-    out.set(r.eventId, ev.kind === "classified" ? ev.event : null);
+    out.set(r.eventId, ev.kind === "classified" ? ev.events : []);
   }
   return out;
 }

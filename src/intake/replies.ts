@@ -51,6 +51,6 @@ export function evaluationReply(ev: Evaluation): Reply {
   }
 }
 
-function pluginReply(r: HookResponse): Reply {
+export function pluginReply(r: HookResponse): Reply {
   return { status: r.status, body: r.body ?? "", headers: r.headers ?? {} };
 }

@@ -42,6 +42,7 @@ export function hookRequest(w: WireRequest): HookRequest {
     method: w.method.toUpperCase(),
     path,
     query,
+    rawQuery: q < 0 ? "" : w.url.slice(q + 1),
     headers,
     header: (name) => headers[name.toLowerCase()] ?? null,
     body: w.body,

@@ -14,6 +14,8 @@ export interface HookRequest {
   readonly path: string;
   /** Query parameters (first value of each). Never logged: tokens live here. */
   readonly query: Readonly<Record<string, string>>;
+  /** The query string exactly as received, without the "?" ("" when none): a signature over the URL covers its order. */
+  readonly rawQuery: string;
   /** A header's value, case-insensitive; null when absent. */
   header(name: string): string | null;
   /** Every header, lower-cased names (for quarantine and the template source). */
@@ -129,6 +131,22 @@ export interface SourcePlugin {
   verify(req: HookRequest, secrets: Secrets): Verdict | Promise<Verdict>;
   /** A response answers and stops (nothing is enqueued); null continues. Runs after verify. */
   challenge?(req: HookRequest, secrets: Secrets): HookResponse | null | undefined | Promise<HookResponse | null | undefined>;
+  /**
+   * A handshake on a request other than POST that authenticates itself (Meta's GET carries a
+   * verify token, compared in constant time with a secret): runs before verify, with the
+   * secrets. A response answers; null goes on, and a request other than POST then gets 405.
+   */
+  handshake?(req: HookRequest, secrets: Secrets): HookResponse | null | undefined | Promise<HookResponse | null | undefined>;
+  /**
+   * The answer to a request that was queued (or was a duplicate), instead of hookspool's JSON
+   * status: a sender that reads the body (Twilio's empty TwiML, Discord's deferred reply).
+   */
+  ack?: HookResponse;
+  /**
+   * Several events in one request (SendGrid's array, HubSpot's, Meta's entries): each element
+   * is classified as an event of its own (key, dedup id, type), all queued in one transaction.
+   */
+  split?(payload: unknown, req: HookRequest): unknown[];
   /** A reason string means "ack with ignored, do not enqueue". */
   ignore?(req: HookRequest): string | null | undefined;
   /** The payload the destination receives; default: req.json() ({} for an empty body). */

@@ -3,7 +3,7 @@
 // constantTimeEqual. A check answers false for anything a sender can
 // get wrong (missing header, bad hex or base64, wrong prefix, stale time) and never throws for
 // it; nothing here logs, and no error message carries a secret.
-import { createHash, createHmac, randomBytes, timingSafeEqual } from "node:crypto";
+import { createHash, createHmac, createPublicKey, type KeyObject, randomBytes, timingSafeEqual, verify as verifySignature } from "node:crypto";
 import { HookspoolError } from "../errors.ts";
 
 export type Data = string | Uint8Array;
@@ -283,6 +283,73 @@ export function standardWebhooksWhy(
 /** The Standard Webhooks "v1,<base64>" signature for one secret (one per secret on rotation). */
 export function standardWebhooksSignature(secret: string, id: string, timestamp: number | string, body: Data): string {
   return `v1,${hmac(signingKey(secret), concat(`${id}.${timestamp}.`, body), { encoding: "base64" })}`;
+}
+
+/**
+ * Several candidate signatures (a sender rotating its secret sends two): null when any one is
+ * the HMAC of data, else why not. Every candidate is checked, so the work does not say which.
+ */
+export function hmacAnyWhy(candidates: readonly string[], secret: Data, data: Data, opts: { algorithm?: Algorithm; encoding?: Encoding } = {}): VerifyFailure | null {
+  if (candidates.length === 0) return "missing_signature";
+  const verdicts = candidates.map((c) => macWhy(c, secret, data, opts.algorithm ?? "sha256", opts.encoding ?? "hex"));
+  if (verdicts.includes(null)) return null;
+  return verdicts.every((v) => v === "malformed") ? "malformed" : "mismatch";
+}
+
+// ---------------------------------------------------------------------------------------------
+// Public-key signatures (the configured "secret" is the sender's public key)
+
+// An Ed25519 public key as 32 raw bytes becomes a key object through this fixed SPKI header.
+const ED25519_SPKI_PREFIX = Buffer.from("302a300506032b6570032100", "hex");
+
+/** A public key from its text: PEM, or hex / base64 of the raw key (Ed25519, 32 bytes) or of SPKI DER. */
+function publicKeyOf(text: string, kind: "ed25519" | "ec"): KeyObject | null {
+  const t = text.trim();
+  try {
+    if (t.startsWith("-----BEGIN")) return createPublicKey(t);
+    const raw = decodeHex(t) ?? decodeBase64(t);
+    if (!raw) return null;
+    const der = kind === "ed25519" && raw.length === 32 ? Buffer.concat([ED25519_SPKI_PREFIX, raw]) : Buffer.from(raw);
+    return createPublicKey({ key: der, format: "der", type: "spki" });
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Null when `signature` (hex by default: Discord's X-Signature-Ed25519) is the Ed25519 signature
+ * of message under the public key, else why not. A key that does not parse fails closed
+ * ("mismatch": the sender is not at fault, and nothing verifies until the key is fixed).
+ */
+export function ed25519Why(signature: string | null, publicKey: string, message: Data, opts: { encoding?: Encoding } = {}): VerifyFailure | null {
+  if (signature === null) return "missing_signature";
+  const sig = decode(signature.trim(), opts.encoding ?? "hex");
+  if (sig === null || sig.length !== 64) return "malformed";
+  const key = publicKeyOf(publicKey, "ed25519");
+  if (!key || key.asymmetricKeyType !== "ed25519") return "mismatch";
+  try {
+    return verifySignature(null, bytes(message), key, sig) ? null : "mismatch";
+  } catch {
+    return "mismatch";
+  }
+}
+
+/**
+ * Null when `signature` (base64 DER by default: SendGrid's signed event webhook) is an ECDSA
+ * P-256 / SHA-256 signature of message under the public key (base64 SPKI, as SendGrid shows it,
+ * or PEM), else why not.
+ */
+export function ecdsaP256Why(signature: string | null, publicKey: string, message: Data, opts: { encoding?: Encoding } = {}): VerifyFailure | null {
+  if (signature === null) return "missing_signature";
+  const sig = decode(signature.trim(), opts.encoding ?? "base64");
+  if (sig === null) return "malformed";
+  const key = publicKeyOf(publicKey, "ec");
+  if (!key || key.asymmetricKeyType !== "ec" || key.asymmetricKeyDetails?.namedCurve !== "prime256v1") return "mismatch";
+  try {
+    return verifySignature("sha256", bytes(message), { key, dsaEncoding: "der" }, sig) ? null : "mismatch";
+  } catch {
+    return "mismatch";
+  }
 }
 
 // ---------------------------------------------------------------------------------------------

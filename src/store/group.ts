@@ -18,14 +18,15 @@ export interface GroupLimits {
 export const GROUP_LIMITS: GroupLimits = { events: 256, bytes: 16 * 1024 * 1024 };
 
 interface Job {
-  ev: NewEvent;
+  /** One request's events: one, or several when its source split it; all or none are queued. */
+  evs: readonly NewEvent[];
   now: number;
   bytes: number;
-  resolve(r: EnqueueResult): void;
+  resolve(r: EnqueueResult[]): void;
   reject(e: unknown): void;
 }
 
-type Outcome = { ok: EnqueueResult } | { error: unknown };
+type Outcome = { ok: EnqueueResult[] } | { error: unknown };
 
 export class GroupCommit {
   private pending: Job[] = [];
@@ -39,9 +40,15 @@ export class GroupCommit {
   ) {}
 
   /** Enqueue one event; resolves once its rows are committed. */
-  enqueue(ev: NewEvent, now: number): Promise<EnqueueResult> {
+  async enqueue(ev: NewEvent, now: number): Promise<EnqueueResult> {
+    return (await this.enqueueAll([ev], now))[0];
+  }
+
+  /** Enqueue one request's events under one savepoint (all or none); resolves once they are committed. */
+  enqueueAll(evs: readonly NewEvent[], now: number): Promise<EnqueueResult[]> {
     return new Promise((resolve, reject) => {
-      this.pending.push({ ev, now, bytes: ev.payload.length + (ev.raw?.length ?? 0), resolve, reject });
+      const bytes = evs.reduce((n, ev) => n + ev.payload.length + (ev.raw?.length ?? 0), 0);
+      this.pending.push({ evs, now, bytes, resolve, reject });
       if (this.scheduled) return;
       this.scheduled = true;
       // After this turn's other requests have been read and verified: they join this commit.
@@ -72,7 +79,7 @@ export class GroupCommit {
             let o: Outcome;
             try {
               // Nested: a SAVEPOINT, rolled back alone when this event's enqueue throws.
-              o = { ok: db.transaction(() => enqueueTx(db, job.ev, job.now))() };
+              o = { ok: db.transaction(() => job.evs.map((ev) => enqueueTx(db, ev, job.now)))() };
             } catch (error) {
               o = { error };
             }
@@ -89,7 +96,7 @@ export class GroupCommit {
       return;
     }
     this.stats.commits++;
-    this.stats.events += group.length;
+    this.stats.events += group.reduce((n, job) => n + job.evs.length, 0);
     group.forEach((job, i) => {
       const o = outcomes[i];
       if ("ok" in o) job.resolve(o.ok);

@@ -23,7 +23,8 @@ export interface StoredRequest {
  * when the plugin now ignores it or answers it as a handshake (nothing to queue). Throws when
  * it still cannot be classified.
  */
-export type Reclassify = (req: StoredRequest) => NewEvent | null;
+/** What a stored request becomes now: its events, or none when the plugin ignores or answers it. */
+export type Reclassify = (req: StoredRequest) => readonly NewEvent[];
 
 export type ReplayResult =
   | { batchId: number; kind: "replayed" }
@@ -65,9 +66,9 @@ export function replayBatch(spool: Spool, id: number, now: number, reclassify?: 
       const results: EnqueueResult[] = [];
       let ignored = 0;
       for (const r of prepared<QuarantinedRow, [number]>(db, QUARANTINED).all(id)) {
-        const event = reclassify(storedRequest(r));
-        if (event === null) ignored++;
-        else results.push(enqueueTx(db, event, now));
+        const events = reclassify(storedRequest(r));
+        if (events.length === 0) ignored++;
+        for (const event of events) results.push(enqueueTx(db, event, now));
       }
       prepared(db, RECLASSIFIED).run({ id, now });
       resolveQuarantineIssuesTx(db, b.source, now);

@@ -330,8 +330,11 @@ describe("the template source section of docs/config.md", () => {
       expect(verifies).toBe(SCHEMES[scheme].doc);
       const missing = checkTemplate({ scheme, key: "k" }).filter((p) => p.message.startsWith("required by scheme")).map((p) => `\`${p.key}\``);
       if (scheme === "static-token") expect(checkTemplate({ scheme, key: "k" }).map((p) => p.message)).toContain("scheme static-token needs exactly one of header or param");
+      else if (scheme === "ed25519" || scheme === "ecdsa-p256") for (const m of missing) expect(needs).toContain(m);
       else expect(needs).toBe(missing.length ? missing.join(", ") : "nothing more");
-      expect(dedup === "none").toBe(defaultDedup({ scheme, header: "X-Sig" }) === undefined);
+      // The generic schemes' default follows their settings: with a timestamp it is the signature's hash.
+      const generic = scheme === "hmac" || scheme === "ed25519" || scheme === "ecdsa-p256";
+      expect(dedup === "none").toBe(defaultDedup({ scheme, header: "X-Sig", ...(generic ? { timestamp_header: "X-Ts" } : {}) }) === undefined);
     }
     const req = (headers: Record<string, string>) => hookRequest({ method: "POST", url: "/", headers: Object.entries(headers), body: new Uint8Array(), peer: "127.0.0.1", now: NOW });
     const sw = defaultDedup({ scheme: "standard-webhooks" });
@@ -387,17 +390,17 @@ for (const name of REQUESTS) {
         const dedup = claim.fields["dedup id"];
         for (const [field, want] of Object.entries(claim.fields)) {
           const have = {
-            key: ev.event.key,
-            "dedup id": ev.event.dedupId,
-            "event type": ev.event.eventType,
-            route: ev.event.copies[0].route,
-            destination: ev.event.copies[0].destination,
+            key: ev.events[0].key,
+            "dedup id": ev.events[0].dedupId,
+            "event type": ev.events[0].eventType,
+            route: ev.events[0].copies[0].route,
+            destination: ev.events[0].copies[0].destination,
           }[field];
           if (field === "dedup id" && dedup === "sha256 of the body") expect(have).toBe(sha256(wire.body));
           else if (field === "dedup id" && dedup === "(none)") expect(have).toBeNull();
           else expect({ [field]: have }).toEqual({ [field]: want });
         }
-        expect(ev.event.dedupWindowS).toBe(l.config.sources[l.source.name].dedup_window_s);
+        expect(ev.events[0].dedupWindowS).toBe(l.config.sources[l.source.name].dedup_window_s);
       } else {
         for (const [field, want] of Object.entries(claim.fields)) {
           const header = Object.entries(got.headers).find(([h]) => h.toLowerCase() === field)?.[1];
@@ -449,9 +452,9 @@ for (const name of REQUESTS) {
       expect(window).toBe(86400);
       const { spool } = freshSpool();
       try {
-        expect(enqueue(spool, ev.event, NOW).status).toBe("queued");
-        expect(enqueue(spool, ev.event, NOW + window - 1).status).toBe("duplicate");
-        expect(enqueue(spool, ev.event, NOW + window).status).toBe("queued");
+        expect(enqueue(spool, ev.events[0], NOW).status).toBe("queued");
+        expect(enqueue(spool, ev.events[0], NOW + window - 1).status).toBe("duplicate");
+        expect(enqueue(spool, ev.events[0], NOW + window).status).toBe("queued");
       } finally {
         spool.close();
       }

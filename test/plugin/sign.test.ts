@@ -1,6 +1,7 @@
 // signTemplate against the template source's own verify: each scheme's signature verifies, and
 // fails once the body, the secret or (for timestamped schemes) the clock moves.
 import { describe, expect, test } from "bun:test";
+import { generateKeyPairSync } from "node:crypto";
 import { hookRequest } from "../../src/plugin/hook-request.ts";
 import { isTimestamped, signsBody, signTemplate } from "../../src/plugin/sign.ts";
 import { SCHEMES, type Scheme, type TemplateSettings, templateSource } from "../../src/plugin/template.ts";
@@ -15,13 +16,30 @@ const settings: Record<Scheme, TemplateSettings> = {
   "standard-webhooks": { scheme: "standard-webhooks", key: "id" },
   timestamped: { scheme: "timestamped", header: "Stripe-Signature", key: "id" },
   "static-token": { scheme: "static-token", param: "token", key: "id" },
+  hmac: { scheme: "hmac", header: "X-Slack-Signature", prefix: "v0=", timestamp_header: "X-Slack-Request-Timestamp", message: "v0:{ts}:{body}", key: "id" },
+  ed25519: { scheme: "ed25519", header: "X-Signature-Ed25519", timestamp_header: "X-Signature-Timestamp", key: "id" },
+  "ecdsa-p256": { scheme: "ecdsa-p256", header: "X-Twilio-Email-Event-Webhook-Signature", timestamp_header: "X-Twilio-Email-Event-Webhook-Timestamp", key: "id" },
 };
+
+// The public-key schemes verify under the sender's public key and are signed with its private key.
+const pem = (k: { export(o: { format: "pem"; type: "pkcs8" }): string | Buffer }) => k.export({ format: "pem", type: "pkcs8" }).toString();
+const ed = generateKeyPairSync("ed25519");
+const ec = generateKeyPairSync("ec", { namedCurve: "prime256v1" });
+const otherEd = generateKeyPairSync("ed25519");
+const otherEc = generateKeyPairSync("ec", { namedCurve: "prime256v1" });
+const PUBLIC: Partial<Record<Scheme, string>> = {
+  ed25519: ed.publicKey.export({ format: "der", type: "spki" }).subarray(12).toString("hex"),
+  "ecdsa-p256": ec.publicKey.export({ format: "der", type: "spki" }).toString("base64"),
+};
+const PRIVATE: Partial<Record<Scheme, [string, string]>> = { ed25519: [pem(ed.privateKey), pem(otherEd.privateKey)], "ecdsa-p256": [pem(ec.privateKey), pem(otherEc.privateKey)] };
 
 const secrets = (s: string) => ({ get: () => s, has: () => true }) as never;
 function verdict(t: TemplateSettings, secret: string, body: Uint8Array, signedAt: number, now: number, sent = body) {
-  const s = signTemplate(t, secret, body, signedAt);
+  // "Another secret" for a public-key scheme is another key pair's private key.
+  const keys = PRIVATE[t.scheme];
+  const s = signTemplate(t, secret, body, signedAt, "msg_1", keys ? keys[secret === SECRET ? 0 : 1] : undefined);
   const req = hookRequest({ method: "POST", url: `/hooks/x${s.query ? `?${s.query}` : ""}`, headers: s.headers, body: sent, peer: "127.0.0.1", now });
-  return templateSource(t).verify(req, secrets(SECRET));
+  return templateSource(t).verify(req, secrets(PUBLIC[t.scheme] ?? SECRET));
 }
 
 describe("signTemplate", () => {
@@ -35,13 +53,13 @@ describe("signTemplate", () => {
       expect(verdict(t, SECRET, body, NOW, NOW)).toBe(true);
       expect(verdict(t, "another-secret", body, NOW, NOW)).not.toBe(true);
     });
-    if (signsBody(t.scheme)) {
+    if (signsBody(t)) {
       test(`${scheme}: a changed body does not verify`, () => {
         expect(verdict(t, SECRET, body, NOW, NOW, new TextEncoder().encode('{"id":"a2"}'))).not.toBe(true);
       });
     }
-    test(`${scheme}: ${isTimestamped(t.scheme) ? "refused" : "still verifies"} 301 s later`, () => {
-      expect(verdict(t, SECRET, body, NOW, NOW + 301) === true).toBe(!isTimestamped(t.scheme));
+    test(`${scheme}: ${isTimestamped(t) ? "refused" : "still verifies"} 301 s later`, () => {
+      expect(verdict(t, SECRET, body, NOW, NOW + 301) === true).toBe(!isTimestamped(t));
     });
   }
 

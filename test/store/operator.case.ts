@@ -76,7 +76,7 @@ export function operatorVerbCases(fresh: OpenSpool): void {
       expect(batchRow(t.spool, q.batchId).state).toBe("dead");
       const r = replayBatch(t.spool, q.batchId, T0 + 5, (req) => {
         const body = JSON.parse(new TextDecoder().decode(req.raw));
-        return ev({ source: req.source, key: body.repo, eventType: req.headers["x-e"], payload: JSON.stringify(body), copies: [copy("gh", "hermes:gh"), copy("audit", "http:audit", {}, true)] });
+        return [ev({ source: req.source, key: body.repo, eventType: req.headers["x-e"], payload: JSON.stringify(body), copies: [copy("gh", "hermes:gh"), copy("audit", "http:audit", {}, true)] })];
       });
       expect(r.kind).toBe("reclassified");
       expect(batchRow(t.spool, q.batchId)).toMatchObject({ state: "delivered", result: "reclassified", delivered_at: T0 + 5 });

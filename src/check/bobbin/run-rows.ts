@@ -6,7 +6,7 @@ import { type Capture, capturesOf, type Kit, type PollCapture, parseKit, parsePo
 import type { Manifest } from "../../bobbin/manifest.ts";
 import { builtinModule } from "../../bobbin/registry.ts";
 import { registerPluginApi } from "../../bobbin/plugin-api.ts";
-import { isTimestamped, signsBody, signTemplate } from "../../plugin/sign.ts";
+import { canSign, isTimestamped, signsBody, signTemplate } from "../../plugin/sign.ts";
 import { parseConfig } from "../../config/load.ts";
 import { type TemplateSettings, templateSource } from "../../plugin/template.ts";
 import type { SourcePlugin } from "../../plugin/types.ts";
@@ -228,10 +228,10 @@ export async function sourceKitRow(s: CheckSubject, m: Manifest | null, l: Loade
     now: kit.now ?? Math.floor(systemClock.now()),
     http: kit.http,
     accepted: requestOf(accepted, instance),
-    ...(t && secret !== undefined ? { sign: (body: Uint8Array, now: number, id: string) => signTemplate(t, secret, body, now, id) } : {}),
+    ...(t && secret !== undefined && canSign(t) ? { sign: (body: Uint8Array, now: number, id: string) => signTemplate(t, secret, body, now, id) } : {}),
     authHeaders: plugin.authHeaders ?? [],
-    bodySigned: t ? signsBody(t.scheme) : (kit.body_signed ?? true),
-    timestamped: t ? isTimestamped(t.scheme) : (kit.timestamped ?? false),
+    bodySigned: t ? signsBody(t) : (kit.body_signed ?? true),
+    timestamped: t ? isTimestamped(t) : (kit.timestamped ?? false),
     dedup: plugin.dedupId !== undefined,
     headHandshake: plugin.challengeUnauthenticated === true,
     broken: (() => {

@@ -1,0 +1,160 @@
+// The check of a template table: every key known and of its type, each scheme's needs, and the
+// keys that only make sense together. `hookspool check` and `bobbin check` report these.
+import { isBarePath, parseWhen, selectorOk } from "./template-select.ts";
+import { parseRecipe, RECIPE_PARTS } from "./template-verify.ts";
+import { SCHEMES, type Scheme, TEMPLATE_KEYS } from "./template.ts";
+
+export interface TemplateProblem {
+  key: string;
+  message: string;
+}
+
+const STRING_KEYS = [
+  "scheme",
+  "header",
+  "prefix",
+  "param",
+  "callback_url",
+  "dedup",
+  "event_type",
+  "sw_headers",
+  "algorithm",
+  "encoding",
+  "timestamp_header",
+  "timestamp_field",
+  "id_header",
+  "pairs",
+  "ts_name",
+  "sig_name",
+  "signatures",
+  "public_url",
+  "body",
+  "form_json",
+  "echo_when",
+  "echo_field",
+  "reply_when",
+  "reply_type",
+  "ack_type",
+  "split",
+] as const;
+// A recipe, a reply or an ack may be any text, even empty.
+const TEXT_KEYS = ["message", "reply", "ack"] as const;
+const BOOLEAN_KEYS = ["head_handshake", "sender_retries", "get_verify"] as const;
+
+const GENERIC: readonly string[] = ["hmac", "ed25519", "ecdsa-p256"];
+const GENERIC_ONLY = ["message", "timestamp_header", "timestamp_field", "id_header", "pairs", "ts_name", "sig_name", "signatures", "public_url", "encoding"] as const;
+
+const ENUMS: Record<string, readonly string[]> = {
+  sw_headers: ["webhook", "svix", "either"],
+  algorithm: ["sha256", "sha1", "sha512"],
+  encoding: ["hex", "base64"],
+  body: ["json", "form"],
+};
+
+/** Keys that need another to mean anything. */
+const NEEDS: [string, string, string][] = [
+  ["echo_when", "echo_field", "the field whose value answers"],
+  ["echo_field", "echo_when", "when the echo answers"],
+  ["reply_when", "reply", "the reply's body"],
+  ["reply", "reply_when", "when the reply answers"],
+  ["reply_type", "reply", "a reply"],
+  ["ack_type", "ack", "an ack body"],
+  ["ts_name", "pairs", "the pairs separator"],
+  ["sig_name", "pairs", "the pairs separator"],
+];
+
+/**
+ * Check a template table. Selectors: `header:<Name>`, `field:<dotted.path>` or a bare path
+ * (a payload field), `const:<text>`, alternatives `a|b`, `keyof:a|b`; `dedup` also takes
+ * `body_sha256` and `none`.
+ */
+export function checkTemplate(t: Record<string, unknown>): TemplateProblem[] {
+  const out: TemplateProblem[] = [];
+  const has = (k: string) => t[k] !== undefined;
+  for (const k of Object.keys(t)) {
+    if (!(TEMPLATE_KEYS as readonly string[]).includes(k)) out.push({ key: k, message: "unknown template key" });
+  }
+  for (const k of STRING_KEYS) {
+    if (has(k) && (typeof t[k] !== "string" || t[k] === "")) out.push({ key: k, message: "expected a non-empty string" });
+  }
+  for (const k of TEXT_KEYS) {
+    if (has(k) && typeof t[k] !== "string") out.push({ key: k, message: "expected a string" });
+  }
+  for (const k of BOOLEAN_KEYS) {
+    if (has(k) && typeof t[k] !== "boolean") out.push({ key: k, message: "expected true or false" });
+  }
+  if (has("tolerance_s") && (typeof t.tolerance_s !== "number" || !Number.isFinite(t.tolerance_s) || t.tolerance_s < 0)) out.push({ key: "tolerance_s", message: "expected a number of seconds, 0 or more" });
+  for (const [k, values] of Object.entries(ENUMS)) {
+    if (typeof t[k] === "string" && !values.includes(t[k] as string)) out.push({ key: k, message: `one of ${values.join(", ")}` });
+  }
+  const scheme = t.scheme as string | undefined;
+  if (scheme === undefined) out.push({ key: "scheme", message: `required: one of ${Object.keys(SCHEMES).join(", ")}` });
+  else if (!Object.hasOwn(SCHEMES, scheme)) out.push({ key: "scheme", message: `unknown scheme "${scheme}": one of ${Object.keys(SCHEMES).join(", ")}` });
+  else schemeProblems(t, scheme as Scheme, out);
+
+  const isSelectorList = (v: unknown) => typeof v === "string" || (Array.isArray(v) && v.length > 0 && v.every((x) => typeof x === "string"));
+  if (!has("key")) out.push({ key: "key", message: "required: the payload field(s) that form the coalesce key" });
+  else if (!isSelectorList(t.key)) out.push({ key: "key", message: "expected a selector or a list of selectors" });
+  if (has("ignore")) {
+    if (!isSelectorList(t.ignore)) out.push({ key: "ignore", message: "expected an event type or a list of them" });
+    else if (!has("event_type")) out.push({ key: "ignore", message: "needs event_type (ignore matches event types)" });
+  }
+  if (has("attrs")) {
+    const a = t.attrs;
+    if (typeof a !== "object" || a === null || Array.isArray(a) || !Object.values(a).every((v) => typeof v === "string")) {
+      out.push({ key: "attrs", message: "expected a table of name = selector" });
+    }
+  }
+  for (const k of ["key", "event_type", "dedup", "echo_field"] as const) {
+    for (const sel of ([] as unknown[]).concat(t[k] ?? [])) {
+      if (typeof sel === "string" && !selectorOk(sel, k === "dedup")) out.push({ key: k, message: `bad selector "${sel}"` });
+    }
+  }
+  for (const k of ["echo_when", "reply_when"] as const) {
+    if (typeof t[k] === "string" && parseWhen(t[k] as string) === null) out.push({ key: k, message: "expected <selector>=<value>, such as type=url_verification" });
+  }
+  for (const [k, need, what] of NEEDS) {
+    if (has(k) && !has(need)) out.push({ key: k, message: `needs ${need} (${what})` });
+  }
+  if (t.head_handshake === true && (has("echo_when") || has("reply_when"))) out.push({ key: "head_handshake", message: "answers before verify: it cannot be combined with echo_when or reply_when" });
+  if (has("form_json") && t.body !== "form") out.push({ key: "form_json", message: 'needs body = "form"' });
+  if (typeof t.split === "string" && t.split !== "*" && !isBarePath(t.split)) out.push({ key: "split", message: 'expected a payload path to an array, or "*" for a body that is one' });
+  // One id for the whole request would make every element after the first its duplicate.
+  if (has("split") && (!has("dedup") || (typeof t.dedup === "string" && (t.dedup === "body_sha256" || t.dedup.split("|").some((a) => a.startsWith("header:")))))) {
+    out.push({ key: "dedup", message: "with split, the dedup id must be each element's own field (or none), not the request's" });
+  }
+  return out;
+}
+
+function schemeProblems(t: Record<string, unknown>, scheme: Scheme, out: TemplateProblem[]): void {
+  const has = (k: string) => t[k] !== undefined;
+  for (const need of SCHEMES[scheme].needs) {
+    if (!has(need)) out.push({ key: need, message: `required by scheme ${scheme}` });
+  }
+  if (scheme === "static-token" && has("header") === has("param")) out.push({ key: "header", message: "scheme static-token needs exactly one of header or param" });
+  if (has("sw_headers") && scheme !== "standard-webhooks") out.push({ key: "sw_headers", message: "only for scheme standard-webhooks" });
+  if (has("algorithm") && scheme !== "hmac") out.push({ key: "algorithm", message: "only for scheme hmac" });
+  const generic = GENERIC.includes(scheme);
+  for (const k of GENERIC_ONLY) {
+    if (has(k) && !generic) out.push({ key: k, message: `only for schemes ${GENERIC.join(", ")}` });
+  }
+  // tolerance_s is harmless where no timestamp is checked (hookspool.webhook sets it for every
+  // scheme): it is not reported.
+  if (!generic) return;
+  if (has("timestamp_header") && has("timestamp_field")) out.push({ key: "timestamp_field", message: "one of timestamp_header or timestamp_field" });
+  if (has("pairs") && has("signatures")) out.push({ key: "signatures", message: "with pairs, every sig_name pair is a signature" });
+  if (typeof t.public_url === "string" && !/^https?:\/\/[^\s?#]+$/.test(t.public_url)) out.push({ key: "public_url", message: "expected the http(s) URL the sender calls, without a query string" });
+  const tsSource = has("timestamp_header") || has("timestamp_field") || has("pairs");
+  if (typeof t.message !== "string") {
+    if (scheme !== "hmac" && !tsSource) out.push({ key: "timestamp_header", message: `required by scheme ${scheme} unless message is set (it signs {ts}{body})` });
+    return;
+  }
+  for (const p of parseRecipe(t.message)) {
+    if (!("part" in p)) continue;
+    if (!(RECIPE_PARTS as readonly string[]).includes(p.part)) out.push({ key: "message", message: `unknown part {${p.part}}: the parts are ${RECIPE_PARTS.map((x) => `{${x}}`).join(", ")}` });
+    else if (p.part === "ts" && !tsSource) out.push({ key: "message", message: "{ts} needs timestamp_header, timestamp_field or pairs" });
+    else if (p.part === "id" && !has("id_header")) out.push({ key: "message", message: "{id} needs id_header" });
+    else if (p.part === "url" && !has("public_url")) out.push({ key: "message", message: "{url} needs public_url" });
+    else if (p.part === "params" && t.body !== "form") out.push({ key: "message", message: '{params} needs body = "form"' });
+  }
+}
