@@ -41,6 +41,7 @@ typecheck: deps
 
 docs: deps
 	bun scripts/gen-config-docs.ts
+	bun scripts/gen-catalogue-docs.ts
 
 bench: build
 	bun scripts/bench/run.ts

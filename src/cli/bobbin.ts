@@ -2,6 +2,7 @@
 // bobbin's manifest, and what a [bobbins.<i>] table expands into.
 import type { CommandDef } from "citty";
 import { stringify } from "smol-toml";
+import { catalogueFacts, catalogueMarkdown, matchesSearch } from "../bobbin/catalogue.ts";
 import type { Manifest } from "../bobbin/manifest.ts";
 import { type Bobbin, findBobbins } from "../bobbin/registry.ts";
 import type { Config } from "../config/types.ts";
@@ -21,23 +22,27 @@ function instancesOf(config: Config, name: string): string[] {
     .map(([i]) => i);
 }
 
-/** A Markdown table cell: one line, pipes escaped. */
-const cell = (s: string) => s.replaceAll("|", "\\|").replaceAll("\n", " ");
-
 function listCommand(cli: Cli): CommandDef {
   return {
-    meta: { name: "list", description: "the bobbins found: built-in, then each spool.bobbin_path directory (--markdown: the catalogue table)" },
-    args: { ...GLOBAL_ARGS, markdown: { type: "boolean", description: "print the catalogue as a Markdown table (docs/bobbins/README.md)" } },
+    meta: { name: "list", description: "the bobbins found: built-in, then each spool.bobbin_path directory (--markdown: the catalogue table; --search: only those that match)" },
+    args: {
+      ...GLOBAL_ARGS,
+      markdown: { type: "boolean", description: "print the catalogue as a Markdown table (docs/bobbins/README.md)" },
+      search: { type: "string", description: "only bobbins whose name, provider, summary or scheme holds this word (any letter case)", valueHint: "WORD" },
+    },
     run({ args }) {
       const { config } = loadFor(cli);
-      const bobbins = [...bobbinsOf(config).values()];
-      const rows = bobbins.map((b) => ({ name: b.name, version: b.manifest.version, origin: b.origin, summary: b.manifest.summary, instances: instancesOf(config, b.name) }));
+      const word = typeof args.search === "string" ? args.search : "";
+      const bobbins = [...bobbinsOf(config).values()].filter((b) => word === "" || matchesSearch(b, word));
+      const rows = bobbins.map((b) => ({ name: b.name, version: b.manifest.version, origin: b.origin, summary: b.manifest.summary, ...catalogueFacts(b), instances: instancesOf(config, b.name) }));
       if (cli.globals.json) cli.io.out(JSON.stringify(rows));
       else if (args.markdown) {
-        const builtins = bobbins.filter((b) => b.origin === "built-in");
-        cli.io.out(["| bobbin | provider | summary |", "| --- | --- | --- |", ...builtins.map((b) => `| \`${b.name}\` | ${cell(`${b.manifest.provider.vendor} ${b.manifest.provider.product}`)} | ${cell(b.manifest.summary)} |`)].join("\n"));
-      } else if (rows.length === 0) cli.io.out("no bobbins");
-      else cli.io.out(table(["BOBBIN", "VERSION", "ORIGIN", "INSTANCES", "SUMMARY"], rows.map((r) => [r.name, r.version, r.origin, r.instances.join(", ") || "-", r.summary])));
+        cli.io.out(catalogueMarkdown(bobbins.filter((b) => b.origin === "built-in")));
+      } else if (rows.length === 0) {
+        if (word) throw new HookspoolError("E_NOTHING", `no bobbin matches "${word}"`, { hint: "hookspool bobbin list shows them all" });
+        cli.io.out("no bobbins");
+      }
+      else cli.io.out(table(["BOBBIN", "VERSION", "ORIGIN", "SCHEME", "INSTANCES", "SUMMARY"], rows.map((r) => [r.name, r.version, r.origin, r.scheme, r.instances.join(", ") || "-", r.summary])));
       return 0;
     },
   };

@@ -4,6 +4,8 @@ import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { bobbinRoot, manifestText, writeBobbin } from "../helpers/bobbins.ts";
 import { cli } from "../helpers/cli.ts";
+import { findBobbins } from "../../src/bobbin/registry.ts";
+import { DEFAULT_SPANS } from "../../src/config/schema.ts";
 import { tempDir } from "../helpers/tmp.ts";
 
 function home(config: string): string {
@@ -26,22 +28,13 @@ describe("bobbin list", () => {
     const r = await cli(["--home", h, "--json", "bobbin", "list"]);
     expect(r.code).toBe(0);
     const rows = JSON.parse(r.out) as { name: string; origin: string; instances: string[] }[];
-    expect(rows.map((x) => [x.name, x.origin, x.instances])).toEqual([
-      ["atlassian.trello", "built-in", []],
-      ["github.repo", "built-in", ["github-ci"]],
-      ["google.calendar", "built-in", []],
-      ["google.drive", "built-in", []],
-      ["google.gmail", "built-in", []],
-      ["hookspool.digest", "built-in", []],
-      ["hookspool.webhook", "built-in", []],
-      ["kaneo.projects", "built-in", []],
-      ["plaid.items", "built-in", []],
-      ["sec.edgar", "built-in", []],
-      ["zoom.meetings", "built-in", []],
-      ["acme.hooks", root, []],
-    ]);
+    const builtins = [...findBobbins({ bobbinPath: [], presets: Object.keys(DEFAULT_SPANS) }).bobbins.keys()];
+    // Every built-in first, in name order, then the private one; the instance is named on its bobbin.
+    expect(rows.map((x) => x.name)).toEqual([...builtins.sort(), "acme.hooks"]);
+    expect(rows.filter((x) => x.instances.length).map((x) => [x.name, x.instances])).toEqual([["github.repo", ["github-ci"]]]);
+    expect(rows.map((x) => x.origin)).toEqual([...builtins.map(() => "built-in"), root]);
     const human = await cli(["--home", h, "bobbin", "list"]);
-    expect(human.out.split("\n")[0]).toMatch(/^BOBBIN\s+VERSION\s+ORIGIN\s+INSTANCES\s+SUMMARY$/);
+    expect(human.out.split("\n")[0]).toMatch(/^BOBBIN\s+VERSION\s+ORIGIN\s+SCHEME\s+INSTANCES\s+SUMMARY$/);
     expect(human.out).toContain("github-ci");
   });
 
@@ -49,10 +42,35 @@ describe("bobbin list", () => {
     const h = home("");
     const r = await cli(["--home", h, "bobbin", "list", "--markdown"]);
     const lines = r.out.split("\n");
-    expect(lines.slice(0, 2)).toEqual(["| bobbin | provider | summary |", "| --- | --- | --- |"]);
-    expect(lines.filter((l) => l.startsWith("| `"))).toHaveLength(11);
+    expect(lines.slice(0, 2)).toEqual(["| bobbin | provider | scheme | handshake | sender retries | summary |", "| --- | --- | --- | --- | --- | --- |"]);
+    const builtins = findBobbins({ bobbinPath: [], presets: Object.keys(DEFAULT_SPANS) }).bobbins.size;
+    expect(lines.filter((l) => l.startsWith("| `"))).toHaveLength(builtins);
+    expect(lines).toContain("| `atlassian.trello` | Atlassian Trello | hmac-sha1-base64-url | HEAD 200 | yes | Trello webhooks: actions on a watched board, list, card or member |");
+    expect(lines.find((l) => l.startsWith("| `hookspool.webhook`"))).toContain("| any scheme | per settings | per settings |");
+    expect(lines.find((l) => l.startsWith("| `zoom.meetings`"))).toContain("| code | see README | yes |");
     const doc = await Bun.file(join(import.meta.dir, "..", "..", "docs", "bobbins", "README.md")).text();
     for (const row of lines.slice(2)) expect(doc).toContain(row);
+  });
+});
+
+describe("bobbin list --search", () => {
+  test("keeps the bobbins whose name, provider, summary or scheme holds the word, any letter case", async () => {
+    const h = home("");
+    const names = async (word: string) => (JSON.parse((await cli(["--home", h, "--json", "bobbin", "list", "--search", word])).out) as { name: string }[]).map((b) => b.name);
+    expect(await names("TRELLO")).toEqual(["atlassian.trello"]);
+    expect(await names("sec.edgar")).toEqual(["sec.edgar"]);
+    // By the provider's name, not in the bobbin's.
+    expect(await names("Atlassian")).toContain("atlassian.trello");
+    // By scheme: every bobbin verified that way, and only those.
+    const rows = JSON.parse((await cli(["--home", h, "--json", "bobbin", "list", "--search", "hmac-sha1-base64-url"])).out) as { name: string; scheme: string }[];
+    expect(rows.map((r) => r.scheme)).toEqual(rows.map(() => "hmac-sha1-base64-url"));
+    expect(rows.map((r) => r.name)).toContain("atlassian.trello");
+  });
+  test("no match exits 1 with one line", async () => {
+    const h = home("");
+    const r = await cli(["--home", h, "bobbin", "list", "--search", "no-such-provider"]);
+    expect(r.code).toBe(1);
+    expect(r.err.trim().split("\n")[0]).toContain('no bobbin matches "no-such-provider"');
   });
 });
 
