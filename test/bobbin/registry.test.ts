@@ -55,8 +55,11 @@ describe("the registry", () => {
 
 const BUILT_INS = [
   "atlassian.trello",
+  "bitbucket.repo",
   "calendly.events",
+  "gitea.repo",
   "github.repo",
+  "gitlab.project",
   "google.calendar",
   "google.drive",
   "google.gmail",
@@ -65,6 +68,7 @@ const BUILT_INS = [
   "intercom.conversations",
   "kaneo.projects",
   "lemonsqueezy.billing",
+  "linear.issues",
   "plaid.items",
   "sec.edgar",
   "sentry.issues",
