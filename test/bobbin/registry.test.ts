@@ -56,7 +56,9 @@ describe("the registry", () => {
 const BUILT_INS = [
   "atlassian.trello",
   "bitbucket.repo",
+  "calcom.bookings",
   "calendly.events",
+  "clerk.users",
   "gitea.repo",
   "github.repo",
   "gitlab.project",
@@ -70,6 +72,8 @@ const BUILT_INS = [
   "lemonsqueezy.billing",
   "linear.issues",
   "plaid.items",
+  "postmark.messages",
+  "resend.emails",
   "sec.edgar",
   "sentry.issues",
   "shopify.shop",
