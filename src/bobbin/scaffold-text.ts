@@ -1,6 +1,7 @@
 // The texts `hookspool bobbin new` writes: the three documents (the frontmatter, the config
 // table, the secret and the procedure, with TODO where the provider's pages must answer), and
 // for --code the template's decisions written out as a source module on the plugin API.
+import { checksTimestamp } from "../plugin/template-verify.ts";
 import type { TemplateSettings } from "../plugin/template.ts";
 
 const FRONTMATTER = (name: string) => `---\nbobbin: ${name}\nprovider: TODO TODO\nwebhook_docs: https://TODO\n---\n`;
@@ -132,14 +133,15 @@ function dedupCode(t: TemplateSettings): { code: string; imports: string[] } | n
   if (t.dedup === "body_sha256") return { code: "dedup.bodySha256", imports: ["dedup"] };
   if (t.dedup) return { code: `(payload, req) => ${selectorCode(t.dedup)} || null`, imports: [] };
   if (t.scheme === "standard-webhooks") return { code: '(_payload, req) => req.header("webhook-id") || req.header("svix-id") || null', imports: [] };
-  if (t.scheme === "timestamped" && t.header) return { code: `(_payload, req) => {\n    const signature = req.header(${JSON.stringify(t.header)});\n    return signature ? \`sig:\${sha256Hex(signature)}\` : null;\n  }`, imports: ["sha256Hex"] };
+  if ((t.scheme === "hmac" || t.scheme === "ed25519" || t.scheme === "ecdsa-p256") && t.id_header) return { code: `(_payload, req) => req.header(${JSON.stringify(t.id_header)}) || null`, imports: [] };
+  if ((t.scheme === "timestamped" || checksTimestamp(t)) && t.header) return { code: `(_payload, req) => {\n    const signature = req.header(${JSON.stringify(t.header)});\n    return signature ? \`sig:\${sha256Hex(signature)}\` : null;\n  }`, imports: ["sha256Hex"] };
   return null;
 }
 
 export function codeSource(name: string, t: TemplateSettings): string {
   const v = verifyCode(t);
   const d = dedupCode(t);
-  const notWritten = (["ignore", "attrs", "head_handshake", "body", "form_json", "echo_when", "get_verify", "reply_when", "ack", "split"] as const).filter((k) => t[k] !== undefined);
+  const notWritten = (["ignore", "attrs", "head_handshake", "tolerance_s", "sw_headers", "body", "form_json", "echo_when", "get_verify", "reply_when", "ack", "split"] as const).filter((k) => t[k] !== undefined);
   const keys = ([] as string[]).concat(t.key);
   const usesKeyof = [...keys, t.event_type, t.dedup].some((x) => typeof x === "string" && x.startsWith("keyof:"));
   const imports = ["BadPayload", "defineSource", "getText", ...(usesKeyof ? ["getPath"] : []), ...v.imports, ...(d?.imports ?? [])].sort();

@@ -186,8 +186,8 @@ const SCHEME_NOTES: { [S in Scheme]: SchemeNote } = {
   timestamped: { timestamp: "`t=` in `header`, 300 s either side", dedup: "a SHA-256 of the `header` value" },
   "static-token": { timestamp: null, dedup: null, needs: "exactly one of `header` or `param`" },
   hmac: { timestamp: "`timestamp_header`, `timestamp_field` or the `ts_name` pair, when set; `tolerance_s` either side", dedup: "the `id_header` header, or a SHA-256 of the `header` value when a timestamp is checked" },
-  ed25519: { timestamp: "`timestamp_header` (or `timestamp_field`, a pair); `tolerance_s` either side", dedup: "the `id_header` header, or a SHA-256 of the `header` value", needs: "`header`, and `timestamp_header` unless `message` is set" },
-  "ecdsa-p256": { timestamp: "`timestamp_header` (or `timestamp_field`, a pair); `tolerance_s` either side", dedup: "the `id_header` header, or a SHA-256 of the `header` value", needs: "`header`, and `timestamp_header` unless `message` is set" },
+  ed25519: { timestamp: "`timestamp_header` (or `timestamp_field`, a pair); `tolerance_s` either side", dedup: "the `id_header` header, or a SHA-256 of the `header` value when a timestamp is checked", needs: "`header`, and `timestamp_header` unless `message` is set" },
+  "ecdsa-p256": { timestamp: "`timestamp_header` (or `timestamp_field`, a pair); `tolerance_s` either side", dedup: "the `id_header` header, or a SHA-256 of the `header` value when a timestamp is checked", needs: "`header`, and `timestamp_header` unless `message` is set" },
 };
 
 type TemplateKey = (typeof TEMPLATE_KEYS)[number];

@@ -292,7 +292,8 @@ export class Dispatcher implements Service {
     if (free <= 0) return;
     const byDestination = new Map<string, Candidate[]>();
     // No destination takes more than `free` of them: asking for more would read rows never claimed.
-    for (const c of candidates(spool, now, free)) {
+    // Two at least: a half-open breaker's probe rotates away from the batch it probed last.
+    for (const c of candidates(spool, now, Math.max(free, 2))) {
       const list = byDestination.get(c.destination) ?? [];
       list.push(c);
       byDestination.set(c.destination, list);

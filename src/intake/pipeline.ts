@@ -95,6 +95,13 @@ export async function handleHook(d: PipelineDeps, input: HookInput): Promise<Rep
   const ev = await evaluate(d.config(), src, req);
   switch (ev.kind) {
     case "answered":
+      // A handshake that refused (a GET with the wrong verify token) is counted and logged as
+      // a failed verification is: guessing leaves a trace, and the token never does.
+      if (!ev.authenticated && ev.response.status >= 400) {
+        d.metrics.rejected1(name, "unverified");
+        d.log.warn("unverified", { source: name, reason: "handshake refused", status: ev.response.status, remote: req.remoteAddr });
+      }
+      return evaluationReply(ev);
     case "method":
       return evaluationReply(ev);
     case "verify_error":

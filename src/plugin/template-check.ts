@@ -1,7 +1,7 @@
 // The check of a template table: every key known and of its type, each scheme's needs, and the
 // keys that only make sense together. `hookspool check` and `bobbin check` report these.
 import { isBarePath, parseWhen, selectorOk } from "./template-select.ts";
-import { parseRecipe, RECIPE_PARTS } from "./template-verify.ts";
+import { defaultRecipe, parseRecipe, RECIPE_PARTS, type VerifySettings } from "./template-verify.ts";
 import { SCHEMES, type Scheme, TEMPLATE_KEYS } from "./template.ts";
 
 export interface TemplateProblem {
@@ -120,9 +120,11 @@ export function checkTemplate(t: Record<string, unknown>): TemplateProblem[] {
   if (has("form_json") && t.body !== "form") out.push({ key: "form_json", message: 'needs body = "form"' });
   if (typeof t.split === "string" && t.split !== "*" && !isBarePath(t.split)) out.push({ key: "split", message: 'expected a payload path to an array, or "*" for a body that is one' });
   // One id for the whole request would make every element after the first its duplicate.
-  if (has("split") && (!has("dedup") || (typeof t.dedup === "string" && (t.dedup === "body_sha256" || t.dedup.split("|").some((a) => a.startsWith("header:")))))) {
+  if (has("split") && (!has("dedup") || (typeof t.dedup === "string" && (t.dedup === "body_sha256" || t.dedup.split("|").some((a) => a.startsWith("header:") || a.startsWith("const:")))))) {
     out.push({ key: "dedup", message: "with split, the dedup id must be each element's own field (or none), not the request's" });
   }
+  // ignore reads the request's event type, which a split request does not have.
+  if (has("split") && has("ignore")) out.push({ key: "ignore", message: "with split, each element has its own type: route the ones to drop instead" });
   return out;
 }
 
@@ -145,6 +147,11 @@ function schemeProblems(t: Record<string, unknown>, scheme: Scheme, out: Templat
   if (has("pairs") && has("signatures")) out.push({ key: "signatures", message: "with pairs, every sig_name pair is a signature" });
   if (typeof t.public_url === "string" && !/^https?:\/\/[^\s?#]+$/.test(t.public_url)) out.push({ key: "public_url", message: "expected the http(s) URL the sender calls, without a query string" });
   const tsSource = has("timestamp_header") || has("timestamp_field") || has("pairs");
+  // A timestamp that is checked but not signed proves nothing: a replay with a fresh one passes.
+  const recipe = parseRecipe(defaultRecipe(t as unknown as VerifySettings));
+  const signs = (part: string) => recipe.some((p) => "part" in p && p.part === part);
+  if ((has("timestamp_header") || has("pairs")) && !signs("ts")) out.push({ key: "message", message: "the timestamp is checked but not signed: put {ts} in the message (Slack: v0:{ts}:{body})" });
+  if (has("timestamp_field") && !signs("body")) out.push({ key: "message", message: "timestamp_field is in the body: the message must sign {body}" });
   if (typeof t.message !== "string") {
     if (scheme !== "hmac" && !tsSource) out.push({ key: "timestamp_header", message: `required by scheme ${scheme} unless message is set (it signs {ts}{body})` });
     return;

@@ -3,7 +3,7 @@
 // signature header. The comparisons themselves are verify.ts's.
 import { getText } from "./get-path.ts";
 import type { HookRequest, VerifyFailure } from "./types.ts";
-import { type Algorithm, ecdsaP256Why, ed25519Why, type Encoding, hmacAnyWhy, hmacPrefixedWhy, sha256Hex, standardWebhooksWhy, staticTokenWhy, timestampedWhy, timestampWhy } from "./verify.ts";
+import { type Algorithm, ecdsaP256Why, ed25519Why, type Encoding, hmacAnyWhy, hmacPrefixedWhy, MAX_SIGNATURES, sha256Hex, standardWebhooksWhy, staticTokenWhy, timestampedWhy, timestampWhy } from "./verify.ts";
 
 /** The settings verification reads (a subset of TemplateSettings). */
 export interface VerifySettings {
@@ -144,6 +144,8 @@ function genericWhy(t: VerifySettings, req: HookRequest, secret: string): Verify
   const read = readSignature(t, req);
   if (typeof read === "string") return read;
   const { ts, candidates } = read;
+  // Each public-key check costs far more than a MAC: no sender needs more than a couple.
+  if (candidates.length > MAX_SIGNATURES) return "malformed";
   if (checksTimestamp(t)) {
     const stale = timestampWhy(ts, req.now, t.tolerance_s ?? DEFAULT_TOLERANCE_S);
     if (stale) return stale;

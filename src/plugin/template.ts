@@ -120,7 +120,8 @@ function dedupFor(t: TemplateSettings): ((payload: unknown, req: HookRequest) =>
 /** A form body as an object (the first value of a repeated name), or one field's JSON (Slack's `payload=`). */
 function formPayload(req: HookRequest, jsonField: string | undefined): unknown {
   const params = new URLSearchParams(req.text());
-  const out: Record<string, string> = {};
+  // No prototype: a field named __proto__ is a field like any other.
+  const out: Record<string, string> = Object.create(null);
   for (const [k, v] of params) if (!Object.hasOwn(out, k)) out[k] = v;
   if (jsonField !== undefined && Object.hasOwn(out, jsonField)) {
     try {

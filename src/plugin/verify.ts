@@ -102,6 +102,31 @@ function macWhy(given: string | null, secret: Data, data: Data, algorithm: strin
   return constantTimeEqual(claimed, mac(secret, data, algorithm)) ? null : "mismatch";
 }
 
+/**
+ * At most this many signatures in one header: a sender rotating its secret sends two. More is
+ * no sender's, and refusing it keeps an unsigned request from costing many MACs or key checks.
+ */
+export const MAX_SIGNATURES = 8;
+
+/**
+ * Null when any candidate (encoded) equals `expected`, the one MAC computed for the request;
+ * else why not. Every candidate is compared, so the work does not say which matched.
+ */
+function anyEqualWhy(candidates: readonly string[], expected: Uint8Array, encoding: Encoding): VerifyFailure | null {
+  if (candidates.length === 0) return "missing_signature";
+  if (candidates.length > MAX_SIGNATURES) return "malformed";
+  let ok = false;
+  let readable = false;
+  for (const c of new Set(candidates.map((x) => x.trim()))) {
+    const claimed = decode(c, encoding);
+    if (claimed === null) continue;
+    readable = true;
+    ok = constantTimeEqual(claimed, expected) || ok;
+  }
+  if (ok) return null;
+  return readable ? "mismatch" : "malformed";
+}
+
 function macMatches(given: string | null, secret: Data, data: Data, algorithm: string, encoding: Encoding): boolean {
   return macWhy(given, secret, data, algorithm, encoding) === null;
 }
@@ -199,13 +224,8 @@ export function timestampedWhy(
   if (times.length !== 1 || t === undefined || !candidates.length) return "malformed";
   const stale = timestampWhy(t, opts.now, opts.toleranceS ?? 300);
   if (stale) return stale;
-  const signed = concat(`${t}.`, body);
-  const algorithm = opts.algorithm ?? "sha256";
-  const encoding = opts.encoding ?? "hex";
-  // Check every candidate rather than stopping at the first match; the work is the same per try.
-  const verdicts = candidates.map((c) => macWhy(c, secret, signed, algorithm, encoding));
-  if (verdicts.includes(null)) return null;
-  return verdicts.every((v) => v === "malformed") ? "malformed" : "mismatch";
+  if (bytes(secret).length === 0) return "mismatch";
+  return anyEqualWhy(candidates, mac(secret, concat(`${t}.`, body), opts.algorithm ?? "sha256"), opts.encoding ?? "hex");
 }
 
 /**
@@ -265,7 +285,7 @@ export function standardWebhooksWhy(
     .split(/\s+/)
     .filter((entry) => entry.startsWith("v1,"))
     .map((entry) => entry.slice(3));
-  if (!candidates.length) return "malformed";
+  if (!candidates.length || candidates.length > MAX_SIGNATURES) return "malformed";
   const signed = concat(`${id}.${timestamp}.`, body);
   let ok = false;
   for (const s of typeof secret === "string" ? [secret] : secret) {
@@ -275,7 +295,9 @@ export function standardWebhooksWhy(
     } catch {
       continue;
     }
-    for (const c of candidates) ok = macMatches(c, key, signed, "sha256", "base64") || ok;
+    if (key.length === 0) continue;
+    // One MAC per secret, compared with every candidate.
+    ok = anyEqualWhy(candidates, mac(key, signed, "sha256"), "base64") === null || ok;
   }
   return ok ? null : "mismatch";
 }
@@ -291,9 +313,8 @@ export function standardWebhooksSignature(secret: string, id: string, timestamp:
  */
 export function hmacAnyWhy(candidates: readonly string[], secret: Data, data: Data, opts: { algorithm?: Algorithm; encoding?: Encoding } = {}): VerifyFailure | null {
   if (candidates.length === 0) return "missing_signature";
-  const verdicts = candidates.map((c) => macWhy(c, secret, data, opts.algorithm ?? "sha256", opts.encoding ?? "hex"));
-  if (verdicts.includes(null)) return null;
-  return verdicts.every((v) => v === "malformed") ? "malformed" : "mismatch";
+  if (bytes(secret).length === 0) return "mismatch";
+  return anyEqualWhy(candidates, mac(secret, data, opts.algorithm ?? "sha256"), opts.encoding ?? "hex");
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -81,6 +81,9 @@ export class GroupCommit {
               // Nested: a SAVEPOINT, rolled back alone when this event's enqueue throws.
               o = { ok: db.transaction(() => job.evs.map((ev) => enqueueTx(db, ev, job.now)))() };
             } catch (error) {
+              // A full disk or an I/O error ends the whole transaction, not just this savepoint:
+              // then nothing of the group may commit, and every request in it is refused.
+              if (!db.inTransaction) throw error;
               o = { error };
             }
             // Outside the savepoint: a failure here undoes the whole group, and none is acked.

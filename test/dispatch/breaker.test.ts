@@ -39,6 +39,26 @@ describe("breaker", () => {
     expect(issue.last_error).toContain(`batch ${id} failed last`);
   });
 
+  test("the probe rotates with one slot free too (parallel = 1)", async () => {
+    const a = fakeDestination("hermes:a");
+    a.answer = () => down();
+    const r = rig(`${BASE}[dispatch]\nparallel = 1\n\n[dispatch.breaker]\ntrip_after = 1\n`, [a]);
+    const x = batchIdOf(r.put("X", "hermes:a"));
+    r.clock.advance(1);
+    const y = batchIdOf(r.put("Y", "hermes:a"));
+    await r.step();
+    const probes: number[] = [];
+    for (let i = 0; i < 4; i++) {
+      const ready = Math.max(...[x, y].map((b) => (r.batch(b).next_attempt_at as number | null) ?? 0), (r.dest("hermes:a").opened_at as number) + (r.dest("hermes:a").cooldown_s as number));
+      r.clock.set(ready);
+      const before = a.calls.length;
+      await r.step();
+      if (a.calls.length > before) probes.push(a.calls[a.calls.length - 1].batchId);
+    }
+    // With only the slot's one candidate read, the same head would be probed for ever.
+    expect(new Set(probes)).toEqual(new Set([x, y]));
+  });
+
   test("half_open: one rotating probe (counted 0, probe 1); a failed probe doubles the cooldown; success closes", async () => {
     const a = fakeDestination("hermes:a");
     a.answer = () => down();
@@ -184,7 +204,7 @@ describe("poison", () => {
       rounds++;
     }
     expect(rounds).toBe(6);
-    expect(r.batch(bad)).toMatchObject({ state: "dead", last_class: "poison", attempts: 0 });
+    expect(r.batch(bad)).toMatchObject({ state: "dead", last_class: "poison", attempts: 0, dead_reason: "poison" });
     expect(r.attempts(bad).at(-1)).toMatchObject({ outcome: "dead", klass: "poison", counted: 0 });
     expect(r.dest("hermes:a")).toMatchObject({ state: "closed" });
     const issue = r.spool.db.query("SELECT state, last_error FROM issues WHERE fingerprint = 'delivery:hermes:a:poison'").get() as { state: string; last_error: string };

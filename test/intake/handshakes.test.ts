@@ -71,6 +71,10 @@ action = "hermes:wa"
       const r = await get(s, q);
       expect({ q, status: r.status, body: await r.text() }).toEqual({ q, status: 403, body: "" });
     }
+    // Each refusal is counted as a failed verification, and the token is in no metric or line.
+    const metrics = await (await fetch(`${s.url}/metrics`)).text();
+    expect(metrics).toContain('hookspool_requests_rejected_total{source="wa",reason="unverified"} 3');
+    expect(metrics).not.toContain("guess");
   });
   test("a source without it still answers GET with 405", async () => {
     const s = await intake(CONFIG.replace(", get_verify = true", "").replace('secrets.verify_token = { file = "{{secret:wa-token}}" }\n', ""), { wa: "app-secret-test" });

@@ -94,6 +94,11 @@ describe("hmac over {url}{params}: Twilio's example (twilio.com/docs/usage/webho
     expect(verdict({ ...t, public_url: "https://mycompany.com/other.php" }, "12345", { body: BODY, headers, now: 1, url: "/hooks/twilio?foo=1&bar=2" })).toBe("mismatch");
     expect(verdict(t, "54321", { body: BODY, headers, now: 1, url: "/hooks/twilio?foo=1&bar=2" })).toBe("mismatch");
   });
+  test("a field named __proto__ is a field like the others", () => {
+    const src = templateSource(t);
+    const req = hookRequest({ method: "POST", url: "/hooks/twilio", headers: [], body: new TextEncoder().encode("__proto__=x&From=%2B1"), peer: "127.0.0.1", now: 1 });
+    expect(JSON.stringify(src.payload?.(req))).toBe('{"__proto__":"x","From":"+1"}');
+  });
   test("the form body is queued as an object of its fields", () => {
     const src = templateSource(t);
     const req = hookRequest({ method: "POST", url: "/hooks/twilio", headers: [], body: new TextEncoder().encode(BODY), peer: "127.0.0.1", now: 1 });
@@ -175,6 +180,30 @@ describe("ed25519: Discord's X-Signature-Ed25519 over timestamp + body", () => {
   });
 });
 
+describe("how many signatures a header may carry", () => {
+  const BODY = '{"event":{"id":"01D","data":{"id":"P1"}}}';
+  const t: TemplateSettings = { scheme: "hmac", header: "X-Sig", prefix: "v1=", signatures: ",", key: "event.data.id" };
+  const good = `v1=${mac("sha256", "s", BODY, "hex")}`;
+  test("a rotation's two are fine; more than eight is malformed before any MAC is compared", () => {
+    expect(verdict(t, "s", { body: BODY, headers: { "X-Sig": `v1=00,${good}` }, now: 1 })).toBe(true);
+    const many = Array.from({ length: 9 }, () => "v1=00").join(",");
+    expect(verdict(t, "s", { body: BODY, headers: { "X-Sig": `${many},${good}` }, now: 1 })).toBe("malformed");
+    // The same cap for Stripe's t=,v1= and for Standard Webhooks' space-separated list.
+    const ts: TemplateSettings = { scheme: "timestamped", header: "S", key: "k" };
+    const v1 = mac("sha256", "s", `100.${BODY}`, "hex");
+    expect(verdict(ts, "s", { body: BODY, headers: { S: `t=100,${Array.from({ length: 8 }, () => "v1=00").join(",")},v1=${v1}` }, now: 100 })).toBe("malformed");
+    expect(verdict(ts, "s", { body: BODY, headers: { S: `t=100,v1=00,v1=${v1}` }, now: 100 })).toBe(true);
+  });
+  test("thousands of candidates cost no more than one MAC", () => {
+    const huge = Array.from({ length: 5000 }, () => "v1=00").join(",");
+    const body = "x".repeat(700_000);
+    const t0 = performance.now();
+    expect(verdict(t, "s", { body, headers: { "X-Sig": huge }, now: 1 })).toBe("malformed");
+    // One MAC over 700 KB takes a few ms; five thousand took seconds.
+    expect(performance.now() - t0).toBeLessThan(500);
+  });
+});
+
 describe("standard-webhooks header names", () => {
   const SECRET = `whsec_${Buffer.from("kit-test-standard").toString("base64")}`;
   const BODY = '{"type":"email.sent","data":{"email_id":"e1"}}';
@@ -222,12 +251,22 @@ describe("what check refuses", () => {
     expect(bad({ scheme: "static-token", header: "X", echo_when: "type=url_verification" })).toEqual(["echo_when: needs echo_field (the field whose value answers)"]);
     expect(bad({ scheme: "static-token", header: "X", reply_when: "type", reply: "{}" })).toEqual(["reply_when: expected <selector>=<value>, such as type=url_verification"]);
     expect(bad({ scheme: "static-token", header: "X", form_json: "payload" })).toEqual(['form_json: needs body = "form"']);
-    expect(bad({ scheme: "hmac", header: "X", pairs: ",", signatures: "," })).toEqual(["signatures: with pairs, every sig_name pair is a signature"]);
+    expect(bad({ scheme: "hmac", header: "X", pairs: ",", signatures: ",", message: "{ts}.{body}" })).toEqual(["signatures: with pairs, every sig_name pair is a signature"]);
+  });
+  test("a timestamp that is checked must be signed", () => {
+    // With the default {body} recipe a replay under a fresh timestamp header would pass.
+    expect(bad({ scheme: "hmac", header: "X", timestamp_header: "X-Ts" })).toEqual(["message: the timestamp is checked but not signed: put {ts} in the message (Slack: v0:{ts}:{body})"]);
+    expect(bad({ scheme: "hmac", header: "X", pairs: ",", message: "{body}" })).toHaveLength(1);
+    expect(bad({ scheme: "ed25519", header: "X", timestamp_header: "X-Ts", message: "{body}" })).toHaveLength(1);
+    expect(bad({ scheme: "hmac", header: "X", timestamp_field: "ts", message: "{ts}" })).toEqual(["message: timestamp_field is in the body: the message must sign {body}"]);
+    expect(bad({ scheme: "hmac", header: "X", timestamp_field: "ts" })).toEqual([]);
   });
   test("a split needs each element's own dedup id", () => {
     expect(bad({ scheme: "static-token", header: "X", split: "*" })).toEqual(["dedup: with split, the dedup id must be each element's own field (or none), not the request's"]);
     expect(bad({ scheme: "static-token", header: "X", split: "*", dedup: "header:X-Id" })).toHaveLength(1);
     expect(bad({ scheme: "static-token", header: "X", split: "events", dedup: "eventId" })).toEqual([]);
     expect(bad({ scheme: "static-token", header: "X", split: "a b", dedup: "none" })[0]).toContain("split:");
+    expect(bad({ scheme: "static-token", header: "X", split: "*", dedup: "const:x" })).toHaveLength(1);
+    expect(bad({ scheme: "static-token", header: "X", split: "*", dedup: "id", event_type: "type", ignore: "processed" })).toEqual(["ignore: with split, each element has its own type: route the ones to drop instead"]);
   });
 });

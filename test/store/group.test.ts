@@ -89,3 +89,17 @@ test("the store parses a payload itself unless the caller made it with JSON.pars
   expect((await g.enqueue(ev({ payload: made, payloadParsed: true }), T0)).status).toBe("queued");
   expect(count(spool.db, "events")).toBe(1);
 });
+
+test("a full disk inside one event's savepoint refuses the whole group: nothing of it is stored", async () => {
+  const { spool } = freshSpool();
+  const g = new GroupCommit(spool);
+  const pages = (spool.db.query("PRAGMA page_count").get() as { page_count: number }).page_count;
+  // Room for the small events, not for the large one between them.
+  spool.db.run(`PRAGMA max_page_count = ${pages + 8}`);
+  const big = "x".repeat(200_000);
+  const settled = await Promise.allSettled([g.enqueue(ev({ key: "a" }), T0), g.enqueue(ev({ key: "b", payload: JSON.stringify({ big }) }), T0), g.enqueue(ev({ key: "c" }), T0)]);
+  // SQLite ended the transaction at the error: the savepoints after it must not commit on their own.
+  expect(settled.map((s) => s.status)).toEqual(["rejected", "rejected", "rejected"]);
+  expect(settled.map((s) => (s.status === "rejected" ? (s.reason as { code?: string }).code : null))).toEqual(["SQLITE_FULL", "SQLITE_FULL", "SQLITE_FULL"]);
+  expect(count(spool.db, "events")).toBe(0);
+});
