@@ -197,6 +197,29 @@ async function codeSource(s: CheckSubject, m: Manifest): Promise<SourcePlugin | 
   return ((loaded as { default?: SourcePlugin } | undefined)?.default ?? null) as SourcePlugin | null;
 }
 
+/**
+ * Set a body-field timestamp in the kit's own JSON bodies, in the unit the accepted capture uses
+ * (milliseconds when its value is above 1e12, as the verifier reads it).
+ */
+function stampedBy(path: string, acceptedBody: Uint8Array): (fields: Record<string, unknown>, now: number) => Record<string, unknown> {
+  let ms = false;
+  try {
+    let v: unknown = JSON.parse(new TextDecoder().decode(acceptedBody));
+    for (const k of path.split(".")) v = v !== null && typeof v === "object" ? (v as Record<string, unknown>)[k] : undefined;
+    ms = Number(v) > 1e12;
+  } catch {
+    // An accepted capture that is not JSON: seconds.
+  }
+  return (fields, now) => {
+    const out: Record<string, unknown> = { ...fields };
+    const keys = path.split(".");
+    let at = out;
+    for (const k of keys.slice(0, -1)) at = (at[k] = {}) as Record<string, unknown>;
+    at[keys[keys.length - 1] as string] = ms ? Math.round(now * 1000) : now;
+    return out;
+  };
+}
+
 export async function sourceKitRow(s: CheckSubject, m: Manifest | null, l: Loaded): Promise<Row> {
   const name = "source-kit";
   if (!m || !l.kit) return skipped(name, "the manifest or captures/kit.toml does not load");
@@ -232,6 +255,8 @@ export async function sourceKitRow(s: CheckSubject, m: Manifest | null, l: Loade
     authHeaders: plugin.authHeaders ?? [],
     bodySigned: t ? signsBody(t) : (kit.body_signed ?? true),
     timestamped: t ? isTimestamped(t) : (kit.timestamped ?? false),
+    ...(t?.tolerance_s !== undefined ? { toleranceS: t.tolerance_s } : {}),
+    ...(t?.timestamp_field !== undefined ? { stamped: stampedBy(t.timestamp_field, requestOf(accepted, instance).body) } : {}),
     dedup: plugin.dedupId !== undefined,
     headHandshake: plugin.challengeUnauthenticated === true,
     broken: (() => {

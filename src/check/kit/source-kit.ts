@@ -30,6 +30,14 @@ export interface KitSubject {
   bodySigned: boolean;
   /** The scheme carries a timestamp, so stale and future-dated requests are refused. */
   timestamped: boolean;
+  /** How far the timestamp may be from the clock, either side (the template's tolerance_s); default 300. */
+  toleranceS?: number;
+  /**
+   * For a source that reads its timestamp from the body (Linear's webhookTimestamp): the fields
+   * of a JSON body the kit makes, with that timestamp set to `now`. Such a source cannot verify a
+   * body that is not JSON, so the kit's unclassifiable request is JSON with no key instead.
+   */
+  stamped?: (fields: Record<string, unknown>, now: number) => Record<string, unknown>;
   /** The source derives a dedup id, so the same request twice is a duplicate. */
   dedup: boolean;
   /** A constant answer to HEAD before verify (Trello's callback check). */
@@ -67,7 +75,7 @@ function bodyCap(k: KitIntake, source: string): number {
   return c.sources[source]?.max_body_bytes ?? c.intake.max_body_bytes;
 }
 
-const TOLERANCE_S = 300;
+const DEFAULT_TOLERANCE_S = 300;
 const enc = new TextEncoder();
 
 /** The request without its signature: auth headers and the query string removed. */
@@ -100,6 +108,8 @@ export async function runSourceKit(s: KitSubject): Promise<KitRun> {
   const cases: KitCase[] = [];
   let stored: StoredEvent | null = null;
   const marker = `kit-sentinel-${crypto.randomUUID()}`;
+  const tolerance = s.toleranceS ?? DEFAULT_TOLERANCE_S;
+  const json = (fields: Record<string, unknown>) => enc.encode(JSON.stringify(s.stamped ? s.stamped(fields, s.now) : fields));
   const at = (t: number) => k.clock.set(t);
   const refused = async (req: KitRequest, what: string): Promise<string | null> => {
     const before = eventCount(k.spool);
@@ -113,13 +123,13 @@ export async function runSourceKit(s: KitSubject): Promise<KitRun> {
     ["unsigned: 401, empty body, nothing stored", () => refused(unsigned(s.accepted, s.authHeaders), "without its signature")],
     ["tampered body: 401", async () => (s.bodySigned ? refused(tampered(s.accepted), "with one byte added") : { skip: "a token scheme does not sign the body" })],
     [
-      "stale and future-dated: 401 beyond the 300 s tolerance",
+      `stale and future-dated: 401 beyond the ${tolerance} s tolerance`,
       async () => {
         if (!s.timestamped) return { skip: "the scheme carries no timestamp" };
-        at(s.now + TOLERANCE_S + 1);
-        const stale = await refused(s.accepted, "301 s after it was signed");
-        at(s.now - TOLERANCE_S - 1);
-        const future = await refused(s.accepted, "301 s before it was signed");
+        at(s.now + tolerance + 1);
+        const stale = await refused(s.accepted, `${tolerance + 1} s after it was signed`);
+        at(s.now - tolerance - 1);
+        const future = await refused(s.accepted, `${tolerance + 1} s before it was signed`);
         at(s.now);
         return stale ?? future;
       },
@@ -136,10 +146,10 @@ export async function runSourceKit(s: KitSubject): Promise<KitRun> {
       },
     ],
     [
-      "within the tolerance: accepted 299 s either way",
+      `within the tolerance: accepted ${tolerance - 1} s either way`,
       async () => {
         if (!s.timestamped) return { skip: "the scheme carries no timestamp" };
-        for (const t of [s.now + TOLERANCE_S - 1, s.now - TOLERANCE_S + 1]) {
+        for (const t of [s.now + tolerance - 1, s.now - tolerance + 1]) {
           at(t);
           const r = await k.send(s.accepted);
           if (r.status !== 200 && r.status !== 202) return `${r.status} at ${t - s.now} s, expected 2xx`;
@@ -214,7 +224,7 @@ export async function runSourceKit(s: KitSubject): Promise<KitRun> {
     [
       "a verified request the source cannot classify: 202 quarantined, raw kept, no auth header stored",
       async () => {
-        const req = s.broken ?? resigned(s, enc.encode(`not json ${marker}`), s.now, `kit-${crypto.randomUUID()}`);
+        const req = s.broken ?? resigned(s, s.stamped ? json({ kit: marker }) : enc.encode(`not json ${marker}`), s.now, `kit-${crypto.randomUUID()}`);
         if (!req) return { skip: "the kit cannot sign a new body for this source" };
         const r = await k.send(req);
         if (r.status !== 202 || r.text !== '{"status":"quarantined"}') return `${r.status} ${r.text.slice(0, 60)}, expected 202 {"status":"quarantined"}`;
@@ -233,7 +243,7 @@ export async function runSourceKit(s: KitSubject): Promise<KitRun> {
     [
       "spool unwritable: 503, nothing acknowledged",
       async () => {
-        const fresh = resigned(s, enc.encode(JSON.stringify({ kit: marker, n: crypto.randomUUID() })), s.now, `kit-${crypto.randomUUID()}`) ?? s.accepted;
+        const fresh = resigned(s, json({ kit: marker, n: crypto.randomUUID() }), s.now, `kit-${crypto.randomUUID()}`) ?? s.accepted;
         refuseWrites(k.spool, true);
         let r: { status: number; text: string };
         try {
