@@ -6,6 +6,10 @@ import type { Logger } from "./log.ts";
 
 /** How a batch attempt ended. */
 export type OutcomeKind = "ok" | "retry" | "dead";
+
+/** Why a batch is dead: the receiver's verdict, or a fault of the pipeline (never mixed). */
+export const DEAD_REASONS = ["rejected", "exhausted", "poison", "processor_permanent", "bad_emit", "config", "quarantined"] as const;
+export type DeadReason = (typeof DEAD_REASONS)[number];
 export type OutcomeClass = "transport" | "throttle" | "batch" | "config" | "permanent";
 
 /** One {"enqueue": {...}} line a script printed, before validation. */
@@ -39,6 +43,8 @@ export interface Outcome {
   /** Unwrap: events accepted, in order, in this attempt; and the event whose request failed. */
   eventsDelivered: number | null;
   failedEventId: number | null;
+  /** For a dead outcome that is not the receiver's refusal: a processor's permanent, or our own bound. */
+  deadReason?: DeadReason;
 }
 
 /** Build an Outcome with the defaults filled in. */

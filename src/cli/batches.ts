@@ -2,6 +2,8 @@
 import type { CommandDef } from "citty";
 import { HookspoolError } from "../errors.ts";
 import { BATCH_STATES, type BatchState, batchAttempts, batchEvents, batchPayloads, getBatch, listBatches } from "../store/batches.ts";
+import { DEAD_REASONS } from "../delivery.ts";
+import { DEAD_REASON_TEXT, deadReasonArg } from "./dead-reasons.ts";
 import { humanAge, humanBytes, isoTime, table, visible } from "./format.ts";
 import { type Cli, GLOBAL_ARGS, loadForReading, openExisting, positiveInt } from "./context.ts";
 
@@ -13,6 +15,7 @@ function listCommand(cli: Cli): CommandDef {
       state: { type: "string", description: `one of ${BATCH_STATES.join(", ")}` },
       source: { type: "string", description: "only this source" },
       destination: { type: "string", description: "only this destination" },
+      reason: { type: "string", description: `only dead batches that died for this reason: ${DEAD_REASONS.join(", ")}`, valueHint: "R" },
       limit: { type: "string", description: "at most this many", default: "50", valueHint: "n" },
     },
     run({ args }) {
@@ -20,11 +23,12 @@ function listCommand(cli: Cli): CommandDef {
       if (state !== undefined && !BATCH_STATES.includes(state as BatchState)) {
         throw new HookspoolError("E_USAGE", `--state must be one of ${BATCH_STATES.join(", ")}`);
       }
+      const reason = deadReasonArg(args.reason);
       const limit = positiveInt(args.limit, "--limit");
       const { paths } = loadForReading(cli);
       const spool = openExisting(cli, paths.spoolFile);
       try {
-        const rows = listBatches(spool, { state: state as BatchState | undefined, source: args.source, destination: args.destination, limit });
+        const rows = listBatches(spool, { state: state as BatchState | undefined, source: args.source, destination: args.destination, reason, limit });
         if (cli.globals.json) {
           cli.io.out(JSON.stringify(rows));
           return 0;
@@ -37,7 +41,8 @@ function listCommand(cli: Cli): CommandDef {
         cli.io.out(
           table(
             ["ID", "STATE", "SOURCE", "ROUTE", "KEY", "DESTINATION", "EVENTS", "BYTES", "AGE", "LAST"],
-            rows.map((b) => [b.id, b.state, b.source, b.route, b.key, b.destination, b.count, humanBytes(b.bytes), humanAge(now - b.first_at), b.last_class ?? ""]),
+            // A dead batch's LAST is why it died: the receiver's refusal or the pipeline's fault.
+            rows.map((b) => [b.id, b.state, b.source, b.route, b.key, b.destination, b.count, humanBytes(b.bytes), humanAge(now - b.first_at), (b.state === "dead" ? b.dead_reason : null) ?? b.last_class ?? ""]),
           ),
         );
         return 0;
@@ -105,7 +110,10 @@ function showCommand(cli: Cli): CommandDef {
         if (b.lease_owner) lines.push(["lease", `${b.lease_owner} until ${isoTime(b.lease_until)}`]);
         if (b.last_class || b.last_error) lines.push(["last error", `${b.last_class ?? "-"}: ${b.last_error ?? ""}`]);
         if (b.delivered_at !== null) lines.push([b.state === "delivered" ? "delivered" : "finished", isoTime(b.delivered_at)]);
-        if (b.state === "dead") lines.push(["next step", `hookspool replay ${b.id}`]);
+        if (b.state === "dead") {
+          lines.push(["dead because", `${b.dead_reason ?? "-"} (${DEAD_REASON_TEXT[b.dead_reason ?? ""] ?? "unknown"})`]);
+          lines.push(["next step", `hookspool replay ${b.id}`]);
+        }
         const w = Math.max(...lines.map(([k]) => k.length));
         cli.io.out(lines.map(([k, v]) => `${k.padEnd(w)}  ${visible(v)}`).join("\n"));
         if (events) {

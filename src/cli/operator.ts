@@ -18,6 +18,7 @@ import { getBatch } from "../store/batches.ts";
 import { destinationNames } from "../store/destinations.ts";
 import { type Cli, GLOBAL_ARGS, loadFor, openExisting, positiveInt } from "./context.ts";
 import type { HelpMeta } from "./help.ts";
+import { deadReasonArg } from "./dead-reasons.ts";
 import { parseSince } from "./time.ts";
 
 /** Positional words after the verb (citty keeps them in `_`). */
@@ -71,16 +72,18 @@ function replayCommand(cli: Cli): CommandDef {
       destination: { type: "string", description: "with --dead: only this destination (quarantine: quarantined requests)" },
       source: { type: "string", description: "with --dead: only this source" },
       since: { type: "string", description: "with --dead: only batches whose last event is this recent (Unix s, ISO date, or 24h)", valueHint: "T" },
+      reason: { type: "string", description: "with --dead: only batches that died for this reason (rejected, exhausted, poison, processor_permanent, bad_emit, config, quarantined)", valueHint: "R" },
     },
     async run({ args }) {
       const ids = words(args as { _: string[] }).map((w) => positiveInt(w, "batch"));
       if (args.dead && ids.length) throw new HookspoolError("E_USAGE", "give batch ids or --dead, not both");
-      if (!args.dead && (args.destination || args.source || args.since)) throw new HookspoolError("E_USAGE", "--destination, --source and --since go with --dead");
+      if (!args.dead && (args.destination || args.source || args.since || args.reason)) throw new HookspoolError("E_USAGE", "--destination, --source, --since and --reason go with --dead");
+      const reason = deadReasonArg(args.reason);
       if (!args.dead && ids.length === 0) throw new HookspoolError("E_USAGE", "give batch ids, or --dead");
       return withSpool(cli, async (spool, config, file) => {
         const now = cli.clock.now();
         const targets = args.dead
-          ? deadBatchIds(spool, { destination: args.destination, source: args.source, since: args.since ? parseSince(String(args.since), now) : undefined })
+          ? deadBatchIds(spool, { destination: args.destination ?? (reason === "quarantined" ? "quarantine" : undefined), source: args.source, reason, since: args.since ? parseSince(String(args.since), now) : undefined })
           : ids;
         if (targets.length === 0) {
           say(cli, { replayed: [] }, "no dead batches match");

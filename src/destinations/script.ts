@@ -182,7 +182,7 @@ export class ScriptDestination implements Destination {
     if (argv.length === 0) return configOutcome("script has no argv", "the script destination has no argv");
     const stdin = encoder.encode(body);
     if (stdin.byteLength > this.maxBodyBytes) {
-      return outcome({ kind: "dead", klass: "permanent", reason: "body over max_body_bytes", detail: `${stdin.byteLength} bytes > max_body_bytes ${this.maxBodyBytes}` });
+      return outcome({ kind: "dead", klass: "permanent", reason: "body over max_body_bytes", detail: `${stdin.byteLength} bytes > max_body_bytes ${this.maxBodyBytes}`, deadReason: "config" });
     }
     const prepared = this.environment(ctx);
     if ("failed" in prepared) return prepared.failed;
@@ -238,7 +238,8 @@ export class ScriptDestination implements Destination {
     if (code === EXIT_PERMANENT) {
       // A processor says why in a short fixed phrase; a plain script's stderr is never kept.
       const why = this.opts.processor !== undefined ? PERMANENT_LINE.exec(err.text)?.[1]?.replace(/[\u0000-\u001f\u007f]/g, " ") : undefined;
-      return outcome({ kind: "dead", klass: "permanent", reason: `exit ${code}`, status: code, detail: `exit ${code} (permanent${why ? `: ${why}` : ""}); ${sizes}` });
+      // A processor's exit 65 is its own verdict on the batch, not a receiver's refusal.
+      return outcome({ kind: "dead", klass: "permanent", reason: `exit ${code}`, status: code, detail: `exit ${code} (permanent${why ? `: ${why}` : ""}); ${sizes}`, ...(this.opts.processor !== undefined ? { deadReason: "processor_permanent" as const } : {}) });
     }
     if (out.size > STDOUT_CAP) return batch("stdout over 1 MiB");
     if (code === null) return batch(`killed by ${String(signal ?? "signal")}`);

@@ -39,7 +39,7 @@ export async function deliverEach(ctx: DeliveryContext, opts: UnwrapOptions): Pr
     if (ctx.deadline.expired) return fail(ctx.deadline.outcome());
     const body = encoder.encode(event.payload);
     if (body.byteLength > opts.maxBodyBytes) {
-      return fail(outcome({ kind: "dead", klass: "permanent", reason: "body over max_body_bytes", detail: `${body.byteLength} bytes > max_body_bytes ${opts.maxBodyBytes}` }));
+      return fail(outcome({ kind: "dead", klass: "permanent", reason: "body over max_body_bytes", detail: `${body.byteLength} bytes > max_body_bytes ${opts.maxBodyBytes}`, deadReason: "config" }));
     }
     const webhookId = deliveryId("per-event", opts.instanceId, ctx.batchId, 0, event.id);
     const o = await opts.send({ event, body, webhookId });
@@ -95,7 +95,7 @@ export async function deliverBatch(body: string, ctx: DeliveryContext, o: BatchS
   }
   const bytes = encoder.encode(body);
   if (bytes.byteLength > o.maxBodyBytes) {
-    return outcome({ kind: "dead", klass: "permanent", reason: "body over max_body_bytes", detail: `${bytes.byteLength} bytes > max_body_bytes ${o.maxBodyBytes}` });
+    return outcome({ kind: "dead", klass: "permanent", reason: "body over max_body_bytes", detail: `${bytes.byteLength} bytes > max_body_bytes ${o.maxBodyBytes}`, deadReason: "config" });
   }
   const lastType = ctx.events.at(-1)?.eventType ?? null;
   return o.send(bytes, ctx.deliveryId, [{ name: o.eventHeader, value: lastType }], false);

@@ -62,6 +62,7 @@ export function renderSpoolMetrics(spool: Spool, config: Config, dbPath: string,
   t.family("hookspool_attempt_duration_seconds_sum_30d", "Total attempt time in the last 30 days, per destination.", [...perDest].map(([d, v]) => [{ destination: d }, Math.round(v.s * 1000) / 1000]));
   t.family("hookspool_attempt_duration_seconds_count_30d", "Finished attempts in the last 30 days, per destination.", [...perDest].map(([d, v]) => [{ destination: d }, v.n]));
   t.family("hookspool_batches", "Batches per state (quarantined apart from dead).", Object.entries(doc.batches).map(([s, n]) => [{ state: s }, n]));
+  t.family("hookspool_dead_batches", "Dead batches per reason: rejected is the receiver's refusal, the others the pipeline's faults.", Object.entries(doc.dead_by_reason).map(([r, n]) => [{ reason: r }, n]));
   t.family("hookspool_oldest_pending_age_seconds", "Age of the oldest batch still to deliver.", [[{}, doc.oldest_pending_age_s ?? 0]]);
   const dests = Object.entries(doc.destinations);
   t.family("hookspool_destination_state", "Breaker state: 0 closed, 1 half_open, 2 open, 3 paused.", dests.map(([d, s]) => [{ destination: d }, STATE_VALUE[s.state] ?? 0]));

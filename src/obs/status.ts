@@ -5,7 +5,8 @@ import { schemaVersion, type Spool } from "../store/db.ts";
 import { openIssueCount } from "../store/issues.ts";
 import { getMetaNumber } from "../store/meta.ts";
 import { destinationNames, destinationRows } from "../store/destinations.ts";
-import { countBatches, leasedCounts, oldestPending, pollRows, type StateCounts } from "../store/stats.ts";
+import type { DeadReason } from "../delivery.ts";
+import { countBatches, deadByReason, leasedCounts, oldestPending, pollRows, type StateCounts } from "../store/stats.ts";
 import { diskFreeBytes, spoolBytes } from "./disk.ts";
 
 /** A dispatcher heartbeat older than this is reported as degraded. */
@@ -47,6 +48,8 @@ export interface StatusDoc {
   dispatcher: { alive: boolean; heartbeat_age_s: number | null; pid: number | null };
   spool: { last_enqueue_age_s: number | null; writable_checked_age_s: number | null };
   batches: StateCounts;
+  /** Dead batches by why they died: the receiver's refusal (rejected) apart from the pipeline's faults. */
+  dead_by_reason: Record<DeadReason, number>;
   oldest_pending_age_s: number | null;
   destinations: Record<string, DestinationStatus>;
   sources: Record<string, SourceStatus>;
@@ -99,7 +102,12 @@ export function buildStatus(spool: Spool, config: Config, dbPath: string, inp: S
   else if (!alive) degraded.push(`dispatcher: heartbeat ${Math.round(heartbeatAge ?? 0)}s old`);
 
   const batches = countBatches(spool);
-  if (batches.dead > 0) degraded.push(`batches: ${batches.dead} dead`);
+  const deadReasons = deadByReason(spool);
+  const why = Object.entries(deadReasons)
+    .filter(([r, n]) => n > 0 && r !== "quarantined")
+    .map(([r, n]) => `${n} ${r}`)
+    .join(", ");
+  if (batches.dead > 0) degraded.push(`batches: ${batches.dead} dead${why ? ` (${why})` : ""}`);
   if (batches.quarantined > 0) degraded.push(`batches: ${batches.quarantined} quarantined`);
 
   const pending = oldestPending(spool);
@@ -172,6 +180,7 @@ export function buildStatus(spool: Spool, config: Config, dbPath: string, inp: S
     dispatcher: { alive, heartbeat_age_s: heartbeatAge, pid: getMetaNumber(spool, "dispatcher_pid") },
     spool: { last_enqueue_age_s: age(now, lastEnqueue), writable_checked_age_s: age(now, writableAt) },
     batches,
+    dead_by_reason: deadReasons,
     oldest_pending_age_s: age(now, pending.overall),
     destinations,
     sources,

@@ -41,12 +41,16 @@ export interface BatchRow {
   last_class: string | null;
   delivered_at: number | null;
   result: string | null;
+  /** Why a dead batch died (rejected, exhausted, poison, ...); null unless dead. */
+  dead_reason: string | null;
 }
 
 export interface ListFilter {
   state?: BatchState;
   source?: string;
   destination?: string;
+  /** Only dead batches that died for this reason. */
+  reason?: string;
   limit?: number;
 }
 
@@ -66,6 +70,10 @@ export function listBatches(spool: Spool, f: ListFilter = {}): BatchRow[] {
   if (f.destination) {
     where.push("destination = $destination");
     params.destination = f.destination;
+  }
+  if (f.reason) {
+    where.push("state = 'dead' AND dead_reason = $reason");
+    params.reason = f.reason;
   }
   const sql = `SELECT * FROM batches ${where.length ? `WHERE ${where.join(" AND ")}` : ""} ORDER BY id DESC LIMIT $limit`;
   return prepared<BatchRow, Record<string, string | number>>(db, sql).all(params);
@@ -139,7 +147,7 @@ export function sealBatchTx(db: Database, batchId: number, now: number): boolean
   return prepared(db, SEAL).run({ id: batchId, now, hash }).changes === 1;
 }
 
-const REPLAY = `UPDATE batches SET state = 'retry', attempts = 0, next_attempt_at = $now, not_before = $now
+const REPLAY = `UPDATE batches SET state = 'retry', attempts = 0, next_attempt_at = $now, not_before = $now, dead_reason = NULL
   WHERE id = $id AND state = 'dead' AND destination <> 'quarantine'`;
 
 /**
@@ -294,7 +302,8 @@ export function claimBatches(spool: Spool, inputs: readonly ClaimInput[]): (Clai
         try {
           return db.transaction(() => claimTx(db, c))();
         } catch (e) {
-          if (e instanceof LostRace) return null;
+          // A lost race is undone alone; anything else (a full disk ends the transaction) fails the tick's claims.
+          if (e instanceof LostRace && db.inTransaction) return null;
           throw e;
         }
       });

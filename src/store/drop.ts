@@ -5,7 +5,7 @@ import { prepared, type Spool } from "./db.ts";
 import { resolveQuarantineIssuesTx } from "./enqueue.ts";
 import { resolveDeadIssuesTx } from "./issues.ts";
 
-const DROP = `UPDATE batches SET state = 'dropped', delivered_at = $now, result = $result, last_error = $why,
+const DROP = `UPDATE batches SET state = 'dropped', delivered_at = $now, result = $result, last_error = $why, dead_reason = NULL,
     next_attempt_at = NULL, not_before = NULL
   WHERE id = $id AND state IN ('open', 'sealed', 'retry', 'dead')`;
 

@@ -239,8 +239,8 @@ export function quarantineIssue(source: string, reason: string): { fingerprint: 
 const ALWAYS_SECRET_HEADERS = ["authorization", "proxy-authorization", "cookie"];
 
 const QUARANTINE_BATCH = `INSERT INTO batches (route, source, destination, key, state, first_at, last_at, quiet_s, max_s,
-    max_events, max_bytes, count, bytes, sealed_at, last_class, last_error)
-  VALUES ($source, $source, 'quarantine', 'quarantine', 'dead', $now, $now, 0, 0, 1, $bytes, 1, $size, $now, 'quarantine', $error)`;
+    max_events, max_bytes, count, bytes, sealed_at, last_class, last_error, dead_reason)
+  VALUES ($source, $source, 'quarantine', 'quarantine', 'dead', $now, $now, 0, 0, 1, $bytes, 1, $size, $now, 'quarantine', $error, 'quarantined')`;
 const QUARANTINE_EVENT = `INSERT INTO events (source, route, batch_id, event_type, dedup_id, received_at, payload, raw, headers, size, url)
   VALUES ($source, $source, $batch, '', NULL, $now, NULL, $raw, $headers, $size, $url)`;
 

@@ -2,6 +2,7 @@
 // the lease_owner fence, so a worker that lost its lease records its attempt as discarded and
 // changes nothing else. The outcome table that chooses the mark is outcome.ts.
 import type { Database } from "bun:sqlite";
+import type { DeadReason } from "../delivery.ts";
 import { testHook } from "../testhook.ts";
 import { prepared, type Spool } from "./db.ts";
 import { pollDeliveredTx } from "./polls.ts";
@@ -128,7 +129,7 @@ export function markRetryTx(db: Database, m: MarkBase & { nextAttemptAt: number 
 }
 
 const DEAD = `UPDATE batches SET state = 'dead', lease_until = NULL, lease_owner = NULL, next_attempt_at = NULL,
-    attempts = attempts + $counted, last_class = $klass, last_error = $error
+    attempts = attempts + $counted, last_class = $klass, last_error = $error, dead_reason = $reason
   WHERE id = $id AND state = 'leased' AND lease_owner = $owner`;
 
 export function markRetry(spool: Spool, m: MarkBase & { nextAttemptAt: number }): MarkResult {
@@ -136,7 +137,8 @@ export function markRetry(spool: Spool, m: MarkBase & { nextAttemptAt: number })
 }
 
 /** leased -> dead: permanent, poison, or max_attempts of counted attempts. */
-export function markDeadTx(db: Database, m: MarkBase): MarkResult {
+/** leased -> dead, with why (the receiver's refusal unless the caller says otherwise). */
+export function markDeadTx(db: Database, m: MarkBase & { deadReason?: DeadReason }): MarkResult {
   return fencedTx(db, m, "dead", () =>
     prepared(db, DEAD).run({
       id: m.batchId,
@@ -144,11 +146,12 @@ export function markDeadTx(db: Database, m: MarkBase): MarkResult {
       counted: m.attempt.counted ? 1 : 0,
       klass: m.attempt.klass,
       error: scrubError(m.attempt.error),
+      reason: m.deadReason ?? "rejected",
     }).changes,
   );
 }
 
-export function markDead(spool: Spool, m: MarkBase): MarkResult {
+export function markDead(spool: Spool, m: MarkBase & { deadReason?: DeadReason }): MarkResult {
   return own(spool, (db) => markDeadTx(db, m));
 }
 

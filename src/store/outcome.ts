@@ -4,7 +4,7 @@
 // plain description of what happened; every decision that depends on stored state (the
 // breaker, the poison run, a previous bad emit) is taken here, inside the same transaction.
 import type { Database } from "bun:sqlite";
-import type { Outcome } from "../delivery.ts";
+import type { DeadReason, Outcome } from "../delivery.ts";
 import { testHook } from "../testhook.ts";
 import { consecutiveThrottlesTx, previousBadEmitTx, transportStrikesTx } from "./attempts.ts";
 import { backoffS, retryDelayS } from "./backoff.ts";
@@ -57,6 +57,8 @@ export type Recorded =
       nextAttemptAt?: number;
       /** The breaker changed state with this outcome. */
       breaker?: "opened" | "reopened" | "closed";
+      /** Why it is dead, when it is. */
+      deadReason?: DeadReason;
     };
 
 interface Batch {
@@ -95,6 +97,8 @@ export function recordOutcomes(spool: Spool, inputs: readonly OutcomeInput[]): (
         try {
           return db.transaction(() => recordOutcomeTx(db, input))();
         } catch (e) {
+          // A full disk or an I/O error ends the whole transaction: none of the outcomes stands.
+          if (!db.inTransaction) throw e;
           return e instanceof Error ? e : new Error(String(e));
         }
       });
@@ -137,12 +141,12 @@ function recordOutcomeTx(db: Database, f: OutcomeInput): Recorded {
     also();
     return { applied: true, state: "retry", klass, nextAttemptAt: next };
   };
-  const dead = (klass: string, counted: boolean, reasonClass: "permanent" | "poison" | "exhausted", error?: string): Recorded => {
-    const r = markDeadTx(db, { ...base, attempt: record(klass, counted, error) });
+  const dead = (klass: string, counted: boolean, reasonClass: "permanent" | "poison" | "exhausted", deadReason: DeadReason, error?: string): Recorded => {
+    const r = markDeadTx(db, { ...base, deadReason, attempt: record(klass, counted, error) });
     if (!r.applied) return { applied: false };
     neutral();
-    onDeadTx(db, issue, reasonClass, error ?? o.reason);
-    return applied(r, "dead", klass);
+    onDeadTx(db, issue, reasonClass, error ?? o.reason, deadReason);
+    return applied(r, "dead", klass, { deadReason });
   };
 
   if (o.kind === "ok") {
@@ -154,14 +158,16 @@ function recordOutcomeTx(db: Database, f: OutcomeInput): Recorded {
     return applied(r, "delivered", null, before === "open" || before === "half_open" ? { breaker: "closed" } : {});
   }
 
-  if (o.kind === "dead") return dead("permanent", false, "permanent");
+  // The receiver said no, unless the destination knows better: a processor's own verdict, or
+  // a bound of ours the batch can never meet.
+  if (o.kind === "dead") return dead("permanent", false, "permanent", o.deadReason ?? "rejected");
 
   switch (o.klass) {
     case "transport": {
       // A batch that keeps failing while the destination delivers others is poison;
       // it dies uncounted and does not count against the breaker, so the destination drains.
       if (d.state === "closed" && transportStrikesTx(db, f.batchId, dest, now) >= POISON_STRIKES) {
-        return dead("poison", false, "poison", `poison: ${o.reason}, ${POISON_STRIKES + 1} failures in a row while the destination delivered other batches`);
+        return dead("poison", false, "poison", "poison", `poison: ${o.reason}, ${POISON_STRIKES + 1} failures in a row while the destination delivered other batches`);
       }
       const n = d.state === "closed" ? d.consecutive_failures + 1 : Math.max(1, d.consecutive_failures);
       let effect = "";
@@ -185,8 +191,8 @@ function recordOutcomeTx(db: Database, f: OutcomeInput): Recorded {
     }
     case "batch": {
       const attempts = batch.attempts + 1;
-      if (o.badEmit && previousBadEmitTx(db, f.batchId)) return dead("permanent", true, "permanent", `bad emit twice: ${o.reason}`);
-      if (attempts >= policy.maxAttempts) return dead("batch", true, "exhausted", `${o.reason}; ${attempts} counted attempts (max_attempts)`);
+      if (o.badEmit && previousBadEmitTx(db, f.batchId)) return dead("permanent", true, "permanent", "bad_emit", `bad emit twice: ${o.reason}`);
+      if (attempts >= policy.maxAttempts) return dead("batch", true, "exhausted", "exhausted", `${o.reason}; ${attempts} counted attempts (max_attempts)`);
       const error = o.badEmit ? `bad emit: ${o.detail}` : o.detail;
       return retry(
         "batch",
@@ -244,8 +250,8 @@ function onTripTx(db: Database, c: IssueContext, o: Outcome, probe: boolean): vo
 }
 
 /** A batch went dead: permanent, poison or exhausted. The text carries the command to run next. */
-function onDeadTx(db: Database, c: IssueContext, reasonClass: "permanent" | "poison" | "exhausted", reason: string): void {
-  raise(db, c, reasonClass, `${reason}; batch ${c.batchId} is dead: hookspool show ${c.batchId} --attempts, then hookspool replay ${c.batchId}`);
+function onDeadTx(db: Database, c: IssueContext, reasonClass: "permanent" | "poison" | "exhausted", reason: string, deadReason: DeadReason): void {
+  raise(db, c, reasonClass, `${reason}; batch ${c.batchId} is dead (${deadReason}): hookspool show ${c.batchId} --attempts, then hookspool replay ${c.batchId}`);
 }
 
 /** A counted failure streak of three or more on one batch. */

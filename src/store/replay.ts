@@ -31,7 +31,7 @@ export type ReplayResult =
   | { batchId: number; kind: "reclassified"; results: EnqueueResult[]; ignored: number };
 
 const QUARANTINED = "SELECT id, source, received_at, raw, headers, url FROM events WHERE batch_id = ? ORDER BY id";
-const RECLASSIFIED = `UPDATE batches SET state = 'delivered', delivered_at = $now, result = 'reclassified'
+const RECLASSIFIED = `UPDATE batches SET state = 'delivered', delivered_at = $now, result = 'reclassified', dead_reason = NULL
   WHERE id = $id AND state = 'dead' AND destination = 'quarantine'`;
 
 type QuarantinedRow = { id: number; source: string; received_at: number; raw: Uint8Array | null; headers: string; url: string | null };
@@ -82,6 +82,8 @@ export interface DeadFilter {
   source?: string;
   /** Only batches whose last event arrived at or after this time. */
   since?: number;
+  /** Only batches that died for this reason. */
+  reason?: string;
 }
 
 /** The dead batches `replay --dead` would take, oldest first. Quarantine only when asked for by destination. */
@@ -102,6 +104,10 @@ export function deadBatchIds(spool: Spool, f: DeadFilter): number[] {
   if (f.since !== undefined) {
     where.push("last_at >= $since");
     params.since = f.since;
+  }
+  if (f.reason !== undefined) {
+    where.push("dead_reason = $reason");
+    params.reason = f.reason;
   }
   return prepared<{ id: number }, Record<string, string | number>>(db, `SELECT id FROM batches WHERE ${where.join(" AND ")} ORDER BY first_at, id`)
     .all(params)

@@ -1,5 +1,6 @@
 // The figures status and /metrics show: batches per state, the oldest work still to deliver,
 // what is in flight, the poll schedule, and attempts and deliveries over the retention window.
+import { DEAD_REASONS, type DeadReason } from "../delivery.ts";
 import { type BatchState, BATCH_STATES } from "./batches.ts";
 import { prepared, type Spool } from "./db.ts";
 
@@ -17,6 +18,14 @@ export function countBatches(spool: Spool): StateCounts {
     if (r.q && r.state === "dead") out.quarantined += r.n;
     else out[r.state] += r.n;
   }
+  return out;
+}
+
+/** Dead batches per reason (quarantined included), every reason present with its count. */
+export function deadByReason(spool: Spool): Record<DeadReason, number> {
+  const out = Object.fromEntries(DEAD_REASONS.map((r) => [r, 0])) as Record<DeadReason, number>;
+  const rows = prepared<{ reason: string | null; n: number }, []>(spool.db, "SELECT dead_reason AS reason, COUNT(*) AS n FROM batches WHERE state = 'dead' GROUP BY dead_reason").all();
+  for (const r of rows) if (r.reason !== null && Object.hasOwn(out, r.reason)) out[r.reason as DeadReason] += r.n;
   return out;
 }
 

@@ -61,7 +61,7 @@ describe("what the pages say", () => {
     const page = await help(["replay"]);
     expect(page.split("\n")[2]).toBe("Usage: hookspool replay <batch>... | --dead [--destination D] [--source S] [--since T]");
     expect(section(page, "Arguments")).toEqual([expect.stringMatching(/^ {2}<batch>\.\.\. +the dead batches to replay/)]);
-    expect(section(page, "Options").map((r) => r.trim().split(" ")[0])).toEqual(["--dead", "--destination", "--source", "--since"]);
+    expect(section(page, "Options").map((r) => r.trim().split(" ")[0])).toEqual(["--dead", "--destination", "--source", "--since", "--reason"]);
   });
 
   test("exclude and drop give their usage lines", async () => {

@@ -163,7 +163,7 @@ describe("http signing and headers", () => {
   test("a document over max_body_bytes is permanent without a request", async () => {
     const s = stub();
     const o = await http(`${s.url}/in`, { maxBodyBytes: 10 }).deliver(documentFor(events(1)), makeCtx());
-    expect(o).toMatchObject({ kind: "dead", klass: "permanent", reason: "body over max_body_bytes" });
+    expect(o).toMatchObject({ kind: "dead", klass: "permanent", reason: "body over max_body_bytes", deadReason: "config" });
     expect(s.hits).toHaveLength(0);
   });
 

@@ -138,6 +138,7 @@ describe("script exits and failures", () => {
     const dead = await dest("permanent").deliver(body, makeCtx());
     expect(dead).toMatchObject({ kind: "dead", klass: "permanent", reason: "exit 65" });
     expect(dead.detail).toContain("exit 65 (permanent: the tally is closed)");
+    expect(dead.deadReason).toBe("processor_permanent");
     const retry = await dest("throw").deliver(body, makeCtx());
     expect(retry).toMatchObject({ kind: "retry", klass: "batch", reason: "exit 75" });
     expect(retry.detail).not.toContain("secret-value-in-message");
@@ -154,6 +155,8 @@ exit 65
 `).dest.deliver("{}", makeCtx());
     expect(o).toMatchObject({ kind: "dead", reason: "exit 65" });
     expect(o.detail).not.toContain(SENTINEL);
+    // A plain script's refusal is the receiver's verdict, not a processor's.
+    expect(o.deadReason).toBeUndefined();
   });
 
   test("defaults: per batch, one in flight, unbounded body, 300 s", () => {

@@ -126,7 +126,7 @@ for (const k of kinds) {
       const big = [...evs];
       big[1] = { ...big[1], payload: `{"pad":"${"x".repeat(size)}"}` };
       const tight = k.make(k.ok, { maxBodyBytes: size });
-      expect(await tight.dest.deliver("{}", ctxFor(big))).toMatchObject({ kind: "dead", klass: "permanent", reason: "body over max_body_bytes", eventsDelivered: 1, failedEventId: 12 });
+      expect(await tight.dest.deliver("{}", ctxFor(big))).toMatchObject({ kind: "dead", klass: "permanent", reason: "body over max_body_bytes", eventsDelivered: 1, failedEventId: 12, deadReason: "config" });
       expect(tight.hits).toHaveLength(1);
     });
 

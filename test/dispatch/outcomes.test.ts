@@ -16,7 +16,10 @@ describe("classes", () => {
     { name: "throttle", o: outcome({ kind: "retry", klass: "throttle", reason: "http 429", status: 429 }), state: "retry", counted: 0, attempts: 0, klass: "throttle" },
     { name: "batch", o: outcome({ kind: "retry", klass: "batch", reason: "exit 3", status: 3 }), state: "retry", counted: 1, attempts: 1, klass: "batch" },
     { name: "config", o: outcome({ kind: "retry", klass: "config", reason: "bad secret", status: 401 }), state: "retry", counted: 0, attempts: 0, klass: "config" },
-    { name: "permanent", o: outcome({ kind: "dead", klass: "permanent", reason: "http 422", status: 422 }), state: "dead", counted: 0, attempts: 0, klass: "permanent" },
+    { name: "permanent", o: outcome({ kind: "dead", klass: "permanent", reason: "http 422", status: 422 }), state: "dead", counted: 0, attempts: 0, klass: "permanent", deadReason: "rejected" },
+    // A destination that knows the batch can never meet its bound: the pipeline's fault, not the receiver's.
+    { name: "permanent (our bound)", o: outcome({ kind: "dead", klass: "permanent", reason: "body over max_body_bytes", deadReason: "config" }), state: "dead", counted: 0, attempts: 0, klass: "permanent", deadReason: "config" },
+    { name: "permanent (a processor)", o: outcome({ kind: "dead", klass: "permanent", reason: "exit 65", status: 65, deadReason: "processor_permanent" }), state: "dead", counted: 0, attempts: 0, klass: "permanent", deadReason: "processor_permanent" },
   ] as const;
   for (const c of cases) {
     test(`${c.name}: batch ${c.state}, counted ${c.counted}`, async () => {
@@ -25,7 +28,7 @@ describe("classes", () => {
       const r = rig(BASE, [a]);
       const id = batchIdOf(r.put("A", "hermes:a"));
       await r.step();
-      expect(r.batch(id)).toMatchObject({ state: c.state, attempts: c.attempts });
+      expect(r.batch(id)).toMatchObject({ state: c.state, attempts: c.attempts, dead_reason: "deadReason" in c ? c.deadReason : null });
       if (c.state !== "delivered") expect(r.batch(id).last_class).toBe(c.klass);
       expect(r.attempts(id)[0]).toMatchObject({ counted: c.counted, klass: c.klass });
     });
@@ -99,7 +102,7 @@ describe("classes", () => {
       if (next) r.clock.set(next);
       await r.step();
     }
-    expect(r.batch(id)).toMatchObject({ state: "dead", attempts: 4, last_class: "batch" });
+    expect(r.batch(id)).toMatchObject({ state: "dead", attempts: 4, last_class: "batch", dead_reason: "exhausted" });
     expect(a.calls.length).toBe(4);
     expect(r.spool.db.query("SELECT state FROM issues WHERE fingerprint = 'delivery:hermes:a:script_exit'").get()).toEqual({ state: "open" });
     const exhausted = r.spool.db.query("SELECT last_error FROM issues WHERE fingerprint = 'delivery:hermes:a:exhausted'").get() as { last_error: string };
@@ -124,7 +127,7 @@ describe("classes", () => {
     expect(r.spool.db.query("SELECT COUNT(*) AS n FROM events WHERE source = 'nowhere'").get()).toEqual({ n: 0 });
     r.clock.set(r.batch(bad).next_attempt_at as number);
     await r.step();
-    expect(r.batch(bad)).toMatchObject({ state: "dead", last_class: "permanent" });
+    expect(r.batch(bad)).toMatchObject({ state: "dead", last_class: "permanent", dead_reason: "bad_emit" });
   });
 
   test("a Hermes ignored/coalesced notice: delivered, and a delivery issue says why", async () => {
