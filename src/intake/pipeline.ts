@@ -138,7 +138,11 @@ export async function handleHook(d: PipelineDeps, input: HookInput): Promise<Rep
   }
   testHook("intake.after_commit");
   // A sender that reads the answer (Twilio's TwiML, Discord's deferred reply) gets its own.
-  const ack = (word: string, status: number) => (src.plugin.ack ? pluginReply(src.plugin.ack) : statusReply(word, status));
+  // The word still goes with it, in a header, for `bobbin check` and the operator's curl.
+  const ack = (word: string, status: number) => {
+    const a = src.plugin.ack;
+    return a ? pluginReply({ ...a, headers: { ...(a.headers ?? {}), "X-Hookspool-Status": word } }) : statusReply(word, status);
+  };
   let queued = false;
   let requeued = false;
   results.forEach((result, i) => {

@@ -42,6 +42,8 @@ export interface CaptureResult {
   instance: string;
   status: number;
   body: string;
+  /** The X-Hookspool-Status header: the word beside a source's own ack body. */
+  word?: string;
 }
 
 /**
@@ -92,7 +94,7 @@ export async function runCatalogue(b: Bobbin, runtime: Runtime = "bun"): Promise
         // fetch frames the request itself: its own Host and Content-Length.
         const headers = r.headers.filter(([k]) => !["host", "content-length"].includes(k.toLowerCase()));
         const res = await fetch(`http://127.0.0.1:${port}${path}`, { method: r.method, headers, body: r.method === "GET" || r.method === "HEAD" ? undefined : r.body });
-        results.push({ capture: c, instance: i.name, status: res.status, body: await res.text() });
+        results.push({ capture: c, instance: i.name, status: res.status, body: await res.text(), word: res.headers.get("x-hookspool-status") ?? undefined });
       }
     }
     const accepted = results.filter((x) => x.capture.expect.word === "queued" && x.status === 202);
@@ -126,7 +128,8 @@ export function expectAsCaptured(results: CaptureResult[]): void {
     const got: Record<string, unknown> = { file: r.capture.file, status: r.status };
     const want: Record<string, unknown> = { file: r.capture.file, status: r.capture.expect.status };
     if (r.capture.expect.word) {
-      got.word = r.body ? (JSON.parse(r.body) as { status: string }).status : null;
+      // hookspool's JSON status, or, beside a source's own ack body, the X-Hookspool-Status header.
+      got.word = r.word ?? (r.body ? ((JSON.parse(r.body) as { status?: string }).status ?? null) : null);
       want.word = r.capture.expect.word;
     }
     expect(got).toEqual(want);

@@ -99,9 +99,11 @@ action = "hermes:discord"
     const ping = await send('{"type":1,"id":"p1"}');
     expect([ping.status, ping.headers.get("content-type"), await ping.text()]).toEqual([200, "application/json", '{"type":1}']);
     const cmd = await send('{"type":2,"id":"i1","channel_id":"C9","data":{"name":"ask"}}');
-    expect([cmd.status, await cmd.text()]).toEqual([200, '{"type":5}']);
+    expect([cmd.status, await cmd.text(), cmd.headers.get("x-hookspool-status")]).toEqual([200, '{"type":5}', "queued"]);
     const again = await send('{"type":2,"id":"i1","channel_id":"C9","data":{"name":"ask"}}');
-    expect([again.status, await again.text()]).toEqual([200, '{"type":5}']);
+    expect([again.status, await again.text(), again.headers.get("x-hookspool-status")]).toEqual([200, '{"type":5}', "duplicate"]);
+    // The PING's reply is a handshake, not a queued request: no word.
+    expect(ping.headers.get("x-hookspool-status")).toBeNull();
     const forged = await send('{"type":1,"id":"p2"}', generateKeyPairSync("ed25519").privateKey);
     expect([forged.status, await forged.text()]).toEqual([401, ""]);
     expect(s.db.db.query("SELECT key, event_type, dedup_id FROM events e JOIN batches b ON b.id = e.batch_id").all()).toEqual([{ key: "C9", event_type: "ask", dedup_id: "i1" }]);

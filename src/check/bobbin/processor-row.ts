@@ -130,7 +130,7 @@ export async function processorRow(s: CheckSubject, m: Manifest | null, l: Loade
     for (const c of l.polls) runs.push({ file: c.file, doc: tickDocument(instance, c.now ?? now), http: [...c.http, ...kit.http], ...(c.items ? { items: c.items } : {}) });
     if (!runs.length) return skipped(name, "no poll capture to run the poller on (see the captures row)");
   } else {
-    const accepted = l.captures.filter((x) => x.expect.status === 202 && x.expect.word === "queued" && !x.settings);
+    const accepted = l.captures.filter((x) => (x.expect.status === 202 || x.expect.status === 200) && x.expect.word === "queued" && !x.settings);
     let spooled: Map<Capture, Spooled | string>;
     try {
       spooled = await spoolCaptures(s, m, kit, accepted);

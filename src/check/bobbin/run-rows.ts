@@ -80,7 +80,7 @@ export function loadCaptures(s: CheckSubject): Loaded {
 }
 
 /** A bobbin's accepted capture for the kit's own instance: 202 queued, no settings of its own. */
-const acceptedOf = (l: Loaded) => l.captures.find((c) => c.expect.status === 202 && c.expect.word === "queued" && !c.settings);
+const acceptedOf = (l: Loaded) => l.captures.find((c) => (c.expect.status === 202 || c.expect.status === 200) && c.expect.word === "queued" && !c.settings);
 
 /** Each capture's instance: the kit's, or one per distinct `# settings:`. */
 function instancesOf(kit: Kit, captures: Capture[]): Map<string, { settings: Record<string, unknown>; captures: Capture[] }> {
@@ -161,9 +161,10 @@ async function expectationsHold(s: CheckSubject, m: Manifest, kit: Kit, captures
         const r = await k.send(requestOf(c, name));
         const word = (() => {
           try {
-            return (JSON.parse(r.text) as { status?: string }).status;
+            return (JSON.parse(r.text) as { status?: string }).status ?? r.headers.get("x-hookspool-status") ?? undefined;
           } catch {
-            return undefined;
+            // A source's own ack body (TwiML, Discord's reply): the word is in the header.
+            return r.headers.get("x-hookspool-status") ?? undefined;
           }
         })();
         const fail = (message: string) => out.push({ file: c.file, line: 1, message, fix: "correct the capture or the bobbin; a capture is a real delivery and what it must get" });
@@ -258,6 +259,7 @@ export async function sourceKitRow(s: CheckSubject, m: Manifest | null, l: Loade
     ...(t?.tolerance_s !== undefined ? { toleranceS: t.tolerance_s } : {}),
     ...(t?.timestamp_field !== undefined ? { stamped: stampedBy(t.timestamp_field, requestOf(accepted, instance).body) } : {}),
     dedup: plugin.dedupId !== undefined,
+    ack: plugin.ack !== undefined,
     headHandshake: plugin.challengeUnauthenticated === true,
     broken: (() => {
       const c = sameInstance.find((x) => x.expect.status === 202 && x.expect.word === "quarantined");
