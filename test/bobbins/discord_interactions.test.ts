@@ -1,0 +1,180 @@
+// discord.interactions: Discord interactions at an Interactions Endpoint URL (X-Signature-Ed25519,
+// the hex Ed25519 signature of <X-Signature-Timestamp><body> under the app's public key), through
+// a real `hookspool run`, and against an intake for what is Discord's own: the PING answered
+// {"type":1} and never queued, every other interaction queued and answered with the deferred
+// {"type":5}, the bad signatures Discord sends on purpose refused with an empty 401.
+//
+// The catalogue run is this file's own: catalogue.ts counts a capture as accepted only when it is
+// answered 202 {"status":"queued"}, and this bobbin answers a queued interaction 200 {"type":5}
+// (the `ack` Discord needs), so the same proof is made here with the ack as the accepted answer.
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { generateKeyPairSync, type KeyObject, sign } from "node:crypto";
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { stringify } from "smol-toml";
+import { capturesOf } from "../../src/bobbin/captures.ts";
+import { openSpool } from "../../src/store/db.ts";
+import { startIntake, type TestIntake } from "../helpers/intake.ts";
+import { startHookspool, waitFor } from "../helpers/proc.ts";
+import { Receiver } from "../helpers/receiver.ts";
+import { tempDir } from "../helpers/tmp.ts";
+import { builtin, kitOf } from "./catalogue.ts";
+
+const bobbin = builtin("discord.interactions");
+const kit = kitOf(bobbin);
+const PUBLIC_KEY = kit.secrets.secret;
+const NOW = kit.now ?? 0;
+const DEFERRED = '{"type":5}';
+const PONG = '{"type":1}';
+const captures = capturesOf(bobbin.files());
+const capture = (file: string) => {
+  const c = captures.find((x) => x.file === file);
+  if (!c) throw new Error(`no ${file}`);
+  return { body: new TextDecoder().decode(c.request.body), headers: Object.fromEntries(c.request.headers.filter(([k]) => !["host", "content-length"].includes(k.toLowerCase()))) };
+};
+const accepted = capture("captures/accepted.http");
+const ping = capture("captures/ping.http");
+
+test("the manifest answers the PING with {\"type\":1} and acks every queued interaction with the deferred {\"type\":5}", () => {
+  const t = bobbin.manifest.source?.template as Record<string, unknown>;
+  expect([t.scheme, t.reply_when, t.reply, t.ack]).toEqual(["ed25519", "type=1", PONG, DEFERRED]);
+  expect(bobbin.manifest.source?.span).toBe("immediate");
+});
+
+test("a command is queued, acked {\"type\":5} and delivered; the PING gets {\"type\":1}; a bad signature is 401", async () => {
+  const home = tempDir("hookspool-discord-");
+  const receiver = new Receiver<{ key: string; events: unknown[] }>({});
+  writeFileSync(join(home, "secret-secret"), PUBLIC_KEY, { mode: 0o600 });
+  const doc = {
+    intake: { listen: "127.0.0.1:0" },
+    dispatch: { poll_s: 0.05, heartbeat_s: 1 },
+    bobbins: { [kit.instance.name]: { bobbin: bobbin.name, secrets: { secret: { file: join(home, "secret-secret") } }, outputs: { "*": "receiver" } } },
+    destinations: { receiver: { type: "http", url: `http://127.0.0.1:${receiver.port}/in`, allow_insecure: true, unsigned: true, timeout_s: 5 } },
+  };
+  writeFileSync(join(home, "config.toml"), stringify(doc));
+  // The captures' timestamps are valid at the kit's now: the process runs on that clock.
+  const hs = await startHookspool(home, ["run"], { env: { HOOKSPOOL_TEST_CLOCK_OFFSET_S: String(NOW - Date.now() / 1000) } });
+  const got: { file: string; status: number; type: string | null; body: string }[] = [];
+  try {
+    const port = await hs.port();
+    for (const c of captures) {
+      const headers = c.request.headers.filter(([k]) => !["host", "content-length"].includes(k.toLowerCase()));
+      const res = await fetch(`http://127.0.0.1:${port}${c.request.url}`, { method: c.request.method, headers, body: c.request.body });
+      got.push({ file: c.file, status: res.status, type: res.headers.get("content-type"), body: await res.text() });
+      expect({ file: c.file, status: res.status }).toEqual({ file: c.file, status: c.expect.status });
+    }
+    expect(got.map((g) => [g.file, g.status, g.body])).toEqual([
+      ["captures/accepted.http", 200, DEFERRED],
+      ["captures/ping.http", 200, PONG],
+      ["captures/rejected.http", 401, ""],
+    ]);
+    expect(got.slice(0, 2).map((g) => g.type)).toEqual(["application/json", "application/json"]);
+    // The acked command is the one event, delivered under the key and type its capture names.
+    const db = openSpool(join(home, "spool.db"));
+    try {
+      const row = () => db.db.query("SELECT b.key, b.state, e.event_type FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.payload = ?").get(accepted.body) as { key: string; state: string; event_type: string } | null;
+      await waitFor("the command delivered", () => row()?.state === "delivered");
+      const want = captures.find((c) => c.file === "captures/accepted.http")?.expect;
+      expect({ key: row()?.key, event_type: row()?.event_type }).toEqual({ key: want?.key, event_type: want?.eventType });
+      expect((db.db.query("SELECT COUNT(*) AS n FROM events").get() as { n: number }).n).toBe(1);
+    } finally {
+      db.close();
+    }
+    expect(receiver.accepted().length).toBe(1);
+    expect(receiver.unverified).toEqual([]);
+  } finally {
+    hs.kill("SIGTERM");
+    await hs.exited;
+    receiver.stop();
+  }
+  expect(hs.stderr()).not.toContain(PUBLIC_KEY);
+});
+
+describe("against an intake", () => {
+  // The kit key's private half is gone, so new bodies are signed under a key pair made here,
+  // served by a second instance of the same bobbin.
+  const fresh = generateKeyPairSync("ed25519");
+  const freshHex = fresh.publicKey.export({ format: "der", type: "spki" }).subarray(12).toString("hex");
+  const kitHex = Buffer.from(PUBLIC_KEY, "base64").toString("hex");
+  let t: TestIntake;
+  beforeAll(async () => {
+    const instance = (name: string, secret: string) => `[bobbins.${name}]
+bobbin = "discord.interactions"
+secrets.secret = { file = "{{secret:${secret}}}" }
+outputs = { "*" = "kit" }
+`;
+    t = await startIntake(
+      `${instance("discord", "kit")}
+${instance("discord-hex", "kit-hex")}
+${instance("fresh", "fresh")}
+[destinations.kit]
+type = "http"
+url = "http://127.0.0.1:9/kit"
+allow_insecure = true
+unsigned = true
+`,
+      { secrets: { kit: PUBLIC_KEY, "kit-hex": kitHex, fresh: freshHex }, clockAt: NOW },
+    );
+  });
+  afterAll(async () => {
+    await t.stop();
+  });
+
+  const rowsOf = (body: string) => t.db.db.query("SELECT e.source, b.key, e.event_type, e.dedup_id FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.payload = ? ORDER BY e.id").all(body) as { source: string; key: string; event_type: string; dedup_id: string }[];
+  const signed = (body: string, key: KeyObject = fresh.privateKey, ts = NOW) => ({ "Content-Type": "application/json", "X-Signature-Timestamp": String(ts), "X-Signature-Ed25519": sign(null, Buffer.from(`${ts}${body}`), key).toString("hex") });
+  const answer = async (r: Response) => [r.status, r.headers.get("content-type"), await r.text()];
+
+  test("the accepted command is stored under its channel, its command name and its interaction id; sent again it is acked and stored once", async () => {
+    const first = await t.post("/hooks/discord", accepted.body, accepted.headers);
+    expect(await answer(first)).toEqual([200, "application/json", DEFERRED]);
+    expect(rowsOf(accepted.body)).toEqual([{ source: "discord", key: "1300000000000000020", event_type: "ask", dedup_id: "1300000000000000100" }]);
+    const again = await t.post("/hooks/discord", accepted.body, accepted.headers);
+    expect(await answer(again)).toEqual([200, "application/json", DEFERRED]);
+    expect(rowsOf(accepted.body)).toHaveLength(1);
+    // The interaction token is kept: it is how the agent answers within 15 minutes.
+    expect(JSON.parse(accepted.body).token).toStartWith("kit-test-interaction-token-");
+  });
+
+  test("the Developer Portal's hex form of the same public key verifies the same capture", async () => {
+    const res = await t.post("/hooks/discord-hex", ping.body, ping.headers);
+    expect(await answer(res)).toEqual([200, "application/json", PONG]);
+  });
+
+  test("the PING is answered {\"type\":1} only when signed, never stored; Discord's deliberately bad signatures get an empty 401", async () => {
+    const events = t.count("events");
+    expect(await answer(await t.post("/hooks/discord", ping.body, ping.headers))).toEqual([200, "application/json", PONG]);
+    const other = generateKeyPairSync("ed25519").privateKey;
+    const refused: Record<string, string>[] = [signed(ping.body, other), { ...ping.headers, "X-Signature-Ed25519": "0".repeat(128) }, { "Content-Type": "application/json" }, { ...ping.headers, "X-Signature-Timestamp": String(NOW - 61) }];
+    for (const headers of refused) {
+      const r = await t.post("/hooks/discord", ping.body, headers);
+      expect([r.status, await r.text()]).toEqual([401, ""]);
+    }
+    expect(t.count("events")).toBe(events);
+  });
+
+  test("a PING signed more than 300 s away from the clock is refused, one within it answered", async () => {
+    const body = '{"application_id":"1300000000000000001","entitlements":[],"id":"1300000000000000098","token":"kit-test-interaction-token-cGluZzI","type":1,"version":1}';
+    for (const [ts, status] of [[NOW - 301, 401], [NOW + 301, 401], [NOW - 299, 200]] as const) {
+      const r = await t.post("/hooks/fresh", body, signed(body, fresh.privateKey, ts));
+      expect({ ts: ts - NOW, status: r.status }).toEqual({ ts: ts - NOW, status });
+    }
+  });
+
+  test("a button press is acked and typed by its custom_id; a command in a DM is keyed by the DM channel", async () => {
+    const press = JSON.stringify({ application_id: "1300000000000000001", channel_id: "1300000000000000020", data: { component_type: 2, custom_id: "rerun_build" }, guild_id: "1300000000000000010", id: "1300000000000000110", member: { user: { id: "1300000000000000200" } }, message: { id: "1300000000000000301" }, token: "kit-test-interaction-token-cHJlc3M", type: 3, version: 1 });
+    expect(await answer(await t.post("/hooks/fresh", press, signed(press)))).toEqual([200, "application/json", DEFERRED]);
+    expect(rowsOf(press)).toEqual([{ source: "fresh", key: "1300000000000000020", event_type: "rerun_build", dedup_id: "1300000000000000110" }]);
+    const dm = JSON.stringify({ application_id: "1300000000000000001", channel: { id: "1300000000000000400", type: 1 }, channel_id: "1300000000000000400", context: 1, data: { id: "1300000000000000030", name: "ask", type: 1 }, id: "1300000000000000111", token: "kit-test-interaction-token-ZG0", type: 2, user: { id: "1300000000000000200" }, version: 1 });
+    expect(await answer(await t.post("/hooks/fresh", dm, signed(dm)))).toEqual([200, "application/json", DEFERRED]);
+    expect(rowsOf(dm)).toEqual([{ source: "fresh", key: "1300000000000000400", event_type: "ask", dedup_id: "1300000000000000111" }]);
+  });
+
+  test("the signature covers the timestamp and the body: either changed is an empty 401", async () => {
+    const events = t.count("events");
+    const moved = await t.post("/hooks/discord", accepted.body, { ...accepted.headers, "X-Signature-Timestamp": String(NOW + 1) });
+    expect([moved.status, await moved.text()]).toEqual([401, ""]);
+    const changed = await t.post("/hooks/discord", accepted.body.replace("last night", "tonight"), accepted.headers);
+    expect([changed.status, await changed.text()]).toEqual([401, ""]);
+    expect(t.count("events")).toBe(events);
+  });
+});
