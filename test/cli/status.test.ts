@@ -57,7 +57,7 @@ describe("status", () => {
     const doc = await statusDoc(h);
     expect(doc.batches).toEqual({ open: 1, sealed: 1, leased: 0, retry: 0, delivered: 0, dead: 1, dropped: 0, quarantined: 1 });
     expect(doc.ok).toBe(false);
-    expect(doc.degraded).toEqual(expect.arrayContaining(["dispatcher: no heartbeat yet", "batches: 1 dead", "batches: 1 quarantined"]));
+    expect(doc.degraded).toEqual(expect.arrayContaining(["dispatcher: no heartbeat yet", "batches: 1 dead (1 rejected)", "batches: 1 quarantined"]));
     expect(doc.issues_open).toBe(1);
     expect(doc.oldest_pending_age_s).toBeGreaterThanOrEqual(0);
     expect(Object.keys(doc.destinations)).toEqual(["script:demo-log"]);

@@ -197,7 +197,7 @@ describe("status and /healthz agree and flip for each soft reason (200, degraded
       expect(doc).not.toHaveProperty("polls");
       expect(doc.spool_bytes).toBeGreaterThan(0);
       expect(doc.disk_free_bytes).toBe(50 * 1024 ** 3);
-      expect(Object.keys(doc)).toEqual(["ok", "degraded", "schema", "dispatcher", "spool", "batches", "oldest_pending_age_s", "destinations", "sources", "issues_open", "spool_bytes", "disk_free_bytes"]);
+      expect(Object.keys(doc)).toEqual(["ok", "degraded", "schema", "dispatcher", "spool", "batches", "dead_by_reason", "oldest_pending_age_s", "destinations", "sources", "issues_open", "spool_bytes", "disk_free_bytes"]);
     });
   });
 
@@ -220,8 +220,11 @@ describe("status and /healthz agree and flip for each soft reason (200, degraded
         heartbeat(s);
         deadBatch(s);
       },
-      "batches: 1 dead",
-      (doc) => expect(doc.batches).toMatchObject({ dead: 1, quarantined: 0 }),
+      "batches: 1 dead (1 rejected)",
+      (doc) => {
+        expect(doc.batches).toMatchObject({ dead: 1, quarantined: 0 });
+        expect(doc.dead_by_reason).toMatchObject({ rejected: 1, exhausted: 0 });
+      },
     ],
     [
       "a quarantined batch",
@@ -406,7 +409,7 @@ describe("hard limits (503)", () => {
       s.t.clock.advance(6);
       const { code, doc } = await healthz(s);
       expect(code).toBe(503);
-      expect(doc.degraded).toEqual([`spool: free disk below limits.min_free_bytes (${MIN_FREE})`, "dispatcher: no heartbeat yet", "batches: 1 dead"]);
+      expect(doc.degraded).toEqual([`spool: free disk below limits.min_free_bytes (${MIN_FREE})`, "dispatcher: no heartbeat yet", "batches: 1 dead (1 rejected)"]);
     });
   });
 });
@@ -441,7 +444,7 @@ describe("the human summary names each problem", () => {
       setMetaTx(s.t.db.db, "source:quiet:last_event_at", s.now - 7200);
       pollRow(s, { createdAgo: 86400 });
       const doc = (await both(s)).doc;
-      const reasons = ["dispatcher: heartbeat 45s old", "batches: 1 dead", "batches: 1 quarantined", `destination ${DEST}: breaker open`, "source quiet: silent", "poll tasks: stale"];
+      const reasons = ["dispatcher: heartbeat 45s old", "batches: 1 dead (1 rejected)", "batches: 1 quarantined", `destination ${DEST}: breaker open`, "source quiet: silent", "poll tasks: stale"];
       expect([...doc.degraded].sort()).toEqual([...reasons].sort());
       const text = await statusText(s);
       expect(text).toStartWith(`hookspool: ${reasons.length} problem(s)\n`);
