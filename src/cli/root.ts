@@ -15,6 +15,7 @@ import { metricsCommand } from "./metrics.ts";
 import { operatorCommands } from "./operator.ts";
 import { migrateCommand } from "./migrate.ts";
 import { serviceCommands } from "./services.ts";
+import { sendCommand } from "./send.ts";
 import { sourceCommands } from "./source.ts";
 import { asksForJson, reportError } from "./report.ts";
 import { statusCommand } from "./status.ts";
@@ -48,6 +49,7 @@ export function rootCommand(cli: Cli): AnyCommand {
       ...maintenanceCommands(cli),
       ...checkCommands(cli),
       source: sourceCommands(cli),
+      send: sendCommand(cli),
       bobbin: bobbinCommand(cli),
       sweep: sweepCommand(cli),
       ...serviceCommands(cli),

@@ -1,0 +1,184 @@
+// hookspool send <source>: the "does my setup work" command. It builds a request as the source's
+// sender would (the scheme's headers, a fresh timestamp and delivery id), signs it with the
+// source's own configured secret, posts it to the running intake, and prints the answer; with
+// --follow, the batch's way to its destination.
+import { randomUUID } from "node:crypto";
+import { readFileSync } from "node:fs";
+import { resolve } from "node:path";
+import type { CommandDef } from "citty";
+import { type Capture, capturesOf } from "../bobbin/captures.ts";
+import { findBobbins } from "../bobbin/registry.ts";
+import { parseListen } from "../config/listen.ts";
+import { resolveSecret } from "../config/secrets.ts";
+import type { Config } from "../config/types.ts";
+import { HookspoolError } from "../errors.ts";
+import { canSign, signTemplate } from "../plugin/sign.ts";
+import type { TemplateSettings } from "../plugin/template.ts";
+import { followEvent, newestEventId } from "../store/follow.ts";
+import { type Cli, GLOBAL_ARGS, loadFor, openExisting, positiveInt } from "./context.ts";
+import { visible } from "./format.ts";
+
+interface Built {
+  url: string;
+  headers: [string, string][];
+  body: Uint8Array;
+}
+
+/** The template the source runs, or a one-line refusal for what send cannot sign. */
+function templateOf(config: Config, source: string): TemplateSettings {
+  const src = config.sources[source];
+  if (!src) throw new HookspoolError("E_NOT_FOUND", `no source "${source}" in the config`, { hint: "hookspool check lists the sources and bobbin instances" });
+  if (src.kind === "poll") throw new HookspoolError("E_USAGE", `source ${source} is a poll source: it takes no requests`);
+  if (!src.template) throw new HookspoolError("E_USAGE", `source ${source} is a code source: send signs template sources only`, { hint: "use the provider's test delivery, or hookspool source test with a capture" });
+  const t = src.template as unknown as TemplateSettings;
+  if (!canSign(t)) throw new HookspoolError("E_USAGE", `source ${source} (${t.scheme}) is signed with the sender's private key: send cannot sign as it`, { hint: "use the provider's own test delivery" });
+  return t;
+}
+
+/** A bobbin instance's capture by name (`accepted` is captures/accepted.http). */
+function captureOf(config: Config, source: string, name: string): Capture {
+  const instance = config.bobbins[source];
+  if (!instance?.bobbin) throw new HookspoolError("E_USAGE", `--capture needs a bobbin instance; ${source} is a plain source`);
+  const b = findBobbins({ bobbinPath: config.spool.bobbin_path, presets: Object.keys(config.spans) }).bobbins.get(instance.bobbin);
+  if (!b) throw new HookspoolError("E_NOT_FOUND", `no bobbin "${instance.bobbin}"`);
+  const all = capturesOf(b.files());
+  const c = all.find((x) => x.file === `captures/${name}.http` || x.file === name);
+  if (!c) throw new HookspoolError("E_NOT_FOUND", `${instance.bobbin} has no capture ${name}`, { hint: `its captures: ${all.map((x) => x.file.replace(/^captures\/|\.http$/g, "")).join(", ")}` });
+  return c;
+}
+
+/** Where the running intake takes the source's requests. */
+function intakeUrl(config: Config, source: string, given: string | undefined): { url: string; unix?: string } {
+  if (given) return { url: given };
+  const listen = parseListen(config.intake.listen, true);
+  const path = `/hooks/${encodeURIComponent(source)}`;
+  if ("unix" in listen) return { url: `http://localhost${path}`, unix: listen.unix };
+  const host = listen.hostname.includes(":") ? `[${listen.hostname}]` : listen.hostname;
+  return { url: `http://${host === "0.0.0.0" ? "127.0.0.1" : host}:${listen.port}${path}` };
+}
+
+/** The request: the capture's or the given body, the sender's headers, signed now with the source's secret. */
+function build(t: TemplateSettings, secret: string, o: { body: Uint8Array; captured?: Capture; eventType?: string; now: number; id: string }): Built {
+  const signing = new Set([t.header, t.timestamp_header, t.id_header, "webhook-id", "webhook-timestamp", "webhook-signature", "svix-id", "svix-timestamp", "svix-signature"].filter((h): h is string => !!h).map((h) => h.toLowerCase()));
+  const headers: [string, string][] = o.captured
+    ? o.captured.request.headers.filter(([k]) => !signing.has(k.toLowerCase()) && !["host", "content-length"].includes(k.toLowerCase()))
+    : [["Content-Type", t.body === "form" ? "application/x-www-form-urlencoded" : "application/json"]];
+  const set = (name: string, value: string) => {
+    const at = headers.findIndex(([k]) => k.toLowerCase() === name.toLowerCase());
+    if (at >= 0) headers[at] = [name, value];
+    else headers.push([name, value]);
+  };
+  // A header the template reads the event type or the dedup id from, as the sender sets it.
+  if (o.eventType !== undefined && t.event_type?.startsWith("header:")) set(t.event_type.slice(7).split("|")[0], o.eventType);
+  if (t.dedup?.startsWith("header:")) set(t.dedup.slice(7).split("|")[0], o.id);
+  const body = t.timestamp_field ? restamped(o.body, t.timestamp_field, o.now) : o.body;
+  const signed = signTemplate(t, secret, body, o.now, o.id);
+  for (const [k, v] of signed.headers) set(k, v);
+  const query = signed.query ? `?${signed.query}` : "";
+  return { url: query, headers, body };
+}
+
+/**
+ * A body whose timestamp field is set to now, in the unit it was written in (milliseconds above
+ * 1e12): a sender that signs its timestamp in the body (Linear) sends a fresh one each time.
+ */
+function restamped(body: Uint8Array, path: string, now: number): Uint8Array {
+  let doc: unknown;
+  try {
+    doc = JSON.parse(new TextDecoder().decode(body));
+  } catch {
+    return body;
+  }
+  const keys = path.split(".");
+  let at = doc as Record<string, unknown>;
+  for (const k of keys.slice(0, -1)) {
+    if (at === null || typeof at !== "object") return body;
+    at = at[k] as Record<string, unknown>;
+  }
+  if (at === null || typeof at !== "object") return body;
+  const last = keys[keys.length - 1];
+  at[last] = Number(at[last]) > 1e12 ? Math.round(now * 1000) : now;
+  return new TextEncoder().encode(JSON.stringify(doc));
+}
+
+export function sendCommand(cli: Cli): CommandDef {
+  return {
+    meta: {
+      name: "send",
+      description: "post a request to the running intake as the source's sender would, signed with its configured secret (a template source), and print the answer",
+    },
+    args: {
+      ...GLOBAL_ARGS,
+      source: { type: "positional", description: "the source or bobbin instance", required: true },
+      data: { type: "string", description: "the body, as text (JSON for a JSON source)", valueHint: "JSON" },
+      file: { type: "string", description: "the body, from a file, byte for byte", valueHint: "F" },
+      capture: { type: "string", description: "a capture of the instance's bobbin by name (accepted, rejected, ...): its body and headers; re-signed unless it expects 401", valueHint: "NAME" },
+      "event-type": { type: "string", description: "the event type, for a template that reads it from a header", valueHint: "T" },
+      url: { type: "string", description: "post here instead of the intake's intake.listen (the public URL through the proxy, say)", valueHint: "U" },
+      count: { type: "string", description: "send this many, each with a fresh delivery id and timestamp (a source that dedups on the body sees one event)", default: "1", valueHint: "N" },
+      follow: { type: "boolean", description: "after a queued answer, print the batch's states until it is delivered or dead (60 s at most)" },
+    },
+    async run({ args }) {
+      const { config, paths } = loadFor(cli);
+      const source = String(args.source);
+      const t = templateOf(config, source);
+      const given = [args.data !== undefined, args.file !== undefined, args.capture !== undefined].filter(Boolean).length;
+      if (given > 1) throw new HookspoolError("E_USAGE", "give one of --data, --file or --capture");
+      const count = positiveInt(args.count, "--count");
+      const captured = args.capture !== undefined ? captureOf(config, source, String(args.capture)) : undefined;
+      let body: Uint8Array;
+      if (captured) body = captured.request.body;
+      else if (args.file !== undefined) {
+        try {
+          body = readFileSync(resolve(cli.io.cwd, String(args.file)));
+        } catch (e) {
+          throw new HookspoolError("E_INPUT", `cannot read ${String(args.file)}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).name}`);
+        }
+      } else body = new TextEncoder().encode(args.data !== undefined ? String(args.data) : JSON.stringify({ id: randomUUID(), type: args["event-type"] ?? "hookspool.test", sent_by: "hookspool send" }));
+      const ref = config.sources[source]?.secrets?.secret;
+      if (!ref) throw new HookspoolError("E_CONFIG", `source ${source} has no secret to sign with`, { key: `sources.${source}.secrets.secret` });
+      let secret: string;
+      try {
+        secret = resolveSecret(ref, cli.io.env);
+      } catch (e) {
+        throw new HookspoolError("E_CONFIG", `cannot read source ${source}'s secret (${(e as { code?: string }).code ?? (e as Error).name})`, { key: `sources.${source}.secrets.secret` });
+      }
+      const target = intakeUrl(config, source, args.url as string | undefined);
+      // A capture made to be refused is sent as it was captured: its wrong signature is the point.
+      const asCaptured = captured !== undefined && captured.expect.status === 401;
+      const spool = args.follow ? openExisting(cli, paths.spoolFile) : null;
+      let failed = 0;
+      try {
+        for (let i = 0; i < count; i++) {
+          const before = spool ? newestEventId(spool) : 0;
+          const id = `send_${randomUUID()}`;
+          const req = asCaptured && captured ? { url: captured.request.url.includes("?") ? captured.request.url.slice(captured.request.url.indexOf("?")) : "", headers: captured.request.headers.filter(([k]) => !["host", "content-length"].includes(k.toLowerCase())), body } : build(t, secret, { body, captured, eventType: args["event-type"] as string | undefined, now: Math.floor(cli.clock.now()), id });
+          let status: number;
+          let text: string;
+          let word: string | null;
+          try {
+            const res = await fetch(`${target.url}${req.url}`, { method: "POST", headers: req.headers, body: req.body, ...(target.unix ? { unix: target.unix } : {}) } as RequestInit);
+            status = res.status;
+            text = await res.text();
+            word = res.headers.get("x-hookspool-status");
+          } catch (e) {
+            throw new HookspoolError("E_NOTHING", `cannot reach the intake at ${target.unix ?? target.url} (${(e as { code?: string }).code ?? (e as Error).name})`, { hint: "is hookspool intake (or run) running? --url posts elsewhere" });
+          }
+          if (status < 200 || status >= 300) failed++;
+          const shown = text.length > 200 ? `${text.slice(0, 200)}...` : text;
+          if (cli.globals.json) cli.io.out(JSON.stringify({ n: i + 1, status, body: text.slice(0, 2000), word }));
+          else cli.io.out(visible(`${i + 1}/${count}: ${status} ${shown}${word ? ` (${word})` : ""}`));
+          if (spool && status >= 200 && status < 300) {
+            for await (const step of followEvent(spool, { source, after: before, timeoutMs: 60_000 })) {
+              if (cli.globals.json) cli.io.out(JSON.stringify(step));
+              else cli.io.out(visible(`  batch ${step.batch} ${step.state}${step.detail ? `: ${step.detail}` : ""}`));
+            }
+          }
+        }
+      } finally {
+        spool?.close();
+      }
+      return failed ? 1 : 0;
+    },
+  };
+}

@@ -1,0 +1,98 @@
+// hookspool send: every built-in template bobbin's accepted capture, re-signed now with the
+// instance's configured secret, through a real `hookspool run`, is queued and delivered; its
+// rejected capture, sent as captured, is refused. What send cannot sign, it says so in a line.
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { stringify } from "smol-toml";
+import { parseKit } from "../../src/bobbin/captures.ts";
+import { type Bobbin, findBobbins } from "../../src/bobbin/registry.ts";
+import { DEFAULT_SPANS } from "../../src/config/schema.ts";
+import { canSign } from "../../src/plugin/sign.ts";
+import type { TemplateSettings } from "../../src/plugin/template.ts";
+import { cli } from "../helpers/cli.ts";
+import { type Hookspool, startHookspool } from "../helpers/proc.ts";
+import { tempDir } from "../helpers/tmp.ts";
+
+const all = [...findBobbins({ bobbinPath: [], presets: Object.keys(DEFAULT_SPANS) }).bobbins.values()];
+const fixed = (b: Bobbin) => (typeof b.manifest.source?.template === "object" ? (b.manifest.source.template as unknown as TemplateSettings) : null);
+// Template bobbins send can sign (a settings-template one signs by its kit's settings), without a processor.
+const signable = all.filter((b) => {
+  if (b.manifest.processor || b.manifest.poll || !b.manifest.source?.template) return false;
+  const t = fixed(b);
+  const kit = parseKit(b.files().get("captures/kit.toml") ?? "");
+  return canSign(t ?? ({ scheme: String(kit.instance.settings?.scheme) } as TemplateSettings));
+});
+
+let home: string;
+let hs: Hookspool;
+let port: number;
+
+beforeAll(async () => {
+  home = tempDir("hookspool-send-");
+  const bobbins: Record<string, unknown> = {};
+  for (const b of [...signable, ...all.filter((x) => ["sendgrid.events", "zoom.meetings"].includes(x.name))]) {
+    const kit = parseKit(b.files().get("captures/kit.toml") ?? "");
+    const secrets: Record<string, { file: string }> = {};
+    for (const [name, value] of Object.entries(kit.secrets)) {
+      const file = join(home, `${kit.instance.name}-${name}`);
+      writeFileSync(file, value, { mode: 0o600 });
+      secrets[name] = { file };
+    }
+    bobbins[kit.instance.name] = { bobbin: b.name, secrets, settings: kit.instance.settings ?? {}, outputs: { "*": "script:sink" }, span: "immediate" };
+  }
+  const config = { intake: { listen: "127.0.0.1:0" }, dispatch: { poll_s: 0.1 }, bobbins, destinations: { "script:sink": { argv: ["/bin/sh", "-c", "cat > /dev/null"] } } };
+  writeFileSync(join(home, "config.toml"), stringify(config));
+  expect((await cli(["--home", home, "migrate"])).code).toBe(0);
+  hs = await startHookspool(home, ["run"]);
+  port = await hs.port();
+}, 30_000);
+
+afterAll(async () => {
+  hs?.kill("SIGTERM");
+  await hs?.exited;
+});
+
+const send = (instance: string, ...argv: string[]) => cli(["--home", home, "--json", "send", instance, "--url", `http://127.0.0.1:${port}/hooks/${instance}`, ...argv]);
+/** What a refused send says, in either form (--json puts the error on stdout). */
+const said = (r: { out: string; err: string }) => `${r.out}${r.err}`;
+const lines = (out: string) => out.trim().split("\n").filter(Boolean).map((l) => JSON.parse(l) as Record<string, unknown>);
+
+describe("send, for every built-in template bobbin", () => {
+  test("there are many to send", () => expect(signable.length).toBeGreaterThanOrEqual(25));
+  for (const b of signable) {
+    test(`${b.name}: the accepted capture, signed now with the instance's secret, is queued and delivered; the rejected one is 401`, async () => {
+      const instance = parseKit(b.files().get("captures/kit.toml") ?? "").instance.name;
+      const ok = await send(instance, "--capture", "accepted", "--follow");
+      expect({ code: ok.code, err: ok.err }).toEqual({ code: 0, err: "" });
+      const [answer, ...steps] = lines(ok.out);
+      const word = (answer.word as string | null) ?? (JSON.parse(String(answer.body)) as { status?: string }).status;
+      expect({ status: answer.status, word }).toMatchObject({ word: "queued" });
+      expect([200, 202]).toContain(answer.status as number);
+      expect(steps.at(-1)).toMatchObject({ state: "delivered" });
+      const bad = await send(instance, "--capture", "rejected");
+      expect({ code: bad.code, status: lines(bad.out)[0]?.status }).toEqual({ code: 1, status: 401 });
+    }, 20_000);
+  }
+});
+
+describe("what send cannot sign", () => {
+  test("a public-key scheme, a code source, a poll or unknown source, a missing capture: one line, exit 2 or 1", async () => {
+    const pk = await send("sendgrid", "--capture", "accepted");
+    expect(pk.code).toBe(2);
+    expect(said(pk)).toContain("signed with the sender's private key");
+    const code = await send("meetings");
+    expect(code.code).toBe(2);
+    expect(said(code)).toContain("is a code source");
+    expect((await send("nope")).code).toBe(1);
+    const missing = await send("kaneo", "--capture", "nothing-like-this");
+    expect(missing.code).toBe(1);
+    expect(said(missing)).toContain("its captures: accepted, rejected");
+    expect((await send("kaneo", "--data", "{}", "--file", "x")).code).toBe(2);
+  });
+  test("no intake listening: exit 1 and where it tried", async () => {
+    const r = await cli(["--home", home, "send", "kaneo", "--url", "http://127.0.0.1:9/hooks/kaneo"]);
+    expect(r.code).toBe(1);
+    expect(r.err).toContain("cannot reach the intake at http://127.0.0.1:9/hooks/kaneo");
+  });
+});
