@@ -44,7 +44,7 @@ const SPEC16: Record<string, VerbSpec> = {
   dispatch: v(),
   run: v(),
   status: v(),
-  list: v("state", "source", "destination", "reason", "limit"),
+  list: v("state", "source", "destination", "reason", "key", "status", "since", "until", "before", "limit"),
   show: v("events", "payload", "attempts"),
   replay: v("dead", "destination", "source", "since", "reason"),
   retry: v(),
@@ -61,7 +61,7 @@ const SPEC16: Record<string, VerbSpec> = {
   reload: v(),
   migrate: v("dry-run"),
   prune: v("vacuum"),
-  export: v("state", "since"),
+  export: v("state", "source", "destination", "reason", "key", "status", "since", "until"),
   metrics: v(),
   // Recover what a sender that does not retry failed to deliver (github.repo).
   sweep: v("repo", "hook", "since", "dry-run", "api-url"),

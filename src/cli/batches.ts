@@ -1,9 +1,9 @@
 // Reading batches: hookspool list and hookspool show. Payloads only on request.
 import type { CommandDef } from "citty";
 import { HookspoolError } from "../errors.ts";
-import { BATCH_STATES, type BatchState, batchAttempts, batchEvents, batchPayloads, getBatch, listBatches } from "../store/batches.ts";
-import { DEAD_REASONS } from "../delivery.ts";
-import { DEAD_REASON_TEXT, deadReasonArg } from "./dead-reasons.ts";
+import { batchAttempts, batchEvents, batchPayloads, getBatch, listBatches } from "../store/batches.ts";
+import { DEAD_REASON_TEXT } from "./dead-reasons.ts";
+import { FILTER_ARGS, filterOf } from "./filters.ts";
 import { humanAge, humanBytes, isoTime, table, visible } from "./format.ts";
 import { type Cli, GLOBAL_ARGS, loadForReading, openExisting, positiveInt } from "./context.ts";
 
@@ -12,23 +12,18 @@ function listCommand(cli: Cli): CommandDef {
     meta: { name: "list", description: "batches, newest first, without payloads (--destination quarantine: quarantined requests)" },
     args: {
       ...GLOBAL_ARGS,
-      state: { type: "string", description: `one of ${BATCH_STATES.join(", ")}` },
-      source: { type: "string", description: "only this source" },
-      destination: { type: "string", description: "only this destination" },
-      reason: { type: "string", description: `only dead batches that died for this reason: ${DEAD_REASONS.join(", ")}`, valueHint: "R" },
+      ...FILTER_ARGS,
+      before: { type: "string", description: "the next page: batches older than this id (the last line says it)", valueHint: "ID" },
       limit: { type: "string", description: "at most this many", default: "50", valueHint: "n" },
     },
     run({ args }) {
-      const state = args.state as string | undefined;
-      if (state !== undefined && !BATCH_STATES.includes(state as BatchState)) {
-        throw new HookspoolError("E_USAGE", `--state must be one of ${BATCH_STATES.join(", ")}`);
-      }
-      const reason = deadReasonArg(args.reason);
+      const filter = filterOf(args, cli.clock.now());
       const limit = positiveInt(args.limit, "--limit");
+      const before = args.before === undefined ? undefined : positiveInt(args.before, "--before");
       const { paths } = loadForReading(cli);
       const spool = openExisting(cli, paths.spoolFile);
       try {
-        const rows = listBatches(spool, { state: state as BatchState | undefined, source: args.source, destination: args.destination, reason, limit });
+        const rows = listBatches(spool, { ...filter, before, limit });
         if (cli.globals.json) {
           cli.io.out(JSON.stringify(rows));
           return 0;
@@ -45,6 +40,8 @@ function listCommand(cli: Cli): CommandDef {
             rows.map((b) => [b.id, b.state, b.source, b.route, b.key, b.destination, b.count, humanBytes(b.bytes), humanAge(now - b.first_at), (b.state === "dead" ? b.dead_reason : null) ?? b.last_class ?? ""]),
           ),
         );
+        // A full page may have more behind it: the cursor for the next.
+        if (rows.length === limit) cli.io.out(`more: --before ${rows[rows.length - 1].id}`);
         return 0;
       } finally {
         spool.close();

@@ -3,11 +3,10 @@ import type { CommandDef } from "citty";
 import { HookspoolError } from "../errors.ts";
 import { diskFreeBytes, spoolBytes } from "../obs/disk.ts";
 import { exportBatches } from "../store/export.ts";
-import { BATCH_STATES, type BatchState } from "../store/batches.ts";
+import { FILTER_ARGS, filterOf } from "./filters.ts";
 import { policyFromConfig, type RetentionCounts, runRetention, vacuum } from "../store/retention.ts";
 import { humanBytes, visible } from "./format.ts";
 import { type Cli, GLOBAL_ARGS, loadFor, loadForReading, openExisting } from "./context.ts";
-import { parseSince } from "./time.ts";
 
 function plural(n: number, one: string, many = `${one}s`): string {
   return `${n} ${n === 1 ? one : many}`;
@@ -69,23 +68,15 @@ function pruneCommand(cli: Cli): CommandDef {
 function exportCommand(cli: Cli): CommandDef {
   return {
     meta: { name: "export", description: "batches with their events (payloads included) and attempts as JSONL on stdout, oldest first" },
-    args: {
-      ...GLOBAL_ARGS,
-      state: { type: "string", description: `only batches in this state: ${BATCH_STATES.join(", ")}` },
-      since: { type: "string", description: "only batches whose last event is at or after T (Unix seconds, ISO date, or an age: 24h, 7d)", valueHint: "T" },
-    },
+    args: { ...GLOBAL_ARGS, ...FILTER_ARGS },
     run({ args }) {
-      const state = args.state as string | undefined;
-      if (state !== undefined && !BATCH_STATES.includes(state as BatchState)) {
-        throw new HookspoolError("E_USAGE", `--state must be one of ${BATCH_STATES.join(", ")}`);
-      }
-      const since = args.since === undefined ? undefined : parseSince(String(args.since), cli.clock.now());
+      const filter = filterOf(args, cli.clock.now());
       const { paths } = loadForReading(cli);
       const spool = openExisting(cli, paths.spoolFile);
       try {
         let n = 0;
         let events = 0;
-        for (const rec of exportBatches(spool, { state: state as BatchState | undefined, since })) {
+        for (const rec of exportBatches(spool, filter)) {
           cli.io.out(JSON.stringify(rec));
           n++;
           events += rec.events.length;

@@ -45,35 +45,66 @@ export interface BatchRow {
   dead_reason: string | null;
 }
 
-export interface ListFilter {
+export interface BatchFilter {
   state?: BatchState;
   source?: string;
   destination?: string;
   /** Only dead batches that died for this reason. */
   reason?: string;
+  key?: string;
+  /** Only batches whose last attempt ended with this HTTP status or exit code. */
+  status?: number;
+  /** Only batches whose last event arrived in [since, until]. */
+  since?: number;
+  until?: number;
+}
+
+export interface ListFilter extends BatchFilter {
+  /** A page's cursor: only batches with a smaller id (the list is newest first). */
+  before?: number;
   limit?: number;
+}
+
+/** The WHERE terms and parameters of a filter, for list and export alike. */
+export function batchWhere(f: BatchFilter): { where: string[]; params: Record<string, string | number> } {
+  const where: string[] = [];
+  const params: Record<string, string | number> = {};
+  const eq = (column: string, name: string, value: string | number | undefined) => {
+    if (value === undefined) return;
+    where.push(`${column} = $${name}`);
+    params[name] = value;
+  };
+  eq("state", "state", f.state);
+  eq("source", "source", f.source);
+  eq("destination", "destination", f.destination);
+  eq("key", "key", f.key);
+  if (f.reason !== undefined) {
+    where.push("state = 'dead' AND dead_reason = $reason");
+    params.reason = f.reason;
+  }
+  if (f.status !== undefined) {
+    where.push("(SELECT a.status FROM attempts a WHERE a.batch_id = batches.id ORDER BY a.id DESC LIMIT 1) = $status");
+    params.status = f.status;
+  }
+  if (f.since !== undefined) {
+    where.push("last_at >= $since");
+    params.since = f.since;
+  }
+  if (f.until !== undefined) {
+    where.push("last_at <= $until");
+    params.until = f.until;
+  }
+  return { where, params };
 }
 
 /** Batches, newest first. */
 export function listBatches(spool: Spool, f: ListFilter = {}): BatchRow[] {
   const db = spool.db;
-  const where: string[] = [];
-  const params: Record<string, string | number> = { limit: f.limit ?? 50 };
-  if (f.state) {
-    where.push("state = $state");
-    params.state = f.state;
-  }
-  if (f.source) {
-    where.push("source = $source");
-    params.source = f.source;
-  }
-  if (f.destination) {
-    where.push("destination = $destination");
-    params.destination = f.destination;
-  }
-  if (f.reason) {
-    where.push("state = 'dead' AND dead_reason = $reason");
-    params.reason = f.reason;
+  const { where, params } = batchWhere(f);
+  params.limit = f.limit ?? 50;
+  if (f.before !== undefined) {
+    where.push("id < $before");
+    params.before = f.before;
   }
   const sql = `SELECT * FROM batches ${where.length ? `WHERE ${where.join(" AND ")}` : ""} ORDER BY id DESC LIMIT $limit`;
   return prepared<BatchRow, Record<string, string | number>>(db, sql).all(params);

@@ -1,14 +1,11 @@
 // Export: every batch with its events (payloads, headers, raw bodies) and attempts,
 // one record per batch, read a page at a time so a large spool streams.
 import type { Database } from "bun:sqlite";
-import { type AttemptRow, type BatchRow, type BatchState, batchAttempts, type EventListing, type EventPayload } from "./batches.ts";
+import { type AttemptRow, type BatchFilter, type BatchRow, batchAttempts, batchWhere, type EventListing, type EventPayload } from "./batches.ts";
 import { prepared, type Spool } from "./db.ts";
 
-export interface ExportFilter {
-  state?: BatchState;
-  /** Only batches whose last event arrived at or after this time (batches.last_at). */
-  since?: number;
-}
+/** What export takes: the filter list has (since and until on batches.last_at). */
+export type ExportFilter = BatchFilter;
 
 /** An event as exported: its listing (as `show --events` has it) and its payload columns. */
 export interface ExportEvent extends EventListing {
@@ -55,16 +52,9 @@ function exportEvent(e: StoredEvent): ExportEvent {
  */
 export function* exportBatches(spool: Spool, filter: ExportFilter = {}, pageSize = EXPORT_PAGE): Generator<ExportRecord> {
   const db = spool.db;
-  const where = ["id > $after"];
-  const params: Record<string, string | number> = { limit: pageSize };
-  if (filter.state !== undefined) {
-    where.push("state = $state");
-    params.state = filter.state;
-  }
-  if (filter.since !== undefined) {
-    where.push("last_at >= $since");
-    params.since = filter.since;
-  }
+  const filtered = batchWhere(filter);
+  const where = ["id > $after", ...filtered.where];
+  const params: Record<string, string | number> = { ...filtered.params, limit: pageSize };
   const page = prepared<BatchRow, Record<string, string | number>>(db, `SELECT * FROM batches WHERE ${where.join(" AND ")} ORDER BY id LIMIT $limit`);
   const events = prepared<StoredEvent, [number]>(db, EVENTS);
   let after = 0;
