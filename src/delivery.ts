@@ -168,6 +168,8 @@ export interface DeliveryContext {
   attempt: number;
   /** For per-batch and per-attempt idempotency; unwrap derives per-event ids from it. */
   deliveryId: string;
+  /** How many times this batch was delivered before (a resend: replay --delivered); 0 normally. */
+  resend?: number;
   /** The attempt's one deadline; deliver must not outlive it. */
   deadline: Deadline;
   /** The batch's events, oldest first, excluded ones omitted. */
@@ -198,8 +200,10 @@ export interface Destination {
 }
 
 /** The delivery id: per batch, per attempt (hermes) or per event (unwrap). */
-export function deliveryId(idempotency: Idempotency, instanceId: string, batchId: number, attemptId: number, eventId?: number): string {
+export function deliveryId(idempotency: Idempotency, instanceId: string, batchId: number, attemptId: number, eventId?: number, resend = 0): string {
+  // A resend of delivered work is new to a receiver that deduplicates: its ids say which time it is.
+  const again = resend > 0 ? `_r${resend}` : "";
   if (idempotency === "per-attempt") return `hs_${instanceId}_${batchId}_${attemptId}`;
-  if (idempotency === "per-event" && eventId !== undefined) return `hs_${instanceId}_${batchId}_${eventId}`;
-  return `hs_${instanceId}_${batchId}`;
+  if (idempotency === "per-event" && eventId !== undefined) return `hs_${instanceId}_${batchId}_${eventId}${again}`;
+  return `hs_${instanceId}_${batchId}${again}`;
 }

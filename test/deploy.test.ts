@@ -46,7 +46,7 @@ const SPEC16: Record<string, VerbSpec> = {
   status: v(),
   list: v("state", "source", "destination", "reason", "key", "status", "since", "until", "before", "limit"),
   show: v("events", "payload", "attempts"),
-  replay: v("dead", "destination", "source", "since", "reason"),
+  replay: v("dead", "delivered", "destination", "source", "since", "reason"),
   retry: v(),
   split: v("max-events", "max-bytes", "at"),
   exclude: v("yes"),

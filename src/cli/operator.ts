@@ -12,7 +12,7 @@ import type { Spool } from "../store/db.ts";
 import { pauseDestination, resumeDestination } from "../store/destinations.ts";
 import { raiseIssue, resolveIssue } from "../store/issues.ts";
 import { dropBatches } from "../store/drop.ts";
-import { deadBatchIds, quarantinedRequests, type Reclassify, replayBatch, retryNow } from "../store/replay.ts";
+import { deadBatchIds, deliveredBatchIds, quarantinedRequests, type Reclassify, replayBatch, resendDelivered, retryNow } from "../store/replay.ts";
 import { excludeEvents, splitBatch } from "../store/split.ts";
 import { getBatch } from "../store/batches.ts";
 import { destinationNames } from "../store/destinations.ts";
@@ -57,18 +57,54 @@ async function reclassifier(cli: Cli, spool: Spool, config: Config, configFile: 
   };
 }
 
+/** replay --delivered: delivered -> retry, due now, each under a new delivery id. */
+async function resend(cli: Cli, ids: number[], args: { dead?: boolean; destination?: string; source?: string; since?: string; reason?: string }): Promise<number> {
+  if (args.dead) throw new HookspoolError("E_USAGE", "--dead and --delivered do not go together");
+  if (args.reason) throw new HookspoolError("E_USAGE", "--reason goes with --dead");
+  if (ids.length && (args.destination || args.source || args.since)) throw new HookspoolError("E_USAGE", "give batch ids or --destination/--source/--since, not both");
+  if (!ids.length && !args.destination && !args.source && !args.since) throw new HookspoolError("E_USAGE", "give batch ids, or narrow --delivered with --destination, --source or --since");
+  return withSpool(cli, (spool) => {
+    const now = cli.clock.now();
+    const targets = ids.length ? ids : deliveredBatchIds(spool, { destination: args.destination, source: args.source, since: args.since ? parseSince(String(args.since), now) : undefined });
+    if (targets.length === 0) {
+      say(cli, { resent: [] }, "no delivered batches match");
+      return 1;
+    }
+    const resent: number[] = [];
+    let code = 0;
+    for (const id of targets) {
+      try {
+        resendDelivered(spool, id, now);
+        resent.push(id);
+        if (!cli.globals.json) cli.io.out(`batch ${id}: delivered -> retry, due now`);
+      } catch (e) {
+        code = Math.max(code, e instanceof HookspoolError ? e.exitCode : 1);
+        if (!cli.globals.json) cli.io.err(`hookspool: ${aboutBatch(id, e instanceof HookspoolError ? e.describe() : String(e))}`);
+      }
+    }
+    if (cli.globals.json) cli.io.out(JSON.stringify({ resent }));
+    else if (resent.length) {
+      cli.io.out(
+        "note: each goes out under a new delivery id (its old id with _r1, _r2, ... after it), so a receiver that drops the ids it has seen takes it again; the earlier delivery stays in show --attempts",
+      );
+    }
+    return code;
+  });
+}
+
 function replayCommand(cli: Cli): CommandDef {
   return {
     meta: {
       name: "replay",
-      description: "dead -> retry, due now, attempts reset; a quarantine batch is classified again through its plugin",
-      usage: "<batch>... | --dead [--destination D] [--source S] [--since T]",
+      description: "dead -> retry, due now, attempts reset; a quarantine batch is classified again through its plugin; --delivered resends delivered batches under a new delivery id",
+      usage: "<batch>... | --dead [--destination D] [--source S] [--since T] [--reason R] | --delivered [<batch>...] [--destination D] [--source S] [--since T]",
       variadic: true,
     } as HelpMeta,
     args: {
       ...GLOBAL_ARGS,
-      batch: { type: "positional", description: "the dead batches to replay (or --dead for all of them)", required: false },
+      batch: { type: "positional", description: "the dead batches to replay (or --dead for all of them; with --delivered, delivered ones to resend)", required: false },
       dead: { type: "boolean", description: "every dead batch (bulk retry), narrowed by the flags below" },
+      delivered: { type: "boolean", description: "resend delivered batches (the ids given, or every one the flags below select) under a new delivery id" },
       destination: { type: "string", description: "with --dead: only this destination (quarantine: quarantined requests)" },
       source: { type: "string", description: "with --dead: only this source" },
       since: { type: "string", description: "with --dead: only batches whose last event is this recent (Unix s, ISO date, or 24h)", valueHint: "T" },
@@ -76,6 +112,7 @@ function replayCommand(cli: Cli): CommandDef {
     },
     async run({ args }) {
       const ids = words(args as { _: string[] }).map((w) => positiveInt(w, "batch"));
+      if (args.delivered) return resend(cli, ids, args as { dead?: boolean; destination?: string; source?: string; since?: string; reason?: string });
       if (args.dead && ids.length) throw new HookspoolError("E_USAGE", "give batch ids or --dead, not both");
       if (!args.dead && (args.destination || args.source || args.since || args.reason)) throw new HookspoolError("E_USAGE", "--destination, --source, --since and --reason go with --dead");
       const reason = deadReasonArg(args.reason);

@@ -41,7 +41,7 @@ export async function deliverEach(ctx: DeliveryContext, opts: UnwrapOptions): Pr
     if (body.byteLength > opts.maxBodyBytes) {
       return fail(outcome({ kind: "dead", klass: "permanent", reason: "body over max_body_bytes", detail: `${body.byteLength} bytes > max_body_bytes ${opts.maxBodyBytes}`, deadReason: "config" }));
     }
-    const webhookId = deliveryId("per-event", opts.instanceId, ctx.batchId, 0, event.id);
+    const webhookId = deliveryId("per-event", opts.instanceId, ctx.batchId, 0, event.id, ctx.resend ?? 0);
     const o = await opts.send({ event, body, webhookId });
     if (o.kind !== "ok") return fail(o);
     last = o;

@@ -339,7 +339,7 @@ export class Dispatcher implements Service {
       host: this.host,
       pid: this.pid,
       probe,
-      deliveryId: (attemptId) => deliveryId(idempotency === "per-event" ? "per-batch" : idempotency, this.instance, c.id, attemptId),
+      deliveryId: (attemptId, _n, resend) => deliveryId(idempotency === "per-event" ? "per-batch" : idempotency, this.instance, c.id, attemptId, undefined, resend),
     };
   }
 
@@ -385,6 +385,7 @@ export class Dispatcher implements Service {
           batchId: c.id,
           attempt: claim.n,
           deliveryId: claim.deliveryId ?? "",
+          resend: claim.resend,
           deadline,
           events: doc.events,
           // Config's event_header, else the source plugin's (GitHub's X-GitHub-Event).

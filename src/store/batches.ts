@@ -289,8 +289,8 @@ export interface ClaimInput {
   pid: number;
   /** A probe's claim also records last_probe_batch_id and probe_until = lease_until. */
   probe?: boolean;
-  /** The delivery id for this attempt, from the attempt id and number. */
-  deliveryId?: (attemptId: number, n: number) => string;
+  /** The delivery id for this attempt, from the attempt id and number, and how often the batch was delivered before. */
+  deliveryId?: (attemptId: number, n: number, resend: number) => string;
 }
 
 export interface Claim {
@@ -299,12 +299,15 @@ export interface Claim {
   owner: string;
   leaseUntil: number;
   deliveryId: string | null;
+  /** How many times the batch was delivered before this attempt (0 unless resent). */
+  resend: number;
 }
 
 class LostRace extends Error {}
 
 const Q = {
   attemptCount: "SELECT COUNT(*) AS n FROM attempts WHERE batch_id = ?",
+  deliveredBefore: "SELECT COUNT(*) AS n FROM attempts WHERE batch_id = ? AND outcome = 'ok'",
   startAttempt: `INSERT INTO attempts (batch_id, n, destination, started_at, probe, counted) VALUES ($batch, $n, $destination, $now, $probe, 0)`,
   setDeliveryId: "UPDATE attempts SET delivery_id = ? WHERE id = ?",
   lease: `UPDATE batches SET state = 'leased', lease_until = $until, lease_owner = $owner
@@ -349,10 +352,12 @@ function claimTx(db: Database, c: ClaimInput): Claim {
   const attemptId = Number(prepared(db, Q.startAttempt).run({ batch: c.batchId, n, destination: c.destination, now: c.now, probe: c.probe ? 1 : 0 }).lastInsertRowid);
   const owner = `${c.host}:${c.pid}:${attemptId}`;
   if (prepared(db, Q.lease).run({ id: c.batchId, until: c.leaseUntil, owner }).changes !== 1) throw new LostRace();
-  const deliveryId = c.deliveryId ? c.deliveryId(attemptId, n) : null;
+  // Each earlier successful attempt is a delivery this one repeats (replay --delivered).
+  const resend = prepared<{ n: number }, [number]>(db, Q.deliveredBefore).get(c.batchId)?.n ?? 0;
+  const deliveryId = c.deliveryId ? c.deliveryId(attemptId, n, resend) : null;
   if (deliveryId !== null) prepared(db, Q.setDeliveryId).run(deliveryId, attemptId);
   if (c.probe) markProbeTx(db, c.destination, c.batchId, c.leaseUntil);
-  return { attemptId, n, owner, leaseUntil: c.leaseUntil, deliveryId };
+  return { attemptId, n, owner, leaseUntil: c.leaseUntil, deliveryId, resend };
 }
 
 const LEASED = "SELECT id, lease_owner, lease_until FROM batches WHERE state = 'leased' ORDER BY id";

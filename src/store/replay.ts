@@ -2,7 +2,7 @@
 // batch's requests classified again, a batch in retry due now.
 import type { Database } from "bun:sqlite";
 import { HookspoolError } from "../errors.ts";
-import { type BatchHead, notApplicable, replayDeadTx, requireBatchTx } from "./batches.ts";
+import { type BatchHead, batchWhere, notApplicable, replayDeadTx, requireBatchTx } from "./batches.ts";
 import { prepared, type Spool } from "./db.ts";
 import { enqueueTx, type EnqueueResult, type NewEvent, resolveQuarantineIssuesTx } from "./enqueue.ts";
 import { resolveDeadIssuesTx } from "./issues.ts";
@@ -110,6 +110,34 @@ export function deadBatchIds(spool: Spool, f: DeadFilter): number[] {
     params.reason = f.reason;
   }
   return prepared<{ id: number }, Record<string, string | number>>(db, `SELECT id FROM batches WHERE ${where.join(" AND ")} ORDER BY first_at, id`)
+    .all(params)
+    .map((r) => r.id);
+}
+
+const RESEND = `UPDATE batches SET state = 'retry', attempts = 0, next_attempt_at = $now, not_before = $now,
+    delivered_at = NULL, result = NULL, last_class = NULL, last_error = NULL
+  WHERE id = $id AND state = 'delivered' AND destination <> 'quarantine'`;
+
+/**
+ * delivered -> retry, due now: the batch is delivered once more, its content unchanged, under a
+ * new delivery id (the first delivery's attempt stays in the audit trail). Throws E_NOTHING
+ * for a batch that is not delivered (or a reclassified quarantine batch).
+ */
+export function resendDelivered(spool: Spool, id: number, now: number): void {
+  spool.db
+    .transaction(() => {
+      const b = requireBatchTx(spool.db, id);
+      if (b.state !== "delivered" || b.destination === "quarantine") throw notApplicable(b, "replay --delivered", "delivered");
+      prepared(spool.db, RESEND).run({ id, now });
+    })
+    .immediate();
+}
+
+/** The delivered batches `replay --delivered` would take, oldest first. */
+export function deliveredBatchIds(spool: Spool, f: Omit<DeadFilter, "reason">): number[] {
+  const { where, params } = batchWhere({ state: "delivered", destination: f.destination, source: f.source, since: f.since });
+  where.push("destination <> 'quarantine'");
+  return prepared<{ id: number }, Record<string, string | number>>(spool.db, `SELECT id FROM batches WHERE ${where.join(" AND ")} ORDER BY first_at, id`)
     .all(params)
     .map((r) => r.id);
 }
