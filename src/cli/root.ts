@@ -15,6 +15,7 @@ import { metricsCommand } from "./metrics.ts";
 import { operatorCommands } from "./operator.ts";
 import { migrateCommand } from "./migrate.ts";
 import { serviceCommands } from "./services.ts";
+import { routeCommand } from "./route.ts";
 import { sendCommand } from "./send.ts";
 import { sourceCommands } from "./source.ts";
 import { asksForJson, reportError } from "./report.ts";
@@ -50,6 +51,7 @@ export function rootCommand(cli: Cli): AnyCommand {
       ...checkCommands(cli),
       source: sourceCommands(cli),
       send: sendCommand(cli),
+      route: routeCommand(cli),
       bobbin: bobbinCommand(cli),
       sweep: sweepCommand(cli),
       ...serviceCommands(cli),

@@ -1,0 +1,61 @@
+// What `hookspool route test` reads: the requests stored events came from, each with the copies
+// it became (route, destination, the batch's window). Copies of one request share its source,
+// arrival time and payload; each copy is its own events row. Reads only.
+import { prepared, type Spool } from "./db.ts";
+
+export interface StoredCopy {
+  eventId: number;
+  route: string;
+  destination: string;
+  window: { quiet_s: number; max_s: number; max_events: number; max_bytes: number };
+}
+
+export interface StoredRequestRow {
+  source: string;
+  eventType: string;
+  receivedAt: number;
+  payload: string;
+  raw: Uint8Array | null;
+  headers: Record<string, string>;
+  copies: StoredCopy[];
+}
+
+const ROWS = `SELECT e.id, e.source, e.event_type, e.received_at, e.payload, e.raw, e.headers, e.dedup_id,
+    b.route, b.destination, b.quiet_s, b.max_s, b.max_events, b.max_bytes
+  FROM events e JOIN batches b ON b.id = e.batch_id
+  WHERE e.received_at >= $since AND ($source IS NULL OR e.source = $source) AND b.destination <> 'quarantine' AND e.payload IS NOT NULL
+  ORDER BY e.id LIMIT $limit`;
+
+type Row = {
+  id: number;
+  source: string;
+  event_type: string;
+  received_at: number;
+  payload: string;
+  raw: Uint8Array | null;
+  headers: string;
+  dedup_id: string | null;
+  route: string;
+  destination: string;
+  quiet_s: number;
+  max_s: number;
+  max_events: number;
+  max_bytes: number;
+};
+
+/** Stored requests since `since` (of one source, or all), oldest first, at most `limit` event rows read. */
+export function storedRequests(spool: Spool, o: { since: number; source?: string; limit: number }): StoredRequestRow[] {
+  const rows = prepared<Row, Record<string, string | number | null>>(spool.db, ROWS).all({ since: o.since, source: o.source ?? null, limit: o.limit });
+  const byRequest = new Map<string, StoredRequestRow>();
+  for (const r of rows) {
+    // The copies of one request: one source, one arrival, one payload (and dedup id when it has one).
+    const id = JSON.stringify([r.source, r.received_at, r.dedup_id ?? r.payload]);
+    let req = byRequest.get(id);
+    if (!req) {
+      req = { source: r.source, eventType: r.event_type, receivedAt: r.received_at, payload: r.payload, raw: r.raw, headers: JSON.parse(r.headers) as Record<string, string>, copies: [] };
+      byRequest.set(id, req);
+    }
+    req.copies.push({ eventId: r.id, route: r.route, destination: r.destination, window: { quiet_s: r.quiet_s, max_s: r.max_s, max_events: r.max_events, max_bytes: r.max_bytes } });
+  }
+  return [...byRequest.values()];
+}
