@@ -7,6 +7,16 @@ import { FILTER_ARGS, filterOf } from "./filters.ts";
 import { humanAge, humanBytes, isoTime, table, visible } from "./format.ts";
 import { type Cli, GLOBAL_ARGS, loadForReading, openExisting, positiveInt } from "./context.ts";
 
+/** A routing trace in a few words: the stage, the rule and what it matched, where the window came from. */
+function traceText(t: Record<string, unknown> | null): string {
+  if (!t) return "-";
+  if (t.stage === "quarantined") return `quarantined: ${String(t.reason)}`;
+  const rule = typeof t.rule_index === "number" ? ` (rule ${t.rule_index + 1}` : "";
+  const matched = Object.entries((t.matched as Record<string, string>) ?? {}).map(([k, v]) => `${k}=${v}`);
+  const w = t.window as { quiet_s?: number; from?: string } | undefined;
+  return `${String(t.stage)} ${String(t.route)}${rule}${rule && matched.length ? `, matched ${matched.join(" ")}` : ""}${rule ? ")" : ""}, window from ${w?.from ?? "-"}`;
+}
+
 function listCommand(cli: Cli): CommandDef {
   return {
     meta: { name: "list", description: "batches, newest first, without payloads (--destination quarantine: quarantined requests)" },
@@ -115,7 +125,7 @@ function showCommand(cli: Cli): CommandDef {
         cli.io.out(lines.map(([k, v]) => `${k.padEnd(w)}  ${visible(v)}`).join("\n"));
         if (events) {
           cli.io.out("");
-          cli.io.out(table(["EVENT", "TYPE", "RECEIVED", "BYTES", "DEDUP ID", "EXCLUDED"], events.map((e) => [e.id, e.event_type || "-", isoTime(e.received_at), e.size, e.dedup_id ?? "-", e.excluded_at ? isoTime(e.excluded_at) : ""])));
+          cli.io.out(table(["EVENT", "TYPE", "RECEIVED", "BYTES", "DEDUP ID", "EXCLUDED", "WHY HERE"], events.map((e) => [e.id, e.event_type || "-", isoTime(e.received_at), e.size, e.dedup_id ?? "-", e.excluded_at ? isoTime(e.excluded_at) : "", traceText(e.trace)])));
         }
         if (attempts) {
           cli.io.out("");

@@ -4,6 +4,7 @@
 import { hookRequest } from "../plugin/hook-request.ts";
 import type { NewEvent } from "../store/enqueue.ts";
 import { eventCopies, type IntakeSource } from "./sources.ts";
+import type { RouteCopy } from "./routes.ts";
 import type { Config } from "./types.ts";
 
 export interface EventFacts {
@@ -52,7 +53,7 @@ export function injectedCopies(
   config: Config,
   plugins: ReadonlyMap<string, IntakeSource>,
   o: { source: string; payload: string; eventType: string; destinationOverride?: string; peer: string; now: number },
-): NewEvent["copies"] {
+): RouteCopy[] {
   const req = hookRequest({ method: "POST", url: `/hooks/${o.source}`, headers: [["content-type", "application/json"]], body: utf8.encode(o.payload), peer: o.peer, now: o.now });
   return eventCopies(config, o.source, plugins.get(o.source), { payload: JSON.parse(o.payload), req, eventType: o.eventType, destinationOverride: o.destinationOverride }).copies;
 }

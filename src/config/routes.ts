@@ -1,10 +1,25 @@
 // Route resolution: the first matching non-tee route or the implicit route, plus tees.
 import { HookspoolError } from "../errors.ts";
 import type { Config, RouteConfig, Window } from "./types.ts";
-import { windowFor } from "./windows.ts";
+import { windowFor, windowFrom } from "./windows.ts";
 
 /** At most this many tee copies per event. */
 export const MAX_TEES = 8;
+
+/**
+ * Why a copy went where it went, stored with it (events.trace). It names attributes, never their
+ * values, except the event type: `matched` maps each attribute the rule matched on to its
+ * value's kind (string, number, boolean), the event type to itself.
+ */
+export interface RouteTrace {
+  stage: "route" | "implicit" | "tee" | "override" | "emit";
+  route: string;
+  /** The rule's place among [[routes]] (0 first); null for the implicit route and an override. */
+  rule_index: number | null;
+  matched: Record<string, string>;
+  destination: string;
+  window: { quiet_s: number; max_s: number; from: "route" | "source" | "span" | "default" };
+}
 
 /** One place an event goes: the primary copy first, then tees in file order. */
 export interface RouteCopy {
@@ -12,6 +27,14 @@ export interface RouteCopy {
   destination: string;
   tee: boolean;
   window: Window;
+  trace: RouteTrace;
+}
+
+/** The attributes a rule matched on, as the trace keeps them. */
+function matchedOf(route: RouteConfig | undefined, attrs: Attrs): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const k of Object.keys(route?.match ?? {})) out[k] = k === "event_type" ? String(attrs[k]) : typeof attrs[k];
+  return out;
 }
 
 export type Attrs = Record<string, unknown>;
@@ -48,15 +71,24 @@ export function resolveCopies(config: Config, source: string, attrs: Attrs, opts
   const route = chosen?.name ?? source;
   const routed = chosen ? (chosen.destination ?? action) : action;
   const window = windowFor(config, source, chosen ? chosen.name : null, opts.pluginSpan);
+  const trace = (stage: RouteTrace["stage"], r: RouteConfig | undefined, name: string, destination: string, w: Window): RouteTrace => ({
+    stage,
+    route: name,
+    rule_index: r ? config.routes.indexOf(r) : null,
+    matched: matchedOf(r, attrs),
+    destination,
+    window: { quiet_s: w.quiet_s, max_s: w.max_s, from: windowFrom(config, source, r?.name ?? null, opts.pluginSpan) },
+  });
   let primary: RouteCopy;
   const override = opts.destinationOverride;
   if (override !== undefined && override !== routed) {
     // An override is a group of its own, with the route's window: joining the route's open
     // batch would deliver the event to the route's destination instead.
-    primary = { route: overrideRoute(route, override), destination: override, tee: false, window };
+    const name = overrideRoute(route, override);
+    primary = { route: name, destination: override, tee: false, window, trace: trace("override", chosen, name, override, window) };
   } else {
     if (!routed) throw noDestination(source, route);
-    primary = { route, destination: routed, tee: false, window };
+    primary = { route, destination: routed, tee: false, window, trace: trace(chosen ? "route" : "implicit", chosen, route, routed, window) };
   }
   const copies = [primary];
   const used = new Set([primary.destination]);
@@ -66,7 +98,8 @@ export function resolveCopies(config: Config, source: string, attrs: Attrs, opts
     // Never two copies of one event to one destination.
     if (used.has(r.destination)) continue;
     used.add(r.destination);
-    copies.push({ route: r.name, destination: r.destination, tee: true, window: windowFor(config, source, r.name, opts.pluginSpan) });
+    const w = windowFor(config, source, r.name, opts.pluginSpan);
+    copies.push({ route: r.name, destination: r.destination, tee: true, window: w, trace: trace("tee", r, r.name, r.destination, w) });
   }
   return copies;
 }

@@ -20,6 +20,17 @@ export function windowFor(config: Config, sourceName: string, routeName: string 
   return out;
 }
 
+/** Where a copy's quiet window came from: its route, its source, the span preset, or [coalesce]. */
+export function windowFrom(config: Config, sourceName: string, routeName: string | null, pluginSpan?: string): "route" | "source" | "span" | "default" {
+  const source = config.sources[sourceName];
+  const route = routeName === null ? undefined : config.routes.find((r) => r.name === routeName);
+  const spanName = source?.span ?? pluginSpan;
+  if (route?.quiet_s !== undefined) return "route";
+  if (source?.quiet_s !== undefined) return "source";
+  if (spanName && config.spans[spanName]?.quiet_s !== undefined) return "span";
+  return "default";
+}
+
 /** The window of a span preset over the config's coalesce defaults (a processor's outputs: immediate). */
 export function spanWindow(config: Config, spanName: string): Window {
   const span: PartialWindow | undefined = config.spans[spanName];

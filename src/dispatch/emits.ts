@@ -38,10 +38,15 @@ export function resolveEmit(config: Config, sources: ReadonlyMap<string, IntakeS
   let copies: NewEvent["copies"];
   if (processorOf !== undefined && e.source === processorOf && e.destination !== undefined) {
     if (e.destination === `script:${processorOf}`) throw bad("a processor's output may not go back to its own processor");
-    copies = [{ route: `${processorOf}-${eventType || "*"}`, destination: e.destination, tee: false, window: spanWindow(config, "immediate") }];
+    const route = `${processorOf}-${eventType || "*"}`;
+    const window = spanWindow(config, "immediate");
+    // A processor's output goes where its instance maps it, in a group of its own.
+    const trace = { stage: "emit", route, rule_index: null, matched: eventType ? { event_type: eventType } : {}, destination: e.destination, window: { quiet_s: window.quiet_s, max_s: window.max_s, from: "span" } };
+    copies = [{ route, destination: e.destination, tee: false, window, trace }];
   } else {
     try {
-      copies = injectedCopies(config, sources, { source: e.source, payload, eventType, destinationOverride: e.destination, peer: "emit", now });
+      // Routed as a request of the source is; the trace says it came as an emit, and how it was routed.
+      copies = injectedCopies(config, sources, { source: e.source, payload, eventType, destinationOverride: e.destination, peer: "emit", now }).map((c) => ({ ...c, trace: { ...c.trace, stage: "emit", routed_as: c.trace.stage } }));
     } catch {
       throw bad("no destination");
     }

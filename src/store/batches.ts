@@ -123,13 +123,27 @@ export interface EventListing {
   size: number;
   excluded_at: number | null;
   route: string;
+  /** Why the event's copy went here (the routing trace), or null for an event stored before traces. */
+  trace: Record<string, unknown> | null;
 }
 
-/** A batch's events without payloads: ids, types, sizes, dedup ids and exclusion. */
+/** A stored trace as an object (null when absent or unreadable). */
+export function parseTrace(text: string | null): Record<string, unknown> | null {
+  if (!text) return null;
+  try {
+    const v = JSON.parse(text);
+    return v && typeof v === "object" && !Array.isArray(v) ? v : null;
+  } catch {
+    return null;
+  }
+}
+
+/** A batch's events without payloads: ids, types, sizes, dedup ids, exclusion and routing trace. */
 export function batchEvents(spool: Spool, batchId: number): EventListing[] {
   const db = spool.db;
-  return prepared<EventListing, [number]>(db, "SELECT id, event_type, received_at, dedup_id, size, excluded_at, route FROM events WHERE batch_id = ? ORDER BY id")
-    .all(batchId);
+  return prepared<Omit<EventListing, "trace"> & { trace: string | null }, [number]>(db, "SELECT id, event_type, received_at, dedup_id, size, excluded_at, route, trace FROM events WHERE batch_id = ? ORDER BY id")
+    .all(batchId)
+    .map((e) => ({ ...e, trace: parseTrace(e.trace) }));
 }
 
 export interface EventPayload {

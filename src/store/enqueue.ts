@@ -23,6 +23,8 @@ export interface EventCopy {
   destination: string;
   tee: boolean;
   window: BatchWindow;
+  /** Why the copy went here (config's routing trace), stored as JSON in events.trace. */
+  trace?: unknown;
 }
 
 export interface NewEvent {
@@ -104,8 +106,8 @@ const Q = {
     VALUES ($route, $source, $destination, $key, 'open', $now, $now, $quiet, $max, $events, $bytes)`,
   joinBatch: `UPDATE batches SET count = count + 1, bytes = bytes + $size, last_at = MAX(last_at, $now)
     WHERE id = $id RETURNING count, bytes, max_events, max_bytes`,
-  insertEvent: `INSERT INTO events (source, route, batch_id, event_type, dedup_id, received_at, payload, raw, headers, size)
-    VALUES ($source, $route, $batch, $type, $dedup, $now, $payload, $raw, $headers, $size)`,
+  insertEvent: `INSERT INTO events (source, route, batch_id, event_type, dedup_id, received_at, payload, raw, headers, size, trace)
+    VALUES ($source, $route, $batch, $type, $dedup, $now, $payload, $raw, $headers, $size, $trace)`,
 } as const;
 
 /** An event's size: the raw body's length when there is one, else the payload's UTF-8 bytes. */
@@ -151,6 +153,7 @@ function placeCopy(db: Database, ev: NewEvent, copy: EventCopy, size: number, no
       raw: ev.raw,
       headers: JSON.stringify(ev.headers),
       size,
+      trace: copy.trace === undefined ? null : JSON.stringify(copy.trace),
     }).lastInsertRowid,
   );
   const after = prepared<{ count: number; bytes: number; max_events: number; max_bytes: number }, Record<string, number>>(db, Q.joinBatch).get({ id: batchId, size, now });
@@ -241,8 +244,8 @@ const ALWAYS_SECRET_HEADERS = ["authorization", "proxy-authorization", "cookie"]
 const QUARANTINE_BATCH = `INSERT INTO batches (route, source, destination, key, state, first_at, last_at, quiet_s, max_s,
     max_events, max_bytes, count, bytes, sealed_at, last_class, last_error, dead_reason)
   VALUES ($source, $source, 'quarantine', 'quarantine', 'dead', $now, $now, 0, 0, 1, $bytes, 1, $size, $now, 'quarantine', $error, 'quarantined')`;
-const QUARANTINE_EVENT = `INSERT INTO events (source, route, batch_id, event_type, dedup_id, received_at, payload, raw, headers, size, url)
-  VALUES ($source, $source, $batch, '', NULL, $now, NULL, $raw, $headers, $size, $url)`;
+const QUARANTINE_EVENT = `INSERT INTO events (source, route, batch_id, event_type, dedup_id, received_at, payload, raw, headers, size, url, trace)
+  VALUES ($source, $source, $batch, '', NULL, $now, NULL, $raw, $headers, $size, $url, $trace)`;
 
 /** A reason as stored: one of the fixed phrases, or plugin_error with a plausible class name. */
 function storedReason(reason: string): string {
@@ -268,7 +271,7 @@ export function quarantine(spool: Spool, q: QuarantineInput, now: number = spool
       const size = q.raw.length;
       const batchId = Number(prepared(db, QUARANTINE_BATCH).run({ source: q.source, now, bytes: Math.max(1, size), size, error: reason }).lastInsertRowid);
       const eventId = Number(
-        prepared(db, QUARANTINE_EVENT).run({ source: q.source, batch: batchId, now, raw: q.raw, headers: JSON.stringify(headers), size, url: q.url }).lastInsertRowid,
+        prepared(db, QUARANTINE_EVENT).run({ source: q.source, batch: batchId, now, raw: q.raw, headers: JSON.stringify(headers), size, url: q.url, trace: JSON.stringify({ stage: "quarantined", reason }) }).lastInsertRowid,
       );
       prepared(db, "UPDATE batches SET content_hash = ? WHERE id = ?").run(contentHash(batchContentTx(db, batchId)), batchId);
       raiseIssueTx(db, { ...issue, route: q.source, batchId, error: `quarantined: ${reason}`, now });

@@ -1,7 +1,7 @@
 // Export: every batch with its events (payloads, headers, raw bodies) and attempts,
 // one record per batch, read a page at a time so a large spool streams.
 import type { Database } from "bun:sqlite";
-import { type AttemptRow, type BatchFilter, type BatchRow, batchAttempts, batchWhere, type EventListing, type EventPayload } from "./batches.ts";
+import { type AttemptRow, type BatchFilter, type BatchRow, batchAttempts, batchWhere, type EventListing, type EventPayload, parseTrace } from "./batches.ts";
 import { prepared, type Spool } from "./db.ts";
 
 /** What export takes: the filter list has (since and until on batches.last_at). */
@@ -26,9 +26,9 @@ export interface ExportRecord {
 export const EXPORT_PAGE = 500;
 
 /** An event row with its payload, headers and raw body: the listing plus the payload columns. */
-type StoredEvent = EventListing & Pick<EventPayload, "payload" | "headers" | "raw">;
+type StoredEvent = Omit<EventListing, "trace"> & { trace: string | null } & Pick<EventPayload, "payload" | "headers" | "raw">;
 
-const EVENTS = `SELECT id, event_type, received_at, dedup_id, size, excluded_at, route, payload, headers, raw
+const EVENTS = `SELECT id, event_type, received_at, dedup_id, size, excluded_at, route, trace, payload, headers, raw
   FROM events WHERE batch_id = ? ORDER BY id`;
 
 function parseHeaders(text: string): Record<string, string> {
@@ -41,8 +41,8 @@ function parseHeaders(text: string): Record<string, string> {
 }
 
 function exportEvent(e: StoredEvent): ExportEvent {
-  const { headers, raw, ...rest } = e;
-  return { ...rest, headers: parseHeaders(headers), raw_base64: raw ? Buffer.from(raw).toString("base64") : null };
+  const { headers, raw, trace, ...rest } = e;
+  return { ...rest, trace: parseTrace(trace), headers: parseHeaders(headers), raw_base64: raw ? Buffer.from(raw).toString("base64") : null };
 }
 
 /**

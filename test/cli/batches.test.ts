@@ -148,8 +148,9 @@ describe("show", () => {
     const r = await inHome(h, ["show", "1", "--events"]);
     expect(r.code).toBe(0);
     expect(r.out).toMatch(/^EVENT\s+TYPE\s+RECEIVED\s+BYTES\s+DEDUP ID/m);
-    expect(r.out).toMatch(new RegExp(`^1\\s+push\\s+\\S+Z\\s+${p1.length}\\s+gh-1\\s*$`, "m"));
-    expect(r.out).toMatch(new RegExp(`^2\\s+-\\s+\\S+Z\\s+${p2.length}\\s+-\\s*$`, "m"));
+    // The last column says why each event is here: the source's implicit route, its own window.
+    expect(r.out).toMatch(new RegExp(`^1\\s+push\\s+\\S+Z\\s+${p1.length}\\s+gh-1\\s+implicit demo, window from source$`, "m"));
+    expect(r.out).toMatch(new RegExp(`^2\\s+-\\s+\\S+Z\\s+${p2.length}\\s+-\\s+implicit demo, window from source$`, "m"));
     expect(r.out).not.toContain(SECRET);
 
     const j = await inHome(h, ["show", "1", "--events", "--json"]);
@@ -171,8 +172,8 @@ describe("show", () => {
     await enqueueJson(h, "demo", "k", { n: 2 });
     withSpool(h.db, (spool) => excludeEvents(spool, 1, [2], spool.clock.now()));
     const r = await inHome(h, ["show", "1", "--events"]);
-    expect(r.out).toMatch(/^1\s+-\s+\S+Z\s+7\s+-$/m);
-    expect(r.out).toMatch(/^2\s+-\s+\S+Z\s+7\s+-\s+\d{4}-\d\d-\d\dT\S+Z$/m);
+    expect(r.out).toMatch(/^1\s+-\s+\S+Z\s+7\s+-\s+implicit demo, window from source$/m);
+    expect(r.out).toMatch(/^2\s+-\s+\S+Z\s+7\s+-\s+\d{4}-\d\d-\d\dT\S+Z\s+implicit demo, window from source$/m);
     const doc = JSON.parse((await inHome(h, ["--json", "show", "1", "--events"])).out);
     expect(doc.events[0].excluded_at).toBeNull();
     expect(doc.events[1].excluded_at).toBeNumber();

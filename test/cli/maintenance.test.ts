@@ -148,7 +148,8 @@ describe("export", () => {
     expect(JSON.parse(recs[0].events[0].payload as string)).toEqual({ n: 1, s: "first" });
     // the CLI keeps the raw body (spool.store_raw defaults to true)
     expect(Buffer.from(recs[0].events[0].raw_base64 as string, "base64").toString()).toBe(recs[0].events[0].payload as string);
-    expect(Object.keys(recs[0].events[0]).sort()).toEqual(["dedup_id", "event_type", "excluded_at", "headers", "id", "payload", "raw_base64", "received_at", "route", "size"]);
+    expect(Object.keys(recs[0].events[0]).sort()).toEqual(["dedup_id", "event_type", "excluded_at", "headers", "id", "payload", "raw_base64", "received_at", "route", "size", "trace"]);
+    expect(recs[0].events[0].trace).toMatchObject({ stage: "implicit", route: "demo" });
     expect(recs[0].attempts).toEqual([expect.objectContaining({ id: attemptId, batch_id: a, outcome: "retry", klass: "transport", error: "refused" })]);
     expect(recs[1]).toMatchObject({ batch: { id: b, state: "delivered" }, attempts: [] });
     expect(recs[2].batch).toMatchObject({ id: q, state: "dead", destination: "quarantine" });

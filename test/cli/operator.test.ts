@@ -529,7 +529,7 @@ describe("exclude", () => {
     const shown = await op(w.r, ["show", String(id), "--events"]);
     expect(shown.code).toBe(0);
     expect(shown.out).toMatch(new RegExp(`^${e1}\\s.*\\S$`, "m"));
-    expect(shown.out).toMatch(new RegExp(`^${e2}\\s+.*\\s\\d{4}-\\d\\d-\\d\\dT\\S+Z$`, "m"));
+    expect(shown.out).toMatch(new RegExp(`^${e2}\\s+.*\\s\\d{4}-\\d\\d-\\d\\dT\\S+Z\\s+\\S.*$`, "m"));
     const shownJson = JSON.parse((await op(w.r, ["--json", "show", String(id), "--events"])).out);
     expect(shownJson.events.map((e: { id: number; excluded_at: number | null }) => [e.id, e.excluded_at === null])).toEqual([
       [e1, true],

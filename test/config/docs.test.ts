@@ -110,7 +110,13 @@ describe("the starter config.toml", () => {
     // The script runs from the home: cwd is the config's own directory, whatever the home's path.
     expect(config.destinations["script:demo-log"]).toMatchObject({ argv: [STARTER.scriptFile], cwd: "." });
     expect(resolveCopies(config, "demo", { topic: "t" })).toEqual([
-      { route: "demo", destination: "script:demo-log", tee: false, window: { quiet_s: 5, max_s: 30, max_events: 500, max_bytes: 786432 } },
+      {
+        route: "demo",
+        destination: "script:demo-log",
+        tee: false,
+        window: { quiet_s: 5, max_s: 30, max_events: 500, max_bytes: 786432 },
+        trace: { stage: "implicit", route: "demo", rule_index: null, matched: {}, destination: "script:demo-log", window: { quiet_s: 5, max_s: 30, from: "source" } },
+      },
     ]);
   });
 

@@ -40,7 +40,9 @@ describe("first match", () => {
     const config = configWith({ name: "ci", match: { class: "ci" }, destination: "hermes:ci", quiet_s: 1 });
     const [primary, ...rest] = resolveCopies(config, "github", { class: "release" });
     expect(rest).toEqual([]);
-    expect(primary).toEqual({ route: "github", destination: "hermes:github", tee: false, window: { quiet_s: 120, max_s: 600, max_events: 500, max_bytes: 786432 } });
+    expect(primary).toMatchObject({ route: "github", destination: "hermes:github", tee: false, window: { quiet_s: 120, max_s: 600, max_events: 500, max_bytes: 786432 } });
+    // The trace says so: the implicit route, no rule, the window from the span preset.
+    expect(primary.trace).toEqual({ stage: "implicit", route: "github", rule_index: null, matched: {}, destination: "hermes:github", window: { quiet_s: 120, max_s: 600, from: "span" } });
   });
 
   test("a matched route carries its own window", () => {

@@ -92,7 +92,16 @@ tee = true
 
   test("go to their output's destination in a group <instance>-<event type>, at once, with no tee", () => {
     const made = resolveEmit(config, new Map(), { source: "tally", key: "k", event_type: "digest", destination: "hermes:out", payload: {} }, 1_700_000_000, "tally");
-    expect(made.copies).toEqual([{ route: "tally-digest", destination: "hermes:out", tee: false, window: expect.objectContaining({ quiet_s: 0, max_s: 0 }) }]);
+    expect(made.copies).toEqual([
+      {
+        route: "tally-digest",
+        destination: "hermes:out",
+        tee: false,
+        window: expect.objectContaining({ quiet_s: 0, max_s: 0 }),
+        // Its trace: an emit, to its output's destination, its type the only thing matched.
+        trace: { stage: "emit", route: "tally-digest", rule_index: null, matched: { event_type: "digest" }, destination: "hermes:out", window: { quiet_s: 0, max_s: 0, from: "span" } },
+      },
+    ]);
   });
 
   test("never go back to their own processor", () => {
