@@ -62,6 +62,7 @@ const SPEC16: Record<string, VerbSpec> = {
   migrate: v("dry-run"),
   prune: v("vacuum"),
   export: v("state", "source", "destination", "reason", "key", "status", "since", "until"),
+  watch: v("source", "destination", "key", "since", "count", "for"),
   metrics: v(),
   // Recover what a sender that does not retry failed to deliver (github.repo).
   sweep: v("repo", "hook", "since", "dry-run", "api-url"),

@@ -17,6 +17,7 @@ import { migrateCommand } from "./migrate.ts";
 import { serviceCommands } from "./services.ts";
 import { routeCommand } from "./route.ts";
 import { sendCommand } from "./send.ts";
+import { watchCommand } from "./watch.ts";
 import { sourceCommands } from "./source.ts";
 import { asksForJson, reportError } from "./report.ts";
 import { statusCommand } from "./status.ts";
@@ -52,6 +53,7 @@ export function rootCommand(cli: Cli): AnyCommand {
       source: sourceCommands(cli),
       send: sendCommand(cli),
       route: routeCommand(cli),
+      watch: watchCommand(cli),
       bobbin: bobbinCommand(cli),
       sweep: sweepCommand(cli),
       ...serviceCommands(cli),

@@ -9,6 +9,7 @@ import { testHook } from "../testhook.ts";
 import { computeContentHashTx } from "./content.ts";
 import { prepared, type Spool } from "./db.ts";
 import { markProbeTx } from "./destinations.ts";
+import { journalTx } from "./journal.ts";
 
 export const BATCH_STATES = ["open", "sealed", "leased", "retry", "delivered", "dead", "dropped"] as const;
 export type BatchState = (typeof BATCH_STATES)[number];
@@ -189,7 +190,9 @@ const SEAL = `UPDATE batches SET state = 'sealed', sealed_at = $now, content_has
 /** Seal an open batch: its content freezes and content_hash is set. */
 export function sealBatchTx(db: Database, batchId: number, now: number): boolean {
   const hash = computeContentHashTx(db, batchId);
-  return prepared(db, SEAL).run({ id: batchId, now, hash }).changes === 1;
+  const sealed = prepared(db, SEAL).run({ id: batchId, now, hash }).changes === 1;
+  if (sealed) journalTx(db, "sealed", batchId, now);
+  return sealed;
 }
 
 const REPLAY = `UPDATE batches SET state = 'retry', attempts = 0, next_attempt_at = $now, not_before = $now, dead_reason = NULL
@@ -200,7 +203,9 @@ const REPLAY = `UPDATE batches SET state = 'retry', attempts = 0, next_attempt_a
  * group's queue by first_at, so it delivers out of order.
  */
 export function replayDeadTx(db: Database, batchId: number, now: number): boolean {
-  return prepared(db, REPLAY).run({ id: batchId, now }).changes === 1;
+  const replayed = prepared(db, REPLAY).run({ id: batchId, now }).changes === 1;
+  if (replayed) journalTx(db, "retry", batchId, now, { detail: { replayed: true } });
+  return replayed;
 }
 
 /** The little of a batch an operator verb checks before it acts. */
@@ -371,6 +376,7 @@ function claimTx(db: Database, c: ClaimInput): Claim {
   const deliveryId = c.deliveryId ? c.deliveryId(attemptId, n, resend) : null;
   if (deliveryId !== null) prepared(db, Q.setDeliveryId).run(deliveryId, attemptId);
   if (c.probe) markProbeTx(db, c.destination, c.batchId, c.leaseUntil);
+  journalTx(db, "leased", c.batchId, c.now, { attempt: attemptId, detail: { n, ...(resend ? { resend } : {}) } });
   return { attemptId, n, owner, leaseUntil: c.leaseUntil, deliveryId, resend };
 }
 
@@ -400,6 +406,7 @@ export function recoverLeases(spool: Spool, o: RecoverOptions): number[] {
         if (!o.all && !(row.lease_until < o.now)) continue;
         if (prepared(db, EXPIRE).run({ id: row.id, owner: row.lease_owner, now: o.now }).changes === 1) {
           prepared(db, EXPIRE_ATTEMPT).run({ id: row.id, now: o.now });
+          journalTx(db, "retry", row.id, o.now, { detail: { class: "lease expired" } });
           recovered.push(row.id);
         }
       }

@@ -1,6 +1,7 @@
 // drop: an operator discards a batch on purpose, and the audit trail says so (never automatic).
 import type { Database } from "bun:sqlite";
 import { type BatchHead, notApplicable, requireBatchTx } from "./batches.ts";
+import { journalTx } from "./journal.ts";
 import { prepared, type Spool } from "./db.ts";
 import { resolveQuarantineIssuesTx } from "./enqueue.ts";
 import { resolveDeadIssuesTx } from "./issues.ts";
@@ -12,6 +13,7 @@ const DROP = `UPDATE batches SET state = 'dropped', delivered_at = $now, result 
 /** -> dropped inside the caller's transaction; `result` says why ("dropped", "split"). */
 export function dropBatchTx(db: Database, b: BatchHead, now: number, result: string, why: string): void {
   if (prepared(db, DROP).run({ id: b.id, now, result, why }).changes !== 1) throw notApplicable(b, "drop", "open, sealed, retry or dead");
+  journalTx(db, "dropped", b.id, now, { detail: { result } });
 }
 
 /**

@@ -3,6 +3,7 @@
 import type { Database } from "bun:sqlite";
 import { HookspoolError } from "../errors.ts";
 import { testHook } from "../testhook.ts";
+import { journalTx } from "./journal.ts";
 import { batchContentTx, contentHash } from "./content.ts";
 import { prepared, type Spool } from "./db.ts";
 import { raiseIssueTx, resolveDeadIssuesTx, resolveIssueTx } from "./issues.ts";
@@ -157,6 +158,7 @@ function placeCopy(db: Database, ev: NewEvent, copy: EventCopy, size: number, no
     }).lastInsertRowid,
   );
   const after = prepared<{ count: number; bytes: number; max_events: number; max_bytes: number }, Record<string, number>>(db, Q.joinBatch).get({ id: batchId, size, now });
+  journalTx(db, "event", batchId, now, { event: eventId, detail: { type: ev.eventType, route: copy.route } });
   // 5. seal on size in the same transaction, so the bound holds with the dispatcher down
   let sealed = false;
   if (after && (after.count >= after.max_events || after.bytes >= after.max_bytes)) sealed = sealBatchTx(db, batchId, now);
@@ -274,6 +276,9 @@ export function quarantine(spool: Spool, q: QuarantineInput, now: number = spool
         prepared(db, QUARANTINE_EVENT).run({ source: q.source, batch: batchId, now, raw: q.raw, headers: JSON.stringify(headers), size, url: q.url, trace: JSON.stringify({ stage: "quarantined", reason }) }).lastInsertRowid,
       );
       prepared(db, "UPDATE batches SET content_hash = ? WHERE id = ?").run(contentHash(batchContentTx(db, batchId)), batchId);
+      // What watch shows: a request came, and its batch is dead at once, quarantined.
+      journalTx(db, "event", batchId, now, { event: eventId, detail: { quarantined: reason } });
+      journalTx(db, "dead", batchId, now, { detail: { reason: "quarantined" } });
       raiseIssueTx(db, { ...issue, route: q.source, batchId, error: `quarantined: ${reason}`, now });
       testHook("quarantine.before_commit");
       return { eventId, batchId, reason };

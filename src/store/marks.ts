@@ -7,6 +7,7 @@ import { testHook } from "../testhook.ts";
 import { prepared, type Spool } from "./db.ts";
 import { pollDeliveredTx } from "./polls.ts";
 import { enqueueTx, type EnqueueResult, type NewEvent } from "./enqueue.ts";
+import { journalTx } from "./journal.ts";
 
 /** What one attempt did, recorded on its attempt row. */
 export interface AttemptRecord {
@@ -67,12 +68,15 @@ function finishAttempt(db: Database, m: MarkBase, outcome: AttemptOutcome): void
  * owner holds. When it touches none, the worker lost its lease: the attempt is recorded as
  * discarded and nothing else (emits included) is applied.
  */
-function fencedTx(db: Database, m: MarkBase, outcome: "ok" | "retry" | "dead", update: () => number, after?: () => EnqueueResult[]): MarkResult {
+function fencedTx(db: Database, m: MarkBase, outcome: "ok" | "retry" | "dead", update: () => number, after?: () => EnqueueResult[], detail: Record<string, unknown> = {}): MarkResult {
   if (update() !== 1) {
     finishAttempt(db, m, "discarded");
     return { applied: false };
   }
   finishAttempt(db, m, outcome);
+  // What watch shows of the attempt: its class and status code, never its error text.
+  const facts = { ...(m.attempt.klass ? { class: m.attempt.klass } : {}), ...(m.attempt.status !== null ? { status: m.attempt.status } : {}), duration_ms: Math.round(m.attempt.durationMs), ...detail };
+  journalTx(db, outcome === "ok" ? "delivered" : outcome, m.batchId, m.now, { attempt: m.attemptId, detail: facts });
   return { applied: true, emitted: after ? after() : [] };
 }
 
@@ -125,6 +129,8 @@ export function markRetryTx(db: Database, m: MarkBase & { nextAttemptAt: number 
       klass: m.attempt.klass,
       error: scrubError(m.attempt.error),
     }).changes,
+    undefined,
+    { next_attempt_at: m.nextAttemptAt },
   );
 }
 
@@ -136,7 +142,6 @@ export function markRetry(spool: Spool, m: MarkBase & { nextAttemptAt: number })
   return own(spool, (db) => markRetryTx(db, m));
 }
 
-/** leased -> dead: permanent, poison, or max_attempts of counted attempts. */
 /** leased -> dead, with why (the receiver's refusal unless the caller says otherwise). */
 export function markDeadTx(db: Database, m: MarkBase & { deadReason?: DeadReason }): MarkResult {
   return fencedTx(db, m, "dead", () =>
@@ -148,6 +153,8 @@ export function markDeadTx(db: Database, m: MarkBase & { deadReason?: DeadReason
       error: scrubError(m.attempt.error),
       reason: m.deadReason ?? "rejected",
     }).changes,
+    undefined,
+    { reason: m.deadReason ?? "rejected" },
   );
 }
 

@@ -7,6 +7,7 @@ import m0004 from "../../migrations/0004_quarantine.sql" with { type: "text" };
 import m0005 from "../../migrations/0005_ready_index.sql" with { type: "text" };
 import m0006 from "../../migrations/0006_dead_reason.sql" with { type: "text" };
 import m0007 from "../../migrations/0007_trace.sql" with { type: "text" };
+import m0008 from "../../migrations/0008_journal.sql" with { type: "text" };
 
 export interface Migration {
   version: number;
@@ -23,6 +24,7 @@ export const MIGRATIONS: readonly Migration[] = [
   { version: 5, name: "0005_ready_index", sql: m0005 },
   { version: 6, name: "0006_dead_reason", sql: m0006 },
   { version: 7, name: "0007_trace", sql: m0007 },
+  { version: 8, name: "0008_journal", sql: m0008 },
 ];
 
 /** The schema version this build writes and expects. */

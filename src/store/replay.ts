@@ -6,6 +6,7 @@ import { type BatchHead, batchWhere, notApplicable, replayDeadTx, requireBatchTx
 import { prepared, type Spool } from "./db.ts";
 import { enqueueTx, type EnqueueResult, type NewEvent, resolveQuarantineIssuesTx } from "./enqueue.ts";
 import { resolveDeadIssuesTx } from "./issues.ts";
+import { journalTx } from "./journal.ts";
 
 /** A quarantined request as stored, for the plugin to classify again. */
 export interface StoredRequest {
@@ -71,6 +72,7 @@ export function replayBatch(spool: Spool, id: number, now: number, reclassify?: 
         for (const event of events) results.push(enqueueTx(db, event, now));
       }
       prepared(db, RECLASSIFIED).run({ id, now });
+      journalTx(db, "delivered", id, now, { detail: { reclassified: results.length } });
       resolveQuarantineIssuesTx(db, b.source, now);
       return { batchId: id, kind: "reclassified", results, ignored };
     })
@@ -129,6 +131,7 @@ export function resendDelivered(spool: Spool, id: number, now: number): void {
       const b = requireBatchTx(spool.db, id);
       if (b.state !== "delivered" || b.destination === "quarantine") throw notApplicable(b, "replay --delivered", "delivered");
       prepared(spool.db, RESEND).run({ id, now });
+      journalTx(spool.db, "retry", id, now, { detail: { resend: true } });
     })
     .immediate();
 }

@@ -70,6 +70,8 @@ const Q = {
   nextDedupSource: "SELECT MIN(source) AS source FROM dedup WHERE source > ?",
   deleteDedup: `DELETE FROM dedup WHERE rowid IN (
     SELECT rowid FROM dedup WHERE source = $source AND seen_at < $cutoff ORDER BY seen_at LIMIT $limit)`,
+  // The journal keeps what `watch` can resume from as long as delivered batches are kept.
+  deleteJournal: `DELETE FROM journal WHERE id IN (SELECT id FROM journal WHERE at < $cutoff ORDER BY id LIMIT $limit)`,
   deleteIssues: `DELETE FROM issues WHERE id IN (
     SELECT id FROM issues WHERE state IN ('resolved', 'ignored') AND last_at < $cutoff ORDER BY last_at, id LIMIT $limit)`,
   checkpoint: "PRAGMA wal_checkpoint(TRUNCATE)",
@@ -160,6 +162,7 @@ export async function runRetention(spool: Spool, policy: RetentionPolicy, now: n
   await deleteBy(db, Q.deleteIssues, { cutoff: now - policy.issuesDays * DAY_S, limit: size }, (n) => {
     counts.issues += n;
   });
+  await deleteBy(db, Q.deleteJournal, { cutoff: now - policy.deliveredDays * DAY_S, limit: size }, () => {});
   checkpoint(spool);
   return counts;
 }

@@ -1,0 +1,92 @@
+// hookspool watch: the spool's changes as they commit (events queued, batches sealed, leased,
+// delivered, retried, dead, dropped), for one source, destination or key, or all. Each line
+// carries its cursor; --since <cursor> goes on after it, at least once (a consumer dedups on the
+// cursor). It reads the journal between commits, holding no transaction, and looks again only
+// when the database changed (PRAGMA data_version).
+import type { CommandDef } from "citty";
+import { HookspoolError } from "../errors.ts";
+import { dataVersion, journalAfter, journalBounds, type JournalRow } from "../store/journal.ts";
+import { type Cli, GLOBAL_ARGS, loadForReading, openExisting, positiveInt } from "./context.ts";
+import { isoTime, visible } from "./format.ts";
+
+const PAGE = 500;
+const COLOUR: Record<string, string> = { delivered: "\u001b[32m", dead: "\u001b[31m", retry: "\u001b[33m", dropped: "\u001b[90m" };
+
+function detailOf(r: JournalRow): Record<string, unknown> {
+  try {
+    return r.detail ? (JSON.parse(r.detail) as Record<string, unknown>) : {};
+  } catch {
+    return {};
+  }
+}
+
+function lineOf(r: JournalRow, tty: boolean): string {
+  const d = detailOf(r);
+  const facts = Object.entries(d)
+    .map(([k, v]) => `${k}=${typeof v === "string" ? v : JSON.stringify(v)}`)
+    .join(" ");
+  const kind = tty && COLOUR[r.kind] ? `${COLOUR[r.kind]}${r.kind}\u001b[0m` : r.kind;
+  const what = r.kind === "event" ? `event ${r.event_id}` : r.attempt_id !== null ? `attempt ${r.attempt_id}` : "";
+  // Every field but the colour is someone's text: escaped before it reaches the terminal.
+  return `${visible(`${r.id} ${isoTime(r.at)} `)}${kind}${visible(` batch ${r.batch_id}${what ? ` ${what}` : ""} ${r.source} -> ${r.destination} key=${r.key}${facts ? ` ${facts}` : ""}`)}`;
+}
+
+export function watchCommand(cli: Cli): CommandDef {
+  return {
+    meta: { name: "watch", description: "follow the spool's changes as they commit, each line with its cursor; --since CURSOR goes on after it" },
+    args: {
+      ...GLOBAL_ARGS,
+      source: { type: "string", description: "only this source's batches" },
+      destination: { type: "string", description: "only this destination's batches" },
+      key: { type: "string", description: "only batches of this coalesce key", valueHint: "K" },
+      since: { type: "string", description: "go on after this cursor (0: from the oldest kept); default: from now", valueHint: "CURSOR" },
+      count: { type: "string", description: "stop after this many lines", valueHint: "N" },
+      for: { type: "string", description: "stop after this many seconds", valueHint: "S" },
+    },
+    async run({ args }) {
+      const filter = { source: args.source as string | undefined, destination: args.destination as string | undefined, key: args.key as string | undefined };
+      const count = args.count === undefined ? Number.POSITIVE_INFINITY : positiveInt(args.count, "--count");
+      const seconds = args.for === undefined ? Number.POSITIVE_INFINITY : Number(args.for);
+      if (!(seconds > 0)) throw new HookspoolError("E_USAGE", "--for must be a number of seconds above 0");
+      const { paths } = loadForReading(cli);
+      const spool = openExisting(cli, paths.spoolFile);
+      try {
+        const bounds = journalBounds(spool);
+        let cursor: number;
+        if (args.since === undefined) cursor = bounds.issued;
+        else {
+          if (!/^\d+$/.test(String(args.since))) throw new HookspoolError("E_USAGE", `--since must be a cursor (a whole number), got "${String(args.since)}"`);
+          cursor = Number(args.since);
+          if (cursor > bounds.issued) throw new HookspoolError("E_USAGE", `cursor ${cursor} was never given (the newest is ${bounds.issued})`);
+          // Rows after the cursor were pruned by retention: a gap would be silent, so say it.
+          const oldestKept = bounds.oldest > 0 ? bounds.oldest - 1 : bounds.issued;
+          if (cursor < oldestKept) {
+            throw new HookspoolError("E_NOTHING", `cursor reset required: cursor ${cursor} is older than the journal keeps; the oldest position is ${oldestKept}`, { hint: `go on with --since ${oldestKept}, after checking what the gap lost (hookspool list --since)` });
+          }
+        }
+        const until = performance.now() + seconds * 1000;
+        let shown = 0;
+        let version = -1;
+        while (shown < count && performance.now() < until) {
+          const v = dataVersion(spool);
+          if (v !== version) {
+            version = v;
+            for (;;) {
+              const rows = journalAfter(spool, cursor, filter, Math.min(PAGE, count - shown));
+              for (const r of rows) {
+                cli.io.out(cli.globals.json ? JSON.stringify({ ...detailOf(r), cursor: r.id, at: r.at, kind: r.kind, batch: r.batch_id, event: r.event_id, attempt: r.attempt_id, source: r.source, destination: r.destination, key: r.key }) : lineOf(r, cli.io.isTTY));
+                cursor = r.id;
+                shown++;
+              }
+              if (rows.length === 0 || shown >= count) break;
+            }
+          }
+          if (shown < count) await Bun.sleep(50);
+        }
+        return 0;
+      } finally {
+        spool.close();
+      }
+    },
+  };
+}
