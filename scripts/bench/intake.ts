@@ -42,6 +42,14 @@ await main("intake", 150, async () => {
     const child = await startHookspool(`hookspool-${verb}`, home, [verb]);
     servers.push({ name: `hookspool ${verb}`, child, port: await listeningPort(child) });
   }
+  // The same `run` with `hookspool watch --json` following every change as it commits: what a
+  // watcher costs the intake (it only reads, between commits).
+  {
+    const home = await makeHome("intake-watched", { receiverPort: rx.port });
+    const child = await startHookspool("hookspool-run-watched", home, ["run"]);
+    servers.push({ name: "hookspool run + watch", child, port: await listeningPort(child) });
+    await startHookspool("hookspool-watch", home, ["--json", "watch"]);
+  }
   for (const [mode, label] of [
     ["commit", "baseline A (commit per request)"],
     ["group", "baseline B (group commit)"],
@@ -78,7 +86,7 @@ await main("intake", 150, async () => {
         );
         rounds.set(`${s.name}/${c}`, [...(rounds.get(`${s.name}/${c}`) ?? []), r]);
         // run's dispatcher delivers the batches this load sealed by size: let it finish before the next server's turn.
-        if (s.name === "hookspool run") await Bun.sleep(500);
+        if (s.name.startsWith("hookspool run")) await Bun.sleep(500);
       }
     }
   }
@@ -109,7 +117,7 @@ await main("intake", 150, async () => {
   for (const c of CONCURRENCY) {
     const a = results.get(`baseline A (commit per request)/${c}`);
     const b = results.get(`baseline B (group commit)/${c}`);
-    for (const h of ["hookspool intake", "hookspool run"]) {
+    for (const h of ["hookspool intake", "hookspool run", "hookspool run + watch"]) {
       const r = results.get(`${h}/${c}`);
       if (!r || !a || !b) continue;
       const config = { server: h, concurrency: c };
