@@ -101,6 +101,41 @@ function restamped(body: Uint8Array, path: string, now: number): Uint8Array {
   return new TextEncoder().encode(JSON.stringify(doc));
 }
 
+/** A body with `value` at the dotted `path` (numbers as numbers: Discord's type=1 is a number). */
+function bodyWith(fields: [string, string][]): Uint8Array {
+  const doc: Record<string, unknown> = {};
+  for (const [path, value] of fields) {
+    const keys = path.split(".");
+    let at = doc;
+    for (const k of keys.slice(0, -1)) at = (at[k] ??= {}) as Record<string, unknown>;
+    at[keys[keys.length - 1]] = /^-?\d+$/.test(value) ? Number(value) : value;
+  }
+  return new TextEncoder().encode(JSON.stringify(doc));
+}
+
+/** The source's handshake as its sender makes it, and what the answer must be. */
+function handshakeOf(t: TemplateSettings, verifyToken: string | null): { method: string; query: string; body: Uint8Array | null; expect: (status: number, text: string) => boolean; what: string } {
+  const challenge = `send-${randomUUID()}`;
+  if (t.get_verify) {
+    if (verifyToken === null) throw new HookspoolError("E_CONFIG", "get_verify needs the secret verify_token");
+    const q = new URLSearchParams({ "hub.mode": "subscribe", "hub.verify_token": verifyToken, "hub.challenge": challenge });
+    return { method: "GET", query: `?${q}`, body: null, expect: (s, x) => s === 200 && x === challenge, what: "the GET verify-token handshake" };
+  }
+  const when = (cond: string) => {
+    const eq = cond.indexOf("=");
+    return [cond.slice(0, eq).replace(/^field:/, ""), cond.slice(eq + 1)] as [string, string];
+  };
+  if (t.echo_when && t.echo_field) {
+    return { method: "POST", query: "", body: bodyWith([when(t.echo_when), [t.echo_field.replace(/^field:/, ""), challenge]]), expect: (s, x) => s === 200 && x === challenge, what: `the signed challenge (${t.echo_when})` };
+  }
+  if (t.reply_when && t.reply !== undefined) {
+    const reply = t.reply;
+    return { method: "POST", query: "", body: bodyWith([when(t.reply_when)]), expect: (s, x) => s === 200 && x === reply, what: `the constant reply (${t.reply_when})` };
+  }
+  if (t.head_handshake) return { method: "HEAD", query: "", body: null, expect: (s) => s === 200, what: "the HEAD check" };
+  throw new HookspoolError("E_USAGE", "this source answers no handshake");
+}
+
 export function sendCommand(cli: Cli): CommandDef {
   return {
     meta: {
@@ -117,6 +152,7 @@ export function sendCommand(cli: Cli): CommandDef {
       url: { type: "string", description: "post here instead of the intake's intake.listen (the public URL through the proxy, say)", valueHint: "U" },
       count: { type: "string", description: "send this many, each with a fresh delivery id and timestamp (a source that dedups on the body sees one event)", default: "1", valueHint: "N" },
       follow: { type: "boolean", description: "after a queued answer, print the batch's states until it is delivered or dead (60 s at most)" },
+      handshake: { type: "boolean", description: "send the source's handshake instead (a signed challenge, a GET verify token, a PING, a HEAD) and check the answer the sender needs" },
     },
     async run({ args }) {
       const { config, paths } = loadFor(cli);
@@ -144,6 +180,24 @@ export function sendCommand(cli: Cli): CommandDef {
         throw new HookspoolError("E_CONFIG", `cannot read source ${source}'s secret (${(e as { code?: string }).code ?? (e as Error).name})`, { key: `sources.${source}.secrets.secret` });
       }
       const target = intakeUrl(config, source, args.url as string | undefined);
+      if (args.handshake) {
+        const tokenRef = config.sources[source]?.secrets?.verify_token;
+        const h = handshakeOf(t, tokenRef ? resolveSecret(tokenRef, cli.io.env) : null);
+        const signed = h.body ? build(t, secret, { body: h.body, now: Math.floor(cli.clock.now()), id: `send_${randomUUID()}` }) : { url: "", headers: [] as [string, string][], body: null };
+        let status: number;
+        let text: string;
+        try {
+          const res = await fetch(`${target.url}${h.query || signed.url}`, { method: h.method, headers: signed.headers, body: signed.body, ...(target.unix ? { unix: target.unix } : {}) } as RequestInit);
+          status = res.status;
+          text = await res.text();
+        } catch (e) {
+          throw new HookspoolError("E_NOTHING", `cannot reach the intake at ${target.unix ?? target.url} (${(e as { code?: string }).code ?? (e as Error).name})`);
+        }
+        const ok = h.expect(status, text);
+        if (cli.globals.json) cli.io.out(JSON.stringify({ handshake: h.what, status, ok }));
+        else cli.io.out(visible(`${h.what}: ${status}, ${ok ? "answered as the sender needs" : "NOT the answer the sender needs"}`));
+        return ok ? 0 : 1;
+      }
       // A capture made to be refused is sent as it was captured: its wrong signature is the point.
       const asCaptured = captured !== undefined && captured.expect.status === 401;
       const spool = args.follow ? openExisting(cli, paths.spoolFile) : null;

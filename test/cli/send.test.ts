@@ -76,6 +76,28 @@ describe("send, for every built-in template bobbin", () => {
   }
 });
 
+describe("send --handshake", () => {
+  const handshaking = signable.filter((b) => {
+    const t = fixed(b);
+    return t !== null && (t.echo_when !== undefined || t.get_verify === true || t.reply_when !== undefined || t.head_handshake === true);
+  });
+  test("the handshakes among them: Slack's challenge, Meta's GET verify token, Trello's HEAD", () => {
+    expect(handshaking.map((b) => b.name)).toEqual(expect.arrayContaining(["slack.events", "meta.whatsapp", "atlassian.trello"]));
+  });
+  for (const b of handshaking) {
+    test(`${b.name}: its handshake, made as its sender makes it, gets the answer the sender needs`, async () => {
+      const instance = parseKit(b.files().get("captures/kit.toml") ?? "").instance.name;
+      const r = await send(instance, "--handshake");
+      expect({ code: r.code, line: lines(r.out)[0] }).toMatchObject({ code: 0, line: { status: 200, ok: true } });
+    });
+  }
+  test("a source with no handshake says so", async () => {
+    const r = await send("kaneo", "--handshake");
+    expect(r.code).toBe(2);
+    expect(said(r)).toContain("answers no handshake");
+  });
+});
+
 describe("what send cannot sign", () => {
   test("a public-key scheme, a code source, a poll or unknown source, a missing capture: one line, exit 2 or 1", async () => {
     const pk = await send("sendgrid", "--capture", "accepted");
