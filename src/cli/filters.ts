@@ -4,7 +4,7 @@ import { BATCH_STATES, type BatchFilter, type BatchState } from "../store/batche
 import { HookspoolError } from "../errors.ts";
 import { deadReasonArg } from "./dead-reasons.ts";
 import { DEAD_REASONS } from "../delivery.ts";
-import { parseSince } from "./time.ts";
+import { parseSince } from "../time.ts";
 
 export const FILTER_ARGS = {
   state: { type: "string", description: `only batches in this state: ${BATCH_STATES.join(", ")}` },

@@ -19,7 +19,7 @@ import { destinationNames } from "../store/destinations.ts";
 import { type Cli, GLOBAL_ARGS, loadFor, openExisting, positiveInt } from "./context.ts";
 import type { HelpMeta } from "./help.ts";
 import { deadReasonArg } from "./dead-reasons.ts";
-import { parseSince } from "./time.ts";
+import { parseSince } from "../time.ts";
 
 /** Positional words after the verb (citty keeps them in `_`). */
 function words(args: { _: string[] }): string[] {

@@ -13,7 +13,7 @@ import { refuseWrites } from "../store/inspect.ts";
 import { storedRequests } from "../store/requests.ts";
 import { type Cli, GLOBAL_ARGS, loadFor, openExisting, positiveInt } from "./context.ts";
 import { table, visible } from "./format.ts";
-import { parseSince } from "./time.ts";
+import { parseSince } from "../time.ts";
 
 const copies = (list: CopyView[]) => list.map((c, i) => `${i ? "tee " : ""}${c.route} -> ${c.destination}`).join(", ") || "-";
 const afterText = (a: RouteChange["after"]) => ("ignored" in a ? `ignored (${a.ignored})` : "error" in a ? a.error : copies(a));

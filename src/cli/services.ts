@@ -1,4 +1,6 @@
 // The long-running services: intake, dispatch, and run (both in one process, one connection).
+import { join } from "node:path";
+import { Dashboard } from "../intake/dashboard/server.ts";
 import type { CommandDef } from "citty";
 import { systemRng } from "../clock.ts";
 import type { LoadedConfig } from "../config/types.ts";
@@ -14,7 +16,7 @@ import type { Spool } from "../store/db.ts";
 import { effectiveNow, instanceId } from "../store/meta.ts";
 import { checkConfigFile } from "../check/check.ts";
 import { problemLine } from "./check.ts";
-import { type Cli, GLOBAL_ARGS, loadFor } from "./context.ts";
+import { type Cli, GLOBAL_ARGS, loadFor, openExisting } from "./context.ts";
 import { visible } from "./format.ts";
 
 /** Resolve when the process is asked to stop (SIGTERM, SIGINT). */
@@ -81,9 +83,10 @@ function makeMaintenance(cli: Cli, loaded: LoadedConfig, spool: Spool, dispatche
  * intake stops taking requests before the dispatcher lets its in-flight attempts finish).
  * `close` runs last, whatever happened.
  */
-async function serve(log: Logger, services: Service[], close: () => void = () => {}): Promise<number> {
+async function serve(log: Logger, services: Service[], close: () => void = () => {}, started: () => void = () => {}): Promise<number> {
   try {
     await startAll(services);
+    started();
     log.info("stopping; letting in-flight work finish", { reason: await stopSignal() });
     await stopAll(services);
   } finally {
@@ -112,7 +115,8 @@ function dispatchCommand(cli: Cli): CommandDef {
       const loaded = await preflight(cli, true);
       const opened = openForDispatch(loaded.paths, { clock: cli.clock });
       const dispatcher = makeDispatcher(cli, loaded, opened.spool);
-      return serve(createLogger("dispatch", { clock: cli.clock }), [dispatcher, makeMaintenance(cli, loaded, opened.spool, dispatcher)], opened.close);
+      const dash = loaded.config.dashboard.listen ? [makeDashboard(cli, loaded, opened.spool, loaded.config.dashboard.listen, () => dispatcher.currentConfig())] : [];
+      return serve(createLogger("dispatch", { clock: cli.clock }), [dispatcher, makeMaintenance(cli, loaded, opened.spool, dispatcher), ...dash], opened.close, () => dash.forEach((d) => announce(cli, d, loaded.paths.home)));
     },
   };
 }
@@ -132,11 +136,49 @@ function runCommand(cli: Cli): CommandDef {
       const log = createLogger("intake", { clock: cli.clock });
       // The intake tells the dispatcher when each batch may be ready, so none waits for a tick.
       const intake = new Intake({ loaded, loadOptions: loadOptions(cli), clock: cli.clock, log, env: cli.io.env, spool, wake: (at) => dispatcher.wake(at) });
-      return serve(log, [dispatcher, makeMaintenance(cli, loaded, spool, dispatcher), intake], opened.close);
+      // [dashboard] listen set: the dashboard runs here too, on the same connection.
+      const dash = loaded.config.dashboard.listen ? [makeDashboard(cli, loaded, spool, loaded.config.dashboard.listen, () => dispatcher.currentConfig())] : [];
+      return serve(log, [dispatcher, makeMaintenance(cli, loaded, spool, dispatcher), intake, ...dash], opened.close, () => dash.forEach((d) => announce(cli, d, loaded.paths.home)));
+    },
+  };
+}
+
+/** The dashboard's default address when `hookspool dashboard` runs on its own. */
+export const DASHBOARD_LISTEN = "127.0.0.1:8651";
+
+function makeDashboard(cli: Cli, loaded: LoadedConfig, spool: Spool, listen: string, config: () => LoadedConfig["config"] = () => loaded.config): Dashboard {
+  const log = createLogger("dashboard", { clock: cli.clock });
+  return new Dashboard({ listen, spool, config, home: loaded.paths.home, dbPath: loaded.paths.spoolFile, now: () => cli.clock.now(), log });
+}
+
+/** Say where the dashboard is: with its token the first time (the URL is printed once). */
+function announce(cli: Cli, d: Dashboard, home: string): void {
+  if (d.firstUrl) cli.io.out(`dashboard: ${d.firstUrl}  (printed once; the token is in ${join(home, "dashboard.token")})`);
+  else cli.io.out(`dashboard: http://127.0.0.1:${d.port}/ (open it with ?token=<the token in ${join(home, "dashboard.token")}>)`);
+}
+
+function dashboardCommand(cli: Cli): CommandDef {
+  return {
+    meta: { name: "dashboard", description: "the dashboard on its own loopback listener (default 127.0.0.1:8651), behind the token in <home>/dashboard.token" },
+    args: { ...GLOBAL_ARGS, listen: { type: "string", description: "host:port to bind (default: dashboard.listen, else 127.0.0.1:8651)", valueHint: "ADDR" } },
+    async run({ args }) {
+      const loaded = loadFor(cli);
+      const spool = openExisting(cli, loaded.paths.spoolFile);
+      const d = makeDashboard(cli, loaded, spool, (args.listen as string | undefined) || loaded.config.dashboard.listen || DASHBOARD_LISTEN);
+      const log = createLogger("dashboard", { clock: cli.clock });
+      try {
+        await d.start();
+        announce(cli, d, loaded.paths.home);
+        log.info("stopping", { reason: await stopSignal() });
+        await d.stop();
+      } finally {
+        spool.close();
+      }
+      return 0;
     },
   };
 }
 
 export function serviceCommands(cli: Cli): Record<string, CommandDef> {
-  return { intake: intakeCommand(cli), dispatch: dispatchCommand(cli), run: runCommand(cli) };
+  return { intake: intakeCommand(cli), dispatch: dispatchCommand(cli), run: runCommand(cli), dashboard: dashboardCommand(cli) };
 }

@@ -11,7 +11,7 @@ import { spooledDedupIds } from "../store/dedup.ts";
 import { sweepGitHub } from "../sweep/github.ts";
 import { type Cli, GLOBAL_ARGS, loadFor, openExisting } from "./context.ts";
 import { visible } from "./format.ts";
-import { parseSince } from "./time.ts";
+import { parseSince } from "../time.ts";
 
 /** An API base URL: https, or plain http to this machine only (a test's stub). */
 function apiUrl(raw: string): string {

@@ -87,6 +87,7 @@ export interface BobbinInstanceConfig extends PartialWindow {
 
 export interface Config {
   spool: { home: string; db: string; store_raw: boolean; bobbin_path: string[] };
+  dashboard: { listen: string; allow_non_loopback: boolean; actions: boolean };
   intake: { listen: string; allow_non_loopback: boolean; max_body_bytes: number; busy_timeout_s: number; threads: number };
   dispatch: {
     parallel: number;

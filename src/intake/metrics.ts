@@ -8,7 +8,13 @@ function esc(v: string): string {
   return v.replace(/\\/g, "\\\\").replace(/\n/g, "\\n").replace(/"/g, '\\"');
 }
 
+/** The ack latency histogram's upper bounds, in seconds (Prometheus `le`). */
+export const ACK_BUCKETS_S = [0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5] as const;
+
 export class IntakeMetrics {
+  /** Per bucket (and one for +Inf), the 2xx answers that took at most that long. Not cumulative here. */
+  private ack = new Array<number>(ACK_BUCKETS_S.length + 1).fill(0);
+  private ackSum = 0;
   private received = new Map<string, number>();
   private duplicate = new Map<string, number>();
   private quarantined = new Map<string, number>();
@@ -31,6 +37,14 @@ export class IntakeMetrics {
     this.bump(this.rejected, `${source}\u0000${reason}`);
   }
 
+  /** A 2xx answered `seconds` after the request arrived (the body read, verified and committed). */
+  acked(seconds: number): void {
+    let i = 0;
+    while (i < ACK_BUCKETS_S.length && seconds > ACK_BUCKETS_S[i]) i++;
+    this.ack[i]++;
+    this.ackSum += seconds;
+  }
+
   /** Prometheus text for the counters. */
   render(): string {
     const out: string[] = [];
@@ -46,6 +60,14 @@ export class IntakeMetrics {
       const [source, reason] = k.split("\u0000");
       return `source="${esc(source)}",reason="${esc(reason)}"`;
     });
+    out.push("# HELP hookspool_ack_seconds Time from a request's arrival to its 2xx (committed first).", "# TYPE hookspool_ack_seconds histogram");
+    let cumulative = 0;
+    ACK_BUCKETS_S.forEach((le, i) => {
+      cumulative += this.ack[i];
+      out.push(`hookspool_ack_seconds_bucket{le="${le}"} ${cumulative}`);
+    });
+    cumulative += this.ack[ACK_BUCKETS_S.length];
+    out.push(`hookspool_ack_seconds_bucket{le="+Inf"} ${cumulative}`, `hookspool_ack_seconds_sum ${this.ackSum}`, `hookspool_ack_seconds_count ${cumulative}`);
     // Failures this process caught and survived (a refused write, a chore that threw); under
     // `run` that includes the dispatcher's.
     const faults = faultCounts();

@@ -183,6 +183,7 @@ export class Intake implements Service {
         } else instance = req.headers.get("x-hookspool-route");
         if (!instance) return new Response("", { status: 404 });
         const peer = server.requestIP(req)?.address ?? "unix";
+        const arrived = performance.now();
         const answer = await handleHook(deps, {
           instance,
           method: req.method,
@@ -191,6 +192,7 @@ export class Intake implements Service {
           peer,
           readBody: (cap) => readCapped(req, cap),
         });
+        if (answer.status >= 200 && answer.status < 300) this.metrics.acked((performance.now() - arrived) / 1000);
         return toResponse(answer);
       },
       error: (e: Error) => {

@@ -72,6 +72,8 @@ const Q = {
     SELECT rowid FROM dedup WHERE source = $source AND seen_at < $cutoff ORDER BY seen_at LIMIT $limit)`,
   // The journal keeps what `watch` can resume from as long as delivered batches are kept.
   deleteJournal: `DELETE FROM journal WHERE id IN (SELECT id FROM journal WHERE at < $cutoff ORDER BY id LIMIT $limit)`,
+  // Operators' actions are kept as long as attempts, the other half of a batch's story.
+  deleteActions: `DELETE FROM actions WHERE id IN (SELECT id FROM actions WHERE at < $cutoff ORDER BY id LIMIT $limit)`,
   deleteIssues: `DELETE FROM issues WHERE id IN (
     SELECT id FROM issues WHERE state IN ('resolved', 'ignored') AND last_at < $cutoff ORDER BY last_at, id LIMIT $limit)`,
   checkpoint: "PRAGMA wal_checkpoint(TRUNCATE)",
@@ -163,6 +165,7 @@ export async function runRetention(spool: Spool, policy: RetentionPolicy, now: n
     counts.issues += n;
   });
   await deleteBy(db, Q.deleteJournal, { cutoff: now - policy.deliveredDays * DAY_S, limit: size }, () => {});
+  await deleteBy(db, Q.deleteActions, { cutoff: now - policy.attemptsDays * DAY_S, limit: size }, () => {});
   checkpoint(spool);
   return counts;
 }

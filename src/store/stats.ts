@@ -84,3 +84,12 @@ export function leasedCounts(spool: Spool): Map<string, number> {
   const rows = prepared<{ destination: string; n: number }, []>(db, "SELECT destination, COUNT(*) AS n FROM batches WHERE state = 'leased' GROUP BY destination").all();
   return new Map(rows.map((r) => [r.destination, r.n]));
 }
+
+/** Batches ready to deliver now per destination: sealed, or retry whose time has come. */
+export function readyCounts(spool: Spool, now: number): Map<string, number> {
+  const rows = prepared<{ destination: string; n: number }, [number]>(
+    spool.db,
+    "SELECT destination, COUNT(*) AS n FROM batches WHERE destination <> 'quarantine' AND (state = 'sealed' OR (state = 'retry' AND next_attempt_at <= ?)) GROUP BY destination",
+  ).all(now);
+  return new Map(rows.map((r) => [r.destination, r.n]));
+}

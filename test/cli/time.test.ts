@@ -1,5 +1,5 @@
 import { expect, test } from "bun:test";
-import { parseSince } from "../../src/cli/time.ts";
+import { parseSince } from "../../src/time.ts";
 
 test("--since takes Unix seconds, ISO dates and ages", () => {
   const now = 1_700_000_000;

@@ -1,5 +1,5 @@
 // Times on the command line: Unix seconds, ISO 8601, or an age ("30m", "24h", "7d") before now.
-import { HookspoolError } from "../errors.ts";
+import { HookspoolError } from "./errors.ts";
 
 const UNITS: Record<string, number> = { s: 1, m: 60, h: 3600, d: 86400, w: 604800 };
 

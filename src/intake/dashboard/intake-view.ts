@@ -1,0 +1,58 @@
+// What only the intake process knows (requests refused before anything was stored, and how long
+// its 2xx answers took), read from its own /metrics over loopback or its unix socket. Counters
+// since the intake started; null when no intake answers (the page says so).
+import { readListen } from "../../config/listen.ts";
+import { ACK_BUCKETS_S } from "../metrics.ts";
+
+export interface IntakeView {
+  /** Per source, per reason (unverified, too_large, chunked, spool_full, busy, ignored, verify_error). */
+  refused: Record<string, Record<string, number>>;
+  received: Record<string, number>;
+  /** Ack latency upper bounds from the histogram, in seconds (null: no 2xx yet). */
+  ack: { count: number; p50: number | null; p99: number | null };
+}
+
+const SAMPLE = /^([a-z_]+)(?:\{(.*)\})? ([0-9.eE+-]+|NaN|\+Inf)$/;
+const LABEL = /([a-z_]+)="((?:[^"\\]|\\.)*)"/g;
+
+function unescape(v: string): string {
+  return v.replace(/\\(.)/g, (_, c: string) => (c === "n" ? "\n" : c));
+}
+
+/** Parse the Prometheus text the intake serves into the figures the dashboard shows. */
+export function parseIntakeMetrics(text: string): IntakeView {
+  const view: IntakeView = { refused: {}, received: {}, ack: { count: 0, p50: null, p99: null } };
+  const buckets: { le: number; n: number }[] = [];
+  for (const line of text.split("\n")) {
+    const m = SAMPLE.exec(line);
+    if (!m) continue;
+    const labels: Record<string, string> = {};
+    for (const l of (m[2] ?? "").matchAll(LABEL)) labels[l[1]] = unescape(l[2]);
+    const value = Number(m[3]);
+    if (m[1] === "hookspool_requests_rejected_total" && labels.source && labels.reason) (view.refused[labels.source] ??= {})[labels.reason] = value;
+    else if (m[1] === "hookspool_events_received_total" && labels.source) view.received[labels.source] = value;
+    else if (m[1] === "hookspool_ack_seconds_bucket" && labels.le) buckets.push({ le: labels.le === "+Inf" ? Number.POSITIVE_INFINITY : Number(labels.le), n: value });
+  }
+  buckets.sort((a, b) => a.le - b.le);
+  const total = buckets.length ? buckets[buckets.length - 1].n : 0;
+  const quantile = (q: number) => {
+    const b = buckets.find((x) => x.n >= q * total);
+    return b === undefined ? null : Number.isFinite(b.le) ? b.le : ACK_BUCKETS_S[ACK_BUCKETS_S.length - 1];
+  };
+  view.ack = { count: total, p50: total ? quantile(0.5) : null, p99: total ? quantile(0.99) : null };
+  return view;
+}
+
+/** The intake's figures, or null when it does not answer within a second. */
+export async function readIntakeView(listen: string): Promise<IntakeView | null> {
+  try {
+    const l = readListen(listen);
+    const res = "unix" in l
+      ? await fetch("http://intake/metrics", { unix: l.unix, signal: AbortSignal.timeout(1000) })
+      : await fetch(`http://${l.hostname.includes(":") ? `[${l.hostname}]` : l.hostname}:${l.port}/metrics`, { signal: AbortSignal.timeout(1000) });
+    if (!res.ok) return null;
+    return parseIntakeMetrics(await res.text());
+  } catch {
+    return null;
+  }
+}

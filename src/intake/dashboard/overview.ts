@@ -1,0 +1,85 @@
+// The overview: the /healthz verdict with its reasons, each destination's gate, the batch
+// counts, the spool and its disk, charts of the last hour and day, and the last actions.
+import { buildStatus } from "../../obs/status.ts";
+import { recentActions } from "../../store/actions.ts";
+import { attemptsByOutcome, type Buckets, eventsBySource, readyToOkLatency } from "../../store/charts.ts";
+import { destinationRows } from "../../store/destinations.ts";
+import { readyCounts } from "../../store/stats.ts";
+import { action, h, jsonBlock, page, type PageContext, stateClass, table, when } from "./html.ts";
+
+interface Chart {
+  title: string;
+  unit: string;
+  x: number[];
+  names: string[];
+  values: (number | null)[][];
+}
+
+const SPANS = [
+  { id: "hour", label: "last hour", bucketS: 60, count: 60 },
+  { id: "day", label: "last day", bucketS: 900, count: 96 },
+] as const;
+
+function chartsOf(c: PageContext): Record<string, Chart> {
+  const out: Record<string, Chart> = {};
+  for (const s of SPANS) {
+    const end = Math.floor(c.now / s.bucketS) * s.bucketS + s.bucketS;
+    const b: Buckets = { since: end - s.bucketS * s.count, bucketS: s.bucketS, count: s.count };
+    const x = Array.from({ length: b.count }, (_, i) => b.since + i * b.bucketS);
+    const events = eventsBySource(c.spool, b);
+    const outcomes = attemptsByOutcome(c.spool, b);
+    const latency = readyToOkLatency(c.spool, b);
+    out[`events-${s.id}`] = { title: `events received by source, ${s.label}`, unit: `per ${s.bucketS / 60} min`, x, names: Object.keys(events), values: Object.values(events) };
+    out[`attempts-${s.id}`] = { title: `deliveries by outcome, ${s.label}`, unit: `per ${s.bucketS / 60} min`, x, names: Object.keys(outcomes), values: Object.values(outcomes) };
+    out[`latency-${s.id}`] = { title: `readiness to 2xx, ${s.label}`, unit: "seconds", x, names: ["p50", "p99"], values: [latency.p50, latency.p99] };
+  }
+  return out;
+}
+
+/** A chart's figure: drawn by the page script; its caption says the totals, so it reads without it. */
+function figure(id: string, ch: Chart): string {
+  const totals = ch.unit === "seconds"
+    ? ch.values.map((v, i) => `${ch.names[i]} ${worst(v)}`).join(", ")
+    : ch.names.length ? ch.names.map((n, i) => `${n} ${ch.values[i].reduce<number>((a, x) => a + (x ?? 0), 0)}`).join(", ") : "nothing";
+  return `<figure data-chart="${h(id)}"><figcaption>${h(ch.title)}</figcaption><div class="plot" role="img" aria-label="${h(`${ch.title}: ${totals}`)}"></div><p class="muted">${h(totals)}</p></figure>`;
+}
+
+function worst(v: (number | null)[]): string {
+  const xs = v.filter((x): x is number => x !== null);
+  return xs.length ? `up to ${Math.max(...xs).toFixed(2)} s` : "no deliveries";
+}
+
+function ms(s: number | null): string {
+  return s === null ? "-" : `≤ ${s * 1000 >= 1 ? Math.round(s * 1000) : (s * 1000).toFixed(1)} ms`;
+}
+
+export function overviewPage(c: PageContext): string {
+  const { doc } = buildStatus(c.spool, c.config, c.dbPath, { now: c.now, hard: [] });
+  const health = doc.ok ? `<p class="ok" id="health">ok: nothing degraded</p>` : `<p class="bad" id="health">${h(doc.degraded.length)} problem(s)</p><ul>${doc.degraded.map((d) => `<li>${h(d)}</li>`).join("")}</ul>`;
+  const gates = new Map(destinationRows(c.spool).map((r) => [r.name, r]));
+  const ready = readyCounts(c.spool, c.now);
+  const dests = table(
+    ["destination", "gate", "in flight", "ready", "oldest pending", "last error", ""],
+    Object.entries(doc.destinations).map(([name, d]) => {
+      const g = gates.get(name);
+      const left = g?.state === "open" && g.opened_at !== null && g.cooldown_s !== null ? Math.max(0, g.opened_at + g.cooldown_s - c.now) : null;
+      const gate = `<span class="${stateClass(d.state)}" data-gate="${h(name)}">${h(d.state.replace("_", "-"))}</span>${left !== null ? ` <span class="muted">cooldown ${h(Math.round(left))} s left</span>` : ""}${g?.state === "half_open" && g.last_probe_batch_id ? ` <span class="muted">probe <a href="/batches/${h(g.last_probe_batch_id)}">${h(g.last_probe_batch_id)}</a></span>` : ""}`;
+      const pause = d.state === "paused" ? action(c, "/actions/resume", "resume", { destination: name }) : action(c, "/actions/pause", "pause", { destination: name });
+      return [h(name), gate, h(d.inflight ?? 0), h(ready.get(name) ?? 0), d.oldest_pending_age_s == null ? "-" : `${h(Math.round(d.oldest_pending_age_s))} s`, h(d.last_error ?? ""), pause];
+    }),
+  );
+  const b = doc.batches;
+  const counts = table(["open", "sealed", "leased", "retry", "delivered", "dead", "dropped", "quarantined"], [[b.open, b.sealed, b.leased, b.retry, b.delivered, b.dead, b.dropped, b.quarantined].map((n) => h(n))]);
+  const dead = Object.entries(doc.dead_by_reason).filter(([, n]) => n > 0);
+  const deadLine = dead.length ? `<p>dead by reason: ${dead.map(([r, n]) => `<a href="/batches?state=dead&amp;reason=${h(encodeURIComponent(r))}">${h(n)} ${h(r)}</a>`).join(", ")}</p>` : "";
+  const spool = `<p>schema ${h(doc.schema)}, spool ${h(Math.round(doc.spool_bytes / 1024))} KiB, ${doc.disk_free_bytes == null ? "free disk unknown" : `${h(Math.round(doc.disk_free_bytes / 1024 ** 2))} MiB free`}; dispatcher ${doc.dispatcher.alive ? `<span class="ok">alive</span>` : `<span class="bad">not running</span>`}; <a href="/issues">${h(doc.issues_open)} open issue(s)</a></p>`;
+  const ack = c.intake ? `<p>ack latency since the intake started: p50 ${h(ms(c.intake.ack.p50))}, p99 ${h(ms(c.intake.ack.p99))} over ${h(c.intake.ack.count)} answer(s)</p>` : `<p class="muted">ack latency: no intake answered on ${h(c.config.intake.listen)}</p>`;
+  const charts = chartsOf(c);
+  const figures = SPANS.map((s) => `<h3>${h(s.label)}</h3><div class="charts">${["events", "attempts", "latency"].map((k) => figure(`${k}-${s.id}`, charts[`${k}-${s.id}`])).join("")}</div>`).join("");
+  const acts = recentActions(c.spool, 10);
+  const actions = acts.length ? `<h2>Recent actions</h2>${table(["at", "via", "action", "target"], acts.map((a) => [when(a.at), h(a.via), h(a.verb), h(a.target)]))}` : "";
+  return page(
+    "Overview",
+    `<h2>Health</h2>${health}${spool}${ack}<h2>Destinations</h2>${dests}<h2>Batches</h2>${counts}${deadLine}<h2>Traffic</h2>${figures}${jsonBlock("chart-data", charts)}${actions}`,
+  );
+}

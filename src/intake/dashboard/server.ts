@@ -1,0 +1,235 @@
+// The dashboard service: its own listener on loopback (never the intake's port), every page
+// behind the token, state changes (when [dashboard] actions is on) behind the CSRF token and the
+// same store operations as the CLI, each recorded. Read-only by default.
+import { join } from "node:path";
+import type { Config } from "../../config/types.ts";
+import { isPublic, readListen } from "../../config/listen.ts";
+import { HookspoolError } from "../../errors.ts";
+import type { LogFields, Logger } from "../../log.ts";
+import type { Service } from "../../service.ts";
+import { recordAction } from "../../store/actions.ts";
+import { getBatch } from "../../store/batches.ts";
+import type { Spool } from "../../store/db.ts";
+import { pauseDestination, resumeDestination } from "../../store/destinations.ts";
+import { setIssueState } from "../../store/issues.ts";
+import { dataVersion, journalAfter } from "../../store/journal.ts";
+import { replayBatch, retryNow } from "../../store/replay.ts";
+import { constantTimeEqual } from "../../plugin/verify.ts";
+import { ASSETS } from "./assets/index.ts";
+import { authorized, csrfOf, dashboardToken, sameOrigin, tokenCookie } from "./auth.ts";
+import { batchesPage, batchPage, payloadsPage } from "./batches.ts";
+import { h, page, type PageContext } from "./html.ts";
+import { readIntakeView } from "./intake-view.ts";
+import { livePage, sseFrame } from "./live.ts";
+import { overviewPage } from "./overview.ts";
+import { issuesPage, sourcesPage } from "./sources.ts";
+
+export interface DashboardOptions {
+  /** host:port of its own listener (dashboard.listen, or the verb's default 127.0.0.1:8651). */
+  listen: string;
+  spool: Spool;
+  config: () => Config;
+  home: string;
+  dbPath: string;
+  now: () => number;
+  log: Logger;
+}
+
+const SECURITY = {
+  "Cache-Control": "no-store",
+  "X-Frame-Options": "DENY",
+  "X-Content-Type-Options": "nosniff",
+  "Referrer-Policy": "no-referrer",
+  // Scripts and styles only from the dashboard itself (the page's one inline style block aside).
+  "Content-Security-Policy": "default-src 'none'; style-src 'self' 'unsafe-inline'; script-src 'self'; img-src 'self' data:; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+};
+const HTML = { ...SECURITY, "Content-Type": "text/html; charset=utf-8" };
+
+const refusal = (status: number, text: string) => new Response(page(text, `<p>${h(text)}</p>`), { status, headers: HTML });
+
+/** How often the live tail looks at the data version, and how often it sends a keep-alive comment. */
+const TAIL_POLL_MS = 100;
+const TAIL_PING_MS = 15_000;
+
+export class Dashboard implements Service {
+  readonly name = "dashboard";
+  private server: ReturnType<typeof Bun.serve> | null = null;
+  private token = "";
+  private hosts = new Set<string>();
+  private tails = new Set<() => void>();
+  /** The URL with the token, printed once when the token is made. */
+  firstUrl: string | null = null;
+
+  constructor(private readonly o: DashboardOptions) {}
+
+  get port(): number {
+    return this.server?.port ?? 0;
+  }
+
+  get active(): boolean {
+    return this.server !== null;
+  }
+
+  async start(): Promise<void> {
+    const cfg = this.o.config();
+    const at = { key: "dashboard.listen" };
+    let listen: ReturnType<typeof readListen>;
+    try {
+      listen = readListen(this.o.listen);
+    } catch (e) {
+      throw new HookspoolError("E_CONFIG", `dashboard.listen: ${(e as Error).message}`, at);
+    }
+    if ("unix" in listen) throw new HookspoolError("E_CONFIG", "dashboard.listen must be host:port (the browser needs a port)", at);
+    if (isPublic(listen) && !cfg.dashboard.allow_non_loopback) throw new HookspoolError("E_CONFIG", `${listen.hostname} is not a loopback address; the dashboard refuses to bind it`, { ...at, hint: "set dashboard.allow_non_loopback = true if you mean it" });
+    if (this.o.listen === cfg.intake.listen) throw new HookspoolError("E_CONFIG", "dashboard.listen must not be the intake's address", at);
+    const { token, created } = dashboardToken(join(this.o.home, "dashboard.token"));
+    this.token = token;
+    try {
+      this.server = Bun.serve({ hostname: listen.hostname, port: listen.port, idleTimeout: 0, fetch: (req) => this.handle(req) });
+    } catch (e) {
+      throw new HookspoolError("E_CONFIG", `the dashboard cannot listen on ${this.o.listen}: ${(e as Error).message}`, at);
+    }
+    const port = this.server.port;
+    this.hosts = new Set([`127.0.0.1:${port}`, `localhost:${port}`, `[::1]:${port}`]);
+    if (isPublic(listen)) this.hosts.add(`${listen.hostname.includes(":") ? `[${listen.hostname}]` : listen.hostname}:${port}`);
+    if (created) this.firstUrl = `http://127.0.0.1:${port}/?token=${token}`;
+    this.o.log.info(cfg.dashboard.actions ? "dashboard listening, actions on" : "dashboard listening, read-only", { listen: `${listen.hostname}:${port}` });
+  }
+
+  async stop(): Promise<void> {
+    for (const end of this.tails) end();
+    this.server?.stop(true);
+    this.server = null;
+  }
+
+  private async handle(req: Request): Promise<Response> {
+    const url = new URL(req.url);
+    if (!sameOrigin(req, this.hosts)) return refusal(403, "refused: this page answers only its own address");
+    const auth = authorized(req, url, this.token);
+    if (!auth.ok) return refusal(401, "the dashboard needs its token: open the URL hookspool dashboard printed, or add ?token= with the token from dashboard.token in the home");
+    // The first visit through the printed URL: keep the token in a cookie, drop it from the address.
+    if (auth.fromQuery) {
+      url.searchParams.delete("token");
+      return new Response(null, { status: 303, headers: { ...SECURITY, Location: url.pathname + url.search, "Set-Cookie": tokenCookie(this.token) } });
+    }
+    const asset = ASSETS[url.pathname];
+    if (asset && req.method === "GET") return new Response(asset.body, { headers: { ...SECURITY, "Content-Type": asset.type, "Cache-Control": "private, max-age=3600" } });
+    const config = this.o.config();
+    const ctx: PageContext = { spool: this.o.spool, config, dbPath: this.o.dbPath, now: this.o.now(), csrf: config.dashboard.actions ? csrfOf(this.token) : null };
+    if (req.method === "POST") return this.act(req, url, ctx);
+    if (req.method !== "GET") return refusal(405, "method not allowed");
+    const html = (body: string | null) => (body === null ? refusal(404, "no such page") : new Response(body, { headers: HTML }));
+    if (url.pathname === "/") return html(overviewPage({ ...ctx, intake: await readIntakeView(config.intake.listen) }));
+    if (url.pathname === "/batches") return html(batchesPage(ctx, url.searchParams));
+    const m = /^\/batches\/(\d{1,15})(\/payloads)?$/.exec(url.pathname);
+    if (m) return html(m[2] ? payloadsPage(ctx, Number(m[1])) : batchPage(ctx, Number(m[1])));
+    if (url.pathname === "/sources") return html(sourcesPage({ ...ctx, intake: await readIntakeView(config.intake.listen) }));
+    if (url.pathname === "/issues") return html(issuesPage(ctx));
+    if (url.pathname === "/live") return html(livePage(ctx));
+    if (url.pathname === "/live/events") return this.events(req, url);
+    return html(null);
+  }
+
+  /** The journal as server-sent events, from the reconnecting browser's Last-Event-ID or ?since=. */
+  private events(req: Request, url: URL): Response {
+    const from = Number(req.headers.get("last-event-id") ?? url.searchParams.get("since") ?? "0");
+    let cursor = Number.isSafeInteger(from) && from >= 0 ? from : 0;
+    const spool = this.o.spool;
+    const tails = this.tails;
+    let stopped = false;
+    const end = () => {
+      stopped = true;
+    };
+    tails.add(end);
+    const enc = new TextEncoder();
+    let version = -1;
+    let pinged = Date.now();
+    const stream = new ReadableStream<Uint8Array>({
+      async pull(ctl) {
+        while (!stopped) {
+          const v = dataVersion(spool);
+          if (v !== version) {
+            const rows = journalAfter(spool, cursor, {}, 200);
+            if (rows.length === 200) version = -1; // more to read: look again at once
+            else version = v;
+            if (rows.length) {
+              ctl.enqueue(enc.encode(rows.map(sseFrame).join("")));
+              cursor = rows[rows.length - 1].id;
+              return;
+            }
+          }
+          if (Date.now() - pinged > TAIL_PING_MS) {
+            pinged = Date.now();
+            ctl.enqueue(enc.encode(": ping\n\n"));
+            return;
+          }
+          await Bun.sleep(TAIL_POLL_MS);
+        }
+        tails.delete(end);
+        ctl.close();
+      },
+      cancel() {
+        end();
+        tails.delete(end);
+      },
+    });
+    return new Response(stream, { headers: { ...SECURITY, "Content-Type": "text/event-stream; charset=utf-8" } });
+  }
+
+  private async act(req: Request, url: URL, ctx: PageContext): Promise<Response> {
+    if (!ctx.csrf) return refusal(403, "actions are off: set [dashboard] actions = true");
+    const form = await req.formData().catch(() => null);
+    const csrf = form?.get("csrf");
+    if (typeof csrf !== "string" || !constantTimeEqual(csrf, ctx.csrf)) return refusal(403, "refused: the form's CSRF token is missing or wrong; reload the page");
+    const field = (k: string) => {
+      const v = form?.get(k);
+      return typeof v === "string" ? v : "";
+    };
+    const id = (k: string) => {
+      const v = field(k);
+      if (!/^\d{1,15}$/.test(v)) throw new HookspoolError("E_USAGE", `${k}: expected a number`);
+      return Number(v);
+    };
+    const back = (to: string) => new Response(null, { status: 303, headers: { ...SECURITY, Location: to } });
+    const spool = this.o.spool;
+    const record = <T>(verb: string, target: string, fields: LogFields, change: () => T): T => {
+      const out = recordAction(spool, { at: ctx.now, via: "dashboard", verb, target }, change);
+      this.o.log.info(`dashboard: ${verb}`, fields);
+      return out;
+    };
+    try {
+      switch (url.pathname) {
+        case "/actions/replay": {
+          const batch = id("batch");
+          if (getBatch(spool, batch)?.destination === "quarantine") return refusal(409, "a quarantined request is replayed with hookspool replay (it needs its source plugin)");
+          record("replay", `batch ${batch}`, { batch }, () => replayBatch(spool, batch, ctx.now));
+          return back(`/batches/${batch}`);
+        }
+        case "/actions/retry": {
+          const batch = id("batch");
+          record("retry", `batch ${batch}`, { batch }, () => retryNow(spool, batch, ctx.now));
+          return back(`/batches/${batch}`);
+        }
+        case "/actions/pause":
+        case "/actions/resume": {
+          const d = field("destination");
+          if (!Object.hasOwn(ctx.config.destinations, d)) return refusal(404, "no such destination in the config");
+          if (url.pathname === "/actions/pause") record("pause", `destination ${d}`, { destination: d }, () => pauseDestination(spool, d, "the dashboard", ctx.now));
+          else record("resume", `destination ${d}`, { destination: d }, () => resumeDestination(spool, d));
+          return back("/");
+        }
+        case "/actions/issue": {
+          const verb = field("verb");
+          if (verb !== "ack" && verb !== "resolve" && verb !== "ignore") return refusal(400, "unknown issue action");
+          const issue = id("id");
+          record(verb, `issue ${issue}`, { reason: `issue ${issue}` }, () => setIssueState(spool, issue, verb, ctx.now));
+          return back("/issues");
+        }
+        default:
+          return refusal(404, "no such action");
+      }
+    } catch (e) {
+      return refusal(e instanceof HookspoolError && e.code === "E_USAGE" ? 400 : 409, e instanceof HookspoolError ? e.message : "the action failed");
+    }
+  }
+}

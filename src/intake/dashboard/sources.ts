@@ -1,0 +1,75 @@
+// The sources: each with its scheme, its URL, its last event and silence, whether its sender
+// retries, and what was refused or quarantined; the issues with their history; the polls with
+// their clock.
+import { buildStatus } from "../../obs/status.ts";
+import { quarantineReasons } from "../../store/charts.ts";
+import { listIssues } from "../../store/issues.ts";
+import { action, h, page, type PageContext, stateClass, table, when } from "./html.ts";
+
+const DAY_S = 86_400;
+
+function schemeOf(s: PageContext["config"]["sources"][string]): string {
+  if (s.kind === "poll") return "poll";
+  const scheme = s.template?.scheme;
+  if (typeof scheme === "string") return scheme;
+  return s.module ? "code" : "-";
+}
+
+export function sourcesPage(c: PageContext): string {
+  const { doc } = buildStatus(c.spool, c.config, c.dbPath, { now: c.now, hard: [] });
+  const quarantined = new Map<string, string[]>();
+  for (const q of quarantineReasons(c.spool, c.now - DAY_S)) quarantined.set(q.source, [...(quarantined.get(q.source) ?? []), `${q.n} ${q.reason}`]);
+  const listen = c.config.intake.listen;
+  const base = listen.startsWith("unix:") ? "" : `http://${listen}`;
+  const rows = Object.entries(c.config.sources).map(([name, s]) => {
+    const st = doc.sources[name];
+    const refused = c.intake?.refused[name];
+    const refusals = c.intake === null || c.intake === undefined ? `<span class="muted">no intake answered</span>` : refused ? h(Object.entries(refused).map(([r, n]) => `${n} ${r}`).join(", ")) : "none";
+    const retries = s.sender_retries ?? s.template?.sender_retries;
+    return [
+      h(name),
+      h(schemeOf(s)),
+      s.kind === "poll" ? "-" : `<code>${h(`${base}/hooks/${encodeURIComponent(name)}`)}</code>`,
+      st?.last_event_age_s == null ? "never" : `${h(Math.round(st.last_event_age_s))} s ago`,
+      st?.silent ? `<span class="bad">silent</span>` : st?.expected_every_s ? `<span class="ok">ok</span> <span class="muted">(every ${h(st.expected_every_s)} s)</span>` : "-",
+      retries === undefined ? "-" : retries ? "yes" : "no",
+      refusals,
+      h(quarantined.get(name)?.join(", ") ?? "none"),
+    ];
+  });
+  const polls = Object.entries(doc.polls ?? {}).map(([name, p]) => [
+    h(name),
+    p.every_s === null ? "-" : `${h(p.every_s)} s`,
+    `${when(p.next_at)} <span class="muted">(in ${h(p.next_in_s)} s)</span>`,
+    when(p.last_tick_at),
+    when(p.delivered_at),
+    p.pending ? `<span class="warn">pending</span>` : "-",
+    h(p.skipped),
+    p.stale ? `<span class="bad">stale</span>` : "-",
+  ]);
+  return page(
+    "Sources",
+    `${table(["source", "scheme", "URL", "last event", "silence", "sender retries", "refused (since the intake started)", "quarantined (last day)"], rows)}<h2>Polls</h2>${table(["poll", "every", "next tick", "last tick", "delivered", "pending", "skipped", "stale"], polls)}`,
+  );
+}
+
+export function issuesPage(c: PageContext): string {
+  const rows = listIssues(c.spool, { state: "all" });
+  return page(
+    "Issues",
+    table(
+      ["issue", "kind", "state", "count", "first", "last", "about", "error", ""],
+      rows.map((i) => [
+        h(i.id),
+        h(i.kind),
+        `<span class="${i.state === "open" ? "bad" : i.state === "acked" ? "warn" : stateClass(i.state)}">${h(i.state)}</span>`,
+        h(i.count),
+        when(i.first_at),
+        when(i.last_at),
+        `${h(i.destination ?? i.route ?? "")}${i.sample_batch_id ? ` <a href="/batches/${h(i.sample_batch_id)}">batch ${h(i.sample_batch_id)}</a>` : ""}`,
+        h(i.last_error ?? ""),
+        i.state === "open" || i.state === "acked" ? ["ack", "resolve", "ignore"].filter((v) => !(v === "ack" && i.state === "acked")).map((v) => action(c, "/actions/issue", v, { id: i.id, verb: v })).join(" ") : "",
+      ]),
+    ),
+  );
+}

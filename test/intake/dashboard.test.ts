@@ -1,0 +1,310 @@
+// The dashboard's handlers over real HTTP on loopback: nothing without the token, the token kept
+// in an HttpOnly SameSite=Strict cookie, Host and Origin checked, CSRF on every state change,
+// actions off by default and recorded when on, every stored string inert in the page.
+import { afterEach, describe, expect, test } from "bun:test";
+import { appendFileSync, readFileSync, statSync } from "node:fs";
+import { join } from "node:path";
+import { loadConfig } from "../../src/config/load.ts";
+import { Dashboard } from "../../src/intake/dashboard/server.ts";
+import { csrfOf } from "../../src/intake/dashboard/auth.ts";
+import { parseIntakeMetrics } from "../../src/intake/dashboard/intake-view.ts";
+import { IntakeMetrics } from "../../src/intake/metrics.ts";
+import { createLogger } from "../../src/log.ts";
+import { claimBatch } from "../../src/store/batches.ts";
+import { openSpool, type Spool } from "../../src/store/db.ts";
+import { raiseIssueTx } from "../../src/store/issues.ts";
+import { markDead } from "../../src/store/marks.ts";
+import { enqueueJson, type Home, initHome } from "../cli/home.ts";
+
+const NASTY_KEY = `<script>alert("k")</script>\u0007'&`;
+const NASTY_TYPE = `<img src=x onerror=alert(1)>`;
+
+interface Running {
+  h: Home;
+  spool: Spool;
+  dash: Dashboard;
+  base: string;
+  token: string;
+}
+
+const open: Running[] = [];
+afterEach(async () => {
+  for (const r of open.splice(0)) {
+    await r.dash.stop();
+    r.spool.close();
+  }
+});
+
+async function start(o: { actions?: boolean; seed?: (h: Home) => Promise<void> } = {}): Promise<Running> {
+  const h = await initHome();
+  if (o.actions) appendFileSync(h.config, "\n[dashboard]\nactions = true\n");
+  await o.seed?.(h);
+  const loaded = loadConfig({ home: h.home, env: {} });
+  const spool = openSpool(h.db);
+  const dash = new Dashboard({ listen: "127.0.0.1:0", spool, config: () => loaded.config, home: h.home, dbPath: h.db, now: () => Date.now() / 1000, log: createLogger("dashboard") });
+  await dash.start();
+  const token = readFileSync(join(h.home, "dashboard.token"), "utf8").trim();
+  const r = { h, spool, dash, base: `http://127.0.0.1:${dash.port}`, token };
+  open.push(r);
+  return r;
+}
+
+const cookie = (r: Running) => ({ Cookie: `hookspool_dashboard=${r.token}` });
+const get = (r: Running, path: string, headers: Record<string, string> = cookie(r)) => fetch(r.base + path, { headers, redirect: "manual" });
+function post(r: Running, path: string, fields: Record<string, string>, headers: Record<string, string> = { ...cookie(r), Origin: r.base }) {
+  return fetch(r.base + path, { method: "POST", body: new URLSearchParams(fields), headers, redirect: "manual" });
+}
+
+/** A batch made dead by a receiver's refusal, through the store's own marks. */
+function deadBatch(spool: Spool, id: number): void {
+  const now = Date.now() / 1000;
+  const c = claimBatch(spool, { batchId: id, destination: "script:demo-log", now, leaseUntil: now + 60, host: "t", pid: 1 });
+  if (!c) throw new Error("not claimable");
+  markDead(spool, { batchId: id, attemptId: c.attemptId, owner: c.owner, now, attempt: { klass: "permanent", status: 422, error: "refused", durationMs: 3, counted: true } });
+}
+
+describe("dashboard access", () => {
+  test("the token is made once, 0600, and printed once as a URL", async () => {
+    const r = await start();
+    expect(statSync(join(r.h.home, "dashboard.token")).mode & 0o777).toBe(0o600);
+    expect(r.token.length).toBeGreaterThanOrEqual(32);
+    expect(r.dash.firstUrl).toBe(`http://127.0.0.1:${r.dash.port}/?token=${r.token}`);
+    // A second start finds the token and prints no URL with it.
+    const again = new Dashboard({ listen: "127.0.0.1:0", spool: r.spool, config: () => loadConfig({ home: r.h.home, env: {} }).config, home: r.h.home, dbPath: r.h.db, now: () => 0, log: createLogger("dashboard") });
+    await again.start();
+    try {
+      expect(again.firstUrl).toBeNull();
+      expect(readFileSync(join(r.h.home, "dashboard.token"), "utf8").trim()).toBe(r.token);
+    } finally {
+      await again.stop();
+    }
+  });
+
+  test("every page and asset without the token is 401, and says nothing of the spool", async () => {
+    const r = await start({ seed: async (h) => void (await enqueueJson(h, "demo", "secret-key", { n: 1 })) });
+    for (const path of ["/", "/batches", "/batches/1", "/batches/1/payloads", "/sources", "/issues", "/live", "/live/events", "/assets/client.js"]) {
+      const res = await get(r, path, {});
+      expect(res.status).toBe(401);
+      expect(await res.text()).not.toContain("secret-key");
+    }
+    const wrong = await get(r, "/", { Cookie: `hookspool_dashboard=${"x".repeat(r.token.length)}` });
+    expect(wrong.status).toBe(401);
+    expect((await get(r, "/?token=nope", {})).status).toBe(401);
+  });
+
+  test("the printed URL sets an HttpOnly SameSite=Strict cookie and drops the token from the address", async () => {
+    const r = await start();
+    const res = await get(r, `/batches?state=dead&token=${r.token}`, {});
+    expect(res.status).toBe(303);
+    expect(res.headers.get("location")).toBe("/batches?state=dead");
+    const set = res.headers.get("set-cookie") ?? "";
+    expect(set).toStartWith(`hookspool_dashboard=${r.token};`);
+    expect(set).toContain("HttpOnly");
+    expect(set).toContain("SameSite=Strict");
+    const page = await get(r, "/");
+    expect(page.status).toBe(200);
+    expect(page.headers.get("content-security-policy")).toContain("script-src 'self'");
+    expect(page.headers.get("x-frame-options")).toBe("DENY");
+  });
+
+  test("a foreign Host (DNS rebinding) is 403 even with the token; a POST needs its own Origin", async () => {
+    const r = await start({ actions: true });
+    expect((await get(r, "/", { ...cookie(r), Host: "evil.example" })).status).toBe(403);
+    expect((await get(r, "/", { ...cookie(r), Host: `evil.example:${r.dash.port}` })).status).toBe(403);
+    expect((await get(r, "/", { ...cookie(r), Host: `localhost:${r.dash.port}` })).status).toBe(200);
+    const csrf = csrfOf(r.token);
+    expect((await post(r, "/actions/pause", { destination: "script:demo-log", csrf }, { ...cookie(r) })).status).toBe(403);
+    expect((await post(r, "/actions/pause", { destination: "script:demo-log", csrf }, { ...cookie(r), Origin: "http://evil.example" })).status).toBe(403);
+    expect((await post(r, "/actions/pause", { destination: "script:demo-log", csrf }, { ...cookie(r), Origin: `http://evil.example:${r.dash.port}` })).status).toBe(403);
+    // Nothing was paused by any of them.
+    expect(await (await get(r, "/")).text()).not.toContain(">paused<");
+  });
+
+  test("refuses to bind a non-loopback address or the intake's, with one clear message", async () => {
+    const h = await initHome();
+    const loaded = loadConfig({ home: h.home, env: {} });
+    const spool = openSpool(h.db);
+    try {
+      const make = (listen: string) => new Dashboard({ listen, spool, config: () => loaded.config, home: h.home, dbPath: h.db, now: () => 0, log: createLogger("dashboard") });
+      await expect(make("0.0.0.0:0").start()).rejects.toThrow(/not a loopback address; the dashboard refuses to bind it/);
+      await expect(make(loaded.config.intake.listen).start()).rejects.toThrow(/must not be the intake's address/);
+      await expect(make("unix:/tmp/x.sock").start()).rejects.toThrow(/must be host:port/);
+      await expect(make("nonsense").start()).rejects.toThrow(/^dashboard\.listen: /);
+    } finally {
+      spool.close();
+    }
+  });
+});
+
+describe("dashboard actions", () => {
+  test("read-only by default: no buttons, and a POST is refused with the spool untouched", async () => {
+    let id = 0;
+    const r = await start({ seed: async (h) => void (id = await enqueueJson(h, "once", "k", { n: 1 })) });
+    deadBatch(r.spool, id);
+    const page = await (await get(r, `/batches/${id}`)).text();
+    expect(page).toContain("dead");
+    expect(page).not.toContain("<form class=\"inline\" method=\"post\"");
+    const res = await post(r, "/actions/replay", { batch: String(id), csrf: csrfOf(r.token) });
+    expect(res.status).toBe(403);
+    expect(await res.text()).toContain("actions are off");
+    expect(r.spool.db.query("SELECT state FROM batches WHERE id = ?").get(id)).toEqual({ state: "dead" });
+  });
+
+  test("a state change without the right CSRF token is 403 and changes nothing", async () => {
+    let id = 0;
+    const r = await start({ actions: true, seed: async (h) => void (id = await enqueueJson(h, "once", "k", { n: 1 })) });
+    deadBatch(r.spool, id);
+    expect((await post(r, "/actions/replay", { batch: String(id) })).status).toBe(403);
+    expect((await post(r, "/actions/replay", { batch: String(id), csrf: "0".repeat(40) })).status).toBe(403);
+    expect((await post(r, "/actions/replay", { batch: String(id), csrf: r.token })).status).toBe(403);
+    expect(r.spool.db.query("SELECT state FROM batches WHERE id = ?").get(id)).toEqual({ state: "dead" });
+    expect(r.spool.db.query("SELECT COUNT(*) AS n FROM actions").get()).toEqual({ n: 0 });
+  });
+
+  test("replay, pause, resume and an issue's ack go through the store and are recorded", async () => {
+    let id = 0;
+    const r = await start({ actions: true, seed: async (h) => void (id = await enqueueJson(h, "once", "k", { n: 1 })) });
+    deadBatch(r.spool, id);
+    const csrf = csrfOf(r.token);
+    const page = await (await get(r, `/batches/${id}`)).text();
+    expect(page).toContain(`name="csrf" value="${csrf}"`);
+    const replayed = await post(r, "/actions/replay", { batch: String(id), csrf });
+    expect(replayed.status).toBe(303);
+    expect(replayed.headers.get("location")).toBe(`/batches/${id}`);
+    expect(r.spool.db.query("SELECT state FROM batches WHERE id = ?").get(id)).toEqual({ state: "retry" });
+    // Twice: the batch is no longer dead, so the store refuses and nothing more is recorded.
+    const again = await post(r, "/actions/replay", { batch: String(id), csrf });
+    expect(again.status).toBe(409);
+    expect((await post(r, "/actions/pause", { destination: "script:demo-log", csrf })).status).toBe(303);
+    expect(r.spool.db.query("SELECT state, paused_by FROM destinations WHERE name = 'script:demo-log'").get()).toEqual({ state: "paused", paused_by: "the dashboard" });
+    expect((await post(r, "/actions/resume", { destination: "script:demo-log", csrf })).status).toBe(303);
+    expect((await post(r, "/actions/pause", { destination: "nowhere", csrf })).status).toBe(404);
+    const issue = r.spool.db.transaction(() => raiseIssueTx(r.spool.db, { fingerprint: "delivery:script:demo-log:k", kind: "delivery", destination: "script:demo-log", batchId: id, error: "HTTP 422", now: Date.now() / 1000 }))();
+    expect((await post(r, "/actions/issue", { id: String(issue.id), verb: "ack", csrf })).status).toBe(303);
+    expect(r.spool.db.query("SELECT state FROM issues WHERE id = ?").get(issue.id)).toEqual({ state: "acked" });
+    expect((await post(r, "/actions/issue", { id: "1", verb: "drop-table", csrf })).status).toBe(400);
+    expect((await post(r, "/actions/replay", { batch: "1 OR 1=1", csrf })).status).toBe(400);
+    const recorded = r.spool.db.query("SELECT via, verb, target FROM actions ORDER BY id").all();
+    expect(recorded).toEqual([
+      { via: "dashboard", verb: "replay", target: `batch ${id}` },
+      { via: "dashboard", verb: "pause", target: "destination script:demo-log" },
+      { via: "dashboard", verb: "resume", target: "destination script:demo-log" },
+      { via: "dashboard", verb: "ack", target: `issue ${issue.id}` },
+    ]);
+    expect(await (await get(r, "/")).text()).toContain("Recent actions");
+  });
+});
+
+describe("dashboard pages", () => {
+  test("keys and event types with markup and control characters are inert on every page", async () => {
+    let id = 0;
+    const r = await start({ seed: async (h) => void (id = await enqueueJson(h, "once", NASTY_KEY, { n: 1 }, ["--event-type", NASTY_TYPE])) });
+    deadBatch(r.spool, id);
+    for (const path of ["/", "/batches", `/batches/${id}`, `/batches/${id}/payloads`, "/sources", "/issues", "/live", `/batches?key=${encodeURIComponent(NASTY_KEY)}`]) {
+      const res = await get(r, path);
+      expect(res.status).toBe(200);
+      const html = await res.text();
+      expect(html).not.toContain("<script>alert");
+      expect(html).not.toContain("<img src=x");
+      expect(html).not.toContain("\u0007");
+      // The only scripts are the dashboard's own and its JSON data block.
+      for (const m of html.matchAll(/<script([^>]*)>/g)) expect(m[1]).toMatch(/^ (src="\/assets\/(uplot|client)\.js"|type="application\/json" id="chart-data")$/);
+    }
+    const batch = await (await get(r, `/batches/${id}`)).text();
+    expect(batch).toContain("&lt;script&gt;alert(&quot;k&quot;)&lt;/script&gt;\\x07&#39;&amp;");
+    expect(batch).toContain("&lt;img src=x onerror=alert(1)&gt;");
+    const list = await (await get(r, `/batches?key=${encodeURIComponent(NASTY_KEY)}`)).text();
+    expect(list).toContain(`href="/batches/${id}"`);
+  });
+
+  test("the batches list filters like list, pages by id, and says what is wrong with a bad filter", async () => {
+    const ids: number[] = [];
+    const r = await start({
+      seed: async (h) => {
+        for (let i = 0; i < 3; i++) ids.push(await enqueueJson(h, "once", `key-${i}`, { n: i }));
+      },
+    });
+    deadBatch(r.spool, ids[1]);
+    const dead = await (await get(r, "/batches?state=dead")).text();
+    expect(dead).toContain(`href="/batches/${ids[1]}"`);
+    expect(dead).not.toContain(`href="/batches/${ids[0]}"`);
+    const byKey = await (await get(r, "/batches?key=key-2")).text();
+    expect(byKey).toContain(`href="/batches/${ids[2]}"`);
+    expect(byKey).not.toContain(`href="/batches/${ids[1]}"`);
+    const byStatus = await (await get(r, "/batches?status=422")).text();
+    expect(byStatus).toContain(`href="/batches/${ids[1]}"`);
+    expect(byStatus).not.toContain(`href="/batches/${ids[2]}"`);
+    const older = await (await get(r, `/batches?before=${ids[1]}`)).text();
+    expect(older).toContain(`href="/batches/${ids[0]}"`);
+    expect(older).not.toContain(`href="/batches/${ids[2]}"`);
+    const bad = await get(r, "/batches?since=yesterday");
+    expect(bad.status).toBe(200);
+    expect(await bad.text()).toContain("since yesterday: expected Unix seconds, an ISO date, or an age like 30m, 24h, 7d");
+    expect((await get(r, "/batches/999999")).status).toBe(404);
+    expect((await get(r, "/nowhere")).status).toBe(404);
+  });
+
+  test("a batch page shows its events with the routing trace and its attempts; payloads only behind the warning", async () => {
+    let id = 0;
+    const r = await start({ seed: async (h) => void (id = await enqueueJson(h, "once", "k", { marker: "PAYLOAD-ONLY-ON-CLICK" })) });
+    deadBatch(r.spool, id);
+    const page = await (await get(r, `/batches/${id}`)).text();
+    expect(page).not.toContain("PAYLOAD-ONLY-ON-CLICK");
+    expect(page).toContain(`href="/batches/${id}/payloads"`);
+    expect(page).toMatch(/<li data-outcome="dead"><span class="bad">dead<\/span> attempt 1 · \S+Z · status 422 · permanent · 3 ms/);
+    expect(page).toContain("<td>implicit · once · window from default</td>");
+    const payloads = await (await get(r, `/batches/${id}/payloads`)).text();
+    expect(payloads.indexOf("warning: payloads may hold secrets or personal data")).toBeGreaterThan(0);
+    expect(payloads.indexOf("warning:")).toBeLessThan(payloads.indexOf("PAYLOAD-ONLY-ON-CLICK"));
+  });
+
+  test("the overview carries the health verdict, the gates, the chart data; assets are embedded", async () => {
+    const r = await start({ seed: async (h) => void (await enqueueJson(h, "demo", "a", { n: 1 })) });
+    const html = await (await get(r, "/")).text();
+    expect(html).toContain('id="health"');
+    expect(html).toContain('data-gate="script:demo-log"');
+    const data = JSON.parse(/<script type="application\/json" id="chart-data">(.*?)<\/script>/s.exec(html)?.[1] ?? "{}");
+    expect(data["events-hour"].names).toEqual(["demo"]);
+    expect(data["events-hour"].values[0].reduce((a: number, b: number) => a + b, 0)).toBe(1);
+    expect(data["events-day"].x).toHaveLength(96);
+    const js = await get(r, "/assets/uplot.js");
+    expect(js.status).toBe(200);
+    expect(js.headers.get("content-type")).toStartWith("text/javascript");
+    expect(await js.text()).toContain("uPlot");
+  });
+
+  test("the live tail streams journal rows as server-sent events with their cursors, resuming after Last-Event-ID", async () => {
+    const r = await start({ seed: async (h) => void (await enqueueJson(h, "demo", "first", { n: 1 })) });
+    const read = async (headers: Record<string, string>) => {
+      const ctl = new AbortController();
+      const res = await fetch(`${r.base}/live/events?since=0`, { headers: { ...cookie(r), ...headers }, signal: ctl.signal });
+      expect(res.headers.get("content-type")).toStartWith("text/event-stream");
+      const reader = res.body!.getReader();
+      const { value } = await reader.read();
+      ctl.abort();
+      return new TextDecoder().decode(value);
+    };
+    const first = await read({});
+    expect(first).toMatch(/^id: 1\ndata: 1 \S+Z event batch \d+ demo -> script:demo-log key=first/);
+    await enqueueJson(r.h, "demo", "second", { n: 2 });
+    const rest = await read({ "Last-Event-ID": "1" });
+    expect(rest).not.toContain("key=first");
+    expect(rest).toContain("key=second");
+  });
+});
+
+describe("the intake's own figures", () => {
+  test("the ack histogram and refusals parse back from the intake's /metrics text", () => {
+    const m = new IntakeMetrics();
+    for (let i = 0; i < 98; i++) m.acked(0.0008);
+    m.acked(0.02);
+    m.acked(0.3);
+    m.rejected1('we"ird', "unverified");
+    m.rejected1('we"ird', "unverified");
+    m.received1("github");
+    const v = parseIntakeMetrics(m.render());
+    expect(v.ack).toEqual({ count: 100, p50: 0.001, p99: 0.025 });
+    expect(v.refused).toEqual({ 'we"ird': { unverified: 2 } });
+    expect(v.received).toEqual({ github: 1 });
+  });
+});
