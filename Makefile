@@ -5,7 +5,7 @@ export PATH := $(CURDIR)/node_modules/.bin:$(HOME)/.local/bin:$(HOME)/.bun/bin:$
 HOME_DIR ?= $(CURDIR)/.hookspool
 BIN := dist/hookspool
 
-.PHONY: all deps build run test bench soak clean typecheck docs
+.PHONY: all deps build run test bench soak clean typecheck docs screenshots
 
 all: build
 
@@ -35,6 +35,14 @@ test: deps
 	bun scripts/gen-bobbins.ts
 	tsc --noEmit -p .
 	bun test --parallel=2
+
+# The README's dashboard screenshot: the browser tests (they need /usr/bin/chromium) save one per
+# step under test-results/; the overview's is kept in docs/img/.
+screenshots: deps
+	@test -x /usr/bin/chromium || { echo "make screenshots needs Debian's chromium: apt-get install chromium" >&2; exit 1; }
+	bun test test/browser/
+	mkdir -p docs/img
+	cp test-results/dashboard-overview-after.png docs/img/dashboard-overview.png
 
 typecheck: deps
 	tsc --noEmit -p .

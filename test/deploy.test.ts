@@ -63,6 +63,8 @@ const SPEC16: Record<string, VerbSpec> = {
   prune: v("vacuum"),
   export: v("state", "source", "destination", "reason", "key", "status", "since", "until"),
   watch: v("source", "destination", "key", "since", "count", "for"),
+  // The web view on loopback.
+  dashboard: v("listen"),
   metrics: v(),
   // Recover what a sender that does not retry failed to deliver (github.repo).
   sweep: v("repo", "hook", "since", "dry-run", "api-url"),

@@ -137,7 +137,7 @@ function runCommand(cli: Cli): CommandDef {
       // The intake tells the dispatcher when each batch may be ready, so none waits for a tick.
       const intake = new Intake({ loaded, loadOptions: loadOptions(cli), clock: cli.clock, log, env: cli.io.env, spool, wake: (at) => dispatcher.wake(at) });
       // [dashboard] listen set: the dashboard runs here too, on the same connection.
-      const dash = loaded.config.dashboard.listen ? [makeDashboard(cli, loaded, spool, loaded.config.dashboard.listen, () => dispatcher.currentConfig())] : [];
+      const dash = loaded.config.dashboard.listen ? [makeDashboard(cli, loaded, spool, loaded.config.dashboard.listen, () => dispatcher.currentConfig(), () => intake.address)] : [];
       return serve(log, [dispatcher, makeMaintenance(cli, loaded, spool, dispatcher), intake, ...dash], opened.close, () => dash.forEach((d) => announce(cli, d, loaded.paths.home)));
     },
   };
@@ -146,9 +146,9 @@ function runCommand(cli: Cli): CommandDef {
 /** The dashboard's default address when `hookspool dashboard` runs on its own. */
 export const DASHBOARD_LISTEN = "127.0.0.1:8651";
 
-function makeDashboard(cli: Cli, loaded: LoadedConfig, spool: Spool, listen: string, config: () => LoadedConfig["config"] = () => loaded.config): Dashboard {
+function makeDashboard(cli: Cli, loaded: LoadedConfig, spool: Spool, listen: string, config: () => LoadedConfig["config"] = () => loaded.config, intakeAddress?: () => string | null): Dashboard {
   const log = createLogger("dashboard", { clock: cli.clock });
-  return new Dashboard({ listen, spool, config, home: loaded.paths.home, dbPath: loaded.paths.spoolFile, now: () => cli.clock.now(), log });
+  return new Dashboard({ listen, spool, config, home: loaded.paths.home, dbPath: loaded.paths.spoolFile, now: () => cli.clock.now(), log, intakeAddress });
 }
 
 /** Say where the dashboard is: with its token the first time (the URL is printed once). */

@@ -224,11 +224,15 @@ export class Intake implements Service {
     this.companions = [this.watcher, reporter];
     await startAll(this.companions);
     const where = "unix" in listen ? `unix:${listen.unix}` : `${listen.hostname.includes(":") ? `[${listen.hostname}]` : listen.hostname}:${this.server.port}`;
+    this.address = where;
     log.info("listening", { listen: where });
     // Once per source: the URL to give the sender (behind the proxy, the public host replaces ours).
     const base = "unix" in listen ? "" : `http://${where}`;
     for (const name of this.sources.keys()) log.info("source ready", { source: name, url: `${base}/hooks/${encodeURIComponent(name)}` });
   }
+
+  /** Where it listens once started ("127.0.0.1:8650", "unix:/path"): the port is the bound one. */
+  address: string | null = null;
 
   /** Reload config.toml when its mtime moved; a bad file keeps the previous config. */
   reloadIfChanged(): Promise<boolean> {

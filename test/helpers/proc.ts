@@ -29,6 +29,8 @@ export interface Hookspool {
   proc: ReturnType<typeof Bun.spawn>;
   /** Everything the process wrote to stderr so far. */
   stderr(): string;
+  /** Everything the process wrote to stdout so far. */
+  stdout(): string;
   /** The intake's port (for intake and run), once it listens. */
   port(): Promise<number>;
   /** Resolves with the exit code (null when killed by a signal). */
@@ -68,17 +70,22 @@ export async function startHookspool(home: string, argv: string[], opts: StartOp
   const { cmd, env } = await command(home, argv, opts);
   const proc = Bun.spawn(cmd, { env, stdout: "pipe", stderr: "pipe" });
   let err = "";
+  let out = "";
   const drain = (async () => {
     for await (const chunk of proc.stderr as ReadableStream<Uint8Array>) err += new TextDecoder().decode(chunk);
   })();
+  const drainOut = (async () => {
+    for await (const chunk of proc.stdout as ReadableStream<Uint8Array>) out += new TextDecoder().decode(chunk);
+  })();
   const exited = (async () => {
     const code = await proc.exited;
-    await drain;
+    await Promise.all([drain, drainOut]);
     return proc.signalCode ? null : code;
   })();
   return {
     proc,
     stderr: () => err,
+    stdout: () => out,
     async port() {
       const until = Date.now() + (opts.listenTimeoutMs ?? 15_000);
       for (;;) {

@@ -280,9 +280,11 @@ describe("dashboard pages", () => {
       const res = await fetch(`${r.base}/live/events?since=0`, { headers: { ...cookie(r), ...headers }, signal: ctl.signal });
       expect(res.headers.get("content-type")).toStartWith("text/event-stream");
       const reader = res.body!.getReader();
-      const { value } = await reader.read();
+      let text = "";
+      // The stream opens with a comment; read on to the first frame with an id.
+      while (!/^id: /m.test(text)) text += new TextDecoder().decode((await reader.read()).value);
       ctl.abort();
-      return new TextDecoder().decode(value);
+      return text.slice(text.search(/^id: /m));
     };
     const first = await read({});
     expect(first).toMatch(/^id: 1\ndata: 1 \S+Z event batch \d+ demo -> script:demo-log key=first/);

@@ -12,7 +12,7 @@ import { getBatch } from "../../store/batches.ts";
 import type { Spool } from "../../store/db.ts";
 import { pauseDestination, resumeDestination } from "../../store/destinations.ts";
 import { setIssueState } from "../../store/issues.ts";
-import { dataVersion, journalAfter } from "../../store/journal.ts";
+import { journalAfter } from "../../store/journal.ts";
 import { replayBatch, retryNow } from "../../store/replay.ts";
 import { constantTimeEqual } from "../../plugin/verify.ts";
 import { ASSETS } from "./assets/index.ts";
@@ -33,13 +33,15 @@ export interface DashboardOptions {
   dbPath: string;
   now: () => number;
   log: Logger;
+  /** Where the intake answers /metrics (inside run: its bound address); default intake.listen. */
+  intakeAddress?: () => string | null;
 }
 
 const SECURITY = {
   "Cache-Control": "no-store",
   "X-Frame-Options": "DENY",
   "X-Content-Type-Options": "nosniff",
-  "Referrer-Policy": "no-referrer",
+  "Referrer-Policy": "same-origin",
   // Scripts and styles only from the dashboard itself (the page's one inline style block aside).
   "Content-Security-Policy": "default-src 'none'; style-src 'self' 'unsafe-inline'; script-src 'self'; img-src 'self' data:; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
 };
@@ -47,7 +49,7 @@ const HTML = { ...SECURITY, "Content-Type": "text/html; charset=utf-8" };
 
 const refusal = (status: number, text: string) => new Response(page(text, `<p>${h(text)}</p>`), { status, headers: HTML });
 
-/** How often the live tail looks at the data version, and how often it sends a keep-alive comment. */
+/** How often the live tail looks for new journal rows, and how often it sends a keep-alive comment. */
 const TAIL_POLL_MS = 100;
 const TAIL_PING_MS = 15_000;
 
@@ -81,7 +83,7 @@ export class Dashboard implements Service {
     }
     if ("unix" in listen) throw new HookspoolError("E_CONFIG", "dashboard.listen must be host:port (the browser needs a port)", at);
     if (isPublic(listen) && !cfg.dashboard.allow_non_loopback) throw new HookspoolError("E_CONFIG", `${listen.hostname} is not a loopback address; the dashboard refuses to bind it`, { ...at, hint: "set dashboard.allow_non_loopback = true if you mean it" });
-    if (this.o.listen === cfg.intake.listen) throw new HookspoolError("E_CONFIG", "dashboard.listen must not be the intake's address", at);
+    if (listen.port !== 0 && this.o.listen === cfg.intake.listen) throw new HookspoolError("E_CONFIG", "dashboard.listen must not be the intake's address", at);
     const { token, created } = dashboardToken(join(this.o.home, "dashboard.token"));
     this.token = token;
     try {
@@ -118,12 +120,13 @@ export class Dashboard implements Service {
     const ctx: PageContext = { spool: this.o.spool, config, dbPath: this.o.dbPath, now: this.o.now(), csrf: config.dashboard.actions ? csrfOf(this.token) : null };
     if (req.method === "POST") return this.act(req, url, ctx);
     if (req.method !== "GET") return refusal(405, "method not allowed");
+    const intake = () => readIntakeView(this.o.intakeAddress?.() ?? config.intake.listen);
     const html = (body: string | null) => (body === null ? refusal(404, "no such page") : new Response(body, { headers: HTML }));
-    if (url.pathname === "/") return html(overviewPage({ ...ctx, intake: await readIntakeView(config.intake.listen) }));
+    if (url.pathname === "/") return html(overviewPage({ ...ctx, intake: await intake() }));
     if (url.pathname === "/batches") return html(batchesPage(ctx, url.searchParams));
     const m = /^\/batches\/(\d{1,15})(\/payloads)?$/.exec(url.pathname);
     if (m) return html(m[2] ? payloadsPage(ctx, Number(m[1])) : batchPage(ctx, Number(m[1])));
-    if (url.pathname === "/sources") return html(sourcesPage({ ...ctx, intake: await readIntakeView(config.intake.listen) }));
+    if (url.pathname === "/sources") return html(sourcesPage({ ...ctx, intake: await intake() }));
     if (url.pathname === "/issues") return html(issuesPage(ctx));
     if (url.pathname === "/live") return html(livePage(ctx));
     if (url.pathname === "/live/events") return this.events(req, url);
@@ -142,24 +145,24 @@ export class Dashboard implements Service {
     };
     tails.add(end);
     const enc = new TextEncoder();
-    let version = -1;
-    let pinged = Date.now();
+    let pinged = performance.now();
     const stream = new ReadableStream<Uint8Array>({
+      start(ctl) {
+        // The headers go out with the first bytes: say at once that the stream is open.
+        ctl.enqueue(enc.encode("retry: 2000\n: following\n\n"));
+      },
       async pull(ctl) {
         while (!stopped) {
-          const v = dataVersion(spool);
-          if (v !== version) {
-            const rows = journalAfter(spool, cursor, {}, 200);
-            if (rows.length === 200) version = -1; // more to read: look again at once
-            else version = v;
-            if (rows.length) {
-              ctl.enqueue(enc.encode(rows.map(sseFrame).join("")));
-              cursor = rows[rows.length - 1].id;
-              return;
-            }
+          // A primary-key range read each time: under run the dashboard shares the writers'
+          // connection, whose own commits never move PRAGMA data_version.
+          const rows = journalAfter(spool, cursor, {}, 200);
+          if (rows.length) {
+            ctl.enqueue(enc.encode(rows.map(sseFrame).join("")));
+            cursor = rows[rows.length - 1].id;
+            return;
           }
-          if (Date.now() - pinged > TAIL_PING_MS) {
-            pinged = Date.now();
+          if (performance.now() - pinged > TAIL_PING_MS) {
+            pinged = performance.now();
             ctl.enqueue(enc.encode(": ping\n\n"));
             return;
           }
