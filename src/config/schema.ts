@@ -179,17 +179,6 @@ export const CONFIG_FIELDS: Fields = {
       },
     },
   },
-  dashboard: {
-    doc: "the dashboard: hookspool dashboard, or inside run and dispatch when listen is set here",
-    type: {
-      kind: "section",
-      fields: {
-        listen: str("address of the dashboard's own listener (never the intake's); empty: not inside run or dispatch", ""),
-        allow_non_loopback: bool("bind a non-loopback address (the page is the spool's whole picture: keep it on loopback)", false),
-        actions: bool("enable the buttons that change state (replay, retry, pause, resume, issue verbs)", false),
-      },
-    },
-  },
   intake: {
     doc: "the HTTP intake",
     type: {
@@ -277,6 +266,17 @@ export const CONFIG_FIELDS: Fields = {
     type: {
       kind: "section",
       fields: HERMES_FIELDS,
+    },
+  },
+  dashboard: {
+    doc: "the dashboard: hookspool dashboard, or inside run and dispatch when listen is set here",
+    type: {
+      kind: "section",
+      fields: {
+        listen: str("address of the dashboard's own listener (never the intake's); empty: not inside run or dispatch", ""),
+        allow_non_loopback: bool("bind a non-loopback address (the page is the spool's whole picture: keep it on loopback)", false),
+        actions: bool("enable the buttons that change state (replay, retry, pause, resume, issue verbs)", false),
+      },
     },
   },
   spans: { doc: "coalesce presets (quiet_s, max_s); add your own", type: { kind: "map", entry: SPAN_FIELDS } },

@@ -66,6 +66,7 @@ describe("docs/config.md", () => {
       "## [retention]",
       "## [alerts]",
       "## [hermes]",
+      "## [dashboard]",
       "## [spans.<name>]",
       "## [sources.<name>]",
       "## The template source",
