@@ -118,7 +118,7 @@ timeout_s = 2
     expect(await page.locator("h1").textContent()).toBe("Overview");
     await until("/", '[data-gate="receiver"]', "closed");
     // uPlot ran under the page's CSP (scripts only from /assets): the charts are drawn.
-    await waitFor("the charts to be drawn", async () => (await page.locator('figure[data-drawn="true"]').count()) === 6);
+    await waitFor("the charts to be drawn", async () => (await page.locator('figure[data-drawn="true"]').count()) === 8);
     await waitFor("the warm-up delivery", () => receiver.accepted().length >= 1);
     await until("/", '[data-gate="receiver"]', "closed");
     await shot("overview");
@@ -172,7 +172,7 @@ timeout_s = 2
     await shot("live");
     // The overview after all of the above: the one the README shows (make screenshots).
     await page.goto(new URL("/", printed).toString());
-    await waitFor("the charts to be drawn", async () => (await page.locator('figure[data-drawn="true"]').count()) === 6);
+    await waitFor("the charts to be drawn", async () => (await page.locator('figure[data-drawn="true"]').count()) === 8);
     await shot("overview-after");
   });
 

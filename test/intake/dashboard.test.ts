@@ -7,13 +7,14 @@ import { join } from "node:path";
 import { loadConfig } from "../../src/config/load.ts";
 import { Dashboard } from "../../src/intake/dashboard/server.ts";
 import { csrfOf } from "../../src/intake/dashboard/auth.ts";
-import { parseIntakeMetrics } from "../../src/intake/dashboard/intake-view.ts";
+import { ackSeries, parseIntakeMetrics } from "../../src/intake/dashboard/intake-view.ts";
 import { IntakeMetrics } from "../../src/intake/metrics.ts";
 import { createLogger } from "../../src/log.ts";
 import { claimBatch } from "../../src/store/batches.ts";
 import { openSpool, type Spool } from "../../src/store/db.ts";
 import { raiseIssueTx } from "../../src/store/issues.ts";
 import { markDead } from "../../src/store/marks.ts";
+import { quarantine } from "../../src/store/enqueue.ts";
 import { enqueueJson, type Home, initHome } from "../cli/home.ts";
 
 const NASTY_KEY = `<script>alert("k")</script>\u0007'&`;
@@ -293,6 +294,34 @@ describe("dashboard pages", () => {
     expect(rest).not.toContain("key=first");
     expect(rest).toContain("key=second");
   });
+
+  test("sources: scheme, URL, refusals read from the intake's /metrics, quarantine reasons of the last day", async () => {
+    const metrics = new IntakeMetrics();
+    metrics.rejected1("demo", "unverified");
+    metrics.rejected1("demo", "too_large");
+    const intake = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: () => new Response(metrics.render()) });
+    const h = await initHome();
+    appendFileSync(h.config, '\n[sources.signed]\ntemplate = { scheme = "hmac-sha256-hex", header = "X-Sig" }\nsecrets.secret = { env = "NOT_SET_HERE" }\naction = "script:demo-log"\n');
+    const loaded = loadConfig({ home: h.home, env: {} });
+    const spool = openSpool(h.db);
+    quarantine(spool, { source: "demo", raw: new TextEncoder().encode("not json"), headers: {}, authHeaders: [], url: "/hooks/demo", reason: "not_json" }, Date.now() / 1000);
+    const dash = new Dashboard({ listen: "127.0.0.1:0", spool, config: () => loaded.config, home: h.home, dbPath: h.db, now: () => Date.now() / 1000, log: createLogger("dashboard"), intakeAddress: () => `127.0.0.1:${intake.port}` });
+    await dash.start();
+    try {
+      const token = readFileSync(join(h.home, "dashboard.token"), "utf8").trim();
+      const html = await (await fetch(`http://127.0.0.1:${dash.port}/sources`, { headers: { Cookie: `hookspool_dashboard=${token}` } })).text();
+      const row = (name: string) => /<tr>(.*?)<\/tr>/gs.exec(html.slice(html.indexOf(`<td>${name}</td>`) - 4))?.[1] ?? "";
+      expect(row("demo")).toContain("<td>1 too_large, 1 unverified</td>");
+      expect(row("demo")).toContain("<td>1 not_json</td>");
+      expect(row("signed")).toContain("<td>hmac-sha256-hex</td>");
+      expect(row("signed")).toContain(`<code>http://${loaded.config.intake.listen}/hooks/signed</code>`);
+      expect(row("signed")).toContain("<td>none</td>");
+    } finally {
+      await dash.stop();
+      spool.close();
+      intake.stop(true);
+    }
+  });
 });
 
 describe("the intake's own figures", () => {
@@ -308,5 +337,21 @@ describe("the intake's own figures", () => {
     expect(v.ack).toEqual({ count: 100, p50: 0.001, p99: 0.025 });
     expect(v.refused).toEqual({ 'we"ird': { unverified: 2 } });
     expect(v.received).toEqual({ github: 1 });
+  });
+
+  test("ack latency per bucket from the dashboard's samples: differences, and nothing across an intake restart", () => {
+    const h = (fast: number, slow: number) => [
+      { le: 0.001, n: fast },
+      { le: 0.5, n: fast + slow },
+      { le: Number.POSITIVE_INFINITY, n: fast + slow },
+    ];
+    const samples = [
+      { at: 0, buckets: h(0, 0) },
+      { at: 50, buckets: h(100, 0) },
+      { at: 110, buckets: h(100, 10) },
+      // The intake restarted: its counts began again.
+      { at: 170, buckets: h(3, 0) },
+    ];
+    expect(ackSeries(samples, 0, 60, 3)).toEqual({ p50: [0.001, 0.5, null], p99: [0.001, 0.5, null] });
   });
 });

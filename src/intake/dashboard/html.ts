@@ -3,7 +3,7 @@
 // and a dark scheme from the system's preference, no external fonts, scripts only from /assets.
 import type { Config } from "../../config/types.ts";
 import type { Spool } from "../../store/db.ts";
-import type { IntakeView } from "./intake-view.ts";
+import type { AckSample, IntakeView } from "./intake-view.ts";
 
 export interface PageContext {
   spool: Spool;
@@ -14,6 +14,8 @@ export interface PageContext {
   csrf: string | null;
   /** The intake's own counters, on the pages that show them (null: no intake answered). */
   intake?: IntakeView | null;
+  /** The dashboard's own readings of the intake's ack histogram, oldest first. */
+  ackSamples?: readonly AckSample[];
 }
 
 /** Text as HTML: markup characters escaped, control characters shown as \xNN. */

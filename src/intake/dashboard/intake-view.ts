@@ -10,6 +10,16 @@ export interface IntakeView {
   received: Record<string, number>;
   /** Ack latency upper bounds from the histogram, in seconds (null: no 2xx yet). */
   ack: { count: number; p50: number | null; p99: number | null };
+  /** The histogram itself: cumulative counts per upper bound (the last is +Inf), ascending. */
+  ackBuckets: { le: number; n: number }[];
+}
+
+/** The p-quantile's upper bound of a cumulative histogram (the largest finite bound for +Inf). */
+export function quantileOf(buckets: readonly { le: number; n: number }[], q: number): number | null {
+  const total = buckets.length ? buckets[buckets.length - 1].n : 0;
+  if (total <= 0) return null;
+  const b = buckets.find((x) => x.n >= q * total);
+  return b === undefined ? null : Number.isFinite(b.le) ? b.le : ACK_BUCKETS_S[ACK_BUCKETS_S.length - 1];
 }
 
 const SAMPLE = /^([a-z_]+)(?:\{(.*)\})? ([0-9.eE+-]+|NaN|\+Inf)$/;
@@ -21,7 +31,7 @@ function unescape(v: string): string {
 
 /** Parse the Prometheus text the intake serves into the figures the dashboard shows. */
 export function parseIntakeMetrics(text: string): IntakeView {
-  const view: IntakeView = { refused: {}, received: {}, ack: { count: 0, p50: null, p99: null } };
+  const view: IntakeView = { refused: {}, received: {}, ack: { count: 0, p50: null, p99: null }, ackBuckets: [] };
   const buckets: { le: number; n: number }[] = [];
   for (const line of text.split("\n")) {
     const m = SAMPLE.exec(line);
@@ -35,11 +45,8 @@ export function parseIntakeMetrics(text: string): IntakeView {
   }
   buckets.sort((a, b) => a.le - b.le);
   const total = buckets.length ? buckets[buckets.length - 1].n : 0;
-  const quantile = (q: number) => {
-    const b = buckets.find((x) => x.n >= q * total);
-    return b === undefined ? null : Number.isFinite(b.le) ? b.le : ACK_BUCKETS_S[ACK_BUCKETS_S.length - 1];
-  };
-  view.ack = { count: total, p50: total ? quantile(0.5) : null, p99: total ? quantile(0.99) : null };
+  view.ack = { count: total, p50: quantileOf(buckets, 0.5), p99: quantileOf(buckets, 0.99) };
+  view.ackBuckets = buckets;
   return view;
 }
 
@@ -55,4 +62,40 @@ export async function readIntakeView(listen: string): Promise<IntakeView | null>
   } catch {
     return null;
   }
+}
+
+/** One reading of the intake's ack histogram, as the dashboard samples it once a minute. */
+export interface AckSample {
+  at: number;
+  buckets: { le: number; n: number }[];
+}
+
+/**
+ * Ack latency p50 and p99 per time bucket, from the dashboard's own samples of the intake's
+ * histogram: each bucket's answers are the difference between the last reading in it and the
+ * last one before it, or its own first reading at the chart's start (an intake restart, whose counts start again, leaves that bucket empty).
+ */
+export function ackSeries(samples: readonly AckSample[], since: number, bucketS: number, count: number): { p50: (number | null)[]; p99: (number | null)[] } {
+  const p50: (number | null)[] = new Array(count).fill(null);
+  const p99: (number | null)[] = new Array(count).fill(null);
+  let before: AckSample | null = null;
+  let j = 0;
+  while (j < samples.length && samples[j].at < since) before = samples[j++];
+  for (let i = 0; i < count; i++) {
+    const end = since + (i + 1) * bucketS;
+    let last: AckSample | null = null;
+    // With no reading before the chart begins, the bucket's first reading is where it starts.
+    if (!before && j < samples.length && samples[j].at < end) before = samples[j++];
+    while (j < samples.length && samples[j].at < end) last = samples[j++];
+    if (last && before && last.buckets.length === before.buckets.length) {
+      const prev = before.buckets;
+      const delta = last.buckets.map((b, k) => ({ le: b.le, n: b.n - prev[k].n }));
+      if (delta.every((d) => d.n >= 0)) {
+        p50[i] = quantileOf(delta, 0.5);
+        p99[i] = quantileOf(delta, 0.99);
+      }
+    }
+    if (last) before = last;
+  }
+  return { p50, p99 };
 }

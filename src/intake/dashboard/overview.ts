@@ -5,6 +5,7 @@ import { recentActions } from "../../store/actions.ts";
 import { attemptsByOutcome, type Buckets, eventsBySource, readyToOkLatency } from "../../store/charts.ts";
 import { destinationRows } from "../../store/destinations.ts";
 import { readyCounts } from "../../store/stats.ts";
+import { ackSeries } from "./intake-view.ts";
 import { action, h, jsonBlock, page, type PageContext, stateClass, table, when } from "./html.ts";
 
 interface Chart {
@@ -32,6 +33,8 @@ function chartsOf(c: PageContext): Record<string, Chart> {
     out[`events-${s.id}`] = { title: `events received by source, ${s.label}`, unit: `per ${s.bucketS / 60} min`, x, names: Object.keys(events), values: Object.values(events) };
     out[`attempts-${s.id}`] = { title: `deliveries by outcome, ${s.label}`, unit: `per ${s.bucketS / 60} min`, x, names: Object.keys(outcomes), values: Object.values(outcomes) };
     out[`latency-${s.id}`] = { title: `readiness to 2xx, ${s.label}`, unit: "seconds", x, names: ["p50", "p99"], values: [latency.p50, latency.p99] };
+    const ack = ackSeries(c.ackSamples ?? [], b.since, b.bucketS, b.count);
+    out[`ack-${s.id}`] = { title: `ack latency (upper bound), ${s.label}`, unit: "seconds", x, names: ["p50", "p99"], values: [ack.p50, ack.p99] };
   }
   return out;
 }
@@ -46,7 +49,9 @@ function figure(id: string, ch: Chart): string {
 
 function worst(v: (number | null)[]): string {
   const xs = v.filter((x): x is number => x !== null);
-  return xs.length ? `up to ${Math.max(...xs).toFixed(2)} s` : "no deliveries";
+  if (!xs.length) return "no figures";
+  const top = Math.max(...xs);
+  return top < 1 ? `up to ${Math.round(top * 1000 * 10) / 10} ms` : `up to ${top.toFixed(2)} s`;
 }
 
 function ms(s: number | null): string {
@@ -75,7 +80,7 @@ export function overviewPage(c: PageContext): string {
   const spool = `<p>schema ${h(doc.schema)}, spool ${h(Math.round(doc.spool_bytes / 1024))} KiB, ${doc.disk_free_bytes == null ? "free disk unknown" : `${h(Math.round(doc.disk_free_bytes / 1024 ** 2))} MiB free`}; dispatcher ${doc.dispatcher.alive ? `<span class="ok">alive</span>` : `<span class="bad">not running</span>`}; <a href="/issues">${h(doc.issues_open)} open issue(s)</a></p>`;
   const ack = c.intake ? `<p>ack latency since the intake started: p50 ${h(ms(c.intake.ack.p50))}, p99 ${h(ms(c.intake.ack.p99))} over ${h(c.intake.ack.count)} answer(s)</p>` : `<p class="muted">ack latency: no intake answered on ${h(c.config.intake.listen)}</p>`;
   const charts = chartsOf(c);
-  const figures = SPANS.map((s) => `<h3>${h(s.label)}</h3><div class="charts">${["events", "attempts", "latency"].map((k) => figure(`${k}-${s.id}`, charts[`${k}-${s.id}`])).join("")}</div>`).join("");
+  const figures = SPANS.map((s) => `<h3>${h(s.label)}</h3><div class="charts">${["events", "attempts", "latency", "ack"].map((k) => figure(`${k}-${s.id}`, charts[`${k}-${s.id}`])).join("")}</div>`).join("");
   const acts = recentActions(c.spool, 10);
   const actions = acts.length ? `<h2>Recent actions</h2>${table(["at", "via", "action", "target"], acts.map((a) => [when(a.at), h(a.via), h(a.verb), h(a.target)]))}` : "";
   return page(

@@ -19,7 +19,7 @@ import { ASSETS } from "./assets/index.ts";
 import { authorized, csrfOf, dashboardToken, sameOrigin, tokenCookie } from "./auth.ts";
 import { batchesPage, batchPage, payloadsPage } from "./batches.ts";
 import { h, page, type PageContext } from "./html.ts";
-import { readIntakeView } from "./intake-view.ts";
+import { type AckSample, readIntakeView } from "./intake-view.ts";
 import { livePage, sseFrame } from "./live.ts";
 import { overviewPage } from "./overview.ts";
 import { issuesPage, sourcesPage } from "./sources.ts";
@@ -35,7 +35,12 @@ export interface DashboardOptions {
   log: Logger;
   /** Where the intake answers /metrics (inside run: its bound address); default intake.listen. */
   intakeAddress?: () => string | null;
+  /** How often the intake's ack histogram is sampled for the latency chart (default a minute). */
+  sampleEveryMs?: number;
 }
+
+/** The samples kept: a day and one chart bucket more. */
+const SAMPLES_KEEP_S = 86_400 + 900;
 
 const SECURITY = {
   "Cache-Control": "no-store",
@@ -59,6 +64,8 @@ export class Dashboard implements Service {
   private token = "";
   private hosts = new Set<string>();
   private tails = new Set<() => void>();
+  private samples: AckSample[] = [];
+  private sampler: ReturnType<typeof setInterval> | null = null;
   /** The URL with the token, printed once when the token is made. */
   firstUrl: string | null = null;
 
@@ -95,10 +102,27 @@ export class Dashboard implements Service {
     this.hosts = new Set([`127.0.0.1:${port}`, `localhost:${port}`, `[::1]:${port}`]);
     if (isPublic(listen)) this.hosts.add(`${listen.hostname.includes(":") ? `[${listen.hostname}]` : listen.hostname}:${port}`);
     if (created) this.firstUrl = `http://127.0.0.1:${port}/?token=${token}`;
+    void this.sample();
+    this.sampler = setInterval(() => void this.sample(), this.o.sampleEveryMs ?? 60_000);
+    this.sampler.unref?.();
     this.o.log.info(cfg.dashboard.actions ? "dashboard listening, actions on" : "dashboard listening, read-only", { listen: `${listen.hostname}:${port}` });
   }
 
+  /** Read the intake's ack histogram once, for the latency chart; keep a day of readings. */
+  private async sample(): Promise<void> {
+    const view = await readIntakeView(this.intakeAddress());
+    const at = this.o.now();
+    if (view) this.samples.push({ at, buckets: view.ackBuckets });
+    while (this.samples.length && this.samples[0].at < at - SAMPLES_KEEP_S) this.samples.shift();
+  }
+
+  private intakeAddress(): string {
+    return this.o.intakeAddress?.() ?? this.o.config().intake.listen;
+  }
+
   async stop(): Promise<void> {
+    if (this.sampler) clearInterval(this.sampler);
+    this.sampler = null;
     for (const end of this.tails) end();
     this.server?.stop(true);
     this.server = null;
@@ -117,10 +141,10 @@ export class Dashboard implements Service {
     const asset = ASSETS[url.pathname];
     if (asset && req.method === "GET") return new Response(asset.body, { headers: { ...SECURITY, "Content-Type": asset.type, "Cache-Control": "private, max-age=3600" } });
     const config = this.o.config();
-    const ctx: PageContext = { spool: this.o.spool, config, dbPath: this.o.dbPath, now: this.o.now(), csrf: config.dashboard.actions ? csrfOf(this.token) : null };
+    const ctx: PageContext = { spool: this.o.spool, config, dbPath: this.o.dbPath, now: this.o.now(), csrf: config.dashboard.actions ? csrfOf(this.token) : null, ackSamples: this.samples };
     if (req.method === "POST") return this.act(req, url, ctx);
     if (req.method !== "GET") return refusal(405, "method not allowed");
-    const intake = () => readIntakeView(this.o.intakeAddress?.() ?? config.intake.listen);
+    const intake = () => readIntakeView(this.intakeAddress());
     const html = (body: string | null) => (body === null ? refusal(404, "no such page") : new Response(body, { headers: HTML }));
     if (url.pathname === "/") return html(overviewPage({ ...ctx, intake: await intake() }));
     if (url.pathname === "/batches") return html(batchesPage(ctx, url.searchParams));
