@@ -47,7 +47,7 @@ table { border-collapse: collapse; width: 100%; margin: .5rem 0 1rem; } th, td {
 .ok { color: var(--ok); } .bad { color: var(--bad); } .warn { color: var(--warn); } .muted { color: var(--muted); }
 code, pre { font: 13px/1.4 ui-monospace, monospace; } pre { white-space: pre-wrap; overflow-wrap: anywhere; }
 form.inline { display: inline; } .scroll { overflow-x: auto; } label { white-space: nowrap; }
-figure { margin: .5rem 0 1rem; } figcaption { font-weight: 600; } .charts { display: grid; grid-template-columns: repeat(auto-fit, minmax(300px, 1fr)); gap: 1rem; }
+figure { margin: .5rem 0 1rem; } figcaption { font-weight: 600; } .charts { display: grid; grid-template-columns: repeat(auto-fit, minmax(240px, 1fr)); gap: 1rem; }
 ol.timeline { list-style: none; padding-left: 0; border-left: 2px solid var(--line); } ol.timeline li { padding: .25rem 0 .25rem 1rem; }
 .u-legend { font-size: 12px; }
 `;
