@@ -1,0 +1,153 @@
+// Delivery on PostgreSQL with any number of dispatchers: readiness sealing, the candidates
+// (deliverable batches that head their (route, key) group), claims that lock each candidate
+// with FOR UPDATE SKIP LOCKED under the group's advisory lock and check again that it is the
+// head, so FIFO per key holds whoever claims; marks fenced by lease_owner as on SQLite; and the
+// recovery of leases whose owner is gone (lease_until passed), never of a live one.
+import type { Candidate, Claim, ClaimInput } from "../batches.ts";
+import type { DeadReason } from "../../delivery.ts";
+import { type MarkBase, scrubError } from "../marks.ts";
+import { num, type PgSpool, type Tx } from "./db.ts";
+import { sealBatchPg } from "./enqueue.ts";
+import { journalPg } from "./journal.ts";
+
+/** Seal every open batch that is ready at `now`; each under its group's lock, so no intake is mid-join. */
+export async function sealReadyPg(spool: PgSpool, now: number): Promise<number[]> {
+  const ready = (await spool.sql`SELECT id, route, key FROM batches WHERE state = 'open'
+      AND ((quiet_s = 0 AND max_s = 0) OR ${now} >= last_at + quiet_s OR ${now} >= first_at + max_s) ORDER BY id`) as { id: string; route: string; key: string }[];
+  const sealed: number[] = [];
+  for (const r of ready) {
+    const done = await spool.sql.begin(async (tx) => {
+      await tx`SELECT pg_advisory_xact_lock(hashtext(${`g${r.route}`}), hashtext(${r.key}))`;
+      // Still open and still ready? An intake may have joined it since (then last_at moved).
+      const [still] = await tx`SELECT id FROM batches WHERE id = ${num(r.id)}::bigint AND state = 'open'
+          AND ((quiet_s = 0 AND max_s = 0) OR ${now} >= last_at + quiet_s OR ${now} >= first_at + max_s)`;
+      return still ? sealBatchPg(tx, num(r.id), now) : false;
+    });
+    if (done) sealed.push(num(r.id));
+  }
+  return sealed;
+}
+
+const HEAD = (tx: Tx) => tx`NOT EXISTS (SELECT 1 FROM batches p
+      WHERE p.route = b.route AND p.key = b.key AND p.state IN ('open', 'sealed', 'retry', 'leased')
+        AND p.first_at <= b.first_at AND (p.first_at < b.first_at OR p.id < b.id))`;
+
+/** Deliverable heads at `now`, oldest first_at first, at most `perDestination` of each destination. */
+export async function candidatesPg(spool: PgSpool, now: number, perDestination = 1000): Promise<Candidate[]> {
+  const rows = (await spool.sql`SELECT * FROM (
+      SELECT b.id, b.route, b.source, b.destination, b.key, b.state, b.first_at, b.attempts, b.count, b.bytes,
+             row_number() OVER (PARTITION BY b.destination ORDER BY b.first_at, b.id) AS rank
+        FROM batches b
+       WHERE b.state IN ('sealed', 'retry') AND b.destination <> 'quarantine'
+         AND (b.state = 'sealed' OR b.next_attempt_at <= ${now})
+         AND (b.not_before IS NULL OR b.not_before <= ${now})
+         AND ${HEAD(spool.sql)}) c
+      WHERE c.rank <= ${perDestination} ORDER BY c.first_at, c.id`) as Record<string, unknown>[];
+  return rows.map((r) => ({ id: num(r.id), route: String(r.route), source: String(r.source), destination: String(r.destination), key: String(r.key), state: r.state as Candidate["state"], first_at: Number(r.first_at), attempts: Number(r.attempts), count: Number(r.count), bytes: num(r.bytes) }));
+}
+
+/**
+ * Claim each batch in one transaction: the group's lock tried (held by another dispatcher or an
+ * intake mid-join: skipped this time), the row locked SKIP LOCKED and checked again to head its
+ * group, the attempt written, the lease taken. A batch that is not claimable is null in its place.
+ */
+export async function claimPg(spool: PgSpool, inputs: readonly (ClaimInput & { route: string; key: string })[]): Promise<(Claim | null)[]> {
+  if (inputs.length === 0) return [];
+  return spool.sql.begin(async (tx) => {
+    const out: (Claim | null)[] = [];
+    for (const c of inputs) {
+      const [lock] = await tx`SELECT pg_try_advisory_xact_lock(hashtext(${`g${c.route}`}), hashtext(${c.key})) AS ok`;
+      if (!lock.ok) {
+        out.push(null);
+        continue;
+      }
+      const [row] = await tx`SELECT b.id FROM batches b WHERE b.id = ${c.batchId}::bigint AND b.state IN ('sealed', 'retry') AND ${HEAD(tx)} FOR UPDATE SKIP LOCKED`;
+      if (!row) {
+        out.push(null);
+        continue;
+      }
+      const [{ n }] = await tx`SELECT COUNT(*)::int + 1 AS n FROM attempts WHERE batch_id = ${c.batchId}::bigint`;
+      const [a] = await tx`INSERT INTO attempts (batch_id, n, destination, started_at, probe, counted) VALUES (${c.batchId}::bigint, ${n}, ${c.destination}, ${c.now}, ${c.probe ? 1 : 0}, 0) RETURNING id`;
+      const attemptId = num(a.id);
+      const owner = `${c.host}:${c.pid}:${attemptId}`;
+      await tx`UPDATE batches SET state = 'leased', lease_until = ${c.leaseUntil}, lease_owner = ${owner} WHERE id = ${c.batchId}::bigint`;
+      const [{ resend }] = await tx`SELECT COUNT(*)::int AS resend FROM attempts WHERE batch_id = ${c.batchId}::bigint AND outcome = 'ok'`;
+      const deliveryId = c.deliveryId ? c.deliveryId(attemptId, n, resend) : null;
+      if (deliveryId !== null) await tx`UPDATE attempts SET delivery_id = ${deliveryId} WHERE id = ${attemptId}::bigint`;
+      await journalPg(tx, "leased", c.batchId, c.now, { attempt: attemptId, detail: { n, ...(resend ? { resend } : {}) } });
+      out.push({ attemptId, n, owner, leaseUntil: c.leaseUntil, deliveryId, resend });
+    }
+    return out;
+  });
+}
+
+type Outcome = "ok" | "retry" | "dead";
+
+/** A fenced mark: the update must touch the leased row this owner holds, else the attempt is discarded. */
+async function fenced(spool: PgSpool, m: MarkBase, outcome: Outcome, update: (tx: Tx) => Promise<number>, detail: Record<string, unknown> = {}): Promise<boolean> {
+  return spool.sql.begin(async (tx) => {
+    const applied = (await update(tx)) === 1;
+    const a = m.attempt;
+    const finished = applied ? outcome : "discarded";
+    await tx`UPDATE attempts SET finished_at = ${m.now}, outcome = ${finished}, klass = ${a.klass}, status = ${a.status}, error = ${scrubError(a.error)},
+        duration_ms = ${Math.round(a.durationMs)}, counted = ${finished !== "discarded" && a.counted ? 1 : 0}, events_delivered = ${a.eventsDelivered ?? null}, failed_event_id = ${a.failedEventId ?? null}
+        WHERE id = ${m.attemptId}::bigint`;
+    if (applied) {
+      const facts = { ...(a.klass ? { class: a.klass } : {}), ...(a.status !== null ? { status: a.status } : {}), duration_ms: Math.round(a.durationMs), ...detail };
+      await journalPg(tx, outcome === "ok" ? "delivered" : outcome, m.batchId, m.now, { attempt: m.attemptId, detail: facts });
+    }
+    return applied;
+  });
+}
+
+/** leased -> delivered. False when the lease was lost (the attempt is discarded, nothing else applies). */
+export function markDeliveredPg(spool: PgSpool, m: MarkBase & { result?: string }): Promise<boolean> {
+  return fenced(spool, m, "ok", async (tx) => (await tx`UPDATE batches SET state = 'delivered', delivered_at = ${m.now}, result = ${m.result ?? "ok"}, lease_until = NULL,
+      lease_owner = NULL, attempts = attempts + ${m.attempt.counted ? 1 : 0}, last_class = NULL, last_error = NULL
+      WHERE id = ${m.batchId}::bigint AND state = 'leased' AND lease_owner = ${m.owner}`).count);
+}
+
+/** leased -> retry, due at `nextAttemptAt`. */
+export function markRetryPg(spool: PgSpool, m: MarkBase & { nextAttemptAt: number }): Promise<boolean> {
+  return fenced(
+    spool,
+    m,
+    "retry",
+    async (tx) => (await tx`UPDATE batches SET state = 'retry', next_attempt_at = ${m.nextAttemptAt}, lease_until = NULL, lease_owner = NULL,
+        attempts = attempts + ${m.attempt.counted ? 1 : 0}, last_class = ${m.attempt.klass}, last_error = ${scrubError(m.attempt.error)}
+        WHERE id = ${m.batchId}::bigint AND state = 'leased' AND lease_owner = ${m.owner}`).count,
+    { next_attempt_at: m.nextAttemptAt },
+  );
+}
+
+/** leased -> dead, with why. */
+export function markDeadPg(spool: PgSpool, m: MarkBase & { deadReason?: DeadReason }): Promise<boolean> {
+  const reason = m.deadReason ?? "rejected";
+  return fenced(
+    spool,
+    m,
+    "dead",
+    async (tx) => (await tx`UPDATE batches SET state = 'dead', lease_until = NULL, lease_owner = NULL, next_attempt_at = NULL,
+        attempts = attempts + ${m.attempt.counted ? 1 : 0}, last_class = ${m.attempt.klass}, last_error = ${scrubError(m.attempt.error)}, dead_reason = ${reason}
+        WHERE id = ${m.batchId}::bigint AND state = 'leased' AND lease_owner = ${m.owner}`).count,
+    { reason },
+  );
+}
+
+/**
+ * Leases whose lease_until has passed -> retry, due now, uncounted, 'lease expired'. Any
+ * dispatcher may run it: a live owner renews nothing, but its lease_until is its deadline plus
+ * grace, so a lease still running is never taken. Returns the recovered ids.
+ */
+export async function recoverExpiredPg(spool: PgSpool, now: number): Promise<number[]> {
+  return spool.sql.begin(async (tx) => {
+    const rows = (await tx`UPDATE batches SET state = 'retry', next_attempt_at = ${now}, lease_until = NULL, lease_owner = NULL, last_error = 'lease expired'
+        WHERE id IN (SELECT id FROM batches WHERE state = 'leased' AND lease_until < ${now} FOR UPDATE SKIP LOCKED) RETURNING id`) as { id: string }[];
+    const ids = rows.map((r) => num(r.id)).sort((a, b) => a - b);
+    for (const id of ids) {
+      await tx`UPDATE attempts SET finished_at = ${now}, outcome = 'retry', error = 'lease expired', counted = 0 WHERE batch_id = ${id}::bigint AND finished_at IS NULL`;
+      await journalPg(tx, "retry", id, now, { detail: { class: "lease expired" } });
+    }
+    return ids;
+  });
+}

@@ -1,0 +1,54 @@
+// The scale-out backend's connection: PostgreSQL through Bun's built-in client (Bun.sql), a
+// small pool per process. Every statement of this backend lives under src/store/pg/, as every
+// SQLite statement lives under src/store/. Times are the same Unix seconds as on SQLite; ids
+// come back from BIGINT columns as strings and leave here as numbers.
+import { SQL } from "bun";
+import { HookspoolError } from "../../errors.ts";
+
+/** How to reach the server: a URL (postgres://user:password@host/db, maybe ?host=/socket/dir), or a unix socket. */
+export type PgTarget = { url: string } | { path: string; user: string; database: string };
+
+/** A transaction (or the pool) that runs tagged-template statements. */
+export type Tx = SQL;
+
+export interface PgOptions {
+  /** Connections in this process's pool (an intake's group commits, a dispatcher's claims and marks). */
+  max?: number;
+}
+
+export class PgSpool {
+  readonly sql: SQL;
+
+  constructor(target: PgTarget, o: PgOptions = {}) {
+    const common = { adapter: "postgres" as const, max: o.max ?? 4, idleTimeout: 30, connectionTimeout: 10 };
+    this.sql = "url" in target ? new SQL(target.url, common) : new SQL({ ...common, path: target.path, user: target.user, database: target.database });
+  }
+
+  /** The database's clock, in Unix seconds: the wall-clock guard of every host uses this one. */
+  async now(): Promise<number> {
+    const [r] = await this.sql`SELECT EXTRACT(EPOCH FROM clock_timestamp())::float8 AS t`;
+    return Number(r.t);
+  }
+
+  /** Whether the server answers at all (check uses this before the schema version). */
+  async ping(): Promise<void> {
+    try {
+      await this.sql`SELECT 1`;
+    } catch (e) {
+      throw new HookspoolError("E_CONFIG", `cannot reach PostgreSQL: ${(e as Error).message}`, { key: "spool.url" });
+    }
+  }
+
+  async close(): Promise<void> {
+    await this.sql.close();
+  }
+}
+
+/** A BIGINT as it arrives (a string), or null, as a number. */
+export function num(v: unknown): number {
+  return typeof v === "number" ? v : Number(v);
+}
+
+export function numOrNull(v: unknown): number | null {
+  return v === null || v === undefined ? null : num(v);
+}

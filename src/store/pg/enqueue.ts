@@ -1,0 +1,170 @@
+// Enqueue on PostgreSQL: the join rule, dedup and tee copies of the SQLite store, safe with any
+// number of intakes on different hosts. A group commit is one transaction for the requests
+// gathered while the previous commit ran; each request runs in a savepoint of its own. Before
+// any work it takes, in one sorted order, the transaction-scoped advisory locks of every
+// (route, key) group and every (source, dedup id) its requests touch, so two intakes never
+// deadlock, never both open a batch for one group (the partial unique index makes that a fact
+// too), and never both accept one dedup id. The locks end with the COMMIT.
+import { contentHash, type ContentEvent } from "../content.ts";
+import { type EnqueueResult, type EventCopy, type NewEvent, type Placed, validateNewEvent } from "../enqueue.ts";
+import { num, type PgSpool, type Tx } from "./db.ts";
+import { journalPg } from "./journal.ts";
+
+const utf8 = new TextEncoder();
+
+function eventSize(ev: NewEvent): number {
+  return ev.raw && ev.raw.length > 0 ? ev.raw.length : utf8.encode(ev.payload).length;
+}
+
+/** The lock names of a set of requests: "g" + route + key per copy, "d" + source + dedup id. */
+function lockNames(jobs: readonly (readonly NewEvent[])[]): { a: string[]; b: string[] } {
+  const seen = new Set<string>();
+  const a: string[] = [];
+  const b: string[] = [];
+  const add = (x: string, y: string) => {
+    const k = `${x}\u0001${y}`;
+    if (seen.has(k)) return;
+    seen.add(k);
+    a.push(x);
+    b.push(y);
+  };
+  for (const evs of jobs)
+    for (const ev of evs) {
+      for (const c of ev.copies) add(`g${c.route}`, ev.key);
+      if (ev.dedupId !== null) add(`d${ev.source}`, ev.dedupId);
+    }
+  return { a, b };
+}
+
+/** Every lock of the transaction, taken in the order of their hashes (the same order in every intake). */
+async function lockAll(tx: Tx, names: { a: string[]; b: string[] }): Promise<void> {
+  if (names.a.length === 0) return;
+  await tx`SELECT pg_advisory_xact_lock(s.h1, s.h2) FROM (
+      SELECT hashtext(x.a) AS h1, hashtext(x.b) AS h2 FROM unnest(${names.a}::text[], ${names.b}::text[]) AS x(a, b)
+      ORDER BY 1, 2 OFFSET 0) s`;
+}
+
+/** Seal an open batch in the transaction: its content freezes, content_hash computed as on SQLite. */
+export async function sealBatchPg(tx: Tx, batchId: number, now: number): Promise<boolean> {
+  const rows = (await tx`SELECT id, event_type, received_at, dedup_id, payload, headers FROM events
+      WHERE batch_id = ${batchId}::bigint AND excluded_at IS NULL ORDER BY id`) as Record<string, unknown>[];
+  const content: ContentEvent[] = rows.map((r) => ({ id: num(r.id), event_type: String(r.event_type), received_at: Number(r.received_at), dedup_id: (r.dedup_id as string | null) ?? null, payload: (r.payload as string | null) ?? null, headers: String(r.headers) }));
+  const hash = contentHash(content);
+  const done = await tx`UPDATE batches SET state = 'sealed', sealed_at = ${now}, content_hash = ${hash} WHERE id = ${batchId}::bigint AND state = 'open'`;
+  if (done.count !== 1) return false;
+  await journalPg(tx, "sealed", batchId, now);
+  return true;
+}
+
+async function placeCopy(tx: Tx, ev: NewEvent, copy: EventCopy, size: number, now: number): Promise<Placed> {
+  // 1. the open batch of the group (the group's lock is held: nobody else can open or seal it)
+  let [open] = (await tx`SELECT id, count, bytes, max_bytes FROM batches WHERE route = ${copy.route} AND key = ${ev.key} AND state = 'open'`) as { id: string; count: number; bytes: string; max_bytes: string }[];
+  // 2. pre-join seal: keep max_bytes a true bound
+  if (open && num(open.bytes) + size > num(open.max_bytes) && open.count >= 1) {
+    await sealBatchPg(tx, num(open.id), now);
+    open = undefined as unknown as typeof open;
+  }
+  let batchId: number;
+  if (open) batchId = num(open.id);
+  else {
+    const w = copy.window;
+    const [row] = await tx`INSERT INTO batches (route, source, destination, key, state, first_at, last_at, quiet_s, max_s, max_events, max_bytes)
+        VALUES (${copy.route}, ${ev.source}, ${copy.destination}, ${ev.key}, 'open', ${now}, ${now}, ${w.quiet_s}, ${w.max_s}, ${w.max_events}, ${w.max_bytes}) RETURNING id`;
+    batchId = num(row.id);
+  }
+  // 3. append the event
+  const [e] = await tx`INSERT INTO events (source, route, batch_id, event_type, dedup_id, received_at, payload, raw, headers, size, trace)
+      VALUES (${ev.source}, ${copy.route}, ${batchId}, ${ev.eventType}, ${ev.dedupId}, ${now}, ${ev.payload}, ${ev.raw}, ${JSON.stringify(ev.headers)}, ${size}, ${copy.trace === undefined ? null : JSON.stringify(copy.trace)})
+      RETURNING id`;
+  const eventId = num(e.id);
+  const [after] = await tx`UPDATE batches SET count = count + 1, bytes = bytes + ${size}, last_at = GREATEST(last_at, ${now})
+      WHERE id = ${batchId}::bigint RETURNING count, bytes, max_events, max_bytes`;
+  await journalPg(tx, "event", batchId, now, { event: eventId, detail: { type: ev.eventType, route: copy.route } });
+  // 5. seal on size in the same transaction
+  let sealed = false;
+  if (after.count >= after.max_events || num(after.bytes) >= num(after.max_bytes)) sealed = await sealBatchPg(tx, batchId, now);
+  return { eventId, batchId, route: copy.route, destination: copy.destination, tee: copy.tee, sealed };
+}
+
+/** One event inside the caller's transaction, its locks already held. */
+async function enqueueOne(tx: Tx, ev: NewEvent, now: number, touched: Set<string>): Promise<EnqueueResult> {
+  validateNewEvent(ev);
+  let dupCount = 0;
+  let requeued = false;
+  if (ev.dedupId !== null) {
+    const [seen] = (await tx`SELECT event_id, seen_at, dup_count FROM dedup WHERE source = ${ev.source} AND dedup_id = ${ev.dedupId}`) as { event_id: string; seen_at: number; dup_count: number }[];
+    if (seen && now - seen.seen_at < ev.dedupWindowS) {
+      const [target] = (await tx`SELECT b.id AS batch_id, b.state, b.destination FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.id = ${num(seen.event_id)}::bigint`) as { batch_id: string; state: string; destination: string }[];
+      if (target?.state === "dead") {
+        const replayed = await tx`UPDATE batches SET state = 'retry', attempts = 0, next_attempt_at = ${now}, not_before = ${now}, dead_reason = NULL
+            WHERE id = ${num(target.batch_id)}::bigint AND state = 'dead' AND destination <> 'quarantine'`;
+        if (replayed.count === 1) {
+          await journalPg(tx, "retry", num(target.batch_id), now, { detail: { replayed: true } });
+          await tx`UPDATE dedup SET dup_count = dup_count + 1 WHERE source = ${ev.source} AND dedup_id = ${ev.dedupId}`;
+          return { status: "replayed", eventId: num(seen.event_id), batchId: num(target.batch_id) };
+        }
+      }
+      if (target?.state !== "dropped") {
+        await tx`UPDATE dedup SET dup_count = dup_count + 1 WHERE source = ${ev.source} AND dedup_id = ${ev.dedupId}`;
+        return { status: "duplicate", eventId: num(seen.event_id) };
+      }
+      dupCount = seen.dup_count + 1;
+      requeued = true;
+    }
+  }
+  touched.add(ev.source);
+  const size = eventSize(ev);
+  const placed: Placed[] = [];
+  for (const copy of ev.copies) placed.push(await placeCopy(tx, ev, copy, size, now));
+  if (ev.dedupId !== null) {
+    await tx`INSERT INTO dedup (source, dedup_id, event_id, seen_at, dup_count) VALUES (${ev.source}, ${ev.dedupId}, ${placed[0].eventId}, ${now}, ${dupCount})
+        ON CONFLICT (source, dedup_id) DO UPDATE SET event_id = excluded.event_id, seen_at = excluded.seen_at, dup_count = excluded.dup_count`;
+  }
+  return requeued ? { status: "queued", placed, requeued } : { status: "queued", placed };
+}
+
+/** The liveness facts of what the transaction queued: written once, last, so they are held briefly. */
+async function touch(tx: Tx, sources: Set<string>, now: number): Promise<void> {
+  if (sources.size === 0) return;
+  const keys = ["last_enqueue_at", ...[...sources].sort().map((s) => `source:${s}:last_event_at`)];
+  await tx`INSERT INTO meta (key, value) SELECT k, ${String(now)} FROM unnest(${keys}::text[]) AS k
+      ON CONFLICT (key) DO UPDATE SET value = GREATEST(meta.value::float8, excluded.value::float8)::text`;
+}
+
+export type JobOutcome = { ok: EnqueueResult[] } | { error: unknown };
+
+/**
+ * One transaction for several requests (each one or more events, all or none of a request's
+ * queued). A request that fails is rolled back to its savepoint and reported alone; a failed
+ * COMMIT throws, so every request in it fails.
+ */
+export async function enqueueGroupPg(spool: PgSpool, jobs: readonly (readonly NewEvent[])[], now: number): Promise<JobOutcome[]> {
+  return spool.sql.begin(async (tx) => {
+    await lockAll(tx, lockNames(jobs));
+    const touched = new Set<string>();
+    const out: JobOutcome[] = [];
+    for (const evs of jobs) {
+      const mine = new Set<string>();
+      try {
+        const results = await tx.savepoint(async (sp) => {
+          const rs: EnqueueResult[] = [];
+          for (const ev of evs) rs.push(await enqueueOne(sp, ev, now, mine));
+          return rs;
+        });
+        for (const s of mine) touched.add(s);
+        out.push({ ok: results });
+      } catch (error) {
+        out.push({ error });
+      }
+    }
+    await touch(tx, touched, now);
+    return out;
+  });
+}
+
+/** One event in its own transaction (the CLI's enqueue, tests). */
+export async function enqueuePg(spool: PgSpool, ev: NewEvent, now: number): Promise<EnqueueResult> {
+  const [r] = await enqueueGroupPg(spool, [[ev]], now);
+  if ("error" in r) throw r.error;
+  return r.ok[0];
+}

@@ -1,0 +1,61 @@
+// The PostgreSQL schema: its own migrations (migrations/pg/NNNN_name.sql, embedded), applied
+// under an advisory lock so two processes starting together never both migrate, with the same
+// version contract as SQLite: a newer schema than this build knows is refused, an older one is
+// migrated only by `hookspool migrate` (or the dispatcher at its start), never silently read.
+import pg0001 from "../../../migrations/pg/0001_schema.sql" with { type: "text" };
+import { HookspoolError } from "../../errors.ts";
+import type { PgSpool } from "./db.ts";
+
+export interface PgMigration {
+  version: number;
+  name: string;
+  sql: string;
+}
+
+export const PG_MIGRATIONS: readonly PgMigration[] = [{ version: 1, name: "0001_schema", sql: pg0001 }];
+
+export const PG_LATEST_SCHEMA = PG_MIGRATIONS[PG_MIGRATIONS.length - 1].version;
+
+/** The advisory lock key every migrate takes (an arbitrary constant: "hookspool migrate"). */
+const MIGRATE_LOCK = 0x686f6f6b6d6967;
+
+/** The schema version the database holds (0: an empty database). */
+export async function pgSchemaVersion(spool: PgSpool): Promise<number> {
+  const [t] = await spool.sql`SELECT to_regclass('meta') IS NOT NULL AS present`;
+  if (!t.present) return 0;
+  const [r] = await spool.sql`SELECT value FROM meta WHERE key = 'schema_version'`;
+  return r ? Number(r.value) : 0;
+}
+
+/** Refuse a schema this build cannot read: older (migrate first) or newer (a newer build wrote it). */
+export async function requirePgSchema(spool: PgSpool): Promise<void> {
+  const v = await pgSchemaVersion(spool);
+  if (v > PG_LATEST_SCHEMA) throw new HookspoolError("E_SCHEMA", `the PostgreSQL spool is at schema ${v}, newer than this build (${PG_LATEST_SCHEMA}); run the newer hookspool`);
+  if (v < PG_LATEST_SCHEMA) throw new HookspoolError("E_SCHEMA", `the PostgreSQL spool is at schema ${v}; this build needs ${PG_LATEST_SCHEMA}`, { hint: "run hookspool migrate" });
+}
+
+/** Apply what is missing, each migration in its own transaction, all under the migrate lock. */
+export async function migratePg(spool: PgSpool, instanceId: string): Promise<{ from: number; to: number; applied: string[] }> {
+  const conn = await spool.sql.reserve();
+  try {
+    await conn`SELECT pg_advisory_lock(${MIGRATE_LOCK}::bigint)`;
+    try {
+      const from = await pgSchemaVersion(spool);
+      if (from > PG_LATEST_SCHEMA) throw new HookspoolError("E_SCHEMA", `the PostgreSQL spool is at schema ${from}, newer than this build (${PG_LATEST_SCHEMA}); run the newer hookspool`);
+      const applied: string[] = [];
+      for (const m of PG_MIGRATIONS.filter((x) => x.version > from)) {
+        await conn.begin(async (tx) => {
+          await tx.unsafe(m.sql);
+          await tx`INSERT INTO meta (key, value) VALUES ('schema_version', ${String(m.version)}) ON CONFLICT (key) DO UPDATE SET value = excluded.value`;
+          await tx`INSERT INTO meta (key, value) VALUES ('instance_id', ${instanceId}) ON CONFLICT (key) DO NOTHING`;
+        });
+        applied.push(m.name);
+      }
+      return { from, to: PG_LATEST_SCHEMA, applied };
+    } finally {
+      await conn`SELECT pg_advisory_unlock(${MIGRATE_LOCK}::bigint)`;
+    }
+  } finally {
+    conn.release();
+  }
+}

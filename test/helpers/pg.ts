@@ -1,0 +1,83 @@
+// A throwaway PostgreSQL server for the scale-out backend's suites: the machine's own binaries
+// (Debian's postgresql package), `initdb` of a cluster in a temp directory, listening only on a
+// unix socket in that directory, with fsync off (the suites test behaviour, not the disk). The
+// server refuses to run as root, so as root it runs as `nobody` (the directory is chowned to it).
+import { chmodSync, chownSync, existsSync, mkdirSync, readdirSync, rmSync } from "node:fs";
+import { join } from "node:path";
+import { tempDir } from "./tmp.ts";
+
+/** The directory holding initdb, pg_ctl and postgres, or null when PostgreSQL is not installed. */
+export function postgresBin(): string | null {
+  if (process.env.HOOKSPOOL_PG_BIN) return existsSync(join(process.env.HOOKSPOOL_PG_BIN, "initdb")) ? process.env.HOOKSPOOL_PG_BIN : null;
+  const base = "/usr/lib/postgresql";
+  if (!existsSync(base)) return null;
+  const versions = readdirSync(base).filter((v) => existsSync(join(base, v, "bin", "initdb")) && existsSync(join(base, v, "bin", "postgres")));
+  versions.sort((a, b) => Number(b) - Number(a));
+  return versions.length ? join(base, versions[0], "bin") : null;
+}
+
+export const PG_BIN = postgresBin();
+
+/** Said once by each suite that skips: PostgreSQL is not on this machine. */
+export const PG_SKIP_MESSAGE = "PostgreSQL suites skipped: no initdb under /usr/lib/postgresql (apt-get install postgresql; .ci/run installs it)";
+
+export interface PgServer {
+  /** The directory with the socket (.s.PGSQL.5432). */
+  socketDir: string;
+  /** The socket file, for Bun.sql's `path`. */
+  socket: string;
+  user: string;
+  /** A fresh database on this server, by name. */
+  createDatabase(name: string): Promise<void>;
+  stop(): Promise<void>;
+}
+
+const NOBODY = 65534;
+
+async function run(argv: string[], asNobody: boolean): Promise<void> {
+  const cmd = asNobody ? ["runuser", "-u", "nobody", "--", ...argv] : argv;
+  const p = Bun.spawn(cmd, { stdout: "pipe", stderr: "pipe", env: { PATH: process.env.PATH ?? "/usr/bin:/bin", LC_ALL: "C.UTF-8" } });
+  const [out, err, code] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text(), p.exited]);
+  if (code !== 0) throw new Error(`${argv[0]} exited ${code}: ${(err || out).slice(-800)}`);
+}
+
+/** initdb + pg_ctl start of a new cluster; stop() stops it and removes the directory. */
+export async function startPostgres(): Promise<PgServer> {
+  if (!PG_BIN) throw new Error(PG_SKIP_MESSAGE);
+  const root = process.getuid?.() === 0;
+  const dir = tempDir("hookspool-pg-");
+  const data = join(dir, "data");
+  mkdirSync(data);
+  chmodSync(dir, 0o755);
+  chmodSync(data, 0o700);
+  if (root) {
+    chownSync(dir, NOBODY, NOBODY);
+    chownSync(data, NOBODY, NOBODY);
+  }
+  const user = "hookspool";
+  await run([join(PG_BIN, "initdb"), "-D", data, "-A", "trust", "-U", user, "-E", "UTF8", "--no-sync", "--no-instructions"], root);
+  const opts = `-k ${dir} -c listen_addresses='' -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c unix_socket_permissions=0777 -c max_connections=60`;
+  await run([join(PG_BIN, "pg_ctl"), "-D", data, "-l", join(dir, "server.log"), "-o", opts, "-w", "-t", "30", "start"], root);
+  const socket = join(dir, ".s.PGSQL.5432");
+  return {
+    socketDir: dir,
+    socket,
+    user,
+    async createDatabase(name: string) {
+      const { SQL } = await import("bun");
+      const admin = new SQL({ path: socket, user, database: "postgres", adapter: "postgres", max: 1 });
+      try {
+        await admin.unsafe(`CREATE DATABASE "${name.replace(/"/g, "")}"`);
+      } finally {
+        await admin.close();
+      }
+    },
+    async stop() {
+      try {
+        await run([join(PG_BIN as string, "pg_ctl"), "-D", data, "-m", "immediate", "-w", "stop"], root);
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    },
+  };
+}

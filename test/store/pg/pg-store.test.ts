@@ -1,0 +1,283 @@
+// The scale-out backend on a real PostgreSQL server (a throwaway cluster on a unix socket):
+// migrations under an advisory lock with the version contract, the join rule and dedup safe
+// under concurrent intakes, content hashes identical to SQLite's, claims that deliver only the
+// head of each (route, key) group with two dispatchers racing, fenced marks, lease recovery,
+// and one maintenance holder at a time. Skipped, saying so, when PostgreSQL is not installed.
+import { afterAll, afterEach, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
+import { enqueue as enqueueSqlite } from "../../../src/store/enqueue.ts";
+import type { EnqueueResult, NewEvent } from "../../../src/store/enqueue.ts";
+import { PgSpool } from "../../../src/store/pg/db.ts";
+import { enqueueGroupPg, enqueuePg } from "../../../src/store/pg/enqueue.ts";
+import { candidatesPg, claimPg, markDeliveredPg, markRetryPg, recoverExpiredPg, sealReadyPg } from "../../../src/store/pg/claims.ts";
+import { MaintenanceLock, maintenanceHolder } from "../../../src/store/pg/leader.ts";
+import { migratePg, PG_LATEST_SCHEMA, pgSchemaVersion, requirePgSchema } from "../../../src/store/pg/migrate.ts";
+import { PG_BIN, PG_SKIP_MESSAGE, type PgServer, startPostgres } from "../../helpers/pg.ts";
+import { copy, ev, freshSpool, T0 } from "../../helpers/spool.ts";
+
+if (!PG_BIN) console.log(PG_SKIP_MESSAGE);
+setDefaultTimeout(30_000);
+
+describe.skipIf(!PG_BIN)("the spool on PostgreSQL", () => {
+  let server: PgServer;
+  const pools: PgSpool[] = [];
+  let n = 0;
+
+  beforeAll(async () => {
+    server = await startPostgres();
+  }, 60_000);
+
+  afterEach(async () => {
+    for (const p of pools.splice(0)) await p.close().catch(() => {});
+  });
+
+  afterAll(async () => {
+    await server?.stop();
+  });
+
+  /** A fresh database; `pools` more connections pools to it (another intake, another dispatcher). */
+  async function fresh(o: { migrate?: boolean; pools?: number } = {}): Promise<PgSpool[]> {
+    const database = `t${++n}`;
+    await server.createDatabase(database);
+    const out: PgSpool[] = [];
+    for (let i = 0; i < (o.pools ?? 1); i++) {
+      const p = new PgSpool({ path: server.socket, user: server.user, database }, { max: 4 });
+      pools.push(p);
+      out.push(p);
+    }
+    if (o.migrate !== false) await migratePg(out[0], "0123456789ab");
+    return out;
+  }
+
+  const queued = (r: EnqueueResult) => {
+    if (r.status !== "queued") throw new Error(`expected queued, got ${r.status}`);
+    return r.placed;
+  };
+  const row = async (p: PgSpool, id: number) => (await p.sql`SELECT * FROM batches WHERE id = ${id}`)[0] as Record<string, unknown>;
+
+  describe("schema", () => {
+    test("migrate applies the schema once, under its lock, even when two processes start together", async () => {
+      const [a, b] = await fresh({ migrate: false, pools: 2 });
+      expect(await pgSchemaVersion(a)).toBe(0);
+      await expect(requirePgSchema(a)).rejects.toThrow(/at schema 0; this build needs 1/);
+      const [ra, rb] = await Promise.all([migratePg(a, "aaaaaaaaaaaa"), migratePg(b, "bbbbbbbbbbbb")]);
+      expect([...ra.applied, ...rb.applied]).toEqual(["0001_schema"]);
+      expect(await pgSchemaVersion(b)).toBe(PG_LATEST_SCHEMA);
+      await requirePgSchema(b);
+      expect((await migratePg(a, "cccccccccccc")).applied).toEqual([]);
+      // The first migrate's instance id stays.
+      const [id] = await a.sql`SELECT value FROM meta WHERE key = 'instance_id'`;
+      expect(["aaaaaaaaaaaa", "bbbbbbbbbbbb"]).toContain(id.value);
+    });
+
+    test("a schema newer than this build is refused by migrate and by every reader", async () => {
+      const [p] = await fresh();
+      await p.sql`UPDATE meta SET value = '99' WHERE key = 'schema_version'`;
+      await expect(migratePg(p, "x")).rejects.toThrow(/schema 99, newer than this build/);
+      await expect(requirePgSchema(p)).rejects.toThrow(/schema 99, newer than this build/);
+    });
+
+    test("the one-open-batch-per-group rule is a partial unique index", async () => {
+      const [p] = await fresh();
+      const open = (id: number) => p.sql`INSERT INTO batches (id, route, source, destination, key, state, first_at, last_at, quiet_s, max_s, max_events, max_bytes)
+          VALUES (${id}, 'r', 's', 'http:d', 'k', 'open', 1, 1, 1, 1, 1, 1)`;
+      await open(1);
+      await expect(open(2)).rejects.toThrow(/batches_one_open/);
+    });
+  });
+
+  describe("enqueue", () => {
+    test("the join rule: one (route, key) joins its open batch; other keys and routes get their own", async () => {
+      const [p] = await fresh();
+      const a = queued(await enqueuePg(p, ev(), T0))[0];
+      const b = queued(await enqueuePg(p, ev(), T0 + 3))[0];
+      const otherKey = queued(await enqueuePg(p, ev({ key: "k2" }), T0 + 3))[0];
+      const otherRoute = queued(await enqueuePg(p, ev({ copies: [copy("r2", "http:d")] }), T0 + 3))[0];
+      expect(b.batchId).toBe(a.batchId);
+      expect(new Set([a.batchId, otherKey.batchId, otherRoute.batchId]).size).toBe(3);
+      expect(await row(p, a.batchId)).toMatchObject({ state: "open", count: 2, first_at: T0, last_at: T0 + 3 });
+    });
+
+    test("sealed on size in the enqueue's transaction, with the content hash SQLite computes for the same events", async () => {
+      const [p] = await fresh();
+      const sqlite = freshSpool();
+      const events: NewEvent[] = [1, 2, 3].map((i) => ev({ payload: JSON.stringify({ n: i, big: 12345678901234567890 }), headers: i === 2 ? { "x-kept": "v" } : {}, copies: [copy("r", "http:d", { max_events: 3 })] }));
+      let last: EnqueueResult | null = null;
+      for (const e of events) {
+        last = await enqueuePg(p, e, T0);
+        enqueueSqlite(sqlite.spool, e, T0);
+      }
+      const placed = queued(last as EnqueueResult)[0];
+      expect(placed.sealed).toBe(true);
+      const pg = await row(p, placed.batchId);
+      const lite = sqlite.spool.db.query("SELECT state, content_hash FROM batches WHERE id = 1").get() as { state: string; content_hash: string };
+      expect(pg.state).toBe("sealed");
+      expect(lite.state).toBe("sealed");
+      expect(pg.content_hash).toBe(lite.content_hash);
+      // Stored byte for byte: the 64-bit number in the payload is not re-encoded.
+      const [e] = await p.sql`SELECT payload FROM events WHERE id = 1`;
+      expect(e.payload).toBe(events[0].payload);
+      sqlite.spool.close();
+    });
+
+    test("max_bytes stays a true bound: a batch that would grow past it is sealed first", async () => {
+      const [p] = await fresh();
+      const big = (i: number) => ev({ payload: JSON.stringify({ pad: "x".repeat(400), i }), copies: [copy("r", "http:d", { max_bytes: 1000 })] });
+      const first = queued(await enqueuePg(p, big(1), T0))[0];
+      const second = queued(await enqueuePg(p, big(2), T0))[0];
+      const third = queued(await enqueuePg(p, big(3), T0))[0];
+      expect(second.batchId).toBe(first.batchId);
+      expect(third.batchId).not.toBe(first.batchId);
+      expect(await row(p, first.batchId)).toMatchObject({ state: "sealed", count: 2 });
+    });
+
+    test("dedup: a repeat inside the window is a duplicate, after it is new; a dead batch's repeat replays it", async () => {
+      const [p] = await fresh();
+      const first = queued(await enqueuePg(p, ev({ dedupId: "d1", dedupWindowS: 60 }), T0))[0];
+      expect(await enqueuePg(p, ev({ dedupId: "d1", dedupWindowS: 60 }), T0 + 30)).toEqual({ status: "duplicate", eventId: first.eventId });
+      const [d] = await p.sql`SELECT dup_count FROM dedup WHERE dedup_id = 'd1'`;
+      expect(d.dup_count).toBe(1);
+      expect((await enqueuePg(p, ev({ dedupId: "d1", dedupWindowS: 60 }), T0 + 61)).status).toBe("queued");
+      await p.sql`UPDATE batches SET state = 'dead', content_hash = 'sha256:x', dead_reason = 'rejected' WHERE id = ${first.batchId}`;
+      await p.sql`UPDATE dedup SET event_id = ${first.eventId}, seen_at = ${T0 + 61} WHERE dedup_id = 'd1'`;
+      expect(await enqueuePg(p, ev({ dedupId: "d1", dedupWindowS: 60 }), T0 + 62)).toEqual({ status: "replayed", eventId: first.eventId, batchId: first.batchId });
+      expect(await row(p, first.batchId)).toMatchObject({ state: "retry", attempts: 0, next_attempt_at: T0 + 62 });
+    });
+
+    test("a group commit: one request that fails is rolled back alone; the rest commit", async () => {
+      const [p] = await fresh();
+      const out = await enqueueGroupPg(p, [[ev({ key: "a" })], [ev({ key: "" })], [ev({ key: "b" }), ev({ key: "c" })]], T0);
+      expect("ok" in out[0] && "ok" in out[2]).toBe(true);
+      expect("error" in out[1] && String((out[1] as { error: Error }).error.message)).toContain("the coalesce key is empty");
+      const keys = (await p.sql`SELECT key FROM batches ORDER BY key`).map((r: { key: string }) => r.key);
+      expect(keys).toEqual(["a", "b", "c"]);
+      const [m] = await p.sql`SELECT value FROM meta WHERE key = 'source:s:last_event_at'`;
+      expect(Number(m.value)).toBe(T0);
+    });
+
+    test("two intakes on one database: concurrent group commits over the same groups and dedup ids never open two batches or accept an id twice", async () => {
+      const [a, b] = await fresh({ pools: 2 });
+      const keys = ["k0", "k1", "k2", "k3", "k4"];
+      const jobs = (who: string) =>
+        Array.from({ length: 20 }, (_, g) =>
+          Array.from({ length: 5 }, (_, i) => [ev({ key: keys[(g + i) % keys.length], dedupId: `id-${g}-${i}`, copies: [copy("r", "http:d", { max_events: 7 }), copy("t", "http:tee", {}, true)] })]),
+        ).map((group) => ({ who, group }));
+      const all = [...jobs("a"), ...jobs("b")];
+      // Both intakes send the same 100 dedup ids: each accepted once, the other copy a duplicate.
+      const results = await Promise.all(all.map(({ who, group }, i) => enqueueGroupPg(who === "a" ? a : b, group, T0 + i * 0.001)));
+      const outcomes = results.flat();
+      expect(outcomes.filter((o) => "error" in o)).toEqual([]);
+      const statuses = outcomes.map((o) => ("ok" in o ? o.ok[0].status : "error"));
+      expect(statuses.filter((s) => s === "queued")).toHaveLength(100);
+      expect(statuses.filter((s) => s === "duplicate")).toHaveLength(100);
+      const [{ events }] = await a.sql`SELECT COUNT(*)::int AS events FROM events`;
+      expect(events).toBe(200); // 100 accepted, each with its tee copy
+      const open = await a.sql`SELECT route, key, COUNT(*)::int AS n FROM batches WHERE state = 'open' GROUP BY route, key HAVING COUNT(*) > 1`;
+      expect(open.length).toBe(0);
+      const bad = await a.sql`SELECT id FROM batches WHERE count > max_events OR (state = 'open' AND count >= max_events)`;
+      expect(bad.length).toBe(0);
+      const [{ total }] = await a.sql`SELECT SUM(count)::int AS total FROM batches WHERE route = 'r'`;
+      expect(total).toBe(100);
+    });
+  });
+
+  describe("delivery with two dispatchers", () => {
+    const claim = (p: PgSpool, c: { id: number; route: string; key: string; destination: string }, now: number, host: string) =>
+      claimPg(p, [{ batchId: c.id, route: c.route, key: c.key, destination: c.destination, now, leaseUntil: now + 60, host, pid: 1 }]);
+    const ok = { klass: null, status: 200, error: null, durationMs: 3, counted: true };
+
+    test("sealed when ready; only the head of each group is a candidate; a racing pair claims it once", async () => {
+      const [a, b] = await fresh({ pools: 2 });
+      for (let i = 0; i < 3; i++) await enqueuePg(a, ev({ key: "k", copies: [copy("r", "http:d", { max_events: 1 })] }), T0 + i);
+      await enqueuePg(a, ev({ key: "other", copies: [copy("r", "http:d", { quiet_s: 5, max_s: 60 })] }), T0);
+      expect(await sealReadyPg(a, T0 + 4)).toEqual([]);
+      expect(await sealReadyPg(b, T0 + 5)).toEqual([4]);
+      const heads = await candidatesPg(a, T0 + 5);
+      expect(heads.map((c) => [c.id, c.key])).toEqual([
+        [1, "k"],
+        [4, "other"],
+      ]);
+      const [ca, cb] = await Promise.all([claim(a, heads[0], T0 + 5, "a"), claim(b, heads[0], T0 + 5, "b")]);
+      expect([ca[0], cb[0]].filter((x) => x !== null)).toHaveLength(1);
+      const won = (ca[0] ?? cb[0]) as NonNullable<(typeof ca)[0]>;
+      // While the head is leased its group yields nothing: batch 2 is not a candidate.
+      expect((await candidatesPg(b, T0 + 6)).map((c) => c.id)).toEqual([4]);
+      // A batch that is not its group's head is refused even when asked for by id.
+      expect(await claim(b, { id: 2, route: "r", key: "k", destination: "http:d" }, T0 + 6, "b")).toEqual([null]);
+      expect(await markDeliveredPg(ca[0] ? a : b, { batchId: 1, attemptId: won.attemptId, owner: won.owner, now: T0 + 7, attempt: ok })).toBe(true);
+      // Batch 2 heads its group now; batch 4's group is older (first_at T0), so it comes first.
+      expect((await candidatesPg(a, T0 + 7)).map((c) => c.id)).toEqual([4, 2]);
+      const [j] = await a.sql`SELECT string_agg(kind, ',' ORDER BY id) AS kinds FROM journal WHERE batch_id = 1`;
+      expect(j.kinds).toBe("event,sealed,leased,delivered");
+    });
+
+    test("FIFO per key with two dispatchers draining a backlog together: every batch once, in order per key", async () => {
+      const [a, b] = await fresh({ pools: 2 });
+      const keys = ["k0", "k1", "k2", "k3"];
+      for (let i = 0; i < 40; i++) await enqueuePg(a, ev({ key: keys[i % 4], payload: JSON.stringify({ i }), copies: [copy("r", "http:d", { max_events: 1 })] }), T0 + i * 0.01);
+      const delivered: { id: number; key: string; by: string }[] = [];
+      const drain = async (p: PgSpool, by: string) => {
+        for (let round = 0; round < 200; round++) {
+          const cs = await candidatesPg(p, T0 + 10);
+          if (cs.length === 0) return;
+          const claims = await claimPg(p, cs.map((c) => ({ batchId: c.id, route: c.route, key: c.key, destination: c.destination, now: T0 + 10, leaseUntil: T0 + 70, host: by, pid: 1 })));
+          for (const [i, c] of claims.entries()) {
+            if (!c) continue;
+            if (await markDeliveredPg(p, { batchId: cs[i].id, attemptId: c.attemptId, owner: c.owner, now: T0 + 10, attempt: ok })) delivered.push({ id: cs[i].id, key: cs[i].key, by });
+          }
+        }
+      };
+      await Promise.all([drain(a, "a"), drain(b, "b")]);
+      expect(delivered.map((d) => d.id).sort((x, y) => x - y)).toEqual(Array.from({ length: 40 }, (_, i) => i + 1));
+      for (const k of keys) {
+        const ids = delivered.filter((d) => d.key === k).map((d) => d.id);
+        expect(ids).toEqual([...ids].sort((x, y) => x - y));
+      }
+      expect(new Set(delivered.map((d) => d.by)).size).toBe(2);
+    });
+
+    test("a mark by an owner that lost its lease is fenced: the attempt is discarded, the batch untouched", async () => {
+      const [p] = await fresh();
+      await enqueuePg(p, ev({ copies: [copy("r", "http:d", { max_events: 1 })] }), T0);
+      const [c] = await claim(p, { id: 1, route: "r", key: "k", destination: "http:d" }, T0, "a");
+      if (!c) throw new Error("not claimed");
+      expect(await recoverExpiredPg(p, T0 + 59)).toEqual([]);
+      expect(await recoverExpiredPg(p, T0 + 61)).toEqual([1]);
+      expect(await row(p, 1)).toMatchObject({ state: "retry", lease_owner: null, last_error: "lease expired", next_attempt_at: T0 + 61 });
+      expect(await markRetryPg(p, { batchId: 1, attemptId: c.attemptId, owner: c.owner, now: T0 + 62, nextAttemptAt: T0 + 70, attempt: { ...ok, status: 503, klass: "transport" } })).toBe(false);
+      // As on SQLite: the late mark records its attempt as discarded, and changes nothing else.
+      const [a] = await p.sql`SELECT outcome FROM attempts WHERE id = ${c.attemptId}::bigint`;
+      expect(a.outcome).toBe("discarded");
+      expect(await row(p, 1)).toMatchObject({ state: "retry", next_attempt_at: T0 + 61 });
+      // The next claim delivers it, once.
+      const [again] = await claim(p, { id: 1, route: "r", key: "k", destination: "http:d" }, T0 + 62, "b");
+      expect(again?.n).toBe(2);
+      expect(await markDeliveredPg(p, { batchId: 1, attemptId: again!.attemptId, owner: again!.owner, now: T0 + 63, attempt: ok })).toBe(true);
+      expect(await markDeliveredPg(p, { batchId: 1, attemptId: c.attemptId, owner: c.owner, now: T0 + 63, attempt: ok })).toBe(false);
+      expect(await row(p, 1)).toMatchObject({ state: "delivered" });
+    });
+
+    test("one maintenance holder at a time; when its connection dies the next dispatcher takes over", async () => {
+      const [a, b] = await fresh({ pools: 2 });
+      const la = new MaintenanceLock(a, "host-a:1");
+      const lb = new MaintenanceLock(b, "host-b:2");
+      expect(await la.tryTake(T0)).toBe(true);
+      expect(await lb.tryTake(T0)).toBe(false);
+      expect(await maintenanceHolder(b)).toEqual({ holder: "host-a:1", since: T0 });
+      // The holder's process dies: its connections close, the server frees the lock.
+      await a.close();
+      await Bun.sleep(0);
+      const took = async () => (await lb.tryTake(T0 + 1)) || (await Bun.sleep(50), false);
+      let held = false;
+      for (let i = 0; i < 100 && !held; i++) held = await took();
+      expect(held).toBe(true);
+      expect(await maintenanceHolder(b)).toEqual({ holder: "host-b:2", since: T0 + 1 });
+      await lb.release();
+    });
+
+    test("the wall clock guard reads the database's clock", async () => {
+      const [p] = await fresh();
+      const t = await p.now();
+      expect(Math.abs(t - Date.now() / 1000)).toBeLessThan(5);
+    });
+  });
+});
