@@ -176,6 +176,22 @@ timeout_s = 2
     await shot("overview-after");
   });
 
+  test("a narrow window: no page is wider than the screen; wide tables scroll in their own box", async () => {
+    const narrow = await browser.newPage({ viewport: { width: 360, height: 740 } });
+    try {
+      await narrow.goto(printed);
+      for (const path of ["/", "/batches", "/sources", "/issues", "/live"]) {
+        await narrow.goto(new URL(path, printed).toString());
+        const widths = (await narrow.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")) as number[];
+        expect({ path, overflow: widths[0] - widths[1] }).toEqual({ path, overflow: 0 });
+      }
+      await narrow.goto(new URL("/", printed).toString());
+      await narrow.screenshot({ path: join(RESULTS, "dashboard-narrow.png"), fullPage: true });
+    } finally {
+      await narrow.close();
+    }
+  });
+
   test("keyboard: the first Tab reaches the skip link, and it leads to the page", async () => {
     await page.goto(new URL("/", printed).toString());
     await page.keyboard.press("Tab");
