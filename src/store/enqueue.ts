@@ -261,10 +261,14 @@ function storedReason(reason: string): string {
  * for its reason (source:quarantine:<source> for the sender's fault, config:plugin:<source>
  * for ours).
  */
-export function quarantine(spool: Spool, q: QuarantineInput, now: number = spool.clock.now()): { eventId: number; batchId: number; reason: string } {
-  const reason = storedReason(q.reason);
+/** What a quarantine keeps, on either backend: the reason as stored, and the headers minus every credential. */
+export function quarantineRecord(q: QuarantineInput): { reason: string; headers: Record<string, string> } {
   const auth = new Set([...ALWAYS_SECRET_HEADERS, ...q.authHeaders.map((h) => h.toLowerCase())]);
-  const headers = Object.fromEntries(Object.entries(q.headers).filter(([name]) => !auth.has(name.toLowerCase())));
+  return { reason: storedReason(q.reason), headers: Object.fromEntries(Object.entries(q.headers).filter(([name]) => !auth.has(name.toLowerCase()))) };
+}
+
+export function quarantine(spool: Spool, q: QuarantineInput, now: number = spool.clock.now()): { eventId: number; batchId: number; reason: string } {
+  const { reason, headers } = quarantineRecord(q);
   const issue = quarantineIssue(q.source, reason);
   return spool.db
     .transaction(() => {

@@ -7,6 +7,7 @@ import type { Candidate, Claim, ClaimInput } from "../batches.ts";
 import type { DeadReason } from "../../delivery.ts";
 import { type MarkBase, scrubError } from "../marks.ts";
 import { num, type PgSpool, type Tx } from "./db.ts";
+import { markProbePg } from "./destinations.ts";
 import { sealBatchPg } from "./enqueue.ts";
 import { journalPg } from "./journal.ts";
 
@@ -74,6 +75,7 @@ export async function claimPg(spool: PgSpool, inputs: readonly (ClaimInput & { r
       const [{ resend }] = await tx`SELECT COUNT(*)::int AS resend FROM attempts WHERE batch_id = ${c.batchId}::bigint AND outcome = 'ok'`;
       const deliveryId = c.deliveryId ? c.deliveryId(attemptId, n, resend) : null;
       if (deliveryId !== null) await tx`UPDATE attempts SET delivery_id = ${deliveryId} WHERE id = ${attemptId}::bigint`;
+      if (c.probe) await markProbePg(tx, c.destination, c.batchId, c.leaseUntil);
       await journalPg(tx, "leased", c.batchId, c.now, { attempt: attemptId, detail: { n, ...(resend ? { resend } : {}) } });
       out.push({ attemptId, n, owner, leaseUntil: c.leaseUntil, deliveryId, resend });
     }

@@ -1,0 +1,105 @@
+// Destination runtime state on PostgreSQL: the breaker, the pause, the probe and the
+// Retry-After gate, with SQLite's transitions. With several dispatchers, every change locks the
+// destination's row (FOR UPDATE), so two verdicts on one destination apply one after the other.
+import type { DestinationRow, FailureEffect, FailureInput } from "../destinations.ts";
+import { numOrNull, type PgSpool, type Tx } from "./db.ts";
+
+function rowOf(r: Record<string, unknown>): DestinationRow {
+  return {
+    name: String(r.name),
+    state: r.state as DestinationRow["state"],
+    consecutive_failures: Number(r.consecutive_failures),
+    opened_at: numOrNull(r.opened_at),
+    cooldown_s: numOrNull(r.cooldown_s),
+    probe_until: numOrNull(r.probe_until),
+    last_probe_batch_id: numOrNull(r.last_probe_batch_id),
+    paused_at: numOrNull(r.paused_at),
+    paused_by: (r.paused_by as string | null) ?? null,
+    last_ok_at: numOrNull(r.last_ok_at),
+    last_error: (r.last_error as string | null) ?? null,
+    retry_after_until: numOrNull(r.retry_after_until),
+  };
+}
+
+/** The row, created on first use and locked for the rest of the transaction. */
+async function locked(tx: Tx, name: string): Promise<DestinationRow> {
+  await tx`INSERT INTO destinations (name) VALUES (${name}) ON CONFLICT (name) DO NOTHING`;
+  const [r] = await tx`SELECT * FROM destinations WHERE name = ${name} FOR UPDATE`;
+  return rowOf(r);
+}
+
+export async function destinationRowsPg(spool: PgSpool): Promise<DestinationRow[]> {
+  return ((await spool.sql`SELECT * FROM destinations ORDER BY name`) as Record<string, unknown>[]).map(rowOf);
+}
+
+/** A successful attempt: closed (a paused destination stays paused), counters reset. Returns the state it left. */
+export async function recordSuccessPg(tx: Tx, name: string, now: number): Promise<DestinationRow["state"]> {
+  const before = (await locked(tx, name)).state;
+  await tx`UPDATE destinations SET consecutive_failures = 0, last_ok_at = ${now}, last_error = NULL,
+      state = CASE WHEN state = 'paused' THEN 'paused' ELSE 'closed' END,
+      opened_at = CASE WHEN state = 'paused' THEN opened_at ELSE NULL END,
+      cooldown_s = CASE WHEN state = 'paused' THEN cooldown_s ELSE NULL END,
+      probe_until = NULL
+    WHERE name = ${name}`;
+  return before;
+}
+
+/** A transport failure: counted while closed, trips at trip_after; a probe's failure re-trips with the cooldown doubled. */
+export async function recordTransportFailurePg(tx: Tx, name: string, f: FailureInput): Promise<FailureEffect> {
+  const d = await locked(tx, name);
+  await tx`UPDATE destinations SET last_error = ${f.error} WHERE name = ${name}`;
+  if (d.state === "closed") {
+    const n = d.consecutive_failures + 1;
+    if (n >= f.tripAfter) {
+      await tx`UPDATE destinations SET state = 'open', consecutive_failures = ${n}, opened_at = ${f.now}, cooldown_s = ${f.cooldownInitialS}, probe_until = NULL WHERE name = ${name}`;
+      return "tripped";
+    }
+    await tx`UPDATE destinations SET consecutive_failures = ${n} WHERE name = ${name}`;
+    return "counted";
+  }
+  if ((d.state === "open" || d.state === "half_open") && d.opened_at !== null && f.startedAt > d.opened_at) {
+    const cool = Math.min(f.cooldownMaxS, (d.cooldown_s ?? f.cooldownInitialS) * 2);
+    await tx`UPDATE destinations SET state = 'open', consecutive_failures = consecutive_failures + 1, opened_at = ${f.now}, cooldown_s = ${cool}, probe_until = NULL WHERE name = ${name}`;
+    return "retripped";
+  }
+  return "ignored";
+}
+
+/** open -> half_open once the cooldown has elapsed; whether it moved (only one dispatcher sees true). */
+export async function halfOpenIfCooledPg(spool: PgSpool, name: string, now: number): Promise<boolean> {
+  const r = await spool.sql`UPDATE destinations SET state = 'half_open', probe_until = NULL WHERE name = ${name} AND state = 'open' AND opened_at + cooldown_s <= ${now}`;
+  return r.count === 1;
+}
+
+/** The probe claim's bookkeeping, in the claim's transaction. */
+export async function markProbePg(tx: Tx, name: string, batchId: number, probeUntil: number): Promise<void> {
+  await locked(tx, name);
+  await tx`UPDATE destinations SET last_probe_batch_id = ${batchId}::bigint, probe_until = ${probeUntil} WHERE name = ${name}`;
+}
+
+/** A Retry-After soft gate: claiming waits without changing the breaker's state. */
+export async function setRetryAfterPg(tx: Tx, name: string, until: number): Promise<void> {
+  await locked(tx, name);
+  await tx`UPDATE destinations SET retry_after_until = GREATEST(COALESCE(retry_after_until, 0), ${until}) WHERE name = ${name}`;
+}
+
+/** hookspool pause: from any state. */
+export async function pauseDestinationPg(spool: PgSpool, name: string, by: string, now: number): Promise<void> {
+  await spool.sql.begin(async (tx) => {
+    await locked(tx, name);
+    await tx`UPDATE destinations SET state = 'paused', paused_at = ${now}, paused_by = ${by} WHERE name = ${name}`;
+  });
+}
+
+/** hookspool resume: paused -> closed with its counters reset; false when it was not paused. */
+export async function resumeDestinationPg(spool: PgSpool, name: string): Promise<boolean> {
+  const r = await spool.sql`UPDATE destinations SET state = 'closed', consecutive_failures = 0, opened_at = NULL, cooldown_s = NULL,
+      probe_until = NULL, paused_at = NULL, paused_by = NULL, retry_after_until = NULL
+    WHERE name = ${name} AND state = 'paused'`;
+  return r.count === 1;
+}
+
+/** A probe that ended without a verdict: the next probe need not wait for the old probe_until. */
+export async function clearProbePg(tx: Tx, name: string): Promise<void> {
+  await tx`UPDATE destinations SET probe_until = NULL WHERE name = ${name} AND state = 'half_open'`;
+}

@@ -1,0 +1,58 @@
+// Issues on PostgreSQL: one row per fingerprint, raised, bumped, reopened and resolved with
+// SQLite's rules. The fingerprint's unique index and a row lock make a raise from two
+// processes at once one open issue counted twice, never two issues.
+import type { IssueRow, RaiseIssue } from "../issues.ts";
+import { num, numOrNull, type PgSpool, type Tx } from "./db.ts";
+
+function rowOf(r: Record<string, unknown>): IssueRow {
+  return {
+    id: num(r.id),
+    fingerprint: String(r.fingerprint),
+    kind: r.kind as IssueRow["kind"],
+    destination: (r.destination as string | null) ?? null,
+    route: (r.route as string | null) ?? null,
+    state: r.state as IssueRow["state"],
+    first_at: Number(r.first_at),
+    last_at: Number(r.last_at),
+    count: Number(r.count),
+    sample_batch_id: numOrNull(r.sample_batch_id),
+    last_error: (r.last_error as string | null) ?? null,
+    alerted_at: numOrNull(r.alerted_at),
+  };
+}
+
+/** Open an issue, or count one more occurrence (a resolved one reopens; an ignored one only counts). */
+export async function raiseIssuePg(tx: Tx, r: RaiseIssue): Promise<{ id: number; opened: boolean }> {
+  const batch = r.batchId ?? null;
+  const error = r.error ?? null;
+  const [inserted] = await tx`INSERT INTO issues (fingerprint, kind, destination, route, state, first_at, last_at, count, sample_batch_id, last_error)
+      VALUES (${r.fingerprint}, ${r.kind}, ${r.destination ?? null}, ${r.route ?? null}, 'open', ${r.now}, ${r.now}, 1, ${batch}::bigint, ${error})
+      ON CONFLICT (fingerprint) DO NOTHING RETURNING id`;
+  if (inserted) return { id: num(inserted.id), opened: true };
+  const [existing] = await tx`SELECT id, state FROM issues WHERE fingerprint = ${r.fingerprint} FOR UPDATE`;
+  const id = num(existing.id);
+  if (existing.state === "resolved") {
+    await tx`UPDATE issues SET state = 'open', count = count + 1, last_at = ${r.now}, alerted_at = NULL,
+        sample_batch_id = COALESCE(${batch}::bigint, sample_batch_id), last_error = COALESCE(${error}, last_error) WHERE id = ${id}::bigint`;
+    return { id, opened: true };
+  }
+  await tx`UPDATE issues SET count = count + 1, last_at = ${r.now},
+      sample_batch_id = COALESCE(${batch}::bigint, sample_batch_id), last_error = COALESCE(${error}, last_error) WHERE id = ${id}::bigint`;
+  return { id, opened: false };
+}
+
+/** Resolve an open or acked issue; true when one was resolved. */
+export async function resolveIssuePg(tx: Tx, fingerprint: string, now: number): Promise<boolean> {
+  const r = await tx`UPDATE issues SET state = 'resolved', last_at = ${now} WHERE fingerprint = ${fingerprint} AND state IN ('open', 'acked')`;
+  return r.count > 0;
+}
+
+export async function getIssueByFingerprintPg(spool: PgSpool, fingerprint: string): Promise<IssueRow | null> {
+  const [r] = await spool.sql`SELECT * FROM issues WHERE fingerprint = ${fingerprint}`;
+  return r ? rowOf(r) : null;
+}
+
+export async function openIssueCountPg(spool: PgSpool): Promise<number> {
+  const [r] = await spool.sql`SELECT COUNT(*)::int AS n FROM issues WHERE state IN ('open', 'acked')`;
+  return r.n;
+}
