@@ -146,6 +146,7 @@ const TEMPLATE_SETTING_TYPES: { [K in (typeof TEMPLATE_KEYS)[number]]: readonly 
   ack: ["string"],
   ack_type: ["string"],
   split: ["string"],
+  learn: ["string"],
   scheme: ["string"],
   header: ["string"],
   prefix: ["string"],

@@ -1,6 +1,7 @@
 // hookspool source test <name> --request FILE: a captured request through the intake's plugin
 // steps, offline, with nothing written.
-import { readFileSync } from "node:fs";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { armPath } from "../intake/learn.ts";
 import { dirname, resolve } from "node:path";
 import type { CommandDef } from "citty";
 import { HookspoolError } from "../errors.ts";
@@ -105,10 +106,48 @@ function testCommand(cli: Cli): CommandDef {
   };
 }
 
+const DURATION = /^(\d+(?:\.\d+)?)([smh])$/;
+const UNIT_S: Record<string, number> = { s: 1, m: 60, h: 3600 };
+
+function armCommand(cli: Cli): CommandDef {
+  return {
+    meta: { name: "arm", description: "let a source that learns its secret from a handshake (Asana, Notion) keep the next one, for a while" },
+    args: {
+      ...GLOBAL_ARGS,
+      name: { type: "positional", description: "source name", required: true },
+      for: { type: "string", description: "how long the handshake may come (default 10m; s, m or h)", default: "10m", valueHint: "DURATION" },
+    },
+    async run({ args }) {
+      const loaded = loadFor(cli);
+      const name = String(args.name);
+      const src = loaded.config.sources[name];
+      if (!src) throw new HookspoolError("E_NOT_FOUND", `no source "${name}" in the config`);
+      const learns = typeof src.template?.learn === "string";
+      if (!learns) throw new HookspoolError("E_USAGE", `source ${name} does not learn its secret from a handshake`, { hint: "only a source whose template sets learn (asana.tasks, notion.pages) is armed" });
+      const ref = src.secrets?.secret;
+      if (!ref || !("file" in ref)) throw new HookspoolError("E_CONFIG", `source ${name} keeps a learned secret in a file: set secrets.secret = { file = "..." }`, { key: `sources.${name}.secrets.secret` });
+      const m = DURATION.exec(String(args.for));
+      if (!m) throw new HookspoolError("E_USAGE", `--for ${args.for}: expected a duration such as 90s, 10m or 1h`);
+      const seconds = Number(m[1]) * UNIT_S[m[2]];
+      if (seconds <= 0 || seconds > 86_400) throw new HookspoolError("E_USAGE", "--for must be more than 0 and at most 24h");
+      const until = cli.clock.now() + seconds;
+      const replacing = existsSync(ref.file) && readFileSync(ref.file, "utf8").trim() !== "";
+      if (replacing) throw new HookspoolError("E_NOTHING", `source ${name} already keeps a learned secret in ${ref.file}`, { hint: "remove that file first to accept a new handshake (events signed with the old secret then fail until it comes)" });
+      writeFileSync(armPath(ref.file), `${JSON.stringify({ until })}\n`, { mode: 0o600 });
+      if (cli.globals.json) cli.io.out(JSON.stringify({ source: name, armed_until: until, secret_file: ref.file }));
+      else {
+        cli.io.out(`armed: ${name} keeps the first handshake until ${new Date(until * 1000).toISOString().replace(/\.\d{3}Z$/, "Z")}, in ${visible(ref.file)}`);
+        cli.io.out("now create the webhook at the provider (the intake must be running and reachable)");
+      }
+      return 0;
+    },
+  };
+}
+
 export function sourceCommands(cli: Cli): CommandDef {
   return {
-    meta: { name: "source", description: "develop a source plugin against captured requests" },
+    meta: { name: "source", description: "develop a source plugin against captured requests; arm one that learns its secret" },
     args: { ...GLOBAL_ARGS },
-    subCommands: { test: testCommand(cli) },
+    subCommands: { test: testCommand(cli), arm: armCommand(cli) },
   };
 }

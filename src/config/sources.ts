@@ -156,6 +156,10 @@ export async function loadEverySource(config: Config, opts: LoadSourcesOptions):
     for (const s of plugin.secrets ?? []) {
       if (!src.secrets || !Object.hasOwn(src.secrets, s)) problems.push({ level: "error", key: `${key}.secrets.${s}`, message: "required by the source", hint: `secrets.${s} = { file = "..." }` });
     }
+    // A secret learned on the wire is kept in a file, which the intake must be able to write.
+    if (plugin.learn && src.secrets?.secret && !("file" in src.secrets.secret)) {
+      problems.push({ level: "error", key: `${key}.secrets.secret`, message: "this source learns its secret from a handshake and keeps it in a file", hint: 'secrets.secret = { file = "<name>.secret" } (in the home, which the intake may write)' });
+    }
     if (plugin.span !== undefined && src.span === undefined && !Object.hasOwn(config.spans, plugin.span)) {
       problems.push({ level: "error", key: `${key}`, message: `the plugin names span "${plugin.span}", which is not a preset` });
     }

@@ -247,7 +247,11 @@ const TEMPLATE_KEY_DOCS: { [K in TemplateKey]: { type: string; doc: string; alwa
   ack_type: { type: "media type", doc: "the `ack`'s Content-Type; default `application/json` (Twilio: `text/xml`)" },
   split: {
     type: "payload path, or `*`",
-    doc: "one event per element of this array (`*`: the body is the array), each with its own key, dedup id, type and attributes, all queued in one transaction (SendGrid, HubSpot); the raw body is stored with the first",
+    doc: "one event per element of this array (`*`: the body is the array), each with its own key, dedup id, type and attributes, all queued in one transaction (SendGrid, HubSpot); the raw body is stored with the first; an empty array is acked as ignored",
+  },
+  learn: {
+    type: "`header:<Name>` or `field:<path>`",
+    doc: "a handshake that teaches the secret, kept in the file `secrets.secret` names while the source is armed (`hookspool source arm`): `header:X-Hook-Secret` takes the header's value and echoes it (Asana), `field:verification_token` takes the field of an unsigned JSON POST (Notion)",
   },
 };
 

@@ -10,6 +10,9 @@ import { BadPayload, type HookRequest, type HookResponse, type SourcePlugin } fr
 import { MAX_KEY_BYTES, type NewEvent } from "../store/enqueue.ts";
 
 const utf8 = new TextEncoder();
+
+/** A split request whose array is empty: nothing to queue, and nothing wrong. */
+class EmptyRequest extends Error {}
 const VERIFY_FAILURES: ReadonlySet<string> = new Set(["missing_signature", "malformed", "mismatch", "stale", "future"]);
 
 /** An exception's class name: the only part of a plugin error that is logged or stored. */
@@ -21,6 +24,8 @@ export function pluginErrorClass(e: unknown): string {
 /** What the plugin steps decided, before anything is written. */
 export type Evaluation =
   | { kind: "answered"; response: HookResponse; authenticated: boolean }
+  /** A handshake that offers the secret (Asana, Notion): the intake keeps it only while armed. */
+  | { kind: "learn"; secret: string; response: HookResponse }
   | { kind: "method" }
   | { kind: "verify_error"; error: string }
   | { kind: "unverified"; reason: string }
@@ -62,6 +67,15 @@ export async function evaluate(config: Config, src: IntakeSource, req: HookReque
     }
   }
   if (req.method !== "POST") return { kind: "method" };
+  // A handshake that teaches the secret: nothing to verify it with yet.
+  if (plugin.learn) {
+    try {
+      const l = plugin.learn(req);
+      if (l) return { kind: "learn", secret: l.secret, response: l.response };
+    } catch (e) {
+      return { kind: "verify_error", error: pluginErrorClass(e) };
+    }
+  }
   try {
     const verdict = await plugin.verify(req, src.secrets);
     // Only true verifies; a plugin that says why not names a class, one that says false does not.
@@ -89,6 +103,7 @@ export async function afterVerify(config: Config, src: IntakeSource, req: HookRe
     if (ignored) return { kind: "ignored", reason: String(ignored) };
     return { kind: "classified", ...classify(config, src, req) };
   } catch (e) {
+    if (e instanceof EmptyRequest) return { kind: "ignored", reason: "empty" };
     return { kind: "quarantine", error: e };
   }
 }
@@ -116,7 +131,9 @@ export function classify(config: Config, src: IntakeSource, req: HookRequest): C
     return { events: [one.event], attrs: one.attrs };
   }
   const elements = plugin.split(payload, req);
-  if (!Array.isArray(elements) || elements.length === 0) throw new BadPayload("the request holds no event (its array is empty)");
+  if (!Array.isArray(elements)) throw new BadPayload("the request holds no array of events");
+  // A request with no event at all (Asana's heartbeat, {"events": []}) is acked and not queued.
+  if (elements.length === 0) throw new EmptyRequest();
   // Each element is an event of its own; the request's raw body is kept once, with the first.
   const built = elements.map((element, i) => {
     const text = JSON.stringify(element);

@@ -6,7 +6,7 @@ import type { IntakeSource } from "../config/sources.ts";
 import type { Config } from "../config/types.ts";
 import { errorClass, type Faults } from "../obs/faults.ts";
 import type { Logger } from "../log.ts";
-import type { HookRequest } from "../plugin/types.ts";
+import type { HookRequest, HookResponse } from "../plugin/types.ts";
 import type { Spool } from "../store/db.ts";
 import { type EnqueueResult, type EventCopy, type Placed, quarantine } from "../store/enqueue.ts";
 import type { GroupCommit } from "../store/group.ts";
@@ -16,6 +16,7 @@ import type { IntakeMetrics, RejectReason } from "./metrics.ts";
 import { hookRequest } from "../plugin/hook-request.ts";
 import { storableUrl } from "./captures.ts";
 import { evaluate, quarantineReason } from "./evaluate.ts";
+import { keepLearnedSecret } from "./learn.ts";
 import { emptyReply, evaluationReply, LENGTH_REQUIRED, pluginReply, type Reply, SPOOL_BUSY, SPOOL_FULL, statusReply, TOO_LARGE } from "./replies.ts";
 
 export interface PipelineDeps {
@@ -104,6 +105,8 @@ export async function handleHook(d: PipelineDeps, input: HookInput): Promise<Rep
       return evaluationReply(ev);
     case "method":
       return evaluationReply(ev);
+    case "learn":
+      return learned(d, name, ev.secret, ev.response, req.now, req.remoteAddr);
     case "verify_error":
       d.log.error("verify failed", { source: name, reason: ev.error, remote: req.remoteAddr, bytes: body.length });
       d.metrics.rejected1(name, "verify_error");
@@ -196,4 +199,28 @@ function spoolRefused(d: PipelineDeps, source: string, reason: "busy" | "spool_f
   d.metrics.rejected1(source, reason);
   d.faults.writes.record("enqueue", e, { source, bytes });
   return reason === "spool_full" ? SPOOL_FULL() : SPOOL_BUSY();
+}
+
+/** A handshake that offered the source's secret: kept (and answered) only while armed and unset. */
+function learned(d: PipelineDeps, name: string, secret: string, answer: HookResponse, now: number, remote: string): Reply {
+  const outcome = keepLearnedSecret(d.config().sources[name]?.secrets?.secret, secret, now);
+  switch (outcome) {
+    case "learned":
+      d.log.info("secret learned from the handshake; kept in the file secrets.secret names", { source: name, remote });
+      return pluginReply(answer);
+    case "same":
+      d.log.info("handshake repeated with the secret already kept", { source: name, remote });
+      return pluginReply(answer);
+    case "not_armed":
+      d.metrics.rejected1(name, "unverified");
+      d.log.warn("unverified", { source: name, reason: "handshake refused: not armed (hookspool source arm)", remote });
+      return emptyReply(403);
+    case "taken":
+      d.metrics.rejected1(name, "unverified");
+      d.log.warn("unverified", { source: name, reason: "handshake refused: another secret is kept (remove the file and arm again to replace it)", remote });
+      return emptyReply(409);
+    case "no_file":
+      d.log.error("verify failed", { source: name, reason: "a learning source needs secrets.secret = { file = ... }", remote });
+      return emptyReply(503, { "Retry-After": "60" });
+  }
 }

@@ -34,6 +34,9 @@ export function evaluationReply(ev: Evaluation): Reply {
   switch (ev.kind) {
     case "answered":
       return pluginReply(ev.response);
+    case "learn":
+      // What the sender gets once the intake kept the secret (it decides that).
+      return pluginReply(ev.response);
     case "method":
       return emptyReply(405, { Allow: "POST" });
     case "verify_error":

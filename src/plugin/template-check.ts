@@ -123,6 +123,15 @@ export function checkTemplate(t: Record<string, unknown>): TemplateProblem[] {
   if (has("split") && (!has("dedup") || (typeof t.dedup === "string" && (t.dedup === "body_sha256" || t.dedup.split("|").some((a) => a.startsWith("header:") || a.startsWith("const:")))))) {
     out.push({ key: "dedup", message: "with split, the dedup id must be each element's own field (or none), not the request's" });
   }
+  if (has("learn")) {
+    const l = t.learn;
+    const m = typeof l === "string" ? /^(header|field):(.+)$/.exec(l) : null;
+    if (!m || (m[1] === "header" && !/^[A-Za-z0-9-]+$/.test(m[2])) || (m[1] === "field" && !isBarePath(m[2]))) {
+      out.push({ key: "learn", message: 'expected "header:<Name>" (a handshake header whose value is the secret, echoed back) or "field:<path>" (an unsigned JSON handshake)' });
+    }
+    if (t.get_verify === true || t.head_handshake === true) out.push({ key: "learn", message: "a learning handshake cannot be combined with get_verify or head_handshake" });
+    if (m?.[1] === "field" && !has("header")) out.push({ key: "learn", message: "a field handshake is told apart from events by the missing signature header: set header" });
+  }
   // ignore reads the request's event type, which a split request does not have.
   if (has("split") && has("ignore")) out.push({ key: "ignore", message: "with split, each element has its own type: route the ones to drop instead" });
   return out;

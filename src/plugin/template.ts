@@ -48,6 +48,7 @@ export const TEMPLATE_KEYS = [
   "ack",
   "ack_type",
   "split",
+  "learn",
 ] as const;
 
 /** How each scheme verifies, and which keys it needs. */
@@ -92,6 +93,8 @@ export interface TemplateSettings extends VerifySettings {
   ack_type?: string;
   /** A payload path to an array, or "*" for a body that is the array: one event per element. */
   split?: string;
+  /** A handshake that teaches the secret: "header:<Name>" (echoed back, Asana) or "field:<path>" of an unsigned JSON POST (Notion). */
+  learn?: string;
 }
 
 /** The request headers a template reads to classify (its header: selectors, the default dedup's id header). */
@@ -160,6 +163,7 @@ export function templateSource(t: TemplateSettings): SourcePlugin {
   };
   const challenge = t.head_handshake ? (req: HookRequest) => (req.method === "HEAD" ? response(200) : null) : t.echo_when || t.reply_when ? afterVerify : undefined;
   const splitPath = t.split;
+  const learn = t.learn ? learnerFor(t.learn, t.header) : undefined;
 
   return {
     secrets: t.get_verify ? ["secret", "verify_token"] : ["secret"],
@@ -179,6 +183,7 @@ export function templateSource(t: TemplateSettings): SourcePlugin {
           return response(200, req.query["hub.challenge"] ?? "", { "Content-Type": "text/plain; charset=utf-8" });
         }
       : undefined,
+    learn,
     ack: t.ack !== undefined ? response(200, t.ack, { "Content-Type": t.ack_type ?? "application/json" }) : undefined,
     ignore: ignored.size
       ? (req) => {
@@ -214,5 +219,34 @@ export function templateSource(t: TemplateSettings): SourcePlugin {
           return out;
         }
       : undefined,
+  };
+}
+
+/**
+ * The learning handshake of a template. "header:X-Hook-Secret": a POST carrying that header
+ * offers its value, and the answer echoes it (Asana). "field:verification_token": a POST with no
+ * signature header whose JSON body holds that string field offers it, answered 200 (Notion).
+ */
+function learnerFor(spec: string, signatureHeader: string | undefined): (req: HookRequest) => { secret: string; response: HookResponse } | null {
+  const colon = spec.indexOf(":");
+  const kind = spec.slice(0, colon);
+  const name = spec.slice(colon + 1);
+  if (kind === "header") {
+    return (req) => {
+      if (req.method !== "POST") return null;
+      const offered = req.header(name);
+      return offered ? { secret: offered, response: response(200, "", { [name]: offered }) } : null;
+    };
+  }
+  return (req) => {
+    if (req.method !== "POST" || (signatureHeader && req.header(signatureHeader))) return null;
+    let body: unknown;
+    try {
+      body = req.json();
+    } catch {
+      return null;
+    }
+    const offered = getPath(body, name);
+    return typeof offered === "string" && offered.length > 0 ? { secret: offered, response: response(200) } : null;
   };
 }

@@ -138,6 +138,14 @@ export interface SourcePlugin {
    */
   handshake?(req: HookRequest, secrets: Secrets): HookResponse | null | undefined | Promise<HookResponse | null | undefined>;
   /**
+   * A handshake that teaches the secret on the wire (Asana's X-Hook-Secret, Notion's
+   * verification_token): runs before verify, on a POST, with no secrets. When it recognizes the
+   * handshake it returns the offered secret and the answer the sender needs; the intake keeps the
+   * secret only while the operator has armed the source (`hookspool source arm`) and no other
+   * secret is kept yet, and answers 403 or 409 otherwise.
+   */
+  learn?(req: HookRequest): { secret: string; response: HookResponse } | null;
+  /**
    * The answer to a request that was queued (or was a duplicate), instead of hookspool's JSON
    * status: a sender that reads the body (Twilio's empty TwiML, Discord's deferred reply).
    */

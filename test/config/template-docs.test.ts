@@ -259,6 +259,8 @@ function answerOf(ev: Evaluation): { status: number; body: string; headers: Reco
       return { status: 405, body: "", headers: {} };
     case "verify_error":
       return { status: 503, body: "", headers: {} };
+    case "learn":
+      return { status: ev.response.status, body: String(ev.response.body ?? ""), headers: ev.response.headers ?? {} };
     case "answered": {
       const b = ev.response.body ?? "";
       return { status: ev.response.status, body: typeof b === "string" ? b : new TextDecoder().decode(b), headers: ev.response.headers ?? {} };

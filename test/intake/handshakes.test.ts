@@ -162,9 +162,11 @@ action = "hermes:sg"
     expect([r.status, await r.json()]).toEqual([202, { status: "quarantined" }]);
     expect(s.count("events", "batch_id IN (SELECT id FROM batches WHERE destination <> 'quarantine')")).toBe(0);
   });
-  test("a body that is not an array, or an empty one, is the sender's fault", async () => {
+  test("a body that is not an array is the sender's fault; an empty one holds nothing to queue (a heartbeat)", async () => {
     const s = await intake(CONFIG, { sg: "sg-token-test" });
-    for (const body of ['{"sg_event_id":"e1"}', "[]"]) expect((await (await s.post("/hooks/sg", body, { "X-Token": "sg-token-test" })).json()) as unknown).toEqual({ status: "quarantined" });
+    expect((await (await s.post("/hooks/sg", '{"sg_event_id":"e1"}', { "X-Token": "sg-token-test" })).json()) as unknown).toEqual({ status: "quarantined" });
+    expect((await (await s.post("/hooks/sg", "[]", { "X-Token": "sg-token-test" })).json()) as unknown).toEqual({ status: "ignored" });
     expect(s.count("events", "batch_id IN (SELECT id FROM batches WHERE destination <> 'quarantine')")).toBe(0);
+    expect(s.count("events")).toBe(1);
   });
 });
