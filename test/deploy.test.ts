@@ -56,7 +56,7 @@ const SPEC16: Record<string, VerbSpec> = {
   issues: { flags: [], subs: { list: [], ack: [], resolve: [], ignore: [] } },
   enqueue: v("source", "key", "destination", "event-type", "dedup-id", "file"),
   bobbin: { flags: [], subs: { list: [], show: [], expand: [], new: ["poll"], check: [] } },
-  source: { flags: [], subs: { test: ["request"] } },
+  source: { flags: [], subs: { test: ["request"], arm: ["for"] } },
   check: v(),
   reload: v(),
   migrate: v("dry-run"),

@@ -67,6 +67,9 @@ function testCommand(cli: Cli): CommandDef {
           case "answered":
             report.handshake = ev.authenticated ? "after verify" : "unauthenticated";
             break;
+          case "learn":
+            report.handshake = "offers the secret (kept only while the source is armed and keeps none yet)";
+            break;
           case "method":
           case "unverified":
             code = 1;

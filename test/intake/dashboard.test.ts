@@ -302,6 +302,7 @@ describe("dashboard pages", () => {
     const intake = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: () => new Response(metrics.render()) });
     const h = await initHome();
     appendFileSync(h.config, '\n[sources.signed]\ntemplate = { scheme = "hmac-sha256-hex", header = "X-Sig" }\nsecrets.secret = { env = "NOT_SET_HERE" }\naction = "script:demo-log"\n');
+    appendFileSync(h.config, `\n[sources.asana]\ntemplate = { scheme = "hmac-sha256-hex", header = "X-Hook-Signature", learn = "header:X-Hook-Secret", key = "resource.gid", split = "events", dedup = "none" }\nsecrets.secret = { file = "${join(h.home, "asana.secret")}" }\naction = "script:demo-log"\n`);
     const loaded = loadConfig({ home: h.home, env: {} });
     const spool = openSpool(h.db);
     quarantine(spool, { source: "demo", raw: new TextEncoder().encode("not json"), headers: {}, authHeaders: [], url: "/hooks/demo", reason: "not_json" }, Date.now() / 1000);
@@ -316,6 +317,7 @@ describe("dashboard pages", () => {
       expect(row("signed")).toContain("<td>hmac-sha256-hex</td>");
       expect(row("signed")).toContain(`<code>http://${loaded.config.intake.listen}/hooks/signed</code>`);
       expect(row("signed")).toContain("<td>none</td>");
+      expect(row("asana")).toContain("<td>hmac-sha256-hex (no secret yet: hookspool source arm)</td>");
     } finally {
       await dash.stop();
       spool.close();

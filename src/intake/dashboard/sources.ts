@@ -1,18 +1,25 @@
 // The sources: each with its scheme, its URL, its last event and silence, whether its sender
 // retries, and what was refused or quarantined; the issues with their history; the polls with
 // their clock.
+import { existsSync } from "node:fs";
 import { buildStatus } from "../../obs/status.ts";
+import { armedUntil } from "../learn.ts";
 import { quarantineReasons } from "../../store/charts.ts";
 import { listIssues } from "../../store/issues.ts";
 import { action, h, page, type PageContext, stateClass, table, when } from "./html.ts";
 
 const DAY_S = 86_400;
 
-function schemeOf(s: PageContext["config"]["sources"][string]): string {
+function schemeOf(s: PageContext["config"]["sources"][string], now: number): string {
   if (s.kind === "poll") return "poll";
   const scheme = s.template?.scheme;
-  if (typeof scheme === "string") return scheme;
-  return s.module ? "code" : "-";
+  if (typeof scheme !== "string") return s.module ? "code" : "-";
+  // A source that learns its secret from a handshake: whether it has one yet, or is armed for it.
+  const ref = s.secrets?.secret;
+  if (typeof s.template?.learn !== "string" || !ref || !("file" in ref)) return scheme;
+  if (existsSync(ref.file)) return `${scheme} (secret learned)`;
+  const until = armedUntil(ref.file);
+  return until !== null && until >= now ? `${scheme} (armed for its handshake)` : `${scheme} (no secret yet: hookspool source arm)`;
 }
 
 export function sourcesPage(c: PageContext): string {
@@ -28,7 +35,7 @@ export function sourcesPage(c: PageContext): string {
     const retries = s.sender_retries ?? s.template?.sender_retries;
     return [
       h(name),
-      h(schemeOf(s)),
+      h(schemeOf(s, c.now)),
       s.kind === "poll" ? "-" : `<code>${h(`${base}/hooks/${encodeURIComponent(name)}`)}</code>`,
       st?.last_event_age_s == null ? "never" : `${h(Math.round(st.last_event_age_s))} s ago`,
       st?.silent ? `<span class="bad">silent</span>` : st?.expected_every_s ? `<span class="ok">ok</span> <span class="muted">(every ${h(st.expected_every_s)} s)</span>` : "-",
