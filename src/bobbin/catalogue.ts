@@ -24,6 +24,7 @@ export function catalogueFacts(b: Bobbin): CatalogueFacts {
     typeof t.echo_when === "string" ? `echoes ${String(t.echo_field)} (${t.echo_when})` : null,
     t.get_verify === true ? "GET verify token" : null,
     typeof t.reply_when === "string" ? `replies to ${t.reply_when}` : null,
+    typeof t.learn === "string" ? `learns the secret from ${t.learn.replace(/^header:/, "header ").replace(/^field:/, "field ")} (armed)` : null,
   ].filter((x): x is string => x !== null);
   return { scheme: String(t.scheme), handshake: handshakes.join(", ") || "-", retries: retries(m.source?.sender_retries ?? t.sender_retries) };
 }

@@ -54,6 +54,7 @@ describe("the registry", () => {
 });
 
 const BUILT_INS = [
+  "asana.tasks",
   "atlassian.trello",
   "bitbucket.repo",
   "calcom.bookings",
@@ -73,6 +74,7 @@ const BUILT_INS = [
   "lemonsqueezy.billing",
   "linear.issues",
   "meta.whatsapp",
+  "notion.pages",
   "paddle.billing",
   "pagerduty.incidents",
   "plaid.items",
