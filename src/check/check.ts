@@ -222,15 +222,18 @@ interface SecretUse {
   ref: SecretRef | null;
   path?: string;
   resolve: boolean;
+  /** A secret the source learns from its handshake: no file yet is a warning, not an error. */
+  learned?: string;
 }
 
 function secretUses(config: Config): SecretUse[] {
   const out: SecretUse[] = [];
+  const learns = (source: string, secret: string) => (secret === "secret" && typeof config.sources[source]?.template?.learn === "string" ? source : undefined);
   for (const [name, src] of Object.entries(config.sources)) {
-    for (const [s, ref] of Object.entries(src.secrets ?? {})) out.push({ key: `sources.${quoteKey(name)}.secrets.${quoteKey(s)}`, ref, resolve: true });
+    for (const [s, ref] of Object.entries(src.secrets ?? {})) out.push({ key: `sources.${quoteKey(name)}.secrets.${quoteKey(s)}`, ref, resolve: true, learned: learns(name, s) });
   }
   for (const [name, b] of Object.entries(config.bobbins)) {
-    for (const [s, ref] of Object.entries(b.secrets ?? {})) out.push({ key: `bobbins.${quoteKey(name)}.secrets.${quoteKey(s)}`, ref, resolve: true });
+    for (const [s, ref] of Object.entries(b.secrets ?? {})) out.push({ key: `bobbins.${quoteKey(name)}.secrets.${quoteKey(s)}`, ref, resolve: true, learned: learns(name, s) });
   }
   // A destination's check() resolves its own secrets (and knows whsec_); here only mode and env.
   for (const [name, d] of Object.entries(config.destinations)) {
@@ -243,10 +246,23 @@ function secretUses(config: Config): SecretUse[] {
   return out;
 }
 
+function readableNonEmpty(path: string): boolean {
+  try {
+    return readFileSync(path, "utf8").trim() !== "";
+  } catch {
+    return false;
+  }
+}
+
 /** Every reference resolves (readable, non-empty); files are private; env refs do not rotate. */
 function secretRules(config: Config, deps: CheckDeps): ConfigProblem[] {
   const out: ConfigProblem[] = [];
-  for (const { key, ref, path: envFile, resolve: read } of secretUses(config)) {
+  for (const { key, ref, path: envFile, resolve: read, learned } of secretUses(config)) {
+    // Not learned yet: the intake must start (and reload) to take the handshake that teaches it.
+    if (learned && ref && "file" in ref && !readableNonEmpty(ref.file)) {
+      out.push(problem("warning", key, `no secret learned yet in ${ref.file}: events are answered 503 until the handshake comes`, `hookspool source arm ${learned}, then create the webhook at the provider`));
+      continue;
+    }
     if (read && ref) {
       try {
         resolveSecret(ref, deps.env);

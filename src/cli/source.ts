@@ -149,7 +149,7 @@ function armCommand(cli: Cli): CommandDef {
 
 export function sourceCommands(cli: Cli): CommandDef {
   return {
-    meta: { name: "source", description: "develop a source plugin against captured requests; arm one that learns its secret" },
+    meta: { name: "source", description: "develop a source plugin against captured requests, or arm one for its handshake" },
     args: { ...GLOBAL_ARGS },
     subCommands: { test: testCommand(cli), arm: armCommand(cli) },
   };

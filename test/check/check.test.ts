@@ -172,6 +172,26 @@ action = "script:log"
     expectProblem(ps, "error", "sources.d.secrets.secret", "is not set in the file");
   });
 
+  test("a secret a source learns from its handshake: no file yet is a warning that says how to arm it, never an error", async () => {
+    const h = newHome();
+    const text = `${base(h)}
+[sources.asana]
+template = { scheme = "hmac-sha256-hex", header = "X-Hook-Signature", learn = "header:X-Hook-Secret", key = "resource.gid", split = "events", dedup = "none" }
+secrets.secret = { file = "${join(h.dir, "asana.secret")}" }
+action = "script:log"
+[sources.env]
+template = { scheme = "hmac-sha256-hex", header = "X-Hook-Signature", learn = "header:X-Hook-Secret", key = "resource.gid", split = "events", dedup = "none" }
+secrets.secret = { env = "HOOKSPOOL_TEST_UNSET" }
+action = "script:log"
+`;
+    const ps = await check(h, text);
+    const p = expectProblem(ps, "warning", "sources.asana.secrets.secret", "no secret learned yet");
+    expect(p.hint).toContain("hookspool source arm asana");
+    expect(ps.filter((x) => x.key === "sources.asana.secrets.secret" && x.level === "error")).toEqual([]);
+    // A learned secret is kept in a file: an env reference cannot be written.
+    expectProblem(ps, "error", "sources.env.secrets.secret", "learns its secret from a handshake and keeps it in a file");
+  });
+
   test("a secret file readable by group/other is a warning", async () => {
     const h = newHome();
     const text = base(h);

@@ -86,8 +86,8 @@ describe("what the pages say", () => {
 
   test("a group lists its commands; bare, it prints the same page and exits 2", async () => {
     const page = await help(["source"]);
-    expect(page).toStartWith("hookspool source - develop a source plugin against captured requests\n\nUsage: hookspool source <command> [options]\n");
-    expect(section(page, "Commands")).toEqual([expect.stringMatching(/^ {2}test +run a captured \.http request/)]);
+    expect(page).toStartWith("hookspool source - develop a source plugin against captured requests, or arm one for its handshake\n\nUsage: hookspool source <command> [options]\n");
+    expect(section(page, "Commands")).toEqual([expect.stringMatching(/^ {2}test +run a captured \.http request/), expect.stringMatching(/^ {2}arm +let a source that learns its secret/)]);
     const bare = await cli(["source"]);
     expect(bare).toEqual({ code: 2, out: page, err: "" });
     const issues = await help(["issues"]);

@@ -11,6 +11,7 @@ import { parseConfig } from "../../config/load.ts";
 import { type TemplateSettings, templateSource } from "../../plugin/template.ts";
 import type { SourcePlugin } from "../../plugin/types.ts";
 import { newestEvent } from "../../store/inspect.ts";
+import { hookRequest } from "../../plugin/hook-request.ts";
 import { startKitIntake } from "../kit/intake.ts";
 import { type KitRequest, type KitSubject, runSourceKit } from "../kit/source-kit.ts";
 import { lineOf, type Problem, type Row, row, skipped } from "./row.ts";
@@ -265,7 +266,11 @@ export async function sourceKitRow(s: CheckSubject, m: Manifest | null, l: Loade
       const c = sameInstance.find((x) => x.expect.status === 202 && x.expect.word === "quarantined");
       return c ? requestOf(c, instance) : undefined;
     })(),
-    answered: sameInstance.filter((c) => c.expect.status >= 200 && c.expect.status < 300 && c.request.method === "POST" && !["queued", "duplicate", "quarantined", "replayed"].includes(c.expect.word ?? "")).map((c) => ({ request: requestOf(c, instance) })),
+    // A handshake that teaches the secret is not signed: the kit's tampering does not apply to it.
+    answered: sameInstance
+      .filter((c) => c.expect.status >= 200 && c.expect.status < 300 && c.request.method === "POST" && !["queued", "duplicate", "quarantined", "replayed"].includes(c.expect.word ?? ""))
+      .filter((c) => !offersSecret(plugin, requestOf(c, instance)))
+      .map((c) => ({ request: requestOf(c, instance) })),
   };
   let run: Awaited<ReturnType<typeof runSourceKit>>;
   try {
@@ -277,4 +282,10 @@ export async function sourceKitRow(s: CheckSubject, m: Manifest | null, l: Loade
   const ran = run.cases.filter((c) => c.outcome === "pass").length;
   const skips = run.cases.filter((c) => c.outcome === "skip").map((c) => `${c.name.split(":")[0]} (${c.detail})`);
   return row(name, problems, `${ran} of ${run.cases.length} cases ran${skips.length ? `; not applicable: ${skips.join(", ")}` : ""}`);
+}
+
+/** Whether a capture is a handshake the source learns its secret from (Asana's, Notion's). */
+function offersSecret(plugin: SourcePlugin, r: KitRequest): boolean {
+  if (!plugin.learn) return false;
+  return plugin.learn(hookRequest({ method: r.method, url: r.url, headers: r.headers, body: r.body, peer: "127.0.0.1", now: 0 })) !== null;
 }
