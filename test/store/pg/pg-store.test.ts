@@ -11,7 +11,9 @@ import { enqueueGroupPg, enqueuePg } from "../../../src/store/pg/enqueue.ts";
 import { candidatesPg, claimPg, markDeliveredPg, markRetryPg, recoverExpiredPg, sealReadyPg } from "../../../src/store/pg/claims.ts";
 import { MaintenanceLock, maintenanceHolder } from "../../../src/store/pg/leader.ts";
 import { migratePg, PG_LATEST_SCHEMA, pgSchemaVersion, requirePgSchema } from "../../../src/store/pg/migrate.ts";
+import { join } from "node:path";
 import { PG_BIN, PG_SKIP_MESSAGE, type PgServer, startPostgres } from "../../helpers/pg.ts";
+import { waitFor } from "../../helpers/proc.ts";
 import { copy, ev, freshSpool, T0 } from "../../helpers/spool.ts";
 
 if (!PG_BIN) console.log(PG_SKIP_MESSAGE);
@@ -256,22 +258,32 @@ describe.skipIf(!PG_BIN)("the spool on PostgreSQL", () => {
       expect(await row(p, 1)).toMatchObject({ state: "delivered" });
     });
 
-    test("one maintenance holder at a time; when its connection dies the next dispatcher takes over", async () => {
-      const [a, b] = await fresh({ pools: 2 });
-      const la = new MaintenanceLock(a, "host-a:1");
+    test("one maintenance holder at a time; when its process is killed (kill -9) the next dispatcher takes over", async () => {
+      const [b] = await fresh();
+      const database = `t${n}`;
+      // The holder is a real process: it takes the lock, says so, and waits to be killed.
+      const child = Bun.spawn([process.execPath, join(import.meta.dir, "..", "..", "helpers", "children", "pg-maintenance-holder.ts"), server.socket, server.user, database], { stdout: "pipe", stderr: "pipe" });
+      const reader = (child.stdout as ReadableStream<Uint8Array>).getReader();
+      let said = "";
+      while (!said.includes("held")) {
+        const { value, done } = await reader.read();
+        if (done) throw new Error(`the holder exited: ${await new Response(child.stderr).text()}`);
+        said += new TextDecoder().decode(value);
+      }
       const lb = new MaintenanceLock(b, "host-b:2");
-      expect(await la.tryTake(T0)).toBe(true);
-      expect(await lb.tryTake(T0)).toBe(false);
-      expect(await maintenanceHolder(b)).toEqual({ holder: "host-a:1", since: T0 });
-      // The holder's process dies: its connections close, the server frees the lock.
-      await a.close();
-      await Bun.sleep(0);
-      const took = async () => (await lb.tryTake(T0 + 1)) || (await Bun.sleep(50), false);
-      let held = false;
-      for (let i = 0; i < 100 && !held; i++) held = await took();
-      expect(held).toBe(true);
-      expect(await maintenanceHolder(b)).toEqual({ holder: "host-b:2", since: T0 + 1 });
-      await lb.release();
+      try {
+        expect(await lb.tryTake(T0)).toBe(false);
+        expect(await maintenanceHolder(b)).toEqual({ holder: "host-a:1", since: T0 });
+        child.kill("SIGKILL");
+        await child.exited;
+        // The server notices the dead session and frees its lock.
+        const held = await waitFor("the lock to be free", async () => lb.tryTake(T0 + 1), 15_000);
+        expect(held).toBe(true);
+        expect(await maintenanceHolder(b)).toEqual({ holder: "host-b:2", since: T0 + 1 });
+      } finally {
+        await lb.release();
+        child.kill("SIGKILL");
+      }
     });
 
     test("the wall clock guard reads the database's clock", async () => {
