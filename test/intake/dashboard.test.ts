@@ -2,11 +2,11 @@
 // in an HttpOnly SameSite=Strict cookie, Host and Origin checked, CSRF on every state change,
 // actions off by default and recorded when on, every stored string inert in the page.
 import { afterEach, describe, expect, test } from "bun:test";
-import { appendFileSync, readFileSync, statSync } from "node:fs";
+import { appendFileSync, chmodSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { loadConfig } from "../../src/config/load.ts";
 import { Dashboard } from "../../src/intake/dashboard/server.ts";
-import { csrfOf } from "../../src/intake/dashboard/auth.ts";
+import { csrfOf, sessionOf } from "../../src/intake/dashboard/auth.ts";
 import { ackSeries, parseIntakeMetrics } from "../../src/intake/dashboard/intake-view.ts";
 import { IntakeMetrics } from "../../src/intake/metrics.ts";
 import { createLogger } from "../../src/log.ts";
@@ -50,7 +50,7 @@ async function start(o: { actions?: boolean; seed?: (h: Home) => Promise<void> }
   return r;
 }
 
-const cookie = (r: Running) => ({ Cookie: `hookspool_dashboard=${r.token}` });
+const cookie = (r: Running) => ({ Cookie: `hookspool_dashboard_${r.dash.port}=${sessionOf(r.token)}` });
 const get = (r: Running, path: string, headers: Record<string, string> = cookie(r)) => fetch(r.base + path, { headers, redirect: "manual" });
 function post(r: Running, path: string, fields: Record<string, string>, headers: Record<string, string> = { ...cookie(r), Origin: r.base }) {
   return fetch(r.base + path, { method: "POST", body: new URLSearchParams(fields), headers, redirect: "manual" });
@@ -72,9 +72,11 @@ describe("dashboard access", () => {
     expect(r.dash.firstUrl).toBe(`http://127.0.0.1:${r.dash.port}/?token=${r.token}`);
     // A second start finds the token and prints no URL with it.
     const again = new Dashboard({ listen: "127.0.0.1:0", spool: r.spool, config: () => loadConfig({ home: r.h.home, env: {} }).config, home: r.h.home, dbPath: r.h.db, now: () => 0, log: createLogger("dashboard") });
+    chmodSync(join(r.h.home, "dashboard.token"), 0o644);
     await again.start();
     try {
       expect(again.firstUrl).toBeNull();
+      expect(statSync(join(r.h.home, "dashboard.token")).mode & 0o777).toBe(0o600);
       expect(readFileSync(join(r.h.home, "dashboard.token"), "utf8").trim()).toBe(r.token);
     } finally {
       await again.stop();
@@ -88,8 +90,12 @@ describe("dashboard access", () => {
       expect(res.status).toBe(401);
       expect(await res.text()).not.toContain("secret-key");
     }
-    const wrong = await get(r, "/", { Cookie: `hookspool_dashboard=${"x".repeat(r.token.length)}` });
+    const wrong = await get(r, "/", { Cookie: `hookspool_dashboard_${r.dash.port}=${"x".repeat(64)}` });
     expect(wrong.status).toBe(401);
+    // The file's token itself is not a session: only the value the printed URL's visit set is.
+    expect((await get(r, "/", { Cookie: `hookspool_dashboard_${r.dash.port}=${r.token}` })).status).toBe(401);
+    // Another port's cookie (another dashboard on this host) is not this one's.
+    expect((await get(r, "/", { Cookie: `hookspool_dashboard_1=${sessionOf(r.token)}` })).status).toBe(401);
     expect((await get(r, "/?token=nope", {})).status).toBe(401);
   });
 
@@ -99,7 +105,8 @@ describe("dashboard access", () => {
     expect(res.status).toBe(303);
     expect(res.headers.get("location")).toBe("/batches?state=dead");
     const set = res.headers.get("set-cookie") ?? "";
-    expect(set).toStartWith(`hookspool_dashboard=${r.token};`);
+    expect(set).toStartWith(`hookspool_dashboard_${r.dash.port}=${sessionOf(r.token)};`);
+    expect(set).not.toContain(r.token);
     expect(set).toContain("HttpOnly");
     expect(set).toContain("SameSite=Strict");
     const page = await get(r, "/");
@@ -184,6 +191,10 @@ describe("dashboard actions", () => {
     expect((await post(r, "/actions/issue", { id: String(issue.id), verb: "ack", csrf })).status).toBe(303);
     expect(r.spool.db.query("SELECT state FROM issues WHERE id = ?").get(issue.id)).toEqual({ state: "acked" });
     expect((await post(r, "/actions/issue", { id: "1", verb: "drop-table", csrf })).status).toBe(400);
+    // An action that changes nothing is refused and not recorded.
+    expect((await post(r, "/actions/issue", { id: "999999", verb: "ack", csrf })).status).toBe(404);
+    expect((await post(r, "/actions/issue", { id: String(issue.id), verb: "ack", csrf })).status).toBe(409);
+    expect((await post(r, "/actions/resume", { destination: "script:demo-log", csrf })).status).toBe(409);
     expect((await post(r, "/actions/replay", { batch: "1 OR 1=1", csrf })).status).toBe(400);
     const recorded = r.spool.db.query("SELECT via, verb, target FROM actions ORDER BY id").all();
     expect(recorded).toEqual([
@@ -310,7 +321,7 @@ describe("dashboard pages", () => {
     await dash.start();
     try {
       const token = readFileSync(join(h.home, "dashboard.token"), "utf8").trim();
-      const html = await (await fetch(`http://127.0.0.1:${dash.port}/sources`, { headers: { Cookie: `hookspool_dashboard=${token}` } })).text();
+      const html = await (await fetch(`http://127.0.0.1:${dash.port}/sources`, { headers: { Cookie: `hookspool_dashboard_${dash.port}=${sessionOf(token)}` } })).text();
       const row = (name: string) => /<tr>(.*?)<\/tr>/gs.exec(html.slice(html.indexOf(`<td>${name}</td>`) - 4))?.[1] ?? "";
       expect(row("demo")).toContain("<td>1 too_large, 1 unverified</td>");
       expect(row("demo")).toContain("<td>1 not_json</td>");

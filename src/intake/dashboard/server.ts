@@ -2,6 +2,7 @@
 // behind the token, state changes (when [dashboard] actions is on) behind the CSRF token and the
 // same store operations as the CLI, each recorded. Read-only by default.
 import { join } from "node:path";
+import type { Server } from "bun";
 import type { Config } from "../../config/types.ts";
 import { isPublic, readListen } from "../../config/listen.ts";
 import { HookspoolError } from "../../errors.ts";
@@ -16,7 +17,7 @@ import { journalAfter } from "../../store/journal.ts";
 import { replayBatch, retryNow } from "../../store/replay.ts";
 import { constantTimeEqual } from "../../plugin/verify.ts";
 import { ASSETS } from "./assets/index.ts";
-import { authorized, csrfOf, dashboardToken, sameOrigin, tokenCookie } from "./auth.ts";
+import { authorized, csrfOf, dashboardToken, sameOrigin, sessionCookie } from "./auth.ts";
 import { batchesPage, batchPage, payloadsPage } from "./batches.ts";
 import { h, page, type PageContext } from "./html.ts";
 import { type AckSample, readIntakeView } from "./intake-view.ts";
@@ -94,7 +95,7 @@ export class Dashboard implements Service {
     const { token, created } = dashboardToken(join(this.o.home, "dashboard.token"));
     this.token = token;
     try {
-      this.server = Bun.serve({ hostname: listen.hostname, port: listen.port, idleTimeout: 0, fetch: (req) => this.handle(req) });
+      this.server = Bun.serve({ hostname: listen.hostname, port: listen.port, idleTimeout: 30, fetch: (req, server) => this.handle(req, server) });
     } catch (e) {
       throw new HookspoolError("E_CONFIG", `the dashboard cannot listen on ${this.o.listen}: ${(e as Error).message}`, at);
     }
@@ -128,15 +129,15 @@ export class Dashboard implements Service {
     this.server = null;
   }
 
-  private async handle(req: Request): Promise<Response> {
+  private async handle(req: Request, server: Server<undefined>): Promise<Response> {
     const url = new URL(req.url);
     if (!sameOrigin(req, this.hosts)) return refusal(403, "refused: this page answers only its own address");
-    const auth = authorized(req, url, this.token);
+    const auth = authorized(req, url, this.token, this.port);
     if (!auth.ok) return refusal(401, "the dashboard needs its token: open the URL hookspool dashboard printed, or add ?token= with the token from dashboard.token in the home");
     // The first visit through the printed URL: keep the token in a cookie, drop it from the address.
     if (auth.fromQuery) {
       url.searchParams.delete("token");
-      return new Response(null, { status: 303, headers: { ...SECURITY, Location: url.pathname + url.search, "Set-Cookie": tokenCookie(this.token) } });
+      return new Response(null, { status: 303, headers: { ...SECURITY, Location: url.pathname + url.search, "Set-Cookie": sessionCookie(this.token, this.port) } });
     }
     const asset = ASSETS[url.pathname];
     if (asset && req.method === "GET") return new Response(asset.body, { headers: { ...SECURITY, "Content-Type": asset.type, "Cache-Control": "private, max-age=3600" } });
@@ -153,7 +154,11 @@ export class Dashboard implements Service {
     if (url.pathname === "/sources") return html(sourcesPage({ ...ctx, intake: await intake() }));
     if (url.pathname === "/issues") return html(issuesPage(ctx));
     if (url.pathname === "/live") return html(livePage(ctx));
-    if (url.pathname === "/live/events") return this.events(req, url);
+    if (url.pathname === "/live/events") {
+      // The tail stays open (it pings every 15 s); every other connection idles out after 30 s.
+      server.timeout(req, 0);
+      return this.events(req, url);
+    }
     return html(null);
   }
 
@@ -242,21 +247,29 @@ export class Dashboard implements Service {
           const d = field("destination");
           if (!Object.hasOwn(ctx.config.destinations, d)) return refusal(404, "no such destination in the config");
           if (url.pathname === "/actions/pause") record("pause", `destination ${d}`, { destination: d }, () => pauseDestination(spool, d, "the dashboard", ctx.now));
-          else record("resume", `destination ${d}`, { destination: d }, () => resumeDestination(spool, d));
+          else
+            record("resume", `destination ${d}`, { destination: d }, () => {
+              if (!resumeDestination(spool, d)) throw new HookspoolError("E_NOTHING", `destination ${d} is not paused`);
+            });
           return back("/");
         }
         case "/actions/issue": {
           const verb = field("verb");
           if (verb !== "ack" && verb !== "resolve" && verb !== "ignore") return refusal(400, "unknown issue action");
           const issue = id("id");
-          record(verb, `issue ${issue}`, { reason: `issue ${issue}` }, () => setIssueState(spool, issue, verb, ctx.now));
+          record(verb, `issue ${issue}`, { reason: `issue ${issue}` }, () => {
+            const r = setIssueState(spool, issue, verb, ctx.now);
+            if (r === "missing") throw new HookspoolError("E_NOT_FOUND", `no issue ${issue}`);
+            if (r === "nothing") throw new HookspoolError("E_NOTHING", `issue ${issue} is not in a state ${verb} applies to`);
+          });
           return back("/issues");
         }
         default:
           return refusal(404, "no such action");
       }
     } catch (e) {
-      return refusal(e instanceof HookspoolError && e.code === "E_USAGE" ? 400 : 409, e instanceof HookspoolError ? e.message : "the action failed");
+      const code = e instanceof HookspoolError ? (e.code === "E_USAGE" ? 400 : e.code === "E_NOT_FOUND" ? 404 : 409) : 409;
+      return refusal(code, e instanceof HookspoolError ? e.message : "the action failed");
     }
   }
 }
