@@ -1,7 +1,7 @@
 // hookspool source test <name> --request FILE: a captured request through the intake's plugin
 // steps, offline, with nothing written.
-import { existsSync, readFileSync, writeFileSync } from "node:fs";
-import { armPath } from "../intake/learn.ts";
+import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { ARM_PARAM, armPath, newArmToken } from "../intake/learn.ts";
 import { dirname, resolve } from "node:path";
 import type { CommandDef } from "citty";
 import { HookspoolError } from "../errors.ts";
@@ -136,11 +136,15 @@ function armCommand(cli: Cli): CommandDef {
       const until = cli.clock.now() + seconds;
       const replacing = existsSync(ref.file) && readFileSync(ref.file, "utf8").trim() !== "";
       if (replacing) throw new HookspoolError("E_NOTHING", `source ${name} already keeps a learned secret in ${ref.file}`, { hint: "remove that file first to accept a new handshake (events signed with the old secret then fail until it comes)" });
-      writeFileSync(armPath(ref.file), `${JSON.stringify({ until })}\n`, { mode: 0o600 });
-      if (cli.globals.json) cli.io.out(JSON.stringify({ source: name, armed_until: until, secret_file: ref.file }));
+      const token = newArmToken();
+      rmSync(armPath(ref.file), { force: true });
+      writeFileSync(armPath(ref.file), `${JSON.stringify({ until, token })}\n`, { mode: 0o600, flag: "wx" });
+      const suffix = `?${ARM_PARAM}=${token}`;
+      if (cli.globals.json) cli.io.out(JSON.stringify({ source: name, armed_until: until, secret_file: ref.file, url_suffix: suffix }));
       else {
         cli.io.out(`armed: ${name} keeps the first handshake until ${new Date(until * 1000).toISOString().replace(/\.\d{3}Z$/, "Z")}, in ${visible(ref.file)}`);
-        cli.io.out("now create the webhook at the provider (the intake must be running and reachable)");
+        cli.io.out(`give the provider the hook URL with this added (only a handshake that carries it is kept): ${suffix}`);
+        cli.io.out(`for example https://hooks.example.com/${encodeURIComponent(name)}${suffix}`);
       }
       return 0;
     },

@@ -251,7 +251,7 @@ const TEMPLATE_KEY_DOCS: { [K in TemplateKey]: { type: string; doc: string; alwa
   },
   learn: {
     type: "`header:<Name>` or `field:<path>`",
-    doc: "a handshake that teaches the secret, kept in the file `secrets.secret` names while the source is armed (`hookspool source arm`): `header:X-Hook-Secret` takes the header's value and echoes it (Asana), `field:verification_token` takes the field of an unsigned JSON POST (Notion)",
+    doc: "a handshake that teaches the secret, kept in the file `secrets.secret` names while the source is armed (`hookspool source arm`, whose one-time token the handshake's URL must carry): `header:X-Hook-Secret` takes the header's value and echoes it (Asana), `field:verification_token` takes the field of an unsigned JSON POST (Notion)",
   },
 };
 

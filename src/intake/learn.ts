@@ -1,26 +1,43 @@
 // A secret learned on the wire (Asana's X-Hook-Secret, Notion's verification_token): kept in the
-// file the source's `secrets.secret` names, 0600, written atomically, only while the operator has
-// armed the source (`hookspool source arm`, a `<file>.armed` holding its expiry) and only when no
-// secret is kept there yet. The first handshake inside the window the operator opened wins; a
-// later one with another secret is refused, and the same one again is answered (a sender's
-// retry). Never logged, never stored anywhere else.
-import { chmodSync, existsSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+// file the source's `secrets.secret` names, 0600, only while the operator has armed the source
+// (`hookspool source arm`, a `<file>.armed` holding its expiry and a one-time arm token), only for
+// a handshake whose URL carries that token (`?hookspool_arm_token=`, which the operator gave the
+// provider with the webhook URL), and only when no secret is kept yet. So a stranger who knows the
+// hook URL cannot plant a secret while the window is open. The file is created with a link, which
+// fails when it exists, so of two handshakes at once (two intakes on a shared home) one wins and
+// the other is told it lost. Never logged, never stored anywhere else.
+import { randomBytes } from "node:crypto";
+import { closeSync, existsSync, fsyncSync, linkSync, openSync, readFileSync, rmSync, writeSync } from "node:fs";
+import { dirname } from "node:path";
 import type { SecretRef } from "../config/types.ts";
 import { constantTimeEqual } from "../plugin/verify.ts";
 
-export type LearnOutcome = "learned" | "same" | "not_armed" | "taken" | "no_file";
+export type LearnOutcome = "learned" | "same" | "not_armed" | "wrong_arm" | "taken" | "no_file";
 
-/** The file that arms a learning source, beside its secret file: `{"until": <unix seconds>}`. */
+/** The query parameter that carries the arm token (a name every stored URL drops, as it says token). */
+export const ARM_PARAM = "hookspool_arm_token";
+
+/** The file that arms a learning source, beside its secret file: `{"until": <unix seconds>, "token": "..."}`. */
 export const armPath = (secretFile: string) => `${secretFile}.armed`;
 
-/** Until when the source is armed (null: it is not). */
-export function armedUntil(secretFile: string): number | null {
+/** The arm of a source, or null when it is not armed (no file, or one that cannot be read). */
+export function readArm(secretFile: string): { until: number; token: string } | null {
   try {
-    const doc = JSON.parse(readFileSync(armPath(secretFile), "utf8")) as { until?: unknown };
-    return typeof doc.until === "number" && Number.isFinite(doc.until) ? doc.until : null;
+    const doc = JSON.parse(readFileSync(armPath(secretFile), "utf8")) as { until?: unknown; token?: unknown };
+    return typeof doc.until === "number" && Number.isFinite(doc.until) && typeof doc.token === "string" && doc.token.length >= 16 ? { until: doc.until, token: doc.token } : null;
   } catch {
     return null;
   }
+}
+
+/** Until when the source is armed (null: it is not). */
+export function armedUntil(secretFile: string): number | null {
+  return readArm(secretFile)?.until ?? null;
+}
+
+/** A new arm token. */
+export function newArmToken(): string {
+  return randomBytes(18).toString("base64url");
 }
 
 /** The kept secret, or null when there is none yet (no file, or an empty one). */
@@ -30,18 +47,55 @@ function kept(file: string): string | null {
   return v === "" ? null : v;
 }
 
+function fsyncDir(dir: string): void {
+  try {
+    const fd = openSync(dir, "r");
+    try {
+      fsyncSync(fd);
+    } finally {
+      closeSync(fd);
+    }
+  } catch {
+    // A filesystem that cannot fsync a directory: the file itself is synced.
+  }
+}
+
+/** Create `file` holding `value` (0600, synced) unless it exists; false when another got there first. */
+function createOnce(file: string, value: string): boolean {
+  const tmp = `${file}.learning-${randomBytes(8).toString("hex")}`;
+  const fd = openSync(tmp, "wx", 0o600);
+  try {
+    writeSync(fd, `${value}\n`);
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+  try {
+    linkSync(tmp, file);
+    return true;
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === "EEXIST") return false;
+    throw e;
+  } finally {
+    rmSync(tmp, { force: true });
+    fsyncDir(dirname(file));
+  }
+}
+
 /** Keep `offered` as the source's secret if the rules allow it; says what happened. */
-export function keepLearnedSecret(ref: SecretRef | undefined, offered: string, now: number): LearnOutcome {
+export function keepLearnedSecret(ref: SecretRef | undefined, offered: string, now: number, armToken: string | null): LearnOutcome {
   if (!ref || !("file" in ref)) return "no_file";
   const file = ref.file;
-  const current = kept(file);
-  if (current !== null) return constantTimeEqual(current, offered) ? "same" : "taken";
-  const until = armedUntil(file);
-  if (until === null || until < now) return "not_armed";
-  const tmp = `${file}.learning-${process.pid}`;
-  writeFileSync(tmp, `${offered}\n`, { mode: 0o600 });
-  chmodSync(tmp, 0o600);
-  renameSync(tmp, file);
+  const same = () => {
+    const current = kept(file);
+    return current === null ? null : constantTimeEqual(current, offered) ? "same" : "taken";
+  };
+  const before = same();
+  if (before !== null) return before;
+  const arm = readArm(file);
+  if (arm === null || arm.until < now) return "not_armed";
+  if (armToken === null || !constantTimeEqual(armToken, arm.token)) return "wrong_arm";
+  if (!createOnce(file, offered)) return same() ?? "taken";
   rmSync(armPath(file), { force: true });
   return "learned";
 }

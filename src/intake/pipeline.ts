@@ -16,7 +16,7 @@ import type { IntakeMetrics, RejectReason } from "./metrics.ts";
 import { hookRequest } from "../plugin/hook-request.ts";
 import { storableUrl } from "./captures.ts";
 import { evaluate, quarantineReason } from "./evaluate.ts";
-import { keepLearnedSecret } from "./learn.ts";
+import { ARM_PARAM, keepLearnedSecret } from "./learn.ts";
 import { emptyReply, evaluationReply, LENGTH_REQUIRED, pluginReply, type Reply, SPOOL_BUSY, SPOOL_FULL, statusReply, TOO_LARGE } from "./replies.ts";
 
 export interface PipelineDeps {
@@ -106,7 +106,7 @@ export async function handleHook(d: PipelineDeps, input: HookInput): Promise<Rep
     case "method":
       return evaluationReply(ev);
     case "learn":
-      return learned(d, name, ev.secret, ev.response, req.now, req.remoteAddr);
+      return learned(d, name, ev.secret, ev.response, req.now, req.remoteAddr, req.query[ARM_PARAM] ?? null);
     case "verify_error":
       d.log.error("verify failed", { source: name, reason: ev.error, remote: req.remoteAddr, bytes: body.length });
       d.metrics.rejected1(name, "verify_error");
@@ -202,8 +202,8 @@ function spoolRefused(d: PipelineDeps, source: string, reason: "busy" | "spool_f
 }
 
 /** A handshake that offered the source's secret: kept (and answered) only while armed and unset. */
-function learned(d: PipelineDeps, name: string, secret: string, answer: HookResponse, now: number, remote: string): Reply {
-  const outcome = keepLearnedSecret(d.config().sources[name]?.secrets?.secret, secret, now);
+function learned(d: PipelineDeps, name: string, secret: string, answer: HookResponse, now: number, remote: string, armToken: string | null): Reply {
+  const outcome = keepLearnedSecret(d.config().sources[name]?.secrets?.secret, secret, now, armToken);
   switch (outcome) {
     case "learned":
       d.log.info("secret learned from the handshake; kept in the file secrets.secret names", { source: name, remote });
@@ -214,6 +214,10 @@ function learned(d: PipelineDeps, name: string, secret: string, answer: HookResp
     case "not_armed":
       d.metrics.rejected1(name, "unverified");
       d.log.warn("unverified", { source: name, reason: "handshake refused: not armed (hookspool source arm)", remote });
+      return emptyReply(403);
+    case "wrong_arm":
+      d.metrics.rejected1(name, "unverified");
+      d.log.warn("unverified", { source: name, reason: "handshake refused: its URL does not carry the arm token (hookspool source arm prints the URL)", remote });
       return emptyReply(403);
     case "taken":
       d.metrics.rejected1(name, "unverified");

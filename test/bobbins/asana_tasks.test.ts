@@ -16,6 +16,7 @@ import { stringify } from "smol-toml";
 import { type Capture, capturesOf } from "../../src/bobbin/captures.ts";
 import { openSpool } from "../../src/store/db.ts";
 import { LOG_LINES, startIntake, type TestIntake } from "../helpers/intake.ts";
+import { armSource, withArm } from "../helpers/arm.ts";
 import { startHookspool, waitFor } from "../helpers/proc.ts";
 import { Receiver } from "../helpers/receiver.ts";
 import { tempDir } from "../helpers/tmp.ts";
@@ -136,9 +137,13 @@ unsigned = true
     t.db.db.query("SELECT b.key, b.destination, e.event_type FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.source = ? ORDER BY e.id").all(source) as { key: string; destination: string; event_type: string }[];
 
   test("armed: the handshake's secret is kept (0600), echoed in a 200, the arm used up, nothing queued or logged", async () => {
-    writeFileSync(`${SECRET_FILE()}.armed`, JSON.stringify({ until: t.clock.now() + 600 }), { mode: 0o600 });
+    const token = armSource(SECRET_FILE(), t.clock.now() + 600);
+    // Without the arm token in the URL (a stranger who only knows the hook URL): refused, nothing kept.
+    expect((await t.post("/hooks/asana", "", { "X-Hook-Secret": "0e".repeat(32) })).status).toBe(403);
+    expect((await t.post(withArm("/hooks/asana", "not-the-token-000000"), "", { "X-Hook-Secret": "0e".repeat(32) })).status).toBe(403);
+    expect(existsSync(SECRET_FILE())).toBe(false);
     const before = LOG_LINES.length;
-    const r = await t.post("/hooks/asana", "", { "X-Hook-Secret": HOOK_SECRET });
+    const r = await t.post(withArm("/hooks/asana", token), "", { "X-Hook-Secret": HOOK_SECRET });
     expect(r.status).toBe(200);
     expect(r.headers.get("x-hook-secret")).toBe(HOOK_SECRET);
     expect(readFileSync(SECRET_FILE(), "utf8")).toBe(`${HOOK_SECRET}\n`);
@@ -153,8 +158,8 @@ unsigned = true
   test("the same handshake again is echoed; another webhook's is refused 409 even when armed, the kept secret stays", async () => {
     const again = await t.post("/hooks/asana", "", { "X-Hook-Secret": HOOK_SECRET });
     expect([again.status, again.headers.get("x-hook-secret")]).toEqual([200, HOOK_SECRET]);
-    writeFileSync(`${SECRET_FILE()}.armed`, JSON.stringify({ until: t.clock.now() + 600 }), { mode: 0o600 });
-    const other = await t.post("/hooks/asana", "", { "X-Hook-Secret": "0f".repeat(32) });
+    const token = armSource(SECRET_FILE(), t.clock.now() + 600);
+    const other = await t.post(withArm("/hooks/asana", token), "", { "X-Hook-Secret": "0f".repeat(32) });
     expect([other.status, other.headers.get("x-hook-secret"), await other.text()]).toEqual([409, null, ""]);
     expect(readFileSync(SECRET_FILE(), "utf8")).toBe(`${HOOK_SECRET}\n`);
   });
@@ -197,8 +202,8 @@ unsigned = true
     expect([r.status, r.headers.get("x-hook-secret")]).toEqual([403, null]);
     expect(existsSync(join(t.home, "unarmed.secret"))).toBe(false);
     // Armed, but the window has passed.
-    writeFileSync(join(t.home, "unarmed.secret.armed"), JSON.stringify({ until: t.clock.now() - 1 }), { mode: 0o600 });
-    expect((await t.post("/hooks/unarmed", "", { "X-Hook-Secret": HOOK_SECRET })).status).toBe(403);
+    const late = armSource(join(t.home, "unarmed.secret"), t.clock.now() - 1);
+    expect((await t.post(withArm("/hooks/unarmed", late), "", { "X-Hook-Secret": HOOK_SECRET })).status).toBe(403);
     expect(existsSync(join(t.home, "unarmed.secret"))).toBe(false);
     const body = JSON.stringify({ events: [{ action: "changed", resource: { gid: "1208000000000302", resource_type: "task" }, parent: null }] });
     expect((await post(body, hex(HOOK_SECRET, body), "/hooks/unarmed")).status).toBe(503);

@@ -8,6 +8,7 @@ import { createHmac } from "node:crypto";
 import { existsSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { LOG_LINES, startIntake, type TestIntake } from "../helpers/intake.ts";
+import { armSource, withArm } from "../helpers/arm.ts";
 import { builtin, expectAsCaptured, runCatalogue } from "./catalogue.ts";
 
 const bobbin = builtin("notion.pages");
@@ -57,8 +58,11 @@ unsigned = true
     await t.stop();
   });
 
-  const arm = () => writeFileSync(`${file}.armed`, JSON.stringify({ until: t.clock.now() + 600 }), { mode: 0o600 });
-  const handshake = (token: string) => t.post("/hooks/notion", JSON.stringify({ verification_token: token }), { "Content-Type": "application/json" });
+  let armToken = "";
+  const arm = () => {
+    armToken = armSource(file, t.clock.now() + 600);
+  };
+  const handshake = (token: string) => t.post(withArm("/hooks/notion", armToken || "no-arm-token-given-0"), JSON.stringify({ verification_token: token }), { "Content-Type": "application/json" });
   const post = (body: string, signature = `sha256=${hex(TOKEN, body)}`) => t.post("/hooks/notion", body, { "Content-Type": "application/json", "X-Notion-Signature": signature });
   const stored = (body: string) =>
     t.db.db.query("SELECT b.id AS batch, b.key, e.event_type, e.dedup_id, e.route FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.payload = ?").get(body) as {

@@ -5,11 +5,12 @@
 // request whose array is empty (Asana's heartbeat) is acked as ignored.
 import { afterEach, describe, expect, test } from "bun:test";
 import { createHmac } from "node:crypto";
-import { existsSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { T0 } from "../helpers/spool.ts";
 import { LOG_LINES, startIntake, type TestIntake } from "../helpers/intake.ts";
 import { cli } from "../helpers/cli.ts";
+import { armSource, withArm } from "../helpers/arm.ts";
 
 let open: TestIntake | null = null;
 afterEach(async () => {
@@ -28,15 +29,15 @@ secrets.secret = { file = "{{home}}/notion.secret" }
 action = "hermes:notion"
 `;
 const hex = (key: string, data: string) => createHmac("sha256", key).update(data).digest("hex");
-const arm = (h: TestIntake, file: string, until = T0 + 600) => writeFileSync(`${join(h.home, file)}.armed`, JSON.stringify({ until }), { mode: 0o600 });
+const arm = (h: TestIntake, file: string, until = T0 + 600) => armSource(join(h.home, file), until);
 const HOOK_SECRET = "b537207f20cbfa02357cf448134da559e8bd39d61597dcd5631b8012eae53e81";
 
 describe("Asana: the X-Hook-Secret handshake", () => {
   test("armed: the secret is kept (0600), echoed, the arm used up; events then verify with it", async () => {
     const s = (open = await startIntake(ASANA, { clockAt: T0 }));
-    arm(s, "asana.secret");
+    const token = arm(s, "asana.secret");
     const before = LOG_LINES.length;
-    const r = await s.post("/hooks/asana", "", { "X-Hook-Secret": HOOK_SECRET });
+    const r = await s.post(withArm("/hooks/asana", token), "", { "X-Hook-Secret": HOOK_SECRET });
     expect(r.status).toBe(200);
     expect(r.headers.get("x-hook-secret")).toBe(HOOK_SECRET);
     const file = join(s.home, "asana.secret");
@@ -64,23 +65,43 @@ describe("Asana: the X-Hook-Secret handshake", () => {
   test("not armed, or armed too long ago: 403, nothing kept", async () => {
     const s = (open = await startIntake(ASANA, { clockAt: T0 }));
     expect((await s.post("/hooks/asana", "", { "X-Hook-Secret": HOOK_SECRET })).status).toBe(403);
-    arm(s, "asana.secret", T0 - 1);
-    expect((await s.post("/hooks/asana", "", { "X-Hook-Secret": HOOK_SECRET })).status).toBe(403);
+    const late = arm(s, "asana.secret", T0 - 1);
+    expect((await s.post(withArm("/hooks/asana", late), "", { "X-Hook-Secret": HOOK_SECRET })).status).toBe(403);
     expect(existsSync(join(s.home, "asana.secret"))).toBe(false);
     // Until a secret is learned, an event cannot be verified: the sender is asked to come back.
     const body = JSON.stringify({ events: [{ resource: { gid: "1" } }] });
     expect((await s.post("/hooks/asana", body, { "X-Hook-Signature": hex(HOOK_SECRET, body) })).status).toBe(503);
   });
 
+  test("armed, but the handshake's URL lacks the arm token (a stranger who knows only the hook URL): 403, nothing kept, the arm still open", async () => {
+    const s = (open = await startIntake(ASANA, { clockAt: T0 }));
+    const token = arm(s, "asana.secret");
+    expect((await s.post("/hooks/asana", "", { "X-Hook-Secret": "planted" })).status).toBe(403);
+    expect((await s.post(withArm("/hooks/asana", `${token}x`), "", { "X-Hook-Secret": "planted" })).status).toBe(403);
+    expect(existsSync(join(s.home, "asana.secret"))).toBe(false);
+    expect((await s.post(withArm("/hooks/asana", token), "", { "X-Hook-Secret": HOOK_SECRET })).status).toBe(200);
+    expect(readFileSync(join(s.home, "asana.secret"), "utf8")).toBe(`${HOOK_SECRET}\n`);
+  });
+
+  test("two handshakes at once: one secret kept, the other refused; no temp file left", async () => {
+    const s = (open = await startIntake(ASANA, { clockAt: T0 }));
+    const token = arm(s, "asana.secret");
+    const [a, b] = await Promise.all([s.post(withArm("/hooks/asana", token), "", { "X-Hook-Secret": "first-secret" }), s.post(withArm("/hooks/asana", token), "", { "X-Hook-Secret": "second-secret" })]);
+    expect([a.status, b.status].sort()).toEqual([200, 409]);
+    const kept = readFileSync(join(s.home, "asana.secret"), "utf8").trim();
+    expect(kept).toBe(a.status === 200 ? "first-secret" : "second-secret");
+    expect(readdirSync(s.home).filter((f) => f.includes(".learning-"))).toEqual([]);
+  });
+
   test("a kept secret stays: the same handshake is answered again, another is refused 409 even when armed", async () => {
     const s = (open = await startIntake(ASANA, { clockAt: T0 }));
-    arm(s, "asana.secret");
-    expect((await s.post("/hooks/asana", "", { "X-Hook-Secret": HOOK_SECRET })).status).toBe(200);
+    const token = arm(s, "asana.secret");
+    expect((await s.post(withArm("/hooks/asana", token), "", { "X-Hook-Secret": HOOK_SECRET })).status).toBe(200);
     const again = await s.post("/hooks/asana", "", { "X-Hook-Secret": HOOK_SECRET });
     expect(again.status).toBe(200);
     expect(again.headers.get("x-hook-secret")).toBe(HOOK_SECRET);
-    arm(s, "asana.secret");
-    const other = await s.post("/hooks/asana", "", { "X-Hook-Secret": "an-attackers-secret" });
+    const rearmed = arm(s, "asana.secret");
+    const other = await s.post(withArm("/hooks/asana", rearmed), "", { "X-Hook-Secret": "an-attackers-secret" });
     expect(other.status).toBe(409);
     expect(other.headers.get("x-hook-secret")).toBeNull();
     expect(readFileSync(join(s.home, "asana.secret"), "utf8")).toBe(`${HOOK_SECRET}\n`);
@@ -90,9 +111,9 @@ describe("Asana: the X-Hook-Secret handshake", () => {
 describe("Notion: the verification_token capture", () => {
   test("armed: the unsigned token is kept and answered 200, not queued; a signed event then verifies", async () => {
     const s = (open = await startIntake(NOTION, { clockAt: T0 }));
-    arm(s, "notion.secret");
+    const armToken = arm(s, "notion.secret");
     const token = "secret_tMrlL1qK5vuQAh1b6cZGhFChZTSYJlce98V0pYn7yBl";
-    const r = await s.post("/hooks/notion", JSON.stringify({ verification_token: token }), { "Content-Type": "application/json" });
+    const r = await s.post(withArm("/hooks/notion", armToken), JSON.stringify({ verification_token: token }), { "Content-Type": "application/json" });
     expect(r.status).toBe(200);
     expect(readFileSync(join(s.home, "notion.secret"), "utf8")).toBe(`${token}\n`);
     expect(s.count("events")).toBe(0);
@@ -114,6 +135,8 @@ describe("hookspool source arm", () => {
     expect(doc).toMatchObject({ source: "asana", secret_file: join(s.home, "asana.secret") });
     const armed = JSON.parse(readFileSync(join(s.home, "asana.secret.armed"), "utf8"));
     expect(armed.until).toBe(doc.armed_until);
+    expect(doc.url_suffix).toBe(`?hookspool_arm_token=${armed.token}`);
+    expect(armed.token.length).toBeGreaterThanOrEqual(16);
     expect(statSync(join(s.home, "asana.secret.armed")).mode & 0o777).toBe(0o600);
     expect((await cli(["--home", s.home, "source", "arm", "plain"])).err).toContain("does not learn its secret from a handshake");
     expect((await cli(["--home", s.home, "source", "arm", "asana", "--for", "forever"])).code).toBe(2);
