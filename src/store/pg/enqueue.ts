@@ -5,6 +5,7 @@
 // (route, key) group and every (source, dedup id) its requests touch, so two intakes never
 // deadlock, never both open a batch for one group (the partial unique index makes that a fact
 // too), and never both accept one dedup id. The locks end with the COMMIT.
+import { HookspoolError } from "../../errors.ts";
 import { contentHash, type ContentEvent } from "../content.ts";
 import { type EnqueueResult, type EventCopy, type NewEvent, type Placed, validateNewEvent } from "../enqueue.ts";
 import { num, type PgSpool, type Tx } from "./db.ts";
@@ -67,9 +68,14 @@ async function placeCopy(tx: Tx, ev: NewEvent, copy: EventCopy, size: number, no
   let batchId: number;
   if (open) batchId = num(open.id);
   else {
+    // 4. open a new batch. Its first_at is never before an unfinished batch of its group, so FIFO
+    // by first_at holds even when this intake's clock is behind another's (the lock orders them).
     const w = copy.window;
     const [row] = await tx`INSERT INTO batches (route, source, destination, key, state, first_at, last_at, quiet_s, max_s, max_events, max_bytes)
-        VALUES (${copy.route}, ${ev.source}, ${copy.destination}, ${ev.key}, 'open', ${now}, ${now}, ${w.quiet_s}, ${w.max_s}, ${w.max_events}, ${w.max_bytes}) RETURNING id`;
+        SELECT ${copy.route}, ${ev.source}, ${copy.destination}, ${ev.key}, 'open', t.at, t.at, ${w.quiet_s}, ${w.max_s}, ${w.max_events}, ${w.max_bytes}
+          FROM (SELECT GREATEST(${now}::float8, COALESCE(MAX(first_at), 0)) AS at FROM batches
+                 WHERE route = ${copy.route} AND key = ${ev.key} AND state IN ('open', 'sealed', 'retry', 'leased')) t
+        RETURNING id`;
     batchId = num(row.id);
   }
   // 3. append the event
@@ -84,6 +90,13 @@ async function placeCopy(tx: Tx, ev: NewEvent, copy: EventCopy, size: number, no
   let sealed = false;
   if (after.count >= after.max_events || num(after.bytes) >= num(after.max_bytes)) sealed = await sealBatchPg(tx, batchId, now);
   return { eventId, batchId, route: copy.route, destination: copy.destination, tee: copy.tee, sealed };
+}
+
+/** The checks every enqueue makes, and the one PostgreSQL adds: no NUL in a stored name or id. */
+function checkStorable(ev: NewEvent): void {
+  validateNewEvent(ev);
+  const nul = [ev.source, ev.key, ev.eventType, ev.dedupId ?? "", ...ev.copies.flatMap((c) => [c.route, c.destination])].some((v) => v.includes("\u0000"));
+  if (nul) throw new HookspoolError("E_INPUT", "a key, event type, dedup id or name holds a NUL character, which the PostgreSQL spool cannot store");
 }
 
 /** One event inside the caller's transaction, its locks already held. */
@@ -139,11 +152,26 @@ export type JobOutcome = { ok: EnqueueResult[] } | { error: unknown };
  * COMMIT throws, so every request in it fails.
  */
 export async function enqueueGroupPg(spool: PgSpool, jobs: readonly (readonly NewEvent[])[], now: number): Promise<JobOutcome[]> {
+  // Checked before any lock: a request that cannot be stored fails alone, and never reaches a
+  // statement (PostgreSQL's text holds no NUL, and one in a lock name would fail every request).
+  const refused = jobs.map((evs) => {
+    try {
+      for (const ev of evs) checkStorable(ev);
+      return null;
+    } catch (error) {
+      return error;
+    }
+  });
+  const valid = jobs.filter((_, i) => refused[i] === null);
   return spool.sql.begin(async (tx) => {
-    await lockAll(tx, lockNames(jobs));
+    await lockAll(tx, lockNames(valid));
     const touched = new Set<string>();
     const out: JobOutcome[] = [];
-    for (const evs of jobs) {
+    for (const [i, evs] of jobs.entries()) {
+      if (refused[i] !== null) {
+        out.push({ error: refused[i] });
+        continue;
+      }
       const mine = new Set<string>();
       try {
         const results = await tx.savepoint(async (sp) => {

@@ -156,6 +156,25 @@ describe.skipIf(!PG_BIN)("the spool on PostgreSQL", () => {
       expect(Number(m.value)).toBe(T0);
     });
 
+    test("an intake whose clock is behind another's still queues behind it: a new batch's first_at is never before its group's unfinished ones", async () => {
+      const [ahead, behind] = await fresh({ pools: 2 });
+      const x = queued(await enqueuePg(ahead, ev({ key: "k", copies: [copy("r", "http:d", { max_events: 1 })] }), T0 + 5))[0];
+      const y = queued(await enqueuePg(behind, ev({ key: "k", copies: [copy("r", "http:d", { max_events: 1 })] }), T0))[0];
+      expect((await row(ahead, y.batchId)).first_at).toBe(T0 + 5);
+      expect((await candidatesPg(ahead, T0 + 10)).map((c) => c.id)).toEqual([x.batchId]);
+      // Once nothing of the group is unfinished, a batch takes its own time again.
+      await ahead.sql`UPDATE batches SET state = 'delivered' WHERE key = 'k'`;
+      const z = queued(await enqueuePg(behind, ev({ key: "k" }), T0 + 1))[0];
+      expect((await row(ahead, z.batchId)).first_at).toBe(T0 + 1);
+    });
+
+    test("a request with a NUL in its key fails alone, before any lock; the others in its commit are queued", async () => {
+      const [p] = await fresh();
+      const out = await enqueueGroupPg(p, [[ev({ key: "a" })], [ev({ key: "bad\u0000key" })], [ev({ key: "b", dedupId: "x\u0000" })], [ev({ key: "c" })]], T0);
+      expect(out.map((o) => ("ok" in o ? "ok" : String((o.error as Error).message).includes("NUL") ? "nul" : "other"))).toEqual(["ok", "nul", "nul", "ok"]);
+      expect((await p.sql`SELECT key FROM batches ORDER BY key`).map((r: { key: string }) => r.key)).toEqual(["a", "c"]);
+    });
+
     test("two intakes on one database: concurrent group commits over the same groups and dedup ids never open two batches or accept an id twice", async () => {
       const [a, b] = await fresh({ pools: 2 });
       const keys = ["k0", "k1", "k2", "k3", "k4"];
