@@ -85,56 +85,58 @@ export async function claimPg(spool: PgSpool, inputs: readonly (ClaimInput & { r
 
 type Outcome = "ok" | "retry" | "dead";
 
-/** A fenced mark: the update must touch the leased row this owner holds, else the attempt is discarded. */
-async function fenced(spool: PgSpool, m: MarkBase, outcome: Outcome, update: (tx: Tx) => Promise<number>, detail: Record<string, unknown> = {}): Promise<boolean> {
-  return spool.sql.begin(async (tx) => {
-    const applied = (await update(tx)) === 1;
-    const a = m.attempt;
-    const finished = applied ? outcome : "discarded";
-    await tx`UPDATE attempts SET finished_at = ${m.now}, outcome = ${finished}, klass = ${a.klass}, status = ${a.status}, error = ${scrubError(a.error)},
-        duration_ms = ${Math.round(a.durationMs)}, counted = ${finished !== "discarded" && a.counted ? 1 : 0}, events_delivered = ${a.eventsDelivered ?? null}, failed_event_id = ${a.failedEventId ?? null}
-        WHERE id = ${m.attemptId}::bigint`;
-    if (applied) {
-      const facts = { ...(a.klass ? { class: a.klass } : {}), ...(a.status !== null ? { status: a.status } : {}), duration_ms: Math.round(a.durationMs), ...detail };
-      await journalPg(tx, outcome === "ok" ? "delivered" : outcome, m.batchId, m.now, { attempt: m.attemptId, detail: facts });
-    }
-    return applied;
-  });
+/** A fenced mark in the caller's transaction: the update must touch the leased row this owner holds, else the attempt is discarded. */
+async function fencedTx(tx: Tx, m: MarkBase, outcome: Outcome, update: (tx: Tx) => Promise<number>, detail: Record<string, unknown> = {}): Promise<boolean> {
+  const applied = (await update(tx)) === 1;
+  const a = m.attempt;
+  const finished = applied ? outcome : "discarded";
+  await tx`UPDATE attempts SET finished_at = ${m.now}, outcome = ${finished}, klass = ${a.klass}, status = ${a.status}, error = ${scrubError(a.error)},
+      duration_ms = ${Math.round(a.durationMs)}, counted = ${finished !== "discarded" && a.counted ? 1 : 0}, events_delivered = ${a.eventsDelivered ?? null}, failed_event_id = ${a.failedEventId ?? null}
+      WHERE id = ${m.attemptId}::bigint`;
+  if (applied) {
+    const facts = { ...(a.klass ? { class: a.klass } : {}), ...(a.status !== null ? { status: a.status } : {}), duration_ms: Math.round(a.durationMs), ...detail };
+    await journalPg(tx, outcome === "ok" ? "delivered" : outcome, m.batchId, m.now, { attempt: m.attemptId, detail: facts });
+  }
+  return applied;
 }
 
-/** leased -> delivered. False when the lease was lost (the attempt is discarded, nothing else applies). */
-export function markDeliveredPg(spool: PgSpool, m: MarkBase & { result?: string }): Promise<boolean> {
-  return fenced(spool, m, "ok", async (tx) => (await tx`UPDATE batches SET state = 'delivered', delivered_at = ${m.now}, result = ${m.result ?? "ok"}, lease_until = NULL,
+/** leased -> delivered, in the caller's transaction. False when the lease was lost (the attempt is discarded, nothing else applies). */
+export function markDeliveredPgTx(tx: Tx, m: MarkBase & { result?: string }): Promise<boolean> {
+  return fencedTx(tx, m, "ok", async (t) => (await t`UPDATE batches SET state = 'delivered', delivered_at = ${m.now}, result = ${m.result ?? "ok"}, lease_until = NULL,
       lease_owner = NULL, attempts = attempts + ${m.attempt.counted ? 1 : 0}, last_class = NULL, last_error = NULL
       WHERE id = ${m.batchId}::bigint AND state = 'leased' AND lease_owner = ${m.owner}`).count);
 }
 
-/** leased -> retry, due at `nextAttemptAt`. */
-export function markRetryPg(spool: PgSpool, m: MarkBase & { nextAttemptAt: number }): Promise<boolean> {
-  return fenced(
-    spool,
+/** leased -> retry, due at `nextAttemptAt`, in the caller's transaction. */
+export function markRetryPgTx(tx: Tx, m: MarkBase & { nextAttemptAt: number }): Promise<boolean> {
+  return fencedTx(
+    tx,
     m,
     "retry",
-    async (tx) => (await tx`UPDATE batches SET state = 'retry', next_attempt_at = ${m.nextAttemptAt}, lease_until = NULL, lease_owner = NULL,
+    async (t) => (await t`UPDATE batches SET state = 'retry', next_attempt_at = ${m.nextAttemptAt}, lease_until = NULL, lease_owner = NULL,
         attempts = attempts + ${m.attempt.counted ? 1 : 0}, last_class = ${m.attempt.klass}, last_error = ${scrubError(m.attempt.error)}
         WHERE id = ${m.batchId}::bigint AND state = 'leased' AND lease_owner = ${m.owner}`).count,
     { next_attempt_at: m.nextAttemptAt },
   );
 }
 
-/** leased -> dead, with why. */
-export function markDeadPg(spool: PgSpool, m: MarkBase & { deadReason?: DeadReason }): Promise<boolean> {
+/** leased -> dead, with why, in the caller's transaction. */
+export function markDeadPgTx(tx: Tx, m: MarkBase & { deadReason?: DeadReason }): Promise<boolean> {
   const reason = m.deadReason ?? "rejected";
-  return fenced(
-    spool,
+  return fencedTx(
+    tx,
     m,
     "dead",
-    async (tx) => (await tx`UPDATE batches SET state = 'dead', lease_until = NULL, lease_owner = NULL, next_attempt_at = NULL,
+    async (t) => (await t`UPDATE batches SET state = 'dead', lease_until = NULL, lease_owner = NULL, next_attempt_at = NULL,
         attempts = attempts + ${m.attempt.counted ? 1 : 0}, last_class = ${m.attempt.klass}, last_error = ${scrubError(m.attempt.error)}, dead_reason = ${reason}
         WHERE id = ${m.batchId}::bigint AND state = 'leased' AND lease_owner = ${m.owner}`).count,
     { reason },
   );
 }
+
+export const markDeliveredPg = (spool: PgSpool, m: MarkBase & { result?: string }) => spool.sql.begin((tx) => markDeliveredPgTx(tx, m));
+export const markRetryPg = (spool: PgSpool, m: MarkBase & { nextAttemptAt: number }) => spool.sql.begin((tx) => markRetryPgTx(tx, m));
+export const markDeadPg = (spool: PgSpool, m: MarkBase & { deadReason?: DeadReason }) => spool.sql.begin((tx) => markDeadPgTx(tx, m));
 
 /**
  * Leases whose lease_until has passed -> retry, due now, uncounted, 'lease expired'. Any

@@ -196,3 +196,19 @@ export async function enqueuePg(spool: PgSpool, ev: NewEvent, now: number): Prom
   if ("error" in r) throw r.error;
   return r.ok[0];
 }
+
+/**
+ * Events queued inside the caller's transaction (a delivered script's emits, with its mark): the
+ * same checks, locks and join rule as a request's. Throws when one cannot be queued, which fails
+ * the caller's transaction (the mark with it), as on SQLite.
+ */
+export async function enqueueEventsPgTx(tx: Tx, evs: readonly NewEvent[], now: number): Promise<EnqueueResult[]> {
+  if (evs.length === 0) return [];
+  for (const ev of evs) checkStorable(ev);
+  await lockAll(tx, lockNames([evs]));
+  const touched = new Set<string>();
+  const out: EnqueueResult[] = [];
+  for (const ev of evs) out.push(await enqueueOne(tx, ev, now, touched));
+  await touch(tx, touched, now);
+  return out;
+}

@@ -9,6 +9,10 @@ import { type FailureInput, destinationRows, halfOpenIfCooled, pauseDestination,
 import { enqueue, quarantine } from "../../../src/store/enqueue.ts";
 import { listIssues, raiseIssue, resolveIssue } from "../../../src/store/issues.ts";
 import { markDead } from "../../../src/store/marks.ts";
+import { recordOutcomes } from "../../../src/store/outcome.ts";
+import { recordOutcomesPg } from "../../../src/store/pg/outcome.ts";
+import { outcome } from "../../../src/delivery.ts";
+import type { NewEvent } from "../../../src/store/enqueue.ts";
 import { countBatches, deadByReason, leasedCounts, oldestPending } from "../../../src/store/stats.ts";
 import { claimPg, markDeadPg } from "../../../src/store/pg/claims.ts";
 import { PgSpool } from "../../../src/store/pg/db.ts";
@@ -22,6 +26,13 @@ import { PG_BIN, PG_SKIP_MESSAGE, type PgServer, startPostgres } from "../../hel
 import { copy, ev, freshSpool, T0 } from "../../helpers/spool.ts";
 
 if (!PG_BIN) console.log(PG_SKIP_MESSAGE);
+
+/** A PostgreSQL row as SQLite would give it: BIGINT ids (strings) as numbers, SMALLINT flags as numbers. */
+function normalize(r: Record<string, unknown>): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(r)) out[k] = typeof v === "string" && /^(id|batch_id|event_id|attempt_id|last_probe_batch_id|sample_batch_id|failed_event_id|last_batch_id|bytes|max_bytes|size)$/.test(k) ? Number(v) : v;
+  return out;
+}
 setDefaultTimeout(30_000);
 
 describe.skipIf(!PG_BIN)("PostgreSQL and SQLite agree", () => {
@@ -169,5 +180,56 @@ describe.skipIf(!PG_BIN)("PostgreSQL and SQLite agree", () => {
     expect(await deadByReasonPg(pg)).toEqual(deadByReason(lite));
     expect(await oldestPendingPg(pg)).toEqual(oldestPending(lite));
     expect(await leasedCountsPg(pg)).toEqual(leasedCounts(lite));
+  });
+
+  test("outcomes: the breaker trips and closes, throttles gate, counted failures exhaust, refusals and config issues, emits; the same rows on both", async () => {
+    await pair();
+    const policy = { maxAttempts: 3, backoffBaseS: 1, backoffCapS: 4, tripAfter: 2, cooldownInitialS: 10, cooldownMaxS: 25 };
+    const one = { max_events: 1 };
+    for (const [i, key] of ["a", "b", "c", "d", "e", "f"].entries()) {
+      const e = ev({ key, copies: [copy("r", "http:d", one)] });
+      enqueue(lite, e, T0 + i);
+      await enqueuePg(pg, e, T0 + i);
+    }
+    const route = (id: number) => (lite.db.query("SELECT key FROM batches WHERE id = ?").get(id) as { key: string }).key;
+    /** Claim batch `id` on both at `now` and end the attempt with `o`, on both. */
+    const attempt = async (id: number, now: number, o: Parameters<typeof outcome>[0], extra: { probe?: boolean; emits?: NewEvent[] } = {}) => {
+      const l = claimBatch(lite, { batchId: id, destination: "http:d", now, leaseUntil: now + 60, host: "h", pid: 1, probe: extra.probe });
+      const [p] = await claimPg(pg, [{ batchId: id, route: "r", key: route(id), destination: "http:d", now, leaseUntil: now + 60, host: "h", pid: 1, probe: extra.probe }]);
+      if (!l || !p) throw new Error(`batch ${id} not claimable`);
+      const input = (c: { attemptId: number; owner: string }) => ({ batchId: id, attemptId: c.attemptId, owner: c.owner, startedAt: now, probe: extra.probe ?? false, script: false, outcome: outcome(o), emits: extra.emits ?? [], durationMs: 7, now: now + 1, jitter: 0.5, policy });
+      const a = recordOutcomes(lite, [input(l)]);
+      const b = await recordOutcomesPg(pg, [input(p)]);
+      expect(b).toEqual(a);
+      return a[0];
+    };
+    const transport = { kind: "retry" as const, klass: "transport" as const, reason: "http 503", status: 503, detail: "HTTP 503" };
+    expect(await attempt(1, T0 + 10, transport)).toMatchObject({ applied: true, state: "retry" });
+    expect(await attempt(2, T0 + 11, transport)).toMatchObject({ breaker: "opened" });
+    expect([halfOpenIfCooled(lite, "http:d", T0 + 30), await halfOpenIfCooledPg(pg, "http:d", T0 + 30)]).toEqual([true, true]);
+    expect(await attempt(1, T0 + 31, { kind: "ok", reason: "ok", status: 200 }, { probe: true })).toMatchObject({ state: "delivered", breaker: "closed" });
+    expect(await attempt(3, T0 + 40, { kind: "retry", klass: "throttle", reason: "http 429", status: 429, retryAfterS: 30 })).toMatchObject({ state: "retry", nextAttemptAt: T0 + 71 });
+    // A second throttle, without a hint: backed off on the batch's own run of throttles (2 steps: 2 s + jitter).
+    expect(await attempt(3, T0 + 72, { kind: "retry", klass: "throttle", reason: "http 429", status: 429 })).toMatchObject({ state: "retry", nextAttemptAt: T0 + 73 + 2.25 });
+    for (const [k, now] of [[0, 50], [1, 60], [2, 70]] as const) {
+      const r = await attempt(2, T0 + now, { kind: "retry", klass: "batch", reason: "http 400", status: 400, detail: `HTTP 400 #${k}` });
+      expect(r).toMatchObject(k < 2 ? { state: "retry" } : { state: "dead", deadReason: "exhausted" });
+    }
+    expect(await attempt(4, T0 + 80, { kind: "dead", klass: "permanent", reason: "http 422", status: 422 })).toMatchObject({ state: "dead", deadReason: "rejected" });
+    expect(await attempt(5, T0 + 90, { kind: "retry", klass: "config", reason: "http 401", status: 401 })).toMatchObject({ state: "retry" });
+    const emit = ev({ source: "s", key: "emitted", copies: [copy("emits", "http:e")] });
+    expect(await attempt(6, T0 + 95, { kind: "ok", reason: "ok", status: 200, notice: "hermes ignored it" }, { emits: [emit] })).toMatchObject({ state: "delivered" });
+
+    const rowsOf = async (table: string, order: string) => ({
+      lite: lite.db.query(`SELECT * FROM ${table} ORDER BY ${order}`).all() as Record<string, unknown>[],
+      pg: ((await pg.sql.unsafe(`SELECT * FROM ${table} ORDER BY ${order}`)) as Record<string, unknown>[]).map(normalize),
+    });
+    for (const [table, order] of [["batches", "id"], ["attempts", "id"], ["destinations", "name"], ["issues", "fingerprint"], ["events", "id"]] as const) {
+      const { lite: l, pg: p } = await rowsOf(table, order);
+      const strip = (r: Record<string, unknown>) => (table === "events" ? { ...r, raw: null } : table === "issues" ? { ...r, id: 0 } : r);
+      expect({ table, rows: p.map(strip) }).toEqual({ table, rows: l.map(strip) });
+    }
+    const { lite: lj, pg: pj } = await rowsOf("journal", "id");
+    expect(pj.map((r) => [r.kind, r.batch_id, r.detail])).toEqual(lj.map((r) => [r.kind, r.batch_id, r.detail]));
   });
 });

@@ -1,0 +1,166 @@
+// The end of an attempt on PostgreSQL: the facts read in the transaction (the batch, the
+// destination's row locked, the batch's poison run, its throttles, a previous bad emit), the
+// plan of store/outcome-plan.ts (the same rules as SQLite's), and its mark and effects applied in
+// that transaction. Several outcomes share one transaction, each in a savepoint.
+import { num, numOrNull, type PgSpool, type Tx } from "./db.ts";
+import type { DestinationRow } from "../destinations.ts";
+import { factsNeeded, type OutcomeFacts, type OutcomeInput, planOutcome, type Recorded } from "../outcome-plan.ts";
+import { clearProbePg, recordSuccessPg, recordTransportFailurePg, setRetryAfterPg } from "./destinations.ts";
+import { enqueueEventsPgTx } from "./enqueue.ts";
+import { raiseIssuePg, resolveIssuePg } from "./issues.ts";
+import { markDeadPgTx, markDeliveredPgTx, markRetryPgTx } from "./claims.ts";
+
+interface PastAttempt {
+  id: number;
+  klass: string | null;
+  error: string | null;
+  finished_at: number;
+}
+
+/** The batch's finished attempts, newest first (the 64 the rules look at, as on SQLite). */
+async function pastAttempts(tx: Tx, batchId: number): Promise<PastAttempt[]> {
+  const rows = (await tx`SELECT id, klass, error, finished_at FROM attempts
+      WHERE batch_id = ${batchId}::bigint AND finished_at IS NOT NULL AND outcome <> 'discarded' ORDER BY id DESC LIMIT 64`) as Record<string, unknown>[];
+  return rows.map((r) => ({ id: num(r.id), klass: (r.klass as string | null) ?? null, error: (r.error as string | null) ?? null, finished_at: Number(r.finished_at) }));
+}
+
+const leaseExpired = (a: PastAttempt) => a.klass === null && a.error === "lease expired";
+
+/** The poison run (see transportStrikesTx): strikes of this batch with the destination delivering in between. */
+async function transportStrikesPg(tx: Tx, batchId: number, destination: string, now: number): Promise<number> {
+  let strikes = 0;
+  let later = now;
+  for (const a of await pastAttempts(tx, batchId)) {
+    if (leaseExpired(a)) continue;
+    if (a.klass !== "transport") break;
+    const [delivered] = await tx`SELECT 1 AS one FROM attempts WHERE destination = ${destination} AND batch_id <> ${batchId}::bigint AND outcome = 'ok'
+        AND finished_at >= ${a.finished_at} AND finished_at < ${later} LIMIT 1`;
+    if (!delivered) break;
+    strikes++;
+    later = a.finished_at;
+  }
+  return strikes;
+}
+
+async function consecutiveThrottlesPg(tx: Tx, batchId: number): Promise<number> {
+  let n = 0;
+  for (const a of await pastAttempts(tx, batchId)) {
+    if (leaseExpired(a)) continue;
+    if (a.klass !== "throttle") break;
+    n++;
+  }
+  return n;
+}
+
+async function previousBadEmitPg(tx: Tx, batchId: number): Promise<boolean> {
+  for (const a of await pastAttempts(tx, batchId)) {
+    if (leaseExpired(a)) continue;
+    return a.klass === "batch" && (a.error ?? "").startsWith("bad emit");
+  }
+  return false;
+}
+
+/** The destination's row, locked for the transaction (a destination never seen is closed). */
+async function destinationLocked(tx: Tx, name: string): Promise<DestinationRow> {
+  const [r] = await tx`SELECT * FROM destinations WHERE name = ${name} FOR UPDATE`;
+  if (!r) return { name, state: "closed", consecutive_failures: 0, opened_at: null, cooldown_s: null, probe_until: null, last_probe_batch_id: null, paused_at: null, paused_by: null, last_ok_at: null, last_error: null, retry_after_until: null };
+  return {
+    name,
+    state: r.state,
+    consecutive_failures: Number(r.consecutive_failures),
+    opened_at: numOrNull(r.opened_at),
+    cooldown_s: numOrNull(r.cooldown_s),
+    probe_until: numOrNull(r.probe_until),
+    last_probe_batch_id: numOrNull(r.last_probe_batch_id),
+    paused_at: numOrNull(r.paused_at),
+    paused_by: r.paused_by ?? null,
+    last_ok_at: numOrNull(r.last_ok_at),
+    last_error: r.last_error ?? null,
+    retry_after_until: numOrNull(r.retry_after_until),
+  };
+}
+
+async function factsPg(tx: Tx, f: OutcomeInput): Promise<OutcomeFacts | null> {
+  const [b] = await tx`SELECT destination, route, attempts FROM batches WHERE id = ${f.batchId}::bigint`;
+  if (!b) return null;
+  const batch = { destination: String(b.destination), route: String(b.route), attempts: Number(b.attempts) };
+  const need = factsNeeded(f);
+  const destination = await destinationLocked(tx, batch.destination);
+  return {
+    batch,
+    destination,
+    strikes: need.strikes && destination.state === "closed" ? await transportStrikesPg(tx, f.batchId, batch.destination, f.now) : 0,
+    throttles: need.throttles ? await consecutiveThrottlesPg(tx, f.batchId) : 0,
+    previousBadEmit: need.previousBadEmit ? await previousBadEmitPg(tx, f.batchId) : false,
+  };
+}
+
+async function recordOutcomePgTx(tx: Tx, f: OutcomeInput): Promise<Recorded> {
+  const facts = await factsPg(tx, f);
+  if (!facts) return { applied: false };
+  const plan = planOutcome(facts, f);
+  const dest = facts.batch.destination;
+  const base = { batchId: f.batchId, attemptId: f.attemptId, owner: f.owner, now: f.now };
+  const m = plan.mark;
+  let applied: boolean;
+  if (m.kind === "delivered") {
+    applied = await markDeliveredPgTx(tx, { ...base, attempt: m.attempt });
+    if (applied) {
+      // A poll source's tick batch: its delivery is the instance's last delivered tick.
+      await tx`UPDATE polls SET delivered_at = ${f.now}, delivered_tick_at = last_tick_at WHERE last_batch_id = ${f.batchId}::bigint`;
+      await enqueueEventsPgTx(tx, m.emits, f.now);
+    }
+  } else if (m.kind === "retry") applied = await markRetryPgTx(tx, { ...base, nextAttemptAt: m.nextAttemptAt, attempt: m.attempt });
+  else applied = await markDeadPgTx(tx, { ...base, deadReason: m.deadReason, attempt: m.attempt });
+  if (!applied) return { applied: false };
+  const recorded: Recorded = { ...plan.recorded };
+  for (const e of plan.effects) {
+    switch (e.kind) {
+      case "success": {
+        const before = await recordSuccessPg(tx, dest, f.now);
+        if (before === "open" || before === "half_open") recorded.breaker = "closed";
+        break;
+      }
+      case "transport_failure": {
+        const effect = await recordTransportFailurePg(tx, dest, e.failure);
+        if (effect === "tripped" || effect === "retripped") {
+          await raiseIssuePg(tx, e.onTrip(effect === "retripped"));
+          recorded.breaker = effect === "tripped" ? "opened" : "reopened";
+        }
+        break;
+      }
+      case "retry_after":
+        await setRetryAfterPg(tx, dest, e.until);
+        break;
+      case "clear_probe":
+        await clearProbePg(tx, dest);
+        break;
+      case "raise":
+        await raiseIssuePg(tx, e.issue);
+        break;
+      case "resolve":
+        await resolveIssuePg(tx, e.fingerprint, f.now);
+        break;
+    }
+  }
+  return recorded;
+}
+
+/**
+ * How several attempts ended, in one transaction, each in its own savepoint: one that throws is
+ * undone alone and its error stands in its place. A failed COMMIT throws for all.
+ */
+export async function recordOutcomesPg(spool: PgSpool, inputs: readonly OutcomeInput[]): Promise<(Recorded | Error)[]> {
+  if (inputs.length === 0) return [];
+  return spool.sql.begin(async (tx) => {
+    const out: (Recorded | Error)[] = [];
+    for (const input of inputs) {
+      try {
+        out.push(await tx.savepoint((sp) => recordOutcomePgTx(sp, input)));
+      } catch (e) {
+        out.push(e instanceof Error ? e : new Error(String(e)));
+      }
+    }
+    return out;
+  });
+}
