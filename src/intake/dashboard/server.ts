@@ -134,7 +134,7 @@ export class Dashboard implements Service {
     if (!sameOrigin(req, this.hosts)) return refusal(403, "refused: this page answers only its own address");
     const auth = authorized(req, url, this.token, this.port);
     if (!auth.ok) return refusal(401, "the dashboard needs its token: open the URL hookspool dashboard printed, or add ?token= with the token from dashboard.token in the home");
-    // The first visit through the printed URL: keep the token in a cookie, drop it from the address.
+    // The first visit through the printed URL: a session cookie instead, and the token out of the address.
     if (auth.fromQuery) {
       url.searchParams.delete("token");
       return new Response(null, { status: 303, headers: { ...SECURITY, Location: url.pathname + url.search, "Set-Cookie": sessionCookie(this.token, this.port) } });
