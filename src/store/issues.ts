@@ -154,7 +154,8 @@ export function markAlerted(spool: Spool, issueId: number, kind: string, now: nu
     .immediate();
 }
 
-const DEAD_CLASSES: [string, string][] = [
+/** The classes a dead batch dies of, and the reason class of the delivery issue each raises. */
+export const DEAD_CLASSES: [string, string][] = [
   ["permanent", "permanent"],
   ["poison", "poison"],
   ["batch", "exhausted"],

@@ -11,6 +11,9 @@ import { listIssues, raiseIssue, resolveIssue } from "../../../src/store/issues.
 import { markDead } from "../../../src/store/marks.ts";
 import { recordOutcomes } from "../../../src/store/outcome.ts";
 import { recordOutcomesPg } from "../../../src/store/pg/outcome.ts";
+import { dropBatchesPg, replayBatchPg, resendDeliveredPg, retryNowPg } from "../../../src/store/pg/operator.ts";
+import { replayBatch, resendDelivered, retryNow } from "../../../src/store/replay.ts";
+import { dropBatches } from "../../../src/store/drop.ts";
 import { outcome } from "../../../src/delivery.ts";
 import type { NewEvent } from "../../../src/store/enqueue.ts";
 import { countBatches, deadByReason, leasedCounts, oldestPending } from "../../../src/store/stats.ts";
@@ -231,5 +234,66 @@ describe.skipIf(!PG_BIN)("PostgreSQL and SQLite agree", () => {
     }
     const { lite: lj, pg: pj } = await rowsOf("journal", "id");
     expect(pj.map((r) => [r.kind, r.batch_id, r.detail])).toEqual(lj.map((r) => [r.kind, r.batch_id, r.detail]));
+  });
+
+  test("operator verbs: replay a dead batch, retry it now, drop, replay --delivered, a quarantine batch classified again; the same rows and refusals on both", async () => {
+    await pair();
+    const policy = { maxAttempts: 3, backoffBaseS: 1, backoffCapS: 4, tripAfter: 2, cooldownInitialS: 10, cooldownMaxS: 25 };
+    for (const [i, key] of ["a", "b", "c"].entries()) {
+      const e = ev({ key, copies: [copy("r", "http:d", { max_events: 1 })] });
+      enqueue(lite, e, T0 + i);
+      await enqueuePg(pg, e, T0 + i);
+    }
+    const end = async (id: number, key: string, o: Parameters<typeof outcome>[0], now: number) => {
+      const l = claimBatch(lite, { batchId: id, destination: "http:d", now, leaseUntil: now + 60, host: "h", pid: 1 });
+      const [p] = await claimPg(pg, [{ batchId: id, route: "r", key, destination: "http:d", now, leaseUntil: now + 60, host: "h", pid: 1 }]);
+      const input = (c: { attemptId: number; owner: string }) => ({ batchId: id, attemptId: c.attemptId, owner: c.owner, startedAt: now, probe: false, script: false, outcome: outcome(o), emits: [], durationMs: 3, now, jitter: 0, policy });
+      expect(await recordOutcomesPg(pg, [input(p!)])).toEqual(recordOutcomes(lite, [input(l!)]));
+    };
+    await end(1, "a", { kind: "dead", klass: "permanent", reason: "http 422", status: 422 }, T0 + 10);
+    await end(3, "c", { kind: "ok", reason: "ok", status: 200 }, T0 + 11);
+    const both = async <T>(lite: () => T, pgOp: () => Promise<T>) => {
+      let a: unknown;
+      let b: unknown;
+      try {
+        a = lite();
+      } catch (e) {
+        a = (e as Error).message;
+      }
+      try {
+        b = await pgOp();
+      } catch (e) {
+        b = (e as Error).message;
+      }
+      expect(b).toEqual(a);
+      return a;
+    };
+    expect(await both(() => replayBatch(lite, 1, T0 + 20), () => replayBatchPg(pg, 1, T0 + 20))).toEqual({ batchId: 1, kind: "replayed" });
+    expect(await both(() => replayBatch(lite, 1, T0 + 21), () => replayBatchPg(pg, 1, T0 + 21))).toBe("batch 1 is retry; replay applies to dead batches");
+    await both(() => retryNow(lite, 1, T0 + 22), () => retryNowPg(pg, 1, T0 + 22));
+    expect(await both(() => retryNow(lite, 2, T0 + 22), () => retryNowPg(pg, 2, T0 + 22))).toBe("batch 2 is sealed; retry applies to retry batches");
+    await both(() => dropBatches(lite, [2], T0 + 23), () => dropBatchesPg(pg, [2], T0 + 23));
+    expect(await both(() => dropBatches(lite, [3], T0 + 23), () => dropBatchesPg(pg, [3], T0 + 23))).toBe("batch 3 is delivered; drop applies to open, sealed, retry or dead batches");
+    await both(() => resendDelivered(lite, 3, T0 + 24), () => resendDeliveredPg(pg, 3, T0 + 24));
+    expect(await both(() => replayBatch(lite, 99, T0), () => replayBatchPg(pg, 99, T0))).toBe("no batch 99");
+    // A quarantined request, classified again by a (fixed) plugin: it becomes an event of its own.
+    const q = { source: "s", raw: new TextEncoder().encode('{"n":1}'), headers: {}, authHeaders: [], url: "/hooks/s", reason: "bad_payload" };
+    const a = quarantine(lite, q, T0 + 30);
+    await quarantinePg(pg, q, T0 + 30);
+    const fixed = () => [ev({ key: "requeued", payload: '{"n":1}', copies: [copy("r", "http:d")] })];
+    const r = (await both(() => replayBatch(lite, a.batchId, T0 + 31, fixed), () => replayBatchPg(pg, a.batchId, T0 + 31, fixed))) as { kind: string };
+    expect(r.kind).toBe("reclassified");
+    const rows = async (table: string, cols: string, order: string) => ({
+      lite: lite.db.query(`SELECT ${cols} FROM ${table} ORDER BY ${order}`).all(),
+      pg: ((await pg.sql.unsafe(`SELECT ${cols} FROM ${table} ORDER BY ${order}`)) as Record<string, unknown>[]).map(normalize),
+    });
+    for (const [table, cols, order] of [
+      ["batches", "id, state, attempts, next_attempt_at, not_before, delivered_at, result, last_error, dead_reason, key", "id"],
+      ["issues", "fingerprint, state, count, last_at, last_error", "fingerprint"],
+      ["journal", "kind, batch_id, detail", "id"],
+    ] as const) {
+      const { lite: l, pg: p } = await rows(table, cols, order);
+      expect({ table, rows: p }).toEqual({ table, rows: l as Record<string, unknown>[] });
+    }
   });
 });
