@@ -14,6 +14,8 @@ import { recordOutcomesPg } from "../../../src/store/pg/outcome.ts";
 import { dropBatchesPg, replayBatchPg, resendDeliveredPg, retryNowPg } from "../../../src/store/pg/operator.ts";
 import { replayBatch, resendDelivered, retryNow } from "../../../src/store/replay.ts";
 import { dropBatches } from "../../../src/store/drop.ts";
+import { runRetention } from "../../../src/store/retention.ts";
+import { runRetentionPg } from "../../../src/store/pg/retention.ts";
 import { outcome } from "../../../src/delivery.ts";
 import type { NewEvent } from "../../../src/store/enqueue.ts";
 import { countBatches, deadByReason, leasedCounts, oldestPending } from "../../../src/store/stats.ts";
@@ -294,6 +296,50 @@ describe.skipIf(!PG_BIN)("PostgreSQL and SQLite agree", () => {
     ] as const) {
       const { lite: l, pg: p } = await rows(table, cols, order);
       expect({ table, rows: p }).toEqual({ table, rows: l as Record<string, unknown>[] });
+    }
+  });
+
+  test("retention: the same rows go on both, dead batches never; in transactions of one row as well", async () => {
+    for (const batchSize of [1000, 1]) {
+      await pair();
+      const policy = { maxAttempts: 3, backoffBaseS: 1, backoffCapS: 4, tripAfter: 2, cooldownInitialS: 10, cooldownMaxS: 25 };
+      const DAY = 86_400;
+      // Six single-event batches a day apart, each a copy for one key; two with dedup ids.
+      for (let i = 0; i < 6; i++) {
+        const e = ev({ key: `k${i}`, source: i % 2 ? "gh" : "zoom", dedupId: i < 2 ? `d${i}` : null, copies: [copy("r", "http:d", { max_events: 1 })] });
+        enqueue(lite, e, T0 + i * DAY);
+        await enqueuePg(pg, e, T0 + i * DAY);
+      }
+      const end = async (id: number, o: Parameters<typeof outcome>[0], now: number) => {
+        const l = claimBatch(lite, { batchId: id, destination: "http:d", now, leaseUntil: now + 60, host: "h", pid: 1 });
+        const [p] = await claimPg(pg, [{ batchId: id, route: "r", key: `k${id - 1}`, destination: "http:d", now, leaseUntil: now + 60, host: "h", pid: 1 }]);
+        const input = (c: { attemptId: number; owner: string }) => ({ batchId: id, attemptId: c.attemptId, owner: c.owner, startedAt: now, probe: false, script: false, outcome: outcome(o), emits: [], durationMs: 3, now, jitter: 0, policy });
+        expect(await recordOutcomesPg(pg, [input(p!)])).toEqual(recordOutcomes(lite, [input(l!)]));
+      };
+      const ok = { kind: "ok" as const, reason: "ok", status: 200 };
+      await end(1, ok, T0 + 1);
+      await end(2, { kind: "dead", klass: "permanent", reason: "http 422", status: 422 }, T0 + DAY + 1);
+      await end(3, ok, T0 + 2 * DAY + 1);
+      await end(6, ok, T0 + 5 * DAY + 1);
+      dropBatches(lite, [4], T0 + 3 * DAY);
+      await dropBatchesPg(pg, [4], T0 + 3 * DAY);
+      resolveIssue(lite, "delivery:http:d:permanent", T0 + DAY + 2);
+      await pg.sql.begin((tx) => resolveIssuePg(tx, "delivery:http:d:permanent", T0 + DAY + 2));
+      const retention = { deliveredDays: 3, attemptsDays: 4, droppedDays: 1, issuesDays: 2, dedupWindowS: (s: string) => (s === "gh" ? DAY : 10 * DAY) };
+      const now = T0 + 6 * DAY;
+      const a = await runRetention(lite, retention, now, { batchSize });
+      const b = await runRetentionPg(pg, retention, now, { batchSize });
+      expect({ batchSize, counts: b }).toEqual({ batchSize, counts: a });
+      expect(a.batches).toBeGreaterThan(0);
+      for (const [table, key] of [["batches", "id"], ["events", "id"], ["attempts", "id"], ["dedup", "dedup_id"], ["issues", "fingerprint"], ["journal", "id"]] as const) {
+        const l = (lite.db.query(`SELECT ${key} AS k FROM ${table} ORDER BY ${key}`).all() as { k: unknown }[]).map((r) => r.k);
+        const p = ((await pg.sql.unsafe(`SELECT ${key} AS k FROM ${table} ORDER BY ${key}`)) as { k: unknown }[]).map((r) => (typeof r.k === "string" && key === "id" ? Number(r.k) : r.k));
+        expect({ table, kept: p }).toEqual({ table, kept: l });
+      }
+      // The dead batch stays, whatever its age.
+      expect((await pg.sql`SELECT state FROM batches WHERE id = 2`)[0].state).toBe("dead");
+      await pg.close();
+      lite.close();
     }
   });
 });
