@@ -1,10 +1,43 @@
 // The journal on PostgreSQL: one row per change, in the change's transaction (what watch and
 // the dashboard's live tail follow).
-import type { JournalKind } from "../journal.ts";
-import type { Tx } from "./db.ts";
+import type { JournalKind, JournalRow } from "../journal.ts";
+import { num, numOrNull, type PgSpool, type Tx } from "./db.ts";
 
 export async function journalPg(tx: Tx, kind: JournalKind, batchId: number, at: number, o: { event?: number; attempt?: number; detail?: Record<string, unknown> } = {}): Promise<void> {
   await tx`INSERT INTO journal (at, kind, batch_id, event_id, attempt_id, source, destination, key, detail)
       SELECT ${at}, ${kind}, id, ${o.event ?? null}, ${o.attempt ?? null}, source, destination, key, ${o.detail ? JSON.stringify(o.detail) : null}
       FROM batches WHERE id = ${batchId}::bigint`;
+}
+
+/** A position in the PostgreSQL journal: the last (transaction, id) a reader saw. */
+export interface PgCursor {
+  xid: string;
+  id: number;
+}
+
+export const PG_CURSOR_START: PgCursor = { xid: "0", id: 0 };
+
+/**
+ * Journal rows after `cursor`, in (xid, id) order, only of transactions older than every one
+ * still running: a row a reader has not seen can never appear behind the cursor it holds.
+ */
+export async function journalAfterPg(spool: PgSpool, cursor: PgCursor, limit: number): Promise<{ rows: (JournalRow & { xid: string })[]; cursor: PgCursor }> {
+  const rows = (await spool.sql`SELECT id, xid::text AS xid, at, kind, batch_id, event_id, attempt_id, source, destination, key, detail FROM journal
+      WHERE (xid, id) > (${cursor.xid}::xid8, ${cursor.id}::bigint) AND xid < pg_snapshot_xmin(pg_current_snapshot())
+      ORDER BY xid, id LIMIT ${limit}`) as Record<string, unknown>[];
+  const out = rows.map((r) => ({
+    id: num(r.id),
+    xid: String(r.xid),
+    at: Number(r.at),
+    kind: r.kind as JournalKind,
+    batch_id: num(r.batch_id),
+    event_id: numOrNull(r.event_id),
+    attempt_id: numOrNull(r.attempt_id),
+    source: String(r.source),
+    destination: String(r.destination),
+    key: String(r.key),
+    detail: (r.detail as string | null) ?? null,
+  }));
+  const last = out[out.length - 1];
+  return { rows: out, cursor: last ? { xid: last.xid, id: last.id } : cursor };
 }

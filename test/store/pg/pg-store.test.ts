@@ -10,6 +10,7 @@ import { PgSpool } from "../../../src/store/pg/db.ts";
 import { enqueueGroupPg, enqueuePg } from "../../../src/store/pg/enqueue.ts";
 import { candidatesPg, claimPg, markDeliveredPg, markRetryPg, recoverExpiredPg, sealReadyPg } from "../../../src/store/pg/claims.ts";
 import { MaintenanceLock, maintenanceHolder } from "../../../src/store/pg/leader.ts";
+import { journalAfterPg, PG_CURSOR_START } from "../../../src/store/pg/journal.ts";
 import { migratePg, PG_LATEST_SCHEMA, pgSchemaVersion, requirePgSchema } from "../../../src/store/pg/migrate.ts";
 import { join } from "node:path";
 import { PG_BIN, PG_SKIP_MESSAGE, type PgServer, startPostgres } from "../../helpers/pg.ts";
@@ -303,6 +304,41 @@ describe.skipIf(!PG_BIN)("the spool on PostgreSQL", () => {
         await lb.release();
         child.kill("SIGKILL");
       }
+    });
+
+    test("the journal as a cursor: a change of a transaction still running holds back later ones, so a reader never skips a row that commits late", async () => {
+      const [a, b] = await fresh({ pools: 2 });
+      queued(await enqueuePg(a, ev({ key: "seen" }), T0));
+      let cursor = PG_CURSOR_START;
+      const read = async () => {
+        const r = await journalAfterPg(b, cursor, 100);
+        cursor = r.cursor;
+        return r.rows.map((x) => x.key);
+      };
+      expect(await read()).toEqual(["seen"]);
+      // A transaction takes its xid first (a write), journals later, and stays open meanwhile.
+      let release = () => {};
+      const held = new Promise<void>((r) => {
+        release = r;
+      });
+      let wrote = () => {};
+      const written = new Promise<void>((r) => {
+        wrote = r;
+      });
+      const slow = a.sql.begin(async (tx) => {
+        await tx`INSERT INTO meta (key, value) VALUES ('slow', '1')`;
+        wrote();
+        await held;
+        await tx`INSERT INTO journal (at, kind, batch_id, source, destination, key) VALUES (${T0}, 'event', 1, 's', 'http:d', 'late')`;
+      });
+      await written;
+      // A later transaction commits first: its row has the lower id, but it is not given yet.
+      queued(await enqueuePg(b, ev({ key: "early" }), T0 + 1));
+      expect(await read()).toEqual([]);
+      release();
+      await slow;
+      expect(await read()).toEqual(["late", "early"]);
+      expect(await read()).toEqual([]);
     });
 
     test("the wall clock guard reads the database's clock", async () => {
