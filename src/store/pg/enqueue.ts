@@ -10,6 +10,7 @@ import { contentHash, type ContentEvent } from "../content.ts";
 import { type EnqueueResult, type EventCopy, type NewEvent, type Placed, validateNewEvent } from "../enqueue.ts";
 import { num, type PgSpool, type Tx } from "./db.ts";
 import { journalPg } from "./journal.ts";
+import { notifyWork } from "./wakeups.ts";
 
 const utf8 = new TextEncoder();
 
@@ -57,7 +58,15 @@ export async function sealBatchPg(tx: Tx, batchId: number, now: number): Promise
   return true;
 }
 
-async function placeCopy(tx: Tx, ev: NewEvent, copy: EventCopy, size: number, now: number): Promise<Placed> {
+/** What a transaction's enqueues leave for its end: the sources that got news, the earliest readiness. */
+interface Acc {
+  touched: Set<string>;
+  readyAt: number;
+}
+
+const newAcc = (): Acc => ({ touched: new Set(), readyAt: Number.POSITIVE_INFINITY });
+
+async function placeCopy(tx: Tx, ev: NewEvent, copy: EventCopy, size: number, now: number, acc: Acc): Promise<Placed> {
   // 1. the open batch of the group (the group's lock is held: nobody else can open or seal it)
   let [open] = (await tx`SELECT id, count, bytes, max_bytes FROM batches WHERE route = ${copy.route} AND key = ${ev.key} AND state = 'open'`) as { id: string; count: number; bytes: string; max_bytes: string }[];
   // 2. pre-join seal: keep max_bytes a true bound
@@ -84,11 +93,15 @@ async function placeCopy(tx: Tx, ev: NewEvent, copy: EventCopy, size: number, no
       RETURNING id`;
   const eventId = num(e.id);
   const [after] = await tx`UPDATE batches SET count = count + 1, bytes = bytes + ${size}, last_at = GREATEST(last_at, ${now})
-      WHERE id = ${batchId}::bigint RETURNING count, bytes, max_events, max_bytes`;
+      WHERE id = ${batchId}::bigint RETURNING count, bytes, max_events, max_bytes, first_at, last_at, quiet_s, max_s`;
   await journalPg(tx, "event", batchId, now, { event: eventId, detail: { type: ev.eventType, route: copy.route } });
   // 5. seal on size in the same transaction
   let sealed = false;
   if (after.count >= after.max_events || num(after.bytes) >= num(after.max_bytes)) sealed = await sealBatchPg(tx, batchId, now);
+  // When this batch may be delivered: now when sealed (or windowless), else when its window closes.
+  const windowless = Number(after.quiet_s) === 0 && Number(after.max_s) === 0;
+  const ready = sealed || windowless ? now : Math.min(Number(after.last_at) + Number(after.quiet_s), Number(after.first_at) + Number(after.max_s));
+  acc.readyAt = Math.min(acc.readyAt, ready);
   return { eventId, batchId, route: copy.route, destination: copy.destination, tee: copy.tee, sealed };
 }
 
@@ -100,7 +113,7 @@ function checkStorable(ev: NewEvent): void {
 }
 
 /** One event inside the caller's transaction, its locks already held. */
-async function enqueueOne(tx: Tx, ev: NewEvent, now: number, touched: Set<string>): Promise<EnqueueResult> {
+async function enqueueOne(tx: Tx, ev: NewEvent, now: number, acc: Acc): Promise<EnqueueResult> {
   validateNewEvent(ev);
   let dupCount = 0;
   let requeued = false;
@@ -113,6 +126,7 @@ async function enqueueOne(tx: Tx, ev: NewEvent, now: number, touched: Set<string
             WHERE id = ${num(target.batch_id)}::bigint AND state = 'dead' AND destination <> 'quarantine'`;
         if (replayed.count === 1) {
           await journalPg(tx, "retry", num(target.batch_id), now, { detail: { replayed: true } });
+          acc.readyAt = Math.min(acc.readyAt, now);
           await tx`UPDATE dedup SET dup_count = dup_count + 1 WHERE source = ${ev.source} AND dedup_id = ${ev.dedupId}`;
           return { status: "replayed", eventId: num(seen.event_id), batchId: num(target.batch_id) };
         }
@@ -125,10 +139,10 @@ async function enqueueOne(tx: Tx, ev: NewEvent, now: number, touched: Set<string
       requeued = true;
     }
   }
-  touched.add(ev.source);
+  acc.touched.add(ev.source);
   const size = eventSize(ev);
   const placed: Placed[] = [];
-  for (const copy of ev.copies) placed.push(await placeCopy(tx, ev, copy, size, now));
+  for (const copy of ev.copies) placed.push(await placeCopy(tx, ev, copy, size, now, acc));
   if (ev.dedupId !== null) {
     await tx`INSERT INTO dedup (source, dedup_id, event_id, seen_at, dup_count) VALUES (${ev.source}, ${ev.dedupId}, ${placed[0].eventId}, ${now}, ${dupCount})
         ON CONFLICT (source, dedup_id) DO UPDATE SET event_id = excluded.event_id, seen_at = excluded.seen_at, dup_count = excluded.dup_count`;
@@ -142,6 +156,16 @@ async function touch(tx: Tx, sources: Set<string>, now: number): Promise<void> {
   const keys = ["last_enqueue_at", ...[...sources].sort().map((s) => `source:${s}:last_event_at`)];
   await tx`INSERT INTO meta (key, value) SELECT k, ${String(now)} FROM unnest(${keys}::text[]) AS k
       ON CONFLICT (key) DO UPDATE SET value = GREATEST(meta.value::float8, excluded.value::float8)::text`;
+}
+
+/**
+ * The end of a transaction that queued: the liveness facts, and a wake-up for every dispatcher
+ * on every host (NOTIFY, delivered only if the transaction commits) saying when the earliest
+ * batch it touched may be delivered.
+ */
+async function finish(tx: Tx, acc: Acc, now: number): Promise<void> {
+  await touch(tx, acc.touched, now);
+  if (Number.isFinite(acc.readyAt)) await notifyWork(tx, acc.readyAt);
 }
 
 export type JobOutcome = { ok: EnqueueResult[] } | { error: unknown };
@@ -165,27 +189,28 @@ export async function enqueueGroupPg(spool: PgSpool, jobs: readonly (readonly Ne
   const valid = jobs.filter((_, i) => refused[i] === null);
   return spool.sql.begin(async (tx) => {
     await lockAll(tx, lockNames(valid));
-    const touched = new Set<string>();
+    const acc = newAcc();
     const out: JobOutcome[] = [];
     for (const [i, evs] of jobs.entries()) {
       if (refused[i] !== null) {
         out.push({ error: refused[i] });
         continue;
       }
-      const mine = new Set<string>();
+      const mine = newAcc();
       try {
         const results = await tx.savepoint(async (sp) => {
           const rs: EnqueueResult[] = [];
           for (const ev of evs) rs.push(await enqueueOne(sp, ev, now, mine));
           return rs;
         });
-        for (const s of mine) touched.add(s);
+        for (const s of mine.touched) acc.touched.add(s);
+        acc.readyAt = Math.min(acc.readyAt, mine.readyAt);
         out.push({ ok: results });
       } catch (error) {
         out.push({ error });
       }
     }
-    await touch(tx, touched, now);
+    await finish(tx, acc, now);
     return out;
   });
 }
@@ -206,9 +231,9 @@ export async function enqueueEventsPgTx(tx: Tx, evs: readonly NewEvent[], now: n
   if (evs.length === 0) return [];
   for (const ev of evs) checkStorable(ev);
   await lockAll(tx, lockNames([evs]));
-  const touched = new Set<string>();
+  const acc = newAcc();
   const out: EnqueueResult[] = [];
-  for (const ev of evs) out.push(await enqueueOne(tx, ev, now, touched));
-  await touch(tx, touched, now);
+  for (const ev of evs) out.push(await enqueueOne(tx, ev, now, acc));
+  await finish(tx, acc, now);
   return out;
 }

@@ -11,6 +11,7 @@ import { enqueueGroupPg, enqueuePg } from "../../../src/store/pg/enqueue.ts";
 import { candidatesPg, claimPg, markDeliveredPg, markRetryPg, recoverExpiredPg, sealReadyPg } from "../../../src/store/pg/claims.ts";
 import { MaintenanceLock, maintenanceHolder } from "../../../src/store/pg/leader.ts";
 import { journalAfterPg, PG_CURSOR_START } from "../../../src/store/pg/journal.ts";
+import { listenForWork, notifyWork } from "../../../src/store/pg/wakeups.ts";
 import { migratePg, PG_LATEST_SCHEMA, pgSchemaVersion, requirePgSchema } from "../../../src/store/pg/migrate.ts";
 import { join } from "node:path";
 import { PG_BIN, PG_SKIP_MESSAGE, type PgServer, startPostgres } from "../../helpers/pg.ts";
@@ -339,6 +340,31 @@ describe.skipIf(!PG_BIN)("the spool on PostgreSQL", () => {
       await slow;
       expect(await read()).toEqual(["late", "early"]);
       expect(await read()).toEqual([]);
+    });
+
+    test("wake-ups across hosts: a committed enqueue notifies every listener with when its batch may be delivered; a rolled-back one never", async () => {
+      const [intake, dispatcher] = await fresh({ pools: 2 });
+      const got: number[] = [];
+      const listening = await listenForWork(dispatcher, (at) => got.push(at));
+      try {
+        await enqueuePg(intake, ev({ key: "w", copies: [copy("r", "http:d", { quiet_s: 5, max_s: 60 })] }), T0);
+        await waitFor("the wake-up", () => got.length === 1);
+        expect(got).toEqual([T0 + 5]);
+        // Sealed by its bound in the same transaction: deliverable at once.
+        await enqueuePg(intake, ev({ key: "s", copies: [copy("r", "http:d", { max_events: 1 })] }), T0 + 1);
+        await waitFor("the second wake-up", () => got.length === 2);
+        expect(got[1]).toBe(T0 + 1);
+        // A transaction that rolls back wakes nobody.
+        await intake.sql.begin(async (tx) => {
+          await notifyWork(tx, T0 + 2);
+          throw new Error("rolled back");
+        }).catch(() => {});
+        await enqueuePg(intake, ev({ key: "z", copies: [copy("r", "http:d", { max_events: 1 })] }), T0 + 3);
+        await waitFor("the third wake-up", () => got.length === 3);
+        expect(got[2]).toBe(T0 + 3);
+      } finally {
+        await listening.stop();
+      }
     });
 
     test("the wall clock guard reads the database's clock", async () => {
