@@ -181,3 +181,13 @@ CREATE TABLE actions (
   target TEXT    NOT NULL
 );
 CREATE INDEX actions_at ON actions (at);
+
+-- Each dispatcher's heartbeat (several may share the database): status shows which are alive,
+-- and which one holds maintenance (meta.maintenance_holder).
+CREATE TABLE dispatchers (
+  id            TEXT    PRIMARY KEY,            -- host:pid
+  started_at    DOUBLE PRECISION NOT NULL,
+  heartbeat_at  DOUBLE PRECISION NOT NULL,      -- the database's clock
+  last_tick_at  DOUBLE PRECISION NOT NULL,      -- its now_eff
+  caught_errors TEXT                            -- JSON: the failures it caught and survived
+);

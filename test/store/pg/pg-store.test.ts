@@ -12,6 +12,8 @@ import { candidatesPg, claimPg, markDeliveredPg, markRetryPg, recoverExpiredPg, 
 import { MaintenanceLock, maintenanceHolder } from "../../../src/store/pg/leader.ts";
 import { journalAfterPg, PG_CURSOR_START } from "../../../src/store/pg/journal.ts";
 import { listenForWork, notifyWork } from "../../../src/store/pg/wakeups.ts";
+import { dispatchersPg, effectiveNowPg, forgetDispatcherPg, writeHeartbeatPg } from "../../../src/store/pg/heartbeat.ts";
+import { HEARTBEAT_STALE_S } from "../../../src/obs/status.ts";
 import { migratePg, PG_LATEST_SCHEMA, pgSchemaVersion, requirePgSchema } from "../../../src/store/pg/migrate.ts";
 import { join } from "node:path";
 import { PG_BIN, PG_SKIP_MESSAGE, type PgServer, startPostgres } from "../../helpers/pg.ts";
@@ -365,6 +367,25 @@ describe.skipIf(!PG_BIN)("the spool on PostgreSQL", () => {
       } finally {
         await listening.stop();
       }
+    });
+
+    test("heartbeats: one row per dispatcher by the database's clock, a stale one not alive; now_eff never behind the latest tick", async () => {
+      const [p] = await fresh();
+      const now = await p.now();
+      await writeHeartbeatPg(p, "host-a:1", now);
+      await writeHeartbeatPg(p, "host-b:2", now, '{"tick":1}');
+      await p.sql`UPDATE dispatchers SET heartbeat_at = heartbeat_at - 120 WHERE id = 'host-b:2'`;
+      const beats = await dispatchersPg(p, HEARTBEAT_STALE_S);
+      expect(beats.map((b) => [b.id, b.alive])).toEqual([
+        ["host-a:1", true],
+        ["host-b:2", false],
+      ]);
+      // A dispatcher whose clock ran ahead recorded a later tick: the spool's time does not go back.
+      await writeHeartbeatPg(p, "host-c:3", now + 3600);
+      await writeHeartbeatPg(p, "host-a:1", now + 1);
+      expect(await effectiveNowPg(p)).toBeGreaterThanOrEqual(now + 3600);
+      await forgetDispatcherPg(p, "host-c:3");
+      expect((await dispatchersPg(p, HEARTBEAT_STALE_S)).map((b) => b.id)).toEqual(["host-a:1", "host-b:2"]);
     });
 
     test("the wall clock guard reads the database's clock", async () => {
