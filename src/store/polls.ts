@@ -23,7 +23,7 @@ interface Row {
 }
 
 /** A previous tick's batch in one of these states is unfinished: no new tick joins the queue. */
-const UNFINISHED = new Set(["open", "sealed", "leased", "retry", "dead"]);
+export const UNFINISHED: ReadonlySet<string> = new Set(["open", "sealed", "leased", "retry", "dead"]);
 
 const Q = {
   row: "SELECT next_at, last_batch_id FROM polls WHERE instance = ?",
@@ -36,7 +36,7 @@ const Q = {
 };
 
 /** What the instance needs now, from a read that takes no lock. */
-function due(row: Row | null, p: PollPlan, now: number): PollStep | "wait" {
+export function due(row: { next_at: number } | null, p: PollPlan, now: number): PollStep | "wait" {
   if (!row) return "scheduled";
   if (now >= row.next_at) return "ticked";
   if (row.next_at - now > p.everyS + p.jitterS) return "rescheduled";

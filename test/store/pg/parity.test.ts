@@ -16,6 +16,8 @@ import { replayBatch, resendDelivered, retryNow } from "../../../src/store/repla
 import { dropBatches } from "../../../src/store/drop.ts";
 import { runRetention } from "../../../src/store/retention.ts";
 import { runRetentionPg } from "../../../src/store/pg/retention.ts";
+import { stepPoll } from "../../../src/store/polls.ts";
+import { stepPollPg } from "../../../src/store/pg/polls.ts";
 import { outcome } from "../../../src/delivery.ts";
 import type { NewEvent } from "../../../src/store/enqueue.ts";
 import { countBatches, deadByReason, leasedCounts, oldestPending } from "../../../src/store/stats.ts";
@@ -341,5 +343,43 @@ describe.skipIf(!PG_BIN)("PostgreSQL and SQLite agree", () => {
       await pg.close();
       lite.close();
     }
+  });
+
+  test("the poll clock: scheduled, ticked, skipped while its tick is unfinished, ticked again once delivered, rescheduled after a shortened interval; the same rows on both", async () => {
+    await pair();
+    const plan = { instance: "feed", everyS: 60, jitterS: 10 };
+    const rng = () => {
+      let n = 0;
+      return { next: () => [0.5, 0.25, 0.75, 0.1, 0.9, 0.3, 0.6][n++ % 7] };
+    };
+    const lr = rng();
+    const pr = rng();
+    const tick = (at: number) => ev({ source: "feed", key: "feed", dedupId: `poll:feed:${at}`, payload: JSON.stringify({ tick_at: at }), copies: [copy("feed", "script:feed", { quiet_s: 0, max_s: 0, max_events: 1 })] });
+    const both = async (now: number, p = plan) => {
+      const a = stepPoll(lite, p, now, lr, tick);
+      const b = await stepPollPg(pg, p, now, pr, tick);
+      expect({ now, step: b }).toEqual({ now, step: a });
+      return a;
+    };
+    expect(await both(T0)).toBe("scheduled");
+    expect(await both(T0 + 1)).toBeNull();
+    expect(await both(T0 + 10)).toBe("ticked");
+    expect(await both(T0 + 80)).toBe("skipped");
+    // The tick's batch is delivered (through the outcome transaction, which records it for the clock).
+    const policy = { maxAttempts: 3, backoffBaseS: 1, backoffCapS: 4, tripAfter: 2, cooldownInitialS: 10, cooldownMaxS: 25 };
+    const id = (lite.db.query("SELECT last_batch_id AS id FROM polls").get() as { id: number }).id;
+    const l = claimBatch(lite, { batchId: id, destination: "script:feed", now: T0 + 81, leaseUntil: T0 + 141, host: "h", pid: 1 });
+    const [c] = await claimPg(pg, [{ batchId: id, route: "feed", key: "feed", destination: "script:feed", now: T0 + 81, leaseUntil: T0 + 141, host: "h", pid: 1 }]);
+    const input = (x: { attemptId: number; owner: string }) => ({ batchId: id, attemptId: x.attemptId, owner: x.owner, startedAt: T0 + 81, probe: false, script: true, outcome: outcome({ kind: "ok", reason: "ok", status: 0 }), emits: [], durationMs: 3, now: T0 + 82, jitter: 0, policy });
+    expect(await recordOutcomesPg(pg, [input(c!)])).toEqual(recordOutcomes(lite, [input(l!)]));
+    expect(await both(T0 + 150)).toBe("ticked");
+    expect(await both(T0 + 151, { ...plan, everyS: 5, jitterS: 0 })).toBe("rescheduled");
+    const cols = "instance, next_at, last_tick_at, last_batch_id, delivered_at, delivered_tick_at, skipped, created_at";
+    const lrows = lite.db.query(`SELECT ${cols} FROM polls`).all();
+    const prows = ((await pg.sql.unsafe(`SELECT ${cols} FROM polls`)) as Record<string, unknown>[]).map(normalize);
+    expect(prows).toEqual(lrows as Record<string, unknown>[]);
+    const lb = lite.db.query("SELECT id, state, key, count FROM batches ORDER BY id").all();
+    const pb = ((await pg.sql`SELECT id, state, key, count FROM batches ORDER BY id`) as Record<string, unknown>[]).map(normalize);
+    expect(pb).toEqual(lb as Record<string, unknown>[]);
   });
 });
