@@ -15,6 +15,7 @@ import { openSpool, type Spool } from "../../src/store/db.ts";
 import { raiseIssueTx } from "../../src/store/issues.ts";
 import { markDead } from "../../src/store/marks.ts";
 import { quarantine } from "../../src/store/enqueue.ts";
+import { stepPoll } from "../../src/store/polls.ts";
 import { enqueueJson, type Home, initHome } from "../cli/home.ts";
 
 const NASTY_KEY = `<script>alert("k")</script>\u0007'&`;
@@ -317,6 +318,11 @@ describe("dashboard pages", () => {
     const loaded = loadConfig({ home: h.home, env: {} });
     const spool = openSpool(h.db);
     quarantine(spool, { source: "demo", raw: new TextEncoder().encode("not json"), headers: {}, authHeaders: [], url: "/hooks/demo", reason: "not_json" }, Date.now() / 1000);
+    // A poll instance's clock, as the dispatcher keeps it.
+    const t = Date.now() / 1000;
+    stepPoll(spool, { instance: "feed", everyS: 300, jitterS: 0 }, t, { next: () => 0 }, () => {
+      throw new Error("not due yet");
+    });
     const dash = new Dashboard({ listen: "127.0.0.1:0", spool, config: () => loaded.config, home: h.home, dbPath: h.db, now: () => Date.now() / 1000, log: createLogger("dashboard"), intakeAddress: () => `127.0.0.1:${intake.port}` });
     await dash.start();
     try {
@@ -329,6 +335,8 @@ describe("dashboard pages", () => {
       expect(row("signed")).toContain(`<code>http://${loaded.config.intake.listen}/hooks/signed</code>`);
       expect(row("signed")).toContain("<td>none</td>");
       expect(row("asana")).toContain("<td>hmac-sha256-hex (no secret yet: hookspool source arm)</td>");
+      const polls = html.slice(html.indexOf("<h2>Polls</h2>"));
+      expect(polls).toMatch(/<td>feed<\/td><td>-<\/td><td>\S+Z <span class="muted">\(in -?\d+(\.\d)? s\)<\/span><\/td><td>-<\/td><td>-<\/td><td>-<\/td><td>0<\/td>/);
     } finally {
       await dash.stop();
       spool.close();
