@@ -4,7 +4,8 @@
 import type { DestinationRow, FailureEffect, FailureInput } from "../destinations.ts";
 import { numOrNull, type PgSpool, type Tx } from "./db.ts";
 
-function rowOf(r: Record<string, unknown>): DestinationRow {
+/** A destinations row as the store's DestinationRow (numbers where PostgreSQL gives strings). */
+export function destinationRowOf(r: Record<string, unknown>): DestinationRow {
   return {
     name: String(r.name),
     state: r.state as DestinationRow["state"],
@@ -25,11 +26,11 @@ function rowOf(r: Record<string, unknown>): DestinationRow {
 async function locked(tx: Tx, name: string): Promise<DestinationRow> {
   await tx`INSERT INTO destinations (name) VALUES (${name}) ON CONFLICT (name) DO NOTHING`;
   const [r] = await tx`SELECT * FROM destinations WHERE name = ${name} FOR UPDATE`;
-  return rowOf(r);
+  return destinationRowOf(r);
 }
 
 export async function destinationRowsPg(spool: PgSpool): Promise<DestinationRow[]> {
-  return ((await spool.sql`SELECT * FROM destinations ORDER BY name`) as Record<string, unknown>[]).map(rowOf);
+  return ((await spool.sql`SELECT * FROM destinations ORDER BY name`) as Record<string, unknown>[]).map(destinationRowOf);
 }
 
 /** A successful attempt: closed (a paused destination stays paused), counters reset. Returns the state it left. */

@@ -2,10 +2,10 @@
 // destination's row locked, the batch's poison run, its throttles, a previous bad emit), the
 // plan of store/outcome-plan.ts (the same rules as SQLite's), and its mark and effects applied in
 // that transaction. Several outcomes share one transaction, each in a savepoint.
-import { num, numOrNull, type PgSpool, type Tx } from "./db.ts";
+import { num, type PgSpool, type Tx } from "./db.ts";
 import type { DestinationRow } from "../destinations.ts";
 import { factsNeeded, type OutcomeFacts, type OutcomeInput, planOutcome, type Recorded } from "../outcome-plan.ts";
-import { clearProbePg, recordSuccessPg, recordTransportFailurePg, setRetryAfterPg } from "./destinations.ts";
+import { clearProbePg, destinationRowOf, recordSuccessPg, recordTransportFailurePg, setRetryAfterPg } from "./destinations.ts";
 import { enqueueEventsPgTx } from "./enqueue.ts";
 import { raiseIssuePg, resolveIssuePg } from "./issues.ts";
 import { markDeadPgTx, markDeliveredPgTx, markRetryPgTx } from "./claims.ts";
@@ -63,21 +63,8 @@ async function previousBadEmitPg(tx: Tx, batchId: number): Promise<boolean> {
 /** The destination's row, locked for the transaction (a destination never seen is closed). */
 async function destinationLocked(tx: Tx, name: string): Promise<DestinationRow> {
   const [r] = await tx`SELECT * FROM destinations WHERE name = ${name} FOR UPDATE`;
-  if (!r) return { name, state: "closed", consecutive_failures: 0, opened_at: null, cooldown_s: null, probe_until: null, last_probe_batch_id: null, paused_at: null, paused_by: null, last_ok_at: null, last_error: null, retry_after_until: null };
-  return {
-    name,
-    state: r.state,
-    consecutive_failures: Number(r.consecutive_failures),
-    opened_at: numOrNull(r.opened_at),
-    cooldown_s: numOrNull(r.cooldown_s),
-    probe_until: numOrNull(r.probe_until),
-    last_probe_batch_id: numOrNull(r.last_probe_batch_id),
-    paused_at: numOrNull(r.paused_at),
-    paused_by: r.paused_by ?? null,
-    last_ok_at: numOrNull(r.last_ok_at),
-    last_error: r.last_error ?? null,
-    retry_after_until: numOrNull(r.retry_after_until),
-  };
+  if (r) return destinationRowOf(r);
+  return { name, state: "closed", consecutive_failures: 0, opened_at: null, cooldown_s: null, probe_until: null, last_probe_batch_id: null, paused_at: null, paused_by: null, last_ok_at: null, last_error: null, retry_after_until: null };
 }
 
 async function factsPg(tx: Tx, f: OutcomeInput): Promise<OutcomeFacts | null> {
