@@ -13,13 +13,14 @@ export interface SplitOptions {
   at?: number;
 }
 
-interface SplitEvent {
+export interface SplitEvent {
   id: number;
   size: number;
   received_at: number;
 }
 
-function pieces(events: SplitEvent[], o: SplitOptions): SplitEvent[][] {
+/** The consecutive pieces a split cuts (shared with the PostgreSQL store). */
+export function pieces(events: SplitEvent[], o: SplitOptions): SplitEvent[][] {
   if (o.at !== undefined) {
     const i = events.findIndex((e) => e.id === o.at);
     if (i < 0) throw new HookspoolError("E_NOT_FOUND", `event ${o.at} is not in this batch`);
@@ -53,12 +54,17 @@ const PIECE = `INSERT INTO batches (route, source, destination, key, state, firs
  * sealed, not open: the join rule needs at most one open batch per group, and an
  * operator's piece must not take in new events. Returns the new batch ids, in order.
  */
-export function splitBatch(spool: Spool, id: number, o: SplitOptions, now: number): number[] {
+/** A split's options, checked before anything is read (shared with the PostgreSQL store). */
+export function checkSplitOptions(o: SplitOptions): void {
   const given = [o.maxEvents, o.maxBytes, o.at].filter((x) => x !== undefined).length;
   if (given !== 1) throw new HookspoolError("E_USAGE", "split needs exactly one of --max-events, --max-bytes, --at");
   if ((o.maxEvents !== undefined && o.maxEvents < 1) || (o.maxBytes !== undefined && o.maxBytes < 1)) {
     throw new HookspoolError("E_USAGE", "--max-events and --max-bytes must be at least 1");
   }
+}
+
+export function splitBatch(spool: Spool, id: number, o: SplitOptions, now: number): number[] {
+  checkSplitOptions(o);
   const db = spool.db;
   return db
     .transaction(() => {

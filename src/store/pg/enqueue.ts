@@ -47,11 +47,15 @@ async function lockAll(tx: Tx, names: { a: string[]; b: string[] }): Promise<voi
 }
 
 /** Seal an open batch in the transaction: its content freezes, content_hash computed as on SQLite. */
-export async function sealBatchPg(tx: Tx, batchId: number, now: number): Promise<boolean> {
+/** The content of a batch as its hash covers it (excluded events left out), in id order. */
+export async function batchContentPg(tx: Tx, batchId: number): Promise<ContentEvent[]> {
   const rows = (await tx`SELECT id, event_type, received_at, dedup_id, payload, headers FROM events
       WHERE batch_id = ${batchId}::bigint AND excluded_at IS NULL ORDER BY id`) as Record<string, unknown>[];
-  const content: ContentEvent[] = rows.map((r) => ({ id: num(r.id), event_type: String(r.event_type), received_at: Number(r.received_at), dedup_id: (r.dedup_id as string | null) ?? null, payload: (r.payload as string | null) ?? null, headers: String(r.headers) }));
-  const hash = contentHash(content);
+  return rows.map((r) => ({ id: num(r.id), event_type: String(r.event_type), received_at: Number(r.received_at), dedup_id: (r.dedup_id as string | null) ?? null, payload: (r.payload as string | null) ?? null, headers: String(r.headers) }));
+}
+
+export async function sealBatchPg(tx: Tx, batchId: number, now: number): Promise<boolean> {
+  const hash = contentHash(await batchContentPg(tx, batchId));
   const done = await tx`UPDATE batches SET state = 'sealed', sealed_at = ${now}, content_hash = ${hash} WHERE id = ${batchId}::bigint AND state = 'open'`;
   if (done.count !== 1) return false;
   await journalPg(tx, "sealed", batchId, now);

@@ -1,13 +1,15 @@
 // The operator verbs on PostgreSQL, with SQLite's rules and messages: replay (a dead batch back
 // into its queue, or a quarantine batch's requests classified again), replay --delivered, retry,
-// drop. Each in one transaction, the batch's row locked first.
+// drop, split and exclude. Each in one transaction, the batch's row locked first.
 import { HookspoolError } from "../../errors.ts";
 import { notApplicable, type BatchHead } from "../batches.ts";
+import { contentHash } from "../content.ts";
+import { checkSplitOptions, pieces, type SplitEvent, type SplitOptions } from "../split.ts";
 import { type NewEvent, quarantineIssue, type EnqueueResult } from "../enqueue.ts";
 import { DEAD_CLASSES } from "../issues.ts";
 import type { Reclassify, ReplayResult, StoredRequest } from "../replay.ts";
 import { num, type PgSpool, type Tx } from "./db.ts";
-import { enqueueEventsPgTx } from "./enqueue.ts";
+import { batchContentPg, enqueueEventsPgTx } from "./enqueue.ts";
 import { resolveIssuePg } from "./issues.ts";
 import { journalPg } from "./journal.ts";
 
@@ -83,6 +85,15 @@ export async function retryNowPg(spool: PgSpool, id: number, now: number): Promi
   });
 }
 
+/** -> dropped inside the caller's transaction; `result` says why ("dropped", "split"). */
+async function dropBatchPgTx(tx: Tx, b: BatchHead, now: number, result: string, why: string): Promise<void> {
+  const done = await tx`UPDATE batches SET state = 'dropped', delivered_at = ${now}, result = ${result}, last_error = ${why}, dead_reason = NULL,
+      next_attempt_at = NULL, not_before = NULL
+    WHERE id = ${b.id}::bigint AND state IN ('open', 'sealed', 'retry', 'dead')`;
+  if (done.count !== 1) throw notApplicable(b, "drop", "open, sealed, retry or dead");
+  await journalPg(tx, "dropped", b.id, now, { detail: { result } });
+}
+
 /** -> dropped, for each batch (all or none): open, sealed, retry or dead; never automatic. */
 export async function dropBatchesPg(spool: PgSpool, ids: readonly number[], now: number): Promise<void> {
   await spool.sql.begin(async (tx) => {
@@ -90,15 +101,55 @@ export async function dropBatchesPg(spool: PgSpool, ids: readonly number[], now:
     const destinations = new Set<string>();
     for (const id of ids) {
       const b = await requireBatchPg(tx, id);
-      const done = await tx`UPDATE batches SET state = 'dropped', delivered_at = ${now}, result = 'dropped', last_error = 'dropped by operator', dead_reason = NULL,
-          next_attempt_at = NULL, not_before = NULL
-        WHERE id = ${id}::bigint AND state IN ('open', 'sealed', 'retry', 'dead')`;
-      if (done.count !== 1) throw notApplicable(b, "drop", "open, sealed, retry or dead");
-      await journalPg(tx, "dropped", id, now, { detail: { result: "dropped" } });
+      await dropBatchPgTx(tx, b, now, "dropped", "dropped by operator");
       if (b.destination === "quarantine") sources.add(b.source);
       else destinations.add(b.destination);
     }
     for (const d of destinations) await resolveDeadIssuesPg(tx, d, now);
     for (const s of sources) await resolveQuarantineIssuesPg(tx, s, now);
+  });
+}
+
+/** split: consecutive sealed pieces in the same group, due now; the original dropped 'split'. Returns the pieces' ids. */
+export async function splitBatchPg(spool: PgSpool, id: number, o: SplitOptions, now: number): Promise<number[]> {
+  checkSplitOptions(o);
+  return spool.sql.begin(async (tx) => {
+    const b = await requireBatchPg(tx, id);
+    if (!["sealed", "retry", "dead"].includes(b.state)) throw notApplicable(b, "split", "sealed, retry or dead");
+    if (b.destination === "quarantine") throw new HookspoolError("E_NOTHING", `batch ${id} is a quarantine batch; replay or drop it`);
+    const events = ((await tx`SELECT id, size, received_at FROM events WHERE batch_id = ${id}::bigint ORDER BY id`) as Record<string, unknown>[]).map((r): SplitEvent => ({ id: num(r.id), size: num(r.size), received_at: Number(r.received_at) }));
+    const parts = pieces(events, o);
+    if (parts.length < 2) throw new HookspoolError("E_NOTHING", `batch ${id} already fits; nothing to split`);
+    const content = await batchContentPg(tx, id);
+    const ids: number[] = [];
+    for (const part of parts) {
+      const members = new Set(part.map((e) => e.id));
+      const [row] = await tx`INSERT INTO batches (route, source, destination, key, state, first_at, last_at, quiet_s, max_s, max_events, max_bytes, not_before, count, bytes, sealed_at, content_hash)
+          SELECT route, source, destination, key, 'sealed', ${Math.min(...part.map((e) => e.received_at))}, ${Math.max(...part.map((e) => e.received_at))}, quiet_s, max_s, max_events, max_bytes,
+                 ${now}, ${part.length}, ${part.reduce((sum, e) => sum + e.size, 0)}, ${now}, ${contentHash(content.filter((e) => members.has(e.id)))}
+          FROM batches WHERE id = ${id}::bigint RETURNING id`;
+      const newId = num(row.id);
+      await tx`UPDATE events SET batch_id = ${newId}::bigint WHERE id = ANY(${part.map((e) => e.id)}::bigint[])`;
+      ids.push(newId);
+    }
+    await dropBatchPgTx(tx, b, now, "split", `split into ${ids.map((x) => `#${x}`).join(", ")} by operator`);
+    return ids;
+  });
+}
+
+/** exclude: events stay stored and listed, are left out of the document, content_hash recomputed. */
+export async function excludeEventsPg(spool: PgSpool, batchId: number, eventIds: readonly number[], now: number): Promise<void> {
+  await spool.sql.begin(async (tx) => {
+    const b = await requireBatchPg(tx, batchId);
+    if (!["open", "sealed", "retry", "dead"].includes(b.state)) throw notApplicable(b, "exclude", "open, sealed, retry or dead");
+    if (b.destination === "quarantine") throw new HookspoolError("E_NOTHING", `batch ${batchId} is a quarantine batch; replay or drop it`);
+    for (const eid of eventIds) {
+      const [e] = await tx`SELECT batch_id FROM events WHERE id = ${eid}::bigint`;
+      if (!e || num(e.batch_id) !== batchId) throw new HookspoolError("E_NOT_FOUND", `event ${eid} is not in batch ${batchId}`);
+      await tx`UPDATE events SET excluded_at = ${now} WHERE id = ${eid}::bigint AND excluded_at IS NULL`;
+    }
+    const [{ n }] = await tx`SELECT COUNT(*)::int AS n FROM events WHERE batch_id = ${batchId}::bigint AND excluded_at IS NULL`;
+    if (n === 0) throw new HookspoolError("E_NOTHING", `that would exclude every event of batch ${batchId}`, { hint: `drop it instead: hookspool drop ${batchId} --yes` });
+    if (b.state !== "open") await tx`UPDATE batches SET content_hash = ${contentHash(await batchContentPg(tx, batchId))} WHERE id = ${batchId}::bigint`;
   });
 }

@@ -11,13 +11,14 @@ import { listIssues, raiseIssue, resolveIssue } from "../../../src/store/issues.
 import { markDead } from "../../../src/store/marks.ts";
 import { recordOutcomes } from "../../../src/store/outcome.ts";
 import { recordOutcomesPg } from "../../../src/store/pg/outcome.ts";
-import { dropBatchesPg, replayBatchPg, resendDeliveredPg, retryNowPg } from "../../../src/store/pg/operator.ts";
+import { dropBatchesPg, excludeEventsPg, replayBatchPg, resendDeliveredPg, retryNowPg, splitBatchPg } from "../../../src/store/pg/operator.ts";
 import { replayBatch, resendDelivered, retryNow } from "../../../src/store/replay.ts";
 import { dropBatches } from "../../../src/store/drop.ts";
 import { runRetention } from "../../../src/store/retention.ts";
 import { runRetentionPg } from "../../../src/store/pg/retention.ts";
 import { stepPoll } from "../../../src/store/polls.ts";
 import { stepPollPg } from "../../../src/store/pg/polls.ts";
+import { excludeEvents, splitBatch } from "../../../src/store/split.ts";
 import { outcome } from "../../../src/delivery.ts";
 import type { NewEvent } from "../../../src/store/enqueue.ts";
 import { countBatches, deadByReason, leasedCounts, oldestPending } from "../../../src/store/stats.ts";
@@ -381,5 +382,45 @@ describe.skipIf(!PG_BIN)("PostgreSQL and SQLite agree", () => {
     const lb = lite.db.query("SELECT id, state, key, count FROM batches ORDER BY id").all();
     const pb = ((await pg.sql`SELECT id, state, key, count FROM batches ORDER BY id`) as Record<string, unknown>[]).map(normalize);
     expect(pb).toEqual(lb as Record<string, unknown>[]);
+  });
+
+  test("split and exclude: the same pieces, moved events, content hashes and refusals on both", async () => {
+    await pair();
+    for (let i = 0; i < 5; i++) {
+      const e = ev({ key: "k", payload: JSON.stringify({ i, pad: "x".repeat(10 * i) }), copies: [copy("r", "http:d", { max_events: 5 })] });
+      enqueue(lite, e, T0 + i);
+      await enqueuePg(pg, e, T0 + i);
+    }
+    for (let i = 0; i < 3; i++) {
+      const e = ev({ key: "open", copies: [copy("r", "http:d")] });
+      enqueue(lite, e, T0 + 10 + i);
+      await enqueuePg(pg, e, T0 + 10 + i);
+    }
+    const both = async (lite: () => unknown, pgOp: () => Promise<unknown>) => {
+      const run = async (f: () => unknown) => {
+        try {
+          return await f();
+        } catch (e) {
+          return (e as Error).message;
+        }
+      };
+      const a = await run(lite);
+      expect(await run(pgOp)).toEqual(a);
+      return a;
+    };
+    expect(await both(() => splitBatch(lite, 1, { maxEvents: 2 }, T0 + 20), () => splitBatchPg(pg, 1, { maxEvents: 2 }, T0 + 20))).toEqual([3, 4, 5]);
+    expect(await both(() => splitBatch(lite, 3, { maxEvents: 5 }, T0 + 21), () => splitBatchPg(pg, 3, { maxEvents: 5 }, T0 + 21))).toBe("batch 3 already fits; nothing to split");
+    expect(await both(() => splitBatch(lite, 2, { maxEvents: 1 }, T0 + 21), () => splitBatchPg(pg, 2, { maxEvents: 1 }, T0 + 21))).toBe("batch 2 is open; split applies to sealed, retry or dead batches");
+    expect(await both(() => splitBatch(lite, 3, {}, T0), () => splitBatchPg(pg, 3, {}, T0))).toBe("split needs exactly one of --max-events, --max-bytes, --at");
+    await both(() => excludeEvents(lite, 3, [1], T0 + 22), () => excludeEventsPg(pg, 3, [1], T0 + 22));
+    expect(await both(() => excludeEvents(lite, 3, [2], T0 + 23), () => excludeEventsPg(pg, 3, [2], T0 + 23))).toBe("that would exclude every event of batch 3");
+    expect(await both(() => excludeEvents(lite, 3, [7], T0 + 23), () => excludeEventsPg(pg, 3, [7], T0 + 23))).toBe("event 7 is not in batch 3");
+    await both(() => excludeEvents(lite, 2, [6], T0 + 24), () => excludeEventsPg(pg, 2, [6], T0 + 24));
+    const cols = { batches: "id, state, first_at, last_at, count, bytes, content_hash, result, last_error, not_before", events: "id, batch_id, excluded_at" };
+    for (const [table, c] of Object.entries(cols)) {
+      const l = lite.db.query(`SELECT ${c} FROM ${table} ORDER BY id`).all();
+      const p = ((await pg.sql.unsafe(`SELECT ${c} FROM ${table} ORDER BY id`)) as Record<string, unknown>[]).map(normalize);
+      expect({ table, rows: p }).toEqual({ table, rows: l as Record<string, unknown>[] });
+    }
   });
 });
