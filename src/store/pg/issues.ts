@@ -56,3 +56,26 @@ export async function openIssueCountPg(spool: PgSpool): Promise<number> {
   const [r] = await spool.sql`SELECT COUNT(*)::int AS n FROM issues WHERE state IN ('open', 'acked')`;
   return r.n;
 }
+
+/** Open issues not alerted yet, oldest first (only the maintenance holder sends alerts). */
+export async function issuesToAlertPg(spool: PgSpool): Promise<IssueRow[]> {
+  return ((await spool.sql`SELECT * FROM issues WHERE state = 'open' AND alerted_at IS NULL ORDER BY first_at, id`) as Record<string, unknown>[]).map(rowOf);
+}
+
+/** May an alert of `kind` go out now (one per rate_limit_s per kind)? A refusal is counted. */
+export async function alertSlotFreePg(spool: PgSpool, kind: string, now: number, rateLimitS: number): Promise<boolean> {
+  return spool.sql.begin(async (tx) => {
+    const [row] = await tx`SELECT last_at FROM alerts WHERE kind = ${kind} FOR UPDATE`;
+    if (!row || now - Number(row.last_at) >= rateLimitS || now < Number(row.last_at)) return true;
+    await tx`UPDATE alerts SET suppressed = suppressed + 1 WHERE kind = ${kind}`;
+    return false;
+  });
+}
+
+/** The alert for this issue went out. */
+export async function markAlertedPg(spool: PgSpool, issueId: number, kind: string, now: number): Promise<void> {
+  await spool.sql.begin(async (tx) => {
+    await tx`UPDATE issues SET alerted_at = ${now} WHERE id = ${issueId}::bigint`;
+    await tx`INSERT INTO alerts (kind, last_at) VALUES (${kind}, ${now}) ON CONFLICT (kind) DO UPDATE SET last_at = excluded.last_at`;
+  });
+}

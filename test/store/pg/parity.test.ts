@@ -7,7 +7,7 @@ import { claimBatch } from "../../../src/store/batches.ts";
 import type { Spool } from "../../../src/store/db.ts";
 import { type FailureInput, destinationRows, halfOpenIfCooled, pauseDestination, recordSuccessTx, recordTransportFailureTx, resumeDestination, setRetryAfterTx } from "../../../src/store/destinations.ts";
 import { enqueue, quarantine } from "../../../src/store/enqueue.ts";
-import { listIssues, raiseIssue, resolveIssue } from "../../../src/store/issues.ts";
+import { alertSlotFree, issuesToAlert, listIssues, markAlerted, raiseIssue, resolveIssue } from "../../../src/store/issues.ts";
 import { markDead } from "../../../src/store/marks.ts";
 import { recordOutcomes } from "../../../src/store/outcome.ts";
 import { recordOutcomesPg } from "../../../src/store/pg/outcome.ts";
@@ -26,7 +26,7 @@ import { claimPg, markDeadPg } from "../../../src/store/pg/claims.ts";
 import { PgSpool } from "../../../src/store/pg/db.ts";
 import { destinationRowsPg, halfOpenIfCooledPg, pauseDestinationPg, recordSuccessPg, recordTransportFailurePg, resumeDestinationPg, setRetryAfterPg } from "../../../src/store/pg/destinations.ts";
 import { enqueuePg } from "../../../src/store/pg/enqueue.ts";
-import { getIssueByFingerprintPg, openIssueCountPg, raiseIssuePg, resolveIssuePg } from "../../../src/store/pg/issues.ts";
+import { alertSlotFreePg, getIssueByFingerprintPg, issuesToAlertPg, markAlertedPg, openIssueCountPg, raiseIssuePg, resolveIssuePg } from "../../../src/store/pg/issues.ts";
 import { migratePg } from "../../../src/store/pg/migrate.ts";
 import { quarantinePg } from "../../../src/store/pg/quarantine.ts";
 import { countBatchesPg, deadByReasonPg, leasedCountsPg, oldestPendingPg } from "../../../src/store/pg/stats.ts";
@@ -422,5 +422,30 @@ describe.skipIf(!PG_BIN)("PostgreSQL and SQLite agree", () => {
       const p = ((await pg.sql.unsafe(`SELECT ${c} FROM ${table} ORDER BY id`)) as Record<string, unknown>[]).map(normalize);
       expect({ table, rows: p }).toEqual({ table, rows: l as Record<string, unknown>[] });
     }
+  });
+
+  test("alerts: unalerted open issues oldest first, one alert per kind per rate limit, refusals counted; the same on both", async () => {
+    await pair();
+    for (const [i, fp] of ["delivery:a:http_5xx", "delivery:b:timeout", "spool:refused"].entries()) {
+      const r = { fingerprint: fp, kind: (fp.startsWith("spool") ? "spool" : "delivery") as "spool" | "delivery", now: T0 + i };
+      raiseIssue(lite, r);
+      await pg.sql.begin((tx) => raiseIssuePg(tx, r));
+    }
+    const fps = (rows: { fingerprint: string }[]) => rows.map((r) => r.fingerprint);
+    expect(fps(await issuesToAlertPg(pg))).toEqual(fps(issuesToAlert(lite)));
+    const steps: [string, number][] = [["delivery", T0 + 10], ["delivery", T0 + 20], ["spool", T0 + 21], ["delivery", T0 + 80]];
+    for (const [kind, now] of steps) {
+      const a = alertSlotFree(lite, kind, now, 60);
+      expect(await alertSlotFreePg(pg, kind, now, 60)).toBe(a);
+      if (a) {
+        const issue = issuesToAlert(lite).find((x) => x.kind === kind);
+        if (issue) {
+          markAlerted(lite, issue.id, kind, now);
+          await markAlertedPg(pg, issue.id, kind, now);
+        }
+      }
+    }
+    expect(fps(await issuesToAlertPg(pg))).toEqual(fps(issuesToAlert(lite)));
+    expect(((await pg.sql`SELECT kind, last_at, suppressed FROM alerts ORDER BY kind`) as Record<string, unknown>[]).map((r) => ({ ...r }))).toEqual(lite.db.query("SELECT kind, last_at, suppressed FROM alerts ORDER BY kind").all() as Record<string, unknown>[]);
   });
 });
