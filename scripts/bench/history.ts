@@ -12,7 +12,7 @@
 import { Database } from "bun:sqlite";
 import { closeSync, fsyncSync, openSync } from "node:fs";
 import { join } from "node:path";
-import { anyReadyNow, candidates, claimBatches, nextReadyAt, recoverLeases, sealReady } from "../../src/store/batches.ts";
+import { anyReadyNow, candidates, claimBatches, nextReadyAt, recoverLeases, sealReady } from "../../src/store/queue.ts";
 import { closeConnection, openSpool, type Spool } from "../../src/store/db.ts";
 import { enqueue, type NewEvent } from "../../src/store/enqueue.ts";
 import { migrate } from "../../src/store/migrate.ts";

@@ -14,7 +14,7 @@ import { dispatchCounters } from "../obs/counters.ts";
 import { Faults, faultCounts } from "../obs/faults.ts";
 import type { Logger } from "../log.ts";
 import { redueConfigRetries } from "../store/attempts.ts";
-import { anyReadyNow, type Candidate, candidates, type Claim, type ClaimInput, claimBatches, nextReadyAt, recoverLeases, sealReady } from "../store/batches.ts";
+import { anyReadyNow, type Candidate, candidates, type Claim, type ClaimInput, claimBatches, nextReadyAt, recoverLeases, sealReady } from "../store/queue.ts";
 import { abandonAttempt } from "../store/marks.ts";
 import type { Policy } from "../store/outcome.ts";
 import { batchContent } from "../store/content.ts";

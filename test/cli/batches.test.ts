@@ -1,6 +1,6 @@
 // hookspool list and show: batches newest first, payloads only on request.
 import { describe, expect, test } from "bun:test";
-import { claimBatch } from "../../src/store/batches.ts";
+import { claimBatch } from "../../src/store/queue.ts";
 import { markDead, markRetry } from "../../src/store/marks.ts";
 import { quarantine } from "../../src/store/enqueue.ts";
 import { excludeEvents } from "../../src/store/split.ts";

@@ -5,7 +5,7 @@ import { describe, expect, test } from "bun:test";
 import { appendFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { table, visible } from "../../src/cli/format.ts";
-import { claimBatch } from "../../src/store/batches.ts";
+import { claimBatch } from "../../src/store/queue.ts";
 import { markDead } from "../../src/store/marks.ts";
 import { quarantine } from "../../src/store/enqueue.ts";
 import { raiseIssue } from "../../src/store/issues.ts";

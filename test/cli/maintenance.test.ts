@@ -1,7 +1,7 @@
 // hookspool prune [--vacuum] and hookspool export.
 import { describe, expect, test } from "bun:test";
 import { statSync } from "node:fs";
-import { claimBatch } from "../../src/store/batches.ts";
+import { claimBatch } from "../../src/store/queue.ts";
 import { markRetry } from "../../src/store/marks.ts";
 import { enqueueTx, quarantine } from "../../src/store/enqueue.ts";
 import { cli } from "../helpers/cli.ts";

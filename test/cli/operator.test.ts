@@ -8,7 +8,7 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { type FakeClock, systemClock } from "../../src/clock.ts";
 import { outcome } from "../../src/delivery.ts";
-import { claimBatch } from "../../src/store/batches.ts";
+import { claimBatch } from "../../src/store/queue.ts";
 import { computeContentHashTx } from "../../src/store/content.ts";
 import { quarantine } from "../../src/store/enqueue.ts";
 import { raiseIssue } from "../../src/store/issues.ts";

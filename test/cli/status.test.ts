@@ -1,6 +1,6 @@
 // hookspool status: the health document, its summary for people, and its exit code.
 import { describe, expect, test } from "bun:test";
-import { claimBatch } from "../../src/store/batches.ts";
+import { claimBatch } from "../../src/store/queue.ts";
 import { markDead } from "../../src/store/marks.ts";
 import { quarantine } from "../../src/store/enqueue.ts";
 import { writeHeartbeat } from "../../src/store/meta.ts";

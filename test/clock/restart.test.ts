@@ -7,7 +7,7 @@ import { expect, test } from "bun:test";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { FakeClock } from "../../src/clock.ts";
-import { claimBatch, sealReady } from "../../src/store/batches.ts";
+import { claimBatch, sealReady } from "../../src/store/queue.ts";
 import { markRetry } from "../../src/store/marks.ts";
 import { openSpool, type Spool } from "../../src/store/db.ts";
 import { enqueue } from "../../src/store/enqueue.ts";

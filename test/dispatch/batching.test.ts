@@ -3,7 +3,7 @@
 import { expect, test } from "bun:test";
 import { outcome } from "../../src/delivery.ts";
 import { dispatchCounters, renderDispatchCounters } from "../../src/obs/counters.ts";
-import { candidates, claimBatches } from "../../src/store/batches.ts";
+import { candidates, claimBatches } from "../../src/store/queue.ts";
 import { enqueue } from "../../src/store/enqueue.ts";
 import { type OutcomeInput, recordOutcomes } from "../../src/store/outcome.ts";
 import { batchIdOf, fakeDestination, ok, rig } from "../helpers/dispatch.ts";

@@ -5,7 +5,7 @@ import { waitFor } from "../helpers/proc.ts";
 import { backoffS, retryDelayS } from "../../src/store/backoff.ts";
 import { seededRng } from "../../src/clock.ts";
 import { type Deadline, outcome } from "../../src/delivery.ts";
-import { anyReadyNow, claimBatch, nextReadyAt, recoverLeases } from "../../src/store/batches.ts";
+import { anyReadyNow, claimBatch, nextReadyAt, recoverLeases } from "../../src/store/queue.ts";
 import { pauseDestination, resumeDestination } from "../../src/store/destinations.ts";
 import { getMetaNumber } from "../../src/store/meta.ts";
 import { T0 } from "../helpers/spool.ts";

@@ -10,7 +10,7 @@ import { csrfOf, sessionOf } from "../../src/intake/dashboard/auth.ts";
 import { ackSeries, parseIntakeMetrics } from "../../src/intake/dashboard/intake-view.ts";
 import { IntakeMetrics } from "../../src/intake/metrics.ts";
 import { createLogger } from "../../src/log.ts";
-import { claimBatch } from "../../src/store/batches.ts";
+import { claimBatch } from "../../src/store/queue.ts";
 import { openSpool, type Spool } from "../../src/store/db.ts";
 import { raiseIssueTx } from "../../src/store/issues.ts";
 import { markDead } from "../../src/store/marks.ts";

@@ -1,6 +1,6 @@
 // Readiness, the FIFO candidate query, claim, fenced marks and lease recovery.
 import { describe, expect, test } from "bun:test";
-import { claimBatch, candidates, recoverLeases, sealReady } from "../../src/store/batches.ts";
+import { claimBatch, candidates, recoverLeases, sealReady } from "../../src/store/queue.ts";
 import { markDead, markDelivered, markRetry, type AttemptRecord } from "../../src/store/marks.ts";
 import { batchContent, contentHash } from "../../src/store/content.ts";
 import { enqueue } from "../../src/store/enqueue.ts";

@@ -1,7 +1,7 @@
 // The dashboard's figures from the spool: events per bucket and source, attempts per outcome,
 // and readiness to 2xx measured from when the window closed, not from the first event.
 import { expect, test } from "bun:test";
-import { claimBatch, sealReady } from "../../src/store/batches.ts";
+import { claimBatch, sealReady } from "../../src/store/queue.ts";
 import { attemptsByOutcome, eventsBySource, readyToOkLatency } from "../../src/store/charts.ts";
 import { enqueue } from "../../src/store/enqueue.ts";
 import { markDelivered, markRetry } from "../../src/store/marks.ts";

@@ -3,7 +3,7 @@
 // (batch states, the join rule, FIFO, leases, dedup); the two are compared after every step.
 import { expect, test } from "bun:test";
 import { seededRng, type Rng } from "../../src/clock.ts";
-import { candidates, claimBatch, recoverLeases, sealReady } from "../../src/store/batches.ts";
+import { candidates, claimBatch, recoverLeases, sealReady } from "../../src/store/queue.ts";
 import { markDead, markDelivered, markRetry, type AttemptRecord } from "../../src/store/marks.ts";
 import { enqueue, type EventCopy } from "../../src/store/enqueue.ts";
 import { dropBatches } from "../../src/store/drop.ts";

@@ -1,7 +1,7 @@
 // Operator transitions: replay, reclassify, retry, split, exclude, drop.
 import { describe, expect, test } from "bun:test";
 import { isHookspoolError } from "../../src/errors.ts";
-import { claimBatch, sealReady } from "../../src/store/batches.ts";
+import { claimBatch, sealReady } from "../../src/store/queue.ts";
 import { markDead, markRetry } from "../../src/store/marks.ts";
 import { batchContent, contentHash } from "../../src/store/content.ts";
 import { enqueue, quarantine } from "../../src/store/enqueue.ts";

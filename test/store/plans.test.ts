@@ -1,7 +1,7 @@
 // The dispatcher's per-tick queries never read the delivered history: each finds its rows by the
 // state indexes, or scans only the partial index of unfinished batches (batches_queue).
 import { expect, test } from "bun:test";
-import { tickQueryPlans } from "../../src/store/batches.ts";
+import { tickQueryPlans } from "../../src/store/queue.ts";
 import { freshSpool } from "../helpers/spool.ts";
 
 test("every per-tick query is an index search, or a scan of the unfinished batches only", () => {

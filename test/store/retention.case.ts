@@ -3,7 +3,7 @@ import { describe, expect, test } from "bun:test";
 import type { Database } from "bun:sqlite";
 import { statSync } from "node:fs";
 import { join } from "node:path";
-import { claimBatch } from "../../src/store/batches.ts";
+import { claimBatch } from "../../src/store/queue.ts";
 import { markDead, markDelivered, markRetry, type AttemptRecord } from "../../src/store/marks.ts";
 import { openSpool, quickCheck, type Spool } from "../../src/store/db.ts";
 import { enqueue, quarantine } from "../../src/store/enqueue.ts";

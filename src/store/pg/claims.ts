@@ -3,7 +3,7 @@
 // with FOR UPDATE SKIP LOCKED under the group's advisory lock and check again that it is the
 // head, so FIFO per key holds whoever claims; marks fenced by lease_owner as on SQLite; and the
 // recovery of leases whose owner is gone (lease_until passed), never of a live one.
-import type { Candidate, Claim, ClaimInput } from "../batches.ts";
+import type { Candidate, Claim, ClaimInput } from "../queue.ts";
 import type { DeadReason } from "../../delivery.ts";
 import { type MarkBase, scrubError } from "../marks.ts";
 import { num, type PgSpool, type Tx } from "./db.ts";

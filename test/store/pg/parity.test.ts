@@ -3,7 +3,7 @@
 // figures (status counts, dead reasons, oldest pending, leases). Skipped, saying so, without
 // PostgreSQL.
 import { afterAll, afterEach, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
-import { claimBatch } from "../../../src/store/batches.ts";
+import { claimBatch } from "../../../src/store/queue.ts";
 import type { Spool } from "../../../src/store/db.ts";
 import { type FailureInput, destinationRows, halfOpenIfCooled, pauseDestination, recordSuccessTx, recordTransportFailureTx, resumeDestination, setRetryAfterTx } from "../../../src/store/destinations.ts";
 import { enqueue, quarantine } from "../../../src/store/enqueue.ts";
