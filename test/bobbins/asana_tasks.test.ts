@@ -20,7 +20,7 @@ import { armSource, withArm } from "../helpers/arm.ts";
 import { startHookspool, waitFor } from "../helpers/proc.ts";
 import { Receiver } from "../helpers/receiver.ts";
 import { tempDir } from "../helpers/tmp.ts";
-import { builtin, type CaptureResult, expectAsCaptured, kitOf } from "./catalogue.ts";
+import { builtin, expectAsCaptured, KIT_DESTINATION, kitOf, type CaptureResult } from "./catalogue.ts";
 
 const bobbin = builtin("asana.tasks");
 const kit = kitOf(bobbin);
@@ -114,12 +114,7 @@ source = "asana"
 match = { event_type = "story", subtype = "comment_added" }
 destination = "comments"
 
-[destinations.kit]
-type = "http"
-url = "http://127.0.0.1:9/kit"
-allow_insecure = true
-unsigned = true
-
+${KIT_DESTINATION}
 [destinations.comments]
 type = "http"
 url = "http://127.0.0.1:9/comments"

@@ -3,7 +3,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createHmac } from "node:crypto";
 import { startIntake, type TestIntake } from "../helpers/intake.ts";
-import { builtin, expectAsCaptured, kitOf, runCatalogue } from "./catalogue.ts";
+import { builtin, expectAsCaptured, KIT_DESTINATION, kitOf, runCatalogue } from "./catalogue.ts";
 
 const bobbin = builtin("bitbucket.repo");
 const kit = kitOf(bobbin);
@@ -29,12 +29,7 @@ bobbin = "bitbucket.repo"
 secrets.secret = { file = "{{secret:bitbucket}}" }
 outputs = { "*" = "kit" }
 
-[destinations.kit]
-type = "http"
-url = "http://127.0.0.1:9/kit"
-allow_insecure = true
-unsigned = true
-`,
+${KIT_DESTINATION}`,
       { secrets: { bitbucket: SECRET } },
     );
   });

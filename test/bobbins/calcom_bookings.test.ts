@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "
 import { createHash, createHmac } from "node:crypto";
 import { capturesOf } from "../../src/bobbin/captures.ts";
 import { startIntake, type TestIntake } from "../helpers/intake.ts";
-import { builtin, expectAsCaptured, kitOf, runCatalogue } from "./catalogue.ts";
+import { builtin, expectAsCaptured, KIT_DESTINATION, kitOf, runCatalogue } from "./catalogue.ts";
 
 // Real hookspool processes on a shared 2-core machine: seconds, not the 5 s default.
 setDefaultTimeout(30_000);
@@ -40,12 +40,7 @@ bobbin = "calcom.bookings"
 secrets.secret = { file = "{{secret:calcom}}" }
 outputs = { "*" = "kit" }
 
-[destinations.kit]
-type = "http"
-url = "http://127.0.0.1:9/kit"
-allow_insecure = true
-unsigned = true
-`,
+${KIT_DESTINATION}`,
       { secrets: { calcom: SECRET } },
     );
   });

@@ -13,6 +13,14 @@ import { type Runtime, startHookspool, waitFor } from "../helpers/proc.ts";
 import { Receiver } from "../helpers/receiver.ts";
 import { tempDir } from "../helpers/tmp.ts";
 
+/** The destination a bobbin's "against an intake" tests route to: never reached (the intake only queues). */
+export const KIT_DESTINATION = `[destinations.kit]
+type = "http"
+url = "http://127.0.0.1:9/kit"
+allow_insecure = true
+unsigned = true
+`;
+
 export function builtin(name: string): Bobbin {
   const b = findBobbins({ bobbinPath: [], presets: Object.keys(DEFAULT_SPANS) }).bobbins.get(name);
   if (!b) throw new Error(`no built-in bobbin ${name}`);

@@ -4,7 +4,7 @@
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { createHmac } from "node:crypto";
 import { startIntake, type TestIntake } from "../helpers/intake.ts";
-import { builtin, expectAsCaptured, kitOf, runCatalogue } from "./catalogue.ts";
+import { builtin, expectAsCaptured, KIT_DESTINATION, kitOf, runCatalogue } from "./catalogue.ts";
 
 // Real hookspool processes on a shared 2-core machine: seconds, not the 5 s default.
 setDefaultTimeout(30_000);
@@ -48,12 +48,7 @@ bobbin = "clerk.users"
 secrets.secret = { file = "{{secret:clerk}}" }
 outputs = { "*" = "kit" }
 
-[destinations.kit]
-type = "http"
-url = "http://127.0.0.1:9/kit"
-allow_insecure = true
-unsigned = true
-
+${KIT_DESTINATION}
 # The development instance's events go elsewhere, by the instance attribute.
 [[routes]]
 name = "clerk-dev"

@@ -18,7 +18,7 @@ import { startIntake, type TestIntake } from "../helpers/intake.ts";
 import { startHookspool, waitFor } from "../helpers/proc.ts";
 import { Receiver } from "../helpers/receiver.ts";
 import { tempDir } from "../helpers/tmp.ts";
-import { builtin, kitOf } from "./catalogue.ts";
+import { builtin, KIT_DESTINATION, kitOf } from "./catalogue.ts";
 
 const bobbin = builtin("discord.interactions");
 const kit = kitOf(bobbin);
@@ -107,12 +107,7 @@ outputs = { "*" = "kit" }
       `${instance("discord", "kit")}
 ${instance("discord-hex", "kit-hex")}
 ${instance("fresh", "fresh")}
-[destinations.kit]
-type = "http"
-url = "http://127.0.0.1:9/kit"
-allow_insecure = true
-unsigned = true
-`,
+${KIT_DESTINATION}`,
       { secrets: { kit: PUBLIC_KEY, "kit-hex": kitHex, fresh: freshHex }, clockAt: NOW },
     );
   });

@@ -2,7 +2,7 @@
 // Idempotency-Key header as the dedup id, object_kind as the event type).
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { startIntake, type TestIntake } from "../helpers/intake.ts";
-import { builtin, expectAsCaptured, kitOf, runCatalogue } from "./catalogue.ts";
+import { builtin, expectAsCaptured, KIT_DESTINATION, kitOf, runCatalogue } from "./catalogue.ts";
 
 const bobbin = builtin("gitlab.project");
 const kit = kitOf(bobbin);
@@ -34,12 +34,7 @@ source = "gitlab"
 match = { event_type = "merge_request", action = "open" }
 destination = "kit"
 
-[destinations.kit]
-type = "http"
-url = "http://127.0.0.1:9/kit"
-allow_insecure = true
-unsigned = true
-`,
+${KIT_DESTINATION}`,
       { secrets: { gitlab: TOKEN } },
     );
   });

@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createHash, createHmac } from "node:crypto";
 import { capturesOf } from "../../src/bobbin/captures.ts";
 import { startIntake, type TestIntake } from "../helpers/intake.ts";
-import { builtin, expectAsCaptured, kitOf, runCatalogue } from "./catalogue.ts";
+import { builtin, expectAsCaptured, KIT_DESTINATION, kitOf, runCatalogue } from "./catalogue.ts";
 
 const bobbin = builtin("lemonsqueezy.billing");
 const kit = kitOf(bobbin);
@@ -38,12 +38,7 @@ bobbin = "lemonsqueezy.billing"
 secrets.secret = { file = "{{secret:lemonsqueezy}}" }
 outputs = { "*" = "kit" }
 
-[destinations.kit]
-type = "http"
-url = "http://127.0.0.1:9/kit"
-allow_insecure = true
-unsigned = true
-`,
+${KIT_DESTINATION}`,
       { secrets: { lemonsqueezy: SECRET } },
     );
   });

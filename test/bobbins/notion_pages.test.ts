@@ -9,7 +9,7 @@ import { existsSync, readFileSync, rmSync, statSync, writeFileSync } from "node:
 import { join } from "node:path";
 import { LOG_LINES, startIntake, type TestIntake } from "../helpers/intake.ts";
 import { armSource, withArm } from "../helpers/arm.ts";
-import { builtin, expectAsCaptured, runCatalogue } from "./catalogue.ts";
+import { builtin, expectAsCaptured, KIT_DESTINATION, runCatalogue } from "./catalogue.ts";
 
 const bobbin = builtin("notion.pages");
 const hex = (key: string, body: string) => createHmac("sha256", key).update(body).digest("hex");
@@ -46,12 +46,7 @@ source = "notion"
 match = { author_type = "bot" }
 destination = "kit"
 
-[destinations.kit]
-type = "http"
-url = "http://127.0.0.1:9/kit"
-allow_insecure = true
-unsigned = true
-`);
+${KIT_DESTINATION}`);
     file = join(t.home, "notion.secret");
   });
   afterAll(async () => {

@@ -15,7 +15,7 @@ import { LOG_LINES, startIntake, type TestIntake } from "../helpers/intake.ts";
 import { startHookspool, waitFor } from "../helpers/proc.ts";
 import { Receiver } from "../helpers/receiver.ts";
 import { tempDir } from "../helpers/tmp.ts";
-import { builtin, type CaptureResult, expectAsCaptured, kitOf } from "./catalogue.ts";
+import { builtin, expectAsCaptured, KIT_DESTINATION, kitOf, type CaptureResult } from "./catalogue.ts";
 
 // Real hookspool processes on a shared 2-core machine: seconds, not the 5 s default.
 setDefaultTimeout(30_000);
@@ -160,12 +160,7 @@ settings = { env = "sandbox", api_base_url = "${api}" }
 dedup_window_s = 600
 outputs = { "*" = "kit" }
 
-[destinations.kit]
-type = "http"
-url = "http://127.0.0.1:9/kit"
-allow_insecure = true
-unsigned = true
-`,
+${KIT_DESTINATION}`,
     { secrets: { client_id: CLIENT_ID, secret: SECRET }, clockAt: NOW },
   );
 }

@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "
 import { createHash } from "node:crypto";
 import { capturesOf } from "../../src/bobbin/captures.ts";
 import { startIntake, type TestIntake } from "../helpers/intake.ts";
-import { builtin, expectAsCaptured, kitOf, runCatalogue } from "./catalogue.ts";
+import { builtin, expectAsCaptured, KIT_DESTINATION, kitOf, runCatalogue } from "./catalogue.ts";
 
 // Real hookspool processes on a shared 2-core machine: seconds, not the 5 s default.
 setDefaultTimeout(30_000);
@@ -42,12 +42,7 @@ bobbin = "postmark.messages"
 secrets.secret = { file = "{{secret:postmark}}" }
 outputs = { "*" = "kit" }
 
-[destinations.kit]
-type = "http"
-url = "http://127.0.0.1:9/kit"
-allow_insecure = true
-unsigned = true
-
+${KIT_DESTINATION}
 # Broadcast-stream events go elsewhere, by the stream attribute.
 [[routes]]
 name = "postmark-broadcast"

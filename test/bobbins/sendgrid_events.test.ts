@@ -19,7 +19,7 @@ import { startIntake, type TestIntake } from "../helpers/intake.ts";
 import { startHookspool, waitFor } from "../helpers/proc.ts";
 import { Receiver } from "../helpers/receiver.ts";
 import { tempDir } from "../helpers/tmp.ts";
-import { builtin, type CaptureResult, expectAsCaptured, kitOf } from "./catalogue.ts";
+import { builtin, expectAsCaptured, KIT_DESTINATION, kitOf, type CaptureResult } from "./catalogue.ts";
 
 const bobbin = builtin("sendgrid.events");
 const kit = kitOf(bobbin);
@@ -126,12 +126,7 @@ outputs = { "*" = "kit" }
       `${instance("sendgrid")}
 ${instance("own")}
 ${instance("sdk")}
-[destinations.kit]
-type = "http"
-url = "http://127.0.0.1:9/kit"
-allow_insecure = true
-unsigned = true
-`,
+${KIT_DESTINATION}`,
       { secrets: { sendgrid: KEY, own: ownPublic, sdk: SDK_KEY }, clockAt: NOW },
     );
   });

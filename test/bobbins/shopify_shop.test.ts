@@ -5,7 +5,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createHmac } from "node:crypto";
 import { startIntake, type TestIntake } from "../helpers/intake.ts";
-import { builtin, expectAsCaptured, kitOf, runCatalogue } from "./catalogue.ts";
+import { builtin, expectAsCaptured, KIT_DESTINATION, kitOf, runCatalogue } from "./catalogue.ts";
 
 const bobbin = builtin("shopify.shop");
 const SECRET = kitOf(bobbin).secrets.secret;
@@ -32,12 +32,7 @@ bobbin = "shopify.shop"
 secrets.secret = { file = "{{secret:shopify}}" }
 outputs = { "*" = "kit" }
 
-[destinations.kit]
-type = "http"
-url = "http://127.0.0.1:9/kit"
-allow_insecure = true
-unsigned = true
-`,
+${KIT_DESTINATION}`,
       { secrets: { shopify: SECRET } },
     );
   });

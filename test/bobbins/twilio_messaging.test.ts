@@ -19,7 +19,7 @@ import { startIntake, type TestIntake } from "../helpers/intake.ts";
 import { startHookspool, waitFor } from "../helpers/proc.ts";
 import { Receiver } from "../helpers/receiver.ts";
 import { tempDir } from "../helpers/tmp.ts";
-import { builtin, type CaptureResult, expectAsCaptured, kitOf } from "./catalogue.ts";
+import { builtin, expectAsCaptured, KIT_DESTINATION, kitOf, type CaptureResult } from "./catalogue.ts";
 
 const bobbin = builtin("twilio.messaging");
 const kit = kitOf(bobbin);
@@ -136,12 +136,7 @@ secrets.secret = { file = "{{secret:doc}}" }
 settings = { public_url = "https://mycompany.com/myapp.php" }
 outputs = { "*" = "kit" }
 
-[destinations.kit]
-type = "http"
-url = "http://127.0.0.1:9/kit"
-allow_insecure = true
-unsigned = true
-`,
+${KIT_DESTINATION}`,
       { secrets: { twilio: TOKEN, doc: "12345" } },
     );
   });
