@@ -12,6 +12,7 @@ import { fakeDestination, rig } from "./helpers/dispatch.ts";
 import { startIntake } from "./helpers/intake.ts";
 import { waitFor } from "./helpers/proc.ts";
 import { freshSpool } from "./helpers/spool.ts";
+import { sqliteIssues } from "../src/store/sqlite-store.ts";
 import { runServiceContract } from "./service.case.ts";
 
 function recorder(name: string, log: string[], fail?: "start" | "stop"): Service {
@@ -174,7 +175,7 @@ describe("every long-lived part is a Service", () => {
     const t = freshSpool();
     const file = join(t.dir, "config.toml");
     writeFileSync(file, "");
-    const w = new ConfigWatcher({ file, mtimeMs: 0, loadOptions: { config: file, env: {}, cwd: t.dir }, spool: t.spool, log: createLogger("config"), now: () => t.clock.now(), apply: () => {}, onError: () => {} });
+    const w = new ConfigWatcher({ file, mtimeMs: 0, loadOptions: { config: file, env: {}, cwd: t.dir }, issues: sqliteIssues(t.spool), log: createLogger("config"), now: () => t.clock.now(), apply: () => {}, onError: () => {} });
     return { service: w, running: () => w.active, cleanup: () => t.spool.close() };
   });
 
@@ -184,7 +185,7 @@ describe("every long-lived part is a Service", () => {
     writeFileSync(file, "");
     let applied = 0;
     // mtime 0 differs from the file's, so the first poll applies it.
-    const w = new ConfigWatcher({ file, mtimeMs: 0, loadOptions: { config: file, env: {}, cwd: t.dir }, spool: t.spool, log: createLogger("config"), now: () => t.clock.now(), everyS: 0.001, apply: () => void applied++, onError: () => {} });
+    const w = new ConfigWatcher({ file, mtimeMs: 0, loadOptions: { config: file, env: {}, cwd: t.dir }, issues: sqliteIssues(t.spool), log: createLogger("config"), now: () => t.clock.now(), everyS: 0.001, apply: () => void applied++, onError: () => {} });
     await w.start();
     await waitFor("the watcher's reload", () => applied === 1);
     await w.stop();

@@ -9,6 +9,8 @@ import { BUILTIN_PREFIX, builtinModule, readBobbinManifest } from "../bobbin/reg
 import { isHookspoolError } from "../errors.ts";
 import { isPublic, NON_LOOPBACK_HINT, readListen } from "../config/listen.ts";
 import { loadSources } from "../config/sources.ts";
+import { isPostgres } from "../config/backend.ts";
+import { postgresRules } from "./postgres.ts";
 import { CorruptSpool, openVerified, requireCurrentSchema, schemaVersion, type Spool } from "../store/db.ts";
 import { LATEST_SCHEMA } from "../store/migrations.ts";
 import { type PluginFacts, routeProblems } from "./routes.ts";
@@ -149,7 +151,7 @@ export async function checkConfig(input: CheckInput, deps: CheckDeps, senders: R
     ...spoolModeRules(paths),
     ...processorStateRules(config, deps),
     ...processorModuleRules(config, deps),
-    ...(deps.skipDatabase ? [] : databaseRules(paths.spoolFile)),
+    ...(deps.skipDatabase ? [] : isPostgres(config) ? await postgresRules(config, deps.env) : databaseRules(paths.spoolFile)),
   ]);
 }
 

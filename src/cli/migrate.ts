@@ -6,6 +6,31 @@ import { openSpool } from "../store/db.ts";
 import { acquireLock } from "../store/lock.ts";
 import { migrate, pendingMigrations } from "../store/migrate.ts";
 import { type Cli, GLOBAL_ARGS, loadFor } from "./context.ts";
+import { randomBytes } from "node:crypto";
+import { isPostgres, openPgSpool } from "../config/backend.ts";
+import type { Config } from "../config/types.ts";
+import { HookspoolError } from "../errors.ts";
+import { migratePg, PG_LATEST_SCHEMA, PG_MIGRATIONS, pgSchemaVersion } from "../store/pg/migrate.ts";
+
+/** migrate on PostgreSQL: under the database's migrate lock (dispatch.lock is SQLite's), so running dispatchers may stay up. */
+async function migratePostgres(cli: Cli, config: Config, dryRun: boolean, say: (json: object, text: string) => void): Promise<number> {
+  const pg = openPgSpool(config, cli.io.env);
+  try {
+    await pg.ping();
+    if (dryRun) {
+      const from = await pgSchemaVersion(pg);
+      if (from > PG_LATEST_SCHEMA) throw new HookspoolError("E_SCHEMA", `the PostgreSQL spool is at schema ${from}, newer than this build (${PG_LATEST_SCHEMA}); run the newer hookspool`);
+      const pending = PG_MIGRATIONS.filter((m) => m.version > from).map((m) => m.name);
+      say({ from, pending, backend: "postgres" }, pending.length ? `would apply ${pending.join(", ")} (PostgreSQL schema ${from})` : `PostgreSQL schema ${from} is current; nothing to apply`);
+      return 0;
+    }
+    const r = await migratePg(pg, randomBytes(6).toString("hex"));
+    say({ ...r, backend: "postgres" }, r.applied.length ? `applied ${r.applied.join(", ")} (PostgreSQL schema ${r.from} -> ${r.to})` : `PostgreSQL schema ${r.to} is current; nothing to apply`);
+    return 0;
+  } finally {
+    await pg.close();
+  }
+}
 
 export function migrateCommand(cli: Cli): CommandDef {
   return {
@@ -14,9 +39,10 @@ export function migrateCommand(cli: Cli): CommandDef {
       ...GLOBAL_ARGS,
       "dry-run": { type: "boolean", description: "say what would be applied, change nothing" },
     },
-    run({ args }) {
-      const { paths } = loadFor(cli);
+    async run({ args }) {
+      const { paths, config } = loadFor(cli);
       const say = (json: object, text: string) => cli.io.out(cli.globals.json ? JSON.stringify(json) : text);
+      if (isPostgres(config)) return migratePostgres(cli, config, Boolean(args["dry-run"]), say);
       if (args["dry-run"] && !existsSync(paths.spoolFile)) {
         const pending = pendingMigrations(0).map((m) => m.name);
         say({ from: 0, pending }, `no spool at ${paths.spoolFile}; migrate would create it and apply ${pending.join(", ")}`);

@@ -10,7 +10,13 @@ import { Maintenance } from "../dispatch/maintenance.ts";
 import { HookspoolError } from "../errors.ts";
 import { Intake } from "../intake/server.ts";
 import { createLogger, type Logger } from "../log.ts";
-import { openForDispatch } from "../dispatch/open.ts";
+import { openForDispatch, openPgForDispatch } from "../dispatch/open.ts";
+import { PgMaintenance } from "../dispatch/pg-maintenance.ts";
+import { isPostgres } from "../config/backend.ts";
+import type { DispatchStore } from "../store/api.ts";
+import { pgDispatchStore } from "../store/pg/store.ts";
+import type { PgSpool } from "../store/pg/db.ts";
+import { hostname } from "node:os";
 import { type Service, startAll, stopAll } from "../service.ts";
 import type { Spool } from "../store/db.ts";
 import { effectiveNow, instanceId } from "../store/meta.ts";
@@ -49,11 +55,11 @@ async function preflight(cli: Cli, skipDatabase: boolean): Promise<LoadedConfig>
   return loaded;
 }
 
-function makeDispatcher(cli: Cli, loaded: LoadedConfig, spool: Spool): Dispatcher {
+function makeDispatcher(cli: Cli, loaded: LoadedConfig, on: { spool: Spool } | { store: DispatchStore }): Dispatcher {
   const log = createLogger("dispatch", { clock: cli.clock });
-  const inst = instanceId(spool);
+  const inst = "spool" in on ? instanceId(on.spool) : on.store.instanceId;
   return new Dispatcher({
-    spool,
+    ...on,
     loaded,
     loadOptions: loadOptions(cli),
     clock: cli.clock,
@@ -113,8 +119,9 @@ function dispatchCommand(cli: Cli): CommandDef {
     args: { ...GLOBAL_ARGS },
     async run() {
       const loaded = await preflight(cli, true);
+      if (isPostgres(loaded.config)) return servePg(cli, loaded, false);
       const opened = openForDispatch(loaded.paths, { clock: cli.clock });
-      const dispatcher = makeDispatcher(cli, loaded, opened.spool);
+      const dispatcher = makeDispatcher(cli, loaded, { spool: opened.spool });
       const dash = loaded.config.dashboard.listen ? [makeDashboard(cli, loaded, opened.spool, loaded.config.dashboard.listen, () => dispatcher.currentConfig())] : [];
       return serve(createLogger("dispatch", { clock: cli.clock }), [dispatcher, makeMaintenance(cli, loaded, opened.spool, dispatcher), ...dash], opened.close, () => dash.forEach((d) => announce(cli, d, loaded.paths.home)));
     },
@@ -127,12 +134,13 @@ function runCommand(cli: Cli): CommandDef {
     args: { ...GLOBAL_ARGS },
     async run() {
       const loaded = await preflight(cli, true);
+      if (isPostgres(loaded.config)) return servePg(cli, loaded, true);
       // One connection for both parts: the intake's busy timeout (10 s, then 503) is the one a
       // sender waits on, so it is the connection's; a dispatcher write that times out sooner is
       // retried on the next tick.
       const opened = openForDispatch(loaded.paths, { clock: cli.clock, busyTimeoutS: loaded.config.intake.busy_timeout_s });
       const { spool } = opened;
-      const dispatcher = makeDispatcher(cli, loaded, spool);
+      const dispatcher = makeDispatcher(cli, loaded, { spool });
       const log = createLogger("intake", { clock: cli.clock });
       // The intake tells the dispatcher when each batch may be ready, so none waits for a tick.
       const intake = new Intake({ loaded, loadOptions: loadOptions(cli), clock: cli.clock, log, env: cli.io.env, spool, wake: (at) => dispatcher.wake(at) });
@@ -141,6 +149,26 @@ function runCommand(cli: Cli): CommandDef {
       return serve(log, [dispatcher, makeMaintenance(cli, loaded, spool, dispatcher), intake, ...dash], opened.close, () => dash.forEach((d) => announce(cli, d, loaded.paths.home)));
     },
   };
+}
+
+/**
+ * dispatch (and run, with an intake beside it) on PostgreSQL: no dispatch.lock, migrations under
+ * the database's lock, maintenance led by whichever dispatcher holds the maintenance lock. The
+ * dashboard reads SQLite only, so [dashboard] listen is refused here rather than ignored.
+ */
+async function servePg(cli: Cli, loaded: LoadedConfig, withIntake: boolean): Promise<number> {
+  if (loaded.config.dashboard.listen) throw new HookspoolError("E_CONFIG", 'the dashboard reads a SQLite spool only; unset [dashboard] listen with spool.backend = "postgres"', { key: "dashboard.listen" });
+  const pg: PgSpool = await openPgForDispatch(loaded.config, cli.io.env);
+  try {
+    const store = await pgDispatchStore(pg, `${hostname()}:${process.pid}`);
+    const dispatcher = makeDispatcher(cli, loaded, { store });
+    const maintenance = new PgMaintenance({ pg, store, config: () => dispatcher.currentConfig(), clock: cli.clock, log: createLogger("maintenance", { clock: cli.clock }), env: cli.io.env });
+    const log = createLogger(withIntake ? "intake" : "dispatch", { clock: cli.clock });
+    const intake = withIntake ? [new Intake({ loaded, loadOptions: loadOptions(cli), clock: cli.clock, log, env: cli.io.env, wake: (at) => dispatcher.wake(at) })] : [];
+    return await serve(log, [dispatcher, maintenance, ...intake]);
+  } finally {
+    await pg.close();
+  }
 }
 
 /** The dashboard's default address when `hookspool dashboard` runs on its own. */

@@ -30,7 +30,9 @@ function commentedSection(name: string, field: Field, out: string[], active: Rec
       continue;
     }
     const env = f.env ? `; ${f.env} overrides` : "";
-    out.push(`# ${key} = ${tomlValue(f.default)}`.padEnd(48) + ` # ${f.doc}${env}`);
+    // A key without a default has no line to switch on: it is named, unset, with its meaning.
+    if (f.default === undefined) out.push(`# (${key}: unset)`.padEnd(48) + ` # ${f.doc}${env}`);
+    else out.push(`# ${key} = ${tomlValue(f.default)}`.padEnd(48) + ` # ${f.doc}${env}`);
   }
   for (const [key, f] of nested) {
     if (f.type.kind !== "section") continue;

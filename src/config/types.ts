@@ -86,7 +86,7 @@ export interface BobbinInstanceConfig extends PartialWindow {
 }
 
 export interface Config {
-  spool: { home: string; db: string; store_raw: boolean; bobbin_path: string[] };
+  spool: { home: string; db: string; store_raw: boolean; bobbin_path: string[]; backend: "sqlite" | "postgres"; url?: SecretRef; pool: number };
   dashboard: { listen: string; allow_non_loopback: boolean; actions: boolean };
   intake: { listen: string; allow_non_loopback: boolean; max_body_bytes: number; busy_timeout_s: number; threads: number };
   dispatch: {

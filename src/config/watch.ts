@@ -6,8 +6,7 @@ import { statSync } from "node:fs";
 import { HookspoolError } from "../errors.ts";
 import type { Logger } from "../log.ts";
 import { Periodic, type Service } from "../service.ts";
-import type { Spool } from "../store/db.ts";
-import { raiseIssue, resolveIssue } from "../store/issues.ts";
+import { type IssueSink, settle } from "../store/api.ts";
 import { loadConfig, type LoadOptions } from "./load.ts";
 import type { LoadedConfig } from "./types.ts";
 
@@ -18,7 +17,8 @@ export interface WatchOptions {
   mtimeMs: number | null;
   /** How it was found, so a reload reads the same file with the same precedence. */
   loadOptions: LoadOptions;
-  spool: Spool;
+  /** Where the config:file issue goes (raised on a bad reload, resolved on a good one). */
+  issues: IssueSink;
   log: Logger;
   /** The time issues are stamped with. */
   now(): number;
@@ -85,12 +85,8 @@ export class ConfigWatcher implements Service {
     }
     // The issue is a write, which a full or read-only spool refuses: the reload's outcome stands
     // either way, and the refusal is logged, never thrown into the caller's timer.
-    try {
-      if (applied) resolveIssue(this.o.spool, "config:file", now);
-      else raiseIssue(this.o.spool, { fingerprint: "config:file", kind: "config", error: what.slice(0, 300), now });
-    } catch (e) {
-      this.o.log.limited("error", "config:file issue not written", { reason: (e as { code?: string }).code ?? (e as Error).name });
-    }
+    const refused = (e: unknown) => this.o.log.limited("error", "config:file issue not written", { reason: (e as { code?: string }).code ?? (e as Error).name });
+    settle(() => (applied ? this.o.issues.resolveIssue("config:file", now) : this.o.issues.raiseIssue({ fingerprint: "config:file", kind: "config", error: what.slice(0, 300), now })), () => {}, refused);
     return applied;
   }
 }

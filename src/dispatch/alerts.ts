@@ -5,8 +5,9 @@ import type { Config } from "../config/types.ts";
 import type { Env } from "../config/load.ts";
 import { caughtFault, type Faults } from "../obs/faults.ts";
 import type { Logger } from "../log.ts";
-import type { Spool } from "../store/db.ts";
-import { alertSlotFree, type IssueRow, issuesToAlert, markAlerted } from "../store/issues.ts";
+import type { AlertStore } from "../store/api.ts";
+import type { IssueRow } from "../store/issues.ts";
+import { sqliteAlertStore } from "../store/sqlite-store.ts";
 import { Chore, type ChoreContext } from "./chores.ts";
 
 function ago(now: number, t: number): string {
@@ -46,7 +47,7 @@ export function alertText(i: IssueRow, now: number): string {
 }
 
 export interface AlertDeps {
-  spool: Spool;
+  store: AlertStore;
   config: Config;
   env: Env;
   log: Logger;
@@ -57,10 +58,10 @@ export interface AlertDeps {
 
 /** Send the alerts that are due. Returns the issue ids alerted. */
 export async function runAlerts(d: AlertDeps): Promise<number[]> {
-  const { spool, config, log, now } = d;
+  const { store, config, log, now } = d;
   const dry = config.alerts.dry || d.env.HOOKSPOOL_ALERT_DRY === "1";
   const sent: number[] = [];
-  for (const issue of issuesToAlert(spool)) {
+  for (const issue of await store.issuesToAlert()) {
     // One issue's failure (a refused write, a command that cannot start) never holds back the rest.
     try {
       if (await alertOne(d, issue, dry)) sent.push(issue.id);
@@ -74,11 +75,11 @@ export async function runAlerts(d: AlertDeps): Promise<number[]> {
 
 /** Send (or, dry, record) one issue's alert when its kind's slot is free; true when it went out. */
 async function alertOne(d: AlertDeps, issue: IssueRow, dry: boolean): Promise<boolean> {
-  const { spool, config, log, now } = d;
-  if (!alertSlotFree(spool, issue.kind, now, config.alerts.rate_limit_s)) return false;
+  const { store, config, log, now } = d;
+  if (!(await store.alertSlotFree(issue.kind, now, config.alerts.rate_limit_s))) return false;
   const text = alertText(issue, now);
   if (dry) {
-    markAlerted(spool, issue.id, issue.kind, now);
+    await store.markAlerted(issue.id, issue.kind, now);
     log.info("alert recorded (dry)", { reason: issue.fingerprint });
     return true;
   }
@@ -87,7 +88,7 @@ async function alertOne(d: AlertDeps, issue: IssueRow, dry: boolean): Promise<bo
     log.limited("warn", "alert command failed; will try again", { reason: issue.fingerprint, status: code ?? undefined });
     return false;
   }
-  markAlerted(spool, issue.id, issue.kind, now);
+  await store.markAlerted(issue.id, issue.kind, now);
   log.info("alert sent", { reason: issue.fingerprint });
   return true;
 }
@@ -121,6 +122,6 @@ async function runCommand(argv: string[], timeoutS: number, env: Env): Promise<n
 /** The alerts chore: every maintenance interval, send the alerts that are due. */
 export function alertsChore(ctx: ChoreContext): Chore {
   return new Chore("alerts", ctx, async () => {
-    await runAlerts({ spool: ctx.spool, config: ctx.config(), env: ctx.env, log: ctx.log, now: ctx.now(), faults: ctx.faults });
+    await runAlerts({ store: sqliteAlertStore(ctx.spool), config: ctx.config(), env: ctx.env, log: ctx.log, now: ctx.now(), faults: ctx.faults });
   });
 }

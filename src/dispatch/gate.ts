@@ -1,8 +1,7 @@
 // The destination gate (docs/state-machines.md): paused or open claim nothing, half_open one
 // rotating probe, closed up to max_inflight; a Retry-After deadline delays claiming without
 // changing state.
-import type { Spool } from "../store/db.ts";
-import { destinationState, halfOpenIfCooled } from "../store/destinations.ts";
+import type { DispatchStore } from "../store/api.ts";
 
 export interface GateDecision {
   /** How many batches may be claimed now. */
@@ -17,17 +16,17 @@ export interface GateDecision {
 
 const CLOSED_GATE: GateDecision = { slots: 0, probe: false, lastProbeBatchId: null };
 
-export function gate(spool: Spool, name: string, now: number, inflight: number, maxInflight: number): GateDecision {
-  let d = destinationState(spool, name);
+export async function gate(store: DispatchStore, name: string, now: number, inflight: number, maxInflight: number): Promise<GateDecision> {
+  let d = await store.destinationState(name);
   let halfOpened = false;
   if (d.state === "paused") return CLOSED_GATE;
   if (d.retry_after_until !== null && d.retry_after_until > now) return CLOSED_GATE;
   if (d.state === "open") {
     // The row already says whether the cooldown is over; a write only when it is.
     if (d.opened_at === null || d.cooldown_s === null || now < d.opened_at + d.cooldown_s) return CLOSED_GATE;
-    if (!halfOpenIfCooled(spool, name, now)) return CLOSED_GATE;
+    if (!(await store.halfOpenIfCooled(name, now))) return CLOSED_GATE;
     halfOpened = true;
-    d = destinationState(spool, name);
+    d = await store.destinationState(name);
   }
   if (d.state === "half_open") {
     // Half open: exactly one probe; nothing else while probe_until > now

@@ -13,22 +13,19 @@ import { Deadline, type Destination, deliveryId, outcome, type Outcome } from ".
 import { dispatchCounters } from "../obs/counters.ts";
 import { Faults, faultCounts } from "../obs/faults.ts";
 import type { Logger } from "../log.ts";
-import { redueConfigRetries } from "../store/attempts.ts";
-import { anyReadyNow, type Candidate, candidates, type Claim, type ClaimInput, claimBatches, nextReadyAt, recoverLeases, sealReady } from "../store/queue.ts";
-import { abandonAttempt } from "../store/marks.ts";
+import type { DispatchStore } from "../store/api.ts";
+import type { Candidate, Claim, ClaimInput } from "../store/queue.ts";
 import type { Policy } from "../store/outcome.ts";
-import { batchContent } from "../store/content.ts";
 import type { Spool } from "../store/db.ts";
 import type { NewEvent } from "../store/enqueue.ts";
-import { effectiveNow, instanceId, writeHeartbeat } from "../store/meta.ts";
-import { getBatch } from "../store/batches.ts";
+import { sqliteDispatchStore } from "../store/sqlite-store.ts";
 import { Periodic, type Service } from "../service.ts";
 import { testHook } from "../testhook.ts";
 import { buildDocument } from "./document.ts";
 import { resolveEmit } from "./emits.ts";
 import { stepPolls } from "./polls.ts";
 import { OutcomeWriter } from "./outcomes.ts";
-import { ReadyTimer, watchWrites } from "./wakeups.ts";
+import { ReadyTimer } from "./wakeups.ts";
 import { gate, pickProbe } from "./gate.ts";
 
 /** A worker aborts this long before its lease ends, so a live owner never loses it. */
@@ -37,7 +34,9 @@ export const DEADLINE_MARGIN_S = 5;
 export type DestinationFactory = (config: Config, name: string) => Destination | null;
 
 export interface DispatcherOptions {
-  spool: Spool;
+  /** The store it works on; without it, SQLite's over `spool`. */
+  store?: DispatchStore;
+  spool?: Spool;
   loaded: LoadedConfig;
   /** How the config was found, so a reload reads the same file. */
   loadOptions: LoadOptions;
@@ -89,9 +88,11 @@ export class Dispatcher implements Service {
   /** A delivery ended during this tick: run it once more. */
   private again = false;
   private readonly readyTimer = new ReadyTimer(() => this.kick());
-  private unwatch: (() => void) | null = null;
+  private unwatch: (() => Promise<void> | void) | null = null;
   private lastHeartbeat = Number.NEGATIVE_INFINITY;
-  private instance: string;
+  private readonly store: DispatchStore;
+  /** now_eff as the last tick read it (a config reload's issue is timed by it). */
+  private nowEff = Number.NEGATIVE_INFINITY;
   /** What its loops catch: refused writes (counted, logged, one issue) and bugs (an internal issue). */
   private readonly faults: Faults;
   /** Attempts that end together share one outcome transaction. */
@@ -99,22 +100,24 @@ export class Dispatcher implements Service {
 
   constructor(private readonly o: DispatcherOptions) {
     this.config = o.loaded.config;
+    if (o.store) this.store = o.store;
+    else if (o.spool) this.store = sqliteDispatchStore(o.spool);
+    else throw new Error("a dispatcher needs a store or a spool");
     this.watcher = new ConfigWatcher({
       file: o.loaded.paths.config,
       mtimeMs: o.loaded.mtimeMs,
       loadOptions: o.loadOptions,
-      spool: o.spool,
+      issues: this.store,
       log: o.log,
-      now: () => effectiveNow(o.spool),
+      now: () => Math.max(o.clock.now(), this.nowEff),
       apply: (loaded) => this.apply(loaded),
       // Never started: the tick polls it, and the tick's own catch takes what it throws.
       onError: (e) => this.survive("config reload", e),
     });
     this.host = o.host ?? hostname();
     this.pid = o.pid ?? process.pid;
-    this.instance = instanceId(o.spool);
-    this.faults = new Faults(o.spool, "dispatcher", o.log, () => o.clock.now());
-    this.outcomes = new OutcomeWriter(o.spool);
+    this.faults = new Faults(this.store, "dispatcher", o.log, () => o.clock.now());
+    this.outcomes = new OutcomeWriter(this.store);
   }
 
   /**
@@ -146,25 +149,29 @@ export class Dispatcher implements Service {
   }
 
   /**
-   * Startup: every leased row belongs to a dead process, since this one holds the flock; they
-   * go back to retry, due now, uncounted. Then tick every poll_s.
+   * Startup: leases of a previous run go back to retry, due now, uncounted (on SQLite every
+   * lease, since this process holds the flock; on PostgreSQL the expired ones, since other
+   * dispatchers may be live). Then tick every poll_s, and between ticks when another process writes.
    */
   async start(): Promise<void> {
     if (this.running) return;
     this.running = true;
     this.stopping = false;
-    const recovered = recoverLeases(this.o.spool, { now: effectiveNow(this.o.spool), all: true });
+    const recovered = await this.store.recoverLeases({ now: await this.store.effectiveNow(), startup: true });
     if (recovered.length) this.o.log.warn("recovered leases of a previous run", { reason: `${recovered.length} batch(es)` });
-    this.unwatch = watchWrites(this.o.spool, () => this.otherWrote(), (e) => this.survive("write watch", e));
+    this.unwatch = await this.store.watchWork(
+      () => void this.otherWrote().catch((e) => this.survive("write watch", e)),
+      (e) => this.survive("write watch", e),
+    );
     await this.ticker.start();
   }
 
   /** Another process committed: tick if a batch is ready now, else arm the timer for the next. */
-  private otherWrote(): void {
+  private async otherWrote(): Promise<void> {
     if (!this.running || this.stopping) return;
-    const now = effectiveNow(this.o.spool);
-    if (anyReadyNow(this.o.spool, now)) this.kick();
-    else this.armReadiness(now);
+    const now = await this.store.effectiveNow();
+    if (await this.store.anyReadyNow(now)) this.kick();
+    else await this.armReadiness(now);
   }
 
   /** Stop claiming; let in-flight attempts finish or hit their deadline. */
@@ -172,10 +179,12 @@ export class Dispatcher implements Service {
     this.running = false;
     this.stopping = true;
     this.readyTimer.clear();
-    this.unwatch?.();
+    const unwatch = this.unwatch;
     this.unwatch = null;
+    await unwatch?.();
     await this.ticker.stop();
     await this.drain();
+    await this.store.release(this.host, this.pid).catch((e) => this.survive("release", e));
   }
 
   /** Wait for every delivery in flight. */
@@ -210,7 +219,7 @@ export class Dispatcher implements Service {
     this.sources = sources;
     this.destinationCache = new Map();
     // A fix (or a reload race between the two processes) costs seconds, not the backoff cap.
-    const due = redueConfigRetries(this.o.spool, effectiveNow(this.o.spool));
+    const due = await this.store.redueConfigRetries(await this.store.effectiveNow());
     this.o.log.info("config reloaded", { reason: due ? `${due} config retries due now` : undefined });
   }
 
@@ -223,7 +232,7 @@ export class Dispatcher implements Service {
       this.again = false;
       try {
         await this.tickOnce();
-        this.armReadiness(effectiveNow(this.o.spool));
+        await this.armReadiness(await this.store.effectiveNow());
       } catch (e) {
         this.survive("tick", e);
       }
@@ -234,9 +243,9 @@ export class Dispatcher implements Service {
    * Claim at the instant a batch becomes ready rather than at the next tick: one timer on the
    * earliest such instant before the tick's own, moved only when an earlier one appears.
    */
-  private armReadiness(now: number): void {
+  private async armReadiness(now: number): Promise<void> {
     if (!this.running || this.stopping) return;
-    const at = nextReadyAt(this.o.spool, now);
+    const at = await this.store.nextReadyAt(now);
     if (at !== null) this.readyTimer.arm(at, now, this.config.dispatch.poll_s);
   }
 
@@ -266,25 +275,29 @@ export class Dispatcher implements Service {
   }
 
   private async tickOnce(): Promise<void> {
-    const spool = this.o.spool;
+    const store = this.store;
     dispatchCounters.wakeups++;
     this.faults.flush();
     await this.reloadIfChanged();
     if (this.sources === null) this.sources = await this.loadSources(this.config);
-    const now = effectiveNow(spool);
-    // The poll clock first, so a tick enqueued now seals and is claimed in this same tick.
-    for (const [instance, step] of stepPolls(spool, this.config, now, this.o.rng, (_i, e) => this.survive("poll clock", e))) {
-      if (step === "ticked" || step === "skipped") this.o.log.info(step === "ticked" ? "poll tick" : "poll skipped: the last tick is not done", { source: instance });
+    const now = await store.effectiveNow();
+    this.nowEff = now;
+    // The poll clock first, so a tick enqueued now seals and is claimed in this same tick; only
+    // the dispatcher that leads runs it (on PostgreSQL, the holder of the maintenance lock).
+    if (await store.leads(now)) {
+      for (const [instance, step] of await stepPolls(store, this.config, now, this.o.rng, (_i, e) => this.survive("poll clock", e))) {
+        if (step === "ticked" || step === "skipped") this.o.log.info(step === "ticked" ? "poll tick" : "poll skipped: the last tick is not done", { source: instance });
+      }
     }
     // Sealing is a property of the batch, not of the destination: before any gate.
-    sealReady(spool, now);
-    recoverLeases(spool, { now, all: false, live: this.live });
+    await store.sealReady(now);
+    await store.recoverLeases({ now, startup: false, live: this.live });
     // A worker's timer runs in real time; when the clock jumps forward its deadline may already
     // have passed in now_eff terms, so it ends now as a transport failure.
     for (const d of this.deadlines.values()) d.endIfPast(now);
     if (this.o.clock.now() - this.lastHeartbeat >= this.config.dispatch.heartbeat_s || this.o.clock.now() < this.lastHeartbeat) {
       // The dispatcher's own caught failures (under run the intake counts its own in memory).
-      writeHeartbeat(spool, now, this.pid, JSON.stringify(faultCounts().filter((f) => f.component !== "intake")));
+      await store.writeHeartbeat(now, this.host, this.pid, JSON.stringify(faultCounts().filter((f) => f.component !== "intake")));
       this.lastHeartbeat = this.o.clock.now();
     }
     if (this.stopping) return;
@@ -293,7 +306,7 @@ export class Dispatcher implements Service {
     const byDestination = new Map<string, Candidate[]>();
     // No destination takes more than `free` of them: asking for more would read rows never claimed.
     // Two at least: a half-open breaker's probe rotates away from the batch it probed last.
-    for (const c of candidates(spool, now, Math.max(free, 2))) {
+    for (const c of await store.candidates(now, Math.max(free, 2))) {
       const list = byDestination.get(c.destination) ?? [];
       list.push(c);
       byDestination.set(c.destination, list);
@@ -303,7 +316,7 @@ export class Dispatcher implements Service {
       if (free <= 0) break;
       const dest = this.destination(name);
       const maxInflight = dest?.maxInflight ?? 1;
-      const g = gate(spool, name, now, this.inflight.get(name) ?? 0, maxInflight);
+      const g = await gate(store, name, now, this.inflight.get(name) ?? 0, maxInflight);
       if (g.halfOpened) this.o.log.warn("breaker half-open: cooldown over, one probe next", { destination: name });
       if (g.slots <= 0) continue;
       const chosen = g.probe ? [pickProbe(due, g.lastProbeBatchId)].filter((x): x is Candidate => x !== undefined) : due.slice(0, Math.min(g.slots, free));
@@ -311,8 +324,7 @@ export class Dispatcher implements Service {
       free -= chosen.length;
     }
     // Every slot this tick fills, leased in one transaction.
-    const claims = claimBatches(
-      spool,
+    const claims = await store.claimBatches(
       picks.map((p) => this.claimInput(p.c, p.dest, now, p.probe)),
     );
     if (picks.length > 0) {
@@ -327,19 +339,22 @@ export class Dispatcher implements Service {
     });
   }
 
-  private claimInput(c: Candidate, dest: Destination | null, now: number, probe: boolean): ClaimInput {
+  private claimInput(c: Candidate, dest: Destination | null, now: number, probe: boolean): ClaimInput & { route: string; key: string } {
     const settings = destinationSettings(this.config, c.destination);
     const timeoutS = dest?.timeoutS ?? settings?.timeout_s ?? 30;
     const idempotency = dest?.idempotency ?? "per-batch";
+    const instance = this.store.instanceId;
     return {
       batchId: c.id,
+      route: c.route,
+      key: c.key,
       destination: c.destination,
       now,
       leaseUntil: now + timeoutS + this.config.dispatch.lease_grace_s,
       host: this.host,
       pid: this.pid,
       probe,
-      deliveryId: (attemptId, _n, resend) => deliveryId(idempotency === "per-event" ? "per-batch" : idempotency, this.instance, c.id, attemptId, undefined, resend),
+      deliveryId: (attemptId, _n, resend) => deliveryId(idempotency === "per-event" ? "per-batch" : idempotency, instance, c.id, attemptId, undefined, resend),
     };
   }
 
@@ -360,22 +375,22 @@ export class Dispatcher implements Service {
   }
 
   private async deliver(c: Candidate, dest: Destination | null, claim: Claim, startedAt: number, probe: boolean): Promise<void> {
-    const spool = this.o.spool;
+    const store = this.store;
     const { clock, log } = this.o;
     const t0 = performance.now();
     let o: Outcome;
     let emits: NewEvent[] = [];
-    const batch = getBatch(spool, c.id);
+    const batch = await store.getBatch(c.id);
     if (!batch) {
       // Claimed and gone (nothing deletes a leased batch, but never leave the attempt to its lease).
-      abandonAttempt(spool, claim.attemptId, effectiveNow(spool), "batch missing after claim");
+      await store.abandonAttempt(claim.attemptId, await store.effectiveNow(), "batch missing after claim");
       log.warn("batch missing after claim; attempt closed", { destination: c.destination, batch: c.id });
       return;
     }
     if (!dest) {
       o = outcome({ kind: "retry", klass: "config", reason: "unknown destination", detail: `no destination named ${c.destination} in the config` });
     } else {
-      const doc = buildDocument({ batch, content: batchContent(spool, c.id), deliveryId: claim.deliveryId ?? "", attempt: claim.n });
+      const doc = buildDocument({ batch, content: await store.batchContent(c.id), deliveryId: claim.deliveryId ?? "", attempt: claim.n });
       // The attempt's one deadline: timeout_s, or the worker deadline if sooner.
       const deadline = new Deadline({ timeoutS: dest.timeoutS, workerAt: claim.leaseUntil - DEADLINE_MARGIN_S, clock });
       this.deadlines.set(claim.owner, deadline);
@@ -413,7 +428,7 @@ export class Dispatcher implements Service {
       }
     }
     const durationMs = performance.now() - t0;
-    const now = effectiveNow(spool);
+    const now = await store.effectiveNow();
     const r = await this.outcomes.record({
       batchId: c.id,
       attemptId: claim.attemptId,

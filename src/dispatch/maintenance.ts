@@ -4,6 +4,7 @@
 import type { Service } from "../service.ts";
 import { startAll, stopAll } from "../service.ts";
 import { Faults } from "../obs/faults.ts";
+import { sqliteIssues } from "../store/sqlite-store.ts";
 import { alertsChore } from "./alerts.ts";
 import type { Chore, ChoreContext } from "./chores.ts";
 import { pollLiveness, sourceLiveness } from "./liveness.ts";
@@ -20,7 +21,7 @@ export class Maintenance implements Service {
   private readonly faults: Faults;
 
   constructor(o: MaintenanceOptions) {
-    this.faults = new Faults(o.spool, "maintenance", o.log, () => o.clock.now());
+    this.faults = new Faults(sqliteIssues(o.spool), "maintenance", o.log, () => o.clock.now());
     const ctx: ChoreContext = { ...o, faults: this.faults };
     this.chores = [sourceLiveness(ctx), pollLiveness(ctx), spoolLimits(ctx), alertsChore(ctx), retentionPass(ctx)];
   }

@@ -1,8 +1,8 @@
 // The ends of attempts, written together: deliveries that finish in the same turn of the event
 // loop share one outcome transaction (one fsync for all of them) instead of one each. Each is
 // still decided alone, under its own savepoint, behind its own lease fence.
-import { type OutcomeInput, type Recorded, recordOutcomes } from "../store/outcome.ts";
-import type { Spool } from "../store/db.ts";
+import type { DispatchStore } from "../store/api.ts";
+import type { OutcomeInput, Recorded } from "../store/outcome.ts";
 import { dispatchCounters } from "../obs/counters.ts";
 
 /** At most this many outcomes in one transaction; the rest go in the next. */
@@ -20,7 +20,7 @@ export class OutcomeWriter {
   /** Transactions written and outcomes in them (for the benchmark and tests). */
   readonly stats = { commits: 0, outcomes: 0 };
 
-  constructor(private readonly spool: Spool) {}
+  constructor(private readonly store: Pick<DispatchStore, "recordOutcomes">) {}
 
   /** Resolves once the transaction holding this outcome has committed; rejects when it failed. */
   record(input: OutcomeInput): Promise<Recorded> {
@@ -35,16 +35,16 @@ export class OutcomeWriter {
     this.scheduled = true;
     // setImmediate, not a microtask: the other deliveries whose responses arrived in this turn
     // of the event loop get to finish first and join.
-    setImmediate(() => this.flush());
+    setImmediate(() => void this.flush());
   }
 
-  private flush(): void {
+  private async flush(): Promise<void> {
     this.scheduled = false;
     const take = this.pending.splice(0, MAX_PER_COMMIT);
     if (this.pending.length > 0) this.schedule();
     let recorded: (Recorded | Error)[];
     try {
-      recorded = recordOutcomes(this.spool, take.map((p) => p.input));
+      recorded = await this.store.recordOutcomes(take.map((p) => p.input));
     } catch (e) {
       for (const p of take) p.reject(e);
       return;

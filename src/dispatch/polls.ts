@@ -8,8 +8,8 @@ import { resolveCopies } from "../config/routes.ts";
 import type { Config } from "../config/types.ts";
 import { spanWindow } from "../config/windows.ts";
 import type { NewEvent } from "../store/enqueue.ts";
-import type { Spool } from "../store/db.ts";
-import { type PollStep, stepPoll } from "../store/polls.ts";
+import type { DispatchStore } from "../store/api.ts";
+import type { PollStep } from "../store/polls.ts";
 
 /** The tick event of instance `i` for the scheduled time `at`. */
 export function tickEvent(config: Config, instance: string, at: number): NewEvent {
@@ -22,12 +22,12 @@ export function tickEvent(config: Config, instance: string, at: number): NewEven
  * One step for every poll source; what each did (for logs and tests). One instance that fails
  * (a refused write) is handed to `onError` and the others still step.
  */
-export function stepPolls(spool: Spool, config: Config, now: number, rng: Rng, onError: (instance: string, e: unknown) => void): Map<string, PollStep> {
+export async function stepPolls(store: DispatchStore, config: Config, now: number, rng: Rng, onError: (instance: string, e: unknown) => void): Promise<Map<string, PollStep>> {
   const out = new Map<string, PollStep>();
   for (const [name, src] of Object.entries(config.sources)) {
     if (src.kind !== "poll" || !src.every_s) continue;
     try {
-      const step = stepPoll(spool, { instance: name, everyS: src.every_s, jitterS: src.jitter_s ?? 0 }, now, rng, (at) => tickEvent(config, name, at));
+      const step = await store.stepPoll({ instance: name, everyS: src.every_s, jitterS: src.jitter_s ?? 0 }, now, rng, (at) => tickEvent(config, name, at));
       if (step) out.set(name, step);
     } catch (e) {
       onError(name, e);

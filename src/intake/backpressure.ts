@@ -63,9 +63,15 @@ export class Backpressure {
   }
 }
 
-/** Which 503 a failed spool write earns: busy (SQLITE_BUSY) or full (SQLITE_FULL, ENOSPC). */
+/**
+ * Which 503 a failed spool write earns: busy (SQLITE_BUSY; on PostgreSQL anything but a full
+ * disk: a lost connection, a deadlock, a server shutting down) or full (SQLITE_FULL, ENOSPC,
+ * PostgreSQL's class 53). A PostgreSQL failure is never read as the request's own fault (which
+ * would quarantine it and ack it): the sender keeps the event and tries again.
+ */
 export function spoolFailure(e: unknown): "busy" | "spool_full" | null {
   const code = (e as { code?: string } | null)?.code ?? "";
+  if (code.startsWith("ERR_POSTGRES_")) return String((e as { errno?: unknown }).errno ?? "").startsWith("53") ? "spool_full" : "busy";
   if (code === "SQLITE_BUSY" || code === "SQLITE_LOCKED" || code.startsWith("SQLITE_BUSY_")) return "busy";
   if (code === "SQLITE_FULL" || code === "ENOSPC" || code === "SQLITE_IOERR" || code.startsWith("SQLITE_IOERR_") || code === "SQLITE_READONLY" || code === "SQLITE_CANTOPEN") return "spool_full";
   return null;

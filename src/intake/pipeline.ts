@@ -7,9 +7,8 @@ import type { Config } from "../config/types.ts";
 import { errorClass, type Faults } from "../obs/faults.ts";
 import type { Logger } from "../log.ts";
 import type { HookRequest, HookResponse } from "../plugin/types.ts";
-import type { Spool } from "../store/db.ts";
-import { type EnqueueResult, type EventCopy, type Placed, quarantine } from "../store/enqueue.ts";
-import type { GroupCommit } from "../store/group.ts";
+import type { IntakeStore } from "../store/api.ts";
+import type { EnqueueResult, EventCopy, Placed } from "../store/enqueue.ts";
 import { testHook } from "../testhook.ts";
 import { type Backpressure, spoolFailure } from "./backpressure.ts";
 import type { IntakeMetrics, RejectReason } from "./metrics.ts";
@@ -20,9 +19,8 @@ import { ARM_PARAM, keepLearnedSecret } from "./learn.ts";
 import { emptyReply, evaluationReply, LENGTH_REQUIRED, pluginReply, type Reply, SPOOL_BUSY, SPOOL_FULL, statusReply, TOO_LARGE } from "./replies.ts";
 
 export interface PipelineDeps {
-  spool: Spool;
   /** Every event's enqueue goes through it: requests that are ready together commit together. */
-  group: GroupCommit;
+  store: IntakeStore;
   config(): Config;
   sources(): Map<string, IntakeSource>;
   log: Logger;
@@ -122,7 +120,7 @@ export async function handleHook(d: PipelineDeps, input: HookInput): Promise<Rep
       d.log.info("ignored", { source: name, reason: ev.reason });
       return evaluationReply(ev);
     case "quarantine":
-      return quarantined(d, src, req, input.url, headers, ev.error);
+      return await quarantined(d, src, req, input.url, headers, ev.error);
     case "classified":
       break;
   }
@@ -132,7 +130,7 @@ export async function handleHook(d: PipelineDeps, input: HookInput): Promise<Rep
   // after COMMIT returned
   let results: EnqueueResult[];
   try {
-    results = await d.group.enqueueAll(classified.events, req.now);
+    results = await d.store.enqueueAll(classified.events, req.now);
     d.backpressure.writeOk();
   } catch (e) {
     const failure = spoolFailure(e);
@@ -170,12 +168,11 @@ export async function handleHook(d: PipelineDeps, input: HookInput): Promise<Rep
 }
 
 /** Keep a verified request our code could not classify: 202 quarantined, never a 5xx. */
-function quarantined(d: PipelineDeps, src: IntakeSource, req: HookRequest, url: string, headers: [string, string][], e: unknown): Reply {
+async function quarantined(d: PipelineDeps, src: IntakeSource, req: HookRequest, url: string, headers: [string, string][], e: unknown): Promise<Reply> {
   const reason = quarantineReason(e);
   const allowed = new Set(src.quarantineHeaders);
   try {
-    const q = quarantine(
-      d.spool,
+    const q = await d.store.quarantine(
       { source: src.name, raw: req.body, headers: Object.fromEntries(headers.filter(([k]) => allowed.has(k))), authHeaders: src.authHeaders, url: storableUrl(url, src.secretParams), reason },
       req.now,
     );

@@ -10,7 +10,12 @@ import type { Logger } from "../log.ts";
 import { Faults } from "../obs/faults.ts";
 import { renderSpoolMetrics } from "../obs/metrics.ts";
 import { openSpool, requireCurrentSchema, type Spool } from "../store/db.ts";
-import { GroupCommit } from "../store/group.ts";
+import type { IntakeStore } from "../store/api.ts";
+import { sqliteIntakeStore } from "../store/sqlite-store.ts";
+import { pgIntakeStore } from "../store/pg/store.ts";
+import { requirePgSchema } from "../store/pg/migrate.ts";
+import type { PgSpool } from "../store/pg/db.ts";
+import { isPostgres, openPgSpool } from "../config/backend.ts";
 import { Backpressure } from "./backpressure.ts";
 import { Health } from "./health.ts";
 import { IntakeMetrics } from "./metrics.ts";
@@ -92,6 +97,8 @@ export class Intake implements Service {
   private companions: Service[] = [];
   private spool: Spool | null = null;
   private ownSpool = false;
+  /** On PostgreSQL: this process's pool (the intake always opens its own). */
+  private pg: PgSpool | null = null;
   private config: Config;
   private sources = new Map<string, IntakeSource>();
   private watcher: ConfigWatcher | null = null;
@@ -122,21 +129,29 @@ export class Intake implements Service {
   private async listen(): Promise<void> {
     const { loaded, clock, log } = this.opts;
     const listen = parseListen(this.config.intake.listen, this.config.intake.allow_non_loopback);
-    if (this.opts.spool) {
-      this.spool = this.opts.spool;
+    let store: IntakeStore;
+    if (isPostgres(this.config)) {
+      this.pg = openPgSpool(this.config, this.opts.env ?? process.env);
+      await this.pg.ping();
+      // The intake never migrates: another schema version is exit 2, "run hookspool migrate".
+      await requirePgSchema(this.pg);
+      store = pgIntakeStore(this.pg);
     } else {
-      this.spool = openSpool(loaded.paths.spoolFile, { create: false, busyTimeoutS: this.config.intake.busy_timeout_s, clock });
-      this.ownSpool = true;
+      if (this.opts.spool) {
+        this.spool = this.opts.spool;
+      } else {
+        this.spool = openSpool(loaded.paths.spoolFile, { create: false, busyTimeoutS: this.config.intake.busy_timeout_s, clock });
+        this.ownSpool = true;
+      }
+      requireCurrentSchema(this.spool);
+      store = sqliteIntakeStore(this.spool);
     }
-    // The intake never migrates: an older schema is exit 2, "run hookspool migrate".
-    requireCurrentSchema(this.spool);
     this.sources = await loadSources(this.config, { configDir: dirname(loaded.paths.config ?? loaded.paths.home), env: this.opts.env, file: loaded.paths.config ?? "config.toml" });
     this.backpressure = new Backpressure(loaded.paths.spoolFile, this.config.limits.min_free_bytes, clock, this.opts.diskFree);
-    const faults = new Faults(this.spool, "intake", log, () => clock.now());
-    this.health = new Health(this.spool, loaded.paths.spoolFile, clock, this.backpressure, () => faults.flush());
+    const faults = new Faults(store, "intake", log, () => clock.now());
+    this.health = this.spool ? new Health(this.spool, loaded.paths.spoolFile, clock, this.backpressure, () => faults.flush()) : null;
     const deps = {
-      spool: this.spool,
-      group: new GroupCommit(this.spool),
+      store,
       config: () => this.config,
       sources: () => this.sources,
       log,
@@ -156,7 +171,7 @@ export class Intake implements Service {
         // A read the spool cannot answer (a stuck lock, an I/O error) is our outage, not a 500.
         if (url.pathname === "/healthz" && req.method === "GET") {
           try {
-            const { code, doc } = (this.health as Health).check(this.config, this.sources);
+            const { code, doc } = this.health ? this.health.check(this.config, this.sources) : await this.pgHealth();
             return Response.json(doc, { status: code });
           } catch (e) {
             return Response.json({ ok: false, degraded: [`spool: unreadable (${faults.caught("health check", e)})`] }, { status: 503 });
@@ -164,7 +179,8 @@ export class Intake implements Service {
         }
         if (url.pathname === "/metrics" && req.method === "GET") {
           try {
-            const tables = renderSpoolMetrics(this.spool as Spool, this.config, loaded.paths.spoolFile, { now: clock.now(), diskFree: this.backpressure?.freeReading() });
+            // On PostgreSQL the spool's figures come from `hookspool status`; the intake shows its own.
+            const tables = !this.spool ? "" : renderSpoolMetrics(this.spool, this.config, loaded.paths.spoolFile, { now: clock.now(), diskFree: this.backpressure?.freeReading() });
             return new Response(this.metrics.render() + tables, { headers: { "Content-Type": "text/plain; version=0.0.4" } });
           } catch (e) {
             faults.caught("metrics", e);
@@ -211,7 +227,7 @@ export class Intake implements Service {
       file: loaded.paths.config,
       mtimeMs: loaded.mtimeMs,
       loadOptions: this.opts.loadOptions,
-      spool: this.spool,
+      issues: store,
       log,
       now: () => clock.now(),
       everyS: RELOAD_EVERY_S,
@@ -260,5 +276,18 @@ export class Intake implements Service {
     if (this.ownSpool && this.spool) this.spool.close();
     this.ownSpool = false;
     this.spool = null;
+    const pg = this.pg;
+    this.pg = null;
+    await pg?.close();
+  }
+
+  /** /healthz on PostgreSQL: 200 while the database answers, 503 (with the error's class) when not. */
+  private async pgHealth(): Promise<{ code: number; doc: Record<string, unknown> }> {
+    try {
+      await (this.pg as PgSpool).ping();
+      return { code: 200, doc: { ok: true, backend: "postgres", degraded: [] } };
+    } catch (e) {
+      return { code: 503, doc: { ok: false, backend: "postgres", degraded: [`spool: ${(e as Error).message}`] } };
+    }
   }
 }

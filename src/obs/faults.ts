@@ -3,8 +3,7 @@
 // and logged without flooding; a refused write also opens the spool issue. Anything else is a bug
 // in hookspool: counted apart, logged with where it happened, and an internal issue.
 import { isHookspoolError } from "../errors.ts";
-import type { Spool } from "../store/db.ts";
-import { raiseIssue } from "../store/issues.ts";
+import { type IssueSink, settle } from "../store/api.ts";
 import type { LogFields, Logger } from "../log.ts";
 
 /** The class of a caught error: SQLite's or the OS's code (SQLITE_FULL, ENOSPC), else its name. */
@@ -84,7 +83,7 @@ export function caughtFault(log: Logger, component: string, what: string, e: unk
 export function isSpoolWriteError(e: unknown): boolean {
   const code = (e as { code?: unknown } | null)?.code;
   if (typeof code !== "string") return false;
-  return /^SQLITE_(FULL|BUSY|LOCKED|IOERR|READONLY|CANTOPEN|PERM)/.test(code) || code === "ENOSPC" || code === "EDQUOT" || code === "EROFS";
+  return /^SQLITE_(FULL|BUSY|LOCKED|IOERR|READONLY|CANTOPEN|PERM)/.test(code) || code.startsWith("ERR_POSTGRES_") || code === "ENOSPC" || code === "EDQUOT" || code === "EROFS";
 }
 
 /** SQLITE_BUSY waits busy_timeout before it fails: never start another write right after one. */
@@ -109,7 +108,7 @@ export class WriteFailures {
   private triedAt = Number.NEGATIVE_INFINITY;
 
   constructor(
-    private readonly spool: Spool,
+    private readonly issues: IssueSink,
     private readonly component: string,
     private readonly log: Logger,
     private readonly now: () => number,
@@ -136,17 +135,21 @@ export class WriteFailures {
     if (now - this.triedAt < WRITE_ISSUE_RETRY_S && now >= this.triedAt) return;
     this.triedAt = now;
     const { klass, count } = this.pending;
-    try {
-      raiseIssue(this.spool, {
-        fingerprint: WRITE_FAILED_ISSUE,
-        kind: "spool",
-        error: `${count} write(s) refused in the ${this.component} (${klass}): disk full, quota, read-only file or a stuck lock`,
-        now,
-      });
-      this.pending = null;
-    } catch {
+    settle(
+      () =>
+        this.issues.raiseIssue({
+          fingerprint: WRITE_FAILED_ISSUE,
+          kind: "spool",
+          error: `${count} write(s) refused in the ${this.component} (${klass}): disk full, quota, read-only file or a stuck lock`,
+          now,
+        }),
+      // Failures counted while the write was out are reported by the next flush.
+      () => {
+        if (this.pending && this.pending.count === count) this.pending = null;
+      },
       // Still refused: the next flush tries again.
-    }
+      () => {},
+    );
   }
 }
 
@@ -164,12 +167,12 @@ export class Faults {
   private readonly bugs = new Map<string, { error: string; pending: boolean; writtenAt: number }>();
 
   constructor(
-    private readonly spool: Spool,
+    private readonly issues: IssueSink,
     private readonly component: string,
     private readonly log: Logger,
     private readonly now: () => number,
   ) {
-    this.writes = new WriteFailures(spool, component, log, now);
+    this.writes = new WriteFailures(issues, component, log, now);
   }
 
   /** A loop caught `e` while doing `what`; returns the error's class. */
@@ -195,13 +198,18 @@ export class Faults {
     const now = this.now();
     for (const [fingerprint, b] of this.bugs) {
       if (!b.pending || (now - b.writtenAt < BUG_ISSUE_EVERY_S && now >= b.writtenAt)) continue;
-      try {
-        raiseIssue(this.spool, { fingerprint, kind: "internal", error: b.error, now });
-        b.pending = false;
-        b.writtenAt = now;
-      } catch {
+      const before = b.writtenAt;
+      b.pending = false;
+      b.writtenAt = now;
+      settle(
+        () => this.issues.raiseIssue({ fingerprint, kind: "internal", error: b.error, now }),
+        () => {},
         // The spool refused this write too: the next flush tries again.
-      }
+        () => {
+          b.pending = true;
+          b.writtenAt = before;
+        },
+      );
     }
   }
 }

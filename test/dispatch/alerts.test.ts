@@ -17,6 +17,7 @@ import { getMetaNumber } from "../../src/store/meta.ts";
 import "../helpers/intake.ts"; // log lines are captured, not printed
 import { copy, ev, freshSpool, T0 } from "../helpers/spool.ts";
 import { tempDir } from "../helpers/tmp.ts";
+import { sqliteAlertStore } from "../../src/store/sqlite-store.ts";
 
 const log = createLogger("maintenance");
 
@@ -48,8 +49,8 @@ describe("alerts", () => {
     const t = freshSpool();
     const { config, file } = alertConfig();
     raiseIssue(t.spool, { fingerprint: "delivery:hermes:a:unreachable", kind: "delivery", destination: "hermes:a", batchId: 7, error: "breaker open after connection refused", now: T0 });
-    expect(await runAlerts({ spool: t.spool, config, env: {}, log, now: T0 })).toHaveLength(1);
-    expect(await runAlerts({ spool: t.spool, config, env: {}, log, now: T0 + 3600 })).toHaveLength(0);
+    expect(await runAlerts({ store: sqliteAlertStore(t.spool), config, env: {}, log, now: T0 })).toHaveLength(1);
+    expect(await runAlerts({ store: sqliteAlertStore(t.spool), config, env: {}, log, now: T0 + 3600 })).toHaveLength(0);
     const lines = sentLines(file);
     expect(lines).toHaveLength(1);
     expect(lines[0]).toContain("hermes:a");
@@ -63,16 +64,16 @@ describe("alerts", () => {
     const t = freshSpool();
     const { config, file } = alertConfig("rate_limit_s = 0");
     raiseIssue(t.spool, { fingerprint: "config:delivery:x", kind: "config", now: T0 });
-    await runAlerts({ spool: t.spool, config, env: {}, log, now: T0 });
+    await runAlerts({ store: sqliteAlertStore(t.spool), config, env: {}, log, now: T0 });
     resolveIssue(t.spool, "config:delivery:x", T0 + 10);
     raiseIssue(t.spool, { fingerprint: "config:delivery:x", kind: "config", now: T0 + 20 });
     expect(issue(t, "config:delivery:x")).toMatchObject({ state: "open", alerted_at: null, count: 2 });
-    await runAlerts({ spool: t.spool, config, env: {}, log, now: T0 + 20 });
+    await runAlerts({ store: sqliteAlertStore(t.spool), config, env: {}, log, now: T0 + 20 });
     expect(sentLines(file)).toHaveLength(2);
     t.spool.db.run("UPDATE issues SET state = 'ignored'");
     raiseIssue(t.spool, { fingerprint: "config:delivery:x", kind: "config", now: T0 + 30 });
     expect(issue(t, "config:delivery:x").state).toBe("ignored");
-    await runAlerts({ spool: t.spool, config, env: {}, log, now: T0 + 30 });
+    await runAlerts({ store: sqliteAlertStore(t.spool), config, env: {}, log, now: T0 + 30 });
     expect(sentLines(file)).toHaveLength(2);
   });
 
@@ -82,10 +83,10 @@ describe("alerts", () => {
     raiseIssue(t.spool, { fingerprint: "delivery:a:timeout", kind: "delivery", destination: "a", now: T0 });
     raiseIssue(t.spool, { fingerprint: "delivery:b:timeout", kind: "delivery", destination: "b", now: T0 });
     raiseIssue(t.spool, { fingerprint: "config:file", kind: "config", now: T0 });
-    expect((await runAlerts({ spool: t.spool, config, env: {}, log, now: T0 })).length).toBe(2); // one delivery, one config
-    expect(await runAlerts({ spool: t.spool, config, env: {}, log, now: T0 + 1799 })).toHaveLength(0);
+    expect((await runAlerts({ store: sqliteAlertStore(t.spool), config, env: {}, log, now: T0 })).length).toBe(2); // one delivery, one config
+    expect(await runAlerts({ store: sqliteAlertStore(t.spool), config, env: {}, log, now: T0 + 1799 })).toHaveLength(0);
     expect((t.spool.db.query("SELECT suppressed FROM alerts WHERE kind = 'delivery'").get() as { suppressed: number }).suppressed).toBeGreaterThan(0);
-    expect(await runAlerts({ spool: t.spool, config, env: {}, log, now: T0 + 1800 })).toHaveLength(1);
+    expect(await runAlerts({ store: sqliteAlertStore(t.spool), config, env: {}, log, now: T0 + 1800 })).toHaveLength(1);
     expect(sentLines(file)).toHaveLength(3);
   });
 
@@ -93,15 +94,15 @@ describe("alerts", () => {
     const t = freshSpool();
     const failing = alertConfig("", 1);
     raiseIssue(t.spool, { fingerprint: "spool:min_free_bytes", kind: "spool", now: T0 });
-    expect(await runAlerts({ spool: t.spool, config: failing.config, env: {}, log, now: T0 })).toHaveLength(0);
+    expect(await runAlerts({ store: sqliteAlertStore(t.spool), config: failing.config, env: {}, log, now: T0 })).toHaveLength(0);
     expect(issue(t, "spool:min_free_bytes").alerted_at).toBeNull();
     expect(sentLines(failing.file)).toHaveLength(1); // it ran, and said no
     const working = alertConfig("", 0);
-    expect(await runAlerts({ spool: t.spool, config: working.config, env: {}, log, now: T0 + 1 })).toHaveLength(1);
+    expect(await runAlerts({ store: sqliteAlertStore(t.spool), config: working.config, env: {}, log, now: T0 + 1 })).toHaveLength(1);
     expect(issue(t, "spool:min_free_bytes").alerted_at).toBe(T0 + 1);
     const missing = parseConfig('[alerts]\nargv = ["/nonexistent/alert-sender"]\n', "t.toml").config;
     raiseIssue(t.spool, { fingerprint: "config:file", kind: "config", now: T0 });
-    expect(await runAlerts({ spool: t.spool, config: missing, env: {}, log, now: T0 + 2 })).toHaveLength(0);
+    expect(await runAlerts({ store: sqliteAlertStore(t.spool), config: missing, env: {}, log, now: T0 + 2 })).toHaveLength(0);
   });
 
   test("a hanging alert command is killed at alerts.timeout_s and does not count as sent", async () => {
@@ -109,7 +110,7 @@ describe("alerts", () => {
     const { config } = parseConfig('[alerts]\nargv = ["/bin/sleep", "30"]\ntimeout_s = 0.3\n', "t.toml");
     raiseIssue(t.spool, { fingerprint: "config:file", kind: "config", now: T0 });
     const started = performance.now();
-    expect(await runAlerts({ spool: t.spool, config, env: { PATH: process.env.PATH }, log, now: T0 })).toHaveLength(0);
+    expect(await runAlerts({ store: sqliteAlertStore(t.spool), config, env: { PATH: process.env.PATH }, log, now: T0 })).toHaveLength(0);
     expect(performance.now() - started).toBeLessThan(3000);
     expect(issue(t, "config:file").alerted_at).toBeNull();
   });
@@ -118,7 +119,7 @@ describe("alerts", () => {
     const t = freshSpool();
     const { config, file } = alertConfig();
     raiseIssue(t.spool, { fingerprint: "config:file", kind: "config", now: T0 });
-    expect(await runAlerts({ spool: t.spool, config, env: { HOOKSPOOL_ALERT_DRY: "1" }, log, now: T0 })).toHaveLength(1);
+    expect(await runAlerts({ store: sqliteAlertStore(t.spool), config, env: { HOOKSPOOL_ALERT_DRY: "1" }, log, now: T0 })).toHaveLength(1);
     expect(sentLines(file)).toHaveLength(0);
     expect(issue(t, "config:file").alerted_at).toBe(T0);
   });

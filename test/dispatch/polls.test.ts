@@ -8,6 +8,7 @@ import { seededRng } from "../../src/clock.ts";
 import { type ConfigError, parseConfig } from "../../src/config/load.ts";
 import { outcome } from "../../src/delivery.ts";
 import { stepPolls } from "../../src/dispatch/polls.ts";
+import { sqliteDispatchStore } from "../../src/store/sqlite-store.ts";
 import { manifestText, writeBobbin } from "../helpers/bobbins.ts";
 import { fakeDestination, rig } from "../helpers/dispatch.ts";
 import { T0 } from "../helpers/spool.ts";
@@ -84,7 +85,7 @@ describe("the poll clock", () => {
     const { r, row } = pollRig();
     await r.step();
     r.spool.db.run("UPDATE polls SET next_at = ? WHERE instance = 'feed'", [T0 + 86400]);
-    const steps = stepPolls(r.spool, r.config, T0, seededRng(1), () => {});
+    const steps = await stepPolls(sqliteDispatchStore(r.spool), r.config, T0, seededRng(1), () => {});
     expect(steps.get("feed")).toBe("rescheduled");
     expect(row()?.next_at).toBeLessThanOrEqual(T0 + 660);
   });

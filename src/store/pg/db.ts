@@ -35,7 +35,9 @@ export class PgSpool {
     try {
       await this.sql`SELECT 1`;
     } catch (e) {
-      throw new HookspoolError("E_CONFIG", `cannot reach PostgreSQL: ${(e as Error).message}`, { key: "spool.url" });
+      // The class and SQLSTATE only: a client's message may quote the URL, which may hold a password.
+      const { code, errno } = e as { code?: string; errno?: string };
+      throw new HookspoolError("E_CONFIG", `cannot reach PostgreSQL (${[code ?? (e as Error).name, errno].filter(Boolean).join(" ")})`, { key: "spool.url" });
     }
   }
 

@@ -76,3 +76,13 @@ export async function runRetentionPg(spool: PgSpool, policy: RetentionPolicy, no
   await inChunks(spool, async (tx) => (await tx`DELETE FROM actions WHERE id IN (SELECT id FROM actions WHERE at < ${attemptsCutoff} ORDER BY id LIMIT ${size} FOR UPDATE SKIP LOCKED)`).count);
   return counts;
 }
+
+/** When the last retention pass ran (any dispatcher's), so a restart or a new leader keeps the hour. */
+export async function lastRetentionPg(spool: PgSpool): Promise<number | null> {
+  const [r] = await spool.sql`SELECT value FROM meta WHERE key = 'last_retention_at'`;
+  return r ? Number(r.value) : null;
+}
+
+export async function noteRetentionPassPg(spool: PgSpool, now: number): Promise<void> {
+  await spool.sql`INSERT INTO meta (key, value) VALUES ('last_retention_at', ${String(now)}) ON CONFLICT (key) DO UPDATE SET value = excluded.value`;
+}

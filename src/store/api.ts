@@ -1,0 +1,90 @@
+// The store as the long-running services see it: the intake's enqueue and quarantine, the
+// dispatcher's tick (readiness, recovery, candidates, gate, claims, outcomes) and the issues
+// every part raises, behind one asynchronous interface with two backends. SQLite
+// (sqlite-store.ts) answers synchronously underneath, one host, one file; PostgreSQL
+// (pg/store.ts) lets several intakes and dispatchers share one database. What only one backend
+// has (SQLite's data_version and dispatch.lock, PostgreSQL's maintenance lock) stays behind
+// the methods that use it.
+import type { Rng } from "../clock.ts";
+import type { BatchRow } from "./batches.ts";
+import type { ContentEvent } from "./content.ts";
+import type { DestinationRow } from "./destinations.ts";
+import type { EnqueueResult, NewEvent, QuarantineInput } from "./enqueue.ts";
+import type { IssueRow, RaiseIssue } from "./issues.ts";
+import type { OutcomeInput, Recorded } from "./outcome.ts";
+import type { PollPlan, PollStep } from "./polls.ts";
+import type { Candidate, Claim, ClaimInput } from "./queue.ts";
+
+export type Backend = "sqlite" | "postgres";
+
+/** Where issues go: every component raises them; SQLite writes at once, PostgreSQL when the promise settles. */
+export interface IssueSink {
+  raiseIssue(r: RaiseIssue): void | Promise<unknown>;
+  resolveIssue(fingerprint: string, now: number): void | Promise<unknown>;
+}
+
+/** What the alerts chore reads and writes: the issues due an alert and the per-kind rate limit. */
+export interface AlertStore {
+  issuesToAlert(): Promise<IssueRow[]>;
+  alertSlotFree(kind: string, now: number, rateLimitS: number): Promise<boolean>;
+  markAlerted(issueId: number, kind: string, now: number): Promise<void>;
+}
+
+/** What the intake writes. */
+export interface IntakeStore extends IssueSink {
+  readonly backend: Backend;
+  /** One request's events (all or none), committed with the other requests ready in the same turn. */
+  enqueueAll(evs: readonly NewEvent[], now: number): Promise<EnqueueResult[]>;
+  quarantine(q: QuarantineInput, now: number): Promise<{ eventId: number; batchId: number; reason: string }>;
+}
+
+/** What the dispatcher reads and writes in its tick and its workers. */
+export interface DispatchStore extends IssueSink {
+  readonly backend: Backend;
+  /** The spool's instance id (part of every outbound webhook-id). */
+  readonly instanceId: string;
+  /** now_eff: the clock guard (max of the clock and the latest recorded tick; the database's clock on PostgreSQL). */
+  effectiveNow(): Promise<number>;
+  stepPoll(plan: PollPlan, now: number, rng: Rng, tick: (at: number) => NewEvent): Promise<PollStep | null>;
+  sealReady(now: number): Promise<number[]>;
+  /**
+   * Leases whose owner is gone back to retry. At the start, SQLite takes every lease (the flock
+   * says no other dispatcher runs); PostgreSQL only expired ones (other dispatchers may be live).
+   */
+  recoverLeases(o: { now: number; startup: boolean; live?: ReadonlySet<string> }): Promise<number[]>;
+  /** This dispatcher's heartbeat and the spool's last tick. */
+  writeHeartbeat(nowEff: number, host: string, pid: number, caughtErrors?: string): Promise<void>;
+  candidates(now: number, perDestination: number): Promise<Candidate[]>;
+  destinationState(name: string): Promise<DestinationRow>;
+  halfOpenIfCooled(name: string, now: number): Promise<boolean>;
+  /** Each input names its batch's (route, key): PostgreSQL locks the group to claim its head. */
+  claimBatches(inputs: readonly (ClaimInput & { route: string; key: string })[]): Promise<(Claim | null)[]>;
+  getBatch(id: number): Promise<BatchRow | null>;
+  batchContent(id: number): Promise<ContentEvent[]>;
+  abandonAttempt(attemptId: number, now: number, why: string): Promise<void>;
+  /** Outcomes that ended together, in one transaction; each its own verdict (an Error in its place when it failed alone). */
+  recordOutcomes(inputs: readonly OutcomeInput[]): Promise<(Recorded | Error)[]>;
+  nextReadyAt(now: number): Promise<number | null>;
+  anyReadyNow(now: number): Promise<boolean>;
+  /** After a config reload: every config-class retry due now; returns how many. */
+  redueConfigRetries(now: number): Promise<number>;
+  /** Call onWork when another process wrote (SQLite: data_version; PostgreSQL: LISTEN). */
+  watchWork(onWork: () => void, onError: (e: unknown) => void): Promise<() => Promise<void> | void>;
+  /** Whether this dispatcher runs maintenance and the poll clock now (SQLite: always, under the flock). */
+  leads(now: number): Promise<boolean>;
+  /** A clean stop: give up what the backend holds for this dispatcher (the maintenance lock, its heartbeat row). */
+  release(host: string, pid: number): Promise<void>;
+}
+
+/** A value or a promise of it, handled alike: `then` runs at once for a plain value. */
+export function settle<T>(run: () => T | Promise<T>, then: (v: T) => void, failed: (e: unknown) => void): void {
+  let v: T | Promise<T>;
+  try {
+    v = run();
+  } catch (e) {
+    failed(e);
+    return;
+  }
+  if (v instanceof Promise) v.then(then, failed);
+  else then(v);
+}

@@ -1,0 +1,158 @@
+// The services' store on PostgreSQL: the intake's group commit and quarantine, and the
+// dispatcher's tick, over the operations of this folder. Several intakes and dispatchers may
+// share the database: the group commit takes its locks in one sorted order, claims skip what
+// another dispatcher holds, recovery takes only expired leases, and one dispatcher at a time
+// (the holder of the maintenance lock) leads the poll clock and the chores.
+import type { AlertStore, DispatchStore, IntakeStore } from "../api.ts";
+import type { EnqueueResult, NewEvent } from "../enqueue.ts";
+import { GROUP_LIMITS, type GroupLimits } from "../group.ts";
+import { claimPg, candidatesPg, recoverExpiredPg, sealReadyPg } from "./claims.ts";
+import type { PgSpool } from "./db.ts";
+import { halfOpenIfCooledPg } from "./destinations.ts";
+import { batchContentPg, enqueueGroupPg } from "./enqueue.ts";
+import { effectiveNowPg, forgetDispatcherPg, writeHeartbeatPg } from "./heartbeat.ts";
+import { alertSlotFreePg, issuesToAlertPg, markAlertedPg, raiseIssuePg, resolveIssuePg } from "./issues.ts";
+import { MaintenanceLock } from "./leader.ts";
+import { recordOutcomesPg } from "./outcome.ts";
+import { stepPollPg } from "./polls.ts";
+import { quarantinePg } from "./quarantine.ts";
+import { abandonAttemptPg, anyReadyNowPg, destinationStatePg, getBatchPg, instanceIdPg, nextReadyAtPg, redueConfigRetriesPg } from "./queue.ts";
+import { listenForWork } from "./wakeups.ts";
+
+interface Job {
+  evs: readonly NewEvent[];
+  now: number;
+  bytes: number;
+  resolve(r: EnqueueResult[]): void;
+  reject(e: unknown): void;
+}
+
+/**
+ * Group commit on PostgreSQL: while one transaction is in flight, the requests that arrive wait
+ * and then share the next one (each in a savepoint of its own). Every caller's promise settles
+ * after the COMMIT holding its rows; a failed COMMIT rejects every caller in it.
+ */
+export class PgGroupCommit {
+  private pending: Job[] = [];
+  private inFlight = 0;
+  private scheduled = false;
+  readonly stats = { commits: 0, events: 0 };
+
+  constructor(
+    private readonly spool: PgSpool,
+    /** Transactions in flight at once (each holds a pooled connection). */
+    private readonly parallel = 2,
+    private readonly limits: GroupLimits = GROUP_LIMITS,
+  ) {}
+
+  enqueueAll(evs: readonly NewEvent[], now: number): Promise<EnqueueResult[]> {
+    return new Promise((resolve, reject) => {
+      const bytes = evs.reduce((n, ev) => n + ev.payload.length + (ev.raw?.length ?? 0), 0);
+      this.pending.push({ evs, now, bytes, resolve, reject });
+      this.schedule();
+    });
+  }
+
+  private schedule(): void {
+    if (this.scheduled || this.inFlight >= this.parallel || this.pending.length === 0) return;
+    this.scheduled = true;
+    // After this turn's other requests have been read and verified: they join this commit.
+    setImmediate(() => {
+      this.scheduled = false;
+      void this.commit(this.take());
+    });
+  }
+
+  private take(): Job[] {
+    let bytes = this.pending[0].bytes;
+    let n = 1;
+    while (n < this.pending.length && n < this.limits.events && bytes + this.pending[n].bytes <= this.limits.bytes) bytes += this.pending[n++].bytes;
+    return this.pending.splice(0, n);
+  }
+
+  private async commit(group: Job[]): Promise<void> {
+    this.inFlight++;
+    try {
+      // One now for the transaction: the latest of its requests' (each was read at its arrival).
+      const now = Math.max(...group.map((j) => j.now));
+      const outcomes = await enqueueGroupPg(this.spool, group.map((j) => j.evs), now);
+      this.stats.commits++;
+      this.stats.events += group.reduce((n, j) => n + j.evs.length, 0);
+      group.forEach((job, i) => {
+        const o = outcomes[i];
+        if ("ok" in o) job.resolve(o.ok);
+        else job.reject(o.error);
+      });
+    } catch (e) {
+      for (const job of group) job.reject(e);
+    } finally {
+      this.inFlight--;
+      this.schedule();
+    }
+  }
+}
+
+function pgIssues(spool: PgSpool) {
+  return {
+    raiseIssue: (r: Parameters<typeof raiseIssuePg>[1]) => raiseIssuePg(spool.sql, r),
+    resolveIssue: (fingerprint: string, now: number) => resolveIssuePg(spool.sql, fingerprint, now),
+  };
+}
+
+export function pgAlertStore(spool: PgSpool): AlertStore {
+  return {
+    issuesToAlert: () => issuesToAlertPg(spool),
+    alertSlotFree: (kind, now, rateLimitS) => alertSlotFreePg(spool, kind, now, rateLimitS),
+    markAlerted: (id, kind, now) => markAlertedPg(spool, id, kind, now),
+  };
+}
+
+export function pgIntakeStore(spool: PgSpool): IntakeStore & { group: PgGroupCommit } {
+  const group = new PgGroupCommit(spool);
+  return {
+    backend: "postgres",
+    group,
+    ...pgIssues(spool),
+    enqueueAll: (evs, now) => group.enqueueAll(evs, now),
+    quarantine: (q, now) => quarantinePg(spool, q, now),
+  };
+}
+
+const beatId = (host: string, pid: number) => `${host}:${pid}`;
+
+/** The dispatcher's store on PostgreSQL; `holder` names this dispatcher in status (host:pid). */
+export async function pgDispatchStore(spool: PgSpool, holder: string): Promise<DispatchStore> {
+  const instanceId = await instanceIdPg(spool);
+  const lock = new MaintenanceLock(spool, holder);
+  return {
+    backend: "postgres",
+    instanceId,
+    ...pgIssues(spool),
+    effectiveNow: () => effectiveNowPg(spool),
+    stepPoll: (plan, now, rng, tick) => stepPollPg(spool, plan, now, rng, tick),
+    sealReady: (now) => sealReadyPg(spool, now),
+    // Other dispatchers may be live: only a lease past its lease_until is a dead owner's.
+    recoverLeases: (o) => recoverExpiredPg(spool, o.now),
+    writeHeartbeat: (nowEff, host, pid, caught) => writeHeartbeatPg(spool, beatId(host, pid), nowEff, caught),
+    candidates: (now, perDestination) => candidatesPg(spool, now, perDestination),
+    destinationState: (name) => destinationStatePg(spool, name),
+    halfOpenIfCooled: (name, now) => halfOpenIfCooledPg(spool, name, now),
+    claimBatches: (inputs) => claimPg(spool, inputs),
+    getBatch: (id) => getBatchPg(spool, id),
+    batchContent: (id) => batchContentPg(spool.sql, id),
+    abandonAttempt: (attemptId, now, why) => abandonAttemptPg(spool, attemptId, now, why),
+    recordOutcomes: (inputs) => recordOutcomesPg(spool, inputs),
+    nextReadyAt: (now) => nextReadyAtPg(spool, now),
+    anyReadyNow: (now) => anyReadyNowPg(spool, now),
+    redueConfigRetries: (now) => redueConfigRetriesPg(spool, now),
+    watchWork: async (onWork) => {
+      const sub = await listenForWork(spool, () => onWork());
+      return () => sub.stop();
+    },
+    leads: (now) => lock.tryTake(now),
+    release: async (host, pid) => {
+      await lock.release();
+      await forgetDispatcherPg(spool, beatId(host, pid));
+    },
+  };
+}

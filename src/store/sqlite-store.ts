@@ -1,0 +1,100 @@
+// The services' store on SQLite: each method is the synchronous operation of its module, its
+// value handed back as a settled promise. One host: the dispatcher holds dispatch.lock, so it
+// always leads, and at its start every lease is a dead process's.
+import type { AlertStore, DispatchStore, IntakeStore } from "./api.ts";
+import { redueConfigRetries } from "./attempts.ts";
+import { getBatch } from "./batches.ts";
+import { batchContent } from "./content.ts";
+import type { Spool } from "./db.ts";
+import { destinationState, halfOpenIfCooled } from "./destinations.ts";
+import { quarantine } from "./enqueue.ts";
+import { GroupCommit } from "./group.ts";
+import { alertSlotFree, issuesToAlert, markAlerted, raiseIssue, resolveIssue } from "./issues.ts";
+import { abandonAttempt } from "./marks.ts";
+import { effectiveNow, instanceId, writeHeartbeat } from "./meta.ts";
+import { recordOutcomes } from "./outcome.ts";
+import { stepPoll } from "./polls.ts";
+import { anyReadyNow, candidates, claimBatches, nextReadyAt, recoverLeases, sealReady } from "./queue.ts";
+import { dataVersion } from "./meta.ts";
+
+/** How often data_version is read: the dispatcher's reaction time to another process's write. */
+export const WATCH_MS = 25;
+
+/** Issues written at once, in their own transaction. */
+export function sqliteIssues(spool: Spool) {
+  return {
+    raiseIssue: (r: Parameters<typeof raiseIssue>[1]) => void raiseIssue(spool, r),
+    resolveIssue: (fingerprint: string, now: number) => void resolveIssue(spool, fingerprint, now),
+  };
+}
+
+export function sqliteAlertStore(spool: Spool): AlertStore {
+  return {
+    issuesToAlert: async () => issuesToAlert(spool),
+    alertSlotFree: async (kind, now, rateLimitS) => alertSlotFree(spool, kind, now, rateLimitS),
+    markAlerted: async (id, kind, now) => markAlerted(spool, id, kind, now),
+  };
+}
+
+export function sqliteIntakeStore(spool: Spool, group = new GroupCommit(spool)): IntakeStore & { group: GroupCommit } {
+  return {
+    backend: "sqlite",
+    group,
+    ...sqliteIssues(spool),
+    enqueueAll: (evs, now) => group.enqueueAll(evs, now),
+    quarantine: async (q, now) => quarantine(spool, q, now),
+  };
+}
+
+/**
+ * Calls onWrite after another connection committed. SQLite's data_version moves on each of
+ * their commits and is read from shared memory, so it is looked at every few milliseconds and
+ * the spool is asked only when it moved.
+ */
+export function watchWrites(spool: Spool, onWrite: () => void, onError: (e: unknown) => void, everyMs = WATCH_MS): () => void {
+  // Read now, before the dispatcher's first tick, so a commit after that tick is never missed.
+  let last = read();
+  function read(): number | null {
+    try {
+      return dataVersion(spool);
+    } catch (e) {
+      onError(e);
+      return null;
+    }
+  }
+  const timer = setInterval(() => {
+    const v = read();
+    if (v === null) return;
+    if (last !== null && v !== last) onWrite();
+    last = v;
+  }, everyMs);
+  timer.unref?.();
+  return () => clearInterval(timer);
+}
+
+export function sqliteDispatchStore(spool: Spool): DispatchStore {
+  return {
+    backend: "sqlite",
+    instanceId: instanceId(spool),
+    ...sqliteIssues(spool),
+    effectiveNow: async () => effectiveNow(spool),
+    stepPoll: async (plan, now, rng, tick) => stepPoll(spool, plan, now, rng, tick),
+    sealReady: async (now) => sealReady(spool, now),
+    recoverLeases: async (o) => recoverLeases(spool, { now: o.now, all: o.startup, live: o.live }),
+    writeHeartbeat: async (nowEff, _host, pid, caught) => writeHeartbeat(spool, nowEff, pid, caught),
+    candidates: async (now, perDestination) => candidates(spool, now, perDestination),
+    destinationState: async (name) => destinationState(spool, name),
+    halfOpenIfCooled: async (name, now) => halfOpenIfCooled(spool, name, now),
+    claimBatches: async (inputs) => claimBatches(spool, inputs),
+    getBatch: async (id) => getBatch(spool, id),
+    batchContent: async (id) => batchContent(spool, id),
+    abandonAttempt: async (attemptId, now, why) => abandonAttempt(spool, attemptId, now, why),
+    recordOutcomes: async (inputs) => recordOutcomes(spool, inputs),
+    nextReadyAt: async (now) => nextReadyAt(spool, now),
+    anyReadyNow: async (now) => anyReadyNow(spool, now),
+    redueConfigRetries: async (now) => redueConfigRetries(spool, now),
+    watchWork: async (onWork, onError) => watchWrites(spool, onWork, onError),
+    leads: async () => true,
+    release: async () => {},
+  };
+}
