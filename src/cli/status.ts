@@ -3,7 +3,10 @@
 import { dirname } from "node:path";
 import type { CommandDef } from "citty";
 import { loadEverySource } from "../config/sources.ts";
-import { buildStatus, type StatusDoc } from "../obs/status.ts";
+import { assembleStatus, buildStatus, type StatusDoc } from "../obs/status.ts";
+import { pgStatusFacts } from "../obs/status-pg.ts";
+import { isPostgres, openPgSpool } from "../config/backend.ts";
+import { requirePgSchema } from "../store/pg/migrate.ts";
 import { humanAge, humanBytes, table, visible } from "./format.ts";
 import { type Cli, GLOBAL_ARGS, loadForReading, openExisting } from "./context.ts";
 
@@ -14,7 +17,8 @@ function summary(doc: StatusDoc): string {
   out.push("");
   const hb = doc.dispatcher.heartbeat_age_s;
   out.push(`dispatcher   ${doc.dispatcher.alive ? "alive" : "not running"}${hb !== null ? ` (heartbeat ${humanAge(hb)} ago, pid ${doc.dispatcher.pid ?? "-"})` : ""}`);
-  out.push(`spool        schema ${doc.schema}, ${humanBytes(doc.spool_bytes)}, ${humanBytes(doc.disk_free_bytes)} free, last enqueue ${doc.spool.last_enqueue_age_s === null ? "never" : `${humanAge(doc.spool.last_enqueue_age_s)} ago`}`);
+  for (const d of doc.dispatchers ?? []) out.push(`  ${visible(d.id)}  ${d.alive ? "alive" : "stale"}, heartbeat ${humanAge(d.heartbeat_age_s)} ago${doc.maintenance?.holder === d.id ? ", holds maintenance" : ""}`);
+  out.push(`spool        schema ${doc.schema}, ${humanBytes(doc.spool_bytes)}, ${doc.disk_free_bytes === null ? "disk: the database server's" : `${humanBytes(doc.disk_free_bytes)} free`}, last enqueue ${doc.spool.last_enqueue_age_s === null ? "never" : `${humanAge(doc.spool.last_enqueue_age_s)} ago`}`);
   const b = doc.batches;
   out.push(`batches      ${b.open} open, ${b.sealed} sealed, ${b.leased} leased, ${b.retry} retry, ${b.delivered} delivered, ${b.dead} dead, ${b.dropped} dropped, ${b.quarantined} quarantined`);
   const dead = Object.entries(doc.dead_by_reason).filter(([r, n]) => n > 0 && r !== "quarantined");
@@ -43,6 +47,18 @@ export function statusCommand(cli: Cli): CommandDef {
       // The plugins' own liveness expectations count where config sets none; a plugin that
       // does not load is check's to report, not status's.
       const { sources: plugins } = await loadEverySource(config, { configDir: dirname(paths.config ?? paths.home), env: cli.io.env, file: paths.config ?? "config.toml" });
+      if (isPostgres(config)) {
+        const pg = openPgSpool(config, cli.io.env);
+        try {
+          await pg.ping();
+          await requirePgSchema(pg);
+          const { doc } = assembleStatus(await pgStatusFacts(pg, cli.clock.now()), config, { now: cli.clock.now(), plugins });
+          cli.io.out(cli.globals.json ? JSON.stringify(doc) : summary(doc));
+          return doc.ok ? 0 : 1;
+        } finally {
+          await pg.close();
+        }
+      }
       const spool = openExisting(cli, paths.spoolFile);
       try {
         const { doc } = buildStatus(spool, config, paths.spoolFile, { now: cli.clock.now(), plugins });

@@ -4,9 +4,9 @@ import type { Config } from "../config/types.ts";
 import { schemaVersion, type Spool } from "../store/db.ts";
 import { openIssueCount } from "../store/issues.ts";
 import { getMetaNumber } from "../store/meta.ts";
-import { destinationNames, destinationRows } from "../store/destinations.ts";
+import { type DestinationRow, destinationNames, destinationRows } from "../store/destinations.ts";
 import type { DeadReason } from "../delivery.ts";
-import { countBatches, deadByReason, leasedCounts, oldestPending, pollRows, type StateCounts } from "../store/stats.ts";
+import { countBatches, deadByReason, leasedCounts, oldestPending, type PollRow, pollRows, type StateCounts } from "../store/stats.ts";
 import { diskFreeBytes, spoolBytes } from "./disk.ts";
 
 /** A dispatcher heartbeat older than this is reported as degraded. */
@@ -46,6 +46,9 @@ export interface StatusDoc {
   degraded: string[];
   schema: number;
   dispatcher: { alive: boolean; heartbeat_age_s: number | null; pid: number | null };
+  /** PostgreSQL: each dispatcher sharing the database (host:pid), and which one holds maintenance. */
+  dispatchers?: { id: string; heartbeat_age_s: number; alive: boolean }[];
+  maintenance?: { holder: string; since: number } | null;
   spool: { last_enqueue_age_s: number | null; writable_checked_age_s: number | null };
   batches: StateCounts;
   /** Dead batches by why they died: the receiver's refusal (rejected) apart from the pipeline's faults. */
@@ -88,21 +91,70 @@ export function silentFor(now: number, lastEventAt: number | null, expectedSince
 const age = (now: number, t: number | null | undefined) => (t === null || t === undefined ? null : Math.max(0, round1(now - t)));
 const round1 = (x: number) => Math.round(x * 10) / 10;
 
+/** What the status document is made of, read from one backend's tables. */
+export interface StatusFacts {
+  schema: number;
+  /** The newest dispatcher heartbeat (the database's or this host's clock), and that dispatcher's pid. */
+  heartbeatAt: number | null;
+  dispatcherPid: number | null;
+  /** PostgreSQL: every dispatcher that beat, and who holds maintenance. */
+  dispatchers?: { id: string; heartbeat_age_s: number; alive: boolean }[];
+  maintenance?: { holder: string; since: number } | null;
+  batches: StateCounts;
+  deadReasons: Record<DeadReason, number>;
+  pending: { overall: number | null; byDestination: Map<string, number> };
+  destinationRows: DestinationRow[];
+  destinationNames: string[];
+  leased: Map<string, number>;
+  /** Meta's numbers by key (last_enqueue_at, write_probe_at, source:<name>:last_event_at, ...:expected_since). */
+  meta: (key: string) => number | null;
+  polls: PollRow[];
+  issuesOpen: number;
+  spoolBytes: number;
+  /** Free bytes where the spool lives; null when not this host's to measure (PostgreSQL). */
+  diskFree: number | null;
+}
+
+/** The facts of a SQLite spool. */
+export function sqliteStatusFacts(spool: Spool, dbPath: string, diskFree?: number | null): StatusFacts {
+  return {
+    schema: schemaVersion(spool),
+    heartbeatAt: getMetaNumber(spool, "dispatcher_heartbeat_at"),
+    dispatcherPid: getMetaNumber(spool, "dispatcher_pid"),
+    batches: countBatches(spool),
+    deadReasons: deadByReason(spool),
+    pending: oldestPending(spool),
+    destinationRows: destinationRows(spool),
+    destinationNames: destinationNames(spool),
+    leased: leasedCounts(spool),
+    meta: (key) => getMetaNumber(spool, key),
+    polls: pollRows(spool),
+    issuesOpen: openIssueCount(spool),
+    spoolBytes: spoolBytes(dbPath),
+    diskFree: diskFree !== undefined ? diskFree : diskFreeBytes(dbPath),
+  };
+}
+
 /**
  * Build the status document from the tables (and the caller's in-memory facts). `hard` says
  * whether /healthz answers 503 (spool unwritable, a hard limit active) rather than 200.
  */
 export function buildStatus(spool: Spool, config: Config, dbPath: string, inp: StatusInputs): { doc: StatusDoc; hard: boolean } {
+  return assembleStatus(sqliteStatusFacts(spool, dbPath, inp.diskFree), config, inp);
+}
+
+/** The document from its facts: the same rules on either backend. */
+export function assembleStatus(f: StatusFacts, config: Config, inp: StatusInputs): { doc: StatusDoc; hard: boolean } {
   const { now } = inp;
   const degraded: string[] = [];
-  const heartbeat = getMetaNumber(spool, "dispatcher_heartbeat_at");
+  const heartbeat = f.heartbeatAt;
   const heartbeatAge = age(now, heartbeat);
   const alive = heartbeatAge !== null && heartbeatAge <= HEARTBEAT_STALE_S;
   if (heartbeat === null) degraded.push("dispatcher: no heartbeat yet");
   else if (!alive) degraded.push(`dispatcher: heartbeat ${Math.round(heartbeatAge ?? 0)}s old`);
 
-  const batches = countBatches(spool);
-  const deadReasons = deadByReason(spool);
+  const batches = f.batches;
+  const deadReasons = f.deadReasons;
   const why = Object.entries(deadReasons)
     .filter(([r, n]) => n > 0 && r !== "quarantined")
     .map(([r, n]) => `${n} ${r}`)
@@ -110,11 +162,11 @@ export function buildStatus(spool: Spool, config: Config, dbPath: string, inp: S
   if (batches.dead > 0) degraded.push(`batches: ${batches.dead} dead${why ? ` (${why})` : ""}`);
   if (batches.quarantined > 0) degraded.push(`batches: ${batches.quarantined} quarantined`);
 
-  const pending = oldestPending(spool);
-  const rows = new Map(destinationRows(spool).map((r) => [r.name, r]));
-  const leased = leasedCounts(spool);
+  const pending = f.pending;
+  const rows = new Map(f.destinationRows.map((r) => [r.name, r]));
+  const leased = f.leased;
   const destinations: Record<string, DestinationStatus> = {};
-  for (const name of destinationNames(spool)) {
+  for (const name of f.destinationNames) {
     const row = rows.get(name);
     const d: DestinationStatus = { state: row?.state ?? "closed", oldest_pending_age_s: age(now, pending.byDestination.get(name)) };
     d.inflight = inp.inflight?.get(name) ?? leased.get(name) ?? 0;
@@ -133,20 +185,20 @@ export function buildStatus(spool: Spool, config: Config, dbPath: string, inp: S
 
   const sources: Record<string, SourceStatus> = {};
   for (const name of Object.keys(config.sources)) {
-    const last = getMetaNumber(spool, `source:${name}:last_event_at`);
+    const last = f.meta(`source:${name}:last_event_at`);
     const s: SourceStatus = { last_event_age_s: age(now, last) };
     const every = expectEvery(config, name, inp.plugins);
     if (every > 0) {
       s.expected_every_s = every;
       // The same rule as the source_silent issue, so status and the issue always agree.
-      s.silent = silentFor(now, last, getMetaNumber(spool, `source:${name}:expected_since`), every) !== null;
+      s.silent = silentFor(now, last, f.meta(`source:${name}:expected_since`), every) !== null;
       if (s.silent) degraded.push(`source ${name}: silent`);
     }
     sources[name] = s;
   }
 
   const polls: Record<string, PollStatus> = {};
-  for (const p of pollRows(spool)) {
+  for (const p of f.polls) {
     const every = config.sources[p.instance]?.every_s ?? null;
     const ref = p.delivered_at ?? p.created_at;
     const stale = every !== null && now - ref > 3 * every;
@@ -165,19 +217,21 @@ export function buildStatus(spool: Spool, config: Config, dbPath: string, inp: S
     };
   }
 
-  const diskFree = inp.diskFree !== undefined ? inp.diskFree : diskFreeBytes(dbPath);
+  const diskFree = f.diskFree;
   const hard = [...(inp.hard ?? [])];
   // The intake passes its own backpressure reading in `hard`; the CLI checks the disk here.
   if (inp.hard === undefined && diskFree !== null && diskFree < config.limits.min_free_bytes) hard.push(`spool: disk free ${diskFree} below limits.min_free_bytes`);
-  const lastEnqueue = getMetaNumber(spool, "last_enqueue_at");
+  const lastEnqueue = f.meta("last_enqueue_at");
   // Writability is proven by the last enqueue or the intake's last probe write.
-  const proven = inp.writableCheckedAt !== undefined ? inp.writableCheckedAt : Math.max(lastEnqueue ?? Number.NEGATIVE_INFINITY, getMetaNumber(spool, "write_probe_at") ?? Number.NEGATIVE_INFINITY);
+  const proven = inp.writableCheckedAt !== undefined ? inp.writableCheckedAt : Math.max(lastEnqueue ?? Number.NEGATIVE_INFINITY, f.meta("write_probe_at") ?? Number.NEGATIVE_INFINITY);
   const writableAt = proven === null || proven === Number.NEGATIVE_INFINITY ? null : proven;
   const doc: StatusDoc = {
     ok: hard.length === 0 && degraded.length === 0,
     degraded: [...hard, ...degraded],
-    schema: schemaVersion(spool),
-    dispatcher: { alive, heartbeat_age_s: heartbeatAge, pid: getMetaNumber(spool, "dispatcher_pid") },
+    schema: f.schema,
+    dispatcher: { alive, heartbeat_age_s: heartbeatAge, pid: f.dispatcherPid },
+    ...(f.dispatchers ? { dispatchers: f.dispatchers } : {}),
+    ...(f.maintenance !== undefined ? { maintenance: f.maintenance } : {}),
     spool: { last_enqueue_age_s: age(now, lastEnqueue), writable_checked_age_s: age(now, writableAt) },
     batches,
     dead_by_reason: deadReasons,
@@ -185,8 +239,8 @@ export function buildStatus(spool: Spool, config: Config, dbPath: string, inp: S
     destinations,
     sources,
     ...(Object.keys(polls).length ? { polls } : {}),
-    issues_open: openIssueCount(spool),
-    spool_bytes: spoolBytes(dbPath),
+    issues_open: f.issuesOpen,
+    spool_bytes: f.spoolBytes,
     disk_free_bytes: diskFree,
   };
   return { doc, hard: hard.length > 0 };

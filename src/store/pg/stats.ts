@@ -2,8 +2,8 @@
 // apart), dead batches by reason, the oldest work still to deliver, what is leased.
 import { DEAD_REASONS, type DeadReason } from "../../delivery.ts";
 import { BATCH_STATES } from "../batches.ts";
-import type { StateCounts } from "../stats.ts";
-import type { PgSpool } from "./db.ts";
+import type { PollRow, StateCounts } from "../stats.ts";
+import { num, numOrNull, type PgSpool } from "./db.ts";
 
 export async function countBatchesPg(spool: PgSpool): Promise<StateCounts> {
   const out = Object.fromEntries([...BATCH_STATES, "quarantined"].map((s) => [s, 0])) as StateCounts;
@@ -32,4 +32,43 @@ export async function oldestPendingPg(spool: PgSpool): Promise<{ overall: number
 export async function leasedCountsPg(spool: PgSpool): Promise<Map<string, number>> {
   const rows = (await spool.sql`SELECT destination, COUNT(*)::int AS n FROM batches WHERE state = 'leased' GROUP BY destination`) as { destination: string; n: number }[];
   return new Map(rows.map((r) => [r.destination, r.n]));
+}
+
+/** Destinations that have batches, with or without a runtime row. */
+export async function destinationNamesPg(spool: PgSpool): Promise<string[]> {
+  const rows = (await spool.sql`SELECT DISTINCT destination AS d FROM batches WHERE destination <> 'quarantine' UNION SELECT name FROM destinations ORDER BY 1`) as { d: string }[];
+  return rows.map((r) => r.d);
+}
+
+/** The poll schedule, with the state of each instance's last tick batch. */
+export async function pollRowsPg(spool: PgSpool): Promise<PollRow[]> {
+  const rows = (await spool.sql`SELECT p.*, b.state AS last_batch_state FROM polls p LEFT JOIN batches b ON b.id = p.last_batch_id ORDER BY p.instance`) as Record<string, unknown>[];
+  return rows.map((r) => ({
+    instance: String(r.instance),
+    next_at: Number(r.next_at),
+    last_tick_at: numOrNull(r.last_tick_at),
+    last_batch_id: numOrNull(r.last_batch_id),
+    delivered_at: numOrNull(r.delivered_at),
+    delivered_tick_at: numOrNull(r.delivered_tick_at),
+    skipped: Number(r.skipped),
+    created_at: Number(r.created_at),
+    last_batch_state: (r.last_batch_state as PollRow["last_batch_state"]) ?? null,
+  }));
+}
+
+/** Every numeric fact of meta, by key (status reads several; one query). */
+export async function metaNumbersPg(spool: PgSpool): Promise<Map<string, number>> {
+  const rows = (await spool.sql`SELECT key, value FROM meta`) as { key: string; value: string }[];
+  const out = new Map<string, number>();
+  for (const r of rows) {
+    const n = Number(r.value);
+    if (r.value !== "" && Number.isFinite(n)) out.set(r.key, n);
+  }
+  return out;
+}
+
+/** The database's size on disk, in bytes (what the spool costs the server). */
+export async function databaseBytesPg(spool: PgSpool): Promise<number> {
+  const [r] = await spool.sql`SELECT pg_database_size(current_database())::bigint AS n`;
+  return num(r.n);
 }

@@ -1,0 +1,50 @@
+// The status document's facts on PostgreSQL: the same document as on SQLite, plus every
+// dispatcher sharing the database (its heartbeat by the database's clock) and which one holds
+// maintenance. The newest heartbeat stands for "the dispatcher"; the disk is the server's.
+import { destinationRowsPg } from "../store/pg/destinations.ts";
+import type { PgSpool } from "../store/pg/db.ts";
+import { dispatchersPg } from "../store/pg/heartbeat.ts";
+import { openIssueCountPg } from "../store/pg/issues.ts";
+import { maintenanceHolder } from "../store/pg/leader.ts";
+import { pgSchemaVersion } from "../store/pg/migrate.ts";
+import { countBatchesPg, databaseBytesPg, deadByReasonPg, destinationNamesPg, leasedCountsPg, metaNumbersPg, oldestPendingPg, pollRowsPg } from "../store/pg/stats.ts";
+import { HEARTBEAT_STALE_S, type StatusFacts } from "./status.ts";
+
+export async function pgStatusFacts(pg: PgSpool, now: number): Promise<StatusFacts> {
+  const [schema, beats, maintenance, batches, deadReasons, pending, rows, names, leased, meta, polls, issuesOpen, bytes] = await Promise.all([
+    pgSchemaVersion(pg),
+    dispatchersPg(pg, HEARTBEAT_STALE_S),
+    maintenanceHolder(pg),
+    countBatchesPg(pg),
+    deadByReasonPg(pg),
+    oldestPendingPg(pg),
+    destinationRowsPg(pg),
+    destinationNamesPg(pg),
+    leasedCountsPg(pg),
+    metaNumbersPg(pg),
+    pollRowsPg(pg),
+    openIssueCountPg(pg),
+    databaseBytesPg(pg),
+  ]);
+  const newest = beats.reduce<(typeof beats)[number] | null>((a, b) => (a === null || b.heartbeatAgeS < a.heartbeatAgeS ? b : a), null);
+  const pid = newest ? Number(newest.id.split(":").pop()) : Number.NaN;
+  return {
+    schema,
+    // Ages come from the database's clock; as a time they are placed on the caller's.
+    heartbeatAt: newest ? now - newest.heartbeatAgeS : null,
+    dispatcherPid: Number.isSafeInteger(pid) ? pid : null,
+    dispatchers: beats.map((b) => ({ id: b.id, heartbeat_age_s: Math.round(b.heartbeatAgeS * 10) / 10, alive: b.alive })),
+    maintenance,
+    batches,
+    deadReasons,
+    pending,
+    destinationRows: rows,
+    destinationNames: names,
+    leased,
+    meta: (key) => meta.get(key) ?? null,
+    polls,
+    issuesOpen,
+    spoolBytes: bytes,
+    diskFree: null,
+  };
+}
