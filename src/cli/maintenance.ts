@@ -2,7 +2,10 @@
 import type { CommandDef } from "citty";
 import { HookspoolError } from "../errors.ts";
 import { diskFreeBytes, spoolBytes } from "../obs/disk.ts";
-import { exportBatches } from "../store/export.ts";
+import { exportBatches, type ExportRecord } from "../store/export.ts";
+import { exportBatchesPg } from "../store/pg/export.ts";
+import { isPostgres, openPgSpool } from "../config/backend.ts";
+import { requirePgSchema } from "../store/pg/migrate.ts";
 import { FILTER_ARGS, filterOf } from "./filters.ts";
 import { policyFromConfig, type RetentionCounts, runRetention, vacuum } from "../store/retention.ts";
 import { humanBytes, visible } from "./format.ts";
@@ -69,24 +72,36 @@ function exportCommand(cli: Cli): CommandDef {
   return {
     meta: { name: "export", description: "batches with their events (payloads included) and attempts as JSONL on stdout, oldest first" },
     args: { ...GLOBAL_ARGS, ...FILTER_ARGS },
-    run({ args }) {
+    async run({ args }) {
       const filter = filterOf(args, cli.clock.now());
-      const { paths } = loadForReading(cli);
-      const spool = openExisting(cli, paths.spoolFile);
-      try {
-        let n = 0;
-        let events = 0;
-        for (const rec of exportBatches(spool, filter)) {
-          cli.io.out(JSON.stringify(rec));
-          n++;
-          events += rec.events.length;
+      const { paths, config } = loadForReading(cli);
+      let n = 0;
+      let events = 0;
+      const put = (rec: ExportRecord) => {
+        cli.io.out(JSON.stringify(rec));
+        n++;
+        events += rec.events.length;
+      };
+      if (isPostgres(config)) {
+        const pg = openPgSpool(config, cli.io.env);
+        try {
+          await pg.ping();
+          await requirePgSchema(pg);
+          for await (const rec of exportBatchesPg(pg, filter)) put(rec);
+        } finally {
+          await pg.close();
         }
-        // stdout holds only the records; the count goes to stderr.
-        cli.io.err(visible(`exported ${plural(n, "batch", "batches")} (${plural(events, "event")})`));
-        return 0;
-      } finally {
-        spool.close();
+      } else {
+        const spool = openExisting(cli, paths.spoolFile);
+        try {
+          for (const rec of exportBatches(spool, filter)) put(rec);
+        } finally {
+          spool.close();
+        }
       }
+      // stdout holds only the records; the count goes to stderr.
+      cli.io.err(visible(`exported ${plural(n, "batch", "batches")} (${plural(events, "event")})`));
+      return 0;
     },
   };
 }
