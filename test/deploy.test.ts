@@ -60,6 +60,7 @@ const SPEC16: Record<string, VerbSpec> = {
   check: v(),
   reload: v(),
   migrate: v("dry-run"),
+  "migrate-store": v("to", "url-env"),
   prune: v("vacuum"),
   export: v("state", "source", "destination", "reason", "key", "status", "since", "until"),
   watch: v("source", "destination", "key", "since", "count", "for"),

@@ -14,6 +14,7 @@ import { maintenanceCommands } from "./maintenance.ts";
 import { metricsCommand } from "./metrics.ts";
 import { operatorCommands } from "./operator.ts";
 import { migrateCommand } from "./migrate.ts";
+import { migrateStoreCommand } from "./migrate-store.ts";
 import { serviceCommands } from "./services.ts";
 import { routeCommand } from "./route.ts";
 import { sendCommand } from "./send.ts";
@@ -42,6 +43,7 @@ export function rootCommand(cli: Cli): AnyCommand {
     subCommands: {
       init: initCommand(cli),
       migrate: migrateCommand(cli),
+      "migrate-store": migrateStoreCommand(cli),
       enqueue: enqueueCommand(cli),
       ...batchCommands(cli),
       status: statusCommand(cli),
