@@ -1,11 +1,10 @@
 // Reading batches: hookspool list and hookspool show. Payloads only on request.
 import type { CommandDef } from "citty";
 import { HookspoolError } from "../errors.ts";
-import { batchAttempts, batchEvents, batchPayloads, getBatch, listBatches } from "../store/batches.ts";
 import { DEAD_REASON_TEXT } from "./dead-reasons.ts";
 import { FILTER_ARGS, filterOf } from "./filters.ts";
 import { humanAge, humanBytes, isoTime, table, visible } from "./format.ts";
-import { type Cli, GLOBAL_ARGS, loadForReading, openExisting, positiveInt } from "./context.ts";
+import { type Cli, GLOBAL_ARGS, loadForReading, openOperatorStore, positiveInt } from "./context.ts";
 
 /** A routing trace in a few words: the stage, the rule and what it matched, where the window came from. */
 function traceText(t: Record<string, unknown> | null): string {
@@ -26,14 +25,13 @@ function listCommand(cli: Cli): CommandDef {
       before: { type: "string", description: "the next page: batches older than this id (the last line says it)", valueHint: "ID" },
       limit: { type: "string", description: "at most this many", default: "50", valueHint: "n" },
     },
-    run({ args }) {
+    async run({ args }) {
       const filter = filterOf(args, cli.clock.now());
       const limit = positiveInt(args.limit, "--limit");
       const before = args.before === undefined ? undefined : positiveInt(args.before, "--before");
-      const { paths } = loadForReading(cli);
-      const spool = openExisting(cli, paths.spoolFile);
+      const store = await openOperatorStore(cli, loadForReading(cli));
       try {
-        const rows = listBatches(spool, { ...filter, before, limit });
+        const rows = await store.listBatches({ ...filter, before, limit });
         if (cli.globals.json) {
           cli.io.out(JSON.stringify(rows));
           return 0;
@@ -54,7 +52,7 @@ function listCommand(cli: Cli): CommandDef {
         if (rows.length === limit) cli.io.out(`more: --before ${rows[rows.length - 1].id}`);
         return 0;
       } finally {
-        spool.close();
+        await store.close();
       }
     },
   };
@@ -70,16 +68,15 @@ function showCommand(cli: Cli): CommandDef {
       payload: { type: "boolean", description: "print the stored payloads (may hold secrets or personal data)" },
       attempts: { type: "boolean", description: "list attempts" },
     },
-    run({ args }) {
+    async run({ args }) {
       const id = positiveInt(args.batch, "batch");
-      const { paths } = loadForReading(cli);
-      const spool = openExisting(cli, paths.spoolFile);
+      const store = await openOperatorStore(cli, loadForReading(cli));
       try {
-        const b = getBatch(spool, id);
+        const b = await store.getBatch(id);
         if (!b) throw new HookspoolError("E_NOT_FOUND", `no batch ${id}`);
-        const events = args.events ? batchEvents(spool, id) : undefined;
-        const attempts = args.attempts ? batchAttempts(spool, id) : undefined;
-        const payloads = args.payload ? batchPayloads(spool, id) : undefined;
+        const events = args.events ? await store.batchEvents(id) : undefined;
+        const attempts = args.attempts ? await store.batchAttempts(id) : undefined;
+        const payloads = args.payload ? await store.batchPayloads(id) : undefined;
         if (payloads && cli.io.isTTY) cli.io.err("warning: payloads may hold secrets or personal data");
         if (cli.globals.json) {
           const out: Record<string, unknown> = { batch: b };
@@ -148,7 +145,7 @@ function showCommand(cli: Cli): CommandDef {
         }
         return 0;
       } finally {
-        spool.close();
+        await store.close();
       }
     },
   };

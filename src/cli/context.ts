@@ -7,6 +7,11 @@ import { ConfigError, type Env, loadConfig, parseConfig, resolvePaths } from "..
 import { isTable } from "../config/parse.ts";
 import type { LoadedConfig } from "../config/types.ts";
 import { openSpool, requireCurrentSchema, type Spool } from "../store/db.ts";
+import type { OperatorStore } from "../store/api.ts";
+import { isPostgres, openPgSpool } from "../config/backend.ts";
+import { requirePgSchema } from "../store/pg/migrate.ts";
+import { pgOperatorStore } from "../store/pg/store.ts";
+import { sqliteOperatorStore } from "../store/sqlite-store.ts";
 import { visible } from "./format.ts";
 
 /** A command's view of the world, so tests can run it in-process (main(argv) is runCli). */
@@ -138,6 +143,23 @@ export function openExisting(cli: Cli, dbPath: string): Spool {
     throw e;
   }
   return spool;
+}
+
+/**
+ * The store the operator's verbs work on: the SQLite spool (never migrated here) or the
+ * PostgreSQL database the config names, at this build's schema. Close it when done.
+ */
+export async function openOperatorStore(cli: Cli, loaded: LoadedConfig): Promise<OperatorStore> {
+  if (!isPostgres(loaded.config)) return sqliteOperatorStore(openExisting(cli, loaded.paths.spoolFile));
+  const pg = openPgSpool(loaded.config, cli.io.env);
+  try {
+    await pg.ping();
+    await requirePgSchema(pg);
+  } catch (e) {
+    await pg.close();
+    throw e;
+  }
+  return pgOperatorStore(pg);
 }
 
 /** Parse a positive integer argument (a batch or event id, a limit). */

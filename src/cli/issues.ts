@@ -1,20 +1,19 @@
 // hookspool issues [list|ack|resolve|ignore <id>]: the grouped failures an operator works through.
 import type { CommandDef } from "citty";
 import { HookspoolError } from "../errors.ts";
-import { type IssueRow, type IssueState, listIssues, setIssueState } from "../store/issues.ts";
+import type { IssueRow, IssueState } from "../store/issues.ts";
 import { humanAge, table } from "./format.ts";
-import { type Cli, GLOBAL_ARGS, loadFor, openExisting, positiveInt } from "./context.ts";
+import { type Cli, GLOBAL_ARGS, loadFor, openOperatorStore, positiveInt } from "./context.ts";
 
 const STATES = ["open", "acked", "resolved", "ignored", "all"] as const;
 
 function listRun(cli: Cli) {
-  return ({ args }: { args: Record<string, unknown> }) => {
+  return async ({ args }: { args: Record<string, unknown> }) => {
     const state = args.state as IssueState | "all" | undefined;
     if (state !== undefined && !(STATES as readonly string[]).includes(state)) throw new HookspoolError("E_USAGE", `--state must be one of ${STATES.join(", ")}`);
-    const { paths } = loadFor(cli);
-    const spool = openExisting(cli, paths.spoolFile);
+    const store = await openOperatorStore(cli, loadFor(cli));
     try {
-      const rows = listIssues(spool, { state });
+      const rows = await store.listIssues({ state });
       if (cli.globals.json) {
         cli.io.out(JSON.stringify(rows));
         return 0;
@@ -32,7 +31,7 @@ function listRun(cli: Cli) {
       );
       return 0;
     } finally {
-      spool.close();
+      await store.close();
     }
   };
 }
@@ -41,18 +40,17 @@ function stateVerb(cli: Cli, verb: "ack" | "resolve" | "ignore", description: st
   return {
     meta: { name: verb, description },
     args: { ...GLOBAL_ARGS, id: { type: "positional", description: "issue id", required: true } },
-    run({ args }) {
+    async run({ args }) {
       const id = positiveInt(args.id, "issue id");
-      const { paths } = loadFor(cli);
-      const spool = openExisting(cli, paths.spoolFile);
+      const store = await openOperatorStore(cli, loadFor(cli));
       try {
-        const r = setIssueState(spool, id, verb, cli.clock.now());
+        const r = await store.setIssueState(id, verb, cli.clock.now());
         if (r === "missing") throw new HookspoolError("E_NOT_FOUND", `no issue ${id}`);
         if (r === "nothing") throw new HookspoolError("E_NOTHING", `issue ${id} cannot be ${verb === "ack" ? "acked" : `${verb}d`} from its current state`);
         cli.io.out(cli.globals.json ? JSON.stringify(r) : `issue ${id}: ${r.state}`);
         return 0;
       } finally {
-        spool.close();
+        await store.close();
       }
     },
   };

@@ -8,15 +8,9 @@ import type { Config } from "../config/types.ts";
 import { HookspoolError } from "../errors.ts";
 import { loadSources } from "../config/sources.ts";
 import { reclassify, StillQuarantined } from "../intake/reclassify.ts";
-import type { Spool } from "../store/db.ts";
-import { pauseDestination, resumeDestination } from "../store/destinations.ts";
-import { raiseIssue, resolveIssue } from "../store/issues.ts";
-import { dropBatches } from "../store/drop.ts";
-import { deadBatchIds, deliveredBatchIds, quarantinedRequests, type Reclassify, replayBatch, resendDelivered, retryNow } from "../store/replay.ts";
-import { excludeEvents, splitBatch } from "../store/split.ts";
-import { getBatch } from "../store/batches.ts";
-import { destinationNames } from "../store/destinations.ts";
-import { type Cli, GLOBAL_ARGS, loadFor, openExisting, positiveInt } from "./context.ts";
+import type { OperatorStore } from "../store/api.ts";
+import type { Reclassify } from "../store/replay.ts";
+import { type Cli, GLOBAL_ARGS, loadFor, openOperatorStore, positiveInt } from "./context.ts";
 import type { HelpMeta } from "./help.ts";
 import { deadReasonArg } from "./dead-reasons.ts";
 import { parseSince } from "../time.ts";
@@ -30,14 +24,14 @@ function say(cli: Cli, json: unknown, text: string): void {
   cli.io.out(cli.globals.json ? JSON.stringify(json) : text);
 }
 
-/** Run `fn` with an open spool (never migrating) and the loaded config. */
-async function withSpool<T>(cli: Cli, fn: (spool: Spool, config: Config, configFile: string | null) => T | Promise<T>): Promise<T> {
-  const { config, paths } = loadFor(cli);
-  const spool = openExisting(cli, paths.spoolFile);
+/** Run `fn` with the config's store (SQLite never migrated here, or PostgreSQL) and the loaded config. */
+async function withStore<T>(cli: Cli, fn: (store: OperatorStore, config: Config, configFile: string | null) => T | Promise<T>): Promise<T> {
+  const loaded = loadFor(cli);
+  const store = await openOperatorStore(cli, loaded);
   try {
-    return await fn(spool, config, paths.config);
+    return await fn(store, loaded.config, loaded.paths.config);
   } finally {
-    spool.close();
+    await store.close();
   }
 }
 
@@ -45,11 +39,11 @@ async function withSpool<T>(cli: Cli, fn: (spool: Spool, config: Config, configF
  * Classify a quarantine batch's requests again through the source's (fixed) plugin, before the
  * replay's transaction: each goes through the steps after verify as the intake would take it.
  */
-async function reclassifier(cli: Cli, spool: Spool, config: Config, configFile: string | null, batchId: number, source: string): Promise<Reclassify> {
+async function reclassifier(cli: Cli, store: OperatorStore, config: Config, configFile: string | null, batchId: number, source: string): Promise<Reclassify> {
   const sources = await loadSources(config, { configDir: dirname(configFile ?? cli.io.cwd), env: cli.io.env, file: configFile ?? "config.toml" });
   const src = sources.get(source);
   if (!src) throw new HookspoolError("E_CONFIG", `source ${source} has no plugin to classify its quarantined requests with`, { key: `sources.${source}` });
-  const events = await reclassify(config, src, quarantinedRequests(spool, batchId));
+  const events = await reclassify(config, src, await store.quarantinedRequests(batchId));
   return (req) => {
     const ev = events.get(req.eventId);
     if (ev === undefined) throw new HookspoolError("E_NOTHING", `batch ${batchId} changed while it was replayed; nothing changed`);
@@ -63,9 +57,9 @@ async function resend(cli: Cli, ids: number[], args: { dead?: boolean; destinati
   if (args.reason) throw new HookspoolError("E_USAGE", "--reason goes with --dead");
   if (ids.length && (args.destination || args.source || args.since)) throw new HookspoolError("E_USAGE", "give batch ids or --destination/--source/--since, not both");
   if (!ids.length && !args.destination && !args.source && !args.since) throw new HookspoolError("E_USAGE", "give batch ids, or narrow --delivered with --destination, --source or --since");
-  return withSpool(cli, (spool) => {
+  return withStore(cli, async (store) => {
     const now = cli.clock.now();
-    const targets = ids.length ? ids : deliveredBatchIds(spool, { destination: args.destination, source: args.source, since: args.since ? parseSince(String(args.since), now) : undefined });
+    const targets = ids.length ? ids : await store.deliveredBatchIds({ destination: args.destination, source: args.source, since: args.since ? parseSince(String(args.since), now) : undefined });
     if (targets.length === 0) {
       say(cli, { resent: [] }, "no delivered batches match");
       return 1;
@@ -74,7 +68,7 @@ async function resend(cli: Cli, ids: number[], args: { dead?: boolean; destinati
     let code = 0;
     for (const id of targets) {
       try {
-        resendDelivered(spool, id, now);
+        await store.resendDelivered(id, now);
         resent.push(id);
         if (!cli.globals.json) cli.io.out(`batch ${id}: delivered -> retry, due now`);
       } catch (e) {
@@ -117,10 +111,10 @@ function replayCommand(cli: Cli): CommandDef {
       if (!args.dead && (args.destination || args.source || args.since || args.reason)) throw new HookspoolError("E_USAGE", "--destination, --source, --since and --reason go with --dead");
       const reason = deadReasonArg(args.reason);
       if (!args.dead && ids.length === 0) throw new HookspoolError("E_USAGE", "give batch ids, or --dead");
-      return withSpool(cli, async (spool, config, file) => {
+      return withStore(cli, async (store, config, file) => {
         const now = cli.clock.now();
         const targets = args.dead
-          ? deadBatchIds(spool, { destination: args.destination ?? (reason === "quarantined" ? "quarantine" : undefined), source: args.source, reason, since: args.since ? parseSince(String(args.since), now) : undefined })
+          ? await store.deadBatchIds({ destination: args.destination ?? (reason === "quarantined" ? "quarantine" : undefined), source: args.source, reason, since: args.since ? parseSince(String(args.since), now) : undefined })
           : ids;
         if (targets.length === 0) {
           say(cli, { replayed: [] }, "no dead batches match");
@@ -131,9 +125,9 @@ function replayCommand(cli: Cli): CommandDef {
         let replayed = 0;
         for (const id of targets) {
           try {
-            const b = getBatch(spool, id);
-            const re = b?.destination === "quarantine" && b.state === "dead" ? await reclassifier(cli, spool, config, file, id, b.source) : undefined;
-            const r = replayBatch(spool, id, now, re);
+            const b = await store.getBatch(id);
+            const re = b?.destination === "quarantine" && b.state === "dead" ? await reclassifier(cli, store, config, file, id, b.source) : undefined;
+            const r = await store.replayBatch(id, now, re);
             results.push(r);
             if (r.kind === "replayed") replayed++;
             if (!cli.globals.json) {
@@ -169,8 +163,8 @@ function retryCommand(cli: Cli): CommandDef {
     args: { ...GLOBAL_ARGS, batch: { type: "positional", description: "batch id", required: true } },
     run({ args }) {
       const id = positiveInt(args.batch, "batch");
-      return withSpool(cli, (spool) => {
-        retryNow(spool, id, cli.clock.now());
+      return withStore(cli, async (store) => {
+        await store.retryNow(id, cli.clock.now());
         say(cli, { batch: id, due: "now" }, `batch ${id}: due now`);
         return 0;
       });
@@ -191,8 +185,8 @@ function splitCommand(cli: Cli): CommandDef {
     run({ args }) {
       const id = positiveInt(args.batch, "batch");
       const opt = (k: string) => (args[k] === undefined ? undefined : positiveInt(args[k], `--${k}`));
-      return withSpool(cli, (spool) => {
-        const pieces = splitBatch(spool, id, { maxEvents: opt("max-events"), maxBytes: opt("max-bytes"), at: opt("at") }, cli.clock.now());
+      return withStore(cli, async (store) => {
+        const pieces = await store.splitBatch(id, { maxEvents: opt("max-events"), maxBytes: opt("max-bytes"), at: opt("at") }, cli.clock.now());
         say(cli, { batch: id, pieces }, `batch ${id}: split into ${pieces.map((p) => `#${p}`).join(", ")} (sealed, due now); batch ${id} is dropped with result split`);
         return 0;
       });
@@ -225,9 +219,9 @@ function excludeCommand(cli: Cli): CommandDef {
         .map((w) => positiveInt(w, "event id"));
       if (events.length === 0) throw new HookspoolError("E_USAGE", "give the event ids to exclude (hookspool show <batch> --events lists them)");
       requireYes(args as { yes?: boolean }, "exclude");
-      return withSpool(cli, (spool) => {
-        excludeEvents(spool, id, events, cli.clock.now());
-        const b = getBatch(spool, id);
+      return withStore(cli, async (store) => {
+        await store.excludeEvents(id, events, cli.clock.now());
+        const b = await store.getBatch(id);
         say(cli, { batch: id, excluded: events, content_hash: b?.content_hash }, `batch ${id}: excluded event(s) ${events.join(", ")}; content_hash ${b?.content_hash ?? "-"}`);
         return 0;
       });
@@ -247,8 +241,8 @@ function dropCommand(cli: Cli): CommandDef {
       const ids = words(args as { _: string[] }).map((w) => positiveInt(w, "batch"));
       if (ids.length === 0) throw new HookspoolError("E_USAGE", "give the batch ids to drop");
       requireYes(args as { yes?: boolean }, "drop");
-      return withSpool(cli, (spool) => {
-        dropBatches(spool, ids, cli.clock.now());
+      return withStore(cli, async (store) => {
+        await store.dropBatches(ids, cli.clock.now());
         say(cli, { dropped: ids }, `dropped batch(es) ${ids.join(", ")}`);
         return 0;
       });
@@ -257,9 +251,9 @@ function dropCommand(cli: Cli): CommandDef {
 }
 
 /** A destination the config names, or one the spool has batches or state for (a typo is not). */
-function knownDestination(spool: Spool, config: Config, name: string): boolean {
+async function knownDestination(store: OperatorStore, config: Config, name: string): Promise<boolean> {
   if (name === "quarantine") return false;
-  return configuredDestinations(config).has(name) || destinationNames(spool).includes(name);
+  return configuredDestinations(config).has(name) || (await store.destinationNames()).includes(name);
 }
 
 function pauseCommand(cli: Cli): CommandDef {
@@ -272,9 +266,9 @@ function pauseCommand(cli: Cli): CommandDef {
     },
     run({ args }) {
       const name = String(args.destination);
-      return withSpool(cli, (spool, config) => {
+      return withStore(cli, async (store, config) => {
         const now = cli.clock.now();
-        if (!knownDestination(spool, config, name)) throw new HookspoolError("E_NOT_FOUND", `no destination ${name} in the config or the spool`, { hint: "hookspool status lists destinations" });
+        if (!(await knownDestination(store, config, name))) throw new HookspoolError("E_NOT_FOUND", `no destination ${name} in the config or the spool`, { hint: "hookspool status lists destinations" });
         let user = "operator";
         try {
           user = userInfo().username;
@@ -282,9 +276,9 @@ function pauseCommand(cli: Cli): CommandDef {
           // no passwd entry: keep the generic name
         }
         const by = args.reason ? `${user}: ${String(args.reason).slice(0, 200)}` : user;
-        pauseDestination(spool, name, by, now);
+        await store.pauseDestination(name, by, now);
         // A pause opens (or updates) a delivery issue, so it shows in issues and alerts like a failure.
-        raiseIssue(spool, { fingerprint: `delivery:${name}:paused`, kind: "delivery", destination: name, error: `paused by ${by}`, now });
+        await store.raiseIssue({ fingerprint: `delivery:${name}:paused`, kind: "delivery", destination: name, error: `paused by ${by}`, now });
         say(cli, { destination: name, state: "paused" }, `${name}: paused (spooling continues; hookspool resume ${name} to deliver again)`);
         return 0;
       });
@@ -298,9 +292,9 @@ function resumeCommand(cli: Cli): CommandDef {
     args: { ...GLOBAL_ARGS, destination: { type: "positional", description: "destination name", required: true } },
     run({ args }) {
       const name = String(args.destination);
-      return withSpool(cli, (spool) => {
-        if (!resumeDestination(spool, name)) throw new HookspoolError("E_NOTHING", `${name} is not paused`);
-        resolveIssue(spool, `delivery:${name}:paused`, cli.clock.now());
+      return withStore(cli, async (store) => {
+        if (!(await store.resumeDestination(name))) throw new HookspoolError("E_NOTHING", `${name} is not paused`);
+        await store.resolveIssue(`delivery:${name}:paused`, cli.clock.now());
         say(cli, { destination: name, state: "closed" }, `${name}: resumed`);
         return 0;
       });

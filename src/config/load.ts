@@ -145,6 +145,12 @@ export function loadConfig(opts: LoadOptions = {}): LoadedConfig {
   const configDir = found ? dirname(file) : cwd;
   const homeOf = (c: Config) => resolvePaths(c, { ...opts, env, cwd }, found ? file : null).home;
   const { config, problems } = parseConfig(text, file, { strict: opts.strict, home: homeOf, env });
+  // HOOKSPOOL_BACKEND overrides spool.backend (a unit file can move a host without editing the config).
+  const backend = env.HOOKSPOOL_BACKEND;
+  if (backend !== undefined && backend !== "") {
+    if (backend !== "sqlite" && backend !== "postgres") throw new HookspoolError("E_CONFIG", `HOOKSPOOL_BACKEND must be sqlite or postgres, got "${backend.slice(0, 40)}"`, { key: "spool.backend" });
+    config.spool.backend = backend;
+  }
   anchorPaths(config, configDir, env);
   const paths = resolvePaths(config, { ...opts, env, cwd }, found ? file : null);
   return { config, paths, problems, mtimeMs };
@@ -175,6 +181,7 @@ function anchorProgram(argv: string[] | undefined, dir: string, env: Env): strin
  */
 export function anchorPaths(config: Config, dir: string, env: Env): void {
   const refs = (m: Record<string, SecretRef> | undefined) => (m ? Object.fromEntries(Object.entries(m).map(([k, r]) => [k, anchorRef(r, dir, env)])) : m);
+  if (config.spool.url) config.spool.url = anchorRef(config.spool.url, dir, env);
   for (const src of Object.values(config.sources)) {
     src.secrets = refs(src.secrets);
     // A built-in bobbin's code is compiled in, not a path.

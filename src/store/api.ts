@@ -6,11 +6,13 @@
 // has (SQLite's data_version and dispatch.lock, PostgreSQL's maintenance lock) stays behind
 // the methods that use it.
 import type { Rng } from "../clock.ts";
-import type { BatchRow } from "./batches.ts";
+import type { AttemptRow, BatchRow, EventListing, EventPayload, ListFilter } from "./batches.ts";
 import type { ContentEvent } from "./content.ts";
 import type { DestinationRow } from "./destinations.ts";
 import type { EnqueueResult, NewEvent, QuarantineInput } from "./enqueue.ts";
-import type { IssueRow, RaiseIssue } from "./issues.ts";
+import type { ISSUE_VERBS, IssueRow, IssueState, RaiseIssue } from "./issues.ts";
+import type { DeadFilter, Reclassify, ReplayResult, StoredRequest } from "./replay.ts";
+import type { SplitOptions } from "./split.ts";
 import type { OutcomeInput, Recorded } from "./outcome.ts";
 import type { PollPlan, PollStep } from "./polls.ts";
 import type { Candidate, Claim, ClaimInput } from "./queue.ts";
@@ -74,6 +76,32 @@ export interface DispatchStore extends IssueSink {
   leads(now: number): Promise<boolean>;
   /** A clean stop: give up what the backend holds for this dispatcher (the maintenance lock, its heartbeat row). */
   release(host: string, pid: number): Promise<void>;
+}
+
+/** What the operator's verbs read and change (list, show, replay, retry, split, exclude, drop, pause, resume, issues). */
+export interface OperatorStore extends IssueSink {
+  readonly backend: Backend;
+  getBatch(id: number): Promise<BatchRow | null>;
+  listBatches(f: ListFilter): Promise<BatchRow[]>;
+  batchEvents(id: number): Promise<EventListing[]>;
+  batchPayloads(id: number): Promise<EventPayload[]>;
+  batchAttempts(id: number): Promise<AttemptRow[]>;
+  deadBatchIds(f: DeadFilter): Promise<number[]>;
+  deliveredBatchIds(f: Omit<DeadFilter, "reason">): Promise<number[]>;
+  quarantinedRequests(batchId: number): Promise<StoredRequest[]>;
+  replayBatch(id: number, now: number, reclassify?: Reclassify): Promise<ReplayResult>;
+  resendDelivered(id: number, now: number): Promise<void>;
+  retryNow(id: number, now: number): Promise<void>;
+  splitBatch(id: number, o: SplitOptions, now: number): Promise<number[]>;
+  excludeEvents(batchId: number, eventIds: number[], now: number): Promise<void>;
+  dropBatches(ids: number[], now: number): Promise<void>;
+  pauseDestination(name: string, by: string, now: number): Promise<void>;
+  /** False when it was not paused. */
+  resumeDestination(name: string): Promise<boolean>;
+  destinationNames(): Promise<string[]>;
+  listIssues(f: { state?: IssueState | "all" }): Promise<IssueRow[]>;
+  setIssueState(id: number, verb: keyof typeof ISSUE_VERBS, now: number): Promise<IssueRow | "missing" | "nothing">;
+  close(): Promise<void>;
 }
 
 /** A value or a promise of it, handled alike: `then` runs at once for a plain value. */

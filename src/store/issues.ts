@@ -102,7 +102,8 @@ export function listIssues(spool: Spool, f: { state?: IssueState | "all" } = {})
   return prepared<IssueRow, []>(db, "SELECT * FROM issues WHERE state IN ('open', 'acked') ORDER BY last_at DESC, id DESC").all();
 }
 
-const OPERATOR: Record<"ack" | "resolve" | "ignore", { to: IssueState; from: IssueState[] }> = {
+/** What each issue verb does, and the states it applies to (both backends). */
+export const ISSUE_VERBS: Record<"ack" | "resolve" | "ignore", { to: IssueState; from: IssueState[] }> = {
   ack: { to: "acked", from: ["open"] },
   resolve: { to: "resolved", from: ["open", "acked"] },
   // An ignored issue never alerts or reopens; use sparingly
@@ -110,8 +111,8 @@ const OPERATOR: Record<"ack" | "resolve" | "ignore", { to: IssueState; from: Iss
 };
 
 /** hookspool issues ack|resolve|ignore <id>: false when the issue is not in a state the verb applies to. */
-export function setIssueState(spool: Spool, id: number, verb: keyof typeof OPERATOR, now: number): IssueRow | "missing" | "nothing" {
-  const t = OPERATOR[verb];
+export function setIssueState(spool: Spool, id: number, verb: keyof typeof ISSUE_VERBS, now: number): IssueRow | "missing" | "nothing" {
+  const t = ISSUE_VERBS[verb];
   return spool.db
     .transaction(() => {
       const row = getIssue(spool, id);

@@ -1,7 +1,13 @@
 // The services' store on SQLite: each method is the synchronous operation of its module, its
 // value handed back as a settled promise. One host: the dispatcher holds dispatch.lock, so it
 // always leads, and at its start every lease is a dead process's.
-import type { AlertStore, DispatchStore, IntakeStore } from "./api.ts";
+import type { AlertStore, DispatchStore, IntakeStore, OperatorStore } from "./api.ts";
+import { batchAttempts, batchEvents, batchPayloads, listBatches } from "./batches.ts";
+import { destinationNames, pauseDestination, resumeDestination } from "./destinations.ts";
+import { dropBatches } from "./drop.ts";
+import { listIssues, setIssueState } from "./issues.ts";
+import { deadBatchIds, deliveredBatchIds, quarantinedRequests, replayBatch, resendDelivered, retryNow } from "./replay.ts";
+import { excludeEvents, splitBatch } from "./split.ts";
 import { redueConfigRetries } from "./attempts.ts";
 import { getBatch } from "./batches.ts";
 import { batchContent } from "./content.ts";
@@ -96,5 +102,33 @@ export function sqliteDispatchStore(spool: Spool): DispatchStore {
     watchWork: async (onWork, onError) => watchWrites(spool, onWork, onError),
     leads: async () => true,
     release: async () => {},
+  };
+}
+
+/** The operator's verbs on a SQLite spool; close() closes it. */
+export function sqliteOperatorStore(spool: Spool): OperatorStore {
+  return {
+    backend: "sqlite",
+    ...sqliteIssues(spool),
+    getBatch: async (id) => getBatch(spool, id),
+    listBatches: async (f) => listBatches(spool, f),
+    batchEvents: async (id) => batchEvents(spool, id),
+    batchPayloads: async (id) => batchPayloads(spool, id),
+    batchAttempts: async (id) => batchAttempts(spool, id),
+    deadBatchIds: async (f) => deadBatchIds(spool, f),
+    deliveredBatchIds: async (f) => deliveredBatchIds(spool, f),
+    quarantinedRequests: async (id) => quarantinedRequests(spool, id),
+    replayBatch: async (id, now, re) => replayBatch(spool, id, now, re),
+    resendDelivered: async (id, now) => resendDelivered(spool, id, now),
+    retryNow: async (id, now) => retryNow(spool, id, now),
+    splitBatch: async (id, o, now) => splitBatch(spool, id, o, now),
+    excludeEvents: async (id, ids, now) => excludeEvents(spool, id, ids, now),
+    dropBatches: async (ids, now) => dropBatches(spool, ids, now),
+    pauseDestination: async (name, by, now) => pauseDestination(spool, name, by, now),
+    resumeDestination: async (name) => resumeDestination(spool, name),
+    destinationNames: async () => destinationNames(spool),
+    listIssues: async (f) => listIssues(spool, f),
+    setIssueState: async (id, verb, now) => setIssueState(spool, id, verb, now),
+    close: async () => spool.close(),
   };
 }

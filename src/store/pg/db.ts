@@ -54,3 +54,17 @@ export function num(v: unknown): number {
 export function numOrNull(v: unknown): number | null {
   return v === null || v === undefined ? null : num(v);
 }
+
+/** A statement written with SQLite's `$name` parameters (the shared filter terms), with PostgreSQL's numbered ones. */
+export function numbered(sql: string, params: Record<string, string | number>): { text: string; values: (string | number)[] } {
+  const values: (string | number)[] = [];
+  const at = new Map<string, number>();
+  const text = sql.replace(/\$([a-z_]+)/g, (_, name: string) => {
+    if (!at.has(name)) {
+      values.push(params[name]);
+      at.set(name, values.length);
+    }
+    return `$${at.get(name)}`;
+  });
+  return { text, values };
+}

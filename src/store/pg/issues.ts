@@ -4,7 +4,7 @@
 import type { IssueRow, RaiseIssue } from "../issues.ts";
 import { num, numOrNull, type PgSpool, type Tx } from "./db.ts";
 
-function rowOf(r: Record<string, unknown>): IssueRow {
+export function issueRowOf(r: Record<string, unknown>): IssueRow {
   return {
     id: num(r.id),
     fingerprint: String(r.fingerprint),
@@ -49,7 +49,7 @@ export async function resolveIssuePg(tx: Tx, fingerprint: string, now: number): 
 
 export async function getIssueByFingerprintPg(spool: PgSpool, fingerprint: string): Promise<IssueRow | null> {
   const [r] = await spool.sql`SELECT * FROM issues WHERE fingerprint = ${fingerprint}`;
-  return r ? rowOf(r) : null;
+  return r ? issueRowOf(r) : null;
 }
 
 export async function openIssueCountPg(spool: PgSpool): Promise<number> {
@@ -59,7 +59,7 @@ export async function openIssueCountPg(spool: PgSpool): Promise<number> {
 
 /** Open issues not alerted yet, oldest first (only the maintenance holder sends alerts). */
 export async function issuesToAlertPg(spool: PgSpool): Promise<IssueRow[]> {
-  return ((await spool.sql`SELECT * FROM issues WHERE state = 'open' AND alerted_at IS NULL ORDER BY first_at, id`) as Record<string, unknown>[]).map(rowOf);
+  return ((await spool.sql`SELECT * FROM issues WHERE state = 'open' AND alerted_at IS NULL ORDER BY first_at, id`) as Record<string, unknown>[]).map(issueRowOf);
 }
 
 /** May an alert of `kind` go out now (one per rate_limit_s per kind)? A refusal is counted. */

@@ -3,7 +3,11 @@
 // share the database: the group commit takes its locks in one sorted order, claims skip what
 // another dispatcher holds, recovery takes only expired leases, and one dispatcher at a time
 // (the holder of the maintenance lock) leads the poll clock and the chores.
-import type { AlertStore, DispatchStore, IntakeStore } from "../api.ts";
+import type { AlertStore, DispatchStore, IntakeStore, OperatorStore } from "../api.ts";
+import { dropBatchesPg, excludeEventsPg, replayBatchPg, resendDeliveredPg, retryNowPg, splitBatchPg } from "./operator.ts";
+import { pauseDestinationPg, resumeDestinationPg } from "./destinations.ts";
+import { destinationNamesPg } from "./stats.ts";
+import { batchAttemptsPg, batchEventsPg, batchPayloadsPg, deadBatchIdsPg, deliveredBatchIdsPg, listBatchesPg, listIssuesPg, quarantinedRequestsPg, setIssueStatePg } from "./reads.ts";
 import type { EnqueueResult, NewEvent } from "../enqueue.ts";
 import { GROUP_LIMITS, type GroupLimits } from "../group.ts";
 import { claimPg, candidatesPg, recoverExpiredPg, sealReadyPg } from "./claims.ts";
@@ -154,5 +158,33 @@ export async function pgDispatchStore(spool: PgSpool, holder: string): Promise<D
       await lock.release();
       await forgetDispatcherPg(spool, beatId(host, pid));
     },
+  };
+}
+
+/** The operator's verbs on PostgreSQL; close() ends this process's pool. */
+export function pgOperatorStore(spool: PgSpool): OperatorStore {
+  return {
+    backend: "postgres",
+    ...pgIssues(spool),
+    getBatch: (id) => getBatchPg(spool, id),
+    listBatches: (f) => listBatchesPg(spool, f),
+    batchEvents: (id) => batchEventsPg(spool, id),
+    batchPayloads: (id) => batchPayloadsPg(spool, id),
+    batchAttempts: (id) => batchAttemptsPg(spool, id),
+    deadBatchIds: (f) => deadBatchIdsPg(spool, f),
+    deliveredBatchIds: (f) => deliveredBatchIdsPg(spool, f),
+    quarantinedRequests: (id) => quarantinedRequestsPg(spool, id),
+    replayBatch: (id, now, re) => replayBatchPg(spool, id, now, re),
+    resendDelivered: (id, now) => resendDeliveredPg(spool, id, now),
+    retryNow: (id, now) => retryNowPg(spool, id, now),
+    splitBatch: (id, o, now) => splitBatchPg(spool, id, o, now),
+    excludeEvents: (id, ids, now) => excludeEventsPg(spool, id, ids, now),
+    dropBatches: (ids, now) => dropBatchesPg(spool, ids, now),
+    pauseDestination: (name, by, now) => pauseDestinationPg(spool, name, by, now),
+    resumeDestination: (name) => resumeDestinationPg(spool, name),
+    destinationNames: () => destinationNamesPg(spool),
+    listIssues: (f) => listIssuesPg(spool, f),
+    setIssueState: (id, verb, now) => setIssueStatePg(spool, id, verb, now),
+    close: () => spool.close(),
   };
 }

@@ -1,0 +1,148 @@
+// What the operator's verbs read on PostgreSQL, as SQLite's reads give it (list, show, the ids
+// replay --dead and --delivered take, a quarantine batch's requests, issues), and the issue
+// verbs (ack, resolve, ignore) with SQLite's rules.
+import { type AttemptRow, type BatchRow, batchWhere, type EventListing, type EventPayload, type ListFilter, parseTrace } from "../batches.ts";
+import type { ExportEvent } from "../export.ts";
+import { type IssueRow, type IssueState, ISSUE_VERBS } from "../issues.ts";
+import type { DeadFilter, StoredRequest } from "../replay.ts";
+import { num, numbered, numOrNull, type PgSpool } from "./db.ts";
+import { issueRowOf } from "./issues.ts";
+import { batchRowOf } from "./queue.ts";
+
+export function eventListingOf(r: Record<string, unknown>): EventListing {
+  return {
+    id: num(r.id),
+    event_type: String(r.event_type),
+    received_at: Number(r.received_at),
+    dedup_id: (r.dedup_id as string | null) ?? null,
+    size: num(r.size),
+    excluded_at: numOrNull(r.excluded_at),
+    route: String(r.route),
+    trace: parseTrace((r.trace as string | null) ?? null),
+  };
+}
+
+function headersOf(text: unknown): Record<string, string> {
+  try {
+    const v = JSON.parse(String(text ?? "{}"));
+    return v && typeof v === "object" && !Array.isArray(v) ? v : {};
+  } catch {
+    return {};
+  }
+}
+
+export function exportEventOf(r: Record<string, unknown>): ExportEvent {
+  const raw = r.raw as Uint8Array | null;
+  return {
+    ...eventListingOf(r),
+    payload: (r.payload as string | null) ?? null,
+    headers: headersOf(r.headers),
+    raw_base64: raw ? Buffer.from(raw).toString("base64") : null,
+  };
+}
+
+export function attemptOf(r: Record<string, unknown>): AttemptRow {
+  return {
+    ...(r as unknown as AttemptRow),
+    id: num(r.id),
+    batch_id: num(r.batch_id),
+    n: Number(r.n),
+    started_at: Number(r.started_at),
+    finished_at: numOrNull(r.finished_at),
+    status: numOrNull(r.status),
+    duration_ms: numOrNull(r.duration_ms),
+    probe: Number(r.probe),
+    counted: Number(r.counted),
+    events_delivered: numOrNull(r.events_delivered),
+    failed_event_id: numOrNull(r.failed_event_id),
+  };
+}
+
+async function query(spool: PgSpool, sql: string, params: Record<string, string | number>): Promise<Record<string, unknown>[]> {
+  const q = numbered(sql, params);
+  return (await spool.sql.unsafe(q.text, q.values)) as Record<string, unknown>[];
+}
+
+/** Batches, newest first (list's filters and its --before cursor). */
+export async function listBatchesPg(spool: PgSpool, f: ListFilter = {}): Promise<BatchRow[]> {
+  const { where, params } = batchWhere(f);
+  params.limit = f.limit ?? 50;
+  if (f.before !== undefined) {
+    where.push("id < $before");
+    params.before = f.before;
+  }
+  return (await query(spool, `SELECT * FROM batches ${where.length ? `WHERE ${where.join(" AND ")}` : ""} ORDER BY id DESC LIMIT $limit`, params)).map(batchRowOf);
+}
+
+export async function batchEventsPg(spool: PgSpool, batchId: number): Promise<EventListing[]> {
+  const rows = (await spool.sql`SELECT id, event_type, received_at, dedup_id, size, excluded_at, route, trace FROM events WHERE batch_id = ${batchId}::bigint ORDER BY id`) as Record<string, unknown>[];
+  return rows.map(eventListingOf);
+}
+
+export async function batchPayloadsPg(spool: PgSpool, batchId: number): Promise<EventPayload[]> {
+  const rows = (await spool.sql`SELECT id, payload, raw, headers FROM events WHERE batch_id = ${batchId}::bigint ORDER BY id`) as Record<string, unknown>[];
+  return rows.map((r) => ({ id: num(r.id), payload: (r.payload as string | null) ?? null, raw: r.raw ? new Uint8Array(r.raw as Uint8Array) : null, headers: String(r.headers) }));
+}
+
+export async function batchAttemptsPg(spool: PgSpool, batchId: number): Promise<AttemptRow[]> {
+  return ((await spool.sql`SELECT * FROM attempts WHERE batch_id = ${batchId}::bigint ORDER BY id`) as Record<string, unknown>[]).map(attemptOf);
+}
+
+/** The dead batches `replay --dead` takes, oldest first; quarantine only when asked for by destination. */
+export async function deadBatchIdsPg(spool: PgSpool, f: DeadFilter): Promise<number[]> {
+  const where = ["state = 'dead'"];
+  const params: Record<string, string | number> = {};
+  if (f.destination !== undefined) {
+    where.push("destination = $destination");
+    params.destination = f.destination;
+  } else where.push("destination <> 'quarantine'");
+  if (f.source !== undefined) {
+    where.push("source = $source");
+    params.source = f.source;
+  }
+  if (f.since !== undefined) {
+    where.push("last_at >= $since");
+    params.since = f.since;
+  }
+  if (f.reason !== undefined) {
+    where.push("dead_reason = $reason");
+    params.reason = f.reason;
+  }
+  return (await query(spool, `SELECT id FROM batches WHERE ${where.join(" AND ")} ORDER BY first_at, id`, params)).map((r) => num(r.id));
+}
+
+/** The delivered batches `replay --delivered` takes, oldest first. */
+export async function deliveredBatchIdsPg(spool: PgSpool, f: Omit<DeadFilter, "reason">): Promise<number[]> {
+  const { where, params } = batchWhere({ state: "delivered", destination: f.destination, source: f.source, since: f.since });
+  where.push("destination <> 'quarantine'");
+  return (await query(spool, `SELECT id FROM batches WHERE ${where.join(" AND ")} ORDER BY first_at, id`, params)).map((r) => num(r.id));
+}
+
+/** The requests a quarantine batch holds, oldest first. */
+export async function quarantinedRequestsPg(spool: PgSpool, batchId: number): Promise<StoredRequest[]> {
+  const rows = (await spool.sql`SELECT id, source, received_at, raw, headers, url FROM events WHERE batch_id = ${batchId}::bigint ORDER BY id`) as Record<string, unknown>[];
+  return rows.map((r) => ({ eventId: num(r.id), source: String(r.source), receivedAt: Number(r.received_at), raw: r.raw ? new Uint8Array(r.raw as Uint8Array) : new Uint8Array(), headers: JSON.parse(String(r.headers)), url: (r.url as string | null) ?? null }));
+}
+
+/** Issues, newest activity first; by default the ones still needing attention. */
+export async function listIssuesPg(spool: PgSpool, f: { state?: IssueState | "all" } = {}): Promise<IssueRow[]> {
+  const rows =
+    f.state === "all"
+      ? await spool.sql`SELECT * FROM issues ORDER BY last_at DESC, id DESC`
+      : f.state
+        ? await spool.sql`SELECT * FROM issues WHERE state = ${f.state} ORDER BY last_at DESC, id DESC`
+        : await spool.sql`SELECT * FROM issues WHERE state IN ('open', 'acked') ORDER BY last_at DESC, id DESC`;
+  return (rows as Record<string, unknown>[]).map(issueRowOf);
+}
+
+/** ack, resolve or ignore an issue, with SQLite's allowed transitions. */
+export async function setIssueStatePg(spool: PgSpool, id: number, verb: keyof typeof ISSUE_VERBS, now: number): Promise<IssueRow | "missing" | "nothing"> {
+  const t = ISSUE_VERBS[verb];
+  return spool.sql.begin(async (tx) => {
+    const [row] = await tx`SELECT * FROM issues WHERE id = ${id}::bigint FOR UPDATE`;
+    if (!row) return "missing" as const;
+    if (!t.from.includes(row.state as IssueState)) return "nothing" as const;
+    const [after] = await tx`UPDATE issues SET state = ${t.to}, last_at = GREATEST(last_at, ${now}) WHERE id = ${id}::bigint RETURNING *`;
+    return issueRowOf(after);
+  });
+}
