@@ -162,6 +162,14 @@ export async function openOperatorStore(cli: Cli, loaded: LoadedConfig): Promise
   return pgOperatorStore(pg);
 }
 
+/**
+ * For a verb that reads SQLite's file only: on PostgreSQL it says so in one line (naming the
+ * backend), rather than "no spool database".
+ */
+export function sqliteOnly(config: LoadedConfig["config"], what: string): void {
+  if (isPostgres(config)) throw new HookspoolError("E_CONFIG", `${what} reads a SQLite spool only; spool.backend is "postgres"`, { key: "spool.backend", hint: "docs/operations/scale-out.md says what runs on PostgreSQL" });
+}
+
 /** Parse a positive integer argument (a batch or event id, a limit). */
 export function positiveInt(value: unknown, what: string): number {
   const s = String(value ?? "");

@@ -6,7 +6,11 @@ import { destinationProblem } from "../config/destinations.ts";
 import { injectedCopies, newEvent } from "../config/events.ts";
 import { loadSources } from "../config/sources.ts";
 import { HookspoolError } from "../errors.ts";
-import { enqueue, type NewEvent } from "../store/enqueue.ts";
+import { enqueue, type EnqueueResult, type NewEvent } from "../store/enqueue.ts";
+import { isPostgres, openPgSpool } from "../config/backend.ts";
+import type { LoadedConfig } from "../config/types.ts";
+import { enqueuePg } from "../store/pg/enqueue.ts";
+import { requirePgSchema } from "../store/pg/migrate.ts";
 import { type Cli, GLOBAL_ARGS, loadFor, openExisting } from "./context.ts";
 import { visible } from "./format.ts";
 
@@ -66,25 +70,41 @@ export function enqueueCommand(cli: Cli): CommandDef {
         const key = i >= 0 ? `routes[${i}].destination` : `sources.${source}.action`;
         throw new HookspoolError("E_CONFIG", `destination "${c.destination}": ${why}`, { file: paths.config ?? undefined, key });
       }
-      const spool = openExisting(cli, paths.spoolFile);
-      try {
-        const dedupId = args["dedup-id"] === undefined ? null : String(args["dedup-id"]);
-        const r = enqueue(spool, newEvent(config, { source, key: String(args.key), eventType, dedupId, payload: text, body }, copies));
-        if (cli.globals.json) {
-          cli.io.out(JSON.stringify(r));
-        } else if (r.status === "queued") {
-          for (const p of r.placed) cli.io.out(`queued event ${p.eventId} in batch ${p.batchId} (route ${visible(p.route)} -> ${visible(p.destination)}${p.tee ? ", tee" : ""}${p.sealed ? ", sealed" : ""})`);
-        } else if (r.status === "duplicate") {
-          cli.io.out(`duplicate of event ${r.eventId}; nothing enqueued`);
-        } else {
-          cli.io.out(`duplicate of event ${r.eventId} in dead batch ${r.batchId}: batch replayed`);
-        }
-        return 0;
-      } finally {
-        spool.close();
+      const dedupId = args["dedup-id"] === undefined ? null : String(args["dedup-id"]);
+      const ev = newEvent(config, { source, key: String(args.key), eventType, dedupId, payload: text, body }, copies);
+      const r = await enqueueOn(cli, { config, paths }, ev);
+      if (cli.globals.json) {
+        cli.io.out(JSON.stringify(r));
+      } else if (r.status === "queued") {
+        for (const p of r.placed) cli.io.out(`queued event ${p.eventId} in batch ${p.batchId} (route ${visible(p.route)} -> ${visible(p.destination)}${p.tee ? ", tee" : ""}${p.sealed ? ", sealed" : ""})`);
+      } else if (r.status === "duplicate") {
+        cli.io.out(`duplicate of event ${r.eventId}; nothing enqueued`);
+      } else {
+        cli.io.out(`duplicate of event ${r.eventId} in dead batch ${r.batchId}: batch replayed`);
       }
+      return 0;
     },
   };
+}
+
+/** One event into the config's store (SQLite never migrated here, or PostgreSQL at this build's schema). */
+async function enqueueOn(cli: Cli, loaded: Pick<LoadedConfig, "config" | "paths">, ev: NewEvent): Promise<EnqueueResult> {
+  if (isPostgres(loaded.config)) {
+    const pg = openPgSpool(loaded.config, cli.io.env);
+    try {
+      await pg.ping();
+      await requirePgSchema(pg);
+      return await enqueuePg(pg, ev, cli.clock.now());
+    } finally {
+      await pg.close();
+    }
+  }
+  const spool = openExisting(cli, loaded.paths.spoolFile);
+  try {
+    return enqueue(spool, ev);
+  } finally {
+    spool.close();
+  }
 }
 
 function readPayloadFile(path: string): Uint8Array {

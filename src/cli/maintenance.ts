@@ -6,6 +6,8 @@ import { exportBatches, type ExportRecord } from "../store/export.ts";
 import { exportBatchesPg } from "../store/pg/export.ts";
 import { isPostgres, openPgSpool } from "../config/backend.ts";
 import { requirePgSchema } from "../store/pg/migrate.ts";
+import { runRetentionPg } from "../store/pg/retention.ts";
+import type { Config } from "../config/types.ts";
 import { FILTER_ARGS, filterOf } from "./filters.ts";
 import { policyFromConfig, type RetentionCounts, runRetention, vacuum } from "../store/retention.ts";
 import { humanBytes, visible } from "./format.ts";
@@ -18,6 +20,21 @@ function plural(n: number, one: string, many = `${one}s`): string {
 function describeCounts(c: RetentionCounts): string {
   if (Object.values(c).every((n) => n === 0)) return "nothing to delete";
   return `deleted ${plural(c.batches, "batch", "batches")} (${plural(c.events, "event")}), ${plural(c.attempts, "attempt")}, ${plural(c.dedup, "dedup row")}, ${plural(c.issues, "issue")}`;
+}
+
+/** prune on PostgreSQL: the same pass in small transactions; VACUUM is the server's autovacuum's to run. */
+async function prunePg(cli: Cli, config: Config, vacuum: boolean): Promise<number> {
+  if (vacuum) throw new HookspoolError("E_USAGE", "--vacuum applies to a SQLite spool; on PostgreSQL the server's autovacuum gives the space back (or run VACUUM there)");
+  const pg = openPgSpool(config, cli.io.env);
+  try {
+    await pg.ping();
+    await requirePgSchema(pg);
+    const counts = await runRetentionPg(pg, policyFromConfig(config), cli.clock.now());
+    cli.io.out(cli.globals.json ? JSON.stringify(counts) : describeCounts(counts));
+    return 0;
+  } finally {
+    await pg.close();
+  }
 }
 
 function pruneCommand(cli: Cli): CommandDef {
@@ -33,6 +50,7 @@ function pruneCommand(cli: Cli): CommandDef {
     },
     async run({ args }) {
       const { config, paths } = loadFor(cli);
+      if (isPostgres(config)) return prunePg(cli, config, Boolean(args.vacuum));
       const spool = openExisting(cli, paths.spoolFile);
       try {
         const counts = await runRetention(spool, policyFromConfig(config), cli.clock.now());

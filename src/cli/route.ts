@@ -11,7 +11,7 @@ import { afterVerify } from "../intake/evaluate.ts";
 import { hookRequest } from "../plugin/hook-request.ts";
 import { refuseWrites } from "../store/inspect.ts";
 import { storedRequests } from "../store/requests.ts";
-import { type Cli, GLOBAL_ARGS, loadFor, openExisting, positiveInt } from "./context.ts";
+import { type Cli, GLOBAL_ARGS, loadFor, openExisting, sqliteOnly, positiveInt } from "./context.ts";
 import { table, visible } from "./format.ts";
 import { parseSince } from "../time.ts";
 
@@ -58,6 +58,7 @@ function testCommand(cli: Cli): CommandDef {
       }
       const now = cli.clock.now();
       const since = parseSince(String(args.since ?? "24h"), now);
+      sqliteOnly(loaded.config, "hookspool route test with stored requests");
       const spool = openExisting(cli, loaded.paths.spoolFile);
       try {
         // Read only: the spool refuses any write this connection might try.

@@ -15,7 +15,7 @@ import { HookspoolError } from "../errors.ts";
 import { canSign, signTemplate } from "../plugin/sign.ts";
 import type { TemplateSettings } from "../plugin/template.ts";
 import { followEvent, newestEventId } from "../store/follow.ts";
-import { type Cli, GLOBAL_ARGS, loadFor, openExisting, positiveInt } from "./context.ts";
+import { type Cli, GLOBAL_ARGS, loadFor, openExisting, sqliteOnly, positiveInt } from "./context.ts";
 import { visible } from "./format.ts";
 
 interface Built {
@@ -200,6 +200,7 @@ export function sendCommand(cli: Cli): CommandDef {
       }
       // A capture made to be refused is sent as it was captured: its wrong signature is the point.
       const asCaptured = captured !== undefined && captured.expect.status === 401;
+      if (args.follow) sqliteOnly(config, "hookspool send --follow");
       const spool = args.follow ? openExisting(cli, paths.spoolFile) : null;
       let failed = 0;
       try {

@@ -22,7 +22,7 @@ import type { Spool } from "../store/db.ts";
 import { effectiveNow, instanceId } from "../store/meta.ts";
 import { checkConfigFile } from "../check/check.ts";
 import { problemLine } from "./check.ts";
-import { type Cli, GLOBAL_ARGS, loadFor, openExisting } from "./context.ts";
+import { type Cli, GLOBAL_ARGS, loadFor, openExisting, sqliteOnly } from "./context.ts";
 import { visible } from "./format.ts";
 
 /** Resolve when the process is asked to stop (SIGTERM, SIGINT). */
@@ -191,6 +191,7 @@ function dashboardCommand(cli: Cli): CommandDef {
     args: { ...GLOBAL_ARGS, listen: { type: "string", description: "host:port to bind (default: dashboard.listen, else 127.0.0.1:8651)", valueHint: "ADDR" } },
     async run({ args }) {
       const loaded = loadFor(cli);
+      sqliteOnly(loaded.config, "hookspool dashboard");
       const spool = openExisting(cli, loaded.paths.spoolFile);
       const d = makeDashboard(cli, loaded, spool, (args.listen as string | undefined) || loaded.config.dashboard.listen || DASHBOARD_LISTEN);
       const log = createLogger("dashboard", { clock: cli.clock });

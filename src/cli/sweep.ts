@@ -9,7 +9,7 @@ import { createHttp } from "../net/http.ts";
 import { createPacer } from "../net/pace.ts";
 import { spooledDedupIds } from "../store/dedup.ts";
 import { sweepGitHub } from "../sweep/github.ts";
-import { type Cli, GLOBAL_ARGS, loadFor, openExisting } from "./context.ts";
+import { type Cli, GLOBAL_ARGS, loadFor, openExisting, sqliteOnly } from "./context.ts";
 import { visible } from "./format.ts";
 import { parseSince } from "../time.ts";
 
@@ -53,6 +53,7 @@ export function sweepCommand(cli: Cli): CommandDef {
       if (!ref) throw new HookspoolError("E_CONFIG", `[bobbins.${instance}] has no secrets.${sweep.secret}`, { hint: `add secrets.${sweep.secret} = { file = "..." }: ${bobbin.manifest.secrets[sweep.secret]?.description ?? "the sweep's token"}` });
       const token = resolveSecret(ref, cli.io.env);
       const since = parseSince(String(args.since ?? "24h"), cli.clock.now());
+      sqliteOnly(config, "hookspool sweep");
       const spool = openExisting(cli, paths.spoolFile);
       try {
         const report = await sweepGitHub({

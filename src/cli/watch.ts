@@ -8,11 +8,13 @@ import { HookspoolError } from "../errors.ts";
 import { dataVersion, journalAfter, journalBounds, type JournalRow } from "../store/journal.ts";
 import { type Cli, GLOBAL_ARGS, loadForReading, openExisting, positiveInt } from "./context.ts";
 import { isoTime, visible } from "./format.ts";
+import { isPostgres } from "../config/backend.ts";
+import { watchPg } from "./watch-pg.ts";
 
-const PAGE = 500;
+export const PAGE = 500;
 const COLOUR: Record<string, string> = { delivered: "\u001b[32m", dead: "\u001b[31m", retry: "\u001b[33m", dropped: "\u001b[90m" };
 
-function detailOf(r: JournalRow): Record<string, unknown> {
+export function detailOf(r: JournalRow): Record<string, unknown> {
   try {
     return r.detail ? (JSON.parse(r.detail) as Record<string, unknown>) : {};
   } catch {
@@ -20,7 +22,7 @@ function detailOf(r: JournalRow): Record<string, unknown> {
   }
 }
 
-function lineOf(r: JournalRow, tty: boolean): string {
+export function lineOf(r: JournalRow, tty: boolean, cursor: string = String(r.id)): string {
   const d = detailOf(r);
   const facts = Object.entries(d)
     .map(([k, v]) => `${k}=${typeof v === "string" ? v : JSON.stringify(v)}`)
@@ -28,7 +30,7 @@ function lineOf(r: JournalRow, tty: boolean): string {
   const kind = tty && COLOUR[r.kind] ? `${COLOUR[r.kind]}${r.kind}\u001b[0m` : r.kind;
   const what = r.kind === "event" ? `event ${r.event_id}` : r.attempt_id !== null ? `attempt ${r.attempt_id}` : "";
   // Every field but the colour is someone's text: escaped before it reaches the terminal.
-  return `${visible(`${r.id} ${isoTime(r.at)} `)}${kind}${visible(` batch ${r.batch_id}${what ? ` ${what}` : ""} ${r.source} -> ${r.destination} key=${r.key}${facts ? ` ${facts}` : ""}`)}`;
+  return `${visible(`${cursor} ${isoTime(r.at)} `)}${kind}${visible(` batch ${r.batch_id}${what ? ` ${what}` : ""} ${r.source} -> ${r.destination} key=${r.key}${facts ? ` ${facts}` : ""}`)}`;
 }
 
 export function watchCommand(cli: Cli): CommandDef {
@@ -48,8 +50,9 @@ export function watchCommand(cli: Cli): CommandDef {
       const count = args.count === undefined ? Number.POSITIVE_INFINITY : positiveInt(args.count, "--count");
       const seconds = args.for === undefined ? Number.POSITIVE_INFINITY : Number(args.for);
       if (!(seconds > 0)) throw new HookspoolError("E_USAGE", "--for must be a number of seconds above 0");
-      const { paths } = loadForReading(cli);
-      const spool = openExisting(cli, paths.spoolFile);
+      const loaded = loadForReading(cli);
+      if (isPostgres(loaded.config)) return watchPg(cli, loaded.config, { filter, count, seconds, since: args.since as string | undefined });
+      const spool = openExisting(cli, loaded.paths.spoolFile);
       try {
         const bounds = journalBounds(spool);
         let cursor: number;

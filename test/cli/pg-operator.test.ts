@@ -90,4 +90,45 @@ test.skipIf(!PG_BIN)("list, show, issues, pause, resume, replay, retry, split, e
   expect((JSON.parse(status.out) as { dispatchers: unknown[] }).dispatchers).toEqual([]);
 });
 
+test.skipIf(!PG_BIN)("enqueue, prune and watch on PostgreSQL; the verbs that read SQLite's file say so in one line", async () => {
+  const pg = server as PgServer;
+  await pg.createDatabase("ops2");
+  const url = `postgres://${pg.user}@localhost/ops2?host=${pg.socketDir}`;
+  const home = join(tempDir(), "home");
+  expect((await cli(["--home", home, "init"])).code).toBe(0);
+  for (const f of ["spool.db", "spool.db-wal", "spool.db-shm"]) rmSync(join(home, f), { force: true });
+  const file = join(home, "config.toml");
+  writeFileSync(file, readFileSync(file, "utf8").replace(/^\[spool\]$/m, '[spool]\nbackend = "postgres"\nurl = { env = "HOOKSPOOL_PG_URL" }'));
+  const env = { HOOKSPOOL_PG_URL: url };
+  expect((await cli(["--home", home, "migrate"], { env })).code).toBe(0);
+  const queued = await cli(["--home", home, "--json", "enqueue", "--source", "demo", "--key", "k1", "--dedup-id", "d1"], { env, stdin: '{"a":1}' });
+  expect(queued.code, queued.err).toBe(0);
+  expect(JSON.parse(queued.out)).toMatchObject({ status: "queued", placed: [{ batchId: 1, eventId: 1, route: "demo", destination: "script:demo-log" }] });
+  const again = await cli(["--home", home, "--json", "enqueue", "--source", "demo", "--key", "k1", "--dedup-id", "d1"], { env, stdin: '{"a":1}' });
+  expect(JSON.parse(again.out)).toMatchObject({ status: "duplicate", eventId: 1 });
+  expect((await cli(["--home", home, "enqueue", "--source", "demo", "--key", "k2"], { env, stdin: '{"b":2}' })).out).toContain("queued event 2 in batch 2");
+
+  // watch from the start: both events, each with a cursor to go on from; then only what follows it.
+  const watched = await cli(["--home", home, "--json", "watch", "--since", "0", "--count", "2", "--for", "10"], { env });
+  expect(watched.code, watched.err).toBe(0);
+  const lines = watched.out.trim().split("\n").map((l) => JSON.parse(l) as { cursor: string; kind: string; batch: number; event: number; key: string });
+  expect(lines.map((l) => [l.kind, l.batch, l.event, l.key])).toEqual([["event", 1, 1, "k1"], ["event", 2, 2, "k2"]]);
+  expect(lines[0].cursor).toMatch(/^\d+:\d+$/);
+  const after = await cli(["--home", home, "--json", "watch", "--since", lines[0].cursor, "--count", "1", "--for", "10"], { env });
+  expect(JSON.parse(after.out).event).toBe(2);
+  expect((await cli(["--home", home, "watch", "--since", "12"], { env })).err).toContain("--since must be a cursor as watch prints it on PostgreSQL");
+  const text = await cli(["--home", home, "watch", "--since", "0", "--count", "1", "--for", "10", "--key", "k2"], { env });
+  expect(text.out).toMatch(/^\d+:\d+ \S+ event batch 2 event 2 demo -> script:demo-log key=k2/);
+
+  const pruned = await cli(["--home", home, "--json", "prune"], { env });
+  expect(JSON.parse(pruned.out)).toEqual({ batches: 0, events: 0, attempts: 0, dedup: 0, issues: 0 });
+  expect((await cli(["--home", home, "prune", "--vacuum"], { env })).err).toContain("--vacuum applies to a SQLite spool");
+
+  for (const argv of [["metrics"], ["dashboard"], ["sweep", "--repo", "o/r", "--hook", "1"]]) {
+    const r = await cli(["--home", home, ...argv], { env });
+    expect({ argv, code: r.code }).toEqual({ argv, code: 2 });
+    if (argv[0] !== "sweep") expect(r.err).toContain(`hookspool ${argv[0]} reads a SQLite spool only; spool.backend is "postgres"`);
+  }
+});
+
 if (!PG_BIN) test("operator verbs on PostgreSQL", () => console.info(PG_SKIP_MESSAGE));

@@ -41,3 +41,18 @@ export async function journalAfterPg(spool: PgSpool, cursor: PgCursor, limit: nu
   const last = out[out.length - 1];
   return { rows: out, cursor: last ? { xid: last.xid, id: last.id } : cursor };
 }
+
+/** The newest position a reader may take now ("from now"): the last row of a transaction older than every running one. */
+export async function journalHeadPg(spool: PgSpool): Promise<PgCursor> {
+  const [r] = await spool.sql`SELECT xid::text AS xid, id FROM journal WHERE xid < pg_snapshot_xmin(pg_current_snapshot()) ORDER BY xid DESC, id DESC LIMIT 1`;
+  return r ? { xid: String(r.xid), id: num(r.id) } : PG_CURSOR_START;
+}
+
+/** A cursor as watch prints it ("<xid>:<id>"), and back. */
+export const formatPgCursor = (c: PgCursor): string => `${c.xid}:${c.id}`;
+
+export function parsePgCursor(text: string): PgCursor | null {
+  if (text === "0") return PG_CURSOR_START;
+  const m = /^(\d{1,20}):(\d{1,19})$/.exec(text);
+  return m ? { xid: m[1], id: Number(m[2]) } : null;
+}
