@@ -10,6 +10,7 @@ import { num, type PgSpool, type Tx } from "./db.ts";
 import { markProbePg } from "./destinations.ts";
 import { sealBatchPg } from "./enqueue.ts";
 import { journalPg } from "./journal.ts";
+import { testHook } from "../../testhook.ts";
 
 /** Seal every open batch that is ready at `now`; each under its group's lock, so no intake is mid-join. */
 export async function sealReadyPg(spool: PgSpool, now: number): Promise<number[]> {
@@ -22,7 +23,9 @@ export async function sealReadyPg(spool: PgSpool, now: number): Promise<number[]
       // Still open and still ready? An intake may have joined it since (then last_at moved).
       const [still] = await tx`SELECT id FROM batches WHERE id = ${num(r.id)}::bigint AND state = 'open'
           AND ((quiet_s = 0 AND max_s = 0) OR ${now} >= last_at + quiet_s OR ${now} >= first_at + max_s)`;
-      return still ? sealBatchPg(tx, num(r.id), now) : false;
+      const done = still ? await sealBatchPg(tx, num(r.id), now) : false;
+      testHook("seal.before_commit");
+      return done;
     });
     if (done) sealed.push(num(r.id));
   }
@@ -79,6 +82,7 @@ export async function claimPg(spool: PgSpool, inputs: readonly (ClaimInput & { r
       await journalPg(tx, "leased", c.batchId, c.now, { attempt: attemptId, detail: { n, ...(resend ? { resend } : {}) } });
       out.push({ attemptId, n, owner, leaseUntil: c.leaseUntil, deliveryId, resend });
     }
+    testHook("claim.before_commit");
     return out;
   });
 }

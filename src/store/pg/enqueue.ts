@@ -11,6 +11,7 @@ import { type EnqueueResult, type EventCopy, type NewEvent, type Placed, validat
 import { num, type PgSpool, type Tx } from "./db.ts";
 import { journalPg } from "./journal.ts";
 import { notifyWork } from "./wakeups.ts";
+import { testHook } from "../../testhook.ts";
 
 const utf8 = new TextEncoder();
 
@@ -213,8 +214,11 @@ export async function enqueueGroupPg(spool: PgSpool, jobs: readonly (readonly Ne
       } catch (error) {
         out.push({ error });
       }
+      // Outside the savepoint: a failure here undoes the whole group, and none is acked.
+      testHook("enqueue.after_savepoint");
     }
     await finish(tx, acc, now);
+    testHook("enqueue.before_commit");
     return out;
   });
 }

@@ -9,6 +9,7 @@ import { clearProbePg, destinationRowOf, recordSuccessPg, recordTransportFailure
 import { enqueueEventsPgTx } from "./enqueue.ts";
 import { raiseIssuePg, resolveIssuePg } from "./issues.ts";
 import { markDeadPgTx, markDeliveredPgTx, markRetryPgTx } from "./claims.ts";
+import { testHook } from "../../testhook.ts";
 
 interface PastAttempt {
   id: number;
@@ -148,6 +149,7 @@ export async function recordOutcomesPg(spool: PgSpool, inputs: readonly OutcomeI
         out.push(e instanceof Error ? e : new Error(String(e)));
       }
     }
+    testHook("mark.before_commit");
     return out;
   });
 }

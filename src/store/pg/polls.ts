@@ -7,6 +7,7 @@ import type { NewEvent } from "../enqueue.ts";
 import { due, type PollPlan, type PollStep, UNFINISHED } from "../polls.ts";
 import { num, numOrNull, type PgSpool } from "./db.ts";
 import { enqueueEventsPgTx } from "./enqueue.ts";
+import { testHook } from "../../testhook.ts";
 
 export async function stepPollPg(spool: PgSpool, p: PollPlan, now: number, rng: Rng, tick: (at: number) => NewEvent): Promise<PollStep | null> {
   const [peek] = await spool.sql`SELECT next_at FROM polls WHERE instance = ${p.instance}`;
@@ -31,6 +32,7 @@ export async function stepPollPg(spool: PgSpool, p: PollPlan, now: number, rng: 
       return "skipped";
     }
     const [res] = await enqueueEventsPgTx(tx, [tick(row.next_at)], now);
+    testHook("poll.after_enqueue");
     const batchId = res.status === "queued" ? res.placed[0].batchId : row.last_batch_id;
     await tx`UPDATE polls SET last_tick_at = ${row.next_at}, last_batch_id = ${batchId === null ? null : num(batchId)}::bigint, next_at = ${next} WHERE instance = ${p.instance}`;
     return "ticked";

@@ -6,6 +6,7 @@ import { type QuarantineInput, quarantineIssue, quarantineRecord } from "../enqu
 import { num, type PgSpool } from "./db.ts";
 import { raiseIssuePg } from "./issues.ts";
 import { journalPg } from "./journal.ts";
+import { testHook } from "../../testhook.ts";
 
 export async function quarantinePg(spool: PgSpool, q: QuarantineInput, now: number): Promise<{ eventId: number; batchId: number; reason: string }> {
   const { reason, headers } = quarantineRecord(q);
@@ -29,6 +30,7 @@ export async function quarantinePg(spool: PgSpool, q: QuarantineInput, now: numb
     await journalPg(tx, "event", batchId, now, { event: eventId, detail: { quarantined: reason } });
     await journalPg(tx, "dead", batchId, now, { detail: { reason: "quarantined" } });
     await raiseIssuePg(tx, { ...issue, route: q.source, batchId, error: `quarantined: ${reason}`, now });
+    testHook("quarantine.before_commit");
     return { eventId, batchId, reason };
   });
 }
