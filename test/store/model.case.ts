@@ -3,16 +3,13 @@
 // (batch states, the join rule, FIFO, leases, dedup); the two are compared after every step.
 import { expect, test } from "bun:test";
 import { seededRng, type Rng } from "../../src/clock.ts";
-import { candidates, claimBatch, recoverLeases, sealReady } from "../../src/store/queue.ts";
-import { markDead, markDelivered, markRetry, type AttemptRecord } from "../../src/store/marks.ts";
-import { enqueue, type EventCopy } from "../../src/store/enqueue.ts";
-import { dropBatches } from "../../src/store/drop.ts";
-import { replayBatch } from "../../src/store/replay.ts";
+import type { AttemptRecord } from "../../src/store/marks.ts";
+import type { EventCopy } from "../../src/store/enqueue.ts";
 import { payloadOf, T0 } from "../helpers/spool.ts";
-import type { OpenSpool } from "./suite.ts";
+import type { Suite } from "./suite.ts";
 
-/** The model cases, on whatever store fresh() opens. */
-export function modelCases(fresh: OpenSpool): void {
+/** The model cases, on whatever store fresh() opens (`modelSteps` operations: fewer on a slower backend). */
+export function modelCases({ fresh, modelSteps }: Suite): void {
   type State = "open" | "sealed" | "leased" | "retry" | "delivered" | "dead" | "dropped";
   interface Win {
     quiet_s: number;
@@ -188,26 +185,26 @@ export function modelCases(fresh: OpenSpool): void {
     return routes.map((r, i) => ({ route: r, destination: `http:${r}`, tee: i > 0, window: WINDOWS[r] }));
   }
 
-  test("10,000 random operations agree with the model after every step", () => {
-    const t = fresh();
-    // Durability is proven by the crash tests; this one checks the state machine, so it skips fsync.
-    t.spool.db.run("PRAGMA synchronous = OFF");
+  test(`${modelSteps.toLocaleString("en")} random operations agree with the model after every step`, async () => {
+    const s = await fresh();
+    // Durability is proven by the crash tests; this one checks the state machine, so it skips
+    // fsync (SQLite's PRAGMA; the throwaway PostgreSQL server runs with fsync off).
+    if (s.sqlite) s.sqlite.spool.db.run("PRAGMA synchronous = OFF");
     const rng = seededRng(20261129);
     const m = new Model();
-    const db = t.spool.db;
     let now = T0;
     const owners = new Map<number, { owner: string; attempt: number }>();
     const tally: Record<string, number> = {};
 
-    // The whole unfinished queue as one digest line per batch, built in SQL so a per-step
+    // The whole unfinished queue as one digest line per batch, read in one query so a per-step
     // comparison of every active batch stays cheap; on a mismatch the rows are compared in full.
     const f = (x: number | null) => (x === null ? "-" : x.toFixed(1));
-    const digestSql = db.query<{ d: string | null }, []>(
-      `SELECT group_concat(line, ';') AS d FROM (SELECT id || ',' || state || ',' || count || ',' || bytes || ',' || printf('%.1f', first_at) || ',' ||
-         printf('%.1f', last_at) || ',' || attempts || ',' || CASE WHEN state = 'retry' THEN printf('%.1f', next_attempt_at) ELSE '-' END || ',' ||
-         CASE WHEN not_before IS NULL THEN '-' ELSE printf('%.1f', not_before) END || ',' || COALESCE(lease_owner, '-') || ',' || COALESCE(content_hash, '-') AS line
-       FROM batches WHERE state IN ('open', 'sealed', 'retry', 'leased') ORDER BY id)`,
-    );
+    const digestCols = ["id", "state", "count", "bytes", "first_at", "last_at", "attempts", "next_attempt_at", "not_before", "lease_owner", "content_hash"];
+    type DigestRow = { id: number; state: string; count: number; bytes: number; first_at: number; last_at: number; attempts: number; next_attempt_at: number | null; not_before: number | null; lease_owner: string | null; content_hash: string | null };
+    const storeDigest = async () =>
+      (await s.rows<DigestRow>("batches", { cols: digestCols, where: { state: ACTIVE }, order: "id" })).map((b) =>
+        [b.id, b.state, b.count, b.bytes, f(b.first_at), f(b.last_at), b.attempts, b.state === "retry" ? f(b.next_attempt_at) : "-", f(b.not_before), b.lease_owner ?? "-", b.content_hash ?? "-"].join(","),
+      );
     const modelDigest = () =>
       [...m.batches.values()]
         .filter((b) => ACTIVE.includes(b.state))
@@ -218,12 +215,12 @@ export function modelCases(fresh: OpenSpool): void {
     const same = (ctx: string, got: unknown, want: unknown) => {
       if (!Bun.deepEquals(got, want)) expect([ctx, got]).toEqual([ctx, want]);
     };
-    const compare = (step: number, op: string) => {
+    const compare = async (step: number, op: string) => {
       const ctx = `step ${step} (${op})`;
-      same(ctx, candidates(t.spool, now).map((c) => c.id), m.candidates(now));
+      same(ctx, (await s.candidates(now)).map((c) => c.id), m.candidates(now));
       // content_hash: absent while open, set at seal (learned from the store the first time the
       // model sees it sealed), identical ever after, across attempts and replays
-      const lines = (digestSql.get()?.d ?? "").split(";").filter((x) => x !== "");
+      const lines = await storeDigest();
       const want = modelDigest();
       for (let i = 0; i < want.length; i++) {
         if (!want[i].endsWith(",HASH")) continue;
@@ -239,17 +236,17 @@ export function modelCases(fresh: OpenSpool): void {
       }
       same(ctx, lines, want);
     };
-    const fullCompare = (step: number) => {
+    const fullCompare = async (step: number) => {
       const ctx = `full compare after step ${step}`;
-      const membership = db.query<{ batch_id: number; id: number }, []>("SELECT batch_id, id FROM events ORDER BY id").all();
+      const membership = await s.rows<{ batch_id: number; id: number }>("events", { cols: ["batch_id", "id"], order: "id" });
       same(`${ctx}: event membership`, membership.map((e) => [e.id, e.batch_id]), [...m.eventBatch.entries()].sort((a, b) => a[0] - b[0]));
-      const states = db.query<{ id: number; state: string; attempts: number }, []>("SELECT id, state, attempts FROM batches ORDER BY id").all();
-      same(`${ctx}: every batch`, states.map((s) => [s.id, s.state, s.attempts]), [...m.batches.values()].sort((a, b) => a.id - b.id).map((b) => [b.id, b.state, b.attempts]));
-      const dedup = db.query<{ dedup_id: string; event_id: number; dup_count: number }, []>("SELECT dedup_id, event_id, dup_count FROM dedup ORDER BY dedup_id").all();
+      const states = await s.rows<{ id: number; state: string; attempts: number }>("batches", { cols: ["id", "state", "attempts"], order: "id" });
+      same(`${ctx}: every batch`, states.map((x) => [x.id, x.state, x.attempts]), [...m.batches.values()].sort((a, b) => a.id - b.id).map((b) => [b.id, b.state, b.attempts]));
+      const dedup = await s.rows<{ dedup_id: string; event_id: number; dup_count: number }>("dedup", { cols: ["dedup_id", "event_id", "dup_count"], order: "dedup_id" });
       same(`${ctx}: dedup`, dedup.map((d) => [d.dedup_id, d.event_id, d.dup_count]), [...m.dedup.entries()].sort((a, b) => (a[0] < b[0] ? -1 : 1)).map(([k, v]) => [k, v.event, v.dups]));
     };
 
-    for (let step = 0; step < 10_000; step++) {
+    for (let step = 0; step < modelSteps; step++) {
       const roll = rng.next();
       let op: string;
       if (roll < 0.34) {
@@ -261,7 +258,7 @@ export function modelCases(fresh: OpenSpool): void {
         const size = pick(rng, [50, 100, 150, 37, 121]) as number;
         const dedupId = rng.next() < 0.25 ? `d${Math.floor(rng.next() * 30)}` : null;
         const want = m.enqueue(routes, key, size, dedupId, now);
-        const got = enqueue(t.spool, { source: "s", key, eventType: "t", dedupId, payload: payloadOf(size), raw: null, headers: {}, copies: copiesFor(routes), dedupWindowS: DEDUP_WINDOW }, now);
+        const got = await s.enqueue({ source: "s", key, eventType: "t", dedupId, payload: payloadOf(size), raw: null, headers: {}, copies: copiesFor(routes), dedupWindowS: DEDUP_WINDOW }, now);
         const gotIds = got.status === "queued" ? got.placed.flatMap((p) => [p.eventId, p.batchId]) : got.status === "replayed" ? [got.eventId, got.batchId] : [got.eventId];
         same(`step ${step} (enqueue)`, [got.status, gotIds], [want.status, want.ids]);
         tally[`enqueue:${got.status}`] = (tally[`enqueue:${got.status}`] ?? 0) + 1;
@@ -270,7 +267,7 @@ export function modelCases(fresh: OpenSpool): void {
         now += Math.floor(rng.next() * 9) / 2;
       } else if (roll < 0.54) {
         op = "seal";
-        same(`step ${step} (seal)`, sealReady(t.spool, now), m.sealReady(now));
+        same(`step ${step} (seal)`, await s.sealReady(now), m.sealReady(now));
       } else if (roll < 0.72) {
         op = "claim";
         // up to three at once, as a tick with parallel = 3 would
@@ -279,7 +276,7 @@ export function modelCases(fresh: OpenSpool): void {
           const id = pool.splice(Math.floor(rng.next() * pool.length), 1)[0];
           const b = m.batches.get(id) as MBatch;
           const owner = m.claim(b, now);
-          const c = claimBatch(t.spool, { batchId: id, destination: `http:${b.route}`, now, leaseUntil: now + 30, host: "h", pid: 1 });
+          const c = await s.claim({ batchId: id, destination: `http:${b.route}`, now, leaseUntil: now + 30, host: "h", pid: 1 });
           same(`step ${step} (claim ${id})`, c?.owner, owner);
           owners.set(id, { owner, attempt: c?.attemptId as number });
           tally.claim = (tally.claim ?? 0) + 1;
@@ -300,13 +297,13 @@ export function modelCases(fresh: OpenSpool): void {
           const applied = m.finish(b, owner, outcome, counted, next);
           const rec: AttemptRecord = { klass: outcome === "delivered" ? null : outcome === "dead" ? "permanent" : "transport", status: null, error: null, durationMs: 1, counted };
           const base = { batchId: id, attemptId: attempt, owner, now, attempt: rec };
-          const r = outcome === "delivered" ? markDelivered(t.spool, base) : outcome === "retry" ? markRetry(t.spool, { ...base, nextAttemptAt: next }) : markDead(t.spool, base);
+          const r = outcome === "delivered" ? await s.markDelivered(base) : outcome === "retry" ? await s.markRetry({ ...base, nextAttemptAt: next }) : await s.markDead(base);
           same(`step ${step} (${outcome} ${id})`, r.applied, applied);
           tally[applied ? `mark:${outcome}` : "mark:discarded"] = (tally[applied ? `mark:${outcome}` : "mark:discarded"] ?? 0) + 1;
         }
       } else if (roll < 0.95) {
         op = "recover";
-        const got = recoverLeases(t.spool, { now, all: false });
+        const got = await s.recoverLeases({ now, all: false });
         same(`step ${step} (recover)`, got, m.recover(now));
         for (const id of got) owners.delete(id);
       } else if (roll < 0.98) {
@@ -315,7 +312,7 @@ export function modelCases(fresh: OpenSpool): void {
         const b = pick(rng, dead);
         if (b) {
           m.replay(b, now);
-          replayBatch(t.spool, b.id, now);
+          await s.replay(b.id, now);
           tally.replay = (tally.replay ?? 0) + 1;
         }
       } else {
@@ -325,7 +322,7 @@ export function modelCases(fresh: OpenSpool): void {
           const ok = m.drop(b);
           let refused = false;
           try {
-            dropBatches(t.spool, [b.id], now);
+            await s.drop([b.id], now);
           } catch {
             refused = true;
           }
@@ -333,10 +330,10 @@ export function modelCases(fresh: OpenSpool): void {
           if (ok) owners.delete(b.id);
         }
       }
-      compare(step, op);
-      if (step % 1000 === 999) fullCompare(step);
+      await compare(step, op);
+      if (step % 1000 === 999) await fullCompare(step);
     }
-    fullCompare(10_000);
+    await fullCompare(modelSteps);
     // The run exercised every path, so agreement means something.
     for (const k of ["enqueue:queued", "enqueue:duplicate", "enqueue:replayed", "claim", "mark:delivered", "mark:retry", "mark:dead", "mark:discarded", "replay"]) {
       expect([k, (tally[k] ?? 0) > 0]).toEqual([k, true]);

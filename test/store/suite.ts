@@ -1,8 +1,10 @@
 // The store's conformance suite: every store case, on any backend that can open a fresh,
-// migrated spool with an injected clock. SQLite runs it in sqlite.test.ts; a second backend
-// (PostgreSQL) runs the same cases with its own open().
-import { describe } from "bun:test";
-import type { TestSpool } from "../helpers/spool.ts";
+// migrated store with an injected clock, through the StoreUnderTest facade
+// (test/helpers/store-under-test.ts). SQLite runs it in sqlite.test.ts; PostgreSQL runs the same
+// cases in pg/suite.test.ts. A case that needs what only one backend has checks `caps`.
+import { afterEach, describe } from "bun:test";
+import type { BackendName, Capabilities, StoreUnderTest } from "../helpers/store-under-test.ts";
+import { CAPABILITIES } from "../helpers/store-under-test.ts";
 import { batchCases } from "./batches.case.ts";
 import { enqueueCases } from "./enqueue.case.ts";
 import { modelCases } from "./model.case.ts";
@@ -10,21 +12,44 @@ import { operatorVerbCases } from "./operator.case.ts";
 import { retentionCases } from "./retention.case.ts";
 import { schemaCases } from "./schema.case.ts";
 
-/** A fresh, migrated spool (its clock at T0) on the backend under test. */
-export type OpenSpool = () => TestSpool;
-
 export interface StoreBackend {
-  name: string;
-  open: OpenSpool;
+  name: BackendName;
+  /** A fresh, migrated store (its clock at T0) on this backend. */
+  open: () => Promise<StoreUnderTest>;
+  /** The model test's operation count (default 10,000). */
+  modelSteps?: number;
+}
+
+/** What a case file is given: the backend's name and capabilities, and fresh(). */
+export interface Suite {
+  name: BackendName;
+  caps: Capabilities;
+  /** A fresh store, closed after the test. */
+  fresh: () => Promise<StoreUnderTest>;
+  modelSteps: number;
 }
 
 export function runStoreSuite(backend: StoreBackend): void {
   describe(`store on ${backend.name}`, () => {
-    describe("schema", () => schemaCases(backend.open));
-    describe("enqueue", () => enqueueCases(backend.open));
-    describe("batches", () => batchCases(backend.open));
-    describe("operator verbs", () => operatorVerbCases(backend.open));
-    describe("retention", () => retentionCases(backend.open));
-    describe("model", () => modelCases(backend.open));
+    const opened: StoreUnderTest[] = [];
+    afterEach(async () => {
+      for (const s of opened.splice(0)) await s.close();
+    });
+    const suite: Suite = {
+      name: backend.name,
+      caps: CAPABILITIES[backend.name],
+      fresh: async () => {
+        const s = await backend.open();
+        opened.push(s);
+        return s;
+      },
+      modelSteps: backend.modelSteps ?? 10_000,
+    };
+    describe("schema", () => schemaCases(suite));
+    describe("enqueue", () => enqueueCases(suite));
+    describe("batches", () => batchCases(suite));
+    describe("operator verbs", () => operatorVerbCases(suite));
+    describe("retention", () => retentionCases(suite));
+    describe("model", () => modelCases(suite));
   });
 }

@@ -11,9 +11,12 @@ export interface DispatcherBeat {
   lastTickAt: number;
 }
 
-/** now_eff: the database's clock, never behind the latest tick recorded. */
+/**
+ * now_eff: the database's clock, never behind the latest tick recorded. A meta value that is not
+ * a number (written by hand) is read as none, as on SQLite, and the next heartbeat replaces it.
+ */
 export async function effectiveNowPg(spool: PgSpool): Promise<number> {
-  const [r] = await spool.sql`SELECT GREATEST(EXTRACT(EPOCH FROM clock_timestamp())::float8, COALESCE((SELECT value::float8 FROM meta WHERE key = 'last_tick_at'), 0)) AS t`;
+  const [r] = await spool.sql`SELECT GREATEST(EXTRACT(EPOCH FROM clock_timestamp())::float8, COALESCE((SELECT CASE WHEN value ~ '^[-+]?[0-9]+([.][0-9]*)?([eE][-+]?[0-9]+)?$' THEN value::float8 END FROM meta WHERE key = 'last_tick_at'), 0)) AS t`;
   return Number(r.t);
 }
 
@@ -24,7 +27,7 @@ export async function writeHeartbeatPg(spool: PgSpool, id: string, nowEff: numbe
         VALUES (${id}, EXTRACT(EPOCH FROM clock_timestamp())::float8, EXTRACT(EPOCH FROM clock_timestamp())::float8, ${nowEff}, ${caughtErrors ?? null})
         ON CONFLICT (id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at, last_tick_at = excluded.last_tick_at, caught_errors = COALESCE(excluded.caught_errors, dispatchers.caught_errors)`;
     await tx`INSERT INTO meta (key, value) VALUES ('last_tick_at', ${String(nowEff)})
-        ON CONFLICT (key) DO UPDATE SET value = GREATEST(meta.value::float8, excluded.value::float8)::text`;
+        ON CONFLICT (key) DO UPDATE SET value = GREATEST(CASE WHEN meta.value ~ '^[-+]?[0-9]+([.][0-9]*)?([eE][-+]?[0-9]+)?$' THEN meta.value::float8 END, excluded.value::float8)::text`;
   });
 }
 

@@ -1,0 +1,316 @@
+// The store as the conformance suite (test/store/*.case.ts) drives it: one asynchronous facade
+// over either backend. On SQLite it wraps the synchronous functions of src/store/ (their clock
+// is the spool's FakeClock); on PostgreSQL it calls src/store/pg/ and passes the FakeClock's
+// now wherever SQLite would have read it. Beside the store's operations it reads and writes
+// rows directly (a test's setup and its look at the result), with PostgreSQL's types normalised
+// to SQLite's: BIGINT columns (strings from Bun.sql) as numbers, BYTEA as a plain Uint8Array.
+import type { Database } from "bun:sqlite";
+import { FakeClock } from "../../src/clock.ts";
+import { sealBatchTx } from "../../src/store/batches.ts";
+import type { Spool } from "../../src/store/db.ts";
+import { batchContent, type ContentEvent } from "../../src/store/content.ts";
+import { dropBatches } from "../../src/store/drop.ts";
+import { enqueue, type EnqueueResult, type NewEvent, type QuarantineInput, quarantine } from "../../src/store/enqueue.ts";
+import { type AttemptRecord, markDead, markDelivered, markRetry } from "../../src/store/marks.ts";
+import { effectiveNow, setMetaTx, writeHeartbeat } from "../../src/store/meta.ts";
+import { type Candidate, type Claim, type ClaimInput, candidates, claimBatch, recoverLeases, sealReady } from "../../src/store/queue.ts";
+import { type DeadFilter, deadBatchIds, type Reclassify, type ReplayResult, replayBatch, retryNow } from "../../src/store/replay.ts";
+import { type RetentionCounts, type RetentionOptions, type RetentionPolicy, runRetention } from "../../src/store/retention.ts";
+import { excludeEvents, type SplitOptions, splitBatch } from "../../src/store/split.ts";
+import { freshSpool, T0, type TestSpool } from "./spool.ts";
+
+export type BackendName = "sqlite" | "postgres";
+
+/**
+ * What a backend can be asked that the other cannot: a case that depends on one of these runs
+ * only where it holds (test.skipIf), and says why next to it.
+ */
+export interface Capabilities {
+  /**
+   * now_eff's wall clock is the injected clock (SQLite: the spool's Clock). On PostgreSQL it is
+   * the database's clock_timestamp(), which a test cannot step back.
+   */
+  injectedWallClock: boolean;
+  /**
+   * Lease recovery knows the process's live workers and, at startup, takes every lease (the
+   * flock says no other dispatcher runs). PostgreSQL's dispatchers share the database: recovery
+   * takes only leases whose lease_until passed, whoever holds them.
+   */
+  singleDispatcher: boolean;
+  /** A SQLite file: PRAGMAs, its WAL, a child process killed at a crash point over it. */
+  sqliteFile: boolean;
+}
+
+export const CAPABILITIES: Record<BackendName, Capabilities> = {
+  sqlite: { injectedWallClock: true, singleDispatcher: true, sqliteFile: true },
+  postgres: { injectedWallClock: false, singleDispatcher: false, sqliteFile: false },
+};
+
+export type Row = Record<string, unknown>;
+type Value = string | number | null | Uint8Array;
+
+/** In a `where`: the column is not null. */
+export const NOT_NULL = Object.freeze({ notNull: true as const });
+/** A row filter: `column = value`, `column IS NULL` (null), `column IN (...)` (an array), or NOT_NULL. */
+export type Where = Record<string, Value | readonly Value[] | typeof NOT_NULL>;
+
+export interface RowsQuery {
+  /** The columns to read (default: all). */
+  cols?: readonly string[];
+  where?: Where;
+  /** e.g. "id" or "id DESC". */
+  order?: string;
+  limit?: number;
+}
+
+export type ClaimArgs = ClaimInput;
+export type MarkArgs = { batchId: number; attemptId: number; owner: string; now: number; attempt: AttemptRecord };
+
+export interface StoreUnderTest {
+  readonly name: BackendName;
+  readonly caps: Capabilities;
+  /** The injected clock (at T0): the default `now` of enqueue and quarantine on both backends. */
+  readonly clock: FakeClock;
+  /** The SQLite spool itself, for what only SQLite has (see Capabilities); null on PostgreSQL. */
+  readonly sqlite: TestSpool | null;
+
+  enqueue(ev: NewEvent, now?: number): Promise<EnqueueResult>;
+  quarantine(q: QuarantineInput, now?: number): Promise<{ eventId: number; batchId: number; reason: string }>;
+  /** The batches row (every column), or null. */
+  batch(id: number): Promise<Row | null>;
+  batchContent(id: number): Promise<ContentEvent[]>;
+  /** The ids of a batch's events, in id order. */
+  eventsOf(batchId: number): Promise<number[]>;
+
+  sealReady(now: number): Promise<number[]>;
+  /** Seal one open batch at `now` (the readiness tick's seal, for one batch). */
+  sealBatch(id: number, now: number): Promise<boolean>;
+  candidates(now: number): Promise<Candidate[]>;
+  claim(c: ClaimArgs): Promise<Claim | null>;
+  markDelivered(m: MarkArgs & { emits?: NewEvent[] }): Promise<{ applied: boolean }>;
+  markRetry(m: MarkArgs & { nextAttemptAt: number }): Promise<{ applied: boolean }>;
+  markDead(m: MarkArgs): Promise<{ applied: boolean }>;
+  /** Expired leases back to retry; `all` and `live` need caps.singleDispatcher. */
+  recoverLeases(o: { now: number; all: boolean; live?: ReadonlySet<string> }): Promise<number[]>;
+
+  replay(id: number, now: number, reclassify?: Reclassify): Promise<ReplayResult>;
+  /** replay --dead's selection (null where the backend has none). */
+  deadBatchIds(f: DeadFilter): Promise<number[]>;
+  retryNow(id: number, now: number): Promise<void>;
+  drop(ids: number[], now: number): Promise<void>;
+  split(id: number, o: SplitOptions, now: number): Promise<number[]>;
+  exclude(batchId: number, eventIds: number[], now: number): Promise<void>;
+  /** A retention pass; `onCommit` hears, after each transaction, how many rows it changed. */
+  runRetention(policy: RetentionPolicy, now: number, opts?: RetentionOptions, onCommit?: (rows: number) => void): Promise<RetentionCounts>;
+
+  /** The wall clock now_eff reads: the injected clock on SQLite, the database's on PostgreSQL. */
+  wallNow(): Promise<number>;
+  effectiveNow(): Promise<number>;
+  writeHeartbeat(nowEff: number): Promise<void>;
+  meta(key: string): Promise<string | null>;
+  setMeta(key: string, value: string): Promise<void>;
+
+  count(table: string, where?: Where): Promise<number>;
+  rows<T extends Row = Row>(table: string, q?: RowsQuery): Promise<T[]>;
+  /** The first row of rows(), or null. */
+  row<T extends Row = Row>(table: string, q?: RowsQuery): Promise<T | null>;
+  /** Insert rows (all with the same columns) in one transaction; their ids, for a table that has one. */
+  insert(table: string, rows: readonly Row[]): Promise<number[]>;
+  update(table: string, set: Row, where: Where): Promise<number>;
+  /** The values of a column's `CHECK (<column> IN (...))` in the schema, sorted. */
+  checkValues(table: string, column: string): Promise<string[]>;
+  close(): Promise<void>;
+}
+
+export const IDENT = /^[a-z_]+$/;
+export const ORDER = /^[a-z_]+( (ASC|DESC))?(, [a-z_]+( (ASC|DESC))?)*$/;
+
+export function ident(s: string): string {
+  if (!IDENT.test(s)) throw new Error(`not a plain identifier: ${s}`);
+  return s;
+}
+
+/** SELECT/UPDATE text for both dialects: `place(i)` spells the i-th (1-based) parameter. */
+export function whereSql(where: Where | undefined, place: (i: number) => string, params: unknown[]): string {
+  const parts: string[] = [];
+  for (const [col, v] of Object.entries(where ?? {})) {
+    const c = ident(col);
+    if (v === null) parts.push(`${c} IS NULL`);
+    else if (v === NOT_NULL) parts.push(`${c} IS NOT NULL`);
+    else if (Array.isArray(v)) {
+      if (v.length === 0) parts.push("1 = 0");
+      else parts.push(`${c} IN (${v.map((x) => (params.push(x), place(params.length))).join(", ")})`);
+    } else {
+      params.push(v);
+      parts.push(`${c} = ${place(params.length)}`);
+    }
+  }
+  return parts.length ? ` WHERE ${parts.join(" AND ")}` : "";
+}
+
+export function selectSql(table: string, q: RowsQuery, place: (i: number) => string, params: unknown[]): string {
+  const cols = q.cols ? q.cols.map(ident).join(", ") : "*";
+  let text = `SELECT ${cols} FROM ${ident(table)}${whereSql(q.where, place, params)}`;
+  if (q.order) {
+    if (!ORDER.test(q.order)) throw new Error(`not a plain order: ${q.order}`);
+    text += ` ORDER BY ${q.order}`;
+  }
+  if (q.limit !== undefined) text += ` LIMIT ${Math.floor(q.limit)}`;
+  return text;
+}
+
+/** The values of `CHECK (<column> IN (...))` in SQLite's CREATE TABLE text. */
+function sqliteCheckList(sql: string, column: string): string[] {
+  const m = new RegExp(`CHECK\\s*\\(\\s*(?:${column} IS NULL OR\\s+)?${column}\\s+IN\\s*\\(([^)]*)\\)`, "i").exec(sql);
+  if (!m) throw new Error(`no CHECK on ${column}`);
+  return [...m[1].matchAll(/'([^']*)'/g)].map((x) => x[1]).sort();
+}
+
+// ---------------------------------------------------------------------------------------------
+// SQLite
+
+/** A view of the spool whose db reports, after each transaction, the rows it changed. */
+function recording(spool: Spool, onCommit: (rows: number) => void): Spool {
+  const db = spool.db;
+  const changes = () => (db.query("SELECT total_changes() AS n").get() as { n: number }).n;
+  const wrapped = new Proxy(db, {
+    get(target, prop) {
+      if (prop === "transaction") {
+        return (fn: (...a: unknown[]) => unknown) =>
+          target.transaction((...a: unknown[]) => {
+            const before = changes();
+            const r = fn(...a);
+            onCommit(changes() - before);
+            return r;
+          });
+      }
+      const v = Reflect.get(target, prop, target);
+      return typeof v === "function" ? v.bind(target) : v;
+    },
+  });
+  return { ...spool, db: wrapped };
+}
+
+/** A fresh, migrated SQLite spool (a WAL file in a temp home) behind the facade. */
+export async function openSqliteStore(): Promise<StoreUnderTest> {
+  const t = freshSpool();
+  const { spool, clock } = t;
+  const db: Database = spool.db;
+  const place = () => "?";
+  const all = <T>(text: string, params: unknown[]): T[] => db.query(text).all(...(params as never[])) as T[];
+  let closed = false;
+  const store: StoreUnderTest = {
+    name: "sqlite",
+    caps: CAPABILITIES.sqlite,
+    clock,
+    sqlite: t,
+    async enqueue(ev, now = clock.now()) {
+      return enqueue(spool, ev, now);
+    },
+    async quarantine(qi, now = clock.now()) {
+      return quarantine(spool, qi, now);
+    },
+    async batch(id) {
+      return (db.query("SELECT * FROM batches WHERE id = ?").get(id) as Row | null) ?? null;
+    },
+    async batchContent(id) {
+      return batchContent(spool, id);
+    },
+    async eventsOf(batchId) {
+      return (db.query("SELECT id FROM events WHERE batch_id = ? ORDER BY id").all(batchId) as { id: number }[]).map((r) => r.id);
+    },
+    async sealReady(now) {
+      return sealReady(spool, now);
+    },
+    async sealBatch(id, now) {
+      return db.transaction(() => sealBatchTx(db, id, now)).immediate();
+    },
+    async candidates(now) {
+      return candidates(spool, now);
+    },
+    async claim(c) {
+      return claimBatch(spool, c);
+    },
+    async markDelivered(m) {
+      return { applied: markDelivered(spool, m).applied };
+    },
+    async markRetry(m) {
+      return { applied: markRetry(spool, m).applied };
+    },
+    async markDead(m) {
+      return { applied: markDead(spool, m).applied };
+    },
+    async recoverLeases(o) {
+      return recoverLeases(spool, o);
+    },
+    async replay(id, now, reclassify) {
+      return replayBatch(spool, id, now, reclassify);
+    },
+    deadBatchIds: async (f) => deadBatchIds(spool, f),
+    async retryNow(id, now) {
+      retryNow(spool, id, now);
+    },
+    async drop(ids, now) {
+      dropBatches(spool, ids, now);
+    },
+    async split(id, o, now) {
+      return splitBatch(spool, id, o, now);
+    },
+    async exclude(batchId, eventIds, now) {
+      excludeEvents(spool, batchId, eventIds, now);
+    },
+    async runRetention(policy, now, opts, onCommit) {
+      return runRetention(onCommit ? recording(spool, onCommit) : spool, policy, now, opts);
+    },
+    async wallNow() {
+      return clock.now();
+    },
+    async effectiveNow() {
+      return effectiveNow(spool);
+    },
+    async writeHeartbeat(nowEff) {
+      writeHeartbeat(spool, nowEff, 1);
+    },
+    async meta(key) {
+      return (db.query("SELECT value FROM meta WHERE key = ?").get(key) as { value: string | null } | null)?.value ?? null;
+    },
+    async setMeta(key, value) {
+      setMetaTx(db, key, value);
+    },
+    async count(table, where) {
+      const params: unknown[] = [];
+      const text = `SELECT COUNT(*) AS n FROM ${ident(table)}${whereSql(where, place, params)}`;
+      return all<{ n: number }>(text, params)[0].n;
+    },
+    async rows<T extends Row>(table: string, rq: RowsQuery = {}) {
+      const params: unknown[] = [];
+      return all<T>(selectSql(table, rq, place, params), params);
+    },
+    async row<T extends Row>(table: string, rq: RowsQuery = {}) {
+      return ((await store.rows<T>(table, { ...rq, limit: 1 }))[0] ?? null) as T | null;
+    },
+    async insert(table, rows) {
+      if (rows.length === 0) return [];
+      const cols = Object.keys(rows[0]).map(ident);
+      const stmt = db.query(`INSERT INTO ${ident(table)} (${cols.join(", ")}) VALUES (${cols.map(() => "?").join(", ")})`);
+      return db
+        .transaction(() => rows.map((r) => Number(stmt.run(...(cols.map((c) => r[c]) as never[])).lastInsertRowid)))
+        .immediate();
+    },
+    async update(table, set, where) {
+      const params: unknown[] = [];
+      const sets = Object.keys(set).map((c) => (params.push(set[c]), `${ident(c)} = ?`));
+      return db.query(`UPDATE ${ident(table)} SET ${sets.join(", ")}${whereSql(where, place, params)}`).run(...(params as never[])).changes;
+    },
+    async checkValues(table, column) {
+      const sql = (db.query("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?").get(table) as { sql: string }).sql;
+      return sqliteCheckList(sql, column);
+    },
+    async close() {
+      if (closed) return;
+      closed = true;
+      spool.close();
+    },
+  };
+  return store;
+}
