@@ -147,7 +147,10 @@ export class Intake implements Service {
       store = sqliteIntakeStore(this.spool);
     }
     this.sources = await loadSources(this.config, { configDir: dirname(loaded.paths.config ?? loaded.paths.home), env: this.opts.env, file: loaded.paths.config ?? "config.toml" });
-    this.backpressure = new Backpressure(loaded.paths.spoolFile, this.config.limits.min_free_bytes, clock, this.opts.diskFree);
+    // On PostgreSQL the spool is on the server's disk, not this host's: the server refuses a
+    // write it cannot keep (a 503 then), and this host's free space says nothing about it.
+    const diskFree = this.pg ? () => null : this.opts.diskFree;
+    this.backpressure = new Backpressure(loaded.paths.spoolFile, this.config.limits.min_free_bytes, clock, diskFree);
     const faults = new Faults(store, "intake", log, () => clock.now());
     this.health = this.spool ? new Health(this.spool, loaded.paths.spoolFile, clock, this.backpressure, () => faults.flush()) : null;
     const deps = {
