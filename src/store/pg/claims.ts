@@ -32,22 +32,45 @@ export async function sealReadyPg(spool: PgSpool, now: number): Promise<number[]
   return sealed;
 }
 
-const HEAD = (tx: Tx) => tx`NOT EXISTS (SELECT 1 FROM batches p
+/** A batch heads its (route, key) group: no unfinished batch of the group came before it. */
+const HEAD = `NOT EXISTS (SELECT 1 FROM batches p
       WHERE p.route = b.route AND p.key = b.key AND p.state IN ('open', 'sealed', 'retry', 'leased')
         AND p.first_at <= b.first_at AND (p.first_at < b.first_at OR p.id < b.id))`;
 
-/** Deliverable heads at `now`, oldest first_at first, at most `perDestination` of each destination. */
+/** One destination's deliverable heads, oldest first: $1 destination, $2 now, $3 limit. */
+const CANDIDATES = `SELECT b.id, b.route, b.source, b.destination, b.key, b.state, b.first_at, b.attempts, b.count, b.bytes
+    FROM batches b
+   WHERE b.destination = $1 AND b.state IN ('sealed', 'retry')
+     AND (b.state = 'sealed' OR b.next_attempt_at <= $2)
+     AND (b.not_before IS NULL OR b.not_before <= $2)
+     AND ${HEAD}
+   ORDER BY b.first_at, b.id LIMIT $3`;
+
+/**
+ * Deliverable heads at `now`, oldest first_at first, at most `perDestination` of each
+ * destination: as on SQLite, a loose index scan of batches_ready finds the destinations that
+ * hold a deliverable batch, and each destination's walk follows that index in order and stops at
+ * its limit, so a wide backlog costs the slots it fills, not its size.
+ */
 export async function candidatesPg(spool: PgSpool, now: number, perDestination = 1000): Promise<Candidate[]> {
-  const rows = (await spool.sql`SELECT * FROM (
-      SELECT b.id, b.route, b.source, b.destination, b.key, b.state, b.first_at, b.attempts, b.count, b.bytes,
-             row_number() OVER (PARTITION BY b.destination ORDER BY b.first_at, b.id) AS rank
-        FROM batches b
-       WHERE b.state IN ('sealed', 'retry') AND b.destination <> 'quarantine'
-         AND (b.state = 'sealed' OR b.next_attempt_at <= ${now})
-         AND (b.not_before IS NULL OR b.not_before <= ${now})
-         AND ${HEAD(spool.sql)}) c
-      WHERE c.rank <= ${perDestination} ORDER BY c.first_at, c.id`) as Record<string, unknown>[];
-  return rows.map((r) => ({ id: num(r.id), route: String(r.route), source: String(r.source), destination: String(r.destination), key: String(r.key), state: r.state as Candidate["state"], first_at: Number(r.first_at), attempts: Number(r.attempts), count: Number(r.count), bytes: num(r.bytes) }));
+  const limit = Math.max(0, Math.floor(Math.min(perDestination, 1_000_000)));
+  const names = (await spool.sql`WITH RECURSIVE d(name) AS (
+      SELECT MIN(destination) FROM batches WHERE state IN ('sealed', 'retry')
+      UNION ALL
+      SELECT (SELECT MIN(destination) FROM batches WHERE state IN ('sealed', 'retry') AND destination > d.name) FROM d WHERE d.name IS NOT NULL)
+    SELECT name FROM d WHERE name IS NOT NULL AND name <> 'quarantine'`) as { name: string }[];
+  const out: Candidate[] = [];
+  for (const { name } of names) {
+    const rows = (await spool.sql.unsafe(CANDIDATES, [name, now, limit])) as Record<string, unknown>[];
+    for (const r of rows) out.push({ id: num(r.id), route: String(r.route), source: String(r.source), destination: String(r.destination), key: String(r.key), state: r.state as Candidate["state"], first_at: Number(r.first_at), attempts: Number(r.attempts), count: Number(r.count), bytes: num(r.bytes) });
+  }
+  return out.sort((a, b) => a.first_at - b.first_at || a.id - b.id);
+}
+
+/** How PostgreSQL runs the candidates walk of one destination (a test holds it to the indexes). */
+export async function candidatesPlanPg(spool: PgSpool, destination: string, now: number, limit: number): Promise<string[]> {
+  const rows = (await spool.sql.unsafe(`EXPLAIN ${CANDIDATES}`, [destination, now, limit])) as { "QUERY PLAN": string }[];
+  return rows.map((r) => r["QUERY PLAN"]);
 }
 
 /**
@@ -65,7 +88,7 @@ export async function claimPg(spool: PgSpool, inputs: readonly (ClaimInput & { r
         out.push(null);
         continue;
       }
-      const [row] = await tx`SELECT b.id FROM batches b WHERE b.id = ${c.batchId}::bigint AND b.state IN ('sealed', 'retry') AND ${HEAD(tx)} FOR UPDATE SKIP LOCKED`;
+      const [row] = await tx.unsafe(`SELECT b.id FROM batches b WHERE b.id = $1 AND b.state IN ('sealed', 'retry') AND ${HEAD} FOR UPDATE SKIP LOCKED`, [c.batchId]);
       if (!row) {
         out.push(null);
         continue;

@@ -1,0 +1,50 @@
+// How PostgreSQL runs the dispatcher's candidates walk on a wide backlog: through batches_ready
+// in order, each head checked against batches_queue, stopping at its limit; never a scan or a
+// sort of the backlog. Skipped, saying so, without PostgreSQL.
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { candidatesPg, candidatesPlanPg } from "../../../src/store/pg/claims.ts";
+import { PgSpool } from "../../../src/store/pg/db.ts";
+import { migratePg } from "../../../src/store/pg/migrate.ts";
+import { PG_BIN, PG_SKIP_MESSAGE, type PgServer, startPostgres } from "../../helpers/pg.ts";
+
+if (!PG_BIN) console.log(PG_SKIP_MESSAGE);
+
+describe.skipIf(!PG_BIN)("PostgreSQL's candidates walk", () => {
+  let server: PgServer;
+  let pg: PgSpool;
+  beforeAll(async () => {
+    server = await startPostgres();
+    await server.createDatabase("plans");
+    pg = new PgSpool({ path: server.socket, user: server.user, database: "plans" });
+    await migratePg(pg, "0123456789ab");
+    // 20,000 finished batches, 5,000 sealed ones over 2,500 keys (two per key) and two destinations.
+    await pg.sql`INSERT INTO batches (route, source, destination, key, state, first_at, last_at, quiet_s, max_s, max_events, max_bytes, count, bytes, sealed_at, delivered_at, content_hash)
+        SELECT 'r', 's', 'http:d', 'old' || g, 'delivered', g, g, 0, 0, 10, 1000, 1, 10, g, g, 'sha256:x' FROM generate_series(1, 20000) g`;
+    await pg.sql`INSERT INTO batches (route, source, destination, key, state, first_at, last_at, quiet_s, max_s, max_events, max_bytes, count, bytes, sealed_at, content_hash)
+        SELECT 'r', 's', CASE WHEN g % 2 = 0 THEN 'http:a' ELSE 'http:b' END, 'k' || (g % 2500), 'sealed', 100000 + g, 100000 + g, 0, 0, 10, 1000, 1, 10, 100000 + g, 'sha256:x' FROM generate_series(1, 5000) g`;
+    await pg.sql`ANALYZE batches`;
+  }, 60_000);
+  afterAll(async () => {
+    await pg?.close();
+    await server?.stop();
+  });
+
+  test("follows batches_ready and checks heads in batches_queue, with no scan or sort of the backlog", async () => {
+    const plan = (await candidatesPlanPg(pg, "http:a", 200000, 4)).join("\n");
+    expect(plan).toContain("batches_ready");
+    expect(plan).toContain("batches_queue");
+    expect(plan).not.toMatch(/Seq Scan on batches|Sort\b/);
+  });
+
+  test("answers the heads, oldest first, at most the limit of each destination", async () => {
+    const got = await candidatesPg(pg, 200000, 3);
+    expect(got.map((c) => [c.destination, c.key])).toEqual([
+      ["http:b", "k1"],
+      ["http:a", "k2"],
+      ["http:b", "k3"],
+      ["http:a", "k4"],
+      ["http:b", "k5"],
+      ["http:a", "k6"],
+    ]);
+  });
+});
