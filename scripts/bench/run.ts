@@ -1,9 +1,19 @@
 // make bench: every benchmark in turn, the store's first. Each prints JSON lines on stdout (one
 // figure each) and a human table on stderr; a benchmark that fails is named and the others still
-// run. BENCH_BINARY=1 runs the compiled dist/hookspool instead of `bun src/main.ts`.
+// run. BENCH_BINARY=1 runs the compiled dist/hookspool instead of `bun src/main.ts`. Names on the
+// command line run only those (`bun scripts/bench/run.ts postgres.ts`). postgres.ts comes after
+// the SQLite ones and measures SQLite again beside PostgreSQL; it prints one `skipped` line when
+// PostgreSQL is not installed.
 import { join } from "node:path";
 
-const BENCHES = ["enqueue.ts", "history.ts", "intake.ts", "dispatch.ts", "coalesce.ts", "footprint.ts"];
+const ALL = ["enqueue.ts", "history.ts", "intake.ts", "dispatch.ts", "coalesce.ts", "footprint.ts", "postgres.ts"];
+const wanted = process.argv.slice(2).map((a) => (a.endsWith(".ts") ? a : `${a}.ts`));
+const unknown = wanted.filter((w) => !ALL.includes(w));
+if (unknown.length) {
+  console.error(`unknown benchmark ${unknown.join(", ")}; one of ${ALL.join(", ")}`);
+  process.exit(2);
+}
+const BENCHES = wanted.length ? wanted : ALL;
 
 const dir = import.meta.dir;
 const failed: string[] = [];

@@ -15,6 +15,8 @@ export interface HomeOptions {
   noGithub?: boolean;
   /** TOML lines added to the [bobbins.github] instance (a window override). */
   githubExtra?: string;
+  /** Variables for `migrate` (HOOKSPOOL_PG_URL when `extra` sets spool.backend = "postgres"). */
+  env?: Record<string, string>;
 }
 
 /** A home with a `[bobbins.github]` instance of github.repo whose every event goes to the http destination `receiver`. */
@@ -48,6 +50,6 @@ ${o.extra ?? ""}
 `,
     { mode: 0o600 },
   );
-  await hookspoolVerb(home, ["migrate"]);
+  await hookspoolVerb(home, ["migrate"], o.env);
   return home;
 }

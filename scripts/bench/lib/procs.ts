@@ -94,18 +94,19 @@ export function spawnChild(name: string, cmd: string[], opts: { env?: Record<str
   return c;
 }
 
-export function hookspoolEnv(home: string): Record<string, string | undefined> {
-  return { PATH: process.env.PATH, HOME: home, HOOKSPOOL_ALERT_DRY: "1" };
+/** The environment of a hookspool child; `extra` adds variables (HOOKSPOOL_PG_URL for a PostgreSQL home). */
+export function hookspoolEnv(home: string, extra: Record<string, string> = {}): Record<string, string | undefined> {
+  return { PATH: process.env.PATH, HOME: home, HOOKSPOOL_ALERT_DRY: "1", ...extra };
 }
 
 /** `hookspool --home <home> <argv...>` as a long-running child (intake, dispatch, run). */
-export async function startHookspool(name: string, home: string, argv: string[]): Promise<Child> {
-  return spawnChild(name, [...(await hookspoolCmd()), "--home", home, ...argv], { env: hookspoolEnv(home), logDir: home });
+export async function startHookspool(name: string, home: string, argv: string[], env: Record<string, string> = {}): Promise<Child> {
+  return spawnChild(name, [...(await hookspoolCmd()), "--home", home, ...argv], { env: hookspoolEnv(home, env), logDir: home });
 }
 
 /** Run a short hookspool verb to its end; throws on a non-zero exit. */
-export async function hookspoolVerb(home: string, argv: string[]): Promise<string> {
-  const p = Bun.spawn([...(await hookspoolCmd()), "--home", home, ...argv], { cwd: ROOT, env: hookspoolEnv(home), stdout: "pipe", stderr: "pipe" });
+export async function hookspoolVerb(home: string, argv: string[], env: Record<string, string> = {}): Promise<string> {
+  const p = Bun.spawn([...(await hookspoolCmd()), "--home", home, ...argv], { cwd: ROOT, env: hookspoolEnv(home, env), stdout: "pipe", stderr: "pipe" });
   const [out, err, code] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text(), p.exited]);
   if (code !== 0) throw new Error(`hookspool ${argv.join(" ")} exited ${code}: ${err.slice(-800)}`);
   return out;
