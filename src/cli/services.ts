@@ -162,7 +162,7 @@ async function servePg(cli: Cli, loaded: LoadedConfig, withIntake: boolean): Pro
   try {
     const store = await pgDispatchStore(pg, `${hostname()}:${process.pid}`);
     const dispatcher = makeDispatcher(cli, loaded, { store });
-    const maintenance = new PgMaintenance({ pg, store, config: () => dispatcher.currentConfig(), clock: cli.clock, log: createLogger("maintenance", { clock: cli.clock }), env: cli.io.env });
+    const maintenance = new PgMaintenance({ pg, store, config: () => dispatcher.currentConfig(), plugins: () => dispatcher.sourcePlugins(), clock: cli.clock, log: createLogger("maintenance", { clock: cli.clock }), env: cli.io.env });
     const log = createLogger(withIntake ? "intake" : "dispatch", { clock: cli.clock });
     const intake = withIntake ? [new Intake({ loaded, loadOptions: loadOptions(cli), clock: cli.clock, log, env: cli.io.env, wake: (at) => dispatcher.wake(at) })] : [];
     return await serve(log, [dispatcher, maintenance, ...intake]);

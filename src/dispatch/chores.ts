@@ -9,7 +9,8 @@ import type { Logger } from "../log.ts";
 import type { Faults } from "../obs/faults.ts";
 import { Periodic } from "../service.ts";
 import type { Spool } from "../store/db.ts";
-import { getIssueByFingerprint, type IssueKind, raiseIssue } from "../store/issues.ts";
+import type { MaintenanceStore } from "../store/api.ts";
+import type { IssueKind } from "../store/issues.ts";
 
 /** How often each chore runs, and how soon after the start the first run comes. */
 export const MAINTENANCE_EVERY_S = 60;
@@ -52,9 +53,9 @@ export class Chore extends Periodic {
 }
 
 /** Open an issue on a condition's onset; a persisting condition does not count again every minute. */
-export function raiseOnce(ctx: ChoreContext, fingerprint: string, kind: IssueKind, error: string, now: number): void {
-  const row = getIssueByFingerprint(ctx.spool, fingerprint);
+export async function raiseOnce(store: MaintenanceStore, log: Logger, fingerprint: string, kind: IssueKind, error: string, now: number): Promise<void> {
+  const row = await store.issueByFingerprint(fingerprint);
   if (row && (row.state === "open" || row.state === "acked" || row.state === "ignored")) return;
-  raiseIssue(ctx.spool, { fingerprint, kind, error, now });
-  ctx.log.warn("issue opened", { reason: fingerprint });
+  await store.raiseIssue({ fingerprint, kind, error, now });
+  log.warn("issue opened", { reason: fingerprint });
 }

@@ -13,6 +13,7 @@ import type { EnqueueResult, NewEvent, QuarantineInput } from "./enqueue.ts";
 import type { ISSUE_VERBS, IssueRow, IssueState, RaiseIssue } from "./issues.ts";
 import type { DeadFilter, Reclassify, ReplayResult, StoredRequest } from "./replay.ts";
 import type { SplitOptions } from "./split.ts";
+import type { PollRow } from "./stats.ts";
 import type { OutcomeInput, Recorded } from "./outcome.ts";
 import type { PollPlan, PollStep } from "./polls.ts";
 import type { Candidate, Claim, ClaimInput } from "./queue.ts";
@@ -30,6 +31,15 @@ export interface AlertStore {
   issuesToAlert(): Promise<IssueRow[]>;
   alertSlotFree(kind: string, now: number, rateLimitS: number): Promise<boolean>;
   markAlerted(issueId: number, kind: string, now: number): Promise<void>;
+}
+
+/** What the liveness chores read: meta's liveness facts, the poll schedule, an issue's row. */
+export interface MaintenanceStore extends IssueSink {
+  /** When the source's liveness expectation was first seen (recorded now when it was not). */
+  expectationSince(source: string, now: number): Promise<number>;
+  metaNumber(key: string): Promise<number | null>;
+  pollRows(): Promise<PollRow[]>;
+  issueByFingerprint(fingerprint: string): Promise<IssueRow | null>;
 }
 
 /** What the intake writes. */
@@ -72,8 +82,11 @@ export interface DispatchStore extends IssueSink {
   redueConfigRetries(now: number): Promise<number>;
   /** Call onWork when another process wrote (SQLite: data_version; PostgreSQL: LISTEN). */
   watchWork(onWork: () => void, onError: (e: unknown) => void): Promise<() => Promise<void> | void>;
-  /** Whether this dispatcher runs maintenance and the poll clock now (SQLite: always, under the flock). */
-  leads(now: number): Promise<boolean>;
+  /**
+   * Whether this dispatcher runs maintenance and the poll clock now (SQLite: always, under the
+   * flock). `fresh`: make sure, at a round trip's cost (maintenance's round asks so).
+   */
+  leads(now: number, fresh?: boolean): Promise<boolean>;
   /** A clean stop: give up what the backend holds for this dispatcher (the maintenance lock, its heartbeat row). */
   release(host: string, pid: number): Promise<void>;
 }

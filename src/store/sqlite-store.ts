@@ -1,7 +1,7 @@
 // The services' store on SQLite: each method is the synchronous operation of its module, its
 // value handed back as a settled promise. One host: the dispatcher holds dispatch.lock, so it
 // always leads, and at its start every lease is a dead process's.
-import type { AlertStore, DispatchStore, IntakeStore, OperatorStore } from "./api.ts";
+import type { AlertStore, DispatchStore, IntakeStore, MaintenanceStore, OperatorStore } from "./api.ts";
 import { batchAttempts, batchEvents, batchPayloads, listBatches } from "./batches.ts";
 import { destinationNames, pauseDestination, resumeDestination } from "./destinations.ts";
 import { dropBatches } from "./drop.ts";
@@ -15,9 +15,10 @@ import type { Spool } from "./db.ts";
 import { destinationState, halfOpenIfCooled } from "./destinations.ts";
 import { quarantine } from "./enqueue.ts";
 import { GroupCommit } from "./group.ts";
-import { alertSlotFree, issuesToAlert, markAlerted, raiseIssue, resolveIssue } from "./issues.ts";
+import { alertSlotFree, getIssueByFingerprint, issuesToAlert, markAlerted, raiseIssue, resolveIssue } from "./issues.ts";
 import { abandonAttempt } from "./marks.ts";
-import { effectiveNow, instanceId, writeHeartbeat } from "./meta.ts";
+import { effectiveNow, expectationSince, getMetaNumber, instanceId, writeHeartbeat } from "./meta.ts";
+import { pollRows } from "./stats.ts";
 import { recordOutcomes } from "./outcome.ts";
 import { stepPoll } from "./polls.ts";
 import { anyReadyNow, candidates, claimBatches, nextReadyAt, recoverLeases, sealReady } from "./queue.ts";
@@ -39,6 +40,16 @@ export function sqliteAlertStore(spool: Spool): AlertStore {
     issuesToAlert: async () => issuesToAlert(spool),
     alertSlotFree: async (kind, now, rateLimitS) => alertSlotFree(spool, kind, now, rateLimitS),
     markAlerted: async (id, kind, now) => markAlerted(spool, id, kind, now),
+  };
+}
+
+export function sqliteMaintenanceStore(spool: Spool): MaintenanceStore {
+  return {
+    ...sqliteIssues(spool),
+    expectationSince: async (source, now) => expectationSince(spool, source, now),
+    metaNumber: async (key) => getMetaNumber(spool, key),
+    pollRows: async () => pollRows(spool),
+    issueByFingerprint: async (fp) => getIssueByFingerprint(spool, fp),
   };
 }
 

@@ -72,3 +72,17 @@ export async function databaseBytesPg(spool: PgSpool): Promise<number> {
   const [r] = await spool.sql`SELECT pg_database_size(current_database())::bigint AS n`;
   return num(r.n);
 }
+
+/** One numeric fact of meta; a value that is not a number is none. */
+export async function metaNumberPg(spool: PgSpool, key: string): Promise<number | null> {
+  const [r] = await spool.sql`SELECT value FROM meta WHERE key = ${key}`;
+  const n = r ? Number(r.value) : Number.NaN;
+  return r && r.value !== "" && Number.isFinite(n) ? n : null;
+}
+
+/** When maintenance first saw a source's liveness expectation (recorded as `now` the first time; two leaders agree on the first). */
+export async function expectationSincePg(spool: PgSpool, source: string, now: number): Promise<number> {
+  const key = `source:${source}:expected_since`;
+  await spool.sql`INSERT INTO meta (key, value) VALUES (${key}, ${String(now)}) ON CONFLICT (key) DO NOTHING`;
+  return (await metaNumberPg(spool, key)) ?? now;
+}

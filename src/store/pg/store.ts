@@ -3,10 +3,10 @@
 // share the database: the group commit takes its locks in one sorted order, claims skip what
 // another dispatcher holds, recovery takes only expired leases, and one dispatcher at a time
 // (the holder of the maintenance lock) leads the poll clock and the chores.
-import type { AlertStore, DispatchStore, IntakeStore, OperatorStore } from "../api.ts";
+import type { AlertStore, DispatchStore, IntakeStore, MaintenanceStore, OperatorStore } from "../api.ts";
 import { dropBatchesPg, excludeEventsPg, replayBatchPg, resendDeliveredPg, retryNowPg, splitBatchPg } from "./operator.ts";
 import { pauseDestinationPg, resumeDestinationPg } from "./destinations.ts";
-import { destinationNamesPg } from "./stats.ts";
+import { destinationNamesPg, expectationSincePg, metaNumberPg, pollRowsPg } from "./stats.ts";
 import { batchAttemptsPg, batchEventsPg, batchPayloadsPg, deadBatchIdsPg, deliveredBatchIdsPg, listBatchesPg, listIssuesPg, quarantinedRequestsPg, setIssueStatePg } from "./reads.ts";
 import type { EnqueueResult, NewEvent } from "../enqueue.ts";
 import { GROUP_LIMITS, type GroupLimits } from "../group.ts";
@@ -15,7 +15,7 @@ import type { PgSpool } from "./db.ts";
 import { halfOpenIfCooledPg } from "./destinations.ts";
 import { batchContentPg, enqueueGroupPg } from "./enqueue.ts";
 import { effectiveNowPg, forgetDispatcherPg, writeHeartbeatPg } from "./heartbeat.ts";
-import { alertSlotFreePg, issuesToAlertPg, markAlertedPg, raiseIssuePg, resolveIssuePg } from "./issues.ts";
+import { alertSlotFreePg, getIssueByFingerprintPg, issuesToAlertPg, markAlertedPg, raiseIssuePg, resolveIssuePg } from "./issues.ts";
 import { MaintenanceLock } from "./leader.ts";
 import { recordOutcomesPg } from "./outcome.ts";
 import { stepPollPg } from "./polls.ts";
@@ -111,6 +111,16 @@ export function pgAlertStore(spool: PgSpool): AlertStore {
   };
 }
 
+export function pgMaintenanceStore(spool: PgSpool): MaintenanceStore {
+  return {
+    ...pgIssues(spool),
+    expectationSince: (source, now) => expectationSincePg(spool, source, now),
+    metaNumber: (key) => metaNumberPg(spool, key),
+    pollRows: () => pollRowsPg(spool),
+    issueByFingerprint: (fp) => getIssueByFingerprintPg(spool, fp),
+  };
+}
+
 export function pgIntakeStore(spool: PgSpool): IntakeStore & { group: PgGroupCommit } {
   const group = new PgGroupCommit(spool);
   return {
@@ -153,7 +163,7 @@ export async function pgDispatchStore(spool: PgSpool, holder: string): Promise<D
       const sub = await listenForWork(spool, () => onWork());
       return () => sub.stop();
     },
-    leads: (now) => lock.tryTake(now),
+    leads: (now, fresh) => lock.tryTake(now, fresh),
     release: async (host, pid) => {
       await lock.release();
       await forgetDispatcherPg(spool, beatId(host, pid));
