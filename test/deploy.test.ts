@@ -67,6 +67,8 @@ const SPEC16: Record<string, VerbSpec> = {
   // The web view on loopback.
   dashboard: v("listen"),
   metrics: v(),
+  send: v("data", "file", "capture", "event-type", "url", "count", "follow", "handshake"),
+  route: { flags: [], subs: { test: ["since", "source", "request", "limit"] } },
   // Recover what a sender that does not retry failed to deliver (github.repo).
   sweep: v("repo", "hook", "since", "dry-run", "api-url"),
   // The verb that writes a starter home.
