@@ -311,7 +311,7 @@ export class Dispatcher implements Service {
       list.push(c);
       byDestination.set(c.destination, list);
     }
-    const picks: { c: Candidate; dest: Destination | null; probe: boolean }[] = [];
+    const picks: { c: Candidate; dest: Destination | null; probe: boolean; maxInflight: number }[] = [];
     for (const [name, due] of byDestination) {
       if (free <= 0) break;
       const dest = this.destination(name);
@@ -320,26 +320,29 @@ export class Dispatcher implements Service {
       if (g.halfOpened) this.o.log.warn("breaker half-open: cooldown over, one probe next", { destination: name });
       if (g.slots <= 0) continue;
       const chosen = g.probe ? [pickProbe(due, g.lastProbeBatchId)].filter((x): x is Candidate => x !== undefined) : due.slice(0, Math.min(g.slots, free));
-      for (const c of chosen) picks.push({ c, dest, probe: g.probe });
+      for (const c of chosen) picks.push({ c, dest, probe: g.probe, maxInflight });
       free -= chosen.length;
     }
     // Every slot this tick fills, leased in one transaction.
     const claims = await store.claimBatches(
-      picks.map((p) => this.claimInput(p.c, p.dest, now, p.probe)),
+      picks.map((p) => this.claimInput(p.c, p.dest, now, p.probe, p.maxInflight)),
     );
     if (picks.length > 0) {
       dispatchCounters.claimCommits++;
-      dispatchCounters.claims += claims.filter((c) => c !== null).length;
+      dispatchCounters.claims += claims.filter((c) => c !== null && c !== "gated").length;
     }
     picks.forEach((p, i) => {
       const claim = claims[i];
+      // The gate refused it at claim time (another dispatcher has the slots): the next tick, or
+      // a wake-up, tries again; ticking at once would only spin.
+      if (claim === "gated") return;
       if (claim) this.startWorker(p.c, p.dest, claim, now, p.probe);
-      // An operator verb took it first: the slot it would have used is free for the next tick.
+      // An operator verb or another dispatcher took it first: the slot is free for the next head.
       else this.again = true;
     });
   }
 
-  private claimInput(c: Candidate, dest: Destination | null, now: number, probe: boolean): ClaimInput & { route: string; key: string } {
+  private claimInput(c: Candidate, dest: Destination | null, now: number, probe: boolean, maxInflight: number): ClaimInput & { route: string; key: string } {
     const settings = destinationSettings(this.config, c.destination);
     const timeoutS = dest?.timeoutS ?? settings?.timeout_s ?? 30;
     const idempotency = dest?.idempotency ?? "per-batch";
@@ -354,6 +357,7 @@ export class Dispatcher implements Service {
       host: this.host,
       pid: this.pid,
       probe,
+      maxInflight,
       deliveryId: (attemptId, _n, resend) => deliveryId(idempotency === "per-event" ? "per-batch" : idempotency, instance, c.id, attemptId, undefined, resend),
     };
   }

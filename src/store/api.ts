@@ -69,8 +69,13 @@ export interface DispatchStore extends IssueSink {
   candidates(now: number, perDestination: number): Promise<Candidate[]>;
   destinationState(name: string): Promise<DestinationRow>;
   halfOpenIfCooled(name: string, now: number): Promise<boolean>;
-  /** Each input names its batch's (route, key): PostgreSQL locks the group to claim its head. */
-  claimBatches(inputs: readonly (ClaimInput & { route: string; key: string })[]): Promise<(Claim | null)[]>;
+  /**
+   * Each input names its batch's (route, key): PostgreSQL locks the group to claim its head. In
+   * each input's place: its claim, null when another took the batch first, or "gated" when the
+   * destination's gate refused it at claim time (PostgreSQL: another dispatcher filled its slots,
+   * took the probe, or tripped the breaker since this tick read it).
+   */
+  claimBatches(inputs: readonly (ClaimInput & { route: string; key: string })[]): Promise<(Claim | null | "gated")[]>;
   getBatch(id: number): Promise<BatchRow | null>;
   batchContent(id: number): Promise<ContentEvent[]>;
   abandonAttempt(attemptId: number, now: number, why: string): Promise<void>;

@@ -89,6 +89,12 @@ export interface ClaimInput {
   pid: number;
   /** A probe's claim also records last_probe_batch_id and probe_until = lease_until. */
   probe?: boolean;
+  /**
+   * The destination's max_inflight, from a dispatcher. SQLite's one dispatcher counts its own
+   * deliveries; on PostgreSQL, where several share a destination, a claim that gives it checks
+   * the gate again under the destination's row lock, counting every dispatcher's leases.
+   */
+  maxInflight?: number;
   /** The delivery id for this attempt, from the attempt id and number, and how often the batch was delivered before. */
   deliveryId?: (attemptId: number, n: number, resend: number) => string;
 }

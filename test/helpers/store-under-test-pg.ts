@@ -115,6 +115,8 @@ export async function openPgStore(server: PgServer): Promise<StoreUnderTest> {
     candidates: (now) => candidatesPg(pg, now),
     async claim(c) {
       const [claimed] = await claimPg(pg, [{ ...c, ...(await key(c.batchId)) }]);
+      // Claims without max_inflight are not gated (SQLite's never are): "gated" here is a difference.
+      if (claimed === "gated") throw new Error(`the claim of batch ${c.batchId} was gated on PostgreSQL`);
       return claimed ?? null;
     },
     // A delivered mark and its emits in one transaction, as the outcome transaction applies them.

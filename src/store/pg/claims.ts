@@ -6,7 +6,7 @@
 import type { Candidate, Claim, ClaimInput } from "../queue.ts";
 import type { DeadReason } from "../../delivery.ts";
 import { type MarkBase, scrubError } from "../marks.ts";
-import { num, type PgSpool, type Tx } from "./db.ts";
+import { num, numOrNull, type PgSpool, type Tx } from "./db.ts";
 import { markProbePg } from "./destinations.ts";
 import { sealBatchPg } from "./enqueue.ts";
 import { journalPg } from "./journal.ts";
@@ -73,16 +73,59 @@ export async function candidatesPlanPg(spool: PgSpool, destination: string, now:
   return rows.map((r) => r["QUERY PLAN"]);
 }
 
+/** A destination as the claims of one transaction see it: its row locked, its leased batches counted. */
+interface Gate {
+  state: string;
+  probeUntil: number | null;
+  retryAfterUntil: number | null;
+  leased: number;
+}
+
+/**
+ * Lock the row of every destination the claims are for (in name order, the order every
+ * transaction that locks several takes them) and count what each has leased: with several
+ * dispatchers, the gate each read in its tick may be stale by now, and max_inflight and the
+ * one probe of a half-open breaker hold across all of them only if the claim checks again.
+ */
+async function lockGates(tx: Tx, inputs: readonly ClaimInput[]): Promise<Map<string, Gate>> {
+  const gates = new Map<string, Gate>();
+  for (const name of [...new Set(inputs.filter((c) => c.maxInflight !== undefined).map((c) => c.destination))].sort()) {
+    await tx`INSERT INTO destinations (name) VALUES (${name}) ON CONFLICT (name) DO NOTHING`;
+    const [d] = await tx`SELECT state, probe_until, retry_after_until FROM destinations WHERE name = ${name} FOR UPDATE`;
+    const [{ n }] = await tx`SELECT COUNT(*)::int AS n FROM batches WHERE destination = ${name} AND state = 'leased'`;
+    gates.set(name, { state: String(d.state), probeUntil: numOrNull(d.probe_until), retryAfterUntil: numOrNull(d.retry_after_until), leased: Number(n) });
+  }
+  return gates;
+}
+
+/**
+ * The gate's rules (dispatch/gate.ts) on the locked row, for a dispatcher's claim (one that says
+ * its max_inflight): paused or open claim nothing, half-open one probe, closed up to max_inflight.
+ */
+function gateAdmits(g: Gate, c: ClaimInput): boolean {
+  if (c.maxInflight === undefined) return true;
+  if (g.retryAfterUntil !== null && g.retryAfterUntil > c.now) return false;
+  if (c.probe) return g.state === "half_open" && (g.probeUntil === null || g.probeUntil <= c.now) && g.leased === 0;
+  if (g.state !== "closed") return false;
+  return g.leased < c.maxInflight;
+}
+
 /**
  * Claim each batch in one transaction: the group's lock tried (held by another dispatcher or an
  * intake mid-join: skipped this time), the row locked SKIP LOCKED and checked again to head its
  * group, the attempt written, the lease taken. A batch that is not claimable is null in its place.
  */
-export async function claimPg(spool: PgSpool, inputs: readonly (ClaimInput & { route: string; key: string })[]): Promise<(Claim | null)[]> {
+export async function claimPg(spool: PgSpool, inputs: readonly (ClaimInput & { route: string; key: string })[]): Promise<(Claim | null | "gated")[]> {
   if (inputs.length === 0) return [];
   return spool.sql.begin(async (tx) => {
-    const out: (Claim | null)[] = [];
+    const gates = await lockGates(tx, inputs);
+    const out: (Claim | null | "gated")[] = [];
     for (const c of inputs) {
+      const g = gates.get(c.destination);
+      if (g && !gateAdmits(g, c)) {
+        out.push("gated");
+        continue;
+      }
       const [lock] = await tx`SELECT pg_try_advisory_xact_lock(hashtext(${`g${c.route}`}), hashtext(${c.key})) AS ok`;
       if (!lock.ok) {
         out.push(null);
@@ -102,6 +145,10 @@ export async function claimPg(spool: PgSpool, inputs: readonly (ClaimInput & { r
       const deliveryId = c.deliveryId ? c.deliveryId(attemptId, n, resend) : null;
       if (deliveryId !== null) await tx`UPDATE attempts SET delivery_id = ${deliveryId} WHERE id = ${attemptId}::bigint`;
       if (c.probe) await markProbePg(tx, c.destination, c.batchId, c.leaseUntil);
+      if (g) {
+        g.leased++;
+        if (c.probe) g.probeUntil = c.leaseUntil;
+      }
       await journalPg(tx, "leased", c.batchId, c.now, { attempt: attemptId, detail: { n, ...(resend ? { resend } : {}) } });
       out.push({ attemptId, n, owner, leaseUntil: c.leaseUntil, deliveryId, resend });
     }

@@ -19,9 +19,19 @@ export interface PgOptions {
 export class PgSpool {
   readonly sql: SQL;
 
-  constructor(target: PgTarget, o: PgOptions = {}) {
-    const common = { adapter: "postgres" as const, max: o.max ?? 4, idleTimeout: 30, connectionTimeout: 10 };
-    this.sql = "url" in target ? new SQL(target.url, common) : new SQL({ ...common, path: target.path, user: target.user, database: target.database });
+  constructor(
+    private readonly target: PgTarget,
+    o: PgOptions = {},
+  ) {
+    this.sql = client(target, o.max ?? 4);
+  }
+
+  /**
+   * A client of one connection of its own, outside the pool (the maintenance lock's session:
+   * held for as long as this process leads, it must never take a connection the work needs).
+   */
+  single(): SQL {
+    return client(this.target, 1);
   }
 
   /** The database's clock, in Unix seconds: the wall-clock guard of every host uses this one. */
@@ -43,6 +53,16 @@ export class PgSpool {
 
   async close(): Promise<void> {
     await this.sql.close();
+  }
+}
+
+function client(target: PgTarget, max: number): SQL {
+  const common = { adapter: "postgres" as const, max, idleTimeout: 30, connectionTimeout: 10 };
+  try {
+    return "url" in target ? new SQL(target.url, common) : new SQL({ ...common, path: target.path, user: target.user, database: target.database });
+  } catch (e) {
+    // The client's message may quote the URL: only its class.
+    throw new HookspoolError("E_CONFIG", `spool.url is not a URL PostgreSQL's client accepts (${(e as Error).name})`, { key: "spool.url" });
   }
 }
 

@@ -1,7 +1,7 @@
 // Exactly one dispatcher runs the maintenance chores and the poll clock at a time: the holder of
 // a session-level advisory lock on a connection of its own. When its process dies the server
 // ends the session and the lock is free; the next dispatcher to ask takes over.
-import type { ReservedSQL } from "bun";
+import type { ReservedSQL, SQL } from "bun";
 import type { PgSpool } from "./db.ts";
 
 /** The advisory lock key of maintenance (an arbitrary constant: "hookspool maint"). */
@@ -11,6 +11,8 @@ const MAINTENANCE_LOCK = 0x686f6f6b6d6169;
 const CHECK_EVERY_S = 1;
 
 export class MaintenanceLock {
+  /** Its own client of one connection, pinned while held: the lock is that session's. */
+  private client: SQL | null = null;
   private conn: ReservedSQL | null = null;
   private checkedAt = Number.NEGATIVE_INFINITY;
 
@@ -40,12 +42,16 @@ export class MaintenanceLock {
         this.drop();
       }
     }
-    const conn = await this.spool.sql.reserve();
-    const [r] = await conn`SELECT pg_try_advisory_lock(${MAINTENANCE_LOCK}::bigint) AS ok`;
-    if (!r.ok) {
-      conn.release();
-      return false;
+    this.client ??= this.spool.single();
+    const conn = await this.client.reserve();
+    let ok = false;
+    try {
+      const [r] = await conn`SELECT pg_try_advisory_lock(${MAINTENANCE_LOCK}::bigint) AS ok`;
+      ok = r.ok === true;
+    } finally {
+      if (!ok) conn.release();
     }
+    if (!ok) return false;
     this.conn = conn;
     this.checkedAt = now;
     await conn`INSERT INTO meta (key, value) VALUES ('maintenance_holder', ${JSON.stringify({ holder: this.holder, since: now })})
@@ -53,29 +59,37 @@ export class MaintenanceLock {
     return true;
   }
 
+  /** Close the session (never hand it back: it may still hold the lock), so the next try starts afresh. */
   private drop(): void {
-    try {
-      this.conn?.release();
-    } catch {
-      // already unusable
-    }
+    const client = this.client;
+    this.client = null;
     this.conn = null;
+    void client?.close({ timeout: 0 }).catch(() => {});
   }
 
   /** Give it up (a clean stop). */
   async release(): Promise<void> {
-    if (!this.conn) return;
+    const { conn, client } = this;
+    this.conn = null;
+    this.client = null;
     try {
-      await this.conn`SELECT pg_advisory_unlock(${MAINTENANCE_LOCK}::bigint)`;
+      if (conn) {
+        await conn`DELETE FROM meta WHERE key = 'maintenance_holder' AND value::jsonb ->> 'holder' = ${this.holder}`;
+        await conn`SELECT pg_advisory_unlock(${MAINTENANCE_LOCK}::bigint)`;
+        conn.release();
+      }
     } finally {
-      this.conn.release();
-      this.conn = null;
+      await client?.close({ timeout: 0 });
     }
   }
 }
 
-/** Who holds maintenance, as the last holder recorded it (status shows it). */
+/**
+ * Who holds maintenance (status shows it): the holder its taker recorded, while a session holds
+ * the lock; null when none does (the last holder died and no dispatcher has taken it yet).
+ */
 export async function maintenanceHolder(spool: PgSpool): Promise<{ holder: string; since: number } | null> {
-  const [r] = await spool.sql`SELECT value FROM meta WHERE key = 'maintenance_holder'`;
+  const [r] = await spool.sql`SELECT value FROM meta WHERE key = 'maintenance_holder' AND EXISTS (SELECT 1 FROM pg_locks
+      WHERE locktype = 'advisory' AND granted AND objsubid = 1 AND ((classid::bigint << 32) | objid::bigint) = ${MAINTENANCE_LOCK}::bigint)`;
   return r ? (JSON.parse(String(r.value)) as { holder: string; since: number }) : null;
 }

@@ -2,6 +2,7 @@
 // under an advisory lock so two processes starting together never both migrate, with the same
 // version contract as SQLite: a newer schema than this build knows is refused, an older one is
 // migrated only by `hookspool migrate` (or the dispatcher at its start), never silently read.
+import type { ReservedSQL, SQL } from "bun";
 import pg0001 from "../../../migrations/pg/0001_schema.sql" with { type: "text" };
 import { HookspoolError } from "../../errors.ts";
 import type { PgSpool } from "./db.ts";
@@ -21,9 +22,13 @@ const MIGRATE_LOCK = 0x686f6f6b6d6967;
 
 /** The schema version the database holds (0: an empty database). */
 export async function pgSchemaVersion(spool: PgSpool): Promise<number> {
-  const [t] = await spool.sql`SELECT to_regclass('meta') IS NOT NULL AS present`;
+  return schemaVersionOn(spool.sql);
+}
+
+async function schemaVersionOn(sql: SQL | ReservedSQL): Promise<number> {
+  const [t] = await sql`SELECT to_regclass('meta') IS NOT NULL AS present`;
   if (!t.present) return 0;
-  const [r] = await spool.sql`SELECT value FROM meta WHERE key = 'schema_version'`;
+  const [r] = await sql`SELECT value FROM meta WHERE key = 'schema_version'`;
   return r ? Number(r.value) : 0;
 }
 
@@ -40,7 +45,8 @@ export async function migratePg(spool: PgSpool, instanceId: string): Promise<{ f
   try {
     await conn`SELECT pg_advisory_lock(${MIGRATE_LOCK}::bigint)`;
     try {
-      const from = await pgSchemaVersion(spool);
+      // On the locked connection: a pool of one has no other to lend.
+      const from = await schemaVersionOn(conn);
       if (from > PG_LATEST_SCHEMA) throw new HookspoolError("E_SCHEMA", `the PostgreSQL spool is at schema ${from}, newer than this build (${PG_LATEST_SCHEMA}); run the newer hookspool`);
       const applied: string[] = [];
       for (const m of PG_MIGRATIONS.filter((x) => x.version > from)) {

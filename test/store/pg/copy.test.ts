@@ -225,7 +225,7 @@ describe.skipIf(!PG_BIN)("migrate-store: SQLite to PostgreSQL", () => {
     // A dedup id seen on SQLite is a duplicate on PostgreSQL.
     expect((await enqueuePg(pg, ev({ key: "a", dedupId: "d-1" }), T0 + 502)).status).toBe("duplicate");
     const [c] = await claimPg(pg, [{ batchId: fresh.placed[0].batchId, route: "r", key: "new", destination: "http:d", now: T0 + 503, leaseUntil: T0 + 563, host: "h", pid: 2 }]);
-    expect(c?.attemptId).toBe(maxAttempt + 1);
+    expect(c).toMatchObject({ attemptId: maxAttempt + 1 });
     const newest = ((await pg.sql`SELECT id FROM journal ORDER BY id`) as { id: string }[]).map((r) => Number(r.id)).filter((id) => !copiedJournal.includes(id));
     expect(newest.length).toBeGreaterThan(0);
     expect(newest[0]).toBe(journalIssued + 1);

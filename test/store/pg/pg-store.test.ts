@@ -8,6 +8,7 @@ import { enqueue as enqueueSqlite } from "../../../src/store/enqueue.ts";
 import type { EnqueueResult, NewEvent } from "../../../src/store/enqueue.ts";
 import { PgSpool } from "../../../src/store/pg/db.ts";
 import { enqueueGroupPg, enqueuePg } from "../../../src/store/pg/enqueue.ts";
+import type { Claim } from "../../../src/store/queue.ts";
 import { candidatesPg, claimPg, markDeliveredPg, markRetryPg, recoverExpiredPg, sealReadyPg } from "../../../src/store/pg/claims.ts";
 import { MaintenanceLock, maintenanceHolder } from "../../../src/store/pg/leader.ts";
 import { journalAfterPg, PG_CURSOR_START } from "../../../src/store/pg/journal.ts";
@@ -206,8 +207,12 @@ describe.skipIf(!PG_BIN)("the spool on PostgreSQL", () => {
   });
 
   describe("delivery with two dispatchers", () => {
-    const claim = (p: PgSpool, c: { id: number; route: string; key: string; destination: string }, now: number, host: string) =>
-      claimPg(p, [{ batchId: c.id, route: c.route, key: c.key, destination: c.destination, now, leaseUntil: now + 60, host, pid: 1 }]);
+    /** A claim without max_inflight, so never "gated" (as an operator's or SQLite's). */
+    const claim = async (p: PgSpool, c: { id: number; route: string; key: string; destination: string }, now: number, host: string): Promise<(Claim | null)[]> =>
+      (await claimPg(p, [{ batchId: c.id, route: c.route, key: c.key, destination: c.destination, now, leaseUntil: now + 60, host, pid: 1 }])).map((x) => {
+        if (x === "gated") throw new Error("an ungated claim was gated");
+        return x;
+      });
     const ok = { klass: null, status: 200, error: null, durationMs: 3, counted: true };
 
     test("sealed when ready; only the head of each group is a candidate; a racing pair claims it once", async () => {
@@ -223,7 +228,7 @@ describe.skipIf(!PG_BIN)("the spool on PostgreSQL", () => {
       ]);
       const [ca, cb] = await Promise.all([claim(a, heads[0], T0 + 5, "a"), claim(b, heads[0], T0 + 5, "b")]);
       expect([ca[0], cb[0]].filter((x) => x !== null)).toHaveLength(1);
-      const won = (ca[0] ?? cb[0]) as NonNullable<(typeof ca)[0]>;
+      const won = (ca[0] ?? cb[0]) as Claim;
       // While the head is leased its group yields nothing: batch 2 is not a candidate.
       expect((await candidatesPg(b, T0 + 6)).map((c) => c.id)).toEqual([4]);
       // A batch that is not its group's head is refused even when asked for by id.
@@ -233,6 +238,33 @@ describe.skipIf(!PG_BIN)("the spool on PostgreSQL", () => {
       expect((await candidatesPg(a, T0 + 7)).map((c) => c.id)).toEqual([4, 2]);
       const [j] = await a.sql`SELECT string_agg(kind, ',' ORDER BY id) AS kinds FROM journal WHERE batch_id = 1`;
       expect(j.kinds).toBe("event,sealed,leased,delivered");
+    });
+
+    test("a dispatcher's claim checks the gate again under the destination's lock: max_inflight and the one probe hold across dispatchers", async () => {
+      const [a, b] = await fresh({ pools: 2 });
+      for (const key of ["k1", "k2", "k3", "k4"]) await enqueuePg(a, ev({ key, copies: [copy("r", "http:d", { max_events: 1 })] }), T0);
+      const cs = await candidatesPg(a, T0 + 1);
+      const gated = (p: PgSpool, c: (typeof cs)[number], by: string, o: { probe?: boolean; now?: number } = {}) =>
+        claimPg(p, [{ batchId: c.id, route: c.route, key: c.key, destination: c.destination, now: o.now ?? T0 + 1, leaseUntil: (o.now ?? T0 + 1) + 60, host: by, pid: 1, maxInflight: 2, probe: o.probe }]);
+      // max_inflight 2: each dispatcher's gate saw 0 in flight, but the third claim is refused whoever makes it.
+      const first = (await gated(a, cs[0], "a"))[0] as Claim;
+      expect(first).toMatchObject({ n: 1 });
+      expect((await gated(b, cs[1], "b"))[0]).toMatchObject({ n: 1 });
+      expect(await gated(b, cs[2], "b")).toEqual(["gated"]);
+      expect(await gated(a, cs[2], "a")).toEqual(["gated"]);
+      // Two claims in one transaction count each other too.
+      const both = await claimPg(a, [cs[2], cs[3]].map((c) => ({ batchId: c.id, route: c.route, key: c.key, destination: c.destination, now: T0 + 1, leaseUntil: T0 + 61, host: "a", pid: 1, maxInflight: 3 })));
+      expect(both.map((c) => (c === "gated" ? c : c?.n))).toEqual([1, "gated"]);
+      // An open breaker (another dispatcher's outcome tripped it) claims nothing; half-open, one probe in all.
+      await a.sql`UPDATE destinations SET state = 'open', opened_at = ${T0}, cooldown_s = 10 WHERE name = 'http:d'`;
+      await a.sql`UPDATE batches SET state = 'sealed', lease_owner = NULL, lease_until = NULL WHERE state = 'leased'`;
+      expect(await gated(b, cs[3], "b")).toEqual(["gated"]);
+      await a.sql`UPDATE destinations SET state = 'half_open' WHERE name = 'http:d'`;
+      expect(await gated(b, cs[3], "b")).toEqual(["gated"]);
+      expect((await gated(b, cs[3], "b", { probe: true }))[0]).toMatchObject({ n: 1 });
+      expect(await gated(a, cs[0], "a", { probe: true })).toEqual(["gated"]);
+      // A claim that gives no max_inflight (an operator's, a test's) is not gated, as on SQLite.
+      expect((await claim(a, cs[0], T0 + 2, "a"))[0]).toMatchObject({ n: 2 });
     });
 
     test("FIFO per key with two dispatchers draining a backlog together: every batch once, in order per key", async () => {
@@ -246,7 +278,7 @@ describe.skipIf(!PG_BIN)("the spool on PostgreSQL", () => {
           if (cs.length === 0) return;
           const claims = await claimPg(p, cs.map((c) => ({ batchId: c.id, route: c.route, key: c.key, destination: c.destination, now: T0 + 10, leaseUntil: T0 + 70, host: by, pid: 1 })));
           for (const [i, c] of claims.entries()) {
-            if (!c) continue;
+            if (!c || c === "gated") continue;
             if (await markDeliveredPg(p, { batchId: cs[i].id, attemptId: c.attemptId, owner: c.owner, now: T0 + 10, attempt: ok })) delivered.push({ id: cs[i].id, key: cs[i].key, by });
           }
         }
