@@ -9,27 +9,22 @@ import type { Env, LoadOptions } from "../config/load.ts";
 import { type IntakeSource, loadEverySource } from "../config/sources.ts";
 import { ConfigWatcher } from "../config/watch.ts";
 import type { Config, LoadedConfig } from "../config/types.ts";
-import { Deadline, type Destination, deliveryId, outcome, type Outcome } from "../delivery.ts";
+import type { Deadline, Destination } from "../delivery.ts";
+import { deliveryId } from "../delivery.ts";
 import { dispatchCounters } from "../obs/counters.ts";
 import { Faults, faultCounts } from "../obs/faults.ts";
 import type { Logger } from "../log.ts";
 import type { DispatchStore } from "../store/api.ts";
 import type { Candidate, Claim, ClaimInput } from "../store/queue.ts";
-import type { Policy } from "../store/outcome.ts";
 import type { Spool } from "../store/db.ts";
-import type { NewEvent } from "../store/enqueue.ts";
 import { sqliteDispatchStore } from "../store/sqlite-store.ts";
 import { Periodic, type Service } from "../service.ts";
-import { testHook } from "../testhook.ts";
-import { buildDocument } from "./document.ts";
-import { resolveEmit } from "./emits.ts";
 import { stepPolls } from "./polls.ts";
 import { OutcomeWriter } from "./outcomes.ts";
+import { deliverClaim, type WorkerDeps } from "./worker.ts";
 import { ReadyTimer } from "./wakeups.ts";
 import { gate, pickProbe } from "./gate.ts";
 
-/** A worker aborts this long before its lease ends, so a live owner never loses it. */
-export const DEADLINE_MARGIN_S = 5;
 
 export type DestinationFactory = (config: Config, name: string) => Destination | null;
 
@@ -49,17 +44,6 @@ export interface DispatcherOptions {
   pid?: number;
 }
 
-function policyOf(c: Config): Policy {
-  const d = c.dispatch;
-  return {
-    maxAttempts: d.max_attempts,
-    backoffBaseS: d.backoff_base_s,
-    backoffCapS: d.backoff_cap_s,
-    tripAfter: d.breaker.trip_after,
-    cooldownInitialS: d.breaker.cooldown_initial_s,
-    cooldownMaxS: d.breaker.cooldown_max_s,
-  };
-}
 
 export class Dispatcher implements Service {
   readonly name = "dispatcher";
@@ -93,10 +77,12 @@ export class Dispatcher implements Service {
   private readonly store: DispatchStore;
   /** now_eff as the last tick read it (a config reload's issue is timed by it). */
   private nowEff = Number.NEGATIVE_INFINITY;
+  private nowEffAtMs = 0;
   /** What its loops catch: refused writes (counted, logged, one issue) and bugs (an internal issue). */
   private readonly faults: Faults;
   /** Attempts that end together share one outcome transaction. */
   readonly outcomes: OutcomeWriter;
+  private readonly workerDeps: WorkerDeps;
 
   constructor(private readonly o: DispatcherOptions) {
     this.config = o.loaded.config;
@@ -118,6 +104,16 @@ export class Dispatcher implements Service {
     this.pid = o.pid ?? process.pid;
     this.faults = new Faults(this.store, "dispatcher", o.log, () => o.clock.now());
     this.outcomes = new OutcomeWriter(this.store);
+    this.workerDeps = {
+      store: this.store,
+      clock: o.clock,
+      rng: o.rng,
+      log: o.log,
+      config: () => this.config,
+      sources: () => this.sources,
+      deadlines: this.deadlines,
+      outcomes: this.outcomes,
+    };
   }
 
   /**
@@ -160,7 +156,8 @@ export class Dispatcher implements Service {
     const recovered = await this.store.recoverLeases({ now: await this.store.effectiveNow(), startup: true });
     if (recovered.length) this.o.log.warn("recovered leases of a previous run", { reason: `${recovered.length} batch(es)` });
     this.unwatch = await this.store.watchWork(
-      () => void this.otherWrote().catch((e) => this.survive("write watch", e)),
+      // A notification that says when its work is ready needs no query: the readiness timer takes it.
+      (readyAt) => (readyAt === undefined ? void this.otherWrote().catch((e) => this.survive("write watch", e)) : this.wakeAt(readyAt, this.nowEffEstimate())),
       (e) => this.survive("write watch", e),
     );
     await this.ticker.start();
@@ -255,10 +252,18 @@ export class Dispatcher implements Service {
    * the tick's own readiness query then finds the batch's true instant.
    */
   wake(at?: number): void {
+    this.wakeAt(at, this.o.clock.now());
+  }
+
+  private wakeAt(at: number | undefined, now: number): void {
     if (!this.running || this.stopping) return;
-    const now = this.o.clock.now();
     if (at === undefined || at <= now) this.kick();
     else this.readyTimer.arm(at, now, this.config.dispatch.poll_s);
+  }
+
+  /** now_eff without a query: the last tick's, moved on by the time this host has measured since. */
+  private nowEffEstimate(): number {
+    return this.nowEff + (performance.now() - this.nowEffAtMs) / 1000;
   }
 
   /**
@@ -282,6 +287,7 @@ export class Dispatcher implements Service {
     if (this.sources === null) this.sources = await this.loadSources(this.config);
     const now = await store.effectiveNow();
     this.nowEff = now;
+    this.nowEffAtMs = performance.now();
     // The poll clock first, so a tick enqueued now seals and is claimed in this same tick; only
     // the dispatcher that leads runs it (on PostgreSQL, the holder of the maintenance lock).
     if (await store.leads(now)) {
@@ -294,7 +300,9 @@ export class Dispatcher implements Service {
     await store.recoverLeases({ now, startup: false, live: this.live });
     // A worker's timer runs in real time; when the clock jumps forward its deadline may already
     // have passed in now_eff terms, so it ends now as a transport failure.
-    for (const d of this.deadlines.values()) d.endIfPast(now);
+    // (On PostgreSQL now_eff is the database's clock: deadlines are on this host's, and compared so.)
+    const deadlineNow = store.backend === "postgres" ? this.o.clock.now() : now;
+    for (const d of this.deadlines.values()) d.endIfPast(deadlineNow);
     if (this.o.clock.now() - this.lastHeartbeat >= this.config.dispatch.heartbeat_s || this.o.clock.now() < this.lastHeartbeat) {
       // The dispatcher's own caught failures (under run the intake counts its own in memory).
       await store.writeHeartbeat(now, this.host, this.pid, JSON.stringify(faultCounts().filter((f) => f.component !== "intake")));
@@ -367,7 +375,7 @@ export class Dispatcher implements Service {
     this.inflight.set(c.destination, (this.inflight.get(c.destination) ?? 0) + 1);
     // Whatever the worker throws (a mark the spool refused, a bug) is caught here: an unhandled
     // rejection would end the process, and the intake with it under `run`.
-    const worker = this.deliver(c, dest, claim, now, probe)
+    const worker = deliverClaim(this.workerDeps, c, dest, claim, now, probe)
       .catch((e) => this.survive("delivery", e))
       .finally(() => {
         this.live.delete(claim.owner);
@@ -376,84 +384,5 @@ export class Dispatcher implements Service {
         this.kick();
       });
     this.workers.add(worker);
-  }
-
-  private async deliver(c: Candidate, dest: Destination | null, claim: Claim, startedAt: number, probe: boolean): Promise<void> {
-    const store = this.store;
-    const { clock, log } = this.o;
-    const t0 = performance.now();
-    let o: Outcome;
-    let emits: NewEvent[] = [];
-    const batch = await store.getBatch(c.id);
-    if (!batch) {
-      // Claimed and gone (nothing deletes a leased batch, but never leave the attempt to its lease).
-      await store.abandonAttempt(claim.attemptId, await store.effectiveNow(), "batch missing after claim");
-      log.warn("batch missing after claim; attempt closed", { destination: c.destination, batch: c.id });
-      return;
-    }
-    if (!dest) {
-      o = outcome({ kind: "retry", klass: "config", reason: "unknown destination", detail: `no destination named ${c.destination} in the config` });
-    } else {
-      const doc = buildDocument({ batch, content: await store.batchContent(c.id), deliveryId: claim.deliveryId ?? "", attempt: claim.n });
-      // The attempt's one deadline: timeout_s, or the worker deadline if sooner.
-      const deadline = new Deadline({ timeoutS: dest.timeoutS, workerAt: claim.leaseUntil - DEADLINE_MARGIN_S, clock });
-      this.deadlines.set(claim.owner, deadline);
-      testHook("deliver.before_request");
-      try {
-        o = await dest.deliver(doc.body, {
-          batchId: c.id,
-          attempt: claim.n,
-          deliveryId: claim.deliveryId ?? "",
-          resend: claim.resend,
-          deadline,
-          events: doc.events,
-          // Config's event_header, else the source plugin's (GitHub's X-GitHub-Event).
-          eventHeader: this.config.sources[c.source]?.event_header ?? this.sources?.get(c.source)?.plugin.eventHeader ?? null,
-          clock,
-          log,
-        });
-      } catch (e) {
-        // A destination must not throw; if one does, retrying is the safe reading.
-        o = outcome({ kind: "retry", klass: "transport", reason: "destination error", detail: (e as Error).name });
-      } finally {
-        deadline.dispose();
-        this.deadlines.delete(claim.owner);
-      }
-      // Crash point: the receiver accepted it and the mark has not been written yet.
-      if (o.kind === "ok") testHook("deliver.after_response");
-      if (o.kind === "ok" && o.emits.length) {
-        try {
-          const processorOf = this.config.destinations[c.destination]?.processor;
-          emits = o.emits.map((e) => resolveEmit(this.config, this.sources ?? new Map(), e, clock.now(), processorOf));
-        } catch (e) {
-          o = outcome({ kind: "retry", klass: "batch", reason: "bad emit", detail: (e as Error).message, badEmit: true, status: o.status });
-          emits = [];
-        }
-      }
-    }
-    const durationMs = performance.now() - t0;
-    const now = await store.effectiveNow();
-    const r = await this.outcomes.record({
-      batchId: c.id,
-      attemptId: claim.attemptId,
-      owner: claim.owner,
-      startedAt,
-      probe,
-      script: dest?.type === "script",
-      outcome: o,
-      emits,
-      durationMs,
-      now,
-      jitter: this.o.rng.next(),
-      policy: policyOf(this.config),
-    });
-    const fields = { destination: c.destination, batch: c.id, attempt: claim.n, status: o.status ?? undefined, duration_ms: Math.round(durationMs) };
-    if (!r.applied) log.warn("lease lost; result discarded", fields);
-    else if (r.state === "delivered") log.info("delivered", { ...fields, reason: o.notice ?? undefined });
-    else log.warn(r.state === "dead" ? "dead" : "retry", { ...fields, reason: `${r.klass}: ${o.reason}` });
-    // One line per breaker state change (the per-attempt lines say the rest).
-    if (r.applied && r.breaker === "opened") log.warn("breaker open: deliveries held, one probe after the cooldown", { destination: c.destination, batch: c.id, reason: o.reason });
-    if (r.applied && r.breaker === "reopened") log.warn("breaker open again: the probe failed, cooldown doubled", { destination: c.destination, batch: c.id, reason: o.reason });
-    if (r.applied && r.breaker === "closed") log.info("breaker closed: the destination answered", { destination: c.destination, batch: c.id });
   }
 }

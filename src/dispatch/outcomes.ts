@@ -17,6 +17,8 @@ interface Pending {
 export class OutcomeWriter {
   private pending: Pending[] = [];
   private scheduled = false;
+  /** A transaction is being written: the next waits for it (one at a time, never two that could lock each other's rows). */
+  private flushing = false;
   /** Transactions written and outcomes in them (for the benchmark and tests). */
   readonly stats = { commits: 0, outcomes: 0 };
 
@@ -31,7 +33,7 @@ export class OutcomeWriter {
   }
 
   private schedule(): void {
-    if (this.scheduled) return;
+    if (this.scheduled || this.flushing) return;
     this.scheduled = true;
     // setImmediate, not a microtask: the other deliveries whose responses arrived in this turn
     // of the event loop get to finish first and join.
@@ -40,14 +42,18 @@ export class OutcomeWriter {
 
   private async flush(): Promise<void> {
     this.scheduled = false;
+    this.flushing = true;
     const take = this.pending.splice(0, MAX_PER_COMMIT);
-    if (this.pending.length > 0) this.schedule();
     let recorded: (Recorded | Error)[];
     try {
       recorded = await this.store.recordOutcomes(take.map((p) => p.input));
     } catch (e) {
       for (const p of take) p.reject(e);
       return;
+    } finally {
+      this.flushing = false;
+      // What arrived meanwhile (or did not fit) goes in the next transaction.
+      if (this.pending.length > 0) this.schedule();
     }
     this.stats.commits++;
     this.stats.outcomes += take.length;

@@ -85,8 +85,11 @@ export interface DispatchStore extends IssueSink {
   anyReadyNow(now: number): Promise<boolean>;
   /** After a config reload: every config-class retry due now; returns how many. */
   redueConfigRetries(now: number): Promise<number>;
-  /** Call onWork when another process wrote (SQLite: data_version; PostgreSQL: LISTEN). */
-  watchWork(onWork: () => void, onError: (e: unknown) => void): Promise<() => Promise<void> | void>;
+  /**
+   * Call onWork when another process wrote: SQLite's data_version moved (no readiness known:
+   * the dispatcher asks), or a PostgreSQL notification said from when its work may be delivered.
+   */
+  watchWork(onWork: (readyAt?: number) => void, onError: (e: unknown) => void): Promise<() => Promise<void> | void>;
   /**
    * Whether this dispatcher runs maintenance and the poll clock now (SQLite: always, under the
    * flock). `fresh`: make sure, at a round trip's cost (maintenance's round asks so).

@@ -26,6 +26,11 @@ export interface Policy {
 /** What happened in one attempt, as the dispatcher saw it. */
 export interface OutcomeInput {
   batchId: number;
+  /**
+   * The batch's destination, as the claim saw it: only the order in which a transaction of
+   * several outcomes locks destination rows (the batch's own row decides everything else).
+   */
+  destination?: string;
   /** The claim's attempt row and lease fence. */
   attemptId: number;
   owner: string;

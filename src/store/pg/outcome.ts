@@ -140,13 +140,16 @@ async function recordOutcomePgTx(tx: Tx, f: OutcomeInput): Promise<Recorded> {
  */
 export async function recordOutcomesPg(spool: PgSpool, inputs: readonly OutcomeInput[]): Promise<(Recorded | Error)[]> {
   if (inputs.length === 0) return [];
+  // In destination then batch order, the order every transaction that locks several destination
+  // rows takes them, so two dispatchers' outcome transactions never wait on each other in a cycle.
+  const order = inputs.map((input, i) => ({ input, i })).sort((a, b) => (a.input.destination ?? "").localeCompare(b.input.destination ?? "") || a.input.batchId - b.input.batchId);
   return spool.sql.begin(async (tx) => {
-    const out: (Recorded | Error)[] = [];
-    for (const input of inputs) {
+    const out: (Recorded | Error)[] = new Array(inputs.length);
+    for (const { input, i } of order) {
       try {
-        out.push(await tx.savepoint((sp) => recordOutcomePgTx(sp, input)));
+        out[i] = await tx.savepoint((sp) => recordOutcomePgTx(sp, input));
       } catch (e) {
-        out.push(e instanceof Error ? e : new Error(String(e)));
+        out[i] = e instanceof Error ? e : new Error(String(e));
       }
     }
     testHook("mark.before_commit");

@@ -160,7 +160,7 @@ export async function pgDispatchStore(spool: PgSpool, holder: string): Promise<D
     anyReadyNow: (now) => anyReadyNowPg(spool, now),
     redueConfigRetries: (now) => redueConfigRetriesPg(spool, now),
     watchWork: async (onWork) => {
-      const sub = await listenForWork(spool, () => onWork());
+      const sub = await listenForWork(spool, (readyAt) => onWork(readyAt));
       return () => sub.stop();
     },
     leads: (now, fresh) => lock.tryTake(now, fresh),

@@ -1,6 +1,6 @@
-// Wake-ups across hosts: a transaction that makes work (a batch queued or sealed, a dead batch
-// replayed) NOTIFYs the channel with the Unix time its earliest batch may be delivered; every
-// dispatcher LISTENs and arms its readiness timer for it. A notification is delivered only when
+// Wake-ups across hosts: a transaction that makes work (a batch queued or sealed) NOTIFYs the
+// channel with the Unix time its earliest batch may be delivered; every dispatcher LISTENs and
+// ticks at once or arms its readiness timer for it, with no query. A notification is delivered only when
 // its transaction commits. The dispatcher's tick stays the safety net (a dropped listening
 // connection is re-subscribed by the client, and anything missed meanwhile waits a tick at most).
 import type { PgSpool, Tx } from "./db.ts";
