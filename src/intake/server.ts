@@ -7,7 +7,7 @@ import { ConfigWatcher } from "../config/watch.ts";
 import type { Config, LoadedConfig } from "../config/types.ts";
 import { HookspoolError } from "../errors.ts";
 import type { Logger } from "../log.ts";
-import { Faults } from "../obs/faults.ts";
+import { errorClass, Faults } from "../obs/faults.ts";
 import { renderSpoolMetrics } from "../obs/metrics.ts";
 import { openSpool, requireCurrentSchema, type Spool } from "../store/db.ts";
 import type { IntakeStore } from "../store/api.ts";
@@ -15,9 +15,10 @@ import { sqliteIntakeStore } from "../store/sqlite-store.ts";
 import { pgIntakeStore } from "../store/pg/store.ts";
 import { requirePgSchema } from "../store/pg/migrate.ts";
 import type { PgSpool } from "../store/pg/db.ts";
+import { probeWritePg } from "../store/pg/stats.ts";
 import { isPostgres, openPgSpool } from "../config/backend.ts";
 import { Backpressure } from "./backpressure.ts";
-import { Health } from "./health.ts";
+import { FAILED_PROBE_S, Health, WRITE_PROBE_S } from "./health.ts";
 import { IntakeMetrics } from "./metrics.ts";
 import { handleHook } from "./pipeline.ts";
 import type { Reply } from "./replies.ts";
@@ -284,13 +285,29 @@ export class Intake implements Service {
     await pg?.close();
   }
 
-  /** /healthz on PostgreSQL: 200 while the database answers, 503 (with the error's class) when not. */
+  /** When the last PostgreSQL write probe succeeded, and when one was last tried. */
+  private pgProbe = { okAt: Number.NEGATIVE_INFINITY, triedAt: Number.NEGATIVE_INFINITY };
+
+  /**
+   * /healthz on PostgreSQL: 503 while the database refuses writes (a write probe, at most every
+   * 30 s, every 5 s while failing, as on SQLite; a standby or a full disk refuses it) or the last
+   * enqueue was refused; 200 otherwise. The spool's figures are `hookspool status`'s.
+   */
   private async pgHealth(): Promise<{ code: number; doc: Record<string, unknown> }> {
-    try {
-      await (this.pg as PgSpool).ping();
-      return { code: 200, doc: { ok: true, backend: "postgres", degraded: [] } };
-    } catch (e) {
-      return { code: 503, doc: { ok: false, backend: "postgres", degraded: [`spool: ${(e as Error).message}`] } };
+    const now = this.opts.clock.now();
+    const bp = this.backpressure as Backpressure;
+    const every = bp.failing ? FAILED_PROBE_S : WRITE_PROBE_S;
+    if (now - this.pgProbe.triedAt >= every || now < this.pgProbe.triedAt) {
+      this.pgProbe.triedAt = now;
+      try {
+        await probeWritePg(this.pg as PgSpool, now);
+        this.pgProbe.okAt = now;
+        bp.writeOk();
+      } catch (e) {
+        bp.writeFailed(`unwritable (${errorClass(e)})`);
+      }
     }
+    const hard = bp.active();
+    return { code: hard.length ? 503 : 200, doc: { ok: hard.length === 0, backend: "postgres", degraded: hard, spool: { writable_checked_age_s: Number.isFinite(this.pgProbe.okAt) ? Math.max(0, Math.round((now - this.pgProbe.okAt) * 10) / 10) : null } } };
   }
 }

@@ -6,9 +6,11 @@ import { isHookspoolError } from "../errors.ts";
 import { type IssueSink, settle } from "../store/api.ts";
 import type { LogFields, Logger } from "../log.ts";
 
-/** The class of a caught error: SQLite's or the OS's code (SQLITE_FULL, ENOSPC), else its name. */
+/** The class of a caught error: SQLite's or the OS's code (SQLITE_FULL, ENOSPC), PostgreSQL's with its SQLSTATE, else its name. */
 export function errorClass(e: unknown): string {
   const code = (e as { code?: unknown } | null)?.code;
+  const sqlstate = pgSqlState(e);
+  if (code === "ERR_POSTGRES_SERVER_ERROR" && sqlstate) return `POSTGRES_${sqlstate}`;
   if (typeof code === "string" && /^[A-Z][A-Z0-9_]{1,40}$/.test(code)) return code;
   if (e instanceof Error) return e.name && e.name !== "Error" ? e.name : (e.constructor?.name ?? "Error");
   return typeof e;
@@ -79,11 +81,28 @@ export function caughtFault(log: Logger, component: string, what: string, e: unk
   return klass;
 }
 
-/** The errors that mean the spool refused a write: full, out of quota, read-only, busy, I/O. */
+/** A PostgreSQL server error's SQLSTATE (five characters), or null. */
+function pgSqlState(e: unknown): string | null {
+  const errno = (e as { errno?: unknown } | null)?.errno;
+  return typeof errno === "string" && /^[0-9A-Z]{5}$/.test(errno) ? errno : null;
+}
+
+/**
+ * PostgreSQL's refusals of a write, by SQLSTATE: a lost connection (08), a deadlock or a
+ * serialization failure (40), no disk or memory (53), the server shutting down or an operator's
+ * cancel (57), an I/O error (58), a lock not available (55P03), a read-only transaction (25006,
+ * a standby). Any other server error is a bug in hookspool.
+ */
+const PG_REFUSED = /^(08|40|53|57|58)|^55P03$|^25006$/;
+
+/** The errors that mean the spool refused a write: full, out of quota, read-only, busy, I/O, the database gone. */
 export function isSpoolWriteError(e: unknown): boolean {
   const code = (e as { code?: unknown } | null)?.code;
   if (typeof code !== "string") return false;
-  return /^SQLITE_(FULL|BUSY|LOCKED|IOERR|READONLY|CANTOPEN|PERM)/.test(code) || code.startsWith("ERR_POSTGRES_") || code === "ENOSPC" || code === "EDQUOT" || code === "EROFS";
+  if (code === "ERR_POSTGRES_SERVER_ERROR") return PG_REFUSED.test(pgSqlState(e) ?? "");
+  // The client's own failures: the connection closed, timed out, could not be made.
+  if (code.startsWith("ERR_POSTGRES_")) return true;
+  return /^SQLITE_(FULL|BUSY|LOCKED|IOERR|READONLY|CANTOPEN|PERM)/.test(code) || code === "ENOSPC" || code === "EDQUOT" || code === "EROFS";
 }
 
 /** SQLITE_BUSY waits busy_timeout before it fails: never start another write right after one. */

@@ -178,9 +178,10 @@ export type JobOutcome = { ok: EnqueueResult[] } | { error: unknown };
 /**
  * One transaction for several requests (each one or more events, all or none of a request's
  * queued). A request that fails is rolled back to its savepoint and reported alone; a failed
- * COMMIT throws, so every request in it fails.
+ * COMMIT throws, so every request in it fails. `nows`, when given, is each request's own time
+ * (when it arrived); `now` is the latest of them.
  */
-export async function enqueueGroupPg(spool: PgSpool, jobs: readonly (readonly NewEvent[])[], now: number): Promise<JobOutcome[]> {
+export async function enqueueGroupPg(spool: PgSpool, jobs: readonly (readonly NewEvent[])[], now: number, nows?: readonly number[]): Promise<JobOutcome[]> {
   // Checked before any lock: a request that cannot be stored fails alone, and never reaches a
   // statement (PostgreSQL's text holds no NUL, and one in a lock name would fail every request).
   const refused = jobs.map((evs) => {
@@ -205,7 +206,8 @@ export async function enqueueGroupPg(spool: PgSpool, jobs: readonly (readonly Ne
       try {
         const results = await tx.savepoint(async (sp) => {
           const rs: EnqueueResult[] = [];
-          for (const ev of evs) rs.push(await enqueueOne(sp, ev, now, mine));
+          // Each request at the time it arrived (as on SQLite); the transaction's facts at the latest.
+          for (const ev of evs) rs.push(await enqueueOne(sp, ev, nows?.[i] ?? now, mine));
           return rs;
         });
         for (const s of mine.touched) acc.touched.add(s);

@@ -86,3 +86,8 @@ export async function expectationSincePg(spool: PgSpool, source: string, now: nu
   await spool.sql`INSERT INTO meta (key, value) VALUES (${key}, ${String(now)}) ON CONFLICT (key) DO NOTHING`;
   return (await metaNumberPg(spool, key)) ?? now;
 }
+
+/** A tiny write that proves the database takes writes (the intake's /healthz probe). */
+export async function probeWritePg(spool: PgSpool, now: number): Promise<void> {
+  await spool.sql`INSERT INTO meta (key, value) VALUES ('write_probe_at', ${String(now)}) ON CONFLICT (key) DO UPDATE SET value = excluded.value`;
+}

@@ -79,7 +79,12 @@ export class PgGroupCommit {
     try {
       // One now for the transaction: the latest of its requests' (each was read at its arrival).
       const now = Math.max(...group.map((j) => j.now));
-      const outcomes = await enqueueGroupPg(this.spool, group.map((j) => j.evs), now);
+      const outcomes = await enqueueGroupPg(
+        this.spool,
+        group.map((j) => j.evs),
+        now,
+        group.map((j) => j.now),
+      );
       this.stats.commits++;
       this.stats.events += group.reduce((n, j) => n + j.evs.length, 0);
       group.forEach((job, i) => {

@@ -1,0 +1,87 @@
+// The intake on PostgreSQL, in-process on a real server: a signed request is committed before
+// its 202, a duplicate is 200, a request the source cannot classify is quarantined (202) in the
+// database, /healthz proves the database takes writes, and when the database goes away the
+// intake answers 503 (the sender keeps the event), never a 5xx of its own and never an ack.
+import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
+import { createHmac } from "node:crypto";
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { FakeClock } from "../../src/clock.ts";
+import { loadConfig } from "../../src/config/load.ts";
+import { Intake } from "../../src/intake/server.ts";
+import { createLogger } from "../../src/log.ts";
+import { PgSpool } from "../../src/store/pg/db.ts";
+import { migratePg } from "../../src/store/pg/migrate.ts";
+import { LOG_LINES, SECRET_SENTINEL } from "../helpers/logs.ts";
+import { PG_BIN, PG_SKIP_MESSAGE, type PgServer, startPostgres } from "../helpers/pg.ts";
+import { T0 } from "../helpers/spool.ts";
+import { tempDir } from "../helpers/tmp.ts";
+
+if (!PG_BIN) console.log(PG_SKIP_MESSAGE);
+setDefaultTimeout(30_000);
+
+const SECRET = "pg-intake-secret";
+
+describe.skipIf(!PG_BIN)("the intake on PostgreSQL", () => {
+  let server: PgServer;
+  beforeAll(async () => {
+    server = await startPostgres();
+  }, 60_000);
+  afterAll(async () => {
+    await server?.stop();
+  });
+
+  test("commit before ack, dedup, quarantine, /healthz; 503 when the database is gone", async () => {
+    await server.createDatabase("intake");
+    // The password is the planted secret: the suite-wide check fails any log line that carries it.
+    const url = `postgres://${server.user}:${SECRET_SENTINEL}@localhost/intake?host=${server.socketDir}`;
+    const look = new PgSpool({ path: server.socket, user: server.user, database: "intake" });
+    await migratePg(look, "0123456789ab");
+    const home = tempDir();
+    writeFileSync(join(home, "in-secret"), SECRET, { mode: 0o600 });
+    writeFileSync(
+      join(home, "config.toml"),
+      `[spool]\nbackend = "postgres"\nurl = { env = "HOOKSPOOL_PG_URL" }\n\n[intake]\nlisten = "127.0.0.1:0"\n\n[sources.load]\ntemplate = { scheme = "hmac-sha256-hex", header = "X-Sig", prefix = "sha256=", key = "key", event_type = "type", dedup = "id" }\nsecrets.secret = { file = "${join(home, "in-secret")}" }\naction = "hermes:a"\n`,
+    );
+    const env = { PATH: process.env.PATH, HOME: home, HOOKSPOOL_PG_URL: url };
+    const logged = LOG_LINES.length;
+    const clock = new FakeClock(T0);
+    const loadOptions = { home, env, cwd: home };
+    const intake = new Intake({ loaded: loadConfig(loadOptions), loadOptions, clock, log: createLogger("intake", { clock }), env });
+    await intake.start();
+    const post = (body: string) => fetch(`${intake.url}/hooks/load`, { method: "POST", body, headers: { "X-Sig": `sha256=${createHmac("sha256", SECRET).update(body).digest("hex")}` } });
+    try {
+      const first = await post(JSON.stringify({ id: "e1", key: "k", type: "t" }));
+      expect([first.status, ((await first.json()) as { status: string }).status]).toEqual([202, "queued"]);
+      expect((await look.sql`SELECT COUNT(*)::int AS n FROM events`)[0].n).toBe(1);
+      const dup = await post(JSON.stringify({ id: "e1", key: "k", type: "t" }));
+      expect([dup.status, ((await dup.json()) as { status: string }).status]).toEqual([200, "duplicate"]);
+      // Verified, but not JSON the template can read: kept as a dead quarantine batch, acked.
+      const bad = await post("{not json");
+      expect([bad.status, ((await bad.json()) as { status: string }).status]).toEqual([202, "quarantined"]);
+      expect((await look.sql`SELECT destination, state FROM batches ORDER BY id`).map((r: Record<string, unknown>) => `${r.destination}:${r.state}`)).toEqual(["hermes:a:open", "quarantine:dead"]);
+      const health = await fetch(`${intake.url}/healthz`);
+      expect(health.status).toBe(200);
+      expect(await health.json()).toMatchObject({ ok: true, backend: "postgres", degraded: [] });
+      expect((await look.sql`SELECT COUNT(*)::int AS n FROM meta WHERE key = 'write_probe_at'`)[0].n).toBe(1);
+
+      // The database goes (its sessions ended, the database dropped): a request is a 503, not an
+      // ack, and /healthz says the spool is unwritable.
+      await look.close();
+      const admin = new PgSpool({ path: server.socket, user: server.user, database: "postgres" });
+      await admin.sql`DROP DATABASE intake WITH (FORCE)`;
+      await admin.close();
+      const refused = await post(JSON.stringify({ id: "e2", key: "k", type: "t" }));
+      // Read as the database busy, not full: a 503 without Retry-After, so the sender retries soon.
+      expect(refused.status).toBe(503);
+      clock.advance(60);
+      const down = await fetch(`${intake.url}/healthz`);
+      expect(down.status).toBe(503);
+      expect(((await down.json()) as { degraded: string[] }).degraded.join(" ")).toContain("spool:");
+    } finally {
+      await intake.stop();
+    }
+    // The URL reached no log line (its password is the sentinel the suite checks every line for).
+    expect(LOG_LINES.slice(logged).filter((l) => l.includes(server.socketDir))).toEqual([]);
+  });
+});
