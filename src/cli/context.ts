@@ -1,9 +1,10 @@
 // What every command gets: its I/O, the global flags, the clock; and the two ways to open a spool.
 import { readFileSync } from "node:fs";
-import { parse as parseToml } from "smol-toml";
+import { dirname } from "node:path";
+import { parse as parseToml, stringify as stringifyToml } from "smol-toml";
 import { type Clock, processClock } from "../clock.ts";
 import { HookspoolError } from "../errors.ts";
-import { ConfigError, type Env, loadConfig, parseConfig, resolvePaths } from "../config/load.ts";
+import { anchorPaths, ConfigError, type Env, loadConfig, parseConfig, resolvePaths } from "../config/load.ts";
 import { isTable } from "../config/parse.ts";
 import type { LoadedConfig } from "../config/types.ts";
 import { openSpool, requireCurrentSchema, type Spool } from "../store/db.ts";
@@ -11,6 +12,7 @@ import type { OperatorStore } from "../store/api.ts";
 import { isPostgres, openPgSpool } from "../config/backend.ts";
 import { requirePgSchema } from "../store/pg/migrate.ts";
 import { pgOperatorStore } from "../store/pg/store.ts";
+import type { PgSpool } from "../store/pg/db.ts";
 import { sqliteOperatorStore } from "../store/sqlite-store.ts";
 import { visible } from "./format.ts";
 
@@ -111,23 +113,41 @@ export function loadForReading(cli: Cli): LoadedConfig {
     const file = e.file;
     const first = e.problems[0];
     cli.io.err(`hookspool: warning: ${visible(`${file}: cannot use the config (${first.key}: ${first.message}); reading the database alone`)}`);
-    const { config } = parseConfig("", file);
-    const written = spoolTable(file);
-    if (typeof written.home === "string") config.spool.home = written.home;
-    if (typeof written.db === "string") config.spool.db = written.db;
+    const config = spoolOnly(file, cli.io.env);
     const paths = resolvePaths(config, { home: cli.globals.home, config: cli.globals.config, env: cli.io.env, cwd: cli.io.cwd }, file);
     return { config, paths, problems: [], mtimeMs: null };
   }
 }
 
-/** The [spool] table of a config file whose TOML parses (its values unchecked), else {}. */
-function spoolTable(file: string): Record<string, unknown> {
+/**
+ * The defaults, with the [spool] table of a config file whose TOML parses (home, db, and on
+ * PostgreSQL the backend and its URL, so a broken config on a moved spool never reads the old
+ * SQLite file); HOOKSPOOL_BACKEND as everywhere.
+ */
+function spoolOnly(file: string, env: Env): LoadedConfig["config"] {
+  let written: Record<string, unknown> = {};
   try {
     const doc = parseToml(readFileSync(file, "utf8"));
-    return isTable(doc) && isTable(doc.spool) ? doc.spool : {};
+    if (isTable(doc) && isTable(doc.spool)) written = doc.spool;
   } catch {
-    return {};
+    // no TOML to read: the defaults
   }
+  let config = parseConfig("", file).config;
+  try {
+    config = parseConfig(stringifyToml({ spool: written }), file, { env }).config;
+  } catch {
+    if (typeof written.home === "string") config.spool.home = written.home;
+    if (typeof written.db === "string") config.spool.db = written.db;
+  }
+  const backend = env.HOOKSPOOL_BACKEND || written.backend;
+  if (backend === "postgres") {
+    config.spool.backend = "postgres";
+    if (!config.spool.url) {
+      throw new HookspoolError("E_CONFIG", "the config does not load and its spool is on PostgreSQL, whose [spool] url cannot be read from it either", { file, key: "spool.url", hint: "hookspool check says what to fix" });
+    }
+    anchorPaths(config, dirname(file), env);
+  }
+  return config;
 }
 
 /**
@@ -151,7 +171,12 @@ export function openExisting(cli: Cli, dbPath: string): Spool {
  */
 export async function openOperatorStore(cli: Cli, loaded: LoadedConfig): Promise<OperatorStore> {
   if (!isPostgres(loaded.config)) return sqliteOperatorStore(openExisting(cli, loaded.paths.spoolFile));
-  const pg = openPgSpool(loaded.config, cli.io.env);
+  return pgOperatorStore(await openPg(cli, loaded.config));
+}
+
+/** The config's PostgreSQL database, reached and at this build's schema (a verb never migrates it). */
+async function openPg(cli: Cli, config: LoadedConfig["config"]): Promise<PgSpool> {
+  const pg = openPgSpool(config, cli.io.env);
   try {
     await pg.ping();
     await requirePgSchema(pg);
@@ -159,7 +184,17 @@ export async function openOperatorStore(cli: Cli, loaded: LoadedConfig): Promise
     await pg.close();
     throw e;
   }
-  return pgOperatorStore(pg);
+  return pg;
+}
+
+/** Run `fn` on the config's PostgreSQL database (reached, at this build's schema); the pool is closed after. */
+export async function withPg<T>(cli: Cli, config: LoadedConfig["config"], fn: (pg: PgSpool) => Promise<T>): Promise<T> {
+  const pg = await openPg(cli, config);
+  try {
+    return await fn(pg);
+  } finally {
+    await pg.close();
+  }
 }
 
 /**

@@ -7,11 +7,10 @@ import { injectedCopies, newEvent } from "../config/events.ts";
 import { loadSources } from "../config/sources.ts";
 import { HookspoolError } from "../errors.ts";
 import { enqueue, type EnqueueResult, type NewEvent } from "../store/enqueue.ts";
-import { isPostgres, openPgSpool } from "../config/backend.ts";
+import { isPostgres } from "../config/backend.ts";
 import type { LoadedConfig } from "../config/types.ts";
 import { enqueuePg } from "../store/pg/enqueue.ts";
-import { requirePgSchema } from "../store/pg/migrate.ts";
-import { type Cli, GLOBAL_ARGS, loadFor, openExisting } from "./context.ts";
+import { type Cli, GLOBAL_ARGS, loadFor, openExisting, withPg } from "./context.ts";
 import { visible } from "./format.ts";
 
 const decoder = new TextDecoder("utf-8", { fatal: true });
@@ -90,14 +89,7 @@ export function enqueueCommand(cli: Cli): CommandDef {
 /** One event into the config's store (SQLite never migrated here, or PostgreSQL at this build's schema). */
 async function enqueueOn(cli: Cli, loaded: Pick<LoadedConfig, "config" | "paths">, ev: NewEvent): Promise<EnqueueResult> {
   if (isPostgres(loaded.config)) {
-    const pg = openPgSpool(loaded.config, cli.io.env);
-    try {
-      await pg.ping();
-      await requirePgSchema(pg);
-      return await enqueuePg(pg, ev, cli.clock.now());
-    } finally {
-      await pg.close();
-    }
+    return withPg(cli, loaded.config, (pg) => enqueuePg(pg, ev, cli.clock.now()));
   }
   const spool = openExisting(cli, loaded.paths.spoolFile);
   try {

@@ -4,14 +4,13 @@ import { HookspoolError } from "../errors.ts";
 import { diskFreeBytes, spoolBytes } from "../obs/disk.ts";
 import { exportBatches, type ExportRecord } from "../store/export.ts";
 import { exportBatchesPg } from "../store/pg/export.ts";
-import { isPostgres, openPgSpool } from "../config/backend.ts";
-import { requirePgSchema } from "../store/pg/migrate.ts";
+import { isPostgres } from "../config/backend.ts";
 import { runRetentionPg } from "../store/pg/retention.ts";
 import type { Config } from "../config/types.ts";
 import { FILTER_ARGS, filterOf } from "./filters.ts";
 import { policyFromConfig, type RetentionCounts, runRetention, vacuum } from "../store/retention.ts";
 import { humanBytes, visible } from "./format.ts";
-import { type Cli, GLOBAL_ARGS, loadFor, loadForReading, openExisting } from "./context.ts";
+import { type Cli, GLOBAL_ARGS, loadFor, loadForReading, openExisting, withPg } from "./context.ts";
 
 function plural(n: number, one: string, many = `${one}s`): string {
   return `${n} ${n === 1 ? one : many}`;
@@ -25,16 +24,9 @@ function describeCounts(c: RetentionCounts): string {
 /** prune on PostgreSQL: the same pass in small transactions; VACUUM is the server's autovacuum's to run. */
 async function prunePg(cli: Cli, config: Config, vacuum: boolean): Promise<number> {
   if (vacuum) throw new HookspoolError("E_USAGE", "--vacuum applies to a SQLite spool; on PostgreSQL the server's autovacuum gives the space back (or run VACUUM there)");
-  const pg = openPgSpool(config, cli.io.env);
-  try {
-    await pg.ping();
-    await requirePgSchema(pg);
-    const counts = await runRetentionPg(pg, policyFromConfig(config), cli.clock.now());
-    cli.io.out(cli.globals.json ? JSON.stringify(counts) : describeCounts(counts));
-    return 0;
-  } finally {
-    await pg.close();
-  }
+  const counts = await withPg(cli, config, (pg) => runRetentionPg(pg, policyFromConfig(config), cli.clock.now()));
+  cli.io.out(cli.globals.json ? JSON.stringify(counts) : describeCounts(counts));
+  return 0;
 }
 
 function pruneCommand(cli: Cli): CommandDef {
@@ -101,14 +93,9 @@ function exportCommand(cli: Cli): CommandDef {
         events += rec.events.length;
       };
       if (isPostgres(config)) {
-        const pg = openPgSpool(config, cli.io.env);
-        try {
-          await pg.ping();
-          await requirePgSchema(pg);
+        await withPg(cli, config, async (pg) => {
           for await (const rec of exportBatchesPg(pg, filter)) put(rec);
-        } finally {
-          await pg.close();
-        }
+        });
       } else {
         const spool = openExisting(cli, paths.spoolFile);
         try {

@@ -5,10 +5,9 @@ import type { CommandDef } from "citty";
 import { loadEverySource } from "../config/sources.ts";
 import { assembleStatus, buildStatus, type StatusDoc } from "../obs/status.ts";
 import { pgStatusFacts } from "../obs/status-pg.ts";
-import { isPostgres, openPgSpool } from "../config/backend.ts";
-import { requirePgSchema } from "../store/pg/migrate.ts";
+import { isPostgres } from "../config/backend.ts";
 import { humanAge, humanBytes, table, visible } from "./format.ts";
-import { type Cli, GLOBAL_ARGS, loadForReading, openExisting } from "./context.ts";
+import { type Cli, GLOBAL_ARGS, loadForReading, openExisting, withPg } from "./context.ts";
 
 function summary(doc: StatusDoc): string {
   const out: string[] = [];
@@ -48,16 +47,9 @@ export function statusCommand(cli: Cli): CommandDef {
       // does not load is check's to report, not status's.
       const { sources: plugins } = await loadEverySource(config, { configDir: dirname(paths.config ?? paths.home), env: cli.io.env, file: paths.config ?? "config.toml" });
       if (isPostgres(config)) {
-        const pg = openPgSpool(config, cli.io.env);
-        try {
-          await pg.ping();
-          await requirePgSchema(pg);
-          const { doc } = assembleStatus(await pgStatusFacts(pg, cli.clock.now()), config, { now: cli.clock.now(), plugins });
-          cli.io.out(cli.globals.json ? JSON.stringify(doc) : summary(doc));
-          return doc.ok ? 0 : 1;
-        } finally {
-          await pg.close();
-        }
+        const { doc } = await withPg(cli, config, async (pg) => assembleStatus(await pgStatusFacts(pg, cli.clock.now()), config, { now: cli.clock.now(), plugins }));
+        cli.io.out(cli.globals.json ? JSON.stringify(doc) : summary(doc));
+        return doc.ok ? 0 : 1;
       }
       const spool = openExisting(cli, paths.spoolFile);
       try {

@@ -2,13 +2,11 @@
 // a (transaction, row) pair, printed "<xid>:<id>", and a reader takes only the rows of
 // transactions older than every one still running: no row can appear behind a cursor already
 // handed out. The price: a transaction left open on the database holds the tail back.
-import { openPgSpool } from "../config/backend.ts";
 import type { Config } from "../config/types.ts";
 import { HookspoolError } from "../errors.ts";
 import type { JournalFilter } from "../store/journal.ts";
 import { formatPgCursor, journalAfterPg, journalHeadPg, parsePgCursor } from "../store/pg/journal.ts";
-import { requirePgSchema } from "../store/pg/migrate.ts";
-import type { Cli } from "./context.ts";
+import { type Cli, withPg } from "./context.ts";
 import { detailOf, lineOf, PAGE } from "./watch.ts";
 
 export interface WatchOptions {
@@ -19,13 +17,10 @@ export interface WatchOptions {
 }
 
 export async function watchPg(cli: Cli, config: Config, o: WatchOptions): Promise<number> {
-  let cursor = o.since === undefined ? null : parsePgCursor(String(o.since));
-  if (o.since !== undefined && cursor === null) throw new HookspoolError("E_USAGE", `--since must be a cursor as watch prints it on PostgreSQL (<xid>:<id>, or 0), got "${String(o.since).slice(0, 60)}"`);
-  const pg = openPgSpool(config, cli.io.env);
-  try {
-    await pg.ping();
-    await requirePgSchema(pg);
-    cursor ??= await journalHeadPg(pg);
+  const given = o.since === undefined ? null : parsePgCursor(String(o.since));
+  if (o.since !== undefined && given === null) throw new HookspoolError("E_USAGE", `--since must be a cursor as watch prints it on PostgreSQL (<xid>:<id>, or 0), got "${String(o.since).slice(0, 60)}"`);
+  return withPg(cli, config, async (pg) => {
+    let cursor = given ?? (await journalHeadPg(pg));
     const wanted = (r: { source: string; destination: string; key: string }) =>
       (o.filter.source === undefined || r.source === o.filter.source) && (o.filter.destination === undefined || r.destination === o.filter.destination) && (o.filter.key === undefined || r.key === o.filter.key);
     const until = performance.now() + o.seconds * 1000;
@@ -43,7 +38,5 @@ export async function watchPg(cli: Cli, config: Config, o: WatchOptions): Promis
       if (page.rows.length < PAGE && shown < o.count) await Bun.sleep(50);
     }
     return 0;
-  } finally {
-    await pg.close();
-  }
+  });
 }

@@ -148,7 +148,8 @@ export function loadConfig(opts: LoadOptions = {}): LoadedConfig {
   // HOOKSPOOL_BACKEND overrides spool.backend (a unit file can move a host without editing the config).
   const backend = env.HOOKSPOOL_BACKEND;
   if (backend !== undefined && backend !== "") {
-    if (backend !== "sqlite" && backend !== "postgres") throw new HookspoolError("E_CONFIG", `HOOKSPOOL_BACKEND must be sqlite or postgres, got "${backend.slice(0, 40)}"`, { key: "spool.backend" });
+    // Its value is not repeated: a URL pasted here by mistake may hold a password.
+    if (backend !== "sqlite" && backend !== "postgres") throw new HookspoolError("E_CONFIG", "HOOKSPOOL_BACKEND must be sqlite or postgres", { key: "spool.backend" });
     config.spool.backend = backend;
   }
   anchorPaths(config, configDir, env);

@@ -120,6 +120,14 @@ test.skipIf(!PG_BIN)("enqueue, prune and watch on PostgreSQL; the verbs that rea
   const text = await cli(["--home", home, "watch", "--since", "0", "--count", "1", "--for", "10", "--key", "k2"], { env });
   expect(text.out).toMatch(/^\d+:\d+ \S+ event batch 2 event 2 demo -> script:demo-log key=k2/);
 
+  // A config that no longer loads: the read verbs still read the database it names, never a SQLite file.
+  const good = readFileSync(file, "utf8");
+  writeFileSync(file, `${good}\n[dispatch]\nparallel = "many"\n`);
+  const broken = await cli(["--home", home, "--json", "list"], { env });
+  expect(broken.err).toContain("reading the database alone");
+  expect((JSON.parse(broken.out) as { id: number }[]).map((b) => b.id)).toEqual([2, 1]);
+  writeFileSync(file, good);
+
   const pruned = await cli(["--home", home, "--json", "prune"], { env });
   expect(JSON.parse(pruned.out)).toEqual({ batches: 0, events: 0, attempts: 0, dedup: 0, issues: 0 });
   expect((await cli(["--home", home, "prune", "--vacuum"], { env })).err).toContain("--vacuum applies to a SQLite spool");
