@@ -17,6 +17,14 @@ export interface GroupLimits {
 
 export const GROUP_LIMITS: GroupLimits = { events: 256, bytes: 16 * 1024 * 1024 };
 
+/** The next group from the front of `pending` (removed from it): at least one job, then as many as the limits allow. */
+export function takeGroup<J extends { bytes: number }>(pending: J[], limits: GroupLimits): J[] {
+  let bytes = pending[0].bytes;
+  let n = 1;
+  while (n < pending.length && n < limits.events && bytes + pending[n].bytes <= limits.bytes) bytes += pending[n++].bytes;
+  return pending.splice(0, n);
+}
+
 interface Job {
   /** One request's events: one, or several when its source split it; all or none are queued. */
   evs: readonly NewEvent[];
@@ -61,12 +69,8 @@ export class GroupCommit {
     while (this.pending.length > 0) this.commit(this.take());
   }
 
-  /** The next group: at least one job, then as many as the limits allow. */
   private take(): Job[] {
-    let bytes = this.pending[0].bytes;
-    let n = 1;
-    while (n < this.pending.length && n < this.limits.events && bytes + this.pending[n].bytes <= this.limits.bytes) bytes += this.pending[n++].bytes;
-    return this.pending.splice(0, n);
+    return takeGroup(this.pending, this.limits);
   }
 
   private commit(group: Job[]): void {

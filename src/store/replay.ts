@@ -88,9 +88,8 @@ export interface DeadFilter {
   reason?: string;
 }
 
-/** The dead batches `replay --dead` would take, oldest first. Quarantine only when asked for by destination. */
-export function deadBatchIds(spool: Spool, f: DeadFilter): number[] {
-  const db = spool.db;
+/** The WHERE terms of `replay --dead`'s selection (both backends): quarantine only when asked for by destination. */
+export function deadWhere(f: DeadFilter): { where: string[]; params: Record<string, string | number> } {
   const where = ["state = 'dead'"];
   const params: Record<string, string | number> = {};
   if (f.destination !== undefined) {
@@ -111,7 +110,13 @@ export function deadBatchIds(spool: Spool, f: DeadFilter): number[] {
     where.push("dead_reason = $reason");
     params.reason = f.reason;
   }
-  return prepared<{ id: number }, Record<string, string | number>>(db, `SELECT id FROM batches WHERE ${where.join(" AND ")} ORDER BY first_at, id`)
+  return { where, params };
+}
+
+/** The dead batches `replay --dead` would take, oldest first. */
+export function deadBatchIds(spool: Spool, f: DeadFilter): number[] {
+  const { where, params } = deadWhere(f);
+  return prepared<{ id: number }, Record<string, string | number>>(spool.db, `SELECT id FROM batches WHERE ${where.join(" AND ")} ORDER BY first_at, id`)
     .all(params)
     .map((r) => r.id);
 }

@@ -12,6 +12,7 @@ import { num, type PgSpool, type Tx } from "./db.ts";
 import { journalPg } from "./journal.ts";
 import { notifyWork } from "./wakeups.ts";
 import { testHook } from "../../testhook.ts";
+import { advanceMetaTimesPg } from "./meta.ts";
 
 const utf8 = new TextEncoder();
 
@@ -159,8 +160,7 @@ async function enqueueOne(tx: Tx, ev: NewEvent, now: number, acc: Acc): Promise<
 async function touch(tx: Tx, sources: Set<string>, now: number): Promise<void> {
   if (sources.size === 0) return;
   const keys = ["last_enqueue_at", ...[...sources].sort().map((s) => `source:${s}:last_event_at`)];
-  await tx`INSERT INTO meta (key, value) SELECT k, ${String(now)} FROM unnest(${keys}::text[]) AS k
-      ON CONFLICT (key) DO UPDATE SET value = GREATEST(CASE WHEN meta.value ~ '^[-+]?[0-9]+([.][0-9]*)?([eE][-+]?[0-9]+)?$' THEN meta.value::float8 END, excluded.value::float8)::text`;
+  await advanceMetaTimesPg(tx, keys, now);
 }
 
 /**

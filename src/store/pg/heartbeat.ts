@@ -2,6 +2,7 @@
 // database's clock; and now_eff, the clock guard: max(the database's clock, the latest tick any
 // dispatcher recorded), so a host whose clock steps back never moves the spool's time back.
 import type { PgSpool } from "./db.ts";
+import { advanceMetaTimesPg, metaNumberSql } from "./meta.ts";
 
 export interface DispatcherBeat {
   id: string;
@@ -16,7 +17,7 @@ export interface DispatcherBeat {
  * a number (written by hand) is read as none, as on SQLite, and the next heartbeat replaces it.
  */
 export async function effectiveNowPg(spool: PgSpool): Promise<number> {
-  const [r] = await spool.sql`SELECT GREATEST(EXTRACT(EPOCH FROM clock_timestamp())::float8, COALESCE((SELECT CASE WHEN value ~ '^[-+]?[0-9]+([.][0-9]*)?([eE][-+]?[0-9]+)?$' THEN value::float8 END FROM meta WHERE key = 'last_tick_at'), 0)) AS t`;
+  const [r] = await spool.sql`SELECT GREATEST(EXTRACT(EPOCH FROM clock_timestamp())::float8, COALESCE((SELECT ${metaNumberSql(spool.sql, "value")} FROM meta WHERE key = 'last_tick_at'), 0)) AS t`;
   return Number(r.t);
 }
 
@@ -26,8 +27,7 @@ export async function writeHeartbeatPg(spool: PgSpool, id: string, nowEff: numbe
     await tx`INSERT INTO dispatchers (id, started_at, heartbeat_at, last_tick_at, caught_errors)
         VALUES (${id}, EXTRACT(EPOCH FROM clock_timestamp())::float8, EXTRACT(EPOCH FROM clock_timestamp())::float8, ${nowEff}, ${caughtErrors ?? null})
         ON CONFLICT (id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at, last_tick_at = excluded.last_tick_at, caught_errors = COALESCE(excluded.caught_errors, dispatchers.caught_errors)`;
-    await tx`INSERT INTO meta (key, value) VALUES ('last_tick_at', ${String(nowEff)})
-        ON CONFLICT (key) DO UPDATE SET value = GREATEST(CASE WHEN meta.value ~ '^[-+]?[0-9]+([.][0-9]*)?([eE][-+]?[0-9]+)?$' THEN meta.value::float8 END, excluded.value::float8)::text`;
+    await advanceMetaTimesPg(tx, ["last_tick_at"], nowEff);
   });
 }
 

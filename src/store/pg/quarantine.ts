@@ -7,13 +7,13 @@ import { num, type PgSpool } from "./db.ts";
 import { raiseIssuePg } from "./issues.ts";
 import { journalPg } from "./journal.ts";
 import { testHook } from "../../testhook.ts";
+import { advanceMetaTimesPg } from "./meta.ts";
 
 export async function quarantinePg(spool: PgSpool, q: QuarantineInput, now: number): Promise<{ eventId: number; batchId: number; reason: string }> {
   const { reason, headers } = quarantineRecord(q);
   const issue = quarantineIssue(q.source, reason);
   return spool.sql.begin(async (tx) => {
-    await tx`INSERT INTO meta (key, value) VALUES ('last_enqueue_at', ${String(now)})
-        ON CONFLICT (key) DO UPDATE SET value = GREATEST(CASE WHEN meta.value ~ '^[-+]?[0-9]+([.][0-9]*)?([eE][-+]?[0-9]+)?$' THEN meta.value::float8 END, excluded.value::float8)::text`;
+    await advanceMetaTimesPg(tx, ["last_enqueue_at"], now);
     const size = q.raw.length;
     const [b] = await tx`INSERT INTO batches (route, source, destination, key, state, first_at, last_at, quiet_s, max_s,
         max_events, max_bytes, count, bytes, sealed_at, last_class, last_error, dead_reason)

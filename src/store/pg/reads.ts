@@ -4,7 +4,7 @@
 import { type AttemptRow, type BatchRow, batchWhere, type EventListing, type EventPayload, type ListFilter, parseTrace } from "../batches.ts";
 import type { ExportEvent } from "../export.ts";
 import { type IssueRow, type IssueState, ISSUE_VERBS } from "../issues.ts";
-import type { DeadFilter, StoredRequest } from "../replay.ts";
+import { type DeadFilter, deadWhere, type StoredRequest } from "../replay.ts";
 import { num, numbered, numOrNull, type PgSpool } from "./db.ts";
 import { issueRowOf } from "./issues.ts";
 import { batchRowOf } from "./queue.ts";
@@ -88,26 +88,9 @@ export async function batchAttemptsPg(spool: PgSpool, batchId: number): Promise<
   return ((await spool.sql`SELECT * FROM attempts WHERE batch_id = ${batchId}::bigint ORDER BY id`) as Record<string, unknown>[]).map(attemptOf);
 }
 
-/** The dead batches `replay --dead` takes, oldest first; quarantine only when asked for by destination. */
+/** The dead batches `replay --dead` takes, oldest first (SQLite's terms). */
 export async function deadBatchIdsPg(spool: PgSpool, f: DeadFilter): Promise<number[]> {
-  const where = ["state = 'dead'"];
-  const params: Record<string, string | number> = {};
-  if (f.destination !== undefined) {
-    where.push("destination = $destination");
-    params.destination = f.destination;
-  } else where.push("destination <> 'quarantine'");
-  if (f.source !== undefined) {
-    where.push("source = $source");
-    params.source = f.source;
-  }
-  if (f.since !== undefined) {
-    where.push("last_at >= $since");
-    params.since = f.since;
-  }
-  if (f.reason !== undefined) {
-    where.push("dead_reason = $reason");
-    params.reason = f.reason;
-  }
+  const { where, params } = deadWhere(f);
   return (await query(spool, `SELECT id FROM batches WHERE ${where.join(" AND ")} ORDER BY first_at, id`, params)).map((r) => num(r.id));
 }
 

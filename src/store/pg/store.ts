@@ -9,7 +9,7 @@ import { pauseDestinationPg, resumeDestinationPg } from "./destinations.ts";
 import { destinationNamesPg, expectationSincePg, metaNumberPg, pollRowsPg } from "./stats.ts";
 import { batchAttemptsPg, batchEventsPg, batchPayloadsPg, deadBatchIdsPg, deliveredBatchIdsPg, listBatchesPg, listIssuesPg, quarantinedRequestsPg, setIssueStatePg } from "./reads.ts";
 import type { EnqueueResult, NewEvent } from "../enqueue.ts";
-import { GROUP_LIMITS, type GroupLimits } from "../group.ts";
+import { GROUP_LIMITS, type GroupLimits, takeGroup } from "../group.ts";
 import { claimPg, candidatesPg, recoverExpiredPg, sealReadyPg } from "./claims.ts";
 import type { PgSpool } from "./db.ts";
 import { halfOpenIfCooledPg } from "./destinations.ts";
@@ -68,10 +68,7 @@ export class PgGroupCommit {
   }
 
   private take(): Job[] {
-    let bytes = this.pending[0].bytes;
-    let n = 1;
-    while (n < this.pending.length && n < this.limits.events && bytes + this.pending[n].bytes <= this.limits.bytes) bytes += this.pending[n++].bytes;
-    return this.pending.splice(0, n);
+    return takeGroup(this.pending, this.limits);
   }
 
   private async commit(group: Job[]): Promise<void> {
