@@ -84,7 +84,8 @@ max_inflight = 4
 test.skipIf(!PG_BIN)("two intakes and two dispatchers on one PostgreSQL database, one dispatcher killed: every acked event once, in order per key", async () => {
   const pgServer = server as PgServer;
   await pgServer.createDatabase("scaleout");
-  const url = `postgres://${pgServer.user}@localhost/scaleout?host=${pgServer.socketDir}`;
+  // The password is the planted secret (the server trusts the socket and ignores it): no log line may carry it.
+  const url = `postgres://${pgServer.user}:${SECRET_SENTINEL}@localhost/scaleout?host=${pgServer.socketDir}`;
   const env = { HOOKSPOOL_PG_URL: url };
   // Held long enough that a dispatcher is killed with a lease in its hands.
   const receiver = new Receiver<Doc>({ secret: OUT_SECRET, holdMs: 15, answer: () => 204 });
@@ -118,8 +119,15 @@ test.skipIf(!PG_BIN)("two intakes and two dispatchers on one PostgreSQL database
       );
     }
 
-    // kill -9 of the first dispatcher while it holds a lease (its pid is in lease_owner).
-    const victim = dispatchers[0];
+    // kill -9 of the dispatcher that holds maintenance, while it also holds a lease (its pid is
+    // in lease_owner): the other must take over both its lease and maintenance.
+    const holderPid = await waitFor("a dispatcher to hold maintenance", async () => {
+      const [r] = await db`SELECT value FROM meta WHERE key = 'maintenance_holder'`;
+      return r ? Number(String(JSON.parse(String(r.value)).holder).split(":").pop()) : null;
+    });
+    const victim = dispatchers.find((d) => d.proc.pid === holderPid) as Hookspool;
+    expect(victim, "the maintenance holder is one of the two dispatchers").toBeDefined();
+    const survivorProc = dispatchers.find((d) => d !== victim) as Hookspool;
     const owner = `:${victim.proc.pid}:`;
     const held = await waitFor(
       "the first dispatcher to hold a lease",
@@ -145,7 +153,7 @@ test.skipIf(!PG_BIN)("two intakes and two dispatchers on one PostgreSQL database
     expect(sent.filter((s) => !s.acked).map((s) => `event ${s.id}: HTTP ${s.status} ${s.answer}`).slice(0, 20)).toEqual([]);
 
     await waitFor("every batch delivered by the surviving dispatcher", async () => Number((await db`SELECT COUNT(*)::int AS n FROM batches WHERE state <> 'delivered'`)[0].n) === 0, 40_000);
-    expect(dispatchers[1].proc.exitCode, "the surviving dispatcher stopped").toBeNull();
+    expect(survivorProc.proc.exitCode, "the surviving dispatcher stopped").toBeNull();
 
     // The killed dispatcher's lease expired and was taken over, not lost.
     const recovered = await db`SELECT error FROM attempts WHERE batch_id = ${held}::bigint ORDER BY id`;
@@ -200,7 +208,7 @@ test.skipIf(!PG_BIN)("two intakes and two dispatchers on one PostgreSQL database
 
     // status reads the shared database: both dispatchers' heartbeats (the killed one's going
     // stale), and maintenance taken over by the survivor.
-    const survivor = `${hostname()}:${dispatchers[1].proc.pid}`;
+    const survivor = `${hostname()}:${survivorProc.proc.pid}`;
     const doc = await waitFor("the survivor to hold maintenance", async () => {
       const status = await runHookspool(homes[3], ["status", "--json"], { env });
       expect(status.code, status.err).toBe(0);
@@ -211,8 +219,8 @@ test.skipIf(!PG_BIN)("two intakes and two dispatchers on one PostgreSQL database
     expect(doc.dispatchers.map((d) => d.id).sort()).toEqual([`${hostname()}:${victim.proc.pid}`, survivor].sort());
     expect(doc.dispatchers.find((d) => d.id === survivor)?.alive).toBe(true);
 
-    for (const s of [...intakes, dispatchers[1]]) s.kill("SIGTERM");
-    for (const s of [...intakes, dispatchers[1]]) expect(await within(s.exited, 15_000, "a clean stop")).toBe(0);
+    for (const s of [...intakes, survivorProc]) s.kill("SIGTERM");
+    for (const s of [...intakes, survivorProc]) expect(await within(s.exited, 15_000, "a clean stop")).toBe(0);
     for (const s of services) {
       for (const sentinel of [SECRET_SENTINEL, PAYLOAD_SENTINEL]) expect(s.stderr().includes(sentinel), `a log line carries ${sentinel}`).toBe(false);
       expect(s.stderr().includes(pgServer.socketDir), "a log line carries the database URL").toBe(false);

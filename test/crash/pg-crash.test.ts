@@ -9,6 +9,7 @@ import { createHmac } from "node:crypto";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { SQL } from "bun";
+import { SECRET_SENTINEL } from "../helpers/logs.ts";
 import { PG_BIN, PG_SKIP_MESSAGE, type PgServer, startPostgres } from "../helpers/pg.ts";
 import { type Hookspool, runHookspool, startHookspool, waitFor, within } from "../helpers/proc.ts";
 import { type Delivery, Receiver } from "../helpers/receiver.ts";
@@ -90,7 +91,8 @@ async function post(ports: number[], first: number, body: string): Promise<boole
 async function scenario(pg: PgServer, name: string, intakePoint: string, dispatchPoint: string): Promise<string[]> {
   const database = name.replace(/[^a-z0-9]/g, "_");
   await pg.createDatabase(database);
-  const url = `postgres://${pg.user}@localhost/${database}?host=${pg.socketDir}`;
+  // The password is the planted secret (the server trusts the socket and ignores it).
+  const url = `postgres://${pg.user}:${SECRET_SENTINEL}@localhost/${database}?host=${pg.socketDir}`;
   const env = { HOOKSPOOL_PG_URL: url };
   const receiver = new Receiver<Doc>({ holdMs: 5, answer: () => 204 });
   const homes = [0, 1, 2, 3].map(() => {
@@ -165,6 +167,7 @@ async function scenario(pg: PgServer, name: string, intakePoint: string, dispatc
         });
       }
     }
+    for (const p of procs) if (p.stderr().includes(SECRET_SENTINEL) || p.stderr().includes(pg.socketDir)) problems.push("a log line carries the database URL or its password");
     return problems.map((p) => `${name}: ${p}`);
   } finally {
     for (const p of procs) if (p.proc.exitCode === null && !p.proc.signalCode) p.kill("SIGKILL");

@@ -37,6 +37,13 @@ const HEAD = `NOT EXISTS (SELECT 1 FROM batches p
       WHERE p.route = b.route AND p.key = b.key AND p.state IN ('open', 'sealed', 'retry', 'leased')
         AND p.first_at <= b.first_at AND (p.first_at < b.first_at OR p.id < b.id))`;
 
+/** The destinations holding a sealed or retrying batch: one index search each (a loose index scan). */
+const READY_DESTINATIONS = `WITH RECURSIVE d(name) AS (
+    SELECT MIN(destination) FROM batches WHERE state IN ('sealed', 'retry')
+    UNION ALL
+    SELECT (SELECT MIN(destination) FROM batches WHERE state IN ('sealed', 'retry') AND destination > d.name) FROM d WHERE d.name IS NOT NULL)
+  SELECT name FROM d WHERE name IS NOT NULL AND name <> 'quarantine'`;
+
 /** One destination's deliverable heads, oldest first: $1 destination, $2 now, $3 limit. */
 const CANDIDATES = `SELECT b.id, b.route, b.source, b.destination, b.key, b.state, b.first_at, b.attempts, b.count, b.bytes
     FROM batches b
@@ -54,11 +61,7 @@ const CANDIDATES = `SELECT b.id, b.route, b.source, b.destination, b.key, b.stat
  */
 export async function candidatesPg(spool: PgSpool, now: number, perDestination = 1000): Promise<Candidate[]> {
   const limit = Math.max(0, Math.floor(Math.min(perDestination, 1_000_000)));
-  const names = (await spool.sql`WITH RECURSIVE d(name) AS (
-      SELECT MIN(destination) FROM batches WHERE state IN ('sealed', 'retry')
-      UNION ALL
-      SELECT (SELECT MIN(destination) FROM batches WHERE state IN ('sealed', 'retry') AND destination > d.name) FROM d WHERE d.name IS NOT NULL)
-    SELECT name FROM d WHERE name IS NOT NULL AND name <> 'quarantine'`) as { name: string }[];
+  const names = (await spool.sql.unsafe(READY_DESTINATIONS)) as { name: string }[];
   const out: Candidate[] = [];
   for (const { name } of names) {
     const rows = (await spool.sql.unsafe(CANDIDATES, [name, now, limit])) as Record<string, unknown>[];
@@ -67,10 +70,10 @@ export async function candidatesPg(spool: PgSpool, now: number, perDestination =
   return out.sort((a, b) => a.first_at - b.first_at || a.id - b.id);
 }
 
-/** How PostgreSQL runs the candidates walk of one destination (a test holds it to the indexes). */
-export async function candidatesPlanPg(spool: PgSpool, destination: string, now: number, limit: number): Promise<string[]> {
-  const rows = (await spool.sql.unsafe(`EXPLAIN ${CANDIDATES}`, [destination, now, limit])) as { "QUERY PLAN": string }[];
-  return rows.map((r) => r["QUERY PLAN"]);
+/** How PostgreSQL runs the candidates walk: the destinations' scan, and one destination's walk (a test holds them to the indexes). */
+export async function candidatesPlansPg(spool: PgSpool, destination: string, now: number, limit: number): Promise<{ destinations: string[]; walk: string[] }> {
+  const plan = async (sql: string, params: (string | number)[] = []) => ((await spool.sql.unsafe(`EXPLAIN ${sql}`, params)) as { "QUERY PLAN": string }[]).map((r) => r["QUERY PLAN"]);
+  return { destinations: await plan(READY_DESTINATIONS), walk: await plan(CANDIDATES, [destination, now, limit]) };
 }
 
 /** A destination as the claims of one transaction see it: its row locked, its leased batches counted. */

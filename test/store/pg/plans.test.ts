@@ -2,7 +2,7 @@
 // in order, each head checked against batches_queue, stopping at its limit; never a scan or a
 // sort of the backlog. Skipped, saying so, without PostgreSQL.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { candidatesPg, candidatesPlanPg } from "../../../src/store/pg/claims.ts";
+import { candidatesPg, candidatesPlansPg } from "../../../src/store/pg/claims.ts";
 import { PgSpool } from "../../../src/store/pg/db.ts";
 import { migratePg } from "../../../src/store/pg/migrate.ts";
 import { PG_BIN, PG_SKIP_MESSAGE, type PgServer, startPostgres } from "../../helpers/pg.ts";
@@ -29,11 +29,15 @@ describe.skipIf(!PG_BIN)("PostgreSQL's candidates walk", () => {
     await server?.stop();
   });
 
-  test("follows batches_ready and checks heads in batches_queue, with no scan or sort of the backlog", async () => {
-    const plan = (await candidatesPlanPg(pg, "http:a", 200000, 4)).join("\n");
-    expect(plan).toContain("batches_ready");
-    expect(plan).toContain("batches_queue");
-    expect(plan).not.toMatch(/Seq Scan on batches|Sort\b/);
+  test("finds the destinations by index searches, follows batches_ready and checks heads in batches_queue, with no scan or sort of the backlog", async () => {
+    const plans = await candidatesPlansPg(pg, "http:a", 200000, 4);
+    const walk = plans.walk.join("\n");
+    expect(walk).toContain("batches_ready");
+    expect(walk).toContain("batches_queue");
+    expect(walk).not.toMatch(/Seq Scan on batches|Sort\b/);
+    const destinations = plans.destinations.join("\n");
+    expect(destinations).toContain("batches_ready");
+    expect(destinations).not.toMatch(/Seq Scan on batches|Sort\b/);
   });
 
   test("answers the heads, oldest first, at most the limit of each destination", async () => {
