@@ -22,8 +22,11 @@ export const PG_BIN = postgresBin();
 export const PG_SKIP_MESSAGE = "PostgreSQL suites skipped: no initdb under /usr/lib/postgresql (apt-get install postgresql; .ci/run installs it)";
 
 export interface PgServer {
-  /** The directory with the socket (.s.PGSQL.5432). */
+  /** The directory with the socket (.s.PGSQL.5432); the cluster's data is in its data/. */
   socketDir: string;
+  dataDir: string;
+  /** Whether the server runs as `nobody` (this process is root). */
+  asNobody: boolean;
   /** The socket file, for Bun.sql's `path`. */
   socket: string;
   user: string;
@@ -34,18 +37,33 @@ export interface PgServer {
 
 const NOBODY = 65534;
 
-async function run(argv: string[], asNobody: boolean): Promise<void> {
-  const cmd = asNobody ? ["runuser", "-u", "nobody", "--", ...argv] : argv;
-  const p = Bun.spawn(cmd, { stdout: "pipe", stderr: "pipe", env: { PATH: process.env.PATH ?? "/usr/bin:/bin", LC_ALL: "C.UTF-8" } });
+/** argv as the server's user: `nobody` when this process is root (the server refuses root). */
+export function asServerUser(argv: string[], asNobody: boolean): string[] {
+  return asNobody ? ["runuser", "-u", "nobody", "--", ...argv] : argv;
+}
+
+/** Run one of the server's programs to its end; its stdout, or an error with its last output. */
+export async function runPgProgram(argv: string[], asNobody: boolean): Promise<string> {
+  const p = Bun.spawn(asServerUser(argv, asNobody), { stdout: "pipe", stderr: "pipe", env: { PATH: process.env.PATH ?? "/usr/bin:/bin", LC_ALL: "C.UTF-8" } });
   const [out, err, code] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text(), p.exited]);
   if (code !== 0) throw new Error(`${argv[0]} exited ${code}: ${(err || out).slice(-800)}`);
+  return out;
+}
+
+const run = runPgProgram;
+
+export interface StartOptions {
+  /** fsync, synchronous_commit and full_page_writes on (the benchmark); off by default (the suites test behaviour, not the disk). */
+  fsync?: boolean;
+  /** Where the cluster's directory goes (a temp dir by default). */
+  dir?: string;
 }
 
 /** initdb + pg_ctl start of a new cluster; stop() stops it and removes the directory. */
-export async function startPostgres(): Promise<PgServer> {
+export async function startPostgres(o: StartOptions = {}): Promise<PgServer> {
   if (!PG_BIN) throw new Error(PG_SKIP_MESSAGE);
   const root = process.getuid?.() === 0;
-  const dir = tempDir("hookspool-pg-");
+  const dir = o.dir ?? tempDir("hookspool-pg-");
   const data = join(dir, "data");
   mkdirSync(data);
   chmodSync(dir, 0o755);
@@ -56,11 +74,14 @@ export async function startPostgres(): Promise<PgServer> {
   }
   const user = "hookspool";
   await run([join(PG_BIN, "initdb"), "-D", data, "-A", "trust", "-U", user, "-E", "UTF8", "--no-sync", "--no-instructions"], root);
-  const opts = `-k ${dir} -c listen_addresses='' -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c unix_socket_permissions=0777 -c max_connections=60`;
+  const durable = o.fsync ? "-c fsync=on -c synchronous_commit=on -c full_page_writes=on" : "-c fsync=off -c synchronous_commit=off -c full_page_writes=off";
+  const opts = `-k ${dir} -c listen_addresses='' ${durable} -c unix_socket_permissions=0777 -c max_connections=60`;
   await run([join(PG_BIN, "pg_ctl"), "-D", data, "-l", join(dir, "server.log"), "-o", opts, "-w", "-t", "30", "start"], root);
   const socket = join(dir, ".s.PGSQL.5432");
   return {
     socketDir: dir,
+    dataDir: data,
+    asNobody: root,
     socket,
     user,
     async createDatabase(name: string) {
