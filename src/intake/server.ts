@@ -9,6 +9,7 @@ import { HookspoolError } from "../errors.ts";
 import type { Logger } from "../log.ts";
 import { errorClass, Faults } from "../obs/faults.ts";
 import { renderSpoolMetrics } from "../obs/metrics.ts";
+import { pgMetricsText } from "../obs/status-pg.ts";
 import { openSpool, requireCurrentSchema, type Spool } from "../store/db.ts";
 import type { IntakeStore } from "../store/api.ts";
 import { sqliteIntakeStore } from "../store/sqlite-store.ts";
@@ -183,8 +184,9 @@ export class Intake implements Service {
         }
         if (url.pathname === "/metrics" && req.method === "GET") {
           try {
-            // On PostgreSQL the spool's figures come from `hookspool status`; the intake shows its own.
-            const tables = !this.spool ? "" : renderSpoolMetrics(this.spool, this.config, loaded.paths.spoolFile, { now: clock.now(), diskFree: this.backpressure?.freeReading() });
+            const tables = this.spool
+              ? renderSpoolMetrics(this.spool, this.config, loaded.paths.spoolFile, { now: clock.now(), diskFree: this.backpressure?.freeReading() })
+              : await pgMetricsText(this.pg as PgSpool, this.config, clock.now());
             return new Response(this.metrics.render() + tables, { headers: { "Content-Type": "text/plain; version=0.0.4" } });
           } catch (e) {
             faults.caught("metrics", e);

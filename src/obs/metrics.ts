@@ -6,7 +6,7 @@ import type { Config } from "../config/types.ts";
 import type { Spool } from "../store/db.ts";
 import { getMeta, getMetaNumber } from "../store/meta.ts";
 import { attemptCounts, deliveredCounts } from "../store/stats.ts";
-import { buildStatus } from "./status.ts";
+import { buildStatus, type StatusDoc } from "./status.ts";
 
 const STATE_VALUE: Record<string, number> = { closed: 0, half_open: 1, open: 2, paused: 3 };
 const DAY = 86400;
@@ -35,12 +35,28 @@ export interface MetricsInputs {
   diskFree?: number | null;
 }
 
+/** What the table-derived metrics are made of, read from one backend. */
+export interface MetricsFacts {
+  doc: StatusDoc;
+  attempts: AttemptCount[];
+  delivered: { destination: string; n: number }[];
+  /** The caught-failure counters of dispatchers in other processes (already rendered). */
+  caught: string[];
+}
+
+export type AttemptCount = { destination: string; outcome: string; klass: string; n: number; duration_ms: number };
+
 /** The table-derived metrics, all gauges (the intake's counters are in intake/metrics.ts). */
 export function renderSpoolMetrics(spool: Spool, config: Config, dbPath: string, inp: MetricsInputs): string {
   const { now } = inp;
   const { doc } = buildStatus(spool, config, dbPath, { now, inflight: inp.inflight, diskFree: inp.diskFree, hard: [] });
+  return renderMetrics({ doc, attempts: attemptCounts(spool, now - 30 * DAY), delivered: deliveredCounts(spool, now - 7 * DAY), caught: dispatcherCaught(spool) });
+}
+
+/** The metrics from their facts: the same families on either backend. */
+export function renderMetrics(f: MetricsFacts): string {
+  const { doc, attempts } = f;
   const t = new Text();
-  const attempts = attemptCounts(spool, now - 30 * DAY);
   t.family(
     "hookspool_attempts_30d",
     "Attempts started in the last 30 days, per destination, outcome and class.",
@@ -49,7 +65,7 @@ export function renderSpoolMetrics(spool: Spool, config: Config, dbPath: string,
   t.family(
     "hookspool_batches_delivered_7d",
     "Batches delivered in the last 7 days, per destination.",
-    deliveredCounts(spool, now - 7 * DAY).map((d) => [{ destination: d.destination }, d.n]),
+    f.delivered.map((d) => [{ destination: d.destination }, d.n]),
   );
   const perDest = new Map<string, { s: number; n: number }>();
   for (const a of attempts) {
@@ -76,7 +92,7 @@ export function renderSpoolMetrics(spool: Spool, config: Config, dbPath: string,
     "Seconds since each source's last event.",
     Object.entries(doc.sources).map(([s, v]) => [{ source: s }, v.last_event_age_s]),
   );
-  t.lines.push(...dispatcherCaught(spool));
+  t.lines.push(...f.caught);
   return `${t.lines.join("\n")}\n`;
 }
 
@@ -87,13 +103,25 @@ export function renderSpoolMetrics(spool: Spool, config: Config, dbPath: string,
  */
 function dispatcherCaught(spool: Spool): string[] {
   if (getMetaNumber(spool, "dispatcher_pid") === process.pid) return [];
-  let counts: { component: string; klass: string; n: number; bug?: boolean }[];
-  try {
-    counts = JSON.parse(getMeta(spool, "dispatcher_caught_errors") ?? "[]");
-  } catch {
-    return [];
+  return caughtFamilies([getMeta(spool, "dispatcher_caught_errors") ?? "[]"]);
+}
+
+/** The counters of the caught failures some dispatchers recorded (JSON lists), summed. */
+export function caughtFamilies(recorded: readonly string[]): string[] {
+  let counts: { component: string; klass: string; n: number; bug?: boolean }[] = [];
+  let read = false;
+  for (const text of recorded) {
+    try {
+      const list = JSON.parse(text);
+      if (Array.isArray(list)) {
+        counts = counts.concat(list);
+        read = true;
+      }
+    } catch {
+      // unreadable: skipped
+    }
   }
-  if (!Array.isArray(counts)) return [];
+  if (!read) return [];
   const valid = counts.filter((c) => typeof c?.n === "number" && typeof c.component === "string" && typeof c.klass === "string");
   const family = (name: string, help: string, list: typeof valid) => {
     const sums = new Map<string, number>();

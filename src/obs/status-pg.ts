@@ -1,6 +1,7 @@
 // The status document's facts on PostgreSQL: the same document as on SQLite, plus every
 // dispatcher sharing the database (its heartbeat by the database's clock) and which one holds
-// maintenance. The newest heartbeat stands for "the dispatcher"; the disk is the server's.
+// maintenance. The newest heartbeat stands for "the dispatcher"; the disk is the server's. And
+// the same /metrics families, from the same facts.
 import { destinationRowsPg } from "../store/pg/destinations.ts";
 import type { PgSpool } from "../store/pg/db.ts";
 import { dispatchersPg } from "../store/pg/heartbeat.ts";
@@ -8,7 +9,12 @@ import { openIssueCountPg } from "../store/pg/issues.ts";
 import { maintenanceHolder } from "../store/pg/leader.ts";
 import { pgSchemaVersion } from "../store/pg/migrate.ts";
 import { countBatchesPg, databaseBytesPg, deadByReasonPg, destinationNamesPg, leasedCountsPg, metaNumbersPg, oldestPendingPg, pollRowsPg } from "../store/pg/stats.ts";
-import { HEARTBEAT_STALE_S, type StatusFacts } from "./status.ts";
+import { assembleStatus, HEARTBEAT_STALE_S, type StatusFacts } from "./status.ts";
+import type { Config } from "../config/types.ts";
+import { caughtFamilies, renderMetrics } from "./metrics.ts";
+import { attemptCountsPg, deliveredCountsPg, dispatchersCaughtPg } from "../store/pg/stats.ts";
+
+const DAY_S = 86400;
 
 export async function pgStatusFacts(pg: PgSpool, now: number): Promise<StatusFacts> {
   const [schema, beats, maintenance, batches, deadReasons, pending, rows, names, leased, meta, polls, issuesOpen, bytes] = await Promise.all([
@@ -47,4 +53,11 @@ export async function pgStatusFacts(pg: PgSpool, now: number): Promise<StatusFac
     spoolBytes: bytes,
     diskFree: null,
   };
+}
+
+/** The table-derived metrics on PostgreSQL: the status document's figures, attempts, deliveries, every dispatcher's caught failures. */
+export async function pgMetricsText(pg: PgSpool, config: Config, now: number): Promise<string> {
+  const { doc } = assembleStatus(await pgStatusFacts(pg, now), config, { now, hard: [] });
+  const [attempts, delivered, caught] = await Promise.all([attemptCountsPg(pg, now - 30 * DAY_S), deliveredCountsPg(pg, now - 7 * DAY_S), dispatchersCaughtPg(pg)]);
+  return renderMetrics({ doc, attempts, delivered, caught: caughtFamilies(caught) });
 }

@@ -90,7 +90,7 @@ test.skipIf(!PG_BIN)("list, show, issues, pause, resume, replay, retry, split, e
   expect((JSON.parse(status.out) as { dispatchers: unknown[] }).dispatchers).toEqual([]);
 });
 
-test.skipIf(!PG_BIN)("enqueue, prune and watch on PostgreSQL; the verbs that read SQLite's file say so in one line", async () => {
+test.skipIf(!PG_BIN)("enqueue, prune, watch and metrics on PostgreSQL; the verbs that read SQLite's file say so in one line", async () => {
   const pg = server as PgServer;
   await pg.createDatabase("ops2");
   const url = `postgres://${pg.user}@localhost/ops2?host=${pg.socketDir}`;
@@ -132,7 +132,13 @@ test.skipIf(!PG_BIN)("enqueue, prune and watch on PostgreSQL; the verbs that rea
   expect(JSON.parse(pruned.out)).toEqual({ batches: 0, events: 0, attempts: 0, dedup: 0, issues: 0 });
   expect((await cli(["--home", home, "prune", "--vacuum"], { env })).err).toContain("--vacuum applies to a SQLite spool");
 
-  for (const argv of [["metrics"], ["dashboard"], ["sweep", "--repo", "o/r", "--hook", "1"]]) {
+  // The spool's metrics, read from the database.
+  const metrics = await cli(["--home", home, "metrics"], { env });
+  expect(metrics.code, metrics.err).toBe(0);
+  expect(metrics.out).toContain('hookspool_batches{state="open"} 2');
+  expect(metrics.out).toContain('hookspool_destination_oldest_pending_age_seconds{destination="script:demo-log"}');
+
+  for (const argv of [["dashboard"], ["sweep", "--repo", "o/r", "--hook", "1"]]) {
     const r = await cli(["--home", home, ...argv], { env });
     expect({ argv, code: r.code }).toEqual({ argv, code: 2 });
     if (argv[0] !== "sweep") expect(r.err).toContain(`hookspool ${argv[0]} reads a SQLite spool only; spool.backend is "postgres"`);

@@ -64,6 +64,10 @@ describe.skipIf(!PG_BIN)("the intake on PostgreSQL", () => {
       expect(health.status).toBe(200);
       expect(await health.json()).toMatchObject({ ok: true, backend: "postgres", degraded: [] });
       expect((await look.sql`SELECT COUNT(*)::int AS n FROM meta WHERE key = 'write_probe_at'`)[0].n).toBe(1);
+      // /metrics: the intake's own counters and the spool's figures, read from the database.
+      const metrics = await (await fetch(`${intake.url}/metrics`)).text();
+      expect(metrics).toContain('hookspool_batches{state="quarantined"} 1');
+      expect(metrics).toContain('hookspool_batches{state="open"} 1');
 
       // The database goes (its sessions ended, the database dropped): a request is a 503, not an
       // ack, and /healthz says the spool is unwritable.

@@ -91,3 +91,22 @@ export async function expectationSincePg(spool: PgSpool, source: string, now: nu
 export async function probeWritePg(spool: PgSpool, now: number): Promise<void> {
   await spool.sql`INSERT INTO meta (key, value) VALUES ('write_probe_at', ${String(now)}) ON CONFLICT (key) DO UPDATE SET value = excluded.value`;
 }
+
+/** Attempts started since `since`, per destination, outcome and class (the metrics). */
+export async function attemptCountsPg(spool: PgSpool, since: number): Promise<{ destination: string; outcome: string; klass: string; n: number; duration_ms: number }[]> {
+  const rows = (await spool.sql`SELECT destination, COALESCE(outcome, 'running') AS outcome, COALESCE(klass, '') AS klass, COUNT(*)::int AS n, COALESCE(SUM(duration_ms), 0)::float8 AS duration_ms
+      FROM attempts WHERE started_at >= ${since} GROUP BY 1, 2, 3 ORDER BY 1, 2, 3`) as { destination: string; outcome: string; klass: string; n: number; duration_ms: number }[];
+  return rows.map((r) => ({ ...r, n: Number(r.n), duration_ms: Number(r.duration_ms) }));
+}
+
+/** Batches delivered since `since`, per destination. */
+export async function deliveredCountsPg(spool: PgSpool, since: number): Promise<{ destination: string; n: number }[]> {
+  const rows = (await spool.sql`SELECT destination, COUNT(*)::int AS n FROM batches WHERE state = 'delivered' AND delivered_at >= ${since} GROUP BY 1 ORDER BY 1`) as { destination: string; n: number }[];
+  return rows.map((r) => ({ destination: r.destination, n: Number(r.n) }));
+}
+
+/** What each dispatcher's last heartbeat recorded of the failures it caught (JSON lists). */
+export async function dispatchersCaughtPg(spool: PgSpool): Promise<string[]> {
+  const rows = (await spool.sql`SELECT caught_errors FROM dispatchers WHERE caught_errors IS NOT NULL ORDER BY id`) as { caught_errors: string }[];
+  return rows.map((r) => r.caught_errors);
+}
