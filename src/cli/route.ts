@@ -10,8 +10,11 @@ import { HookspoolError } from "../errors.ts";
 import { afterVerify } from "../intake/evaluate.ts";
 import { hookRequest } from "../plugin/hook-request.ts";
 import { refuseWrites } from "../store/inspect.ts";
-import { storedRequests } from "../store/requests.ts";
-import { type Cli, GLOBAL_ARGS, loadFor, openExisting, sqliteOnly, positiveInt } from "./context.ts";
+import { storedRequests, type StoredRequestRow } from "../store/requests.ts";
+import { storedRequestsPg } from "../store/pg/reads.ts";
+import { isPostgres } from "../config/backend.ts";
+import type { LoadedConfig } from "../config/types.ts";
+import { type Cli, GLOBAL_ARGS, loadFor, openExisting, positiveInt, withPg } from "./context.ts";
 import { table, visible } from "./format.ts";
 import { parseSince } from "../time.ts";
 
@@ -58,32 +61,36 @@ function testCommand(cli: Cli): CommandDef {
       }
       const now = cli.clock.now();
       const since = parseSince(String(args.since ?? "24h"), now);
-      sqliteOnly(loaded.config, "hookspool route test with stored requests");
-      const spool = openExisting(cli, loaded.paths.spoolFile);
-      try {
-        // Read only: the spool refuses any write this connection might try.
-        refuseWrites(spool, true);
-        const requests = storedRequests(spool, { since, source: args.source as string | undefined, limit: positiveInt(args.limit, "--limit") });
-        const report = routeTest(config, sources, requests);
-        if (cli.globals.json) {
-          cli.io.out(JSON.stringify(report));
-          return 0;
-        }
-        for (const c of report.changes) cli.io.out(visible(`event ${c.event} ${c.source} ${c.eventType || "-"}: ${copies(c.before)}  =>  ${afterText(c.after)}  [${c.kinds.join(", ")}]`));
-        if (report.changes.length) cli.io.out("");
-        cli.io.out(
-          table(
-            ["REQUESTS", "COUNT"],
-            [["read", report.requests], ["unchanged", report.unchanged], ...CHANGE_KINDS.filter((k) => report.counts[k] > 0).map((k) => [k.replace("_", " "), report.counts[k]])],
-          ),
-        );
+      const requests = await readStoredRequests(cli, loaded, { since, source: args.source as string | undefined, limit: positiveInt(args.limit, "--limit") });
+      const report = routeTest(config, sources, requests);
+      if (cli.globals.json) {
+        cli.io.out(JSON.stringify(report));
         return 0;
-      } finally {
-        refuseWrites(spool, false);
-        spool.close();
       }
+      for (const c of report.changes) cli.io.out(visible(`event ${c.event} ${c.source} ${c.eventType || "-"}: ${copies(c.before)}  =>  ${afterText(c.after)}  [${c.kinds.join(", ")}]`));
+      if (report.changes.length) cli.io.out("");
+      cli.io.out(
+        table(
+          ["REQUESTS", "COUNT"],
+          [["read", report.requests], ["unchanged", report.unchanged], ...CHANGE_KINDS.filter((k) => report.counts[k] > 0).map((k) => [k.replace("_", " "), report.counts[k]])],
+        ),
+      );
+      return 0;
     },
   };
+}
+
+/** The stored requests route test reads, from the config's store; on SQLite the connection refuses any write meanwhile. */
+async function readStoredRequests(cli: Cli, loaded: LoadedConfig, o: { since: number; source?: string; limit: number }): Promise<StoredRequestRow[]> {
+  if (isPostgres(loaded.config)) return withPg(cli, loaded.config, (pg) => storedRequestsPg(pg, o));
+  const spool = openExisting(cli, loaded.paths.spoolFile);
+  try {
+    refuseWrites(spool, true);
+    return storedRequests(spool, o);
+  } finally {
+    refuseWrites(spool, false);
+    spool.close();
+  }
 }
 
 export function routeCommand(cli: Cli): CommandDef {

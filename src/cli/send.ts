@@ -14,8 +14,7 @@ import type { Config } from "../config/types.ts";
 import { HookspoolError } from "../errors.ts";
 import { canSign, signTemplate } from "../plugin/sign.ts";
 import type { TemplateSettings } from "../plugin/template.ts";
-import { followEvent, newestEventId } from "../store/follow.ts";
-import { type Cli, GLOBAL_ARGS, loadFor, openExisting, sqliteOnly, positiveInt } from "./context.ts";
+import { type Cli, GLOBAL_ARGS, loadFor, openOperatorStore, positiveInt } from "./context.ts";
 import { visible } from "./format.ts";
 
 interface Built {
@@ -155,7 +154,8 @@ export function sendCommand(cli: Cli): CommandDef {
       handshake: { type: "boolean", description: "send the source's handshake instead (a signed challenge, a GET verify token, a PING, a HEAD) and check the answer the sender needs" },
     },
     async run({ args }) {
-      const { config, paths } = loadFor(cli);
+      const loaded = loadFor(cli);
+      const { config, paths } = loaded;
       const source = String(args.source);
       const t = templateOf(config, source);
       const given = [args.data !== undefined, args.file !== undefined, args.capture !== undefined].filter(Boolean).length;
@@ -200,12 +200,11 @@ export function sendCommand(cli: Cli): CommandDef {
       }
       // A capture made to be refused is sent as it was captured: its wrong signature is the point.
       const asCaptured = captured !== undefined && captured.expect.status === 401;
-      if (args.follow) sqliteOnly(config, "hookspool send --follow");
-      const spool = args.follow ? openExisting(cli, paths.spoolFile) : null;
+      const store = args.follow ? await openOperatorStore(cli, loaded) : null;
       let failed = 0;
       try {
         for (let i = 0; i < count; i++) {
-          const before = spool ? newestEventId(spool) : 0;
+          const before = store ? await store.newestEventId() : 0;
           const id = `send_${randomUUID()}`;
           const req = asCaptured && captured ? { url: captured.request.url.includes("?") ? captured.request.url.slice(captured.request.url.indexOf("?")) : "", headers: captured.request.headers.filter(([k]) => !["host", "content-length"].includes(k.toLowerCase())), body } : build(t, secret, { body, captured, eventType: args["event-type"] as string | undefined, now: Math.floor(cli.clock.now()), id });
           let status: number;
@@ -223,15 +222,15 @@ export function sendCommand(cli: Cli): CommandDef {
           const shown = text.length > 200 ? `${text.slice(0, 200)}...` : text;
           if (cli.globals.json) cli.io.out(JSON.stringify({ n: i + 1, status, body: text.slice(0, 2000), word }));
           else cli.io.out(visible(`${i + 1}/${count}: ${status} ${shown}${word ? ` (${word})` : ""}`));
-          if (spool && status >= 200 && status < 300) {
-            for await (const step of followEvent(spool, { source, after: before, timeoutMs: 60_000 })) {
+          if (store && status >= 200 && status < 300) {
+            for await (const step of store.followEvent({ source, after: before, timeoutMs: 60_000 })) {
               if (cli.globals.json) cli.io.out(JSON.stringify(step));
               else cli.io.out(visible(`  batch ${step.batch} ${step.state}${step.detail ? `: ${step.detail}` : ""}`));
             }
           }
         }
       } finally {
-        spool?.close();
+        await store?.close();
       }
       return failed ? 1 : 0;
     },

@@ -7,9 +7,8 @@ import { resolveSecret } from "../config/secrets.ts";
 import { HookspoolError } from "../errors.ts";
 import { createHttp } from "../net/http.ts";
 import { createPacer } from "../net/pace.ts";
-import { spooledDedupIds } from "../store/dedup.ts";
 import { sweepGitHub } from "../sweep/github.ts";
-import { type Cli, GLOBAL_ARGS, loadFor, openExisting, sqliteOnly } from "./context.ts";
+import { type Cli, GLOBAL_ARGS, loadFor, openOperatorStore } from "./context.ts";
 import { visible } from "./format.ts";
 import { parseSince } from "../time.ts";
 
@@ -39,7 +38,8 @@ export function sweepCommand(cli: Cli): CommandDef {
     },
     async run({ args }) {
       const instance = String(args.instance);
-      const { config, paths } = loadFor(cli);
+      const loaded = loadFor(cli);
+      const { config } = loaded;
       const inst = Object.hasOwn(config.bobbins, instance) ? config.bobbins[instance] : undefined;
       if (!inst) throw new HookspoolError("E_NOT_FOUND", `no [bobbins.${instance}] in the config`, { hint: "hookspool bobbin expand lists the instances" });
       const bobbin = findBobbins({ bobbinPath: config.spool.bobbin_path, presets: Object.keys(config.spans) }).bobbins.get(inst.bobbin ?? "");
@@ -53,8 +53,7 @@ export function sweepCommand(cli: Cli): CommandDef {
       if (!ref) throw new HookspoolError("E_CONFIG", `[bobbins.${instance}] has no secrets.${sweep.secret}`, { hint: `add secrets.${sweep.secret} = { file = "..." }: ${bobbin.manifest.secrets[sweep.secret]?.description ?? "the sweep's token"}` });
       const token = resolveSecret(ref, cli.io.env);
       const since = parseSince(String(args.since ?? "24h"), cli.clock.now());
-      sqliteOnly(config, "hookspool sweep");
-      const spool = openExisting(cli, paths.spoolFile);
+      const store = await openOperatorStore(cli, loaded);
       try {
         const report = await sweepGitHub({
           http: createHttp({ clock: cli.clock }),
@@ -64,7 +63,7 @@ export function sweepCommand(cli: Cli): CommandDef {
           token,
           since,
           dryRun: args["dry-run"] === true,
-          spooled: (guids) => spooledDedupIds(spool, instance, guids),
+          spooled: (guids) => store.spooledDedupIds(instance, guids),
           // Well under GitHub's secondary limits for writes.
           pacer: createPacer(2, { clock: cli.clock }),
         });
@@ -82,7 +81,7 @@ export function sweepCommand(cli: Cli): CommandDef {
         }
         return report.failed.length || report.stopped ? 1 : 0;
       } finally {
-        spool.close();
+        await store.close();
       }
     },
   };

@@ -13,6 +13,8 @@ import type { EnqueueResult, NewEvent, QuarantineInput } from "./enqueue.ts";
 import type { ISSUE_VERBS, IssueRow, IssueState, RaiseIssue } from "./issues.ts";
 import type { DeadFilter, Reclassify, ReplayResult, StoredRequest } from "./replay.ts";
 import type { SplitOptions } from "./split.ts";
+import type { FollowStep } from "./follow.ts";
+import type { StoredRequestRow } from "./requests.ts";
 import type { PollRow } from "./stats.ts";
 import type { OutcomeInput, Recorded } from "./outcome.ts";
 import type { PollPlan, PollStep } from "./polls.ts";
@@ -120,6 +122,13 @@ export interface OperatorStore extends IssueSink {
   /** False when it was not paused. */
   resumeDestination(name: string): Promise<boolean>;
   destinationNames(): Promise<string[]>;
+  /** send --follow: the newest event id, then each state the next event's batch takes. */
+  newestEventId(): Promise<number>;
+  followEvent(o: { source: string; after: number; timeoutMs: number }): AsyncGenerator<FollowStep>;
+  /** route test: stored requests since `since` (of one source, or all), oldest first, at most `limit` event rows read. */
+  storedRequests(o: { since: number; source?: string; limit: number }): Promise<StoredRequestRow[]>;
+  /** sweep: the ids among `ids` the source has spooled (within its dedup window). */
+  spooledDedupIds(source: string, ids: readonly string[]): Promise<Set<string>>;
   listIssues(f: { state?: IssueState | "all" }): Promise<IssueRow[]>;
   setIssueState(id: number, verb: keyof typeof ISSUE_VERBS, now: number): Promise<IssueRow | "missing" | "nothing">;
   close(): Promise<void>;

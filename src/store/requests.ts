@@ -23,10 +23,10 @@ export interface StoredRequestRow {
 const ROWS = `SELECT e.id, e.source, e.event_type, e.received_at, e.payload, e.raw, e.headers, e.dedup_id,
     b.route, b.destination, b.quiet_s, b.max_s, b.max_events, b.max_bytes
   FROM events e JOIN batches b ON b.id = e.batch_id
-  WHERE e.received_at >= $since AND ($source IS NULL OR e.source = $source) AND b.destination <> 'quarantine' AND e.payload IS NOT NULL
+  WHERE e.received_at >= $since AND e.source = COALESCE($source, e.source) AND b.destination <> 'quarantine' AND e.payload IS NOT NULL
   ORDER BY e.id LIMIT $limit`;
 
-type Row = {
+export type StoredEventRow = {
   id: number;
   source: string;
   event_type: string;
@@ -45,7 +45,14 @@ type Row = {
 
 /** Stored requests since `since` (of one source, or all), oldest first, at most `limit` event rows read. */
 export function storedRequests(spool: Spool, o: { since: number; source?: string; limit: number }): StoredRequestRow[] {
-  const rows = prepared<Row, Record<string, string | number | null>>(spool.db, ROWS).all({ since: o.since, source: o.source ?? null, limit: o.limit });
+  return groupRequests(prepared<StoredEventRow, Record<string, string | number | null>>(spool.db, ROWS).all({ since: o.since, source: o.source ?? null, limit: o.limit }));
+}
+
+/** The statement both backends read stored requests with ($since, $source, $limit). */
+export const STORED_REQUESTS = ROWS;
+
+/** Event rows (one per copy) as the requests they came from, in order. */
+export function groupRequests(rows: readonly StoredEventRow[]): StoredRequestRow[] {
   const byRequest = new Map<string, StoredRequestRow>();
   for (const r of rows) {
     // The copies of one request: one source, one arrival, one payload (and dedup id when it has one).

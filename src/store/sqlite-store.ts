@@ -8,6 +8,9 @@ import { dropBatches } from "./drop.ts";
 import { listIssues, setIssueState } from "./issues.ts";
 import { deadBatchIds, deliveredBatchIds, quarantinedRequests, replayBatch, resendDelivered, retryNow } from "./replay.ts";
 import { excludeEvents, splitBatch } from "./split.ts";
+import { followEvent, newestEventId } from "./follow.ts";
+import { spooledDedupIds } from "./dedup.ts";
+import { storedRequests } from "./requests.ts";
 import { redueConfigRetries } from "./attempts.ts";
 import { getBatch } from "./batches.ts";
 import { batchContent } from "./content.ts";
@@ -138,6 +141,10 @@ export function sqliteOperatorStore(spool: Spool): OperatorStore {
     pauseDestination: async (name, by, now) => pauseDestination(spool, name, by, now),
     resumeDestination: async (name) => resumeDestination(spool, name),
     destinationNames: async () => destinationNames(spool),
+    newestEventId: async () => newestEventId(spool),
+    followEvent: (o) => followEvent(spool, o),
+    spooledDedupIds: async (source, ids) => spooledDedupIds(spool, source, ids),
+    storedRequests: async (o) => storedRequests(spool, o),
     listIssues: async (f) => listIssues(spool, f),
     setIssueState: async (id, verb, now) => setIssueState(spool, id, verb, now),
     close: async () => spool.close(),

@@ -27,7 +27,7 @@ export interface SweepOptions {
   since: number;
   dryRun: boolean;
   /** The GUIDs among these that the spool already holds. */
-  spooled(guids: readonly string[]): Set<string>;
+  spooled(guids: readonly string[]): Set<string> | Promise<Set<string>>;
   pacer?: Pacer;
   /** At most this many pages of 100 (a runaway guard). */
   maxPages?: number;
@@ -111,7 +111,7 @@ export async function sweepGitHub(o: SweepOptions): Promise<SweepReport> {
   report.guids = newest.size;
   report.landed = landed.size;
   const failed = [...newest.values()].filter((d) => !landed.has(d.guid));
-  const spooled = o.spooled(failed.map((d) => d.guid));
+  const spooled = await o.spooled(failed.map((d) => d.guid));
   report.spooled = failed.filter((d) => spooled.has(d.guid)).map((d) => d.guid);
   for (const d of failed) {
     if (spooled.has(d.guid)) continue;

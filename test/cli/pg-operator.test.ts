@@ -10,6 +10,7 @@ import { openSpool } from "../../src/store/db.ts";
 import { markDead } from "../../src/store/marks.ts";
 import { claimBatch, sealReady } from "../../src/store/queue.ts";
 import { cli } from "../helpers/cli.ts";
+import { startHookspool } from "../helpers/proc.ts";
 import { PG_BIN, PG_SKIP_MESSAGE, type PgServer, startPostgres } from "../helpers/pg.ts";
 import { tempDir } from "../helpers/tmp.ts";
 
@@ -29,7 +30,7 @@ function timeless(text: string): unknown {
   return JSON.parse(text, (_k, v) => (typeof v === "number" && Math.abs(v - now) < 3600 ? "T" : v));
 }
 
-test.skipIf(!PG_BIN)("list, show, issues, pause, resume, replay, retry, split, exclude, drop and export: the same on PostgreSQL as on SQLite", async () => {
+test.skipIf(!PG_BIN)("list, show, issues, pause, resume, replay, retry, split, exclude, drop, export and route test: the same on PostgreSQL as on SQLite", async () => {
   const pg = server as PgServer;
   await pg.createDatabase("ops");
   const url = `postgres://${pg.user}@localhost/ops?host=${pg.socketDir}`;
@@ -77,6 +78,8 @@ test.skipIf(!PG_BIN)("list, show, issues, pause, resume, replay, retry, split, e
     ["replay", "99"],
     ["list", "--limit", "20"],
     ["export"],
+    ["route", "test"],
+    ["route", "test", "--source", "demo", "--limit", "2"],
   ];
   for (const argv of verbs) {
     const a = await cli(["--home", lite, "--json", ...argv], { env });
@@ -90,7 +93,7 @@ test.skipIf(!PG_BIN)("list, show, issues, pause, resume, replay, retry, split, e
   expect((JSON.parse(status.out) as { dispatchers: unknown[] }).dispatchers).toEqual([]);
 });
 
-test.skipIf(!PG_BIN)("enqueue, prune, watch and metrics on PostgreSQL; the verbs that read SQLite's file say so in one line", async () => {
+test.skipIf(!PG_BIN)("enqueue, prune, watch and metrics on PostgreSQL; the dashboard says in one line that it reads SQLite only", async () => {
   const pg = server as PgServer;
   await pg.createDatabase("ops2");
   const url = `postgres://${pg.user}@localhost/ops2?host=${pg.socketDir}`;
@@ -138,10 +141,33 @@ test.skipIf(!PG_BIN)("enqueue, prune, watch and metrics on PostgreSQL; the verbs
   expect(metrics.out).toContain('hookspool_batches{state="open"} 2');
   expect(metrics.out).toContain('hookspool_destination_oldest_pending_age_seconds{destination="script:demo-log"}');
 
-  for (const argv of [["dashboard"], ["sweep", "--repo", "o/r", "--hook", "1"]]) {
-    const r = await cli(["--home", home, ...argv], { env });
-    expect({ argv, code: r.code }).toEqual({ argv, code: 2 });
-    if (argv[0] !== "sweep") expect(r.err).toContain(`hookspool ${argv[0]} reads a SQLite spool only; spool.backend is "postgres"`);
+  const dashboard = await cli(["--home", home, "dashboard"], { env });
+  expect({ code: dashboard.code, err: dashboard.err.trim() }).toMatchObject({ code: 2 });
+  expect(dashboard.err).toContain('hookspool dashboard reads a SQLite spool only; spool.backend is "postgres"');
+});
+
+
+test.skipIf(!PG_BIN)("hookspool run on PostgreSQL: send --follow sees its event queued and delivered", async () => {
+  const pg = server as PgServer;
+  await pg.createDatabase("ops3");
+  const env = { HOOKSPOOL_PG_URL: `postgres://${pg.user}@localhost/ops3?host=${pg.socketDir}` };
+  const home = tempDir("hookspool-pgrun-");
+  writeFileSync(join(home, "in-secret"), "pg-run-secret", { mode: 0o600 });
+  writeFileSync(
+    join(home, "config.toml"),
+    `[spool]\nbackend = "postgres"\nurl = { env = "HOOKSPOOL_PG_URL" }\n\n[intake]\nlisten = "127.0.0.1:0"\n\n[dispatch]\npoll_s = 0.2\n\n[sources.load]\ntemplate = { scheme = "hmac-sha256-hex", header = "X-Sig", prefix = "sha256=", key = "key", event_type = "type", dedup = "id" }\nsecrets.secret = { file = "${join(home, "in-secret")}" }\nspan = "immediate"\naction = "script:sink"\n\n[destinations."script:sink"]\nargv = ["/bin/sh", "-c", "cat > /dev/null"]\n`,
+  );
+  const run = await startHookspool(home, ["run"], { env });
+  try {
+    const port = await run.port();
+    const r = await cli(["--home", home, "--json", "send", "load", "--url", `http://127.0.0.1:${port}/hooks/load`, "--data", '{"id":"s1","key":"k","type":"t"}', "--follow"], { env });
+    expect({ code: r.code, err: r.err }).toEqual({ code: 0, err: "" });
+    const [answer, ...steps] = r.out.trim().split("\n").map((l) => JSON.parse(l) as Record<string, unknown>);
+    expect(answer).toMatchObject({ status: 202, body: '{"status":"queued"}' });
+    expect(steps.at(-1)).toMatchObject({ batch: 1, state: "delivered" });
+  } finally {
+    run.kill("SIGTERM");
+    expect(await run.exited).toBe(0);
   }
 });
 

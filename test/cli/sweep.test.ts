@@ -2,10 +2,11 @@
 // later or that the spool already holds is left alone, the others are redelivered once, a rate
 // limit stops the run with exit 1, and the token goes only into the Authorization header.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { appendFileSync, writeFileSync } from "node:fs";
+import { appendFileSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { cli } from "../helpers/cli.ts";
 import { tempDir } from "../helpers/tmp.ts";
+import { PG_BIN, type PgServer, startPostgres } from "../helpers/pg.ts";
 
 const TOKEN = "kit-test-sweep-token-5e1f";
 // The CLI runs on the real clock: the deliveries are dated from it.
@@ -108,5 +109,36 @@ describe("hookspool sweep (github.repo)", () => {
     expect((await run("github", "--repo", "a/b", "--hook", "1", "--api-url", "http://github.example.com")).err).toMatch(/must be https/);
     appendFileSync(join(h, "config.toml"), `\n[bobbins.kaneo]\nbobbin = "kaneo.projects"\nsecrets.secret = { file = "${join(h, "github-secret")}" }\noutputs = { "*" = "script:demo-log" }\n`);
     expect((await run("kaneo", "--repo", "a/b", "--hook", "1")).err).toMatch(/^hookspool: kaneo\.projects declares no sweep/);
+  });
+});
+
+describe.skipIf(!PG_BIN)("hookspool sweep on PostgreSQL", () => {
+  let pg: PgServer;
+  beforeAll(async () => {
+    pg = await startPostgres();
+  }, 60_000);
+  afterAll(async () => {
+    await pg?.stop();
+  });
+
+  test("what the database holds is left alone; the rest is redelivered once", async () => {
+    await pg.createDatabase("sweep");
+    const env = { HOOKSPOOL_BACKEND: "postgres", HOOKSPOOL_PG_URL: `postgres://${pg.user}@localhost/sweep?host=${pg.socketDir}` };
+    const h = join(tempDir(), "home");
+    expect((await cli(["--home", h, "init"])).code).toBe(0);
+    writeFileSync(join(h, "github-secret"), "kit-test-secret-github", { mode: 0o600 });
+    writeFileSync(join(h, "sweep-token"), TOKEN, { mode: 0o600 });
+    const file = join(h, "config.toml");
+    writeFileSync(file, readFileSync(file, "utf8").replace(/^\[spool\]$/m, '[spool]\nurl = { env = "HOOKSPOOL_PG_URL" }'));
+    appendFileSync(file, `\n[bobbins.github]\nbobbin = "github.repo"\nsecrets.secret = { file = "${join(h, "github-secret")}" }\nsecrets.sweep_token = { file = "${join(h, "sweep-token")}" }\noutputs = { "*" = "script:demo-log" }\n`);
+    expect((await cli(["--home", h, "migrate"], { env })).code).toBe(0);
+    const enq = await cli(["--home", h, "enqueue", "--source", "github", "--key", "octo-org/hello:push", "--dedup-id", "guid-c"], { env, stdin: '{"ref":"refs/heads/main"}' });
+    expect(enq.code, enq.err).toBe(0);
+    posts.length = 0;
+    limitPosts = false;
+    const r = await cli(["--home", h, "sweep", "github", "--repo", "octo-org/hello", "--hook", "42", "--api-url", `http://127.0.0.1:${server.port}`], { env });
+    expect({ code: r.code, err: r.err }).toEqual({ code: 0, err: "" });
+    expect(posts.sort()).toEqual(["13", "15"]);
+    expect(r.out).toMatch(/octo-org\/hello hook 42: 4 deliveries since .*, 1 landed, 1 spooled already, 2 redelivered\n$/);
   });
 });

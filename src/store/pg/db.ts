@@ -76,8 +76,8 @@ export function numOrNull(v: unknown): number | null {
 }
 
 /** A statement written with SQLite's `$name` parameters (the shared filter terms), with PostgreSQL's numbered ones. */
-export function numbered(sql: string, params: Record<string, string | number>): { text: string; values: (string | number)[] } {
-  const values: (string | number)[] = [];
+export function numbered(sql: string, params: Record<string, string | number | null>): { text: string; values: (string | number | null)[] } {
+  const values: (string | number | null)[] = [];
   const at = new Map<string, number>();
   const text = sql.replace(/\$([a-z_]+)/g, (_, name: string) => {
     if (!at.has(name)) {

@@ -3,6 +3,8 @@
 // verbs (ack, resolve, ignore) with SQLite's rules.
 import { type AttemptRow, type BatchRow, batchWhere, type EventListing, type EventPayload, type ListFilter, parseTrace } from "../batches.ts";
 import type { ExportEvent } from "../export.ts";
+import type { FollowStep } from "../follow.ts";
+import { groupRequests, STORED_REQUESTS, type StoredRequestRow } from "../requests.ts";
 import { type IssueRow, type IssueState, ISSUE_VERBS } from "../issues.ts";
 import { type DeadFilter, deadWhere, type StoredRequest } from "../replay.ts";
 import { num, numbered, numOrNull, type PgSpool } from "./db.ts";
@@ -58,7 +60,7 @@ export function attemptOf(r: Record<string, unknown>): AttemptRow {
   };
 }
 
-async function query(spool: PgSpool, sql: string, params: Record<string, string | number>): Promise<Record<string, unknown>[]> {
+async function query(spool: PgSpool, sql: string, params: Record<string, string | number | null>): Promise<Record<string, unknown>[]> {
   const q = numbered(sql, params);
   return (await spool.sql.unsafe(q.text, q.values)) as Record<string, unknown>[];
 }
@@ -128,4 +130,65 @@ export async function setIssueStatePg(spool: PgSpool, id: number, verb: keyof ty
     const [after] = await tx`UPDATE issues SET state = ${t.to}, last_at = GREATEST(last_at, ${now}) WHERE id = ${id}::bigint RETURNING *`;
     return issueRowOf(after);
   });
+}
+
+/** The highest event id so far (0 for none): the request sent next makes a higher one. */
+export async function newestEventIdPg(spool: PgSpool): Promise<number> {
+  const [r] = await spool.sql`SELECT MAX(id) AS id FROM events`;
+  return numOrNull(r?.id) ?? 0;
+}
+
+const TERMINAL = new Set(["delivered", "dead", "dropped"]);
+
+/** Each state the next event of `source` after `after` takes in its batch, until it is delivered, dead or dropped, or `timeoutMs` ran out (looked at every 100 ms). */
+export async function* followEventPg(spool: PgSpool, o: { source: string; after: number; timeoutMs: number }): AsyncGenerator<FollowStep> {
+  const until = performance.now() + o.timeoutMs;
+  let batch: number | null = null;
+  let last = "";
+  while (performance.now() < until) {
+    if (batch === null) {
+      const [e] = await spool.sql`SELECT batch_id FROM events WHERE source = ${o.source} AND id > ${o.after}::bigint ORDER BY id LIMIT 1`;
+      batch = e ? num(e.batch_id) : null;
+    }
+    if (batch !== null) {
+      const [b] = await spool.sql`SELECT state, last_class, dead_reason, result FROM batches WHERE id = ${batch}::bigint`;
+      if (b && b.state !== last) {
+        last = String(b.state);
+        const detail = last === "dead" ? b.dead_reason : last === "retry" ? b.last_class : last === "delivered" ? b.result : null;
+        yield detail ? { batch, state: last, detail: String(detail) } : { batch, state: last };
+        if (TERMINAL.has(last)) return;
+      }
+    }
+    await Bun.sleep(100);
+  }
+}
+
+/** The ids among `ids` the source has a dedup row for. */
+export async function spooledDedupIdsPg(spool: PgSpool, source: string, ids: readonly string[]): Promise<Set<string>> {
+  if (ids.length === 0) return new Set();
+  const rows = (await spool.sql`SELECT dedup_id FROM dedup WHERE source = ${source} AND dedup_id = ANY(${[...ids]}::text[])`) as { dedup_id: string }[];
+  return new Set(rows.map((r) => r.dedup_id));
+}
+
+/** Stored requests since `since` (of one source, or all), oldest first, at most `limit` event rows read (route test). */
+export async function storedRequestsPg(spool: PgSpool, o: { since: number; source?: string; limit: number }): Promise<StoredRequestRow[]> {
+  const rows = await query(spool, STORED_REQUESTS, { since: o.since, source: o.source ?? null, limit: o.limit });
+  return groupRequests(
+    rows.map((r) => ({
+      id: num(r.id),
+      source: String(r.source),
+      event_type: String(r.event_type),
+      received_at: Number(r.received_at),
+      payload: String(r.payload),
+      raw: r.raw ? new Uint8Array(r.raw as Uint8Array) : null,
+      headers: String(r.headers),
+      dedup_id: (r.dedup_id as string | null) ?? null,
+      route: String(r.route),
+      destination: String(r.destination),
+      quiet_s: Number(r.quiet_s),
+      max_s: Number(r.max_s),
+      max_events: Number(r.max_events),
+      max_bytes: num(r.max_bytes),
+    })),
+  );
 }

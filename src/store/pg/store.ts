@@ -7,7 +7,7 @@ import type { AlertStore, DispatchStore, IntakeStore, MaintenanceStore, Operator
 import { dropBatchesPg, excludeEventsPg, replayBatchPg, resendDeliveredPg, retryNowPg, splitBatchPg } from "./operator.ts";
 import { pauseDestinationPg, resumeDestinationPg } from "./destinations.ts";
 import { destinationNamesPg, expectationSincePg, metaNumberPg, pollRowsPg } from "./stats.ts";
-import { batchAttemptsPg, batchEventsPg, batchPayloadsPg, deadBatchIdsPg, deliveredBatchIdsPg, listBatchesPg, listIssuesPg, quarantinedRequestsPg, setIssueStatePg } from "./reads.ts";
+import { batchAttemptsPg, batchEventsPg, batchPayloadsPg, deadBatchIdsPg, deliveredBatchIdsPg, followEventPg, listBatchesPg, listIssuesPg, newestEventIdPg, quarantinedRequestsPg, setIssueStatePg, spooledDedupIdsPg, storedRequestsPg } from "./reads.ts";
 import type { EnqueueResult, NewEvent } from "../enqueue.ts";
 import { GROUP_LIMITS, type GroupLimits, takeGroup } from "../group.ts";
 import { claimPg, candidatesPg, recoverExpiredPg, sealReadyPg } from "./claims.ts";
@@ -195,6 +195,10 @@ export function pgOperatorStore(spool: PgSpool): OperatorStore {
     pauseDestination: (name, by, now) => pauseDestinationPg(spool, name, by, now),
     resumeDestination: (name) => resumeDestinationPg(spool, name),
     destinationNames: () => destinationNamesPg(spool),
+    newestEventId: () => newestEventIdPg(spool),
+    followEvent: (o) => followEventPg(spool, o),
+    spooledDedupIds: (source, ids) => spooledDedupIdsPg(spool, source, ids),
+    storedRequests: (o) => storedRequestsPg(spool, o),
     listIssues: (f) => listIssuesPg(spool, f),
     setIssueState: (id, verb, now) => setIssueStatePg(spool, id, verb, now),
     close: () => spool.close(),
