@@ -10,6 +10,7 @@ import { openSpool } from "../../src/store/db.ts";
 import { markDead } from "../../src/store/marks.ts";
 import { claimBatch, sealReady } from "../../src/store/queue.ts";
 import { cli } from "../helpers/cli.ts";
+import { SECRET_SENTINEL } from "../helpers/logs.ts";
 import { startHookspool } from "../helpers/proc.ts";
 import { PG_BIN, PG_SKIP_MESSAGE, type PgServer, startPostgres } from "../helpers/pg.ts";
 import { tempDir } from "../helpers/tmp.ts";
@@ -103,7 +104,22 @@ test.skipIf(!PG_BIN)("enqueue, prune, watch and metrics on PostgreSQL; the dashb
   const file = join(home, "config.toml");
   writeFileSync(file, readFileSync(file, "utf8").replace(/^\[spool\]$/m, '[spool]\nbackend = "postgres"\nurl = { env = "HOOKSPOOL_PG_URL" }'));
   const env = { HOOKSPOOL_PG_URL: url };
+  // check reaches the server and reads the schema: none yet is a warning (migrate creates it).
+  const before = await cli(["--home", home, "--json", "check"], { env });
+  expect(before.out).toContain("the PostgreSQL database has no hookspool schema yet");
+  const dryRun = await cli(["--home", home, "migrate", "--dry-run"], { env });
+  expect(dryRun.out).toContain("would apply 0001_schema (PostgreSQL schema 0)");
   expect((await cli(["--home", home, "migrate"], { env })).code).toBe(0);
+  const checked = await cli(["--home", home, "--json", "check"], { env });
+  expect(checked.out).not.toContain("spool.url");
+  // A server that does not answer, and no URL at all: errors naming spool.url, the URL never shown.
+  const unreachable = await cli(["--home", home, "--json", "check"], { env: { HOOKSPOOL_PG_URL: `postgres://${pg.user}:${SECRET_SENTINEL}@localhost/ops2?host=/nonexistent-dir` } });
+  expect(unreachable.code).toBe(2);
+  expect(unreachable.out).toContain("cannot reach PostgreSQL");
+  expect(`${unreachable.out}${unreachable.err}`).not.toContain(SECRET_SENTINEL);
+  const unset = await cli(["--home", home, "--json", "check"], { env: {} });
+  expect(unset.code).toBe(2);
+  expect(unset.out).toContain("HOOKSPOOL_PG_URL");
   const queued = await cli(["--home", home, "--json", "enqueue", "--source", "demo", "--key", "k1", "--dedup-id", "d1"], { env, stdin: '{"a":1}' });
   expect(queued.code, queued.err).toBe(0);
   expect(JSON.parse(queued.out)).toMatchObject({ status: "queued", placed: [{ batchId: 1, eventId: 1, route: "demo", destination: "script:demo-log" }] });
