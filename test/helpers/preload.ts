@@ -1,6 +1,6 @@
 // Loaded before every test file (bunfig.toml): hermetic defaults, and the sentinel check that
 // runs after every test of the suite: no log line may carry a planted secret or payload.
-import { afterEach } from "bun:test";
+import { afterEach, setDefaultTimeout } from "bun:test";
 import { writeRegistry } from "../../scripts/gen-bobbins.ts";
 import { assertNoSentinelInNewLogs } from "./logs.ts";
 
@@ -14,5 +14,8 @@ delete process.env.HOOKSPOOL_CONFIG;
 delete process.env.HOOKSPOOL_DB;
 delete process.env.HOOKSPOOL_TEST_HOOK;
 delete process.env.HOOKSPOOL_TEST_HOOK_ACTION;
+
+// bunfig.toml's [test] timeout does not reach the workers of `bun test --parallel`: said here too.
+setDefaultTimeout(20_000);
 
 afterEach(() => assertNoSentinelInNewLogs());
