@@ -85,18 +85,20 @@ interface Gate {
 }
 
 /**
- * Lock the row of every destination the claims are for (in name order, the order every
- * transaction that locks several takes them) and count what each has leased: with several
- * dispatchers, the gate each read in its tick may be stale by now, and max_inflight and the
- * one probe of a half-open breaker hold across all of them only if the claim checks again.
+ * For every destination the claims are for (in name order), take the claims' lock of that
+ * destination and read its gate and what it has leased: with several dispatchers, the gate each
+ * read in its tick may be stale by now, and max_inflight and the one probe of a half-open
+ * breaker hold across all of them only if the claim checks again, one claim at a time.
  */
 async function lockGates(tx: Tx, inputs: readonly ClaimInput[]): Promise<Map<string, Gate>> {
   const gates = new Map<string, Gate>();
   for (const name of [...new Set(inputs.filter((c) => c.maxInflight !== undefined).map((c) => c.destination))].sort()) {
-    await tx`INSERT INTO destinations (name) VALUES (${name}) ON CONFLICT (name) DO NOTHING`;
-    const [d] = await tx`SELECT state, probe_until, retry_after_until FROM destinations WHERE name = ${name} FOR UPDATE`;
-    const [{ n }] = await tx`SELECT COUNT(*)::int AS n FROM batches WHERE destination = ${name} AND state = 'leased'`;
-    gates.set(name, { state: String(d.state), probeUntil: numOrNull(d.probe_until), retryAfterUntil: numOrNull(d.retry_after_until), leased: Number(n) });
+    // Claims for one destination take turns (a lock only claims take: an outcome, which frees a
+    // slot or trips the breaker, never waits for it); what they read is then every committed claim's.
+    await tx`SELECT pg_advisory_xact_lock(hashtext(${`d${name}`}), 0)`;
+    const [d] = await tx`SELECT (SELECT COUNT(*)::int FROM batches WHERE destination = ${name} AND state = 'leased') AS leased,
+        state, probe_until, retry_after_until FROM (SELECT 1) one LEFT JOIN destinations ON name = ${name}`;
+    gates.set(name, { state: String(d.state ?? "closed"), probeUntil: numOrNull(d.probe_until), retryAfterUntil: numOrNull(d.retry_after_until), leased: Number(d.leased) });
   }
   return gates;
 }

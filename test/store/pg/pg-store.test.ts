@@ -256,13 +256,19 @@ describe.skipIf(!PG_BIN)("the spool on PostgreSQL", () => {
       const both = await claimPg(a, [cs[2], cs[3]].map((c) => ({ batchId: c.id, route: c.route, key: c.key, destination: c.destination, now: T0 + 1, leaseUntil: T0 + 61, host: "a", pid: 1, maxInflight: 3 })));
       expect(both.map((c) => (c === "gated" ? c : c?.n))).toEqual([1, "gated"]);
       // An open breaker (another dispatcher's outcome tripped it) claims nothing; half-open, one probe in all.
-      await a.sql`UPDATE destinations SET state = 'open', opened_at = ${T0}, cooldown_s = 10 WHERE name = 'http:d'`;
+      await a.sql`INSERT INTO destinations (name, state, opened_at, cooldown_s) VALUES ('http:d', 'open', ${T0}, 10)
+          ON CONFLICT (name) DO UPDATE SET state = 'open', opened_at = excluded.opened_at, cooldown_s = excluded.cooldown_s`;
       await a.sql`UPDATE batches SET state = 'sealed', lease_owner = NULL, lease_until = NULL WHERE state = 'leased'`;
       expect(await gated(b, cs[3], "b")).toEqual(["gated"]);
       await a.sql`UPDATE destinations SET state = 'half_open' WHERE name = 'http:d'`;
       expect(await gated(b, cs[3], "b")).toEqual(["gated"]);
       expect((await gated(b, cs[3], "b", { probe: true }))[0]).toMatchObject({ n: 1 });
       expect(await gated(a, cs[0], "a", { probe: true })).toEqual(["gated"]);
+      // Two dispatchers claiming at the same instant for a destination with max_inflight 1: one wins.
+      for (const key of ["e1", "e2"]) await enqueuePg(a, ev({ key, copies: [copy("r", "http:e", { max_events: 1 })] }), T0);
+      const es = (await candidatesPg(a, T0 + 1)).filter((c) => c.destination === "http:e");
+      const race = await Promise.all(es.map((c, i) => claimPg([a, b][i], [{ batchId: c.id, route: c.route, key: c.key, destination: c.destination, now: T0 + 1, leaseUntil: T0 + 61, host: `h${i}`, pid: 1, maxInflight: 1 }])));
+      expect(race.map(([c]) => (c === "gated" ? c : c === null ? null : "claimed")).sort()).toEqual(["claimed", "gated"]);
       // A claim that gives no max_inflight (an operator's, a test's) is not gated, as on SQLite.
       expect((await claim(a, cs[0], T0 + 2, "a"))[0]).toMatchObject({ n: 2 });
     });
