@@ -92,7 +92,7 @@ export interface ClaimInput {
   /**
    * The destination's max_inflight, from a dispatcher. SQLite's one dispatcher counts its own
    * deliveries; on PostgreSQL, where several share a destination, a claim that gives it checks
-   * the gate again under the destination's row lock, counting every dispatcher's leases.
+   * the gate again under the destination's claim lock, counting every dispatcher's leases.
    */
   maxInflight?: number;
   /** The delivery id for this attempt, from the attempt id and number, and how often the batch was delivered before. */
