@@ -75,7 +75,7 @@ export async function startPostgres(o: StartOptions = {}): Promise<PgServer> {
   const user = "hookspool";
   await run([join(PG_BIN, "initdb"), "-D", data, "-A", "trust", "-U", user, "-E", "UTF8", "--no-sync", "--no-instructions"], root);
   const durable = o.fsync ? "-c fsync=on -c synchronous_commit=on -c full_page_writes=on" : "-c fsync=off -c synchronous_commit=off -c full_page_writes=off";
-  const opts = `-k ${dir} -c listen_addresses='' ${durable} -c unix_socket_permissions=0777 -c max_connections=60`;
+  const opts = `-k ${dir} -c listen_addresses='' ${durable} -c unix_socket_permissions=0777 -c max_connections=150`;
   await run([join(PG_BIN, "pg_ctl"), "-D", data, "-l", join(dir, "server.log"), "-o", opts, "-w", "-t", "30", "start"], root);
   const socket = join(dir, ".s.PGSQL.5432");
   return {
