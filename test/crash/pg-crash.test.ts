@@ -191,7 +191,9 @@ const SCENARIOS: [string, string, string][] = [
 
 test.skipIf(!PG_BIN)("crash points on PostgreSQL, two intakes and two dispatchers: nothing acked is lost, nothing delivered twice with two contents, order per key holds", async () => {
   const pg = server as PgServer;
-  const problems = (await Promise.all(SCENARIOS.map(([name, i, d]) => scenario(pg, name, i, d)))).flat();
+  // Every scenario to its end (its processes stopped) before the test ends, even when one fails.
+  const settled = await Promise.allSettled(SCENARIOS.map(([name, i, d]) => scenario(pg, name, i, d)));
+  const problems = settled.flatMap((r, i) => (r.status === "fulfilled" ? r.value : [`${SCENARIOS[i][0]}: ${(r.reason as Error).message}`]));
   expect(problems.slice(0, 30)).toEqual([]);
 }, 120_000);
 
