@@ -18,14 +18,15 @@ export interface GroupLimits {
 export const GROUP_LIMITS: GroupLimits = { events: 256, bytes: 16 * 1024 * 1024 };
 
 /** The next group from the front of `pending` (removed from it): at least one job, then as many as the limits allow. */
-export function takeGroup<J extends { bytes: number }>(pending: J[], limits: GroupLimits): J[] {
+export function takeGroup(pending: GroupJob[], limits: GroupLimits): GroupJob[] {
   let bytes = pending[0].bytes;
   let n = 1;
   while (n < pending.length && n < limits.events && bytes + pending[n].bytes <= limits.bytes) bytes += pending[n++].bytes;
   return pending.splice(0, n);
 }
 
-interface Job {
+/** One request waiting for its group's commit (both backends' group commit). */
+export interface GroupJob {
   /** One request's events: one, or several when its source split it; all or none are queued. */
   evs: readonly NewEvent[];
   now: number;
@@ -37,7 +38,7 @@ interface Job {
 type Outcome = { ok: EnqueueResult[] } | { error: unknown };
 
 export class GroupCommit {
-  private pending: Job[] = [];
+  private pending: GroupJob[] = [];
   private scheduled = false;
   /** Transactions committed and events they held (the bench and tests read them). */
   readonly stats = { commits: 0, events: 0 };
@@ -69,11 +70,11 @@ export class GroupCommit {
     while (this.pending.length > 0) this.commit(this.take());
   }
 
-  private take(): Job[] {
+  private take(): GroupJob[] {
     return takeGroup(this.pending, this.limits);
   }
 
-  private commit(group: Job[]): void {
+  private commit(group: GroupJob[]): void {
     const db = this.spool.db;
     let outcomes: Outcome[];
     try {

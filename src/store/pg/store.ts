@@ -9,7 +9,7 @@ import { pauseDestinationPg, resumeDestinationPg } from "./destinations.ts";
 import { destinationNamesPg, expectationSincePg, metaNumberPg, pollRowsPg } from "./stats.ts";
 import { batchAttemptsPg, batchEventsPg, batchPayloadsPg, deadBatchIdsPg, deliveredBatchIdsPg, followEventPg, listBatchesPg, listIssuesPg, newestEventIdPg, quarantinedRequestsPg, setIssueStatePg, spooledDedupIdsPg, storedRequestsPg } from "./reads.ts";
 import type { EnqueueResult, NewEvent } from "../enqueue.ts";
-import { GROUP_LIMITS, type GroupLimits, takeGroup } from "../group.ts";
+import { GROUP_LIMITS, type GroupJob, type GroupLimits, takeGroup } from "../group.ts";
 import { claimPg, candidatesPg, recoverExpiredPg, sealReadyPg } from "./claims.ts";
 import type { PgSpool } from "./db.ts";
 import { halfOpenIfCooledPg } from "./destinations.ts";
@@ -23,21 +23,13 @@ import { quarantinePg } from "./quarantine.ts";
 import { abandonAttemptPg, anyReadyNowPg, destinationStatePg, getBatchPg, instanceIdPg, nextReadyAtPg, redueConfigRetriesPg } from "./queue.ts";
 import { listenForWork } from "./wakeups.ts";
 
-interface Job {
-  evs: readonly NewEvent[];
-  now: number;
-  bytes: number;
-  resolve(r: EnqueueResult[]): void;
-  reject(e: unknown): void;
-}
-
 /**
  * Group commit on PostgreSQL: while one transaction is in flight, the requests that arrive wait
  * and then share the next one (each in a savepoint of its own). Every caller's promise settles
  * after the COMMIT holding its rows; a failed COMMIT rejects every caller in it.
  */
 export class PgGroupCommit {
-  private pending: Job[] = [];
+  private pending: GroupJob[] = [];
   private inFlight = 0;
   private scheduled = false;
   readonly stats = { commits: 0, events: 0 };
@@ -67,11 +59,11 @@ export class PgGroupCommit {
     });
   }
 
-  private take(): Job[] {
+  private take(): GroupJob[] {
     return takeGroup(this.pending, this.limits);
   }
 
-  private async commit(group: Job[]): Promise<void> {
+  private async commit(group: GroupJob[]): Promise<void> {
     this.inFlight++;
     try {
       // One now for the transaction: the latest of its requests' (each was read at its arrival).
