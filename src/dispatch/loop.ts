@@ -298,11 +298,10 @@ export class Dispatcher implements Service {
     // Sealing is a property of the batch, not of the destination: before any gate.
     await store.sealReady(now);
     await store.recoverLeases({ now, startup: false, live: this.live });
-    // A worker's timer runs in real time; when the clock jumps forward its deadline may already
-    // have passed in now_eff terms, so it ends now as a transport failure.
-    // (On PostgreSQL now_eff is the database's clock: deadlines are on this host's, and compared so.)
-    const deadlineNow = store.backend === "postgres" ? this.o.clock.now() : now;
-    for (const d of this.deadlines.values()) d.endIfPast(deadlineNow);
+    // A worker's timer runs in real time; when this host's clock jumps forward its deadline may
+    // already have passed, so it ends now as a transport failure. Deadlines are on this host's
+    // clock (now_eff may be the database's, or stand still after a backwards step), compared so.
+    for (const d of this.deadlines.values()) d.endIfPast(this.o.clock.now());
     if (this.o.clock.now() - this.lastHeartbeat >= this.config.dispatch.heartbeat_s || this.o.clock.now() < this.lastHeartbeat) {
       // The dispatcher's own caught failures (under run the intake counts its own in memory).
       await store.writeHeartbeat(now, this.host, this.pid, JSON.stringify(faultCounts().filter((f) => f.component !== "intake")));

@@ -62,9 +62,10 @@ export async function deliverClaim(w: WorkerDeps, c: Candidate, dest: Destinatio
   } else {
     const doc = buildDocument({ batch, content: await store.batchContent(c.id), deliveryId: claim.deliveryId ?? "", attempt: claim.n });
     // The attempt's one deadline: timeout_s, or the worker deadline if sooner.
-    // The lease ends at lease_until in now_eff terms. On PostgreSQL that is the database's
-    // clock, not this host's: the worker deadline is the lease's length from now on this host's.
-    const workerAt = store.backend === "postgres" ? clock.now() + (claim.leaseUntil - startedAt) - DEADLINE_MARGIN_S : claim.leaseUntil - DEADLINE_MARGIN_S;
+    // The lease ends at lease_until in now_eff terms (the database's clock on PostgreSQL; one
+    // standing still after a backwards step on SQLite): the worker deadline is the lease's length
+    // from its start, on this host's clock.
+    const workerAt = clock.now() + (claim.leaseUntil - startedAt) - DEADLINE_MARGIN_S;
     const deadline = new Deadline({ timeoutS: dest.timeoutS, workerAt, clock });
     w.deadlines.set(claim.owner, deadline);
     testHook("deliver.before_request");
