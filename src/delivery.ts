@@ -3,6 +3,7 @@
 // and every destination type import it; neither imports the other.
 import type { Clock } from "./clock.ts";
 import type { Logger } from "./log.ts";
+import type { Rate } from "./pacing.ts";
 
 /** How a batch attempt ended. */
 export type OutcomeKind = "ok" | "retry" | "dead";
@@ -11,6 +12,10 @@ export type OutcomeKind = "ok" | "retry" | "dead";
 export const DEAD_REASONS = ["rejected", "exhausted", "poison", "processor_permanent", "bad_emit", "config", "quarantined"] as const;
 export type DeadReason = (typeof DEAD_REASONS)[number];
 export type OutcomeClass = "transport" | "throttle" | "batch" | "config" | "permanent";
+
+/** What a receiver may say of a delivery it took, in its own words (Hermes's statuses). */
+export const ANSWERS = ["accepted", "coalesced", "delivered", "duplicate", "ignored"] as const;
+export type Answer = (typeof ANSWERS)[number];
 
 /** One {"enqueue": {...}} line a script printed, before validation. */
 export interface EmitRequest {
@@ -38,8 +43,20 @@ export interface Outcome {
   emits: EmitRequest[];
   /** An emit line that could not be read (invalid JSON or UTF-8): the attempt failed as "bad emit". */
   badEmit: boolean;
-  /** Opens an issue without changing the outcome (Hermes ignored/coalesced). */
-  notice: string | null;
+  /**
+   * The receiver's own word for a delivery, apart from its status (Hermes: accepted, coalesced,
+   * delivered, duplicate, ignored); null when it has none.
+   */
+  answer: Answer | null;
+  /** A duplicate that proves only that the receiver saw the id before, not that it ran anything. */
+  unconfirmed: boolean;
+  /** The receiver's short reason for an ignored delivery (Hermes: filter, script, event). */
+  ignoredReason: string | null;
+  /**
+   * A configuration fault no retry can mend (Hermes 404: no such route or profile): the
+   * destination pauses itself with an issue saying this, instead of retrying for nothing.
+   */
+  pause: string | null;
   /** Unwrap: events accepted, in order, in this attempt; and the event whose request failed. */
   eventsDelivered: number | null;
   failedEventId: number | null;
@@ -56,7 +73,10 @@ export function outcome(o: Pick<Outcome, "kind" | "reason"> & Partial<Outcome>):
     retryAfterS: null,
     emits: [],
     badEmit: false,
-    notice: null,
+    answer: null,
+    unconfirmed: false,
+    ignoredReason: null,
+    pause: null,
     eventsDelivered: null,
     failedEventId: null,
     ...o,
@@ -170,6 +190,12 @@ export interface DeliveryContext {
   deliveryId: string;
   /** How many times this batch was delivered before (a resend: replay --delivered); 0 normally. */
   resend?: number;
+  /**
+   * Unwrap: how many of the batch's events (in order) an earlier attempt of this delivery saw
+   * the receiver accept. A "duplicate" answer for a later one proves only that the receiver had
+   * the id, not that it ran anything. 0 on a first attempt.
+   */
+  confirmed?: number;
   /** The attempt's one deadline; deliver must not outlive it. */
   deadline: Deadline;
   /** The batch's events, oldest first, excluded ones omitted. */
@@ -182,6 +208,12 @@ export interface DeliveryContext {
 
 export type Idempotency = "per-batch" | "per-attempt" | "per-event";
 
+/** The rate a destination is paced to, and where it comes from, in words (check and status say it). */
+export interface Pace {
+  rate: Rate;
+  from: string;
+}
+
 export interface Destination {
   /** "hermes:github-ci", "script:calendar", "audit" */
   readonly name: string;
@@ -193,10 +225,23 @@ export interface Destination {
   /** Fixed by the type: per-event when unwrap is on. */
   readonly idempotency: Idempotency;
   readonly unwrap: boolean;
+  /**
+   * The rate it is paced to, or null when it is not: its `rate`, or for hermes the gateway's own
+   * (the route's rate_limit in the subscriptions file, else [hermes] rate_limit per minute).
+   * Asked when the dispatcher gates it, so it must be cheap.
+   */
+  pace(): Pace | null;
+  /** Hermes: open an issue after this many ignored answers in a row (0: never). */
+  readonly ignoredIssueAfter?: number;
   /** Deliver one batch document (`body` is its JSON text). */
   deliver(body: string, ctx: DeliveryContext): Promise<Outcome>;
   /** Config and secret problems, for hookspool check. */
   check(): string[];
+}
+
+/** The pace of a destination whose rate its own table sets (null or undefined: not paced). */
+export function configuredPace(rate: Rate | null | undefined): Pace | null {
+  return rate ? { rate, from: "its rate" } : null;
 }
 
 /** The delivery id: per batch, per attempt (hermes) or per event (unwrap). */

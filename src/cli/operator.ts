@@ -293,8 +293,7 @@ function resumeCommand(cli: Cli): CommandDef {
     run({ args }) {
       const name = String(args.destination);
       return withStore(cli, async (store) => {
-        if (!(await store.resumeDestination(name))) throw new HookspoolError("E_NOTHING", `${name} is not paused`);
-        await store.resolveIssue(`delivery:${name}:paused`, cli.clock.now());
+        if (!(await store.resumeDestination(name, cli.clock.now()))) throw new HookspoolError("E_NOTHING", `${name} is not paused`);
         say(cli, { destination: name, state: "closed" }, `${name}: resumed`);
         return 0;
       });

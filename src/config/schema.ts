@@ -89,6 +89,7 @@ const HERMES_FIELDS: Fields = {
   timeout_s: num("one delivery's time limit", 30),
   max_body_bytes: int("must match the gateway's webhook max_body_bytes", 1048576, 1),
   legacy_signature: bool("also send X-Hub-Signature-256", true),
+  rate_limit: int("the gateway's webhook rate_limit: requests it accepts per route in any 60 s; hermes destinations are paced to it (a route's own rate_limit in the subscriptions file wins, a destination's rate wins over both)", 30, 1),
 };
 
 /** The [hermes] limits a hermes destination follows when its own table sets none. */
@@ -137,6 +138,8 @@ export const DESTINATION_FIELDS: Fields = {
   env: { type: { kind: "stringMap" }, doc: "script: extra environment (names ^[A-Z][A-Z0-9_]*$)" },
   state_dir: str("script: a private directory for the script's own state"),
   processor: str("script: a bobbin instance whose processor runs (replaces argv)"),
+  rate: str('at most this many requests in any rolling window, as N/<window>: "30/min", "5/s", "1000/h", "30/10s"; "none" for no pacing (default: hermes the gateway\'s rate_limit per minute, others none)'),
+  ignored_issue_after: int("hermes: open an issue after this many ignored answers in a row, 0 never (default 5; an unwrap destination never opens one)", undefined, 0),
 };
 
 export const BOBBIN_INSTANCE_FIELDS: Fields = {

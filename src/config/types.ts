@@ -66,6 +66,8 @@ export interface DestinationConfig {
   env?: Record<string, string>;
   state_dir?: string;
   processor?: string;
+  rate?: string;
+  ignored_issue_after?: number;
 }
 
 export interface BobbinInstanceConfig extends PartialWindow {
@@ -103,7 +105,7 @@ export interface Config {
   limits: { min_free_bytes: number };
   retention: { delivered_days: number; attempts_days: number; dropped_days: number; issues_days: number };
   alerts: { argv: string[]; dry: boolean; rate_limit_s: number; timeout_s: number };
-  hermes: { base_url: string; subscriptions_path: string; timeout_s: number; max_body_bytes: number; legacy_signature: boolean };
+  hermes: { base_url: string; subscriptions_path: string; timeout_s: number; max_body_bytes: number; legacy_signature: boolean; rate_limit: number };
   spans: Record<string, { quiet_s: number; max_s: number }>;
   sources: Record<string, SourceConfig>;
   routes: RouteConfig[];

@@ -1,6 +1,7 @@
 // Load-time consistency rules: what would make a config unusable is an error, the rest warnings
 // (hookspool check escalates every warning).
 import { destinationProblem, QUARANTINE } from "./destinations.ts";
+import { parseRate } from "../pacing.ts";
 import type { Problems } from "./parse.ts";
 import { quoteKey } from "./parse.ts";
 import type { Config } from "./types.ts";
@@ -93,6 +94,13 @@ function validateDestinations(config: Config, p: Problems): void {
       for (const envName of Object.keys(d.env ?? {})) {
         if (!ENV_NAME.test(envName)) p.error(`${key}.env.${envName}`, "environment names match ^[A-Z][A-Z0-9_]*$");
         else if (envName.startsWith("HOOKSPOOL_")) p.error(`${key}.env.${envName}`, "HOOKSPOOL_* variables are set by hookspool, not by config");
+      }
+    }
+    if (d.rate !== undefined) {
+      try {
+        parseRate(d.rate);
+      } catch (e) {
+        p.error(`${key}.rate`, (e as Error).message);
       }
     }
     if (type === "http") {

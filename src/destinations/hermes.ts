@@ -2,13 +2,14 @@
 // Agent gateway's webhook route, signed with the route's secret from the gateway's own
 // subscriptions file, read fresh on every attempt so a rotation needs no restart.
 import { destinationDefaults } from "../config/schema.ts";
-import { readFileSync } from "node:fs";
+import { readFileSync, statSync } from "node:fs";
 import { expandPath } from "../config/load.ts";
 import type { Env } from "../config/secrets.ts";
 import { type Received, isReceived, post } from "./post.ts";
 import { namedHeaderProblems, outboundHeaders, usableSecret } from "./signing.ts";
 import { outcomeForStatus, statusLine } from "./status-map.ts";
-import { type DeliveryContext, type Destination, type Idempotency, outcome, type Outcome } from "../delivery.ts";
+import { type Answer, ANSWERS, type DeliveryContext, type Destination, type Idempotency, outcome, type Outcome, type Pace, type StoredEvent } from "../delivery.ts";
+import type { Rate } from "../pacing.ts";
 import { deliverBatch, type NamedHeader } from "./unwrap.ts";
 
 export interface HermesDestinationOptions {
@@ -33,7 +34,20 @@ export interface HermesDestinationOptions {
   instanceId: string;
   /** The dispatcher's environment (HOME for ~). */
   env?: Env;
+  /** Its own rate (null: "none", not paced); without it, the gateway's. */
+  rate?: Rate | null;
+  /** [hermes] rate_limit: the gateway's requests per route per minute, when the route sets none. */
+  gatewayRateLimit?: number;
+  /** Open an issue after this many ignored answers in a row (0: never). */
+  ignoredIssueAfter?: number;
 }
+
+/** The gateway counts requests per route in a rolling window of this length. */
+export const GATEWAY_WINDOW_S = 60;
+/** The gateway's rate_limit when its config sets none. */
+export const GATEWAY_RATE_LIMIT = 30;
+/** Ignored answers in a row before an issue opens, unless the destination says. */
+export const IGNORED_ISSUE_AFTER = 5;
 
 /** One route of the gateway's subscriptions file, as far as hookspool reads it. */
 export interface HermesRoute {
@@ -42,10 +56,9 @@ export interface HermesRoute {
   /** The gateway's own filter and coalescing: both must be off unless unwrap. */
   events: unknown;
   coalesce: unknown;
+  /** The route's own rate_limit, when its entry has one. */
+  rateLimit: number | null;
 }
-
-const OK_STATUSES = new Set(["delivered", "accepted", "duplicate"]);
-const NOTICE_STATUSES = new Set(["ignored", "coalesced"]);
 
 function configOutcome(reason: string, detail: string): Outcome {
   return outcome({ kind: "retry", klass: "config", reason, detail });
@@ -78,7 +91,8 @@ export function readRoute(path: string, route: string): HermesRoute | Outcome {
   if (e.profile !== undefined && e.profile !== null && (typeof e.profile !== "string" || e.profile === "")) {
     return configOutcome("hermes route profile invalid", `route "${route}" in ${path} has a profile that is not a name`);
   }
-  return { secret: e.secret, profile: (e.profile as string | null | undefined) ?? null, events: e.events, coalesce: e.coalesce };
+  const rateLimit = typeof e.rate_limit === "number" && Number.isSafeInteger(e.rate_limit) && e.rate_limit >= 1 ? e.rate_limit : null;
+  return { secret: e.secret, profile: (e.profile as string | null | undefined) ?? null, events: e.events, coalesce: e.coalesce, rateLimit };
 }
 
 /** Whether a route's events filter or coalesce option is on. */
@@ -88,37 +102,87 @@ function isSet(v: unknown): boolean {
   return true;
 }
 
+/** What one request of an attempt needs to read the gateway's answer. */
+export interface AnswerContext {
+  /** The request carried one event's payload (unwrap), not the document. */
+  unwrapped: boolean;
+  /**
+   * Whether an earlier attempt of ours saw the gateway accept this same request id. Only then
+   * does "duplicate" confirm anything: the gateway records an id before it runs the route, so
+   * after a request of ours that timed out or failed, duplicate proves only that it came in.
+   */
+  confirmed: boolean;
+  /** Route and profile, for the words of a 404. */
+  route: string;
+  profile: string | null;
+  subscriptionsPath: string;
+}
+
 /**
- * The outcome of a gateway answer: a 2xx by its JSON status, 401/403/404 as config with the
- * gateway's reason, anything else as for http except that a 3xx is config.
+ * The outcome of a gateway answer, read as the gateway means it: a 2xx by its JSON status
+ * (accepted, coalesced, delivered, duplicate, ignored: each delivered, each recorded in its own
+ * word), 404 a configuration fault that pauses the destination, 401/403 config, anything else
+ * as for http except that a 3xx is config.
  */
-export function hermesOutcome(a: Received, unwrapped: boolean, now: number): Outcome {
+export function hermesOutcome(a: Received, now: number, c: AnswerContext): Outcome {
   const line = statusLine(a.status);
   if (a.status >= 200 && a.status < 300) {
-    const status = answerStatus(a.text);
-    if (status !== null && OK_STATUSES.has(status)) return outcome({ kind: "ok", reason: `hermes ${status}`, status: a.status, detail: `${line}; ${status}` });
-    if (status !== null && NOTICE_STATUSES.has(status)) {
-      // The gateway's own filter or coalescing swallowed the document: fine for original events
-      // (unwrap), worth an issue otherwise, since both must be off for routes we feed.
-      return outcome({ kind: "ok", reason: `hermes ${status}`, status: a.status, detail: `${line}; ${status}`, notice: unwrapped ? null : `hermes ${status}` });
-    }
-    return outcome({ kind: "ok", reason: `http ${a.status}`, status: a.status, detail: `${line}; no known hermes status` });
+    const body = answerBody(a.text);
+    const status = body?.status;
+    if (status === undefined) return outcome({ kind: "ok", reason: `http ${a.status}`, status: a.status, detail: `${line}; no known hermes status` });
+    const unconfirmed = status === "duplicate" && !c.confirmed;
+    const ignoredReason = status === "ignored" ? (body?.reason ?? null) : null;
+    const words = unconfirmed ? "duplicate, unconfirmed: the gateway had the id, nothing says it ran" : ignoredReason ? `ignored (${ignoredReason})` : status;
+    return outcome({ kind: "ok", reason: `hermes ${status}`, status: a.status, detail: `${line}; ${words}`, answer: status, unconfirmed, ignoredReason });
   }
   if (a.status === 401) return { ...configOutcome("bad secret", `${line}: the gateway refused the signature (route secret or clock differs)`), status: 401 };
   if (a.status === 403) return { ...configOutcome("route disabled or missing secret", `${line}: the route is disabled or has no secret on the gateway`), status: 403 };
-  if (a.status === 404) return { ...configOutcome("unknown route or profile", `${line}: the gateway has no such route or profile`), status: 404 };
+  if (a.status === 404) {
+    const where = c.profile === null ? `route "${c.route}"` : `route "${c.route}" of profile "${c.profile}"`;
+    const why = `${line}: the gateway does not serve ${where}: its entry in ${c.subscriptionsPath} is missing or was skipped as invalid (no secret, or INSECURE_NO_AUTH off loopback), or the gateway does not serve that profile`;
+    return { ...configOutcome("unknown route or profile", why), status: 404, pause: `the gateway answered 404 for ${where}` };
+  }
   return outcomeForStatus(a.status, a.headers.get("retry-after"), "hermes", now);
 }
 
-/** The JSON "status" of a gateway answer, or null. Nothing else of the body is kept. */
-function answerStatus(text: string): string | null {
+/** The JSON "status" of a gateway answer (one of its known words) and an ignored answer's reason. Nothing else of the body is kept. */
+function answerBody(text: string): { status: Answer; reason?: string } | null {
+  let v: unknown;
   try {
-    const v: unknown = JSON.parse(text);
-    if (v !== null && typeof v === "object" && typeof (v as { status?: unknown }).status === "string") return (v as { status: string }).status;
+    v = JSON.parse(text);
   } catch {
     // not JSON: a 2xx is still ok
+    return null;
   }
-  return null;
+  if (v === null || typeof v !== "object") return null;
+  const o = v as { status?: unknown; reason?: unknown; event?: unknown };
+  if (typeof o.status !== "string" || !(ANSWERS as readonly string[]).includes(o.status)) return null;
+  // The gateway's own reason is a word (filter, script); its events filter names no reason but the event.
+  const reason = typeof o.reason === "string" && /^[a-z_]{1,32}$/.test(o.reason) ? o.reason : o.event !== undefined ? "events" : undefined;
+  return { status: o.status as Answer, ...(reason ? { reason } : {}) };
+}
+
+/**
+ * The word for an attempt of several requests (unwrap): ignored only when every event was;
+ * otherwise the first of accepted, coalesced, duplicate, delivered any request got.
+ */
+function attemptAnswer(answers: readonly Outcome[]): Pick<Outcome, "answer" | "unconfirmed" | "ignoredReason"> {
+  const words = answers.map((o) => o.answer).filter((a): a is Answer => a !== null);
+  const unconfirmed = answers.some((o) => o.unconfirmed);
+  if (words.length === 0) return { answer: null, unconfirmed, ignoredReason: null };
+  if (words.every((w) => w === "ignored")) return { answer: "ignored", unconfirmed, ignoredReason: answers.find((o) => o.ignoredReason)?.ignoredReason ?? null };
+  const answer = (["accepted", "coalesced", "duplicate", "delivered"] as const).find((w) => words.includes(w)) ?? null;
+  return { answer, unconfirmed, ignoredReason: null };
+}
+
+/**
+ * The body of one event's request: its stored payload as it is when that is a JSON object, else
+ * wrapped in one ({"event_type": ..., "payload": ...}), since the gateway reads fields of an
+ * object and fails on anything else (an array, a string) with a 500 that no retry mends.
+ */
+export function gatewayPayload(event: StoredEvent): string {
+  if (/^\s*\{/.test(event.payload)) return event.payload;
+  return `{"event_type":${JSON.stringify(event.eventType)},"payload":${event.payload}}`;
 }
 
 export class HermesDestination implements Destination {
@@ -129,7 +193,10 @@ export class HermesDestination implements Destination {
   readonly maxInflight: number;
   readonly idempotency: Idempotency;
   readonly unwrap: boolean;
+  readonly ignoredIssueAfter: number;
   private readonly env: Env;
+  /** The gateway's pace as last read, and the subscriptions file's stamp when it was. */
+  private paceCache: { stamp: string; pace: Pace } | null = null;
 
   constructor(private readonly opts: HermesDestinationOptions) {
     this.name = opts.name;
@@ -141,6 +208,35 @@ export class HermesDestination implements Destination {
     // Idempotency per attempt, because Hermes' duplicate only proves admission; per event with unwrap.
     this.idempotency = this.unwrap ? "per-event" : "per-attempt";
     this.env = opts.env ?? process.env;
+    // Ignored documents mean the route's own filter or script vetoes what we send; with unwrap the
+    // gateway sees original events, which its filter was written for, so ignored is expected.
+    this.ignoredIssueAfter = this.unwrap ? 0 : (opts.ignoredIssueAfter ?? IGNORED_ISSUE_AFTER);
+  }
+
+  /**
+   * Its own rate if it has one; else the gateway's: the route's rate_limit in the subscriptions
+   * file, else [hermes] rate_limit, per minute. The file is read again only when it changed.
+   */
+  pace(): Pace | null {
+    if (this.opts.rate !== undefined) return this.opts.rate ? { rate: this.opts.rate, from: "its rate" } : null;
+    const path = this.subscriptionsPath;
+    let stamp = "missing";
+    try {
+      const st = statSync(path);
+      stamp = `${st.mtimeMs}:${st.size}:${st.ino}`;
+    } catch {
+      // unreadable: the gateway's default, and deliveries say what is wrong with the file
+    }
+    if (this.paceCache?.stamp === stamp) return this.paceCache.pace;
+    const route = stamp === "missing" ? null : readRoute(path, this.opts.route);
+    const own = route !== null && !("kind" in route) ? route.rateLimit : null;
+    const limit = this.opts.gatewayRateLimit ?? GATEWAY_RATE_LIMIT;
+    const pace: Pace =
+      own !== null
+        ? { rate: { limit: own, windowS: GATEWAY_WINDOW_S }, from: `the route's rate_limit in ${path}` }
+        : { rate: { limit, windowS: GATEWAY_WINDOW_S }, from: `the gateway's rate_limit ([hermes] rate_limit = ${limit})` };
+    this.paceCache = { stamp, pace };
+    return pace;
   }
 
   private get subscriptionsPath(): string {
@@ -168,26 +264,28 @@ export class HermesDestination implements Destination {
     if (checked) return checked;
     const url = this.url(route.profile);
     if (typeof url !== "string") return url;
-    return deliverBatch(body, ctx, {
+    const answers: Outcome[] = [];
+    const o = await deliverBatch(body, ctx, {
       instanceId: this.opts.instanceId,
       maxBodyBytes: this.maxBodyBytes,
       unwrap: this.unwrap,
       // The destination's own header, else the source's (X-GitHub-Event): the batch's event type.
       eventHeader: this.opts.eventHeader ?? ctx.eventHeader,
       dedupHeader: this.opts.dedupHeader,
-      send: (bytes, webhookId, named, unwrapped) => this.send(url, route.secret, bytes, webhookId, ctx, unwrapped, named),
+      payload: gatewayPayload,
+      send: async (bytes, webhookId, named, unwrapped) => {
+        // An event's request is confirmed when an earlier attempt saw the gateway accept it; a
+        // document's id is new on every attempt, so nothing earlier can confirm it.
+        const answerCtx: AnswerContext = { unwrapped, confirmed: unwrapped && answers.length < (ctx.confirmed ?? 0), route: this.opts.route, profile: route.profile, subscriptionsPath: this.subscriptionsPath };
+        const r = await this.send(url, route.secret, bytes, webhookId, ctx, answerCtx, named);
+        if (r.kind === "ok") answers.push(r);
+        return r;
+      },
     });
+    return o.kind === "ok" && this.unwrap ? { ...o, ...attemptAnswer(answers) } : o;
   }
 
-  private async send(
-    url: string,
-    secret: string,
-    body: Uint8Array,
-    webhookId: string,
-    ctx: DeliveryContext,
-    unwrapped: boolean,
-    named: NamedHeader[],
-  ): Promise<Outcome> {
+  private async send(url: string, secret: string, body: Uint8Array, webhookId: string, ctx: DeliveryContext, answerCtx: AnswerContext, named: NamedHeader[]): Promise<Outcome> {
     const headers = outboundHeaders({
       webhookId,
       timestamp: Math.floor(ctx.clock.now()),
@@ -200,7 +298,7 @@ export class HermesDestination implements Destination {
     });
     const r = await post(url, headers, body, ctx.deadline);
     if (!isReceived(r)) return r;
-    return hermesOutcome(r, unwrapped, ctx.clock.now());
+    return hermesOutcome(r, ctx.clock.now(), answerCtx);
   }
 
   check(): string[] {

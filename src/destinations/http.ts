@@ -7,7 +7,8 @@ import type { SecretRef } from "../config/types.ts";
 import { isReceived, post } from "./post.ts";
 import { isReservedHeader, namedHeaderProblems, outboundHeaders, readSecrets, secretProblems, validHeaderName, wireSafe } from "./signing.ts";
 import { outcomeForStatus } from "./status-map.ts";
-import { type DeliveryContext, type Destination, type Idempotency, outcome, type Outcome } from "../delivery.ts";
+import { configuredPace, type DeliveryContext, type Destination, type Idempotency, outcome, type Outcome, type Pace } from "../delivery.ts";
+import type { Rate } from "../pacing.ts";
 import { deliverBatch, type NamedHeader } from "./unwrap.ts";
 
 export interface HttpDestinationOptions {
@@ -34,6 +35,8 @@ export interface HttpDestinationOptions {
   instanceId: string;
   /** Where { env = ... } secret references are read. */
   env?: Env;
+  /** Its rate, from its table (none: not paced). */
+  rate?: Rate | null;
 }
 
 
@@ -59,6 +62,7 @@ export class HttpDestination implements Destination {
   readonly idempotency: Idempotency;
   readonly unwrap: boolean;
   private readonly env: Env;
+  private readonly paced: Pace | null;
 
   constructor(private readonly opts: HttpDestinationOptions) {
     this.name = opts.name;
@@ -70,6 +74,11 @@ export class HttpDestination implements Destination {
     // Idempotency per batch, identical on every attempt; per event with unwrap.
     this.idempotency = this.unwrap ? "per-event" : "per-batch";
     this.env = opts.env ?? process.env;
+    this.paced = configuredPace(opts.rate);
+  }
+
+  pace(): Pace | null {
+    return this.paced;
   }
 
   private secretRefs(): SecretRef[] {

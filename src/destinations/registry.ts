@@ -9,6 +9,7 @@ import { HermesDestination } from "./hermes.ts";
 import { HttpDestination } from "./http.ts";
 import { ScriptDestination } from "./script.ts";
 import type { Destination } from "../delivery.ts";
+import { parseRate, type Rate } from "../pacing.ts";
 
 export interface RegistryOptions {
   /** The dispatcher's environment: { env } secret refs, HOME for ~, and a script's PATH/HOME/LANG. */
@@ -24,6 +25,16 @@ function asList(refs: SecretRef | SecretRef[] | undefined): SecretRef[] {
   return Array.isArray(refs) ? refs : [refs];
 }
 
+/** A table's rate: undefined when it sets none, null for "none"; one load refused already refuses a bad one. */
+function tableRate(text: string | undefined): Rate | null | undefined {
+  if (text === undefined) return undefined;
+  try {
+    return parseRate(text);
+  } catch {
+    return undefined;
+  }
+}
+
 /**
  * The destination a name resolves to, or null for quarantine, a name that does not resolve,
  * and module = "..." destinations (not in this build); the dispatcher turns null into a config
@@ -33,7 +44,7 @@ export function makeDestination(config: Config, name: string, opts: RegistryOpti
   const s = destinationSettings(config, name);
   if (s === null) return null;
   const t = s.table;
-  const common = { name, timeoutS: s.timeout_s, maxBodyBytes: s.max_body_bytes, maxInflight: s.max_inflight };
+  const common = { name, timeoutS: s.timeout_s, maxBodyBytes: s.max_body_bytes, maxInflight: s.max_inflight, rate: tableRate(t?.rate) };
   switch (s.type) {
     case "hermes":
       return new HermesDestination({
@@ -47,6 +58,8 @@ export function makeDestination(config: Config, name: string, opts: RegistryOpti
         dedupHeader: t?.dedup_header,
         instanceId: opts.instanceId,
         env: opts.env,
+        gatewayRateLimit: config.hermes.rate_limit,
+        ignoredIssueAfter: t?.ignored_issue_after,
       });
     case "http":
       return new HttpDestination({

@@ -8,7 +8,8 @@ import { selfArgv } from "../self.ts";
 import { expandPath } from "../config/load.ts";
 import { type Env, parseEnvFile } from "../config/secrets.ts";
 import { parseEmits } from "./emits.ts";
-import { type DeliveryContext, type Destination, type Idempotency, isPassed, outcome, type Outcome } from "../delivery.ts";
+import { configuredPace, type DeliveryContext, type Destination, type Idempotency, isPassed, outcome, type Outcome, type Pace } from "../delivery.ts";
+import type { Rate } from "../pacing.ts";
 
 export interface ScriptDestinationOptions {
   /** "script:<name>" */
@@ -34,6 +35,8 @@ export interface ScriptDestinationOptions {
    * only); default the dispatcher's stderr. A plain script's stderr is never passed on.
    */
   processorLog?: (line: string) => void;
+  /** Its rate, from its table (none: not paced). */
+  rate?: Rate | null;
 }
 
 /** Stdout beyond this fails the attempt; it is never truncated (a lost tail loses emits). */
@@ -116,6 +119,7 @@ export class ScriptDestination implements Destination {
   readonly idempotency: Idempotency = "per-batch";
   readonly unwrap = false;
   private readonly parentEnv: Env;
+  private readonly paced: Pace | null;
 
   constructor(private readonly opts: ScriptDestinationOptions) {
     this.name = opts.name;
@@ -124,6 +128,11 @@ export class ScriptDestination implements Destination {
     this.maxBodyBytes = opts.maxBodyBytes ?? d.max_body_bytes;
     this.maxInflight = opts.maxInflight ?? d.max_inflight;
     this.parentEnv = opts.parentEnv ?? process.env;
+    this.paced = configuredPace(opts.rate);
+  }
+
+  pace(): Pace | null {
+    return this.paced;
   }
 
   /** A configured path with ~ expanded (the dispatcher's HOME); relative ones are the dispatcher's cwd's. */

@@ -17,6 +17,8 @@ export interface UnwrapOptions {
   instanceId: string;
   /** Applies to each event's body, not to the document. */
   maxBodyBytes: number;
+  /** An event's body (default: its stored payload, byte for byte). */
+  payload?: (event: StoredEvent) => string;
   /** Send one event; its outcome is the one a document would get for the same answer. */
   send(req: EventRequest): Promise<Outcome>;
 }
@@ -26,8 +28,7 @@ const encoder = new TextEncoder();
 /**
  * Deliver every event of the batch, in order. The batch is ok only when every request was; a
  * retry starts again at the first event (receivers that keep ids answer duplicate), so no event
- * is ever sent before an earlier one of its batch has been accepted. Notices are dropped: Hermes
- * ignored and coalesced are expected when the gateway sees original events.
+ * is ever sent before an earlier one of its batch has been accepted.
  */
 export async function deliverEach(ctx: DeliveryContext, opts: UnwrapOptions): Promise<Outcome> {
   const events = [...ctx.events].sort((a, b) => a.id - b.id);
@@ -35,9 +36,9 @@ export async function deliverEach(ctx: DeliveryContext, opts: UnwrapOptions): Pr
   let last: Outcome | null = null;
   for (const [i, event] of events.entries()) {
     const where = `event ${event.id} (${i + 1} of ${total})`;
-    const fail = (o: Outcome): Outcome => ({ ...o, notice: null, detail: `${where}: ${o.detail}`, eventsDelivered: i, failedEventId: event.id });
+    const fail = (o: Outcome): Outcome => ({ ...o, detail: `${where}: ${o.detail}`, eventsDelivered: i, failedEventId: event.id });
     if (ctx.deadline.expired) return fail(ctx.deadline.outcome());
-    const body = encoder.encode(event.payload);
+    const body = encoder.encode(opts.payload ? opts.payload(event) : event.payload);
     if (body.byteLength > opts.maxBodyBytes) {
       return fail(outcome({ kind: "dead", klass: "permanent", reason: "body over max_body_bytes", detail: `${body.byteLength} bytes > max_body_bytes ${opts.maxBodyBytes}`, deadReason: "config" }));
     }
@@ -71,6 +72,8 @@ export interface BatchSend {
   eventHeader: string | null | undefined;
   /** With unwrap: carries each event's dedup id. */
   dedupHeader: string | null | undefined;
+  /** With unwrap: an event's body (default: its stored payload). */
+  payload?: (event: StoredEvent) => string;
   /** Send one request; `unwrapped` says it carries one event's payload rather than the document. */
   send(body: Uint8Array, webhookId: string, named: NamedHeader[], unwrapped: boolean): Promise<Outcome>;
 }
@@ -81,6 +84,7 @@ export async function deliverBatch(body: string, ctx: DeliveryContext, o: BatchS
     return deliverEach(ctx, {
       instanceId: o.instanceId,
       maxBodyBytes: o.maxBodyBytes,
+      payload: o.payload,
       send: (r) =>
         o.send(
           r.body,

@@ -1,39 +1,36 @@
-// The destination gate (docs/state-machines.md): paused or open claim nothing, half_open one
-// rotating probe, closed up to max_inflight; a Retry-After deadline delays claiming without
-// changing state.
+// The destination gate in a tick: the rule of store/gate-plan.ts (paused, Retry-After and 429
+// gates, the breaker and its probe, max_inflight, the rate) over what the store holds for one
+// destination. An open breaker whose cooldown is over moves to half_open here (one write); the
+// rate window is read only when nothing else holds the destination.
+import type { Pace } from "../delivery.ts";
 import type { DispatchStore } from "../store/api.ts";
+import { decideGate, type GateDecision, type GateFacts } from "../store/gate-plan.ts";
 
-export interface GateDecision {
-  /** How many batches may be claimed now. */
-  slots: number;
-  /** The one claim is a probe (half_open). */
-  probe: boolean;
-  /** The batch the last probe carried: the next probe rotates away from it. */
-  lastProbeBatchId: number | null;
+export type { GateDecision } from "../store/gate-plan.ts";
+
+export interface Gate extends GateDecision {
   /** This call moved the breaker from open to half_open (worth one log line). */
-  halfOpened?: boolean;
+  halfOpened: boolean;
 }
 
-const CLOSED_GATE: GateDecision = { slots: 0, probe: false, lastProbeBatchId: null };
-
-export async function gate(store: DispatchStore, name: string, now: number, inflight: number, maxInflight: number): Promise<GateDecision> {
-  let d = await store.destinationState(name);
+/**
+ * The gate of `name` now, with `inflight` of its deliveries running here: how many may start,
+ * whether as a probe, how many requests its rate has room for, and what holds the rest.
+ * `need` is the hits its next delivery takes.
+ */
+export async function gate(store: DispatchStore, name: string, now: number, inflight: number, maxInflight: number, pace: Pace | null, need = 1): Promise<Gate> {
+  let row = await store.destinationState(name);
+  const facts = (): GateFacts => ({ row, inflight, maxInflight, now, rate: null, window: [] });
+  let d = decideGate(facts());
   let halfOpened = false;
-  if (d.state === "paused") return CLOSED_GATE;
-  if (d.retry_after_until !== null && d.retry_after_until > now) return CLOSED_GATE;
-  if (d.state === "open") {
-    // The row already says whether the cooldown is over; a write only when it is.
-    if (d.opened_at === null || d.cooldown_s === null || now < d.opened_at + d.cooldown_s) return CLOSED_GATE;
-    if (!(await store.halfOpenIfCooled(name, now))) return CLOSED_GATE;
+  if (d.cooled) {
+    if (!(await store.halfOpenIfCooled(name, now))) return { ...d, cooled: false, halfOpened };
     halfOpened = true;
-    d = await store.destinationState(name);
+    row = await store.destinationState(name);
+    d = decideGate(facts());
   }
-  if (d.state === "half_open") {
-    // Half open: exactly one probe; nothing else while probe_until > now
-    if ((d.probe_until !== null && d.probe_until > now) || inflight > 0) return { ...CLOSED_GATE, halfOpened };
-    return { slots: 1, probe: true, lastProbeBatchId: d.last_probe_batch_id, halfOpened };
-  }
-  return { slots: Math.max(0, maxInflight - inflight), probe: false, lastProbeBatchId: null };
+  if (d.slots > 0 && pace) d = decideGate({ ...facts(), rate: pace.rate, window: await store.rateWindow(name, now, pace.rate) }, need);
+  return { ...d, halfOpened };
 }
 
 /** The probe: the oldest due batch that is not the last probe's, else the only one. */

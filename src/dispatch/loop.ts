@@ -9,7 +9,8 @@ import type { Env, LoadOptions } from "../config/load.ts";
 import { type IntakeSource, loadEverySource } from "../config/sources.ts";
 import { ConfigWatcher } from "../config/watch.ts";
 import type { Config, LoadedConfig } from "../config/types.ts";
-import type { Deadline, Destination } from "../delivery.ts";
+import type { Deadline, Destination, Pace } from "../delivery.ts";
+import { hitsNeeded } from "../pacing.ts";
 import { deliveryId } from "../delivery.ts";
 import { dispatchCounters } from "../obs/counters.ts";
 import { Faults, faultCounts } from "../obs/faults.ts";
@@ -27,6 +28,22 @@ import { gate, pickProbe } from "./gate.ts";
 
 
 export type DestinationFactory = (config: Config, name: string) => Destination | null;
+
+/** A destination with ready work in one tick: what its gate lets start, and what it has running. */
+interface Lane {
+  name: string;
+  dest: Destination | null;
+  pace: Pace | null;
+  /** Its candidates in FIFO order (the one probe, when half-open). */
+  queue: Candidate[];
+  slots: number;
+  /** Requests its rate has room for. */
+  hits: number;
+  probe: boolean;
+  maxInflight: number;
+  /** Deliveries in flight, this tick's picks counted. */
+  busy: number;
+}
 
 export interface DispatcherOptions {
   /** The store it works on; without it, SQLite's over `spool`. */
@@ -52,6 +69,9 @@ export class Dispatcher implements Service {
   private readonly host: string;
   private readonly pid: number;
   private readonly inflight = new Map<string, number>();
+  /** When each destination last got a slot (a counter): equals in flight take turns by it. */
+  private readonly turns = new Map<string, number>();
+  private turn = 0;
   /** lease_owner values of live workers: the tick never recovers these. */
   private readonly live = new Set<string>();
   private readonly workers = new Set<Promise<void>>();
@@ -308,7 +328,7 @@ export class Dispatcher implements Service {
       this.lastHeartbeat = this.o.clock.now();
     }
     if (this.stopping) return;
-    let free = this.config.dispatch.parallel - this.workers.size;
+    const free = this.config.dispatch.parallel - this.workers.size;
     if (free <= 0) return;
     const byDestination = new Map<string, Candidate[]>();
     // No destination takes more than `free` of them: asking for more would read rows never claimed.
@@ -318,22 +338,23 @@ export class Dispatcher implements Service {
       list.push(c);
       byDestination.set(c.destination, list);
     }
-    const picks: { c: Candidate; dest: Destination | null; probe: boolean; maxInflight: number }[] = [];
+    const lanes: Lane[] = [];
     for (const [name, due] of byDestination) {
-      if (free <= 0) break;
       const dest = this.destination(name);
+      const pace = dest?.pace() ?? null;
       const maxInflight = dest?.maxInflight ?? 1;
-      const g = await gate(store, name, now, this.inflight.get(name) ?? 0, maxInflight);
+      const busy = this.inflight.get(name) ?? 0;
+      const g = await gate(store, name, now, busy, maxInflight, pace, pace ? hitsNeeded(pace.rate, dest?.unwrap ?? false, due[0].count) : 1);
       if (g.halfOpened) this.o.log.warn("breaker half-open: cooldown over, one probe next", { destination: name });
+      // A gate that ends at a known instant (a Retry-After, a cooldown, a slot of the rate): tick then.
+      if (g.held?.until != null) this.readyTimer.arm(g.held.until, now, this.config.dispatch.poll_s);
       if (g.slots <= 0) continue;
-      const chosen = g.probe ? [pickProbe(due, g.lastProbeBatchId)].filter((x): x is Candidate => x !== undefined) : due.slice(0, Math.min(g.slots, free));
-      for (const c of chosen) picks.push({ c, dest, probe: g.probe, maxInflight });
-      free -= chosen.length;
+      const queue = g.probe ? [pickProbe(due, g.lastProbeBatchId)].filter((x): x is Candidate => x !== undefined) : due;
+      lanes.push({ name, dest, pace, queue, slots: g.slots, hits: g.hits, probe: g.probe, maxInflight, busy });
     }
+    const picks = this.share(lanes, free);
     // Every slot this tick fills, leased in one transaction.
-    const claims = await store.claimBatches(
-      picks.map((p) => this.claimInput(p.c, p.dest, now, p.probe, p.maxInflight)),
-    );
+    const claims = await store.claimBatches(picks.map((p) => this.claimInput(p.c, p.lane, now, p.hits)));
     if (picks.length > 0) {
       dispatchCounters.claimCommits++;
       dispatchCounters.claims += claims.filter((c) => c !== null && c !== "gated").length;
@@ -343,13 +364,47 @@ export class Dispatcher implements Service {
       // The gate refused it at claim time (another dispatcher has the slots): the next tick, or
       // a wake-up, tries again; ticking at once would only spin.
       if (claim === "gated") return;
-      if (claim) this.startWorker(p.c, p.dest, claim, now, p.probe);
+      if (claim) this.startWorker(p.c, p.lane.dest, claim, now, p.lane.probe);
       // An operator verb or another dispatcher took it first: the slot is free for the next head.
       else this.again = true;
     });
   }
 
-  private claimInput(c: Candidate, dest: Destination | null, now: number, probe: boolean, maxInflight: number): ClaimInput & { route: string; key: string } {
+  /**
+   * Fair shares of the free slots: each goes to the destination with ready work that has the
+   * fewest deliveries in flight, the one whose last turn is oldest among equals, each bounded by
+   * its own gate (max_inflight, the breaker's probe, its rate). So a destination with ready work
+   * gets a slot within one delivery time however large another's backlog is.
+   */
+  private share(lanes: Lane[], free: number): { c: Candidate; lane: Lane; hits: number }[] {
+    const picks: { c: Candidate; lane: Lane; hits: number }[] = [];
+    while (free > 0) {
+      let best: Lane | null = null;
+      for (const l of lanes) {
+        if (l.slots <= 0 || l.queue.length === 0) continue;
+        if (best === null || l.busy < best.busy || (l.busy === best.busy && (this.turns.get(l.name) ?? 0) < (this.turns.get(best.name) ?? 0))) best = l;
+      }
+      if (best === null) break;
+      const c = best.queue[0];
+      const hits = best.pace ? hitsNeeded(best.pace.rate, best.dest?.unwrap ?? false, c.count) : 0;
+      if (hits > best.hits) {
+        // The rate has no room for its next batch: it waits, in order, for the window to move.
+        best.slots = 0;
+        continue;
+      }
+      best.queue.shift();
+      best.slots--;
+      best.hits -= hits;
+      best.busy++;
+      free--;
+      this.turns.set(best.name, ++this.turn);
+      picks.push({ c, lane: best, hits });
+    }
+    return picks;
+  }
+
+  private claimInput(c: Candidate, lane: Lane, now: number, hits: number): ClaimInput & { route: string; key: string } {
+    const dest = lane.dest;
     const settings = destinationSettings(this.config, c.destination);
     const timeoutS = dest?.timeoutS ?? settings?.timeout_s ?? 30;
     const idempotency = dest?.idempotency ?? "per-batch";
@@ -363,8 +418,9 @@ export class Dispatcher implements Service {
       leaseUntil: now + timeoutS + this.config.dispatch.lease_grace_s,
       host: this.host,
       pid: this.pid,
-      probe,
-      maxInflight,
+      probe: lane.probe,
+      maxInflight: lane.maxInflight,
+      ...(lane.pace ? { rate: lane.pace.rate, hits } : {}),
       deliveryId: (attemptId, _n, resend) => deliveryId(idempotency === "per-event" ? "per-batch" : idempotency, instance, c.id, attemptId, undefined, resend),
     };
   }

@@ -68,6 +68,8 @@ export async function deliverClaim(w: WorkerDeps, c: Candidate, dest: Destinatio
     const workerAt = clock.now() + (claim.leaseUntil - startedAt) - DEADLINE_MARGIN_S;
     const deadline = new Deadline({ timeoutS: dest.timeoutS, workerAt, clock });
     w.deadlines.set(claim.owner, deadline);
+    // A retry of an unwrap delivery to the gateway: which of its events an earlier attempt saw accepted.
+    const confirmed = dest.type === "hermes" && dest.unwrap && claim.n > 1 ? await store.confirmedEvents(c.id) : 0;
     testHook("deliver.before_request");
     try {
       o = await dest.deliver(doc.body, {
@@ -75,6 +77,7 @@ export async function deliverClaim(w: WorkerDeps, c: Candidate, dest: Destinatio
         attempt: claim.n,
         deliveryId: claim.deliveryId ?? "",
         resend: claim.resend,
+        confirmed,
         deadline,
         events: doc.events,
         // Config's event_header, else the source plugin's (GitHub's X-GitHub-Event).
@@ -117,10 +120,13 @@ export async function deliverClaim(w: WorkerDeps, c: Candidate, dest: Destinatio
     now,
     jitter: w.rng.next(),
     policy: policyOf(w.config()),
+    // A 429 without Retry-After gates a paced destination for its window.
+    throttleGateS: dest?.pace()?.rate.windowS,
+    ignoredIssueAfter: dest?.ignoredIssueAfter,
   });
   const fields = { destination: c.destination, batch: c.id, attempt: claim.n, status: o.status ?? undefined, duration_ms: Math.round(durationMs) };
   if (!r.applied) log.warn("lease lost; result discarded", fields);
-  else if (r.state === "delivered") log.info("delivered", { ...fields, reason: o.notice ?? undefined });
+  else if (r.state === "delivered") log.info("delivered", { ...fields, reason: o.answer ? `${o.answer}${o.unconfirmed ? ", unconfirmed" : ""}` : undefined });
   else log.warn(r.state === "dead" ? "dead" : "retry", { ...fields, reason: `${r.klass}: ${o.reason}` });
   // One line per breaker state change (the per-attempt lines say the rest).
   if (r.applied && r.breaker === "opened") log.warn("breaker open: deliveries held, one probe after the cooldown", { destination: c.destination, batch: c.id, reason: o.reason });

@@ -6,6 +6,7 @@
 // has (SQLite's data_version and dispatch.lock, PostgreSQL's maintenance lock) stays behind
 // the methods that use it.
 import type { Rng } from "../clock.ts";
+import type { Rate, WindowHit } from "../pacing.ts";
 import type { AttemptRow, BatchRow, EventListing, EventPayload, ListFilter } from "./batches.ts";
 import type { ContentEvent } from "./content.ts";
 import type { DestinationRow } from "./destinations.ts";
@@ -71,6 +72,10 @@ export interface DispatchStore extends IssueSink {
   candidates(now: number, perDestination: number): Promise<Candidate[]>;
   destinationState(name: string): Promise<DestinationRow>;
   halfOpenIfCooled(name: string, now: number): Promise<boolean>;
+  /** A paced destination's window at `now`: the hits of its attempts in flight or ended within it. */
+  rateWindow(name: string, now: number, rate: Rate): Promise<WindowHit[]>;
+  /** Unwrap: how many of the batch's events (in order) an earlier attempt of this delivery saw accepted. */
+  confirmedEvents(batchId: number): Promise<number>;
   /**
    * Each input names its batch's (route, key): PostgreSQL locks the group to claim its head. In
    * each input's place: its claim, null when another took the batch first, or "gated" when the
@@ -119,8 +124,8 @@ export interface OperatorStore extends IssueSink {
   excludeEvents(batchId: number, eventIds: number[], now: number): Promise<void>;
   dropBatches(ids: number[], now: number): Promise<void>;
   pauseDestination(name: string, by: string, now: number): Promise<void>;
-  /** False when it was not paused. */
-  resumeDestination(name: string): Promise<boolean>;
+  /** False when it was not paused; its batches waiting on a config fault are due `now`. */
+  resumeDestination(name: string, now: number): Promise<boolean>;
   destinationNames(): Promise<string[]>;
   /** send --follow: the newest event id, then each state the next event's batch takes. */
   newestEventId(): Promise<number>;

@@ -65,6 +65,19 @@ export function consecutiveThrottlesTx(db: Database, batchId: number): number {
   return n;
 }
 
+const LATEST_ANSWERS = `SELECT answer FROM attempts WHERE destination = $destination AND outcome = 'ok'
+  ORDER BY started_at DESC, id DESC LIMIT $limit`;
+
+/** How many of the destination's latest deliveries in a row (at most `limit`) the receiver ignored. */
+export function ignoredRunTx(db: Database, destination: string, limit: number): number {
+  let n = 0;
+  for (const a of prepared<{ answer: string | null }, Record<string, string | number>>(db, LATEST_ANSWERS).all({ destination, limit })) {
+    if (a.answer !== "ignored") break;
+    n++;
+  }
+  return n;
+}
+
 /** A successful config reload makes every config-class retry due now. */
 export function redueConfigRetries(spool: Spool, now: number): number {
   return spool.db

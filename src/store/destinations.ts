@@ -1,7 +1,8 @@
-// Destination runtime state: the circuit breaker, the operator pause, the rotating probe and
-// the Retry-After soft gate. One row per destination, created on first use.
+// Destination runtime state: the circuit breaker, the operator pause, the rotating probe, the
+// Retry-After soft gate and the 429 gate. One row per destination, created on first use.
 import type { Database } from "bun:sqlite";
 import { prepared, type Spool } from "./db.ts";
+import { resolveIssueTx } from "./issues.ts";
 
 
 /** The breaker and pause states of a destination, as the schema's CHECK lists them. */
@@ -21,6 +22,30 @@ export interface DestinationRow {
   last_ok_at: number | null;
   last_error: string | null;
   retry_after_until: number | null;
+  /** A 429 without Retry-After gated it at this time: after the gate, one delivery goes as a probe. */
+  throttled_at: number | null;
+  /** How long that gate lasts (doubling while probes are throttled again). */
+  throttle_s: number | null;
+}
+
+/** The row of a destination never seen: closed, nothing held. */
+export function closedRow(name: string): DestinationRow {
+  return {
+    name,
+    state: "closed",
+    consecutive_failures: 0,
+    opened_at: null,
+    cooldown_s: null,
+    probe_until: null,
+    last_probe_batch_id: null,
+    paused_at: null,
+    paused_by: null,
+    last_ok_at: null,
+    last_error: null,
+    retry_after_until: null,
+    throttled_at: null,
+    throttle_s: null,
+  };
 }
 
 export function destinationRows(spool: Spool): DestinationRow[] {
@@ -47,22 +72,7 @@ export function destinationState(spool: Spool, name: string): DestinationRow {
 
 /** destinationState inside the caller's transaction. */
 export function destinationStateTx(db: Database, name: string): DestinationRow {
-  return (
-    prepared<DestinationRow, [string]>(db, GET).get(name) ?? {
-      name,
-      state: "closed",
-      consecutive_failures: 0,
-      opened_at: null,
-      cooldown_s: null,
-      probe_until: null,
-      last_probe_batch_id: null,
-      paused_at: null,
-      paused_by: null,
-      last_ok_at: null,
-      last_error: null,
-      retry_after_until: null,
-    }
-  );
+  return prepared<DestinationRow, [string]>(db, GET).get(name) ?? closedRow(name);
 }
 
 function ensure(db: Database, name: string): void {
@@ -155,26 +165,49 @@ export function setRetryAfterTx(db: Database, name: string, until: number): void
   prepared(db, "UPDATE destinations SET retry_after_until = MAX(COALESCE(retry_after_until, 0), $until) WHERE name = $name").run({ name, until });
 }
 
-/** hookspool pause: spool only, from any state. */
-export function pauseDestination(spool: Spool, name: string, by: string, now: number): void {
-  spool.db
-    .transaction(() => {
-      ensure(spool.db, name);
-      prepared(spool.db, "UPDATE destinations SET state = 'paused', paused_at = $now, paused_by = $by WHERE name = $name").run({ name, now, by });
-    })
-    .immediate();
+/**
+ * A 429 without Retry-After: no delivery to the destination starts before `until`, then one
+ * goes as a probe (throttled_at marks it) and the rest wait for its verdict.
+ */
+export function throttleTx(db: Database, name: string, now: number, until: number, throttleS: number): void {
+  ensure(db, name);
+  prepared(db, "UPDATE destinations SET throttled_at = $now, throttle_s = $s, retry_after_until = MAX(COALESCE(retry_after_until, 0), $until) WHERE name = $name").run({ name, now, s: throttleS, until });
 }
 
-/** hookspool resume: paused -> closed with its counters reset. Returns false when it was not paused. */
-export function resumeDestination(spool: Spool, name: string): boolean {
+/** An attempt that started after the 429 gate and was not throttled again: the rest may go. */
+export function liftThrottleTx(db: Database, name: string, startedAt: number): void {
+  prepared(db, "UPDATE destinations SET throttled_at = NULL, throttle_s = NULL WHERE name = $name AND throttled_at IS NOT NULL AND throttled_at < $started").run({ name, started: startedAt });
+}
+
+/** Paused, from any state, by an operator or by hookspool itself (a fault no retry mends). */
+export function pauseDestinationTx(db: Database, name: string, by: string, now: number): void {
+  ensure(db, name);
+  prepared(db, "UPDATE destinations SET state = 'paused', paused_at = $now, paused_by = $by WHERE name = $name").run({ name, now, by });
+}
+
+/** hookspool pause: spool only, from any state. */
+export function pauseDestination(spool: Spool, name: string, by: string, now: number): void {
+  spool.db.transaction(() => pauseDestinationTx(spool.db, name, by, now)).immediate();
+}
+
+/**
+ * hookspool resume: paused -> closed with its counters reset, its batches waiting on a config
+ * fault due now (the pause was the fix's signal), its paused issue resolved. Returns false when
+ * it was not paused.
+ */
+export function resumeDestination(spool: Spool, name: string, now: number): boolean {
   return spool.db
-    .transaction(
-      () =>
+    .transaction(() => {
+      const resumed =
         prepared(spool.db, `UPDATE destinations SET state = 'closed', consecutive_failures = 0, opened_at = NULL, cooldown_s = NULL,
-              probe_until = NULL, paused_at = NULL, paused_by = NULL, retry_after_until = NULL
-            WHERE name = $name AND state = 'paused'`)
-          .run({ name }).changes === 1,
-    )
+              probe_until = NULL, paused_at = NULL, paused_by = NULL, retry_after_until = NULL, throttled_at = NULL, throttle_s = NULL
+            WHERE name = $name AND state = 'paused'`).run({ name }).changes === 1;
+      if (resumed) {
+        prepared(spool.db, "UPDATE batches SET next_attempt_at = $now WHERE destination = $name AND state = 'retry' AND last_class = 'config' AND next_attempt_at > $now").run({ name, now });
+        resolveIssueTx(spool.db, `delivery:${name}:paused`, now);
+      }
+      return resumed;
+    })
     .immediate();
 }
 

@@ -19,6 +19,11 @@ export interface AttemptRecord {
   counted: boolean;
   eventsDelivered?: number | null;
   failedEventId?: number | null;
+  /** Requests it made that count against a paced destination's rate (kept only where the claim reserved some). */
+  hits?: number;
+  /** The receiver's own word, and whether a duplicate proved nothing (attempts.answer, attempts.unconfirmed). */
+  answer?: string | null;
+  unconfirmed?: boolean;
 }
 
 export interface MarkBase {
@@ -33,7 +38,8 @@ export interface MarkBase {
 export type MarkResult = { applied: true; emitted: EnqueueResult[] } | { applied: false };
 
 const FINISH = `UPDATE attempts SET finished_at = $now, outcome = $outcome, klass = $klass, status = $status, error = $error,
-    duration_ms = $duration, counted = $counted, events_delivered = $delivered, failed_event_id = $failed
+    duration_ms = $duration, counted = $counted, events_delivered = $delivered, failed_event_id = $failed,
+    hits = CASE WHEN hits IS NULL THEN NULL ELSE COALESCE($hits, hits) END, answer = $answer, unconfirmed = $unconfirmed
   WHERE id = $id`;
 
 /** last_error and attempt errors: one line, at most 500 characters. */
@@ -60,6 +66,10 @@ function finishAttempt(db: Database, m: MarkBase, outcome: AttemptOutcome): void
     counted: outcome !== "discarded" && a.counted ? 1 : 0,
     delivered: a.eventsDelivered ?? null,
     failed: a.failedEventId ?? null,
+    // A lost lease's request went out all the same: its hits stay as reserved.
+    hits: outcome === "discarded" ? null : (a.hits ?? null),
+    answer: a.answer ?? null,
+    unconfirmed: a.unconfirmed ? 1 : 0,
   });
 }
 
@@ -75,9 +85,20 @@ function fencedTx(db: Database, m: MarkBase, outcome: "ok" | "retry" | "dead", u
   }
   finishAttempt(db, m, outcome);
   // What watch shows of the attempt: its class and status code, never its error text.
-  const facts = { ...(m.attempt.klass ? { class: m.attempt.klass } : {}), ...(m.attempt.status !== null ? { status: m.attempt.status } : {}), duration_ms: Math.round(m.attempt.durationMs), ...detail };
+  const facts = { ...attemptFacts(m.attempt), ...detail };
   journalTx(db, outcome === "ok" ? "delivered" : outcome, m.batchId, m.now, { attempt: m.attemptId, detail: facts });
   return { applied: true, emitted: after ? after() : [] };
+}
+
+/** What the journal (and so watch) says of an attempt: its class, status, answer and time, never its error text. */
+export function attemptFacts(a: AttemptRecord): Record<string, unknown> {
+  return {
+    ...(a.klass ? { class: a.klass } : {}),
+    ...(a.status !== null ? { status: a.status } : {}),
+    ...(a.answer ? { answer: a.answer } : {}),
+    ...(a.unconfirmed ? { unconfirmed: true } : {}),
+    duration_ms: Math.round(a.durationMs),
+  };
 }
 
 /** A mark in a transaction of its own. */

@@ -9,6 +9,7 @@ import m0006 from "../../migrations/0006_dead_reason.sql" with { type: "text" };
 import m0007 from "../../migrations/0007_trace.sql" with { type: "text" };
 import m0008 from "../../migrations/0008_journal.sql" with { type: "text" };
 import m0009 from "../../migrations/0009_actions.sql" with { type: "text" };
+import m0010 from "../../migrations/0010_pacing.sql" with { type: "text" };
 
 export interface Migration {
   version: number;
@@ -27,6 +28,7 @@ export const MIGRATIONS: readonly Migration[] = [
   { version: 7, name: "0007_trace", sql: m0007 },
   { version: 8, name: "0008_journal", sql: m0008 },
   { version: 9, name: "0009_actions", sql: m0009 },
+  { version: 10, name: "0010_pacing", sql: m0010 },
 ];
 
 /** The schema version this build writes and expects. */

@@ -5,6 +5,7 @@
 // SQLite (outcome.ts) and PostgreSQL (pg/outcome.ts) read the facts and apply the plan in their
 // own transaction; the rules live here once.
 import type { DeadReason, Outcome } from "../delivery.ts";
+import { hitsMade } from "../pacing.ts";
 import { backoffS, retryDelayS } from "./backoff.ts";
 import type { DestinationRow, FailureInput } from "./destinations.ts";
 import type { NewEvent } from "./enqueue.ts";
@@ -13,6 +14,9 @@ import type { AttemptRecord } from "./marks.ts";
 
 /** Five strikes, six failures in a row with the destination delivering in between. */
 export const POISON_STRIKES = 5;
+
+/** A 429 without Retry-After gates a destination with no rate this long at first (a paced one: its window). */
+export const THROTTLE_GATE_S = 60;
 
 export interface Policy {
   maxAttempts: number;
@@ -48,6 +52,10 @@ export interface OutcomeInput {
   /** Uniform in [0, 1): the backoff's jitter, drawn by the caller (so this stays deterministic). */
   jitter: number;
   policy: Policy;
+  /** How long a 429 without Retry-After first gates the destination: its rate's window, else THROTTLE_GATE_S. */
+  throttleGateS?: number;
+  /** Open an issue after this many ignored answers in a row (0 or absent: never). */
+  ignoredIssueAfter?: number;
 }
 
 export type Recorded =
@@ -73,17 +81,38 @@ export interface OutcomeFacts {
   throttles: number;
   /** Whether the batch's previous attempt failed on a bad emit. */
   previousBadEmit: boolean;
+  /** How many of the destination's latest deliveries in a row the receiver ignored (before this one), read only when needed. */
+  ignoredRun: number;
 }
 
 /** Which of the costlier facts this outcome needs (the others are read always). */
-export function factsNeeded(f: OutcomeInput): { strikes: boolean; throttles: boolean; previousBadEmit: boolean } {
+export function factsNeeded(f: OutcomeInput): { strikes: boolean; throttles: boolean; previousBadEmit: boolean; ignoredRun: number } {
   const o = f.outcome;
   const failed = o.kind !== "ok" && o.kind !== "dead";
-  return { strikes: failed && o.klass === "transport", throttles: failed && o.klass === "throttle", previousBadEmit: failed && o.klass === "batch" && o.badEmit };
+  const after = f.ignoredIssueAfter ?? 0;
+  return {
+    strikes: failed && o.klass === "transport",
+    throttles: failed && o.klass === "throttle",
+    previousBadEmit: failed && o.klass === "batch" && o.badEmit,
+    // How far back to look: the run that, with this one, reaches the threshold.
+    ignoredRun: o.kind === "ok" && o.answer === "ignored" && after > 1 ? after - 1 : 0,
+  };
+}
+
+/**
+ * What a delivered batch's result says: "accepted" (queued by the gateway, its run still to
+ * come), "ignored" (the gateway's filter or script vetoed it), "unconfirmed" (a duplicate after
+ * a request of ours that got no answer: nothing says the run happened), else "ok".
+ */
+export function resultOf(o: Outcome): "ok" | "accepted" | "ignored" | "unconfirmed" {
+  if (o.unconfirmed) return "unconfirmed";
+  if (o.answer === "accepted" || o.answer === "coalesced" || o.answer === "duplicate") return "accepted";
+  if (o.answer === "ignored") return "ignored";
+  return "ok";
 }
 
 export type PlannedMark =
-  | { kind: "delivered"; attempt: AttemptRecord; emits: NewEvent[] }
+  | { kind: "delivered"; attempt: AttemptRecord; emits: NewEvent[]; result: string }
   | { kind: "retry"; nextAttemptAt: number; attempt: AttemptRecord }
   | { kind: "dead"; deadReason: DeadReason; attempt: AttemptRecord };
 
@@ -93,6 +122,12 @@ export type PlannedEffect =
   /** A transport failure on the breaker; on a trip (or a probe's re-trip) the issue is raised. */
   | { kind: "transport_failure"; failure: FailureInput; onTrip: (retripped: boolean) => RaiseIssue }
   | { kind: "retry_after"; until: number }
+  /** A 429 without Retry-After: the destination gated until `until`, then one probe first. */
+  | { kind: "throttle"; until: number; throttleS: number }
+  /** An attempt after the 429 gate that was not throttled again: the rest may go. */
+  | { kind: "lift_throttle"; startedAt: number }
+  /** A fault no retry mends: the destination pauses itself (an operator resumes it). */
+  | { kind: "pause"; by: string }
   /** A probe that ended without a verdict on the destination frees the way for the next. */
   | { kind: "clear_probe" }
   | { kind: "raise"; issue: RaiseIssue }
@@ -132,26 +167,35 @@ export function planOutcome(facts: OutcomeFacts, f: OutcomeInput): OutcomePlan {
     counted,
     eventsDelivered: o.eventsDelivered,
     failedEventId: o.failedEventId,
+    hits: hitsMade(o.status, o.eventsDelivered, o.kind === "ok"),
+    answer: o.answer,
+    unconfirmed: o.unconfirmed,
   });
+  // The 429 gate's probe was answered with anything but another throttle: the rest may go.
+  const lift: PlannedEffect[] = d.throttled_at !== null && f.startedAt > d.throttled_at ? [{ kind: "lift_throttle", startedAt: f.startedAt }] : [];
   const neutral = (): PlannedEffect[] => (f.probe ? [{ kind: "clear_probe" }] : []);
   const retry = (klass: string, counted: boolean, delay: number, also: PlannedEffect[], error?: string): OutcomePlan => {
     const next = now + delay;
     return {
       mark: { kind: "retry", nextAttemptAt: next, attempt: record(klass, counted, error) },
-      effects: [...(klass !== "transport" ? neutral() : []), ...also],
+      effects: [...(klass !== "transport" ? neutral() : []), ...(klass !== "throttle" ? lift : []), ...also],
       recorded: { applied: true, state: "retry", klass, nextAttemptAt: next },
     };
   };
   const dead = (klass: string, counted: boolean, reasonClass: "permanent" | "poison" | "exhausted", deadReason: DeadReason, error?: string): OutcomePlan => ({
     mark: { kind: "dead", deadReason, attempt: record(klass, counted, error) },
-    effects: [...neutral(), { kind: "raise", issue: issue(reasonClass, `${error ?? o.reason}; batch ${f.batchId} is dead (${deadReason}): hookspool show ${f.batchId} --attempts, then hookspool replay ${f.batchId}`) }],
+    effects: [...neutral(), ...lift, { kind: "raise", issue: issue(reasonClass, `${error ?? o.reason}; batch ${f.batchId} is dead (${deadReason}): hookspool show ${f.batchId} --attempts, then hookspool replay ${f.batchId}`) }],
     recorded: { applied: true, state: "dead", klass, deadReason },
   });
 
   if (o.kind === "ok") {
-    const effects: PlannedEffect[] = [{ kind: "success" }, ...TRANSIENT.map((r): PlannedEffect => ({ kind: "resolve", fingerprint: `delivery:${dest}:${r}` })), { kind: "resolve", fingerprint: `config:delivery:${dest}` }];
-    if (o.notice) effects.push({ kind: "raise", issue: issue("ignored", `${o.notice}: check the route's events/coalesce settings in the Hermes subscriptions file`) });
-    return { mark: { kind: "delivered", attempt: record(null, !f.probe, null), emits: f.emits }, effects, recorded: { applied: true, state: "delivered", klass: null } };
+    const effects: PlannedEffect[] = [{ kind: "success" }, ...TRANSIENT.map((r): PlannedEffect => ({ kind: "resolve", fingerprint: `delivery:${dest}:${r}` })), { kind: "resolve", fingerprint: `config:delivery:${dest}` }, ...lift];
+    if (o.answer !== "ignored") effects.push({ kind: "resolve", fingerprint: `delivery:${dest}:ignored` });
+    else if ((f.ignoredIssueAfter ?? 0) > 0 && facts.ignoredRun + 1 >= (f.ignoredIssueAfter ?? 0)) {
+      const why = o.ignoredReason ? ` (its ${o.ignoredReason})` : "";
+      effects.push({ kind: "raise", issue: issue("ignored", `the gateway ignored the last ${facts.ignoredRun + 1} deliveries${why}: the route's events filter or script vetoes what hookspool sends; check the route in the Hermes subscriptions file`) });
+    }
+    return { mark: { kind: "delivered", attempt: record(null, !f.probe, null), emits: f.emits, result: resultOf(o) }, effects, recorded: { applied: true, state: "delivered", klass: null } };
   }
 
   // The receiver said no, unless the destination knows better: a processor's own verdict, or
@@ -179,12 +223,21 @@ export function planOutcome(facts: OutcomeFacts, f: OutcomeInput): OutcomePlan {
       return retry("transport", false, retryDelayS(backoffS(n, policy.backoffBaseS, policy.backoffCapS, rng), o.retryAfterS), [{ kind: "transport_failure", failure, onTrip }]);
     }
     case "throttle": {
-      // A hint in the future is honoured (capped at 1 h) and gates the destination. Without one
-      // (none sent, or 0, or a past date) the batch backs off on the schedule, keyed on its own
-      // run of throttles, since a throttle never moves the destination's failure counter.
-      const hinted = o.retryAfterS !== null && o.retryAfterS > 0;
-      const delay = hinted ? retryDelayS(0, o.retryAfterS) : backoffS(facts.throttles + 1, policy.backoffBaseS, policy.backoffCapS, rng);
-      return retry("throttle", false, delay, hinted ? [{ kind: "retry_after", until: now + delay }] : []);
+      // A hint in the future is honoured (capped at 1 h) and gates the destination: no delivery
+      // to it starts before then. Without one, the destination is gated for its rate's window
+      // (THROTTLE_GATE_S without a rate), then one delivery goes as a probe; a probe throttled
+      // again doubles the gate, up to the backoff cap (or the window, when longer). Either way
+      // the batch is due when the gate ends, still the head of its key; a throttle counts
+      // toward neither poison nor the breaker.
+      if (o.retryAfterS !== null && o.retryAfterS > 0) {
+        const delay = retryDelayS(0, o.retryAfterS);
+        return retry("throttle", false, delay, [{ kind: "retry_after", until: now + delay }]);
+      }
+      const base = f.throttleGateS ?? THROTTLE_GATE_S;
+      const current = d.throttled_at !== null ? (d.throttle_s ?? base) : base;
+      const probeAgain = d.throttled_at !== null && f.startedAt > d.throttled_at;
+      const gateS = probeAgain ? Math.min(Math.max(base, policy.backoffCapS), current * 2) : Math.max(base, current);
+      return retry("throttle", false, gateS, [{ kind: "throttle", until: now + gateS, throttleS: gateS }]);
     }
     case "batch": {
       const attempts = facts.batch.attempts + 1;
@@ -195,6 +248,14 @@ export function planOutcome(facts: OutcomeFacts, f: OutcomeInput): OutcomePlan {
       return retry("batch", true, retryDelayS(backoffS(attempts, policy.backoffBaseS, policy.backoffCapS, rng), o.retryAfterS), streak, error);
     }
     case "config":
+      // A fault no retry mends (the gateway serves no such route): the destination pauses itself,
+      // and its batches wait, sealed, for the fix and `hookspool resume`.
+      if (o.pause) {
+        return retry("config", false, retryDelayS(policy.backoffCapS, o.retryAfterS), [
+          { kind: "pause", by: `hookspool (${o.pause})` },
+          { kind: "raise", issue: issue("paused", `paused by hookspool: ${o.detail}; fix it, then hookspool resume ${dest}`) },
+        ]);
+      }
       // The operator's to fix and often transient: retried at the backoff cap, uncounted, made
       // due at once by a successful reload.
       return retry("config", false, retryDelayS(policy.backoffCapS, o.retryAfterS), [

@@ -5,9 +5,9 @@
 // breaker, the poison run, a previous bad emit) is taken here, inside the same transaction.
 import type { Database } from "bun:sqlite";
 import { testHook } from "../testhook.ts";
-import { consecutiveThrottlesTx, previousBadEmitTx, transportStrikesTx } from "./attempts.ts";
+import { consecutiveThrottlesTx, ignoredRunTx, previousBadEmitTx, transportStrikesTx } from "./attempts.ts";
 import { prepared, type Spool } from "./db.ts";
-import { clearProbeTx, destinationStateTx, recordSuccessTx, recordTransportFailureTx, setRetryAfterTx } from "./destinations.ts";
+import { clearProbeTx, destinationStateTx, liftThrottleTx, pauseDestinationTx, recordSuccessTx, recordTransportFailureTx, setRetryAfterTx, throttleTx } from "./destinations.ts";
 import { raiseIssueTx, resolveIssueTx } from "./issues.ts";
 import { type MarkResult, markDeadTx, markDeliveredTx, markRetryTx } from "./marks.ts";
 import { factsNeeded, type OutcomeFacts, type OutcomeInput, type OutcomePlan, planOutcome, type Recorded } from "./outcome-plan.ts";
@@ -67,6 +67,7 @@ function factsTx(db: Database, f: OutcomeInput): OutcomeFacts | null {
     strikes: need.strikes && destination.state === "closed" ? transportStrikesTx(db, f.batchId, batch.destination, f.now) : 0,
     throttles: need.throttles ? consecutiveThrottlesTx(db, f.batchId) : 0,
     previousBadEmit: need.previousBadEmit ? previousBadEmitTx(db, f.batchId) : false,
+    ignoredRun: need.ignoredRun > 0 ? ignoredRunTx(db, batch.destination, need.ignoredRun) : 0,
   };
 }
 
@@ -75,7 +76,7 @@ function applyTx(db: Database, f: OutcomeInput, plan: OutcomePlan, dest: string)
   const base = { batchId: f.batchId, attemptId: f.attemptId, owner: f.owner, now: f.now };
   const m = plan.mark;
   let r: MarkResult;
-  if (m.kind === "delivered") r = markDeliveredTx(db, { ...base, emits: m.emits, attempt: m.attempt });
+  if (m.kind === "delivered") r = markDeliveredTx(db, { ...base, emits: m.emits, attempt: m.attempt, result: m.result });
   else if (m.kind === "retry") r = markRetryTx(db, { ...base, nextAttemptAt: m.nextAttemptAt, attempt: m.attempt });
   else r = markDeadTx(db, { ...base, deadReason: m.deadReason, attempt: m.attempt });
   if (!r.applied) return { applied: false };
@@ -97,6 +98,15 @@ function applyTx(db: Database, f: OutcomeInput, plan: OutcomePlan, dest: string)
       }
       case "retry_after":
         setRetryAfterTx(db, dest, e.until);
+        break;
+      case "throttle":
+        throttleTx(db, dest, f.now, e.until, e.throttleS);
+        break;
+      case "lift_throttle":
+        liftThrottleTx(db, dest, e.startedAt);
+        break;
+      case "pause":
+        pauseDestinationTx(db, dest, e.by, f.now);
         break;
       case "clear_probe":
         clearProbeTx(db, dest);

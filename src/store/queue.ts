@@ -8,6 +8,7 @@ import { sealBatchTx } from "./batches.ts";
 import { markProbeTx } from "./destinations.ts";
 import { journalTx } from "./journal.ts";
 import { testHook } from "../testhook.ts";
+import { type Rate, rateMarginS, type WindowHit } from "../pacing.ts";
 
 const READY = `SELECT id FROM batches WHERE state = 'open'
   AND ((quiet_s = 0 AND max_s = 0) OR $now >= last_at + quiet_s OR $now >= first_at + max_s)
@@ -97,6 +98,13 @@ export interface ClaimInput {
   maxInflight?: number;
   /** The delivery id for this attempt, from the attempt id and number, and how often the batch was delivered before. */
   deliveryId?: (attemptId: number, n: number, resend: number) => string;
+  /**
+   * A paced destination's rate and the requests this attempt reserves in its window (recorded
+   * on the attempt row; its end sets what it really sent). PostgreSQL checks the window again
+   * under the destination's claim lock.
+   */
+  rate?: Rate;
+  hits?: number;
 }
 
 export interface Claim {
@@ -114,7 +122,7 @@ class LostRace extends Error {}
 const Q = {
   attemptCount: "SELECT COUNT(*) AS n FROM attempts WHERE batch_id = ?",
   deliveredBefore: "SELECT COUNT(*) AS n FROM attempts WHERE batch_id = ? AND outcome = 'ok'",
-  startAttempt: `INSERT INTO attempts (batch_id, n, destination, started_at, probe, counted) VALUES ($batch, $n, $destination, $now, $probe, 0)`,
+  startAttempt: `INSERT INTO attempts (batch_id, n, destination, started_at, probe, counted, hits) VALUES ($batch, $n, $destination, $now, $probe, 0, $hits)`,
   setDeliveryId: "UPDATE attempts SET delivery_id = ? WHERE id = ?",
   lease: `UPDATE batches SET state = 'leased', lease_until = $until, lease_owner = $owner
     WHERE id = $id AND state IN ('sealed', 'retry')`,
@@ -155,7 +163,7 @@ export function claimBatches(spool: Spool, inputs: readonly ClaimInput[]): (Clai
 
 function claimTx(db: Database, c: ClaimInput): Claim {
   const n = (prepared<{ n: number }, [number]>(db, Q.attemptCount).get(c.batchId)?.n ?? 0) + 1;
-  const attemptId = Number(prepared(db, Q.startAttempt).run({ batch: c.batchId, n, destination: c.destination, now: c.now, probe: c.probe ? 1 : 0 }).lastInsertRowid);
+  const attemptId = Number(prepared(db, Q.startAttempt).run({ batch: c.batchId, n, destination: c.destination, now: c.now, probe: c.probe ? 1 : 0, hits: c.rate ? (c.hits ?? 1) : null }).lastInsertRowid);
   const owner = `${c.host}:${c.pid}:${attemptId}`;
   if (prepared(db, Q.lease).run({ id: c.batchId, until: c.leaseUntil, owner }).changes !== 1) throw new LostRace();
   // Each earlier successful attempt is a delivery this one repeats (replay --delivered).
@@ -202,6 +210,28 @@ export function recoverLeases(spool: Spool, o: RecoverOptions): number[] {
     .immediate();
 }
 
+// A paced destination's window: its attempts in flight and those that ended within the window,
+// two searches of attempts_window (only paced destinations' attempts are in it).
+const RATE_WINDOW = `SELECT hits, finished_at AS finishedAt FROM attempts WHERE destination = $destination AND hits IS NOT NULL AND finished_at IS NULL
+  UNION ALL
+  SELECT hits, finished_at AS finishedAt FROM attempts WHERE destination = $destination AND hits IS NOT NULL AND finished_at > $since`;
+
+/** The hits that may still be in a paced destination's window at `now` (pacing.ts reads them). */
+export function rateWindow(spool: Spool, destination: string, now: number, rate: Rate): WindowHit[] {
+  return prepared<WindowHit, Record<string, string | number>>(spool.db, RATE_WINDOW).all({ destination, since: now - rate.windowS - rateMarginS(rate) });
+}
+
+// Since the batch's latest delivery (a resend's ids are new), the most events an attempt saw
+// accepted, among attempts whose every answer confirmed something.
+const CONFIRMED = `SELECT COALESCE(MAX(events_delivered), 0) AS n FROM attempts
+  WHERE batch_id = $batch AND unconfirmed = 0 AND finished_at IS NOT NULL
+    AND id > COALESCE((SELECT MAX(id) FROM attempts WHERE batch_id = $batch AND outcome = 'ok'), 0)`;
+
+/** Unwrap: how many of the batch's events (in order) an earlier attempt of this delivery saw accepted. */
+export function confirmedEvents(spool: Spool, batchId: number): number {
+  return prepared<{ n: number }, Record<string, number>>(spool.db, CONFIRMED).get({ batch: batchId })?.n ?? 0;
+}
+
 const NEXT_OPEN_READY = `SELECT MIN(MIN(last_at + quiet_s, first_at + max_s)) AS at FROM batches
   WHERE state = 'open' AND NOT (quiet_s = 0 AND max_s = 0) AND MIN(last_at + quiet_s, first_at + max_s) > $now`;
 const NEXT_RETRY_DUE = "SELECT MIN(next_attempt_at) AS at FROM batches WHERE state = 'retry' AND next_attempt_at > $now";
@@ -235,8 +265,8 @@ export function anyReadyNow(spool: Spool, now: number): boolean {
 export function tickQueryPlans(spool: Spool): Record<string, string[]> {
   const plan = (sql: string) => {
     const q = spool.db.query(`EXPLAIN QUERY PLAN ${sql}`);
-    const args = Object.fromEntries(q.paramsCount ? ["now", "destination", "limit"].filter((k) => sql.includes(`$${k}`)).map((k) => [k, k === "destination" ? "d" : 4]) : []);
+    const args = Object.fromEntries(q.paramsCount ? ["now", "destination", "limit", "since"].filter((k) => sql.includes(`$${k}`)).map((k) => [k, k === "destination" ? "d" : 4]) : []);
     return (q.all(args as never) as { detail: string }[]).map((r) => r.detail);
   };
-  return { ready: plan(READY), readyDestinations: plan(READY_DESTINATIONS), candidates: plan(CANDIDATES), nextOpenReady: plan(NEXT_OPEN_READY), nextRetryDue: plan(NEXT_RETRY_DUE), anyReadyNow: plan(ANY_READY_NOW) };
+  return { ready: plan(READY), readyDestinations: plan(READY_DESTINATIONS), candidates: plan(CANDIDATES), nextOpenReady: plan(NEXT_OPEN_READY), nextRetryDue: plan(NEXT_RETRY_DUE), anyReadyNow: plan(ANY_READY_NOW), rateWindow: plan(RATE_WINDOW) };
 }

@@ -24,7 +24,7 @@ import { effectiveNow, expectationSince, getMetaNumber, instanceId, writeHeartbe
 import { pollRows } from "./stats.ts";
 import { recordOutcomes } from "./outcome.ts";
 import { stepPoll } from "./polls.ts";
-import { anyReadyNow, candidates, claimBatches, nextReadyAt, recoverLeases, sealReady } from "./queue.ts";
+import { anyReadyNow, candidates, claimBatches, confirmedEvents, nextReadyAt, rateWindow, recoverLeases, sealReady } from "./queue.ts";
 import { dataVersion } from "./meta.ts";
 
 /** How often data_version is read: the dispatcher's reaction time to another process's write. */
@@ -105,6 +105,8 @@ export function sqliteDispatchStore(spool: Spool): DispatchStore {
     candidates: async (now, perDestination) => candidates(spool, now, perDestination),
     destinationState: async (name) => destinationState(spool, name),
     halfOpenIfCooled: async (name, now) => halfOpenIfCooled(spool, name, now),
+    rateWindow: async (name, now, rate) => rateWindow(spool, name, now, rate),
+    confirmedEvents: async (batchId) => confirmedEvents(spool, batchId),
     claimBatches: async (inputs) => claimBatches(spool, inputs),
     getBatch: async (id) => getBatch(spool, id),
     batchContent: async (id) => batchContent(spool, id),
@@ -139,7 +141,7 @@ export function sqliteOperatorStore(spool: Spool): OperatorStore {
     excludeEvents: async (id, ids, now) => excludeEvents(spool, id, ids, now),
     dropBatches: async (ids, now) => dropBatches(spool, ids, now),
     pauseDestination: async (name, by, now) => pauseDestination(spool, name, by, now),
-    resumeDestination: async (name) => resumeDestination(spool, name),
+    resumeDestination: async (name, now) => resumeDestination(spool, name, now),
     destinationNames: async () => destinationNames(spool),
     newestEventId: async () => newestEventId(spool),
     followEvent: (o) => followEvent(spool, o),

@@ -6,7 +6,7 @@ import { cli } from "../helpers/cli.ts";
 import { tempDir } from "../helpers/tmp.ts";
 import { type Home, initHome, inHome, metaValue, oneErrorLine, spoolAtSchema, spoolFromTheFuture, tableNames, userVersion, withDb } from "./home.ts";
 
-const ALL = ["0001_v2", "0002_unwrap", "0003_polls", "0004_quarantine", "0005_ready_index", "0006_dead_reason", "0007_trace", "0008_journal", "0009_actions"];
+const ALL = ["0001_v2", "0002_unwrap", "0003_polls", "0004_quarantine", "0005_ready_index", "0006_dead_reason", "0007_trace", "0008_journal", "0009_actions", "0010_pacing"];
 
 /** Every table of the schema, with the columns it must have. */
 const SPEC_COLUMNS: Record<string, string[]> = {
@@ -80,16 +80,16 @@ async function holdLockElsewhere(path: string): Promise<{ release(): Promise<voi
 }
 
 describe("migrate on a fresh home", () => {
-  test("creates a private spool at schema 9 with every table of the data model", async () => {
+  test("creates a private spool at schema 10 with every table of the data model", async () => {
     const home = join(tempDir(), "fresh");
     const r = await cli(["--home", home, "migrate"]);
     expect(r).toMatchObject({ code: 0, err: "" });
-    expect(r.out).toContain(`applied ${ALL.join(", ")} (schema 0 -> 9)`);
+    expect(r.out).toContain(`applied ${ALL.join(", ")} (schema 0 -> 10)`);
     const db = join(home, "spool.db");
     expect(mode(home)).toBe(0o700);
     expect(mode(db)).toBe(0o600);
-    expect(userVersion(db)).toBe(9);
-    expect(metaValue(db, "schema_version")).toBe("9");
+    expect(userVersion(db)).toBe(10);
+    expect(metaValue(db, "schema_version")).toBe("10");
     expect(metaValue(db, "instance_id")).toMatch(/^[0-9a-f]+$/);
     expect(tableNames(db)).toEqual(expect.arrayContaining(Object.keys(SPEC_COLUMNS)));
     for (const [table, cols] of Object.entries(SPEC_COLUMNS)) {
@@ -104,7 +104,7 @@ describe("migrate on a fresh home", () => {
     const home = join(tempDir(), "fresh");
     const r = await cli(["migrate", "--json", "--home", home]);
     expect(r.code).toBe(0);
-    expect(JSON.parse(r.out)).toEqual({ from: 0, to: 9, applied: ALL });
+    expect(JSON.parse(r.out)).toEqual({ from: 0, to: 10, applied: ALL });
   });
 
   test("--dry-run lists the migrations and creates nothing", async () => {
@@ -127,7 +127,7 @@ describe("migrate on a fresh home", () => {
     expect(r.out).toContain("nothing to apply");
     expect(r.out).not.toContain("applied");
     expect(metaValue(db, "instance_id")).toBe(id);
-    expect(userVersion(db)).toBe(9);
+    expect(userVersion(db)).toBe(10);
   });
 });
 
@@ -152,9 +152,9 @@ describe("an older schema", () => {
 
       const m = await inHome(h, ["migrate"]);
       expect(m.code).toBe(0);
-      expect(m.out).toContain(`applied ${ALL.slice(version).join(", ")} (schema ${version} -> 9)`);
-      expect(userVersion(h.db)).toBe(9);
-      expect(metaValue(h.db, "schema_version")).toBe("9");
+      expect(m.out).toContain(`applied ${ALL.slice(version).join(", ")} (schema ${version} -> 10)`);
+      expect(userVersion(h.db)).toBe(10);
+      expect(metaValue(h.db, "schema_version")).toBe("10");
       expect(metaValue(h.db, "instance_id")).toBe("0123456789ab");
       expect(columns(h.db, "attempts")).toEqual(expect.arrayContaining(["events_delivered", "failed_event_id"]));
       expect(tableNames(h.db)).toContain("polls");
@@ -243,6 +243,6 @@ describe("dispatch.lock", () => {
     await holder.release();
     const again = await inHome(h, ["migrate"]);
     expect(again.code).toBe(0);
-    expect(userVersion(h.db)).toBe(9);
+    expect(userVersion(h.db)).toBe(10);
   });
 });

@@ -26,6 +26,7 @@ const SPEC_15: Record<string, unknown> = {
     timeout_s: 30,
     max_body_bytes: 1048576,
     legacy_signature: true,
+    rate_limit: 30,
   },
 };
 

@@ -33,7 +33,7 @@ describe("hermes wire format", () => {
     const body = documentFor(evs);
     const ctx = makeCtx({ events: evs, attempt: 3, deliveryId: "hs_inst1_7_900" });
     const o = await g.dest.deliver(body, ctx);
-    expect(o).toMatchObject({ kind: "ok", reason: "hermes accepted", status: 202, notice: null });
+    expect(o).toMatchObject({ kind: "ok", reason: "hermes accepted", status: 202, answer: "accepted", unconfirmed: false });
     const [hit] = g.stub.hits;
     expect(hit.method).toBe("POST");
     expect(hit.path).toBe("/webhooks/ci");
@@ -126,14 +126,20 @@ describe("hermes wire format", () => {
 describe("every gateway answer maps to its outcome", () => {
   const clock = nowClock();
   const cases: [string, () => Response, Record<string, unknown>][] = [
-    ["202 accepted", () => json(202, { status: "accepted" }), { kind: "ok", klass: null, notice: null }],
-    ["202 coalesced", () => json(202, { status: "coalesced" }), { kind: "ok", notice: "hermes coalesced" }],
-    ["200 duplicate", () => json(200, { status: "duplicate" }), { kind: "ok", notice: null }],
-    ["200 ignored", () => json(200, { status: "ignored" }), { kind: "ok", notice: "hermes ignored" }],
-    ["200 delivered", () => json(200, { status: "delivered" }), { kind: "ok", notice: null }],
+    ["202 accepted", () => json(202, { status: "accepted", route: "ci", delivery_id: "x" }), { kind: "ok", klass: null, answer: "accepted", unconfirmed: false, pause: null }],
+    ["202 coalesced", () => json(202, { status: "coalesced" }), { kind: "ok", answer: "coalesced", unconfirmed: false }],
+    // A document's id is new on every attempt: nothing of ours can confirm a duplicate of it.
+    ["200 duplicate", () => json(200, { status: "duplicate" }), { kind: "ok", answer: "duplicate", unconfirmed: true }],
+    ["200 ignored (events filter)", () => json(200, { status: "ignored", event: "push" }), { kind: "ok", answer: "ignored", ignoredReason: "events" }],
+    ["200 ignored (a filter)", () => json(200, { status: "ignored", reason: "filter", route: "ci" }), { kind: "ok", answer: "ignored", ignoredReason: "filter" }],
+    ["200 ignored (the route's script)", () => json(200, { status: "ignored", reason: "script", route: "ci" }), { kind: "ok", answer: "ignored", ignoredReason: "script" }],
+    ["200 ignored with an odd reason", () => json(200, { status: "ignored", reason: "Has\nSpaces" }), { kind: "ok", answer: "ignored", ignoredReason: null }],
+    ["200 delivered", () => json(200, { status: "delivered" }), { kind: "ok", answer: "delivered", unconfirmed: false }],
+    ["200 with an unknown status", () => json(200, { status: "whatever" }), { kind: "ok", answer: null }],
+    ["200 not JSON", () => new Response("ok", { status: 200 }), { kind: "ok", answer: null }],
     ["401", () => json(401, { error: "bad signature" }), { kind: "retry", klass: "config", reason: "bad secret", status: 401 }],
     ["403", () => json(403, { error: "disabled" }), { kind: "retry", klass: "config", reason: "route disabled or missing secret", status: 403 }],
-    ["404", () => json(404, { error: "unknown" }), { kind: "retry", klass: "config", reason: "unknown route or profile", status: 404 }],
+    ["404", () => json(404, { error: "Unknown route: ci" }), { kind: "retry", klass: "config", reason: "unknown route or profile", status: 404, pause: 'the gateway answered 404 for route "ci"' }],
     ["413", () => json(413, { error: "too large" }), { kind: "dead", klass: "permanent", status: 413 }],
     ["429 with Retry-After", () => json(429, { error: "rate limited" }, { "retry-after": "30" }), { kind: "retry", klass: "throttle", retryAfterS: 30 }],
     ["429 with a Retry-After date", () => json(429, {}, { "retry-after": new Date((clock.now() + 120) * 1000).toUTCString() }), { kind: "retry", klass: "throttle", retryAfterS: 120 }],

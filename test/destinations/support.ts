@@ -131,9 +131,9 @@ export function writeScript(dir: string, name: string, text: string): string {
   return p;
 }
 
-/** Assert-style helper: the sentinel is in neither the reason nor the detail nor the notice. */
+/** Assert-style helper: the sentinel is in neither the reason nor the detail nor the receiver's words. */
 export function leaks(o: Outcome): boolean {
-  return [o.reason, o.detail, o.notice ?? ""].some((s) => s.includes(SENTINEL));
+  return [o.reason, o.detail, o.answer ?? "", o.ignoredReason ?? "", o.pause ?? ""].some((s) => s.includes(SENTINEL));
 }
 
 /** Milliseconds taken by fn. */

@@ -65,7 +65,7 @@ for (const k of kinds) {
       expect(dest.idempotency).toBe("per-event");
       const evs = events(3);
       const o = await dest.deliver(documentFor(evs), ctxFor([evs[2], evs[0], evs[1]]));
-      expect(o).toMatchObject({ kind: "ok", eventsDelivered: 3, failedEventId: null, notice: null });
+      expect(o).toMatchObject({ kind: "ok", eventsDelivered: 3, failedEventId: null });
       expect(hits.map((h) => h.body)).toEqual(evs.map((e) => e.payload));
       expect(hits.map((h) => h.headers["webhook-id"])).toEqual(["hs_inst1_7_11", "hs_inst1_7_12", "hs_inst1_7_13"]);
       for (const h of hits) {
@@ -144,10 +144,35 @@ for (const k of kinds) {
 }
 
 describe("hermes unwrap answers", () => {
-  test("ignored and coalesced are ok without a notice", async () => {
-    const { dest } = kinds[1].make((_, n) => json(n === 1 ? 200 : 202, { status: n === 1 ? "ignored" : "coalesced" }));
-    const o = await dest.deliver("{}", ctxFor(events(2)));
-    expect(o).toMatchObject({ kind: "ok", notice: null, eventsDelivered: 2 });
+  test("ignored and coalesced are ok; the attempt's word is ignored only when every event was", async () => {
+    const mixed = kinds[1].make((_, n) => json(n === 1 ? 200 : 202, { status: n === 1 ? "ignored" : "coalesced" }));
+    expect(await mixed.dest.deliver("{}", ctxFor(events(2)))).toMatchObject({ kind: "ok", eventsDelivered: 2, answer: "coalesced", unconfirmed: false });
+    const all = kinds[1].make(() => json(200, { status: "ignored", reason: "filter" }));
+    expect(await all.dest.deliver("{}", ctxFor(events(2)))).toMatchObject({ kind: "ok", answer: "ignored", ignoredReason: "filter" });
+    // An unwrap destination sees its route's own filter at work: never an issue for it.
+    expect(all.dest.ignoredIssueAfter).toBe(0);
+  });
+
+  test("a duplicate is confirmed only for the events an earlier attempt saw accepted", async () => {
+    const { dest } = kinds[1].make(() => json(200, { status: "duplicate" }));
+    // Attempt 2, the first two of three events seen accepted by attempt 1: the third's duplicate proves nothing.
+    expect(await dest.deliver("{}", ctxFor(events(3), { attempt: 2, confirmed: 2 }))).toMatchObject({ kind: "ok", answer: "duplicate", unconfirmed: true });
+    expect(await dest.deliver("{}", ctxFor(events(3), { attempt: 2, confirmed: 3 }))).toMatchObject({ kind: "ok", answer: "duplicate", unconfirmed: false });
+    expect(await dest.deliver("{}", ctxFor(events(3)))).toMatchObject({ unconfirmed: true });
+  });
+
+  test("a payload that is not a JSON object goes to the gateway wrapped in one; an object goes as it is", async () => {
+    const { dest, hits } = kinds[1].make(() => json(202, { status: "accepted" }));
+    const evs = [
+      { id: 21, eventType: "list", dedupId: null, payload: "[1,2,3]" },
+      { id: 22, eventType: "text", dedupId: null, payload: '"just a string"' },
+      { id: 23, eventType: "object", dedupId: null, payload: ' {"a":1}' },
+    ];
+    expect((await dest.deliver("{}", ctxFor(evs))).kind).toBe("ok");
+    expect(hits.map((h) => JSON.parse(h.body))).toEqual([{ event_type: "list", payload: [1, 2, 3] }, { event_type: "text", payload: "just a string" }, { a: 1 }]);
+    expect(hits[2].body).toBe(' {"a":1}');
+    // The wrapped body is what is signed.
+    for (const h of hits) expect(() => new Webhook(SECRET, { format: "raw" }).verify(h.body, h.headers)).not.toThrow();
   });
 
   test("401 on a later event is config, with the progress recorded", async () => {

@@ -164,9 +164,9 @@ describe("breaker", () => {
     await r.step();
     expect(a.calls.length).toBe(1);
     expect(r.dest("hermes:a")).toMatchObject({ state: "paused", paused_by: "ops" });
-    expect(resumeDestination(r.spool, "hermes:a")).toBe(true);
+    expect(resumeDestination(r.spool, "hermes:a", r.clock.now())).toBe(true);
     expect(r.dest("hermes:a")).toMatchObject({ state: "closed", consecutive_failures: 0 });
-    expect(resumeDestination(r.spool, "hermes:a")).toBe(false);
+    expect(resumeDestination(r.spool, "hermes:a", r.clock.now())).toBe(false);
     a.answer = () => ok();
     await r.step();
     expect(r.batch(id).state).toBe("delivered");

@@ -125,7 +125,7 @@ describe("FIFO and parallelism", () => {
     expect(r.spool.db.query("SELECT COUNT(*) AS n FROM attempts").get()).toEqual({ n: 0 });
     const counts = (r.spool.db.query("SELECT count FROM batches ORDER BY id").all() as { count: number }[]).map((b) => b.count);
     expect(counts).toEqual([5, 5, 5, 5, 3]);
-    expect(resumeDestination(r.spool, "hermes:a")).toBe(true);
+    expect(resumeDestination(r.spool, "hermes:a", r.clock.now())).toBe(true);
     for (let i = 0; i < 6; i++) await r.step();
     expect(a.calls.map((c) => c.batchId)).toEqual([1, 2, 3, 4]); // the fifth is still open (quiet window)
   });

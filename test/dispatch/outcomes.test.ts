@@ -34,7 +34,7 @@ describe("classes", () => {
     });
   }
 
-  test("a throttle without a usable hint backs off on the schedule, growing with each throttle in a row", async () => {
+  test("a 429 without a usable hint gates the destination for 60 s; a probe throttled again doubles the gate, up to the backoff cap", async () => {
     const a = fakeDestination("hermes:a");
     // What a destination hands over for "Retry-After: 0" is no hint; a 0 that slips through is none either.
     const hints = [null, 0, null, 0];
@@ -47,16 +47,17 @@ describe("classes", () => {
       await r.step();
       const next = r.batch(id).next_attempt_at as number;
       delays.push(next - before);
+      // The batch is due when the gate ends, and the gate is the destination's.
+      expect(r.dest("hermes:a")).toMatchObject({ throttled_at: before, retry_after_until: next, throttle_s: next - before });
       r.clock.set(next);
     }
     expect(a.calls).toHaveLength(4);
-    // 15, 30, 60, 120 s steps plus at most 25 % jitter: never a retry on the next poll.
-    delays.forEach((d, i) => {
-      const step = 15 * 2 ** i;
-      expect(d).toBeGreaterThanOrEqual(step);
-      expect(d).toBeLessThanOrEqual(step * 1.25);
-    });
-    expect(r.dest("hermes:a").retry_after_until ?? null).toBeNull();
+    expect(delays).toEqual([60, 120, 240, 300]);
+    // The probe that is answered lifts the gate.
+    a.answer = () => ok();
+    await r.step();
+    expect(r.batch(id).state).toBe("delivered");
+    expect(r.dest("hermes:a")).toMatchObject({ throttled_at: null, throttle_s: null });
   });
 
   test("config retries wait for the backoff cap; a successful reload makes them due at once", async () => {
@@ -130,14 +131,40 @@ describe("classes", () => {
     expect(r.batch(bad)).toMatchObject({ state: "dead", last_class: "permanent", dead_reason: "bad_emit" });
   });
 
-  test("a Hermes ignored/coalesced notice: delivered, and a delivery issue says why", async () => {
+  test("an ignored answer is delivered with result ignored; an issue opens only after ignored_issue_after in a row, and the next other answer resolves it", async () => {
+    const a = fakeDestination("hermes:a", { ignoredIssueAfter: 3 });
+    a.answer = () => outcome({ kind: "ok", reason: "hermes ignored", status: 200, answer: "ignored", ignoredReason: "filter" });
+    const r = rig(BASE, [a]);
+    const issue = () => r.spool.db.query("SELECT state, count, last_error FROM issues WHERE fingerprint = 'delivery:hermes:a:ignored'").get() as { state: string; count: number; last_error: string } | null;
+    const ids: number[] = [];
+    for (const key of ["A", "B"]) {
+      ids.push(batchIdOf(r.put(key, "hermes:a")));
+      await r.step();
+      expect(issue()).toBeNull();
+    }
+    ids.push(batchIdOf(r.put("C", "hermes:a")));
+    await r.step();
+    expect(issue()).toMatchObject({ state: "open" });
+    expect(issue()?.last_error).toContain("ignored the last 3 deliveries (its filter)");
+    for (const id of ids) expect(r.batch(id)).toMatchObject({ state: "delivered", result: "ignored" });
+    expect(r.attempts(ids[0])[0]).toMatchObject({ answer: "ignored", outcome: "ok" });
+    a.answer = () => outcome({ kind: "ok", reason: "hermes accepted", status: 202, answer: "accepted" });
+    const accepted = batchIdOf(r.put("D", "hermes:a"));
+    await r.step();
+    expect(r.batch(accepted)).toMatchObject({ state: "delivered", result: "accepted" });
+    expect(issue()).toMatchObject({ state: "resolved" });
+  });
+
+  test("an unconfirmed duplicate is delivered, its result and attempt say unconfirmed", async () => {
     const a = fakeDestination("hermes:a");
-    a.answer = () => outcome({ kind: "ok", reason: "hermes ignored", status: 200, notice: "hermes ignored" });
+    a.answer = () => outcome({ kind: "ok", reason: "hermes duplicate", status: 200, answer: "duplicate", unconfirmed: true });
     const r = rig(BASE, [a]);
     const id = batchIdOf(r.put("A", "hermes:a"));
     await r.step();
-    expect(r.batch(id).state).toBe("delivered");
-    expect(r.spool.db.query("SELECT state FROM issues WHERE fingerprint = 'delivery:hermes:a:ignored'").get()).toEqual({ state: "open" });
+    expect(r.batch(id)).toMatchObject({ state: "delivered", result: "unconfirmed" });
+    expect(r.attempts(id)[0]).toMatchObject({ answer: "duplicate", unconfirmed: 1 });
+    const journal = r.spool.db.query("SELECT detail FROM journal WHERE kind = 'delivered' AND batch_id = ?").get(id) as { detail: string };
+    expect(JSON.parse(journal.detail)).toMatchObject({ answer: "duplicate", unconfirmed: true });
   });
 
   test("an unknown destination is a config retry, never a loss", async () => {

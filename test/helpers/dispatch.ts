@@ -6,6 +6,7 @@ import { FakeClock, seededRng } from "../../src/clock.ts";
 import { loadConfig } from "../../src/config/load.ts";
 import type { Config } from "../../src/config/types.ts";
 import { type DeliveryContext, type Destination, type Outcome, outcome } from "../../src/delivery.ts";
+import type { Rate } from "../../src/pacing.ts";
 import { Dispatcher } from "../../src/dispatch/loop.ts";
 import { createLogger } from "../../src/log.ts";
 import { openSpool, type Spool } from "../../src/store/db.ts";
@@ -33,7 +34,7 @@ export const ok = (): Outcome => outcome({ kind: "ok", reason: "ok", status: 200
 export const down = (): Outcome => outcome({ kind: "retry", klass: "transport", reason: "connection refused" });
 export const http5xx = (): Outcome => outcome({ kind: "retry", klass: "transport", reason: "http 502", status: 502 });
 
-export function fakeDestination(name: string, opts: Partial<Pick<Destination, "maxInflight" | "timeoutS" | "type" | "idempotency">> = {}): FakeDestination {
+export function fakeDestination(name: string, opts: Partial<Pick<Destination, "maxInflight" | "timeoutS" | "type" | "idempotency" | "unwrap" | "ignoredIssueAfter">> & { rate?: Rate } = {}): FakeDestination {
   const d: FakeDestination = {
     name,
     type: opts.type ?? "http",
@@ -41,7 +42,9 @@ export function fakeDestination(name: string, opts: Partial<Pick<Destination, "m
     maxBodyBytes: 1048576,
     maxInflight: opts.maxInflight ?? 4,
     idempotency: opts.idempotency ?? "per-batch",
-    unwrap: false,
+    unwrap: opts.unwrap ?? false,
+    ignoredIssueAfter: opts.ignoredIssueAfter,
+    pace: () => (opts.rate ? { rate: opts.rate, from: "its rate" } : null),
     calls: [],
     answer: () => ok(),
     async deliver(body, ctx) {

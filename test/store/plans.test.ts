@@ -1,13 +1,20 @@
 // The dispatcher's per-tick queries never read the delivered history: each finds its rows by the
-// state indexes, or scans only the partial index of unfinished batches (batches_queue).
+// state indexes, or scans only the partial index of unfinished batches (batches_queue); a paced
+// destination's window searches only the partial index of paced attempts.
 import { expect, test } from "bun:test";
 import { tickQueryPlans } from "../../src/store/queue.ts";
 import { freshSpool } from "../helpers/spool.ts";
 
 test("every per-tick query is an index search, or a scan of the unfinished batches only", () => {
   const plans = tickQueryPlans(freshSpool().spool);
-  expect(Object.keys(plans).sort()).toEqual(["anyReadyNow", "candidates", "nextOpenReady", "nextRetryDue", "ready", "readyDestinations"]);
-  for (const [name, steps] of Object.entries(plans)) {
+  const { rateWindow, ...batchPlans } = plans;
+  expect(Object.keys(plans).sort()).toEqual(["anyReadyNow", "candidates", "nextOpenReady", "nextRetryDue", "rateWindow", "ready", "readyDestinations"]);
+  // A paced destination's window: two searches of the partial index of paced attempts, never the attempt history.
+  expect(rateWindow.filter((s) => /attempts/.test(s))).toEqual([
+    "SEARCH attempts USING INDEX attempts_window (destination=? AND finished_at=?)",
+    "SEARCH attempts USING INDEX attempts_window (destination=? AND finished_at>?)",
+  ]);
+  for (const [name, steps] of Object.entries(batchPlans)) {
     const scans = steps.filter((s) => /^SCAN batches\b/.test(s));
     // A bare "SCAN batches" would read every row of history; batches_queue holds only open, sealed, retry and leased.
     expect({ name, scans: scans.filter((s) => !s.includes("USING INDEX batches_queue")) }).toEqual({ name, scans: [] });

@@ -249,7 +249,7 @@ export class Dashboard implements Service {
           if (url.pathname === "/actions/pause") record("pause", `destination ${d}`, { destination: d }, () => pauseDestination(spool, d, "the dashboard", ctx.now));
           else
             record("resume", `destination ${d}`, { destination: d }, () => {
-              if (!resumeDestination(spool, d)) throw new HookspoolError("E_NOTHING", `destination ${d} is not paused`);
+              if (!resumeDestination(spool, d, ctx.now)) throw new HookspoolError("E_NOTHING", `destination ${d} is not paused`);
             });
           return back("/");
         }

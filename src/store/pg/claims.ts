@@ -5,9 +5,13 @@
 // recovery of leases whose owner is gone (lease_until passed), never of a live one.
 import type { Candidate, Claim, ClaimInput } from "../queue.ts";
 import type { DeadReason } from "../../delivery.ts";
-import { type MarkBase, scrubError } from "../marks.ts";
+import { attemptFacts, type MarkBase, scrubError } from "../marks.ts";
+import { admits } from "../gate-plan.ts";
+import type { DestinationRow } from "../destinations.ts";
+import { type Rate, rateMarginS, type WindowHit } from "../../pacing.ts";
 import { num, numOrNull, type PgSpool, type Tx } from "./db.ts";
-import { markProbePg } from "./destinations.ts";
+import { destinationRowOf, markProbePg } from "./destinations.ts";
+import { closedRow } from "../destinations.ts";
 import { sealBatchPg } from "./enqueue.ts";
 import { journalPg } from "./journal.ts";
 import { testHook } from "../../testhook.ts";
@@ -76,19 +80,35 @@ export async function candidatesPlansPg(spool: PgSpool, destination: string, now
   return { destinations: await plan(READY_DESTINATIONS), walk: await plan(CANDIDATES, [destination, now, limit]) };
 }
 
-/** A destination as the claims of one transaction see it: its row locked, its leased batches counted. */
+/** A destination as the claims of one transaction see it: its row, what is leased, its rate window. */
 interface Gate {
-  state: string;
-  probeUntil: number | null;
-  retryAfterUntil: number | null;
+  row: DestinationRow;
   leased: number;
+  window: WindowHit[];
+}
+
+/** A paced destination's window at `now` (two searches of attempts_window). */
+export async function rateWindowPg(sql: PgSpool["sql"] | Tx, destination: string, now: number, rate: Rate): Promise<WindowHit[]> {
+  const since = now - rate.windowS - rateMarginS(rate);
+  const rows = (await sql`SELECT hits, finished_at FROM attempts WHERE destination = ${destination} AND hits IS NOT NULL AND finished_at IS NULL
+      UNION ALL SELECT hits, finished_at FROM attempts WHERE destination = ${destination} AND hits IS NOT NULL AND finished_at > ${since}`) as Record<string, unknown>[];
+  return rows.map((r) => ({ hits: Number(r.hits), finishedAt: numOrNull(r.finished_at) }));
+}
+
+/** Unwrap: how many of the batch's events an earlier attempt of this delivery saw accepted (as on SQLite). */
+export async function confirmedEventsPg(spool: PgSpool, batchId: number): Promise<number> {
+  const [r] = await spool.sql`SELECT COALESCE(MAX(events_delivered), 0)::int AS n FROM attempts
+      WHERE batch_id = ${batchId}::bigint AND unconfirmed = 0 AND finished_at IS NOT NULL
+        AND id > COALESCE((SELECT MAX(id) FROM attempts WHERE batch_id = ${batchId}::bigint AND outcome = 'ok'), 0)`;
+  return Number(r.n);
 }
 
 /**
  * For every destination the claims are for (in name order), take the claims' lock of that
- * destination and read its gate and what it has leased: with several dispatchers, the gate each
- * read in its tick may be stale by now, and max_inflight and the one probe of a half-open
- * breaker hold across all of them only if the claim checks again, one claim at a time.
+ * destination and read its gate, what it has leased and its rate window: with several
+ * dispatchers, the gate each read in its tick may be stale by now, and max_inflight, the one
+ * probe of a half-open breaker, the 429 gate's one probe and the rate hold across all of them
+ * only if the claim checks again, one claim at a time.
  */
 async function lockGates(tx: Tx, inputs: readonly ClaimInput[]): Promise<Map<string, Gate>> {
   const gates = new Map<string, Gate>();
@@ -96,23 +116,19 @@ async function lockGates(tx: Tx, inputs: readonly ClaimInput[]): Promise<Map<str
     // Claims for one destination take turns (a lock only claims take: an outcome, which frees a
     // slot or trips the breaker, never waits for it); what they read is then every committed claim's.
     await tx`SELECT pg_advisory_xact_lock(hashtext(${`d${name}`}), 0)`;
-    const [d] = await tx`SELECT (SELECT COUNT(*)::int FROM batches WHERE destination = ${name} AND state = 'leased') AS leased,
-        state, probe_until, retry_after_until FROM (SELECT 1) one LEFT JOIN destinations ON name = ${name}`;
-    gates.set(name, { state: String(d.state ?? "closed"), probeUntil: numOrNull(d.probe_until), retryAfterUntil: numOrNull(d.retry_after_until), leased: Number(d.leased) });
+    const [d] = await tx`SELECT (SELECT COUNT(*)::int FROM batches WHERE destination = ${name} AND state = 'leased') AS leased, destinations.*
+        FROM (SELECT 1) one LEFT JOIN destinations ON name = ${name}`;
+    const paced = inputs.find((c) => c.destination === name && c.rate);
+    const window = paced?.rate ? await rateWindowPg(tx, name, paced.now, paced.rate) : [];
+    gates.set(name, { row: d.name === null || d.name === undefined ? closedRow(name) : destinationRowOf(d), leased: Number(d.leased), window });
   }
   return gates;
 }
 
-/**
- * The gate's rules (dispatch/gate.ts) on the locked row, for a dispatcher's claim (one that says
- * its max_inflight): paused or open claim nothing, half-open one probe, closed up to max_inflight.
- */
+/** The gate's rule (store/gate-plan.ts) on the locked row, for a dispatcher's claim (one that says its max_inflight). */
 function gateAdmits(g: Gate, c: ClaimInput): boolean {
   if (c.maxInflight === undefined) return true;
-  if (g.retryAfterUntil !== null && g.retryAfterUntil > c.now) return false;
-  if (c.probe) return g.state === "half_open" && (g.probeUntil === null || g.probeUntil <= c.now) && g.leased === 0;
-  if (g.state !== "closed") return false;
-  return g.leased < c.maxInflight;
+  return admits({ row: g.row, inflight: g.leased, maxInflight: c.maxInflight, now: c.now, rate: c.rate ?? null, window: g.window }, { probe: c.probe === true, hits: c.rate ? (c.hits ?? 1) : 0 });
 }
 
 /**
@@ -142,7 +158,8 @@ export async function claimPg(spool: PgSpool, inputs: readonly (ClaimInput & { r
         continue;
       }
       const [{ n }] = await tx`SELECT COUNT(*)::int + 1 AS n FROM attempts WHERE batch_id = ${c.batchId}::bigint`;
-      const [a] = await tx`INSERT INTO attempts (batch_id, n, destination, started_at, probe, counted) VALUES (${c.batchId}::bigint, ${n}, ${c.destination}, ${c.now}, ${c.probe ? 1 : 0}, 0) RETURNING id`;
+      const hits = c.rate ? (c.hits ?? 1) : null;
+      const [a] = await tx`INSERT INTO attempts (batch_id, n, destination, started_at, probe, counted, hits) VALUES (${c.batchId}::bigint, ${n}, ${c.destination}, ${c.now}, ${c.probe ? 1 : 0}, 0, ${hits}) RETURNING id`;
       const attemptId = num(a.id);
       const owner = `${c.host}:${c.pid}:${attemptId}`;
       await tx`UPDATE batches SET state = 'leased', lease_until = ${c.leaseUntil}, lease_owner = ${owner} WHERE id = ${c.batchId}::bigint`;
@@ -152,7 +169,8 @@ export async function claimPg(spool: PgSpool, inputs: readonly (ClaimInput & { r
       if (c.probe) await markProbePg(tx, c.destination, c.batchId, c.leaseUntil);
       if (g) {
         g.leased++;
-        if (c.probe) g.probeUntil = c.leaseUntil;
+        if (c.probe) g.row = { ...g.row, probe_until: c.leaseUntil };
+        if (hits !== null) g.window.push({ hits, finishedAt: null });
       }
       await journalPg(tx, "leased", c.batchId, c.now, { attempt: attemptId, detail: { n, ...(resend ? { resend } : {}) } });
       out.push({ attemptId, n, owner, leaseUntil: c.leaseUntil, deliveryId, resend });
@@ -169,11 +187,14 @@ async function fencedTx(tx: Tx, m: MarkBase, outcome: Outcome, update: (tx: Tx) 
   const applied = (await update(tx)) === 1;
   const a = m.attempt;
   const finished = applied ? outcome : "discarded";
+  // A lost lease's request went out all the same: its hits stay as reserved.
+  const hits = finished === "discarded" ? null : (a.hits ?? null);
   await tx`UPDATE attempts SET finished_at = ${m.now}, outcome = ${finished}, klass = ${a.klass}, status = ${a.status}, error = ${scrubError(a.error)},
-      duration_ms = ${Math.round(a.durationMs)}, counted = ${finished !== "discarded" && a.counted ? 1 : 0}, events_delivered = ${a.eventsDelivered ?? null}, failed_event_id = ${a.failedEventId ?? null}
+      duration_ms = ${Math.round(a.durationMs)}, counted = ${finished !== "discarded" && a.counted ? 1 : 0}, events_delivered = ${a.eventsDelivered ?? null}, failed_event_id = ${a.failedEventId ?? null},
+      hits = CASE WHEN hits IS NULL THEN NULL ELSE COALESCE(${hits}::int, hits) END, answer = ${a.answer ?? null}, unconfirmed = ${a.unconfirmed ? 1 : 0}
       WHERE id = ${m.attemptId}::bigint`;
   if (applied) {
-    const facts = { ...(a.klass ? { class: a.klass } : {}), ...(a.status !== null ? { status: a.status } : {}), duration_ms: Math.round(a.durationMs), ...detail };
+    const facts = { ...attemptFacts(a), ...detail };
     await journalPg(tx, outcome === "ok" ? "delivered" : outcome, m.batchId, m.now, { attempt: m.attemptId, detail: facts });
   }
   return applied;

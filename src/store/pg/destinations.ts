@@ -3,6 +3,7 @@
 // destination's row (FOR UPDATE), so two verdicts on one destination apply one after the other.
 import type { DestinationRow, FailureEffect, FailureInput } from "../destinations.ts";
 import { numOrNull, type PgSpool, type Tx } from "./db.ts";
+import { resolveIssuePg } from "./issues.ts";
 
 /** A destinations row as the store's DestinationRow (numbers where PostgreSQL gives strings). */
 export function destinationRowOf(r: Record<string, unknown>): DestinationRow {
@@ -19,6 +20,8 @@ export function destinationRowOf(r: Record<string, unknown>): DestinationRow {
     last_ok_at: numOrNull(r.last_ok_at),
     last_error: (r.last_error as string | null) ?? null,
     retry_after_until: numOrNull(r.retry_after_until),
+    throttled_at: numOrNull(r.throttled_at),
+    throttle_s: numOrNull(r.throttle_s),
   };
 }
 
@@ -84,20 +87,42 @@ export async function setRetryAfterPg(tx: Tx, name: string, until: number): Prom
   await tx`UPDATE destinations SET retry_after_until = GREATEST(COALESCE(retry_after_until, 0), ${until}) WHERE name = ${name}`;
 }
 
-/** hookspool pause: from any state. */
-export async function pauseDestinationPg(spool: PgSpool, name: string, by: string, now: number): Promise<void> {
-  await spool.sql.begin(async (tx) => {
-    await locked(tx, name);
-    await tx`UPDATE destinations SET state = 'paused', paused_at = ${now}, paused_by = ${by} WHERE name = ${name}`;
-  });
+/** A 429 without Retry-After: nothing starts before `until`, then one delivery goes as a probe. */
+export async function throttlePg(tx: Tx, name: string, now: number, until: number, throttleS: number): Promise<void> {
+  await locked(tx, name);
+  await tx`UPDATE destinations SET throttled_at = ${now}, throttle_s = ${throttleS}, retry_after_until = GREATEST(COALESCE(retry_after_until, 0), ${until}) WHERE name = ${name}`;
 }
 
-/** hookspool resume: paused -> closed with its counters reset; false when it was not paused. */
-export async function resumeDestinationPg(spool: PgSpool, name: string): Promise<boolean> {
-  const r = await spool.sql`UPDATE destinations SET state = 'closed', consecutive_failures = 0, opened_at = NULL, cooldown_s = NULL,
-      probe_until = NULL, paused_at = NULL, paused_by = NULL, retry_after_until = NULL
-    WHERE name = ${name} AND state = 'paused'`;
-  return r.count === 1;
+/** An attempt that started after the 429 gate and was not throttled again: the rest may go. */
+export async function liftThrottlePg(tx: Tx, name: string, startedAt: number): Promise<void> {
+  await tx`UPDATE destinations SET throttled_at = NULL, throttle_s = NULL WHERE name = ${name} AND throttled_at IS NOT NULL AND throttled_at < ${startedAt}`;
+}
+
+/** Paused, from any state, by an operator or by hookspool itself, in the caller's transaction. */
+export async function pauseDestinationPgTx(tx: Tx, name: string, by: string, now: number): Promise<void> {
+  await locked(tx, name);
+  await tx`UPDATE destinations SET state = 'paused', paused_at = ${now}, paused_by = ${by} WHERE name = ${name}`;
+}
+
+/** hookspool pause: from any state. */
+export async function pauseDestinationPg(spool: PgSpool, name: string, by: string, now: number): Promise<void> {
+  await spool.sql.begin((tx) => pauseDestinationPgTx(tx, name, by, now));
+}
+
+/**
+ * hookspool resume: paused -> closed with its counters reset, its config-waiting batches due
+ * now, its paused issue resolved; false when it was not paused.
+ */
+export async function resumeDestinationPg(spool: PgSpool, name: string, now: number): Promise<boolean> {
+  return spool.sql.begin(async (tx) => {
+    const r = await tx`UPDATE destinations SET state = 'closed', consecutive_failures = 0, opened_at = NULL, cooldown_s = NULL,
+        probe_until = NULL, paused_at = NULL, paused_by = NULL, retry_after_until = NULL, throttled_at = NULL, throttle_s = NULL
+      WHERE name = ${name} AND state = 'paused'`;
+    if (r.count !== 1) return false;
+    await tx`UPDATE batches SET next_attempt_at = ${now} WHERE destination = ${name} AND state = 'retry' AND last_class = 'config' AND next_attempt_at > ${now}`;
+    await resolveIssuePg(tx, `delivery:${name}:paused`, now);
+    return true;
+  });
 }
 
 /** A probe that ended without a verdict: the next probe need not wait for the old probe_until. */

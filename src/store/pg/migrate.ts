@@ -4,6 +4,7 @@
 // migrated only by `hookspool migrate` (or the dispatcher at its start), never silently read.
 import type { ReservedSQL, SQL } from "bun";
 import pg0001 from "../../../migrations/pg/0001_schema.sql" with { type: "text" };
+import pg0002 from "../../../migrations/pg/0002_pacing.sql" with { type: "text" };
 import { HookspoolError } from "../../errors.ts";
 import type { PgSpool } from "./db.ts";
 
@@ -13,7 +14,10 @@ export interface PgMigration {
   sql: string;
 }
 
-export const PG_MIGRATIONS: readonly PgMigration[] = [{ version: 1, name: "0001_schema", sql: pg0001 }];
+export const PG_MIGRATIONS: readonly PgMigration[] = [
+  { version: 1, name: "0001_schema", sql: pg0001 },
+  { version: 2, name: "0002_pacing", sql: pg0002 },
+];
 
 export const PG_LATEST_SCHEMA = PG_MIGRATIONS[PG_MIGRATIONS.length - 1].version;
 

@@ -3,9 +3,9 @@
 // plan of store/outcome-plan.ts (the same rules as SQLite's), and its mark and effects applied in
 // that transaction. Several outcomes share one transaction, each in a savepoint.
 import { num, type PgSpool, type Tx } from "./db.ts";
-import type { DestinationRow } from "../destinations.ts";
+import { closedRow, type DestinationRow } from "../destinations.ts";
 import { factsNeeded, type OutcomeFacts, type OutcomeInput, planOutcome, type Recorded } from "../outcome-plan.ts";
-import { clearProbePg, destinationRowOf, recordSuccessPg, recordTransportFailurePg, setRetryAfterPg } from "./destinations.ts";
+import { clearProbePg, destinationRowOf, liftThrottlePg, pauseDestinationPgTx, recordSuccessPg, recordTransportFailurePg, setRetryAfterPg, throttlePg } from "./destinations.ts";
 import { enqueueEventsPgTx } from "./enqueue.ts";
 import { raiseIssuePg, resolveIssuePg } from "./issues.ts";
 import { markDeadPgTx, markDeliveredPgTx, markRetryPgTx } from "./claims.ts";
@@ -64,8 +64,18 @@ async function previousBadEmitPg(tx: Tx, batchId: number): Promise<boolean> {
 /** The destination's row, locked for the transaction (a destination never seen is closed). */
 async function destinationLocked(tx: Tx, name: string): Promise<DestinationRow> {
   const [r] = await tx`SELECT * FROM destinations WHERE name = ${name} FOR UPDATE`;
-  if (r) return destinationRowOf(r);
-  return { name, state: "closed", consecutive_failures: 0, opened_at: null, cooldown_s: null, probe_until: null, last_probe_batch_id: null, paused_at: null, paused_by: null, last_ok_at: null, last_error: null, retry_after_until: null };
+  return r ? destinationRowOf(r) : closedRow(name);
+}
+
+/** How many of the destination's latest deliveries in a row (at most `limit`) the receiver ignored. */
+async function ignoredRunPg(tx: Tx, destination: string, limit: number): Promise<number> {
+  const rows = (await tx`SELECT answer FROM attempts WHERE destination = ${destination} AND outcome = 'ok' ORDER BY started_at DESC, id DESC LIMIT ${limit}`) as { answer: string | null }[];
+  let n = 0;
+  for (const a of rows) {
+    if (a.answer !== "ignored") break;
+    n++;
+  }
+  return n;
 }
 
 async function factsPg(tx: Tx, f: OutcomeInput): Promise<OutcomeFacts | null> {
@@ -80,6 +90,7 @@ async function factsPg(tx: Tx, f: OutcomeInput): Promise<OutcomeFacts | null> {
     strikes: need.strikes && destination.state === "closed" ? await transportStrikesPg(tx, f.batchId, batch.destination, f.now) : 0,
     throttles: need.throttles ? await consecutiveThrottlesPg(tx, f.batchId) : 0,
     previousBadEmit: need.previousBadEmit ? await previousBadEmitPg(tx, f.batchId) : false,
+    ignoredRun: need.ignoredRun > 0 ? await ignoredRunPg(tx, batch.destination, need.ignoredRun) : 0,
   };
 }
 
@@ -92,7 +103,7 @@ async function recordOutcomePgTx(tx: Tx, f: OutcomeInput): Promise<Recorded> {
   const m = plan.mark;
   let applied: boolean;
   if (m.kind === "delivered") {
-    applied = await markDeliveredPgTx(tx, { ...base, attempt: m.attempt });
+    applied = await markDeliveredPgTx(tx, { ...base, attempt: m.attempt, result: m.result });
     if (applied) {
       // A poll source's tick batch: its delivery is the instance's last delivered tick.
       await tx`UPDATE polls SET delivered_at = ${f.now}, delivered_tick_at = last_tick_at WHERE last_batch_id = ${f.batchId}::bigint`;
@@ -119,6 +130,15 @@ async function recordOutcomePgTx(tx: Tx, f: OutcomeInput): Promise<Recorded> {
       }
       case "retry_after":
         await setRetryAfterPg(tx, dest, e.until);
+        break;
+      case "throttle":
+        await throttlePg(tx, dest, f.now, e.until, e.throttleS);
+        break;
+      case "lift_throttle":
+        await liftThrottlePg(tx, dest, e.startedAt);
+        break;
+      case "pause":
+        await pauseDestinationPgTx(tx, dest, e.by, f.now);
         break;
       case "clear_probe":
         await clearProbePg(tx, dest);

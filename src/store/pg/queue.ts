@@ -2,7 +2,7 @@
 // next instant a batch becomes ready by itself, whether one is ready now, an abandoned
 // attempt, config retries made due after a reload, and the destination's row as the gate reads it.
 import type { BatchRow } from "../batches.ts";
-import type { DestinationRow } from "../destinations.ts";
+import { closedRow, type DestinationRow } from "../destinations.ts";
 import { scrubError } from "../marks.ts";
 import { num, numOrNull, type PgSpool } from "./db.ts";
 import { destinationRowOf } from "./destinations.ts";
@@ -67,8 +67,7 @@ export async function redueConfigRetriesPg(spool: PgSpool, now: number): Promise
 /** The destination's row; one never seen is closed. */
 export async function destinationStatePg(spool: PgSpool, name: string): Promise<DestinationRow> {
   const [r] = await spool.sql`SELECT * FROM destinations WHERE name = ${name}`;
-  if (r) return destinationRowOf(r);
-  return { name, state: "closed", consecutive_failures: 0, opened_at: null, cooldown_s: null, probe_until: null, last_probe_batch_id: null, paused_at: null, paused_by: null, last_ok_at: null, last_error: null, retry_after_until: null };
+  return r ? destinationRowOf(r) : closedRow(name);
 }
 
 /** The spool's instance id, minted by the first migration. */

@@ -10,7 +10,7 @@ import { destinationNamesPg, expectationSincePg, metaNumberPg, pollRowsPg } from
 import { batchAttemptsPg, batchEventsPg, batchPayloadsPg, deadBatchIdsPg, deliveredBatchIdsPg, followEventPg, listBatchesPg, listIssuesPg, newestEventIdPg, quarantinedRequestsPg, setIssueStatePg, spooledDedupIdsPg, storedRequestsPg } from "./reads.ts";
 import type { EnqueueResult, NewEvent } from "../enqueue.ts";
 import { GROUP_LIMITS, type GroupJob, type GroupLimits, takeGroup } from "../group.ts";
-import { claimPg, candidatesPg, recoverExpiredPg, sealReadyPg } from "./claims.ts";
+import { claimPg, candidatesPg, confirmedEventsPg, rateWindowPg, recoverExpiredPg, sealReadyPg } from "./claims.ts";
 import type { PgSpool } from "./db.ts";
 import { halfOpenIfCooledPg } from "./destinations.ts";
 import { batchContentPg, enqueueGroupPg } from "./enqueue.ts";
@@ -145,6 +145,8 @@ export async function pgDispatchStore(spool: PgSpool, holder: string): Promise<D
     candidates: (now, perDestination) => candidatesPg(spool, now, perDestination),
     destinationState: (name) => destinationStatePg(spool, name),
     halfOpenIfCooled: (name, now) => halfOpenIfCooledPg(spool, name, now),
+    rateWindow: (name, now, rate) => rateWindowPg(spool.sql, name, now, rate),
+    confirmedEvents: (batchId) => confirmedEventsPg(spool, batchId),
     claimBatches: (inputs) => claimPg(spool, inputs),
     getBatch: (id) => getBatchPg(spool, id),
     batchContent: (id) => batchContentPg(spool.sql, id),
@@ -185,7 +187,7 @@ export function pgOperatorStore(spool: PgSpool): OperatorStore {
     excludeEvents: (id, ids, now) => excludeEventsPg(spool, id, ids, now),
     dropBatches: (ids, now) => dropBatchesPg(spool, ids, now),
     pauseDestination: (name, by, now) => pauseDestinationPg(spool, name, by, now),
-    resumeDestination: (name) => resumeDestinationPg(spool, name),
+    resumeDestination: (name, now) => resumeDestinationPg(spool, name, now),
     destinationNames: () => destinationNamesPg(spool),
     newestEventId: () => newestEventIdPg(spool),
     followEvent: (o) => followEventPg(spool, o),

@@ -113,7 +113,7 @@ describe.skipIf(!PG_BIN)("PostgreSQL and SQLite agree", () => {
     lite.db.transaction(() => setRetryAfterTx(lite.db, "http:d", T0 + 90))();
     await pg.sql.begin((tx) => setRetryAfterPg(tx, "http:d", T0 + 90));
     expect(await destinationRowsPg(pg)).toEqual(destinationRows(lite));
-    expect([resumeDestination(lite, "http:d"), await resumeDestinationPg(pg, "http:d"), resumeDestination(lite, "http:d"), await resumeDestinationPg(pg, "http:d")]).toEqual([true, true, false, false]);
+    expect([resumeDestination(lite, "http:d", T0 + 95), await resumeDestinationPg(pg, "http:d", T0 + 95), resumeDestination(lite, "http:d", T0 + 95), await resumeDestinationPg(pg, "http:d", T0 + 95)]).toEqual([true, true, false, false]);
     expect(await destinationRowsPg(pg)).toEqual(destinationRows(lite));
   });
 
@@ -210,9 +210,10 @@ describe.skipIf(!PG_BIN)("PostgreSQL and SQLite agree", () => {
     }
     const route = (id: number) => (lite.db.query("SELECT key FROM batches WHERE id = ?").get(id) as { key: string }).key;
     /** Claim batch `id` on both at `now` and end the attempt with `o`, on both. */
-    const attempt = async (id: number, now: number, o: Parameters<typeof outcome>[0], extra: { probe?: boolean; emits?: NewEvent[] } = {}) => {
-      const l = claimBatch(lite, { batchId: id, destination: "http:d", now, leaseUntil: now + 60, host: "h", pid: 1, probe: extra.probe });
-      const [p] = await claimPg(pg, [{ batchId: id, route: "r", key: route(id), destination: "http:d", now, leaseUntil: now + 60, host: "h", pid: 1, probe: extra.probe }]);
+    const attempt = async (id: number, now: number, o: Parameters<typeof outcome>[0], extra: { probe?: boolean; emits?: NewEvent[]; paced?: boolean } = {}) => {
+      const pacing = extra.paced ? { rate: { limit: 5, windowS: 60 }, hits: 1 } : {};
+      const l = claimBatch(lite, { batchId: id, destination: "http:d", now, leaseUntil: now + 60, host: "h", pid: 1, probe: extra.probe, ...pacing });
+      const [p] = await claimPg(pg, [{ batchId: id, route: "r", key: route(id), destination: "http:d", now, leaseUntil: now + 60, host: "h", pid: 1, probe: extra.probe, ...pacing }]);
       if (!l || !p || p === "gated") throw new Error(`batch ${id} not claimable`);
       const input = (c: { attemptId: number; owner: string }) => ({ batchId: id, attemptId: c.attemptId, owner: c.owner, startedAt: now, probe: extra.probe ?? false, script: false, outcome: outcome(o), emits: extra.emits ?? [], durationMs: 7, now: now + 1, jitter: 0.5, policy });
       const a = recordOutcomes(lite, [input(l)]);
@@ -226,16 +227,24 @@ describe.skipIf(!PG_BIN)("PostgreSQL and SQLite agree", () => {
     expect([halfOpenIfCooled(lite, "http:d", T0 + 30), await halfOpenIfCooledPg(pg, "http:d", T0 + 30)]).toEqual([true, true]);
     expect(await attempt(1, T0 + 31, { kind: "ok", reason: "ok", status: 200 }, { probe: true })).toMatchObject({ state: "delivered", breaker: "closed" });
     expect(await attempt(3, T0 + 40, { kind: "retry", klass: "throttle", reason: "http 429", status: 429, retryAfterS: 30 })).toMatchObject({ state: "retry", nextAttemptAt: T0 + 71 });
-    // A second throttle, without a hint: backed off on the batch's own run of throttles (2 steps: 2 s + jitter).
-    expect(await attempt(3, T0 + 72, { kind: "retry", klass: "throttle", reason: "http 429", status: 429 })).toMatchObject({ state: "retry", nextAttemptAt: T0 + 73 + 2.25 });
+    // A second throttle, without a hint: the destination is gated for 60 s (it has no rate), the batch due then; its hits none.
+    expect(await attempt(3, T0 + 72, { kind: "retry", klass: "throttle", reason: "http 429", status: 429 }, { paced: true })).toMatchObject({ state: "retry", nextAttemptAt: T0 + 73 + 60 });
     for (const [k, now] of [[0, 50], [1, 60], [2, 70]] as const) {
       const r = await attempt(2, T0 + now, { kind: "retry", klass: "batch", reason: "http 400", status: 400, detail: `HTTP 400 #${k}` });
       expect(r).toMatchObject(k < 2 ? { state: "retry" } : { state: "dead", deadReason: "exhausted" });
     }
     expect(await attempt(4, T0 + 80, { kind: "dead", klass: "permanent", reason: "http 422", status: 422 })).toMatchObject({ state: "dead", deadReason: "rejected" });
     expect(await attempt(5, T0 + 90, { kind: "retry", klass: "config", reason: "http 401", status: 401 })).toMatchObject({ state: "retry" });
+    // The gate's probe, answered: the 429 gate is lifted.
+    expect(await attempt(3, T0 + 140, { kind: "ok", reason: "hermes accepted", status: 202, answer: "accepted" }, { paced: true })).toMatchObject({ state: "delivered" });
+    // A 404 from the gateway: the destination pauses itself, with an issue.
+    expect(await attempt(5, T0 + 150, { kind: "retry", klass: "config", reason: "unknown route or profile", status: 404, pause: "the gateway answered 404 for route \"d\"" }, { paced: true })).toMatchObject({ state: "retry" });
     const emit = ev({ source: "s", key: "emitted", copies: [copy("emits", "http:e")] });
-    expect(await attempt(6, T0 + 95, { kind: "ok", reason: "ok", status: 200, notice: "hermes ignored it" }, { emits: [emit] })).toMatchObject({ state: "delivered" });
+    expect(await attempt(6, T0 + 95, { kind: "ok", reason: "hermes ignored", status: 200, answer: "ignored", ignoredReason: "filter" }, { emits: [emit] })).toMatchObject({ state: "delivered" });
+
+    expect(lite.db.query("SELECT state, paused_by, throttled_at FROM destinations WHERE name = 'http:d'").get()).toEqual({ state: "paused", paused_by: 'hookspool (the gateway answered 404 for route "d")', throttled_at: null });
+    expect(lite.db.query("SELECT state FROM issues WHERE fingerprint = 'delivery:http:d:paused'").get()).toEqual({ state: "open" });
+    expect(lite.db.query("SELECT hits, answer FROM attempts WHERE hits IS NOT NULL ORDER BY id").all()).toEqual([{ hits: 0, answer: null }, { hits: 1, answer: "accepted" }, { hits: 1, answer: null }]);
 
     const rowsOf = async (table: string, order: string) => ({
       lite: lite.db.query(`SELECT * FROM ${table} ORDER BY ${order}`).all() as Record<string, unknown>[],
