@@ -57,9 +57,13 @@ export interface Outcome {
    * destination pauses itself with an issue saying this, instead of retrying for nothing.
    */
   pause: string | null;
-  /** Unwrap: events accepted, in order, in this attempt; and the event whose request failed. */
+  /**
+   * Unwrap: the events the receiver has taken, in order, counting those an earlier attempt got
+   * through; the event whose request failed; and the requests this attempt sent.
+   */
   eventsDelivered: number | null;
   failedEventId: number | null;
+  sent: number | null;
   /** For a dead outcome that is not the receiver's refusal: a processor's permanent, or our own bound. */
   deadReason?: DeadReason;
 }
@@ -79,8 +83,16 @@ export function outcome(o: Pick<Outcome, "kind" | "reason"> & Partial<Outcome>):
     pause: null,
     eventsDelivered: null,
     failedEventId: null,
+    sent: null,
     ...o,
   };
+}
+
+/** Where an unwrap delivery's earlier attempts left off (DeliveryContext.resume). */
+export interface Resume {
+  /** An event id: every event of the batch before it got through. */
+  before: number;
+  unconfirmed: boolean;
 }
 
 /** A stored event as an unwrap delivery sends it. */
@@ -191,11 +203,11 @@ export interface DeliveryContext {
   /** How many times this batch was delivered before (a resend: replay --delivered); 0 normally. */
   resend?: number;
   /**
-   * Unwrap: how many of the batch's events (in order) an earlier attempt of this delivery saw
-   * the receiver accept. A "duplicate" answer for a later one proves only that the receiver had
-   * the id, not that it ran anything. 0 on a first attempt.
+   * Unwrap, on a retry: where the earlier attempts of this delivery left off. The events before
+   * event `before` got through to the receiver (accepted, or admitted as a duplicate);
+   * `unconfirmed` when one of them was admitted only as a duplicate that nothing of ours confirms.
    */
-  confirmed?: number;
+  resume?: Resume;
   /** The attempt's one deadline; deliver must not outlive it. */
   deadline: Deadline;
   /** The batch's events, oldest first, excluded ones omitted. */

@@ -65,13 +65,12 @@ export function hitsNeeded(rate: Rate, unwrap: boolean, events: number): number 
 
 /**
  * The hits an attempt made, from how it ended: every request sent except one answered 429 (the
- * receiver did not count it). `eventsDelivered` is an unwrap attempt's count of accepted events
- * (null for a document); `status` the answer of its last (or only) request.
+ * receiver did not count it). `sent` is an unwrap attempt's count of requests (null for a
+ * document); `status` the answer of its last (or only) request.
  */
-export function hitsMade(status: number | null, eventsDelivered: number | null, ok: boolean): number {
-  const last = ok || status !== 429 ? 1 : 0;
-  if (eventsDelivered === null) return last;
-  return ok ? eventsDelivered : eventsDelivered + last;
+export function hitsMade(status: number | null, sent: number | null, ok: boolean): number {
+  const throttled = !ok && status === 429 ? 1 : 0;
+  return Math.max(0, (sent ?? 1) - throttled);
 }
 
 const UNITS: Record<string, number> = { s: 1, sec: 1, second: 1, seconds: 1, m: 60, min: 60, minute: 60, minutes: 60, h: 3600, hour: 3600, hours: 3600 };

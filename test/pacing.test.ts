@@ -90,8 +90,10 @@ describe("hits", () => {
     expect(hitsMade(429, null, false)).toBe(0);
     expect(hitsMade(503, null, false)).toBe(1);
     expect(hitsMade(null, null, false)).toBe(1); // no answer: it may have been counted
+    // Unwrap: the requests this attempt sent, the last one answered 429 left out.
     expect(hitsMade(202, 4, true)).toBe(4);
-    expect(hitsMade(429, 2, false)).toBe(2);
-    expect(hitsMade(500, 2, false)).toBe(3);
+    expect(hitsMade(429, 3, false)).toBe(2);
+    expect(hitsMade(500, 3, false)).toBe(3);
+    expect(hitsMade(null, 0, false)).toBe(0);
   });
 });

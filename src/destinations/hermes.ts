@@ -110,6 +110,7 @@ export interface AnswerContext {
    * Whether an earlier attempt of ours saw the gateway accept this same request id. Only then
    * does "duplicate" confirm anything: the gateway records an id before it runs the route, so
    * after a request of ours that timed out or failed, duplicate proves only that it came in.
+   * A document's id is new on every attempt, so nothing can confirm it.
    */
   confirmed: boolean;
   /** Route and profile, for the words of a 404. */
@@ -265,6 +266,9 @@ export class HermesDestination implements Destination {
     const url = this.url(route.profile);
     if (typeof url !== "string") return url;
     const answers: Outcome[] = [];
+    const resume = ctx.resume;
+    // A paced gateway counts every request: what an earlier attempt got through is not sent again.
+    const skipTaken = this.unwrap && this.pace() !== null;
     const o = await deliverBatch(body, ctx, {
       instanceId: this.opts.instanceId,
       maxBodyBytes: this.maxBodyBytes,
@@ -273,16 +277,22 @@ export class HermesDestination implements Destination {
       eventHeader: this.opts.eventHeader ?? ctx.eventHeader,
       dedupHeader: this.opts.dedupHeader,
       payload: gatewayPayload,
-      send: async (bytes, webhookId, named, unwrapped) => {
-        // An event's request is confirmed when an earlier attempt saw the gateway accept it; a
-        // document's id is new on every attempt, so nothing earlier can confirm it.
-        const answerCtx: AnswerContext = { unwrapped, confirmed: unwrapped && answers.length < (ctx.confirmed ?? 0), route: this.opts.route, profile: route.profile, subscriptionsPath: this.subscriptionsPath };
+      skipTaken,
+      send: async (bytes, webhookId, named, unwrapped, event) => {
+        // An event an earlier attempt saw taken is confirmed, unless that was itself an unconfirmed duplicate.
+        const confirmed = unwrapped && resume !== undefined && event !== undefined && event.id < resume.before && !resume.unconfirmed;
+        const answerCtx: AnswerContext = { unwrapped, confirmed, route: this.opts.route, profile: route.profile, subscriptionsPath: this.subscriptionsPath };
         const r = await this.send(url, route.secret, bytes, webhookId, ctx, answerCtx, named);
         if (r.kind === "ok") answers.push(r);
         return r;
       },
     });
-    return o.kind === "ok" && this.unwrap ? { ...o, ...attemptAnswer(answers) } : o;
+    if (!this.unwrap) return o;
+    // Events skipped as taken carry over what was said of them.
+    const carried = skipTaken && resume !== undefined && resume.unconfirmed;
+    if (o.kind !== "ok") return { ...o, unconfirmed: carried || answers.some((a) => a.unconfirmed) };
+    const said = attemptAnswer(answers);
+    return { ...o, ...said, unconfirmed: said.unconfirmed || carried };
   }
 
   private async send(url: string, secret: string, body: Uint8Array, webhookId: string, ctx: DeliveryContext, answerCtx: AnswerContext, named: NamedHeader[]): Promise<Outcome> {

@@ -101,6 +101,8 @@ export class HttpDestination implements Destination {
       unwrap: this.unwrap,
       eventHeader: this.opts.eventHeader,
       dedupHeader: this.opts.dedupHeader,
+      // On a paced receiver every request spends its window: what got through is not sent again.
+      skipTaken: this.paced !== null,
       send: (bytes, webhookId, named) => this.send(bytes, webhookId, secrets, named, ctx),
     });
   }

@@ -19,6 +19,12 @@ export interface UnwrapOptions {
   maxBodyBytes: number;
   /** An event's body (default: its stored payload, byte for byte). */
   payload?: (event: StoredEvent) => string;
+  /**
+   * Do not send again the events an earlier attempt of this delivery got through (ctx.resume):
+   * on a paced destination each request spends its window, and a batch larger than the window
+   * would otherwise never finish.
+   */
+  skipTaken?: boolean;
   /** Send one event; its outcome is the one a document would get for the same answer. */
   send(req: EventRequest): Promise<Outcome>;
 }
@@ -27,33 +33,40 @@ const encoder = new TextEncoder();
 
 /**
  * Deliver every event of the batch, in order. The batch is ok only when every request was; a
- * retry starts again at the first event (receivers that keep ids answer duplicate), so no event
- * is ever sent before an earlier one of its batch has been accepted.
+ * retry starts again at the first event (receivers that keep ids answer duplicate), or with
+ * skipTaken at the first event no earlier attempt got through, so no event is ever sent before
+ * an earlier one of its batch has been accepted.
  */
 export async function deliverEach(ctx: DeliveryContext, opts: UnwrapOptions): Promise<Outcome> {
   const events = [...ctx.events].sort((a, b) => a.id - b.id);
   const total = events.length;
+  const before = opts.skipTaken && ctx.resume ? ctx.resume.before : Number.NEGATIVE_INFINITY;
   let last: Outcome | null = null;
+  let sent = 0;
   for (const [i, event] of events.entries()) {
+    if (event.id < before) continue;
     const where = `event ${event.id} (${i + 1} of ${total})`;
-    const fail = (o: Outcome): Outcome => ({ ...o, detail: `${where}: ${o.detail}`, eventsDelivered: i, failedEventId: event.id });
+    const fail = (o: Outcome): Outcome => ({ ...o, detail: `${where}: ${o.detail}`, eventsDelivered: i, failedEventId: event.id, sent });
     if (ctx.deadline.expired) return fail(ctx.deadline.outcome());
     const body = encoder.encode(opts.payload ? opts.payload(event) : event.payload);
     if (body.byteLength > opts.maxBodyBytes) {
       return fail(outcome({ kind: "dead", klass: "permanent", reason: "body over max_body_bytes", detail: `${body.byteLength} bytes > max_body_bytes ${opts.maxBodyBytes}`, deadReason: "config" }));
     }
     const webhookId = deliveryId("per-event", opts.instanceId, ctx.batchId, 0, event.id, ctx.resend ?? 0);
+    sent++;
     const o = await opts.send({ event, body, webhookId });
     if (o.kind !== "ok") return fail(o);
     last = o;
   }
+  const skipped = total - sent;
   return outcome({
     kind: "ok",
     reason: `${total} event(s) delivered`,
     status: last?.status ?? null,
-    detail: `${total} event(s) delivered one by one`,
+    detail: skipped ? `${sent} event(s) delivered one by one, ${skipped} taken by an earlier attempt` : `${total} event(s) delivered one by one`,
     eventsDelivered: total,
     failedEventId: null,
+    sent,
   });
 }
 
@@ -74,8 +87,10 @@ export interface BatchSend {
   dedupHeader: string | null | undefined;
   /** With unwrap: an event's body (default: its stored payload). */
   payload?: (event: StoredEvent) => string;
-  /** Send one request; `unwrapped` says it carries one event's payload rather than the document. */
-  send(body: Uint8Array, webhookId: string, named: NamedHeader[], unwrapped: boolean): Promise<Outcome>;
+  /** With unwrap: skip the events an earlier attempt got through (a paced destination). */
+  skipTaken?: boolean;
+  /** Send one request; `unwrapped` says it carries one event's payload (`event`) rather than the document. */
+  send(body: Uint8Array, webhookId: string, named: NamedHeader[], unwrapped: boolean, event?: StoredEvent): Promise<Outcome>;
 }
 
 /** Deliver a batch: its document as one request, or with unwrap each event as its own. */
@@ -85,6 +100,7 @@ export async function deliverBatch(body: string, ctx: DeliveryContext, o: BatchS
       instanceId: o.instanceId,
       maxBodyBytes: o.maxBodyBytes,
       payload: o.payload,
+      skipTaken: o.skipTaken,
       send: (r) =>
         o.send(
           r.body,
@@ -94,6 +110,7 @@ export async function deliverBatch(body: string, ctx: DeliveryContext, o: BatchS
             { name: o.dedupHeader, value: r.event.dedupId },
           ],
           true,
+          r.event,
         ),
     });
   }

@@ -12,6 +12,7 @@ import type { NewEvent } from "../store/enqueue.ts";
 import type { Policy } from "../store/outcome.ts";
 import type { Candidate, Claim } from "../store/queue.ts";
 import { testHook } from "../testhook.ts";
+import { rateMarginS } from "../pacing.ts";
 import { buildDocument } from "./document.ts";
 import { resolveEmit } from "./emits.ts";
 import type { OutcomeWriter } from "./outcomes.ts";
@@ -45,6 +46,12 @@ export interface WorkerDeps {
   outcomes: OutcomeWriter;
 }
 
+/** How long a 429 without Retry-After first gates `dest`: its rate's window and margin; undefined without a rate. */
+function throttleGate(dest: Destination | null): number | undefined {
+  const pace = dest?.pace();
+  return pace ? pace.rate.windowS + rateMarginS(pace.rate) : undefined;
+}
+
 export async function deliverClaim(w: WorkerDeps, c: Candidate, dest: Destination | null, claim: Claim, startedAt: number, probe: boolean): Promise<void> {
   const { store, clock, log } = w;
   const t0 = performance.now();
@@ -68,8 +75,8 @@ export async function deliverClaim(w: WorkerDeps, c: Candidate, dest: Destinatio
     const workerAt = clock.now() + (claim.leaseUntil - startedAt) - DEADLINE_MARGIN_S;
     const deadline = new Deadline({ timeoutS: dest.timeoutS, workerAt, clock });
     w.deadlines.set(claim.owner, deadline);
-    // A retry of an unwrap delivery to the gateway: which of its events an earlier attempt saw accepted.
-    const confirmed = dest.type === "hermes" && dest.unwrap && claim.n > 1 ? await store.confirmedEvents(c.id) : 0;
+    // A retry of an unwrap delivery: where its earlier attempts left off.
+    const resume = dest.unwrap && claim.n > 1 ? ((await store.resumePoint(c.id)) ?? undefined) : undefined;
     testHook("deliver.before_request");
     try {
       o = await dest.deliver(doc.body, {
@@ -77,7 +84,7 @@ export async function deliverClaim(w: WorkerDeps, c: Candidate, dest: Destinatio
         attempt: claim.n,
         deliveryId: claim.deliveryId ?? "",
         resend: claim.resend,
-        confirmed,
+        resume,
         deadline,
         events: doc.events,
         // Config's event_header, else the source plugin's (GitHub's X-GitHub-Event).
@@ -120,8 +127,8 @@ export async function deliverClaim(w: WorkerDeps, c: Candidate, dest: Destinatio
     now,
     jitter: w.rng.next(),
     policy: policyOf(w.config()),
-    // A 429 without Retry-After gates a paced destination for its window.
-    throttleGateS: dest?.pace()?.rate.windowS,
+    // A 429 without Retry-After gates a paced destination for its window (and its margin).
+    throttleGateS: throttleGate(dest),
     ignoredIssueAfter: dest?.ignoredIssueAfter,
   });
   const fields = { destination: c.destination, batch: c.id, attempt: claim.n, status: o.status ?? undefined, duration_ms: Math.round(durationMs) };

@@ -44,7 +44,21 @@ export interface MetricsFacts {
   caught: string[];
 }
 
-export type AttemptCount = { destination: string; outcome: string; klass: string; n: number; duration_ms: number };
+export type AttemptCount = { destination: string; outcome: string; klass: string; answer: string; n: number; duration_ms: number };
+
+/** Counts summed by the labels `key` picks (rows come finer than a family's labels). */
+function sumBy(rows: readonly AttemptCount[], key: (a: AttemptCount) => Record<string, string> | null): [Record<string, string>, number][] {
+  const sums = new Map<string, [Record<string, string>, number]>();
+  for (const a of rows) {
+    const labels = key(a);
+    if (labels === null) continue;
+    const k = JSON.stringify(labels);
+    const cur = sums.get(k);
+    if (cur) cur[1] += a.n;
+    else sums.set(k, [labels, a.n]);
+  }
+  return [...sums.values()];
+}
 
 /** The table-derived metrics, all gauges (the intake's counters are in intake/metrics.ts). */
 export function renderSpoolMetrics(spool: Spool, config: Config, dbPath: string, inp: MetricsInputs): string {
@@ -60,7 +74,12 @@ export function renderMetrics(f: MetricsFacts): string {
   t.family(
     "hookspool_attempts_30d",
     "Attempts started in the last 30 days, per destination, outcome and class.",
-    attempts.map((a) => [{ destination: a.destination, outcome: a.outcome, klass: a.klass }, a.n]),
+    sumBy(attempts, (a) => ({ destination: a.destination, outcome: a.outcome, klass: a.klass })),
+  );
+  t.family(
+    "hookspool_answers_30d",
+    "Delivered attempts in the last 30 days per destination and the receiver's own word (Hermes: accepted, coalesced, delivered, duplicate, ignored): a route that ignores everything shows here.",
+    sumBy(attempts, (a) => (a.answer ? { destination: a.destination, answer: a.answer } : null)),
   );
   t.family(
     "hookspool_batches_delivered_7d",

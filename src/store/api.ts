@@ -7,6 +7,7 @@
 // the methods that use it.
 import type { Rng } from "../clock.ts";
 import type { Rate, WindowHit } from "../pacing.ts";
+import type { Resume } from "../delivery.ts";
 import type { AttemptRow, BatchRow, EventListing, EventPayload, ListFilter } from "./batches.ts";
 import type { ContentEvent } from "./content.ts";
 import type { DestinationRow } from "./destinations.ts";
@@ -74,8 +75,8 @@ export interface DispatchStore extends IssueSink {
   halfOpenIfCooled(name: string, now: number): Promise<boolean>;
   /** A paced destination's window at `now`: the hits of its attempts in flight or ended within it. */
   rateWindow(name: string, now: number, rate: Rate): Promise<WindowHit[]>;
-  /** Unwrap: how many of the batch's events (in order) an earlier attempt of this delivery saw accepted. */
-  confirmedEvents(batchId: number): Promise<number>;
+  /** Unwrap, on a retry: where the earlier attempts of this delivery left off (null: nothing got through). */
+  resumePoint(batchId: number): Promise<Resume | null>;
   /**
    * Each input names its batch's (route, key): PostgreSQL locks the group to claim its head. In
    * each input's place: its claim, null when another took the batch first, or "gated" when the

@@ -15,8 +15,11 @@ import type { AttemptRecord } from "./marks.ts";
 /** Five strikes, six failures in a row with the destination delivering in between. */
 export const POISON_STRIKES = 5;
 
-/** A 429 without Retry-After gates a destination with no rate this long at first (a paced one: its window). */
-export const THROTTLE_GATE_S = 60;
+/**
+ * A 429 without Retry-After gates a destination with no rate this long at first (a paced one:
+ * its window): a minute and a second, so a receiver's per-minute window (Hermes's) has passed.
+ */
+export const THROTTLE_GATE_S = 61;
 
 export interface Policy {
   maxAttempts: number;
@@ -167,7 +170,7 @@ export function planOutcome(facts: OutcomeFacts, f: OutcomeInput): OutcomePlan {
     counted,
     eventsDelivered: o.eventsDelivered,
     failedEventId: o.failedEventId,
-    hits: hitsMade(o.status, o.eventsDelivered, o.kind === "ok"),
+    hits: hitsMade(o.status, o.sent, o.kind === "ok"),
     answer: o.answer,
     unconfirmed: o.unconfirmed,
   });
@@ -195,7 +198,9 @@ export function planOutcome(facts: OutcomeFacts, f: OutcomeInput): OutcomePlan {
       const why = o.ignoredReason ? ` (its ${o.ignoredReason})` : "";
       effects.push({ kind: "raise", issue: issue("ignored", `the gateway ignored the last ${facts.ignoredRun + 1} deliveries${why}: the route's events filter or script vetoes what hookspool sends; check the route in the Hermes subscriptions file`) });
     }
-    return { mark: { kind: "delivered", attempt: record(null, !f.probe, null), emits: f.emits, result: resultOf(o) }, effects, recorded: { applied: true, state: "delivered", klass: null } };
+    // An ignored delivery keeps the gateway's reason on its attempt; other deliveries keep no error.
+    const said = o.answer === "ignored" ? o.detail : null;
+    return { mark: { kind: "delivered", attempt: record(null, !f.probe, said), emits: f.emits, result: resultOf(o) }, effects, recorded: { applied: true, state: "delivered", klass: null } };
   }
 
   // The receiver said no, unless the destination knows better: a processor's own verdict, or

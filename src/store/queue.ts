@@ -9,6 +9,7 @@ import { markProbeTx } from "./destinations.ts";
 import { journalTx } from "./journal.ts";
 import { testHook } from "../testhook.ts";
 import { type Rate, rateMarginS, type WindowHit } from "../pacing.ts";
+import type { Resume } from "../delivery.ts";
 
 const READY = `SELECT id FROM batches WHERE state = 'open'
   AND ((quiet_s = 0 AND max_s = 0) OR $now >= last_at + quiet_s OR $now >= first_at + max_s)
@@ -221,15 +222,16 @@ export function rateWindow(spool: Spool, destination: string, now: number, rate:
   return prepared<WindowHit, Record<string, string | number>>(spool.db, RATE_WINDOW).all({ destination, since: now - rate.windowS - rateMarginS(rate) });
 }
 
-// Since the batch's latest delivery (a resend's ids are new), the most events an attempt saw
-// accepted, among attempts whose every answer confirmed something.
-const CONFIRMED = `SELECT COALESCE(MAX(events_delivered), 0) AS n FROM attempts
-  WHERE batch_id = $batch AND unconfirmed = 0 AND finished_at IS NOT NULL
+// Since the batch's latest delivery (a resend's ids are new): the furthest event an attempt
+// failed at (every event before it got through), and whether one took an unconfirmed duplicate.
+const RESUME = `SELECT MAX(failed_event_id) AS before, COALESCE(MAX(unconfirmed), 0) AS unconfirmed FROM attempts
+  WHERE batch_id = $batch AND finished_at IS NOT NULL
     AND id > COALESCE((SELECT MAX(id) FROM attempts WHERE batch_id = $batch AND outcome = 'ok'), 0)`;
 
-/** Unwrap: how many of the batch's events (in order) an earlier attempt of this delivery saw accepted. */
-export function confirmedEvents(spool: Spool, batchId: number): number {
-  return prepared<{ n: number }, Record<string, number>>(spool.db, CONFIRMED).get({ batch: batchId })?.n ?? 0;
+/** Unwrap, on a retry: where the earlier attempts of this delivery left off; null when nothing got through. */
+export function resumePoint(spool: Spool, batchId: number): Resume | null {
+  const r = prepared<{ before: number | null; unconfirmed: number }, Record<string, number>>(spool.db, RESUME).get({ batch: batchId });
+  return r && r.before !== null ? { before: r.before, unconfirmed: r.unconfirmed === 1 } : null;
 }
 
 const NEXT_OPEN_READY = `SELECT MIN(MIN(last_at + quiet_s, first_at + max_s)) AS at FROM batches

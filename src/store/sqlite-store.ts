@@ -24,7 +24,7 @@ import { effectiveNow, expectationSince, getMetaNumber, instanceId, writeHeartbe
 import { pollRows } from "./stats.ts";
 import { recordOutcomes } from "./outcome.ts";
 import { stepPoll } from "./polls.ts";
-import { anyReadyNow, candidates, claimBatches, confirmedEvents, nextReadyAt, rateWindow, recoverLeases, sealReady } from "./queue.ts";
+import { anyReadyNow, candidates, claimBatches, nextReadyAt, resumePoint, rateWindow, recoverLeases, sealReady } from "./queue.ts";
 import { dataVersion } from "./meta.ts";
 
 /** How often data_version is read: the dispatcher's reaction time to another process's write. */
@@ -106,7 +106,7 @@ export function sqliteDispatchStore(spool: Spool): DispatchStore {
     destinationState: async (name) => destinationState(spool, name),
     halfOpenIfCooled: async (name, now) => halfOpenIfCooled(spool, name, now),
     rateWindow: async (name, now, rate) => rateWindow(spool, name, now, rate),
-    confirmedEvents: async (batchId) => confirmedEvents(spool, batchId),
+    resumePoint: async (batchId) => resumePoint(spool, batchId),
     claimBatches: async (inputs) => claimBatches(spool, inputs),
     getBatch: async (id) => getBatch(spool, id),
     batchContent: async (id) => batchContent(spool, id),

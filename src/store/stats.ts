@@ -62,11 +62,11 @@ export function pollRows(spool: Spool): PollRow[] {
 }
 
 /** Attempts started since `since`, per destination, outcome and class (for the metrics). */
-export function attemptCounts(spool: Spool, since: number): { destination: string; outcome: string; klass: string; n: number; duration_ms: number }[] {
+export function attemptCounts(spool: Spool, since: number): { destination: string; outcome: string; klass: string; answer: string; n: number; duration_ms: number }[] {
   const db = spool.db;
-  return prepared<{ destination: string; outcome: string; klass: string; n: number; duration_ms: number }, [number]>(db, 
-      `SELECT destination, COALESCE(outcome, 'running') AS outcome, COALESCE(klass, '') AS klass, COUNT(*) AS n, COALESCE(SUM(duration_ms), 0) AS duration_ms
-       FROM attempts WHERE started_at >= ? GROUP BY 1, 2, 3 ORDER BY 1, 2, 3`,
+  return prepared<{ destination: string; outcome: string; klass: string; answer: string; n: number; duration_ms: number }, [number]>(db, 
+      `SELECT destination, COALESCE(outcome, 'running') AS outcome, COALESCE(klass, '') AS klass, COALESCE(answer, '') AS answer, COUNT(*) AS n, COALESCE(SUM(duration_ms), 0) AS duration_ms
+       FROM attempts WHERE started_at >= ? GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4`,
     )
     .all(since);
 }

@@ -34,7 +34,7 @@ describe("classes", () => {
     });
   }
 
-  test("a 429 without a usable hint gates the destination for 60 s; a probe throttled again doubles the gate, up to the backoff cap", async () => {
+  test("a 429 without a usable hint gates the destination for 61 s; a probe throttled again doubles the gate, up to the backoff cap", async () => {
     const a = fakeDestination("hermes:a");
     // What a destination hands over for "Retry-After: 0" is no hint; a 0 that slips through is none either.
     const hints = [null, 0, null, 0];
@@ -52,7 +52,7 @@ describe("classes", () => {
       r.clock.set(next);
     }
     expect(a.calls).toHaveLength(4);
-    expect(delays).toEqual([60, 120, 240, 300]);
+    expect(delays).toEqual([61, 122, 244, 300]);
     // The probe that is answered lifts the gate.
     a.answer = () => ok();
     await r.step();

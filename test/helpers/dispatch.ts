@@ -73,8 +73,8 @@ export interface Rig {
   attempts(batchId: number): Record<string, unknown>[];
 }
 
-/** `config` is the config.toml body; every destination it names must be given as a fake. */
-export function rig(config: string, fakes: FakeDestination[], opts: { seed?: number } = {}): Rig {
+/** `config` is the config.toml body; every destination it names must be given (a fake, or a real one). */
+export function rig(config: string, fakes: (FakeDestination | Destination)[], opts: { seed?: number } = {}): Rig {
   const home = tempDir();
   writeFileSync(join(home, "config.toml"), config);
   const clock = new FakeClock(T0);
@@ -82,7 +82,7 @@ export function rig(config: string, fakes: FakeDestination[], opts: { seed?: num
   migrate(spool);
   const loadOptions = { home, env: {}, cwd: home };
   const loaded = loadConfig(loadOptions);
-  const dests = Object.fromEntries(fakes.map((f) => [f.name, f]));
+  const dests = Object.fromEntries(fakes.map((f) => [f.name, f])) as Record<string, FakeDestination>;
   const d = new Dispatcher({
     spool,
     loaded,

@@ -4,7 +4,7 @@
 // head, so FIFO per key holds whoever claims; marks fenced by lease_owner as on SQLite; and the
 // recovery of leases whose owner is gone (lease_until passed), never of a live one.
 import type { Candidate, Claim, ClaimInput } from "../queue.ts";
-import type { DeadReason } from "../../delivery.ts";
+import type { DeadReason, Resume } from "../../delivery.ts";
 import { attemptFacts, type MarkBase, scrubError } from "../marks.ts";
 import { admits } from "../gate-plan.ts";
 import type { DestinationRow } from "../destinations.ts";
@@ -95,12 +95,12 @@ export async function rateWindowPg(sql: PgSpool["sql"] | Tx, destination: string
   return rows.map((r) => ({ hits: Number(r.hits), finishedAt: numOrNull(r.finished_at) }));
 }
 
-/** Unwrap: how many of the batch's events an earlier attempt of this delivery saw accepted (as on SQLite). */
-export async function confirmedEventsPg(spool: PgSpool, batchId: number): Promise<number> {
-  const [r] = await spool.sql`SELECT COALESCE(MAX(events_delivered), 0)::int AS n FROM attempts
-      WHERE batch_id = ${batchId}::bigint AND unconfirmed = 0 AND finished_at IS NOT NULL
+/** Unwrap, on a retry: where the earlier attempts of this delivery left off (as on SQLite). */
+export async function resumePointPg(spool: PgSpool, batchId: number): Promise<Resume | null> {
+  const [r] = await spool.sql`SELECT MAX(failed_event_id) AS before, COALESCE(MAX(unconfirmed), 0)::int AS unconfirmed FROM attempts
+      WHERE batch_id = ${batchId}::bigint AND finished_at IS NOT NULL
         AND id > COALESCE((SELECT MAX(id) FROM attempts WHERE batch_id = ${batchId}::bigint AND outcome = 'ok'), 0)`;
-  return Number(r.n);
+  return r && r.before !== null ? { before: num(r.before), unconfirmed: Number(r.unconfirmed) === 1 } : null;
 }
 
 /**

@@ -93,9 +93,9 @@ export async function probeWritePg(spool: PgSpool, now: number): Promise<void> {
 }
 
 /** Attempts started since `since`, per destination, outcome and class (the metrics). */
-export async function attemptCountsPg(spool: PgSpool, since: number): Promise<{ destination: string; outcome: string; klass: string; n: number; duration_ms: number }[]> {
-  const rows = (await spool.sql`SELECT destination, COALESCE(outcome, 'running') AS outcome, COALESCE(klass, '') AS klass, COUNT(*)::int AS n, COALESCE(SUM(duration_ms), 0)::float8 AS duration_ms
-      FROM attempts WHERE started_at >= ${since} GROUP BY 1, 2, 3 ORDER BY 1, 2, 3`) as { destination: string; outcome: string; klass: string; n: number; duration_ms: number }[];
+export async function attemptCountsPg(spool: PgSpool, since: number): Promise<{ destination: string; outcome: string; klass: string; answer: string; n: number; duration_ms: number }[]> {
+  const rows = (await spool.sql`SELECT destination, COALESCE(outcome, 'running') AS outcome, COALESCE(klass, '') AS klass, COALESCE(answer, '') AS answer, COUNT(*)::int AS n, COALESCE(SUM(duration_ms), 0)::float8 AS duration_ms
+      FROM attempts WHERE started_at >= ${since} GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4`) as { destination: string; outcome: string; klass: string; answer: string; n: number; duration_ms: number }[];
   return rows.map((r) => ({ ...r, n: Number(r.n), duration_ms: Number(r.duration_ms) }));
 }
 

@@ -10,7 +10,7 @@ import { destinationNamesPg, expectationSincePg, metaNumberPg, pollRowsPg } from
 import { batchAttemptsPg, batchEventsPg, batchPayloadsPg, deadBatchIdsPg, deliveredBatchIdsPg, followEventPg, listBatchesPg, listIssuesPg, newestEventIdPg, quarantinedRequestsPg, setIssueStatePg, spooledDedupIdsPg, storedRequestsPg } from "./reads.ts";
 import type { EnqueueResult, NewEvent } from "../enqueue.ts";
 import { GROUP_LIMITS, type GroupJob, type GroupLimits, takeGroup } from "../group.ts";
-import { claimPg, candidatesPg, confirmedEventsPg, rateWindowPg, recoverExpiredPg, sealReadyPg } from "./claims.ts";
+import { claimPg, candidatesPg, rateWindowPg, resumePointPg, recoverExpiredPg, sealReadyPg } from "./claims.ts";
 import type { PgSpool } from "./db.ts";
 import { halfOpenIfCooledPg } from "./destinations.ts";
 import { batchContentPg, enqueueGroupPg } from "./enqueue.ts";
@@ -146,7 +146,7 @@ export async function pgDispatchStore(spool: PgSpool, holder: string): Promise<D
     destinationState: (name) => destinationStatePg(spool, name),
     halfOpenIfCooled: (name, now) => halfOpenIfCooledPg(spool, name, now),
     rateWindow: (name, now, rate) => rateWindowPg(spool.sql, name, now, rate),
-    confirmedEvents: (batchId) => confirmedEventsPg(spool, batchId),
+    resumePoint: (batchId) => resumePointPg(spool, batchId),
     claimBatches: (inputs) => claimPg(spool, inputs),
     getBatch: (id) => getBatchPg(spool, id),
     batchContent: (id) => batchContentPg(spool.sql, id),

@@ -227,8 +227,8 @@ describe.skipIf(!PG_BIN)("PostgreSQL and SQLite agree", () => {
     expect([halfOpenIfCooled(lite, "http:d", T0 + 30), await halfOpenIfCooledPg(pg, "http:d", T0 + 30)]).toEqual([true, true]);
     expect(await attempt(1, T0 + 31, { kind: "ok", reason: "ok", status: 200 }, { probe: true })).toMatchObject({ state: "delivered", breaker: "closed" });
     expect(await attempt(3, T0 + 40, { kind: "retry", klass: "throttle", reason: "http 429", status: 429, retryAfterS: 30 })).toMatchObject({ state: "retry", nextAttemptAt: T0 + 71 });
-    // A second throttle, without a hint: the destination is gated for 60 s (it has no rate), the batch due then; its hits none.
-    expect(await attempt(3, T0 + 72, { kind: "retry", klass: "throttle", reason: "http 429", status: 429 }, { paced: true })).toMatchObject({ state: "retry", nextAttemptAt: T0 + 73 + 60 });
+    // A second throttle, without a hint: the destination is gated for 61 s (it has no rate), the batch due then; its hits none.
+    expect(await attempt(3, T0 + 72, { kind: "retry", klass: "throttle", reason: "http 429", status: 429 }, { paced: true })).toMatchObject({ state: "retry", nextAttemptAt: T0 + 73 + 61 });
     for (const [k, now] of [[0, 50], [1, 60], [2, 70]] as const) {
       const r = await attempt(2, T0 + now, { kind: "retry", klass: "batch", reason: "http 400", status: 400, detail: `HTTP 400 #${k}` });
       expect(r).toMatchObject(k < 2 ? { state: "retry" } : { state: "dead", deadReason: "exhausted" });
