@@ -14,6 +14,7 @@ import { type Cli, GLOBAL_ARGS, loadFor, openOperatorStore, positiveInt } from "
 import type { HelpMeta } from "./help.ts";
 import { deadReasonArg } from "./dead-reasons.ts";
 import { parseSince } from "../time.ts";
+import { printReplayPlan } from "./replay-plan.ts";
 
 /** Positional words after the verb (citty keeps them in `_`). */
 function words(args: { _: string[] }): string[] {
@@ -91,7 +92,7 @@ function replayCommand(cli: Cli): CommandDef {
     meta: {
       name: "replay",
       description: "dead -> retry, due now, attempts reset; a quarantine batch is classified again through its plugin; --delivered resends delivered batches under a new delivery id",
-      usage: "<batch>... | --dead [--destination D] [--source S] [--since T] [--reason R] | --delivered [<batch>...] [--destination D] [--source S] [--since T]",
+      usage: "<batch>... | --dead [--destination D] [--source S] [--since T] [--reason R] [--plan] | --delivered [<batch>...] [--destination D] [--source S] [--since T]",
       variadic: true,
     } as HelpMeta,
     args: {
@@ -103,12 +104,13 @@ function replayCommand(cli: Cli): CommandDef {
       source: { type: "string", description: "with --dead: only this source" },
       since: { type: "string", description: "with --dead: only batches whose last event is this recent (Unix s, ISO date, or 24h)", valueHint: "T" },
       reason: { type: "string", description: "with --dead: only batches that died for this reason (rejected, exhausted, poison, processor_permanent, bad_emit, config, quarantined)", valueHint: "R" },
+      plan: { type: "boolean", description: "with --dead: show what would be replayed, by destination, key and reason, and the pace each destination takes it at; change nothing" },
     },
     async run({ args }) {
       const ids = words(args as { _: string[] }).map((w) => positiveInt(w, "batch"));
       if (args.delivered) return resend(cli, ids, args as { dead?: boolean; destination?: string; source?: string; since?: string; reason?: string });
       if (args.dead && ids.length) throw new HookspoolError("E_USAGE", "give batch ids or --dead, not both");
-      if (!args.dead && (args.destination || args.source || args.since || args.reason)) throw new HookspoolError("E_USAGE", "--destination, --source, --since and --reason go with --dead");
+      if (!args.dead && (args.destination || args.source || args.since || args.reason || args.plan)) throw new HookspoolError("E_USAGE", "--destination, --source, --since, --reason and --plan go with --dead");
       const reason = deadReasonArg(args.reason);
       if (!args.dead && ids.length === 0) throw new HookspoolError("E_USAGE", "give batch ids, or --dead");
       return withStore(cli, async (store, config, file) => {
@@ -116,6 +118,7 @@ function replayCommand(cli: Cli): CommandDef {
         const targets = args.dead
           ? await store.deadBatchIds({ destination: args.destination ?? (reason === "quarantined" ? "quarantine" : undefined), source: args.source, reason, since: args.since ? parseSince(String(args.since), now) : undefined })
           : ids;
+        if (args.plan) return printReplayPlan(cli, store, config, targets);
         if (targets.length === 0) {
           say(cli, { replayed: [] }, "no dead batches match");
           return 1;

@@ -59,9 +59,9 @@ describe("every help page", () => {
 describe("what the pages say", () => {
   test("replay shows that it takes batch ids, or --dead, or --delivered", async () => {
     const page = await help(["replay"]);
-    expect(page.split("\n")[2]).toBe("Usage: hookspool replay <batch>... | --dead [--destination D] [--source S] [--since T] [--reason R] | --delivered [<batch>...] [--destination D] [--source S] [--since T]");
+    expect(page.split("\n")[2]).toBe("Usage: hookspool replay <batch>... | --dead [--destination D] [--source S] [--since T] [--reason R] [--plan] | --delivered [<batch>...] [--destination D] [--source S] [--since T]");
     expect(section(page, "Arguments")).toEqual([expect.stringMatching(/^ {2}<batch>\.\.\. +the dead batches to replay/)]);
-    expect(section(page, "Options").map((r) => r.trim().split(" ")[0])).toEqual(["--dead", "--delivered", "--destination", "--source", "--since", "--reason"]);
+    expect(section(page, "Options").map((r) => r.trim().split(" ")[0])).toEqual(["--dead", "--delivered", "--destination", "--source", "--since", "--reason", "--plan"]);
   });
 
   test("exclude and drop give their usage lines", async () => {

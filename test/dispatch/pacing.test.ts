@@ -10,6 +10,7 @@ import { createLogger } from "../../src/log.ts";
 import { seededRng } from "../../src/clock.ts";
 import { rateMarginS } from "../../src/pacing.ts";
 import { resumeDestination } from "../../src/store/destinations.ts";
+import { replayBatch } from "../../src/store/replay.ts";
 import { T0 } from "../helpers/spool.ts";
 import { batchIdOf, type FakeDestination, fakeDestination, ok, rig } from "../helpers/dispatch.ts";
 
@@ -182,6 +183,37 @@ describe("a 404 from the gateway", () => {
     await r.step();
     await r.step();
     expect(delivered(r, ids)).toBe(2);
+  });
+});
+
+describe("a bulk replay", () => {
+  test("goes through the destination's rate and fair share: no burst, and live traffic elsewhere keeps its slot", async () => {
+    const rate = { limit: 2, windowS: 60 };
+    const a = fakeDestination("hermes:a", { maxInflight: 4, rate });
+    const b = fakeDestination("hermes:b", { maxInflight: 4 });
+    a.answer = () => outcome({ kind: "dead", klass: "permanent", reason: "http 422", status: 422 });
+    const r = rig(`${BASE}[dispatch]\nparallel = 2\n`, [a, b]);
+    const dead = ["A", "B", "C", "D", "E", "F"].map((k) => batchIdOf(r.put(k, "hermes:a")));
+    for (let i = 0; i < 3; i++) {
+      await r.step();
+      r.clock.advance(61.5);
+    }
+    expect(dead.every((id) => r.batch(id).state === "dead")).toBe(true);
+    a.answer = () => ok();
+    a.calls.length = 0;
+    for (const id of dead) replayBatch(r.spool, id, r.clock.now());
+    const live = batchIdOf(r.put("L", "hermes:b"));
+    await r.step();
+    // Two slots: one replayed batch (the window allows two, fair share gives a one), one live batch.
+    expect(a.calls).toHaveLength(1);
+    expect(b.calls.map((c) => c.batchId)).toEqual([live]);
+    await r.step();
+    await r.step();
+    expect(a.calls).toHaveLength(2);
+    r.clock.advance(61.5);
+    await r.step();
+    await r.step();
+    expect(a.calls).toHaveLength(4);
   });
 });
 
