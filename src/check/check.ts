@@ -13,11 +13,12 @@ import { isPostgres } from "../config/backend.ts";
 import { postgresRules } from "./postgres.ts";
 import { CorruptSpool, openVerified, requireCurrentSchema, schemaVersion, type Spool } from "../store/db.ts";
 import { LATEST_SCHEMA } from "../store/migrations.ts";
-import { type PluginFacts, routeProblems } from "./routes.ts";
+import { destinationPaces, type PluginFacts, routeProblems } from "./routes.ts";
 import { ConfigError, DEFAULT_HOME, type Env, expandPath, loadConfig, parseConfig } from "../config/load.ts";
 import { isTable, quoteKey } from "../config/parse.ts";
 import { describeSecretRef, resolveSecret } from "../config/secrets.ts";
 import type { Config, ConfigProblem, LoadedConfig, Paths, SecretRef } from "../config/types.ts";
+import type { Pace } from "../delivery.ts";
 
 export interface CheckDeps {
   /** The environment the services run with: { env } secret refs, HOME for ~. */
@@ -56,6 +57,8 @@ export interface CheckReport {
    * that does not retry loses what hookspool could not take, unless a sweep recovers it.
    */
   senders: Record<string, boolean | null>;
+  /** Each destination's rate and where it comes from (null: not paced), as the dispatcher will read it. */
+  paces: Record<string, Pace | null>;
 }
 
 const problem = (level: ConfigProblem["level"], key: string, message: string, hint?: string): ConfigProblem => ({ level, key, message, hint });
@@ -73,8 +76,8 @@ export async function checkConfigFile(opts: CheckFileOptions = {}): Promise<Chec
   try {
     loaded = loadConfig({ home: opts.home, config: opts.config, env, cwd });
   } catch (e) {
-    if (e instanceof ConfigError) return { file: e.file ?? null, problems: finish(everyLoadProblem(e)), senders: {} };
-    if (isHookspoolError(e)) return { file: e.file ?? null, problems: [problem("error", e.key ?? e.file ?? "config", e.message, e.hint)], senders: {} };
+    if (e instanceof ConfigError) return { file: e.file ?? null, problems: finish(everyLoadProblem(e)), senders: {}, paces: {} };
+    if (isHookspoolError(e)) return { file: e.file ?? null, problems: [problem("error", e.key ?? e.file ?? "config", e.message, e.hint)], senders: {}, paces: {} };
     throw e;
   }
   const file = loaded.paths.config;
@@ -85,7 +88,7 @@ export async function checkConfigFile(opts: CheckFileOptions = {}): Promise<Chec
   const notes = file ? [] : [problem("error", "config", `no config file at ${looked}`, "hookspool init writes a starter config there; or point --home, --config or HOOKSPOOL_CONFIG at yours")];
   const senders: Record<string, boolean | null> = {};
   const rules = await checkConfig({ config: loaded.config, paths: loaded.paths, raw }, deps, senders);
-  return { file: file ?? opts.config ?? null, problems: finish([...loaded.problems.map(relevel), ...notes, ...rules]), senders };
+  return { file: file ?? opts.config ?? null, problems: finish([...loaded.problems.map(relevel), ...notes, ...rules]), senders, paces: destinationPaces(loaded.config, env) };
 }
 
 /** Unknown keys are errors in check (warnings at run time); other warnings stay warnings. */

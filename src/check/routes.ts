@@ -3,9 +3,10 @@
 // cap, header names, and the Hermes gateway's subscriptions file.
 import { systemClock } from "../clock.ts";
 import { readRoute } from "../destinations/hermes.ts";
-import { makeDestination } from "../destinations/registry.ts";
+import { destinationPace, makeDestination } from "../destinations/registry.ts";
 import { HOOKSPOOL_HEADERS, isReservedHeader, usableSecret, validHeaderName } from "../destinations/signing.ts";
-import { destinationProblem, destinationSettings, destinationType } from "../config/destinations.ts";
+import { configuredDestinations, destinationProblem, destinationSettings, destinationType } from "../config/destinations.ts";
+import type { Pace } from "../delivery.ts";
 import { type Env, expandPath } from "../config/load.ts";
 import { quoteKey } from "../config/parse.ts";
 import { MAX_TEES } from "../config/routes.ts";
@@ -301,4 +302,11 @@ export function routeProblems(config: Config, plugins: Map<string, PluginFacts>,
     ...headerRules(config, plugins),
     ...hermesRules(config, flows, deps),
   ];
+}
+
+/** The pace of every destination the config names (hermes: from the gateway's subscriptions file). */
+export function destinationPaces(config: Config, env: Env): Record<string, Pace | null> {
+  const out: Record<string, Pace | null> = {};
+  for (const name of [...configuredDestinations(config)].sort()) if (destinationType(config, name) !== null) out[name] = destinationPace(config, name, env);
+  return out;
 }

@@ -7,6 +7,7 @@ import type { ConfigProblem } from "../config/types.ts";
 import { HookspoolError } from "../errors.ts";
 import { type Cli, GLOBAL_ARGS } from "./context.ts";
 import { visible } from "./format.ts";
+import { describeRate } from "../pacing.ts";
 
 /** `error: path.to.key: what is wrong (how to fix)`; a key or value from the file is shown escaped. */
 export function problemLine(p: ConfigProblem): string {
@@ -33,6 +34,10 @@ function printReport(cli: Cli, report: CheckReport): void {
   for (const [source, retries] of Object.entries(report.senders)) {
     if (retries === null) continue;
     cli.io.out(visible(`source ${source}: ${retries ? "the sender retries a failed delivery" : "the sender does not retry a failed delivery: a sweep must recover what is missed (its bobbin's README says how)"}`));
+  }
+  // Which rate each paced destination is delivered at, and where it comes from (hermes: the gateway's).
+  for (const [name, pace] of Object.entries(report.paces)) {
+    if (pace) cli.io.out(visible(`destination ${name}: paced at ${describeRate(pace.rate)}, from ${pace.from}`));
   }
   cli.io.out(visible(`${report.file ?? "(no config file)"}: ${plural(errors, "error")}, ${plural(warnings, "warning")}`));
 }

@@ -3,7 +3,7 @@
 import { dirname } from "node:path";
 import type { CommandDef } from "citty";
 import { loadEverySource } from "../config/sources.ts";
-import { assembleStatus, buildStatus, type StatusDoc } from "../obs/status.ts";
+import { assembleStatus, buildStatus, pacedDestinations, type DestinationStatus, type StatusDoc } from "../obs/status.ts";
 import { pgStatusFacts } from "../obs/status-pg.ts";
 import { isPostgres } from "../config/backend.ts";
 import { humanAge, humanBytes, table, visible } from "./format.ts";
@@ -27,7 +27,7 @@ function summary(doc: StatusDoc): string {
   const dests = Object.entries(doc.destinations);
   if (dests.length) {
     out.push("");
-    out.push(table(["DESTINATION", "STATE", "INFLIGHT", "OLDEST", "LAST ERROR"], dests.map(([n, d]) => [n, d.state, d.inflight ?? "-", humanAge(d.oldest_pending_age_s), d.last_error ?? ""])));
+    out.push(table(["DESTINATION", "STATE", "INFLIGHT", "WINDOW", "OLDEST", "LAST ERROR"], dests.map(([n, d]) => [n, gateWords(d), d.inflight ?? "-", windowWords(d), humanAge(d.oldest_pending_age_s), d.last_error ?? ""])));
   }
   const sources = Object.entries(doc.sources);
   if (sources.length) {
@@ -35,6 +35,19 @@ function summary(doc: StatusDoc): string {
     out.push(table(["SOURCE", "LAST EVENT", "EXPECTED EVERY", "SILENT"], sources.map(([n, s]) => [n, s.last_event_age_s === null ? "never" : `${humanAge(s.last_event_age_s)} ago`, s.expected_every_s ? humanAge(s.expected_every_s) : "-", s.silent ? "yes" : ""])));
   }
   return out.join("\n");
+}
+
+/** The breaker state, and a 429 or Retry-After gate with its time left. */
+function gateWords(d: DestinationStatus): string {
+  if (d.gated_for_s === undefined) return d.throttled ? `${d.state}, probing after a 429` : d.state;
+  return `${d.state}, ${d.throttled ? "429" : "Retry-After"} gate ${humanAge(d.gated_for_s)} left`;
+}
+
+/** A paced destination's window: "12/30 per 60 s", and when the next slot frees if it is full. */
+function windowWords(d: DestinationStatus): string {
+  if (!d.rate) return "-";
+  const full = d.rate.next_free_in_s !== null ? `, next in ${humanAge(d.rate.next_free_in_s)}` : d.rate.used >= d.rate.limit ? ", full" : "";
+  return `${d.rate.used}/${d.rate.limit} per ${humanAge(d.rate.window_s)}${full}`;
 }
 
 export function statusCommand(cli: Cli): CommandDef {
@@ -47,13 +60,14 @@ export function statusCommand(cli: Cli): CommandDef {
       // does not load is check's to report, not status's.
       const { sources: plugins } = await loadEverySource(config, { configDir: dirname(paths.config ?? paths.home), env: cli.io.env, file: paths.config ?? "config.toml" });
       if (isPostgres(config)) {
-        const { doc } = await withPg(cli, config, async (pg) => assembleStatus(await pgStatusFacts(pg, cli.clock.now()), config, { now: cli.clock.now(), plugins }));
+        const paces = pacedDestinations(config, cli.io.env);
+        const { doc } = await withPg(cli, config, async (pg) => assembleStatus(await pgStatusFacts(pg, cli.clock.now(), paces), config, { now: cli.clock.now(), plugins }));
         cli.io.out(cli.globals.json ? JSON.stringify(doc) : summary(doc));
         return doc.ok ? 0 : 1;
       }
       const spool = openExisting(cli, paths.spoolFile);
       try {
-        const { doc } = buildStatus(spool, config, paths.spoolFile, { now: cli.clock.now(), plugins });
+        const { doc } = buildStatus(spool, config, paths.spoolFile, { now: cli.clock.now(), plugins, env: cli.io.env });
         cli.io.out(cli.globals.json ? JSON.stringify(doc) : summary(doc));
         return doc.ok ? 0 : 1;
       } finally {

@@ -8,7 +8,8 @@ import type { Config, SecretRef } from "../config/types.ts";
 import { HermesDestination } from "./hermes.ts";
 import { HttpDestination } from "./http.ts";
 import { ScriptDestination } from "./script.ts";
-import type { Destination } from "../delivery.ts";
+import type { Destination, Pace } from "../delivery.ts";
+import { systemClock } from "../clock.ts";
 import { parseRate, type Rate } from "../pacing.ts";
 
 export interface RegistryOptions {
@@ -90,6 +91,11 @@ export function makeDestination(config: Config, name: string, opts: RegistryOpti
     default:
       return null;
   }
+}
+
+/** The pace `name` is delivered at (hermes: the gateway's, from its subscriptions file), or null. */
+export function destinationPace(config: Config, name: string, env: Env): Pace | null {
+  return makeDestination(config, name, { env, clock: systemClock, instanceId: "pace" })?.pace() ?? null;
 }
 
 /** check() of every destination a config names: name -> problems (only names with problems). */

@@ -101,6 +101,12 @@ export function renderMetrics(f: MetricsFacts): string {
   t.family("hookspool_oldest_pending_age_seconds", "Age of the oldest batch still to deliver.", [[{}, doc.oldest_pending_age_s ?? 0]]);
   const dests = Object.entries(doc.destinations);
   t.family("hookspool_destination_state", "Breaker state: 0 closed, 1 half_open, 2 open, 3 paused.", dests.map(([d, s]) => [{ destination: d }, STATE_VALUE[s.state] ?? 0]));
+  const paced = dests.flatMap(([d, s]) => (s.rate ? [{ labels: { destination: d }, rate: s.rate }] : []));
+  t.family("hookspool_destination_rate_limit", "A paced destination's requests allowed per window.", paced.map((p) => [p.labels, p.rate.limit]));
+  t.family("hookspool_destination_rate_window_seconds", "A paced destination's window.", paced.map((p) => [p.labels, p.rate.window_s]));
+  t.family("hookspool_destination_rate_used", "Requests in a paced destination's window now (in flight included).", paced.map((p) => [p.labels, p.rate.used]));
+  t.family("hookspool_destination_rate_next_free_seconds", "Seconds until a full window has room again (0: room now).", paced.map((p) => [p.labels, p.rate.next_free_in_s ?? 0]));
+  t.family("hookspool_destination_gated_seconds", "Seconds left of a Retry-After or 429 gate (0: none).", dests.map(([d, s]) => [{ destination: d }, s.gated_for_s ?? 0]));
   t.family("hookspool_destination_oldest_pending_age_seconds", "Age of the oldest batch still to deliver, per destination.", dests.map(([d, s]) => [{ destination: d }, s.oldest_pending_age_s ?? 0]));
   t.family("hookspool_issues_open", "Open and acked issues.", [[{}, doc.issues_open]]);
   t.family("hookspool_spool_bytes", "Size of the database with its WAL.", [[{}, doc.spool_bytes]]);

@@ -9,14 +9,17 @@ import { openIssueCountPg } from "../store/pg/issues.ts";
 import { maintenanceHolder } from "../store/pg/leader.ts";
 import { pgSchemaVersion } from "../store/pg/migrate.ts";
 import { countBatchesPg, databaseBytesPg, deadByReasonPg, destinationNamesPg, leasedCountsPg, metaNumbersPg, oldestPendingPg, pollRowsPg } from "../store/pg/stats.ts";
-import { assembleStatus, HEARTBEAT_STALE_S, type StatusFacts } from "./status.ts";
+import { assembleStatus, HEARTBEAT_STALE_S, pacedDestinations, type StatusFacts } from "./status.ts";
+import type { Pace } from "../delivery.ts";
+import { rateWindowPg } from "../store/pg/claims.ts";
 import type { Config } from "../config/types.ts";
 import { caughtFamilies, renderMetrics } from "./metrics.ts";
 import { attemptCountsPg, deliveredCountsPg, dispatchersCaughtPg } from "../store/pg/stats.ts";
 
 const DAY_S = 86400;
 
-export async function pgStatusFacts(pg: PgSpool, now: number): Promise<StatusFacts> {
+export async function pgStatusFacts(pg: PgSpool, now: number, paces: ReadonlyMap<string, Pace>): Promise<StatusFacts> {
+  const windows = new Map(await Promise.all([...paces].map(async ([name, p]) => [name, await rateWindowPg(pg.sql, name, now, p.rate)] as const)));
   const [schema, beats, maintenance, batches, deadReasons, pending, rows, names, leased, meta, polls, issuesOpen, bytes] = await Promise.all([
     pgSchemaVersion(pg),
     dispatchersPg(pg, HEARTBEAT_STALE_S),
@@ -52,12 +55,14 @@ export async function pgStatusFacts(pg: PgSpool, now: number): Promise<StatusFac
     issuesOpen,
     spoolBytes: bytes,
     diskFree: null,
+    paces,
+    windows,
   };
 }
 
 /** The table-derived metrics on PostgreSQL: the status document's figures, attempts, deliveries, every dispatcher's caught failures. */
 export async function pgMetricsText(pg: PgSpool, config: Config, now: number): Promise<string> {
-  const { doc } = assembleStatus(await pgStatusFacts(pg, now), config, { now, hard: [] });
+  const { doc } = assembleStatus(await pgStatusFacts(pg, now, pacedDestinations(config)), config, { now, hard: [] });
   const [attempts, delivered, caught] = await Promise.all([attemptCountsPg(pg, now - 30 * DAY_S), deliveredCountsPg(pg, now - 7 * DAY_S), dispatchersCaughtPg(pg)]);
   return renderMetrics({ doc, attempts, delivered, caught: caughtFamilies(caught) });
 }

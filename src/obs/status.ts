@@ -8,6 +8,12 @@ import { type DestinationRow, destinationNames, destinationRows } from "../store
 import type { DeadReason } from "../delivery.ts";
 import { countBatches, deadByReason, leasedCounts, oldestPending, type PollRow, pollRows, type StateCounts } from "../store/stats.ts";
 import { diskFreeBytes, spoolBytes } from "./disk.ts";
+import { configuredDestinations, destinationType } from "../config/destinations.ts";
+import type { Env } from "../config/secrets.ts";
+import { destinationPace } from "../destinations/registry.ts";
+import type { Pace } from "../delivery.ts";
+import { type WindowHit, windowState } from "../pacing.ts";
+import { rateWindow } from "../store/queue.ts";
 
 /** A dispatcher heartbeat older than this is reported as degraded. */
 export const HEARTBEAT_STALE_S = 30;
@@ -20,6 +26,13 @@ export interface DestinationStatus {
   cooldown_s?: number;
   last_error?: string;
   paused_by?: string;
+  /** A paced destination's window now: hits used of the limit, and when the next may start (null: now). */
+  rate?: { limit: number; window_s: number; used: number; next_free_at: number | null; next_free_in_s: number | null; from: string };
+  /** A Retry-After or 429 gate: no delivery starts before this (in so many seconds). */
+  gated_until?: number;
+  gated_for_s?: number;
+  /** A 429 without Retry-After gated it: once the gate ends, one delivery goes first as a probe. */
+  throttled?: boolean;
 }
 
 export interface SourceStatus {
@@ -77,6 +90,17 @@ export interface StatusInputs {
   plugins?: ReadonlyMap<string, IntakeSource>;
 }
 
+/** The paced destinations a config names, each with its pace (hermes: read from the gateway's file). */
+export function pacedDestinations(config: Config, env: Env = process.env): Map<string, Pace> {
+  const out = new Map<string, Pace>();
+  for (const name of configuredDestinations(config)) {
+    if (destinationType(config, name) === null) continue;
+    const pace = destinationPace(config, name, env);
+    if (pace) out.set(name, pace);
+  }
+  return out;
+}
+
 /**
  * How long a source with expectation `every` has been silent past it, or null when it is not:
  * counted from its last event, or, before its first, from when the expectation was first seen
@@ -113,11 +137,16 @@ export interface StatusFacts {
   spoolBytes: number;
   /** Free bytes where the spool lives; null when not this host's to measure (PostgreSQL). */
   diskFree: number | null;
+  /** Each paced destination's pace and the hits in its window. */
+  paces: ReadonlyMap<string, Pace>;
+  windows: ReadonlyMap<string, WindowHit[]>;
 }
 
 /** The facts of a SQLite spool. */
-export function sqliteStatusFacts(spool: Spool, dbPath: string, diskFree?: number | null): StatusFacts {
+export function sqliteStatusFacts(spool: Spool, dbPath: string, diskFree: number | null | undefined, paces: ReadonlyMap<string, Pace>, now: number): StatusFacts {
   return {
+    paces,
+    windows: new Map([...paces].map(([name, p]) => [name, rateWindow(spool, name, now, p.rate)])),
     schema: schemaVersion(spool),
     heartbeatAt: getMetaNumber(spool, "dispatcher_heartbeat_at"),
     dispatcherPid: getMetaNumber(spool, "dispatcher_pid"),
@@ -139,8 +168,8 @@ export function sqliteStatusFacts(spool: Spool, dbPath: string, diskFree?: numbe
  * Build the status document from the tables (and the caller's in-memory facts). `hard` says
  * whether /healthz answers 503 (spool unwritable, a hard limit active) rather than 200.
  */
-export function buildStatus(spool: Spool, config: Config, dbPath: string, inp: StatusInputs): { doc: StatusDoc; hard: boolean } {
-  return assembleStatus(sqliteStatusFacts(spool, dbPath, inp.diskFree), config, inp);
+export function buildStatus(spool: Spool, config: Config, dbPath: string, inp: StatusInputs & { env?: Env }): { doc: StatusDoc; hard: boolean } {
+  return assembleStatus(sqliteStatusFacts(spool, dbPath, inp.diskFree, pacedDestinations(config, inp.env), inp.now), config, inp);
 }
 
 /** The document from its facts: the same rules on either backend. */
@@ -180,6 +209,17 @@ export function assembleStatus(f: StatusFacts, config: Config, inp: StatusInputs
       degraded.push(`destination ${name}: paused`);
     }
     if (row?.last_error) d.last_error = row.last_error;
+    if (row?.retry_after_until != null && row.retry_after_until > now) {
+      d.gated_until = row.retry_after_until;
+      d.gated_for_s = round1(row.retry_after_until - now);
+    }
+    if (row?.throttled_at != null) d.throttled = true;
+    const pace = f.paces.get(name);
+    if (pace) {
+      const w = windowState(pace.rate, f.windows.get(name) ?? [], now);
+      const next = w.nextFreeAt === Number.POSITIVE_INFINITY ? null : w.nextFreeAt;
+      d.rate = { limit: pace.rate.limit, window_s: pace.rate.windowS, used: w.used, next_free_at: next, next_free_in_s: next === null ? null : round1(Math.max(0, next - now)), from: pace.from };
+    }
     destinations[name] = d;
   }
 

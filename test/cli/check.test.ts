@@ -223,6 +223,59 @@ secret = { env = "DEMO_TOKEN" }
   expect(readFileSync(secretFile, "utf8")).toContain(SENTINEL);
 });
 
+describe("pacing in check", () => {
+  test("says which rate each paced destination is delivered at, and where it comes from", async () => {
+    const h = await initHome();
+    const subs = join(h.home, "subs.json");
+    writeFileSync(subs, JSON.stringify({ ci: { secret: "s3cret-route" }, busy: { secret: "s3cret-route", rate_limit: 12 } }));
+    appendFileSync(
+      h.config,
+      `
+[hermes]
+subscriptions_path = "~/subs.json"
+rate_limit = 20
+
+[sources.a]
+template = { scheme = "static-token", header = "X-Token", key = "k" }
+secrets.secret = { file = "secrets/demo" }
+action = "hermes:ci"
+
+[[routes]]
+name = "busy"
+source = "a"
+tee = true
+destination = "hermes:busy"
+
+[[routes]]
+name = "web"
+source = "a"
+tee = true
+destination = "web"
+
+[destinations.web]
+type = "http"
+url = "https://example.invalid/hook"
+unsigned = true
+rate = "5/s"
+`,
+    );
+    const r = await run(h, ["check"], { HOME: h.home });
+    expect(r.out).toContain("destination hermes:ci: paced at 20 per 60 s, from the gateway's rate_limit ([hermes] rate_limit = 20)\n");
+    expect(r.out).toContain(`destination hermes:busy: paced at 12 per 60 s, from the route's rate_limit in ${subs}\n`);
+    expect(r.out).toContain("destination web: paced at 5 per 1 s, from its rate\n");
+    // The demo script is not paced, and says nothing.
+    expect(r.out).not.toContain("destination script:demo-log");
+  });
+
+  test("a rate that does not parse is a one-line error naming the key", async () => {
+    const h = await initHome();
+    appendFileSync(h.config, '\n[destinations.web]\ntype = "http"\nurl = "https://example.invalid/hook"\nunsigned = true\nrate = "thirty a minute"\n');
+    const r = await run(h, ["check"]);
+    expect(r.code).toBe(2);
+    expect(r.out).toContain('error: destinations.web.rate: "thirty a minute" is not a rate: write N/<window>');
+  });
+});
+
 describe("hookspool reload", () => {
   const OLD = 1_000_000;
 

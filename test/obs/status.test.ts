@@ -357,7 +357,15 @@ describe("per-destination fields", () => {
       trip(s);
       const { doc } = await both(s);
       const { inflight: _a, ...open } = doc.destinations[DEST];
-      expect(open).toEqual({ state: "open", opened_at: s.now, cooldown_s: 30, oldest_pending_age_s: 41, last_error: "connection refused" });
+      // A hermes destination is paced to the gateway's rate by default; nothing of its window used.
+      expect(open).toEqual({
+        state: "open",
+        opened_at: s.now,
+        cooldown_s: 30,
+        oldest_pending_age_s: 41,
+        last_error: "connection refused",
+        rate: { limit: 30, window_s: 60, used: 0, next_free_at: null, next_free_in_s: null, from: "the gateway's rate_limit ([hermes] rate_limit = 30)" },
+      });
       const { inflight: _b, ...closed } = doc.destinations["hermes:other"];
       expect(closed).toEqual({ state: "closed", oldest_pending_age_s: 41 });
       expect(doc.oldest_pending_age_s).toBe(41);

@@ -64,13 +64,16 @@ export function overviewPage(c: PageContext): string {
   const gates = new Map(destinationRows(c.spool).map((r) => [r.name, r]));
   const ready = readyCounts(c.spool, c.now);
   const dests = table(
-    ["destination", "gate", "in flight", "ready", "oldest pending", "last error", ""],
+    ["destination", "gate", "in flight", "window", "ready", "oldest pending", "last error", ""],
     Object.entries(doc.destinations).map(([name, d]) => {
       const g = gates.get(name);
       const left = g?.state === "open" && g.opened_at !== null && g.cooldown_s !== null ? Math.max(0, g.opened_at + g.cooldown_s - c.now) : null;
-      const gate = `<span class="${stateClass(d.state)}" data-gate="${h(name)}">${h(d.state.replace("_", "-"))}</span>${left !== null ? ` <span class="muted">cooldown ${h(Math.round(left))} s left</span>` : ""}${g?.state === "half_open" && g.last_probe_batch_id ? ` <span class="muted">probe <a href="/batches/${h(g.last_probe_batch_id)}">${h(g.last_probe_batch_id)}</a></span>` : ""}`;
+      const held = d.gated_for_s !== undefined ? ` <span class="muted">${d.throttled ? "429" : "Retry-After"} gate ${h(Math.round(d.gated_for_s))} s left</span>` : d.throttled ? ` <span class="muted">probing after a 429</span>` : "";
+      const gate = `<span class="${stateClass(d.state)}" data-gate="${h(name)}">${h(d.state.replace("_", "-"))}</span>${left !== null ? ` <span class="muted">cooldown ${h(Math.round(left))} s left</span>` : ""}${g?.state === "half_open" && g.last_probe_batch_id ? ` <span class="muted">probe <a href="/batches/${h(g.last_probe_batch_id)}">${h(g.last_probe_batch_id)}</a></span>` : ""}${held}`;
+      // A paced destination's window: used of allowed, and when a full one has room again.
+      const window = d.rate ? `<span data-window="${h(name)}" title="${h(d.rate.from)}">${h(d.rate.used)} / ${h(d.rate.limit)} per ${h(d.rate.window_s)} s</span>${d.rate.next_free_in_s !== null ? ` <span class="muted">next in ${h(Math.ceil(d.rate.next_free_in_s))} s</span>` : ""}` : "-";
       const pause = d.state === "paused" ? action(c, "/actions/resume", "resume", { destination: name }) : action(c, "/actions/pause", "pause", { destination: name });
-      return [h(name), gate, h(d.inflight ?? 0), h(ready.get(name) ?? 0), d.oldest_pending_age_s == null ? "-" : `${h(Math.round(d.oldest_pending_age_s))} s`, h(d.last_error ?? ""), pause];
+      return [h(name), gate, h(d.inflight ?? 0), window, h(ready.get(name) ?? 0), d.oldest_pending_age_s == null ? "-" : `${h(Math.round(d.oldest_pending_age_s))} s`, h(d.last_error ?? ""), pause];
     }),
   );
   const b = doc.batches;
