@@ -5,7 +5,7 @@ import { copyFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import pkg from "../package.json";
 import { tempDir } from "./helpers/tmp.ts";
-import { LATEST_SCHEMA } from "../src/store/migrations.ts";
+import { LATEST_SCHEMA, MIGRATIONS } from "../src/store/migrations.ts";
 
 const root = join(import.meta.dir, "..");
 
@@ -38,7 +38,7 @@ test(
     // A second, separate database: migrate builds it from the embedded SQL alone.
     const fresh = run(["--home", join(dir, "fresh"), "migrate"]);
     expect(fresh).toMatchObject({ code: 0, err: "" });
-    expect(fresh.out).toContain("applied 0001_v2, 0002_unwrap, 0003_polls, 0004_quarantine, 0005_ready_index, 0006_dead_reason, 0007_trace, 0008_journal, 0009_actions (schema 0 -> 9)");
+    expect(fresh.out).toContain(`applied ${MIGRATIONS.map((m) => m.name).join(", ")} (schema 0 -> ${LATEST_SCHEMA})`);
     expect(run(["--home", home, "migrate"]).out).toContain("nothing to apply");
 
     const enq = run(["--home", home, "enqueue", "--source", "demo", "--key", "topic-1", "--event-type", "push"], '{"topic":"topic-1","n":1}');
