@@ -9,7 +9,7 @@ import type { Env, LoadOptions } from "../config/load.ts";
 import { type IntakeSource, loadEverySource } from "../config/sources.ts";
 import { ConfigWatcher } from "../config/watch.ts";
 import type { Config, LoadedConfig } from "../config/types.ts";
-import type { Deadline, Destination, Pace } from "../delivery.ts";
+import type { Deadline, Destination } from "../delivery.ts";
 import { hitsNeeded } from "../pacing.ts";
 import { deliveryId } from "../delivery.ts";
 import { dispatchCounters } from "../obs/counters.ts";
@@ -25,25 +25,10 @@ import { OutcomeWriter } from "./outcomes.ts";
 import { deliverClaim, type WorkerDeps } from "./worker.ts";
 import { ReadyTimer } from "./wakeups.ts";
 import { gate, pickProbe } from "./gate.ts";
+import { FairShare, type Lane } from "./share.ts";
 
 
 export type DestinationFactory = (config: Config, name: string) => Destination | null;
-
-/** A destination with ready work in one tick: what its gate lets start, and what it has running. */
-interface Lane {
-  name: string;
-  dest: Destination | null;
-  pace: Pace | null;
-  /** Its candidates in FIFO order (the one probe, when half-open). */
-  queue: Candidate[];
-  slots: number;
-  /** Requests its rate has room for. */
-  hits: number;
-  probe: boolean;
-  maxInflight: number;
-  /** Deliveries in flight, this tick's picks counted. */
-  busy: number;
-}
 
 export interface DispatcherOptions {
   /** The store it works on; without it, SQLite's over `spool`. */
@@ -69,9 +54,8 @@ export class Dispatcher implements Service {
   private readonly host: string;
   private readonly pid: number;
   private readonly inflight = new Map<string, number>();
-  /** When each destination last got a slot (a counter): equals in flight take turns by it. */
-  private readonly turns = new Map<string, number>();
-  private turn = 0;
+  /** Who gets the free slots of a tick, with turns remembered from tick to tick. */
+  private readonly shares = new FairShare();
   /** lease_owner values of live workers: the tick never recovers these. */
   private readonly live = new Set<string>();
   private readonly workers = new Set<Promise<void>>();
@@ -352,7 +336,7 @@ export class Dispatcher implements Service {
       const queue = g.probe ? [pickProbe(due, g.lastProbeBatchId)].filter((x): x is Candidate => x !== undefined) : due;
       lanes.push({ name, dest, pace, queue, slots: g.slots, hits: g.hits, probe: g.probe, maxInflight, busy });
     }
-    const picks = this.share(lanes, free);
+    const picks = this.shares.share(lanes, free);
     // Every slot this tick fills, leased in one transaction.
     const claims = await store.claimBatches(picks.map((p) => this.claimInput(p.c, p.lane, now, p.hits)));
     if (picks.length > 0) {
@@ -368,39 +352,6 @@ export class Dispatcher implements Service {
       // An operator verb or another dispatcher took it first: the slot is free for the next head.
       else this.again = true;
     });
-  }
-
-  /**
-   * Fair shares of the free slots: each goes to the destination with ready work that has the
-   * fewest deliveries in flight, the one whose last turn is oldest among equals, each bounded by
-   * its own gate (max_inflight, the breaker's probe, its rate). So a destination with ready work
-   * gets a slot within one delivery time however large another's backlog is.
-   */
-  private share(lanes: Lane[], free: number): { c: Candidate; lane: Lane; hits: number }[] {
-    const picks: { c: Candidate; lane: Lane; hits: number }[] = [];
-    while (free > 0) {
-      let best: Lane | null = null;
-      for (const l of lanes) {
-        if (l.slots <= 0 || l.queue.length === 0) continue;
-        if (best === null || l.busy < best.busy || (l.busy === best.busy && (this.turns.get(l.name) ?? 0) < (this.turns.get(best.name) ?? 0))) best = l;
-      }
-      if (best === null) break;
-      const c = best.queue[0];
-      const hits = best.pace ? hitsNeeded(best.pace.rate, best.dest?.unwrap ?? false, c.count) : 0;
-      if (hits > best.hits) {
-        // The rate has no room for its next batch: it waits, in order, for the window to move.
-        best.slots = 0;
-        continue;
-      }
-      best.queue.shift();
-      best.slots--;
-      best.hits -= hits;
-      best.busy++;
-      free--;
-      this.turns.set(best.name, ++this.turn);
-      picks.push({ c, lane: best, hits });
-    }
-    return picks;
   }
 
   private claimInput(c: Candidate, lane: Lane, now: number, hits: number): ClaimInput & { route: string; key: string } {
