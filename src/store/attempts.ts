@@ -54,17 +54,6 @@ export function previousBadEmitTx(db: Database, batchId: number): boolean {
   return false;
 }
 
-/** How many of this batch's latest attempts in a row were throttled (the backoff step of the next). */
-export function consecutiveThrottlesTx(db: Database, batchId: number): number {
-  let n = 0;
-  for (const a of prepared<PastAttempt, [number]>(db, PAST).all(batchId)) {
-    if (leaseExpired(a)) continue;
-    if (a.klass !== "throttle") break;
-    n++;
-  }
-  return n;
-}
-
 const LATEST_ANSWERS = `SELECT answer FROM attempts WHERE destination = $destination AND outcome = 'ok'
   ORDER BY started_at DESC, id DESC LIMIT $limit`;
 

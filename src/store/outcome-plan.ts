@@ -1,7 +1,8 @@
 // What an attempt's end does, decided without touching the database: from the facts a backend
-// read inside its outcome transaction (the batch, the destination's breaker row, the batch's
-// poison run, its run of throttles, a previous bad emit), the mark to make and the effects to
-// apply once the mark is applied (the breaker, the Retry-After gate, the probe, the issues).
+// read inside its outcome transaction (the batch, the destination's row, the batch's poison run,
+// a previous bad emit, the destination's run of ignored answers), the mark to make and the
+// effects to apply once the mark is applied (the breaker, the Retry-After and 429 gates, the
+// probe, a pause, the issues).
 // SQLite (outcome.ts) and PostgreSQL (pg/outcome.ts) read the facts and apply the plan in their
 // own transaction; the rules live here once.
 import type { DeadReason, Outcome } from "../delivery.ts";
@@ -80,8 +81,6 @@ export interface OutcomeFacts {
   destination: DestinationRow;
   /** The batch's poison run (transportStrikes), read only when `needs` asks for it. */
   strikes: number;
-  /** The batch's latest run of throttles. */
-  throttles: number;
   /** Whether the batch's previous attempt failed on a bad emit. */
   previousBadEmit: boolean;
   /** How many of the destination's latest deliveries in a row the receiver ignored (before this one), read only when needed. */
@@ -89,13 +88,12 @@ export interface OutcomeFacts {
 }
 
 /** Which of the costlier facts this outcome needs (the others are read always). */
-export function factsNeeded(f: OutcomeInput): { strikes: boolean; throttles: boolean; previousBadEmit: boolean; ignoredRun: number } {
+export function factsNeeded(f: OutcomeInput): { strikes: boolean; previousBadEmit: boolean; ignoredRun: number } {
   const o = f.outcome;
   const failed = o.kind !== "ok" && o.kind !== "dead";
   const after = f.ignoredIssueAfter ?? 0;
   return {
     strikes: failed && o.klass === "transport",
-    throttles: failed && o.klass === "throttle",
     previousBadEmit: failed && o.klass === "batch" && o.badEmit,
     // How far back to look: the run that, with this one, reaches the threshold.
     ignoredRun: o.kind === "ok" && o.answer === "ignored" && after > 1 ? after - 1 : 0,

@@ -5,7 +5,7 @@
 // breaker, the poison run, a previous bad emit) is taken here, inside the same transaction.
 import type { Database } from "bun:sqlite";
 import { testHook } from "../testhook.ts";
-import { consecutiveThrottlesTx, ignoredRunTx, previousBadEmitTx, transportStrikesTx } from "./attempts.ts";
+import { ignoredRunTx, previousBadEmitTx, transportStrikesTx } from "./attempts.ts";
 import { prepared, type Spool } from "./db.ts";
 import { clearProbeTx, destinationStateTx, liftThrottleTx, pauseDestinationTx, recordSuccessTx, recordTransportFailureTx, setRetryAfterTx, throttleTx } from "./destinations.ts";
 import { raiseIssueTx, resolveIssueTx } from "./issues.ts";
@@ -65,7 +65,6 @@ function factsTx(db: Database, f: OutcomeInput): OutcomeFacts | null {
     batch,
     destination,
     strikes: need.strikes && destination.state === "closed" ? transportStrikesTx(db, f.batchId, batch.destination, f.now) : 0,
-    throttles: need.throttles ? consecutiveThrottlesTx(db, f.batchId) : 0,
     previousBadEmit: need.previousBadEmit ? previousBadEmitTx(db, f.batchId) : false,
     ignoredRun: need.ignoredRun > 0 ? ignoredRunTx(db, batch.destination, need.ignoredRun) : 0,
   };

@@ -1,5 +1,5 @@
 // The end of an attempt on PostgreSQL: the facts read in the transaction (the batch, the
-// destination's row locked, the batch's poison run, its throttles, a previous bad emit), the
+// destination's row locked, the batch's poison run, a previous bad emit, the destination's ignored answers), the
 // plan of store/outcome-plan.ts (the same rules as SQLite's), and its mark and effects applied in
 // that transaction. Several outcomes share one transaction, each in a savepoint.
 import { num, type PgSpool, type Tx } from "./db.ts";
@@ -43,16 +43,6 @@ async function transportStrikesPg(tx: Tx, batchId: number, destination: string, 
   return strikes;
 }
 
-async function consecutiveThrottlesPg(tx: Tx, batchId: number): Promise<number> {
-  let n = 0;
-  for (const a of await pastAttempts(tx, batchId)) {
-    if (leaseExpired(a)) continue;
-    if (a.klass !== "throttle") break;
-    n++;
-  }
-  return n;
-}
-
 async function previousBadEmitPg(tx: Tx, batchId: number): Promise<boolean> {
   for (const a of await pastAttempts(tx, batchId)) {
     if (leaseExpired(a)) continue;
@@ -88,7 +78,6 @@ async function factsPg(tx: Tx, f: OutcomeInput): Promise<OutcomeFacts | null> {
     batch,
     destination,
     strikes: need.strikes && destination.state === "closed" ? await transportStrikesPg(tx, f.batchId, batch.destination, f.now) : 0,
-    throttles: need.throttles ? await consecutiveThrottlesPg(tx, f.batchId) : 0,
     previousBadEmit: need.previousBadEmit ? await previousBadEmitPg(tx, f.batchId) : false,
     ignoredRun: need.ignoredRun > 0 ? await ignoredRunPg(tx, batch.destination, need.ignoredRun) : 0,
   };
