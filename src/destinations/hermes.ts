@@ -104,8 +104,6 @@ function isSet(v: unknown): boolean {
 
 /** What one request of an attempt needs to read the gateway's answer. */
 export interface AnswerContext {
-  /** The request carried one event's payload (unwrap), not the document. */
-  unwrapped: boolean;
   /**
    * Whether an earlier attempt of ours saw the gateway accept this same request id. Only then
    * does "duplicate" confirm anything: the gateway records an id before it runs the route, so
@@ -281,7 +279,7 @@ export class HermesDestination implements Destination {
       send: async (bytes, webhookId, named, unwrapped, event) => {
         // An event an earlier attempt saw taken is confirmed, unless that was itself an unconfirmed duplicate.
         const confirmed = unwrapped && resume !== undefined && event !== undefined && event.id < resume.before && !resume.unconfirmed;
-        const answerCtx: AnswerContext = { unwrapped, confirmed, route: this.opts.route, profile: route.profile, subscriptionsPath: this.subscriptionsPath };
+        const answerCtx: AnswerContext = { confirmed, route: this.opts.route, profile: route.profile, subscriptionsPath: this.subscriptionsPath };
         const r = await this.send(url, route.secret, bytes, webhookId, ctx, answerCtx, named);
         if (r.kind === "ok") answers.push(r);
         return r;
