@@ -1,4 +1,5 @@
 // The intake service: Bun.serve on loopback, /hooks/<instance>, /healthz, /metrics, config reload.
+import { badRequest, requestTarget } from "./target.ts";
 import { dirname } from "node:path";
 import type { Server } from "bun";
 import type { Clock } from "../clock.ts";
@@ -172,9 +173,11 @@ export class Intake implements Service {
       // Content-Length before reading it, and stops reading at the source's cap: that is the cap.
       maxRequestBodySize: Number.MAX_SAFE_INTEGER,
       fetch: async (req: globalThis.Request, server: Server<undefined>) => {
-        const url = new URL(req.url);
+        // Never from Host: a client's malformed Host or target is its 400, not our 500.
+        const url = requestTarget(req.url, req.headers.get("host"));
+        if (!url.ok) return badRequest(url.why);
         // A read the spool cannot answer (a stuck lock, an I/O error) is our outage, not a 500.
-        if (url.pathname === "/healthz" && req.method === "GET") {
+        if (url.path === "/healthz" && req.method === "GET") {
           try {
             const { code, doc } = this.health ? this.health.check(this.config, this.sources) : await this.pgHealth();
             return Response.json(doc, { status: code });
@@ -182,7 +185,7 @@ export class Intake implements Service {
             return Response.json({ ok: false, degraded: [`spool: unreadable (${faults.caught("health check", e)})`] }, { status: 503 });
           }
         }
-        if (url.pathname === "/metrics" && req.method === "GET") {
+        if (url.path === "/metrics" && req.method === "GET") {
           try {
             const tables = this.spool
               ? renderSpoolMetrics(this.spool, this.config, loaded.paths.spoolFile, { now: clock.now(), diskFree: this.backpressure?.freeReading() })
@@ -194,7 +197,7 @@ export class Intake implements Service {
           }
         }
         let instance: string | null = null;
-        const m = /^\/hooks\/([^/]+)\/?$/.exec(url.pathname);
+        const m = /^\/hooks\/([^/]+)\/?$/.exec(url.path);
         if (m) {
           try {
             instance = decodeURIComponent(m[1]);
@@ -209,7 +212,7 @@ export class Intake implements Service {
         const answer = await handleHook(deps, {
           instance,
           method: req.method,
-          url: url.pathname + url.search,
+          url: url.path + url.search,
           headers: req.headers.entries(),
           peer,
           readBody: (cap) => readCapped(req, cap),

@@ -129,6 +129,30 @@ describe("dashboard access", () => {
     expect(await (await get(r, "/")).text()).not.toContain(">paused<");
   });
 
+  test("a missing or malformed Host is 400, never a 500, on every page", async () => {
+    const r = await start();
+    const { connect } = await import("node:net");
+    const raw = (text: string) =>
+      new Promise<string>((resolve) => {
+        let out = "";
+        const c = connect(r.dash.port, "127.0.0.1", () => c.write(text));
+        c.on("data", (d) => {
+          out += d.toString();
+        });
+        c.on("close", () => resolve(out));
+        setTimeout(() => {
+          c.destroy();
+          resolve(out);
+        }, 1500);
+      });
+    for (const host of [null, "a b", "[", "a/b", "%", "x:y:z"]) {
+      for (const path of ["/", "/batches", "/assets/client.js"]) {
+        const answer = await raw(`GET ${path} HTTP/1.1\r\n${host === null ? "" : `Host: ${host}\r\n`}Connection: close\r\n\r\n`);
+        expect({ host, path, status: answer.split(" ")[1] }).toEqual({ host, path, status: "400" });
+      }
+    }
+  });
+
   test("refuses to bind a non-loopback address or the intake's, with one clear message", async () => {
     const h = await initHome();
     const loaded = loadConfig({ home: h.home, env: {} });

@@ -1,6 +1,7 @@
 // The dashboard service: its own listener on loopback (never the intake's port), every page
 // behind the token, state changes (when [dashboard] actions is on) behind the CSRF token and the
 // same store operations as the CLI, each recorded. Read-only by default.
+import { requestTarget } from "../target.ts";
 import { join } from "node:path";
 import type { Server } from "bun";
 import type { Config } from "../../config/types.ts";
@@ -130,7 +131,10 @@ export class Dashboard implements Service {
   }
 
   private async handle(req: Request, server: Server<undefined>): Promise<Response> {
-    const url = new URL(req.url);
+    // The target never from Host (sameOrigin checks Host on its own): a malformed one is a 400.
+    const target = requestTarget(req.url, req.headers.get("host"));
+    if (!target.ok) return refusal(400, target.why);
+    const url = new URL(`http://dashboard.invalid${target.path}${target.search}`);
     if (!sameOrigin(req, this.hosts)) return refusal(403, "refused: this page answers only its own address");
     const auth = authorized(req, url, this.token, this.port);
     if (!auth.ok) return refusal(401, "the dashboard needs its token: open the URL hookspool dashboard printed, or add ?token= with the token from dashboard.token in the home");
