@@ -201,9 +201,11 @@ async function loadPlugins(config: Config, configDir: string, file: string, skip
     if (skip.has(name)) continue;
     try {
       const loaded = await loadSources({ ...config, sources: { [name]: src } }, { configDir, env: deps.env, file });
-      const plugin = loaded.get(name)?.plugin;
+      const source = loaded.get(name);
+      const plugin = source?.plugin;
       if (!plugin) continue;
       facts.set(name, {
+        keepHeaders: source?.keepHeaders.length ?? 0,
         action: typeof plugin.action === "string" ? plugin.action : undefined,
         dynamicAction: typeof plugin.action === "function",
         span: plugin.span,

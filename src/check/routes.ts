@@ -1,6 +1,8 @@
 // hookspool check, the rules about where events go: every action and route destination
 // resolves, each destination's own check(), the tee rules, window bounds against the receiver's
 // cap, header names, and the Hermes gateway's subscriptions file.
+import { worstMetaBytes } from "../store/content.ts";
+import { MAX_KEY_BYTES } from "../store/enqueue.ts";
 import { systemClock } from "../clock.ts";
 import { readRoute } from "../destinations/hermes.ts";
 import { destinationPace, makeDestination } from "../destinations/registry.ts";
@@ -23,6 +25,8 @@ export interface PluginFacts {
   eventHeader?: string;
   /** Whether the sender retries a failed delivery, as the plugin says. */
   senderRetries?: boolean;
+  /** How many headers the source keeps (config's keep_headers, else the plugin's). */
+  keepHeaders?: number;
 }
 
 export interface RouteCheckDeps {
@@ -169,6 +173,9 @@ function windowKey(config: Config, f: Flow, field: "max_bytes" | "quiet_s" | "ma
   return `coalesce.${field}`;
 }
 
+/** What a batch document's head (its ids, key, counts and summary) may take beside its events. */
+const DOCUMENT_HEAD_BYTES = 4096 + 2 * MAX_KEY_BYTES;
+
 /**
  * quiet_s <= max_s (warning), max_bytes <= 0.75 x the receiver's max_body_bytes, and no single
  * event larger than max_bytes; with unwrap, every event within the destination's cap and no
@@ -216,6 +223,11 @@ function windowRules(config: Config, flows: Flow[], plugins: Map<string, PluginF
     if (w.max_bytes > limit) {
       const key = windowKey(config, f, "max_bytes");
       out.push(problem("error", key, `${to}: max_bytes ${w.max_bytes} is over 3/4 of the destination's max_body_bytes (${cap}); a batch document could be refused`, `set max_bytes <= ${limit} or raise ${destinationKey(s.name)}.max_body_bytes`));
+    }
+    // A batch of one event carries its body and its event_meta (kept headers and all) under the head.
+    const worst = bodyCap + worstMetaBytes(plugins.get(f.source)?.keepHeaders ?? src?.keep_headers?.length ?? 0) + DOCUMENT_HEAD_BYTES;
+    if (worst > cap) {
+      out.push(problem("error", bodyKey, `${to}: one event of source ${f.source} can make a document of ${worst} bytes (a body of ${bodyCap}, its event_meta at its largest, the document's head), more than the destination's max_body_bytes (${cap})`, `lower ${bodyKey}, keep fewer headers, or raise ${destinationKey(s.name)}.max_body_bytes`));
     }
     if (bodyCap > w.max_bytes) {
       out.push(problem("error", bodyKey, `${to}: source ${f.source} accepts bodies up to ${bodyCap} bytes, more than the route's max_bytes (${w.max_bytes}); one event could overflow the document`, `set ${sourceKey(f.source)}.max_body_bytes <= ${w.max_bytes}, or raise the route's max_bytes and the destination's cap with it`));

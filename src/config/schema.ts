@@ -235,7 +235,7 @@ export const CONFIG_FIELDS: Fields = {
         quiet_s: num("quiet window", 0),
         max_s: num("maximum wait", 0),
         max_events: int("events per batch", 500, 1),
-        max_bytes: int("bytes per batch (check: <= 0.75 x destination max_body_bytes)", 786432, 1),
+        max_bytes: int("bytes per batch: each event's payload and event_meta as the document carries them (check: <= 0.75 x destination max_body_bytes)", 786432, 1),
       },
     },
   },

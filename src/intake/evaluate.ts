@@ -7,7 +7,7 @@ import { eventCopies, type IntakeSource, NO_SECRETS } from "../config/sources.ts
 import type { Config } from "../config/types.ts";
 import { isHookspoolError } from "../errors.ts";
 import { BadPayload, type HookRequest, type HookResponse, type SourcePlugin } from "../plugin/types.ts";
-import { MAX_KEY_BYTES, type NewEvent } from "../store/enqueue.ts";
+import { eventMetaProblem, MAX_KEY_BYTES, type NewEvent } from "../store/enqueue.ts";
 
 const utf8 = new TextEncoder();
 
@@ -162,6 +162,9 @@ function classifyOne(config: Config, src: IntakeSource, req: HookRequest, payloa
     if (v !== null) kept[h] = v;
   }
   const facts = { source: src.name, key, eventType: String(eventType), dedupId: dedupId === null ? null : String(dedupId), payload: payloadText, body, headers: kept, payloadParsed: true as const };
+  // What event_meta carries is bounded, so a batch document's size is too (check counts on it).
+  const tooLong = eventMetaProblem(facts);
+  if (tooLong) throw new BadPayload(tooLong, "meta_too_long");
   return { attrs, event: newEvent(config, facts, copies) };
 }
 

@@ -59,7 +59,7 @@ export interface Secrets {
  * unreadable for a reason of its own (bad_payload). Quarantined requests with one of these are
  * filed under the source (kind "source"), not as a config problem.
  */
-export type SenderFault = "not_json" | "not_utf8" | "key_missing" | "key_too_long" | "bad_payload";
+export type SenderFault = "not_json" | "not_utf8" | "key_missing" | "key_too_long" | "meta_too_long" | "bad_payload";
 
 /** The request's body cannot be understood: the request is quarantined, filed under the sender. */
 export class BadPayload extends Error {

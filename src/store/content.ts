@@ -54,6 +54,33 @@ export function eventMeta(e: ContentEvent): EventMeta {
   return meta;
 }
 
+const bytes = (s: string) => Buffer.byteLength(s, "utf8");
+
+/**
+ * The bytes one event takes in a batch document, exactly: its payload and its event_meta entry,
+ * each with the comma before it. A batch's `bytes` is the sum of its events' shares, so
+ * max_bytes bounds what is delivered (the document's head aside), kept headers included.
+ */
+export function documentShare(e: ContentEvent): number {
+  return bytes(e.payload ?? "null") + bytes(JSON.stringify(eventMeta(e))) + 2;
+}
+
+/** An id at its widest: a new event's share is counted before the insert gives it its id. */
+export const WIDEST_ID = Number.MAX_SAFE_INTEGER;
+
+/** The JSON-encoded size each part of event_meta may take (enqueue refuses more). */
+export const META_LIMITS = { eventType: 256, dedupId: 512, keptHeader: 1024 } as const;
+
+/**
+ * The most event_meta can add to one event with `keptHeaders` headers kept: the widest id and
+ * time, and each part at its limit. check holds a source's body cap plus this to the
+ * destination's max_body_bytes, so a batch of one event is never refused for its size.
+ */
+export function worstMetaBytes(keptHeaders: number): number {
+  const fixed = bytes(JSON.stringify({ id: WIDEST_ID, event_type: "", received_at: -1.7976931348623157e308, dedup_id: "", headers: {} })) - 4;
+  return fixed + META_LIMITS.eventType + META_LIMITS.dedupId + keptHeaders * (META_LIMITS.keptHeader + 1) + 4;
+}
+
 /**
  * The canonical JSON of {"event_meta": [...], "events": [...]}. Payloads are embedded as the
  * stored text, byte for byte: they are immutable, so the form is stable, and no number is

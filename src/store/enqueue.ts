@@ -4,7 +4,7 @@ import type { Database } from "bun:sqlite";
 import { HookspoolError } from "../errors.ts";
 import { testHook } from "../testhook.ts";
 import { journalTx } from "./journal.ts";
-import { batchContentTx, contentHash } from "./content.ts";
+import { batchContentTx, contentHash, documentShare, META_LIMITS, WIDEST_ID } from "./content.ts";
 import { prepared, type Spool } from "./db.ts";
 import { raiseIssueTx, resolveDeadIssuesTx, resolveIssueTx } from "./issues.ts";
 import { setMetaTx } from "./meta.ts";
@@ -72,6 +72,20 @@ export const MAX_COPIES = 9;
 const utf8 = new TextEncoder();
 
 /** The checks every enqueue path shares: intake, `hookspool enqueue`, script emits, reclassify. */
+/**
+ * Why an event's meta (its type, dedup id or a kept header, as event_meta carries them) is too
+ * large to deliver, or null: each has a bound, so check can bound what a batch document holds.
+ */
+export function eventMetaProblem(ev: Pick<NewEvent, "eventType" | "dedupId" | "headers">): string | null {
+  const json = (v: unknown) => Buffer.byteLength(JSON.stringify(v), "utf8");
+  if (json(ev.eventType) > META_LIMITS.eventType) return `the event type is over ${META_LIMITS.eventType} bytes`;
+  if (ev.dedupId !== null && json(ev.dedupId) > META_LIMITS.dedupId) return `the dedup id is over ${META_LIMITS.dedupId} bytes`;
+  for (const [name, value] of Object.entries(ev.headers)) {
+    if (json(name) + 1 + json(value) > META_LIMITS.keptHeader) return `the kept header ${name.slice(0, 64)} is over ${META_LIMITS.keptHeader} bytes`;
+  }
+  return null;
+}
+
 export function validateNewEvent(ev: NewEvent): void {
   const bad = (what: string, hint?: string) => new HookspoolError("E_INPUT", what, { hint });
   if (!ev.source) throw bad("the source is empty");
@@ -88,6 +102,8 @@ export function validateNewEvent(ev: NewEvent): void {
     seen.add(c.destination);
     if (!(c.window.max_events >= 1 && c.window.max_bytes >= 1)) throw bad("a window needs max_events and max_bytes >= 1");
   }
+  const metaProblem = eventMetaProblem(ev);
+  if (metaProblem) throw bad(metaProblem);
   if (ev.payloadParsed) return;
   try {
     JSON.parse(ev.payload);
@@ -111,9 +127,9 @@ const Q = {
     VALUES ($source, $route, $batch, $type, $dedup, $now, $payload, $raw, $headers, $size, $trace)`,
 } as const;
 
-/** An event's size: the raw body's length when there is one, else the payload's UTF-8 bytes. */
-function eventSize(ev: NewEvent): number {
-  return ev.raw && ev.raw.length > 0 ? ev.raw.length : utf8.encode(ev.payload).length;
+/** An event's size: its exact share of a batch document (content.ts), its id counted at its widest. */
+export function eventSize(ev: NewEvent, now: number): number {
+  return documentShare({ id: WIDEST_ID, event_type: ev.eventType, received_at: now, dedup_id: ev.dedupId, headers: JSON.stringify(ev.headers), payload: ev.payload });
 }
 
 /** The join rule for one copy, in the five numbered steps below. */
@@ -193,7 +209,7 @@ export function enqueueTx(db: Database, ev: NewEvent, now: number): EnqueueResul
   // nothing else, so it neither refreshes the last enqueue nor the source's liveness.
   setMetaTx(db, "last_enqueue_at", now);
   setMetaTx(db, `source:${ev.source}:last_event_at`, now);
-  const size = eventSize(ev);
+  const size = eventSize(ev, now);
   const placed: Placed[] = [];
   ev.copies.forEach((copy, i) => {
     placed.push(placeCopy(db, ev, copy, size, now));
@@ -227,13 +243,13 @@ export interface QuarantineInput {
   url: string | null;
   /**
    * Why it was quarantined, a short fixed phrase: the sender's fault (not_json, not_utf8,
-   * key_missing, key_too_long, bad_payload), or ours to fix (no_destination, plugin_error:<Class>).
+   * key_missing, key_too_long, meta_too_long, bad_payload), or ours to fix (no_destination, plugin_error:<Class>).
    */
   reason: string;
 }
 
 /** The sender's faults: their quarantines are filed under the source, not as a config problem. */
-export const SENDER_FAULTS: ReadonlySet<string> = new Set(["not_json", "not_utf8", "key_missing", "key_too_long", "bad_payload"]);
+export const SENDER_FAULTS: ReadonlySet<string> = new Set(["not_json", "not_utf8", "key_missing", "key_too_long", "meta_too_long", "bad_payload"]);
 
 /** The issue a quarantine with this reason opens (and which its replay or drop resolves). */
 export function quarantineIssue(source: string, reason: string): { fingerprint: string; kind: "source" | "config" } {

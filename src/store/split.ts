@@ -2,7 +2,7 @@
 import type { Database } from "bun:sqlite";
 import { HookspoolError } from "../errors.ts";
 import { notApplicable, requireBatchTx } from "./batches.ts";
-import { batchContentTx, computeContentHashTx, contentHash } from "./content.ts";
+import { batchContentTx, computeContentHashTx, type ContentEvent, contentHash, documentShare } from "./content.ts";
 import { prepared, type Spool } from "./db.ts";
 import { dropBatchTx } from "./drop.ts";
 
@@ -17,6 +17,15 @@ export interface SplitEvent {
   id: number;
   size: number;
   received_at: number;
+}
+
+/**
+ * A batch's events for a split, each sized as the join rule sizes it: its share of the document
+ * (payload and event_meta), 0 for an excluded event, which no document carries.
+ */
+export function splitEvents(rows: readonly { id: number; received_at: number }[], content: readonly ContentEvent[]): SplitEvent[] {
+  const share = new Map(content.map((e) => [e.id, documentShare(e)]));
+  return rows.map((r) => ({ id: r.id, received_at: r.received_at, size: share.get(r.id) ?? 0 }));
 }
 
 /** The consecutive pieces a split cuts (shared with the PostgreSQL store). */
@@ -71,12 +80,12 @@ export function splitBatch(spool: Spool, id: number, o: SplitOptions, now: numbe
       const b = requireBatchTx(db, id);
       if (!["sealed", "retry", "dead"].includes(b.state)) throw notApplicable(b, "split", "sealed, retry or dead");
       if (b.destination === "quarantine") throw new HookspoolError("E_NOTHING", `batch ${id} is a quarantine batch; replay or drop it`);
-      const events = prepared<SplitEvent, [number]>(db, "SELECT id, size, received_at FROM events WHERE batch_id = ? ORDER BY id").all(id);
-      const parts = pieces(events, o);
-      if (parts.length < 2) throw new HookspoolError("E_NOTHING", `batch ${id} already fits; nothing to split`);
       // The hash covers ids, types, times, dedup ids and payloads, never batch_id, so it can be
       // computed from the original's content before the events move.
       const content = batchContentTx(db, id);
+      const events = splitEvents(prepared<{ id: number; received_at: number }, [number]>(db, "SELECT id, received_at FROM events WHERE batch_id = ? ORDER BY id").all(id), content);
+      const parts = pieces(events, o);
+      if (parts.length < 2) throw new HookspoolError("E_NOTHING", `batch ${id} already fits; nothing to split`);
       const ids: number[] = [];
       for (const part of parts) {
         const members = new Set(part.map((e) => e.id));

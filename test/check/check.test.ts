@@ -345,6 +345,17 @@ describe("windows", () => {
     expect(errors(await check(h, fits))).toEqual([]);
   });
 
+  test("one event's body with its event_meta at its largest must fit the destination: kept headers count", async () => {
+    const h = newHome();
+    const keep = Array.from({ length: 40 }, (_, i) => `"X-Kept-${i}"`).join(", ");
+    const many = base(h).replace('action = "script:log"', `action = "web"\nmax_bytes = 60000\nmax_body_bytes = 60000\nkeep_headers = [${keep}]`) + http(100000);
+    const p = expectProblem(await check(h, many), "error", "sources.github.max_body_bytes", /one event of source github can make a document of \d+ bytes/);
+    expect(p.message).toContain("more than the destination's max_body_bytes (100000)");
+    expect(p.hint).toContain("keep fewer headers");
+    const few = base(h).replace('action = "script:log"', 'action = "web"\nmax_bytes = 60000\nmax_body_bytes = 60000\nkeep_headers = ["X-Kept-1", "X-Kept-2"]') + http(100000);
+    expect(errors(await check(h, few))).toEqual([]);
+  });
+
   test("an unwrap destination bounds each event, and warns about a window", async () => {
     const h = newHome();
     const text = base(h).replace('action = "script:log"', 'action = "web"\nmax_body_bytes = 200000\nquiet_s = 5\nmax_s = 30') + http(100000, "unwrap = true\n");

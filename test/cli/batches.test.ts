@@ -2,7 +2,8 @@
 import { describe, expect, test } from "bun:test";
 import { claimBatch } from "../../src/store/queue.ts";
 import { markDead, markRetry } from "../../src/store/marks.ts";
-import { quarantine } from "../../src/store/enqueue.ts";
+import { eventSize, quarantine } from "../../src/store/enqueue.ts";
+import { ev as storeEvent } from "../helpers/spool.ts";
 import { excludeEvents } from "../../src/store/split.ts";
 import { type Home, enqueueJson, initHome, inHome, oneErrorLine, withSpool } from "./home.ts";
 
@@ -148,17 +149,22 @@ describe("show", () => {
     const r = await inHome(h, ["show", "1", "--events"]);
     expect(r.code).toBe(0);
     expect(r.out).toMatch(/^EVENT\s+TYPE\s+RECEIVED\s+BYTES\s+DEDUP ID/m);
-    // The last column says why each event is here: the source's implicit route, its own window.
-    expect(r.out).toMatch(new RegExp(`^1\\s+push\\s+\\S+Z\\s+${p1.length}\\s+gh-1\\s+implicit demo, window from source$`, "m"));
-    expect(r.out).toMatch(new RegExp(`^2\\s+-\\s+\\S+Z\\s+${p2.length}\\s+-\\s+implicit demo, window from source$`, "m"));
+    // BYTES is each event's share of the batch document (its payload and event_meta), what
+    // max_bytes counts. The last column says why each event is here: the implicit route, its own window.
+    const sizes = withSpool(h.db, (spool) => (spool.db.query("SELECT id, size FROM events ORDER BY id").all() as { size: number }[]).map((e) => e.size));
+    const received = withSpool(h.db, (spool) => (spool.db.query("SELECT received_at FROM events WHERE id = 1").get() as { received_at: number }).received_at);
+    expect(sizes[0]).toBe(eventSize(storeEvent({ payload: p1, eventType: "push", dedupId: "gh-1" }), received));
+    expect(sizes[1]).toBeGreaterThan(p2.length);
+    expect(r.out).toMatch(new RegExp(`^1\\s+push\\s+\\S+Z\\s+${sizes[0]}\\s+gh-1\\s+implicit demo, window from source$`, "m"));
+    expect(r.out).toMatch(new RegExp(`^2\\s+-\\s+\\S+Z\\s+${sizes[1]}\\s+-\\s+implicit demo, window from source$`, "m"));
     expect(r.out).not.toContain(SECRET);
 
     const j = await inHome(h, ["show", "1", "--events", "--json"]);
     const doc = JSON.parse(j.out);
     expect(doc.batch).toMatchObject({ id: 1, count: 2 });
     expect(doc.events.map((e: Record<string, unknown>) => [e.id, e.event_type, e.size, e.dedup_id, e.excluded_at])).toEqual([
-      [1, "push", p1.length, "gh-1", null],
-      [2, "", p2.length, null, null],
+      [1, "push", sizes[0], "gh-1", null],
+      [2, "", sizes[1], null, null],
     ]);
     for (const e of doc.events) expect(Object.keys(e)).not.toContain("payload");
     expect(j.out).not.toContain(SECRET);
@@ -172,8 +178,8 @@ describe("show", () => {
     await enqueueJson(h, "demo", "k", { n: 2 });
     withSpool(h.db, (spool) => excludeEvents(spool, 1, [2], spool.clock.now()));
     const r = await inHome(h, ["show", "1", "--events"]);
-    expect(r.out).toMatch(/^1\s+-\s+\S+Z\s+7\s+-\s+implicit demo, window from source$/m);
-    expect(r.out).toMatch(/^2\s+-\s+\S+Z\s+7\s+-\s+\d{4}-\d\d-\d\dT\S+Z\s+implicit demo, window from source$/m);
+    expect(r.out).toMatch(/^1\s+-\s+\S+Z\s+\d+\s+-\s+implicit demo, window from source$/m);
+    expect(r.out).toMatch(/^2\s+-\s+\S+Z\s+\d+\s+-\s+\d{4}-\d\d-\d\dT\S+Z\s+implicit demo, window from source$/m);
     const doc = JSON.parse((await inHome(h, ["--json", "show", "1", "--events"])).out);
     expect(doc.events[0].excluded_at).toBeNull();
     expect(doc.events[1].excluded_at).toBeNumber();

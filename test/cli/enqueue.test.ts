@@ -18,7 +18,9 @@ describe("enqueue", () => {
     expect(r).toMatchObject({ code: 0, err: "" });
     expect(r.out.trim()).toBe("queued event 1 in batch 1 (route demo -> script:demo-log)");
     const e = ev(h.db, 1);
-    expect(e).toMatchObject({ source: "demo", route: "demo", batch_id: 1, payload, size: Buffer.byteLength(payload), event_type: "", dedup_id: null });
+    expect(e).toMatchObject({ source: "demo", route: "demo", batch_id: 1, payload, event_type: "", dedup_id: null });
+    // Its size is its share of the batch document: the payload's UTF-8 bytes and its event_meta.
+    expect(e.size).toBeGreaterThan(Buffer.byteLength(payload));
     expect(batch(h.db, 1)).toMatchObject({ key: "t1", state: "open", destination: "script:demo-log", count: 1 });
   });
 

@@ -1,6 +1,7 @@
 // The operator's verbs against a spool seeded through the store and
 // a dispatcher with fake destinations: replay, retry, split, exclude, drop, pause, resume, issues,
 // metrics. Each case checks the exit code, the output (human and --json) and the tables after.
+import { batchContent, documentShare } from "../../src/store/content.ts";
 import { Database } from "bun:sqlite";
 import { describe, expect, test } from "bun:test";
 import { createHmac } from "node:crypto";
@@ -446,13 +447,15 @@ describe("split", () => {
     const w = world();
     const id = await dead(w, "k", { events: 4, payload: () => payloadOf(100) });
     const events = eventIds(w.r, id);
-    const res = await op(w.r, ["--json", "split", String(id), "--max-bytes", "250"]);
+    // Pieces are measured as the join rule measures: each event's share of the document.
+    const share = documentShare(batchContent(w.r.spool, id)[0]);
+    const res = await op(w.r, ["--json", "split", String(id), "--max-bytes", String(2 * share + Math.floor(share / 2))]);
     expect(res).toMatchObject({ code: 0, err: "" });
     const doc = JSON.parse(res.out);
     expect(doc.batch).toBe(id);
     expect(doc.pieces).toHaveLength(2);
     expect(doc.pieces.map((p: number) => eventIds(w.r, p))).toEqual([events.slice(0, 2), events.slice(2)]);
-    for (const p of doc.pieces) expect(piece(w.r, p)).toMatchObject({ bytes: 200, count: 2, content_hash: computeContentHashTx(w.r.spool.db, p) });
+    for (const p of doc.pieces) expect(piece(w.r, p)).toMatchObject({ bytes: 2 * share, count: 2, content_hash: computeContentHashTx(w.r.spool.db, p) });
 
     const id2 = await dead(w, "k2", { events: 3 });
     const ev2 = eventIds(w.r, id2);

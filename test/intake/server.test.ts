@@ -246,6 +246,34 @@ describe("backpressure and health", () => {
   });
 });
 
+describe("event_meta's bounds", () => {
+  test("a type, dedup id or kept header over its bound is quarantined (meta_too_long), so no document outgrows its cap", async () => {
+    const t = await startIntake(`${DEMO.replace('key = "topic"', 'key = "topic", dedup = "id", event_type = "type"').replace('[sources.demo]', '[sources.demo]\nkeep_headers = ["X-Note"]')}`, { secrets: { demo: SECRET } });
+    try {
+      const post = (p: object, headers: Record<string, string> = {}) => {
+        const body = JSON.stringify(p);
+        return t.post("/hooks/demo", body, { "X-Sig": sig(body), ...headers });
+      };
+      expect((await post({ topic: "ok", id: "d".repeat(500), type: "t".repeat(250) }, { "X-Note": "n".repeat(1000) })).status).toBe(202);
+      for (const [p, h] of [
+        [{ topic: "a", id: "d".repeat(600) }, {}],
+        [{ topic: "b", id: "1", type: "t".repeat(300) }, {}],
+        [{ topic: "c", id: "2" }, { "X-Note": "n".repeat(1100) }],
+        // JSON escaping counts: 200 control characters take 1,200 bytes as event_meta holds them.
+        [{ topic: "d", id: "3", type: "\u0001".repeat(200) }, {}],
+      ] as [object, Record<string, string>][]) {
+        const res = await post(p, h);
+        expect(res.status).toBe(202);
+        expect(await res.json()).toMatchObject({ status: "quarantined" });
+      }
+      expect(t.count("batches", "destination = 'quarantine' AND last_error = 'meta_too_long'")).toBe(4);
+      expect(t.count("events", "batch_id IN (SELECT id FROM batches WHERE destination <> 'quarantine')")).toBe(1);
+    } finally {
+      await t.stop();
+    }
+  });
+});
+
 describe("metrics", () => {
   test("every intake counter with its labels after a scripted scenario", async () => {
     const t = await startIntake(`${DEMO.replace('key = "topic"', 'key = "topic", dedup = "id", event_type = "type", ignore = "ping"')}`, { secrets: { demo: SECRET } });

@@ -1,8 +1,8 @@
 // The join rule, dedup, tee copies and quarantine, on whatever store fresh() opens.
 import { describe, expect, test } from "bun:test";
 import { isHookspoolError } from "../../src/errors.ts";
-import { contentHash } from "../../src/store/content.ts";
-import type { EnqueueResult } from "../../src/store/enqueue.ts";
+import { contentHash, documentShare, eventMeta } from "../../src/store/content.ts";
+import { type EnqueueResult, eventSize } from "../../src/store/enqueue.ts";
 import { copy, ev, payloadOf, T0 } from "../helpers/spool.ts";
 import type { StoreUnderTest } from "../helpers/store-under-test.ts";
 import type { Suite } from "./suite.ts";
@@ -56,47 +56,75 @@ export function enqueueCases({ fresh }: Suite): void {
       expect((await s.batch(next.batchId))?.state).toBe("open");
     });
 
-    test("max_bytes seals when the batch reaches it", async () => {
+    // What one of ev()'s events adds to a document beside its payload: its event_meta entry, the
+    // id counted at its widest, and the commas. Payloads of these tests are ASCII.
+    const META = eventSize(ev({ payload: "" }), T0);
+
+    test("max_bytes seals when the batch reaches it, counting what the document carries", async () => {
       const s = await fresh();
-      const w = { max_bytes: 100 };
+      const w = { max_bytes: 2 * (50 + META) };
       const a = queued(await s.enqueue(ev({ payload: payloadOf(50), copies: [copy("r", "http:d", w)] })))[0];
       const b = queued(await s.enqueue(ev({ payload: payloadOf(50), copies: [copy("r", "http:d", w)] })))[0];
       expect(b.batchId).toBe(a.batchId);
-      expect(await s.batch(a.batchId)).toMatchObject({ state: "sealed", bytes: 100, count: 2 });
+      expect(await s.batch(a.batchId)).toMatchObject({ state: "sealed", bytes: w.max_bytes, count: 2 });
     });
 
     test("pre-join seal: an event that would overflow max_bytes seals the open batch and opens a new one", async () => {
       const s = await fresh();
-      const w = { max_bytes: 100 };
+      const w = { max_bytes: 100 + META };
       const a = queued(await s.enqueue(ev({ payload: payloadOf(80), copies: [copy("r", "http:d", w)] })))[0];
       s.clock.advance(1);
       const b = queued(await s.enqueue(ev({ payload: payloadOf(30), copies: [copy("r", "http:d", w)] })))[0];
       expect(b.batchId).not.toBe(a.batchId);
       const first = await s.batch(a.batchId);
-      expect(first).toMatchObject({ state: "sealed", count: 1, bytes: 80, sealed_at: T0 + 1 });
+      expect(first).toMatchObject({ state: "sealed", count: 1, bytes: 80 + META, sealed_at: T0 + 1 });
       // The sealed batch's hash covers only its own event.
       expect((await s.batchContent(a.batchId)).map((e) => e.id)).toEqual([a.eventId]);
-      expect(await s.batch(b.batchId)).toMatchObject({ state: "open", count: 1, bytes: 30 });
+      expect(await s.batch(b.batchId)).toMatchObject({ state: "open", count: 1, bytes: 30 + META });
     });
 
     test("one event larger than max_bytes gets a batch of its own, sealed at once", async () => {
       const s = await fresh();
-      const w = { max_bytes: 100 };
+      const w = { max_bytes: 100 + META };
       const a = queued(await s.enqueue(ev({ payload: payloadOf(40), copies: [copy("r", "http:d", w)] })))[0];
       const big = queued(await s.enqueue(ev({ payload: payloadOf(150), copies: [copy("r", "http:d", w)] })))[0];
       expect(big.batchId).not.toBe(a.batchId);
       expect(big.sealed).toBe(true);
       expect((await s.batch(a.batchId))?.state).toBe("sealed");
-      expect(await s.batch(big.batchId)).toMatchObject({ state: "sealed", count: 1, bytes: 150 });
+      expect(await s.batch(big.batchId)).toMatchObject({ state: "sealed", count: 1, bytes: 150 + META });
     });
 
-    test("size is len(raw) when the raw body is stored, else len(payload)", async () => {
+    test("size is the event's share of the document: its payload and event_meta (kept headers, dedup id, type), never the raw body's length", async () => {
       const s = await fresh();
       const raw = new TextEncoder().encode(`  ${JSON.stringify({ a: 1 })}  `);
       const a = queued(await s.enqueue(ev({ payload: '{"a":1}', raw })))[0];
       const b = queued(await s.enqueue(ev({ key: "k2", payload: '{"a":1}', raw: null })))[0];
-      expect(await s.row("events", { cols: ["size"], where: { id: a.eventId } })).toEqual({ size: raw.length });
-      expect(await s.row("events", { cols: ["size"], where: { id: b.eventId } })).toEqual({ size: 7 });
+      const kept = ev({ key: "k3", payload: '{"a":1}', dedupId: "delivery-\u00e9-1", eventType: "push", headers: { "X-GitHub-Event": "push", "X-Note": "caf\u00e9" } });
+      const c = queued(await s.enqueue(kept))[0];
+      expect(await s.row("events", { cols: ["size"], where: { id: a.eventId } })).toEqual({ size: 7 + META });
+      expect(await s.row("events", { cols: ["size"], where: { id: b.eventId } })).toEqual({ size: 7 + META });
+      // Exactly what a document of it carries, but for the id, counted at its widest.
+      const [stored] = await s.batchContent(c.batchId);
+      const exact = documentShare(stored);
+      const widest = String(Number.MAX_SAFE_INTEGER).length - String(stored.id).length;
+      expect(await s.row("events", { cols: ["size"], where: { id: c.eventId } })).toEqual({ size: exact + widest });
+      expect(exact).toBe(Buffer.byteLength(`,${stored.payload},${JSON.stringify(eventMeta(stored))}`));
+    });
+
+    test("no document is larger than max_bytes plus its one event: batches of kept headers and long ids stay within max_bytes", async () => {
+      const s = await fresh();
+      const w = { max_bytes: 2000 };
+      const ids: number[] = [];
+      for (let i = 0; i < 40; i++) {
+        const e = ev({ payload: payloadOf(20 + i), dedupId: `d-${"x".repeat(i * 5)}`, headers: { "X-Kept": "v".repeat(i * 9) }, copies: [copy("r", "http:d", w)] });
+        ids.push(queued(await s.enqueue(e))[0].batchId);
+      }
+      for (const id of new Set(ids)) {
+        const content = await s.batchContent(id);
+        const delivered = content.reduce((n, e) => n + documentShare(e), 0);
+        if (content.length > 1) expect(delivered).toBeLessThanOrEqual(w.max_bytes);
+        expect((await s.batch(id))?.bytes).toBeGreaterThanOrEqual(delivered);
+      }
     });
 
     test("a wall clock stepping back never rewrites last_at or received_at", async () => {

@@ -4,7 +4,7 @@
 import { expect, test } from "bun:test";
 import { seededRng, type Rng } from "../../src/clock.ts";
 import type { AttemptRecord } from "../../src/store/marks.ts";
-import type { EventCopy } from "../../src/store/enqueue.ts";
+import { type EventCopy, eventSize } from "../../src/store/enqueue.ts";
 import { payloadOf, T0 } from "../helpers/spool.ts";
 import type { Suite } from "./suite.ts";
 
@@ -254,11 +254,15 @@ export function modelCases({ fresh, modelSteps }: Suite): void {
         const primary = rng.next() < 0.6 ? "r1" : "r2";
         const routes = primary === "r1" && rng.next() < 0.15 ? ["r1", "tee"] : [primary];
         const key = pick(rng, ["a", "b", "c", "d", "e", "f", "g", "h", "i", "j"]) as string;
-        // round sizes hit the max_bytes boundaries exactly, odd ones fall between them
-        const size = pick(rng, [50, 100, 150, 37, 121]) as number;
+        // An event's size is its share of the document (payload and event_meta): round shares hit
+        // the max_bytes boundaries exactly, odd ones fall between them.
+        const size = pick(rng, [100, 150, 200, 137, 121]) as number;
         const dedupId = rng.next() < 0.25 ? `d${Math.floor(rng.next() * 30)}` : null;
+        const event = { source: "s", key, eventType: "t", dedupId, payload: "", raw: null, headers: {}, copies: copiesFor(routes), dedupWindowS: DEDUP_WINDOW };
+        event.payload = payloadOf(size - eventSize(event, now));
+        if (eventSize(event, now) !== size) throw new Error(`step ${step}: a payload of share ${size} could not be made`);
         const want = m.enqueue(routes, key, size, dedupId, now);
-        const got = await s.enqueue({ source: "s", key, eventType: "t", dedupId, payload: payloadOf(size), raw: null, headers: {}, copies: copiesFor(routes), dedupWindowS: DEDUP_WINDOW }, now);
+        const got = await s.enqueue(event, now);
         const gotIds = got.status === "queued" ? got.placed.flatMap((p) => [p.eventId, p.batchId]) : got.status === "replayed" ? [got.eventId, got.batchId] : [got.eventId];
         same(`step ${step} (enqueue)`, [got.status, gotIds], [want.status, want.ids]);
         tally[`enqueue:${got.status}`] = (tally[`enqueue:${got.status}`] ?? 0) + 1;

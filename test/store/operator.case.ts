@@ -1,4 +1,5 @@
 // Operator transitions: replay, reclassify, retry, split, exclude, drop.
+import { documentShare } from "../../src/store/content.ts";
 import { describe, expect, test } from "bun:test";
 import { isHookspoolError } from "../../src/errors.ts";
 import { contentHash } from "../../src/store/content.ts";
@@ -147,10 +148,17 @@ export function operatorVerbCases({ fresh, name }: Suite): void {
       for (const p of byAt) counts.push((await s.batch(p))?.count);
       expect(counts).toEqual([1, 3]);
       const b = await sealedBatch(s, 4, { key: "b", payload: payloadOf(40) });
-      const byBytes = await s.split(b.id, { maxBytes: 100 }, s.clock.now());
+      // Each piece is measured as the join rule measures: the events' shares of the document.
+      const share = documentShare((await s.batchContent(b.id))[0]);
+      const byBytes = await s.split(b.id, { maxBytes: 2 * share + 1 }, s.clock.now());
       const bytes = [];
       for (const p of byBytes) bytes.push((await s.batch(p))?.bytes);
-      expect(bytes).toEqual([80, 80]);
+      expect(bytes).toEqual([2 * share, 2 * share]);
+      // What already fits says so, by the same measure.
+      const fits = await sealedBatch(s, 2, { key: "c", payload: payloadOf(40) });
+      const whole = (await s.batchContent(fits.id)).reduce((n, e) => n + documentShare(e), 0);
+      expect(await code(() => s.split(fits.id, { maxBytes: whole }, s.clock.now()))).toBe("E_NOTHING");
+      expect((await s.split(fits.id, { maxBytes: whole - 1 }, s.clock.now())).length).toBe(2);
     });
 
     test("refusals: open/leased/delivered batches, a piece count of one, a bad --at, two options", async () => {

@@ -240,7 +240,7 @@ export async function runSourceKit(s: KitSubject): Promise<KitRun> {
         const kept = Object.keys(JSON.parse(q.headers) as Record<string, string>).map((h) => h.toLowerCase());
         const leaked = s.authHeaders.find((h) => kept.includes(h.toLowerCase()));
         if (leaked) return `the auth header ${leaked} was stored with the quarantined event`;
-        if (!q.last_error || !/^(not_json|not_utf8|key_missing|key_too_long|bad_payload|no_destination|plugin_error:\w+)$/.test(q.last_error)) return `quarantine reason ${q.last_error}, not a reason class`;
+        if (!q.last_error || !/^(not_json|not_utf8|key_missing|key_too_long|meta_too_long|bad_payload|no_destination|plugin_error:\w+)$/.test(q.last_error)) return `quarantine reason ${q.last_error}, not a reason class`;
         if (openIssueCount(k.spool, quarantineIssue(s.source, q.last_error).fingerprint) !== 1) return "no open issue for the quarantined event";
         return null;
       },

@@ -7,18 +7,13 @@
 // too), and never both accept one dedup id. The locks end with the COMMIT.
 import { HookspoolError } from "../../errors.ts";
 import { contentHash, type ContentEvent } from "../content.ts";
-import { type EnqueueResult, type EventCopy, type NewEvent, type Placed, validateNewEvent } from "../enqueue.ts";
+import { type EnqueueResult, type EventCopy, eventSize, type NewEvent, type Placed, validateNewEvent } from "../enqueue.ts";
 import { num, type PgSpool, type Tx } from "./db.ts";
 import { journalPg } from "./journal.ts";
 import { notifyWork } from "./wakeups.ts";
 import { testHook } from "../../testhook.ts";
 import { advanceMetaTimesPg } from "./meta.ts";
 
-const utf8 = new TextEncoder();
-
-function eventSize(ev: NewEvent): number {
-  return ev.raw && ev.raw.length > 0 ? ev.raw.length : utf8.encode(ev.payload).length;
-}
 
 /** The lock names of a set of requests: "g" + route + key per copy, "d" + source + dedup id. */
 function lockNames(jobs: readonly (readonly NewEvent[])[]): { a: string[]; b: string[] } {
@@ -146,7 +141,7 @@ async function enqueueOne(tx: Tx, ev: NewEvent, now: number, acc: Acc): Promise<
     }
   }
   acc.touched.add(ev.source);
-  const size = eventSize(ev);
+  const size = eventSize(ev, now);
   const placed: Placed[] = [];
   for (const copy of ev.copies) placed.push(await placeCopy(tx, ev, copy, size, now, acc));
   if (ev.dedupId !== null) {

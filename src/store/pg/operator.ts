@@ -4,7 +4,7 @@
 import { HookspoolError } from "../../errors.ts";
 import { notApplicable, type BatchHead } from "../batches.ts";
 import { contentHash } from "../content.ts";
-import { checkSplitOptions, pieces, type SplitEvent, type SplitOptions } from "../split.ts";
+import { checkSplitOptions, pieces, type SplitOptions, splitEvents } from "../split.ts";
 import { type NewEvent, quarantineIssue, type EnqueueResult } from "../enqueue.ts";
 import { DEAD_CLASSES } from "../issues.ts";
 import type { Reclassify, ReplayResult, StoredRequest } from "../replay.ts";
@@ -117,10 +117,10 @@ export async function splitBatchPg(spool: PgSpool, id: number, o: SplitOptions, 
     const b = await requireBatchPg(tx, id);
     if (!["sealed", "retry", "dead"].includes(b.state)) throw notApplicable(b, "split", "sealed, retry or dead");
     if (b.destination === "quarantine") throw new HookspoolError("E_NOTHING", `batch ${id} is a quarantine batch; replay or drop it`);
-    const events = ((await tx`SELECT id, size, received_at FROM events WHERE batch_id = ${id}::bigint ORDER BY id`) as Record<string, unknown>[]).map((r): SplitEvent => ({ id: num(r.id), size: num(r.size), received_at: Number(r.received_at) }));
-    const parts = pieces(events, o);
-    if (parts.length < 2) throw new HookspoolError("E_NOTHING", `batch ${id} already fits; nothing to split`);
     const content = await batchContentPg(tx, id);
+    const rows = ((await tx`SELECT id, received_at FROM events WHERE batch_id = ${id}::bigint ORDER BY id`) as Record<string, unknown>[]).map((r) => ({ id: num(r.id), received_at: Number(r.received_at) }));
+    const parts = pieces(splitEvents(rows, content), o);
+    if (parts.length < 2) throw new HookspoolError("E_NOTHING", `batch ${id} already fits; nothing to split`);
     const ids: number[] = [];
     for (const part of parts) {
       const members = new Set(part.map((e) => e.id));
