@@ -2,12 +2,13 @@
 // file the source's `secrets.secret` names, 0600, only while the operator has armed the source
 // (`hookspool source arm`, a `<file>.armed` holding its expiry and a one-time arm token), only for
 // a handshake whose URL carries that token (`?hookspool_arm_token=`, which the operator gave the
-// provider with the webhook URL), and only when no secret is kept yet. So a stranger who knows the
-// hook URL cannot plant a secret while the window is open. The file is created with a link, which
-// fails when it exists, so of two handshakes at once (two intakes on a shared home) one wins and
-// the other is told it lost. Never logged, never stored anywhere else.
+// provider with the webhook URL), and only when no secret is kept yet (no file, or an empty one, as
+// SETUP.md has the operator create it). So a stranger who knows the hook URL cannot plant a secret
+// while the window is open. Of two handshakes at once (two intakes on a shared home) the one that
+// renames the arm file away is the one that writes; the other is told it lost. Never logged,
+// never stored anywhere else.
 import { randomBytes } from "node:crypto";
-import { closeSync, existsSync, fsyncSync, linkSync, openSync, readFileSync, rmSync, writeSync } from "node:fs";
+import { closeSync, existsSync, fsyncSync, openSync, readFileSync, renameSync, rmSync, writeSync } from "node:fs";
 import { dirname } from "node:path";
 import type { SecretRef } from "../config/types.ts";
 import { constantTimeEqual } from "../plugin/verify.ts";
@@ -60,8 +61,8 @@ function fsyncDir(dir: string): void {
   }
 }
 
-/** Create `file` holding `value` (0600, synced) unless it exists; false when another got there first. */
-function createOnce(file: string, value: string): boolean {
+/** Put `value` in `file` (0600, synced, the directory too), replacing a missing or empty one in one rename. */
+function writeKept(file: string, value: string): void {
   const tmp = `${file}.learning-${randomBytes(8).toString("hex")}`;
   const fd = openSync(tmp, "wx", 0o600);
   try {
@@ -71,11 +72,7 @@ function createOnce(file: string, value: string): boolean {
     closeSync(fd);
   }
   try {
-    linkSync(tmp, file);
-    return true;
-  } catch (e) {
-    if ((e as NodeJS.ErrnoException).code === "EEXIST") return false;
-    throw e;
+    renameSync(tmp, file);
   } finally {
     rmSync(tmp, { force: true });
     fsyncDir(dirname(file));
@@ -95,7 +92,21 @@ export function keepLearnedSecret(ref: SecretRef | undefined, offered: string, n
   const arm = readArm(file);
   if (arm === null || arm.until < now) return "not_armed";
   if (armToken === null || !constantTimeEqual(armToken, arm.token)) return "wrong_arm";
-  if (!createOnce(file, offered)) return same() ?? "taken";
-  rmSync(armPath(file), { force: true });
-  return "learned";
+  // The arm is used up by the one handshake that renames it away: only that one writes.
+  const claim = `${armPath(file)}.taken-${randomBytes(6).toString("hex")}`;
+  try {
+    renameSync(armPath(file), claim);
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === "ENOENT") return same() ?? "taken";
+    throw e;
+  }
+  try {
+    // Kept meanwhile (by hand, say): that secret stays.
+    const meanwhile = same();
+    if (meanwhile !== null) return meanwhile;
+    writeKept(file, offered);
+    return "learned";
+  } finally {
+    rmSync(claim, { force: true });
+  }
 }

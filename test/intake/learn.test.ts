@@ -5,7 +5,7 @@
 // request whose array is empty (Asana's heartbeat) is acked as ignored.
 import { afterEach, describe, expect, test } from "bun:test";
 import { createHmac } from "node:crypto";
-import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { T0 } from "../helpers/spool.ts";
 import { LOG_LINES, startIntake, type TestIntake } from "../helpers/intake.ts";
@@ -81,6 +81,33 @@ describe("Asana: the X-Hook-Secret handshake", () => {
     expect(existsSync(join(s.home, "asana.secret"))).toBe(false);
     expect((await s.post(withArm("/hooks/asana", token), "", { "X-Hook-Secret": HOOK_SECRET })).status).toBe(200);
     expect(readFileSync(join(s.home, "asana.secret"), "utf8")).toBe(`${HOOK_SECRET}\n`);
+  });
+
+  test("the secret file exists and is empty (as SETUP.md has it created): the handshake is kept, 0600, and events verify", async () => {
+    const s = (open = await startIntake(ASANA, { clockAt: T0 }));
+    const file = join(s.home, "asana.secret");
+    for (const empty of ["", "\n"]) {
+      writeFileSync(file, empty, { mode: 0o644 });
+      const token = arm(s, "asana.secret");
+      const r = await s.post(withArm("/hooks/asana", token), "", { "X-Hook-Secret": HOOK_SECRET });
+      expect(r.status).toBe(200);
+      expect(r.headers.get("x-hook-secret")).toBe(HOOK_SECRET);
+      expect(readFileSync(file, "utf8")).toBe(`${HOOK_SECRET}\n`);
+      expect(statSync(file).mode & 0o777).toBe(0o600);
+      const body = JSON.stringify({ events: [{ action: "changed", resource: { gid: "1", resource_type: "task" } }] });
+      expect((await s.post("/hooks/asana", body, { "X-Hook-Signature": hex(HOOK_SECRET, body), "Content-Type": "application/json" })).status).toBe(202);
+      rmSync(file);
+    }
+    expect(readdirSync(s.home).filter((f) => f.includes(".learning-") || f.includes(".taken-"))).toEqual([]);
+  });
+
+  test("two handshakes at once on an empty file: one secret kept, the other refused", async () => {
+    const s = (open = await startIntake(ASANA, { clockAt: T0 }));
+    writeFileSync(join(s.home, "asana.secret"), "");
+    const token = arm(s, "asana.secret");
+    const [a, b] = await Promise.all([s.post(withArm("/hooks/asana", token), "", { "X-Hook-Secret": "first-secret" }), s.post(withArm("/hooks/asana", token), "", { "X-Hook-Secret": "second-secret" })]);
+    expect([a.status, b.status].sort()).toEqual([200, 409]);
+    expect(readFileSync(join(s.home, "asana.secret"), "utf8").trim()).toBe(a.status === 200 ? "first-secret" : "second-secret");
   });
 
   test("two handshakes at once: one secret kept, the other refused; no temp file left", async () => {
