@@ -1,4 +1,6 @@
 // The intake service: Bun.serve on loopback, /hooks/<instance>, /healthz, /metrics, config reload.
+import { assembleStatus, pacedDestinations, type StatusDoc } from "../obs/status.ts";
+import { pgStatusFacts } from "../obs/status-pg.ts";
 import { badRequest, requestTarget } from "./target.ts";
 import { dirname } from "node:path";
 import type { Server } from "bun";
@@ -298,7 +300,7 @@ export class Intake implements Service {
    * 30 s, every 5 s while failing, as on SQLite; a standby or a full disk refuses it) or the last
    * enqueue was refused; 200 otherwise. The spool's figures are `hookspool status`'s.
    */
-  private async pgHealth(): Promise<{ code: number; doc: Record<string, unknown> }> {
+  private async pgHealth(): Promise<{ code: number; doc: StatusDoc }> {
     const now = this.opts.clock.now();
     const bp = this.backpressure as Backpressure;
     const every = bp.failing ? FAILED_PROBE_S : WRITE_PROBE_S;
@@ -312,7 +314,11 @@ export class Intake implements Service {
         bp.writeFailed(`unwritable (${errorClass(e)})`);
       }
     }
-    const hard = bp.active();
-    return { code: hard.length ? 503 : 200, doc: { ok: hard.length === 0, backend: "postgres", degraded: hard, spool: { writable_checked_age_s: Number.isFinite(this.pgProbe.okAt) ? Math.max(0, Math.round((now - this.pgProbe.okAt) * 10) / 10) : null } } };
+    // The same document as on SQLite (and as `status`): the facts read from the database.
+    const writableCheckedAt = Number.isFinite(this.pgProbe.okAt) ? this.pgProbe.okAt : null;
+    const facts = await pgStatusFacts(this.pg as PgSpool, now, pacedDestinations(this.config, this.opts.env));
+    const { doc, hard } = assembleStatus(facts, this.config, { now, writableCheckedAt, hard: bp.active(), plugins: this.sources });
+    return { code: hard ? 503 : 200, doc };
   }
+
 }

@@ -38,6 +38,7 @@ export async function pgStatusFacts(pg: PgSpool, now: number, paces: ReadonlyMap
   const newest = beats.reduce<(typeof beats)[number] | null>((a, b) => (a === null || b.heartbeatAgeS < a.heartbeatAgeS ? b : a), null);
   const pid = newest ? Number(newest.id.split(":").pop()) : Number.NaN;
   return {
+    backend: "postgres",
     schema,
     // Ages come from the database's clock; as a time they are placed on the caller's.
     heartbeatAt: newest ? now - newest.heartbeatAgeS : null,

@@ -57,6 +57,8 @@ export interface PollStatus {
 export interface StatusDoc {
   ok: boolean;
   degraded: string[];
+  /** Where the spool lives: sqlite (one file) or postgres (a database several hosts share). */
+  backend: "sqlite" | "postgres";
   schema: number;
   dispatcher: { alive: boolean; heartbeat_age_s: number | null; pid: number | null };
   /** PostgreSQL: each dispatcher sharing the database (host:pid), and which one holds maintenance. */
@@ -117,6 +119,7 @@ const round1 = (x: number) => Math.round(x * 10) / 10;
 
 /** What the status document is made of, read from one backend's tables. */
 export interface StatusFacts {
+  backend: "sqlite" | "postgres";
   schema: number;
   /** The newest dispatcher heartbeat (the database's or this host's clock), and that dispatcher's pid. */
   heartbeatAt: number | null;
@@ -145,6 +148,7 @@ export interface StatusFacts {
 /** The facts of a SQLite spool. */
 export function sqliteStatusFacts(spool: Spool, dbPath: string, diskFree: number | null | undefined, paces: ReadonlyMap<string, Pace>, now: number): StatusFacts {
   return {
+    backend: "sqlite",
     paces,
     windows: new Map([...paces].map(([name, p]) => [name, rateWindow(spool, name, now, p.rate)])),
     schema: schemaVersion(spool),
@@ -268,6 +272,7 @@ export function assembleStatus(f: StatusFacts, config: Config, inp: StatusInputs
   const doc: StatusDoc = {
     ok: hard.length === 0 && degraded.length === 0,
     degraded: [...hard, ...degraded],
+    backend: f.backend,
     schema: f.schema,
     dispatcher: { alive, heartbeat_age_s: heartbeatAge, pid: f.dispatcherPid },
     ...(f.dispatchers ? { dispatchers: f.dispatchers } : {}),

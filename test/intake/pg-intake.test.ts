@@ -2,6 +2,7 @@
 // its 202, a duplicate is 200, a request the source cannot classify is quarantined (202) in the
 // database, /healthz proves the database takes writes, and when the database goes away the
 // intake answers 503 (the sender keeps the event), never a 5xx of its own and never an ack.
+import type { StatusDoc } from "../../src/obs/status.ts";
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { createHmac } from "node:crypto";
 import { writeFileSync } from "node:fs";
@@ -62,12 +63,25 @@ describe.skipIf(!PG_BIN)("the intake on PostgreSQL", () => {
       expect((await look.sql`SELECT destination, state FROM batches ORDER BY id`).map((r: Record<string, unknown>) => `${r.destination}:${r.state}`)).toEqual(["hermes:a:open", "quarantine:dead"]);
       const health = await fetch(`${intake.url}/healthz`);
       expect(health.status).toBe(200);
-      expect(await health.json()).toMatchObject({ ok: true, backend: "postgres", degraded: [] });
+      // The whole status document, as on SQLite and as `status` gives it: the quarantined batch and
+      // the missing dispatcher are soft problems (200), each named.
+      const doc = (await health.json()) as StatusDoc;
+      expect(doc).toMatchObject({ ok: false, backend: "postgres", batches: { open: 1, quarantined: 1 }, dispatcher: { alive: false } });
+      expect(doc.degraded).toEqual(["dispatcher: no heartbeat yet", "batches: 1 quarantined"]);
+      expect(Object.keys(doc.destinations)).toEqual(["hermes:a"]);
+      expect(doc.spool.writable_checked_age_s).toBe(0);
+      expect(Object.keys(doc).sort()).toEqual(["backend", "batches", "dead_by_reason", "degraded", "destinations", "disk_free_bytes", "dispatcher", "dispatchers", "issues_open", "maintenance", "ok", "oldest_pending_age_s", "schema", "sources", "spool", "spool_bytes"]);
       expect((await look.sql`SELECT COUNT(*)::int AS n FROM meta WHERE key = 'write_probe_at'`)[0].n).toBe(1);
       // /metrics: the intake's own counters and the spool's figures, read from the database.
       const metrics = await (await fetch(`${intake.url}/metrics`)).text();
       expect(metrics).toContain('hookspool_batches{state="quarantined"} 1');
       expect(metrics).toContain('hookspool_batches{state="open"} 1');
+      // An open breaker and a dead batch show on /healthz as they do in status.
+      await look.sql`INSERT INTO destinations (name, state, opened_at, cooldown_s) VALUES ('hermes:a', 'open', ${clock.now()}, 30)`;
+      await look.sql`UPDATE batches SET state = 'dead', dead_reason = 'rejected', content_hash = 'sha256:x' WHERE destination = 'hermes:a'`;
+      const worse = (await (await fetch(`${intake.url}/healthz`)).json()) as StatusDoc;
+      expect(worse.degraded).toEqual(["dispatcher: no heartbeat yet", "batches: 1 dead (1 rejected)", "batches: 1 quarantined", "destination hermes:a: breaker open"]);
+      expect(worse.destinations["hermes:a"]).toMatchObject({ state: "open", cooldown_s: 30 });
 
       // The database goes (its sessions ended, the database dropped): a request is a 503, not an
       // ack, and /healthz says the spool is unwritable.
