@@ -197,7 +197,7 @@ describe("status and /healthz agree and flip for each soft reason (200, degraded
       expect(doc).not.toHaveProperty("polls");
       expect(doc.spool_bytes).toBeGreaterThan(0);
       expect(doc.disk_free_bytes).toBe(50 * 1024 ** 3);
-      expect(Object.keys(doc)).toEqual(["ok", "degraded", "schema", "dispatcher", "spool", "batches", "dead_by_reason", "oldest_pending_age_s", "destinations", "sources", "issues_open", "spool_bytes", "disk_free_bytes"]);
+      expect(Object.keys(doc)).toEqual(["ok", "degraded", "backend", "schema", "dispatcher", "spool", "batches", "dead_by_reason", "oldest_pending_age_s", "destinations", "sources", "issues_open", "spool_bytes", "disk_free_bytes"]);
     });
   });
 
