@@ -12,26 +12,43 @@ import { type Rate, rateMarginS, type WindowHit } from "../../pacing.ts";
 import { num, numOrNull, type PgSpool, type Tx } from "./db.ts";
 import { destinationRowOf, markProbePg } from "./destinations.ts";
 import { closedRow } from "../destinations.ts";
-import { sealBatchPg } from "./enqueue.ts";
+import { contentOfBatchesPg, lockAll } from "./enqueue.ts";
+import { contentHash } from "../content.ts";
 import { journalPg } from "./journal.ts";
 import { testHook } from "../../testhook.ts";
 
-/** Seal every open batch that is ready at `now`; each under its group's lock, so no intake is mid-join. */
+/** Ready open batches sealed per transaction: a tick's backlog in a few short transactions. */
+const SEAL_CHUNK = 500;
+
+/**
+ * Seal every open batch that is ready at `now`, a chunk at a time: each chunk in one transaction
+ * that takes every group's lock at once, in the order every intake takes them (so none is
+ * mid-join, and none waits on another in a cycle), reads again which are still open and ready
+ * (an intake may have joined one since), reads their content in one query, and seals them in one
+ * statement with their hashes and their journal rows in another.
+ */
 export async function sealReadyPg(spool: PgSpool, now: number): Promise<number[]> {
   const ready = (await spool.sql`SELECT id, route, key FROM batches WHERE state = 'open'
       AND ((quiet_s = 0 AND max_s = 0) OR ${now} >= last_at + quiet_s OR ${now} >= first_at + max_s) ORDER BY id`) as { id: string; route: string; key: string }[];
   const sealed: number[] = [];
-  for (const r of ready) {
+  for (let i = 0; i < ready.length; i += SEAL_CHUNK) {
+    const chunk = ready.slice(i, i + SEAL_CHUNK);
     const done = await spool.sql.begin(async (tx) => {
-      await tx`SELECT pg_advisory_xact_lock(hashtext(${`g${r.route}`}), hashtext(${r.key}))`;
-      // Still open and still ready? An intake may have joined it since (then last_at moved).
-      const [still] = await tx`SELECT id FROM batches WHERE id = ${num(r.id)}::bigint AND state = 'open'
-          AND ((quiet_s = 0 AND max_s = 0) OR ${now} >= last_at + quiet_s OR ${now} >= first_at + max_s)`;
-      const done = still ? await sealBatchPg(tx, num(r.id), now) : false;
+      await lockAll(tx, { a: chunk.map((r) => `g${r.route}`), b: chunk.map((r) => r.key) });
+      const ids = chunk.map((r) => num(r.id));
+      const still = ((await tx`SELECT id FROM batches WHERE id = ANY(${ids}::bigint[]) AND state = 'open'
+          AND ((quiet_s = 0 AND max_s = 0) OR ${now} >= last_at + quiet_s OR ${now} >= first_at + max_s) ORDER BY id`) as { id: string }[]).map((r) => num(r.id));
+      if (still.length === 0) return [];
+      const content = await contentOfBatchesPg(tx, still);
+      const hashes = still.map((id) => contentHash(content.get(id) ?? []));
+      await tx`UPDATE batches SET state = 'sealed', sealed_at = ${now}, content_hash = h.hash
+          FROM unnest(${still}::bigint[], ${hashes}::text[]) AS h(id, hash) WHERE batches.id = h.id AND batches.state = 'open'`;
+      await tx`INSERT INTO journal (at, kind, batch_id, source, destination, key)
+          SELECT ${now}, 'sealed', id, source, destination, key FROM batches WHERE id = ANY(${still}::bigint[]) ORDER BY id`;
       testHook("seal.before_commit");
-      return done;
+      return still;
     });
-    if (done) sealed.push(num(r.id));
+    sealed.push(...done);
   }
   return sealed;
 }

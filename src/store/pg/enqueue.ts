@@ -36,7 +36,7 @@ function lockNames(jobs: readonly (readonly NewEvent[])[]): { a: string[]; b: st
 }
 
 /** Every lock of the transaction, taken in the order of their hashes (the same order in every intake). */
-async function lockAll(tx: Tx, names: { a: string[]; b: string[] }): Promise<void> {
+export async function lockAll(tx: Tx, names: { a: string[]; b: string[] }): Promise<void> {
   if (names.a.length === 0) return;
   await tx`SELECT pg_advisory_xact_lock(s.h1, s.h2) FROM (
       SELECT hashtext(x.a) AS h1, hashtext(x.b) AS h2 FROM unnest(${names.a}::text[], ${names.b}::text[]) AS x(a, b)
@@ -46,9 +46,21 @@ async function lockAll(tx: Tx, names: { a: string[]; b: string[] }): Promise<voi
 /** Seal an open batch in the transaction: its content freezes, content_hash computed as on SQLite. */
 /** The content of a batch as its hash covers it (excluded events left out), in id order. */
 export async function batchContentPg(tx: Tx, batchId: number): Promise<ContentEvent[]> {
-  const rows = (await tx`SELECT id, event_type, received_at, dedup_id, payload, headers FROM events
-      WHERE batch_id = ${batchId}::bigint AND excluded_at IS NULL ORDER BY id`) as Record<string, unknown>[];
-  return rows.map((r) => ({ id: num(r.id), event_type: String(r.event_type), received_at: Number(r.received_at), dedup_id: (r.dedup_id as string | null) ?? null, payload: (r.payload as string | null) ?? null, headers: String(r.headers) }));
+  return (await contentOfBatchesPg(tx, [batchId])).get(batchId) ?? [];
+}
+
+/** The content of several batches (their hashes' content), each in id order, in one query. */
+export async function contentOfBatchesPg(tx: Tx, batchIds: readonly number[]): Promise<Map<number, ContentEvent[]>> {
+  const rows = (await tx`SELECT batch_id, id, event_type, received_at, dedup_id, payload, headers FROM events
+      WHERE batch_id = ANY(${batchIds}::bigint[]) AND excluded_at IS NULL ORDER BY batch_id, id`) as Record<string, unknown>[];
+  const out = new Map<number, ContentEvent[]>();
+  for (const r of rows) {
+    const b = num(r.batch_id);
+    const list = out.get(b) ?? [];
+    list.push({ id: num(r.id), event_type: String(r.event_type), received_at: Number(r.received_at), dedup_id: (r.dedup_id as string | null) ?? null, payload: (r.payload as string | null) ?? null, headers: String(r.headers) });
+    out.set(b, list);
+  }
+  return out;
 }
 
 export async function sealBatchPg(tx: Tx, batchId: number, now: number): Promise<boolean> {

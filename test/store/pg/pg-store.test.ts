@@ -3,6 +3,8 @@
 // under concurrent intakes, content hashes identical to SQLite's, claims that deliver only the
 // head of each (route, key) group with two dispatchers racing, fenced marks, lease recovery,
 // and one maintenance holder at a time. Skipped, saying so, when PostgreSQL is not installed.
+import { sealReady as sealReadySqlite } from "../../../src/store/queue.ts";
+import { contentHash } from "../../../src/store/content.ts";
 import { afterAll, afterEach, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { enqueue as enqueueSqlite } from "../../../src/store/enqueue.ts";
 import type { EnqueueResult, NewEvent } from "../../../src/store/enqueue.ts";
@@ -214,6 +216,37 @@ describe.skipIf(!PG_BIN)("the spool on PostgreSQL", () => {
         return x;
       });
     const ok = { klass: null, status: 200, error: null, durationMs: 3, counted: true };
+
+    test("a tick's ready batches are sealed in a few transactions, not one each, with the hashes SQLite computes, while intakes go on joining", async () => {
+      const [a, b] = await fresh({ pools: 2 });
+      const lite = freshSpool();
+      const quiet = { quiet_s: 1, max_s: 60 };
+      const groups = Array.from({ length: 1200 }, (_, i) => ev({ key: `k${i}`, payload: `{"n":${i}}`, copies: [copy("r", "http:d", quiet)] }));
+      await enqueueGroupPg(a, groups.map((e) => [e]), T0);
+      for (const e of groups) enqueueSqlite(lite.spool, e, T0);
+      // An intake joins some groups while the seal runs: each join is either in the sealed content or in a new batch.
+      const late = Array.from({ length: 50 }, (_, i) => ev({ key: `k${i * 7}`, payload: `{"late":${i}}`, copies: [copy("r", "http:d", quiet)] }));
+      const [sealed] = await Promise.all([sealReadyPg(b, T0 + 2), Promise.all(late.map((e) => enqueuePg(a, e, T0 + 2)))]);
+      expect(sealed.length).toBeGreaterThan(1100);
+      const xids = await a.sql`SELECT COUNT(DISTINCT xid)::int AS n FROM journal WHERE kind = 'sealed'`;
+      expect(xids[0].n).toBeLessThanOrEqual(3);
+      // Every sealed batch's hash is its content's, as SQLite computes it for the same events.
+      const rows = (await a.sql`SELECT id, content_hash FROM batches WHERE state = 'sealed' ORDER BY id`) as { id: string; content_hash: string }[];
+      expect(rows.length).toBe(sealed.length);
+      for (const r of rows.slice(0, 50)) {
+        const content = (await a.sql`SELECT id, event_type, received_at, dedup_id, payload, headers FROM events WHERE batch_id = ${r.id}::bigint AND excluded_at IS NULL ORDER BY id`) as Record<string, unknown>[];
+        expect(r.content_hash).toBe(contentHash(content.map((e) => ({ id: Number(e.id), event_type: String(e.event_type), received_at: Number(e.received_at), dedup_id: (e.dedup_id as string | null) ?? null, payload: e.payload as string, headers: String(e.headers) }))));
+      }
+      // Groups no late event touched have the same hash on SQLite, sealed there at the same time.
+      sealReadySqlite(lite.spool, T0 + 2);
+      const liteHashes = lite.spool.db.query("SELECT id, content_hash FROM batches WHERE id > 400 AND id <= 410 ORDER BY id").all();
+      const pgHashes = (await a.sql`SELECT id, content_hash FROM batches WHERE id > 400 AND id <= 410 ORDER BY id`).map((r: { id: string; content_hash: string }) => ({ id: Number(r.id), content_hash: r.content_hash }));
+      expect(pgHashes).toEqual(liteHashes);
+      // No event is in an open and a sealed batch at once, and no group has two open batches.
+      const twice = await a.sql`SELECT route, key FROM batches WHERE state = 'open' GROUP BY route, key HAVING COUNT(*) > 1`;
+      expect(twice).toEqual([]);
+      expect((await a.sql`SELECT COUNT(*)::int AS n FROM events`)[0].n).toBe(1250);
+    });
 
     test("sealed when ready; only the head of each group is a candidate; a racing pair claims it once", async () => {
       const [a, b] = await fresh({ pools: 2 });
