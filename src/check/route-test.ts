@@ -2,6 +2,7 @@
 // candidate), compared with what each request became when it arrived. Nothing is written: the
 // authoring loop for routes is change the file, see the effect on last week's deliveries, then
 // reload.
+import { jsonText } from "../store/content.ts";
 import { eventCopies, type IntakeSource } from "../config/sources.ts";
 import type { Config } from "../config/types.ts";
 import { isHookspoolError } from "../errors.ts";
@@ -46,7 +47,7 @@ function route(config: Config, sources: ReadonlyMap<string, IntakeSource>, r: St
   const req = hookRequest({ method: "POST", url: `/hooks/${encodeURIComponent(r.source)}`, headers: Object.entries(r.headers), body, peer: "route-test", now: r.receivedAt });
   let payload: unknown;
   try {
-    payload = JSON.parse(r.payload);
+    payload = JSON.parse(jsonText(r.payload));
   } catch {
     payload = {};
   }

@@ -10,6 +10,7 @@ import { namedHeaderProblems, outboundHeaders, usableSecret } from "./signing.ts
 import { outcomeForStatus, statusLine } from "./status-map.ts";
 import { type Answer, ANSWERS, type DeliveryContext, type Destination, type Idempotency, outcome, type Outcome, type Pace, type StoredEvent } from "../delivery.ts";
 import type { Rate } from "../pacing.ts";
+import { jsonText } from "../store/content.ts";
 import { deliverBatch, type NamedHeader } from "./unwrap.ts";
 
 export interface HermesDestinationOptions {
@@ -180,8 +181,9 @@ function attemptAnswer(answers: readonly Outcome[]): Pick<Outcome, "answer" | "u
  * object and fails on anything else (an array, a string) with a 500 that no retry mends.
  */
 export function gatewayPayload(event: StoredEvent): string {
-  if (/^\s*\{/.test(event.payload)) return event.payload;
-  return `{"event_type":${JSON.stringify(event.eventType)},"payload":${event.payload}}`;
+  const json = jsonText(event.payload);
+  if (/^\s*\{/.test(json)) return json;
+  return `{"event_type":${JSON.stringify(event.eventType)},"payload":${json}}`;
 }
 
 export class HermesDestination implements Destination {

@@ -54,7 +54,7 @@ export interface HeaderInput {
   attempt: number;
   /** Static headers from config (http); any reserved or unusable one is skipped. */
   extra?: Record<string, string>;
-  /** event_header / dedup_header with their values; left out when reserved or not wire-safe. */
+  /** event_header / dedup_header with their values; left out when empty, reserved or not wire-safe. */
   named?: { name: string | null | undefined; value: string | null | undefined }[];
 }
 
@@ -67,7 +67,8 @@ export function outboundHeaders(i: HeaderInput): Headers {
     h.set(name, value);
   };
   for (const [name, value] of Object.entries(i.extra ?? {})) put(name, value);
-  for (const n of i.named ?? []) put(n.name, n.value);
+  // An event without a type (or a dedup id) sends no such header, never an empty one.
+  for (const n of i.named ?? []) if (n.value?.trim()) put(n.name, n.value);
   h.set("webhook-id", i.webhookId);
   h.set("webhook-timestamp", String(i.timestamp));
   if (i.secrets.length) h.set("webhook-signature", i.secrets.map((s) => standardWebhooksSignature(s, i.webhookId, i.timestamp, i.body)).join(" "));

@@ -1,7 +1,7 @@
 // The batch document (docs/receiving.md), identical for Hermes, scripts and HTTP. Payloads are
 // spliced in as stored, byte for byte, so the document never re-encodes a sender's numbers.
 import type { StoredEvent } from "../delivery.ts";
-import { type ContentEvent, eventMeta } from "../store/content.ts";
+import { type ContentEvent, eventMeta, jsonText } from "../store/content.ts";
 import { type BatchRow } from "../store/batches.ts";
 
 export interface DocumentInput {
@@ -40,7 +40,7 @@ export function buildDocument(d: DocumentInput): { body: string; events: StoredE
     content_hash: batch.content_hash,
   };
   const headText = JSON.stringify(head);
-  const events = content.map((e) => e.payload ?? "null").join(",");
+  const events = content.map((e) => jsonText(e.payload ?? "null")).join(",");
   const meta = JSON.stringify(content.map(eventMeta));
   const body = `${headText.slice(0, -1)},"events":[${events}],"event_meta":${meta}}`;
   return {

@@ -123,8 +123,9 @@ export function classify(config: Config, src: IntakeSource, req: HookRequest): C
     payloadText = "{}";
   } else {
     payload = req.json();
-    // The body itself, byte for byte: an unwrap delivery sends it on as the sender wrote it.
-    payloadText = req.text();
+    // The body itself, byte for byte: an unwrap delivery sends it on as the sender wrote it, a
+    // byte-order mark included (req.text() reads past one; a batch document leaves it out).
+    payloadText = hasBom(req.body) ? `\uFEFF${req.text()}` : req.text();
   }
   if (!plugin.split) {
     const one = classifyOne(config, src, req, payload, payloadText, req.body);
@@ -144,6 +145,11 @@ export function classify(config: Config, src: IntakeSource, req: HookRequest): C
 }
 
 const NO_BODY = new Uint8Array();
+
+/** Whether a body starts with UTF-8's byte-order mark. */
+function hasBom(body: Uint8Array): boolean {
+  return body.length >= 3 && body[0] === 0xef && body[1] === 0xbb && body[2] === 0xbf;
+}
 
 /** One event: its key, dedup id and type from the plugin, its copies from config's routes. */
 function classifyOne(config: Config, src: IntakeSource, req: HookRequest, payload: unknown, payloadText: string, body: Uint8Array): { event: NewEvent; attrs: Record<string, unknown> } {

@@ -2,7 +2,7 @@
 import { renderDispatchCounters } from "../obs/counters.ts";
 import { faultCounts } from "../obs/faults.ts";
 
-export type RejectReason = "unverified" | "too_large" | "chunked" | "spool_full" | "busy" | "ignored" | "verify_error";
+export type RejectReason = "unverified" | "too_large" | "chunked" | "bad_length" | "spool_full" | "busy" | "ignored" | "verify_error";
 
 function esc(v: string): string {
   return v.replace(/\\/g, "\\\\").replace(/\n/g, "\\n").replace(/"/g, '\\"');

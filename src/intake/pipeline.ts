@@ -16,7 +16,7 @@ import { hookRequest } from "../plugin/hook-request.ts";
 import { storableUrl } from "./captures.ts";
 import { evaluate, quarantineReason } from "./evaluate.ts";
 import { ARM_PARAM, keepLearnedSecret } from "./learn.ts";
-import { emptyReply, evaluationReply, LENGTH_REQUIRED, pluginReply, type Reply, SPOOL_BUSY, SPOOL_FULL, statusReply, TOO_LARGE } from "./replies.ts";
+import { emptyReply, evaluationReply, BAD_LENGTH, LENGTH_REQUIRED, pluginReply, type Reply, SPOOL_BUSY, SPOOL_FULL, statusReply, TOO_LARGE } from "./replies.ts";
 
 export interface PipelineDeps {
   /** Every event's enqueue goes through it: requests that are ready together commit together. */
@@ -82,6 +82,8 @@ export async function handleHook(d: PipelineDeps, input: HookInput): Promise<Rep
   if (input.method === "POST") {
     if ((get("transfer-encoding") ?? "").toLowerCase().includes("chunked")) return reject("chunked", LENGTH_REQUIRED());
     const length = get("content-length");
+    // Two Content-Length headers arrive joined ("5, 5"): a refusal with its reason, not a missing length.
+    if (length !== null && length.includes(",")) return reject("bad_length", BAD_LENGTH());
     if (length === null || !/^\d+$/.test(length)) return reject("chunked", LENGTH_REQUIRED());
     if (Number(length) > src.maxBodyBytes) return reject("too_large", TOO_LARGE(), Number(length));
     const read = await input.readBody(src.maxBodyBytes);

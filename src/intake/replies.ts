@@ -21,6 +21,8 @@ export const emptyReply = (code: number, headers: Record<string, string> = {}): 
 export const TOO_LARGE = (): Reply => emptyReply(413);
 /** No Content-Length, or chunked: the cap cannot be checked before reading. */
 export const LENGTH_REQUIRED = (): Reply => emptyReply(411);
+/** Content-Length given more than once (Bun joins the copies): the framing is ambiguous. RFC 9112 6.3 allows refusing it. */
+export const BAD_LENGTH = (): Reply => statusReply("bad_content_length", 400);
 /** The spool cannot take a write: the sender keeps the event and comes back. */
 export const SPOOL_FULL = (): Reply => emptyReply(503, { "Retry-After": "60" });
 export const SPOOL_BUSY = (): Reply => emptyReply(503);

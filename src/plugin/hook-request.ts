@@ -22,10 +22,25 @@ export function isLoopback(addr: string): boolean {
 
 const utf8 = new TextDecoder("utf-8", { fatal: true });
 
+/**
+ * A header value as the sender wrote it. HTTP hands header bytes over one character per byte
+ * (Latin-1), so a UTF-8 value ("café") would read "cafÃ©": bytes that are valid UTF-8 are read as
+ * UTF-8; any other value stays as it came. ASCII, every signature and id, is the same either way.
+ */
+export function headerText(v: string): string {
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: the test is for any byte past ASCII
+  if (!/[^\u0000-\u007f]/.test(v) || /[^\u0000-\u00ff]/.test(v)) return v;
+  try {
+    return utf8.decode(Buffer.from(v, "latin1"));
+  } catch {
+    return v;
+  }
+}
+
 /** The HookRequest for a request as it arrived. */
 export function hookRequest(w: WireRequest): HookRequest {
   const headers: Record<string, string> = {};
-  for (const [k, v] of w.headers) headers[k.toLowerCase()] = v;
+  for (const [k, v] of w.headers) headers[k.toLowerCase()] = headerText(v);
   const q = w.url.indexOf("?");
   const path = q < 0 ? w.url : w.url.slice(0, q);
   const query: Record<string, string> = {};
@@ -35,7 +50,7 @@ export function hookRequest(w: WireRequest): HookRequest {
   // X-Forwarded-For is the reverse proxy's word, believed only from loopback and only for logs.
   let remote = w.peer;
   const xff = headers["x-forwarded-for"];
-  if (xff && isLoopback(w.peer)) remote = xff.split(",").pop()?.trim() || w.peer;
+  if (xff && isLoopback(w.peer)) remote = (xff.split(",").pop()?.trim() || w.peer).slice(0, 256);
   let text: string | undefined;
   let parsed: { value: unknown } | undefined;
   return {

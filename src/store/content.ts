@@ -57,12 +57,21 @@ export function eventMeta(e: ContentEvent): EventMeta {
 const bytes = (s: string) => Buffer.byteLength(s, "utf8");
 
 /**
+ * A stored payload as JSON: without the byte-order mark a sender's body may start with. The
+ * payload keeps it (an unwrap delivery, show --payload and export give the body as received), but
+ * JSON cannot carry one inside a document, and parsers refuse it.
+ */
+export function jsonText(payload: string): string {
+  return payload.charCodeAt(0) === 0xfeff ? payload.slice(1) : payload;
+}
+
+/**
  * The bytes one event takes in a batch document, exactly: its payload and its event_meta entry,
  * each with the comma before it. A batch's `bytes` is the sum of its events' shares, so
  * max_bytes bounds what is delivered (the document's head aside), kept headers included.
  */
 export function documentShare(e: ContentEvent): number {
-  return bytes(e.payload ?? "null") + bytes(JSON.stringify(eventMeta(e))) + 2;
+  return bytes(jsonText(e.payload ?? "null")) + bytes(JSON.stringify(eventMeta(e))) + 2;
 }
 
 /** An id at its widest: a new event's share is counted before the insert gives it its id. */

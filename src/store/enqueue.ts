@@ -4,7 +4,7 @@ import type { Database } from "bun:sqlite";
 import { HookspoolError } from "../errors.ts";
 import { testHook } from "../testhook.ts";
 import { journalTx } from "./journal.ts";
-import { batchContentTx, contentHash, documentShare, META_LIMITS, WIDEST_ID } from "./content.ts";
+import { batchContentTx, contentHash, documentShare, jsonText, META_LIMITS, WIDEST_ID } from "./content.ts";
 import { prepared, type Spool } from "./db.ts";
 import { raiseIssueTx, resolveDeadIssuesTx, resolveIssueTx } from "./issues.ts";
 import { setMetaTx } from "./meta.ts";
@@ -106,7 +106,7 @@ export function validateNewEvent(ev: NewEvent): void {
   if (metaProblem) throw bad(metaProblem);
   if (ev.payloadParsed) return;
   try {
-    JSON.parse(ev.payload);
+    JSON.parse(jsonText(ev.payload));
   } catch {
     throw bad("the payload is not valid JSON");
   }

@@ -110,9 +110,12 @@ describe("hermes wire format", () => {
     await g.dest.deliver(documentFor(odd), makeCtx({ events: odd, eventHeader: "X-GitHub-Event" }));
     expect(g.stub.hits[2].headers["x-github-event"]).toBeUndefined();
     expect(g.stub.hits[2].headers["x-injected"]).toBeUndefined();
+    const untyped = [{ ...evs[0], eventType: "" }];
+    await g.dest.deliver(documentFor(untyped), makeCtx({ events: untyped, eventHeader: "X-GitHub-Event" }));
+    expect("x-github-event" in g.stub.hits[3].headers).toBe(false);
     const wide = [{ ...evs[0], eventType: "push \u2713" }];
     await g.dest.deliver(documentFor(wide), makeCtx({ events: wide, eventHeader: "X-GitHub-Event" }));
-    expect(g.stub.hits[3].headers["x-github-event"]).toBeUndefined();
+    expect(g.stub.hits[4].headers["x-github-event"]).toBeUndefined();
   });
 
   test("the destination's own event_header wins over the source's", async () => {

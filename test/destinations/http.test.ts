@@ -1,5 +1,5 @@
 // The http destination: https and TLS rules, redirects, rotation signatures, static headers,
-// the one deadline over a dripping body, per-batch ids.
+// the one deadline (a status line is the answer, however its body drips), per-batch ids.
 import { describe, expect, test } from "bun:test";
 import { createHmac, randomBytes } from "node:crypto";
 import { readFileSync, writeFileSync } from "node:fs";
@@ -174,8 +174,8 @@ describe("http signing and headers", () => {
 });
 
 describe("http deadline", () => {
-  test("a receiver that sends headers and then drips its body is cut at the deadline", async () => {
-    const s = stub(
+  const dripping = (status: number) =>
+    stub(
       () =>
         new Response(
           new ReadableStream({
@@ -184,12 +184,33 @@ describe("http deadline", () => {
               c.enqueue(new TextEncoder().encode("."));
             },
           }),
-          { status: 200 },
+          { status },
         ),
     );
+
+  test("a 2xx whose body drips past the deadline: the status line is the answer, read no further, delivered", async () => {
+    const s = dripping(200);
+    const { value: o, ms } = await timed(() => http(`${s.url}/in`).deliver("{}", makeCtx({ workerInS: 0.6 })));
+    expect(o).toMatchObject({ kind: "ok", status: 200 });
+    // The attempt still ends at its deadline, never later.
+    expect(ms).toBeGreaterThanOrEqual(500);
+    expect(ms).toBeLessThan(2000);
+  });
+
+  test("a 5xx whose body drips: its status decides (a transport failure), at the deadline", async () => {
+    const s = dripping(503);
+    const { value: o, ms } = await timed(() => http(`${s.url}/in`).deliver("{}", makeCtx({ workerInS: 0.6 })));
+    expect(o).toMatchObject({ kind: "retry", klass: "transport", status: 503 });
+    expect(ms).toBeLessThan(2000);
+  });
+
+  test("a receiver that never sends its status line is cut at the deadline", async () => {
+    const s = stub(async () => {
+      await Bun.sleep(3000);
+      return new Response("late");
+    });
     const { value: o, ms } = await timed(() => http(`${s.url}/in`).deliver("{}", makeCtx({ workerInS: 0.6 })));
     expect(o).toMatchObject({ kind: "retry", klass: "transport", reason: "worker deadline" });
-    expect(ms).toBeGreaterThanOrEqual(500);
     expect(ms).toBeLessThan(2000);
   });
 

@@ -97,6 +97,18 @@ for (const k of kinds) {
       expect(hits[1].headers["x-github-delivery"]).toBe("dedup-12");
     });
 
+    test("an event without a type, or an empty dedup id, sends no such header: never an empty one", async () => {
+      const { dest, hits } = k.make(k.ok);
+      const evs = events(3);
+      evs[0] = { ...evs[0], eventType: "" };
+      evs[1] = { ...evs[1], eventType: "  ", dedupId: "" };
+      expect((await dest.deliver("{}", ctxFor(evs))).kind).toBe("ok");
+      expect("x-github-event" in hits[0].headers).toBe(false);
+      expect("x-github-event" in hits[1].headers).toBe(false);
+      expect("x-github-delivery" in hits[1].headers).toBe(false);
+      expect(hits[2].headers["x-github-event"]).toBe("push");
+    });
+
     test("the first failure stops the attempt; the retry starts again at the first event", async () => {
       let failing = true;
       const { dest, hits } = k.make((_, n) => (failing && n === 2 ? json(500, {}) : k.ok()));

@@ -1,5 +1,11 @@
 // The intake over real HTTP: routing and tees, backpressure, /healthz, /metrics, listen rules,
 // the schema gate, config reload, and what reaches the logs.
+import { buildDocument } from "../../src/dispatch/document.ts";
+import { getBatch, type BatchRow } from "../../src/store/batches.ts";
+import { batchContent } from "../../src/store/content.ts";
+import { HttpDestination } from "../../src/destinations/http.ts";
+import { makeCtx } from "../destinations/support.ts";
+import { cli } from "../helpers/cli.ts";
 import { describe, expect, test } from "bun:test";
 import { createHmac } from "node:crypto";
 import { readFileSync, utimesSync, writeFileSync } from "node:fs";
@@ -240,6 +246,82 @@ describe("backpressure and health", () => {
       const res = await t.post("/hooks/demo", body, { "X-Sig": sig(body) });
       expect(res.status).toBe(503);
       expect(t.count("events")).toBe(0);
+    } finally {
+      await t.stop();
+    }
+  });
+});
+
+describe("header bytes", () => {
+  test("a kept header sent as UTF-8 is kept as the sender wrote it; one that is not UTF-8 is read as Latin-1", async () => {
+    const t = await startIntake(`${DEMO.replace('[sources.demo]', '[sources.demo]\nkeep_headers = ["X-Note", "X-Old"]')}`, { secrets: { demo: SECRET } });
+    try {
+      const body = JSON.stringify({ topic: "h" });
+      // fetch sends a header string byte for byte: these are the UTF-8 bytes of the text.
+      const wire = (text: string) => Buffer.from(text, "utf8").toString("latin1");
+      const res = await t.post("/hooks/demo", body, { "X-Sig": sig(body), "X-Note": wire("café \u2713 \u{1F600}"), "X-Old": "\u00e9t\u00e9" });
+      expect(res.status).toBe(202);
+      const row = t.db.db.query("SELECT headers FROM events").get() as { headers: string };
+      expect(JSON.parse(row.headers)).toEqual({ "X-Note": "café \u2713 \u{1F600}", "X-Old": "\u00e9t\u00e9" });
+    } finally {
+      await t.stop();
+    }
+  });
+});
+
+describe("a body that starts with a byte-order mark", () => {
+  test("stored as received (show --payload, export and an unwrap delivery give it back), left out of a batch document", async () => {
+    const t = await startIntake(DEMO, { secrets: { demo: SECRET } });
+    try {
+      const text = JSON.stringify({ topic: "bom", n: 1 });
+      const body = Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from(text)]);
+      const res = await t.post("/hooks/demo", new Uint8Array(body), { "X-Sig": `sha256=${createHmac("sha256", SECRET).update(body).digest("hex")}` });
+      expect(res.status).toBe(202);
+      const row = t.db.db.query("SELECT payload, raw FROM events").get() as { payload: string; raw: Uint8Array };
+      expect(Buffer.from(row.payload, "utf8").equals(body)).toBe(true);
+      expect(Buffer.from(row.raw).equals(body)).toBe(true);
+      // The document is JSON: the mark cannot stand inside it.
+      const doc = buildDocument({ batch: getBatch(t.db, 1) as BatchRow, content: batchContent(t.db, 1), deliveryId: "hs_x_1", attempt: 1 });
+      expect(doc.body).not.toContain("\uFEFF");
+      expect(JSON.parse(doc.body).events).toEqual([{ topic: "bom", n: 1 }]);
+      // Unwrap sends the payload exactly as received.
+      const hits: Uint8Array[] = [];
+      const rx = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: async (r) => (hits.push(new Uint8Array(await r.arrayBuffer())), new Response("ok")) });
+      try {
+        const dest = new HttpDestination({ name: "relay", url: `http://127.0.0.1:${rx.port}/in`, allowInsecure: true, unsigned: true, unwrap: true, instanceId: "i" });
+        const o = await dest.deliver(doc.body, makeCtx({ events: doc.events }));
+        expect(o.kind).toBe("ok");
+        expect(Buffer.from(hits[0]).equals(body)).toBe(true);
+      } finally {
+        rx.stop(true);
+      }
+      for (const argv of [["show", "1", "--payload"], ["export"]]) {
+        const r = await cli(["--home", t.home, ...argv]);
+        expect({ argv, bom: r.out.includes("\uFEFF") }).toEqual({ argv, bom: true });
+      }
+    } finally {
+      await t.stop();
+    }
+  });
+});
+
+describe("log fields a sender controls", () => {
+  test("a long X-Forwarded-For or user agent is cut in every log line, never carried whole", async () => {
+    const t = await startIntake(DEMO, { secrets: { demo: SECRET } });
+    try {
+      const before = LOG_LINES.length;
+      const long = `198.51.100.${"9".repeat(5000)}`;
+      const body = JSON.stringify({ topic: "x" });
+      // Unverified: the refusal's log line names the remote, which is the proxy's forwarded address.
+      const res = await t.post("/hooks/demo", body, { "X-Sig": "sha256=00", "X-Forwarded-For": long, "User-Agent": `agent-${"u".repeat(5000)}` });
+      expect(res.status).toBe(401);
+      const lines = LOG_LINES.slice(before);
+      expect(lines.some((l) => l.includes("198.51.100."))).toBe(true);
+      for (const l of lines) {
+        expect(l.length).toBeLessThan(1024);
+        expect(l).not.toContain("9".repeat(257));
+        expect(l).not.toContain("u".repeat(257));
+      }
     } finally {
       await t.stop();
     }

@@ -3,6 +3,7 @@
 // stub answers for any HTTP), twice under one batch id. The first run must succeed and print
 // nothing but emits of declared outputs; the second must give the same emits, from the journal
 // when the bobbin keeps state.
+import { jsonText } from "../../store/content.ts";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -52,7 +53,7 @@ function documentOf(e: Spooled, instance: string, now: number): string {
     last_at: now,
     event_type: eventType,
     event_types: { [eventType]: 1 },
-    events: [JSON.parse(e.payload) as unknown],
+    events: [JSON.parse(jsonText(e.payload)) as unknown],
     event_meta: [{ id: 1, event_type: eventType, received_at: now, dedup_id: null }],
   });
 }
