@@ -47,6 +47,8 @@ export interface SecretSpec {
   /** The processor needs it too (the source gets every secret). */
   processor: boolean;
   required: boolean;
+  /** Earlier names an instance may still give it by (a rename never breaks a deployment). */
+  aliases: string[];
 }
 
 export interface SettingSpec {
@@ -267,8 +269,9 @@ export function parseManifest(text: string, ctx: ManifestContext): { manifest: M
       err(at, "expected a table with description (and processor, required)");
       continue;
     }
-    for (const k of Object.keys(v)) if (!["description", "processor", "required"].includes(k)) err(`${at}.${k}`, "unknown key");
-    secrets[s] = { description: str(v, "description", `${at}.description`, true) ?? "", processor: bool(v, "processor", `${at}.processor`, false), required: bool(v, "required", `${at}.required`, true) };
+    for (const k of Object.keys(v)) if (!["description", "processor", "required", "aliases"].includes(k)) err(`${at}.${k}`, "unknown key");
+    const aliases = v.aliases === undefined ? [] : Array.isArray(v.aliases) && v.aliases.every((a) => typeof a === "string" && /^[a-z][a-z0-9_]{0,39}$/.test(a)) ? (v.aliases as string[]) : (err(`${at}.aliases`, "expected a list of earlier secret names"), []);
+    secrets[s] = { description: str(v, "description", `${at}.description`, true) ?? "", processor: bool(v, "processor", `${at}.processor`, false), required: bool(v, "required", `${at}.required`, true), aliases };
   }
 
   // [settings.*]

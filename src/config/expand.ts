@@ -49,9 +49,15 @@ function settingsOf(m: Manifest, inst: BobbinInstanceConfig, key: string, p: Pro
 }
 
 function secretsOf(m: Manifest, inst: BobbinInstanceConfig, key: string, p: Problems): Record<string, SecretRef> {
-  const given = inst.secrets ?? {};
-  for (const s of Object.keys(given)) {
-    if (!m.secrets[s]) p.error(`${key}.secrets.${s}`, `${m.name} has no secret ${s}`, Object.keys(m.secrets).length ? `its secrets: ${Object.keys(m.secrets).join(", ")}` : undefined);
+  // An earlier name of a secret (its manifest's aliases) still works, as the name it has now.
+  const raw = inst.secrets ?? {};
+  const given: Record<string, SecretRef> = Object.fromEntries(Object.entries(raw).filter(([s]) => Object.hasOwn(m.secrets, s)));
+  for (const [s, ref] of Object.entries(raw)) {
+    if (Object.hasOwn(m.secrets, s)) continue;
+    const current = Object.keys(m.secrets).find((name) => m.secrets[name].aliases.includes(s));
+    if (current === undefined) p.error(`${key}.secrets.${s}`, `${m.name} has no secret ${s}`, Object.keys(m.secrets).length ? `its secrets: ${Object.keys(m.secrets).join(", ")}` : undefined);
+    else if (given[current]) p.error(`${key}.secrets.${s}`, `${s} is an earlier name of secrets.${current}, which is given too`, `keep secrets.${current} only`);
+    else given[current] = ref;
   }
   for (const [s, spec] of Object.entries(m.secrets)) {
     const ref = given[s];

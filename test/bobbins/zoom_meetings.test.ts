@@ -7,7 +7,7 @@ import { builtin, expectAsCaptured, KIT_DESTINATION, kitOf, runCatalogue } from 
 
 const bobbin = builtin("zoom.meetings");
 const kit = kitOf(bobbin);
-const SECRET = kit.secrets.secret_token;
+const SECRET = kit.secrets.webhook_secret;
 const NOW = kit.now ?? 0;
 const mac = (key: string, data: string) => createHmac("sha256", key).update(data).digest("hex");
 
@@ -34,7 +34,7 @@ describe("against an intake on the kit's clock", () => {
     t = await startIntake(
       `[bobbins.meetings]
 bobbin = "zoom.meetings"
-secrets.secret_token = { file = "{{secret:zoom}}" }
+secrets.webhook_secret = { file = "{{secret:zoom}}" }
 outputs = { "*" = "kit" }
 
 ${KIT_DESTINATION}`,

@@ -209,6 +209,15 @@ describe("the mistakes of an instance, one error each", () => {
     expect(errorsOf(root, `[bobbins.h]\n${good.replace('outputs = { "*" = "hermes:h" }', 'outputs = { "*" = "hermes:h", push = "hermes:p" }')}`)).toMatchObject([{ key: "bobbins.h.outputs.push", message: "acme.hooks has no output push" }]);
   });
 
+  test("a secret by an earlier name (the manifest's aliases) is the secret by its name; both at once is an error", () => {
+    const aliased = bobbinRoot();
+    writeBobbin(aliased, "acme/renamed", manifestText("acme.renamed", "").replace(/\[secrets\.secret\]\n(description = [^\n]*\n)/, '[secrets.secret]\n$1aliases = ["old_token"]\n'));
+    const inst = (secrets: string) => `[bobbins.r]\nbobbin = "acme.renamed"\n${secrets}\noutputs = { "*" = "hermes:r" }\n`;
+    const { config } = parse(aliased, inst('secrets.old_token = { file = "/etc/hookspool/secrets/r" }'));
+    expect(config.sources.r.secrets).toEqual({ secret: { file: "/etc/hookspool/secrets/r" } });
+    expect(errorsOf(aliased, inst('secrets.old_token = { file = "/a" }\nsecrets.secret = { file = "/b" }'))).toMatchObject([{ key: "bobbins.r.secrets.old_token", message: "old_token is an earlier name of secrets.secret, which is given too" }]);
+  });
+
   test("no output mapped at all", () => {
     expect(errorsOf(root, `[bobbins.h]\n${good.replace('outputs = { "*" = "hermes:h" }\n', "")}`)).toMatchObject([{ key: "bobbins.h.outputs", message: "required: where the instance's events go" }]);
   });

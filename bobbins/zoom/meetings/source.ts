@@ -6,7 +6,7 @@
 // - x-zm-signature is "v0=" and the hex HMAC-SHA256, under the app's Secret Token, of
 //   "v0:<x-zm-request-timestamp>:<raw body>"; the timestamp must be within 300 s of now, either way.
 // - endpoint.url_validation is answered only after verify (challenge runs after it): 200 with
-//   {"plainToken", "encryptedToken": hex HMAC-SHA256(secret_token, plainToken)}, never queued.
+//   {"plainToken", "encryptedToken": hex HMAC-SHA256(webhook_secret, plainToken)}, never queued.
 //   A request that fails verify gets the intake's 401 with an empty body, so no token is ever
 //   derived for a plainToken an unverified sender chose.
 // - One batch per meeting (payload.object.id); the event type is `event`.
@@ -18,7 +18,7 @@ const SIGNATURE = "x-zm-signature";
 const TIMESTAMP = "x-zm-request-timestamp";
 
 export default defineSource({
-  secrets: ["secret_token"],
+  secrets: ["webhook_secret"],
   authHeaders: [SIGNATURE],
   // The time Zoom signed at: no credential, and it says when Zoom sent this attempt.
   keepHeaders: [TIMESTAMP],
@@ -33,7 +33,7 @@ export default defineSource({
         signature: req.header(SIGNATURE),
         prefix: "v0=",
         timestamp: ts,
-        secret: secrets.get("secret_token"),
+        secret: secrets.get("webhook_secret"),
         // The timestamp exactly as sent, then the body's bytes as received.
         message: [`v0:${ts ?? ""}:`, req.body],
         now: req.now,
@@ -48,7 +48,7 @@ export default defineSource({
     if (getText(p, "event") !== "endpoint.url_validation") return null;
     const plainToken = getPath(p, "payload.plainToken");
     if (typeof plainToken !== "string" || plainToken === "") throw new BadPayload("endpoint.url_validation without payload.plainToken", "bad_payload");
-    const body = JSON.stringify({ plainToken, encryptedToken: hmac(secrets.get("secret_token"), plainToken) });
+    const body = JSON.stringify({ plainToken, encryptedToken: hmac(secrets.get("webhook_secret"), plainToken) });
     return response(200, body, { "Content-Type": "application/json" });
   },
 
