@@ -37,7 +37,9 @@ function settingsOf(m: Manifest, inst: BobbinInstanceConfig, key: string, p: Pro
   for (const [s, v] of Object.entries(given)) {
     const spec = m.settings[s];
     if (!spec) p.error(`${key}.settings.${s}`, `${m.name} has no setting ${s}`, Object.keys(m.settings).length ? `its settings: ${Object.keys(m.settings).join(", ")}` : `${m.name} takes no settings`);
-    else if (!hasSettingType(spec.type, v)) p.error(`${key}.settings.${s}`, `expected a ${spec.type}`, spec.description);
+    // A list of one may be written as its one string (key = "id" for key = ["id"]).
+    else if (spec.type === "list" && typeof v === "string") out[s] = [v];
+    else if (!hasSettingType(spec.type, v)) p.error(`${key}.settings.${s}`, `expected a ${spec.type}, not ${givenWords(v)}`, spec.description);
     else out[s] = v;
   }
   for (const [s, spec] of Object.entries(m.settings)) {
@@ -46,6 +48,13 @@ function settingsOf(m: Manifest, inst: BobbinInstanceConfig, key: string, p: Pro
     else out[s] = structuredClone(spec.default);
   }
   return out;
+}
+
+/** A given setting's value in a few words, for the error that refuses it: its kind and, short, itself. */
+function givenWords(v: unknown): string {
+  const kind = Array.isArray(v) ? "a list" : v === null ? "null" : typeof v === "object" ? "a table" : `a ${typeof v}`;
+  const text = JSON.stringify(v) ?? String(v);
+  return `${kind} (${text.length > 40 ? `${text.slice(0, 40)}...` : text})`;
 }
 
 function secretsOf(m: Manifest, inst: BobbinInstanceConfig, key: string, p: Problems): Record<string, SecretRef> {

@@ -203,7 +203,7 @@ describe("the mistakes of an instance, one error each", () => {
   });
 
   test("a setting of the wrong type, a setting, secret or output not in the manifest", () => {
-    expect(errorsOf(root, `[bobbins.h]\n${good.replace('callback_url = "https://h.example.net/x"', "callback_url = 3")}`)).toMatchObject([{ key: "bobbins.h.settings.callback_url", message: "expected a string" }]);
+    expect(errorsOf(root, `[bobbins.h]\n${good.replace('callback_url = "https://h.example.net/x"', "callback_url = 3")}`)).toMatchObject([{ key: "bobbins.h.settings.callback_url", message: "expected a string, not a number (3)" }]);
     expect(errorsOf(root, `[bobbins.h]\n${good.replace('callback_url = "https://h.example.net/x"', 'callback_url = "https://x", colour = "red"')}`)).toMatchObject([{ key: "bobbins.h.settings.colour", message: "acme.hooks has no setting colour" }]);
     expect(errorsOf(root, `[bobbins.h]\n${good}secrets.token = { file = "/t" }\n`)).toMatchObject([{ key: "bobbins.h.secrets.token", message: "acme.hooks has no secret token" }]);
     expect(errorsOf(root, `[bobbins.h]\n${good.replace('outputs = { "*" = "hermes:h" }', 'outputs = { "*" = "hermes:h", push = "hermes:p" }')}`)).toMatchObject([{ key: "bobbins.h.outputs.push", message: "acme.hooks has no output push" }]);
@@ -216,6 +216,14 @@ describe("the mistakes of an instance, one error each", () => {
     const { config } = parse(aliased, inst('secrets.old_token = { file = "/etc/hookspool/secrets/r" }'));
     expect(config.sources.r.secrets).toEqual({ secret: { file: "/etc/hookspool/secrets/r" } });
     expect(errorsOf(aliased, inst('secrets.old_token = { file = "/a" }\nsecrets.secret = { file = "/b" }'))).toMatchObject([{ key: "bobbins.r.secrets.old_token", message: "old_token is an earlier name of secrets.secret, which is given too" }]);
+  });
+
+  test("a list setting given as one string is that list of one (hookspool.webhook's key = \"id\")", () => {
+    const text = `[bobbins.w]\nbobbin = "hookspool.webhook"\nsecrets.secret = { file = "/etc/hookspool/secrets/w" }\nsettings = { scheme = "hmac-sha256-hex", header = "X-Sig", key = "id", event_type = "type", ignore = "ping" }\noutputs = { "*" = "hermes:w" }\n`;
+    const { config } = parseConfig(text, "/etc/hookspool/config.toml", { home: () => HOME });
+    expect(config.sources.w.template).toMatchObject({ key: ["id"], ignore: ["ping"] });
+    // A value of another kind is refused, and the error says what was given, cut short.
+    expect(errorsOf(bobbinRoot(), text.replace('key = "id"', `key = { nested = "${"x".repeat(60)}" }`))).toMatchObject([{ key: "bobbins.w.settings.key", message: `expected a list, not a table ({"nested":"${"x".repeat(29)}...)` }]);
   });
 
   test("no output mapped at all", () => {
