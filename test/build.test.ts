@@ -1,7 +1,7 @@
 // The newcomer's binary: `bun scripts/build.ts` gives one executable that inits a home,
 // migrates it, enqueues from stdin and lists the batch, from anywhere on the disk.
 import { expect, test } from "bun:test";
-import { copyFileSync, statSync } from "node:fs";
+import { copyFileSync, cpSync, mkdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import pkg from "../package.json";
 import { tempDir } from "./helpers/tmp.ts";
@@ -78,6 +78,20 @@ test(
     expect(JSON.parse(exported.out.trim())).toMatchObject({ batch: { id: 1, state: "dropped" } });
     expect(run(["--home", home, "prune"]).code).toBe(0);
     expect(run(["--home", home, "reload"]).code).toBe(0);
+
+    // bobbin check on a built-in's own directory checks the compiled-in copy (the binary cannot
+    // load the directory's code); a private bobbin whose code imports a package the binary does
+    // not carry gets a one-line reason, never a stack.
+    const builtinDir = run(["--home", home, "bobbin", "check", join(root, "bobbins", "zoom", "meetings")]);
+    expect({ code: builtinDir.code, err: builtinDir.err }).toEqual({ code: 0, err: "" });
+    const priv = join(dir, "private", "acme", "widgets");
+    mkdirSync(join(dir, "private", "acme"), { recursive: true });
+    cpSync(join(root, "bobbins", "zoom", "meetings"), priv, { recursive: true });
+    writeFileSync(join(priv, "bobbin.toml"), readFileSync(join(priv, "bobbin.toml"), "utf8").replace('name = "zoom.meetings"', 'name = "acme.widgets"'));
+    writeFileSync(join(priv, "source.ts"), `import { decodeJwt } from "jose";\nexport default { decodeJwt };\n`);
+    const privCheck = run(["--home", home, "bobbin", "check", priv]);
+    expect(privCheck.out).toContain("the hookspool binary cannot load this code: it imports jose, which the binary does not carry");
+    expect(privCheck.out + privCheck.err).not.toContain("    at ");
   },
   60_000,
 );

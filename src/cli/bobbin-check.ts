@@ -3,7 +3,8 @@
 import { existsSync, statSync } from "node:fs";
 import { resolve } from "node:path";
 import type { CommandDef } from "citty";
-import { findBobbins } from "../bobbin/registry.ts";
+import { type Bobbin, BUILTIN_PREFIX, findBobbins } from "../bobbin/registry.ts";
+import { isCompiled } from "../self.ts";
 import { checkBobbin, scorecardMarkdown, scorecardText } from "../check/bobbin/scorecard.ts";
 import { type CheckSubject, subjectFromBobbin, subjectFromDir } from "../check/bobbin/subject.ts";
 import { HookspoolError } from "../errors.ts";
@@ -16,13 +17,32 @@ function subjectOf(cli: Cli, target: string): CheckSubject {
   const path = resolve(cli.io.cwd, target);
   if (existsSync(path)) {
     if (!statSync(path).isDirectory()) throw new HookspoolError("E_USAGE", `${target} is not a bobbin directory`, { hint: "give <root>/<vendor>/<product>, the directory holding bobbin.toml" });
-    return { ...subjectFromDir(path), label: target };
+    const dir = { ...subjectFromDir(path), label: target };
+    // The binary cannot load a built-in's code from its directory (its packages are compiled in,
+    // not beside it): a directory holding exactly a built-in is checked as the compiled-in copy.
+    if (isCompiled()) {
+      const builtin = sameBuiltin(cli, dir);
+      if (builtin) return { ...subjectFromBobbin(builtin, cli.io.cwd), label: target };
+    }
+    return dir;
   }
   if (!/^[a-z0-9_-]+\.[a-z0-9_-]+$/.test(target)) throw new HookspoolError("E_USAGE", `no directory ${target}, and it is not a <vendor>.<product> name`);
   const { config } = loadFor(cli);
   const b = findBobbins({ bobbinPath: config.spool.bobbin_path, presets: Object.keys(config.spans) }).bobbins.get(target);
   if (!b) throw new HookspoolError("E_NOT_FOUND", `no bobbin "${target}"`, { hint: "hookspool bobbin list shows them; give a directory to check one not yet installed" });
   return subjectFromBobbin(b, cli.io.cwd);
+}
+
+/** The built-in whose files a directory holds, byte for byte, or null. */
+function sameBuiltin(cli: Cli, dir: CheckSubject): Bobbin | null {
+  const name = /^name\s*=\s*"([^"]+)"/m.exec(dir.files.get("bobbin.toml") ?? "")?.[1];
+  if (!name) return null;
+  const b = findBobbins({ bobbinPath: [], presets: Object.keys(loadFor(cli).config.spans) }).bobbins.get(name);
+  if (!b || !b.dir.startsWith(BUILTIN_PREFIX) || b.dir.slice(BUILTIN_PREFIX.length) !== dir.relDir) return null;
+  const compiled = b.files();
+  if (compiled.size !== dir.files.size) return null;
+  for (const [f, text] of dir.files) if (compiled.get(f) !== text) return null;
+  return b;
 }
 
 /** The files changed since `base`, as git names them, for the scope row. */

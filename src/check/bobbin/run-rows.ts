@@ -1,5 +1,6 @@
 // The scorecard rows that run the bobbin: its captures through a real intake (each `# expect:`
 // holds), the source kit's matrix on its accepted capture, its processor and its own tests.
+import { isCompiled } from "../../self.ts";
 import { stringify } from "smol-toml";
 import { systemClock } from "../../clock.ts";
 import { type Capture, capturesOf, type Kit, type PollCapture, parseKit, parsePollCapture } from "../../bobbin/captures.ts";
@@ -241,7 +242,12 @@ export async function sourceKitRow(s: CheckSubject, m: Manifest | null, l: Loade
   try {
     plugin = t ? templateSource(t) : await codeSource(s, m);
   } catch (e) {
-    return row(name, [{ file: `${m.source?.module ?? "bobbin"}.ts`, message: `cannot load the source: ${(e as Error).message.split("\n")[0]}`, fix: "export default defineSource({...})" }]);
+    const message = (e as Error).message.split("\n")[0];
+    // The compiled binary carries the packages of its own code only: a bobbin on disk that imports
+    // another (jose, say) cannot load in it, though it may be sound.
+    const pkg = /Cannot find (?:package|module) '([^']+)'/.exec(message)?.[1];
+    if (pkg && isCompiled()) return row(name, [{ file: `${m.source?.module ?? "bobbin"}.ts`, message: `the hookspool binary cannot load this code: it imports ${pkg}, which the binary does not carry`, fix: "check it from a source checkout (bun src/main.ts bobbin check <dir>), or import only hookspool/plugin and hookspool/providers" }]);
+    return row(name, [{ file: `${m.source?.module ?? "bobbin"}.ts`, message: `cannot load the source: ${message}`, fix: "export default defineSource({...})" }]);
   }
   if (!plugin) return row(name, [{ file: `${m.source?.module}.ts`, message: "has no default export", fix: "export default defineSource({...})" }]);
   const secret = kit.secrets.secret;
