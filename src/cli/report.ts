@@ -2,6 +2,7 @@
 // on stdout for a script; the exit code is the same either way. Only a bug prints its stack.
 import { ConfigError } from "../config/load.ts";
 import { HookspoolError } from "../errors.ts";
+import { CorruptSpool, isCorruption } from "../store/db.ts";
 import type { Io } from "./context.ts";
 import { visible } from "./format.ts";
 
@@ -31,6 +32,8 @@ function describeError(e: unknown): { exit: number; doc: ErrorDoc; lines: string
     return { exit: e.exitCode, doc: { ...fields(e), problems }, lines };
   }
   if (e instanceof HookspoolError) return { exit: e.exitCode, doc: fields(e), lines: [e.describe()] };
+  // A read that finds the file damaged is the spool's state, not a bug: check's words, exit 2.
+  if (isCorruption(e)) return describeError(new CorruptSpool("the spool", [e instanceof Error ? e.message : String(e)]));
   // citty's own argument errors (a missing required argument) are usage errors.
   if (e instanceof Error && e.name === "CLIError") {
     const message = e.message.replace(ANSI, "");

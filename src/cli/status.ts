@@ -6,6 +6,7 @@ import { loadEverySource } from "../config/sources.ts";
 import { assembleStatus, buildStatus, pacedDestinations, type DestinationStatus, type StatusDoc } from "../obs/status.ts";
 import { pgStatusFacts } from "../obs/status-pg.ts";
 import { isPostgres } from "../config/backend.ts";
+import { CorruptSpool, noteIntegrityCheck, quickCheck } from "../store/db.ts";
 import { humanAge, humanBytes, table, visible } from "./format.ts";
 import { type Cli, GLOBAL_ARGS, loadForReading, openExisting, withPg } from "./context.ts";
 
@@ -17,7 +18,8 @@ function summary(doc: StatusDoc): string {
   const hb = doc.dispatcher.heartbeat_age_s;
   out.push(`dispatcher   ${doc.dispatcher.alive ? "alive" : "not running"}${hb !== null ? ` (heartbeat ${humanAge(hb)} ago, pid ${doc.dispatcher.pid ?? "-"})` : ""}`);
   for (const d of doc.dispatchers ?? []) out.push(`  ${visible(d.id)}  ${d.alive ? "alive" : "stale"}, heartbeat ${humanAge(d.heartbeat_age_s)} ago${doc.maintenance?.holder === d.id ? ", holds maintenance" : ""}`);
-  out.push(`spool        schema ${doc.schema}, ${humanBytes(doc.spool_bytes)}, ${doc.disk_free_bytes === null ? "disk: the database server's" : `${humanBytes(doc.disk_free_bytes)} free`}, last enqueue ${doc.spool.last_enqueue_age_s === null ? "never" : `${humanAge(doc.spool.last_enqueue_age_s)} ago`}`);
+  const integrity = doc.spool.integrity_checked_age_s === undefined ? "" : `, integrity checked ${doc.spool.integrity_checked_age_s === null ? "never (status --deep checks it)" : `${humanAge(doc.spool.integrity_checked_age_s)} ago`}`;
+  out.push(`spool        schema ${doc.schema}, ${humanBytes(doc.spool_bytes)}, ${doc.disk_free_bytes === null ? "disk: the database server's" : `${humanBytes(doc.disk_free_bytes)} free`}, last enqueue ${doc.spool.last_enqueue_age_s === null ? "never" : `${humanAge(doc.spool.last_enqueue_age_s)} ago`}${integrity}`);
   const b = doc.batches;
   out.push(`batches      ${b.open} open, ${b.sealed} sealed, ${b.leased} leased, ${b.retry} retry, ${b.delivered} delivered, ${b.dead} dead, ${b.dropped} dropped, ${b.quarantined} quarantined`);
   const dead = Object.entries(doc.dead_by_reason).filter(([r, n]) => n > 0 && r !== "quarantined");
@@ -53,8 +55,8 @@ function windowWords(d: DestinationStatus): string {
 export function statusCommand(cli: Cli): CommandDef {
   return {
     meta: { name: "status", description: "health of the spool, dispatcher, destinations and sources; exit 1 while any problem is reported" },
-    args: { ...GLOBAL_ARGS },
-    async run() {
+    args: { ...GLOBAL_ARGS, deep: { type: "boolean", description: "also read the whole spool file through (SQLite's quick_check): a corrupt one is exit 2" } },
+    async run({ args }) {
       const { config, paths } = loadForReading(cli);
       // The plugins' own liveness expectations count where config sets none; a plugin that
       // does not load is check's to report, not status's.
@@ -67,6 +69,12 @@ export function statusCommand(cli: Cli): CommandDef {
       }
       const spool = openExisting(cli, paths.spoolFile);
       try {
+        if (args.deep) {
+          // A damaged page (payloads, say) reads fine until it is read: this reads them all.
+          const problems = quickCheck(spool);
+          if (problems.length) throw new CorruptSpool(paths.spoolFile, problems);
+          noteIntegrityCheck(spool);
+        }
         const { doc } = buildStatus(spool, config, paths.spoolFile, { now: cli.clock.now(), plugins, env: cli.io.env });
         cli.io.out(cli.globals.json ? JSON.stringify(doc) : summary(doc));
         return doc.ok ? 0 : 1;

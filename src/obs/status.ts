@@ -64,7 +64,8 @@ export interface StatusDoc {
   /** PostgreSQL: each dispatcher sharing the database (host:pid), and which one holds maintenance. */
   dispatchers?: { id: string; heartbeat_age_s: number; alive: boolean }[];
   maintenance?: { holder: string; since: number } | null;
-  spool: { last_enqueue_age_s: number | null; writable_checked_age_s: number | null };
+  /** integrity_checked_age_s: since quick_check last read the whole file through (SQLite; null: never recorded). */
+  spool: { last_enqueue_age_s: number | null; writable_checked_age_s: number | null; integrity_checked_age_s?: number | null };
   batches: StateCounts;
   /** Dead batches by why they died: the receiver's refusal (rejected) apart from the pipeline's faults. */
   dead_by_reason: Record<DeadReason, number>;
@@ -277,7 +278,7 @@ export function assembleStatus(f: StatusFacts, config: Config, inp: StatusInputs
     dispatcher: { alive, heartbeat_age_s: heartbeatAge, pid: f.dispatcherPid },
     ...(f.dispatchers ? { dispatchers: f.dispatchers } : {}),
     ...(f.maintenance !== undefined ? { maintenance: f.maintenance } : {}),
-    spool: { last_enqueue_age_s: age(now, lastEnqueue), writable_checked_age_s: age(now, writableAt) },
+    spool: { last_enqueue_age_s: age(now, lastEnqueue), writable_checked_age_s: age(now, writableAt), ...(f.backend === "sqlite" ? { integrity_checked_age_s: age(now, f.meta("integrity_checked_at")) } : {}) },
     batches,
     dead_by_reason: deadReasons,
     oldest_pending_age_s: age(now, pending.overall),

@@ -177,11 +177,25 @@ export function openVerified(path: string, opts: OpenOptions = {}): Spool {
   try {
     const problems = quickCheck(spool);
     if (problems.length) throw new CorruptSpool(path, problems);
+    noteIntegrityCheck(spool);
     return spool;
   } catch (e) {
     spool.close();
     if (isCorruption(e)) throw new CorruptSpool(path, [String((e as { code?: unknown }).code ?? (e as Error).message)]);
     throw e;
+  }
+}
+
+/**
+ * Record that quick_check passed now (meta integrity_checked_at), so status can say when the
+ * file was last read through. Best effort: a spool not yet migrated, or one that refuses the
+ * write, keeps no record and loses nothing.
+ */
+export function noteIntegrityCheck(spool: Spool): void {
+  try {
+    spool.db.run("INSERT INTO meta (key, value) VALUES ('integrity_checked_at', ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value", [String(spool.clock.now())]);
+  } catch {
+    // no meta table yet, or a read-only file: nothing to record
   }
 }
 

@@ -1,11 +1,14 @@
 // hookspool status: the health document, its summary for people, and its exit code.
 import { describe, expect, test } from "bun:test";
+import { closeSync, openSync, statSync, writeSync } from "node:fs";
 import { claimBatch } from "../../src/store/queue.ts";
 import { markDead } from "../../src/store/marks.ts";
 import { quarantine } from "../../src/store/enqueue.ts";
 import { writeHeartbeat } from "../../src/store/meta.ts";
 import { EXTRA_CONFIG, type Home, enqueueJson, initHome, inHome, withSpool } from "./home.ts";
 import { LATEST_SCHEMA } from "../../src/store/migrations.ts";
+import { reportError } from "../../src/cli/report.ts";
+import type { Io } from "../../src/cli/context.ts";
 
 /** The top-level fields of the health document this build reports (polls come with poll sources). */
 const FIELDS = ["ok", "degraded", "schema", "dispatcher", "spool", "batches", "oldest_pending_age_s", "destinations", "sources", "issues_open", "spool_bytes", "disk_free_bytes"];
@@ -44,7 +47,7 @@ describe("status", () => {
     expect(doc.schema).toBe(LATEST_SCHEMA);
     expect(doc.batches).toEqual({ open: 0, sealed: 0, leased: 0, retry: 0, delivered: 0, dead: 0, dropped: 0, quarantined: 0 });
     expect(doc.oldest_pending_age_s).toBeNull();
-    expect(doc.spool).toEqual({ last_enqueue_age_s: null, writable_checked_age_s: null });
+    expect(doc.spool).toEqual({ last_enqueue_age_s: null, writable_checked_age_s: null, integrity_checked_age_s: null });
     expect(doc.issues_open).toBe(0);
     expect(doc.spool_bytes).toBeGreaterThan(0);
     expect(doc.disk_free_bytes).toBeGreaterThan(0);
@@ -108,5 +111,50 @@ describe("status", () => {
     expect(r.out).toMatch(/^script:demo-log\s+closed\s/m);
     expect(r.out).toMatch(/^demo\s+\d+s ago/m);
     expect(() => JSON.parse(r.out)).toThrow();
+  });
+});
+
+describe("status on a damaged spool", () => {
+  /** Fill the spool with payload pages, then overwrite some in the middle of the file. */
+  async function damaged(): Promise<Home> {
+    const h = await initHome();
+    for (let i = 0; i < 60; i++) await enqueueJson(h, "once", `k${i}`, { n: i, text: "y".repeat(2000) });
+    withSpool(h.db, (spool) => spool.db.run("PRAGMA wal_checkpoint(TRUNCATE)"));
+    const size = statSync(h.db).size;
+    const fd = openSync(h.db, "r+");
+    writeSync(fd, Buffer.alloc(16384, 0xa5), 0, 16384, Math.floor(size / 2 / 4096) * 4096);
+    closeSync(fd);
+    return h;
+  }
+
+  test("--deep reads the file through: a damaged one is exit 2 with check's words, never a stack", async () => {
+    const h = await damaged();
+    const deep = await inHome(h, ["status", "--deep"]);
+    expect(deep.code).toBe(2);
+    expect(deep.err).toMatch(/^hookspool: .* is corrupt: .*\(hookspool export what is readable and restore from backup/m);
+    expect(deep.err).not.toContain("internal error");
+    expect(deep.err).not.toMatch(/\n\s+at /);
+    const json = await inHome(h, ["--json", "status", "--deep"]);
+    expect(json.code).toBe(2);
+    expect(JSON.parse(json.out)).toMatchObject({ code: "E_CORRUPT" });
+  });
+
+  test("an error that says the file is damaged, met by any read, is exit 2 with check's words, never a bug's stack", () => {
+    for (const e of [Object.assign(new Error("database disk image is malformed"), { code: "SQLITE_CORRUPT" }), Object.assign(new Error("file is not a database"), { code: "SQLITE_NOTADB" })]) {
+      const err: string[] = [];
+      const out: string[] = [];
+      const code = reportError({ out: (t: string) => out.push(t), err: (t: string) => err.push(t) } as unknown as Io, e, false);
+      expect(code).toBe(2);
+      expect(err.join("\n")).toMatch(/^hookspool: the spool is corrupt: .*restore from backup/);
+      expect(err.join("\n")).not.toContain("internal error");
+    }
+  });
+
+  test("a sound spool says when its integrity was last checked", async () => {
+    const sound = await initHome();
+    expect((await inHome(sound, ["status"])).out).toMatch(/integrity checked never \(status --deep checks it\)/);
+    expect((await inHome(sound, ["status", "--deep"])).code).toBe(1);
+    expect((await inHome(sound, ["status"])).out).toMatch(/integrity checked \d+s ago/);
+    expect(JSON.parse((await inHome(sound, ["--json", "status"])).out).spool.integrity_checked_age_s).toBeGreaterThanOrEqual(0);
   });
 });
