@@ -2,6 +2,10 @@
 // sender would (the scheme's headers, a fresh timestamp and delivery id), signs it with the
 // source's own configured secret, posts it to the running intake, and prints the answer; with
 // --follow, the batch's way to its destination.
+import { parseDuration } from "../time.ts";
+import { windowFor } from "../config/windows.ts";
+import { destinationSettings } from "../config/destinations.ts";
+import type { FollowStep } from "../store/follow.ts";
 import { randomUUID } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
@@ -150,7 +154,8 @@ export function sendCommand(cli: Cli): CommandDef {
       "event-type": { type: "string", description: "the event type, for a template that reads it from a header", valueHint: "T" },
       url: { type: "string", description: "post here instead of the intake's intake.listen (the public URL through the proxy, say)", valueHint: "U" },
       count: { type: "string", description: "send this many, each with a fresh delivery id and timestamp (a source that dedups on the body sees one event)", default: "1", valueHint: "N" },
-      follow: { type: "boolean", description: "after a queued answer, print the batch's states until it is delivered or dead (60 s at most)" },
+      follow: { type: "boolean", description: "after a queued answer, print the batch's states until it is delivered, dead or dropped (exit 1 unless delivered)" },
+      timeout: { type: "string", description: "with --follow: stop following after this long (default: the source's longest wait, its destination's timeout, and a margin)", valueHint: "D" },
       handshake: { type: "boolean", description: "send the source's handshake instead (a signed challenge, a GET verify token, a PING, a HEAD) and check the answer the sender needs" },
     },
     async run({ args }) {
@@ -200,7 +205,11 @@ export function sendCommand(cli: Cli): CommandDef {
       }
       // A capture made to be refused is sent as it was captured: its wrong signature is the point.
       const asCaptured = captured !== undefined && captured.expect.status === 401;
+      if (args.timeout !== undefined && !args.follow) throw new HookspoolError("E_USAGE", "--timeout goes with --follow");
+      // Follow long enough for the batch to end: its window's longest wait, one delivery, a margin.
+      const followS = args.timeout !== undefined ? parseDuration(String(args.timeout), "--timeout") : followSeconds(config, source);
       const store = args.follow ? await openOperatorStore(cli, loaded) : null;
+      let unfinished = 0;
       let failed = 0;
       try {
         for (let i = 0; i < count; i++) {
@@ -223,16 +232,39 @@ export function sendCommand(cli: Cli): CommandDef {
           if (cli.globals.json) cli.io.out(JSON.stringify({ n: i + 1, status, body: text.slice(0, 2000), word }));
           else cli.io.out(visible(`${i + 1}/${count}: ${status} ${shown}${word ? ` (${word})` : ""}`));
           if (store && status >= 200 && status < 300) {
-            for await (const step of store.followEvent({ source, after: before, timeoutMs: 60_000 })) {
+            let last: FollowStep | null = null;
+            for await (const step of store.followEvent({ source, after: before, timeoutMs: followS * 1000 })) {
+              last = step;
               if (cli.globals.json) cli.io.out(JSON.stringify(step));
               else cli.io.out(visible(`  batch ${step.batch} ${step.state}${step.detail ? `: ${step.detail}` : ""}`));
             }
+            const end = followEnd(last, followS);
+            if (end.failed) unfinished++;
+            if (cli.globals.json) cli.io.out(JSON.stringify({ followed: end.word, ...(last ? { batch: last.batch, state: last.state } : {}) }));
+            else if (end.failed) cli.io.err(visible(`hookspool: ${end.line}`));
           }
         }
       } finally {
         await store?.close();
       }
-      return failed ? 1 : 0;
+      return failed || unfinished ? 1 : 0;
     },
   };
+}
+
+/** How long --follow waits by default: the source's window at its longest, its destination's timeout, two ticks and a margin. */
+function followSeconds(config: Config, source: string): number {
+  const src = config.sources[source];
+  const w = windowFor(config, source, null);
+  const destination = src?.action ? destinationSettings(config, src.action) : null;
+  return Math.max(w.quiet_s, w.max_s) + (destination?.timeout_s ?? 30) + 2 * config.dispatch.poll_s + 15;
+}
+
+/** How following ended: delivered (fine), dead or dropped, or still on its way when the time ran out. */
+function followEnd(last: FollowStep | null, followS: number): { failed: boolean; word: string; line: string } {
+  if (last?.state === "delivered") return { failed: false, word: "delivered", line: "" };
+  if (last?.state === "dead") return { failed: true, word: "dead", line: `batch ${last.batch} is dead${last.detail ? ` (${last.detail})` : ""}: hookspool show ${last.batch} --attempts says why` };
+  if (last?.state === "dropped") return { failed: true, word: "dropped", line: `batch ${last.batch} was dropped` };
+  const where = last ? `batch ${last.batch} is still ${last.state}` : "no batch for the request was seen";
+  return { failed: true, word: "timeout", line: `stopped following after ${Math.round(followS)} s: ${where} (--timeout waits longer; is the dispatcher running?)` };
 }

@@ -41,7 +41,20 @@ beforeAll(async () => {
     }
     bobbins[kit.instance.name] = { bobbin: b.name, secrets, settings: kit.instance.settings ?? {}, outputs: { "*": "script:sink" }, span: "immediate" };
   }
-  const config = { intake: { listen: "127.0.0.1:0" }, dispatch: { poll_s: 0.1 }, bobbins, destinations: { "script:sink": { argv: ["/bin/sh", "-c", "cat > /dev/null"] } } };
+  writeFileSync(join(home, "follow-secret"), "follow-token", { mode: 0o600 });
+  const tokened = { scheme: "static-token", header: "X-Token", key: "id" };
+  // slow waits 30 s before its batch seals; doomed's destination refuses every batch for good.
+  const sources = {
+    slow: { template: tokened, secrets: { secret: { file: join(home, "follow-secret") } }, quiet_s: 30, max_s: 60, action: "script:sink" },
+    doomed: { template: tokened, secrets: { secret: { file: join(home, "follow-secret") } }, action: "script:refuse" },
+  };
+  const config = {
+    intake: { listen: "127.0.0.1:0" },
+    dispatch: { poll_s: 0.1 },
+    bobbins,
+    sources,
+    destinations: { "script:sink": { argv: ["/bin/sh", "-c", "cat > /dev/null"] }, "script:refuse": { argv: ["/bin/sh", "-c", "cat > /dev/null; exit 65"] } },
+  };
   writeFileSync(join(home, "config.toml"), stringify(config));
   expect((await cli(["--home", home, "migrate"])).code).toBe(0);
   hs = await startHookspool(home, ["run"]);
@@ -74,6 +87,24 @@ describe("send, for every built-in template bobbin", () => {
       expect({ code: bad.code, status: lines(bad.out)[0]?.status }).toEqual({ code: 1, status: 401 });
     }, 20_000);
   }
+});
+
+describe("send --follow until the batch ends", () => {
+  test("a batch that dies: exit 1, and it says so", async () => {
+    const r = await send("doomed", "--data", '{"id":"d1"}', "--follow");
+    expect(r.code).toBe(1);
+    expect(lines(r.out).at(-1)).toMatchObject({ followed: "dead", state: "dead" });
+    const text = await cli(["--home", home, "send", "doomed", "--url", `http://127.0.0.1:${port}/hooks/doomed`, "--data", '{"id":"d2"}', "--follow"]);
+    expect(text.code).toBe(1);
+    expect(text.err).toMatch(/^hookspool: batch \d+ is dead \(rejected\): hookspool show \d+ --attempts says why$/m);
+  }, 20_000);
+
+  test("a batch still on its way when --timeout runs out: exit 1, naming its state", async () => {
+    const r = await cli(["--home", home, "send", "slow", "--url", `http://127.0.0.1:${port}/hooks/slow`, "--data", '{"id":"s1"}', "--follow", "--timeout", "1s"]);
+    expect(r.code).toBe(1);
+    expect(r.err).toMatch(/stopped following after 1 s: batch \d+ is still open/);
+    expect((await cli(["--home", home, "send", "slow", "--timeout", "1s"])).code).toBe(2);
+  }, 20_000);
 });
 
 describe("send --handshake", () => {
