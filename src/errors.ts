@@ -31,6 +31,8 @@ export interface ErrorDetails {
   key?: string;
   /** What the operator can do about it. */
   hint?: string;
+  /** The problems behind it, each at its key (a config that check refuses). */
+  problems?: { level: string; key: string; message: string; hint?: string }[];
 }
 
 export class HookspoolError extends Error {
@@ -38,6 +40,7 @@ export class HookspoolError extends Error {
   readonly file?: string;
   readonly key?: string;
   readonly hint?: string;
+  readonly problems?: ErrorDetails["problems"];
 
   constructor(code: ErrorCode, message: string, details: ErrorDetails = {}) {
     super(message);
@@ -46,6 +49,7 @@ export class HookspoolError extends Error {
     this.file = details.file;
     this.key = details.key;
     this.hint = details.hint;
+    this.problems = details.problems;
   }
 
   get exitCode(): number {

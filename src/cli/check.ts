@@ -51,9 +51,12 @@ export function checkCommands(cli: Cli): Record<string, CommandDef> {
     args: { ...GLOBAL_ARGS },
     async run() {
       const report = await runCheck(cli);
-      if (cli.globals.json) cli.io.out(JSON.stringify(report.problems));
+      const { errors, warnings } = counts(report.problems);
+      // An error is one object, as every verb's is; a pass says what was checked.
+      if (cli.globals.json && errors > 0) throw new HookspoolError("E_CONFIG", `${plural(errors, "error")} in the config`, { file: report.file ?? undefined, problems: report.problems });
+      if (cli.globals.json) cli.io.out(JSON.stringify({ file: report.file, errors, warnings, problems: report.problems, senders: report.senders, paces: report.paces }));
       else printReport(cli, report);
-      return counts(report.problems).errors > 0 ? 2 : 0;
+      return errors > 0 ? 2 : 0;
     },
   };
 

@@ -46,7 +46,8 @@ function describeError(e: unknown): { exit: number; doc: ErrorDoc; lines: string
 
 /** The fields every HookspoolError has, each only when set. */
 function fields(e: HookspoolError): ErrorDoc {
-  return { error: e.message, code: e.code, ...(e.hint ? { hint: e.hint } : {}), ...(e.file ? { file: e.file } : {}), ...(e.key ? { key: e.key } : {}) };
+  const problems = e.problems?.map((p) => ({ level: p.level, key: p.key, message: p.message, ...(p.hint ? { hint: p.hint } : {}) }));
+  return { error: e.message, code: e.code, ...(e.hint ? { hint: e.hint } : {}), ...(e.file ? { file: e.file } : {}), ...(e.key ? { key: e.key } : {}), ...(problems?.length ? { problems } : {}) };
 }
 
 /** Report `e` and return the exit code. */

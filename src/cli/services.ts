@@ -48,7 +48,7 @@ async function preflight(cli: Cli, skipDatabase: boolean): Promise<LoadedConfig>
   const report = await checkConfigFile({ ...loadOptions(cli), skipDatabase });
   for (const p of report.problems) cli.io.err(`hookspool: ${visible(problemLine(p))}`);
   const errors = report.problems.filter((p) => p.level === "error").length;
-  if (errors > 0) throw new HookspoolError("E_CONFIG", `not starting: ${errors} error${errors === 1 ? "" : "s"} in the config (hookspool check lists the same)`, { file: report.file ?? undefined });
+  if (errors > 0) throw new HookspoolError("E_CONFIG", `not starting: ${errors} error${errors === 1 ? "" : "s"} in the config (hookspool check lists the same)`, { file: report.file ?? undefined, problems: report.problems });
   const loaded = loadFor(cli);
   // check printed the load warnings already; not again when the service stops.
   cli.warnings.length = 0;

@@ -69,12 +69,17 @@ describe("hookspool check", () => {
     expect(r.out).toEndWith(": 0 errors, 1 warning\n");
   });
 
-  test("--json prints the problem list", async () => {
+  test("--json: errors are one error object with the problems, as every verb's error is; a pass is a report", async () => {
     const h = await initHome();
+    const clean = await run(h, ["--json", "check"]);
+    expect(clean.code).toBe(0);
+    expect(JSON.parse(clean.out)).toMatchObject({ file: h.config, errors: 0, problems: [], paces: {} });
     appendFileSync(h.config, BROKEN);
     const r = await run(h, ["--json", "check"]);
     expect(r.code).toBe(2);
-    const problems = JSON.parse(r.out) as ConfigProblem[];
+    const doc = JSON.parse(r.out) as { error: string; code: string; file: string; problems: ConfigProblem[] };
+    expect(doc).toMatchObject({ error: "2 errors in the config", code: "E_CONFIG", file: h.config });
+    const problems = doc.problems;
     expect(problems.map((p) => [p.level, p.key])).toEqual([
       ["error", "intake.lisen"],
       ["error", "routes[0].destination"],
@@ -160,7 +165,7 @@ outputs = { "*" = "script:demo-log" }
     expect(lines.at(-1)).toMatch(/^\(no config file\): 1 error, \d+ warnings?$/);
     const j = await cli(["--home", home, "--json", "check"]);
     expect(j.code).toBe(2);
-    expect(JSON.parse(j.out)[0]).toEqual({ level: "error", key: "config", message: `no config file at ${where}`, hint: expect.stringContaining("hookspool init") });
+    expect(JSON.parse(j.out).problems[0]).toEqual({ level: "error", key: "config", message: `no config file at ${where}`, hint: expect.stringContaining("hookspool init") });
     // HOOKSPOOL_HOME is where it looks too
     const env = await cli(["check"], { env: { HOOKSPOOL_HOME: home } });
     expect(env.code).toBe(2);

@@ -136,6 +136,12 @@ describe("the services check their config as hookspool check does", () => {
       expect([verb, r.code]).toEqual([verb, 2]);
       for (const line of checkErrors) expect([verb, r.err]).toEqual([verb, expect.stringContaining(`hookspool: ${line}`)]);
       expect(r.err).toContain("not starting: ");
+      // With --json the error is one object on stdout, the problems in it.
+      const j = await cli(["--home", h, "--json", verb]);
+      expect(j.code).toBe(2);
+      const doc = JSON.parse(j.out);
+      expect(doc).toMatchObject({ code: "E_CONFIG", error: expect.stringContaining("not starting") });
+      expect(doc.problems.filter((p: { level: string }) => p.level === "error").length).toBe(checkErrors.length);
     }
   });
 
