@@ -9,7 +9,7 @@ import type { Config } from "../config/types.ts";
 import { HookspoolError } from "../errors.ts";
 import { bobbinCheckCommand } from "./bobbin-check.ts";
 import { bobbinNewCommand } from "./bobbin-new.ts";
-import { type Cli, GLOBAL_ARGS, loadFor } from "./context.ts";
+import { type Cli, GLOBAL_ARGS, loadFor, noConfigFile, notInConfig } from "./context.ts";
 import { table, visible } from "./format.ts";
 
 function bobbinsOf(config: Config): Map<string, Bobbin> {
@@ -134,12 +134,17 @@ function expandCommand(cli: Cli): CommandDef {
     meta: { name: "expand", description: "the [sources], [destinations] and [[routes]] tables a [bobbins.<instance>] becomes (secrets as references)" },
     args: { ...GLOBAL_ARGS, instance: { type: "positional", description: "one instance (default: every one)", required: false } },
     run({ args }) {
-      const { config } = loadFor(cli);
+      const loaded = loadFor(cli);
+      const { config } = loaded;
       const names = args.instance ? [String(args.instance)] : Object.keys(config.bobbins);
-      for (const n of names) if (!Object.hasOwn(config.bobbins, n)) throw new HookspoolError("E_NOT_FOUND", `no [bobbins.${n}] in the config`);
+      for (const n of names) if (!Object.hasOwn(config.bobbins, n)) throw notInConfig(loaded, new HookspoolError("E_NOT_FOUND", `no [bobbins.${n}] in the config`));
       const docs = Object.fromEntries(names.map((n) => [n, expandedTables(config, n)]));
       if (cli.globals.json) cli.io.out(JSON.stringify(docs));
-      else if (names.length === 0) cli.io.out("no [bobbins.*] instances in the config");
+      else if (names.length === 0) {
+        const none = noConfigFile(loaded);
+        if (none) throw none;
+        cli.io.out("no [bobbins.*] instances in the config");
+      }
       else cli.io.out(names.map((n) => `# [bobbins.${n}] (${config.bobbins[n].bobbin})\n${stringify(docs[n])}`).join("\n\n"));
       return 0;
     },

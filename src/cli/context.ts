@@ -1,6 +1,6 @@
 // What every command gets: its I/O, the global flags, the clock; and the two ways to open a spool.
 import { readFileSync } from "node:fs";
-import { dirname } from "node:path";
+import { dirname, join } from "node:path";
 import { parse as parseToml, stringify as stringifyToml } from "smol-toml";
 import { type Clock, processClock } from "../clock.ts";
 import { HookspoolError } from "../errors.ts";
@@ -97,6 +97,21 @@ export function loadFor(cli: Cli, opts: { strict?: boolean } = {}): LoadedConfig
     cli.warnings.push(`hookspool: warning: ${visible(`${[loaded.paths.config, p.key].filter(Boolean).join(": ")}: ${p.message}${p.hint ? ` (${p.hint})` : ""}`)}`);
   }
   return loaded;
+}
+
+/**
+ * What a verb that names a source or an instance says when the config lacks it: `e`, unless there
+ * is no config file at all, which is then the thing to say (with where it was looked for).
+ */
+export function notInConfig(loaded: LoadedConfig, e: HookspoolError): HookspoolError {
+  return noConfigFile(loaded) ?? e;
+}
+
+/** The error for a command that found no config file at all, or null when there is one. */
+export function noConfigFile(loaded: LoadedConfig): HookspoolError | null {
+  if (loaded.paths.config !== null) return null;
+  // An explicit --config or HOOKSPOOL_CONFIG that is missing fails at load; this is the home's.
+  return new HookspoolError("E_CONFIG", `no config file at ${join(loaded.paths.home, "config.toml")}`, { hint: "hookspool init writes one; or point --home, --config or HOOKSPOOL_CONFIG at yours" });
 }
 
 /**

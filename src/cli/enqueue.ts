@@ -10,7 +10,7 @@ import { enqueue, type EnqueueResult, type NewEvent } from "../store/enqueue.ts"
 import { isPostgres } from "../config/backend.ts";
 import type { LoadedConfig } from "../config/types.ts";
 import { enqueuePg } from "../store/pg/enqueue.ts";
-import { type Cli, GLOBAL_ARGS, loadFor, openExisting, withPg } from "./context.ts";
+import { type Cli, GLOBAL_ARGS, loadFor, notInConfig, openExisting, withPg } from "./context.ts";
 import { visible } from "./format.ts";
 
 const decoder = new TextDecoder("utf-8", { fatal: true });
@@ -28,10 +28,11 @@ export function enqueueCommand(cli: Cli): CommandDef {
       file: { type: "string", description: "read the payload from this file (default: stdin)", valueHint: "path" },
     },
     async run({ args }) {
-      const { config, paths } = loadFor(cli);
+      const loaded = loadFor(cli);
+      const { config, paths } = loaded;
       const source = String(args.source);
       const src = config.sources[source];
-      if (!src) throw new HookspoolError("E_CONFIG", `no source "${source}" in the config`, { key: `sources.${source}`, hint: "add a [sources.<name>] table with an action" });
+      if (!src) throw notInConfig(loaded, new HookspoolError("E_CONFIG", `no source "${source}" in the config`, { key: `sources.${source}`, hint: "add a [sources.<name>] table with an action" }));
       const body = args.file ? readPayloadFile(resolve(cli.io.cwd, String(args.file))) : await cli.io.readStdin();
       const cap = src.max_body_bytes ?? config.intake.max_body_bytes;
       if (body.length > cap) throw new HookspoolError("E_INPUT", `the payload is ${body.length} bytes; source ${source} accepts at most ${cap}`);

@@ -32,6 +32,26 @@ async function migratePostgres(cli: Cli, config: Config, dryRun: boolean, say: (
   }
 }
 
+/**
+ * What migrate would apply, read without dispatch.lock: a dry run changes nothing, so it may look
+ * while the dispatcher runs. The store's dry run refuses a newer schema, as the real one does.
+ */
+function dryRun(cli: Cli, file: string, say: (json: object, text: string) => void): number {
+  if (!existsSync(file)) {
+    const pending = pendingMigrations(0).map((m) => m.name);
+    say({ from: 0, pending }, `no spool at ${file}; migrate would create it and apply ${pending.join(", ")}`);
+    return 0;
+  }
+  const spool = openSpool(file, { create: false, clock: cli.clock });
+  try {
+    const { from, applied: pending } = migrate(spool, { dryRun: true });
+    say({ from, pending }, pending.length ? `would apply ${pending.join(", ")} (schema ${from})` : `schema ${from} is current; nothing to apply`);
+    return 0;
+  } finally {
+    spool.close();
+  }
+}
+
 export function migrateCommand(cli: Cli): CommandDef {
   return {
     meta: { name: "migrate", description: "apply pending schema migrations (takes dispatch.lock; refuses while the dispatcher runs)" },
@@ -40,15 +60,17 @@ export function migrateCommand(cli: Cli): CommandDef {
       "dry-run": { type: "boolean", description: "say what would be applied, change nothing" },
     },
     async run({ args }) {
-      const { paths, config } = loadFor(cli);
+      const loaded = loadFor(cli);
+      const { paths, config } = loaded;
       const say = (json: object, text: string) => cli.io.out(cli.globals.json ? JSON.stringify(json) : text);
       if (isPostgres(config)) return migratePostgres(cli, config, Boolean(args["dry-run"]), say);
-      if (args["dry-run"] && !existsSync(paths.spoolFile)) {
-        const pending = pendingMigrations(0).map((m) => m.name);
-        say({ from: 0, pending }, `no spool at ${paths.spoolFile}; migrate would create it and apply ${pending.join(", ")}`);
-        return 0;
-      }
       const dir = dirname(paths.spoolFile);
+      // A home nobody made is a typo far more often than a wish: init makes homes, and a config
+      // that names a spool elsewhere is the user's word that its directory should exist.
+      if (!existsSync(dir) && loaded.paths.config === null) {
+        throw new HookspoolError("E_NOT_FOUND", `no hookspool home at ${dir}`, { hint: "hookspool init makes one; or point --home or HOOKSPOOL_HOME at yours" });
+      }
+      if (args["dry-run"]) return dryRun(cli, paths.spoolFile, say);
       if (!existsSync(dir)) {
         mkdirSync(dir, { recursive: true, mode: 0o700 });
         chmodSync(dir, 0o700);
@@ -57,12 +79,6 @@ export function migrateCommand(cli: Cli): CommandDef {
       try {
         const spool = openSpool(paths.spoolFile, { create: true, clock: cli.clock });
         try {
-          if (args["dry-run"]) {
-            // The store's dry run refuses a newer schema, as the real one does: no downgrades.
-            const { from, applied: pending } = migrate(spool, { dryRun: true });
-            say({ from, pending }, pending.length ? `would apply ${pending.join(", ")} (schema ${from})` : `schema ${from} is current; nothing to apply`);
-            return 0;
-          }
           const r = migrate(spool);
           say(r, r.applied.length ? `applied ${r.applied.join(", ")} (schema ${r.from} -> ${r.to})` : `schema ${r.to} is current; nothing to apply`);
           return 0;

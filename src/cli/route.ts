@@ -14,7 +14,7 @@ import { storedRequests, type StoredRequestRow } from "../store/requests.ts";
 import { storedRequestsPg } from "../store/pg/reads.ts";
 import { isPostgres } from "../config/backend.ts";
 import type { LoadedConfig } from "../config/types.ts";
-import { type Cli, GLOBAL_ARGS, loadFor, openExisting, positiveInt, withPg } from "./context.ts";
+import { type Cli, GLOBAL_ARGS, loadFor, notInConfig, openExisting, positiveInt, withPg } from "./context.ts";
 import { table, visible } from "./format.ts";
 import { parseSince } from "../time.ts";
 
@@ -42,7 +42,7 @@ function testCommand(cli: Cli): CommandDef {
         const source = args.source as string | undefined;
         if (!source) throw new HookspoolError("E_USAGE", "--request needs --source: the source the capture is for");
         const src = sources.get(source);
-        if (!src) throw new HookspoolError("E_NOT_FOUND", `no source "${source}" that takes requests`);
+        if (!src) throw notInConfig(loaded, new HookspoolError("E_NOT_FOUND", `no source "${source}" that takes requests`));
         let capture: ReturnType<typeof parseHttpCapture>;
         try {
           capture = parseHttpCapture(readFileSync(resolve(cli.io.cwd, String(args.request)), "utf8"));

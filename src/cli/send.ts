@@ -18,7 +18,7 @@ import type { Config } from "../config/types.ts";
 import { HookspoolError } from "../errors.ts";
 import { canSign, signTemplate } from "../plugin/sign.ts";
 import type { TemplateSettings } from "../plugin/template.ts";
-import { type Cli, GLOBAL_ARGS, loadFor, openOperatorStore, positiveInt } from "./context.ts";
+import { type Cli, GLOBAL_ARGS, loadFor, notInConfig, openOperatorStore, positiveInt } from "./context.ts";
 import { visible } from "./format.ts";
 
 interface Built {
@@ -162,6 +162,7 @@ export function sendCommand(cli: Cli): CommandDef {
       const loaded = loadFor(cli);
       const { config, paths } = loaded;
       const source = String(args.source);
+      if (!config.sources[source]) throw notInConfig(loaded, new HookspoolError("E_NOT_FOUND", `no source "${source}" in the config`, { hint: "hookspool check lists the sources and bobbin instances" }));
       const t = templateOf(config, source);
       const given = [args.data !== undefined, args.file !== undefined, args.capture !== undefined].filter(Boolean).length;
       if (given > 1) throw new HookspoolError("E_USAGE", "give one of --data, --file or --capture");

@@ -10,7 +10,7 @@ import { evaluationReply, type Reply, TOO_LARGE } from "../intake/replies.ts";
 import { hookRequest } from "../plugin/hook-request.ts";
 import { parseHttpCapture } from "../bobbin/captures.ts";
 import { loadSources } from "../config/sources.ts";
-import { type Cli, GLOBAL_ARGS, loadFor } from "./context.ts";
+import { type Cli, GLOBAL_ARGS, loadFor, notInConfig } from "./context.ts";
 import { visible } from "./format.ts";
 
 /** A reply as the report shows it: the status, the headers it sets, a JSON body parsed. */
@@ -41,7 +41,7 @@ function testCommand(cli: Cli): CommandDef {
     async run({ args }) {
       const loaded = loadFor(cli);
       const name = String(args.name);
-      if (!loaded.config.sources[name]) throw new HookspoolError("E_NOT_FOUND", `no source "${name}" in the config`);
+      if (!loaded.config.sources[name]) throw notInConfig(loaded, new HookspoolError("E_NOT_FOUND", `no source "${name}" in the config`));
       const sources = await loadSources(loaded.config, { configDir: dirname(loaded.paths.config ?? loaded.paths.home), env: cli.io.env, file: loaded.paths.config ?? "config.toml" });
       const src = sources.get(name);
       if (!src) throw new HookspoolError("E_NOTHING", `source ${name} takes no requests (no module or template, or a poll source)`);
@@ -124,7 +124,7 @@ function armCommand(cli: Cli): CommandDef {
       const loaded = loadFor(cli);
       const name = String(args.name);
       const src = loaded.config.sources[name];
-      if (!src) throw new HookspoolError("E_NOT_FOUND", `no source "${name}" in the config`);
+      if (!src) throw notInConfig(loaded, new HookspoolError("E_NOT_FOUND", `no source "${name}" in the config`));
       const learns = typeof src.template?.learn === "string";
       if (!learns) throw new HookspoolError("E_USAGE", `source ${name} does not learn its secret from a handshake`, { hint: "only a source whose template sets learn (asana.tasks, notion.pages) is armed" });
       const ref = src.secrets?.secret;

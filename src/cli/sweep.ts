@@ -8,7 +8,7 @@ import { HookspoolError } from "../errors.ts";
 import { createHttp } from "../net/http.ts";
 import { createPacer } from "../net/pace.ts";
 import { sweepGitHub } from "../sweep/github.ts";
-import { type Cli, GLOBAL_ARGS, loadFor, openOperatorStore } from "./context.ts";
+import { type Cli, GLOBAL_ARGS, loadFor, notInConfig, openOperatorStore } from "./context.ts";
 import { visible } from "./format.ts";
 import { parseSince } from "../time.ts";
 
@@ -41,7 +41,7 @@ export function sweepCommand(cli: Cli): CommandDef {
       const loaded = loadFor(cli);
       const { config } = loaded;
       const inst = Object.hasOwn(config.bobbins, instance) ? config.bobbins[instance] : undefined;
-      if (!inst) throw new HookspoolError("E_NOT_FOUND", `no [bobbins.${instance}] in the config`, { hint: "hookspool bobbin expand lists the instances" });
+      if (!inst) throw notInConfig(loaded, new HookspoolError("E_NOT_FOUND", `no [bobbins.${instance}] in the config`, { hint: "hookspool bobbin expand lists the instances" }));
       const bobbin = findBobbins({ bobbinPath: config.spool.bobbin_path, presets: Object.keys(config.spans) }).bobbins.get(inst.bobbin ?? "");
       const sweep = bobbin?.manifest.sweep;
       if (!sweep) throw new HookspoolError("E_USAGE", `${inst.bobbin} declares no sweep`, { hint: "only a bobbin whose sender does not retry has one (github.repo)" });

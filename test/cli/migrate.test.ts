@@ -1,6 +1,6 @@
 // hookspool migrate, and the schema gate every other command passes through.
 import { afterEach, describe, expect, test } from "bun:test";
-import { existsSync, readdirSync, rmSync, statSync } from "node:fs";
+import { existsSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { cli } from "../helpers/cli.ts";
 import { tempDir } from "../helpers/tmp.ts";
@@ -81,7 +81,7 @@ async function holdLockElsewhere(path: string): Promise<{ release(): Promise<voi
 
 describe("migrate on a fresh home", () => {
   test("creates a private spool at schema 10 with every table of the data model", async () => {
-    const home = join(tempDir(), "fresh");
+    const home = tempDir();
     const r = await cli(["--home", home, "migrate"]);
     expect(r).toMatchObject({ code: 0, err: "" });
     expect(r.out).toContain(`applied ${ALL.join(", ")} (schema 0 -> 10)`);
@@ -101,24 +101,43 @@ describe("migrate on a fresh home", () => {
   });
 
   test("--json reports from, to and what was applied", async () => {
-    const home = join(tempDir(), "fresh");
+    const home = tempDir();
     const r = await cli(["migrate", "--json", "--home", home]);
     expect(r.code).toBe(0);
     expect(JSON.parse(r.out)).toEqual({ from: 0, to: 10, applied: ALL });
   });
 
   test("--dry-run lists the migrations and creates nothing", async () => {
-    const parent = tempDir();
-    const home = join(parent, "fresh");
+    const home = tempDir();
     const r = await cli(["--home", home, "migrate", "--dry-run"]);
     expect(r.code).toBe(0);
     for (const name of ALL) expect(r.out).toContain(name);
-    expect(existsSync(home)).toBe(false);
+    expect(readdirSync(home)).toEqual([]);
+  });
+
+  test("a home that does not exist, and no config, is refused as a typo, dry run or not", async () => {
+    const parent = tempDir();
+    const home = join(parent, "tpyo");
+    for (const argv of [["migrate"], ["migrate", "--dry-run"]]) {
+      const r = await cli(["--home", home, ...argv]);
+      expect({ argv, code: r.code }).toEqual({ argv, code: 1 });
+      expect(oneErrorLine(r.err)).toContain(`no hookspool home at ${home}`);
+      expect(r.err).toContain("hookspool init");
+    }
     expect(readdirSync(parent)).toEqual([]);
   });
 
+  test("a config naming a spool in a directory not yet made: migrate makes it, private", async () => {
+    const home = tempDir();
+    writeFileSync(join(home, "config.toml"), '[spool]\ndb = "state/spool.db"\n');
+    const r = await cli(["--home", home, "migrate"]);
+    expect(r).toMatchObject({ code: 0, err: "" });
+    expect(mode(join(home, "state"))).toBe(0o700);
+    expect(userVersion(join(home, "state", "spool.db"))).toBe(10);
+  });
+
   test("a second migrate has nothing to apply and keeps instance_id", async () => {
-    const home = join(tempDir(), "fresh");
+    const home = tempDir();
     expect((await cli(["--home", home, "migrate"])).code).toBe(0);
     const db = join(home, "spool.db");
     const id = metaValue(db, "instance_id");
@@ -231,7 +250,7 @@ describe("a missing spool", () => {
 });
 
 describe("dispatch.lock", () => {
-  test("migrate exits 3 while another process holds the lock, and works once it is released", async () => {
+  test("migrate exits 3 while another process holds the lock (a dry run still looks), and works once it is released", async () => {
     const h: Home = await initHome();
     spoolAtSchema(h, 1);
     const holder = await holdLockElsewhere(join(h.home, "dispatch.lock"));
@@ -239,6 +258,10 @@ describe("dispatch.lock", () => {
     expect(r.code).toBe(3);
     expect(oneErrorLine(r.err)).toContain("dispatch.lock");
     expect(r.out).toBe("");
+    expect(userVersion(h.db)).toBe(1);
+    const dry = await inHome(h, ["migrate", "--dry-run"]);
+    expect(dry).toMatchObject({ code: 0, err: "" });
+    expect(dry.out).toContain("would apply 0002_unwrap");
     expect(userVersion(h.db)).toBe(1);
     await holder.release();
     const again = await inHome(h, ["migrate"]);

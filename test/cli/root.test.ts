@@ -306,3 +306,27 @@ describe("config warnings", () => {
     expect(r.err).toContain("dispatch.paralel: unknown key (did you mean parallel?)");
   });
 });
+
+describe("a verb that names a source or an instance, and no config file", () => {
+  test("says there is no config, and where it looked, rather than that the name is missing", async () => {
+    const home = tempDir();
+    expect((await cli(["--home", home, "migrate"])).code).toBe(0);
+    const capture = join(home, "req.http");
+    writeFileSync(capture, "POST /hooks/gh HTTP/1.1\nContent-Type: application/json\n\n{}\n");
+    const verbs: [string[], string?][] = [
+      [["send", "gh", "--data", "{}"]],
+      [["source", "test", "gh", "--request", capture]],
+      [["source", "arm", "gh"]],
+      [["enqueue", "--source", "gh", "--key", "k"], "{}"],
+      [["route", "test", "--source", "gh", "--request", capture]],
+      [["bobbin", "expand", "gh"]],
+      [["bobbin", "expand"]],
+      [["sweep", "gh", "--repo", "o/r", "--hook", "1"]],
+    ];
+    for (const [argv, stdin] of verbs) {
+      const r = await cli(["--home", home, ...argv], { stdin });
+      expect({ argv, code: r.code }).toEqual({ argv, code: 2 });
+      expect({ argv, line: oneErrorLine(r.err) }).toEqual({ argv, line: expect.stringContaining(`no config file at ${join(home, "config.toml")}`) });
+    }
+  });
+});
