@@ -16,6 +16,7 @@ import { LATEST_SCHEMA } from "../store/migrations.ts";
 import { destinationPaces, type PluginFacts, routeProblems } from "./routes.ts";
 import { ConfigError, DEFAULT_HOME, type Env, expandPath, loadConfig, parseConfig } from "../config/load.ts";
 import { isTable, quoteKey } from "../config/parse.ts";
+import { userProblems } from "../config/provenance.ts";
 import { describeSecretRef, resolveSecret } from "../config/secrets.ts";
 import type { Config, ConfigProblem, LoadedConfig, Paths, SecretRef } from "../config/types.ts";
 import type { Pace } from "../delivery.ts";
@@ -144,7 +145,8 @@ export async function checkConfig(input: CheckInput, deps: CheckDeps, senders: R
     if (src.kind === "poll" || (!src.module && !src.template)) continue;
     senders[name] = src.sender_retries ?? plugins.facts.get(name)?.senderRetries ?? null;
   }
-  return finish([
+  // The rules name the expanded tables; the operator wrote the instances.
+  return finish(userProblems(config, [
     ...code.problems,
     ...plugins.problems,
     ...secretRules(config, deps),
@@ -155,7 +157,7 @@ export async function checkConfig(input: CheckInput, deps: CheckDeps, senders: R
     ...processorStateRules(config, deps),
     ...processorModuleRules(config, deps),
     ...(deps.skipDatabase ? [] : isPostgres(config) ? await postgresRules(config, deps.env) : databaseRules(paths.spoolFile)),
-  ]);
+  ]));
 }
 
 // ---------------------------------------------------------------------------------------------

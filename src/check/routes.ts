@@ -1,6 +1,7 @@
 // hookspool check, the rules about where events go: every action and route destination
 // resolves, each destination's own check(), the tee rules, window bounds against the receiver's
 // cap, header names, and the Hermes gateway's subscriptions file.
+import { existsSync } from "node:fs";
 import { worstMetaBytes } from "../store/content.ts";
 import { MAX_KEY_BYTES } from "../store/enqueue.ts";
 import { systemClock } from "../clock.ts";
@@ -283,14 +284,21 @@ function hermesRules(config: Config, flows: Flow[], deps: RouteCheckDeps): Confi
   }
   if (base === null || (base.protocol !== "http:" && base.protocol !== "https:")) out.push(problem("error", "hermes.base_url", `"${config.hermes.base_url}" is not an http(s) URL`));
   const path = expandPath(config.hermes.subscriptions_path, deps.cwd, deps.env);
+  const routes = [...fed].map((name) => name.slice("hermes:".length));
+  if (!existsSync(path)) {
+    // Hermes not set up yet (or not on this host yet): what is spooled waits for it, retried.
+    out.push(problem("warning", "hermes.subscriptions_path", `no file at ${path} yet: the gateway writes it when its first webhook route is made`, `on the gateway's host: ${routes.map((r) => `hermes webhook subscribe ${r}`).join("; ")} (until then deliveries to ${routes.length === 1 ? "it" : "them"} wait and are retried)`));
+    return out;
+  }
   for (const name of fed) {
     const route = name.slice("hermes:".length);
-    const key = destinationKey(name);
+    // A hermes:<route> needs no table: a problem with it is said where the operator named it.
+    const key = Object.hasOwn(config.destinations, name) ? destinationKey(name) : (flows.find((f) => f.destination === name)?.destinationKey ?? destinationKey(name));
     const r = readRoute(path, route);
     if ("kind" in r) {
       // A file-wide problem is reported once, at the key that names the file.
       const fileWide = r.detail.startsWith("hermes.subscriptions_path");
-      out.push(fileWide ? problem("error", "hermes.subscriptions_path", r.detail.replace(/^hermes\.subscriptions_path /, ""), "point it at the gateway's webhook_subscriptions.json") : problem("error", key, r.detail, `add route "${route}" to the gateway, or fix the destination name`));
+      out.push(fileWide ? problem("error", "hermes.subscriptions_path", r.detail.replace(/^hermes\.subscriptions_path /, ""), "point it at the gateway's webhook_subscriptions.json") : problem("error", key, r.detail, `on the gateway's host: hermes webhook subscribe ${route}; or fix the destination name`));
       continue;
     }
     if (!usableSecret(r.secret)) out.push(problem("error", key, `route "${route}" in ${path}: the secret is not valid whsec_ base64`));

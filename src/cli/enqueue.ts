@@ -5,6 +5,7 @@ import type { CommandDef } from "citty";
 import { destinationProblem } from "../config/destinations.ts";
 import { injectedCopies, newEvent } from "../config/events.ts";
 import { loadSources } from "../config/sources.ts";
+import { userKey } from "../config/provenance.ts";
 import { HookspoolError } from "../errors.ts";
 import { enqueue, type EnqueueResult, type NewEvent } from "../store/enqueue.ts";
 import { isPostgres } from "../config/backend.ts";
@@ -67,7 +68,7 @@ export function enqueueCommand(cli: Cli): CommandDef {
         if (override !== undefined && !c.tee) throw new HookspoolError("E_USAGE", `--destination ${c.destination}: ${why}`);
         // A route without a destination of its own uses the source's action.
         const i = config.routes.findIndex((r) => r.name === c.route && r.destination !== undefined);
-        const key = i >= 0 ? `routes[${i}].destination` : `sources.${source}.action`;
+        const key = userKey(config, i >= 0 ? `routes[${i}].destination` : `sources.${source}.action`);
         throw new HookspoolError("E_CONFIG", `destination "${c.destination}": ${why}`, { file: paths.config ?? undefined, key });
       }
       const dedupId = args["dedup-id"] === undefined ? null : String(args["dedup-id"]);

@@ -385,7 +385,11 @@ describe("Hermes", () => {
 
   test("a fed route that the gateway's file lacks is an error (the path's ~ is HOME)", async () => {
     const h = hermesHome({ other: { secret: SENTINEL } });
-    expectProblem(await check(h, hermes(h)), "error", 'destinations."hermes:github"', 'route "github" is not in');
+    // No [destinations."hermes:github"] was written: the problem is said where the name was.
+    const missing = expectProblem(await check(h, hermes(h)), "error", "sources.github.action", 'route "github" is not in');
+    expect(missing.hint).toContain("hermes webhook subscribe github");
+    const own = await check(h, hermes(h, '[destinations."hermes:github"]\ntimeout_s = 30\n'));
+    expectProblem(own, "error", 'destinations."hermes:github"', 'route "github" is not in');
     const ok = hermesHome({ github: { secret: SENTINEL } });
     expect(await check(ok, hermes(ok))).toEqual([]);
   });
@@ -393,8 +397,8 @@ describe("Hermes", () => {
   test("events or coalesce on a fed route is an error", async () => {
     const h = hermesHome({ github: { secret: SENTINEL, events: ["push"], coalesce: { window_s: 30 } } });
     const ps = await check(h, hermes(h));
-    expectProblem(ps, "error", 'destinations."hermes:github"', 'sets events in');
-    expectProblem(ps, "error", 'destinations."hermes:github"', 'sets coalesce in');
+    expectProblem(ps, "error", "sources.github.action", 'sets events in');
+    expectProblem(ps, "error", "sources.github.action", 'sets coalesce in');
   });
 
   test("an unwrap destination may use events and coalesce; a window on it is a warning", async () => {
@@ -408,8 +412,18 @@ describe("Hermes", () => {
   });
 
   test("an unreadable subscriptions file is an error only when a hermes destination is used", async () => {
+    const h = hermesHome({ github: { secret: SENTINEL } });
+    chmodSync(join(h.dir, "hermes/subs.json"), 0o000);
+    if (process.getuid?.() !== 0) expectProblem(await check(h, hermes(h)), "error", "hermes.subscriptions_path", "cannot be read (EACCES)");
+    expect(await check(h, `${base(h)}\n[hermes]\nsubscriptions_path = "~/hermes/subs.json"\n`)).toEqual([]);
+  });
+
+  test("no subscriptions file yet (Hermes not set up) is a warning that says how to make each route", async () => {
     const h = newHome();
-    expectProblem(await check(h, hermes(h)), "error", "hermes.subscriptions_path", "cannot be read");
+    const ps = await check(h, hermes(h));
+    expect(errors(ps)).toEqual([]);
+    const w = expectProblem(ps, "warning", "hermes.subscriptions_path", "no file at");
+    expect(w.hint).toContain("hermes webhook subscribe github");
     expect(await check(h, `${base(h)}\n[hermes]\nsubscriptions_path = "~/hermes/subs.json"\n`)).toEqual([]);
   });
 });
