@@ -61,7 +61,10 @@ export function initCommand(cli: Cli): CommandDef {
           } else {
             cli.io.out(`wrote ${configFile}`);
             cli.io.out(`spool ${dbPath} at schema ${r.to}`);
-            cli.io.out(`next: ${selfCommand(cli.io.cwd)} --home ${typedPath(home, cli.io.cwd)} run   (the README shows the signed curl for the demo)`);
+            // Both lines work on a host that has only the binary: no README to look in.
+            const self = `${selfCommand(cli.io.cwd)} --home ${typedPath(home, cli.io.cwd)}`;
+            cli.io.out(`next: ${self} run`);
+            cli.io.out(`then, in another terminal: ${self} send demo --follow   (a signed demo event, delivered to batches.jsonl)`);
           }
         } finally {
           spool.close();

@@ -19,6 +19,8 @@ import { HookspoolError } from "../errors.ts";
 import { canSign, signTemplate } from "../plugin/sign.ts";
 import type { TemplateSettings } from "../plugin/template.ts";
 import { type Cli, GLOBAL_ARGS, loadFor, notInConfig, openOperatorStore, positiveInt } from "./context.ts";
+import { noSample, type Sample, SAMPLE_EVENT_TYPE, sampleFor, whyNotQueued } from "./send-sample.ts";
+import { userKey } from "../config/provenance.ts";
 import { visible } from "./format.ts";
 
 interface Built {
@@ -50,6 +52,14 @@ function captureOf(config: Config, source: string, name: string): Capture {
   return c;
 }
 
+/** A bobbin instance's captures/accepted.http, when it has one. */
+function acceptedCapture(config: Config, source: string): Capture | undefined {
+  const instance = config.bobbins[source];
+  if (!instance?.bobbin) return undefined;
+  const b = findBobbins({ bobbinPath: config.spool.bobbin_path, presets: Object.keys(config.spans) }).bobbins.get(instance.bobbin);
+  return b ? capturesOf(b.files()).find((x) => x.file === "captures/accepted.http") : undefined;
+}
+
 /** Where the running intake takes the source's requests. */
 function intakeUrl(config: Config, source: string, given: string | undefined): { url: string; unix?: string } {
   if (given) return { url: given };
@@ -61,11 +71,11 @@ function intakeUrl(config: Config, source: string, given: string | undefined): {
 }
 
 /** The request: the capture's or the given body, the sender's headers, signed now with the source's secret. */
-function build(t: TemplateSettings, secret: string, o: { body: Uint8Array; captured?: Capture; eventType?: string; now: number; id: string }): Built {
+function build(t: TemplateSettings, secret: string, o: { body: Uint8Array; captured?: Capture; headers?: [string, string][]; eventType?: string; now: number; id: string }): Built {
   const signing = new Set([t.header, t.timestamp_header, t.id_header, "webhook-id", "webhook-timestamp", "webhook-signature", "svix-id", "svix-timestamp", "svix-signature"].filter((h): h is string => !!h).map((h) => h.toLowerCase()));
   const headers: [string, string][] = o.captured
     ? o.captured.request.headers.filter(([k]) => !signing.has(k.toLowerCase()) && !["host", "content-length"].includes(k.toLowerCase()))
-    : [["Content-Type", t.body === "form" ? "application/x-www-form-urlencoded" : "application/json"]];
+    : [["Content-Type", t.body === "form" ? "application/x-www-form-urlencoded" : "application/json"], ...(o.headers ?? [])];
   const set = (name: string, value: string) => {
     const at = headers.findIndex(([k]) => k.toLowerCase() === name.toLowerCase());
     if (at >= 0) headers[at] = [name, value];
@@ -151,7 +161,7 @@ export function sendCommand(cli: Cli): CommandDef {
       data: { type: "string", description: "the body, as text (JSON for a JSON source)", valueHint: "JSON" },
       file: { type: "string", description: "the body, from a file, byte for byte", valueHint: "F" },
       capture: { type: "string", description: "a capture of the instance's bobbin by name (accepted, rejected, ...): its body and headers; re-signed unless it expects 401", valueHint: "NAME" },
-      "event-type": { type: "string", description: "the event type, for a template that reads it from a header", valueHint: "T" },
+      "event-type": { type: "string", description: "the event type: set where the template reads it (a header, or the sample body when no body is given)", valueHint: "T" },
       url: { type: "string", description: "post here instead of the intake's intake.listen (the public URL through the proxy, say)", valueHint: "U" },
       count: { type: "string", description: "send this many, each with a fresh delivery id and timestamp (a source that dedups on the body sees one event)", default: "1", valueHint: "N" },
       follow: { type: "boolean", description: "after a queued answer, print the batch's states until it is delivered, dead or dropped (exit 1 unless delivered)" },
@@ -167,24 +177,54 @@ export function sendCommand(cli: Cli): CommandDef {
       const given = [args.data !== undefined, args.file !== undefined, args.capture !== undefined].filter(Boolean).length;
       if (given > 1) throw new HookspoolError("E_USAGE", "give one of --data, --file or --capture");
       const count = positiveInt(args.count, "--count");
-      const captured = args.capture !== undefined ? captureOf(config, source, String(args.capture)) : undefined;
-      let body: Uint8Array;
-      if (captured) body = captured.request.body;
-      else if (args.file !== undefined) {
+      const ref = config.sources[source]?.secrets?.secret;
+      if (!ref) throw new HookspoolError("E_CONFIG", `source ${source} has no secret to sign with`, { key: userKey(config, `sources.${source}.secrets.secret`) });
+      let secret: string;
+      try {
+        secret = resolveSecret(ref, cli.io.env);
+      } catch (e) {
+        throw new HookspoolError("E_CONFIG", `cannot read source ${source}'s secret (${(e as { code?: string }).code ?? (e as Error).name})`, { key: userKey(config, `sources.${source}.secrets.secret`) });
+      }
+      const eventType = args["event-type"] as string | undefined;
+      let captured = args.capture !== undefined ? captureOf(config, source, String(args.capture)) : undefined;
+      // The body of each request (a sample's dedup id is fresh in each), and the headers it needs.
+      let bodyOf: (id: string) => Sample;
+      if (captured) {
+        const body = captured.request.body;
+        bodyOf = () => ({ body, headers: [] });
+      } else if (args.file !== undefined) {
+        let body: Uint8Array;
         try {
           body = readFileSync(resolve(cli.io.cwd, String(args.file)));
         } catch (e) {
           throw new HookspoolError("E_INPUT", `cannot read ${String(args.file)}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).name}`);
         }
-      } else body = new TextEncoder().encode(args.data !== undefined ? String(args.data) : JSON.stringify({ id: randomUUID(), type: args["event-type"] ?? "hookspool.test", sent_by: "hookspool send" }));
-      const ref = config.sources[source]?.secrets?.secret;
-      if (!ref) throw new HookspoolError("E_CONFIG", `source ${source} has no secret to sign with`, { key: `sources.${source}.secrets.secret` });
-      let secret: string;
-      try {
-        secret = resolveSecret(ref, cli.io.env);
-      } catch (e) {
-        throw new HookspoolError("E_CONFIG", `cannot read source ${source}'s secret (${(e as { code?: string }).code ?? (e as Error).name})`, { key: `sources.${source}.secrets.secret` });
-      }
+        bodyOf = () => ({ body, headers: [] });
+      } else if (args.data !== undefined) {
+        const body = new TextEncoder().encode(String(args.data));
+        bodyOf = () => ({ body, headers: [] });
+      } else if (!args.handshake) {
+        // No body given: the instance's accepted capture, else a sample from the source's own
+        // selectors; whichever the source would queue, tried offline first.
+        const now = Math.floor(cli.clock.now());
+        const tried: string[] = [];
+        const accepted = acceptedCapture(config, source);
+        if (accepted) {
+          const why = await whyNotQueued(loaded, cli.io.env, source, build(t, secret, { body: accepted.request.body, captured: accepted, eventType, now, id: "send_probe" }), now);
+          if (why === null) captured = accepted;
+          else tried.push(`its bobbin's accepted capture: ${why}`);
+        }
+        if (captured) {
+          const body = captured.request.body;
+          bodyOf = () => ({ body, headers: [] });
+        } else {
+          bodyOf = (id) => sampleFor(t, { eventType: eventType ?? SAMPLE_EVENT_TYPE, id });
+          const probe = bodyOf("send_probe");
+          const why = await whyNotQueued(loaded, cli.io.env, source, build(t, secret, { ...probe, eventType, now, id: "send_probe" }), now);
+          // An event type the operator asked for may be one the source ignores: that is theirs to try.
+          if (why !== null && !(eventType !== undefined && why.startsWith("the source ignores"))) throw noSample(source, [...tried, why].join("; "), t);
+        }
+      } else bodyOf = () => ({ body: new Uint8Array(), headers: [] });
       const target = intakeUrl(config, source, args.url as string | undefined);
       if (args.handshake) {
         const tokenRef = config.sources[source]?.secrets?.verify_token;
@@ -216,7 +256,8 @@ export function sendCommand(cli: Cli): CommandDef {
         for (let i = 0; i < count; i++) {
           const before = store ? await store.newestEventId() : 0;
           const id = `send_${randomUUID()}`;
-          const req = asCaptured && captured ? { url: captured.request.url.includes("?") ? captured.request.url.slice(captured.request.url.indexOf("?")) : "", headers: captured.request.headers.filter(([k]) => !["host", "content-length"].includes(k.toLowerCase())), body } : build(t, secret, { body, captured, eventType: args["event-type"] as string | undefined, now: Math.floor(cli.clock.now()), id });
+          const sample = bodyOf(id);
+          const req = asCaptured && captured ? { url: captured.request.url.includes("?") ? captured.request.url.slice(captured.request.url.indexOf("?")) : "", headers: captured.request.headers.filter(([k]) => !["host", "content-length"].includes(k.toLowerCase())), body: sample.body } : build(t, secret, { ...sample, captured, eventType, now: Math.floor(cli.clock.now()), id });
           let status: number;
           let text: string;
           let word: string | null;

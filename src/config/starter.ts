@@ -57,7 +57,8 @@ export function renderStarterConfig(o: StarterOptions): string {
   const out: string[] = [
     "# hookspool configuration (reference: docs/config.md).",
     "# Every key below is shown with its default, commented out; uncomment a line to change it.",
-    "# Unknown keys are errors for `hookspool check` and warnings at run time.",
+    "# An unknown key (a typo) is an error: `hookspool check` and the services refuse it;",
+    "# the other commands warn, so list, show and status still read the spool.",
     "# Relative paths are relative to this file's directory, so the home can move as a whole.",
     "",
   ];
@@ -68,9 +69,9 @@ export function renderStarterConfig(o: StarterOptions): string {
   for (const [name, w] of Object.entries(DEFAULT_SPANS)) out.push(`# spans.${name} = ${tomlValue(w)}`);
   out.push(
     "",
-    "# The demo: POST /hooks/demo with a JSON body signed with HMAC-SHA256 (the README shows the",
-    "# curl). Events with the same \"topic\" coalesce for 5 s of quiet (at most 30 s) and each batch",
-    "# is handed to a script that appends it to batches.jsonl in this directory.",
+    "# The demo: POST /hooks/demo with a JSON body signed with HMAC-SHA256 (`hookspool send demo`",
+    "# makes one). Events with the same \"topic\" coalesce for 5 s of quiet (at most 30 s) and each",
+    "# batch is handed to a script that appends it to batches.jsonl in this directory.",
     "[sources.demo]",
     'template = { scheme = "hmac-sha256-hex", header = "X-Demo-Signature", prefix = "sha256=", key = "topic", event_type = "type" }',
     `secrets.secret = { file = ${tomlValue(o.secretFile)} }`,

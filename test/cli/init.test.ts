@@ -6,7 +6,7 @@ import { join } from "node:path";
 import { FakeClock } from "../../src/clock.ts";
 import { makeDestination } from "../../src/destinations/registry.ts";
 import { makeCtx } from "../destinations/support.ts";
-import { MAIN } from "../helpers/proc.ts";
+import { MAIN, startHookspool } from "../helpers/proc.ts";
 import { loadConfig } from "../../src/config/load.ts";
 import { acquireLock } from "../../src/store/lock.ts";
 import { LATEST_SCHEMA } from "../../src/store/migrations.ts";
@@ -169,4 +169,31 @@ describe("a home that moves", () => {
     const fromRoot = Bun.spawnSync([process.execPath, MAIN, "--home", home, "init"], { cwd: root, env: { PATH: process.env.PATH, HOME: dir }, stdout: "pipe", stderr: "pipe" });
     expect(fromRoot.stdout.toString()).toContain(`next: bun ${join("src", "main.ts")} --home ${home} run`);
   });
+
+  test("the lines init prints, followed as printed, deliver the demo: no README needed", async () => {
+    const dir = tempDir();
+    const init = Bun.spawnSync([process.execPath, MAIN, "--home", "h", "init"], { cwd: dir, env: { PATH: process.env.PATH, HOME: dir }, stdout: "pipe", stderr: "pipe" });
+    expect(init.exitCode).toBe(0);
+    const out = init.stdout.toString();
+    expect(out).not.toContain("README");
+    const then = /then, in another terminal: (.+?) {3}\(/.exec(out)?.[1];
+    expect(then).toBe(`bun ${MAIN} --home h send demo --follow`);
+    // The starter listens on a fixed port; this test needs its own.
+    const config = join(dir, "h", "config.toml");
+    writeFileSync(config, readFileSync(config, "utf8").replace("[sources.demo]", '[intake]\nlisten = "127.0.0.1:0"\n\n[sources.demo]'));
+    const hs = await startHookspool(join(dir, "h"), ["run"]);
+    try {
+      const port = await hs.port();
+      const argv = (then as string).split(" ").slice(1);
+      const sent = Bun.spawn([process.execPath, ...argv, "--url", `http://127.0.0.1:${port}/hooks/demo`], { cwd: dir, env: { PATH: process.env.PATH, HOME: dir }, stdout: "pipe", stderr: "pipe" });
+      expect(await sent.exited).toBe(0);
+      const text = await new Response(sent.stdout).text();
+      expect(text).toContain("queued");
+      expect(text).toMatch(/batch \d+ delivered/);
+      expect(readFileSync(join(dir, "h", "batches.jsonl"), "utf8")).toContain('"sent_by":"hookspool send"');
+    } finally {
+      hs.kill("SIGTERM");
+      await hs.exited;
+    }
+  }, 30_000);
 });

@@ -9,7 +9,7 @@ import { parseKit } from "../../src/bobbin/captures.ts";
 import { type Bobbin, findBobbins } from "../../src/bobbin/registry.ts";
 import { DEFAULT_SPANS } from "../../src/config/schema.ts";
 import { canSign } from "../../src/plugin/sign.ts";
-import type { TemplateSettings } from "../../src/plugin/template.ts";
+import { TEMPLATE_KEYS, type TemplateSettings } from "../../src/plugin/template.ts";
 import { cli } from "../helpers/cli.ts";
 import { type Hookspool, startHookspool } from "../helpers/proc.ts";
 import { tempDir } from "../helpers/tmp.ts";
@@ -24,7 +24,18 @@ const signable = all.filter((b) => {
   return canSign(t ?? ({ scheme: String(kit.instance.settings?.scheme) } as TemplateSettings));
 });
 
+/** Templates whose selectors read headers, a form, split arrays, keyof, several key parts; one that ignores the sample's type. */
+const SAMPLED: Record<string, { template: Record<string, unknown>; secrets?: unknown; action: string; span: string }> = {
+  demo: { template: { scheme: "hmac-sha256-hex", header: "X-Demo-Signature", prefix: "sha256=", key: "topic", event_type: "type" }, action: "script:sink", span: "immediate" },
+  headers: { template: { scheme: "static-token", header: "X-Token", key: ["header:X-Repo", "data.id"], event_type: "header:X-Event", dedup: "header:X-Delivery", attrs: { who: "sender.login" } }, action: "script:sink", span: "immediate" },
+  form: { template: { scheme: "static-token", header: "X-Token", body: "form", key: "team_id", event_type: "kind" }, action: "script:sink", span: "immediate" },
+  formjson: { template: { scheme: "static-token", header: "X-Token", body: "form", form_json: "payload", key: "team.id", event_type: "type" }, action: "script:sink", span: "immediate" },
+  split: { template: { scheme: "static-token", header: "X-Token", split: "events", key: "id|const:none", dedup: "id", event_type: "keyof:message|edited" }, action: "script:sink", span: "immediate" },
+  picky: { template: { scheme: "static-token", header: "X-Token", key: "id", event_type: "type", ignore: ["hookspool.test"] }, action: "script:sink", span: "immediate" },
+};
+
 let home: string;
+const plain: Record<string, unknown> = {};
 let hs: Hookspool;
 let port: number;
 
@@ -40,8 +51,13 @@ beforeAll(async () => {
       secrets[name] = { file };
     }
     bobbins[kit.instance.name] = { bobbin: b.name, secrets, settings: kit.instance.settings ?? {}, outputs: { "*": "script:sink" }, span: "immediate" };
+    // The same template as a plain source: no capture to fall back on, so send samples it.
+    const t = fixed(b);
+    const needsSettings = Object.keys(kit.instance.settings ?? {}).some((k) => (TEMPLATE_KEYS as readonly string[]).includes(k));
+    if (t && signable.includes(b) && !needsSettings) plain[`plain-${kit.instance.name}`] = { template: t, secrets, action: "script:sink", span: "immediate" };
   }
   writeFileSync(join(home, "follow-secret"), "follow-token", { mode: 0o600 });
+  for (const s of Object.values(SAMPLED)) s.secrets = { secret: { file: join(home, "follow-secret") } };
   const tokened = { scheme: "static-token", header: "X-Token", key: "id" };
   // slow waits 30 s before its batch seals; doomed's destination refuses every batch for good.
   const sources = {
@@ -52,7 +68,7 @@ beforeAll(async () => {
     intake: { listen: "127.0.0.1:0" },
     dispatch: { poll_s: 0.1 },
     bobbins,
-    sources,
+    sources: { ...sources, ...plain, ...SAMPLED },
     destinations: { "script:sink": { argv: ["/bin/sh", "-c", "cat > /dev/null"] }, "script:refuse": { argv: ["/bin/sh", "-c", "cat > /dev/null; exit 65"] } },
   };
   writeFileSync(join(home, "config.toml"), stringify(config));
@@ -70,6 +86,16 @@ const send = (instance: string, ...argv: string[]) => cli(["--home", home, "--js
 /** What a refused send says, in either form (--json puts the error on stdout). */
 const said = (r: { out: string; err: string }) => `${r.out}${r.err}`;
 const lines = (out: string) => out.trim().split("\n").filter(Boolean).map((l) => JSON.parse(l) as Record<string, unknown>);
+/** The intake's word for an answer line: its X-Hookspool-Status, else its JSON status. */
+const wordOf = (line: Record<string, unknown> | undefined) => {
+  if (!line) return undefined;
+  if (typeof line.word === "string") return line.word;
+  try {
+    return (JSON.parse(String(line.body)) as { status?: string }).status;
+  } catch {
+    return String(line.body);
+  }
+};
 
 describe("send, for every built-in template bobbin", () => {
   test("there are many to send", () => expect(signable.length).toBeGreaterThanOrEqual(25));
@@ -87,6 +113,49 @@ describe("send, for every built-in template bobbin", () => {
       expect({ code: bad.code, status: lines(bad.out)[0]?.status }).toEqual({ code: 1, status: 401 });
     }, 20_000);
   }
+});
+
+describe("send with no body: a request the source itself queues, or a refusal", () => {
+  test("a bobbin instance sends its accepted capture, re-signed", async () => {
+    for (const b of signable) {
+      const instance = parseKit(b.files().get("captures/kit.toml") ?? "").instance.name;
+      const r = await send(instance);
+      // The capture was sent above already: a source that dedups on it says duplicate, as it should.
+      expect({ instance, code: r.code, word: wordOf(lines(r.out)[0]) }).toEqual({ instance, code: 0, word: expect.stringMatching(/^(queued|duplicate)$/) });
+    }
+  }, 60_000);
+
+  test("each built-in template as a plain source: the sample its selectors read is queued and delivered", async () => {
+    const names = Object.keys(plain);
+    expect(names.length).toBeGreaterThanOrEqual(20);
+    for (const name of names) {
+      const r = await send(name, "--follow");
+      expect({ name, code: r.code, err: r.err, first: wordOf(lines(r.out)[0]), last: lines(r.out).at(-1)?.followed }).toEqual({ name, code: 0, err: "", first: "queued", last: "delivered" });
+    }
+  }, 120_000);
+
+  test("headers, forms, a form's JSON field, split arrays, keyof, several key parts", async () => {
+    for (const name of ["demo", "headers", "form", "formjson", "split"]) {
+      const r = await send(name, "--follow");
+      expect({ name, code: r.code, err: r.err, first: wordOf(lines(r.out)[0]), last: lines(r.out).at(-1)?.followed }).toEqual({ name, code: 0, err: "", first: "queued", last: "delivered" });
+    }
+  }, 60_000);
+
+  test("--count sends each sample with a dedup id of its own: none is a duplicate", async () => {
+    const r = await send("headers", "--count", "3");
+    expect(r.code).toBe(0);
+    expect(lines(r.out).map(wordOf)).toEqual(["queued", "queued", "queued"]);
+  }, 20_000);
+
+  test("a sample the source would not queue is never sent: one line, exit 2, what to give instead", async () => {
+    const r = await cli(["--home", home, "send", "picky", "--url", `http://127.0.0.1:${port}/hooks/picky`]);
+    expect(r.code).toBe(2);
+    expect(r.err).toContain("a sample for source picky would not be queued: the source ignores it (hookspool.test)");
+    expect(r.err).toContain("--data");
+    // An event type the operator names is sent, even one the source ignores: that is the test.
+    const asked = await send("picky", "--event-type", "order.paid");
+    expect({ code: asked.code, word: wordOf(lines(asked.out)[0]) }).toEqual({ code: 0, word: "queued" });
+  }, 20_000);
 });
 
 describe("send --follow until the batch ends", () => {
