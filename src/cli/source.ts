@@ -11,6 +11,7 @@ import { hookRequest } from "../plugin/hook-request.ts";
 import { parseHttpCapture } from "../bobbin/captures.ts";
 import { loadSources } from "../config/sources.ts";
 import { type Cli, GLOBAL_ARGS, loadFor, notInConfig } from "./context.ts";
+import { kitOf, unverifiedWords, withKitSecrets } from "./source-kit.ts";
 import { visible } from "./format.ts";
 
 /** A reply as the report shows it: the status, the headers it sets, a JSON body parsed. */
@@ -36,13 +37,16 @@ function testCommand(cli: Cli): CommandDef {
       ...GLOBAL_ARGS,
       name: { type: "positional", description: "source name", required: true },
       request: { type: "string", description: "the capture: start line, headers, blank line, body", required: true, valueHint: "file" },
-      now: { type: "string", description: "evaluate timestamps at this Unix time (default: now)" },
+      now: { type: "string", description: "evaluate timestamps at this Unix time (default: now; with --secret-from-kit, the kit's time)" },
+      "secret-from-kit": { type: "boolean", description: "verify with the test secrets of the instance's bobbin kit (captures/kit.toml), which the bobbin's captures are signed with" },
     },
     async run({ args }) {
       const loaded = loadFor(cli);
       const name = String(args.name);
       if (!loaded.config.sources[name]) throw notInConfig(loaded, new HookspoolError("E_NOT_FOUND", `no source "${name}" in the config`));
-      const sources = await loadSources(loaded.config, { configDir: dirname(loaded.paths.config ?? loaded.paths.home), env: cli.io.env, file: loaded.paths.config ?? "config.toml" });
+      const fromKit = args["secret-from-kit"] ? withKitSecrets(loaded.config, cli.io.env, name) : null;
+      const config = fromKit?.config ?? loaded.config;
+      const sources = await loadSources(config, { configDir: dirname(loaded.paths.config ?? loaded.paths.home), env: fromKit?.env ?? cli.io.env, file: loaded.paths.config ?? "config.toml" });
       const src = sources.get(name);
       if (!src) throw new HookspoolError("E_NOTHING", `source ${name} takes no requests (no module or template, or a poll source)`);
       let capture: ReturnType<typeof parseHttpCapture>;
@@ -51,7 +55,7 @@ function testCommand(cli: Cli): CommandDef {
       } catch (e) {
         throw new HookspoolError("E_INPUT", `cannot read the capture: ${(e as Error).message}`, { file: String(args.request) });
       }
-      const now = args.now !== undefined ? Number(args.now) : cli.clock.now();
+      const now = args.now !== undefined ? Number(args.now) : (fromKit?.now ?? cli.clock.now());
       if (!Number.isFinite(now)) throw new HookspoolError("E_USAGE", "--now must be a Unix time in seconds");
       const report: Record<string, unknown> = { source: name, bytes: capture.body.length };
       let code = 0;
@@ -60,7 +64,7 @@ function testCommand(cli: Cli): CommandDef {
         code = 1;
       } else {
         const req = hookRequest({ ...capture, peer: "127.0.0.1", now });
-        const ev = await evaluate(loaded.config, src, req);
+        const ev = await evaluate(config, src, req);
         report.outcome = ev.kind;
         report.answer = answerOf(evaluationReply(ev));
         switch (ev.kind) {
@@ -71,7 +75,13 @@ function testCommand(cli: Cli): CommandDef {
             report.handshake = "offers the secret (kept only while the source is armed and keeps none yet)";
             break;
           case "method":
+            code = 1;
+            break;
           case "unverified":
+            report.reason = ev.reason;
+            report.why = unverifiedWords(ev.reason);
+            // A bobbin's own captures are signed with its kit's made-up secret, not the operator's.
+            if (!fromKit && kitOf(loaded.config, name)) report.hint = "a capture the bobbin carries is signed with its kit's test secret (captures/kit.toml): --secret-from-kit verifies with that";
             code = 1;
             break;
           case "verify_error":

@@ -100,6 +100,45 @@ describe("hookspool source test", () => {
     expect(human.out).not.toContain(SECRET);
   });
 
+  test("an unverified capture says why: the reason and its words", async () => {
+    const h = home();
+    const bad = await cli(["--home", h, "--json", "source", "test", "gh", "--request", capture(h, '{"repository":{"full_name":"o/r"}}', { badSig: true })]);
+    expect(JSON.parse(bad.out)).toMatchObject({ outcome: "unverified", reason: "mismatch", why: "the signature does not match the source's secret" });
+    expect(JSON.parse(bad.out).hint).toBeUndefined();
+    const unsigned = join(h, "unsigned.http");
+    writeFileSync(unsigned, 'POST /hooks/gh HTTP/1.1\nContent-Type: application/json\n\n{"repository":{"full_name":"o/r"}}\n');
+    const none = await cli(["--home", h, "source", "test", "gh", "--request", unsigned]);
+    expect(none.code).toBe(1);
+    expect(none.out).toMatch(/reason\s+missing_signature/);
+    expect(none.out).toContain("the request carries no signature");
+  });
+
+  for (const [bobbin, instance] of [["github.repo", "github"], ["stripe.events", "stripe"]] as const) {
+    test(`${bobbin}: its own capture fails on the operator's secret, says the kit signed it, and passes with --secret-from-kit`, async () => {
+      const h = tempDir();
+      writeFileSync(join(h, "mine"), "the-operators-real-secret", { mode: 0o600 });
+      writeFileSync(join(h, "config.toml"), `[bobbins.${instance}]\nbobbin = "${bobbin}"\nsecrets.secret = { file = "${join(h, "mine")}" }\noutputs = { "*" = "hermes:${instance}" }\n`);
+      const dir = join(import.meta.dir, "../../bobbins", ...bobbin.split("."), "captures", "accepted.http");
+      const mine = await cli(["--home", h, "--json", "source", "test", instance, "--request", dir]);
+      expect(mine.code).toBe(1);
+      const r = JSON.parse(mine.out);
+      expect(r).toMatchObject({ outcome: "unverified" });
+      expect(r.hint).toContain("--secret-from-kit");
+      expect(r.hint).toContain("captures/kit.toml");
+      const kit = await cli(["--home", h, "--json", "source", "test", instance, "--request", dir, "--secret-from-kit"]);
+      expect({ code: kit.code, err: kit.err }).toEqual({ code: 0, err: "" });
+      expect(JSON.parse(kit.out)).toMatchObject({ outcome: "classified" });
+      expect(kit.out).not.toContain("kit-test-secret");
+    });
+  }
+
+  test("--secret-from-kit on a plain source: one line, exit 2", async () => {
+    const h = home();
+    const r = await cli(["--home", h, "source", "test", "gh", "--request", capture(h, "{}"), "--secret-from-kit"]);
+    expect(r.code).toBe(2);
+    expect(r.err).toContain("--secret-from-kit needs a bobbin instance");
+  });
+
   test("refusals: unknown source, a source without a plugin, an unreadable capture", async () => {
     const h = home();
     expect((await cli(["--home", h, "source", "test", "nope", "--request", "x.http"])).code).toBe(1);
