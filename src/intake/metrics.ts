@@ -12,6 +12,9 @@ function esc(v: string): string {
 export const ACK_BUCKETS_S = [0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5] as const;
 
 export class IntakeMetrics {
+  /** @param startedAt when this process began counting (Unix seconds): every counter is since then. */
+  constructor(private readonly startedAt: number | null = null) {}
+
   /** Per bucket (and one for +Inf), the 2xx answers that took at most that long. Not cumulative here. */
   private ack = new Array<number>(ACK_BUCKETS_S.length + 1).fill(0);
   private ackSum = 0;
@@ -60,6 +63,7 @@ export class IntakeMetrics {
       const [source, reason] = k.split("\u0000");
       return `source="${esc(source)}",reason="${esc(reason)}"`;
     });
+    if (this.startedAt !== null) out.push("# HELP process_start_time_seconds When this process started counting (Unix seconds).", "# TYPE process_start_time_seconds gauge", `process_start_time_seconds ${this.startedAt}`);
     out.push("# HELP hookspool_ack_seconds Time from a request's arrival to its 2xx (committed first).", "# TYPE hookspool_ack_seconds histogram");
     let cumulative = 0;
     ACK_BUCKETS_S.forEach((le, i) => {

@@ -107,12 +107,13 @@ export class Intake implements Service {
   private config: Config;
   private sources = new Map<string, IntakeSource>();
   private watcher: ConfigWatcher | null = null;
-  private readonly metrics = new IntakeMetrics();
+  private readonly metrics: IntakeMetrics;
   private backpressure: Backpressure | null = null;
   private health: Health | null = null;
 
   constructor(private readonly opts: IntakeOptions) {
     this.config = opts.loaded.config;
+    this.metrics = new IntakeMetrics(opts.clock.now());
   }
 
   /** The address it listens on, for tests and logs. */

@@ -7,7 +7,7 @@ import { join } from "node:path";
 import { loadConfig } from "../../src/config/load.ts";
 import { Dashboard } from "../../src/intake/dashboard/server.ts";
 import { csrfOf, sessionOf } from "../../src/intake/dashboard/auth.ts";
-import { ackSeries, parseIntakeMetrics } from "../../src/intake/dashboard/intake-view.ts";
+import { ackReadings, ackSeries, parseIntakeMetrics } from "../../src/intake/dashboard/intake-view.ts";
 import { IntakeMetrics } from "../../src/intake/metrics.ts";
 import { createLogger } from "../../src/log.ts";
 import { claimBatch } from "../../src/store/queue.ts";
@@ -398,5 +398,41 @@ describe("the intake's own figures", () => {
       { at: 170, buckets: h(3, 0) },
     ];
     expect(ackSeries(samples, 0, 60, 3)).toEqual({ p50: [0.001, 0.5, null], p99: [0.001, 0.5, null] });
+  });
+
+  test("the charts read the health line's histogram: answers before the first sample count from the intake's start", () => {
+    const m = new IntakeMetrics(100);
+    for (let i = 0; i < 5; i++) m.acked(0.0008);
+    const view = parseIntakeMetrics(m.render());
+    expect(view.startedAt).toBe(100);
+    // No sample of the dashboard's yet: the intake started at 100, the page is made at 130.
+    expect(ackSeries(ackReadings([], view, 130), 0, 60, 3)).toEqual({ p50: [null, null, 0.001], p99: [null, null, 0.001] });
+    // A sample from before a restart (counts higher than now) is not taken for a difference.
+    const old = [{ at: 50, buckets: view.ackBuckets.map((b) => ({ le: b.le, n: b.n + 40 })) }];
+    expect(ackSeries(ackReadings(old, view, 130), 0, 60, 3)).toEqual({ p50: [null, null, 0.001], p99: [null, null, 0.001] });
+    expect(ackReadings([], null, 130)).toEqual([]);
+  });
+
+  test("on the overview, an intake that has answered shows figures in the health line and the charts alike", async () => {
+    const metrics = new IntakeMetrics(Date.now() / 1000 - 5);
+    for (let i = 0; i < 3; i++) metrics.acked(0.003);
+    const intake = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: () => new Response(metrics.render()) });
+    const h = await initHome();
+    const loaded = loadConfig({ home: h.home, env: {} });
+    const spool = openSpool(h.db);
+    // The minute's sampler never runs in this test: the page alone must agree with itself.
+    const dash = new Dashboard({ listen: "127.0.0.1:0", spool, config: () => loaded.config, home: h.home, dbPath: h.db, now: () => Date.now() / 1000, log: createLogger("dashboard"), intakeAddress: () => `127.0.0.1:${intake.port}`, sampleEveryMs: 3_600_000 });
+    await dash.start();
+    try {
+      const token = readFileSync(join(h.home, "dashboard.token"), "utf8").trim();
+      const html = await (await fetch(`http://127.0.0.1:${dash.port}/`, { headers: { Cookie: `hookspool_dashboard_${dash.port}=${sessionOf(token)}` } })).text();
+      expect(html).toContain("p50 ≤ 5 ms, p99 ≤ 5 ms over 3 answer(s)");
+      const ack = [...html.matchAll(/<figcaption>ack latency \(upper bound\), [^<]+<\/figcaption>.*?<p class="muted">([^<]*)<\/p>/gs)].map((m) => m[1]);
+      expect(ack).toEqual(["p50 up to 5 ms, p99 up to 5 ms", "p50 up to 5 ms, p99 up to 5 ms"]);
+    } finally {
+      await dash.stop();
+      spool.close();
+      intake.stop(true);
+    }
   });
 });

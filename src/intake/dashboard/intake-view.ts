@@ -12,6 +12,8 @@ export interface IntakeView {
   ack: { count: number; p50: number | null; p99: number | null };
   /** The histogram itself: cumulative counts per upper bound (the last is +Inf), ascending. */
   ackBuckets: { le: number; n: number }[];
+  /** When the intake began counting (Unix seconds), or null when it does not say. */
+  startedAt: number | null;
 }
 
 /** The p-quantile's upper bound of a cumulative histogram (the largest finite bound for +Inf). */
@@ -31,7 +33,7 @@ function unescape(v: string): string {
 
 /** Parse the Prometheus text the intake serves into the figures the dashboard shows. */
 export function parseIntakeMetrics(text: string): IntakeView {
-  const view: IntakeView = { refused: {}, received: {}, ack: { count: 0, p50: null, p99: null }, ackBuckets: [] };
+  const view: IntakeView = { refused: {}, received: {}, ack: { count: 0, p50: null, p99: null }, ackBuckets: [], startedAt: null };
   const buckets: { le: number; n: number }[] = [];
   for (const line of text.split("\n")) {
     const m = SAMPLE.exec(line);
@@ -41,6 +43,7 @@ export function parseIntakeMetrics(text: string): IntakeView {
     const value = Number(m[3]);
     if (m[1] === "hookspool_requests_rejected_total" && labels.source && labels.reason) (view.refused[labels.source] ??= {})[labels.reason] = value;
     else if (m[1] === "hookspool_events_received_total" && labels.source) view.received[labels.source] = value;
+    else if (m[1] === "process_start_time_seconds" && Number.isFinite(value)) view.startedAt = value;
     else if (m[1] === "hookspool_ack_seconds_bucket" && labels.le) buckets.push({ le: labels.le === "+Inf" ? Number.POSITIVE_INFINITY : Number(labels.le), n: value });
   }
   buckets.sort((a, b) => a.le - b.le);
@@ -68,6 +71,24 @@ export async function readIntakeView(listen: string): Promise<IntakeView | null>
 export interface AckSample {
   at: number;
   buckets: { le: number; n: number }[];
+}
+
+/**
+ * The readings the charts are drawn from: the dashboard's samples, a reading of zero at the
+ * intake's start, and the reading the page was made with. So the charts and the health line read
+ * one histogram: every answer the health line counts since the intake started is in a bucket of
+ * the charts (when the start is inside them), the ones before the first minute's sample too.
+ */
+export function ackReadings(samples: readonly AckSample[], intake: IntakeView | null, now: number): AckSample[] {
+  const out = [...samples];
+  if (!intake || intake.ackBuckets.length === 0) return out;
+  if (intake.startedAt !== null && intake.startedAt <= now) {
+    const zero = { at: intake.startedAt, buckets: intake.ackBuckets.map((b) => ({ le: b.le, n: 0 })) };
+    const at = out.findIndex((s) => s.at > zero.at);
+    out.splice(at < 0 ? out.length : at, 0, zero);
+  }
+  if (out.length === 0 || out[out.length - 1].at <= now) out.push({ at: now, buckets: intake.ackBuckets });
+  return out;
 }
 
 /**

@@ -5,7 +5,7 @@ import { recentActions } from "../../store/actions.ts";
 import { attemptsByOutcome, type Buckets, eventsBySource, readyToOkLatency } from "../../store/charts.ts";
 import { destinationRows } from "../../store/destinations.ts";
 import { readyCounts } from "../../store/stats.ts";
-import { ackSeries } from "./intake-view.ts";
+import { ackReadings, ackSeries } from "./intake-view.ts";
 import { action, h, jsonBlock, page, type PageContext, stateClass, table, when } from "./html.ts";
 
 interface Chart {
@@ -33,7 +33,7 @@ function chartsOf(c: PageContext): Record<string, Chart> {
     out[`events-${s.id}`] = { title: `events received by source, ${s.label}`, unit: `per ${s.bucketS / 60} min`, x, names: Object.keys(events), values: Object.values(events) };
     out[`attempts-${s.id}`] = { title: `deliveries by outcome, ${s.label}`, unit: `per ${s.bucketS / 60} min`, x, names: Object.keys(outcomes), values: Object.values(outcomes) };
     out[`latency-${s.id}`] = { title: `readiness to 2xx, ${s.label}`, unit: "seconds", x, names: ["p50", "p99"], values: [latency.p50, latency.p99] };
-    const ack = ackSeries(c.ackSamples ?? [], b.since, b.bucketS, b.count);
+    const ack = ackSeries(ackReadings(c.ackSamples ?? [], c.intake ?? null, c.now), b.since, b.bucketS, b.count);
     out[`ack-${s.id}`] = { title: `ack latency (upper bound), ${s.label}`, unit: "seconds", x, names: ["p50", "p99"], values: [ack.p50, ack.p99] };
   }
   return out;
