@@ -142,7 +142,7 @@ function replayCommand(cli: Cli): CommandDef {
             // replay is one transaction); only the exception's class is reported.
             const message = e instanceof HookspoolError || e instanceof StillQuarantined ? e.message : `the source plugin still cannot classify it (${e instanceof Error ? e.name : typeof e}); nothing changed`;
             code = Math.max(code, e instanceof HookspoolError ? e.exitCode : 1);
-            results.push({ batchId: id, error: message });
+            results.push({ batchId: id, error: message, ...(e instanceof HookspoolError && e.hint ? { hint: e.hint } : {}) });
             if (!cli.globals.json) cli.io.err(`hookspool: ${aboutBatch(id, e instanceof HookspoolError ? e.describe() : message)}`);
           }
         }

@@ -220,7 +220,15 @@ export function requireBatchTx(db: Database, id: number): BatchHead {
   return b;
 }
 
-/** A verb that does not apply to the batch's state: nothing to do (exit 1). */
+/** The verb that does apply to a batch in this state, where one of its neighbours was asked for. */
+const INSTEAD: Record<string, Record<string, (id: number) => string>> = {
+  replay: { delivered: (id) => `hookspool replay --delivered ${id} resends it under a new delivery id`, retry: (id) => `hookspool retry ${id} makes it due now` },
+  "replay --delivered": { dead: (id) => `hookspool replay ${id} puts it back into retry` },
+  retry: { dead: (id) => `hookspool replay ${id} puts it back into retry`, delivered: (id) => `hookspool replay --delivered ${id} resends it under a new delivery id` },
+};
+
+/** A verb that does not apply to the batch's state: nothing to do (exit 1), and what would. */
 export function notApplicable(b: BatchHead, verb: string, allowed: string): HookspoolError {
-  return new HookspoolError("E_NOTHING", `batch ${b.id} is ${b.state}; ${verb} applies to ${allowed} batches`);
+  const instead = b.destination === "quarantine" ? undefined : INSTEAD[verb]?.[b.state];
+  return new HookspoolError("E_NOTHING", `batch ${b.id} is ${b.state}; ${verb} applies to ${allowed} batches`, instead ? { hint: instead(b.id) } : {});
 }

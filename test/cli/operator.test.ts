@@ -159,8 +159,10 @@ describe("replay", () => {
       const res = await op(w.r, ["replay", String(id)]);
       expect(res.code).toBe(1);
       expect(oneErrorLine(res.err)).toMatch(new RegExp(`batch ${id} is (delivered|open); replay applies to dead batches`));
-      // the store's message names the batch; it is not said twice, and nothing was replayed to note
-      expect(res.err).toBe(`hookspool: batch ${id} is ${state}; replay applies to dead batches\n`);
+      // the store's message names the batch; it is not said twice, and nothing was replayed to note;
+      // a delivered batch is told the verb that does resend it
+      const instead = state === "delivered" ? ` (hookspool replay --delivered ${id} resends it under a new delivery id)` : "";
+      expect(res.err).toBe(`hookspool: batch ${id} is ${state}; replay applies to dead batches${instead}\n`);
       expect(res.out).toBe("");
     }
     const missing = await op(w.r, ["replay", "999"]);
@@ -171,6 +173,8 @@ describe("replay", () => {
     const j = await op(w.r, ["--json", "replay", "999"]);
     expect(j.code).toBe(1);
     expect(JSON.parse(j.out)).toEqual({ replayed: [{ batchId: 999, error: "no batch 999" }] });
+    const jd = await op(w.r, ["--json", "replay", String(done)]);
+    expect(JSON.parse(jd.out)).toEqual({ replayed: [{ batchId: done, error: `batch ${done} is delivered; replay applies to dead batches`, hint: `hookspool replay --delivered ${done} resends it under a new delivery id` }] });
     expect(snapshot(w.r)).toEqual(before);
   });
 
@@ -180,7 +184,7 @@ describe("replay", () => {
     const done = await delivered(w, "k2");
     const res = await op(w.r, ["replay", String(done), String(d1), "999"]);
     expect(res.code).toBe(1);
-    expect(res.err).toBe(`hookspool: batch ${done} is delivered; replay applies to dead batches\nhookspool: no batch 999\n`);
+    expect(res.err).toBe(`hookspool: batch ${done} is delivered; replay applies to dead batches (hookspool replay --delivered ${done} resends it under a new delivery id)\nhookspool: no batch 999\n`);
     expect(res.out).toBe(`batch ${d1}: dead -> retry, due now\nnote: a replayed batch re-enters its key's queue by its first event, so it delivers out of order\n`);
   });
 
@@ -396,7 +400,8 @@ describe("retry", () => {
     for (const [state, id] of Object.entries(ids)) {
       const res = await op(w.r, ["retry", String(id)]);
       expect({ state, code: res.code }).toEqual({ state, code: 1 });
-      expect(oneErrorLine(res.err)).toBe(`hookspool: batch ${id} is ${state}; retry applies to retry batches`);
+      const instead: Record<string, string> = { dead: ` (hookspool replay ${id} puts it back into retry)`, delivered: ` (hookspool replay --delivered ${id} resends it under a new delivery id)`, open: "" };
+      expect(oneErrorLine(res.err)).toBe(`hookspool: batch ${id} is ${state}; retry applies to retry batches${instead[state]}`);
       expect(res.out).toBe("");
     }
     const missing = await op(w.r, ["retry", "999"]);
