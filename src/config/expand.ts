@@ -6,6 +6,7 @@ import { join } from "node:path";
 import { hasSettingType, type Manifest } from "../bobbin/manifest.ts";
 import type { Bobbin, BobbinProblem } from "../bobbin/registry.ts";
 import { TEMPLATE_KEYS } from "../plugin/template.ts";
+import { closest } from "../spelling.ts";
 import { type Problems, quoteKey } from "./parse.ts";
 import type { BobbinInstanceConfig, Config, DestinationConfig, RouteConfig, SecretRef, SourceConfig } from "./types.ts";
 
@@ -36,7 +37,7 @@ function settingsOf(m: Manifest, inst: BobbinInstanceConfig, key: string, p: Pro
   const given = inst.settings ?? {};
   for (const [s, v] of Object.entries(given)) {
     const spec = m.settings[s];
-    if (!spec) p.error(`${key}.settings.${s}`, `${m.name} has no setting ${s}`, Object.keys(m.settings).length ? `its settings: ${Object.keys(m.settings).join(", ")}` : `${m.name} takes no settings`);
+    if (!spec) p.error(`${key}.settings.${s}`, `${m.name} has no setting ${s}`, Object.keys(m.settings).length ? (closest(s, Object.keys(m.settings)) ?? `its settings: ${Object.keys(m.settings).join(", ")}`) : `${m.name} takes no settings`);
     // A list of one may be written as its one string (key = "id" for key = ["id"]).
     else if (spec.type === "list" && typeof v === "string") out[s] = [v];
     else if (!hasSettingType(spec.type, v)) p.error(`${key}.settings.${s}`, `expected a ${spec.type}, not ${givenWords(v)}`, spec.description);
@@ -64,7 +65,7 @@ function secretsOf(m: Manifest, inst: BobbinInstanceConfig, key: string, p: Prob
   for (const [s, ref] of Object.entries(raw)) {
     if (Object.hasOwn(m.secrets, s)) continue;
     const current = Object.keys(m.secrets).find((name) => m.secrets[name].aliases.includes(s));
-    if (current === undefined) p.error(`${key}.secrets.${s}`, `${m.name} has no secret ${s}`, Object.keys(m.secrets).length ? `its secrets: ${Object.keys(m.secrets).join(", ")}` : undefined);
+    if (current === undefined) p.error(`${key}.secrets.${s}`, `${m.name} has no secret ${s}`, Object.keys(m.secrets).length ? (closest(s, Object.keys(m.secrets)) ?? `its secrets: ${Object.keys(m.secrets).join(", ")}`) : undefined);
     else if (given[current]) p.error(`${key}.secrets.${s}`, `${s} is an earlier name of secrets.${current}, which is given too`, `keep secrets.${current} only`);
     else given[current] = ref;
   }
@@ -130,7 +131,7 @@ export function expandBobbins(config: Config, p: Problems, ctx: ExpandContext): 
     const free = m.source?.template === "settings" && Object.hasOwn(m.outputs, "*");
     for (const [o, dest] of Object.entries(outputs)) {
       if (!Object.hasOwn(m.outputs, o) && !(free && /^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$/.test(o))) {
-        p.error(`${key}.outputs.${quoteKey(o)}`, `${m.name} has no output ${o}`, `its outputs: ${Object.keys(m.outputs).join(", ")}`);
+        p.error(`${key}.outputs.${quoteKey(o)}`, `${m.name} has no output ${o}`, closest(o, Object.keys(m.outputs)) ?? `its outputs: ${Object.keys(m.outputs).join(", ")}`);
       }
       if (hasProcessor && !Object.hasOwn(config.destinations, dest) && !dest.startsWith("hermes:")) {
         p.error(`${key}.outputs.${quoteKey(o)}`, `no destination "${dest}"`, `define [destinations.${quoteKey(dest)}], or use hermes:<route>`);

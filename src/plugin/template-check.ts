@@ -1,5 +1,6 @@
 // The check of a template table: every key known and of its type, each scheme's needs, and the
 // keys that only make sense together. `hookspool check` and `bobbin check` report these.
+import { closest } from "../spelling.ts";
 import { isBarePath, parseWhen, selectorOk } from "./template-select.ts";
 import { defaultRecipe, parseRecipe, RECIPE_PARTS, type VerifySettings } from "./template-verify.ts";
 import { SCHEMES, type Scheme, TEMPLATE_KEYS } from "./template.ts";
@@ -72,7 +73,10 @@ export function checkTemplate(t: Record<string, unknown>): TemplateProblem[] {
   const out: TemplateProblem[] = [];
   const has = (k: string) => t[k] !== undefined;
   for (const k of Object.keys(t)) {
-    if (!(TEMPLATE_KEYS as readonly string[]).includes(k)) out.push({ key: k, message: "unknown template key" });
+    if (!(TEMPLATE_KEYS as readonly string[]).includes(k)) {
+      const near = closest(k, [...TEMPLATE_KEYS]);
+      out.push({ key: k, message: near ? `unknown template key (${near})` : "unknown template key" });
+    }
   }
   for (const k of STRING_KEYS) {
     if (has(k) && (typeof t[k] !== "string" || t[k] === "")) out.push({ key: k, message: "expected a non-empty string" });

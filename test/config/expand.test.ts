@@ -209,6 +209,12 @@ describe("the mistakes of an instance, one error each", () => {
     expect(errorsOf(root, `[bobbins.h]\n${good.replace('outputs = { "*" = "hermes:h" }', 'outputs = { "*" = "hermes:h", push = "hermes:p" }')}`)).toMatchObject([{ key: "bobbins.h.outputs.push", message: "acme.hooks has no output push" }]);
   });
 
+  test("a misspelt setting, secret or output: did you mean the one it is close to", () => {
+    expect(errorsOf(root, `[bobbins.h]\n${good.replace("callback_url =", "callbak_url =")}`)).toContainEqual({ key: "bobbins.h.settings.callbak_url", message: "acme.hooks has no setting callbak_url", hint: "did you mean callback_url?" });
+    expect(errorsOf(root, `[bobbins.h]\n${good.replace("secrets.secret", "secrets.secrt")}`)).toContainEqual({ key: "bobbins.h.secrets.secrt", message: "acme.hooks has no secret secrt", hint: "did you mean secret?" });
+    expect(errorsOf(root, `[bobbins.h]\n${good.replace("callback_url =", "colour =")}`)).toContainEqual({ key: "bobbins.h.settings.colour", message: "acme.hooks has no setting colour", hint: "its settings: callback_url" });
+  });
+
   test("a secret by an earlier name (the manifest's aliases) is the secret by its name; both at once is an error", () => {
     const aliased = bobbinRoot();
     writeBobbin(aliased, "acme/renamed", manifestText("acme.renamed", "").replace(/\[secrets\.secret\]\n(description = [^\n]*\n)/, '[secrets.secret]\n$1aliases = ["old_token"]\n'));

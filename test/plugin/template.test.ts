@@ -49,4 +49,9 @@ describe("selectors", () => {
     expect(checkTemplate({ scheme: "static-token", header: "X", key: "a.b|bad path" })).toEqual([{ key: "key", message: 'bad selector "a.b|bad path"' }]);
     expect(checkTemplate({ scheme: "static-token", header: "X", key: "k", event_type: "keyof:message|a b" })).toEqual([{ key: "event_type", message: 'bad selector "keyof:message|a b"' }]);
   });
+
+  test("an unknown key says the template key it is close to, when one is", () => {
+    expect(checkTemplate({ scheme: "static-token", header: "X", key: "k", evnt_type: "type" })).toEqual([{ key: "evnt_type", message: "unknown template key (did you mean event_type?)" }]);
+    expect(checkTemplate({ scheme: "static-token", header: "X", key: "k", colour: "red" })).toEqual([{ key: "colour", message: "unknown template key" }]);
+  });
 });
