@@ -24,11 +24,14 @@ export function detailOf(r: JournalRow): Record<string, unknown> {
 
 export function lineOf(r: JournalRow, tty: boolean, cursor: string = String(r.id)): string {
   const d = detailOf(r);
+  // A lease's detail carries its number too: said once, as "attempt N".
+  if (r.attempt_n !== null) delete d.n;
   const facts = Object.entries(d)
     .map(([k, v]) => `${k}=${typeof v === "string" ? v : JSON.stringify(v)}`)
     .join(" ");
   const kind = tty && COLOUR[r.kind] ? `${COLOUR[r.kind]}${r.kind}\u001b[0m` : r.kind;
-  const what = r.kind === "event" ? `event ${r.event_id}` : r.attempt_id !== null ? `attempt ${r.attempt_id}` : "";
+  // An attempt by its number within the batch, as show --attempts numbers them (its row id is in --json).
+  const what = r.kind === "event" ? `event ${r.event_id}` : r.attempt_id !== null ? (r.attempt_n !== null ? `attempt ${r.attempt_n}` : "") : "";
   // Every field but the colour is someone's text: escaped before it reaches the terminal.
   return `${visible(`${cursor} ${isoTime(r.at)} `)}${kind}${visible(` batch ${r.batch_id}${what ? ` ${what}` : ""} ${r.source} -> ${r.destination} key=${r.key}${facts ? ` ${facts}` : ""}`)}`;
 }
@@ -77,7 +80,7 @@ export function watchCommand(cli: Cli): CommandDef {
             for (;;) {
               const rows = journalAfter(spool, cursor, filter, Math.min(PAGE, count - shown));
               // One write per page, not per line: a watcher under load costs the host less.
-              const out = rows.map((r) => (cli.globals.json ? JSON.stringify({ ...detailOf(r), cursor: r.id, at: r.at, kind: r.kind, batch: r.batch_id, event: r.event_id, attempt: r.attempt_id, source: r.source, destination: r.destination, key: r.key }) : lineOf(r, cli.io.isTTY)));
+              const out = rows.map((r) => (cli.globals.json ? JSON.stringify({ ...detailOf(r), cursor: r.id, at: r.at, kind: r.kind, batch: r.batch_id, event: r.event_id, attempt: r.attempt_id, attempt_n: r.attempt_n, source: r.source, destination: r.destination, key: r.key }) : lineOf(r, cli.io.isTTY)));
               if (out.length) cli.io.out(out.join("\n"));
               if (rows.length) cursor = rows[rows.length - 1].id;
               shown += rows.length;

@@ -13,6 +13,8 @@ export interface JournalRow {
   batch_id: number;
   event_id: number | null;
   attempt_id: number | null;
+  /** The attempt's number within its batch (1, 2, ...), read from attempts; null once pruned. */
+  attempt_n: number | null;
   source: string;
   destination: string;
   key: string;
@@ -38,8 +40,9 @@ export interface JournalFilter {
 export function journalAfter(spool: Spool, cursor: number, f: JournalFilter, limit: number): JournalRow[] {
   return prepared<JournalRow, Record<string, string | number | null>>(
     spool.db,
-    `SELECT * FROM journal WHERE id > $cursor AND ($source IS NULL OR source = $source) AND ($destination IS NULL OR destination = $destination) AND ($key IS NULL OR key = $key)
-      ORDER BY id LIMIT $limit`,
+    `SELECT j.*, a.n AS attempt_n FROM journal j LEFT JOIN attempts a ON a.id = j.attempt_id
+      WHERE j.id > $cursor AND ($source IS NULL OR j.source = $source) AND ($destination IS NULL OR j.destination = $destination) AND ($key IS NULL OR j.key = $key)
+      ORDER BY j.id LIMIT $limit`,
   ).all({ cursor, source: f.source ?? null, destination: f.destination ?? null, key: f.key ?? null, limit });
 }
 

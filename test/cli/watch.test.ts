@@ -36,6 +36,22 @@ describe("watch", () => {
     expect(human.out).toMatch(/^1 \S+Z event batch \d+ event \d+ once -> script:demo-log key=k1 /);
   });
 
+  test("an attempt is named by its number within its batch (as show --attempts has it), not its row id", async () => {
+    const h = await initHome();
+    const a = await enqueueJson(h, "once", "ka", { n: 1 });
+    const b = await enqueueJson(h, "once", "kb", { n: 2 });
+    deliver(h, a);
+    deliver(h, b);
+    const human = await inHome(h, ["watch", "--since", "0", "--for", "5", "--count", "8"]);
+    const of = (batch: number, kind: string) => human.out.split("\n").find((l) => l.includes(` ${kind} batch ${batch} `)) ?? "";
+    // Batch b's first attempt is the spool's second attempt row.
+    expect(of(b, "leased")).toContain(`batch ${b} attempt 1 `);
+    expect(of(b, "delivered")).toContain(`batch ${b} attempt 1 `);
+    expect(of(b, "leased")).not.toContain(" n=");
+    const json = (await watch(h, ["--since", "0", "--count", "8"])).filter((l) => l.batch === b && l.kind === "leased");
+    expect(json).toEqual([expect.objectContaining({ attempt: 2, attempt_n: 1 })]);
+  });
+
   test("--since a cursor goes on after it: nothing missed, nothing twice, across watchers", async () => {
     const h = await initHome();
     for (let i = 0; i < 3; i++) await enqueueJson(h, "demo", `k${i}`, { n: i });

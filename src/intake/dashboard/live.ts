@@ -10,12 +10,14 @@ export function journalLine(r: JournalRow): string {
   if (r.detail) {
     try {
       const d = JSON.parse(r.detail) as Record<string, unknown>;
+      if (r.attempt_n !== null) delete d.n;
       facts = Object.entries(d).map(([k, v]) => `${k}=${typeof v === "object" ? JSON.stringify(v) : String(v)}`).join(" ");
     } catch {
       facts = "";
     }
   }
-  return `${r.id} ${when(r.at)} ${r.kind} batch ${r.batch_id} ${r.source} -> ${r.destination} key=${r.key}${facts ? ` ${facts}` : ""}`;
+  const attempt = r.attempt_n !== null ? ` attempt ${r.attempt_n}` : "";
+  return `${r.id} ${when(r.at)} ${r.kind} batch ${r.batch_id}${attempt} ${r.source} -> ${r.destination} key=${r.key}${facts ? ` ${facts}` : ""}`;
 }
 
 export function livePage(c: PageContext): string {

@@ -22,9 +22,10 @@ export const PG_CURSOR_START: PgCursor = { xid: "0", id: 0 };
  * still running: a row a reader has not seen can never appear behind the cursor it holds.
  */
 export async function journalAfterPg(spool: PgSpool, cursor: PgCursor, limit: number): Promise<{ rows: (JournalRow & { xid: string })[]; cursor: PgCursor }> {
-  const rows = (await spool.sql`SELECT id, xid::text AS xid, at, kind, batch_id, event_id, attempt_id, source, destination, key, detail FROM journal
-      WHERE (xid, id) > (${cursor.xid}::xid8, ${cursor.id}::bigint) AND xid < pg_snapshot_xmin(pg_current_snapshot())
-      ORDER BY xid, id LIMIT ${limit}`) as Record<string, unknown>[];
+  const rows = (await spool.sql`SELECT j.id, j.xid::text AS xid, j.at, j.kind, j.batch_id, j.event_id, j.attempt_id, a.n AS attempt_n, j.source, j.destination, j.key, j.detail
+      FROM journal j LEFT JOIN attempts a ON a.id = j.attempt_id
+      WHERE (j.xid, j.id) > (${cursor.xid}::xid8, ${cursor.id}::bigint) AND j.xid < pg_snapshot_xmin(pg_current_snapshot())
+      ORDER BY j.xid, j.id LIMIT ${limit}`) as Record<string, unknown>[];
   const out = rows.map((r) => ({
     id: num(r.id),
     xid: String(r.xid),
@@ -33,6 +34,7 @@ export async function journalAfterPg(spool: PgSpool, cursor: PgCursor, limit: nu
     batch_id: num(r.batch_id),
     event_id: numOrNull(r.event_id),
     attempt_id: numOrNull(r.attempt_id),
+    attempt_n: numOrNull(r.attempt_n),
     source: String(r.source),
     destination: String(r.destination),
     key: String(r.key),
