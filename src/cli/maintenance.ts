@@ -2,7 +2,7 @@
 import type { CommandDef } from "citty";
 import { HookspoolError } from "../errors.ts";
 import { diskFreeBytes, spoolBytes } from "../obs/disk.ts";
-import { exportBatches, type ExportRecord } from "../store/export.ts";
+import { exportBatches, type ExportFilter, type ExportRecord } from "../store/export.ts";
 import { exportBatchesPg } from "../store/pg/export.ts";
 import { isPostgres } from "../config/backend.ts";
 import { runRetentionPg } from "../store/pg/retention.ts";
@@ -10,7 +10,7 @@ import type { Config } from "../config/types.ts";
 import { FILTER_ARGS, filterOf } from "./filters.ts";
 import { policyFromConfig, type RetentionCounts, runRetention, vacuum } from "../store/retention.ts";
 import { humanBytes, visible } from "./format.ts";
-import { type Cli, GLOBAL_ARGS, loadFor, loadForReading, openExisting, withPg } from "./context.ts";
+import { type Cli, GLOBAL_ARGS, loadFor, loadForReading, openExisting, positiveInt, withPg } from "./context.ts";
 
 function plural(n: number, one: string, many = `${one}s`): string {
   return `${n} ${n === 1 ? one : many}`;
@@ -81,31 +81,47 @@ function pruneCommand(cli: Cli): CommandDef {
 function exportCommand(cli: Cli): CommandDef {
   return {
     meta: { name: "export", description: "batches with their events (payloads included) and attempts as JSONL on stdout, oldest first" },
-    args: { ...GLOBAL_ARGS, ...FILTER_ARGS },
+    args: {
+      ...GLOBAL_ARGS,
+      ...FILTER_ARGS,
+      limit: { type: "string", description: "at most this many batches (default: every one); stderr says the --after that goes on", valueHint: "n" },
+      after: { type: "string", description: "only batches after this id (where an export cut short by --limit stopped)", valueHint: "ID" },
+    },
     async run({ args }) {
-      const filter = filterOf(args, cli.clock.now());
+      const filter: ExportFilter = { ...filterOf(args, cli.clock.now()), ...(args.after !== undefined ? { after: positiveInt(args.after, "--after") } : {}) };
+      const limit = args.limit === undefined ? Number.POSITIVE_INFINITY : positiveInt(args.limit, "--limit");
       const { paths, config } = loadForReading(cli);
       let n = 0;
       let events = 0;
-      const put = (rec: ExportRecord) => {
+      let last = 0;
+      let more = false;
+      /** Print one record; false once the limit is reached and another record was there. */
+      const put = (rec: ExportRecord): boolean => {
+        if (n >= limit) {
+          more = true;
+          return false;
+        }
         cli.io.out(JSON.stringify(rec));
         n++;
+        last = rec.batch.id;
         events += rec.events.length;
+        return true;
       };
       if (isPostgres(config)) {
         await withPg(cli, config, async (pg) => {
-          for await (const rec of exportBatchesPg(pg, filter)) put(rec);
+          for await (const rec of exportBatchesPg(pg, filter)) if (!put(rec)) break;
         });
       } else {
         const spool = openExisting(cli, paths.spoolFile);
         try {
-          for (const rec of exportBatches(spool, filter)) put(rec);
+          for (const rec of exportBatches(spool, filter)) if (!put(rec)) break;
         } finally {
           spool.close();
         }
       }
-      // stdout holds only the records; the count goes to stderr.
+      // stdout holds only the records; the count (and where to go on) goes to stderr.
       cli.io.err(visible(`exported ${plural(n, "batch", "batches")} (${plural(events, "event")})`));
+      if (more) cli.io.err(`more: --after ${last}`);
       return 0;
     },
   };

@@ -4,8 +4,11 @@ import type { Database } from "bun:sqlite";
 import { type AttemptRow, type BatchFilter, type BatchRow, batchAttempts, batchWhere, type EventListing, type EventPayload, parseTrace } from "./batches.ts";
 import { prepared, type Spool } from "./db.ts";
 
-/** What export takes: the filter list has (since and until on batches.last_at). */
-export type ExportFilter = BatchFilter;
+/** What export takes: the filter list has (since and until on batches.last_at), and where to start. */
+export type ExportFilter = BatchFilter & {
+  /** Only batches with a higher id (a later page of an export cut short by --limit). */
+  after?: number;
+};
 
 /** An event as exported: its listing (as `show --events` has it) and its payload columns. */
 export interface ExportEvent extends EventListing {
@@ -57,7 +60,7 @@ export function* exportBatches(spool: Spool, filter: ExportFilter = {}, pageSize
   const params: Record<string, string | number> = { ...filtered.params, limit: pageSize };
   const page = prepared<BatchRow, Record<string, string | number>>(db, `SELECT * FROM batches WHERE ${where.join(" AND ")} ORDER BY id LIMIT $limit`);
   const events = prepared<StoredEvent, [number]>(db, EVENTS);
-  let after = 0;
+  let after = filter.after ?? 0;
   for (;;) {
     const rows = page.all({ ...params, after });
     for (const batch of rows) {

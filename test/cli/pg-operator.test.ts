@@ -79,6 +79,7 @@ test.skipIf(!PG_BIN)("list, show, issues, pause, resume, replay, retry, split, e
     ["replay", "99"],
     ["list", "--limit", "20"],
     ["export"],
+    ["export", "--limit", "2", "--after", "1"],
     ["route", "test"],
     ["route", "test", "--source", "demo", "--limit", "2"],
   ];

@@ -10,7 +10,7 @@ import { attemptOf, exportEventOf } from "./reads.ts";
 export async function* exportBatchesPg(spool: PgSpool, filter: ExportFilter = {}, pageSize = EXPORT_PAGE): AsyncGenerator<ExportRecord> {
   const filtered = batchWhere(filter);
   const where = ["id > $after", ...filtered.where];
-  let after = 0;
+  let after = filter.after ?? 0;
   for (;;) {
     const q = numbered(`SELECT * FROM batches WHERE ${where.join(" AND ")} ORDER BY id LIMIT $limit`, { ...filtered.params, after, limit: pageSize });
     const rows = ((await spool.sql.unsafe(q.text, q.values)) as Record<string, unknown>[]).map(batchRowOf);
