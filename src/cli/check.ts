@@ -25,21 +25,27 @@ function runCheck(cli: Cli): Promise<CheckReport> {
   return checkConfigFile({ home: cli.globals.home, config: cli.globals.config, env: cli.io.env, cwd: cli.io.cwd });
 }
 
-/** The problems, errors first, whether each sender retries, and the summary line. */
+/** Sources whose sender does not retry a failed delivery: each needs a sweep, so each is a note. */
+const notesOf = (report: CheckReport) => Object.values(report.senders).filter((r) => r === false).length;
+
+/**
+ * The problems, errors first; then, labelled, whether each sender retries (a `note:` where it
+ * does not: what is missed is lost unless a sweep recovers it) and each destination's pace (an
+ * `info:`); and the summary line, which counts the notes.
+ */
 function printReport(cli: Cli, report: CheckReport): void {
   const { errors, warnings } = counts(report.problems);
   for (const p of report.problems) cli.io.out(problemLine(p));
-  // Where a source says whether its sender retries (its bobbin does): a sender that does not
-  // needs the sweep its README describes.
   for (const [source, retries] of Object.entries(report.senders)) {
     if (retries === null) continue;
-    cli.io.out(visible(`source ${source}: ${retries ? "the sender retries a failed delivery" : "the sender does not retry a failed delivery: a sweep must recover what is missed (its bobbin's README says how)"}`));
+    cli.io.out(visible(retries ? `info: source ${source}: the sender retries a failed delivery` : `note: source ${source}: the sender does not retry a failed delivery: a sweep must recover what is missed (its bobbin's README says how)`));
   }
   // Which rate each paced destination is delivered at, and where it comes from (hermes: the gateway's).
   for (const [name, pace] of Object.entries(report.paces)) {
-    if (pace) cli.io.out(visible(`destination ${name}: paced at ${describeRate(pace.rate)}, from ${pace.from}`));
+    if (pace) cli.io.out(visible(`info: destination ${name}: paced at ${describeRate(pace.rate)}, from ${pace.from}`));
   }
-  cli.io.out(visible(`${report.file ?? "(no config file)"}: ${plural(errors, "error")}, ${plural(warnings, "warning")}`));
+  const notes = notesOf(report);
+  cli.io.out(visible(`${report.file ?? "(no config file)"}: ${plural(errors, "error")}, ${plural(warnings, "warning")}${notes ? `, ${plural(notes, "note")}` : ""}`));
 }
 
 export function checkCommands(cli: Cli): Record<string, CommandDef> {
@@ -54,7 +60,7 @@ export function checkCommands(cli: Cli): Record<string, CommandDef> {
       const { errors, warnings } = counts(report.problems);
       // An error is one object, as every verb's is; a pass says what was checked.
       if (cli.globals.json && errors > 0) throw new HookspoolError("E_CONFIG", `${plural(errors, "error")} in the config`, { file: report.file ?? undefined, problems: report.problems });
-      if (cli.globals.json) cli.io.out(JSON.stringify({ file: report.file, errors, warnings, problems: report.problems, senders: report.senders, paces: report.paces }));
+      if (cli.globals.json) cli.io.out(JSON.stringify({ file: report.file, errors, warnings, notes: notesOf(report), problems: report.problems, senders: report.senders, paces: report.paces }));
       else printReport(cli, report);
       return errors > 0 ? 2 : 0;
     },

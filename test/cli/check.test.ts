@@ -122,9 +122,14 @@ outputs = { "*" = "script:demo-log" }
     );
     const r = await run(h, ["check"]);
     expect({ code: r.code, out: r.out }).toMatchObject({ code: 0 });
-    expect(r.out).toContain("source kaneo: the sender does not retry a failed delivery");
-    expect(r.out).toContain("source github-ci: the sender does not retry a failed delivery");
-    expect(r.out).toContain("source trello: the sender retries a failed delivery");
+    const out = r.out.split("\n");
+    expect(out).toContain("note: source kaneo: the sender does not retry a failed delivery: a sweep must recover what is missed (its bobbin's README says how)");
+    expect(out).toContain("note: source github-ci: the sender does not retry a failed delivery: a sweep must recover what is missed (its bobbin's README says how)");
+    expect(out).toContain("info: source trello: the sender retries a failed delivery");
+    // The summary counts the notes: the senders whose misses only a sweep recovers.
+    expect(r.out.trim().split("\n").at(-1)).toMatch(/: 0 errors, 0 warnings, 3 notes$/);
+    const json = JSON.parse((await run(h, ["--json", "check"])).out);
+    expect(json).toMatchObject({ errors: 0, notes: 3, senders: { kaneo: false, "github-ci": false, billing: false, trello: true } });
   });
 
   test("a corrupt spool fails the check (it is the intake's ExecStartPre)", async () => {
@@ -265,7 +270,7 @@ rate = "5/s"
 `,
     );
     const r = await run(h, ["check"], { HOME: h.home });
-    expect(r.out).toContain("destination hermes:ci: paced at 20 per 60 s, from the gateway's rate_limit ([hermes] rate_limit = 20)\n");
+    expect(r.out).toContain("info: destination hermes:ci: paced at 20 per 60 s, from the gateway's rate_limit ([hermes] rate_limit = 20)\n");
     expect(r.out).toContain(`destination hermes:busy: paced at 12 per 60 s, from the route's rate_limit in ${subs}\n`);
     expect(r.out).toContain("destination web: paced at 5 per 1 s, from its rate\n");
     // The demo script is not paced, and says nothing.
