@@ -1,5 +1,5 @@
 // What every command gets: its I/O, the global flags, the clock; and the two ways to open a spool.
-import { readFileSync } from "node:fs";
+import { readFileSync, statSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { parse as parseToml, stringify as stringifyToml } from "smol-toml";
 import { type Clock, processClock } from "../clock.ts";
@@ -96,7 +96,41 @@ export function loadFor(cli: Cli, opts: { strict?: boolean } = {}): LoadedConfig
   for (const p of loaded.problems) {
     cli.warnings.push(`hookspool: warning: ${visible(`${[loaded.paths.config, p.key].filter(Boolean).join(": ")}: ${p.message}${p.hint ? ` (${p.hint})` : ""}`)}`);
   }
+  // Said before the command runs: what it writes is then already root's.
+  const foreign = foreignHome(process.getuid?.() ?? -1, loaded.paths.home);
+  if (foreign) cli.io.err(`hookspool: warning: ${visible(foreign)}`);
   return loaded;
+}
+
+/**
+ * The warning for root working in a home another user owns (the services' user): a file it
+ * creates there (a spool, its -wal, a lock) is root's, and the services can then not open it.
+ */
+export function foreignHome(uid: number, home: string): string | null {
+  if (uid !== 0) return null;
+  let owner: number;
+  try {
+    owner = statSync(home).uid;
+  } catch {
+    return null;
+  }
+  if (owner === 0) return null;
+  const name = userName(owner);
+  const who = name ?? `uid ${owner}`;
+  return `running as root in ${home}, which ${who} owns: a file this makes there is root's, and the services (as ${who}) cannot then open it (run it as that user: sudo -u ${name ?? `'#${owner}'`} hookspool ...)`;
+}
+
+/** The login name of `uid` from /etc/passwd, or null. */
+function userName(uid: number): string | null {
+  try {
+    for (const line of readFileSync("/etc/passwd", "utf8").split("\n")) {
+      const f = line.split(":");
+      if (f.length > 2 && Number(f[2]) === uid && /^[a-z_][a-z0-9_-]*\$?$/i.test(f[0])) return f[0];
+    }
+  } catch {
+    // no passwd file: the uid is said instead
+  }
+  return null;
 }
 
 /**

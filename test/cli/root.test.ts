@@ -330,3 +330,21 @@ describe("a verb that names a source or an instance, and no config file", () => 
     }
   });
 });
+
+describe("root in a home another user owns", () => {
+  test("a warning before the command runs; none for root's own home or another user's run", async () => {
+    const { foreignHome } = await import("../../src/cli/context.ts");
+    const home = tempDir();
+    expect(foreignHome(1000, home)).toBeNull();
+    expect(foreignHome(0, join(home, "missing"))).toBeNull();
+    if (process.getuid?.() !== 0) return;
+    expect(foreignHome(0, home)).toBeNull();
+    const { chownSync } = await import("node:fs");
+    expect((await cli(["--home", home, "migrate"])).code).toBe(0);
+    chownSync(home, 54321, 54321);
+    const r = await cli(["--home", home, "list"]);
+    expect(r.code).toBe(0);
+    expect(r.err).toContain(`hookspool: warning: running as root in ${home}, which uid 54321 owns`);
+    expect(r.err).toContain("sudo -u '#54321' hookspool");
+  });
+});
