@@ -3,7 +3,7 @@
 // destination, which is delivered within a second of becoming ready (the backlog alone would
 // hold it for about fifty). Real HTTP over loopback, a real dispatcher, on SQLite and on a real
 // PostgreSQL server (skipped, saying so, without one).
-import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
+import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { seededRng, systemClock } from "../../src/clock.ts";
@@ -18,7 +18,7 @@ import { PgSpool } from "../../src/store/pg/db.ts";
 import { migratePg } from "../../src/store/pg/migrate.ts";
 import { pgDispatchStore, pgIntakeStore } from "../../src/store/pg/store.ts";
 import { sqliteDispatchStore, sqliteIntakeStore } from "../../src/store/sqlite-store.ts";
-import { PG_BIN, PG_SKIP_MESSAGE, type PgServer, startPostgres } from "../helpers/pg.ts";
+import { PG_BIN, PG_SKIP_MESSAGE, serverForSuite } from "../helpers/pg.ts";
 import { waitFor } from "../helpers/proc.ts";
 import { copy, ev } from "../helpers/spool.ts";
 import { tempDir } from "../helpers/tmp.ts";
@@ -108,18 +108,12 @@ describe("fair shares: one slow destination's backlog does not hold another back
   });
 
   describe.skipIf(!PG_BIN)("on PostgreSQL", () => {
-    let server: PgServer;
-    beforeAll(async () => {
-      server = await startPostgres();
-    }, 60_000);
-    afterAll(async () => {
-      await server?.stop();
-    });
+    const server = serverForSuite();
 
     test("with its claims checked again under the destination's lock", async () => {
       await starvation(async () => {
-        await server.createDatabase("fair");
-        const pools = [0, 1].map(() => new PgSpool({ path: server.socket, user: server.user, database: "fair" }, { max: 4 }));
+        await server().createDatabase("fair");
+        const pools = [0, 1].map(() => new PgSpool({ path: server().socket, user: server().user, database: "fair" }, { max: 4 }));
         await migratePg(pools[0], "0123456789ab");
         return { intake: pgIntakeStore(pools[0]), dispatch: await pgDispatchStore(pools[1], "host:1"), close: async () => void (await Promise.all(pools.map((p) => p.close()))) };
       });

@@ -2,7 +2,7 @@
 // dispatcher's round does nothing until the holder is gone, then it takes over); its round
 // opens and resolves source_silent, resolves spool:write_failed after a quiet interval, alerts
 // (dry) and runs retention once an hour. Skipped, saying so, without PostgreSQL.
-import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
+import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { systemClock } from "../../src/clock.ts";
 import { parseConfig } from "../../src/config/load.ts";
 import { PgMaintenance } from "../../src/dispatch/pg-maintenance.ts";
@@ -12,23 +12,17 @@ import { PgSpool } from "../../src/store/pg/db.ts";
 import { getIssueByFingerprintPg, raiseIssuePg } from "../../src/store/pg/issues.ts";
 import { migratePg } from "../../src/store/pg/migrate.ts";
 import { pgDispatchStore } from "../../src/store/pg/store.ts";
-import { PG_BIN, PG_SKIP_MESSAGE, type PgServer, startPostgres } from "../helpers/pg.ts";
+import { PG_BIN, PG_SKIP_MESSAGE, serverForSuite } from "../helpers/pg.ts";
 
 if (!PG_BIN) console.log(PG_SKIP_MESSAGE);
 setDefaultTimeout(30_000);
 
 describe.skipIf(!PG_BIN)("maintenance on PostgreSQL", () => {
-  let server: PgServer;
-  beforeAll(async () => {
-    server = await startPostgres();
-  }, 60_000);
-  afterAll(async () => {
-    await server?.stop();
-  });
+  const server = serverForSuite();
 
   test("one leader at a time; liveness, the end of write_failed, alerts and retention in its round", async () => {
-    await server.createDatabase("maint");
-    const pools = [0, 1, 2].map(() => new PgSpool({ path: server.socket, user: server.user, database: "maint" }));
+    await server().createDatabase("maint");
+    const pools = [0, 1, 2].map(() => new PgSpool({ path: server().socket, user: server().user, database: "maint" }));
     const [pg, other, look] = pools;
     try {
       await migratePg(pg, "0123456789ab");

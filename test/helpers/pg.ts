@@ -2,6 +2,7 @@
 // (Debian's postgresql package), `initdb` of a cluster in a temp directory, listening only on a
 // unix socket in that directory, with fsync off (the suites test behaviour, not the disk). The
 // server refuses to run as root, so as root it runs as `nobody` (the directory is chowned to it).
+import { afterAll, beforeAll } from "bun:test";
 import { chmodSync, chownSync, existsSync, mkdirSync, readdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { tempDir } from "./tmp.ts";
@@ -100,5 +101,23 @@ export async function startPostgres(o: StartOptions = {}): Promise<PgServer> {
         rmSync(dir, { recursive: true, force: true });
       }
     },
+  };
+}
+
+/**
+ * One throwaway server for the enclosing describe block: started before its tests, stopped after.
+ * The getter is for the tests (the server exists only once beforeAll has run).
+ */
+export function serverForSuite(o: StartOptions = {}): () => PgServer {
+  let server: PgServer | undefined;
+  beforeAll(async () => {
+    server = await startPostgres(o);
+  }, 60_000);
+  afterAll(async () => {
+    await server?.stop();
+  });
+  return () => {
+    if (!server) throw new Error("the suite's PostgreSQL server is not started");
+    return server;
   };
 }

@@ -3,7 +3,7 @@
 // database, /healthz proves the database takes writes, and when the database goes away the
 // intake answers 503 (the sender keeps the event), never a 5xx of its own and never an ack.
 import type { StatusDoc } from "../../src/obs/status.ts";
-import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
+import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { createHmac } from "node:crypto";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -14,7 +14,7 @@ import { createLogger } from "../../src/log.ts";
 import { PgSpool } from "../../src/store/pg/db.ts";
 import { migratePg } from "../../src/store/pg/migrate.ts";
 import { LOG_LINES, SECRET_SENTINEL } from "../helpers/logs.ts";
-import { PG_BIN, PG_SKIP_MESSAGE, type PgServer, startPostgres } from "../helpers/pg.ts";
+import { PG_BIN, PG_SKIP_MESSAGE, serverForSuite } from "../helpers/pg.ts";
 import { T0 } from "../helpers/spool.ts";
 import { tempDir } from "../helpers/tmp.ts";
 
@@ -24,19 +24,13 @@ setDefaultTimeout(30_000);
 const SECRET = "pg-intake-secret";
 
 describe.skipIf(!PG_BIN)("the intake on PostgreSQL", () => {
-  let server: PgServer;
-  beforeAll(async () => {
-    server = await startPostgres();
-  }, 60_000);
-  afterAll(async () => {
-    await server?.stop();
-  });
+  const server = serverForSuite();
 
   test("commit before ack, dedup, quarantine, /healthz; 503 when the database is gone", async () => {
-    await server.createDatabase("intake");
+    await server().createDatabase("intake");
     // The password is the planted secret: the suite-wide check fails any log line that carries it.
-    const url = `postgres://${server.user}:${SECRET_SENTINEL}@localhost/intake?host=${server.socketDir}`;
-    const look = new PgSpool({ path: server.socket, user: server.user, database: "intake" });
+    const url = `postgres://${server().user}:${SECRET_SENTINEL}@localhost/intake?host=${server().socketDir}`;
+    const look = new PgSpool({ path: server().socket, user: server().user, database: "intake" });
     await migratePg(look, "0123456789ab");
     const home = tempDir();
     writeFileSync(join(home, "in-secret"), SECRET, { mode: 0o600 });
@@ -86,7 +80,7 @@ describe.skipIf(!PG_BIN)("the intake on PostgreSQL", () => {
       // The database goes (its sessions ended, the database dropped): a request is a 503, not an
       // ack, and /healthz says the spool is unwritable.
       await look.close();
-      const admin = new PgSpool({ path: server.socket, user: server.user, database: "postgres" });
+      const admin = new PgSpool({ path: server().socket, user: server().user, database: "postgres" });
       await admin.sql`DROP DATABASE intake WITH (FORCE)`;
       await admin.close();
       const refused = await post(JSON.stringify({ id: "e2", key: "k", type: "t" }));
@@ -100,6 +94,6 @@ describe.skipIf(!PG_BIN)("the intake on PostgreSQL", () => {
       await intake.stop();
     }
     // The URL reached no log line (its password is the sentinel the suite checks every line for).
-    expect(LOG_LINES.slice(logged).filter((l) => l.includes(server.socketDir))).toEqual([]);
+    expect(LOG_LINES.slice(logged).filter((l) => l.includes(server().socketDir))).toEqual([]);
   });
 });
