@@ -36,6 +36,7 @@ test(
     expect(init.out).toContain(`next: ./hookspool --home home run`);
 
     // A second, separate database: migrate builds it from the embedded SQL alone.
+    mkdirSync(join(dir, "fresh"), { mode: 0o700 });
     const fresh = run(["--home", join(dir, "fresh"), "migrate"]);
     expect(fresh).toMatchObject({ code: 0, err: "" });
     expect(fresh.out).toContain(`applied ${MIGRATIONS.map((m) => m.name).join(", ")} (schema 0 -> ${LATEST_SCHEMA})`);

@@ -9,6 +9,13 @@ import { MAIN, waitFor } from "../helpers/proc.ts";
 import { tempDir } from "../helpers/tmp.ts";
 
 const mode = (path: string) => statSync(path).mode & 0o777;
+
+/** A config file of defaults, outside any home. */
+function emptyConfig(): string {
+  const file = join(tempDir(), "config.toml");
+  writeFileSync(file, "", { mode: 0o600 });
+  return file;
+}
 const octal = (m: number) => `0${m.toString(8)}`;
 
 /** `hookspool --home <home> <argv>` to completion under umask 000. */
@@ -26,7 +33,8 @@ async function underUmask0(home: string, argv: string[]): Promise<{ code: number
 describe("under umask 000", () => {
   test("migrate makes the state directory 0700, spool.db 0600, dispatch.lock not world-writable", async () => {
     const home = join(tempDir(), "state", "hookspool");
-    const r = await underUmask0(home, ["migrate"]);
+    // A config names the home (a home nobody named is refused as a typo).
+    const r = await underUmask0(home, ["--config", emptyConfig(), "migrate"]);
     expect(r).toMatchObject({ code: 0 });
     expect(octal(mode(home))).toBe("0700");
     expect(octal(mode(join(home, "spool.db")))).toBe("0600");
@@ -38,7 +46,7 @@ describe("under umask 000", () => {
 
   test("a running dispatcher's WAL and shared-memory files are 0600 too, and nothing it made is group/other accessible", async () => {
     const home = join(tempDir(), "state");
-    expect((await underUmask0(home, ["migrate"])).code).toBe(0);
+    expect((await underUmask0(home, ["--config", emptyConfig(), "migrate"])).code).toBe(0);
     writeFileSync(join(home, "config.toml"), `[intake]\nlisten = "127.0.0.1:0"\n\n[dispatch]\npoll_s = 0.05\nheartbeat_s = 0.2\n`);
     // startHookspool has no umask knob, so the command is wrapped in sh here.
     const proc = Bun.spawn(["sh", "-c", 'umask 000 && exec "$@"', "sh", process.execPath, MAIN, "--home", home, "run"], {
