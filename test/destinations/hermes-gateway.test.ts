@@ -26,6 +26,21 @@ function setup(gw: Omit<GatewayOptions, "now">, dest: Partial<HermesDestinationO
   return { r, gateway, hermes };
 }
 
+/** One batch of `n` events of one key (a window of 1 s), sealed and attempted once. */
+async function firstAttempt(r: ReturnType<typeof rig>, n: number): Promise<number> {
+  const id = batchIdOf(r.put("k", "hermes:ci", { window: { quiet_s: 1, max_s: 1 } }));
+  for (let i = 1; i < n; i++) r.put("k", "hermes:ci", { window: { quiet_s: 1, max_s: 1 } });
+  r.clock.advance(2);
+  await r.step();
+  return id;
+}
+
+/** The batch's next attempt, once its retry is due. */
+async function retryWhenDue(r: ReturnType<typeof rig>, id: number): Promise<void> {
+  r.clock.set(r.batch(id).next_attempt_at as number);
+  await r.step();
+}
+
 const attempts = (r: ReturnType<typeof rig>, id: number) => r.attempts(id).map((a) => ({ outcome: a.outcome, status: a.status, answer: a.answer, unconfirmed: a.unconfirmed }));
 
 describe("the gateway's answers", () => {
@@ -49,13 +64,9 @@ describe("the gateway's answers", () => {
   test("duplicate after a 5xx of ours: the gateway recorded the id and failed; delivered but unconfirmed", async () => {
     // deliver_only answers 502 after it recorded the delivery id: the retry's duplicate proves nothing ran.
     const { r, gateway } = setup({ routes: { ci: { secret: SECRET, deliver_only: true, deliverFails: (n) => n === 2 } } }, { unwrap: true });
-    const id = batchIdOf(r.put("k", "hermes:ci", { window: { quiet_s: 1, max_s: 1 } }));
-    r.put("k", "hermes:ci", { window: { quiet_s: 1, max_s: 1 } });
-    r.clock.advance(2);
-    await r.step();
+    const id = await firstAttempt(r, 2);
     expect(r.batch(id)).toMatchObject({ state: "retry", last_class: "transport" });
-    r.clock.set(r.batch(id).next_attempt_at as number);
-    await r.step();
+    await retryWhenDue(r, id);
     // The first event got through and is not sent again (the gateway's window is spent by every request).
     expect(gateway.hits.map((h) => h.answer)).toEqual(["delivered", "error", "duplicate"]);
     expect(r.batch(id)).toMatchObject({ state: "delivered", result: "unconfirmed" });
@@ -72,21 +83,16 @@ describe("the gateway's answers", () => {
     // The gateway finishes the request we abandoned, and keeps its id.
     for (let i = 0; i < 200 && gateway.hits.length === 0; i++) await Bun.sleep(10);
     expect(gateway.hits.map((h) => h.answer)).toEqual(["accepted"]);
-    r.clock.set(r.batch(id).next_attempt_at as number);
-    await r.step();
+    await retryWhenDue(r, id);
     expect(r.batch(id)).toMatchObject({ state: "delivered", result: "unconfirmed" });
   });
 
   test("a duplicate for an event an earlier attempt saw accepted is confirmed (not paced: every event goes again)", async () => {
     // A proxy answers 503 for the second request before the gateway sees it.
     const { r, gateway } = setup({ routes: { ci: { secret: SECRET } }, failBefore: (n) => (n === 2 ? 503 : undefined) }, { unwrap: true, rate: null });
-    const id = batchIdOf(r.put("k", "hermes:ci", { window: { quiet_s: 1, max_s: 1 } }));
-    r.put("k", "hermes:ci", { window: { quiet_s: 1, max_s: 1 } });
-    r.clock.advance(2);
-    await r.step();
+    const id = await firstAttempt(r, 2);
     expect(r.batch(id)).toMatchObject({ state: "retry", last_class: "transport" });
-    r.clock.set(r.batch(id).next_attempt_at as number);
-    await r.step();
+    await retryWhenDue(r, id);
     expect(gateway.hits.map((h) => h.answer)).toEqual(["accepted", "proxy", "duplicate", "accepted"]);
     expect(r.batch(id)).toMatchObject({ state: "delivered", result: "accepted" });
     expect(attempts(r, id)[1]).toMatchObject({ outcome: "ok", answer: "accepted", unconfirmed: 0 });
@@ -95,14 +101,9 @@ describe("the gateway's answers", () => {
   test("paced: a retry sends only what did not get through, so a batch larger than the window still finishes", async () => {
     // Three events, a window of two: the third gets 429; after the gate only it is sent.
     const { r, gateway } = setup({ routes: { ci: { secret: SECRET } }, rateLimit: 2 }, { unwrap: true, rate: { limit: 30, windowS: 60 } });
-    const id = batchIdOf(r.put("k", "hermes:ci", { window: { quiet_s: 1, max_s: 1 } }));
-    r.put("k", "hermes:ci", { window: { quiet_s: 1, max_s: 1 } });
-    r.put("k", "hermes:ci", { window: { quiet_s: 1, max_s: 1 } });
-    r.clock.advance(2);
-    await r.step();
+    const id = await firstAttempt(r, 3);
     expect(r.batch(id)).toMatchObject({ state: "retry", last_class: "throttle" });
-    r.clock.set(r.batch(id).next_attempt_at as number);
-    await r.step();
+    await retryWhenDue(r, id);
     expect(gateway.hits.map((h) => h.answer)).toEqual(["accepted", "accepted", "Rate limit exceeded", "accepted"]);
     expect(r.batch(id)).toMatchObject({ state: "delivered", result: "accepted" });
     expect(r.attempts(id).map((a) => a.hits)).toEqual([2, 1]);
