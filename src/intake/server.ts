@@ -321,5 +321,4 @@ export class Intake implements Service {
     const { doc, hard } = assembleStatus(facts, this.config, { now, writableCheckedAt, hard: bp.active(), plugins: this.sources });
     return { code: hard ? 503 : 200, doc };
   }
-
 }

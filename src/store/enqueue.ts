@@ -71,7 +71,6 @@ export const MAX_COPIES = 9;
 
 const utf8 = new TextEncoder();
 
-/** The checks every enqueue path shares: intake, `hookspool enqueue`, script emits, reclassify. */
 /**
  * Why an event's meta (its type, dedup id or a kept header, as event_meta carries them) is too
  * large to deliver, or null: each has a bound, so check can bound what a batch document holds.
@@ -86,6 +85,7 @@ export function eventMetaProblem(ev: Pick<NewEvent, "eventType" | "dedupId" | "h
   return null;
 }
 
+/** The checks every enqueue path shares: intake, `hookspool enqueue`, script emits, reclassify. */
 export function validateNewEvent(ev: NewEvent): void {
   const bad = (what: string, hint?: string) => new HookspoolError("E_INPUT", what, { hint });
   if (!ev.source) throw bad("the source is empty");
