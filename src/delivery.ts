@@ -9,7 +9,7 @@ import type { Rate } from "./pacing.ts";
 export type OutcomeKind = "ok" | "retry" | "dead";
 
 /** Why a batch is dead: the receiver's verdict, or a fault of the pipeline (never mixed). */
-export const DEAD_REASONS = ["rejected", "exhausted", "poison", "processor_permanent", "bad_emit", "config", "quarantined"] as const;
+export const DEAD_REASONS = ["rejected", "exhausted", "poison", "processor_permanent", "bad_emit", "config", "quarantined", "agent_failed"] as const;
 export type DeadReason = (typeof DEAD_REASONS)[number];
 export type OutcomeClass = "transport" | "throttle" | "batch" | "config" | "permanent";
 
@@ -100,7 +100,7 @@ export interface StoredEvent {
   id: number;
   eventType: string;
   dedupId: string | null;
-  /** events.payload, byte for byte. */
+  /** events.payload, byte for byte; when its route set expose, only the paths it delivers. */
   payload: string;
 }
 

@@ -234,7 +234,7 @@ function excludeCommand(cli: Cli): CommandDef {
 
 function dropCommand(cli: Cli): CommandDef {
   return {
-    meta: { name: "drop", description: "discard batches deliberately (open, sealed, retry or dead); never automatic", usage: "<batch>... --yes", variadic: true } as HelpMeta,
+    meta: { name: "drop", description: "discard batches deliberately (open, sealed, retry, awaiting or dead); never automatic", usage: "<batch>... --yes", variadic: true } as HelpMeta,
     args: {
       ...GLOBAL_ARGS,
       batch: { type: "positional", description: "the batches to drop", required: false },

@@ -63,3 +63,19 @@ export function configuredDestinations(config: Config): Set<string> {
   out.delete(QUARANTINE);
   return out;
 }
+
+/** An awaited destination's outcome timeout, when nothing sets one. */
+export const OUTCOME_TIMEOUT_S = 900;
+
+/** How a destination with outcome = "await" waits for its outcome. */
+export interface AwaitPolicy {
+  timeoutS: number;
+  onTimeout: "retry" | "delivered";
+}
+
+/** The await policy of `name`, or null when a 2xx ends its batches (outcome = "answer", the default). */
+export function awaitPolicy(config: Config, name: string): AwaitPolicy | null {
+  const t = config.destinations[name];
+  if (t?.outcome !== "await") return null;
+  return { timeoutS: t.outcome_timeout_s ?? OUTCOME_TIMEOUT_S, onTimeout: t.on_timeout ?? "retry" };
+}

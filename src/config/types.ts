@@ -72,6 +72,9 @@ export interface DestinationConfig {
 
 export interface BobbinInstanceConfig extends PartialWindow {
   /** Required; a missing one is reported by the expansion, with the bobbin it probably meant. */
+  outcome?: "answer" | "await";
+  outcome_timeout_s?: number;
+  on_timeout?: "retry" | "delivered";
   bobbin?: string;
   secrets?: Record<string, SecretRef>;
   settings?: Record<string, unknown>;

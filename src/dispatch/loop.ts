@@ -12,6 +12,7 @@ import type { Config, LoadedConfig } from "../config/types.ts";
 import type { Deadline, Destination } from "../delivery.ts";
 import { hitsNeeded } from "../pacing.ts";
 import { deliveryId } from "../delivery.ts";
+import { timeOutOutcomes } from "./awaiting.ts";
 import { dispatchCounters } from "../obs/counters.ts";
 import { Faults, faultCounts } from "../obs/faults.ts";
 import type { Logger } from "../log.ts";
@@ -302,6 +303,8 @@ export class Dispatcher implements Service {
     // Sealing is a property of the batch, not of the destination: before any gate.
     await store.sealReady(now);
     await store.recoverLeases({ now, startup: false, live: this.live });
+    // An awaited outcome that never came: retried (its key's head again) or taken as delivered.
+    await timeOutOutcomes(store, this.config, now, this.o.rng, this.o.log);
     // A worker's timer runs in real time; when this host's clock jumps forward its deadline may
     // already have passed, so it ends now as a transport failure. Deadlines are on this host's
     // clock (now_eff may be the database's, or stand still after a backwards step), compared so.

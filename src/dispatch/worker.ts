@@ -4,6 +4,7 @@
 // and one log line for the attempt and each breaker change.
 import type { Clock, Rng } from "../clock.ts";
 import type { IntakeSource } from "../config/sources.ts";
+import { awaitPolicy } from "../config/destinations.ts";
 import type { Config } from "../config/types.ts";
 import { Deadline, type Destination, outcome, type Outcome } from "../delivery.ts";
 import type { Logger } from "../log.ts";
@@ -130,10 +131,13 @@ export async function deliverClaim(w: WorkerDeps, c: Candidate, dest: Destinatio
     // A 429 without Retry-After gates a paced destination for its window (and its margin).
     throttleGateS: throttleGate(dest),
     ignoredIssueAfter: dest?.ignoredIssueAfter,
+    // outcome = "await": a 2xx that starts a run leaves the batch awaiting its outcome.
+    awaitOutcomeS: awaitPolicy(w.config(), c.destination)?.timeoutS,
   });
   const fields = { destination: c.destination, batch: c.id, attempt: claim.n, status: o.status ?? undefined, duration_ms: Math.round(durationMs) };
   if (!r.applied) log.warn("lease lost; result discarded", fields);
   else if (r.state === "delivered") log.info("delivered", { ...fields, reason: o.answer ? `${o.answer}${o.unconfirmed ? ", unconfirmed" : ""}` : undefined });
+  else if (r.state === "awaiting") log.info("accepted; awaiting the outcome", { ...fields, reason: o.answer ?? undefined });
   else log.warn(r.state === "dead" ? "dead" : "retry", { ...fields, reason: `${r.klass}: ${o.reason}` });
   // One line per breaker state change (the per-attempt lines say the rest).
   if (r.applied && r.breaker === "opened") log.warn("breaker open: deliveries held, one probe after the cooldown", { destination: c.destination, batch: c.id, reason: o.reason });

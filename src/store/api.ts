@@ -21,6 +21,14 @@ import type { PollRow } from "./stats.ts";
 import type { OutcomeInput, Recorded } from "./outcome.ts";
 import type { PollPlan, PollStep } from "./polls.ts";
 import type { Candidate, Claim, ClaimInput } from "./queue.ts";
+import type { AwaitedDelivery, ReportInput, Reported } from "./awaiting-plan.ts";
+import type { OverdueOutcome } from "./awaiting.ts";
+
+/** Awaited outcomes: where a webhook-id points, and the outcome of the run it started (the CLI, the intake's endpoint, the dispatcher's timeout). */
+export interface OutcomeStore {
+  awaitedDelivery(deliveryId: string): Promise<AwaitedDelivery | null>;
+  reportOutcome(r: ReportInput): Promise<Reported>;
+}
 
 export type Backend = "sqlite" | "postgres";
 
@@ -46,8 +54,8 @@ export interface MaintenanceStore extends IssueSink {
   issueByFingerprint(fingerprint: string): Promise<IssueRow | null>;
 }
 
-/** What the intake writes. */
-export interface IntakeStore extends IssueSink {
+/** What the intake writes (its /outcomes endpoint reports awaited outcomes). */
+export interface IntakeStore extends IssueSink, OutcomeStore {
   readonly backend: Backend;
   /** One request's events (all or none), committed with the other requests ready in the same turn. */
   enqueueAll(evs: readonly NewEvent[], now: number): Promise<EnqueueResult[]>;
@@ -55,7 +63,7 @@ export interface IntakeStore extends IssueSink {
 }
 
 /** What the dispatcher reads and writes in its tick and its workers. */
-export interface DispatchStore extends IssueSink {
+export interface DispatchStore extends IssueSink, OutcomeStore {
   readonly backend: Backend;
   /** The spool's instance id (part of every outbound webhook-id). */
   readonly instanceId: string;
@@ -89,6 +97,8 @@ export interface DispatchStore extends IssueSink {
   abandonAttempt(attemptId: number, now: number, why: string): Promise<void>;
   /** Outcomes that ended together, in one transaction; each its own verdict (an Error in its place when it failed alone). */
   recordOutcomes(inputs: readonly OutcomeInput[]): Promise<(Recorded | Error)[]>;
+  /** Awaiting batches whose outcome is overdue (the tick times them out), the most overdue first. */
+  overdueOutcomes(now: number, limit: number): Promise<OverdueOutcome[]>;
   nextReadyAt(now: number): Promise<number | null>;
   anyReadyNow(now: number): Promise<boolean>;
   /** After a config reload: every config-class retry due now; returns how many. */
@@ -108,7 +118,7 @@ export interface DispatchStore extends IssueSink {
 }
 
 /** What the operator's verbs read and change (list, show, replay, retry, split, exclude, drop, pause, resume, issues). */
-export interface OperatorStore extends IssueSink {
+export interface OperatorStore extends IssueSink, OutcomeStore {
   readonly backend: Backend;
   getBatch(id: number): Promise<BatchRow | null>;
   listBatches(f: ListFilter): Promise<BatchRow[]>;

@@ -15,19 +15,28 @@ const PAST = `SELECT id, outcome, klass, error, started_at, finished_at FROM att
   WHERE batch_id = ? AND finished_at IS NOT NULL AND outcome <> 'discarded' ORDER BY id DESC LIMIT 64`;
 // Half-open gaps [previous failure, this failure) partition time, so one success counts for at
 // most one gap, and a success finishing at the same instant as a failure still counts once.
+// An awaited delivery's 2xx (class "await") is not a success: its run's outcome is.
 const SUCCESS_BETWEEN = `SELECT 1 FROM attempts
-  WHERE destination = $destination AND batch_id <> $batch AND outcome = 'ok'
+  WHERE destination = $destination AND batch_id <> $batch AND outcome = 'ok' AND (klass IS NULL OR klass <> 'await')
     AND finished_at >= $from AND finished_at < $to LIMIT 1`;
 
-/** A lease that merely expired says nothing about the batch. */
+/**
+ * A lease that merely expired says nothing about the batch, and neither does an awaited
+ * delivery's 2xx: the outcome of its run does.
+ */
 function leaseExpired(a: PastAttempt): boolean {
-  return a.klass === null && a.error === "lease expired";
+  return (a.klass === null && a.error === "lease expired") || a.klass === "await";
+}
+
+/** A strike's class: a transport failure, or a run the agent reported failed (or never reported). */
+export function strikeClass(klass: string | null): boolean {
+  return klass === "transport" || klass === "agent";
 }
 
 /**
- * The poison run that a transport failure finishing at `now` completes: the number
- * of strikes, each a transport failure of this batch after the destination accepted another
- * batch since this batch's previous failure. Five strikes (six failures in a row with the
+ * The poison run that a transport failure (or a failed run of an awaited destination) finishing
+ * at `now` completes: the number of strikes, each such failure of this batch after the
+ * destination succeeded with another batch since this batch's previous failure. Five strikes (six failures in a row with the
  * destination delivering in between) make the batch poison. The attempt being recorded has
  * not been finished yet, so it is not among the past attempts.
  */
@@ -36,7 +45,7 @@ export function transportStrikesTx(db: Database, batchId: number, destination: s
   let later = now;
   for (const a of prepared<PastAttempt, [number]>(db, PAST).all(batchId)) {
     if (leaseExpired(a)) continue;
-    if (a.klass !== "transport") break;
+    if (!strikeClass(a.klass) || a.outcome === "ok") break;
     const delivered = prepared(db, SUCCESS_BETWEEN).get({ destination, batch: batchId, from: a.finished_at, to: later });
     if (!delivered) break;
     strikes++;

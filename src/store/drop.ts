@@ -8,11 +8,11 @@ import { resolveDeadIssuesTx } from "./issues.ts";
 
 const DROP = `UPDATE batches SET state = 'dropped', delivered_at = $now, result = $result, last_error = $why, dead_reason = NULL,
     next_attempt_at = NULL, not_before = NULL
-  WHERE id = $id AND state IN ('open', 'sealed', 'retry', 'dead')`;
+  WHERE id = $id AND state IN ('open', 'sealed', 'retry', 'awaiting', 'dead')`;
 
 /** -> dropped inside the caller's transaction; `result` says why ("dropped", "split"). */
 export function dropBatchTx(db: Database, b: BatchHead, now: number, result: string, why: string): void {
-  if (prepared(db, DROP).run({ id: b.id, now, result, why }).changes !== 1) throw notApplicable(b, "drop", "open, sealed, retry or dead");
+  if (prepared(db, DROP).run({ id: b.id, now, result, why }).changes !== 1) throw notApplicable(b, "drop", "open, sealed, retry, awaiting or dead");
   journalTx(db, "dropped", b.id, now, { detail: { result } });
 }
 

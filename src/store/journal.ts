@@ -4,7 +4,7 @@
 import type { Database } from "bun:sqlite";
 import { prepared, type Spool } from "./db.ts";
 
-export type JournalKind = "event" | "sealed" | "leased" | "delivered" | "retry" | "dead" | "dropped";
+export type JournalKind = "event" | "sealed" | "leased" | "awaiting" | "delivered" | "retry" | "dead" | "dropped";
 
 export interface JournalRow {
   id: number;

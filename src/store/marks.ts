@@ -1,4 +1,4 @@
-// How an attempt ends: the fenced marks (leased -> delivered, retry or dead). Each mark checks
+// How an attempt ends: the fenced marks (leased -> delivered, awaiting, retry or dead). Each mark checks
 // the lease_owner fence, so a worker that lost its lease records its attempt as discarded and
 // changes nothing else. The outcome table that chooses the mark is outcome.ts.
 import type { Database } from "bun:sqlite";
@@ -78,7 +78,7 @@ function finishAttempt(db: Database, m: MarkBase, outcome: AttemptOutcome): void
  * owner holds. When it touches none, the worker lost its lease: the attempt is recorded as
  * discarded and nothing else (emits included) is applied.
  */
-function fencedTx(db: Database, m: MarkBase, outcome: "ok" | "retry" | "dead", update: () => number, after?: () => EnqueueResult[], detail: Record<string, unknown> = {}): MarkResult {
+function fencedTx(db: Database, m: MarkBase & { awaitUntil?: number }, outcome: "ok" | "retry" | "dead", update: () => number, after?: () => EnqueueResult[], detail: Record<string, unknown> = {}): MarkResult {
   if (update() !== 1) {
     finishAttempt(db, m, "discarded");
     return { applied: false };
@@ -86,7 +86,8 @@ function fencedTx(db: Database, m: MarkBase, outcome: "ok" | "retry" | "dead", u
   finishAttempt(db, m, outcome);
   // What watch shows of the attempt: its class and status code, never its error text.
   const facts = { ...attemptFacts(m.attempt), ...detail };
-  journalTx(db, outcome === "ok" ? "delivered" : outcome, m.batchId, m.now, { attempt: m.attemptId, detail: facts });
+  const kind = outcome !== "ok" ? outcome : m.awaitUntil !== undefined ? "awaiting" : "delivered";
+  journalTx(db, kind, m.batchId, m.now, { attempt: m.attemptId, detail: m.awaitUntil !== undefined ? { ...facts, until: m.awaitUntil } : facts });
   return { applied: true, emitted: after ? after() : [] };
 }
 
@@ -116,13 +117,22 @@ const DELIVERED = `UPDATE batches SET state = 'delivered', delivered_at = $now, 
     lease_owner = NULL, attempts = attempts + $counted, last_class = NULL, last_error = NULL
   WHERE id = $id AND state = 'leased' AND lease_owner = $owner`;
 
-/** leased -> delivered, with the script's emits enqueued in the same transaction. */
-export function markDeliveredTx(db: Database, m: MarkBase & { result?: string; emits?: NewEvent[] }): MarkResult {
+const AWAITING = `UPDATE batches SET state = 'awaiting', next_attempt_at = $until, result = $result, lease_until = NULL,
+    lease_owner = NULL, attempts = attempts + $counted, last_class = NULL, last_error = NULL
+  WHERE id = $id AND state = 'leased' AND lease_owner = $owner`;
+
+/**
+ * leased -> delivered, with the script's emits enqueued in the same transaction; or, when the
+ * run's outcome is awaited, leased -> awaiting until `awaitUntil` (the lease released, the key
+ * still held; store/settle.ts ends it).
+ */
+export function markDeliveredTx(db: Database, m: MarkBase & { result?: string; emits?: NewEvent[]; awaitUntil?: number }): MarkResult {
+  const row = { id: m.batchId, owner: m.owner, result: m.result ?? "ok", counted: m.attempt.counted ? 1 : 0 };
   return fencedTx(
     db,
     m,
     "ok",
-    () => prepared(db, DELIVERED).run({ id: m.batchId, owner: m.owner, now: m.now, result: m.result ?? "ok", counted: m.attempt.counted ? 1 : 0 }).changes,
+    () => (m.awaitUntil !== undefined ? prepared(db, AWAITING).run({ ...row, until: m.awaitUntil }) : prepared(db, DELIVERED).run({ ...row, now: m.now })).changes,
     () => {
       // A poll source's tick batch: its delivery is the instance's last delivered tick.
       pollDeliveredTx(db, m.batchId, m.now);

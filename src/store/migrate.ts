@@ -30,19 +30,28 @@ export function migrate(spool: Spool, opts: { dryRun?: boolean } = {}): MigrateR
   const pending = pendingMigrations(from);
   if (opts.dryRun) return { from, to: from, applied: pending.map((m) => m.name) };
   for (const m of pending) {
-    // Each migration runs in one transaction. 0004 rebuilds issues, which no foreign key
-    // references, so foreign_keys may stay on; a migration that rebuilds a referenced table
-    // must turn the pragma off before BEGIN and run PRAGMA foreign_key_check after.
-    spool.db
-      .transaction(() => {
-        spool.db.run(m.sql);
-        setMetaTx(spool.db, "schema_version", m.version);
-        if (getMetaTx(spool.db, "instance_id") === null) {
-          setMetaTx(spool.db, "instance_id", randomBytes(6).toString("hex"));
-        }
-        spool.db.run(`PRAGMA user_version = ${m.version}`);
-      })
-      .immediate();
+    // Each migration runs in one transaction. One that rebuilds a table others reference
+    // (0011 rebuilds batches, which events reference) runs with foreign_keys off, a pragma that
+    // cannot change inside a transaction, and checks every reference before it commits.
+    if (m.rebuilds) spool.db.run("PRAGMA foreign_keys = OFF");
+    try {
+      spool.db
+        .transaction(() => {
+          spool.db.run(m.sql);
+          if (m.rebuilds) {
+            const broken = spool.db.query("PRAGMA foreign_key_check").all();
+            if (broken.length) throw new HookspoolError("E_CORRUPT", `${spool.path}: migration ${m.name} left ${broken.length} broken reference(s); nothing was changed`);
+          }
+          setMetaTx(spool.db, "schema_version", m.version);
+          if (getMetaTx(spool.db, "instance_id") === null) {
+            setMetaTx(spool.db, "instance_id", randomBytes(6).toString("hex"));
+          }
+          spool.db.run(`PRAGMA user_version = ${m.version}`);
+        })
+        .immediate();
+    } finally {
+      if (m.rebuilds) spool.db.run("PRAGMA foreign_keys = ON");
+    }
   }
   return { from, to: schemaVersion(spool), applied: pending.map((m) => m.name) };
 }

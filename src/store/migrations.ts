@@ -10,11 +10,14 @@ import m0007 from "../../migrations/0007_trace.sql" with { type: "text" };
 import m0008 from "../../migrations/0008_journal.sql" with { type: "text" };
 import m0009 from "../../migrations/0009_actions.sql" with { type: "text" };
 import m0010 from "../../migrations/0010_pacing.sql" with { type: "text" };
+import m0011 from "../../migrations/0011_outcomes.sql" with { type: "text" };
 
 export interface Migration {
   version: number;
   name: string;
   sql: string;
+  /** It rebuilds a table other tables reference: foreign_keys is off around it, and checked before it commits. */
+  rebuilds?: boolean;
 }
 
 /** Every migration, in the order they apply. */
@@ -29,6 +32,7 @@ export const MIGRATIONS: readonly Migration[] = [
   { version: 8, name: "0008_journal", sql: m0008 },
   { version: 9, name: "0009_actions", sql: m0009 },
   { version: 10, name: "0010_pacing", sql: m0010 },
+  { version: 11, name: "0011_outcomes", sql: m0011, rebuilds: true },
 ];
 
 /** The schema version this build writes and expects. */

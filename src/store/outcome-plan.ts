@@ -60,13 +60,15 @@ export interface OutcomeInput {
   throttleGateS?: number;
   /** Open an issue after this many ignored answers in a row (0 or absent: never). */
   ignoredIssueAfter?: number;
+  /** The destination awaits the run's outcome: a 2xx that starts a run leaves the batch awaiting for this long. */
+  awaitOutcomeS?: number;
 }
 
 export type Recorded =
   | { applied: false }
   | {
       applied: true;
-      state: "delivered" | "retry" | "dead";
+      state: "delivered" | "awaiting" | "retry" | "dead";
       klass: string | null;
       nextAttemptAt?: number;
       /** The breaker changed state with this outcome. */
@@ -112,8 +114,21 @@ export function resultOf(o: Outcome): "ok" | "accepted" | "ignored" | "unconfirm
   return "ok";
 }
 
+/**
+ * Whether a delivered attempt starts a run whose outcome is still to come: every 2xx except a
+ * gateway's own word that no run of ours follows (ignored: vetoed; delivered: sent on without an
+ * agent; coalesced: merged into a run that another delivery's outcome reports).
+ */
+export function startsRun(o: Outcome): boolean {
+  return o.answer !== "ignored" && o.answer !== "delivered" && o.answer !== "coalesced";
+}
+
+/** The attempt class of a 2xx whose batch then awaits its outcome (attempts.klass). */
+export const AWAIT_CLASS = "await";
+
 export type PlannedMark =
-  | { kind: "delivered"; attempt: AttemptRecord; emits: NewEvent[]; result: string }
+  /** leased -> delivered, or -> awaiting until `awaitUntil` when the run's outcome is awaited. */
+  | { kind: "delivered"; attempt: AttemptRecord; emits: NewEvent[]; result: string; awaitUntil?: number }
   | { kind: "retry"; nextAttemptAt: number; attempt: AttemptRecord }
   | { kind: "dead"; deadReason: DeadReason; attempt: AttemptRecord };
 
@@ -198,6 +213,16 @@ export function planOutcome(facts: OutcomeFacts, f: OutcomeInput): OutcomePlan {
     }
     // An ignored delivery keeps the gateway's reason on its attempt; other deliveries keep no error.
     const said = o.answer === "ignored" ? o.detail : null;
+    // The receiver took the batch and started its run: the batch awaits the run's outcome,
+    // which is the counted attempt (the 2xx is not), its key held until it comes.
+    if (f.awaitOutcomeS !== undefined && startsRun(o)) {
+      const awaitUntil = now + f.awaitOutcomeS;
+      return {
+        mark: { kind: "delivered", attempt: record(AWAIT_CLASS, false, said), emits: f.emits, result: resultOf(o), awaitUntil },
+        effects,
+        recorded: { applied: true, state: "awaiting", klass: null, nextAttemptAt: awaitUntil },
+      };
+    }
     return { mark: { kind: "delivered", attempt: record(null, !f.probe, said), emits: f.emits, result: resultOf(o) }, effects, recorded: { applied: true, state: "delivered", klass: null } };
   }
 

@@ -75,7 +75,7 @@ function applyTx(db: Database, f: OutcomeInput, plan: OutcomePlan, dest: string)
   const base = { batchId: f.batchId, attemptId: f.attemptId, owner: f.owner, now: f.now };
   const m = plan.mark;
   let r: MarkResult;
-  if (m.kind === "delivered") r = markDeliveredTx(db, { ...base, emits: m.emits, attempt: m.attempt, result: m.result });
+  if (m.kind === "delivered") r = markDeliveredTx(db, { ...base, emits: m.emits, attempt: m.attempt, result: m.result, awaitUntil: m.awaitUntil });
   else if (m.kind === "retry") r = markRetryTx(db, { ...base, nextAttemptAt: m.nextAttemptAt, attempt: m.attempt });
   else r = markDeadTx(db, { ...base, deadReason: m.deadReason, attempt: m.attempt });
   if (!r.applied) return { applied: false };

@@ -61,7 +61,7 @@ const CANDIDATES = `SELECT b.id, b.route, b.source, b.destination, b.key, b.stat
     AND (b.state = 'sealed' OR b.next_attempt_at <= $now)
     AND (b.not_before IS NULL OR b.not_before <= $now)
     AND NOT EXISTS (SELECT 1 FROM batches p INDEXED BY batches_queue
-      WHERE p.route = b.route AND p.key = b.key AND p.state IN ('open', 'sealed', 'retry', 'leased')
+      WHERE p.route = b.route AND p.key = b.key AND p.state IN ('open', 'sealed', 'retry', 'leased', 'awaiting')
         AND p.first_at <= b.first_at AND (p.first_at < b.first_at OR p.id < b.id))
   ORDER BY b.first_at, b.id
   LIMIT $limit`;
@@ -236,11 +236,12 @@ export function resumePoint(spool: Spool, batchId: number): Resume | null {
 
 const NEXT_OPEN_READY = `SELECT MIN(MIN(last_at + quiet_s, first_at + max_s)) AS at FROM batches
   WHERE state = 'open' AND NOT (quiet_s = 0 AND max_s = 0) AND MIN(last_at + quiet_s, first_at + max_s) > $now`;
-const NEXT_RETRY_DUE = "SELECT MIN(next_attempt_at) AS at FROM batches WHERE state = 'retry' AND next_attempt_at > $now";
+// A retry falls due, or an awaiting batch's outcome is overdue (the dispatcher times it out).
+const NEXT_RETRY_DUE = "SELECT MIN(next_attempt_at) AS at FROM batches WHERE state IN ('retry', 'awaiting') AND next_attempt_at > $now";
 
 /**
  * The next instant after `now` at which a batch becomes ready by itself: an open batch's quiet
- * window or maximum wait ends, or a retry falls due. Null when none will. Its cost follows the
+ * window or maximum wait ends, a retry falls due, or an awaited outcome is overdue. Null when none will. Its cost follows the
  * open and retrying batches, never the delivered history.
  */
 export function nextReadyAt(spool: Spool, now: number): number | null {
@@ -251,12 +252,13 @@ export function nextReadyAt(spool: Spool, now: number): number | null {
 }
 
 const ANY_READY_NOW = `SELECT EXISTS (SELECT 1 FROM batches WHERE state = 'sealed')
-  OR EXISTS (SELECT 1 FROM batches WHERE state = 'retry' AND next_attempt_at <= $now)
+  OR EXISTS (SELECT 1 FROM batches WHERE state IN ('retry', 'awaiting') AND next_attempt_at <= $now)
   OR EXISTS (SELECT 1 FROM batches WHERE state = 'open'
     AND ((quiet_s = 0 AND max_s = 0) OR $now >= last_at + quiet_s OR $now >= first_at + max_s)) AS ready`;
 
 /**
- * Whether some batch is ready at `now` (sealed, due for a retry, or open past its window): the
+ * Whether some batch is ready at `now` (sealed, due for a retry, open past its window, or
+ * awaiting an outcome now overdue): the
  * dispatcher asks when another process wrote, and ticks only if so. Read-only, index searches.
  */
 export function anyReadyNow(spool: Spool, now: number): boolean {

@@ -26,6 +26,15 @@ import { recordOutcomes } from "./outcome.ts";
 import { stepPoll } from "./polls.ts";
 import { anyReadyNow, candidates, claimBatches, nextReadyAt, resumePoint, rateWindow, recoverLeases, sealReady } from "./queue.ts";
 import { dataVersion } from "./meta.ts";
+import { awaitedDelivery, overdueOutcomes, reportOutcome } from "./awaiting.ts";
+
+/** Awaited outcomes, each in its own transaction. */
+function sqliteOutcomes(spool: Spool) {
+  return {
+    awaitedDelivery: async (id: string) => awaitedDelivery(spool, id),
+    reportOutcome: async (r: Parameters<typeof reportOutcome>[1]) => reportOutcome(spool, r),
+  };
+}
 
 /** How often data_version is read: the dispatcher's reaction time to another process's write. */
 export const WATCH_MS = 25;
@@ -61,6 +70,7 @@ export function sqliteIntakeStore(spool: Spool, group = new GroupCommit(spool)):
     backend: "sqlite",
     group,
     ...sqliteIssues(spool),
+    ...sqliteOutcomes(spool),
     enqueueAll: (evs, now) => group.enqueueAll(evs, now),
     quarantine: async (q, now) => quarantine(spool, q, now),
   };
@@ -97,6 +107,7 @@ export function sqliteDispatchStore(spool: Spool): DispatchStore {
     backend: "sqlite",
     instanceId: instanceId(spool),
     ...sqliteIssues(spool),
+    ...sqliteOutcomes(spool),
     effectiveNow: async () => effectiveNow(spool),
     stepPoll: async (plan, now, rng, tick) => stepPoll(spool, plan, now, rng, tick),
     sealReady: async (now) => sealReady(spool, now),
@@ -112,6 +123,7 @@ export function sqliteDispatchStore(spool: Spool): DispatchStore {
     batchContent: async (id) => batchContent(spool, id),
     abandonAttempt: async (attemptId, now, why) => abandonAttempt(spool, attemptId, now, why),
     recordOutcomes: async (inputs) => recordOutcomes(spool, inputs),
+    overdueOutcomes: async (now, limit) => overdueOutcomes(spool, now, limit),
     nextReadyAt: async (now) => nextReadyAt(spool, now),
     anyReadyNow: async (now) => anyReadyNow(spool, now),
     redueConfigRetries: async (now) => redueConfigRetries(spool, now),
@@ -126,6 +138,7 @@ export function sqliteOperatorStore(spool: Spool): OperatorStore {
   return {
     backend: "sqlite",
     ...sqliteIssues(spool),
+    ...sqliteOutcomes(spool),
     getBatch: async (id) => getBatch(spool, id),
     listBatches: async (f) => listBatches(spool, f),
     batchEvents: async (id) => batchEvents(spool, id),

@@ -33,7 +33,7 @@ export function deadByReason(spool: Spool): Record<DeadReason, number> {
 export function oldestPending(spool: Spool): { overall: number | null; byDestination: Map<string, number> } {
   const db = spool.db;
   const rows = prepared<{ destination: string; first_at: number }, []>(db, 
-      "SELECT destination, MIN(first_at) AS first_at FROM batches WHERE state IN ('open', 'sealed', 'leased', 'retry') AND destination <> 'quarantine' GROUP BY destination",
+      "SELECT destination, MIN(first_at) AS first_at FROM batches WHERE state IN ('open', 'sealed', 'leased', 'retry', 'awaiting') AND destination <> 'quarantine' GROUP BY destination",
     )
     .all();
   const byDestination = new Map(rows.map((r) => [r.destination, r.first_at]));

@@ -55,7 +55,7 @@ export async function sealReadyPg(spool: PgSpool, now: number): Promise<number[]
 
 /** A batch heads its (route, key) group: no unfinished batch of the group came before it. */
 const HEAD = `NOT EXISTS (SELECT 1 FROM batches p
-      WHERE p.route = b.route AND p.key = b.key AND p.state IN ('open', 'sealed', 'retry', 'leased')
+      WHERE p.route = b.route AND p.key = b.key AND p.state IN ('open', 'sealed', 'retry', 'leased', 'awaiting')
         AND p.first_at <= b.first_at AND (p.first_at < b.first_at OR p.id < b.id))`;
 
 /** The destinations holding a sealed or retrying batch: one index search each (a loose index scan). */
@@ -200,7 +200,7 @@ export async function claimPg(spool: PgSpool, inputs: readonly (ClaimInput & { r
 type Outcome = "ok" | "retry" | "dead";
 
 /** A fenced mark in the caller's transaction: the update must touch the leased row this owner holds, else the attempt is discarded. */
-async function fencedTx(tx: Tx, m: MarkBase, outcome: Outcome, update: (tx: Tx) => Promise<number>, detail: Record<string, unknown> = {}): Promise<boolean> {
+async function fencedTx(tx: Tx, m: MarkBase & { awaitUntil?: number }, outcome: Outcome, update: (tx: Tx) => Promise<number>, detail: Record<string, unknown> = {}): Promise<boolean> {
   const applied = (await update(tx)) === 1;
   const a = m.attempt;
   const finished = applied ? outcome : "discarded";
@@ -212,13 +212,23 @@ async function fencedTx(tx: Tx, m: MarkBase, outcome: Outcome, update: (tx: Tx) 
       WHERE id = ${m.attemptId}::bigint`;
   if (applied) {
     const facts = { ...attemptFacts(a), ...detail };
-    await journalPg(tx, outcome === "ok" ? "delivered" : outcome, m.batchId, m.now, { attempt: m.attemptId, detail: facts });
+    const kind = outcome !== "ok" ? outcome : m.awaitUntil !== undefined ? "awaiting" : "delivered";
+    await journalPg(tx, kind, m.batchId, m.now, { attempt: m.attemptId, detail: m.awaitUntil !== undefined ? { ...facts, until: m.awaitUntil } : facts });
   }
   return applied;
 }
 
-/** leased -> delivered, in the caller's transaction. False when the lease was lost (the attempt is discarded, nothing else applies). */
-export function markDeliveredPgTx(tx: Tx, m: MarkBase & { result?: string }): Promise<boolean> {
+/**
+ * leased -> delivered, in the caller's transaction, or leased -> awaiting until `awaitUntil`
+ * when the run's outcome is awaited. False when the lease was lost (the attempt is discarded,
+ * nothing else applies).
+ */
+export function markDeliveredPgTx(tx: Tx, m: MarkBase & { result?: string; awaitUntil?: number }): Promise<boolean> {
+  if (m.awaitUntil !== undefined) {
+    return fencedTx(tx, m, "ok", async (t) => (await t`UPDATE batches SET state = 'awaiting', next_attempt_at = ${m.awaitUntil}, result = ${m.result ?? "ok"}, lease_until = NULL,
+        lease_owner = NULL, attempts = attempts + ${m.attempt.counted ? 1 : 0}, last_class = NULL, last_error = NULL
+        WHERE id = ${m.batchId}::bigint AND state = 'leased' AND lease_owner = ${m.owner}`).count);
+  }
   return fencedTx(tx, m, "ok", async (t) => (await t`UPDATE batches SET state = 'delivered', delivered_at = ${m.now}, result = ${m.result ?? "ok"}, lease_until = NULL,
       lease_owner = NULL, attempts = attempts + ${m.attempt.counted ? 1 : 0}, last_class = NULL, last_error = NULL
       WHERE id = ${m.batchId}::bigint AND state = 'leased' AND lease_owner = ${m.owner}`).count);

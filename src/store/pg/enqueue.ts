@@ -51,13 +51,13 @@ export async function batchContentPg(tx: Tx, batchId: number): Promise<ContentEv
 
 /** The content of several batches (their hashes' content), each in id order, in one query. */
 export async function contentOfBatchesPg(tx: Tx, batchIds: readonly number[]): Promise<Map<number, ContentEvent[]>> {
-  const rows = (await tx`SELECT batch_id, id, event_type, received_at, dedup_id, payload, headers FROM events
+  const rows = (await tx`SELECT batch_id, id, event_type, received_at, dedup_id, payload, headers, trace FROM events
       WHERE batch_id = ANY(${batchIds}::bigint[]) AND excluded_at IS NULL ORDER BY batch_id, id`) as Record<string, unknown>[];
   const out = new Map<number, ContentEvent[]>();
   for (const r of rows) {
     const b = num(r.batch_id);
     const list = out.get(b) ?? [];
-    list.push({ id: num(r.id), event_type: String(r.event_type), received_at: Number(r.received_at), dedup_id: (r.dedup_id as string | null) ?? null, payload: (r.payload as string | null) ?? null, headers: String(r.headers) });
+    list.push({ id: num(r.id), event_type: String(r.event_type), received_at: Number(r.received_at), dedup_id: (r.dedup_id as string | null) ?? null, payload: (r.payload as string | null) ?? null, headers: String(r.headers), trace: (r.trace as string | null) ?? null });
     out.set(b, list);
   }
   return out;
@@ -96,7 +96,7 @@ async function placeCopy(tx: Tx, ev: NewEvent, copy: EventCopy, size: number, no
     const [row] = await tx`INSERT INTO batches (route, source, destination, key, state, first_at, last_at, quiet_s, max_s, max_events, max_bytes)
         SELECT ${copy.route}, ${ev.source}, ${copy.destination}, ${ev.key}, 'open', t.at, t.at, ${w.quiet_s}, ${w.max_s}, ${w.max_events}, ${w.max_bytes}
           FROM (SELECT GREATEST(${now}::float8, COALESCE(MAX(first_at), 0)) AS at FROM batches
-                 WHERE route = ${copy.route} AND key = ${ev.key} AND state IN ('open', 'sealed', 'retry', 'leased')) t
+                 WHERE route = ${copy.route} AND key = ${ev.key} AND state IN ('open', 'sealed', 'retry', 'leased', 'awaiting')) t
         RETURNING id`;
     batchId = num(row.id);
   }

@@ -89,12 +89,12 @@ export async function retryNowPg(spool: PgSpool, id: number, now: number): Promi
 async function dropBatchPgTx(tx: Tx, b: BatchHead, now: number, result: string, why: string): Promise<void> {
   const done = await tx`UPDATE batches SET state = 'dropped', delivered_at = ${now}, result = ${result}, last_error = ${why}, dead_reason = NULL,
       next_attempt_at = NULL, not_before = NULL
-    WHERE id = ${b.id}::bigint AND state IN ('open', 'sealed', 'retry', 'dead')`;
-  if (done.count !== 1) throw notApplicable(b, "drop", "open, sealed, retry or dead");
+    WHERE id = ${b.id}::bigint AND state IN ('open', 'sealed', 'retry', 'awaiting', 'dead')`;
+  if (done.count !== 1) throw notApplicable(b, "drop", "open, sealed, retry, awaiting or dead");
   await journalPg(tx, "dropped", b.id, now, { detail: { result } });
 }
 
-/** -> dropped, for each batch (all or none): open, sealed, retry or dead; never automatic. */
+/** -> dropped, for each batch (all or none): open, sealed, retry, awaiting or dead; never automatic. */
 export async function dropBatchesPg(spool: PgSpool, ids: readonly number[], now: number): Promise<void> {
   await spool.sql.begin(async (tx) => {
     const sources = new Set<string>();

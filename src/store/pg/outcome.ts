@@ -10,9 +10,11 @@ import { enqueueEventsPgTx } from "./enqueue.ts";
 import { raiseIssuePg, resolveIssuePg } from "./issues.ts";
 import { markDeadPgTx, markDeliveredPgTx, markRetryPgTx } from "./claims.ts";
 import { testHook } from "../../testhook.ts";
+import { strikeClass } from "../attempts.ts";
 
 interface PastAttempt {
   id: number;
+  outcome: string | null;
   klass: string | null;
   error: string | null;
   finished_at: number;
@@ -20,22 +22,23 @@ interface PastAttempt {
 
 /** The batch's finished attempts, newest first (the 64 the rules look at, as on SQLite). */
 async function pastAttempts(tx: Tx, batchId: number): Promise<PastAttempt[]> {
-  const rows = (await tx`SELECT id, klass, error, finished_at FROM attempts
+  const rows = (await tx`SELECT id, outcome, klass, error, finished_at FROM attempts
       WHERE batch_id = ${batchId}::bigint AND finished_at IS NOT NULL AND outcome <> 'discarded' ORDER BY id DESC LIMIT 64`) as Record<string, unknown>[];
-  return rows.map((r) => ({ id: num(r.id), klass: (r.klass as string | null) ?? null, error: (r.error as string | null) ?? null, finished_at: Number(r.finished_at) }));
+  return rows.map((r) => ({ id: num(r.id), outcome: (r.outcome as string | null) ?? null, klass: (r.klass as string | null) ?? null, error: (r.error as string | null) ?? null, finished_at: Number(r.finished_at) }));
 }
 
-const leaseExpired = (a: PastAttempt) => a.klass === null && a.error === "lease expired";
+/** A lease that merely expired says nothing of the batch, nor does an awaited delivery's 2xx (its run's outcome does). */
+const leaseExpired = (a: PastAttempt) => (a.klass === null && a.error === "lease expired") || a.klass === "await";
 
 /** The poison run (see transportStrikesTx): strikes of this batch with the destination delivering in between. */
-async function transportStrikesPg(tx: Tx, batchId: number, destination: string, now: number): Promise<number> {
+export async function transportStrikesPg(tx: Tx, batchId: number, destination: string, now: number): Promise<number> {
   let strikes = 0;
   let later = now;
   for (const a of await pastAttempts(tx, batchId)) {
     if (leaseExpired(a)) continue;
-    if (a.klass !== "transport") break;
+    if (!strikeClass(a.klass) || a.outcome === "ok") break;
     const [delivered] = await tx`SELECT 1 AS one FROM attempts WHERE destination = ${destination} AND batch_id <> ${batchId}::bigint AND outcome = 'ok'
-        AND finished_at >= ${a.finished_at} AND finished_at < ${later} LIMIT 1`;
+        AND (klass IS NULL OR klass <> 'await') AND finished_at >= ${a.finished_at} AND finished_at < ${later} LIMIT 1`;
     if (!delivered) break;
     strikes++;
     later = a.finished_at;
@@ -92,7 +95,7 @@ async function recordOutcomePgTx(tx: Tx, f: OutcomeInput): Promise<Recorded> {
   const m = plan.mark;
   let applied: boolean;
   if (m.kind === "delivered") {
-    applied = await markDeliveredPgTx(tx, { ...base, attempt: m.attempt, result: m.result });
+    applied = await markDeliveredPgTx(tx, { ...base, attempt: m.attempt, result: m.result, awaitUntil: m.awaitUntil });
     if (applied) {
       // A poll source's tick batch: its delivery is the instance's last delivered tick.
       await tx`UPDATE polls SET delivered_at = ${f.now}, delivered_tick_at = last_tick_at WHERE last_batch_id = ${f.batchId}::bigint`;

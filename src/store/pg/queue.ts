@@ -34,19 +34,19 @@ export async function getBatchPg(spool: PgSpool, id: number): Promise<BatchRow |
   return r ? batchRowOf(r) : null;
 }
 
-/** The next instant after `now` at which an open batch's window ends or a retry falls due; null when none will. */
+/** The next instant after `now` at which an open batch's window ends, a retry falls due or an awaited outcome is overdue; null when none will. */
 export async function nextReadyAtPg(spool: PgSpool, now: number): Promise<number | null> {
   const [r] = await spool.sql`SELECT LEAST(
       (SELECT MIN(LEAST(last_at + quiet_s, first_at + max_s)) FROM batches
         WHERE state = 'open' AND NOT (quiet_s = 0 AND max_s = 0) AND LEAST(last_at + quiet_s, first_at + max_s) > ${now}),
-      (SELECT MIN(next_attempt_at) FROM batches WHERE state = 'retry' AND next_attempt_at > ${now})) AS at`;
+      (SELECT MIN(next_attempt_at) FROM batches WHERE state IN ('retry', 'awaiting') AND next_attempt_at > ${now})) AS at`;
   return numOrNull(r?.at);
 }
 
-/** Whether some batch is ready at `now`: sealed, due for a retry, or open past its window. */
+/** Whether some batch is ready at `now`: sealed, due for a retry, open past its window, or awaiting an overdue outcome. */
 export async function anyReadyNowPg(spool: PgSpool, now: number): Promise<boolean> {
   const [r] = await spool.sql`SELECT EXISTS (SELECT 1 FROM batches WHERE state = 'sealed')
-      OR EXISTS (SELECT 1 FROM batches WHERE state = 'retry' AND next_attempt_at <= ${now})
+      OR EXISTS (SELECT 1 FROM batches WHERE state IN ('retry', 'awaiting') AND next_attempt_at <= ${now})
       OR EXISTS (SELECT 1 FROM batches WHERE state = 'open'
         AND ((quiet_s = 0 AND max_s = 0) OR ${now} >= last_at + quiet_s OR ${now} >= first_at + max_s)) AS ready`;
   return r?.ready === true;

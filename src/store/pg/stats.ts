@@ -24,7 +24,7 @@ export async function deadByReasonPg(spool: PgSpool): Promise<Record<DeadReason,
 
 export async function oldestPendingPg(spool: PgSpool): Promise<{ overall: number | null; byDestination: Map<string, number> }> {
   const rows = (await spool.sql`SELECT destination, MIN(first_at) AS first_at FROM batches
-      WHERE state IN ('open', 'sealed', 'leased', 'retry') AND destination <> 'quarantine' GROUP BY destination`) as { destination: string; first_at: number }[];
+      WHERE state IN ('open', 'sealed', 'leased', 'retry', 'awaiting') AND destination <> 'quarantine' GROUP BY destination`) as { destination: string; first_at: number }[];
   const byDestination = new Map(rows.map((r) => [r.destination, Number(r.first_at)]));
   return { overall: rows.length ? Math.min(...rows.map((r) => Number(r.first_at))) : null, byDestination };
 }

@@ -18,6 +18,7 @@ import { effectiveNowPg, forgetDispatcherPg, writeHeartbeatPg } from "./heartbea
 import { alertSlotFreePg, getIssueByFingerprintPg, issuesToAlertPg, markAlertedPg, raiseIssuePg, resolveIssuePg } from "./issues.ts";
 import { MaintenanceLock } from "./leader.ts";
 import { recordOutcomesPg } from "./outcome.ts";
+import { awaitedDeliveryPg, overdueOutcomesPg, reportOutcomePg } from "./awaiting.ts";
 import { stepPollPg } from "./polls.ts";
 import { quarantinePg } from "./quarantine.ts";
 import { abandonAttemptPg, anyReadyNowPg, destinationStatePg, getBatchPg, instanceIdPg, nextReadyAtPg, redueConfigRetriesPg } from "./queue.ts";
@@ -121,12 +122,21 @@ export function pgIntakeStore(spool: PgSpool): IntakeStore & { group: PgGroupCom
     backend: "postgres",
     group,
     ...pgIssues(spool),
+    ...pgOutcomes(spool),
     enqueueAll: (evs, now) => group.enqueueAll(evs, now),
     quarantine: (q, now) => quarantinePg(spool, q, now),
   };
 }
 
 const beatId = (host: string, pid: number) => `${host}:${pid}`;
+
+/** Awaited outcomes, each in its own transaction. */
+function pgOutcomes(spool: PgSpool) {
+  return {
+    awaitedDelivery: (id: string) => awaitedDeliveryPg(spool, id),
+    reportOutcome: (r: Parameters<typeof reportOutcomePg>[1]) => reportOutcomePg(spool, r),
+  };
+}
 
 /** The dispatcher's store on PostgreSQL; `holder` names this dispatcher in status (host:pid). */
 export async function pgDispatchStore(spool: PgSpool, holder: string): Promise<DispatchStore> {
@@ -136,6 +146,7 @@ export async function pgDispatchStore(spool: PgSpool, holder: string): Promise<D
     backend: "postgres",
     instanceId,
     ...pgIssues(spool),
+    ...pgOutcomes(spool),
     effectiveNow: () => effectiveNowPg(spool),
     stepPoll: (plan, now, rng, tick) => stepPollPg(spool, plan, now, rng, tick),
     sealReady: (now) => sealReadyPg(spool, now),
@@ -152,6 +163,7 @@ export async function pgDispatchStore(spool: PgSpool, holder: string): Promise<D
     batchContent: (id) => batchContentPg(spool.sql, id),
     abandonAttempt: (attemptId, now, why) => abandonAttemptPg(spool, attemptId, now, why),
     recordOutcomes: (inputs) => recordOutcomesPg(spool, inputs),
+    overdueOutcomes: (now, limit) => overdueOutcomesPg(spool, now, limit),
     nextReadyAt: (now) => nextReadyAtPg(spool, now),
     anyReadyNow: (now) => anyReadyNowPg(spool, now),
     redueConfigRetries: (now) => redueConfigRetriesPg(spool, now),
@@ -172,6 +184,7 @@ export function pgOperatorStore(spool: PgSpool): OperatorStore {
   return {
     backend: "postgres",
     ...pgIssues(spool),
+    ...pgOutcomes(spool),
     getBatch: (id) => getBatchPg(spool, id),
     listBatches: (f) => listBatchesPg(spool, f),
     batchEvents: (id) => batchEventsPg(spool, id),
