@@ -247,6 +247,12 @@ export interface Destination {
   readonly ignoredIssueAfter?: number;
   /** Deliver one batch document (`body` is its JSON text). */
   deliver(body: string, ctx: DeliveryContext): Promise<Outcome>;
+  /**
+   * The secrets a reported outcome must be signed with (the ones its deliveries are signed with,
+   * current first), read now; empty when it signs nothing (a script, an unsigned http), so only
+   * the CLI can report its outcomes. Never logged.
+   */
+  outcomeSecrets(): string[];
   /** Config and secret problems, for hookspool check. */
   check(): string[];
 }

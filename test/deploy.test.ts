@@ -53,6 +53,7 @@ const SPEC16: Record<string, VerbSpec> = {
   drop: v("yes"),
   pause: v("reason"),
   resume: v(),
+  outcome: v("reason", "permanent"),
   issues: { flags: [], subs: { list: [], ack: [], resolve: [], ignore: [] } },
   enqueue: v("source", "key", "destination", "event-type", "dedup-id", "file"),
   bobbin: { flags: [], subs: { list: [], show: [], expand: [], new: ["poll"], check: [] } },

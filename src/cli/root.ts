@@ -13,6 +13,7 @@ import { issuesCommand } from "./issues.ts";
 import { maintenanceCommands } from "./maintenance.ts";
 import { metricsCommand } from "./metrics.ts";
 import { operatorCommands } from "./operator.ts";
+import { outcomeCommand } from "./outcome.ts";
 import { migrateCommand } from "./migrate.ts";
 import { migrateStoreCommand } from "./migrate-store.ts";
 import { serviceCommands } from "./services.ts";
@@ -48,6 +49,7 @@ export function rootCommand(cli: Cli): AnyCommand {
       ...batchCommands(cli),
       status: statusCommand(cli),
       ...operatorCommands(cli),
+      outcome: outcomeCommand(cli),
       issues: issuesCommand(cli),
       metrics: metricsCommand(cli),
       ...maintenanceCommands(cli),

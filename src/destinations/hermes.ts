@@ -257,6 +257,12 @@ export class HermesDestination implements Destination {
     return `${base.origin}${base.pathname.replace(/\/+$/, "")}${path}`;
   }
 
+  /** The route's secret from the subscriptions file, read now: the completion hook signs with it. */
+  outcomeSecrets(): string[] {
+    const route = readRoute(this.subscriptionsPath, this.opts.route);
+    return "kind" in route || checkWhsec(route.secret) ? [] : [route.secret];
+  }
+
   async deliver(body: string, ctx: DeliveryContext): Promise<Outcome> {
     // Secret and profile are read fresh on every attempt: rotation without restart.
     const route = readRoute(this.subscriptionsPath, this.opts.route);

@@ -86,6 +86,11 @@ export class HttpDestination implements Destination {
     return [this.opts.secret, ...(this.opts.secretPrevious ?? [])];
   }
 
+  outcomeSecrets(): string[] {
+    const secrets = readSecrets(this.secretRefs(), this.env);
+    return Array.isArray(secrets) ? secrets : [];
+  }
+
   async deliver(body: string, ctx: DeliveryContext): Promise<Outcome> {
     const bad = urlProblem(this.opts.url, this.opts.allowInsecure ?? false);
     // No request at all: an insecure or broken URL is the operator's to fix.

@@ -258,6 +258,11 @@ export class ScriptDestination implements Destination {
     return outcome({ kind: "ok", reason: "exit 0", status: 0, detail: `exit 0; ${parsed.emits.length} emit(s); ${sizes}`, emits: parsed.emits });
   }
 
+  /** A script signs nothing: its outcomes are reported with hookspool outcome. */
+  outcomeSecrets(): string[] {
+    return [];
+  }
+
   check(): string[] {
     // The runtime is this binary; whether its bobbin loads is config's and check's to say.
     if (this.opts.processor !== undefined) return [];

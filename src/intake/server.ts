@@ -4,7 +4,7 @@ import { pgStatusFacts } from "../obs/status-pg.ts";
 import { badRequest, requestTarget } from "./target.ts";
 import { dirname } from "node:path";
 import type { Server } from "bun";
-import type { Clock } from "../clock.ts";
+import { type Clock, systemRng } from "../clock.ts";
 import type { Env, LoadOptions } from "../config/load.ts";
 import { ConfigWatcher } from "../config/watch.ts";
 import type { Config, LoadedConfig } from "../config/types.ts";
@@ -24,6 +24,7 @@ import { isPostgres, openPgSpool } from "../config/backend.ts";
 import { Backpressure } from "./backpressure.ts";
 import { FAILED_PROBE_S, Health, WRITE_PROBE_S } from "./health.ts";
 import { IntakeMetrics } from "./metrics.ts";
+import { handleOutcome, outcomePath } from "./outcomes.ts";
 import { handleHook } from "./pipeline.ts";
 import type { Reply } from "./replies.ts";
 import { parseListen } from "../config/listen.ts";
@@ -198,6 +199,16 @@ export class Intake implements Service {
             faults.caught("metrics", e);
             return new Response("", { status: 503, headers: { "Retry-After": "10" } });
           }
+        }
+        // A receiver reporting the outcome of a run one of our deliveries started.
+        const outcomeId = outcomePath(url.path);
+        if (outcomeId === "malformed") return new Response("", { status: 404 });
+        if (outcomeId !== null) {
+          const answer = await handleOutcome(
+            { store, config: () => this.config, clock, rng: systemRng, log, env: this.opts.env },
+            { deliveryId: outcomeId, method: req.method, headers: req.headers, readBody: (cap) => readCapped(req, cap) },
+          );
+          return toResponse(answer);
         }
         let instance: string | null = null;
         const m = /^\/hooks\/([^/]+)\/?$/.exec(url.path);

@@ -53,6 +53,7 @@ export function fakeDestination(name: string, opts: Partial<Pick<Destination, "m
       return d.answer(call, ctx);
     },
     check: () => [],
+    outcomeSecrets: () => [],
   };
   return d;
 }

@@ -1,0 +1,179 @@
+// Awaited outcomes end to end, as real processes: `hookspool run` delivers to a receiver that
+// answers 202 and reports the run's outcome later, on the intake's POST /outcomes/<webhook-id>
+// signed with a stock Standard Webhooks library, or with `hookspool outcome`. A forged, unsigned,
+// misaddressed, unknown or repeated report is refused and changes nothing; kill -9 of the
+// process while batches await loses none of them, and they settle after the restart.
+import { afterEach, expect, setDefaultTimeout, test } from "bun:test";
+import { createHmac } from "node:crypto";
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { Webhook } from "standardwebhooks";
+import { openSpool, type Spool } from "../../src/store/db.ts";
+import { type Hookspool, runHookspool, startHookspool, waitFor } from "../helpers/proc.ts";
+import { Receiver } from "../helpers/receiver.ts";
+import { tempDir } from "../helpers/tmp.ts";
+
+setDefaultTimeout(60_000);
+
+const IN_SECRET = "outcomes-inbound-secret";
+const OUT_SECRET = `whsec_${Buffer.from("outcomes-outbound-secret-bytes").toString("base64")}`;
+const OTHER_SECRET = `whsec_${Buffer.from("someone-else-entirely-secret").toString("base64")}`;
+
+const running: Hookspool[] = [];
+afterEach(() => {
+  for (const h of running.splice(0)) h.kill("SIGKILL");
+});
+
+function home(receiverPort: number): string {
+  const h = tempDir();
+  writeFileSync(join(h, "in-secret"), IN_SECRET, { mode: 0o600 });
+  writeFileSync(join(h, "out-secret"), OUT_SECRET, { mode: 0o600 });
+  writeFileSync(
+    join(h, "config.toml"),
+    `[intake]
+listen = "127.0.0.1:0"
+
+[dispatch]
+poll_s = 0.05
+backoff_base_s = 0.1
+backoff_cap_s = 0.4
+
+[sources.demo]
+template = { scheme = "hmac-sha256-hex", header = "X-Sig", prefix = "sha256=", key = "topic", event_type = "type" }
+secrets.secret = { file = "${join(h, "in-secret")}" }
+quiet_s = 0
+max_s = 0
+action = "agent"
+
+[destinations.agent]
+type = "http"
+url = "http://127.0.0.1:${receiverPort}/run"
+allow_insecure = true
+secret = { file = "${join(h, "out-secret")}" }
+outcome = "await"
+`,
+  );
+  return h;
+}
+
+async function send(port: number, topic: string, n: number): Promise<void> {
+  const body = JSON.stringify({ topic, type: "tick", n });
+  const res = await fetch(`http://127.0.0.1:${port}/hooks/demo`, {
+    method: "POST",
+    body,
+    headers: { "Content-Type": "application/json", "X-Sig": `sha256=${createHmac("sha256", IN_SECRET).update(body).digest("hex")}` },
+  });
+  expect(res.status).toBe(202);
+}
+
+/** A report of the run's outcome, signed as our deliveries are (the delivery's own id as webhook-id). */
+function signed(id: string, body: unknown, secret = OUT_SECRET, headerId = id): { headers: Record<string, string>; body: string } {
+  const text = JSON.stringify(body);
+  const at = new Date();
+  const signature = new Webhook(secret).sign(headerId, at, text);
+  return { body: text, headers: { "Content-Type": "application/json", "webhook-id": headerId, "webhook-timestamp": String(Math.floor(at.getTime() / 1000)), "webhook-signature": signature } };
+}
+
+const post = (port: number, id: string, r: { headers: Record<string, string>; body: string }) => fetch(`http://127.0.0.1:${port}/outcomes/${id}`, { method: "POST", ...r });
+
+function state(db: Spool, batchId: number): string {
+  return (db.db.query("SELECT state FROM batches WHERE id = ?").get(batchId) as { state: string }).state;
+}
+
+test("the intake's /outcomes endpoint settles only a report signed for the delivery; the CLI settles too", async () => {
+  const receiver = new Receiver<{ batch_id: number; key: string }>({ secret: OUT_SECRET, answer: () => 202 });
+  const h = home(receiver.port);
+  const hs = await startHookspool(h, ["run"]);
+  running.push(hs);
+  const port = await hs.port();
+  const db = openSpool(join(h, "spool.db"));
+  try {
+    await send(port, "alpha", 1);
+    await send(port, "alpha", 2);
+    await send(port, "beta", 1);
+    await waitFor("two deliveries, one per key", () => receiver.got.length === 2);
+    const [a, b] = ["alpha", "beta"].map((k) => receiver.got.find((d) => d.doc.key === k));
+    if (!a || !b) throw new Error("a key was not delivered");
+    expect(state(db, a.doc.batch_id)).toBe("awaiting");
+    const ok = { status: "ok" };
+
+    // Refused, each changing nothing: unsigned, signed with another secret, signed for another id,
+    // an id no delivery has, a body that is not an outcome.
+    expect((await post(port, a.webhookId, { headers: { "Content-Type": "application/json" }, body: JSON.stringify(ok) })).status).toBe(401);
+    expect((await post(port, a.webhookId, signed(a.webhookId, ok, OTHER_SECRET))).status).toBe(401);
+    expect((await post(port, a.webhookId, signed(a.webhookId, ok, OUT_SECRET, b.webhookId))).status).toBe(401);
+    expect((await post(port, "hs_nobody_9", signed("hs_nobody_9", ok))).status).toBe(404);
+    expect((await post(port, a.webhookId, signed(a.webhookId, { status: "maybe" }))).status).toBe(400);
+    expect(state(db, a.doc.batch_id)).toBe("awaiting");
+    expect(receiver.got).toHaveLength(2);
+
+    // Signed for the delivery: it settles, and the key's next batch goes.
+    const res = await post(port, a.webhookId, signed(a.webhookId, ok));
+    expect(res.status).toBe(200);
+    expect(await res.json()).toEqual({ status: "delivered", batch_id: a.doc.batch_id });
+    expect(state(db, a.doc.batch_id)).toBe("delivered");
+    await waitFor("alpha's second batch delivered", () => receiver.got.length === 3);
+    // The same report again: settled already.
+    expect((await post(port, a.webhookId, signed(a.webhookId, ok))).status).toBe(409);
+
+    // The CLI: a failed run retries (a new delivery), then ok ends it; a repeat is exit 1.
+    const failed = await runHookspool(h, ["outcome", b.webhookId, "failed", "--reason", "model timed out", "--json"]);
+    expect(failed.code).toBe(0);
+    expect(JSON.parse(failed.out)).toMatchObject({ batch: b.doc.batch_id, state: "retry" });
+    await waitFor("beta delivered again", () => receiver.got.filter((d) => d.doc.key === "beta").length === 2);
+    const again = receiver.got.filter((d) => d.doc.key === "beta")[1];
+    expect(again.webhookId).not.toBe(b.webhookId);
+    await waitFor("beta awaiting again", () => state(db, b.doc.batch_id) === "awaiting");
+    expect((await runHookspool(h, ["outcome", again.webhookId, "ok"])).code).toBe(0);
+    expect(state(db, b.doc.batch_id)).toBe("delivered");
+    const repeat = await runHookspool(h, ["outcome", again.webhookId, "ok"]);
+    expect(repeat.code).toBe(1);
+    expect(repeat.err).toContain("does not await");
+    const unknown = await runHookspool(h, ["outcome", "hs_nobody_9", "ok"]);
+    expect(unknown.code).toBe(1);
+    expect((await runHookspool(h, ["outcome", again.webhookId, "maybe"])).code).toBe(2);
+    // Nothing of a reason reaches a log line.
+    expect(hs.stderr()).not.toContain("model timed out");
+    expect(receiver.unverified).toEqual([]);
+  } finally {
+    db.close();
+    receiver.stop();
+  }
+});
+
+test("kill -9 while batches await loses none; after the restart their outcomes settle them", async () => {
+  const receiver = new Receiver<{ batch_id: number; key: string }>({ secret: OUT_SECRET, answer: () => 202 });
+  const h = home(receiver.port);
+  let hs = await startHookspool(h, ["run"]);
+  running.push(hs);
+  let port = await hs.port();
+  const keys = ["k1", "k2", "k3", "k4", "k5"];
+  for (const k of keys) await send(port, k, 1);
+  await send(port, "k1", 2);
+  await waitFor("one delivery per key", () => receiver.got.length === keys.length);
+  const db = openSpool(join(h, "spool.db"));
+  try {
+    await waitFor("all five awaiting", () => (db.db.query("SELECT COUNT(*) AS n FROM batches WHERE state = 'awaiting'").get() as { n: number }).n === 5);
+    hs.kill("SIGKILL");
+    await hs.exited;
+    hs = await startHookspool(h, ["run"]);
+    running.push(hs);
+    port = await hs.port();
+    // Still awaiting after the restart (no lease to recover, nothing redelivered), k1's second batch still held.
+    expect((db.db.query("SELECT COUNT(*) AS n FROM batches WHERE state = 'awaiting'").get() as { n: number }).n).toBe(5);
+    expect(receiver.got).toHaveLength(keys.length);
+    for (const d of receiver.got) {
+      const res = await post(port, d.webhookId, signed(d.webhookId, { status: "ok" }));
+      expect(res.status).toBe(200);
+    }
+    await waitFor("k1's second batch delivered and awaiting", () => receiver.got.length === keys.length + 1);
+    const last = receiver.got[keys.length];
+    expect(last.doc.key).toBe("k1");
+    expect((await post(port, last.webhookId, signed(last.webhookId, { status: "ok" }))).status).toBe(200);
+    expect((db.db.query("SELECT COUNT(*) AS n FROM batches WHERE state <> 'delivered'").get() as { n: number }).n).toBe(0);
+    expect((db.db.query("SELECT COUNT(*) AS n FROM events").get() as { n: number }).n).toBe(6);
+  } finally {
+    db.close();
+    receiver.stop();
+  }
+});
