@@ -43,6 +43,7 @@ template = { scheme = "hmac-sha256-hex", header = "X-Sig", prefix = "sha256=", k
 secrets.secret = { file = "${join(h, "in-secret")}" }
 quiet_s = 0
 max_s = 0
+max_events = 1
 action = "agent"
 
 [destinations.agent]

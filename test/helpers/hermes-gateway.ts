@@ -42,6 +42,20 @@ export interface GatewayOptions {
   failBefore?: (n: number) => number | undefined;
   /** Seconds, for the window and the idempotency cache. */
   now?: () => number;
+  /**
+   * The route's completion_script, as the upstream proposal runs it: once the agent's run of an
+   * accepted request ends, the script (run with bash, as the gateway runs a .sh) gets a JSON
+   * envelope on stdin with the run's terminal status and the request's delivery id.
+   */
+  completion?: { script: string; env: Record<string, string>; status: (run: number) => "success" | "failure" };
+}
+
+/** One completion script run: the envelope it got and how it exited. */
+export interface CompletionRun {
+  deliveryId: string;
+  status: "success" | "failure";
+  exit: number;
+  stderr: string;
 }
 
 /** One request as the gateway answered it. */
@@ -61,6 +75,9 @@ const IDEMPOTENCY_TTL_S = 3600;
 
 export class HermesGateway {
   readonly hits: GatewayHit[] = [];
+  /** Completion script runs, in the order they ended. */
+  readonly completions: CompletionRun[] = [];
+  private runs = 0;
   readonly subscriptionsPath: string;
   private readonly server: ReturnType<typeof Bun.serve>;
   private readonly windows = new Map<string, number[]>();
@@ -174,7 +191,18 @@ export class HermesGateway {
       return Response.json({ status: "delivered", route: routeName, target: "log", delivery_id: deliveryId });
     }
     record(routeName, 202, "accepted", { ...counted, deliveryId });
+    if (this.o.completion) void this.complete(this.o.completion, routeName, deliveryId, ++this.runs);
     return Response.json({ status: "accepted", route: routeName, event: eventType, delivery_id: deliveryId }, { status: 202 });
+  }
+
+  /** The agent's run ends (after the 202 is sent): the completion script hears how. */
+  private async complete(c: NonNullable<GatewayOptions["completion"]>, route: string, deliveryId: string, run: number): Promise<void> {
+    await Bun.sleep(1);
+    const status = c.status(run);
+    const envelope = JSON.stringify({ version: 1, status, route, delivery_id: deliveryId });
+    const p = Bun.spawn(["bash", c.script], { stdin: new Blob([envelope]), stdout: "ignore", stderr: "pipe", env: { PATH: process.env.PATH ?? "/usr/bin:/bin", ...c.env } });
+    const [stderr, exit] = await Promise.all([new Response(p.stderr).text(), p.exited]);
+    this.completions.push({ deliveryId, status, exit, stderr });
   }
 
   /** Standard Webhooks headers (whsec_ secrets base64-decoded, else raw) or X-Hub-Signature-256, as the upstream validator takes them. */
