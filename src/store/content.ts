@@ -16,9 +16,11 @@ export interface ContentEvent extends Omit<EventMeta, "headers"> {
   payload: string | null;
   /** events.headers: a JSON object, "{}" when nothing was kept. */
   headers: string;
+  /** events.trace, whose expose the document applies (outside the content_hash; absent: none). */
+  trace?: string | null;
 }
 
-const CONTENT = `SELECT id, event_type, received_at, dedup_id, payload, headers FROM events
+const CONTENT = `SELECT id, event_type, received_at, dedup_id, payload, headers, trace FROM events
   WHERE batch_id = ? AND excluded_at IS NULL ORDER BY id`;
 
 /** The events a document carries, in events.id order (commit order), excluded ones omitted. */
