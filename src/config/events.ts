@@ -2,6 +2,7 @@
 // hookspool enqueue, a script's emit): the source's dedup window and raw-body setting from
 // config, its copies from the routing of sources.ts.
 import { hookRequest } from "../plugin/hook-request.ts";
+import { compileExpose, exposePayload, exposeTrace, tracedExpose } from "./expose.ts";
 import type { NewEvent } from "../store/enqueue.ts";
 import { eventCopies, type IntakeSource } from "./sources.ts";
 import type { RouteCopy } from "./routes.ts";
@@ -36,10 +37,21 @@ export function newEvent(config: Config, facts: EventFacts, copies: NewEvent["co
     payload: facts.payload,
     raw: storeRaw && facts.body !== null ? facts.body : null,
     headers: facts.headers ?? {},
-    copies,
+    copies: copies.map((c) => withDropped(c, facts.payload)),
     dedupWindowS: src.dedup_window_s,
     ...(facts.payloadParsed ? { payloadParsed: true as const } : {}),
   };
+}
+
+/**
+ * A copy whose route exposes only some paths, its trace saying which of this payload's it left
+ * out: names only, never a value.
+ */
+function withDropped(copy: NewEvent["copies"][number], payload: string): NewEvent["copies"][number] {
+  const paths = tracedExpose(copy.trace);
+  if (paths === null) return copy;
+  const trace = copy.trace as Record<string, unknown>;
+  return { ...copy, trace: { ...trace, expose: exposeTrace(paths, exposePayload(payload, compileExpose(paths))) } };
 }
 
 const utf8 = new TextEncoder();

@@ -7,6 +7,7 @@ import { hasSettingType, type Manifest } from "../bobbin/manifest.ts";
 import type { Bobbin, BobbinProblem } from "../bobbin/registry.ts";
 import { TEMPLATE_KEYS } from "../plugin/template.ts";
 import { closest } from "../spelling.ts";
+import { exposeProblems } from "./expose.ts";
 import { type Problems, quoteKey } from "./parse.ts";
 import type { BobbinInstanceConfig, Config, DestinationConfig, RouteConfig, SecretRef, SourceConfig } from "./types.ts";
 
@@ -140,6 +141,12 @@ export function expandBobbins(config: Config, p: Problems, ctx: ExpandContext): 
     if (Object.keys(outputs).length === 0) {
       p.error(`${key}.outputs`, "required: where the instance's events go", `outputs = { ${Object.keys(m.outputs).map((o) => `${o === "*" ? '"*"' : o} = "hermes:${i}"`)[0] ?? '"*" = "..."'} }`);
     }
+    const expose = inst.expose ?? {};
+    for (const [o, list] of Object.entries(expose)) {
+      const at = `${key}.expose.${quoteKey(o)}`;
+      if (!Object.hasOwn(outputs, o)) p.error(at, `no output ${o} in outputs: expose narrows what an output delivers`, `one of ${Object.keys(outputs).join(", ") || "the outputs you map"}`);
+      for (const e of exposeProblems(list)) p.error(e.at === null ? at : `${at}[${e.at}]`, e.message, e.hint);
+    }
 
     // 1. The source.
     const src: SourceConfig = {
@@ -215,6 +222,9 @@ export function expandBobbins(config: Config, p: Problems, ctx: ExpandContext): 
     } else {
       // 7. Without a processor: one output is the action; several are routes on event_type.
       const mapped = Object.entries(outputs);
+      // The output that is the action narrows the implicit route; each other its own route.
+      const action = mapped.length === 1 ? mapped[0][0] : "*";
+      if (Object.hasOwn(expose, action)) src.expose = expose[action];
       if (mapped.length === 1) src.action = mapped[0][1];
       else if (mapped.length > 1) {
         if (!Object.hasOwn(outputs, "*")) p.error(`${key}.outputs`, 'several outputs need "*" mapped too: an event of another type would have nowhere to go', 'add "*" = "<destination>"');
@@ -223,7 +233,7 @@ export function expandBobbins(config: Config, p: Problems, ctx: ExpandContext): 
         // so an instance needs no attrs setting for them.
         for (const [o, dest] of mapped) {
           if (o === "*") continue;
-          generatedRoutes.push({ name: `${i}-${o}`, source: i, match: { event_type: o }, destination: dest, tee: false, instance: i });
+          generatedRoutes.push({ name: `${i}-${o}`, source: i, match: { event_type: o }, destination: dest, tee: false, instance: i, ...(Object.hasOwn(expose, o) ? { expose: expose[o] } : {}) });
         }
       }
     }

@@ -1,5 +1,6 @@
 // Route resolution: the first matching non-tee route or the implicit route, plus tees.
 import { HookspoolError } from "../errors.ts";
+import type { ExposeTrace } from "./expose.ts";
 import type { Config, RouteConfig, Window } from "./types.ts";
 import { windowFor, windowFrom } from "./windows.ts";
 
@@ -19,6 +20,11 @@ export interface RouteTrace {
   matched: Record<string, string>;
   destination: string;
   window: { quiet_s: number; max_s: number; from: "route" | "source" | "span" | "default" };
+  /**
+   * The route's expose when the event was routed (absent: the whole payload), and what it left
+   * out of this payload (filled in by newEvent). Delivery applies this rule, not the config's.
+   */
+  expose?: ExposeTrace;
 }
 
 /** One place an event goes: the primary copy first, then tees in file order. */
@@ -71,14 +77,19 @@ export function resolveCopies(config: Config, source: string, attrs: Attrs, opts
   const route = chosen?.name ?? source;
   const routed = chosen ? (chosen.destination ?? action) : action;
   const window = windowFor(config, source, chosen ? chosen.name : null, opts.pluginSpan);
-  const trace = (stage: RouteTrace["stage"], r: RouteConfig | undefined, name: string, destination: string, w: Window): RouteTrace => ({
-    stage,
-    route: name,
-    rule_index: r ? config.routes.indexOf(r) : null,
-    matched: matchedOf(r, attrs),
-    destination,
-    window: { quiet_s: w.quiet_s, max_s: w.max_s, from: windowFrom(config, source, r?.name ?? null, opts.pluginSpan) },
-  });
+  const trace = (stage: RouteTrace["stage"], r: RouteConfig | undefined, name: string, destination: string, w: Window): RouteTrace => {
+    // A rule's own expose; the implicit route's is its source's (a bobbin output's, expanded).
+    const expose = r ? r.expose : config.sources[source]?.expose;
+    return {
+      stage,
+      route: name,
+      rule_index: r ? config.routes.indexOf(r) : null,
+      matched: matchedOf(r, attrs),
+      destination,
+      window: { quiet_s: w.quiet_s, max_s: w.max_s, from: windowFrom(config, source, r?.name ?? null, opts.pluginSpan) },
+      ...(expose ? { expose: { paths: [...expose] } } : {}),
+    };
+  };
   let primary: RouteCopy;
   const override = opts.destinationOverride;
   if (override !== undefined && override !== routed) {

@@ -77,6 +77,7 @@ export const ROUTE_FIELDS: Fields = {
   match: { type: { kind: "scalarMap" }, doc: "attrs the event must have (a subset match)", default: {} },
   destination: str("where matching events go (default: the source's action)"),
   tee: bool("receive a copy without claiming the event", false),
+  expose: { type: { kind: "strings" }, doc: 'deliver only these payload paths, keys joined by dots ("pull_request.title"); ":untrusted" at the end delivers the value as {"untrusted": "<text>"}; unset: the whole payload (see docs/receiving.md)' },
   ...WINDOW_OVERRIDES,
 };
 
@@ -153,6 +154,7 @@ export const BOBBIN_INSTANCE_FIELDS: Fields = {
   secrets: { type: { kind: "secretMap" }, doc: "secret name -> reference" },
   settings: { type: { kind: "table" }, doc: "typed settings of the bobbin" },
   outputs: { type: { kind: "stringMap" }, doc: "output event type (or \"*\") -> destination" },
+  expose: { type: { kind: "table" }, doc: 'output (a key of outputs) -> the payload paths its events deliver, as a route\'s expose: { "*" = ["action", "title:untrusted"] }' },
   expect: bool("apply the manifest's expect_every_s"),
   span: str("coalesce preset name"),
   ...WINDOW_OVERRIDES,

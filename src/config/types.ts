@@ -33,6 +33,8 @@ export interface SourceConfig extends PartialWindow {
   kind?: "webhook" | "poll";
   every_s?: number;
   jitter_s?: number;
+  /** The implicit route's expose: set only by a bobbin instance's expansion, never by the file. */
+  expose?: string[];
 }
 
 export interface RouteConfig extends PartialWindow {
@@ -41,6 +43,8 @@ export interface RouteConfig extends PartialWindow {
   match: Record<string, string | number | boolean>;
   destination?: string;
   tee: boolean;
+  /** The payload paths its copies deliver (absent: the whole payload); see expose.ts. */
+  expose?: string[];
   /** The bobbin instance whose outputs made this route (absent: the file's own). */
   instance?: string;
 }
@@ -79,6 +83,8 @@ export interface BobbinInstanceConfig extends PartialWindow {
   secrets?: Record<string, SecretRef>;
   settings?: Record<string, unknown>;
   outputs?: Record<string, string>;
+  /** Output (a key of outputs) -> the paths its events deliver, as a route's expose. */
+  expose?: Record<string, string[]>;
   expect?: boolean;
   span?: string;
   expect_every_s?: number;

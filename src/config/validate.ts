@@ -1,6 +1,7 @@
 // Load-time consistency rules: what would make a config unusable is an error, the rest warnings
 // (hookspool check escalates every warning).
 import { destinationProblem, QUARANTINE } from "./destinations.ts";
+import { exposeProblems } from "./expose.ts";
 import { parseRate } from "../pacing.ts";
 import type { Problems } from "./parse.ts";
 import { quoteKey } from "./parse.ts";
@@ -63,6 +64,7 @@ function validateRoutes(config: Config, p: Problems): void {
     if (known.has(route.name)) p.error(`${key}.name`, `"${route.name}" is the implicit route of source ${route.name}`, "pick another route name");
     if (!known.has(route.source)) p.error(`${key}.source`, `no source "${route.source}"`, "define [sources.<name>] or [bobbins.<name>]");
     if (route.tee && route.destination === undefined) p.error(`${key}.destination`, "a tee route needs a destination");
+    if (route.expose !== undefined) for (const e of exposeProblems(route.expose)) p.error(e.at === null ? `${key}.expose` : `${key}.expose[${e.at}]`, e.message, e.hint);
     if (route.destination !== undefined) {
       const why = destinationProblem(config, route.destination);
       if (why) p.warn(`${key}.destination`, `destination "${route.destination}": ${why}`);

@@ -3,6 +3,7 @@
 // for a request.
 import { destinationProblem } from "../config/destinations.ts";
 import { injectedCopies, newEvent } from "../config/events.ts";
+import { outputExpose } from "../config/expose.ts";
 import type { IntakeSource } from "../config/sources.ts";
 import type { Config } from "../config/types.ts";
 import { spanWindow } from "../config/windows.ts";
@@ -40,8 +41,10 @@ export function resolveEmit(config: Config, sources: ReadonlyMap<string, IntakeS
     if (e.destination === `script:${processorOf}`) throw bad("a processor's output may not go back to its own processor");
     const route = `${processorOf}-${eventType || "*"}`;
     const window = spanWindow(config, "immediate");
-    // A processor's output goes where its instance maps it, in a group of its own.
-    const trace = { stage: "emit", route, rule_index: null, matched: eventType ? { event_type: eventType } : {}, destination: e.destination, window: { quiet_s: window.quiet_s, max_s: window.max_s, from: "span" } };
+    // A processor's output goes where its instance maps it, in a group of its own, narrowed as
+    // the instance's expose says for that output.
+    const expose = outputExpose(config, processorOf, eventType);
+    const trace = { stage: "emit", route, rule_index: null, matched: eventType ? { event_type: eventType } : {}, destination: e.destination, window: { quiet_s: window.quiet_s, max_s: window.max_s, from: "span" }, ...(expose ? { expose: { paths: [...expose] } } : {}) };
     copies = [{ route, destination: e.destination, tee: false, window, trace }];
   } else {
     try {
