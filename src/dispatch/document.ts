@@ -1,5 +1,8 @@
 // The batch document (docs/receiving.md), identical for Hermes, scripts and HTTP. Payloads are
-// spliced in as stored, byte for byte, so the document never re-encodes a sender's numbers.
+// spliced in as stored, byte for byte, so the document never re-encodes a sender's numbers; an
+// event whose route set expose carries only those paths (each value still as stored), by the
+// rule its trace kept when it was routed.
+import { compileExpose, type ExposeRule, exposePayload, tracedExpose } from "../config/expose.ts";
 import type { StoredEvent } from "../delivery.ts";
 import { type ContentEvent, eventMeta, jsonText } from "../store/content.ts";
 import { type BatchRow } from "../store/batches.ts";
@@ -19,9 +22,24 @@ export function summary(source: string, key: string, types: Record<string, numbe
   return `${count} ${source} event(s) for ${key}${parts.length ? ` (${parts.join(", ")})` : ""}`;
 }
 
-/** The document as JSON text, and the stored events for unwrap deliveries. */
+/** Each event's payload as its route delivers it: the stored text, or with expose only its paths. */
+function deliveredPayloads(content: readonly ContentEvent[]): string[] {
+  const rules = new Map<string, ExposeRule>();
+  return content.map((e) => {
+    const payload = e.payload ?? "null";
+    const paths = e.trace ? tracedExpose(e.trace) : null;
+    if (paths === null) return payload;
+    const id = JSON.stringify(paths);
+    let rule = rules.get(id);
+    if (!rule) rules.set(id, (rule = compileExpose(paths)));
+    return exposePayload(payload, rule).text;
+  });
+}
+
+/** The document as JSON text, and the events as delivered (each payload exposed) for unwrap. */
 export function buildDocument(d: DocumentInput): { body: string; events: StoredEvent[] } {
   const { batch, content } = d;
+  const payloads = deliveredPayloads(content);
   const types: Record<string, number> = {};
   for (const e of content) types[e.event_type] = (types[e.event_type] ?? 0) + 1;
   const head = {
@@ -40,11 +58,11 @@ export function buildDocument(d: DocumentInput): { body: string; events: StoredE
     content_hash: batch.content_hash,
   };
   const headText = JSON.stringify(head);
-  const events = content.map((e) => jsonText(e.payload ?? "null")).join(",");
+  const events = payloads.map(jsonText).join(",");
   const meta = JSON.stringify(content.map(eventMeta));
   const body = `${headText.slice(0, -1)},"events":[${events}],"event_meta":${meta}}`;
   return {
     body,
-    events: content.map((e) => ({ id: e.id, eventType: e.event_type, dedupId: e.dedup_id, payload: e.payload ?? "null" })),
+    events: content.map((e, i) => ({ id: e.id, eventType: e.event_type, dedupId: e.dedup_id, payload: payloads[i] })),
   };
 }
