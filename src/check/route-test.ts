@@ -3,6 +3,7 @@
 // authoring loop for routes is change the file, see the effect on last week's deliveries, then
 // reload.
 import { jsonText } from "../store/content.ts";
+import { compileExpose, exposePayload } from "../config/expose.ts";
 import { eventCopies, type IntakeSource } from "../config/sources.ts";
 import type { Config } from "../config/types.ts";
 import { isHookspoolError } from "../errors.ts";
@@ -16,6 +17,15 @@ export interface CopyView {
   route: string;
   destination: string;
   window: { quiet_s: number; max_s: number; max_events: number; max_bytes: number };
+  /** The copy's route exposes only these paths (routed under the config tested). */
+  expose?: string[];
+  /** With expose: the event as it would be delivered, JSON text. */
+  delivered?: string;
+}
+
+/** The event a copy delivers when its route sets expose: the payload narrowed to those paths. */
+export function exposedView(paths: readonly string[] | undefined, payload: string): Pick<CopyView, "expose" | "delivered"> {
+  return paths ? { expose: [...paths], delivered: exposePayload(payload, compileExpose(paths)).text } : {};
 }
 
 export interface RouteChange {
@@ -54,7 +64,7 @@ function route(config: Config, sources: ReadonlyMap<string, IntakeSource>, r: St
   try {
     const ignored = src?.plugin.ignore?.(req);
     if (ignored) return { ignored: String(ignored) };
-    return eventCopies(config, r.source, src, { payload, req, eventType: r.eventType }).copies.map((c) => ({ route: c.route, destination: c.destination, window: { ...c.window } }));
+    return eventCopies(config, r.source, src, { payload, req, eventType: r.eventType }).copies.map((c) => ({ route: c.route, destination: c.destination, window: { ...c.window }, ...exposedView(c.trace.expose?.paths, r.payload) }));
   } catch (e) {
     if (isHookspoolError(e, "E_CONFIG")) return { error: "no destination" };
     return { error: `plugin error (${e instanceof Error ? e.name : typeof e})` };

@@ -1,5 +1,6 @@
 // Reading batches: hookspool list and hookspool show. Payloads only on request.
 import type { CommandDef } from "citty";
+import { exposeSummary } from "../config/expose.ts";
 import { HookspoolError } from "../errors.ts";
 import { DEAD_REASON_TEXT } from "./dead-reasons.ts";
 import { FILTER_ARGS, filterOf } from "./filters.ts";
@@ -13,7 +14,7 @@ function traceText(t: Record<string, unknown> | null): string {
   const rule = typeof t.rule_index === "number" ? ` (rule ${t.rule_index + 1}` : "";
   const matched = Object.entries((t.matched as Record<string, string>) ?? {}).map(([k, v]) => `${k}=${v}`);
   const w = t.window as { quiet_s?: number; from?: string } | undefined;
-  return `${String(t.stage)} ${String(t.route)}${rule}${rule && matched.length ? `, matched ${matched.join(" ")}` : ""}${rule ? ")" : ""}, window from ${w?.from ?? "-"}`;
+  return `${String(t.stage)} ${String(t.route)}${rule}${rule && matched.length ? `, matched ${matched.join(" ")}` : ""}${rule ? ")" : ""}, window from ${w?.from ?? "-"}${t.expose ? `, ${exposeSummary(t.expose)}` : ""}`;
 }
 
 function listCommand(cli: Cli): CommandDef {

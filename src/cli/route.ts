@@ -4,7 +4,8 @@ import { readFileSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 import type { CommandDef } from "citty";
 import { parseHttpCapture } from "../bobbin/captures.ts";
-import { CHANGE_KINDS, type CopyView, type RouteChange, routeTest } from "../check/route-test.ts";
+import { CHANGE_KINDS, type CopyView, exposedView, type RouteChange, routeTest } from "../check/route-test.ts";
+import { exposeSummary, tracedExpose } from "../config/expose.ts";
 import { loadSources } from "../config/sources.ts";
 import { HookspoolError } from "../errors.ts";
 import { afterVerify } from "../intake/evaluate.ts";
@@ -14,6 +15,7 @@ import { storedRequests, type StoredRequestRow } from "../store/requests.ts";
 import { storedRequestsPg } from "../store/pg/reads.ts";
 import { isPostgres } from "../config/backend.ts";
 import type { LoadedConfig } from "../config/types.ts";
+import type { NewEvent } from "../store/enqueue.ts";
 import { type Cli, GLOBAL_ARGS, loadFor, notInConfig, openExisting, positiveInt, withPg } from "./context.ts";
 import { table, visible } from "./format.ts";
 import { parseSince } from "../time.ts";
@@ -50,13 +52,23 @@ function testCommand(cli: Cli): CommandDef {
           throw new HookspoolError("E_INPUT", `cannot read the capture: ${(e as Error).message}`, { file: String(args.request) });
         }
         const ev = await afterVerify(config, src, hookRequest({ ...capture, peer: "route-test", now: cli.clock.now() }));
+        // Each copy as delivered: with expose, the event narrowed to its route's paths.
+        const views = (e: NewEvent) => e.copies.map((c) => ({ route: c.route, destination: c.destination, tee: c.tee, window: c.window, ...exposedView(tracedExpose(c.trace) ?? undefined, e.payload) }));
         const doc =
           ev.kind === "classified"
-            ? { outcome: "queued", events: ev.events.map((e) => ({ key: e.key, event_type: e.eventType, copies: e.copies.map((c) => ({ route: c.route, destination: c.destination, tee: c.tee, window: c.window })) })) }
+            ? { outcome: "queued", events: ev.events.map((e) => ({ key: e.key, event_type: e.eventType, copies: views(e) })) }
             : { outcome: ev.kind, ...(ev.kind === "ignored" ? { reason: ev.reason } : {}) };
         if (cli.globals.json) cli.io.out(JSON.stringify(doc));
-        else if (ev.kind === "classified") for (const e of ev.events) cli.io.out(visible(`${e.eventType || "(no type)"} key ${e.key}: ${copies(e.copies)}`));
-        else cli.io.out(visible(`${ev.kind}${ev.kind === "ignored" ? `: ${ev.reason}` : ""}`));
+        else if (ev.kind === "classified") {
+          for (const e of ev.events) {
+            cli.io.out(visible(`${e.eventType || "(no type)"} key ${e.key}: ${copies(e.copies)}`));
+            for (const [i, v] of views(e).entries()) {
+              if (v.delivered === undefined) continue;
+              const summary = exposeSummary((e.copies[i].trace as { expose?: unknown } | undefined)?.expose);
+              cli.io.out(visible(`  ${v.route} -> ${v.destination} delivers (${summary}): ${v.delivered}`));
+            }
+          }
+        } else cli.io.out(visible(`${ev.kind}${ev.kind === "ignored" ? `: ${ev.reason}` : ""}`));
         return 0;
       }
       const now = cli.clock.now();
