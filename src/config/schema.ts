@@ -141,13 +141,13 @@ export const DESTINATION_FIELDS: Fields = {
   processor: str("script: a bobbin instance whose processor runs (replaces argv)"),
   rate: str('at most this many requests in any rolling window, as N/<window>: "30/min", "5/s", "1000/h", "30/10s"; "none" for no pacing (default: hermes the gateway\'s rate_limit per minute, others none)'),
   ignored_issue_after: int("hermes: open an issue after this many ignored answers in a row, 0 never (default 5; an unwrap destination never opens one)", undefined, 0),
-};
   outcome: {
     type: { kind: "string", choices: ["answer", "await"] },
     doc: 'answer (default): a 2xx ends the batch; await: a 2xx makes it awaiting, holding its key, until the receiver reports the run\'s outcome (hookspool outcome, or a signed POST /outcomes/<webhook-id>)',
   },
   outcome_timeout_s: num("await: how long an awaiting batch waits for its outcome before on_timeout applies (default 900)", undefined, 1),
   on_timeout: { type: { kind: "string", choices: ["retry", "delivered"] }, doc: "await: what an overdue outcome does: retry (default: deliver again, a counted attempt) or delivered (take the 2xx as done)" },
+};
 
 export const BOBBIN_INSTANCE_FIELDS: Fields = {
   bobbin: str("the bobbin, <vendor>.<product> (required)"),

@@ -72,13 +72,13 @@ export interface DestinationConfig {
   processor?: string;
   rate?: string;
   ignored_issue_after?: number;
+  outcome?: "answer" | "await";
+  outcome_timeout_s?: number;
+  on_timeout?: "retry" | "delivered";
 }
 
 export interface BobbinInstanceConfig extends PartialWindow {
   /** Required; a missing one is reported by the expansion, with the bobbin it probably meant. */
-  outcome?: "answer" | "await";
-  outcome_timeout_s?: number;
-  on_timeout?: "retry" | "delivered";
   bobbin?: string;
   secrets?: Record<string, SecretRef>;
   settings?: Record<string, unknown>;

@@ -98,13 +98,13 @@ function validateDestinations(config: Config, p: Problems): void {
         else if (envName.startsWith("HOOKSPOOL_")) p.error(`${key}.env.${envName}`, "HOOKSPOOL_* variables are set by hookspool, not by config");
       }
     }
-    if (d.rate !== undefined) {
-      try {
     // One outcome settles one delivery: with unwrap each event is its own request, its own run.
     if (d.outcome === "await" && d.unwrap) p.error(`${key}.outcome`, 'outcome = "await" cannot be used with unwrap = true', "an awaited outcome settles one delivery of the whole batch; drop unwrap or the await");
     if (d.outcome !== "await" && (d.outcome_timeout_s !== undefined || d.on_timeout !== undefined)) {
       p.warn(`${key}.${d.outcome_timeout_s !== undefined ? "outcome_timeout_s" : "on_timeout"}`, 'applies only with outcome = "await"');
     }
+    if (d.rate !== undefined) {
+      try {
         parseRate(d.rate);
       } catch (e) {
         p.error(`${key}.rate`, (e as Error).message);
