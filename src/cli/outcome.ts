@@ -6,6 +6,7 @@ import type { CommandDef } from "citty";
 import { systemRng } from "../clock.ts";
 import { policyOf } from "../dispatch/worker.ts";
 import { HookspoolError } from "../errors.ts";
+import { reportWhenRecorded } from "../intake/outcomes.ts";
 import { REASON_MAX, type Reported } from "../store/awaiting-plan.ts";
 import { type Cli, GLOBAL_ARGS, loadFor, openOperatorStore } from "./context.ts";
 import type { HelpMeta } from "./help.ts";
@@ -43,16 +44,19 @@ export function outcomeCommand(cli: Cli): CommandDef {
       const loaded = loadFor(cli);
       const store = await openOperatorStore(cli, loaded);
       try {
-        const r = await store.reportOutcome({
-          deliveryId: id,
-          status,
-          reason: args.reason === undefined ? null : String(args.reason),
-          permanent: Boolean(args.permanent),
-          via: "cli",
-          now: cli.clock.now(),
-          jitter: systemRng.next(),
-          policy: policyOf(loaded.config),
-        });
+        const r = await reportWhenRecorded(
+          store,
+          {
+            deliveryId: id,
+            status,
+            reason: args.reason === undefined ? null : String(args.reason),
+            permanent: Boolean(args.permanent),
+            via: "cli",
+            jitter: systemRng.next(),
+            policy: policyOf(loaded.config),
+          },
+          () => cli.clock.now(),
+        );
         if (r.kind === "unknown") throw new HookspoolError("E_NOT_FOUND", `no delivery has the webhook-id ${id}`, { hint: "hookspool show <batch> --attempts lists a batch's deliveries" });
         if (r.kind === "settled_already") throw new HookspoolError("E_NOTHING", `batch ${r.batchId} does not await this delivery's outcome (it is ${r.state})`, { hint: "an outcome counts once, for the batch's latest delivery" });
         cli.io.out(cli.globals.json ? JSON.stringify({ batch: r.batchId, destination: r.destination, state: r.state, next_attempt_at: r.nextAttemptAt, dead_reason: r.deadReason }) : settledText(r));

@@ -12,7 +12,7 @@ import { policyOf } from "../dispatch/worker.ts";
 import type { Logger } from "../log.ts";
 import { standardWebhooksWhy } from "../plugin/verify.ts";
 import type { OutcomeStore } from "../store/api.ts";
-import { REASON_MAX } from "../store/awaiting-plan.ts";
+import { REASON_MAX, type ReportInput, type Reported } from "../store/awaiting-plan.ts";
 import { emptyReply, type Reply, statusReply } from "./replies.ts";
 
 /** An outcome's body is a few words: anything longer is refused unread. */
@@ -65,6 +65,24 @@ function parseBody(bytes: Uint8Array): Body | null {
   return { status: o.status, reason: typeof o.reason === "string" ? o.reason.slice(0, REASON_MAX) : null, permanent: o.permanent === true };
 }
 
+/** How long a report waits for the dispatcher to record the 2xx of a delivery still in flight. */
+export const IN_FLIGHT_WAIT_MS = 10_000;
+
+/**
+ * Report an outcome; when its delivery's request is still in flight (a fast receiver reports
+ * before the dispatcher has recorded the 2xx that started the run), wait for that record first,
+ * up to IN_FLIGHT_WAIT_MS, so an early report is never lost as unknown.
+ */
+export async function reportWhenRecorded(store: OutcomeStore, r: Omit<ReportInput, "now">, now: () => number, waitMs = IN_FLIGHT_WAIT_MS): Promise<Reported> {
+  const until = performance.now() + waitMs;
+  for (;;) {
+    const out = await store.reportOutcome({ ...r, now: now() });
+    if (out.kind !== "unknown" || performance.now() > until) return out;
+    if (!(await store.awaitedDelivery(r.deliveryId))?.inFlight) return out;
+    await Bun.sleep(20);
+  }
+}
+
 /** Verify and apply one reported outcome. */
 export async function handleOutcome(deps: OutcomeDeps, req: OutcomeRequest): Promise<Reply> {
   if (req.method !== "POST") return emptyReply(405, { Allow: "POST" });
@@ -89,7 +107,7 @@ export async function handleOutcome(deps: OutcomeDeps, req: OutcomeRequest): Pro
   }
   const body = parseBody(bytes);
   if (!body) return statusReply("bad_outcome", 400);
-  const r = await deps.store.reportOutcome({ deliveryId: req.deliveryId, ...body, via: "http", now: deps.clock.now(), jitter: deps.rng.next(), policy: policyOf(config) });
+  const r = await reportWhenRecorded(deps.store, { deliveryId: req.deliveryId, ...body, via: "http", jitter: deps.rng.next(), policy: policyOf(config) }, () => deps.clock.now());
   if (r.kind === "unknown") return statusReply("unknown", 404);
   if (r.kind === "settled_already") return statusReply("settled", 409);
   deps.log.info("outcome reported", { destination: r.destination, batch: r.batchId, reason: r.state === "dead" ? `dead: ${r.deadReason}` : r.state });

@@ -43,12 +43,17 @@ export type Reported =
   /** The delivery's outcome is in already (or the batch has moved on: replayed, dropped, delivered again). */
   | { kind: "settled_already"; batchId: number; state: string };
 
-/** Where a webhook-id points: its batch and destination, and whether that delivery still awaits its outcome. */
+/**
+ * Where a webhook-id points: its batch and destination, whether that delivery awaits its
+ * outcome, and whether its request is still in flight (a receiver may report the run's outcome
+ * before the dispatcher has recorded the 2xx that started it).
+ */
 export interface AwaitedDelivery {
   batchId: number;
   destination: string;
   state: string;
   awaiting: boolean;
+  inFlight: boolean;
 }
 
 /** The facts the plan needs, read in the transaction. */

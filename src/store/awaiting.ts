@@ -55,11 +55,17 @@ function newestTx(db: Database, batchId: number): number | null {
   return prepared<{ id: number | null }, [number]>(db, NEWEST_ACCEPTED).get(batchId)?.id ?? null;
 }
 
+// The delivery's request still in flight: its attempt row is written at the claim, before the request.
+const IN_FLIGHT = `SELECT a.batch_id, b.state, b.destination FROM attempts a JOIN batches b ON b.id = a.batch_id
+  WHERE a.delivery_id = ? AND a.finished_at IS NULL ORDER BY a.id DESC LIMIT 1`;
+
 /** Where `deliveryId` points, or null when no delivery of ours has it. */
 export function awaitedDelivery(spool: Spool, deliveryId: string): AwaitedDelivery | null {
+  const f = prepared<{ batch_id: number; state: string; destination: string }, [string]>(spool.db, IN_FLIGHT).get(deliveryId);
+  if (f) return { batchId: f.batch_id, destination: f.destination, state: f.state, awaiting: false, inFlight: true };
   const a = acceptedTx(spool.db, deliveryId);
   if (!a) return null;
-  return { batchId: a.batch_id, destination: a.destination, state: a.state, awaiting: a.state === "awaiting" && newestTx(spool.db, a.batch_id) === a.id };
+  return { batchId: a.batch_id, destination: a.destination, state: a.state, awaiting: a.state === "awaiting" && newestTx(spool.db, a.batch_id) === a.id, inFlight: false };
 }
 
 function factsTx(db: Database, r: ReportInput): AwaitingFacts | null {

@@ -163,16 +163,46 @@ test("kill -9 while batches await loses none; after the restart their outcomes s
     // Still awaiting after the restart (no lease to recover, nothing redelivered), k1's second batch still held.
     expect((db.db.query("SELECT COUNT(*) AS n FROM batches WHERE state = 'awaiting'").get() as { n: number }).n).toBe(5);
     expect(receiver.got).toHaveLength(keys.length);
-    for (const d of receiver.got) {
-      const res = await post(port, d.webhookId, signed(d.webhookId, { status: "ok" }));
-      expect(res.status).toBe(200);
-    }
+    // The five awaited before the kill (a copy: k1's second delivery joins the live list meanwhile).
+    for (const d of receiver.got.slice(0, keys.length)) expect((await post(port, d.webhookId, signed(d.webhookId, { status: "ok" }))).status).toBe(200);
     await waitFor("k1's second batch delivered and awaiting", () => receiver.got.length === keys.length + 1);
     const last = receiver.got[keys.length];
     expect(last.doc.key).toBe("k1");
-    expect((await post(port, last.webhookId, signed(last.webhookId, { status: "ok" }))).status).toBe(200);
+    const res = await post(port, last.webhookId, signed(last.webhookId, { status: "ok" }));
+    const said = `${res.status} ${await res.text()}`;
+    expect(said).toBe(`200 {"status":"delivered","batch_id":${last.doc.batch_id}}`);
     expect((db.db.query("SELECT COUNT(*) AS n FROM batches WHERE state <> 'delivered'").get() as { n: number }).n).toBe(0);
     expect((db.db.query("SELECT COUNT(*) AS n FROM events").get() as { n: number }).n).toBe(6);
+  } finally {
+    db.close();
+    receiver.stop();
+  }
+});
+
+test("a report that comes before the 2xx is recorded waits for it, then settles the batch", async () => {
+  // A fast run: the receiver reports the outcome, then answers 202 a moment later, so the report
+  // reaches the intake while the dispatcher still waits for that answer.
+  let port = 0;
+  const reports: Promise<number>[] = [];
+  const receiver = new Receiver<{ batch_id: number; key: string }>({
+    secret: OUT_SECRET,
+    answer: async (d) => {
+      const id = d.headers["webhook-id"];
+      reports.push(post(port, id, signed(id, { status: "ok" })).then((r) => r.status));
+      await Bun.sleep(300);
+      return 202;
+    },
+  });
+  const h = home(receiver.port);
+  const hs = await startHookspool(h, ["run"]);
+  running.push(hs);
+  port = await hs.port();
+  const db = openSpool(join(h, "spool.db"));
+  try {
+    await send(port, "early", 1);
+    await send(port, "early", 2);
+    await waitFor("both of the key's batches delivered", () => (db.db.query("SELECT COUNT(*) AS n FROM batches WHERE state = 'delivered'").get() as { n: number }).n === 2);
+    expect(await Promise.all(reports)).toEqual([200, 200]);
   } finally {
     db.close();
     receiver.stop();

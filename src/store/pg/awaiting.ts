@@ -29,12 +29,16 @@ async function newestPg(tx: Tx, batchId: number): Promise<number | null> {
 
 /** Where `deliveryId` points, or null when no delivery of ours has it. */
 export async function awaitedDeliveryPg(spool: PgSpool, deliveryId: string): Promise<AwaitedDelivery | null> {
+  // The delivery's request still in flight: its attempt row is written at the claim, before the request.
+  const [f] = await spool.sql`SELECT a.batch_id, b.state, b.destination FROM attempts a JOIN batches b ON b.id = a.batch_id
+      WHERE a.delivery_id = ${deliveryId} AND a.finished_at IS NULL ORDER BY a.id DESC LIMIT 1`;
+  if (f) return { batchId: num(f.batch_id), destination: String(f.destination), state: String(f.state), awaiting: false, inFlight: true };
   const a = await acceptedPg(spool.sql, deliveryId);
   if (!a) return null;
   const [b] = await spool.sql`SELECT state, destination FROM batches WHERE id = ${a.batchId}::bigint`;
   if (!b) return null;
   const state = String(b.state);
-  return { batchId: a.batchId, destination: String(b.destination), state, awaiting: state === "awaiting" && (await newestPg(spool.sql, a.batchId)) === a.id };
+  return { batchId: a.batchId, destination: String(b.destination), state, awaiting: state === "awaiting" && (await newestPg(spool.sql, a.batchId)) === a.id, inFlight: false };
 }
 
 async function factsPg(tx: Tx, r: ReportInput): Promise<AwaitingFacts | null> {
