@@ -110,7 +110,10 @@ function showCommand(cli: Cli): CommandDef {
           ["content_hash", b.content_hash ?? "-"],
           ["attempts", `${b.attempts} counted`],
         ];
-        if (b.next_attempt_at !== null) lines.push(["next attempt", `${isoTime(b.next_attempt_at)} (in ${humanAge(b.next_attempt_at - now)})`]);
+        // An awaiting batch's next_attempt_at is when its outcome is overdue.
+        if (b.state === "awaiting" && b.next_attempt_at !== null) {
+          lines.push(["awaiting", `the outcome of its run (hookspool outcome <webhook-id> ok|failed); overdue ${isoTime(b.next_attempt_at)} (in ${humanAge(b.next_attempt_at - now)})`]);
+        } else if (b.next_attempt_at !== null) lines.push(["next attempt", `${isoTime(b.next_attempt_at)} (in ${humanAge(b.next_attempt_at - now)})`]);
         if (b.not_before !== null) lines.push(["not before", isoTime(b.not_before)]);
         if (b.lease_owner) lines.push(["lease", `${b.lease_owner} until ${isoTime(b.lease_until)}`]);
         if (b.last_class || b.last_error) lines.push(["last error", `${b.last_class ?? "-"}: ${b.last_error ?? ""}`]);

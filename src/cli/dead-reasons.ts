@@ -11,6 +11,7 @@ export const DEAD_REASON_TEXT: Readonly<Record<string, string>> = {
   bad_emit: "the script's output could not be read, twice",
   config: "it can never meet one of hookspool's own bounds, such as the destination's max_body_bytes",
   quarantined: "a request no source plugin could classify",
+  agent_failed: "the receiver reported its run failed for good (hookspool outcome ... failed --permanent)",
 };
 
 /** A --reason value, checked; undefined when not given. */

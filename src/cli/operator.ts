@@ -103,7 +103,7 @@ function replayCommand(cli: Cli): CommandDef {
       destination: { type: "string", description: "with --dead: only this destination (quarantine: quarantined requests)" },
       source: { type: "string", description: "with --dead: only this source" },
       since: { type: "string", description: "with --dead: only batches whose last event is this recent (Unix s, ISO date, or 24h)", valueHint: "T" },
-      reason: { type: "string", description: "with --dead: only batches that died for this reason (rejected, exhausted, poison, processor_permanent, bad_emit, config, quarantined)", valueHint: "R" },
+      reason: { type: "string", description: "with --dead: only batches that died for this reason (rejected, exhausted, poison, processor_permanent, bad_emit, config, quarantined, agent_failed)", valueHint: "R" },
       plan: { type: "boolean", description: "with --dead: show what would be replayed, by destination, key and reason, and the pace each destination takes it at; change nothing" },
     },
     async run({ args }) {

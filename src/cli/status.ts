@@ -21,7 +21,7 @@ function summary(doc: StatusDoc): string {
   const integrity = doc.spool.integrity_checked_age_s === undefined ? "" : `, integrity checked ${doc.spool.integrity_checked_age_s === null ? "never (status --deep checks it)" : `${humanAge(doc.spool.integrity_checked_age_s)} ago`}`;
   out.push(`spool        schema ${doc.schema}, ${humanBytes(doc.spool_bytes)}, ${doc.disk_free_bytes === null ? "disk: the database server's" : `${humanBytes(doc.disk_free_bytes)} free`}, last enqueue ${doc.spool.last_enqueue_age_s === null ? "never" : `${humanAge(doc.spool.last_enqueue_age_s)} ago`}${integrity}`);
   const b = doc.batches;
-  out.push(`batches      ${b.open} open, ${b.sealed} sealed, ${b.leased} leased, ${b.retry} retry, ${b.delivered} delivered, ${b.dead} dead, ${b.dropped} dropped, ${b.quarantined} quarantined`);
+  out.push(`batches      ${b.open} open, ${b.sealed} sealed, ${b.leased} leased, ${b.retry} retry, ${b.awaiting} awaiting, ${b.delivered} delivered, ${b.dead} dead, ${b.dropped} dropped, ${b.quarantined} quarantined`);
   const dead = Object.entries(doc.dead_by_reason).filter(([r, n]) => n > 0 && r !== "quarantined");
   if (dead.length) out.push(`dead         ${dead.map(([r, n]) => `${n} ${r}`).join(", ")}`);
   out.push(`oldest       ${doc.oldest_pending_age_s === null ? "nothing pending" : `${humanAge(doc.oldest_pending_age_s)} pending`}`);

@@ -1,5 +1,5 @@
 // hookspool watch: the spool's changes as they commit (events queued, batches sealed, leased,
-// delivered, retried, dead, dropped), for one source, destination or key, or all. Each line
+// awaiting an outcome, delivered, retried, dead, dropped), for one source, destination or key, or all. Each line
 // carries its cursor; --since <cursor> goes on after it, at least once (a consumer dedups on the
 // cursor). It reads the journal between commits, holding no transaction, and looks again only
 // when the database changed (PRAGMA data_version).
@@ -12,7 +12,7 @@ import { isPostgres } from "../config/backend.ts";
 import { watchPg } from "./watch-pg.ts";
 
 export const PAGE = 500;
-const COLOUR: Record<string, string> = { delivered: "\u001b[32m", dead: "\u001b[31m", retry: "\u001b[33m", dropped: "\u001b[90m" };
+const COLOUR: Record<string, string> = { delivered: "\u001b[32m", dead: "\u001b[31m", retry: "\u001b[33m", awaiting: "\u001b[36m", dropped: "\u001b[90m" };
 
 export function detailOf(r: JournalRow): Record<string, unknown> {
   try {

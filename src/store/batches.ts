@@ -8,10 +8,10 @@ import { computeContentHashTx } from "./content.ts";
 import { prepared, type Spool } from "./db.ts";
 import { journalTx } from "./journal.ts";
 
-export const BATCH_STATES = ["open", "sealed", "leased", "retry", "delivered", "dead", "dropped"] as const;
+export const BATCH_STATES = ["open", "sealed", "leased", "retry", "awaiting", "delivered", "dead", "dropped"] as const;
 export type BatchState = (typeof BATCH_STATES)[number];
 /** The class of a batch's last outcome (last_class), as the schema's CHECK lists them. */
-export const LAST_CLASSES = ["transport", "throttle", "batch", "config", "permanent", "poison", "quarantine"] as const;
+export const LAST_CLASSES = ["transport", "throttle", "batch", "config", "permanent", "poison", "quarantine", "agent"] as const;
 
 export interface BatchRow {
   id: number;

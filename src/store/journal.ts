@@ -4,7 +4,9 @@
 import type { Database } from "bun:sqlite";
 import { prepared, type Spool } from "./db.ts";
 
-export type JournalKind = "event" | "sealed" | "leased" | "awaiting" | "delivered" | "retry" | "dead" | "dropped";
+/** What a journal row records, as the schema's CHECK lists them. */
+export const JOURNAL_KINDS = ["event", "sealed", "leased", "awaiting", "delivered", "retry", "dead", "dropped"] as const;
+export type JournalKind = (typeof JOURNAL_KINDS)[number];
 
 export interface JournalRow {
   id: number;

@@ -114,7 +114,7 @@ describe("list", () => {
     const h = await initHome();
     const bad = await inHome(h, ["list", "--state", "stuck"]);
     expect(bad.code).toBe(2);
-    expect(oneErrorLine(bad.err)).toContain("--state must be one of open, sealed, leased, retry, delivered, dead, dropped");
+    expect(oneErrorLine(bad.err)).toContain("--state must be one of open, sealed, leased, retry, awaiting, delivered, dead, dropped");
     for (const limit of ["0", "x", "-3", "1.5"]) {
       const r = await inHome(h, ["list", `--limit=${limit}`]);
       expect({ limit, code: r.code }).toEqual({ limit, code: 2 });

@@ -41,7 +41,7 @@ describe("dead reasons", () => {
     expect((await inHome(h, ["list", "--state", "dead"])).out).toMatch(new RegExp(`^${processor}\\s+dead\\s.*processor_permanent$`, "m"));
     expect((await inHome(h, ["show", String(rejected)])).out).toMatch(/^dead because\s+rejected \(the destination refused it for good/m);
     const status = JSON.parse((await inHome(h, ["--json", "status"])).out);
-    expect(status.dead_by_reason).toEqual({ rejected: 1, exhausted: 1, poison: 0, processor_permanent: 1, bad_emit: 0, config: 0, quarantined: 1 });
+    expect(status.dead_by_reason).toEqual({ rejected: 1, exhausted: 1, poison: 0, processor_permanent: 1, bad_emit: 0, config: 0, quarantined: 1, agent_failed: 0 });
     expect(status.degraded).toContain("batches: 3 dead (1 rejected, 1 exhausted, 1 processor_permanent)");
     expect((await inHome(h, ["status"])).out).toMatch(/^dead\s+1 rejected, 1 exhausted, 1 processor_permanent$/m);
     const metrics = (await inHome(h, ["metrics"])).out;

@@ -182,7 +182,7 @@ describe("export", () => {
     const { h } = await seeded();
     const badState = await run(h, ["export", "--state", "stuck"]);
     expect(badState).toMatchObject({ code: 2, out: "" });
-    expect(oneErrorLine(badState.err)).toContain("--state must be one of open, sealed, leased, retry, delivered, dead, dropped");
+    expect(oneErrorLine(badState.err)).toContain("--state must be one of open, sealed, leased, retry, awaiting, delivered, dead, dropped");
     const badSince = await run(h, ["export", "--since", "yesterday"]);
     expect(badSince).toMatchObject({ code: 2, out: "" });
     expect(oneErrorLine(badSince.err)).toContain("--since yesterday");

@@ -6,7 +6,7 @@ import { cli } from "../helpers/cli.ts";
 import { tempDir } from "../helpers/tmp.ts";
 import { type Home, initHome, inHome, metaValue, oneErrorLine, spoolAtSchema, spoolFromTheFuture, tableNames, userVersion, withDb } from "./home.ts";
 
-const ALL = ["0001_v2", "0002_unwrap", "0003_polls", "0004_quarantine", "0005_ready_index", "0006_dead_reason", "0007_trace", "0008_journal", "0009_actions", "0010_pacing"];
+const ALL = ["0001_v2", "0002_unwrap", "0003_polls", "0004_quarantine", "0005_ready_index", "0006_dead_reason", "0007_trace", "0008_journal", "0009_actions", "0010_pacing", "0011_outcomes"];
 
 /** Every table of the schema, with the columns it must have. */
 const SPEC_COLUMNS: Record<string, string[]> = {
@@ -80,16 +80,16 @@ async function holdLockElsewhere(path: string): Promise<{ release(): Promise<voi
 }
 
 describe("migrate on a fresh home", () => {
-  test("creates a private spool at schema 10 with every table of the data model", async () => {
+  test("creates a private spool at the latest schema with every table of the data model", async () => {
     const home = tempDir();
     const r = await cli(["--home", home, "migrate"]);
     expect(r).toMatchObject({ code: 0, err: "" });
-    expect(r.out).toContain(`applied ${ALL.join(", ")} (schema 0 -> 10)`);
+    expect(r.out).toContain(`applied ${ALL.join(", ")} (schema 0 -> 11)`);
     const db = join(home, "spool.db");
     expect(mode(home)).toBe(0o700);
     expect(mode(db)).toBe(0o600);
-    expect(userVersion(db)).toBe(10);
-    expect(metaValue(db, "schema_version")).toBe("10");
+    expect(userVersion(db)).toBe(11);
+    expect(metaValue(db, "schema_version")).toBe("11");
     expect(metaValue(db, "instance_id")).toMatch(/^[0-9a-f]+$/);
     expect(tableNames(db)).toEqual(expect.arrayContaining(Object.keys(SPEC_COLUMNS)));
     for (const [table, cols] of Object.entries(SPEC_COLUMNS)) {
@@ -104,7 +104,7 @@ describe("migrate on a fresh home", () => {
     const home = tempDir();
     const r = await cli(["migrate", "--json", "--home", home]);
     expect(r.code).toBe(0);
-    expect(JSON.parse(r.out)).toEqual({ from: 0, to: 10, applied: ALL });
+    expect(JSON.parse(r.out)).toEqual({ from: 0, to: 11, applied: ALL });
   });
 
   test("--dry-run lists the migrations and creates nothing", async () => {
@@ -133,7 +133,7 @@ describe("migrate on a fresh home", () => {
     const r = await cli(["--home", home, "migrate"]);
     expect(r).toMatchObject({ code: 0, err: "" });
     expect(mode(join(home, "state"))).toBe(0o700);
-    expect(userVersion(join(home, "state", "spool.db"))).toBe(10);
+    expect(userVersion(join(home, "state", "spool.db"))).toBe(11);
   });
 
   test("a second migrate has nothing to apply and keeps instance_id", async () => {
@@ -146,7 +146,7 @@ describe("migrate on a fresh home", () => {
     expect(r.out).toContain("nothing to apply");
     expect(r.out).not.toContain("applied");
     expect(metaValue(db, "instance_id")).toBe(id);
-    expect(userVersion(db)).toBe(10);
+    expect(userVersion(db)).toBe(11);
   });
 });
 
@@ -171,9 +171,9 @@ describe("an older schema", () => {
 
       const m = await inHome(h, ["migrate"]);
       expect(m.code).toBe(0);
-      expect(m.out).toContain(`applied ${ALL.slice(version).join(", ")} (schema ${version} -> 10)`);
-      expect(userVersion(h.db)).toBe(10);
-      expect(metaValue(h.db, "schema_version")).toBe("10");
+      expect(m.out).toContain(`applied ${ALL.slice(version).join(", ")} (schema ${version} -> 11)`);
+      expect(userVersion(h.db)).toBe(11);
+      expect(metaValue(h.db, "schema_version")).toBe("11");
       expect(metaValue(h.db, "instance_id")).toBe("0123456789ab");
       expect(columns(h.db, "attempts")).toEqual(expect.arrayContaining(["events_delivered", "failed_event_id"]));
       expect(tableNames(h.db)).toContain("polls");
@@ -198,6 +198,39 @@ describe("an older schema", () => {
       expect(() => db.run("INSERT INTO issues (fingerprint, kind, state, first_at, last_at) VALUES ('x', 'nonsense', 'open', 1, 1)")).toThrow();
     });
     expect(indexes(h.db, "issues")).toEqual(expect.arrayContaining([["state", "last_at"], ["fingerprint"]]));
+  });
+
+  test("schema 10 -> 11 rebuilds batches and journal keeping every row, their references and the journal's high-water mark", async () => {
+    const h = await initHome();
+    spoolAtSchema(h, 10);
+    withDb(h.db, (db) => {
+      db.run(`INSERT INTO batches (id, route, source, destination, key, state, first_at, last_at, quiet_s, max_s, max_events, max_bytes, count, bytes, sealed_at, content_hash, attempts, next_attempt_at, last_class, last_error, dead_reason)
+        VALUES (7, 'r', 's', 'd', 'k', 'dead', 1, 2, 0, 0, 10, 100, 1, 5, 2, 'sha256:x', 3, NULL, 'batch', 'boom', 'exhausted')`);
+      db.run("INSERT INTO events (source, route, batch_id, received_at, payload, size) VALUES ('s', 'r', 7, 1, '{}', 2)");
+      for (let i = 0; i < 3; i++) db.run("INSERT INTO journal (at, kind, batch_id, source, destination, key) VALUES (1, 'event', 7, 's', 'd', 'k')");
+      // The newest rows gone (as if pruned): the next id still follows the highest ever given.
+      db.run("DELETE FROM journal WHERE id > 1");
+      expect(() => db.run("UPDATE batches SET state = 'awaiting' WHERE id = 7")).toThrow();
+    });
+    expect((await inHome(h, ["migrate"])).code).toBe(0);
+    withDb(h.db, (db) => {
+      expect(db.query("SELECT id, state, attempts, last_class, last_error, dead_reason, content_hash FROM batches").all()).toEqual([
+        { id: 7, state: "dead", attempts: 3, last_class: "batch", last_error: "boom", dead_reason: "exhausted", content_hash: "sha256:x" },
+      ]);
+      expect(db.query("PRAGMA foreign_key_check").all()).toEqual([]);
+      expect(db.query("SELECT batch_id FROM events").all()).toEqual([{ batch_id: 7 }]);
+      db.run("INSERT INTO journal (at, kind, batch_id, source, destination, key) VALUES (2, 'awaiting', 7, 's', 'd', 'k')");
+      expect(db.query("SELECT id, kind FROM journal ORDER BY id").all()).toEqual([
+        { id: 1, kind: "event" },
+        { id: 4, kind: "awaiting" },
+      ]);
+      db.run("UPDATE batches SET state = 'awaiting', last_class = 'agent', dead_reason = NULL WHERE id = 7");
+      expect(() => db.run("UPDATE batches SET state = 'nonsense' WHERE id = 7")).toThrow();
+      // Events still reference the rebuilt table: the foreign key holds.
+      db.run("PRAGMA foreign_keys = ON");
+      expect(() => db.run("INSERT INTO events (source, route, batch_id, received_at, payload, size) VALUES ('s', 'r', 999, 1, '{}', 2)")).toThrow();
+    });
+    expect(indexes(h.db, "batches")).toEqual(expect.arrayContaining([["route", "key", "first_at", "id"], ["next_attempt_at"]]));
   });
 
   test("--dry-run on an older spool names the pending migrations and changes nothing", async () => {
@@ -266,6 +299,6 @@ describe("dispatch.lock", () => {
     await holder.release();
     const again = await inHome(h, ["migrate"]);
     expect(again.code).toBe(0);
-    expect(userVersion(h.db)).toBe(10);
+    expect(userVersion(h.db)).toBe(11);
   });
 });

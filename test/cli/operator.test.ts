@@ -631,8 +631,8 @@ describe("drop", () => {
     const before = snapshot(w.r);
     const res = await op(w.r, ["drop", String(ids.dead), String(leased), String(ids.open), "--yes"]);
     expect(res.code).toBe(1);
-    expect(oneErrorLine(res.err)).toContain(`batch ${leased} is leased; drop applies to open, sealed, retry or dead batches`);
-    expect(res.err).toBe(`hookspool: batch ${leased} is leased; drop applies to open, sealed, retry or dead batches\n`);
+    expect(oneErrorLine(res.err)).toContain(`batch ${leased} is leased; drop applies to open, sealed, retry, awaiting or dead batches`);
+    expect(res.err).toBe(`hookspool: batch ${leased} is leased; drop applies to open, sealed, retry, awaiting or dead batches\n`);
     expect(res.out).toBe("");
     const missing = await op(w.r, ["drop", String(ids.open), "999", "--yes"]);
     expect(missing.code).toBe(1);

@@ -109,7 +109,7 @@ test.skipIf(!PG_BIN)("enqueue, prune, watch and metrics on PostgreSQL; the dashb
   const before = await cli(["--home", home, "--json", "check"], { env });
   expect(before.out).toContain("the PostgreSQL database has no hookspool schema yet");
   const dryRun = await cli(["--home", home, "migrate", "--dry-run"], { env });
-  expect(dryRun.out).toContain("would apply 0001_schema, 0002_pacing (PostgreSQL schema 0)");
+  expect(dryRun.out).toContain("would apply 0001_schema, 0002_pacing, 0003_outcomes (PostgreSQL schema 0)");
   expect((await cli(["--home", home, "migrate"], { env })).code).toBe(0);
   const checked = await cli(["--home", home, "--json", "check"], { env });
   expect(checked.out).not.toContain("spool.url");

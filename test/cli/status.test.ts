@@ -45,7 +45,7 @@ describe("status", () => {
     const doc = await statusDoc(h);
     expect(Object.keys(doc)).toEqual(expect.arrayContaining(FIELDS));
     expect(doc.schema).toBe(LATEST_SCHEMA);
-    expect(doc.batches).toEqual({ open: 0, sealed: 0, leased: 0, retry: 0, delivered: 0, dead: 0, dropped: 0, quarantined: 0 });
+    expect(doc.batches).toEqual({ open: 0, sealed: 0, leased: 0, retry: 0, awaiting: 0, delivered: 0, dead: 0, dropped: 0, quarantined: 0 });
     expect(doc.oldest_pending_age_s).toBeNull();
     expect(doc.spool).toEqual({ last_enqueue_age_s: null, writable_checked_age_s: null, integrity_checked_age_s: null });
     expect(doc.issues_open).toBe(0);
@@ -58,7 +58,7 @@ describe("status", () => {
   test("counts batches by state, quarantine apart from dead, and says what is degraded", async () => {
     const h = await busyHome();
     const doc = await statusDoc(h);
-    expect(doc.batches).toEqual({ open: 1, sealed: 1, leased: 0, retry: 0, delivered: 0, dead: 1, dropped: 0, quarantined: 1 });
+    expect(doc.batches).toEqual({ open: 1, sealed: 1, leased: 0, retry: 0, awaiting: 0, delivered: 0, dead: 1, dropped: 0, quarantined: 1 });
     expect(doc.ok).toBe(false);
     expect(doc.degraded).toEqual(expect.arrayContaining(["dispatcher: no heartbeat yet", "batches: 1 dead (1 rejected)", "batches: 1 quarantined"]));
     expect(doc.issues_open).toBe(1);
@@ -106,7 +106,7 @@ describe("status", () => {
     expect(r.out).toStartWith("hookspool: 3 problem(s)\n");
     expect(r.out).toMatch(/^dispatcher\s+not running$/m);
     expect(r.out).toMatch(new RegExp(`^spool\\s+schema ${LATEST_SCHEMA}, `, "m"));
-    expect(r.out).toMatch(/^batches\s+1 open, 1 sealed, 0 leased, 0 retry, 0 delivered, 1 dead, 0 dropped, 1 quarantined$/m);
+    expect(r.out).toMatch(/^batches\s+1 open, 1 sealed, 0 leased, 0 retry, 0 awaiting, 0 delivered, 1 dead, 0 dropped, 1 quarantined$/m);
     expect(r.out).toMatch(/^issues\s+1 open$/m);
     expect(r.out).toMatch(/^script:demo-log\s+closed\s/m);
     expect(r.out).toMatch(/^demo\s+\d+s ago/m);

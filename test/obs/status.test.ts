@@ -186,7 +186,7 @@ describe("status and /healthz agree and flip for each soft reason (200, degraded
       expect(doc).toMatchObject({ ok: true, degraded: [], schema: LATEST_SCHEMA, issues_open: 0 });
       expect(doc.dispatcher).toEqual({ alive: true, heartbeat_age_s: 5, pid: 4242 });
       expect(doc.spool.last_enqueue_age_s).toBe(3);
-      expect(doc.batches).toEqual({ open: 1, sealed: 0, leased: 0, retry: 0, delivered: 0, dead: 0, dropped: 0, quarantined: 0 });
+      expect(doc.batches).toEqual({ open: 1, sealed: 0, leased: 0, retry: 0, awaiting: 0, delivered: 0, dead: 0, dropped: 0, quarantined: 0 });
       expect(doc.oldest_pending_age_s).toBe(3);
       expect(doc.destinations[DEST]).toMatchObject({ state: "closed", oldest_pending_age_s: 3 });
       expect(doc.sources).toEqual({
@@ -458,7 +458,7 @@ describe("the human summary names each problem", () => {
       expect(text).toStartWith(`hookspool: ${reasons.length} problem(s)\n`);
       for (const r of reasons) expect(text).toContain(`\n  - ${r}\n`);
       expect(text).toMatch(/^dispatcher\s+not running \(heartbeat 45s ago, pid 4242\)$/m);
-      expect(text).toMatch(/^batches\s+0 open, 1 sealed, 0 leased, 0 retry, 0 delivered, 1 dead, 0 dropped, 1 quarantined$/m);
+      expect(text).toMatch(/^batches\s+0 open, 1 sealed, 0 leased, 0 retry, 0 awaiting, 0 delivered, 1 dead, 0 dropped, 1 quarantined$/m);
       expect(text).toMatch(new RegExp(`^${DEST}\\s+open\\s+.*connection refused$`, "m"));
       expect(text).toMatch(/^quiet\s+2h ago\s+60m\s+yes$/m);
       expect(() => JSON.parse(text)).toThrow();

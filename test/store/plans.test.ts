@@ -3,6 +3,7 @@
 // destination's window searches only the partial index of paced attempts.
 import { expect, test } from "bun:test";
 import { tickQueryPlans } from "../../src/store/queue.ts";
+import { overduePlan } from "../../src/store/awaiting.ts";
 import { freshSpool } from "../helpers/spool.ts";
 
 test("every per-tick query is an index search, or a scan of the unfinished batches only", () => {
@@ -29,4 +30,10 @@ test("the candidates walk batches_ready in order (no sort) and bound each head c
   expect(candidates[0]).toContain("USING INDEX batches_ready (destination=?)");
   expect(candidates.some((s) => s.includes("USING INDEX batches_queue (route=? AND key=? AND first_at<?)"))).toBe(true);
   expect(readyDestinations.filter((s) => /SEARCH batches/.test(s)).every((s) => s.includes("USING INDEX batches_ready"))).toBe(true);
+});
+
+test("the overdue outcomes read searches batches_awaiting, never the history", () => {
+  const plan = overduePlan(freshSpool().spool);
+  expect(plan.some((s) => /SEARCH b USING INDEX batches_awaiting/.test(s))).toBe(true);
+  expect(plan.filter((s) => /^SCAN/.test(s))).toEqual([]);
 });

@@ -5,12 +5,16 @@ import { BATCH_STATES, LAST_CLASSES } from "../../src/store/batches.ts";
 import { DESTINATION_STATES } from "../../src/store/destinations.ts";
 import { ISSUE_KINDS, ISSUE_STATES } from "../../src/store/issues.ts";
 import { ATTEMPT_OUTCOMES } from "../../src/store/marks.ts";
+import { JOURNAL_KINDS } from "../../src/store/journal.ts";
+import { DEAD_REASONS } from "../../src/delivery.ts";
 import type { Suite } from "./suite.ts";
 
 export function schemaCases({ fresh }: Suite): void {
   test.each([
     ["batches", "state", BATCH_STATES],
     ["batches", "last_class", LAST_CLASSES],
+    ["batches", "dead_reason", DEAD_REASONS],
+    ["journal", "kind", JOURNAL_KINDS],
     ["attempts", "outcome", ATTEMPT_OUTCOMES],
     ["destinations", "state", DESTINATION_STATES],
     ["issues", "kind", ISSUE_KINDS],

@@ -35,7 +35,7 @@ function filterOf(q: URLSearchParams, now: number): { f: ListFilter; problem: st
   }
 }
 
-const STATES = ["", "open", "sealed", "leased", "retry", "delivered", "dead", "dropped"];
+const STATES = ["", "open", "sealed", "leased", "retry", "awaiting", "delivered", "dead", "dropped"];
 
 export function batchesPage(c: PageContext, q: URLSearchParams): string {
   const { f, problem } = filterOf(q, c.now);

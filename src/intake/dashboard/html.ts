@@ -74,7 +74,7 @@ export function when(t: number | null | undefined): string {
 
 /** The colour class of a state word. */
 export function stateClass(s: string): string {
-  return s === "closed" || s === "delivered" || s === "ok" ? "ok" : s === "open" || s === "dead" ? "bad" : s === "half_open" || s === "paused" || s === "retry" ? "warn" : "";
+  return s === "closed" || s === "delivered" || s === "ok" ? "ok" : s === "open" || s === "dead" ? "bad" : s === "half_open" || s === "paused" || s === "retry" || s === "awaiting" ? "warn" : "";
 }
 
 /** A state-changing button: a POST form with the CSRF token; nothing when actions are off. */

@@ -77,7 +77,7 @@ export function overviewPage(c: PageContext): string {
     }),
   );
   const b = doc.batches;
-  const counts = table(["open", "sealed", "leased", "retry", "delivered", "dead", "dropped", "quarantined"], [[b.open, b.sealed, b.leased, b.retry, b.delivered, b.dead, b.dropped, b.quarantined].map((n) => h(n))]);
+  const counts = table(["open", "sealed", "leased", "retry", "awaiting", "delivered", "dead", "dropped", "quarantined"], [[b.open, b.sealed, b.leased, b.retry, b.awaiting, b.delivered, b.dead, b.dropped, b.quarantined].map((n) => h(n))]);
   const dead = Object.entries(doc.dead_by_reason).filter(([, n]) => n > 0);
   const deadLine = dead.length ? `<p>dead by reason: ${dead.map(([r, n]) => `<a href="/batches?state=dead&amp;reason=${h(encodeURIComponent(r))}">${h(n)} ${h(r)}</a>`).join(", ")}</p>` : "";
   const spool = `<p>schema ${h(doc.schema)}, spool ${h(Math.round(doc.spool_bytes / 1024))} KiB, ${doc.disk_free_bytes == null ? "free disk unknown" : `${h(Math.round(doc.disk_free_bytes / 1024 ** 2))} MiB free`}; dispatcher ${doc.dispatcher.alive ? `<span class="ok">alive</span>` : `<span class="bad">not running</span>`}; <a href="/issues">${h(doc.issues_open)} open issue(s)</a></p>`;

@@ -319,7 +319,7 @@ describe.skipIf(!PG_BIN)("migrate-store: SQLite to PostgreSQL", () => {
       const r = await cli(["--home", h, "migrate-store", "--to", "postgres"], { env: { HOOKSPOOL_PG_URL: url } });
       expect({ code: r.code, err: r.err.split("\n").filter((l) => l.startsWith("hookspool:")) }).toEqual({ code: 0, err: [] });
       expect(r.out.trim()).toMatch(/^copied 2 batches, 3 events, 0 dedup rows, 0 attempts, 0 destination states, 0 issues, 0 alert limits, 0 poll clocks, 3 journal rows, 0 operator actions into PostgreSQL; set \[spool\] backend = "postgres" and start the services$/);
-      expect(r.err).toContain("migrate-store: PostgreSQL schema 0 -> 2");
+      expect(r.err).toContain("migrate-store: PostgreSQL schema 0 -> 3");
       expect(r.err).toContain("migrate-store: events: 3 of 3 rows");
       expect(r.err).toContain("migrate-store: verified: every table holds the same rows and values on both sides");
       for (const secret of ["SENTINEL123", SECRET_SENTINEL, server.socketDir, url]) {

@@ -296,7 +296,7 @@ describe.skipIf(!PG_BIN)("PostgreSQL and SQLite agree", () => {
     await both(() => retryNow(lite, 1, T0 + 22), () => retryNowPg(pg, 1, T0 + 22));
     expect(await both(() => retryNow(lite, 2, T0 + 22), () => retryNowPg(pg, 2, T0 + 22))).toBe("batch 2 is sealed; retry applies to retry batches");
     await both(() => dropBatches(lite, [2], T0 + 23), () => dropBatchesPg(pg, [2], T0 + 23));
-    expect(await both(() => dropBatches(lite, [3], T0 + 23), () => dropBatchesPg(pg, [3], T0 + 23))).toBe("batch 3 is delivered; drop applies to open, sealed, retry or dead batches");
+    expect(await both(() => dropBatches(lite, [3], T0 + 23), () => dropBatchesPg(pg, [3], T0 + 23))).toBe("batch 3 is delivered; drop applies to open, sealed, retry, awaiting or dead batches");
     await both(() => resendDelivered(lite, 3, T0 + 24), () => resendDeliveredPg(pg, 3, T0 + 24));
     expect(await both(() => replayBatch(lite, 99, T0), () => replayBatchPg(pg, 99, T0))).toBe("no batch 99");
     // A quarantined request, classified again by a (fixed) plugin: it becomes an event of its own.
