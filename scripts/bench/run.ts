@@ -6,7 +6,7 @@
 // PostgreSQL is not installed.
 import { join } from "node:path";
 
-const ALL = ["enqueue.ts", "history.ts", "intake.ts", "dispatch.ts", "coalesce.ts", "pacing.ts", "footprint.ts", "postgres.ts"];
+const ALL = ["enqueue.ts", "history.ts", "intake.ts", "dispatch.ts", "coalesce.ts", "pacing.ts", "outcomes.ts", "footprint.ts", "postgres.ts"];
 const wanted = process.argv.slice(2).map((a) => (a.endsWith(".ts") ? a : `${a}.ts`));
 const unknown = wanted.filter((w) => !ALL.includes(w));
 if (unknown.length) {
