@@ -52,7 +52,7 @@ const SPEC16: Record<string, VerbSpec> = {
   exclude: v("yes"),
   drop: v("yes"),
   pause: v("reason"),
-  resume: v(),
+  resume: v("budget"),
   outcome: v("reason", "permanent"),
   issues: { flags: [], subs: { list: [], ack: [], resolve: [], ignore: [] } },
   enqueue: v("source", "key", "destination", "event-type", "dedup-id", "file"),

@@ -3,7 +3,7 @@
 import { dirname } from "node:path";
 import { userInfo } from "node:os";
 import type { CommandDef } from "citty";
-import { configuredDestinations } from "../config/destinations.ts";
+import { budgetPolicy, configuredDestinations } from "../config/destinations.ts";
 import type { Config } from "../config/types.ts";
 import { HookspoolError } from "../errors.ts";
 import { loadSources } from "../config/sources.ts";
@@ -291,11 +291,21 @@ function pauseCommand(cli: Cli): CommandDef {
 
 function resumeCommand(cli: Cli): CommandDef {
   return {
-    meta: { name: "resume", description: "deliver to a paused destination again (closed, counters reset)" },
-    args: { ...GLOBAL_ARGS, destination: { type: "positional", description: "destination name", required: true } },
+    meta: { name: "resume", description: "deliver to a paused destination again (closed, counters reset); --budget: let batches its run budget holds go now" },
+    args: {
+      ...GLOBAL_ARGS,
+      destination: { type: "positional", description: "destination name", required: true },
+      budget: { type: "boolean", description: "start its budget and key_budget windows again now, so the batches they hold go (the destination's pause is left as it is)" },
+    },
     run({ args }) {
       const name = String(args.destination);
-      return withStore(cli, async (store) => {
+      return withStore(cli, async (store, config) => {
+        if (args.budget) {
+          if (!budgetPolicy(config, name)) throw new HookspoolError("E_NOTHING", `${name} has no budget or key_budget`);
+          await store.releaseBudget(name, cli.clock.now());
+          say(cli, { destination: name, budget: "released" }, `${name}: its budgets count from now; the batches they held go`);
+          return 0;
+        }
         if (!(await store.resumeDestination(name, cli.clock.now()))) throw new HookspoolError("E_NOTHING", `${name} is not paused`);
         say(cli, { destination: name, state: "closed" }, `${name}: resumed`);
         return 0;

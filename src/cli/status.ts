@@ -3,7 +3,7 @@
 import { dirname } from "node:path";
 import type { CommandDef } from "citty";
 import { loadEverySource } from "../config/sources.ts";
-import { assembleStatus, buildStatus, pacedDestinations, type DestinationStatus, type StatusDoc } from "../obs/status.ts";
+import { assembleStatus, budgetedDestinations, buildStatus, pacedDestinations, type DestinationStatus, type StatusDoc } from "../obs/status.ts";
 import { pgStatusFacts } from "../obs/status-pg.ts";
 import { isPostgres } from "../config/backend.ts";
 import { CorruptSpool, noteIntegrityCheck, quickCheck } from "../store/db.ts";
@@ -29,7 +29,10 @@ function summary(doc: StatusDoc): string {
   const dests = Object.entries(doc.destinations);
   if (dests.length) {
     out.push("");
-    out.push(table(["DESTINATION", "STATE", "INFLIGHT", "WINDOW", "OLDEST", "LAST ERROR"], dests.map(([n, d]) => [n, gateWords(d), d.inflight ?? "-", windowWords(d), humanAge(d.oldest_pending_age_s), d.last_error ?? ""])));
+    // A BUDGET column only when some destination has a run budget.
+    const budgeted = dests.some(([, d]) => d.budget || d.key_budget);
+    const head = ["DESTINATION", "STATE", "INFLIGHT", "WINDOW", ...(budgeted ? ["BUDGET"] : []), "OLDEST", "LAST ERROR"];
+    out.push(table(head, dests.map(([n, d]) => [n, gateWords(d), d.inflight ?? "-", windowWords(d), ...(budgeted ? [budgetWords(d)] : []), humanAge(d.oldest_pending_age_s), d.last_error ?? ""])));
   }
   const sources = Object.entries(doc.sources);
   if (sources.length) {
@@ -52,6 +55,14 @@ function windowWords(d: DestinationStatus): string {
   return `${d.rate.used}/${d.rate.limit} per ${humanAge(d.rate.window_s)}${full}`;
 }
 
+/** A destination's run budgets: "20/20 per 1h, held; key 3 per 1h". */
+function budgetWords(d: DestinationStatus): string {
+  const parts: string[] = [];
+  if (d.budget) parts.push(`${d.budget.used}/${d.budget.limit} per ${humanAge(d.budget.window_s)}${d.budget.next_free_at !== null ? ", held" : ""}`);
+  if (d.key_budget) parts.push(`key ${d.key_budget.limit} per ${humanAge(d.key_budget.window_s)}`);
+  return parts.length ? parts.join("; ") : "-";
+}
+
 export function statusCommand(cli: Cli): CommandDef {
   return {
     meta: { name: "status", description: "health of the spool, dispatcher, destinations and sources; exit 1 while any problem is reported" },
@@ -63,7 +74,7 @@ export function statusCommand(cli: Cli): CommandDef {
       const { sources: plugins } = await loadEverySource(config, { configDir: dirname(paths.config ?? paths.home), env: cli.io.env, file: paths.config ?? "config.toml" });
       if (isPostgres(config)) {
         const paces = pacedDestinations(config, cli.io.env);
-        const { doc } = await withPg(cli, config, async (pg) => assembleStatus(await pgStatusFacts(pg, cli.clock.now(), paces), config, { now: cli.clock.now(), plugins }));
+        const { doc } = await withPg(cli, config, async (pg) => assembleStatus(await pgStatusFacts(pg, cli.clock.now(), paces, budgetedDestinations(config)), config, { now: cli.clock.now(), plugins }));
         cli.io.out(cli.globals.json ? JSON.stringify(doc) : summary(doc));
         return doc.ok ? 0 : 1;
       }

@@ -1,6 +1,7 @@
 // Destination names and their settings after defaults: hermes:<route>, script:<name>, http.
 import { type DestinationType, destinationDefaults } from "./schema.ts";
 import type { Config, DestinationConfig } from "./types.ts";
+import { parseRate, type Rate } from "../pacing.ts";
 
 export type { DestinationType } from "./schema.ts";
 
@@ -78,4 +79,26 @@ export function awaitPolicy(config: Config, name: string): AwaitPolicy | null {
   const t = config.destinations[name];
   if (t?.outcome !== "await") return null;
   return { timeoutS: t.outcome_timeout_s ?? OUTCOME_TIMEOUT_S, onTimeout: t.on_timeout ?? "retry" };
+}
+
+/** A destination's run budgets (null: it has none). */
+export interface BudgetPolicy {
+  budget: Rate | null;
+  keyBudget: Rate | null;
+}
+
+function budgetRate(text: string | undefined): Rate | null {
+  if (text === undefined) return null;
+  try {
+    return parseRate(text);
+  } catch {
+    return null;
+  }
+}
+
+/** The run budgets of `name`, or null when it sets none (a load refuses a malformed one already). */
+export function budgetPolicy(config: Config, name: string): BudgetPolicy | null {
+  const t = config.destinations[name];
+  const b = { budget: budgetRate(t?.budget), keyBudget: budgetRate(t?.key_budget) };
+  return b.budget || b.keyBudget ? b : null;
 }

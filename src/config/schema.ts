@@ -147,6 +147,8 @@ export const DESTINATION_FIELDS: Fields = {
   },
   outcome_timeout_s: num("await: how long an awaiting batch waits for its outcome before on_timeout applies (default 900)", undefined, 1),
   on_timeout: { type: { kind: "string", choices: ["retry", "delivered"] }, doc: "await: what an overdue outcome does: retry (default: deliver again, a counted attempt) or delivered (take the 2xx as done)" },
+  budget: str('a spend limit: at most this many batches delivered in any rolling window, as N/<window> ("20/h", "100/24h"); over it a batch waits sealed, in order (default: none)'),
+  key_budget: str('the same per (route, key): at most N of one key\'s batches delivered in the window ("3/h"); its later events keep coalescing meanwhile (default: none)'),
 };
 
 export const BOBBIN_INSTANCE_FIELDS: Fields = {

@@ -75,6 +75,8 @@ export interface DestinationConfig {
   outcome?: "answer" | "await";
   outcome_timeout_s?: number;
   on_timeout?: "retry" | "delivered";
+  budget?: string;
+  key_budget?: string;
 }
 
 export interface BobbinInstanceConfig extends PartialWindow {

@@ -103,6 +103,15 @@ function validateDestinations(config: Config, p: Problems): void {
     if (d.outcome !== "await" && (d.outcome_timeout_s !== undefined || d.on_timeout !== undefined)) {
       p.warn(`${key}.${d.outcome_timeout_s !== undefined ? "outcome_timeout_s" : "on_timeout"}`, 'applies only with outcome = "await"');
     }
+    for (const k of ["budget", "key_budget"] as const) {
+      const text = d[k];
+      if (text === undefined) continue;
+      try {
+        if (parseRate(text) === null) p.error(`${key}.${k}`, `a ${k} is a count in a window ("20/h"); leave it out for none`);
+      } catch (e) {
+        p.error(`${key}.${k}`, (e as Error).message);
+      }
+    }
     if (d.rate !== undefined) {
       try {
         parseRate(d.rate);

@@ -13,6 +13,8 @@ import type { Deadline, Destination } from "../delivery.ts";
 import { hitsNeeded } from "../pacing.ts";
 import { deliveryId } from "../delivery.ts";
 import { timeOutOutcomes } from "./awaiting.ts";
+import { BudgetIssues, budgetGate } from "./budget.ts";
+import { budgetPolicy } from "../config/destinations.ts";
 import { dispatchCounters } from "../obs/counters.ts";
 import { Faults, faultCounts } from "../obs/faults.ts";
 import type { Logger } from "../log.ts";
@@ -57,6 +59,7 @@ export class Dispatcher implements Service {
   private readonly inflight = new Map<string, number>();
   /** Who gets the free slots of a tick, with turns remembered from tick to tick. */
   private readonly shares = new FairShare();
+  private readonly budgetIssues = new BudgetIssues();
   /** lease_owner values of live workers: the tick never recovers these. */
   private readonly live = new Set<string>();
   private readonly workers = new Set<Promise<void>>();
@@ -336,8 +339,14 @@ export class Dispatcher implements Service {
       // A gate that ends at a known instant (a Retry-After, a cooldown, a slot of the rate): tick then.
       if (g.held?.until != null) this.readyTimer.arm(g.held.until, now, this.config.dispatch.poll_s);
       if (g.slots <= 0) continue;
-      const queue = g.probe ? [pickProbe(due, g.lastProbeBatchId)].filter((x): x is Candidate => x !== undefined) : due;
-      lanes.push({ name, dest, pace, queue, slots: g.slots, hits: g.hits, probe: g.probe, maxInflight, busy });
+      // Run budgets: what the window has spent holds the rest, sealed, until a slot frees.
+      const spend = await budgetGate(store, this.config, name, due, now);
+      await this.budgetIssues.note(store, this.config, name, spend, now);
+      if (spend.wakeAt !== null) this.readyTimer.arm(spend.wakeAt, now, this.config.dispatch.poll_s);
+      const slots = Math.min(g.slots, spend.room);
+      if (slots <= 0 || spend.queue.length === 0) continue;
+      const queue = g.probe ? [pickProbe(spend.queue, g.lastProbeBatchId)].filter((x): x is Candidate => x !== undefined) : spend.queue;
+      lanes.push({ name, dest, pace, queue, slots, hits: g.hits, probe: g.probe, maxInflight, busy });
     }
     const picks = this.shares.share(lanes, free);
     // Every slot this tick fills, leased in one transaction.
@@ -375,6 +384,8 @@ export class Dispatcher implements Service {
       probe: lane.probe,
       maxInflight: lane.maxInflight,
       ...(lane.pace ? { rate: lane.pace.rate, hits } : {}),
+      // PostgreSQL counts the budgets' spends again under the destination's claim lock.
+      ...(budgetPolicy(this.config, c.destination) ?? {}),
       deliveryId: (attemptId, _n, resend) => deliveryId(idempotency === "per-event" ? "per-batch" : idempotency, instance, c.id, attemptId, undefined, resend),
     };
   }

@@ -1,5 +1,5 @@
 // The intake service: Bun.serve on loopback, /hooks/<instance>, /healthz, /metrics, config reload.
-import { assembleStatus, pacedDestinations, type StatusDoc } from "../obs/status.ts";
+import { assembleStatus, budgetedDestinations, pacedDestinations, type StatusDoc } from "../obs/status.ts";
 import { pgStatusFacts } from "../obs/status-pg.ts";
 import { badRequest, requestTarget } from "./target.ts";
 import { dirname } from "node:path";
@@ -328,7 +328,7 @@ export class Intake implements Service {
     }
     // The same document as on SQLite (and as `status`): the facts read from the database.
     const writableCheckedAt = Number.isFinite(this.pgProbe.okAt) ? this.pgProbe.okAt : null;
-    const facts = await pgStatusFacts(this.pg as PgSpool, now, pacedDestinations(this.config, this.opts.env));
+    const facts = await pgStatusFacts(this.pg as PgSpool, now, pacedDestinations(this.config, this.opts.env), budgetedDestinations(this.config));
     const { doc, hard } = assembleStatus(facts, this.config, { now, writableCheckedAt, hard: bp.active(), plugins: this.sources });
     return { code: hard ? 503 : 200, doc };
   }

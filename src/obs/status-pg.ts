@@ -9,7 +9,9 @@ import { openIssueCountPg } from "../store/pg/issues.ts";
 import { maintenanceHolder } from "../store/pg/leader.ts";
 import { pgSchemaVersion } from "../store/pg/migrate.ts";
 import { countBatchesPg, databaseBytesPg, deadByReasonPg, destinationNamesPg, leasedCountsPg, metaNumbersPg, oldestPendingPg, pollRowsPg } from "../store/pg/stats.ts";
-import { assembleStatus, HEARTBEAT_STALE_S, pacedDestinations, type StatusFacts } from "./status.ts";
+import { assembleStatus, budgetedDestinations, HEARTBEAT_STALE_S, pacedDestinations, type StatusFacts } from "./status.ts";
+import type { BudgetPolicy } from "../config/destinations.ts";
+import { budgetSpendsPg } from "../store/pg/budgets.ts";
 import type { Pace } from "../delivery.ts";
 import { rateWindowPg } from "../store/pg/claims.ts";
 import type { Config } from "../config/types.ts";
@@ -18,8 +20,11 @@ import { attemptCountsPg, deliveredCountsPg, dispatchersCaughtPg } from "../stor
 
 const DAY_S = 86400;
 
-export async function pgStatusFacts(pg: PgSpool, now: number, paces: ReadonlyMap<string, Pace>): Promise<StatusFacts> {
+export async function pgStatusFacts(pg: PgSpool, now: number, paces: ReadonlyMap<string, Pace>, budgeted: ReadonlyMap<string, BudgetPolicy> = new Map()): Promise<StatusFacts> {
   const windows = new Map(await Promise.all([...paces].map(async ([name, p]) => [name, await rateWindowPg(pg.sql, name, now, p.rate)] as const)));
+  const budgets = new Map(
+    await Promise.all([...budgeted].map(async ([name, policy]) => [name, { policy, spends: policy.budget ? await budgetSpendsPg(pg.sql, name, policy.budget.windowS, now) : [] }] as const)),
+  );
   const [schema, beats, maintenance, batches, deadReasons, pending, rows, names, leased, meta, polls, issuesOpen, bytes] = await Promise.all([
     pgSchemaVersion(pg),
     dispatchersPg(pg, HEARTBEAT_STALE_S),
@@ -58,12 +63,13 @@ export async function pgStatusFacts(pg: PgSpool, now: number, paces: ReadonlyMap
     diskFree: null,
     paces,
     windows,
+    budgets,
   };
 }
 
 /** The table-derived metrics on PostgreSQL: the status document's figures, attempts, deliveries, every dispatcher's caught failures. */
 export async function pgMetricsText(pg: PgSpool, config: Config, now: number): Promise<string> {
-  const { doc } = assembleStatus(await pgStatusFacts(pg, now, pacedDestinations(config)), config, { now, hard: [] });
+  const { doc } = assembleStatus(await pgStatusFacts(pg, now, pacedDestinations(config), budgetedDestinations(config)), config, { now, hard: [] });
   const [attempts, delivered, caught] = await Promise.all([attemptCountsPg(pg, now - 30 * DAY_S), deliveredCountsPg(pg, now - 7 * DAY_S), dispatchersCaughtPg(pg)]);
   return renderMetrics({ doc, attempts, delivered, caught: caughtFamilies(caught) });
 }

@@ -14,6 +14,9 @@ import { destinationPace } from "../destinations/registry.ts";
 import type { Pace } from "../delivery.ts";
 import { type WindowHit, windowState } from "../pacing.ts";
 import { rateWindow } from "../store/queue.ts";
+import { budgetPolicy, type BudgetPolicy } from "../config/destinations.ts";
+import { budgetRoom } from "../store/budget-plan.ts";
+import { budgetSpends } from "../store/budgets.ts";
 
 /** A dispatcher heartbeat older than this is reported as degraded. */
 export const HEARTBEAT_STALE_S = 30;
@@ -28,6 +31,10 @@ export interface DestinationStatus {
   paused_by?: string;
   /** A paced destination's window now: hits used of the limit, and when the next may start (null: now). */
   rate?: { limit: number; window_s: number; used: number; next_free_at: number | null; next_free_in_s: number | null; from: string };
+  /** A destination's run budget now: batches delivered (or in flight) in its window, of the limit; when a held one may go. */
+  budget?: { limit: number; window_s: number; used: number; next_free_at: number | null };
+  /** Its key_budget, as configured (each key's spend is its own). */
+  key_budget?: { limit: number; window_s: number };
   /** A Retry-After or 429 gate: no delivery starts before this (in so many seconds). */
   gated_until?: number;
   gated_for_s?: number;
@@ -144,13 +151,26 @@ export interface StatusFacts {
   /** Each paced destination's pace and the hits in its window. */
   paces: ReadonlyMap<string, Pace>;
   windows: ReadonlyMap<string, WindowHit[]>;
+  /** Each budgeted destination's budgets and the spends in its budget's window, oldest first. */
+  budgets: ReadonlyMap<string, { policy: BudgetPolicy; spends: number[] }>;
+}
+
+/** The destinations with a budget or key_budget, and theirs. */
+export function budgetedDestinations(config: Config): Map<string, BudgetPolicy> {
+  const out = new Map<string, BudgetPolicy>();
+  for (const name of Object.keys(config.destinations)) {
+    const b = budgetPolicy(config, name);
+    if (b) out.set(name, b);
+  }
+  return out;
 }
 
 /** The facts of a SQLite spool. */
-export function sqliteStatusFacts(spool: Spool, dbPath: string, diskFree: number | null | undefined, paces: ReadonlyMap<string, Pace>, now: number): StatusFacts {
+export function sqliteStatusFacts(spool: Spool, dbPath: string, diskFree: number | null | undefined, paces: ReadonlyMap<string, Pace>, now: number, budgets: ReadonlyMap<string, BudgetPolicy> = new Map()): StatusFacts {
   return {
     backend: "sqlite",
     paces,
+    budgets: new Map([...budgets].map(([name, policy]) => [name, { policy, spends: policy.budget ? budgetSpends(spool, name, policy.budget.windowS, now) : [] }])),
     windows: new Map([...paces].map(([name, p]) => [name, rateWindow(spool, name, now, p.rate)])),
     schema: schemaVersion(spool),
     heartbeatAt: getMetaNumber(spool, "dispatcher_heartbeat_at"),
@@ -174,7 +194,7 @@ export function sqliteStatusFacts(spool: Spool, dbPath: string, diskFree: number
  * whether /healthz answers 503 (spool unwritable, a hard limit active) rather than 200.
  */
 export function buildStatus(spool: Spool, config: Config, dbPath: string, inp: StatusInputs & { env?: Env }): { doc: StatusDoc; hard: boolean } {
-  return assembleStatus(sqliteStatusFacts(spool, dbPath, inp.diskFree, pacedDestinations(config, inp.env), inp.now), config, inp);
+  return assembleStatus(sqliteStatusFacts(spool, dbPath, inp.diskFree, pacedDestinations(config, inp.env), inp.now, budgetedDestinations(config)), config, inp);
 }
 
 /** The document from its facts: the same rules on either backend. */
@@ -225,6 +245,12 @@ export function assembleStatus(f: StatusFacts, config: Config, inp: StatusInputs
       const next = w.nextFreeAt === Number.POSITIVE_INFINITY ? null : w.nextFreeAt;
       d.rate = { limit: pace.rate.limit, window_s: pace.rate.windowS, used: w.used, next_free_at: next, next_free_in_s: next === null ? null : round1(Math.max(0, next - now)), from: pace.from };
     }
+    const spend = f.budgets.get(name);
+    if (spend?.policy.budget) {
+      const r = budgetRoom(spend.spends, spend.policy.budget);
+      d.budget = { limit: spend.policy.budget.limit, window_s: spend.policy.budget.windowS, used: spend.spends.length, next_free_at: r.freesAt };
+    }
+    if (spend?.policy.keyBudget) d.key_budget = { limit: spend.policy.keyBudget.limit, window_s: spend.policy.keyBudget.windowS };
     destinations[name] = d;
   }
 

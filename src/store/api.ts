@@ -83,6 +83,8 @@ export interface DispatchStore extends IssueSink, OutcomeStore {
   halfOpenIfCooled(name: string, now: number): Promise<boolean>;
   /** A paced destination's window at `now`: the hits of its attempts in flight or ended within it. */
   rateWindow(name: string, now: number, rate: Rate): Promise<WindowHit[]>;
+  /** A run budget's spends in its window (the destination's, or one (route, key)'s), oldest first. */
+  budgetSpends(destination: string, windowS: number, now: number, group?: { route: string; key: string }): Promise<number[]>;
   /** Unwrap, on a retry: where the earlier attempts of this delivery left off (null: nothing got through). */
   resumePoint(batchId: number): Promise<Resume | null>;
   /**
@@ -137,6 +139,10 @@ export interface OperatorStore extends IssueSink, OutcomeStore {
   pauseDestination(name: string, by: string, now: number): Promise<void>;
   /** False when it was not paused; its batches waiting on a config fault are due `now`. */
   resumeDestination(name: string, now: number): Promise<boolean>;
+  /** resume --budget: the destination's run budgets count only spends from `now` on. */
+  releaseBudget(name: string, now: number): Promise<void>;
+  /** What status shows of a budget: its spends in the window now. */
+  budgetSpends(destination: string, windowS: number, now: number, group?: { route: string; key: string }): Promise<number[]>;
   destinationNames(): Promise<string[]>;
   /** send --follow: the newest event id, then each state the next event's batch takes. */
   newestEventId(): Promise<number>;

@@ -106,6 +106,13 @@ export interface ClaimInput {
    */
   rate?: Rate;
   hits?: number;
+  /**
+   * The destination's run budgets: PostgreSQL, where several dispatchers share a destination,
+   * counts their spends again under the destination's claim lock (SQLite's one dispatcher
+   * checked them in its tick).
+   */
+  budget?: Rate | null;
+  keyBudget?: Rate | null;
 }
 
 export interface Claim {

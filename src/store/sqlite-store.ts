@@ -27,6 +27,7 @@ import { stepPoll } from "./polls.ts";
 import { anyReadyNow, candidates, claimBatches, nextReadyAt, resumePoint, rateWindow, recoverLeases, sealReady } from "./queue.ts";
 import { dataVersion } from "./meta.ts";
 import { awaitedDelivery, overdueOutcomes, reportOutcome } from "./awaiting.ts";
+import { budgetSpends, releaseBudget } from "./budgets.ts";
 
 /** Awaited outcomes, each in its own transaction. */
 function sqliteOutcomes(spool: Spool) {
@@ -118,6 +119,7 @@ export function sqliteDispatchStore(spool: Spool): DispatchStore {
     halfOpenIfCooled: async (name, now) => halfOpenIfCooled(spool, name, now),
     rateWindow: async (name, now, rate) => rateWindow(spool, name, now, rate),
     resumePoint: async (batchId) => resumePoint(spool, batchId),
+    budgetSpends: async (name, windowS, now, group) => budgetSpends(spool, name, windowS, now, group),
     claimBatches: async (inputs) => claimBatches(spool, inputs),
     getBatch: async (id) => getBatch(spool, id),
     batchContent: async (id) => batchContent(spool, id),
@@ -155,6 +157,8 @@ export function sqliteOperatorStore(spool: Spool): OperatorStore {
     dropBatches: async (ids, now) => dropBatches(spool, ids, now),
     pauseDestination: async (name, by, now) => pauseDestination(spool, name, by, now),
     resumeDestination: async (name, now) => resumeDestination(spool, name, now),
+    releaseBudget: async (name, now) => releaseBudget(spool, name, now),
+    budgetSpends: async (name, windowS, now, group) => budgetSpends(spool, name, windowS, now, group),
     destinationNames: async () => destinationNames(spool),
     newestEventId: async () => newestEventId(spool),
     followEvent: (o) => followEvent(spool, o),

@@ -697,6 +697,27 @@ describe("pause and resume", () => {
     expect(noName.code).toBe(2);
   });
 
+  test("resume --budget: the budget's spends count from now, so held batches go; without a budget it is exit 1", async () => {
+    const w = world(`${CONFIG}\n[destinations."${A}"]\nbudget = "1/h"\n`);
+    const first = batchIdOf(w.r.put("k1", A));
+    const held = batchIdOf(w.r.put("k2", A));
+    await w.r.step();
+    expect(w.r.batch(first).state).toBe("delivered");
+    w.r.clock.advance(1);
+    await w.r.step();
+    expect(w.r.batch(held).state).toBe("sealed");
+    expect(issue(w.r, `budget:${A}`)).toMatchObject({ state: "open", destination: A });
+    const res = await op(w.r, ["--json", "resume", A, "--budget"]);
+    expect(res).toMatchObject({ code: 0, err: "" });
+    expect(JSON.parse(res.out)).toEqual({ destination: A, budget: "released" });
+    w.r.clock.advance(1);
+    await w.r.step();
+    expect(w.r.batch(held).state).toBe("delivered");
+    const none = await op(w.r, ["resume", B, "--budget"]);
+    expect(none.code).toBe(1);
+    expect(oneErrorLine(none.err)).toBe(`hookspool: ${B} has no budget or key_budget`);
+  });
+
   test("pause of a name that is no destination at all is refused and writes nothing", async () => {
     const w = world();
     const before = snapshot(w.r);

@@ -234,3 +234,35 @@ describe("destinations", () => {
     expect(clean('[destinations."script:x"]\nargv = ["/bin/true"]\nenv = { TZ = "UTC", API_BASE = "https://x" }\n').destinations["script:x"].env).toEqual({ TZ: "UTC", API_BASE: "https://x" });
   });
 });
+
+describe("awaited outcomes and run budgets", () => {
+  const dest = (lines: string) => `${GITHUB}[destinations."hermes:github"]\n${lines}\n`;
+
+  test("outcome = await with its timeout and on_timeout, and budgets, load clean", () => {
+    const config = clean(dest('outcome = "await"\noutcome_timeout_s = 60\non_timeout = "delivered"\nbudget = "20/h"\nkey_budget = "3/h"'));
+    expect(config.destinations["hermes:github"]).toMatchObject({ outcome: "await", outcome_timeout_s: 60, on_timeout: "delivered", budget: "20/h", key_budget: "3/h" });
+  });
+
+  test("await with unwrap is an error at outcome: one outcome settles one delivery", () => {
+    const [p] = errorsOf(dest('outcome = "await"\nunwrap = true'));
+    expect(p).toMatchObject({ key: 'destinations."hermes:github".outcome' });
+    expect(p.message).toContain("unwrap");
+  });
+
+  test("an outcome that is neither answer nor await, an on_timeout of another word, a timeout under 1 s: errors at their keys", () => {
+    expect(keysOf(errorsOf(dest('outcome = "later"')))).toEqual(['destinations."hermes:github".outcome']);
+    expect(keysOf(errorsOf(dest('outcome = "await"\non_timeout = "drop"')))).toEqual(['destinations."hermes:github".on_timeout']);
+    expect(keysOf(errorsOf(dest('outcome = "await"\noutcome_timeout_s = 0')))).toEqual(['destinations."hermes:github".outcome_timeout_s']);
+  });
+
+  test("a timeout without await is a warning: it would do nothing", () => {
+    const { problems } = parse(dest("outcome_timeout_s = 60"));
+    expect(problems).toMatchObject([{ level: "warning", key: 'destinations."hermes:github".outcome_timeout_s' }]);
+  });
+
+  test("a budget must be a count in a window: none, a bad unit, a bad count are errors at the key", () => {
+    expect(keysOf(errorsOf(dest('budget = "none"')))).toEqual(['destinations."hermes:github".budget']);
+    expect(keysOf(errorsOf(dest('key_budget = "3/fortnight"')))).toEqual(['destinations."hermes:github".key_budget']);
+    expect(keysOf(errorsOf(dest('budget = "lots"')))).toEqual(['destinations."hermes:github".budget']);
+  });
+});

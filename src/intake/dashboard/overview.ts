@@ -72,8 +72,14 @@ export function overviewPage(c: PageContext): string {
       const gate = `<span class="${stateClass(d.state)}" data-gate="${h(name)}">${h(d.state.replace("_", "-"))}</span>${left !== null ? ` <span class="muted">cooldown ${h(Math.round(left))} s left</span>` : ""}${g?.state === "half_open" && g.last_probe_batch_id ? ` <span class="muted">probe <a href="/batches/${h(g.last_probe_batch_id)}">${h(g.last_probe_batch_id)}</a></span>` : ""}${held}`;
       // A paced destination's window: used of allowed, and when a full one has room again.
       const window = d.rate ? `<span data-window="${h(name)}" title="${h(d.rate.from)}">${h(d.rate.used)} / ${h(d.rate.limit)} per ${h(d.rate.window_s)} s</span>${d.rate.next_free_in_s !== null ? ` <span class="muted">next in ${h(Math.ceil(d.rate.next_free_in_s))} s</span>` : ""}` : "-";
+      // A run budget: batches delivered in its window of the limit, held when spent.
+      const spend = [
+        d.budget ? `budget ${h(d.budget.used)} / ${h(d.budget.limit)} per ${h(d.budget.window_s)} s${d.budget.next_free_at !== null ? " (held)" : ""}` : "",
+        d.key_budget ? `key budget ${h(d.key_budget.limit)} per ${h(d.key_budget.window_s)} s` : "",
+      ].filter(Boolean);
+      const budget = spend.length ? `<br><span data-budget="${h(name)}">${spend.join("; ")}</span>` : "";
       const pause = d.state === "paused" ? action(c, "/actions/resume", "resume", { destination: name }) : action(c, "/actions/pause", "pause", { destination: name });
-      return [h(name), gate, h(d.inflight ?? 0), window, h(ready.get(name) ?? 0), d.oldest_pending_age_s == null ? "-" : `${h(Math.round(d.oldest_pending_age_s))} s`, h(d.last_error ?? ""), pause];
+      return [h(name), gate, h(d.inflight ?? 0), window + budget, h(ready.get(name) ?? 0), d.oldest_pending_age_s == null ? "-" : `${h(Math.round(d.oldest_pending_age_s))} s`, h(d.last_error ?? ""), pause];
     }),
   );
   const b = doc.batches;

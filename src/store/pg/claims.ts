@@ -15,6 +15,7 @@ import { closedRow } from "../destinations.ts";
 import { contentOfBatchesPg, lockAll } from "./enqueue.ts";
 import { contentHash } from "../content.ts";
 import { journalPg } from "./journal.ts";
+import { budgetSpendsPg } from "./budgets.ts";
 import { testHook } from "../../testhook.ts";
 
 /** Ready open batches sealed per transaction: a tick's backlog in a few short transactions. */
@@ -102,6 +103,8 @@ interface Gate {
   row: DestinationRow;
   leased: number;
   window: WindowHit[];
+  /** The destination budget's spends in its window (when a claim carries a budget). */
+  spent: number;
 }
 
 /** A paced destination's window at `now` (two searches of attempts_window). */
@@ -137,7 +140,9 @@ async function lockGates(tx: Tx, inputs: readonly ClaimInput[]): Promise<Map<str
         FROM (SELECT 1) one LEFT JOIN destinations ON name = ${name}`;
     const paced = inputs.find((c) => c.destination === name && c.rate);
     const window = paced?.rate ? await rateWindowPg(tx, name, paced.now, paced.rate) : [];
-    gates.set(name, { row: d.name === null || d.name === undefined ? closedRow(name) : destinationRowOf(d), leased: Number(d.leased), window });
+    const budgeted = inputs.find((c) => c.destination === name && c.budget);
+    const spent = budgeted?.budget ? (await budgetSpendsPg(tx, name, budgeted.budget.windowS, budgeted.now)).length : 0;
+    gates.set(name, { row: d.name === null || d.name === undefined ? closedRow(name) : destinationRowOf(d), leased: Number(d.leased), window, spent });
   }
   return gates;
 }
@@ -164,6 +169,15 @@ export async function claimPg(spool: PgSpool, inputs: readonly (ClaimInput & { r
         out.push("gated");
         continue;
       }
+      // Run budgets, counted under the destination's lock: every committed claim's spend is in.
+      if (g && c.budget && g.spent >= c.budget.limit) {
+        out.push("gated");
+        continue;
+      }
+      if (c.keyBudget && (await budgetSpendsPg(tx, c.destination, c.keyBudget.windowS, c.now, { route: c.route, key: c.key })).length >= c.keyBudget.limit) {
+        out.push("gated");
+        continue;
+      }
       const [lock] = await tx`SELECT pg_try_advisory_xact_lock(hashtext(${`g${c.route}`}), hashtext(${c.key})) AS ok`;
       if (!lock.ok) {
         out.push(null);
@@ -186,6 +200,7 @@ export async function claimPg(spool: PgSpool, inputs: readonly (ClaimInput & { r
       if (c.probe) await markProbePg(tx, c.destination, c.batchId, c.leaseUntil);
       if (g) {
         g.leased++;
+        g.spent++;
         if (c.probe) g.row = { ...g.row, probe_until: c.leaseUntil };
         if (hits !== null) g.window.push({ hits, finishedAt: null });
       }

@@ -19,6 +19,7 @@ import { alertSlotFreePg, getIssueByFingerprintPg, issuesToAlertPg, markAlertedP
 import { MaintenanceLock } from "./leader.ts";
 import { recordOutcomesPg } from "./outcome.ts";
 import { awaitedDeliveryPg, overdueOutcomesPg, reportOutcomePg } from "./awaiting.ts";
+import { budgetSpendsPg, releaseBudgetPg } from "./budgets.ts";
 import { stepPollPg } from "./polls.ts";
 import { quarantinePg } from "./quarantine.ts";
 import { abandonAttemptPg, anyReadyNowPg, destinationStatePg, getBatchPg, instanceIdPg, nextReadyAtPg, redueConfigRetriesPg } from "./queue.ts";
@@ -158,6 +159,7 @@ export async function pgDispatchStore(spool: PgSpool, holder: string): Promise<D
     halfOpenIfCooled: (name, now) => halfOpenIfCooledPg(spool, name, now),
     rateWindow: (name, now, rate) => rateWindowPg(spool.sql, name, now, rate),
     resumePoint: (batchId) => resumePointPg(spool, batchId),
+    budgetSpends: (name, windowS, now, group) => budgetSpendsPg(spool.sql, name, windowS, now, group),
     claimBatches: (inputs) => claimPg(spool, inputs),
     getBatch: (id) => getBatchPg(spool, id),
     batchContent: (id) => batchContentPg(spool.sql, id),
@@ -201,6 +203,8 @@ export function pgOperatorStore(spool: PgSpool): OperatorStore {
     dropBatches: (ids, now) => dropBatchesPg(spool, ids, now),
     pauseDestination: (name, by, now) => pauseDestinationPg(spool, name, by, now),
     resumeDestination: (name, now) => resumeDestinationPg(spool, name, now),
+    releaseBudget: (name, now) => releaseBudgetPg(spool, name, now),
+    budgetSpends: (name, windowS, now, group) => budgetSpendsPg(spool.sql, name, windowS, now, group),
     destinationNames: () => destinationNamesPg(spool),
     newestEventId: () => newestEventIdPg(spool),
     followEvent: (o) => followEventPg(spool, o),

@@ -1,0 +1,236 @@
+// Run budgets through a real dispatcher and real HTTP over loopback, on SQLite and on a real
+// PostgreSQL server (skipped, saying so, without one): a destination's budget delivers at most N
+// batches in its window and holds the rest sealed, in order, with one budget:<destination>
+// issue; a restarted dispatcher holds them still (the spends are in the spool); the window's
+// end lets the next go; resume --budget lets them go at once; a key_budget holds one key's
+// batches while other keys go on.
+import { describe, expect, setDefaultTimeout, test } from "bun:test";
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { seededRng, systemClock } from "../../src/clock.ts";
+import { loadConfig } from "../../src/config/load.ts";
+import { makeDestination } from "../../src/destinations/registry.ts";
+import { Dispatcher } from "../../src/dispatch/loop.ts";
+import { createLogger } from "../../src/log.ts";
+import type { DispatchStore, IntakeStore, OperatorStore } from "../../src/store/api.ts";
+import { openSpool, type Spool } from "../../src/store/db.ts";
+import { assembleStatus, budgetedDestinations, sqliteStatusFacts } from "../../src/obs/status.ts";
+import { migrate } from "../../src/store/migrate.ts";
+import { PgSpool } from "../../src/store/pg/db.ts";
+import { migratePg } from "../../src/store/pg/migrate.ts";
+import { pgDispatchStore, pgIntakeStore, pgOperatorStore } from "../../src/store/pg/store.ts";
+import { sqliteDispatchStore, sqliteIntakeStore, sqliteOperatorStore } from "../../src/store/sqlite-store.ts";
+import { PG_BIN, PG_SKIP_MESSAGE, serverForSuite } from "../helpers/pg.ts";
+import { waitFor } from "../helpers/proc.ts";
+import { copy, ev } from "../helpers/spool.ts";
+import { tempDir } from "../helpers/tmp.ts";
+import "../helpers/intake.ts"; // captures log lines instead of printing them
+
+if (!PG_BIN) console.log(PG_SKIP_MESSAGE);
+setDefaultTimeout(60_000);
+
+interface Backend {
+  /** SQLite's spool, for the status document's facts. */
+  spool?: Spool;
+  intake: IntakeStore;
+  dispatch: () => Promise<DispatchStore>;
+  operator: OperatorStore;
+  close(): Promise<void>;
+}
+
+type Open = () => Promise<Backend>;
+
+async function world(open: Open, table: string) {
+  const got: { key: string; batch: number }[] = [];
+  const server = Bun.serve({
+    hostname: "127.0.0.1",
+    port: 0,
+    async fetch(req) {
+      const doc = (await req.json()) as { batch_id: number; key: string };
+      got.push({ key: doc.key, batch: doc.batch_id });
+      return new Response("ok");
+    },
+  });
+  const home = tempDir();
+  writeFileSync(join(home, "config.toml"), `[sources.s]\naction = "a"\n\n[destinations.a]\ntype = "http"\nurl = "http://127.0.0.1:${server.port}/in"\nallow_insecure = true\nunsigned = true\n${table}\n`);
+  const b = await open();
+  const loadOptions = { home, env: {}, cwd: home };
+  const loaded = loadConfig(loadOptions);
+  let d: Dispatcher | null = null;
+  const others: Dispatcher[] = [];
+  const make = async () => {
+    const store = await b.dispatch();
+    const x = new Dispatcher({ store, loaded, loadOptions, clock: systemClock, rng: seededRng(1), log: createLogger("dispatch"), destinations: (c, name) => makeDestination(c, name, { env: {}, clock: systemClock, instanceId: store.instanceId }) });
+    await x.start();
+    return x;
+  };
+  const start = async () => {
+    d = await make();
+  };
+  await start();
+  return {
+    b,
+    got,
+    config: loaded.config,
+    async put(key: string) {
+      const [r] = await b.intake.enqueueAll([ev({ key, copies: [copy("r:a", "a", { quiet_s: 0, max_s: 0, max_events: 1 })] })], systemClock.now());
+      d?.wake();
+      if (r.status !== "queued") throw new Error(r.status);
+      return r.placed[0].batchId;
+    },
+    state: async (id: number) => (await b.operator.getBatch(id))?.state,
+    async restart() {
+      await d?.stop();
+      await start();
+    },
+    wake: () => d?.wake(),
+    /** Another dispatcher on the same store (PostgreSQL: several share a destination). */
+    async another() {
+      others.push(await make());
+    },
+    wakeAll: () => {
+      d?.wake();
+      for (const o of others) o.wake();
+    },
+    async stop() {
+      for (const o of others) await o.stop();
+      await d?.stop();
+      await b.close();
+      server.stop(true);
+    },
+  };
+}
+
+/** Poll long enough that a held batch would have gone if nothing held it (a tick is at most poll_s, 1 s). */
+async function stillHeld(w: Awaited<ReturnType<typeof world>>, ids: number[]): Promise<void> {
+  const until = Date.now() + 1500;
+  while (Date.now() < until) {
+    for (const id of ids) expect(await w.state(id)).toBe("sealed");
+    await Bun.sleep(100);
+  }
+}
+
+function cases(open: () => Open): void {
+  test("budget: N delivered in the window, the rest held sealed with one issue; a restart holds them; resume --budget lets them go", async () => {
+    const w = await world(open(), 'budget = "2/h"\n');
+    try {
+      const ids = [];
+      for (const k of ["k1", "k2", "k3", "k4"]) ids.push(await w.put(k));
+      await waitFor("two delivered", () => w.got.length === 2);
+      await stillHeld(w, ids.slice(2));
+      // Oldest first: the held ones are the later two.
+      expect(w.got.map((g) => g.key).sort()).toEqual(["k1", "k2"]);
+      const open1 = (await w.b.operator.listIssues({})).filter((i) => i.fingerprint === "budget:a");
+      expect(open1).toHaveLength(1);
+      expect(open1[0]).toMatchObject({ state: "open", count: 1 });
+      await w.restart();
+      await stillHeld(w, ids.slice(2));
+      await w.b.operator.releaseBudget("a", systemClock.now());
+      w.wake();
+      await waitFor("the held two delivered", () => w.got.length === 4, 10_000);
+      expect(w.got.slice(2).map((g) => g.key).sort()).toEqual(["k3", "k4"]);
+      await waitFor("the budget issue resolved", async () => (await w.b.operator.listIssues({ state: "all" })).find((i) => i.fingerprint === "budget:a")?.state === "resolved");
+    } finally {
+      await w.stop();
+    }
+  });
+
+  test("budget: when the window frees a slot the next held batch goes by itself", async () => {
+    const w = await world(open(), 'budget = "1/2s"\n');
+    try {
+      const a = await w.put("k1");
+      const b = await w.put("k2");
+      await waitFor("the first delivered", () => w.got.length === 1);
+      expect(await w.state(b)).toBe("sealed");
+      await waitFor("the second, once the window moved on", () => w.got.length === 2, 10_000);
+      expect(w.got.map((g) => g.batch)).toEqual([a, b]);
+    } finally {
+      await w.stop();
+    }
+  });
+
+  test("key_budget: one key's batches are held while the other keys go on", async () => {
+    const w = await world(open(), 'key_budget = "1/h"\n');
+    try {
+      const a1 = await w.put("A");
+      const a2 = await w.put("A");
+      const b1 = await w.put("B");
+      await waitFor("A's first and B's first delivered", () => w.got.length === 2);
+      expect(w.got.map((g) => g.batch).sort()).toEqual([a1, b1].sort());
+      await stillHeld(w, [a2]);
+      const c1 = await w.put("C");
+      await waitFor("a new key goes", () => w.got.some((g) => g.batch === c1));
+      expect(await w.state(a2)).toBe("sealed");
+    } finally {
+      await w.stop();
+    }
+  });
+}
+
+describe("run budgets", () => {
+  describe("on SQLite", () => {
+    cases(() => async () => {
+      const spool = openSpool(join(tempDir(), "spool.db"), { create: true });
+      migrate(spool);
+      return { spool, intake: sqliteIntakeStore(spool), dispatch: async () => sqliteDispatchStore(spool), operator: sqliteOperatorStore(spool), close: async () => spool.close() };
+    });
+
+    test("status says what the budget has spent, and that it holds batches", async () => {
+      let spool: Spool | null = null;
+      const w = await world(async () => {
+        spool = openSpool(join(tempDir(), "spool.db"), { create: true });
+        migrate(spool);
+        return { spool, intake: sqliteIntakeStore(spool), dispatch: async () => sqliteDispatchStore(spool as Spool), operator: sqliteOperatorStore(spool), close: async () => spool?.close() };
+      }, 'budget = "1/h"\nkey_budget = "1/h"\n');
+      try {
+        await w.put("k1");
+        await w.put("k2");
+        await waitFor("one delivered", () => w.got.length === 1);
+        const s = spool as unknown as Spool;
+        const { doc } = assembleStatus(sqliteStatusFacts(s, s.path, 0, new Map(), systemClock.now(), budgetedDestinations(w.config)), w.config, { now: systemClock.now(), hard: [] });
+        expect(doc.destinations.a.budget).toMatchObject({ limit: 1, window_s: 3600, used: 1 });
+        expect(doc.destinations.a.budget?.next_free_at).toBeGreaterThan(systemClock.now() + 3500);
+        expect(doc.destinations.a.key_budget).toEqual({ limit: 1, window_s: 3600 });
+      } finally {
+        await w.stop();
+      }
+    });
+  });
+
+  describe.skipIf(!PG_BIN)("on PostgreSQL", () => {
+    const server = serverForSuite();
+    let n = 0;
+    const opener = () => async () => {
+      const name = `budget${++n}`;
+      await server().createDatabase(name);
+      const pools = [0, 1, 2].map(() => new PgSpool({ path: server().socket, user: server().user, database: name }, { max: 4 }));
+      await migratePg(pools[0], "0123456789ab");
+      let beats = 0;
+      return {
+        intake: pgIntakeStore(pools[0]),
+        dispatch: () => pgDispatchStore(pools[1], `host:${++beats}`),
+        operator: pgOperatorStore(pools[2]),
+        close: async () => void (await Promise.all(pools.map((p) => p.close()))),
+      };
+    };
+    cases(opener);
+
+    test("two dispatchers sharing the destination spend its budget once: each claim counts again under its lock", async () => {
+      const w = await world(opener(), 'budget = "3/h"\n');
+      try {
+        await w.another();
+        for (let i = 0; i < 12; i++) await w.put(`k${i}`);
+        w.wakeAll();
+        await waitFor("three delivered", () => w.got.length === 3);
+        const until = Date.now() + 2000;
+        while (Date.now() < until) {
+          w.wakeAll();
+          expect(w.got.length).toBe(3);
+          await Bun.sleep(100);
+        }
+      } finally {
+        await w.stop();
+      }
+    });
+  });
+});
