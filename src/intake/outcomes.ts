@@ -83,8 +83,17 @@ export async function reportWhenRecorded(store: OutcomeStore, r: Omit<ReportInpu
   }
 }
 
-/** Verify and apply one reported outcome. */
+/** Verify and apply one reported outcome; a spool that cannot answer (busy, full) is 503, to be sent again. */
 export async function handleOutcome(deps: OutcomeDeps, req: OutcomeRequest): Promise<Reply> {
+  try {
+    return await answerOutcome(deps, req);
+  } catch (e) {
+    deps.log.warn("outcome not recorded: the spool refused it; the receiver may send it again", { reason: (e as Error).name });
+    return emptyReply(503, { "Retry-After": "10" });
+  }
+}
+
+async function answerOutcome(deps: OutcomeDeps, req: OutcomeRequest): Promise<Reply> {
   if (req.method !== "POST") return emptyReply(405, { Allow: "POST" });
   const declared = Number(req.headers.get("content-length") ?? "0");
   if (declared > OUTCOME_MAX_BYTES) return emptyReply(413);
