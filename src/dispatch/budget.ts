@@ -5,6 +5,7 @@
 // `budget:<destination>` issue is open (so it alerts once), resolved when it has room again.
 import { budgetPolicy } from "../config/destinations.ts";
 import type { Config } from "../config/types.ts";
+import type { Rate } from "../pacing.ts";
 import type { DispatchStore } from "../store/api.ts";
 import { budgetRoom } from "../store/budget-plan.ts";
 import type { Candidate } from "../store/queue.ts";
@@ -62,4 +63,14 @@ export class BudgetIssues {
       this.raised.set(name, false);
     }
   }
+}
+
+/** Each destination's key_budget, for the seal that keeps a spent key's open batch open. */
+export function keyBudgets(config: Config): Map<string, Rate> {
+  const out = new Map<string, Rate>();
+  for (const name of Object.keys(config.destinations)) {
+    const kb = budgetPolicy(config, name)?.keyBudget;
+    if (kb) out.set(name, kb);
+  }
+  return out;
 }

@@ -13,7 +13,7 @@ import type { Deadline, Destination } from "../delivery.ts";
 import { hitsNeeded } from "../pacing.ts";
 import { deliveryId } from "../delivery.ts";
 import { timeOutOutcomes } from "./awaiting.ts";
-import { BudgetIssues, budgetGate } from "./budget.ts";
+import { BudgetIssues, budgetGate, keyBudgets } from "./budget.ts";
 import { budgetPolicy } from "../config/destinations.ts";
 import { dispatchCounters } from "../obs/counters.ts";
 import { Faults, faultCounts } from "../obs/faults.ts";
@@ -304,7 +304,7 @@ export class Dispatcher implements Service {
       }
     }
     // Sealing is a property of the batch, not of the destination: before any gate.
-    await store.sealReady(now);
+    await store.sealReady(now, keyBudgets(this.config));
     await store.recoverLeases({ now, startup: false, live: this.live });
     // An awaited outcome that never came: retried (its key's head again) or taken as delivered.
     await timeOutOutcomes(store, this.config, now, this.o.rng, this.o.log);

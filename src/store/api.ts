@@ -70,7 +70,8 @@ export interface DispatchStore extends IssueSink, OutcomeStore {
   /** now_eff: the clock guard (max of the clock and the latest recorded tick; the database's clock on PostgreSQL). */
   effectiveNow(): Promise<number>;
   stepPoll(plan: PollPlan, now: number, rng: Rng, tick: (at: number) => NewEvent): Promise<PollStep | null>;
-  sealReady(now: number): Promise<number[]>;
+  /** Seal the open batches ready at `now`; a key whose key_budget (destination -> budget) is spent keeps its open batch open. */
+  sealReady(now: number, keyBudgets?: ReadonlyMap<string, Rate>): Promise<number[]>;
   /**
    * Leases whose owner is gone back to retry. At the start, SQLite takes every lease (the flock
    * says no other dispatcher runs); PostgreSQL only expired ones (other dispatchers may be live).

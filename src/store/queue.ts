@@ -7,19 +7,31 @@ import { prepared, type Spool } from "./db.ts";
 import { sealBatchTx } from "./batches.ts";
 import { markProbeTx } from "./destinations.ts";
 import { journalTx } from "./journal.ts";
+import { budgetSpends } from "./budgets.ts";
 import { testHook } from "../testhook.ts";
 import { type Rate, rateMarginS, type WindowHit } from "../pacing.ts";
 import type { Resume } from "../delivery.ts";
 
-const READY = `SELECT id FROM batches WHERE state = 'open'
+const READY = `SELECT id, destination, route, key FROM batches WHERE state = 'open'
   AND ((quiet_s = 0 AND max_s = 0) OR $now >= last_at + quiet_s OR $now >= first_at + max_s)
   ORDER BY id`;
 
-/** Seal every open batch that is ready at `now` (READY above); returns their ids. */
-export function sealReady(spool: Spool, now: number): number[] {
+/**
+ * Seal every open batch that is ready at `now` (READY above); returns their ids. A batch whose
+ * destination has a key_budget (in `keyBudgets`) that its key has spent stays open past its
+ * window, so the key's events keep coalescing into it and the run the window next allows sees
+ * them all (max_events and max_bytes still seal it at the enqueue).
+ */
+export function sealReady(spool: Spool, now: number, keyBudgets: ReadonlyMap<string, Rate> = new Map()): number[] {
   return spool.db
     .transaction(() => {
-      const ids = prepared<{ id: number }, Record<string, number>>(spool.db, READY).all({ now }).map((r) => r.id);
+      const ready = prepared<{ id: number; destination: string; route: string; key: string }, Record<string, number>>(spool.db, READY).all({ now });
+      const ids = ready
+        .filter((b) => {
+          const kb = keyBudgets.get(b.destination);
+          return !kb || budgetSpends(spool, b.destination, kb.windowS, now, b).length < kb.limit;
+        })
+        .map((r) => r.id);
       for (const id of ids) sealBatchTx(spool.db, id, now);
       testHook("seal.before_commit");
       return ids;

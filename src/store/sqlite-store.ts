@@ -111,7 +111,7 @@ export function sqliteDispatchStore(spool: Spool): DispatchStore {
     ...sqliteOutcomes(spool),
     effectiveNow: async () => effectiveNow(spool),
     stepPoll: async (plan, now, rng, tick) => stepPoll(spool, plan, now, rng, tick),
-    sealReady: async (now) => sealReady(spool, now),
+    sealReady: async (now, keyBudgets) => sealReady(spool, now, keyBudgets),
     recoverLeases: async (o) => recoverLeases(spool, { now: o.now, all: o.startup, live: o.live }),
     writeHeartbeat: async (nowEff, _host, pid, caught) => writeHeartbeat(spool, nowEff, pid, caught),
     candidates: async (now, perDestination) => candidates(spool, now, perDestination),

@@ -78,7 +78,14 @@ async function world(open: Open, table: string) {
       if (r.status !== "queued") throw new Error(r.status);
       return r.placed[0].batchId;
     },
+    /** An event that joins its key's open batch (a 0.2 s quiet window). */
+    async join(key: string) {
+      const [r] = await b.intake.enqueueAll([ev({ key, copies: [copy("r:a", "a", { quiet_s: 0.2, max_s: 0.5 })] })], systemClock.now());
+      if (r.status !== "queued") throw new Error(r.status);
+      return r.placed[0].batchId;
+    },
     state: async (id: number) => (await b.operator.getBatch(id))?.state,
+    count: async (id: number) => (await b.operator.getBatch(id))?.count,
     async restart() {
       await d?.stop();
       await start();
@@ -144,6 +151,31 @@ function cases(open: () => Open): void {
       expect(await w.state(b)).toBe("sealed");
       await waitFor("the second, once the window moved on", () => w.got.length === 2, 10_000);
       expect(w.got.map((g) => g.batch)).toEqual([a, b]);
+    } finally {
+      await w.stop();
+    }
+  });
+
+  test("key_budget: a spent key's events keep coalescing into one open batch; the next run sees them all", async () => {
+    const w = await world(open(), 'key_budget = "1/h"\n');
+    try {
+      const first = await w.put("A");
+      await waitFor("A's first delivered", () => w.got.length === 1);
+      const ids = new Set([await w.join("A"), await w.join("A"), await w.join("A")]);
+      expect(ids.size).toBe(1);
+      const [held] = [...ids];
+      // Past its window, and open still: the key has spent its budget.
+      const until = Date.now() + 1500;
+      while (Date.now() < until) {
+        w.wake();
+        expect(await w.state(held)).toBe("open");
+        await Bun.sleep(100);
+      }
+      await w.b.operator.releaseBudget("a", systemClock.now());
+      w.wake();
+      await waitFor("one run with all three events", () => w.got.length === 2, 10_000);
+      expect(w.got.map((g) => g.batch)).toEqual([first, held]);
+      expect(await w.count(held)).toBe(3);
     } finally {
       await w.stop();
     }

@@ -28,9 +28,15 @@ const SEAL_CHUNK = 500;
  * (an intake may have joined one since), reads their content in one query, and seals them in one
  * statement with their hashes and their journal rows in another.
  */
-export async function sealReadyPg(spool: PgSpool, now: number): Promise<number[]> {
-  const ready = (await spool.sql`SELECT id, route, key FROM batches WHERE state = 'open'
-      AND ((quiet_s = 0 AND max_s = 0) OR ${now} >= last_at + quiet_s OR ${now} >= first_at + max_s) ORDER BY id`) as { id: string; route: string; key: string }[];
+export async function sealReadyPg(spool: PgSpool, now: number, keyBudgets: ReadonlyMap<string, Rate> = new Map()): Promise<number[]> {
+  const found = (await spool.sql`SELECT id, destination, route, key FROM batches WHERE state = 'open'
+      AND ((quiet_s = 0 AND max_s = 0) OR ${now} >= last_at + quiet_s OR ${now} >= first_at + max_s) ORDER BY id`) as { id: string; destination: string; route: string; key: string }[];
+  // A key whose key_budget is spent keeps its open batch open past the window (see sealReady).
+  const ready: typeof found = [];
+  for (const b of found) {
+    const kb = keyBudgets.get(b.destination);
+    if (!kb || (await budgetSpendsPg(spool.sql, b.destination, kb.windowS, now, b)).length < kb.limit) ready.push(b);
+  }
   const sealed: number[] = [];
   for (let i = 0; i < ready.length; i += SEAL_CHUNK) {
     const chunk = ready.slice(i, i + SEAL_CHUNK);

@@ -150,7 +150,7 @@ export async function pgDispatchStore(spool: PgSpool, holder: string): Promise<D
     ...pgOutcomes(spool),
     effectiveNow: () => effectiveNowPg(spool),
     stepPoll: (plan, now, rng, tick) => stepPollPg(spool, plan, now, rng, tick),
-    sealReady: (now) => sealReadyPg(spool, now),
+    sealReady: (now, keyBudgets) => sealReadyPg(spool, now, keyBudgets),
     // Other dispatchers may be live: only a lease past its lease_until is a dead owner's.
     recoverLeases: (o) => recoverExpiredPg(spool, o.now),
     writeHeartbeat: (nowEff, host, pid, caught) => writeHeartbeatPg(spool, beatId(host, pid), nowEff, caught),
