@@ -79,7 +79,8 @@ export function renderMetrics(f: MetricsFacts): string {
   t.family(
     "hookspool_answers_30d",
     "Delivered attempts in the last 30 days per destination and the receiver's own word (Hermes: accepted, coalesced, delivered, duplicate, ignored): a route that ignores everything shows here.",
-    sumBy(attempts, (a) => (a.answer ? { destination: a.destination, answer: a.answer } : null)),
+    // A reported outcome's row (class agent) is not the receiver's answer: attempts_30d counts it by class.
+    sumBy(attempts, (a) => (a.answer && a.klass !== "agent" ? { destination: a.destination, answer: a.answer } : null)),
   );
   t.family(
     "hookspool_batches_delivered_7d",

@@ -124,7 +124,7 @@ const AWAITING = `UPDATE batches SET state = 'awaiting', next_attempt_at = $unti
 /**
  * leased -> delivered, with the script's emits enqueued in the same transaction; or, when the
  * run's outcome is awaited, leased -> awaiting until `awaitUntil` (the lease released, the key
- * still held; store/settle.ts ends it).
+ * still held; store/awaiting.ts ends it).
  */
 export function markDeliveredTx(db: Database, m: MarkBase & { result?: string; emits?: NewEvent[]; awaitUntil?: number }): MarkResult {
   const row = { id: m.batchId, owner: m.owner, result: m.result ?? "ok", counted: m.attempt.counted ? 1 : 0 };

@@ -133,6 +133,10 @@ test("the intake's /outcomes endpoint settles only a report signed for the deliv
     const unknown = await runHookspool(h, ["outcome", "hs_nobody_9", "ok"]);
     expect(unknown.code).toBe(1);
     expect((await runHookspool(h, ["outcome", again.webhookId, "maybe"])).code).toBe(2);
+    // /metrics counts the outcomes as attempts of class agent, never as the receiver's answers.
+    const metrics = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+    expect(metrics).toMatch(/^hookspool_attempts_30d\{[^}]*klass="agent"[^}]*\} \d+$/m);
+    expect(metrics).not.toMatch(/^hookspool_answers_30d\{/m);
     // Nothing of a reason reaches a log line.
     expect(hs.stderr()).not.toContain("model timed out");
     expect(receiver.unverified).toEqual([]);
