@@ -9,6 +9,7 @@ import { HookspoolError } from "../errors.ts";
 import { reportWhenRecorded } from "../intake/outcomes.ts";
 import { REASON_MAX, type Reported } from "../store/awaiting-plan.ts";
 import { type Cli, GLOBAL_ARGS, loadFor, openOperatorStore } from "./context.ts";
+import { visible } from "./format.ts";
 import type { HelpMeta } from "./help.ts";
 
 /** A webhook-id as hookspool makes them: hs_<instance>_<batch>[_<n>][_r<k>]. */
@@ -39,7 +40,7 @@ export function outcomeCommand(cli: Cli): CommandDef {
       const id = String(args["webhook-id"]);
       const status = String(args.status);
       if (!DELIVERY_ID.test(id)) throw new HookspoolError("E_USAGE", "the webhook-id must be a hookspool delivery id (hs_...)", { hint: "it is the webhook-id header of the delivery, or the batch document's delivery_id" });
-      if (status !== "ok" && status !== "failed") throw new HookspoolError("E_USAGE", `the outcome must be ok or failed, not "${status.slice(0, 20)}"`);
+      if (status !== "ok" && status !== "failed") throw new HookspoolError("E_USAGE", `the outcome must be ok or failed, not "${visible(status.slice(0, 20))}"`);
       if (args.permanent && status !== "failed") throw new HookspoolError("E_USAGE", "--permanent goes with failed");
       const loaded = loadFor(cli);
       const store = await openOperatorStore(cli, loaded);
