@@ -1,7 +1,7 @@
-// Awaited outcomes on SQLite: where a webhook-id points, an outcome reported for it (one
-// BEGIN IMMEDIATE transaction applying awaiting-plan.ts: the outcome's attempt row, the
-// batch's mark fenced on `awaiting`, the journal step, the issues), and the awaiting batches
-// whose outcome is overdue.
+// Awaited outcomes on SQLite: where a webhook-id points, an outcome reported for it (applying
+// awaiting-plan.ts in a BEGIN IMMEDIATE transaction that the reports of one turn share: the
+// outcome's attempt row, the batch's mark fenced on `awaiting`, the journal step, the issues),
+// and the awaiting batches whose outcome is overdue.
 import type { Database } from "bun:sqlite";
 import { transportStrikesTx } from "./attempts.ts";
 import { AGENT_CLASS, type AwaitedDelivery, type AwaitingFacts, type AwaitingPlan, planAwaiting, type ReportInput, type Reported, reportedOf, settles } from "./awaiting-plan.ts";
@@ -116,21 +116,60 @@ function applyTx(db: Database, f: AwaitingFacts, r: ReportInput, plan: AwaitingP
 }
 
 /**
- * The outcome of the run a delivery started: settles its awaiting batch (delivered, retry or
- * dead), in one BEGIN IMMEDIATE transaction. An id no delivery of ours has is unknown; one whose
- * batch no longer awaits it (settled, replayed, dropped) is settled already and changes nothing.
+ * The outcome of the run a delivery started, in the caller's transaction: settles its awaiting
+ * batch (delivered, retry or dead). An id no delivery of ours has is unknown; one whose batch no
+ * longer awaits it (settled, replayed, dropped) is settled already and changes nothing.
  */
-export function reportOutcome(spool: Spool, r: ReportInput): Reported {
-  return spool.db
-    .transaction((): Reported => {
-      const facts = factsTx(spool.db, r);
-      if (!facts) return { kind: "unknown" };
-      if (!settles(facts)) return { kind: "settled_already", batchId: facts.batch.id, state: facts.batch.state };
-      const plan = planAwaiting(facts, r);
-      if (!applyTx(spool.db, facts, r, plan)) return { kind: "settled_already", batchId: facts.batch.id, state: facts.batch.state };
-      return reportedOf(facts, plan);
-    })
-    .immediate();
+function reportOutcomeTx(db: Database, r: ReportInput): Reported {
+  const facts = factsTx(db, r);
+  if (!facts) return { kind: "unknown" };
+  if (!settles(facts)) return { kind: "settled_already", batchId: facts.batch.id, state: facts.batch.state };
+  const plan = planAwaiting(facts, r);
+  if (!applyTx(db, facts, r, plan)) return { kind: "settled_already", batchId: facts.batch.id, state: facts.batch.state };
+  return reportedOf(facts, plan);
+}
+
+/**
+ * Reports that arrive in the same turn of the event loop share one BEGIN IMMEDIATE transaction
+ * (one commit, one fsync), each under its own savepoint: one that throws is undone alone and
+ * its caller hears the error; a failed COMMIT fails them all. As the intake's group commit does
+ * for events, so a receiver reporting many runs at once costs a commit per turn, not per report.
+ */
+export class ReportGroup {
+  private queue: { r: ReportInput; resolve: (v: Reported) => void; reject: (e: unknown) => void }[] = [];
+
+  constructor(private readonly spool: Spool) {}
+
+  report(r: ReportInput): Promise<Reported> {
+    return new Promise((resolve, reject) => {
+      if (this.queue.push({ r, resolve, reject }) === 1) setImmediate(() => this.flush());
+    });
+  }
+
+  private flush(): void {
+    const jobs = this.queue;
+    this.queue = [];
+    const db = this.spool.db;
+    let results: (Reported | Error)[];
+    try {
+      results = db
+        .transaction(() =>
+          jobs.map((j) => {
+            try {
+              return db.transaction(() => reportOutcomeTx(db, j.r))();
+            } catch (e) {
+              if (!db.inTransaction) throw e;
+              return e instanceof Error ? e : new Error(String(e));
+            }
+          }),
+        )
+        .immediate();
+    } catch (e) {
+      for (const j of jobs) j.reject(e);
+      return;
+    }
+    results.forEach((v, i) => (v instanceof Error ? jobs[i].reject(v) : jobs[i].resolve(v)));
+  }
 }
 
 /** Awaiting batches whose outcome is overdue at `now`, the most overdue first, at most `limit`. */

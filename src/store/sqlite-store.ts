@@ -26,14 +26,16 @@ import { recordOutcomes } from "./outcome.ts";
 import { stepPoll } from "./polls.ts";
 import { anyReadyNow, candidates, claimBatches, nextReadyAt, resumePoint, rateWindow, recoverLeases, sealReady } from "./queue.ts";
 import { dataVersion } from "./meta.ts";
-import { awaitedDelivery, overdueOutcomes, reportOutcome } from "./awaiting.ts";
+import { awaitedDelivery, overdueOutcomes, ReportGroup } from "./awaiting.ts";
+import type { ReportInput } from "./awaiting-plan.ts";
 import { budgetSpends, releaseBudget } from "./budgets.ts";
 
-/** Awaited outcomes, each in its own transaction. */
+/** Awaited outcomes; reports that arrive together share one commit (ReportGroup). */
 function sqliteOutcomes(spool: Spool) {
+  const group = new ReportGroup(spool);
   return {
     awaitedDelivery: async (id: string) => awaitedDelivery(spool, id),
-    reportOutcome: async (r: Parameters<typeof reportOutcome>[1]) => reportOutcome(spool, r),
+    reportOutcome: (r: ReportInput) => group.report(r),
   };
 }
 

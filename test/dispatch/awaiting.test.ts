@@ -148,6 +148,20 @@ function cases(open: () => Open): void {
     }
   });
 
+  test("reports arriving together each settle once; the same one twice in that turn settles once", async () => {
+    const w = await world(open(), "");
+    try {
+      const ids = [await w.put("A"), await w.put("B"), await w.put("C")];
+      for (const id of ids) await awaited(w, id);
+      const [a, b, c] = ids.map((id) => w.idOf(id));
+      const out = await Promise.all([w.report({ deliveryId: a }), w.report({ deliveryId: b, status: "failed" }), w.report({ deliveryId: a }), w.report({ deliveryId: c }), w.report({ deliveryId: "hs_nobody_2" })]);
+      expect(out.map((r) => (r.kind === "settled" ? r.state : r.kind))).toEqual(["delivered", "retry", "settled_already", "delivered", "unknown"]);
+      expect((await w.b.operator.batchAttempts(ids[0])).filter((x) => x.klass === "agent")).toHaveLength(1);
+    } finally {
+      await w.stop();
+    }
+  });
+
   test("failed retries under the backoff as a counted attempt; the next run's ok ends it", async () => {
     const w = await world(open(), "");
     try {
