@@ -15,6 +15,10 @@ import { tempDir } from "../helpers/tmp.ts";
 
 setDefaultTimeout(60_000);
 
+// The script reads the envelope with jq, else python3 (which a Hermes host has: the gateway is Python).
+const READER = Bun.which("jq") ?? Bun.which("python3");
+if (!READER) console.log("the Hermes completion e2e test skipped: neither jq nor python3 on PATH (.ci/run installs jq)");
+
 const ROOT = join(import.meta.dir, "..", "..");
 const IN_SECRET = "hermes-completion-inbound";
 const ROUTE_SECRET = `whsec_${Buffer.from("hermes-route-secret-bytes-0001").toString("base64")}`;
@@ -24,7 +28,7 @@ afterEach(() => {
   for (const f of cleanup.splice(0)) f();
 });
 
-test("a failed run reported by the completion script is retried; the second run's success ends the batch", async () => {
+test.skipIf(!READER)("a failed run reported by the completion script is retried; the second run's success ends the batch", async () => {
   const home = tempDir();
   // The CLI the script calls: this checkout's, under this Bun.
   const bin = join(tempDir(), "hookspool");
