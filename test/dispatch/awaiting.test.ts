@@ -4,39 +4,19 @@
 // failed retries it as a counted attempt, failed --permanent kills it (agent_failed), an overdue
 // outcome does what on_timeout says, and an unknown, repeated or stale id changes nothing.
 import { describe, expect, setDefaultTimeout, test } from "bun:test";
-import { writeFileSync } from "node:fs";
-import { join } from "node:path";
-import { seededRng, systemClock } from "../../src/clock.ts";
-import { loadConfig } from "../../src/config/load.ts";
-import { makeDestination } from "../../src/destinations/registry.ts";
-import { Dispatcher } from "../../src/dispatch/loop.ts";
+import { systemClock } from "../../src/clock.ts";
+import type { Dispatcher } from "../../src/dispatch/loop.ts";
 import { policyOf } from "../../src/dispatch/worker.ts";
-import { createLogger } from "../../src/log.ts";
-import type { DispatchStore, IntakeStore, OperatorStore } from "../../src/store/api.ts";
+import type { OperatorStore } from "../../src/store/api.ts";
 import type { ReportInput } from "../../src/store/awaiting-plan.ts";
-import { openSpool } from "../../src/store/db.ts";
-import { migrate } from "../../src/store/migrate.ts";
-import { PgSpool } from "../../src/store/pg/db.ts";
-import { migratePg } from "../../src/store/pg/migrate.ts";
-import { pgDispatchStore, pgIntakeStore, pgOperatorStore } from "../../src/store/pg/store.ts";
-import { sqliteDispatchStore, sqliteIntakeStore, sqliteOperatorStore } from "../../src/store/sqlite-store.ts";
-import { PG_BIN, PG_SKIP_MESSAGE, serverForSuite } from "../helpers/pg.ts";
+import { type Backend, configHome, onBothBackends, type OpenBackend, startDispatcher } from "../helpers/backends.ts";
 import { waitFor } from "../helpers/proc.ts";
 import { copy, ev } from "../helpers/spool.ts";
-import { tempDir } from "../helpers/tmp.ts";
 import "../helpers/intake.ts"; // captures log lines instead of printing them
 
-if (!PG_BIN) console.log(PG_SKIP_MESSAGE);
 setDefaultTimeout(60_000);
 
-interface Backend {
-  intake: IntakeStore;
-  dispatch: DispatchStore;
-  operator: OperatorStore;
-  close(): Promise<void>;
-}
-
-type Open = (home: string) => Promise<Backend>;
+type Open = OpenBackend;
 
 /** A receiver on loopback answering 202 (as an agent gateway does), remembering each webhook-id and batch. */
 function receiver() {
@@ -66,22 +46,10 @@ interface World {
 
 async function world(open: Open, table: string): Promise<World> {
   const rx = receiver();
-  const home = tempDir();
-  const config = `[dispatch]\nparallel = 4\nbackoff_base_s = 0.2\nbackoff_cap_s = 0.4\n\n[sources.s]\naction = "a"\n\n[destinations.a]\ntype = "http"\nurl = "${rx.url}"\nallow_insecure = true\nunsigned = true\noutcome = "await"\n${table}\n`;
-  writeFileSync(join(home, "config.toml"), config);
-  const b = await open(home);
-  const loadOptions = { home, env: {}, cwd: home };
-  const loaded = loadConfig(loadOptions);
-  const d = new Dispatcher({
-    store: b.dispatch,
-    loaded,
-    loadOptions,
-    clock: systemClock,
-    rng: seededRng(1),
-    log: createLogger("dispatch"),
-    destinations: (c, name) => makeDestination(c, name, { env: {}, clock: systemClock, instanceId: b.dispatch.instanceId }),
-  });
-  await d.start();
+  const h = configHome(`[dispatch]\nparallel = 4\nbackoff_base_s = 0.2\nbackoff_cap_s = 0.4\n\n[sources.s]\naction = "a"\n\n[destinations.a]\ntype = "http"\nurl = "${rx.url}"\nallow_insecure = true\nunsigned = true\noutcome = "await"\n${table}\n`);
+  const b = await open();
+  const d = await startDispatcher(await b.dispatch(), h);
+  const loaded = h.loaded;
   const policy = policyOf(loaded.config);
   return {
     b,
@@ -231,28 +199,5 @@ function cases(open: () => Open): void {
 }
 
 describe("awaited outcomes", () => {
-  describe("on SQLite", () => {
-    cases(() => async (home) => {
-      const spool = openSpool(join(home, "spool.db"), { create: true });
-      migrate(spool);
-      return { intake: sqliteIntakeStore(spool), dispatch: sqliteDispatchStore(spool), operator: sqliteOperatorStore(spool), close: async () => spool.close() };
-    });
-  });
-
-  describe.skipIf(!PG_BIN)("on PostgreSQL", () => {
-    const server = serverForSuite();
-    let n = 0;
-    cases(() => async () => {
-      const name = `awaiting${++n}`;
-      await server().createDatabase(name);
-      const pools = [0, 1, 2].map(() => new PgSpool({ path: server().socket, user: server().user, database: name }, { max: 4 }));
-      await migratePg(pools[0], "0123456789ab");
-      return {
-        intake: pgIntakeStore(pools[0]),
-        dispatch: await pgDispatchStore(pools[1], "host:1"),
-        operator: pgOperatorStore(pools[2]),
-        close: async () => void (await Promise.all(pools.map((p) => p.close()))),
-      };
-    });
-  });
+  onBothBackends((open) => cases(() => open));
 });

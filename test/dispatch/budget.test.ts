@@ -5,40 +5,17 @@
 // end lets the next go; resume --budget lets them go at once; a key_budget holds one key's
 // batches while other keys go on.
 import { describe, expect, setDefaultTimeout, test } from "bun:test";
-import { writeFileSync } from "node:fs";
-import { join } from "node:path";
-import { seededRng, systemClock } from "../../src/clock.ts";
-import { loadConfig } from "../../src/config/load.ts";
-import { makeDestination } from "../../src/destinations/registry.ts";
-import { Dispatcher } from "../../src/dispatch/loop.ts";
-import { createLogger } from "../../src/log.ts";
-import type { DispatchStore, IntakeStore, OperatorStore } from "../../src/store/api.ts";
-import { openSpool, type Spool } from "../../src/store/db.ts";
+import { systemClock } from "../../src/clock.ts";
+import type { Dispatcher } from "../../src/dispatch/loop.ts";
 import { assembleStatus, budgetedDestinations, sqliteStatusFacts } from "../../src/obs/status.ts";
-import { migrate } from "../../src/store/migrate.ts";
-import { PgSpool } from "../../src/store/pg/db.ts";
-import { migratePg } from "../../src/store/pg/migrate.ts";
-import { pgDispatchStore, pgIntakeStore, pgOperatorStore } from "../../src/store/pg/store.ts";
-import { sqliteDispatchStore, sqliteIntakeStore, sqliteOperatorStore } from "../../src/store/sqlite-store.ts";
-import { PG_BIN, PG_SKIP_MESSAGE, serverForSuite } from "../helpers/pg.ts";
+import { configHome, onBothBackends, type OpenBackend, openSqlite, startDispatcher } from "../helpers/backends.ts";
 import { waitFor } from "../helpers/proc.ts";
 import { copy, ev } from "../helpers/spool.ts";
-import { tempDir } from "../helpers/tmp.ts";
 import "../helpers/intake.ts"; // captures log lines instead of printing them
 
-if (!PG_BIN) console.log(PG_SKIP_MESSAGE);
 setDefaultTimeout(60_000);
 
-interface Backend {
-  /** SQLite's spool, for the status document's facts. */
-  spool?: Spool;
-  intake: IntakeStore;
-  dispatch: () => Promise<DispatchStore>;
-  operator: OperatorStore;
-  close(): Promise<void>;
-}
-
-type Open = () => Promise<Backend>;
+type Open = OpenBackend;
 
 async function world(open: Open, table: string) {
   const got: { key: string; batch: number }[] = [];
@@ -51,19 +28,11 @@ async function world(open: Open, table: string) {
       return new Response("ok");
     },
   });
-  const home = tempDir();
-  writeFileSync(join(home, "config.toml"), `[sources.s]\naction = "a"\n\n[destinations.a]\ntype = "http"\nurl = "http://127.0.0.1:${server.port}/in"\nallow_insecure = true\nunsigned = true\n${table}\n`);
+  const h = configHome(`[sources.s]\naction = "a"\n\n[destinations.a]\ntype = "http"\nurl = "http://127.0.0.1:${server.port}/in"\nallow_insecure = true\nunsigned = true\n${table}\n`);
   const b = await open();
-  const loadOptions = { home, env: {}, cwd: home };
-  const loaded = loadConfig(loadOptions);
   let d: Dispatcher | null = null;
   const others: Dispatcher[] = [];
-  const make = async () => {
-    const store = await b.dispatch();
-    const x = new Dispatcher({ store, loaded, loadOptions, clock: systemClock, rng: seededRng(1), log: createLogger("dispatch"), destinations: (c, name) => makeDestination(c, name, { env: {}, clock: systemClock, instanceId: store.instanceId }) });
-    await x.start();
-    return x;
-  };
+  const make = async () => startDispatcher(await b.dispatch(), h);
   const start = async () => {
     d = await make();
   };
@@ -71,7 +40,7 @@ async function world(open: Open, table: string) {
   return {
     b,
     got,
-    config: loaded.config,
+    config: h.config,
     async put(key: string) {
       const [r] = await b.intake.enqueueAll([ev({ key, copies: [copy("r:a", "a", { quiet_s: 0, max_s: 0, max_events: 1 })] })], systemClock.now());
       d?.wake();
@@ -200,69 +169,43 @@ function cases(open: () => Open): void {
 }
 
 describe("run budgets", () => {
-  describe("on SQLite", () => {
-    cases(() => async () => {
-      const spool = openSpool(join(tempDir(), "spool.db"), { create: true });
-      migrate(spool);
-      return { spool, intake: sqliteIntakeStore(spool), dispatch: async () => sqliteDispatchStore(spool), operator: sqliteOperatorStore(spool), close: async () => spool.close() };
-    });
-
-    test("status says what the budget has spent, and that it holds batches", async () => {
-      let spool: Spool | null = null;
-      const w = await world(async () => {
-        spool = openSpool(join(tempDir(), "spool.db"), { create: true });
-        migrate(spool);
-        return { spool, intake: sqliteIntakeStore(spool), dispatch: async () => sqliteDispatchStore(spool as Spool), operator: sqliteOperatorStore(spool), close: async () => spool?.close() };
-      }, 'budget = "1/h"\nkey_budget = "1/h"\n');
-      try {
-        await w.put("k1");
-        await w.put("k2");
-        await waitFor("one delivered", () => w.got.length === 1);
-        const s = spool as unknown as Spool;
-        const { doc } = assembleStatus(sqliteStatusFacts(s, s.path, 0, new Map(), systemClock.now(), budgetedDestinations(w.config)), w.config, { now: systemClock.now(), hard: [] });
-        expect(doc.destinations.a.budget).toMatchObject({ limit: 1, window_s: 3600, used: 1 });
-        expect(doc.destinations.a.budget?.next_free_at).toBeGreaterThan(systemClock.now() + 3500);
-        expect(doc.destinations.a.key_budget).toEqual({ limit: 1, window_s: 3600 });
-      } finally {
-        await w.stop();
-      }
-    });
-  });
-
-  describe.skipIf(!PG_BIN)("on PostgreSQL", () => {
-    const server = serverForSuite();
-    let n = 0;
-    const opener = () => async () => {
-      const name = `budget${++n}`;
-      await server().createDatabase(name);
-      const pools = [0, 1, 2].map(() => new PgSpool({ path: server().socket, user: server().user, database: name }, { max: 4 }));
-      await migratePg(pools[0], "0123456789ab");
-      let beats = 0;
-      return {
-        intake: pgIntakeStore(pools[0]),
-        dispatch: () => pgDispatchStore(pools[1], `host:${++beats}`),
-        operator: pgOperatorStore(pools[2]),
-        close: async () => void (await Promise.all(pools.map((p) => p.close()))),
-      };
-    };
-    cases(opener);
-
-    test("two dispatchers sharing the destination spend its budget once: each claim counts again under its lock", async () => {
-      const w = await world(opener(), 'budget = "3/h"\n');
-      try {
-        await w.another();
-        for (let i = 0; i < 12; i++) await w.put(`k${i}`);
-        w.wakeAll();
-        await waitFor("three delivered", () => w.got.length === 3);
-        const until = Date.now() + 2000;
-        while (Date.now() < until) {
-          w.wakeAll();
-          expect(w.got.length).toBe(3);
-          await Bun.sleep(100);
+  onBothBackends((open, backend) => {
+    cases(() => open);
+    if (backend === "sqlite") {
+      test("status says what the budget has spent, and that it holds batches", async () => {
+        const w = await world(openSqlite, 'budget = "1/h"\nkey_budget = "1/h"\n');
+        try {
+          await w.put("k1");
+          await w.put("k2");
+          await waitFor("one delivered", () => w.got.length === 1);
+          const s = w.b.spool;
+          if (!s) throw new Error("no SQLite spool");
+          const { doc } = assembleStatus(sqliteStatusFacts(s, s.path, 0, new Map(), systemClock.now(), budgetedDestinations(w.config)), w.config, { now: systemClock.now(), hard: [] });
+          expect(doc.destinations.a.budget).toMatchObject({ limit: 1, window_s: 3600, used: 1 });
+          expect(doc.destinations.a.budget?.next_free_at).toBeGreaterThan(systemClock.now() + 3500);
+          expect(doc.destinations.a.key_budget).toEqual({ limit: 1, window_s: 3600 });
+        } finally {
+          await w.stop();
         }
-      } finally {
-        await w.stop();
-      }
-    });
+      });
+    } else {
+      test("two dispatchers sharing the destination spend its budget once: each claim counts again under its lock", async () => {
+        const w = await world(open, 'budget = "3/h"\n');
+        try {
+          await w.another();
+          for (let i = 0; i < 12; i++) await w.put(`k${i}`);
+          w.wakeAll();
+          await waitFor("three delivered", () => w.got.length === 3);
+          const until = Date.now() + 2000;
+          while (Date.now() < until) {
+            w.wakeAll();
+            expect(w.got.length).toBe(3);
+            await Bun.sleep(100);
+          }
+        } finally {
+          await w.stop();
+        }
+      });
+    }
   });
 });
