@@ -5,7 +5,7 @@
 import type { Database } from "bun:sqlite";
 import { transportStrikesTx } from "./attempts.ts";
 import { AGENT_CLASS, type AwaitedDelivery, type AwaitingFacts, type AwaitingPlan, planAwaiting, type ReportInput, type Reported, reportedOf, settles } from "./awaiting-plan.ts";
-import { prepared, type Spool } from "./db.ts";
+import { eachInSavepoint, prepared, type Spool } from "./db.ts";
 import { raiseIssueTx, resolveIssueTx } from "./issues.ts";
 import { journalTx } from "./journal.ts";
 import { scrubError } from "./marks.ts";
@@ -105,11 +105,10 @@ function applyTx(db: Database, f: AwaitingFacts, r: ReportInput, plan: AwaitingP
     delivery: r.deliveryId,
     answer: a.answer,
   });
-  const kind = m.kind === "delivered" ? "delivered" : m.kind;
   const detail: Record<string, unknown> = { class: AGENT_CLASS, outcome: a.answer, via: r.via };
   if (m.kind === "retry") detail.next_attempt_at = m.nextAttemptAt;
   if (m.kind === "dead") detail.reason = m.deadReason;
-  journalTx(db, kind, id, r.now, { attempt: Number(row.lastInsertRowid), detail });
+  journalTx(db, m.kind, id, r.now, { attempt: Number(row.lastInsertRowid), detail });
   for (const issue of plan.raise) raiseIssueTx(db, issue);
   for (const fp of plan.resolve) resolveIssueTx(db, fp, r.now);
   return true;
@@ -152,18 +151,7 @@ export class ReportGroup {
     const db = this.spool.db;
     let results: (Reported | Error)[];
     try {
-      results = db
-        .transaction(() =>
-          jobs.map((j) => {
-            try {
-              return db.transaction(() => reportOutcomeTx(db, j.r))();
-            } catch (e) {
-              if (!db.inTransaction) throw e;
-              return e instanceof Error ? e : new Error(String(e));
-            }
-          }),
-        )
-        .immediate();
+      results = eachInSavepoint(db, jobs, (j) => reportOutcomeTx(db, j.r));
     } catch (e) {
       for (const j of jobs) j.reject(e);
       return;

@@ -86,6 +86,29 @@ const statements = new WeakMap<Database, Map<string, Statement>>();
  * the connection. (Database.query keeps only the last 20 distinct statements, fewer than the
  * store runs, so a steady enqueue-and-tick loop would compile a third of them again and again.)
  */
+/**
+ * `fn` for each item, each under a savepoint of its own inside one BEGIN IMMEDIATE transaction:
+ * one that throws is undone alone and its error stands in its place. A failure that ends the
+ * whole transaction (a full disk, an I/O error) or a failed COMMIT throws for all. `beforeCommit`
+ * runs last inside the transaction (a crash point).
+ */
+export function eachInSavepoint<T, R>(db: Database, items: readonly T[], fn: (item: T) => R, beforeCommit?: () => void): (R | Error)[] {
+  return db
+    .transaction((): (R | Error)[] => {
+      const out = items.map((item) => {
+        try {
+          return db.transaction(() => fn(item))();
+        } catch (e) {
+          if (!db.inTransaction) throw e;
+          return e instanceof Error ? e : new Error(String(e));
+        }
+      });
+      beforeCommit?.();
+      return out;
+    })
+    .immediate();
+}
+
 // biome-ignore lint/suspicious/noExplicitAny: the bindings are checked where the statement is named
 export function prepared<R = unknown, P extends SQLQueryBindings | SQLQueryBindings[] = any>(db: Database, sql: string): Statement<R, P extends any[] ? P : [P]> {
   let cache = statements.get(db);

@@ -6,7 +6,7 @@
 import type { Database } from "bun:sqlite";
 import { testHook } from "../testhook.ts";
 import { ignoredRunTx, previousBadEmitTx, transportStrikesTx } from "./attempts.ts";
-import { prepared, type Spool } from "./db.ts";
+import { eachInSavepoint, prepared, type Spool } from "./db.ts";
 import { clearProbeTx, destinationStateTx, liftThrottleTx, pauseDestinationTx, recordSuccessTx, recordTransportFailureTx, setRetryAfterTx, throttleTx } from "./destinations.ts";
 import { raiseIssueTx, resolveIssueTx } from "./issues.ts";
 import { type MarkResult, markDeadTx, markDeliveredTx, markRetryTx } from "./marks.ts";
@@ -36,23 +36,8 @@ export function recordOutcome(spool: Spool, input: OutcomeInput): Recorded {
  * throws is undone alone and its error stands in its place. A failed COMMIT throws for all.
  */
 export function recordOutcomes(spool: Spool, inputs: readonly OutcomeInput[]): (Recorded | Error)[] {
-  const db = spool.db;
   if (inputs.length === 0) return [];
-  return db
-    .transaction((): (Recorded | Error)[] => {
-      const recorded = inputs.map((input) => {
-        try {
-          return db.transaction(() => recordOutcomeTx(db, input))();
-        } catch (e) {
-          // A full disk or an I/O error ends the whole transaction: none of the outcomes stands.
-          if (!db.inTransaction) throw e;
-          return e instanceof Error ? e : new Error(String(e));
-        }
-      });
-      testHook("mark.before_commit");
-      return recorded;
-    })
-    .immediate();
+  return eachInSavepoint(spool.db, inputs, (input) => recordOutcomeTx(spool.db, input), () => testHook("mark.before_commit"));
 }
 
 /** The facts the plan needs, read in the transaction; the costlier ones only when it needs them. */
