@@ -12,7 +12,7 @@ import { policyOf } from "../dispatch/worker.ts";
 import type { Logger } from "../log.ts";
 import { standardWebhooksWhy } from "../plugin/verify.ts";
 import type { OutcomeStore } from "../store/api.ts";
-import { REASON_MAX, type ReportInput, type Reported } from "../store/awaiting-plan.ts";
+import { type AwaitedDelivery, REASON_MAX, type ReportInput, type Reported } from "../store/awaiting-plan.ts";
 import { emptyReply, type Reply, statusReply } from "./replies.ts";
 
 /** An outcome's body is a few words: anything longer is refused unread. */
@@ -73,10 +73,14 @@ export const IN_FLIGHT_WAIT_MS = 10_000;
  * before the dispatcher has recorded the 2xx that started the run), wait for that record first,
  * up to IN_FLIGHT_WAIT_MS, so an early report is never lost as unknown.
  */
-export async function reportWhenRecorded(store: OutcomeStore, r: Omit<ReportInput, "now">, now: () => number, waitMs = IN_FLIGHT_WAIT_MS): Promise<Reported> {
+export async function reportWhenRecorded(store: OutcomeStore, r: Omit<ReportInput, "now">, now: () => number, known?: AwaitedDelivery | null, waitMs = IN_FLIGHT_WAIT_MS): Promise<Reported> {
   const until = performance.now() + waitMs;
-  // A read while the request is in flight, so the wait costs no write transaction.
-  while ((await store.awaitedDelivery(r.deliveryId))?.inFlight && performance.now() < until) await Bun.sleep(5);
+  // Reads while the request is in flight (the caller's own read first), so the wait costs no write.
+  let target = known === undefined ? await store.awaitedDelivery(r.deliveryId) : known;
+  while (target?.inFlight && performance.now() < until) {
+    await Bun.sleep(5);
+    target = await store.awaitedDelivery(r.deliveryId);
+  }
   return store.reportOutcome({ ...r, now: now() });
 }
 
@@ -113,7 +117,7 @@ async function answerOutcome(deps: OutcomeDeps, req: OutcomeRequest): Promise<Re
   }
   const body = parseBody(bytes);
   if (!body) return statusReply("bad_outcome", 400);
-  const r = await reportWhenRecorded(deps.store, { deliveryId: req.deliveryId, ...body, via: "http", jitter: deps.rng.next(), policy: policyOf(config) }, () => deps.clock.now());
+  const r = await reportWhenRecorded(deps.store, { deliveryId: req.deliveryId, ...body, via: "http", jitter: deps.rng.next(), policy: policyOf(config) }, () => deps.clock.now(), target);
   if (r.kind === "unknown") return statusReply("unknown", 404);
   if (r.kind === "settled_already") return statusReply("settled", 409);
   deps.log.info("outcome reported", { destination: r.destination, batch: r.batchId, reason: r.state === "dead" ? `dead: ${r.deadReason}` : r.state });
