@@ -13,6 +13,7 @@ import { getIssueByFingerprintPg, raiseIssuePg } from "../../src/store/pg/issues
 import { migratePg } from "../../src/store/pg/migrate.ts";
 import { pgDispatchStore } from "../../src/store/pg/store.ts";
 import { PG_BIN, PG_SKIP_MESSAGE, serverForSuite } from "../helpers/pg.ts";
+import { waitFor } from "../helpers/proc.ts";
 
 if (!PG_BIN) console.log(PG_SKIP_MESSAGE);
 setDefaultTimeout(30_000);
@@ -49,7 +50,9 @@ describe.skipIf(!PG_BIN)("maintenance on PostgreSQL", () => {
 
       // The leader's process dies: the server ends its sessions (as it does for a killed
       // process), the lock is free, and the follower takes maintenance over.
+      // The signal is sent at once and the backend ends a moment later: wait until it has.
       await look.sql`SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND granted AND pid <> pg_backend_pid()`;
+      await waitFor("the leader's session to end", async () => (await look.sql`SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted`).length === 0);
       await follower.tick();
       expect((await getIssueByFingerprintPg(look, "source_silent:s"))?.state).toBe("resolved");
       expect(JSON.parse(String((await look.sql`SELECT value FROM meta WHERE key = 'maintenance_holder'`)[0].value)).holder).toBe("host-b:2");
