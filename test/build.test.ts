@@ -5,7 +5,7 @@ import { copyFileSync, cpSync, mkdirSync, readFileSync, statSync, writeFileSync 
 import { join } from "node:path";
 import pkg from "../package.json";
 import { tempDir } from "./helpers/tmp.ts";
-import { LATEST_SCHEMA, MIGRATIONS } from "../src/store/migrations.ts";
+import { LATEST_SCHEMA, MIGRATIONS } from "../src/store/sqlite/migrate.ts";
 
 const root = join(import.meta.dir, "..");
 

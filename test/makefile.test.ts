@@ -41,15 +41,37 @@ test("make build runs the build once, and again only after a source changes", ()
   expect(builds()).toBe(3);
 });
 
-test("`bun run test` runs what `make test` runs: the bobbin registry, the type check, then the suite", async () => {
-  const root = join(import.meta.dir, "..");
-  const makefile = readFileSync(join(root, "Makefile"), "utf8");
-  const recipe = /^test:.*\n((?:\t.*\n)+)/m.exec(makefile)?.[1] ?? "";
-  const commands = recipe
+/** A Makefile target's recipe, one command a line. */
+function recipe(makefile: string, target: string): string[] {
+  const body = new RegExp(`^${target}:.*\\n((?:\\t.*\\n)+)`, "m").exec(makefile)?.[1] ?? "";
+  return body
     .split("\n")
     .map((l) => l.trim())
     .filter(Boolean);
-  expect(commands).toEqual(["bun scripts/gen-bobbins.ts", "tsc --noEmit -p .", "bun test --parallel=2"]);
+}
+
+test("`bun run test` runs what `make test` runs: the bobbin registry, the type check, the lint, then the quick tests", () => {
+  const root = join(import.meta.dir, "..");
+  const makefile = readFileSync(join(root, "Makefile"), "utf8");
+  const commands = recipe(makefile, "test");
+  expect(commands).toEqual([
+    "bun scripts/gen-bobbins.ts",
+    "tsc --noEmit -p .",
+    "biome lint",
+    "bun scripts/run-tests.ts run fast",
+  ]);
   const pkg = JSON.parse(readFileSync(join(root, "package.json"), "utf8"));
   expect(pkg.scripts.test).toBe(commands.join(" && "));
+  expect(recipe(makefile, "lint")).toEqual(["biome lint"]);
+});
+
+test("`make test-all` (and `bun run test:all`) runs what `make test` runs, then every test file", () => {
+  const root = join(import.meta.dir, "..");
+  const makefile = readFileSync(join(root, "Makefile"), "utf8");
+  const commands = recipe(makefile, "test-all");
+  expect(commands).toEqual([...recipe(makefile, "test").slice(0, -1), "bun scripts/run-tests.ts run all"]);
+  const pkg = JSON.parse(readFileSync(join(root, "package.json"), "utf8"));
+  expect(pkg.scripts["test:all"]).toBe(commands.join(" && "));
+  // CI runs the full one.
+  expect(readFileSync(join(root, ".ci", "run"), "utf8")).toMatch(/^make test-all 2>&1 \| tee/m);
 });

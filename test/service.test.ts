@@ -12,7 +12,7 @@ import { fakeDestination, rig } from "./helpers/dispatch.ts";
 import { startIntake } from "./helpers/intake.ts";
 import { waitFor } from "./helpers/proc.ts";
 import { freshSpool } from "./helpers/spool.ts";
-import { sqliteIssues } from "../src/store/sqlite-store.ts";
+import { sqliteIssues } from "../src/store/sqlite/store.ts";
 import { runServiceContract } from "./service.case.ts";
 
 function recorder(name: string, log: string[], fail?: "start" | "stop"): Service {

@@ -5,9 +5,9 @@ import { Database } from "bun:sqlite";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { openSpool } from "../../src/store/db.ts";
-import { enqueue } from "../../src/store/enqueue.ts";
-import { migrate } from "../../src/store/migrate.ts";
+import { openSpool } from "../../src/store/sqlite/db.ts";
+import { enqueue } from "../../src/store/sqlite/enqueue.ts";
+import { migrate } from "../../src/store/sqlite/migrate.ts";
 
 const N = Number(process.env.BENCH_N ?? 2000);
 const payload = JSON.stringify({ action: "opened", repository: { full_name: "o/r" }, body: "x".repeat(600) });

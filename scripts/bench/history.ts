@@ -12,11 +12,12 @@
 import { Database } from "bun:sqlite";
 import { closeSync, fsyncSync, openSync } from "node:fs";
 import { join } from "node:path";
-import { anyReadyNow, candidates, claimBatches, nextReadyAt, recoverLeases, sealReady } from "../../src/store/queue.ts";
-import { closeConnection, openSpool, type Spool } from "../../src/store/db.ts";
-import { enqueue, type NewEvent } from "../../src/store/enqueue.ts";
-import { migrate } from "../../src/store/migrate.ts";
-import { recordOutcomes } from "../../src/store/outcome.ts";
+import { anyReadyNow, candidates, claimBatches, nextReadyAt, recoverLeases, sealReady } from "../../src/store/sqlite/queue.ts";
+import { closeConnection, openSpool, type SqliteSpool } from "../../src/store/sqlite/db.ts";
+import { enqueue } from "../../src/store/sqlite/enqueue.ts";
+import type { NewEvent } from "../../src/store/enqueue.ts";
+import { migrate } from "../../src/store/sqlite/migrate.ts";
+import { recordOutcomes } from "../../src/store/sqlite/outcome.ts";
 import { outcome } from "../../src/delivery.ts";
 import { fileSize, main, tempHome } from "./lib/procs.ts";
 import { emit, table } from "./lib/report.ts";
@@ -106,7 +107,7 @@ function cost(n: number, op: (i: number) => void, per = 1): Cost {
   return { wallUs: wall / (n * per), cpuUs: (c.user + c.system) / (n * per) };
 }
 
-function measure(spool: Spool): Record<string, Cost> {
+function measure(spool: SqliteSpool): Record<string, Cost> {
   const out: Record<string, Cost> = {};
   // An enqueue: each event joins its key's open batch (the quiet window never closes here).
   out.enqueue = cost(OPS, () => enqueue(spool, event({ max_events: 500 }), NOW));

@@ -35,7 +35,7 @@ import { makeHome } from "./lib/homes.ts";
 import { load, type LoadResult, type LoadSpec, merge } from "./lib/load.ts";
 import { SENDER_SECRET, githubPush } from "./lib/payload.ts";
 import { type BenchPg, PG_BIN, startBenchPostgres } from "./lib/pg.ts";
-import { type Child, hookspoolVerb, listeningPort, main, procCpuS, startHookspool, tempHome } from "./lib/procs.ts";
+import { type Child, listeningPort, main, procCpuS, startHookspool, tempHome } from "./lib/procs.ts";
 import { receiver, type Receiver } from "./lib/receiver.ts";
 import { emit, table } from "./lib/report.ts";
 

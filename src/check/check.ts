@@ -11,8 +11,8 @@ import { isPublic, NON_LOOPBACK_HINT, readListen } from "../config/listen.ts";
 import { loadSources } from "../config/sources.ts";
 import { isPostgres } from "../config/backend.ts";
 import { postgresRules } from "./postgres.ts";
-import { CorruptSpool, openVerified, requireCurrentSchema, schemaVersion, type Spool } from "../store/db.ts";
-import { LATEST_SCHEMA } from "../store/migrations.ts";
+import { CorruptSpool, openVerified, requireCurrentSchema, schemaVersion, type SqliteSpool } from "../store/sqlite/db.ts";
+import { LATEST_SCHEMA } from "../store/sqlite/migrate.ts";
 import { destinationPaces, type PluginFacts, routeProblems } from "./routes.ts";
 import { ConfigError, DEFAULT_HOME, type Env, expandPath, loadConfig, parseConfig } from "../config/load.ts";
 import { isTable, quoteKey } from "../config/parse.ts";
@@ -387,7 +387,7 @@ function spoolModeRules(paths: Paths): ConfigProblem[] {
 function databaseRules(path: string): ConfigProblem[] {
   const hint = "restore from backup; hookspool export reads what is still readable; never start fresh automatically";
   if (statOrNull(path) === null) return [problem("warning", "spool.db", `no spool yet at ${path}; hookspool migrate creates it`)];
-  let spool: Spool | null = null;
+  let spool: SqliteSpool | null = null;
   try {
     spool = openVerified(path, { create: false, busyTimeoutS: 10 });
     const version = schemaVersion(spool);

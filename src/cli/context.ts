@@ -7,13 +7,13 @@ import { HookspoolError } from "../errors.ts";
 import { anchorPaths, ConfigError, type Env, loadConfig, parseConfig, resolvePaths } from "../config/load.ts";
 import { isTable } from "../config/parse.ts";
 import type { LoadedConfig } from "../config/types.ts";
-import { openSpool, requireCurrentSchema, type Spool } from "../store/db.ts";
+import { openSpool, requireCurrentSchema, type SqliteSpool } from "../store/sqlite/db.ts";
 import type { OperatorStore } from "../store/api.ts";
 import { isPostgres, openPgSpool } from "../config/backend.ts";
 import { requirePgSchema } from "../store/pg/migrate.ts";
 import { pgOperatorStore } from "../store/pg/store.ts";
 import type { PgSpool } from "../store/pg/db.ts";
-import { sqliteOperatorStore } from "../store/sqlite-store.ts";
+import { sqliteOperatorStore } from "../store/sqlite/store.ts";
 import { visible } from "./format.ts";
 
 /** A command's view of the world, so tests can run it in-process (main(argv) is runCli). */
@@ -203,7 +203,7 @@ function spoolOnly(file: string, env: Env): LoadedConfig["config"] {
  * Open the spool for a command that never migrates: the database must exist and have exactly
  * this build's schema (only migrate and dispatch change it).
  */
-export function openExisting(cli: Cli, dbPath: string): Spool {
+export function openExisting(cli: Cli, dbPath: string): SqliteSpool {
   const spool = openSpool(dbPath, { create: false, busyTimeoutS: 30, clock: cli.clock });
   try {
     requireCurrentSchema(spool);

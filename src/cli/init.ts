@@ -6,9 +6,9 @@ import type { CommandDef } from "citty";
 import { DEFAULT_HOME } from "../config/load.ts";
 import { renderStarterConfig } from "../config/starter.ts";
 import { HookspoolError } from "../errors.ts";
-import { openSpool } from "../store/db.ts";
-import { acquireLock } from "../store/lock.ts";
-import { migrate } from "../store/migrate.ts";
+import { openSpool } from "../store/sqlite/db.ts";
+import { acquireLock } from "../store/sqlite/lock.ts";
+import { migrate } from "../store/sqlite/migrate.ts";
 import { selfCommand, typedPath } from "../self.ts";
 import { type Cli, GLOBAL_ARGS } from "./context.ts";
 

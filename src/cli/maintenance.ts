@@ -2,13 +2,15 @@
 import type { CommandDef } from "citty";
 import { HookspoolError } from "../errors.ts";
 import { diskFreeBytes, spoolBytes } from "../obs/disk.ts";
-import { exportBatches, type ExportFilter, type ExportRecord } from "../store/export.ts";
+import { exportBatches } from "../store/sqlite/export.ts";
+import type { ExportFilter, ExportRecord } from "../store/export.ts";
 import { exportBatchesPg } from "../store/pg/export.ts";
 import { isPostgres } from "../config/backend.ts";
 import { runRetentionPg } from "../store/pg/retention.ts";
 import type { Config } from "../config/types.ts";
 import { FILTER_ARGS, filterOf } from "./filters.ts";
-import { policyFromConfig, type RetentionCounts, runRetention, vacuum } from "../store/retention.ts";
+import { policyFromConfig, type RetentionCounts } from "../store/retention.ts";
+import { runRetention, vacuum } from "../store/sqlite/retention.ts";
 import { humanBytes, visible } from "./format.ts";
 import { type Cli, GLOBAL_ARGS, loadFor, loadForReading, openExisting, positiveInt, withPg } from "./context.ts";
 

@@ -2,9 +2,9 @@
 import { chmodSync, existsSync, mkdirSync } from "node:fs";
 import { dirname } from "node:path";
 import type { CommandDef } from "citty";
-import { openSpool } from "../store/db.ts";
-import { acquireLock } from "../store/lock.ts";
-import { migrate, pendingMigrations } from "../store/migrate.ts";
+import { openSpool } from "../store/sqlite/db.ts";
+import { acquireLock } from "../store/sqlite/lock.ts";
+import { migrate, pendingMigrations } from "../store/sqlite/migrate.ts";
 import { type Cli, GLOBAL_ARGS, loadFor } from "./context.ts";
 import { randomBytes } from "node:crypto";
 import { isPostgres, openPgSpool } from "../config/backend.ts";

@@ -18,8 +18,8 @@ import { pgDispatchStore } from "../store/pg/store.ts";
 import type { PgSpool } from "../store/pg/db.ts";
 import { hostname } from "node:os";
 import { type Service, startAll, stopAll } from "../service.ts";
-import type { Spool } from "../store/db.ts";
-import { effectiveNow, instanceId } from "../store/meta.ts";
+import type { SqliteSpool } from "../store/sqlite/db.ts";
+import { effectiveNow, instanceId } from "../store/sqlite/meta.ts";
 import { checkConfigFile } from "../check/check.ts";
 import { problemLine } from "./check.ts";
 import { type Cli, GLOBAL_ARGS, loadFor, openExisting, sqliteOnly } from "./context.ts";
@@ -55,7 +55,7 @@ async function preflight(cli: Cli, skipDatabase: boolean): Promise<LoadedConfig>
   return loaded;
 }
 
-function makeDispatcher(cli: Cli, loaded: LoadedConfig, on: { spool: Spool } | { store: DispatchStore }): Dispatcher {
+function makeDispatcher(cli: Cli, loaded: LoadedConfig, on: { spool: SqliteSpool } | { store: DispatchStore }): Dispatcher {
   const log = createLogger("dispatch", { clock: cli.clock });
   const inst = "spool" in on ? instanceId(on.spool) : on.store.instanceId;
   return new Dispatcher({
@@ -71,7 +71,7 @@ function makeDispatcher(cli: Cli, loaded: LoadedConfig, on: { spool: Spool } | {
 }
 
 /** The dispatcher's companion: liveness, alerts, the spool limit and hourly retention. */
-function makeMaintenance(cli: Cli, loaded: LoadedConfig, spool: Spool, dispatcher: Dispatcher): Maintenance {
+function makeMaintenance(cli: Cli, loaded: LoadedConfig, spool: SqliteSpool, dispatcher: Dispatcher): Maintenance {
   return new Maintenance({
     spool,
     dbPath: loaded.paths.spoolFile,
@@ -174,7 +174,7 @@ async function servePg(cli: Cli, loaded: LoadedConfig, withIntake: boolean): Pro
 /** The dashboard's default address when `hookspool dashboard` runs on its own. */
 export const DASHBOARD_LISTEN = "127.0.0.1:8651";
 
-function makeDashboard(cli: Cli, loaded: LoadedConfig, spool: Spool, listen: string, config: () => LoadedConfig["config"] = () => loaded.config, intakeAddress?: () => string | null): Dashboard {
+function makeDashboard(cli: Cli, loaded: LoadedConfig, spool: SqliteSpool, listen: string, config: () => LoadedConfig["config"] = () => loaded.config, intakeAddress?: () => string | null): Dashboard {
   const log = createLogger("dashboard", { clock: cli.clock });
   return new Dashboard({ listen, spool, config, home: loaded.paths.home, dbPath: loaded.paths.spoolFile, now: () => cli.clock.now(), log, intakeAddress });
 }

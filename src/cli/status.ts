@@ -6,7 +6,7 @@ import { loadEverySource } from "../config/sources.ts";
 import { assembleStatus, budgetedDestinations, buildStatus, pacedDestinations, type DestinationStatus, type StatusDoc } from "../obs/status.ts";
 import { pgStatusFacts } from "../obs/status-pg.ts";
 import { isPostgres } from "../config/backend.ts";
-import { CorruptSpool, noteIntegrityCheck, quickCheck } from "../store/db.ts";
+import { CorruptSpool, noteIntegrityCheck, quickCheck } from "../store/sqlite/db.ts";
 import { humanAge, humanBytes, table, visible } from "./format.ts";
 import { type Cli, GLOBAL_ARGS, loadForReading, openExisting, withPg } from "./context.ts";
 

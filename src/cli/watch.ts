@@ -5,7 +5,8 @@
 // when the database changed (PRAGMA data_version).
 import type { CommandDef } from "citty";
 import { HookspoolError } from "../errors.ts";
-import { dataVersion, journalAfter, journalBounds, type JournalRow } from "../store/journal.ts";
+import { dataVersion, journalAfter, journalBounds } from "../store/sqlite/journal.ts";
+import type { JournalRow } from "../store/journal.ts";
 import { type Cli, GLOBAL_ARGS, loadForReading, openExisting, positiveInt } from "./context.ts";
 import { isoTime, visible } from "./format.ts";
 import { isPostgres } from "../config/backend.ts";

@@ -229,5 +229,5 @@ export function expectEvery(config: Config, source: string, plugins?: ReadonlyMa
   const src = config.sources[source];
   if (!src || src.kind === "poll") return 0;
   const every = src.expect_every_s ?? plugins?.get(source)?.plugin.expectEverySec ?? 0;
-  return every > 0 ? every : 0;
+  return Math.max(every, 0);
 }

@@ -295,7 +295,7 @@ export class HermesDestination implements Destination {
     });
     if (!this.unwrap) return o;
     // Events skipped as taken carry over what was said of them.
-    const carried = skipTaken && resume !== undefined && resume.unconfirmed;
+    const carried = skipTaken && resume?.unconfirmed === true;
     if (o.kind !== "ok") return { ...o, unconfirmed: carried || answers.some((a) => a.unconfirmed) };
     const said = attemptAnswer(answers);
     return { ...o, ...said, unconfirmed: said.unconfirmed || carried };

@@ -7,7 +7,7 @@ import { caughtFault, type Faults } from "../obs/faults.ts";
 import type { Logger } from "../log.ts";
 import type { AlertStore } from "../store/api.ts";
 import type { IssueRow } from "../store/issues.ts";
-import { sqliteAlertStore } from "../store/sqlite-store.ts";
+import { sqliteAlertStore } from "../store/sqlite/store.ts";
 import { Chore, type ChoreContext } from "./chores.ts";
 
 function ago(now: number, t: number): string {

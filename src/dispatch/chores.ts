@@ -8,7 +8,7 @@ import type { Config } from "../config/types.ts";
 import type { Logger } from "../log.ts";
 import type { Faults } from "../obs/faults.ts";
 import { Periodic } from "../service.ts";
-import type { Spool } from "../store/db.ts";
+import type { SqliteSpool } from "../store/sqlite/db.ts";
 import type { MaintenanceStore } from "../store/api.ts";
 import type { IssueKind } from "../store/issues.ts";
 
@@ -17,7 +17,7 @@ export const MAINTENANCE_EVERY_S = 60;
 const FIRST_RUN_MS = 1000;
 
 export interface ChoreContext {
-  spool: Spool;
+  spool: SqliteSpool;
   dbPath: string;
   /** The current config (the dispatcher reloads it). */
   config(): Config;

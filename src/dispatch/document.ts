@@ -5,7 +5,7 @@
 import { compileExpose, type ExposeRule, exposePayload, tracedExpose } from "../config/expose.ts";
 import type { StoredEvent } from "../delivery.ts";
 import { type ContentEvent, eventMeta, jsonText } from "../store/content.ts";
-import { type BatchRow } from "../store/batches.ts";
+import type { BatchRow } from "../store/batches.ts";
 
 export interface DocumentInput {
   batch: BatchRow;

@@ -8,7 +8,7 @@ import type { Config } from "../config/types.ts";
 import type { Logger } from "../log.ts";
 import { silentFor } from "../obs/status.ts";
 import type { MaintenanceStore } from "../store/api.ts";
-import { sqliteMaintenanceStore } from "../store/sqlite-store.ts";
+import { sqliteMaintenanceStore } from "../store/sqlite/store.ts";
 import { Chore, type ChoreContext, raiseOnce } from "./chores.ts";
 
 /**

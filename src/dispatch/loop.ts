@@ -20,8 +20,8 @@ import { Faults, faultCounts } from "../obs/faults.ts";
 import type { Logger } from "../log.ts";
 import type { DispatchStore } from "../store/api.ts";
 import type { Candidate, Claim, ClaimInput } from "../store/queue.ts";
-import type { Spool } from "../store/db.ts";
-import { sqliteDispatchStore } from "../store/sqlite-store.ts";
+import type { SqliteSpool } from "../store/sqlite/db.ts";
+import { sqliteDispatchStore } from "../store/sqlite/store.ts";
 import { Periodic, type Service } from "../service.ts";
 import { stepPolls } from "./polls.ts";
 import { OutcomeWriter } from "./outcomes.ts";
@@ -36,7 +36,7 @@ export type DestinationFactory = (config: Config, name: string) => Destination |
 export interface DispatcherOptions {
   /** The store it works on; without it, SQLite's over `spool`. */
   store?: DispatchStore;
-  spool?: Spool;
+  spool?: SqliteSpool;
   loaded: LoadedConfig;
   /** How the config was found, so a reload reads the same file. */
   loadOptions: LoadOptions;

@@ -4,7 +4,7 @@
 import type { Service } from "../service.ts";
 import { startAll, stopAll } from "../service.ts";
 import { Faults } from "../obs/faults.ts";
-import { sqliteIssues } from "../store/sqlite-store.ts";
+import { sqliteIssues } from "../store/sqlite/store.ts";
 import { alertsChore } from "./alerts.ts";
 import type { Chore, ChoreContext } from "./chores.ts";
 import { pollLiveness, sourceLiveness } from "./liveness.ts";

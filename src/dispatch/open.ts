@@ -8,12 +8,12 @@ import type { Env } from "../config/load.ts";
 import type { Config } from "../config/types.ts";
 import type { PgSpool } from "../store/pg/db.ts";
 import { migratePg } from "../store/pg/migrate.ts";
-import { openVerified, type Spool } from "../store/db.ts";
-import { acquireLock, type FileLock } from "../store/lock.ts";
-import { migrate } from "../store/migrate.ts";
+import { openVerified, type SqliteSpool } from "../store/sqlite/db.ts";
+import { acquireLock, type FileLock } from "../store/sqlite/lock.ts";
+import { migrate } from "../store/sqlite/migrate.ts";
 
 export interface DispatchSpool {
-  spool: Spool;
+  spool: SqliteSpool;
   lock: FileLock;
   /** Close the connection, then let the lock go. */
   close(): void;

@@ -2,7 +2,7 @@
 // loop share one outcome transaction (one fsync for all of them) instead of one each. Each is
 // still decided alone, under its own savepoint, behind its own lease fence.
 import type { DispatchStore } from "../store/api.ts";
-import type { OutcomeInput, Recorded } from "../store/outcome.ts";
+import type { OutcomeInput, Recorded } from "../store/outcome-plan.ts";
 import { dispatchCounters } from "../obs/counters.ts";
 
 /** At most this many outcomes in one transaction; the rest go in the next. */

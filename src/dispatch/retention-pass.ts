@@ -1,7 +1,8 @@
 // The retention chore: once an hour (by the spool's own record of the last pass, so a restart
 // does not reset the hour) delete what the retention policy says is old enough.
-import { getMetaNumber, noteRetentionPass } from "../store/meta.ts";
-import { policyFromConfig, runRetention } from "../store/retention.ts";
+import { getMetaNumber, noteRetentionPass } from "../store/sqlite/meta.ts";
+import { policyFromConfig } from "../store/retention.ts";
+import { runRetention } from "../store/sqlite/retention.ts";
 import { Chore, type ChoreContext } from "./chores.ts";
 
 export const RETENTION_EVERY_S = 3600;

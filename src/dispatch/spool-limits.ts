@@ -5,7 +5,7 @@
 import { diskFreeBytes } from "../obs/disk.ts";
 import { type Faults, WRITE_FAILED_ISSUE } from "../obs/faults.ts";
 import type { MaintenanceStore } from "../store/api.ts";
-import { sqliteMaintenanceStore } from "../store/sqlite-store.ts";
+import { sqliteMaintenanceStore } from "../store/sqlite/store.ts";
 import { Chore, type ChoreContext, MAINTENANCE_EVERY_S, raiseOnce } from "./chores.ts";
 
 export function spoolLimits(ctx: ChoreContext): Chore {

@@ -10,7 +10,7 @@ import { Deadline, type Destination, outcome, type Outcome } from "../delivery.t
 import type { Logger } from "../log.ts";
 import type { DispatchStore } from "../store/api.ts";
 import type { NewEvent } from "../store/enqueue.ts";
-import type { Policy } from "../store/outcome.ts";
+import type { Policy } from "../store/outcome-plan.ts";
 import type { Candidate, Claim } from "../store/queue.ts";
 import { testHook } from "../testhook.ts";
 import { rateMarginS } from "../pacing.ts";

@@ -4,8 +4,8 @@ import type { Clock } from "../clock.ts";
 import type { IntakeSource } from "../config/sources.ts";
 import type { Config } from "../config/types.ts";
 import { buildStatus, type StatusDoc } from "../obs/status.ts";
-import type { Spool } from "../store/db.ts";
-import { getMetaNumber, probeWrite } from "../store/meta.ts";
+import type { SqliteSpool } from "../store/sqlite/db.ts";
+import { getMetaNumber, probeWrite } from "../store/sqlite/meta.ts";
 import type { Backpressure } from "./backpressure.ts";
 
 /** Writability is proven at most this often by a probe write; a recent enqueue proves it too. */
@@ -18,7 +18,7 @@ export class Health {
   private triedAt: number | null = null;
 
   constructor(
-    private readonly spool: Spool,
+    private readonly spool: SqliteSpool,
     private readonly dbPath: string,
     private readonly clock: Clock,
     private readonly backpressure: Backpressure,

@@ -4,7 +4,7 @@
 import type { IntakeSource } from "../config/sources.ts";
 import type { Config } from "../config/types.ts";
 import type { NewEvent } from "../store/enqueue.ts";
-import { type StoredRequest } from "../store/replay.ts";
+import type { StoredRequest } from "../store/replay.ts";
 import { afterVerify, quarantineReason } from "./evaluate.ts";
 import { hookRequest } from "../plugin/hook-request.ts";
 

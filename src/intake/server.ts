@@ -13,13 +13,13 @@ import type { Logger } from "../log.ts";
 import { errorClass, Faults } from "../obs/faults.ts";
 import { renderSpoolMetrics } from "../obs/metrics.ts";
 import { pgMetricsText } from "../obs/status-pg.ts";
-import { openSpool, requireCurrentSchema, type Spool } from "../store/db.ts";
+import { openSpool, requireCurrentSchema, type SqliteSpool } from "../store/sqlite/db.ts";
 import type { IntakeStore } from "../store/api.ts";
-import { sqliteIntakeStore } from "../store/sqlite-store.ts";
+import { sqliteIntakeStore } from "../store/sqlite/store.ts";
 import { pgIntakeStore } from "../store/pg/store.ts";
 import { requirePgSchema } from "../store/pg/migrate.ts";
 import type { PgSpool } from "../store/pg/db.ts";
-import { probeWritePg } from "../store/pg/stats.ts";
+import { probeWritePg } from "../store/pg/meta.ts";
 import { isPostgres, openPgSpool } from "../config/backend.ts";
 import { Backpressure } from "./backpressure.ts";
 import { FAILED_PROBE_S, Health, WRITE_PROBE_S } from "./health.ts";
@@ -42,7 +42,7 @@ export interface IntakeOptions {
   log: Logger;
   env?: Env;
   /** `run` shares its one connection; otherwise the intake opens its own (busy_timeout 10 s). */
-  spool?: Spool;
+  spool?: SqliteSpool;
   /** Free bytes on the spool's filesystem (tests inject a full disk). */
   diskFree?: (path: string) => number | null;
   /** Under `run`: tells the dispatcher in the same process when a batch it queued into may be ready. */
@@ -101,7 +101,7 @@ export class Intake implements Service {
   private server: Server<undefined> | null = null;
   /** What runs beside the listener: the config watcher and the refused-write reporter. */
   private companions: Service[] = [];
-  private spool: Spool | null = null;
+  private spool: SqliteSpool | null = null;
   private ownSpool = false;
   /** On PostgreSQL: this process's pool (the intake always opens its own). */
   private pg: PgSpool | null = null;

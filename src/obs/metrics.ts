@@ -3,9 +3,9 @@
 // gauges over the retention window, since a counter computed from a pruned table would not be
 // monotonic; the intake's own counters are added by the intake.
 import type { Config } from "../config/types.ts";
-import type { Spool } from "../store/db.ts";
-import { getMeta, getMetaNumber } from "../store/meta.ts";
-import { attemptCounts, deliveredCounts } from "../store/stats.ts";
+import type { SqliteSpool } from "../store/sqlite/db.ts";
+import { getMeta, getMetaNumber } from "../store/sqlite/meta.ts";
+import { attemptCounts, deliveredCounts } from "../store/sqlite/stats.ts";
 import { buildStatus, type StatusDoc } from "./status.ts";
 
 const STATE_VALUE: Record<string, number> = { closed: 0, half_open: 1, open: 2, paused: 3 };
@@ -61,7 +61,7 @@ function sumBy(rows: readonly AttemptCount[], key: (a: AttemptCount) => Record<s
 }
 
 /** The table-derived metrics, all gauges (the intake's counters are in intake/metrics.ts). */
-export function renderSpoolMetrics(spool: Spool, config: Config, dbPath: string, inp: MetricsInputs): string {
+export function renderSpoolMetrics(spool: SqliteSpool, config: Config, dbPath: string, inp: MetricsInputs): string {
   const { now } = inp;
   const { doc } = buildStatus(spool, config, dbPath, { now, inflight: inp.inflight, diskFree: inp.diskFree, hard: [] });
   return renderMetrics({ doc, attempts: attemptCounts(spool, now - 30 * DAY), delivered: deliveredCounts(spool, now - 7 * DAY), caught: dispatcherCaught(spool) });
@@ -127,7 +127,7 @@ export function renderMetrics(f: MetricsFacts): string {
  * last heartbeat recorded them (a counter: it restarts at 0 with the dispatcher). A dispatcher
  * in this process (run) is counted in hookspool_caught_errors_total instead.
  */
-function dispatcherCaught(spool: Spool): string[] {
+function dispatcherCaught(spool: SqliteSpool): string[] {
   if (getMetaNumber(spool, "dispatcher_pid") === process.pid) return [];
   return caughtFamilies([getMeta(spool, "dispatcher_caught_errors") ?? "[]"]);
 }

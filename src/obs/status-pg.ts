@@ -4,16 +4,18 @@
 // the same /metrics families, from the same facts.
 import { destinationRowsPg } from "../store/pg/destinations.ts";
 import type { PgSpool } from "../store/pg/db.ts";
-import { dispatchersPg } from "../store/pg/heartbeat.ts";
+import { dispatchersPg } from "../store/pg/meta.ts";
 import { openIssueCountPg } from "../store/pg/issues.ts";
 import { maintenanceHolder } from "../store/pg/leader.ts";
 import { pgSchemaVersion } from "../store/pg/migrate.ts";
-import { countBatchesPg, databaseBytesPg, deadByReasonPg, destinationNamesPg, leasedCountsPg, metaNumbersPg, oldestPendingPg, pollRowsPg } from "../store/pg/stats.ts";
+import { countBatchesPg, databaseBytesPg, deadByReasonPg, leasedCountsPg, oldestPendingPg, pollRowsPg } from "../store/pg/stats.ts";
+import { destinationNamesPg } from "../store/pg/destinations.ts";
+import { metaNumbersPg } from "../store/pg/meta.ts";
 import { assembleStatus, budgetedDestinations, HEARTBEAT_STALE_S, pacedDestinations, type StatusFacts } from "./status.ts";
 import type { BudgetPolicy } from "../config/destinations.ts";
 import { budgetSpendsPg } from "../store/pg/budgets.ts";
 import type { Pace } from "../delivery.ts";
-import { rateWindowPg } from "../store/pg/claims.ts";
+import { rateWindowPg } from "../store/pg/queue.ts";
 import type { Config } from "../config/types.ts";
 import { caughtFamilies, renderMetrics } from "./metrics.ts";
 import { attemptCountsPg, deliveredCountsPg, dispatchersCaughtPg } from "../store/pg/stats.ts";

@@ -28,7 +28,6 @@ const utf8 = new TextDecoder("utf-8", { fatal: true });
  * UTF-8; any other value stays as it came. ASCII, every signature and id, is the same either way.
  */
 export function headerText(v: string): string {
-  // biome-ignore lint/suspicious/noControlCharactersInRegex: the test is for any byte past ASCII
   if (!/[^\u0000-\u007f]/.test(v) || /[^\u0000-\u00ff]/.test(v)) return v;
   try {
     return utf8.decode(Buffer.from(v, "latin1"));

@@ -109,7 +109,7 @@ export async function jwtEs256(
   const parts = token.split(".");
   if (parts.length !== 3 || !parts.every((p) => /^[A-Za-z0-9_-]+$/.test(p))) return null;
   const header = jsonPart(parts[0] ?? "");
-  if (!header || header.alg !== "ES256") return null;
+  if (header?.alg !== "ES256") return null;
   const kid = header.kid;
   if (typeof kid !== "string" || kid.length === 0 || kid.length > 256) return null;
   if (!jsonPart(parts[1] ?? "")) return null;

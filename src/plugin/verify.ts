@@ -347,7 +347,7 @@ export function ed25519Why(signature: string | null, publicKey: string, message:
   const sig = decode(signature.trim(), opts.encoding ?? "hex");
   if (sig === null || sig.length !== 64) return "malformed";
   const key = publicKeyOf(publicKey, "ed25519");
-  if (!key || key.asymmetricKeyType !== "ed25519") return "mismatch";
+  if (key?.asymmetricKeyType !== "ed25519") return "mismatch";
   try {
     return verifySignature(null, bytes(message), key, sig) ? null : "mismatch";
   } catch {
@@ -365,7 +365,7 @@ export function ecdsaP256Why(signature: string | null, publicKey: string, messag
   const sig = decode(signature.trim(), opts.encoding ?? "base64");
   if (sig === null) return "malformed";
   const key = publicKeyOf(publicKey, "ec");
-  if (!key || key.asymmetricKeyType !== "ec" || key.asymmetricKeyDetails?.namedCurve !== "prime256v1") return "mismatch";
+  if (key?.asymmetricKeyType !== "ec" || key.asymmetricKeyDetails?.namedCurve !== "prime256v1") return "mismatch";
   try {
     return verifySignature("sha256", bytes(message), { key, dsaEncoding: "der" }, sig) ? null : "mismatch";
   } catch {

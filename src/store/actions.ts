@@ -1,7 +1,4 @@
-// The record of what an operator changed from the dashboard: one row per action, written in the
-// transaction that makes the change (a failed change leaves no row). Names and ids only.
-import { prepared, type Spool } from "./db.ts";
-
+// TODO header
 export interface ActionRow {
   id: number;
   at: number;
@@ -10,20 +7,4 @@ export interface ActionRow {
   verb: string;
   /** "batch 12", "destination hermes", "issue 3" */
   target: string;
-}
-
-/** Run `change` and record it in one transaction; the change's own transaction nests as a savepoint. */
-export function recordAction<T>(spool: Spool, a: Omit<ActionRow, "id">, change: () => T): T {
-  return spool.db
-    .transaction(() => {
-      const out = change();
-      prepared(spool.db, "INSERT INTO actions (at, via, verb, target) VALUES ($at, $via, $verb, $target)").run({ at: a.at, via: a.via, verb: a.verb, target: a.target });
-      return out;
-    })
-    .immediate();
-}
-
-/** The newest actions first, at most `limit`. */
-export function recentActions(spool: Spool, limit: number): ActionRow[] {
-  return prepared<ActionRow, [number]>(spool.db, "SELECT id, at, via, verb, target FROM actions ORDER BY id DESC LIMIT ?").all(limit);
 }

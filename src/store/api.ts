@@ -18,11 +18,10 @@ import type { SplitOptions } from "./split.ts";
 import type { FollowStep } from "./follow.ts";
 import type { StoredRequestRow } from "./requests.ts";
 import type { PollRow } from "./stats.ts";
-import type { OutcomeInput, Recorded } from "./outcome.ts";
+import type { OutcomeInput, Recorded } from "./outcome-plan.ts";
 import type { PollPlan, PollStep } from "./polls.ts";
 import type { Candidate, Claim, ClaimInput } from "./queue.ts";
-import type { AwaitedDelivery, ReportInput, Reported } from "./awaiting-plan.ts";
-import type { OverdueOutcome } from "./awaiting.ts";
+import type { AwaitedDelivery, ReportInput, Reported, OverdueOutcome } from "./awaiting-plan.ts";
 
 /** Awaited outcomes: where a webhook-id points, and the outcome of the run it started (the CLI, the intake's endpoint, the dispatcher's timeout). */
 export interface OutcomeStore {

@@ -152,3 +152,10 @@ export function reportedOf(f: AwaitingFacts, plan: AwaitingPlan): Extract<Report
   if (m.kind === "retry") return { ...base, state: "retry", nextAttemptAt: m.nextAttemptAt };
   return { ...base, state: "dead", deadReason: m.deadReason };
 }
+
+/** An awaiting batch whose outcome is overdue, and the delivery it awaits. */
+export interface OverdueOutcome {
+  batchId: number;
+  destination: string;
+  deliveryId: string | null;
+}

@@ -2,14 +2,12 @@
 // transitions other store operations share. The dispatcher's side before an attempt ends
 // (readiness, candidates, claims, lease recovery) is queue.ts; how an attempt ends is marks.ts
 // and outcome.ts; the operator's verbs are replay.ts, split.ts and drop.ts.
-import type { Database } from "bun:sqlite";
 import { HookspoolError } from "../errors.ts";
-import { computeContentHashTx } from "./content.ts";
-import { prepared, type Spool } from "./db.ts";
-import { journalTx } from "./journal.ts";
 
 export const BATCH_STATES = ["open", "sealed", "leased", "retry", "awaiting", "delivered", "dead", "dropped"] as const;
+
 export type BatchState = (typeof BATCH_STATES)[number];
+
 /** The class of a batch's last outcome (last_class), as the schema's CHECK lists them. */
 export const LAST_CLASSES = ["transport", "throttle", "batch", "config", "permanent", "poison", "quarantine", "agent"] as const;
 
@@ -95,24 +93,6 @@ export function batchWhere(f: BatchFilter): { where: string[]; params: Record<st
   return { where, params };
 }
 
-/** Batches, newest first. */
-export function listBatches(spool: Spool, f: ListFilter = {}): BatchRow[] {
-  const db = spool.db;
-  const { where, params } = batchWhere(f);
-  params.limit = f.limit ?? 50;
-  if (f.before !== undefined) {
-    where.push("id < $before");
-    params.before = f.before;
-  }
-  const sql = `SELECT * FROM batches ${where.length ? `WHERE ${where.join(" AND ")}` : ""} ORDER BY id DESC LIMIT $limit`;
-  return prepared<BatchRow, Record<string, string | number>>(db, sql).all(params);
-}
-
-export function getBatch(spool: Spool, id: number): BatchRow | null {
-  const db = spool.db;
-  return prepared<BatchRow, [number]>(db, "SELECT * FROM batches WHERE id = ?").get(id);
-}
-
 export interface EventListing {
   id: number;
   event_type: string;
@@ -136,25 +116,11 @@ export function parseTrace(text: string | null): Record<string, unknown> | null 
   }
 }
 
-/** A batch's events without payloads: ids, types, sizes, dedup ids, exclusion and routing trace. */
-export function batchEvents(spool: Spool, batchId: number): EventListing[] {
-  const db = spool.db;
-  return prepared<Omit<EventListing, "trace"> & { trace: string | null }, [number]>(db, "SELECT id, event_type, received_at, dedup_id, size, excluded_at, route, trace FROM events WHERE batch_id = ? ORDER BY id")
-    .all(batchId)
-    .map((e) => ({ ...e, trace: parseTrace(e.trace) }));
-}
-
 export interface EventPayload {
   id: number;
   payload: string | null;
   raw: Uint8Array | null;
   headers: string;
-}
-
-/** Payloads, only for `show --payload`. */
-export function batchPayloads(spool: Spool, batchId: number): EventPayload[] {
-  const db = spool.db;
-  return prepared<EventPayload, [number]>(db, "SELECT id, payload, raw, headers FROM events WHERE batch_id = ? ORDER BY id").all(batchId);
 }
 
 export interface AttemptRow {
@@ -176,48 +142,12 @@ export interface AttemptRow {
   failed_event_id: number | null;
 }
 
-export function batchAttempts(spool: Spool, batchId: number): AttemptRow[] {
-  const db = spool.db;
-  return prepared<AttemptRow, [number]>(db, "SELECT * FROM attempts WHERE batch_id = ? ORDER BY id").all(batchId);
-}
-
-const SEAL = `UPDATE batches SET state = 'sealed', sealed_at = $now, content_hash = $hash
-  WHERE id = $id AND state = 'open'`;
-
-/** Seal an open batch: its content freezes and content_hash is set. */
-export function sealBatchTx(db: Database, batchId: number, now: number): boolean {
-  const hash = computeContentHashTx(db, batchId);
-  const sealed = prepared(db, SEAL).run({ id: batchId, now, hash }).changes === 1;
-  if (sealed) journalTx(db, "sealed", batchId, now);
-  return sealed;
-}
-
-const REPLAY = `UPDATE batches SET state = 'retry', attempts = 0, next_attempt_at = $now, not_before = $now, dead_reason = NULL
-  WHERE id = $id AND state = 'dead' AND destination <> 'quarantine'`;
-
-/**
- * dead -> retry, due now, attempts = 0. The content stays frozen; the batch re-enters its
- * group's queue by first_at, so it delivers out of order.
- */
-export function replayDeadTx(db: Database, batchId: number, now: number): boolean {
-  const replayed = prepared(db, REPLAY).run({ id: batchId, now }).changes === 1;
-  if (replayed) journalTx(db, "retry", batchId, now, { detail: { replayed: true } });
-  return replayed;
-}
-
 /** The little of a batch an operator verb checks before it acts. */
 export interface BatchHead {
   id: number;
   state: string;
   destination: string;
   source: string;
-}
-
-/** The batch an operator named, or E_NOT_FOUND. */
-export function requireBatchTx(db: Database, id: number): BatchHead {
-  const b = prepared<BatchHead, [number]>(db, "SELECT id, state, destination, source FROM batches WHERE id = ?").get(id);
-  if (!b) throw new HookspoolError("E_NOT_FOUND", `no batch ${id}`);
-  return b;
 }
 
 /** The verb that does apply to a batch in this state, where one of its neighbours was asked for. */

@@ -1,7 +1,4 @@
 // The frozen part of a batch: events + event_meta, and the content_hash over them.
-import type { Database } from "bun:sqlite";
-import { prepared, type Spool } from "./db.ts";
-
 export interface EventMeta {
   id: number;
   event_type: string;
@@ -18,18 +15,6 @@ export interface ContentEvent extends Omit<EventMeta, "headers"> {
   headers: string;
   /** events.trace, whose expose the document applies (outside the content_hash; absent: none). */
   trace?: string | null;
-}
-
-const CONTENT = `SELECT id, event_type, received_at, dedup_id, payload, headers, trace FROM events
-  WHERE batch_id = ? AND excluded_at IS NULL ORDER BY id`;
-
-/** The events a document carries, in events.id order (commit order), excluded ones omitted. */
-export function batchContent(spool: Spool, batchId: number): ContentEvent[] {
-  return batchContentTx(spool.db, batchId);
-}
-
-export function batchContentTx(db: Database, batchId: number): ContentEvent[] {
-  return prepared<ContentEvent, [number]>(db, CONTENT).all(batchId);
 }
 
 /** JSON with object keys sorted at every level and no whitespace. */
@@ -56,7 +41,7 @@ export function eventMeta(e: ContentEvent): EventMeta {
   return meta;
 }
 
-const bytes = (s: string) => Buffer.byteLength(s, "utf8");
+export const bytes = (s: string) => Buffer.byteLength(s, "utf8");
 
 /**
  * A stored payload as JSON: without the byte-order mark a sender's body may start with. The
@@ -108,8 +93,4 @@ export function contentHash(events: ContentEvent[]): string {
   const h = new Bun.CryptoHasher("sha256");
   h.update(canonicalContent(events));
   return `sha256:${h.digest("hex")}`;
-}
-
-export function computeContentHashTx(db: Database, batchId: number): string {
-  return contentHash(batchContentTx(db, batchId));
 }

@@ -1,14 +1,7 @@
 // Enqueue: dedup, the join rule for every copy, and quarantine, each in one BEGIN IMMEDIATE
 // transaction so a 2xx always follows the COMMIT that holds the event.
-import type { Database } from "bun:sqlite";
 import { HookspoolError } from "../errors.ts";
-import { testHook } from "../testhook.ts";
-import { journalTx } from "./journal.ts";
-import { batchContentTx, contentHash, documentShare, jsonText, META_LIMITS, WIDEST_ID } from "./content.ts";
-import { prepared, type Spool } from "./db.ts";
-import { raiseIssueTx, resolveDeadIssuesTx, resolveIssueTx } from "./issues.ts";
-import { setMetaTx } from "./meta.ts";
-import { replayDeadTx, sealBatchTx } from "./batches.ts";
+import { documentShare, jsonText, META_LIMITS, WIDEST_ID } from "./content.ts";
 
 /** The window a batch opens with. */
 export interface BatchWindow {
@@ -66,6 +59,7 @@ export type EnqueueResult =
 
 /** Keys are opaque strings of at most 512 bytes. */
 export const MAX_KEY_BYTES = 512;
+
 /** The primary copy plus at most 8 tees. */
 export const MAX_COPIES = 9;
 
@@ -112,124 +106,9 @@ export function validateNewEvent(ev: NewEvent): void {
   }
 }
 
-const Q = {
-  findDedup: "SELECT event_id, seen_at, dup_count FROM dedup WHERE source = ? AND dedup_id = ?",
-  dedupTarget: "SELECT b.id AS batch_id, b.state, b.destination FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.id = ?",
-  bumpDedup: "UPDATE dedup SET dup_count = dup_count + 1 WHERE source = ? AND dedup_id = ?",
-  putDedup: `INSERT INTO dedup (source, dedup_id, event_id, seen_at, dup_count) VALUES ($source, $dedup, $event, $now, $dups)
-    ON CONFLICT (source, dedup_id) DO UPDATE SET event_id = excluded.event_id, seen_at = excluded.seen_at, dup_count = excluded.dup_count`,
-  findOpen: "SELECT id, count, bytes, max_bytes FROM batches WHERE route = ? AND key = ? AND state = 'open'",
-  openBatch: `INSERT INTO batches (route, source, destination, key, state, first_at, last_at, quiet_s, max_s, max_events, max_bytes)
-    VALUES ($route, $source, $destination, $key, 'open', $now, $now, $quiet, $max, $events, $bytes)`,
-  joinBatch: `UPDATE batches SET count = count + 1, bytes = bytes + $size, last_at = MAX(last_at, $now)
-    WHERE id = $id RETURNING count, bytes, max_events, max_bytes`,
-  insertEvent: `INSERT INTO events (source, route, batch_id, event_type, dedup_id, received_at, payload, raw, headers, size, trace)
-    VALUES ($source, $route, $batch, $type, $dedup, $now, $payload, $raw, $headers, $size, $trace)`,
-} as const;
-
 /** An event's size: its exact share of a batch document (content.ts), its id counted at its widest. */
 export function eventSize(ev: NewEvent, now: number): number {
   return documentShare({ id: WIDEST_ID, event_type: ev.eventType, received_at: now, dedup_id: ev.dedupId, headers: JSON.stringify(ev.headers), payload: ev.payload });
-}
-
-/** The join rule for one copy, in the five numbered steps below. */
-function placeCopy(db: Database, ev: NewEvent, copy: EventCopy, size: number, now: number): Placed {
-  // 1. the open batch of the group (at most one; the schema enforces it)
-  let open = prepared<{ id: number; count: number; bytes: number; max_bytes: number }, [string, string]>(db, Q.findOpen).get(copy.route, ev.key);
-  // 2. pre-join seal: keep max_bytes a true bound
-  if (open && open.bytes + size > open.max_bytes && open.count >= 1) {
-    sealBatchTx(db, open.id, now);
-    open = null;
-  }
-  // 4. else open a new batch with the route's window copied in
-  const batchId = open
-    ? open.id
-    : Number(
-        prepared(db, Q.openBatch).run({
-          route: copy.route,
-          source: ev.source,
-          destination: copy.destination,
-          key: ev.key,
-          now,
-          quiet: copy.window.quiet_s,
-          max: copy.window.max_s,
-          events: copy.window.max_events,
-          bytes: copy.window.max_bytes,
-        }).lastInsertRowid,
-      );
-  // 3. append the event
-  const eventId = Number(
-    prepared(db, Q.insertEvent).run({
-      source: ev.source,
-      route: copy.route,
-      batch: batchId,
-      type: ev.eventType,
-      dedup: ev.dedupId,
-      now,
-      payload: ev.payload,
-      raw: ev.raw,
-      headers: JSON.stringify(ev.headers),
-      size,
-      trace: copy.trace === undefined ? null : JSON.stringify(copy.trace),
-    }).lastInsertRowid,
-  );
-  const after = prepared<{ count: number; bytes: number; max_events: number; max_bytes: number }, Record<string, number>>(db, Q.joinBatch).get({ id: batchId, size, now });
-  journalTx(db, "event", batchId, now, { event: eventId, detail: { type: ev.eventType, route: copy.route } });
-  // 5. seal on size in the same transaction, so the bound holds with the dispatcher down
-  let sealed = false;
-  if (after && (after.count >= after.max_events || after.bytes >= after.max_bytes)) sealed = sealBatchTx(db, batchId, now);
-  return { eventId, batchId, route: copy.route, destination: copy.destination, tee: copy.tee, sealed };
-}
-
-/** Enqueue inside the caller's transaction (script emits, reclassify, group commit). */
-export function enqueueTx(db: Database, ev: NewEvent, now: number): EnqueueResult {
-  validateNewEvent(ev);
-  let dupCount = 0;
-  let requeued = false;
-  if (ev.dedupId !== null) {
-    const seen = prepared<{ event_id: number; seen_at: number; dup_count: number }, [string, string]>(db, Q.findDedup).get(ev.source, ev.dedupId);
-    if (seen && now - seen.seen_at < ev.dedupWindowS) {
-      const target = prepared<{ batch_id: number; state: string; destination: string }, [number]>(db, Q.dedupTarget).get(seen.event_id);
-      if (target?.state === "dead" && replayDeadTx(db, target.batch_id, now)) {
-        // A redelivery of a dead batch's event is the operator asking for a retry.
-        prepared(db, Q.bumpDedup).run(ev.source, ev.dedupId);
-        resolveDeadIssuesTx(db, target.destination, now);
-        return { status: "replayed", eventId: seen.event_id, batchId: target.batch_id };
-      }
-      if (target?.state !== "dropped") {
-        prepared(db, Q.bumpDedup).run(ev.source, ev.dedupId);
-        return { status: "duplicate", eventId: seen.event_id };
-      }
-      // dropped: the operator discarded it; enqueue anew and re-point the row.
-      dupCount = seen.dup_count + 1;
-      requeued = true;
-    }
-  }
-  // Only a new event is news: a duplicate (or a redelivery that replays a dead batch) changes
-  // nothing else, so it neither refreshes the last enqueue nor the source's liveness.
-  setMetaTx(db, "last_enqueue_at", now);
-  setMetaTx(db, `source:${ev.source}:last_event_at`, now);
-  const size = eventSize(ev, now);
-  const placed: Placed[] = [];
-  ev.copies.forEach((copy, i) => {
-    placed.push(placeCopy(db, ev, copy, size, now));
-    testHook(`enqueue.after_copy.${i}`);
-  });
-  if (ev.dedupId !== null) {
-    prepared(db, Q.putDedup).run({ source: ev.source, dedup: ev.dedupId, event: placed[0].eventId, now, dups: dupCount });
-  }
-  return requeued ? { status: "queued", placed, requeued } : { status: "queued", placed };
-}
-
-/** Enqueue one event with every copy in one BEGIN IMMEDIATE transaction. */
-export function enqueue(spool: Spool, ev: NewEvent, now: number = spool.clock.now()): EnqueueResult {
-  return spool.db
-    .transaction(() => {
-      const r = enqueueTx(spool.db, ev, now);
-      testHook("enqueue.before_commit");
-      return r;
-    })
-    .immediate();
 }
 
 export interface QuarantineInput {
@@ -259,12 +138,6 @@ export function quarantineIssue(source: string, reason: string): { fingerprint: 
 /** Credentials no plugin needs to classify a request again; never stored whatever the source says. */
 const ALWAYS_SECRET_HEADERS = ["authorization", "proxy-authorization", "cookie"];
 
-const QUARANTINE_BATCH = `INSERT INTO batches (route, source, destination, key, state, first_at, last_at, quiet_s, max_s,
-    max_events, max_bytes, count, bytes, sealed_at, last_class, last_error, dead_reason)
-  VALUES ($source, $source, 'quarantine', 'quarantine', 'dead', $now, $now, 0, 0, 1, $bytes, 1, $size, $now, 'quarantine', $error, 'quarantined')`;
-const QUARANTINE_EVENT = `INSERT INTO events (source, route, batch_id, event_type, dedup_id, received_at, payload, raw, headers, size, url, trace)
-  VALUES ($source, $source, $batch, '', NULL, $now, NULL, $raw, $headers, $size, $url, $trace)`;
-
 /** A reason as stored: one of the fixed phrases, or plugin_error with a plausible class name. */
 function storedReason(reason: string): string {
   if (SENDER_FAULTS.has(reason) || reason === "no_destination") return reason;
@@ -281,39 +154,4 @@ function storedReason(reason: string): string {
 export function quarantineRecord(q: QuarantineInput): { reason: string; headers: Record<string, string> } {
   const auth = new Set([...ALWAYS_SECRET_HEADERS, ...q.authHeaders.map((h) => h.toLowerCase())]);
   return { reason: storedReason(q.reason), headers: Object.fromEntries(Object.entries(q.headers).filter(([name]) => !auth.has(name.toLowerCase()))) };
-}
-
-export function quarantine(spool: Spool, q: QuarantineInput, now: number = spool.clock.now()): { eventId: number; batchId: number; reason: string } {
-  const { reason, headers } = quarantineRecord(q);
-  const issue = quarantineIssue(q.source, reason);
-  return spool.db
-    .transaction(() => {
-      const db = spool.db;
-      setMetaTx(db, "last_enqueue_at", now);
-      const size = q.raw.length;
-      const batchId = Number(prepared(db, QUARANTINE_BATCH).run({ source: q.source, now, bytes: Math.max(1, size), size, error: reason }).lastInsertRowid);
-      const eventId = Number(
-        prepared(db, QUARANTINE_EVENT).run({ source: q.source, batch: batchId, now, raw: q.raw, headers: JSON.stringify(headers), size, url: q.url, trace: JSON.stringify({ stage: "quarantined", reason }) }).lastInsertRowid,
-      );
-      prepared(db, "UPDATE batches SET content_hash = ? WHERE id = ?").run(contentHash(batchContentTx(db, batchId)), batchId);
-      // What watch shows: a request came, and its batch is dead at once, quarantined.
-      journalTx(db, "event", batchId, now, { event: eventId, detail: { quarantined: reason } });
-      journalTx(db, "dead", batchId, now, { detail: { reason: "quarantined" } });
-      raiseIssueTx(db, { ...issue, route: q.source, batchId, error: `quarantined: ${reason}`, now });
-      testHook("quarantine.before_commit");
-      return { eventId, batchId, reason };
-    })
-    .immediate();
-}
-
-const QUARANTINED_LEFT = "SELECT last_error FROM batches WHERE destination = 'quarantine' AND state = 'dead' AND source = ?";
-
-/** Resolve a source's quarantine issues that no dead quarantine batch keeps open any more. */
-export function resolveQuarantineIssuesTx(db: Database, source: string, now: number): void {
-  const left = prepared<{ last_error: string | null }, [string]>(db, QUARANTINED_LEFT).all(source);
-  const open = new Set(left.map((b) => quarantineIssue(source, b.last_error ?? "").fingerprint));
-  for (const reason of ["bad_payload", "plugin_error:Error"]) {
-    const { fingerprint } = quarantineIssue(source, reason);
-    if (!open.has(fingerprint)) resolveIssueTx(db, fingerprint, now);
-  }
 }

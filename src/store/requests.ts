@@ -1,7 +1,6 @@
 // What `hookspool route test` reads: the requests stored events came from, each with the copies
 // it became (route, destination, the batch's window). Copies of one request share its source,
 // arrival time and payload; each copy is its own events row. Reads only.
-import { prepared, type Spool } from "./db.ts";
 
 export interface StoredCopy {
   eventId: number;
@@ -20,12 +19,6 @@ export interface StoredRequestRow {
   copies: StoredCopy[];
 }
 
-const ROWS = `SELECT e.id, e.source, e.event_type, e.received_at, e.payload, e.raw, e.headers, e.dedup_id,
-    b.route, b.destination, b.quiet_s, b.max_s, b.max_events, b.max_bytes
-  FROM events e JOIN batches b ON b.id = e.batch_id
-  WHERE e.received_at >= $since AND e.source = COALESCE($source, e.source) AND b.destination <> 'quarantine' AND e.payload IS NOT NULL
-  ORDER BY e.id LIMIT $limit`;
-
 export type StoredEventRow = {
   id: number;
   source: string;
@@ -43,13 +36,12 @@ export type StoredEventRow = {
   max_bytes: number;
 };
 
-/** Stored requests since `since` (of one source, or all), oldest first, at most `limit` event rows read. */
-export function storedRequests(spool: Spool, o: { since: number; source?: string; limit: number }): StoredRequestRow[] {
-  return groupRequests(prepared<StoredEventRow, Record<string, string | number | null>>(spool.db, ROWS).all({ since: o.since, source: o.source ?? null, limit: o.limit }));
-}
-
 /** The statement both backends read stored requests with ($since, $source, $limit). */
-export const STORED_REQUESTS = ROWS;
+export const STORED_REQUESTS = `SELECT e.id, e.source, e.event_type, e.received_at, e.payload, e.raw, e.headers, e.dedup_id,
+    b.route, b.destination, b.quiet_s, b.max_s, b.max_events, b.max_bytes
+  FROM events e JOIN batches b ON b.id = e.batch_id
+  WHERE e.received_at >= $since AND e.source = COALESCE($source, e.source) AND b.destination <> 'quarantine' AND e.payload IS NOT NULL
+  ORDER BY e.id LIMIT $limit`;
 
 /** Event rows (one per copy) as the requests they came from, in order. */
 export function groupRequests(rows: readonly StoredEventRow[]): StoredRequestRow[] {

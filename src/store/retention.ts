@@ -1,8 +1,5 @@
 // Retention: delete finished work past its age in small BEGIN IMMEDIATE transactions,
 // yielding to the event loop between them, so the intake never waits long for the write lock.
-import type { Database } from "bun:sqlite";
-import { testHook } from "../testhook.ts";
-import { prepared, type Spool } from "./db.ts";
 
 /** How long each kind of finished row is kept. Dead batches have no entry: never. */
 export interface RetentionPolicy {
@@ -30,8 +27,10 @@ export interface RetentionOptions {
 
 /** The dedup window of a source that does not set dedup_window_s (or is gone from the config). */
 export const DEFAULT_DEDUP_WINDOW_S = 86400;
+
 export const RETENTION_BATCH_SIZE = 1000;
-const DAY_S = 86400;
+
+export const DAY_S = 86400;
 
 /** The parts of a loaded config the policy reads; Config satisfies it. */
 export interface RetentionSettings {
@@ -52,149 +51,10 @@ export function policyFromConfig(cfg: RetentionSettings): RetentionPolicy {
   };
 }
 
-const Q = {
-  // Oldest first through batches_delivered (state, delivered_at). A dropped batch's delivered_at
-  // is when it was dropped (operator.ts). Dead batches are never selected.
-  finished: `SELECT id FROM batches WHERE state = $state AND delivered_at < $cutoff
-    ORDER BY delivered_at, id LIMIT $limit`,
-  eventCount: "SELECT COUNT(*) AS n FROM events WHERE batch_id = ?",
-  deleteEvents: "DELETE FROM events WHERE batch_id = ?",
-  // A batch with more events than one transaction may delete loses them a chunk at a time.
-  deleteSomeEvents: "DELETE FROM events WHERE id IN (SELECT id FROM events WHERE batch_id = ? ORDER BY id LIMIT ?)",
-  // The state is checked again: only a delivered or dropped batch is ever deleted.
-  deleteBatch: "DELETE FROM batches WHERE id = ? AND state IN ('delivered', 'dropped')",
-  // Attempts have no foreign key and outlive their batches; a running attempt is never touched.
-  deleteAttempts: `DELETE FROM attempts WHERE id IN (
-    SELECT id FROM attempts WHERE started_at < $cutoff AND finished_at IS NOT NULL ORDER BY started_at, id LIMIT $limit)`,
-  // The sources present in dedup, one index probe each rather than a scan of every row.
-  nextDedupSource: "SELECT MIN(source) AS source FROM dedup WHERE source > ?",
-  deleteDedup: `DELETE FROM dedup WHERE rowid IN (
-    SELECT rowid FROM dedup WHERE source = $source AND seen_at < $cutoff ORDER BY seen_at LIMIT $limit)`,
-  // The journal keeps what `watch` can resume from as long as delivered batches are kept.
-  deleteJournal: `DELETE FROM journal WHERE id IN (SELECT id FROM journal WHERE at < $cutoff ORDER BY id LIMIT $limit)`,
-  // Operators' actions are kept as long as attempts, the other half of a batch's story.
-  deleteActions: `DELETE FROM actions WHERE id IN (SELECT id FROM actions WHERE at < $cutoff ORDER BY id LIMIT $limit)`,
-  deleteIssues: `DELETE FROM issues WHERE id IN (
-    SELECT id FROM issues WHERE state IN ('resolved', 'ignored') AND last_at < $cutoff ORDER BY last_at, id LIMIT $limit)`,
-  checkpoint: "PRAGMA wal_checkpoint(TRUNCATE)",
-} as const;
-
-/** Let timers and requests run between two transactions. */
-const yieldToLoop = () => new Promise<void>((resolve) => setImmediate(resolve));
-
-/** Run `step` in BEGIN IMMEDIATE transactions until one deletes nothing; yields between them. */
-async function inChunks(db: Database, step: () => number): Promise<void> {
-  const tx = db.transaction(() => {
-    const n = step();
-    testHook("retention.before_commit");
-    return n;
-  });
-  while (tx.immediate() > 0) await yieldToLoop();
-}
-
 /**
- * Delete delivered or dropped batches whose delivered_at is before `cutoff`, with their events,
- * oldest first. A batch goes with its events in one transaction when it fits in the budget;
- * one with more events than a whole transaction may delete has them deleted in chunks first.
+ * Run `chunk` (one transaction, which returns how many rows it deleted) until one deletes
+ * nothing, letting timers and requests run between two: a pass never holds the database long.
  */
-async function deleteFinishedBatches(db: Database, state: "delivered" | "dropped", cutoff: number, size: number, counts: RetentionCounts): Promise<void> {
-  await inChunks(db, () => {
-    let budget = size;
-    for (const { id } of prepared<{ id: number }, Record<string, string | number>>(db, Q.finished).all({ state, cutoff, limit: size })) {
-      const n = prepared<{ n: number }, [number]>(db, Q.eventCount).get(id)?.n ?? 0;
-      if (n + 1 > budget) {
-        if (budget === size) {
-          // Alone it is still too big: take a full transaction's worth of its events.
-          counts.events += prepared(db, Q.deleteSomeEvents).run(id, budget).changes;
-          budget = 0;
-        }
-        break;
-      }
-      counts.events += prepared(db, Q.deleteEvents).run(id).changes;
-      const gone = prepared(db, Q.deleteBatch).run(id).changes;
-      counts.batches += gone;
-      budget -= n + gone;
-    }
-    return size - budget;
-  });
-}
-
-async function deleteBy(db: Database, sql: string, params: Record<string, string | number>, add: (n: number) => void): Promise<void> {
-  await inChunks(db, () => {
-    const n = prepared(db, sql).run(params).changes;
-    add(n);
-    return n;
-  });
-}
-
-function dedupSources(db: Database): string[] {
-  const out: string[] = [];
-  let s = prepared<{ source: string | null }, [string]>(db, Q.nextDedupSource).get("")?.source ?? null;
-  // "" sorts first among TEXT values; an empty source name cannot be enqueued (validateNewEvent).
-  while (s !== null) {
-    out.push(s);
-    s = prepared<{ source: string | null }, [string]>(db, Q.nextDedupSource).get(s)?.source ?? null;
-  }
-  return out;
-}
-
-/**
- * Run one retention pass at `now`: delivered batches with their events and raw bodies
- * after deliveredDays; dropped batches after droppedDays; finished attempts by started_at after
- * attemptsDays; dedup rows older than their source's window; resolved and ignored issues after
- * issuesDays. Dead batches (quarantine included) and unfinished batches are never deleted.
- * Each transaction deletes at most batchSize rows; the WAL is checkpointed (TRUNCATE) after.
- */
-export async function runRetention(spool: Spool, policy: RetentionPolicy, now: number, opts: RetentionOptions = {}): Promise<RetentionCounts> {
-  const size = Math.max(1, Math.floor(opts.batchSize ?? RETENTION_BATCH_SIZE));
-  const db = spool.db;
-  const counts: RetentionCounts = { batches: 0, events: 0, attempts: 0, dedup: 0, issues: 0 };
-  await deleteFinishedBatches(db, "delivered", now - policy.deliveredDays * DAY_S, size, counts);
-  await deleteFinishedBatches(db, "dropped", now - policy.droppedDays * DAY_S, size, counts);
-  await deleteBy(db, Q.deleteAttempts, { cutoff: now - policy.attemptsDays * DAY_S, limit: size }, (n) => {
-    counts.attempts += n;
-  });
-  for (const source of dedupSources(db)) {
-    const window = policy.dedupWindowS(source);
-    if (!Number.isFinite(window)) continue;
-    await deleteBy(db, Q.deleteDedup, { source, cutoff: now - window, limit: size }, (n) => {
-      counts.dedup += n;
-    });
-  }
-  await deleteBy(db, Q.deleteIssues, { cutoff: now - policy.issuesDays * DAY_S, limit: size }, (n) => {
-    counts.issues += n;
-  });
-  await deleteBy(db, Q.deleteJournal, { cutoff: now - policy.deliveredDays * DAY_S, limit: size }, () => {});
-  await deleteBy(db, Q.deleteActions, { cutoff: now - policy.attemptsDays * DAY_S, limit: size }, () => {});
-  checkpoint(spool);
-  return counts;
-}
-
-/** How long the checkpoint may wait for writers and readers; an hour later there is another. */
-const CHECKPOINT_WAIT_MS = 2000;
-
-/**
- * PRAGMA wal_checkpoint(TRUNCATE): copy the WAL into the database and empty it. TRUNCATE waits
- * (busy handler) for writers and old readers, and bun:sqlite waits synchronously, so the wait
- * is capped well below the connection's busy_timeout; busy = true means it gave up this time.
- */
-export function checkpoint(spool: Spool): { busy: boolean; log: number; checkpointed: number } {
-  const db = spool.db;
-  const saved = prepared<{ timeout: number }, []>(db, "PRAGMA busy_timeout").get()?.timeout ?? 0;
-  db.run(`PRAGMA busy_timeout = ${Math.min(saved, CHECKPOINT_WAIT_MS)}`);
-  try {
-    const r = prepared<{ busy: number; log: number; checkpointed: number }, []>(db, Q.checkpoint).get();
-    return { busy: (r?.busy ?? 0) !== 0, log: r?.log ?? 0, checkpointed: r?.checkpointed ?? 0 };
-  } finally {
-    db.run(`PRAGMA busy_timeout = ${saved}`);
-  }
-}
-
-/**
- * VACUUM, for `hookspool prune --vacuum` only: rebuilds the file, which needs about
- * twice its size free and holds the write lock throughout; then truncates the WAL it filled.
- */
-export function vacuum(spool: Spool): void {
-  spool.db.run("VACUUM");
-  checkpoint(spool);
+export async function inChunks(chunk: () => number | Promise<number>): Promise<void> {
+  while ((await chunk()) > 0) await new Promise<void>((resolve) => setImmediate(resolve));
 }

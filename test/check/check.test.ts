@@ -7,8 +7,8 @@ import { checkConfig, checkConfigFile } from "../../src/check/check.ts";
 import { loadConfig } from "../../src/config/load.ts";
 import { renderStarterConfig } from "../../src/config/starter.ts";
 import type { ConfigProblem } from "../../src/config/types.ts";
-import { openSpool } from "../../src/store/db.ts";
-import { migrate } from "../../src/store/migrate.ts";
+import { openSpool } from "../../src/store/sqlite/db.ts";
+import { migrate } from "../../src/store/sqlite/migrate.ts";
 import { manifestText, writeBobbin } from "../helpers/bobbins.ts";
 import { tempDir } from "../helpers/tmp.ts";
 

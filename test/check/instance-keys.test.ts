@@ -8,8 +8,8 @@ import { join } from "node:path";
 import { parse } from "smol-toml";
 import { checkConfigFile } from "../../src/check/check.ts";
 import type { ConfigProblem } from "../../src/config/types.ts";
-import { openSpool } from "../../src/store/db.ts";
-import { migrate } from "../../src/store/migrate.ts";
+import { openSpool } from "../../src/store/sqlite/db.ts";
+import { migrate } from "../../src/store/sqlite/migrate.ts";
 import { tempDir } from "../helpers/tmp.ts";
 
 function home(): string {

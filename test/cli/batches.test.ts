@@ -1,10 +1,11 @@
 // hookspool list and show: batches newest first, payloads only on request.
 import { describe, expect, test } from "bun:test";
-import { claimBatch } from "../../src/store/queue.ts";
-import { markDead, markRetry } from "../../src/store/marks.ts";
-import { eventSize, quarantine } from "../../src/store/enqueue.ts";
+import { claimBatch } from "../../src/store/sqlite/queue.ts";
+import { markDead, markRetry } from "../../src/store/sqlite/marks.ts";
+import { eventSize } from "../../src/store/enqueue.ts";
+import { quarantine } from "../../src/store/sqlite/enqueue.ts";
 import { ev as storeEvent } from "../helpers/spool.ts";
-import { excludeEvents } from "../../src/store/split.ts";
+import { excludeEvents } from "../../src/store/sqlite/operator.ts";
 import { type Home, enqueueJson, initHome, inHome, oneErrorLine, withSpool } from "./home.ts";
 
 /** A string that must never appear unless payloads were asked for. */

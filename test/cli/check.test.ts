@@ -4,7 +4,7 @@ import { describe, expect, test } from "bun:test";
 import { appendFileSync, chmodSync, closeSync, existsSync, openSync, readFileSync, statSync, utimesSync, writeFileSync, writeSync } from "node:fs";
 import { join } from "node:path";
 import type { ConfigProblem } from "../../src/config/types.ts";
-import { openSpool } from "../../src/store/db.ts";
+import { openSpool } from "../../src/store/sqlite/db.ts";
 import { cli } from "../helpers/cli.ts";
 import { tempDir } from "../helpers/tmp.ts";
 

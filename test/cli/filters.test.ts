@@ -1,8 +1,8 @@
 // list and export filters: key, the last attempt's status code, a time range, a dead reason,
 // and paging with a cursor; list and export read the same filter.
 import { describe, expect, test } from "bun:test";
-import { claimBatch } from "../../src/store/queue.ts";
-import { markDead, markRetry } from "../../src/store/marks.ts";
+import { claimBatch } from "../../src/store/sqlite/queue.ts";
+import { markDead, markRetry } from "../../src/store/sqlite/marks.ts";
 import { enqueueJson, initHome, inHome, type Home, withDb, withSpool } from "./home.ts";
 
 /** One attempt of a sealed batch, ended with `status`: dead (rejected) for 4xx, retry for the rest. */

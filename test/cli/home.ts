@@ -4,9 +4,9 @@ import { Database } from "bun:sqlite";
 import { appendFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { expect } from "bun:test";
-import { openSpool, type Spool } from "../../src/store/db.ts";
-import { setMetaTx } from "../../src/store/meta.ts";
-import { MIGRATIONS } from "../../src/store/migrations.ts";
+import { openSpool, type SqliteSpool } from "../../src/store/sqlite/db.ts";
+import { setMetaTx } from "../../src/store/sqlite/meta.ts";
+import { MIGRATIONS } from "../../src/store/sqlite/migrate.ts";
 import { cli } from "../helpers/cli.ts";
 import { tempDir } from "../helpers/tmp.ts";
 
@@ -70,7 +70,7 @@ export function withDb<T>(path: string, fn: (db: Database) => T): T {
 }
 
 /** Open the spool through the store (for fixtures the CLI cannot make yet: attempts, quarantine). */
-export function withSpool<T>(path: string, fn: (spool: Spool) => T): T {
+export function withSpool<T>(path: string, fn: (spool: SqliteSpool) => T): T {
   const spool = openSpool(path);
   try {
     return fn(spool);

@@ -1,9 +1,9 @@
 // hookspool prune [--vacuum] and hookspool export.
 import { describe, expect, test } from "bun:test";
 import { statSync } from "node:fs";
-import { claimBatch } from "../../src/store/queue.ts";
-import { markRetry } from "../../src/store/marks.ts";
-import { enqueueTx, quarantine } from "../../src/store/enqueue.ts";
+import { claimBatch } from "../../src/store/sqlite/queue.ts";
+import { markRetry } from "../../src/store/sqlite/marks.ts";
+import { enqueueTx, quarantine } from "../../src/store/sqlite/enqueue.ts";
 import { cli } from "../helpers/cli.ts";
 import { copy, ev, payloadOf } from "../helpers/spool.ts";
 import { type Home, enqueueJson, initHome, oneErrorLine, withDb, withSpool } from "./home.ts";

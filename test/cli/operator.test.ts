@@ -1,7 +1,8 @@
 // The operator's verbs against a spool seeded through the store and
 // a dispatcher with fake destinations: replay, retry, split, exclude, drop, pause, resume, issues,
 // metrics. Each case checks the exit code, the output (human and --json) and the tables after.
-import { batchContent, documentShare } from "../../src/store/content.ts";
+import { batchContent } from "../../src/store/sqlite/enqueue.ts";
+import { documentShare } from "../../src/store/content.ts";
 import { Database } from "bun:sqlite";
 import { describe, expect, test } from "bun:test";
 import { createHmac } from "node:crypto";
@@ -9,10 +10,10 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { type FakeClock, systemClock } from "../../src/clock.ts";
 import { outcome } from "../../src/delivery.ts";
-import { claimBatch } from "../../src/store/queue.ts";
-import { computeContentHashTx } from "../../src/store/content.ts";
-import { quarantine } from "../../src/store/enqueue.ts";
-import { raiseIssue } from "../../src/store/issues.ts";
+import { claimBatch } from "../../src/store/sqlite/queue.ts";
+import { computeContentHashTx } from "../../src/store/sqlite/enqueue.ts";
+import { quarantine } from "../../src/store/sqlite/enqueue.ts";
+import { raiseIssue } from "../../src/store/sqlite/issues.ts";
 import { cli } from "../helpers/cli.ts";
 import { batchIdOf, down, type FakeDestination, fakeDestination, ok, type Rig, rig } from "../helpers/dispatch.ts";
 import { startIntake, startIntakeIn } from "../helpers/intake.ts";

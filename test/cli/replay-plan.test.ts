@@ -2,8 +2,8 @@
 // pace each destination takes it at; nothing changes. And a replay itself goes through the rate.
 import { describe, expect, test } from "bun:test";
 import type { DeadReason } from "../../src/delivery.ts";
-import { markDead } from "../../src/store/marks.ts";
-import { claimBatch } from "../../src/store/queue.ts";
+import { markDead } from "../../src/store/sqlite/marks.ts";
+import { claimBatch } from "../../src/store/sqlite/queue.ts";
 import { EXTRA_CONFIG, enqueueJson, initHome, inHome, type Home, storedState, withSpool } from "./home.ts";
 
 const PACED = `${EXTRA_CONFIG}

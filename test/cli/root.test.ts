@@ -9,7 +9,7 @@ import { rootCommand, runCli } from "../../src/cli/root.ts";
 import { cli } from "../helpers/cli.ts";
 import { tempDir } from "../helpers/tmp.ts";
 import { enqueueJson, initHome, inHome, oneErrorLine } from "./home.ts";
-import { LATEST_SCHEMA } from "../../src/store/migrations.ts";
+import { LATEST_SCHEMA } from "../../src/store/sqlite/migrate.ts";
 
 const io = { out() {}, err() {}, readStdin: async () => new Uint8Array(), env: {}, cwd: "/", isTTY: false };
 const COMMANDS = Object.keys(rootCommand(makeCli(io, { json: false })).subCommands as object);

@@ -2,9 +2,9 @@
 import { describe, expect, test } from "bun:test";
 import { openSync, readFileSync, writeSync, closeSync, writeFileSync, statSync } from "node:fs";
 import { join } from "node:path";
-import { acquireLock } from "../../src/store/lock.ts";
-import { openSpool } from "../../src/store/db.ts";
-import { migrate } from "../../src/store/migrate.ts";
+import { acquireLock } from "../../src/store/sqlite/lock.ts";
+import { openSpool } from "../../src/store/sqlite/db.ts";
+import { migrate } from "../../src/store/sqlite/migrate.ts";
 import { cli } from "../helpers/cli.ts";
 import { startHookspool, waitFor } from "../helpers/proc.ts";
 import { tempDir } from "../helpers/tmp.ts";

@@ -1,12 +1,12 @@
 // hookspool status: the health document, its summary for people, and its exit code.
 import { describe, expect, test } from "bun:test";
 import { closeSync, openSync, statSync, writeSync } from "node:fs";
-import { claimBatch } from "../../src/store/queue.ts";
-import { markDead } from "../../src/store/marks.ts";
-import { quarantine } from "../../src/store/enqueue.ts";
-import { writeHeartbeat } from "../../src/store/meta.ts";
+import { claimBatch } from "../../src/store/sqlite/queue.ts";
+import { markDead } from "../../src/store/sqlite/marks.ts";
+import { quarantine } from "../../src/store/sqlite/enqueue.ts";
+import { writeHeartbeat } from "../../src/store/sqlite/meta.ts";
 import { EXTRA_CONFIG, type Home, enqueueJson, initHome, inHome, withSpool } from "./home.ts";
-import { LATEST_SCHEMA } from "../../src/store/migrations.ts";
+import { LATEST_SCHEMA } from "../../src/store/sqlite/migrate.ts";
 import { reportError } from "../../src/cli/report.ts";
 import type { Io } from "../../src/cli/context.ts";
 

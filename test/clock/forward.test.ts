@@ -9,7 +9,7 @@ import { loadConfig } from "../../src/config/load.ts";
 import { type Outcome, outcome } from "../../src/delivery.ts";
 import { Dispatcher } from "../../src/dispatch/loop.ts";
 import { createLogger } from "../../src/log.ts";
-import { getMetaNumber } from "../../src/store/meta.ts";
+import { getMetaNumber } from "../../src/store/sqlite/meta.ts";
 import { batchIdOf, down, fakeDestination, ok, rig } from "../helpers/dispatch.ts";
 import { T0 } from "../helpers/spool.ts";
 import { facts } from "./support.ts";

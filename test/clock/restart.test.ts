@@ -7,11 +7,11 @@ import { expect, test } from "bun:test";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { FakeClock } from "../../src/clock.ts";
-import { claimBatch, sealReady } from "../../src/store/queue.ts";
-import { markRetry } from "../../src/store/marks.ts";
-import { openSpool, type Spool } from "../../src/store/db.ts";
-import { enqueue } from "../../src/store/enqueue.ts";
-import { getMetaNumber } from "../../src/store/meta.ts";
+import { claimBatch, sealReady } from "../../src/store/sqlite/queue.ts";
+import { markRetry } from "../../src/store/sqlite/marks.ts";
+import { openSpool, type SqliteSpool } from "../../src/store/sqlite/db.ts";
+import { enqueue } from "../../src/store/sqlite/enqueue.ts";
+import { getMetaNumber } from "../../src/store/sqlite/meta.ts";
 import { type Hookspool, startHookspool, waitFor } from "../helpers/proc.ts";
 import { copy, ev } from "../helpers/spool.ts";
 import { tempDir } from "../helpers/tmp.ts";
@@ -62,7 +62,7 @@ timeout_s = 2
     running.push(h);
     return h;
   };
-  let spool: Spool | null = null;
+  let spool: SqliteSpool | null = null;
   try {
     // 1. A dispatcher on the true clock, until it has persisted a heartbeat twice.
     const first = await start();
@@ -90,17 +90,17 @@ timeout_s = 2
     expect(Math.abs(L - wall())).toBeLessThan(5);
     const put = (key: string, at: number, window: { quiet_s: number; max_s: number }) => {
       clock.set(at);
-      const r = enqueue(spool as Spool, ev({ key, copies: [copy("s", "out", window)], payload: JSON.stringify({ key }) }));
+      const r = enqueue(spool as SqliteSpool, ev({ key, copies: [copy("s", "out", window)], payload: JSON.stringify({ key }) }));
       if (r.status !== "queued") throw new Error(r.status);
       return r.placed[0].batchId;
     };
     /** A sealed batch that failed once and backs off until `due`. */
     const backingOff = (key: string, due: number) => {
       const id = put(key, L - 700, { quiet_s: 0, max_s: 0 });
-      sealReady(spool as Spool, L - 700);
-      const c = claimBatch(spool as Spool, { batchId: id, destination: "out", now: L - 690, leaseUntil: L - 600, host: "earlier", pid: 1 });
+      sealReady(spool as SqliteSpool, L - 700);
+      const c = claimBatch(spool as SqliteSpool, { batchId: id, destination: "out", now: L - 690, leaseUntil: L - 600, host: "earlier", pid: 1 });
       if (!c) throw new Error("claim");
-      markRetry(spool as Spool, { batchId: id, attemptId: c.attemptId, owner: c.owner, now: L - 689, nextAttemptAt: due, attempt: { klass: "transport", status: 503, error: "http 503", durationMs: 3, counted: false } });
+      markRetry(spool as SqliteSpool, { batchId: id, attemptId: c.attemptId, owner: c.owner, now: L - 689, nextAttemptAt: due, attempt: { klass: "transport", status: 503, error: "http 503", durationMs: 3, counted: false } });
       return id;
     };
     const dueEarlier = backingOff("due-earlier", L - 600); // between the wall an hour behind and L: due at now_eff = L
@@ -110,17 +110,17 @@ timeout_s = 2
     expect(wall() - 3600).toBeLessThan(L - 600);
     const untouched = [dueAfter, quiet, long];
     const snapshot = () => ({
-      batches: rows(spool as Spool, "batches", `id IN (${untouched.join(",")})`),
-      events: rows(spool as Spool, "events", `batch_id IN (${untouched.join(",")})`),
-      attempts: rows(spool as Spool, "attempts", `batch_id IN (${untouched.join(",")})`),
+      batches: rows(spool as SqliteSpool, "batches", `id IN (${untouched.join(",")})`),
+      events: rows(spool as SqliteSpool, "events", `batch_id IN (${untouched.join(",")})`),
+      attempts: rows(spool as SqliteSpool, "attempts", `batch_id IN (${untouched.join(",")})`),
     });
     const before = snapshot();
 
     // 3. Restarted an hour behind: now_eff = L, and it stays there.
     const behind = await start(-3600);
-    const stateOf = (id: number) => ((spool as Spool).db.query("SELECT state FROM batches WHERE id = ?").get(id) as { state: string }).state;
+    const stateOf = (id: number) => ((spool as SqliteSpool).db.query("SELECT state FROM batches WHERE id = ?").get(id) as { state: string }).state;
     await waitFor("the batch due before L delivered", () => stateOf(dueEarlier) === "delivered");
-    const heartbeatAt = () => getMetaNumber(spool as Spool, "dispatcher_heartbeat_at") as number;
+    const heartbeatAt = () => getMetaNumber(spool as SqliteSpool, "dispatcher_heartbeat_at") as number;
     await waitFor("a heartbeat from the clock an hour behind", () => heartbeatAt() < L - 3000);
     // Let the real clock run well past the quiet window and the backoff, with heartbeats beating.
     const firstBehindBeat = heartbeatAt();
@@ -155,7 +155,7 @@ timeout_s = 2
     const sealed = after.filter((b) => b.id === quiet || b.id === long).map((b) => b.sealed_at as number);
     expect(Math.max(...sealed) - Math.min(...sealed)).toBeLessThan(1);
     expect(rows(spool, "events", `batch_id IN (${untouched.join(",")})`)).toEqual(before.events);
-    await waitFor("the heartbeat to carry the clock forward", () => (getMetaNumber(spool as Spool, "last_tick_at") as number) > L + 86000);
+    await waitFor("the heartbeat to carry the clock forward", () => (getMetaNumber(spool as SqliteSpool, "last_tick_at") as number) > L + 86000);
     await stop(ahead);
   } finally {
     for (const h of running) h.kill("SIGKILL");

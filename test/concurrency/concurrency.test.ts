@@ -6,7 +6,7 @@
 import { expect, test } from "bun:test";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { openSpool, quickCheck } from "../../src/store/db.ts";
+import { openSpool, quickCheck } from "../../src/store/sqlite/db.ts";
 import { PAYLOAD_SENTINEL, SECRET_SENTINEL } from "../helpers/logs.ts";
 import { type Hookspool, runHookspool, startHookspool, waitFor, within } from "../helpers/proc.ts";
 import { type Delivery, Receiver } from "../helpers/receiver.ts";

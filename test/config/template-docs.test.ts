@@ -16,7 +16,7 @@ import { type Evaluation, evaluate } from "../../src/intake/evaluate.ts";
 import { hookRequest } from "../../src/plugin/hook-request.ts";
 import { checkTemplate, defaultDedup, SCHEMES, type Scheme, TEMPLATE_KEYS } from "../../src/plugin/template.ts";
 import type { HookRequest } from "../../src/plugin/types.ts";
-import { enqueue } from "../../src/store/enqueue.ts";
+import { enqueue } from "../../src/store/sqlite/enqueue.ts";
 import { freshSpool, T0 } from "../helpers/spool.ts";
 import { tempDir } from "../helpers/tmp.ts";
 

@@ -4,7 +4,7 @@
 import { expect } from "bun:test";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { quickCheck } from "../../src/store/db.ts";
+import { quickCheck } from "../../src/store/sqlite/db.ts";
 import { dump } from "./checks.ts";
 import { type CrashCase, hook, type Scene, statusOf } from "./harness.ts";
 

@@ -5,7 +5,7 @@ import type { Database } from "bun:sqlite";
 import { createHmac } from "node:crypto";
 import { mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { openSpool, type Spool } from "../../src/store/db.ts";
+import { openSpool, type SqliteSpool } from "../../src/store/sqlite/db.ts";
 import type { CRASH_POINTS } from "../../src/testhook.ts";
 import { type Hookspool, type Runtime, type StartOptions as ProcessOptions, startHookspool, waitFor, within } from "../helpers/proc.ts";
 import { type Delivery as ReceiverDelivery, Receiver } from "../helpers/receiver.ts";
@@ -208,7 +208,7 @@ export class Scene {
   readonly receiver = receiver();
   readonly dbPath: string;
   private readonly procs: Hookspool[] = [];
-  private spool: Spool | null = null;
+  private spool: SqliteSpool | null = null;
 
   constructor(readonly runtime: Runtime = "bun") {
     writeHome(this.home, this.receiver.port);
@@ -261,7 +261,7 @@ export class Scene {
   }
 
   /** The spool, for store operations that take one. */
-  get store(): Spool {
+  get store(): SqliteSpool {
     if (!this.spool) this.spool = openSpool(this.dbPath);
     return this.spool;
   }

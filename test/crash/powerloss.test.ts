@@ -5,7 +5,7 @@
 import { expect, test } from "bun:test";
 import { copyFileSync, existsSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
-import { openSpool, quickCheck } from "../../src/store/db.ts";
+import { openSpool, quickCheck } from "../../src/store/sqlite/db.ts";
 import type { Hookspool } from "../helpers/proc.ts";
 import { tempDir } from "../helpers/tmp.ts";
 import { dump } from "./checks.ts";

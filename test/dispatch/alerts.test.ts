@@ -11,13 +11,13 @@ import { Maintenance } from "../../src/dispatch/maintenance.ts";
 import { loadSources } from "../../src/config/sources.ts";
 import { buildStatus } from "../../src/obs/status.ts";
 import { createLogger } from "../../src/log.ts";
-import { enqueue } from "../../src/store/enqueue.ts";
-import { raiseIssue, resolveIssue } from "../../src/store/issues.ts";
-import { getMetaNumber } from "../../src/store/meta.ts";
+import { enqueue } from "../../src/store/sqlite/enqueue.ts";
+import { raiseIssue, resolveIssue } from "../../src/store/sqlite/issues.ts";
+import { getMetaNumber } from "../../src/store/sqlite/meta.ts";
 import "../helpers/intake.ts"; // log lines are captured, not printed
 import { copy, ev, freshSpool, T0 } from "../helpers/spool.ts";
 import { tempDir } from "../helpers/tmp.ts";
-import { sqliteAlertStore } from "../../src/store/sqlite-store.ts";
+import { sqliteAlertStore } from "../../src/store/sqlite/store.ts";
 
 const log = createLogger("maintenance");
 

@@ -3,9 +3,10 @@
 import { expect, test } from "bun:test";
 import { outcome } from "../../src/delivery.ts";
 import { dispatchCounters, renderDispatchCounters } from "../../src/obs/counters.ts";
-import { candidates, claimBatches } from "../../src/store/queue.ts";
-import { enqueue } from "../../src/store/enqueue.ts";
-import { type OutcomeInput, recordOutcomes } from "../../src/store/outcome.ts";
+import { candidates, claimBatches } from "../../src/store/sqlite/queue.ts";
+import { enqueue } from "../../src/store/sqlite/enqueue.ts";
+import type { OutcomeInput } from "../../src/store/outcome-plan.ts";
+import { recordOutcomes } from "../../src/store/sqlite/outcome.ts";
 import { batchIdOf, fakeDestination, ok, rig } from "../helpers/dispatch.ts";
 import { batchRow, copy, ev, freshSpool, T0 } from "../helpers/spool.ts";
 

@@ -4,7 +4,7 @@
 import { describe, expect, test } from "bun:test";
 import { seededRng } from "../../src/clock.ts";
 import { outcome } from "../../src/delivery.ts";
-import { pauseDestination, resumeDestination } from "../../src/store/destinations.ts";
+import { pauseDestination, resumeDestination } from "../../src/store/sqlite/destinations.ts";
 import { T0 } from "../helpers/spool.ts";
 import { batchIdOf, down, fakeDestination, ok, rig } from "../helpers/dispatch.ts";
 

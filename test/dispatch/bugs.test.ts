@@ -11,7 +11,7 @@ import { renderSpoolMetrics } from "../../src/obs/metrics.ts";
 import { HookspoolError } from "../../src/errors.ts";
 import { IntakeMetrics } from "../../src/intake/metrics.ts";
 import type { IssueRow } from "../../src/store/issues.ts";
-import { getMetaNumber, setMetaTx } from "../../src/store/meta.ts";
+import { getMetaNumber, setMetaTx } from "../../src/store/sqlite/meta.ts";
 import { fakeDestination, rig } from "../helpers/dispatch.ts";
 import { LOG_LINES } from "../helpers/intake.ts";
 import { freshSpool } from "../helpers/spool.ts";

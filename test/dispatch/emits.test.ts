@@ -6,7 +6,7 @@ import { join } from "node:path";
 import { parseConfig } from "../../src/config/load.ts";
 import { outcome } from "../../src/delivery.ts";
 import { resolveEmit } from "../../src/dispatch/emits.ts";
-import { enqueue } from "../../src/store/enqueue.ts";
+import { enqueue } from "../../src/store/sqlite/enqueue.ts";
 import { batchIdOf, fakeDestination, ok, rig } from "../helpers/dispatch.ts";
 import { copy, ev } from "../helpers/spool.ts";
 

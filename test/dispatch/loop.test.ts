@@ -5,9 +5,9 @@ import { waitFor } from "../helpers/proc.ts";
 import { backoffS, retryDelayS } from "../../src/store/backoff.ts";
 import { seededRng } from "../../src/clock.ts";
 import { type Deadline, outcome } from "../../src/delivery.ts";
-import { anyReadyNow, claimBatch, nextReadyAt, recoverLeases } from "../../src/store/queue.ts";
-import { pauseDestination, resumeDestination } from "../../src/store/destinations.ts";
-import { getMetaNumber } from "../../src/store/meta.ts";
+import { anyReadyNow, claimBatch, nextReadyAt, recoverLeases } from "../../src/store/sqlite/queue.ts";
+import { pauseDestination, resumeDestination } from "../../src/store/sqlite/destinations.ts";
+import { getMetaNumber } from "../../src/store/sqlite/meta.ts";
 import { T0 } from "../helpers/spool.ts";
 import { batchIdOf, down, fakeDestination, ok, rig } from "../helpers/dispatch.ts";
 

@@ -9,8 +9,8 @@ import { loadConfig } from "../../src/config/load.ts";
 import { createLogger } from "../../src/log.ts";
 import { seededRng } from "../../src/clock.ts";
 import { rateMarginS } from "../../src/pacing.ts";
-import { resumeDestination } from "../../src/store/destinations.ts";
-import { replayBatch } from "../../src/store/replay.ts";
+import { resumeDestination } from "../../src/store/sqlite/destinations.ts";
+import { replayBatch } from "../../src/store/sqlite/operator.ts";
 import { T0 } from "../helpers/spool.ts";
 import { batchIdOf, type FakeDestination, fakeDestination, ok, rig } from "../helpers/dispatch.ts";
 

@@ -8,7 +8,7 @@ import { seededRng } from "../../src/clock.ts";
 import { type ConfigError, parseConfig } from "../../src/config/load.ts";
 import { outcome } from "../../src/delivery.ts";
 import { stepPolls } from "../../src/dispatch/polls.ts";
-import { sqliteDispatchStore } from "../../src/store/sqlite-store.ts";
+import { sqliteDispatchStore } from "../../src/store/sqlite/store.ts";
 import { manifestText, writeBobbin } from "../helpers/bobbins.ts";
 import { fakeDestination, rig } from "../helpers/dispatch.ts";
 import { T0 } from "../helpers/spool.ts";

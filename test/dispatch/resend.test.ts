@@ -2,7 +2,7 @@
 // unchanged, under a new delivery id, and both deliveries stay in the audit trail.
 import { expect, test } from "bun:test";
 import { deliveryId } from "../../src/delivery.ts";
-import { resendDelivered } from "../../src/store/replay.ts";
+import { resendDelivered } from "../../src/store/sqlite/operator.ts";
 import { batchIdOf, fakeDestination, rig } from "../helpers/dispatch.ts";
 import { enqueueJson, initHome, inHome, withDb } from "../cli/home.ts";
 

@@ -8,7 +8,7 @@ import { afterEach, expect, setDefaultTimeout, test } from "bun:test";
 import { createHmac } from "node:crypto";
 import { chmodSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { openSpool } from "../../src/store/db.ts";
+import { openSpool } from "../../src/store/sqlite/db.ts";
 import { HermesGateway } from "../helpers/hermes-gateway.ts";
 import { type Hookspool, MAIN, startHookspool, waitFor } from "../helpers/proc.ts";
 import { tempDir } from "../helpers/tmp.ts";

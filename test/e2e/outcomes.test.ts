@@ -8,7 +8,7 @@ import { createHmac } from "node:crypto";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { Webhook } from "standardwebhooks";
-import { openSpool, type Spool } from "../../src/store/db.ts";
+import { openSpool, type SqliteSpool } from "../../src/store/sqlite/db.ts";
 import { type Hookspool, runHookspool, startHookspool, waitFor } from "../helpers/proc.ts";
 import { Receiver } from "../helpers/receiver.ts";
 import { tempDir } from "../helpers/tmp.ts";
@@ -77,7 +77,7 @@ function signed(id: string, body: unknown, secret = OUT_SECRET, headerId = id): 
 
 const post = (port: number, id: string, r: { headers: Record<string, string>; body: string }) => fetch(`http://127.0.0.1:${port}/outcomes/${id}`, { method: "POST", ...r });
 
-function state(db: Spool, batchId: number): string {
+function state(db: SqliteSpool, batchId: number): string {
   return (db.db.query("SELECT state FROM batches WHERE id = ?").get(batchId) as { state: string }).state;
 }
 

@@ -6,7 +6,7 @@ import { expect, test } from "bun:test";
 import { createHmac } from "node:crypto";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { openSpool, type Spool } from "../../src/store/db.ts";
+import { openSpool, type SqliteSpool } from "../../src/store/sqlite/db.ts";
 import { startHookspool, waitFor } from "../helpers/proc.ts";
 import { Receiver } from "../helpers/receiver.ts";
 import { tempDir } from "../helpers/tmp.ts";
@@ -56,8 +56,8 @@ timeout_s = 2
 `,
   );
   const hs = await startHookspool(home, ["run"]);
-  let db: Spool | null = null;
-  const batches = (where: string) => (db?.db.query(`SELECT COUNT(*) AS n FROM batches WHERE ${where}`).get() as { n: number }).n;
+  let db: SqliteSpool | null = null;
+  const batches = (where: string) => ((db as SqliteSpool).db.query(`SELECT COUNT(*) AS n FROM batches WHERE ${where}`).get() as { n: number }).n;
   try {
     const port = await hs.port();
     // Listening means migrated: the spool is there to read.

@@ -12,12 +12,12 @@ import { makeDestination } from "../../src/destinations/registry.ts";
 import { Dispatcher } from "../../src/dispatch/loop.ts";
 import { createLogger } from "../../src/log.ts";
 import type { DispatchStore, IntakeStore, OperatorStore } from "../../src/store/api.ts";
-import { openSpool, type Spool } from "../../src/store/db.ts";
-import { migrate } from "../../src/store/migrate.ts";
+import { openSpool, type SqliteSpool } from "../../src/store/sqlite/db.ts";
+import { migrate } from "../../src/store/sqlite/migrate.ts";
 import { PgSpool } from "../../src/store/pg/db.ts";
 import { migratePg } from "../../src/store/pg/migrate.ts";
 import { pgDispatchStore, pgIntakeStore, pgOperatorStore } from "../../src/store/pg/store.ts";
-import { sqliteDispatchStore, sqliteIntakeStore, sqliteOperatorStore } from "../../src/store/sqlite-store.ts";
+import { sqliteDispatchStore, sqliteIntakeStore, sqliteOperatorStore } from "../../src/store/sqlite/store.ts";
 import { PG_BIN, PG_SKIP_MESSAGE, serverForSuite } from "./pg.ts";
 import { tempDir } from "./tmp.ts";
 
@@ -27,7 +27,7 @@ export interface Backend {
   /** A dispatch store; on PostgreSQL each call is another dispatcher's (its own heartbeat id). */
   dispatch(): Promise<DispatchStore>;
   /** SQLite's spool (what only SQLite has, such as its status facts); absent on PostgreSQL. */
-  spool?: Spool;
+  spool?: SqliteSpool;
   close(): Promise<void>;
 }
 

@@ -9,9 +9,10 @@ import { type DeliveryContext, type Destination, type Outcome, outcome } from ".
 import type { Rate } from "../../src/pacing.ts";
 import { Dispatcher } from "../../src/dispatch/loop.ts";
 import { createLogger } from "../../src/log.ts";
-import { openSpool, type Spool } from "../../src/store/db.ts";
-import { enqueue, type EnqueueResult } from "../../src/store/enqueue.ts";
-import { migrate } from "../../src/store/migrate.ts";
+import { openSpool, type SqliteSpool } from "../../src/store/sqlite/db.ts";
+import { enqueue } from "../../src/store/sqlite/enqueue.ts";
+import type { EnqueueResult } from "../../src/store/enqueue.ts";
+import { migrate } from "../../src/store/sqlite/migrate.ts";
 import { copy, ev, T0 } from "./spool.ts";
 import { tempDir } from "./tmp.ts";
 import "./intake.ts"; // captures log lines instead of printing them
@@ -61,7 +62,7 @@ export function fakeDestination(name: string, opts: Partial<Pick<Destination, "m
 export interface Rig {
   home: string;
   clock: FakeClock;
-  spool: Spool;
+  spool: SqliteSpool;
   config: Config;
   d: Dispatcher;
   dests: Record<string, FakeDestination>;

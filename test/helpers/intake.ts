@@ -5,8 +5,8 @@ import { FakeClock } from "../../src/clock.ts";
 import { loadConfig } from "../../src/config/load.ts";
 import { Intake } from "../../src/intake/server.ts";
 import { createLogger } from "../../src/log.ts";
-import { openSpool, type Spool } from "../../src/store/db.ts";
-import { migrate } from "../../src/store/migrate.ts";
+import { openSpool, type SqliteSpool } from "../../src/store/sqlite/db.ts";
+import { migrate } from "../../src/store/sqlite/migrate.ts";
 import { T0 } from "./spool.ts";
 import { tempDir } from "./tmp.ts";
 
@@ -18,7 +18,7 @@ export interface TestIntake {
   clock: FakeClock;
   intake: Intake;
   /** A second connection for assertions. */
-  db: Spool;
+  db: SqliteSpool;
   /** Write a file in the home with mode 0600 (secrets). */
   secretFile(name: string, value: string): string;
   post(path: string, body: string | Uint8Array, headers?: Record<string, string>): Promise<Response>;

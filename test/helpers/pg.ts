@@ -7,8 +7,12 @@ import { chmodSync, chownSync, existsSync, mkdirSync, readdirSync, rmSync } from
 import { join } from "node:path";
 import { tempDir } from "./tmp.ts";
 
-/** The directory holding initdb, pg_ctl and postgres, or null when PostgreSQL is not installed. */
+/**
+ * The directory holding initdb, pg_ctl and postgres, or null when PostgreSQL is not installed or
+ * HOOKSPOOL_TEST_SKIP_PG=1 (`make test` sets it: its PostgreSQL halves run in `make test-all`).
+ */
 export function postgresBin(): string | null {
+  if (process.env.HOOKSPOOL_TEST_SKIP_PG === "1") return null;
   if (process.env.HOOKSPOOL_PG_BIN) return existsSync(join(process.env.HOOKSPOOL_PG_BIN, "initdb")) ? process.env.HOOKSPOOL_PG_BIN : null;
   const base = "/usr/lib/postgresql";
   if (!existsSync(base)) return null;
@@ -19,8 +23,11 @@ export function postgresBin(): string | null {
 
 export const PG_BIN = postgresBin();
 
-/** Said once by each suite that skips: PostgreSQL is not on this machine. */
-export const PG_SKIP_MESSAGE = "PostgreSQL suites skipped: no initdb under /usr/lib/postgresql (apt-get install postgresql; .ci/run installs it)";
+/** Said once by each suite that skips: PostgreSQL is not on this machine, or make test skips it. */
+export const PG_SKIP_MESSAGE =
+  process.env.HOOKSPOOL_TEST_SKIP_PG === "1"
+    ? "PostgreSQL suites skipped: HOOKSPOOL_TEST_SKIP_PG=1 (make test leaves them to make test-all)"
+    : "PostgreSQL suites skipped: no initdb under /usr/lib/postgresql (apt-get install postgresql; .ci/run installs it)";
 
 export interface PgServer {
   /** The directory with the socket (.s.PGSQL.5432); the cluster's data is in its data/. */

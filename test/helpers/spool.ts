@@ -1,15 +1,15 @@
 // A migrated spool in a temp home with a fake clock, and builders for events.
 import { join } from "node:path";
 import { FakeClock } from "../../src/clock.ts";
-import { openSpool, type Spool } from "../../src/store/db.ts";
+import { openSpool, type SqliteSpool } from "../../src/store/sqlite/db.ts";
 import type { BatchWindow, EventCopy, NewEvent } from "../../src/store/enqueue.ts";
-import { migrate } from "../../src/store/migrate.ts";
+import { migrate } from "../../src/store/sqlite/migrate.ts";
 import { tempDir } from "./tmp.ts";
 
 export const T0 = 1_700_000_000;
 
 export interface TestSpool {
-  spool: Spool;
+  spool: SqliteSpool;
   clock: FakeClock;
   dir: string;
   path: string;
@@ -56,6 +56,6 @@ export function payloadOf(bytes: number): string {
   return `{"p":"${"x".repeat(Math.max(0, bytes - base.length))}"}`;
 }
 
-export function batchRow(spool: Spool, id: number): Record<string, unknown> {
+export function batchRow(spool: SqliteSpool, id: number): Record<string, unknown> {
   return spool.db.query("SELECT * FROM batches WHERE id = ?").get(id) as Record<string, unknown>;
 }

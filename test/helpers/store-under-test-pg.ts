@@ -2,13 +2,14 @@
 // FakeClock's now passed wherever SQLite would read its clock, each test on a fresh database
 // copied from one migrated template, rows read back with SQLite's types.
 import { SQL } from "bun";
-import { claimPg, candidatesPg, markDeadPg, markDeliveredPgTx, markRetryPg, recoverExpiredPg, sealReadyPg } from "../../src/store/pg/claims.ts";
+import { claimPg, candidatesPg, recoverExpiredPg, sealReadyPg } from "../../src/store/pg/queue.ts";
+import { markDeadPg, markDeliveredPgTx, markRetryPg } from "../../src/store/pg/marks.ts";
 import { PgSpool } from "../../src/store/pg/db.ts";
 import { batchContentPg, enqueueEventsPgTx, enqueuePg, sealBatchPg } from "../../src/store/pg/enqueue.ts";
-import { effectiveNowPg, writeHeartbeatPg } from "../../src/store/pg/heartbeat.ts";
+import { effectiveNowPg, writeHeartbeatPg } from "../../src/store/pg/meta.ts";
 import { migratePg } from "../../src/store/pg/migrate.ts";
 import { dropBatchesPg, excludeEventsPg, replayBatchPg, retryNowPg, splitBatchPg } from "../../src/store/pg/operator.ts";
-import { quarantinePg } from "../../src/store/pg/quarantine.ts";
+import { quarantinePg } from "../../src/store/pg/enqueue.ts";
 import { runRetentionPg } from "../../src/store/pg/retention.ts";
 import { deadBatchIdsPg } from "../../src/store/pg/reads.ts";
 import type { PgServer } from "./pg.ts";

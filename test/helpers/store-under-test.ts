@@ -5,19 +5,27 @@
 // rows directly (a test's setup and its look at the result), with PostgreSQL's types normalised
 // to SQLite's: BIGINT columns (strings from Bun.sql) as numbers, BYTEA as a plain Uint8Array.
 import type { Database } from "bun:sqlite";
-import { FakeClock } from "../../src/clock.ts";
-import { sealBatchTx } from "../../src/store/batches.ts";
-import type { Spool } from "../../src/store/db.ts";
-import { batchContent, type ContentEvent } from "../../src/store/content.ts";
-import { dropBatches } from "../../src/store/drop.ts";
-import { enqueue, type EnqueueResult, type NewEvent, type QuarantineInput, quarantine } from "../../src/store/enqueue.ts";
-import { type AttemptRecord, markDead, markDelivered, markRetry } from "../../src/store/marks.ts";
-import { effectiveNow, setMetaTx, writeHeartbeat } from "../../src/store/meta.ts";
-import { type Candidate, type Claim, type ClaimInput, candidates, claimBatch, recoverLeases, sealReady } from "../../src/store/queue.ts";
-import { type DeadFilter, deadBatchIds, type Reclassify, type ReplayResult, replayBatch, retryNow } from "../../src/store/replay.ts";
-import { type RetentionCounts, type RetentionOptions, type RetentionPolicy, runRetention } from "../../src/store/retention.ts";
-import { excludeEvents, type SplitOptions, splitBatch } from "../../src/store/split.ts";
-import { freshSpool, T0, type TestSpool } from "./spool.ts";
+import type { FakeClock } from "../../src/clock.ts";
+import { sealBatchTx } from "../../src/store/sqlite/enqueue.ts";
+import type { SqliteSpool } from "../../src/store/sqlite/db.ts";
+import { batchContent } from "../../src/store/sqlite/enqueue.ts";
+import type { ContentEvent } from "../../src/store/content.ts";
+import { dropBatches } from "../../src/store/sqlite/operator.ts";
+import { enqueue, quarantine } from "../../src/store/sqlite/enqueue.ts";
+import type { EnqueueResult, NewEvent, QuarantineInput } from "../../src/store/enqueue.ts";
+import type { AttemptRecord } from "../../src/store/marks.ts";
+import { markDead, markDelivered, markRetry } from "../../src/store/sqlite/marks.ts";
+import { effectiveNow, setMetaTx, writeHeartbeat } from "../../src/store/sqlite/meta.ts";
+import type { Candidate, Claim, ClaimInput } from "../../src/store/queue.ts";
+import { candidates, claimBatch, recoverLeases, sealReady } from "../../src/store/sqlite/queue.ts";
+import type { DeadFilter, Reclassify, ReplayResult } from "../../src/store/replay.ts";
+import { deadBatchIds } from "../../src/store/sqlite/reads.ts";
+import { replayBatch, retryNow } from "../../src/store/sqlite/operator.ts";
+import type { RetentionCounts, RetentionOptions, RetentionPolicy } from "../../src/store/retention.ts";
+import { runRetention } from "../../src/store/sqlite/retention.ts";
+import { excludeEvents, splitBatch } from "../../src/store/sqlite/operator.ts";
+import type { SplitOptions } from "../../src/store/split.ts";
+import { freshSpool, type TestSpool } from "./spool.ts";
 
 export type BackendName = "sqlite" | "postgres";
 
@@ -170,7 +178,7 @@ function sqliteCheckList(sql: string, column: string): string[] {
 // SQLite
 
 /** A view of the spool whose db reports, after each transaction, the rows it changed. */
-function recording(spool: Spool, onCommit: (rows: number) => void): Spool {
+function recording(spool: SqliteSpool, onCommit: (rows: number) => void): SqliteSpool {
   const db = spool.db;
   const changes = () => (db.query("SELECT total_changes() AS n").get() as { n: number }).n;
   const wrapped = new Proxy(db, {

@@ -10,12 +10,12 @@ import { csrfOf, sessionOf } from "../../src/intake/dashboard/auth.ts";
 import { ackReadings, ackSeries, parseIntakeMetrics } from "../../src/intake/dashboard/intake-view.ts";
 import { IntakeMetrics } from "../../src/intake/metrics.ts";
 import { createLogger } from "../../src/log.ts";
-import { claimBatch } from "../../src/store/queue.ts";
-import { openSpool, type Spool } from "../../src/store/db.ts";
-import { raiseIssueTx } from "../../src/store/issues.ts";
-import { markDead } from "../../src/store/marks.ts";
-import { quarantine } from "../../src/store/enqueue.ts";
-import { stepPoll } from "../../src/store/polls.ts";
+import { claimBatch } from "../../src/store/sqlite/queue.ts";
+import { openSpool, type SqliteSpool } from "../../src/store/sqlite/db.ts";
+import { raiseIssueTx } from "../../src/store/sqlite/issues.ts";
+import { markDead } from "../../src/store/sqlite/marks.ts";
+import { quarantine } from "../../src/store/sqlite/enqueue.ts";
+import { stepPoll } from "../../src/store/sqlite/polls.ts";
 import { enqueueJson, type Home, initHome } from "../cli/home.ts";
 
 const NASTY_KEY = `<script>alert("k")</script>\u0007'&`;
@@ -23,7 +23,7 @@ const NASTY_TYPE = `<img src=x onerror=alert(1)>`;
 
 interface Running {
   h: Home;
-  spool: Spool;
+  spool: SqliteSpool;
   dash: Dashboard;
   base: string;
   token: string;
@@ -58,7 +58,7 @@ function post(r: Running, path: string, fields: Record<string, string>, headers:
 }
 
 /** A batch made dead by a receiver's refusal, through the store's own marks. */
-function deadBatch(spool: Spool, id: number): void {
+function deadBatch(spool: SqliteSpool, id: number): void {
   const now = Date.now() / 1000;
   const c = claimBatch(spool, { batchId: id, destination: "script:demo-log", now, leaseUntil: now + 60, host: "t", pid: 1 });
   if (!c) throw new Error("not claimable");

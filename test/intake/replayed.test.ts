@@ -3,7 +3,7 @@
 // message id dedup on it by default; the t=,v1= scheme, which has none, dedups on its signature.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createHmac } from "node:crypto";
-import { dropBatches } from "../../src/store/drop.ts";
+import { dropBatches } from "../../src/store/sqlite/operator.ts";
 import { startIntake, type TestIntake } from "../helpers/intake.ts";
 
 const SW = `whsec_${Buffer.from("replay-test-key-bytes").toString("base64")}`;

@@ -3,7 +3,7 @@
 // payloads that carry the log sentinels. Each case of the kit is one test.
 import { beforeAll, describe, expect, test } from "bun:test";
 import { type KitRun, runSourceKit as runKit } from "../../src/check/kit/source-kit.ts";
-import type { StoredEvent } from "../../src/store/inspect.ts";
+import type { StoredEvent } from "../../src/store/sqlite/inspect.ts";
 import { T0 } from "../helpers/spool.ts";
 import { PAYLOAD_SENTINEL, SECRET_SENTINEL } from "../helpers/logs.ts";
 

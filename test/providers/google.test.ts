@@ -4,7 +4,7 @@
 // removals, and the errors: 5xx Retryable, other 4xx Permanent, no token or query in a message.
 import { afterAll, beforeEach, describe, expect, test } from "bun:test";
 import { FakeClock } from "../../src/clock.ts";
-import { createHttp, HttpStatusError, RetryLater } from "../../src/net/http.ts";
+import { createHttp, type HttpStatusError, RetryLater } from "../../src/net/http.ts";
 import { createOAuth, type StoredToken } from "../../src/net/oauth.ts";
 import { Permanent, Retryable } from "../../src/plugin/types.ts";
 import {

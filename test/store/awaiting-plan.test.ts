@@ -4,7 +4,7 @@
 // another batch's run succeeded in between; another batch's 2xx alone (class await) is not.
 import { describe, expect, test } from "bun:test";
 import { type AwaitingFacts, planAwaiting, type ReportInput } from "../../src/store/awaiting-plan.ts";
-import { transportStrikesTx } from "../../src/store/attempts.ts";
+import { transportStrikesTx } from "../../src/store/sqlite/outcome.ts";
 import { POISON_STRIKES } from "../../src/store/outcome-plan.ts";
 import { freshSpool } from "../helpers/spool.ts";
 

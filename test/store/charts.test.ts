@@ -1,10 +1,10 @@
 // The dashboard's figures from the spool: events per bucket and source, attempts per outcome,
 // and readiness to 2xx measured from when the window closed, not from the first event.
 import { expect, test } from "bun:test";
-import { claimBatch, sealReady } from "../../src/store/queue.ts";
-import { attemptsByOutcome, eventsBySource, readyToOkLatency } from "../../src/store/charts.ts";
-import { enqueue } from "../../src/store/enqueue.ts";
-import { markDelivered, markRetry } from "../../src/store/marks.ts";
+import { claimBatch, sealReady } from "../../src/store/sqlite/queue.ts";
+import { attemptsByOutcome, eventsBySource, readyToOkLatency } from "../../src/store/sqlite/charts.ts";
+import { enqueue } from "../../src/store/sqlite/enqueue.ts";
+import { markDelivered, markRetry } from "../../src/store/sqlite/marks.ts";
 import { copy, ev, freshSpool, T0 } from "../helpers/spool.ts";
 
 function placed(r: ReturnType<typeof enqueue>): number {

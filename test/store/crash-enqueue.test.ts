@@ -1,7 +1,7 @@
 // A real process killed with SIGKILL inside the enqueue transaction leaves all copies or none.
 import { expect, test } from "bun:test";
 import { join } from "node:path";
-import { openSpool } from "../../src/store/db.ts";
+import { openSpool } from "../../src/store/sqlite/db.ts";
 import { freshSpool } from "../helpers/spool.ts";
 
 const child = join(import.meta.dir, "..", "helpers", "children", "enqueue-once.ts");

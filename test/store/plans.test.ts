@@ -2,8 +2,8 @@
 // state indexes, or scans only the partial index of unfinished batches (batches_queue); a paced
 // destination's window searches only the partial index of paced attempts.
 import { expect, test } from "bun:test";
-import { tickQueryPlans } from "../../src/store/queue.ts";
-import { overduePlan } from "../../src/store/awaiting.ts";
+import { tickQueryPlans } from "../../src/store/sqlite/queue.ts";
+import { overduePlan } from "../../src/store/sqlite/awaiting.ts";
 import { freshSpool } from "../helpers/spool.ts";
 
 test("every per-tick query is an index search, or a scan of the unfinished batches only", () => {

@@ -4,7 +4,7 @@ import type { Database } from "bun:sqlite";
 import { statSync } from "node:fs";
 import { join } from "node:path";
 import type { AttemptRecord } from "../../src/store/marks.ts";
-import { openSpool, quickCheck } from "../../src/store/db.ts";
+import { openSpool, quickCheck } from "../../src/store/sqlite/db.ts";
 import { DEFAULT_DEDUP_WINDOW_S, policyFromConfig, type RetentionPolicy } from "../../src/store/retention.ts";
 import { ev, T0 } from "../helpers/spool.ts";
 import type { Row, StoreUnderTest, Where } from "../helpers/store-under-test.ts";

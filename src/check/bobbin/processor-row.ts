@@ -12,7 +12,7 @@ import type { Manifest } from "../../bobbin/manifest.ts";
 import { parseConfig } from "../../config/load.ts";
 import { selfArgv } from "../../self.ts";
 import { type Problem, type Row, row, skipped } from "./row.ts";
-import { newestEvent } from "../../store/inspect.ts";
+import { newestEvent } from "../../store/sqlite/inspect.ts";
 import { startKitIntake } from "../kit/intake.ts";
 import { kitConfig, type Loaded, requestOf } from "./run-rows.ts";
 import type { CheckSubject } from "./subject.ts";

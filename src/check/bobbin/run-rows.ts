@@ -11,7 +11,7 @@ import { canSign, isTimestamped, signsBody, signTemplate } from "../../plugin/si
 import { parseConfig } from "../../config/load.ts";
 import { type TemplateSettings, templateSource } from "../../plugin/template.ts";
 import type { SourcePlugin } from "../../plugin/types.ts";
-import { newestEvent } from "../../store/inspect.ts";
+import { newestEvent } from "../../store/sqlite/inspect.ts";
 import { hookRequest } from "../../plugin/hook-request.ts";
 import { startKitIntake } from "../kit/intake.ts";
 import { type KitRequest, type KitSubject, runSourceKit } from "../kit/source-kit.ts";

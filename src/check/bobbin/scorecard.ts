@@ -1,7 +1,7 @@
 // `hookspool bobbin check`: every row of a bobbin's scorecard in order, and the scorecard as
 // text, Markdown or JSON. A bobbin passes when every required row passes or does not apply;
 // --strict counts the advisory rows (provider-links, scope) too.
-import { type Manifest, parseManifest } from "../../bobbin/manifest.ts";
+import { parseManifest } from "../../bobbin/manifest.ts";
 import { findBobbins } from "../../bobbin/registry.ts";
 import { DEFAULT_SPANS } from "../../config/schema.ts";
 import { type Problem, type Row, row, skipped } from "./row.ts";
@@ -31,7 +31,7 @@ export interface CheckOptions {
   fetchPage?: (url: string) => Promise<number>;
 }
 
-async function providerLinksRow(s: CheckSubject, urls: [string, string][], o: CheckOptions): Promise<Row> {
+async function providerLinksRow(urls: [string, string][], o: CheckOptions): Promise<Row> {
   if (!o.online) return skipped("provider-links", "run with --online to fetch each provider page", true);
   const fetchPage =
     o.fetchPage ??
@@ -81,7 +81,7 @@ export async function checkBobbin(s: CheckSubject, o: CheckOptions = {}): Promis
     await sourceKitRow(s, manifest, loaded),
     await processorRow(s, manifest, loaded),
     await testsRow(s, hasCode, o.runTests !== false),
-    await providerLinksRow(s, urls, o),
+    await providerLinksRow(urls, o),
     scopeRow(s, o),
   ];
   if (text === undefined) rows[1] = row("manifest", [{ file: "bobbin.toml", message: "missing", fix: "every bobbin has a bobbin.toml" }]);

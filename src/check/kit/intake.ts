@@ -12,8 +12,8 @@ import { Intake } from "../../intake/server.ts";
 import { createLogger, setLogSink } from "../../log.ts";
 import { useNetwork } from "../../net/http.ts";
 import { type HttpStub, stubFetch } from "../../net/stubs.ts";
-import { openSpool, type Spool } from "../../store/db.ts";
-import { migrate } from "../../store/migrate.ts";
+import { openSpool, type SqliteSpool } from "../../store/sqlite/db.ts";
+import { migrate } from "../../store/sqlite/migrate.ts";
 
 /** A request as a sender would make it; `url` is the path and query. */
 export interface KitRequest {
@@ -40,7 +40,7 @@ export interface KitIntake {
   readonly clock: FakeClock;
   readonly loaded: LoadedConfig;
   /** The kit's own connection to the intake's spool (the intake writes through it). */
-  readonly spool: Spool;
+  readonly spool: SqliteSpool;
   /** Every log line written while it ran. */
   readonly lines: string[];
   send(req: KitRequest, opts?: { chunked?: boolean }): Promise<{ status: number; text: string; headers: Headers }>;
@@ -56,7 +56,7 @@ export async function startKitIntake(o: KitIntakeOptions): Promise<KitIntake> {
   const restoreSink = setLogSink((line) => lines.push(line));
   // A source under test never reaches the network: only the kit's stubs answer it.
   const restoreNetwork = useNetwork(stubFetch(o.http ?? []));
-  let spool: Spool | null = null;
+  let spool: SqliteSpool | null = null;
   let intake: Intake | null = null;
   const cleanup = () => {
     spool?.close();

@@ -6,7 +6,7 @@
 // auth header kept; a refused write is 503; and no secret reaches a log line or a column, nor a
 // payload a log line. The cases a subject cannot exercise (no timestamp, no dedup) are skipped.
 import { quarantineIssue } from "../../store/enqueue.ts";
-import { eventCount, findText, newestEvent, newestQuarantined, openIssueCount, refuseWrites, type StoredEvent } from "../../store/inspect.ts";
+import { eventCount, findText, newestEvent, newestQuarantined, openIssueCount, refuseWrites, type StoredEvent } from "../../store/sqlite/inspect.ts";
 import type { HttpStub } from "../../net/stubs.ts";
 import { type KitIntake, type KitRequest, startKitIntake } from "./intake.ts";
 

@@ -2,7 +2,8 @@
 // key, status code, time range), paged by id; one batch with its events and routing trace and
 // its attempts as a timeline; its payloads only on an explicit click, behind a warning.
 import { HookspoolError } from "../../errors.ts";
-import { type BatchRow, batchAttempts, batchEvents, batchPayloads, getBatch, type ListFilter, listBatches } from "../../store/batches.ts";
+import type { BatchRow, ListFilter } from "../../store/batches.ts";
+import { batchAttempts, batchEvents, batchPayloads, getBatch, listBatches } from "../../store/sqlite/reads.ts";
 import { parseSince } from "../../time.ts";
 import { action, h, page, type PageContext, stateClass, table, when } from "./html.ts";
 

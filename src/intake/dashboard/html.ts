@@ -2,11 +2,11 @@
 // markup or control characters is inert text), one layout, one embedded stylesheet with a light
 // and a dark scheme from the system's preference, no external fonts, scripts only from /assets.
 import type { Config } from "../../config/types.ts";
-import type { Spool } from "../../store/db.ts";
+import type { SqliteSpool } from "../../store/sqlite/db.ts";
 import type { AckSample, IntakeView } from "./intake-view.ts";
 
 export interface PageContext {
-  spool: Spool;
+  spool: SqliteSpool;
   config: Config;
   dbPath: string;
   now: number;

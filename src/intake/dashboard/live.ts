@@ -1,7 +1,8 @@
 // The live tail: the journal `watch` follows, the last 50 changes on the page (it reads without
 // JavaScript) and, with it, each new one as a server-sent event whose id is its cursor, so a
 // reconnecting browser resumes after the last line it saw.
-import { type JournalRow, journalAfter, journalBounds } from "../../store/journal.ts";
+import type { JournalRow } from "../../store/journal.ts";
+import { journalAfter, journalBounds } from "../../store/sqlite/journal.ts";
 import { h, page, type PageContext, when } from "./html.ts";
 
 /** One change as a line: cursor, time, kind, batch, source -> destination, key, and its small facts. */

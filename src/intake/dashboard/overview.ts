@@ -1,10 +1,11 @@
 // The overview: the /healthz verdict with its reasons, each destination's gate, the batch
 // counts, the spool and its disk, charts of the last hour and day, and the last actions.
 import { buildStatus } from "../../obs/status.ts";
-import { recentActions } from "../../store/actions.ts";
-import { attemptsByOutcome, type Buckets, eventsBySource, readyToOkLatency } from "../../store/charts.ts";
-import { destinationRows } from "../../store/destinations.ts";
-import { readyCounts } from "../../store/stats.ts";
+import { recentActions } from "../../store/sqlite/actions.ts";
+import { attemptsByOutcome, eventsBySource, readyToOkLatency } from "../../store/sqlite/charts.ts";
+import type { Buckets } from "../../store/charts.ts";
+import { destinationRows } from "../../store/sqlite/destinations.ts";
+import { readyCounts } from "../../store/sqlite/stats.ts";
 import { ackReadings, ackSeries } from "./intake-view.ts";
 import { action, h, jsonBlock, page, type PageContext, stateClass, table, when } from "./html.ts";
 

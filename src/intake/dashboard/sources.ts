@@ -4,8 +4,8 @@
 import { existsSync } from "node:fs";
 import { buildStatus } from "../../obs/status.ts";
 import { armedUntil } from "../learn.ts";
-import { quarantineReasons } from "../../store/charts.ts";
-import { listIssues } from "../../store/issues.ts";
+import { quarantineReasons } from "../../store/sqlite/charts.ts";
+import { listIssues } from "../../store/sqlite/issues.ts";
 import { action, h, page, type PageContext, stateClass, table, when } from "./html.ts";
 
 const DAY_S = 86_400;

@@ -2,8 +2,7 @@
 // transaction that locks the batch's row first, so an outcome reported twice at once (the CLI
 // and the endpoint, or an outcome racing the dispatcher's timeout) settles the batch once and
 // finds it settled the second time.
-import { AGENT_CLASS, type AwaitedDelivery, type AwaitingFacts, type AwaitingPlan, planAwaiting, type ReportInput, type Reported, reportedOf, settles } from "../awaiting-plan.ts";
-import type { OverdueOutcome } from "../awaiting.ts";
+import { AGENT_CLASS, type AwaitedDelivery, type AwaitingFacts, type AwaitingPlan, planAwaiting, type ReportInput, type Reported, reportedOf, settles, type OverdueOutcome } from "../awaiting-plan.ts";
 import { scrubError } from "../marks.ts";
 import { num, type PgSpool, type Tx } from "./db.ts";
 import { raiseIssuePg, resolveIssuePg } from "./issues.ts";

@@ -12,8 +12,8 @@
 // the copied rows use or refer to, so a new batch, event or attempt never takes an old one's id
 // (an attempt id is part of the delivery id a receiver deduplicates on).
 import { HookspoolError } from "../../errors.ts";
-import { prepared, requireCurrentSchema, type Spool } from "../db.ts";
-import { dataVersion } from "../journal.ts";
+import { prepared, requireCurrentSchema, type SqliteSpool } from "../sqlite/db.ts";
+import { dataVersion } from "../sqlite/journal.ts";
 import type { PgSpool, Tx } from "./db.ts";
 import { requirePgSchema } from "./migrate.ts";
 
@@ -66,6 +66,7 @@ const ID_REFERENCES: Record<string, readonly string[]> = {
 
 /** Bytes of payload read before a chunk is written, whatever its row count (raw bodies may be large). */
 const CHUNK_BYTES = 16 * 1024 * 1024;
+
 /** PostgreSQL takes at most 65,535 parameters per statement. */
 const MAX_PARAMS = 60_000;
 
@@ -101,7 +102,7 @@ function pgFailure(e: unknown, what: string): HookspoolError {
 }
 
 /** Both schemas, table by table: what to copy, and a refusal when they do not line up. */
-async function planTables(sqlite: Spool, tx: Tx): Promise<TablePlan[]> {
+async function planTables(sqlite: SqliteSpool, tx: Tx): Promise<TablePlan[]> {
   const liteTables = prepared<{ name: string }, []>(sqlite.db, "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name")
     .all()
     .map((r) => r.name);
@@ -199,7 +200,7 @@ class Digest {
 }
 
 /** Rows of a SQLite table in rowid order, `limit` at most and about CHUNK_BYTES of values. */
-function readChunk(sqlite: Spool, plan: TablePlan, after: number, limit: number): { rows: unknown[][]; rowids: number[] } {
+function readChunk(sqlite: SqliteSpool, plan: TablePlan, after: number, limit: number): { rows: unknown[][]; rowids: number[] } {
   const cols = plan.columns.map((c) => quote(c.name)).join(", ");
   const st = prepared<Record<string, unknown>, [number, number]>(sqlite.db, `SELECT rowid AS "__rowid", ${cols} FROM ${quote(plan.name)} WHERE rowid > ? ORDER BY rowid LIMIT ?`);
   const rows: unknown[][] = [];
@@ -216,7 +217,7 @@ function readChunk(sqlite: Spool, plan: TablePlan, after: number, limit: number)
 }
 
 /** A SQLite table chunk by chunk, in rowid order. */
-function* sqliteChunks(sqlite: Spool, plan: TablePlan, batchSize: number): Generator<{ rows: unknown[][]; rowids: number[] }> {
+function* sqliteChunks(sqlite: SqliteSpool, plan: TablePlan, batchSize: number): Generator<{ rows: unknown[][]; rowids: number[] }> {
   let after = Number.MIN_SAFE_INTEGER;
   for (;;) {
     const chunk = readChunk(sqlite, plan, after, batchSize);
@@ -244,7 +245,7 @@ async function insertChunk(tx: Tx, plan: TablePlan, rows: unknown[][]): Promise<
   }
 }
 
-async function copyTable(sqlite: Spool, tx: Tx, plan: TablePlan, batchSize: number, onProgress?: CopyOptions["onProgress"]): Promise<void> {
+async function copyTable(sqlite: SqliteSpool, tx: Tx, plan: TablePlan, batchSize: number, onProgress?: CopyOptions["onProgress"]): Promise<void> {
   const countSql = plan.name === "meta" ? "SELECT COUNT(*) AS n FROM meta WHERE key <> 'schema_version'" : `SELECT COUNT(*) AS n FROM ${quote(plan.name)}`;
   const total = prepared<{ n: number }, []>(sqlite.db, countSql).get()?.n ?? 0;
   let copied = 0;
@@ -265,7 +266,7 @@ async function copyTable(sqlite: Spool, tx: Tx, plan: TablePlan, batchSize: numb
 }
 
 /** Set each identity past the largest id the copy holds or refers to. */
-async function setIdentities(sqlite: Spool, tx: Tx, plans: TablePlan[]): Promise<void> {
+async function setIdentities(sqlite: SqliteSpool, tx: Tx, plans: TablePlan[]): Promise<void> {
   for (const plan of plans) {
     if (!plan.identity) continue;
     const refs = ID_REFERENCES[plan.name] ?? [`${plan.name}.${plan.identity}`];
@@ -294,7 +295,7 @@ async function requireEmpty(tx: Tx): Promise<void> {
   }
 }
 
-function digestSqlite(sqlite: Spool, plan: TablePlan, batchSize: number): Digest {
+function digestSqlite(sqlite: SqliteSpool, plan: TablePlan, batchSize: number): Digest {
   const d = new Digest();
   for (const chunk of sqliteChunks(sqlite, plan, batchSize)) {
     chunk.rows.forEach((values, i) => {
@@ -326,7 +327,7 @@ async function digestPg(tx: Tx, plan: TablePlan, batchSize: number): Promise<Dig
  * over every copied value. Throws E_SPOOL naming the first table that differs. `tx` may be the
  * copy's own transaction or the pool (a copy already committed).
  */
-export async function verifyCopy(sqlite: Spool, tx: Tx, o: { batchSize?: number } = {}): Promise<CopyReport> {
+export async function verifyCopy(sqlite: SqliteSpool, tx: Tx, o: { batchSize?: number } = {}): Promise<CopyReport> {
   const batchSize = o.batchSize ?? 1000;
   const plans = await planTables(sqlite, tx);
   const tables: CopyReport["tables"] = [];
@@ -345,7 +346,7 @@ export async function verifyCopy(sqlite: Spool, tx: Tx, o: { batchSize?: number 
  * ids kept, meta's instance_id the SQLite spool's (webhook-ids stay stable), then verify; all in
  * one PostgreSQL transaction. A target with rows is refused (E_USAGE), nothing changed.
  */
-export async function copySqliteToPg(sqlite: Spool, pg: PgSpool, o: CopyOptions = {}): Promise<CopyReport> {
+export async function copySqliteToPg(sqlite: SqliteSpool, pg: PgSpool, o: CopyOptions = {}): Promise<CopyReport> {
   const batchSize = Math.max(1, Math.floor(o.batchSize ?? 1000));
   requireCurrentSchema(sqlite);
   await requirePgSchema(pg);

@@ -1,8 +1,8 @@
 // Destination runtime state on PostgreSQL: the breaker, the pause, the probe and the
 // Retry-After gate, with SQLite's transitions. With several dispatchers, every change locks the
 // destination's row (FOR UPDATE), so two verdicts on one destination apply one after the other.
-import type { DestinationRow, FailureEffect, FailureInput } from "../destinations.ts";
-import { numOrNull, type PgSpool, type Tx } from "./db.ts";
+import { type DestinationRow, type FailureEffect, type FailureInput, closedRow } from "../destinations.ts";
+import { numOrNull, type PgSpool, type Tx, } from "./db.ts";
 import { resolveIssuePg } from "./issues.ts";
 
 /** A destinations row as the store's DestinationRow (numbers where PostgreSQL gives strings). */
@@ -128,4 +128,16 @@ export async function resumeDestinationPg(spool: PgSpool, name: string, now: num
 /** A probe that ended without a verdict: the next probe need not wait for the old probe_until. */
 export async function clearProbePg(tx: Tx, name: string): Promise<void> {
   await tx`UPDATE destinations SET probe_until = NULL WHERE name = ${name} AND state = 'half_open'`;
+}
+
+/** The destination's row; one never seen is closed. */
+export async function destinationStatePg(spool: PgSpool, name: string): Promise<DestinationRow> {
+  const [r] = await spool.sql`SELECT * FROM destinations WHERE name = ${name}`;
+  return r ? destinationRowOf(r) : closedRow(name);
+}
+
+/** Destinations that have batches, with or without a runtime row. */
+export async function destinationNamesPg(spool: PgSpool): Promise<string[]> {
+  const rows = (await spool.sql`SELECT DISTINCT destination AS d FROM batches WHERE destination <> 'quarantine' UNION SELECT name FROM destinations ORDER BY 1`) as { d: string }[];
+  return rows.map((r) => r.d);
 }

@@ -5,15 +5,19 @@
 // (route, key) group and every (source, dedup id) its requests touch, so two intakes never
 // deadlock, never both open a batch for one group (the partial unique index makes that a fact
 // too), and never both accept one dedup id. The locks end with the COMMIT.
+// Quarantine on PostgreSQL: a verified request whose classification failed is kept as a dead
+// batch for the reserved destination quarantine (raw body, allowed headers, URL), with its issue,
+// in one transaction, as on SQLite.
 import { HookspoolError } from "../../errors.ts";
 import { contentHash, type ContentEvent } from "../content.ts";
-import { type EnqueueResult, type EventCopy, eventSize, type NewEvent, type Placed, validateNewEvent } from "../enqueue.ts";
+import { type EnqueueResult, type EventCopy, eventSize, type NewEvent, type Placed, validateNewEvent, type QuarantineInput, quarantineIssue, quarantineRecord } from "../enqueue.ts";
 import { num, type PgSpool, type Tx } from "./db.ts";
 import { journalPg } from "./journal.ts";
 import { notifyWork } from "./wakeups.ts";
 import { testHook } from "../../testhook.ts";
+import type { CommitStep, JobOutcome } from "../group.ts";
 import { advanceMetaTimesPg } from "./meta.ts";
-
+import { raiseIssuePg } from "./issues.ts";
 
 /** The lock names of a set of requests: "g" + route + key per copy, "d" + source + dedup id. */
 function lockNames(jobs: readonly (readonly NewEvent[])[]): { a: string[]; b: string[] } {
@@ -180,7 +184,6 @@ async function finish(tx: Tx, acc: Acc, now: number): Promise<void> {
   if (Number.isFinite(acc.readyAt)) await notifyWork(tx, acc.readyAt);
 }
 
-export type JobOutcome = { ok: EnqueueResult[] } | { error: unknown };
 
 /**
  * One transaction for several requests (each one or more events, all or none of a request's
@@ -253,4 +256,41 @@ export async function enqueueEventsPgTx(tx: Tx, evs: readonly NewEvent[], now: n
   for (const ev of evs) out.push(await enqueueOne(tx, ev, now, acc));
   await finish(tx, acc, now);
   return out;
+}
+
+export async function quarantinePg(spool: PgSpool, q: QuarantineInput, now: number): Promise<{ eventId: number; batchId: number; reason: string }> {
+  const { reason, headers } = quarantineRecord(q);
+  const issue = quarantineIssue(q.source, reason);
+  return spool.sql.begin(async (tx) => {
+    await advanceMetaTimesPg(tx, ["last_enqueue_at"], now);
+    const size = q.raw.length;
+    const [b] = await tx`INSERT INTO batches (route, source, destination, key, state, first_at, last_at, quiet_s, max_s,
+        max_events, max_bytes, count, bytes, sealed_at, last_class, last_error, dead_reason)
+      VALUES (${q.source}, ${q.source}, 'quarantine', 'quarantine', 'dead', ${now}, ${now}, 0, 0, 1, ${Math.max(1, size)}, 1, ${size}, ${now}, 'quarantine', ${reason}, 'quarantined')
+      RETURNING id`;
+    const batchId = num(b.id);
+    const headersText = JSON.stringify(headers);
+    const [e] = await tx`INSERT INTO events (source, route, batch_id, event_type, dedup_id, received_at, payload, raw, headers, size, url, trace)
+      VALUES (${q.source}, ${q.source}, ${batchId}::bigint, '', NULL, ${now}, NULL, ${q.raw}, ${headersText}, ${size}, ${q.url}, ${JSON.stringify({ stage: "quarantined", reason })})
+      RETURNING id`;
+    const eventId = num(e.id);
+    const content: ContentEvent[] = [{ id: eventId, event_type: "", received_at: now, dedup_id: null, payload: null, headers: headersText }];
+    await tx`UPDATE batches SET content_hash = ${contentHash(content)} WHERE id = ${batchId}::bigint`;
+    await journalPg(tx, "event", batchId, now, { event: eventId, detail: { quarantined: reason } });
+    await journalPg(tx, "dead", batchId, now, { detail: { reason: "quarantined" } });
+    await raiseIssuePg(tx, { ...issue, route: q.source, batchId, error: `quarantined: ${reason}`, now });
+    testHook("quarantine.before_commit");
+    return { eventId, batchId, reason };
+  });
+}
+
+/** The group commit's step on PostgreSQL: one transaction, one now (the latest of its requests'), each request at its arrival. */
+export function pgCommitStep(spool: PgSpool): CommitStep {
+  return (group) =>
+    enqueueGroupPg(
+      spool,
+      group.map((j) => j.evs),
+      Math.max(...group.map((j) => j.now)),
+      group.map((j) => j.now),
+    );
 }

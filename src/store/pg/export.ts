@@ -4,8 +4,7 @@
 import { type BatchRow, batchWhere } from "../batches.ts";
 import { EXPORT_PAGE, type ExportFilter, type ExportRecord } from "../export.ts";
 import { numbered, type PgSpool } from "./db.ts";
-import { batchRowOf } from "./queue.ts";
-import { attemptOf, exportEventOf } from "./reads.ts";
+import { batchRowOf, attemptOf, exportEventOf } from "./reads.ts";
 
 export async function* exportBatchesPg(spool: PgSpool, filter: ExportFilter = {}, pageSize = EXPORT_PAGE): AsyncGenerator<ExportRecord> {
   const filtered = batchWhere(filter);

@@ -1,8 +1,8 @@
 // Issues on PostgreSQL: one row per fingerprint, raised, bumped, reopened and resolved with
 // SQLite's rules. The fingerprint's unique index and a row lock make a raise from two
 // processes at once one open issue counted twice, never two issues.
-import type { IssueRow, RaiseIssue } from "../issues.ts";
-import { num, numOrNull, type PgSpool, type Tx } from "./db.ts";
+import { type IssueRow, type RaiseIssue, type IssueState, ISSUE_VERBS } from "../issues.ts";
+import { num, numOrNull, type PgSpool, type Tx, } from "./db.ts";
 
 export function issueRowOf(r: Record<string, unknown>): IssueRow {
   return {
@@ -77,5 +77,28 @@ export async function markAlertedPg(spool: PgSpool, issueId: number, kind: strin
   await spool.sql.begin(async (tx) => {
     await tx`UPDATE issues SET alerted_at = ${now} WHERE id = ${issueId}::bigint`;
     await tx`INSERT INTO alerts (kind, last_at) VALUES (${kind}, ${now}) ON CONFLICT (kind) DO UPDATE SET last_at = excluded.last_at`;
+  });
+}
+
+/** Issues, newest activity first; by default the ones still needing attention. */
+export async function listIssuesPg(spool: PgSpool, f: { state?: IssueState | "all" } = {}): Promise<IssueRow[]> {
+  const rows =
+    f.state === "all"
+      ? await spool.sql`SELECT * FROM issues ORDER BY last_at DESC, id DESC`
+      : f.state
+        ? await spool.sql`SELECT * FROM issues WHERE state = ${f.state} ORDER BY last_at DESC, id DESC`
+        : await spool.sql`SELECT * FROM issues WHERE state IN ('open', 'acked') ORDER BY last_at DESC, id DESC`;
+  return (rows as Record<string, unknown>[]).map(issueRowOf);
+}
+
+/** ack, resolve or ignore an issue, with SQLite's allowed transitions. */
+export async function setIssueStatePg(spool: PgSpool, id: number, verb: keyof typeof ISSUE_VERBS, now: number): Promise<IssueRow | "missing" | "nothing"> {
+  const t = ISSUE_VERBS[verb];
+  return spool.sql.begin(async (tx) => {
+    const [row] = await tx`SELECT * FROM issues WHERE id = ${id}::bigint FOR UPDATE`;
+    if (!row) return "missing" as const;
+    if (!t.from.includes(row.state as IssueState)) return "nothing" as const;
+    const [after] = await tx`UPDATE issues SET state = ${t.to}, last_at = GREATEST(last_at, ${now}) WHERE id = ${id}::bigint RETURNING *`;
+    return issueRowOf(after);
   });
 }

@@ -2,10 +2,10 @@
 // under an advisory lock so two processes starting together never both migrate, with the same
 // version contract as SQLite: a newer schema than this build knows is refused, an older one is
 // migrated only by `hookspool migrate` (or the dispatcher at its start), never silently read.
-import type { ReservedSQL, SQL } from "bun";
 import pg0001 from "../../../migrations/pg/0001_schema.sql" with { type: "text" };
 import pg0002 from "../../../migrations/pg/0002_pacing.sql" with { type: "text" };
 import pg0003 from "../../../migrations/pg/0003_outcomes.sql" with { type: "text" };
+import type { ReservedSQL, SQL } from "bun";
 import { HookspoolError } from "../../errors.ts";
 import type { PgSpool } from "./db.ts";
 

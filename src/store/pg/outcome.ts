@@ -8,9 +8,9 @@ import { factsNeeded, type OutcomeFacts, type OutcomeInput, planOutcome, type Re
 import { clearProbePg, destinationRowOf, liftThrottlePg, pauseDestinationPgTx, recordSuccessPg, recordTransportFailurePg, setRetryAfterPg, throttlePg } from "./destinations.ts";
 import { enqueueEventsPgTx } from "./enqueue.ts";
 import { raiseIssuePg, resolveIssuePg } from "./issues.ts";
-import { markDeadPgTx, markDeliveredPgTx, markRetryPgTx } from "./claims.ts";
+import { markDeadPgTx, markDeliveredPgTx, markRetryPgTx } from "./marks.ts";
 import { testHook } from "../../testhook.ts";
-import { strikeClass } from "../attempts.ts";
+import { strikeClass } from "../sqlite/outcome.ts";
 
 interface PastAttempt {
   id: number;

@@ -1,15 +1,39 @@
 // What the operator's verbs read on PostgreSQL, as SQLite's reads give it (list, show, the ids
 // replay --dead and --delivered take, a quarantine batch's requests, issues), and the issue
 // verbs (ack, resolve, ignore) with SQLite's rules.
-import { type AttemptRow, type BatchRow, batchWhere, type EventListing, type EventPayload, type ListFilter, parseTrace } from "../batches.ts";
+import { type BatchRow, type AttemptRow, batchWhere, type EventListing, type EventPayload, type ListFilter, parseTrace } from "../batches.ts";
+import { num, numOrNull, type PgSpool, numbered } from "./db.ts";
 import type { ExportEvent } from "../export.ts";
 import type { FollowStep } from "../follow.ts";
 import { groupRequests, STORED_REQUESTS, type StoredRequestRow } from "../requests.ts";
-import { type IssueRow, type IssueState, ISSUE_VERBS } from "../issues.ts";
 import { type DeadFilter, deadWhere, type StoredRequest } from "../replay.ts";
-import { num, numbered, numOrNull, type PgSpool } from "./db.ts";
-import { issueRowOf } from "./issues.ts";
-import { batchRowOf } from "./queue.ts";
+
+/** A batches row with SQLite's types: BIGINT columns arrive as strings. */
+export function batchRowOf(r: Record<string, unknown>): BatchRow {
+  return {
+    ...(r as unknown as BatchRow),
+    id: num(r.id),
+    first_at: Number(r.first_at),
+    last_at: Number(r.last_at),
+    quiet_s: Number(r.quiet_s),
+    max_s: Number(r.max_s),
+    max_events: Number(r.max_events),
+    max_bytes: num(r.max_bytes),
+    not_before: numOrNull(r.not_before),
+    count: Number(r.count),
+    bytes: num(r.bytes),
+    sealed_at: numOrNull(r.sealed_at),
+    attempts: Number(r.attempts),
+    next_attempt_at: numOrNull(r.next_attempt_at),
+    lease_until: numOrNull(r.lease_until),
+    delivered_at: numOrNull(r.delivered_at),
+  };
+}
+
+export async function getBatchPg(spool: PgSpool, id: number): Promise<BatchRow | null> {
+  const [r] = await spool.sql`SELECT * FROM batches WHERE id = ${id}::bigint`;
+  return r ? batchRowOf(r) : null;
+}
 
 export function eventListingOf(r: Record<string, unknown>): EventListing {
   return {
@@ -107,29 +131,6 @@ export async function deliveredBatchIdsPg(spool: PgSpool, f: Omit<DeadFilter, "r
 export async function quarantinedRequestsPg(spool: PgSpool, batchId: number): Promise<StoredRequest[]> {
   const rows = (await spool.sql`SELECT id, source, received_at, raw, headers, url FROM events WHERE batch_id = ${batchId}::bigint ORDER BY id`) as Record<string, unknown>[];
   return rows.map((r) => ({ eventId: num(r.id), source: String(r.source), receivedAt: Number(r.received_at), raw: r.raw ? new Uint8Array(r.raw as Uint8Array) : new Uint8Array(), headers: JSON.parse(String(r.headers)), url: (r.url as string | null) ?? null }));
-}
-
-/** Issues, newest activity first; by default the ones still needing attention. */
-export async function listIssuesPg(spool: PgSpool, f: { state?: IssueState | "all" } = {}): Promise<IssueRow[]> {
-  const rows =
-    f.state === "all"
-      ? await spool.sql`SELECT * FROM issues ORDER BY last_at DESC, id DESC`
-      : f.state
-        ? await spool.sql`SELECT * FROM issues WHERE state = ${f.state} ORDER BY last_at DESC, id DESC`
-        : await spool.sql`SELECT * FROM issues WHERE state IN ('open', 'acked') ORDER BY last_at DESC, id DESC`;
-  return (rows as Record<string, unknown>[]).map(issueRowOf);
-}
-
-/** ack, resolve or ignore an issue, with SQLite's allowed transitions. */
-export async function setIssueStatePg(spool: PgSpool, id: number, verb: keyof typeof ISSUE_VERBS, now: number): Promise<IssueRow | "missing" | "nothing"> {
-  const t = ISSUE_VERBS[verb];
-  return spool.sql.begin(async (tx) => {
-    const [row] = await tx`SELECT * FROM issues WHERE id = ${id}::bigint FOR UPDATE`;
-    if (!row) return "missing" as const;
-    if (!t.from.includes(row.state as IssueState)) return "nothing" as const;
-    const [after] = await tx`UPDATE issues SET state = ${t.to}, last_at = GREATEST(last_at, ${now}) WHERE id = ${id}::bigint RETURNING *`;
-    return issueRowOf(after);
-  });
 }
 
 /** The highest event id so far (0 for none): the request sent next makes a higher one. */

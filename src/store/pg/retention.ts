@@ -3,22 +3,16 @@
 // issues, the journal as long as delivered batches, operators' actions as long as attempts;
 // dead batches never) in small transactions of at most `batchSize` rows, each deleting what
 // SKIP LOCKED leaves it, so a pass never waits on a row another transaction holds.
-import { RETENTION_BATCH_SIZE, type RetentionCounts, type RetentionOptions, type RetentionPolicy } from "../retention.ts";
+import { inChunks, RETENTION_BATCH_SIZE, type RetentionCounts, type RetentionOptions, type RetentionPolicy } from "../retention.ts";
 import { num, type PgSpool } from "./db.ts";
 
 const DAY_S = 86_400;
 
-/** Run `step` in transactions until one deletes nothing; yields between them. */
-async function inChunks(spool: PgSpool, step: (tx: PgSpool["sql"]) => Promise<number>): Promise<void> {
-  for (;;) {
-    const n = await spool.sql.begin((tx) => step(tx));
-    if (n === 0) return;
-    await new Promise<void>((resolve) => setImmediate(resolve));
-  }
-}
+/** `step` in transactions until one deletes nothing (inChunks), each SKIP LOCKED, yielding between them. */
+const chunks = (spool: PgSpool, step: (tx: PgSpool["sql"]) => Promise<number>) => inChunks(() => spool.sql.begin((tx) => step(tx)));
 
 async function deleteFinishedBatches(spool: PgSpool, state: "delivered" | "dropped", cutoff: number, size: number, counts: RetentionCounts): Promise<void> {
-  await inChunks(spool, async (tx) => {
+  await chunks(spool, async (tx) => {
     let budget = size;
     const rows = (await tx`SELECT id FROM batches WHERE state = ${state} AND delivered_at < ${cutoff} ORDER BY delivered_at, id LIMIT ${size} FOR UPDATE SKIP LOCKED`) as { id: string }[];
     for (const r of rows) {
@@ -49,7 +43,7 @@ export async function runRetentionPg(spool: PgSpool, policy: RetentionPolicy, no
   await deleteFinishedBatches(spool, "delivered", now - policy.deliveredDays * DAY_S, size, counts);
   await deleteFinishedBatches(spool, "dropped", now - policy.droppedDays * DAY_S, size, counts);
   const attemptsCutoff = now - policy.attemptsDays * DAY_S;
-  await inChunks(spool, async (tx) => {
+  await chunks(spool, async (tx) => {
     const n = (await tx`DELETE FROM attempts WHERE id IN (SELECT id FROM attempts WHERE started_at < ${attemptsCutoff} AND finished_at IS NOT NULL ORDER BY started_at, id LIMIT ${size} FOR UPDATE SKIP LOCKED)`).count;
     counts.attempts += n;
     return n;
@@ -59,30 +53,20 @@ export async function runRetentionPg(spool: PgSpool, policy: RetentionPolicy, no
     const window = policy.dedupWindowS(source);
     if (!Number.isFinite(window)) continue;
     const cutoff = now - window;
-    await inChunks(spool, async (tx) => {
+    await chunks(spool, async (tx) => {
       const n = (await tx`DELETE FROM dedup WHERE (source, dedup_id) IN (SELECT source, dedup_id FROM dedup WHERE source = ${source} AND seen_at < ${cutoff} ORDER BY seen_at LIMIT ${size} FOR UPDATE SKIP LOCKED)`).count;
       counts.dedup += n;
       return n;
     });
   }
   const issuesCutoff = now - policy.issuesDays * DAY_S;
-  await inChunks(spool, async (tx) => {
+  await chunks(spool, async (tx) => {
     const n = (await tx`DELETE FROM issues WHERE id IN (SELECT id FROM issues WHERE state IN ('resolved', 'ignored') AND last_at < ${issuesCutoff} ORDER BY last_at, id LIMIT ${size} FOR UPDATE SKIP LOCKED)`).count;
     counts.issues += n;
     return n;
   });
   const journalCutoff = now - policy.deliveredDays * DAY_S;
-  await inChunks(spool, async (tx) => (await tx`DELETE FROM journal WHERE id IN (SELECT id FROM journal WHERE at < ${journalCutoff} ORDER BY id LIMIT ${size} FOR UPDATE SKIP LOCKED)`).count);
-  await inChunks(spool, async (tx) => (await tx`DELETE FROM actions WHERE id IN (SELECT id FROM actions WHERE at < ${attemptsCutoff} ORDER BY id LIMIT ${size} FOR UPDATE SKIP LOCKED)`).count);
+  await chunks(spool, async (tx) => (await tx`DELETE FROM journal WHERE id IN (SELECT id FROM journal WHERE at < ${journalCutoff} ORDER BY id LIMIT ${size} FOR UPDATE SKIP LOCKED)`).count);
+  await chunks(spool, async (tx) => (await tx`DELETE FROM actions WHERE id IN (SELECT id FROM actions WHERE at < ${attemptsCutoff} ORDER BY id LIMIT ${size} FOR UPDATE SKIP LOCKED)`).count);
   return counts;
-}
-
-/** When the last retention pass ran (any dispatcher's), so a restart or a new leader keeps the hour. */
-export async function lastRetentionPg(spool: PgSpool): Promise<number | null> {
-  const [r] = await spool.sql`SELECT value FROM meta WHERE key = 'last_retention_at'`;
-  return r ? Number(r.value) : null;
-}
-
-export async function noteRetentionPassPg(spool: PgSpool, now: number): Promise<void> {
-  await spool.sql`INSERT INTO meta (key, value) VALUES ('last_retention_at', ${String(now)}) ON CONFLICT (key) DO UPDATE SET value = excluded.value`;
 }

@@ -34,12 +34,6 @@ export async function leasedCountsPg(spool: PgSpool): Promise<Map<string, number
   return new Map(rows.map((r) => [r.destination, r.n]));
 }
 
-/** Destinations that have batches, with or without a runtime row. */
-export async function destinationNamesPg(spool: PgSpool): Promise<string[]> {
-  const rows = (await spool.sql`SELECT DISTINCT destination AS d FROM batches WHERE destination <> 'quarantine' UNION SELECT name FROM destinations ORDER BY 1`) as { d: string }[];
-  return rows.map((r) => r.d);
-}
-
 /** The poll schedule, with the state of each instance's last tick batch. */
 export async function pollRowsPg(spool: PgSpool): Promise<PollRow[]> {
   const rows = (await spool.sql`SELECT p.*, b.state AS last_batch_state FROM polls p LEFT JOIN batches b ON b.id = p.last_batch_id ORDER BY p.instance`) as Record<string, unknown>[];
@@ -56,40 +50,10 @@ export async function pollRowsPg(spool: PgSpool): Promise<PollRow[]> {
   }));
 }
 
-/** Every numeric fact of meta, by key (status reads several; one query). */
-export async function metaNumbersPg(spool: PgSpool): Promise<Map<string, number>> {
-  const rows = (await spool.sql`SELECT key, value FROM meta`) as { key: string; value: string }[];
-  const out = new Map<string, number>();
-  for (const r of rows) {
-    const n = Number(r.value);
-    if (r.value !== "" && Number.isFinite(n)) out.set(r.key, n);
-  }
-  return out;
-}
-
 /** The database's size on disk, in bytes (what the spool costs the server). */
 export async function databaseBytesPg(spool: PgSpool): Promise<number> {
   const [r] = await spool.sql`SELECT pg_database_size(current_database())::bigint AS n`;
   return num(r.n);
-}
-
-/** One numeric fact of meta; a value that is not a number is none. */
-export async function metaNumberPg(spool: PgSpool, key: string): Promise<number | null> {
-  const [r] = await spool.sql`SELECT value FROM meta WHERE key = ${key}`;
-  const n = r ? Number(r.value) : Number.NaN;
-  return r && r.value !== "" && Number.isFinite(n) ? n : null;
-}
-
-/** When maintenance first saw a source's liveness expectation (recorded as `now` the first time; two leaders agree on the first). */
-export async function expectationSincePg(spool: PgSpool, source: string, now: number): Promise<number> {
-  const key = `source:${source}:expected_since`;
-  await spool.sql`INSERT INTO meta (key, value) VALUES (${key}, ${String(now)}) ON CONFLICT (key) DO NOTHING`;
-  return (await metaNumberPg(spool, key)) ?? now;
-}
-
-/** A tiny write that proves the database takes writes (the intake's /healthz probe). */
-export async function probeWritePg(spool: PgSpool, now: number): Promise<void> {
-  await spool.sql`INSERT INTO meta (key, value) VALUES ('write_probe_at', ${String(now)}) ON CONFLICT (key) DO UPDATE SET value = excluded.value`;
 }
 
 /** Attempts started since `since`, per destination, outcome and class (the metrics). */

@@ -5,92 +5,23 @@
 // (the holder of the maintenance lock) leads the poll clock and the chores.
 import type { AlertStore, DispatchStore, IntakeStore, MaintenanceStore, OperatorStore } from "../api.ts";
 import { dropBatchesPg, excludeEventsPg, replayBatchPg, resendDeliveredPg, retryNowPg, splitBatchPg } from "./operator.ts";
-import { pauseDestinationPg, resumeDestinationPg } from "./destinations.ts";
-import { destinationNamesPg, expectationSincePg, metaNumberPg, pollRowsPg } from "./stats.ts";
-import { batchAttemptsPg, batchEventsPg, batchPayloadsPg, deadBatchIdsPg, deliveredBatchIdsPg, followEventPg, listBatchesPg, listIssuesPg, newestEventIdPg, quarantinedRequestsPg, setIssueStatePg, spooledDedupIdsPg, storedRequestsPg } from "./reads.ts";
+import { pauseDestinationPg, resumeDestinationPg, destinationNamesPg, halfOpenIfCooledPg, destinationStatePg } from "./destinations.ts";
+import { expectationSincePg, metaNumberPg, effectiveNowPg, forgetDispatcherPg, writeHeartbeatPg, instanceIdPg } from "./meta.ts";
+import { pollRowsPg } from "./stats.ts";
+import { batchAttemptsPg, batchEventsPg, batchPayloadsPg, deadBatchIdsPg, deliveredBatchIdsPg, followEventPg, listBatchesPg, newestEventIdPg, quarantinedRequestsPg, spooledDedupIdsPg, storedRequestsPg, getBatchPg } from "./reads.ts";
+import { listIssuesPg, setIssueStatePg, alertSlotFreePg, getIssueByFingerprintPg, issuesToAlertPg, markAlertedPg, raiseIssuePg, resolveIssuePg } from "./issues.ts";
 import type { EnqueueResult, NewEvent } from "../enqueue.ts";
-import { GROUP_LIMITS, type GroupJob, type GroupLimits, takeGroup } from "../group.ts";
-import { claimPg, candidatesPg, rateWindowPg, resumePointPg, recoverExpiredPg, sealReadyPg } from "./claims.ts";
+import { GroupCommit } from "../group.ts";
+import { claimPg, candidatesPg, rateWindowPg, resumePointPg, recoverExpiredPg, sealReadyPg, anyReadyNowPg, nextReadyAtPg, redueConfigRetriesPg } from "./queue.ts";
 import type { PgSpool } from "./db.ts";
-import { halfOpenIfCooledPg } from "./destinations.ts";
-import { batchContentPg, enqueueGroupPg } from "./enqueue.ts";
-import { effectiveNowPg, forgetDispatcherPg, writeHeartbeatPg } from "./heartbeat.ts";
-import { alertSlotFreePg, getIssueByFingerprintPg, issuesToAlertPg, markAlertedPg, raiseIssuePg, resolveIssuePg } from "./issues.ts";
+import { batchContentPg, pgCommitStep, quarantinePg } from "./enqueue.ts";
 import { MaintenanceLock } from "./leader.ts";
 import { recordOutcomesPg } from "./outcome.ts";
 import { awaitedDeliveryPg, overdueOutcomesPg, reportOutcomePg } from "./awaiting.ts";
 import { budgetSpendsPg, releaseBudgetPg } from "./budgets.ts";
 import { stepPollPg } from "./polls.ts";
-import { quarantinePg } from "./quarantine.ts";
-import { abandonAttemptPg, anyReadyNowPg, destinationStatePg, getBatchPg, instanceIdPg, nextReadyAtPg, redueConfigRetriesPg } from "./queue.ts";
+import { abandonAttemptPg } from "./marks.ts";
 import { listenForWork } from "./wakeups.ts";
-
-/**
- * Group commit on PostgreSQL: while one transaction is in flight, the requests that arrive wait
- * and then share the next one (each in a savepoint of its own). Every caller's promise settles
- * after the COMMIT holding its rows; a failed COMMIT rejects every caller in it.
- */
-export class PgGroupCommit {
-  private pending: GroupJob[] = [];
-  private inFlight = 0;
-  private scheduled = false;
-  readonly stats = { commits: 0, events: 0 };
-
-  constructor(
-    private readonly spool: PgSpool,
-    /** Transactions in flight at once (each holds a pooled connection). */
-    private readonly parallel = 2,
-    private readonly limits: GroupLimits = GROUP_LIMITS,
-  ) {}
-
-  enqueueAll(evs: readonly NewEvent[], now: number): Promise<EnqueueResult[]> {
-    return new Promise((resolve, reject) => {
-      const bytes = evs.reduce((n, ev) => n + ev.payload.length + (ev.raw?.length ?? 0), 0);
-      this.pending.push({ evs, now, bytes, resolve, reject });
-      this.schedule();
-    });
-  }
-
-  private schedule(): void {
-    if (this.scheduled || this.inFlight >= this.parallel || this.pending.length === 0) return;
-    this.scheduled = true;
-    // After this turn's other requests have been read and verified: they join this commit.
-    setImmediate(() => {
-      this.scheduled = false;
-      void this.commit(this.take());
-    });
-  }
-
-  private take(): GroupJob[] {
-    return takeGroup(this.pending, this.limits);
-  }
-
-  private async commit(group: GroupJob[]): Promise<void> {
-    this.inFlight++;
-    try {
-      // One now for the transaction: the latest of its requests' (each was read at its arrival).
-      const now = Math.max(...group.map((j) => j.now));
-      const outcomes = await enqueueGroupPg(
-        this.spool,
-        group.map((j) => j.evs),
-        now,
-        group.map((j) => j.now),
-      );
-      this.stats.commits++;
-      this.stats.events += group.reduce((n, j) => n + j.evs.length, 0);
-      group.forEach((job, i) => {
-        const o = outcomes[i];
-        if ("ok" in o) job.resolve(o.ok);
-        else job.reject(o.error);
-      });
-    } catch (e) {
-      for (const job of group) job.reject(e);
-    } finally {
-      this.inFlight--;
-      this.schedule();
-    }
-  }
-}
 
 function pgIssues(spool: PgSpool) {
   return {
@@ -117,8 +48,9 @@ export function pgMaintenanceStore(spool: PgSpool): MaintenanceStore {
   };
 }
 
-export function pgIntakeStore(spool: PgSpool): IntakeStore & { group: PgGroupCommit } {
-  const group = new PgGroupCommit(spool);
+export function pgIntakeStore(spool: PgSpool): IntakeStore & { group: GroupCommit } {
+  // Two transactions in flight at once, each on a pooled connection.
+  const group = new GroupCommit(pgCommitStep(spool), { parallel: 2 });
   return {
     backend: "postgres",
     group,

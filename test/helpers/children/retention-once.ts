@@ -1,8 +1,9 @@
 // Child process for crash tests: one retention pass over the spool at argv[2] at time argv[3]
 // with batchSize argv[4] and the default policy, then print the counts.
 // HOOKSPOOL_TEST_HOOK=retention.before_commit kills it inside its first transaction.
-import { openSpool } from "../../../src/store/db.ts";
-import { DEFAULT_DEDUP_WINDOW_S, runRetention } from "../../../src/store/retention.ts";
+import { openSpool } from "../../../src/store/sqlite/db.ts";
+import { DEFAULT_DEDUP_WINDOW_S } from "../../../src/store/retention.ts";
+import { runRetention } from "../../../src/store/sqlite/retention.ts";
 
 const spool = openSpool(process.argv[2]);
 const counts = await runRetention(

@@ -8,19 +8,19 @@
 import { afterAll, afterEach, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { recordAction } from "../../../src/store/actions.ts";
-import { openSpool, type Spool } from "../../../src/store/db.ts";
-import { pauseDestination, recordTransportFailureTx } from "../../../src/store/destinations.ts";
-import { dropBatches } from "../../../src/store/drop.ts";
-import { enqueue, quarantine } from "../../../src/store/enqueue.ts";
-import { markAlerted, raiseIssue } from "../../../src/store/issues.ts";
-import { acquireLock } from "../../../src/store/lock.ts";
-import { markDead, markDelivered, markRetry } from "../../../src/store/marks.ts";
-import { instanceId } from "../../../src/store/meta.ts";
-import { stepPoll } from "../../../src/store/polls.ts";
-import { claimBatch, sealReady } from "../../../src/store/queue.ts";
-import { splitBatch } from "../../../src/store/split.ts";
-import { claimPg } from "../../../src/store/pg/claims.ts";
+import { recordAction } from "../../../src/store/sqlite/actions.ts";
+import { openSpool, type SqliteSpool } from "../../../src/store/sqlite/db.ts";
+import { pauseDestination, recordTransportFailureTx } from "../../../src/store/sqlite/destinations.ts";
+import { dropBatches } from "../../../src/store/sqlite/operator.ts";
+import { enqueue, quarantine } from "../../../src/store/sqlite/enqueue.ts";
+import { markAlerted, raiseIssue } from "../../../src/store/sqlite/issues.ts";
+import { acquireLock } from "../../../src/store/sqlite/lock.ts";
+import { markDead, markDelivered, markRetry } from "../../../src/store/sqlite/marks.ts";
+import { instanceId } from "../../../src/store/sqlite/meta.ts";
+import { stepPoll } from "../../../src/store/sqlite/polls.ts";
+import { claimBatch, sealReady } from "../../../src/store/sqlite/queue.ts";
+import { splitBatch } from "../../../src/store/sqlite/operator.ts";
+import { claimPg } from "../../../src/store/pg/queue.ts";
 import { COPY_TABLES, copySqliteToPg, verifyCopy } from "../../../src/store/pg/copy.ts";
 import { PgSpool } from "../../../src/store/pg/db.ts";
 import { enqueuePg } from "../../../src/store/pg/enqueue.ts";
@@ -48,7 +48,7 @@ const RAW = new Uint8Array([0x7b, 0x00, 0xff, 0xfe, 0x80, 0x7d]);
  * alert, a poll clock, an operator's action, and the journal they all wrote (its newest rows
  * pruned, so SQLite's AUTOINCREMENT has given ids the table no longer holds).
  */
-function populate(lite: Spool): { openBatch: number } {
+function populate(lite: SqliteSpool): { openBatch: number } {
   const one = { max_events: 1 };
   const claim = (id: number, now: number) => {
     const c = claimBatch(lite, { batchId: id, destination: "http:d", now, leaseUntil: now + 60, host: "h", pid: 1, deliveryId: (a, n) => `${a}-${n}` });
@@ -139,14 +139,14 @@ describe.skipIf(!PG_BIN)("migrate-store: SQLite to PostgreSQL", () => {
     return { pg, database };
   }
 
-  function source(): { lite: Spool; path: string; openBatch: number } {
+  function source(): { lite: SqliteSpool; path: string; openBatch: number } {
     const { spool: lite, path } = freshSpool();
     open.push(lite);
     return { lite, path, ...populate(lite) };
   }
 
   /** Every row of a table on both sides, ordered by its key (bytewise on both), normalized. */
-  async function rows(lite: Spool, pg: PgSpool, table: string): Promise<{ lite: unknown[]; pg: unknown[] }> {
+  async function rows(lite: SqliteSpool, pg: PgSpool, table: string): Promise<{ lite: unknown[]; pg: unknown[] }> {
     const types = new Map(((await pg.sql`SELECT column_name, udt_name FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = ${table}`) as { column_name: string; udt_name: string }[]).map((c) => [c.column_name, c.udt_name]));
     const where = table === "meta" ? "WHERE key <> 'schema_version'" : "";
     const order = ORDER[table].split(", ");
@@ -167,7 +167,7 @@ describe.skipIf(!PG_BIN)("migrate-store: SQLite to PostgreSQL", () => {
     return out;
   }
 
-  const maxOf = (lite: Spool, sql: string) => Number((lite.db.query(sql).get() as { m: number | null }).m ?? 0);
+  const maxOf = (lite: SqliteSpool, sql: string) => Number((lite.db.query(sql).get() as { m: number | null }).m ?? 0);
 
   test("every table arrives row for row, ids, raw bytes and instance id kept; new rows take ids past the copied ones and join the copied open batch", async () => {
     const { lite, openBatch } = source();

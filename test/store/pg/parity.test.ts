@@ -3,34 +3,36 @@
 // figures (status counts, dead reasons, oldest pending, leases). Skipped, saying so, without
 // PostgreSQL.
 import { afterAll, afterEach, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
-import { claimBatch } from "../../../src/store/queue.ts";
-import type { Spool } from "../../../src/store/db.ts";
-import { type FailureInput, destinationRows, halfOpenIfCooled, pauseDestination, recordSuccessTx, recordTransportFailureTx, resumeDestination, setRetryAfterTx } from "../../../src/store/destinations.ts";
-import { enqueue, quarantine } from "../../../src/store/enqueue.ts";
-import { alertSlotFree, issuesToAlert, listIssues, markAlerted, raiseIssue, resolveIssue } from "../../../src/store/issues.ts";
-import { markDead } from "../../../src/store/marks.ts";
-import { recordOutcomes } from "../../../src/store/outcome.ts";
+import { claimBatch } from "../../../src/store/sqlite/queue.ts";
+import type { SqliteSpool } from "../../../src/store/sqlite/db.ts";
+import type { FailureInput } from "../../../src/store/destinations.ts";
+import { destinationRows, halfOpenIfCooled, pauseDestination, recordSuccessTx, recordTransportFailureTx, resumeDestination, setRetryAfterTx } from "../../../src/store/sqlite/destinations.ts";
+import { enqueue, quarantine } from "../../../src/store/sqlite/enqueue.ts";
+import { alertSlotFree, issuesToAlert, listIssues, markAlerted, raiseIssue, resolveIssue } from "../../../src/store/sqlite/issues.ts";
+import { markDead } from "../../../src/store/sqlite/marks.ts";
+import { recordOutcomes } from "../../../src/store/sqlite/outcome.ts";
 import { recordOutcomesPg } from "../../../src/store/pg/outcome.ts";
 import { dropBatchesPg, excludeEventsPg, replayBatchPg, resendDeliveredPg, retryNowPg, splitBatchPg } from "../../../src/store/pg/operator.ts";
-import { replayBatch, resendDelivered, retryNow } from "../../../src/store/replay.ts";
-import { dropBatches } from "../../../src/store/drop.ts";
-import { runRetention } from "../../../src/store/retention.ts";
+import { replayBatch, resendDelivered, retryNow } from "../../../src/store/sqlite/operator.ts";
+import { dropBatches } from "../../../src/store/sqlite/operator.ts";
+import { runRetention } from "../../../src/store/sqlite/retention.ts";
 import { runRetentionPg } from "../../../src/store/pg/retention.ts";
-import { exportBatches } from "../../../src/store/export.ts";
+import { exportBatches } from "../../../src/store/sqlite/export.ts";
 import { exportBatchesPg } from "../../../src/store/pg/export.ts";
-import { stepPoll } from "../../../src/store/polls.ts";
+import { stepPoll } from "../../../src/store/sqlite/polls.ts";
 import { stepPollPg } from "../../../src/store/pg/polls.ts";
-import { excludeEvents, splitBatch } from "../../../src/store/split.ts";
+import { excludeEvents, splitBatch } from "../../../src/store/sqlite/operator.ts";
 import { outcome } from "../../../src/delivery.ts";
 import type { NewEvent } from "../../../src/store/enqueue.ts";
-import { countBatches, deadByReason, leasedCounts, oldestPending } from "../../../src/store/stats.ts";
-import { claimPg, markDeadPg } from "../../../src/store/pg/claims.ts";
+import { countBatches, deadByReason, leasedCounts, oldestPending } from "../../../src/store/sqlite/stats.ts";
+import { claimPg } from "../../../src/store/pg/queue.ts";
+import { markDeadPg } from "../../../src/store/pg/marks.ts";
 import { PgSpool } from "../../../src/store/pg/db.ts";
 import { destinationRowsPg, halfOpenIfCooledPg, pauseDestinationPg, recordSuccessPg, recordTransportFailurePg, resumeDestinationPg, setRetryAfterPg } from "../../../src/store/pg/destinations.ts";
 import { enqueuePg } from "../../../src/store/pg/enqueue.ts";
 import { alertSlotFreePg, getIssueByFingerprintPg, issuesToAlertPg, markAlertedPg, openIssueCountPg, raiseIssuePg, resolveIssuePg } from "../../../src/store/pg/issues.ts";
 import { migratePg } from "../../../src/store/pg/migrate.ts";
-import { quarantinePg } from "../../../src/store/pg/quarantine.ts";
+import { quarantinePg } from "../../../src/store/pg/enqueue.ts";
 import { countBatchesPg, deadByReasonPg, leasedCountsPg, oldestPendingPg } from "../../../src/store/pg/stats.ts";
 import { PG_BIN, PG_SKIP_MESSAGE, type PgServer, startPostgres } from "../../helpers/pg.ts";
 import { copy, ev, freshSpool, T0 } from "../../helpers/spool.ts";
@@ -54,7 +56,7 @@ function claimed<T>(c: T | null | "gated" | undefined): T {
 describe.skipIf(!PG_BIN)("PostgreSQL and SQLite agree", () => {
   let server: PgServer;
   let pg: PgSpool;
-  let lite: Spool;
+  let lite: SqliteSpool;
   let n = 0;
 
   beforeAll(async () => {

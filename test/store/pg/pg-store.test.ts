@@ -3,19 +3,20 @@
 // under concurrent intakes, content hashes identical to SQLite's, claims that deliver only the
 // head of each (route, key) group with two dispatchers racing, fenced marks, lease recovery,
 // and one maintenance holder at a time. Skipped, saying so, when PostgreSQL is not installed.
-import { sealReady as sealReadySqlite } from "../../../src/store/queue.ts";
+import { sealReady as sealReadySqlite } from "../../../src/store/sqlite/queue.ts";
 import { contentHash } from "../../../src/store/content.ts";
 import { afterAll, afterEach, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
-import { enqueue as enqueueSqlite } from "../../../src/store/enqueue.ts";
+import { enqueue as enqueueSqlite } from "../../../src/store/sqlite/enqueue.ts";
 import type { EnqueueResult, NewEvent } from "../../../src/store/enqueue.ts";
 import { PgSpool } from "../../../src/store/pg/db.ts";
 import { enqueueGroupPg, enqueuePg } from "../../../src/store/pg/enqueue.ts";
 import type { Claim } from "../../../src/store/queue.ts";
-import { candidatesPg, claimPg, markDeliveredPg, markRetryPg, recoverExpiredPg, sealReadyPg } from "../../../src/store/pg/claims.ts";
+import { candidatesPg, claimPg, recoverExpiredPg, sealReadyPg } from "../../../src/store/pg/queue.ts";
+import { markDeliveredPg, markRetryPg } from "../../../src/store/pg/marks.ts";
 import { MaintenanceLock, maintenanceHolder } from "../../../src/store/pg/leader.ts";
 import { journalAfterPg, PG_CURSOR_START } from "../../../src/store/pg/journal.ts";
 import { listenForWork, notifyWork } from "../../../src/store/pg/wakeups.ts";
-import { dispatchersPg, effectiveNowPg, forgetDispatcherPg, writeHeartbeatPg } from "../../../src/store/pg/heartbeat.ts";
+import { dispatchersPg, effectiveNowPg, forgetDispatcherPg, writeHeartbeatPg } from "../../../src/store/pg/meta.ts";
 import { HEARTBEAT_STALE_S } from "../../../src/obs/status.ts";
 import { migratePg, PG_LATEST_SCHEMA, pgSchemaVersion, requirePgSchema } from "../../../src/store/pg/migrate.ts";
 import { join } from "node:path";

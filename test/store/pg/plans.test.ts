@@ -2,7 +2,7 @@
 // in order, each head checked against batches_queue, stopping at its limit; never a scan or a
 // sort of the backlog. Skipped, saying so, without PostgreSQL.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { candidatesPg, candidatesPlansPg } from "../../../src/store/pg/claims.ts";
+import { candidatesPg, candidatesPlansPg } from "../../../src/store/pg/queue.ts";
 import { PgSpool } from "../../../src/store/pg/db.ts";
 import { migratePg } from "../../../src/store/pg/migrate.ts";
 import { PG_BIN, PG_SKIP_MESSAGE, type PgServer, startPostgres } from "../../helpers/pg.ts";

@@ -1,7 +1,7 @@
 // What the source kit reads back after each request it sends, and the one switch it throws:
 // refusing every write on a connection, the way a full disk refuses them, so it can see the
 // intake answer 503 without filling a disk.
-import { prepared, type Spool } from "./db.ts";
+import { prepared, type SqliteSpool } from "./db.ts";
 
 export interface StoredEvent {
   key: string;
@@ -18,28 +18,28 @@ export interface QuarantinedEvent {
   last_error: string | null;
 }
 
-export function eventCount(spool: Spool): number {
+export function eventCount(spool: SqliteSpool): number {
   return (prepared<{ n: number }>(spool.db, "SELECT COUNT(*) AS n FROM events").get() as { n: number }).n;
 }
 
 /** The newest event routed to a destination (not quarantined), with its batch's key. */
-export function newestEvent(spool: Spool): StoredEvent | null {
+export function newestEvent(spool: SqliteSpool): StoredEvent | null {
   return prepared<StoredEvent>(
     spool.db,
     "SELECT b.key, e.event_type, e.headers, e.dedup_id, CAST(e.payload AS TEXT) AS payload FROM events e JOIN batches b ON b.id = e.batch_id WHERE b.destination <> 'quarantine' ORDER BY e.id DESC LIMIT 1",
   ).get();
 }
 
-export function newestQuarantined(spool: Spool): QuarantinedEvent | null {
+export function newestQuarantined(spool: SqliteSpool): QuarantinedEvent | null {
   return prepared<QuarantinedEvent>(spool.db, "SELECT e.headers, e.raw, b.state, b.last_error FROM events e JOIN batches b ON b.id = e.batch_id WHERE b.destination = 'quarantine' ORDER BY e.id DESC LIMIT 1").get();
 }
 
-export function openIssueCount(spool: Spool, fingerprint: string): number {
+export function openIssueCount(spool: SqliteSpool, fingerprint: string): number {
   return (prepared<{ n: number }>(spool.db, "SELECT COUNT(*) AS n FROM issues WHERE fingerprint = ? AND state = 'open'").get(fingerprint) as { n: number }).n;
 }
 
 /** The first table and column any of whose values holds `needle`, or null. */
-export function findText(spool: Spool, needle: string): { table: string; column: string } | null {
+export function findText(spool: SqliteSpool, needle: string): { table: string; column: string } | null {
   const tables = spool.db.query("SELECT name FROM sqlite_master WHERE type = 'table'").all() as { name: string }[];
   const decoder = new TextDecoder();
   for (const { name } of tables) {
@@ -54,6 +54,6 @@ export function findText(spool: Spool, needle: string): { table: string; column:
 }
 
 /** Refuse (or allow again) every write on this connection: SQLite answers SQLITE_READONLY. */
-export function refuseWrites(spool: Spool, refuse: boolean): void {
+export function refuseWrites(spool: SqliteSpool, refuse: boolean): void {
   spool.db.run(`PRAGMA query_only = ${refuse ? 1 : 0}`);
 }

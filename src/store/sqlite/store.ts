@@ -1,37 +1,27 @@
 // The services' store on SQLite: each method is the synchronous operation of its module, its
 // value handed back as a settled promise. One host: the dispatcher holds dispatch.lock, so it
 // always leads, and at its start every lease is a dead process's.
-import type { AlertStore, DispatchStore, IntakeStore, MaintenanceStore, OperatorStore } from "./api.ts";
-import { batchAttempts, batchEvents, batchPayloads, listBatches } from "./batches.ts";
-import { destinationNames, pauseDestination, resumeDestination } from "./destinations.ts";
-import { dropBatches } from "./drop.ts";
-import { listIssues, setIssueState } from "./issues.ts";
-import { deadBatchIds, deliveredBatchIds, quarantinedRequests, replayBatch, resendDelivered, retryNow } from "./replay.ts";
-import { excludeEvents, splitBatch } from "./split.ts";
-import { followEvent, newestEventId } from "./follow.ts";
-import { spooledDedupIds } from "./dedup.ts";
-import { storedRequests } from "./requests.ts";
-import { redueConfigRetries } from "./attempts.ts";
-import { getBatch } from "./batches.ts";
-import { batchContent } from "./content.ts";
-import type { Spool } from "./db.ts";
-import { destinationState, halfOpenIfCooled } from "./destinations.ts";
-import { quarantine } from "./enqueue.ts";
-import { GroupCommit } from "./group.ts";
-import { alertSlotFree, getIssueByFingerprint, issuesToAlert, markAlerted, raiseIssue, resolveIssue } from "./issues.ts";
+import type { AlertStore, DispatchStore, IntakeStore, MaintenanceStore, OperatorStore } from "../api.ts";
+import { batchAttempts, batchEvents, batchPayloads, listBatches, deadBatchIds, deliveredBatchIds, quarantinedRequests, followEvent, newestEventId, spooledDedupIds, storedRequests, getBatch } from "./reads.ts";
+import { destinationNames, pauseDestination, resumeDestination, destinationState, halfOpenIfCooled } from "./destinations.ts";
+import { dropBatches, replayBatch, resendDelivered, retryNow, excludeEvents, splitBatch } from "./operator.ts";
+import { listIssues, setIssueState, alertSlotFree, getIssueByFingerprint, issuesToAlert, markAlerted, raiseIssue, resolveIssue } from "./issues.ts";
+import { redueConfigRetries, anyReadyNow, candidates, claimBatches, nextReadyAt, resumePoint, rateWindow, recoverLeases, sealReady } from "./queue.ts";
+import { batchContent, quarantine } from "./enqueue.ts";
+import type { SqliteSpool } from "./db.ts";
+import { GroupCommit, type GroupLimits } from "../group.ts";
+import { sqliteCommitStep } from "./enqueue.ts";
 import { abandonAttempt } from "./marks.ts";
-import { effectiveNow, expectationSince, getMetaNumber, instanceId, writeHeartbeat } from "./meta.ts";
+import { effectiveNow, expectationSince, getMetaNumber, instanceId, writeHeartbeat, dataVersion } from "./meta.ts";
 import { pollRows } from "./stats.ts";
 import { recordOutcomes } from "./outcome.ts";
 import { stepPoll } from "./polls.ts";
-import { anyReadyNow, candidates, claimBatches, nextReadyAt, resumePoint, rateWindow, recoverLeases, sealReady } from "./queue.ts";
-import { dataVersion } from "./meta.ts";
 import { awaitedDelivery, overdueOutcomes, ReportGroup } from "./awaiting.ts";
-import type { ReportInput } from "./awaiting-plan.ts";
+import type { ReportInput } from "../awaiting-plan.ts";
 import { budgetSpends, releaseBudget } from "./budgets.ts";
 
 /** Awaited outcomes; reports that arrive together share one commit (ReportGroup). */
-function sqliteOutcomes(spool: Spool) {
+function sqliteOutcomes(spool: SqliteSpool) {
   const group = new ReportGroup(spool);
   return {
     awaitedDelivery: async (id: string) => awaitedDelivery(spool, id),
@@ -43,14 +33,14 @@ function sqliteOutcomes(spool: Spool) {
 export const WATCH_MS = 25;
 
 /** Issues written at once, in their own transaction. */
-export function sqliteIssues(spool: Spool) {
+export function sqliteIssues(spool: SqliteSpool) {
   return {
     raiseIssue: (r: Parameters<typeof raiseIssue>[1]) => void raiseIssue(spool, r),
     resolveIssue: (fingerprint: string, now: number) => void resolveIssue(spool, fingerprint, now),
   };
 }
 
-export function sqliteAlertStore(spool: Spool): AlertStore {
+export function sqliteAlertStore(spool: SqliteSpool): AlertStore {
   return {
     issuesToAlert: async () => issuesToAlert(spool),
     alertSlotFree: async (kind, now, rateLimitS) => alertSlotFree(spool, kind, now, rateLimitS),
@@ -58,7 +48,7 @@ export function sqliteAlertStore(spool: Spool): AlertStore {
   };
 }
 
-export function sqliteMaintenanceStore(spool: Spool): MaintenanceStore {
+export function sqliteMaintenanceStore(spool: SqliteSpool): MaintenanceStore {
   return {
     ...sqliteIssues(spool),
     expectationSince: async (source, now) => expectationSince(spool, source, now),
@@ -68,7 +58,12 @@ export function sqliteMaintenanceStore(spool: Spool): MaintenanceStore {
   };
 }
 
-export function sqliteIntakeStore(spool: Spool, group = new GroupCommit(spool)): IntakeStore & { group: GroupCommit } {
+/** The intake's group commit on SQLite (tests and the bench build their own with other limits). */
+export function sqliteGroupCommit(spool: SqliteSpool, limits?: GroupLimits): GroupCommit {
+  return new GroupCommit(sqliteCommitStep(spool), { limits });
+}
+
+export function sqliteIntakeStore(spool: SqliteSpool, group = sqliteGroupCommit(spool)): IntakeStore & { group: GroupCommit } {
   return {
     backend: "sqlite",
     group,
@@ -84,7 +79,7 @@ export function sqliteIntakeStore(spool: Spool, group = new GroupCommit(spool)):
  * their commits and is read from shared memory, so it is looked at every few milliseconds and
  * the spool is asked only when it moved.
  */
-export function watchWrites(spool: Spool, onWrite: () => void, onError: (e: unknown) => void, everyMs = WATCH_MS): () => void {
+export function watchWrites(spool: SqliteSpool, onWrite: () => void, onError: (e: unknown) => void, everyMs = WATCH_MS): () => void {
   // Read now, before the dispatcher's first tick, so a commit after that tick is never missed.
   let last = read();
   function read(): number | null {
@@ -105,7 +100,7 @@ export function watchWrites(spool: Spool, onWrite: () => void, onError: (e: unkn
   return () => clearInterval(timer);
 }
 
-export function sqliteDispatchStore(spool: Spool): DispatchStore {
+export function sqliteDispatchStore(spool: SqliteSpool): DispatchStore {
   return {
     backend: "sqlite",
     instanceId: instanceId(spool),
@@ -138,7 +133,7 @@ export function sqliteDispatchStore(spool: Spool): DispatchStore {
 }
 
 /** The operator's verbs on a SQLite spool; close() closes it. */
-export function sqliteOperatorStore(spool: Spool): OperatorStore {
+export function sqliteOperatorStore(spool: SqliteSpool): OperatorStore {
   return {
     backend: "sqlite",
     ...sqliteIssues(spool),

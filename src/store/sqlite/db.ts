@@ -8,19 +8,19 @@
 //   a sender or the mark of a delivery follows its COMMIT. Where another store operation must
 //   compose it inside its own transaction there is a `...Tx` twin taking the connection.
 // - A read is one statement (in WAL mode each statement sees one consistent snapshot) taking
-//   the Spool; it never waits for a writer.
+//   the SqliteSpool; it never waits for a writer.
 // - Every statement is prepared once per connection and reused (`prepared`).
 //
 // This file opens the spool: file modes, pragmas and the schema-version gate.
 import { Database, type SQLQueryBindings, type Statement } from "bun:sqlite";
 import { chmodSync, closeSync, existsSync, mkdirSync, openSync } from "node:fs";
 import { dirname } from "node:path";
-import { type Clock, systemClock } from "../clock.ts";
-import { HookspoolError } from "../errors.ts";
-import { LATEST_SCHEMA } from "./migrations.ts";
+import { type Clock, systemClock } from "../../clock.ts";
+import { HookspoolError } from "../../errors.ts";
+import { LATEST_SCHEMA } from "./migrate.ts";
 
 /** An open spool: one connection, the clock its writes use. */
-export interface Spool {
+export interface SqliteSpool {
   readonly db: Database;
   readonly path: string;
   readonly clock: Clock;
@@ -39,7 +39,7 @@ export interface OpenOptions {
  * Open the spool at `path` with its pragmas: busy_timeout, journal_mode = WAL (an error where
  * the filesystem cannot do it), synchronous = FULL and foreign_keys = ON.
  */
-export function openSpool(path: string, opts: OpenOptions = {}): Spool {
+export function openSpool(path: string, opts: OpenOptions = {}): SqliteSpool {
   const create = opts.create ?? false;
   if (!existsSync(path)) {
     if (!create) {
@@ -139,7 +139,7 @@ export function closeConnection(db: Database): void {
 }
 
 /** PRAGMA user_version, which mirrors meta.schema_version. */
-export function schemaVersion(spool: Spool): number {
+export function schemaVersion(spool: SqliteSpool): number {
   const db = spool.db;
   return prepared<{ user_version: number }, []>(db, "PRAGMA user_version").get()?.user_version ?? 0;
 }
@@ -149,7 +149,7 @@ export function schemaVersion(spool: Spool): number {
  * newer means a downgrade, which is not supported. Commands other than migrate and dispatch
  * call this instead of migrating.
  */
-export function requireCurrentSchema(spool: Spool): void {
+export function requireCurrentSchema(spool: SqliteSpool): void {
   const v = schemaVersion(spool);
   if (v < LATEST_SCHEMA) {
     throw new HookspoolError("E_SCHEMA", `${spool.path} has schema ${v}, this hookspool needs ${LATEST_SCHEMA}`, {
@@ -189,8 +189,8 @@ export class CorruptSpool extends HookspoolError {
  * Open the spool and run quick_check: a corrupt file is a CorruptSpool (exit 2), never moved
  * aside or started afresh. The dispatcher and `hookspool check` open a spool this way.
  */
-export function openVerified(path: string, opts: OpenOptions = {}): Spool {
-  let spool: Spool;
+export function openVerified(path: string, opts: OpenOptions = {}): SqliteSpool {
+  let spool: SqliteSpool;
   try {
     spool = openSpool(path, opts);
   } catch (e) {
@@ -214,7 +214,7 @@ export function openVerified(path: string, opts: OpenOptions = {}): Spool {
  * file was last read through. Best effort: a spool not yet migrated, or one that refuses the
  * write, keeps no record and loses nothing.
  */
-export function noteIntegrityCheck(spool: Spool): void {
+export function noteIntegrityCheck(spool: SqliteSpool): void {
   try {
     spool.db.run("INSERT INTO meta (key, value) VALUES ('integrity_checked_at', ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value", [String(spool.clock.now())]);
   } catch {
@@ -223,7 +223,7 @@ export function noteIntegrityCheck(spool: Spool): void {
 }
 
 /** PRAGMA quick_check: "ok" or the first problems found. */
-export function quickCheck(spool: Spool): string[] {
+export function quickCheck(spool: SqliteSpool): string[] {
   const db = spool.db;
   const rows = prepared<{ quick_check: string }, []>(db, "PRAGMA quick_check").all();
   const lines = rows.map((r) => r.quick_check);

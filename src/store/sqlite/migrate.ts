@@ -1,9 +1,21 @@
 // Applying schema migrations: in order, one BEGIN IMMEDIATE each, mirrored in user_version.
+// The schema migrations, embedded in the binary as text, so the one binary can migrate a spool
+// with nothing installed beside it.
+import m0001 from "../../../migrations/0001_v2.sql" with { type: "text" };
+import m0002 from "../../../migrations/0002_unwrap.sql" with { type: "text" };
+import m0003 from "../../../migrations/0003_polls.sql" with { type: "text" };
+import m0004 from "../../../migrations/0004_quarantine.sql" with { type: "text" };
+import m0005 from "../../../migrations/0005_ready_index.sql" with { type: "text" };
+import m0006 from "../../../migrations/0006_dead_reason.sql" with { type: "text" };
+import m0007 from "../../../migrations/0007_trace.sql" with { type: "text" };
+import m0008 from "../../../migrations/0008_journal.sql" with { type: "text" };
+import m0009 from "../../../migrations/0009_actions.sql" with { type: "text" };
+import m0010 from "../../../migrations/0010_pacing.sql" with { type: "text" };
+import m0011 from "../../../migrations/0011_outcomes.sql" with { type: "text" };
 import { randomBytes } from "node:crypto";
-import { HookspoolError } from "../errors.ts";
-import { type Spool, schemaVersion } from "./db.ts";
+import { HookspoolError } from "../../errors.ts";
+import { type SqliteSpool, schemaVersion } from "./db.ts";
 import { getMetaTx, setMetaTx } from "./meta.ts";
-import { LATEST_SCHEMA, MIGRATIONS, type Migration } from "./migrations.ts";
 
 export interface MigrateResult {
   from: number;
@@ -20,7 +32,7 @@ export function pendingMigrations(version: number): Migration[] {
  * Apply every pending migration. The caller holds dispatch.lock (only the dispatcher at
  * startup and hookspool migrate apply them). With dryRun nothing is written.
  */
-export function migrate(spool: Spool, opts: { dryRun?: boolean } = {}): MigrateResult {
+export function migrate(spool: SqliteSpool, opts: { dryRun?: boolean } = {}): MigrateResult {
   const from = schemaVersion(spool);
   if (from > LATEST_SCHEMA) {
     throw new HookspoolError("E_SCHEMA", `${spool.path} has schema ${from}, newer than this hookspool (${LATEST_SCHEMA})`, {
@@ -55,3 +67,29 @@ export function migrate(spool: Spool, opts: { dryRun?: boolean } = {}): MigrateR
   }
   return { from, to: schemaVersion(spool), applied: pending.map((m) => m.name) };
 }
+
+export interface Migration {
+  version: number;
+  name: string;
+  sql: string;
+  /** It rebuilds a table other tables reference: foreign_keys is off around it, and checked before it commits. */
+  rebuilds?: boolean;
+}
+
+/** Every migration, in the order they apply. */
+export const MIGRATIONS: readonly Migration[] = [
+  { version: 1, name: "0001_v2", sql: m0001 },
+  { version: 2, name: "0002_unwrap", sql: m0002 },
+  { version: 3, name: "0003_polls", sql: m0003 },
+  { version: 4, name: "0004_quarantine", sql: m0004 },
+  { version: 5, name: "0005_ready_index", sql: m0005 },
+  { version: 6, name: "0006_dead_reason", sql: m0006 },
+  { version: 7, name: "0007_trace", sql: m0007 },
+  { version: 8, name: "0008_journal", sql: m0008 },
+  { version: 9, name: "0009_actions", sql: m0009 },
+  { version: 10, name: "0010_pacing", sql: m0010 },
+  { version: 11, name: "0011_outcomes", sql: m0011, rebuilds: true },
+];
+
+/** The schema version this build writes and expects. */
+export const LATEST_SCHEMA = MIGRATIONS[MIGRATIONS.length - 1].version;

@@ -1,13 +1,16 @@
 // dispatch.lock: an exclusive flock(2) through bun:ffi, held by the dispatcher and by migrate.
 import { dlopen, FFIType } from "bun:ffi";
 import { closeSync, openSync } from "node:fs";
-import { HookspoolError } from "../errors.ts";
+import { HookspoolError } from "../../errors.ts";
 
 const LOCK_EX = 2;
+
 const LOCK_NB = 4;
+
 const LOCK_UN = 8;
 
 type Libc = { flock(fd: number, op: number): number };
+
 let libc: Libc | null = null;
 
 function loadLibc(): Libc {

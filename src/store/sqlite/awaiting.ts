@@ -3,29 +3,36 @@
 // outcome's attempt row, the batch's mark fenced on `awaiting`, the journal step, the issues),
 // and the awaiting batches whose outcome is overdue.
 import type { Database } from "bun:sqlite";
-import { transportStrikesTx } from "./attempts.ts";
-import { AGENT_CLASS, type AwaitedDelivery, type AwaitingFacts, type AwaitingPlan, planAwaiting, type ReportInput, type Reported, reportedOf, settles } from "./awaiting-plan.ts";
-import { eachInSavepoint, prepared, type Spool } from "./db.ts";
+import { transportStrikesTx } from "./outcome.ts";
+import { AGENT_CLASS, type AwaitedDelivery, type AwaitingFacts, type AwaitingPlan, planAwaiting, type ReportInput, type Reported, reportedOf, settles, type OverdueOutcome } from "../awaiting-plan.ts";
+import { eachInSavepoint, prepared, type SqliteSpool } from "./db.ts";
 import { raiseIssueTx, resolveIssueTx } from "./issues.ts";
 import { journalTx } from "./journal.ts";
-import { scrubError } from "./marks.ts";
+import { scrubError } from "../marks.ts";
 
 // The delivery's accepted attempt: the newest of class "await" with this webhook-id.
 const ACCEPTED = `SELECT a.id, a.batch_id, a.finished_at, b.state, b.destination, b.route, b.attempts
   FROM attempts a JOIN batches b ON b.id = a.batch_id
   WHERE a.delivery_id = ? AND a.klass = 'await' ORDER BY a.id DESC LIMIT 1`;
+
 const NEWEST_ACCEPTED = "SELECT MAX(id) AS id FROM attempts WHERE batch_id = ? AND klass = 'await'";
+
 const ATTEMPT_ROWS = "SELECT COUNT(*) AS n FROM attempts WHERE batch_id = ?";
+
 const INSERT_OUTCOME = `INSERT INTO attempts (batch_id, n, destination, started_at, finished_at, outcome, klass, error, duration_ms, counted, delivery_id, answer)
   VALUES ($batch, $n, $destination, $now, $now, $outcome, '${AGENT_CLASS}', $error, $duration, $counted, $delivery, $answer)`;
+
 const DELIVERED = `UPDATE batches SET state = 'delivered', delivered_at = $now, result = $result, next_attempt_at = NULL,
     attempts = attempts + $counted, last_class = NULL, last_error = NULL
   WHERE id = $id AND state = 'awaiting'`;
+
 const RETRY = `UPDATE batches SET state = 'retry', next_attempt_at = $next, attempts = attempts + 1, last_class = '${AGENT_CLASS}', last_error = $error
   WHERE id = $id AND state = 'awaiting'`;
+
 const DEAD = `UPDATE batches SET state = 'dead', next_attempt_at = NULL, attempts = attempts + $counted, last_class = $klass,
     last_error = $error, dead_reason = $reason
   WHERE id = $id AND state = 'awaiting'`;
+
 const OVERDUE = `SELECT b.id AS batchId, b.destination,
     (SELECT a.delivery_id FROM attempts a WHERE a.batch_id = b.id AND a.klass = 'await' ORDER BY a.id DESC LIMIT 1) AS deliveryId
   FROM batches b INDEXED BY batches_awaiting WHERE b.state = 'awaiting' AND b.next_attempt_at <= $now ORDER BY b.next_attempt_at LIMIT $limit`;
@@ -38,13 +45,6 @@ interface AcceptedRow {
   destination: string;
   route: string;
   attempts: number;
-}
-
-/** An awaiting batch whose outcome is overdue, and the delivery it awaits. */
-export interface OverdueOutcome {
-  batchId: number;
-  destination: string;
-  deliveryId: string | null;
 }
 
 function acceptedTx(db: Database, deliveryId: string): AcceptedRow | null {
@@ -60,7 +60,7 @@ const IN_FLIGHT = `SELECT a.batch_id, b.state, b.destination FROM attempts a JOI
   WHERE a.delivery_id = ? AND a.finished_at IS NULL ORDER BY a.id DESC LIMIT 1`;
 
 /** Where `deliveryId` points, or null when no delivery of ours has it. */
-export function awaitedDelivery(spool: Spool, deliveryId: string): AwaitedDelivery | null {
+export function awaitedDelivery(spool: SqliteSpool, deliveryId: string): AwaitedDelivery | null {
   const f = prepared<{ batch_id: number; state: string; destination: string }, [string]>(spool.db, IN_FLIGHT).get(deliveryId);
   if (f) return { batchId: f.batch_id, destination: f.destination, state: f.state, awaiting: false, inFlight: true };
   const a = acceptedTx(spool.db, deliveryId);
@@ -137,7 +137,7 @@ function reportOutcomeTx(db: Database, r: ReportInput): Reported {
 export class ReportGroup {
   private queue: { r: ReportInput; resolve: (v: Reported) => void; reject: (e: unknown) => void }[] = [];
 
-  constructor(private readonly spool: Spool) {}
+  constructor(private readonly spool: SqliteSpool) {}
 
   report(r: ReportInput): Promise<Reported> {
     return new Promise((resolve, reject) => {
@@ -161,11 +161,11 @@ export class ReportGroup {
 }
 
 /** Awaiting batches whose outcome is overdue at `now`, the most overdue first, at most `limit`. */
-export function overdueOutcomes(spool: Spool, now: number, limit: number): OverdueOutcome[] {
+export function overdueOutcomes(spool: SqliteSpool, now: number, limit: number): OverdueOutcome[] {
   return prepared<OverdueOutcome, Record<string, number>>(spool.db, OVERDUE).all({ now, limit });
 }
 
 /** The query plan of the overdue read (held to its index by the plans test). */
-export function overduePlan(spool: Spool): string[] {
+export function overduePlan(spool: SqliteSpool): string[] {
   return (spool.db.query(`EXPLAIN QUERY PLAN ${OVERDUE}`).all({ now: 0, limit: 1 } as never) as { detail: string }[]).map((r) => r.detail);
 }

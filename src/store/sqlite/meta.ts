@@ -1,12 +1,13 @@
 // The meta table: small facts, the heartbeat and the clock guard now_eff.
 import type { Database } from "bun:sqlite";
-import { prepared, type Spool } from "./db.ts";
+import { prepared, type SqliteSpool } from "./db.ts";
 
 const GET = "SELECT value FROM meta WHERE key = ?";
+
 const SET = "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value";
 
 /** A meta key's value, or null. */
-export function getMeta(spool: Spool, key: string): string | null {
+export function getMeta(spool: SqliteSpool, key: string): string | null {
   return getMetaTx(spool.db, key);
 }
 
@@ -19,7 +20,7 @@ export function setMetaTx(db: Database, key: string, value: string | number): vo
   prepared(db, SET).run(key, String(value));
 }
 
-export function getMetaNumber(spool: Spool, key: string): number | null {
+export function getMetaNumber(spool: SqliteSpool, key: string): number | null {
   return getMetaNumberTx(spool.db, key);
 }
 
@@ -31,7 +32,7 @@ export function getMetaNumberTx(db: Database, key: string): number | null {
 }
 
 /** The instance id minted by the first migration; part of every outbound webhook-id. */
-export function instanceId(spool: Spool): string {
+export function instanceId(spool: SqliteSpool): string {
   const id = getMetaTx(spool.db, "instance_id");
   if (!id) throw new Error("meta.instance_id is missing: the spool was not migrated");
   return id;
@@ -41,7 +42,7 @@ export function instanceId(spool: Spool): string {
  * now_eff = max(wall clock, meta.last_tick_at). A backwards step of the wall clock
  * makes the dispatcher's time stand still; no stored fact is ever rewritten to follow it.
  */
-export function effectiveNow(spool: Spool): number {
+export function effectiveNow(spool: SqliteSpool): number {
   const wall = spool.clock.now();
   const lastTick = getMetaNumberTx(spool.db, "last_tick_at") ?? 0;
   return Math.max(wall, lastTick);
@@ -51,7 +52,7 @@ export function effectiveNow(spool: Spool): number {
  * The dispatcher's heartbeat: pid, heartbeat time and last_tick_at in one transaction, and
  * (JSON) the failures it caught since it started, so /metrics can show them from another process.
  */
-export function writeHeartbeat(spool: Spool, nowEff: number, pid: number, caughtErrors?: string): void {
+export function writeHeartbeat(spool: SqliteSpool, nowEff: number, pid: number, caughtErrors?: string): void {
   spool.db
     .transaction(() => {
       setMetaTx(spool.db, "dispatcher_heartbeat_at", spool.clock.now());
@@ -63,12 +64,12 @@ export function writeHeartbeat(spool: Spool, nowEff: number, pid: number, caught
 }
 
 /** A tiny write that proves the spool takes writes (the /healthz probe). */
-export function probeWrite(spool: Spool, now: number): void {
+export function probeWrite(spool: SqliteSpool, now: number): void {
   spool.db.transaction(() => setMetaTx(spool.db, "write_probe_at", now)).immediate();
 }
 
 /** The hourly retention pass ran at `now` (maintenance decides from this when the next is due). */
-export function noteRetentionPass(spool: Spool, now: number): void {
+export function noteRetentionPass(spool: SqliteSpool, now: number): void {
   setMetaTx(spool.db, "last_retention_at", now);
 }
 
@@ -76,7 +77,7 @@ export function noteRetentionPass(spool: Spool, now: number): void {
  * When maintenance first saw a liveness expectation for a source that has sent nothing yet:
  * silence is counted from then. Returns that time (now, when it was not known before).
  */
-export function expectationSince(spool: Spool, source: string, now: number): number {
+export function expectationSince(spool: SqliteSpool, source: string, now: number): number {
   const key = `source:${source}:expected_since`;
   const known = getMetaNumberTx(spool.db, key);
   if (known !== null) return known;
@@ -88,6 +89,6 @@ export function expectationSince(spool: Spool, source: string, now: number): num
  * SQLite's count of commits by other connections to this database (PRAGMA data_version): it
  * moves when another process wrote, and reading it costs no disk I/O.
  */
-export function dataVersion(spool: Spool): number {
+export function dataVersion(spool: SqliteSpool): number {
   return (spool.db.query("PRAGMA data_version").get() as { data_version: number }).data_version;
 }

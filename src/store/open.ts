@@ -1,0 +1,128 @@
+// The one place that chooses a backend. A config names SQLite's spool.db under the home (the
+// default) or a PostgreSQL database several hosts share; `openStores` opens it once for one
+// process and hands out the roles of api.ts over that one handle, so a caller never asks which
+// backend it is on. How it opens depends on who asks:
+// - "dispatch" (dispatch, run): the one service that migrates. SQLite takes dispatch.lock first
+//   (held: exit 3), refuses a corrupt file (exit 2) and migrates; PostgreSQL reaches the server
+//   and migrates under the database's own lock (two dispatchers starting together apply once).
+// - "intake" and "operator": never migrate; another schema version is exit 2 ("run hookspool
+//   migrate"). The intake's SQLite connection has the intake's busy timeout (10 s, then 503).
+import { randomBytes } from "node:crypto";
+import type { Clock } from "../clock.ts";
+import { pgUrl } from "../config/backend.ts";
+import type { Env } from "../config/load.ts";
+import type { Config } from "../config/types.ts";
+import type { Backend, DispatchStore, IntakeStore, OperatorStore } from "./api.ts";
+import { PgSpool } from "./pg/db.ts";
+import { migratePg, requirePgSchema } from "./pg/migrate.ts";
+import { pgDispatchStore, pgIntakeStore, pgOperatorStore } from "./pg/store.ts";
+import { openSpool, openVerified, requireCurrentSchema, type SqliteSpool } from "./sqlite/db.ts";
+import { acquireLock, type FileLock } from "./sqlite/lock.ts";
+import { migrate } from "./sqlite/migrate.ts";
+import { sqliteDispatchStore, sqliteIntakeStore, sqliteOperatorStore } from "./sqlite/store.ts";
+
+/** Who opens the store: only "dispatch" migrates (and, on SQLite, holds dispatch.lock). */
+export type OpenMode = "dispatch" | "intake" | "operator";
+
+export interface OpenOptions {
+  mode: OpenMode;
+  /** The home's spool.db and dispatch.lock (SQLite). */
+  paths: { spoolFile: string; lock: string };
+  env: Env;
+  clock: Clock;
+  /** SQLite's busy_timeout for this process's connection (default 30 s; the intake's is its own). */
+  busyTimeoutS?: number;
+}
+
+/** One process's store: the roles of api.ts over one opened database. */
+export interface Stores {
+  readonly backend: Backend;
+  intake(): IntakeStore;
+  /** `holder` names this dispatcher where leadership shows (host:pid). */
+  dispatch(holder: string): Promise<DispatchStore>;
+  operator(): OperatorStore;
+  /** Close the database (and, on SQLite, let dispatch.lock go). */
+  close(): Promise<void>;
+}
+
+export const isPostgres = (config: Config): boolean => config.spool.backend === "postgres";
+
+/** Which backend a config names. */
+export const backendOf = (config: Config): Backend => (isPostgres(config) ? "postgres" : "sqlite");
+
+/** A pool on the config's PostgreSQL database (spool.pool connections at most). */
+export function openPgPool(config: Config, env: Env): PgSpool {
+  return new PgSpool({ url: pgUrl(config, env) }, { max: config.spool.pool });
+}
+
+export async function openStores(config: Config, o: OpenOptions): Promise<Stores> {
+  return isPostgres(config) ? openPostgres(config, o) : openSqlite(o);
+}
+
+async function openPostgres(config: Config, o: OpenOptions): Promise<Stores> {
+  const pg = openPgPool(config, o.env);
+  try {
+    await pg.ping();
+    if (o.mode === "dispatch") await migratePg(pg, randomBytes(6).toString("hex"));
+    else await requirePgSchema(pg);
+  } catch (e) {
+    await pg.close();
+    throw e;
+  }
+  return {
+    backend: "postgres",
+    intake: () => pgIntakeStore(pg),
+    dispatch: (holder) => pgDispatchStore(pg, holder),
+    operator: () => pgOperatorStore(pg),
+    close: () => pg.close(),
+  };
+}
+
+function openSqlite(o: OpenOptions): Stores {
+  const spool = o.mode === "dispatch" ? openForDispatch(o) : openExistingSqlite(o);
+  return sqliteStores(spool.spool, () => {
+    spool.spool.close();
+    spool.lock?.release();
+  });
+}
+
+/** The roles over an open SQLite spool (tests that hold a spool of their own build them here too). */
+export function sqliteStores(spool: SqliteSpool, close: () => void = () => spool.close()): Stores {
+  return {
+    backend: "sqlite",
+    intake: () => sqliteIntakeStore(spool),
+    dispatch: async () => sqliteDispatchStore(spool),
+    // The operator's close is the process's: the verbs end by closing what they opened.
+    operator: () => ({ ...sqliteOperatorStore(spool), close: async () => close() }),
+    close: async () => close(),
+  };
+}
+
+function openExistingSqlite(o: OpenOptions): { spool: SqliteSpool; lock?: FileLock } {
+  const spool = openSpool(o.paths.spoolFile, { create: false, busyTimeoutS: o.busyTimeoutS ?? 30, clock: o.clock });
+  try {
+    requireCurrentSchema(spool);
+  } catch (e) {
+    spool.close();
+    throw e;
+  }
+  return { spool };
+}
+
+/** dispatch.lock (held: exit 3), then the verified file (corrupt: exit 2), then migrations. */
+function openForDispatch(o: OpenOptions): { spool: SqliteSpool; lock: FileLock } {
+  const lock = acquireLock(o.paths.lock, "another dispatcher (or hookspool migrate)");
+  try {
+    const spool = openVerified(o.paths.spoolFile, { create: true, busyTimeoutS: o.busyTimeoutS ?? 30, clock: o.clock });
+    try {
+      migrate(spool);
+    } catch (e) {
+      spool.close();
+      throw e;
+    }
+    return { spool, lock };
+  } catch (e) {
+    lock.release();
+    throw e;
+  }
+}

@@ -1,0 +1,226 @@
+// TODO header
+import type { Database } from "bun:sqlite";
+import { prepared, type SqliteSpool } from "./db.ts";
+import { journalTx } from "./journal.ts";
+import { testHook } from "../../testhook.ts";
+import type { CommitStep, JobOutcome } from "../group.ts";
+import { contentHash, type ContentEvent } from "../content.ts";
+import { raiseIssueTx, resolveDeadIssuesTx, resolveIssueTx } from "./issues.ts";
+import { setMetaTx } from "./meta.ts";
+import { replayDeadTx } from "./operator.ts";
+import { eventSize, type Placed, type EventCopy, type EnqueueResult, validateNewEvent, quarantineIssue, type NewEvent, quarantineRecord, type QuarantineInput } from "../enqueue.ts";
+
+const SEAL = `UPDATE batches SET state = 'sealed', sealed_at = $now, content_hash = $hash
+  WHERE id = $id AND state = 'open'`;
+
+/** Seal an open batch: its content freezes and content_hash is set. */
+export function sealBatchTx(db: Database, batchId: number, now: number): boolean {
+  const hash = computeContentHashTx(db, batchId);
+  const sealed = prepared(db, SEAL).run({ id: batchId, now, hash }).changes === 1;
+  if (sealed) journalTx(db, "sealed", batchId, now);
+  return sealed;
+}
+
+const CONTENT = `SELECT id, event_type, received_at, dedup_id, payload, headers, trace FROM events
+  WHERE batch_id = ? AND excluded_at IS NULL ORDER BY id`;
+
+/** The events a document carries, in events.id order (commit order), excluded ones omitted. */
+export function batchContent(spool: SqliteSpool, batchId: number): ContentEvent[] {
+  return batchContentTx(spool.db, batchId);
+}
+
+export function batchContentTx(db: Database, batchId: number): ContentEvent[] {
+  return prepared<ContentEvent, [number]>(db, CONTENT).all(batchId);
+}
+
+export function computeContentHashTx(db: Database, batchId: number): string {
+  return contentHash(batchContentTx(db, batchId));
+}
+
+const Q = {
+  findDedup: "SELECT event_id, seen_at, dup_count FROM dedup WHERE source = ? AND dedup_id = ?",
+  dedupTarget: "SELECT b.id AS batch_id, b.state, b.destination FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.id = ?",
+  bumpDedup: "UPDATE dedup SET dup_count = dup_count + 1 WHERE source = ? AND dedup_id = ?",
+  putDedup: `INSERT INTO dedup (source, dedup_id, event_id, seen_at, dup_count) VALUES ($source, $dedup, $event, $now, $dups)
+    ON CONFLICT (source, dedup_id) DO UPDATE SET event_id = excluded.event_id, seen_at = excluded.seen_at, dup_count = excluded.dup_count`,
+  findOpen: "SELECT id, count, bytes, max_bytes FROM batches WHERE route = ? AND key = ? AND state = 'open'",
+  openBatch: `INSERT INTO batches (route, source, destination, key, state, first_at, last_at, quiet_s, max_s, max_events, max_bytes)
+    VALUES ($route, $source, $destination, $key, 'open', $now, $now, $quiet, $max, $events, $bytes)`,
+  joinBatch: `UPDATE batches SET count = count + 1, bytes = bytes + $size, last_at = MAX(last_at, $now)
+    WHERE id = $id RETURNING count, bytes, max_events, max_bytes`,
+  insertEvent: `INSERT INTO events (source, route, batch_id, event_type, dedup_id, received_at, payload, raw, headers, size, trace)
+    VALUES ($source, $route, $batch, $type, $dedup, $now, $payload, $raw, $headers, $size, $trace)`,
+} as const;
+
+/** The join rule for one copy, in the five numbered steps below. */
+function placeCopy(db: Database, ev: NewEvent, copy: EventCopy, size: number, now: number): Placed {
+  // 1. the open batch of the group (at most one; the schema enforces it)
+  let open = prepared<{ id: number; count: number; bytes: number; max_bytes: number }, [string, string]>(db, Q.findOpen).get(copy.route, ev.key);
+  // 2. pre-join seal: keep max_bytes a true bound
+  if (open && open.bytes + size > open.max_bytes && open.count >= 1) {
+    sealBatchTx(db, open.id, now);
+    open = null;
+  }
+  // 4. else open a new batch with the route's window copied in
+  const batchId = open
+    ? open.id
+    : Number(
+        prepared(db, Q.openBatch).run({
+          route: copy.route,
+          source: ev.source,
+          destination: copy.destination,
+          key: ev.key,
+          now,
+          quiet: copy.window.quiet_s,
+          max: copy.window.max_s,
+          events: copy.window.max_events,
+          bytes: copy.window.max_bytes,
+        }).lastInsertRowid,
+      );
+  // 3. append the event
+  const eventId = Number(
+    prepared(db, Q.insertEvent).run({
+      source: ev.source,
+      route: copy.route,
+      batch: batchId,
+      type: ev.eventType,
+      dedup: ev.dedupId,
+      now,
+      payload: ev.payload,
+      raw: ev.raw,
+      headers: JSON.stringify(ev.headers),
+      size,
+      trace: copy.trace === undefined ? null : JSON.stringify(copy.trace),
+    }).lastInsertRowid,
+  );
+  const after = prepared<{ count: number; bytes: number; max_events: number; max_bytes: number }, Record<string, number>>(db, Q.joinBatch).get({ id: batchId, size, now });
+  journalTx(db, "event", batchId, now, { event: eventId, detail: { type: ev.eventType, route: copy.route } });
+  // 5. seal on size in the same transaction, so the bound holds with the dispatcher down
+  let sealed = false;
+  if (after && (after.count >= after.max_events || after.bytes >= after.max_bytes)) sealed = sealBatchTx(db, batchId, now);
+  return { eventId, batchId, route: copy.route, destination: copy.destination, tee: copy.tee, sealed };
+}
+
+/** Enqueue inside the caller's transaction (script emits, reclassify, group commit). */
+export function enqueueTx(db: Database, ev: NewEvent, now: number): EnqueueResult {
+  validateNewEvent(ev);
+  let dupCount = 0;
+  let requeued = false;
+  if (ev.dedupId !== null) {
+    const seen = prepared<{ event_id: number; seen_at: number; dup_count: number }, [string, string]>(db, Q.findDedup).get(ev.source, ev.dedupId);
+    if (seen && now - seen.seen_at < ev.dedupWindowS) {
+      const target = prepared<{ batch_id: number; state: string; destination: string }, [number]>(db, Q.dedupTarget).get(seen.event_id);
+      if (target?.state === "dead" && replayDeadTx(db, target.batch_id, now)) {
+        // A redelivery of a dead batch's event is the operator asking for a retry.
+        prepared(db, Q.bumpDedup).run(ev.source, ev.dedupId);
+        resolveDeadIssuesTx(db, target.destination, now);
+        return { status: "replayed", eventId: seen.event_id, batchId: target.batch_id };
+      }
+      if (target?.state !== "dropped") {
+        prepared(db, Q.bumpDedup).run(ev.source, ev.dedupId);
+        return { status: "duplicate", eventId: seen.event_id };
+      }
+      // dropped: the operator discarded it; enqueue anew and re-point the row.
+      dupCount = seen.dup_count + 1;
+      requeued = true;
+    }
+  }
+  // Only a new event is news: a duplicate (or a redelivery that replays a dead batch) changes
+  // nothing else, so it neither refreshes the last enqueue nor the source's liveness.
+  setMetaTx(db, "last_enqueue_at", now);
+  setMetaTx(db, `source:${ev.source}:last_event_at`, now);
+  const size = eventSize(ev, now);
+  const placed: Placed[] = [];
+  ev.copies.forEach((copy, i) => {
+    placed.push(placeCopy(db, ev, copy, size, now));
+    testHook(`enqueue.after_copy.${i}`);
+  });
+  if (ev.dedupId !== null) {
+    prepared(db, Q.putDedup).run({ source: ev.source, dedup: ev.dedupId, event: placed[0].eventId, now, dups: dupCount });
+  }
+  return requeued ? { status: "queued", placed, requeued } : { status: "queued", placed };
+}
+
+/** Enqueue one event with every copy in one BEGIN IMMEDIATE transaction. */
+export function enqueue(spool: SqliteSpool, ev: NewEvent, now: number = spool.clock.now()): EnqueueResult {
+  return spool.db
+    .transaction(() => {
+      const r = enqueueTx(spool.db, ev, now);
+      testHook("enqueue.before_commit");
+      return r;
+    })
+    .immediate();
+}
+
+const QUARANTINE_BATCH = `INSERT INTO batches (route, source, destination, key, state, first_at, last_at, quiet_s, max_s,
+    max_events, max_bytes, count, bytes, sealed_at, last_class, last_error, dead_reason)
+  VALUES ($source, $source, 'quarantine', 'quarantine', 'dead', $now, $now, 0, 0, 1, $bytes, 1, $size, $now, 'quarantine', $error, 'quarantined')`;
+
+const QUARANTINE_EVENT = `INSERT INTO events (source, route, batch_id, event_type, dedup_id, received_at, payload, raw, headers, size, url, trace)
+  VALUES ($source, $source, $batch, '', NULL, $now, NULL, $raw, $headers, $size, $url, $trace)`;
+
+export function quarantine(spool: SqliteSpool, q: QuarantineInput, now: number = spool.clock.now()): { eventId: number; batchId: number; reason: string } {
+  const { reason, headers } = quarantineRecord(q);
+  const issue = quarantineIssue(q.source, reason);
+  return spool.db
+    .transaction(() => {
+      const db = spool.db;
+      setMetaTx(db, "last_enqueue_at", now);
+      const size = q.raw.length;
+      const batchId = Number(prepared(db, QUARANTINE_BATCH).run({ source: q.source, now, bytes: Math.max(1, size), size, error: reason }).lastInsertRowid);
+      const eventId = Number(
+        prepared(db, QUARANTINE_EVENT).run({ source: q.source, batch: batchId, now, raw: q.raw, headers: JSON.stringify(headers), size, url: q.url, trace: JSON.stringify({ stage: "quarantined", reason }) }).lastInsertRowid,
+      );
+      prepared(db, "UPDATE batches SET content_hash = ? WHERE id = ?").run(contentHash(batchContentTx(db, batchId)), batchId);
+      // What watch shows: a request came, and its batch is dead at once, quarantined.
+      journalTx(db, "event", batchId, now, { event: eventId, detail: { quarantined: reason } });
+      journalTx(db, "dead", batchId, now, { detail: { reason: "quarantined" } });
+      raiseIssueTx(db, { ...issue, route: q.source, batchId, error: `quarantined: ${reason}`, now });
+      testHook("quarantine.before_commit");
+      return { eventId, batchId, reason };
+    })
+    .immediate();
+}
+
+const QUARANTINED_LEFT = "SELECT last_error FROM batches WHERE destination = 'quarantine' AND state = 'dead' AND source = ?";
+
+/** Resolve a source's quarantine issues that no dead quarantine batch keeps open any more. */
+export function resolveQuarantineIssuesTx(db: Database, source: string, now: number): void {
+  const left = prepared<{ last_error: string | null }, [string]>(db, QUARANTINED_LEFT).all(source);
+  const open = new Set(left.map((b) => quarantineIssue(source, b.last_error ?? "").fingerprint));
+  for (const reason of ["bad_payload", "plugin_error:Error"]) {
+    const { fingerprint } = quarantineIssue(source, reason);
+    if (!open.has(fingerprint)) resolveIssueTx(db, fingerprint, now);
+  }
+}
+
+/**
+ * The group commit's step on SQLite: one BEGIN IMMEDIATE ... COMMIT over the group, each job in
+ * a SAVEPOINT of its own (rolled back alone when its enqueue throws), each at its arrival's now.
+ */
+export function sqliteCommitStep(spool: SqliteSpool): CommitStep {
+  return (group) => {
+    const db = spool.db;
+    return db
+      .transaction(() => {
+        const out = group.map((job): JobOutcome => {
+          let o: JobOutcome;
+          try {
+            // Nested: a SAVEPOINT, rolled back alone when this event's enqueue throws.
+            o = { ok: db.transaction(() => job.evs.map((ev) => enqueueTx(db, ev, job.now)))() };
+          } catch (error) {
+            // A full disk or an I/O error ends the whole transaction, not just this savepoint:
+            // then nothing of the group may commit, and every request in it is refused.
+            if (!db.inTransaction) throw error;
+            o = { error };
+          }
+          // Outside the savepoint: a failure here undoes the whole group, and none is acked.
+          testHook("enqueue.after_savepoint");
+          return o;
+        });
+        testHook("enqueue.before_commit");
+        return out;
+      })
+      .immediate();
+  };
+}
