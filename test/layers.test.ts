@@ -19,7 +19,7 @@ function unit(path: string): string {
 
 /** Layers, lowest first: a unit may import its own layer's units and lower ones, never a higher one. */
 const LAYERS: string[][] = [
-  ["clock.ts", "errors.ts", "time.ts", "testhook.ts", "version.ts", "log.ts", "delivery.ts", "pacing.ts", "spelling.ts", "self.ts", "service.ts", "plugin", "net", "providers"],
+  ["clock.ts", "errors.ts", "lock.ts", "time.ts", "testhook.ts", "version.ts", "log.ts", "delivery.ts", "pacing.ts", "spelling.ts", "self.ts", "service.ts", "plugin", "net", "providers"],
   ["bobbin"],
   ["store"],
   ["config"],

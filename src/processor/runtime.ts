@@ -16,7 +16,7 @@ import { isHookspoolError } from "../errors.ts";
 import { registerPluginApi } from "../bobbin/plugin-api.ts";
 import type { Batch, Item, PollerPlugin, ProcessorPlugin } from "../plugin/processor.ts";
 import { Permanent } from "../plugin/types.ts";
-import { acquireLock, type FileLock } from "../store/sqlite/lock.ts";
+import { acquireLock, type FileLock } from "../lock.ts";
 import { testHook } from "../testhook.ts";
 import { buildContext, cleanReason } from "./context.ts";
 import { type ProcessorEnv, readProcessorEnv } from "./env.ts";

@@ -17,7 +17,7 @@ import { PgSpool } from "./pg/db.ts";
 import { migratePg, requirePgSchema } from "./pg/migrate.ts";
 import { pgDispatchStore, pgIntakeStore, pgOperatorStore } from "./pg/store.ts";
 import { openSpool, openVerified, requireCurrentSchema, type SqliteSpool } from "./sqlite/db.ts";
-import { acquireLock, type FileLock } from "./sqlite/lock.ts";
+import { acquireLock, type FileLock } from "../lock.ts";
 import { migrate } from "./sqlite/migrate.ts";
 import { sqliteDispatchStore, sqliteIntakeStore, sqliteOperatorStore } from "./sqlite/store.ts";
 

@@ -8,7 +8,7 @@ import { makeDestination } from "../../src/destinations/registry.ts";
 import { makeCtx } from "../destinations/support.ts";
 import { MAIN, startHookspool } from "../helpers/proc.ts";
 import { loadConfig } from "../../src/config/load.ts";
-import { acquireLock } from "../../src/store/sqlite/lock.ts";
+import { acquireLock } from "../../src/lock.ts";
 import { LATEST_SCHEMA } from "../../src/store/sqlite/migrate.ts";
 import { cli } from "../helpers/cli.ts";
 import { tempDir } from "../helpers/tmp.ts";

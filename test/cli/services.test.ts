@@ -2,7 +2,7 @@
 import { describe, expect, test } from "bun:test";
 import { openSync, readFileSync, writeSync, closeSync, writeFileSync, statSync } from "node:fs";
 import { join } from "node:path";
-import { acquireLock } from "../../src/store/sqlite/lock.ts";
+import { acquireLock } from "../../src/lock.ts";
 import { openSpool } from "../../src/store/sqlite/db.ts";
 import { migrate } from "../../src/store/sqlite/migrate.ts";
 import { cli } from "../helpers/cli.ts";

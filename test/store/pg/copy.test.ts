@@ -14,7 +14,7 @@ import { pauseDestination, recordTransportFailureTx } from "../../../src/store/s
 import { dropBatches } from "../../../src/store/sqlite/operator.ts";
 import { enqueue, quarantine } from "../../../src/store/sqlite/enqueue.ts";
 import { markAlerted, raiseIssue } from "../../../src/store/sqlite/issues.ts";
-import { acquireLock } from "../../../src/store/sqlite/lock.ts";
+import { acquireLock } from "../../../src/lock.ts";
 import { markDead, markDelivered, markRetry } from "../../../src/store/sqlite/marks.ts";
 import { instanceId } from "../../../src/store/sqlite/meta.ts";
 import { stepPoll } from "../../../src/store/sqlite/polls.ts";
