@@ -11,9 +11,8 @@ import { openSpool, requireCurrentSchema, type SqliteSpool } from "../store/sqli
 import type { OperatorStore } from "../store/api.ts";
 import { isPostgres, openPgSpool } from "../config/backend.ts";
 import { requirePgSchema } from "../store/pg/migrate.ts";
-import { pgOperatorStore } from "../store/pg/store.ts";
 import type { PgSpool } from "../store/pg/db.ts";
-import { sqliteOperatorStore } from "../store/sqlite/store.ts";
+import { openStores } from "../store/open.ts";
 import { visible } from "./format.ts";
 
 /** A command's view of the world, so tests can run it in-process (main(argv) is runCli). */
@@ -218,9 +217,9 @@ export function openExisting(cli: Cli, dbPath: string): SqliteSpool {
  * The store the operator's verbs work on: the SQLite spool (never migrated here) or the
  * PostgreSQL database the config names, at this build's schema. Close it when done.
  */
-export async function openOperatorStore(cli: Cli, loaded: LoadedConfig): Promise<OperatorStore> {
-  if (!isPostgres(loaded.config)) return sqliteOperatorStore(openExisting(cli, loaded.paths.spoolFile));
-  return pgOperatorStore(await openPg(cli, loaded.config));
+export async function openOperatorStore(cli: Cli, loaded: Pick<LoadedConfig, "config" | "paths">): Promise<OperatorStore> {
+  const stores = await openStores(loaded.config, { mode: "operator", paths: { spoolFile: loaded.paths.spoolFile, lock: loaded.paths.lock }, env: cli.io.env, clock: cli.clock });
+  return stores.operator();
 }
 
 /** The config's PostgreSQL database, reached and at this build's schema (a verb never migrates it). */

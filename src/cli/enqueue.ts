@@ -7,12 +7,9 @@ import { injectedCopies, newEvent } from "../config/events.ts";
 import { loadSources } from "../config/sources.ts";
 import { userKey } from "../config/provenance.ts";
 import { HookspoolError } from "../errors.ts";
-import { enqueue } from "../store/sqlite/enqueue.ts";
 import type { EnqueueResult, NewEvent } from "../store/enqueue.ts";
-import { isPostgres } from "../config/backend.ts";
 import type { LoadedConfig } from "../config/types.ts";
-import { enqueuePg } from "../store/pg/enqueue.ts";
-import { type Cli, GLOBAL_ARGS, loadFor, notInConfig, openExisting, withPg } from "./context.ts";
+import { type Cli, GLOBAL_ARGS, loadFor, notInConfig, openOperatorStore } from "./context.ts";
 import { visible } from "./format.ts";
 
 const decoder = new TextDecoder("utf-8", { fatal: true });
@@ -91,14 +88,11 @@ export function enqueueCommand(cli: Cli): CommandDef {
 
 /** One event into the config's store (SQLite never migrated here, or PostgreSQL at this build's schema). */
 async function enqueueOn(cli: Cli, loaded: Pick<LoadedConfig, "config" | "paths">, ev: NewEvent): Promise<EnqueueResult> {
-  if (isPostgres(loaded.config)) {
-    return withPg(cli, loaded.config, (pg) => enqueuePg(pg, ev, cli.clock.now()));
-  }
-  const spool = openExisting(cli, loaded.paths.spoolFile);
+  const store = await openOperatorStore(cli, loaded);
   try {
-    return enqueue(spool, ev);
+    return await store.enqueue(ev, cli.clock.now());
   } finally {
-    spool.close();
+    await store.close();
   }
 }
 

@@ -2,17 +2,11 @@
 import type { CommandDef } from "citty";
 import { HookspoolError } from "../errors.ts";
 import { diskFreeBytes, spoolBytes } from "../obs/disk.ts";
-import { exportBatches } from "../store/sqlite/export.ts";
 import type { ExportFilter, ExportRecord } from "../store/export.ts";
-import { exportBatchesPg } from "../store/pg/export.ts";
-import { isPostgres } from "../config/backend.ts";
-import { runRetentionPg } from "../store/pg/retention.ts";
-import type { Config } from "../config/types.ts";
 import { FILTER_ARGS, filterOf } from "./filters.ts";
 import { policyFromConfig, type RetentionCounts } from "../store/retention.ts";
-import { runRetention, vacuum } from "../store/sqlite/retention.ts";
 import { humanBytes, visible } from "./format.ts";
-import { type Cli, GLOBAL_ARGS, loadFor, loadForReading, openExisting, positiveInt, withPg } from "./context.ts";
+import { type Cli, GLOBAL_ARGS, loadFor, loadForReading, openOperatorStore, positiveInt } from "./context.ts";
 
 function plural(n: number, one: string, many = `${one}s`): string {
   return `${n} ${n === 1 ? one : many}`;
@@ -21,14 +15,6 @@ function plural(n: number, one: string, many = `${one}s`): string {
 function describeCounts(c: RetentionCounts): string {
   if (Object.values(c).every((n) => n === 0)) return "nothing to delete";
   return `deleted ${plural(c.batches, "batch", "batches")} (${plural(c.events, "event")}), ${plural(c.attempts, "attempt")}, ${plural(c.dedup, "dedup row")}, ${plural(c.issues, "issue")}`;
-}
-
-/** prune on PostgreSQL: the same pass in small transactions; VACUUM is the server's autovacuum's to run. */
-async function prunePg(cli: Cli, config: Config, vacuum: boolean): Promise<number> {
-  if (vacuum) throw new HookspoolError("E_USAGE", "--vacuum applies to a SQLite spool; on PostgreSQL the server's autovacuum gives the space back (or run VACUUM there)");
-  const counts = await withPg(cli, config, (pg) => runRetentionPg(pg, policyFromConfig(config), cli.clock.now()));
-  cli.io.out(cli.globals.json ? JSON.stringify(counts) : describeCounts(counts));
-  return 0;
 }
 
 function pruneCommand(cli: Cli): CommandDef {
@@ -43,29 +29,33 @@ function pruneCommand(cli: Cli): CommandDef {
       vacuum: { type: "boolean", description: "VACUUM after the pass to give the freed space back to the filesystem" },
     },
     async run({ args }) {
-      const { config, paths } = loadFor(cli);
-      if (isPostgres(config)) return prunePg(cli, config, Boolean(args.vacuum));
-      const spool = openExisting(cli, paths.spoolFile);
+      const loaded = loadFor(cli);
+      const store = await openOperatorStore(cli, loaded);
       try {
-        const counts = await runRetention(spool, policyFromConfig(config), cli.clock.now());
+        // A server's spool: its autovacuum gives the space back, and the pass runs in small transactions.
+        const file = store.spoolFile;
+        if (args.vacuum && file === null) {
+          throw new HookspoolError("E_USAGE", "--vacuum applies to a SQLite spool; on PostgreSQL the server's autovacuum gives the space back (or run VACUUM there)");
+        }
+        const counts = await store.runRetention(policyFromConfig(loaded.config), cli.clock.now());
         const printCounts = () => cli.io.out(cli.globals.json ? JSON.stringify(counts) : describeCounts(counts));
-        if (!args.vacuum) {
+        if (!args.vacuum || file === null) {
           printCounts();
           return 0;
         }
-        const before = spoolBytes(paths.spoolFile);
-        const free = diskFreeBytes(paths.spoolFile);
+        const before = spoolBytes(file);
+        const free = diskFreeBytes(file);
         cli.io.err(`hookspool: warning: VACUUM rewrites the whole database; it needs about twice its size free (${humanBytes(2 * before)}) and holds the write lock while it runs`);
         if (free !== null && free < 2 * before) {
           // The pass itself is done; say what it deleted before refusing the rebuild (with
           // --json the error object is the only output).
           if (!cli.globals.json) printCounts();
-          throw new HookspoolError("E_SPOOL", `only ${humanBytes(free)} free next to ${paths.spoolFile}; VACUUM needs about ${humanBytes(2 * before)}`, {
+          throw new HookspoolError("E_SPOOL", `only ${humanBytes(free)} free next to ${file}; VACUUM needs about ${humanBytes(2 * before)}`, {
             hint: "free some space, or copy the spool elsewhere with VACUUM INTO",
           });
         }
-        vacuum(spool);
-        const after = spoolBytes(paths.spoolFile);
+        await store.vacuum();
+        const after = spoolBytes(file);
         if (cli.globals.json) {
           cli.io.out(JSON.stringify({ ...counts, vacuum: { bytes_before: before, bytes_after: after } }));
         } else {
@@ -74,7 +64,7 @@ function pruneCommand(cli: Cli): CommandDef {
         }
         return 0;
       } finally {
-        spool.close();
+        await store.close();
       }
     },
   };
@@ -92,7 +82,7 @@ function exportCommand(cli: Cli): CommandDef {
     async run({ args }) {
       const filter: ExportFilter = { ...filterOf(args, cli.clock.now()), ...(args.after !== undefined ? { after: positiveInt(args.after, "--after") } : {}) };
       const limit = args.limit === undefined ? Number.POSITIVE_INFINITY : positiveInt(args.limit, "--limit");
-      const { paths, config } = loadForReading(cli);
+      const store = await openOperatorStore(cli, loadForReading(cli));
       let n = 0;
       let events = 0;
       let last = 0;
@@ -109,17 +99,10 @@ function exportCommand(cli: Cli): CommandDef {
         events += rec.events.length;
         return true;
       };
-      if (isPostgres(config)) {
-        await withPg(cli, config, async (pg) => {
-          for await (const rec of exportBatchesPg(pg, filter)) if (!put(rec)) break;
-        });
-      } else {
-        const spool = openExisting(cli, paths.spoolFile);
-        try {
-          for (const rec of exportBatches(spool, filter)) if (!put(rec)) break;
-        } finally {
-          spool.close();
-        }
+      try {
+        for await (const rec of store.exportBatches(filter)) if (!put(rec)) break;
+      } finally {
+        await store.close();
       }
       // stdout holds only the records; the count (and where to go on) goes to stderr.
       cli.io.err(visible(`exported ${plural(n, "batch", "batches")} (${plural(events, "event")})`));

@@ -10,14 +10,10 @@ import { loadSources } from "../config/sources.ts";
 import { HookspoolError } from "../errors.ts";
 import { afterVerify } from "../intake/evaluate.ts";
 import { hookRequest } from "../plugin/hook-request.ts";
-import { refuseWrites } from "../store/sqlite/inspect.ts";
-import { storedRequests } from "../store/sqlite/reads.ts";
 import type { StoredRequestRow } from "../store/requests.ts";
-import { storedRequestsPg } from "../store/pg/reads.ts";
-import { isPostgres } from "../config/backend.ts";
 import type { LoadedConfig } from "../config/types.ts";
 import type { NewEvent } from "../store/enqueue.ts";
-import { type Cli, GLOBAL_ARGS, loadFor, notInConfig, openExisting, positiveInt, withPg } from "./context.ts";
+import { type Cli, GLOBAL_ARGS, loadFor, notInConfig, openOperatorStore, positiveInt } from "./context.ts";
 import { table, visible } from "./format.ts";
 import { parseSince } from "../time.ts";
 
@@ -95,14 +91,11 @@ function testCommand(cli: Cli): CommandDef {
 
 /** The stored requests route test reads, from the config's store; on SQLite the connection refuses any write meanwhile. */
 async function readStoredRequests(cli: Cli, loaded: LoadedConfig, o: { since: number; source?: string; limit: number }): Promise<StoredRequestRow[]> {
-  if (isPostgres(loaded.config)) return withPg(cli, loaded.config, (pg) => storedRequestsPg(pg, o));
-  const spool = openExisting(cli, loaded.paths.spoolFile);
+  const store = await openOperatorStore(cli, loaded);
   try {
-    refuseWrites(spool, true);
-    return storedRequests(spool, o);
+    return await store.storedRequests(o);
   } finally {
-    refuseWrites(spool, false);
-    spool.close();
+    await store.close();
   }
 }
 

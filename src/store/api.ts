@@ -21,6 +21,8 @@ import type { PollRow } from "./stats.ts";
 import type { OutcomeInput, Recorded } from "./outcome-plan.ts";
 import type { PollPlan, PollStep } from "./polls.ts";
 import type { Candidate, Claim, ClaimInput } from "./queue.ts";
+import type { RetentionCounts, RetentionPolicy } from "./retention.ts";
+import type { ExportFilter, ExportRecord } from "./export.ts";
 import type { AwaitedDelivery, ReportInput, Reported, OverdueOutcome } from "./awaiting-plan.ts";
 
 /** Awaited outcomes: where a webhook-id points, and the outcome of the run it started (the CLI, the intake's endpoint, the dispatcher's timeout). */
@@ -153,6 +155,16 @@ export interface OperatorStore extends IssueSink, OutcomeStore {
   spooledDedupIds(source: string, ids: readonly string[]): Promise<Set<string>>;
   listIssues(f: { state?: IssueState | "all" }): Promise<IssueRow[]>;
   setIssueState(id: number, verb: keyof typeof ISSUE_VERBS, now: number): Promise<IssueRow | "missing" | "nothing">;
+  /** hookspool enqueue: one event, in its own transaction. */
+  enqueue(ev: NewEvent, now: number): Promise<EnqueueResult>;
+  /** prune: one retention pass now (PostgreSQL: in small transactions). */
+  runRetention(policy: RetentionPolicy, now: number): Promise<RetentionCounts>;
+  /** The one file the spool lives in (SQLite), which prune --vacuum rebuilds; null when a server holds it. */
+  readonly spoolFile: string | null;
+  /** prune --vacuum: rebuild the spool's file (only where spoolFile is not null). */
+  vacuum(): Promise<void>;
+  /** export: batches with their events and attempts, oldest first, a page at a time. */
+  exportBatches(filter: ExportFilter): AsyncIterable<ExportRecord>;
   close(): Promise<void>;
 }
 

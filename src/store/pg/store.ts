@@ -22,6 +22,9 @@ import { budgetSpendsPg, releaseBudgetPg } from "./budgets.ts";
 import { stepPollPg } from "./polls.ts";
 import { abandonAttemptPg } from "./marks.ts";
 import { listenForWork } from "./wakeups.ts";
+import { enqueuePg } from "./enqueue.ts";
+import { runRetentionPg } from "./retention.ts";
+import { exportBatchesPg } from "./export.ts";
 
 function pgIssues(spool: PgSpool) {
   return {
@@ -144,6 +147,14 @@ export function pgOperatorStore(spool: PgSpool): OperatorStore {
     storedRequests: (o) => storedRequestsPg(spool, o),
     listIssues: (f) => listIssuesPg(spool, f),
     setIssueState: (id, verb, now) => setIssueStatePg(spool, id, verb, now),
+    enqueue: (ev, now) => enqueuePg(spool, ev, now),
+    runRetention: (policy, now) => runRetentionPg(spool, policy, now),
+    // The server keeps the space: its autovacuum gives it back.
+    spoolFile: null,
+    vacuum: async () => {
+      throw new Error("VACUUM of a PostgreSQL spool is the server's to run");
+    },
+    exportBatches: (filter) => exportBatchesPg(spool, filter),
     close: () => spool.close(),
   };
 }

@@ -19,6 +19,10 @@ import { stepPoll } from "./polls.ts";
 import { awaitedDelivery, overdueOutcomes, ReportGroup } from "./awaiting.ts";
 import type { ReportInput } from "../awaiting-plan.ts";
 import { budgetSpends, releaseBudget } from "./budgets.ts";
+import { enqueue } from "./enqueue.ts";
+import { runRetention, vacuum } from "./retention.ts";
+import { exportBatches } from "./export.ts";
+import { refuseWrites } from "./inspect.ts";
 
 /** Awaited outcomes; reports that arrive together share one commit (ReportGroup). */
 function sqliteOutcomes(spool: SqliteSpool) {
@@ -132,6 +136,11 @@ export function sqliteDispatchStore(spool: SqliteSpool): DispatchStore {
   };
 }
 
+/** A synchronous generator handed out as an async iterable (each page read when asked for). */
+async function* syncPages<T>(gen: () => Iterable<T>): AsyncGenerator<T> {
+  yield* gen();
+}
+
 /** The operator's verbs on a SQLite spool; close() closes it. */
 export function sqliteOperatorStore(spool: SqliteSpool): OperatorStore {
   return {
@@ -160,9 +169,22 @@ export function sqliteOperatorStore(spool: SqliteSpool): OperatorStore {
     newestEventId: async () => newestEventId(spool),
     followEvent: (o) => followEvent(spool, o),
     spooledDedupIds: async (source, ids) => spooledDedupIds(spool, source, ids),
-    storedRequests: async (o) => storedRequests(spool, o),
+    // route test only reads: the connection refuses any write meanwhile.
+    storedRequests: async (o) => {
+      refuseWrites(spool, true);
+      try {
+        return storedRequests(spool, o);
+      } finally {
+        refuseWrites(spool, false);
+      }
+    },
     listIssues: async (f) => listIssues(spool, f),
     setIssueState: async (id, verb, now) => setIssueState(spool, id, verb, now),
+    enqueue: async (ev, now) => enqueue(spool, ev, now),
+    runRetention: (policy, now) => runRetention(spool, policy, now),
+    spoolFile: spool.path,
+    vacuum: async () => vacuum(spool),
+    exportBatches: (filter) => syncPages(() => exportBatches(spool, filter)),
     close: async () => spool.close(),
   };
 }
