@@ -47,9 +47,12 @@ screenshots: deps
 typecheck: deps
 	tsc --noEmit -p .
 
+# The generated docs: docs/config.md, the catalogue in docs/bobbins/README.md, and the passages
+# the bobbins' SETUP.md and AGENTS.md take from docs/partials/ (test/docs-partials.test.ts).
 docs: deps
 	bun scripts/gen-config-docs.ts
 	bun scripts/gen-catalogue-docs.ts
+	bun scripts/gen-bobbin-docs.ts
 
 bench: build
 	bun scripts/bench/run.ts
