@@ -16,6 +16,7 @@ import { journalPg } from "./journal.ts";
 import { notifyWork } from "./wakeups.ts";
 import { testHook } from "../../testhook.ts";
 import type { CommitStep, JobOutcome } from "../group.ts";
+import { readyAfterJoin, redelivery, requeuedCount, sealsBeforeJoin, sealsOnSize, seenWithin } from "../enqueue-plan.ts";
 import { advanceMetaTimesPg } from "./meta.ts";
 import { raiseIssuePg } from "./issues.ts";
 
@@ -87,7 +88,7 @@ async function placeCopy(tx: Tx, ev: NewEvent, copy: EventCopy, size: number, no
   // 1. the open batch of the group (the group's lock is held: nobody else can open or seal it)
   let [open] = (await tx`SELECT id, count, bytes, max_bytes FROM batches WHERE route = ${copy.route} AND key = ${ev.key} AND state = 'open'`) as { id: string; count: number; bytes: string; max_bytes: string }[];
   // 2. pre-join seal: keep max_bytes a true bound
-  if (open && num(open.bytes) + size > num(open.max_bytes) && open.count >= 1) {
+  if (open && sealsBeforeJoin({ count: open.count, bytes: num(open.bytes), max_bytes: num(open.max_bytes) }, size)) {
     await sealBatchPg(tx, num(open.id), now);
     open = undefined as unknown as typeof open;
   }
@@ -114,11 +115,9 @@ async function placeCopy(tx: Tx, ev: NewEvent, copy: EventCopy, size: number, no
   await journalPg(tx, "event", batchId, now, { event: eventId, detail: { type: ev.eventType, route: copy.route } });
   // 5. seal on size in the same transaction
   let sealed = false;
-  if (after.count >= after.max_events || num(after.bytes) >= num(after.max_bytes)) sealed = await sealBatchPg(tx, batchId, now);
-  // When this batch may be delivered: now when sealed (or windowless), else when its window closes.
-  const windowless = Number(after.quiet_s) === 0 && Number(after.max_s) === 0;
-  const ready = sealed || windowless ? now : Math.min(Number(after.last_at) + Number(after.quiet_s), Number(after.first_at) + Number(after.max_s));
-  acc.readyAt = Math.min(acc.readyAt, ready);
+  if (sealsOnSize({ count: after.count, bytes: num(after.bytes), max_events: after.max_events, max_bytes: num(after.max_bytes) })) sealed = await sealBatchPg(tx, batchId, now);
+  const window = { first_at: Number(after.first_at), last_at: Number(after.last_at), quiet_s: Number(after.quiet_s), max_s: Number(after.max_s) };
+  acc.readyAt = Math.min(acc.readyAt, readyAfterJoin(window, sealed, now));
   return { eventId, batchId, route: copy.route, destination: copy.destination, tee: copy.tee, sealed };
 }
 
@@ -136,9 +135,10 @@ async function enqueueOne(tx: Tx, ev: NewEvent, now: number, acc: Acc): Promise<
   let requeued = false;
   if (ev.dedupId !== null) {
     const [seen] = (await tx`SELECT event_id, seen_at, dup_count FROM dedup WHERE source = ${ev.source} AND dedup_id = ${ev.dedupId}`) as { event_id: string; seen_at: number; dup_count: number }[];
-    if (seen && now - seen.seen_at < ev.dedupWindowS) {
+    if (seenWithin(seen, ev.dedupWindowS, now)) {
       const [target] = (await tx`SELECT b.id AS batch_id, b.state, b.destination FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.id = ${num(seen.event_id)}::bigint`) as { batch_id: string; state: string; destination: string }[];
-      if (target?.state === "dead") {
+      const does = redelivery(target?.state);
+      if (does === "replay" && target) {
         const replayed = await tx`UPDATE batches SET state = 'retry', attempts = 0, next_attempt_at = ${now}, not_before = ${now}, dead_reason = NULL
             WHERE id = ${num(target.batch_id)}::bigint AND state = 'dead' AND destination <> 'quarantine'`;
         if (replayed.count === 1) {
@@ -148,11 +148,11 @@ async function enqueueOne(tx: Tx, ev: NewEvent, now: number, acc: Acc): Promise<
           return { status: "replayed", eventId: num(seen.event_id), batchId: num(target.batch_id) };
         }
       }
-      if (target?.state !== "dropped") {
+      if (does !== "requeue") {
         await tx`UPDATE dedup SET dup_count = dup_count + 1 WHERE source = ${ev.source} AND dedup_id = ${ev.dedupId}`;
         return { status: "duplicate", eventId: num(seen.event_id) };
       }
-      dupCount = seen.dup_count + 1;
+      dupCount = requeuedCount(seen);
       requeued = true;
     }
   }

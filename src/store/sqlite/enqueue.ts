@@ -4,6 +4,7 @@ import { prepared, type SqliteSpool } from "./db.ts";
 import { journalTx } from "./journal.ts";
 import { testHook } from "../../testhook.ts";
 import type { CommitStep, JobOutcome } from "../group.ts";
+import { redelivery, requeuedCount, sealsBeforeJoin, sealsOnSize, seenWithin } from "../enqueue-plan.ts";
 import { contentHash, type ContentEvent } from "../content.ts";
 import { raiseIssueTx, resolveDeadIssuesTx, resolveIssueTx } from "./issues.ts";
 import { setMetaTx } from "./meta.ts";
@@ -57,7 +58,7 @@ function placeCopy(db: Database, ev: NewEvent, copy: EventCopy, size: number, no
   // 1. the open batch of the group (at most one; the schema enforces it)
   let open = prepared<{ id: number; count: number; bytes: number; max_bytes: number }, [string, string]>(db, Q.findOpen).get(copy.route, ev.key);
   // 2. pre-join seal: keep max_bytes a true bound
-  if (open && open.bytes + size > open.max_bytes && open.count >= 1) {
+  if (open && sealsBeforeJoin(open, size)) {
     sealBatchTx(db, open.id, now);
     open = null;
   }
@@ -97,7 +98,7 @@ function placeCopy(db: Database, ev: NewEvent, copy: EventCopy, size: number, no
   journalTx(db, "event", batchId, now, { event: eventId, detail: { type: ev.eventType, route: copy.route } });
   // 5. seal on size in the same transaction, so the bound holds with the dispatcher down
   let sealed = false;
-  if (after && (after.count >= after.max_events || after.bytes >= after.max_bytes)) sealed = sealBatchTx(db, batchId, now);
+  if (after && sealsOnSize(after)) sealed = sealBatchTx(db, batchId, now);
   return { eventId, batchId, route: copy.route, destination: copy.destination, tee: copy.tee, sealed };
 }
 
@@ -108,20 +109,19 @@ export function enqueueTx(db: Database, ev: NewEvent, now: number): EnqueueResul
   let requeued = false;
   if (ev.dedupId !== null) {
     const seen = prepared<{ event_id: number; seen_at: number; dup_count: number }, [string, string]>(db, Q.findDedup).get(ev.source, ev.dedupId);
-    if (seen && now - seen.seen_at < ev.dedupWindowS) {
+    if (seenWithin(seen, ev.dedupWindowS, now)) {
       const target = prepared<{ batch_id: number; state: string; destination: string }, [number]>(db, Q.dedupTarget).get(seen.event_id);
-      if (target?.state === "dead" && replayDeadTx(db, target.batch_id, now)) {
-        // A redelivery of a dead batch's event is the operator asking for a retry.
+      const does = redelivery(target?.state);
+      if (does === "replay" && target && replayDeadTx(db, target.batch_id, now)) {
         prepared(db, Q.bumpDedup).run(ev.source, ev.dedupId);
         resolveDeadIssuesTx(db, target.destination, now);
         return { status: "replayed", eventId: seen.event_id, batchId: target.batch_id };
       }
-      if (target?.state !== "dropped") {
+      if (does !== "requeue") {
         prepared(db, Q.bumpDedup).run(ev.source, ev.dedupId);
         return { status: "duplicate", eventId: seen.event_id };
       }
-      // dropped: the operator discarded it; enqueue anew and re-point the row.
-      dupCount = seen.dup_count + 1;
+      dupCount = requeuedCount(seen);
       requeued = true;
     }
   }
