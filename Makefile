@@ -1,11 +1,11 @@
-# The README's two commands: `make run` and `make test`.
+# The README's commands: `make run`, `make test` and `make test-all`.
 SHELL := /bin/bash
 export PATH := $(CURDIR)/node_modules/.bin:$(HOME)/.local/bin:$(HOME)/.bun/bin:$(PATH)
 
 HOME_DIR ?= $(CURDIR)/.hookspool
 BIN := dist/hookspool
 
-.PHONY: all deps build run test lint fmt fmt-check bench soak clean typecheck docs screenshots
+.PHONY: all deps build run test test-all lint fmt fmt-check timings bench soak clean typecheck docs screenshots
 
 all: build
 
@@ -30,11 +30,23 @@ run: build
 	@if [ ! -f "$(HOME_DIR)/config.toml" ]; then $(BIN) --home "$(HOME_DIR)" init; fi
 	$(BIN) --home "$(HOME_DIR)" run
 
-# The type check first (a few seconds), then the whole suite on two workers.
+# The quick check (under 90 s on two cores): the bobbin registry, the type check, Biome's lint,
+# then the unit tests, the SQLite store conformance and one end-to-end test per layout, on two
+# workers. test/test-all.txt names the test files it leaves to `make test-all`, and it leaves the
+# PostgreSQL halves of the others to it too (scripts/run-tests.ts says how each is run).
 test: deps
 	bun scripts/gen-bobbins.ts
 	tsc --noEmit -p .
-	bun test --parallel=2
+	biome lint
+	bun scripts/run-tests.ts run fast
+
+# Everything (CI's, about 7 minutes): the same checks, then every test file, each in its own
+# global (PostgreSQL, the browser, crash, concurrency, soak and the bobbins' end-to-end tests).
+test-all: deps
+	bun scripts/gen-bobbins.ts
+	tsc --noEmit -p .
+	biome lint
+	bun scripts/run-tests.ts run all
 
 lint: deps
 	biome lint
@@ -53,6 +65,10 @@ fmt: deps
 fmt-check: deps
 	biome format
 	bun scripts/wrap-comments.ts --check src test scripts bobbins
+
+# test/timings.json: each test file's duration in a full run, so the slowest start first.
+timings: deps
+	bun scripts/run-tests.ts run all --update-timings
 
 # The README's dashboard screenshot: the browser tests (they need /usr/bin/chromium) save one per
 # step under test-results/; the overview's is kept in docs/img/.
@@ -75,7 +91,7 @@ docs: deps
 bench: build
 	bun scripts/bench/run.ts
 
-# The long soak (the 60 s one runs inside make test): make soak DURATION=3600
+# The long soak (the 60 s one runs inside make test-all): make soak DURATION=3600
 DURATION ?= 3600
 soak: deps
 	bun scripts/soak.ts --duration $(DURATION)
