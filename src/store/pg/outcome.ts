@@ -10,48 +10,26 @@ import { enqueueEventsPgTx } from "./enqueue.ts";
 import { raiseIssuePg, resolveIssuePg } from "./issues.ts";
 import { markDeadPgTx, markDeliveredPgTx, markRetryPgTx } from "./marks.ts";
 import { testHook } from "../../testhook.ts";
-import { strikeClass } from "../sqlite/outcome.ts";
+import { ignoredRun, PAST_LIMIT, type PastAttempt, previousBadEmit, strikeGaps } from "../attempts-plan.ts";
 
-interface PastAttempt {
-  id: number;
-  outcome: string | null;
-  klass: string | null;
-  error: string | null;
-  finished_at: number;
-}
-
-/** The batch's finished attempts, newest first (the 64 the rules look at, as on SQLite). */
+/** The batch's finished attempts, newest first (the ones the rules of attempts-plan.ts read). */
 async function pastAttempts(tx: Tx, batchId: number): Promise<PastAttempt[]> {
-  const rows = (await tx`SELECT id, outcome, klass, error, finished_at FROM attempts
-      WHERE batch_id = ${batchId}::bigint AND finished_at IS NOT NULL AND outcome <> 'discarded' ORDER BY id DESC LIMIT 64`) as Record<string, unknown>[];
-  return rows.map((r) => ({ id: num(r.id), outcome: (r.outcome as string | null) ?? null, klass: (r.klass as string | null) ?? null, error: (r.error as string | null) ?? null, finished_at: Number(r.finished_at) }));
+  const rows = (await tx`SELECT outcome, klass, error, finished_at FROM attempts
+      WHERE batch_id = ${batchId}::bigint AND finished_at IS NOT NULL AND outcome <> 'discarded' ORDER BY id DESC LIMIT ${PAST_LIMIT}`) as Record<string, unknown>[];
+  return rows.map((r) => ({ outcome: (r.outcome as string | null) ?? null, klass: (r.klass as string | null) ?? null, error: (r.error as string | null) ?? null, finished_at: Number(r.finished_at) }));
 }
 
-/** A lease that merely expired says nothing of the batch, nor does an awaited delivery's 2xx (its run's outcome does). */
-const leaseExpired = (a: PastAttempt) => (a.klass === null && a.error === "lease expired") || a.klass === "await";
-
-/** The poison run (see transportStrikesTx): strikes of this batch with the destination delivering in between. */
+/** The poison run a strike finishing at `now` completes (strikeGaps says which gaps count). */
 export async function transportStrikesPg(tx: Tx, batchId: number, destination: string, now: number): Promise<number> {
   let strikes = 0;
-  let later = now;
-  for (const a of await pastAttempts(tx, batchId)) {
-    if (leaseExpired(a)) continue;
-    if (!strikeClass(a.klass) || a.outcome === "ok") break;
+  for (const gap of strikeGaps(await pastAttempts(tx, batchId), now)) {
+    // An awaited delivery's 2xx (class "await") is not a success: its run's outcome is.
     const [delivered] = await tx`SELECT 1 AS one FROM attempts WHERE destination = ${destination} AND batch_id <> ${batchId}::bigint AND outcome = 'ok'
-        AND (klass IS NULL OR klass <> 'await') AND finished_at >= ${a.finished_at} AND finished_at < ${later} LIMIT 1`;
+        AND (klass IS NULL OR klass <> 'await') AND finished_at >= ${gap.from} AND finished_at < ${gap.to} LIMIT 1`;
     if (!delivered) break;
     strikes++;
-    later = a.finished_at;
   }
   return strikes;
-}
-
-async function previousBadEmitPg(tx: Tx, batchId: number): Promise<boolean> {
-  for (const a of await pastAttempts(tx, batchId)) {
-    if (leaseExpired(a)) continue;
-    return a.klass === "batch" && (a.error ?? "").startsWith("bad emit");
-  }
-  return false;
 }
 
 /** The destination's row, locked for the transaction (a destination never seen is closed). */
@@ -60,15 +38,10 @@ async function destinationLocked(tx: Tx, name: string): Promise<DestinationRow> 
   return r ? destinationRowOf(r) : closedRow(name);
 }
 
-/** How many of the destination's latest deliveries in a row (at most `limit`) the receiver ignored. */
-async function ignoredRunPg(tx: Tx, destination: string, limit: number): Promise<number> {
+/** The destination's latest delivered answers (at most `limit`), newest first. */
+async function latestAnswersPg(tx: Tx, destination: string, limit: number): Promise<(string | null)[]> {
   const rows = (await tx`SELECT answer FROM attempts WHERE destination = ${destination} AND outcome = 'ok' ORDER BY started_at DESC, id DESC LIMIT ${limit}`) as { answer: string | null }[];
-  let n = 0;
-  for (const a of rows) {
-    if (a.answer !== "ignored") break;
-    n++;
-  }
-  return n;
+  return rows.map((a) => a.answer);
 }
 
 async function factsPg(tx: Tx, f: OutcomeInput): Promise<OutcomeFacts | null> {
@@ -81,8 +54,8 @@ async function factsPg(tx: Tx, f: OutcomeInput): Promise<OutcomeFacts | null> {
     batch,
     destination,
     strikes: need.strikes && destination.state === "closed" ? await transportStrikesPg(tx, f.batchId, batch.destination, f.now) : 0,
-    previousBadEmit: need.previousBadEmit ? await previousBadEmitPg(tx, f.batchId) : false,
-    ignoredRun: need.ignoredRun > 0 ? await ignoredRunPg(tx, batch.destination, need.ignoredRun) : 0,
+    previousBadEmit: need.previousBadEmit ? previousBadEmit(await pastAttempts(tx, f.batchId)) : false,
+    ignoredRun: need.ignoredRun > 0 ? ignoredRun(await latestAnswersPg(tx, batch.destination, need.ignoredRun)) : 0,
   };
 }
 

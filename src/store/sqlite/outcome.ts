@@ -1,4 +1,3 @@
-// Attempt history questions the dispatcher asks: the poison rule and a repeated bad emit.
 // The end of one attempt as one transaction: the outcome table (what each class does to the
 // batch, its attempt counter and the destination's breaker), the fenced mark, the emits of a
 // delivered script, and the issues the outcome opens or resolves. The dispatcher hands over a
@@ -7,86 +6,41 @@
 import type { Database } from "bun:sqlite";
 import { prepared, type SqliteSpool, eachInSavepoint } from "./db.ts";
 import { testHook } from "../../testhook.ts";
+import { ignoredRun, PAST_LIMIT, type PastAttempt, previousBadEmit, strikeGaps } from "../attempts-plan.ts";
 import { clearProbeTx, destinationStateTx, liftThrottleTx, pauseDestinationTx, recordSuccessTx, recordTransportFailureTx, setRetryAfterTx, throttleTx } from "./destinations.ts";
 import { raiseIssueTx, resolveIssueTx } from "./issues.ts";
 import type { MarkResult } from "../marks.ts";
 import { markDeadTx, markDeliveredTx, markRetryTx } from "./marks.ts";
 import { factsNeeded, type OutcomeFacts, type OutcomeInput, type OutcomePlan, planOutcome, type Recorded } from "../outcome-plan.ts";
 
-interface PastAttempt {
-  id: number;
-  outcome: string | null;
-  klass: string | null;
-  error: string | null;
-  started_at: number;
-  finished_at: number | null;
-}
+const PAST = `SELECT outcome, klass, error, finished_at FROM attempts
+  WHERE batch_id = ? AND finished_at IS NOT NULL AND outcome <> 'discarded' ORDER BY id DESC LIMIT ${PAST_LIMIT}`;
 
-const PAST = `SELECT id, outcome, klass, error, started_at, finished_at FROM attempts
-  WHERE batch_id = ? AND finished_at IS NOT NULL AND outcome <> 'discarded' ORDER BY id DESC LIMIT 64`;
-// Half-open gaps [previous failure, this failure) partition time, so one success counts for at
-// most one gap, and a success finishing at the same instant as a failure still counts once.
 // An awaited delivery's 2xx (class "await") is not a success: its run's outcome is.
-
 const SUCCESS_BETWEEN = `SELECT 1 FROM attempts
   WHERE destination = $destination AND batch_id <> $batch AND outcome = 'ok' AND (klass IS NULL OR klass <> 'await')
     AND finished_at >= $from AND finished_at < $to LIMIT 1`;
 
-/**
- * A lease that merely expired says nothing about the batch, and neither does an awaited
- * delivery's 2xx: the outcome of its run does.
- */
-function leaseExpired(a: PastAttempt): boolean {
-  return (a.klass === null && a.error === "lease expired") || a.klass === "await";
-}
+const pastAttempts = (db: Database, batchId: number) => prepared<PastAttempt, [number]>(db, PAST).all(batchId);
 
-/** A strike's class: a transport failure, or a run the agent reported failed (or never reported). */
-export function strikeClass(klass: string | null): boolean {
-  return klass === "transport" || klass === "agent";
-}
-
-/**
- * The poison run that a transport failure (or a failed run of an awaited destination) finishing
- * at `now` completes: the number of strikes, each such failure of this batch after the
- * destination succeeded with another batch since this batch's previous failure. Five strikes (six failures in a row with the
- * destination delivering in between) make the batch poison. The attempt being recorded has
- * not been finished yet, so it is not among the past attempts.
- */
+/** The poison run a strike finishing at `now` completes (strikeGaps says which gaps count). */
 export function transportStrikesTx(db: Database, batchId: number, destination: string, now: number): number {
   let strikes = 0;
-  let later = now;
-  for (const a of prepared<PastAttempt, [number]>(db, PAST).all(batchId)) {
-    if (leaseExpired(a)) continue;
-    if (!strikeClass(a.klass) || a.outcome === "ok") break;
-    const delivered = prepared(db, SUCCESS_BETWEEN).get({ destination, batch: batchId, from: a.finished_at, to: later });
-    if (!delivered) break;
+  for (const gap of strikeGaps(pastAttempts(db, batchId), now)) {
+    if (!prepared(db, SUCCESS_BETWEEN).get({ destination, batch: batchId, ...gap })) break;
     strikes++;
-    later = a.finished_at as number;
   }
   return strikes;
-}
-
-/** Whether this batch's previous attempt failed on a bad emit (twice makes it permanent). */
-export function previousBadEmitTx(db: Database, batchId: number): boolean {
-  for (const a of prepared<PastAttempt, [number]>(db, PAST).all(batchId)) {
-    if (leaseExpired(a)) continue;
-    return a.klass === "batch" && (a.error ?? "").startsWith("bad emit");
-  }
-  return false;
 }
 
 const LATEST_ANSWERS = `SELECT answer FROM attempts WHERE destination = $destination AND outcome = 'ok'
   ORDER BY started_at DESC, id DESC LIMIT $limit`;
 
-/** How many of the destination's latest deliveries in a row (at most `limit`) the receiver ignored. */
-export function ignoredRunTx(db: Database, destination: string, limit: number): number {
-  let n = 0;
-  for (const a of prepared<{ answer: string | null }, Record<string, string | number>>(db, LATEST_ANSWERS).all({ destination, limit })) {
-    if (a.answer !== "ignored") break;
-    n++;
-  }
-  return n;
-}
+/** The destination's latest delivered answers (at most `limit`), newest first. */
+const latestAnswers = (db: Database, destination: string, limit: number) =>
+  prepared<{ answer: string | null }, Record<string, string | number>>(db, LATEST_ANSWERS)
+    .all({ destination, limit })
+    .map((a) => a.answer);
 
 const BATCH = "SELECT destination, route, attempts FROM batches WHERE id = ?";
 
@@ -124,8 +78,8 @@ function factsTx(db: Database, f: OutcomeInput): OutcomeFacts | null {
     batch,
     destination,
     strikes: need.strikes && destination.state === "closed" ? transportStrikesTx(db, f.batchId, batch.destination, f.now) : 0,
-    previousBadEmit: need.previousBadEmit ? previousBadEmitTx(db, f.batchId) : false,
-    ignoredRun: need.ignoredRun > 0 ? ignoredRunTx(db, batch.destination, need.ignoredRun) : 0,
+    previousBadEmit: need.previousBadEmit ? previousBadEmit(pastAttempts(db, f.batchId)) : false,
+    ignoredRun: need.ignoredRun > 0 ? ignoredRun(latestAnswers(db, batch.destination, need.ignoredRun)) : 0,
   };
 }
 
