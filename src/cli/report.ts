@@ -2,7 +2,7 @@
 // on stdout for a script; the exit code is the same either way. Only a bug prints its stack.
 import { ConfigError } from "../config/load.ts";
 import { HookspoolError } from "../errors.ts";
-import { CorruptSpool, isCorruption } from "../store/sqlite/db.ts";
+import { CorruptSpool, isCorruption } from "../store/corrupt.ts";
 import type { Io } from "./context.ts";
 import { visible } from "./format.ts";
 

@@ -165,6 +165,11 @@ export interface OperatorStore extends IssueSink, OutcomeStore {
   vacuum(): Promise<void>;
   /** export: batches with their events and attempts, oldest first, a page at a time. */
   exportBatches(filter: ExportFilter): AsyncIterable<ExportRecord>;
+  /**
+   * status --deep: read the whole spool file through (SQLite's quick_check) and say what is
+   * damaged (nothing: the check is recorded as done); null where the server checks its own pages.
+   */
+  checkIntegrity(): Promise<string[] | null>;
   close(): Promise<void>;
 }
 

@@ -155,6 +155,7 @@ export function pgOperatorStore(spool: PgSpool): OperatorStore {
       throw new Error("VACUUM of a PostgreSQL spool is the server's to run");
     },
     exportBatches: (filter) => exportBatchesPg(spool, filter),
+    checkIntegrity: async () => null,
     close: () => spool.close(),
   };
 }

@@ -23,6 +23,7 @@ import { enqueue } from "./enqueue.ts";
 import { runRetention, vacuum } from "./retention.ts";
 import { exportBatches } from "./export.ts";
 import { refuseWrites } from "./inspect.ts";
+import { noteIntegrityCheck, quickCheck } from "./db.ts";
 
 /** Awaited outcomes; reports that arrive together share one commit (ReportGroup). */
 function sqliteOutcomes(spool: SqliteSpool) {
@@ -185,6 +186,12 @@ export function sqliteOperatorStore(spool: SqliteSpool): OperatorStore {
     spoolFile: spool.path,
     vacuum: async () => vacuum(spool),
     exportBatches: (filter) => syncPages(() => exportBatches(spool, filter)),
+    // A damaged page (payloads, say) reads fine until it is read: this reads them all.
+    checkIntegrity: async () => {
+      const problems = quickCheck(spool);
+      if (!problems.length) noteIntegrityCheck(spool);
+      return problems;
+    },
     close: async () => spool.close(),
   };
 }
