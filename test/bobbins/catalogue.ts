@@ -1,17 +1,15 @@
-// The end-to-end proof every built-in bobbin gets: a real `hookspool run` over a home whose only
-// source is one [bobbins.<i>] table per kit instance, each capture sent over loopback, and its
-// accepted captures delivered to a receiver. The bobbin's test file adds what is its own.
-import { expect } from "bun:test";
-import { writeFileSync } from "node:fs";
-import { join } from "node:path";
-import { stringify } from "smol-toml";
-import { type Capture, capturesOf, type Kit, parseKit } from "../../src/bobbin/captures.ts";
-import { type Bobbin, findBobbins } from "../../src/bobbin/registry.ts";
-import { DEFAULT_SPANS } from "../../src/config/schema.ts";
-import { openSpool } from "../../src/store/db.ts";
-import { type Runtime, startHookspool, waitFor } from "../helpers/proc.ts";
-import { Receiver } from "../helpers/receiver.ts";
-import { tempDir } from "../helpers/tmp.ts";
+// The end-to-end proof every built-in bobbin gets: its captures sent over loopback to a real
+// `hookspool run` whose home has one [bobbins.<i>] table per kit instance, each answered as its
+// `# expect:` says, and its accepted captures delivered to a receiver under the key and event type
+// they name. The run is shared by every bobbin on the same clock (shared-run.ts); what a file
+// reads back is its own bobbin's. bobbinTest is the test each file starts with; the file adds
+// what is its bobbin's own.
+import { expect, test } from "bun:test";
+import type { Bobbin } from "../../src/bobbin/registry.ts";
+import { type Runtime, waitFor } from "../helpers/proc.ts";
+import { builtin, type CaptureResult, kitOf, type SharedRun, sharedRun } from "./shared-run.ts";
+
+export { builtin, type CaptureResult, kitOf, type SharedRun, sharedRun } from "./shared-run.ts";
 
 /** The destination a bobbin's "against an intake" tests route to: never reached (the intake only queues). */
 export const KIT_DESTINATION = `[destinations.kit]
@@ -21,112 +19,32 @@ allow_insecure = true
 unsigned = true
 `;
 
-export function builtin(name: string): Bobbin {
-  const b = findBobbins({ bobbinPath: [], presets: Object.keys(DEFAULT_SPANS) }).bobbins.get(name);
-  if (!b) throw new Error(`no built-in bobbin ${name}`);
-  return b;
-}
-
-export function kitOf(b: Bobbin): Kit {
-  const text = b.files().get("captures/kit.toml");
-  if (text === undefined) throw new Error(`${b.name} has no captures/kit.toml`);
-  return parseKit(text);
-}
-
-/** One instance per distinct settings: the kit's, and each capture's own `# settings:`. */
-function instancesFor(b: Bobbin, kit: Kit): { name: string; settings: Record<string, unknown>; captures: Capture[] }[] {
-  const out = new Map<string, { name: string; settings: Record<string, unknown>; captures: Capture[] }>();
-  for (const c of capturesOf(b.files())) {
-    const settings = c.settings ?? kit.instance.settings;
-    const id = JSON.stringify(settings);
-    if (!out.has(id)) out.set(id, { name: out.size === 0 ? kit.instance.name : `${kit.instance.name}-${out.size}`, settings, captures: [] });
-    out.get(id)?.captures.push(c);
-  }
-  return [...out.values()];
-}
-
-export interface CaptureResult {
-  capture: Capture;
-  instance: string;
-  status: number;
-  body: string;
-  /** The X-Hookspool-Status header: the word beside a source's own ack body. */
-  word?: string;
-}
-
 /**
- * Serve `b` as a deployment would and send it every capture. Returns what each got, after every
- * accepted one was delivered (its batch's key and event type are the capture's).
+ * Send `b`'s captures to its shared run (once per run) and return what each got, after every
+ * accepted one (202 queued) was delivered: its event's payload the capture's body, its batch's key
+ * and event type the capture's, one delivery each at its destination, and no kit secret in the
+ * run's log.
  */
 export async function runCatalogue(b: Bobbin, runtime: Runtime = "bun"): Promise<CaptureResult[]> {
-  const kit = kitOf(b);
-  const home = tempDir("hookspool-catalogue-");
-  // Unsigned deliveries: the processes may run on the kit's clock, months behind the receiver's,
-  // and the outbound signature is not what this proves (the destination suites prove it).
-  const receiver = new Receiver<{ key: string; events: unknown[] }>({});
-  const secretFiles: Record<string, string> = {};
-  for (const [name, value] of Object.entries(kit.secrets)) {
-    secretFiles[name] = join(home, `secret-${name}`);
-    writeFileSync(secretFiles[name], value, { mode: 0o600 });
+  const run = await sharedRun(b, runtime);
+  const results = await run.results(b);
+  const accepted = results.filter((x) => x.capture.expect.word === "queued" && x.status === 202);
+  // The event a capture became: its payload is the capture's body, byte for byte.
+  let rows = run.events(b);
+  const eventOf = (a: CaptureResult) => rows.find((r) => r.source === a.instance && r.payload === new TextDecoder().decode(a.capture.request.body));
+  await waitFor(`${b.name}: ${accepted.length} batches delivered`, () => {
+    rows = run.events(b);
+    return accepted.every((a) => eventOf(a)?.state === "delivered");
+  });
+  for (const a of accepted) {
+    const row = eventOf(a);
+    expect({ file: a.capture.file, key: row?.key, event_type: row?.event_type }).toEqual({ file: a.capture.file, key: a.capture.expect.key ?? row?.key, event_type: a.capture.expect.eventType ?? row?.event_type });
   }
-  const instances = instancesFor(b, kit);
-  const doc = {
-    intake: { listen: "127.0.0.1:0" },
-    dispatch: { poll_s: 0.05, heartbeat_s: 1 },
-    bobbins: Object.fromEntries(
-      instances.map((i) => [
-        i.name,
-        {
-          bobbin: b.name,
-          secrets: Object.fromEntries(Object.entries(secretFiles).map(([n, f]) => [n, { file: f }])),
-          ...(Object.keys(i.settings).length ? { settings: i.settings } : {}),
-          outputs: { "*": "receiver" },
-          // Deliver at once: the proof is the path, not the window.
-          span: "immediate",
-        },
-      ]),
-    ),
-    destinations: { receiver: { type: "http", url: `http://127.0.0.1:${receiver.port}/in`, allow_insecure: true, unsigned: true, timeout_s: 5 } },
-  };
-  writeFileSync(join(home, "config.toml"), stringify(doc));
-  // Captures with timestamps are valid at the kit's now: the processes run on that clock.
-  const env = kit.now !== undefined ? { HOOKSPOOL_TEST_CLOCK_OFFSET_S: String(kit.now - Date.now() / 1000) } : {};
-  const hs = await startHookspool(home, ["run"], { env, runtime });
-  const results: CaptureResult[] = [];
-  try {
-    const port = await hs.port();
-    for (const i of instances) {
-      for (const c of i.captures) {
-        const r = c.request;
-        const path = r.url.replace(/^\/hooks\/[^/?]+/, `/hooks/${i.name}`);
-        // fetch frames the request itself: its own Host and Content-Length.
-        const headers = r.headers.filter(([k]) => !["host", "content-length"].includes(k.toLowerCase()));
-        const res = await fetch(`http://127.0.0.1:${port}${path}`, { method: r.method, headers, body: r.method === "GET" || r.method === "HEAD" ? undefined : r.body });
-        results.push({ capture: c, instance: i.name, status: res.status, body: await res.text(), word: res.headers.get("x-hookspool-status") ?? undefined });
-      }
-    }
-    const accepted = results.filter((x) => x.capture.expect.word === "queued" && x.status === 202);
-    const db = openSpool(join(home, "spool.db"));
-    try {
-      // The event a capture became: its payload is the capture's body, byte for byte.
-      const eventOf = (a: CaptureResult) =>
-        db.db.query("SELECT b.key, b.state, e.event_type FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.source = ? AND e.payload = ?").get(a.instance, new TextDecoder().decode(a.capture.request.body)) as { key: string; state: string; event_type: string } | null;
-      await waitFor(`${accepted.length} batches delivered`, () => accepted.every((a) => eventOf(a)?.state === "delivered"));
-      for (const a of accepted) {
-        const row = eventOf(a);
-        expect({ file: a.capture.file, key: row?.key, event_type: row?.event_type }).toEqual({ file: a.capture.file, key: a.capture.expect.key ?? row?.key, event_type: a.capture.expect.eventType ?? row?.event_type });
-      }
-    } finally {
-      db.close();
-    }
-    expect(receiver.accepted().length).toBe(accepted.length);
-    expect(receiver.unverified).toEqual([]);
-  } finally {
-    hs.kill("SIGTERM");
-    await hs.exited;
-    receiver.stop();
-  }
-  for (const secret of Object.values(kit.secrets)) expect(hs.stderr()).not.toContain(secret);
+  const got = await run.deliveries(b);
+  expect(got.accepted.length).toBe(accepted.length);
+  expect(got.unverified).toEqual([]);
+  const stderr = await run.stderr();
+  for (const secret of Object.values(kitOf(b).secrets)) expect(stderr).not.toContain(secret);
   return results;
 }
 
@@ -141,5 +59,58 @@ export function expectAsCaptured(results: CaptureResult[]): void {
       want.word = r.capture.expect.word;
     }
     expect(got).toEqual(want);
+  }
+}
+
+/** What a capture's answer must be, beyond its status: its method (POST unless said), its body, its `# expect-key:` (null: none). */
+export interface Expected {
+  method?: string;
+  status: number;
+  body?: string;
+  key?: string | null;
+}
+
+/** The captures are exactly these files, each answered as the table says (a number: a POST's status). */
+export function expectAnswers(results: CaptureResult[], answers: Record<string, number | Expected>): void {
+  const want = Object.fromEntries(Object.entries(answers).map(([file, a]) => [file, typeof a === "number" ? { method: "POST", status: a } : { method: "POST", ...a }]));
+  const got = Object.fromEntries(
+    results.map((r) => {
+      const w: Expected | undefined = want[r.capture.file];
+      const g: Expected = { method: r.capture.request.method, status: r.status };
+      if (w && "body" in w) g.body = r.body;
+      if (w && "key" in w) g.key = r.capture.expect.key ?? null;
+      return [r.capture.file, g];
+    }),
+  );
+  expect(got).toEqual(want);
+}
+
+export interface BobbinTestOptions {
+  /** Every capture of the bobbin, and what it is answered (see expectAnswers). */
+  answers: Record<string, number | Expected>;
+  /** What else the captures' answers must show, once every accepted one was delivered. */
+  then?(results: CaptureResult[], run: SharedRun): void | Promise<void>;
+  /** The same test again on the compiled binary. */
+  binary?: boolean;
+}
+
+/**
+ * The test a bobbin's file starts with: its captures through the shared run (runCatalogue), each
+ * answered as it says and as `answers` says, then `then`.
+ */
+export function bobbinTest(name: string, title: string, o: BobbinTestOptions): void {
+  const b = builtin(name);
+  test(title, async () => {
+    const results = await runCatalogue(b);
+    expectAsCaptured(results);
+    expectAnswers(results, o.answers);
+    await o.then?.(results, await sharedRun(b));
+  });
+  if (o.binary) {
+    test("the compiled binary carries the bobbin and serves it the same way", async () => {
+      const results = await runCatalogue(b, "binary");
+      expectAsCaptured(results);
+      expectAnswers(results, o.answers);
+    }, 120_000);
   }
 }
