@@ -3,22 +3,19 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createHmac } from "node:crypto";
 import { startIntake, type TestIntake } from "../helpers/intake.ts";
-import { builtin, expectAsCaptured, KIT_DESTINATION, kitOf, runCatalogue } from "./catalogue.ts";
+import { bobbinTest, builtin, KIT_DESTINATION, kitOf } from "./catalogue.ts";
 
 const bobbin = builtin("gitea.repo");
 const kit = kitOf(bobbin);
 const SECRET = kit.secrets.secret;
 const hex = (body: string, key = SECRET, alg = "sha256") => createHmac(alg, key).update(body).digest("hex");
 
-test("a Gitea push and a Forgejo pull request are queued and delivered, a bad signature is 401", async () => {
-  const results = await runCatalogue(bobbin);
-  expectAsCaptured(results);
-  expect(results.map((r) => [r.capture.file, r.status]).sort()).toEqual([
-    ["captures/accepted.http", 202],
-    ["captures/forgejo.http", 202],
-    ["captures/rejected.http", 401],
-  ]);
-  expect(results.find((r) => r.capture.file === "captures/rejected.http")?.body).toBe("");
+bobbinTest("gitea.repo", "a Gitea push and a Forgejo pull request are queued and delivered, a bad signature is 401", {
+  answers: {
+    "captures/accepted.http": 202,
+    "captures/forgejo.http": 202,
+    "captures/rejected.http": { status: 401, body: "" },
+  },
 });
 
 test("the Forgejo capture carries Forgejo's own headers beside Gitea's, with the same values", () => {

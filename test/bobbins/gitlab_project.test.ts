@@ -2,20 +2,17 @@
 // Idempotency-Key header as the dedup id, object_kind as the event type).
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { startIntake, type TestIntake } from "../helpers/intake.ts";
-import { builtin, expectAsCaptured, KIT_DESTINATION, kitOf, runCatalogue } from "./catalogue.ts";
+import { bobbinTest, builtin, KIT_DESTINATION, kitOf } from "./catalogue.ts";
 
 const bobbin = builtin("gitlab.project");
 const kit = kitOf(bobbin);
 const TOKEN = kit.secrets.secret;
 
-test("a push is queued and delivered, a wrong token is 401", async () => {
-  const results = await runCatalogue(bobbin);
-  expectAsCaptured(results);
-  expect(results.map((r) => [r.capture.file, r.status]).sort()).toEqual([
-    ["captures/accepted.http", 202],
-    ["captures/rejected.http", 401],
-  ]);
-  expect(results.find((r) => r.capture.file === "captures/rejected.http")?.body).toBe("");
+bobbinTest("gitlab.project", "a push is queued and delivered, a wrong token is 401", {
+  answers: {
+    "captures/accepted.http": 202,
+    "captures/rejected.http": { status: 401, body: "" },
+  },
 });
 
 describe("against an intake", () => {

@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "
 import { createHash } from "node:crypto";
 import { capturesOf } from "../../src/bobbin/captures.ts";
 import { startIntake, type TestIntake } from "../helpers/intake.ts";
-import { builtin, expectAsCaptured, KIT_DESTINATION, kitOf, runCatalogue } from "./catalogue.ts";
+import { bobbinTest, builtin, KIT_DESTINATION, kitOf } from "./catalogue.ts";
 
 // Real hookspool processes on a shared 2-core machine: seconds, not the 5 s default.
 setDefaultTimeout(30_000);
@@ -16,15 +16,12 @@ const SECRET = kit.secrets.secret;
 const sha256 = (s: string) => createHash("sha256").update(s).digest("hex");
 const basic = (pair: string) => `Basic ${Buffer.from(pair).toString("base64")}`;
 
-test("an inbound email and a Delivery event are queued under their MessageID and delivered, other credentials are 401", async () => {
-  const results = await runCatalogue(bobbin);
-  expectAsCaptured(results);
-  expect(results.map((r) => [r.capture.file, r.status]).sort()).toEqual([
-    ["captures/accepted.http", 202],
-    ["captures/delivery.http", 202],
-    ["captures/rejected.http", 401],
-  ]);
-  expect(results.find((r) => r.capture.file === "captures/rejected.http")?.body).toBe("");
+bobbinTest("postmark.messages", "an inbound email and a Delivery event are queued under their MessageID and delivered, other credentials are 401", {
+  answers: {
+    "captures/accepted.http": 202,
+    "captures/delivery.http": 202,
+    "captures/rejected.http": { status: 401, body: "" },
+  },
 });
 
 test("the kit's secret is the base64 of the user:password pair Postmark puts after Basic", () => {

@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "
 import { createHmac } from "node:crypto";
 import { capturesOf } from "../../src/bobbin/captures.ts";
 import { startIntake, type TestIntake } from "../helpers/intake.ts";
-import { builtin, expectAsCaptured, KIT_DESTINATION, kitOf, runCatalogue } from "./catalogue.ts";
+import { bobbinTest, builtin, KIT_DESTINATION, kitOf } from "./catalogue.ts";
 
 // Real hookspool processes on a shared 2-core machine: seconds, not the 5 s default.
 setDefaultTimeout(30_000);
@@ -23,15 +23,12 @@ function svix(id: string, ts: number, body: string, secret = SECRET): Record<str
   return { "Content-Type": "application/json", "svix-id": id, "svix-timestamp": String(ts), "svix-signature": `v1,${sig}` };
 }
 
-test("an email event is queued and delivered, Svix's second attempt at it is a duplicate, a bad signature is 401", async () => {
-  const results = await runCatalogue(bobbin);
-  expectAsCaptured(results);
-  expect(results.map((r) => [r.capture.file, r.status]).sort()).toEqual([
-    ["captures/accepted.http", 202],
-    ["captures/duplicate.http", 200],
-    ["captures/rejected.http", 401],
-  ]);
-  expect(results.find((r) => r.capture.file === "captures/rejected.http")?.body).toBe("");
+bobbinTest("resend.emails", "an email event is queued and delivered, Svix's second attempt at it is a duplicate, a bad signature is 401", {
+  answers: {
+    "captures/accepted.http": 202,
+    "captures/duplicate.http": 200,
+    "captures/rejected.http": { status: 401, body: "" },
+  },
 });
 
 test("the manifest remembers a message id for two days, past Svix's last retry", () => {

@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createHmac } from "node:crypto";
 import { capturesOf } from "../../src/bobbin/captures.ts";
 import { startIntake, type TestIntake } from "../helpers/intake.ts";
-import { builtin, expectAsCaptured, KIT_DESTINATION, kitOf, runCatalogue } from "./catalogue.ts";
+import { bobbinTest, builtin, KIT_DESTINATION, kitOf } from "./catalogue.ts";
 
 const bobbin = builtin("slack.events");
 const kit = kitOf(bobbin);
@@ -30,17 +30,13 @@ const signed = (body: string, ts = NOW, secret = SECRET, contentType = "applicat
   "X-Slack-Signature": `v0=${createHmac("sha256", secret).update(`v0:${ts}:${body}`).digest("hex")}`,
 });
 
-test("an event is queued and delivered, Slack's retry is a duplicate, url_verification is answered, a bad signature is 401", async () => {
-  const results = await runCatalogue(bobbin);
-  expectAsCaptured(results);
-  expect(results.map((r) => [r.capture.file, r.status]).sort()).toEqual([
-    ["captures/accepted.http", 202],
-    ["captures/rejected.http", 401],
-    ["captures/retry.http", 200],
-    ["captures/url_verification.http", 200],
-  ]);
-  expect(results.find((r) => r.capture.file === "captures/rejected.http")?.body).toBe("");
-  expect(results.find((r) => r.capture.file === "captures/url_verification.http")?.body).toBe(JSON.parse(challenge.body).challenge);
+bobbinTest("slack.events", "an event is queued and delivered, Slack's retry is a duplicate, url_verification is answered, a bad signature is 401", {
+  answers: {
+    "captures/accepted.http": 202,
+    "captures/rejected.http": { status: 401, body: "" },
+    "captures/retry.http": 200,
+    "captures/url_verification.http": { status: 200, body: JSON.parse(challenge.body).challenge },
+  },
 });
 
 /** README.md's second instance, for interactivity and slash commands, exactly as it shows it. */

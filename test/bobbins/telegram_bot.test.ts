@@ -5,7 +5,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { capturesOf } from "../../src/bobbin/captures.ts";
 import { startIntake, type TestIntake } from "../helpers/intake.ts";
-import { builtin, expectAsCaptured, KIT_DESTINATION, kitOf, runCatalogue } from "./catalogue.ts";
+import { bobbinTest, builtin, KIT_DESTINATION, kitOf } from "./catalogue.ts";
 
 const bobbin = builtin("telegram.bot");
 const kit = kitOf(bobbin);
@@ -19,15 +19,12 @@ const capture = (file: string) => {
 const accepted = capture("captures/accepted.http");
 const HEADERS = { "Content-Type": "application/json", "X-Telegram-Bot-Api-Secret-Token": TOKEN };
 
-test("a message and a button press are queued and delivered, a wrong token is 401", async () => {
-  const results = await runCatalogue(bobbin);
-  expectAsCaptured(results);
-  expect(results.map((r) => [r.capture.file, r.status]).sort()).toEqual([
-    ["captures/accepted.http", 202],
-    ["captures/callback.http", 202],
-    ["captures/rejected.http", 401],
-  ]);
-  expect(results.find((r) => r.capture.file === "captures/rejected.http")?.body).toBe("");
+bobbinTest("telegram.bot", "a message and a button press are queued and delivered, a wrong token is 401", {
+  answers: {
+    "captures/accepted.http": 202,
+    "captures/callback.http": 202,
+    "captures/rejected.http": { status: 401, body: "" },
+  },
 });
 
 describe("against an intake", () => {

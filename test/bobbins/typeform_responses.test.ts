@@ -4,20 +4,17 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createHmac } from "node:crypto";
 import { startIntake, type TestIntake } from "../helpers/intake.ts";
-import { builtin, expectAsCaptured, KIT_DESTINATION, kitOf, runCatalogue } from "./catalogue.ts";
+import { bobbinTest, builtin, KIT_DESTINATION, kitOf } from "./catalogue.ts";
 
 const bobbin = builtin("typeform.responses");
 const SECRET = kitOf(bobbin).secrets.secret;
 const mac = (key: string, body: string, encoding: "base64" | "hex" = "base64") => createHmac("sha256", key).update(body).digest(encoding);
 
-test("a form response is queued and delivered, a bad signature is 401", async () => {
-  const results = await runCatalogue(bobbin);
-  expectAsCaptured(results);
-  expect(results.map((r) => [r.capture.file, r.status]).sort()).toEqual([
-    ["captures/accepted.http", 202],
-    ["captures/rejected.http", 401],
-  ]);
-  expect(results.find((r) => r.capture.file === "captures/rejected.http")?.body).toBe("");
+bobbinTest("typeform.responses", "a form response is queued and delivered, a bad signature is 401", {
+  answers: {
+    "captures/accepted.http": 202,
+    "captures/rejected.http": { status: 401, body: "" },
+  },
 });
 
 describe("against an intake", () => {

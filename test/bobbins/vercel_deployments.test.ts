@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createHmac } from "node:crypto";
 import { capturesOf } from "../../src/bobbin/captures.ts";
 import { startIntake, type TestIntake } from "../helpers/intake.ts";
-import { builtin, expectAsCaptured, KIT_DESTINATION, kitOf, runCatalogue } from "./catalogue.ts";
+import { bobbinTest, builtin, KIT_DESTINATION, kitOf } from "./catalogue.ts";
 
 const bobbin = builtin("vercel.deployments");
 const kit = kitOf(bobbin);
@@ -17,14 +17,11 @@ const BODY = new TextDecoder().decode(accepted.request.body);
 const HEADERS = Object.fromEntries(accepted.request.headers.filter(([k]) => !["host", "content-length"].includes(k.toLowerCase())));
 const signed = (body: string) => ({ "Content-Type": "application/json", "x-vercel-signature": createHmac("sha1", SECRET).update(body).digest("hex") });
 
-test("a deployment event is queued and delivered, a bad signature is 401", async () => {
-  const results = await runCatalogue(bobbin);
-  expectAsCaptured(results);
-  expect(results.map((r) => [r.capture.file, r.status]).sort()).toEqual([
-    ["captures/accepted.http", 202],
-    ["captures/rejected.http", 401],
-  ]);
-  expect(results.find((r) => r.capture.file === "captures/rejected.http")?.body).toBe("");
+bobbinTest("vercel.deployments", "a deployment event is queued and delivered, a bad signature is 401", {
+  answers: {
+    "captures/accepted.http": 202,
+    "captures/rejected.http": { status: 401, body: "" },
+  },
 });
 
 describe("against an intake", () => {

@@ -3,7 +3,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createHmac } from "node:crypto";
 import { startIntake, type TestIntake } from "../helpers/intake.ts";
-import { builtin, expectAsCaptured, KIT_DESTINATION, kitOf, runCatalogue } from "./catalogue.ts";
+import { bobbinTest, builtin, KIT_DESTINATION, kitOf } from "./catalogue.ts";
 
 const bobbin = builtin("zoom.meetings");
 const kit = kitOf(bobbin);
@@ -11,21 +11,20 @@ const SECRET = kit.secrets.webhook_secret;
 const NOW = kit.now ?? 0;
 const mac = (key: string, data: string) => createHmac("sha256", key).update(data).digest("hex");
 
-test("a meeting event is queued and delivered, a bad signature is 401, the URL validation is answered, a non-JSON body is quarantined", async () => {
-  const results = await runCatalogue(bobbin);
-  expectAsCaptured(results);
-  expect(results.map((r) => [r.capture.file, r.status]).sort()).toEqual([
-    ["captures/accepted.http", 202],
-    ["captures/rejected.http", 401],
-    ["captures/unclassifiable.http", 202],
-    ["captures/url-validation.http", 200],
-  ]);
-  expect(results.find((r) => r.capture.file === "captures/rejected.http")?.body).toBe("");
-  // The handshake's answer, computed here independently of the plugin API.
-  const validation = results.find((r) => r.capture.file === "captures/url-validation.http");
-  if (!validation) throw new Error("no url-validation capture");
-  const plainToken = (JSON.parse(new TextDecoder().decode(validation.capture.request.body)) as { payload: { plainToken: string } }).payload.plainToken;
-  expect(JSON.parse(validation.body)).toEqual({ plainToken, encryptedToken: mac(SECRET, plainToken) });
+bobbinTest("zoom.meetings", "a meeting event is queued and delivered, a bad signature is 401, the URL validation is answered, a non-JSON body is quarantined", {
+  answers: {
+    "captures/accepted.http": 202,
+    "captures/rejected.http": { status: 401, body: "" },
+    "captures/unclassifiable.http": 202,
+    "captures/url-validation.http": 200,
+  },
+  then(results) {
+    // The handshake's answer, computed here independently of the plugin API.
+    const validation = results.find((r) => r.capture.file === "captures/url-validation.http");
+    if (!validation) throw new Error("no url-validation capture");
+    const plainToken = (JSON.parse(new TextDecoder().decode(validation.capture.request.body)) as { payload: { plainToken: string } }).payload.plainToken;
+    expect(JSON.parse(validation.body)).toEqual({ plainToken, encryptedToken: mac(SECRET, plainToken) });
+  },
 });
 
 describe("against an intake on the kit's clock", () => {
