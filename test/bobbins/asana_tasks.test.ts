@@ -5,93 +5,58 @@
 // keyed by the parent or else the resource; the empty heartbeat acked as ignored.
 //
 // The catalogue's runner finds a capture's event by its payload, which a split request does not
-// keep whole (each event's payload is its element), so this file runs the same proof itself, as
-// sendgrid_events.test.ts does: every capture sent to a real `hookspool run` over loopback, each
-// queued element delivered under its key and type.
+// keep whole (each event's payload is its element), so this file makes the same proof itself on
+// the shared run, as sendgrid_events.test.ts does: every capture sent over loopback, each queued
+// element delivered under its key and type.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createHmac } from "node:crypto";
-import { existsSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
-import { stringify } from "smol-toml";
-import { type Capture, capturesOf } from "../../src/bobbin/captures.ts";
-import { openSpool } from "../../src/store/db.ts";
+import type { Capture } from "../../src/bobbin/captures.ts";
 import { LOG_LINES, startIntake, type TestIntake } from "../helpers/intake.ts";
 import { armSource, withArm } from "../helpers/arm.ts";
-import { startHookspool, waitFor } from "../helpers/proc.ts";
-import { Receiver } from "../helpers/receiver.ts";
-import { tempDir } from "../helpers/tmp.ts";
-import { builtin, expectAsCaptured, KIT_DESTINATION, kitOf, type CaptureResult } from "./catalogue.ts";
+import { waitFor } from "../helpers/proc.ts";
+import { builtin, expectAnswers, expectAsCaptured, KIT_DESTINATION, kitOf, sharedRun } from "./catalogue.ts";
 
 const bobbin = builtin("asana.tasks");
 const kit = kitOf(bobbin);
 const SECRET = kit.secrets.secret;
-const captures = capturesOf(bobbin.files());
 const textOf = (c: Capture) => new TextDecoder().decode(c.request.body);
-const headersOf = (c: Capture) => Object.fromEntries(c.request.headers.filter(([k]) => !["host", "content-length"].includes(k.toLowerCase())));
 type Ev = { action: string; resource: { gid: string; resource_type: string; resource_subtype?: string }; parent: { gid: string; resource_type: string } | null };
 const eventsOf = (c: Capture) => (JSON.parse(textOf(c)) as { events: Ev[] }).events;
 const hex = (key: string, body: string) => createHmac("sha256", key).update(body).digest("hex");
 
 test("every capture gets what it says; each event of a queued delivery is delivered under its parent's or its own gid", async () => {
-  const home = tempDir("hookspool-asana-");
-  const receiver = new Receiver<{ key: string; events: unknown[] }>({});
-  writeFileSync(join(home, "secret-secret"), SECRET, { mode: 0o600 });
-  const doc = {
-    intake: { listen: "127.0.0.1:0" },
-    dispatch: { poll_s: 0.05, heartbeat_s: 1 },
-    bobbins: { [kit.instance.name]: { bobbin: bobbin.name, secrets: { secret: { file: join(home, "secret-secret") } }, outputs: { "*": "receiver" }, span: "immediate" } },
-    destinations: { receiver: { type: "http", url: `http://127.0.0.1:${receiver.port}/in`, allow_insecure: true, unsigned: true, timeout_s: 5 } },
-  };
-  writeFileSync(join(home, "config.toml"), stringify(doc));
-  const hs = await startHookspool(home, ["run"]);
-  const results: CaptureResult[] = [];
-  try {
-    const port = await hs.port();
-    for (const c of captures) {
-      const res = await fetch(`http://127.0.0.1:${port}${c.request.url.replace(/^\/hooks\/[^/?]+/, `/hooks/${kit.instance.name}`)}`, { method: c.request.method, headers: headersOf(c), body: c.request.body });
-      results.push({ capture: c, instance: kit.instance.name, status: res.status, body: await res.text(), word: res.headers.get("x-hookspool-status") ?? undefined });
-      // The kit's secret again is a repeat: echoed. Another webhook's is refused, and nothing is echoed.
-      if (c.file === "captures/handshake.http") expect(res.headers.get("x-hook-secret")).toBe(SECRET);
-      if (c.file === "captures/handshake-conflict.http") expect(res.headers.get("x-hook-secret")).toBeNull();
-    }
-    expectAsCaptured(results);
-    expect(results.map((r) => [r.capture.file, r.status]).sort()).toEqual([
-      ["captures/accepted.http", 202],
-      ["captures/batch.http", 202],
-      ["captures/handshake-conflict.http", 409],
-      ["captures/handshake.http", 200],
-      ["captures/heartbeat.http", 200],
-      ["captures/rejected.http", 401],
-    ]);
-    for (const f of ["captures/rejected.http", "captures/handshake-conflict.http"]) expect(results.find((r) => r.capture.file === f)?.body).toBe("");
-    // Neither handshake changed the kept secret.
-    expect(readFileSync(join(home, "secret-secret"), "utf8")).toBe(SECRET);
+  const run = await sharedRun(bobbin);
+  const results = await run.results(bobbin);
+  // The kit's secret again is a repeat: echoed. Another webhook's is refused, and nothing is echoed.
+  const echoed = (file: string) => results.find((r) => r.capture.file === file)?.headers?.["x-hook-secret"] ?? null;
+  expect(echoed("captures/handshake.http")).toBe(SECRET);
+  expect(echoed("captures/handshake-conflict.http")).toBeNull();
+  expectAsCaptured(results);
+  expectAnswers(results, {
+    "captures/accepted.http": 202,
+    "captures/batch.http": 202,
+    "captures/handshake-conflict.http": { status: 409, body: "" },
+    "captures/handshake.http": 200,
+    "captures/heartbeat.http": 200,
+    "captures/rejected.http": { status: 401, body: "" },
+  });
+  // Neither handshake changed the kept secret.
+  expect(readFileSync(run.secretFile(bobbin, "secret"), "utf8")).toBe(SECRET);
 
-    const queued = results.filter((r) => r.capture.expect.word === "queued").flatMap((r) => eventsOf(r.capture));
-    expect(queued.map((e) => `${e.resource.resource_type} ${e.action}`)).toEqual(["task changed", "task changed", "story added"]);
-    const db = openSpool(join(home, "spool.db"));
-    try {
-      const rows = () =>
-        db.db.query("SELECT b.key, b.state, e.event_type, e.payload FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.source = ? ORDER BY e.id").all(kit.instance.name) as {
-          key: string;
-          state: string;
-          event_type: string;
-          payload: string;
-        }[];
-      await waitFor(`${queued.length} events delivered`, () => rows().length === queued.length && rows().every((r) => r.state === "delivered"));
-      // Each event's payload is its own element; its key is its parent's gid, or its own.
-      expect(rows().map((r) => ({ key: r.key, type: r.event_type, payload: JSON.parse(r.payload) }))).toEqual(queued.map((e) => ({ key: e.parent?.gid ?? e.resource.gid, type: e.resource.resource_type, payload: e })));
-    } finally {
-      db.close();
-    }
-    expect(receiver.accepted().flatMap((d) => d.doc.events)).toHaveLength(queued.length);
-    expect(receiver.unverified).toEqual([]);
-  } finally {
-    hs.kill("SIGTERM");
-    await hs.exited;
-    receiver.stop();
-  }
-  expect(hs.stderr()).not.toContain(SECRET);
+  const queued = results.filter((r) => r.capture.expect.word === "queued").flatMap((r) => eventsOf(r.capture));
+  expect(queued.map((e) => `${e.resource.resource_type} ${e.action}`)).toEqual(["task changed", "task changed", "story added"]);
+  await waitFor(`${queued.length} events delivered`, () => {
+    const rows = run.events(bobbin);
+    return rows.length === queued.length && rows.every((r) => r.state === "delivered");
+  });
+  // Each event's payload is its own element; its key is its parent's gid, or its own.
+  expect(run.events(bobbin).map((r) => ({ key: r.key, type: r.event_type, payload: JSON.parse(r.payload ?? "null") }))).toEqual(queued.map((e) => ({ key: e.parent?.gid ?? e.resource.gid, type: e.resource.resource_type, payload: e })));
+  const got = await run.deliveries<{ key: string; events: unknown[] }>(bobbin);
+  expect(got.accepted.flatMap((d) => d.doc.events)).toHaveLength(queued.length);
+  expect(got.unverified).toEqual([]);
+  expect(await run.stderr()).not.toContain(SECRET);
 });
 
 describe("against an intake", () => {

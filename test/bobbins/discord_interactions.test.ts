@@ -4,21 +4,16 @@
 // {"type":1} and never queued, every other interaction queued and answered with the deferred
 // {"type":5}, the bad signatures Discord sends on purpose refused with an empty 401.
 //
-// The catalogue run is this file's own: catalogue.ts counts a capture as accepted only when it is
-// answered 202 {"status":"queued"}, and this bobbin answers a queued interaction 200 {"type":5}
-// (the `ack` Discord needs), so the same proof is made here with the ack as the accepted answer.
+// The catalogue's proof is made here, on the shared run: catalogue.ts counts a capture as accepted
+// only when it is answered 202 {"status":"queued"}, and this bobbin answers a queued interaction
+// 200 {"type":5} (the `ack` Discord needs), so the same proof is made with the ack as the accepted
+// answer.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { generateKeyPairSync, type KeyObject, sign } from "node:crypto";
-import { writeFileSync } from "node:fs";
-import { join } from "node:path";
-import { stringify } from "smol-toml";
 import { capturesOf } from "../../src/bobbin/captures.ts";
-import { openSpool } from "../../src/store/db.ts";
 import { startIntake, type TestIntake } from "../helpers/intake.ts";
-import { startHookspool, waitFor } from "../helpers/proc.ts";
-import { Receiver } from "../helpers/receiver.ts";
-import { tempDir } from "../helpers/tmp.ts";
-import { builtin, KIT_DESTINATION, kitOf } from "./catalogue.ts";
+import { waitFor } from "../helpers/proc.ts";
+import { builtin, KIT_DESTINATION, kitOf, sharedRun } from "./catalogue.ts";
 
 const bobbin = builtin("discord.interactions");
 const kit = kitOf(bobbin);
@@ -42,52 +37,25 @@ test("the manifest answers the PING with {\"type\":1} and acks every queued inte
 });
 
 test("a command is queued, acked {\"type\":5} and delivered; the PING gets {\"type\":1}; a bad signature is 401", async () => {
-  const home = tempDir("hookspool-discord-");
-  const receiver = new Receiver<{ key: string; events: unknown[] }>({});
-  writeFileSync(join(home, "secret-secret"), PUBLIC_KEY, { mode: 0o600 });
-  const doc = {
-    intake: { listen: "127.0.0.1:0" },
-    dispatch: { poll_s: 0.05, heartbeat_s: 1 },
-    bobbins: { [kit.instance.name]: { bobbin: bobbin.name, secrets: { secret: { file: join(home, "secret-secret") } }, outputs: { "*": "receiver" } } },
-    destinations: { receiver: { type: "http", url: `http://127.0.0.1:${receiver.port}/in`, allow_insecure: true, unsigned: true, timeout_s: 5 } },
-  };
-  writeFileSync(join(home, "config.toml"), stringify(doc));
-  // The captures' timestamps are valid at the kit's now: the process runs on that clock.
-  const hs = await startHookspool(home, ["run"], { env: { HOOKSPOOL_TEST_CLOCK_OFFSET_S: String(NOW - Date.now() / 1000) } });
-  const got: { file: string; status: number; type: string | null; body: string }[] = [];
-  try {
-    const port = await hs.port();
-    for (const c of captures) {
-      const headers = c.request.headers.filter(([k]) => !["host", "content-length"].includes(k.toLowerCase()));
-      const res = await fetch(`http://127.0.0.1:${port}${c.request.url}`, { method: c.request.method, headers, body: c.request.body });
-      got.push({ file: c.file, status: res.status, type: res.headers.get("content-type"), body: await res.text() });
-      expect({ file: c.file, status: res.status }).toEqual({ file: c.file, status: c.expect.status });
-    }
-    expect(got.map((g) => [g.file, g.status, g.body])).toEqual([
-      ["captures/accepted.http", 200, DEFERRED],
-      ["captures/ping.http", 200, PONG],
-      ["captures/rejected.http", 401, ""],
-    ]);
-    expect(got.slice(0, 2).map((g) => g.type)).toEqual(["application/json", "application/json"]);
-    // The acked command is the one event, delivered under the key and type its capture names.
-    const db = openSpool(join(home, "spool.db"));
-    try {
-      const row = () => db.db.query("SELECT b.key, b.state, e.event_type FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.payload = ?").get(accepted.body) as { key: string; state: string; event_type: string } | null;
-      await waitFor("the command delivered", () => row()?.state === "delivered");
-      const want = captures.find((c) => c.file === "captures/accepted.http")?.expect;
-      expect({ key: row()?.key, event_type: row()?.event_type }).toEqual({ key: want?.key, event_type: want?.eventType });
-      expect((db.db.query("SELECT COUNT(*) AS n FROM events").get() as { n: number }).n).toBe(1);
-    } finally {
-      db.close();
-    }
-    expect(receiver.accepted().length).toBe(1);
-    expect(receiver.unverified).toEqual([]);
-  } finally {
-    hs.kill("SIGTERM");
-    await hs.exited;
-    receiver.stop();
-  }
-  expect(hs.stderr()).not.toContain(PUBLIC_KEY);
+  const run = await sharedRun(bobbin);
+  const got = await run.results(bobbin);
+  for (const g of got) expect({ file: g.capture.file, status: g.status }).toEqual({ file: g.capture.file, status: g.capture.expect.status });
+  expect(got.map((g) => [g.capture.file, g.status, g.body])).toEqual([
+    ["captures/accepted.http", 200, DEFERRED],
+    ["captures/ping.http", 200, PONG],
+    ["captures/rejected.http", 401, ""],
+  ]);
+  expect(got.slice(0, 2).map((g) => g.headers?.["content-type"] ?? null)).toEqual(["application/json", "application/json"]);
+  // The acked command is the one event, delivered under the key and type its capture names.
+  const row = () => run.events(bobbin).find((e) => e.payload === accepted.body);
+  await waitFor("the command delivered", () => row()?.state === "delivered");
+  const want = captures.find((c) => c.file === "captures/accepted.http")?.expect;
+  expect({ key: row()?.key, event_type: row()?.event_type }).toEqual({ key: want?.key, event_type: want?.eventType });
+  expect(run.events(bobbin)).toHaveLength(1);
+  const delivered = await run.deliveries(bobbin);
+  expect(delivered.accepted.length).toBe(1);
+  expect(delivered.unverified).toEqual([]);
+  expect(await run.stderr()).not.toContain(PUBLIC_KEY);
 });
 
 describe("against an intake", () => {

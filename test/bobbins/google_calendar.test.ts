@@ -8,7 +8,7 @@ import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { stringify } from "smol-toml";
 import { capturesOf } from "../../src/bobbin/captures.ts";
-import { openSpool } from "../../src/store/db.ts";
+import { openSpool } from "../../src/store/sqlite/db.ts";
 import { baseOf, dayOf } from "../../bobbins/google/calendar/processor.ts";
 import { type Hookspool, runHookspool, startHookspool, waitFor } from "../helpers/proc.ts";
 import { Receiver } from "../helpers/receiver.ts";
@@ -111,7 +111,12 @@ afterEach(async () => {
   for (const s of stubs.splice(0)) s.stop();
 });
 
-/** `hookspool run` with one google.calendar instance, its API and token endpoint on `google`. */
+/**
+ * `hookspool run` with one google.calendar instance, its API and token endpoint on `google`. A home
+ * of its own per test, not the shared run (catalogue.ts): the instance's api_base_url and the
+ * credential's token_uri name this test's stub Google, so the home is written after the stub
+ * listens, and each test starts from a processor with no stored sync token.
+ */
 async function start(googleUrl: string, settings: Record<string, unknown> = {}): Promise<Run> {
   const home = tempDir("hookspool-calendar-");
   const receiver = new Receiver<{ route: string; key: string; events: Record<string, unknown>[] }>({});

@@ -9,7 +9,7 @@ import { join } from "node:path";
 import { stringify } from "smol-toml";
 import { capturesOf } from "../../src/bobbin/captures.ts";
 import { DRIVE_CHANGE_FIELDS, type DriveChange } from "../../src/providers/google.ts";
-import { openSpool } from "../../src/store/db.ts";
+import { openSpool } from "../../src/store/sqlite/db.ts";
 import { baseOf, itemsOf, mimeTypesOf } from "../../bobbins/google/drive/processor.ts";
 import { type Hookspool, startHookspool, waitFor } from "../helpers/proc.ts";
 import { Receiver } from "../helpers/receiver.ts";
@@ -95,6 +95,8 @@ function stubGoogle() {
 
 type Doc = { route: string; key: string; events: Record<string, unknown>[] };
 
+// A home of its own, not the shared run (catalogue.ts): the instances' api_base_url and the
+// credential's token_uri name this file's stub Google, so the home is written after it listens.
 describe("hookspool run with a stub Google", () => {
   let google: ReturnType<typeof stubGoogle>;
   let receiver: Receiver<Doc>;
@@ -307,6 +309,7 @@ describe("an api_base_url the processor refuses", () => {
   afterAll(() => google.stop());
 
   test("plain http to another host ends the batch for good, and asks nothing", async () => {
+    // A home of its own: its one instance has the refused setting, which no kit carries.
     const home = tempDir("hookspool-drive-bad-");
     writeFileSync(join(home, "t"), TOKEN, { mode: 0o600 });
     writeFileSync(join(home, "c"), JSON.stringify({ ...(JSON.parse(kit.secrets.credential) as Record<string, string>), token_uri: `${google.url}/token` }), { mode: 0o600 });

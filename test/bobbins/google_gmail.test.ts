@@ -11,8 +11,8 @@ import { capturesOf } from "../../src/bobbin/captures.ts";
 import type { Batch, Context, HttpAnswer, Item, OAuthClient } from "../../src/plugin/processor.ts";
 import { BadPayload, Permanent } from "../../src/plugin/types.ts";
 import { classify, needsSnippet, parseRulePack, type RulePack } from "../../src/providers/mailrules.ts";
-import { openSpool } from "../../src/store/db.ts";
-import { findText } from "../../src/store/inspect.ts";
+import { openSpool } from "../../src/store/sqlite/db.ts";
+import { findText } from "../../src/store/sqlite/inspect.ts";
 import processor, { baseOf, FALLBACK_RECENT, type GmailSettings, hookVerdict, isIncoming, packsOf, SHIPPED_PACKS } from "../../bobbins/google/gmail/processor.ts";
 import { decodePush } from "../../bobbins/google/gmail/source.ts";
 import { startHookspool, waitFor } from "../helpers/proc.ts";
@@ -130,7 +130,12 @@ function push(historyId: number, messageId: string): string {
 
 type ItemDoc = Record<string, unknown> & { key: string };
 
-/** A home serving one google.gmail instance, `gmail`, whose Google is `google`, delivering its items to a receiver. */
+/**
+ * A home serving one google.gmail instance, `gmail`, whose Google is `google`, delivering its items
+ * to a receiver. Its own, not the shared run (catalogue.ts): the instance's api_base_url and the
+ * credential's token_uri name the stub, which listens first, and a deployment's settings (hooks,
+ * rule packs) and stored history id are those of the test that starts it.
+ */
 class Deployment {
   readonly receiver = new Receiver<{ route: string; key: string; events: ItemDoc[] }>({});
   readonly home = tempDir("hookspool-gmail-");

@@ -9,7 +9,7 @@ import { join } from "node:path";
 import { exportJWK, generateKeyPair, type JWK, SignJWT } from "jose";
 import { stringify } from "smol-toml";
 import { capturesOf } from "../../src/bobbin/captures.ts";
-import { openSpool } from "../../src/store/db.ts";
+import { openSpool } from "../../src/store/sqlite/db.ts";
 import plaid from "../../bobbins/plaid/items/source.ts";
 import { LOG_LINES, startIntake, type TestIntake } from "../helpers/intake.ts";
 import { startHookspool, waitFor } from "../helpers/proc.ts";
@@ -48,6 +48,9 @@ function stubPlaid(keys: () => Record<string, JWK>, override?: () => Response | 
   return { url: `http://127.0.0.1:${server.port}`, asked, stop: () => server.stop(true) };
 }
 
+// A run of its own, not the shared one (catalogue.ts): the instance's api_base_url names this
+// test's stub Plaid, which must listen before the home is written, and the lookups the test counts
+// are that stub's. (No other kit is on plaid's clock, so a shared run would be one of its own too.)
 test("a Plaid webhook is queued and delivered, a forged JWT is 401, a verified non-JSON body is quarantined: hookspool run, keys from a stub Plaid", async () => {
   // The kit's [[http]] answer is what the stub Plaid serves: the public key the captures were signed with.
   const stub = kit.http.find((h) => h.url.endsWith("/webhook_verification_key/get"));

@@ -9,7 +9,7 @@ import { stringify } from "smol-toml";
 import { type PollCapture, pollCapturesOf } from "../../src/bobbin/captures.ts";
 import type { Context, Item } from "../../src/plugin/processor.ts";
 import { Permanent, Retryable } from "../../src/plugin/types.ts";
-import { openSpool } from "../../src/store/db.ts";
+import { openSpool } from "../../src/store/sqlite/db.ts";
 import poller, { baseOf, cikOf, type EdgarSettings, feedUrl, SEEN, userAgentProblem } from "../../bobbins/sec/edgar/poller.ts";
 import { startHookspool, waitFor } from "../helpers/proc.ts";
 import { Receiver } from "../helpers/receiver.ts";
@@ -57,6 +57,8 @@ describe("through a real hookspool run", () => {
       },
     });
     const receiver = new Receiver<{ route: string; key: string; events: { key: string; cik: string; accession: string; form: string; filed: string; title: string; link: string }[] }>({});
+    // A home of its own, not the shared run (catalogue.ts), which serves no poll bobbin: this one
+    // is started three times on clocks an hour apart, its base_url names this test's stub EDGAR.
     const home = tempDir("hookspool-edgar-");
     writeFileSync(
       join(home, "config.toml"),

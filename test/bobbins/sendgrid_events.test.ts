@@ -6,20 +6,14 @@
 // post, and the SDK's own multi-event vector with its CRLF framing.
 //
 // The catalogue's runner finds a capture's event by its payload, which a split request does not
-// keep whole (each event's payload is its element), so this file runs the same proof itself:
-// every capture sent to a real `hookspool run` over loopback, each queued element delivered.
+// keep whole (each event's payload is its element), so this file makes the same proof itself on
+// the shared run: every capture sent over loopback, each queued element delivered.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { generateKeyPairSync, type KeyObject, sign } from "node:crypto";
-import { writeFileSync } from "node:fs";
-import { join } from "node:path";
-import { stringify } from "smol-toml";
 import { type Capture, capturesOf } from "../../src/bobbin/captures.ts";
-import { openSpool } from "../../src/store/db.ts";
 import { startIntake, type TestIntake } from "../helpers/intake.ts";
-import { startHookspool, waitFor } from "../helpers/proc.ts";
-import { Receiver } from "../helpers/receiver.ts";
-import { tempDir } from "../helpers/tmp.ts";
-import { builtin, expectAsCaptured, KIT_DESTINATION, kitOf, type CaptureResult } from "./catalogue.ts";
+import { waitFor } from "../helpers/proc.ts";
+import { builtin, expectAnswers, expectAsCaptured, KIT_DESTINATION, kitOf, sharedRun } from "./catalogue.ts";
 
 const bobbin = builtin("sendgrid.events");
 const kit = kitOf(bobbin);
@@ -39,53 +33,27 @@ type Element = { sg_event_id: string; sg_message_id?: string; event: string };
 const elementsOf = (c: Capture) => JSON.parse(textOf(c)) as Element[];
 
 test("every capture gets what it says; each element of a queued post is its own event, delivered under its message", async () => {
-  const home = tempDir("hookspool-sendgrid-");
-  const receiver = new Receiver<{ key: string; events: Element[] }>({});
-  writeFileSync(join(home, "secret-secret"), KEY, { mode: 0o600 });
-  const doc = {
-    intake: { listen: "127.0.0.1:0" },
-    dispatch: { poll_s: 0.05, heartbeat_s: 1 },
-    bobbins: { [kit.instance.name]: { bobbin: bobbin.name, secrets: { secret: { file: join(home, "secret-secret") } }, outputs: { "*": "receiver" }, span: "immediate" } },
-    destinations: { receiver: { type: "http", url: `http://127.0.0.1:${receiver.port}/in`, allow_insecure: true, unsigned: true, timeout_s: 5 } },
-  };
-  writeFileSync(join(home, "config.toml"), stringify(doc));
-  // The captures are signed at the kit's now: the process runs on that clock.
-  const hs = await startHookspool(home, ["run"], { env: { HOOKSPOOL_TEST_CLOCK_OFFSET_S: String(NOW - Date.now() / 1000) } });
-  const results: CaptureResult[] = [];
-  try {
-    const port = await hs.port();
-    for (const c of captures) {
-      const res = await fetch(`http://127.0.0.1:${port}${c.request.url.replace(/^\/hooks\/[^/?]+/, `/hooks/${kit.instance.name}`)}`, { method: c.request.method, headers: headersOf(c), body: c.request.body });
-      results.push({ capture: c, instance: kit.instance.name, status: res.status, body: await res.text() });
-    }
-    expectAsCaptured(results);
-    expect(results.map((r) => [r.capture.file, r.status]).sort()).toEqual([
-      ["captures/accepted.http", 202],
-      ["captures/batch.http", 202],
-      ["captures/rejected.http", 401],
-      ["captures/unclassifiable.http", 202],
-    ]);
-    const queued = results.filter((r) => r.capture.expect.word === "queued").flatMap((r) => elementsOf(r.capture));
-    expect(queued.map((e) => e.event)).toEqual(["delivered", "processed", "delivered", "open"]);
-    const db = openSpool(join(home, "spool.db"));
-    try {
-      const row = (e: Element) => db.db.query("SELECT b.key, b.state, e.event_type FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.source = ? AND e.dedup_id = ?").get(kit.instance.name, e.sg_event_id) as { key: string; state: string; event_type: string } | null;
-      await waitFor(`${queued.length} events delivered`, () => queued.every((e) => row(e)?.state === "delivered"));
-      for (const e of queued) expect({ id: e.sg_event_id, key: row(e)?.key, type: row(e)?.event_type }).toEqual({ id: e.sg_event_id, key: e.sg_message_id, type: e.event });
-      // The unkeyed element's post was quarantined whole: its keyed element is not queued alone.
-      const [keyed] = elementsOf(captured("captures/unclassifiable.http"));
-      expect(db.db.query("SELECT COUNT(*) AS n FROM events WHERE dedup_id = ?").get(keyed.sg_event_id)).toEqual({ n: 0 });
-    } finally {
-      db.close();
-    }
-    const delivered = receiver.accepted().flatMap((d) => d.doc.events.map((e) => e.sg_event_id));
-    expect(delivered.sort()).toEqual(queued.map((e) => e.sg_event_id).sort());
-    expect(receiver.unverified).toEqual([]);
-  } finally {
-    hs.kill("SIGTERM");
-    await hs.exited;
-    receiver.stop();
-  }
+  const run = await sharedRun(bobbin);
+  const results = await run.results(bobbin);
+  expectAsCaptured(results);
+  expectAnswers(results, {
+    "captures/accepted.http": 202,
+    "captures/batch.http": 202,
+    "captures/rejected.http": 401,
+    "captures/unclassifiable.http": 202,
+  });
+  const queued = results.filter((r) => r.capture.expect.word === "queued").flatMap((r) => elementsOf(r.capture));
+  expect(queued.map((e) => e.event)).toEqual(["delivered", "processed", "delivered", "open"]);
+  const row = (e: Element) => run.events(bobbin).find((r) => r.dedup_id === e.sg_event_id);
+  await waitFor(`${queued.length} events delivered`, () => queued.every((e) => row(e)?.state === "delivered"));
+  for (const e of queued) expect({ id: e.sg_event_id, key: row(e)?.key, type: row(e)?.event_type }).toEqual({ id: e.sg_event_id, key: e.sg_message_id, type: e.event });
+  // The unkeyed element's post was quarantined whole: its keyed element is not queued alone.
+  const [keyed] = elementsOf(captured("captures/unclassifiable.http"));
+  expect(run.events(bobbin).filter((r) => r.dedup_id === keyed.sg_event_id)).toEqual([]);
+  const got = await run.deliveries<{ key: string; events: Element[] }>(bobbin);
+  const delivered = got.accepted.flatMap((d) => d.doc.events.map((e) => e.sg_event_id));
+  expect(delivered.sort()).toEqual(queued.map((e) => e.sg_event_id).sort());
+  expect(got.unverified).toEqual([]);
 });
 
 describe("against an intake", () => {

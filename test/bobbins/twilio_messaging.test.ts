@@ -6,20 +6,14 @@
 // a message's successive status callbacks are not duplicates), and Twilio's documented example.
 //
 // The catalogue's runner finds a capture's event by its payload, which a form body does not keep
-// (the payload is the form as a JSON object), so this file runs the same proof itself: every
-// capture sent to a real `hookspool run` over loopback, each queued one delivered.
+// (the payload is the form as a JSON object), so this file makes the same proof itself on the
+// shared run: every capture sent over loopback, each queued one delivered.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createHmac } from "node:crypto";
-import { writeFileSync } from "node:fs";
-import { join } from "node:path";
-import { stringify } from "smol-toml";
 import { type Capture, capturesOf } from "../../src/bobbin/captures.ts";
-import { openSpool } from "../../src/store/db.ts";
 import { startIntake, type TestIntake } from "../helpers/intake.ts";
-import { startHookspool, waitFor } from "../helpers/proc.ts";
-import { Receiver } from "../helpers/receiver.ts";
-import { tempDir } from "../helpers/tmp.ts";
-import { builtin, expectAsCaptured, KIT_DESTINATION, kitOf, type CaptureResult } from "./catalogue.ts";
+import { waitFor } from "../helpers/proc.ts";
+import { builtin, type CaptureResult, expectAnswers, expectAsCaptured, KIT_DESTINATION, kitOf, sharedRun } from "./catalogue.ts";
 
 const bobbin = builtin("twilio.messaging");
 const kit = kitOf(bobbin);
@@ -40,71 +34,37 @@ const signature = (token: string, url: string, body: string) =>
     .digest("base64");
 
 test("every capture gets what it says; each queued one is delivered under its sender and status", async () => {
-  const home = tempDir("hookspool-twilio-");
-  const receiver = new Receiver<{ key: string; events: Record<string, string>[] }>({});
-  writeFileSync(join(home, "secret-secret"), TOKEN, { mode: 0o600 });
   // The kit's instance, and one per capture's own `# settings:`.
-  const settingsOf = (c: Capture) => c.settings ?? kit.instance.settings;
-  const names = new Map<string, string>();
-  for (const c of captures) {
-    const id = JSON.stringify(settingsOf(c));
-    if (!names.has(id)) names.set(id, names.size === 0 ? kit.instance.name : `${kit.instance.name}-${names.size}`);
+  const run = await sharedRun(bobbin);
+  const results = await run.results(bobbin);
+  expectAsCaptured(results);
+  expectAnswers(results, {
+    "captures/accepted.http": 200,
+    "captures/rejected.http": { status: 401, body: "" },
+    "captures/status-callback.http": 200,
+    "captures/twiml.http": 200,
+    "captures/whatsapp.http": 200,
+  });
+  const typeOf = (r: CaptureResult) => r.headers?.["content-type"] ?? null;
+  // The instance as a deployment runs it answers with empty TwiML, which Twilio reads.
+  const twiml = results.find((r) => r.capture.file === "captures/twiml.http");
+  expect([twiml && typeOf(twiml), twiml?.body]).toEqual(["text/xml", "<Response/>"]);
+  // Every verified message is queued, each answered with the TwiML (the word in its header).
+  const queued = results.filter((r) => r.word === "queued");
+  expect(queued.map((r) => [typeOf(r), r.body])).toEqual(queued.map(() => ["text/xml", "<Response/>"]));
+  // A form body's event keeps the request's bytes as its raw body.
+  const row = (r: CaptureResult) => run.events(bobbin).find((e) => e.source === r.instance && e.raw !== null && Buffer.from(e.raw).equals(Buffer.from(r.capture.request.body)));
+  await waitFor(`${queued.length} batches delivered`, () => queued.every((r) => row(r)?.state === "delivered"));
+  for (const r of queued) {
+    const got = row(r);
+    expect({ file: r.capture.file, key: got?.key, type: got?.event_type }).toEqual({ file: r.capture.file, key: r.capture.expect.key ?? fieldsOf(r.capture).From, type: r.capture.expect.eventType ?? "received" });
+    expect(JSON.parse(got?.payload ?? "null")).toEqual(fieldsOf(r.capture));
   }
-  const instanceOf = (c: Capture) => names.get(JSON.stringify(settingsOf(c))) ?? "";
-  const doc = {
-    intake: { listen: "127.0.0.1:0" },
-    dispatch: { poll_s: 0.05, heartbeat_s: 1 },
-    bobbins: Object.fromEntries(
-      [...names].map(([settings, name]) => [name, { bobbin: bobbin.name, secrets: { secret: { file: join(home, "secret-secret") } }, settings: JSON.parse(settings), outputs: { "*": "receiver" }, span: "immediate" }]),
-    ),
-    destinations: { receiver: { type: "http", url: `http://127.0.0.1:${receiver.port}/in`, allow_insecure: true, unsigned: true, timeout_s: 5 } },
-  };
-  writeFileSync(join(home, "config.toml"), stringify(doc));
-  const hs = await startHookspool(home, ["run"]);
-  const results: (CaptureResult & { type: string | null })[] = [];
-  try {
-    const port = await hs.port();
-    for (const c of captures) {
-      const res = await fetch(`http://127.0.0.1:${port}${c.request.url.replace(/^\/hooks\/[^/?]+/, `/hooks/${instanceOf(c)}`)}`, { method: c.request.method, headers: headersOf(c), body: c.request.body });
-      results.push({ capture: c, instance: instanceOf(c), status: res.status, body: await res.text(), type: res.headers.get("content-type"), word: res.headers.get("x-hookspool-status") ?? undefined });
-    }
-    expectAsCaptured(results);
-    expect(results.map((r) => [r.capture.file, r.status]).sort()).toEqual([
-      ["captures/accepted.http", 200],
-      ["captures/rejected.http", 401],
-      ["captures/status-callback.http", 200],
-      ["captures/twiml.http", 200],
-      ["captures/whatsapp.http", 200],
-    ]);
-    // The instance as a deployment runs it answers with empty TwiML, which Twilio reads.
-    const twiml = results.find((r) => r.capture.file === "captures/twiml.http");
-    expect([twiml?.type, twiml?.body]).toEqual(["text/xml", "<Response/>"]);
-    expect(results.find((r) => r.capture.file === "captures/rejected.http")?.body).toBe("");
-    // Every verified message is queued, each answered with the TwiML (the word in its header).
-    const queued = results.filter((r) => r.word === "queued");
-    expect(queued.map((r) => [r.type, r.body])).toEqual(queued.map(() => ["text/xml", "<Response/>"]));
-    const db = openSpool(join(home, "spool.db"));
-    try {
-      // A form body's event keeps the request's bytes as its raw body.
-      const row = (r: CaptureResult) => db.db.query("SELECT b.key, b.state, e.event_type, e.payload FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.source = ? AND e.raw = ?").get(r.instance, r.capture.request.body) as { key: string; state: string; event_type: string; payload: string } | null;
-      await waitFor(`${queued.length} batches delivered`, () => queued.every((r) => row(r)?.state === "delivered"));
-      for (const r of queued) {
-        const got = row(r);
-        expect({ file: r.capture.file, key: got?.key, type: got?.event_type }).toEqual({ file: r.capture.file, key: r.capture.expect.key ?? fieldsOf(r.capture).From, type: r.capture.expect.eventType ?? "received" });
-        expect(JSON.parse(got?.payload ?? "null")).toEqual(fieldsOf(r.capture));
-      }
-    } finally {
-      db.close();
-    }
-    const delivered = receiver.accepted().flatMap((d) => d.doc.events.map((e) => e.MessageSid));
-    expect(delivered.sort()).toEqual(queued.map((r) => fieldsOf(r.capture).MessageSid).sort());
-    expect(receiver.unverified).toEqual([]);
-  } finally {
-    hs.kill("SIGTERM");
-    await hs.exited;
-    receiver.stop();
-  }
-  expect(hs.stderr()).not.toContain(TOKEN);
+  const got = await run.deliveries<{ key: string; events: Record<string, string>[] }>(bobbin);
+  const delivered = got.accepted.flatMap((d) => d.doc.events.map((e) => e.MessageSid));
+  expect(delivered.sort()).toEqual(queued.map((r) => fieldsOf(r.capture).MessageSid).sort());
+  expect(got.unverified).toEqual([]);
+  expect(await run.stderr()).not.toContain(TOKEN);
 });
 
 test("public_url is a setting each instance must give; the TwiML ack is the default", () => {
