@@ -54,3 +54,27 @@ export interface FailureInput {
 }
 
 export type FailureEffect = "counted" | "tripped" | "retripped" | "ignored";
+
+/** What a transport failure changes in the destination's row. */
+export type BreakerChange =
+  | { effect: "tripped" | "retripped"; consecutive_failures: number; opened_at: number; cooldown_s: number }
+  | { effect: "counted"; consecutive_failures: number }
+  | { effect: "ignored" };
+
+/**
+ * The breaker's verdict on a transport failure: closed counts it and trips open at trip_after
+ * (the initial cooldown); open or half_open re-trips only on a probe's failure (an attempt that
+ * started after opened_at), doubling the cooldown up to its maximum; any other failure (one that
+ * was in flight when the breaker opened) is ignored. Both backends apply it to the row they hold.
+ */
+export function breakerOnFailure(d: DestinationRow, f: FailureInput): BreakerChange {
+  const n = d.consecutive_failures + 1;
+  if (d.state === "closed") {
+    if (n >= f.tripAfter) return { effect: "tripped", consecutive_failures: n, opened_at: f.now, cooldown_s: f.cooldownInitialS };
+    return { effect: "counted", consecutive_failures: n };
+  }
+  if ((d.state === "open" || d.state === "half_open") && d.opened_at !== null && f.startedAt > d.opened_at) {
+    return { effect: "retripped", consecutive_failures: n, opened_at: f.now, cooldown_s: Math.min(f.cooldownMaxS, (d.cooldown_s ?? f.cooldownInitialS) * 2) };
+  }
+  return { effect: "ignored" };
+}

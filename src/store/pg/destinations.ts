@@ -1,7 +1,7 @@
 // Destination runtime state on PostgreSQL: the breaker, the pause, the probe and the
 // Retry-After gate, with SQLite's transitions. With several dispatchers, every change locks the
 // destination's row (FOR UPDATE), so two verdicts on one destination apply one after the other.
-import { type DestinationRow, type FailureEffect, type FailureInput, closedRow } from "../destinations.ts";
+import { breakerOnFailure, type DestinationRow, type FailureEffect, type FailureInput, closedRow } from "../destinations.ts";
 import { numOrNull, type PgSpool, type Tx, } from "./db.ts";
 import { resolveIssuePg } from "./issues.ts";
 
@@ -50,23 +50,13 @@ export async function recordSuccessPg(tx: Tx, name: string, now: number): Promis
 
 /** A transport failure: counted while closed, trips at trip_after; a probe's failure re-trips with the cooldown doubled. */
 export async function recordTransportFailurePg(tx: Tx, name: string, f: FailureInput): Promise<FailureEffect> {
-  const d = await locked(tx, name);
+  const change = breakerOnFailure(await locked(tx, name), f);
   await tx`UPDATE destinations SET last_error = ${f.error} WHERE name = ${name}`;
-  if (d.state === "closed") {
-    const n = d.consecutive_failures + 1;
-    if (n >= f.tripAfter) {
-      await tx`UPDATE destinations SET state = 'open', consecutive_failures = ${n}, opened_at = ${f.now}, cooldown_s = ${f.cooldownInitialS}, probe_until = NULL WHERE name = ${name}`;
-      return "tripped";
-    }
-    await tx`UPDATE destinations SET consecutive_failures = ${n} WHERE name = ${name}`;
-    return "counted";
+  if (change.effect === "counted") await tx`UPDATE destinations SET consecutive_failures = ${change.consecutive_failures} WHERE name = ${name}`;
+  else if (change.effect !== "ignored") {
+    await tx`UPDATE destinations SET state = 'open', consecutive_failures = ${change.consecutive_failures}, opened_at = ${change.opened_at}, cooldown_s = ${change.cooldown_s}, probe_until = NULL WHERE name = ${name}`;
   }
-  if ((d.state === "open" || d.state === "half_open") && d.opened_at !== null && f.startedAt > d.opened_at) {
-    const cool = Math.min(f.cooldownMaxS, (d.cooldown_s ?? f.cooldownInitialS) * 2);
-    await tx`UPDATE destinations SET state = 'open', consecutive_failures = consecutive_failures + 1, opened_at = ${f.now}, cooldown_s = ${cool}, probe_until = NULL WHERE name = ${name}`;
-    return "retripped";
-  }
-  return "ignored";
+  return change.effect;
 }
 
 /** open -> half_open once the cooldown has elapsed; whether it moved (only one dispatcher sees true). */

@@ -3,7 +3,7 @@
 import type { Database } from "bun:sqlite";
 import { prepared, type SqliteSpool } from "./db.ts";
 import { resolveIssueTx } from "./issues.ts";
-import { closedRow, type FailureEffect, type DestinationRow, type FailureInput } from "../destinations.ts";
+import { breakerOnFailure, closedRow, type FailureEffect, type DestinationRow, type FailureInput } from "../destinations.ts";
 
 export function destinationRows(spool: SqliteSpool): DestinationRow[] {
   const db = spool.db;
@@ -61,33 +61,18 @@ export function recordSuccessTx(db: Database, name: string, now: number): Destin
  */
 export function recordTransportFailureTx(db: Database, name: string, f: FailureInput): FailureEffect {
   ensure(db, name);
-  const d = destinationStateTx(db, name);
+  const change = breakerOnFailure(destinationStateTx(db, name), f);
   prepared(db, "UPDATE destinations SET last_error = ? WHERE name = ?").run(f.error, name);
-  if (d.state === "closed") {
-    const n = d.consecutive_failures + 1;
-    if (n >= f.tripAfter) {
-      prepared(db, "UPDATE destinations SET state = 'open', consecutive_failures = $n, opened_at = $now, cooldown_s = $cool, probe_until = NULL WHERE name = $name").run({
-        name,
-        n,
-        now: f.now,
-        cool: f.cooldownInitialS,
-      });
-      return "tripped";
-    }
-    prepared(db, "UPDATE destinations SET consecutive_failures = ? WHERE name = ?").run(n, name);
-    return "counted";
-  }
-  if ((d.state === "open" || d.state === "half_open") && d.opened_at !== null && f.startedAt > d.opened_at) {
-    // Only a probe (an attempt started after opened_at) can re-trip or double the cooldown
-    const cool = Math.min(f.cooldownMaxS, (d.cooldown_s ?? f.cooldownInitialS) * 2);
-    prepared(db, "UPDATE destinations SET state = 'open', consecutive_failures = consecutive_failures + 1, opened_at = $now, cooldown_s = $cool, probe_until = NULL WHERE name = $name").run({
+  if (change.effect === "counted") prepared(db, "UPDATE destinations SET consecutive_failures = ? WHERE name = ?").run(change.consecutive_failures, name);
+  else if (change.effect !== "ignored") {
+    prepared(db, "UPDATE destinations SET state = 'open', consecutive_failures = $n, opened_at = $at, cooldown_s = $cool, probe_until = NULL WHERE name = $name").run({
       name,
-      now: f.now,
-      cool,
+      n: change.consecutive_failures,
+      at: change.opened_at,
+      cool: change.cooldown_s,
     });
-    return "retripped";
   }
-  return "ignored";
+  return change.effect;
 }
 
 /** open -> half_open once the cooldown has elapsed; returns whether it moved. */
