@@ -23,7 +23,7 @@ const LAYERS: string[][] = [
   ["bobbin"],
   ["store"],
   ["config"],
-  ["intake", "destinations", "dispatch", "obs", "processor", "sweep"],
+  ["intake", "dashboard", "destinations", "dispatch", "obs", "processor", "sweep"],
   ["check", "cli", "main.ts"],
 ];
 const rank = (u: string) => LAYERS.findIndex((l) => l.includes(u));

@@ -1,6 +1,8 @@
 // The long-running services: intake, dispatch, and run (both in one process, one connection).
 import { join } from "node:path";
-import { Dashboard } from "../intake/dashboard/server.ts";
+import { Dashboard } from "../dashboard/server.ts";
+import type { DashboardStore } from "../store/api.ts";
+import { openStores, pgStores, sqliteStores } from "../store/open.ts";
 import type { CommandDef } from "citty";
 import { systemRng } from "../clock.ts";
 import type { LoadedConfig } from "../config/types.ts";
@@ -122,7 +124,7 @@ function dispatchCommand(cli: Cli): CommandDef {
       if (isPostgres(loaded.config)) return servePg(cli, loaded, false);
       const opened = openForDispatch(loaded.paths, { clock: cli.clock });
       const dispatcher = makeDispatcher(cli, loaded, { spool: opened.spool });
-      const dash = loaded.config.dashboard.listen ? [makeDashboard(cli, loaded, opened.spool, loaded.config.dashboard.listen, () => dispatcher.currentConfig())] : [];
+      const dash = loaded.config.dashboard.listen ? [makeDashboard(cli, loaded, sqliteStores(opened.spool).dashboard(), loaded.config.dashboard.listen, () => dispatcher.currentConfig())] : [];
       return serve(createLogger("dispatch", { clock: cli.clock }), [dispatcher, makeMaintenance(cli, loaded, opened.spool, dispatcher), ...dash], opened.close, () => dash.forEach((d) => announce(cli, d, loaded.paths.home)));
     },
   };
@@ -145,7 +147,7 @@ function runCommand(cli: Cli): CommandDef {
       // The intake tells the dispatcher when each batch may be ready, so none waits for a tick.
       const intake = new Intake({ loaded, loadOptions: loadOptions(cli), clock: cli.clock, log, env: cli.io.env, spool, wake: (at) => dispatcher.wake(at) });
       // [dashboard] listen set: the dashboard runs here too, on the same connection.
-      const dash = loaded.config.dashboard.listen ? [makeDashboard(cli, loaded, spool, loaded.config.dashboard.listen, () => dispatcher.currentConfig(), () => intake.address)] : [];
+      const dash = loaded.config.dashboard.listen ? [makeDashboard(cli, loaded, sqliteStores(spool).dashboard(), loaded.config.dashboard.listen, () => dispatcher.currentConfig(), () => intake.address)] : [];
       return serve(log, [dispatcher, makeMaintenance(cli, loaded, spool, dispatcher), intake, ...dash], opened.close, () => dash.forEach((d) => announce(cli, d, loaded.paths.home)));
     },
   };
@@ -153,11 +155,10 @@ function runCommand(cli: Cli): CommandDef {
 
 /**
  * dispatch (and run, with an intake beside it) on PostgreSQL: no dispatch.lock, migrations under
- * the database's lock, maintenance led by whichever dispatcher holds the maintenance lock. The
- * dashboard reads SQLite only, so [dashboard] listen is refused here rather than ignored.
+ * the database's lock, maintenance led by whichever dispatcher holds the maintenance lock;
+ * [dashboard] listen set: the dashboard runs here too, on the same pool.
  */
 async function servePg(cli: Cli, loaded: LoadedConfig, withIntake: boolean): Promise<number> {
-  if (loaded.config.dashboard.listen) throw new HookspoolError("E_CONFIG", 'the dashboard reads a SQLite spool only; unset [dashboard] listen with spool.backend = "postgres"', { key: "dashboard.listen" });
   const pg: PgSpool = await openPgForDispatch(loaded.config, cli.io.env);
   try {
     const store = await pgDispatchStore(pg, `${hostname()}:${process.pid}`);
@@ -165,7 +166,8 @@ async function servePg(cli: Cli, loaded: LoadedConfig, withIntake: boolean): Pro
     const maintenance = new PgMaintenance({ pg, store, config: () => dispatcher.currentConfig(), plugins: () => dispatcher.sourcePlugins(), clock: cli.clock, log: createLogger("maintenance", { clock: cli.clock }), env: cli.io.env });
     const log = createLogger(withIntake ? "intake" : "dispatch", { clock: cli.clock });
     const intake = withIntake ? [new Intake({ loaded, loadOptions: loadOptions(cli), clock: cli.clock, log, env: cli.io.env, wake: (at) => dispatcher.wake(at) })] : [];
-    return await serve(log, [dispatcher, maintenance, ...intake]);
+    const dash = loaded.config.dashboard.listen ? [makeDashboard(cli, loaded, pgStores(pg).dashboard(), loaded.config.dashboard.listen, () => dispatcher.currentConfig(), withIntake ? () => intake[0].address : undefined)] : [];
+    return await serve(log, [dispatcher, maintenance, ...intake, ...dash], undefined, () => dash.forEach((d) => announce(cli, d, loaded.paths.home)));
   } finally {
     await pg.close();
   }
@@ -174,9 +176,9 @@ async function servePg(cli: Cli, loaded: LoadedConfig, withIntake: boolean): Pro
 /** The dashboard's default address when `hookspool dashboard` runs on its own. */
 export const DASHBOARD_LISTEN = "127.0.0.1:8651";
 
-function makeDashboard(cli: Cli, loaded: LoadedConfig, spool: SqliteSpool, listen: string, config: () => LoadedConfig["config"] = () => loaded.config, intakeAddress?: () => string | null): Dashboard {
+function makeDashboard(cli: Cli, loaded: LoadedConfig, store: DashboardStore, listen: string, config: () => LoadedConfig["config"] = () => loaded.config, intakeAddress?: () => string | null): Dashboard {
   const log = createLogger("dashboard", { clock: cli.clock });
-  return new Dashboard({ listen, spool, config, home: loaded.paths.home, dbPath: loaded.paths.spoolFile, now: () => cli.clock.now(), log, intakeAddress });
+  return new Dashboard({ listen, store, config, home: loaded.paths.home, dbPath: loaded.paths.spoolFile, now: () => cli.clock.now(), log, intakeAddress });
 }
 
 /** Say where the dashboard is: with its token the first time (the URL is printed once). */
@@ -191,9 +193,8 @@ function dashboardCommand(cli: Cli): CommandDef {
     args: { ...GLOBAL_ARGS, listen: { type: "string", description: "host:port to bind (default: dashboard.listen, else 127.0.0.1:8651)", valueHint: "ADDR" } },
     async run({ args }) {
       const loaded = loadFor(cli);
-      sqliteOnly(loaded.config, "hookspool dashboard");
-      const spool = openExisting(cli, loaded.paths.spoolFile);
-      const d = makeDashboard(cli, loaded, spool, (args.listen as string | undefined) || loaded.config.dashboard.listen || DASHBOARD_LISTEN);
+      const stores = await openStores(loaded.config, { mode: "operator", paths: loaded.paths, env: cli.io.env, clock: cli.clock });
+      const d = makeDashboard(cli, loaded, stores.dashboard(), (args.listen as string | undefined) || loaded.config.dashboard.listen || DASHBOARD_LISTEN);
       const log = createLogger("dashboard", { clock: cli.clock });
       try {
         await d.start();
@@ -201,7 +202,7 @@ function dashboardCommand(cli: Cli): CommandDef {
         log.info("stopping", { reason: await stopSignal() });
         await d.stop();
       } finally {
-        spool.close();
+        await stores.close();
       }
       return 0;
     },

@@ -4,7 +4,7 @@
 // Origin must name the listener (a DNS-rebinding page cannot reach it).
 import { chmodSync, existsSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { randomBytes } from "node:crypto";
-import { constantTimeEqual, hmac } from "../../plugin/verify.ts";
+import { constantTimeEqual, hmac } from "../plugin/verify.ts";
 
 /** The cookie's name: one per port, so two dashboards on one host keep their own sessions. */
 export const cookieName = (port: number) => `hookspool_dashboard_${port}`;

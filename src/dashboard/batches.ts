@@ -1,10 +1,9 @@
 // The batches: the list with the filters of `list` (state, dead reason, source, destination,
 // key, status code, time range), paged by id; one batch with its events and routing trace and
 // its attempts as a timeline; its payloads only on an explicit click, behind a warning.
-import { HookspoolError } from "../../errors.ts";
-import type { BatchRow, ListFilter } from "../../store/batches.ts";
-import { batchAttempts, batchEvents, batchPayloads, getBatch, listBatches } from "../../store/sqlite/reads.ts";
-import { parseSince } from "../../time.ts";
+import { HookspoolError } from "../errors.ts";
+import type { BatchRow, ListFilter } from "../store/batches.ts";
+import { parseSince } from "../time.ts";
 import { action, h, page, type PageContext, stateClass, table, when } from "./html.ts";
 
 export const PAGE_SIZE = 50;
@@ -38,9 +37,9 @@ function filterOf(q: URLSearchParams, now: number): { f: ListFilter; problem: st
 
 const STATES = ["", "open", "sealed", "leased", "retry", "awaiting", "delivered", "dead", "dropped"];
 
-export function batchesPage(c: PageContext, q: URLSearchParams): string {
+export async function batchesPage(c: PageContext, q: URLSearchParams): Promise<string> {
   const { f, problem } = filterOf(q, c.now);
-  const rows = problem ? [] : listBatches(c.spool, { ...f, limit: PAGE_SIZE });
+  const rows = problem ? [] : await c.store.listBatches({ ...f, limit: PAGE_SIZE });
   const input = (k: string, label: string, size = 10) => `<label>${h(label)} <input name="${h(k)}" value="${h(q.get(k) ?? "")}" size="${size}"></label> `;
   const state = `<label>state <select name="state">${STATES.map((s) => `<option value="${h(s)}"${q.get("state") === s ? " selected" : ""}>${h(s || "any")}</option>`).join("")}</select></label> `;
   const form = `<form method="get" action="/batches" aria-label="filter batches">${state}${input("reason", "dead reason")}${input("source", "source")}${input("destination", "destination")}${input("key", "key")}${input("status", "status", 4)}${input("since", "since", 8)}${input("until", "until", 8)}<button type="submit">filter</button> <a href="/batches">clear</a></form><p class="muted">since and until: an age (30m, 24h, 7d), an ISO date or Unix seconds, on the batch's last event.</p>`;
@@ -96,14 +95,14 @@ function why(t: Record<string, unknown> | null): string {
   return h(parts.join(" · "));
 }
 
-export function batchPage(c: PageContext, id: number): string | null {
-  const b = getBatch(c.spool, id);
+export async function batchPage(c: PageContext, id: number): Promise<string | null> {
+  const b = await c.store.getBatch(id);
   if (!b) return null;
+  const [evs, attempts] = await Promise.all([c.store.batchEvents(id), c.store.batchAttempts(id)]);
   const events = table(
     ["event", "type", "received", "bytes", "dedup id", "why here"],
-    batchEvents(c.spool, id).map((e) => [h(e.id), h(e.event_type || "-"), when(e.received_at), h(e.size), h(e.dedup_id ?? "-"), why(e.trace as Record<string, unknown> | null)]),
+    evs.map((e) => [h(e.id), h(e.event_type || "-"), when(e.received_at), h(e.size), h(e.dedup_id ?? "-"), why(e.trace as Record<string, unknown> | null)]),
   );
-  const attempts = batchAttempts(c.spool, id);
   const timeline = attempts.length
     ? `<ol class="timeline" aria-label="attempts">${attempts
         .map((a) => {
@@ -122,10 +121,10 @@ export function batchPage(c: PageContext, id: number): string | null {
 }
 
 /** The payloads, reached only by the batch page's explicit link; the warning comes first. */
-export function payloadsPage(c: PageContext, id: number): string | null {
-  const b = getBatch(c.spool, id);
+export async function payloadsPage(c: PageContext, id: number): Promise<string | null> {
+  const b = await c.store.getBatch(id);
   if (!b) return null;
-  const items = batchPayloads(c.spool, id).map((p) => {
+  const items = (await c.store.batchPayloads(id)).map((p) => {
     const body = p.payload ?? (p.raw ? `(${p.raw.byteLength} raw bytes, not shown)` : "(none stored)");
     return `<h2>Event ${h(p.id)}</h2><pre>${h(body)}</pre>${p.headers && p.headers !== "{}" ? `<p class="muted">kept headers</p><pre>${h(p.headers)}</pre>` : ""}`;
   });

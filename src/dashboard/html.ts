@@ -1,12 +1,12 @@
 // The dashboard's HTML: every stored string escaped on the way out (a key or event type with
 // markup or control characters is inert text), one layout, one embedded stylesheet with a light
 // and a dark scheme from the system's preference, no external fonts, scripts only from /assets.
-import type { Config } from "../../config/types.ts";
-import type { SqliteSpool } from "../../store/sqlite/db.ts";
+import type { Config } from "../config/types.ts";
+import type { DashboardStore } from "../store/api.ts";
 import type { AckSample, IntakeView } from "./intake-view.ts";
 
 export interface PageContext {
-  spool: SqliteSpool;
+  store: DashboardStore;
   config: Config;
   dbPath: string;
   now: number;

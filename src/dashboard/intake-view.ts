@@ -1,8 +1,8 @@
 // What only the intake process knows (requests refused before anything was stored, and how long
 // its 2xx answers took), read from its own /metrics over loopback or its unix socket. Counters
 // since the intake started; null when no intake answers (the page says so).
-import { readListen } from "../../config/listen.ts";
-import { ACK_BUCKETS_S } from "../metrics.ts";
+import { readListen } from "../config/listen.ts";
+import { ACK_BUCKETS_S } from "../intake/metrics.ts";
 
 export interface IntakeView {
   /** Per source, per reason (unverified, too_large, chunked, spool_full, busy, ignored, verify_error). */

@@ -1,8 +1,8 @@
 // The live tail: the journal `watch` follows, the last 50 changes on the page (it reads without
 // JavaScript) and, with it, each new one as a server-sent event whose id is its cursor, so a
 // reconnecting browser resumes after the last line it saw.
-import type { JournalRow } from "../../store/journal.ts";
-import { journalAfter, journalBounds } from "../../store/sqlite/journal.ts";
+import type { TailRow } from "../store/api.ts";
+import type { JournalRow } from "../store/journal.ts";
 import { h, page, type PageContext, when } from "./html.ts";
 
 /** One change as a line: cursor, time, kind, batch, source -> destination, key, and its small facts. */
@@ -21,15 +21,14 @@ export function journalLine(r: JournalRow): string {
   return `${r.id} ${when(r.at)} ${r.kind} batch ${r.batch_id}${attempt} ${r.source} -> ${r.destination} key=${r.key}${facts ? ` ${facts}` : ""}`;
 }
 
-export function livePage(c: PageContext): string {
-  const { issued } = journalBounds(c.spool);
-  const rows = journalAfter(c.spool, Math.max(0, issued - 50), {}, 50);
-  const list = `<p class="muted" aria-live="polite"><span id="tail-status">the last ${h(rows.length)} change(s); with JavaScript the list follows new ones</span></p><ol id="tail" data-since="${h(issued)}" aria-live="polite">${rows.map((r) => `<li data-cursor="${h(r.id)}">${h(journalLine(r))}</li>`).join("")}</ol>`;
+export async function livePage(c: PageContext): Promise<string> {
+  const { rows, cursor } = await c.store.journalTail(50);
+  const list = `<p class="muted" aria-live="polite"><span id="tail-status">the last ${h(rows.length)} change(s); with JavaScript the list follows new ones</span></p><ol id="tail" data-since="${h(cursor)}" aria-live="polite">${rows.map((r) => `<li data-cursor="${h(r.cursor)}">${h(journalLine(r))}</li>`).join("")}</ol>`;
   return page("Live", list);
 }
 
 /** The SSE frame of one row: its cursor as the id, the line (with no line break) as the data. */
-export function sseFrame(r: JournalRow): string {
+export function sseFrame(r: TailRow): string {
   const line = journalLine(r).replace(/[\u0000-\u001f\u007f]/g, (ch) => `\\x${ch.charCodeAt(0).toString(16).padStart(2, "0")}`);
-  return `id: ${r.id}\ndata: ${line}\n\n`;
+  return `id: ${r.cursor}\ndata: ${line}\n\n`;
 }

@@ -1,11 +1,7 @@
 // The overview: the /healthz verdict with its reasons, each destination's gate, the batch
 // counts, the spool and its disk, charts of the last hour and day, and the last actions.
-import { buildStatus } from "../../obs/status.ts";
-import { recentActions } from "../../store/sqlite/actions.ts";
-import { attemptsByOutcome, eventsBySource, readyToOkLatency } from "../../store/sqlite/charts.ts";
-import type { Buckets } from "../../store/charts.ts";
-import { destinationRows } from "../../store/sqlite/destinations.ts";
-import { readyCounts } from "../../store/sqlite/stats.ts";
+import type { Buckets } from "../store/charts.ts";
+import { dashboardStatus } from "./status.ts";
 import { ackReadings, ackSeries } from "./intake-view.ts";
 import { action, h, jsonBlock, page, type PageContext, stateClass, table, when } from "./html.ts";
 
@@ -22,15 +18,13 @@ const SPANS = [
   { id: "day", label: "last day", bucketS: 900, count: 96 },
 ] as const;
 
-function chartsOf(c: PageContext): Record<string, Chart> {
+async function chartsOf(c: PageContext): Promise<Record<string, Chart>> {
   const out: Record<string, Chart> = {};
   for (const s of SPANS) {
     const end = Math.floor(c.now / s.bucketS) * s.bucketS + s.bucketS;
     const b: Buckets = { since: end - s.bucketS * s.count, bucketS: s.bucketS, count: s.count };
     const x = Array.from({ length: b.count }, (_, i) => b.since + i * b.bucketS);
-    const events = eventsBySource(c.spool, b);
-    const outcomes = attemptsByOutcome(c.spool, b);
-    const latency = readyToOkLatency(c.spool, b);
+    const [events, outcomes, latency] = await Promise.all([c.store.eventsBySource(b), c.store.attemptsByOutcome(b), c.store.readyToOkLatency(b)]);
     out[`events-${s.id}`] = { title: `events received by source, ${s.label}`, unit: `per ${s.bucketS / 60} min`, x, names: Object.keys(events), values: Object.values(events) };
     out[`attempts-${s.id}`] = { title: `deliveries by outcome, ${s.label}`, unit: `per ${s.bucketS / 60} min`, x, names: Object.keys(outcomes), values: Object.values(outcomes) };
     out[`latency-${s.id}`] = { title: `readiness to 2xx, ${s.label}`, unit: "seconds", x, names: ["p50", "p99"], values: [latency.p50, latency.p99] };
@@ -59,11 +53,12 @@ function ms(s: number | null): string {
   return s === null ? "-" : `≤ ${s * 1000 >= 1 ? Math.round(s * 1000) : (s * 1000).toFixed(1)} ms`;
 }
 
-export function overviewPage(c: PageContext): string {
-  const { doc } = buildStatus(c.spool, c.config, c.dbPath, { now: c.now, hard: [] });
+export async function overviewPage(c: PageContext): Promise<string> {
+  const { doc, facts } = await dashboardStatus(c.store, c.config, c.dbPath, c.now);
   const health = doc.ok ? `<p class="ok" id="health">ok: nothing degraded</p>` : `<p class="bad" id="health">${h(doc.degraded.length)} problem(s)</p><ul>${doc.degraded.map((d) => `<li>${h(d)}</li>`).join("")}</ul>`;
-  const gates = new Map(destinationRows(c.spool).map((r) => [r.name, r]));
-  const ready = readyCounts(c.spool, c.now);
+  // The gates as the status read them (one read of the destinations' rows).
+  const gates = new Map(facts.destinationRows.map((r) => [r.name, r]));
+  const ready = await c.store.readyCounts(c.now);
   const dests = table(
     ["destination", "gate", "in flight", "window", "ready", "oldest pending", "last error", ""],
     Object.entries(doc.destinations).map(([name, d]) => {
@@ -89,9 +84,9 @@ export function overviewPage(c: PageContext): string {
   const deadLine = dead.length ? `<p>dead by reason: ${dead.map(([r, n]) => `<a href="/batches?state=dead&amp;reason=${h(encodeURIComponent(r))}">${h(n)} ${h(r)}</a>`).join(", ")}</p>` : "";
   const spool = `<p>schema ${h(doc.schema)}, spool ${h(Math.round(doc.spool_bytes / 1024))} KiB, ${doc.disk_free_bytes == null ? "free disk unknown" : `${h(Math.round(doc.disk_free_bytes / 1024 ** 2))} MiB free`}; dispatcher ${doc.dispatcher.alive ? `<span class="ok">alive</span>` : `<span class="bad">not running</span>`}; <a href="/issues">${h(doc.issues_open)} open issue(s)</a></p>`;
   const ack = c.intake ? `<p>ack latency since the intake started: p50 ${h(ms(c.intake.ack.p50))}, p99 ${h(ms(c.intake.ack.p99))} over ${h(c.intake.ack.count)} answer(s)</p>` : `<p class="muted">ack latency: no intake answered on ${h(c.config.intake.listen)}</p>`;
-  const charts = chartsOf(c);
+  const charts = await chartsOf(c);
   const figures = SPANS.map((s) => `<h3>${h(s.label)}</h3><div class="charts">${["events", "attempts", "latency", "ack"].map((k) => figure(`${k}-${s.id}`, charts[`${k}-${s.id}`])).join("")}</div>`).join("");
-  const acts = recentActions(c.spool, 10);
+  const acts = await c.store.recentActions(10);
   const actions = acts.length ? `<h2>Recent actions</h2>${table(["at", "via", "action", "target"], acts.map((a) => [when(a.at), h(a.via), h(a.verb), h(a.target)]))}` : "";
   return page(
     "Overview",

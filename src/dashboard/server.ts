@@ -1,22 +1,16 @@
 // The dashboard service: its own listener on loopback (never the intake's port), every page
 // behind the token, state changes (when [dashboard] actions is on) behind the CSRF token and the
 // same store operations as the CLI, each recorded. Read-only by default.
-import { requestTarget } from "../target.ts";
+import { requestTarget } from "../intake/target.ts";
 import { join } from "node:path";
 import type { Server } from "bun";
-import type { Config } from "../../config/types.ts";
-import { isPublic, readListen } from "../../config/listen.ts";
-import { HookspoolError } from "../../errors.ts";
-import type { LogFields, Logger } from "../../log.ts";
-import type { Service } from "../../service.ts";
-import { recordAction } from "../../store/sqlite/actions.ts";
-import { getBatch } from "../../store/sqlite/reads.ts";
-import type { SqliteSpool } from "../../store/sqlite/db.ts";
-import { pauseDestination, resumeDestination } from "../../store/sqlite/destinations.ts";
-import { setIssueState } from "../../store/sqlite/issues.ts";
-import { journalAfter } from "../../store/sqlite/journal.ts";
-import { replayBatch, retryNow } from "../../store/sqlite/operator.ts";
-import { constantTimeEqual } from "../../plugin/verify.ts";
+import type { Config } from "../config/types.ts";
+import { isPublic, readListen } from "../config/listen.ts";
+import { HookspoolError } from "../errors.ts";
+import type { LogFields, Logger } from "../log.ts";
+import type { Service } from "../service.ts";
+import type { DashboardChange, DashboardStore } from "../store/api.ts";
+import { constantTimeEqual } from "../plugin/verify.ts";
 import { ASSETS } from "./assets/index.ts";
 import { authorized, csrfOf, dashboardToken, sameOrigin, sessionCookie } from "./auth.ts";
 import { batchesPage, batchPage, payloadsPage } from "./batches.ts";
@@ -29,8 +23,10 @@ import { issuesPage, sourcesPage } from "./sources.ts";
 export interface DashboardOptions {
   /** host:port of its own listener (dashboard.listen, or the verb's default 127.0.0.1:8651). */
   listen: string;
-  spool: SqliteSpool;
+  /** Its reads and actions, on the config's backend (openStores(...).dashboard()). */
+  store: DashboardStore;
   config: () => Config;
+  /** SQLite's spool file (its size and disk on the overview); on PostgreSQL the database measures itself. */
   home: string;
   dbPath: string;
   now: () => number;
@@ -146,18 +142,18 @@ export class Dashboard implements Service {
     const asset = ASSETS[url.pathname];
     if (asset && req.method === "GET") return new Response(asset.body, { headers: { ...SECURITY, "Content-Type": asset.type, "Cache-Control": "private, max-age=3600" } });
     const config = this.o.config();
-    const ctx: PageContext = { spool: this.o.spool, config, dbPath: this.o.dbPath, now: this.o.now(), csrf: config.dashboard.actions ? csrfOf(this.token) : null, ackSamples: this.samples };
+    const ctx: PageContext = { store: this.o.store, config, dbPath: this.o.dbPath, now: this.o.now(), csrf: config.dashboard.actions ? csrfOf(this.token) : null, ackSamples: this.samples };
     if (req.method === "POST") return this.act(req, url, ctx);
     if (req.method !== "GET") return refusal(405, "method not allowed");
     const intake = () => readIntakeView(this.intakeAddress());
     const html = (body: string | null) => (body === null ? refusal(404, "no such page") : new Response(body, { headers: HTML }));
-    if (url.pathname === "/") return html(overviewPage({ ...ctx, intake: await intake() }));
-    if (url.pathname === "/batches") return html(batchesPage(ctx, url.searchParams));
+    if (url.pathname === "/") return html(await overviewPage({ ...ctx, intake: await intake() }));
+    if (url.pathname === "/batches") return html(await batchesPage(ctx, url.searchParams));
     const m = /^\/batches\/(\d{1,15})(\/payloads)?$/.exec(url.pathname);
-    if (m) return html(m[2] ? payloadsPage(ctx, Number(m[1])) : batchPage(ctx, Number(m[1])));
-    if (url.pathname === "/sources") return html(sourcesPage({ ...ctx, intake: await intake() }));
-    if (url.pathname === "/issues") return html(issuesPage(ctx));
-    if (url.pathname === "/live") return html(livePage(ctx));
+    if (m) return html(await (m[2] ? payloadsPage(ctx, Number(m[1])) : batchPage(ctx, Number(m[1]))));
+    if (url.pathname === "/sources") return html(await sourcesPage({ ...ctx, intake: await intake() }));
+    if (url.pathname === "/issues") return html(await issuesPage(ctx));
+    if (url.pathname === "/live") return html(await livePage(ctx));
     if (url.pathname === "/live/events") {
       // The tail stays open (it pings every 15 s); every other connection idles out after 30 s.
       server.timeout(req, 0);
@@ -168,9 +164,9 @@ export class Dashboard implements Service {
 
   /** The journal as server-sent events, from the reconnecting browser's Last-Event-ID or ?since=. */
   private events(req: Request, url: URL): Response {
-    const from = Number(req.headers.get("last-event-id") ?? url.searchParams.get("since") ?? "0");
-    let cursor = Number.isSafeInteger(from) && from >= 0 ? from : 0;
-    const spool = this.o.spool;
+    // The backend reads its own cursor; one it cannot read starts from the beginning.
+    let cursor = req.headers.get("last-event-id") ?? url.searchParams.get("since") ?? "0";
+    const store = this.o.store;
     const tails = this.tails;
     let stopped = false;
     const end = () => {
@@ -186,12 +182,10 @@ export class Dashboard implements Service {
       },
       async pull(ctl) {
         while (!stopped) {
-          // A primary-key range read each time: under run the dashboard shares the writers'
-          // connection, whose own commits never move PRAGMA data_version.
-          const rows = journalAfter(spool, cursor, {}, 200);
+          const rows = await store.journalAfter(cursor, 200);
           if (rows.length) {
             ctl.enqueue(enc.encode(rows.map(sseFrame).join("")));
-            cursor = rows[rows.length - 1].id;
+            cursor = rows[rows.length - 1].cursor;
             return;
           }
           if (performance.now() - pinged > TAIL_PING_MS) {
@@ -227,45 +221,37 @@ export class Dashboard implements Service {
       return Number(v);
     };
     const back = (to: string) => new Response(null, { status: 303, headers: { ...SECURITY, Location: to } });
-    const spool = this.o.spool;
-    const record = <T>(verb: string, target: string, fields: LogFields, change: () => T): T => {
-      const out = recordAction(spool, { at: ctx.now, via: "dashboard", verb, target }, change);
-      this.o.log.info(`dashboard: ${verb}`, fields);
-      return out;
+    const store = this.o.store;
+    const record = async (change: DashboardChange, fields: LogFields): Promise<void> => {
+      await store.act(ctx.now, change);
+      this.o.log.info(`dashboard: ${change.verb}`, fields);
     };
     try {
       switch (url.pathname) {
         case "/actions/replay": {
           const batch = id("batch");
-          if (getBatch(spool, batch)?.destination === "quarantine") return refusal(409, "a quarantined request is replayed with hookspool replay (it needs its source plugin)");
-          record("replay", `batch ${batch}`, { batch }, () => replayBatch(spool, batch, ctx.now));
+          if ((await store.getBatch(batch))?.destination === "quarantine") return refusal(409, "a quarantined request is replayed with hookspool replay (it needs its source plugin)");
+          await record({ verb: "replay", batch }, { batch });
           return back(`/batches/${batch}`);
         }
         case "/actions/retry": {
           const batch = id("batch");
-          record("retry", `batch ${batch}`, { batch }, () => retryNow(spool, batch, ctx.now));
+          await record({ verb: "retry", batch }, { batch });
           return back(`/batches/${batch}`);
         }
         case "/actions/pause":
         case "/actions/resume": {
           const d = field("destination");
           if (!Object.hasOwn(ctx.config.destinations, d)) return refusal(404, "no such destination in the config");
-          if (url.pathname === "/actions/pause") record("pause", `destination ${d}`, { destination: d }, () => pauseDestination(spool, d, "the dashboard", ctx.now));
-          else
-            record("resume", `destination ${d}`, { destination: d }, () => {
-              if (!resumeDestination(spool, d, ctx.now)) throw new HookspoolError("E_NOTHING", `destination ${d} is not paused`);
-            });
+          if (url.pathname === "/actions/pause") await record({ verb: "pause", destination: d, by: "the dashboard" }, { destination: d });
+          else await record({ verb: "resume", destination: d }, { destination: d });
           return back("/");
         }
         case "/actions/issue": {
           const verb = field("verb");
           if (verb !== "ack" && verb !== "resolve" && verb !== "ignore") return refusal(400, "unknown issue action");
           const issue = id("id");
-          record(verb, `issue ${issue}`, { reason: `issue ${issue}` }, () => {
-            const r = setIssueState(spool, issue, verb, ctx.now);
-            if (r === "missing") throw new HookspoolError("E_NOT_FOUND", `no issue ${issue}`);
-            if (r === "nothing") throw new HookspoolError("E_NOTHING", `issue ${issue} is not in a state ${verb} applies to`);
-          });
+          await record({ verb, issue }, { reason: `issue ${issue}` });
           return back("/issues");
         }
         default:

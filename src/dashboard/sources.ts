@@ -2,10 +2,8 @@
 // retries, and what was refused or quarantined; the issues with their history; the polls with
 // their clock.
 import { existsSync } from "node:fs";
-import { buildStatus } from "../../obs/status.ts";
-import { armedUntil } from "../learn.ts";
-import { quarantineReasons } from "../../store/sqlite/charts.ts";
-import { listIssues } from "../../store/sqlite/issues.ts";
+import { dashboardStatus } from "./status.ts";
+import { armedUntil } from "../intake/learn.ts";
 import { action, h, page, type PageContext, stateClass, table, when } from "./html.ts";
 
 const DAY_S = 86_400;
@@ -22,10 +20,10 @@ function schemeOf(s: PageContext["config"]["sources"][string], now: number): str
   return until !== null && until >= now ? `${scheme} (armed for its handshake)` : `${scheme} (no secret yet: hookspool source arm)`;
 }
 
-export function sourcesPage(c: PageContext): string {
-  const { doc } = buildStatus(c.spool, c.config, c.dbPath, { now: c.now, hard: [] });
+export async function sourcesPage(c: PageContext): Promise<string> {
+  const { doc } = await dashboardStatus(c.store, c.config, c.dbPath, c.now);
   const quarantined = new Map<string, string[]>();
-  for (const q of quarantineReasons(c.spool, c.now - DAY_S)) quarantined.set(q.source, [...(quarantined.get(q.source) ?? []), `${q.n} ${q.reason}`]);
+  for (const q of await c.store.quarantineReasons(c.now - DAY_S)) quarantined.set(q.source, [...(quarantined.get(q.source) ?? []), `${q.n} ${q.reason}`]);
   const listen = c.config.intake.listen;
   const base = listen.startsWith("unix:") ? "" : `http://${listen}`;
   const rows = Object.entries(c.config.sources).map(([name, s]) => {
@@ -60,8 +58,8 @@ export function sourcesPage(c: PageContext): string {
   );
 }
 
-export function issuesPage(c: PageContext): string {
-  const rows = listIssues(c.spool, { state: "all" });
+export async function issuesPage(c: PageContext): Promise<string> {
+  const rows = await c.store.listIssues({ state: "all" });
   return page(
     "Issues",
     table(

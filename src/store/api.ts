@@ -21,6 +21,11 @@ import type { PollRow } from "./stats.ts";
 import type { OutcomeInput, Recorded } from "./outcome-plan.ts";
 import type { PollPlan, PollStep } from "./polls.ts";
 import type { Candidate, Claim, ClaimInput } from "./queue.ts";
+import type { ActionRow } from "./actions.ts";
+import type { Buckets, Series } from "./charts.ts";
+import type { JournalRow } from "./journal.ts";
+import type { StateCounts } from "./stats.ts";
+import type { DeadReason } from "../delivery.ts";
 import type { RetentionCounts, RetentionPolicy } from "./retention.ts";
 import type { ExportFilter, ExportRecord } from "./export.ts";
 import type { AwaitedDelivery, ReportInput, Reported, OverdueOutcome } from "./awaiting-plan.ts";
@@ -171,6 +176,59 @@ export interface OperatorStore extends IssueSink, OutcomeStore {
    */
   checkIntegrity(): Promise<string[] | null>;
   close(): Promise<void>;
+}
+
+/** A journal row as the live tail hands it on, with the cursor to resume after it (SQLite: its id; PostgreSQL: "<xid>:<id>"). */
+export type TailRow = JournalRow & { cursor: string };
+
+/** A change the dashboard makes: the operator's verb, its record written with it. */
+export type DashboardChange =
+  | { verb: "replay" | "retry"; batch: number }
+  | { verb: "pause"; destination: string; by: string }
+  | { verb: "resume"; destination: string }
+  | { verb: "ack" | "resolve" | "ignore"; issue: number };
+
+/** The status document's facts as the store holds them; the caller adds the config's policies and, on SQLite, the file and its disk. */
+export interface StoredStatusFacts {
+  backend: Backend;
+  schema: number;
+  heartbeatAt: number | null;
+  dispatcherPid: number | null;
+  dispatchers?: { id: string; heartbeat_age_s: number; alive: boolean }[];
+  maintenance?: { holder: string; since: number } | null;
+  batches: StateCounts;
+  deadReasons: Record<DeadReason, number>;
+  pending: { overall: number | null; byDestination: Map<string, number> };
+  destinationRows: DestinationRow[];
+  destinationNames: string[];
+  leased: Map<string, number>;
+  meta: (key: string) => number | null;
+  polls: PollRow[];
+  issuesOpen: number;
+  /** The database's size when the store measures it (PostgreSQL); null: the caller measures the file. */
+  spoolBytes: number | null;
+  windows: Map<string, WindowHit[]>;
+  /** Per budgeted destination, the spends in its budget's window, oldest first. */
+  budgetSpends: Map<string, number[]>;
+}
+
+/** What the dashboard reads and changes, on either backend: the operator's reads, its charts, its record of actions, the live tail. */
+export interface DashboardStore extends Pick<OperatorStore, "backend" | "getBatch" | "listBatches" | "batchEvents" | "batchPayloads" | "batchAttempts" | "listIssues"> {
+  /** `paces`: each paced destination's rate; `budgets`: each budgeted destination's window (null: a key budget only); `staleS`: a heartbeat older is not alive. */
+  statusFacts(o: { now: number; paces: ReadonlyMap<string, { rate: Rate }>; budgets: ReadonlyMap<string, number | null>; staleS: number }): Promise<StoredStatusFacts>;
+  /** Batches ready to deliver now, per destination. */
+  readyCounts(now: number): Promise<Map<string, number>>;
+  eventsBySource(b: Buckets): Promise<Series>;
+  attemptsByOutcome(b: Buckets): Promise<Series>;
+  readyToOkLatency(b: Buckets): Promise<{ p50: (number | null)[]; p99: (number | null)[] }>;
+  quarantineReasons(since: number): Promise<{ source: string; reason: string; n: number }[]>;
+  recentActions(limit: number): Promise<ActionRow[]>;
+  /** Make the change and record it (via "dashboard"); a change that fails (HookspoolError E_NOTHING, E_NOT_FOUND) records nothing. */
+  act(at: number, change: DashboardChange): Promise<void>;
+  /** The last `limit` journal rows, oldest first, and the cursor the tail follows from. */
+  journalTail(limit: number): Promise<{ rows: TailRow[]; cursor: string }>;
+  /** Rows after `cursor` (as journalTail or a TailRow gave it; anything else: from the start), oldest first. */
+  journalAfter(cursor: string, limit: number): Promise<TailRow[]>;
 }
 
 /** A value or a promise of it, handled alike: `then` runs at once for a plain value. */

@@ -12,14 +12,14 @@ import type { Clock } from "../clock.ts";
 import { pgUrl } from "../config/backend.ts";
 import type { Env } from "../config/load.ts";
 import type { Config } from "../config/types.ts";
-import type { Backend, DispatchStore, IntakeStore, OperatorStore } from "./api.ts";
+import type { Backend, DashboardStore, DispatchStore, IntakeStore, OperatorStore } from "./api.ts";
 import { PgSpool } from "./pg/db.ts";
 import { migratePg, requirePgSchema } from "./pg/migrate.ts";
-import { pgDispatchStore, pgIntakeStore, pgOperatorStore } from "./pg/store.ts";
+import { pgDashboardStore, pgDispatchStore, pgIntakeStore, pgOperatorStore } from "./pg/store.ts";
 import { openSpool, openVerified, requireCurrentSchema, type SqliteSpool } from "./sqlite/db.ts";
 import { acquireLock, type FileLock } from "../lock.ts";
 import { migrate } from "./sqlite/migrate.ts";
-import { sqliteDispatchStore, sqliteIntakeStore, sqliteOperatorStore } from "./sqlite/store.ts";
+import { sqliteDashboardStore, sqliteDispatchStore, sqliteIntakeStore, sqliteOperatorStore } from "./sqlite/store.ts";
 
 /** Who opens the store: only "dispatch" migrates (and, on SQLite, holds dispatch.lock). */
 export type OpenMode = "dispatch" | "intake" | "operator";
@@ -41,6 +41,8 @@ export interface Stores {
   /** `holder` names this dispatcher where leadership shows (host:pid). */
   dispatch(holder: string): Promise<DispatchStore>;
   operator(): OperatorStore;
+  /** The dashboard's reads and actions (its close is the process's: close()). */
+  dashboard(): DashboardStore;
   /** Close the database (and, on SQLite, let dispatch.lock go). */
   close(): Promise<void>;
 }
@@ -69,11 +71,17 @@ async function openPostgres(config: Config, o: OpenOptions): Promise<Stores> {
     await pg.close();
     throw e;
   }
+  return pgStores(pg);
+}
+
+/** The roles over a PostgreSQL pool already open (and migrated or checked); close() ends the pool. */
+export function pgStores(pg: PgSpool): Stores {
   return {
     backend: "postgres",
     intake: () => pgIntakeStore(pg),
     dispatch: (holder) => pgDispatchStore(pg, holder),
     operator: () => pgOperatorStore(pg),
+    dashboard: () => pgDashboardStore(pg),
     close: () => pg.close(),
   };
 }
@@ -94,6 +102,7 @@ export function sqliteStores(spool: SqliteSpool, close: () => void = () => spool
     dispatch: async () => sqliteDispatchStore(spool),
     // The operator's close is the process's: the verbs end by closing what they opened.
     operator: () => ({ ...sqliteOperatorStore(spool), close: async () => close() }),
+    dashboard: () => sqliteDashboardStore(spool),
     close: async () => close(),
   };
 }

@@ -11,7 +11,7 @@ import { markDead } from "../../src/store/sqlite/marks.ts";
 import { claimBatch, sealReady } from "../../src/store/sqlite/queue.ts";
 import { cli } from "../helpers/cli.ts";
 import { SECRET_SENTINEL } from "../helpers/logs.ts";
-import { startHookspool } from "../helpers/proc.ts";
+import { startHookspool, waitFor } from "../helpers/proc.ts";
 import { PG_BIN, PG_SKIP_MESSAGE, type PgServer, startPostgres } from "../helpers/pg.ts";
 import { tempDir } from "../helpers/tmp.ts";
 
@@ -95,7 +95,7 @@ test.skipIf(!PG_BIN)("list, show, issues, pause, resume, replay, retry, split, e
   expect((JSON.parse(status.out) as { dispatchers: unknown[] }).dispatchers).toEqual([]);
 });
 
-test.skipIf(!PG_BIN)("enqueue, prune, watch and metrics on PostgreSQL; the dashboard says in one line that it reads SQLite only", async () => {
+test.skipIf(!PG_BIN)("enqueue, prune, watch and metrics on PostgreSQL; the dashboard serves its pages from the database", async () => {
   const pg = server as PgServer;
   await pg.createDatabase("ops2");
   const url = `postgres://${pg.user}@localhost/ops2?host=${pg.socketDir}`;
@@ -158,9 +158,22 @@ test.skipIf(!PG_BIN)("enqueue, prune, watch and metrics on PostgreSQL; the dashb
   expect(metrics.out).toContain('hookspool_batches{state="open"} 2');
   expect(metrics.out).toContain('hookspool_destination_oldest_pending_age_seconds{destination="script:demo-log"}');
 
-  const dashboard = await cli(["--home", home, "dashboard"], { env });
-  expect({ code: dashboard.code, err: dashboard.err.trim() }).toMatchObject({ code: 2 });
-  expect(dashboard.err).toContain('hookspool dashboard reads a SQLite spool only; spool.backend is "postgres"');
+  // hookspool dashboard on its own: its own pool on the database, every page, the batches listed.
+  const dashboard = await startHookspool(home, ["dashboard", "--listen", "127.0.0.1:0"], { env });
+  try {
+    const printed = await waitFor("the dashboard's URL on stdout", () => /dashboard: (http:\/\/127\.0\.0\.1:\d+\/\?token=\S+)/.exec(dashboard.stdout())?.[1]);
+    const first = await fetch(printed, { redirect: "manual" });
+    expect(first.status).toBe(303);
+    const headers = { Cookie: (first.headers.get("set-cookie") ?? "").split(";")[0] };
+    for (const path of ["/", "/batches", "/sources", "/issues", "/live"]) {
+      const res = await fetch(new URL(path, printed), { headers });
+      expect({ path, status: res.status }).toEqual({ path, status: 200 });
+    }
+    expect(await (await fetch(new URL("/batches", printed), { headers })).text()).toContain("script:demo-log");
+  } finally {
+    dashboard.kill();
+    await dashboard.exited;
+  }
 });
 
 

@@ -5,11 +5,12 @@ import { afterEach, describe, expect, test } from "bun:test";
 import { appendFileSync, chmodSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { loadConfig } from "../../src/config/load.ts";
-import { Dashboard } from "../../src/intake/dashboard/server.ts";
-import { csrfOf, sessionOf } from "../../src/intake/dashboard/auth.ts";
-import { ackReadings, ackSeries, parseIntakeMetrics } from "../../src/intake/dashboard/intake-view.ts";
+import { Dashboard } from "../../src/dashboard/server.ts";
+import { csrfOf, sessionOf } from "../../src/dashboard/auth.ts";
+import { ackReadings, ackSeries, parseIntakeMetrics } from "../../src/dashboard/intake-view.ts";
 import { IntakeMetrics } from "../../src/intake/metrics.ts";
 import { createLogger } from "../../src/log.ts";
+import { sqliteStores } from "../../src/store/open.ts";
 import { claimBatch } from "../../src/store/sqlite/queue.ts";
 import { openSpool, type SqliteSpool } from "../../src/store/sqlite/db.ts";
 import { raiseIssueTx } from "../../src/store/sqlite/issues.ts";
@@ -43,7 +44,7 @@ async function start(o: { actions?: boolean; seed?: (h: Home) => Promise<void> }
   await o.seed?.(h);
   const loaded = loadConfig({ home: h.home, env: {} });
   const spool = openSpool(h.db);
-  const dash = new Dashboard({ listen: "127.0.0.1:0", spool, config: () => loaded.config, home: h.home, dbPath: h.db, now: () => Date.now() / 1000, log: createLogger("dashboard") });
+  const dash = new Dashboard({ listen: "127.0.0.1:0", store: sqliteStores(spool).dashboard(), config: () => loaded.config, home: h.home, dbPath: h.db, now: () => Date.now() / 1000, log: createLogger("dashboard") });
   await dash.start();
   const token = readFileSync(join(h.home, "dashboard.token"), "utf8").trim();
   const r = { h, spool, dash, base: `http://127.0.0.1:${dash.port}`, token };
@@ -72,7 +73,7 @@ describe("dashboard access", () => {
     expect(r.token.length).toBeGreaterThanOrEqual(32);
     expect(r.dash.firstUrl).toBe(`http://127.0.0.1:${r.dash.port}/?token=${r.token}`);
     // A second start finds the token and prints no URL with it.
-    const again = new Dashboard({ listen: "127.0.0.1:0", spool: r.spool, config: () => loadConfig({ home: r.h.home, env: {} }).config, home: r.h.home, dbPath: r.h.db, now: () => 0, log: createLogger("dashboard") });
+    const again = new Dashboard({ listen: "127.0.0.1:0", store: sqliteStores(r.spool).dashboard(), config: () => loadConfig({ home: r.h.home, env: {} }).config, home: r.h.home, dbPath: r.h.db, now: () => 0, log: createLogger("dashboard") });
     chmodSync(join(r.h.home, "dashboard.token"), 0o644);
     await again.start();
     try {
@@ -158,7 +159,7 @@ describe("dashboard access", () => {
     const loaded = loadConfig({ home: h.home, env: {} });
     const spool = openSpool(h.db);
     try {
-      const make = (listen: string) => new Dashboard({ listen, spool, config: () => loaded.config, home: h.home, dbPath: h.db, now: () => 0, log: createLogger("dashboard") });
+      const make = (listen: string) => new Dashboard({ listen, store: sqliteStores(spool).dashboard(), config: () => loaded.config, home: h.home, dbPath: h.db, now: () => 0, log: createLogger("dashboard") });
       await expect(make("0.0.0.0:0").start()).rejects.toThrow(/not a loopback address; the dashboard refuses to bind it/);
       await expect(make(loaded.config.intake.listen).start()).rejects.toThrow(/must not be the intake's address/);
       await expect(make("unix:/tmp/x.sock").start()).rejects.toThrow(/must be host:port/);
@@ -347,7 +348,7 @@ describe("dashboard pages", () => {
     stepPoll(spool, { instance: "feed", everyS: 300, jitterS: 0 }, t, { next: () => 0 }, () => {
       throw new Error("not due yet");
     });
-    const dash = new Dashboard({ listen: "127.0.0.1:0", spool, config: () => loaded.config, home: h.home, dbPath: h.db, now: () => Date.now() / 1000, log: createLogger("dashboard"), intakeAddress: () => `127.0.0.1:${intake.port}` });
+    const dash = new Dashboard({ listen: "127.0.0.1:0", store: sqliteStores(spool).dashboard(), config: () => loaded.config, home: h.home, dbPath: h.db, now: () => Date.now() / 1000, log: createLogger("dashboard"), intakeAddress: () => `127.0.0.1:${intake.port}` });
     await dash.start();
     try {
       const token = readFileSync(join(h.home, "dashboard.token"), "utf8").trim();
@@ -421,7 +422,7 @@ describe("the intake's own figures", () => {
     const loaded = loadConfig({ home: h.home, env: {} });
     const spool = openSpool(h.db);
     // The minute's sampler never runs in this test: the page alone must agree with itself.
-    const dash = new Dashboard({ listen: "127.0.0.1:0", spool, config: () => loaded.config, home: h.home, dbPath: h.db, now: () => Date.now() / 1000, log: createLogger("dashboard"), intakeAddress: () => `127.0.0.1:${intake.port}`, sampleEveryMs: 3_600_000 });
+    const dash = new Dashboard({ listen: "127.0.0.1:0", store: sqliteStores(spool).dashboard(), config: () => loaded.config, home: h.home, dbPath: h.db, now: () => Date.now() / 1000, log: createLogger("dashboard"), intakeAddress: () => `127.0.0.1:${intake.port}`, sampleEveryMs: 3_600_000 });
     await dash.start();
     try {
       const token = readFileSync(join(h.home, "dashboard.token"), "utf8").trim();

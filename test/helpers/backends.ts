@@ -11,19 +11,20 @@ import type { Config } from "../../src/config/types.ts";
 import { makeDestination } from "../../src/destinations/registry.ts";
 import { Dispatcher } from "../../src/dispatch/loop.ts";
 import { createLogger } from "../../src/log.ts";
-import type { DispatchStore, IntakeStore, OperatorStore } from "../../src/store/api.ts";
+import type { DashboardStore, DispatchStore, IntakeStore, OperatorStore } from "../../src/store/api.ts";
 import { openSpool, type SqliteSpool } from "../../src/store/sqlite/db.ts";
 import { migrate } from "../../src/store/sqlite/migrate.ts";
 import { PgSpool } from "../../src/store/pg/db.ts";
 import { migratePg } from "../../src/store/pg/migrate.ts";
-import { pgDispatchStore, pgIntakeStore, pgOperatorStore } from "../../src/store/pg/store.ts";
-import { sqliteDispatchStore, sqliteIntakeStore, sqliteOperatorStore } from "../../src/store/sqlite/store.ts";
+import { pgDashboardStore, pgDispatchStore, pgIntakeStore, pgOperatorStore } from "../../src/store/pg/store.ts";
+import { sqliteDashboardStore, sqliteDispatchStore, sqliteIntakeStore, sqliteOperatorStore } from "../../src/store/sqlite/store.ts";
 import { PG_BIN, PG_SKIP_MESSAGE, serverForSuite } from "./pg.ts";
 import { tempDir } from "./tmp.ts";
 
 export interface Backend {
   intake: IntakeStore;
   operator: OperatorStore;
+  dashboard: DashboardStore;
   /** A dispatch store; on PostgreSQL each call is another dispatcher's (its own heartbeat id). */
   dispatch(): Promise<DispatchStore>;
   /** SQLite's spool (what only SQLite has, such as its status facts); absent on PostgreSQL. */
@@ -37,7 +38,7 @@ export type OpenBackend = () => Promise<Backend>;
 export async function openSqlite(): Promise<Backend> {
   const spool = openSpool(join(tempDir(), "spool.db"), { create: true });
   migrate(spool);
-  return { spool, intake: sqliteIntakeStore(spool), operator: sqliteOperatorStore(spool), dispatch: async () => sqliteDispatchStore(spool), close: async () => spool.close() };
+  return { spool, intake: sqliteIntakeStore(spool), operator: sqliteOperatorStore(spool), dashboard: sqliteDashboardStore(spool), dispatch: async () => sqliteDispatchStore(spool), close: async () => spool.close() };
 }
 
 /**
@@ -59,6 +60,7 @@ export function onBothBackends(cases: (open: OpenBackend, backend: "sqlite" | "p
       return {
         intake: pgIntakeStore(pools[0]),
         operator: pgOperatorStore(pools[2]),
+        dashboard: pgDashboardStore(pools[2]),
         dispatch: () => pgDispatchStore(pools[1], `host:${++beats}`),
         close: async () => void (await Promise.all(pools.map((p) => p.close()))),
       };

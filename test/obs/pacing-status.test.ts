@@ -5,9 +5,10 @@ import { afterEach, describe, expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { outcome } from "../../src/delivery.ts";
-import { Dashboard } from "../../src/intake/dashboard/server.ts";
-import { sessionOf } from "../../src/intake/dashboard/auth.ts";
+import { Dashboard } from "../../src/dashboard/server.ts";
+import { sessionOf } from "../../src/dashboard/auth.ts";
 import { createLogger } from "../../src/log.ts";
+import { sqliteStores } from "../../src/store/open.ts";
 import { renderSpoolMetrics } from "../../src/obs/metrics.ts";
 import { buildStatus } from "../../src/obs/status.ts";
 import { rateMarginS } from "../../src/pacing.ts";
@@ -44,7 +45,7 @@ describe("a destination's window, shown", () => {
     expect(text.out).toMatch(/^DESTINATION\s+STATE\s+INFLIGHT\s+WINDOW\s+OLDEST/m);
     expect(text.out).toMatch(/^hermes:a\s+closed\s+0\s+2\/2 per 60s, next in 61s/m);
 
-    const dash = new Dashboard({ listen: "127.0.0.1:0", spool: r.spool, config: () => r.config, home: r.home, dbPath, now: () => r.clock.now(), log: createLogger("dashboard") });
+    const dash = new Dashboard({ listen: "127.0.0.1:0", store: sqliteStores(r.spool).dashboard(), config: () => r.config, home: r.home, dbPath, now: () => r.clock.now(), log: createLogger("dashboard") });
     dashboards.push(dash);
     await dash.start();
     const token = readFileSync(join(r.home, "dashboard.token"), "utf8").trim();

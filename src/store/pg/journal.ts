@@ -26,7 +26,24 @@ export async function journalAfterPg(spool: PgSpool, cursor: PgCursor, limit: nu
       FROM journal j LEFT JOIN attempts a ON a.id = j.attempt_id
       WHERE (j.xid, j.id) > (${cursor.xid}::xid8, ${cursor.id}::bigint) AND j.xid < pg_snapshot_xmin(pg_current_snapshot())
       ORDER BY j.xid, j.id LIMIT ${limit}`) as Record<string, unknown>[];
-  const out = rows.map((r) => ({
+  const out = rows.map(journalRowOf);
+  const last = out[out.length - 1];
+  return { rows: out, cursor: last ? { xid: last.xid, id: last.id } : cursor };
+}
+
+/** The last `limit` rows a reader may take now, oldest first, and the cursor after them (the live page's first screen). */
+export async function journalLastPg(spool: PgSpool, limit: number): Promise<{ rows: (JournalRow & { xid: string })[]; cursor: PgCursor }> {
+  const rows = (await spool.sql`SELECT j.id, j.xid::text AS xid, j.at, j.kind, j.batch_id, j.event_id, j.attempt_id, a.n AS attempt_n, j.source, j.destination, j.key, j.detail
+      FROM journal j LEFT JOIN attempts a ON a.id = j.attempt_id
+      WHERE j.xid < pg_snapshot_xmin(pg_current_snapshot())
+      ORDER BY j.xid DESC, j.id DESC LIMIT ${limit}`) as Record<string, unknown>[];
+  const out = rows.map(journalRowOf).reverse();
+  const last = out[out.length - 1];
+  return { rows: out, cursor: last ? { xid: last.xid, id: last.id } : PG_CURSOR_START };
+}
+
+function journalRowOf(r: Record<string, unknown>): JournalRow & { xid: string } {
+  return {
     id: num(r.id),
     xid: String(r.xid),
     at: Number(r.at),
@@ -39,9 +56,7 @@ export async function journalAfterPg(spool: PgSpool, cursor: PgCursor, limit: nu
     destination: String(r.destination),
     key: String(r.key),
     detail: (r.detail as string | null) ?? null,
-  }));
-  const last = out[out.length - 1];
-  return { rows: out, cursor: last ? { xid: last.xid, id: last.id } : cursor };
+  };
 }
 
 /** The newest position a reader may take now ("from now"): the last row of a transaction older than every running one. */

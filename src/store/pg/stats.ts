@@ -74,3 +74,10 @@ export async function dispatchersCaughtPg(spool: PgSpool): Promise<string[]> {
   const rows = (await spool.sql`SELECT caught_errors FROM dispatchers WHERE caught_errors IS NOT NULL ORDER BY id`) as { caught_errors: string }[];
   return rows.map((r) => r.caught_errors);
 }
+
+/** Batches ready to deliver now, per destination (sealed, or a retry that is due), as the dashboard shows them. */
+export async function readyCountsPg(spool: PgSpool, now: number): Promise<Map<string, number>> {
+  const rows = (await spool.sql`SELECT destination, COUNT(*)::int AS n FROM batches
+      WHERE destination <> 'quarantine' AND (state = 'sealed' OR (state = 'retry' AND next_attempt_at <= ${now})) GROUP BY destination`) as { destination: string; n: number }[];
+  return new Map(rows.map((r) => [r.destination, num(r.n)]));
+}

@@ -22,6 +22,18 @@ import { budgetSpendsPg, releaseBudgetPg } from "./budgets.ts";
 import { stepPollPg } from "./polls.ts";
 import { abandonAttemptPg } from "./marks.ts";
 import { listenForWork } from "./wakeups.ts";
+import type { DashboardStore, TailRow } from "../api.ts";
+import type { JournalRow } from "../journal.ts";
+import { actionOf, requireIssueChanged, requireResumed } from "../actions.ts";
+import { recentActionsPg, recordActionPg } from "./actions.ts";
+import { attemptsByOutcomePg, eventsBySourcePg, quarantineReasonsPg, readyToOkLatencyPg } from "./charts.ts";
+import { formatPgCursor, journalAfterPg, journalLastPg, parsePgCursor, PG_CURSOR_START } from "./journal.ts";
+import { countBatchesPg, databaseBytesPg, deadByReasonPg, leasedCountsPg, oldestPendingPg, readyCountsPg } from "./stats.ts";
+import { destinationRowsPg } from "./destinations.ts";
+import { dispatchersPg, metaNumbersPg } from "./meta.ts";
+import { openIssueCountPg } from "./issues.ts";
+import { maintenanceHolder } from "./leader.ts";
+import { pgSchemaVersion } from "./migrate.ts";
 import { enqueuePg } from "./enqueue.ts";
 import { runRetentionPg } from "./retention.ts";
 import { exportBatchesPg } from "./export.ts";
@@ -157,5 +169,87 @@ export function pgOperatorStore(spool: PgSpool): OperatorStore {
     exportBatches: (filter) => exportBatchesPg(spool, filter),
     checkIntegrity: async () => null,
     close: () => spool.close(),
+  };
+}
+
+const tailRowPg = (r: JournalRow & { xid: string }): TailRow => {
+  const { xid, ...row } = r;
+  return { ...row, cursor: formatPgCursor({ xid, id: r.id }) };
+};
+
+/**
+ * The dashboard's reads and actions on PostgreSQL, the same answers as on SQLite. The tail's
+ * cursor is the journal's (xid, id): a row of a transaction still running is never passed over.
+ * The newest heartbeat stands for "the dispatcher"; ages come from the database's clock.
+ */
+export function pgDashboardStore(spool: PgSpool): DashboardStore {
+  return {
+    backend: "postgres",
+    getBatch: (id) => getBatchPg(spool, id),
+    listBatches: (f) => listBatchesPg(spool, f),
+    batchEvents: (id) => batchEventsPg(spool, id),
+    batchPayloads: (id) => batchPayloadsPg(spool, id),
+    batchAttempts: (id) => batchAttemptsPg(spool, id),
+    listIssues: (f) => listIssuesPg(spool, f),
+    statusFacts: async ({ now, paces, budgets, staleS }) => {
+      const windows = new Map(await Promise.all([...paces].map(async ([name, p]) => [name, await rateWindowPg(spool.sql, name, now, p.rate)] as const)));
+      const spends = new Map(await Promise.all([...budgets].map(async ([name, windowS]) => [name, windowS === null ? [] : await budgetSpendsPg(spool.sql, name, windowS, now)] as const)));
+      const [schema, beats, maintenance, batches, deadReasons, pending, rows, names, leased, meta, polls, issuesOpen, bytes] = await Promise.all([
+        pgSchemaVersion(spool),
+        dispatchersPg(spool, staleS),
+        maintenanceHolder(spool),
+        countBatchesPg(spool),
+        deadByReasonPg(spool),
+        oldestPendingPg(spool),
+        destinationRowsPg(spool),
+        destinationNamesPg(spool),
+        leasedCountsPg(spool),
+        metaNumbersPg(spool),
+        pollRowsPg(spool),
+        openIssueCountPg(spool),
+        databaseBytesPg(spool),
+      ]);
+      const newest = beats.reduce<(typeof beats)[number] | null>((a, b) => (a === null || b.heartbeatAgeS < a.heartbeatAgeS ? b : a), null);
+      const pid = newest ? Number(newest.id.split(":").pop()) : Number.NaN;
+      return {
+        backend: "postgres",
+        schema,
+        heartbeatAt: newest ? now - newest.heartbeatAgeS : null,
+        dispatcherPid: Number.isSafeInteger(pid) ? pid : null,
+        dispatchers: beats.map((b) => ({ id: b.id, heartbeat_age_s: Math.round(b.heartbeatAgeS * 10) / 10, alive: b.alive })),
+        maintenance,
+        batches,
+        deadReasons,
+        pending,
+        destinationRows: rows,
+        destinationNames: names,
+        leased,
+        meta: (key) => meta.get(key) ?? null,
+        polls,
+        issuesOpen,
+        spoolBytes: bytes,
+        windows,
+        budgetSpends: spends,
+      };
+    },
+    readyCounts: (now) => readyCountsPg(spool, now),
+    eventsBySource: (b) => eventsBySourcePg(spool, b),
+    attemptsByOutcome: (b) => attemptsByOutcomePg(spool, b),
+    readyToOkLatency: (b) => readyToOkLatencyPg(spool, b),
+    quarantineReasons: (since) => quarantineReasonsPg(spool, since),
+    recentActions: (limit) => recentActionsPg(spool, limit),
+    act: (at, c) =>
+      recordActionPg(spool, actionOf(at, c), async () => {
+        if (c.verb === "replay") await replayBatchPg(spool, c.batch, at);
+        else if (c.verb === "retry") await retryNowPg(spool, c.batch, at);
+        else if (c.verb === "pause") await pauseDestinationPg(spool, c.destination, c.by, at);
+        else if (c.verb === "resume") requireResumed(await resumeDestinationPg(spool, c.destination, at), c.destination);
+        else if ("issue" in c) requireIssueChanged(await setIssueStatePg(spool, c.issue, c.verb, at), c.issue, c.verb);
+      }),
+    journalTail: async (limit) => {
+      const { rows, cursor } = await journalLastPg(spool, limit);
+      return { rows: rows.map(tailRowPg), cursor: formatPgCursor(cursor) };
+    },
+    journalAfter: async (cursor, limit) => (await journalAfterPg(spool, parsePgCursor(cursor) ?? PG_CURSOR_START, limit)).rows.map(tailRowPg),
   };
 }

@@ -19,6 +19,16 @@ import { stepPoll } from "./polls.ts";
 import { awaitedDelivery, overdueOutcomes, ReportGroup } from "./awaiting.ts";
 import type { ReportInput } from "../awaiting-plan.ts";
 import { budgetSpends, releaseBudget } from "./budgets.ts";
+import type { DashboardStore, TailRow } from "../api.ts";
+import type { JournalRow } from "../journal.ts";
+import { actionOf, requireIssueChanged, requireResumed } from "../actions.ts";
+import { recentActions, recordAction } from "./actions.ts";
+import { attemptsByOutcome, eventsBySource, quarantineReasons, readyToOkLatency } from "./charts.ts";
+import { journalAfter, journalBounds } from "./journal.ts";
+import { countBatches, deadByReason, leasedCounts, oldestPending, readyCounts } from "./stats.ts";
+import { destinationRows } from "./destinations.ts";
+import { openIssueCount } from "./issues.ts";
+import { schemaVersion } from "./db.ts";
 import { enqueue } from "./enqueue.ts";
 import { runRetention, vacuum } from "./retention.ts";
 import { exportBatches } from "./export.ts";
@@ -193,5 +203,62 @@ export function sqliteOperatorStore(spool: SqliteSpool): OperatorStore {
       return problems;
     },
     close: async () => spool.close(),
+  };
+}
+
+const tailRow = (r: JournalRow): TailRow => ({ ...r, cursor: String(r.id) });
+
+/**
+ * The dashboard's reads and actions on a SQLite spool. Each action and its record are one
+ * transaction (the change's own nests as a savepoint). The tail reads a primary-key range each
+ * time: under run the dashboard shares the writers' connection, whose own commits never move
+ * data_version.
+ */
+export function sqliteDashboardStore(spool: SqliteSpool): DashboardStore {
+  return {
+    backend: "sqlite",
+    getBatch: async (id) => getBatch(spool, id),
+    listBatches: async (f) => listBatches(spool, f),
+    batchEvents: async (id) => batchEvents(spool, id),
+    batchPayloads: async (id) => batchPayloads(spool, id),
+    batchAttempts: async (id) => batchAttempts(spool, id),
+    listIssues: async (f) => listIssues(spool, f),
+    statusFacts: async ({ now, paces, budgets }) => ({
+      backend: "sqlite",
+      schema: schemaVersion(spool),
+      heartbeatAt: getMetaNumber(spool, "dispatcher_heartbeat_at"),
+      dispatcherPid: getMetaNumber(spool, "dispatcher_pid"),
+      batches: countBatches(spool),
+      deadReasons: deadByReason(spool),
+      pending: oldestPending(spool),
+      destinationRows: destinationRows(spool),
+      destinationNames: destinationNames(spool),
+      leased: leasedCounts(spool),
+      meta: (key) => getMetaNumber(spool, key),
+      polls: pollRows(spool),
+      issuesOpen: openIssueCount(spool),
+      spoolBytes: null,
+      windows: new Map([...paces].map(([name, p]) => [name, rateWindow(spool, name, now, p.rate)])),
+      budgetSpends: new Map([...budgets].map(([name, windowS]) => [name, windowS === null ? [] : budgetSpends(spool, name, windowS, now)])),
+    }),
+    readyCounts: async (now) => readyCounts(spool, now),
+    eventsBySource: async (b) => eventsBySource(spool, b),
+    attemptsByOutcome: async (b) => attemptsByOutcome(spool, b),
+    readyToOkLatency: async (b) => readyToOkLatency(spool, b),
+    quarantineReasons: async (since) => quarantineReasons(spool, since),
+    recentActions: async (limit) => recentActions(spool, limit),
+    act: async (at, c) =>
+      recordAction(spool, actionOf(at, c), () => {
+        if (c.verb === "replay") replayBatch(spool, c.batch, at);
+        else if (c.verb === "retry") retryNow(spool, c.batch, at);
+        else if (c.verb === "pause") pauseDestination(spool, c.destination, c.by, at);
+        else if (c.verb === "resume") requireResumed(resumeDestination(spool, c.destination, at), c.destination);
+        else if ("issue" in c) requireIssueChanged(setIssueState(spool, c.issue, c.verb, at), c.issue, c.verb);
+      }),
+    journalTail: async (limit) => {
+      const { issued } = journalBounds(spool);
+      return { rows: journalAfter(spool, Math.max(0, issued - limit), {}, limit).map(tailRow), cursor: String(issued) };
+    },
+    journalAfter: async (cursor, limit) => journalAfter(spool, /^\d{1,15}$/.test(cursor) ? Number(cursor) : 0, {}, limit).map(tailRow),
   };
 }
