@@ -3,7 +3,7 @@
 // batch ends when its run's outcome is reported (the CLI's `hookspool outcome`, a signed POST
 // /outcomes/<webhook-id>) or overdue. From the facts a backend read in its transaction (the
 // awaited attempt, the batch, its poison run) this plans the mark and the issues; SQLite
-// (awaiting.ts) and PostgreSQL (pg/awaiting.ts) apply it. Every outcome is an attempt row of
+// (sqlite/awaiting.ts) and PostgreSQL (pg/awaiting.ts) apply it. Every outcome is an attempt row of
 // class "agent" carrying the awaited delivery's id, and a journal step.
 import type { DeadReason } from "../delivery.ts";
 import { backoffS } from "./backoff.ts";

@@ -1,7 +1,7 @@
-// A batch: its row and the reads of it (events, payloads, attempts), and the seal and replay
-// transitions other store operations share. The dispatcher's side before an attempt ends
-// (readiness, candidates, claims, lease recovery) is queue.ts; how an attempt ends is marks.ts
-// and outcome.ts; the operator's verbs are replay.ts, split.ts and drop.ts.
+// A batch as both backends keep it: its states and last classes, its row, the filters of
+// `list` (with their WHERE clause, shared SQL), an event's listing and payload, an attempt's
+// row, and the answer a verb gives when a batch is not in a state it applies to. Each dialect's
+// reads are in sqlite/reads.ts and pg/reads.ts.
 import { HookspoolError } from "../errors.ts";
 
 export const BATCH_STATES = ["open", "sealed", "leased", "retry", "awaiting", "delivered", "dead", "dropped"] as const;

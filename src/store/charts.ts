@@ -1,4 +1,4 @@
-// TODO header
+// The dashboard's charts as both backends answer them: bucketed series over a time range.
 export interface Buckets {
   since: number;
   bucketS: number;

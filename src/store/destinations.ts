@@ -1,4 +1,5 @@
-// TODO header
+// A destination's row as both backends keep it (its breaker and pause state, the Retry-After
+// and 429 gates, the probe) and the breaker's verdict on a transport failure, decided once.
 /** The breaker and pause states of a destination, as the schema's CHECK lists them. */
 export const DESTINATION_STATES = ["closed", "open", "half_open", "paused"] as const;
 

@@ -1,4 +1,5 @@
-// TODO header
+// What `hookspool send --follow` reads from either backend: each state the next event's batch
+// takes.
 export interface FollowStep {
   batch: number;
   state: string;

@@ -1,4 +1,5 @@
-// TODO header
+// Issues as both backends keep them: their kinds and states, a row, what raising one says, the
+// verbs an operator applies, and the classes of dead batches whose issue a replay resolves.
 /** source: a sender sent what cannot be queued; internal: a fault in hookspool itself. */
 export const ISSUE_KINDS = ["delivery", "source_silent", "spool", "config", "source", "internal"] as const;
 

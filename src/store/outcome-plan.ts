@@ -3,7 +3,7 @@
 // a previous bad emit, the destination's run of ignored answers), the mark to make and the
 // effects to apply once the mark is applied (the breaker, the Retry-After and 429 gates, the
 // probe, a pause, the issues).
-// SQLite (outcome.ts) and PostgreSQL (pg/outcome.ts) read the facts and apply the plan in their
+// SQLite (sqlite/outcome.ts) and PostgreSQL (pg/outcome.ts) read the facts and apply the plan in their
 // own transaction; the rules live here once.
 import type { DeadReason, Outcome } from "../delivery.ts";
 import { hitsMade } from "../pacing.ts";

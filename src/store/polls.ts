@@ -1,4 +1,5 @@
-// TODO header
+// The poll clock's plan as both backends step it: a poll's schedule, the step it takes, and when
+// a poll is due.
 export interface PollPlan {
   instance: string;
   everyS: number;

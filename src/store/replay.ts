@@ -1,4 +1,6 @@
-// TODO header
+// Replay and retry as both backends take them: a stored request of a quarantine batch, how it
+// is classified again, what a replay returns, and the filter (with its WHERE clause, shared
+// SQL) of `replay --dead` and `resend`.
 import type { EnqueueResult, NewEvent } from "./enqueue.ts";
 
 /** A quarantined request as stored, for the plugin to classify again. */

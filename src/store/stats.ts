@@ -1,4 +1,5 @@
-// TODO header
+// The shapes of the counts status and metrics read from either backend: batches per state, a
+// poll's row.
 import { type BatchState, } from "./batches.ts";
 
 export type StateCounts = Record<BatchState | "quarantined", number>;

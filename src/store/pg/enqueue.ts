@@ -1,13 +1,12 @@
-// Enqueue on PostgreSQL: the join rule, dedup and tee copies of the SQLite store, safe with any
-// number of intakes on different hosts. A group commit is one transaction for the requests
-// gathered while the previous commit ran; each request runs in a savepoint of its own. Before
-// any work it takes, in one sorted order, the transaction-scoped advisory locks of every
+// Enqueue on PostgreSQL: the join rule and dedup decision of enqueue-plan.ts, safe with any
+// number of intakes on different hosts. A group commit (group.ts) is one transaction for the
+// requests gathered while the previous commit ran; each request runs in a savepoint of its own.
+// Before any work it takes, in one sorted order, the transaction-scoped advisory locks of every
 // (route, key) group and every (source, dedup id) its requests touch, so two intakes never
 // deadlock, never both open a batch for one group (the partial unique index makes that a fact
-// too), and never both accept one dedup id. The locks end with the COMMIT.
-// Quarantine on PostgreSQL: a verified request whose classification failed is kept as a dead
-// batch for the reserved destination quarantine (raw body, allowed headers, URL), with its issue,
-// in one transaction, as on SQLite.
+// too), and never both accept one dedup id. The locks end with the COMMIT. Quarantine: a
+// verified request whose classification failed is kept as a dead batch for the reserved
+// destination quarantine, with its issue, in one transaction, as on SQLite.
 import { HookspoolError } from "../../errors.ts";
 import { contentHash, type ContentEvent } from "../content.ts";
 import { type EnqueueResult, type EventCopy, eventSize, type NewEvent, type Placed, validateNewEvent, type QuarantineInput, quarantineIssue, quarantineRecord } from "../enqueue.ts";

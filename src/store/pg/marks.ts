@@ -1,4 +1,6 @@
-// TODO header
+// The fenced marks on PostgreSQL: delivered (or awaiting), retry and dead, each changing the
+// batch only while this dispatcher's lease still holds it (lease_owner and the attempt id), and
+// the attempt row finished with it; an abandoned attempt. The same fence as SQLite's marks.ts.
 import type { DeadReason, } from "../../delivery.ts";
 import { attemptFacts, type MarkBase, scrubError } from "../marks.ts";
 import { type PgSpool, type Tx } from "./db.ts";

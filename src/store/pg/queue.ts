@@ -1,11 +1,9 @@
 // Delivery on PostgreSQL with any number of dispatchers: readiness sealing, the candidates
 // (deliverable batches that head their (route, key) group), claims that lock each candidate
 // with FOR UPDATE SKIP LOCKED under the group's advisory lock and check again that it is the
-// head, so FIFO per key holds whoever claims; marks fenced by lease_owner as on SQLite; and the
-// recovery of leases whose owner is gone (lease_until passed), never of a live one.
-// The dispatcher's reads and small writes on PostgreSQL beside claims.ts: one batch row, the
-// next instant a batch becomes ready by itself, whether one is ready now, an abandoned
-// attempt, config retries made due after a reload, and the destination's row as the gate reads it.
+// head, so FIFO per key holds whoever claims; the next instant a batch becomes ready, whether
+// one is ready now, config retries made due after a reload; and the recovery of leases whose
+// owner is gone (lease_until passed), never of a live one.
 import type { Candidate, Claim, ClaimInput } from "../queue.ts";
 import type { Resume } from "../../delivery.ts";
 import { admits } from "../gate-plan.ts";

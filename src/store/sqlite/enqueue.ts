@@ -1,4 +1,7 @@
-// TODO header
+// Enqueue on SQLite: the join rule and dedup decision of enqueue-plan.ts applied in one BEGIN
+// IMMEDIATE transaction per group commit (group.ts), each request in a SAVEPOINT; sealing (its
+// content hash), a batch's content, and quarantine: a verified request whose classification
+// failed kept as a dead batch for the reserved destination quarantine, with its issue.
 import type { Database } from "bun:sqlite";
 import { prepared, type SqliteSpool } from "./db.ts";
 import { journalTx } from "./journal.ts";

@@ -1,4 +1,5 @@
-// TODO header
+// Export on SQLite: batches and their events as JSON lines records (hookspool export), read a
+// page at a time so a large spool never sits in memory.
 import { type BatchRow, batchWhere, type EventListing, type EventPayload, parseTrace } from "../batches.ts";
 import { batchAttempts } from "./reads.ts";
 import { prepared, type SqliteSpool } from "./db.ts";

@@ -1,10 +1,9 @@
-// replay and retry: a dead batch back into its queue (due now, attempts reset), a quarantine
-// batch's requests classified again, a batch in retry due now.
-// Which delivery ids a source has already spooled: the dedup table, read for a sweep that must
-// not ask a sender to redeliver what arrived.
-// What `hookspool send --follow` reads: the event a request became, and its batch's state as it
-// changes, from another connection, without holding a transaction between reads. It looks again
-// only when the database changed (PRAGMA data_version), every 50 ms at most.
+// The operator's reads on SQLite: batches listed and shown (events, payloads, attempts), dead
+// and delivered batch ids for replay and resend, a quarantine batch's stored requests, the
+// requests `route test` replays, which delivery ids a source has already spooled (a sweep must
+// not ask a sender to redeliver what arrived), and `send --follow`: the event a request became
+// and its batch's state as it changes, looked at again only when the database changed (PRAGMA
+// data_version), every 50 ms at most. Each is one statement: in WAL mode it never waits.
 import { prepared, type SqliteSpool } from "./db.ts";
 import { batchWhere, type ListFilter, type EventListing, type EventPayload, type AttemptRow, type BatchRow, parseTrace } from "../batches.ts";
 import { type StoredRequestRow, groupRequests, STORED_REQUESTS, type StoredEventRow } from "../requests.ts";

@@ -1,4 +1,8 @@
-// TODO header
+// Retention on SQLite: delivered and dropped batches with their events after their days,
+// finished attempts, dedup rows past their source's window, resolved and ignored issues, the
+// journal; dead batches never. Small BEGIN IMMEDIATE transactions (retention.ts's inChunks),
+// yielding to the event loop between them, so the intake never waits long for the write lock;
+// then a WAL checkpoint, and VACUUM when asked.
 import type { Database } from "bun:sqlite";
 import { testHook } from "../../testhook.ts";
 import { prepared, type SqliteSpool } from "./db.ts";
