@@ -14,6 +14,7 @@ import { waitFor } from "./helpers/proc.ts";
 import { freshSpool } from "./helpers/spool.ts";
 import { sqliteIssues } from "../src/store/sqlite/store.ts";
 import { runServiceContract } from "./service.case.ts";
+import { sqliteDispatchStore, sqliteMaintenanceStore } from "../src/store/sqlite/store.ts";
 
 function recorder(name: string, log: string[], fail?: "start" | "stop"): Service {
   return {
@@ -147,7 +148,7 @@ describe("every long-lived part is a Service", () => {
   const maintenanceOf = () => {
     const t = freshSpool();
     const { config } = parseConfig(`[sources.s]\naction = "hermes:a"\n`, "t.toml");
-    const m = new Maintenance({ spool: t.spool, dbPath: t.path, config: () => config, now: () => t.clock.now(), clock: t.clock, log: createLogger("maintenance", { clock: t.clock }), env: {}, diskFree: () => 1e12 });
+    const m = new Maintenance({ store: sqliteMaintenanceStore(t.spool), leader: sqliteDispatchStore(t.spool), config: () => config, clock: t.clock, log: createLogger("maintenance", { clock: t.clock }), env: {}, diskFree: () => 1e12 });
     return { t, m };
   };
 

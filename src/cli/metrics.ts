@@ -1,9 +1,8 @@
 // hookspool metrics: the table-derived part of GET /metrics, for a cron or a textfile collector.
 import type { CommandDef } from "citty";
-import { renderSpoolMetrics } from "../obs/metrics.ts";
-import { type Cli, GLOBAL_ARGS, loadFor, openExisting, withPg } from "./context.ts";
-import { isPostgres } from "../config/backend.ts";
-import { pgMetricsText } from "../obs/status-pg.ts";
+import { renderStoreMetrics } from "../obs/metrics.ts";
+import { openStores } from "../store/open.ts";
+import { type Cli, GLOBAL_ARGS, loadFor } from "./context.ts";
 
 export function metricsCommand(cli: Cli): CommandDef {
   return {
@@ -11,16 +10,12 @@ export function metricsCommand(cli: Cli): CommandDef {
     args: { ...GLOBAL_ARGS },
     async run() {
       const { config, paths } = loadFor(cli);
-      if (isPostgres(config)) {
-        cli.io.out((await withPg(cli, config, (pg) => pgMetricsText(pg, config, cli.clock.now()))).trimEnd());
-        return 0;
-      }
-      const spool = openExisting(cli, paths.spoolFile);
+      const stores = await openStores(config, { mode: "operator", paths, env: cli.io.env, clock: cli.clock });
       try {
-        cli.io.out(renderSpoolMetrics(spool, config, paths.spoolFile, { now: cli.clock.now() }).trimEnd());
+        cli.io.out((await renderStoreMetrics(stores.status(), config, paths.spoolFile, { now: cli.clock.now() })).trimEnd());
         return 0;
       } finally {
-        spool.close();
+        await stores.close();
       }
     },
   };

@@ -1,8 +1,9 @@
-// The long-running services: intake, dispatch, and run (both in one process, one connection).
+// The long-running services: intake, dispatch, and run (both in one process, one connection),
+// each opening its store through openStores, the same code on either backend.
 import { join } from "node:path";
 import { Dashboard } from "../dashboard/server.ts";
 import type { DashboardStore } from "../store/api.ts";
-import { openStores, pgStores, sqliteStores } from "../store/open.ts";
+import { openStores, type Stores } from "../store/open.ts";
 import type { CommandDef } from "citty";
 import { systemRng } from "../clock.ts";
 import type { LoadedConfig } from "../config/types.ts";
@@ -12,19 +13,12 @@ import { Maintenance } from "../dispatch/maintenance.ts";
 import { HookspoolError } from "../errors.ts";
 import { Intake } from "../intake/server.ts";
 import { createLogger, type Logger } from "../log.ts";
-import { openForDispatch, openPgForDispatch } from "../dispatch/open.ts";
-import { PgMaintenance } from "../dispatch/pg-maintenance.ts";
-import { isPostgres } from "../config/backend.ts";
 import type { DispatchStore } from "../store/api.ts";
-import { pgDispatchStore } from "../store/pg/store.ts";
-import type { PgSpool } from "../store/pg/db.ts";
 import { hostname } from "node:os";
 import { type Service, startAll, stopAll } from "../service.ts";
-import type { SqliteSpool } from "../store/sqlite/db.ts";
-import { effectiveNow, instanceId } from "../store/sqlite/meta.ts";
 import { checkConfigFile } from "../check/check.ts";
 import { problemLine } from "./check.ts";
-import { type Cli, GLOBAL_ARGS, loadFor, openExisting, sqliteOnly } from "./context.ts";
+import { type Cli, GLOBAL_ARGS, loadFor } from "./context.ts";
 import { visible } from "./format.ts";
 
 /** Resolve when the process is asked to stop (SIGTERM, SIGINT). */
@@ -57,11 +51,11 @@ async function preflight(cli: Cli, skipDatabase: boolean): Promise<LoadedConfig>
   return loaded;
 }
 
-function makeDispatcher(cli: Cli, loaded: LoadedConfig, on: { spool: SqliteSpool } | { store: DispatchStore }): Dispatcher {
+function makeDispatcher(cli: Cli, loaded: LoadedConfig, store: DispatchStore): Dispatcher {
   const log = createLogger("dispatch", { clock: cli.clock });
-  const inst = "spool" in on ? instanceId(on.spool) : on.store.instanceId;
+  const inst = store.instanceId;
   return new Dispatcher({
-    ...on,
+    store,
     loaded,
     loadOptions: loadOptions(cli),
     clock: cli.clock,
@@ -72,13 +66,15 @@ function makeDispatcher(cli: Cli, loaded: LoadedConfig, on: { spool: SqliteSpool
   });
 }
 
-/** The dispatcher's companion: liveness, alerts, the spool limit and hourly retention. */
-function makeMaintenance(cli: Cli, loaded: LoadedConfig, spool: SqliteSpool, dispatcher: Dispatcher): Maintenance {
+/**
+ * The dispatcher's companion: liveness, alerts, the spool limit and hourly retention, run while
+ * this dispatcher leads (SQLite: always; PostgreSQL: while it holds the maintenance lock).
+ */
+function makeMaintenance(cli: Cli, stores: Stores, store: DispatchStore, dispatcher: Dispatcher): Maintenance {
   return new Maintenance({
-    spool,
-    dbPath: loaded.paths.spoolFile,
+    store: stores.maintenance(),
+    leader: store,
     config: () => dispatcher.currentConfig(),
-    now: () => effectiveNow(spool),
     clock: cli.clock,
     log: createLogger("maintenance", { clock: cli.clock }),
     env: cli.io.env,
@@ -91,14 +87,14 @@ function makeMaintenance(cli: Cli, loaded: LoadedConfig, spool: SqliteSpool, dis
  * intake stops taking requests before the dispatcher lets its in-flight attempts finish).
  * `close` runs last, whatever happened.
  */
-async function serve(log: Logger, services: Service[], close: () => void = () => {}, started: () => void = () => {}): Promise<number> {
+async function serve(log: Logger, services: Service[], close: () => void | Promise<void> = () => {}, started: () => void = () => {}): Promise<number> {
   try {
     await startAll(services);
     started();
     log.info("stopping; letting in-flight work finish", { reason: await stopSignal() });
     await stopAll(services);
   } finally {
-    close();
+    await close();
   }
   return 0;
 }
@@ -121,11 +117,8 @@ function dispatchCommand(cli: Cli): CommandDef {
     args: { ...GLOBAL_ARGS },
     async run() {
       const loaded = await preflight(cli, true);
-      if (isPostgres(loaded.config)) return servePg(cli, loaded, false);
-      const opened = openForDispatch(loaded.paths, { clock: cli.clock });
-      const dispatcher = makeDispatcher(cli, loaded, { spool: opened.spool });
-      const dash = loaded.config.dashboard.listen ? [makeDashboard(cli, loaded, sqliteStores(opened.spool).dashboard(), loaded.config.dashboard.listen, () => dispatcher.currentConfig())] : [];
-      return serve(createLogger("dispatch", { clock: cli.clock }), [dispatcher, makeMaintenance(cli, loaded, opened.spool, dispatcher), ...dash], opened.close, () => dash.forEach((d) => announce(cli, d, loaded.paths.home)));
+      const stores = await openStores(loaded.config, { mode: "dispatch", paths: loaded.paths, env: cli.io.env, clock: cli.clock });
+      return serveStores(cli, loaded, stores, false);
     },
   };
 }
@@ -136,40 +129,33 @@ function runCommand(cli: Cli): CommandDef {
     args: { ...GLOBAL_ARGS },
     async run() {
       const loaded = await preflight(cli, true);
-      if (isPostgres(loaded.config)) return servePg(cli, loaded, true);
-      // One connection for both parts: the intake's busy timeout (10 s, then 503) is the one a
-      // sender waits on, so it is the connection's; a dispatcher write that times out sooner is
-      // retried on the next tick.
-      const opened = openForDispatch(loaded.paths, { clock: cli.clock, busyTimeoutS: loaded.config.intake.busy_timeout_s });
-      const { spool } = opened;
-      const dispatcher = makeDispatcher(cli, loaded, { spool });
-      const log = createLogger("intake", { clock: cli.clock });
-      // The intake tells the dispatcher when each batch may be ready, so none waits for a tick.
-      const intake = new Intake({ loaded, loadOptions: loadOptions(cli), clock: cli.clock, log, env: cli.io.env, spool, wake: (at) => dispatcher.wake(at) });
-      // [dashboard] listen set: the dashboard runs here too, on the same connection.
-      const dash = loaded.config.dashboard.listen ? [makeDashboard(cli, loaded, sqliteStores(spool).dashboard(), loaded.config.dashboard.listen, () => dispatcher.currentConfig(), () => intake.address)] : [];
-      return serve(log, [dispatcher, makeMaintenance(cli, loaded, spool, dispatcher), intake, ...dash], opened.close, () => dash.forEach((d) => announce(cli, d, loaded.paths.home)));
+      // One connection (a pool on PostgreSQL) for both parts: the intake's busy timeout (10 s,
+      // then 503) is the one a sender waits on, so it is the connection's; a dispatcher write
+      // that times out sooner is retried on the next tick.
+      const stores = await openStores(loaded.config, { mode: "dispatch", paths: loaded.paths, env: cli.io.env, clock: cli.clock, busyTimeoutS: loaded.config.intake.busy_timeout_s });
+      return serveStores(cli, loaded, stores, true);
     },
   };
 }
 
 /**
- * dispatch (and run, with an intake beside it) on PostgreSQL: no dispatch.lock, migrations under
- * the database's lock, maintenance led by whichever dispatcher holds the maintenance lock;
- * [dashboard] listen set: the dashboard runs here too, on the same pool.
+ * dispatch (and run, with an intake beside it) over the stores opened for it: the dispatcher,
+ * its maintenance, under run the intake (which tells the dispatcher when each batch it queued
+ * may be ready, so none waits for a tick), and with [dashboard] listen set the dashboard, all on
+ * the one connection or pool; the stores close last, whatever happened.
  */
-async function servePg(cli: Cli, loaded: LoadedConfig, withIntake: boolean): Promise<number> {
-  const pg: PgSpool = await openPgForDispatch(loaded.config, cli.io.env);
+async function serveStores(cli: Cli, loaded: LoadedConfig, stores: Stores, withIntake: boolean): Promise<number> {
   try {
-    const store = await pgDispatchStore(pg, `${hostname()}:${process.pid}`);
-    const dispatcher = makeDispatcher(cli, loaded, { store });
-    const maintenance = new PgMaintenance({ pg, store, config: () => dispatcher.currentConfig(), plugins: () => dispatcher.sourcePlugins(), clock: cli.clock, log: createLogger("maintenance", { clock: cli.clock }), env: cli.io.env });
+    const store = await stores.dispatch(`${hostname()}:${process.pid}`);
+    const dispatcher = makeDispatcher(cli, loaded, store);
     const log = createLogger(withIntake ? "intake" : "dispatch", { clock: cli.clock });
-    const intake = withIntake ? [new Intake({ loaded, loadOptions: loadOptions(cli), clock: cli.clock, log, env: cli.io.env, wake: (at) => dispatcher.wake(at) })] : [];
-    const dash = loaded.config.dashboard.listen ? [makeDashboard(cli, loaded, pgStores(pg).dashboard(), loaded.config.dashboard.listen, () => dispatcher.currentConfig(), withIntake ? () => intake[0].address : undefined)] : [];
-    return await serve(log, [dispatcher, maintenance, ...intake, ...dash], undefined, () => dash.forEach((d) => announce(cli, d, loaded.paths.home)));
+    const intake = withIntake ? new Intake({ loaded, loadOptions: loadOptions(cli), clock: cli.clock, log, env: cli.io.env, stores, wake: (at) => dispatcher.wake(at) }) : null;
+    const listen = loaded.config.dashboard.listen;
+    const dash = listen ? [makeDashboard(cli, loaded, stores.dashboard(), listen, () => dispatcher.currentConfig(), intake ? () => intake.address : undefined)] : [];
+    const services: Service[] = [dispatcher, makeMaintenance(cli, stores, store, dispatcher), ...(intake ? [intake] : []), ...dash];
+    return await serve(log, services, undefined, () => dash.forEach((d) => announce(cli, d, loaded.paths.home)));
   } finally {
-    await pg.close();
+    await stores.close();
   }
 }
 

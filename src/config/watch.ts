@@ -6,7 +6,7 @@ import { statSync } from "node:fs";
 import { HookspoolError } from "../errors.ts";
 import type { Logger } from "../log.ts";
 import { Periodic, type Service } from "../service.ts";
-import { type IssueSink, settle } from "../store/api.ts";
+import type { IssueSink } from "../store/api.ts";
 import { loadConfig, type LoadOptions } from "./load.ts";
 import type { LoadedConfig } from "./types.ts";
 
@@ -86,7 +86,12 @@ export class ConfigWatcher implements Service {
     // The issue is a write, which a full or read-only spool refuses: the reload's outcome stands
     // either way, and the refusal is logged, never thrown into the caller's timer.
     const refused = (e: unknown) => this.o.log.limited("error", "config:file issue not written", { reason: (e as { code?: string }).code ?? (e as Error).name });
-    settle(() => (applied ? this.o.issues.resolveIssue("config:file", now) : this.o.issues.raiseIssue({ fingerprint: "config:file", kind: "config", error: what.slice(0, 300), now })), () => {}, refused);
+    try {
+      const write = applied ? this.o.issues.resolveIssue("config:file", now) : this.o.issues.raiseIssue({ fingerprint: "config:file", kind: "config", error: what.slice(0, 300), now });
+      write.catch(refused);
+    } catch (e) {
+      refused(e);
+    }
     return applied;
   }
 }

@@ -7,7 +7,6 @@ import { caughtFault, type Faults } from "../obs/faults.ts";
 import type { Logger } from "../log.ts";
 import type { AlertStore } from "../store/api.ts";
 import type { IssueRow } from "../store/issues.ts";
-import { sqliteAlertStore } from "../store/sqlite/store.ts";
 import { Chore, type ChoreContext } from "./chores.ts";
 
 function ago(now: number, t: number): string {
@@ -121,7 +120,7 @@ async function runCommand(argv: string[], timeoutS: number, env: Env): Promise<n
 
 /** The alerts chore: every maintenance interval, send the alerts that are due. */
 export function alertsChore(ctx: ChoreContext): Chore {
-  return new Chore("alerts", ctx, async () => {
-    await runAlerts({ store: sqliteAlertStore(ctx.spool), config: ctx.config(), env: ctx.env, log: ctx.log, now: ctx.now(), faults: ctx.faults });
+  return new Chore("alerts", ctx, async (now) => {
+    await runAlerts({ store: ctx.store, config: ctx.config(), env: ctx.env, log: ctx.log, now, faults: ctx.faults });
   });
 }

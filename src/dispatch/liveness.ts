@@ -8,7 +8,6 @@ import type { Config } from "../config/types.ts";
 import type { Logger } from "../log.ts";
 import { silentFor } from "../obs/status.ts";
 import type { MaintenanceStore } from "../store/api.ts";
-import { sqliteMaintenanceStore } from "../store/sqlite/store.ts";
 import { Chore, type ChoreContext, raiseOnce } from "./chores.ts";
 
 /**
@@ -44,9 +43,9 @@ export async function pollLivenessPass(store: MaintenanceStore, config: Config, 
 }
 
 export function sourceLiveness(ctx: ChoreContext): Chore {
-  return new Chore("liveness", ctx, () => sourceLivenessPass(sqliteMaintenanceStore(ctx.spool), ctx.config(), ctx.now(), ctx.plugins?.(), ctx.log));
+  return new Chore("liveness", ctx, (now) => sourceLivenessPass(ctx.store, ctx.config(), now, ctx.plugins?.(), ctx.log));
 }
 
 export function pollLiveness(ctx: ChoreContext): Chore {
-  return new Chore("polls", ctx, () => pollLivenessPass(sqliteMaintenanceStore(ctx.spool), ctx.config(), ctx.now(), ctx.log));
+  return new Chore("polls", ctx, (now) => pollLivenessPass(ctx.store, ctx.config(), now, ctx.log));
 }

@@ -20,8 +20,6 @@ import { Faults, faultCounts } from "../obs/faults.ts";
 import type { Logger } from "../log.ts";
 import type { DispatchStore } from "../store/api.ts";
 import type { Candidate, Claim, ClaimInput } from "../store/queue.ts";
-import type { SqliteSpool } from "../store/sqlite/db.ts";
-import { sqliteDispatchStore } from "../store/sqlite/store.ts";
 import { Periodic, type Service } from "../service.ts";
 import { stepPolls } from "./polls.ts";
 import { OutcomeWriter } from "./outcomes.ts";
@@ -34,9 +32,8 @@ import { FairShare, type Lane } from "./share.ts";
 export type DestinationFactory = (config: Config, name: string) => Destination | null;
 
 export interface DispatcherOptions {
-  /** The store it works on; without it, SQLite's over `spool`. */
-  store?: DispatchStore;
-  spool?: SqliteSpool;
+  /** The store it works on (openStores's dispatch role, on either backend). */
+  store: DispatchStore;
   loaded: LoadedConfig;
   /** How the config was found, so a reload reads the same file. */
   loadOptions: LoadOptions;
@@ -94,9 +91,7 @@ export class Dispatcher implements Service {
 
   constructor(private readonly o: DispatcherOptions) {
     this.config = o.loaded.config;
-    if (o.store) this.store = o.store;
-    else if (o.spool) this.store = sqliteDispatchStore(o.spool);
-    else throw new Error("a dispatcher needs a store or a spool");
+    this.store = o.store;
     this.watcher = new ConfigWatcher({
       file: o.loaded.paths.config,
       mtimeMs: o.loaded.mtimeMs,

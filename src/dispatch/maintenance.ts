@@ -1,16 +1,15 @@
 // Maintenance: the dispatcher's companion chores, each its own Service on its own timer (every
 // 60 s, the first a second after the start): source and poll liveness, the spool limits,
-// alerts, and the hourly retention pass. A chore's failure never stops the others.
+// alerts, and the hourly retention pass. A chore's failure never stops the others. The same
+// chores run on both backends, by the dispatcher that leads (chores.ts).
 import type { Service } from "../service.ts";
 import { startAll, stopAll } from "../service.ts";
 import { Faults } from "../obs/faults.ts";
-import { sqliteIssues } from "../store/sqlite/store.ts";
 import { alertsChore } from "./alerts.ts";
 import type { Chore, ChoreContext } from "./chores.ts";
 import { pollLiveness, sourceLiveness } from "./liveness.ts";
 import { retentionPass } from "./retention-pass.ts";
 import { spoolLimits } from "./spool-limits.ts";
-
 
 export type MaintenanceOptions = Omit<ChoreContext, "faults">;
 
@@ -21,7 +20,7 @@ export class Maintenance implements Service {
   private readonly faults: Faults;
 
   constructor(o: MaintenanceOptions) {
-    this.faults = new Faults(sqliteIssues(o.spool), "maintenance", o.log, () => o.clock.now());
+    this.faults = new Faults(o.store, "maintenance", o.log, () => o.clock.now());
     const ctx: ChoreContext = { ...o, faults: this.faults };
     this.chores = [sourceLiveness(ctx), pollLiveness(ctx), spoolLimits(ctx), alertsChore(ctx), retentionPass(ctx)];
   }
@@ -41,7 +40,7 @@ export class Maintenance implements Service {
 
   /** Run every chore once, in order (tests drive maintenance with this and an injected clock). */
   async tick(): Promise<void> {
-    this.faults.flush();
+    await this.faults.flush();
     for (const c of this.chores) await c.runNow();
   }
 }

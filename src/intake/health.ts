@@ -1,11 +1,13 @@
 // GET /healthz: the status document; 503 while the spool is unwritable or a hard
-// limit is active, 200 with `degraded` for soft problems.
+// limit is active, 200 with `degraded` for soft problems. The same on either backend: the write
+// probe, the last enqueue and the status facts are the intake store's.
 import type { Clock } from "../clock.ts";
 import type { IntakeSource } from "../config/sources.ts";
 import type { Config } from "../config/types.ts";
-import { buildStatus, type StatusDoc } from "../obs/status.ts";
-import type { SqliteSpool } from "../store/sqlite/db.ts";
-import { getMetaNumber, probeWrite } from "../store/sqlite/meta.ts";
+import { errorClass } from "../obs/faults.ts";
+import type { StatusDoc } from "../obs/status.ts";
+import { storeStatus } from "../obs/store-status.ts";
+import type { IntakeStore } from "../store/api.ts";
 import type { Backpressure } from "./backpressure.ts";
 
 /** Writability is proven at most this often by a probe write; a recent enqueue proves it too. */
@@ -18,7 +20,7 @@ export class Health {
   private triedAt: number | null = null;
 
   constructor(
-    private readonly spool: SqliteSpool,
+    private readonly store: IntakeStore,
     private readonly dbPath: string,
     private readonly clock: Clock,
     private readonly backpressure: Backpressure,
@@ -30,9 +32,9 @@ export class Health {
    * The document and the HTTP status for it. A scrape forces a probe write at most every 30 s,
    * or every 5 s while the last write was refused; a probe that succeeds ends the refusal.
    */
-  check(config: Config, plugins?: ReadonlyMap<string, IntakeSource>): { code: number; doc: StatusDoc } {
+  async check(config: Config, plugins?: ReadonlyMap<string, IntakeSource>): Promise<{ code: number; doc: StatusDoc }> {
     const now = this.clock.now();
-    const lastEnqueue = getMetaNumber(this.spool, "last_enqueue_at");
+    const lastEnqueue = await this.store.lastEnqueueAt();
     let writableAt: number | null = lastEnqueue !== null && now - lastEnqueue <= WRITE_PROBE_S ? lastEnqueue : this.probedAt;
     const failing = this.backpressure.failing;
     const every = failing ? FAILED_PROBE_S : WRITE_PROBE_S;
@@ -41,17 +43,17 @@ export class Health {
     if ((stale || failing) && due) {
       this.triedAt = now;
       try {
-        probeWrite(this.spool, now);
+        await this.store.probeWrite(now);
         this.probedAt = now;
         writableAt = now;
         this.backpressure.writeOk();
         this.onWritable();
       } catch (e) {
-        this.backpressure.writeFailed(`unwritable (${(e as { code?: string }).code ?? "error"})`);
+        this.backpressure.writeFailed(`unwritable (${errorClass(e)})`);
       }
     }
     const hard = this.backpressure.active();
-    const { doc, hard: isHard } = buildStatus(this.spool, config, this.dbPath, { now, writableCheckedAt: writableAt, hard, diskFree: this.backpressure.freeReading(), plugins });
+    const { doc, hard: isHard } = await storeStatus(this.store, config, this.dbPath, { now, writableCheckedAt: writableAt, hard, diskFree: this.backpressure.freeReading(), plugins });
     return { code: isHard ? 503 : 200, doc };
   }
 }

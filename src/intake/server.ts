@@ -1,6 +1,4 @@
 // The intake service: Bun.serve on loopback, /hooks/<instance>, /healthz, /metrics, config reload.
-import { assembleStatus, budgetedDestinations, pacedDestinations, type StatusDoc } from "../obs/status.ts";
-import { pgStatusFacts } from "../obs/status-pg.ts";
 import { badRequest, requestTarget } from "./target.ts";
 import { dirname } from "node:path";
 import type { Server } from "bun";
@@ -10,19 +8,12 @@ import { ConfigWatcher } from "../config/watch.ts";
 import type { Config, LoadedConfig } from "../config/types.ts";
 import { HookspoolError } from "../errors.ts";
 import type { Logger } from "../log.ts";
-import { errorClass, Faults } from "../obs/faults.ts";
-import { renderSpoolMetrics } from "../obs/metrics.ts";
-import { pgMetricsText } from "../obs/status-pg.ts";
-import { openSpool, requireCurrentSchema, type SqliteSpool } from "../store/sqlite/db.ts";
+import { Faults } from "../obs/faults.ts";
+import { renderStoreMetrics } from "../obs/metrics.ts";
 import type { IntakeStore } from "../store/api.ts";
-import { sqliteIntakeStore } from "../store/sqlite/store.ts";
-import { pgIntakeStore } from "../store/pg/store.ts";
-import { requirePgSchema } from "../store/pg/migrate.ts";
-import type { PgSpool } from "../store/pg/db.ts";
-import { probeWritePg } from "../store/pg/meta.ts";
-import { isPostgres, openPgSpool } from "../config/backend.ts";
+import { openStores, type Stores } from "../store/open.ts";
 import { Backpressure } from "./backpressure.ts";
-import { FAILED_PROBE_S, Health, WRITE_PROBE_S } from "./health.ts";
+import { Health } from "./health.ts";
 import { IntakeMetrics } from "./metrics.ts";
 import { handleOutcome, outcomePath } from "./outcomes.ts";
 import { handleHook } from "./pipeline.ts";
@@ -41,8 +32,8 @@ export interface IntakeOptions {
   clock: Clock;
   log: Logger;
   env?: Env;
-  /** `run` shares its one connection; otherwise the intake opens its own (busy_timeout 10 s). */
-  spool?: SqliteSpool;
+  /** `run` shares its stores (one connection, or one pool); otherwise the intake opens its own (SQLite's busy_timeout 10 s). */
+  stores?: Stores;
   /** Free bytes on the spool's filesystem (tests inject a full disk). */
   diskFree?: (path: string) => number | null;
   /** Under `run`: tells the dispatcher in the same process when a batch it queued into may be ready. */
@@ -101,10 +92,8 @@ export class Intake implements Service {
   private server: Server<undefined> | null = null;
   /** What runs beside the listener: the config watcher and the refused-write reporter. */
   private companions: Service[] = [];
-  private spool: SqliteSpool | null = null;
-  private ownSpool = false;
-  /** On PostgreSQL: this process's pool (the intake always opens its own). */
-  private pg: PgSpool | null = null;
+  /** The stores the intake opened itself (closed at its stop); null when `run` shares its own. */
+  private ownStores: Stores | null = null;
   private config: Config;
   private sources = new Map<string, IntakeSource>();
   private watcher: ConfigWatcher | null = null;
@@ -136,30 +125,20 @@ export class Intake implements Service {
   private async listen(): Promise<void> {
     const { loaded, clock, log } = this.opts;
     const listen = parseListen(this.config.intake.listen, this.config.intake.allow_non_loopback);
-    let store: IntakeStore;
-    if (isPostgres(this.config)) {
-      this.pg = openPgSpool(this.config, this.opts.env ?? process.env);
-      await this.pg.ping();
-      // The intake never migrates: another schema version is exit 2, "run hookspool migrate".
-      await requirePgSchema(this.pg);
-      store = pgIntakeStore(this.pg);
-    } else {
-      if (this.opts.spool) {
-        this.spool = this.opts.spool;
-      } else {
-        this.spool = openSpool(loaded.paths.spoolFile, { create: false, busyTimeoutS: this.config.intake.busy_timeout_s, clock });
-        this.ownSpool = true;
-      }
-      requireCurrentSchema(this.spool);
-      store = sqliteIntakeStore(this.spool);
+    // The intake never migrates: another schema version is exit 2, "run hookspool migrate".
+    let stores = this.opts.stores;
+    if (!stores) {
+      stores = await openStores(this.config, { mode: "intake", paths: loaded.paths, env: this.opts.env ?? process.env, clock, busyTimeoutS: this.config.intake.busy_timeout_s });
+      this.ownStores = stores;
     }
+    const store: IntakeStore = stores.intake();
     this.sources = await loadSources(this.config, { configDir: dirname(loaded.paths.config ?? loaded.paths.home), env: this.opts.env, file: loaded.paths.config ?? "config.toml" });
     // On PostgreSQL the spool is on the server's disk, not this host's: the server refuses a
     // write it cannot keep (a 503 then), and this host's free space says nothing about it.
-    const diskFree = this.pg ? () => null : this.opts.diskFree;
+    const diskFree = store.spoolFile === null ? () => null : this.opts.diskFree;
     this.backpressure = new Backpressure(loaded.paths.spoolFile, this.config.limits.min_free_bytes, clock, diskFree);
     const faults = new Faults(store, "intake", log, () => clock.now());
-    this.health = this.spool ? new Health(this.spool, loaded.paths.spoolFile, clock, this.backpressure, () => faults.flush()) : null;
+    this.health = new Health(store, loaded.paths.spoolFile, clock, this.backpressure, () => void faults.flush());
     const deps = {
       store,
       config: () => this.config,
@@ -183,7 +162,7 @@ export class Intake implements Service {
         // A read the spool cannot answer (a stuck lock, an I/O error) is our outage, not a 500.
         if (url.path === "/healthz" && req.method === "GET") {
           try {
-            const { code, doc } = this.health ? this.health.check(this.config, this.sources) : await this.pgHealth();
+            const { code, doc } = await (this.health as Health).check(this.config, this.sources);
             return Response.json(doc, { status: code });
           } catch (e) {
             return Response.json({ ok: false, degraded: [`spool: unreadable (${faults.caught("health check", e)})`] }, { status: 503 });
@@ -191,9 +170,7 @@ export class Intake implements Service {
         }
         if (url.path === "/metrics" && req.method === "GET") {
           try {
-            const tables = this.spool
-              ? renderSpoolMetrics(this.spool, this.config, loaded.paths.spoolFile, { now: clock.now(), diskFree: this.backpressure?.freeReading() })
-              : await pgMetricsText(this.pg as PgSpool, this.config, clock.now());
+            const tables = await renderStoreMetrics(store, this.config, loaded.paths.spoolFile, { now: clock.now(), diskFree: this.backpressure?.freeReading() });
             return new Response(this.metrics.render() + tables, { headers: { "Content-Type": "text/plain; version=0.0.4" } });
           } catch (e) {
             faults.caught("metrics", e);
@@ -296,40 +273,8 @@ export class Intake implements Service {
     await stopAll(this.companions);
     this.companions = [];
     this.watcher = null;
-    if (this.ownSpool && this.spool) this.spool.close();
-    this.ownSpool = false;
-    this.spool = null;
-    const pg = this.pg;
-    this.pg = null;
-    await pg?.close();
-  }
-
-  /** When the last PostgreSQL write probe succeeded, and when one was last tried. */
-  private pgProbe = { okAt: Number.NEGATIVE_INFINITY, triedAt: Number.NEGATIVE_INFINITY };
-
-  /**
-   * /healthz on PostgreSQL: 503 while the database refuses writes (a write probe, at most every
-   * 30 s, every 5 s while failing, as on SQLite; a standby or a full disk refuses it) or the last
-   * enqueue was refused; 200 otherwise. The spool's figures are `hookspool status`'s.
-   */
-  private async pgHealth(): Promise<{ code: number; doc: StatusDoc }> {
-    const now = this.opts.clock.now();
-    const bp = this.backpressure as Backpressure;
-    const every = bp.failing ? FAILED_PROBE_S : WRITE_PROBE_S;
-    if (now - this.pgProbe.triedAt >= every || now < this.pgProbe.triedAt) {
-      this.pgProbe.triedAt = now;
-      try {
-        await probeWritePg(this.pg as PgSpool, now);
-        this.pgProbe.okAt = now;
-        bp.writeOk();
-      } catch (e) {
-        bp.writeFailed(`unwritable (${errorClass(e)})`);
-      }
-    }
-    // The same document as on SQLite (and as `status`): the facts read from the database.
-    const writableCheckedAt = Number.isFinite(this.pgProbe.okAt) ? this.pgProbe.okAt : null;
-    const facts = await pgStatusFacts(this.pg as PgSpool, now, pacedDestinations(this.config, this.opts.env), budgetedDestinations(this.config));
-    const { doc, hard } = assembleStatus(facts, this.config, { now, writableCheckedAt, hard: bp.active(), plugins: this.sources });
-    return { code: hard ? 503 : 200, doc };
+    const own = this.ownStores;
+    this.ownStores = null;
+    await own?.close();
   }
 }

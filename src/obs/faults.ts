@@ -3,7 +3,7 @@
 // and logged without flooding; a refused write also opens the spool issue. Anything else is a bug
 // in hookspool: counted apart, logged with where it happened, and an internal issue.
 import { isHookspoolError } from "../errors.ts";
-import { type IssueSink, settle } from "../store/api.ts";
+import type { IssueSink } from "../store/api.ts";
 import type { LogFields, Logger } from "../log.ts";
 
 /** The class of a caught error: SQLite's or the OS's code (SQLITE_FULL, ENOSPC), PostgreSQL's with its SQLSTATE, else its name. */
@@ -139,7 +139,7 @@ export class WriteFailures {
     countFault(this.component, klass);
     this.log.limited("error", `${what} failed: the spool refused the write`, { ...fields, reason: klass });
     this.pending = { klass, count: (this.pending?.count ?? 0) + 1 };
-    if (!isBusy(klass)) this.flush();
+    if (!isBusy(klass)) void this.flush();
   }
 
   /** Whether a failure is waiting to be reported as an issue. */
@@ -147,14 +147,17 @@ export class WriteFailures {
     return this.pending !== null;
   }
 
-  /** Open the issue for what failed since the last report; quiet while writes keep failing. */
-  flush(): void {
-    if (!this.pending) return;
+  /**
+   * Open the issue for what failed since the last report; quiet while writes keep failing. The
+   * promise settles when the write did (it never rejects), for a caller that reads hasPending next.
+   */
+  flush(): Promise<void> {
+    if (!this.pending) return Promise.resolve();
     const now = this.now();
-    if (now - this.triedAt < WRITE_ISSUE_RETRY_S && now >= this.triedAt) return;
+    if (now - this.triedAt < WRITE_ISSUE_RETRY_S && now >= this.triedAt) return Promise.resolve();
     this.triedAt = now;
     const { klass, count } = this.pending;
-    settle(
+    return written(
       () =>
         this.issues.raiseIssue({
           fingerprint: WRITE_FAILED_ISSUE,
@@ -207,28 +210,41 @@ export class Faults {
     const error = `${what} failed: ${klass} at ${frames.join(" < ") || "an unknown place"}`;
     const known = this.bugs.get(fingerprint);
     this.bugs.set(fingerprint, { error, pending: true, writtenAt: known?.writtenAt ?? Number.NEGATIVE_INFINITY });
-    this.flush();
+    void this.flush();
     return klass;
   }
 
-  /** Write what is due: the refused-write issue, and each bug's issue at most once a minute. */
-  flush(): void {
-    this.writes.flush();
+  /** Write what is due: the refused-write issue, and each bug's issue at most once a minute (settles when written; never rejects). */
+  flush(): Promise<void> {
+    const out = [this.writes.flush()];
     const now = this.now();
     for (const [fingerprint, b] of this.bugs) {
       if (!b.pending || (now - b.writtenAt < BUG_ISSUE_EVERY_S && now >= b.writtenAt)) continue;
       const before = b.writtenAt;
       b.pending = false;
       b.writtenAt = now;
-      settle(
-        () => this.issues.raiseIssue({ fingerprint, kind: "internal", error: b.error, now }),
-        () => {},
-        // The spool refused this write too: the next flush tries again.
-        () => {
-          b.pending = true;
-          b.writtenAt = before;
-        },
+      out.push(
+        written(
+          () => this.issues.raiseIssue({ fingerprint, kind: "internal", error: b.error, now }),
+          () => {},
+          // The spool refused this write too: the next flush tries again.
+          () => {
+            b.pending = true;
+            b.writtenAt = before;
+          },
+        ),
       );
     }
+    return Promise.all(out).then(() => {});
+  }
+}
+
+/** An issue write, its outcome handed to `ok` or `refused` (a throw before the promise too); the promise never rejects. */
+function written(write: () => Promise<void>, ok: () => void, refused: (e: unknown) => void): Promise<void> {
+  try {
+    return write().then(ok, refused);
+  } catch (e) {
+    refused(e);
+    return Promise.resolve();
   }
 }

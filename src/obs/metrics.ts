@@ -3,10 +3,9 @@
 // gauges over the retention window, since a counter computed from a pruned table would not be
 // monotonic; the intake's own counters are added by the intake.
 import type { Config } from "../config/types.ts";
-import type { SqliteSpool } from "../store/sqlite/db.ts";
-import { getMeta, getMetaNumber } from "../store/sqlite/meta.ts";
-import { attemptCounts, deliveredCounts } from "../store/sqlite/stats.ts";
-import { buildStatus, type StatusDoc } from "./status.ts";
+import type { AttemptCountRow, StatusStore } from "../store/api.ts";
+import type { StatusDoc } from "./status.ts";
+import { storeStatus } from "./store-status.ts";
 
 const STATE_VALUE: Record<string, number> = { closed: 0, half_open: 1, open: 2, paused: 3 };
 const DAY = 86400;
@@ -44,7 +43,7 @@ export interface MetricsFacts {
   caught: string[];
 }
 
-export type AttemptCount = { destination: string; outcome: string; klass: string; answer: string; n: number; duration_ms: number };
+export type AttemptCount = AttemptCountRow;
 
 /** Counts summed by the labels `key` picks (rows come finer than a family's labels). */
 function sumBy(rows: readonly AttemptCount[], key: (a: AttemptCount) => Record<string, string> | null): [Record<string, string>, number][] {
@@ -60,11 +59,16 @@ function sumBy(rows: readonly AttemptCount[], key: (a: AttemptCount) => Record<s
   return [...sums.values()];
 }
 
-/** The table-derived metrics, all gauges (the intake's counters are in intake/metrics.ts). */
-export function renderSpoolMetrics(spool: SqliteSpool, config: Config, dbPath: string, inp: MetricsInputs): string {
+/**
+ * The table-derived metrics, all gauges (the intake's counters are in intake/metrics.ts), on
+ * either backend: the status document's figures, attempts, deliveries, and the caught failures
+ * of dispatchers in other processes (this process's own are the caller's to render).
+ */
+export async function renderStoreMetrics(store: StatusStore, config: Config, dbPath: string, inp: MetricsInputs): Promise<string> {
   const { now } = inp;
-  const { doc } = buildStatus(spool, config, dbPath, { now, inflight: inp.inflight, diskFree: inp.diskFree, hard: [] });
-  return renderMetrics({ doc, attempts: attemptCounts(spool, now - 30 * DAY), delivered: deliveredCounts(spool, now - 7 * DAY), caught: dispatcherCaught(spool) });
+  const { doc } = await storeStatus(store, config, dbPath, { now, inflight: inp.inflight, diskFree: inp.diskFree, hard: [] });
+  const [attempts, delivered, caught] = await Promise.all([store.attemptCounts(now - 30 * DAY), store.deliveredCounts(now - 7 * DAY), store.dispatchersCaught(process.pid)]);
+  return renderMetrics({ doc, attempts, delivered, caught: caughtFamilies(caught) });
 }
 
 /** The metrics from their facts: the same families on either backend. */
@@ -127,11 +131,6 @@ export function renderMetrics(f: MetricsFacts): string {
  * last heartbeat recorded them (a counter: it restarts at 0 with the dispatcher). A dispatcher
  * in this process (run) is counted in hookspool_caught_errors_total instead.
  */
-function dispatcherCaught(spool: SqliteSpool): string[] {
-  if (getMetaNumber(spool, "dispatcher_pid") === process.pid) return [];
-  return caughtFamilies([getMeta(spool, "dispatcher_caught_errors") ?? "[]"]);
-}
-
 /** The counters of the caught failures some dispatchers recorded (JSON lists), summed. */
 export function caughtFamilies(recorded: readonly string[]): string[] {
   let counts: { component: string; klass: string; n: number; bug?: boolean }[] = [];

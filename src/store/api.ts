@@ -38,10 +38,10 @@ export interface OutcomeStore {
 
 export type Backend = "sqlite" | "postgres";
 
-/** Where issues go: every component raises them; SQLite writes at once, PostgreSQL when the promise settles. */
+/** Where issues go: every component raises them; the write is done when the promise settles (a refusal rejects it). */
 export interface IssueSink {
-  raiseIssue(r: RaiseIssue): void | Promise<unknown>;
-  resolveIssue(fingerprint: string, now: number): void | Promise<unknown>;
+  raiseIssue(r: RaiseIssue): Promise<void>;
+  resolveIssue(fingerprint: string, now: number): Promise<void>;
 }
 
 /** What the alerts chore reads and writes: the issues due an alert and the per-kind rate limit. */
@@ -51,8 +51,18 @@ export interface AlertStore {
   markAlerted(issueId: number, kind: string, now: number): Promise<void>;
 }
 
-/** What the liveness chores read: meta's liveness facts, the poll schedule, an issue's row. */
-export interface MaintenanceStore extends IssueSink {
+/**
+ * What maintenance's chores read and write on either backend: meta's liveness facts, the poll
+ * schedule, an issue's row, the alerts, the spool's file for the disk limit, and the retention
+ * pass with the spool's own record of the last one (a restart or a new leader keeps the hour).
+ */
+export interface MaintenanceStore extends IssueSink, AlertStore {
+  /** The file the spool lives in, whose free disk the spool-limits chore watches; null when a server keeps its own disk (PostgreSQL). */
+  readonly spoolFile: string | null;
+  /** When the last retention pass ran (null: never). */
+  lastRetention(): Promise<number | null>;
+  noteRetention(now: number): Promise<void>;
+  runRetention(policy: RetentionPolicy, now: number): Promise<RetentionCounts>;
   /** When the source's liveness expectation was first seen (recorded now when it was not). */
   expectationSince(source: string, now: number): Promise<number>;
   metaNumber(key: string): Promise<number | null>;
@@ -60,9 +70,34 @@ export interface MaintenanceStore extends IssueSink {
   issueByFingerprint(fingerprint: string): Promise<IssueRow | null>;
 }
 
-/** What the intake writes (its /outcomes endpoint reports awaited outcomes). */
-export interface IntakeStore extends IssueSink, OutcomeStore {
+/** An attempts row of /metrics: attempts counted by destination, outcome, class and answer, and their summed duration. */
+export type AttemptCountRow = { destination: string; outcome: string; klass: string; answer: string; n: number; duration_ms: number };
+
+/** What /healthz, /metrics and `hookspool metrics` read on either backend: the status facts, attempts and deliveries, dispatchers' caught failures. */
+export interface StatusStore extends Pick<DashboardStore, "statusFacts"> {
+  attemptCounts(since: number): Promise<AttemptCountRow[]>;
+  deliveredCounts(since: number): Promise<{ destination: string; n: number }[]>;
+  /**
+   * The caught-failure counters dispatchers recorded (JSON lists): PostgreSQL's every
+   * dispatcher's; SQLite's one dispatcher's, unless it is process `pid` (whose own counters the
+   * caller renders itself).
+   */
+  dispatchersCaught(pid: number): Promise<string[]>;
+}
+
+/** What the intake writes (its /outcomes endpoint reports awaited outcomes) and what /healthz and /metrics read. */
+export interface IntakeStore extends IssueSink, OutcomeStore, StatusStore {
   readonly backend: Backend;
+  /** The file the spool lives in, whose disk backpressure watches; null when a server keeps its own disk (PostgreSQL). */
+  readonly spoolFile: string | null;
+  /** /healthz's write probe: a small write, refused where an enqueue would be. */
+  probeWrite(now: number): Promise<void>;
+  /**
+   * When the last enqueue committed, which proves the spool writable as a probe does (SQLite:
+   * this host's file); null where intakes of several hosts share the database (PostgreSQL), so
+   * /healthz probes on its own schedule there.
+   */
+  lastEnqueueAt(): Promise<number | null>;
   /** One request's events (all or none), committed with the other requests ready in the same turn. */
   enqueueAll(evs: readonly NewEvent[], now: number): Promise<EnqueueResult[]>;
   quarantine(q: QuarantineInput, now: number): Promise<{ eventId: number; batchId: number; reason: string }>;
@@ -229,17 +264,4 @@ export interface DashboardStore extends Pick<OperatorStore, "backend" | "getBatc
   journalTail(limit: number): Promise<{ rows: TailRow[]; cursor: string }>;
   /** Rows after `cursor` (as journalTail or a TailRow gave it; anything else: from the start), oldest first. */
   journalAfter(cursor: string, limit: number): Promise<TailRow[]>;
-}
-
-/** A value or a promise of it, handled alike: `then` runs at once for a plain value. */
-export function settle<T>(run: () => T | Promise<T>, then: (v: T) => void, failed: (e: unknown) => void): void {
-  let v: T | Promise<T>;
-  try {
-    v = run();
-  } catch (e) {
-    failed(e);
-    return;
-  }
-  if (v instanceof Promise) v.then(then, failed);
-  else then(v);
 }

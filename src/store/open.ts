@@ -18,6 +18,9 @@ import { migratePg, requirePgSchema } from "./pg/migrate.ts";
 import { pgDashboardStore, pgDispatchStore, pgIntakeStore, pgOperatorStore } from "./pg/store.ts";
 import { openSpool, openVerified, requireCurrentSchema, type SqliteSpool } from "./sqlite/db.ts";
 import { acquireLock, type FileLock } from "../lock.ts";
+import type { MaintenanceStore, StatusStore } from "./api.ts";
+import { pgMaintenanceStore, pgStatusStore } from "./pg/store.ts";
+import { sqliteMaintenanceStore, sqliteStatusStore } from "./sqlite/store.ts";
 import { migrate } from "./sqlite/migrate.ts";
 import { sqliteDashboardStore, sqliteDispatchStore, sqliteIntakeStore, sqliteOperatorStore } from "./sqlite/store.ts";
 
@@ -41,6 +44,10 @@ export interface Stores {
   /** `holder` names this dispatcher where leadership shows (host:pid). */
   dispatch(holder: string): Promise<DispatchStore>;
   operator(): OperatorStore;
+  /** Maintenance's chores (which dispatcher runs them is DispatchStore.leads's to say). */
+  maintenance(): MaintenanceStore;
+  /** What `hookspool metrics` reads (the intake's role has it too). */
+  status(): StatusStore;
   /** The dashboard's reads and actions (its close is the process's: close()). */
   dashboard(): DashboardStore;
   /** Close the database (and, on SQLite, let dispatch.lock go). */
@@ -81,6 +88,8 @@ export function pgStores(pg: PgSpool): Stores {
     intake: () => pgIntakeStore(pg),
     dispatch: (holder) => pgDispatchStore(pg, holder),
     operator: () => pgOperatorStore(pg),
+    maintenance: () => pgMaintenanceStore(pg),
+    status: () => pgStatusStore(pg),
     dashboard: () => pgDashboardStore(pg),
     close: () => pg.close(),
   };
@@ -102,6 +111,8 @@ export function sqliteStores(spool: SqliteSpool, close: () => void = () => spool
     dispatch: async () => sqliteDispatchStore(spool),
     // The operator's close is the process's: the verbs end by closing what they opened.
     operator: () => ({ ...sqliteOperatorStore(spool), close: async () => close() }),
+    maintenance: () => sqliteMaintenanceStore(spool),
+    status: () => sqliteStatusStore(spool),
     dashboard: () => sqliteDashboardStore(spool),
     close: async () => close(),
   };

@@ -13,6 +13,7 @@ import { getMetaNumber } from "../../src/store/sqlite/meta.ts";
 import { batchIdOf, down, fakeDestination, ok, rig } from "../helpers/dispatch.ts";
 import { T0 } from "../helpers/spool.ts";
 import { facts } from "./support.ts";
+import { sqliteDispatchStore } from "../../src/store/sqlite/store.ts";
 
 const DAY = 86400;
 
@@ -101,7 +102,7 @@ test("a day forward, two dispatchers on one spool: the one that finds the lease 
   const quick = fakeDestination("hermes:a");
   const loadOptions = { home: r.home, env: {}, cwd: r.home };
   const b = new Dispatcher({
-    spool: r.spool,
+    store: sqliteDispatchStore(r.spool),
     loaded: loadConfig(loadOptions),
     loadOptions,
     clock: r.clock,

@@ -5,7 +5,8 @@
 // read from the subscriptions file so the gateway never has to say 429, and a JSON object always.
 import { afterEach, describe, expect, test } from "bun:test";
 import { HermesDestination, type HermesDestinationOptions } from "../../src/destinations/hermes.ts";
-import { renderSpoolMetrics } from "../../src/obs/metrics.ts";
+import { renderStoreMetrics } from "../../src/obs/metrics.ts";
+import { sqliteStatusStore } from "../../src/store/sqlite/store.ts";
 import { join } from "node:path";
 import { type GatewayOptions, HermesGateway } from "../helpers/hermes-gateway.ts";
 import { batchIdOf, rig } from "../helpers/dispatch.ts";
@@ -121,7 +122,7 @@ describe("the gateway's answers", () => {
     expect(gateway.counts()).toEqual({ ignored: 5 });
     for (const id of ids) expect(r.batch(id)).toMatchObject({ state: "delivered", result: "ignored" });
     expect(r.attempts(ids[0])[0].error).toContain("ignored (events)");
-    const metrics = renderSpoolMetrics(r.spool, r.config, join(r.home, "spool.db"), { now: r.clock.now() });
+    const metrics = await renderStoreMetrics(sqliteStatusStore(r.spool), r.config, join(r.home, "spool.db"), { now: r.clock.now() });
     expect(metrics).toContain('hookspool_answers_30d{destination="hermes:ci",answer="ignored"} 5');
   });
 

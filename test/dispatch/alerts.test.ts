@@ -18,6 +18,7 @@ import "../helpers/intake.ts"; // log lines are captured, not printed
 import { copy, ev, freshSpool, T0 } from "../helpers/spool.ts";
 import { tempDir } from "../helpers/tmp.ts";
 import { sqliteAlertStore } from "../../src/store/sqlite/store.ts";
+import { sqliteDispatchStore, sqliteMaintenanceStore } from "../../src/store/sqlite/store.ts";
 
 const log = createLogger("maintenance");
 
@@ -139,7 +140,7 @@ describe("alerts", () => {
 
 describe("maintenance", () => {
   function maintenance(t: ReturnType<typeof freshSpool>, config: Config, free: () => number | null = () => 10 ** 12) {
-    return new Maintenance({ spool: t.spool, dbPath: t.path, config: () => config, now: () => t.clock.now(), clock: t.clock, log, env: { HOOKSPOOL_ALERT_DRY: "1" }, diskFree: free });
+    return new Maintenance({ store: sqliteMaintenanceStore(t.spool), leader: sqliteDispatchStore(t.spool), config: () => config, clock: t.clock, log, env: { HOOKSPOOL_ALERT_DRY: "1" }, diskFree: free });
   }
 
   test("a source silent for longer than expect_every_s opens source_silent; its next event resolves it", async () => {
@@ -166,7 +167,7 @@ describe("maintenance", () => {
     const module = join(import.meta.dir, "..", "fixtures", "routed.ts"); // expectEverySec = 600
     const { config } = parseConfig(`[sources.plug]\nmodule = "${module}"\n[sources.off]\nmodule = "${module}"\nexpect_every_s = 0\n`, "t.toml");
     const plugins = await loadSources(config, { configDir: "/", env: {}, file: "t.toml" });
-    const m = new Maintenance({ spool: t.spool, dbPath: t.path, config: () => config, now: () => t.clock.now(), clock: t.clock, log, env: {}, diskFree: () => 10 ** 12, plugins: () => plugins });
+    const m = new Maintenance({ store: sqliteMaintenanceStore(t.spool), leader: sqliteDispatchStore(t.spool), config: () => config, clock: t.clock, log, env: {}, diskFree: () => 10 ** 12, plugins: () => plugins });
     const silent = () => buildStatus(t.spool, config, t.path, { now: t.clock.now(), plugins, hard: [] }).doc.sources;
     // Never seen by maintenance: no clock has started, so status says nothing is silent.
     expect(silent().plug).toEqual({ last_event_age_s: null, expected_every_s: 600, silent: false });

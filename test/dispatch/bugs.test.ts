@@ -7,7 +7,8 @@ import { alertText } from "../../src/dispatch/alerts.ts";
 import { Maintenance } from "../../src/dispatch/maintenance.ts";
 import { createLogger } from "../../src/log.ts";
 import { BUG_ISSUE_EVERY_S, faultCounts, isExpected, stackFrames } from "../../src/obs/faults.ts";
-import { renderSpoolMetrics } from "../../src/obs/metrics.ts";
+import { renderStoreMetrics } from "../../src/obs/metrics.ts";
+import { sqliteStatusStore } from "../../src/store/sqlite/store.ts";
 import { HookspoolError } from "../../src/errors.ts";
 import { IntakeMetrics } from "../../src/intake/metrics.ts";
 import type { IssueRow } from "../../src/store/issues.ts";
@@ -15,6 +16,7 @@ import { getMetaNumber, setMetaTx } from "../../src/store/sqlite/meta.ts";
 import { fakeDestination, rig } from "../helpers/dispatch.ts";
 import { LOG_LINES } from "../helpers/intake.ts";
 import { freshSpool } from "../helpers/spool.ts";
+import { sqliteDispatchStore, sqliteMaintenanceStore } from "../../src/store/sqlite/store.ts";
 
 const SENTINEL = "V4LUE-9c1e";
 
@@ -97,7 +99,7 @@ describe("a bug in the dispatcher's tick", () => {
     r.spool.close();
   });
 
-  test("the dispatcher's bug count reaches /metrics of another process through the heartbeat", () => {
+  test("the dispatcher's bug count reaches /metrics of another process through the heartbeat", async () => {
     const t = freshSpool();
     setMetaTx(t.spool.db, "dispatcher_pid", "1");
     setMetaTx(
@@ -109,7 +111,7 @@ describe("a bug in the dispatcher's tick", () => {
       ]),
     );
     const { config } = parseConfig("", "t.toml");
-    const text = renderSpoolMetrics(t.spool, config, t.path, { now: t.clock.now() });
+    const text = await renderStoreMetrics(sqliteStatusStore(t.spool), config, t.path, { now: t.clock.now() });
     expect(text).toMatch(/^hookspool_dispatcher_caught_errors_total\{component="dispatcher",class="SQLITE_FULL"\} 4$/m);
     expect(text).toMatch(/^hookspool_dispatcher_bugs_total\{component="dispatcher",class="TypeError"\} 2$/m);
     expect(text).not.toMatch(/^hookspool_dispatcher_bugs_total\{[^}]*SQLITE_FULL/m);
@@ -123,10 +125,9 @@ describe("a bug in a maintenance chore", () => {
     const { config } = parseConfig(`[sources.s]\naction = "hermes:a"\nexpect_every_s = 60\n`, "t.toml");
     let calls = 0;
     const m = new Maintenance({
-      spool: t.spool,
-      dbPath: t.path,
+      store: sqliteMaintenanceStore(t.spool),
+      leader: sqliteDispatchStore(t.spool),
       config: () => config,
-      now: () => t.clock.now(),
       clock: t.clock,
       log: createLogger("maintenance", { clock: t.clock }),
       env: {},

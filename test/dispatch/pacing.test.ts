@@ -13,6 +13,7 @@ import { resumeDestination } from "../../src/store/sqlite/destinations.ts";
 import { replayBatch } from "../../src/store/sqlite/operator.ts";
 import { T0 } from "../helpers/spool.ts";
 import { batchIdOf, type FakeDestination, fakeDestination, ok, rig } from "../helpers/dispatch.ts";
+import { sqliteDispatchStore } from "../../src/store/sqlite/store.ts";
 
 const BASE = `[sources.s]\naction = "hermes:a"\n`;
 const throttled = (retryAfterS: number | null = null): Outcome => outcome({ kind: "retry", klass: "throttle", reason: "http 429", status: 429, retryAfterS });
@@ -53,7 +54,7 @@ describe("a rate", () => {
     expect(a.calls).toHaveLength(3);
     await r.d.stop();
     const loadOptions = { home: r.home, env: {}, cwd: r.home };
-    const again = new Dispatcher({ spool: r.spool, loaded: loadConfig(loadOptions), loadOptions, clock: r.clock, rng: seededRng(3), log: createLogger("dispatch", { clock: r.clock }), destinations: () => a, host: "testhost", pid: 4243 });
+    const again = new Dispatcher({ store: sqliteDispatchStore(r.spool), loaded: loadConfig(loadOptions), loadOptions, clock: r.clock, rng: seededRng(3), log: createLogger("dispatch", { clock: r.clock }), destinations: () => a, host: "testhost", pid: 4243 });
     await again.tick();
     await again.drain();
     expect(a.calls).toHaveLength(3);

@@ -1,17 +1,17 @@
-// Maintenance on PostgreSQL: only the holder of the maintenance lock runs it (a second
-// dispatcher's round does nothing until the holder is gone, then it takes over); its round
-// opens and resolves source_silent, resolves spool:write_failed after a quiet interval, alerts
-// (dry) and runs retention once an hour. Skipped, saying so, without PostgreSQL.
+// The one Maintenance on PostgreSQL: only the holder of the maintenance lock runs its chores (a
+// second dispatcher's round does nothing until the holder is gone, then it takes over); its
+// round opens and resolves source_silent, resolves spool:write_failed after a quiet interval,
+// alerts (dry) and runs retention once an hour. Skipped, saying so, without PostgreSQL.
 import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { systemClock } from "../../src/clock.ts";
 import { parseConfig } from "../../src/config/load.ts";
-import { PgMaintenance } from "../../src/dispatch/pg-maintenance.ts";
+import { Maintenance } from "../../src/dispatch/maintenance.ts";
 import { createLogger } from "../../src/log.ts";
 import { WRITE_FAILED_ISSUE } from "../../src/obs/faults.ts";
 import { PgSpool } from "../../src/store/pg/db.ts";
 import { getIssueByFingerprintPg, raiseIssuePg } from "../../src/store/pg/issues.ts";
 import { migratePg } from "../../src/store/pg/migrate.ts";
-import { pgDispatchStore } from "../../src/store/pg/store.ts";
+import { pgDispatchStore, pgMaintenanceStore } from "../../src/store/pg/store.ts";
 import { PG_BIN, PG_SKIP_MESSAGE, serverForSuite } from "../helpers/pg.ts";
 import { waitFor } from "../helpers/proc.ts";
 
@@ -30,7 +30,7 @@ describe.skipIf(!PG_BIN)("maintenance on PostgreSQL", () => {
       const { config } = parseConfig('[sources.s]\naction = "hermes:a"\nexpect_every_s = 600\n', "t.toml");
       const log = createLogger("maintenance");
       const stores = [await pgDispatchStore(pg, "host-a:1"), await pgDispatchStore(other, "host-b:2")];
-      const [leader, follower] = [pg, other].map((p, i) => new PgMaintenance({ pg: p, store: stores[i], config: () => config, clock: systemClock, log, env: { HOOKSPOOL_ALERT_DRY: "1" } }));
+      const [leader, follower] = [pg, other].map((p, i) => new Maintenance({ store: pgMaintenanceStore(p), leader: stores[i], config: () => config, clock: systemClock, log, env: { HOOKSPOOL_ALERT_DRY: "1" } }));
       const now = await pg.now();
       // Silent for 1,000 s against an expectation of 600; a refused write 120 s ago, none since.
       await look.sql`INSERT INTO meta (key, value) VALUES ('source:s:last_event_at', ${String(now - 1000)})`;

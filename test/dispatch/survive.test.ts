@@ -7,11 +7,13 @@ import { parseConfig } from "../../src/config/load.ts";
 import { Maintenance } from "../../src/dispatch/maintenance.ts";
 import { faultCounts, WRITE_FAILED_ISSUE } from "../../src/obs/faults.ts";
 import { createLogger } from "../../src/log.ts";
-import { renderSpoolMetrics } from "../../src/obs/metrics.ts";
+import { renderStoreMetrics } from "../../src/obs/metrics.ts";
+import { sqliteStatusStore } from "../../src/store/sqlite/store.ts";
 import { join } from "node:path";
 import { batchIdOf, down, fakeDestination, ok, rig } from "../helpers/dispatch.ts";
 import { LOG_LINES } from "../helpers/intake.ts";
 import { freshSpool, T0 } from "../helpers/spool.ts";
+import { sqliteDispatchStore, sqliteMaintenanceStore } from "../../src/store/sqlite/store.ts";
 
 const BASE = `[sources.s]\naction = "hermes:a"\n`;
 
@@ -62,7 +64,7 @@ describe("a refused mark write", () => {
     // A refused write is expected of a host: it is no bug, and opens no internal issue.
     expect(r.spool.db.query("SELECT COUNT(*) AS n FROM issues WHERE kind = 'internal'").get()).toEqual({ n: 0 });
     // The heartbeat carries the count to /metrics, served by another process (the intake).
-    const metrics = renderSpoolMetrics(r.spool, r.config, join(r.home, "spool.db"), { now: r.clock.now() });
+    const metrics = await renderStoreMetrics(sqliteStatusStore(r.spool), r.config, join(r.home, "spool.db"), { now: r.clock.now() });
     expect(metrics).toMatch(/^hookspool_dispatcher_caught_errors_total\{component="dispatcher",class="SQLITE_READONLY"\} [1-9]\d*$/m);
   });
 });
@@ -71,7 +73,7 @@ describe("maintenance chores", () => {
   test("each chore's failure is caught on its own; the spool issue resolves after a quiet interval", async () => {
     const t = freshSpool();
     const { config } = parseConfig(`[sources.s]\naction = "hermes:a"\nexpect_every_s = 600\n`, "test.toml");
-    const m = new Maintenance({ spool: t.spool, dbPath: t.path, config: () => config, now: () => t.clock.now(), clock: t.clock, log: createLogger("maintenance", { clock: t.clock }), env: {}, diskFree: () => 1e12 });
+    const m = new Maintenance({ store: sqliteMaintenanceStore(t.spool), leader: sqliteDispatchStore(t.spool), config: () => config, clock: t.clock, log: createLogger("maintenance", { clock: t.clock }), env: {}, diskFree: () => 1e12 });
     const from = LOG_LINES.length;
     t.spool.db.run("PRAGMA query_only = ON");
     await m.tick();

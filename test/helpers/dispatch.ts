@@ -16,6 +16,7 @@ import { migrate } from "../../src/store/sqlite/migrate.ts";
 import { copy, ev, T0 } from "./spool.ts";
 import { tempDir } from "./tmp.ts";
 import "./intake.ts"; // captures log lines instead of printing them
+import { sqliteDispatchStore } from "../../src/store/sqlite/store.ts";
 
 export interface Call {
   batchId: number;
@@ -86,7 +87,7 @@ export function rig(config: string, fakes: (FakeDestination | Destination)[], op
   const loaded = loadConfig(loadOptions);
   const dests = Object.fromEntries(fakes.map((f) => [f.name, f])) as Record<string, FakeDestination>;
   const d = new Dispatcher({
-    spool,
+    store: sqliteDispatchStore(spool),
     loaded,
     loadOptions,
     clock,

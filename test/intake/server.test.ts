@@ -164,10 +164,10 @@ describe("backpressure and health", () => {
   });
 
   test("a write refused while free space is above the limit (a quota): 503, and the spool issue opens at once", async () => {
-    const t = await startIntake(`[limits]\nmin_free_bytes = 1000000\n\n${DEMO}`, { secrets: { demo: SECRET }, diskFree: () => 10 * 1024 ** 3 });
+    const t = await startIntake(`[limits]\nmin_free_bytes = 1000000\n\n${DEMO}`, { secrets: { demo: SECRET }, diskFree: () => 10 * 1024 ** 3, shareSpool: true });
     // The intake's own connection may grow the file by a few pages only: SQLite answers
     // SQLITE_FULL for a 300 KB body whatever statfs says, while a small write still fits.
-    const conn = (t.intake as unknown as { spool: { db: { run(sql: string): void; query(sql: string): { get(): unknown } } } }).spool.db;
+    const conn = intakeConnection(t);
     try {
       const pages = (conn.query("PRAGMA page_count").get() as { page_count: number }).page_count;
       conn.run(`PRAGMA max_page_count = ${pages + 8}`);
@@ -190,8 +190,9 @@ describe("backpressure and health", () => {
         reads++;
         return free;
       },
+      shareSpool: true,
     });
-    const conn = (t.intake as unknown as { spool: { db: { run(sql: string): void; query(sql: string): { get(): unknown } } } }).spool.db;
+    const conn = intakeConnection(t);
     try {
       expect((await fetch(`${t.url}/healthz`)).status).toBe(200);
       // Not one more page: every write is refused, the issue's own write included.
@@ -497,8 +498,8 @@ test("raising max_body_bytes on reload takes effect without a restart (no cap fi
 });
 
 test("a reload the spool cannot record (read-only) still resolves; /healthz and /metrics answer 503, never 500", async () => {
-  const t = await startIntake(DEMO, { secrets: { demo: SECRET } });
-  const conn = (t.intake as unknown as { spool: { db: { run(sql: string): void; close(): void } } }).spool.db;
+  const t = await startIntake(DEMO, { secrets: { demo: SECRET }, shareSpool: true });
+  const conn = intakeConnection(t);
   const file = join(t.home, "config.toml");
   try {
     conn.run("PRAGMA query_only = ON");
@@ -547,3 +548,9 @@ describe("logs", () => {
     expect(JSON.parse(lines[0])).toEqual({ ts: 5, level: "info", component: "intake", msg: "queued", source: "s", route: "r", batch: 1, event: 2, destination: "d", bytes: 3, tee: true });
   });
 });
+
+/** The intake's own connection, which the test handed it (shareSpool): its per-connection pragmas are the test's to set. */
+function intakeConnection(t: Awaited<ReturnType<typeof startIntake>>) {
+  if (!t.intakeSpool) throw new Error("started without shareSpool");
+  return t.intakeSpool.db;
+}

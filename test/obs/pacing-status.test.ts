@@ -9,7 +9,8 @@ import { Dashboard } from "../../src/dashboard/server.ts";
 import { sessionOf } from "../../src/dashboard/auth.ts";
 import { createLogger } from "../../src/log.ts";
 import { sqliteStores } from "../../src/store/open.ts";
-import { renderSpoolMetrics } from "../../src/obs/metrics.ts";
+import { renderStoreMetrics } from "../../src/obs/metrics.ts";
+import { sqliteStatusStore } from "../../src/store/sqlite/store.ts";
 import { buildStatus } from "../../src/obs/status.ts";
 import { rateMarginS } from "../../src/pacing.ts";
 import { cli } from "../helpers/cli.ts";
@@ -36,7 +37,7 @@ describe("a destination's window, shown", () => {
     const { doc } = buildStatus(r.spool, r.config, dbPath, { now });
     expect(doc.destinations["hermes:a"].rate).toEqual({ limit: 2, window_s: 60, used: 2, next_free_at: now + 60 + rateMarginS(rate), next_free_in_s: 61, from: "its rate" });
 
-    const metrics = renderSpoolMetrics(r.spool, r.config, dbPath, { now });
+    const metrics = await renderStoreMetrics(sqliteStatusStore(r.spool), r.config, dbPath, { now });
     expect(metrics).toContain('hookspool_destination_rate_limit{destination="hermes:a"} 2');
     expect(metrics).toContain('hookspool_destination_rate_used{destination="hermes:a"} 2');
     expect(metrics).toContain('hookspool_destination_rate_next_free_seconds{destination="hermes:a"} 61');
@@ -65,7 +66,7 @@ describe("a destination's window, shown", () => {
     expect(doc.destinations["hermes:a"].rate).toBeUndefined();
     const text = await cli(["--home", r.home, "status"], { env: atRigTime(r) });
     expect(text.out).toMatch(/^hermes:a\s+closed, 429 gate 50s left\s+0\s+-/m);
-    const metrics = renderSpoolMetrics(r.spool, r.config, join(r.home, "spool.db"), { now: r.clock.now() });
+    const metrics = await renderStoreMetrics(sqliteStatusStore(r.spool), r.config, join(r.home, "spool.db"), { now: r.clock.now() });
     expect(metrics).toContain('hookspool_destination_gated_seconds{destination="hermes:a"} 50');
   });
 });

@@ -14,6 +14,7 @@ import { useNetwork } from "../../net/http.ts";
 import { type HttpStub, stubFetch } from "../../net/stubs.ts";
 import { openSpool, type SqliteSpool } from "../../store/sqlite/db.ts";
 import { migrate } from "../../store/sqlite/migrate.ts";
+import { sqliteStores } from "../../store/open.ts";
 
 /** A request as a sender would make it; `url` is the path and query. */
 export interface KitRequest {
@@ -75,7 +76,7 @@ export async function startKitIntake(o: KitIntakeOptions): Promise<KitIntake> {
     const env = { PATH: process.env.PATH ?? "/usr/bin:/bin" };
     const loadOptions = { home, env, cwd: home };
     const loaded = loadConfig(loadOptions);
-    intake = new Intake({ loaded, loadOptions, clock, log: createLogger("intake", { clock }), env, spool });
+    intake = new Intake({ loaded, loadOptions, clock, log: createLogger("intake", { clock }), env, stores: sqliteStores(spool) });
     await intake.start();
     const url = intake.url;
     const running = intake;

@@ -22,6 +22,10 @@ import { budgetSpendsPg, releaseBudgetPg } from "./budgets.ts";
 import { stepPollPg } from "./polls.ts";
 import { abandonAttemptPg } from "./marks.ts";
 import { listenForWork } from "./wakeups.ts";
+import { lastRetentionPg, noteRetentionPassPg, probeWritePg } from "./meta.ts";
+import { attemptCountsPg, deliveredCountsPg, dispatchersCaughtPg } from "./stats.ts";
+import type { StatusStore } from "../api.ts";
+import { runRetentionPg as pgRetention } from "./retention.ts";
 import type { DashboardStore, TailRow } from "../api.ts";
 import type { JournalRow } from "../journal.ts";
 import { actionOf, requireIssueChanged, requireResumed } from "../actions.ts";
@@ -40,8 +44,8 @@ import { exportBatchesPg } from "./export.ts";
 
 function pgIssues(spool: PgSpool) {
   return {
-    raiseIssue: (r: Parameters<typeof raiseIssuePg>[1]) => raiseIssuePg(spool.sql, r),
-    resolveIssue: (fingerprint: string, now: number) => resolveIssuePg(spool.sql, fingerprint, now),
+    raiseIssue: async (r: Parameters<typeof raiseIssuePg>[1]) => void (await raiseIssuePg(spool.sql, r)),
+    resolveIssue: async (fingerprint: string, now: number) => void (await resolveIssuePg(spool.sql, fingerprint, now)),
   };
 }
 
@@ -56,6 +60,12 @@ export function pgAlertStore(spool: PgSpool): AlertStore {
 export function pgMaintenanceStore(spool: PgSpool): MaintenanceStore {
   return {
     ...pgIssues(spool),
+    ...pgAlertStore(spool),
+    // The server keeps its own disk: a write it cannot keep is refused (spool:write_failed).
+    spoolFile: null,
+    lastRetention: () => lastRetentionPg(spool),
+    noteRetention: (now) => noteRetentionPassPg(spool, now),
+    runRetention: (policy, now) => pgRetention(spool, policy, now),
     expectationSince: (source, now) => expectationSincePg(spool, source, now),
     metaNumber: (key) => metaNumberPg(spool, key),
     pollRows: () => pollRowsPg(spool),
@@ -73,6 +83,21 @@ export function pgIntakeStore(spool: PgSpool): IntakeStore & { group: GroupCommi
     ...pgOutcomes(spool),
     enqueueAll: (evs, now) => group.enqueueAll(evs, now),
     quarantine: (q, now) => quarantinePg(spool, q, now),
+    spoolFile: null,
+    probeWrite: (now) => probeWritePg(spool, now),
+    // Several hosts' intakes share the database: another host's enqueue and clock prove nothing here.
+    lastEnqueueAt: async () => null,
+    ...pgStatusStore(spool),
+  };
+}
+
+/** The status facts (the dashboard's read), attempts, deliveries and every dispatcher's caught failures on PostgreSQL. */
+export function pgStatusStore(spool: PgSpool): StatusStore {
+  return {
+    statusFacts: (o) => pgDashboardStore(spool).statusFacts(o),
+    attemptCounts: (since) => attemptCountsPg(spool, since),
+    deliveredCounts: (since) => deliveredCountsPg(spool, since),
+    dispatchersCaught: () => dispatchersCaughtPg(spool),
   };
 }
 

@@ -19,6 +19,10 @@ import { stepPoll } from "./polls.ts";
 import { awaitedDelivery, overdueOutcomes, ReportGroup } from "./awaiting.ts";
 import type { ReportInput } from "../awaiting-plan.ts";
 import { budgetSpends, releaseBudget } from "./budgets.ts";
+import { getMeta, noteRetentionPass, probeWrite } from "./meta.ts";
+import { attemptCounts, deliveredCounts } from "./stats.ts";
+import type { StatusStore } from "../api.ts";
+import { runRetention as sqliteRetention } from "./retention.ts";
 import type { DashboardStore, TailRow } from "../api.ts";
 import type { JournalRow } from "../journal.ts";
 import { actionOf, requireIssueChanged, requireResumed } from "../actions.ts";
@@ -50,8 +54,8 @@ export const WATCH_MS = 25;
 /** Issues written at once, in their own transaction. */
 export function sqliteIssues(spool: SqliteSpool) {
   return {
-    raiseIssue: (r: Parameters<typeof raiseIssue>[1]) => void raiseIssue(spool, r),
-    resolveIssue: (fingerprint: string, now: number) => void resolveIssue(spool, fingerprint, now),
+    raiseIssue: async (r: Parameters<typeof raiseIssue>[1]) => void raiseIssue(spool, r),
+    resolveIssue: async (fingerprint: string, now: number) => void resolveIssue(spool, fingerprint, now),
   };
 }
 
@@ -66,6 +70,11 @@ export function sqliteAlertStore(spool: SqliteSpool): AlertStore {
 export function sqliteMaintenanceStore(spool: SqliteSpool): MaintenanceStore {
   return {
     ...sqliteIssues(spool),
+    ...sqliteAlertStore(spool),
+    spoolFile: spool.path,
+    lastRetention: async () => getMetaNumber(spool, "last_retention_at"),
+    noteRetention: async (now) => noteRetentionPass(spool, now),
+    runRetention: (policy, now) => sqliteRetention(spool, policy, now),
     expectationSince: async (source, now) => expectationSince(spool, source, now),
     metaNumber: async (key) => getMetaNumber(spool, key),
     pollRows: async () => pollRows(spool),
@@ -86,6 +95,21 @@ export function sqliteIntakeStore(spool: SqliteSpool, group = sqliteGroupCommit(
     ...sqliteOutcomes(spool),
     enqueueAll: (evs, now) => group.enqueueAll(evs, now),
     quarantine: async (q, now) => quarantine(spool, q, now),
+    spoolFile: spool.path,
+    probeWrite: async (now) => probeWrite(spool, now),
+    lastEnqueueAt: async () => getMetaNumber(spool, "last_enqueue_at"),
+    ...sqliteStatusStore(spool),
+  };
+}
+
+/** The status facts (the dashboard's read), attempts, deliveries and the dispatcher's caught failures on SQLite. */
+export function sqliteStatusStore(spool: SqliteSpool): StatusStore {
+  return {
+    statusFacts: (o) => sqliteDashboardStore(spool).statusFacts(o),
+    attemptCounts: async (since) => attemptCounts(spool, since),
+    deliveredCounts: async (since) => deliveredCounts(spool, since),
+    // Under run the dispatcher is this process, whose counters the intake renders itself.
+    dispatchersCaught: async (pid) => (getMetaNumber(spool, "dispatcher_pid") === pid ? [] : [getMeta(spool, "dispatcher_caught_errors") ?? "[]"]),
   };
 }
 
