@@ -1,16 +1,13 @@
 // hookspool watch: the spool's changes as they commit (events queued, batches sealed, leased,
 // awaiting an outcome, delivered, retried, dead, dropped), for one source, destination or key, or all. Each line
 // carries its cursor; --since <cursor> goes on after it, at least once (a consumer dedups on the
-// cursor). It reads the journal between commits, holding no transaction, and looks again only
-// when the database changed (PRAGMA data_version).
+// cursor, which the store gives: SQLite's row id, PostgreSQL's "<xid>:<id>"). It reads the
+// journal between commits, holding no transaction; the store says when to look again.
 import type { CommandDef } from "citty";
 import { HookspoolError } from "../errors.ts";
-import { dataVersion, journalAfter, journalBounds } from "../store/sqlite/journal.ts";
 import type { JournalRow } from "../store/journal.ts";
-import { type Cli, GLOBAL_ARGS, loadForReading, openExisting, positiveInt } from "./context.ts";
+import { type Cli, GLOBAL_ARGS, loadForReading, openOperatorStore, positiveInt } from "./context.ts";
 import { isoTime, visible } from "./format.ts";
-import { isPostgres } from "../config/backend.ts";
-import { watchPg } from "./watch-pg.ts";
 
 export const PAGE = 500;
 const COLOUR: Record<string, string> = { delivered: "\u001b[32m", dead: "\u001b[31m", retry: "\u001b[33m", awaiting: "\u001b[36m", dropped: "\u001b[90m" };
@@ -37,6 +34,9 @@ export function lineOf(r: JournalRow, tty: boolean, cursor: string = String(r.id
   return `${visible(`${cursor} ${isoTime(r.at)} `)}${kind}${visible(` batch ${r.batch_id}${what ? ` ${what}` : ""} ${r.source} -> ${r.destination} key=${r.key}${facts ? ` ${facts}` : ""}`)}`;
 }
 
+/** A cursor in --json: a whole number as a number (SQLite's row ids), any other as its text. */
+const jsonCursor = (c: string): number | string => (/^\d{1,15}$/.test(c) ? Number(c) : c);
+
 export function watchCommand(cli: Cli): CommandDef {
   return {
     meta: { name: "watch", description: "follow the spool's changes as they commit, each line with its cursor; --since CURSOR goes on after it" },
@@ -54,45 +54,23 @@ export function watchCommand(cli: Cli): CommandDef {
       const count = args.count === undefined ? Number.POSITIVE_INFINITY : positiveInt(args.count, "--count");
       const seconds = args.for === undefined ? Number.POSITIVE_INFINITY : Number(args.for);
       if (!(seconds > 0)) throw new HookspoolError("E_USAGE", "--for must be a number of seconds above 0");
-      const loaded = loadForReading(cli);
-      if (isPostgres(loaded.config)) return watchPg(cli, loaded.config, { filter, count, seconds, since: args.since as string | undefined });
-      const spool = openExisting(cli, loaded.paths.spoolFile);
+      const store = await openOperatorStore(cli, loadForReading(cli));
       try {
-        const bounds = journalBounds(spool);
-        let cursor: number;
-        if (args.since === undefined) cursor = bounds.issued;
-        else {
-          if (!/^\d+$/.test(String(args.since))) throw new HookspoolError("E_USAGE", `--since must be a cursor (a whole number), got "${String(args.since)}"`);
-          cursor = Number(args.since);
-          if (cursor > bounds.issued) throw new HookspoolError("E_USAGE", `cursor ${cursor} was never given (the newest is ${bounds.issued})`);
-          // Rows after the cursor were pruned by retention: a gap would be silent, so say it.
-          const oldestKept = bounds.oldest > 0 ? bounds.oldest - 1 : bounds.issued;
-          if (cursor < oldestKept) {
-            throw new HookspoolError("E_NOTHING", `cursor reset required: cursor ${cursor} is older than the journal keeps; the oldest position is ${oldestKept}`, { hint: `go on with --since ${oldestKept}, after checking what the gap lost (hookspool list --since)` });
-          }
-        }
+        let cursor = await store.journalCursor(args.since === undefined ? undefined : String(args.since));
         const until = performance.now() + seconds * 1000;
         let shown = 0;
-        let version = -1;
         while (shown < count && performance.now() < until) {
-          const v = dataVersion(spool);
-          if (v !== version) {
-            version = v;
-            for (;;) {
-              const rows = journalAfter(spool, cursor, filter, Math.min(PAGE, count - shown));
-              // One write per page, not per line: a watcher under load costs the host less.
-              const out = rows.map((r) => (cli.globals.json ? JSON.stringify({ ...detailOf(r), cursor: r.id, at: r.at, kind: r.kind, batch: r.batch_id, event: r.event_id, attempt: r.attempt_id, attempt_n: r.attempt_n, source: r.source, destination: r.destination, key: r.key }) : lineOf(r, cli.io.isTTY)));
-              if (out.length) cli.io.out(out.join("\n"));
-              if (rows.length) cursor = rows[rows.length - 1].id;
-              shown += rows.length;
-              if (rows.length === 0 || shown >= count) break;
-            }
-          }
-          if (shown < count) await Bun.sleep(50);
+          const page = await store.journalAfter(cursor, filter, Math.min(PAGE, count - shown));
+          cursor = page.cursor;
+          // One write per page, not per line: a watcher under load costs the host less.
+          const out = page.rows.map((r) => (cli.globals.json ? JSON.stringify({ ...detailOf(r), cursor: jsonCursor(r.cursor), at: r.at, kind: r.kind, batch: r.batch_id, event: r.event_id, attempt: r.attempt_id, attempt_n: r.attempt_n, source: r.source, destination: r.destination, key: r.key }) : lineOf(r, cli.io.isTTY, r.cursor)));
+          if (out.length) cli.io.out(out.join("\n"));
+          shown += page.rows.length;
+          if (!page.full && shown < count) await Bun.sleep(50);
         }
         return 0;
       } finally {
-        spool.close();
+        await store.close();
       }
     },
   };

@@ -21,6 +21,7 @@ import type { PollRow } from "./stats.ts";
 import type { OutcomeInput, Recorded } from "./outcome-plan.ts";
 import type { PollPlan, PollStep } from "./polls.ts";
 import type { Candidate, Claim, ClaimInput } from "./queue.ts";
+import type { JournalFilter } from "./journal.ts";
 import type { ActionRow } from "./actions.ts";
 import type { Buckets, Series } from "./charts.ts";
 import type { JournalRow } from "./journal.ts";
@@ -161,8 +162,19 @@ export interface DispatchStore extends IssueSink, OutcomeStore {
   release(host: string, pid: number): Promise<void>;
 }
 
-/** What the operator's verbs read and change (list, show, replay, retry, split, exclude, drop, pause, resume, issues). */
-export interface OperatorStore extends IssueSink, OutcomeStore {
+/**
+ * watch: the journal from a cursor, an opaque string each backend gives and parses (SQLite: the
+ * row id; PostgreSQL: "<xid>:<id>"). Delivered at least once: a consumer dedups on the cursor.
+ */
+export interface JournalWatch {
+  /** Where --since goes on (undefined: from now); a cursor never given or no longer kept is a usage error. */
+  journalCursor(since: string | undefined): Promise<string>;
+  /** Rows after `cursor` matching `filter`, oldest first, the cursor after what was read, and whether the page was full (read again at once). */
+  journalAfter(cursor: string, filter: JournalFilter, limit: number): Promise<{ rows: (import("./journal.ts").JournalRow & { cursor: string })[]; cursor: string; full: boolean }>;
+}
+
+/** What the operator's verbs read and change (list, show, replay, retry, split, exclude, drop, pause, resume, issues, watch). */
+export interface OperatorStore extends IssueSink, OutcomeStore, JournalWatch {
   readonly backend: Backend;
   getBatch(id: number): Promise<BatchRow | null>;
   listBatches(f: ListFilter): Promise<BatchRow[]>;

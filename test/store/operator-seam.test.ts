@@ -49,6 +49,32 @@ onBothBackends((open, backend) => {
     }
   });
 
+  test("the journal's cursor: from the start, filtered, on from a row's cursor, from now; a malformed one is a usage error", async () => {
+    const b = await open();
+    try {
+      await b.operator.enqueue(ev({ key: "a" }), T0);
+      await b.operator.enqueue(ev({ key: "b" }), T0);
+      const start = await b.operator.journalCursor("0");
+      const all = await b.operator.journalAfter(start, {}, 10);
+      expect(all.rows.map((r) => [r.kind, r.key])).toEqual([
+        ["event", "a"],
+        ["event", "b"],
+      ]);
+      expect(all.full).toBe(false);
+      const onlyB = await b.operator.journalAfter(start, { key: "b" }, 10);
+      expect(onlyB.rows.map((r) => r.key)).toEqual(["b"]);
+      const after = await b.operator.journalAfter(await b.operator.journalCursor(all.rows[0].cursor), {}, 10);
+      expect(after.rows.map((r) => r.key)).toEqual(["b"]);
+      const head = await b.operator.journalCursor(undefined);
+      expect((await b.operator.journalAfter(head, {}, 10)).rows).toEqual([]);
+      await b.operator.enqueue(ev({ key: "c" }), T0);
+      expect((await b.operator.journalAfter(head, {}, 10)).rows.map((r) => r.key)).toEqual(["c"]);
+      await expect(b.operator.journalCursor("not-a-cursor")).rejects.toThrow("--since must be a cursor");
+    } finally {
+      await b.close();
+    }
+  });
+
   test("spoolFile and checkIntegrity: SQLite's file and its quick_check; PostgreSQL has neither", async () => {
     const b = await open();
     try {

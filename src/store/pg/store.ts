@@ -41,6 +41,7 @@ import { pgSchemaVersion } from "./migrate.ts";
 import { enqueuePg } from "./enqueue.ts";
 import { runRetentionPg } from "./retention.ts";
 import { exportBatchesPg } from "./export.ts";
+import { pgJournalWatch } from "./watch.ts";
 
 function pgIssues(spool: PgSpool) {
   return {
@@ -159,6 +160,7 @@ export function pgOperatorStore(spool: PgSpool): OperatorStore {
     backend: "postgres",
     ...pgIssues(spool),
     ...pgOutcomes(spool),
+    ...pgJournalWatch(spool),
     getBatch: (id) => getBatchPg(spool, id),
     listBatches: (f) => listBatchesPg(spool, f),
     batchEvents: (id) => batchEventsPg(spool, id),

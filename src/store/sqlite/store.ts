@@ -38,6 +38,7 @@ import { runRetention, vacuum } from "./retention.ts";
 import { exportBatches } from "./export.ts";
 import { refuseWrites } from "./inspect.ts";
 import { noteIntegrityCheck, quickCheck } from "./db.ts";
+import { sqliteJournalWatch } from "./watch.ts";
 
 /** Awaited outcomes; reports that arrive together share one commit (ReportGroup). */
 function sqliteOutcomes(spool: SqliteSpool) {
@@ -182,6 +183,7 @@ export function sqliteOperatorStore(spool: SqliteSpool): OperatorStore {
     backend: "sqlite",
     ...sqliteIssues(spool),
     ...sqliteOutcomes(spool),
+    ...sqliteJournalWatch(spool),
     getBatch: async (id) => getBatch(spool, id),
     listBatches: async (f) => listBatches(spool, f),
     batchEvents: async (id) => batchEvents(spool, id),
