@@ -12,7 +12,7 @@ import type { OperatorStore } from "../store/api.ts";
 import { isPostgres, openPgSpool } from "../config/backend.ts";
 import { requirePgSchema } from "../store/pg/migrate.ts";
 import type { PgSpool } from "../store/pg/db.ts";
-import { openStores } from "../store/open.ts";
+import { openStores, type Stores } from "../store/open.ts";
 import { visible } from "./format.ts";
 
 /** A command's view of the world, so tests can run it in-process (main(argv) is runCli). */
@@ -218,8 +218,12 @@ export function openExisting(cli: Cli, dbPath: string): SqliteSpool {
  * PostgreSQL database the config names, at this build's schema. Close it when done.
  */
 export async function openOperatorStore(cli: Cli, loaded: Pick<LoadedConfig, "config" | "paths">): Promise<OperatorStore> {
-  const stores = await openStores(loaded.config, { mode: "operator", paths: { spoolFile: loaded.paths.spoolFile, lock: loaded.paths.lock }, env: cli.io.env, clock: cli.clock });
-  return stores.operator();
+  return (await openOperatorStores(cli, loaded)).operator();
+}
+
+/** Every role over the config's store, opened as the operator's verbs open it (never migrated); close() when done. */
+export function openOperatorStores(cli: Cli, loaded: Pick<LoadedConfig, "config" | "paths">): Promise<Stores> {
+  return openStores(loaded.config, { mode: "operator", paths: { spoolFile: loaded.paths.spoolFile, lock: loaded.paths.lock }, env: cli.io.env, clock: cli.clock });
 }
 
 /** The config's PostgreSQL database, reached and at this build's schema (a verb never migrates it). */

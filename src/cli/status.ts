@@ -3,12 +3,11 @@
 import { dirname } from "node:path";
 import type { CommandDef } from "citty";
 import { loadEverySource } from "../config/sources.ts";
-import { assembleStatus, budgetedDestinations, buildStatus, pacedDestinations, type DestinationStatus, type StatusDoc } from "../obs/status.ts";
-import { pgStatusFacts } from "../obs/status-pg.ts";
-import { isPostgres } from "../config/backend.ts";
-import { CorruptSpool, noteIntegrityCheck, quickCheck } from "../store/sqlite/db.ts";
+import type { DestinationStatus, StatusDoc } from "../obs/status.ts";
+import { storeStatus } from "../obs/store-status.ts";
+import { CorruptSpool } from "../store/corrupt.ts";
 import { humanAge, humanBytes, table, visible } from "./format.ts";
-import { type Cli, GLOBAL_ARGS, loadForReading, openExisting, withPg } from "./context.ts";
+import { type Cli, GLOBAL_ARGS, loadForReading, openOperatorStores } from "./context.ts";
 
 function summary(doc: StatusDoc): string {
   const out: string[] = [];
@@ -72,25 +71,18 @@ export function statusCommand(cli: Cli): CommandDef {
       // The plugins' own liveness expectations count where config sets none; a plugin that
       // does not load is check's to report, not status's.
       const { sources: plugins } = await loadEverySource(config, { configDir: dirname(paths.config ?? paths.home), env: cli.io.env, file: paths.config ?? "config.toml" });
-      if (isPostgres(config)) {
-        const paces = pacedDestinations(config, cli.io.env);
-        const { doc } = await withPg(cli, config, async (pg) => assembleStatus(await pgStatusFacts(pg, cli.clock.now(), paces, budgetedDestinations(config)), config, { now: cli.clock.now(), plugins }));
-        cli.io.out(cli.globals.json ? JSON.stringify(doc) : summary(doc));
-        return doc.ok ? 0 : 1;
-      }
-      const spool = openExisting(cli, paths.spoolFile);
+      const stores = await openOperatorStores(cli, { config, paths });
       try {
         if (args.deep) {
-          // A damaged page (payloads, say) reads fine until it is read: this reads them all.
-          const problems = quickCheck(spool);
-          if (problems.length) throw new CorruptSpool(paths.spoolFile, problems);
-          noteIntegrityCheck(spool);
+          // null: the server checks its own pages (PostgreSQL).
+          const problems = await stores.operator().checkIntegrity();
+          if (problems?.length) throw new CorruptSpool(paths.spoolFile, problems);
         }
-        const { doc } = buildStatus(spool, config, paths.spoolFile, { now: cli.clock.now(), plugins, env: cli.io.env });
+        const { doc } = await storeStatus(stores.status(), config, paths.spoolFile, { now: cli.clock.now(), plugins, env: cli.io.env });
         cli.io.out(cli.globals.json ? JSON.stringify(doc) : summary(doc));
         return doc.ok ? 0 : 1;
       } finally {
-        spool.close();
+        await stores.close();
       }
     },
   };
