@@ -20,11 +20,16 @@ import { pgDashboardStore, pgDispatchStore, pgIntakeStore, pgOperatorStore } fro
 import { sqliteDashboardStore, sqliteDispatchStore, sqliteIntakeStore, sqliteOperatorStore } from "../../src/store/sqlite/store.ts";
 import { PG_BIN, PG_SKIP_MESSAGE, serverForSuite } from "./pg.ts";
 import { tempDir } from "./tmp.ts";
+import type { MaintenanceStore } from "../../src/store/api.ts";
+import { pgMaintenanceStore } from "../../src/store/pg/store.ts";
+import { sqliteMaintenanceStore } from "../../src/store/sqlite/store.ts";
 
 export interface Backend {
   intake: IntakeStore;
   operator: OperatorStore;
   dashboard: DashboardStore;
+  /** Maintenance's chores' reads and writes. */
+  maintenance: MaintenanceStore;
   /** A dispatch store; on PostgreSQL each call is another dispatcher's (its own heartbeat id). */
   dispatch(): Promise<DispatchStore>;
   /** SQLite's spool (what only SQLite has, such as its status facts); absent on PostgreSQL. */
@@ -38,7 +43,7 @@ export type OpenBackend = () => Promise<Backend>;
 export async function openSqlite(): Promise<Backend> {
   const spool = openSpool(join(tempDir(), "spool.db"), { create: true });
   migrate(spool);
-  return { spool, intake: sqliteIntakeStore(spool), operator: sqliteOperatorStore(spool), dashboard: sqliteDashboardStore(spool), dispatch: async () => sqliteDispatchStore(spool), close: async () => spool.close() };
+  return { spool, intake: sqliteIntakeStore(spool), operator: sqliteOperatorStore(spool), dashboard: sqliteDashboardStore(spool), maintenance: sqliteMaintenanceStore(spool), dispatch: async () => sqliteDispatchStore(spool), close: async () => spool.close() };
 }
 
 /**
@@ -61,6 +66,7 @@ export function onBothBackends(cases: (open: OpenBackend, backend: "sqlite" | "p
         intake: pgIntakeStore(pools[0]),
         operator: pgOperatorStore(pools[2]),
         dashboard: pgDashboardStore(pools[2]),
+        maintenance: pgMaintenanceStore(pools[2]),
         dispatch: () => pgDispatchStore(pools[1], `host:${++beats}`),
         close: async () => void (await Promise.all(pools.map((p) => p.close()))),
       };
