@@ -1,4 +1,4 @@
-// What every command gets: its I/O, the global flags, the clock; and the two ways to open a spool.
+// What every command gets: its I/O, the global flags, the clock; and the config's store, opened through the factory.
 import { readFileSync, statSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { parse as parseToml, stringify as stringifyToml } from "smol-toml";
@@ -7,11 +7,7 @@ import { HookspoolError } from "../errors.ts";
 import { anchorPaths, ConfigError, type Env, loadConfig, parseConfig, resolvePaths } from "../config/load.ts";
 import { isTable } from "../config/parse.ts";
 import type { LoadedConfig } from "../config/types.ts";
-import { openSpool, requireCurrentSchema, type SqliteSpool } from "../store/sqlite/db.ts";
 import type { OperatorStore } from "../store/api.ts";
-import { isPostgres, openPgSpool } from "../config/backend.ts";
-import { requirePgSchema } from "../store/pg/migrate.ts";
-import type { PgSpool } from "../store/pg/db.ts";
 import { openStores, type Stores } from "../store/open.ts";
 import { visible } from "./format.ts";
 
@@ -199,21 +195,6 @@ function spoolOnly(file: string, env: Env): LoadedConfig["config"] {
 }
 
 /**
- * Open the spool for a command that never migrates: the database must exist and have exactly
- * this build's schema (only migrate and dispatch change it).
- */
-export function openExisting(cli: Cli, dbPath: string): SqliteSpool {
-  const spool = openSpool(dbPath, { create: false, busyTimeoutS: 30, clock: cli.clock });
-  try {
-    requireCurrentSchema(spool);
-  } catch (e) {
-    spool.close();
-    throw e;
-  }
-  return spool;
-}
-
-/**
  * The store the operator's verbs work on: the SQLite spool (never migrated here) or the
  * PostgreSQL database the config names, at this build's schema. Close it when done.
  */
@@ -224,37 +205,6 @@ export async function openOperatorStore(cli: Cli, loaded: Pick<LoadedConfig, "co
 /** Every role over the config's store, opened as the operator's verbs open it (never migrated); close() when done. */
 export function openOperatorStores(cli: Cli, loaded: Pick<LoadedConfig, "config" | "paths">): Promise<Stores> {
   return openStores(loaded.config, { mode: "operator", paths: { spoolFile: loaded.paths.spoolFile, lock: loaded.paths.lock }, env: cli.io.env, clock: cli.clock });
-}
-
-/** The config's PostgreSQL database, reached and at this build's schema (a verb never migrates it). */
-async function openPg(cli: Cli, config: LoadedConfig["config"]): Promise<PgSpool> {
-  const pg = openPgSpool(config, cli.io.env);
-  try {
-    await pg.ping();
-    await requirePgSchema(pg);
-  } catch (e) {
-    await pg.close();
-    throw e;
-  }
-  return pg;
-}
-
-/** Run `fn` on the config's PostgreSQL database (reached, at this build's schema); the pool is closed after. */
-export async function withPg<T>(cli: Cli, config: LoadedConfig["config"], fn: (pg: PgSpool) => Promise<T>): Promise<T> {
-  const pg = await openPg(cli, config);
-  try {
-    return await fn(pg);
-  } finally {
-    await pg.close();
-  }
-}
-
-/**
- * For a verb that reads SQLite's file only: on PostgreSQL it says so in one line (naming the
- * backend), rather than "no spool database".
- */
-export function sqliteOnly(config: LoadedConfig["config"], what: string): void {
-  if (isPostgres(config)) throw new HookspoolError("E_CONFIG", `${what} reads a SQLite spool only; spool.backend is "postgres"`, { key: "spool.backend", hint: "docs/operations/scale-out.md says what runs on PostgreSQL" });
 }
 
 /** Parse a positive integer argument (a batch or event id, a limit). */
