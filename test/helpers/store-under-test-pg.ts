@@ -5,7 +5,7 @@ import { SQL } from "bun";
 import { claimPg, candidatesPg, recoverExpiredPg, sealReadyPg } from "../../src/store/pg/queue.ts";
 import { markDeadPg, markDeliveredPgTx, markRetryPg } from "../../src/store/pg/marks.ts";
 import { PgSpool } from "../../src/store/pg/db.ts";
-import { batchContentPg, enqueueEventsPgTx, enqueuePg, sealBatchPg } from "../../src/store/pg/enqueue.ts";
+import { batchContentPg, enqueuePg, sealBatchPg } from "../../src/store/pg/enqueue.ts";
 import { effectiveNowPg, writeHeartbeatPg } from "../../src/store/pg/meta.ts";
 import { migratePg } from "../../src/store/pg/migrate.ts";
 import { dropBatchesPg, excludeEventsPg, replayBatchPg, retryNowPg, splitBatchPg } from "../../src/store/pg/operator.ts";
@@ -120,13 +120,8 @@ export async function openPgStore(server: PgServer): Promise<StoreUnderTest> {
       if (claimed === "gated") throw new Error(`the claim of batch ${c.batchId} was gated on PostgreSQL`);
       return claimed ?? null;
     },
-    // A delivered mark and its emits in one transaction, as the outcome transaction applies them.
-    markDelivered: (m) =>
-      pg.sql.begin(async (tx) => {
-        const applied = await markDeliveredPgTx(tx, m);
-        if (applied && m.emits?.length) await enqueueEventsPgTx(tx, m.emits, m.now);
-        return { applied };
-      }),
+    // The delivered mark queues its emits in its own step, as on SQLite.
+    markDelivered: async (m) => ({ applied: await pg.sql.begin((tx) => markDeliveredPgTx(tx, m)) }),
     markRetry: async (m) => ({ applied: await markRetryPg(pg, m) }),
     markDead: async (m) => ({ applied: await markDeadPg(pg, m) }),
     async recoverLeases(o) {

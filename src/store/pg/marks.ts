@@ -5,6 +5,9 @@ import type { DeadReason, } from "../../delivery.ts";
 import { attemptFacts, type MarkBase, scrubError } from "../marks.ts";
 import { type PgSpool, type Tx } from "./db.ts";
 import { journalPg } from "./journal.ts";
+import type { NewEvent } from "../enqueue.ts";
+import { enqueueEventsPgTx } from "./enqueue.ts";
+import { pollDeliveredPgTx } from "./polls.ts";
 
 type Outcome = "ok" | "retry" | "dead";
 
@@ -32,15 +35,22 @@ async function fencedTx(tx: Tx, m: MarkBase & { awaitUntil?: number }, outcome: 
  * when the run's outcome is awaited. False when the lease was lost (the attempt is discarded,
  * nothing else applies).
  */
-export function markDeliveredPgTx(tx: Tx, m: MarkBase & { result?: string; awaitUntil?: number }): Promise<boolean> {
-  if (m.awaitUntil !== undefined) {
-    return fencedTx(tx, m, "ok", async (t) => (await t`UPDATE batches SET state = 'awaiting', next_attempt_at = ${m.awaitUntil}, result = ${m.result ?? "ok"}, lease_until = NULL,
+export async function markDeliveredPgTx(tx: Tx, m: MarkBase & { result?: string; emits?: NewEvent[]; awaitUntil?: number }): Promise<boolean> {
+  const applied =
+    m.awaitUntil !== undefined
+      ? await fencedTx(tx, m, "ok", async (t) => (await t`UPDATE batches SET state = 'awaiting', next_attempt_at = ${m.awaitUntil}, result = ${m.result ?? "ok"}, lease_until = NULL,
+        lease_owner = NULL, attempts = attempts + ${m.attempt.counted ? 1 : 0}, last_class = NULL, last_error = NULL
+        WHERE id = ${m.batchId}::bigint AND state = 'leased' AND lease_owner = ${m.owner}`).count)
+      : await fencedTx(tx, m, "ok", async (t) => (await t`UPDATE batches SET state = 'delivered', delivered_at = ${m.now}, result = ${m.result ?? "ok"}, lease_until = NULL,
         lease_owner = NULL, attempts = attempts + ${m.attempt.counted ? 1 : 0}, last_class = NULL, last_error = NULL
         WHERE id = ${m.batchId}::bigint AND state = 'leased' AND lease_owner = ${m.owner}`).count);
+  if (applied) {
+    // As on SQLite, in the mark's step: a poll source's tick batch's delivery is the instance's
+    // last delivered tick, and a delivered script's emits are queued in the same transaction.
+    await pollDeliveredPgTx(tx, m.batchId, m.now);
+    await enqueueEventsPgTx(tx, m.emits ?? [], m.now);
   }
-  return fencedTx(tx, m, "ok", async (t) => (await t`UPDATE batches SET state = 'delivered', delivered_at = ${m.now}, result = ${m.result ?? "ok"}, lease_until = NULL,
-      lease_owner = NULL, attempts = attempts + ${m.attempt.counted ? 1 : 0}, last_class = NULL, last_error = NULL
-      WHERE id = ${m.batchId}::bigint AND state = 'leased' AND lease_owner = ${m.owner}`).count);
+  return applied;
 }
 
 /** leased -> retry, due at `nextAttemptAt`, in the caller's transaction. */

@@ -6,7 +6,6 @@ import { num, type PgSpool, type Tx } from "./db.ts";
 import { closedRow, type DestinationRow } from "../destinations.ts";
 import { factsNeeded, type OutcomeFacts, type OutcomeInput, planOutcome, type Recorded } from "../outcome-plan.ts";
 import { clearProbePg, destinationRowOf, liftThrottlePg, pauseDestinationPgTx, recordSuccessPg, recordTransportFailurePg, setRetryAfterPg, throttlePg } from "./destinations.ts";
-import { enqueueEventsPgTx } from "./enqueue.ts";
 import { raiseIssuePg, resolveIssuePg } from "./issues.ts";
 import { markDeadPgTx, markDeliveredPgTx, markRetryPgTx } from "./marks.ts";
 import { testHook } from "../../testhook.ts";
@@ -68,12 +67,7 @@ async function recordOutcomePgTx(tx: Tx, f: OutcomeInput): Promise<Recorded> {
   const m = plan.mark;
   let applied: boolean;
   if (m.kind === "delivered") {
-    applied = await markDeliveredPgTx(tx, { ...base, attempt: m.attempt, result: m.result, awaitUntil: m.awaitUntil });
-    if (applied) {
-      // A poll source's tick batch: its delivery is the instance's last delivered tick.
-      await tx`UPDATE polls SET delivered_at = ${f.now}, delivered_tick_at = last_tick_at WHERE last_batch_id = ${f.batchId}::bigint`;
-      await enqueueEventsPgTx(tx, m.emits, f.now);
-    }
+    applied = await markDeliveredPgTx(tx, { ...base, attempt: m.attempt, result: m.result, emits: m.emits, awaitUntil: m.awaitUntil });
   } else if (m.kind === "retry") applied = await markRetryPgTx(tx, { ...base, nextAttemptAt: m.nextAttemptAt, attempt: m.attempt });
   else applied = await markDeadPgTx(tx, { ...base, deadReason: m.deadReason, attempt: m.attempt });
   if (!applied) return { applied: false };
