@@ -21,7 +21,7 @@ import { stepPoll } from "../../../src/store/sqlite/polls.ts";
 import { claimBatch, sealReady } from "../../../src/store/sqlite/queue.ts";
 import { splitBatch } from "../../../src/store/sqlite/operator.ts";
 import { claimPg } from "../../../src/store/pg/queue.ts";
-import { COPY_TABLES, copySqliteToPg, verifyCopy } from "../../../src/store/pg/copy.ts";
+import { COPY_TABLES, copySqliteToPg, verifyCopy } from "../../../src/store/copy.ts";
 import { PgSpool } from "../../../src/store/pg/db.ts";
 import { enqueuePg } from "../../../src/store/pg/enqueue.ts";
 import { raiseIssuePg } from "../../../src/store/pg/issues.ts";

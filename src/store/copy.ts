@@ -11,11 +11,11 @@
 // defaults; tables only PostgreSQL has (dispatchers) stay empty. Identities are set past every id
 // the copied rows use or refer to, so a new batch, event or attempt never takes an old one's id
 // (an attempt id is part of the delivery id a receiver deduplicates on).
-import { HookspoolError } from "../../errors.ts";
-import { prepared, requireCurrentSchema, type SqliteSpool } from "../sqlite/db.ts";
-import { dataVersion } from "../sqlite/journal.ts";
-import type { PgSpool, Tx } from "./db.ts";
-import { requirePgSchema } from "./migrate.ts";
+import { HookspoolError } from "../errors.ts";
+import { prepared, requireCurrentSchema, type SqliteSpool } from "./sqlite/db.ts";
+import { dataVersion } from "./sqlite/journal.ts";
+import type { PgSpool, Tx } from "./pg/db.ts";
+import { requirePgSchema } from "./pg/migrate.ts";
 
 export interface CopyOptions {
   /** Rows per INSERT (and per read of the SQLite file); 1,000 unless told. */
