@@ -57,7 +57,7 @@ afterEach(() => {
 
 /** Hold dispatch.lock in another process, as a running dispatcher would. */
 async function holdLockElsewhere(path: string): Promise<{ release(): Promise<void> }> {
-  const lockModule = join(import.meta.dir, "../../src/store/lock.ts");
+  const lockModule = join(import.meta.dir, "../../src/lock.ts");
   const child = Bun.spawn(
     [process.execPath, "-e", `import { acquireLock } from ${JSON.stringify(lockModule)}; acquireLock(${JSON.stringify(path)}); console.log("locked"); await Bun.stdin.text();`],
     { stdin: "pipe", stdout: "pipe", stderr: "inherit" },
