@@ -11,10 +11,19 @@ function files(dir: string): string[] {
   return readdirSync(dir, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? files(join(dir, e.name)) : e.name.endsWith(".ts") ? [join(dir, e.name)] : []));
 }
 
-/** A file's folder under src/, or the file itself for the top-level files. */
-function unit(path: string): string {
+/**
+ * The store's factory: the neutral store's files that open a dialect (open.ts, and what the CLI's
+ * schema verbs need). It is the one door to a dialect, a layer of its own above the config it reads.
+ */
+const FACTORY = "store/factory";
+const DIALECT_IMPORT = /from\s+["']\.\/(sqlite|pg)\//;
+
+/** A file's folder under src/, or the file itself for the top-level files (and the store's factory). */
+function unit(path: string, text = readFileSync(path, "utf8")): string {
   const rel = relative(SRC, path);
-  return rel.includes(sep) ? rel.split(sep)[0] : rel;
+  const parts = rel.split(sep);
+  if (parts.length === 2 && parts[0] === "store" && DIALECT_IMPORT.test(text)) return FACTORY;
+  return rel.includes(sep) ? parts[0] : rel;
 }
 
 /** Layers, lowest first: a unit may import its own layer's units and lower ones, never a higher one. */
@@ -23,6 +32,7 @@ const LAYERS: string[][] = [
   ["bobbin"],
   ["store"],
   ["config"],
+  [FACTORY],
   ["intake", "dashboard", "destinations", "dispatch", "obs", "processor", "sweep"],
   ["check", "cli", "main.ts"],
 ];
@@ -95,5 +105,54 @@ describe("folders import downwards", () => {
     };
     for (const u of edges.keys()) visit(u, [u]);
     expect(cycles).toEqual([]);
+  });
+});
+
+describe("one store, two dialects", () => {
+  const DIALECTS = ["sqlite", "pg"].map((d) => join(SRC, "store", d) + sep);
+  const dialectOf = (p: string) => DIALECTS.find((d) => p.startsWith(d));
+
+  test("nothing outside the dialects imports one, except the factory", () => {
+    const offences: string[] = [];
+    for (const { path, text } of sources) {
+      if (dialectOf(path) || unit(path, text) === FACTORY) continue;
+      for (const to of imports(path, text)) if (dialectOf(to)) offences.push(`${relative(SRC, path)} -> ${relative(SRC, to)}`);
+    }
+    expect(offences).toEqual([]);
+  });
+
+  test("a dialect imports the neutral store and never the other dialect", () => {
+    const offences: string[] = [];
+    for (const { path, text } of sources) {
+      const mine = dialectOf(path);
+      if (!mine) continue;
+      for (const to of imports(path, text)) {
+        const theirs = dialectOf(to);
+        if (theirs && theirs !== mine) offences.push(`${relative(SRC, path)} -> ${relative(SRC, to)}`);
+      }
+    }
+    expect(offences).toEqual([]);
+  });
+
+  test("only the factory asks which backend a config names", () => {
+    const offences = sources.filter(({ path, text }) => unit(path, text) !== FACTORY && /\bisPostgres\b/.test(text)).map(({ path }) => relative(SRC, path));
+    expect(offences).toEqual([]);
+  });
+
+  test("each dialect's files mirror the other's names", () => {
+    // What only one dialect has: the source kit's reads and dispatch.lock's shim on SQLite;
+    // PostgreSQL's maintenance lock and its NOTIFY wake-ups.
+    const ONLY = { sqlite: ["inspect.ts", "lock.ts"], pg: ["leader.ts", "wakeups.ts"] };
+    const names = (d: "sqlite" | "pg") =>
+      readdirSync(join(SRC, "store", d))
+        .filter((n) => n.endsWith(".ts") && !ONLY[d].includes(n))
+        .sort();
+    expect(names("sqlite")).toEqual(names("pg"));
+  });
+
+  test("the checks catch what they should", () => {
+    const fake = join(SRC, "cli", "x.ts");
+    expect(imports(fake, 'import { a } from "../store/pg/db.ts";').map((t) => dialectOf(t) !== undefined)).toEqual([true]);
+    expect(imports(fake, 'import { a } from "../store/api.ts";').map((t) => dialectOf(t) !== undefined)).toEqual([false]);
   });
 });
