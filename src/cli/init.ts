@@ -6,9 +6,8 @@ import type { CommandDef } from "citty";
 import { DEFAULT_HOME } from "../config/load.ts";
 import { renderStarterConfig } from "../config/starter.ts";
 import { HookspoolError } from "../errors.ts";
-import { openSpool } from "../store/sqlite/db.ts";
-import { acquireLock } from "../store/sqlite/lock.ts";
-import { migrate } from "../store/sqlite/migrate.ts";
+import { acquireLock } from "../lock.ts";
+import { createSpool } from "../store/open.ts";
 import { selfCommand, typedPath } from "../self.ts";
 import { type Cli, GLOBAL_ARGS } from "./context.ts";
 
@@ -53,21 +52,16 @@ export function initCommand(cli: Cli): CommandDef {
         writePrivate(configFile, renderStarterConfig({ home: ".", secretFile: relative(home, secretFile), scriptFile: relative(home, scriptFile) }), 0o600);
 
         const dbPath = join(home, "spool.db");
-        const spool = openSpool(dbPath, { create: true, clock: cli.clock });
-        try {
-          const r = migrate(spool);
-          if (cli.globals.json) {
-            cli.io.out(JSON.stringify({ home, config: configFile, db: dbPath, schema: r.to }));
-          } else {
-            cli.io.out(`wrote ${configFile}`);
-            cli.io.out(`spool ${dbPath} at schema ${r.to}`);
-            // Both lines work on a host that has only the binary: no README to look in.
-            const self = `${selfCommand(cli.io.cwd)} --home ${typedPath(home, cli.io.cwd)}`;
-            cli.io.out(`next: ${self} run`);
-            cli.io.out(`then, in another terminal: ${self} send demo --follow   (a signed demo event, delivered to batches.jsonl)`);
-          }
-        } finally {
-          spool.close();
+        const schema = createSpool(dbPath, cli.clock);
+        if (cli.globals.json) {
+          cli.io.out(JSON.stringify({ home, config: configFile, db: dbPath, schema }));
+        } else {
+          cli.io.out(`wrote ${configFile}`);
+          cli.io.out(`spool ${dbPath} at schema ${schema}`);
+          // Both lines work on a host that has only the binary: no README to look in.
+          const self = `${selfCommand(cli.io.cwd)} --home ${typedPath(home, cli.io.cwd)}`;
+          cli.io.out(`next: ${self} run`);
+          cli.io.out(`then, in another terminal: ${self} send demo --follow   (a signed demo event, delivered to batches.jsonl)`);
         }
       } finally {
         lock.release();

@@ -57,7 +57,7 @@ export interface Stores {
 export const isPostgres = (config: Config): boolean => config.spool.backend === "postgres";
 
 /** hookspool migrate on the config's backend (store/schema.ts). */
-export { migrateStore, type MigrateOutcome } from "./schema.ts";
+export { createSpool, migrateStore, type MigrateOutcome } from "./schema.ts";
 
 /** Which backend a config names. */
 export const backendOf = (config: Config): Backend => (isPostgres(config) ? "postgres" : "sqlite");

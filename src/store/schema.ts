@@ -84,3 +84,13 @@ function migrateSqlite(o: MigrateOptions): MigrateOutcome {
     lock.release();
   }
 }
+
+/** init: a new home's SQLite spool, created and migrated (the caller holds dispatch.lock); its schema. */
+export function createSpool(file: string, clock: Clock): number {
+  const spool = openSpool(file, { create: true, clock });
+  try {
+    return migrate(spool).to;
+  } finally {
+    spool.close();
+  }
+}
