@@ -1,24 +1,16 @@
 // The status document shared by `hookspool status` and GET /healthz.
 import { expectEvery, type IntakeSource } from "../config/sources.ts";
 import type { Config } from "../config/types.ts";
-import { schemaVersion, type SqliteSpool } from "../store/sqlite/db.ts";
-import { openIssueCount } from "../store/sqlite/issues.ts";
-import { getMetaNumber } from "../store/sqlite/meta.ts";
 import type { DestinationRow } from "../store/destinations.ts";
-import { destinationNames, destinationRows } from "../store/sqlite/destinations.ts";
 import type { DeadReason } from "../delivery.ts";
-import { countBatches, deadByReason, leasedCounts, oldestPending, pollRows } from "../store/sqlite/stats.ts";
 import type { PollRow, StateCounts } from "../store/stats.ts";
-import { diskFreeBytes, spoolBytes } from "./disk.ts";
 import { configuredDestinations, destinationType } from "../config/destinations.ts";
 import type { Env } from "../config/secrets.ts";
 import { destinationPace } from "../destinations/registry.ts";
 import type { Pace } from "../delivery.ts";
 import { type WindowHit, windowState } from "../pacing.ts";
-import { rateWindow } from "../store/sqlite/queue.ts";
 import { budgetPolicy, type BudgetPolicy } from "../config/destinations.ts";
 import { budgetRoom } from "../store/budget-plan.ts";
-import { budgetSpends } from "../store/sqlite/budgets.ts";
 
 /** A dispatcher heartbeat older than this is reported as degraded. */
 export const HEARTBEAT_STALE_S = 30;
@@ -165,38 +157,6 @@ export function budgetedDestinations(config: Config): Map<string, BudgetPolicy> 
     if (b) out.set(name, b);
   }
   return out;
-}
-
-/** The facts of a SQLite spool. */
-export function sqliteStatusFacts(spool: SqliteSpool, dbPath: string, diskFree: number | null | undefined, paces: ReadonlyMap<string, Pace>, now: number, budgets: ReadonlyMap<string, BudgetPolicy> = new Map()): StatusFacts {
-  return {
-    backend: "sqlite",
-    paces,
-    budgets: new Map([...budgets].map(([name, policy]) => [name, { policy, spends: policy.budget ? budgetSpends(spool, name, policy.budget.windowS, now) : [] }])),
-    windows: new Map([...paces].map(([name, p]) => [name, rateWindow(spool, name, now, p.rate)])),
-    schema: schemaVersion(spool),
-    heartbeatAt: getMetaNumber(spool, "dispatcher_heartbeat_at"),
-    dispatcherPid: getMetaNumber(spool, "dispatcher_pid"),
-    batches: countBatches(spool),
-    deadReasons: deadByReason(spool),
-    pending: oldestPending(spool),
-    destinationRows: destinationRows(spool),
-    destinationNames: destinationNames(spool),
-    leased: leasedCounts(spool),
-    meta: (key) => getMetaNumber(spool, key),
-    polls: pollRows(spool),
-    issuesOpen: openIssueCount(spool),
-    spoolBytes: spoolBytes(dbPath),
-    diskFree: diskFree !== undefined ? diskFree : diskFreeBytes(dbPath),
-  };
-}
-
-/**
- * Build the status document from the tables (and the caller's in-memory facts). `hard` says
- * whether /healthz answers 503 (spool unwritable, a hard limit active) rather than 200.
- */
-export function buildStatus(spool: SqliteSpool, config: Config, dbPath: string, inp: StatusInputs & { env?: Env }): { doc: StatusDoc; hard: boolean } {
-  return assembleStatus(sqliteStatusFacts(spool, dbPath, inp.diskFree, pacedDestinations(config, inp.env), inp.now, budgetedDestinations(config)), config, inp);
 }
 
 /** The document from its facts: the same rules on either backend. */

@@ -9,7 +9,8 @@ import type { Config } from "../../src/config/types.ts";
 import { alertText, runAlerts } from "../../src/dispatch/alerts.ts";
 import { Maintenance } from "../../src/dispatch/maintenance.ts";
 import { loadSources } from "../../src/config/sources.ts";
-import { buildStatus } from "../../src/obs/status.ts";
+import { storeStatus } from "../../src/obs/store-status.ts";
+import { sqliteStatusStore } from "../../src/store/sqlite/store.ts";
 import { createLogger } from "../../src/log.ts";
 import { enqueue } from "../../src/store/sqlite/enqueue.ts";
 import { raiseIssue, resolveIssue } from "../../src/store/sqlite/issues.ts";
@@ -168,17 +169,17 @@ describe("maintenance", () => {
     const { config } = parseConfig(`[sources.plug]\nmodule = "${module}"\n[sources.off]\nmodule = "${module}"\nexpect_every_s = 0\n`, "t.toml");
     const plugins = await loadSources(config, { configDir: "/", env: {}, file: "t.toml" });
     const m = new Maintenance({ store: sqliteMaintenanceStore(t.spool), leader: sqliteDispatchStore(t.spool), config: () => config, clock: t.clock, log, env: {}, diskFree: () => 10 ** 12, plugins: () => plugins });
-    const silent = () => buildStatus(t.spool, config, t.path, { now: t.clock.now(), plugins, hard: [] }).doc.sources;
+    const silent = async () => (await storeStatus(sqliteStatusStore(t.spool), config, t.path, { now: t.clock.now(), plugins, hard: [] })).doc.sources;
     // Never seen by maintenance: no clock has started, so status says nothing is silent.
-    expect(silent().plug).toEqual({ last_event_age_s: null, expected_every_s: 600, silent: false });
+    expect((await silent()).plug).toEqual({ last_event_age_s: null, expected_every_s: 600, silent: false });
     await m.tick();
     t.clock.advance(601);
     await m.tick();
     // The source never sent anything: maintenance opens the issue, and status says silent too.
     expect(issue(t, "source_silent:plug")).toMatchObject({ state: "open" });
-    expect(silent().plug).toMatchObject({ expected_every_s: 600, silent: true });
+    expect((await silent()).plug).toMatchObject({ expected_every_s: 600, silent: true });
     expect(issue(t, "source_silent:off")).toBeNull();
-    expect(silent().off).toEqual({ last_event_age_s: null });
+    expect((await silent()).off).toEqual({ last_event_age_s: null });
   });
 
   test("a poll with no delivered tick for 3 x every_s is stale", async () => {

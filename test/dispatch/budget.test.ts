@@ -7,7 +7,8 @@
 import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { systemClock } from "../../src/clock.ts";
 import type { Dispatcher } from "../../src/dispatch/loop.ts";
-import { assembleStatus, budgetedDestinations, sqliteStatusFacts } from "../../src/obs/status.ts";
+import { storeStatus } from "../../src/obs/store-status.ts";
+import { sqliteStatusStore } from "../../src/store/sqlite/store.ts";
 import { configHome, onBothBackends, type OpenBackend, openSqlite, startDispatcher } from "../helpers/backends.ts";
 import { waitFor } from "../helpers/proc.ts";
 import { copy, ev } from "../helpers/spool.ts";
@@ -180,7 +181,7 @@ describe("run budgets", () => {
           await waitFor("one delivered", () => w.got.length === 1);
           const s = w.b.spool;
           if (!s) throw new Error("no SQLite spool");
-          const { doc } = assembleStatus(sqliteStatusFacts(s, s.path, 0, new Map(), systemClock.now(), budgetedDestinations(w.config)), w.config, { now: systemClock.now(), hard: [] });
+          const { doc } = await storeStatus(sqliteStatusStore(s), w.config, s.path, { now: systemClock.now(), hard: [], diskFree: 0 });
           expect(doc.destinations.a.budget).toMatchObject({ limit: 1, window_s: 3600, used: 1 });
           expect(doc.destinations.a.budget?.next_free_at).toBeGreaterThan(systemClock.now() + 3500);
           expect(doc.destinations.a.key_budget).toEqual({ limit: 1, window_s: 3600 });

@@ -11,7 +11,7 @@ import { createLogger } from "../../src/log.ts";
 import { sqliteStores } from "../../src/store/open.ts";
 import { renderStoreMetrics } from "../../src/obs/metrics.ts";
 import { sqliteStatusStore } from "../../src/store/sqlite/store.ts";
-import { buildStatus } from "../../src/obs/status.ts";
+import { storeStatus } from "../../src/obs/store-status.ts";
 import { rateMarginS } from "../../src/pacing.ts";
 import { cli } from "../helpers/cli.ts";
 import { fakeDestination, rig } from "../helpers/dispatch.ts";
@@ -34,7 +34,7 @@ describe("a destination's window, shown", () => {
     await r.step();
     const now = r.clock.now();
     const dbPath = join(r.home, "spool.db");
-    const { doc } = buildStatus(r.spool, r.config, dbPath, { now });
+    const { doc } = await storeStatus(sqliteStatusStore(r.spool), r.config, dbPath, { now });
     expect(doc.destinations["hermes:a"].rate).toEqual({ limit: 2, window_s: 60, used: 2, next_free_at: now + 60 + rateMarginS(rate), next_free_in_s: 61, from: "its rate" });
 
     const metrics = await renderStoreMetrics(sqliteStatusStore(r.spool), r.config, dbPath, { now });
@@ -61,7 +61,7 @@ describe("a destination's window, shown", () => {
     r.put("x", "hermes:a");
     await r.step();
     r.clock.advance(11);
-    const { doc } = buildStatus(r.spool, r.config, join(r.home, "spool.db"), { now: r.clock.now() });
+    const { doc } = await storeStatus(sqliteStatusStore(r.spool), r.config, join(r.home, "spool.db"), { now: r.clock.now() });
     expect(doc.destinations["hermes:a"]).toMatchObject({ gated_for_s: 50, throttled: true });
     expect(doc.destinations["hermes:a"].rate).toBeUndefined();
     const text = await cli(["--home", r.home, "status"], { env: atRigTime(r) });
