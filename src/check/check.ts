@@ -9,10 +9,7 @@ import { BUILTIN_PREFIX, builtinModule, readBobbinManifest } from "../bobbin/reg
 import { isHookspoolError } from "../errors.ts";
 import { isPublic, NON_LOOPBACK_HINT, readListen } from "../config/listen.ts";
 import { loadSources } from "../config/sources.ts";
-import { isPostgres } from "../config/backend.ts";
-import { postgresRules } from "./postgres.ts";
-import { CorruptSpool, openVerified, requireCurrentSchema, schemaVersion, type SqliteSpool } from "../store/sqlite/db.ts";
-import { LATEST_SCHEMA } from "../store/sqlite/migrate.ts";
+import { checkStore } from "../store/open.ts";
 import { destinationPaces, type PluginFacts, routeProblems } from "./routes.ts";
 import { ConfigError, DEFAULT_HOME, type Env, expandPath, loadConfig, parseConfig } from "../config/load.ts";
 import { isTable, quoteKey } from "../config/parse.ts";
@@ -156,7 +153,7 @@ export async function checkConfig(input: CheckInput, deps: CheckDeps, senders: R
     ...spoolModeRules(paths),
     ...processorStateRules(config, deps),
     ...processorModuleRules(config, deps),
-    ...(deps.skipDatabase ? [] : isPostgres(config) ? await postgresRules(config, deps.env) : databaseRules(paths.spoolFile)),
+    ...(deps.skipDatabase ? [] : await checkStore(config, { spoolFile: paths.spoolFile, env: deps.env })),
   ]));
 }
 
@@ -384,29 +381,3 @@ function spoolModeRules(paths: Paths): ConfigProblem[] {
 // ---------------------------------------------------------------------------------------------
 // The database: check is the intake's ExecStartPre, so corruption stops the start
 
-function databaseRules(path: string): ConfigProblem[] {
-  const hint = "restore from backup; hookspool export reads what is still readable; never start fresh automatically";
-  if (statOrNull(path) === null) return [problem("warning", "spool.db", `no spool yet at ${path}; hookspool migrate creates it`)];
-  let spool: SqliteSpool | null = null;
-  try {
-    spool = openVerified(path, { create: false, busyTimeoutS: 10 });
-    const version = schemaVersion(spool);
-    // check is both units' ExecStartPre: an older schema must not stop the dispatcher, which
-    // migrates it at startup; the intake refuses it on its own (exit 2).
-    if (version < LATEST_SCHEMA) {
-      return [problem("warning", "spool.db", `schema ${version} is older than this hookspool (${LATEST_SCHEMA})`, "the dispatcher migrates it at startup, or run hookspool migrate; the intake refuses it until then")];
-    }
-    requireCurrentSchema(spool);
-    return [];
-  } catch (e) {
-    if (isHookspoolError(e, "E_SCHEMA")) return [problem("error", "spool.db", e.message, e.hint)];
-    if (e instanceof CorruptSpool) {
-      const bad = e.findings;
-      return [problem("error", "spool.db", `database corrupt: ${bad.slice(0, 3).join("; ")}${bad.length > 3 ? ` (and ${bad.length - 3} more)` : ""}`, hint)];
-    }
-    if (isHookspoolError(e)) return [problem("error", "spool.db", e.message, e.hint)];
-    return [problem("error", "spool.db", `cannot open ${path}: ${e instanceof Error ? e.message : String(e)}`)];
-  } finally {
-    spool?.close();
-  }
-}

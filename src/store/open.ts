@@ -58,6 +58,8 @@ export const isPostgres = (config: Config): boolean => config.spool.backend === 
 
 /** hookspool migrate on the config's backend (store/schema.ts). */
 export { createSpool, migrateStore, type MigrateOutcome } from "./schema.ts";
+/** hookspool check's database rules on the config's backend (store/check.ts). */
+export { checkStore } from "./check.ts";
 
 /** Which backend a config names. */
 export const backendOf = (config: Config): Backend => (isPostgres(config) ? "postgres" : "sqlite");
