@@ -162,8 +162,10 @@ export default defineProcessor<GmailSettings>({
     let free: Promise<{ window: { start: string; end: string }; free: { start: string; end: string }[] }> | null = null;
     const freeTime = () => {
       free ??= (async () => {
-        const start = new Date(ctx.now() * 1000).toISOString();
-        const end = new Date((ctx.now() + FREE_DAYS * 86_400) * 1000).toISOString();
+        // One reading of the clock: the window is exactly FREE_DAYS long.
+        const now = ctx.now();
+        const start = new Date(now * 1000).toISOString();
+        const end = new Date((now + FREE_DAYS * 86_400) * 1000).toISOString();
         const r = await freeWindows(api, s.calendar_id || "primary", start, end, FREE_MIN_MINUTES, google);
         return { window: { start, end }, free: r.free };
       })();
