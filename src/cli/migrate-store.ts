@@ -7,13 +7,8 @@ import { existsSync } from "node:fs";
 import type { CommandDef } from "citty";
 import { pgUrl } from "../config/backend.ts";
 import type { Config } from "../config/types.ts";
-import { HookspoolError, isHookspoolError } from "../errors.ts";
-import { openVerified, requireCurrentSchema } from "../store/sqlite/db.ts";
-import { acquireLock } from "../store/sqlite/lock.ts";
-import { instanceId } from "../store/sqlite/meta.ts";
-import { copySqliteToPg, type CopyReport } from "../store/pg/copy.ts";
-import { PgSpool } from "../store/pg/db.ts";
-import { migratePg } from "../store/pg/migrate.ts";
+import { HookspoolError } from "../errors.ts";
+import { type CopyReport, moveSpoolToPostgres } from "../store/open.ts";
 import { type Cli, GLOBAL_ARGS, loadFor } from "./context.ts";
 
 /** Progress lines for a big table: one per this many rows, besides the line when it is done. */
@@ -57,12 +52,6 @@ function targetConfig(config: Config, urlEnv: string | undefined): Config {
 }
 
 /** A client failure in words that never quote the URL or a row: its class and SQLSTATE only. Anything else (a bug) stays itself. */
-function pgError(e: unknown): unknown {
-  const { code, errno, name } = (e ?? {}) as { code?: string; errno?: string; name?: string };
-  if (isHookspoolError(e) || !(name === "PostgresError" || String(code).startsWith("ERR_POSTGRES"))) return e;
-  return new HookspoolError("E_SPOOL", `PostgreSQL refused the move (${[code, errno].filter(Boolean).join(" ")}); nothing was copied`);
-}
-
 export function migrateStoreCommand(cli: Cli): CommandDef {
   return {
     meta: {
@@ -84,48 +73,24 @@ export function migrateStoreCommand(cli: Cli): CommandDef {
       const target = targetConfig(config, args["url-env"] as string | undefined);
       // Resolve (and check) the URL before taking anything: a missing variable is one config line.
       const url = pgUrl(target, cli.io.env);
-      const lock = acquireLock(paths.lock, "a SQLite dispatcher or hookspool migrate");
-      try {
-        const sqlite = openVerified(paths.spoolFile, { create: false, busyTimeoutS: 30, clock: cli.clock });
-        try {
-          try {
-            requireCurrentSchema(sqlite);
-          } catch (e) {
-            if (isHookspoolError(e, "E_SCHEMA") && !/newer/.test(e.message)) throw new HookspoolError("E_SCHEMA", e.message, { hint: 'run hookspool migrate with [spool] backend = "sqlite" first' });
-            throw e;
+      const next = new Map<string, number>();
+      const { report, schema } = await moveSpoolToPostgres({
+        paths,
+        url,
+        pool: config.spool.pool,
+        clock: cli.clock,
+        onSchema: (from, to) => cli.io.err(`migrate-store: PostgreSQL schema ${from} -> ${to}`),
+        onProgress: (table, copied, total) => {
+          if (copied === total) cli.io.err(`migrate-store: ${table}: ${copied} of ${total} rows`);
+          else if (copied >= (next.get(table) ?? PROGRESS_EVERY)) {
+            cli.io.err(`migrate-store: ${table}: ${copied} of ${total} rows...`);
+            next.set(table, copied + PROGRESS_EVERY);
           }
-          // migrate takes one connection for its lock and reads with another.
-          const pg = new PgSpool({ url }, { max: Math.max(2, config.spool.pool) });
-          try {
-            await pg.ping();
-            const schema = await migratePg(pg, instanceId(sqlite)).catch((e) => {
-              throw pgError(e);
-            });
-            if (schema.applied.length) cli.io.err(`migrate-store: PostgreSQL schema ${schema.from} -> ${schema.to}`);
-            const next = new Map<string, number>();
-            const report = await copySqliteToPg(sqlite, pg, {
-              onProgress: (table, copied, total) => {
-                if (copied === total) cli.io.err(`migrate-store: ${table}: ${copied} of ${total} rows`);
-                else if (copied >= (next.get(table) ?? PROGRESS_EVERY)) {
-                  cli.io.err(`migrate-store: ${table}: ${copied} of ${total} rows...`);
-                  next.set(table, copied + PROGRESS_EVERY);
-                }
-              },
-            }).catch((e) => {
-              throw pgError(e);
-            });
-            cli.io.err("migrate-store: verified: every table holds the same rows and values on both sides");
-            cli.io.out(cli.globals.json ? JSON.stringify({ ...report, backend: "postgres", schema: schema.to }) : describeCopy(report));
-            return 0;
-          } finally {
-            await pg.close();
-          }
-        } finally {
-          sqlite.close();
-        }
-      } finally {
-        lock.release();
-      }
+        },
+      });
+      cli.io.err("migrate-store: verified: every table holds the same rows and values on both sides");
+      cli.io.out(cli.globals.json ? JSON.stringify({ ...report, backend: "postgres", schema }) : describeCopy(report));
+      return 0;
     },
   };
 }

@@ -2,12 +2,9 @@
 // database several hosts share, reached by the URL spool.url refers to (a secret reference: the
 // URL may hold a password, so it is never logged, printed or stored).
 import { HookspoolError } from "../errors.ts";
-import { PgSpool } from "../store/pg/db.ts";
 import type { Env } from "./load.ts";
 import { resolveSecret } from "./secrets.ts";
 import type { Config } from "./types.ts";
-
-export const isPostgres = (config: Config): boolean => config.spool.backend === "postgres";
 
 /** The PostgreSQL URL of this config; a missing or empty one is a config error naming spool.url. */
 export function pgUrl(config: Config, env: Env): string {
@@ -16,9 +13,4 @@ export function pgUrl(config: Config, env: Env): string {
   const url = resolveSecret(ref, env).trim();
   if (!/^postgres(ql)?:\/\//.test(url)) throw new HookspoolError("E_CONFIG", "spool.url must be a postgres:// or postgresql:// URL (its value is not shown: it may hold a password)", { key: "spool.url" });
   return url;
-}
-
-/** A pool on the config's PostgreSQL database (spool.pool connections at most). */
-export function openPgSpool(config: Config, env: Env): PgSpool {
-  return new PgSpool({ url: pgUrl(config, env) }, { max: config.spool.pool });
 }

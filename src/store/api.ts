@@ -1,7 +1,7 @@
 // The store as the long-running services see it: the intake's enqueue and quarantine, the
 // dispatcher's tick (readiness, recovery, candidates, gate, claims, outcomes) and the issues
 // every part raises, behind one asynchronous interface with two backends. SQLite
-// (sqlite-store.ts) answers synchronously underneath, one host, one file; PostgreSQL
+// (sqlite/store.ts) answers synchronously underneath, one host, one file; PostgreSQL
 // (pg/store.ts) lets several intakes and dispatchers share one database. What only one backend
 // has (SQLite's data_version and dispatch.lock, PostgreSQL's maintenance lock) stays behind
 // the methods that use it.

@@ -151,3 +151,6 @@ function openForDispatch(o: OpenOptions): { spool: SqliteSpool; lock: FileLock }
     throw e;
   }
 }
+
+/** hookspool migrate-store: the SQLite spool copied into PostgreSQL and verified (store/copy.ts). */
+export { type CopyReport, moveSpoolToPostgres } from "./copy.ts";
