@@ -12,7 +12,6 @@ import type { Manifest } from "../../bobbin/manifest.ts";
 import { parseConfig } from "../../config/load.ts";
 import { selfArgv } from "../../self.ts";
 import { type Problem, type Row, row, skipped } from "./row.ts";
-import { newestEvent } from "../../store/sqlite/inspect.ts";
 import { startKitIntake } from "../kit/intake.ts";
 import { kitConfig, type Loaded, requestOf } from "./run-rows.ts";
 import type { CheckSubject } from "./subject.ts";
@@ -66,7 +65,7 @@ async function spoolCaptures(s: CheckSubject, m: Manifest, kit: Kit, captures: C
   try {
     for (const c of captures) {
       const r = await k.send(requestOf(c, instance));
-      const ev = r.status === 202 ? newestEvent(k.spool) : null;
+      const ev = r.status === 202 ? k.spool.newestEvent() : null;
       out.set(c, ev ? { key: ev.key, eventType: ev.event_type, payload: ev.payload } : `the intake answered ${r.status}, so no batch holds it (see the captures row)`);
     }
   } finally {

@@ -11,7 +11,6 @@ import { canSign, isTimestamped, signsBody, signTemplate } from "../../plugin/si
 import { parseConfig } from "../../config/load.ts";
 import { type TemplateSettings, templateSource } from "../../plugin/template.ts";
 import type { SourcePlugin } from "../../plugin/types.ts";
-import { newestEvent } from "../../store/sqlite/inspect.ts";
 import { hookRequest } from "../../plugin/hook-request.ts";
 import { startKitIntake } from "../kit/intake.ts";
 import { type KitRequest, type KitSubject, runSourceKit } from "../kit/source-kit.ts";
@@ -173,7 +172,7 @@ async function expectationsHold(s: CheckSubject, m: Manifest, kit: Kit, captures
         if (r.status !== c.expect.status) fail(`got ${r.status}${word ? ` ${word}` : ""}, # expect: says ${c.expect.status}${c.expect.word ? ` ${c.expect.word}` : ""}`);
         else if (c.expect.word && word !== c.expect.word) fail(`got ${r.status} ${word ?? "(no status word)"}, # expect: says ${c.expect.word}`);
         else if (c.expect.word === "queued" && (c.expect.key !== undefined || c.expect.eventType !== undefined)) {
-          const ev = newestEvent(k.spool);
+          const ev = k.spool.newestEvent();
           if (c.expect.key !== undefined && ev?.key !== c.expect.key) fail(`queued under key ${JSON.stringify(ev?.key)}, # expect-key: says ${JSON.stringify(c.expect.key)}`);
           if (c.expect.eventType !== undefined && ev?.event_type !== c.expect.eventType) fail(`queued as event type ${JSON.stringify(ev?.event_type)}, # expect-event-type: says ${JSON.stringify(c.expect.eventType)}`);
         }

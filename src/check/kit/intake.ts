@@ -12,9 +12,7 @@ import { Intake } from "../../intake/server.ts";
 import { createLogger, setLogSink } from "../../log.ts";
 import { useNetwork } from "../../net/http.ts";
 import { type HttpStub, stubFetch } from "../../net/stubs.ts";
-import { openSpool, type SqliteSpool } from "../../store/sqlite/db.ts";
-import { migrate } from "../../store/sqlite/migrate.ts";
-import { sqliteStores } from "../../store/open.ts";
+import { type KitSpool, openKitSpool } from "../../store/kit.ts";
 
 /** A request as a sender would make it; `url` is the path and query. */
 export interface KitRequest {
@@ -41,7 +39,7 @@ export interface KitIntake {
   readonly clock: FakeClock;
   readonly loaded: LoadedConfig;
   /** The kit's own connection to the intake's spool (the intake writes through it). */
-  readonly spool: SqliteSpool;
+  readonly spool: KitSpool;
   /** Every log line written while it ran. */
   readonly lines: string[];
   send(req: KitRequest, opts?: { chunked?: boolean }): Promise<{ status: number; text: string; headers: Headers }>;
@@ -57,7 +55,7 @@ export async function startKitIntake(o: KitIntakeOptions): Promise<KitIntake> {
   const restoreSink = setLogSink((line) => lines.push(line));
   // A source under test never reaches the network: only the kit's stubs answer it.
   const restoreNetwork = useNetwork(stubFetch(o.http ?? []));
-  let spool: SqliteSpool | null = null;
+  let spool: KitSpool | null = null;
   let intake: Intake | null = null;
   const cleanup = () => {
     spool?.close();
@@ -70,13 +68,12 @@ export async function startKitIntake(o: KitIntakeOptions): Promise<KitIntake> {
     const text = o.config.replaceAll("{{home}}", home).replace(/\{\{secret:([^}]+)\}\}/g, (_, n: string) => secretPath(home, n));
     writeFileSync(join(home, "config.toml"), `[intake]\nlisten = "127.0.0.1:0"\n\n${text}`, { mode: 0o600 });
     const clock = new FakeClock(o.now);
-    spool = openSpool(join(home, "spool.db"), { create: true, clock });
-    migrate(spool);
+    spool = openKitSpool(join(home, "spool.db"), clock);
     // Only what a service would get: no caller variable reaches the source.
     const env = { PATH: process.env.PATH ?? "/usr/bin:/bin" };
     const loadOptions = { home, env, cwd: home };
     const loaded = loadConfig(loadOptions);
-    intake = new Intake({ loaded, loadOptions, clock, log: createLogger("intake", { clock }), env, stores: sqliteStores(spool) });
+    intake = new Intake({ loaded, loadOptions, clock, log: createLogger("intake", { clock }), env, stores: spool.stores });
     await intake.start();
     const url = intake.url;
     const running = intake;

@@ -6,7 +6,7 @@
 // auth header kept; a refused write is 503; and no secret reaches a log line or a column, nor a
 // payload a log line. The cases a subject cannot exercise (no timestamp, no dedup) are skipped.
 import { quarantineIssue } from "../../store/enqueue.ts";
-import { eventCount, findText, newestEvent, newestQuarantined, openIssueCount, refuseWrites, type StoredEvent } from "../../store/sqlite/inspect.ts";
+import type { StoredEvent } from "../../store/kit.ts";
 import type { HttpStub } from "../../net/stubs.ts";
 import { type KitIntake, type KitRequest, startKitIntake } from "./intake.ts";
 
@@ -117,11 +117,11 @@ export async function runSourceKit(s: KitSubject): Promise<KitRun> {
   const answered = (r: { status: number; text: string; headers: Headers }, word: string, status: number) =>
     (r.status === status && r.text === `{"status":"${word}"}`) || (s.ack === true && r.status === 200 && r.headers.get("x-hookspool-status") === word);
   const refused = async (req: KitRequest, what: string): Promise<string | null> => {
-    const before = eventCount(k.spool);
+    const before = k.spool.eventCount();
     const r = await k.send(req);
     if (r.status !== 401) return `${what}: ${r.status}, expected 401`;
     if (r.text !== "") return `${what}: 401 with a body; a refusal says nothing`;
-    if (eventCount(k.spool) !== before) return `${what}: 401, but an event was stored`;
+    if (k.spool.eventCount() !== before) return `${what}: 401, but an event was stored`;
     return null;
   };
   const steps: [string, Step][] = [
@@ -142,11 +142,11 @@ export async function runSourceKit(s: KitSubject): Promise<KitRun> {
     [
       "signed: 202 queued, on disk when the answer arrives",
       async () => {
-        const before = eventCount(k.spool);
+        const before = k.spool.eventCount();
         const r = await k.send(s.accepted);
         if (!answered(r, "queued", 202)) return `${r.status} ${r.text.slice(0, 60)}, expected 202 {"status":"queued"}${s.ack ? " or the source's ack" : ""}`;
-        if (eventCount(k.spool) !== before + 1) return "answered 202 before the event was stored";
-        stored = newestEvent(k.spool);
+        if (k.spool.eventCount() !== before + 1) return "answered 202 before the event was stored";
+        stored = k.spool.newestEvent();
         return null;
       },
     ],
@@ -167,19 +167,19 @@ export async function runSourceKit(s: KitSubject): Promise<KitRun> {
       "duplicate: the same delivery again is 200 duplicate, stored once",
       async () => {
         if (!s.dedup) return { skip: "the source derives no dedup id" };
-        const before = eventCount(k.spool);
+        const before = k.spool.eventCount();
         const r = await k.send(s.accepted);
         if (!answered(r, "duplicate", 200)) return `${r.status} ${r.text.slice(0, 60)}, expected 200 {"status":"duplicate"}${s.ack ? " or the source's ack" : ""}`;
-        return eventCount(k.spool) === before ? null : "a duplicate was stored again";
+        return k.spool.eventCount() === before ? null : "a duplicate was stored again";
       },
     ],
     [
       "oversized: 413 before any source code, nothing stored",
       async () => {
-        const before = eventCount(k.spool);
+        const before = k.spool.eventCount();
         const r = await k.send({ ...s.accepted, body: enc.encode(`{"pad":"${"x".repeat(bodyCap(k, s.source))}"}`) });
         if (r.status !== 413) return `${r.status}, expected 413`;
-        return eventCount(k.spool) === before ? null : "an oversized body was stored";
+        return k.spool.eventCount() === before ? null : "an oversized body was stored";
       },
     ],
     [
@@ -194,10 +194,10 @@ export async function runSourceKit(s: KitSubject): Promise<KitRun> {
       async () => {
         if (!s.answered?.length) return { skip: "the source has no signed request it answers without queueing" };
         for (const { request, check } of s.answered) {
-          const before = eventCount(k.spool);
+          const before = k.spool.eventCount();
           const r = await k.send(request);
           if (r.status < 200 || r.status > 299) return `${request.method} ${request.url.split("?")[0]}: ${r.status}, expected 2xx`;
-          if (eventCount(k.spool) !== before) return "a handshake was stored as an event";
+          if (k.spool.eventCount() !== before) return "a handshake was stored as an event";
           const why = check?.(r);
           if (why) return why;
         }
@@ -233,7 +233,7 @@ export async function runSourceKit(s: KitSubject): Promise<KitRun> {
         if (!req) return { skip: "the kit cannot sign a new body for this source" };
         const r = await k.send(req);
         if (r.status !== 202 || r.text !== '{"status":"quarantined"}') return `${r.status} ${r.text.slice(0, 60)}, expected 202 {"status":"quarantined"}`;
-        const q = newestQuarantined(k.spool);
+        const q = k.spool.newestQuarantined();
         if (!q) return "answered quarantined, but nothing is in quarantine";
         if (q.state !== "dead") return `the quarantined batch is ${q.state}, expected dead`;
         if (!req.body.every((b, i) => q.raw[i] === b)) return "the raw body was not kept";
@@ -241,7 +241,7 @@ export async function runSourceKit(s: KitSubject): Promise<KitRun> {
         const leaked = s.authHeaders.find((h) => kept.includes(h.toLowerCase()));
         if (leaked) return `the auth header ${leaked} was stored with the quarantined event`;
         if (!q.last_error || !/^(not_json|not_utf8|key_missing|key_too_long|meta_too_long|bad_payload|no_destination|plugin_error:\w+)$/.test(q.last_error)) return `quarantine reason ${q.last_error}, not a reason class`;
-        if (openIssueCount(k.spool, quarantineIssue(s.source, q.last_error).fingerprint) !== 1) return "no open issue for the quarantined event";
+        if (k.spool.openIssueCount(quarantineIssue(s.source, q.last_error).fingerprint) !== 1) return "no open issue for the quarantined event";
         return null;
       },
     ],
@@ -249,12 +249,12 @@ export async function runSourceKit(s: KitSubject): Promise<KitRun> {
       "spool unwritable: 503, nothing acknowledged",
       async () => {
         const fresh = resigned(s, json({ kit: marker, n: crypto.randomUUID() }), s.now, `kit-${crypto.randomUUID()}`) ?? s.accepted;
-        refuseWrites(k.spool, true);
+        k.spool.refuseWrites(true);
         let r: { status: number; text: string };
         try {
           r = await k.send(fresh);
         } finally {
-          refuseWrites(k.spool, false);
+          k.spool.refuseWrites(false);
         }
         // The accepted request is a duplicate by now: a read answers it without a write.
         if (fresh === s.accepted && s.dedup && r.status === 200) return { skip: "the kit cannot sign a request the spool has not seen" };
@@ -298,7 +298,7 @@ function sentinelCase(k: KitIntake, s: KitSubject, marker: string): KitCase {
     if ([marker, ...(s.payloadSentinels ?? [])].some((m) => line.includes(m))) return { name, outcome: "fail", detail: "a log line holds part of a payload" };
   }
   for (const v of secrets) {
-    const at = findText(k.spool, v);
+    const at = k.spool.findText(v);
     if (at) return { name, outcome: "fail", detail: `a secret's value is in ${at.table}.${at.column}` };
   }
   return { name, outcome: "pass" };
