@@ -37,7 +37,8 @@ run: build
 test: deps
 	bun scripts/gen-bobbins.ts
 	tsc --noEmit -p .
-	biome lint
+	biome ci
+	bun scripts/wrap-comments.ts --check src test scripts bobbins
 	bun scripts/run-tests.ts run fast
 
 # Everything (CI's, about 7 minutes): the same checks, then every test file, each in its own
@@ -45,7 +46,8 @@ test: deps
 test-all: deps
 	bun scripts/gen-bobbins.ts
 	tsc --noEmit -p .
-	biome lint
+	biome ci
+	bun scripts/wrap-comments.ts --check src test scripts bobbins
 	bun scripts/run-tests.ts run all
 
 lint: deps

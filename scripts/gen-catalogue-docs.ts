@@ -14,6 +14,8 @@ if (at < 0) throw new Error(`${file}: the line "${MARK}" is missing`);
 // The table runs from the line after the mark to the first blank line after it.
 const start = text.indexOf("\n\n", at) + 2;
 const end = text.indexOf("\n\n", start);
-const bobbins = [...findBobbins({ bobbinPath: [], presets: Object.keys(DEFAULT_SPANS) }).bobbins.values()].sort((a, b) => (a.name < b.name ? -1 : 1));
+const bobbins = [...findBobbins({ bobbinPath: [], presets: Object.keys(DEFAULT_SPANS) }).bobbins.values()].sort(
+  (a, b) => (a.name < b.name ? -1 : 1),
+);
 writeFileSync(file, `${text.slice(0, start)}${catalogueMarkdown(bobbins)}${end < 0 ? "\n" : text.slice(end)}`);
 console.error(`wrote ${file}`);

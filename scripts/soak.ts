@@ -56,7 +56,12 @@ const port = receiver.port;
 
 /** The batches the receiver took, as the checks read them. */
 function received(): { batch: number; hash: string; ids: string[]; bytes: number }[] {
-  return receiver.accepted().map(({ doc }) => ({ batch: doc.batch_id, hash: doc.content_hash, ids: doc.events.map((e) => e.id), bytes: doc.events.reduce((s, e) => s + JSON.stringify(e).length, 0) }));
+  return receiver.accepted().map(({ doc }) => ({
+    batch: doc.batch_id,
+    hash: doc.content_hash,
+    ids: doc.events.map((e) => e.id),
+    bytes: doc.events.reduce((s, e) => s + JSON.stringify(e).length, 0),
+  }));
 }
 
 async function setMode(m: Mode): Promise<void> {
@@ -161,7 +166,11 @@ async function startDispatch(): Promise<void> {
   await waitFor("the dispatcher's first heartbeat", () => {
     const db = new Database(join(home, "spool.db"), { readonly: true });
     try {
-      return String((db.query("SELECT value FROM meta WHERE key = 'dispatcher_pid'").get() as { value: unknown } | null)?.value) === String(pid);
+      return (
+        String(
+          (db.query("SELECT value FROM meta WHERE key = 'dispatcher_pid'").get() as { value: unknown } | null)?.value,
+        ) === String(pid)
+      );
     } finally {
       db.close();
     }
@@ -200,7 +209,10 @@ async function send(e: { src: Src; body: string; id: string }): Promise<boolean>
     const res = await fetch(`http://127.0.0.1:${intakePort}/hooks/${e.src}`, {
       method: "POST",
       body: e.body,
-      headers: { "Content-Type": "application/json", "X-Sig": `sha256=${createHmac("sha256", SECRET).update(e.body).digest("hex")}` },
+      headers: {
+        "Content-Type": "application/json",
+        "X-Sig": `sha256=${createHmac("sha256", SECRET).update(e.body).digest("hex")}`,
+      },
       signal: AbortSignal.timeout(3000),
     });
     await res.arrayBuffer();
@@ -283,11 +295,15 @@ async function main(): Promise<number> {
   const sendersStopped = Date.now();
   // Drain: the senders retry what was refused, the receiver comes back for good.
   await setMode("up");
-  await waitFor("every sender's event acked", async () => {
-    const retry = pending.splice(0);
-    for (const e of retry) if (!(await send(e))) pending.push(e);
-    return pending.length === 0;
-  }, 20_000);
+  await waitFor(
+    "every sender's event acked",
+    async () => {
+      const retry = pending.splice(0);
+      for (const e of retry) if (!(await send(e))) pending.push(e);
+      return pending.length === 0;
+    },
+    20_000,
+  );
   const db = new Database(join(home, "spool.db"), { readonly: true });
   try {
     const drained = await waitFor("every batch delivered or dead", () => unfinished(db) === 0, 45_000).then(
@@ -310,10 +326,17 @@ async function main(): Promise<number> {
 
 /** Batches not yet delivered, dead or dropped: the backlog. */
 function unfinished(db: Database): number {
-  return (db.query("SELECT COUNT(*) AS n FROM batches WHERE state NOT IN ('delivered', 'dead', 'dropped')").get() as { n: number }).n;
+  return (
+    db.query("SELECT COUNT(*) AS n FROM batches WHERE state NOT IN ('delivered', 'dead', 'dropped')").get() as {
+      n: number;
+    }
+  ).n;
 }
 
-/** The largest backlog seen (sampled each second), and how long it took to drain after the senders stopped (null: not in 45 s). */
+/**
+ * The largest backlog seen (sampled each second), and how long it took to drain after the senders stopped (null: not in
+ * 45 s).
+ */
 let backlogHighWater = 0;
 let drainS: number | null = null;
 
@@ -322,21 +345,35 @@ function report(db: Database, started: number): number {
   const got = received();
   const deliveredIds = new Set(got.flatMap((r) => r.ids));
   const deadIds = new Set(
-    (db.query("SELECT e.payload FROM events e JOIN batches b ON b.id = e.batch_id WHERE b.state = 'dead' AND e.payload IS NOT NULL").all() as { payload: string }[]).map(
-      (r) => (JSON.parse(r.payload) as { id: string }).id,
-    ),
+    (
+      db
+        .query(
+          "SELECT e.payload FROM events e JOIN batches b ON b.id = e.batch_id WHERE b.state = 'dead' AND e.payload IS NOT NULL",
+        )
+        .all() as { payload: string }[]
+    ).map((r) => (JSON.parse(r.payload) as { id: string }).id),
   );
-  for (const id of acked) if (!deliveredIds.has(id) && !deadIds.has(id)) failures.push(`event ${id} was acked but never delivered nor dead`);
+  for (const id of acked)
+    if (!deliveredIds.has(id) && !deadIds.has(id)) failures.push(`event ${id} was acked but never delivered nor dead`);
   const hashes = new Map<number, Set<string>>();
   for (const r of got) hashes.set(r.batch, (hashes.get(r.batch) ?? new Set()).add(r.hash));
-  for (const [b, h] of hashes) if (h.size > 1) failures.push(`batch ${b} was delivered with ${h.size} different content_hashes`);
-  const batches = db.query("SELECT id, source, state, count, bytes, last_error FROM batches").all() as { id: number; source: Src; state: string; count: number; bytes: number; last_error: string | null }[];
+  for (const [b, h] of hashes)
+    if (h.size > 1) failures.push(`batch ${b} was delivered with ${h.size} different content_hashes`);
+  const batches = db.query("SELECT id, source, state, count, bytes, last_error FROM batches").all() as {
+    id: number;
+    source: Src;
+    state: string;
+    count: number;
+    bytes: number;
+    last_error: string | null;
+  }[];
   const maxEvent = 700;
   for (const b of batches) {
     const w = SOURCES[b.source];
     if (!w) continue;
     if (b.count > w.maxEvents) failures.push(`batch ${b.id} has ${b.count} events, over max_events ${w.maxEvents}`);
-    if (b.bytes > w.maxBytes + maxEvent) failures.push(`batch ${b.id} has ${b.bytes} bytes, over max_bytes ${w.maxBytes} plus one event`);
+    if (b.bytes > w.maxBytes + maxEvent)
+      failures.push(`batch ${b.id} has ${b.bytes} bytes, over max_bytes ${w.maxBytes} plus one event`);
     if (!["delivered", "dead", "dropped"].includes(b.state)) failures.push(`batch ${b.id} is stuck in ${b.state}`);
     if (b.state === "dead" && !b.last_error) failures.push(`batch ${b.id} is dead without a reason`);
   }

@@ -9,7 +9,16 @@ import type { Rate } from "./pacing.ts";
 export type OutcomeKind = "ok" | "retry" | "dead";
 
 /** Why a batch is dead: the receiver's verdict, or a fault of the pipeline (never mixed). */
-export const DEAD_REASONS = ["rejected", "exhausted", "poison", "processor_permanent", "bad_emit", "config", "quarantined", "agent_failed"] as const;
+export const DEAD_REASONS = [
+  "rejected",
+  "exhausted",
+  "poison",
+  "processor_permanent",
+  "bad_emit",
+  "config",
+  "quarantined",
+  "agent_failed",
+] as const;
 export type DeadReason = (typeof DEAD_REASONS)[number];
 export type OutcomeClass = "transport" | "throttle" | "batch" | "config" | "permanent";
 
@@ -141,7 +150,9 @@ export class Deadline {
     this.bound = o.workerAt - now < o.timeoutS ? "worker deadline" : "timeout";
     this.budgetS = Math.max(0, Math.min(o.timeoutS, o.workerAt - now));
     this.at = now + this.budgetS;
-    this.passed = new Promise((resolve) => this.controller.signal.addEventListener("abort", () => resolve(PASSED), { once: true }));
+    this.passed = new Promise((resolve) =>
+      this.controller.signal.addEventListener("abort", () => resolve(PASSED), { once: true }),
+    );
     this.timer = setTimeout(() => this.end(this.bound), this.budgetS * 1000);
     // Out of time before starting: nothing is tried, not even a race against a zero timer.
     if (this.budgetS <= 0) this.end(this.bound);
@@ -186,7 +197,12 @@ export class Deadline {
   /** The transport outcome of running out of time (a worker deadline is transport too). */
   outcome(): Outcome {
     const reason = this.endedBy ?? this.bound;
-    return outcome({ kind: "retry", klass: "transport", reason, detail: `${reason}: no complete answer within ${this.budgetS.toFixed(1)} s` });
+    return outcome({
+      kind: "retry",
+      klass: "transport",
+      reason,
+      detail: `${reason}: no complete answer within ${this.budgetS.toFixed(1)} s`,
+    });
   }
 
   dispose(): void {
@@ -263,7 +279,14 @@ export function configuredPace(rate: Rate | null | undefined): Pace | null {
 }
 
 /** The delivery id: per batch, per attempt (hermes) or per event (unwrap). */
-export function deliveryId(idempotency: Idempotency, instanceId: string, batchId: number, attemptId: number, eventId?: number, resend = 0): string {
+export function deliveryId(
+  idempotency: Idempotency,
+  instanceId: string,
+  batchId: number,
+  attemptId: number,
+  eventId?: number,
+  resend = 0,
+): string {
   // A resend of delivered work is new to a receiver that deduplicates: its ids say which time it is.
   const again = resend > 0 ? `_r${resend}` : "";
   if (idempotency === "per-attempt") return `hs_${instanceId}_${batchId}_${attemptId}`;

@@ -27,7 +27,23 @@ export interface LogFields {
   repeated?: number;
 }
 
-const FIELD_ORDER: (keyof LogFields)[] = ["source", "route", "batch", "event", "destination", "attempt", "status", "bytes", "duration_ms", "reason", "tee", "remote", "listen", "url", "repeated"];
+const FIELD_ORDER: (keyof LogFields)[] = [
+  "source",
+  "route",
+  "batch",
+  "event",
+  "destination",
+  "attempt",
+  "status",
+  "bytes",
+  "duration_ms",
+  "reason",
+  "tee",
+  "remote",
+  "listen",
+  "url",
+  "repeated",
+];
 
 export type Level = "info" | "warn" | "error";
 
@@ -91,7 +107,8 @@ function clean(fields: LogFields | undefined): LogFields {
   if (!fields) return out;
   for (const k of FIELD_ORDER) {
     const v = fields[k];
-    if (v !== undefined && v !== null) out[k] = typeof v === "string" ? v.replace(/[\u0000-\u001f\u007f]/g, " ").slice(0, 200) : v;
+    if (v !== undefined && v !== null)
+      out[k] = typeof v === "string" ? v.replace(/[\u0000-\u001f\u007f]/g, " ").slice(0, 200) : v;
   }
   return out as LogFields;
 }
@@ -123,7 +140,16 @@ export function createLogger(component: string, opts: LoggerOptions = {}): Logge
       {
         log(obj: LogObject) {
           const [msg, fields] = obj.args as [string, LogFields];
-          sink(format(json, clock.now(), obj.type === "warn" ? "warn" : obj.type === "error" ? "error" : "info", component, msg, fields));
+          sink(
+            format(
+              json,
+              clock.now(),
+              obj.type === "warn" ? "warn" : obj.type === "error" ? "error" : "info",
+              component,
+              msg,
+              fields,
+            ),
+          );
         },
       },
     ],

@@ -37,7 +37,10 @@ export interface WindowState {
   nextFreeAt: number | null;
 }
 
-/** The window at `now` from the hits that may still be in it (older ones are ignored); `need`: the hits the next attempt takes. */
+/**
+ * The window at `now` from the hits that may still be in it (older ones are ignored); `need`: the hits the next attempt
+ * takes.
+ */
 export function windowState(rate: Rate, hits: readonly WindowHit[], now: number, need = 1): WindowState {
   const span = rate.windowS + rateMarginS(rate);
   const inWindow = hits.filter((h) => h.hits > 0 && (h.finishedAt === null || h.finishedAt > now - span));
@@ -45,7 +48,9 @@ export function windowState(rate: Rate, hits: readonly WindowHit[], now: number,
   const room = Math.max(0, rate.limit - used);
   if (room >= need) return { used, room, nextFreeAt: null };
   // Finished hits leave the window oldest first; the next attempt may start once `need` fit.
-  const finished = inWindow.filter((h) => h.finishedAt !== null).sort((a, b) => (a.finishedAt as number) - (b.finishedAt as number));
+  const finished = inWindow
+    .filter((h) => h.finishedAt !== null)
+    .sort((a, b) => (a.finishedAt as number) - (b.finishedAt as number));
   let left = used;
   for (const h of finished) {
     left -= h.hits;
@@ -73,7 +78,19 @@ export function hitsMade(status: number | null, sent: number | null, ok: boolean
   return Math.max(0, (sent ?? 1) - throttled);
 }
 
-const UNITS: Record<string, number> = { s: 1, sec: 1, second: 1, seconds: 1, m: 60, min: 60, minute: 60, minutes: 60, h: 3600, hour: 3600, hours: 3600 };
+const UNITS: Record<string, number> = {
+  s: 1,
+  sec: 1,
+  second: 1,
+  seconds: 1,
+  m: 60,
+  min: 60,
+  minute: 60,
+  minutes: 60,
+  h: 3600,
+  hour: 3600,
+  hours: 3600,
+};
 
 /**
  * A rate as config writes it: "N/<window>", the window a unit (s, min, h) with an optional
@@ -84,13 +101,18 @@ export function parseRate(text: string): Rate | null {
   const t = text.trim().toLowerCase();
   if (t === "none" || t === "off") return null;
   const m = /^(\d+)\s*(?:\/|per)\s*(\d+(?:\.\d+)?)?\s*([a-z]+)$/.exec(t);
-  if (!m) throw new Error(`"${text}" is not a rate: write N/<window>, e.g. "30/min", "5/s", "1000/h" or "30/10s" ("none" for no pacing)`);
+  if (!m)
+    throw new Error(
+      `"${text}" is not a rate: write N/<window>, e.g. "30/min", "5/s", "1000/h" or "30/10s" ("none" for no pacing)`,
+    );
   const unit = UNITS[m[3]];
   if (unit === undefined) throw new Error(`"${text}": the window's unit is s, min or h`);
   const limit = Number(m[1]);
   const windowS = (m[2] === undefined ? 1 : Number(m[2])) * unit;
-  if (!Number.isSafeInteger(limit) || limit < 1) throw new Error(`"${text}": the count must be a whole number of at least 1`);
-  if (!(windowS > 0) || windowS > 86400) throw new Error(`"${text}": the window must be more than 0 s and at most a day`);
+  if (!Number.isSafeInteger(limit) || limit < 1)
+    throw new Error(`"${text}": the count must be a whole number of at least 1`);
+  if (!(windowS > 0) || windowS > 86400)
+    throw new Error(`"${text}": the window must be more than 0 s and at most a day`);
   return { limit, windowS };
 }
 

@@ -13,7 +13,10 @@ export function parseSince(value: string, now: number, flag = "--since"): number
     const t = Date.parse(v);
     if (Number.isFinite(t)) return t / 1000;
   }
-  throw new HookspoolError("E_USAGE", `${flag} ${value}: expected Unix seconds, an ISO date, or an age like 30m, 24h, 7d`);
+  throw new HookspoolError(
+    "E_USAGE",
+    `${flag} ${value}: expected Unix seconds, an ISO date, or an age like 30m, 24h, 7d`,
+  );
 }
 
 /** Parse a duration ("90s", "10m", "1h", "2d", or plain seconds) into seconds; over 0. */
@@ -21,6 +24,7 @@ export function parseDuration(value: string, flag: string): number {
   const v = value.trim();
   const m = /^(\d+(?:\.\d+)?)([smhdw]?)$/.exec(v);
   const seconds = m ? Number(m[1]) * (m[2] ? UNITS[m[2]] : 1) : Number.NaN;
-  if (!(seconds > 0)) throw new HookspoolError("E_USAGE", `${flag} ${value}: expected a duration such as 90s, 10m or 1h`);
+  if (!(seconds > 0))
+    throw new HookspoolError("E_USAGE", `${flag} ${value}: expected a duration such as 90s, 10m or 1h`);
   return seconds;
 }

@@ -153,7 +153,13 @@ function mentions(file: string, { text: chunk, pathOnly }: Chunk): Mention[] {
       const t = tokens[i].replace(/^[[(]+/, "");
       if (/^--[a-z][a-z-]*(=|$)/.test(t)) flags.push(t);
     }
-    out.push({ file, verb: verb.replace(/[^a-z-].*$/, ""), sub, flags, text: `hookspool ${after.trim()}`.slice(0, 100) });
+    out.push({
+      file,
+      verb: verb.replace(/[^a-z-].*$/, ""),
+      sub,
+      flags,
+      text: `hookspool ${after.trim()}`.slice(0, 100),
+    });
   }
   return out;
 }
@@ -184,7 +190,18 @@ function cliFlags(verb: string, sub: string | null): Set<string> | null {
 describe("hookspool commands in deploy/ and docs/operations/", () => {
   test("the scan finds the commands these pages are about", () => {
     const verbs = new Set(MENTIONS.map((m) => m.verb));
-    for (const verb of ["intake", "dispatch", "check", "migrate", "status", "export", "prune", "replay", "issues", "show"]) {
+    for (const verb of [
+      "intake",
+      "dispatch",
+      "check",
+      "migrate",
+      "status",
+      "export",
+      "prune",
+      "replay",
+      "issues",
+      "show",
+    ]) {
       expect(verbs).toContain(verb);
     }
   });
@@ -195,7 +212,9 @@ describe("hookspool commands in deploy/ and docs/operations/", () => {
   });
 
   test("every sub-command is one the table gives its verb (issues, bobbin, source)", () => {
-    const bad = MENTIONS.filter((m) => m.sub !== null && !(m.sub in (SPEC16[m.verb]?.subs ?? {}))).map((m) => `${m.file}: ${m.text}`);
+    const bad = MENTIONS.filter((m) => m.sub !== null && !(m.sub in (SPEC16[m.verb]?.subs ?? {}))).map(
+      (m) => `${m.file}: ${m.text}`,
+    );
     expect(bad).toEqual([]);
   });
 
@@ -230,11 +249,41 @@ describe("hookspool commands in deploy/ and docs/operations/", () => {
 // ---------------------------------------------------------------------------------------------
 // The sections of config.toml, and the keys the pages name.
 
-const SPEC15_SECTIONS = ["spool", "intake", "dispatch", "coalesce", "limits", "retention", "alerts", "hermes", "spans", "sources", "routes", "destinations", "bobbins"];
+const SPEC15_SECTIONS = [
+  "spool",
+  "intake",
+  "dispatch",
+  "coalesce",
+  "limits",
+  "retention",
+  "alerts",
+  "hermes",
+  "spans",
+  "sources",
+  "routes",
+  "destinations",
+  "bobbins",
+];
 /** Singular/plural slips of a section name (`alert.argv`, `[source.github]`). */
 const SLIPS = new Map(SPEC15_SECTIONS.map((s) => [s.endsWith("s") ? s.slice(0, -1) : `${s}s`, s]));
 /** `name.ext` that is a file, not a key. */
-const FILE_EXT = new Set(["toml", "md", "db", "lock", "json", "jsonl", "sock", "conf", "service", "sh", "py", "ts", "log", "pem", "example"]);
+const FILE_EXT = new Set([
+  "toml",
+  "md",
+  "db",
+  "lock",
+  "json",
+  "jsonl",
+  "sock",
+  "conf",
+  "service",
+  "sh",
+  "py",
+  "ts",
+  "log",
+  "pem",
+  "example",
+]);
 
 function fieldsOf(field: Field): Fields | null {
   const t = field.type;
@@ -298,14 +347,17 @@ function checkDoc(doc: Record<string, unknown>, fields: Fields, at: string[], ba
       continue;
     }
     const t = f.type;
-    if (t.kind === "section" && value && typeof value === "object") checkDoc(value as Record<string, unknown>, t.fields, [...at, key], bad);
+    if (t.kind === "section" && value && typeof value === "object")
+      checkDoc(value as Record<string, unknown>, t.fields, [...at, key], bad);
     if (t.kind === "map" && value && typeof value === "object") {
       for (const [name, entry] of Object.entries(value as Record<string, unknown>)) {
-        if (entry && typeof entry === "object") checkDoc(entry as Record<string, unknown>, t.entry, [...at, key, name], bad);
+        if (entry && typeof entry === "object")
+          checkDoc(entry as Record<string, unknown>, t.entry, [...at, key, name], bad);
       }
     }
     if (t.kind === "array" && Array.isArray(value)) {
-      for (const entry of value) if (entry && typeof entry === "object") checkDoc(entry as Record<string, unknown>, t.entry, [...at, key], bad);
+      for (const entry of value)
+        if (entry && typeof entry === "object") checkDoc(entry as Record<string, unknown>, t.entry, [...at, key], bad);
     }
   }
 }
@@ -317,7 +369,14 @@ describe("config keys in deploy/ and docs/operations/", () => {
 
   test("the scan finds the keys these pages are about", () => {
     const found = new Set(ALL.flatMap(keyMentions).map((k) => k.parts.slice(0, 2).join(".")));
-    for (const key of ["intake.max_body_bytes", "intake.listen", "alerts.argv", "alerts.rate_limit_s", "retention.delivered_days", "limits.min_free_bytes"]) {
+    for (const key of [
+      "intake.max_body_bytes",
+      "intake.listen",
+      "alerts.argv",
+      "alerts.rate_limit_s",
+      "retention.delivered_days",
+      "limits.min_free_bytes",
+    ]) {
       expect(found).toContain(key);
     }
   });
@@ -502,7 +561,8 @@ describe("deploy/nginx.example.conf", () => {
     const names = new Set(formats.map((f) => f[1]));
     const logs = [...conf.matchAll(/access_log\s+(\S+)(?:\s+(\S+))?;/g)];
     expect(logs.length).toBeGreaterThan(0);
-    for (const [, target, format] of logs) if (target !== "off") expect(names).toContain(format?.replace(/;$/, "") ?? "combined");
+    for (const [, target, format] of logs)
+      if (target !== "off") expect(names).toContain(format?.replace(/;$/, "") ?? "combined");
   });
 
   test("keeps /healthz and /metrics inside", () => {

@@ -21,7 +21,9 @@ import { tempDir } from "./helpers/tmp.ts";
 const ROOT = join(import.meta.dir, "..");
 
 function markdown(dir: string): string[] {
-  return readdirSync(dir, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? markdown(join(dir, e.name)) : e.name.endsWith(".md") ? [join(dir, e.name)] : []));
+  return readdirSync(dir, { withFileTypes: true }).flatMap((e) =>
+    e.isDirectory() ? markdown(join(dir, e.name)) : e.name.endsWith(".md") ? [join(dir, e.name)] : [],
+  );
 }
 
 const MARKER = /<!-- toml: (continues|bobbin\.toml [a-z0-9_-]+\/[a-z0-9_-]+|kit\.toml) -->\n/;
@@ -32,10 +34,14 @@ function examples(file: string): { line: number; text: string; kind: string }[] 
   const out: { line: number; text: string; kind: string }[] = [];
   for (const m of md.matchAll(new RegExp(`(${MARKER.source})?\`\`\`toml\n([\\s\\S]*?)\`\`\``, "g"))) {
     const marker = m[2];
-    const body = m[3].replace(/<([A-Z][A-Z0-9_]*)>/g, (_, name: string) => `${name.endsWith("DESTINATION") ? "hermes:" : ""}${name.toLowerCase().replaceAll("_", "-")}`);
+    const body = m[3].replace(
+      /<([A-Z][A-Z0-9_]*)>/g,
+      (_, name: string) => `${name.endsWith("DESTINATION") ? "hermes:" : ""}${name.toLowerCase().replaceAll("_", "-")}`,
+    );
     const line = md.slice(0, m.index).split("\n").length;
     const configs = out.filter((e) => e.kind === "config");
-    if (marker === "continues" && configs.length) out.push({ line, text: `${configs[configs.length - 1].text}\n${body}`, kind: "config" });
+    if (marker === "continues" && configs.length)
+      out.push({ line, text: `${configs[configs.length - 1].text}\n${body}`, kind: "config" });
     else out.push({ line, text: body, kind: marker && marker !== "continues" ? marker : "config" });
   }
   return out;
@@ -48,12 +54,21 @@ function withGateway(config: Config): Config {
   for (const s of Object.values(config.sources)) if (s.action?.startsWith("hermes:")) routes.add(s.action.slice(7));
   for (const r of config.routes) if (r.destination?.startsWith("hermes:")) routes.add(r.destination.slice(7));
   const file = join(tempDir("hookspool-gateway-"), "webhook_subscriptions.json");
-  writeFileSync(file, JSON.stringify(Object.fromEntries([...routes].map((r) => [r, { secret: `whsec_${Buffer.from("docs-example-secret").toString("base64")}` }]))));
+  writeFileSync(
+    file,
+    JSON.stringify(
+      Object.fromEntries(
+        [...routes].map((r) => [r, { secret: `whsec_${Buffer.from("docs-example-secret").toString("base64")}` }]),
+      ),
+    ),
+  );
   return { ...config, hermes: { ...config.hermes, subscriptions_path: file } };
 }
 
 const files = [...markdown(join(ROOT, "docs")), ...markdown(join(ROOT, "bobbins"))].sort();
-const all = files.flatMap((f) => examples(f).map((e) => ({ where: `${relative(ROOT, f)}:${e.line}`, text: e.text, kind: e.kind })));
+const all = files.flatMap((f) =>
+  examples(f).map((e) => ({ where: `${relative(ROOT, f)}:${e.line}`, text: e.text, kind: e.kind })),
+);
 const cases = all.filter((e) => e.kind === "config");
 const others = all.filter((e) => e.kind !== "config");
 
@@ -68,7 +83,10 @@ describe("config examples in the docs", () => {
 
   test.each(others)("$where is a valid $kind", ({ kind, text }) => {
     if (kind === "kit.toml") expect(() => parseKit(text)).not.toThrow();
-    else expect(parseManifest(text, { dir: kind.split(" ")[1], builtin: false, presets: Object.keys(DEFAULT_SPANS) }).problems).toEqual([]);
+    else
+      expect(
+        parseManifest(text, { dir: kind.split(" ")[1], builtin: false, presets: Object.keys(DEFAULT_SPANS) }).problems,
+      ).toEqual([]);
   });
 
   test.each(cases)("$where loads", async ({ where, text }) => {
@@ -81,7 +99,12 @@ describe("config examples in the docs", () => {
       problems.push(...built.problems.filter((p) => !/^cannot load .*: no file at /.test(p.message)));
       // check's routing, window, header and tee rules, with a gateway file naming every Hermes
       // route the example uses (the host's own file is not part of an example).
-      if (!problems.length) problems.push(...routeProblems(withGateway(loaded.config), new Map(), { env: {}, cwd: "/" }).filter((p) => p.level === "error" && !/ is not an executable file$/.test(p.message)));
+      if (!problems.length)
+        problems.push(
+          ...routeProblems(withGateway(loaded.config), new Map(), { env: {}, cwd: "/" }).filter(
+            (p) => p.level === "error" && !/ is not an executable file$/.test(p.message),
+          ),
+        );
     } catch (e) {
       if (!(e instanceof ConfigError)) throw e;
       problems = e.problems;

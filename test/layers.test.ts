@@ -8,7 +8,9 @@ import { dirname, join, normalize, relative, sep } from "node:path";
 const SRC = join(import.meta.dir, "..", "src");
 
 function files(dir: string): string[] {
-  return readdirSync(dir, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? files(join(dir, e.name)) : e.name.endsWith(".ts") ? [join(dir, e.name)] : []));
+  return readdirSync(dir, { withFileTypes: true }).flatMap((e) =>
+    e.isDirectory() ? files(join(dir, e.name)) : e.name.endsWith(".ts") ? [join(dir, e.name)] : [],
+  );
 }
 
 /**
@@ -28,7 +30,23 @@ function unit(path: string, text = readFileSync(path, "utf8")): string {
 
 /** Layers, lowest first: a unit may import its own layer's units and lower ones, never a higher one. */
 const LAYERS: string[][] = [
-  ["clock.ts", "errors.ts", "lock.ts", "time.ts", "testhook.ts", "version.ts", "log.ts", "delivery.ts", "pacing.ts", "spelling.ts", "self.ts", "service.ts", "plugin", "net", "providers"],
+  [
+    "clock.ts",
+    "errors.ts",
+    "lock.ts",
+    "time.ts",
+    "testhook.ts",
+    "version.ts",
+    "log.ts",
+    "delivery.ts",
+    "pacing.ts",
+    "spelling.ts",
+    "self.ts",
+    "service.ts",
+    "plugin",
+    "net",
+    "providers",
+  ],
   ["bobbin"],
   ["store"],
   ["config"],
@@ -48,7 +66,9 @@ function reachesConnection(line: string): boolean {
 }
 
 function imports(path: string, text: string): string[] {
-  return [...text.matchAll(/from\s+["'](\.{1,2}\/[^"']+)["']/g)].map((m) => normalize(join(dirname(path), m[1]))).filter((t) => t.startsWith(SRC));
+  return [...text.matchAll(/from\s+["'](\.{1,2}\/[^"']+)["']/g)]
+    .map((m) => normalize(join(dirname(path), m[1])))
+    .filter((t) => t.startsWith(SRC));
 }
 
 describe("the store is sealed", () => {
@@ -57,7 +77,8 @@ describe("the store is sealed", () => {
     for (const { path, text } of sources) {
       if (unit(path) === "store") continue;
       if (/from\s+["']bun:sqlite["']/.test(text)) offences.push(`${relative(SRC, path)}: imports bun:sqlite`);
-      for (const [i, line] of text.split("\n").entries()) if (reachesConnection(line)) offences.push(`${relative(SRC, path)}:${i + 1}: ${line.trim()}`);
+      for (const [i, line] of text.split("\n").entries())
+        if (reachesConnection(line)) offences.push(`${relative(SRC, path)}:${i + 1}: ${line.trim()}`);
     }
     expect(offences).toEqual([]);
   });
@@ -116,7 +137,8 @@ describe("one store, two dialects", () => {
     const offences: string[] = [];
     for (const { path, text } of sources) {
       if (dialectOf(path) || unit(path, text) === FACTORY) continue;
-      for (const to of imports(path, text)) if (dialectOf(to)) offences.push(`${relative(SRC, path)} -> ${relative(SRC, to)}`);
+      for (const to of imports(path, text))
+        if (dialectOf(to)) offences.push(`${relative(SRC, path)} -> ${relative(SRC, to)}`);
     }
     expect(offences).toEqual([]);
   });
@@ -135,7 +157,9 @@ describe("one store, two dialects", () => {
   });
 
   test("only the factory asks which backend a config names", () => {
-    const offences = sources.filter(({ path, text }) => unit(path, text) !== FACTORY && /\bisPostgres\b/.test(text)).map(({ path }) => relative(SRC, path));
+    const offences = sources
+      .filter(({ path, text }) => unit(path, text) !== FACTORY && /\bisPostgres\b/.test(text))
+      .map(({ path }) => relative(SRC, path));
     expect(offences).toEqual([]);
   });
 
@@ -152,7 +176,11 @@ describe("one store, two dialects", () => {
 
   test("the checks catch what they should", () => {
     const fake = join(SRC, "cli", "x.ts");
-    expect(imports(fake, 'import { a } from "../store/pg/db.ts";').map((t) => dialectOf(t) !== undefined)).toEqual([true]);
-    expect(imports(fake, 'import { a } from "../store/api.ts";').map((t) => dialectOf(t) !== undefined)).toEqual([false]);
+    expect(imports(fake, 'import { a } from "../store/pg/db.ts";').map((t) => dialectOf(t) !== undefined)).toEqual([
+      true,
+    ]);
+    expect(imports(fake, 'import { a } from "../store/api.ts";').map((t) => dialectOf(t) !== undefined)).toEqual([
+      false,
+    ]);
   });
 });

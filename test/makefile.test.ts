@@ -8,22 +8,41 @@ import { tempDir } from "./helpers/tmp.ts";
 test("make build runs the build once, and again only after a source changes", () => {
   const dir = tempDir();
   copyFileSync(join(import.meta.dir, "..", "Makefile"), join(dir, "Makefile"));
-  for (const d of ["src", "migrations", "scripts", "node_modules", "bobbins/acme/hooks"]) mkdirSync(join(dir, d), { recursive: true });
+  for (const d of ["src", "migrations", "scripts", "node_modules", "bobbins/acme/hooks"])
+    mkdirSync(join(dir, d), { recursive: true });
   writeFileSync(join(dir, "bobbins", "acme", "hooks", "bobbin.toml"), "# a bobbin\n");
   // The stand-in registry generator: the real one writes src/bobbin/builtins.gen.ts.
   writeFileSync(join(dir, "scripts", "gen-bobbins.ts"), "// no-op\n");
   writeFileSync(join(dir, "src", "main.ts"), "// a source\n");
   writeFileSync(join(dir, "migrations", "0001.sql"), "-- a migration\n");
   // The stand-in build: count the runs and leave a binary behind.
-  writeFileSync(join(dir, "scripts", "build.ts"), `import { appendFileSync, mkdirSync, writeFileSync } from "node:fs";\nmkdirSync("dist", { recursive: true });\nwriteFileSync("dist/hookspool", "");\nappendFileSync("builds", "x");\n`);
+  writeFileSync(
+    join(dir, "scripts", "build.ts"),
+    `import { appendFileSync, mkdirSync, writeFileSync } from "node:fs";\nmkdirSync("dist", { recursive: true });\nwriteFileSync("dist/hookspool", "");\nappendFileSync("builds", "x");\n`,
+  );
   writeFileSync(join(dir, "package.json"), "{}\n");
   writeFileSync(join(dir, "bun.lock"), "\n");
   writeFileSync(join(dir, "node_modules", ".deps-ok"), "");
   // Everything it is built from is an hour old, so the binary it makes is newer.
   const old = Date.now() / 1000 - 3600;
-  for (const f of ["src/main.ts", "migrations/0001.sql", "scripts/build.ts", "scripts/gen-bobbins.ts", "bobbins/acme/hooks/bobbin.toml", "package.json", "bun.lock", "node_modules/.deps-ok"]) utimesSync(join(dir, f), old, old);
+  for (const f of [
+    "src/main.ts",
+    "migrations/0001.sql",
+    "scripts/build.ts",
+    "scripts/gen-bobbins.ts",
+    "bobbins/acme/hooks/bobbin.toml",
+    "package.json",
+    "bun.lock",
+    "node_modules/.deps-ok",
+  ])
+    utimesSync(join(dir, f), old, old);
   const make = () => {
-    const r = Bun.spawnSync(["make", "-s", "build"], { cwd: dir, env: { PATH: process.env.PATH, HOME: dir }, stdout: "pipe", stderr: "pipe" });
+    const r = Bun.spawnSync(["make", "-s", "build"], {
+      cwd: dir,
+      env: { PATH: process.env.PATH, HOME: dir },
+      stdout: "pipe",
+      stderr: "pipe",
+    });
     expect({ code: r.exitCode, err: r.stderr.toString() }).toEqual({ code: 0, err: "" });
   };
   const builds = () => readFileSync(join(dir, "builds"), "utf8").length;
@@ -50,14 +69,15 @@ function recipe(makefile: string, target: string): string[] {
     .filter(Boolean);
 }
 
-test("`bun run test` runs what `make test` runs: the bobbin registry, the type check, the lint, then the quick tests", () => {
+test("`bun run test` runs what `make test` runs: the bobbin registry, the type check, the lint and the format check, then the quick tests", () => {
   const root = join(import.meta.dir, "..");
   const makefile = readFileSync(join(root, "Makefile"), "utf8");
   const commands = recipe(makefile, "test");
   expect(commands).toEqual([
     "bun scripts/gen-bobbins.ts",
     "tsc --noEmit -p .",
-    "biome lint",
+    "biome ci",
+    "bun scripts/wrap-comments.ts --check src test scripts bobbins",
     "bun scripts/run-tests.ts run fast",
   ]);
   const pkg = JSON.parse(readFileSync(join(root, "package.json"), "utf8"));

@@ -57,7 +57,11 @@ describe("the window", () => {
   });
 
   test("filled by attempts in flight only: no instant to name, their ends will free it", () => {
-    expect(windowState(rate, [{ hits: 3, finishedAt: null }], 1000)).toEqual({ used: 3, room: 0, nextFreeAt: Number.POSITIVE_INFINITY });
+    expect(windowState(rate, [{ hits: 3, finishedAt: null }], 1000)).toEqual({
+      used: 3,
+      room: 0,
+      nextFreeAt: Number.POSITIVE_INFINITY,
+    });
   });
 
   test("an attempt that needs several hits waits until that many are free", () => {

@@ -41,13 +41,17 @@ describe("startAll and stopAll", () => {
 
   test("a failed start stops what already started and never starts the rest", async () => {
     const log: string[] = [];
-    await expect(startAll([recorder("a", log), recorder("b", log, "start"), recorder("c", log)])).rejects.toThrow("b cannot start");
+    await expect(startAll([recorder("a", log), recorder("b", log, "start"), recorder("c", log)])).rejects.toThrow(
+      "b cannot start",
+    );
     expect(log).toEqual(["start a", "stop a"]);
   });
 
   test("a failing stop does not keep the others running; the first failure goes on", async () => {
     const log: string[] = [];
-    await expect(stopAll([recorder("a", log), recorder("b", log, "stop"), recorder("c", log)])).rejects.toThrow("b cannot stop");
+    await expect(stopAll([recorder("a", log), recorder("b", log, "stop"), recorder("c", log)])).rejects.toThrow(
+      "b cannot stop",
+    );
     expect(log).toEqual(["stop c", "stop b", "stop a"]);
   });
 });
@@ -105,7 +109,12 @@ describe("Periodic", () => {
     expect(stopped).toBe(true);
     // A witness on the same timers: once it has run a few times, the stopped one would have too.
     let ticks = 0;
-    const witness = new Periodic("w", { everyMs: () => 1, firstMs: 0, run: async () => void ticks++, onError: () => {} });
+    const witness = new Periodic("w", {
+      everyMs: () => 1,
+      firstMs: 0,
+      run: async () => void ticks++,
+      onError: () => {},
+    });
     await witness.start();
     await waitFor("the witness to tick", () => ticks >= 5);
     await witness.stop();
@@ -148,7 +157,15 @@ describe("every long-lived part is a Service", () => {
   const maintenanceOf = () => {
     const t = freshSpool();
     const { config } = parseConfig(`[sources.s]\naction = "hermes:a"\n`, "t.toml");
-    const m = new Maintenance({ store: sqliteMaintenanceStore(t.spool), leader: sqliteDispatchStore(t.spool), config: () => config, clock: t.clock, log: createLogger("maintenance", { clock: t.clock }), env: {}, diskFree: () => 1e12 });
+    const m = new Maintenance({
+      store: sqliteMaintenanceStore(t.spool),
+      leader: sqliteDispatchStore(t.spool),
+      config: () => config,
+      clock: t.clock,
+      log: createLogger("maintenance", { clock: t.clock }),
+      env: {},
+      diskFree: () => 1e12,
+    });
     return { t, m };
   };
 
@@ -176,7 +193,16 @@ describe("every long-lived part is a Service", () => {
     const t = freshSpool();
     const file = join(t.dir, "config.toml");
     writeFileSync(file, "");
-    const w = new ConfigWatcher({ file, mtimeMs: 0, loadOptions: { config: file, env: {}, cwd: t.dir }, issues: sqliteIssues(t.spool), log: createLogger("config"), now: () => t.clock.now(), apply: () => {}, onError: () => {} });
+    const w = new ConfigWatcher({
+      file,
+      mtimeMs: 0,
+      loadOptions: { config: file, env: {}, cwd: t.dir },
+      issues: sqliteIssues(t.spool),
+      log: createLogger("config"),
+      now: () => t.clock.now(),
+      apply: () => {},
+      onError: () => {},
+    });
     return { service: w, running: () => w.active, cleanup: () => t.spool.close() };
   });
 
@@ -186,7 +212,17 @@ describe("every long-lived part is a Service", () => {
     writeFileSync(file, "");
     let applied = 0;
     // mtime 0 differs from the file's, so the first poll applies it.
-    const w = new ConfigWatcher({ file, mtimeMs: 0, loadOptions: { config: file, env: {}, cwd: t.dir }, issues: sqliteIssues(t.spool), log: createLogger("config"), now: () => t.clock.now(), everyS: 0.001, apply: () => void applied++, onError: () => {} });
+    const w = new ConfigWatcher({
+      file,
+      mtimeMs: 0,
+      loadOptions: { config: file, env: {}, cwd: t.dir },
+      issues: sqliteIssues(t.spool),
+      log: createLogger("config"),
+      now: () => t.clock.now(),
+      everyS: 0.001,
+      apply: () => void applied++,
+      onError: () => {},
+    });
     await w.start();
     await waitFor("the watcher's reload", () => applied === 1);
     await w.stop();

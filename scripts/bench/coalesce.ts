@@ -30,8 +30,18 @@ interface Case {
 }
 
 const CASES: Case[] = [
-  { name: "by size (max_events 25)", windows: "max_events = 25\nquiet_s = 30\nmax_s = 300", expected: (EVENTS / 25) | 0, perDelivery: 25 },
-  { name: "by quiet (quiet_s 1)", windows: "max_events = 500\nquiet_s = 1\nmax_s = 300", expected: KEYS, perDelivery: EVENTS / KEYS },
+  {
+    name: "by size (max_events 25)",
+    windows: "max_events = 25\nquiet_s = 30\nmax_s = 300",
+    expected: (EVENTS / 25) | 0,
+    perDelivery: 25,
+  },
+  {
+    name: "by quiet (quiet_s 1)",
+    windows: "max_events = 500\nquiet_s = 1\nmax_s = 300",
+    expected: KEYS,
+    perDelivery: EVENTS / KEYS,
+  },
 ];
 
 /** One counter of /metrics, summed over its label sets. */
@@ -63,7 +73,19 @@ action = "receiver"
     const run = await startHookspool("coalesce-run", home, ["run"]);
     const port = await listeningPort(run);
     const before = { wakeups: await counter(port, "hookspool_dispatcher_wakeups_total") };
-    const r = await load({ url: `http://127.0.0.1:${port}/hooks/burst`, concurrency: 16, n: EVENTS, maxSeconds: 30, body: BODY, keys: KEYS, headers: {}, sign: { header: "X-Bench-Signature", prefix: "sha256=", secret: SENDER_SECRET } }, home);
+    const r = await load(
+      {
+        url: `http://127.0.0.1:${port}/hooks/burst`,
+        concurrency: 16,
+        n: EVENTS,
+        maxSeconds: 30,
+        body: BODY,
+        keys: KEYS,
+        headers: {},
+        sign: { header: "X-Bench-Signature", prefix: "sha256=", secret: SENDER_SECRET },
+      },
+      home,
+    );
     if (r.ok !== EVENTS) throw new Error(`coalesce: ${r.ok} of ${EVENTS} accepted (${JSON.stringify(r.statuses)})`);
     const until = performance.now() + 20_000;
     while (rx.arrivals.reduce((n, a) => n + a.count, 0) < EVENTS && performance.now() < until) await Bun.sleep(10);
@@ -90,17 +112,40 @@ action = "receiver"
     }
     const config = { case: c.name, events: EVENTS, keys: KEYS, senders: 16, process: "hookspool run" };
     emit("coalesce", "deliveries", deliveries, "deliveries", { ...config, expected: c.expected });
-    emit("coalesce", "events_per_delivery", events / Math.max(1, deliveries), "events", { ...config, expected: c.perDelivery });
+    emit("coalesce", "events_per_delivery", events / Math.max(1, deliveries), "events", {
+      ...config,
+      expected: c.perDelivery,
+    });
     emit("coalesce", "as_the_bounds_dictate", exact ? 1 : 0, "bool", config);
     emit("coalesce", "fifo_per_key", inOrder ? 1 : 0, "bool", config);
     emit("coalesce", "wakeups_per_event", wakeups / EVENTS, "wakeups", config);
     emit("coalesce", "batches_per_claim_commit", claims / Math.max(1, claimCommits), "batches", config);
     emit("coalesce", "batches_per_outcome_commit", outcomes / Math.max(1, outcomeCommits), "batches", config);
-    rows.push([c.name, deliveries, c.expected, `${Math.min(...sizes)}-${Math.max(...sizes)}`, exact ? "yes" : "NO", inOrder ? "yes" : "NO", wakeups / EVENTS, claims / Math.max(1, claimCommits), outcomes / Math.max(1, outcomeCommits)]);
+    rows.push([
+      c.name,
+      deliveries,
+      c.expected,
+      `${Math.min(...sizes)}-${Math.max(...sizes)}`,
+      exact ? "yes" : "NO",
+      inOrder ? "yes" : "NO",
+      wakeups / EVENTS,
+      claims / Math.max(1, claimCommits),
+      outcomes / Math.max(1, outcomeCommits),
+    ]);
   }
   table(
     `coalesce: ${EVENTS} events over ${KEYS} keys at 16 senders, hookspool run`,
-    ["case", "deliveries", "expected", "events each", "exact", "FIFO per key", "wake-ups/event", "batches/claim tx", "batches/outcome tx"],
+    [
+      "case",
+      "deliveries",
+      "expected",
+      "events each",
+      "exact",
+      "FIFO per key",
+      "wake-ups/event",
+      "batches/claim tx",
+      "batches/outcome tx",
+    ],
     rows,
   );
 });

@@ -33,7 +33,13 @@ action = "receiver"
 `;
 
 // About 1 KB: an id, a key, a type, the sender's clock and some text.
-const BODY = JSON.stringify({ id: "{{SEQ}}", key: "k{{KEY}}", type: "ticket.updated", sent_at: 0, text: "lorem ipsum ".repeat(80) }).replace('"sent_at":0', '"sent_at":{{TS}}');
+const BODY = JSON.stringify({
+  id: "{{SEQ}}",
+  key: "k{{KEY}}",
+  type: "ticket.updated",
+  sent_at: 0,
+  text: "lorem ipsum ".repeat(80),
+}).replace('"sent_at":0', '"sent_at":{{TS}}');
 
 function loadSpec(port: number, source: string, n: number, keys: number, concurrency: number, rate?: number) {
   return {
@@ -65,12 +71,20 @@ const distinct = (rx: Receiver) => new Set(rx.arrivals.map((a) => a.batchId)).si
 
 /** Build the backlog in a fresh home through its intake; returns the home with the intake stopped. */
 async function backlog(prefix: string, rx: Receiver): Promise<string> {
-  const home = await makeHome(prefix, { receiverPort: rx.port, noGithub: true, extra: SOURCE("backlog", "max_events = 1") });
+  const home = await makeHome(prefix, {
+    receiverPort: rx.port,
+    noGithub: true,
+    extra: SOURCE("backlog", "max_events = 1"),
+  });
   const intake = await startHookspool(`${prefix}-intake`, home, ["intake"]);
   const r = await load(loadSpec(await listeningPort(intake), "backlog", N, K, 16), home);
   await intake.stop();
   if (r.ok !== N) throw new Error(`backlog: ${r.ok} of ${N} events accepted (${JSON.stringify(r.statuses)})`);
-  const sealed = (JSON.parse(await hookspoolVerb(home, ["--json", "list", "--state", "sealed", "--limit", String(N + 10)])) as unknown[]).length;
+  const sealed = (
+    JSON.parse(
+      await hookspoolVerb(home, ["--json", "list", "--state", "sealed", "--limit", String(N + 10)]),
+    ) as unknown[]
+  ).length;
   if (sealed !== N) throw new Error(`backlog: ${sealed} sealed batches, expected ${N}`);
   return home;
 }
@@ -97,8 +111,21 @@ async function drain(mode: "dispatch" | "run"): Promise<Drain> {
     const delivered = distinct(rx);
     const first = at[0] ?? Number.NaN;
     const last = at[at.length - 1] ?? Number.NaN;
-    const d: Drain = { mode, delivered, drainS: last - t0, firstS: first - t0, rate: (at.length - 1) / (last - first), connections: rx.connections() };
-    const config = { mode: `hookspool ${mode}`, batches: N, keys: K, events_per_batch: 1, dispatch: "defaults (poll_s 1, parallel 4, max_inflight 4)" };
+    const d: Drain = {
+      mode,
+      delivered,
+      drainS: last - t0,
+      firstS: first - t0,
+      rate: (at.length - 1) / (last - first),
+      connections: rx.connections(),
+    };
+    const config = {
+      mode: `hookspool ${mode}`,
+      batches: N,
+      keys: K,
+      events_per_batch: 1,
+      dispatch: "defaults (poll_s 1, parallel 4, max_inflight 4)",
+    };
     emit("dispatch", "drain_time", d.drainS, "s", config);
     emit("dispatch", "first_delivery_after_spawn", d.firstS, "s", config);
     emit("dispatch", "batches_per_s", d.rate, "batches/s", config);
@@ -149,8 +176,27 @@ async function latency(mode: "run" | "intake+dispatch", pollS: number | null): P
     await until(`${r.ok} batches delivered`, 15_000, () => distinct(rx) >= r.ok);
     const lat = rx.arrivals.map((a) => (a.at - (a.lastAt + QUIET_S)) * 1000).sort((a, b) => a - b);
     const e2e = rx.arrivals.map((a) => (a.at - a.sentAt) * 1000).sort((a, b) => a - b);
-    const l: Latency = { mode, pollS: pollS ?? 1, delivered: distinct(rx), p50: percentile(lat, 0.5), p90: percentile(lat, 0.9), p99: percentile(lat, 0.99), max: lat[lat.length - 1], e2eP50: percentile(e2e, 0.5), e2eP99: percentile(e2e, 0.99), ackP50: r.p50_ms, ackP99: r.p99_ms };
-    const config = { mode: mode === "run" ? "hookspool run" : "hookspool intake + hookspool dispatch", poll_s: l.pollS, quiet_s: QUIET_S, events: LAT_EVENTS, events_per_s: LAT_RATE, batches: l.delivered };
+    const l: Latency = {
+      mode,
+      pollS: pollS ?? 1,
+      delivered: distinct(rx),
+      p50: percentile(lat, 0.5),
+      p90: percentile(lat, 0.9),
+      p99: percentile(lat, 0.99),
+      max: lat[lat.length - 1],
+      e2eP50: percentile(e2e, 0.5),
+      e2eP99: percentile(e2e, 0.99),
+      ackP50: r.p50_ms,
+      ackP99: r.p99_ms,
+    };
+    const config = {
+      mode: mode === "run" ? "hookspool run" : "hookspool intake + hookspool dispatch",
+      poll_s: l.pollS,
+      quiet_s: QUIET_S,
+      events: LAT_EVENTS,
+      events_per_s: LAT_RATE,
+      batches: l.delivered,
+    };
     emit("dispatch", "ready_to_2xx_p50", l.p50, "ms", config);
     emit("dispatch", "ready_to_2xx_p90", l.p90, "ms", config);
     emit("dispatch", "ready_to_2xx_p99", l.p99, "ms", config);
@@ -174,10 +220,23 @@ await main("dispatch", 150, async () => {
     drains.map((d) => [`hookspool ${d.mode}`, d.delivered, d.drainS, d.firstS, d.rate, d.connections]),
   );
   const lats: Latency[] = [];
-  for (const pollS of [null, 0.1]) for (const mode of ["run", "intake+dispatch"] as const) lats.push(await latency(mode, pollS));
+  for (const pollS of [null, 0.1])
+    for (const mode of ["run", "intake+dispatch"] as const) lats.push(await latency(mode, pollS));
   table(
     `dispatch: readiness (last_at + quiet_s ${QUIET_S}) to the receiver's 2xx, ${LAT_EVENTS} one-event batches at ${LAT_RATE}/s`,
-    ["processes", "poll_s", "batches", "p50 ms", "p90 ms", "p99 ms", "max ms", "sent->2xx p50", "sent->2xx p99", "ack p50", "ack p99"],
+    [
+      "processes",
+      "poll_s",
+      "batches",
+      "p50 ms",
+      "p90 ms",
+      "p99 ms",
+      "max ms",
+      "sent->2xx p50",
+      "sent->2xx p99",
+      "ack p50",
+      "ack p99",
+    ],
     lats.map((l) => [l.mode, l.pollS, l.delivered, l.p50, l.p90, l.p99, l.max, l.e2eP50, l.e2eP99, l.ackP50, l.ackP99]),
   );
 });

@@ -27,7 +27,15 @@ function measure(name: string, op: (i: number) => void): { ops: number; p50: num
   const total = (performance.now() - t0) / 1000;
   lat.sort((a, b) => a - b);
   const r = { ops: N / total, p50: percentile(lat, 0.5), p99: percentile(lat, 0.99) };
-  console.log(JSON.stringify({ bench: name, n: N, ops_per_s: Math.round(r.ops), p50_ms: +r.p50.toFixed(3), p99_ms: +r.p99.toFixed(3) }));
+  console.log(
+    JSON.stringify({
+      bench: name,
+      n: N,
+      ops_per_s: Math.round(r.ops),
+      p50_ms: +r.p50.toFixed(3),
+      p99_ms: +r.p99.toFixed(3),
+    }),
+  );
   return r;
 }
 
@@ -59,7 +67,13 @@ try {
     }),
   );
   spool.close();
-  console.log(JSON.stringify({ bench: "store.enqueue_vs_baseline", ops_ratio: +(h.ops / b.ops).toFixed(3), p99_ratio: +(h.p99 / b.p99).toFixed(3) }));
+  console.log(
+    JSON.stringify({
+      bench: "store.enqueue_vs_baseline",
+      ops_ratio: +(h.ops / b.ops).toFixed(3),
+      p99_ratio: +(h.p99 / b.p99).toFixed(3),
+    }),
+  );
 } finally {
   rmSync(dir, { recursive: true, force: true });
 }

@@ -9,7 +9,17 @@ import { createHmac, randomUUID } from "node:crypto";
 import { existsSync } from "node:fs";
 import { load } from "./lib/load.ts";
 import { SENDER_SECRET, githubPush } from "./lib/payload.ts";
-import { BINARY, fileSize, freePort, listeningPort, main, procCpuS, procKb, ROOT, startHookspool } from "./lib/procs.ts";
+import {
+  BINARY,
+  fileSize,
+  freePort,
+  listeningPort,
+  main,
+  procCpuS,
+  procKb,
+  ROOT,
+  startHookspool,
+} from "./lib/procs.ts";
 import { receiver } from "./lib/receiver.ts";
 import { emit, percentile, table } from "./lib/report.ts";
 import { makeHome } from "./lib/homes.ts";
@@ -28,7 +38,8 @@ async function settledRss(pid: number, minMs = 2000, maxMs = 8000): Promise<numb
     samples.push(procKb(pid, "VmRSS"));
     const last = samples.slice(-3);
     const settled = last.length === 3 && Math.max(...last) - Math.min(...last) <= 0.02 * Math.max(...last);
-    if ((settled && performance.now() - t0 >= minMs) || performance.now() - t0 >= maxMs) return samples[samples.length - 1];
+    if ((settled && performance.now() - t0 >= minMs) || performance.now() - t0 >= maxMs)
+      return samples[samples.length - 1];
   }
 }
 
@@ -37,7 +48,11 @@ await main("footprint", 120, async () => {
 
   // The compiled binary.
   if (!existsSync(BINARY)) {
-    const p = Bun.spawn([process.execPath, "run", "scripts/build.ts"], { cwd: ROOT, stdout: "inherit", stderr: "inherit" });
+    const p = Bun.spawn([process.execPath, "run", "scripts/build.ts"], {
+      cwd: ROOT,
+      stdout: "inherit",
+      stderr: "inherit",
+    });
     if ((await p.exited) !== 0) throw new Error("bun run scripts/build.ts failed");
   }
   const size = fileSize(BINARY) / (1024 * 1024);
@@ -69,7 +84,13 @@ await main("footprint", 120, async () => {
   );
   const after = procKb(run.proc.pid, "VmRSS") / 1024;
   const peak = procKb(run.proc.pid, "VmHWM") / 1024;
-  const loadConfig = { process: "hookspool run", requests: r.sent, concurrency: LOAD_C, body_bytes: body.replaceAll("{{SEQ}}", "0".repeat(40)).length, non_2xx: r.failed };
+  const loadConfig = {
+    process: "hookspool run",
+    requests: r.sent,
+    concurrency: LOAD_C,
+    body_bytes: body.replaceAll("{{SEQ}}", "0".repeat(40)).length,
+    non_2xx: r.failed,
+  };
   emit("footprint", "rss_after_load", after, "MiB", loadConfig);
   emit("footprint", "peak_rss_after_load", peak, "MiB", loadConfig);
   rows.push([`RSS of run at the end of ${r.sent} pushes at ${LOAD_C} senders`, after, "MiB"]);
@@ -107,7 +128,13 @@ await main("footprint", 120, async () => {
     await cpuRun.stop();
     if (got < c.ok) throw new Error(`footprint: ${got} of ${c.ok} events delivered within 60 s`);
     const per10k = (cpu * 10_000) / c.ok;
-    emit("footprint", "cpu_s_per_10k_events", per10k, "s", { process: "hookspool run", events: c.ok, concurrency: LOAD_C, body_bytes: body.replaceAll("{{SEQ}}", "0".repeat(40)).length, end_to_end: "verified, queued, delivered" });
+    emit("footprint", "cpu_s_per_10k_events", per10k, "s", {
+      process: "hookspool run",
+      events: c.ok,
+      concurrency: LOAD_C,
+      body_bytes: body.replaceAll("{{SEQ}}", "0".repeat(40)).length,
+      end_to_end: "verified, queued, delivered",
+    });
     rows.push([`CPU of run per 10,000 pushes, received to delivered (${c.ok} sent)`, per10k, "s"]);
   }
 
@@ -123,7 +150,16 @@ await main("footprint", 120, async () => {
     let ms = Number.NaN;
     while (performance.now() - t0 < 20_000) {
       try {
-        const res = await fetch(`http://127.0.0.1:${p}/hooks/github`, { method: "POST", body: filled, headers: { "Content-Type": "application/json", "X-GitHub-Event": "push", "X-GitHub-Delivery": randomUUID(), "X-Hub-Signature-256": sig } });
+        const res = await fetch(`http://127.0.0.1:${p}/hooks/github`, {
+          method: "POST",
+          body: filled,
+          headers: {
+            "Content-Type": "application/json",
+            "X-GitHub-Event": "push",
+            "X-GitHub-Delivery": randomUUID(),
+            "X-Hub-Signature-256": sig,
+          },
+        });
         await res.arrayBuffer();
         if (res.ok) {
           ms = performance.now() - t0;
@@ -147,5 +183,9 @@ await main("footprint", 120, async () => {
   rows.push(["  min / max", `${sorted[0].toFixed(0)} / ${sorted[sorted.length - 1].toFixed(0)}`, "ms"]);
   rx.stop();
 
-  table(`footprint (${process.env.BENCH_BINARY === "1" ? "dist/hookspool" : "bun src/main.ts"})`, ["figure", "value", "unit"], rows);
+  table(
+    `footprint (${process.env.BENCH_BINARY === "1" ? "dist/hookspool" : "bun src/main.ts"})`,
+    ["figure", "value", "unit"],
+    rows,
+  );
 });

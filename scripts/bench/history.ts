@@ -12,7 +12,14 @@
 import { Database } from "bun:sqlite";
 import { closeSync, fsyncSync, openSync } from "node:fs";
 import { join } from "node:path";
-import { anyReadyNow, candidates, claimBatches, nextReadyAt, recoverLeases, sealReady } from "../../src/store/sqlite/queue.ts";
+import {
+  anyReadyNow,
+  candidates,
+  claimBatches,
+  nextReadyAt,
+  recoverLeases,
+  sealReady,
+} from "../../src/store/sqlite/queue.ts";
 import { closeConnection, openSpool, type SqliteSpool } from "../../src/store/sqlite/db.ts";
 import { enqueue } from "../../src/store/sqlite/enqueue.ts";
 import type { NewEvent } from "../../src/store/enqueue.ts";
@@ -27,10 +34,20 @@ const OPS = Number(process.env.BENCH_HISTORY_OPS ?? 1000);
 const DESTINATIONS = 10;
 const KEYS = 1000;
 const NOW = 1_800_000_000;
-const POLICY = { maxAttempts: 10, backoffBaseS: 15, backoffCapS: 3600, tripAfter: 5, cooldownInitialS: 30, cooldownMaxS: 600 };
+const POLICY = {
+  maxAttempts: 10,
+  backoffBaseS: 15,
+  backoffCapS: 3600,
+  tripAfter: 5,
+  cooldownInitialS: 30,
+  cooldownMaxS: 600,
+};
 const TEXT = "lorem ipsum ".repeat(16);
 
-/** Add delivered batches from+1 .. to (ids below zero, older than every batch the measures add), each with one event, one attempt and a dedup row, over the last 30 days. */
+/**
+ * Add delivered batches from+1 .. to (ids below zero, older than every batch the measures add), each with one event,
+ * one attempt and a dedup row, over the last 30 days.
+ */
 function seed(path: string, from: number, to: number): void {
   const db = new Database(path, { strict: true });
   db.run("PRAGMA synchronous = OFF");
@@ -43,8 +60,12 @@ function seed(path: string, from: number, to: number): void {
     if (from === 0) {
       db.run(`INSERT INTO batches (id, route, source, destination, key, state, first_at, last_at, quiet_s, max_s, max_events, max_bytes)
         VALUES (0, 'r0', 'src', 'http:d0', 'sentinel', 'dropped', ${NOW - 31 * 86400}, ${NOW - 31 * 86400}, 0, 0, 1, 1)`);
-      db.run(`INSERT INTO events (id, source, route, batch_id, received_at, payload, size) VALUES (0, 'src', 'r0', 0, ${NOW - 31 * 86400}, '{}', 2)`);
-      db.run(`INSERT INTO attempts (id, batch_id, n, destination, started_at) VALUES (0, 0, 1, 'http:d0', ${NOW - 31 * 86400})`);
+      db.run(
+        `INSERT INTO events (id, source, route, batch_id, received_at, payload, size) VALUES (0, 'src', 'r0', 0, ${NOW - 31 * 86400}, '{}', 2)`,
+      );
+      db.run(
+        `INSERT INTO attempts (id, batch_id, n, destination, started_at) VALUES (0, 0, 1, 'http:d0', ${NOW - 31 * 86400})`,
+      );
     }
     db.query(`${series}
       INSERT INTO batches (id, route, source, destination, key, state, first_at, last_at, quiet_s, max_s, max_events, max_bytes,
@@ -64,7 +85,9 @@ function seed(path: string, from: number, to: number): void {
              'ok', 200, 10, 1, 'msg_' || i
       FROM n`).run(args);
     db.query(`${series}
-      INSERT INTO dedup (source, dedup_id, event_id, seen_at, dup_count) SELECT 'src', 'h-' || i, i - 2000000000, $now - $span + i * $span / $total, 0 FROM n`).run(args);
+      INSERT INTO dedup (source, dedup_id, event_id, seen_at, dup_count) SELECT 'src', 'h-' || i, i - 2000000000, $now - $span + i * $span / $total, 0 FROM n`).run(
+      args,
+    );
   })();
   db.run("PRAGMA wal_checkpoint(TRUNCATE)");
   db.close();
@@ -87,7 +110,14 @@ function event(window: { max_events: number }): NewEvent {
     payload: JSON.stringify({ id: `new-${seq}`, key: k, text: TEXT }),
     raw: null,
     headers: {},
-    copies: [{ route: `r${seq % DESTINATIONS}`, destination: `http:d${seq % DESTINATIONS}`, tee: false, window: { quiet_s: 0, max_s: 0, max_bytes: 786432, ...window } }],
+    copies: [
+      {
+        route: `r${seq % DESTINATIONS}`,
+        destination: `http:d${seq % DESTINATIONS}`,
+        tee: false,
+        window: { quiet_s: 0, max_s: 0, max_bytes: 786432, ...window },
+      },
+    ],
     dedupWindowS: 86400 * 30,
   };
 }
@@ -119,10 +149,39 @@ function measure(spool: SqliteSpool): Record<string, Cost> {
     OPS / 4,
     () => {
       const picks = candidates(spool, NOW + 1, 4).slice(0, 4);
-      const claims = claimBatches(spool, picks.map((c) => ({ batchId: c.id, destination: c.destination, now: NOW + 1, leaseUntil: NOW + 60, host: "bench", pid: 1 })));
+      const claims = claimBatches(
+        spool,
+        picks.map((c) => ({
+          batchId: c.id,
+          destination: c.destination,
+          now: NOW + 1,
+          leaseUntil: NOW + 60,
+          host: "bench",
+          pid: 1,
+        })),
+      );
       recordOutcomes(
         spool,
-        claims.flatMap((c, i) => (c ? [{ batchId: picks[i].id, attemptId: c.attemptId, owner: c.owner, startedAt: NOW + 1, probe: false, script: false, outcome: outcome({ kind: "ok", reason: "ok", status: 200 }), emits: [], durationMs: 1, now: NOW + 1, jitter: 0.5, policy: POLICY }] : [])),
+        claims.flatMap((c, i) =>
+          c
+            ? [
+                {
+                  batchId: picks[i].id,
+                  attemptId: c.attemptId,
+                  owner: c.owner,
+                  startedAt: NOW + 1,
+                  probe: false,
+                  script: false,
+                  outcome: outcome({ kind: "ok", reason: "ok", status: 200 }),
+                  emits: [],
+                  durationMs: 1,
+                  now: NOW + 1,
+                  jitter: 0.5,
+                  policy: POLICY,
+                },
+              ]
+            : [],
+        ),
       );
     },
     4,

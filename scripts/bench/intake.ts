@@ -55,7 +55,11 @@ await main("intake", 150, async () => {
     ["group", "baseline B (group commit)"],
   ]) {
     const dir = tempHome(`intake-${mode}`);
-    const child = spawnChild(`baseline-${mode}`, [process.execPath, join(import.meta.dir, "lib", "baseline.ts"), mode, join(dir, "baseline.db")], { logDir: dir });
+    const child = spawnChild(
+      `baseline-${mode}`,
+      [process.execPath, join(import.meta.dir, "lib", "baseline.ts"), mode, join(dir, "baseline.db")],
+      { logDir: dir },
+    );
     servers.push({ name: label, child, port: await listeningPort(child) });
   }
 
@@ -76,7 +80,11 @@ await main("intake", 150, async () => {
             maxSeconds: Math.max(1, Math.min(MAX_S / ROUNDS, share)),
             warmup: round === 0 ? WARMUP : Math.min(WARMUP, 2 * c),
             body,
-            headers: { "User-Agent": "GitHub-Hookshot/bench", "X-GitHub-Event": "push", "X-GitHub-Hook-ID": "512340001" },
+            headers: {
+              "User-Agent": "GitHub-Hookshot/bench",
+              "X-GitHub-Event": "push",
+              "X-GitHub-Hook-ID": "512340001",
+            },
             deliveryHeader: "X-GitHub-Delivery",
             sign: { header: "X-Hub-Signature-256", prefix: "sha256=", secret: SENDER_SECRET },
             run: ++run,
@@ -108,10 +116,14 @@ await main("intake", 150, async () => {
   for (const s of servers) {
     peak.set(s.name, procKb(s.child.proc.pid, "VmHWM") / 1024);
     emit("intake", "peak_rss", peak.get(s.name) ?? Number.NaN, "MiB", { server: s.name });
-    if (s.child.proc.exitCode !== null || s.child.proc.signalCode) throw new Error(`${s.name} exited during the benchmark: ${s.child.log().slice(-800)}`);
+    if (s.child.proc.exitCode !== null || s.child.proc.signalCode)
+      throw new Error(`${s.name} exited during the benchmark: ${s.child.log().slice(-800)}`);
   }
   const delivered = rx.arrivals.reduce((n, a) => n + a.count, 0);
-  emit("intake", "events_delivered_by_run", delivered, "events", { server: "hookspool run", batches: rx.arrivals.length });
+  emit("intake", "events_delivered_by_run", delivered, "events", {
+    server: "hookspool run",
+    batches: rx.arrivals.length,
+  });
 
   const ratioRows: (string | number)[][] = [];
   for (const c of CONCURRENCY) {
@@ -136,14 +148,26 @@ await main("intake", 150, async () => {
       if (r) rows.push([s.name, c, r.sent, r.rps, r.p50_ms, r.p99_ms, r.max_ms, r.failed]);
     }
   }
-  table(`intake: ${bodyBytes} B signed GitHub push, ${N} requests per cell in ${ROUNDS} rounds (after ${WARMUP} warm-up), WAL + synchronous=FULL`, ["server", "senders", "requests", "req/s", "p50 ms", "p99 ms", "max ms", "non-2xx"], rows);
-  table("intake: hookspool against the baselines (req/s ratio >1 is faster; p99 ratio <1 is better)", ["server", "senders", "req/s vs A", "req/s vs B", "p99 vs A", "p99 vs B"], ratioRows);
-  console.error("A and B neither verify the signature nor route nor log: they are the floor of a durable ack on these pragmas.");
+  table(
+    `intake: ${bodyBytes} B signed GitHub push, ${N} requests per cell in ${ROUNDS} rounds (after ${WARMUP} warm-up), WAL + synchronous=FULL`,
+    ["server", "senders", "requests", "req/s", "p50 ms", "p99 ms", "max ms", "non-2xx"],
+    rows,
+  );
+  table(
+    "intake: hookspool against the baselines (req/s ratio >1 is faster; p99 ratio <1 is better)",
+    ["server", "senders", "req/s vs A", "req/s vs B", "p99 vs A", "p99 vs B"],
+    ratioRows,
+  );
+  console.error(
+    "A and B neither verify the signature nor route nor log: they are the floor of a durable ack on these pragmas.",
+  );
   table(
     "intake: peak RSS of each server",
     ["server", "MiB"],
     servers.map((s) => [s.name, peak.get(s.name) ?? Number.NaN]),
   );
-  console.error(`run delivered ${delivered} events in ${rx.arrivals.length} batches to the receiver during the benchmark`);
+  console.error(
+    `run delivered ${delivered} events in ${rx.arrivals.length} batches to the receiver during the benchmark`,
+  );
   rx.stop();
 });

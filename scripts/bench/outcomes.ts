@@ -29,7 +29,12 @@ max_events = 1
 action = "receiver"
 `;
 
-const BODY = JSON.stringify({ id: "{{SEQ}}", key: "k{{KEY}}", type: "ticket.updated", text: "lorem ipsum ".repeat(40) });
+const BODY = JSON.stringify({
+  id: "{{SEQ}}",
+  key: "k{{KEY}}",
+  type: "ticket.updated",
+  text: "lorem ipsum ".repeat(40),
+});
 
 /** The receiver: answers each delivery and, in await mode, reports its outcome to the intake. */
 function agentReceiver(mode: "answer" | "await") {
@@ -41,7 +46,12 @@ function agentReceiver(mode: "answer" | "await") {
     const res = await fetch(`http://127.0.0.1:${state.intakePort}/outcomes/${id}`, {
       method: "POST",
       body,
-      headers: { "Content-Type": "application/json", "webhook-id": id, "webhook-timestamp": String(Math.floor(at.getTime() / 1000)), "webhook-signature": wh.sign(id, at, body) },
+      headers: {
+        "Content-Type": "application/json",
+        "webhook-id": id,
+        "webhook-timestamp": String(Math.floor(at.getTime() / 1000)),
+        "webhook-signature": wh.sign(id, at, body),
+      },
     });
     await res.arrayBuffer();
     if (res.status === 200) {
@@ -76,16 +86,35 @@ async function drain(mode: "answer" | "await"): Promise<{ drainS: number; refuse
       // The destination table makeHome wrote, told to await outcomes.
       const file = `${home}/config.toml`;
       const text = await Bun.file(file).text();
-      await Bun.write(file, text.replace('secret = { file = "secrets/receiver" }', 'secret = { file = "secrets/receiver" }\noutcome = "await"'));
+      await Bun.write(
+        file,
+        text.replace(
+          'secret = { file = "secrets/receiver" }',
+          'secret = { file = "secrets/receiver" }\noutcome = "await"',
+        ),
+      );
     }
     const intake = await startHookspool(`outcomes-${mode}-intake`, home, ["intake"]);
     const r = await load(
-      { url: `http://127.0.0.1:${await listeningPort(intake)}/hooks/backlog`, concurrency: 16, n: N, maxSeconds: 60, body: BODY, keys: N, headers: {}, sign: { header: "X-Bench-Signature", prefix: "sha256=", secret: SENDER_SECRET } },
+      {
+        url: `http://127.0.0.1:${await listeningPort(intake)}/hooks/backlog`,
+        concurrency: 16,
+        n: N,
+        maxSeconds: 60,
+        body: BODY,
+        keys: N,
+        headers: {},
+        sign: { header: "X-Bench-Signature", prefix: "sha256=", secret: SENDER_SECRET },
+      },
       home,
     );
     await intake.stop();
     if (r.ok !== N) throw new Error(`backlog: ${r.ok} of ${N} events accepted`);
-    const sealed = (JSON.parse(await hookspoolVerb(home, ["--json", "list", "--state", "sealed", "--limit", String(N + 10)])) as unknown[]).length;
+    const sealed = (
+      JSON.parse(
+        await hookspoolVerb(home, ["--json", "list", "--state", "sealed", "--limit", String(N + 10)]),
+      ) as unknown[]
+    ).length;
     if (sealed !== N) throw new Error(`backlog: ${sealed} sealed batches, expected ${N}`);
     const t0 = performance.now();
     const run = await startHookspool(`outcomes-${mode}-run`, home, ["run"]);
@@ -119,11 +148,26 @@ await main("outcomes", 900, async () => {
   const ratio = median(pairs.map((p) => p.awaited / p.answer));
   emit("outcomes", "drain_s", answerS, "s", { n: N, outcome: "answer", rounds: ROUNDS });
   emit("outcomes", "drain_s", awaitS, "s", { n: N, outcome: "await", rounds: ROUNDS });
-  emit("outcomes", "await_vs_answer", ratio, "x", { n: N, target: 2, rounds: ROUNDS, pairs: pairs.map((p) => (p.awaited / p.answer).toFixed(2)).join(" ") });
-  emit("outcomes", "refused_reports", pairs.reduce((a, p) => a + p.refused, 0), "count", { n: N, rounds: ROUNDS });
-  table(`awaited outcomes: ${N} batches drained by hookspool run (median of ${ROUNDS} rounds)`, ["mode", "drain s", "batches/s"], [
-    ["answer (200 ends the batch)", answerS.toFixed(2), (N / answerS).toFixed(0)],
-    ["await (202, then a signed outcome)", awaitS.toFixed(2), (N / awaitS).toFixed(0)],
-    ["await / answer (median pair)", ratio.toFixed(2), ""],
-  ]);
+  emit("outcomes", "await_vs_answer", ratio, "x", {
+    n: N,
+    target: 2,
+    rounds: ROUNDS,
+    pairs: pairs.map((p) => (p.awaited / p.answer).toFixed(2)).join(" "),
+  });
+  emit(
+    "outcomes",
+    "refused_reports",
+    pairs.reduce((a, p) => a + p.refused, 0),
+    "count",
+    { n: N, rounds: ROUNDS },
+  );
+  table(
+    `awaited outcomes: ${N} batches drained by hookspool run (median of ${ROUNDS} rounds)`,
+    ["mode", "drain s", "batches/s"],
+    [
+      ["answer (200 ends the batch)", answerS.toFixed(2), (N / answerS).toFixed(0)],
+      ["await (202, then a signed outcome)", awaitS.toFixed(2), (N / awaitS).toFixed(0)],
+      ["await / answer (median pair)", ratio.toFixed(2), ""],
+    ],
+  );
 });

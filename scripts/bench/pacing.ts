@@ -75,7 +75,11 @@ async function send(port: number): Promise<number> {
   const one = async (i: number) => {
     const body = JSON.stringify({ id: `e${i}`, key: `k${i}`, type: "issue.updated", n: i });
     const sig = `sha256=${createHmac("sha256", SENDER_SECRET).update(body).digest("hex")}`;
-    const res = await fetch(`http://127.0.0.1:${port}/hooks/bench`, { method: "POST", body, headers: { "content-type": "application/json", "x-bench-signature": sig } });
+    const res = await fetch(`http://127.0.0.1:${port}/hooks/bench`, {
+      method: "POST",
+      body,
+      headers: { "content-type": "application/json", "x-bench-signature": sig },
+    });
     if (res.status >= 300) throw new Error(`event ${i}: HTTP ${res.status}`);
     await res.arrayBuffer();
     firstAck = Math.min(firstAck, Date.now() / 1000);
@@ -90,13 +94,16 @@ async function drained(gw: HermesGateway, limitS: number): Promise<number> {
   for (;;) {
     const accepted = gw.hits.filter((h) => h.status === 202);
     if (accepted.length >= N) return Math.max(...accepted.map((h) => h.countedAt ?? 0));
-    if (Date.now() / 1000 > until) throw new Error(`only ${accepted.length} of ${N} accepted after ${limitS} s (${JSON.stringify(gw.counts())})`);
+    if (Date.now() / 1000 > until)
+      throw new Error(`only ${accepted.length} of ${N} accepted after ${limitS} s (${JSON.stringify(gw.counts())})`);
     await Bun.sleep(50);
   }
 }
 
 async function states(home: string, env: Record<string, string> = {}): Promise<{ delivered: number; dead: number }> {
-  const doc = JSON.parse(await hookspoolVerb(home, ["--json", "status"], env).catch((e: Error) => e.message.slice(e.message.indexOf("{"))));
+  const doc = JSON.parse(
+    await hookspoolVerb(home, ["--json", "status"], env).catch((e: Error) => e.message.slice(e.message.indexOf("{"))),
+  );
   return { delivered: doc.batches?.delivered ?? Number.NaN, dead: doc.batches?.dead ?? Number.NaN };
 }
 
@@ -110,7 +117,13 @@ async function sqliteRun(): Promise<Result> {
     const t0 = await send(port);
     const last = await drained(gw, FLOOR_S * 3 + 60);
     const s = await states(home);
-    return { layout: { name: "sqlite: run", backend: "sqlite", dispatchers: 1 }, drainS: last - t0, answers429: gw.counts()["Rate limit exceeded"] ?? 0, accepted: gw.counts().accepted ?? 0, ...s };
+    return {
+      layout: { name: "sqlite: run", backend: "sqlite", dispatchers: 1 },
+      drainS: last - t0,
+      answers429: gw.counts()["Rate limit exceeded"] ?? 0,
+      accepted: gw.counts().accepted ?? 0,
+      ...s,
+    };
   } finally {
     await run.stop();
     gw.stop();
@@ -129,12 +142,21 @@ async function postgresRun(): Promise<Result | null> {
   const children: Child[] = [];
   try {
     children.push(await startHookspool("pacing-pg-intake", homes[0], ["intake"], env));
-    children.push(await startHookspool("pacing-pg-dispatch-1", homes[1], ["dispatch"], env), await startHookspool("pacing-pg-dispatch-2", homes[2], ["dispatch"], env));
+    children.push(
+      await startHookspool("pacing-pg-dispatch-1", homes[1], ["dispatch"], env),
+      await startHookspool("pacing-pg-dispatch-2", homes[2], ["dispatch"], env),
+    );
     const port = await listeningPort(children[0]);
     const t0 = await send(port);
     const last = await drained(gw, FLOOR_S * 3 + 60);
     const s = await states(homes[0], env);
-    return { layout: { name: "postgres: 1 intake, 2 dispatchers", backend: "postgres", dispatchers: 2 }, drainS: last - t0, answers429: gw.counts()["Rate limit exceeded"] ?? 0, accepted: gw.counts().accepted ?? 0, ...s };
+    return {
+      layout: { name: "postgres: 1 intake, 2 dispatchers", backend: "postgres", dispatchers: 2 },
+      drainS: last - t0,
+      answers429: gw.counts()["Rate limit exceeded"] ?? 0,
+      accepted: gw.counts().accepted ?? 0,
+      ...s,
+    };
   } finally {
     for (const c of children) await c.stop();
     gw.stop();
@@ -146,10 +168,22 @@ await main("pacing", Math.ceil(FLOOR_S * 8 + 300), async () => {
   const results = [await sqliteRun()];
   const pg = await postgresRun();
   if (pg) results.push(pg);
-  else console.log(JSON.stringify({ bench: "pacing", skipped: "postgres layout: PostgreSQL not installed (apt-get install postgresql)" }));
+  else
+    console.log(
+      JSON.stringify({
+        bench: "pacing",
+        skipped: "postgres layout: PostgreSQL not installed (apt-get install postgresql)",
+      }),
+    );
   const problems: string[] = [];
   for (const r of results) {
-    const config = { backend: r.layout.backend, dispatchers: r.layout.dispatchers, events: N, limit: LIMIT, window_s: WINDOW_S };
+    const config = {
+      backend: r.layout.backend,
+      dispatchers: r.layout.dispatchers,
+      events: N,
+      limit: LIMIT,
+      window_s: WINDOW_S,
+    };
     emit("pacing", "drain_s", r.drainS, "s", config);
     emit("pacing", "floor_s", FLOOR_S, "s", config);
     emit("pacing", "drain_ratio_vs_floor", r.drainS / FLOOR_S, "ratio", config);

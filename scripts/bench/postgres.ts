@@ -75,11 +75,26 @@ interface IntakeServer {
   sent: number;
 }
 
-const GITHUB_HEADERS = { "User-Agent": "GitHub-Hookshot/bench", "X-GitHub-Event": "push", "X-GitHub-Hook-ID": "512340001" };
+const GITHUB_HEADERS = {
+  "User-Agent": "GitHub-Hookshot/bench",
+  "X-GitHub-Event": "push",
+  "X-GitHub-Hook-ID": "512340001",
+};
 let runId = 0;
 
-/** One round of one cell: two load generators of c/2 senders at once, spread over the server's intakes; one result over both. */
-async function round(s: IntakeServer, c: number, n: number, warmup: number, maxSeconds: number, body: string, work: string): Promise<LoadResult> {
+/**
+ * One round of one cell: two load generators of c/2 senders at once, spread over the server's intakes; one result over
+ * both.
+ */
+async function round(
+  s: IntakeServer,
+  c: number,
+  n: number,
+  warmup: number,
+  maxSeconds: number,
+  body: string,
+  work: string,
+): Promise<LoadResult> {
   const half = (spec: Partial<LoadSpec> & { url: string }): LoadSpec => ({
     concurrency: c / 2,
     n: Math.ceil(n / 2),
@@ -103,7 +118,16 @@ async function round(s: IntakeServer, c: number, n: number, warmup: number, maxS
   const sent = rs.reduce((a, r) => a + r.sent, 0);
   const seconds = Math.max(...rs.map((r) => r.seconds));
   const out = merge(rs);
-  return { ...out, sent, ok: rs.reduce((a, r) => a + r.ok, 0), failed: rs.reduce((a, r) => a + r.failed, 0), statuses, seconds, rps: sent / seconds, lat_ms: lat };
+  return {
+    ...out,
+    sent,
+    ok: rs.reduce((a, r) => a + r.ok, 0),
+    failed: rs.reduce((a, r) => a + r.failed, 0),
+    statuses,
+    seconds,
+    rps: sent / seconds,
+    lat_ms: lat,
+  };
 }
 
 async function intakeBench(pg: BenchPg, rx: Receiver): Promise<void> {
@@ -113,7 +137,14 @@ async function intakeBench(pg: BenchPg, rx: Receiver): Promise<void> {
 
   const sqliteHome = await makeHome("pg-intake-sqlite", { receiverPort: rx.port });
   const sqliteIntake = await startHookspool("sqlite-intake", sqliteHome, ["intake"]);
-  servers.push({ name: "sqlite: 1 intake", backend: "sqlite", intakes: 1, children: [sqliteIntake], ports: [await listeningPort(sqliteIntake)], sent: 0 });
+  servers.push({
+    name: "sqlite: 1 intake",
+    backend: "sqlite",
+    intakes: 1,
+    children: [sqliteIntake],
+    ports: [await listeningPort(sqliteIntake)],
+    sent: 0,
+  });
 
   // Two homes (as on two hosts) on one database; "1 intake" sends to the first only.
   const url = await pg.createDatabase("intake");
@@ -124,13 +155,30 @@ async function intakeBench(pg: BenchPg, rx: Receiver): Promise<void> {
     pgChildren.push(await startHookspool(`pg-intake-${name}`, home, ["intake"], env));
   }
   const pgPorts = await Promise.all(pgChildren.map(listeningPort));
-  const one: IntakeServer = { name: "postgres: 1 intake", backend: "postgres", intakes: 1, children: [pgChildren[0]], ports: [pgPorts[0]], sent: 0 };
-  const two: IntakeServer = { name: "postgres: 2 intakes", backend: "postgres", intakes: 2, children: pgChildren, ports: pgPorts, sent: 0 };
+  const one: IntakeServer = {
+    name: "postgres: 1 intake",
+    backend: "postgres",
+    intakes: 1,
+    children: [pgChildren[0]],
+    ports: [pgPorts[0]],
+    sent: 0,
+  };
+  const two: IntakeServer = {
+    name: "postgres: 2 intakes",
+    backend: "postgres",
+    intakes: 2,
+    children: pgChildren,
+    ports: pgPorts,
+    sent: 0,
+  };
   servers.push(one, two);
 
   const work = tempHome("pg-intake-load");
   const rounds = new Map<string, LoadResult[]>();
-  /** CPU seconds used during each cell and the requests it took (warm-ups included): hookspool's intakes, the PostgreSQL server. */
+  /**
+   * CPU seconds used during each cell and the requests it took (warm-ups included): hookspool's intakes, the PostgreSQL
+   * server.
+   */
   const cpu = new Map<string, { hookspool: number; postgres: number; requests: number }>();
   const hsCpu = (s: IntakeServer) => s.children.reduce((a, c) => a + procCpuS(c.proc.pid), 0);
   const total = CONCURRENCY.length * ROUNDS * servers.length;
@@ -145,7 +193,11 @@ async function intakeBench(pg: BenchPg, rx: Receiver): Promise<void> {
         const before = { hs: hsCpu(s), pg: pg.cpuS(), sent: s.sent };
         const res = await round(s, c, Math.ceil(INTAKE_N / ROUNDS), warm, Math.max(1, share), body, work);
         const k = cpu.get(`${s.name}/${c}`) ?? { hookspool: 0, postgres: 0, requests: 0 };
-        cpu.set(`${s.name}/${c}`, { hookspool: k.hookspool + hsCpu(s) - before.hs, postgres: k.postgres + pg.cpuS() - before.pg, requests: k.requests + s.sent - before.sent });
+        cpu.set(`${s.name}/${c}`, {
+          hookspool: k.hookspool + hsCpu(s) - before.hs,
+          postgres: k.postgres + pg.cpuS() - before.pg,
+          requests: k.requests + s.sent - before.sent,
+        });
         rounds.set(`${s.name}/${c}`, [...(rounds.get(`${s.name}/${c}`) ?? []), res]);
       }
     }
@@ -159,9 +211,14 @@ async function intakeBench(pg: BenchPg, rx: Receiver): Promise<void> {
   const [{ n: pgEvents }] = await sql`SELECT COUNT(*)::int AS n FROM events`;
   await sql.close();
   const problems: string[] = [];
-  if (sqliteEvents !== servers[0].sent) problems.push(`sqlite: ${sqliteEvents} event rows for ${servers[0].sent} requests`);
-  if (Number(pgEvents) !== one.sent + two.sent) problems.push(`postgres: ${pgEvents} event rows for ${one.sent + two.sent} requests`);
-  for (const s of servers) for (const ch of s.children) if (ch.proc.exitCode !== null || ch.proc.signalCode) problems.push(`${s.name}: ${ch.name} exited: ${ch.log().slice(-400)}`);
+  if (sqliteEvents !== servers[0].sent)
+    problems.push(`sqlite: ${sqliteEvents} event rows for ${servers[0].sent} requests`);
+  if (Number(pgEvents) !== one.sent + two.sent)
+    problems.push(`postgres: ${pgEvents} event rows for ${one.sent + two.sent} requests`);
+  for (const s of servers)
+    for (const ch of s.children)
+      if (ch.proc.exitCode !== null || ch.proc.signalCode)
+        problems.push(`${s.name}: ${ch.name} exited: ${ch.log().slice(-400)}`);
 
   const results = new Map<string, LoadResult>();
   const rows: (string | number)[][] = [];
@@ -171,7 +228,16 @@ async function intakeBench(pg: BenchPg, rx: Receiver): Promise<void> {
       const r = merge(rounds.get(`${s.name}/${c}`) ?? []);
       results.set(`${s.name}/${c}`, r);
       if (r.failed > 0) problems.push(`${s.name}, ${c} senders: ${r.failed} non-2xx (${JSON.stringify(r.statuses)})`);
-      const config = { backend: s.backend, intakes: s.intakes, concurrency: c, requests: r.sent, rounds: ROUNDS, body_bytes: bodyBytes, pg_fsync: s.backend === "postgres" ? FSYNC : null, pool: s.backend === "postgres" ? POOL : null };
+      const config = {
+        backend: s.backend,
+        intakes: s.intakes,
+        concurrency: c,
+        requests: r.sent,
+        rounds: ROUNDS,
+        body_bytes: bodyBytes,
+        pg_fsync: s.backend === "postgres" ? FSYNC : null,
+        pool: s.backend === "postgres" ? POOL : null,
+      };
       emit("postgres_intake", "req_per_s", r.rps, "req/s", config);
       emit("postgres_intake", "latency_p50", r.p50_ms, "ms", config);
       emit("postgres_intake", "latency_p99", r.p99_ms, "ms", config);
@@ -184,16 +250,45 @@ async function intakeBench(pg: BenchPg, rx: Receiver): Promise<void> {
         emit("postgres_intake", "req_per_s_ratio_vs_sqlite", r.rps / ref.rps, "ratio", config);
         emit("postgres_intake", "p99_ratio_vs_sqlite", r.p99_ms / ref.p99_ms, "ratio", config);
       }
-      rows.push([s.name, c, r.sent, r.rps, r.p50_ms, r.p99_ms, r.max_ms, r.failed, s.backend === "postgres" ? r.rps / ref.rps : 1, (k.hookspool * 1000) / k.requests, (k.postgres * 1000) / k.requests]);
+      rows.push([
+        s.name,
+        c,
+        r.sent,
+        r.rps,
+        r.p50_ms,
+        r.p99_ms,
+        r.max_ms,
+        r.failed,
+        s.backend === "postgres" ? r.rps / ref.rps : 1,
+        (k.hookspool * 1000) / k.requests,
+        (k.postgres * 1000) / k.requests,
+      ]);
     }
   }
-  emit("postgres_intake", "event_rows_match", problems.length ? 0 : 1, "bool", { sqlite_rows: sqliteEvents, postgres_rows: Number(pgEvents) });
+  emit("postgres_intake", "event_rows_match", problems.length ? 0 : 1, "bool", {
+    sqlite_rows: sqliteEvents,
+    postgres_rows: Number(pgEvents),
+  });
   table(
     `postgres intake: ${bodyBytes} B signed GitHub push, ${INTAKE_N} requests per cell in ${ROUNDS} rounds, senders split over two load generators; PostgreSQL fsync ${FSYNC ? "on" : "OFF"}, pool ${POOL}`,
-    ["server", "senders", "requests", "req/s", "p50 ms", "p99 ms", "max ms", "non-2xx", "req/s vs sqlite", "intake CPU ms/req", "postgres CPU ms/req"],
+    [
+      "server",
+      "senders",
+      "requests",
+      "req/s",
+      "p50 ms",
+      "p99 ms",
+      "max ms",
+      "non-2xx",
+      "req/s vs sqlite",
+      "intake CPU ms/req",
+      "postgres CPU ms/req",
+    ],
     rows,
   );
-  console.error(`event rows: sqlite ${sqliteEvents} (requests ${servers[0].sent}), postgres ${pgEvents} (requests ${one.sent + two.sent})`);
+  console.error(
+    `event rows: sqlite ${sqliteEvents} (requests ${servers[0].sent}), postgres ${pgEvents} (requests ${one.sent + two.sent})`,
+  );
   for (const ch of [sqliteIntake, ...pgChildren]) await ch.stop();
   if (problems.length) throw new Error(`postgres intake: ${problems.join("; ")}`);
 }
@@ -207,7 +302,13 @@ max_events = 1
 action = "receiver"
 `;
 // About 1 KB, as dispatch.ts sends.
-const BODY = JSON.stringify({ id: "{{SEQ}}", key: "k{{KEY}}", type: "ticket.updated", sent_at: 0, text: "lorem ipsum ".repeat(80) }).replace('"sent_at":0', '"sent_at":{{TS}}');
+const BODY = JSON.stringify({
+  id: "{{SEQ}}",
+  key: "k{{KEY}}",
+  type: "ticket.updated",
+  sent_at: 0,
+  text: "lorem ipsum ".repeat(80),
+}).replace('"sent_at":0', '"sent_at":{{TS}}');
 const TEMPLATE_DB = "backlog_template";
 
 async function until(what: string, ms: number, ok: () => boolean | Promise<boolean>): Promise<void> {
@@ -222,9 +323,22 @@ async function until(what: string, ms: number, ok: () => boolean | Promise<boole
 async function fillBacklog(home: string, env: Record<string, string>, tag: string): Promise<number> {
   const t = performance.now();
   const intake = await startHookspool(`backlog-${tag}-intake`, home, ["intake"], env);
-  const r = await load({ url: `http://127.0.0.1:${await listeningPort(intake)}/hooks/backlog`, concurrency: 16, n: DISPATCH_N, maxSeconds: 60, body: BODY, keys: DISPATCH_K, headers: {}, sign: { header: "X-Bench-Signature", prefix: "sha256=", secret: SENDER_SECRET } }, home);
+  const r = await load(
+    {
+      url: `http://127.0.0.1:${await listeningPort(intake)}/hooks/backlog`,
+      concurrency: 16,
+      n: DISPATCH_N,
+      maxSeconds: 60,
+      body: BODY,
+      keys: DISPATCH_K,
+      headers: {},
+      sign: { header: "X-Bench-Signature", prefix: "sha256=", secret: SENDER_SECRET },
+    },
+    home,
+  );
   await intake.stop();
-  if (r.ok !== DISPATCH_N) throw new Error(`${tag} backlog: ${r.ok} of ${DISPATCH_N} events accepted (${JSON.stringify(r.statuses)})`);
+  if (r.ok !== DISPATCH_N)
+    throw new Error(`${tag} backlog: ${r.ok} of ${DISPATCH_N} events accepted (${JSON.stringify(r.statuses)})`);
   return (performance.now() - t) / 1000;
 }
 
@@ -238,7 +352,8 @@ interface BatchCounts {
 async function countsPg(url: string): Promise<BatchCounts> {
   const sql = new SQL(url, { max: 1 });
   try {
-    const [r] = await sql`SELECT COUNT(*) FILTER (WHERE state = 'sealed')::int AS s, COUNT(*) FILTER (WHERE state <> 'delivered')::int AS u,
+    const [r] =
+      await sql`SELECT COUNT(*) FILTER (WHERE state = 'sealed')::int AS s, COUNT(*) FILTER (WHERE state <> 'delivered')::int AS u,
         (SELECT COUNT(*)::int FROM attempts) AS a, (SELECT COUNT(*)::int FROM attempts WHERE outcome = 'ok') AS ok FROM batches`;
     return { sealed: Number(r.s), undelivered: Number(r.u), attempts: Number(r.a), ok: Number(r.ok) };
   } finally {
@@ -250,7 +365,12 @@ function countsSqlite(home: string): BatchCounts {
   const db = new Database(join(home, "spool.db"), { readonly: true });
   try {
     const n = (q: string) => Number((db.query(q).get() as { n: number }).n);
-    return { sealed: n("SELECT COUNT(*) AS n FROM batches WHERE state = 'sealed'"), undelivered: n("SELECT COUNT(*) AS n FROM batches WHERE state <> 'delivered'"), attempts: n("SELECT COUNT(*) AS n FROM attempts"), ok: n("SELECT COUNT(*) AS n FROM attempts WHERE outcome = 'ok'") };
+    return {
+      sealed: n("SELECT COUNT(*) AS n FROM batches WHERE state = 'sealed'"),
+      undelivered: n("SELECT COUNT(*) AS n FROM batches WHERE state <> 'delivered'"),
+      attempts: n("SELECT COUNT(*) AS n FROM attempts"),
+      ok: n("SELECT COUNT(*) AS n FROM attempts WHERE outcome = 'ok'"),
+    };
   } finally {
     db.close();
   }
@@ -290,18 +410,22 @@ async function drain(pg: BenchPg, backend: "sqlite" | "postgres", dispatchers: n
     const env: Record<string, string> = backend === "postgres" ? { HOOKSPOOL_PG_URL: url } : {};
     const extra = `${SOURCE}${backend === "postgres" ? pgSpool() : ""}`;
     const homes: string[] = [];
-    for (let i = 0; i < dispatchers; i++) homes.push(await makeHome(`pg-drain-${tag}-${i}`, { receiverPort: rx.port, noGithub: true, extra, env }));
+    for (let i = 0; i < dispatchers; i++)
+      homes.push(await makeHome(`pg-drain-${tag}-${i}`, { receiverPort: rx.port, noGithub: true, extra, env }));
     if (backend === "sqlite") await fillBacklog(homes[0], env, tag);
     const count = () => (backend === "postgres" ? countsPg(url) : Promise.resolve(countsSqlite(homes[0])));
     const before = await count();
-    if (before.sealed !== DISPATCH_N) throw new Error(`${tag}: ${before.sealed} sealed batches before the drain, expected ${DISPATCH_N}`);
+    if (before.sealed !== DISPATCH_N)
+      throw new Error(`${tag}: ${before.sealed} sealed batches before the drain, expected ${DISPATCH_N}`);
 
     const pgCpu0 = pg.cpuS();
     const t0 = Date.now() / 1000;
-    for (let i = 0; i < dispatchers; i++) children.push(await startHookspool(`drain-${tag}-dispatch-${i}`, homes[i], ["dispatch"], env));
+    for (let i = 0; i < dispatchers; i++)
+      children.push(await startHookspool(`drain-${tag}-dispatch-${i}`, homes[i], ["dispatch"], env));
     const distinct = () => new Set(rx.arrivals.map((a) => a.batchId)).size;
     await until(`${DISPATCH_N} batches delivered (${tag})`, 60_000, () => {
-      for (const c of children) if (c.proc.exitCode !== null || c.proc.signalCode) throw new Error(`${c.name} exited: ${c.log().slice(-600)}`);
+      for (const c of children)
+        if (c.proc.exitCode !== null || c.proc.signalCode) throw new Error(`${c.name} exited: ${c.log().slice(-600)}`);
       return distinct() >= DISPATCH_N;
     });
     const at = rx.arrivals.map((a) => a.at).sort((a, b) => a - b);
@@ -339,17 +463,32 @@ async function drain(pg: BenchPg, backend: "sqlite" | "postgres", dispatchers: n
     if (d.duplicates !== 0) problems.push(`${d.duplicates} batches delivered more than once`);
     if (after.undelivered !== 0) problems.push(`${after.undelivered} batch rows not delivered`);
     if (after.ok !== DISPATCH_N) problems.push(`${after.ok} ok attempts for ${DISPATCH_N} batches`);
-    if (shares.reduce((a, b) => a + b, 0) !== DISPATCH_N) problems.push(`the dispatchers logged ${shares.join("+")} deliveries`);
-    const config = { backend, dispatchers, round, batches: DISPATCH_N, keys: DISPATCH_K, events_per_batch: 1, dispatch: "defaults (poll_s 1, parallel 4, max_inflight 4 per dispatcher)", pg_fsync: backend === "postgres" ? FSYNC : null };
+    if (shares.reduce((a, b) => a + b, 0) !== DISPATCH_N)
+      problems.push(`the dispatchers logged ${shares.join("+")} deliveries`);
+    const config = {
+      backend,
+      dispatchers,
+      round,
+      batches: DISPATCH_N,
+      keys: DISPATCH_K,
+      events_per_batch: 1,
+      dispatch: "defaults (poll_s 1, parallel 4, max_inflight 4 per dispatcher)",
+      pg_fsync: backend === "postgres" ? FSYNC : null,
+    };
     emit("postgres_dispatch", "batches_per_s", d.rate, "batches/s", config);
     emit("postgres_dispatch", "drain_time", d.drainS, "s", config);
     emit("postgres_dispatch", "first_delivery_after_spawn", d.firstS, "s", config);
     emit("postgres_dispatch", "batches_delivered", d.delivered, "batches", config);
     emit("postgres_dispatch", "duplicate_deliveries", d.duplicates, "batches", config);
     emit("postgres_dispatch", "attempts", d.attempts, "attempts", config);
-    emit("postgres_dispatch", "dispatcher_cpu", d.cpuHookspool, "s", { ...config, note: "every dispatcher process, start-up included" });
+    emit("postgres_dispatch", "dispatcher_cpu", d.cpuHookspool, "s", {
+      ...config,
+      note: "every dispatcher process, start-up included",
+    });
     emit("postgres_dispatch", "postgres_cpu", d.cpuPostgres, "s", config);
-    if (dispatchers > 1) for (let i = 0; i < shares.length; i++) emit("postgres_dispatch", "delivered_by_dispatcher", shares[i], "batches", { ...config, dispatcher: i });
+    if (dispatchers > 1)
+      for (let i = 0; i < shares.length; i++)
+        emit("postgres_dispatch", "delivered_by_dispatcher", shares[i], "batches", { ...config, dispatcher: i });
     if (problems.length) throw new Error(`${d.name}, round ${round}: ${problems.join("; ")}`);
     return d;
   } finally {
@@ -366,19 +505,37 @@ async function dispatchBench(pg: BenchPg): Promise<void> {
   let backlogS: number;
   try {
     const env = { HOOKSPOOL_PG_URL: await pg.createDatabase(TEMPLATE_DB) };
-    const home = await makeHome("pg-backlog", { receiverPort: rx.port, noGithub: true, extra: `${SOURCE}${pgSpool()}`, env });
+    const home = await makeHome("pg-backlog", {
+      receiverPort: rx.port,
+      noGithub: true,
+      extra: `${SOURCE}${pgSpool()}`,
+      env,
+    });
     backlogS = await fillBacklog(home, env, "template");
     const c = await countsPg(env.HOOKSPOOL_PG_URL);
-    if (c.sealed !== DISPATCH_N) throw new Error(`template backlog: ${c.sealed} sealed batches, expected ${DISPATCH_N}`);
-    // A TEMPLATE copy needs no session on the template; the intake and migrate have gone. Then a clean start for the first drain.
+    if (c.sealed !== DISPATCH_N)
+      throw new Error(`template backlog: ${c.sealed} sealed batches, expected ${DISPATCH_N}`);
+    // A TEMPLATE copy needs no session on the template; the intake and migrate have gone. Then a clean start for the
+    // first drain.
     await pg.dropDatabase("intake");
   } finally {
     rx.stop();
   }
-  emit("postgres_dispatch", "backlog_build_time", backlogS, "s", { backend: "postgres", batches: DISPATCH_N, senders: 16, pg_fsync: FSYNC });
+  emit("postgres_dispatch", "backlog_build_time", backlogS, "s", {
+    backend: "postgres",
+    batches: DISPATCH_N,
+    senders: 16,
+    pg_fsync: FSYNC,
+  });
 
   const drains: Drain[] = [];
-  for (let r = 1; r <= DRAIN_ROUNDS; r++) for (const [backend, n] of [["sqlite", 1], ["postgres", 1], ["postgres", 2]] as const) drains.push(await drain(pg, backend, n, r));
+  for (let r = 1; r <= DRAIN_ROUNDS; r++)
+    for (const [backend, n] of [
+      ["sqlite", 1],
+      ["postgres", 1],
+      ["postgres", 2],
+    ] as const)
+      drains.push(await drain(pg, backend, n, r));
 
   // Each layout over its rounds: batches delivered after the first over the time from first to last 2xx.
   const layouts = ["sqlite: 1 dispatcher", "postgres: 1 dispatcher", "postgres: 2 dispatchers"];
@@ -389,28 +546,69 @@ async function dispatchBench(pg: BenchPg): Promise<void> {
   const ref = rate(layouts[0]);
   for (const name of layouts) {
     const d = drains.find((x) => x.name === name) as Drain;
-    const config = { backend: d.backend, dispatchers: d.dispatchers, rounds: DRAIN_ROUNDS, batches: DISPATCH_N, pg_fsync: d.backend === "postgres" ? FSYNC : null };
+    const config = {
+      backend: d.backend,
+      dispatchers: d.dispatchers,
+      rounds: DRAIN_ROUNDS,
+      batches: DISPATCH_N,
+      pg_fsync: d.backend === "postgres" ? FSYNC : null,
+    };
     emit("postgres_dispatch", "batches_per_s_all_rounds", rate(name), "batches/s", config);
-    if (d.backend === "postgres") emit("postgres_dispatch", "batches_per_s_ratio_vs_sqlite", rate(name) / ref, "ratio", config);
+    if (d.backend === "postgres")
+      emit("postgres_dispatch", "batches_per_s_ratio_vs_sqlite", rate(name) / ref, "ratio", config);
   }
   table(
     `postgres dispatch: drain ${DISPATCH_N} single-event sealed batches over ${DISPATCH_K} keys, default [dispatch] (max_inflight 4 per dispatcher); PostgreSQL fsync ${FSYNC ? "on" : "OFF"}`,
-    ["dispatchers", "round", "delivered", "dupes", "attempts", "drain s (from spawn)", "first 2xx s", "batches/s", "per dispatcher", "dispatcher CPU s", "postgres CPU s"],
-    drains.map((d) => [d.name, d.round, d.delivered, d.duplicates, d.attempts, d.drainS, d.firstS, d.rate, d.shares.join("+"), d.cpuHookspool, d.cpuPostgres]),
+    [
+      "dispatchers",
+      "round",
+      "delivered",
+      "dupes",
+      "attempts",
+      "drain s (from spawn)",
+      "first 2xx s",
+      "batches/s",
+      "per dispatcher",
+      "dispatcher CPU s",
+      "postgres CPU s",
+    ],
+    drains.map((d) => [
+      d.name,
+      d.round,
+      d.delivered,
+      d.duplicates,
+      d.attempts,
+      d.drainS,
+      d.firstS,
+      d.rate,
+      d.shares.join("+"),
+      d.cpuHookspool,
+      d.cpuPostgres,
+    ]),
   );
   table(
     `postgres dispatch: batches/s over ${DRAIN_ROUNDS} round(s), against SQLite`,
     ["dispatchers", "batches/s", "vs sqlite"],
     layouts.map((name) => [name, rate(name), rate(name) / ref]),
   );
-  console.error(`the PostgreSQL backlog (${DISPATCH_N} requests, 16 senders, one intake) took ${backlogS.toFixed(1)} s to build`);
+  console.error(
+    `the PostgreSQL backlog (${DISPATCH_N} requests, 16 senders, one intake) took ${backlogS.toFixed(1)} s to build`,
+  );
 }
 
 await main("postgres", 200, async () => {
   const pg = await startBenchPostgres({ fsync: FSYNC });
   try {
-    console.error(`postgres bench: ${pg.version}, a throwaway cluster on a unix socket${pg.asNobody ? " (run as nobody)" : ""}, fsync ${FSYNC ? "ON (synchronous_commit, full_page_writes on)" : "OFF (synchronous_commit, full_page_writes off): it flatters PostgreSQL's commit cost"}`);
-    emit("postgres", "server", 1, "server", { version: pg.version, fsync: FSYNC, synchronous_commit: FSYNC, socket: "unix", pool: POOL });
+    console.error(
+      `postgres bench: ${pg.version}, a throwaway cluster on a unix socket${pg.asNobody ? " (run as nobody)" : ""}, fsync ${FSYNC ? "ON (synchronous_commit, full_page_writes on)" : "OFF (synchronous_commit, full_page_writes off): it flatters PostgreSQL's commit cost"}`,
+    );
+    emit("postgres", "server", 1, "server", {
+      version: pg.version,
+      fsync: FSYNC,
+      synchronous_commit: FSYNC,
+      socket: "unix",
+      pool: POOL,
+    });
     const rx = receiver();
     try {
       await intakeBench(pg, rx);

@@ -6,7 +6,17 @@
 // PostgreSQL is not installed.
 import { join } from "node:path";
 
-const ALL = ["enqueue.ts", "history.ts", "intake.ts", "dispatch.ts", "coalesce.ts", "pacing.ts", "outcomes.ts", "footprint.ts", "postgres.ts"];
+const ALL = [
+  "enqueue.ts",
+  "history.ts",
+  "intake.ts",
+  "dispatch.ts",
+  "coalesce.ts",
+  "pacing.ts",
+  "outcomes.ts",
+  "footprint.ts",
+  "postgres.ts",
+];
 const wanted = process.argv.slice(2).map((a) => (a.endsWith(".ts") ? a : `${a}.ts`));
 const unknown = wanted.filter((w) => !ALL.includes(w));
 if (unknown.length) {
@@ -29,5 +39,7 @@ for (const f of BENCHES) {
   }
   console.error(`### bench ${f}: ${((performance.now() - t) / 1000).toFixed(1)} s`);
 }
-console.error(`\nall benchmarks: ${((performance.now() - t0) / 1000).toFixed(1)} s${failed.length ? `; failed: ${failed.join(", ")}` : ""}`);
+console.error(
+  `\nall benchmarks: ${((performance.now() - t0) / 1000).toFixed(1)} s${failed.length ? `; failed: ${failed.join(", ")}` : ""}`,
+);
 process.exit(failed.length ? 1 : 0);

@@ -11,7 +11,12 @@ export interface CapturedRequest {
 }
 
 /** Parse a captured request (.http: start line, headers, blank line, body) for `source test`. */
-export function parseHttpCapture(text: string): { method: string; url: string; headers: [string, string][]; body: Uint8Array } {
+export function parseHttpCapture(text: string): {
+  method: string;
+  url: string;
+  headers: [string, string][];
+  body: Uint8Array;
+} {
   const normalized = text.replace(/\r\n/g, "\n");
   const split = normalized.indexOf("\n\n");
   const head = split < 0 ? normalized : normalized.slice(0, split);
@@ -55,7 +60,11 @@ export function parseCapture(file: string, text: string): Capture {
     .split("\n")
     .filter((l) => l.startsWith("#"))
     .map((l) => l.slice(1).trim());
-  const value = (name: string) => comments.find((c) => c.startsWith(`${name}:`))?.slice(name.length + 1).trim();
+  const value = (name: string) =>
+    comments
+      .find((c) => c.startsWith(`${name}:`))
+      ?.slice(name.length + 1)
+      .trim();
   const expect = value("expect");
   if (expect === undefined) throw new Error(`${file}: no "# expect: <status> [word]" line`);
   const m = /^(\d{3})(?:\s+([a-z_]+))?$/.exec(expect);
@@ -94,14 +103,22 @@ export interface Kit {
 export function parseKit(text: string): Kit {
   const doc = parseToml(text) as Record<string, unknown>;
   const instance = (doc.instance ?? {}) as Record<string, unknown>;
-  if (typeof instance.name !== "string") throw new Error("captures/kit.toml: [instance] needs name, the captures' /hooks/<name>");
+  if (typeof instance.name !== "string")
+    throw new Error("captures/kit.toml: [instance] needs name, the captures' /hooks/<name>");
   const secrets = (doc.secrets ?? {}) as Record<string, unknown>;
-  for (const [k, v] of Object.entries(secrets)) if (typeof v !== "string") throw new Error(`captures/kit.toml: secrets.${k} is not a string`);
-  if (doc.now !== undefined && typeof doc.now !== "number") throw new Error("captures/kit.toml: now is not a Unix time");
-  for (const k of ["timestamped", "body_signed"]) if (doc[k] !== undefined && typeof doc[k] !== "boolean") throw new Error(`captures/kit.toml: ${k} is not true or false`);
-  for (const k of Object.keys(doc)) if (!["now", "instance", "secrets", "timestamped", "body_signed", "http"].includes(k)) throw new Error(`captures/kit.toml: unknown key ${k}`);
+  for (const [k, v] of Object.entries(secrets))
+    if (typeof v !== "string") throw new Error(`captures/kit.toml: secrets.${k} is not a string`);
+  if (doc.now !== undefined && typeof doc.now !== "number")
+    throw new Error("captures/kit.toml: now is not a Unix time");
+  for (const k of ["timestamped", "body_signed"])
+    if (doc[k] !== undefined && typeof doc[k] !== "boolean")
+      throw new Error(`captures/kit.toml: ${k} is not true or false`);
+  for (const k of Object.keys(doc))
+    if (!["now", "instance", "secrets", "timestamped", "body_signed", "http"].includes(k))
+      throw new Error(`captures/kit.toml: unknown key ${k}`);
   const http = (doc.http ?? []) as Kit["http"];
-  if (!Array.isArray(http) || !http.every((h) => typeof h === "object" && h !== null && typeof h.url === "string")) throw new Error("captures/kit.toml: each [[http]] needs a url");
+  if (!Array.isArray(http) || !http.every((h) => typeof h === "object" && h !== null && typeof h.url === "string"))
+    throw new Error("captures/kit.toml: each [[http]] needs a url");
   return {
     ...(typeof doc.now === "number" ? { now: doc.now } : {}),
     ...(typeof doc.timestamped === "boolean" ? { timestamped: doc.timestamped } : {}),
@@ -141,15 +158,29 @@ export function parsePollCapture(file: string, text: string): PollCapture {
     throw new Error(`${file}: not JSON`);
   }
   if (doc === null || typeof doc !== "object" || Array.isArray(doc)) throw new Error(`${file}: not a JSON object`);
-  for (const k of Object.keys(doc)) if (!["description", "now", "items", "http"].includes(k)) throw new Error(`${file}: unknown key ${k}`);
+  for (const k of Object.keys(doc))
+    if (!["description", "now", "items", "http"].includes(k)) throw new Error(`${file}: unknown key ${k}`);
   if (typeof doc.description !== "string" || doc.description === "") throw new Error(`${file}: needs a description`);
   if (doc.now !== undefined && typeof doc.now !== "number") throw new Error(`${file}: now is not a Unix time`);
-  if (doc.items !== undefined && (!Array.isArray(doc.items) || !doc.items.every((i) => typeof i === "object" && i !== null && typeof (i as { event_type?: unknown }).event_type === "string"))) {
+  if (
+    doc.items !== undefined &&
+    (!Array.isArray(doc.items) ||
+      !doc.items.every(
+        (i) => typeof i === "object" && i !== null && typeof (i as { event_type?: unknown }).event_type === "string",
+      ))
+  ) {
     throw new Error(`${file}: items is a list of {"event_type": ..., ...}`);
   }
   const http = (doc.http ?? []) as Kit["http"];
-  if (!Array.isArray(http) || !http.every((h) => typeof h === "object" && h !== null && typeof h.url === "string")) throw new Error(`${file}: each http answer needs a url`);
-  return { file, description: doc.description, ...(typeof doc.now === "number" ? { now: doc.now } : {}), ...(doc.items ? { items: doc.items as Record<string, unknown>[] } : {}), http };
+  if (!Array.isArray(http) || !http.every((h) => typeof h === "object" && h !== null && typeof h.url === "string"))
+    throw new Error(`${file}: each http answer needs a url`);
+  return {
+    file,
+    description: doc.description,
+    ...(typeof doc.now === "number" ? { now: doc.now } : {}),
+    ...(doc.items ? { items: doc.items as Record<string, unknown>[] } : {}),
+    http,
+  };
 }
 
 /** Every poll capture a bobbin carries (captures/poll-*.json), by file name. */

@@ -24,16 +24,24 @@ export function catalogueFacts(b: Bobbin): CatalogueFacts {
     typeof t.echo_when === "string" ? `echoes ${String(t.echo_field)} (${t.echo_when})` : null,
     t.get_verify === true ? "GET verify token" : null,
     typeof t.reply_when === "string" ? `replies to ${t.reply_when}` : null,
-    typeof t.learn === "string" ? `learns the secret from ${t.learn.replace(/^header:/, "header ").replace(/^field:/, "field ")} (armed)` : null,
+    typeof t.learn === "string"
+      ? `learns the secret from ${t.learn.replace(/^header:/, "header ").replace(/^field:/, "field ")} (armed)`
+      : null,
   ].filter((x): x is string => x !== null);
-  return { scheme: String(t.scheme), handshake: handshakes.join(", ") || "-", retries: retries(m.source?.sender_retries ?? t.sender_retries) };
+  return {
+    scheme: String(t.scheme),
+    handshake: handshakes.join(", ") || "-",
+    retries: retries(m.source?.sender_retries ?? t.sender_retries),
+  };
 }
 
 /** Whether a bobbin matches a search word: its name, provider, summary or scheme, any letter case. */
 export function matchesSearch(b: Bobbin, word: string): boolean {
   const w = word.toLowerCase();
   const m = b.manifest;
-  return [b.name, m.provider.vendor, m.provider.product, m.summary, catalogueFacts(b).scheme].some((s) => s.toLowerCase().includes(w));
+  return [b.name, m.provider.vendor, m.provider.product, m.summary, catalogueFacts(b).scheme].some((s) =>
+    s.toLowerCase().includes(w),
+  );
 }
 
 /** A Markdown table cell: one line, pipes escaped. */
@@ -45,5 +53,9 @@ export function catalogueMarkdown(bobbins: readonly Bobbin[]): string {
     const f = catalogueFacts(b);
     return `| \`${b.name}\` | ${cell(`${b.manifest.provider.vendor} ${b.manifest.provider.product}`)} | ${cell(f.scheme)} | ${cell(f.handshake)} | ${cell(f.retries)} | ${cell(b.manifest.summary)} |`;
   };
-  return ["| bobbin | provider | scheme | handshake | sender retries | summary |", "| --- | --- | --- | --- | --- | --- |", ...bobbins.map(row)].join("\n");
+  return [
+    "| bobbin | provider | scheme | handshake | sender retries | summary |",
+    "| --- | --- | --- | --- | --- | --- |",
+    ...bobbins.map(row),
+  ].join("\n");
 }

@@ -4,7 +4,11 @@
 import { type Stats, statSync } from "node:fs";
 
 /** Why `path` may not be loaded as code, or null. */
-export function codePathProblem(path: string, want: "file" | "directory", uid: number): { message: string; hint?: string } | null {
+export function codePathProblem(
+  path: string,
+  want: "file" | "directory",
+  uid: number,
+): { message: string; hint?: string } | null {
   let st: Stats;
   try {
     st = statSync(path);
@@ -13,7 +17,15 @@ export function codePathProblem(path: string, want: "file" | "directory", uid: n
   }
   if (want === "file" && !st.isFile()) return { message: `${path} is not a regular file` };
   if (want === "directory" && !st.isDirectory()) return { message: `${path} is not a directory` };
-  if (st.mode & 0o022) return { message: `${path} is writable by group/other: anyone who can write it runs code as hookspool`, hint: `chmod go-w ${path}` };
-  if (st.uid !== 0 && st.uid !== uid) return { message: `${path} is owned by uid ${st.uid}, not root or the user hookspool runs as (uid ${uid})`, hint: `chown root ${path}` };
+  if (st.mode & 0o022)
+    return {
+      message: `${path} is writable by group/other: anyone who can write it runs code as hookspool`,
+      hint: `chmod go-w ${path}`,
+    };
+  if (st.uid !== 0 && st.uid !== uid)
+    return {
+      message: `${path} is owned by uid ${st.uid}, not root or the user hookspool runs as (uid ${uid})`,
+      hint: `chown root ${path}`,
+    };
   return null;
 }

@@ -114,13 +114,44 @@ export interface ManifestContext {
 type Table = Record<string, unknown>;
 /** A key as TOML writes it: bare when it can be, else quoted. */
 const tomlKey = (k: string) => (/^[A-Za-z0-9_-]+$/.test(k) ? k : JSON.stringify(k));
-const isTable = (v: unknown): v is Table => typeof v === "object" && v !== null && !Array.isArray(v) && !(v instanceof Date);
+const isTable = (v: unknown): v is Table =>
+  typeof v === "object" && v !== null && !Array.isArray(v) && !(v instanceof Date);
 
-const TOP_KEYS = ["name", "version", "summary", "provider", "source", "poll", "secrets", "settings", "processor", "outputs", "sweep"];
+const TOP_KEYS = [
+  "name",
+  "version",
+  "summary",
+  "provider",
+  "source",
+  "poll",
+  "secrets",
+  "settings",
+  "processor",
+  "outputs",
+  "sweep",
+];
 /** The sweeps `hookspool sweep` knows: what a bobbin whose sender does not retry may declare. */
 export const SWEEP_KINDS = ["github-redeliver"] as const;
-const PROVIDER_KEYS = ["vendor", "product", "homepage", "webhook_docs", "signature_docs", "api_docs", "no_push_note", "no_push_docs"];
-const SOURCE_KEYS = ["module", "template", "span", "config", "sender_retries", "expect_every_s", "dedup_window_s", "proxy"];
+const PROVIDER_KEYS = [
+  "vendor",
+  "product",
+  "homepage",
+  "webhook_docs",
+  "signature_docs",
+  "api_docs",
+  "no_push_note",
+  "no_push_docs",
+];
+const SOURCE_KEYS = [
+  "module",
+  "template",
+  "span",
+  "config",
+  "sender_retries",
+  "expect_every_s",
+  "dedup_window_s",
+  "proxy",
+];
 
 /** The template keys a setting may give, and the setting types each accepts. */
 const TEMPLATE_SETTING_TYPES: { [K in (typeof TEMPLATE_KEYS)[number]]: readonly SettingType[] } = {
@@ -186,9 +217,13 @@ export function hasSettingType(type: SettingType, value: unknown): boolean {
 }
 
 /** Parse and check bobbin.toml. A manifest is returned only when it has no problem. */
-export function parseManifest(text: string, ctx: ManifestContext): { manifest: Manifest | null; problems: ManifestProblem[] } {
+export function parseManifest(
+  text: string,
+  ctx: ManifestContext,
+): { manifest: Manifest | null; problems: ManifestProblem[] } {
   const problems: ManifestProblem[] = [];
-  const err = (key: string, message: string, hint?: string) => problems.push({ key, message, ...(hint ? { hint } : {}) });
+  const err = (key: string, message: string, hint?: string) =>
+    problems.push({ key, message, ...(hint ? { hint } : {}) });
   let doc: Table;
   try {
     doc = parseToml(text) as Table;
@@ -239,11 +274,21 @@ export function parseManifest(text: string, ctx: ManifestContext): { manifest: M
   const name = str(doc, "name", "name", true) ?? "";
   const [vendor = "", product = "", ...more] = name.split(".");
   if (name && (more.length > 0 || !NAME_PART.test(vendor) || !NAME_PART.test(product))) {
-    err("name", `"${name}" is not <vendor>.<product>`, "exactly one dot; each part lower-case letters, digits and -, starting with a letter, at most 40 characters");
+    err(
+      "name",
+      `"${name}" is not <vendor>.<product>`,
+      "exactly one dot; each part lower-case letters, digits and -, starting with a letter, at most 40 characters",
+    );
   } else if (name) {
     const [dv = "", dp = "", ...rest] = ctx.dir.split("/");
-    if (rest.length > 0 || !dirMatches(vendor, dv) || !dirMatches(product, dp)) err("name", `"${name}" is not the name of its directory ${ctx.dir}`, `move it to ${vendor}/${product}/`);
-    if (vendor === RESERVED_VENDOR && !ctx.builtin) err("name", `the ${RESERVED_VENDOR}. namespace is reserved for the bobbins that ship with hookspool`, "name it after the company that runs the service");
+    if (rest.length > 0 || !dirMatches(vendor, dv) || !dirMatches(product, dp))
+      err("name", `"${name}" is not the name of its directory ${ctx.dir}`, `move it to ${vendor}/${product}/`);
+    if (vendor === RESERVED_VENDOR && !ctx.builtin)
+      err(
+        "name",
+        `the ${RESERVED_VENDOR}. namespace is reserved for the bobbins that ship with hookspool`,
+        "name it after the company that runs the service",
+      );
   }
   const version = str(doc, "version", "version", true) ?? "";
   const summary = str(doc, "summary", "summary", true) ?? "";
@@ -269,9 +314,20 @@ export function parseManifest(text: string, ctx: ManifestContext): { manifest: M
       err(at, "expected a table with description (and processor, required)");
       continue;
     }
-    for (const k of Object.keys(v)) if (!["description", "processor", "required", "aliases"].includes(k)) err(`${at}.${k}`, "unknown key");
-    const aliases = v.aliases === undefined ? [] : Array.isArray(v.aliases) && v.aliases.every((a) => typeof a === "string" && /^[a-z][a-z0-9_]{0,39}$/.test(a)) ? (v.aliases as string[]) : (err(`${at}.aliases`, "expected a list of earlier secret names"), []);
-    secrets[s] = { description: str(v, "description", `${at}.description`, true) ?? "", processor: bool(v, "processor", `${at}.processor`, false), required: bool(v, "required", `${at}.required`, true), aliases };
+    for (const k of Object.keys(v))
+      if (!["description", "processor", "required", "aliases"].includes(k)) err(`${at}.${k}`, "unknown key");
+    const aliases =
+      v.aliases === undefined
+        ? []
+        : Array.isArray(v.aliases) && v.aliases.every((a) => typeof a === "string" && /^[a-z][a-z0-9_]{0,39}$/.test(a))
+          ? (v.aliases as string[])
+          : (err(`${at}.aliases`, "expected a list of earlier secret names"), []);
+    secrets[s] = {
+      description: str(v, "description", `${at}.description`, true) ?? "",
+      processor: bool(v, "processor", `${at}.processor`, false),
+      required: bool(v, "required", `${at}.required`, true),
+      aliases,
+    };
   }
 
   // [settings.*]
@@ -283,16 +339,24 @@ export function parseManifest(text: string, ctx: ManifestContext): { manifest: M
       err(at, "expected a table with description and type");
       continue;
     }
-    for (const k of Object.keys(v)) if (!["description", "type", "required", "default"].includes(k)) err(`${at}.${k}`, "unknown key");
+    for (const k of Object.keys(v))
+      if (!["description", "type", "required", "default"].includes(k)) err(`${at}.${k}`, "unknown key");
     const type = v.type;
     if (type === undefined) err(`${at}.type`, `required: one of ${SETTING_TYPES.join(", ")}`);
-    else if (!(SETTING_TYPES as readonly unknown[]).includes(type)) err(`${at}.type`, `unknown type "${String(type)}": one of ${SETTING_TYPES.join(", ")}`);
+    else if (!(SETTING_TYPES as readonly unknown[]).includes(type))
+      err(`${at}.type`, `unknown type "${String(type)}": one of ${SETTING_TYPES.join(", ")}`);
     const required = bool(v, "required", `${at}.required`, false);
-    const spec: SettingSpec = { description: str(v, "description", `${at}.description`, true) ?? "", type: (type as SettingType) ?? "string", required };
+    const spec: SettingSpec = {
+      description: str(v, "description", `${at}.description`, true) ?? "",
+      type: (type as SettingType) ?? "string",
+      required,
+    };
     if (v.default !== undefined) {
-      if ((SETTING_TYPES as readonly unknown[]).includes(type) && !hasSettingType(type as SettingType, v.default)) err(`${at}.default`, `the default is not a ${String(type)}`);
+      if ((SETTING_TYPES as readonly unknown[]).includes(type) && !hasSettingType(type as SettingType, v.default))
+        err(`${at}.default`, `the default is not a ${String(type)}`);
       spec.default = v.default;
-    } else if (!required) err(`${at}.default`, "a setting that is not required needs a default", "set required = true, or give a default");
+    } else if (!required)
+      err(`${at}.default`, "a setting that is not required needs a default", "set required = true, or give a default");
     settings[s] = spec;
   }
 
@@ -303,8 +367,10 @@ export function parseManifest(text: string, ctx: ManifestContext): { manifest: M
   let source: SourceSection | undefined;
   let poll: PollSection | undefined;
   let processor: ProcessorSection | undefined;
-  if (pollTable && (sourceTable || processorTable)) err("poll", "a poll bobbin has [poll] in place of [source] and [processor]");
-  if (!pollTable && !sourceTable) err("source", "required: [source] with module or template (or [poll] for a service without push)");
+  if (pollTable && (sourceTable || processorTable))
+    err("poll", "a poll bobbin has [poll] in place of [source] and [processor]");
+  if (!pollTable && !sourceTable)
+    err("source", "required: [source] with module or template (or [poll] for a service without push)");
   if (sourceTable) {
     source = {};
     for (const k of Object.keys(sourceTable)) if (!SOURCE_KEYS.includes(k)) err(`source.${k}`, "unknown key");
@@ -318,30 +384,40 @@ export function parseManifest(text: string, ctx: ManifestContext): { manifest: M
       else err("source.template", 'expected a template table or "settings"');
     }
     const span = str(sourceTable, "span", "source.span", false);
-    if (span !== undefined && !ctx.presets.includes(span)) err("source.span", `"${span}" is not a span preset: one of ${ctx.presets.join(", ")}`);
+    if (span !== undefined && !ctx.presets.includes(span))
+      err("source.span", `"${span}" is not a span preset: one of ${ctx.presets.join(", ")}`);
     source.span = span;
     if (sourceTable.config !== undefined) {
       const c = sourceTable.config;
-      if (!Array.isArray(c) || !c.every((x) => typeof x === "string")) err("source.config", "expected a list of setting names");
+      if (!Array.isArray(c) || !c.every((x) => typeof x === "string"))
+        err("source.config", "expected a list of setting names");
       else source.config = c as string[];
     }
-    if (sourceTable.sender_retries !== undefined) source.sender_retries = bool(sourceTable, "sender_retries", "source.sender_retries", false);
+    if (sourceTable.sender_retries !== undefined)
+      source.sender_retries = bool(sourceTable, "sender_retries", "source.sender_retries", false);
     source.expect_every_s = num(sourceTable, "expect_every_s", "source.expect_every_s", undefined);
     source.dedup_window_s = num(sourceTable, "dedup_window_s", "source.dedup_window_s", undefined);
     source.proxy = str(sourceTable, "proxy", "source.proxy", false);
   }
   if (processorTable) {
-    for (const k of Object.keys(processorTable)) if (!["module", "timeout_s", "state"].includes(k)) err(`processor.${k}`, "unknown key");
-    processor = { module: str(processorTable, "module", "processor.module", true) ?? "", timeout_s: num(processorTable, "timeout_s", "processor.timeout_s", 300) ?? 300, state: bool(processorTable, "state", "processor.state", false) };
+    for (const k of Object.keys(processorTable))
+      if (!["module", "timeout_s", "state"].includes(k)) err(`processor.${k}`, "unknown key");
+    processor = {
+      module: str(processorTable, "module", "processor.module", true) ?? "",
+      timeout_s: num(processorTable, "timeout_s", "processor.timeout_s", 300) ?? 300,
+      state: bool(processorTable, "state", "processor.state", false),
+    };
   }
   if (pollTable) {
-    for (const k of Object.keys(pollTable)) if (!["every_s", "jitter_s", "module", "timeout_s", "state"].includes(k)) err(`poll.${k}`, "unknown key");
+    for (const k of Object.keys(pollTable))
+      if (!["every_s", "jitter_s", "module", "timeout_s", "state"].includes(k)) err(`poll.${k}`, "unknown key");
     const every = num(pollTable, "every_s", "poll.every_s", undefined, 60);
     if (pollTable.every_s === undefined) err("poll.every_s", "required: seconds between polls (at least 60)");
     const jitter = num(pollTable, "jitter_s", "poll.jitter_s", undefined);
     if (jitter !== undefined && jitter > 300) err("poll.jitter_s", "at most 300");
     const module = str(pollTable, "module", "poll.module", true);
-    if (module !== undefined && module !== "poller") err("poll.module", 'a poll bobbin\'s module is "poller" (poller.ts)');
+    if (module !== undefined && module !== "poller")
+      err("poll.module", 'a poll bobbin\'s module is "poller" (poller.ts)');
     poll = {
       every_s: every ?? 60,
       jitter_s: jitter ?? Math.min(300, (every ?? 60) / 10),
@@ -355,7 +431,8 @@ export function parseManifest(text: string, ctx: ManifestContext): { manifest: M
   const outputs: Record<string, { description: string }> = {};
   for (const [o, v] of Object.entries(table("outputs") ?? {})) {
     const at = `outputs.${tomlKey(o)}`;
-    if (o !== "*" && !EVENT_TYPE_TOKEN.test(o)) err(at, `"${o}" is not an event type ("*" stands for every accepted event)`);
+    if (o !== "*" && !EVENT_TYPE_TOKEN.test(o))
+      err(at, `"${o}" is not an event type ("*" stands for every accepted event)`);
     if (!isTable(v)) {
       err(at, "expected a table with description");
       continue;
@@ -363,7 +440,8 @@ export function parseManifest(text: string, ctx: ManifestContext): { manifest: M
     for (const k of Object.keys(v)) if (k !== "description") err(`${at}.${k}`, "unknown key");
     outputs[o] = { description: str(v, "description", `${at}.description`, true) ?? "" };
   }
-  if (Object.keys(outputs).length === 0 && (sourceTable || pollTable)) err("outputs", "required: at least one [outputs.<event_type>] (or [outputs.\"*\"])");
+  if (Object.keys(outputs).length === 0 && (sourceTable || pollTable))
+    err("outputs", 'required: at least one [outputs.<event_type>] (or [outputs."*"])');
 
   // The template source's settings: a setting named for a template key is that key's value.
   if (source?.template !== undefined) {
@@ -371,14 +449,25 @@ export function parseManifest(text: string, ctx: ManifestContext): { manifest: M
     for (const [s, spec] of Object.entries(settings)) {
       const allowed = (TEMPLATE_SETTING_TYPES as Record<string, readonly SettingType[] | undefined>)[s];
       if (allowed) {
-        if (fixed && Object.hasOwn(fixed, s)) err(`settings.${s}`, `the fixed template sets ${s} already; a setting cannot override it`, `remove [settings.${s}] or the template's ${s}`);
-        if (!allowed.includes(spec.type)) err(`settings.${s}.type`, `the template key ${s} takes ${allowed.join(" or ")}`);
+        if (fixed && Object.hasOwn(fixed, s))
+          err(
+            `settings.${s}`,
+            `the fixed template sets ${s} already; a setting cannot override it`,
+            `remove [settings.${s}] or the template's ${s}`,
+          );
+        if (!allowed.includes(spec.type))
+          err(`settings.${s}.type`, `the template key ${s} takes ${allowed.join(" or ")}`);
       } else if (!processor) {
-        err(`settings.${s}`, "a template bobbin without a processor has no use for this setting: only template keys are settings", `one of ${TEMPLATE_KEYS.join(", ")}`);
+        err(
+          `settings.${s}`,
+          "a template bobbin without a processor has no use for this setting: only template keys are settings",
+          `one of ${TEMPLATE_KEYS.join(", ")}`,
+        );
       }
     }
     if (source.template === "settings") {
-      for (const k of ["scheme", "key"]) if (!settings[k]) err(`settings.${k}`, `a "settings" template needs a [settings.${k}]`);
+      for (const k of ["scheme", "key"])
+        if (!settings[k]) err(`settings.${k}`, `a "settings" template needs a [settings.${k}]`);
     }
   }
 
@@ -389,17 +478,42 @@ export function parseManifest(text: string, ctx: ManifestContext): { manifest: M
     for (const k of Object.keys(sweepTable)) if (!["kind", "secret"].includes(k)) err(`sweep.${k}`, "unknown key");
     const kind = str(sweepTable, "kind", "sweep.kind", true);
     const secret = str(sweepTable, "secret", "sweep.secret", true);
-    if (kind !== undefined && !(SWEEP_KINDS as readonly string[]).includes(kind)) err("sweep.kind", `"${kind}" is not a sweep hookspool has: ${SWEEP_KINDS.join(", ")}`);
-    else if (secret !== undefined && !Object.hasOwn(secrets, secret)) err("sweep.secret", `"${secret}" is not a secret of this bobbin`, `declare [secrets.${secret}] (required = false: only the sweep needs it)`);
+    if (kind !== undefined && !(SWEEP_KINDS as readonly string[]).includes(kind))
+      err("sweep.kind", `"${kind}" is not a sweep hookspool has: ${SWEEP_KINDS.join(", ")}`);
+    else if (secret !== undefined && !Object.hasOwn(secrets, secret))
+      err(
+        "sweep.secret",
+        `"${secret}" is not a secret of this bobbin`,
+        `declare [secrets.${secret}] (required = false: only the sweep needs it)`,
+      );
     else if (kind !== undefined && secret !== undefined) sweep = { kind: kind as SweepSection["kind"], secret };
   }
 
   // Settings a code source takes in its own table: each must be a declared setting.
   for (const n of source?.config ?? []) {
-    if (source?.template !== undefined) err("source.config", "a template bobbin's settings reach the template directly; config is for a code source");
-    else if (!Object.hasOwn(settings, n)) err("source.config", `"${n}" is not a setting of this bobbin`, `declare [settings.${n}]`);
+    if (source?.template !== undefined)
+      err("source.config", "a template bobbin's settings reach the template directly; config is for a code source");
+    else if (!Object.hasOwn(settings, n))
+      err("source.config", `"${n}" is not a setting of this bobbin`, `declare [settings.${n}]`);
   }
 
   if (problems.length > 0) return { manifest: null, problems };
-  return { manifest: { name, vendor, product, version, summary, provider, source, poll, secrets, settings, processor, outputs, ...(sweep ? { sweep } : {}) }, problems };
+  return {
+    manifest: {
+      name,
+      vendor,
+      product,
+      version,
+      summary,
+      provider,
+      source,
+      poll,
+      secrets,
+      settings,
+      processor,
+      outputs,
+      ...(sweep ? { sweep } : {}),
+    },
+    problems,
+  };
 }

@@ -72,7 +72,15 @@ export function findBobbins(o: FindOptions): { bobbins: Map<string, Bobbin>; pro
   const add = (b: Bobbin, file: string) => {
     const other = seen.get(folded(b.name));
     if (other !== undefined) {
-      problems.push({ file, key: "name", message: other === b.name ? `${b.name} is already the name of a bobbin (${bobbins.get(b.name)?.origin})` : `${b.name} differs from ${other} only by - and _`, hint: b.origin === "built-in" ? undefined : "a private bobbin may not take a built-in's name; give it its own" });
+      problems.push({
+        file,
+        key: "name",
+        message:
+          other === b.name
+            ? `${b.name} is already the name of a bobbin (${bobbins.get(b.name)?.origin})`
+            : `${b.name} differs from ${other} only by - and _`,
+        hint: b.origin === "built-in" ? undefined : "a private bobbin may not take a built-in's name; give it its own",
+      });
       return;
     }
     seen.set(folded(b.name), b.name);
@@ -122,10 +130,24 @@ export function findBobbins(o: FindOptions): { bobbins: Map<string, Bobbin>; pro
           problems.push({ file, key: "", message: `cannot read it (${(e as NodeJS.ErrnoException).code ?? "error"})` });
           continue;
         }
-        const { manifest, problems: ps } = parseManifest(text, { dir: `${vendor}/${product}`, builtin: false, presets: o.presets });
+        const { manifest, problems: ps } = parseManifest(text, {
+          dir: `${vendor}/${product}`,
+          builtin: false,
+          presets: o.presets,
+        });
         report(file, ps);
         if (!manifest) continue;
-        add({ name: manifest.name, manifest, origin: root, dir, files: () => new Map(walkText(dir)), moduleRef: (m) => join(dir, `${m}.ts`) }, file);
+        add(
+          {
+            name: manifest.name,
+            manifest,
+            origin: root,
+            dir,
+            files: () => new Map(walkText(dir)),
+            moduleRef: (m) => join(dir, `${m}.ts`),
+          },
+          file,
+        );
       }
     }
   }
@@ -142,9 +164,13 @@ export function builtinModule(ref: string, builtins: readonly BuiltinBobbin[] = 
 }
 
 /** The processor and poll tables of the bobbin at `dir` (builtin:<vendor>/<product> or a directory), read loosely. */
-export function readBobbinManifest(dir: string, builtins: readonly BuiltinBobbin[] = BUILTINS): { processor?: { module?: string }; poll?: { module?: string } } | null {
+export function readBobbinManifest(
+  dir: string,
+  builtins: readonly BuiltinBobbin[] = BUILTINS,
+): { processor?: { module?: string }; poll?: { module?: string } } | null {
   let text: string | undefined;
-  if (dir.startsWith(BUILTIN_PREFIX)) text = builtins.find((b) => `${BUILTIN_PREFIX}${b.dir}` === dir)?.files["bobbin.toml"];
+  if (dir.startsWith(BUILTIN_PREFIX))
+    text = builtins.find((b) => `${BUILTIN_PREFIX}${b.dir}` === dir)?.files["bobbin.toml"];
   else {
     try {
       text = readFileSync(join(dir, "bobbin.toml"), "utf8");

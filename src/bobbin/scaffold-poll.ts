@@ -26,7 +26,9 @@ const FEED = `<?xml version="1.0" encoding="UTF-8"?>
 </feed>
 `;
 
-const POLLER = (name: string) => `// The ${name} poller: on each tick of the dispatcher's clock, a conditional GET of the feed (the
+const POLLER = (
+  name: string,
+) => `// The ${name} poller: on each tick of the dispatcher's clock, a conditional GET of the feed (the
 // ETag of the last answer kept in state), and the entries not seen before as items. It calls the
 // core for everything: ctx.http and ctx.saveState (hookspool/plugin), parseFeed (hookspool/providers).
 import { definePoller } from "hookspool/plugin";
@@ -54,7 +56,15 @@ export default definePoller<{ url: string }>({
 
 const FRONTMATTER = (name: string) => `---\nbobbin: ${name}\nprovider: TODO TODO\napi_docs: https://TODO\n---\n`;
 
-const CONFIG = (name: string) => ["```toml", "[bobbins.<INSTANCE>]", `bobbin = "${name}"`, 'settings = { url = "<FEED_URL>" }', 'outputs = { entry = "hermes:<INSTANCE>" }', "```"].join("\n");
+const CONFIG = (name: string) =>
+  [
+    "```toml",
+    "[bobbins.<INSTANCE>]",
+    `bobbin = "${name}"`,
+    'settings = { url = "<FEED_URL>" }',
+    'outputs = { entry = "hermes:<INSTANCE>" }',
+    "```",
+  ].join("\n");
 
 function documents(name: string): [string, string][] {
   return [
@@ -116,22 +126,65 @@ export function scaffoldPoll(name: string): Map<string, string> {
     name,
     version: "1",
     summary: `TODO: what ${product} publishes, in one line`,
-    provider: { vendor: "TODO", product: "TODO", homepage: "https://TODO", api_docs: "https://TODO", no_push_note: "TODO: one sentence: why the service has no push", no_push_docs: "https://TODO" },
+    provider: {
+      vendor: "TODO",
+      product: "TODO",
+      homepage: "https://TODO",
+      api_docs: "https://TODO",
+      no_push_note: "TODO: one sentence: why the service has no push",
+      no_push_docs: "https://TODO",
+    },
     poll: { every_s: 3600, jitter_s: 300, module: "poller", timeout_s: 120, state: true },
     settings: { url: { description: "the feed's URL", type: "string", required: true } },
     outputs: { entry: { description: "an entry of the feed not seen before" } },
   });
   const files = new Map<string, string>();
-  files.set("bobbin.toml", `# Made by hookspool bobbin new --poll. Fill in every TODO from the provider's own documentation;\n# hookspool bobbin check says what is left.\n${manifest}`);
+  files.set(
+    "bobbin.toml",
+    `# Made by hookspool bobbin new --poll. Fill in every TODO from the provider's own documentation;\n# hookspool bobbin check says what is left.\n${manifest}`,
+  );
   files.set("poller.ts", POLLER(name));
   const items = [
-    { event_type: "entry", key: "urn:example:entry:2", id: "urn:example:entry:2", title: "The second entry", link: "https://feeds.example.com/entries/2", updated: "2025-01-01T00:00:00Z" },
-    { event_type: "entry", key: "urn:example:entry:1", id: "urn:example:entry:1", title: "The first entry", link: "https://feeds.example.com/entries/1", updated: "2024-12-31T12:00:00Z" },
+    {
+      event_type: "entry",
+      key: "urn:example:entry:2",
+      id: "urn:example:entry:2",
+      title: "The second entry",
+      link: "https://feeds.example.com/entries/2",
+      updated: "2025-01-01T00:00:00Z",
+    },
+    {
+      event_type: "entry",
+      key: "urn:example:entry:1",
+      id: "urn:example:entry:1",
+      title: "The first entry",
+      link: "https://feeds.example.com/entries/1",
+      updated: "2024-12-31T12:00:00Z",
+    },
   ];
-  const capture = { description: "TODO: the first tick: the feed, as the service answers it (redacted)", now: NOW, http: [{ method: "GET", url: FEED_URL, status: 200, headers: { etag: '"v1"', "content-type": "application/atom+xml" }, body: FEED }], items };
+  const capture = {
+    description: "TODO: the first tick: the feed, as the service answers it (redacted)",
+    now: NOW,
+    http: [
+      {
+        method: "GET",
+        url: FEED_URL,
+        status: 200,
+        headers: { etag: '"v1"', "content-type": "application/atom+xml" },
+        body: FEED,
+      },
+    ],
+    items,
+  };
   files.set("captures/poll-example.json", `${JSON.stringify(capture, null, 2)}\n`);
-  files.set("captures/kit.toml", `# The example instance the poll captures were made for.\nnow = ${NOW}\n\n[instance]\nname = "${product}"\nsettings = { url = "${FEED_URL}" }\n`);
+  files.set(
+    "captures/kit.toml",
+    `# The example instance the poll captures were made for.\nnow = ${NOW}\n\n[instance]\nname = "${product}"\nsettings = { url = "${FEED_URL}" }\n`,
+  );
   for (const [f, text] of documents(name)) files.set(f, text);
-  files.set("tests/poller.test.ts", `// ${name}'s own tests: what poller.ts decides that the poll captures do not show.\nimport { test } from "bun:test";\n\n// TODO: one test per decision of poller.ts, then remove this line and the todo below.\ntest.todo("what poller.ts decides");\n`);
+  files.set(
+    "tests/poller.test.ts",
+    `// ${name}'s own tests: what poller.ts decides that the poll captures do not show.\nimport { test } from "bun:test";\n\n// TODO: one test per decision of poller.ts, then remove this line and the todo below.\ntest.todo("what poller.ts decides");\n`,
+  );
   return files;
 }

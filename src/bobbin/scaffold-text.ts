@@ -7,7 +7,14 @@ import type { TemplateSettings } from "../plugin/template.ts";
 const FRONTMATTER = (name: string) => `---\nbobbin: ${name}\nprovider: TODO TODO\nwebhook_docs: https://TODO\n---\n`;
 
 function configTable(name: string, output: string): string {
-  return ["```toml", "[bobbins.<INSTANCE>]", `bobbin = "${name}"`, 'secrets.secret = { file = "/etc/hookspool/secrets/<INSTANCE>" }', `outputs = { ${JSON.stringify(output)} = "hermes:<INSTANCE>" }`, "```"].join("\n");
+  return [
+    "```toml",
+    "[bobbins.<INSTANCE>]",
+    `bobbin = "${name}"`,
+    'secrets.secret = { file = "/etc/hookspool/secrets/<INSTANCE>" }',
+    `outputs = { ${JSON.stringify(output)} = "hermes:<INSTANCE>" }`,
+    "```",
+  ].join("\n");
 }
 
 /** A processor that passes each event of a batch on as one item of the output "event". */
@@ -27,7 +34,12 @@ export default defineProcessor({
 }
 
 export function documents(name: string, t: TemplateSettings, output = "*"): [string, string][] {
-  const retries = t.sender_retries === undefined ? "TODO: does the provider retry a delivery that got no 2xx? How often, for how long?" : t.sender_retries ? "The provider retries a delivery that got no 2xx." : "The provider does not retry a failed delivery: install a sweep (see below).";
+  const retries =
+    t.sender_retries === undefined
+      ? "TODO: does the provider retry a delivery that got no 2xx? How often, for how long?"
+      : t.sender_retries
+        ? "The provider retries a delivery that got no 2xx."
+        : "The provider does not retry a failed delivery: install a sweep (see below).";
   const readme = `${FRONTMATTER(name)}
 # ${name}
 
@@ -85,7 +97,8 @@ ${configTable(name, output)}
 
 /** A selector as code reading `payload` and `req` (alternatives as `||`, first with a value). */
 function selectorCode(sel: string): string {
-  if (sel.startsWith("keyof:")) return `(${JSON.stringify(sel.slice(6).split("|"))}.find((p) => getPath(payload, p) != null) ?? null)`;
+  if (sel.startsWith("keyof:"))
+    return `(${JSON.stringify(sel.slice(6).split("|"))}.find((p) => getPath(payload, p) != null) ?? null)`;
   const alts = sel.split("|");
   if (alts.length > 1) return `(${alts.map((a) => `${selectorCode(a)} || `).join("")}null)`;
   if (sel.startsWith("header:")) return `req.header(${JSON.stringify(sel.slice(7))})`;
@@ -110,19 +123,53 @@ function verifyCode(t: TemplateSettings): { code: string; imports: string[]; set
     case "hmac-sha1-base64-url":
       return hmac("sha1", "base64", `Buffer.concat([req.body, Buffer.from(${JSON.stringify(t.callback_url ?? "")})])`);
     case "standard-webhooks":
-      return { code: `standardWebhooksWhy(standardWebhooksHeaders(req), secrets.get("secret"), req.body, { now: req.now }) ?? true`, imports: ["standardWebhooksHeaders", "standardWebhooksWhy"] };
+      return {
+        code: `standardWebhooksWhy(standardWebhooksHeaders(req), secrets.get("secret"), req.body, { now: req.now }) ?? true`,
+        imports: ["standardWebhooksHeaders", "standardWebhooksWhy"],
+      };
     case "timestamped":
-      return { code: `timestampedWhy(req.header(${h}), secrets.get("secret"), req.body, { now: req.now }) ?? true`, imports: ["timestampedWhy"] };
+      return {
+        code: `timestampedWhy(req.header(${h}), secrets.get("secret"), req.body, { now: req.now }) ?? true`,
+        imports: ["timestampedWhy"],
+      };
     case "static-token": {
-      if (t.param) return { code: `staticTokenWhy(req.query[${JSON.stringify(t.param)}] ?? null, secrets.get("secret")) ?? true`, imports: ["staticTokenWhy"] };
+      if (t.param)
+        return {
+          code: `staticTokenWhy(req.query[${JSON.stringify(t.param)}] ?? null, secrets.get("secret")) ?? true`,
+          imports: ["staticTokenWhy"],
+        };
       const token = `req.header(${h})`;
-      return { code: `${token}?.startsWith(${prefix}) ? (staticTokenWhy(${token}?.slice(${(t.prefix ?? "").length}) ?? null, secrets.get("secret")) ?? true) : "missing_signature"`, imports: ["staticTokenWhy"] };
+      return {
+        code: `${token}?.startsWith(${prefix}) ? (staticTokenWhy(${token}?.slice(${(t.prefix ?? "").length}) ?? null, secrets.get("secret")) ?? true) : "missing_signature"`,
+        imports: ["staticTokenWhy"],
+      };
     }
     default: {
       // The generic schemes: the template's own verifier over the same settings, read once.
-      const keys = ["scheme", "header", "prefix", "tolerance_s", "algorithm", "encoding", "message", "timestamp_header", "timestamp_field", "id_header", "pairs", "ts_name", "sig_name", "signatures", "public_url", "body"] as const;
+      const keys = [
+        "scheme",
+        "header",
+        "prefix",
+        "tolerance_s",
+        "algorithm",
+        "encoding",
+        "message",
+        "timestamp_header",
+        "timestamp_field",
+        "id_header",
+        "pairs",
+        "ts_name",
+        "sig_name",
+        "signatures",
+        "public_url",
+        "body",
+      ] as const;
       const settings = Object.fromEntries(keys.filter((k) => t[k] !== undefined).map((k) => [k, t[k]]));
-      return { code: `verifier(req, secrets.get("secret")) ?? true`, imports: ["schemeVerifier"], setup: `const verifier = schemeVerifier(${JSON.stringify(settings)});` };
+      return {
+        code: `verifier(req, secrets.get("secret")) ?? true`,
+        imports: ["schemeVerifier"],
+        setup: `const verifier = schemeVerifier(${JSON.stringify(settings)});`,
+      };
     }
   }
 }
@@ -132,20 +179,51 @@ function dedupCode(t: TemplateSettings): { code: string; imports: string[] } | n
   if (t.dedup === "none") return null;
   if (t.dedup === "body_sha256") return { code: "dedup.bodySha256", imports: ["dedup"] };
   if (t.dedup) return { code: `(payload, req) => ${selectorCode(t.dedup)} || null`, imports: [] };
-  if (t.scheme === "standard-webhooks") return { code: '(_payload, req) => req.header("webhook-id") || req.header("svix-id") || null', imports: [] };
-  if ((t.scheme === "hmac" || t.scheme === "ed25519" || t.scheme === "ecdsa-p256") && t.id_header) return { code: `(_payload, req) => req.header(${JSON.stringify(t.id_header)}) || null`, imports: [] };
-  if ((t.scheme === "timestamped" || checksTimestamp(t)) && t.header) return { code: `(_payload, req) => {\n    const signature = req.header(${JSON.stringify(t.header)});\n    return signature ? \`sig:\${sha256Hex(signature)}\` : null;\n  }`, imports: ["sha256Hex"] };
+  if (t.scheme === "standard-webhooks")
+    return { code: '(_payload, req) => req.header("webhook-id") || req.header("svix-id") || null', imports: [] };
+  if ((t.scheme === "hmac" || t.scheme === "ed25519" || t.scheme === "ecdsa-p256") && t.id_header)
+    return { code: `(_payload, req) => req.header(${JSON.stringify(t.id_header)}) || null`, imports: [] };
+  if ((t.scheme === "timestamped" || checksTimestamp(t)) && t.header)
+    return {
+      code: `(_payload, req) => {\n    const signature = req.header(${JSON.stringify(t.header)});\n    return signature ? \`sig:\${sha256Hex(signature)}\` : null;\n  }`,
+      imports: ["sha256Hex"],
+    };
   return null;
 }
 
 export function codeSource(name: string, t: TemplateSettings): string {
   const v = verifyCode(t);
   const d = dedupCode(t);
-  const notWritten = (["ignore", "attrs", "head_handshake", "tolerance_s", "sw_headers", "body", "form_json", "echo_when", "get_verify", "reply_when", "ack", "split"] as const).filter((k) => t[k] !== undefined);
+  const notWritten = (
+    [
+      "ignore",
+      "attrs",
+      "head_handshake",
+      "tolerance_s",
+      "sw_headers",
+      "body",
+      "form_json",
+      "echo_when",
+      "get_verify",
+      "reply_when",
+      "ack",
+      "split",
+    ] as const
+  ).filter((k) => t[k] !== undefined);
   const keys = ([] as string[]).concat(t.key);
   const usesKeyof = [...keys, t.event_type, t.dedup].some((x) => typeof x === "string" && x.startsWith("keyof:"));
-  const imports = ["BadPayload", "defineSource", "getText", ...(usesKeyof ? ["getPath"] : []), ...v.imports, ...(d?.imports ?? [])].sort();
-  const authHeaders = [t.header, ...(t.scheme === "standard-webhooks" ? ["webhook-signature", "svix-signature"] : [])].filter((x): x is string => !!x);
+  const imports = [
+    "BadPayload",
+    "defineSource",
+    "getText",
+    ...(usesKeyof ? ["getPath"] : []),
+    ...v.imports,
+    ...(d?.imports ?? []),
+  ].sort();
+  const authHeaders = [
+    t.header,
+    ...(t.scheme === "standard-webhooks" ? ["webhook-signature", "svix-signature"] : []),
+  ].filter((x): x is string => !!x);
   const lines = [
     `// The ${name} source: how a delivery is verified and what it is about. It calls the plugin API`,
     "// (hookspool/plugin) for every check; see docs/bobbins/writing-a-bobbin.md.",

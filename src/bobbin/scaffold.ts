@@ -42,12 +42,15 @@ export function settingValue(raw: string): unknown {
 function example(t: TemplateSettings): { payload: Record<string, unknown>; headers: [string, string][] } {
   const payload: Record<string, unknown> = {};
   const headers: [string, string][] = [];
-  const selectors = [...([] as string[]).concat(t.key), t.dedup, t.event_type, ...Object.values(t.attrs ?? {})].filter((s): s is string => typeof s === "string");
+  const selectors = [...([] as string[]).concat(t.key), t.dedup, t.event_type, ...Object.values(t.attrs ?? {})].filter(
+    (s): s is string => typeof s === "string",
+  );
   for (const sel of selectors) {
     if (sel === "body_sha256" || sel === "none" || sel.startsWith("const:")) continue;
     if (sel.startsWith("header:")) {
       const name = sel.slice(7);
-      if (!headers.some(([h]) => h.toLowerCase() === name.toLowerCase())) headers.push([name, `example-${name.toLowerCase()}`]);
+      if (!headers.some(([h]) => h.toLowerCase() === name.toLowerCase()))
+        headers.push([name, `example-${name.toLowerCase()}`]);
       continue;
     }
     const path = (sel.startsWith("field:") ? sel.slice(6) : sel).split(".");
@@ -64,10 +67,19 @@ function example(t: TemplateSettings): { payload: Record<string, unknown>; heade
 export function scaffoldProblems(o: ScaffoldOptions): ScaffoldProblem[] {
   const out: ScaffoldProblem[] = [];
   const [vendor = "", product = "", ...more] = o.name.split(".");
-  if (more.length || !NAME_PART.test(vendor) || !NAME_PART.test(product)) out.push({ key: "name", message: `"${o.name}" is not <vendor>.<product> (lower-case, one dot)` });
-  if (vendor === "hookspool") out.push({ key: "name", message: "the hookspool. namespace is reserved for the bobbins that ship with hookspool" });
-  for (const k of Object.keys(o.settings)) if (!(TEMPLATE_KEYS as readonly string[]).includes(k)) out.push({ key: k, message: `not a template setting (${TEMPLATE_KEYS.join(", ")})` });
-  for (const k of ["scheme", "key"]) if (o.settings[k] === undefined) out.push({ key: k, message: "required: --set scheme=... and --set key=... (see hookspool bobbin show hookspool.webhook)" });
+  if (more.length || !NAME_PART.test(vendor) || !NAME_PART.test(product))
+    out.push({ key: "name", message: `"${o.name}" is not <vendor>.<product> (lower-case, one dot)` });
+  if (vendor === "hookspool")
+    out.push({ key: "name", message: "the hookspool. namespace is reserved for the bobbins that ship with hookspool" });
+  for (const k of Object.keys(o.settings))
+    if (!(TEMPLATE_KEYS as readonly string[]).includes(k))
+      out.push({ key: k, message: `not a template setting (${TEMPLATE_KEYS.join(", ")})` });
+  for (const k of ["scheme", "key"])
+    if (o.settings[k] === undefined)
+      out.push({
+        key: k,
+        message: "required: --set scheme=... and --set key=... (see hookspool bobbin show hookspool.webhook)",
+      });
   if (!out.length) out.push(...checkTemplate(o.settings));
   return out;
 }
@@ -75,7 +87,10 @@ export function scaffoldProblems(o: ScaffoldOptions): ScaffoldProblem[] {
 const KIT_SECRET = (product: string) => `kit-test-secret-${product}`;
 const WRONG_SECRET = "kit-test-wrong-secret";
 
-/** The test keys of a public-key scheme: the kit's secret is the public key, the captures are signed with the private one. */
+/**
+ * The test keys of a public-key scheme: the kit's secret is the public key, the captures are signed with the private
+ * one.
+ */
 interface KitKeys {
   secret: string;
   privateKey?: string;
@@ -85,7 +100,8 @@ interface KitKeys {
 
 function kitKeys(t: TemplateSettings, product: string): KitKeys {
   if (t.scheme !== "ed25519" && t.scheme !== "ecdsa-p256") return { secret: KIT_SECRET(product) };
-  const pair = () => (t.scheme === "ed25519" ? generateKeyPairSync("ed25519") : generateKeyPairSync("ec", { namedCurve: "prime256v1" }));
+  const pair = () =>
+    t.scheme === "ed25519" ? generateKeyPairSync("ed25519") : generateKeyPairSync("ec", { namedCurve: "prime256v1" });
   const good = pair();
   const der = good.publicKey.export({ format: "der", type: "spki" });
   // As the senders show them: Discord a hex raw Ed25519 key, SendGrid a base64 SPKI key.
@@ -94,10 +110,26 @@ function kitKeys(t: TemplateSettings, product: string): KitKeys {
   return { secret, privateKey: pem(good), wrongKey: pem(pair()) };
 }
 
-function capture(t: TemplateSettings, product: string, secret: string, expect: string[], body: Uint8Array, headers: [string, string][], privateKey?: string): string {
+function capture(
+  t: TemplateSettings,
+  product: string,
+  secret: string,
+  expect: string[],
+  body: Uint8Array,
+  headers: [string, string][],
+  privateKey?: string,
+): string {
   const signed = signTemplate(t, secret, body, SCAFFOLD_NOW, "msg_example_1", privateKey);
   const url = `/hooks/${product}${signed.query ? `?${signed.query}` : ""}`;
-  const lines = [...expect, `POST ${url} HTTP/1.1`, "Host: hooks.example.com", "Content-Type: application/json", ...headers.map(([k, v]) => `${k}: ${v}`), ...signed.headers.map(([k, v]) => `${k}: ${v}`), ""];
+  const lines = [
+    ...expect,
+    `POST ${url} HTTP/1.1`,
+    "Host: hooks.example.com",
+    "Content-Type: application/json",
+    ...headers.map(([k, v]) => `${k}: ${v}`),
+    ...signed.headers.map(([k, v]) => `${k}: ${v}`),
+    "",
+  ];
   return `${lines.join("\n")}\n${new TextDecoder().decode(body)}\n`;
 }
 
@@ -110,7 +142,14 @@ export function scaffold(o: ScaffoldOptions): Map<string, string> {
   const source = templateSource(t);
   const { payload, headers } = example(t);
   const body = new TextEncoder().encode(JSON.stringify(payload));
-  const req = hookRequest({ method: "POST", url: `/hooks/${product}`, headers, body, peer: "127.0.0.1", now: SCAFFOLD_NOW });
+  const req = hookRequest({
+    method: "POST",
+    url: `/hooks/${product}`,
+    headers,
+    body,
+    peer: "127.0.0.1",
+    now: SCAFFOLD_NOW,
+  });
   const key = source.key(payload, req);
   const eventType = source.eventType?.(payload, req) ?? "";
   const files = new Map<string, string>();
@@ -121,24 +160,75 @@ export function scaffold(o: ScaffoldOptions): Map<string, string> {
     name: o.name,
     version: "1",
     summary: `TODO: what ${product} sends, in one line`,
-    provider: { vendor: "TODO", product: "TODO", homepage: "https://TODO", webhook_docs: "https://TODO", signature_docs: "https://TODO" },
+    provider: {
+      vendor: "TODO",
+      product: "TODO",
+      homepage: "https://TODO",
+      webhook_docs: "https://TODO",
+      signature_docs: "https://TODO",
+    },
     source: sourceTable,
     secrets: { secret: { description: "the signing secret (or token) the provider shows for this webhook" } },
     ...(o.processor ? { processor: { module: "processor", timeout_s: 300, state: false } } : {}),
-    outputs: o.processor ? { event: { description: "TODO: what the processor makes of a batch; now each of its events, passed on" } } : { "*": { description: "every accepted event" } },
+    outputs: o.processor
+      ? { event: { description: "TODO: what the processor makes of a batch; now each of its events, passed on" } }
+      : { "*": { description: "every accepted event" } },
   });
-  files.set("bobbin.toml", `# Made by hookspool bobbin new from hookspool.webhook settings. Fill in every TODO from the\n# provider's own documentation; hookspool bobbin check says what is left.\n${manifest}`);
+  files.set(
+    "bobbin.toml",
+    `# Made by hookspool bobbin new from hookspool.webhook settings. Fill in every TODO from the\n# provider's own documentation; hookspool bobbin check says what is left.\n${manifest}`,
+  );
   if (o.code) files.set("source.ts", codeSource(o.name, t));
   if (o.processor) files.set("processor.ts", processorSource(o.name));
 
-  const expectLines = [`# expect: 202 queued`, `# expect-key: ${key}`, ...(eventType ? [`# expect-event-type: ${eventType}`] : [])];
+  const expectLines = [
+    `# expect: 202 queued`,
+    `# expect-key: ${key}`,
+    ...(eventType ? [`# expect-event-type: ${eventType}`] : []),
+  ];
   const keys = kitKeys(t, product);
-  files.set("captures/accepted.http", capture(t, product, keys.secret, [...expectLines, "# TODO: replace this made-up delivery with a real one, redacted, signed with the kit's secret."], body, headers, keys.privateKey));
-  files.set("captures/rejected.http", capture(t, product, WRONG_SECRET, ["# expect: 401", "# The accepted delivery under another secret."], body, headers, keys.wrongKey));
+  files.set(
+    "captures/accepted.http",
+    capture(
+      t,
+      product,
+      keys.secret,
+      [
+        ...expectLines,
+        "# TODO: replace this made-up delivery with a real one, redacted, signed with the kit's secret.",
+      ],
+      body,
+      headers,
+      keys.privateKey,
+    ),
+  );
+  files.set(
+    "captures/rejected.http",
+    capture(
+      t,
+      product,
+      WRONG_SECRET,
+      ["# expect: 401", "# The accepted delivery under another secret."],
+      body,
+      headers,
+      keys.wrongKey,
+    ),
+  );
   if (o.code) {
     // The kit signs a body of its own only for a template; a code source brings its own.
     const unreadable = new TextEncoder().encode("not json");
-    files.set("captures/unclassifiable.http", capture(t, product, keys.secret, ["# expect: 202 quarantined", "# Verified, but the body is not JSON: kept in quarantine, never queued."], unreadable, headers, keys.privateKey));
+    files.set(
+      "captures/unclassifiable.http",
+      capture(
+        t,
+        product,
+        keys.secret,
+        ["# expect: 202 quarantined", "# Verified, but the body is not JSON: kept in quarantine, never queued."],
+        unreadable,
+        headers,
+        keys.privateKey,
+      ),
+    );
   }
   const kit = [
     "# The example instance these captures were made for, and the test values they are signed with.",
@@ -150,7 +240,9 @@ export function scaffold(o: ScaffoldOptions): Map<string, string> {
     `name = "${product}"`,
     "",
     "[secrets]",
-    ...(keys.privateKey ? ["# The public half of a key pair made for these captures (the private half signed them and was thrown away)."] : []),
+    ...(keys.privateKey
+      ? ["# The public half of a key pair made for these captures (the private half signed them and was thrown away)."]
+      : []),
     `secret = "${keys.secret}"`,
     "",
   ];

@@ -23,7 +23,9 @@ type Imports = ReturnType<Bun.Transpiler["scanImports"]>;
 
 /** Can a `/` after `prev` (the last significant character or word) start a regex literal? */
 function regexCanStart(prev: string): boolean {
-  return /^(?:|return|typeof|case|do|else|in|of|new|delete|void|throw|yield|await|[(,=:[!&|?{};+\-*%<>~^}])$/.test(prev);
+  return /^(?:|return|typeof|case|do|else|in|of|new|delete|void|throw|yield|await|[(,=:[!&|?{};+\-*%<>~^}])$/.test(
+    prev,
+  );
 }
 
 /** Index just past a comment starting at `i`: past its `*\/`, or at the end of its line. */
@@ -48,7 +50,8 @@ function stringEnd(text: string, i: number): number {
 }
 
 /** From inside a template, the index of its closing backtick or of the `$` of its next `${`. */
-const templateChunkEnd = (text: string, i: number) => scanTo(text, i, (k) => text[k] === "`" || (text[k] === "$" && text[k + 1] === "{"));
+const templateChunkEnd = (text: string, i: number) =>
+  scanTo(text, i, (k) => text[k] === "`" || (text[k] === "$" && text[k + 1] === "{"));
 
 /** Index just past a regex literal starting at `i` (flags included), or -1 when it is not one. */
 function regexEnd(text: string, i: number): number {
@@ -169,7 +172,9 @@ const STATEMENT = /(?<![.\w$])(import|export)(\s+type\b)?([^;"'`]*?)(["'])( *)\4
 /** Is an import clause (`{ type A, type B as C } from`) made of type specifiers only? */
 function onlyTypes(clause: string): boolean {
   const braces = /^\s*(\{[^}]*\})\s*from\s*$/.exec(clause)?.[1];
-  return !!braces && /\btype\s/.test(braces) && braces.replace(/\btype\s+[\w$]+(\s+as\s+[\w$]+)?\s*,?|\s/g, "") === "{}";
+  return (
+    !!braces && /\btype\s/.test(braces) && braces.replace(/\btype\s+[\w$]+(\s+as\s+[\w$]+)?\s*,?|\s/g, "") === "{}"
+  );
 }
 
 /** Lines of the value import/export statements naming each specifier, in source order. */
@@ -185,7 +190,13 @@ function importLines(text: string, code: string): Map<string, number[]> {
   return lines;
 }
 
-function importProblems(file: string, text: string, code: string, imports: Imports, siblings: readonly string[]): ScanProblem[] {
+function importProblems(
+  file: string,
+  text: string,
+  code: string,
+  imports: Imports,
+  siblings: readonly string[],
+): ScanProblem[] {
   const lines = importLines(text, code);
   return imports
     .filter(({ kind }) => kind === "import-statement") // require( and import( are token problems
@@ -210,9 +221,18 @@ const TOKEN_RULES: TokenRule[] = [
   { pattern: member("Bun", "file"), hint: "read the bobbin's own files with node:fs read calls" },
   { pattern: member("Bun", "serve"), hint: "intake serves HTTP; a source handles the request core hands it" },
   { pattern: member("Bun", "sleep"), hint: RETRY_HINT },
-  { pattern: member("(?:Bun|process)", "env"), hint: "take settings and secrets from the plugin context (ctx.secrets)" },
-  { pattern: member("process", "exit"), hint: "throw Permanent or Retryable (src/plugin/types.ts); core owns the process" },
-  { pattern: token("eval\\s*\\(|new\\s+Function\\b|Function\\s*\\("), hint: "a bobbin runs only its own code, never code from strings" },
+  {
+    pattern: member("(?:Bun|process)", "env"),
+    hint: "take settings and secrets from the plugin context (ctx.secrets)",
+  },
+  {
+    pattern: member("process", "exit"),
+    hint: "throw Permanent or Retryable (src/plugin/types.ts); core owns the process",
+  },
+  {
+    pattern: token("eval\\s*\\(|new\\s+Function\\b|Function\\s*\\("),
+    hint: "a bobbin runs only its own code, never code from strings",
+  },
   { pattern: token("(?:setTimeout|setInterval|setImmediate)\\b"), hint: RETRY_HINT },
   { pattern: token("console\\s*\\??(?:\\.\\s*[\\w$]*|\\[)"), hint: "log through ctx.log" },
   { pattern: token("require\\s*\\("), hint: LOAD_HINT },
@@ -230,7 +250,10 @@ const FS_WRITES =
   "writeFile|appendFile|mkdir|mkdtemp|rm|rmdir|unlink|rename|copyFile|cp|createWriteStream|open|truncate|chmod|chown|symlink|link|utimes";
 /** In a file importing node:fs: a write function called, taken off the module, or renamed on import. */
 const FS_WRITE_RULE: TokenRule = {
-  pattern: new RegExp(`(?<=\\.\\s*)(?:${FS_WRITES})(?:Sync)?\\b|(?<![.\\w$])(?:${FS_WRITES})(?:Sync)?(?=\\s*\\(|\\s+as\\b)`, "g"),
+  pattern: new RegExp(
+    `(?<=\\.\\s*)(?:${FS_WRITES})(?:Sync)?\\b|(?<![.\\w$])(?:${FS_WRITES})(?:Sync)?(?=\\s*\\(|\\s+as\\b)`,
+    "g",
+  ),
   hint: WRITE_HINT,
   why: "node:fs is for reading only",
 };
@@ -246,11 +269,19 @@ function isDefinition(code: string, start: number, open: number): boolean {
     if (depth === 0) break;
   }
   const after = code.slice(close + 1).trimStart()[0];
-  const declares = /(?:^|[{,;}*]|\b(?:async|static|get|set|function|public|private|protected|override))\s*$/.test(code.slice(0, start));
+  const declares = /(?:^|[{,;}*]|\b(?:async|static|get|set|function|public|private|protected|override))\s*$/.test(
+    code.slice(0, start),
+  );
   return declares && (after === "{" || after === ":");
 }
 
-function tokenProblems(file: string, text: string, code: string, transformed: string, rules: TokenRule[]): ScanProblem[] {
+function tokenProblems(
+  file: string,
+  text: string,
+  code: string,
+  transformed: string,
+  rules: TokenRule[],
+): ScanProblem[] {
   const problems: ScanProblem[] = [];
   for (const rule of rules) {
     if (transformed.search(rule.pattern) < 0) continue; // only in types, or in dead code
@@ -272,7 +303,12 @@ function parseFailure(file: string, err: unknown): ScanProblem {
   type BuildError = { message?: string; position?: { line?: number } };
   const first: BuildError = (err as { errors?: BuildError[] }).errors?.[0] ?? (err as BuildError);
   const message = `does not parse: ${first.message ?? String(err)}`;
-  return { file, line: first.position?.line ?? 1, message, hint: "fix the syntax: a file that does not parse is neither checked nor loaded" };
+  return {
+    file,
+    line: first.position?.line ?? 1,
+    message,
+    hint: "fix the syntax: a file that does not parse is neither checked nor loaded",
+  };
 }
 
 /**
@@ -299,7 +335,10 @@ export function scanModule(file: string, text: string, opts: { siblings?: readon
  * The vendor directory holds no code: given the names of entries directly in <root>/<vendor>/
  * (with isDirectory flags), problems for each non-directory entry
  */
-export function scanVendorDir(vendor: string, entries: readonly { name: string; isDirectory: boolean }[]): ScanProblem[] {
+export function scanVendorDir(
+  vendor: string,
+  entries: readonly { name: string; isDirectory: boolean }[],
+): ScanProblem[] {
   return entries
     .filter((entry) => !entry.isDirectory)
     .map(({ name }) => ({

@@ -59,7 +59,12 @@ export interface CheckReport {
   paces: Record<string, Pace | null>;
 }
 
-const problem = (level: ConfigProblem["level"], key: string, message: string, hint?: string): ConfigProblem => ({ level, key, message, hint });
+const problem = (level: ConfigProblem["level"], key: string, message: string, hint?: string): ConfigProblem => ({
+  level,
+  key,
+  message,
+  hint,
+});
 
 /**
  * Check the config a command with these flags would load. Loading problems (TOML, types,
@@ -74,8 +79,15 @@ export async function checkConfigFile(opts: CheckFileOptions = {}): Promise<Chec
   try {
     loaded = loadConfig({ home: opts.home, config: opts.config, env, cwd });
   } catch (e) {
-    if (e instanceof ConfigError) return { file: e.file ?? null, problems: finish(everyLoadProblem(e)), senders: {}, paces: {} };
-    if (isHookspoolError(e)) return { file: e.file ?? null, problems: [problem("error", e.key ?? e.file ?? "config", e.message, e.hint)], senders: {}, paces: {} };
+    if (e instanceof ConfigError)
+      return { file: e.file ?? null, problems: finish(everyLoadProblem(e)), senders: {}, paces: {} };
+    if (isHookspoolError(e))
+      return {
+        file: e.file ?? null,
+        problems: [problem("error", e.key ?? e.file ?? "config", e.message, e.hint)],
+        senders: {},
+        paces: {},
+      };
     throw e;
   }
   const file = loaded.paths.config;
@@ -83,10 +95,24 @@ export async function checkConfigFile(opts: CheckFileOptions = {}): Promise<Chec
   // The services would run on defaults alone, which is never what an operator set up: say
   // where the file was looked for, since that is usually the mistake (--home, HOOKSPOOL_HOME).
   const looked = join(resolve(cwd, opts.home ?? env.HOOKSPOOL_HOME ?? DEFAULT_HOME), "config.toml");
-  const notes = file ? [] : [problem("error", "config", `no config file at ${looked}`, "hookspool init writes a starter config there; or point --home, --config or HOOKSPOOL_CONFIG at yours")];
+  const notes = file
+    ? []
+    : [
+        problem(
+          "error",
+          "config",
+          `no config file at ${looked}`,
+          "hookspool init writes a starter config there; or point --home, --config or HOOKSPOOL_CONFIG at yours",
+        ),
+      ];
   const senders: Record<string, boolean | null> = {};
   const rules = await checkConfig({ config: loaded.config, paths: loaded.paths, raw }, deps, senders);
-  return { file: file ?? opts.config ?? null, problems: finish([...loaded.problems.map(relevel), ...notes, ...rules]), senders, paces: destinationPaces(loaded.config, env) };
+  return {
+    file: file ?? opts.config ?? null,
+    problems: finish([...loaded.problems.map(relevel), ...notes, ...rules]),
+    senders,
+    paces: destinationPaces(loaded.config, env),
+  };
 }
 
 /** Unknown keys are errors in check (warnings at run time); other warnings stay warnings. */
@@ -125,14 +151,19 @@ function finish(problems: ConfigProblem[]): ConfigProblem[] {
     const id = `${p.key}\n${p.message}`;
     const had = seen.get(id);
     if (!had) seen.set(id, p);
-    else if (had.level === "warning" && p.level === "error") seen.set(id, { ...had, level: "error", hint: had.hint ?? p.hint });
+    else if (had.level === "warning" && p.level === "error")
+      seen.set(id, { ...had, level: "error", hint: had.hint ?? p.hint });
   }
   const all = [...seen.values()];
   return [...all.filter((p) => p.level === "error"), ...all.filter((p) => p.level === "warning")];
 }
 
 /** Every check rule over a loaded config. Reads files and the database; changes nothing. */
-export async function checkConfig(input: CheckInput, deps: CheckDeps, senders: Record<string, boolean | null> = {}): Promise<ConfigProblem[]> {
+export async function checkConfig(
+  input: CheckInput,
+  deps: CheckDeps,
+  senders: Record<string, boolean | null> = {},
+): Promise<ConfigProblem[]> {
   const { config, paths } = input;
   const configDir = paths.config ? dirname(paths.config) : deps.cwd;
   const code = codePathRules(config, configDir, deps);
@@ -143,18 +174,20 @@ export async function checkConfig(input: CheckInput, deps: CheckDeps, senders: R
     senders[name] = src.sender_retries ?? plugins.facts.get(name)?.senderRetries ?? null;
   }
   // The rules name the expanded tables; the operator wrote the instances.
-  return finish(userProblems(config, [
-    ...code.problems,
-    ...plugins.problems,
-    ...secretRules(config, deps),
-    ...routeProblems(config, plugins.facts, deps),
-    ...intakeRules(config, input.raw),
-    // Modes first: opening the database below creates and removes a -wal of its own.
-    ...spoolModeRules(paths),
-    ...processorStateRules(config, deps),
-    ...processorModuleRules(config, deps),
-    ...(deps.skipDatabase ? [] : await checkStore(config, { spoolFile: paths.spoolFile, env: deps.env })),
-  ]));
+  return finish(
+    userProblems(config, [
+      ...code.problems,
+      ...plugins.problems,
+      ...secretRules(config, deps),
+      ...routeProblems(config, plugins.facts, deps),
+      ...intakeRules(config, input.raw),
+      // Modes first: opening the database below creates and removes a -wal of its own.
+      ...spoolModeRules(paths),
+      ...processorStateRules(config, deps),
+      ...processorModuleRules(config, deps),
+      ...(deps.skipDatabase ? [] : await checkStore(config, { spoolFile: paths.spoolFile, env: deps.env })),
+    ]),
+  );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -168,7 +201,11 @@ function statOrNull(path: string): Stats | null {
   }
 }
 
-function codePathRules(config: Config, configDir: string, deps: CheckDeps): { problems: ConfigProblem[]; unsafe: Set<string> } {
+function codePathRules(
+  config: Config,
+  configDir: string,
+  deps: CheckDeps,
+): { problems: ConfigProblem[]; unsafe: Set<string> } {
   const problems: ConfigProblem[] = [];
   const unsafe = new Set<string>();
   for (const [name, src] of Object.entries(config.sources)) {
@@ -185,7 +222,10 @@ function codePathRules(config: Config, configDir: string, deps: CheckDeps): { pr
   config.spool.bobbin_path.forEach((entry, i) => {
     const key = `spool.bobbin_path[${i}]`;
     const path = entry.startsWith("~") ? expandPath(entry, deps.cwd, deps.env) : entry;
-    if (!isAbsolute(path)) return problems.push(problem("error", key, `${entry} is not an absolute path`, "code is loaded by absolute path only"));
+    if (!isAbsolute(path))
+      return problems.push(
+        problem("error", key, `${entry} is not an absolute path`, "code is loaded by absolute path only"),
+      );
     const bad = codePathProblem(path, "directory", deps.uid);
     if (bad) problems.push(problem("error", key, bad.message, bad.hint));
   });
@@ -193,7 +233,13 @@ function codePathRules(config: Config, configDir: string, deps: CheckDeps): { pr
 }
 
 /** Import every plugin, one source at a time so one broken module does not hide the others. */
-async function loadPlugins(config: Config, configDir: string, file: string, skip: Set<string>, deps: CheckDeps): Promise<{ problems: ConfigProblem[]; facts: Map<string, PluginFacts> }> {
+async function loadPlugins(
+  config: Config,
+  configDir: string,
+  file: string,
+  skip: Set<string>,
+  deps: CheckDeps,
+): Promise<{ problems: ConfigProblem[]; facts: Map<string, PluginFacts> }> {
   const problems: ConfigProblem[] = [];
   const facts = new Map<string, PluginFacts>();
   for (const [name, src] of Object.entries(config.sources)) {
@@ -234,19 +280,39 @@ interface SecretUse {
 
 function secretUses(config: Config): SecretUse[] {
   const out: SecretUse[] = [];
-  const learns = (source: string, secret: string) => (secret === "secret" && typeof config.sources[source]?.template?.learn === "string" ? source : undefined);
+  const learns = (source: string, secret: string) =>
+    secret === "secret" && typeof config.sources[source]?.template?.learn === "string" ? source : undefined;
   for (const [name, src] of Object.entries(config.sources)) {
-    for (const [s, ref] of Object.entries(src.secrets ?? {})) out.push({ key: `sources.${quoteKey(name)}.secrets.${quoteKey(s)}`, ref, resolve: true, learned: learns(name, s) });
+    for (const [s, ref] of Object.entries(src.secrets ?? {}))
+      out.push({
+        key: `sources.${quoteKey(name)}.secrets.${quoteKey(s)}`,
+        ref,
+        resolve: true,
+        learned: learns(name, s),
+      });
   }
   for (const [name, b] of Object.entries(config.bobbins)) {
-    for (const [s, ref] of Object.entries(b.secrets ?? {})) out.push({ key: `bobbins.${quoteKey(name)}.secrets.${quoteKey(s)}`, ref, resolve: true, learned: learns(name, s) });
+    for (const [s, ref] of Object.entries(b.secrets ?? {}))
+      out.push({
+        key: `bobbins.${quoteKey(name)}.secrets.${quoteKey(s)}`,
+        ref,
+        resolve: true,
+        learned: learns(name, s),
+      });
   }
   // A destination's check() resolves its own secrets (and knows whsec_); here only mode and env.
   for (const [name, d] of Object.entries(config.destinations)) {
     const key = `destinations.${quoteKey(name)}`;
     if (d.secret) out.push({ key: `${key}.secret`, ref: d.secret, resolve: false });
-    const previous = d.secret_previous === undefined ? [] : Array.isArray(d.secret_previous) ? d.secret_previous : [d.secret_previous];
-    previous.forEach((ref, i) => out.push({ key: Array.isArray(d.secret_previous) ? `${key}.secret_previous[${i}]` : `${key}.secret_previous`, ref, resolve: false }));
+    const previous =
+      d.secret_previous === undefined ? [] : Array.isArray(d.secret_previous) ? d.secret_previous : [d.secret_previous];
+    previous.forEach((ref, i) =>
+      out.push({
+        key: Array.isArray(d.secret_previous) ? `${key}.secret_previous[${i}]` : `${key}.secret_previous`,
+        ref,
+        resolve: false,
+      }),
+    );
     if (d.env_file) out.push({ key: `${key}.env_file`, ref: null, path: d.env_file, resolve: false });
   }
   return out;
@@ -266,7 +332,14 @@ function secretRules(config: Config, deps: CheckDeps): ConfigProblem[] {
   for (const { key, ref, path: envFile, resolve: read, learned } of secretUses(config)) {
     // Not learned yet: the intake must start (and reload) to take the handshake that teaches it.
     if (learned && ref && "file" in ref && !readableNonEmpty(ref.file)) {
-      out.push(problem("warning", key, `no secret learned yet in ${ref.file}: events are answered 503 until the handshake comes`, `hookspool source arm ${learned}, then create the webhook at the provider`));
+      out.push(
+        problem(
+          "warning",
+          key,
+          `no secret learned yet in ${ref.file}: events are answered 503 until the handshake comes`,
+          `hookspool source arm ${learned}, then create the webhook at the provider`,
+        ),
+      );
       continue;
     }
     if (read && ref) {
@@ -280,13 +353,27 @@ function secretRules(config: Config, deps: CheckDeps): ConfigProblem[] {
       }
     }
     if (ref && "env" in ref) {
-      out.push(problem("warning", key, `${describeSecretRef(ref)}: env references do not rotate without a restart`, "use { file = ... } or { env_file = ..., key = ... } to rotate without a restart"));
+      out.push(
+        problem(
+          "warning",
+          key,
+          `${describeSecretRef(ref)}: env references do not rotate without a restart`,
+          "use { file = ... } or { env_file = ..., key = ... } to rotate without a restart",
+        ),
+      );
       continue;
     }
     const path = ref === null ? (envFile as string) : "file" in ref ? ref.file : ref.env_file;
     const st = statOrNull(path);
     if (st && st.mode & 0o077) {
-      out.push(problem("warning", key, `${path} is readable by group/other (mode ${(st.mode & 0o777).toString(8).padStart(4, "0")})`, `chmod 600 ${path}`));
+      out.push(
+        problem(
+          "warning",
+          key,
+          `${path} is readable by group/other (mode ${(st.mode & 0o777).toString(8).padStart(4, "0")})`,
+          `chmod 600 ${path}`,
+        ),
+      );
     }
   }
   return out;
@@ -301,8 +388,24 @@ function intakeRules(config: Config, raw: Record<string, unknown>): ConfigProble
   try {
     const l = readListen(listen);
     if (isPublic(l)) {
-      if (allow_non_loopback) out.push(problem("warning", "intake.listen", `${l.hostname} is not a loopback address: the reverse proxy should own the network`, "bind 127.0.0.1 behind the proxy"));
-      else out.push(problem("error", "intake.listen", `${l.hostname} is not a loopback address; the intake refuses to bind it`, NON_LOOPBACK_HINT));
+      if (allow_non_loopback)
+        out.push(
+          problem(
+            "warning",
+            "intake.listen",
+            `${l.hostname} is not a loopback address: the reverse proxy should own the network`,
+            "bind 127.0.0.1 behind the proxy",
+          ),
+        );
+      else
+        out.push(
+          problem(
+            "error",
+            "intake.listen",
+            `${l.hostname} is not a loopback address; the intake refuses to bind it`,
+            NON_LOOPBACK_HINT,
+          ),
+        );
     }
   } catch (e) {
     if (!isHookspoolError(e)) throw e;
@@ -310,7 +413,14 @@ function intakeRules(config: Config, raw: Record<string, unknown>): ConfigProble
   }
   const intake = raw.intake;
   if (isTable(intake) && Object.hasOwn(intake, "threads")) {
-    out.push(problem("warning", "intake.threads", "is accepted and ignored: Bun serves every request on one event loop", "remove the key"));
+    out.push(
+      problem(
+        "warning",
+        "intake.threads",
+        "is accepted and ignored: Bun serves every request on one event loop",
+        "remove the key",
+      ),
+    );
   }
   return out;
 }
@@ -331,8 +441,24 @@ function processorStateRules(config: Config, deps: CheckDeps): ConfigProblem[] {
     if (st === null) continue;
     const key = `bobbins.${quoteKey(d.processor)}.state_dir`;
     if (!st.isDirectory()) out.push(problem("error", key, `${d.state_dir} is not a directory`));
-    else if (st.mode & 0o077) out.push(problem("error", key, `${d.state_dir} is open to group/other (mode ${(st.mode & 0o777).toString(8).padStart(4, "0")}); the processor keeps tokens there`, `chmod 700 ${d.state_dir}`));
-    else if (st.uid !== deps.uid) out.push(problem("error", key, `${d.state_dir} is owned by uid ${st.uid}, not the user hookspool runs as (uid ${deps.uid})`, `chown <the hookspool user> ${d.state_dir}`));
+    else if (st.mode & 0o077)
+      out.push(
+        problem(
+          "error",
+          key,
+          `${d.state_dir} is open to group/other (mode ${(st.mode & 0o777).toString(8).padStart(4, "0")}); the processor keeps tokens there`,
+          `chmod 700 ${d.state_dir}`,
+        ),
+      );
+    else if (st.uid !== deps.uid)
+      out.push(
+        problem(
+          "error",
+          key,
+          `${d.state_dir} is owned by uid ${st.uid}, not the user hookspool runs as (uid ${deps.uid})`,
+          `chown <the hookspool user> ${d.state_dir}`,
+        ),
+      );
   }
   return out;
 }
@@ -352,7 +478,8 @@ function processorModuleRules(config: Config, deps: CheckDeps): ConfigProblem[] 
     const module = manifest?.processor?.module ?? manifest?.poll?.module;
     if (!module) continue;
     if (dir.startsWith(BUILTIN_PREFIX)) {
-      if (builtinModule(`${dir}/${module}`) === undefined) out.push(problem("error", key, `the built-in ${env.HOOKSPOOL_BOBBIN} has no ${module} module`));
+      if (builtinModule(`${dir}/${module}`) === undefined)
+        out.push(problem("error", key, `the built-in ${env.HOOKSPOOL_BOBBIN} has no ${module} module`));
       continue;
     }
     const bad = codePathProblem(join(dir, `${module}.ts`), "file", deps.uid);
@@ -367,12 +494,26 @@ function spoolModeRules(paths: Paths): ConfigProblem[] {
   const mode = (st: Stats) => (st.mode & 0o777).toString(8).padStart(4, "0");
   const home = statOrNull(paths.home);
   if (home?.isDirectory() && home.mode & 0o077) {
-    out.push(problem("warning", "spool.home", `${paths.home} is open to group/other (mode ${mode(home)}); it holds the spool`, `chmod 700 ${paths.home}`));
+    out.push(
+      problem(
+        "warning",
+        "spool.home",
+        `${paths.home} is open to group/other (mode ${mode(home)}); it holds the spool`,
+        `chmod 700 ${paths.home}`,
+      ),
+    );
   }
   for (const file of [paths.spoolFile, `${paths.spoolFile}-wal`]) {
     const st = statOrNull(file);
     if (st?.isFile() && st.mode & 0o077) {
-      out.push(problem("warning", "spool.db", `${file} is open to group/other (mode ${mode(st)}); it holds every payload`, `chmod 600 ${file}`));
+      out.push(
+        problem(
+          "warning",
+          "spool.db",
+          `${file} is open to group/other (mode ${mode(st)}); it holds every payload`,
+          `chmod 600 ${file}`,
+        ),
+      );
     }
   }
   return out;
@@ -380,4 +521,3 @@ function spoolModeRules(paths: Paths): ConfigProblem[] {
 
 // ---------------------------------------------------------------------------------------------
 // The database: check is the intake's ExecStartPre, so corruption stops the start
-

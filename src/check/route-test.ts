@@ -10,7 +10,15 @@ import { isHookspoolError } from "../errors.ts";
 import { hookRequest } from "../plugin/hook-request.ts";
 import type { StoredRequestRow } from "../store/requests.ts";
 
-export const CHANGE_KINDS = ["route", "destination", "tees", "window", "ignored", "no_destination", "source_gone"] as const;
+export const CHANGE_KINDS = [
+  "route",
+  "destination",
+  "tees",
+  "window",
+  "ignored",
+  "no_destination",
+  "source_gone",
+] as const;
 export type ChangeKind = (typeof CHANGE_KINDS)[number];
 
 export interface CopyView {
@@ -24,7 +32,10 @@ export interface CopyView {
 }
 
 /** The event a copy delivers when its route sets expose: the payload narrowed to those paths. */
-export function exposedView(paths: readonly string[] | undefined, payload: string): Pick<CopyView, "expose" | "delivered"> {
+export function exposedView(
+  paths: readonly string[] | undefined,
+  payload: string,
+): Pick<CopyView, "expose" | "delivered"> {
   return paths ? { expose: [...paths], delivered: exposePayload(payload, compileExpose(paths)).text } : {};
 }
 
@@ -46,15 +57,27 @@ export interface RouteTestReport {
   changes: RouteChange[];
 }
 
-const sameWindow = (a: CopyView["window"], b: CopyView["window"]) => a.quiet_s === b.quiet_s && a.max_s === b.max_s && a.max_events === b.max_events && a.max_bytes === b.max_bytes;
+const sameWindow = (a: CopyView["window"], b: CopyView["window"]) =>
+  a.quiet_s === b.quiet_s && a.max_s === b.max_s && a.max_events === b.max_events && a.max_bytes === b.max_bytes;
 const pair = (c: CopyView) => `${c.route}\u0000${c.destination}`;
 
 /** What one request becomes under `config`: its copies, or why none. */
-function route(config: Config, sources: ReadonlyMap<string, IntakeSource>, r: StoredRequestRow): CopyView[] | { ignored: string } | { error: string } | "source_gone" {
+function route(
+  config: Config,
+  sources: ReadonlyMap<string, IntakeSource>,
+  r: StoredRequestRow,
+): CopyView[] | { ignored: string } | { error: string } | "source_gone" {
   const src = sources.get(r.source);
   if (!src && !config.sources[r.source]) return "source_gone";
   const body = r.raw && r.raw.length > 0 ? r.raw : new TextEncoder().encode(r.payload);
-  const req = hookRequest({ method: "POST", url: `/hooks/${encodeURIComponent(r.source)}`, headers: Object.entries(r.headers), body, peer: "route-test", now: r.receivedAt });
+  const req = hookRequest({
+    method: "POST",
+    url: `/hooks/${encodeURIComponent(r.source)}`,
+    headers: Object.entries(r.headers),
+    body,
+    peer: "route-test",
+    now: r.receivedAt,
+  });
   let payload: unknown;
   try {
     payload = JSON.parse(jsonText(r.payload));
@@ -64,7 +87,12 @@ function route(config: Config, sources: ReadonlyMap<string, IntakeSource>, r: St
   try {
     const ignored = src?.plugin.ignore?.(req);
     if (ignored) return { ignored: String(ignored) };
-    return eventCopies(config, r.source, src, { payload, req, eventType: r.eventType }).copies.map((c) => ({ route: c.route, destination: c.destination, window: { ...c.window }, ...exposedView(c.trace.expose?.paths, r.payload) }));
+    return eventCopies(config, r.source, src, { payload, req, eventType: r.eventType }).copies.map((c) => ({
+      route: c.route,
+      destination: c.destination,
+      window: { ...c.window },
+      ...exposedView(c.trace.expose?.paths, r.payload),
+    }));
   } catch (e) {
     if (isHookspoolError(e, "E_CONFIG")) return { error: "no destination" };
     return { error: `plugin error (${e instanceof Error ? e.name : typeof e})` };
@@ -72,7 +100,11 @@ function route(config: Config, sources: ReadonlyMap<string, IntakeSource>, r: St
 }
 
 /** Every stored request through `config`'s routing, against what it became. */
-export function routeTest(config: Config, sources: ReadonlyMap<string, IntakeSource>, requests: readonly StoredRequestRow[]): RouteTestReport {
+export function routeTest(
+  config: Config,
+  sources: ReadonlyMap<string, IntakeSource>,
+  requests: readonly StoredRequestRow[],
+): RouteTestReport {
   const counts = Object.fromEntries(CHANGE_KINDS.map((k) => [k, 0])) as Record<ChangeKind, number>;
   const changes: RouteChange[] = [];
   for (const r of requests) {
@@ -99,10 +131,12 @@ export function routeTest(config: Config, sources: ReadonlyMap<string, IntakeSou
       if (t0.size !== t1.size || [...t0].some((t) => !t1.has(t))) kinds.push("tees");
       // A window changed for a copy that went the same way.
       const windows = new Map(result.map((c) => [pair(c), c.window]));
-      if (before.some((c) => windows.has(pair(c)) && !sameWindow(c.window, windows.get(pair(c)) as CopyView["window"]))) kinds.push("window");
+      if (before.some((c) => windows.has(pair(c)) && !sameWindow(c.window, windows.get(pair(c)) as CopyView["window"])))
+        kinds.push("window");
     }
     for (const k of kinds) counts[k]++;
-    if (kinds.length) changes.push({ event: r.copies[0].eventId, source: r.source, eventType: r.eventType, kinds, before, after });
+    if (kinds.length)
+      changes.push({ event: r.copies[0].eventId, source: r.source, eventType: r.eventType, kinds, before, after });
   }
   return { requests: requests.length, unchanged: requests.length - changes.length, counts, changes };
 }

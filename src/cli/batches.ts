@@ -19,11 +19,18 @@ function traceText(t: Record<string, unknown> | null): string {
 
 function listCommand(cli: Cli): CommandDef {
   return {
-    meta: { name: "list", description: "batches, newest first, without payloads (--destination quarantine: quarantined requests)" },
+    meta: {
+      name: "list",
+      description: "batches, newest first, without payloads (--destination quarantine: quarantined requests)",
+    },
     args: {
       ...GLOBAL_ARGS,
       ...FILTER_ARGS,
-      before: { type: "string", description: "the next page: batches older than this id (the last line says it)", valueHint: "ID" },
+      before: {
+        type: "string",
+        description: "the next page: batches older than this id (the last line says it)",
+        valueHint: "ID",
+      },
       limit: { type: "string", description: "at most this many", default: "50", valueHint: "n" },
     },
     async run({ args }) {
@@ -46,7 +53,18 @@ function listCommand(cli: Cli): CommandDef {
           table(
             ["ID", "STATE", "SOURCE", "ROUTE", "KEY", "DESTINATION", "EVENTS", "BYTES", "AGE", "LAST"],
             // A dead batch's LAST is why it died: the receiver's refusal or the pipeline's fault.
-            rows.map((b) => [b.id, b.state, b.source, b.route, b.key, b.destination, b.count, humanBytes(b.bytes), humanAge(now - b.first_at), (b.state === "dead" ? b.dead_reason : null) ?? b.last_class ?? ""]),
+            rows.map((b) => [
+              b.id,
+              b.state,
+              b.source,
+              b.route,
+              b.key,
+              b.destination,
+              b.count,
+              humanBytes(b.bytes),
+              humanAge(now - b.first_at),
+              (b.state === "dead" ? b.dead_reason : null) ?? b.last_class ?? "",
+            ]),
           ),
         );
         // A full page may have more behind it: the cursor for the next.
@@ -112,21 +130,42 @@ function showCommand(cli: Cli): CommandDef {
         ];
         // An awaiting batch's next_attempt_at is when its outcome is overdue.
         if (b.state === "awaiting" && b.next_attempt_at !== null) {
-          lines.push(["awaiting", `the outcome of its run (hookspool outcome <webhook-id> ok|failed); overdue ${isoTime(b.next_attempt_at)} (in ${humanAge(b.next_attempt_at - now)})`]);
-        } else if (b.next_attempt_at !== null) lines.push(["next attempt", `${isoTime(b.next_attempt_at)} (in ${humanAge(b.next_attempt_at - now)})`]);
+          lines.push([
+            "awaiting",
+            `the outcome of its run (hookspool outcome <webhook-id> ok|failed); overdue ${isoTime(b.next_attempt_at)} (in ${humanAge(b.next_attempt_at - now)})`,
+          ]);
+        } else if (b.next_attempt_at !== null)
+          lines.push(["next attempt", `${isoTime(b.next_attempt_at)} (in ${humanAge(b.next_attempt_at - now)})`]);
         if (b.not_before !== null) lines.push(["not before", isoTime(b.not_before)]);
         if (b.lease_owner) lines.push(["lease", `${b.lease_owner} until ${isoTime(b.lease_until)}`]);
         if (b.last_class || b.last_error) lines.push(["last error", `${b.last_class ?? "-"}: ${b.last_error ?? ""}`]);
-        if (b.delivered_at !== null) lines.push([b.state === "delivered" ? "delivered" : "finished", isoTime(b.delivered_at)]);
+        if (b.delivered_at !== null)
+          lines.push([b.state === "delivered" ? "delivered" : "finished", isoTime(b.delivered_at)]);
         if (b.state === "dead") {
-          lines.push(["dead because", `${b.dead_reason ?? "-"} (${DEAD_REASON_TEXT[b.dead_reason ?? ""] ?? "unknown"})`]);
+          lines.push([
+            "dead because",
+            `${b.dead_reason ?? "-"} (${DEAD_REASON_TEXT[b.dead_reason ?? ""] ?? "unknown"})`,
+          ]);
           lines.push(["next step", `hookspool replay ${b.id}`]);
         }
         const w = Math.max(...lines.map(([k]) => k.length));
         cli.io.out(lines.map(([k, v]) => `${k.padEnd(w)}  ${visible(v)}`).join("\n"));
         if (events) {
           cli.io.out("");
-          cli.io.out(table(["EVENT", "TYPE", "RECEIVED", "BYTES", "DEDUP ID", "EXCLUDED", "WHY HERE"], events.map((e) => [e.id, e.event_type || "-", isoTime(e.received_at), e.size, e.dedup_id ?? "-", e.excluded_at ? isoTime(e.excluded_at) : "", traceText(e.trace)])));
+          cli.io.out(
+            table(
+              ["EVENT", "TYPE", "RECEIVED", "BYTES", "DEDUP ID", "EXCLUDED", "WHY HERE"],
+              events.map((e) => [
+                e.id,
+                e.event_type || "-",
+                isoTime(e.received_at),
+                e.size,
+                e.dedup_id ?? "-",
+                e.excluded_at ? isoTime(e.excluded_at) : "",
+                traceText(e.trace),
+              ]),
+            ),
+          );
         }
         if (attempts) {
           cli.io.out("");
@@ -134,7 +173,18 @@ function showCommand(cli: Cli): CommandDef {
             attempts.length
               ? table(
                   ["ATTEMPT", "N", "STARTED", "OUTCOME", "CLASS", "STATUS", "MS", "PROBE", "COUNTED", "ERROR"],
-                  attempts.map((a) => [a.id, a.n, isoTime(a.started_at), a.outcome ?? "running", a.klass ?? "", a.status ?? "", a.duration_ms ?? "", a.probe ? "yes" : "", a.counted ? "yes" : "", a.error ?? ""]),
+                  attempts.map((a) => [
+                    a.id,
+                    a.n,
+                    isoTime(a.started_at),
+                    a.outcome ?? "running",
+                    a.klass ?? "",
+                    a.status ?? "",
+                    a.duration_ms ?? "",
+                    a.probe ? "yes" : "",
+                    a.counted ? "yes" : "",
+                    a.error ?? "",
+                  ]),
                 )
               : "no attempts",
           );
@@ -144,7 +194,11 @@ function showCommand(cli: Cli): CommandDef {
             cli.io.out("");
             cli.io.out(`--- event ${p.id}`);
             // A payload is a sender's bytes: shown escaped, never as terminal commands.
-            cli.io.out(p.payload !== null ? visible(p.payload) : `(quarantined request, ${p.raw?.length ?? 0} raw bytes; headers ${visible(p.headers)})\n${p.raw ? visible(new TextDecoder().decode(p.raw)) : ""}`);
+            cli.io.out(
+              p.payload !== null
+                ? visible(p.payload)
+                : `(quarantined request, ${p.raw?.length ?? 0} raw bytes; headers ${visible(p.headers)})\n${p.raw ? visible(new TextDecoder().decode(p.raw)) : ""}`,
+            );
           }
         }
         return 0;

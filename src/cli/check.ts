@@ -38,29 +38,55 @@ function printReport(cli: Cli, report: CheckReport): void {
   for (const p of report.problems) cli.io.out(problemLine(p));
   for (const [source, retries] of Object.entries(report.senders)) {
     if (retries === null) continue;
-    cli.io.out(visible(retries ? `info: source ${source}: the sender retries a failed delivery` : `note: source ${source}: the sender does not retry a failed delivery: a sweep must recover what is missed (its bobbin's README says how)`));
+    cli.io.out(
+      visible(
+        retries
+          ? `info: source ${source}: the sender retries a failed delivery`
+          : `note: source ${source}: the sender does not retry a failed delivery: a sweep must recover what is missed (its bobbin's README says how)`,
+      ),
+    );
   }
   // Which rate each paced destination is delivered at, and where it comes from (hermes: the gateway's).
   for (const [name, pace] of Object.entries(report.paces)) {
     if (pace) cli.io.out(visible(`info: destination ${name}: paced at ${describeRate(pace.rate)}, from ${pace.from}`));
   }
   const notes = notesOf(report);
-  cli.io.out(visible(`${report.file ?? "(no config file)"}: ${plural(errors, "error")}, ${plural(warnings, "warning")}${notes ? `, ${plural(notes, "note")}` : ""}`));
+  cli.io.out(
+    visible(
+      `${report.file ?? "(no config file)"}: ${plural(errors, "error")}, ${plural(warnings, "warning")}${notes ? `, ${plural(notes, "note")}` : ""}`,
+    ),
+  );
 }
 
 export function checkCommands(cli: Cli): Record<string, CommandDef> {
   const check: CommandDef = {
     meta: {
       name: "check",
-      description: "validate the config, its plugins, secrets, routes, destinations and the database (exit 2 on errors; used as ExecStartPre)",
+      description:
+        "validate the config, its plugins, secrets, routes, destinations and the database (exit 2 on errors; used as ExecStartPre)",
     },
     args: { ...GLOBAL_ARGS },
     async run() {
       const report = await runCheck(cli);
       const { errors, warnings } = counts(report.problems);
       // An error is one object, as every verb's is; a pass says what was checked.
-      if (cli.globals.json && errors > 0) throw new HookspoolError("E_CONFIG", `${plural(errors, "error")} in the config`, { file: report.file ?? undefined, problems: report.problems });
-      if (cli.globals.json) cli.io.out(JSON.stringify({ file: report.file, errors, warnings, notes: notesOf(report), problems: report.problems, senders: report.senders, paces: report.paces }));
+      if (cli.globals.json && errors > 0)
+        throw new HookspoolError("E_CONFIG", `${plural(errors, "error")} in the config`, {
+          file: report.file ?? undefined,
+          problems: report.problems,
+        });
+      if (cli.globals.json)
+        cli.io.out(
+          JSON.stringify({
+            file: report.file,
+            errors,
+            warnings,
+            notes: notesOf(report),
+            problems: report.problems,
+            senders: report.senders,
+            paces: report.paces,
+          }),
+        );
       else printReport(cli, report);
       return errors > 0 ? 2 : 0;
     },
@@ -69,14 +95,18 @@ export function checkCommands(cli: Cli): Record<string, CommandDef> {
   const reload: CommandDef = {
     meta: {
       name: "reload",
-      description: "check the config, then touch it so the intake (within 5 s) and the dispatcher (next tick) reload it together",
+      description:
+        "check the config, then touch it so the intake (within 5 s) and the dispatcher (next tick) reload it together",
     },
     args: { ...GLOBAL_ARGS },
     async run() {
       const report = await runCheck(cli);
       const file = report.file;
       if (file === null || !existsSync(file)) {
-        throw new HookspoolError("E_NOT_FOUND", "no config file to reload", { file: file ?? undefined, hint: "the services run on defaults; hookspool init writes a config.toml" });
+        throw new HookspoolError("E_NOT_FOUND", "no config file to reload", {
+          file: file ?? undefined,
+          hint: "the services run on defaults; hookspool init writes a config.toml",
+        });
       }
       const { errors } = counts(report.problems);
       if (errors > 0) {

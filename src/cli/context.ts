@@ -53,8 +53,16 @@ export function makeCli(io: Io, globals: Globals, clock: Clock = processClock(io
 
 /** The global flags, accepted before or after the command. */
 export const GLOBAL_ARGS = {
-  home: { type: "string", description: "state directory (HOOKSPOOL_HOME; default /var/lib/hookspool)", valueHint: "dir" },
-  config: { type: "string", description: "config file (HOOKSPOOL_CONFIG; default <home>/config.toml)", valueHint: "file" },
+  home: {
+    type: "string",
+    description: "state directory (HOOKSPOOL_HOME; default /var/lib/hookspool)",
+    valueHint: "dir",
+  },
+  config: {
+    type: "string",
+    description: "config file (HOOKSPOOL_CONFIG; default <home>/config.toml)",
+    valueHint: "file",
+  },
   json: { type: "boolean", description: "machine-readable output" },
 } as const;
 
@@ -87,9 +95,17 @@ export function splitGlobals(argv: string[]): { globals: Globals; rest: string[]
  * time) are kept for stderr, one line each, so stdout stays clean for --json.
  */
 export function loadFor(cli: Cli, opts: { strict?: boolean } = {}): LoadedConfig {
-  const loaded = loadConfig({ home: cli.globals.home, config: cli.globals.config, env: cli.io.env, cwd: cli.io.cwd, strict: opts.strict });
+  const loaded = loadConfig({
+    home: cli.globals.home,
+    config: cli.globals.config,
+    env: cli.io.env,
+    cwd: cli.io.cwd,
+    strict: opts.strict,
+  });
   for (const p of loaded.problems) {
-    cli.warnings.push(`hookspool: warning: ${visible(`${[loaded.paths.config, p.key].filter(Boolean).join(": ")}: ${p.message}${p.hint ? ` (${p.hint})` : ""}`)}`);
+    cli.warnings.push(
+      `hookspool: warning: ${visible(`${[loaded.paths.config, p.key].filter(Boolean).join(": ")}: ${p.message}${p.hint ? ` (${p.hint})` : ""}`)}`,
+    );
   }
   // Said before the command runs: what it writes is then already root's.
   const foreign = foreignHome(process.getuid?.() ?? -1, loaded.paths.home);
@@ -140,7 +156,9 @@ export function notInConfig(loaded: LoadedConfig, e: HookspoolError): HookspoolE
 export function noConfigFile(loaded: LoadedConfig): HookspoolError | null {
   if (loaded.paths.config !== null) return null;
   // An explicit --config or HOOKSPOOL_CONFIG that is missing fails at load; this is the home's.
-  return new HookspoolError("E_CONFIG", `no config file at ${join(loaded.paths.home, "config.toml")}`, { hint: "hookspool init writes one; or point --home, --config or HOOKSPOOL_CONFIG at yours" });
+  return new HookspoolError("E_CONFIG", `no config file at ${join(loaded.paths.home, "config.toml")}`, {
+    hint: "hookspool init writes one; or point --home, --config or HOOKSPOOL_CONFIG at yours",
+  });
 }
 
 /**
@@ -156,9 +174,15 @@ export function loadForReading(cli: Cli): LoadedConfig {
     if (!(e instanceof ConfigError) || !e.file) throw e;
     const file = e.file;
     const first = e.problems[0];
-    cli.io.err(`hookspool: warning: ${visible(`${file}: cannot use the config (${first.key}: ${first.message}); reading the database alone`)}`);
+    cli.io.err(
+      `hookspool: warning: ${visible(`${file}: cannot use the config (${first.key}: ${first.message}); reading the database alone`)}`,
+    );
     const config = spoolOnly(file, cli.io.env);
-    const paths = resolvePaths(config, { home: cli.globals.home, config: cli.globals.config, env: cli.io.env, cwd: cli.io.cwd }, file);
+    const paths = resolvePaths(
+      config,
+      { home: cli.globals.home, config: cli.globals.config, env: cli.io.env, cwd: cli.io.cwd },
+      file,
+    );
     return { config, paths, problems: [], mtimeMs: null };
   }
 }
@@ -187,7 +211,11 @@ function spoolOnly(file: string, env: Env): LoadedConfig["config"] {
   if (backend === "postgres") {
     config.spool.backend = "postgres";
     if (!config.spool.url) {
-      throw new HookspoolError("E_CONFIG", "the config does not load and its spool is on PostgreSQL, whose [spool] url cannot be read from it either", { file, key: "spool.url", hint: "hookspool check says what to fix" });
+      throw new HookspoolError(
+        "E_CONFIG",
+        "the config does not load and its spool is on PostgreSQL, whose [spool] url cannot be read from it either",
+        { file, key: "spool.url", hint: "hookspool check says what to fix" },
+      );
     }
     anchorPaths(config, dirname(file), env);
   }
@@ -198,18 +226,27 @@ function spoolOnly(file: string, env: Env): LoadedConfig["config"] {
  * The store the operator's verbs work on: the SQLite spool (never migrated here) or the
  * PostgreSQL database the config names, at this build's schema. Close it when done.
  */
-export async function openOperatorStore(cli: Cli, loaded: Pick<LoadedConfig, "config" | "paths">): Promise<OperatorStore> {
+export async function openOperatorStore(
+  cli: Cli,
+  loaded: Pick<LoadedConfig, "config" | "paths">,
+): Promise<OperatorStore> {
   return (await openOperatorStores(cli, loaded)).operator();
 }
 
 /** Every role over the config's store, opened as the operator's verbs open it (never migrated); close() when done. */
 export function openOperatorStores(cli: Cli, loaded: Pick<LoadedConfig, "config" | "paths">): Promise<Stores> {
-  return openStores(loaded.config, { mode: "operator", paths: { spoolFile: loaded.paths.spoolFile, lock: loaded.paths.lock }, env: cli.io.env, clock: cli.clock });
+  return openStores(loaded.config, {
+    mode: "operator",
+    paths: { spoolFile: loaded.paths.spoolFile, lock: loaded.paths.lock },
+    env: cli.io.env,
+    clock: cli.clock,
+  });
 }
 
 /** Parse a positive integer argument (a batch or event id, a limit). */
 export function positiveInt(value: unknown, what: string): number {
   const s = String(value ?? "");
-  if (!/^\d+$/.test(s) || Number(s) < 1) throw new HookspoolError("E_USAGE", `${what} must be a positive integer, got "${s}"`);
+  if (!/^\d+$/.test(s) || Number(s) < 1)
+    throw new HookspoolError("E_USAGE", `${what} must be a positive integer, got "${s}"`);
   return Number(s);
 }

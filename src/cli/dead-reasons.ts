@@ -17,6 +17,7 @@ export const DEAD_REASON_TEXT: Readonly<Record<string, string>> = {
 /** A --reason value, checked; undefined when not given. */
 export function deadReasonArg(v: unknown): DeadReason | undefined {
   if (v === undefined) return undefined;
-  if (typeof v !== "string" || !(DEAD_REASONS as readonly string[]).includes(v)) throw new HookspoolError("E_USAGE", `--reason must be one of ${DEAD_REASONS.join(", ")}`);
+  if (typeof v !== "string" || !(DEAD_REASONS as readonly string[]).includes(v))
+    throw new HookspoolError("E_USAGE", `--reason must be one of ${DEAD_REASONS.join(", ")}`);
   return v as DeadReason;
 }

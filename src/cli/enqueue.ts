@@ -31,17 +31,31 @@ export function enqueueCommand(cli: Cli): CommandDef {
       const { config, paths } = loaded;
       const source = String(args.source);
       const src = config.sources[source];
-      if (!src) throw notInConfig(loaded, new HookspoolError("E_CONFIG", `no source "${source}" in the config`, { key: `sources.${source}`, hint: "add a [sources.<name>] table with an action" }));
+      if (!src)
+        throw notInConfig(
+          loaded,
+          new HookspoolError("E_CONFIG", `no source "${source}" in the config`, {
+            key: `sources.${source}`,
+            hint: "add a [sources.<name>] table with an action",
+          }),
+        );
       const body = args.file ? readPayloadFile(resolve(cli.io.cwd, String(args.file))) : await cli.io.readStdin();
       const cap = src.max_body_bytes ?? config.intake.max_body_bytes;
-      if (body.length > cap) throw new HookspoolError("E_INPUT", `the payload is ${body.length} bytes; source ${source} accepts at most ${cap}`);
+      if (body.length > cap)
+        throw new HookspoolError(
+          "E_INPUT",
+          `the payload is ${body.length} bytes; source ${source} accepts at most ${cap}`,
+        );
       let text: string;
       try {
         text = decoder.decode(body);
       } catch {
         throw new HookspoolError("E_INPUT", "the payload is not valid UTF-8");
       }
-      if (text.trim() === "") throw new HookspoolError("E_INPUT", "the payload is empty", { hint: "pass a JSON document with --file or on stdin" });
+      if (text.trim() === "")
+        throw new HookspoolError("E_INPUT", "the payload is empty", {
+          hint: "pass a JSON document with --file or on stdin",
+        });
       try {
         JSON.parse(text);
       } catch {
@@ -50,24 +64,41 @@ export function enqueueCommand(cli: Cli): CommandDef {
       const eventType = String(args["event-type"] ?? "");
       const override = args.destination ? String(args.destination) : undefined;
       // Routed as the intake routes a request: the source plugin's attrs, action and span count.
-      const plugins = await loadSources({ ...config, sources: { [source]: src } }, { configDir: dirname(paths.config ?? paths.home), env: cli.io.env, file: paths.config ?? "config.toml" });
+      const plugins = await loadSources(
+        { ...config, sources: { [source]: src } },
+        { configDir: dirname(paths.config ?? paths.home), env: cli.io.env, file: paths.config ?? "config.toml" },
+      );
       let copies: NewEvent["copies"];
       try {
-        copies = injectedCopies(config, plugins, { source, payload: text, eventType, destinationOverride: override, peer: "cli", now: cli.clock.now() });
+        copies = injectedCopies(config, plugins, {
+          source,
+          payload: text,
+          eventType,
+          destinationOverride: override,
+          peer: "cli",
+          now: cli.clock.now(),
+        });
       } catch (e) {
         if (e instanceof HookspoolError) throw e;
         // The plugin's attrs or action threw on this payload: the intake would quarantine it.
-        throw new HookspoolError("E_INPUT", `source ${source}'s plugin cannot route this payload (${e instanceof Error ? e.name : typeof e})`);
+        throw new HookspoolError(
+          "E_INPUT",
+          `source ${source}'s plugin cannot route this payload (${e instanceof Error ? e.name : typeof e})`,
+        );
       }
       for (const c of copies) {
         const why = destinationProblem(config, c.destination);
         if (!why) continue;
         // The operator typed this one; the config is not at fault.
-        if (override !== undefined && !c.tee) throw new HookspoolError("E_USAGE", `--destination ${c.destination}: ${why}`);
+        if (override !== undefined && !c.tee)
+          throw new HookspoolError("E_USAGE", `--destination ${c.destination}: ${why}`);
         // A route without a destination of its own uses the source's action.
         const i = config.routes.findIndex((r) => r.name === c.route && r.destination !== undefined);
         const key = userKey(config, i >= 0 ? `routes[${i}].destination` : `sources.${source}.action`);
-        throw new HookspoolError("E_CONFIG", `destination "${c.destination}": ${why}`, { file: paths.config ?? undefined, key });
+        throw new HookspoolError("E_CONFIG", `destination "${c.destination}": ${why}`, {
+          file: paths.config ?? undefined,
+          key,
+        });
       }
       const dedupId = args["dedup-id"] === undefined ? null : String(args["dedup-id"]);
       const ev = newEvent(config, { source, key: String(args.key), eventType, dedupId, payload: text, body }, copies);
@@ -75,7 +106,10 @@ export function enqueueCommand(cli: Cli): CommandDef {
       if (cli.globals.json) {
         cli.io.out(JSON.stringify(r));
       } else if (r.status === "queued") {
-        for (const p of r.placed) cli.io.out(`queued event ${p.eventId} in batch ${p.batchId} (route ${visible(p.route)} -> ${visible(p.destination)}${p.tee ? ", tee" : ""}${p.sealed ? ", sealed" : ""})`);
+        for (const p of r.placed)
+          cli.io.out(
+            `queued event ${p.eventId} in batch ${p.batchId} (route ${visible(p.route)} -> ${visible(p.destination)}${p.tee ? ", tee" : ""}${p.sealed ? ", sealed" : ""})`,
+          );
       } else if (r.status === "duplicate") {
         cli.io.out(`duplicate of event ${r.eventId}; nothing enqueued`);
       } else {
@@ -87,7 +121,11 @@ export function enqueueCommand(cli: Cli): CommandDef {
 }
 
 /** One event into the config's store (SQLite never migrated here, or PostgreSQL at this build's schema). */
-async function enqueueOn(cli: Cli, loaded: Pick<LoadedConfig, "config" | "paths">, ev: NewEvent): Promise<EnqueueResult> {
+async function enqueueOn(
+  cli: Cli,
+  loaded: Pick<LoadedConfig, "config" | "paths">,
+  ev: NewEvent,
+): Promise<EnqueueResult> {
   const store = await openOperatorStore(cli, loaded);
   try {
     return await store.enqueue(ev, cli.clock.now());

@@ -10,11 +10,27 @@ export const FILTER_ARGS = {
   state: { type: "string", description: `only batches in this state: ${BATCH_STATES.join(", ")}` },
   source: { type: "string", description: "only this source" },
   destination: { type: "string", description: "only this destination (quarantine: quarantined requests)" },
-  reason: { type: "string", description: `only dead batches that died for this reason: ${DEAD_REASONS.join(", ")}`, valueHint: "R" },
+  reason: {
+    type: "string",
+    description: `only dead batches that died for this reason: ${DEAD_REASONS.join(", ")}`,
+    valueHint: "R",
+  },
   key: { type: "string", description: "only batches of this coalesce key", valueHint: "K" },
-  status: { type: "string", description: "only batches whose last attempt ended with this HTTP status or exit code", valueHint: "CODE" },
-  since: { type: "string", description: "only batches whose last event is at or after T (Unix seconds, ISO date, or an age: 24h, 7d)", valueHint: "T" },
-  until: { type: "string", description: "only batches whose last event is at or before T (same forms)", valueHint: "T" },
+  status: {
+    type: "string",
+    description: "only batches whose last attempt ended with this HTTP status or exit code",
+    valueHint: "CODE",
+  },
+  since: {
+    type: "string",
+    description: "only batches whose last event is at or after T (Unix seconds, ISO date, or an age: 24h, 7d)",
+    valueHint: "T",
+  },
+  until: {
+    type: "string",
+    description: "only batches whose last event is at or before T (same forms)",
+    valueHint: "T",
+  },
 } as const;
 
 type FilterArgs = Readonly<Record<string, unknown>>;
@@ -22,11 +38,13 @@ type FilterArgs = Readonly<Record<string, unknown>>;
 /** The filter the flags give, each checked: a bad value is E_USAGE with the flag's name. */
 export function filterOf(args: FilterArgs, now: number): BatchFilter {
   const state = args.state as string | undefined;
-  if (state !== undefined && !BATCH_STATES.includes(state as BatchState)) throw new HookspoolError("E_USAGE", `--state must be one of ${BATCH_STATES.join(", ")}`);
+  if (state !== undefined && !BATCH_STATES.includes(state as BatchState))
+    throw new HookspoolError("E_USAGE", `--state must be one of ${BATCH_STATES.join(", ")}`);
   let status: number | undefined;
   if (args.status !== undefined) {
     status = Number(args.status);
-    if (!/^\d{1,3}$/.test(String(args.status))) throw new HookspoolError("E_USAGE", "--status must be an HTTP status or exit code (0-999)");
+    if (!/^\d{1,3}$/.test(String(args.status)))
+      throw new HookspoolError("E_USAGE", "--status must be an HTTP status or exit code (0-999)");
   }
   const time = (v: unknown) => (v === undefined ? undefined : parseSince(String(v), now));
   const f: BatchFilter = {
@@ -39,6 +57,7 @@ export function filterOf(args: FilterArgs, now: number): BatchFilter {
     since: time(args.since),
     until: time(args.until),
   };
-  if (f.since !== undefined && f.until !== undefined && f.since > f.until) throw new HookspoolError("E_USAGE", "--since is after --until");
+  if (f.since !== undefined && f.until !== undefined && f.since > f.until)
+    throw new HookspoolError("E_USAGE", "--since is after --until");
   return Object.fromEntries(Object.entries(f).filter(([, v]) => v !== undefined)) as BatchFilter;
 }

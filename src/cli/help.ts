@@ -55,7 +55,9 @@ function impliedUsage(own: [string, ArgDef][], meta: HelpMeta, subs: boolean, ru
     const shown = `${name}${i === positionals.length - 1 && meta.variadic ? "..." : ""}`;
     words.push(d.required === false || d.default !== undefined ? `[${shown}]` : `<${shown}>`);
   });
-  for (const [name, d] of own) if (d.type !== "positional" && d.required === true && d.default === undefined) words.push(`--${name} <${d.valueHint ?? name}>`);
+  for (const [name, d] of own)
+    if (d.type !== "positional" && d.required === true && d.default === undefined)
+      words.push(`--${name} <${d.valueHint ?? name}>`);
   words.push("[options]");
   return words.join(" ");
 }
@@ -77,9 +79,15 @@ export async function renderHelp(chain: AnyCommand[], opts: { color: boolean }):
   const subs = await subCommandsOf(cmd);
 
   const sections: [string, [string, string][]][] = [
-    ["Arguments", positionals.map(([n, d], i) => [label(n, d, i === positionals.length - 1, meta.variadic === true), describe(d)])],
+    [
+      "Arguments",
+      positionals.map(([n, d], i) => [label(n, d, i === positionals.length - 1, meta.variadic === true), describe(d)]),
+    ],
     ["Options", flags.map(([n, d]) => [label(n, d, false, false), describe(d)])],
-    ["Global options", Object.entries(GLOBAL_ARGS as ArgsDef).map(([n, d]) => [label(n, d, false, false), describe(d)])],
+    [
+      "Global options",
+      Object.entries(GLOBAL_ARGS as ArgsDef).map(([n, d]) => [label(n, d, false, false), describe(d)]),
+    ],
   ];
   if (subs) {
     const rows: [string, string][] = [];
@@ -91,7 +99,11 @@ export async function renderHelp(chain: AnyCommand[], opts: { color: boolean }):
   }
   const width = Math.max(...sections.flatMap(([, rows]) => rows.map(([l]) => l.length)));
 
-  const lines = [bold(`${path}${meta.description ? ` - ${meta.description}` : ""}`), "", `${bold("Usage:")} ${path} ${meta.usage ?? impliedUsage(own, meta, Boolean(subs), Boolean(cmd.run))}`];
+  const lines = [
+    bold(`${path}${meta.description ? ` - ${meta.description}` : ""}`),
+    "",
+    `${bold("Usage:")} ${path} ${meta.usage ?? impliedUsage(own, meta, Boolean(subs), Boolean(cmd.run))}`,
+  ];
   for (const [title, rows] of sections) {
     if (rows.length === 0) continue;
     lines.push("", bold(`${title}:`));

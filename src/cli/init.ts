@@ -26,7 +26,10 @@ function writePrivate(path: string, text: string, mode: number): void {
 
 export function initCommand(cli: Cli): CommandDef {
   return {
-    meta: { name: "init", description: "write a starter home: config.toml with a demo, its secret and script, a migrated spool" },
+    meta: {
+      name: "init",
+      description: "write a starter home: config.toml with a demo, its secret and script, a migrated spool",
+    },
     args: {
       ...GLOBAL_ARGS,
       force: { type: "boolean", description: "overwrite an existing config.toml" },
@@ -49,7 +52,15 @@ export function initCommand(cli: Cli): CommandDef {
         const scriptFile = join(home, "scripts", "append-batch.sh");
         writePrivate(scriptFile, DEMO_SCRIPT, 0o700);
         // Relative to the config's directory (the home): a home that moves keeps working.
-        writePrivate(configFile, renderStarterConfig({ home: ".", secretFile: relative(home, secretFile), scriptFile: relative(home, scriptFile) }), 0o600);
+        writePrivate(
+          configFile,
+          renderStarterConfig({
+            home: ".",
+            secretFile: relative(home, secretFile),
+            scriptFile: relative(home, scriptFile),
+          }),
+          0o600,
+        );
 
         const dbPath = join(home, "spool.db");
         const schema = createSpool(dbPath, cli.clock);
@@ -61,7 +72,9 @@ export function initCommand(cli: Cli): CommandDef {
           // Both lines work on a host that has only the binary: no README to look in.
           const self = `${selfCommand(cli.io.cwd)} --home ${typedPath(home, cli.io.cwd)}`;
           cli.io.out(`next: ${self} run`);
-          cli.io.out(`then, in another terminal: ${self} send demo --follow   (a signed demo event, delivered to batches.jsonl)`);
+          cli.io.out(
+            `then, in another terminal: ${self} send demo --follow   (a signed demo event, delivered to batches.jsonl)`,
+          );
         }
       } finally {
         lock.release();

@@ -10,7 +10,8 @@ const STATES = ["open", "acked", "resolved", "ignored", "all"] as const;
 function listRun(cli: Cli) {
   return async ({ args }: { args: Record<string, unknown> }) => {
     const state = args.state as IssueState | "all" | undefined;
-    if (state !== undefined && !(STATES as readonly string[]).includes(state)) throw new HookspoolError("E_USAGE", `--state must be one of ${STATES.join(", ")}`);
+    if (state !== undefined && !(STATES as readonly string[]).includes(state))
+      throw new HookspoolError("E_USAGE", `--state must be one of ${STATES.join(", ")}`);
     const store = await openOperatorStore(cli, loadFor(cli));
     try {
       const rows = await store.listIssues({ state });
@@ -26,7 +27,18 @@ function listRun(cli: Cli) {
       cli.io.out(
         table(
           ["ID", "STATE", "KIND", "FINGERPRINT", "COUNT", "FIRST", "LAST", "ALERTED", "BATCH", "LAST ERROR"],
-          rows.map((i: IssueRow) => [i.id, i.state, i.kind, i.fingerprint, i.count, humanAge(now - i.first_at), humanAge(now - i.last_at), i.alerted_at ? "yes" : "", i.sample_batch_id ?? "", (i.last_error ?? "").slice(0, 120)]),
+          rows.map((i: IssueRow) => [
+            i.id,
+            i.state,
+            i.kind,
+            i.fingerprint,
+            i.count,
+            humanAge(now - i.first_at),
+            humanAge(now - i.last_at),
+            i.alerted_at ? "yes" : "",
+            i.sample_batch_id ?? "",
+            (i.last_error ?? "").slice(0, 120),
+          ]),
         ),
       );
       return 0;
@@ -46,7 +58,11 @@ function stateVerb(cli: Cli, verb: "ack" | "resolve" | "ignore", description: st
       try {
         const r = await store.setIssueState(id, verb, cli.clock.now());
         if (r === "missing") throw new HookspoolError("E_NOT_FOUND", `no issue ${id}`);
-        if (r === "nothing") throw new HookspoolError("E_NOTHING", `issue ${id} cannot be ${verb === "ack" ? "acked" : `${verb}d`} from its current state`);
+        if (r === "nothing")
+          throw new HookspoolError(
+            "E_NOTHING",
+            `issue ${id} cannot be ${verb === "ack" ? "acked" : `${verb}d`} from its current state`,
+          );
         cli.io.out(cli.globals.json ? JSON.stringify(r) : `issue ${id}: ${r.state}`);
         return 0;
       } finally {
@@ -57,12 +73,19 @@ function stateVerb(cli: Cli, verb: "ack" | "resolve" | "ignore", description: st
 }
 
 export function issuesCommand(cli: Cli): CommandDef {
-  const listArgs = { ...GLOBAL_ARGS, state: { type: "string", description: `${STATES.join(", ")} (default: open and acked)` } } as const;
+  const listArgs = {
+    ...GLOBAL_ARGS,
+    state: { type: "string", description: `${STATES.join(", ")} (default: open and acked)` },
+  } as const;
   return {
     meta: { name: "issues", description: "grouped failures: list (the default), ack, resolve, ignore" },
     args: listArgs,
     subCommands: {
-      list: { meta: { name: "list", description: "issues that need attention (--state to see others)" }, args: listArgs, run: listRun(cli) },
+      list: {
+        meta: { name: "list", description: "issues that need attention (--state to see others)" },
+        args: listArgs,
+        run: listRun(cli),
+      },
       ack: stateVerb(cli, "ack", "acknowledge an open issue (it stops alerting; it still resolves by itself)"),
       resolve: stateVerb(cli, "resolve", "mark an issue resolved (it alerts again if it reopens)"),
       ignore: stateVerb(cli, "ignore", "ignore an issue for good: it never alerts or reopens (use sparingly)"),

@@ -35,7 +35,10 @@ function pruneCommand(cli: Cli): CommandDef {
         // A server's spool: its autovacuum gives the space back, and the pass runs in small transactions.
         const file = store.spoolFile;
         if (args.vacuum && file === null) {
-          throw new HookspoolError("E_USAGE", "--vacuum applies to a SQLite spool; on PostgreSQL the server's autovacuum gives the space back (or run VACUUM there)");
+          throw new HookspoolError(
+            "E_USAGE",
+            "--vacuum applies to a SQLite spool; on PostgreSQL the server's autovacuum gives the space back (or run VACUUM there)",
+          );
         }
         const counts = await store.runRetention(policyFromConfig(loaded.config), cli.clock.now());
         const printCounts = () => cli.io.out(cli.globals.json ? JSON.stringify(counts) : describeCounts(counts));
@@ -45,14 +48,20 @@ function pruneCommand(cli: Cli): CommandDef {
         }
         const before = spoolBytes(file);
         const free = diskFreeBytes(file);
-        cli.io.err(`hookspool: warning: VACUUM rewrites the whole database; it needs about twice its size free (${humanBytes(2 * before)}) and holds the write lock while it runs`);
+        cli.io.err(
+          `hookspool: warning: VACUUM rewrites the whole database; it needs about twice its size free (${humanBytes(2 * before)}) and holds the write lock while it runs`,
+        );
         if (free !== null && free < 2 * before) {
           // The pass itself is done; say what it deleted before refusing the rebuild (with
           // --json the error object is the only output).
           if (!cli.globals.json) printCounts();
-          throw new HookspoolError("E_SPOOL", `only ${humanBytes(free)} free next to ${file}; VACUUM needs about ${humanBytes(2 * before)}`, {
-            hint: "free some space, or copy the spool elsewhere with VACUUM INTO",
-          });
+          throw new HookspoolError(
+            "E_SPOOL",
+            `only ${humanBytes(free)} free next to ${file}; VACUUM needs about ${humanBytes(2 * before)}`,
+            {
+              hint: "free some space, or copy the spool elsewhere with VACUUM INTO",
+            },
+          );
         }
         await store.vacuum();
         const after = spoolBytes(file);
@@ -72,15 +81,29 @@ function pruneCommand(cli: Cli): CommandDef {
 
 function exportCommand(cli: Cli): CommandDef {
   return {
-    meta: { name: "export", description: "batches with their events (payloads included) and attempts as JSONL on stdout, oldest first" },
+    meta: {
+      name: "export",
+      description: "batches with their events (payloads included) and attempts as JSONL on stdout, oldest first",
+    },
     args: {
       ...GLOBAL_ARGS,
       ...FILTER_ARGS,
-      limit: { type: "string", description: "at most this many batches (default: every one); stderr says the --after that goes on", valueHint: "n" },
-      after: { type: "string", description: "only batches after this id (where an export cut short by --limit stopped)", valueHint: "ID" },
+      limit: {
+        type: "string",
+        description: "at most this many batches (default: every one); stderr says the --after that goes on",
+        valueHint: "n",
+      },
+      after: {
+        type: "string",
+        description: "only batches after this id (where an export cut short by --limit stopped)",
+        valueHint: "ID",
+      },
     },
     async run({ args }) {
-      const filter: ExportFilter = { ...filterOf(args, cli.clock.now()), ...(args.after !== undefined ? { after: positiveInt(args.after, "--after") } : {}) };
+      const filter: ExportFilter = {
+        ...filterOf(args, cli.clock.now()),
+        ...(args.after !== undefined ? { after: positiveInt(args.after, "--after") } : {}),
+      };
       const limit = args.limit === undefined ? Number.POSITIVE_INFINITY : positiveInt(args.limit, "--limit");
       const store = await openOperatorStore(cli, loadForReading(cli));
       let n = 0;

@@ -12,7 +12,9 @@ export function metricsCommand(cli: Cli): CommandDef {
       const { config, paths } = loadFor(cli);
       const stores = await openStores(config, { mode: "operator", paths, env: cli.io.env, clock: cli.clock });
       try {
-        cli.io.out((await renderStoreMetrics(stores.status(), config, paths.spoolFile, { now: cli.clock.now() })).trimEnd());
+        cli.io.out(
+          (await renderStoreMetrics(stores.status(), config, paths.spoolFile, { now: cli.clock.now() })).trimEnd(),
+        );
         return 0;
       } finally {
         await stores.close();

@@ -42,16 +42,27 @@ export function describeCopy(report: CopyReport): string {
 /** The config whose [spool] url names the target: its own, or `--url-env NAME` instead. */
 function targetConfig(config: Config, urlEnv: string | undefined): Config {
   if (urlEnv !== undefined) {
-    if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(urlEnv)) throw new HookspoolError("E_USAGE", `--url-env needs an environment variable's name, got "${urlEnv.slice(0, 40)}"`);
+    if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(urlEnv))
+      throw new HookspoolError(
+        "E_USAGE",
+        `--url-env needs an environment variable's name, got "${urlEnv.slice(0, 40)}"`,
+      );
     return { ...config, spool: { ...config.spool, url: { env: urlEnv } } };
   }
   if (!config.spool.url) {
-    throw new HookspoolError("E_CONFIG", "migrate-store needs the PostgreSQL URL: set [spool] url (a secret reference such as { env = \"HOOKSPOOL_PG_URL\" }) or pass --url-env NAME", { key: "spool.url" });
+    throw new HookspoolError(
+      "E_CONFIG",
+      'migrate-store needs the PostgreSQL URL: set [spool] url (a secret reference such as { env = "HOOKSPOOL_PG_URL" }) or pass --url-env NAME',
+      { key: "spool.url" },
+    );
   }
   return config;
 }
 
-/** A client failure in words that never quote the URL or a row: its class and SQLSTATE only. Anything else (a bug) stays itself. */
+/**
+ * A client failure in words that never quote the URL or a row: its class and SQLSTATE only. Anything else (a bug) stays
+ * itself.
+ */
 export function migrateStoreCommand(cli: Cli): CommandDef {
   return {
     meta: {
@@ -62,13 +73,27 @@ export function migrateStoreCommand(cli: Cli): CommandDef {
     args: {
       ...GLOBAL_ARGS,
       to: { type: "string", description: "the store to move to: postgres", valueHint: "postgres" },
-      "url-env": { type: "string", description: "read the PostgreSQL URL from this environment variable instead of [spool] url (to move before switching the backend)", valueHint: "NAME" },
+      "url-env": {
+        type: "string",
+        description:
+          "read the PostgreSQL URL from this environment variable instead of [spool] url (to move before switching the backend)",
+        valueHint: "NAME",
+      },
     },
     async run({ args }) {
-      if (args.to !== "postgres") throw new HookspoolError("E_USAGE", args.to ? `migrate-store can move a spool only to postgres, not "${String(args.to).slice(0, 40)}"` : "migrate-store needs --to postgres", { hint: "see hookspool migrate-store --help" });
+      if (args.to !== "postgres")
+        throw new HookspoolError(
+          "E_USAGE",
+          args.to
+            ? `migrate-store can move a spool only to postgres, not "${String(args.to).slice(0, 40)}"`
+            : "migrate-store needs --to postgres",
+          { hint: "see hookspool migrate-store --help" },
+        );
       const { config, paths } = loadFor(cli);
       if (!existsSync(paths.spoolFile)) {
-        throw new HookspoolError("E_NOT_FOUND", `no SQLite spool at ${paths.spoolFile}; there is nothing to move`, { hint: "migrate-store copies the spool.db of --home (or [spool] home and db)" });
+        throw new HookspoolError("E_NOT_FOUND", `no SQLite spool at ${paths.spoolFile}; there is nothing to move`, {
+          hint: "migrate-store copies the spool.db of --home (or [spool] home and db)",
+        });
       }
       const target = targetConfig(config, args["url-env"] as string | undefined);
       // Resolve (and check) the URL before taking anything: a missing variable is one config line.

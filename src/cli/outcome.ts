@@ -26,21 +26,29 @@ export function outcomeCommand(cli: Cli): CommandDef {
   return {
     meta: {
       name: "outcome",
-      description: "report the outcome of the run a delivery started (a destination with outcome = \"await\"): ok ends its batch, failed retries it",
+      description:
+        'report the outcome of the run a delivery started (a destination with outcome = "await"): ok ends its batch, failed retries it',
       usage: "<webhook-id> ok|failed [--reason TEXT] [--permanent]",
     } as HelpMeta,
     args: {
       ...GLOBAL_ARGS,
       "webhook-id": { type: "positional", description: "the delivery's webhook-id header (hs_...)", required: true },
       status: { type: "positional", description: "ok or failed", required: true },
-      reason: { type: "string", description: `why it failed, in a few words (kept on the attempt, at most ${REASON_MAX} characters; never logged)` },
+      reason: {
+        type: "string",
+        description: `why it failed, in a few words (kept on the attempt, at most ${REASON_MAX} characters; never logged)`,
+      },
       permanent: { type: "boolean", description: "failed: no retry can mend it; the batch is dead (agent_failed)" },
     },
     async run({ args }) {
       const id = String(args["webhook-id"]);
       const status = String(args.status);
-      if (!DELIVERY_ID.test(id)) throw new HookspoolError("E_USAGE", "the webhook-id must be a hookspool delivery id (hs_...)", { hint: "it is the webhook-id header of the delivery, or the batch document's delivery_id" });
-      if (status !== "ok" && status !== "failed") throw new HookspoolError("E_USAGE", `the outcome must be ok or failed, not "${visible(status.slice(0, 20))}"`);
+      if (!DELIVERY_ID.test(id))
+        throw new HookspoolError("E_USAGE", "the webhook-id must be a hookspool delivery id (hs_...)", {
+          hint: "it is the webhook-id header of the delivery, or the batch document's delivery_id",
+        });
+      if (status !== "ok" && status !== "failed")
+        throw new HookspoolError("E_USAGE", `the outcome must be ok or failed, not "${visible(status.slice(0, 20))}"`);
       if (args.permanent && status !== "failed") throw new HookspoolError("E_USAGE", "--permanent goes with failed");
       const loaded = loadFor(cli);
       const store = await openOperatorStore(cli, loaded);
@@ -58,9 +66,27 @@ export function outcomeCommand(cli: Cli): CommandDef {
           },
           () => cli.clock.now(),
         );
-        if (r.kind === "unknown") throw new HookspoolError("E_NOT_FOUND", `no delivery has the webhook-id ${id}`, { hint: "hookspool show <batch> --attempts lists a batch's deliveries" });
-        if (r.kind === "settled_already") throw new HookspoolError("E_NOTHING", `batch ${r.batchId} does not await this delivery's outcome (it is ${r.state})`, { hint: "an outcome counts once, for the batch's latest delivery" });
-        cli.io.out(cli.globals.json ? JSON.stringify({ batch: r.batchId, destination: r.destination, state: r.state, next_attempt_at: r.nextAttemptAt, dead_reason: r.deadReason }) : settledText(r));
+        if (r.kind === "unknown")
+          throw new HookspoolError("E_NOT_FOUND", `no delivery has the webhook-id ${id}`, {
+            hint: "hookspool show <batch> --attempts lists a batch's deliveries",
+          });
+        if (r.kind === "settled_already")
+          throw new HookspoolError(
+            "E_NOTHING",
+            `batch ${r.batchId} does not await this delivery's outcome (it is ${r.state})`,
+            { hint: "an outcome counts once, for the batch's latest delivery" },
+          );
+        cli.io.out(
+          cli.globals.json
+            ? JSON.stringify({
+                batch: r.batchId,
+                destination: r.destination,
+                state: r.state,
+                next_attempt_at: r.nextAttemptAt,
+                dead_reason: r.deadReason,
+              })
+            : settledText(r),
+        );
         return 0;
       } finally {
         await store.close();

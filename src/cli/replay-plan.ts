@@ -28,7 +28,12 @@ interface DestinationPlan {
 }
 
 /** Print the plan for `ids` (dead batches) and change nothing. */
-export async function printReplayPlan(cli: Cli, store: OperatorStore, config: Config, ids: readonly number[]): Promise<number> {
+export async function printReplayPlan(
+  cli: Cli,
+  store: OperatorStore,
+  config: Config,
+  ids: readonly number[],
+): Promise<number> {
   const rows = new Map<string, PlanRow>();
   for (const id of ids) {
     const b = await store.getBatch(id);
@@ -40,16 +45,28 @@ export async function printReplayPlan(cli: Cli, store: OperatorStore, config: Co
     row.events += b.count;
     rows.set(k, row);
   }
-  const list = [...rows.values()].sort((a, b) => a.destination.localeCompare(b.destination) || a.key.localeCompare(b.key) || a.reason.localeCompare(b.reason));
+  const list = [...rows.values()].sort(
+    (a, b) =>
+      a.destination.localeCompare(b.destination) || a.key.localeCompare(b.key) || a.reason.localeCompare(b.reason),
+  );
   const destinations: DestinationPlan[] = [];
   for (const name of [...new Set(list.map((r) => r.destination))]) {
     const mine = list.filter((r) => r.destination === name);
     const batches = mine.reduce((n, r) => n + r.batches, 0);
     const events = mine.reduce((n, r) => n + r.events, 0);
-    const pace = name === "quarantine" ? null : (makeDestination(config, name, { env: cli.io.env, clock: cli.clock, instanceId: "plan" })?.pace() ?? null);
+    const pace =
+      name === "quarantine"
+        ? null
+        : (makeDestination(config, name, { env: cli.io.env, clock: cli.clock, instanceId: "plan" })?.pace() ?? null);
     // A document is one request; every batch here waits its turn in the window.
     const atLeast = pace ? Math.max(0, Math.ceil(batches / pace.rate.limit) - 1) * pace.rate.windowS : 0;
-    destinations.push({ destination: name, batches, events, rate: pace ? { limit: pace.rate.limit, window_s: pace.rate.windowS, from: pace.from } : null, at_least_s: atLeast });
+    destinations.push({
+      destination: name,
+      batches,
+      events,
+      rate: pace ? { limit: pace.rate.limit, window_s: pace.rate.windowS, from: pace.from } : null,
+      at_least_s: atLeast,
+    });
   }
   if (cli.globals.json) {
     cli.io.out(JSON.stringify({ plan: list, destinations, changed: false }));
@@ -59,11 +76,20 @@ export async function printReplayPlan(cli: Cli, store: OperatorStore, config: Co
     cli.io.out("no dead batches match; nothing would be replayed");
     return 1;
   }
-  cli.io.out(table(["DESTINATION", "KEY", "REASON", "BATCHES", "EVENTS"], list.map((r) => [r.destination, r.key, r.reason, r.batches, r.events])));
+  cli.io.out(
+    table(
+      ["DESTINATION", "KEY", "REASON", "BATCHES", "EVENTS"],
+      list.map((r) => [r.destination, r.key, r.reason, r.batches, r.events]),
+    ),
+  );
   cli.io.out("");
   for (const d of destinations) {
-    const pace = d.rate ? `paced at ${describeRate({ limit: d.rate.limit, windowS: d.rate.window_s })} (${d.rate.from}): at least ${humanSeconds(d.at_least_s)} to deliver` : "not paced";
-    cli.io.out(`${d.destination}: ${d.batches} batch(es), ${d.events} event(s); ${pace}, sharing its slots with live traffic`);
+    const pace = d.rate
+      ? `paced at ${describeRate({ limit: d.rate.limit, windowS: d.rate.window_s })} (${d.rate.from}): at least ${humanSeconds(d.at_least_s)} to deliver`
+      : "not paced";
+    cli.io.out(
+      `${d.destination}: ${d.batches} batch(es), ${d.events} event(s); ${pace}, sharing its slots with live traffic`,
+    );
   }
   cli.io.out("nothing changed: run the same command without --plan to replay");
   return 0;

@@ -27,17 +27,29 @@ export function asksForJson(argv: string[]): boolean {
 /** The error as its --json document, and the lines a person sees instead. */
 function describeError(e: unknown): { exit: number; doc: ErrorDoc; lines: string[]; stack?: string } {
   if (e instanceof ConfigError) {
-    const problems = e.problems.map((p) => ({ level: p.level, key: p.key, message: p.message, ...(p.hint ? { hint: p.hint } : {}) }));
-    const lines = e.problems.map((p) => `${[e.file, p.key].filter(Boolean).join(": ")}: ${p.message}${p.hint ? ` (${p.hint})` : ""}`);
+    const problems = e.problems.map((p) => ({
+      level: p.level,
+      key: p.key,
+      message: p.message,
+      ...(p.hint ? { hint: p.hint } : {}),
+    }));
+    const lines = e.problems.map(
+      (p) => `${[e.file, p.key].filter(Boolean).join(": ")}: ${p.message}${p.hint ? ` (${p.hint})` : ""}`,
+    );
     return { exit: e.exitCode, doc: { ...fields(e), problems }, lines };
   }
   if (e instanceof HookspoolError) return { exit: e.exitCode, doc: fields(e), lines: [e.describe()] };
   // A read that finds the file damaged is the spool's state, not a bug: check's words, exit 2.
-  if (isCorruption(e)) return describeError(new CorruptSpool("the spool", [e instanceof Error ? e.message : String(e)]));
+  if (isCorruption(e))
+    return describeError(new CorruptSpool("the spool", [e instanceof Error ? e.message : String(e)]));
   // citty's own argument errors (a missing required argument) are usage errors.
   if (e instanceof Error && e.name === "CLIError") {
     const message = e.message.replace(ANSI, "");
-    return { exit: 2, doc: { error: message, code: "E_USAGE", hint: "see --help" }, lines: [`${message} (see --help)`] };
+    return {
+      exit: 2,
+      doc: { error: message, code: "E_USAGE", hint: "see --help" },
+      lines: [`${message} (see --help)`],
+    };
   }
   const message = e instanceof Error ? e.message : String(e);
   const stack = e instanceof Error ? (e.stack ?? e.message) : String(e);
@@ -46,8 +58,20 @@ function describeError(e: unknown): { exit: number; doc: ErrorDoc; lines: string
 
 /** The fields every HookspoolError has, each only when set. */
 function fields(e: HookspoolError): ErrorDoc {
-  const problems = e.problems?.map((p) => ({ level: p.level, key: p.key, message: p.message, ...(p.hint ? { hint: p.hint } : {}) }));
-  return { error: e.message, code: e.code, ...(e.hint ? { hint: e.hint } : {}), ...(e.file ? { file: e.file } : {}), ...(e.key ? { key: e.key } : {}), ...(problems?.length ? { problems } : {}) };
+  const problems = e.problems?.map((p) => ({
+    level: p.level,
+    key: p.key,
+    message: p.message,
+    ...(p.hint ? { hint: p.hint } : {}),
+  }));
+  return {
+    error: e.message,
+    code: e.code,
+    ...(e.hint ? { hint: e.hint } : {}),
+    ...(e.file ? { file: e.file } : {}),
+    ...(e.key ? { key: e.key } : {}),
+    ...(problems?.length ? { problems } : {}),
+  };
 }
 
 /** Report `e` and return the exit code. */

@@ -74,7 +74,8 @@ async function resolveChain(root: AnyCommand, argv: string[]): Promise<{ chain: 
   while (i < argv.length && !argv[i].startsWith("-")) {
     const subs = await subCommandsOf(cmd);
     if (!subs) break;
-    if (!(argv[i] in subs)) throw new HookspoolError("E_USAGE", `unknown command ${argv[i]}`, { hint: "see hookspool --help" });
+    if (!(argv[i] in subs))
+      throw new HookspoolError("E_USAGE", `unknown command ${argv[i]}`, { hint: "see hookspool --help" });
     cmd = subs[argv[i]];
     chain.push(cmd);
     i++;
@@ -85,7 +86,10 @@ async function resolveChain(root: AnyCommand, argv: string[]): Promise<{ chain: 
 /** citty ignores flags it does not know; a mistyped flag must not be silently dropped. */
 function rejectUnknownFlags(cmd: AnyCommand, argv: string[]): void {
   const known = new Set<string>(["help", "h"]);
-  for (const [name, def] of Object.entries({ ...GLOBAL_ARGS, ...(cmd.args ?? {}) } as Record<string, { type?: string; alias?: string | string[] }>)) {
+  for (const [name, def] of Object.entries({ ...GLOBAL_ARGS, ...(cmd.args ?? {}) } as Record<
+    string,
+    { type?: string; alias?: string | string[] }
+  >)) {
     if (def.type === "positional") continue;
     const kebab = name.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`);
     for (const n of [name, kebab, `no-${kebab}`, ...([] as string[]).concat(def.alias ?? [])]) known.add(n);
@@ -106,7 +110,8 @@ async function rejectExtraPositionals(cmd: AnyCommand, argv: string[]): Promise<
   const defs = (cmd.args ?? {}) as ArgsDef;
   const declared = Object.values(defs).filter((d) => d.type === "positional").length;
   const { _: words } = parseArgs(argv, defs);
-  if (words.length > declared) throw new HookspoolError("E_USAGE", `unexpected argument ${words[declared]}`, { hint: "see --help" });
+  if (words.length > declared)
+    throw new HookspoolError("E_USAGE", `unexpected argument ${words[declared]}`, { hint: "see --help" });
 }
 
 /** Run the CLI with `argv` (without the program name); resolves to the exit code. */

@@ -27,7 +27,10 @@ function setPath(doc: Record<string, unknown>, path: string, value: unknown): vo
   let at = doc;
   for (const k of keys.slice(0, -1)) {
     const next = at[k];
-    at = (next !== null && typeof next === "object" && !Array.isArray(next) ? next : (at[k] = {})) as Record<string, unknown>;
+    at = (next !== null && typeof next === "object" && !Array.isArray(next) ? next : (at[k] = {})) as Record<
+      string,
+      unknown
+    >;
   }
   const last = keys[keys.length - 1];
   if (at[last] === undefined) at[last] = value;
@@ -66,12 +69,32 @@ export function sampleFor(t: TemplateSettings, o: { eventType: string; id: strin
 }
 
 /** What the source's intake would make of a request: null when it is queued, else the words for why not. */
-export async function whyNotQueued(loaded: LoadedConfig, env: Env, source: string, req: { url: string; headers: [string, string][]; body: Uint8Array }, now: number): Promise<string | null> {
+export async function whyNotQueued(
+  loaded: LoadedConfig,
+  env: Env,
+  source: string,
+  req: { url: string; headers: [string, string][]; body: Uint8Array },
+  now: number,
+): Promise<string | null> {
   const config: Config = loaded.config;
-  const sources = await loadSources({ ...config, sources: { [source]: config.sources[source] } }, { configDir: dirname(loaded.paths.config ?? loaded.paths.home), env, file: loaded.paths.config ?? "config.toml" });
+  const sources = await loadSources(
+    { ...config, sources: { [source]: config.sources[source] } },
+    { configDir: dirname(loaded.paths.config ?? loaded.paths.home), env, file: loaded.paths.config ?? "config.toml" },
+  );
   const src = sources.get(source);
   if (!src) return "the source takes no requests";
-  const ev = await evaluate(config, src, hookRequest({ method: "POST", url: `/hooks/${source}${req.url}`, headers: req.headers, body: req.body, peer: "127.0.0.1", now }));
+  const ev = await evaluate(
+    config,
+    src,
+    hookRequest({
+      method: "POST",
+      url: `/hooks/${source}${req.url}`,
+      headers: req.headers,
+      body: req.body,
+      peer: "127.0.0.1",
+      now,
+    }),
+  );
   switch (ev.kind) {
     case "classified":
       return null;

@@ -44,7 +44,12 @@ async function preflight(cli: Cli, skipDatabase: boolean): Promise<LoadedConfig>
   const report = await checkConfigFile({ ...loadOptions(cli), skipDatabase });
   for (const p of report.problems) cli.io.err(`hookspool: ${visible(problemLine(p))}`);
   const errors = report.problems.filter((p) => p.level === "error").length;
-  if (errors > 0) throw new HookspoolError("E_CONFIG", `not starting: ${errors} error${errors === 1 ? "" : "s"} in the config (hookspool check lists the same)`, { file: report.file ?? undefined, problems: report.problems });
+  if (errors > 0)
+    throw new HookspoolError(
+      "E_CONFIG",
+      `not starting: ${errors} error${errors === 1 ? "" : "s"} in the config (hookspool check lists the same)`,
+      { file: report.file ?? undefined, problems: report.problems },
+    );
   const loaded = loadFor(cli);
   // check printed the load warnings already; not again when the service stops.
   cli.warnings.length = 0;
@@ -62,7 +67,8 @@ function makeDispatcher(cli: Cli, loaded: LoadedConfig, store: DispatchStore): D
     rng: systemRng,
     log,
     env: cli.io.env,
-    destinations: (config, name) => makeDestination(config, name, { env: cli.io.env, clock: cli.clock, instanceId: inst }),
+    destinations: (config, name) =>
+      makeDestination(config, name, { env: cli.io.env, clock: cli.clock, instanceId: inst }),
   });
 }
 
@@ -87,7 +93,12 @@ function makeMaintenance(cli: Cli, stores: Stores, store: DispatchStore, dispatc
  * intake stops taking requests before the dispatcher lets its in-flight attempts finish).
  * `close` runs last, whatever happened.
  */
-async function serve(log: Logger, services: Service[], close: () => void | Promise<void> = () => {}, started: () => void = () => {}): Promise<number> {
+async function serve(
+  log: Logger,
+  services: Service[],
+  close: () => void | Promise<void> = () => {},
+  started: () => void = () => {},
+): Promise<number> {
   try {
     await startAll(services);
     started();
@@ -106,18 +117,28 @@ function intakeCommand(cli: Cli): CommandDef {
     async run() {
       const loaded = await preflight(cli, false);
       const log = createLogger("intake", { clock: cli.clock });
-      return serve(log, [new Intake({ loaded, loadOptions: loadOptions(cli), clock: cli.clock, log, env: cli.io.env })]);
+      return serve(log, [
+        new Intake({ loaded, loadOptions: loadOptions(cli), clock: cli.clock, log, env: cli.io.env }),
+      ]);
     },
   };
 }
 
 function dispatchCommand(cli: Cli): CommandDef {
   return {
-    meta: { name: "dispatch", description: "deliver batches: seal, lease, retry, breaker (one per home: dispatch.lock)" },
+    meta: {
+      name: "dispatch",
+      description: "deliver batches: seal, lease, retry, breaker (one per home: dispatch.lock)",
+    },
     args: { ...GLOBAL_ARGS },
     async run() {
       const loaded = await preflight(cli, true);
-      const stores = await openStores(loaded.config, { mode: "dispatch", paths: loaded.paths, env: cli.io.env, clock: cli.clock });
+      const stores = await openStores(loaded.config, {
+        mode: "dispatch",
+        paths: loaded.paths,
+        env: cli.io.env,
+        clock: cli.clock,
+      });
       return serveStores(cli, loaded, stores, false);
     },
   };
@@ -132,7 +153,13 @@ function runCommand(cli: Cli): CommandDef {
       // One connection (a pool on PostgreSQL) for both parts: the intake's busy timeout (10 s,
       // then 503) is the one a sender waits on, so it is the connection's; a dispatcher write
       // that times out sooner is retried on the next tick.
-      const stores = await openStores(loaded.config, { mode: "dispatch", paths: loaded.paths, env: cli.io.env, clock: cli.clock, busyTimeoutS: loaded.config.intake.busy_timeout_s });
+      const stores = await openStores(loaded.config, {
+        mode: "dispatch",
+        paths: loaded.paths,
+        env: cli.io.env,
+        clock: cli.clock,
+        busyTimeoutS: loaded.config.intake.busy_timeout_s,
+      });
       return serveStores(cli, loaded, stores, true);
     },
   };
@@ -149,10 +176,36 @@ async function serveStores(cli: Cli, loaded: LoadedConfig, stores: Stores, withI
     const store = await stores.dispatch(`${hostname()}:${process.pid}`);
     const dispatcher = makeDispatcher(cli, loaded, store);
     const log = createLogger(withIntake ? "intake" : "dispatch", { clock: cli.clock });
-    const intake = withIntake ? new Intake({ loaded, loadOptions: loadOptions(cli), clock: cli.clock, log, env: cli.io.env, stores, wake: (at) => dispatcher.wake(at) }) : null;
+    const intake = withIntake
+      ? new Intake({
+          loaded,
+          loadOptions: loadOptions(cli),
+          clock: cli.clock,
+          log,
+          env: cli.io.env,
+          stores,
+          wake: (at) => dispatcher.wake(at),
+        })
+      : null;
     const listen = loaded.config.dashboard.listen;
-    const dash = listen ? [makeDashboard(cli, loaded, stores.dashboard(), listen, () => dispatcher.currentConfig(), intake ? () => intake.address : undefined)] : [];
-    const services: Service[] = [dispatcher, makeMaintenance(cli, stores, store, dispatcher), ...(intake ? [intake] : []), ...dash];
+    const dash = listen
+      ? [
+          makeDashboard(
+            cli,
+            loaded,
+            stores.dashboard(),
+            listen,
+            () => dispatcher.currentConfig(),
+            intake ? () => intake.address : undefined,
+          ),
+        ]
+      : [];
+    const services: Service[] = [
+      dispatcher,
+      makeMaintenance(cli, stores, store, dispatcher),
+      ...(intake ? [intake] : []),
+      ...dash,
+    ];
     return await serve(log, services, undefined, () => dash.forEach((d) => announce(cli, d, loaded.paths.home)));
   } finally {
     await stores.close();
@@ -162,25 +215,66 @@ async function serveStores(cli: Cli, loaded: LoadedConfig, stores: Stores, withI
 /** The dashboard's default address when `hookspool dashboard` runs on its own. */
 export const DASHBOARD_LISTEN = "127.0.0.1:8651";
 
-function makeDashboard(cli: Cli, loaded: LoadedConfig, store: DashboardStore, listen: string, config: () => LoadedConfig["config"] = () => loaded.config, intakeAddress?: () => string | null): Dashboard {
+function makeDashboard(
+  cli: Cli,
+  loaded: LoadedConfig,
+  store: DashboardStore,
+  listen: string,
+  config: () => LoadedConfig["config"] = () => loaded.config,
+  intakeAddress?: () => string | null,
+): Dashboard {
   const log = createLogger("dashboard", { clock: cli.clock });
-  return new Dashboard({ listen, store, config, home: loaded.paths.home, dbPath: loaded.paths.spoolFile, now: () => cli.clock.now(), log, intakeAddress });
+  return new Dashboard({
+    listen,
+    store,
+    config,
+    home: loaded.paths.home,
+    dbPath: loaded.paths.spoolFile,
+    now: () => cli.clock.now(),
+    log,
+    intakeAddress,
+  });
 }
 
 /** Say where the dashboard is: with its token the first time (the URL is printed once). */
 function announce(cli: Cli, d: Dashboard, home: string): void {
-  if (d.firstUrl) cli.io.out(`dashboard: ${d.firstUrl}  (printed once; the token is in ${join(home, "dashboard.token")})`);
-  else cli.io.out(`dashboard: http://127.0.0.1:${d.port}/ (open it with ?token=<the token in ${join(home, "dashboard.token")}>)`);
+  if (d.firstUrl)
+    cli.io.out(`dashboard: ${d.firstUrl}  (printed once; the token is in ${join(home, "dashboard.token")})`);
+  else
+    cli.io.out(
+      `dashboard: http://127.0.0.1:${d.port}/ (open it with ?token=<the token in ${join(home, "dashboard.token")}>)`,
+    );
 }
 
 function dashboardCommand(cli: Cli): CommandDef {
   return {
-    meta: { name: "dashboard", description: "the dashboard on its own loopback listener (default 127.0.0.1:8651), behind the token in <home>/dashboard.token" },
-    args: { ...GLOBAL_ARGS, listen: { type: "string", description: "host:port to bind (default: dashboard.listen, else 127.0.0.1:8651)", valueHint: "ADDR" } },
+    meta: {
+      name: "dashboard",
+      description:
+        "the dashboard on its own loopback listener (default 127.0.0.1:8651), behind the token in <home>/dashboard.token",
+    },
+    args: {
+      ...GLOBAL_ARGS,
+      listen: {
+        type: "string",
+        description: "host:port to bind (default: dashboard.listen, else 127.0.0.1:8651)",
+        valueHint: "ADDR",
+      },
+    },
     async run({ args }) {
       const loaded = loadFor(cli);
-      const stores = await openStores(loaded.config, { mode: "operator", paths: loaded.paths, env: cli.io.env, clock: cli.clock });
-      const d = makeDashboard(cli, loaded, stores.dashboard(), (args.listen as string | undefined) || loaded.config.dashboard.listen || DASHBOARD_LISTEN);
+      const stores = await openStores(loaded.config, {
+        mode: "operator",
+        paths: loaded.paths,
+        env: cli.io.env,
+        clock: cli.clock,
+      });
+      const d = makeDashboard(
+        cli,
+        loaded,
+        stores.dashboard(),
+        (args.listen as string | undefined) || loaded.config.dashboard.listen || DASHBOARD_LISTEN,
+      );
       const log = createLogger("dashboard", { clock: cli.clock });
       try {
         await d.start();
@@ -196,5 +290,10 @@ function dashboardCommand(cli: Cli): CommandDef {
 }
 
 export function serviceCommands(cli: Cli): Record<string, CommandDef> {
-  return { intake: intakeCommand(cli), dispatch: dispatchCommand(cli), run: runCommand(cli), dashboard: dashboardCommand(cli) };
+  return {
+    intake: intakeCommand(cli),
+    dispatch: dispatchCommand(cli),
+    run: runCommand(cli),
+    dashboard: dashboardCommand(cli),
+  };
 }

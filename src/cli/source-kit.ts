@@ -11,7 +11,9 @@ import { HookspoolError } from "../errors.ts";
 export function kitOf(config: Config, source: string): Kit | null {
   const bobbin = config.bobbins[source]?.bobbin;
   if (!bobbin) return null;
-  const b = findBobbins({ bobbinPath: config.spool.bobbin_path, presets: Object.keys(config.spans) }).bobbins.get(bobbin);
+  const b = findBobbins({ bobbinPath: config.spool.bobbin_path, presets: Object.keys(config.spans) }).bobbins.get(
+    bobbin,
+  );
   const text = b?.files().get("captures/kit.toml");
   return text === undefined ? null : parseKit(text);
 }
@@ -20,10 +22,17 @@ export function kitOf(config: Config, source: string): Kit | null {
  * The config and environment under which `source` verifies with its kit's test secrets: each
  * secret of the kit, as a reference to a variable of this process only.
  */
-export function withKitSecrets(config: Config, env: Env, source: string): { config: Config; env: Env; now: number | undefined } {
+export function withKitSecrets(
+  config: Config,
+  env: Env,
+  source: string,
+): { config: Config; env: Env; now: number | undefined } {
   const kit = kitOf(config, source);
   if (!kit) {
-    throw new HookspoolError("E_USAGE", `--secret-from-kit needs a bobbin instance whose bobbin has captures/kit.toml; ${source} ${config.bobbins[source] ? "has no kit" : "is a plain source"}`);
+    throw new HookspoolError(
+      "E_USAGE",
+      `--secret-from-kit needs a bobbin instance whose bobbin has captures/kit.toml; ${source} ${config.bobbins[source] ? "has no kit" : "is a plain source"}`,
+    );
   }
   const secrets: Record<string, { env: string }> = {};
   const kitEnv: Env = { ...env };
@@ -33,7 +42,14 @@ export function withKitSecrets(config: Config, env: Env, source: string): { conf
     kitEnv[v] = kit.secrets[name];
   });
   const src = config.sources[source];
-  return { config: { ...config, sources: { ...config.sources, [source]: { ...src, secrets: { ...src.secrets, ...secrets } } } }, env: kitEnv, now: kit.now };
+  return {
+    config: {
+      ...config,
+      sources: { ...config.sources, [source]: { ...src, secrets: { ...src.secrets, ...secrets } } },
+    },
+    env: kitEnv,
+    now: kit.now,
+  };
 }
 
 /** What a verification failure means, in a few words. */

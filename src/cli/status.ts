@@ -15,28 +15,73 @@ function summary(doc: StatusDoc): string {
   for (const d of doc.degraded) out.push(`  - ${visible(d)}`);
   out.push("");
   const hb = doc.dispatcher.heartbeat_age_s;
-  out.push(`dispatcher   ${doc.dispatcher.alive ? "alive" : "not running"}${hb !== null ? ` (heartbeat ${humanAge(hb)} ago, pid ${doc.dispatcher.pid ?? "-"})` : ""}`);
-  for (const d of doc.dispatchers ?? []) out.push(`  ${visible(d.id)}  ${d.alive ? "alive" : "stale"}, heartbeat ${humanAge(d.heartbeat_age_s)} ago${doc.maintenance?.holder === d.id ? ", holds maintenance" : ""}`);
-  const integrity = doc.spool.integrity_checked_age_s === undefined ? "" : `, integrity checked ${doc.spool.integrity_checked_age_s === null ? "never (status --deep checks it)" : `${humanAge(doc.spool.integrity_checked_age_s)} ago`}`;
-  out.push(`spool        schema ${doc.schema}, ${humanBytes(doc.spool_bytes)}, ${doc.disk_free_bytes === null ? "disk: the database server's" : `${humanBytes(doc.disk_free_bytes)} free`}, last enqueue ${doc.spool.last_enqueue_age_s === null ? "never" : `${humanAge(doc.spool.last_enqueue_age_s)} ago`}${integrity}`);
+  out.push(
+    `dispatcher   ${doc.dispatcher.alive ? "alive" : "not running"}${hb !== null ? ` (heartbeat ${humanAge(hb)} ago, pid ${doc.dispatcher.pid ?? "-"})` : ""}`,
+  );
+  for (const d of doc.dispatchers ?? [])
+    out.push(
+      `  ${visible(d.id)}  ${d.alive ? "alive" : "stale"}, heartbeat ${humanAge(d.heartbeat_age_s)} ago${doc.maintenance?.holder === d.id ? ", holds maintenance" : ""}`,
+    );
+  const integrity =
+    doc.spool.integrity_checked_age_s === undefined
+      ? ""
+      : `, integrity checked ${doc.spool.integrity_checked_age_s === null ? "never (status --deep checks it)" : `${humanAge(doc.spool.integrity_checked_age_s)} ago`}`;
+  out.push(
+    `spool        schema ${doc.schema}, ${humanBytes(doc.spool_bytes)}, ${doc.disk_free_bytes === null ? "disk: the database server's" : `${humanBytes(doc.disk_free_bytes)} free`}, last enqueue ${doc.spool.last_enqueue_age_s === null ? "never" : `${humanAge(doc.spool.last_enqueue_age_s)} ago`}${integrity}`,
+  );
   const b = doc.batches;
-  out.push(`batches      ${b.open} open, ${b.sealed} sealed, ${b.leased} leased, ${b.retry} retry, ${b.awaiting} awaiting, ${b.delivered} delivered, ${b.dead} dead, ${b.dropped} dropped, ${b.quarantined} quarantined`);
+  out.push(
+    `batches      ${b.open} open, ${b.sealed} sealed, ${b.leased} leased, ${b.retry} retry, ${b.awaiting} awaiting, ${b.delivered} delivered, ${b.dead} dead, ${b.dropped} dropped, ${b.quarantined} quarantined`,
+  );
   const dead = Object.entries(doc.dead_by_reason).filter(([r, n]) => n > 0 && r !== "quarantined");
   if (dead.length) out.push(`dead         ${dead.map(([r, n]) => `${n} ${r}`).join(", ")}`);
-  out.push(`oldest       ${doc.oldest_pending_age_s === null ? "nothing pending" : `${humanAge(doc.oldest_pending_age_s)} pending`}`);
+  out.push(
+    `oldest       ${doc.oldest_pending_age_s === null ? "nothing pending" : `${humanAge(doc.oldest_pending_age_s)} pending`}`,
+  );
   out.push(`issues       ${doc.issues_open} open`);
   const dests = Object.entries(doc.destinations);
   if (dests.length) {
     out.push("");
     // A BUDGET column only when some destination has a run budget.
     const budgeted = dests.some(([, d]) => d.budget || d.key_budget);
-    const head = ["DESTINATION", "STATE", "INFLIGHT", "WINDOW", ...(budgeted ? ["BUDGET"] : []), "OLDEST", "LAST ERROR"];
-    out.push(table(head, dests.map(([n, d]) => [n, gateWords(d), d.inflight ?? "-", windowWords(d), ...(budgeted ? [budgetWords(d)] : []), humanAge(d.oldest_pending_age_s), d.last_error ?? ""])));
+    const head = [
+      "DESTINATION",
+      "STATE",
+      "INFLIGHT",
+      "WINDOW",
+      ...(budgeted ? ["BUDGET"] : []),
+      "OLDEST",
+      "LAST ERROR",
+    ];
+    out.push(
+      table(
+        head,
+        dests.map(([n, d]) => [
+          n,
+          gateWords(d),
+          d.inflight ?? "-",
+          windowWords(d),
+          ...(budgeted ? [budgetWords(d)] : []),
+          humanAge(d.oldest_pending_age_s),
+          d.last_error ?? "",
+        ]),
+      ),
+    );
   }
   const sources = Object.entries(doc.sources);
   if (sources.length) {
     out.push("");
-    out.push(table(["SOURCE", "LAST EVENT", "EXPECTED EVERY", "SILENT"], sources.map(([n, s]) => [n, s.last_event_age_s === null ? "never" : `${humanAge(s.last_event_age_s)} ago`, s.expected_every_s ? humanAge(s.expected_every_s) : "-", s.silent ? "yes" : ""])));
+    out.push(
+      table(
+        ["SOURCE", "LAST EVENT", "EXPECTED EVERY", "SILENT"],
+        sources.map(([n, s]) => [
+          n,
+          s.last_event_age_s === null ? "never" : `${humanAge(s.last_event_age_s)} ago`,
+          s.expected_every_s ? humanAge(s.expected_every_s) : "-",
+          s.silent ? "yes" : "",
+        ]),
+      ),
+    );
   }
   return out.join("\n");
 }
@@ -50,27 +95,48 @@ function gateWords(d: DestinationStatus): string {
 /** A paced destination's window: "12/30 per 60 s", and when the next slot frees if it is full. */
 function windowWords(d: DestinationStatus): string {
   if (!d.rate) return "-";
-  const full = d.rate.next_free_in_s !== null ? `, next in ${humanAge(d.rate.next_free_in_s)}` : d.rate.used >= d.rate.limit ? ", full" : "";
+  const full =
+    d.rate.next_free_in_s !== null
+      ? `, next in ${humanAge(d.rate.next_free_in_s)}`
+      : d.rate.used >= d.rate.limit
+        ? ", full"
+        : "";
   return `${d.rate.used}/${d.rate.limit} per ${humanAge(d.rate.window_s)}${full}`;
 }
 
 /** A destination's run budgets: "20/20 per 1h, held; key 3 per 1h". */
 function budgetWords(d: DestinationStatus): string {
   const parts: string[] = [];
-  if (d.budget) parts.push(`${d.budget.used}/${d.budget.limit} per ${humanAge(d.budget.window_s)}${d.budget.next_free_at !== null ? ", held" : ""}`);
+  if (d.budget)
+    parts.push(
+      `${d.budget.used}/${d.budget.limit} per ${humanAge(d.budget.window_s)}${d.budget.next_free_at !== null ? ", held" : ""}`,
+    );
   if (d.key_budget) parts.push(`key ${d.key_budget.limit} per ${humanAge(d.key_budget.window_s)}`);
   return parts.length ? parts.join("; ") : "-";
 }
 
 export function statusCommand(cli: Cli): CommandDef {
   return {
-    meta: { name: "status", description: "health of the spool, dispatcher, destinations and sources; exit 1 while any problem is reported" },
-    args: { ...GLOBAL_ARGS, deep: { type: "boolean", description: "also read the whole spool file through (SQLite's quick_check): a corrupt one is exit 2" } },
+    meta: {
+      name: "status",
+      description: "health of the spool, dispatcher, destinations and sources; exit 1 while any problem is reported",
+    },
+    args: {
+      ...GLOBAL_ARGS,
+      deep: {
+        type: "boolean",
+        description: "also read the whole spool file through (SQLite's quick_check): a corrupt one is exit 2",
+      },
+    },
     async run({ args }) {
       const { config, paths } = loadForReading(cli);
       // The plugins' own liveness expectations count where config sets none; a plugin that
       // does not load is check's to report, not status's.
-      const { sources: plugins } = await loadEverySource(config, { configDir: dirname(paths.config ?? paths.home), env: cli.io.env, file: paths.config ?? "config.toml" });
+      const { sources: plugins } = await loadEverySource(config, {
+        configDir: dirname(paths.config ?? paths.home),
+        env: cli.io.env,
+        file: paths.config ?? "config.toml",
+      });
       const stores = await openOperatorStores(cli, { config, paths });
       try {
         if (args.deep) {
@@ -78,7 +144,11 @@ export function statusCommand(cli: Cli): CommandDef {
           const problems = await stores.operator().checkIntegrity();
           if (problems?.length) throw new CorruptSpool(paths.spoolFile, problems);
         }
-        const { doc } = await storeStatus(stores.status(), config, paths.spoolFile, { now: cli.clock.now(), plugins, env: cli.io.env });
+        const { doc } = await storeStatus(stores.status(), config, paths.spoolFile, {
+          now: cli.clock.now(),
+          plugins,
+          env: cli.io.env,
+        });
         cli.io.out(cli.globals.json ? JSON.stringify(doc) : summary(doc));
         return doc.ok ? 0 : 1;
       } finally {

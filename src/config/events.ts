@@ -66,6 +66,18 @@ export function injectedCopies(
   plugins: ReadonlyMap<string, IntakeSource>,
   o: { source: string; payload: string; eventType: string; destinationOverride?: string; peer: string; now: number },
 ): RouteCopy[] {
-  const req = hookRequest({ method: "POST", url: `/hooks/${o.source}`, headers: [["content-type", "application/json"]], body: utf8.encode(o.payload), peer: o.peer, now: o.now });
-  return eventCopies(config, o.source, plugins.get(o.source), { payload: JSON.parse(o.payload), req, eventType: o.eventType, destinationOverride: o.destinationOverride }).copies;
+  const req = hookRequest({
+    method: "POST",
+    url: `/hooks/${o.source}`,
+    headers: [["content-type", "application/json"]],
+    body: utf8.encode(o.payload),
+    peer: o.peer,
+    now: o.now,
+  });
+  return eventCopies(config, o.source, plugins.get(o.source), {
+    payload: JSON.parse(o.payload),
+    req,
+    eventType: o.eventType,
+    destinationOverride: o.destinationOverride,
+  }).copies;
 }

@@ -22,13 +22,19 @@ export interface ExpandContext {
 /** An instance name is part of a URL and of a destination name: a plain identifier. */
 const INSTANCE_NAME = /^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/;
 
-const isEmpty = (v: unknown) => v === "" || (Array.isArray(v) && v.length === 0) || (typeof v === "object" && v !== null && !Array.isArray(v) && Object.keys(v).length === 0);
+const isEmpty = (v: unknown) =>
+  v === "" ||
+  (Array.isArray(v) && v.length === 0) ||
+  (typeof v === "object" && v !== null && !Array.isArray(v) && Object.keys(v).length === 0);
 
 /** The bobbin an instance was probably meant to name: one whose product is the instance's name. */
 function didYouMean(bobbins: ReadonlyMap<string, Bobbin>, instance: string, given?: string): string | undefined {
   const names = [...bobbins.keys()];
   const product = (given ?? instance).split(".").pop() ?? "";
-  const hit = names.find((n) => n.split(".")[1] === product) ?? names.find((n) => n.split(".")[1] === instance) ?? names.find((n) => given !== undefined && n.replaceAll("_", "-") === given.replaceAll("_", "-"));
+  const hit =
+    names.find((n) => n.split(".")[1] === product) ??
+    names.find((n) => n.split(".")[1] === instance) ??
+    names.find((n) => given !== undefined && n.replaceAll("_", "-") === given.replaceAll("_", "-"));
   return hit ? `did you mean bobbin = "${hit}"?` : undefined;
 }
 
@@ -38,15 +44,24 @@ function settingsOf(m: Manifest, inst: BobbinInstanceConfig, key: string, p: Pro
   const given = inst.settings ?? {};
   for (const [s, v] of Object.entries(given)) {
     const spec = m.settings[s];
-    if (!spec) p.error(`${key}.settings.${s}`, `${m.name} has no setting ${s}`, Object.keys(m.settings).length ? (closest(s, Object.keys(m.settings)) ?? `its settings: ${Object.keys(m.settings).join(", ")}`) : `${m.name} takes no settings`);
+    if (!spec)
+      p.error(
+        `${key}.settings.${s}`,
+        `${m.name} has no setting ${s}`,
+        Object.keys(m.settings).length
+          ? (closest(s, Object.keys(m.settings)) ?? `its settings: ${Object.keys(m.settings).join(", ")}`)
+          : `${m.name} takes no settings`,
+      );
     // A list of one may be written as its one string (key = "id" for key = ["id"]).
     else if (spec.type === "list" && typeof v === "string") out[s] = [v];
-    else if (!hasSettingType(spec.type, v)) p.error(`${key}.settings.${s}`, `expected a ${spec.type}, not ${givenWords(v)}`, spec.description);
+    else if (!hasSettingType(spec.type, v))
+      p.error(`${key}.settings.${s}`, `expected a ${spec.type}, not ${givenWords(v)}`, spec.description);
     else out[s] = v;
   }
   for (const [s, spec] of Object.entries(m.settings)) {
     if (Object.hasOwn(given, s)) continue;
-    if (spec.required) p.error(`${key}.settings.${s}`, `required by ${m.name}: ${spec.description}`, `settings = { ${s} = ... }`);
+    if (spec.required)
+      p.error(`${key}.settings.${s}`, `required by ${m.name}: ${spec.description}`, `settings = { ${s} = ... }`);
     else out[s] = structuredClone(spec.default);
   }
   return out;
@@ -62,22 +77,46 @@ function givenWords(v: unknown): string {
 function secretsOf(m: Manifest, inst: BobbinInstanceConfig, key: string, p: Problems): Record<string, SecretRef> {
   // An earlier name of a secret (its manifest's aliases) still works, as the name it has now.
   const raw = inst.secrets ?? {};
-  const given: Record<string, SecretRef> = Object.fromEntries(Object.entries(raw).filter(([s]) => Object.hasOwn(m.secrets, s)));
+  const given: Record<string, SecretRef> = Object.fromEntries(
+    Object.entries(raw).filter(([s]) => Object.hasOwn(m.secrets, s)),
+  );
   for (const [s, ref] of Object.entries(raw)) {
     if (Object.hasOwn(m.secrets, s)) continue;
     const current = Object.keys(m.secrets).find((name) => m.secrets[name].aliases.includes(s));
-    if (current === undefined) p.error(`${key}.secrets.${s}`, `${m.name} has no secret ${s}`, Object.keys(m.secrets).length ? (closest(s, Object.keys(m.secrets)) ?? `its secrets: ${Object.keys(m.secrets).join(", ")}`) : undefined);
-    else if (given[current]) p.error(`${key}.secrets.${s}`, `${s} is an earlier name of secrets.${current}, which is given too`, `keep secrets.${current} only`);
+    if (current === undefined)
+      p.error(
+        `${key}.secrets.${s}`,
+        `${m.name} has no secret ${s}`,
+        Object.keys(m.secrets).length
+          ? (closest(s, Object.keys(m.secrets)) ?? `its secrets: ${Object.keys(m.secrets).join(", ")}`)
+          : undefined,
+      );
+    else if (given[current])
+      p.error(
+        `${key}.secrets.${s}`,
+        `${s} is an earlier name of secrets.${current}, which is given too`,
+        `keep secrets.${current} only`,
+      );
     else given[current] = ref;
   }
   for (const [s, spec] of Object.entries(m.secrets)) {
     const ref = given[s];
     if (!ref) {
-      if (spec.required) p.error(`${key}.secrets.${s}`, `required by ${m.name}: ${spec.description}`, `secrets.${s} = { file = "/etc/hookspool/secrets/..." }`);
+      if (spec.required)
+        p.error(
+          `${key}.secrets.${s}`,
+          `required by ${m.name}: ${spec.description}`,
+          `secrets.${s} = { file = "/etc/hookspool/secrets/..." }`,
+        );
       continue;
     }
     // The processor runs with a minimal environment: a reference to the dispatcher's cannot resolve there.
-    if (spec.processor && "env" in ref) p.error(`${key}.secrets.${s}`, "the processor needs this secret, and it does not inherit the environment", `use { file = "..." } or { env_file = "...", key = "..." }`);
+    if (spec.processor && "env" in ref)
+      p.error(
+        `${key}.secrets.${s}`,
+        "the processor needs this secret, and it does not inherit the environment",
+        `use { file = "..." } or { env_file = "...", key = "..." }`,
+      );
   }
   return { ...given };
 }
@@ -99,11 +138,19 @@ export function expandBobbins(config: Config, p: Problems, ctx: ExpandContext): 
   for (const [i, inst] of Object.entries(config.bobbins)) {
     const key = `bobbins.${quoteKey(i)}`;
     if (!INSTANCE_NAME.test(i)) {
-      p.error(key, "an instance name is a plain identifier (letters, digits, - and _): it is the URL /hooks/<name>", i.includes(".") ? `write [bobbins.${i.split(".").pop()}] with bobbin = "${i}"` : undefined);
+      p.error(
+        key,
+        "an instance name is a plain identifier (letters, digits, - and _): it is the URL /hooks/<name>",
+        i.includes(".") ? `write [bobbins.${i.split(".").pop()}] with bobbin = "${i}"` : undefined,
+      );
       continue;
     }
     if (!inst.bobbin) {
-      p.error(`${key}.bobbin`, "required: the bobbin this instance runs, <vendor>.<product>", didYouMean(ctx.bobbins, i));
+      p.error(
+        `${key}.bobbin`,
+        "required: the bobbin this instance runs, <vendor>.<product>",
+        didYouMean(ctx.bobbins, i),
+      );
       continue;
     }
     const name = inst.bobbin;
@@ -111,19 +158,35 @@ export function expandBobbins(config: Config, p: Problems, ctx: ExpandContext): 
     if (!bobbin) {
       const dir = `${name.replace(".", "/")}/bobbin.toml`;
       const broken = ctx.bobbinProblems.filter((b) => b.file.endsWith(`/${dir}`) || b.file.endsWith(`:${dir}`));
-      if (broken.length) for (const b of broken) p.error(`${key}.bobbin`, `${name} cannot load: ${b.file}: ${b.key ? `${b.key}: ` : ""}${b.message}`, b.hint);
-      else p.error(`${key}.bobbin`, `no bobbin "${name}"`, didYouMean(ctx.bobbins, i, name) ?? "hookspool bobbin list shows the bobbins this build and spool.bobbin_path have");
+      if (broken.length)
+        for (const b of broken)
+          p.error(`${key}.bobbin`, `${name} cannot load: ${b.file}: ${b.key ? `${b.key}: ` : ""}${b.message}`, b.hint);
+      else
+        p.error(
+          `${key}.bobbin`,
+          `no bobbin "${name}"`,
+          didYouMean(ctx.bobbins, i, name) ??
+            "hookspool bobbin list shows the bobbins this build and spool.bobbin_path have",
+        );
       continue;
     }
     const m = bobbin.manifest;
     const scriptName = `script:${i}`;
     const hasProcessor = m.processor !== undefined || m.poll !== undefined;
     if (Object.hasOwn(config.sources, i)) {
-      p.error(`sources.${quoteKey(i)}`, `[bobbins.${i}] expands into this source; both cannot be set`, `rename one of them, or remove [sources.${i}]`);
+      p.error(
+        `sources.${quoteKey(i)}`,
+        `[bobbins.${i}] expands into this source; both cannot be set`,
+        `rename one of them, or remove [sources.${i}]`,
+      );
       continue;
     }
     if (hasProcessor && Object.hasOwn(config.destinations, scriptName)) {
-      p.error(`destinations.${quoteKey(scriptName)}`, `[bobbins.${i}] expands into this destination; both cannot be set`, "remove the table, or rename the instance");
+      p.error(
+        `destinations.${quoteKey(scriptName)}`,
+        `[bobbins.${i}] expands into this destination; both cannot be set`,
+        "remove the table, or rename the instance",
+      );
       continue;
     }
     const settings = settingsOf(m, inst, key, p);
@@ -132,19 +195,36 @@ export function expandBobbins(config: Config, p: Problems, ctx: ExpandContext): 
     const free = m.source?.template === "settings" && Object.hasOwn(m.outputs, "*");
     for (const [o, dest] of Object.entries(outputs)) {
       if (!Object.hasOwn(m.outputs, o) && !(free && /^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$/.test(o))) {
-        p.error(`${key}.outputs.${quoteKey(o)}`, `${m.name} has no output ${o}`, closest(o, Object.keys(m.outputs)) ?? `its outputs: ${Object.keys(m.outputs).join(", ")}`);
+        p.error(
+          `${key}.outputs.${quoteKey(o)}`,
+          `${m.name} has no output ${o}`,
+          closest(o, Object.keys(m.outputs)) ?? `its outputs: ${Object.keys(m.outputs).join(", ")}`,
+        );
       }
       if (hasProcessor && !Object.hasOwn(config.destinations, dest) && !dest.startsWith("hermes:")) {
-        p.error(`${key}.outputs.${quoteKey(o)}`, `no destination "${dest}"`, `define [destinations.${quoteKey(dest)}], or use hermes:<route>`);
+        p.error(
+          `${key}.outputs.${quoteKey(o)}`,
+          `no destination "${dest}"`,
+          `define [destinations.${quoteKey(dest)}], or use hermes:<route>`,
+        );
       }
     }
     if (Object.keys(outputs).length === 0) {
-      p.error(`${key}.outputs`, "required: where the instance's events go", `outputs = { ${Object.keys(m.outputs).map((o) => `${o === "*" ? '"*"' : o} = "hermes:${i}"`)[0] ?? '"*" = "..."'} }`);
+      p.error(
+        `${key}.outputs`,
+        "required: where the instance's events go",
+        `outputs = { ${Object.keys(m.outputs).map((o) => `${o === "*" ? '"*"' : o} = "hermes:${i}"`)[0] ?? '"*" = "..."'} }`,
+      );
     }
     const expose = inst.expose ?? {};
     for (const [o, list] of Object.entries(expose)) {
       const at = `${key}.expose.${quoteKey(o)}`;
-      if (!Object.hasOwn(outputs, o)) p.error(at, `no output ${o} in outputs: expose narrows what an output delivers`, `one of ${Object.keys(outputs).join(", ") || "the outputs you map"}`);
+      if (!Object.hasOwn(outputs, o))
+        p.error(
+          at,
+          `no output ${o} in outputs: expose narrows what an output delivers`,
+          `one of ${Object.keys(outputs).join(", ") || "the outputs you map"}`,
+        );
       for (const e of exposeProblems(list)) p.error(e.at === null ? at : `${at}[${e.at}]`, e.message, e.hint);
     }
 
@@ -166,11 +246,28 @@ export function expandBobbins(config: Config, p: Problems, ctx: ExpandContext): 
     };
     if (m.poll) {
       // A poll has no sender and no window: those keys mean nothing for it.
-      for (const k of ["span", "quiet_s", "max_s", "max_events", "max_bytes", "expect", "expect_every_s", "max_body_bytes", "dedup_window_s"] as const) {
-        if (inst[k] !== undefined) p.error(`${key}.${k}`, `${m.name} polls: it has no sender and no window, so no ${k}`, "every_s and jitter_s set its schedule");
+      for (const k of [
+        "span",
+        "quiet_s",
+        "max_s",
+        "max_events",
+        "max_bytes",
+        "expect",
+        "expect_every_s",
+        "max_body_bytes",
+        "dedup_window_s",
+      ] as const) {
+        if (inst[k] !== undefined)
+          p.error(
+            `${key}.${k}`,
+            `${m.name} polls: it has no sender and no window, so no ${k}`,
+            "every_s and jitter_s set its schedule",
+          );
       }
-      if (inst.every_s !== undefined && inst.every_s < 60) p.error(`${key}.every_s`, "at least 60: a poll is for a service with no push, asked rarely");
-      if (inst.jitter_s !== undefined && (inst.jitter_s < 0 || inst.jitter_s > 300)) p.error(`${key}.jitter_s`, "from 0 to 300");
+      if (inst.every_s !== undefined && inst.every_s < 60)
+        p.error(`${key}.every_s`, "at least 60: a poll is for a service with no push, asked rarely");
+      if (inst.jitter_s !== undefined && (inst.jitter_s < 0 || inst.jitter_s > 300))
+        p.error(`${key}.jitter_s`, "from 0 to 300");
       src.kind = "poll";
       src.span = "immediate";
       src.expect_every_s = 0;
@@ -179,11 +276,15 @@ export function expandBobbins(config: Config, p: Problems, ctx: ExpandContext): 
     } else if (m.source?.module) {
       src.module = bobbin.moduleRef(m.source.module);
       // The settings the manifest hands the code source, as its table's own config.
-      if (m.source.config?.length) src.config = Object.fromEntries(m.source.config.filter((n) => settings[n] !== undefined).map((n) => [n, settings[n]]));
+      if (m.source.config?.length)
+        src.config = Object.fromEntries(
+          m.source.config.filter((n) => settings[n] !== undefined).map((n) => [n, settings[n]]),
+        );
     } else {
       const template = templateOf(m, settings);
       src.template = template;
-      if (src.sender_retries === undefined && typeof template.sender_retries === "boolean") src.sender_retries = template.sender_retries;
+      if (src.sender_retries === undefined && typeof template.sender_retries === "boolean")
+        src.sender_retries = template.sender_retries;
     }
     for (const k of Object.keys(src) as (keyof SourceConfig)[]) if (src[k] === undefined) delete src[k];
 
@@ -191,7 +292,9 @@ export function expandBobbins(config: Config, p: Problems, ctx: ExpandContext): 
       // 2-6. The processor's destination and its environment.
       src.action = scriptName;
       const state = m.processor?.state ?? m.poll?.state ?? false;
-      const processorSecrets = Object.fromEntries(Object.entries(secrets).filter(([s]) => m.secrets[s]?.processor || m.poll !== undefined));
+      const processorSecrets = Object.fromEntries(
+        Object.entries(secrets).filter(([s]) => m.secrets[s]?.processor || m.poll !== undefined),
+      );
       const dest: DestinationConfig = {
         processor: i,
         timeout_s: inst.timeout_s ?? m.processor?.timeout_s ?? m.poll?.timeout_s ?? 300,
@@ -216,7 +319,11 @@ export function expandBobbins(config: Config, p: Problems, ctx: ExpandContext): 
       // 7. A non-tee route of the instance that skips the processor would lose its work.
       config.routes.forEach((r, n) => {
         if (r.source === i && !r.tee && r.destination !== undefined && r.destination !== scriptName) {
-          p.error(`routes[${n}].destination`, `[bobbins.${i}] has a processor: its events go to ${scriptName}, and a route to ${r.destination} would bypass it`, "make it a tee route (tee = true), or map an output of the instance instead");
+          p.error(
+            `routes[${n}].destination`,
+            `[bobbins.${i}] has a processor: its events go to ${scriptName}, and a route to ${r.destination} would bypass it`,
+            "make it a tee route (tee = true), or map an output of the instance instead",
+          );
         }
       });
     } else {
@@ -227,13 +334,26 @@ export function expandBobbins(config: Config, p: Problems, ctx: ExpandContext): 
       if (Object.hasOwn(expose, action)) src.expose = expose[action];
       if (mapped.length === 1) src.action = mapped[0][1];
       else if (mapped.length > 1) {
-        if (!Object.hasOwn(outputs, "*")) p.error(`${key}.outputs`, 'several outputs need "*" mapped too: an event of another type would have nowhere to go', 'add "*" = "<destination>"');
+        if (!Object.hasOwn(outputs, "*"))
+          p.error(
+            `${key}.outputs`,
+            'several outputs need "*" mapped too: an event of another type would have nowhere to go',
+            'add "*" = "<destination>"',
+          );
         else src.action = outputs["*"];
         // The routes match attrs.event_type, which every event carries (the source's event type),
         // so an instance needs no attrs setting for them.
         for (const [o, dest] of mapped) {
           if (o === "*") continue;
-          generatedRoutes.push({ name: `${i}-${o}`, source: i, match: { event_type: o }, destination: dest, tee: false, instance: i, ...(Object.hasOwn(expose, o) ? { expose: expose[o] } : {}) });
+          generatedRoutes.push({
+            name: `${i}-${o}`,
+            source: i,
+            match: { event_type: o },
+            destination: dest,
+            tee: false,
+            instance: i,
+            ...(Object.hasOwn(expose, o) ? { expose: expose[o] } : {}),
+          });
         }
       }
     }
@@ -242,7 +362,12 @@ export function expandBobbins(config: Config, p: Problems, ctx: ExpandContext): 
   // Generated routes come before the file's own, so a file route can still tee from them.
   if (generatedRoutes.length) {
     for (const r of generatedRoutes) {
-      if (config.routes.some((x) => x.name === r.name)) p.error(`routes`, `a route named ${r.name} collides with an output route of [bobbins.${r.source}]`, "rename the route");
+      if (config.routes.some((x) => x.name === r.name))
+        p.error(
+          `routes`,
+          `a route named ${r.name} collides with an output route of [bobbins.${r.source}]`,
+          "rename the route",
+        );
     }
     config.routes = [...generatedRoutes, ...config.routes];
   }

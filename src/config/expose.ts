@@ -48,13 +48,25 @@ function entryProblem(entry: unknown): string | null {
 /** An expose list's problems: each with the entry it is about (null: the list itself). */
 export function exposeProblems(list: unknown): { at: number | null; message: string; hint?: string }[] {
   if (!Array.isArray(list)) return [{ at: null, message: "expected an array of paths" }];
-  if (list.length === 0) return [{ at: null, message: "an empty expose list would deliver {} for every event", hint: "remove expose to deliver whole payloads" }];
+  if (list.length === 0)
+    return [
+      {
+        at: null,
+        message: "an empty expose list would deliver {} for every event",
+        hint: "remove expose to deliver whole payloads",
+      },
+    ];
   if (list.length > EXPOSE_LIMITS.paths) return [{ at: null, message: `at most ${EXPOSE_LIMITS.paths} paths` }];
   const out: { at: number; message: string; hint?: string }[] = [];
   const seen = new Map<string, boolean>();
   list.forEach((entry, at) => {
     const why = entryProblem(entry);
-    if (why) return out.push({ at, message: why, hint: 'keys joined by dots, e.g. "pull_request.title", optionally ending in :untrusted' });
+    if (why)
+      return out.push({
+        at,
+        message: why,
+        hint: 'keys joined by dots, e.g. "pull_request.title", optionally ending in :untrusted',
+      });
     const { path, untrusted } = entryOf(entry as string);
     if (seen.has(path)) return out.push({ at, message: `"${path}" is listed twice` });
     seen.set(path, untrusted);
@@ -67,7 +79,8 @@ export function exposeProblems(list: unknown): { at: number | null; message: str
       const above = keys.slice(0, n).join(".");
       if (!seen.has(above)) continue;
       const at = list.findIndex((e) => typeof e === "string" && entryOf(e).path === path);
-      if (seen.get(above)) out.push({ at, message: `"${path}" is under "${above}${UNTRUSTED}", which is delivered as text` });
+      if (seen.get(above))
+        out.push({ at, message: `"${path}" is under "${above}${UNTRUSTED}", which is delivered as text` });
       else if (!untrusted) out.push({ at, message: `"${path}" is under "${above}", which is exposed whole` });
       break;
     }
@@ -194,7 +207,8 @@ export function exposePayload(payload: string, rule: ExposeRule): Exposed {
     if (i === start) fail();
   };
   const drop = (path: string) => {
-    if (dropped.length < DROPPED_LIMITS.names) dropped.push(path.length > DROPPED_LIMITS.nameChars ? `${path.slice(0, DROPPED_LIMITS.nameChars - 3)}...` : path);
+    if (dropped.length < DROPPED_LIMITS.names)
+      dropped.push(path.length > DROPPED_LIMITS.nameChars ? `${path.slice(0, DROPPED_LIMITS.nameChars - 3)}...` : path);
     else droppedMore++;
   };
   const rawValue = () => {
@@ -293,6 +307,7 @@ export function exposeSummary(e: unknown, shown = 5): string {
   const x = e as { paths?: unknown; dropped?: unknown; dropped_more?: unknown };
   const paths = Array.isArray(x.paths) ? x.paths.length : 0;
   const dropped = Array.isArray(x.dropped) ? x.dropped.map(String) : [];
-  const more = dropped.length - Math.min(dropped.length, shown) + (typeof x.dropped_more === "number" ? x.dropped_more : 0);
+  const more =
+    dropped.length - Math.min(dropped.length, shown) + (typeof x.dropped_more === "number" ? x.dropped_more : 0);
   return `expose ${paths} path(s)${dropped.length ? `, dropped ${dropped.slice(0, shown).join(" ")}${more > 0 ? ` +${more} more` : ""}` : ""}`;
 }

@@ -11,7 +11,10 @@ const HOST_PORT = /^(?:\[([^\]]+)\]|([^:]+)):(\d{1,5})$/;
 export function readListen(listen: string): Listen {
   if (listen.startsWith("unix:")) {
     const path = listen.slice(5);
-    if (!path.startsWith("/")) throw new HookspoolError("E_CONFIG", `"${listen}": a unix socket needs an absolute path`, { key: "intake.listen" });
+    if (!path.startsWith("/"))
+      throw new HookspoolError("E_CONFIG", `"${listen}": a unix socket needs an absolute path`, {
+        key: "intake.listen",
+      });
     return { unix: path };
   }
   const m = HOST_PORT.exec(listen);
@@ -26,13 +29,17 @@ export function isPublic(l: Listen): l is { hostname: string; port: number } {
   return "hostname" in l && l.hostname !== "localhost" && !isLoopback(l.hostname);
 }
 
-export const NON_LOOPBACK_HINT = "the reverse proxy owns the network; bind 127.0.0.1 behind it, or set intake.allow_non_loopback = true if you mean it";
+export const NON_LOOPBACK_HINT =
+  "the reverse proxy owns the network; bind 127.0.0.1 behind it, or set intake.allow_non_loopback = true if you mean it";
 
 /** What the intake binds: loopback or a unix socket, unless allow_non_loopback says otherwise. */
 export function parseListen(listen: string, allowNonLoopback: boolean): Listen {
   const l = readListen(listen);
   if (isPublic(l) && !allowNonLoopback) {
-    throw new HookspoolError("E_CONFIG", `${l.hostname} is not a loopback address; the intake refuses to bind it`, { key: "intake.listen", hint: NON_LOOPBACK_HINT });
+    throw new HookspoolError("E_CONFIG", `${l.hostname} is not a loopback address; the intake refuses to bind it`, {
+      key: "intake.listen",
+      hint: NON_LOOPBACK_HINT,
+    });
   }
   return l;
 }

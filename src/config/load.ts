@@ -55,7 +55,11 @@ export interface ParseOptions {
   env?: Env;
 }
 
-export function parseConfig(text: string, file: string, opts: ParseOptions = {}): { config: Config; problems: ConfigProblem[] } {
+export function parseConfig(
+  text: string,
+  file: string,
+  opts: ParseOptions = {},
+): { config: Config; problems: ConfigProblem[] } {
   let doc: unknown;
   try {
     doc = parseToml(text);
@@ -64,12 +68,15 @@ export function parseConfig(text: string, file: string, opts: ParseOptions = {})
       // The library's message quotes the offending line; keep only its first line so a
       // value typed into the wrong place is not echoed into logs.
       const what = e.message.split("\n")[0];
-      throw new ConfigError(file, [{ level: "error", key: `line ${e.line}, column ${e.column}`, message: `invalid TOML: ${what}` }]);
+      throw new ConfigError(file, [
+        { level: "error", key: `line ${e.line}, column ${e.column}`, message: `invalid TOML: ${what}` },
+      ]);
     }
     throw e;
   }
   const p = new Problems();
-  if (!isTable(doc)) throw new ConfigError(file, [{ level: "error", key: "(top)", message: "expected a TOML document" }]);
+  if (!isTable(doc))
+    throw new ConfigError(file, [{ level: "error", key: "(top)", message: "expected a TOML document" }]);
   rejectDottedBobbins(doc, p);
   const config = parseFields(doc, CONFIG_FIELDS, "", p) as unknown as Config;
   // A copy: a loaded config must never be able to change the presets of the next one.
@@ -90,7 +97,10 @@ export function parseConfig(text: string, file: string, opts: ParseOptions = {})
  * spool.bobbin_path (read again on every load). A broken bobbin no instance uses is a warning.
  */
 function expandInstances(config: Config, p: Problems, home: string): void {
-  const { bobbins, problems } = findBobbins({ bobbinPath: config.spool.bobbin_path.filter((d) => isAbsolute(d)), presets: Object.keys(config.spans) });
+  const { bobbins, problems } = findBobbins({
+    bobbinPath: config.spool.bobbin_path.filter((d) => isAbsolute(d)),
+    presets: Object.keys(config.spans),
+  });
   expandBobbins(config, p, { bobbins, bobbinProblems: problems, home });
   const used = new Set(Object.values(config.bobbins).map((b) => b.bobbin?.replace(".", "/")));
   for (const b of problems) {
@@ -107,13 +117,21 @@ function rejectDottedBobbins(doc: Record<string, unknown>, p: Problems): void {
     if (!isTable(entry) || "bobbin" in entry) continue;
     const product = Object.keys(entry).find((k) => !(k in BOBBIN_INSTANCE_FIELDS) && isTable(entry[k]));
     if (product === undefined) continue;
-    p.error(`bobbins.${vendor}.${product}`, `[bobbins.${vendor}.${product}] is read by TOML as a nested table`, `write [bobbins.${product}] with bobbin = "${vendor}.${product}"`);
+    p.error(
+      `bobbins.${vendor}.${product}`,
+      `[bobbins.${vendor}.${product}] is read by TOML as a nested table`,
+      `write [bobbins.${product}] with bobbin = "${vendor}.${product}"`,
+    );
     delete bobbins[vendor];
   }
 }
 
 /** Resolve where home, the config file and the database are (flag -> env -> config -> default). */
-function resolveConfigFile(opts: LoadOptions, env: Env, cwd: string): { file: string; explicit: boolean; homeGuess: string } {
+function resolveConfigFile(
+  opts: LoadOptions,
+  env: Env,
+  cwd: string,
+): { file: string; explicit: boolean; homeGuess: string } {
   const homeGuess = opts.home ?? env.HOOKSPOOL_HOME ?? DEFAULT_HOME;
   if (opts.config) return { file: resolve(cwd, opts.config), explicit: true, homeGuess };
   if (env.HOOKSPOOL_CONFIG) return { file: resolve(cwd, env.HOOKSPOOL_CONFIG), explicit: true, homeGuess };
@@ -137,10 +155,17 @@ export function loadConfig(opts: LoadOptions = {}): LoadedConfig {
       mtimeMs = statSync(file).mtimeMs;
       found = true;
     } catch (e) {
-      throw new HookspoolError("E_CONFIG", `cannot read the config file (${(e as NodeJS.ErrnoException).code ?? "error"})`, { file });
+      throw new HookspoolError(
+        "E_CONFIG",
+        `cannot read the config file (${(e as NodeJS.ErrnoException).code ?? "error"})`,
+        { file },
+      );
     }
   } else if (explicit) {
-    throw new HookspoolError("E_CONFIG", "no config file here", { file, hint: "check --config / HOOKSPOOL_CONFIG, or run hookspool init" });
+    throw new HookspoolError("E_CONFIG", "no config file here", {
+      file,
+      hint: "check --config / HOOKSPOOL_CONFIG, or run hookspool init",
+    });
   }
   const configDir = found ? dirname(file) : cwd;
   const homeOf = (c: Config) => resolvePaths(c, { ...opts, env, cwd }, found ? file : null).home;
@@ -149,7 +174,8 @@ export function loadConfig(opts: LoadOptions = {}): LoadedConfig {
   const backend = env.HOOKSPOOL_BACKEND;
   if (backend !== undefined && backend !== "") {
     // Its value is not repeated: a URL pasted here by mistake may hold a password.
-    if (backend !== "sqlite" && backend !== "postgres") throw new HookspoolError("E_CONFIG", "HOOKSPOOL_BACKEND must be sqlite or postgres", { key: "spool.backend" });
+    if (backend !== "sqlite" && backend !== "postgres")
+      throw new HookspoolError("E_CONFIG", "HOOKSPOOL_BACKEND must be sqlite or postgres", { key: "spool.backend" });
     config.spool.backend = backend;
   }
   anchorPaths(config, configDir, env);
@@ -181,7 +207,8 @@ function anchorProgram(argv: string[] | undefined, dir: string, env: Env): strin
  * code modules, and the alert command. ~ is the user's home directory.
  */
 export function anchorPaths(config: Config, dir: string, env: Env): void {
-  const refs = (m: Record<string, SecretRef> | undefined) => (m ? Object.fromEntries(Object.entries(m).map(([k, r]) => [k, anchorRef(r, dir, env)])) : m);
+  const refs = (m: Record<string, SecretRef> | undefined) =>
+    m ? Object.fromEntries(Object.entries(m).map(([k, r]) => [k, anchorRef(r, dir, env)])) : m;
   if (config.spool.url) config.spool.url = anchorRef(config.spool.url, dir, env);
   for (const src of Object.values(config.sources)) {
     src.secrets = refs(src.secrets);
@@ -194,7 +221,10 @@ export function anchorPaths(config: Config, dir: string, env: Env): void {
   }
   for (const d of Object.values(config.destinations)) {
     if (d.secret) d.secret = anchorRef(d.secret, dir, env);
-    if (d.secret_previous) d.secret_previous = Array.isArray(d.secret_previous) ? d.secret_previous.map((r) => anchorRef(r, dir, env)) : anchorRef(d.secret_previous, dir, env);
+    if (d.secret_previous)
+      d.secret_previous = Array.isArray(d.secret_previous)
+        ? d.secret_previous.map((r) => anchorRef(r, dir, env))
+        : anchorRef(d.secret_previous, dir, env);
     d.env_file = anchored(d.env_file, dir, env);
     d.cwd = anchored(d.cwd, dir, env);
     d.state_dir = anchored(d.state_dir, dir, env);
@@ -205,7 +235,11 @@ export function anchorPaths(config: Config, dir: string, env: Env): void {
   config.alerts.argv = anchorProgram(config.alerts.argv, dir, env) ?? config.alerts.argv;
 }
 
-export function resolvePaths(config: Config, opts: LoadOptions & { env: Env; cwd: string }, file: string | null): Paths {
+export function resolvePaths(
+  config: Config,
+  opts: LoadOptions & { env: Env; cwd: string },
+  file: string | null,
+): Paths {
   const { env, cwd } = opts;
   const configDir = file ? dirname(file) : cwd;
   const home = opts.home

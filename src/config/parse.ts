@@ -31,7 +31,7 @@ export class Problems {
   }
 }
 
-const SECRET_SHAPES = "a secret reference: { file = \"...\" }, { env = \"NAME\" } or { env_file = \"...\", key = \"NAME\" }";
+const SECRET_SHAPES = 'a secret reference: { file = "..." }, { env = "NAME" } or { env_file = "...", key = "NAME" }';
 
 function parseSecretRef(v: unknown, key: string, p: Problems): unknown {
   if (!isTable(v)) {
@@ -49,7 +49,8 @@ function parseValue(v: unknown, type: FieldType, key: string, p: Problems): unkn
   switch (type.kind) {
     case "string":
       if (typeof v !== "string") return p.error(key, `expected a string, got ${describe(v)}`);
-      if (type.choices && !type.choices.includes(v)) return p.error(key, `expected one of ${type.choices.join(", ")}, got "${v}"`);
+      if (type.choices && !type.choices.includes(v))
+        return p.error(key, `expected one of ${type.choices.join(", ")}, got "${v}"`);
       return v;
     case "int":
       if (typeof v !== "number" || !Number.isInteger(v)) return p.error(key, `expected an integer, got ${describe(v)}`);
@@ -63,14 +64,20 @@ function parseValue(v: unknown, type: FieldType, key: string, p: Problems): unkn
       if (typeof v !== "boolean") return p.error(key, `expected true or false, got ${describe(v)}`);
       return v;
     case "strings":
-      if (!Array.isArray(v) || !v.every((x) => typeof x === "string")) return p.error(key, `expected an array of strings, got ${describe(v)}`);
+      if (!Array.isArray(v) || !v.every((x) => typeof x === "string"))
+        return p.error(key, `expected an array of strings, got ${describe(v)}`);
       return [...v];
     case "stringMap":
     case "scalarMap": {
       if (!isTable(v)) return p.error(key, `expected a table, got ${describe(v)}`);
-      const ok = (x: unknown) => typeof x === "string" || (type.kind === "scalarMap" && (typeof x === "number" || typeof x === "boolean"));
+      const ok = (x: unknown) =>
+        typeof x === "string" || (type.kind === "scalarMap" && (typeof x === "number" || typeof x === "boolean"));
       for (const [k, x] of Object.entries(v)) {
-        if (!ok(x)) p.error(`${key}.${quoteKey(k)}`, `expected ${type.kind === "stringMap" ? "a string" : "a string, number or boolean"}, got ${describe(x)}`);
+        if (!ok(x))
+          p.error(
+            `${key}.${quoteKey(k)}`,
+            `expected ${type.kind === "stringMap" ? "a string" : "a string, number or boolean"}, got ${describe(x)}`,
+          );
       }
       return { ...v };
     }
@@ -164,4 +171,3 @@ export function parseFields(table: Table, fields: Fields, path: string, p: Probl
   }
   return out;
 }
-

@@ -10,7 +10,18 @@ const PROCESSOR = /^destinations\."script:([A-Za-z0-9_-]+)"(?:\.(.*))?$/;
 const ROUTE = /^routes\[(\d+)\](.*)$/;
 
 /** An instance's source keys that are the instance's own keys under the same name. */
-const SAME_NAME = new Set(["span", "quiet_s", "max_s", "max_events", "max_bytes", "expect_every_s", "dedup_window_s", "max_body_bytes", "every_s", "jitter_s"]);
+const SAME_NAME = new Set([
+  "span",
+  "quiet_s",
+  "max_s",
+  "max_events",
+  "max_bytes",
+  "expect_every_s",
+  "dedup_window_s",
+  "max_body_bytes",
+  "every_s",
+  "jitter_s",
+]);
 
 /** The key of the instance's output that became its source's action. */
 function actionKey(config: Config, i: string): string {
@@ -25,7 +36,10 @@ function sourceKey(config: Config, i: string, rest: string | undefined): string 
   const [head, ...tail] = rest.split(".");
   if (head === "action") return actionKey(config, i);
   if (head === "secrets") return `${inst}.${rest}`;
-  if (head === "template" || head === "config") return tail.length && Object.hasOwn(config.bobbins[i].settings ?? {}, tail[0]) ? `${inst}.settings.${tail.join(".")}` : `${inst}.bobbin`;
+  if (head === "template" || head === "config")
+    return tail.length && Object.hasOwn(config.bobbins[i].settings ?? {}, tail[0])
+      ? `${inst}.settings.${tail.join(".")}`
+      : `${inst}.bobbin`;
   if (head === "module") return `${inst}.bobbin`;
   return SAME_NAME.has(head) ? `${inst}.${rest}` : inst;
 }
@@ -40,7 +54,8 @@ export function userKey(config: Config, key: string): string {
   const src = SOURCE.exec(key);
   if (src && Object.hasOwn(config.bobbins, src[1])) return sourceKey(config, src[1], src[2]);
   const proc = PROCESSOR.exec(key);
-  if (proc && Object.hasOwn(config.bobbins, proc[1]) && config.destinations[`script:${proc[1]}`]?.processor === proc[1]) return processorKey(proc[1], proc[2]);
+  if (proc && Object.hasOwn(config.bobbins, proc[1]) && config.destinations[`script:${proc[1]}`]?.processor === proc[1])
+    return processorKey(proc[1], proc[2]);
   const route = ROUTE.exec(key);
   if (route) {
     const n = Number(route[1]);
@@ -67,7 +82,8 @@ export function userProblems(config: Config, problems: readonly ConfigProblem[])
     const id = `${q.key}\n${q.message}`;
     const had = seen.get(id);
     if (!had) seen.set(id, q);
-    else if (had.level === "warning" && q.level === "error") seen.set(id, { ...had, level: "error", hint: had.hint ?? q.hint });
+    else if (had.level === "warning" && q.level === "error")
+      seen.set(id, { ...had, level: "error", hint: had.hint ?? q.hint });
   }
   return [...seen.values()];
 }

@@ -77,7 +77,13 @@ export function resolveCopies(config: Config, source: string, attrs: Attrs, opts
   const route = chosen?.name ?? source;
   const routed = chosen ? (chosen.destination ?? action) : action;
   const window = windowFor(config, source, chosen ? chosen.name : null, opts.pluginSpan);
-  const trace = (stage: RouteTrace["stage"], r: RouteConfig | undefined, name: string, destination: string, w: Window): RouteTrace => {
+  const trace = (
+    stage: RouteTrace["stage"],
+    r: RouteConfig | undefined,
+    name: string,
+    destination: string,
+    w: Window,
+  ): RouteTrace => {
     // A rule's own expose; the implicit route's is its source's (a bobbin output's, expanded).
     const expose = r ? r.expose : config.sources[source]?.expose;
     return {
@@ -86,7 +92,11 @@ export function resolveCopies(config: Config, source: string, attrs: Attrs, opts
       rule_index: r ? config.routes.indexOf(r) : null,
       matched: matchedOf(r, attrs),
       destination,
-      window: { quiet_s: w.quiet_s, max_s: w.max_s, from: windowFrom(config, source, r?.name ?? null, opts.pluginSpan) },
+      window: {
+        quiet_s: w.quiet_s,
+        max_s: w.max_s,
+        from: windowFrom(config, source, r?.name ?? null, opts.pluginSpan),
+      },
       ...(expose ? { expose: { paths: [...expose] } } : {}),
     };
   };
@@ -96,10 +106,22 @@ export function resolveCopies(config: Config, source: string, attrs: Attrs, opts
     // An override is a group of its own, with the route's window: joining the route's open
     // batch would deliver the event to the route's destination instead.
     const name = overrideRoute(route, override);
-    primary = { route: name, destination: override, tee: false, window, trace: trace("override", chosen, name, override, window) };
+    primary = {
+      route: name,
+      destination: override,
+      tee: false,
+      window,
+      trace: trace("override", chosen, name, override, window),
+    };
   } else {
     if (!routed) throw noDestination(source, route);
-    primary = { route, destination: routed, tee: false, window, trace: trace(chosen ? "route" : "implicit", chosen, route, routed, window) };
+    primary = {
+      route,
+      destination: routed,
+      tee: false,
+      window,
+      trace: trace(chosen ? "route" : "implicit", chosen, route, routed, window),
+    };
   }
   const copies = [primary];
   const used = new Set([primary.destination]);
@@ -110,7 +132,13 @@ export function resolveCopies(config: Config, source: string, attrs: Attrs, opts
     if (used.has(r.destination)) continue;
     used.add(r.destination);
     const w = windowFor(config, source, r.name, opts.pluginSpan);
-    copies.push({ route: r.name, destination: r.destination, tee: true, window: w, trace: trace("tee", r, r.name, r.destination, w) });
+    copies.push({
+      route: r.name,
+      destination: r.destination,
+      tee: true,
+      window: w,
+      trace: trace("tee", r, r.name, r.destination, w),
+    });
   }
   return copies;
 }

@@ -15,7 +15,8 @@ export type FieldType =
   | { kind: "secretMap" } // a table of name -> secret reference
   | { kind: "table" } // a table whose shape its owner checks (a template, settings)
   | { kind: "section"; fields: Fields } // a nested table with fixed keys
-  | { kind: "map"; entry: Fields; closed?: boolean } // name -> table with fixed keys (closed: an unknown key is an error)
+  // name -> table with fixed keys (closed: an unknown key is an error)
+  | { kind: "map"; entry: Fields; closed?: boolean }
   | { kind: "array"; entry: Fields }; // an array of tables with fixed keys
 
 export interface Field {
@@ -31,7 +32,12 @@ export interface Field {
 
 export type Fields = Record<string, Field>;
 
-const str = (doc: string, def?: string, extra: Partial<Field> = {}): Field => ({ type: { kind: "string" }, default: def, doc, ...extra });
+const str = (doc: string, def?: string, extra: Partial<Field> = {}): Field => ({
+  type: { kind: "string" },
+  default: def,
+  doc,
+  ...extra,
+});
 const int = (doc: string, def?: number, min = 0): Field => ({ type: { kind: "int", min }, default: def, doc });
 const num = (doc: string, def?: number, min = 0): Field => ({ type: { kind: "number", min }, default: def, doc });
 const bool = (doc: string, def?: boolean): Field => ({ type: { kind: "bool" }, default: def, doc });
@@ -51,22 +57,39 @@ export const SPAN_FIELDS: Fields = {
 
 export const SOURCE_FIELDS: Fields = {
   module: str("a TypeScript module that implements the source (a code source; relative to config.toml)"),
-  template: { type: { kind: "table" }, doc: "template source settings: scheme, header, key, ... (see The template source)" },
-  config: { type: { kind: "table" }, doc: "a code source's own settings, the names its configKeys lists (a bobbin's source.config)" },
+  template: {
+    type: { kind: "table" },
+    doc: "template source settings: scheme, header, key, ... (see The template source)",
+  },
+  config: {
+    type: { kind: "table" },
+    doc: "a code source's own settings, the names its configKeys lists (a bobbin's source.config)",
+  },
   secrets: { type: { kind: "secretMap" }, doc: "secret name -> reference" },
   span: str("coalesce preset name (a key of [spans])"),
   ...WINDOW_OVERRIDES,
-  expect_every_s: num("open a source_silent issue after this long without an event; 0 = no expectation; unset: the source plugin's, if it has one"),
+  expect_every_s: num(
+    "open a source_silent issue after this long without an event; 0 = no expectation; unset: the source plugin's, if it has one",
+  ),
   dedup_window_s: num("how long a dedup id is remembered", 86400),
   max_body_bytes: int("largest accepted body for this source (default: intake.max_body_bytes)", undefined, 1),
   store_raw: bool("keep original bodies (default: spool.store_raw)"),
-  keep_headers: { type: { kind: "strings" }, doc: "request headers stored with each event and delivered in event_meta" },
-  allow_sensitive_keep_headers: bool("allow keep_headers that look like credentials (Authorization, Cookie, names with key, token or secret)", false),
+  keep_headers: {
+    type: { kind: "strings" },
+    doc: "request headers stored with each event and delivered in event_meta",
+  },
+  allow_sensitive_keep_headers: bool(
+    "allow keep_headers that look like credentials (Authorization, Cookie, names with key, token or secret)",
+    false,
+  ),
   auth_headers: { type: { kind: "strings" }, doc: "signature/token headers: never stored" },
   action: str("default destination for events no route claims"),
   event_header: str("header that carries the event type on delivery (e.g. X-GitHub-Event)"),
   sender_retries: bool("whether the sender retries a failed delivery (documentation only)"),
-  kind: { type: { kind: "string", choices: ["webhook", "poll"] }, doc: "webhook (default) or poll (bobbin expansion only)" },
+  kind: {
+    type: { kind: "string", choices: ["webhook", "poll"] },
+    doc: "webhook (default) or poll (bobbin expansion only)",
+  },
   every_s: num("poll interval (poll sources only)"),
   jitter_s: num("poll jitter (poll sources only)"),
 };
@@ -77,7 +100,10 @@ export const ROUTE_FIELDS: Fields = {
   match: { type: { kind: "scalarMap" }, doc: "attrs the event must have (a subset match)", default: {} },
   destination: str("where matching events go (default: the source's action)"),
   tee: bool("receive a copy without claiming the event", false),
-  expose: { type: { kind: "strings" }, doc: 'deliver only these payload paths, keys joined by dots ("pull_request.title"); ":untrusted" at the end delivers the value as {"untrusted": "<text>"}; unset: the whole payload (see docs/receiving.md)' },
+  expose: {
+    type: { kind: "strings" },
+    doc: 'deliver only these payload paths, keys joined by dots ("pull_request.title"); ":untrusted" at the end delivers the value as {"untrusted": "<text>"}; unset: the whole payload (see docs/receiving.md)',
+  },
   ...WINDOW_OVERRIDES,
 };
 
@@ -90,7 +116,11 @@ const HERMES_FIELDS: Fields = {
   timeout_s: num("one delivery's time limit", 30),
   max_body_bytes: int("must match the gateway's webhook max_body_bytes", 1048576, 1),
   legacy_signature: bool("also send X-Hub-Signature-256", true),
-  rate_limit: int("the gateway's webhook rate_limit: requests it accepts per route in any 60 s; hermes destinations are paced to it (a route's own rate_limit in the subscriptions file wins, a destination's rate wins over both)", 30, 1),
+  rate_limit: int(
+    "the gateway's webhook rate_limit: requests it accepts per route in any 60 s; hermes destinations are paced to it (a route's own rate_limit in the subscriptions file wins, a destination's rate wins over both)",
+    30,
+    1,
+  ),
 };
 
 /** The [hermes] limits a hermes destination follows when its own table sets none. */
@@ -99,10 +129,16 @@ export interface HermesLimits {
   max_body_bytes: number;
 }
 
-const HERMES_LIMITS: HermesLimits = { timeout_s: HERMES_FIELDS.timeout_s.default as number, max_body_bytes: HERMES_FIELDS.max_body_bytes.default as number };
+const HERMES_LIMITS: HermesLimits = {
+  timeout_s: HERMES_FIELDS.timeout_s.default as number,
+  max_body_bytes: HERMES_FIELDS.max_body_bytes.default as number,
+};
 
 /** Per type, when a destination's table does not say: a script may run long and take any body. */
-const TYPE_DEFAULTS: Record<Exclude<DestinationType, "hermes">, { timeout_s: number; max_inflight: number; max_body_bytes: number }> = {
+const TYPE_DEFAULTS: Record<
+  Exclude<DestinationType, "hermes">,
+  { timeout_s: number; max_inflight: number; max_body_bytes: number }
+> = {
   http: { timeout_s: 30, max_inflight: 4, max_body_bytes: 1048576 },
   script: { timeout_s: 300, max_inflight: 1, max_body_bytes: Number.POSITIVE_INFINITY },
   module: { timeout_s: 30, max_inflight: 1, max_body_bytes: Number.POSITIVE_INFINITY },
@@ -110,8 +146,12 @@ const TYPE_DEFAULTS: Record<Exclude<DestinationType, "hermes">, { timeout_s: num
 const HERMES_INFLIGHT = 2;
 
 /** The timeout_s, max_inflight and max_body_bytes a destination of `type` has by default. */
-export function destinationDefaults(type: DestinationType, hermes: HermesLimits = HERMES_LIMITS): { timeout_s: number; max_inflight: number; max_body_bytes: number } {
-  if (type === "hermes") return { timeout_s: hermes.timeout_s, max_inflight: HERMES_INFLIGHT, max_body_bytes: hermes.max_body_bytes };
+export function destinationDefaults(
+  type: DestinationType,
+  hermes: HermesLimits = HERMES_LIMITS,
+): { timeout_s: number; max_inflight: number; max_body_bytes: number } {
+  if (type === "hermes")
+    return { timeout_s: hermes.timeout_s, max_inflight: HERMES_INFLIGHT, max_body_bytes: hermes.max_body_bytes };
   return TYPE_DEFAULTS[type];
 }
 
@@ -119,7 +159,10 @@ const perType = (key: "timeout_s" | "max_inflight" | "max_body_bytes", hermes: s
   `default: hermes ${hermes}; http ${TYPE_DEFAULTS.http[key]}; script ${Number.isFinite(TYPE_DEFAULTS.script[key]) ? TYPE_DEFAULTS.script[key] : "unbounded"}`;
 
 export const DESTINATION_FIELDS: Fields = {
-  type: { type: { kind: "string", choices: ["http", "hermes", "script"] }, doc: "http, hermes or script (inferred from a hermes:/script: name)" },
+  type: {
+    type: { kind: "string", choices: ["http", "hermes", "script"] },
+    doc: "http, hermes or script (inferred from a hermes:/script: name)",
+  },
   module: str("a module implementing a custom destination type (pkg:ClassName)"),
   url: str("http: the receiver's URL (https unless allow_insecure)"),
   secret: { type: { kind: "secret" }, doc: "http: the signing secret (whsec_... is base64-decoded)" },
@@ -127,11 +170,20 @@ export const DESTINATION_FIELDS: Fields = {
   unsigned: bool("http: deliver without webhook-signature; without it an http destination needs a secret", false),
   headers: { type: { kind: "stringMap" }, doc: "http: extra static headers" },
   allow_insecure: bool("http: allow http:// URLs", false),
-  max_body_bytes: int(`largest body the receiver accepts (${perType("max_body_bytes", "[hermes] max_body_bytes")})`, undefined, 1),
+  max_body_bytes: int(
+    `largest body the receiver accepts (${perType("max_body_bytes", "[hermes] max_body_bytes")})`,
+    undefined,
+    1,
+  ),
   timeout_s: num(`one attempt's time limit (${perType("timeout_s", "[hermes] timeout_s")})`),
   max_inflight: int(`deliveries in flight at once (${perType("max_inflight", String(HERMES_INFLIGHT))})`, undefined, 1),
-  unwrap: bool("http/hermes: one request per event, its body the payload exactly as received, instead of the batch document", false),
-  event_header: str("http/hermes: header carrying the event type (each event's with unwrap, else the batch's last); hermes falls back to the source's"),
+  unwrap: bool(
+    "http/hermes: one request per event, its body the payload exactly as received, instead of the batch document",
+    false,
+  ),
+  event_header: str(
+    "http/hermes: header carrying the event type (each event's with unwrap, else the batch's last); hermes falls back to the source's",
+  ),
   dedup_header: str("unwrap: header carrying each event's dedup id"),
   argv: { type: { kind: "strings" }, doc: "script: the command and its arguments" },
   cwd: str("script: working directory"),
@@ -139,24 +191,44 @@ export const DESTINATION_FIELDS: Fields = {
   env: { type: { kind: "stringMap" }, doc: "script: extra environment (names ^[A-Z][A-Z0-9_]*$)" },
   state_dir: str("script: a private directory for the script's own state"),
   processor: str("script: a bobbin instance whose processor runs (replaces argv)"),
-  rate: str('at most this many requests in any rolling window, as N/<window>: "30/min", "5/s", "1000/h", "30/10s"; "none" for no pacing (default: hermes the gateway\'s rate_limit per minute, others none)'),
-  ignored_issue_after: int("hermes: open an issue after this many ignored answers in a row, 0 never (default 5; an unwrap destination never opens one)", undefined, 0),
+  rate: str(
+    'at most this many requests in any rolling window, as N/<window>: "30/min", "5/s", "1000/h", "30/10s"; "none" for no pacing (default: hermes the gateway\'s rate_limit per minute, others none)',
+  ),
+  ignored_issue_after: int(
+    "hermes: open an issue after this many ignored answers in a row, 0 never (default 5; an unwrap destination never opens one)",
+    undefined,
+    0,
+  ),
   outcome: {
     type: { kind: "string", choices: ["answer", "await"] },
-    doc: 'answer (default): a 2xx ends the batch; await: a 2xx makes it awaiting, holding its key, until the receiver reports the run\'s outcome (hookspool outcome, or a signed POST /outcomes/<webhook-id>)',
+    doc: "answer (default): a 2xx ends the batch; await: a 2xx makes it awaiting, holding its key, until the receiver reports the run's outcome (hookspool outcome, or a signed POST /outcomes/<webhook-id>)",
   },
-  outcome_timeout_s: num("await: how long an awaiting batch waits for its outcome before on_timeout applies (default 900)", undefined, 1),
-  on_timeout: { type: { kind: "string", choices: ["retry", "delivered"] }, doc: "await: what an overdue outcome does: retry (default: deliver again, a counted attempt) or delivered (take the 2xx as done)" },
-  budget: str('a spend limit: at most this many batches delivered in any rolling window, as N/<window> ("20/h", "100/24h"); over it a batch waits sealed, in order (default: none)'),
-  key_budget: str('the same per (route, key): at most N of one key\'s batches delivered in the window ("3/h"); its later events keep coalescing meanwhile (default: none)'),
+  outcome_timeout_s: num(
+    "await: how long an awaiting batch waits for its outcome before on_timeout applies (default 900)",
+    undefined,
+    1,
+  ),
+  on_timeout: {
+    type: { kind: "string", choices: ["retry", "delivered"] },
+    doc: "await: what an overdue outcome does: retry (default: deliver again, a counted attempt) or delivered (take the 2xx as done)",
+  },
+  budget: str(
+    'a spend limit: at most this many batches delivered in any rolling window, as N/<window> ("20/h", "100/24h"); over it a batch waits sealed, in order (default: none)',
+  ),
+  key_budget: str(
+    'the same per (route, key): at most N of one key\'s batches delivered in the window ("3/h"); its later events keep coalescing meanwhile (default: none)',
+  ),
 };
 
 export const BOBBIN_INSTANCE_FIELDS: Fields = {
   bobbin: str("the bobbin, <vendor>.<product> (required)"),
   secrets: { type: { kind: "secretMap" }, doc: "secret name -> reference" },
   settings: { type: { kind: "table" }, doc: "typed settings of the bobbin" },
-  outputs: { type: { kind: "stringMap" }, doc: "output event type (or \"*\") -> destination" },
-  expose: { type: { kind: "table" }, doc: 'output (a key of outputs) -> the payload paths its events deliver, as a route\'s expose: { "*" = ["action", "title:untrusted"] }' },
+  outputs: { type: { kind: "stringMap" }, doc: 'output event type (or "*") -> destination' },
+  expose: {
+    type: { kind: "table" },
+    doc: 'output (a key of outputs) -> the payload paths its events deliver, as a route\'s expose: { "*" = ["action", "title:untrusted"] }',
+  },
   expect: bool("apply the manifest's expect_every_s"),
   span: str("coalesce preset name"),
   ...WINDOW_OVERRIDES,
@@ -185,12 +257,26 @@ export const CONFIG_FIELDS: Fields = {
     type: {
       kind: "section",
       fields: {
-        home: str("state directory (config.toml, spool.db, dispatch.lock)", "/var/lib/hookspool", { env: "HOOKSPOOL_HOME" }),
+        home: str("state directory (config.toml, spool.db, dispatch.lock)", "/var/lib/hookspool", {
+          env: "HOOKSPOOL_HOME",
+        }),
         db: str("database file, relative to home", "spool.db", { env: "HOOKSPOOL_DB" }),
         store_raw: bool("keep original bodies for replay and verification tests", true),
-        bobbin_path: { type: { kind: "strings" }, default: [], doc: "extra bobbin directories, searched after the built-ins" },
-        backend: { type: { kind: "string", choices: ["sqlite", "postgres"] }, default: "sqlite", doc: "sqlite (one host, spool.db) or postgres (several intakes and dispatchers on one database)", env: "HOOKSPOOL_BACKEND" },
-        url: { type: { kind: "secret" }, doc: "postgres: the connection URL, a secret reference (it may hold a password), e.g. { env = \"HOOKSPOOL_PG_URL\" }" },
+        bobbin_path: {
+          type: { kind: "strings" },
+          default: [],
+          doc: "extra bobbin directories, searched after the built-ins",
+        },
+        backend: {
+          type: { kind: "string", choices: ["sqlite", "postgres"] },
+          default: "sqlite",
+          doc: "sqlite (one host, spool.db) or postgres (several intakes and dispatchers on one database)",
+          env: "HOOKSPOOL_BACKEND",
+        },
+        url: {
+          type: { kind: "secret" },
+          doc: 'postgres: the connection URL, a secret reference (it may hold a password), e.g. { env = "HOOKSPOOL_PG_URL" }',
+        },
         pool: int("postgres: connections per process", 4, 1),
       },
     },
@@ -216,7 +302,10 @@ export const CONFIG_FIELDS: Fields = {
       kind: "section",
       fields: {
         parallel: int("deliveries in flight at once, overall", 4, 1),
-        poll_s: num("the longest the dispatcher waits between ticks; it ticks sooner when a delivery ends, a window ends, a retry falls due, or an event is committed", 1.0),
+        poll_s: num(
+          "the longest the dispatcher waits between ticks; it ticks sooner when a delivery ends, a window ends, a retry falls due, or an event is committed",
+          1.0,
+        ),
         heartbeat_s: num("heartbeat and clock-guard interval", 10),
         // At least the 5 s the worker keeps between its deadline and the lease end.
         lease_grace_s: num("lease = timeout_s + this; at least 5 (the worker stops 5 s before its lease ends)", 60, 5),
@@ -245,7 +334,11 @@ export const CONFIG_FIELDS: Fields = {
         quiet_s: num("quiet window", 0),
         max_s: num("maximum wait", 0),
         max_events: int("events per batch", 500, 1),
-        max_bytes: int("bytes per batch: each event's payload and event_meta as the document carries them (check: <= 0.75 x destination max_body_bytes)", 786432, 1),
+        max_bytes: int(
+          "bytes per batch: each event's payload and event_meta as the document carries them (check: <= 0.75 x destination max_body_bytes)",
+          786432,
+          1,
+        ),
       },
     },
   },
@@ -270,7 +363,11 @@ export const CONFIG_FIELDS: Fields = {
     type: {
       kind: "section",
       fields: {
-        argv: { type: { kind: "strings" }, default: ["logger", "-t", "hookspool"], doc: "command; the alert text is appended as the last argument" },
+        argv: {
+          type: { kind: "strings" },
+          default: ["logger", "-t", "hookspool"],
+          doc: "command; the alert text is appended as the last argument",
+        },
         dry: bool("record alerts without sending (HOOKSPOOL_ALERT_DRY=1 too)", false),
         rate_limit_s: num("at most one alert per kind in this interval", 1800),
         timeout_s: num("the alert command's time limit", 60),
@@ -289,8 +386,14 @@ export const CONFIG_FIELDS: Fields = {
     type: {
       kind: "section",
       fields: {
-        listen: str("address of the dashboard's own listener (never the intake's); empty: not inside run or dispatch", ""),
-        allow_non_loopback: bool("bind a non-loopback address (the page is the spool's whole picture: keep it on loopback)", false),
+        listen: str(
+          "address of the dashboard's own listener (never the intake's); empty: not inside run or dispatch",
+          "",
+        ),
+        allow_non_loopback: bool(
+          "bind a non-loopback address (the page is the spool's whole picture: keep it on loopback)",
+          false,
+        ),
         actions: bool("enable the buttons that change state (replay, retry, pause, resume, issue verbs)", false),
       },
     },
@@ -299,5 +402,8 @@ export const CONFIG_FIELDS: Fields = {
   sources: { doc: "webhook sources", type: { kind: "map", entry: SOURCE_FIELDS } },
   routes: { doc: "routes: (source, match) -> destination", type: { kind: "array", entry: ROUTE_FIELDS } },
   destinations: { doc: "destinations", type: { kind: "map", entry: DESTINATION_FIELDS } },
-  bobbins: { doc: "bobbin instances: one service each, from a bobbin (service plugin)", type: { kind: "map", entry: BOBBIN_INSTANCE_FIELDS, closed: true } },
+  bobbins: {
+    doc: "bobbin instances: one service each, from a bobbin (service plugin)",
+    type: { kind: "map", entry: BOBBIN_INSTANCE_FIELDS, closed: true },
+  },
 };

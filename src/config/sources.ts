@@ -23,7 +23,13 @@ import type { Config, ConfigProblem, SourceConfig } from "./types.ts";
  */
 export function sensitiveHeader(name: string): boolean {
   const h = name.toLowerCase();
-  return h === "authorization" || h === "proxy-authorization" || h === "cookie" || h === "set-cookie" || /key|token|secret/.test(h);
+  return (
+    h === "authorization" ||
+    h === "proxy-authorization" ||
+    h === "cookie" ||
+    h === "set-cookie" ||
+    /key|token|secret/.test(h)
+  );
 }
 
 export function sensitiveProblem(key: string, header: string, where: string): ConfigProblem {
@@ -70,7 +76,10 @@ export function configSecrets(source: string, refs: SourceConfig["secrets"], env
   return {
     get(name) {
       const ref = refs && Object.hasOwn(refs, name) ? refs[name] : undefined;
-      if (!ref) throw new HookspoolError("E_CONFIG", `source ${source} has no secret named ${name}`, { key: `sources.${source}.secrets.${name}` });
+      if (!ref)
+        throw new HookspoolError("E_CONFIG", `source ${source} has no secret named ${name}`, {
+          key: `sources.${source}.secrets.${name}`,
+        });
       return resolveSecret(ref, env);
     },
   };
@@ -78,7 +87,13 @@ export function configSecrets(source: string, refs: SourceConfig["secrets"], env
 
 function isPlugin(x: unknown): x is SourcePlugin {
   const p = x as SourcePlugin;
-  return typeof x === "object" && x !== null && typeof p.verify === "function" && typeof p.key === "function" && Array.isArray(p.authHeaders);
+  return (
+    typeof x === "object" &&
+    x !== null &&
+    typeof p.verify === "function" &&
+    typeof p.key === "function" &&
+    Array.isArray(p.authHeaders)
+  );
 }
 
 async function importModule(modulePath: string, configDir: string): Promise<unknown> {
@@ -118,7 +133,10 @@ export async function loadSources(config: Config, opts: LoadSourcesOptions): Pro
  * loadSources that never refuses: every source that could be built, and the problems of the
  * rest. The dispatcher routes emits with it, where one broken module must not stop the others.
  */
-export async function loadEverySource(config: Config, opts: LoadSourcesOptions): Promise<{ sources: Map<string, IntakeSource>; problems: ConfigProblem[] }> {
+export async function loadEverySource(
+  config: Config,
+  opts: LoadSourcesOptions,
+): Promise<{ sources: Map<string, IntakeSource>; problems: ConfigProblem[] }> {
   const env = opts.env ?? process.env;
   const problems: ConfigProblem[] = [];
   const out = new Map<string, IntakeSource>();
@@ -137,45 +155,93 @@ export async function loadEverySource(config: Config, opts: LoadSourcesOptions):
       try {
         const loaded = await importModule(src.module as string, opts.configDir);
         if (!isPlugin(loaded)) {
-          problems.push({ level: "error", key: `${key}.module`, message: "the module does not export a source plugin", hint: "export default defineSource({ verify, key, authHeaders, ... })" });
+          problems.push({
+            level: "error",
+            key: `${key}.module`,
+            message: "the module does not export a source plugin",
+            hint: "export default defineSource({ verify, key, authHeaders, ... })",
+          });
           continue;
         }
         plugin = loaded;
         const own = src.config ?? {};
         const unknown = Object.keys(own).filter((k) => !(plugin.configKeys ?? []).includes(k));
         if (unknown.length) {
-          for (const k of unknown) problems.push({ level: "error", key: `${key}.config.${k}`, message: "the source takes no such setting", hint: plugin.configKeys?.length ? `one of ${plugin.configKeys.join(", ")}` : "this source takes no config" });
+          for (const k of unknown)
+            problems.push({
+              level: "error",
+              key: `${key}.config.${k}`,
+              message: "the source takes no such setting",
+              hint: plugin.configKeys?.length
+                ? `one of ${plugin.configKeys.join(", ")}`
+                : "this source takes no config",
+            });
           continue;
         }
         if (plugin.withConfig) plugin = plugin.withConfig(own);
       } catch (e) {
-        problems.push({ level: "error", key: `${key}.module`, message: `cannot load ${src.module}: ${(e as Error).message.split("\n")[0]}` });
+        problems.push({
+          level: "error",
+          key: `${key}.module`,
+          message: `cannot load ${src.module}: ${(e as Error).message.split("\n")[0]}`,
+        });
         continue;
       }
     }
     for (const s of plugin.secrets ?? []) {
-      if (!src.secrets || !Object.hasOwn(src.secrets, s)) problems.push({ level: "error", key: `${key}.secrets.${s}`, message: "required by the source", hint: `secrets.${s} = { file = "..." }` });
+      if (!src.secrets || !Object.hasOwn(src.secrets, s))
+        problems.push({
+          level: "error",
+          key: `${key}.secrets.${s}`,
+          message: "required by the source",
+          hint: `secrets.${s} = { file = "..." }`,
+        });
     }
     // A secret learned on the wire is kept in a file, which the intake must be able to write.
     if (plugin.learn && src.secrets?.secret && !("file" in src.secrets.secret)) {
-      problems.push({ level: "error", key: `${key}.secrets.secret`, message: "this source learns its secret from a handshake and keeps it in a file", hint: 'secrets.secret = { file = "<name>.secret" } (in the home, which the intake may write)' });
+      problems.push({
+        level: "error",
+        key: `${key}.secrets.secret`,
+        message: "this source learns its secret from a handshake and keeps it in a file",
+        hint: 'secrets.secret = { file = "<name>.secret" } (in the home, which the intake may write)',
+      });
     }
     if (plugin.span !== undefined && src.span === undefined && !Object.hasOwn(config.spans, plugin.span)) {
-      problems.push({ level: "error", key: `${key}`, message: `the plugin names span "${plugin.span}", which is not a preset` });
+      problems.push({
+        level: "error",
+        key: `${key}`,
+        message: `the plugin names span "${plugin.span}", which is not a preset`,
+      });
     }
     const authHeaders = [...new Set([...plugin.authHeaders, ...(src.auth_headers ?? [])].map((h) => h.toLowerCase()))];
     const keepHeaders = src.keep_headers ?? [...(plugin.keepHeaders ?? [])];
     const allowSensitive = src.allow_sensitive_keep_headers === true;
     for (const h of keepHeaders) {
-      if (authHeaders.includes(h.toLowerCase())) problems.push({ level: "error", key: `${key}.keep_headers`, message: `${h} is an auth header and is never stored`, hint: "remove it from keep_headers" });
-      else if (sensitiveHeader(h) && !allowSensitive) problems.push(sensitiveProblem(`${key}.keep_headers`, h, src.keep_headers === undefined ? "the plugin's keepHeaders" : "keep_headers"));
+      if (authHeaders.includes(h.toLowerCase()))
+        problems.push({
+          level: "error",
+          key: `${key}.keep_headers`,
+          message: `${h} is an auth header and is never stored`,
+          hint: "remove it from keep_headers",
+        });
+      else if (sensitiveHeader(h) && !allowSensitive)
+        problems.push(
+          sensitiveProblem(
+            `${key}.keep_headers`,
+            h,
+            src.keep_headers === undefined ? "the plugin's keepHeaders" : "keep_headers",
+          ),
+        );
     }
     // A quarantined request keeps only what a replay needs to classify it again: what the body
     // is, who sent it, the kept headers, and the headers classification reads. Never a credential.
-    const classifyHeaders = [...(plugin.classifyHeaders ?? []), ...(src.template ? templateHeaders(src.template as unknown as TemplateSettings) : [])];
-    const quarantineHeaders = [...new Set([...QUARANTINE_HEADERS, ...keepHeaders, ...classifyHeaders].map((h) => h.toLowerCase()))].filter(
-      (h) => !authHeaders.includes(h) && !NEVER_STORED.has(h) && (allowSensitive || !sensitiveHeader(h)),
-    );
+    const classifyHeaders = [
+      ...(plugin.classifyHeaders ?? []),
+      ...(src.template ? templateHeaders(src.template as unknown as TemplateSettings) : []),
+    ];
+    const quarantineHeaders = [
+      ...new Set([...QUARANTINE_HEADERS, ...keepHeaders, ...classifyHeaders].map((h) => h.toLowerCase())),
+    ].filter((h) => !authHeaders.includes(h) && !NEVER_STORED.has(h) && (allowSensitive || !sensitiveHeader(h)));
     out.set(name, {
       name,
       plugin,
@@ -184,7 +250,10 @@ export async function loadEverySource(config: Config, opts: LoadSourcesOptions):
       authHeaders,
       keepHeaders,
       quarantineHeaders,
-      secretParams: [...(src.template && typeof src.template.param === "string" ? [src.template.param] : []), ...(plugin.secretParams ?? [])],
+      secretParams: [
+        ...(src.template && typeof src.template.param === "string" ? [src.template.param] : []),
+        ...(plugin.secretParams ?? []),
+      ],
       maxBodyBytes: src.max_body_bytes ?? config.intake.max_body_bytes,
       storeRaw: src.store_raw ?? config.spool.store_raw,
       dedupWindowS: src.dedup_window_s,
@@ -211,13 +280,22 @@ export interface Routing {
  * where config names none. `src` is undefined for a source without a plugin, fed only by
  * hookspool enqueue and emits.
  */
-export function eventCopies(config: Config, source: string, src: IntakeSource | undefined, r: Routing): { copies: RouteCopy[]; attrs: Record<string, unknown> } {
+export function eventCopies(
+  config: Config,
+  source: string,
+  src: IntakeSource | undefined,
+  r: Routing,
+): { copies: RouteCopy[]; attrs: Record<string, unknown> } {
   const plugin = src?.plugin;
   const attrs: Record<string, unknown> = { ...(plugin?.attrs?.(r.payload, r.req) ?? {}) };
   // Routes may match on the event type whether or not the plugin lists it.
   if (!("event_type" in attrs)) attrs.event_type = r.eventType;
   const pluginAction = typeof plugin?.action === "function" ? plugin.action(r.payload, r.req) : plugin?.action;
-  const copies = resolveCopies(config, source, attrs, { pluginAction, pluginSpan: plugin?.span, destinationOverride: r.destinationOverride });
+  const copies = resolveCopies(config, source, attrs, {
+    pluginAction,
+    pluginSpan: plugin?.span,
+    destinationOverride: r.destinationOverride,
+  });
   return { copies, attrs };
 }
 

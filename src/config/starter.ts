@@ -65,12 +65,12 @@ export function renderStarterConfig(o: StarterOptions): string {
   for (const [name, field] of Object.entries(CONFIG_FIELDS)) {
     if (field.type.kind === "section") commentedSection(name, field, out, name === "spool" ? { home: o.home } : {});
   }
-  out.push("# Coalesce presets; a source names one with span = \"...\". Add your own under [spans].");
+  out.push('# Coalesce presets; a source names one with span = "...". Add your own under [spans].');
   for (const [name, w] of Object.entries(DEFAULT_SPANS)) out.push(`# spans.${name} = ${tomlValue(w)}`);
   out.push(
     "",
     "# The demo: POST /hooks/demo with a JSON body signed with HMAC-SHA256 (`hookspool send demo`",
-    "# makes one). Events with the same \"topic\" coalesce for 5 s of quiet (at most 30 s) and each",
+    '# makes one). Events with the same "topic" coalesce for 5 s of quiet (at most 30 s) and each',
     "# batch is handed to a script that appends it to batches.jsonl in this directory.",
     "[sources.demo]",
     'template = { scheme = "hmac-sha256-hex", header = "X-Demo-Signature", prefix = "sha256=", key = "topic", event_type = "type" }',
@@ -157,7 +157,12 @@ export function renderConfigReference(templatePartial: string): string {
   ];
   for (const [name, field] of Object.entries(CONFIG_FIELDS)) {
     const t = field.type;
-    out.push(`## ${t.kind === "array" ? `[[${name}]]` : t.kind === "map" ? `[${name}.<name>]` : `[${name}]`}`, "", field.doc, "");
+    out.push(
+      `## ${t.kind === "array" ? `[[${name}]]` : t.kind === "map" ? `[${name}.<name>]` : `[${name}]`}`,
+      "",
+      field.doc,
+      "",
+    );
     if (t.kind === "section") referenceTable(t.fields, "", out);
     else if (t.kind === "map" || t.kind === "array") referenceTable(t.entry, "", out);
     if (name === "spans") {
@@ -185,12 +190,26 @@ const SCHEME_NOTES: { [S in Scheme]: SchemeNote } = {
   "hmac-sha1-hex": { timestamp: null, dedup: null },
   "hmac-sha256-base64": { timestamp: null, dedup: null },
   "hmac-sha1-base64-url": { timestamp: null, dedup: null },
-  "standard-webhooks": { timestamp: "`webhook-timestamp`, 300 s either side", dedup: "the `webhook-id` header (or `svix-id`)" },
+  "standard-webhooks": {
+    timestamp: "`webhook-timestamp`, 300 s either side",
+    dedup: "the `webhook-id` header (or `svix-id`)",
+  },
   timestamped: { timestamp: "`t=` in `header`, 300 s either side", dedup: "a SHA-256 of the `header` value" },
   "static-token": { timestamp: null, dedup: null, needs: "exactly one of `header` or `param`" },
-  hmac: { timestamp: "`timestamp_header`, `timestamp_field` or the `ts_name` pair, when set; `tolerance_s` either side", dedup: "the `id_header` header, or a SHA-256 of the `header` value when a timestamp is checked" },
-  ed25519: { timestamp: "`timestamp_header` (or `timestamp_field`, a pair); `tolerance_s` either side", dedup: "the `id_header` header, or a SHA-256 of the `header` value when a timestamp is checked", needs: "`header`, and `timestamp_header` unless `message` is set" },
-  "ecdsa-p256": { timestamp: "`timestamp_header` (or `timestamp_field`, a pair); `tolerance_s` either side", dedup: "the `id_header` header, or a SHA-256 of the `header` value when a timestamp is checked", needs: "`header`, and `timestamp_header` unless `message` is set" },
+  hmac: {
+    timestamp: "`timestamp_header`, `timestamp_field` or the `ts_name` pair, when set; `tolerance_s` either side",
+    dedup: "the `id_header` header, or a SHA-256 of the `header` value when a timestamp is checked",
+  },
+  ed25519: {
+    timestamp: "`timestamp_header` (or `timestamp_field`, a pair); `tolerance_s` either side",
+    dedup: "the `id_header` header, or a SHA-256 of the `header` value when a timestamp is checked",
+    needs: "`header`, and `timestamp_header` unless `message` is set",
+  },
+  "ecdsa-p256": {
+    timestamp: "`timestamp_header` (or `timestamp_field`, a pair); `tolerance_s` either side",
+    dedup: "the `id_header` header, or a SHA-256 of the `header` value when a timestamp is checked",
+    needs: "`header`, and `timestamp_header` unless `message` is set",
+  },
 };
 
 type TemplateKey = (typeof TEMPLATE_KEYS)[number];
@@ -203,8 +222,14 @@ const TEMPLATE_KEY_DOCS: { [K in TemplateKey]: { type: string; doc: string; alwa
     type: "string",
     doc: "text in front of the signature or token in `header` (`sha256=`, `Bearer `); compared case-sensitively, and a header without it is `malformed`; default empty",
   },
-  param: { type: "string", doc: "`static-token` only: the query parameter that carries the token (`?token=...`); the reverse proxy must pass the query string on" },
-  callback_url: { type: "string", doc: "`hmac-sha1-base64-url` only: the URL the sender signs after the body (Trello: the callback URL, exactly as registered)" },
+  param: {
+    type: "string",
+    doc: "`static-token` only: the query parameter that carries the token (`?token=...`); the reverse proxy must pass the query string on",
+  },
+  callback_url: {
+    type: "string",
+    doc: "`hmac-sha1-base64-url` only: the URL the sender signs after the body (Trello: the callback URL, exactly as registered)",
+  },
   head_handshake: {
     type: "boolean",
     doc: "answer a HEAD request with an empty 200 before any verification (Trello checks a callback URL this way); the answer is constant, so it tells nothing about the secret",
@@ -214,39 +239,96 @@ const TEMPLATE_KEY_DOCS: { [K in TemplateKey]: { type: string; doc: string; alwa
     always: true,
     doc: "the coalesce key: events with the same key share a batch; the values of an array are joined with `:`; a selector with no value quarantines the request (`key_missing`); at most 512 bytes",
   },
-  dedup: { type: "selector, `body_sha256` or `none`", doc: "the dedup id; unset: the scheme's default (table above); a selector with no value: no dedup id for that request" },
-  ignore: { type: "event type, or array of them", doc: "event types answered 200 `{\"status\":\"ignored\"}` and not queued (GitHub's `ping`); needs `event_type`" },
-  event_type: { type: "selector", doc: "the event type, stored with the event; routes can always match on it as `event_type`; unset or no value: empty" },
-  attrs: { type: "table of name = selector", doc: "more attributes for routes to match on; a selector with no value leaves its attribute out" },
-  sender_retries: { type: "boolean", doc: "whether the sender retries a delivery that failed (documentation: it says whether a 503 loses the event)" },
-  tolerance_s: { type: "number", doc: "how far a signed timestamp may be from the intake's clock, either side, in seconds; default 300 (Paddle: 5, Linear: 60)" },
-  sw_headers: { type: "`webhook`, `svix` or `either`", doc: "`standard-webhooks` only: which header names carry id, timestamp and signature; `either` (the default) takes the set that has a signature, `webhook-*` first" },
+  dedup: {
+    type: "selector, `body_sha256` or `none`",
+    doc: "the dedup id; unset: the scheme's default (table above); a selector with no value: no dedup id for that request",
+  },
+  ignore: {
+    type: "event type, or array of them",
+    doc: 'event types answered 200 `{"status":"ignored"}` and not queued (GitHub\'s `ping`); needs `event_type`',
+  },
+  event_type: {
+    type: "selector",
+    doc: "the event type, stored with the event; routes can always match on it as `event_type`; unset or no value: empty",
+  },
+  attrs: {
+    type: "table of name = selector",
+    doc: "more attributes for routes to match on; a selector with no value leaves its attribute out",
+  },
+  sender_retries: {
+    type: "boolean",
+    doc: "whether the sender retries a delivery that failed (documentation: it says whether a 503 loses the event)",
+  },
+  tolerance_s: {
+    type: "number",
+    doc: "how far a signed timestamp may be from the intake's clock, either side, in seconds; default 300 (Paddle: 5, Linear: 60)",
+  },
+  sw_headers: {
+    type: "`webhook`, `svix` or `either`",
+    doc: "`standard-webhooks` only: which header names carry id, timestamp and signature; `either` (the default) takes the set that has a signature, `webhook-*` first",
+  },
   algorithm: { type: "`sha256`, `sha1` or `sha512`", doc: "`hmac` only: the HMAC's hash; default `sha256`" },
-  encoding: { type: "`hex` or `base64`", doc: "the generic schemes: how the signature is written; default `hex` (`ecdsa-p256`: `base64`)" },
+  encoding: {
+    type: "`hex` or `base64`",
+    doc: "the generic schemes: how the signature is written; default `hex` (`ecdsa-p256`: `base64`)",
+  },
   message: {
     type: "recipe",
     doc: "the generic schemes: what is signed, text with parts `{body}` (the raw body), `{ts}`, `{id}` (the `id_header` value), `{method}`, `{url}` (`public_url` and the query string as received) and `{params}` (a form body's parameters sorted by name, each name then value); default `{body}` (`ed25519`, `ecdsa-p256`: `{ts}{body}`). Slack: `v0:{ts}:{body}`",
   },
-  timestamp_header: { type: "header name", doc: "the generic schemes: the header that carries the signed timestamp (Unix seconds, or milliseconds)" },
-  timestamp_field: { type: "payload path", doc: "the generic schemes: the body field that carries the timestamp, for senders that put it there (Linear's `webhookTimestamp`)" },
-  id_header: { type: "header name", doc: "the generic schemes: the header that carries the message id, for `{id}`; also the default dedup id" },
-  pairs: { type: "separator", doc: "the generic schemes: `header` is `name=value` pairs separated by this (`,` for `t=...,v1=...`, `;` for Paddle's `ts=...;h1=...`); the timestamp is the `ts_name` pair, every `sig_name` pair a signature" },
+  timestamp_header: {
+    type: "header name",
+    doc: "the generic schemes: the header that carries the signed timestamp (Unix seconds, or milliseconds)",
+  },
+  timestamp_field: {
+    type: "payload path",
+    doc: "the generic schemes: the body field that carries the timestamp, for senders that put it there (Linear's `webhookTimestamp`)",
+  },
+  id_header: {
+    type: "header name",
+    doc: "the generic schemes: the header that carries the message id, for `{id}`; also the default dedup id",
+  },
+  pairs: {
+    type: "separator",
+    doc: "the generic schemes: `header` is `name=value` pairs separated by this (`,` for `t=...,v1=...`, `;` for Paddle's `ts=...;h1=...`); the timestamp is the `ts_name` pair, every `sig_name` pair a signature",
+  },
   ts_name: { type: "string", doc: "with `pairs`: the timestamp pair's name; default `t`" },
   sig_name: { type: "string", doc: "with `pairs`: the signature pairs' name; default `v1` (Paddle: `h1`)" },
-  signatures: { type: "separator", doc: "the generic schemes: `header` holds several signatures separated by this, each after `prefix`; any one may match (PagerDuty during a secret rotation: `v1=...,v1=...`)" },
-  public_url: { type: "URL", doc: "the generic schemes: the URL the sender calls, exactly as registered with it, for `{url}` (Twilio, HubSpot); the reverse proxy must pass the query string on" },
-  body: { type: "`json` or `form`", doc: "`form`: the body is `application/x-www-form-urlencoded`, queued as a JSON object of its fields (the first value of a repeated name); default `json`" },
-  form_json: { type: "field name", doc: "with `body = \"form\"`: a field that holds JSON (Slack's `payload`); when present, its JSON is the payload" },
-  echo_when: { type: "condition", doc: "`<selector>=<value>`: a verified request for which it holds is answered 200 with the `echo_field` value as text, not queued (Slack: `type=url_verification`)" },
+  signatures: {
+    type: "separator",
+    doc: "the generic schemes: `header` holds several signatures separated by this, each after `prefix`; any one may match (PagerDuty during a secret rotation: `v1=...,v1=...`)",
+  },
+  public_url: {
+    type: "URL",
+    doc: "the generic schemes: the URL the sender calls, exactly as registered with it, for `{url}` (Twilio, HubSpot); the reverse proxy must pass the query string on",
+  },
+  body: {
+    type: "`json` or `form`",
+    doc: "`form`: the body is `application/x-www-form-urlencoded`, queued as a JSON object of its fields (the first value of a repeated name); default `json`",
+  },
+  form_json: {
+    type: "field name",
+    doc: 'with `body = "form"`: a field that holds JSON (Slack\'s `payload`); when present, its JSON is the payload',
+  },
+  echo_when: {
+    type: "condition",
+    doc: "`<selector>=<value>`: a verified request for which it holds is answered 200 with the `echo_field` value as text, not queued (Slack: `type=url_verification`)",
+  },
   echo_field: { type: "selector", doc: "with `echo_when`: the value to answer with (Slack: `challenge`)" },
   get_verify: {
     type: "boolean",
     doc: "answer a GET with `hub.mode=subscribe` whose `hub.verify_token` equals the secret `verify_token` (compared in constant time) with its `hub.challenge`, 403 otherwise (Meta, WhatsApp); needs `secrets.verify_token`",
   },
-  reply_when: { type: "condition", doc: "`<selector>=<value>`: a verified request for which it holds is answered 200 with `reply`, not queued (Discord's PING: `type=1`)" },
-  reply: { type: "string", doc: "with `reply_when`: the answer's body (Discord: `{\"type\":1}`)" },
+  reply_when: {
+    type: "condition",
+    doc: "`<selector>=<value>`: a verified request for which it holds is answered 200 with `reply`, not queued (Discord's PING: `type=1`)",
+  },
+  reply: { type: "string", doc: 'with `reply_when`: the answer\'s body (Discord: `{"type":1}`)' },
   reply_type: { type: "media type", doc: "the `reply`'s Content-Type; default `application/json`" },
-  ack: { type: "string", doc: "the 200 answer's body for a queued or duplicate request, in place of the JSON status, for a sender that reads it (Twilio: `<Response/>`, Discord: a deferred reply)" },
+  ack: {
+    type: "string",
+    doc: "the 200 answer's body for a queued or duplicate request, in place of the JSON status, for a sender that reads it (Twilio: `<Response/>`, Discord: a deferred reply)",
+  },
   ack_type: { type: "media type", doc: "the `ack`'s Content-Type; default `application/json` (Twilio: `text/xml`)" },
   split: {
     type: "payload path, or `*`",
@@ -264,14 +346,18 @@ const GENERATED = /^<!-- generated: ([a-z-]+) -->$/;
 function renderTemplateSection(partial: string): string {
   const tables: Record<string, () => string[]> = { schemes: schemeTable, "template-keys": templateKeyTable };
   const used = new Set<string>();
-  const lines = partial.trimEnd().split("\n").flatMap((line) => {
-    const m = GENERATED.exec(line);
-    if (!m) return [line];
-    const table = tables[m[1]];
-    if (!table) throw new Error(`docs partial: no generated table named ${m[1]} (one of ${Object.keys(tables).join(", ")})`);
-    used.add(m[1]);
-    return table();
-  });
+  const lines = partial
+    .trimEnd()
+    .split("\n")
+    .flatMap((line) => {
+      const m = GENERATED.exec(line);
+      if (!m) return [line];
+      const table = tables[m[1]];
+      if (!table)
+        throw new Error(`docs partial: no generated table named ${m[1]} (one of ${Object.keys(tables).join(", ")})`);
+      used.add(m[1]);
+      return table();
+    });
   for (const name of Object.keys(tables)) {
     if (!used.has(name)) throw new Error(`docs partial: the line <!-- generated: ${name} --> is missing`);
   }
@@ -281,7 +367,10 @@ function renderTemplateSection(partial: string): string {
 const code = (s: string) => `\`${s}\``;
 
 function schemeTable(): string[] {
-  const out = ["| scheme | what it verifies | needs | timestamp | default dedup id |", "| --- | --- | --- | --- | --- |"];
+  const out = [
+    "| scheme | what it verifies | needs | timestamp | default dedup id |",
+    "| --- | --- | --- | --- | --- |",
+  ];
   for (const [name, s] of Object.entries(SCHEMES) as [Scheme, (typeof SCHEMES)[Scheme]][]) {
     const note = SCHEME_NOTES[name];
     const needs = note.needs ?? (s.needs.length ? s.needs.map(code).join(", ") : "nothing more");
@@ -294,7 +383,9 @@ function templateKeyTable(): string[] {
   const out = ["| key | type | required | meaning |", "| --- | --- | --- | --- |"];
   for (const key of TEMPLATE_KEYS) {
     const d = TEMPLATE_KEY_DOCS[key];
-    const by = (Object.entries(SCHEMES) as [Scheme, (typeof SCHEMES)[Scheme]][]).filter(([, s]) => (s.needs as readonly string[]).includes(key)).map(([n]) => code(n));
+    const by = (Object.entries(SCHEMES) as [Scheme, (typeof SCHEMES)[Scheme]][])
+      .filter(([, s]) => (s.needs as readonly string[]).includes(key))
+      .map(([n]) => code(n));
     const required = d.always ? "always" : by.length ? `by ${by.join(", ")}` : "no";
     out.push(`| ${code(key)} | ${d.type} | ${required} | ${d.doc} |`);
   }

@@ -99,9 +99,23 @@ export interface BobbinInstanceConfig extends PartialWindow {
 }
 
 export interface Config {
-  spool: { home: string; db: string; store_raw: boolean; bobbin_path: string[]; backend: "sqlite" | "postgres"; url?: SecretRef; pool: number };
+  spool: {
+    home: string;
+    db: string;
+    store_raw: boolean;
+    bobbin_path: string[];
+    backend: "sqlite" | "postgres";
+    url?: SecretRef;
+    pool: number;
+  };
   dashboard: { listen: string; allow_non_loopback: boolean; actions: boolean };
-  intake: { listen: string; allow_non_loopback: boolean; max_body_bytes: number; busy_timeout_s: number; threads: number };
+  intake: {
+    listen: string;
+    allow_non_loopback: boolean;
+    max_body_bytes: number;
+    busy_timeout_s: number;
+    threads: number;
+  };
   dispatch: {
     parallel: number;
     poll_s: number;
@@ -116,7 +130,14 @@ export interface Config {
   limits: { min_free_bytes: number };
   retention: { delivered_days: number; attempts_days: number; dropped_days: number; issues_days: number };
   alerts: { argv: string[]; dry: boolean; rate_limit_s: number; timeout_s: number };
-  hermes: { base_url: string; subscriptions_path: string; timeout_s: number; max_body_bytes: number; legacy_signature: boolean; rate_limit: number };
+  hermes: {
+    base_url: string;
+    subscriptions_path: string;
+    timeout_s: number;
+    max_body_bytes: number;
+    legacy_signature: boolean;
+    rate_limit: number;
+  };
   spans: Record<string, { quiet_s: number; max_s: number }>;
   sources: Record<string, SourceConfig>;
   routes: RouteConfig[];

@@ -18,17 +18,25 @@ export function validateConfig(config: Config, p: Problems): void {
 function validateSources(config: Config, p: Problems): void {
   for (const [name, src] of Object.entries(config.sources)) {
     const key = `sources.${quoteKey(name)}`;
-    if (!/^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$/.test(name)) p.error(key, "a source name is 1-64 letters, digits, _ . -", "it is the URL path /hooks/<name>");
+    if (!/^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$/.test(name))
+      p.error(key, "a source name is 1-64 letters, digits, _ . -", "it is the URL path /hooks/<name>");
     if (src.module && src.template) p.error(key, "set module or template, not both");
     // A poll source is what a poll bobbin's instance expands into; check refuses one written by
     // hand (a warning at run time, as an unknown key is).
     for (const k of ["kind", "every_s", "jitter_s"] as const) {
-      if (src[k] !== undefined && !(k === "kind" && src.kind === "webhook")) p.warn(`${key}.${k}`, "only a poll bobbin's [bobbins.<instance>] makes a poll source", "enable the service with its bobbin: [bobbins.<instance>] bobbin = \"<vendor>.<product>\"");
+      if (src[k] !== undefined && !(k === "kind" && src.kind === "webhook"))
+        p.warn(
+          `${key}.${k}`,
+          "only a poll bobbin's [bobbins.<instance>] makes a poll source",
+          'enable the service with its bobbin: [bobbins.<instance>] bobbin = "<vendor>.<product>"',
+        );
     }
-    if (src.span !== undefined && !Object.hasOwn(config.spans, src.span)) p.error(`${key}.span`, `no span preset "${src.span}"`, `one of ${Object.keys(config.spans).join(", ")}`);
+    if (src.span !== undefined && !Object.hasOwn(config.spans, src.span))
+      p.error(`${key}.span`, `no span preset "${src.span}"`, `one of ${Object.keys(config.spans).join(", ")}`);
     const auth = new Set((src.auth_headers ?? []).map((h) => h.toLowerCase()));
     for (const h of src.keep_headers ?? []) {
-      if (auth.has(h.toLowerCase())) p.error(`${key}.keep_headers`, `${h} is an auth header and is never stored`, "remove it from keep_headers");
+      if (auth.has(h.toLowerCase()))
+        p.error(`${key}.keep_headers`, `${h} is an auth header and is never stored`, "remove it from keep_headers");
     }
     if (src.action !== undefined) {
       const why = destinationProblem(config, src.action);
@@ -36,7 +44,11 @@ function validateSources(config: Config, p: Problems): void {
     }
     windowWarnings(config, src, key, p);
     if (src.dedup_window_s > config.retention.delivered_days * 86400) {
-      p.warn(`${key}.dedup_window_s`, "the dedup window is longer than retention.delivered_days", "an id may outlive the event it points at; that is allowed but check says so");
+      p.warn(
+        `${key}.dedup_window_s`,
+        "the dedup window is longer than retention.delivered_days",
+        "an id may outlive the event it points at; that is allowed but check says so",
+      );
     }
   }
 }
@@ -45,7 +57,12 @@ function validateSources(config: Config, p: Problems): void {
  * The quiet_s > max_s warning: max_s seals such a batch before it can go quiet. max_s = 0 is no
  * exception: such a batch is ready as soon as it opens.
  */
-function windowWarnings(config: Config, w: { quiet_s?: number; max_s?: number; span?: string }, key: string, p: Problems): void {
+function windowWarnings(
+  config: Config,
+  w: { quiet_s?: number; max_s?: number; span?: string },
+  key: string,
+  p: Problems,
+): void {
   const span = w.span && Object.hasOwn(config.spans, w.span) ? config.spans[w.span] : undefined;
   const quiet = w.quiet_s ?? span?.quiet_s ?? config.coalesce.quiet_s;
   const max = w.max_s ?? span?.max_s ?? config.coalesce.max_s;
@@ -59,12 +76,25 @@ function validateRoutes(config: Config, p: Problems): void {
     const key = `routes[${i}]`;
     if (seen.has(route.name)) p.error(`${key}.name`, `route "${route.name}" is defined twice`);
     // "<route>-><destination>" names the group of events sent elsewhere by an override.
-    if (route.name.includes("->")) p.error(`${key}.name`, `"${route.name}": a route name may not contain "->"`, "hookspool names the groups of overridden events <route>-><destination>");
+    if (route.name.includes("->"))
+      p.error(
+        `${key}.name`,
+        `"${route.name}": a route name may not contain "->"`,
+        "hookspool names the groups of overridden events <route>-><destination>",
+      );
     seen.add(route.name);
-    if (known.has(route.name)) p.error(`${key}.name`, `"${route.name}" is the implicit route of source ${route.name}`, "pick another route name");
-    if (!known.has(route.source)) p.error(`${key}.source`, `no source "${route.source}"`, "define [sources.<name>] or [bobbins.<name>]");
+    if (known.has(route.name))
+      p.error(
+        `${key}.name`,
+        `"${route.name}" is the implicit route of source ${route.name}`,
+        "pick another route name",
+      );
+    if (!known.has(route.source))
+      p.error(`${key}.source`, `no source "${route.source}"`, "define [sources.<name>] or [bobbins.<name>]");
     if (route.tee && route.destination === undefined) p.error(`${key}.destination`, "a tee route needs a destination");
-    if (route.expose !== undefined) for (const e of exposeProblems(route.expose)) p.error(e.at === null ? `${key}.expose` : `${key}.expose[${e.at}]`, e.message, e.hint);
+    if (route.expose !== undefined)
+      for (const e of exposeProblems(route.expose))
+        p.error(e.at === null ? `${key}.expose` : `${key}.expose[${e.at}]`, e.message, e.hint);
     if (route.destination !== undefined) {
       const why = destinationProblem(config, route.destination);
       if (why) p.warn(`${key}.destination`, `destination "${route.destination}": ${why}`);
@@ -73,7 +103,12 @@ function validateRoutes(config: Config, p: Problems): void {
     // its source's window, which the source's own check reports.
     if (route.quiet_s !== undefined || route.max_s !== undefined) {
       const src = Object.hasOwn(config.sources, route.source) ? config.sources[route.source] : undefined;
-      windowWarnings(config, { quiet_s: route.quiet_s ?? src?.quiet_s, max_s: route.max_s ?? src?.max_s, span: src?.span }, key, p);
+      windowWarnings(
+        config,
+        { quiet_s: route.quiet_s ?? src?.quiet_s, max_s: route.max_s ?? src?.max_s, span: src?.span },
+        key,
+        p,
+      );
     }
   });
 }
@@ -86,28 +121,44 @@ function validateDestinations(config: Config, p: Problems): void {
       continue;
     }
     const implied = name.startsWith("hermes:") ? "hermes" : name.startsWith("script:") ? "script" : undefined;
-    if (implied && d.type && d.type !== implied) p.error(`${key}.type`, `a ${implied}: destination cannot have type = "${d.type}"`);
+    if (implied && d.type && d.type !== implied)
+      p.error(`${key}.type`, `a ${implied}: destination cannot have type = "${d.type}"`);
     const type = implied ?? d.type ?? (d.url !== undefined ? "http" : undefined);
-    if (type === undefined && !d.module) p.error(key, "cannot tell the destination's type", 'name it hermes:<route> or script:<name>, or set type = "http" and url');
+    if (type === undefined && !d.module)
+      p.error(
+        key,
+        "cannot tell the destination's type",
+        'name it hermes:<route> or script:<name>, or set type = "http" and url',
+      );
     if (type === "script") {
       if (d.argv && d.processor) p.error(key, "set argv or processor, not both");
       if (!d.argv && !d.processor) p.error(`${key}.argv`, "a script destination needs argv");
       if (d.argv && d.argv.length === 0) p.error(`${key}.argv`, "argv is empty");
       for (const envName of Object.keys(d.env ?? {})) {
         if (!ENV_NAME.test(envName)) p.error(`${key}.env.${envName}`, "environment names match ^[A-Z][A-Z0-9_]*$");
-        else if (envName.startsWith("HOOKSPOOL_")) p.error(`${key}.env.${envName}`, "HOOKSPOOL_* variables are set by hookspool, not by config");
+        else if (envName.startsWith("HOOKSPOOL_"))
+          p.error(`${key}.env.${envName}`, "HOOKSPOOL_* variables are set by hookspool, not by config");
       }
     }
     // One outcome settles one delivery: with unwrap each event is its own request, its own run.
-    if (d.outcome === "await" && d.unwrap) p.error(`${key}.outcome`, 'outcome = "await" cannot be used with unwrap = true', "an awaited outcome settles one delivery of the whole batch; drop unwrap or the await");
+    if (d.outcome === "await" && d.unwrap)
+      p.error(
+        `${key}.outcome`,
+        'outcome = "await" cannot be used with unwrap = true',
+        "an awaited outcome settles one delivery of the whole batch; drop unwrap or the await",
+      );
     if (d.outcome !== "await" && (d.outcome_timeout_s !== undefined || d.on_timeout !== undefined)) {
-      p.warn(`${key}.${d.outcome_timeout_s !== undefined ? "outcome_timeout_s" : "on_timeout"}`, 'applies only with outcome = "await"');
+      p.warn(
+        `${key}.${d.outcome_timeout_s !== undefined ? "outcome_timeout_s" : "on_timeout"}`,
+        'applies only with outcome = "await"',
+      );
     }
     for (const k of ["budget", "key_budget"] as const) {
       const text = d[k];
       if (text === undefined) continue;
       try {
-        if (parseRate(text) === null) p.error(`${key}.${k}`, `a ${k} is a count in a window ("20/h"); leave it out for none`);
+        if (parseRate(text) === null)
+          p.error(`${key}.${k}`, `a ${k} is a count in a window ("20/h"); leave it out for none`);
       } catch (e) {
         p.error(`${key}.${k}`, (e as Error).message);
       }
@@ -122,7 +173,8 @@ function validateDestinations(config: Config, p: Problems): void {
     if (type === "http") {
       if (!d.url) p.error(`${key}.url`, "an http destination needs url");
       else if (!/^https?:\/\//.test(d.url)) p.error(`${key}.url`, "expected an http(s) URL");
-      else if (d.url.startsWith("http://") && !d.allow_insecure) p.error(`${key}.url`, "http:// needs allow_insecure = true", "use https://");
+      else if (d.url.startsWith("http://") && !d.allow_insecure)
+        p.error(`${key}.url`, "http:// needs allow_insecure = true", "use https://");
     }
   }
 }

@@ -81,13 +81,20 @@ export class ConfigWatcher implements Service {
     } catch (e) {
       applied = false;
       what = e instanceof HookspoolError ? e.describe() : (e as Error).name;
-      this.o.log.error("config reload failed; keeping the previous config", { reason: e instanceof HookspoolError ? (e.key ?? e.code) : (e as Error).name });
+      this.o.log.error("config reload failed; keeping the previous config", {
+        reason: e instanceof HookspoolError ? (e.key ?? e.code) : (e as Error).name,
+      });
     }
     // The issue is a write, which a full or read-only spool refuses: the reload's outcome stands
     // either way, and the refusal is logged, never thrown into the caller's timer.
-    const refused = (e: unknown) => this.o.log.limited("error", "config:file issue not written", { reason: (e as { code?: string }).code ?? (e as Error).name });
+    const refused = (e: unknown) =>
+      this.o.log.limited("error", "config:file issue not written", {
+        reason: (e as { code?: string }).code ?? (e as Error).name,
+      });
     try {
-      const write = applied ? this.o.issues.resolveIssue("config:file", now) : this.o.issues.raiseIssue({ fingerprint: "config:file", kind: "config", error: what.slice(0, 300), now });
+      const write = applied
+        ? this.o.issues.resolveIssue("config:file", now)
+        : this.o.issues.raiseIssue({ fingerprint: "config:file", kind: "config", error: what.slice(0, 300), now });
       write.catch(refused);
     } catch (e) {
       refused(e);

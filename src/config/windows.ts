@@ -21,7 +21,12 @@ export function windowFor(config: Config, sourceName: string, routeName: string 
 }
 
 /** Where a copy's quiet window came from: its route, its source, the span preset, or [coalesce]. */
-export function windowFrom(config: Config, sourceName: string, routeName: string | null, pluginSpan?: string): "route" | "source" | "span" | "default" {
+export function windowFrom(
+  config: Config,
+  sourceName: string,
+  routeName: string | null,
+  pluginSpan?: string,
+): "route" | "source" | "span" | "default" {
   const source = config.sources[sourceName];
   const route = routeName === null ? undefined : config.routes.find((r) => r.name === routeName);
   const spanName = source?.span ?? pluginSpan;

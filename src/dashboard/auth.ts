@@ -1,6 +1,6 @@
-// Who may see the dashboard: the holder of the token in <home>/dashboard.token (0600, made at
-// first start); after the printed URL's first visit an HttpOnly, SameSite=Strict cookie (named
-// for the port) carries a session value derived from it, never the token itself. Every state-changing request also carries a CSRF token derived from it; Host and
+// Who may see the dashboard: the holder of the token in <home>/dashboard.token (0600, made at first start); after the
+// printed URL's first visit an HttpOnly, SameSite=Strict cookie (named for the port) carries a session value derived
+// from it, never the token itself. Every state-changing request also carries a CSRF token derived from it; Host and
 // Origin must name the listener (a DNS-rebinding page cannot reach it).
 import { chmodSync, existsSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { randomBytes } from "node:crypto";

@@ -20,7 +20,8 @@ function filterOf(q: URLSearchParams, now: number): { f: ListFilter; problem: st
     }
     const status = q.get("status");
     if (status) {
-      if (!/^\d{1,3}$/.test(status)) throw new HookspoolError("E_USAGE", "status: expected an HTTP status or exit code");
+      if (!/^\d{1,3}$/.test(status))
+        throw new HookspoolError("E_USAGE", "status: expected an HTTP status or exit code");
       f.status = Number(status);
     }
     const since = q.get("since");
@@ -40,7 +41,8 @@ const STATES = ["", "open", "sealed", "leased", "retry", "awaiting", "delivered"
 export async function batchesPage(c: PageContext, q: URLSearchParams): Promise<string> {
   const { f, problem } = filterOf(q, c.now);
   const rows = problem ? [] : await c.store.listBatches({ ...f, limit: PAGE_SIZE });
-  const input = (k: string, label: string, size = 10) => `<label>${h(label)} <input name="${h(k)}" value="${h(q.get(k) ?? "")}" size="${size}"></label> `;
+  const input = (k: string, label: string, size = 10) =>
+    `<label>${h(label)} <input name="${h(k)}" value="${h(q.get(k) ?? "")}" size="${size}"></label> `;
   const state = `<label>state <select name="state">${STATES.map((s) => `<option value="${h(s)}"${q.get("state") === s ? " selected" : ""}>${h(s || "any")}</option>`).join("")}</select></label> `;
   const form = `<form method="get" action="/batches" aria-label="filter batches">${state}${input("reason", "dead reason")}${input("source", "source")}${input("destination", "destination")}${input("key", "key")}${input("status", "status", 4)}${input("since", "since", 8)}${input("until", "until", 8)}<button type="submit">filter</button> <a href="/batches">clear</a></form><p class="muted">since and until: an age (30m, 24h, 7d), an ISO date or Unix seconds, on the batch's last event.</p>`;
   const list = table(
@@ -68,18 +70,20 @@ export async function batchesPage(c: PageContext, q: URLSearchParams): Promise<s
 function facts(b: BatchRow): string {
   return table(
     ["state", "source", "route", "key", "destination", "window", "first event", "last event", "sealed", "content"],
-    [[
-      `<span class="${stateClass(b.state)}" id="batch-state">${h(b.state)}</span>${b.dead_reason ? ` (${h(b.dead_reason)})` : ""}`,
-      h(b.source),
-      h(b.route),
-      h(b.key),
-      h(b.destination),
-      h(`quiet ${b.quiet_s} s, max ${b.max_s} s`),
-      when(b.first_at),
-      when(b.last_at),
-      when(b.sealed_at),
-      `<code>${h(b.content_hash?.slice(0, 19) ?? "-")}</code>`,
-    ]],
+    [
+      [
+        `<span class="${stateClass(b.state)}" id="batch-state">${h(b.state)}</span>${b.dead_reason ? ` (${h(b.dead_reason)})` : ""}`,
+        h(b.source),
+        h(b.route),
+        h(b.key),
+        h(b.destination),
+        h(`quiet ${b.quiet_s} s, max ${b.max_s} s`),
+        when(b.first_at),
+        when(b.last_at),
+        when(b.sealed_at),
+        `<code>${h(b.content_hash?.slice(0, 19) ?? "-")}</code>`,
+      ],
+    ],
   );
 }
 
@@ -89,7 +93,8 @@ function why(t: Record<string, unknown> | null): string {
   const parts = [String(t.stage ?? "")];
   if (t.route ?? t.reason) parts.push(String(t.route ?? t.reason));
   if (typeof t.rule_index === "number") parts.push(`rule ${t.rule_index + 1}`);
-  if (t.matched && typeof t.matched === "object" && Object.keys(t.matched).length) parts.push(`matched ${Object.keys(t.matched).join(", ")}`);
+  if (t.matched && typeof t.matched === "object" && Object.keys(t.matched).length)
+    parts.push(`matched ${Object.keys(t.matched).join(", ")}`);
   const w = t.window as Record<string, unknown> | undefined;
   if (w && typeof w === "object") parts.push(`window from ${w.from}`);
   return h(parts.join(" · "));
@@ -101,19 +106,43 @@ export async function batchPage(c: PageContext, id: number): Promise<string | nu
   const [evs, attempts] = await Promise.all([c.store.batchEvents(id), c.store.batchAttempts(id)]);
   const events = table(
     ["event", "type", "received", "bytes", "dedup id", "why here"],
-    evs.map((e) => [h(e.id), h(e.event_type || "-"), when(e.received_at), h(e.size), h(e.dedup_id ?? "-"), why(e.trace as Record<string, unknown> | null)]),
+    evs.map((e) => [
+      h(e.id),
+      h(e.event_type || "-"),
+      when(e.received_at),
+      h(e.size),
+      h(e.dedup_id ?? "-"),
+      why(e.trace as Record<string, unknown> | null),
+    ]),
   );
   const timeline = attempts.length
     ? `<ol class="timeline" aria-label="attempts">${attempts
         .map((a) => {
           const outcome = a.outcome ?? "running";
-          const parts = [`attempt ${a.n}`, when(a.started_at), a.status === null ? null : `status ${a.status}`, a.klass, a.duration_ms === null ? null : `${a.duration_ms} ms`, a.probe ? "probe" : null].filter((x) => x !== null);
+          const parts = [
+            `attempt ${a.n}`,
+            when(a.started_at),
+            a.status === null ? null : `status ${a.status}`,
+            a.klass,
+            a.duration_ms === null ? null : `${a.duration_ms} ms`,
+            a.probe ? "probe" : null,
+          ].filter((x) => x !== null);
           return `<li data-outcome="${h(outcome)}"><span class="${stateClass(outcome === "ok" ? "delivered" : outcome)}">${h(outcome)}</span> ${h(parts.join(" · "))}${a.error ? `<br><span class="muted">${h(a.error)}</span>` : ""}${a.delivery_id ? `<br><code>${h(a.delivery_id)}</code>` : ""}</li>`;
         })
-        .join("")}${b.next_attempt_at && b.state === "retry" ? `<li class="warn">next attempt ${when(b.next_attempt_at)}</li>` : ""}</ol>`
+        .join(
+          "",
+        )}${b.next_attempt_at && b.state === "retry" ? `<li class="warn">next attempt ${when(b.next_attempt_at)}</li>` : ""}</ol>`
     : `<p class="muted">no attempt yet</p>`;
-  const acts = b.state === "dead" && b.destination !== "quarantine" ? action(c, "/actions/replay", "replay", { batch: id }) : b.state === "retry" ? action(c, "/actions/retry", "retry now", { batch: id }) : "";
-  const quarantine = b.destination === "quarantine" ? `<p class="muted">A quarantined request is replayed with <code>hookspool replay ${h(id)}</code>, which runs its source plugin again.</p>` : "";
+  const acts =
+    b.state === "dead" && b.destination !== "quarantine"
+      ? action(c, "/actions/replay", "replay", { batch: id })
+      : b.state === "retry"
+        ? action(c, "/actions/retry", "retry now", { batch: id })
+        : "";
+  const quarantine =
+    b.destination === "quarantine"
+      ? `<p class="muted">A quarantined request is replayed with <code>hookspool replay ${h(id)}</code>, which runs its source plugin again.</p>`
+      : "";
   return page(
     `Batch ${id}`,
     `${facts(b)}${b.last_error ? `<p>last error: ${h(b.last_error)}</p>` : ""}${acts}${quarantine}<h2>Events</h2>${events}<p><a href="/batches/${h(id)}/payloads">show the payloads…</a> <span class="muted">(they may hold secrets or personal data)</span></p><h2>Attempts</h2>${timeline}`,
@@ -128,5 +157,8 @@ export async function payloadsPage(c: PageContext, id: number): Promise<string |
     const body = p.payload ?? (p.raw ? `(${p.raw.byteLength} raw bytes, not shown)` : "(none stored)");
     return `<h2>Event ${h(p.id)}</h2><pre>${h(body)}</pre>${p.headers && p.headers !== "{}" ? `<p class="muted">kept headers</p><pre>${h(p.headers)}</pre>` : ""}`;
   });
-  return page(`Batch ${id}: payloads`, `<p class="warn" role="alert">warning: payloads may hold secrets or personal data</p><p><a href="/batches/${h(id)}">back to the batch</a></p>${items.join("") || `<p class="muted">no events</p>`}`);
+  return page(
+    `Batch ${id}: payloads`,
+    `<p class="warn" role="alert">warning: payloads may hold secrets or personal data</p><p><a href="/batches/${h(id)}">back to the batch</a></p>${items.join("") || `<p class="muted">no events</p>`}`,
+  );
 }

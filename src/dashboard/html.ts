@@ -31,7 +31,12 @@ export function h(value: unknown): string {
 
 /** A value as JSON inside a <script type="application/json"> block: no sequence can end the block. */
 export function jsonBlock(id: string, value: unknown): string {
-  const text = JSON.stringify(value).replace(/</g, "\\u003c").replace(/>/g, "\\u003e").replace(/&/g, "\\u0026").replace(/\u2028/g, "\\u2028").replace(/\u2029/g, "\\u2029");
+  const text = JSON.stringify(value)
+    .replace(/</g, "\\u003c")
+    .replace(/>/g, "\\u003e")
+    .replace(/&/g, "\\u0026")
+    .replace(/\u2028/g, "\\u2028")
+    .replace(/\u2029/g, "\\u2029");
   return `<script type="application/json" id="${h(id)}">${text}</script>`;
 }
 
@@ -74,12 +79,25 @@ export function when(t: number | null | undefined): string {
 
 /** The colour class of a state word. */
 export function stateClass(s: string): string {
-  return s === "closed" || s === "delivered" || s === "ok" ? "ok" : s === "open" || s === "dead" ? "bad" : s === "half_open" || s === "paused" || s === "retry" || s === "awaiting" ? "warn" : "";
+  return s === "closed" || s === "delivered" || s === "ok"
+    ? "ok"
+    : s === "open" || s === "dead"
+      ? "bad"
+      : s === "half_open" || s === "paused" || s === "retry" || s === "awaiting"
+        ? "warn"
+        : "";
 }
 
 /** A state-changing button: a POST form with the CSRF token; nothing when actions are off. */
-export function action(c: PageContext, path: string, label: string, fields: Record<string, string | number> = {}): string {
+export function action(
+  c: PageContext,
+  path: string,
+  label: string,
+  fields: Record<string, string | number> = {},
+): string {
   if (!c.csrf) return "";
-  const hidden = Object.entries({ ...fields, csrf: c.csrf }).map(([k, v]) => `<input type="hidden" name="${h(k)}" value="${h(v)}">`).join("");
+  const hidden = Object.entries({ ...fields, csrf: c.csrf })
+    .map(([k, v]) => `<input type="hidden" name="${h(k)}" value="${h(v)}">`)
+    .join("");
   return `<form class="inline" method="post" action="${h(path)}">${hidden}<button type="submit">${h(label)}</button></form>`;
 }

@@ -33,7 +33,13 @@ function unescape(v: string): string {
 
 /** Parse the Prometheus text the intake serves into the figures the dashboard shows. */
 export function parseIntakeMetrics(text: string): IntakeView {
-  const view: IntakeView = { refused: {}, received: {}, ack: { count: 0, p50: null, p99: null }, ackBuckets: [], startedAt: null };
+  const view: IntakeView = {
+    refused: {},
+    received: {},
+    ack: { count: 0, p50: null, p99: null },
+    ackBuckets: [],
+    startedAt: null,
+  };
   const buckets: { le: number; n: number }[] = [];
   for (const line of text.split("\n")) {
     const m = SAMPLE.exec(line);
@@ -41,10 +47,12 @@ export function parseIntakeMetrics(text: string): IntakeView {
     const labels: Record<string, string> = {};
     for (const l of (m[2] ?? "").matchAll(LABEL)) labels[l[1]] = unescape(l[2]);
     const value = Number(m[3]);
-    if (m[1] === "hookspool_requests_rejected_total" && labels.source && labels.reason) (view.refused[labels.source] ??= {})[labels.reason] = value;
+    if (m[1] === "hookspool_requests_rejected_total" && labels.source && labels.reason)
+      (view.refused[labels.source] ??= {})[labels.reason] = value;
     else if (m[1] === "hookspool_events_received_total" && labels.source) view.received[labels.source] = value;
     else if (m[1] === "process_start_time_seconds" && Number.isFinite(value)) view.startedAt = value;
-    else if (m[1] === "hookspool_ack_seconds_bucket" && labels.le) buckets.push({ le: labels.le === "+Inf" ? Number.POSITIVE_INFINITY : Number(labels.le), n: value });
+    else if (m[1] === "hookspool_ack_seconds_bucket" && labels.le)
+      buckets.push({ le: labels.le === "+Inf" ? Number.POSITIVE_INFINITY : Number(labels.le), n: value });
   }
   buckets.sort((a, b) => a.le - b.le);
   const total = buckets.length ? buckets[buckets.length - 1].n : 0;
@@ -57,9 +65,12 @@ export function parseIntakeMetrics(text: string): IntakeView {
 export async function readIntakeView(listen: string): Promise<IntakeView | null> {
   try {
     const l = readListen(listen);
-    const res = "unix" in l
-      ? await fetch("http://intake/metrics", { unix: l.unix, signal: AbortSignal.timeout(1000) })
-      : await fetch(`http://${l.hostname.includes(":") ? `[${l.hostname}]` : l.hostname}:${l.port}/metrics`, { signal: AbortSignal.timeout(1000) });
+    const res =
+      "unix" in l
+        ? await fetch("http://intake/metrics", { unix: l.unix, signal: AbortSignal.timeout(1000) })
+        : await fetch(`http://${l.hostname.includes(":") ? `[${l.hostname}]` : l.hostname}:${l.port}/metrics`, {
+            signal: AbortSignal.timeout(1000),
+          });
     if (!res.ok) return null;
     return parseIntakeMetrics(await res.text());
   } catch {
@@ -92,11 +103,16 @@ export function ackReadings(samples: readonly AckSample[], intake: IntakeView | 
 }
 
 /**
- * Ack latency p50 and p99 per time bucket, from the dashboard's own samples of the intake's
- * histogram: each bucket's answers are the difference between the last reading in it and the
- * last one before it, or its own first reading at the chart's start (an intake restart, whose counts start again, leaves that bucket empty).
+ * Ack latency p50 and p99 per time bucket, from the dashboard's own samples of the intake's histogram: each bucket's
+ * answers are the difference between the last reading in it and the last one before it, or its own first reading at the
+ * chart's start (an intake restart, whose counts start again, leaves that bucket empty).
  */
-export function ackSeries(samples: readonly AckSample[], since: number, bucketS: number, count: number): { p50: (number | null)[]; p99: (number | null)[] } {
+export function ackSeries(
+  samples: readonly AckSample[],
+  since: number,
+  bucketS: number,
+  count: number,
+): { p50: (number | null)[]; p99: (number | null)[] } {
   const p50: (number | null)[] = new Array(count).fill(null);
   const p99: (number | null)[] = new Array(count).fill(null);
   let before: AckSample | null = null;

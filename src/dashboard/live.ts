@@ -12,7 +12,9 @@ export function journalLine(r: JournalRow): string {
     try {
       const d = JSON.parse(r.detail) as Record<string, unknown>;
       if (r.attempt_n !== null) delete d.n;
-      facts = Object.entries(d).map(([k, v]) => `${k}=${typeof v === "object" ? JSON.stringify(v) : String(v)}`).join(" ");
+      facts = Object.entries(d)
+        .map(([k, v]) => `${k}=${typeof v === "object" ? JSON.stringify(v) : String(v)}`)
+        .join(" ");
     } catch {
       facts = "";
     }
@@ -29,6 +31,9 @@ export async function livePage(c: PageContext): Promise<string> {
 
 /** The SSE frame of one row: its cursor as the id, the line (with no line break) as the data. */
 export function sseFrame(r: TailRow): string {
-  const line = journalLine(r).replace(/[\u0000-\u001f\u007f]/g, (ch) => `\\x${ch.charCodeAt(0).toString(16).padStart(2, "0")}`);
+  const line = journalLine(r).replace(
+    /[\u0000-\u001f\u007f]/g,
+    (ch) => `\\x${ch.charCodeAt(0).toString(16).padStart(2, "0")}`,
+  );
   return `id: ${r.cursor}\ndata: ${line}\n\n`;
 }

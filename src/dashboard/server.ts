@@ -46,11 +46,13 @@ const SECURITY = {
   "X-Content-Type-Options": "nosniff",
   "Referrer-Policy": "same-origin",
   // Scripts and styles only from the dashboard itself (the page's one inline style block aside).
-  "Content-Security-Policy": "default-src 'none'; style-src 'self' 'unsafe-inline'; script-src 'self'; img-src 'self' data:; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+  "Content-Security-Policy":
+    "default-src 'none'; style-src 'self' 'unsafe-inline'; script-src 'self'; img-src 'self' data:; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
 };
 const HTML = { ...SECURITY, "Content-Type": "text/html; charset=utf-8" };
 
-const refusal = (status: number, text: string) => new Response(page(text, `<p>${h(text)}</p>`), { status, headers: HTML });
+const refusal = (status: number, text: string) =>
+  new Response(page(text, `<p>${h(text)}</p>`), { status, headers: HTML });
 
 /** How often the live tail looks for new journal rows, and how often it sends a keep-alive comment. */
 const TAIL_POLL_MS = 100;
@@ -86,24 +88,43 @@ export class Dashboard implements Service {
     } catch (e) {
       throw new HookspoolError("E_CONFIG", `dashboard.listen: ${(e as Error).message}`, at);
     }
-    if ("unix" in listen) throw new HookspoolError("E_CONFIG", "dashboard.listen must be host:port (the browser needs a port)", at);
-    if (isPublic(listen) && !cfg.dashboard.allow_non_loopback) throw new HookspoolError("E_CONFIG", `${listen.hostname} is not a loopback address; the dashboard refuses to bind it`, { ...at, hint: "set dashboard.allow_non_loopback = true if you mean it" });
-    if (listen.port !== 0 && this.o.listen === cfg.intake.listen) throw new HookspoolError("E_CONFIG", "dashboard.listen must not be the intake's address", at);
+    if ("unix" in listen)
+      throw new HookspoolError("E_CONFIG", "dashboard.listen must be host:port (the browser needs a port)", at);
+    if (isPublic(listen) && !cfg.dashboard.allow_non_loopback)
+      throw new HookspoolError(
+        "E_CONFIG",
+        `${listen.hostname} is not a loopback address; the dashboard refuses to bind it`,
+        { ...at, hint: "set dashboard.allow_non_loopback = true if you mean it" },
+      );
+    if (listen.port !== 0 && this.o.listen === cfg.intake.listen)
+      throw new HookspoolError("E_CONFIG", "dashboard.listen must not be the intake's address", at);
     const { token, created } = dashboardToken(join(this.o.home, "dashboard.token"));
     this.token = token;
     try {
-      this.server = Bun.serve({ hostname: listen.hostname, port: listen.port, idleTimeout: 30, fetch: (req, server) => this.handle(req, server) });
+      this.server = Bun.serve({
+        hostname: listen.hostname,
+        port: listen.port,
+        idleTimeout: 30,
+        fetch: (req, server) => this.handle(req, server),
+      });
     } catch (e) {
-      throw new HookspoolError("E_CONFIG", `the dashboard cannot listen on ${this.o.listen}: ${(e as Error).message}`, at);
+      throw new HookspoolError(
+        "E_CONFIG",
+        `the dashboard cannot listen on ${this.o.listen}: ${(e as Error).message}`,
+        at,
+      );
     }
     const port = this.server.port;
     this.hosts = new Set([`127.0.0.1:${port}`, `localhost:${port}`, `[::1]:${port}`]);
-    if (isPublic(listen)) this.hosts.add(`${listen.hostname.includes(":") ? `[${listen.hostname}]` : listen.hostname}:${port}`);
+    if (isPublic(listen))
+      this.hosts.add(`${listen.hostname.includes(":") ? `[${listen.hostname}]` : listen.hostname}:${port}`);
     if (created) this.firstUrl = `http://127.0.0.1:${port}/?token=${token}`;
     void this.sample();
     this.sampler = setInterval(() => void this.sample(), this.o.sampleEveryMs ?? 60_000);
     this.sampler.unref?.();
-    this.o.log.info(cfg.dashboard.actions ? "dashboard listening, actions on" : "dashboard listening, read-only", { listen: `${listen.hostname}:${port}` });
+    this.o.log.info(cfg.dashboard.actions ? "dashboard listening, actions on" : "dashboard listening, read-only", {
+      listen: `${listen.hostname}:${port}`,
+    });
   }
 
   /** Read the intake's ack histogram once, for the latency chart; keep a day of readings. */
@@ -133,20 +154,42 @@ export class Dashboard implements Service {
     const url = new URL(`http://dashboard.invalid${target.path}${target.search}`);
     if (!sameOrigin(req, this.hosts)) return refusal(403, "refused: this page answers only its own address");
     const auth = authorized(req, url, this.token, this.port);
-    if (!auth.ok) return refusal(401, "the dashboard needs its token: open the URL hookspool dashboard printed, or add ?token= with the token from dashboard.token in the home");
+    if (!auth.ok)
+      return refusal(
+        401,
+        "the dashboard needs its token: open the URL hookspool dashboard printed, or add ?token= with the token from dashboard.token in the home",
+      );
     // The first visit through the printed URL: a session cookie instead, and the token out of the address.
     if (auth.fromQuery) {
       url.searchParams.delete("token");
-      return new Response(null, { status: 303, headers: { ...SECURITY, Location: url.pathname + url.search, "Set-Cookie": sessionCookie(this.token, this.port) } });
+      return new Response(null, {
+        status: 303,
+        headers: {
+          ...SECURITY,
+          Location: url.pathname + url.search,
+          "Set-Cookie": sessionCookie(this.token, this.port),
+        },
+      });
     }
     const asset = ASSETS[url.pathname];
-    if (asset && req.method === "GET") return new Response(asset.body, { headers: { ...SECURITY, "Content-Type": asset.type, "Cache-Control": "private, max-age=3600" } });
+    if (asset && req.method === "GET")
+      return new Response(asset.body, {
+        headers: { ...SECURITY, "Content-Type": asset.type, "Cache-Control": "private, max-age=3600" },
+      });
     const config = this.o.config();
-    const ctx: PageContext = { store: this.o.store, config, dbPath: this.o.dbPath, now: this.o.now(), csrf: config.dashboard.actions ? csrfOf(this.token) : null, ackSamples: this.samples };
+    const ctx: PageContext = {
+      store: this.o.store,
+      config,
+      dbPath: this.o.dbPath,
+      now: this.o.now(),
+      csrf: config.dashboard.actions ? csrfOf(this.token) : null,
+      ackSamples: this.samples,
+    };
     if (req.method === "POST") return this.act(req, url, ctx);
     if (req.method !== "GET") return refusal(405, "method not allowed");
     const intake = () => readIntakeView(this.intakeAddress());
-    const html = (body: string | null) => (body === null ? refusal(404, "no such page") : new Response(body, { headers: HTML }));
+    const html = (body: string | null) =>
+      body === null ? refusal(404, "no such page") : new Response(body, { headers: HTML });
     if (url.pathname === "/") return html(await overviewPage({ ...ctx, intake: await intake() }));
     if (url.pathname === "/batches") return html(await batchesPage(ctx, url.searchParams));
     const m = /^\/batches\/(\d{1,15})(\/payloads)?$/.exec(url.pathname);
@@ -210,7 +253,8 @@ export class Dashboard implements Service {
     if (!ctx.csrf) return refusal(403, "actions are off: set [dashboard] actions = true");
     const form = await req.formData().catch(() => null);
     const csrf = form?.get("csrf");
-    if (typeof csrf !== "string" || !constantTimeEqual(csrf, ctx.csrf)) return refusal(403, "refused: the form's CSRF token is missing or wrong; reload the page");
+    if (typeof csrf !== "string" || !constantTimeEqual(csrf, ctx.csrf))
+      return refusal(403, "refused: the form's CSRF token is missing or wrong; reload the page");
     const field = (k: string) => {
       const v = form?.get(k);
       return typeof v === "string" ? v : "";
@@ -230,7 +274,8 @@ export class Dashboard implements Service {
       switch (url.pathname) {
         case "/actions/replay": {
           const batch = id("batch");
-          if ((await store.getBatch(batch))?.destination === "quarantine") return refusal(409, "a quarantined request is replayed with hookspool replay (it needs its source plugin)");
+          if ((await store.getBatch(batch))?.destination === "quarantine")
+            return refusal(409, "a quarantined request is replayed with hookspool replay (it needs its source plugin)");
           await record({ verb: "replay", batch }, { batch });
           return back(`/batches/${batch}`);
         }
@@ -243,7 +288,8 @@ export class Dashboard implements Service {
         case "/actions/resume": {
           const d = field("destination");
           if (!Object.hasOwn(ctx.config.destinations, d)) return refusal(404, "no such destination in the config");
-          if (url.pathname === "/actions/pause") await record({ verb: "pause", destination: d, by: "the dashboard" }, { destination: d });
+          if (url.pathname === "/actions/pause")
+            await record({ verb: "pause", destination: d, by: "the dashboard" }, { destination: d });
           else await record({ verb: "resume", destination: d }, { destination: d });
           return back("/");
         }
@@ -258,7 +304,8 @@ export class Dashboard implements Service {
           return refusal(404, "no such action");
       }
     } catch (e) {
-      const code = e instanceof HookspoolError ? (e.code === "E_USAGE" ? 400 : e.code === "E_NOT_FOUND" ? 404 : 409) : 409;
+      const code =
+        e instanceof HookspoolError ? (e.code === "E_USAGE" ? 400 : e.code === "E_NOT_FOUND" ? 404 : 409) : 409;
       return refusal(code, e instanceof HookspoolError ? e.message : "the action failed");
     }
   }

@@ -17,26 +17,42 @@ function schemeOf(s: PageContext["config"]["sources"][string], now: number): str
   if (typeof s.template?.learn !== "string" || !ref || !("file" in ref)) return scheme;
   if (existsSync(ref.file)) return `${scheme} (secret learned)`;
   const until = armedUntil(ref.file);
-  return until !== null && until >= now ? `${scheme} (armed for its handshake)` : `${scheme} (no secret yet: hookspool source arm)`;
+  return until !== null && until >= now
+    ? `${scheme} (armed for its handshake)`
+    : `${scheme} (no secret yet: hookspool source arm)`;
 }
 
 export async function sourcesPage(c: PageContext): Promise<string> {
   const { doc } = await dashboardStatus(c.store, c.config, c.dbPath, c.now);
   const quarantined = new Map<string, string[]>();
-  for (const q of await c.store.quarantineReasons(c.now - DAY_S)) quarantined.set(q.source, [...(quarantined.get(q.source) ?? []), `${q.n} ${q.reason}`]);
+  for (const q of await c.store.quarantineReasons(c.now - DAY_S))
+    quarantined.set(q.source, [...(quarantined.get(q.source) ?? []), `${q.n} ${q.reason}`]);
   const listen = c.config.intake.listen;
   const base = listen.startsWith("unix:") ? "" : `http://${listen}`;
   const rows = Object.entries(c.config.sources).map(([name, s]) => {
     const st = doc.sources[name];
     const refused = c.intake?.refused[name];
-    const refusals = c.intake === null || c.intake === undefined ? `<span class="muted">no intake answered</span>` : refused ? h(Object.entries(refused).map(([r, n]) => `${n} ${r}`).join(", ")) : "none";
+    const refusals =
+      c.intake === null || c.intake === undefined
+        ? `<span class="muted">no intake answered</span>`
+        : refused
+          ? h(
+              Object.entries(refused)
+                .map(([r, n]) => `${n} ${r}`)
+                .join(", "),
+            )
+          : "none";
     const retries = s.sender_retries ?? s.template?.sender_retries;
     return [
       h(name),
       h(schemeOf(s, c.now)),
       s.kind === "poll" ? "-" : `<code>${h(`${base}/hooks/${encodeURIComponent(name)}`)}</code>`,
       st?.last_event_age_s == null ? "never" : `${h(Math.round(st.last_event_age_s))} s ago`,
-      st?.silent ? `<span class="bad">silent</span>` : st?.expected_every_s ? `<span class="ok">ok</span> <span class="muted">(every ${h(st.expected_every_s)} s)</span>` : "-",
+      st?.silent
+        ? `<span class="bad">silent</span>`
+        : st?.expected_every_s
+          ? `<span class="ok">ok</span> <span class="muted">(every ${h(st.expected_every_s)} s)</span>`
+          : "-",
       retries === undefined ? "-" : retries ? "yes" : "no",
       refusals,
       h(quarantined.get(name)?.join(", ") ?? "none"),
@@ -73,7 +89,12 @@ export async function issuesPage(c: PageContext): Promise<string> {
         when(i.last_at),
         `${h(i.destination ?? i.route ?? "")}${i.sample_batch_id ? ` <a href="/batches/${h(i.sample_batch_id)}">batch ${h(i.sample_batch_id)}</a>` : ""}`,
         h(i.last_error ?? ""),
-        i.state === "open" || i.state === "acked" ? ["ack", "resolve", "ignore"].filter((v) => !(v === "ack" && i.state === "acked")).map((v) => action(c, "/actions/issue", v, { id: i.id, verb: v })).join(" ") : "",
+        i.state === "open" || i.state === "acked"
+          ? ["ack", "resolve", "ignore"]
+              .filter((v) => !(v === "ack" && i.state === "acked"))
+              .map((v) => action(c, "/actions/issue", v, { id: i.id, verb: v }))
+              .join(" ")
+          : "",
       ]),
     ),
   );

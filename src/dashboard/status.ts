@@ -3,11 +3,23 @@
 // the rules `status` and /healthz use.
 import type { Config } from "../config/types.ts";
 import { diskFreeBytes, spoolBytes } from "../obs/disk.ts";
-import { assembleStatus, budgetedDestinations, HEARTBEAT_STALE_S, pacedDestinations, type StatusDoc, type StatusFacts } from "../obs/status.ts";
+import {
+  assembleStatus,
+  budgetedDestinations,
+  HEARTBEAT_STALE_S,
+  pacedDestinations,
+  type StatusDoc,
+  type StatusFacts,
+} from "../obs/status.ts";
 import type { DashboardStore } from "../store/api.ts";
 
 /** The document, and the facts it was made of (the overview shows each gate's row too). */
-export async function dashboardStatus(store: DashboardStore, config: Config, dbPath: string, now: number): Promise<{ doc: StatusDoc; facts: StatusFacts }> {
+export async function dashboardStatus(
+  store: DashboardStore,
+  config: Config,
+  dbPath: string,
+  now: number,
+): Promise<{ doc: StatusDoc; facts: StatusFacts }> {
   const paces = pacedDestinations(config);
   const policies = budgetedDestinations(config);
   const windows = new Map([...policies].map(([name, p]) => [name, p.budget ? p.budget.windowS : null]));

@@ -42,8 +42,10 @@ export function parseEmits(stdout: Uint8Array): ParsedEmits {
     } catch {
       return { emits, bad: `line ${n}: invalid JSON` };
     }
-    const enqueue = v !== null && typeof v === "object" && !Array.isArray(v) ? (v as { enqueue?: unknown }).enqueue : undefined;
-    if (enqueue === null || typeof enqueue !== "object" || Array.isArray(enqueue)) return { emits, bad: `line ${n}: enqueue is not an object` };
+    const enqueue =
+      v !== null && typeof v === "object" && !Array.isArray(v) ? (v as { enqueue?: unknown }).enqueue : undefined;
+    if (enqueue === null || typeof enqueue !== "object" || Array.isArray(enqueue))
+      return { emits, bad: `line ${n}: enqueue is not an object` };
     emits.push(enqueue as EmitRequest);
   }
   return { emits, bad: null };

@@ -8,7 +8,17 @@ import type { Env } from "../config/secrets.ts";
 import { type Received, isReceived, post } from "./post.ts";
 import { namedHeaderProblems, outboundHeaders, usableSecret } from "./signing.ts";
 import { outcomeForStatus, statusLine } from "./status-map.ts";
-import { type Answer, ANSWERS, type DeliveryContext, type Destination, type Idempotency, outcome, type Outcome, type Pace, type StoredEvent } from "../delivery.ts";
+import {
+  type Answer,
+  ANSWERS,
+  type DeliveryContext,
+  type Destination,
+  type Idempotency,
+  outcome,
+  type Outcome,
+  type Pace,
+  type StoredEvent,
+} from "../delivery.ts";
 import type { Rate } from "../pacing.ts";
 import { jsonText } from "../store/content.ts";
 import { deliverBatch, type NamedHeader } from "./unwrap.ts";
@@ -75,7 +85,10 @@ export function readRoute(path: string, route: string): HermesRoute | Outcome {
   try {
     text = readFileSync(path, "utf8");
   } catch (e) {
-    return configOutcome("subscriptions file unreadable", `hermes.subscriptions_path ${path} cannot be read (${(e as NodeJS.ErrnoException).code ?? "error"})`);
+    return configOutcome(
+      "subscriptions file unreadable",
+      `hermes.subscriptions_path ${path} cannot be read (${(e as NodeJS.ErrnoException).code ?? "error"})`,
+    );
   }
   let doc: unknown;
   try {
@@ -83,17 +96,30 @@ export function readRoute(path: string, route: string): HermesRoute | Outcome {
   } catch {
     return configOutcome("subscriptions file invalid", `hermes.subscriptions_path ${path} is not valid JSON`);
   }
-  if (doc === null || typeof doc !== "object" || Array.isArray(doc)) return configOutcome("subscriptions file invalid", `hermes.subscriptions_path ${path} is not a JSON object`);
+  if (doc === null || typeof doc !== "object" || Array.isArray(doc))
+    return configOutcome("subscriptions file invalid", `hermes.subscriptions_path ${path} is not a JSON object`);
   const entry = Object.hasOwn(doc, route) ? (doc as Record<string, unknown>)[route] : undefined;
   if (entry === undefined) return configOutcome("unknown hermes route", `route "${route}" is not in ${path}`);
-  if (entry === null || typeof entry !== "object") return configOutcome("subscriptions file invalid", `route "${route}" in ${path} is not an object`);
+  if (entry === null || typeof entry !== "object")
+    return configOutcome("subscriptions file invalid", `route "${route}" in ${path} is not an object`);
   const e = entry as Record<string, unknown>;
-  if (typeof e.secret !== "string" || e.secret.length === 0) return configOutcome("hermes route has no secret", `route "${route}" in ${path} has no secret`);
+  if (typeof e.secret !== "string" || e.secret.length === 0)
+    return configOutcome("hermes route has no secret", `route "${route}" in ${path} has no secret`);
   if (e.profile !== undefined && e.profile !== null && (typeof e.profile !== "string" || e.profile === "")) {
-    return configOutcome("hermes route profile invalid", `route "${route}" in ${path} has a profile that is not a name`);
+    return configOutcome(
+      "hermes route profile invalid",
+      `route "${route}" in ${path} has a profile that is not a name`,
+    );
   }
-  const rateLimit = typeof e.rate_limit === "number" && Number.isSafeInteger(e.rate_limit) && e.rate_limit >= 1 ? e.rate_limit : null;
-  return { secret: e.secret, profile: (e.profile as string | null | undefined) ?? null, events: e.events, coalesce: e.coalesce, rateLimit };
+  const rateLimit =
+    typeof e.rate_limit === "number" && Number.isSafeInteger(e.rate_limit) && e.rate_limit >= 1 ? e.rate_limit : null;
+  return {
+    secret: e.secret,
+    profile: (e.profile as string | null | undefined) ?? null,
+    events: e.events,
+    coalesce: e.coalesce,
+    rateLimit,
+  };
 }
 
 /** Whether a route's events filter or coalesce option is on. */
@@ -129,23 +155,59 @@ export function hermesOutcome(a: Received, now: number, c: AnswerContext): Outco
   if (a.status >= 200 && a.status < 300) {
     const body = answerBody(a.text);
     const status = body?.status;
-    if (status === undefined) return outcome({ kind: "ok", reason: `http ${a.status}`, status: a.status, detail: `${line}; no known hermes status` });
+    if (status === undefined)
+      return outcome({
+        kind: "ok",
+        reason: `http ${a.status}`,
+        status: a.status,
+        detail: `${line}; no known hermes status`,
+      });
     const unconfirmed = status === "duplicate" && !c.confirmed;
     const ignoredReason = status === "ignored" ? (body?.reason ?? null) : null;
-    const words = unconfirmed ? "duplicate, unconfirmed: the gateway had the id, nothing says it ran" : ignoredReason ? `ignored (${ignoredReason})` : status;
-    return outcome({ kind: "ok", reason: `hermes ${status}`, status: a.status, detail: `${line}; ${words}`, answer: status, unconfirmed, ignoredReason });
+    const words = unconfirmed
+      ? "duplicate, unconfirmed: the gateway had the id, nothing says it ran"
+      : ignoredReason
+        ? `ignored (${ignoredReason})`
+        : status;
+    return outcome({
+      kind: "ok",
+      reason: `hermes ${status}`,
+      status: a.status,
+      detail: `${line}; ${words}`,
+      answer: status,
+      unconfirmed,
+      ignoredReason,
+    });
   }
-  if (a.status === 401) return { ...configOutcome("bad secret", `${line}: the gateway refused the signature (route secret or clock differs)`), status: 401 };
-  if (a.status === 403) return { ...configOutcome("route disabled or missing secret", `${line}: the route is disabled or has no secret on the gateway`), status: 403 };
+  if (a.status === 401)
+    return {
+      ...configOutcome("bad secret", `${line}: the gateway refused the signature (route secret or clock differs)`),
+      status: 401,
+    };
+  if (a.status === 403)
+    return {
+      ...configOutcome(
+        "route disabled or missing secret",
+        `${line}: the route is disabled or has no secret on the gateway`,
+      ),
+      status: 403,
+    };
   if (a.status === 404) {
     const where = c.profile === null ? `route "${c.route}"` : `route "${c.route}" of profile "${c.profile}"`;
     const why = `${line}: the gateway does not serve ${where}: its entry in ${c.subscriptionsPath} is missing or was skipped as invalid (no secret, or INSECURE_NO_AUTH off loopback), or the gateway does not serve that profile`;
-    return { ...configOutcome("unknown route or profile", why), status: 404, pause: `the gateway answered 404 for ${where}` };
+    return {
+      ...configOutcome("unknown route or profile", why),
+      status: 404,
+      pause: `the gateway answered 404 for ${where}`,
+    };
   }
   return outcomeForStatus(a.status, a.headers.get("retry-after"), "hermes", now);
 }
 
-/** The JSON "status" of a gateway answer (one of its known words) and an ignored answer's reason. Nothing else of the body is kept. */
+/**
+ * The JSON "status" of a gateway answer (one of its known words) and an ignored answer's reason. Nothing else of the
+ * body is kept.
+ */
 function answerBody(text: string): { status: Answer; reason?: string } | null {
   let v: unknown;
   try {
@@ -158,7 +220,12 @@ function answerBody(text: string): { status: Answer; reason?: string } | null {
   const o = v as { status?: unknown; reason?: unknown; event?: unknown };
   if (typeof o.status !== "string" || !(ANSWERS as readonly string[]).includes(o.status)) return null;
   // The gateway's own reason is a word (filter, script); its events filter names no reason but the event.
-  const reason = typeof o.reason === "string" && /^[a-z_]{1,32}$/.test(o.reason) ? o.reason : o.event !== undefined ? "events" : undefined;
+  const reason =
+    typeof o.reason === "string" && /^[a-z_]{1,32}$/.test(o.reason)
+      ? o.reason
+      : o.event !== undefined
+        ? "events"
+        : undefined;
   return { status: o.status as Answer, ...(reason ? { reason } : {}) };
 }
 
@@ -170,7 +237,12 @@ function attemptAnswer(answers: readonly Outcome[]): Pick<Outcome, "answer" | "u
   const words = answers.map((o) => o.answer).filter((a): a is Answer => a !== null);
   const unconfirmed = answers.some((o) => o.unconfirmed);
   if (words.length === 0) return { answer: null, unconfirmed, ignoredReason: null };
-  if (words.every((w) => w === "ignored")) return { answer: "ignored", unconfirmed, ignoredReason: answers.find((o) => o.ignoredReason)?.ignoredReason ?? null };
+  if (words.every((w) => w === "ignored"))
+    return {
+      answer: "ignored",
+      unconfirmed,
+      ignoredReason: answers.find((o) => o.ignoredReason)?.ignoredReason ?? null,
+    };
   const answer = (["accepted", "coalesced", "duplicate", "delivered"] as const).find((w) => words.includes(w)) ?? null;
   return { answer, unconfirmed, ignoredReason: null };
 }
@@ -235,7 +307,10 @@ export class HermesDestination implements Destination {
     const pace: Pace =
       own !== null
         ? { rate: { limit: own, windowS: GATEWAY_WINDOW_S }, from: `the route's rate_limit in ${path}` }
-        : { rate: { limit, windowS: GATEWAY_WINDOW_S }, from: `the gateway's rate_limit ([hermes] rate_limit = ${limit})` };
+        : {
+            rate: { limit, windowS: GATEWAY_WINDOW_S },
+            from: `the gateway's rate_limit ([hermes] rate_limit = ${limit})`,
+          };
     this.paceCache = { stamp, pace };
     return pace;
   }
@@ -252,7 +327,8 @@ export class HermesDestination implements Destination {
     } catch {
       return configOutcome("bad hermes.base_url", "hermes.base_url is not a valid URL");
     }
-    if (base.protocol !== "http:" && base.protocol !== "https:") return configOutcome("bad hermes.base_url", "hermes.base_url must be http(s)");
+    if (base.protocol !== "http:" && base.protocol !== "https:")
+      return configOutcome("bad hermes.base_url", "hermes.base_url must be http(s)");
     const path = `${profile === null ? "" : `/p/${encodeURIComponent(profile)}`}/webhooks/${encodeURIComponent(this.opts.route)}`;
     return `${base.origin}${base.pathname.replace(/\/+$/, "")}${path}`;
   }
@@ -286,8 +362,14 @@ export class HermesDestination implements Destination {
       skipTaken,
       send: async (bytes, webhookId, named, unwrapped, event) => {
         // An event an earlier attempt saw taken is confirmed, unless that was itself an unconfirmed duplicate.
-        const confirmed = unwrapped && resume !== undefined && event !== undefined && event.id < resume.before && !resume.unconfirmed;
-        const answerCtx: AnswerContext = { confirmed, route: this.opts.route, profile: route.profile, subscriptionsPath: this.subscriptionsPath };
+        const confirmed =
+          unwrapped && resume !== undefined && event !== undefined && event.id < resume.before && !resume.unconfirmed;
+        const answerCtx: AnswerContext = {
+          confirmed,
+          route: this.opts.route,
+          profile: route.profile,
+          subscriptionsPath: this.subscriptionsPath,
+        };
         const r = await this.send(url, route.secret, bytes, webhookId, ctx, answerCtx, named);
         if (r.kind === "ok") answers.push(r);
         return r;
@@ -301,7 +383,15 @@ export class HermesDestination implements Destination {
     return { ...o, ...said, unconfirmed: said.unconfirmed || carried };
   }
 
-  private async send(url: string, secret: string, body: Uint8Array, webhookId: string, ctx: DeliveryContext, answerCtx: AnswerContext, named: NamedHeader[]): Promise<Outcome> {
+  private async send(
+    url: string,
+    secret: string,
+    body: Uint8Array,
+    webhookId: string,
+    ctx: DeliveryContext,
+    answerCtx: AnswerContext,
+    named: NamedHeader[],
+  ): Promise<Outcome> {
     const headers = outboundHeaders({
       webhookId,
       timestamp: Math.floor(ctx.clock.now()),
@@ -329,8 +419,14 @@ export class HermesDestination implements Destination {
       // The gateway's filter and coalescing would hide or merge our documents; an unwrap
       // destination sends original events, which is what both were written for.
       if (!this.unwrap) {
-        if (isSet(route.events)) problems.push(`route "${this.opts.route}" sets events in ${this.subscriptionsPath}; turn it off for a route hookspool feeds (or set unwrap = true)`);
-        if (isSet(route.coalesce)) problems.push(`route "${this.opts.route}" sets coalesce in ${this.subscriptionsPath}; turn it off for a route hookspool feeds (or set unwrap = true)`);
+        if (isSet(route.events))
+          problems.push(
+            `route "${this.opts.route}" sets events in ${this.subscriptionsPath}; turn it off for a route hookspool feeds (or set unwrap = true)`,
+          );
+        if (isSet(route.coalesce))
+          problems.push(
+            `route "${this.opts.route}" sets coalesce in ${this.subscriptionsPath}; turn it off for a route hookspool feeds (or set unwrap = true)`,
+          );
       }
     }
     problems.push(...namedHeaderProblems({ event_header: this.opts.eventHeader, dedup_header: this.opts.dedupHeader }));
@@ -340,5 +436,7 @@ export class HermesDestination implements Destination {
 
 /** A config outcome when a whsec_ route secret is not base64, else null. */
 function checkWhsec(secret: string): Outcome | null {
-  return usableSecret(secret) ? null : configOutcome("route secret is not valid whsec_ base64", "the route secret is not valid whsec_ base64");
+  return usableSecret(secret)
+    ? null
+    : configOutcome("route secret is not valid whsec_ base64", "the route secret is not valid whsec_ base64");
 }

@@ -5,9 +5,25 @@ import { destinationDefaults } from "../config/schema.ts";
 import type { Env } from "../config/secrets.ts";
 import type { SecretRef } from "../config/types.ts";
 import { isReceived, post } from "./post.ts";
-import { isReservedHeader, namedHeaderProblems, outboundHeaders, readSecrets, secretProblems, validHeaderName, wireSafe } from "./signing.ts";
+import {
+  isReservedHeader,
+  namedHeaderProblems,
+  outboundHeaders,
+  readSecrets,
+  secretProblems,
+  validHeaderName,
+  wireSafe,
+} from "./signing.ts";
 import { outcomeForStatus } from "./status-map.ts";
-import { configuredPace, type DeliveryContext, type Destination, type Idempotency, outcome, type Outcome, type Pace } from "../delivery.ts";
+import {
+  configuredPace,
+  type DeliveryContext,
+  type Destination,
+  type Idempotency,
+  outcome,
+  type Outcome,
+  type Pace,
+} from "../delivery.ts";
 import type { Rate } from "../pacing.ts";
 import { deliverBatch, type NamedHeader } from "./unwrap.ts";
 
@@ -38,7 +54,6 @@ export interface HttpDestinationOptions {
   /** Its rate, from its table (none: not paced). */
   rate?: Rate | null;
 }
-
 
 /** Why a URL cannot be used, or null. Never quotes the URL: its query string may hold a token. */
 export function urlProblem(url: string, allowInsecure: boolean): string | null {
@@ -94,9 +109,21 @@ export class HttpDestination implements Destination {
   async deliver(body: string, ctx: DeliveryContext): Promise<Outcome> {
     const bad = urlProblem(this.opts.url, this.opts.allowInsecure ?? false);
     // No request at all: an insecure or broken URL is the operator's to fix.
-    if (bad) return outcome({ kind: "retry", klass: "config", reason: bad.startsWith("https") ? "https required" : "bad url", detail: bad });
+    if (bad)
+      return outcome({
+        kind: "retry",
+        klass: "config",
+        reason: bad.startsWith("https") ? "https required" : "bad url",
+        detail: bad,
+      });
     // Every delivery is signed unless the operator said otherwise: a missing secret is theirs to fix.
-    if (!this.opts.secret && !this.opts.unsigned) return outcome({ kind: "retry", klass: "config", reason: "no signing secret", detail: "no secret to sign the delivery with (set secret, or unsigned = true)" });
+    if (!this.opts.secret && !this.opts.unsigned)
+      return outcome({
+        kind: "retry",
+        klass: "config",
+        reason: "no signing secret",
+        detail: "no secret to sign the delivery with (set secret, or unsigned = true)",
+      });
     // Read fresh on every attempt, never cached, so a rotated file is picked up without a restart.
     const secrets = readSecrets(this.secretRefs(), this.env);
     if (!Array.isArray(secrets)) return secrets;
@@ -139,14 +166,19 @@ export class HttpDestination implements Destination {
     const problems: string[] = [];
     const bad = urlProblem(this.opts.url, this.opts.allowInsecure ?? false);
     if (bad) problems.push(bad);
-    if (!this.opts.secret && !this.opts.unsigned) problems.push("no secret: every delivery carries webhook-signature; set secret = { file = ... }, or unsigned = true to deliver unsigned");
-    if (this.opts.secret && this.opts.unsigned) problems.push("unsigned = true with a secret: the secret signs every delivery anyway; remove one of them");
+    if (!this.opts.secret && !this.opts.unsigned)
+      problems.push(
+        "no secret: every delivery carries webhook-signature; set secret = { file = ... }, or unsigned = true to deliver unsigned",
+      );
+    if (this.opts.secret && this.opts.unsigned)
+      problems.push("unsigned = true with a secret: the secret signs every delivery anyway; remove one of them");
     problems.push(...secretProblems(this.secretRefs(), this.env));
     if (!this.opts.secret && this.opts.secretPrevious?.length) problems.push("secret_previous is set without secret");
     for (const [name, value] of Object.entries(this.opts.headers ?? {})) {
       if (isReservedHeader(name)) problems.push(`headers.${name} is set by hookspool and is ignored`);
       else if (!validHeaderName(name)) problems.push(`headers.${name} is not a valid header name`);
-      else if (!wireSafe(value)) problems.push(`headers.${name} has a value that cannot go on the wire (CR, LF, NUL or non-Latin-1)`);
+      else if (!wireSafe(value))
+        problems.push(`headers.${name} has a value that cannot go on the wire (CR, LF, NUL or non-Latin-1)`);
     }
     problems.push(...namedHeaderProblems({ event_header: this.opts.eventHeader, dedup_header: this.opts.dedupHeader }));
     return problems;

@@ -39,7 +39,11 @@ async function readCapped(res: Response, cap: number, into: Arriving): Promise<v
 }
 
 function received(a: Arriving, res: Response): Received {
-  return { status: res.status, headers: res.headers, text: new TextDecoder().decode(Buffer.concat(a.chunks).subarray(0, RECEIVED_CAP)) };
+  return {
+    status: res.status,
+    headers: res.headers,
+    text: new TextDecoder().decode(Buffer.concat(a.chunks).subarray(0, RECEIVED_CAP)),
+  };
 }
 
 /**
@@ -49,7 +53,12 @@ function received(a: Arriving, res: Response): Received {
  * answer: a body that trickles past the deadline, or breaks off, is read no further, and what
  * came of it is the text (a 2xx whose body never ends is still a 2xx).
  */
-export async function post(url: string, headers: Headers, body: Uint8Array, deadline: Deadline): Promise<Received | Outcome> {
+export async function post(
+  url: string,
+  headers: Headers,
+  body: Uint8Array,
+  deadline: Deadline,
+): Promise<Received | Outcome> {
   if (deadline.expired) return deadline.outcome();
   const arriving: Arriving = { res: null, chunks: [], size: 0 };
   const work = (async (): Promise<void> => {

@@ -45,7 +45,13 @@ export function makeDestination(config: Config, name: string, opts: RegistryOpti
   const s = destinationSettings(config, name);
   if (s === null) return null;
   const t = s.table;
-  const common = { name, timeoutS: s.timeout_s, maxBodyBytes: s.max_body_bytes, maxInflight: s.max_inflight, rate: tableRate(t?.rate) };
+  const common = {
+    name,
+    timeoutS: s.timeout_s,
+    maxBodyBytes: s.max_body_bytes,
+    maxInflight: s.max_inflight,
+    rate: tableRate(t?.rate),
+  };
   switch (s.type) {
     case "hermes":
       return new HermesDestination({
@@ -99,7 +105,11 @@ export function destinationPace(config: Config, name: string, env: Env): Pace | 
 }
 
 /** check() of every destination a config names: name -> problems (only names with problems). */
-export function checkDestinations(config: Config, names: Iterable<string>, opts: RegistryOptions): Map<string, string[]> {
+export function checkDestinations(
+  config: Config,
+  names: Iterable<string>,
+  opts: RegistryOptions,
+): Map<string, string[]> {
   const out = new Map<string, string[]>();
   for (const name of new Set(names)) {
     const d = makeDestination(config, name, opts);

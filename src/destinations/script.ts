@@ -8,7 +8,16 @@ import { selfArgv } from "../self.ts";
 import { expandPath } from "../config/load.ts";
 import { type Env, parseEnvFile } from "../config/secrets.ts";
 import { parseEmits } from "./emits.ts";
-import { configuredPace, type DeliveryContext, type Destination, type Idempotency, isPassed, outcome, type Outcome, type Pace } from "../delivery.ts";
+import {
+  configuredPace,
+  type DeliveryContext,
+  type Destination,
+  type Idempotency,
+  isPassed,
+  outcome,
+  type Outcome,
+  type Pace,
+} from "../delivery.ts";
 import type { Rate } from "../pacing.ts";
 
 export interface ScriptDestinationOptions {
@@ -80,7 +89,11 @@ const PROCESSOR_LINE = /^hookspool-processor: [^\n]{1,400}$/;
  * Read a whole stream, keeping only its last `keep` bytes (as text) and counting them all;
  * `lines`, when given, gets each complete line as it arrives.
  */
-async function tail(stream: ReadableStream<Uint8Array>, keep: number, lines?: (line: string) => void): Promise<{ text: string; size: number }> {
+async function tail(
+  stream: ReadableStream<Uint8Array>,
+  keep: number,
+  lines?: (line: string) => void,
+): Promise<{ text: string; size: number }> {
   let last = new Uint8Array();
   let size = 0;
   const decoder = new TextDecoder();
@@ -155,7 +168,12 @@ export class ScriptDestination implements Destination {
       try {
         text = readFileSync(this.path(this.opts.envFile), "utf8");
       } catch (e) {
-        return { failed: configOutcome("env file unreadable", `env_file ${this.opts.envFile} cannot be read (${(e as NodeJS.ErrnoException).code ?? "error"})`) };
+        return {
+          failed: configOutcome(
+            "env file unreadable",
+            `env_file ${this.opts.envFile} cannot be read (${(e as NodeJS.ErrnoException).code ?? "error"})`,
+          ),
+        };
       }
       for (const [k, v] of parseEnvFile(text)) env[k] = v;
     }
@@ -167,14 +185,21 @@ export class ScriptDestination implements Destination {
       try {
         mkdirSync(dir, { recursive: true, mode: 0o700 });
       } catch (e) {
-        return { failed: configOutcome("state_dir unusable", `state_dir ${this.opts.stateDir} cannot be created (${(e as NodeJS.ErrnoException).code ?? "error"})`) };
+        return {
+          failed: configOutcome(
+            "state_dir unusable",
+            `state_dir ${this.opts.stateDir} cannot be created (${(e as NodeJS.ErrnoException).code ?? "error"})`,
+          ),
+        };
       }
       env.HOOKSPOOL_STATE_DIR = dir;
     }
     // A crash point armed for the dispatcher, and its shifted test clock, reach the processor
     // runtime too (tests only: production never sets them).
     if (this.opts.processor !== undefined) {
-      for (const [k, v] of Object.entries(this.parentEnv)) if ((k.startsWith("HOOKSPOOL_TEST_HOOK") || k === "HOOKSPOOL_TEST_CLOCK_OFFSET_S") && v !== undefined) env[k] = v;
+      for (const [k, v] of Object.entries(this.parentEnv))
+        if ((k.startsWith("HOOKSPOOL_TEST_HOOK") || k === "HOOKSPOOL_TEST_CLOCK_OFFSET_S") && v !== undefined)
+          env[k] = v;
     }
     // A NUL cannot be passed to execve; such a variable is left out rather than failing the spawn.
     for (const [k, v] of Object.entries(env)) if (v.includes("\u0000")) delete env[k];
@@ -183,7 +208,9 @@ export class ScriptDestination implements Destination {
 
   /** What runs: the processor runtime of a bobbin instance, or the configured argv. */
   private argv(): string[] {
-    return this.opts.processor !== undefined ? [...selfArgv(), "__processor", this.opts.processor] : (this.opts.argv ?? []);
+    return this.opts.processor !== undefined
+      ? [...selfArgv(), "__processor", this.opts.processor]
+      : (this.opts.argv ?? []);
   }
 
   async deliver(body: string, ctx: DeliveryContext): Promise<Outcome> {
@@ -191,13 +218,25 @@ export class ScriptDestination implements Destination {
     if (argv.length === 0) return configOutcome("script has no argv", "the script destination has no argv");
     const stdin = encoder.encode(body);
     if (stdin.byteLength > this.maxBodyBytes) {
-      return outcome({ kind: "dead", klass: "permanent", reason: "body over max_body_bytes", detail: `${stdin.byteLength} bytes > max_body_bytes ${this.maxBodyBytes}`, deadReason: "config" });
+      return outcome({
+        kind: "dead",
+        klass: "permanent",
+        reason: "body over max_body_bytes",
+        detail: `${stdin.byteLength} bytes > max_body_bytes ${this.maxBodyBytes}`,
+        deadReason: "config",
+      });
     }
     const prepared = this.environment(ctx);
     if ("failed" in prepared) return prepared.failed;
     const env = prepared.env;
     const { deadline } = ctx;
-    const timedOut = () => outcome({ kind: "retry", klass: "transport", reason: "script timeout", detail: `script timeout: killed the process group after ${deadline.budgetS.toFixed(1)} s` });
+    const timedOut = () =>
+      outcome({
+        kind: "retry",
+        klass: "transport",
+        reason: "script timeout",
+        detail: `script timeout: killed the process group after ${deadline.budgetS.toFixed(1)} s`,
+      });
     if (deadline.expired) return timedOut();
 
     let proc: Bun.ReadableSubprocess;
@@ -213,7 +252,12 @@ export class ScriptDestination implements Destination {
       });
     } catch (e) {
       const code = (e as NodeJS.ErrnoException).code ?? "error";
-      return outcome({ kind: "retry", klass: "transport", reason: "cannot start script", detail: `cannot start script (${code})` });
+      return outcome({
+        kind: "retry",
+        klass: "transport",
+        reason: "cannot start script",
+        detail: `cannot start script (${code})`,
+      });
     }
 
     // At the deadline the whole process group goes, children included.
@@ -222,7 +266,14 @@ export class ScriptDestination implements Destination {
     try {
       // Done means exited AND both pipes closed: a child still writing to stdout may yet print emits.
       // A processor's own log lines reach the dispatcher's log; a script's stderr never does.
-      const log = this.opts.processor !== undefined ? (l: string) => PROCESSOR_LINE.test(l) && (this.opts.processorLog ?? ((x) => process.stderr.write(`${x}\n`)))(l.replace(/[\u0000-\u001f\u007f]/g, " ")) : undefined;
+      const log =
+        this.opts.processor !== undefined
+          ? (l: string) =>
+              PROCESSOR_LINE.test(l) &&
+              (this.opts.processorLog ?? ((x) => process.stderr.write(`${x}\n`)))(
+                l.replace(/[\u0000-\u001f\u007f]/g, " "),
+              )
+          : undefined;
       const work = Promise.all([proc.exited, drain(proc.stdout, STDOUT_CAP), tail(proc.stderr, STDERR_TAIL, log)]);
       const r = await deadline.race(work);
       if (isPassed(r)) {
@@ -241,21 +292,43 @@ export class ScriptDestination implements Destination {
    * A finished script's outcome: exit 0 is ok, EXIT_PERMANENT dead; any other exit, a kill,
    * stdout over the cap or a bad emit is a batch retry.
    */
-  private result(code: number | null, signal: unknown, out: { bytes: Uint8Array; size: number }, err: { text: string; size: number }): Outcome {
+  private result(
+    code: number | null,
+    signal: unknown,
+    out: { bytes: Uint8Array; size: number },
+    err: { text: string; size: number },
+  ): Outcome {
     const sizes = `stdout ${out.size} bytes, stderr ${err.size} bytes`;
-    const batch = (reason: string, extra: Partial<Outcome> = {}) => outcome({ kind: "retry", klass: "batch", reason, status: code, detail: `${reason}; ${sizes}`, ...extra });
+    const batch = (reason: string, extra: Partial<Outcome> = {}) =>
+      outcome({ kind: "retry", klass: "batch", reason, status: code, detail: `${reason}; ${sizes}`, ...extra });
     if (code === EXIT_PERMANENT) {
       // A processor says why in a short fixed phrase; a plain script's stderr is never kept.
-      const why = this.opts.processor !== undefined ? PERMANENT_LINE.exec(err.text)?.[1]?.replace(/[\u0000-\u001f\u007f]/g, " ") : undefined;
+      const why =
+        this.opts.processor !== undefined
+          ? PERMANENT_LINE.exec(err.text)?.[1]?.replace(/[\u0000-\u001f\u007f]/g, " ")
+          : undefined;
       // A processor's exit 65 is its own verdict on the batch, not a receiver's refusal.
-      return outcome({ kind: "dead", klass: "permanent", reason: `exit ${code}`, status: code, detail: `exit ${code} (permanent${why ? `: ${why}` : ""}); ${sizes}`, ...(this.opts.processor !== undefined ? { deadReason: "processor_permanent" as const } : {}) });
+      return outcome({
+        kind: "dead",
+        klass: "permanent",
+        reason: `exit ${code}`,
+        status: code,
+        detail: `exit ${code} (permanent${why ? `: ${why}` : ""}); ${sizes}`,
+        ...(this.opts.processor !== undefined ? { deadReason: "processor_permanent" as const } : {}),
+      });
     }
     if (out.size > STDOUT_CAP) return batch("stdout over 1 MiB");
     if (code === null) return batch(`killed by ${String(signal ?? "signal")}`);
     if (code !== 0) return batch(`exit ${code}`);
     const parsed = parseEmits(out.bytes);
     if (parsed.bad !== null) return batch("bad emit", { badEmit: true, detail: `bad emit: ${parsed.bad}; ${sizes}` });
-    return outcome({ kind: "ok", reason: "exit 0", status: 0, detail: `exit 0; ${parsed.emits.length} emit(s); ${sizes}`, emits: parsed.emits });
+    return outcome({
+      kind: "ok",
+      reason: "exit 0",
+      status: 0,
+      detail: `exit 0; ${parsed.emits.length} emit(s); ${sizes}`,
+      emits: parsed.emits,
+    });
   }
 
   /** A script signs nothing: its outcomes are reported with hookspool outcome. */
@@ -277,7 +350,8 @@ export class ScriptDestination implements Destination {
       } catch {
         problems.push(`argv[0] ${argv[0]} is not an executable file`);
       }
-    } else if (Bun.which(argv[0], { PATH: this.parentEnv.PATH ?? "" }) === null) problems.push(`argv[0] ${argv[0]} is not on PATH`);
+    } else if (Bun.which(argv[0], { PATH: this.parentEnv.PATH ?? "" }) === null)
+      problems.push(`argv[0] ${argv[0]} is not on PATH`);
     if (this.opts.envFile) {
       try {
         readFileSync(this.path(this.opts.envFile), "utf8");

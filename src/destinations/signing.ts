@@ -21,7 +21,17 @@ export const HOOKSPOOL_HEADERS: ReadonlySet<string> = new Set([
 ]);
 
 // Framing headers belong to the HTTP client; a configured value would corrupt the request.
-const TRANSPORT_HEADERS: ReadonlySet<string> = new Set(["content-length", "host", "transfer-encoding", "connection", "keep-alive", "upgrade", "te", "trailer", "expect"]);
+const TRANSPORT_HEADERS: ReadonlySet<string> = new Set([
+  "content-length",
+  "host",
+  "transfer-encoding",
+  "connection",
+  "keep-alive",
+  "upgrade",
+  "te",
+  "trailer",
+  "expect",
+]);
 
 /** Whether config may not set this header (hookspool's own, or the client's framing). */
 export function isReservedHeader(name: string): boolean {
@@ -71,7 +81,11 @@ export function outboundHeaders(i: HeaderInput): Headers {
   for (const n of i.named ?? []) if (n.value?.trim()) put(n.name, n.value);
   h.set("webhook-id", i.webhookId);
   h.set("webhook-timestamp", String(i.timestamp));
-  if (i.secrets.length) h.set("webhook-signature", i.secrets.map((s) => standardWebhooksSignature(s, i.webhookId, i.timestamp, i.body)).join(" "));
+  if (i.secrets.length)
+    h.set(
+      "webhook-signature",
+      i.secrets.map((s) => standardWebhooksSignature(s, i.webhookId, i.timestamp, i.body)).join(" "),
+    );
   if (i.hubSecret !== null) h.set("x-hub-signature-256", `sha256=${hmac(i.hubSecret, i.body)}`);
   h.set("x-hookspool-batch", String(i.batchId));
   h.set("x-hookspool-attempt", String(i.attempt));
@@ -112,7 +126,8 @@ export function readSecrets(refs: readonly SecretRef[], env: Env): string[] | Ou
       if (!isHookspoolError(e)) throw e;
       return secretProblem(`${which} unreadable`, e.message);
     }
-    if (!usableSecret(value)) return secretProblem(`${which} is not valid whsec_ base64`, `${which} is not valid whsec_ base64`);
+    if (!usableSecret(value))
+      return secretProblem(`${which} is not valid whsec_ base64`, `${which} is not valid whsec_ base64`);
     out.push(value);
   }
   return out;

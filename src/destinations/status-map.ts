@@ -74,11 +74,24 @@ export function outcomeForStatus(status: number, retryAfter: string | null, flav
     // Redirects are never followed. On http the receiver moved (permanent, per Standard
     // Webhooks); on hermes it is our base_url that is wrong, which a config change fixes.
     const klass = flavor === "http" ? "permanent" : "config";
-    return outcome({ kind: klass === "permanent" ? "dead" : "retry", klass, reason, status, detail: `${line}; redirect not followed` });
+    return outcome({
+      kind: klass === "permanent" ? "dead" : "retry",
+      klass,
+      reason,
+      status,
+      detail: `${line}; redirect not followed`,
+    });
   }
   if (status === 429) {
     const after = parseRetryAfter(retryAfter, now);
-    return outcome({ kind: "retry", klass: "throttle", reason, status, retryAfterS: after, detail: after === null ? line : `${line}; retry after ${Math.round(after)} s` });
+    return outcome({
+      kind: "retry",
+      klass: "throttle",
+      reason,
+      status,
+      retryAfterS: after,
+      detail: after === null ? line : `${line}; retry after ${Math.round(after)} s`,
+    });
   }
   if (status === 408) return outcome({ kind: "retry", klass: "transport", reason, status, detail: line });
   if (status === 400 || status === 413 || status === 415 || status === 422) {
@@ -92,7 +105,15 @@ export function outcomeForStatus(status: number, retryAfter: string | null, flav
   }
   if (status === 503) {
     const after = parseRetryAfter(retryAfter, now);
-    if (after !== null) return outcome({ kind: "retry", klass: "throttle", reason, status, retryAfterS: after, detail: `${line}; retry after ${Math.round(after)} s` });
+    if (after !== null)
+      return outcome({
+        kind: "retry",
+        klass: "throttle",
+        reason,
+        status,
+        retryAfterS: after,
+        detail: `${line}; retry after ${Math.round(after)} s`,
+      });
   }
   // Other 5xx, and anything outside 200-599 a broken receiver might send.
   return outcome({ kind: "retry", klass: "transport", reason, status, detail: line });
@@ -111,9 +132,16 @@ function errorCode(e: unknown): string {
 /** The outcome of a request that got no answer: refused, reset, DNS, TLS. */
 export function outcomeForError(e: unknown): Outcome {
   const code = errorCode(e);
-  const transport = (reason: string) => outcome({ kind: "retry", klass: "transport", reason, detail: `${reason} (${code})` });
+  const transport = (reason: string) =>
+    outcome({ kind: "retry", klass: "transport", reason, detail: `${reason} (${code})` });
   // A certificate the system does not trust is the operator's to fix: config, not transport.
-  if (CERT_CODE.test(code)) return outcome({ kind: "retry", klass: "config", reason: "tls certificate rejected", detail: `tls certificate rejected (${code})` });
+  if (CERT_CODE.test(code))
+    return outcome({
+      kind: "retry",
+      klass: "config",
+      reason: "tls certificate rejected",
+      detail: `tls certificate rejected (${code})`,
+    });
   switch (code) {
     case "ECONNREFUSED":
       return transport("connection refused");

@@ -46,11 +46,25 @@ export async function deliverEach(ctx: DeliveryContext, opts: UnwrapOptions): Pr
   for (const [i, event] of events.entries()) {
     if (event.id < before) continue;
     const where = `event ${event.id} (${i + 1} of ${total})`;
-    const fail = (o: Outcome): Outcome => ({ ...o, detail: `${where}: ${o.detail}`, eventsDelivered: i, failedEventId: event.id, sent });
+    const fail = (o: Outcome): Outcome => ({
+      ...o,
+      detail: `${where}: ${o.detail}`,
+      eventsDelivered: i,
+      failedEventId: event.id,
+      sent,
+    });
     if (ctx.deadline.expired) return fail(ctx.deadline.outcome());
     const body = encoder.encode(opts.payload ? opts.payload(event) : event.payload);
     if (body.byteLength > opts.maxBodyBytes) {
-      return fail(outcome({ kind: "dead", klass: "permanent", reason: "body over max_body_bytes", detail: `${body.byteLength} bytes > max_body_bytes ${opts.maxBodyBytes}`, deadReason: "config" }));
+      return fail(
+        outcome({
+          kind: "dead",
+          klass: "permanent",
+          reason: "body over max_body_bytes",
+          detail: `${body.byteLength} bytes > max_body_bytes ${opts.maxBodyBytes}`,
+          deadReason: "config",
+        }),
+      );
     }
     const webhookId = deliveryId("per-event", opts.instanceId, ctx.batchId, 0, event.id, ctx.resend ?? 0);
     sent++;
@@ -63,7 +77,9 @@ export async function deliverEach(ctx: DeliveryContext, opts: UnwrapOptions): Pr
     kind: "ok",
     reason: `${total} event(s) delivered`,
     status: last?.status ?? null,
-    detail: skipped ? `${sent} event(s) delivered one by one, ${skipped} taken by an earlier attempt` : `${total} event(s) delivered one by one`,
+    detail: skipped
+      ? `${sent} event(s) delivered one by one, ${skipped} taken by an earlier attempt`
+      : `${total} event(s) delivered one by one`,
     eventsDelivered: total,
     failedEventId: null,
     sent,
@@ -90,7 +106,13 @@ export interface BatchSend {
   /** With unwrap: skip the events an earlier attempt got through (a paced destination). */
   skipTaken?: boolean;
   /** Send one request; `unwrapped` says it carries one event's payload (`event`) rather than the document. */
-  send(body: Uint8Array, webhookId: string, named: NamedHeader[], unwrapped: boolean, event?: StoredEvent): Promise<Outcome>;
+  send(
+    body: Uint8Array,
+    webhookId: string,
+    named: NamedHeader[],
+    unwrapped: boolean,
+    event?: StoredEvent,
+  ): Promise<Outcome>;
 }
 
 /** Deliver a batch: its document as one request, or with unwrap each event as its own. */
@@ -116,7 +138,13 @@ export async function deliverBatch(body: string, ctx: DeliveryContext, o: BatchS
   }
   const bytes = encoder.encode(body);
   if (bytes.byteLength > o.maxBodyBytes) {
-    return outcome({ kind: "dead", klass: "permanent", reason: "body over max_body_bytes", detail: `${bytes.byteLength} bytes > max_body_bytes ${o.maxBodyBytes}`, deadReason: "config" });
+    return outcome({
+      kind: "dead",
+      klass: "permanent",
+      reason: "body over max_body_bytes",
+      detail: `${bytes.byteLength} bytes > max_body_bytes ${o.maxBodyBytes}`,
+      deadReason: "config",
+    });
   }
   const lastType = ctx.events.at(-1)?.eventType ?? null;
   return o.send(bytes, ctx.deliveryId, [{ name: o.eventHeader, value: lastType }], false);

@@ -84,7 +84,10 @@ async function alertOne(d: AlertDeps, issue: IssueRow, dry: boolean): Promise<bo
   }
   const code = await runCommand([...config.alerts.argv, text], config.alerts.timeout_s, d.env);
   if (code !== 0) {
-    log.limited("warn", "alert command failed; will try again", { reason: issue.fingerprint, status: code ?? undefined });
+    log.limited("warn", "alert command failed; will try again", {
+      reason: issue.fingerprint,
+      status: code ?? undefined,
+    });
     return false;
   }
   await store.markAlerted(issue.id, issue.kind, now);

@@ -23,7 +23,13 @@ export interface BudgetGate {
 const earliest = (a: number | null, b: number | null) => (a === null ? b : b === null ? a : Math.min(a, b));
 
 /** What the budgets of `name` let go of `due` at `now`. */
-export async function budgetGate(store: DispatchStore, config: Config, name: string, due: Candidate[], now: number): Promise<BudgetGate> {
+export async function budgetGate(
+  store: DispatchStore,
+  config: Config,
+  name: string,
+  due: Candidate[],
+  now: number,
+): Promise<BudgetGate> {
   const b = budgetPolicy(config, name);
   if (!b) return { queue: due, room: Number.POSITIVE_INFINITY, wakeAt: null, held: false };
   let room = Number.POSITIVE_INFINITY;
@@ -37,7 +43,10 @@ export async function budgetGate(store: DispatchStore, config: Config, name: str
   if (b.keyBudget && room > 0) {
     queue = [];
     for (const c of due) {
-      const r = budgetRoom(await store.budgetSpends(name, b.keyBudget.windowS, now, { route: c.route, key: c.key }), b.keyBudget);
+      const r = budgetRoom(
+        await store.budgetSpends(name, b.keyBudget.windowS, now, { route: c.route, key: c.key }),
+        b.keyBudget,
+      );
       if (r.room > 0) queue.push(c);
       else wakeAt = earliest(wakeAt, r.freesAt);
     }
@@ -55,8 +64,19 @@ export class BudgetIssues {
     const was = this.raised.get(name);
     if (g.held && was !== true) {
       const b = budgetPolicy(config, name);
-      const said = [b?.budget ? `budget ${b.budget.limit} per ${b.budget.windowS}s` : null, b?.keyBudget ? `key_budget ${b.keyBudget.limit} per ${b.keyBudget.windowS}s` : null].filter(Boolean).join(", ");
-      await store.raiseIssue({ fingerprint, kind: "delivery", destination: name, error: `deliveries held: ${said} spent; they go when the window frees a slot, or now with hookspool resume --budget ${name}`, now });
+      const said = [
+        b?.budget ? `budget ${b.budget.limit} per ${b.budget.windowS}s` : null,
+        b?.keyBudget ? `key_budget ${b.keyBudget.limit} per ${b.keyBudget.windowS}s` : null,
+      ]
+        .filter(Boolean)
+        .join(", ");
+      await store.raiseIssue({
+        fingerprint,
+        kind: "delivery",
+        destination: name,
+        error: `deliveries held: ${said} spent; they go when the window frees a slot, or now with hookspool resume --budget ${name}`,
+        now,
+      });
       this.raised.set(name, true);
     } else if (!g.held && was !== false) {
       await store.resolveIssue(fingerprint, now);

@@ -41,7 +41,10 @@ export function survive(ctx: ChoreContext, what: string, e: unknown): void {
   ctx.faults.caught(what, e);
 }
 
-/** A chore: a Periodic service that maintenance can also run once, in order, from its tick. It runs at now_eff, when its dispatcher leads. */
+/**
+ * A chore: a Periodic service that maintenance can also run once, in order, from its tick. It runs at now_eff, when its
+ * dispatcher leads.
+ */
 export class Chore extends Periodic {
   constructor(name: string, ctx: ChoreContext, run: (now: number) => void | Promise<void>) {
     super(name, {
@@ -59,7 +62,14 @@ export class Chore extends Periodic {
 }
 
 /** Open an issue on a condition's onset; a persisting condition does not count again every minute. */
-export async function raiseOnce(store: MaintenanceStore, log: Logger, fingerprint: string, kind: IssueKind, error: string, now: number): Promise<void> {
+export async function raiseOnce(
+  store: MaintenanceStore,
+  log: Logger,
+  fingerprint: string,
+  kind: IssueKind,
+  error: string,
+  now: number,
+): Promise<void> {
   const row = await store.issueByFingerprint(fingerprint);
   if (row && (row.state === "open" || row.state === "acked" || row.state === "ignored")) return;
   await store.raiseIssue({ fingerprint, kind, error, now });

@@ -18,7 +18,15 @@ export interface Gate extends GateDecision {
  * whether as a probe, how many requests its rate has room for, and what holds the rest.
  * `need` is the hits its next delivery takes.
  */
-export async function gate(store: DispatchStore, name: string, now: number, inflight: number, maxInflight: number, pace: Pace | null, need = 1): Promise<Gate> {
+export async function gate(
+  store: DispatchStore,
+  name: string,
+  now: number,
+  inflight: number,
+  maxInflight: number,
+  pace: Pace | null,
+  need = 1,
+): Promise<Gate> {
   let row = await store.destinationState(name);
   const facts = (): GateFacts => ({ row, inflight, maxInflight, now, rate: null, window: [] });
   let d = decideGate(facts());
@@ -29,7 +37,8 @@ export async function gate(store: DispatchStore, name: string, now: number, infl
     row = await store.destinationState(name);
     d = decideGate(facts());
   }
-  if (d.slots > 0 && pace) d = decideGate({ ...facts(), rate: pace.rate, window: await store.rateWindow(name, now, pace.rate) }, need);
+  if (d.slots > 0 && pace)
+    d = decideGate({ ...facts(), rate: pace.rate, window: await store.rateWindow(name, now, pace.rate) }, need);
   return { ...d, halfOpened };
 }
 

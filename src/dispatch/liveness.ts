@@ -15,7 +15,13 @@ import { Chore, type ChoreContext, raiseOnce } from "./chores.ts";
  * plugin's). Before the first event the clock starts when the expectation was first seen, and
  * status reads the same fact, so the two never disagree.
  */
-export async function sourceLivenessPass(store: MaintenanceStore, config: Config, now: number, plugins: ReadonlyMap<string, IntakeSource> | undefined, log: Logger): Promise<void> {
+export async function sourceLivenessPass(
+  store: MaintenanceStore,
+  config: Config,
+  now: number,
+  plugins: ReadonlyMap<string, IntakeSource> | undefined,
+  log: Logger,
+): Promise<void> {
   for (const name of Object.keys(config.sources)) {
     const fp = `source_silent:${name}`;
     const every = expectEvery(config, name, plugins);
@@ -25,25 +31,48 @@ export async function sourceLivenessPass(store: MaintenanceStore, config: Config
     }
     const expectedSince = await store.expectationSince(name, now);
     const silent = silentFor(now, await store.metaNumber(`source:${name}:last_event_at`), expectedSince, every);
-    if (silent !== null) await raiseOnce(store, log, fp, "source_silent", `no event for ${Math.round(silent)}s (expected every ${every}s)`, now);
+    if (silent !== null)
+      await raiseOnce(
+        store,
+        log,
+        fp,
+        "source_silent",
+        `no event for ${Math.round(silent)}s (expected every ${every}s)`,
+        now,
+      );
     else await store.resolveIssue(fp, now);
   }
 }
 
 /** A poll with no delivered tick for more than 3 x every_s is stale. */
-export async function pollLivenessPass(store: MaintenanceStore, config: Config, now: number, log: Logger): Promise<void> {
+export async function pollLivenessPass(
+  store: MaintenanceStore,
+  config: Config,
+  now: number,
+  log: Logger,
+): Promise<void> {
   for (const p of await store.pollRows()) {
     const every = config.sources[p.instance]?.every_s;
     if (!every) continue;
     const fp = `poll:${p.instance}:stale`;
     const ref = p.delivered_at ?? p.created_at;
-    if (now - ref > 3 * every) await raiseOnce(store, log, fp, "source_silent", `no delivered tick for ${Math.round(now - ref)}s (every_s = ${every})`, now);
+    if (now - ref > 3 * every)
+      await raiseOnce(
+        store,
+        log,
+        fp,
+        "source_silent",
+        `no delivered tick for ${Math.round(now - ref)}s (every_s = ${every})`,
+        now,
+      );
     else await store.resolveIssue(fp, now);
   }
 }
 
 export function sourceLiveness(ctx: ChoreContext): Chore {
-  return new Chore("liveness", ctx, (now) => sourceLivenessPass(ctx.store, ctx.config(), now, ctx.plugins?.(), ctx.log));
+  return new Chore("liveness", ctx, (now) =>
+    sourceLivenessPass(ctx.store, ctx.config(), now, ctx.plugins?.(), ctx.log),
+  );
 }
 
 export function pollLiveness(ctx: ChoreContext): Chore {

@@ -28,7 +28,6 @@ import { ReadyTimer } from "./wakeups.ts";
 import { gate, pickProbe } from "./gate.ts";
 import { FairShare, type Lane } from "./share.ts";
 
-
 export type DestinationFactory = (config: Config, name: string) => Destination | null;
 
 export interface DispatcherOptions {
@@ -45,7 +44,6 @@ export interface DispatcherOptions {
   host?: string;
   pid?: number;
 }
-
 
 export class Dispatcher implements Service {
   readonly name = "dispatcher";
@@ -157,10 +155,14 @@ export class Dispatcher implements Service {
     this.running = true;
     this.stopping = false;
     const recovered = await this.store.recoverLeases({ now: await this.store.effectiveNow(), startup: true });
-    if (recovered.length) this.o.log.warn("recovered leases of a previous run", { reason: `${recovered.length} batch(es)` });
+    if (recovered.length)
+      this.o.log.warn("recovered leases of a previous run", { reason: `${recovered.length} batch(es)` });
     this.unwatch = await this.store.watchWork(
       // A notification that says when its work is ready needs no query: the readiness timer takes it.
-      (readyAt) => (readyAt === undefined ? void this.otherWrote().catch((e) => this.survive("write watch", e)) : this.wakeAt(readyAt, this.nowEffEstimate())),
+      (readyAt) =>
+        readyAt === undefined
+          ? void this.otherWrote().catch((e) => this.survive("write watch", e))
+          : this.wakeAt(readyAt, this.nowEffEstimate()),
       (e) => this.survive("write watch", e),
     );
     await this.ticker.start();
@@ -203,8 +205,15 @@ export class Dispatcher implements Service {
    */
   private async loadSources(config: Config): Promise<Map<string, IntakeSource>> {
     const file = this.o.loaded.paths.config;
-    const { sources, problems } = await loadEverySource(config, { configDir: dirname(file ?? this.o.loaded.paths.home), env: this.o.env, file: file ?? "config.toml" });
-    for (const p of problems) this.o.log.limited("warn", "source plugin problem (hookspool check says more)", { reason: `${p.key}: ${p.message}`.slice(0, 160) });
+    const { sources, problems } = await loadEverySource(config, {
+      configDir: dirname(file ?? this.o.loaded.paths.home),
+      env: this.o.env,
+      file: file ?? "config.toml",
+    });
+    for (const p of problems)
+      this.o.log.limited("warn", "source plugin problem (hookspool check says more)", {
+        reason: `${p.key}: ${p.message}`.slice(0, 160),
+      });
     return sources;
   }
 
@@ -294,8 +303,13 @@ export class Dispatcher implements Service {
     // The poll clock first, so a tick enqueued now seals and is claimed in this same tick; only
     // the dispatcher that leads runs it (on PostgreSQL, the holder of the maintenance lock).
     if (await store.leads(now)) {
-      for (const [instance, step] of await stepPolls(store, this.config, now, this.o.rng, (_i, e) => this.survive("poll clock", e))) {
-        if (step === "ticked" || step === "skipped") this.o.log.info(step === "ticked" ? "poll tick" : "poll skipped: the last tick is not done", { source: instance });
+      for (const [instance, step] of await stepPolls(store, this.config, now, this.o.rng, (_i, e) =>
+        this.survive("poll clock", e),
+      )) {
+        if (step === "ticked" || step === "skipped")
+          this.o.log.info(step === "ticked" ? "poll tick" : "poll skipped: the last tick is not done", {
+            source: instance,
+          });
       }
     }
     // Sealing is a property of the batch, not of the destination: before any gate.
@@ -307,9 +321,17 @@ export class Dispatcher implements Service {
     // already have passed, so it ends now as a transport failure. Deadlines are on this host's
     // clock (now_eff may be the database's, or stand still after a backwards step), compared so.
     for (const d of this.deadlines.values()) d.endIfPast(this.o.clock.now());
-    if (this.o.clock.now() - this.lastHeartbeat >= this.config.dispatch.heartbeat_s || this.o.clock.now() < this.lastHeartbeat) {
+    if (
+      this.o.clock.now() - this.lastHeartbeat >= this.config.dispatch.heartbeat_s ||
+      this.o.clock.now() < this.lastHeartbeat
+    ) {
       // The dispatcher's own caught failures (under run the intake counts its own in memory).
-      await store.writeHeartbeat(now, this.host, this.pid, JSON.stringify(faultCounts().filter((f) => f.component !== "intake")));
+      await store.writeHeartbeat(
+        now,
+        this.host,
+        this.pid,
+        JSON.stringify(faultCounts().filter((f) => f.component !== "intake")),
+      );
       this.lastHeartbeat = this.o.clock.now();
     }
     if (this.stopping) return;
@@ -329,7 +351,15 @@ export class Dispatcher implements Service {
       const pace = dest?.pace() ?? null;
       const maxInflight = dest?.maxInflight ?? 1;
       const busy = this.inflight.get(name) ?? 0;
-      const g = await gate(store, name, now, busy, maxInflight, pace, pace ? hitsNeeded(pace.rate, dest?.unwrap ?? false, due[0].count) : 1);
+      const g = await gate(
+        store,
+        name,
+        now,
+        busy,
+        maxInflight,
+        pace,
+        pace ? hitsNeeded(pace.rate, dest?.unwrap ?? false, due[0].count) : 1,
+      );
       if (g.halfOpened) this.o.log.warn("breaker half-open: cooldown over, one probe next", { destination: name });
       // A gate that ends at a known instant (a Retry-After, a cooldown, a slot of the rate): tick then.
       if (g.held?.until != null) this.readyTimer.arm(g.held.until, now, this.config.dispatch.poll_s);
@@ -340,7 +370,9 @@ export class Dispatcher implements Service {
       if (spend.wakeAt !== null) this.readyTimer.arm(spend.wakeAt, now, this.config.dispatch.poll_s);
       const slots = Math.min(g.slots, spend.room);
       if (slots <= 0 || spend.queue.length === 0) continue;
-      const queue = g.probe ? [pickProbe(spend.queue, g.lastProbeBatchId)].filter((x): x is Candidate => x !== undefined) : spend.queue;
+      const queue = g.probe
+        ? [pickProbe(spend.queue, g.lastProbeBatchId)].filter((x): x is Candidate => x !== undefined)
+        : spend.queue;
       lanes.push({ name, dest, pace, queue, slots, hits: g.hits, probe: g.probe, maxInflight, busy });
     }
     const picks = this.shares.share(lanes, free);
@@ -381,7 +413,15 @@ export class Dispatcher implements Service {
       ...(lane.pace ? { rate: lane.pace.rate, hits } : {}),
       // PostgreSQL counts the budgets' spends again under the destination's claim lock.
       ...(budgetPolicy(this.config, c.destination) ?? {}),
-      deliveryId: (attemptId, _n, resend) => deliveryId(idempotency === "per-event" ? "per-batch" : idempotency, instance, c.id, attemptId, undefined, resend),
+      deliveryId: (attemptId, _n, resend) =>
+        deliveryId(
+          idempotency === "per-event" ? "per-batch" : idempotency,
+          instance,
+          c.id,
+          attemptId,
+          undefined,
+          resend,
+        ),
     };
   }
 

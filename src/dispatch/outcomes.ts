@@ -17,7 +17,9 @@ interface Pending {
 export class OutcomeWriter {
   private pending: Pending[] = [];
   private scheduled = false;
-  /** A transaction is being written: the next waits for it (one at a time, never two that could lock each other's rows). */
+  /**
+   * A transaction is being written: the next waits for it (one at a time, never two that could lock each other's rows).
+   */
   private flushing = false;
   /** Transactions written and outcomes in them (for the benchmark and tests). */
   readonly stats = { commits: 0, outcomes: 0 };

@@ -13,6 +13,10 @@ export function retentionPass(ctx: ChoreContext): Chore {
     if (last !== null && now - last < RETENTION_EVERY_S && now >= last) return;
     const counts = await store.runRetention(policyFromConfig(ctx.config()), now);
     await store.noteRetention(now);
-    ctx.log.info("retention pass", { reason: Object.entries(counts).map(([k, v]) => `${k}=${v}`).join(" ") });
+    ctx.log.info("retention pass", {
+      reason: Object.entries(counts)
+        .map(([k, v]) => `${k}=${v}`)
+        .join(" "),
+    });
   });
 }

@@ -41,7 +41,8 @@ export class FairShare {
       let best: Lane | null = null;
       for (const l of lanes) {
         if (l.slots <= 0 || l.queue.length === 0) continue;
-        if (best === null || l.busy < best.busy || (l.busy === best.busy && this.lastTurn(l) < this.lastTurn(best))) best = l;
+        if (best === null || l.busy < best.busy || (l.busy === best.busy && this.lastTurn(l) < this.lastTurn(best)))
+          best = l;
       }
       if (best === null) break;
       const c = best.queue[0];

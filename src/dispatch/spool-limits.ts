@@ -16,7 +16,15 @@ export function spoolLimits(ctx: ChoreContext): Chore {
     await ctx.faults.flush();
     if (store.spoolFile !== null) {
       const free = (ctx.diskFree ?? diskFreeBytes)(store.spoolFile);
-      if (free !== null && free < config.limits.min_free_bytes) await raiseOnce(store, ctx.log, "spool:min_free_bytes", "spool", `${free} bytes free, below limits.min_free_bytes (${config.limits.min_free_bytes})`, now);
+      if (free !== null && free < config.limits.min_free_bytes)
+        await raiseOnce(
+          store,
+          ctx.log,
+          "spool:min_free_bytes",
+          "spool",
+          `${free} bytes free, below limits.min_free_bytes (${config.limits.min_free_bytes})`,
+          now,
+        );
       else await store.resolveIssue("spool:min_free_bytes", now);
     }
     await resolveWriteFailed(store, ctx.faults, now);
@@ -26,7 +34,12 @@ export function spoolLimits(ctx: ChoreContext): Chore {
 /** spool:write_failed resolves once a whole maintenance interval passed without another refusal. */
 export async function resolveWriteFailed(store: MaintenanceStore, faults: Faults, now: number): Promise<void> {
   const failed = await store.issueByFingerprint(WRITE_FAILED_ISSUE);
-  if (failed && (failed.state === "open" || failed.state === "acked") && now - failed.last_at >= MAINTENANCE_EVERY_S && !faults.writes.hasPending) {
+  if (
+    failed &&
+    (failed.state === "open" || failed.state === "acked") &&
+    now - failed.last_at >= MAINTENANCE_EVERY_S &&
+    !faults.writes.hasPending
+  ) {
     await store.resolveIssue(WRITE_FAILED_ISSUE, now);
   }
 }

@@ -53,7 +53,14 @@ function throttleGate(dest: Destination | null): number | undefined {
   return pace ? pace.rate.windowS + rateMarginS(pace.rate) : undefined;
 }
 
-export async function deliverClaim(w: WorkerDeps, c: Candidate, dest: Destination | null, claim: Claim, startedAt: number, probe: boolean): Promise<void> {
+export async function deliverClaim(
+  w: WorkerDeps,
+  c: Candidate,
+  dest: Destination | null,
+  claim: Claim,
+  startedAt: number,
+  probe: boolean,
+): Promise<void> {
   const { store, clock, log } = w;
   const t0 = performance.now();
   let o: Outcome;
@@ -66,9 +73,19 @@ export async function deliverClaim(w: WorkerDeps, c: Candidate, dest: Destinatio
     return;
   }
   if (!dest) {
-    o = outcome({ kind: "retry", klass: "config", reason: "unknown destination", detail: `no destination named ${c.destination} in the config` });
+    o = outcome({
+      kind: "retry",
+      klass: "config",
+      reason: "unknown destination",
+      detail: `no destination named ${c.destination} in the config`,
+    });
   } else {
-    const doc = buildDocument({ batch, content: await store.batchContent(c.id), deliveryId: claim.deliveryId ?? "", attempt: claim.n });
+    const doc = buildDocument({
+      batch,
+      content: await store.batchContent(c.id),
+      deliveryId: claim.deliveryId ?? "",
+      attempt: claim.n,
+    });
     // The attempt's one deadline: timeout_s, or the worker deadline if sooner.
     // The lease ends at lease_until in now_eff terms (the database's clock on PostgreSQL; one
     // standing still after a backwards step on SQLite): the worker deadline is the lease's length
@@ -89,7 +106,8 @@ export async function deliverClaim(w: WorkerDeps, c: Candidate, dest: Destinatio
         deadline,
         events: doc.events,
         // Config's event_header, else the source plugin's (GitHub's X-GitHub-Event).
-        eventHeader: w.config().sources[c.source]?.event_header ?? w.sources()?.get(c.source)?.plugin.eventHeader ?? null,
+        eventHeader:
+          w.config().sources[c.source]?.event_header ?? w.sources()?.get(c.source)?.plugin.eventHeader ?? null,
         clock,
         log,
       });
@@ -107,7 +125,14 @@ export async function deliverClaim(w: WorkerDeps, c: Candidate, dest: Destinatio
         const processorOf = w.config().destinations[c.destination]?.processor;
         emits = o.emits.map((e) => resolveEmit(w.config(), w.sources() ?? new Map(), e, clock.now(), processorOf));
       } catch (e) {
-        o = outcome({ kind: "retry", klass: "batch", reason: "bad emit", detail: (e as Error).message, badEmit: true, status: o.status });
+        o = outcome({
+          kind: "retry",
+          klass: "batch",
+          reason: "bad emit",
+          detail: (e as Error).message,
+          badEmit: true,
+          status: o.status,
+        });
         emits = [];
       }
     }
@@ -134,13 +159,35 @@ export async function deliverClaim(w: WorkerDeps, c: Candidate, dest: Destinatio
     // outcome = "await": a 2xx that starts a run leaves the batch awaiting its outcome.
     awaitOutcomeS: awaitPolicy(w.config(), c.destination)?.timeoutS,
   });
-  const fields = { destination: c.destination, batch: c.id, attempt: claim.n, status: o.status ?? undefined, duration_ms: Math.round(durationMs) };
+  const fields = {
+    destination: c.destination,
+    batch: c.id,
+    attempt: claim.n,
+    status: o.status ?? undefined,
+    duration_ms: Math.round(durationMs),
+  };
   if (!r.applied) log.warn("lease lost; result discarded", fields);
-  else if (r.state === "delivered") log.info("delivered", { ...fields, reason: o.answer ? `${o.answer}${o.unconfirmed ? ", unconfirmed" : ""}` : undefined });
-  else if (r.state === "awaiting") log.info("accepted; awaiting the outcome", { ...fields, reason: o.answer ?? undefined });
+  else if (r.state === "delivered")
+    log.info("delivered", {
+      ...fields,
+      reason: o.answer ? `${o.answer}${o.unconfirmed ? ", unconfirmed" : ""}` : undefined,
+    });
+  else if (r.state === "awaiting")
+    log.info("accepted; awaiting the outcome", { ...fields, reason: o.answer ?? undefined });
   else log.warn(r.state === "dead" ? "dead" : "retry", { ...fields, reason: `${r.klass}: ${o.reason}` });
   // One line per breaker state change (the per-attempt lines say the rest).
-  if (r.applied && r.breaker === "opened") log.warn("breaker open: deliveries held, one probe after the cooldown", { destination: c.destination, batch: c.id, reason: o.reason });
-  if (r.applied && r.breaker === "reopened") log.warn("breaker open again: the probe failed, cooldown doubled", { destination: c.destination, batch: c.id, reason: o.reason });
-  if (r.applied && r.breaker === "closed") log.info("breaker closed: the destination answered", { destination: c.destination, batch: c.id });
+  if (r.applied && r.breaker === "opened")
+    log.warn("breaker open: deliveries held, one probe after the cooldown", {
+      destination: c.destination,
+      batch: c.id,
+      reason: o.reason,
+    });
+  if (r.applied && r.breaker === "reopened")
+    log.warn("breaker open again: the probe failed, cooldown doubled", {
+      destination: c.destination,
+      batch: c.id,
+      reason: o.reason,
+    });
+  if (r.applied && r.breaker === "closed")
+    log.info("breaker closed: the destination answered", { destination: c.destination, batch: c.id });
 }

@@ -71,8 +71,17 @@ export class Backpressure {
  */
 export function spoolFailure(e: unknown): "busy" | "spool_full" | null {
   const code = (e as { code?: string } | null)?.code ?? "";
-  if (code.startsWith("ERR_POSTGRES_")) return String((e as { errno?: unknown }).errno ?? "").startsWith("53") ? "spool_full" : "busy";
+  if (code.startsWith("ERR_POSTGRES_"))
+    return String((e as { errno?: unknown }).errno ?? "").startsWith("53") ? "spool_full" : "busy";
   if (code === "SQLITE_BUSY" || code === "SQLITE_LOCKED" || code.startsWith("SQLITE_BUSY_")) return "busy";
-  if (code === "SQLITE_FULL" || code === "ENOSPC" || code === "SQLITE_IOERR" || code.startsWith("SQLITE_IOERR_") || code === "SQLITE_READONLY" || code === "SQLITE_CANTOPEN") return "spool_full";
+  if (
+    code === "SQLITE_FULL" ||
+    code === "ENOSPC" ||
+    code === "SQLITE_IOERR" ||
+    code.startsWith("SQLITE_IOERR_") ||
+    code === "SQLITE_READONLY" ||
+    code === "SQLITE_CANTOPEN"
+  )
+    return "spool_full";
   return null;
 }

@@ -79,7 +79,11 @@ export async function evaluate(config: Config, src: IntakeSource, req: HookReque
   try {
     const verdict = await plugin.verify(req, src.secrets);
     // Only true verifies; a plugin that says why not names a class, one that says false does not.
-    if (verdict !== true) return { kind: "unverified", reason: typeof verdict === "string" && VERIFY_FAILURES.has(verdict) ? verdict : "rejected" };
+    if (verdict !== true)
+      return {
+        kind: "unverified",
+        reason: typeof verdict === "string" && VERIFY_FAILURES.has(verdict) ? verdict : "rejected",
+      };
   } catch (e) {
     return { kind: "verify_error", error: pluginErrorClass(e) };
   }
@@ -91,7 +95,11 @@ export async function evaluate(config: Config, src: IntakeSource, req: HookReque
  * of a quarantined request runs exactly these (it was verified when it arrived, and its
  * timestamp may be past the tolerance now).
  */
-export async function afterVerify(config: Config, src: IntakeSource, req: HookRequest): Promise<Exclude<Evaluation, { kind: "method" | "verify_error" | "unverified" }>> {
+export async function afterVerify(
+  config: Config,
+  src: IntakeSource,
+  req: HookRequest,
+): Promise<Exclude<Evaluation, { kind: "method" | "verify_error" | "unverified" }>> {
   const { plugin } = src;
   try {
     // After verify: a handshake answer derived from the secret is no signing oracle now.
@@ -152,13 +160,21 @@ function hasBom(body: Uint8Array): boolean {
 }
 
 /** One event: its key, dedup id and type from the plugin, its copies from config's routes. */
-function classifyOne(config: Config, src: IntakeSource, req: HookRequest, payload: unknown, payloadText: string, body: Uint8Array): { event: NewEvent; attrs: Record<string, unknown> } {
+function classifyOne(
+  config: Config,
+  src: IntakeSource,
+  req: HookRequest,
+  payload: unknown,
+  payloadText: string,
+  body: Uint8Array,
+): { event: NewEvent; attrs: Record<string, unknown> } {
   const plugin: SourcePlugin = src.plugin;
   const key = plugin.key(payload, req);
   // A key() that returns no string is the plugin's bug; an empty or oversized one is the payload's.
   if (typeof key !== "string") throw new TypeError("key() did not return a string");
   if (key === "") throw new BadPayload("the coalesce key is empty", "key_missing");
-  if (utf8.encode(key).length > MAX_KEY_BYTES) throw new BadPayload(`the coalesce key is over ${MAX_KEY_BYTES} bytes`, "key_too_long");
+  if (utf8.encode(key).length > MAX_KEY_BYTES)
+    throw new BadPayload(`the coalesce key is over ${MAX_KEY_BYTES} bytes`, "key_too_long");
   const dedupId = plugin.dedupId?.(payload, req) ?? null;
   const eventType = plugin.eventType?.(payload, req) ?? "";
   const { copies, attrs } = eventCopies(config, src.name, src, { payload, req, eventType: String(eventType) });
@@ -167,7 +183,16 @@ function classifyOne(config: Config, src: IntakeSource, req: HookRequest, payloa
     const v = req.header(h);
     if (v !== null) kept[h] = v;
   }
-  const facts = { source: src.name, key, eventType: String(eventType), dedupId: dedupId === null ? null : String(dedupId), payload: payloadText, body, headers: kept, payloadParsed: true as const };
+  const facts = {
+    source: src.name,
+    key,
+    eventType: String(eventType),
+    dedupId: dedupId === null ? null : String(dedupId),
+    payload: payloadText,
+    body,
+    headers: kept,
+    payloadParsed: true as const,
+  };
   // What event_meta carries is bounded, so a batch document's size is too (check counts on it).
   const tooLong = eventMetaProblem(facts);
   if (tooLong) throw new BadPayload(tooLong, "meta_too_long");
@@ -184,4 +209,3 @@ export function quarantineReason(e: unknown): string {
   if (isHookspoolError(e, "E_CONFIG")) return "no_destination";
   return `plugin_error:${pluginErrorClass(e)}`;
 }
-

@@ -35,7 +35,8 @@ export class Health {
   async check(config: Config, plugins?: ReadonlyMap<string, IntakeSource>): Promise<{ code: number; doc: StatusDoc }> {
     const now = this.clock.now();
     const lastEnqueue = await this.store.lastEnqueueAt();
-    let writableAt: number | null = lastEnqueue !== null && now - lastEnqueue <= WRITE_PROBE_S ? lastEnqueue : this.probedAt;
+    let writableAt: number | null =
+      lastEnqueue !== null && now - lastEnqueue <= WRITE_PROBE_S ? lastEnqueue : this.probedAt;
     const failing = this.backpressure.failing;
     const every = failing ? FAILED_PROBE_S : WRITE_PROBE_S;
     const due = this.triedAt === null || now - this.triedAt >= every || now < this.triedAt;
@@ -53,7 +54,13 @@ export class Health {
       }
     }
     const hard = this.backpressure.active();
-    const { doc, hard: isHard } = await storeStatus(this.store, config, this.dbPath, { now, writableCheckedAt: writableAt, hard, diskFree: this.backpressure.freeReading(), plugins });
+    const { doc, hard: isHard } = await storeStatus(this.store, config, this.dbPath, {
+      now,
+      writableCheckedAt: writableAt,
+      hard,
+      diskFree: this.backpressure.freeReading(),
+      plugins,
+    });
     return { code: isHard ? 503 : 200, doc };
   }
 }

@@ -25,7 +25,12 @@ export const armPath = (secretFile: string) => `${secretFile}.armed`;
 export function readArm(secretFile: string): { until: number; token: string } | null {
   try {
     const doc = JSON.parse(readFileSync(armPath(secretFile), "utf8")) as { until?: unknown; token?: unknown };
-    return typeof doc.until === "number" && Number.isFinite(doc.until) && typeof doc.token === "string" && doc.token.length >= 16 ? { until: doc.until, token: doc.token } : null;
+    return typeof doc.until === "number" &&
+      Number.isFinite(doc.until) &&
+      typeof doc.token === "string" &&
+      doc.token.length >= 16
+      ? { until: doc.until, token: doc.token }
+      : null;
   } catch {
     return null;
   }
@@ -80,7 +85,12 @@ function writeKept(file: string, value: string): void {
 }
 
 /** Keep `offered` as the source's secret if the rules allow it; says what happened. */
-export function keepLearnedSecret(ref: SecretRef | undefined, offered: string, now: number, armToken: string | null): LearnOutcome {
+export function keepLearnedSecret(
+  ref: SecretRef | undefined,
+  offered: string,
+  now: number,
+  armToken: string | null,
+): LearnOutcome {
   if (!ref || !("file" in ref)) return "no_file";
   const file = ref.file;
   const same = () => {

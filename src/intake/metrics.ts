@@ -2,7 +2,15 @@
 import { renderDispatchCounters } from "../obs/counters.ts";
 import { faultCounts } from "../obs/faults.ts";
 
-export type RejectReason = "unverified" | "too_large" | "chunked" | "bad_length" | "spool_full" | "busy" | "ignored" | "verify_error";
+export type RejectReason =
+  | "unverified"
+  | "too_large"
+  | "chunked"
+  | "bad_length"
+  | "spool_full"
+  | "busy"
+  | "ignored"
+  | "verify_error";
 
 function esc(v: string): string {
   return v.replace(/\\/g, "\\\\").replace(/\n/g, "\\n").replace(/"/g, '\\"');
@@ -57,21 +65,48 @@ export class IntakeMetrics {
     };
     const bySource = (k: string) => `source="${esc(k)}"`;
     family("hookspool_events_received_total", "Requests accepted and queued, per source.", this.received, bySource);
-    family("hookspool_events_duplicate_total", "Requests answered duplicate or replayed, per source.", this.duplicate, bySource);
-    family("hookspool_events_quarantined_total", "Verified requests quarantined by a plugin error, per source.", this.quarantined, bySource);
-    family("hookspool_requests_rejected_total", "Requests refused or ignored, per source and reason.", this.rejected, (k) => {
-      const [source, reason] = k.split("\u0000");
-      return `source="${esc(source)}",reason="${esc(reason)}"`;
-    });
-    if (this.startedAt !== null) out.push("# HELP process_start_time_seconds When this process started counting (Unix seconds).", "# TYPE process_start_time_seconds gauge", `process_start_time_seconds ${this.startedAt}`);
-    out.push("# HELP hookspool_ack_seconds Time from a request's arrival to its 2xx (committed first).", "# TYPE hookspool_ack_seconds histogram");
+    family(
+      "hookspool_events_duplicate_total",
+      "Requests answered duplicate or replayed, per source.",
+      this.duplicate,
+      bySource,
+    );
+    family(
+      "hookspool_events_quarantined_total",
+      "Verified requests quarantined by a plugin error, per source.",
+      this.quarantined,
+      bySource,
+    );
+    family(
+      "hookspool_requests_rejected_total",
+      "Requests refused or ignored, per source and reason.",
+      this.rejected,
+      (k) => {
+        const [source, reason] = k.split("\u0000");
+        return `source="${esc(source)}",reason="${esc(reason)}"`;
+      },
+    );
+    if (this.startedAt !== null)
+      out.push(
+        "# HELP process_start_time_seconds When this process started counting (Unix seconds).",
+        "# TYPE process_start_time_seconds gauge",
+        `process_start_time_seconds ${this.startedAt}`,
+      );
+    out.push(
+      "# HELP hookspool_ack_seconds Time from a request's arrival to its 2xx (committed first).",
+      "# TYPE hookspool_ack_seconds histogram",
+    );
     let cumulative = 0;
     ACK_BUCKETS_S.forEach((le, i) => {
       cumulative += this.ack[i];
       out.push(`hookspool_ack_seconds_bucket{le="${le}"} ${cumulative}`);
     });
     cumulative += this.ack[ACK_BUCKETS_S.length];
-    out.push(`hookspool_ack_seconds_bucket{le="+Inf"} ${cumulative}`, `hookspool_ack_seconds_sum ${this.ackSum}`, `hookspool_ack_seconds_count ${cumulative}`);
+    out.push(
+      `hookspool_ack_seconds_bucket{le="+Inf"} ${cumulative}`,
+      `hookspool_ack_seconds_sum ${this.ackSum}`,
+      `hookspool_ack_seconds_count ${cumulative}`,
+    );
     // Failures this process caught and survived (a refused write, a chore that threw); under
     // `run` that includes the dispatcher's.
     const faults = faultCounts();
@@ -81,12 +116,23 @@ export class IntakeMetrics {
     };
     const sum = (list: typeof faults) => {
       const m = new Map<string, number>();
-      for (const f of list) m.set(`${f.component}\u0000${f.klass}`, (m.get(`${f.component}\u0000${f.klass}`) ?? 0) + f.n);
+      for (const f of list)
+        m.set(`${f.component}\u0000${f.klass}`, (m.get(`${f.component}\u0000${f.klass}`) ?? 0) + f.n);
       return m;
     };
-    family("hookspool_caught_errors_total", "Failures caught and survived, per component and class.", sum(faults), byClass);
+    family(
+      "hookspool_caught_errors_total",
+      "Failures caught and survived, per component and class.",
+      sum(faults),
+      byClass,
+    );
     // The bugs among them: each also opened an internal issue that says where.
-    family("hookspool_bugs_total", "Bugs in hookspool caught and survived, per component and class (each opens an internal issue).", sum(faults.filter((f) => f.bug)), byClass);
+    family(
+      "hookspool_bugs_total",
+      "Bugs in hookspool caught and survived, per component and class (each opens an internal issue).",
+      sum(faults.filter((f) => f.bug)),
+      byClass,
+    );
     return `${out.join("\n")}\n${renderDispatchCounters()}`;
   }
 }

@@ -62,7 +62,11 @@ function parseBody(bytes: Uint8Array): Body | null {
   if (o.reason !== undefined && o.reason !== null && typeof o.reason !== "string") return null;
   if (o.permanent !== undefined && typeof o.permanent !== "boolean") return null;
   if (o.permanent === true && o.status !== "failed") return null;
-  return { status: o.status, reason: typeof o.reason === "string" ? o.reason.slice(0, REASON_MAX) : null, permanent: o.permanent === true };
+  return {
+    status: o.status,
+    reason: typeof o.reason === "string" ? o.reason.slice(0, REASON_MAX) : null,
+    permanent: o.permanent === true,
+  };
 }
 
 /** How long a report waits for the dispatcher to record the 2xx of a delivery still in flight. */
@@ -73,7 +77,13 @@ export const IN_FLIGHT_WAIT_MS = 10_000;
  * before the dispatcher has recorded the 2xx that started the run), wait for that record first,
  * up to IN_FLIGHT_WAIT_MS, so an early report is never lost as unknown.
  */
-export async function reportWhenRecorded(store: OutcomeStore, r: Omit<ReportInput, "now">, now: () => number, known?: AwaitedDelivery | null, waitMs = IN_FLIGHT_WAIT_MS): Promise<Reported> {
+export async function reportWhenRecorded(
+  store: OutcomeStore,
+  r: Omit<ReportInput, "now">,
+  now: () => number,
+  known?: AwaitedDelivery | null,
+  waitMs = IN_FLIGHT_WAIT_MS,
+): Promise<Reported> {
   const until = performance.now() + waitMs;
   // Reads while the request is in flight (the caller's own read first), so the wait costs no write.
   let target = known === undefined ? await store.awaitedDelivery(r.deliveryId) : known;
@@ -89,7 +99,9 @@ export async function handleOutcome(deps: OutcomeDeps, req: OutcomeRequest): Pro
   try {
     return await answerOutcome(deps, req);
   } catch (e) {
-    deps.log.warn("outcome not recorded: the spool refused it; the receiver may send it again", { reason: (e as Error).name });
+    deps.log.warn("outcome not recorded: the spool refused it; the receiver may send it again", {
+      reason: (e as Error).name,
+    });
     return emptyReply(503, { "Retry-After": "10" });
   }
 }
@@ -103,23 +115,48 @@ async function answerOutcome(deps: OutcomeDeps, req: OutcomeRequest): Promise<Re
   const target = await deps.store.awaitedDelivery(req.deliveryId);
   if (!target) return statusReply("unknown", 404);
   const config = deps.config();
-  const dest = makeDestination(config, target.destination, { env: deps.env ?? {}, clock: deps.clock, instanceId: "outcome" });
+  const dest = makeDestination(config, target.destination, {
+    env: deps.env ?? {},
+    clock: deps.clock,
+    instanceId: "outcome",
+  });
   const secrets = dest?.outcomeSecrets() ?? [];
   // Signed for this very delivery: a report captured for one id cannot settle another.
   const h = req.headers;
   const signed =
     secrets.length > 0 &&
     h.get("webhook-id") === req.deliveryId &&
-    standardWebhooksWhy({ id: h.get("webhook-id"), timestamp: h.get("webhook-timestamp"), signature: h.get("webhook-signature") }, secrets, bytes, { now: deps.clock.now() }) === null;
+    standardWebhooksWhy(
+      { id: h.get("webhook-id"), timestamp: h.get("webhook-timestamp"), signature: h.get("webhook-signature") },
+      secrets,
+      bytes,
+      { now: deps.clock.now() },
+    ) === null;
   if (!signed) {
-    deps.log.warn("outcome refused: not signed for the delivery", { destination: target.destination, batch: target.batchId });
+    deps.log.warn("outcome refused: not signed for the delivery", {
+      destination: target.destination,
+      batch: target.batchId,
+    });
     return statusReply("unverified", 401);
   }
   const body = parseBody(bytes);
   if (!body) return statusReply("bad_outcome", 400);
-  const r = await reportWhenRecorded(deps.store, { deliveryId: req.deliveryId, ...body, via: "http", jitter: deps.rng.next(), policy: policyOf(config) }, () => deps.clock.now(), target);
+  const r = await reportWhenRecorded(
+    deps.store,
+    { deliveryId: req.deliveryId, ...body, via: "http", jitter: deps.rng.next(), policy: policyOf(config) },
+    () => deps.clock.now(),
+    target,
+  );
   if (r.kind === "unknown") return statusReply("unknown", 404);
   if (r.kind === "settled_already") return statusReply("settled", 409);
-  deps.log.info("outcome reported", { destination: r.destination, batch: r.batchId, reason: r.state === "dead" ? `dead: ${r.deadReason}` : r.state });
-  return { status: 200, body: JSON.stringify({ status: r.state, batch_id: r.batchId }), headers: { "Content-Type": "application/json" } };
+  deps.log.info("outcome reported", {
+    destination: r.destination,
+    batch: r.batchId,
+    reason: r.state === "dead" ? `dead: ${r.deadReason}` : r.state,
+  });
+  return {
+    status: 200,
+    body: JSON.stringify({ status: r.state, batch_id: r.batchId }),
+    headers: { "Content-Type": "application/json" },
+  };
 }

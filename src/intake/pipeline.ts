@@ -16,7 +16,18 @@ import { hookRequest } from "../plugin/hook-request.ts";
 import { storableUrl } from "./captures.ts";
 import { evaluate, quarantineReason } from "./evaluate.ts";
 import { ARM_PARAM, keepLearnedSecret } from "./learn.ts";
-import { emptyReply, evaluationReply, BAD_LENGTH, LENGTH_REQUIRED, pluginReply, type Reply, SPOOL_BUSY, SPOOL_FULL, statusReply, TOO_LARGE } from "./replies.ts";
+import {
+  emptyReply,
+  evaluationReply,
+  BAD_LENGTH,
+  LENGTH_REQUIRED,
+  pluginReply,
+  type Reply,
+  SPOOL_BUSY,
+  SPOOL_FULL,
+  statusReply,
+  TOO_LARGE,
+} from "./replies.ts";
 
 export interface PipelineDeps {
   /** Every event's enqueue goes through it: requests that are ready together commit together. */
@@ -90,7 +101,14 @@ export async function handleHook(d: PipelineDeps, input: HookInput): Promise<Rep
     if (read === "too_large") return reject("too_large", TOO_LARGE());
     body = read;
   }
-  const req = hookRequest({ method: input.method, url: input.url, headers, body, peer: input.peer, now: d.clock.now() });
+  const req = hookRequest({
+    method: input.method,
+    url: input.url,
+    headers,
+    body,
+    peer: input.peer,
+    now: d.clock.now(),
+  });
   if (input.method === "POST" && d.backpressure.diskLow()) return reject("spool_full", SPOOL_FULL(), body.length);
 
   const ev = await evaluate(d.config(), src, req);
@@ -100,7 +118,12 @@ export async function handleHook(d: PipelineDeps, input: HookInput): Promise<Rep
       // a failed verification is: guessing leaves a trace, and the token never does.
       if (!ev.authenticated && ev.response.status >= 400) {
         d.metrics.rejected1(name, "unverified");
-        d.log.warn("unverified", { source: name, reason: "handshake refused", status: ev.response.status, remote: req.remoteAddr });
+        d.log.warn("unverified", {
+          source: name,
+          reason: "handshake refused",
+          status: ev.response.status,
+          remote: req.remoteAddr,
+        });
       }
       return evaluationReply(ev);
     case "method":
@@ -144,7 +167,9 @@ export async function handleHook(d: PipelineDeps, input: HookInput): Promise<Rep
   // The word still goes with it, in a header, for `bobbin check` and the operator's curl.
   const ack = (word: string, status: number) => {
     const a = src.plugin.ack;
-    return a ? pluginReply({ ...a, headers: { ...(a.headers ?? {}), "X-Hookspool-Status": word } }) : statusReply(word, status);
+    return a
+      ? pluginReply({ ...a, headers: { ...(a.headers ?? {}), "X-Hookspool-Status": word } })
+      : statusReply(word, status);
   };
   let queued = false;
   let requeued = false;
@@ -155,12 +180,21 @@ export async function handleHook(d: PipelineDeps, input: HookInput): Promise<Rep
       d.metrics.received1(name);
       if (d.wake) d.wake(earliestReady(result.placed, classified.events[i].copies, req.now));
       for (const p of result.placed) {
-        d.log.info("queued", { source: name, route: p.route, batch: p.batchId, event: p.eventId, destination: p.destination, bytes: body.length, tee: p.tee || undefined });
+        d.log.info("queued", {
+          source: name,
+          route: p.route,
+          batch: p.batchId,
+          event: p.eventId,
+          destination: p.destination,
+          bytes: body.length,
+          tee: p.tee || undefined,
+        });
       }
       return;
     }
     d.metrics.duplicate1(name);
-    if (result.status === "replayed") d.log.info("replayed", { source: name, batch: result.batchId, event: result.eventId });
+    if (result.status === "replayed")
+      d.log.info("replayed", { source: name, batch: result.batchId, event: result.eventId });
     else d.log.info("duplicate", { source: name, event: result.eventId });
   });
   // A redelivery of a dropped batch's event is queued anew, and answered as a known id is: 200.
@@ -170,18 +204,38 @@ export async function handleHook(d: PipelineDeps, input: HookInput): Promise<Rep
 }
 
 /** Keep a verified request our code could not classify: 202 quarantined, never a 5xx. */
-async function quarantined(d: PipelineDeps, src: IntakeSource, req: HookRequest, url: string, headers: [string, string][], e: unknown): Promise<Reply> {
+async function quarantined(
+  d: PipelineDeps,
+  src: IntakeSource,
+  req: HookRequest,
+  url: string,
+  headers: [string, string][],
+  e: unknown,
+): Promise<Reply> {
   const reason = quarantineReason(e);
   const allowed = new Set(src.quarantineHeaders);
   try {
     const q = await d.store.quarantine(
-      { source: src.name, raw: req.body, headers: Object.fromEntries(headers.filter(([k]) => allowed.has(k))), authHeaders: src.authHeaders, url: storableUrl(url, src.secretParams), reason },
+      {
+        source: src.name,
+        raw: req.body,
+        headers: Object.fromEntries(headers.filter(([k]) => allowed.has(k))),
+        authHeaders: src.authHeaders,
+        url: storableUrl(url, src.secretParams),
+        reason,
+      },
       req.now,
     );
     d.backpressure.writeOk();
     testHook("intake.after_commit");
     d.metrics.quarantined1(src.name);
-    d.log.warn("quarantined", { source: src.name, batch: q.batchId, event: q.eventId, reason: q.reason, bytes: req.body.length });
+    d.log.warn("quarantined", {
+      source: src.name,
+      batch: q.batchId,
+      event: q.eventId,
+      reason: q.reason,
+      bytes: req.body.length,
+    });
     return evaluationReply({ kind: "quarantine", error: e });
   } catch (qe) {
     const failure = spoolFailure(qe) ?? "spool_full";
@@ -193,7 +247,13 @@ async function quarantined(d: PipelineDeps, src: IntakeSource, req: HookRequest,
  * The spool could not take the write: 503, and the sender holds the event. Whatever
  * the free space says (a quota, inode exhaustion), the spool issue opens and alerts once.
  */
-function spoolRefused(d: PipelineDeps, source: string, reason: "busy" | "spool_full", e: unknown, bytes: number): Reply {
+function spoolRefused(
+  d: PipelineDeps,
+  source: string,
+  reason: "busy" | "spool_full",
+  e: unknown,
+  bytes: number,
+): Reply {
   if (reason === "spool_full") d.backpressure.writeFailed(`the last write was refused (${errorClass(e)})`);
   d.metrics.rejected1(source, reason);
   d.faults.writes.record("enqueue", e, { source, bytes });
@@ -201,7 +261,15 @@ function spoolRefused(d: PipelineDeps, source: string, reason: "busy" | "spool_f
 }
 
 /** A handshake that offered the source's secret: kept (and answered) only while armed and unset. */
-function learned(d: PipelineDeps, name: string, secret: string, answer: HookResponse, now: number, remote: string, armToken: string | null): Reply {
+function learned(
+  d: PipelineDeps,
+  name: string,
+  secret: string,
+  answer: HookResponse,
+  now: number,
+  remote: string,
+  armToken: string | null,
+): Reply {
   const outcome = keepLearnedSecret(d.config().sources[name]?.secrets?.secret, secret, now, armToken);
   switch (outcome) {
     case "learned":
@@ -216,14 +284,26 @@ function learned(d: PipelineDeps, name: string, secret: string, answer: HookResp
       return emptyReply(403);
     case "wrong_arm":
       d.metrics.rejected1(name, "unverified");
-      d.log.warn("unverified", { source: name, reason: "handshake refused: its URL does not carry the arm token (hookspool source arm prints the URL)", remote });
+      d.log.warn("unverified", {
+        source: name,
+        reason: "handshake refused: its URL does not carry the arm token (hookspool source arm prints the URL)",
+        remote,
+      });
       return emptyReply(403);
     case "taken":
       d.metrics.rejected1(name, "unverified");
-      d.log.warn("unverified", { source: name, reason: "handshake refused: another secret is kept (remove the file and arm again to replace it)", remote });
+      d.log.warn("unverified", {
+        source: name,
+        reason: "handshake refused: another secret is kept (remove the file and arm again to replace it)",
+        remote,
+      });
       return emptyReply(409);
     case "no_file":
-      d.log.error("verify failed", { source: name, reason: "a learning source needs secrets.secret = { file = ... }", remote });
+      d.log.error("verify failed", {
+        source: name,
+        reason: "a learning source needs secrets.secret = { file = ... }",
+        remote,
+      });
       return emptyReply(503, { "Retry-After": "60" });
   }
 }

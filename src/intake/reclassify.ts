@@ -21,10 +21,21 @@ export class StillQuarantined extends Error {
  * when the plugin now ignores it or answers it as a handshake. Throws StillQuarantined for the
  * first that fails again.
  */
-export async function reclassify(config: Config, src: IntakeSource, requests: StoredRequest[]): Promise<Map<number, NewEvent[]>> {
+export async function reclassify(
+  config: Config,
+  src: IntakeSource,
+  requests: StoredRequest[],
+): Promise<Map<number, NewEvent[]>> {
   const out = new Map<number, NewEvent[]>();
   for (const r of requests) {
-    const req = hookRequest({ method: "POST", url: r.url ?? `/hooks/${encodeURIComponent(src.name)}`, headers: Object.entries(r.headers), body: r.raw, peer: "replay", now: r.receivedAt });
+    const req = hookRequest({
+      method: "POST",
+      url: r.url ?? `/hooks/${encodeURIComponent(src.name)}`,
+      headers: Object.entries(r.headers),
+      body: r.raw,
+      peer: "replay",
+      now: r.receivedAt,
+    });
     const ev = await afterVerify(config, src, req);
     if (ev.kind === "quarantine") throw new StillQuarantined(quarantineReason(ev.error));
     out.set(r.eventId, ev.kind === "classified" ? ev.events : []);

@@ -13,15 +13,26 @@ export interface Reply {
 const JSON_TYPE = { "Content-Type": "application/json" };
 
 /** A JSON {"status": word} reply. */
-export const statusReply = (word: string, code: number): Reply => ({ status: code, body: JSON.stringify({ status: word }), headers: JSON_TYPE });
+export const statusReply = (word: string, code: number): Reply => ({
+  status: code,
+  body: JSON.stringify({ status: word }),
+  headers: JSON_TYPE,
+});
 /** A reply with no body. */
-export const emptyReply = (code: number, headers: Record<string, string> = {}): Reply => ({ status: code, body: "", headers });
+export const emptyReply = (code: number, headers: Record<string, string> = {}): Reply => ({
+  status: code,
+  body: "",
+  headers,
+});
 
 /** The body is over the source's cap (by Content-Length, or by the bytes read). */
 export const TOO_LARGE = (): Reply => emptyReply(413);
 /** No Content-Length, or chunked: the cap cannot be checked before reading. */
 export const LENGTH_REQUIRED = (): Reply => emptyReply(411);
-/** Content-Length given more than once (Bun joins the copies): the framing is ambiguous. RFC 9112 6.3 allows refusing it. */
+/**
+ * Content-Length given more than once (Bun joins the copies): the framing is ambiguous. RFC 9112 6.3 allows refusing
+ * it.
+ */
 export const BAD_LENGTH = (): Reply => statusReply("bad_content_length", 400);
 /** The spool cannot take a write: the sender keeps the event and comes back. */
 export const SPOOL_FULL = (): Reply => emptyReply(503, { "Retry-After": "60" });

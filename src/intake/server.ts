@@ -32,7 +32,10 @@ export interface IntakeOptions {
   clock: Clock;
   log: Logger;
   env?: Env;
-  /** `run` shares its stores (one connection, or one pool); otherwise the intake opens its own (SQLite's busy_timeout 10 s). */
+  /**
+   * `run` shares its stores (one connection, or one pool); otherwise the intake opens its own (SQLite's busy_timeout 10
+   * s).
+   */
   stores?: Stores;
   /** Free bytes on the spool's filesystem (tests inject a full disk). */
   diskFree?: (path: string) => number | null;
@@ -76,10 +79,25 @@ async function readCapped(req: globalThis.Request, cap: number): Promise<Uint8Ar
 function listenError(listen: string, e: unknown): HookspoolError {
   const code = (e as { code?: string } | null)?.code;
   const hint = "stop whatever holds it (another hookspool?) or change intake.listen";
-  if (code === "EADDRINUSE") return new HookspoolError("E_CONFIG", `cannot listen on ${listen}: the address is in use`, { key: "intake.listen", hint });
-  if (code === "EACCES" || code === "EPERM") return new HookspoolError("E_CONFIG", `cannot listen on ${listen}: permission denied`, { key: "intake.listen", hint: "use a port above 1023, or a unix socket in a directory hookspool may write" });
-  if (code === "ENOENT") return new HookspoolError("E_CONFIG", `cannot listen on ${listen}: the socket's directory does not exist`, { key: "intake.listen" });
-  return new HookspoolError("E_CONFIG", `cannot listen on ${listen} (${code ?? (e instanceof Error ? e.name : "error")})`, { key: "intake.listen", hint });
+  if (code === "EADDRINUSE")
+    return new HookspoolError("E_CONFIG", `cannot listen on ${listen}: the address is in use`, {
+      key: "intake.listen",
+      hint,
+    });
+  if (code === "EACCES" || code === "EPERM")
+    return new HookspoolError("E_CONFIG", `cannot listen on ${listen}: permission denied`, {
+      key: "intake.listen",
+      hint: "use a port above 1023, or a unix socket in a directory hookspool may write",
+    });
+  if (code === "ENOENT")
+    return new HookspoolError("E_CONFIG", `cannot listen on ${listen}: the socket's directory does not exist`, {
+      key: "intake.listen",
+    });
+  return new HookspoolError(
+    "E_CONFIG",
+    `cannot listen on ${listen} (${code ?? (e instanceof Error ? e.name : "error")})`,
+    { key: "intake.listen", hint },
+  );
 }
 
 function toResponse(a: Reply): globalThis.Response {
@@ -128,11 +146,21 @@ export class Intake implements Service {
     // The intake never migrates: another schema version is exit 2, "run hookspool migrate".
     let stores = this.opts.stores;
     if (!stores) {
-      stores = await openStores(this.config, { mode: "intake", paths: loaded.paths, env: this.opts.env ?? process.env, clock, busyTimeoutS: this.config.intake.busy_timeout_s });
+      stores = await openStores(this.config, {
+        mode: "intake",
+        paths: loaded.paths,
+        env: this.opts.env ?? process.env,
+        clock,
+        busyTimeoutS: this.config.intake.busy_timeout_s,
+      });
       this.ownStores = stores;
     }
     const store: IntakeStore = stores.intake();
-    this.sources = await loadSources(this.config, { configDir: dirname(loaded.paths.config ?? loaded.paths.home), env: this.opts.env, file: loaded.paths.config ?? "config.toml" });
+    this.sources = await loadSources(this.config, {
+      configDir: dirname(loaded.paths.config ?? loaded.paths.home),
+      env: this.opts.env,
+      file: loaded.paths.config ?? "config.toml",
+    });
     // On PostgreSQL the spool is on the server's disk, not this host's: the server refuses a
     // write it cannot keep (a 503 then), and this host's free space says nothing about it.
     const diskFree = store.spoolFile === null ? () => null : this.opts.diskFree;
@@ -165,13 +193,21 @@ export class Intake implements Service {
             const { code, doc } = await (this.health as Health).check(this.config, this.sources);
             return Response.json(doc, { status: code });
           } catch (e) {
-            return Response.json({ ok: false, degraded: [`spool: unreadable (${faults.caught("health check", e)})`] }, { status: 503 });
+            return Response.json(
+              { ok: false, degraded: [`spool: unreadable (${faults.caught("health check", e)})`] },
+              { status: 503 },
+            );
           }
         }
         if (url.path === "/metrics" && req.method === "GET") {
           try {
-            const tables = await renderStoreMetrics(store, this.config, loaded.paths.spoolFile, { now: clock.now(), diskFree: this.backpressure?.freeReading() });
-            return new Response(this.metrics.render() + tables, { headers: { "Content-Type": "text/plain; version=0.0.4" } });
+            const tables = await renderStoreMetrics(store, this.config, loaded.paths.spoolFile, {
+              now: clock.now(),
+              diskFree: this.backpressure?.freeReading(),
+            });
+            return new Response(this.metrics.render() + tables, {
+              headers: { "Content-Type": "text/plain; version=0.0.4" },
+            });
           } catch (e) {
             faults.caught("metrics", e);
             return new Response("", { status: 503, headers: { "Retry-After": "10" } });
@@ -183,7 +219,12 @@ export class Intake implements Service {
         if (outcomeId !== null) {
           const answer = await handleOutcome(
             { store, config: () => this.config, clock, rng: systemRng, log, env: this.opts.env },
-            { deliveryId: outcomeId, method: req.method, headers: req.headers, readBody: (cap) => readCapped(req, cap) },
+            {
+              deliveryId: outcomeId,
+              method: req.method,
+              headers: req.headers,
+              readBody: (cap) => readCapped(req, cap),
+            },
           );
           return toResponse(answer);
         }
@@ -219,7 +260,10 @@ export class Intake implements Service {
     };
     // idleTimeout: a slowloris body cannot hold a TCP connection for ever.
     try {
-      this.server = "unix" in listen ? Bun.serve({ ...common, unix: listen.unix }) : Bun.serve({ ...common, hostname: listen.hostname, port: listen.port, idleTimeout: 30 });
+      this.server =
+        "unix" in listen
+          ? Bun.serve({ ...common, unix: listen.unix })
+          : Bun.serve({ ...common, hostname: listen.hostname, port: listen.port, idleTimeout: 30 });
     } catch (e) {
       throw listenError(this.config.intake.listen, e);
     }
@@ -236,15 +280,23 @@ export class Intake implements Service {
       onError: (e) => faults.caught("config reload", e),
     });
     // A refused write's issue is retried on a timer too, so it is reported without waiting for traffic.
-    const reporter = new Periodic("refused-write report", { everyMs: () => RELOAD_EVERY_S * 1000, run: async () => faults.flush(), onError: (e) => faults.caught("issue write", e) });
+    const reporter = new Periodic("refused-write report", {
+      everyMs: () => RELOAD_EVERY_S * 1000,
+      run: async () => faults.flush(),
+      onError: (e) => faults.caught("issue write", e),
+    });
     this.companions = [this.watcher, reporter];
     await startAll(this.companions);
-    const where = "unix" in listen ? `unix:${listen.unix}` : `${listen.hostname.includes(":") ? `[${listen.hostname}]` : listen.hostname}:${this.server.port}`;
+    const where =
+      "unix" in listen
+        ? `unix:${listen.unix}`
+        : `${listen.hostname.includes(":") ? `[${listen.hostname}]` : listen.hostname}:${this.server.port}`;
     this.address = where;
     log.info("listening", { listen: where });
     // Once per source: the URL to give the sender (behind the proxy, the public host replaces ours).
     const base = "unix" in listen ? "" : `http://${where}`;
-    for (const name of this.sources.keys()) log.info("source ready", { source: name, url: `${base}/hooks/${encodeURIComponent(name)}` });
+    for (const name of this.sources.keys())
+      log.info("source ready", { source: name, url: `${base}/hooks/${encodeURIComponent(name)}` });
   }
 
   /** Where it listens once started ("127.0.0.1:8650", "unix:/path"): the port is the bound one. */

@@ -4,7 +4,10 @@
 // malformed request into our 500 (and an internal issue that pages the operator). Behind the
 // reverse proxy Host is the public name; nothing here routes by it.
 
-/** A host name, an IPv4 address or a bracketed IPv6 address, and an optional port (RFC 9110's Host, without percent-escapes). */
+/**
+ * A host name, an IPv4 address or a bracketed IPv6 address, and an optional port (RFC 9110's Host, without
+ * percent-escapes).
+ */
 const HOST = /^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._~-]+)(?::\d{1,5})?$/;
 
 export type Target = { ok: true; path: string; search: string } | { ok: false; why: string };
@@ -20,7 +23,8 @@ export function requestTarget(url: string, host: string | null): Target {
   if (url.startsWith("/")) rest = url;
   else {
     const scheme = /^https?:\/\//i.exec(url);
-    if (!scheme || !url.slice(scheme[0].length).toLowerCase().startsWith(host.toLowerCase())) return { ok: false, why: "malformed request target" };
+    if (!scheme || !url.slice(scheme[0].length).toLowerCase().startsWith(host.toLowerCase()))
+      return { ok: false, why: "malformed request target" };
     rest = url.slice(scheme[0].length + host.length) || "/";
     if (!rest.startsWith("/")) return { ok: false, why: "malformed request target" };
   }

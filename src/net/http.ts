@@ -32,14 +32,20 @@ export interface TextAnswer {
 }
 
 export interface Http {
-  /** Any status answered; throws Retryable only for transport failure, timeout, or the size cap (and Permanent for a URL that is not http(s)). */
+  /**
+   * Any status answered; throws Retryable only for transport failure, timeout, or the size cap (and Permanent for a URL
+   * that is not http(s)).
+   */
   request(method: string, url: string, opts?: SendOptions): Promise<HttpResponse>;
   /** 2xx -> parsed JSON (non-JSON body: Permanent "response is not JSON"); otherwise throws per the status rule. */
   getJson<T = unknown>(url: string, opts?: RequestOptions): Promise<T>;
   postJson<T = unknown>(url: string, body: unknown, opts?: RequestOptions): Promise<T>;
   /** application/x-www-form-urlencoded POST, JSON answer (the OAuth token endpoint). */
   postForm<T = unknown>(url: string, form: Record<string, string>, opts?: RequestOptions): Promise<T>;
-  /** Conditional GET: sends If-None-Match / If-Modified-Since when given; 304 answers with an empty text, any 2xx as 200 with its text. */
+  /**
+   * Conditional GET: sends If-None-Match / If-Modified-Since when given; 304 answers with an empty text, any 2xx as 200
+   * with its text.
+   */
   getText(url: string, opts?: ConditionalOptions): Promise<TextAnswer>;
 }
 
@@ -79,7 +85,10 @@ export function hostOf(url: string): string {
   }
 }
 
-/** Seconds a Retry-After asks for (delta-seconds or an HTTP date read against now), capped; null when absent or unreadable. */
+/**
+ * Seconds a Retry-After asks for (delta-seconds or an HTTP date read against now), capped; null when absent or
+ * unreadable.
+ */
 export function retryAfterSeconds(value: string | undefined, now: number): number | null {
   if (value === undefined) return null;
   const v = value.trim();
@@ -104,7 +113,9 @@ function rateLimited403(res: HttpResponse): boolean {
   const e = body?.error;
   if (!e || typeof e !== "object") return false;
   if (typeof e.status === "string" && RATE_LIMIT_REASONS.has(e.status)) return true;
-  return Array.isArray(e.errors) && e.errors.some((x) => typeof x?.reason === "string" && RATE_LIMIT_REASONS.has(x.reason));
+  return (
+    Array.isArray(e.errors) && e.errors.some((x) => typeof x?.reason === "string" && RATE_LIMIT_REASONS.has(x.reason))
+  );
 }
 
 /**
@@ -112,11 +123,17 @@ function rateLimited403(res: HttpResponse): boolean {
  * are worth another try (RetryLater, with the answer's Retry-After); anything else will answer
  * the same again (HttpStatusError).
  */
-export function statusError(method: string, url: string, res: HttpResponse, clock: Clock = systemClock): RetryLater | HttpStatusError | null {
+export function statusError(
+  method: string,
+  url: string,
+  res: HttpResponse,
+  clock: Clock = systemClock,
+): RetryLater | HttpStatusError | null {
   const s = res.status;
   if (s >= 200 && s < 300) return null;
   const where = `${method} ${hostOf(url)}`;
-  if (s === 408 || s === 425 || s === 429 || s >= 500 || rateLimited403(res)) return new RetryLater(`${where}: http ${s}`, retryAfterSeconds(res.headers["retry-after"], clock.now()), s);
+  if (s === 408 || s === 425 || s === 429 || s >= 500 || rateLimited403(res))
+    return new RetryLater(`${where}: http ${s}`, retryAfterSeconds(res.headers["retry-after"], clock.now()), s);
   if (s >= 300 && s < 400 && s !== 304) return new HttpStatusError(`${where}: redirect not followed (http ${s})`, s);
   return new HttpStatusError(`${where}: http ${s}`, s);
 }
@@ -184,10 +201,14 @@ export function useNetwork(f: typeof fetch): () => void {
   };
 }
 
-export function createHttp(opts: { clock?: Clock; fetch?: typeof fetch; pacer?: Pacer; log?: (line: string) => void } = {}): Http {
+export function createHttp(
+  opts: { clock?: Clock; fetch?: typeof fetch; pacer?: Pacer; log?: (line: string) => void } = {},
+): Http {
   const clock = opts.clock ?? systemClock;
   // Read at each request: the kit may stand in for the network after a client was made.
-  const doFetch: typeof fetch = opts.fetch ?? (((input: string | URL | Request, init?: RequestInit) => (network ?? fetch)(input, init)) as typeof fetch);
+  const doFetch: typeof fetch =
+    opts.fetch ??
+    (((input: string | URL | Request, init?: RequestInit) => (network ?? fetch)(input, init)) as typeof fetch);
   const log = opts.log ?? (() => {});
 
   async function request(method: string, url: string, o: SendOptions = {}): Promise<HttpResponse> {
@@ -198,7 +219,8 @@ export function createHttp(opts: { clock?: Clock; fetch?: typeof fetch; pacer?: 
     } catch {
       throw new Permanent(`${method}: invalid URL`);
     }
-    if (parsed.protocol !== "https:" && parsed.protocol !== "http:") throw new Permanent(`${where}: not an http(s) URL`);
+    if (parsed.protocol !== "https:" && parsed.protocol !== "http:")
+      throw new Permanent(`${where}: not an http(s) URL`);
     if (opts.pacer) await opts.pacer.wait();
 
     const timeoutS = o.timeoutS ?? DEFAULT_TIMEOUT_S;
@@ -249,7 +271,8 @@ export function createHttp(opts: { clock?: Clock; fetch?: typeof fetch; pacer?: 
     return outcome;
   }
 
-  const json = (headers: Record<string, string> | undefined, extra: Record<string, string> = {}) => mergeHeaders({ accept: "application/json", ...extra }, headers);
+  const json = (headers: Record<string, string> | undefined, extra: Record<string, string> = {}) =>
+    mergeHeaders({ accept: "application/json", ...extra }, headers);
 
   return {
     request,
@@ -257,12 +280,20 @@ export function createHttp(opts: { clock?: Clock; fetch?: typeof fetch; pacer?: 
       return jsonOf<T>("GET", url, await request("GET", url, { ...o, headers: json(o.headers) }), clock);
     },
     async postJson<T>(url: string, body: unknown, o: RequestOptions = {}) {
-      const res = await request("POST", url, { ...o, headers: json(o.headers, { "content-type": "application/json" }), body: JSON.stringify(body) });
+      const res = await request("POST", url, {
+        ...o,
+        headers: json(o.headers, { "content-type": "application/json" }),
+        body: JSON.stringify(body),
+      });
       return jsonOf<T>("POST", url, res, clock);
     },
     async postForm<T>(url: string, form: Record<string, string>, o: RequestOptions = {}) {
       const body = new URLSearchParams(form).toString();
-      const res = await request("POST", url, { ...o, headers: json(o.headers, { "content-type": "application/x-www-form-urlencoded" }), body });
+      const res = await request("POST", url, {
+        ...o,
+        headers: json(o.headers, { "content-type": "application/x-www-form-urlencoded" }),
+        body,
+      });
       return jsonOf<T>("POST", url, res, clock);
     },
     async getText(url: string, o: ConditionalOptions = {}) {

@@ -16,5 +16,12 @@ export {
   type TextAnswer,
 } from "./http.ts";
 export { createPacer, type Pacer } from "./pace.ts";
-export { createOAuth, type OAuth, type OAuthCredential, parseCredential, type StoredToken, type TokenStore } from "./oauth.ts";
+export {
+  createOAuth,
+  type OAuth,
+  type OAuthCredential,
+  parseCredential,
+  type StoredToken,
+  type TokenStore,
+} from "./oauth.ts";
 export { jwksFetcher, keyFetcher, type KeyFetcherOptions } from "./keys.ts";

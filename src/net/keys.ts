@@ -15,7 +15,10 @@ export interface KeyFetcherOptions {
   unknownKid?: (status: number, json: unknown) => boolean;
 }
 
-/** One key per request: e.g. Plaid's POST {base}/webhook_verification_key/get {client_id, secret, key_id} -> { key: JWK }. */
+/**
+ * One key per request: e.g. Plaid's POST {base}/webhook_verification_key/get {client_id, secret, key_id} -> { key: JWK
+ * }.
+ */
 export function keyFetcher(opts: KeyFetcherOptions): (kid: string) => Promise<JsonWebKey | null> {
   return async (kid) => {
     const r = opts.request(kid);
@@ -41,7 +44,9 @@ export function jwksFetcher(opts: { http: Http; url: string }): (kid: string) =>
     const doc = await opts.http.getJson<{ keys?: unknown }>(opts.url);
     const keys = doc !== null && typeof doc === "object" ? doc.keys : undefined;
     if (!Array.isArray(keys)) throw new Permanent(`GET ${hostOf(opts.url)}: JWKS document has no keys`);
-    const key = keys.find((k): k is JsonWebKey => k !== null && typeof k === "object" && (k as { kid?: unknown }).kid === kid);
+    const key = keys.find(
+      (k): k is JsonWebKey => k !== null && typeof k === "object" && (k as { kid?: unknown }).kid === kid,
+    );
     return key ?? null;
   };
 }

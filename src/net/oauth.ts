@@ -3,7 +3,15 @@
 // store, and one retry after a 401. No token or secret ever appears in an error.
 import type { Clock } from "../clock.ts";
 import { Permanent } from "../plugin/types.ts";
-import { type Http, type HttpResponse, jsonOf, mergeHeaders, type RequestOptions, type SendOptions, tryJson } from "./http.ts";
+import {
+  type Http,
+  type HttpResponse,
+  jsonOf,
+  mergeHeaders,
+  type RequestOptions,
+  type SendOptions,
+  tryJson,
+} from "./http.ts";
 
 export interface OAuthCredential {
   client_id: string;
@@ -48,12 +56,14 @@ export function parseCredential(text: string): OAuthCredential {
   } catch {
     throw new Permanent("oauth credential is not valid JSON");
   }
-  if (v === null || typeof v !== "object" || Array.isArray(v)) throw new Permanent("oauth credential is not a JSON object");
+  if (v === null || typeof v !== "object" || Array.isArray(v))
+    throw new Permanent("oauth credential is not a JSON object");
   const c = v as Record<string, unknown>;
   for (const field of ["client_id", "client_secret", "refresh_token"]) {
     if (typeof c[field] !== "string" || c[field] === "") throw new Permanent(`oauth credential has no ${field}`);
   }
-  if (c.token_uri !== undefined && typeof c.token_uri !== "string") throw new Permanent("oauth credential's token_uri is not a string");
+  if (c.token_uri !== undefined && typeof c.token_uri !== "string")
+    throw new Permanent("oauth credential's token_uri is not a string");
   return c as unknown as OAuthCredential;
 }
 
@@ -63,7 +73,13 @@ const GRANT_ERRORS: Record<string, string> = {
   invalid_client: "oauth client rejected (check client_id and client_secret)",
 };
 
-export function createOAuth(opts: { http: Http; clock: Clock; credential: () => Promise<string>; store: TokenStore; defaultTokenUri?: string }): OAuth {
+export function createOAuth(opts: {
+  http: Http;
+  clock: Clock;
+  credential: () => Promise<string>;
+  store: TokenStore;
+  defaultTokenUri?: string;
+}): OAuth {
   const { http, clock, store } = opts;
   let inflight: Promise<string> | null = null;
   // Bumped by every refresh: a 401 on a token older than the latest refresh retries with the
@@ -92,8 +108,14 @@ export function createOAuth(opts: { http: Http; clock: Clock; credential: () => 
     const access = answer?.access_token;
     if (typeof access !== "string" || access === "") throw new Permanent("oauth token answer has no access_token");
     const expiresIn = Number(answer?.expires_in ?? DEFAULT_EXPIRES_IN_S);
-    const rotated = typeof answer?.refresh_token === "string" && answer.refresh_token !== "" ? answer.refresh_token : previous?.refresh_token;
-    const saved: StoredToken = { access_token: access, expires_at: clock.now() + (Number.isFinite(expiresIn) ? expiresIn : DEFAULT_EXPIRES_IN_S) };
+    const rotated =
+      typeof answer?.refresh_token === "string" && answer.refresh_token !== ""
+        ? answer.refresh_token
+        : previous?.refresh_token;
+    const saved: StoredToken = {
+      access_token: access,
+      expires_at: clock.now() + (Number.isFinite(expiresIn) ? expiresIn : DEFAULT_EXPIRES_IN_S),
+    };
     if (rotated !== undefined) saved.refresh_token = rotated;
     store.save(saved);
     generation++;
@@ -111,7 +133,8 @@ export function createOAuth(opts: { http: Http; clock: Clock; credential: () => 
   async function current(): Promise<{ token: string; gen: number }> {
     if (inflight) return { token: await inflight, gen: generation };
     const stored = store.load();
-    if (stored && clock.now() < stored.expires_at - EXPIRY_MARGIN_S) return { token: stored.access_token, gen: generation };
+    if (stored && clock.now() < stored.expires_at - EXPIRY_MARGIN_S)
+      return { token: stored.access_token, gen: generation };
     const token = await sharedRefresh();
     return { token, gen: generation };
   }

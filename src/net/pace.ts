@@ -11,8 +11,12 @@ export interface Pacer {
  * Each call takes the next free slot at once, so concurrent callers line up in call order; an
  * idle pacer does not bank slots, so no burst follows a quiet spell. `sleep` is injectable for tests.
  */
-export function createPacer(perSec: number, opts: { clock?: Clock; sleep?: (ms: number) => Promise<void> } = {}): Pacer {
-  if (!Number.isFinite(perSec) || perSec <= 0) throw new TypeError("createPacer: perSec must be a positive finite number");
+export function createPacer(
+  perSec: number,
+  opts: { clock?: Clock; sleep?: (ms: number) => Promise<void> } = {},
+): Pacer {
+  if (!Number.isFinite(perSec) || perSec <= 0)
+    throw new TypeError("createPacer: perSec must be a positive finite number");
   const clock = opts.clock ?? systemClock;
   const sleep = opts.sleep ?? ((ms: number) => Bun.sleep(ms));
   const gapS = 1 / perSec;

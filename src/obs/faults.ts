@@ -6,7 +6,10 @@ import { isHookspoolError } from "../errors.ts";
 import type { IssueSink } from "../store/api.ts";
 import type { LogFields, Logger } from "../log.ts";
 
-/** The class of a caught error: SQLite's or the OS's code (SQLITE_FULL, ENOSPC), PostgreSQL's with its SQLSTATE, else its name. */
+/**
+ * The class of a caught error: SQLite's or the OS's code (SQLITE_FULL, ENOSPC), PostgreSQL's with its SQLSTATE, else
+ * its name.
+ */
 export function errorClass(e: unknown): string {
   const code = (e as { code?: unknown } | null)?.code;
   const sqlstate = pgSqlState(e);
@@ -76,7 +79,10 @@ export function caughtFault(log: Logger, component: string, what: string, e: unk
   const klass = errorClass(e);
   const bug = !isExpected(e);
   countFault(component, klass, bug);
-  if (bug) log.limited("error", `${what} failed: a bug in hookspool (an internal issue says where)`, { reason: `${klass} at ${stackFrames(e).slice(0, 3).join(" < ") || "?"}` });
+  if (bug)
+    log.limited("error", `${what} failed: a bug in hookspool (an internal issue says where)`, {
+      reason: `${klass} at ${stackFrames(e).slice(0, 3).join(" < ") || "?"}`,
+    });
   else log.limited("error", `${what} failed`, { reason: klass });
   return klass;
 }
@@ -102,7 +108,12 @@ export function isSpoolWriteError(e: unknown): boolean {
   if (code === "ERR_POSTGRES_SERVER_ERROR") return PG_REFUSED.test(pgSqlState(e) ?? "");
   // The client's own failures: the connection closed, timed out, could not be made.
   if (code.startsWith("ERR_POSTGRES_")) return true;
-  return /^SQLITE_(FULL|BUSY|LOCKED|IOERR|READONLY|CANTOPEN|PERM)/.test(code) || code === "ENOSPC" || code === "EDQUOT" || code === "EROFS";
+  return (
+    /^SQLITE_(FULL|BUSY|LOCKED|IOERR|READONLY|CANTOPEN|PERM)/.test(code) ||
+    code === "ENOSPC" ||
+    code === "EDQUOT" ||
+    code === "EROFS"
+  );
 }
 
 /** SQLITE_BUSY waits busy_timeout before it fails: never start another write right after one. */
@@ -214,7 +225,10 @@ export class Faults {
     return klass;
   }
 
-  /** Write what is due: the refused-write issue, and each bug's issue at most once a minute (settles when written; never rejects). */
+  /**
+   * Write what is due: the refused-write issue, and each bug's issue at most once a minute (settles when written; never
+   * rejects).
+   */
   flush(): Promise<void> {
     const out = [this.writes.flush()];
     const now = this.now();
@@ -239,7 +253,9 @@ export class Faults {
   }
 }
 
-/** An issue write, its outcome handed to `ok` or `refused` (a throw before the promise too); the promise never rejects. */
+/**
+ * An issue write, its outcome handed to `ok` or `refused` (a throw before the promise too); the promise never rejects.
+ */
 function written(write: () => Promise<void>, ok: () => void, refused: (e: unknown) => void): Promise<void> {
   try {
     return write().then(ok, refused);

@@ -46,7 +46,10 @@ export interface MetricsFacts {
 export type AttemptCount = AttemptCountRow;
 
 /** Counts summed by the labels `key` picks (rows come finer than a family's labels). */
-function sumBy(rows: readonly AttemptCount[], key: (a: AttemptCount) => Record<string, string> | null): [Record<string, string>, number][] {
+function sumBy(
+  rows: readonly AttemptCount[],
+  key: (a: AttemptCount) => Record<string, string> | null,
+): [Record<string, string>, number][] {
   const sums = new Map<string, [Record<string, string>, number]>();
   for (const a of rows) {
     const labels = key(a);
@@ -64,10 +67,24 @@ function sumBy(rows: readonly AttemptCount[], key: (a: AttemptCount) => Record<s
  * either backend: the status document's figures, attempts, deliveries, and the caught failures
  * of dispatchers in other processes (this process's own are the caller's to render).
  */
-export async function renderStoreMetrics(store: StatusStore, config: Config, dbPath: string, inp: MetricsInputs): Promise<string> {
+export async function renderStoreMetrics(
+  store: StatusStore,
+  config: Config,
+  dbPath: string,
+  inp: MetricsInputs,
+): Promise<string> {
   const { now } = inp;
-  const { doc } = await storeStatus(store, config, dbPath, { now, inflight: inp.inflight, diskFree: inp.diskFree, hard: [] });
-  const [attempts, delivered, caught] = await Promise.all([store.attemptCounts(now - 30 * DAY), store.deliveredCounts(now - 7 * DAY), store.dispatchersCaught(process.pid)]);
+  const { doc } = await storeStatus(store, config, dbPath, {
+    now,
+    inflight: inp.inflight,
+    diskFree: inp.diskFree,
+    hard: [],
+  });
+  const [attempts, delivered, caught] = await Promise.all([
+    store.attemptCounts(now - 30 * DAY),
+    store.deliveredCounts(now - 7 * DAY),
+    store.dispatchersCaught(process.pid),
+  ]);
   return renderMetrics({ doc, attempts, delivered, caught: caughtFamilies(caught) });
 }
 
@@ -99,24 +116,72 @@ export function renderMetrics(f: MetricsFacts): string {
     cur.n += a.n;
     perDest.set(a.destination, cur);
   }
-  t.family("hookspool_attempt_duration_seconds_sum_30d", "Total attempt time in the last 30 days, per destination.", [...perDest].map(([d, v]) => [{ destination: d }, Math.round(v.s * 1000) / 1000]));
-  t.family("hookspool_attempt_duration_seconds_count_30d", "Finished attempts in the last 30 days, per destination.", [...perDest].map(([d, v]) => [{ destination: d }, v.n]));
-  t.family("hookspool_batches", "Batches per state (quarantined apart from dead).", Object.entries(doc.batches).map(([s, n]) => [{ state: s }, n]));
-  t.family("hookspool_dead_batches", "Dead batches per reason: rejected is the receiver's refusal, the others the pipeline's faults.", Object.entries(doc.dead_by_reason).map(([r, n]) => [{ reason: r }, n]));
-  t.family("hookspool_oldest_pending_age_seconds", "Age of the oldest batch still to deliver.", [[{}, doc.oldest_pending_age_s ?? 0]]);
+  t.family(
+    "hookspool_attempt_duration_seconds_sum_30d",
+    "Total attempt time in the last 30 days, per destination.",
+    [...perDest].map(([d, v]) => [{ destination: d }, Math.round(v.s * 1000) / 1000]),
+  );
+  t.family(
+    "hookspool_attempt_duration_seconds_count_30d",
+    "Finished attempts in the last 30 days, per destination.",
+    [...perDest].map(([d, v]) => [{ destination: d }, v.n]),
+  );
+  t.family(
+    "hookspool_batches",
+    "Batches per state (quarantined apart from dead).",
+    Object.entries(doc.batches).map(([s, n]) => [{ state: s }, n]),
+  );
+  t.family(
+    "hookspool_dead_batches",
+    "Dead batches per reason: rejected is the receiver's refusal, the others the pipeline's faults.",
+    Object.entries(doc.dead_by_reason).map(([r, n]) => [{ reason: r }, n]),
+  );
+  t.family("hookspool_oldest_pending_age_seconds", "Age of the oldest batch still to deliver.", [
+    [{}, doc.oldest_pending_age_s ?? 0],
+  ]);
   const dests = Object.entries(doc.destinations);
-  t.family("hookspool_destination_state", "Breaker state: 0 closed, 1 half_open, 2 open, 3 paused.", dests.map(([d, s]) => [{ destination: d }, STATE_VALUE[s.state] ?? 0]));
+  t.family(
+    "hookspool_destination_state",
+    "Breaker state: 0 closed, 1 half_open, 2 open, 3 paused.",
+    dests.map(([d, s]) => [{ destination: d }, STATE_VALUE[s.state] ?? 0]),
+  );
   const paced = dests.flatMap(([d, s]) => (s.rate ? [{ labels: { destination: d }, rate: s.rate }] : []));
-  t.family("hookspool_destination_rate_limit", "A paced destination's requests allowed per window.", paced.map((p) => [p.labels, p.rate.limit]));
-  t.family("hookspool_destination_rate_window_seconds", "A paced destination's window.", paced.map((p) => [p.labels, p.rate.window_s]));
-  t.family("hookspool_destination_rate_used", "Requests in a paced destination's window now (in flight included).", paced.map((p) => [p.labels, p.rate.used]));
-  t.family("hookspool_destination_rate_next_free_seconds", "Seconds until a full window has room again (0: room now).", paced.map((p) => [p.labels, p.rate.next_free_in_s ?? 0]));
-  t.family("hookspool_destination_gated_seconds", "Seconds left of a Retry-After or 429 gate (0: none).", dests.map(([d, s]) => [{ destination: d }, s.gated_for_s ?? 0]));
-  t.family("hookspool_destination_oldest_pending_age_seconds", "Age of the oldest batch still to deliver, per destination.", dests.map(([d, s]) => [{ destination: d }, s.oldest_pending_age_s ?? 0]));
+  t.family(
+    "hookspool_destination_rate_limit",
+    "A paced destination's requests allowed per window.",
+    paced.map((p) => [p.labels, p.rate.limit]),
+  );
+  t.family(
+    "hookspool_destination_rate_window_seconds",
+    "A paced destination's window.",
+    paced.map((p) => [p.labels, p.rate.window_s]),
+  );
+  t.family(
+    "hookspool_destination_rate_used",
+    "Requests in a paced destination's window now (in flight included).",
+    paced.map((p) => [p.labels, p.rate.used]),
+  );
+  t.family(
+    "hookspool_destination_rate_next_free_seconds",
+    "Seconds until a full window has room again (0: room now).",
+    paced.map((p) => [p.labels, p.rate.next_free_in_s ?? 0]),
+  );
+  t.family(
+    "hookspool_destination_gated_seconds",
+    "Seconds left of a Retry-After or 429 gate (0: none).",
+    dests.map(([d, s]) => [{ destination: d }, s.gated_for_s ?? 0]),
+  );
+  t.family(
+    "hookspool_destination_oldest_pending_age_seconds",
+    "Age of the oldest batch still to deliver, per destination.",
+    dests.map(([d, s]) => [{ destination: d }, s.oldest_pending_age_s ?? 0]),
+  );
   t.family("hookspool_issues_open", "Open and acked issues.", [[{}, doc.issues_open]]);
   t.family("hookspool_spool_bytes", "Size of the database with its WAL.", [[{}, doc.spool_bytes]]);
   t.family("hookspool_disk_free_bytes", "Free bytes on the spool's filesystem.", [[{}, doc.disk_free_bytes]]);
-  t.family("hookspool_dispatcher_heartbeat_age_seconds", "Seconds since the dispatcher's last heartbeat.", [[{}, doc.dispatcher.heartbeat_age_s]]);
+  t.family("hookspool_dispatcher_heartbeat_age_seconds", "Seconds since the dispatcher's last heartbeat.", [
+    [{}, doc.dispatcher.heartbeat_age_s],
+  ]);
   t.family(
     "hookspool_source_last_event_age_seconds",
     "Seconds since each source's last event.",
@@ -147,7 +212,9 @@ export function caughtFamilies(recorded: readonly string[]): string[] {
     }
   }
   if (!read) return [];
-  const valid = counts.filter((c) => typeof c?.n === "number" && typeof c.component === "string" && typeof c.klass === "string");
+  const valid = counts.filter(
+    (c) => typeof c?.n === "number" && typeof c.component === "string" && typeof c.klass === "string",
+  );
   const family = (name: string, help: string, list: typeof valid) => {
     const sums = new Map<string, number>();
     for (const c of list) {
@@ -157,7 +224,15 @@ export function caughtFamilies(recorded: readonly string[]): string[] {
     return [`# HELP ${name} ${help}`, `# TYPE ${name} counter`, ...[...sums].map(([k, n]) => `${name}{${k}} ${n}`)];
   };
   return [
-    ...family("hookspool_dispatcher_caught_errors_total", "Failures the dispatcher caught and survived since it started, per component and class.", valid),
-    ...family("hookspool_dispatcher_bugs_total", "Bugs the dispatcher caught and survived since it started, per component and class (each opens an internal issue).", valid.filter((c) => c.bug === true)),
+    ...family(
+      "hookspool_dispatcher_caught_errors_total",
+      "Failures the dispatcher caught and survived since it started, per component and class.",
+      valid,
+    ),
+    ...family(
+      "hookspool_dispatcher_bugs_total",
+      "Bugs the dispatcher caught and survived since it started, per component and class (each opens an internal issue).",
+      valid.filter((c) => c.bug === true),
+    ),
   ];
 }

@@ -24,8 +24,18 @@ export interface DestinationStatus {
   last_error?: string;
   paused_by?: string;
   /** A paced destination's window now: hits used of the limit, and when the next may start (null: now). */
-  rate?: { limit: number; window_s: number; used: number; next_free_at: number | null; next_free_in_s: number | null; from: string };
-  /** A destination's run budget now: batches delivered (or in flight) in its window, of the limit; when a held one may go. */
+  rate?: {
+    limit: number;
+    window_s: number;
+    used: number;
+    next_free_at: number | null;
+    next_free_in_s: number | null;
+    from: string;
+  };
+  /**
+   * A destination's run budget now: batches delivered (or in flight) in its window, of the limit; when a held one may
+   * go.
+   */
   budget?: { limit: number; window_s: number; used: number; next_free_at: number | null };
   /** Its key_budget, as configured (each key's spend is its own). */
   key_budget?: { limit: number; window_s: number };
@@ -66,7 +76,11 @@ export interface StatusDoc {
   dispatchers?: { id: string; heartbeat_age_s: number; alive: boolean }[];
   maintenance?: { holder: string; since: number } | null;
   /** integrity_checked_age_s: since quick_check last read the whole file through (SQLite; null: never recorded). */
-  spool: { last_enqueue_age_s: number | null; writable_checked_age_s: number | null; integrity_checked_age_s?: number | null };
+  spool: {
+    last_enqueue_age_s: number | null;
+    writable_checked_age_s: number | null;
+    integrity_checked_age_s?: number | null;
+  };
   batches: StateCounts;
   /** Dead batches by why they died: the receiver's refusal (rejected) apart from the pipeline's faults. */
   dead_by_reason: Record<DeadReason, number>;
@@ -110,13 +124,19 @@ export function pacedDestinations(config: Config, env: Env = process.env): Map<s
  * counted from its last event, or, before its first, from when the expectation was first seen
  * (expected_since, which maintenance records). Never seen by either: not silent yet.
  */
-export function silentFor(now: number, lastEventAt: number | null, expectedSince: number | null, every: number): number | null {
+export function silentFor(
+  now: number,
+  lastEventAt: number | null,
+  expectedSince: number | null,
+  every: number,
+): number | null {
   const since = lastEventAt ?? expectedSince;
   if (!(every > 0) || since === null) return null;
   return now - since > every ? now - since : null;
 }
 
-const age = (now: number, t: number | null | undefined) => (t === null || t === undefined ? null : Math.max(0, round1(now - t)));
+const age = (now: number, t: number | null | undefined) =>
+  t === null || t === undefined ? null : Math.max(0, round1(now - t));
 const round1 = (x: number) => Math.round(x * 10) / 10;
 
 /** What the status document is made of, read from one backend's tables. */
@@ -184,7 +204,10 @@ export function assembleStatus(f: StatusFacts, config: Config, inp: StatusInputs
   const destinations: Record<string, DestinationStatus> = {};
   for (const name of f.destinationNames) {
     const row = rows.get(name);
-    const d: DestinationStatus = { state: row?.state ?? "closed", oldest_pending_age_s: age(now, pending.byDestination.get(name)) };
+    const d: DestinationStatus = {
+      state: row?.state ?? "closed",
+      oldest_pending_age_s: age(now, pending.byDestination.get(name)),
+    };
     d.inflight = inp.inflight?.get(name) ?? leased.get(name) ?? 0;
     if (row?.state === "open" || row?.state === "half_open") {
       if (row.opened_at !== null) d.opened_at = row.opened_at;
@@ -205,14 +228,27 @@ export function assembleStatus(f: StatusFacts, config: Config, inp: StatusInputs
     if (pace) {
       const w = windowState(pace.rate, f.windows.get(name) ?? [], now);
       const next = w.nextFreeAt === Number.POSITIVE_INFINITY ? null : w.nextFreeAt;
-      d.rate = { limit: pace.rate.limit, window_s: pace.rate.windowS, used: w.used, next_free_at: next, next_free_in_s: next === null ? null : round1(Math.max(0, next - now)), from: pace.from };
+      d.rate = {
+        limit: pace.rate.limit,
+        window_s: pace.rate.windowS,
+        used: w.used,
+        next_free_at: next,
+        next_free_in_s: next === null ? null : round1(Math.max(0, next - now)),
+        from: pace.from,
+      };
     }
     const spend = f.budgets.get(name);
     if (spend?.policy.budget) {
       const r = budgetRoom(spend.spends, spend.policy.budget);
-      d.budget = { limit: spend.policy.budget.limit, window_s: spend.policy.budget.windowS, used: spend.spends.length, next_free_at: r.freesAt };
+      d.budget = {
+        limit: spend.policy.budget.limit,
+        window_s: spend.policy.budget.windowS,
+        used: spend.spends.length,
+        next_free_at: r.freesAt,
+      };
     }
-    if (spend?.policy.keyBudget) d.key_budget = { limit: spend.policy.keyBudget.limit, window_s: spend.policy.keyBudget.windowS };
+    if (spend?.policy.keyBudget)
+      d.key_budget = { limit: spend.policy.keyBudget.limit, window_s: spend.policy.keyBudget.windowS };
     destinations[name] = d;
   }
 
@@ -253,10 +289,14 @@ export function assembleStatus(f: StatusFacts, config: Config, inp: StatusInputs
   const diskFree = f.diskFree;
   const hard = [...(inp.hard ?? [])];
   // The intake passes its own backpressure reading in `hard`; the CLI checks the disk here.
-  if (inp.hard === undefined && diskFree !== null && diskFree < config.limits.min_free_bytes) hard.push(`spool: disk free ${diskFree} below limits.min_free_bytes`);
+  if (inp.hard === undefined && diskFree !== null && diskFree < config.limits.min_free_bytes)
+    hard.push(`spool: disk free ${diskFree} below limits.min_free_bytes`);
   const lastEnqueue = f.meta("last_enqueue_at");
   // Writability is proven by the last enqueue or the intake's last probe write.
-  const proven = inp.writableCheckedAt !== undefined ? inp.writableCheckedAt : Math.max(lastEnqueue ?? Number.NEGATIVE_INFINITY, f.meta("write_probe_at") ?? Number.NEGATIVE_INFINITY);
+  const proven =
+    inp.writableCheckedAt !== undefined
+      ? inp.writableCheckedAt
+      : Math.max(lastEnqueue ?? Number.NEGATIVE_INFINITY, f.meta("write_probe_at") ?? Number.NEGATIVE_INFINITY);
   const writableAt = proven === null || proven === Number.NEGATIVE_INFINITY ? null : proven;
   const doc: StatusDoc = {
     ok: hard.length === 0 && degraded.length === 0,
@@ -266,7 +306,11 @@ export function assembleStatus(f: StatusFacts, config: Config, inp: StatusInputs
     dispatcher: { alive, heartbeat_age_s: heartbeatAge, pid: f.dispatcherPid },
     ...(f.dispatchers ? { dispatchers: f.dispatchers } : {}),
     ...(f.maintenance !== undefined ? { maintenance: f.maintenance } : {}),
-    spool: { last_enqueue_age_s: age(now, lastEnqueue), writable_checked_age_s: age(now, writableAt), ...(f.backend === "sqlite" ? { integrity_checked_age_s: age(now, f.meta("integrity_checked_at")) } : {}) },
+    spool: {
+      last_enqueue_age_s: age(now, lastEnqueue),
+      writable_checked_age_s: age(now, writableAt),
+      ...(f.backend === "sqlite" ? { integrity_checked_age_s: age(now, f.meta("integrity_checked_at")) } : {}),
+    },
     batches,
     dead_by_reason: deadReasons,
     oldest_pending_age_s: age(now, pending.overall),

@@ -5,14 +5,32 @@ import type { Config } from "../config/types.ts";
 import type { Env } from "../config/secrets.ts";
 import type { StatusStore } from "../store/api.ts";
 import { diskFreeBytes, spoolBytes } from "./disk.ts";
-import { assembleStatus, budgetedDestinations, HEARTBEAT_STALE_S, pacedDestinations, type StatusDoc, type StatusFacts, type StatusInputs } from "./status.ts";
+import {
+  assembleStatus,
+  budgetedDestinations,
+  HEARTBEAT_STALE_S,
+  pacedDestinations,
+  type StatusDoc,
+  type StatusFacts,
+  type StatusInputs,
+} from "./status.ts";
 
 /** The facts of the store's spool; `dbPath` is SQLite's file (unused where the database measures itself). */
-export async function storeStatusFacts(store: StatusStore, config: Config, dbPath: string, o: { now: number; diskFree?: number | null; env?: Env }): Promise<StatusFacts> {
+export async function storeStatusFacts(
+  store: StatusStore,
+  config: Config,
+  dbPath: string,
+  o: { now: number; diskFree?: number | null; env?: Env },
+): Promise<StatusFacts> {
   const paces = pacedDestinations(config, o.env);
   const policies = budgetedDestinations(config);
   const windows = new Map([...policies].map(([name, p]) => [name, p.budget ? p.budget.windowS : null]));
-  const { budgetSpends, ...stored } = await store.statusFacts({ now: o.now, paces, budgets: windows, staleS: HEARTBEAT_STALE_S });
+  const { budgetSpends, ...stored } = await store.statusFacts({
+    now: o.now,
+    paces,
+    budgets: windows,
+    staleS: HEARTBEAT_STALE_S,
+  });
   // spoolBytes null: the store leaves its file to the caller, which measures it and its disk here.
   const onFile = stored.spoolBytes === null;
   return {
@@ -25,6 +43,15 @@ export async function storeStatusFacts(store: StatusStore, config: Config, dbPat
 }
 
 /** The status document and whether /healthz answers 503, from the store's facts. */
-export async function storeStatus(store: StatusStore, config: Config, dbPath: string, inp: StatusInputs & { env?: Env }): Promise<{ doc: StatusDoc; hard: boolean }> {
-  return assembleStatus(await storeStatusFacts(store, config, dbPath, { now: inp.now, diskFree: inp.diskFree, env: inp.env }), config, inp);
+export async function storeStatus(
+  store: StatusStore,
+  config: Config,
+  dbPath: string,
+  inp: StatusInputs & { env?: Env },
+): Promise<{ doc: StatusDoc; hard: boolean }> {
+  return assembleStatus(
+    await storeStatusFacts(store, config, dbPath, { now: inp.now, diskFree: inp.diskFree, env: inp.env }),
+    config,
+    inp,
+  );
 }

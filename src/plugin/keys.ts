@@ -121,7 +121,8 @@ export async function jwtEs256(
     // currentDate keeps jose's exp/nbf checks on our clock (STYLE rule 9).
     const { payload } = await jwtVerify(token, key, { algorithms: ["ES256"], currentDate: new Date(opts.now * 1000) });
     const iat = payload.iat;
-    if (typeof iat !== "number" || !Number.isFinite(iat) || Math.abs(opts.now - iat) > (opts.maxAgeS ?? 300)) return null;
+    if (typeof iat !== "number" || !Number.isFinite(iat) || Math.abs(opts.now - iat) > (opts.maxAgeS ?? 300))
+      return null;
     return payload as Record<string, unknown>;
   } catch {
     return null;

@@ -43,7 +43,10 @@ export interface HttpClient {
   getJson<T = unknown>(url: string, opts?: HttpOptions): Promise<T>;
   postJson<T = unknown>(url: string, body: unknown, opts?: HttpOptions): Promise<T>;
   postForm<T = unknown>(url: string, form: Record<string, string>, opts?: HttpOptions): Promise<T>;
-  getText(url: string, opts?: HttpOptions & { etag?: string; lastModified?: string }): Promise<{ status: 200 | 304; text: string; headers: Record<string, string> }>;
+  getText(
+    url: string,
+    opts?: HttpOptions & { etag?: string; lastModified?: string },
+  ): Promise<{ status: 200 | 304; text: string; headers: Record<string, string> }>;
 }
 
 /** HTTP with an OAuth access token refreshed from a refresh-token credential. */

@@ -4,7 +4,14 @@
 import { sign as signWith } from "node:crypto";
 import { getText } from "./get-path.ts";
 import type { TemplateSettings } from "./template.ts";
-import { buildMessage, checksTimestamp, coversBody, signedUrl, sortedParams, type VerifySettings } from "./template-verify.ts";
+import {
+  buildMessage,
+  checksTimestamp,
+  coversBody,
+  signedUrl,
+  sortedParams,
+  type VerifySettings,
+} from "./template-verify.ts";
 import { hmac, standardWebhooksSignature } from "./verify.ts";
 
 export interface SignedParts {
@@ -27,7 +34,10 @@ function signedTs(t: VerifySettings, body: Uint8Array, now: number): string {
 /** The generic schemes' signature header (and its timestamp and id headers). */
 function genericParts(t: VerifySettings, sig: string, ts: string, id: string): [string, string][] {
   const header = t.header ?? "";
-  const value = t.pairs !== undefined ? `${t.ts_name ?? "t"}=${ts}${t.pairs}${t.sig_name ?? "v1"}=${sig}` : `${t.prefix ?? ""}${sig}`;
+  const value =
+    t.pairs !== undefined
+      ? `${t.ts_name ?? "t"}=${ts}${t.pairs}${t.sig_name ?? "v1"}=${sig}`
+      : `${t.prefix ?? ""}${sig}`;
   const out: [string, string][] = [[header, value]];
   if (t.timestamp_header) out.push([t.timestamp_header, ts]);
   if (t.id_header) out.push([t.id_header, id]);
@@ -57,7 +67,14 @@ export function signTemplate(
     case "hmac-sha256-base64":
       return { headers: [[header, `${prefix}${hmac(secret, body, { algorithm: "sha256", encoding: "base64" })}`]] };
     case "hmac-sha1-base64-url":
-      return { headers: [[header, `${prefix}${hmac(secret, Buffer.concat([body, new TextEncoder().encode(t.callback_url ?? "")]), { algorithm: "sha1", encoding: "base64" })}`]] };
+      return {
+        headers: [
+          [
+            header,
+            `${prefix}${hmac(secret, Buffer.concat([body, new TextEncoder().encode(t.callback_url ?? "")]), { algorithm: "sha1", encoding: "base64" })}`,
+          ],
+        ],
+      };
     case "standard-webhooks": {
       const p = t.sw_headers === "svix" ? "svix" : "webhook";
       return {
@@ -69,26 +86,55 @@ export function signTemplate(
       };
     }
     case "timestamped":
-      return { headers: [[header, `t=${now},v1=${hmac(secret, Buffer.concat([new TextEncoder().encode(`${now}.`), body]))}`]] };
+      return {
+        headers: [[header, `t=${now},v1=${hmac(secret, Buffer.concat([new TextEncoder().encode(`${now}.`), body]))}`]],
+      };
     case "static-token":
-      return t.param ? { headers: [], query: `${encodeURIComponent(t.param)}=${encodeURIComponent(secret)}` } : { headers: [[header, `${prefix}${secret}`]] };
+      return t.param
+        ? { headers: [], query: `${encodeURIComponent(t.param)}=${encodeURIComponent(secret)}` }
+        : { headers: [[header, `${prefix}${secret}`]] };
     case "hmac":
     case "ed25519":
     case "ecdsa-p256": {
       const ts = signedTs(t, body, now);
       // The kit and the scaffold post to the instance's path with no query of their own.
-      const message = buildMessage(t, { body, ts, id, method: "POST", url: signedUrl(t, { rawQuery: "" }), params: () => sortedParams(body) });
-      if (t.scheme === "hmac") return { headers: genericParts(t, hmac(secret, message, { algorithm: t.algorithm ?? "sha256", encoding: t.encoding ?? "hex" }), ts, id) };
-      if (!privateKey) throw new Error(`scheme ${t.scheme} is signed with the sender's private key, and none was given`);
-      const sig = signWith(t.scheme === "ed25519" ? null : "sha256", message, t.scheme === "ed25519" ? privateKey : { key: privateKey, dsaEncoding: "der" });
-      return { headers: genericParts(t, sig.toString(t.encoding ?? (t.scheme === "ed25519" ? "hex" : "base64")), ts, id) };
+      const message = buildMessage(t, {
+        body,
+        ts,
+        id,
+        method: "POST",
+        url: signedUrl(t, { rawQuery: "" }),
+        params: () => sortedParams(body),
+      });
+      if (t.scheme === "hmac")
+        return {
+          headers: genericParts(
+            t,
+            hmac(secret, message, { algorithm: t.algorithm ?? "sha256", encoding: t.encoding ?? "hex" }),
+            ts,
+            id,
+          ),
+        };
+      if (!privateKey)
+        throw new Error(`scheme ${t.scheme} is signed with the sender's private key, and none was given`);
+      const sig = signWith(
+        t.scheme === "ed25519" ? null : "sha256",
+        message,
+        t.scheme === "ed25519" ? privateKey : { key: privateKey, dsaEncoding: "der" },
+      );
+      return {
+        headers: genericParts(t, sig.toString(t.encoding ?? (t.scheme === "ed25519" ? "hex" : "base64")), ts, id),
+      };
     }
     default:
       throw new Error(`no signing for scheme ${t.scheme}`);
   }
 }
 
-/** Whether a request can be signed with the configured secret alone (not for a public-key scheme, whose secret is the public key). */
+/**
+ * Whether a request can be signed with the configured secret alone (not for a public-key scheme, whose secret is the
+ * public key).
+ */
 export function canSign(t: VerifySettings): boolean {
   return t.scheme !== "ed25519" && t.scheme !== "ecdsa-p256";
 }

@@ -43,7 +43,18 @@ const TEXT_KEYS = ["message", "reply", "ack"] as const;
 const BOOLEAN_KEYS = ["head_handshake", "sender_retries", "get_verify"] as const;
 
 const GENERIC: readonly string[] = ["hmac", "ed25519", "ecdsa-p256"];
-const GENERIC_ONLY = ["message", "timestamp_header", "timestamp_field", "id_header", "pairs", "ts_name", "sig_name", "signatures", "public_url", "encoding"] as const;
+const GENERIC_ONLY = [
+  "message",
+  "timestamp_header",
+  "timestamp_field",
+  "id_header",
+  "pairs",
+  "ts_name",
+  "sig_name",
+  "signatures",
+  "public_url",
+  "encoding",
+] as const;
 
 const ENUMS: Record<string, readonly string[]> = {
   sw_headers: ["webhook", "svix", "either"],
@@ -79,7 +90,8 @@ export function checkTemplate(t: Record<string, unknown>): TemplateProblem[] {
     }
   }
   for (const k of STRING_KEYS) {
-    if (has(k) && (typeof t[k] !== "string" || t[k] === "")) out.push({ key: k, message: "expected a non-empty string" });
+    if (has(k) && (typeof t[k] !== "string" || t[k] === ""))
+      out.push({ key: k, message: "expected a non-empty string" });
   }
   for (const k of TEXT_KEYS) {
     if (has(k) && typeof t[k] !== "string") out.push({ key: k, message: "expected a string" });
@@ -87,16 +99,20 @@ export function checkTemplate(t: Record<string, unknown>): TemplateProblem[] {
   for (const k of BOOLEAN_KEYS) {
     if (has(k) && typeof t[k] !== "boolean") out.push({ key: k, message: "expected true or false" });
   }
-  if (has("tolerance_s") && (typeof t.tolerance_s !== "number" || !Number.isFinite(t.tolerance_s) || t.tolerance_s < 0)) out.push({ key: "tolerance_s", message: "expected a number of seconds, 0 or more" });
+  if (has("tolerance_s") && (typeof t.tolerance_s !== "number" || !Number.isFinite(t.tolerance_s) || t.tolerance_s < 0))
+    out.push({ key: "tolerance_s", message: "expected a number of seconds, 0 or more" });
   for (const [k, values] of Object.entries(ENUMS)) {
-    if (typeof t[k] === "string" && !values.includes(t[k] as string)) out.push({ key: k, message: `one of ${values.join(", ")}` });
+    if (typeof t[k] === "string" && !values.includes(t[k] as string))
+      out.push({ key: k, message: `one of ${values.join(", ")}` });
   }
   const scheme = t.scheme as string | undefined;
   if (scheme === undefined) out.push({ key: "scheme", message: `required: one of ${Object.keys(SCHEMES).join(", ")}` });
-  else if (!Object.hasOwn(SCHEMES, scheme)) out.push({ key: "scheme", message: `unknown scheme "${scheme}": one of ${Object.keys(SCHEMES).join(", ")}` });
+  else if (!Object.hasOwn(SCHEMES, scheme))
+    out.push({ key: "scheme", message: `unknown scheme "${scheme}": one of ${Object.keys(SCHEMES).join(", ")}` });
   else schemeProblems(t, scheme as Scheme, out);
 
-  const isSelectorList = (v: unknown) => typeof v === "string" || (Array.isArray(v) && v.length > 0 && v.every((x) => typeof x === "string"));
+  const isSelectorList = (v: unknown) =>
+    typeof v === "string" || (Array.isArray(v) && v.length > 0 && v.every((x) => typeof x === "string"));
   if (!has("key")) out.push({ key: "key", message: "required: the payload field(s) that form the coalesce key" });
   else if (!isSelectorList(t.key)) out.push({ key: "key", message: "expected a selector or a list of selectors" });
   if (has("ignore")) {
@@ -105,39 +121,70 @@ export function checkTemplate(t: Record<string, unknown>): TemplateProblem[] {
   }
   if (has("attrs")) {
     const a = t.attrs;
-    if (typeof a !== "object" || a === null || Array.isArray(a) || !Object.values(a).every((v) => typeof v === "string")) {
+    if (
+      typeof a !== "object" ||
+      a === null ||
+      Array.isArray(a) ||
+      !Object.values(a).every((v) => typeof v === "string")
+    ) {
       out.push({ key: "attrs", message: "expected a table of name = selector" });
     }
   }
   for (const k of ["key", "event_type", "dedup", "echo_field"] as const) {
     for (const sel of ([] as unknown[]).concat(t[k] ?? [])) {
-      if (typeof sel === "string" && !selectorOk(sel, k === "dedup")) out.push({ key: k, message: `bad selector "${sel}"` });
+      if (typeof sel === "string" && !selectorOk(sel, k === "dedup"))
+        out.push({ key: k, message: `bad selector "${sel}"` });
     }
   }
   for (const k of ["echo_when", "reply_when"] as const) {
-    if (typeof t[k] === "string" && parseWhen(t[k] as string) === null) out.push({ key: k, message: "expected <selector>=<value>, such as type=url_verification" });
+    if (typeof t[k] === "string" && parseWhen(t[k] as string) === null)
+      out.push({ key: k, message: "expected <selector>=<value>, such as type=url_verification" });
   }
   for (const [k, need, what] of NEEDS) {
     if (has(k) && !has(need)) out.push({ key: k, message: `needs ${need} (${what})` });
   }
-  if (t.head_handshake === true && (has("echo_when") || has("reply_when"))) out.push({ key: "head_handshake", message: "answers before verify: it cannot be combined with echo_when or reply_when" });
+  if (t.head_handshake === true && (has("echo_when") || has("reply_when")))
+    out.push({
+      key: "head_handshake",
+      message: "answers before verify: it cannot be combined with echo_when or reply_when",
+    });
   if (has("form_json") && t.body !== "form") out.push({ key: "form_json", message: 'needs body = "form"' });
-  if (typeof t.split === "string" && t.split !== "*" && !isBarePath(t.split)) out.push({ key: "split", message: 'expected a payload path to an array, or "*" for a body that is one' });
+  if (typeof t.split === "string" && t.split !== "*" && !isBarePath(t.split))
+    out.push({ key: "split", message: 'expected a payload path to an array, or "*" for a body that is one' });
   // One id for the whole request would make every element after the first its duplicate.
-  if (has("split") && (!has("dedup") || (typeof t.dedup === "string" && (t.dedup === "body_sha256" || t.dedup.split("|").some((a) => a.startsWith("header:") || a.startsWith("const:")))))) {
-    out.push({ key: "dedup", message: "with split, the dedup id must be each element's own field (or none), not the request's" });
+  if (
+    has("split") &&
+    (!has("dedup") ||
+      (typeof t.dedup === "string" &&
+        (t.dedup === "body_sha256" ||
+          t.dedup.split("|").some((a) => a.startsWith("header:") || a.startsWith("const:")))))
+  ) {
+    out.push({
+      key: "dedup",
+      message: "with split, the dedup id must be each element's own field (or none), not the request's",
+    });
   }
   if (has("learn")) {
     const l = t.learn;
     const m = typeof l === "string" ? /^(header|field):(.+)$/.exec(l) : null;
     if (!m || (m[1] === "header" && !/^[A-Za-z0-9-]+$/.test(m[2])) || (m[1] === "field" && !isBarePath(m[2]))) {
-      out.push({ key: "learn", message: 'expected "header:<Name>" (a handshake header whose value is the secret, echoed back) or "field:<path>" (an unsigned JSON handshake)' });
+      out.push({
+        key: "learn",
+        message:
+          'expected "header:<Name>" (a handshake header whose value is the secret, echoed back) or "field:<path>" (an unsigned JSON handshake)',
+      });
     }
-    if (t.get_verify === true || t.head_handshake === true) out.push({ key: "learn", message: "a learning handshake cannot be combined with get_verify or head_handshake" });
-    if (m?.[1] === "field" && !has("header")) out.push({ key: "learn", message: "a field handshake is told apart from events by the missing signature header: set header" });
+    if (t.get_verify === true || t.head_handshake === true)
+      out.push({ key: "learn", message: "a learning handshake cannot be combined with get_verify or head_handshake" });
+    if (m?.[1] === "field" && !has("header"))
+      out.push({
+        key: "learn",
+        message: "a field handshake is told apart from events by the missing signature header: set header",
+      });
   }
   // ignore reads the request's event type, which a split request does not have.
-  if (has("split") && has("ignore")) out.push({ key: "ignore", message: "with split, each element has its own type: route the ones to drop instead" });
+  if (has("split") && has("ignore"))
+    out.push({ key: "ignore", message: "with split, each element has its own type: route the ones to drop instead" });
   return out;
 }
 
@@ -146,8 +193,10 @@ function schemeProblems(t: Record<string, unknown>, scheme: Scheme, out: Templat
   for (const need of SCHEMES[scheme].needs) {
     if (!has(need)) out.push({ key: need, message: `required by scheme ${scheme}` });
   }
-  if (scheme === "static-token" && has("header") === has("param")) out.push({ key: "header", message: "scheme static-token needs exactly one of header or param" });
-  if (has("sw_headers") && scheme !== "standard-webhooks") out.push({ key: "sw_headers", message: "only for scheme standard-webhooks" });
+  if (scheme === "static-token" && has("header") === has("param"))
+    out.push({ key: "header", message: "scheme static-token needs exactly one of header or param" });
+  if (has("sw_headers") && scheme !== "standard-webhooks")
+    out.push({ key: "sw_headers", message: "only for scheme standard-webhooks" });
   if (has("algorithm") && scheme !== "hmac") out.push({ key: "algorithm", message: "only for scheme hmac" });
   const generic = GENERIC.includes(scheme);
   for (const k of GENERIC_ONLY) {
@@ -156,25 +205,43 @@ function schemeProblems(t: Record<string, unknown>, scheme: Scheme, out: Templat
   // tolerance_s is harmless where no timestamp is checked (hookspool.webhook sets it for every
   // scheme): it is not reported.
   if (!generic) return;
-  if (has("timestamp_header") && has("timestamp_field")) out.push({ key: "timestamp_field", message: "one of timestamp_header or timestamp_field" });
-  if (has("pairs") && has("signatures")) out.push({ key: "signatures", message: "with pairs, every sig_name pair is a signature" });
-  if (typeof t.public_url === "string" && !/^https?:\/\/[^\s?#]+$/.test(t.public_url)) out.push({ key: "public_url", message: "expected the http(s) URL the sender calls, without a query string" });
+  if (has("timestamp_header") && has("timestamp_field"))
+    out.push({ key: "timestamp_field", message: "one of timestamp_header or timestamp_field" });
+  if (has("pairs") && has("signatures"))
+    out.push({ key: "signatures", message: "with pairs, every sig_name pair is a signature" });
+  if (typeof t.public_url === "string" && !/^https?:\/\/[^\s?#]+$/.test(t.public_url))
+    out.push({ key: "public_url", message: "expected the http(s) URL the sender calls, without a query string" });
   const tsSource = has("timestamp_header") || has("timestamp_field") || has("pairs");
   // A timestamp that is checked but not signed proves nothing: a replay with a fresh one passes.
   const recipe = parseRecipe(defaultRecipe(t as unknown as VerifySettings));
   const signs = (part: string) => recipe.some((p) => "part" in p && p.part === part);
-  if ((has("timestamp_header") || has("pairs")) && !signs("ts")) out.push({ key: "message", message: "the timestamp is checked but not signed: put {ts} in the message (Slack: v0:{ts}:{body})" });
-  if (has("timestamp_field") && !signs("body")) out.push({ key: "message", message: "timestamp_field is in the body: the message must sign {body}" });
+  if ((has("timestamp_header") || has("pairs")) && !signs("ts"))
+    out.push({
+      key: "message",
+      message: "the timestamp is checked but not signed: put {ts} in the message (Slack: v0:{ts}:{body})",
+    });
+  if (has("timestamp_field") && !signs("body"))
+    out.push({ key: "message", message: "timestamp_field is in the body: the message must sign {body}" });
   if (typeof t.message !== "string") {
-    if (scheme !== "hmac" && !tsSource) out.push({ key: "timestamp_header", message: `required by scheme ${scheme} unless message is set (it signs {ts}{body})` });
+    if (scheme !== "hmac" && !tsSource)
+      out.push({
+        key: "timestamp_header",
+        message: `required by scheme ${scheme} unless message is set (it signs {ts}{body})`,
+      });
     return;
   }
   for (const p of parseRecipe(t.message)) {
     if (!("part" in p)) continue;
-    if (!(RECIPE_PARTS as readonly string[]).includes(p.part)) out.push({ key: "message", message: `unknown part {${p.part}}: the parts are ${RECIPE_PARTS.map((x) => `{${x}}`).join(", ")}` });
-    else if (p.part === "ts" && !tsSource) out.push({ key: "message", message: "{ts} needs timestamp_header, timestamp_field or pairs" });
+    if (!(RECIPE_PARTS as readonly string[]).includes(p.part))
+      out.push({
+        key: "message",
+        message: `unknown part {${p.part}}: the parts are ${RECIPE_PARTS.map((x) => `{${x}}`).join(", ")}`,
+      });
+    else if (p.part === "ts" && !tsSource)
+      out.push({ key: "message", message: "{ts} needs timestamp_header, timestamp_field or pairs" });
     else if (p.part === "id" && !has("id_header")) out.push({ key: "message", message: "{id} needs id_header" });
     else if (p.part === "url" && !has("public_url")) out.push({ key: "message", message: "{url} needs public_url" });
-    else if (p.part === "params" && t.body !== "form") out.push({ key: "message", message: '{params} needs body = "form"' });
+    else if (p.part === "params" && t.body !== "form")
+      out.push({ key: "message", message: '{params} needs body = "form"' });
   }
 }

@@ -21,7 +21,11 @@ export function alternatives(sel: string): string[] {
 export function selectorOk(sel: string, dedup: boolean): boolean {
   if (dedup && (sel === "body_sha256" || sel === "none")) return true;
   return alternatives(sel).every((alt) => {
-    if (alt.startsWith("keyof:")) return alt.slice(6).split("|").every((p) => BARE_PATH.test(p));
+    if (alt.startsWith("keyof:"))
+      return alt
+        .slice(6)
+        .split("|")
+        .every((p) => BARE_PATH.test(p));
     if (/^(header|field|const):(.+)$/.test(alt)) return true;
     return BARE_PATH.test(alt);
   });
@@ -32,7 +36,13 @@ function selectOne(sel: string, payload: unknown, req: HookRequest): string | nu
   if (sel.startsWith("header:")) return req.header(sel.slice(7));
   if (sel.startsWith("const:")) return sel.slice(6);
   // The name of the first of these payload fields that is present (Telegram's update kinds).
-  if (sel.startsWith("keyof:")) return sel.slice(6).split("|").find((p) => getPath(payload, p) != null) ?? null;
+  if (sel.startsWith("keyof:"))
+    return (
+      sel
+        .slice(6)
+        .split("|")
+        .find((p) => getPath(payload, p) != null) ?? null
+    );
   return getText(payload, sel.startsWith("field:") ? sel.slice(6) : sel);
 }
 

@@ -3,7 +3,20 @@
 // signature header. The comparisons themselves are verify.ts's.
 import { getText } from "./get-path.ts";
 import type { HookRequest, VerifyFailure } from "./types.ts";
-import { type Algorithm, ecdsaP256Why, ed25519Why, type Encoding, hmacAnyWhy, hmacPrefixedWhy, MAX_SIGNATURES, sha256Hex, standardWebhooksWhy, staticTokenWhy, timestampedWhy, timestampWhy } from "./verify.ts";
+import {
+  type Algorithm,
+  ecdsaP256Why,
+  ed25519Why,
+  type Encoding,
+  hmacAnyWhy,
+  hmacPrefixedWhy,
+  MAX_SIGNATURES,
+  sha256Hex,
+  standardWebhooksWhy,
+  staticTokenWhy,
+  timestampedWhy,
+  timestampWhy,
+} from "./verify.ts";
 
 /** The settings verification reads (a subset of TemplateSettings). */
 export interface VerifySettings {
@@ -58,7 +71,8 @@ export function defaultRecipe(t: Pick<VerifySettings, "scheme" | "message">): st
 /** Whether the scheme, as set, checks a timestamp (so a stale or future request is refused). */
 export function checksTimestamp(t: VerifySettings): boolean {
   if (t.scheme === "standard-webhooks" || t.scheme === "timestamped") return true;
-  if (t.scheme === "hmac" || t.scheme === "ed25519" || t.scheme === "ecdsa-p256") return t.timestamp_header !== undefined || t.timestamp_field !== undefined || t.pairs !== undefined;
+  if (t.scheme === "hmac" || t.scheme === "ed25519" || t.scheme === "ecdsa-p256")
+    return t.timestamp_header !== undefined || t.timestamp_field !== undefined || t.pairs !== undefined;
   return false;
 }
 
@@ -87,7 +101,10 @@ export function signedUrl(t: VerifySettings, req: Pick<HookRequest, "rawQuery">)
 }
 
 /** The message the sender signed: the recipe's parts, the body as raw bytes. */
-export function buildMessage(t: VerifySettings, parts: { body: Uint8Array; ts: string; id: string; method: string; url: string; params: () => string }): Uint8Array {
+export function buildMessage(
+  t: VerifySettings,
+  parts: { body: Uint8Array; ts: string; id: string; method: string; url: string; params: () => string },
+): Uint8Array {
   const enc = new TextEncoder();
   const chunks = parseRecipe(defaultRecipe(t)).map((p) => {
     if ("text" in p) return enc.encode(p.text);
@@ -100,7 +117,10 @@ export function buildMessage(t: VerifySettings, parts: { body: Uint8Array; ts: s
 }
 
 /** The timestamp and the candidate signatures a request carries, by the template's grammar. */
-function readSignature(t: VerifySettings, req: HookRequest): { ts: string | null; candidates: string[] } | VerifyFailure {
+function readSignature(
+  t: VerifySettings,
+  req: HookRequest,
+): { ts: string | null; candidates: string[] } | VerifyFailure {
   const header = t.header ? req.header(t.header) : null;
   if (header === null) return "missing_signature";
   let ts: string | null = null;
@@ -158,8 +178,10 @@ function genericWhy(t: VerifySettings, req: HookRequest, secret: string): Verify
     url: signedUrl(t, req),
     params: () => sortedParams(req.body),
   });
-  if (t.scheme === "ed25519") return firstPass(candidates.map((c) => ed25519Why(c, secret, message, { encoding: t.encoding ?? "hex" })));
-  if (t.scheme === "ecdsa-p256") return firstPass(candidates.map((c) => ecdsaP256Why(c, secret, message, { encoding: t.encoding ?? "base64" })));
+  if (t.scheme === "ed25519")
+    return firstPass(candidates.map((c) => ed25519Why(c, secret, message, { encoding: t.encoding ?? "hex" })));
+  if (t.scheme === "ecdsa-p256")
+    return firstPass(candidates.map((c) => ecdsaP256Why(c, secret, message, { encoding: t.encoding ?? "base64" })));
   if (secret.length === 0) return "mismatch";
   return hmacAnyWhy(candidates, secret, message, { algorithm: t.algorithm ?? "sha256", encoding: t.encoding ?? "hex" });
 }
@@ -174,9 +196,23 @@ function firstPass(verdicts: (VerifyFailure | null)[]): VerifyFailure | null {
  * sender uses without white-labelling (Resend, Clerk), or (`either`, the default) whichever set
  * carries a signature, webhook-* first. One set or the other, never a mix.
  */
-export function standardWebhooksHeaders(req: HookRequest, names: VerifySettings["sw_headers"] = "either"): { id: string | null; timestamp: string | null; signature: string | null } {
-  const p = names === "either" ? (req.header("webhook-signature") !== null ? "webhook" : req.header("svix-signature") !== null ? "svix" : "webhook") : names;
-  return { id: req.header(`${p}-id`), timestamp: req.header(`${p}-timestamp`), signature: req.header(`${p}-signature`) };
+export function standardWebhooksHeaders(
+  req: HookRequest,
+  names: VerifySettings["sw_headers"] = "either",
+): { id: string | null; timestamp: string | null; signature: string | null } {
+  const p =
+    names === "either"
+      ? req.header("webhook-signature") !== null
+        ? "webhook"
+        : req.header("svix-signature") !== null
+          ? "svix"
+          : "webhook"
+      : names;
+  return {
+    id: req.header(`${p}-id`),
+    timestamp: req.header(`${p}-timestamp`),
+    signature: req.header(`${p}-signature`),
+  };
 }
 
 function concat(a: Uint8Array, b: string): Uint8Array {
@@ -197,9 +233,15 @@ export function schemeVerifier(t: VerifySettings): (req: HookRequest, secret: st
       case "hmac-sha256-base64":
         return hmacPrefixedWhy(h, prefix, secret, req.body, { algorithm: "sha256", encoding: "base64" });
       case "hmac-sha1-base64-url":
-        return hmacPrefixedWhy(h, prefix, secret, concat(req.body, t.callback_url ?? ""), { algorithm: "sha1", encoding: "base64" });
+        return hmacPrefixedWhy(h, prefix, secret, concat(req.body, t.callback_url ?? ""), {
+          algorithm: "sha1",
+          encoding: "base64",
+        });
       case "standard-webhooks":
-        return standardWebhooksWhy(standardWebhooksHeaders(req, t.sw_headers), secret, req.body, { now: req.now, toleranceS: tolerance });
+        return standardWebhooksWhy(standardWebhooksHeaders(req, t.sw_headers), secret, req.body, {
+          now: req.now,
+          toleranceS: tolerance,
+        });
       case "timestamped":
         return timestampedWhy(h, secret, req.body, { now: req.now, toleranceS: tolerance });
       case "static-token": {
@@ -228,7 +270,8 @@ export function schemeVerifier(t: VerifySettings): (req: HookRequest, secret: st
 export function defaultDedup(t: VerifySettings): ((payload: unknown, req: HookRequest) => string | null) | undefined {
   if (t.scheme === "standard-webhooks") {
     const names = t.sw_headers ?? "either";
-    return (_p, req) => (names === "either" ? req.header("webhook-id") || req.header("svix-id") : req.header(`${names}-id`)) || null;
+    return (_p, req) =>
+      (names === "either" ? req.header("webhook-id") || req.header("svix-id") : req.header(`${names}-id`)) || null;
   }
   if ((t.scheme === "hmac" || t.scheme === "ed25519" || t.scheme === "ecdsa-p256") && t.id_header) {
     const id = t.id_header;

@@ -5,7 +5,15 @@ import { bodySha256 } from "./dedup.ts";
 import { getPath } from "./get-path.ts";
 import { select, holds, alternatives } from "./template-select.ts";
 import { defaultDedup, schemeVerifier, type VerifySettings } from "./template-verify.ts";
-import { type Attrs, BadPayload, type HookRequest, type HookResponse, response, type SourcePlugin, type Verdict } from "./types.ts";
+import {
+  type Attrs,
+  BadPayload,
+  type HookRequest,
+  type HookResponse,
+  response,
+  type SourcePlugin,
+  type Verdict,
+} from "./types.ts";
 import { staticTokenWhy } from "./verify.ts";
 
 export { checkTemplate, type TemplateProblem } from "./template-check.ts";
@@ -53,19 +61,34 @@ export const TEMPLATE_KEYS = [
 
 /** How each scheme verifies, and which keys it needs. */
 export const SCHEMES = {
-  "hmac-sha256-hex": { needs: ["header"], doc: "HMAC-SHA256 of the body, hex, in `header` after `prefix` (GitHub: X-Hub-Signature-256, sha256=)" },
+  "hmac-sha256-hex": {
+    needs: ["header"],
+    doc: "HMAC-SHA256 of the body, hex, in `header` after `prefix` (GitHub: X-Hub-Signature-256, sha256=)",
+  },
   "hmac-sha1-hex": { needs: ["header"], doc: "HMAC-SHA1 of the body, hex, in `header` after `prefix`" },
   "hmac-sha256-base64": { needs: ["header"], doc: "HMAC-SHA256 of the body, base64, in `header` after `prefix`" },
-  "hmac-sha1-base64-url": { needs: ["header", "callback_url"], doc: "HMAC-SHA1 of the body followed by `callback_url`, base64 (Trello)" },
-  "standard-webhooks": { needs: [], doc: "webhook-id, webhook-timestamp, webhook-signature (Standard Webhooks); svix-id, svix-timestamp, svix-signature from Svix senders (`sw_headers`)" },
+  "hmac-sha1-base64-url": {
+    needs: ["header", "callback_url"],
+    doc: "HMAC-SHA1 of the body followed by `callback_url`, base64 (Trello)",
+  },
+  "standard-webhooks": {
+    needs: [],
+    doc: "webhook-id, webhook-timestamp, webhook-signature (Standard Webhooks); svix-id, svix-timestamp, svix-signature from Svix senders (`sw_headers`)",
+  },
   timestamped: { needs: ["header"], doc: "`t=<unix>,v1=<hex>` in `header`, HMAC-SHA256 of `<t>.<body>`" },
   "static-token": { needs: [], doc: "a shared token in `header` (after `prefix`) or in the query parameter `param`" },
   hmac: {
     needs: ["header"],
     doc: "an HMAC (`algorithm`, `encoding`) of the `message` recipe in `header`, after `prefix` or as `pairs`, with a timestamp from `timestamp_header`, `timestamp_field` or a pair (Slack, Paddle, PagerDuty, HubSpot, Twilio)",
   },
-  ed25519: { needs: ["header"], doc: "an Ed25519 signature (hex) in `header` of the `message` recipe, default `{ts}{body}`, under the sender's public key as the secret (Discord)" },
-  "ecdsa-p256": { needs: ["header"], doc: "an ECDSA P-256 SHA-256 signature (base64 DER) in `header` of the `message` recipe, default `{ts}{body}`, under the sender's public key as the secret (SendGrid)" },
+  ed25519: {
+    needs: ["header"],
+    doc: "an Ed25519 signature (hex) in `header` of the `message` recipe, default `{ts}{body}`, under the sender's public key as the secret (Discord)",
+  },
+  "ecdsa-p256": {
+    needs: ["header"],
+    doc: "an ECDSA P-256 SHA-256 signature (base64 DER) in `header` of the `message` recipe, default `{ts}{body}`, under the sender's public key as the secret (SendGrid)",
+  },
 } as const;
 
 export type Scheme = keyof typeof SCHEMES;
@@ -93,7 +116,10 @@ export interface TemplateSettings extends VerifySettings {
   ack_type?: string;
   /** A payload path to an array, or "*" for a body that is the array: one event per element. */
   split?: string;
-  /** A handshake that teaches the secret: "header:<Name>" (echoed back, Asana) or "field:<path>" of an unsigned JSON POST (Notion). */
+  /**
+   * A handshake that teaches the secret: "header:<Name>" (echoed back, Asana) or "field:<path>" of an unsigned JSON
+   * POST (Notion).
+   */
   learn?: string;
 }
 
@@ -136,7 +162,10 @@ function formPayload(req: HookRequest, jsonField: string | undefined): unknown {
   return out;
 }
 
-/** Build the source plugin a (checked) template describes. Its secret is named `secret` (and `verify_token` with get_verify). */
+/**
+ * Build the source plugin a (checked) template describes. Its secret is named `secret` (and `verify_token` with
+ * get_verify).
+ */
 export function templateSource(t: TemplateSettings): SourcePlugin {
   const keySelectors = ([] as string[]).concat(t.key);
   const ignored = new Set(([] as string[]).concat(t.ignore ?? []));
@@ -145,8 +174,10 @@ export function templateSource(t: TemplateSettings): SourcePlugin {
   const authHeaders: string[] = [];
   if (t.header) authHeaders.push(t.header);
   if (t.scheme === "standard-webhooks") authHeaders.push("webhook-signature", "svix-signature");
-  const payloadOf = (req: HookRequest): unknown => (t.body === "form" ? formPayload(req, t.form_json) : req.body.length ? req.json() : {});
-  const eventType = (payload: unknown, req: HookRequest) => (t.event_type ? (select(t.event_type, payload, req) ?? "") : "");
+  const payloadOf = (req: HookRequest): unknown =>
+    t.body === "form" ? formPayload(req, t.form_json) : req.body.length ? req.json() : {};
+  const eventType = (payload: unknown, req: HookRequest) =>
+    t.event_type ? (select(t.event_type, payload, req) ?? "") : "";
 
   // Handshakes: a constant HEAD answer before verify (Trello); a GET whose verify token is
   // compared with a secret (Meta); after verify, an echo of a signed challenge field (Slack's
@@ -158,10 +189,15 @@ export function templateSource(t: TemplateSettings): SourcePlugin {
       const v = select(t.echo_field, payload, req);
       return v === null ? response(400) : response(200, v, { "Content-Type": "text/plain; charset=utf-8" });
     }
-    if (t.reply_when && t.reply !== undefined && holds(t.reply_when, payload, req)) return response(200, t.reply, { "Content-Type": t.reply_type ?? "application/json" });
+    if (t.reply_when && t.reply !== undefined && holds(t.reply_when, payload, req))
+      return response(200, t.reply, { "Content-Type": t.reply_type ?? "application/json" });
     return null;
   };
-  const challenge = t.head_handshake ? (req: HookRequest) => (req.method === "HEAD" ? response(200) : null) : t.echo_when || t.reply_when ? afterVerify : undefined;
+  const challenge = t.head_handshake
+    ? (req: HookRequest) => (req.method === "HEAD" ? response(200) : null)
+    : t.echo_when || t.reply_when
+      ? afterVerify
+      : undefined;
   const splitPath = t.split;
   const learn = t.learn ? learnerFor(t.learn, t.header) : undefined;
 
@@ -179,7 +215,8 @@ export function templateSource(t: TemplateSettings): SourcePlugin {
       ? (req, secrets) => {
           if (req.method !== "GET") return null;
           if (req.query["hub.mode"] !== "subscribe") return response(403);
-          if (staticTokenWhy(req.query["hub.verify_token"] ?? null, secrets.get("verify_token")) !== null) return response(403);
+          if (staticTokenWhy(req.query["hub.verify_token"] ?? null, secrets.get("verify_token")) !== null)
+            return response(403);
           return response(200, req.query["hub.challenge"] ?? "", { "Content-Type": "text/plain; charset=utf-8" });
         }
       : undefined,
@@ -195,7 +232,8 @@ export function templateSource(t: TemplateSettings): SourcePlugin {
     split: splitPath
       ? (payload) => {
           const list = splitPath === "*" ? payload : getPath(payload, splitPath);
-          if (!Array.isArray(list)) throw new BadPayload(`split: ${splitPath === "*" ? "the body" : splitPath} is not an array`);
+          if (!Array.isArray(list))
+            throw new BadPayload(`split: ${splitPath === "*" ? "the body" : splitPath} is not an array`);
           return list;
         }
       : undefined,
@@ -227,7 +265,10 @@ export function templateSource(t: TemplateSettings): SourcePlugin {
  * offers its value, and the answer echoes it (Asana). "field:verification_token": a POST with no
  * signature header whose JSON body holds that string field offers it, answered 200 (Notion).
  */
-function learnerFor(spec: string, signatureHeader: string | undefined): (req: HookRequest) => { secret: string; response: HookResponse } | null {
+function learnerFor(
+  spec: string,
+  signatureHeader: string | undefined,
+): (req: HookRequest) => { secret: string; response: HookResponse } | null {
   const colon = spec.indexOf(":");
   const kind = spec.slice(0, colon);
   const name = spec.slice(colon + 1);

@@ -14,7 +14,9 @@ export interface HookRequest {
   readonly path: string;
   /** Query parameters (first value of each). Never logged: tokens live here. */
   readonly query: Readonly<Record<string, string>>;
-  /** The query string exactly as received, without the "?" ("" when none): a signature over the URL covers its order. */
+  /**
+   * The query string exactly as received, without the "?" ("" when none): a signature over the URL covers its order.
+   */
   readonly rawQuery: string;
   /** A header's value, case-insensitive; null when absent. */
   header(name: string): string | null;
@@ -41,7 +43,11 @@ export interface HookResponse {
   headers?: Record<string, string>;
 }
 
-export function response(status: number, body: string | Uint8Array = "", headers: Record<string, string> = {}): HookResponse {
+export function response(
+  status: number,
+  body: string | Uint8Array = "",
+  headers: Record<string, string> = {},
+): HookResponse {
   return { status, body, headers };
 }
 
@@ -130,13 +136,19 @@ export interface SourcePlugin {
 
   verify(req: HookRequest, secrets: Secrets): Verdict | Promise<Verdict>;
   /** A response answers and stops (nothing is enqueued); null continues. Runs after verify. */
-  challenge?(req: HookRequest, secrets: Secrets): HookResponse | null | undefined | Promise<HookResponse | null | undefined>;
+  challenge?(
+    req: HookRequest,
+    secrets: Secrets,
+  ): HookResponse | null | undefined | Promise<HookResponse | null | undefined>;
   /**
    * A handshake on a request other than POST that authenticates itself (Meta's GET carries a
    * verify token, compared in constant time with a secret): runs before verify, with the
    * secrets. A response answers; null goes on, and a request other than POST then gets 405.
    */
-  handshake?(req: HookRequest, secrets: Secrets): HookResponse | null | undefined | Promise<HookResponse | null | undefined>;
+  handshake?(
+    req: HookRequest,
+    secrets: Secrets,
+  ): HookResponse | null | undefined | Promise<HookResponse | null | undefined>;
   /**
    * A handshake that teaches the secret on the wire (Asana's X-Hook-Secret, Notion's
    * verification_token): runs before verify, on a POST, with no secrets. When it recognizes the

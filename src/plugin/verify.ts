@@ -3,7 +3,15 @@
 // constantTimeEqual. A check answers false for anything a sender can
 // get wrong (missing header, bad hex or base64, wrong prefix, stale time) and never throws for
 // it; nothing here logs, and no error message carries a secret.
-import { createHash, createHmac, createPublicKey, type KeyObject, randomBytes, timingSafeEqual, verify as verifySignature } from "node:crypto";
+import {
+  createHash,
+  createHmac,
+  createPublicKey,
+  type KeyObject,
+  randomBytes,
+  timingSafeEqual,
+  verify as verifySignature,
+} from "node:crypto";
 import { HookspoolError } from "../errors.ts";
 
 export type Data = string | Uint8Array;
@@ -65,7 +73,10 @@ function decode(s: string, encoding: Encoding): Uint8Array | null {
 export function signingKey(secret: string): Uint8Array {
   if (!secret.startsWith("whsec_")) return encoder.encode(secret);
   const key = decodeBase64(secret.slice("whsec_".length));
-  if (!key) throw new HookspoolError("E_CONFIG", "a whsec_ secret is not valid base64", { hint: "copy the secret again from the sender" });
+  if (!key)
+    throw new HookspoolError("E_CONFIG", "a whsec_ secret is not valid base64", {
+      hint: "copy the secret again from the sender",
+    });
   return key;
 }
 
@@ -94,7 +105,13 @@ export type VerifyFailure = "missing_signature" | "malformed" | "mismatch" | "st
  * Null when given (encoded) equals the HMAC of data, else why not. An empty secret never
  * verifies: an empty secret file must fail closed, not make every signature computable.
  */
-function macWhy(given: string | null, secret: Data, data: Data, algorithm: string, encoding: Encoding): VerifyFailure | null {
+function macWhy(
+  given: string | null,
+  secret: Data,
+  data: Data,
+  algorithm: string,
+  encoding: Encoding,
+): VerifyFailure | null {
   if (given === null) return "missing_signature";
   if (bytes(secret).length === 0) return "mismatch";
   const claimed = decode(given.trim(), encoding);
@@ -225,7 +242,11 @@ export function timestampedWhy(
   const stale = timestampWhy(t, opts.now, opts.toleranceS ?? 300);
   if (stale) return stale;
   if (bytes(secret).length === 0) return "mismatch";
-  return anyEqualWhy(candidates, mac(secret, concat(`${t}.`, body), opts.algorithm ?? "sha256"), opts.encoding ?? "hex");
+  return anyEqualWhy(
+    candidates,
+    mac(secret, concat(`${t}.`, body), opts.algorithm ?? "sha256"),
+    opts.encoding ?? "hex",
+  );
 }
 
 /**
@@ -252,7 +273,8 @@ export function signedTimestampWhy(opts: Parameters<typeof signedTimestamp>[0]):
   if (opts.signature === null) return "missing_signature";
   const stale = timestampWhy(opts.timestamp, opts.now, opts.toleranceS ?? 300);
   if (stale) return stale;
-  const message = typeof opts.message === "string" || opts.message instanceof Uint8Array ? opts.message : concat(...opts.message);
+  const message =
+    typeof opts.message === "string" || opts.message instanceof Uint8Array ? opts.message : concat(...opts.message);
   return hmacPrefixedWhy(opts.signature, opts.prefix ?? "", opts.secret, message, opts);
 }
 
@@ -311,7 +333,12 @@ export function standardWebhooksSignature(secret: string, id: string, timestamp:
  * Several candidate signatures (a sender rotating its secret sends two): null when any one is
  * the HMAC of data, else why not. Every candidate is checked, so the work does not say which.
  */
-export function hmacAnyWhy(candidates: readonly string[], secret: Data, data: Data, opts: { algorithm?: Algorithm; encoding?: Encoding } = {}): VerifyFailure | null {
+export function hmacAnyWhy(
+  candidates: readonly string[],
+  secret: Data,
+  data: Data,
+  opts: { algorithm?: Algorithm; encoding?: Encoding } = {},
+): VerifyFailure | null {
   if (candidates.length === 0) return "missing_signature";
   if (bytes(secret).length === 0) return "mismatch";
   return anyEqualWhy(candidates, mac(secret, data, opts.algorithm ?? "sha256"), opts.encoding ?? "hex");
@@ -342,7 +369,12 @@ function publicKeyOf(text: string, kind: "ed25519" | "ec"): KeyObject | null {
  * of message under the public key, else why not. A key that does not parse fails closed
  * ("mismatch": the sender is not at fault, and nothing verifies until the key is fixed).
  */
-export function ed25519Why(signature: string | null, publicKey: string, message: Data, opts: { encoding?: Encoding } = {}): VerifyFailure | null {
+export function ed25519Why(
+  signature: string | null,
+  publicKey: string,
+  message: Data,
+  opts: { encoding?: Encoding } = {},
+): VerifyFailure | null {
   if (signature === null) return "missing_signature";
   const sig = decode(signature.trim(), opts.encoding ?? "hex");
   if (sig === null || sig.length !== 64) return "malformed";
@@ -360,7 +392,12 @@ export function ed25519Why(signature: string | null, publicKey: string, message:
  * P-256 / SHA-256 signature of message under the public key (base64 SPKI, as SendGrid shows it,
  * or PEM), else why not.
  */
-export function ecdsaP256Why(signature: string | null, publicKey: string, message: Data, opts: { encoding?: Encoding } = {}): VerifyFailure | null {
+export function ecdsaP256Why(
+  signature: string | null,
+  publicKey: string,
+  message: Data,
+  opts: { encoding?: Encoding } = {},
+): VerifyFailure | null {
   if (signature === null) return "missing_signature";
   const sig = decode(signature.trim(), opts.encoding ?? "base64");
   if (sig === null) return "malformed";

@@ -40,10 +40,12 @@ function json<T>(env: Record<string, string | undefined>, name: string, fallback
 export function readProcessorEnv(instance: string, env: Record<string, string | undefined>): ProcessorEnv {
   const need = (name: string) => {
     const v = env[name];
-    if (v === undefined || v === "") throw new Permanent(`${name} is not set: run a processor through its bobbin instance`);
+    if (v === undefined || v === "")
+      throw new Permanent(`${name} is not set: run a processor through its bobbin instance`);
     return v;
   };
-  if (need("HOOKSPOOL_BOBBIN_INSTANCE") !== instance) throw new Permanent("HOOKSPOOL_BOBBIN_INSTANCE is another instance");
+  if (need("HOOKSPOOL_BOBBIN_INSTANCE") !== instance)
+    throw new Permanent("HOOKSPOOL_BOBBIN_INSTANCE is another instance");
   const batchId = Number(need("HOOKSPOOL_BATCH_ID"));
   if (!Number.isSafeInteger(batchId) || batchId <= 0) throw new Permanent("HOOKSPOOL_BATCH_ID is not a batch id");
   const keep = Number(env.HOOKSPOOL_JOURNAL_KEEP_S ?? DEFAULT_KEEP_S);

@@ -2,7 +2,18 @@
 // a processor keeps between batches, and the runtime's own (OAuth tokens). Every write is
 // atomic: a temp file, fsync, rename, fsync of the directory, so a crash leaves the old file or
 // the new one, never half of either.
-import { closeSync, fsyncSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeSync } from "node:fs";
+import {
+  closeSync,
+  fsyncSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  statSync,
+  writeSync,
+} from "node:fs";
 import { dirname, join } from "node:path";
 import type { EmitRequest } from "../delivery.ts";
 
@@ -58,7 +69,8 @@ export const journalPath = (stateDir: string, batchId: number) => join(stateDir,
 /** The journaled result of `batchId`, or null (none, or unreadable: the batch runs again). */
 export function readJournal(stateDir: string, batchId: number): JournalEntry | null {
   const j = readJson(journalPath(stateDir, batchId)) as JournalEntry | undefined;
-  if (!j || j.batch_id !== batchId || !Array.isArray(j.emits) || typeof j.state !== "object" || j.state === null) return null;
+  if (!j || j.batch_id !== batchId || !Array.isArray(j.emits) || typeof j.state !== "object" || j.state === null)
+    return null;
   return j;
 }
 

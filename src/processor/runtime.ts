@@ -64,10 +64,13 @@ async function loadByPath(path: string, uid: number): Promise<unknown> {
 /** The processor (or a poller, as one: poll() called where process() would be). */
 async function loadProcessor(env: ProcessorEnv, uid: number): Promise<ProcessorPlugin> {
   const { module, poll } = moduleOf(env.dir);
-  const mod = env.dir.startsWith(BUILTIN_PREFIX) ? builtinModule(`${env.dir}/${module}`) : await loadByPath(join(env.dir, `${module}.ts`), uid);
+  const mod = env.dir.startsWith(BUILTIN_PREFIX)
+    ? builtinModule(`${env.dir}/${module}`)
+    : await loadByPath(join(env.dir, `${module}.ts`), uid);
   const p = exported(mod) as Partial<ProcessorPlugin & PollerPlugin> | null;
   const fn = poll ? p?.poll : p?.process;
-  if (typeof fn !== "function") throw new Permanent(`the ${poll ? "poller" : "processor"} module exports no ${poll ? "poll" : "process"}()`);
+  if (typeof fn !== "function")
+    throw new Permanent(`the ${poll ? "poller" : "processor"} module exports no ${poll ? "poll" : "process"}()`);
   return { process: (batch, ctx) => fn.call(p, batch, ctx) };
 }
 
@@ -85,8 +88,16 @@ function batchOf(env: ProcessorEnv, stdin: Uint8Array): Batch {
   } catch {
     throw new Permanent("the batch document on stdin is not JSON");
   }
-  if (doc === null || typeof doc !== "object" || !Array.isArray(doc.events)) throw new Permanent("the batch document on stdin has no events");
-  return { id: env.batchId, deliveryId: env.deliveryId, source: String(doc.source ?? ""), key: String(doc.key ?? ""), events: doc.events, doc };
+  if (doc === null || typeof doc !== "object" || !Array.isArray(doc.events))
+    throw new Permanent("the batch document on stdin has no events");
+  return {
+    id: env.batchId,
+    deliveryId: env.deliveryId,
+    source: String(doc.source ?? ""),
+    key: String(doc.key ?? ""),
+    events: doc.events,
+    doc,
+  };
 }
 
 /**
@@ -94,7 +105,11 @@ function batchOf(env: ProcessorEnv, stdin: Uint8Array): Batch {
  * instance as source, with a dedup id made of the batch id and the item's index, so a replay of
  * the same batch is a duplicate downstream.
  */
-export function emitsOf(env: ProcessorEnv, batch: Batch, items: readonly Item[]): { emits: EmitRequest[]; unmapped: string[] } {
+export function emitsOf(
+  env: ProcessorEnv,
+  batch: Batch,
+  items: readonly Item[],
+): { emits: EmitRequest[]; unmapped: string[] } {
   const emits: EmitRequest[] = [];
   const unmapped = new Set<string>();
   items.forEach((item, i) => {
@@ -105,7 +120,14 @@ export function emitsOf(env: ProcessorEnv, batch: Batch, items: readonly Item[])
     }
     const { event_type, ...payload } = item;
     const key = typeof item.key === "string" && item.key !== "" ? item.key : batch.key;
-    emits.push({ source: env.instance, key, event_type, dedup_id: `${env.instance}:${batch.id}:${i}`, destination, payload });
+    emits.push({
+      source: env.instance,
+      key,
+      event_type,
+      dedup_id: `${env.instance}:${batch.id}:${i}`,
+      destination,
+      payload,
+    });
   });
   return { emits, unmapped: [...unmapped].sort() };
 }
@@ -113,7 +135,13 @@ export function emitsOf(env: ProcessorEnv, batch: Batch, items: readonly Item[])
 function checkItems(items: unknown): Item[] {
   if (!Array.isArray(items)) throw new Permanent("process() returned something other than a list of items");
   for (const it of items) {
-    if (it === null || typeof it !== "object" || Array.isArray(it) || typeof (it as Item).event_type !== "string" || (it as Item).event_type === "") {
+    if (
+      it === null ||
+      typeof it !== "object" ||
+      Array.isArray(it) ||
+      typeof (it as Item).event_type !== "string" ||
+      (it as Item).event_type === ""
+    ) {
       throw new Permanent("an item has no event_type");
     }
   }
@@ -124,7 +152,13 @@ function checkItems(items: unknown): Item[] {
 async function guarded<T>(fn: () => Promise<T>): Promise<T> {
   let printed = false;
   const out = process.stdout.write;
-  const saved = { log: console.log, info: console.info, warn: console.warn, error: console.error, debug: console.debug };
+  const saved = {
+    log: console.log,
+    info: console.info,
+    warn: console.warn,
+    error: console.error,
+    debug: console.debug,
+  };
   const refuse = () => {
     printed = true;
   };
@@ -181,13 +215,26 @@ export async function runProcessor(instance: string, io: RuntimeIo): Promise<num
     } else {
       const plugin = await loadProcessor(env, io.uid);
       const hooks = await loadHooks(env, io.uid);
-      const { ctx, staged } = buildContext({ env, clock: io.clock, log, hooks, processEnv: io.env, fetch: kitFetch(io.env) });
+      const { ctx, staged } = buildContext({
+        env,
+        clock: io.clock,
+        log,
+        hooks,
+        processEnv: io.env,
+        fetch: kitFetch(io.env),
+      });
       const items = checkItems(await guarded(async () => plugin.process(batch, ctx)));
       const made = emitsOf(env, batch, items);
-      if (made.unmapped.length) log(`batch ${env.batchId}: dropped the items of unmapped event types ${made.unmapped.join(", ")}`);
+      if (made.unmapped.length)
+        log(`batch ${env.batchId}: dropped the items of unmapped event types ${made.unmapped.join(", ")}`);
       emits = made.emits;
       if (env.stateDir) {
-        writeJournal(env.stateDir, { batch_id: env.batchId, emits, state: Object.fromEntries(staged), written_at: io.clock.now() });
+        writeJournal(env.stateDir, {
+          batch_id: env.batchId,
+          emits,
+          state: Object.fromEntries(staged),
+          written_at: io.clock.now(),
+        });
         testHook("processor.after_journal");
         applyState(env.stateDir, Object.fromEntries(staged));
         pruneJournals(env.stateDir, env.journalKeepS, io.clock.now() * 1000);

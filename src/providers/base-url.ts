@@ -4,7 +4,8 @@
 const LOOPBACK = new Set(["127.0.0.1", "localhost", "[::1]"]);
 
 /** Why the setting cannot be a base URL, as a fixed phrase for failPermanent or an Error. */
-export const BASE_URL_RULE = "api_base_url must be https, or plain http on 127.0.0.1 or localhost only, with no credentials, query or fragment";
+export const BASE_URL_RULE =
+  "api_base_url must be https, or plain http on 127.0.0.1 or localhost only, with no credentials, query or fragment";
 
 /** The base URL without a trailing slash; undefined when the setting is empty; null when it breaks the rule. */
 export function apiBaseUrl(raw: unknown): string | undefined | null {

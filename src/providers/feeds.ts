@@ -145,7 +145,9 @@ function atomEntry(entry: XmlNode): FeedEntry {
     link,
     updated: textOf(entry, "updated") || textOf(entry, "published"),
     summary: cut(textOf(entry, "summary") || textOf(entry, "content")),
-    categories: all(entry, "category").map((c) => attr(c, "term")).filter(Boolean),
+    categories: all(entry, "category")
+      .map((c) => attr(c, "term"))
+      .filter(Boolean),
   };
 }
 
@@ -205,7 +207,10 @@ function text(node: XmlNode): string {
 function innerText(node: XmlNode): string {
   const name = nameOf(node);
   if (name === "#text") return typeof node[name] === "string" ? decodeXml(node[name]) : "";
-  if (name === "#cdata") return children(node).map((t) => (typeof t["#text"] === "string" ? t["#text"] : "")).join("");
+  if (name === "#cdata")
+    return children(node)
+      .map((t) => (typeof t["#text"] === "string" ? t["#text"] : ""))
+      .join("");
   return children(node).map(innerText).join("");
 }
 

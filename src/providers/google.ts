@@ -43,13 +43,22 @@ function url(base: string, segments: readonly string[], query: Query = {}): stri
  * old", "deleted since"), else the status rule of src/net/http.ts (429 and 5xx Retryable with the
  * answer's Retry-After, other 4xx Permanent with the status), whose message names only the host.
  */
-async function call<T>(api: OAuthClient, method: string, u: string, o: { body?: unknown; expected?: readonly number[] } = {}): Promise<T | null> {
+async function call<T>(
+  api: OAuthClient,
+  method: string,
+  u: string,
+  o: { body?: unknown; expected?: readonly number[] } = {},
+): Promise<T | null> {
   const headers: Record<string, string> = { accept: "application/json" };
   if (o.body !== undefined) headers["content-type"] = "application/json";
-  const res = await api.request(method, u, { headers, body: o.body === undefined ? undefined : JSON.stringify(o.body) });
+  const res = await api.request(method, u, {
+    headers,
+    body: o.body === undefined ? undefined : JSON.stringify(o.body),
+  });
   if (o.expected?.includes(res.status)) return null;
   const json = jsonOf<unknown>(method, u, res);
-  if (json === null || typeof json !== "object" || Array.isArray(json)) throw new Permanent(`${method} ${hostOf(u)}: answer is not a JSON object`);
+  if (json === null || typeof json !== "object" || Array.isArray(json))
+    throw new Permanent(`${method} ${hostOf(u)}: answer is not a JSON object`);
   return json as T;
 }
 
@@ -74,20 +83,37 @@ const str = (v: unknown): string => (typeof v === "string" ? v : "");
 // ---------------------------------------------------------------------------------------------
 // Gmail
 
-type HistoryPage = { history?: { messagesAdded?: { message?: { id?: string } }[] }[]; nextPageToken?: string; historyId?: string };
+type HistoryPage = {
+  history?: { messagesAdded?: { message?: { id?: string } }[] }[];
+  nextPageToken?: string;
+  historyId?: string;
+};
 
 // https://developers.google.com/workspace/gmail/api/reference/rest/v1/users.history/list
 // https://developers.google.com/workspace/gmail/api/guides/sync (a startHistoryId out of the
 // available history answers 404, and the client must then do a full sync)
-/** Gmail: the ids of messages added since `startHistoryId` (history.list, historyTypes=messageAdded, every page) and the mailbox's newest historyId; a 404 (the id is too old) gives { tooOld: true }. */
-export async function gmailHistory(api: OAuthClient, user: string, startHistoryId: string, o?: GoogleOptions): Promise<{ tooOld: false; messageIds: string[]; historyId: string } | { tooOld: true }> {
+/**
+ * Gmail: the ids of messages added since `startHistoryId` (history.list, historyTypes=messageAdded, every page) and the
+ * mailbox's newest historyId; a 404 (the id is too old) gives { tooOld: true }.
+ */
+export async function gmailHistory(
+  api: OAuthClient,
+  user: string,
+  startHistoryId: string,
+  o?: GoogleOptions,
+): Promise<{ tooOld: false; messageIds: string[]; historyId: string } | { tooOld: true }> {
   const limit = pageLimitOf(o);
   const ids = new Set<string>();
   let historyId = startHistoryId;
   let pageToken: string | undefined;
   for (let page = 0; ; page++) {
     if (page === limit) throw tooManyPages("gmail history", limit);
-    const u = url(o?.base ?? GMAIL, ["users", user, "history"], { startHistoryId, historyTypes: "messageAdded", maxResults: 500, pageToken });
+    const u = url(o?.base ?? GMAIL, ["users", user, "history"], {
+      startHistoryId,
+      historyTypes: "messageAdded",
+      maxResults: 500,
+      pageToken,
+    });
     const answer = await call<HistoryPage>(api, "GET", u, { expected: [404] });
     if (answer === null) return { tooOld: true };
     for (const record of answer.history ?? []) {
@@ -103,8 +129,16 @@ export async function gmailHistory(api: OAuthClient, user: string, startHistoryI
 // https://developers.google.com/workspace/gmail/api/reference/rest/v1/users.messages/list
 // https://developers.google.com/workspace/gmail/api/reference/rest/v1/users/getProfile
 // https://developers.google.com/workspace/gmail/api/guides/sync (full synchronization)
-/** Gmail fallback: the ids of the newest `max` (1 to 100) messages (messages.list, one page) and the mailbox's current historyId (getProfile). */
-export async function gmailRecent(api: OAuthClient, user: string, max: number, o?: GoogleOptions): Promise<{ messageIds: string[]; historyId: string }> {
+/**
+ * Gmail fallback: the ids of the newest `max` (1 to 100) messages (messages.list, one page) and the mailbox's current
+ * historyId (getProfile).
+ */
+export async function gmailRecent(
+  api: OAuthClient,
+  user: string,
+  max: number,
+  o?: GoogleOptions,
+): Promise<{ messageIds: string[]; historyId: string }> {
   const base = o?.base ?? GMAIL;
   const n = Math.min(100, Math.max(1, Math.floor(Number.isFinite(max) ? max : 100)));
   // The profile first: a message that arrives between the two calls is then listed here and seen
@@ -112,7 +146,11 @@ export async function gmailRecent(api: OAuthClient, user: string, max: number, o
   const profile = await call<{ historyId?: string }>(api, "GET", url(base, ["users", user, "profile"]));
   const historyId = str(profile?.historyId);
   if (!historyId) throw new Permanent("gmail profile answer has no historyId");
-  const list = await call<{ messages?: { id?: string }[] }>(api, "GET", url(base, ["users", user, "messages"], { maxResults: n }));
+  const list = await call<{ messages?: { id?: string }[] }>(
+    api,
+    "GET",
+    url(base, ["users", user, "messages"], { maxResults: n }),
+  );
   const messageIds = (list?.messages ?? []).map((m) => str(m.id)).filter((id) => id !== "");
   return { messageIds, historyId };
 }
@@ -132,14 +170,26 @@ export interface MessageMeta {
   internalDate: string;
 }
 
-type MessageAnswer = Partial<Record<"id" | "threadId" | "snippet" | "internalDate", string>> & { labelIds?: string[]; payload?: { headers?: { name?: string; value?: string }[] } };
+type MessageAnswer = Partial<Record<"id" | "threadId" | "snippet" | "internalDate", string>> & {
+  labelIds?: string[];
+  payload?: { headers?: { name?: string; value?: string }[] };
+};
 
 // https://developers.google.com/workspace/gmail/api/reference/rest/v1/users.messages/get
 /** Gmail: messages.get format=metadata with the MESSAGE_HEADERS only; null when it answers 404 (deleted since). */
-export async function gmailMessage(api: OAuthClient, user: string, id: string, o?: GoogleOptions & { snippet?: boolean }): Promise<MessageMeta | null> {
+export async function gmailMessage(
+  api: OAuthClient,
+  user: string,
+  id: string,
+  o?: GoogleOptions & { snippet?: boolean },
+): Promise<MessageMeta | null> {
   // The fields mask keeps the snippet (a piece of the body) off the wire unless it is asked for.
   const fields = `id,threadId,labelIds,internalDate,payload/headers${o?.snippet ? ",snippet" : ""}`;
-  const u = url(o?.base ?? GMAIL, ["users", user, "messages", id], { format: "metadata", metadataHeaders: MESSAGE_HEADERS, fields });
+  const u = url(o?.base ?? GMAIL, ["users", user, "messages", id], {
+    format: "metadata",
+    metadataHeaders: MESSAGE_HEADERS,
+    fields,
+  });
   const m = await call<MessageAnswer>(api, "GET", u, { expected: [404] });
   if (m === null) return null;
   const header = (name: string): string => {
@@ -187,7 +237,15 @@ function eventOf(e: Record<string, unknown>): CalendarEvent {
     const t = (v ?? {}) as { dateTime?: unknown; date?: unknown };
     return str(t.dateTime) || str(t.date);
   };
-  const ev: CalendarEvent = { id: str(e.id), status: str(e.status), summary: str(e.summary), start: when(e.start), end: when(e.end), updated: str(e.updated), htmlLink: str(e.htmlLink) };
+  const ev: CalendarEvent = {
+    id: str(e.id),
+    status: str(e.status),
+    summary: str(e.summary),
+    start: when(e.start),
+    end: when(e.end),
+    updated: str(e.updated),
+    htmlLink: str(e.htmlLink),
+  };
   if (typeof e.location === "string") ev.location = e.location;
   return ev;
 }
@@ -209,12 +267,20 @@ export async function calendarChanges(
   const limit = pageLimitOf(o);
   // A sync token refuses timeMin (and the other filters); showDeleted is sent on both so the
   // incremental request asks what the full one asked, as the sync guide requires.
-  const filter: Query = syncToken !== null ? { syncToken } : { timeMin: o?.timeMin ?? new Date((systemClock.now() - DAY_S) * 1000).toISOString() };
+  const filter: Query =
+    syncToken !== null
+      ? { syncToken }
+      : { timeMin: o?.timeMin ?? new Date((systemClock.now() - DAY_S) * 1000).toISOString() };
   const events: CalendarEvent[] = [];
   let pageToken: string | undefined;
   for (let page = 0; ; page++) {
     if (page === limit) throw tooManyPages("calendar events", limit);
-    const u = url(o?.base ?? CALENDAR, ["calendars", calendarId, "events"], { ...filter, showDeleted: true, maxResults: 2500, pageToken });
+    const u = url(o?.base ?? CALENDAR, ["calendars", calendarId, "events"], {
+      ...filter,
+      showDeleted: true,
+      maxResults: 2500,
+      pageToken,
+    });
     const answer = await call<EventsPage>(api, "GET", u, { expected: [410] });
     if (answer === null) return { resync: true };
     for (const item of answer.items ?? []) if (item && typeof item === "object") events.push(eventOf(item));
@@ -232,27 +298,46 @@ type FreeBusyAnswer = { calendars?: Record<string, { busy?: Interval[]; errors?:
 const TRANSIENT_REASONS = new Set(["backendError", "internalError"]);
 
 // https://developers.google.com/calendar/api/v3/reference/freebusy/query
-/** Calendar free/busy for one calendar between two RFC 3339 times (freeBusy.query): the busy intervals, and the free windows between them of at least `minMinutes`. */
-export async function freeWindows(api: OAuthClient, calendarId: string, timeMin: string, timeMax: string, minMinutes: number, o?: GoogleOptions): Promise<{ busy: Interval[]; free: Interval[] }> {
+/**
+ * Calendar free/busy for one calendar between two RFC 3339 times (freeBusy.query): the busy intervals, and the free
+ * windows between them of at least `minMinutes`.
+ */
+export async function freeWindows(
+  api: OAuthClient,
+  calendarId: string,
+  timeMin: string,
+  timeMax: string,
+  minMinutes: number,
+  o?: GoogleOptions,
+): Promise<{ busy: Interval[]; free: Interval[] }> {
   const from = Date.parse(timeMin);
   const to = Date.parse(timeMax);
-  if (!Number.isFinite(from) || !Number.isFinite(to) || from >= to) throw new Permanent("free/busy: timeMin must be an RFC 3339 time before timeMax");
+  if (!Number.isFinite(from) || !Number.isFinite(to) || from >= to)
+    throw new Permanent("free/busy: timeMin must be an RFC 3339 time before timeMax");
   const u = url(o?.base ?? CALENDAR, ["freeBusy"]);
-  const answer = await call<FreeBusyAnswer>(api, "POST", u, { body: { timeMin, timeMax, items: [{ id: calendarId }] } });
+  const answer = await call<FreeBusyAnswer>(api, "POST", u, {
+    body: { timeMin, timeMax, items: [{ id: calendarId }] },
+  });
   const cal = answer?.calendars?.[calendarId];
   if (!cal) throw new Permanent("free/busy answer has no entry for the calendar");
   // Errors sit in the 200 answer, per calendar (an unknown or unshared calendar: notFound).
   const reasons = (cal.errors ?? []).map((e) => str(e.reason));
   if (reasons.length > 0) {
-    if (reasons.every((r) => TRANSIENT_REASONS.has(r))) throw new Retryable("free/busy: calendar temporarily unavailable");
+    if (reasons.every((r) => TRANSIENT_REASONS.has(r)))
+      throw new Retryable("free/busy: calendar temporarily unavailable");
     throw new Permanent("free/busy: calendar not available");
   }
-  const busy = (cal.busy ?? []).filter((b) => Number.isFinite(Date.parse(str(b.start))) && Number.isFinite(Date.parse(str(b.end))));
+  const busy = (cal.busy ?? []).filter(
+    (b) => Number.isFinite(Date.parse(str(b.start))) && Number.isFinite(Date.parse(str(b.end))),
+  );
   busy.sort((a, b) => Date.parse(a.start) - Date.parse(b.start));
   return { busy, free: gaps(busy, timeMin, timeMax, Math.max(0, minMinutes) * 60_000) };
 }
 
-/** The gaps of at least minMs between sorted (possibly overlapping) busy intervals inside [timeMin, timeMax], in the strings Google gave. */
+/**
+ * The gaps of at least minMs between sorted (possibly overlapping) busy intervals inside [timeMin, timeMax], in the
+ * strings Google gave.
+ */
 function gaps(busy: readonly Interval[], timeMin: string, timeMax: string, minMs: number): Interval[] {
   const free: Interval[] = [];
   const max = Date.parse(timeMax);
@@ -285,16 +370,25 @@ export interface DriveChange {
 // https://developers.google.com/workspace/drive/api/reference/rest/v3/changes/getStartPageToken
 /** Drive: the page token from which changes.list reports what changes from now on. */
 export async function driveStartToken(api: OAuthClient, o?: GoogleOptions): Promise<string> {
-  const answer = await call<{ startPageToken?: string }>(api, "GET", url(o?.base ?? DRIVE, ["changes", "startPageToken"]));
+  const answer = await call<{ startPageToken?: string }>(
+    api,
+    "GET",
+    url(o?.base ?? DRIVE, ["changes", "startPageToken"]),
+  );
   const token = str(answer?.startPageToken);
   if (!token) throw new Permanent("drive answer has no startPageToken");
   return token;
 }
 
-type ChangesPage = { changes?: { changeType?: string; fileId?: string; removed?: boolean; file?: Record<string, unknown> }[]; nextPageToken?: string; newStartPageToken?: string };
+type ChangesPage = {
+  changes?: { changeType?: string; fileId?: string; removed?: boolean; file?: Record<string, unknown> }[];
+  nextPageToken?: string;
+  newStartPageToken?: string;
+};
 
 /** The fields mask: file metadata only, never contents, permissions or owners. */
-export const DRIVE_CHANGE_FIELDS = "nextPageToken,newStartPageToken,changes(changeType,fileId,removed,file(name,mimeType,modifiedTime,trashed,webViewLink))";
+export const DRIVE_CHANGE_FIELDS =
+  "nextPageToken,newStartPageToken,changes(changeType,fileId,removed,file(name,mimeType,modifiedTime,trashed,webViewLink))";
 
 // https://developers.google.com/workspace/drive/api/reference/rest/v3/changes/list
 // https://developers.google.com/workspace/drive/api/guides/manage-changes (follow nextPageToken
@@ -306,12 +400,21 @@ export const DRIVE_CHANGE_FIELDS = "nextPageToken,newStartPageToken,changes(chan
  * a pageToken for a later call: past pageLimit pages the call returns what it read with that
  * token as newStartPageToken, so a large backlog is worked through over successive calls.
  */
-export async function driveChanges(api: OAuthClient, pageToken: string, o?: GoogleOptions): Promise<{ changes: DriveChange[]; newStartPageToken: string }> {
+export async function driveChanges(
+  api: OAuthClient,
+  pageToken: string,
+  o?: GoogleOptions,
+): Promise<{ changes: DriveChange[]; newStartPageToken: string }> {
   const limit = pageLimitOf(o);
   const changes: DriveChange[] = [];
   let token = pageToken;
   for (let page = 0; page < limit; page++) {
-    const u = url(o?.base ?? DRIVE, ["changes"], { pageToken: token, pageSize: 1000, includeRemoved: true, fields: DRIVE_CHANGE_FIELDS });
+    const u = url(o?.base ?? DRIVE, ["changes"], {
+      pageToken: token,
+      pageSize: 1000,
+      includeRemoved: true,
+      fields: DRIVE_CHANGE_FIELDS,
+    });
     const answer = await call<ChangesPage>(api, "GET", u);
     for (const c of answer?.changes ?? []) {
       // A shared drive's own change (changeType "drive") names no file.
@@ -328,7 +431,8 @@ export async function driveChanges(api: OAuthClient, pageToken: string, o?: Goog
 function driveChangeOf(fileId: string, removed: boolean, file: Record<string, unknown> | undefined): DriveChange {
   const c: DriveChange = { fileId, removed };
   if (removed || !file) return c;
-  for (const k of ["name", "mimeType", "modifiedTime", "webViewLink"] as const) if (typeof file[k] === "string") c[k] = file[k];
+  for (const k of ["name", "mimeType", "modifiedTime", "webViewLink"] as const)
+    if (typeof file[k] === "string") c[k] = file[k];
   if (typeof file.trashed === "boolean") c.trashed = file.trashed;
   return c;
 }

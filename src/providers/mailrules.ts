@@ -19,7 +19,10 @@ export interface MailRule {
   /** Unique in a pack: [a-z][a-z0-9_-]{0,63}. */
   name: string;
   // What the message must match: from, subject, subject_re, list_id, header; every given one must hold (AND).
-  /** Address or domain patterns: "noreply@dentist.example", "@dentist.example", "*.bank.example" (any subdomain); any one matches. */
+  /**
+   * Address or domain patterns: "noreply@dentist.example", "@dentist.example", "*.bank.example" (any subdomain); any
+   * one matches.
+   */
   from?: string[];
   /** Case-insensitive substrings of the subject; any one matches. */
   subject?: string[];
@@ -31,7 +34,10 @@ export interface MailRule {
   header?: Record<string, string>;
   /** The output event type a match becomes. */
   output: string;
-  /** Named values to pull out: name -> a regular expression with exactly one capture group, applied to `from` (the subject by default). */
+  /**
+   * Named values to pull out: name -> a regular expression with exactly one capture group, applied to `from` (the
+   * subject by default).
+   */
   extract?: Record<string, { from?: "subject" | "snippet"; re: string }>;
   /** Higher runs first; default 0. Ties: file order. */
   priority?: number;
@@ -63,7 +69,8 @@ const DOMAIN = /^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*
 const ADDRESS = /^[^\s@<>",;]+@[^\s@<>",;]+$/;
 
 type Table = Record<string, unknown>;
-const isTable = (v: unknown): v is Table => typeof v === "object" && v !== null && !Array.isArray(v) && !(v instanceof Date);
+const isTable = (v: unknown): v is Table =>
+  typeof v === "object" && v !== null && !Array.isArray(v) && !(v instanceof Date);
 const tomlKey = (k: string) => (/^[A-Za-z0-9_-]+$/.test(k) ? k : JSON.stringify(k));
 
 /** The address inside a From header ("A <a@b.example>" -> "a@b.example"), lower-cased; "" when there is none. */
@@ -128,21 +135,27 @@ export function hasNestedQuantifier(re: string): boolean {
 /** What is wrong with a pattern, or null; `groups` asks for that many capture groups. */
 function patternProblem(re: string, groups?: number): string | null {
   if (re.length > MAX_PATTERN) return `longer than ${MAX_PATTERN} characters`;
-  if (/^\/.*\/[a-z]*$/s.test(re)) return "write the pattern bare, without /.../ or flags: patterns always match case-insensitively";
-  for (const m of re.matchAll(/(?<!\\)(?:\\\\)*\(\?([a-z-]+):/g)) if (/[^i-]/.test(m[1])) return `has flags (?${m[1]}:...): only i may be set or cleared inside a pattern`;
+  if (/^\/.*\/[a-z]*$/s.test(re))
+    return "write the pattern bare, without /.../ or flags: patterns always match case-insensitively";
+  for (const m of re.matchAll(/(?<!\\)(?:\\\\)*\(\?([a-z-]+):/g))
+    if (/[^i-]/.test(m[1])) return `has flags (?${m[1]}:...): only i may be set or cleared inside a pattern`;
   let compiled: RegExp;
   try {
     compiled = new RegExp(re, "i");
   } catch (e) {
     return `does not compile: ${(e as Error).message}`;
   }
-  if (hasNestedQuantifier(re)) return "a repeated group holds an unbounded quantifier (like (a+)+), which can take exponential time; rewrite it without the nesting";
+  if (hasNestedQuantifier(re))
+    return "a repeated group holds an unbounded quantifier (like (a+)+), which can take exponential time; rewrite it without the nesting";
   const count = (new RegExp(`${compiled.source}|`, "i").exec("")?.length ?? 1) - 1;
   if (groups !== undefined && count !== groups) return `needs exactly ${groups} capture group, has ${count}`;
   return null;
 }
 
-/** Parse and check a pack (`rule-packs/<name>.toml`): `name`, `status`, and [[rules]] tables. Returns the pack only when it has no problem. */
+/**
+ * Parse and check a pack (`rule-packs/<name>.toml`): `name`, `status`, and [[rules]] tables. Returns the pack only when
+ * it has no problem.
+ */
 export function parseRulePack(name: string, text: string): { pack: RulePack | null; problems: RuleProblem[] } {
   const problems: RuleProblem[] = [];
   const err = (key: string, message: string) => problems.push({ key, message });
@@ -154,10 +167,13 @@ export function parseRulePack(name: string, text: string): { pack: RulePack | nu
     return { pack: null, problems };
   }
   for (const k of Object.keys(doc)) if (!["name", "status", "rules"].includes(k)) err(k, "unknown key");
-  if (!RULE_NAME.test(name)) err("name", `"${name}" is not a pack name (lower-case letters, digits, _ and -, starting with a letter)`);
-  if (doc.name !== undefined && doc.name !== name) err("name", `${JSON.stringify(doc.name)} is not the name of its file ${name}.toml`);
+  if (!RULE_NAME.test(name))
+    err("name", `"${name}" is not a pack name (lower-case letters, digits, _ and -, starting with a letter)`);
+  if (doc.name !== undefined && doc.name !== name)
+    err("name", `${JSON.stringify(doc.name)} is not the name of its file ${name}.toml`);
   const status = doc.status ?? "active";
-  if (!(PACK_STATUSES as readonly unknown[]).includes(status)) err("status", `${JSON.stringify(status)} is not one of ${PACK_STATUSES.join(", ")}`);
+  if (!(PACK_STATUSES as readonly unknown[]).includes(status))
+    err("status", `${JSON.stringify(status)} is not one of ${PACK_STATUSES.join(", ")}`);
 
   const list = doc.rules ?? [];
   if (!Array.isArray(list)) err("rules", "expected [[rules]] tables");
@@ -165,13 +181,15 @@ export function parseRulePack(name: string, text: string): { pack: RulePack | nu
   else if (list.length > MAX_RULES) err("rules", `${list.length} rules: at most ${MAX_RULES} in a pack`);
 
   const strings = (v: unknown, at: string): string[] | undefined => {
-    if (!Array.isArray(v) || !v.every((x) => typeof x === "string" && x.trim() !== "")) err(at, "expected a list of non-empty strings");
+    if (!Array.isArray(v) || !v.every((x) => typeof x === "string" && x.trim() !== ""))
+      err(at, "expected a list of non-empty strings");
     else if (v.length === 0) err(at, "an empty list matches nothing");
     else return v as string[];
     return undefined;
   };
   const pattern = (v: unknown, at: string, groups?: number): string | undefined => {
-    const p = typeof v !== "string" || v === "" ? "expected a regular expression as a string" : patternProblem(v, groups);
+    const p =
+      typeof v !== "string" || v === "" ? "expected a regular expression as a string" : patternProblem(v, groups);
     if (p) err(at, p);
     return p ? undefined : (v as string);
   };
@@ -187,26 +205,35 @@ export function parseRulePack(name: string, text: string): { pack: RulePack | nu
     for (const k of Object.keys(t)) if (!RULE_KEYS.includes(k)) err(`${at}.${tomlKey(k)}`, "unknown key");
     const rule: MailRule = { name: typeof t.name === "string" ? t.name : "", output: "" };
     if (typeof t.name !== "string") err(`${at}.name`, "required: the rule's name");
-    else if (!RULE_NAME.test(t.name)) err(`${at}.name`, `"${t.name}" is not a rule name (lower-case letters, digits, _ and -, starting with a letter, at most 64)`);
+    else if (!RULE_NAME.test(t.name))
+      err(
+        `${at}.name`,
+        `"${t.name}" is not a rule name (lower-case letters, digits, _ and -, starting with a letter, at most 64)`,
+      );
     else if (seen.has(t.name)) err(`${at}.name`, `"${t.name}" names an earlier rule too`);
     else seen.add(t.name);
 
-    if (!CONDITIONS.some((k) => t[k] !== undefined)) err(at, `a rule needs at least one condition: ${CONDITIONS.join(", ")}`);
+    if (!CONDITIONS.some((k) => t[k] !== undefined))
+      err(at, `a rule needs at least one condition: ${CONDITIONS.join(", ")}`);
     if (t.from !== undefined) {
       rule.from = strings(t.from, `${at}.from`);
-      for (const [j, p] of (rule.from ?? []).entries()) if (!fromPattern(p)) err(`${at}.from[${j}]`, `"${p}" is not an address, @domain or *.domain`);
+      for (const [j, p] of (rule.from ?? []).entries())
+        if (!fromPattern(p)) err(`${at}.from[${j}]`, `"${p}" is not an address, @domain or *.domain`);
     }
     if (t.subject !== undefined) rule.subject = strings(t.subject, `${at}.subject`);
     if (t.subject_re !== undefined) rule.subject_re = pattern(t.subject_re, `${at}.subject_re`);
     if (t.list_id !== undefined) rule.list_id = strings(t.list_id, `${at}.list_id`);
     if (t.header !== undefined) {
-      if (!isTable(t.header) || Object.keys(t.header).length === 0) err(`${at}.header`, "expected a table of header name = value");
+      if (!isTable(t.header) || Object.keys(t.header).length === 0)
+        err(`${at}.header`, "expected a table of header name = value");
       else {
         rule.header = {};
         for (const [h, v] of Object.entries(t.header)) {
           const hat = `${at}.header.${tomlKey(h)}`;
-          if (!/^[a-z0-9][a-z0-9-]*$/.test(h)) err(hat, "a header name is written in lower case (letters, digits and -)");
-          else if (["from", "subject", "list-id"].includes(h)) err(hat, `match ${h} with the rule's ${h.replace("-", "_")} condition`);
+          if (!/^[a-z0-9][a-z0-9-]*$/.test(h))
+            err(hat, "a header name is written in lower case (letters, digits and -)");
+          else if (["from", "subject", "list-id"].includes(h))
+            err(hat, `match ${h} with the rule's ${h.replace("-", "_")} condition`);
           if (typeof v !== "string") err(hat, "expected the header's value as a string");
           else rule.header[h] = v;
         }
@@ -214,7 +241,8 @@ export function parseRulePack(name: string, text: string): { pack: RulePack | nu
     }
 
     if (typeof t.output !== "string") err(`${at}.output`, "required: the event type a match becomes");
-    else if (!EVENT_TYPE_TOKEN.test(t.output)) err(`${at}.output`, `"${t.output}" is not an event type (letters, digits, . _ : -, at most 64)`);
+    else if (!EVENT_TYPE_TOKEN.test(t.output))
+      err(`${at}.output`, `"${t.output}" is not an event type (letters, digits, . _ : -, at most 64)`);
     else rule.output = t.output;
 
     if (t.extract !== undefined) {
@@ -223,7 +251,8 @@ export function parseRulePack(name: string, text: string): { pack: RulePack | nu
         rule.extract = {};
         for (const [n, e] of Object.entries(t.extract)) {
           const eat = `${at}.extract.${tomlKey(n)}`;
-          if (!/^[a-z][a-z0-9_]{0,63}$/.test(n)) err(eat, "a value's name is a lower-case identifier (letters, digits, _)");
+          if (!/^[a-z][a-z0-9_]{0,63}$/.test(n))
+            err(eat, "a value's name is a lower-case identifier (letters, digits, _)");
           if (!isTable(e)) {
             err(eat, "expected { re = ..., from = ... }");
             continue;
@@ -238,7 +267,8 @@ export function parseRulePack(name: string, text: string): { pack: RulePack | nu
     }
 
     if (t.priority !== undefined) {
-      if (typeof t.priority !== "number" || !Number.isInteger(t.priority)) err(`${at}.priority`, "expected a whole number");
+      if (typeof t.priority !== "number" || !Number.isInteger(t.priority))
+        err(`${at}.priority`, "expected a whole number");
       else rule.priority = t.priority;
     }
     rules.push(rule);
@@ -272,7 +302,8 @@ function matches(rule: MailRule, m: MailMessage, subject: string): boolean {
   const lower = subject.toLowerCase();
   if (rule.subject && !rule.subject.some((s) => lower.includes(s.toLowerCase()))) return false;
   if (rule.subject_re !== undefined && !regex(rule.subject_re).test(subject)) return false;
-  if (rule.list_id && (m.listId === undefined || !rule.list_id.map(listIdOf).includes(listIdOf(m.listId)))) return false;
+  if (rule.list_id && (m.listId === undefined || !rule.list_id.map(listIdOf).includes(listIdOf(m.listId))))
+    return false;
   for (const [h, v] of Object.entries(rule.header ?? {})) {
     const got = m.headers?.[h];
     if (got === undefined || got.trim().toLowerCase() !== v.trim().toLowerCase()) return false;
@@ -280,8 +311,14 @@ function matches(rule: MailRule, m: MailMessage, subject: string): boolean {
   return true;
 }
 
-/** The first rule (by priority, then order) of the active packs that matches, with its extracted values; null when none does. */
-export function classify(message: MailMessage, packs: readonly RulePack[]): { rule: string; pack: string; output: string; values: Record<string, string> } | null {
+/**
+ * The first rule (by priority, then order) of the active packs that matches, with its extracted values; null when none
+ * does.
+ */
+export function classify(
+  message: MailMessage,
+  packs: readonly RulePack[],
+): { rule: string; pack: string; output: string; values: Record<string, string> } | null {
   const text = { subject: message.subject.slice(0, MAX_TEXT), snippet: message.snippet?.slice(0, MAX_TEXT) };
   const ordered = packs
     .filter((p) => p.status === "active")
@@ -300,7 +337,13 @@ export function classify(message: MailMessage, packs: readonly RulePack[]): { ru
   return { rule: hit.rule.name, pack: hit.pack.name, output: hit.rule.output, values };
 }
 
-/** Whether any rule of these packs looks at the snippet (so the caller knows to fetch it); packs that never match do not count. */
+/**
+ * Whether any rule of these packs looks at the snippet (so the caller knows to fetch it); packs that never match do not
+ * count.
+ */
 export function needsSnippet(packs: readonly RulePack[]): boolean {
-  return packs.some((p) => p.status === "active" && p.rules.some((r) => Object.values(r.extract ?? {}).some((e) => e.from === "snippet")));
+  return packs.some(
+    (p) =>
+      p.status === "active" && p.rules.some((r) => Object.values(r.extract ?? {}).some((e) => e.from === "snippet")),
+  );
 }

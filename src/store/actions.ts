@@ -16,7 +16,8 @@ export interface ActionRow {
 
 /** The row a change writes: its verb and what it was done to (names and ids only). */
 export function actionOf(at: number, c: DashboardChange): Omit<ActionRow, "id"> {
-  const target = "batch" in c ? `batch ${c.batch}` : "destination" in c ? `destination ${c.destination}` : `issue ${c.issue}`;
+  const target =
+    "batch" in c ? `batch ${c.batch}` : "destination" in c ? `destination ${c.destination}` : `issue ${c.issue}`;
   return { at, via: "dashboard", verb: c.verb, target };
 }
 

@@ -31,7 +31,10 @@ import type { RetentionCounts, RetentionPolicy } from "./retention.ts";
 import type { ExportFilter, ExportRecord } from "./export.ts";
 import type { AwaitedDelivery, ReportInput, Reported, OverdueOutcome } from "./awaiting-plan.ts";
 
-/** Awaited outcomes: where a webhook-id points, and the outcome of the run it started (the CLI, the intake's endpoint, the dispatcher's timeout). */
+/**
+ * Awaited outcomes: where a webhook-id points, and the outcome of the run it started (the CLI, the intake's endpoint,
+ * the dispatcher's timeout).
+ */
 export interface OutcomeStore {
   awaitedDelivery(deliveryId: string): Promise<AwaitedDelivery | null>;
   reportOutcome(r: ReportInput): Promise<Reported>;
@@ -58,7 +61,10 @@ export interface AlertStore {
  * pass with the spool's own record of the last one (a restart or a new leader keeps the hour).
  */
 export interface MaintenanceStore extends IssueSink, AlertStore {
-  /** The file the spool lives in, whose free disk the spool-limits chore watches; null when a server keeps its own disk (PostgreSQL). */
+  /**
+   * The file the spool lives in, whose free disk the spool-limits chore watches; null when a server keeps its own disk
+   * (PostgreSQL).
+   */
   readonly spoolFile: string | null;
   /** When the last retention pass ran (null: never). */
   lastRetention(): Promise<number | null>;
@@ -71,10 +77,22 @@ export interface MaintenanceStore extends IssueSink, AlertStore {
   issueByFingerprint(fingerprint: string): Promise<IssueRow | null>;
 }
 
-/** An attempts row of /metrics: attempts counted by destination, outcome, class and answer, and their summed duration. */
-export type AttemptCountRow = { destination: string; outcome: string; klass: string; answer: string; n: number; duration_ms: number };
+/**
+ * An attempts row of /metrics: attempts counted by destination, outcome, class and answer, and their summed duration.
+ */
+export type AttemptCountRow = {
+  destination: string;
+  outcome: string;
+  klass: string;
+  answer: string;
+  n: number;
+  duration_ms: number;
+};
 
-/** What /healthz, /metrics and `hookspool metrics` read on either backend: the status facts, attempts and deliveries, dispatchers' caught failures. */
+/**
+ * What /healthz, /metrics and `hookspool metrics` read on either backend: the status facts, attempts and deliveries,
+ * dispatchers' caught failures.
+ */
 export interface StatusStore extends Pick<DashboardStore, "statusFacts"> {
   attemptCounts(since: number): Promise<AttemptCountRow[]>;
   deliveredCounts(since: number): Promise<{ destination: string; n: number }[]>;
@@ -89,7 +107,9 @@ export interface StatusStore extends Pick<DashboardStore, "statusFacts"> {
 /** What the intake writes (its /outcomes endpoint reports awaited outcomes) and what /healthz and /metrics read. */
 export interface IntakeStore extends IssueSink, OutcomeStore, StatusStore {
   readonly backend: Backend;
-  /** The file the spool lives in, whose disk backpressure watches; null when a server keeps its own disk (PostgreSQL). */
+  /**
+   * The file the spool lives in, whose disk backpressure watches; null when a server keeps its own disk (PostgreSQL).
+   */
   readonly spoolFile: string | null;
   /** /healthz's write probe: a small write, refused where an enqueue would be. */
   probeWrite(now: number): Promise<void>;
@@ -112,7 +132,10 @@ export interface DispatchStore extends IssueSink, OutcomeStore {
   /** now_eff: the clock guard (max of the clock and the latest recorded tick; the database's clock on PostgreSQL). */
   effectiveNow(): Promise<number>;
   stepPoll(plan: PollPlan, now: number, rng: Rng, tick: (at: number) => NewEvent): Promise<PollStep | null>;
-  /** Seal the open batches ready at `now`; a key whose key_budget (destination -> budget) is spent keeps its open batch open. */
+  /**
+   * Seal the open batches ready at `now`; a key whose key_budget (destination -> budget) is spent keeps its open batch
+   * open.
+   */
   sealReady(now: number, keyBudgets?: ReadonlyMap<string, Rate>): Promise<number[]>;
   /**
    * Leases whose owner is gone back to retry. At the start, SQLite takes every lease (the flock
@@ -127,7 +150,12 @@ export interface DispatchStore extends IssueSink, OutcomeStore {
   /** A paced destination's window at `now`: the hits of its attempts in flight or ended within it. */
   rateWindow(name: string, now: number, rate: Rate): Promise<WindowHit[]>;
   /** A run budget's spends in its window (the destination's, or one (route, key)'s), oldest first. */
-  budgetSpends(destination: string, windowS: number, now: number, group?: { route: string; key: string }): Promise<number[]>;
+  budgetSpends(
+    destination: string,
+    windowS: number,
+    now: number,
+    group?: { route: string; key: string },
+  ): Promise<number[]>;
   /** Unwrap, on a retry: where the earlier attempts of this delivery left off (null: nothing got through). */
   resumePoint(batchId: number): Promise<Resume | null>;
   /**
@@ -140,7 +168,10 @@ export interface DispatchStore extends IssueSink, OutcomeStore {
   getBatch(id: number): Promise<BatchRow | null>;
   batchContent(id: number): Promise<ContentEvent[]>;
   abandonAttempt(attemptId: number, now: number, why: string): Promise<void>;
-  /** Outcomes that ended together, in one transaction; each its own verdict (an Error in its place when it failed alone). */
+  /**
+   * Outcomes that ended together, in one transaction; each its own verdict (an Error in its place when it failed
+   * alone).
+   */
   recordOutcomes(inputs: readonly OutcomeInput[]): Promise<(Recorded | Error)[]>;
   /** Awaiting batches whose outcome is overdue (the tick times them out), the most overdue first. */
   overdueOutcomes(now: number, limit: number): Promise<OverdueOutcome[]>;
@@ -169,11 +200,21 @@ export interface DispatchStore extends IssueSink, OutcomeStore {
 export interface JournalWatch {
   /** Where --since goes on (undefined: from now); a cursor never given or no longer kept is a usage error. */
   journalCursor(since: string | undefined): Promise<string>;
-  /** Rows after `cursor` matching `filter`, oldest first, the cursor after what was read, and whether the page was full (read again at once). */
-  journalAfter(cursor: string, filter: JournalFilter, limit: number): Promise<{ rows: (import("./journal.ts").JournalRow & { cursor: string })[]; cursor: string; full: boolean }>;
+  /**
+   * Rows after `cursor` matching `filter`, oldest first, the cursor after what was read, and whether the page was full
+   * (read again at once).
+   */
+  journalAfter(
+    cursor: string,
+    filter: JournalFilter,
+    limit: number,
+  ): Promise<{ rows: (import("./journal.ts").JournalRow & { cursor: string })[]; cursor: string; full: boolean }>;
 }
 
-/** What the operator's verbs read and change (list, show, replay, retry, split, exclude, drop, pause, resume, issues, watch). */
+/**
+ * What the operator's verbs read and change (list, show, replay, retry, split, exclude, drop, pause, resume, issues,
+ * watch).
+ */
 export interface OperatorStore extends IssueSink, OutcomeStore, JournalWatch {
   readonly backend: Backend;
   getBatch(id: number): Promise<BatchRow | null>;
@@ -196,12 +237,19 @@ export interface OperatorStore extends IssueSink, OutcomeStore, JournalWatch {
   /** resume --budget: the destination's run budgets count only spends from `now` on. */
   releaseBudget(name: string, now: number): Promise<void>;
   /** What status shows of a budget: its spends in the window now. */
-  budgetSpends(destination: string, windowS: number, now: number, group?: { route: string; key: string }): Promise<number[]>;
+  budgetSpends(
+    destination: string,
+    windowS: number,
+    now: number,
+    group?: { route: string; key: string },
+  ): Promise<number[]>;
   destinationNames(): Promise<string[]>;
   /** send --follow: the newest event id, then each state the next event's batch takes. */
   newestEventId(): Promise<number>;
   followEvent(o: { source: string; after: number; timeoutMs: number }): AsyncGenerator<FollowStep>;
-  /** route test: stored requests since `since` (of one source, or all), oldest first, at most `limit` event rows read. */
+  /**
+   * route test: stored requests since `since` (of one source, or all), oldest first, at most `limit` event rows read.
+   */
   storedRequests(o: { since: number; source?: string; limit: number }): Promise<StoredRequestRow[]>;
   /** sweep: the ids among `ids` the source has spooled (within its dedup window). */
   spooledDedupIds(source: string, ids: readonly string[]): Promise<Set<string>>;
@@ -225,7 +273,10 @@ export interface OperatorStore extends IssueSink, OutcomeStore, JournalWatch {
   close(): Promise<void>;
 }
 
-/** A journal row as the live tail hands it on, with the cursor to resume after it (SQLite: its id; PostgreSQL: "<xid>:<id>"). */
+/**
+ * A journal row as the live tail hands it on, with the cursor to resume after it (SQLite: its id; PostgreSQL:
+ * "<xid>:<id>").
+ */
 export type TailRow = JournalRow & { cursor: string };
 
 /** A change the dashboard makes: the operator's verb, its record written with it. */
@@ -235,7 +286,10 @@ export type DashboardChange =
   | { verb: "resume"; destination: string }
   | { verb: "ack" | "resolve" | "ignore"; issue: number };
 
-/** The status document's facts as the store holds them; the caller adds the config's policies and, on SQLite, the file and its disk. */
+/**
+ * The status document's facts as the store holds them; the caller adds the config's policies and, on SQLite, the file
+ * and its disk.
+ */
 export interface StoredStatusFacts {
   backend: Backend;
   schema: number;
@@ -259,10 +313,25 @@ export interface StoredStatusFacts {
   budgetSpends: Map<string, number[]>;
 }
 
-/** What the dashboard reads and changes, on either backend: the operator's reads, its charts, its record of actions, the live tail. */
-export interface DashboardStore extends Pick<OperatorStore, "backend" | "getBatch" | "listBatches" | "batchEvents" | "batchPayloads" | "batchAttempts" | "listIssues"> {
-  /** `paces`: each paced destination's rate; `budgets`: each budgeted destination's window (null: a key budget only); `staleS`: a heartbeat older is not alive. */
-  statusFacts(o: { now: number; paces: ReadonlyMap<string, { rate: Rate }>; budgets: ReadonlyMap<string, number | null>; staleS: number }): Promise<StoredStatusFacts>;
+/**
+ * What the dashboard reads and changes, on either backend: the operator's reads, its charts, its record of actions, the
+ * live tail.
+ */
+export interface DashboardStore
+  extends Pick<
+    OperatorStore,
+    "backend" | "getBatch" | "listBatches" | "batchEvents" | "batchPayloads" | "batchAttempts" | "listIssues"
+  > {
+  /**
+   * `paces`: each paced destination's rate; `budgets`: each budgeted destination's window (null: a key budget only);
+   * `staleS`: a heartbeat older is not alive.
+   */
+  statusFacts(o: {
+    now: number;
+    paces: ReadonlyMap<string, { rate: Rate }>;
+    budgets: ReadonlyMap<string, number | null>;
+    staleS: number;
+  }): Promise<StoredStatusFacts>;
   /** Batches ready to deliver now, per destination. */
   readyCounts(now: number): Promise<Map<string, number>>;
   eventsBySource(b: Buckets): Promise<Series>;
@@ -270,7 +339,10 @@ export interface DashboardStore extends Pick<OperatorStore, "backend" | "getBatc
   readyToOkLatency(b: Buckets): Promise<{ p50: (number | null)[]; p99: (number | null)[] }>;
   quarantineReasons(since: number): Promise<{ source: string; reason: string; n: number }[]>;
   recentActions(limit: number): Promise<ActionRow[]>;
-  /** Make the change and record it (via "dashboard"); a change that fails (HookspoolError E_NOTHING, E_NOT_FOUND) records nothing. */
+  /**
+   * Make the change and record it (via "dashboard"); a change that fails (HookspoolError E_NOTHING, E_NOT_FOUND)
+   * records nothing.
+   */
   act(at: number, change: DashboardChange): Promise<void>;
   /** The last `limit` journal rows, oldest first, and the cursor the tail follows from. */
   journalTail(limit: number): Promise<{ rows: TailRow[]; cursor: string }>;

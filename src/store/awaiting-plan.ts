@@ -37,7 +37,14 @@ export interface ReportInput {
 }
 
 export type Reported =
-  | { kind: "settled"; batchId: number; destination: string; state: "delivered" | "retry" | "dead"; nextAttemptAt?: number; deadReason?: DeadReason }
+  | {
+      kind: "settled";
+      batchId: number;
+      destination: string;
+      state: "delivered" | "retry" | "dead";
+      nextAttemptAt?: number;
+      deadReason?: DeadReason;
+    }
   /** No delivery of ours has this id (or its attempts were pruned). */
   | { kind: "unknown" }
   /** The delivery's outcome is in already (or the batch has moved on: replayed, dropped, delivered again). */
@@ -82,7 +89,10 @@ export interface OutcomeAttempt {
   durationMs: number;
 }
 
-export type AwaitingMark = { kind: "delivered"; result: string } | { kind: "retry"; nextAttemptAt: number; error: string } | { kind: "dead"; deadReason: DeadReason; error: string };
+export type AwaitingMark =
+  | { kind: "delivered"; result: string }
+  | { kind: "retry"; nextAttemptAt: number; error: string }
+  | { kind: "dead"; deadReason: DeadReason; error: string };
 
 export interface AwaitingPlan {
   mark: AwaitingMark;
@@ -100,7 +110,10 @@ export function settles(f: AwaitingFacts): boolean {
 export function cleanReason(reason: string | null | undefined): string | null {
   if (reason === null || reason === undefined) return null;
   // biome-ignore lint/suspicious/noControlCharactersInRegex: stripping them is the point
-  const s = reason.replace(/[\u0000-\u001f\u007f]+/g, " ").trim().slice(0, REASON_MAX);
+  const s = reason
+    .replace(/[\u0000-\u001f\u007f]+/g, " ")
+    .trim()
+    .slice(0, REASON_MAX);
   return s === "" ? null : s;
 }
 
@@ -110,38 +123,95 @@ export function planAwaiting(f: AwaitingFacts, r: ReportInput): AwaitingPlan {
   const reason = cleanReason(r.reason);
   const n = f.attemptRows + 1;
   const durationMs = Math.max(0, Math.round((r.now - f.acceptedAt) * 1000));
-  const issue = (reasonClass: string, error: string): RaiseIssue => ({ fingerprint: `delivery:${dest}:${reasonClass}`, kind: "delivery", destination: dest, route: f.batch.route, batchId: f.batch.id, error, now: r.now });
+  const issue = (reasonClass: string, error: string): RaiseIssue => ({
+    fingerprint: `delivery:${dest}:${reasonClass}`,
+    kind: "delivery",
+    destination: dest,
+    route: f.batch.route,
+    batchId: f.batch.id,
+    error,
+    now: r.now,
+  });
   const okFingerprints = [`delivery:${dest}:agent_failed`, `delivery:${dest}:outcome_timeout`];
 
   if (r.status === "ok" || (r.status === "timeout" && r.onTimeout === "delivered")) {
     const timedOut = r.status === "timeout";
     return {
       mark: { kind: "delivered", result: timedOut ? "timeout" : "ok" },
-      attempt: { n, outcome: "ok", answer: r.status, error: timedOut ? "no outcome in time; on_timeout = delivered" : reason, counted: true, durationMs },
-      raise: timedOut ? [issue("outcome_timeout", `batch ${f.batch.id}: no outcome reported within outcome_timeout_s; taken as delivered (on_timeout = delivered). Does the receiver report outcomes? See docs/receiving.md`)] : [],
+      attempt: {
+        n,
+        outcome: "ok",
+        answer: r.status,
+        error: timedOut ? "no outcome in time; on_timeout = delivered" : reason,
+        counted: true,
+        durationMs,
+      },
+      raise: timedOut
+        ? [
+            issue(
+              "outcome_timeout",
+              `batch ${f.batch.id}: no outcome reported within outcome_timeout_s; taken as delivered (on_timeout = delivered). Does the receiver report outcomes? See docs/receiving.md`,
+            ),
+          ]
+        : [],
       resolve: timedOut ? [] : okFingerprints,
     };
   }
 
   const said = r.status === "timeout" ? "no outcome in time" : `agent_failed${reason ? `: ${reason}` : ""}`;
-  const attempt = (outcome: "retry" | "dead", counted: boolean): OutcomeAttempt => ({ n, outcome, answer: r.status, error: said, counted, durationMs });
+  const attempt = (outcome: "retry" | "dead", counted: boolean): OutcomeAttempt => ({
+    n,
+    outcome,
+    answer: r.status,
+    error: said,
+    counted,
+    durationMs,
+  });
   const dead = (deadReason: DeadReason, counted: boolean, why: string): AwaitingPlan => ({
     mark: { kind: "dead", deadReason, error: why },
     attempt: attempt("dead", counted),
-    raise: [issue(deadReason === "agent_failed" ? "agent_failed" : deadReason, `${why}; batch ${f.batch.id} is dead (${deadReason}): hookspool show ${f.batch.id} --attempts, then hookspool replay ${f.batch.id}`)],
+    raise: [
+      issue(
+        deadReason === "agent_failed" ? "agent_failed" : deadReason,
+        `${why}; batch ${f.batch.id} is dead (${deadReason}): hookspool show ${f.batch.id} --attempts, then hookspool replay ${f.batch.id}`,
+      ),
+    ],
     resolve: [],
   });
   if (r.status === "failed" && r.permanent) return dead("agent_failed", true, said);
   // A run that keeps failing while the destination's other runs succeed is poison, as a payload
   // that keeps crashing a receiver is: it dies uncounted, and the key moves on.
-  if (f.strikes >= POISON_STRIKES) return dead("poison", false, `poison: ${said}, ${POISON_STRIKES + 1} failed runs in a row while the destination's other runs succeeded`);
+  if (f.strikes >= POISON_STRIKES)
+    return dead(
+      "poison",
+      false,
+      `poison: ${said}, ${POISON_STRIKES + 1} failed runs in a row while the destination's other runs succeeded`,
+    );
   const attempts = f.batch.attempts + 1;
-  if (attempts >= r.policy.maxAttempts) return dead("exhausted", true, `${said}; ${attempts} counted attempts (max_attempts)`);
+  if (attempts >= r.policy.maxAttempts)
+    return dead("exhausted", true, `${said}; ${attempts} counted attempts (max_attempts)`);
   const next = r.now + backoffS(attempts, r.policy.backoffBaseS, r.policy.backoffCapS, { next: () => r.jitter });
   const raise: RaiseIssue[] = [];
-  if (r.status === "timeout") raise.push(issue("outcome_timeout", `batch ${f.batch.id}: no outcome reported within outcome_timeout_s; delivered again (on_timeout = retry). Does the receiver report outcomes? See docs/receiving.md`));
-  else if (attempts >= 3) raise.push(issue("agent_failed", `the agent's run failed ${attempts} times on batch ${f.batch.id}${reason ? ` (last: ${reason})` : ""}`));
-  return { mark: { kind: "retry", nextAttemptAt: next, error: said }, attempt: attempt("retry", true), raise, resolve: [] };
+  if (r.status === "timeout")
+    raise.push(
+      issue(
+        "outcome_timeout",
+        `batch ${f.batch.id}: no outcome reported within outcome_timeout_s; delivered again (on_timeout = retry). Does the receiver report outcomes? See docs/receiving.md`,
+      ),
+    );
+  else if (attempts >= 3)
+    raise.push(
+      issue(
+        "agent_failed",
+        `the agent's run failed ${attempts} times on batch ${f.batch.id}${reason ? ` (last: ${reason})` : ""}`,
+      ),
+    );
+  return {
+    mark: { kind: "retry", nextAttemptAt: next, error: said },
+    attempt: attempt("retry", true),
+    raise,
+    resolve: [],
+  };
 }
 
 /** What the caller hears: the mark's state and, for a retry or a death, when and why. */

@@ -9,7 +9,16 @@ export const BATCH_STATES = ["open", "sealed", "leased", "retry", "awaiting", "d
 export type BatchState = (typeof BATCH_STATES)[number];
 
 /** The class of a batch's last outcome (last_class), as the schema's CHECK lists them. */
-export const LAST_CLASSES = ["transport", "throttle", "batch", "config", "permanent", "poison", "quarantine", "agent"] as const;
+export const LAST_CLASSES = [
+  "transport",
+  "throttle",
+  "batch",
+  "config",
+  "permanent",
+  "poison",
+  "quarantine",
+  "agent",
+] as const;
 
 export interface BatchRow {
   id: number;
@@ -152,13 +161,23 @@ export interface BatchHead {
 
 /** The verb that does apply to a batch in this state, where one of its neighbours was asked for. */
 const INSTEAD: Record<string, Record<string, (id: number) => string>> = {
-  replay: { delivered: (id) => `hookspool replay --delivered ${id} resends it under a new delivery id`, retry: (id) => `hookspool retry ${id} makes it due now` },
+  replay: {
+    delivered: (id) => `hookspool replay --delivered ${id} resends it under a new delivery id`,
+    retry: (id) => `hookspool retry ${id} makes it due now`,
+  },
   "replay --delivered": { dead: (id) => `hookspool replay ${id} puts it back into retry` },
-  retry: { dead: (id) => `hookspool replay ${id} puts it back into retry`, delivered: (id) => `hookspool replay --delivered ${id} resends it under a new delivery id` },
+  retry: {
+    dead: (id) => `hookspool replay ${id} puts it back into retry`,
+    delivered: (id) => `hookspool replay --delivered ${id} resends it under a new delivery id`,
+  },
 };
 
 /** A verb that does not apply to the batch's state: nothing to do (exit 1), and what would. */
 export function notApplicable(b: BatchHead, verb: string, allowed: string): HookspoolError {
   const instead = b.destination === "quarantine" ? undefined : INSTEAD[verb]?.[b.state];
-  return new HookspoolError("E_NOTHING", `batch ${b.id} is ${b.state}; ${verb} applies to ${allowed} batches`, instead ? { hint: instead(b.id) } : {});
+  return new HookspoolError(
+    "E_NOTHING",
+    `batch ${b.id} is ${b.state}; ${verb} applies to ${allowed} batches`,
+    instead ? { hint: instead(b.id) } : {},
+  );
 }

@@ -12,7 +12,12 @@ import { PG_LATEST_SCHEMA, pgSchemaVersion } from "./pg/migrate.ts";
 import { openVerified, requireCurrentSchema, schemaVersion, type SqliteSpool } from "./sqlite/db.ts";
 import { LATEST_SCHEMA } from "./sqlite/migrate.ts";
 
-const problem = (level: ConfigProblem["level"], key: string, message: string, hint?: string): ConfigProblem => ({ level, key, message, hint });
+const problem = (level: ConfigProblem["level"], key: string, message: string, hint?: string): ConfigProblem => ({
+  level,
+  key,
+  message,
+  hint,
+});
 
 function statOrNull(path: string): ReturnType<typeof statSync> | null {
   try {
@@ -29,7 +34,8 @@ export async function checkStore(config: Config, o: { spoolFile: string; env: En
 
 function databaseRules(path: string): ConfigProblem[] {
   const hint = "restore from backup; hookspool export reads what is still readable; never start fresh automatically";
-  if (statOrNull(path) === null) return [problem("warning", "spool.db", `no spool yet at ${path}; hookspool migrate creates it`)];
+  if (statOrNull(path) === null)
+    return [problem("warning", "spool.db", `no spool yet at ${path}; hookspool migrate creates it`)];
   let spool: SqliteSpool | null = null;
   try {
     spool = openVerified(path, { create: false, busyTimeoutS: 10 });
@@ -37,7 +43,14 @@ function databaseRules(path: string): ConfigProblem[] {
     // check is both units' ExecStartPre: an older schema must not stop the dispatcher, which
     // migrates it at startup; the intake refuses it on its own (exit 2).
     if (version < LATEST_SCHEMA) {
-      return [problem("warning", "spool.db", `schema ${version} is older than this hookspool (${LATEST_SCHEMA})`, "the dispatcher migrates it at startup, or run hookspool migrate; the intake refuses it until then")];
+      return [
+        problem(
+          "warning",
+          "spool.db",
+          `schema ${version} is older than this hookspool (${LATEST_SCHEMA})`,
+          "the dispatcher migrates it at startup, or run hookspool migrate; the intake refuses it until then",
+        ),
+      ];
     }
     requireCurrentSchema(spool);
     return [];
@@ -45,7 +58,14 @@ function databaseRules(path: string): ConfigProblem[] {
     if (isHookspoolError(e, "E_SCHEMA")) return [problem("error", "spool.db", e.message, e.hint)];
     if (e instanceof CorruptSpool) {
       const bad = e.findings;
-      return [problem("error", "spool.db", `database corrupt: ${bad.slice(0, 3).join("; ")}${bad.length > 3 ? ` (and ${bad.length - 3} more)` : ""}`, hint)];
+      return [
+        problem(
+          "error",
+          "spool.db",
+          `database corrupt: ${bad.slice(0, 3).join("; ")}${bad.length > 3 ? ` (and ${bad.length - 3} more)` : ""}`,
+          hint,
+        ),
+      ];
     }
     if (isHookspoolError(e)) return [problem("error", "spool.db", e.message, e.hint)];
     return [problem("error", "spool.db", `cannot open ${path}: ${e instanceof Error ? e.message : String(e)}`)];
@@ -55,22 +75,53 @@ function databaseRules(path: string): ConfigProblem[] {
 }
 
 async function postgresRules(config: Config, env: Env): Promise<ConfigProblem[]> {
-  const problem = (level: ConfigProblem["level"], message: string, hint?: string): ConfigProblem => ({ level, key: "spool.url", message, hint });
+  const problem = (level: ConfigProblem["level"], message: string, hint?: string): ConfigProblem => ({
+    level,
+    key: "spool.url",
+    message,
+    hint,
+  });
   let pg: ReturnType<typeof openPgPool>;
   try {
     pg = openPgPool(config, env);
   } catch (e) {
-    return [problem("error", isHookspoolError(e) ? e.message : (e as Error).name, isHookspoolError(e) ? e.hint : undefined)];
+    return [
+      problem("error", isHookspoolError(e) ? e.message : (e as Error).name, isHookspoolError(e) ? e.hint : undefined),
+    ];
   }
   try {
     await pg.ping();
     const version = await pgSchemaVersion(pg);
-    if (version === 0) return [problem("warning", "the PostgreSQL database has no hookspool schema yet", "hookspool migrate creates it (a dispatcher does at its start)")];
-    if (version < PG_LATEST_SCHEMA) return [problem("warning", `the PostgreSQL spool is at schema ${version}, older than this hookspool (${PG_LATEST_SCHEMA})`, "the dispatcher migrates it at startup, or run hookspool migrate; the intake refuses it until then")];
-    if (version > PG_LATEST_SCHEMA) return [problem("error", `the PostgreSQL spool is at schema ${version}, newer than this hookspool (${PG_LATEST_SCHEMA})`, "run the newer hookspool")];
+    if (version === 0)
+      return [
+        problem(
+          "warning",
+          "the PostgreSQL database has no hookspool schema yet",
+          "hookspool migrate creates it (a dispatcher does at its start)",
+        ),
+      ];
+    if (version < PG_LATEST_SCHEMA)
+      return [
+        problem(
+          "warning",
+          `the PostgreSQL spool is at schema ${version}, older than this hookspool (${PG_LATEST_SCHEMA})`,
+          "the dispatcher migrates it at startup, or run hookspool migrate; the intake refuses it until then",
+        ),
+      ];
+    if (version > PG_LATEST_SCHEMA)
+      return [
+        problem(
+          "error",
+          `the PostgreSQL spool is at schema ${version}, newer than this hookspool (${PG_LATEST_SCHEMA})`,
+          "run the newer hookspool",
+        ),
+      ];
     return [];
   } catch (e) {
-    if (isHookspoolError(e)) return [problem("error", e.message, e.hint ?? "is the server up, and does spool.url name its database and user?")];
+    if (isHookspoolError(e))
+      return [
+        problem("error", e.message, e.hint ?? "is the server up, and does spool.url name its database and user?"),
+      ];
     const { code, errno } = e as { code?: string; errno?: string };
     return [problem("error", `PostgreSQL refused (${[code ?? (e as Error).name, errno].filter(Boolean).join(" ")})`)];
   } finally {

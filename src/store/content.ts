@@ -73,7 +73,16 @@ export const META_LIMITS = { eventType: 256, dedupId: 512, keptHeader: 1024 } as
  * destination's max_body_bytes, so a batch of one event is never refused for its size.
  */
 export function worstMetaBytes(keptHeaders: number): number {
-  const fixed = bytes(JSON.stringify({ id: WIDEST_ID, event_type: "", received_at: -1.7976931348623157e308, dedup_id: "", headers: {} })) - 4;
+  const fixed =
+    bytes(
+      JSON.stringify({
+        id: WIDEST_ID,
+        event_type: "",
+        received_at: -1.7976931348623157e308,
+        dedup_id: "",
+        headers: {},
+      }),
+    ) - 4;
   return fixed + META_LIMITS.eventType + META_LIMITS.dedupId + keptHeaders * (META_LIMITS.keptHeader + 1) + 4;
 }
 

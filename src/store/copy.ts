@@ -59,7 +59,15 @@ const PG_OWN_META = ["schema_version", "instance_id"];
  * id handed out again. The journal's floor also counts ids SQLite already gave (AUTOINCREMENT).
  */
 const ID_REFERENCES: Record<string, readonly string[]> = {
-  batches: ["batches.id", "events.batch_id", "attempts.batch_id", "journal.batch_id", "issues.sample_batch_id", "destinations.last_probe_batch_id", "polls.last_batch_id"],
+  batches: [
+    "batches.id",
+    "events.batch_id",
+    "attempts.batch_id",
+    "journal.batch_id",
+    "issues.sample_batch_id",
+    "destinations.last_probe_batch_id",
+    "polls.last_batch_id",
+  ],
   events: ["events.id", "dedup.event_id", "journal.event_id", "attempts.failed_event_id"],
   attempts: ["attempts.id", "journal.attempt_id"],
   issues: ["issues.id"],
@@ -92,7 +100,17 @@ interface TablePlan {
   identity: string | null;
 }
 
-const KINDS: Record<string, Kind> = { int2: "int", int4: "int", int8: "int", float4: "float", float8: "float", numeric: "float", text: "text", varchar: "text", bytea: "bytes" };
+const KINDS: Record<string, Kind> = {
+  int2: "int",
+  int4: "int",
+  int8: "int",
+  float4: "float",
+  float8: "float",
+  numeric: "float",
+  text: "text",
+  varchar: "text",
+  bytea: "bytes",
+};
 
 const quote = (name: string) => `"${name.replace(/"/g, '""')}"`;
 
@@ -100,18 +118,30 @@ const quote = (name: string) => `"${name.replace(/"/g, '""')}"`;
 function pgFailure(e: unknown, what: string): HookspoolError {
   if (e instanceof HookspoolError) return e;
   const { errno, constraint, column } = e as { errno?: string; constraint?: string; column?: string };
-  const parts = [errno ? `SQLSTATE ${errno}` : ((e as { code?: string }).code ?? (e as Error).name), constraint ? `constraint ${constraint}` : "", column ? `column ${column}` : ""].filter(Boolean);
+  const parts = [
+    errno ? `SQLSTATE ${errno}` : ((e as { code?: string }).code ?? (e as Error).name),
+    constraint ? `constraint ${constraint}` : "",
+    column ? `column ${column}` : "",
+  ].filter(Boolean);
   return new HookspoolError("E_SPOOL", `${what} failed (${parts.join(", ")}); nothing was copied`);
 }
 
 /** Both schemas, table by table: what to copy, and a refusal when they do not line up. */
 async function planTables(sqlite: SqliteSpool, tx: Tx): Promise<TablePlan[]> {
-  const liteTables = prepared<{ name: string }, []>(sqlite.db, "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name")
+  const liteTables = prepared<{ name: string }, []>(
+    sqlite.db,
+    "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name",
+  )
     .all()
     .map((r) => r.name);
   const known = new Set(COPY_TABLES.map((t) => t.name));
   const unknown = liteTables.filter((t) => !known.has(t));
-  if (unknown.length) throw new HookspoolError("E_SCHEMA", `the SQLite spool has tables this build does not copy (${unknown.join(", ")})`, { hint: "run the hookspool that wrote it" });
+  if (unknown.length)
+    throw new HookspoolError(
+      "E_SCHEMA",
+      `the SQLite spool has tables this build does not copy (${unknown.join(", ")})`,
+      { hint: "run the hookspool that wrote it" },
+    );
   const plans: TablePlan[] = [];
   for (const t of COPY_TABLES) {
     const liteCols = new Set(
@@ -120,10 +150,19 @@ async function planTables(sqlite: SqliteSpool, tx: Tx): Promise<TablePlan[]> {
         .all()
         .map((c) => (c as { name: string }).name),
     );
-    if (liteCols.size === 0) throw new HookspoolError("E_SCHEMA", `the SQLite spool has no table ${t.name}`, { hint: "run hookspool migrate on it first" });
+    if (liteCols.size === 0)
+      throw new HookspoolError("E_SCHEMA", `the SQLite spool has no table ${t.name}`, {
+        hint: "run hookspool migrate on it first",
+      });
     const pgCols = (await tx`SELECT column_name, udt_name, is_nullable, column_default, is_identity, identity_generation
-        FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = ${t.name} ORDER BY ordinal_position`) as Record<string, string | null>[];
-    if (pgCols.length === 0) throw new HookspoolError("E_SCHEMA", `the PostgreSQL spool has no table ${t.name}`, { hint: "run hookspool migrate" });
+        FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = ${t.name} ORDER BY ordinal_position`) as Record<
+      string,
+      string | null
+    >[];
+    if (pgCols.length === 0)
+      throw new HookspoolError("E_SCHEMA", `the PostgreSQL spool has no table ${t.name}`, {
+        hint: "run hookspool migrate",
+      });
     const columns: Column[] = [];
     let overriding = false;
     let identity: string | null = null;
@@ -132,16 +171,27 @@ async function planTables(sqlite: SqliteSpool, tx: Tx): Promise<TablePlan[]> {
       if (c.is_identity === "YES") identity = name;
       if (!liteCols.has(name)) {
         // Filled by PostgreSQL itself (the journal's xid) or left null.
-        if (c.is_nullable === "NO" && c.column_default === null && c.is_identity !== "YES") throw new HookspoolError("E_SCHEMA", `${t.name}.${name} exists only on PostgreSQL and has no default; this build cannot copy into it`);
+        if (c.is_nullable === "NO" && c.column_default === null && c.is_identity !== "YES")
+          throw new HookspoolError(
+            "E_SCHEMA",
+            `${t.name}.${name} exists only on PostgreSQL and has no default; this build cannot copy into it`,
+          );
         continue;
       }
       const kind = KINDS[String(c.udt_name)];
-      if (!kind) throw new HookspoolError("E_SCHEMA", `${t.name}.${name} is ${c.udt_name} on PostgreSQL; this build cannot copy into it`);
+      if (!kind)
+        throw new HookspoolError(
+          "E_SCHEMA",
+          `${t.name}.${name} is ${c.udt_name} on PostgreSQL; this build cannot copy into it`,
+        );
       columns.push({ name, udt: String(c.udt_name), kind });
       if (c.is_identity === "YES" && c.identity_generation === "ALWAYS") overriding = true;
       liteCols.delete(name);
     }
-    if (liteCols.size) throw new HookspoolError("E_SCHEMA", `${t.name} has columns PostgreSQL lacks (${[...liteCols].join(", ")})`, { hint: "run hookspool migrate" });
+    if (liteCols.size)
+      throw new HookspoolError("E_SCHEMA", `${t.name} has columns PostgreSQL lacks (${[...liteCols].join(", ")})`, {
+        hint: "run hookspool migrate",
+      });
     plans.push({ name: t.name, key: t.key, columns, overriding, identity });
   }
   return plans;
@@ -150,7 +200,11 @@ async function planTables(sqlite: SqliteSpool, tx: Tx): Promise<TablePlan[]> {
 /** A SQLite value as its PostgreSQL column takes it; a value that does not fit is refused by name. */
 function toPg(v: unknown, col: Column, table: string, rowid: number): unknown {
   if (v === null || v === undefined) return null;
-  const refuse = () => new HookspoolError("E_SPOOL", `${table}.${col.name} of row ${rowid} holds a ${typeof v === "object" ? "blob" : typeof v} that does not fit PostgreSQL's ${col.udt}; nothing was copied`);
+  const refuse = () =>
+    new HookspoolError(
+      "E_SPOOL",
+      `${table}.${col.name} of row ${rowid} holds a ${typeof v === "object" ? "blob" : typeof v} that does not fit PostgreSQL's ${col.udt}; nothing was copied`,
+    );
   switch (col.kind) {
     case "int":
       if (typeof v === "bigint") return v.toString();
@@ -188,7 +242,10 @@ function canon(v: unknown, kind: Kind): unknown {
 
 const MASK64 = (1n << 64n) - 1n;
 
-/** A table's rows and their checksum: the sum (mod 2^64) of a hash of each row, so the order rows are read in does not matter. */
+/**
+ * A table's rows and their checksum: the sum (mod 2^64) of a hash of each row, so the order rows are read in does not
+ * matter.
+ */
 class Digest {
   rows = 0;
   private sum = 0n;
@@ -203,9 +260,17 @@ class Digest {
 }
 
 /** Rows of a SQLite table in rowid order, `limit` at most and about CHUNK_BYTES of values. */
-function readChunk(sqlite: SqliteSpool, plan: TablePlan, after: number, limit: number): { rows: unknown[][]; rowids: number[] } {
+function readChunk(
+  sqlite: SqliteSpool,
+  plan: TablePlan,
+  after: number,
+  limit: number,
+): { rows: unknown[][]; rowids: number[] } {
   const cols = plan.columns.map((c) => quote(c.name)).join(", ");
-  const st = prepared<Record<string, unknown>, [number, number]>(sqlite.db, `SELECT rowid AS "__rowid", ${cols} FROM ${quote(plan.name)} WHERE rowid > ? ORDER BY rowid LIMIT ?`);
+  const st = prepared<Record<string, unknown>, [number, number]>(
+    sqlite.db,
+    `SELECT rowid AS "__rowid", ${cols} FROM ${quote(plan.name)} WHERE rowid > ? ORDER BY rowid LIMIT ?`,
+  );
   const rows: unknown[][] = [];
   const rowids: number[] = [];
   let bytes = 0;
@@ -220,7 +285,11 @@ function readChunk(sqlite: SqliteSpool, plan: TablePlan, after: number, limit: n
 }
 
 /** A SQLite table chunk by chunk, in rowid order. */
-function* sqliteChunks(sqlite: SqliteSpool, plan: TablePlan, batchSize: number): Generator<{ rows: unknown[][]; rowids: number[] }> {
+function* sqliteChunks(
+  sqlite: SqliteSpool,
+  plan: TablePlan,
+  batchSize: number,
+): Generator<{ rows: unknown[][]; rowids: number[] }> {
   let after = Number.MIN_SAFE_INTEGER;
   for (;;) {
     const chunk = readChunk(sqlite, plan, after, batchSize);
@@ -231,7 +300,8 @@ function* sqliteChunks(sqlite: SqliteSpool, plan: TablePlan, batchSize: number):
 }
 
 /** Rows of one table the copy skips: meta's schema_version stays PostgreSQL's own. */
-const skipRow = (plan: TablePlan, values: unknown[]): boolean => plan.name === "meta" && values[plan.columns.findIndex((c) => c.name === "key")] === "schema_version";
+const skipRow = (plan: TablePlan, values: unknown[]): boolean =>
+  plan.name === "meta" && values[plan.columns.findIndex((c) => c.name === "key")] === "schema_version";
 
 async function insertChunk(tx: Tx, plan: TablePlan, rows: unknown[][]): Promise<void> {
   const per = Math.max(1, Math.floor(MAX_PARAMS / plan.columns.length));
@@ -240,16 +310,33 @@ async function insertChunk(tx: Tx, plan: TablePlan, rows: unknown[][]): Promise<
   for (let at = 0; at < rows.length; at += per) {
     const part = rows.slice(at, at + per);
     const params: unknown[] = [];
-    const tuples = part.map((r) => `(${r.map((v, i) => {
-      params.push(v);
-      return `$${params.length}::${plan.columns[i].udt}`;
-    }).join(", ")})`);
-    await tx.unsafe(`INSERT INTO ${quote(plan.name)} (${names})${plan.overriding ? " OVERRIDING SYSTEM VALUE" : ""} VALUES ${tuples.join(", ")}${tail}`, params);
+    const tuples = part.map(
+      (r) =>
+        `(${r
+          .map((v, i) => {
+            params.push(v);
+            return `$${params.length}::${plan.columns[i].udt}`;
+          })
+          .join(", ")})`,
+    );
+    await tx.unsafe(
+      `INSERT INTO ${quote(plan.name)} (${names})${plan.overriding ? " OVERRIDING SYSTEM VALUE" : ""} VALUES ${tuples.join(", ")}${tail}`,
+      params,
+    );
   }
 }
 
-async function copyTable(sqlite: SqliteSpool, tx: Tx, plan: TablePlan, batchSize: number, onProgress?: CopyOptions["onProgress"]): Promise<void> {
-  const countSql = plan.name === "meta" ? "SELECT COUNT(*) AS n FROM meta WHERE key <> 'schema_version'" : `SELECT COUNT(*) AS n FROM ${quote(plan.name)}`;
+async function copyTable(
+  sqlite: SqliteSpool,
+  tx: Tx,
+  plan: TablePlan,
+  batchSize: number,
+  onProgress?: CopyOptions["onProgress"],
+): Promise<void> {
+  const countSql =
+    plan.name === "meta"
+      ? "SELECT COUNT(*) AS n FROM meta WHERE key <> 'schema_version'"
+      : `SELECT COUNT(*) AS n FROM ${quote(plan.name)}`;
   const total = prepared<{ n: number }, []>(sqlite.db, countSql).get()?.n ?? 0;
   let copied = 0;
   for (const chunk of sqliteChunks(sqlite, plan, batchSize)) {
@@ -276,11 +363,17 @@ async function setIdentities(sqlite: SqliteSpool, tx: Tx, plans: TablePlan[]): P
     let floor = 0;
     for (const ref of refs) {
       const [table, col] = ref.split(".");
-      const m = prepared<{ m: number | null }, []>(sqlite.db, `SELECT MAX(${quote(col)}) AS m FROM ${quote(table)}`).get()?.m;
+      const m = prepared<{ m: number | null }, []>(
+        sqlite.db,
+        `SELECT MAX(${quote(col)}) AS m FROM ${quote(table)}`,
+      ).get()?.m;
       floor = Math.max(floor, Number(m ?? 0));
     }
     if (plan.name === "journal") {
-      const seq = prepared<{ seq: number }, []>(sqlite.db, "SELECT seq FROM sqlite_sequence WHERE name = 'journal'").get()?.seq;
+      const seq = prepared<{ seq: number }, []>(
+        sqlite.db,
+        "SELECT seq FROM sqlite_sequence WHERE name = 'journal'",
+      ).get()?.seq;
       floor = Math.max(floor, Number(seq ?? 0));
     }
     if (floor < 1) continue;
@@ -291,10 +384,20 @@ async function setIdentities(sqlite: SqliteSpool, tx: Tx, plans: TablePlan[]): P
 /** The target holds nothing but what migrate wrote; else E_USAGE, naming the first table with rows. */
 async function requireEmpty(tx: Tx): Promise<void> {
   const [meta] = await tx`SELECT COUNT(*)::int AS n FROM meta WHERE key <> ALL(${PG_OWN_META}::text[])`;
-  if (meta.n > 0) throw new HookspoolError("E_USAGE", "the PostgreSQL spool is not empty (meta holds more than migrate wrote); migrate-store copies only into an empty database", { hint: "point it at a new database" });
+  if (meta.n > 0)
+    throw new HookspoolError(
+      "E_USAGE",
+      "the PostgreSQL spool is not empty (meta holds more than migrate wrote); migrate-store copies only into an empty database",
+      { hint: "point it at a new database" },
+    );
   for (const name of [...COPY_TABLES.map((t) => t.name).filter((n) => n !== "meta"), ...PG_ONLY_TABLES]) {
     const [r] = await tx.unsafe(`SELECT EXISTS (SELECT 1 FROM ${quote(name)}) AS any`);
-    if (r.any) throw new HookspoolError("E_USAGE", `the PostgreSQL spool is not empty (${name} holds rows); migrate-store copies only into an empty database`, { hint: "point it at a new database" });
+    if (r.any)
+      throw new HookspoolError(
+        "E_USAGE",
+        `the PostgreSQL spool is not empty (${name} holds rows); migrate-store copies only into an empty database`,
+        { hint: "point it at a new database" },
+      );
   }
 }
 
@@ -302,7 +405,11 @@ function digestSqlite(sqlite: SqliteSpool, plan: TablePlan, batchSize: number): 
   const d = new Digest();
   for (const chunk of sqliteChunks(sqlite, plan, batchSize)) {
     chunk.rows.forEach((values, i) => {
-      if (!skipRow(plan, values)) d.add(values.map((v, j) => toPg(v, plan.columns[j], plan.name, chunk.rowids[i])), plan.columns);
+      if (!skipRow(plan, values))
+        d.add(
+          values.map((v, j) => toPg(v, plan.columns[j], plan.name, chunk.rowids[i])),
+          plan.columns,
+        );
     });
   }
   return d;
@@ -316,9 +423,18 @@ async function digestPg(tx: Tx, plan: TablePlan, batchSize: number): Promise<Dig
   const keyIdx = plan.key.map((k) => plan.columns.findIndex((c) => c.name === k));
   let after: unknown[] | null = null;
   for (;;) {
-    const where = after ? `(${key}) > (${after.map((_, i) => `$${i + 1}::${plan.columns[keyIdx[i]].udt}`).join(", ")})` : "TRUE";
-    const rows = (await tx.unsafe(`SELECT ${cols} FROM ${quote(plan.name)} WHERE ${skip} AND ${where} ORDER BY ${key} LIMIT ${batchSize}`, after ?? [])) as Record<string, unknown>[];
-    for (const r of rows) d.add(plan.columns.map((c) => r[c.name]), plan.columns);
+    const where = after
+      ? `(${key}) > (${after.map((_, i) => `$${i + 1}::${plan.columns[keyIdx[i]].udt}`).join(", ")})`
+      : "TRUE";
+    const rows = (await tx.unsafe(
+      `SELECT ${cols} FROM ${quote(plan.name)} WHERE ${skip} AND ${where} ORDER BY ${key} LIMIT ${batchSize}`,
+      after ?? [],
+    )) as Record<string, unknown>[];
+    for (const r of rows)
+      d.add(
+        plan.columns.map((c) => r[c.name]),
+        plan.columns,
+      );
     if (rows.length < batchSize) return d;
     const last = rows[rows.length - 1];
     after = plan.key.map((k) => last[k]);
@@ -337,8 +453,16 @@ export async function verifyCopy(sqlite: SqliteSpool, tx: Tx, o: { batchSize?: n
   for (const plan of plans) {
     const lite = digestSqlite(sqlite, plan, batchSize);
     const pg = await digestPg(tx, plan, batchSize);
-    if (lite.rows !== pg.rows) throw new HookspoolError("E_SPOOL", `verify: ${plan.name} holds ${lite.rows} rows in SQLite but ${pg.rows} in PostgreSQL`);
-    if (lite.checksum !== pg.checksum) throw new HookspoolError("E_SPOOL", `verify: ${plan.name} differs between SQLite and PostgreSQL (same ${lite.rows} rows, different values)`);
+    if (lite.rows !== pg.rows)
+      throw new HookspoolError(
+        "E_SPOOL",
+        `verify: ${plan.name} holds ${lite.rows} rows in SQLite but ${pg.rows} in PostgreSQL`,
+      );
+    if (lite.checksum !== pg.checksum)
+      throw new HookspoolError(
+        "E_SPOOL",
+        `verify: ${plan.name} differs between SQLite and PostgreSQL (same ${lite.rows} rows, different values)`,
+      );
     tables.push({ name: plan.name, rows: lite.rows });
   }
   return { tables };
@@ -361,10 +485,16 @@ export async function copySqliteToPg(sqlite: SqliteSpool, pg: PgSpool, o: CopyOp
     return await pg.sql.begin(async (tx) => {
       try {
         await tx`SET LOCAL lock_timeout = '10s'`;
-        await tx.unsafe(`LOCK TABLE ${[...COPY_TABLES.map((t) => t.name), ...PG_ONLY_TABLES].map(quote).join(", ")} IN EXCLUSIVE MODE`);
+        await tx.unsafe(
+          `LOCK TABLE ${[...COPY_TABLES.map((t) => t.name), ...PG_ONLY_TABLES].map(quote).join(", ")} IN EXCLUSIVE MODE`,
+        );
       } catch (e) {
         const errno = (e as { errno?: string }).errno;
-        throw new HookspoolError("E_LOCKED", `the PostgreSQL spool's tables stayed locked by another session${errno ? ` (SQLSTATE ${errno})` : ""}; nothing was copied`, { hint: "stop every hookspool process using that database first" });
+        throw new HookspoolError(
+          "E_LOCKED",
+          `the PostgreSQL spool's tables stayed locked by another session${errno ? ` (SQLSTATE ${errno})` : ""}; nothing was copied`,
+          { hint: "stop every hookspool process using that database first" },
+        );
       }
       await requireEmpty(tx);
       const plans = await planTables(sqlite, tx);
@@ -379,7 +509,9 @@ export async function copySqliteToPg(sqlite: SqliteSpool, pg: PgSpool, o: CopyOp
       // the read ends, and any commit since the start shows in data_version.
       sqlite.db.run("COMMIT");
       if (dataVersion(sqlite) !== versionBefore) {
-        throw new HookspoolError("E_SPOOL", "the SQLite spool changed while it was copied; nothing was copied", { hint: "stop every hookspool service using it (intake, dispatch, run) and run migrate-store again" });
+        throw new HookspoolError("E_SPOOL", "the SQLite spool changed while it was copied; nothing was copied", {
+          hint: "stop every hookspool service using it (intake, dispatch, run) and run migrate-store again",
+        });
       }
       return report;
     });
@@ -392,7 +524,10 @@ export async function copySqliteToPg(sqlite: SqliteSpool, pg: PgSpool, o: CopyOp
 function pgError(e: unknown): unknown {
   const { code, errno, name } = (e ?? {}) as { code?: string; errno?: string; name?: string };
   if (isHookspoolError(e) || !(name === "PostgresError" || String(code).startsWith("ERR_POSTGRES"))) return e;
-  return new HookspoolError("E_SPOOL", `PostgreSQL refused the move (${[code, errno].filter(Boolean).join(" ")}); nothing was copied`);
+  return new HookspoolError(
+    "E_SPOOL",
+    `PostgreSQL refused the move (${[code, errno].filter(Boolean).join(" ")}); nothing was copied`,
+  );
 }
 
 export interface MoveOptions extends CopyOptions {
@@ -418,7 +553,10 @@ export async function moveSpoolToPostgres(o: MoveOptions): Promise<{ report: Cop
       try {
         requireCurrentSchema(sqlite);
       } catch (e) {
-        if (isHookspoolError(e, "E_SCHEMA") && !/newer/.test(e.message)) throw new HookspoolError("E_SCHEMA", e.message, { hint: 'run hookspool migrate with [spool] backend = "sqlite" first' });
+        if (isHookspoolError(e, "E_SCHEMA") && !/newer/.test(e.message))
+          throw new HookspoolError("E_SCHEMA", e.message, {
+            hint: 'run hookspool migrate with [spool] backend = "sqlite" first',
+          });
         throw e;
       }
       // migrate takes one connection for its lock and reads with another.
@@ -429,9 +567,11 @@ export async function moveSpoolToPostgres(o: MoveOptions): Promise<{ report: Cop
           throw pgError(e);
         });
         if (schema.applied.length) o.onSchema?.(schema.from, schema.to);
-        const report = await copySqliteToPg(sqlite, pg, { onProgress: o.onProgress, batchSize: o.batchSize }).catch((e) => {
-          throw pgError(e);
-        });
+        const report = await copySqliteToPg(sqlite, pg, { onProgress: o.onProgress, batchSize: o.batchSize }).catch(
+          (e) => {
+            throw pgError(e);
+          },
+        );
         return { report, schema: schema.to };
       } finally {
         await pg.close();

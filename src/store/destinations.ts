@@ -71,11 +71,17 @@ export type BreakerChange =
 export function breakerOnFailure(d: DestinationRow, f: FailureInput): BreakerChange {
   const n = d.consecutive_failures + 1;
   if (d.state === "closed") {
-    if (n >= f.tripAfter) return { effect: "tripped", consecutive_failures: n, opened_at: f.now, cooldown_s: f.cooldownInitialS };
+    if (n >= f.tripAfter)
+      return { effect: "tripped", consecutive_failures: n, opened_at: f.now, cooldown_s: f.cooldownInitialS };
     return { effect: "counted", consecutive_failures: n };
   }
   if ((d.state === "open" || d.state === "half_open") && d.opened_at !== null && f.startedAt > d.opened_at) {
-    return { effect: "retripped", consecutive_failures: n, opened_at: f.now, cooldown_s: Math.min(f.cooldownMaxS, (d.cooldown_s ?? f.cooldownInitialS) * 2) };
+    return {
+      effect: "retripped",
+      consecutive_failures: n,
+      opened_at: f.now,
+      cooldown_s: Math.min(f.cooldownMaxS, (d.cooldown_s ?? f.cooldownInitialS) * 2),
+    };
   }
   return { effect: "ignored" };
 }

@@ -41,7 +41,11 @@ export function sealsOnSize(after: { count: number; bytes: number; max_events: n
 }
 
 /** When a batch may be delivered after a join: now when sealed (or windowless), else when its window closes. */
-export function readyAfterJoin(b: { first_at: number; last_at: number; quiet_s: number; max_s: number }, sealed: boolean, now: number): number {
+export function readyAfterJoin(
+  b: { first_at: number; last_at: number; quiet_s: number; max_s: number },
+  sealed: boolean,
+  now: number,
+): number {
   if (sealed || (b.quiet_s === 0 && b.max_s === 0)) return now;
   return Math.min(b.last_at + b.quiet_s, b.first_at + b.max_s);
 }

@@ -72,9 +72,11 @@ const utf8 = new TextEncoder();
 export function eventMetaProblem(ev: Pick<NewEvent, "eventType" | "dedupId" | "headers">): string | null {
   const json = (v: unknown) => Buffer.byteLength(JSON.stringify(v), "utf8");
   if (json(ev.eventType) > META_LIMITS.eventType) return `the event type is over ${META_LIMITS.eventType} bytes`;
-  if (ev.dedupId !== null && json(ev.dedupId) > META_LIMITS.dedupId) return `the dedup id is over ${META_LIMITS.dedupId} bytes`;
+  if (ev.dedupId !== null && json(ev.dedupId) > META_LIMITS.dedupId)
+    return `the dedup id is over ${META_LIMITS.dedupId} bytes`;
   for (const [name, value] of Object.entries(ev.headers)) {
-    if (json(name) + 1 + json(value) > META_LIMITS.keptHeader) return `the kept header ${name.slice(0, 64)} is over ${META_LIMITS.keptHeader} bytes`;
+    if (json(name) + 1 + json(value) > META_LIMITS.keptHeader)
+      return `the kept header ${name.slice(0, 64)} is over ${META_LIMITS.keptHeader} bytes`;
   }
   return null;
 }
@@ -87,14 +89,17 @@ export function validateNewEvent(ev: NewEvent): void {
   if (keyBytes === 0) throw bad("the coalesce key is empty");
   if (keyBytes > MAX_KEY_BYTES) throw bad(`the coalesce key is ${keyBytes} bytes; at most ${MAX_KEY_BYTES}`);
   if (ev.copies.length === 0) throw bad("the event has no destination");
-  if (ev.copies.length > MAX_COPIES) throw bad(`the event has ${ev.copies.length - 1} tee copies; at most ${MAX_COPIES - 1}`);
-  if (ev.copies[0].tee || ev.copies.slice(1).some((c) => !c.tee)) throw bad("the primary copy must come first, then tees");
+  if (ev.copies.length > MAX_COPIES)
+    throw bad(`the event has ${ev.copies.length - 1} tee copies; at most ${MAX_COPIES - 1}`);
+  if (ev.copies[0].tee || ev.copies.slice(1).some((c) => !c.tee))
+    throw bad("the primary copy must come first, then tees");
   const seen = new Set<string>();
   for (const c of ev.copies) {
     if (c.destination === "quarantine") throw bad("quarantine is reserved and never delivers");
     if (seen.has(c.destination)) throw bad(`two copies of one event to ${c.destination}`);
     seen.add(c.destination);
-    if (!(c.window.max_events >= 1 && c.window.max_bytes >= 1)) throw bad("a window needs max_events and max_bytes >= 1");
+    if (!(c.window.max_events >= 1 && c.window.max_bytes >= 1))
+      throw bad("a window needs max_events and max_bytes >= 1");
   }
   const metaProblem = eventMetaProblem(ev);
   if (metaProblem) throw bad(metaProblem);
@@ -108,7 +113,14 @@ export function validateNewEvent(ev: NewEvent): void {
 
 /** An event's size: its exact share of a batch document (content.ts), its id counted at its widest. */
 export function eventSize(ev: NewEvent, now: number): number {
-  return documentShare({ id: WIDEST_ID, event_type: ev.eventType, received_at: now, dedup_id: ev.dedupId, headers: JSON.stringify(ev.headers), payload: ev.payload });
+  return documentShare({
+    id: WIDEST_ID,
+    event_type: ev.eventType,
+    received_at: now,
+    dedup_id: ev.dedupId,
+    headers: JSON.stringify(ev.headers),
+    payload: ev.payload,
+  });
 }
 
 export interface QuarantineInput {
@@ -128,11 +140,20 @@ export interface QuarantineInput {
 }
 
 /** The sender's faults: their quarantines are filed under the source, not as a config problem. */
-export const SENDER_FAULTS: ReadonlySet<string> = new Set(["not_json", "not_utf8", "key_missing", "key_too_long", "meta_too_long", "bad_payload"]);
+export const SENDER_FAULTS: ReadonlySet<string> = new Set([
+  "not_json",
+  "not_utf8",
+  "key_missing",
+  "key_too_long",
+  "meta_too_long",
+  "bad_payload",
+]);
 
 /** The issue a quarantine with this reason opens (and which its replay or drop resolves). */
 export function quarantineIssue(source: string, reason: string): { fingerprint: string; kind: "source" | "config" } {
-  return SENDER_FAULTS.has(reason) ? { fingerprint: `source:quarantine:${source}`, kind: "source" } : { fingerprint: `config:plugin:${source}`, kind: "config" };
+  return SENDER_FAULTS.has(reason)
+    ? { fingerprint: `source:quarantine:${source}`, kind: "source" }
+    : { fingerprint: `config:plugin:${source}`, kind: "config" };
 }
 
 /** Credentials no plugin needs to classify a request again; never stored whatever the source says. */
@@ -153,5 +174,8 @@ function storedReason(reason: string): string {
 /** What a quarantine keeps, on either backend: the reason as stored, and the headers minus every credential. */
 export function quarantineRecord(q: QuarantineInput): { reason: string; headers: Record<string, string> } {
   const auth = new Set([...ALWAYS_SECRET_HEADERS, ...q.authHeaders.map((h) => h.toLowerCase())]);
-  return { reason: storedReason(q.reason), headers: Object.fromEntries(Object.entries(q.headers).filter(([name]) => !auth.has(name.toLowerCase()))) };
+  return {
+    reason: storedReason(q.reason),
+    headers: Object.fromEntries(Object.entries(q.headers).filter(([name]) => !auth.has(name.toLowerCase()))),
+  };
 }

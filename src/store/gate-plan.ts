@@ -38,14 +38,22 @@ export interface GateDecision {
   held: { why: GateHold; until: number | null } | null;
 }
 
-const shut = (why: GateHold, until: number | null): GateDecision => ({ slots: 0, probe: false, hits: 0, lastProbeBatchId: null, cooled: false, held: { why, until } });
+const shut = (why: GateHold, until: number | null): GateDecision => ({
+  slots: 0,
+  probe: false,
+  hits: 0,
+  lastProbeBatchId: null,
+  cooled: false,
+  held: { why, until },
+});
 
 /** The gate's decision; `need` is the hits the next delivery would take (for when the rate frees them). */
 export function decideGate(f: GateFacts, need = 1): GateDecision {
   const d = f.row;
   const now = f.now;
   if (d.state === "paused") return shut("paused", null);
-  if (d.retry_after_until !== null && d.retry_after_until > now) return shut(d.throttled_at !== null ? "throttled" : "retry_after", d.retry_after_until);
+  if (d.retry_after_until !== null && d.retry_after_until > now)
+    return shut(d.throttled_at !== null ? "throttled" : "retry_after", d.retry_after_until);
   if (d.state === "open") {
     const until = d.opened_at !== null && d.cooldown_s !== null ? d.opened_at + d.cooldown_s : null;
     if (until === null || now < until) return shut("open", until);

@@ -40,7 +40,8 @@ export type CommitStep = (group: readonly GroupJob[]) => JobOutcome[] | Promise<
 export function takeGroup(pending: GroupJob[], limits: GroupLimits): GroupJob[] {
   let bytes = pending[0].bytes;
   let n = 1;
-  while (n < pending.length && n < limits.events && bytes + pending[n].bytes <= limits.bytes) bytes += pending[n++].bytes;
+  while (n < pending.length && n < limits.events && bytes + pending[n].bytes <= limits.bytes)
+    bytes += pending[n++].bytes;
   return pending.splice(0, n);
 }
 
@@ -90,7 +91,8 @@ export class GroupCommit {
     // After this turn's other requests have been read and verified: they join this commit.
     setImmediate(() => {
       this.scheduled = false;
-      while (this.pending.length > 0 && this.inFlight < this.parallel) void this.commit(takeGroup(this.pending, this.limits));
+      while (this.pending.length > 0 && this.inFlight < this.parallel)
+        void this.commit(takeGroup(this.pending, this.limits));
     });
   }
 

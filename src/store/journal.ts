@@ -1,7 +1,16 @@
 // The journal as both backends keep it: its kinds and rows (watch and the dashboard's live feed
 // read them) and the filter a reader applies.
 /** What a journal row records, as the schema's CHECK lists them. */
-export const JOURNAL_KINDS = ["event", "sealed", "leased", "awaiting", "delivered", "retry", "dead", "dropped"] as const;
+export const JOURNAL_KINDS = [
+  "event",
+  "sealed",
+  "leased",
+  "awaiting",
+  "delivered",
+  "retry",
+  "dead",
+  "dropped",
+] as const;
 
 export type JournalKind = (typeof JOURNAL_KINDS)[number];
 

@@ -5,7 +5,16 @@
 import type { Clock } from "../clock.ts";
 import { type Stores, sqliteStores } from "./open.ts";
 import { openSpool } from "./sqlite/db.ts";
-import { eventCount, findText, newestEvent, newestQuarantined, openIssueCount, type QuarantinedEvent, refuseWrites, type StoredEvent } from "./sqlite/inspect.ts";
+import {
+  eventCount,
+  findText,
+  newestEvent,
+  newestQuarantined,
+  openIssueCount,
+  type QuarantinedEvent,
+  refuseWrites,
+  type StoredEvent,
+} from "./sqlite/inspect.ts";
 import { migrate } from "./sqlite/migrate.ts";
 
 export type { QuarantinedEvent, StoredEvent };

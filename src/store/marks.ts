@@ -1,7 +1,7 @@
 // An attempt's record and its mark as both backends make it: what a fenced mark takes and
 // returns, the attempt outcomes, an error scrubbed before it is stored (no query string, no
 // secret, bounded), and the facts an outcome's plan reads of an attempt.
-import type { EnqueueResult, } from "./enqueue.ts";
+import type { EnqueueResult } from "./enqueue.ts";
 
 /** What one attempt did, recorded on its attempt row. */
 export interface AttemptRecord {

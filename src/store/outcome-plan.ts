@@ -85,7 +85,10 @@ export interface OutcomeFacts {
   strikes: number;
   /** Whether the batch's previous attempt failed on a bad emit. */
   previousBadEmit: boolean;
-  /** How many of the destination's latest deliveries in a row the receiver ignored (before this one), read only when needed. */
+  /**
+   * How many of the destination's latest deliveries in a row the receiver ignored (before this one), read only when
+   * needed.
+   */
   ignoredRun: number;
 }
 
@@ -174,7 +177,15 @@ export function planOutcome(facts: OutcomeFacts, f: OutcomeInput): OutcomePlan {
   const dest = facts.batch.destination;
   const d = facts.destination;
   const rng = { next: () => f.jitter };
-  const issue = (reasonClass: string, error: string): RaiseIssue => ({ fingerprint: `delivery:${dest}:${reasonClass}`, kind: "delivery", destination: dest, route: facts.batch.route, batchId: f.batchId, error, now });
+  const issue = (reasonClass: string, error: string): RaiseIssue => ({
+    fingerprint: `delivery:${dest}:${reasonClass}`,
+    kind: "delivery",
+    destination: dest,
+    route: facts.batch.route,
+    batchId: f.batchId,
+    error,
+    now,
+  });
   const record = (klass: string | null, counted: boolean, error: string | null = o.detail): AttemptRecord => ({
     klass,
     status: o.status,
@@ -188,9 +199,16 @@ export function planOutcome(facts: OutcomeFacts, f: OutcomeInput): OutcomePlan {
     unconfirmed: o.unconfirmed,
   });
   // The 429 gate's probe was answered with anything but another throttle: the rest may go.
-  const lift: PlannedEffect[] = d.throttled_at !== null && f.startedAt > d.throttled_at ? [{ kind: "lift_throttle", startedAt: f.startedAt }] : [];
+  const lift: PlannedEffect[] =
+    d.throttled_at !== null && f.startedAt > d.throttled_at ? [{ kind: "lift_throttle", startedAt: f.startedAt }] : [];
   const neutral = (): PlannedEffect[] => (f.probe ? [{ kind: "clear_probe" }] : []);
-  const retry = (klass: string, counted: boolean, delay: number, also: PlannedEffect[], error?: string): OutcomePlan => {
+  const retry = (
+    klass: string,
+    counted: boolean,
+    delay: number,
+    also: PlannedEffect[],
+    error?: string,
+  ): OutcomePlan => {
     const next = now + delay;
     return {
       mark: { kind: "retry", nextAttemptAt: next, attempt: record(klass, counted, error) },
@@ -198,18 +216,45 @@ export function planOutcome(facts: OutcomeFacts, f: OutcomeInput): OutcomePlan {
       recorded: { applied: true, state: "retry", klass, nextAttemptAt: next },
     };
   };
-  const dead = (klass: string, counted: boolean, reasonClass: "permanent" | "poison" | "exhausted", deadReason: DeadReason, error?: string): OutcomePlan => ({
+  const dead = (
+    klass: string,
+    counted: boolean,
+    reasonClass: "permanent" | "poison" | "exhausted",
+    deadReason: DeadReason,
+    error?: string,
+  ): OutcomePlan => ({
     mark: { kind: "dead", deadReason, attempt: record(klass, counted, error) },
-    effects: [...neutral(), ...lift, { kind: "raise", issue: issue(reasonClass, `${error ?? o.reason}; batch ${f.batchId} is dead (${deadReason}): hookspool show ${f.batchId} --attempts, then hookspool replay ${f.batchId}`) }],
+    effects: [
+      ...neutral(),
+      ...lift,
+      {
+        kind: "raise",
+        issue: issue(
+          reasonClass,
+          `${error ?? o.reason}; batch ${f.batchId} is dead (${deadReason}): hookspool show ${f.batchId} --attempts, then hookspool replay ${f.batchId}`,
+        ),
+      },
+    ],
     recorded: { applied: true, state: "dead", klass, deadReason },
   });
 
   if (o.kind === "ok") {
-    const effects: PlannedEffect[] = [{ kind: "success" }, ...TRANSIENT.map((r): PlannedEffect => ({ kind: "resolve", fingerprint: `delivery:${dest}:${r}` })), { kind: "resolve", fingerprint: `config:delivery:${dest}` }, ...lift];
+    const effects: PlannedEffect[] = [
+      { kind: "success" },
+      ...TRANSIENT.map((r): PlannedEffect => ({ kind: "resolve", fingerprint: `delivery:${dest}:${r}` })),
+      { kind: "resolve", fingerprint: `config:delivery:${dest}` },
+      ...lift,
+    ];
     if (o.answer !== "ignored") effects.push({ kind: "resolve", fingerprint: `delivery:${dest}:ignored` });
     else if ((f.ignoredIssueAfter ?? 0) > 0 && facts.ignoredRun + 1 >= (f.ignoredIssueAfter ?? 0)) {
       const why = o.ignoredReason ? ` (its ${o.ignoredReason})` : "";
-      effects.push({ kind: "raise", issue: issue("ignored", `the gateway ignored the last ${facts.ignoredRun + 1} deliveries${why}: the route's events filter or script vetoes what hookspool sends; check the route in the Hermes subscriptions file`) });
+      effects.push({
+        kind: "raise",
+        issue: issue(
+          "ignored",
+          `the gateway ignored the last ${facts.ignoredRun + 1} deliveries${why}: the route's events filter or script vetoes what hookspool sends; check the route in the Hermes subscriptions file`,
+        ),
+      });
     }
     // An ignored delivery keeps the gateway's reason on its attempt; other deliveries keep no error.
     const said = o.answer === "ignored" ? o.detail : null;
@@ -218,12 +263,22 @@ export function planOutcome(facts: OutcomeFacts, f: OutcomeInput): OutcomePlan {
     if (f.awaitOutcomeS !== undefined && startsRun(o)) {
       const awaitUntil = now + f.awaitOutcomeS;
       return {
-        mark: { kind: "delivered", attempt: record(AWAIT_CLASS, false, said), emits: f.emits, result: resultOf(o), awaitUntil },
+        mark: {
+          kind: "delivered",
+          attempt: record(AWAIT_CLASS, false, said),
+          emits: f.emits,
+          result: resultOf(o),
+          awaitUntil,
+        },
         effects,
         recorded: { applied: true, state: "awaiting", klass: null, nextAttemptAt: awaitUntil },
       };
     }
-    return { mark: { kind: "delivered", attempt: record(null, !f.probe, said), emits: f.emits, result: resultOf(o) }, effects, recorded: { applied: true, state: "delivered", klass: null } };
+    return {
+      mark: { kind: "delivered", attempt: record(null, !f.probe, said), emits: f.emits, result: resultOf(o) },
+      effects,
+      recorded: { applied: true, state: "delivered", klass: null },
+    };
   }
 
   // The receiver said no, unless the destination knows better: a processor's own verdict, or
@@ -235,10 +290,23 @@ export function planOutcome(facts: OutcomeFacts, f: OutcomeInput): OutcomePlan {
       // A batch that keeps failing while the destination delivers others is poison; it dies
       // uncounted and does not count against the breaker, so the destination drains.
       if (d.state === "closed" && facts.strikes >= POISON_STRIKES) {
-        return dead("poison", false, "poison", "poison", `poison: ${o.reason}, ${POISON_STRIKES + 1} failures in a row while the destination delivered other batches`);
+        return dead(
+          "poison",
+          false,
+          "poison",
+          "poison",
+          `poison: ${o.reason}, ${POISON_STRIKES + 1} failures in a row while the destination delivered other batches`,
+        );
       }
       const n = d.state === "closed" ? d.consecutive_failures + 1 : Math.max(1, d.consecutive_failures);
-      const failure: FailureInput = { now, startedAt: f.startedAt, tripAfter: policy.tripAfter, cooldownInitialS: policy.cooldownInitialS, cooldownMaxS: policy.cooldownMaxS, error: o.reason };
+      const failure: FailureInput = {
+        now,
+        startedAt: f.startedAt,
+        tripAfter: policy.tripAfter,
+        cooldownInitialS: policy.cooldownInitialS,
+        cooldownMaxS: policy.cooldownMaxS,
+        error: o.reason,
+      };
       // After a re-trip the text names the probe's batch, which an operator may exclude or split
       // if every probe fails on it (a poison payload on a destination fed by one batch looks like an outage).
       const onTrip = (retripped: boolean) =>
@@ -248,7 +316,12 @@ export function planOutcome(facts: OutcomeFacts, f: OutcomeInput): OutcomePlan {
             ? `breaker open again: the probe (batch ${f.batchId}) failed with ${o.reason}; if probes keep failing on one batch, see hookspool show ${f.batchId} --attempts`
             : `breaker open after ${o.reason} (batch ${f.batchId} failed last; the next probe after the cooldown carries the oldest batch due)`,
         );
-      return retry("transport", false, retryDelayS(backoffS(n, policy.backoffBaseS, policy.backoffCapS, rng), o.retryAfterS), [{ kind: "transport_failure", failure, onTrip }]);
+      return retry(
+        "transport",
+        false,
+        retryDelayS(backoffS(n, policy.backoffBaseS, policy.backoffCapS, rng), o.retryAfterS),
+        [{ kind: "transport_failure", failure, onTrip }],
+      );
     }
     case "throttle": {
       // A hint in the future is honoured (capped at 1 h) and gates the destination: no delivery
@@ -269,11 +342,36 @@ export function planOutcome(facts: OutcomeFacts, f: OutcomeInput): OutcomePlan {
     }
     case "batch": {
       const attempts = facts.batch.attempts + 1;
-      if (o.badEmit && facts.previousBadEmit) return dead("permanent", true, "permanent", "bad_emit", `bad emit twice: ${o.reason}`);
-      if (attempts >= policy.maxAttempts) return dead("batch", true, "exhausted", "exhausted", `${o.reason}; ${attempts} counted attempts (max_attempts)`);
+      if (o.badEmit && facts.previousBadEmit)
+        return dead("permanent", true, "permanent", "bad_emit", `bad emit twice: ${o.reason}`);
+      if (attempts >= policy.maxAttempts)
+        return dead(
+          "batch",
+          true,
+          "exhausted",
+          "exhausted",
+          `${o.reason}; ${attempts} counted attempts (max_attempts)`,
+        );
       const error = o.badEmit ? `bad emit: ${o.detail}` : o.detail;
-      const streak: PlannedEffect[] = attempts >= 3 ? [{ kind: "raise", issue: issue(f.script ? "script_exit" : "batch", `${o.reason} (${attempts} counted attempts on batch ${f.batchId})`) }] : [];
-      return retry("batch", true, retryDelayS(backoffS(attempts, policy.backoffBaseS, policy.backoffCapS, rng), o.retryAfterS), streak, error);
+      const streak: PlannedEffect[] =
+        attempts >= 3
+          ? [
+              {
+                kind: "raise",
+                issue: issue(
+                  f.script ? "script_exit" : "batch",
+                  `${o.reason} (${attempts} counted attempts on batch ${f.batchId})`,
+                ),
+              },
+            ]
+          : [];
+      return retry(
+        "batch",
+        true,
+        retryDelayS(backoffS(attempts, policy.backoffBaseS, policy.backoffCapS, rng), o.retryAfterS),
+        streak,
+        error,
+      );
     }
     case "config":
       // A fault no retry mends (the gateway serves no such route): the destination pauses itself,
@@ -281,13 +379,27 @@ export function planOutcome(facts: OutcomeFacts, f: OutcomeInput): OutcomePlan {
       if (o.pause) {
         return retry("config", false, retryDelayS(policy.backoffCapS, o.retryAfterS), [
           { kind: "pause", by: `hookspool (${o.pause})` },
-          { kind: "raise", issue: issue("paused", `paused by hookspool: ${o.detail}; fix it, then hookspool resume ${dest}`) },
+          {
+            kind: "raise",
+            issue: issue("paused", `paused by hookspool: ${o.detail}; fix it, then hookspool resume ${dest}`),
+          },
         ]);
       }
       // The operator's to fix and often transient: retried at the backoff cap, uncounted, made
       // due at once by a successful reload.
       return retry("config", false, retryDelayS(policy.backoffCapS, o.retryAfterS), [
-        { kind: "raise", issue: { fingerprint: `config:delivery:${dest}`, kind: "config", destination: dest, route: facts.batch.route, batchId: f.batchId, error: o.reason, now } },
+        {
+          kind: "raise",
+          issue: {
+            fingerprint: `config:delivery:${dest}`,
+            kind: "config",
+            destination: dest,
+            route: facts.batch.route,
+            batchId: f.batchId,
+            error: o.reason,
+            now,
+          },
+        },
       ]);
     default:
       return retry("transport", false, backoffS(1, policy.backoffBaseS, policy.backoffCapS, rng), []);

@@ -51,10 +51,23 @@ export function groupRequests(rows: readonly StoredEventRow[]): StoredRequestRow
     const id = JSON.stringify([r.source, r.received_at, r.dedup_id ?? r.payload]);
     let req = byRequest.get(id);
     if (!req) {
-      req = { source: r.source, eventType: r.event_type, receivedAt: r.received_at, payload: r.payload, raw: r.raw, headers: JSON.parse(r.headers) as Record<string, string>, copies: [] };
+      req = {
+        source: r.source,
+        eventType: r.event_type,
+        receivedAt: r.received_at,
+        payload: r.payload,
+        raw: r.raw,
+        headers: JSON.parse(r.headers) as Record<string, string>,
+        copies: [],
+      };
       byRequest.set(id, req);
     }
-    req.copies.push({ eventId: r.id, route: r.route, destination: r.destination, window: { quiet_s: r.quiet_s, max_s: r.max_s, max_events: r.max_events, max_bytes: r.max_bytes } });
+    req.copies.push({
+      eventId: r.id,
+      route: r.route,
+      destination: r.destination,
+      window: { quiet_s: r.quiet_s, max_s: r.max_s, max_events: r.max_events, max_bytes: r.max_bytes },
+    });
   }
   return [...byRequest.values()];
 }

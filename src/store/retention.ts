@@ -47,7 +47,8 @@ export function policyFromConfig(cfg: RetentionSettings): RetentionPolicy {
     attemptsDays: r.attempts_days,
     droppedDays: r.dropped_days,
     issuesDays: r.issues_days,
-    dedupWindowS: (source) => cfg.sources[source]?.dedup_window_s ?? cfg.bobbins?.[source]?.dedup_window_s ?? DEFAULT_DEDUP_WINDOW_S,
+    dedupWindowS: (source) =>
+      cfg.sources[source]?.dedup_window_s ?? cfg.bobbins?.[source]?.dedup_window_s ?? DEFAULT_DEDUP_WINDOW_S,
   };
 }
 

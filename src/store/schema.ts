@@ -40,8 +40,17 @@ async function migratePostgres(config: Config, o: MigrateOptions): Promise<Migra
     await pg.ping();
     if (o.dryRun) {
       const from = await pgSchemaVersion(pg);
-      if (from > PG_LATEST_SCHEMA) throw new HookspoolError("E_SCHEMA", `the PostgreSQL spool is at schema ${from}, newer than this build (${PG_LATEST_SCHEMA}); run the newer hookspool`);
-      return { dryRun: true, backend: "postgres", from, pending: PG_MIGRATIONS.filter((m) => m.version > from).map((m) => m.name) };
+      if (from > PG_LATEST_SCHEMA)
+        throw new HookspoolError(
+          "E_SCHEMA",
+          `the PostgreSQL spool is at schema ${from}, newer than this build (${PG_LATEST_SCHEMA}); run the newer hookspool`,
+        );
+      return {
+        dryRun: true,
+        backend: "postgres",
+        from,
+        pending: PG_MIGRATIONS.filter((m) => m.version > from).map((m) => m.name),
+      };
     }
     return { dryRun: false, backend: "postgres", result: await migratePg(pg, randomBytes(6).toString("hex")) };
   } finally {
@@ -55,10 +64,19 @@ function migrateSqlite(o: MigrateOptions): MigrateOutcome {
   // A home nobody made is a typo far more often than a wish: init makes homes, and a config
   // that names a spool elsewhere is the user's word that its directory should exist.
   if (!existsSync(dir) && o.noConfigFile) {
-    throw new HookspoolError("E_NOT_FOUND", `no hookspool home at ${dir}`, { hint: "hookspool init makes one; or point --home or HOOKSPOOL_HOME at yours" });
+    throw new HookspoolError("E_NOT_FOUND", `no hookspool home at ${dir}`, {
+      hint: "hookspool init makes one; or point --home or HOOKSPOOL_HOME at yours",
+    });
   }
   if (o.dryRun) {
-    if (!existsSync(file)) return { dryRun: true, backend: "sqlite", from: 0, pending: pendingMigrations(0).map((m) => m.name), missing: file };
+    if (!existsSync(file))
+      return {
+        dryRun: true,
+        backend: "sqlite",
+        from: 0,
+        pending: pendingMigrations(0).map((m) => m.name),
+        missing: file,
+      };
     const spool = openSpool(file, { create: false, clock: o.clock });
     try {
       // The store's dry run refuses a newer schema, as the real one does.

@@ -19,7 +19,10 @@ export interface SplitEvent {
  * A batch's events for a split, each sized as the join rule sizes it: its share of the document
  * (payload and event_meta), 0 for an excluded event, which no document carries.
  */
-export function splitEvents(rows: readonly { id: number; received_at: number }[], content: readonly ContentEvent[]): SplitEvent[] {
+export function splitEvents(
+  rows: readonly { id: number; received_at: number }[],
+  content: readonly ContentEvent[],
+): SplitEvent[] {
   const share = new Map(content.map((e) => [e.id, documentShare(e)]));
   return rows.map((r) => ({ id: r.id, received_at: r.received_at, size: share.get(r.id) ?? 0 }));
 }
@@ -35,7 +38,8 @@ export function pieces(events: SplitEvent[], o: SplitOptions): SplitEvent[][] {
   let cur: SplitEvent[] = [];
   let bytes = 0;
   for (const e of events) {
-    const full = o.maxEvents !== undefined ? cur.length >= o.maxEvents : cur.length > 0 && bytes + e.size > (o.maxBytes as number);
+    const full =
+      o.maxEvents !== undefined ? cur.length >= o.maxEvents : cur.length > 0 && bytes + e.size > (o.maxBytes as number);
     if (full) {
       out.push(cur);
       cur = [];

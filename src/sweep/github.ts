@@ -62,15 +62,30 @@ function rateLimited(r: HttpResponse): string | null {
   const reset = Number(r.headers["x-ratelimit-reset"]);
   const after = r.headers["retry-after"];
   if (after) return `GitHub's rate limit: retry after ${after} s`;
-  return Number.isFinite(reset) && reset > 0 ? `GitHub's rate limit: it resets at ${new Date(reset * 1000).toISOString()}` : "GitHub's rate limit";
+  return Number.isFinite(reset) && reset > 0
+    ? `GitHub's rate limit: it resets at ${new Date(reset * 1000).toISOString()}`
+    : "GitHub's rate limit";
 }
 
 class Stop extends Error {}
 
 export async function sweepGitHub(o: SweepOptions): Promise<SweepReport> {
-  const headers = { Accept: "application/vnd.github+json", Authorization: `Bearer ${o.token}`, "X-GitHub-Api-Version": "2022-11-28", "User-Agent": "hookspool-sweep" };
+  const headers = {
+    Accept: "application/vnd.github+json",
+    Authorization: `Bearer ${o.token}`,
+    "X-GitHub-Api-Version": "2022-11-28",
+    "User-Agent": "hookspool-sweep",
+  };
   const hook = `${o.apiUrl.replace(/\/+$/, "")}/repos/${encoded(o.repo)}/hooks/${encodeURIComponent(o.hookId)}`;
-  const report: SweepReport = { attempts: 0, guids: 0, landed: 0, spooled: [], redelivered: [], failed: [], stopped: null };
+  const report: SweepReport = {
+    attempts: 0,
+    guids: 0,
+    landed: 0,
+    spooled: [],
+    redelivered: [],
+    failed: [],
+    stopped: null,
+  };
   const call = async (method: string, url: string): Promise<HttpResponse> => {
     await o.pacer?.wait();
     const r = await o.http.request(method, url, { headers, timeoutS: 30 });
@@ -86,8 +101,14 @@ export async function sweepGitHub(o: SweepOptions): Promise<SweepReport> {
     let url: string | null = `${hook}/deliveries?per_page=100`;
     for (let page = 0; url && page < (o.maxPages ?? 100); page++) {
       const r = await call("GET", url);
-      if (r.status === 401 || r.status === 403) throw new Error(`GitHub refused the token (http ${r.status}): it needs read and write access to the repository's webhooks`);
-      if (r.status === 404) throw new Error("GitHub knows no such webhook (http 404): check --repo and --hook, and that the token can see them");
+      if (r.status === 401 || r.status === 403)
+        throw new Error(
+          `GitHub refused the token (http ${r.status}): it needs read and write access to the repository's webhooks`,
+        );
+      if (r.status === 404)
+        throw new Error(
+          "GitHub knows no such webhook (http 404): check --repo and --hook, and that the token can see them",
+        );
       if (r.status < 200 || r.status > 299) throw new Error(`listing the deliveries: http ${r.status}`);
       const list = JSON.parse(r.text) as GitHubDelivery[];
       if (!Array.isArray(list) || list.length === 0) break;
@@ -129,7 +150,11 @@ export async function sweepGitHub(o: SweepOptions): Promise<SweepReport> {
         report.stopped = e.message;
         break;
       }
-      report.failed.push({ guid: d.guid, id: d.id, reason: (e as Error).name === "RetryLater" ? (e as Error).message : "request failed" });
+      report.failed.push({
+        guid: d.guid,
+        id: d.id,
+        reason: (e as Error).name === "RetryLater" ? (e as Error).message : "request failed",
+      });
     }
   }
   return report;

@@ -4,7 +4,11 @@ import { parseCapture, parseKit } from "../../src/bobbin/captures.ts";
 
 describe("parseKit", () => {
   test("now, the instance, the secrets, and what a code source declares", () => {
-    expect(parseKit('now = 1714564800\ntimestamped = true\nbody_signed = false\n[instance]\nname = "acme"\nsettings = { a = 1 }\n[secrets]\nsecret = "kit-test"\n')).toEqual({
+    expect(
+      parseKit(
+        'now = 1714564800\ntimestamped = true\nbody_signed = false\n[instance]\nname = "acme"\nsettings = { a = 1 }\n[secrets]\nsecret = "kit-test"\n',
+      ),
+    ).toEqual({
       now: 1714564800,
       timestamped: true,
       body_signed: false,
@@ -25,7 +29,10 @@ describe("parseKit", () => {
 
 describe("parseCapture", () => {
   test("the expectation lines, and a capture without one", () => {
-    const c = parseCapture("c.http", "# expect: 202 quarantined\n# expect-key: k\nPOST /hooks/a HTTP/1.1\nContent-Type: application/json\n\nnot json\n");
+    const c = parseCapture(
+      "c.http",
+      "# expect: 202 quarantined\n# expect-key: k\nPOST /hooks/a HTTP/1.1\nContent-Type: application/json\n\nnot json\n",
+    );
     expect(c.expect).toEqual({ status: 202, word: "quarantined", key: "k", eventType: undefined });
     expect(new TextDecoder().decode(c.request.body)).toBe("not json");
     expect(() => parseCapture("c.http", "POST /hooks/a HTTP/1.1\n\n{}")).toThrow('no "# expect: <status> [word]" line');

@@ -5,7 +5,8 @@ import { parseManifest } from "../../src/bobbin/manifest.ts";
 import { manifestText } from "../helpers/bobbins.ts";
 
 const PRESETS = ["burst", "mail", "calendar", "sync", "meeting", "immediate"];
-const parse = (text: string, dir = "acme/hooks", builtin = false) => parseManifest(text, { dir, builtin, presets: PRESETS });
+const parse = (text: string, dir = "acme/hooks", builtin = false) =>
+  parseManifest(text, { dir, builtin, presets: PRESETS });
 const keysOf = (text: string, dir?: string, builtin?: boolean) => parse(text, dir, builtin).problems.map((p) => p.key);
 
 /** The base manifest with one line replaced (or a table appended). */
@@ -54,7 +55,13 @@ describe("names", () => {
   });
 
   test("the name must be its directory's", () => {
-    expect(parse(BASE, "acme/other").problems).toMatchObject([{ key: "name", message: '"acme.hooks" is not the name of its directory acme/other', hint: "move it to acme/hooks/" }]);
+    expect(parse(BASE, "acme/other").problems).toMatchObject([
+      {
+        key: "name",
+        message: '"acme.hooks" is not the name of its directory acme/other',
+        hint: "move it to acme/hooks/",
+      },
+    ]);
   });
 
   test("the hookspool. namespace is the built-ins'", () => {
@@ -68,7 +75,7 @@ describe("keys and shapes", () => {
   test("an unknown key anywhere is an error", () => {
     expect(keysOf(`extra = 1\n${BASE}`)).toEqual(["extra"]);
     expect(keysOf(edited("[source]\n", "[source]\nfoo = 1\n"))).toEqual(["source.foo"]);
-    expect(keysOf(edited('[provider]\n', '[provider]\nlogo = "x"\n'))).toEqual(["provider.logo"]);
+    expect(keysOf(edited("[provider]\n", '[provider]\nlogo = "x"\n'))).toEqual(["provider.logo"]);
   });
 
   test("not TOML at all", () => {
@@ -90,42 +97,65 @@ describe("keys and shapes", () => {
 
   test("source.config names a code source's settings, and only a code source has it", () => {
     const code = BASE.replace(/template = \{[^\n]*\n/, 'module = "source"\nconfig = ["env"]\n');
-    expect(parse(code).problems).toMatchObject([{ key: "source.config", message: '"env" is not a setting of this bobbin' }]);
+    expect(parse(code).problems).toMatchObject([
+      { key: "source.config", message: '"env" is not a setting of this bobbin' },
+    ]);
     expect(keysOf(`${code}\n[settings.env]\ndescription = "e"\ntype = "string"\ndefault = "prod"\n`)).toEqual([]);
     expect(keysOf(edited("span = ", 'config = ["topic"]\nspan = '))).toContain("source.config");
     expect(keysOf(edited("span = ", "config = 3\nspan = "))).toEqual(["source.config"]);
   });
 
   test("[sweep]: a kind hookspool has, and a declared secret for its token", () => {
-    const sweep = (kind: string, secret: string, extra = "") => `${BASE}\n[secrets.tok]\ndescription = "t"\nrequired = false\n\n[sweep]\nkind = "${kind}"\nsecret = "${secret}"\n${extra}`;
-    expect(parse(sweep("github-redeliver", "tok")).manifest?.sweep).toEqual({ kind: "github-redeliver", secret: "tok" });
-    expect(parse(sweep("gitlab-redeliver", "tok")).problems).toMatchObject([{ key: "sweep.kind", message: '"gitlab-redeliver" is not a sweep hookspool has: github-redeliver' }]);
+    const sweep = (kind: string, secret: string, extra = "") =>
+      `${BASE}\n[secrets.tok]\ndescription = "t"\nrequired = false\n\n[sweep]\nkind = "${kind}"\nsecret = "${secret}"\n${extra}`;
+    expect(parse(sweep("github-redeliver", "tok")).manifest?.sweep).toEqual({
+      kind: "github-redeliver",
+      secret: "tok",
+    });
+    expect(parse(sweep("gitlab-redeliver", "tok")).problems).toMatchObject([
+      { key: "sweep.kind", message: '"gitlab-redeliver" is not a sweep hookspool has: github-redeliver' },
+    ]);
     expect(keysOf(sweep("github-redeliver", "nope"))).toEqual(["sweep.secret"]);
     expect(keysOf(sweep("github-redeliver", "tok", "every = 1\n"))).toEqual(["sweep.every"]);
   });
 
   test("a span must be a preset", () => {
-    expect(parse(edited('span = "burst"', 'span = "slow"')).problems).toMatchObject([{ key: "source.span", message: '"slow" is not a span preset: one of burst, mail, calendar, sync, meeting, immediate' }]);
+    expect(parse(edited('span = "burst"', 'span = "slow"')).problems).toMatchObject([
+      {
+        key: "source.span",
+        message: '"slow" is not a span preset: one of burst, mail, calendar, sync, meeting, immediate',
+      },
+    ]);
   });
 
   test("settings: a type from the list, a default of that type, a default when not required", () => {
     const with_ = (t: string) => keysOf(`${BASE}\n[processor]\nmodule = "processor"\n${t}`);
     expect(with_('[settings.owner]\ndescription = "o"\nrequired = true\n')).toEqual(["settings.owner.type"]);
-    expect(with_('[settings.owner]\ndescription = "o"\ntype = "email"\nrequired = true\n')).toEqual(["settings.owner.type"]);
+    expect(with_('[settings.owner]\ndescription = "o"\ntype = "email"\nrequired = true\n')).toEqual([
+      "settings.owner.type",
+    ]);
     expect(with_('[settings.n]\ndescription = "n"\ntype = "int"\ndefault = "3"\n')).toEqual(["settings.n.default"]);
     expect(with_('[settings.n]\ndescription = "n"\ntype = "int"\n')).toEqual(["settings.n.default"]);
     expect(with_('[settings.n]\ndescription = "n"\ntype = "int"\ndefault = 3\n')).toEqual([]);
-    expect(with_('[settings.tags]\ndescription = "t"\ntype = "list"\ndefault = ["a", 1]\n')).toEqual(["settings.tags.default"]);
+    expect(with_('[settings.tags]\ndescription = "t"\ntype = "list"\ndefault = ["a", 1]\n')).toEqual([
+      "settings.tags.default",
+    ]);
   });
 
   test("secrets: a description, and booleans for processor and required", () => {
-    expect(keysOf(edited('description = "the signing secret"', 'description = "s"\nprocessor = "yes"'))).toEqual(["secrets.secret.processor"]);
+    expect(keysOf(edited('description = "the signing secret"', 'description = "s"\nprocessor = "yes"'))).toEqual([
+      "secrets.secret.processor",
+    ]);
     expect(keysOf(edited('description = "the signing secret"\n', ""))).toEqual(["secrets.secret.description"]);
   });
 
   test("outputs: event-type tokens or *, each with a description; at least one", () => {
     expect(keysOf(`${BASE}\n[outputs."bad type"]\ndescription = "x"\n`)).toEqual(['outputs."bad type"']);
-    expect(keysOf(`${BASE}\n[outputs.push]\ndescription = "a push"\n[outputs."pull_request.opened"]\ndescription = "a PR"\n`)).toEqual([]);
+    expect(
+      keysOf(
+        `${BASE}\n[outputs.push]\ndescription = "a push"\n[outputs."pull_request.opened"]\ndescription = "a PR"\n`,
+      ),
+    ).toEqual([]);
     expect(keysOf(BASE.replace(/\[outputs\."\*"\][^[]*/, ""))).toEqual(["outputs"]);
   });
 
@@ -144,22 +174,39 @@ describe("keys and shapes", () => {
 describe("template settings", () => {
   const settingsBobbin = (settings: string, processor = "") =>
     manifestText("acme.hooks", `${processor}\n${settings}`, 'template = "settings"\nspan = "burst"');
-  const SCHEME_KEY = '[settings.scheme]\ndescription = "s"\ntype = "string"\nrequired = true\n[settings.key]\ndescription = "k"\ntype = "list"\nrequired = true\n';
+  const SCHEME_KEY =
+    '[settings.scheme]\ndescription = "s"\ntype = "string"\nrequired = true\n[settings.key]\ndescription = "k"\ntype = "list"\nrequired = true\n';
 
   test('a "settings" template takes every key from settings, scheme and key among them', () => {
     expect(keysOf(settingsBobbin(SCHEME_KEY))).toEqual([]);
-    expect(keysOf(settingsBobbin('[settings.scheme]\ndescription = "s"\ntype = "string"\nrequired = true\n'))).toEqual(["settings.key"]);
+    expect(keysOf(settingsBobbin('[settings.scheme]\ndescription = "s"\ntype = "string"\nrequired = true\n'))).toEqual([
+      "settings.key",
+    ]);
   });
 
   test("a template key's setting has the key's type", () => {
-    expect(keysOf(settingsBobbin(`${SCHEME_KEY}[settings.head_handshake]\ndescription = "h"\ntype = "string"\ndefault = ""\n`))).toEqual(["settings.head_handshake.type"]);
-    expect(keysOf(settingsBobbin(`${SCHEME_KEY}[settings.attrs]\ndescription = "a"\ntype = "table"\ndefault = {}\n`))).toEqual([]);
+    expect(
+      keysOf(
+        settingsBobbin(`${SCHEME_KEY}[settings.head_handshake]\ndescription = "h"\ntype = "string"\ndefault = ""\n`),
+      ),
+    ).toEqual(["settings.head_handshake.type"]);
+    expect(
+      keysOf(settingsBobbin(`${SCHEME_KEY}[settings.attrs]\ndescription = "a"\ntype = "table"\ndefault = {}\n`)),
+    ).toEqual([]);
   });
 
   test("a fixed table's own keys are never a setting", () => {
-    const text = manifestText("acme.hooks", '[settings.header]\ndescription = "h"\ntype = "string"\ndefault = "X-Other"\n');
-    expect(parse(text).problems).toMatchObject([{ key: "settings.header", message: "the fixed template sets header already; a setting cannot override it" }]);
-    const callback = manifestText("acme.hooks", '[settings.callback_url]\ndescription = "the URL"\ntype = "string"\nrequired = true\n');
+    const text = manifestText(
+      "acme.hooks",
+      '[settings.header]\ndescription = "h"\ntype = "string"\ndefault = "X-Other"\n',
+    );
+    expect(parse(text).problems).toMatchObject([
+      { key: "settings.header", message: "the fixed template sets header already; a setting cannot override it" },
+    ]);
+    const callback = manifestText(
+      "acme.hooks",
+      '[settings.callback_url]\ndescription = "the URL"\ntype = "string"\nrequired = true\n',
+    );
     expect(keysOf(callback)).toEqual([]);
   });
 

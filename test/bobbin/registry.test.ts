@@ -21,27 +21,42 @@ describe("the registry", () => {
       // Code is carried twice: the module, and its text for the kit's scan.
       expect(Object.keys(bi?.files ?? {}).sort()).toEqual([...b.files].sort());
       for (const f of b.files) expect(bi?.files[f]).toBe(await Bun.file(join(ROOT, b.dir, f)).text());
-      expect(Object.keys(bi?.modules ?? {}).sort()).toEqual(b.files.filter((f) => f.endsWith(".ts")).map((f) => f.slice(0, -3)).sort());
+      expect(Object.keys(bi?.modules ?? {}).sort()).toEqual(
+        b.files
+          .filter((f) => f.endsWith(".ts"))
+          .map((f) => f.slice(0, -3))
+          .sort(),
+      );
     }
   });
 
   test("the generator embeds text, imports code, and refuses a file the binary cannot carry", () => {
     const root = bobbinRoot();
-    writeBobbin(root, "acme/hooks", manifestText("acme.hooks"), { "README.md": "# hi\n", "source.ts": "export default {};\n", "captures/a.http": "POST / HTTP/1.1\n" });
+    writeBobbin(root, "acme/hooks", manifestText("acme.hooks"), {
+      "README.md": "# hi\n",
+      "source.ts": "export default {};\n",
+      "captures/a.http": "POST / HTTP/1.1\n",
+    });
     const text = generate(root);
     expect(text).toContain('import f0 from "../../bobbins/acme/hooks/README.md" with { type: "text" };');
     expect(text).toContain('import * as f3 from "../../bobbins/acme/hooks/source.ts";');
     // A module's text is a literal: the bundler would answer a text import of a .ts with the module.
-    expect(text).toContain('{ dir: "acme/hooks", files: { "README.md": f0, "bobbin.toml": f1, "captures/a.http": f2, "source.ts": "export default {};\\n" }, modules: { "source": f3 } },');
+    expect(text).toContain(
+      '{ dir: "acme/hooks", files: { "README.md": f0, "bobbin.toml": f1, "captures/a.http": f2, "source.ts": "export default {};\\n" }, modules: { "source": f3 } },',
+    );
     writeBobbin(root, "acme/hooks", manifestText("acme.hooks"), { "logo.png": "x" });
-    expect(() => generate(root)).toThrow("bobbins/acme/hooks/logo.png: only .toml, .md, .http, .json and .ts files are carried in the binary");
+    expect(() => generate(root)).toThrow(
+      "bobbins/acme/hooks/logo.png: only .toml, .md, .http, .json and .ts files are carried in the binary",
+    );
   });
 
   test("a vendor directory holds only its bobbins: no code the products share", async () => {
     const root = bobbinRoot();
     writeBobbin(root, "acme/hooks", manifestText("acme.hooks"));
     await Bun.write(join(root, "acme", "shared.ts"), "export const x = 1;\n");
-    expect(scanBobbins(root).problems).toEqual(["bobbins/acme/shared.ts: a vendor directory holds only its bobbins' directories"]);
+    expect(scanBobbins(root).problems).toEqual([
+      "bobbins/acme/shared.ts: a vendor directory holds only its bobbins' directories",
+    ]);
   });
 
   test("a built-in's code is found by its builtin: reference", () => {
@@ -102,19 +117,29 @@ describe("every built-in", () => {
     expect([...bobbins.keys()].sort()).toEqual(expect.arrayContaining(BUILT_INS));
   });
 
-  test.each([...bobbins.keys()])("%s: its kit and captures parse, with an accepted and a rejected capture (a poll bobbin: poll captures)", (name) => {
-    const b = bobbins.get(name);
-    if (!b) throw new Error(name);
-    const kit = parseKit(b.files().get("captures/kit.toml") ?? "");
-    expect(Object.keys(kit.secrets)).toEqual(Object.keys(b.manifest.secrets));
-    const captures = capturesOf(b.files());
-    if (b.manifest.poll) {
-      expect(captures).toEqual([]);
-      expect(pollCapturesOf(b.files()).length).toBeGreaterThan(0);
-      return;
-    }
-    // Queued: 202, or 200 for a source that answers with its own ack (Discord, Twilio).
-    expect(captures.some((c) => c.file === "captures/accepted.http" && (c.expect.status === 202 || (c.expect.status === 200 && b.manifest.source?.template !== undefined)) && c.expect.word === "queued")).toBe(true);
-    expect(captures.some((c) => c.file === "captures/rejected.http" && c.expect.status === 401)).toBe(true);
-  });
+  test.each([...bobbins.keys()])(
+    "%s: its kit and captures parse, with an accepted and a rejected capture (a poll bobbin: poll captures)",
+    (name) => {
+      const b = bobbins.get(name);
+      if (!b) throw new Error(name);
+      const kit = parseKit(b.files().get("captures/kit.toml") ?? "");
+      expect(Object.keys(kit.secrets)).toEqual(Object.keys(b.manifest.secrets));
+      const captures = capturesOf(b.files());
+      if (b.manifest.poll) {
+        expect(captures).toEqual([]);
+        expect(pollCapturesOf(b.files()).length).toBeGreaterThan(0);
+        return;
+      }
+      // Queued: 202, or 200 for a source that answers with its own ack (Discord, Twilio).
+      expect(
+        captures.some(
+          (c) =>
+            c.file === "captures/accepted.http" &&
+            (c.expect.status === 202 || (c.expect.status === 200 && b.manifest.source?.template !== undefined)) &&
+            c.expect.word === "queued",
+        ),
+      ).toBe(true);
+      expect(captures.some((c) => c.file === "captures/rejected.http" && c.expect.status === 401)).toBe(true);
+    },
+  );
 });

@@ -52,7 +52,9 @@ describe("imports", () => {
   });
 
   test("a bare import named like a sibling product is another bobbin", () => {
-    expect(messages(`import { a } from "repo";\nexport { a };\n`)).toEqual(['a bobbin never imports another bobbin (imports "repo")']);
+    expect(messages(`import { a } from "repo";\nexport { a };\n`)).toEqual([
+      'a bobbin never imports another bobbin (imports "repo")',
+    ]);
   });
 
   test("a relative import that leaves the bobbin for the rest of core is refused", () => {
@@ -68,12 +70,20 @@ describe("imports", () => {
   });
 
   test("the runtime's pure helpers are allowed under node:, and only there", () => {
-    expect(messages(`import { join } from "node:path";\nimport { format } from "node:util";\nexport const p = join("a", format("%s", "b"));\n`)).toEqual([]);
-    expect(messages(`import { join } from "path";\nexport const p = join("a");\n`)).toEqual(['imports the package "path": a bobbin imports only core and its own files']);
+    expect(
+      messages(
+        `import { join } from "node:path";\nimport { format } from "node:util";\nexport const p = join("a", format("%s", "b"));\n`,
+      ),
+    ).toEqual([]);
+    expect(messages(`import { join } from "path";\nexport const p = join("a");\n`)).toEqual([
+      'imports the package "path": a bobbin imports only core and its own files',
+    ]);
   });
 
   test("node:fs may read, never write", () => {
-    expect(scan(`import { readFileSync } from "node:fs";\nexport const t = readFileSync("./a.json", "utf8");\n`)).toEqual([]);
+    expect(
+      scan(`import { readFileSync } from "node:fs";\nexport const t = readFileSync("./a.json", "utf8");\n`),
+    ).toEqual([]);
     const writes = `import * as fs from "node:fs";\nimport { mkdir } from "fs/promises";\nfs.writeFileSync("a", "b");\nawait mkdir("d");\n`;
     expect(scan(writes).map((p) => [p.line, p.message])).toEqual([
       [3, "uses `writeFileSync` (node:fs is for reading only)"],
@@ -153,7 +163,9 @@ describe("tokens", () => {
   });
 
   test("a call in a ternary or an array is still a call", () => {
-    expect(messages(`export const a = [1, ok() ? fetch("x") : null];\ndeclare function ok(): boolean;`)).toEqual(["uses `fetch(`"]);
+    expect(messages(`export const a = [1, ok() ? fetch("x") : null];\ndeclare function ok(): boolean;`)).toEqual([
+      "uses `fetch(`",
+    ]);
   });
 
   test("a regex holding a quote or backtick does not hide the code after it", () => {

@@ -22,7 +22,11 @@ const bobbin = builtin("asana.tasks");
 const kit = kitOf(bobbin);
 const SECRET = kit.secrets.secret;
 const textOf = (c: Capture) => new TextDecoder().decode(c.request.body);
-type Ev = { action: string; resource: { gid: string; resource_type: string; resource_subtype?: string }; parent: { gid: string; resource_type: string } | null };
+type Ev = {
+  action: string;
+  resource: { gid: string; resource_type: string; resource_subtype?: string };
+  parent: { gid: string; resource_type: string } | null;
+};
 const eventsOf = (c: Capture) => (JSON.parse(textOf(c)) as { events: Ev[] }).events;
 const hex = (key: string, body: string) => createHmac("sha256", key).update(body).digest("hex");
 
@@ -46,13 +50,19 @@ test("every capture gets what it says; each event of a queued delivery is delive
   expect(readFileSync(run.secretFile(bobbin, "secret"), "utf8")).toBe(SECRET);
 
   const queued = results.filter((r) => r.capture.expect.word === "queued").flatMap((r) => eventsOf(r.capture));
-  expect(queued.map((e) => `${e.resource.resource_type} ${e.action}`)).toEqual(["task changed", "task changed", "story added"]);
+  expect(queued.map((e) => `${e.resource.resource_type} ${e.action}`)).toEqual([
+    "task changed",
+    "task changed",
+    "story added",
+  ]);
   await waitFor(`${queued.length} events delivered`, () => {
     const rows = run.events(bobbin);
     return rows.length === queued.length && rows.every((r) => r.state === "delivered");
   });
   // Each event's payload is its own element; its key is its parent's gid, or its own.
-  expect(run.events(bobbin).map((r) => ({ key: r.key, type: r.event_type, payload: JSON.parse(r.payload ?? "null") }))).toEqual(queued.map((e) => ({ key: e.parent?.gid ?? e.resource.gid, type: e.resource.resource_type, payload: e })));
+  expect(
+    run.events(bobbin).map((r) => ({ key: r.key, type: r.event_type, payload: JSON.parse(r.payload ?? "null") })),
+  ).toEqual(queued.map((e) => ({ key: e.parent?.gid ?? e.resource.gid, type: e.resource.resource_type, payload: e })));
   const got = await run.deliveries<{ key: string; events: unknown[] }>(bobbin);
   expect(got.accepted.flatMap((d) => d.doc.events)).toHaveLength(queued.length);
   expect(got.unverified).toEqual([]);
@@ -92,15 +102,22 @@ unsigned = true
     await t.stop();
   });
 
-  const post = (body: string, signature = hex(HOOK_SECRET, body), path = "/hooks/asana") => t.post(path, body, { "Content-Type": "application/json", "X-Hook-Signature": signature });
+  const post = (body: string, signature = hex(HOOK_SECRET, body), path = "/hooks/asana") =>
+    t.post(path, body, { "Content-Type": "application/json", "X-Hook-Signature": signature });
   const rows = (source = "asana") =>
-    t.db.db.query("SELECT b.key, b.destination, e.event_type FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.source = ? ORDER BY e.id").all(source) as { key: string; destination: string; event_type: string }[];
+    t.db.db
+      .query(
+        "SELECT b.key, b.destination, e.event_type FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.source = ? ORDER BY e.id",
+      )
+      .all(source) as { key: string; destination: string; event_type: string }[];
 
   test("armed: the handshake's secret is kept (0600), echoed in a 200, the arm used up, nothing queued or logged", async () => {
     const token = armSource(SECRET_FILE(), t.clock.now() + 600);
     // Without the arm token in the URL (a stranger who only knows the hook URL): refused, nothing kept.
     expect((await t.post("/hooks/asana", "", { "X-Hook-Secret": "0e".repeat(32) })).status).toBe(403);
-    expect((await t.post(withArm("/hooks/asana", "not-the-token-000000"), "", { "X-Hook-Secret": "0e".repeat(32) })).status).toBe(403);
+    expect(
+      (await t.post(withArm("/hooks/asana", "not-the-token-000000"), "", { "X-Hook-Secret": "0e".repeat(32) })).status,
+    ).toBe(403);
     expect(existsSync(SECRET_FILE())).toBe(false);
     const before = LOG_LINES.length;
     const r = await t.post(withArm("/hooks/asana", token), "", { "X-Hook-Secret": HOOK_SECRET });
@@ -127,8 +144,21 @@ unsigned = true
   test("a signed delivery of two events is two events: a change keyed by its task, an addition by its parent project", async () => {
     const body = JSON.stringify({
       events: [
-        { user: { gid: "1208000000000101", resource_type: "user" }, created_at: "2026-08-24T10:02:11.104Z", action: "changed", resource: { gid: "1208000000000302", resource_type: "task", resource_subtype: "milestone" }, parent: null, change: { field: "due_on", action: "changed" } },
-        { user: { gid: "1208000000000101", resource_type: "user" }, created_at: "2026-08-24T10:02:12.998Z", action: "added", resource: { gid: "1208000000000303", resource_type: "task", resource_subtype: "default_task" }, parent: { gid: "1208000000000201", resource_type: "project" } },
+        {
+          user: { gid: "1208000000000101", resource_type: "user" },
+          created_at: "2026-08-24T10:02:11.104Z",
+          action: "changed",
+          resource: { gid: "1208000000000302", resource_type: "task", resource_subtype: "milestone" },
+          parent: null,
+          change: { field: "due_on", action: "changed" },
+        },
+        {
+          user: { gid: "1208000000000101", resource_type: "user" },
+          created_at: "2026-08-24T10:02:12.998Z",
+          action: "added",
+          resource: { gid: "1208000000000303", resource_type: "task", resource_subtype: "default_task" },
+          parent: { gid: "1208000000000201", resource_type: "project" },
+        },
       ],
     });
     const res = await post(body);
@@ -141,7 +171,15 @@ unsigned = true
 
   test("a comment is keyed by its task and routed by its subtype; the heartbeat is ignored; a bad signature is 401", async () => {
     const comment = JSON.stringify({
-      events: [{ user: { gid: "1208000000000101", resource_type: "user" }, created_at: "2026-08-24T10:05:00.000Z", action: "added", resource: { gid: "1208000000000402", resource_type: "story", resource_subtype: "comment_added" }, parent: { gid: "1208000000000302", resource_type: "task", resource_subtype: "milestone" } }],
+      events: [
+        {
+          user: { gid: "1208000000000101", resource_type: "user" },
+          created_at: "2026-08-24T10:05:00.000Z",
+          action: "added",
+          resource: { gid: "1208000000000402", resource_type: "story", resource_subtype: "comment_added" },
+          parent: { gid: "1208000000000302", resource_type: "task", resource_subtype: "milestone" },
+        },
+      ],
     });
     expect((await post(comment)).status).toBe(202);
     expect(rows().at(-1)).toEqual({ key: "1208000000000302", destination: "comments", event_type: "story" });
@@ -165,7 +203,9 @@ unsigned = true
     const late = armSource(join(t.home, "unarmed.secret"), t.clock.now() - 1);
     expect((await t.post(withArm("/hooks/unarmed", late), "", { "X-Hook-Secret": HOOK_SECRET })).status).toBe(403);
     expect(existsSync(join(t.home, "unarmed.secret"))).toBe(false);
-    const body = JSON.stringify({ events: [{ action: "changed", resource: { gid: "1208000000000302", resource_type: "task" }, parent: null }] });
+    const body = JSON.stringify({
+      events: [{ action: "changed", resource: { gid: "1208000000000302", resource_type: "task" }, parent: null }],
+    });
     expect((await post(body, hex(HOOK_SECRET, body), "/hooks/unarmed")).status).toBe(503);
     expect(rows("unarmed")).toEqual([]);
   });

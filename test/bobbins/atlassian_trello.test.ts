@@ -2,13 +2,17 @@
 import { expect, test } from "bun:test";
 import { bobbinTest, builtin } from "./catalogue.ts";
 
-bobbinTest("atlassian.trello", "an action is queued and delivered, the HEAD check is answered 200, a bad signature is 401", {
-  answers: {
-    "captures/accepted.http": 202,
-    "captures/handshake.http": { method: "HEAD", status: 200 },
-    "captures/rejected.http": 401,
+bobbinTest(
+  "atlassian.trello",
+  "an action is queued and delivered, the HEAD check is answered 200, a bad signature is 401",
+  {
+    answers: {
+      "captures/accepted.http": 202,
+      "captures/handshake.http": { method: "HEAD", status: 200 },
+      "captures/rejected.http": 401,
+    },
   },
-});
+);
 
 test("the callback URL the signature covers is a setting the instance must give", () => {
   const b = builtin("atlassian.trello");

@@ -31,14 +31,19 @@ export async function runCatalogue(b: Bobbin, runtime: Runtime = "bun"): Promise
   const accepted = results.filter((x) => x.capture.expect.word === "queued" && x.status === 202);
   // The event a capture became: its payload is the capture's body, byte for byte.
   let rows = run.events(b);
-  const eventOf = (a: CaptureResult) => rows.find((r) => r.source === a.instance && r.payload === new TextDecoder().decode(a.capture.request.body));
+  const eventOf = (a: CaptureResult) =>
+    rows.find((r) => r.source === a.instance && r.payload === new TextDecoder().decode(a.capture.request.body));
   await waitFor(`${b.name}: ${accepted.length} batches delivered`, () => {
     rows = run.events(b);
     return accepted.every((a) => eventOf(a)?.state === "delivered");
   });
   for (const a of accepted) {
     const row = eventOf(a);
-    expect({ file: a.capture.file, key: row?.key, event_type: row?.event_type }).toEqual({ file: a.capture.file, key: a.capture.expect.key ?? row?.key, event_type: a.capture.expect.eventType ?? row?.event_type });
+    expect({ file: a.capture.file, key: row?.key, event_type: row?.event_type }).toEqual({
+      file: a.capture.file,
+      key: a.capture.expect.key ?? row?.key,
+      event_type: a.capture.expect.eventType ?? row?.event_type,
+    });
   }
   const got = await run.deliveries(b);
   expect(got.accepted.length).toBe(accepted.length);
@@ -62,7 +67,10 @@ export function expectAsCaptured(results: CaptureResult[]): void {
   }
 }
 
-/** What a capture's answer must be, beyond its status: its method (POST unless said), its body, its `# expect-key:` (null: none). */
+/**
+ * What a capture's answer must be, beyond its status: its method (POST unless said), its body, its `# expect-key:`
+ * (null: none).
+ */
 export interface Expected {
   method?: string;
   status: number;
@@ -72,7 +80,12 @@ export interface Expected {
 
 /** The captures are exactly these files, each answered as the table says (a number: a POST's status). */
 export function expectAnswers(results: CaptureResult[], answers: Record<string, number | Expected>): void {
-  const want = Object.fromEntries(Object.entries(answers).map(([file, a]) => [file, typeof a === "number" ? { method: "POST", status: a } : { method: "POST", ...a }]));
+  const want = Object.fromEntries(
+    Object.entries(answers).map(([file, a]) => [
+      file,
+      typeof a === "number" ? { method: "POST", status: a } : { method: "POST", ...a },
+    ]),
+  );
   const got = Object.fromEntries(
     results.map((r) => {
       const w: Expected | undefined = want[r.capture.file];

@@ -19,24 +19,40 @@ const USER = "user_2kitTestExampleUser000001";
 function svix(id: string, ts: number, body: string, secret = SECRET): Record<string, string> {
   const key = Buffer.from(secret.slice("whsec_".length), "base64");
   const sig = createHmac("sha256", key).update(`${id}.${ts}.${body}`).digest("base64");
-  return { "Content-Type": "application/json", "svix-id": id, "svix-timestamp": String(ts), "svix-signature": `v1,${sig}` };
+  return {
+    "Content-Type": "application/json",
+    "svix-id": id,
+    "svix-timestamp": String(ts),
+    "svix-signature": `v1,${sig}`,
+  };
 }
 
 /** A Clerk event envelope around data. */
 const event = (type: string, data: Record<string, unknown>, ms = NOW * 1000) =>
-  JSON.stringify({ data, event_attributes: { http_request: { client_ip: "192.0.2.10", user_agent: "kit-test" } }, instance_id: "ins_2kitTestExampleInstance001", object: "event", timestamp: ms, type });
+  JSON.stringify({
+    data,
+    event_attributes: { http_request: { client_ip: "192.0.2.10", user_agent: "kit-test" } },
+    instance_id: "ins_2kitTestExampleInstance001",
+    object: "event",
+    timestamp: ms,
+    type,
+  });
 
-bobbinTest("clerk.users", "a sign-up's user.created and session.created are queued under the user's id and delivered, a bad signature is 401", {
-  answers: {
-    "captures/accepted.http": 202,
-    "captures/rejected.http": { status: 401, body: "" },
-    "captures/session.http": 202,
+bobbinTest(
+  "clerk.users",
+  "a sign-up's user.created and session.created are queued under the user's id and delivered, a bad signature is 401",
+  {
+    answers: {
+      "captures/accepted.http": 202,
+      "captures/rejected.http": { status: 401, body: "" },
+      "captures/session.http": 202,
+    },
+    then(results) {
+      // Both queued captures name the same user as their key: one batch per user.
+      expect(results.filter((r) => r.status === 202).map((r) => r.capture.expect.key)).toEqual([USER, USER]);
+    },
   },
-  then(results) {
-    // Both queued captures name the same user as their key: one batch per user.
-    expect(results.filter((r) => r.status === 202).map((r) => r.capture.expect.key)).toEqual([USER, USER]);
-  },
-});
+);
 
 describe("against an intake on the kit's clock", () => {
   let t: TestIntake;
@@ -69,7 +85,11 @@ unsigned = true
   });
 
   const stored = (body: string) =>
-    t.db.db.query("SELECT b.key, e.event_type, e.dedup_id FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.payload = ?").get(body) as { key: string; event_type: string; dedup_id: string } | null;
+    t.db.db
+      .query(
+        "SELECT b.key, e.event_type, e.dedup_id FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.payload = ?",
+      )
+      .get(body) as { key: string; event_type: string; dedup_id: string } | null;
   const post = async (body: string, headers: Record<string, string>) => {
     const res = await t.post("/hooks/clerk", body, headers);
     return [res.status, await res.text()];
@@ -77,13 +97,74 @@ unsigned = true
 
   test("each kind of event is keyed by the user it is about; other objects by their own id", async () => {
     const cases: [string, string, Record<string, unknown>][] = [
-      ["user.updated", USER, { id: USER, object: "user", first_name: "Renamed", email_addresses: [], public_metadata: {} }],
+      [
+        "user.updated",
+        USER,
+        { id: USER, object: "user", first_name: "Renamed", email_addresses: [], public_metadata: {} },
+      ],
       ["user.deleted", USER, { deleted: true, id: USER, object: "user" }],
-      ["session.ended", USER, { id: "sess_2kitTestExampleSession0002", object: "session", client_id: "client_2kitTestExampleClient001", user_id: USER, status: "ended" }],
-      ["email.created", USER, { id: "ema_2kitTestExampleEmail000001", object: "email", slug: "verification_code", to_email_address: "new.user@example.com", email_address_id: "idn_2kitTestExampleEmail00001", user_id: USER, subject: "Your code", status: "queued", delivered_by_clerk: true }],
-      ["organizationMembership.created", USER, { id: "orgmem_2kitTestExampleMember001", object: "organization_membership", role: "org:member", organization: { id: "org_2kitTestExampleOrg0000001", object: "organization", name: "Example Org" }, public_user_data: { identifier: "new.user@example.com", first_name: "New", last_name: "User", image_url: "", has_image: false, user_id: USER } }],
-      ["organization.created", "org_2kitTestExampleOrg0000001", { id: "org_2kitTestExampleOrg0000001", object: "organization", name: "Example Org", slug: "example-org" }],
-      ["email.created", "ema_2kitTestExampleEmail000002", { id: "ema_2kitTestExampleEmail000002", object: "email", slug: "invitation", to_email_address: "invitee@example.com", email_address_id: null, user_id: null, delivered_by_clerk: true }],
+      [
+        "session.ended",
+        USER,
+        {
+          id: "sess_2kitTestExampleSession0002",
+          object: "session",
+          client_id: "client_2kitTestExampleClient001",
+          user_id: USER,
+          status: "ended",
+        },
+      ],
+      [
+        "email.created",
+        USER,
+        {
+          id: "ema_2kitTestExampleEmail000001",
+          object: "email",
+          slug: "verification_code",
+          to_email_address: "new.user@example.com",
+          email_address_id: "idn_2kitTestExampleEmail00001",
+          user_id: USER,
+          subject: "Your code",
+          status: "queued",
+          delivered_by_clerk: true,
+        },
+      ],
+      [
+        "organizationMembership.created",
+        USER,
+        {
+          id: "orgmem_2kitTestExampleMember001",
+          object: "organization_membership",
+          role: "org:member",
+          organization: { id: "org_2kitTestExampleOrg0000001", object: "organization", name: "Example Org" },
+          public_user_data: {
+            identifier: "new.user@example.com",
+            first_name: "New",
+            last_name: "User",
+            image_url: "",
+            has_image: false,
+            user_id: USER,
+          },
+        },
+      ],
+      [
+        "organization.created",
+        "org_2kitTestExampleOrg0000001",
+        { id: "org_2kitTestExampleOrg0000001", object: "organization", name: "Example Org", slug: "example-org" },
+      ],
+      [
+        "email.created",
+        "ema_2kitTestExampleEmail000002",
+        {
+          id: "ema_2kitTestExampleEmail000002",
+          object: "email",
+          slug: "invitation",
+          to_email_address: "invitee@example.com",
+          email_address_id: null,
+          user_id: null,
+          delivered_by_clerk: true,
+        },
+      ],
     ];
     for (const [i, [type, key, data]] of cases.entries()) {
       const body = event(type, data, NOW * 1000 + i);
@@ -98,7 +179,12 @@ unsigned = true
     const dev = JSON.stringify({ ...JSON.parse(prod), instance_id: "ins_2kitTestDevInstance0000001" });
     expect(await post(prod, svix("msg_2kitTestClerkAttrs000000001", NOW, prod))).toEqual([202, '{"status":"queued"}']);
     expect(await post(dev, svix("msg_2kitTestClerkAttrs000000002", NOW, dev))).toEqual([202, '{"status":"queued"}']);
-    const destination = (body: string) => (t.db.db.query("SELECT b.destination FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.payload = ?").get(body) as { destination: string } | null)?.destination;
+    const destination = (body: string) =>
+      (
+        t.db.db
+          .query("SELECT b.destination FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.payload = ?")
+          .get(body) as { destination: string } | null
+      )?.destination;
     expect([destination(prod), destination(dev)]).toEqual(["kit", "dev"]);
   });
 

@@ -25,27 +25,39 @@ const captures = capturesOf(bobbin.files());
 const capture = (file: string) => {
   const c = captures.find((x) => x.file === file);
   if (!c) throw new Error(`no ${file}`);
-  return { body: new TextDecoder().decode(c.request.body), headers: Object.fromEntries(c.request.headers.filter(([k]) => !["host", "content-length"].includes(k.toLowerCase()))) };
+  return {
+    body: new TextDecoder().decode(c.request.body),
+    headers: Object.fromEntries(
+      c.request.headers.filter(([k]) => !["host", "content-length"].includes(k.toLowerCase())),
+    ),
+  };
 };
 const accepted = capture("captures/accepted.http");
 const ping = capture("captures/ping.http");
 
-test("the manifest answers the PING with {\"type\":1} and acks every queued interaction with the deferred {\"type\":5}", () => {
+test('the manifest answers the PING with {"type":1} and acks every queued interaction with the deferred {"type":5}', () => {
   const t = bobbin.manifest.source?.template as Record<string, unknown>;
   expect([t.scheme, t.reply_when, t.reply, t.ack]).toEqual(["ed25519", "type=1", PONG, DEFERRED]);
   expect(bobbin.manifest.source?.span).toBe("immediate");
 });
 
-test("a command is queued, acked {\"type\":5} and delivered; the PING gets {\"type\":1}; a bad signature is 401", async () => {
+test('a command is queued, acked {"type":5} and delivered; the PING gets {"type":1}; a bad signature is 401', async () => {
   const run = await sharedRun(bobbin);
   const got = await run.results(bobbin);
-  for (const g of got) expect({ file: g.capture.file, status: g.status }).toEqual({ file: g.capture.file, status: g.capture.expect.status });
+  for (const g of got)
+    expect({ file: g.capture.file, status: g.status }).toEqual({
+      file: g.capture.file,
+      status: g.capture.expect.status,
+    });
   expect(got.map((g) => [g.capture.file, g.status, g.body])).toEqual([
     ["captures/accepted.http", 200, DEFERRED],
     ["captures/ping.http", 200, PONG],
     ["captures/rejected.http", 401, ""],
   ]);
-  expect(got.slice(0, 2).map((g) => g.headers?.["content-type"] ?? null)).toEqual(["application/json", "application/json"]);
+  expect(got.slice(0, 2).map((g) => g.headers?.["content-type"] ?? null)).toEqual([
+    "application/json",
+    "application/json",
+  ]);
   // The acked command is the one event, delivered under the key and type its capture names.
   const row = () => run.events(bobbin).find((e) => e.payload === accepted.body);
   await waitFor("the command delivered", () => row()?.state === "delivered");
@@ -83,14 +95,25 @@ ${KIT_DESTINATION}`,
     await t.stop();
   });
 
-  const rowsOf = (body: string) => t.db.db.query("SELECT e.source, b.key, e.event_type, e.dedup_id FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.payload = ? ORDER BY e.id").all(body) as { source: string; key: string; event_type: string; dedup_id: string }[];
-  const signed = (body: string, key: KeyObject = fresh.privateKey, ts = NOW) => ({ "Content-Type": "application/json", "X-Signature-Timestamp": String(ts), "X-Signature-Ed25519": sign(null, Buffer.from(`${ts}${body}`), key).toString("hex") });
+  const rowsOf = (body: string) =>
+    t.db.db
+      .query(
+        "SELECT e.source, b.key, e.event_type, e.dedup_id FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.payload = ? ORDER BY e.id",
+      )
+      .all(body) as { source: string; key: string; event_type: string; dedup_id: string }[];
+  const signed = (body: string, key: KeyObject = fresh.privateKey, ts = NOW) => ({
+    "Content-Type": "application/json",
+    "X-Signature-Timestamp": String(ts),
+    "X-Signature-Ed25519": sign(null, Buffer.from(`${ts}${body}`), key).toString("hex"),
+  });
   const answer = async (r: Response) => [r.status, r.headers.get("content-type"), await r.text()];
 
   test("the accepted command is stored under its channel, its command name and its interaction id; sent again it is acked and stored once", async () => {
     const first = await t.post("/hooks/discord", accepted.body, accepted.headers);
     expect(await answer(first)).toEqual([200, "application/json", DEFERRED]);
-    expect(rowsOf(accepted.body)).toEqual([{ source: "discord", key: "1300000000000000020", event_type: "ask", dedup_id: "1300000000000000100" }]);
+    expect(rowsOf(accepted.body)).toEqual([
+      { source: "discord", key: "1300000000000000020", event_type: "ask", dedup_id: "1300000000000000100" },
+    ]);
     const again = await t.post("/hooks/discord", accepted.body, accepted.headers);
     expect(await answer(again)).toEqual([200, "application/json", DEFERRED]);
     expect(rowsOf(accepted.body)).toHaveLength(1);
@@ -103,11 +126,20 @@ ${KIT_DESTINATION}`,
     expect(await answer(res)).toEqual([200, "application/json", PONG]);
   });
 
-  test("the PING is answered {\"type\":1} only when signed, never stored; Discord's deliberately bad signatures get an empty 401", async () => {
+  test('the PING is answered {"type":1} only when signed, never stored; Discord\'s deliberately bad signatures get an empty 401', async () => {
     const events = t.count("events");
-    expect(await answer(await t.post("/hooks/discord", ping.body, ping.headers))).toEqual([200, "application/json", PONG]);
+    expect(await answer(await t.post("/hooks/discord", ping.body, ping.headers))).toEqual([
+      200,
+      "application/json",
+      PONG,
+    ]);
     const other = generateKeyPairSync("ed25519").privateKey;
-    const refused: Record<string, string>[] = [signed(ping.body, other), { ...ping.headers, "X-Signature-Ed25519": "0".repeat(128) }, { "Content-Type": "application/json" }, { ...ping.headers, "X-Signature-Timestamp": String(NOW - 61) }];
+    const refused: Record<string, string>[] = [
+      signed(ping.body, other),
+      { ...ping.headers, "X-Signature-Ed25519": "0".repeat(128) },
+      { "Content-Type": "application/json" },
+      { ...ping.headers, "X-Signature-Timestamp": String(NOW - 61) },
+    ];
     for (const headers of refused) {
       const r = await t.post("/hooks/discord", ping.body, headers);
       expect([r.status, await r.text()]).toEqual([401, ""]);
@@ -116,25 +148,63 @@ ${KIT_DESTINATION}`,
   });
 
   test("a PING signed more than 300 s away from the clock is refused, one within it answered", async () => {
-    const body = '{"application_id":"1300000000000000001","entitlements":[],"id":"1300000000000000098","token":"kit-test-interaction-token-cGluZzI","type":1,"version":1}';
-    for (const [ts, status] of [[NOW - 301, 401], [NOW + 301, 401], [NOW - 299, 200]] as const) {
+    const body =
+      '{"application_id":"1300000000000000001","entitlements":[],"id":"1300000000000000098","token":"kit-test-interaction-token-cGluZzI","type":1,"version":1}';
+    for (const [ts, status] of [
+      [NOW - 301, 401],
+      [NOW + 301, 401],
+      [NOW - 299, 200],
+    ] as const) {
       const r = await t.post("/hooks/fresh", body, signed(body, fresh.privateKey, ts));
       expect({ ts: ts - NOW, status: r.status }).toEqual({ ts: ts - NOW, status });
     }
   });
 
   test("a button press is acked and typed by its custom_id; a command in a DM is keyed by the DM channel", async () => {
-    const press = JSON.stringify({ application_id: "1300000000000000001", channel_id: "1300000000000000020", data: { component_type: 2, custom_id: "rerun_build" }, guild_id: "1300000000000000010", id: "1300000000000000110", member: { user: { id: "1300000000000000200" } }, message: { id: "1300000000000000301" }, token: "kit-test-interaction-token-cHJlc3M", type: 3, version: 1 });
-    expect(await answer(await t.post("/hooks/fresh", press, signed(press)))).toEqual([200, "application/json", DEFERRED]);
-    expect(rowsOf(press)).toEqual([{ source: "fresh", key: "1300000000000000020", event_type: "rerun_build", dedup_id: "1300000000000000110" }]);
-    const dm = JSON.stringify({ application_id: "1300000000000000001", channel: { id: "1300000000000000400", type: 1 }, channel_id: "1300000000000000400", context: 1, data: { id: "1300000000000000030", name: "ask", type: 1 }, id: "1300000000000000111", token: "kit-test-interaction-token-ZG0", type: 2, user: { id: "1300000000000000200" }, version: 1 });
+    const press = JSON.stringify({
+      application_id: "1300000000000000001",
+      channel_id: "1300000000000000020",
+      data: { component_type: 2, custom_id: "rerun_build" },
+      guild_id: "1300000000000000010",
+      id: "1300000000000000110",
+      member: { user: { id: "1300000000000000200" } },
+      message: { id: "1300000000000000301" },
+      token: "kit-test-interaction-token-cHJlc3M",
+      type: 3,
+      version: 1,
+    });
+    expect(await answer(await t.post("/hooks/fresh", press, signed(press)))).toEqual([
+      200,
+      "application/json",
+      DEFERRED,
+    ]);
+    expect(rowsOf(press)).toEqual([
+      { source: "fresh", key: "1300000000000000020", event_type: "rerun_build", dedup_id: "1300000000000000110" },
+    ]);
+    const dm = JSON.stringify({
+      application_id: "1300000000000000001",
+      channel: { id: "1300000000000000400", type: 1 },
+      channel_id: "1300000000000000400",
+      context: 1,
+      data: { id: "1300000000000000030", name: "ask", type: 1 },
+      id: "1300000000000000111",
+      token: "kit-test-interaction-token-ZG0",
+      type: 2,
+      user: { id: "1300000000000000200" },
+      version: 1,
+    });
     expect(await answer(await t.post("/hooks/fresh", dm, signed(dm)))).toEqual([200, "application/json", DEFERRED]);
-    expect(rowsOf(dm)).toEqual([{ source: "fresh", key: "1300000000000000400", event_type: "ask", dedup_id: "1300000000000000111" }]);
+    expect(rowsOf(dm)).toEqual([
+      { source: "fresh", key: "1300000000000000400", event_type: "ask", dedup_id: "1300000000000000111" },
+    ]);
   });
 
   test("the signature covers the timestamp and the body: either changed is an empty 401", async () => {
     const events = t.count("events");
-    const moved = await t.post("/hooks/discord", accepted.body, { ...accepted.headers, "X-Signature-Timestamp": String(NOW + 1) });
+    const moved = await t.post("/hooks/discord", accepted.body, {
+      ...accepted.headers,
+      "X-Signature-Timestamp": String(NOW + 1),
+    });
     expect([moved.status, await moved.text()]).toEqual([401, ""]);
     const changed = await t.post("/hooks/discord", accepted.body.replace("last night", "tonight"), accepted.headers);
     expect([changed.status, await changed.text()]).toEqual([401, ""]);

@@ -51,7 +51,11 @@ ${KIT_DESTINATION}`,
     ...extra,
   });
   const stored = (payload: string) =>
-    t.db.db.query("SELECT b.key, e.event_type, e.dedup_id, e.route, e.headers FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.payload = ? ORDER BY e.id").all(payload) as {
+    t.db.db
+      .query(
+        "SELECT b.key, e.event_type, e.dedup_id, e.route, e.headers FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.payload = ? ORDER BY e.id",
+      )
+      .all(payload) as {
       key: string;
       event_type: string;
       dedup_id: string | null;
@@ -67,7 +71,9 @@ ${KIT_DESTINATION}`,
     const resend = await t.post("/hooks/gitlab", pushBody, headers("Push Hook", { "Idempotency-Key": key }));
     expect([resend.status, await resend.text()]).toEqual([200, '{"status":"duplicate"}']);
     const rows = stored(pushBody);
-    expect(rows.map(({ key, event_type, dedup_id, route }) => ({ key, event_type, dedup_id, route }))).toEqual([{ key: "octo-group/hello-world:push", event_type: "push", dedup_id: key, route: "gitlab" }]);
+    expect(rows.map(({ key, event_type, dedup_id, route }) => ({ key, event_type, dedup_id, route }))).toEqual([
+      { key: "octo-group/hello-world:push", event_type: "push", dedup_id: key, route: "gitlab" },
+    ]);
     // The token is never stored with the event.
     expect(rows[0].headers).not.toContain(TOKEN);
   });
@@ -86,17 +92,62 @@ ${KIT_DESTINATION}`,
       object_kind: "merge_request",
       event_type: "merge_request",
       user: { id: 8812001, name: "Octo Dev", username: "octo-dev" },
-      project: { id: 4710023, name: "hello-world", path_with_namespace: "octo-group/hello-world", web_url: "https://gitlab.example.com/octo-group/hello-world" },
-      object_attributes: { id: 99001, iid: 7, title: "Fix the retry counter", state: "opened", action: "open", source_branch: "fix-retry", target_branch: "main" },
+      project: {
+        id: 4710023,
+        name: "hello-world",
+        path_with_namespace: "octo-group/hello-world",
+        web_url: "https://gitlab.example.com/octo-group/hello-world",
+      },
+      object_attributes: {
+        id: 99001,
+        iid: 7,
+        title: "Fix the retry counter",
+        state: "opened",
+        action: "open",
+        source_branch: "fix-retry",
+        target_branch: "main",
+      },
     });
-    const res = await t.post("/hooks/gitlab", body, headers("Merge Request Hook", { "Idempotency-Key": crypto.randomUUID() }));
+    const res = await t.post(
+      "/hooks/gitlab",
+      body,
+      headers("Merge Request Hook", { "Idempotency-Key": crypto.randomUUID() }),
+    );
     expect(res.status).toBe(202);
-    expect(stored(body).map(({ key, event_type, route }) => ({ key, event_type, route }))).toEqual([{ key: "octo-group/hello-world:merge_request", event_type: "merge_request", route: "gitlab-mr-open" }]);
+    expect(stored(body).map(({ key, event_type, route }) => ({ key, event_type, route }))).toEqual([
+      { key: "octo-group/hello-world:merge_request", event_type: "merge_request", route: "gitlab-mr-open" },
+    ]);
   });
 
   test("a group webhook's events without a project fall back to the group's path, the event type to event_name", async () => {
-    const member = JSON.stringify({ created_at: "2026-11-24T09:40:12Z", updated_at: "2026-11-24T09:40:12Z", group_name: "Octo Group", group_path: "octo-group", group_id: 330001, user_username: "octo-dev", user_name: "Octo Dev", user_email: "octo-dev@example.com", user_id: 8812001, group_access: "Developer", group_plan: null, expires_at: null, event_name: "user_add_to_group" });
-    const subgroup = JSON.stringify({ created_at: "2026-11-24T09:41:00Z", updated_at: "2026-11-24T09:41:00Z", event_name: "subgroup_create", name: "tools", path: "tools", full_path: "octo-group/tools", group_id: 330002, parent_group_id: 330001, parent_name: "Octo Group", parent_path: "octo-group", parent_full_path: "octo-group" });
+    const member = JSON.stringify({
+      created_at: "2026-11-24T09:40:12Z",
+      updated_at: "2026-11-24T09:40:12Z",
+      group_name: "Octo Group",
+      group_path: "octo-group",
+      group_id: 330001,
+      user_username: "octo-dev",
+      user_name: "Octo Dev",
+      user_email: "octo-dev@example.com",
+      user_id: 8812001,
+      group_access: "Developer",
+      group_plan: null,
+      expires_at: null,
+      event_name: "user_add_to_group",
+    });
+    const subgroup = JSON.stringify({
+      created_at: "2026-11-24T09:41:00Z",
+      updated_at: "2026-11-24T09:41:00Z",
+      event_name: "subgroup_create",
+      name: "tools",
+      path: "tools",
+      full_path: "octo-group/tools",
+      group_id: 330002,
+      parent_group_id: 330001,
+      parent_name: "Octo Group",
+      parent_path: "octo-group",
+      parent_full_path: "octo-group",
+    });
     for (const [body, event] of [
       [member, "Member Hook"],
       [subgroup, "Subgroup Hook"],
@@ -104,14 +155,22 @@ ${KIT_DESTINATION}`,
       const res = await t.post("/hooks/gitlab", body, headers(event, { "Idempotency-Key": crypto.randomUUID() }));
       expect([event, res.status]).toEqual([event, 202]);
     }
-    expect(stored(member).map(({ key, event_type }) => ({ key, event_type }))).toEqual([{ key: "octo-group:user_add_to_group", event_type: "user_add_to_group" }]);
-    expect(stored(subgroup).map(({ key, event_type }) => ({ key, event_type }))).toEqual([{ key: "octo-group/tools:subgroup_create", event_type: "subgroup_create" }]);
+    expect(stored(member).map(({ key, event_type }) => ({ key, event_type }))).toEqual([
+      { key: "octo-group:user_add_to_group", event_type: "user_add_to_group" },
+    ]);
+    expect(stored(subgroup).map(({ key, event_type }) => ({ key, event_type }))).toEqual([
+      { key: "octo-group/tools:subgroup_create", event_type: "subgroup_create" },
+    ]);
   });
 
   test("a token that differs, or is only a prefix of the secret, is 401 and nothing is stored", async () => {
     const events = t.count("events");
     for (const token of [`${TOKEN}x`, TOKEN.slice(0, -1), `Bearer ${TOKEN}`, ""]) {
-      const res = await t.post("/hooks/gitlab", pushBody, headers("Push Hook", { "X-Gitlab-Token": token, "Idempotency-Key": crypto.randomUUID() }));
+      const res = await t.post(
+        "/hooks/gitlab",
+        pushBody,
+        headers("Push Hook", { "X-Gitlab-Token": token, "Idempotency-Key": crypto.randomUUID() }),
+      );
       expect([token.length, res.status, await res.text()]).toEqual([token.length, 401, ""]);
     }
     expect(t.count("events")).toBe(events);

@@ -56,8 +56,10 @@ function stubGoogle(events: (q: Record<string, string | undefined>) => Answer) {
         return Response.json({ access_token: "kit-test-access", expires_in: 3600, token_type: "Bearer" });
       }
       asked.push(a);
-      if (req.method !== "GET" || !/^\/calendar\/v3\/calendars\/[^/]+\/events$/.test(u.pathname)) return Response.json({ error: { code: 404, message: "Not Found" } }, { status: 404 });
-      if (a.authorization !== "Bearer kit-test-access") return Response.json({ error: { code: 401, message: "Invalid Credentials" } }, { status: 401 });
+      if (req.method !== "GET" || !/^\/calendar\/v3\/calendars\/[^/]+\/events$/.test(u.pathname))
+        return Response.json({ error: { code: 404, message: "Not Found" } }, { status: 404 });
+      if (a.authorization !== "Bearer kit-test-access")
+        return Response.json({ error: { code: 401, message: "Invalid Credentials" } }, { status: 401 });
       const answer = events(query);
       return Response.json(answer.body, { status: answer.status ?? 200 });
     },
@@ -77,7 +79,9 @@ const event = (id: string, over: Event = {}): Event => ({
   end: { dateTime: "2026-08-31T11:00:00+02:00" },
   ...over,
 });
-const page = (items: Event[], tail: { nextSyncToken?: string; nextPageToken?: string }) => ({ body: { kind: "calendar#events", summary: "Example Calendar", items, ...tail } });
+const page = (items: Event[], tail: { nextSyncToken?: string; nextPageToken?: string }) => ({
+  body: { kind: "calendar#events", summary: "Example Calendar", items, ...tail },
+});
 
 /** What an item of the event is, as the bobbin emits it. */
 const itemOf = (e: Event) => {
@@ -85,7 +89,17 @@ const itemOf = (e: Event) => {
     const t = (v ?? {}) as { dateTime?: string; date?: string };
     return t.dateTime ?? t.date ?? "";
   };
-  return { key: "primary", id: e.id, status: e.status, summary: e.summary ?? "", start: when(e.start), end: when(e.end), updated: e.updated ?? "", htmlLink: e.htmlLink ?? "", location: e.location ?? "" };
+  return {
+    key: "primary",
+    id: e.id,
+    status: e.status,
+    summary: e.summary ?? "",
+    start: when(e.start),
+    end: when(e.end),
+    updated: e.updated ?? "",
+    htmlLink: e.htmlLink ?? "",
+    location: e.location ?? "",
+  };
 };
 /** Items by event id: each item is a batch of its own, and batches may arrive in any order. */
 const byId = (items: Record<string, unknown>[]) => [...items].sort((a, b) => String(a.id).localeCompare(String(b.id)));
@@ -120,7 +134,10 @@ afterEach(async () => {
 async function start(googleUrl: string, settings: Record<string, unknown> = {}): Promise<Run> {
   const home = tempDir("hookspool-calendar-");
   const receiver = new Receiver<{ route: string; key: string; events: Record<string, unknown>[] }>({});
-  const credential = { ...(JSON.parse(kit.secrets.credential ?? "{}") as Record<string, string>), token_uri: `${googleUrl}/token` };
+  const credential = {
+    ...(JSON.parse(kit.secrets.credential ?? "{}") as Record<string, string>),
+    token_uri: `${googleUrl}/token`,
+  };
   writeFileSync(join(home, "secret-channel-token"), kit.secrets.channel_token ?? "", { mode: 0o600 });
   writeFileSync(join(home, "secret-credential"), JSON.stringify(credential), { mode: 0o600 });
   const instance = kit.instance.name;
@@ -132,13 +149,24 @@ async function start(googleUrl: string, settings: Record<string, unknown> = {}):
       bobbins: {
         [instance]: {
           bobbin: "google.calendar",
-          secrets: { channel_token: { file: join(home, "secret-channel-token") }, credential: { file: join(home, "secret-credential") } },
+          secrets: {
+            channel_token: { file: join(home, "secret-channel-token") },
+            credential: { file: join(home, "secret-credential") },
+          },
           settings: { ...kit.instance.settings, api_base_url: `${googleUrl}/calendar/v3`, ...settings },
           outputs: { changed: "receiver" },
           span: "immediate",
         },
       },
-      destinations: { receiver: { type: "http", url: `http://127.0.0.1:${receiver.port}/in`, allow_insecure: true, unsigned: true, timeout_s: 5 } },
+      destinations: {
+        receiver: {
+          type: "http",
+          url: `http://127.0.0.1:${receiver.port}/in`,
+          allow_insecure: true,
+          unsigned: true,
+          timeout_s: 5,
+        },
+      },
     }),
   );
   const hs = await startHookspool(home, ["run"]);
@@ -147,7 +175,9 @@ async function start(googleUrl: string, settings: Record<string, unknown> = {}):
   const batchState = (n: string) => {
     const db = openSpool(join(home, "spool.db"));
     try {
-      const row = db.db.query("SELECT b.state FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.source = ? AND e.dedup_id = ?").get(instance, `${CHANNEL}:${n}`) as { state: string } | null;
+      const row = db.db
+        .query("SELECT b.state FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.source = ? AND e.dedup_id = ?")
+        .get(instance, `${CHANNEL}:${n}`) as { state: string } | null;
       return row?.state ?? null;
     } finally {
       db.close();
@@ -161,10 +191,15 @@ async function start(googleUrl: string, settings: Record<string, unknown> = {}):
     async notify(over = {}, name = "accepted") {
       const c = name === "accepted" ? accepted : capture(name);
       const headers = new Headers();
-      for (const [k, v] of c.request.headers) if (!["host", "content-length"].includes(k.toLowerCase())) headers.set(k, v);
-      for (const [k, v] of Object.entries(over)) if (v === null) headers.delete(k);
-      else headers.set(k, v);
-      const res = await fetch(`http://127.0.0.1:${port}${c.request.url.replace(/^\/hooks\/[^/?]+/, `/hooks/${instance}`)}`, { method: "POST", headers, body: c.request.body });
+      for (const [k, v] of c.request.headers)
+        if (!["host", "content-length"].includes(k.toLowerCase())) headers.set(k, v);
+      for (const [k, v] of Object.entries(over))
+        if (v === null) headers.delete(k);
+        else headers.set(k, v);
+      const res = await fetch(
+        `http://127.0.0.1:${port}${c.request.url.replace(/^\/hooks\/[^/?]+/, `/hooks/${instance}`)}`,
+        { method: "POST", headers, body: c.request.body },
+      );
       return { status: res.status, body: await res.text() };
     },
     items: () => receiver.accepted().flatMap((d) => d.doc.events),
@@ -200,10 +235,18 @@ describe("google.calendar through hookspool run, a stub Google on 127.0.0.1", ()
     await r.processed(capture("accepted").request.headers.find(([k]) => k === "X-Goog-Message-Number")?.[1] ?? "");
     const db = openSpool(join(r.home, "spool.db"));
     try {
-      const stored = db.db.query("SELECT b.key, e.event_type, e.payload, e.headers FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.source = ? AND b.destination != 'quarantine'").all(kit.instance.name) as { key: string; event_type: string; payload: string; headers: string }[];
+      const stored = db.db
+        .query(
+          "SELECT b.key, e.event_type, e.payload, e.headers FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.source = ? AND b.destination != 'quarantine'",
+        )
+        .all(kit.instance.name) as { key: string; event_type: string; payload: string; headers: string }[];
       // Only the accepted notification was queued: not the sync, not the refused one.
       expect(stored.map((s) => [s.key, s.event_type])).toEqual([[CHANNEL, "exists"]]);
-      expect(JSON.parse(stored[0]?.payload ?? "{}")).toMatchObject({ channel_id: CHANNEL, resource_state: "exists", message_number: "2481093" });
+      expect(JSON.parse(stored[0]?.payload ?? "{}")).toMatchObject({
+        channel_id: CHANNEL,
+        resource_state: "exists",
+        message_number: "2481093",
+      });
       expect(`${stored[0]?.payload}${stored[0]?.headers}`).not.toContain(kit.secrets.channel_token ?? "");
     } finally {
       db.close();
@@ -216,25 +259,51 @@ describe("google.calendar through hookspool run, a stub Google on 127.0.0.1", ()
   test("the first notification is the baseline; the next deliver what changed since the stored sync token; a 410 makes a full resync", async () => {
     const t0 = Date.now();
     const old = new Date(t0 - 3 * DAY_MS).toISOString();
-    const moved = event("kitevent01", { summary: "Planning (moved)", location: "Room 4.12", start: { dateTime: "2026-09-01T14:00:00+02:00" }, end: { dateTime: "2026-09-01T15:00:00+02:00" } });
+    const moved = event("kitevent01", {
+      summary: "Planning (moved)",
+      location: "Room 4.12",
+      start: { dateTime: "2026-09-01T14:00:00+02:00" },
+      end: { dateTime: "2026-09-01T15:00:00+02:00" },
+    });
     const added = event("kitevent03", { start: { date: "2026-09-02" }, end: { date: "2026-09-03" } });
-    const cancelled = { kind: "calendar#event", id: "kitevent02", status: "cancelled", updated: new Date(t0).toISOString() };
+    const cancelled = {
+      kind: "calendar#event",
+      id: "kitevent02",
+      status: "cancelled",
+      updated: new Date(t0).toISOString(),
+    };
     const recent = event("kitevent04", { summary: "Added while the token went stale" });
     let fullSyncs = 0;
     const google = stubGoogle((q) => {
       if (q.syncToken === undefined) {
         fullSyncs++;
         // The baseline, then (after the 410) the resync: one event unchanged for days, one new.
-        if (fullSyncs === 1) return page([event("kitevent01", { updated: old }), event("kitevent02", { updated: old })], { nextSyncToken: "kit-sync-1" });
-        return page([event("kitevent01", { summary: "Planning (moved)", updated: old }), recent], { nextSyncToken: "kit-sync-3" });
+        if (fullSyncs === 1)
+          return page([event("kitevent01", { updated: old }), event("kitevent02", { updated: old })], {
+            nextSyncToken: "kit-sync-1",
+          });
+        return page([event("kitevent01", { summary: "Planning (moved)", updated: old }), recent], {
+          nextSyncToken: "kit-sync-3",
+        });
       }
       if (q.syncToken === "kit-sync-1") {
         // Two pages: the sync token only on the last.
         if (!q.pageToken) return page([moved, added], { nextPageToken: "kit-page-2" });
         return page([cancelled], { nextSyncToken: "kit-sync-2" });
       }
-      if (q.syncToken === "kit-sync-2") return { status: 410, body: { error: { code: 410, message: "Sync token is no longer valid, a full sync is required.", errors: [{ domain: "calendar", reason: "fullSyncRequired" }] } } };
-      if (q.syncToken === "kit-sync-3" || q.syncToken === "kit-sync-4") return page([], { nextSyncToken: "kit-sync-4" });
+      if (q.syncToken === "kit-sync-2")
+        return {
+          status: 410,
+          body: {
+            error: {
+              code: 410,
+              message: "Sync token is no longer valid, a full sync is required.",
+              errors: [{ domain: "calendar", reason: "fullSyncRequired" }],
+            },
+          },
+        };
+      if (q.syncToken === "kit-sync-3" || q.syncToken === "kit-sync-4")
+        return page([], { nextSyncToken: "kit-sync-4" });
       return { status: 400, body: { error: { code: 400, message: "Invalid sync token" } } };
     });
     stubs.push(google);
@@ -258,7 +327,12 @@ describe("google.calendar through hookspool run, a stub Google on 127.0.0.1", ()
     expect(Math.abs(timeMin - (t0 - DAY_MS))).toBeLessThan(60_000);
     // The refresh used the credential, at its token_uri.
     const refresh = google.asked.find((a) => a.path === "/token");
-    expect(refresh?.form).toMatchObject({ grant_type: "refresh_token", client_id: "kit-test-client", client_secret: "kit-test-secret", refresh_token: "kit-test-refresh" });
+    expect(refresh?.form).toMatchObject({
+      grant_type: "refresh_token",
+      client_id: "kit-test-client",
+      client_secret: "kit-test-secret",
+      refresh_token: "kit-test-refresh",
+    });
     expect(r.items()).toEqual([]);
 
     // The same notification again (Google's retry): a duplicate, no second processor run.
@@ -296,37 +370,82 @@ describe("google.calendar through hookspool run, a stub Google on 127.0.0.1", ()
     // 4. The resync's token is the one asked with next; nothing changed, nothing delivered.
     expect((await r.notify({ "X-Goog-Message-Number": "104" })).status).toBe(202);
     await r.processed("104");
-    expect(google.lists().slice(5).map((l) => l.query.syncToken)).toEqual(["kit-sync-3"]);
+    expect(
+      google
+        .lists()
+        .slice(5)
+        .map((l) => l.query.syncToken),
+    ).toEqual(["kit-sync-3"]);
     expect(r.items().length).toBe(4);
     // 5. The re-watch job's catch-up batch (SETUP.md, step 5) runs the processor like a notification.
     const sweep = join(r.home, "sweep.json");
     writeFileSync(sweep, '{"sweep": "calendar-rewatch"}');
-    const enq = await runHookspool(r.home, ["enqueue", "--source", kit.instance.name, "--key", "sweep", "--event-type", "sweep", "--file", sweep]);
+    const enq = await runHookspool(r.home, [
+      "enqueue",
+      "--source",
+      kit.instance.name,
+      "--key",
+      "sweep",
+      "--event-type",
+      "sweep",
+      "--file",
+      sweep,
+    ]);
     expect(enq.code).toBe(0);
     await waitFor("the catch-up batch delivered", () => {
       const db = openSpool(join(r.home, "spool.db"));
       try {
-        return (db.db.query("SELECT state FROM batches WHERE key = 'sweep' AND destination = 'script:calendar'").get() as { state: string } | null)?.state === "delivered";
+        return (
+          (
+            db.db.query("SELECT state FROM batches WHERE key = 'sweep' AND destination = 'script:calendar'").get() as {
+              state: string;
+            } | null
+          )?.state === "delivered"
+        );
       } finally {
         db.close();
       }
     });
-    expect(google.lists().slice(6).map((l) => l.query.syncToken)).toEqual(["kit-sync-4"]);
+    expect(
+      google
+        .lists()
+        .slice(6)
+        .map((l) => l.query.syncToken),
+    ).toEqual(["kit-sync-4"]);
     expect(r.items().length).toBe(4);
     // One token refresh for the whole run: the access token is kept in the state directory.
     expect(google.asked.filter((a) => a.path === "/token").length).toBe(1);
 
     // Never a secret or a token in the log.
-    for (const secret of [kit.secrets.channel_token ?? "", "kit-test-secret", "kit-test-refresh", "kit-test-access", "kit-sync-1"]) expect(r.hs.stderr()).not.toContain(secret);
+    for (const secret of [
+      kit.secrets.channel_token ?? "",
+      "kit-test-secret",
+      "kit-test-refresh",
+      "kit-test-access",
+      "kit-sync-1",
+    ])
+      expect(r.hs.stderr()).not.toContain(secret);
   }, 60_000);
 
   test("a hooks module's travel(event, dayEvents, ctx) is asked for each changed event, with that day's events", async () => {
-    const first = event("kitevent11", { summary: "Standup", start: { dateTime: "2026-09-01T09:00:00+02:00" }, end: { dateTime: "2026-09-01T09:15:00+02:00" }, location: "Office (example)" });
-    const second = event("kitevent12", { summary: "Customer visit", start: { dateTime: "2026-09-01T14:00:00+02:00" }, end: { dateTime: "2026-09-01T15:00:00+02:00" }, location: "Customer site (example)" });
+    const first = event("kitevent11", {
+      summary: "Standup",
+      start: { dateTime: "2026-09-01T09:00:00+02:00" },
+      end: { dateTime: "2026-09-01T09:15:00+02:00" },
+      location: "Office (example)",
+    });
+    const second = event("kitevent12", {
+      summary: "Customer visit",
+      start: { dateTime: "2026-09-01T14:00:00+02:00" },
+      end: { dateTime: "2026-09-01T15:00:00+02:00" },
+      location: "Customer site (example)",
+    });
     const google = stubGoogle((q) => {
       if (q.timeMax !== undefined) return page([first, second], {});
       if (q.syncToken === undefined) return page([], { nextSyncToken: "kit-sync-1" });
-      return page([second, { kind: "calendar#event", id: "kitevent13", status: "cancelled" }], { nextSyncToken: "kit-sync-2" });
+      return page([second, { kind: "calendar#event", id: "kitevent13", status: "cancelled" }], {
+        nextSyncToken: "kit-sync-2",
+      });
     });
     stubs.push(google);
     const dir = tempDir("hookspool-calendar-hooks-");
@@ -349,26 +468,49 @@ describe("google.calendar through hookspool run, a stub Google on 127.0.0.1", ()
     await r.processed("202");
     await waitFor("two changed items", () => r.items().length >= 2);
     expect(byId(r.items())).toEqual([
-      { ...itemOf(second), travel: { from: "Office (example)", to: "Customer site (example)", day: ["kitevent11", "kitevent12"], calendar: "primary" } },
+      {
+        ...itemOf(second),
+        travel: {
+          from: "Office (example)",
+          to: "Customer site (example)",
+          day: ["kitevent11", "kitevent12"],
+          calendar: "primary",
+        },
+      },
       itemOf({ id: "kitevent13", status: "cancelled" }),
     ]);
     // One day query, for the day of the changed event, in its own offset; none for the cancelled one.
     const days = google.lists().filter((l) => l.query.timeMax !== undefined);
-    expect(days.map((d) => [d.query.timeMin, d.query.timeMax, d.query.singleEvents, d.query.orderBy])).toEqual([["2026-09-01T00:00:00+02:00", "2026-09-02T00:00:00+02:00", "true", "startTime"]]);
+    expect(days.map((d) => [d.query.timeMin, d.query.timeMax, d.query.singleEvents, d.query.orderBy])).toEqual([
+      ["2026-09-01T00:00:00+02:00", "2026-09-02T00:00:00+02:00", "true", "startTime"],
+    ]);
   }, 60_000);
 });
 
 describe("the processor's own rules", () => {
   test("api_base_url: empty is Google's; https, or plain http on 127.0.0.1 or localhost only", () => {
     expect(baseOf("")).toBeUndefined();
-    expect(baseOf("https://calendar-proxy.example.com/calendar/v3/")).toBe("https://calendar-proxy.example.com/calendar/v3");
+    expect(baseOf("https://calendar-proxy.example.com/calendar/v3/")).toBe(
+      "https://calendar-proxy.example.com/calendar/v3",
+    );
     expect(baseOf("http://127.0.0.1:8080/calendar/v3")).toBe("http://127.0.0.1:8080/calendar/v3");
     expect(baseOf("http://localhost:8080")).toBe("http://localhost:8080");
-    for (const bad of ["http://calendar.example.com", "http://10.0.0.5/calendar/v3", "ftp://127.0.0.1/", "www.googleapis.com", "https://user:pw@www.googleapis.com", "https://www.googleapis.com/calendar/v3?key=x"]) expect([bad, baseOf(bad)]).toEqual([bad, null]);
+    for (const bad of [
+      "http://calendar.example.com",
+      "http://10.0.0.5/calendar/v3",
+      "ftp://127.0.0.1/",
+      "www.googleapis.com",
+      "https://user:pw@www.googleapis.com",
+      "https://www.googleapis.com/calendar/v3?key=x",
+    ])
+      expect([bad, baseOf(bad)]).toEqual([bad, null]);
   });
 
   test("an event's day: its date in its own offset, UTC for an all-day event, none for no start", () => {
-    expect(dayOf("2026-09-01T14:00:00+02:00")).toEqual({ timeMin: "2026-09-01T00:00:00+02:00", timeMax: "2026-09-02T00:00:00+02:00" });
+    expect(dayOf("2026-09-01T14:00:00+02:00")).toEqual({
+      timeMin: "2026-09-01T00:00:00+02:00",
+      timeMax: "2026-09-02T00:00:00+02:00",
+    });
     expect(dayOf("2026-12-31T23:30:00Z")).toEqual({ timeMin: "2026-12-31T00:00:00Z", timeMax: "2027-01-01T00:00:00Z" });
     expect(dayOf("2026-02-28")).toEqual({ timeMin: "2026-02-28T00:00:00Z", timeMax: "2026-03-01T00:00:00Z" });
     expect(dayOf("")).toBeNull();
@@ -382,7 +524,9 @@ describe("the processor's own rules", () => {
     const reason = await waitFor("the processor's batch dead", () => {
       const db = openSpool(join(r.home, "spool.db"));
       try {
-        const row = db.db.query("SELECT last_error FROM batches WHERE destination = 'script:calendar' AND state = 'dead'").get() as { last_error: string | null } | null;
+        const row = db.db
+          .query("SELECT last_error FROM batches WHERE destination = 'script:calendar' AND state = 'dead'")
+          .get() as { last_error: string | null } | null;
         return row ? (row.last_error ?? "dead") : null;
       } finally {
         db.close();

@@ -13,7 +13,15 @@ import { BadPayload, Permanent } from "../../src/plugin/types.ts";
 import { classify, needsSnippet, parseRulePack, type RulePack } from "../../src/providers/mailrules.ts";
 import { openSpool } from "../../src/store/sqlite/db.ts";
 import { findText } from "../../src/store/sqlite/inspect.ts";
-import processor, { baseOf, FALLBACK_RECENT, type GmailSettings, hookVerdict, isIncoming, packsOf, SHIPPED_PACKS } from "../../bobbins/google/gmail/processor.ts";
+import processor, {
+  baseOf,
+  FALLBACK_RECENT,
+  type GmailSettings,
+  hookVerdict,
+  isIncoming,
+  packsOf,
+  SHIPPED_PACKS,
+} from "../../bobbins/google/gmail/processor.ts";
 import { decodePush } from "../../bobbins/google/gmail/source.ts";
 import { startHookspool, waitFor } from "../helpers/proc.ts";
 import { Receiver } from "../helpers/receiver.ts";
@@ -47,7 +55,9 @@ interface Asked {
   body: string;
 }
 
-/** Google as the processor meets it: OAuth's token endpoint, Gmail's profile, messages and history, Calendar's freeBusy. */
+/**
+ * Google as the processor meets it: OAuth's token endpoint, Gmail's profile, messages and history, Calendar's freeBusy.
+ */
 class StubGoogle {
   readonly asked: Asked[] = [];
   historyId = "1000";
@@ -80,28 +90,49 @@ class StubGoogle {
   /** The Gmail calls asked so far, as "METHOD /path" after /users/<owner>. */
   gmailCalls(): string[] {
     const mailbox = `/users/${encodeURIComponent(OWNER)}`;
-    return this.asked.filter((a) => a.path.startsWith(mailbox)).map((a) => `${a.method} ${a.path.slice(mailbox.length)}`);
+    return this.asked
+      .filter((a) => a.path.startsWith(mailbox))
+      .map((a) => `${a.method} ${a.path.slice(mailbox.length)}`);
   }
 
   private async answer(req: Request): Promise<Response> {
     const u = new URL(req.url);
     const body = await req.text();
     this.asked.push({ method: req.method, path: u.pathname, query: u.searchParams, body });
-    if (req.method === "POST" && u.pathname === "/token") return Response.json({ access_token: "kit-test-access-token", expires_in: 3599, token_type: "Bearer" });
-    if (req.headers.get("authorization") !== "Bearer kit-test-access-token") return Response.json({ error: { code: 401 } }, { status: 401 });
+    if (req.method === "POST" && u.pathname === "/token")
+      return Response.json({ access_token: "kit-test-access-token", expires_in: 3599, token_type: "Bearer" });
+    if (req.headers.get("authorization") !== "Bearer kit-test-access-token")
+      return Response.json({ error: { code: 401 } }, { status: 401 });
     const mailbox = `/users/${encodeURIComponent(OWNER)}`;
     if (req.method === "POST" && u.pathname === "/freeBusy") {
       const q = JSON.parse(body) as { timeMin: string; timeMax: string; items: { id: string }[] };
-      return Response.json({ kind: "calendar#freeBusy", timeMin: q.timeMin, timeMax: q.timeMax, calendars: { [q.items[0]?.id ?? ""]: { busy: StubGoogle.busyFrom(q.timeMin) } } });
+      return Response.json({
+        kind: "calendar#freeBusy",
+        timeMin: q.timeMin,
+        timeMax: q.timeMax,
+        calendars: { [q.items[0]?.id ?? ""]: { busy: StubGoogle.busyFrom(q.timeMin) } },
+      });
     }
     if (!u.pathname.startsWith(mailbox)) return Response.json({ error: { code: 404 } }, { status: 404 });
     const rest = u.pathname.slice(mailbox.length);
-    if (rest === "/profile") return Response.json({ emailAddress: OWNER, messagesTotal: 3, threadsTotal: 3, historyId: this.historyId });
-    if (rest === "/messages") return Response.json({ messages: this.recent.map((id) => ({ id, threadId: id })), resultSizeEstimate: this.recent.length });
+    if (rest === "/profile")
+      return Response.json({ emailAddress: OWNER, messagesTotal: 3, threadsTotal: 3, historyId: this.historyId });
+    if (rest === "/messages")
+      return Response.json({
+        messages: this.recent.map((id) => ({ id, threadId: id })),
+        resultSizeEstimate: this.recent.length,
+      });
     if (rest === "/history") {
       const h = this.history.get(u.searchParams.get("startHistoryId") ?? "");
-      if (h === undefined || h === 404) return Response.json({ error: { code: 404, message: "Requested entity was not found." } }, { status: 404 });
-      return Response.json({ history: h.ids.map((id, i) => ({ id: String(Number(h.historyId) - h.ids.length + i), messagesAdded: [{ message: { id, threadId: id, labelIds: ["INBOX"] } }] })), historyId: h.historyId });
+      if (h === undefined || h === 404)
+        return Response.json({ error: { code: 404, message: "Requested entity was not found." } }, { status: 404 });
+      return Response.json({
+        history: h.ids.map((id, i) => ({
+          id: String(Number(h.historyId) - h.ids.length + i),
+          messagesAdded: [{ message: { id, threadId: id, labelIds: ["INBOX"] } }],
+        })),
+        historyId: h.historyId,
+      });
     }
     const m = /^\/messages\/([^/]+)$/.exec(rest);
     const msg = m ? this.messages.get(decodeURIComponent(m[1] ?? "")) : undefined;
@@ -113,14 +144,26 @@ class StubGoogle {
       { name: "Date", value: "Tue, 1 Dec 2026 09:12:44 +0000" },
       { name: "Message-ID", value: `<${msg.id}@mail.example.com>` },
     ];
-    return Response.json({ id: msg.id, threadId: `t-${msg.id}`, labelIds: msg.labelIds ?? ["INBOX", "UNREAD"], internalDate: "1796116364000", payload: { headers } });
+    return Response.json({
+      id: msg.id,
+      threadId: `t-${msg.id}`,
+      labelIds: msg.labelIds ?? ["INBOX", "UNREAD"],
+      internalDate: "1796116364000",
+      payload: { headers },
+    });
   }
 }
 
 /** A Pub/Sub push of a Gmail notification, as the subscription posts it. */
 function push(historyId: number, messageId: string): string {
   return JSON.stringify({
-    message: { data: b64({ emailAddress: OWNER, historyId }), messageId, message_id: messageId, publishTime: "2026-12-01T08:00:01.000Z", publish_time: "2026-12-01T08:00:01.000Z" },
+    message: {
+      data: b64({ emailAddress: OWNER, historyId }),
+      messageId,
+      message_id: messageId,
+      publishTime: "2026-12-01T08:00:01.000Z",
+      publish_time: "2026-12-01T08:00:01.000Z",
+    },
     subscription: "projects/example-project/subscriptions/hookspool-gmail-push",
   });
 }
@@ -152,7 +195,11 @@ class Deployment {
     const credFile = join(this.home, "credential.json");
     writeFileSync(pushFile, PUSH_TOKEN, { mode: 0o600 });
     // The kit's credential, its token endpoint on the stub.
-    writeFileSync(credFile, JSON.stringify({ ...JSON.parse(kit.secrets.credential ?? "{}"), token_uri: `${this.google.url}/token` }), { mode: 0o600 });
+    writeFileSync(
+      credFile,
+      JSON.stringify({ ...JSON.parse(kit.secrets.credential ?? "{}"), token_uri: `${this.google.url}/token` }),
+      { mode: 0o600 },
+    );
     writeFileSync(
       join(this.home, "config.toml"),
       stringify({
@@ -167,7 +214,15 @@ class Deployment {
             span: "immediate",
           },
         },
-        destinations: { receiver: { type: "http", url: `http://127.0.0.1:${this.receiver.port}/in`, allow_insecure: true, unsigned: true, timeout_s: 5 } },
+        destinations: {
+          receiver: {
+            type: "http",
+            url: `http://127.0.0.1:${this.receiver.port}/in`,
+            allow_insecure: true,
+            unsigned: true,
+            timeout_s: 5,
+          },
+        },
       }),
     );
     this.hs = await startHookspool(this.home, ["run"]);
@@ -184,21 +239,30 @@ class Deployment {
   stderr = () => this.hs?.stderr() ?? "";
 
   post = (body: string, token = PUSH_TOKEN) =>
-    fetch(`http://127.0.0.1:${this.port}/hooks/gmail?token=${encodeURIComponent(token)}`, { method: "POST", headers: { "Content-Type": "application/json", "User-Agent": "APIs-Google" }, body });
+    fetch(`http://127.0.0.1:${this.port}/hooks/gmail?token=${encodeURIComponent(token)}`, {
+      method: "POST",
+      headers: { "Content-Type": "application/json", "User-Agent": "APIs-Google" },
+      body,
+    });
 
   /** Every batch delivered, `notifications` notification batches among them (the quarantine aside). */
   settled = (notifications: number): boolean => {
     const db = openSpool(join(this.home, "spool.db"));
     try {
-      const rows = db.db.query("SELECT route, state FROM batches WHERE source = 'gmail' AND destination != 'quarantine'").all() as { route: string; state: string }[];
-      return rows.filter((r) => r.route === "gmail").length === notifications && rows.every((r) => r.state === "delivered");
+      const rows = db.db
+        .query("SELECT route, state FROM batches WHERE source = 'gmail' AND destination != 'quarantine'")
+        .all() as { route: string; state: string }[];
+      return (
+        rows.filter((r) => r.route === "gmail").length === notifications && rows.every((r) => r.state === "delivered")
+      );
     } finally {
       db.close();
     }
   };
 
   /** The items delivered so far, each with the route of its batch. */
-  items = (): Record<string, unknown>[] => this.receiver.accepted().flatMap((d) => d.doc.events.map((e) => ({ route: d.doc.route, ...e })));
+  items = (): Record<string, unknown>[] =>
+    this.receiver.accepted().flatMap((d) => d.doc.events.map((e) => ({ route: d.doc.route, ...e })));
 }
 
 describe("google.gmail through hookspool run, against a stub Google", () => {
@@ -230,9 +294,18 @@ describe("google.gmail through hookspool run, against a stub Google", () => {
     await waitFor("the baseline batch", () => settled(1));
     const db = openSpool(join(home, "spool.db"));
     try {
-      const ev = db.db.query("SELECT e.payload, e.event_type, e.dedup_id, b.key FROM events e JOIN batches b ON b.id = e.batch_id WHERE b.route = 'gmail'").get() as Record<string, string>;
+      const ev = db.db
+        .query(
+          "SELECT e.payload, e.event_type, e.dedup_id, b.key FROM events e JOIN batches b ON b.id = e.batch_id WHERE b.route = 'gmail'",
+        )
+        .get() as Record<string, string>;
       expect(ev).toEqual({
-        payload: JSON.stringify({ emailAddress: OWNER, historyId: "4821937", messageId: "13467252813394811", publishTime: "2026-12-01T07:59:58.612Z" }),
+        payload: JSON.stringify({
+          emailAddress: OWNER,
+          historyId: "4821937",
+          messageId: "13467252813394811",
+          publishTime: "2026-12-01T07:59:58.612Z",
+        }),
         event_type: "gmail.notification",
         dedup_id: "13467252813394811",
         key: OWNER,
@@ -249,10 +322,23 @@ describe("google.gmail through hookspool run, against a stub Google", () => {
   });
 
   test("the next push: a scheduling item with free windows, an agent-mail item, nothing for the rest; from the stored history id", async () => {
-    google.messages.set("m-meet", { id: "m-meet", from: "Alex Doe <alex@partner.example>", subject: "Can we meet next week?" });
-    google.messages.set("m-dentist", { id: "m-dentist", from: "Bright Smile Dental <noreply@dentist.example>", subject: "Appointment confirmed: Tue 14 May 2026 at 10:30" });
+    google.messages.set("m-meet", {
+      id: "m-meet",
+      from: "Alex Doe <alex@partner.example>",
+      subject: "Can we meet next week?",
+    });
+    google.messages.set("m-dentist", {
+      id: "m-dentist",
+      from: "Bright Smile Dental <noreply@dentist.example>",
+      subject: "Appointment confirmed: Tue 14 May 2026 at 10:30",
+    });
     google.messages.set("m-news", { id: "m-news", from: "News <news@list.example>", subject: "Your weekly digest" });
-    google.messages.set("m-sent", { id: "m-sent", from: `Owner <${OWNER}>`, subject: "Re: can we meet?", labelIds: ["SENT"] });
+    google.messages.set("m-sent", {
+      id: "m-sent",
+      from: `Owner <${OWNER}>`,
+      subject: "Re: can we meet?",
+      labelIds: ["SENT"],
+    });
     google.history.set("4821937", { ids: ["m-meet", "m-dentist", "m-news", "m-sent"], historyId: "4821990" });
     google.asked.length = 0;
     expect((await post(push(4821990, "13467252813395001"))).status).toBe(202);
@@ -263,7 +349,16 @@ describe("google.gmail through hookspool run, against a stub Google", () => {
     const got = items().sort((a, b) => String(b.route).localeCompare(String(a.route)));
     expect(got.map((i) => i.route)).toEqual(["gmail-scheduling", "gmail-agent-mail"]);
     const [scheduling, mail] = got;
-    expect(scheduling).toMatchObject({ key: OWNER, id: "m-meet", threadId: "t-m-meet", from: "Alex Doe <alex@partner.example>", subject: "Can we meet next week?", labelIds: ["INBOX", "UNREAD"], rule: "appointments/meeting-request", values: {} });
+    expect(scheduling).toMatchObject({
+      key: OWNER,
+      id: "m-meet",
+      threadId: "t-m-meet",
+      from: "Alex Doe <alex@partner.example>",
+      subject: "Can we meet next week?",
+      labelIds: ["INBOX", "UNREAD"],
+      rule: "appointments/meeting-request",
+      values: {},
+    });
     const window = scheduling?.window as { start: string; end: string };
     expect(Date.parse(window.end) - Date.parse(window.start)).toBe(7 * 86_400_000);
     expect(Math.abs(Date.parse(window.start) - Date.now())).toBeLessThan(600_000);
@@ -287,7 +382,9 @@ describe("google.gmail through hookspool run, against a stub Google", () => {
     });
     // From the baseline's history id; every message read as metadata without a snippet; one free/busy.
     const history = google.asked.filter((a) => a.path.endsWith("/history"));
-    expect(history.map((a) => [a.query.get("startHistoryId"), a.query.get("historyTypes")])).toEqual([["4821937", "messageAdded"]]);
+    expect(history.map((a) => [a.query.get("startHistoryId"), a.query.get("historyTypes")])).toEqual([
+      ["4821937", "messageAdded"],
+    ]);
     const gets = google.asked.filter((a) => a.path.includes("/messages/"));
     expect(gets.map((a) => a.path.split("/").pop())).toEqual(["m-meet", "m-dentist", "m-news", "m-sent"]);
     for (const g of gets) {
@@ -299,7 +396,11 @@ describe("google.gmail through hookspool run, against a stub Google", () => {
   });
 
   test("a 404 from history.list falls back to the newest messages, each classified once", async () => {
-    google.messages.set("m-physio", { id: "m-physio", from: "Clinic <bookings@clinic.example>", subject: "Reminder: physio appointment on 3rd June at 9am" });
+    google.messages.set("m-physio", {
+      id: "m-physio",
+      from: "Clinic <bookings@clinic.example>",
+      subject: "Reminder: physio appointment on 3rd June at 9am",
+    });
     google.history.set("4821990", 404);
     google.historyId = "4830000";
     // Newest first, as messages.list answers; m-dentist was classified already.
@@ -308,16 +409,24 @@ describe("google.gmail through hookspool run, against a stub Google", () => {
     const before = items().length;
     expect((await post(push(4830000, "13467252813395002"))).status).toBe(202);
     await waitFor("the fallback's item", () => settled(3) && items().length > before);
-    expect(items().slice(before).map((i) => [i.route, i.id, i.values])).toEqual([["gmail-agent-mail", "m-physio", { date: "3rd June", time: "9am" }]]);
+    expect(
+      items()
+        .slice(before)
+        .map((i) => [i.route, i.id, i.values]),
+    ).toEqual([["gmail-agent-mail", "m-physio", { date: "3rd June", time: "9am" }]]);
     expect(google.gmailCalls()).toEqual(["GET /history", "GET /profile", "GET /messages", "GET /messages/m-physio"]);
     expect(google.asked.find((a) => a.path.endsWith("/history"))?.query.get("startHistoryId")).toBe("4821990");
-    expect(google.asked.find((a) => a.path.endsWith("/messages"))?.query.get("maxResults")).toBe(String(FALLBACK_RECENT));
+    expect(google.asked.find((a) => a.path.endsWith("/messages"))?.query.get("maxResults")).toBe(
+      String(FALLBACK_RECENT),
+    );
     // And the next push reads from the profile's history id.
     google.history.set("4830000", { ids: [], historyId: "4830001" });
     google.asked.length = 0;
     expect((await post(push(4830001, "13467252813395003"))).status).toBe(202);
     await waitFor("the fourth notification", () => settled(4));
-    expect(google.asked.filter((a) => a.path.endsWith("/history")).map((a) => a.query.get("startHistoryId"))).toEqual(["4830000"]);
+    expect(google.asked.filter((a) => a.path.endsWith("/history")).map((a) => a.query.get("startHistoryId"))).toEqual([
+      "4830000",
+    ]);
   });
 
   test("the push token is in no stored column and no log line", async () => {
@@ -326,7 +435,11 @@ describe("google.gmail through hookspool run, against a stub Google", () => {
       expect(findText(db, PUSH_TOKEN)).toBeNull();
       expect(findText(db, "kit-test-refresh")).toBeNull();
       // The quarantined capture kept its path, not its token.
-      const q = db.db.query("SELECT b.last_error, e.url FROM events e JOIN batches b ON b.id = e.batch_id WHERE b.destination = 'quarantine'").all() as { last_error: string; url: string }[];
+      const q = db.db
+        .query(
+          "SELECT b.last_error, e.url FROM events e JOIN batches b ON b.id = e.batch_id WHERE b.destination = 'quarantine'",
+        )
+        .all() as { last_error: string; url: string }[];
       expect(q).toEqual([{ last_error: "bad_payload", url: "/hooks/gmail" }]);
     } finally {
       db.close();
@@ -360,12 +473,18 @@ export async function classify(message, owner, ctx) {
     google.historyId = "500";
     expect((await d.post(push(500, "23467252813390001"))).status).toBe(202);
     await waitFor("the baseline", () => d.settled(1));
-    google.messages.set("m-meet", { id: "m-meet", from: "Alex Doe <alex@partner.example>", subject: "Can we meet next week?" });
+    google.messages.set("m-meet", {
+      id: "m-meet",
+      from: "Alex Doe <alex@partner.example>",
+      subject: "Can we meet next week?",
+    });
     google.messages.set("m-news", { id: "m-news", from: "News <news@list.example>", subject: "Your weekly digest" });
     google.history.set("500", { ids: ["m-meet", "m-news"], historyId: "510" });
     expect((await d.post(push(510, "23467252813390002"))).status).toBe(202);
     await waitFor("the hook's item", () => d.settled(2) && d.items().length >= 1);
-    expect(d.items().map((i) => [i.route, i.id, i.rule, i.values])).toEqual([["gmail-agent-mail", "m-news", "newsletter", { owner: OWNER, list: "digest", clock: "number" }]]);
+    expect(d.items().map((i) => [i.route, i.id, i.rule, i.values])).toEqual([
+      ["gmail-agent-mail", "m-news", "newsletter", { owner: OWNER, list: "digest", clock: "number" }],
+    ]);
   });
 });
 
@@ -408,11 +527,29 @@ describe("the appointments rule pack", () => {
 
 describe("a Pub/Sub push as a notification", () => {
   test("message.data decodes to {emailAddress, historyId}; messageId and publishTime come along", () => {
-    expect(decodePush({ message: { data: b64({ emailAddress: "Owner@Example.com", historyId: 9876543210 }), messageId: "1", publishTime: "t" } })).toEqual({ emailAddress: "Owner@Example.com", historyId: "9876543210", messageId: "1", publishTime: "t" });
+    expect(
+      decodePush({
+        message: {
+          data: b64({ emailAddress: "Owner@Example.com", historyId: 9876543210 }),
+          messageId: "1",
+          publishTime: "t",
+        },
+      }),
+    ).toEqual({ emailAddress: "Owner@Example.com", historyId: "9876543210", messageId: "1", publishTime: "t" });
     // base64url without padding, a string history id, the snake_case fields only.
     const url = Buffer.from(JSON.stringify({ emailAddress: OWNER, historyId: "77" })).toString("base64url");
-    expect(decodePush({ message: { data: url, message_id: "2", publish_time: "u" } })).toEqual({ emailAddress: OWNER, historyId: "77", messageId: "2", publishTime: "u" });
-    expect(decodePush({ message: { data: b64({ emailAddress: OWNER }) } })).toEqual({ emailAddress: OWNER, historyId: null, messageId: null, publishTime: null });
+    expect(decodePush({ message: { data: url, message_id: "2", publish_time: "u" } })).toEqual({
+      emailAddress: OWNER,
+      historyId: "77",
+      messageId: "2",
+      publishTime: "u",
+    });
+    expect(decodePush({ message: { data: b64({ emailAddress: OWNER }) } })).toEqual({
+      emailAddress: OWNER,
+      historyId: null,
+      messageId: null,
+      publishTime: null,
+    });
   });
 
   test("anything else is bad_payload", () => {
@@ -433,7 +570,10 @@ describe("a Pub/Sub push as a notification", () => {
       } catch (e) {
         caught = e;
       }
-      expect([JSON.stringify(body), caught instanceof BadPayload ? caught.fault : caught]).toEqual([JSON.stringify(body), "bad_payload"]);
+      expect([JSON.stringify(body), caught instanceof BadPayload ? caught.fault : caught]).toEqual([
+        JSON.stringify(body),
+        "bad_payload",
+      ]);
     }
   });
 });
@@ -442,10 +582,18 @@ describe("a Pub/Sub push as a notification", () => {
 // The processor's own decisions, with a context made here
 
 /** A context whose OAuth client answers from `route`, with state in memory. */
-function fakeContext(settings: Partial<GmailSettings>, route: (method: string, url: URL, body: string) => unknown, hooks: Record<string, unknown> | null = null) {
+function fakeContext(
+  settings: Partial<GmailSettings>,
+  route: (method: string, url: URL, body: string) => unknown,
+  hooks: Record<string, unknown> | null = null,
+) {
   const state = new Map<string, unknown>();
   const lines: string[] = [];
-  const answer = (status: number, v: unknown): HttpAnswer => ({ status, headers: { "content-type": "application/json" }, text: JSON.stringify(v) });
+  const answer = (status: number, v: unknown): HttpAnswer => ({
+    status,
+    headers: { "content-type": "application/json" },
+    text: JSON.stringify(v),
+  });
   const api: OAuthClient = {
     accessToken: async () => "kit-test-access-token",
     async request(method, url, opts) {
@@ -457,7 +605,14 @@ function fakeContext(settings: Partial<GmailSettings>, route: (method: string, u
     },
   };
   const ctx = {
-    settings: { owner: OWNER, api_base_url: "http://127.0.0.1:9", calendar_id: "primary", hooks: "", rule_packs: ["appointments"], ...settings } as GmailSettings,
+    settings: {
+      owner: OWNER,
+      api_base_url: "http://127.0.0.1:9",
+      calendar_id: "primary",
+      hooks: "",
+      rule_packs: ["appointments"],
+      ...settings,
+    } as GmailSettings,
     secret: async () => "",
     http: {} as Context["http"],
     oauth: () => api,
@@ -480,12 +635,27 @@ const batchFor = (key: string): Batch => ({ id: 1, deliveryId: "d", source: "gma
 function mailbox(subjects: Record<string, { subject: string; labelIds?: string[] }>) {
   return (method: string, url: URL, body: string): unknown => {
     const p = url.pathname;
-    if (p.endsWith("/history")) return { history: [{ id: "2", messagesAdded: Object.keys(subjects).map((id) => ({ message: { id } })) }], historyId: "20" };
-    if (method === "POST" && p.endsWith("/freeBusy") && body.includes("primary")) return { calendars: { primary: { busy: [] } } };
+    if (p.endsWith("/history"))
+      return {
+        history: [{ id: "2", messagesAdded: Object.keys(subjects).map((id) => ({ message: { id } })) }],
+        historyId: "20",
+      };
+    if (method === "POST" && p.endsWith("/freeBusy") && body.includes("primary"))
+      return { calendars: { primary: { busy: [] } } };
     const id = p.split("/").pop() ?? "";
     const m = subjects[id];
     if (!m) return 404;
-    return { id, threadId: id, labelIds: m.labelIds ?? ["INBOX"], payload: { headers: [{ name: "From", value: "A <a@mail.example>" }, { name: "Subject", value: m.subject }] } };
+    return {
+      id,
+      threadId: id,
+      labelIds: m.labelIds ?? ["INBOX"],
+      payload: {
+        headers: [
+          { name: "From", value: "A <a@mail.example>" },
+          { name: "Subject", value: m.subject },
+        ],
+      },
+    };
   };
 }
 
@@ -500,7 +670,15 @@ describe("the processor", () => {
         return null;
       },
     };
-    const { ctx, state } = fakeContext({}, mailbox({ a: { subject: "coffee on Thursday?" }, b: { subject: "Can we meet next week?" }, c: { subject: "school trip form" } }), hooks);
+    const { ctx, state } = fakeContext(
+      {},
+      mailbox({
+        a: { subject: "coffee on Thursday?" },
+        b: { subject: "Can we meet next week?" },
+        c: { subject: "school trip form" },
+      }),
+      hooks,
+    );
     state.set("mailboxes", { [OWNER]: { historyId: "10", seen: [] } });
     const items = (await processor.process(batchFor(OWNER), ctx)) as Item[];
     // "Can we meet" would be scheduling by the rules: the hooks said no.
@@ -508,7 +686,11 @@ describe("the processor", () => {
       ["scheduling", "a", "hooks", { with: "Sam", n: "2" }],
       ["agent-mail", "c", "school", { note: "trip" }],
     ]);
-    expect(asked).toEqual([`${OWNER}: coffee on Thursday?`, `${OWNER}: Can we meet next week?`, `${OWNER}: school trip form`]);
+    expect(asked).toEqual([
+      `${OWNER}: coffee on Thursday?`,
+      `${OWNER}: Can we meet next week?`,
+      `${OWNER}: school trip form`,
+    ]);
     expect(state.get("mailboxes")).toEqual({ [OWNER]: { historyId: "20", seen: ["a", "b", "c"] } });
   });
 
@@ -545,15 +727,30 @@ describe("the processor", () => {
   });
 
   test("settings: api_base_url is https or loopback http; a pack the bobbin does not ship, or a bad owner, ends the batch", async () => {
-    for (const ok of ["", "https://gmail-proxy.example.com/gmail/v1/", "http://127.0.0.1:8080", "http://localhost:9/x"]) expect(baseOf(ok)).not.toBeNull();
-    for (const bad of ["http://gmail.example.com", "http://10.0.0.5", "ftp://127.0.0.1/", "gmail.googleapis.com", "https://u:p@gmail.example.com", "https://gmail.example.com/?q=1"]) expect(baseOf(bad)).toBeNull();
+    for (const ok of ["", "https://gmail-proxy.example.com/gmail/v1/", "http://127.0.0.1:8080", "http://localhost:9/x"])
+      expect(baseOf(ok)).not.toBeNull();
+    for (const bad of [
+      "http://gmail.example.com",
+      "http://10.0.0.5",
+      "ftp://127.0.0.1/",
+      "gmail.googleapis.com",
+      "https://u:p@gmail.example.com",
+      "https://gmail.example.com/?q=1",
+    ])
+      expect(baseOf(bad)).toBeNull();
     expect(baseOf("https://gmail-proxy.example.com/gmail/v1/")).toBe("https://gmail-proxy.example.com/gmail/v1");
     const never = () => {
       throw new Error("no call expected");
     };
-    await expect(processor.process(batchFor(OWNER), fakeContext({ api_base_url: "http://gmail.example.com" }, never).ctx)).rejects.toThrow(/api_base_url must be https/);
-    await expect(processor.process(batchFor(OWNER), fakeContext({ rule_packs: ["appointments", "invoices"] }, never).ctx)).rejects.toThrow(/does not ship/);
-    await expect(processor.process(batchFor(OWNER), fakeContext({ owner: "not an address" }, never).ctx)).rejects.toThrow(/owner/);
+    await expect(
+      processor.process(batchFor(OWNER), fakeContext({ api_base_url: "http://gmail.example.com" }, never).ctx),
+    ).rejects.toThrow(/api_base_url must be https/);
+    await expect(
+      processor.process(batchFor(OWNER), fakeContext({ rule_packs: ["appointments", "invoices"] }, never).ctx),
+    ).rejects.toThrow(/does not ship/);
+    await expect(
+      processor.process(batchFor(OWNER), fakeContext({ owner: "not an address" }, never).ctx),
+    ).rejects.toThrow(/owner/);
     expect(packsOf([])).toEqual([]);
     expect(typeof packsOf(["appointments"])).toBe("object");
   });

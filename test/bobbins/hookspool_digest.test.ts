@@ -10,7 +10,10 @@ import { builtin, kitOf, sharedRun } from "./catalogue.ts";
 // Real hookspool processes on a shared 2-core machine: seconds, not the 5 s default.
 setDefaultTimeout(30_000);
 
-type Digest = { route: string; events: { key: string; events: number; by_type: Record<string, number>; totals: Record<string, number> }[] };
+type Digest = {
+  route: string;
+  events: { key: string; events: number; by_type: Record<string, number>; totals: Record<string, number> }[];
+};
 
 test("each batch becomes one digest, delivered once, with totals that add up across batches", async () => {
   const b = builtin("hookspool.digest");
@@ -20,13 +23,25 @@ test("each batch becomes one digest, delivered once, with totals that add up acr
   const run = await sharedRun(b);
   const digests = async () => (await run.deliveries<Digest>(b)).accepted;
   const send = async (body: Uint8Array, headers: [string, string][]) =>
-    fetch(`http://127.0.0.1:${run.port}/hooks/${kit.instance.name}`, { method: "POST", body, headers: headers.filter(([k]) => !["host", "content-length"].includes(k.toLowerCase())) });
+    fetch(`http://127.0.0.1:${run.port}/hooks/${kit.instance.name}`, {
+      method: "POST",
+      body,
+      headers: headers.filter(([k]) => !["host", "content-length"].includes(k.toLowerCase())),
+    });
   expect((await send(accepted.request.body, accepted.request.headers)).status).toBe(202);
   await waitFor("the first digest", async () => (await digests()).length === 1);
   // A second delivery about the same ticket, signed as the sender would.
   const body = new TextEncoder().encode(JSON.stringify({ topic: "tickets/4711", type: "ticket.closed", id: "evt_02" }));
   const sig = `sha256=${createHmac("sha256", kit.secrets.secret).update(body).digest("hex")}`;
-  expect((await send(body, [["Content-Type", "application/json"], ["X-Signature", sig], ["X-Delivery", "evt-02"]])).status).toBe(202);
+  expect(
+    (
+      await send(body, [
+        ["Content-Type", "application/json"],
+        ["X-Signature", sig],
+        ["X-Delivery", "evt-02"],
+      ])
+    ).status,
+  ).toBe(202);
   await waitFor("the second digest", async () => (await digests()).length === 2);
   const got = await run.deliveries<Digest>(b);
   const docs = got.accepted.map((d) => d.doc);

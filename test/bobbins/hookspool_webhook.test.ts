@@ -19,7 +19,9 @@ bobbinTest("hookspool.webhook", "every scheme's capture is queued and delivered;
     "captures/schemes/timestamped.http": 202,
   },
   then(results) {
-    const schemes = results.filter((r) => r.capture.file.startsWith("captures/schemes/")).map((r) => r.capture.settings?.scheme);
+    const schemes = results
+      .filter((r) => r.capture.file.startsWith("captures/schemes/"))
+      .map((r) => r.capture.settings?.scheme);
     // Every scheme a shared secret signs; the public-key ones (ed25519, ecdsa-p256) verify under a
     // public key, not the kit's one secret: test/plugin/template.test.ts and their bobbins cover them.
     expect(schemes.sort()).toEqual((Object.keys(SCHEMES) as Scheme[]).filter((scheme) => canSign({ scheme })).sort());

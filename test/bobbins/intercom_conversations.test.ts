@@ -15,20 +15,32 @@ const captures = capturesOf(bobbin.files());
 const capture = (file: string) => {
   const c = captures.find((x) => x.file === file);
   if (!c) throw new Error(`no ${file}`);
-  return { body: new TextDecoder().decode(c.request.body), headers: Object.fromEntries(c.request.headers.filter(([k]) => !["host", "content-length"].includes(k.toLowerCase()))) };
+  return {
+    body: new TextDecoder().decode(c.request.body),
+    headers: Object.fromEntries(
+      c.request.headers.filter(([k]) => !["host", "content-length"].includes(k.toLowerCase())),
+    ),
+  };
 };
 const accepted = capture("captures/accepted.http");
 const ping = capture("captures/ping.http");
-const signed = (body: string) => ({ ...accepted.headers, "X-Hub-Signature": `sha1=${createHmac("sha1", SECRET).update(body).digest("hex")}` });
-
-bobbinTest("intercom.conversations", "a conversation notification is queued and delivered, the ping is ignored, the HEAD check is 200, a bad signature is 401", {
-  answers: {
-    "captures/accepted.http": 202,
-    "captures/handshake.http": { method: "HEAD", status: 200, body: "" },
-    "captures/ping.http": 200,
-    "captures/rejected.http": { status: 401, body: "" },
-  },
+const signed = (body: string) => ({
+  ...accepted.headers,
+  "X-Hub-Signature": `sha1=${createHmac("sha1", SECRET).update(body).digest("hex")}`,
 });
+
+bobbinTest(
+  "intercom.conversations",
+  "a conversation notification is queued and delivered, the ping is ignored, the HEAD check is 200, a bad signature is 401",
+  {
+    answers: {
+      "captures/accepted.http": 202,
+      "captures/handshake.http": { method: "HEAD", status: 200, body: "" },
+      "captures/ping.http": 200,
+      "captures/rejected.http": { status: 401, body: "" },
+    },
+  },
+);
 
 describe("against an intake", () => {
   let t: TestIntake;
@@ -47,13 +59,25 @@ ${KIT_DESTINATION}`,
     await t.stop();
   });
 
-  const rowOf = (body: string) => t.db.db.query("SELECT b.key, e.event_type, e.dedup_id FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.payload = ? ORDER BY e.id").all(body) as { key: string; event_type: string; dedup_id: string }[];
-  const batchOf = (body: string) => (t.db.db.query("SELECT batch_id FROM events WHERE payload = ?").get(body) as { batch_id: number }).batch_id;
+  const rowOf = (body: string) =>
+    t.db.db
+      .query(
+        "SELECT b.key, e.event_type, e.dedup_id FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.payload = ? ORDER BY e.id",
+      )
+      .all(body) as { key: string; event_type: string; dedup_id: string }[];
+  const batchOf = (body: string) =>
+    (t.db.db.query("SELECT batch_id FROM events WHERE payload = ?").get(body) as { batch_id: number }).batch_id;
 
   test("the accepted capture is stored under the conversation id, its topic and the notification id", async () => {
     const res = await t.post("/hooks/intercom", accepted.body, accepted.headers);
     expect([res.status, await res.text()]).toEqual([202, '{"status":"queued"}']);
-    expect(rowOf(accepted.body)).toEqual([{ key: "215470331234567", event_type: "conversation.user.created", dedup_id: "notif_3f6c1a2e-9b7d-4c8e-a1f0-5d2b8e7c4a90" }]);
+    expect(rowOf(accepted.body)).toEqual([
+      {
+        key: "215470331234567",
+        event_type: "conversation.user.created",
+        dedup_id: "notif_3f6c1a2e-9b7d-4c8e-a1f0-5d2b8e7c4a90",
+      },
+    ]);
   });
 
   test("Intercom's second attempt at the same notification (delivery_attempts 2) is a duplicate", async () => {
@@ -64,10 +88,19 @@ ${KIT_DESTINATION}`,
   });
 
   test("a teammate's reply in the same conversation joins its batch", async () => {
-    const reply = accepted.body.replace('"id":"notif_3f6c1a2e-9b7d-4c8e-a1f0-5d2b8e7c4a90","topic":"conversation.user.created"', '"id":"notif_9c1e5b3a-2d7f-4e8a-b6c0-3a5d7f9e1b24","topic":"conversation.admin.replied"');
+    const reply = accepted.body.replace(
+      '"id":"notif_3f6c1a2e-9b7d-4c8e-a1f0-5d2b8e7c4a90","topic":"conversation.user.created"',
+      '"id":"notif_9c1e5b3a-2d7f-4e8a-b6c0-3a5d7f9e1b24","topic":"conversation.admin.replied"',
+    );
     const res = await t.post("/hooks/intercom", reply, signed(reply));
     expect([res.status, await res.text()]).toEqual([202, '{"status":"queued"}']);
-    expect(rowOf(reply)).toEqual([{ key: "215470331234567", event_type: "conversation.admin.replied", dedup_id: "notif_9c1e5b3a-2d7f-4e8a-b6c0-3a5d7f9e1b24" }]);
+    expect(rowOf(reply)).toEqual([
+      {
+        key: "215470331234567",
+        event_type: "conversation.admin.replied",
+        dedup_id: "notif_9c1e5b3a-2d7f-4e8a-b6c0-3a5d7f9e1b24",
+      },
+    ]);
     expect(batchOf(reply)).toBe(batchOf(accepted.body));
   });
 
@@ -75,9 +108,15 @@ ${KIT_DESTINATION}`,
     const events = t.count("events");
     const good = await t.post("/hooks/intercom", ping.body, ping.headers);
     expect([good.status, await good.text()]).toEqual([200, '{"status":"ignored"}']);
-    const bad = await t.post("/hooks/intercom", ping.body, { ...ping.headers, "X-Hub-Signature": `sha1=${"0".repeat(40)}` });
+    const bad = await t.post("/hooks/intercom", ping.body, {
+      ...ping.headers,
+      "X-Hub-Signature": `sha1=${"0".repeat(40)}`,
+    });
     expect([bad.status, await bad.text()]).toEqual([401, ""]);
-    const unprefixed = await t.post("/hooks/intercom", ping.body, { ...ping.headers, "X-Hub-Signature": ping.headers["X-Hub-Signature"].slice(5) });
+    const unprefixed = await t.post("/hooks/intercom", ping.body, {
+      ...ping.headers,
+      "X-Hub-Signature": ping.headers["X-Hub-Signature"].slice(5),
+    });
     expect([unprefixed.status, await unprefixed.text()]).toEqual([401, ""]);
     expect(t.count("events")).toBe(events);
   });

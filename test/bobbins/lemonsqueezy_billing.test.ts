@@ -15,8 +15,14 @@ const accepted = capturesOf(bobbin.files()).find((c) => c.file === "captures/acc
 if (!accepted) throw new Error("no accepted capture");
 const BODY = new TextDecoder().decode(accepted.request.body);
 /** The capture's headers as Lemon Squeezy sent them, less the framing fetch redoes. */
-const HEADERS = Object.fromEntries(accepted.request.headers.filter(([k]) => !["host", "content-length"].includes(k.toLowerCase())));
-const signed = (body: string, event: string) => ({ "Content-Type": "application/json", "X-Event-Name": event, "X-Signature": createHmac("sha256", SECRET).update(body).digest("hex") });
+const HEADERS = Object.fromEntries(
+  accepted.request.headers.filter(([k]) => !["host", "content-length"].includes(k.toLowerCase())),
+);
+const signed = (body: string, event: string) => ({
+  "Content-Type": "application/json",
+  "X-Event-Name": event,
+  "X-Signature": createHmac("sha256", SECRET).update(body).digest("hex"),
+});
 const sha256 = (s: string) => createHash("sha256").update(s).digest("hex");
 
 bobbinTest("lemonsqueezy.billing", "an order is queued and delivered, a bad signature is 401", {
@@ -43,8 +49,14 @@ ${KIT_DESTINATION}`,
     await t.stop();
   });
 
-  const rowOf = (body: string) => t.db.db.query("SELECT b.key, e.event_type, e.dedup_id FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.payload = ? ORDER BY e.id").all(body) as { key: string; event_type: string; dedup_id: string }[];
-  const batchOf = (body: string) => (t.db.db.query("SELECT batch_id FROM events WHERE payload = ?").get(body) as { batch_id: number }).batch_id;
+  const rowOf = (body: string) =>
+    t.db.db
+      .query(
+        "SELECT b.key, e.event_type, e.dedup_id FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.payload = ? ORDER BY e.id",
+      )
+      .all(body) as { key: string; event_type: string; dedup_id: string }[];
+  const batchOf = (body: string) =>
+    (t.db.db.query("SELECT batch_id FROM events WHERE payload = ?").get(body) as { batch_id: number }).batch_id;
 
   test("the accepted capture is stored under the customer id, its event name and the body's SHA-256; Lemon Squeezy's retry of it is a duplicate, answered 200", async () => {
     const first = await t.post("/hooks/lemonsqueezy", BODY, HEADERS);
@@ -57,15 +69,49 @@ ${KIT_DESTINATION}`,
   });
 
   test("the subscription the order started joins the customer's batch; the event type is the signed meta.event_name, not the header", async () => {
-    const subscription = JSON.stringify({ meta: { test_mode: true, event_name: "subscription_created", custom_data: { account_id: "acct-1042" } }, data: { type: "subscriptions", id: "1618033", attributes: { store_id: 90210, customer_id: 3141592, order_id: 4815162, product_id: 271828, variant_id: 314159, status: "active", renews_at: "2026-07-02T16:45:07.000000Z", test_mode: true } } });
-    const res = await t.post("/hooks/lemonsqueezy", subscription, { ...signed(subscription, "subscription_created"), "X-Event-Name": "order_refunded" });
+    const subscription = JSON.stringify({
+      meta: { test_mode: true, event_name: "subscription_created", custom_data: { account_id: "acct-1042" } },
+      data: {
+        type: "subscriptions",
+        id: "1618033",
+        attributes: {
+          store_id: 90210,
+          customer_id: 3141592,
+          order_id: 4815162,
+          product_id: 271828,
+          variant_id: 314159,
+          status: "active",
+          renews_at: "2026-07-02T16:45:07.000000Z",
+          test_mode: true,
+        },
+      },
+    });
+    const res = await t.post("/hooks/lemonsqueezy", subscription, {
+      ...signed(subscription, "subscription_created"),
+      "X-Event-Name": "order_refunded",
+    });
     expect([res.status, await res.text()]).toEqual([202, '{"status":"queued"}']);
-    expect(rowOf(subscription)).toEqual([{ key: "3141592", event_type: "subscription_created", dedup_id: sha256(subscription) }]);
+    expect(rowOf(subscription)).toEqual([
+      { key: "3141592", event_type: "subscription_created", dedup_id: sha256(subscription) },
+    ]);
     expect(batchOf(subscription)).toBe(batchOf(BODY));
   });
 
   test("a customer_updated event, whose data is the customer, is keyed by the customer's own id", async () => {
-    const customer = JSON.stringify({ meta: { test_mode: true, event_name: "customer_updated" }, data: { type: "customers", id: "3141592", attributes: { store_id: 90210, name: "Example Customer", email: "customer@example.com", status: "subscribed", test_mode: true } } });
+    const customer = JSON.stringify({
+      meta: { test_mode: true, event_name: "customer_updated" },
+      data: {
+        type: "customers",
+        id: "3141592",
+        attributes: {
+          store_id: 90210,
+          name: "Example Customer",
+          email: "customer@example.com",
+          status: "subscribed",
+          test_mode: true,
+        },
+      },
+    });
     const res = await t.post("/hooks/lemonsqueezy", customer, signed(customer, "customer_updated"));
     expect([res.status, await res.text()]).toEqual([202, '{"status":"queued"}']);
     expect(rowOf(customer)).toEqual([{ key: "3141592", event_type: "customer_updated", dedup_id: sha256(customer) }]);

@@ -13,13 +13,17 @@ import { bobbinTest, KIT_DESTINATION } from "./catalogue.ts";
 
 const hex = (key: string, body: string) => createHmac("sha256", key).update(body).digest("hex");
 
-bobbinTest("notion.pages", "an event is queued and delivered, a bad signature is 401, the handshake repeating the kept token is 200", {
-  answers: {
-    "captures/accepted.http": 202,
-    "captures/rejected.http": { status: 401, body: "" },
-    "captures/verification.http": { status: 200, body: "" },
+bobbinTest(
+  "notion.pages",
+  "an event is queued and delivered, a bad signature is 401, the handshake repeating the kept token is 200",
+  {
+    answers: {
+      "captures/accepted.http": 202,
+      "captures/rejected.http": { status: 401, body: "" },
+      "captures/verification.http": { status: 200, body: "" },
+    },
   },
-});
+);
 
 describe("against an intake", () => {
   let t: TestIntake;
@@ -52,17 +56,33 @@ ${KIT_DESTINATION}`);
   const arm = () => {
     armToken = armSource(file, t.clock.now() + 600);
   };
-  const handshake = (token: string) => t.post(withArm("/hooks/notion", armToken || "no-arm-token-given-0"), JSON.stringify({ verification_token: token }), { "Content-Type": "application/json" });
-  const post = (body: string, signature = `sha256=${hex(TOKEN, body)}`) => t.post("/hooks/notion", body, { "Content-Type": "application/json", "X-Notion-Signature": signature });
+  const handshake = (token: string) =>
+    t.post(
+      withArm("/hooks/notion", armToken || "no-arm-token-given-0"),
+      JSON.stringify({ verification_token: token }),
+      { "Content-Type": "application/json" },
+    );
+  const post = (body: string, signature = `sha256=${hex(TOKEN, body)}`) =>
+    t.post("/hooks/notion", body, { "Content-Type": "application/json", "X-Notion-Signature": signature });
   const stored = (body: string) =>
-    t.db.db.query("SELECT b.id AS batch, b.key, e.event_type, e.dedup_id, e.route FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.payload = ?").get(body) as {
+    t.db.db
+      .query(
+        "SELECT b.id AS batch, b.key, e.event_type, e.dedup_id, e.route FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.payload = ?",
+      )
+      .get(body) as {
       batch: number;
       key: string;
       event_type: string;
       dedup_id: string;
       route: string;
     } | null;
-  const event = (id: string, type: string, entity: { id: string; type: string }, data: Record<string, unknown>, extra: Record<string, unknown> = {}) =>
+  const event = (
+    id: string,
+    type: string,
+    entity: { id: string; type: string },
+    data: Record<string, unknown>,
+    extra: Record<string, unknown> = {},
+  ) =>
     JSON.stringify({
       id,
       timestamp: "2026-09-14T08:30:00.000Z",
@@ -83,7 +103,12 @@ ${KIT_DESTINATION}`);
     const r = await handshake(TOKEN);
     expect([r.status, await r.text()]).toEqual([403, ""]);
     expect(existsSync(file)).toBe(false);
-    const body = event("9a0b1c2d-0000-4e6f-9a7b-000000000001", "page.created", { id: PAGE, type: "page" }, { parent: { id: WORKSPACE, type: "space" } });
+    const body = event(
+      "9a0b1c2d-0000-4e6f-9a7b-000000000001",
+      "page.created",
+      { id: PAGE, type: "page" },
+      { parent: { id: WORKSPACE, type: "space" } },
+    );
     expect((await post(body)).status).toBe(503);
     expect(t.count("events")).toBe(0);
   });
@@ -103,11 +128,33 @@ ${KIT_DESTINATION}`);
   });
 
   test("signed with the token: queued under the page's id with the event id as dedup id; a comment on the page joins its batch", async () => {
-    const edit = event("9a0b1c2d-0000-4e6f-9a7b-000000000002", "page.content_updated", { id: PAGE, type: "page" }, { updated_blocks: [{ id: "153104cd-477e-80ec-a87d-f7ff0236d35c", type: "block" }], parent: { id: WORKSPACE, type: "space" } });
-    const comment = event("9a0b1c2d-0000-4e6f-9a7b-000000000003", "comment.created", { id: "153104cd-477e-80ca-8f75-001d9e2b6839", type: "comment" }, { page_id: PAGE, parent: { id: "153104cd-477e-803a-88dc-caececf26478", type: "block" } });
-    const other = event("9a0b1c2d-0000-4e6f-9a7b-000000000004", "page.properties_updated", { id: "0ef104cd-477e-80e1-8571-c0ffee0a1b03", type: "page" }, { updated_properties: ["XGe%40"], parent: { id: "263104cd-477e-804b-8c32-000b2fcd241a", type: "data_source" } });
+    const edit = event(
+      "9a0b1c2d-0000-4e6f-9a7b-000000000002",
+      "page.content_updated",
+      { id: PAGE, type: "page" },
+      {
+        updated_blocks: [{ id: "153104cd-477e-80ec-a87d-f7ff0236d35c", type: "block" }],
+        parent: { id: WORKSPACE, type: "space" },
+      },
+    );
+    const comment = event(
+      "9a0b1c2d-0000-4e6f-9a7b-000000000003",
+      "comment.created",
+      { id: "153104cd-477e-80ca-8f75-001d9e2b6839", type: "comment" },
+      { page_id: PAGE, parent: { id: "153104cd-477e-803a-88dc-caececf26478", type: "block" } },
+    );
+    const other = event(
+      "9a0b1c2d-0000-4e6f-9a7b-000000000004",
+      "page.properties_updated",
+      { id: "0ef104cd-477e-80e1-8571-c0ffee0a1b03", type: "page" },
+      { updated_properties: ["XGe%40"], parent: { id: "263104cd-477e-804b-8c32-000b2fcd241a", type: "data_source" } },
+    );
     for (const body of [edit, comment, other]) expect((await post(body)).status).toBe(202);
-    expect(stored(edit)).toMatchObject({ key: PAGE, event_type: "page.content_updated", dedup_id: "9a0b1c2d-0000-4e6f-9a7b-000000000002" });
+    expect(stored(edit)).toMatchObject({
+      key: PAGE,
+      event_type: "page.content_updated",
+      dedup_id: "9a0b1c2d-0000-4e6f-9a7b-000000000002",
+    });
     expect(stored(comment)).toMatchObject({ key: PAGE, event_type: "comment.created" });
     expect(stored(comment)?.batch).toBe(stored(edit)?.batch);
     expect(stored(other)?.key).toBe("0ef104cd-477e-80e1-8571-c0ffee0a1b03");
@@ -117,7 +164,9 @@ ${KIT_DESTINATION}`);
   test("Notion's next attempt of an event (the same id, attempt_number 2, signed again) is a duplicate", async () => {
     const data = { parent: { id: WORKSPACE, type: "space" } };
     const first = event("9a0b1c2d-0000-4e6f-9a7b-000000000005", "page.moved", { id: PAGE, type: "page" }, data);
-    const retry = event("9a0b1c2d-0000-4e6f-9a7b-000000000005", "page.moved", { id: PAGE, type: "page" }, data, { attempt_number: 2 });
+    const retry = event("9a0b1c2d-0000-4e6f-9a7b-000000000005", "page.moved", { id: PAGE, type: "page" }, data, {
+      attempt_number: 2,
+    });
     const a = await post(first);
     expect([a.status, await a.text()]).toEqual([202, '{"status":"queued"}']);
     const b = await post(retry);
@@ -126,13 +175,24 @@ ${KIT_DESTINATION}`);
   });
 
   test("an edit made through the API by a bot takes a route on author_type", async () => {
-    const body = event("9a0b1c2d-0000-4e6f-9a7b-000000000006", "page.content_updated", { id: PAGE, type: "page" }, { updated_blocks: [], parent: { id: WORKSPACE, type: "space" } }, { authors: [{ id: "1edc05f6-2702-81b5-8408-00279347f034", type: "bot" }] });
+    const body = event(
+      "9a0b1c2d-0000-4e6f-9a7b-000000000006",
+      "page.content_updated",
+      { id: PAGE, type: "page" },
+      { updated_blocks: [], parent: { id: WORKSPACE, type: "space" } },
+      { authors: [{ id: "1edc05f6-2702-81b5-8408-00279347f034", type: "bot" }] },
+    );
     expect((await post(body)).status).toBe(202);
     expect(stored(body)?.route).toBe("notion-bots");
   });
 
   test("the signature is hex after sha256=: a wrong key, no prefix, or base64 is 401 with an empty body", async () => {
-    const body = event("9a0b1c2d-0000-4e6f-9a7b-000000000007", "page.locked", { id: PAGE, type: "page" }, { parent: { id: WORKSPACE, type: "space" } });
+    const body = event(
+      "9a0b1c2d-0000-4e6f-9a7b-000000000007",
+      "page.locked",
+      { id: PAGE, type: "page" },
+      { parent: { id: WORKSPACE, type: "space" } },
+    );
     const events = t.count("events");
     const b64 = createHmac("sha256", TOKEN).update(body).digest("base64");
     for (const signature of [`sha256=${hex("secret_notTheToken", body)}`, hex(TOKEN, body), `sha256=${b64}`]) {

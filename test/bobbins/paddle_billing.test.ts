@@ -21,15 +21,19 @@ const bodyOf = (file: string) => {
   return new TextDecoder().decode(c.request.body);
 };
 
-bobbinTest("paddle.billing", "subscription and customer events are queued and delivered, a bad or stale signature is 401", {
-  answers: {
-    "captures/accepted.http": 202,
-    "captures/customer.http": 202,
-    "captures/default-stale.http": { status: 401, body: "" },
-    "captures/default-window.http": 202,
-    "captures/rejected.http": { status: 401, body: "" },
+bobbinTest(
+  "paddle.billing",
+  "subscription and customer events are queued and delivered, a bad or stale signature is 401",
+  {
+    answers: {
+      "captures/accepted.http": 202,
+      "captures/customer.http": 202,
+      "captures/default-stale.http": { status: 401, body: "" },
+      "captures/default-window.http": 202,
+      "captures/rejected.http": { status: 401, body: "" },
+    },
   },
-});
+);
 
 test("the window is Paddle's 5 s, the kit's instance included", () => {
   expect(bobbin.manifest.settings.tolerance_s).toMatchObject({ type: "int", required: false, default: 5 });
@@ -53,21 +57,43 @@ ${KIT_DESTINATION}`,
     await t.stop();
   });
 
-  const post = (body: string, ts: number, signature = `ts=${ts};h1=${h1(SECRET, ts, body)}`) => t.post("/hooks/paddle", body, { "Content-Type": "application/json", "Paddle-Signature": signature });
+  const post = (body: string, ts: number, signature = `ts=${ts};h1=${h1(SECRET, ts, body)}`) =>
+    t.post("/hooks/paddle", body, { "Content-Type": "application/json", "Paddle-Signature": signature });
   const stored = (body: string) =>
-    t.db.db.query("SELECT b.key, e.event_type, e.dedup_id FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.payload = ?").get(body) as { key: string; event_type: string; dedup_id: string } | null;
+    t.db.db
+      .query(
+        "SELECT b.key, e.event_type, e.dedup_id FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.payload = ?",
+      )
+      .get(body) as { key: string; event_type: string; dedup_id: string } | null;
 
   test("the accepted capture is stored under its customer, its event_type and its event_id", async () => {
     const body = bodyOf("captures/accepted.http");
     const res = await post(body, NOW);
     expect([res.status, await res.text()]).toEqual([202, '{"status":"queued"}']);
-    expect(stored(body)).toEqual({ key: "ctm_01k3exmp1ecust0mer000001", event_type: "subscription.created", dedup_id: "evt_01k3exmp1esubcreated00001" });
+    expect(stored(body)).toEqual({
+      key: "ctm_01k3exmp1ecust0mer000001",
+      event_type: "subscription.created",
+      dedup_id: "evt_01k3exmp1esubcreated00001",
+    });
   });
 
   test("ts is accepted up to 5 s either side of the clock and refused beyond", async () => {
-    const event = (n: number) => JSON.stringify({ data: { id: `sub_01k3exmp1ewindow00000000${n}`, status: "active", customer_id: "ctm_01k3exmp1ecust0mer000002" }, event_id: `evt_01k3exmp1ewindow00000000${n}`, event_type: "subscription.updated", occurred_at: "2026-09-01T12:00:00.000000Z", notification_id: `ntf_01k3exmp1ewindow00000000${n}` });
+    const event = (n: number) =>
+      JSON.stringify({
+        data: { id: `sub_01k3exmp1ewindow00000000${n}`, status: "active", customer_id: "ctm_01k3exmp1ecust0mer000002" },
+        event_id: `evt_01k3exmp1ewindow00000000${n}`,
+        event_type: "subscription.updated",
+        occurred_at: "2026-09-01T12:00:00.000000Z",
+        notification_id: `ntf_01k3exmp1ewindow00000000${n}`,
+      });
     const answers: [number, number][] = [];
-    for (const [n, offset] of [[1, -6], [2, 6], [3, -5], [4, 5]] as const) answers.push([offset, (await post(event(n), NOW + offset)).status]);
+    for (const [n, offset] of [
+      [1, -6],
+      [2, 6],
+      [3, -5],
+      [4, 5],
+    ] as const)
+      answers.push([offset, (await post(event(n), NOW + offset)).status]);
     expect(answers).toEqual([
       [-6, 401],
       [6, 401],
@@ -77,7 +103,18 @@ ${KIT_DESTINATION}`,
   });
 
   test("Paddle's retry (signed afresh, later) is a duplicate, for all of its three days", async () => {
-    const body = JSON.stringify({ data: { id: "txn_01k3exmp1eretried00000001", status: "completed", customer_id: "ctm_01k3exmp1ecust0mer000003", origin: "web" }, event_id: "evt_01k3exmp1eretried00000001", event_type: "transaction.completed", occurred_at: "2026-09-01T11:59:59.000000Z", notification_id: "ntf_01k3exmp1eretried00000001" });
+    const body = JSON.stringify({
+      data: {
+        id: "txn_01k3exmp1eretried00000001",
+        status: "completed",
+        customer_id: "ctm_01k3exmp1ecust0mer000003",
+        origin: "web",
+      },
+      event_id: "evt_01k3exmp1eretried00000001",
+      event_type: "transaction.completed",
+      occurred_at: "2026-09-01T11:59:59.000000Z",
+      notification_id: "ntf_01k3exmp1eretried00000001",
+    });
     expect((await post(body, NOW)).status).toBe(202);
     for (const later of [30, 86_400 + 60, 3 * 86_400]) {
       t.clock.set(NOW + later);
@@ -90,14 +127,26 @@ ${KIT_DESTINATION}`,
 
   test("an entity with no customer_id (a customer's own event, an early transaction) is keyed by its own id", async () => {
     const customer = bodyOf("captures/customer.http");
-    const early = JSON.stringify({ data: { id: "txn_01k3exmp1eear1ytransact01", status: "draft", customer_id: null, origin: "web" }, event_id: "evt_01k3exmp1eear1ytransact01", event_type: "transaction.created", occurred_at: "2026-09-01T11:59:30.000000Z", notification_id: "ntf_01k3exmp1eear1ytransact01" });
+    const early = JSON.stringify({
+      data: { id: "txn_01k3exmp1eear1ytransact01", status: "draft", customer_id: null, origin: "web" },
+      event_id: "evt_01k3exmp1eear1ytransact01",
+      event_type: "transaction.created",
+      occurred_at: "2026-09-01T11:59:30.000000Z",
+      notification_id: "ntf_01k3exmp1eear1ytransact01",
+    });
     for (const body of [customer, early]) expect((await post(body, NOW)).status).toBe(202);
     expect(stored(customer)?.key).toBe("ctm_01k3exmp1ecust0mer000001");
     expect(stored(early)?.key).toBe("txn_01k3exmp1eear1ytransact01");
   });
 
   test("any h1 may match; the key is the whole pdl_ntfset_ string, not what follows the prefix", async () => {
-    const body = JSON.stringify({ data: { id: "sub_01k3exmp1etwosignatures01", status: "paused", customer_id: "ctm_01k3exmp1ecust0mer000004" }, event_id: "evt_01k3exmp1etwosignatures01", event_type: "subscription.paused", occurred_at: "2026-09-01T12:00:00.000000Z", notification_id: "ntf_01k3exmp1etwosignatures01" });
+    const body = JSON.stringify({
+      data: { id: "sub_01k3exmp1etwosignatures01", status: "paused", customer_id: "ctm_01k3exmp1ecust0mer000004" },
+      event_id: "evt_01k3exmp1etwosignatures01",
+      event_type: "subscription.paused",
+      occurred_at: "2026-09-01T12:00:00.000000Z",
+      notification_id: "ntf_01k3exmp1etwosignatures01",
+    });
     const other = h1("pdl_ntfset_kit-test-old-secret-paddle", NOW, body);
     const two = await post(body, NOW, `ts=${NOW};h1=${other};h1=${h1(SECRET, NOW, body)}`);
     expect(two.status).toBe(202);

@@ -16,17 +16,26 @@ const v1 = (key: string, body: string) => `v1=${createHmac("sha256", key).update
 const captured = (file: string) => {
   const c = capturesOf(bobbin.files()).find((x) => x.file === file);
   if (!c) throw new Error(`no ${file}`);
-  return { body: new TextDecoder().decode(c.request.body), headers: Object.fromEntries(c.request.headers.filter(([k]) => !["host", "content-length"].includes(k.toLowerCase()))) };
+  return {
+    body: new TextDecoder().decode(c.request.body),
+    headers: Object.fromEntries(
+      c.request.headers.filter(([k]) => !["host", "content-length"].includes(k.toLowerCase())),
+    ),
+  };
 };
 
-bobbinTest("pagerduty.incidents", "incident events are queued and delivered, the test ping is acked and ignored, a bad signature is 401", {
-  answers: {
-    "captures/accepted.http": 202,
-    "captures/annotated-rotation.http": 202,
-    "captures/ping.http": 200,
-    "captures/rejected.http": { status: 401, body: "" },
+bobbinTest(
+  "pagerduty.incidents",
+  "incident events are queued and delivered, the test ping is acked and ignored, a bad signature is 401",
+  {
+    answers: {
+      "captures/accepted.http": 202,
+      "captures/annotated-rotation.http": 202,
+      "captures/ping.http": 200,
+      "captures/rejected.http": { status: 401, body: "" },
+    },
   },
-});
+);
 
 describe("against an intake", () => {
   let t: TestIntake;
@@ -47,13 +56,19 @@ ${KIT_DESTINATION}`,
 
   const post = (body: string, headers: Record<string, string>) => t.post("/hooks/pagerduty", body, headers);
   const stored = (body: string) =>
-    t.db.db.query("SELECT b.key, e.event_type, e.dedup_id FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.payload = ? ORDER BY e.id").all(body) as { key: string; event_type: string; dedup_id: string }[];
+    t.db.db
+      .query(
+        "SELECT b.key, e.event_type, e.dedup_id FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.payload = ? ORDER BY e.id",
+      )
+      .all(body) as { key: string; event_type: string; dedup_id: string }[];
 
   test("the accepted capture is stored under the incident id, its event type and event.id; another attempt is a duplicate", async () => {
     const { body, headers } = captured("captures/accepted.http");
     const first = await post(body, headers);
     expect([first.status, await first.text()]).toEqual([202, '{"status":"queued"}']);
-    expect(stored(body)).toEqual([{ key: "Q3EXAMPLEINC42", event_type: "incident.triggered", dedup_id: "01EXAMPLETRIGGERED0000001" }]);
+    expect(stored(body)).toEqual([
+      { key: "Q3EXAMPLEINC42", event_type: "incident.triggered", dedup_id: "01EXAMPLETRIGGERED0000001" },
+    ]);
     // PagerDuty's next attempt repeats the body, event.id and X-Webhook-Id.
     const again = await post(body, headers);
     expect([again.status, await again.text()]).toEqual([200, '{"status":"duplicate"}']);
@@ -70,32 +85,92 @@ ${KIT_DESTINATION}`,
         occurred_at: "2026-09-14T08:21:40.002Z",
         agent: null,
         client: null,
-        data: { type: "incident_role_assignment", incident_role_assignments: [{ assignee: { id: "PEXUSR1", type: "user_reference" }, id: "af64b84c-137e-40c6-875c-5dd30a2afaaa", incident: { id: "Q3EXAMPLEINC42", type: "incident_reference" }, old_assignee: null, role: { id: "PEXROL1", summary: "Incident Commander", type: "role_reference" }, status: "active", type: "role_assignment_reference" }] },
+        data: {
+          type: "incident_role_assignment",
+          incident_role_assignments: [
+            {
+              assignee: { id: "PEXUSR1", type: "user_reference" },
+              id: "af64b84c-137e-40c6-875c-5dd30a2afaaa",
+              incident: { id: "Q3EXAMPLEINC42", type: "incident_reference" },
+              old_assignee: null,
+              role: { id: "PEXROL1", summary: "Incident Commander", type: "role_reference" },
+              status: "active",
+              type: "role_assignment_reference",
+            },
+          ],
+        },
       },
     });
-    for (const body of [note, role]) expect((await post(body, { "X-PagerDuty-Signature": v1(SECRET, body) })).status).toBe(202);
-    expect(stored(note)).toEqual([{ key: "Q3EXAMPLEINC42", event_type: "incident.annotated", dedup_id: "01EXAMPLEANNOTATED0000001" }]);
-    expect(stored(role)).toEqual([{ key: "Q3EXAMPLEINC42", event_type: "incident.role.assigned", dedup_id: "01EXAMPLEROLEASSIGNED0001" }]);
-    const batches = t.db.db.query("SELECT COUNT(DISTINCT e.batch_id) AS n FROM events e JOIN batches b ON b.id = e.batch_id WHERE b.key = 'Q3EXAMPLEINC42'").get() as { n: number };
+    for (const body of [note, role])
+      expect((await post(body, { "X-PagerDuty-Signature": v1(SECRET, body) })).status).toBe(202);
+    expect(stored(note)).toEqual([
+      { key: "Q3EXAMPLEINC42", event_type: "incident.annotated", dedup_id: "01EXAMPLEANNOTATED0000001" },
+    ]);
+    expect(stored(role)).toEqual([
+      { key: "Q3EXAMPLEINC42", event_type: "incident.role.assigned", dedup_id: "01EXAMPLEROLEASSIGNED0001" },
+    ]);
+    const batches = t.db.db
+      .query(
+        "SELECT COUNT(DISTINCT e.batch_id) AS n FROM events e JOIN batches b ON b.id = e.batch_id WHERE b.key = 'Q3EXAMPLEINC42'",
+      )
+      .get() as { n: number };
     expect(batches.n).toBe(1);
   });
 
   test("a service event is keyed by the service, a service's custom fields by event.data.service", async () => {
-    const updated = JSON.stringify({ event: { id: "01EXAMPLESERVICEUPDATED01", event_type: "service.updated", resource_type: "service", occurred_at: "2026-09-14T09:00:00.000Z", agent: null, client: null, data: { id: "PEXMPL1", summary: "checkout-api", type: "service", teams: [] } } });
-    const fields = JSON.stringify({ event: { id: "01EXAMPLESERVICEFIELDS001", event_type: "service.custom_field_values.updated", resource_type: "service", occurred_at: "2026-09-14T09:01:00.000Z", agent: null, client: null, data: { service: { id: "PEXMPL1", type: "service_reference" }, custom_fields: [], changed_custom_fields: [], type: "service_field_values" } } });
-    for (const body of [updated, fields]) expect((await post(body, { "X-PagerDuty-Signature": v1(SECRET, body) })).status).toBe(202);
+    const updated = JSON.stringify({
+      event: {
+        id: "01EXAMPLESERVICEUPDATED01",
+        event_type: "service.updated",
+        resource_type: "service",
+        occurred_at: "2026-09-14T09:00:00.000Z",
+        agent: null,
+        client: null,
+        data: { id: "PEXMPL1", summary: "checkout-api", type: "service", teams: [] },
+      },
+    });
+    const fields = JSON.stringify({
+      event: {
+        id: "01EXAMPLESERVICEFIELDS001",
+        event_type: "service.custom_field_values.updated",
+        resource_type: "service",
+        occurred_at: "2026-09-14T09:01:00.000Z",
+        agent: null,
+        client: null,
+        data: {
+          service: { id: "PEXMPL1", type: "service_reference" },
+          custom_fields: [],
+          changed_custom_fields: [],
+          type: "service_field_values",
+        },
+      },
+    });
+    for (const body of [updated, fields])
+      expect((await post(body, { "X-PagerDuty-Signature": v1(SECRET, body) })).status).toBe(202);
     expect(stored(updated)[0]?.key).toBe("PEXMPL1");
     expect(stored(fields)[0]?.key).toBe("PEXMPL1");
   });
 
   test("during a rotation either secret's v1= verifies; a header with only a retired secret's does not", async () => {
-    const body = JSON.stringify({ event: { id: "01EXAMPLERESOLVED00000001", event_type: "incident.resolved", resource_type: "incident", occurred_at: "2026-09-14T08:40:00.000Z", agent: null, client: null, data: { id: "Q3EXAMPLEINC42", type: "incident", status: "resolved" } } });
+    const body = JSON.stringify({
+      event: {
+        id: "01EXAMPLERESOLVED00000001",
+        event_type: "incident.resolved",
+        resource_type: "incident",
+        occurred_at: "2026-09-14T08:40:00.000Z",
+        agent: null,
+        client: null,
+        data: { id: "Q3EXAMPLEINC42", type: "incident", status: "resolved" },
+      },
+    });
     const retired = v1("kit-test-retired-secret-pagerduty", body);
     const forged = await post(body, { "X-PagerDuty-Signature": retired });
     expect([forged.status, await forged.text()]).toEqual([401, ""]);
     const rotated = await post(body, { "X-PagerDuty-Signature": `${v1(SECRET, body)},${retired}` });
     expect([rotated.status, await rotated.text()]).toEqual([202, '{"status":"queued"}']);
-    expect(stored(body)).toEqual([{ key: "Q3EXAMPLEINC42", event_type: "incident.resolved", dedup_id: "01EXAMPLERESOLVED00000001" }]);
+    expect(stored(body)).toEqual([
+      { key: "Q3EXAMPLEINC42", event_type: "incident.resolved", dedup_id: "01EXAMPLERESOLVED00000001" },
+    ]);
   });
 
   test("the test ping is acked and not stored; signed with another secret it is refused", async () => {

@@ -39,10 +39,24 @@ function stubPlaid(keys: () => Record<string, JWK>, override?: () => Response | 
       asked.push({ path, contentType: req.headers.get("content-type"), body });
       const special = override?.();
       if (special) return special;
-      if (req.method !== "POST" || path !== "/webhook_verification_key/get") return Response.json({ error_type: "INVALID_REQUEST", error_code: "NOT_FOUND" }, { status: 404 });
+      if (req.method !== "POST" || path !== "/webhook_verification_key/get")
+        return Response.json({ error_type: "INVALID_REQUEST", error_code: "NOT_FOUND" }, { status: 404 });
       const key = keys()[String(body.key_id)];
-      if (!key) return Response.json({ error_type: "INVALID_INPUT", error_code: "INVALID_WEBHOOK_VERIFICATION_KEY_ID", error_message: "invalid key_id", display_message: null, request_id: "kitTestRequest02" }, { status: 400 });
-      return Response.json({ key: { created_at: NOW - 86_400, expired_at: null, ...key }, request_id: "kitTestRequest03" });
+      if (!key)
+        return Response.json(
+          {
+            error_type: "INVALID_INPUT",
+            error_code: "INVALID_WEBHOOK_VERIFICATION_KEY_ID",
+            error_message: "invalid key_id",
+            display_message: null,
+            request_id: "kitTestRequest02",
+          },
+          { status: 400 },
+        );
+      return Response.json({
+        key: { created_at: NOW - 86_400, expired_at: null, ...key },
+        request_id: "kitTestRequest03",
+      });
     },
   });
   return { url: `http://127.0.0.1:${server.port}`, asked, stop: () => server.stop(true) };
@@ -81,33 +95,58 @@ test("a Plaid webhook is queued and delivered, a forged JWT is 401, a verified n
           span: "immediate",
         },
       },
-      destinations: { receiver: { type: "http", url: `http://127.0.0.1:${receiver.port}/in`, allow_insecure: true, unsigned: true, timeout_s: 5 } },
+      destinations: {
+        receiver: {
+          type: "http",
+          url: `http://127.0.0.1:${receiver.port}/in`,
+          allow_insecure: true,
+          unsigned: true,
+          timeout_s: 5,
+        },
+      },
     }),
   );
   // The captures' JWTs were issued at the kit's now: the processes run on that clock.
-  const hs = await startHookspool(home, ["run"], { env: { HOOKSPOOL_TEST_CLOCK_OFFSET_S: String(NOW - Date.now() / 1000) } });
+  const hs = await startHookspool(home, ["run"], {
+    env: { HOOKSPOOL_TEST_CLOCK_OFFSET_S: String(NOW - Date.now() / 1000) },
+  });
   const results: CaptureResult[] = [];
   try {
     const port = await hs.port();
     for (const c of capturesOf(bobbin.files())) {
       const r = c.request;
       const headers = r.headers.filter(([k]) => !["host", "content-length"].includes(k.toLowerCase()));
-      const res = await fetch(`http://127.0.0.1:${port}${r.url.replace(/^\/hooks\/[^/?]+/, `/hooks/${instance}`)}`, { method: r.method, headers, body: r.body });
+      const res = await fetch(`http://127.0.0.1:${port}${r.url.replace(/^\/hooks\/[^/?]+/, `/hooks/${instance}`)}`, {
+        method: r.method,
+        headers,
+        body: r.body,
+      });
       results.push({ capture: c, instance, status: res.status, body: await res.text() });
     }
     const accepted = results.filter((x) => x.capture.expect.word === "queued");
     const db = openSpool(join(home, "spool.db"));
     try {
       const eventOf = (a: CaptureResult) =>
-        db.db.query("SELECT b.key, b.state, e.event_type, e.dedup_id FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.source = ? AND e.payload = ?").get(instance, new TextDecoder().decode(a.capture.request.body)) as {
+        db.db
+          .query(
+            "SELECT b.key, b.state, e.event_type, e.dedup_id FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.source = ? AND e.payload = ?",
+          )
+          .get(instance, new TextDecoder().decode(a.capture.request.body)) as {
           key: string;
           state: string;
           event_type: string;
           dedup_id: string;
         } | null;
-      await waitFor(`${accepted.length} batches delivered`, () => accepted.every((a) => eventOf(a)?.state === "delivered"));
+      await waitFor(`${accepted.length} batches delivered`, () =>
+        accepted.every((a) => eventOf(a)?.state === "delivered"),
+      );
       for (const a of accepted) {
-        expect(eventOf(a)).toEqual({ key: a.capture.expect.key ?? "", state: "delivered", event_type: a.capture.expect.eventType ?? "", dedup_id: sha256(a.capture.request.body) });
+        expect(eventOf(a)).toEqual({
+          key: a.capture.expect.key ?? "",
+          state: "delivered",
+          event_type: a.capture.expect.eventType ?? "",
+          dedup_id: sha256(a.capture.request.body),
+        });
       }
     } finally {
       db.close();
@@ -128,7 +167,13 @@ test("a Plaid webhook is queued and delivered, a forged JWT is 401, a verified n
   ]);
   expect(results.find((r) => r.capture.file === "captures/rejected.http")?.body).toBe("");
   // One lookup for the captures' one kid, with the instance's API keys, as JSON.
-  expect(plaidApi.asked).toEqual([{ path: "/webhook_verification_key/get", contentType: "application/json", body: { client_id: CLIENT_ID, secret: SECRET, key_id: answer.key.kid } }]);
+  expect(plaidApi.asked).toEqual([
+    {
+      path: "/webhook_verification_key/get",
+      contentType: "application/json",
+      body: { client_id: CLIENT_ID, secret: SECRET, key_id: answer.key.kid },
+    },
+  ]);
   for (const secret of Object.values(kit.secrets)) expect(hs.stderr()).not.toContain(secret);
 });
 
@@ -140,14 +185,25 @@ const plaidKeys = await generateKeyPair("ES256");
 const otherKeys = await generateKeyPair("ES256");
 const plaidJwk: JWK = { ...(await exportJWK(plaidKeys.publicKey)), kid: KID, alg: "ES256", use: "sig" };
 
-const sign = (body: string, opts: { iat?: number; kid?: string; key?: CryptoKey; claims?: Record<string, unknown> } = {}) =>
+const sign = (
+  body: string,
+  opts: { iat?: number; kid?: string; key?: CryptoKey; claims?: Record<string, unknown> } = {},
+) =>
   new SignJWT({ iat: opts.iat ?? NOW, request_body_sha256: sha256(body), ...opts.claims })
     .setProtectedHeader({ alg: "ES256", kid: opts.kid ?? KID, typ: "JWT" })
     .sign(opts.key ?? plaidKeys.privateKey);
 
 const webhook = (item: string, extra: Record<string, unknown> = {}) =>
   JSON.stringify(
-    { environment: "sandbox", historical_update_complete: false, initial_update_complete: true, item_id: item, webhook_code: "SYNC_UPDATES_AVAILABLE", webhook_type: "TRANSACTIONS", ...extra },
+    {
+      environment: "sandbox",
+      historical_update_complete: false,
+      initial_update_complete: true,
+      item_id: item,
+      webhook_code: "SYNC_UPDATES_AVAILABLE",
+      webhook_type: "TRANSACTIONS",
+      ...extra,
+    },
     null,
     2,
   );
@@ -183,25 +239,41 @@ describe("against an intake on the kit's clock", () => {
   });
 
   const stored = (body: string) =>
-    t.db.db.query("SELECT b.key, e.event_type, e.dedup_id FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.payload = ?").get(body) as { key: string; event_type: string; dedup_id: string } | null;
+    t.db.db
+      .query(
+        "SELECT b.key, e.event_type, e.dedup_id FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.payload = ?",
+      )
+      .get(body) as { key: string; event_type: string; dedup_id: string } | null;
 
   test("a signed webhook is queued under its item_id and <webhook_type>.<webhook_code>; the same body again is a duplicate", async () => {
     const body = webhook("kitTestItemEXAMPLE0000000000000000B1");
     const res = await t.post("/hooks/plaid", body, headers(await sign(body)));
     expect([res.status, await res.text()]).toEqual([202, '{"status":"queued"}']);
-    expect(stored(body)).toEqual({ key: "kitTestItemEXAMPLE0000000000000000B1", event_type: "TRANSACTIONS.SYNC_UPDATES_AVAILABLE", dedup_id: sha256(body) });
+    expect(stored(body)).toEqual({
+      key: "kitTestItemEXAMPLE0000000000000000B1",
+      event_type: "TRANSACTIONS.SYNC_UPDATES_AVAILABLE",
+      dedup_id: sha256(body),
+    });
     // Plaid's retry, a minute later, under a fresh JWT: the body is the same.
     t.clock.set(NOW + 60);
     const retry = await t.post("/hooks/plaid", body, headers(await sign(body, { iat: NOW + 60 })));
     t.clock.set(NOW);
     expect([retry.status, await retry.text()]).toEqual([200, '{"status":"duplicate"}']);
     // The key was asked for once, with the instance's API keys.
-    expect(api.asked).toEqual([{ path: "/webhook_verification_key/get", contentType: "application/json", body: { client_id: CLIENT_ID, secret: SECRET, key_id: KID } }]);
+    expect(api.asked).toEqual([
+      {
+        path: "/webhook_verification_key/get",
+        contentType: "application/json",
+        body: { client_id: CLIENT_ID, secret: SECRET, key_id: KID },
+      },
+    ]);
   });
 
   test("refused with 401 and an empty body, nothing stored: another key, a tampered body, a stale or future iat, no header, not ES256, no request_body_sha256", async () => {
     const body = webhook("kitTestItemEXAMPLE0000000000000000B2");
-    const hs256 = await new SignJWT({ iat: NOW, request_body_sha256: sha256(body) }).setProtectedHeader({ alg: "HS256", kid: KID }).sign(new TextEncoder().encode("kit-test-hmac-key-0000000000000000"));
+    const hs256 = await new SignJWT({ iat: NOW, request_body_sha256: sha256(body) })
+      .setProtectedHeader({ alg: "HS256", kid: KID })
+      .sign(new TextEncoder().encode("kit-test-hmac-key-0000000000000000"));
     const cases: [string, string, Record<string, string>][] = [
       ["signed by another key under Plaid's kid", body, headers(await sign(body, { key: otherKeys.privateKey }))],
       ["a tampered body", body.replace("B2", "B3"), headers(await sign(body))],
@@ -211,7 +283,13 @@ describe("against an intake on the kit's clock", () => {
       ["no Plaid-Verification", body, { "Content-Type": "application/json" }],
       ["HS256", body, headers(hs256)],
       ["not a JWT", body, headers("not-a-jwt")],
-      ["no request_body_sha256", body, headers(await new SignJWT({ iat: NOW }).setProtectedHeader({ alg: "ES256", kid: KID }).sign(plaidKeys.privateKey))],
+      [
+        "no request_body_sha256",
+        body,
+        headers(
+          await new SignJWT({ iat: NOW }).setProtectedHeader({ alg: "ES256", kid: KID }).sign(plaidKeys.privateKey),
+        ),
+      ],
     ];
     const events = t.count("events");
     for (const [name, b, h] of cases) {
@@ -221,7 +299,11 @@ describe("against an intake on the kit's clock", () => {
     expect(t.count("events")).toBe(events);
     // The control: the same webhook, correctly signed, at 299 s either way.
     for (const iat of [NOW - 299, NOW + 299]) {
-      const ok = await t.post("/hooks/plaid", webhook(`kitTestItemEXAMPLE00000000000000${iat}`), headers(await sign(webhook(`kitTestItemEXAMPLE00000000000000${iat}`), { iat })));
+      const ok = await t.post(
+        "/hooks/plaid",
+        webhook(`kitTestItemEXAMPLE00000000000000${iat}`),
+        headers(await sign(webhook(`kitTestItemEXAMPLE00000000000000${iat}`), { iat })),
+      );
       expect([iat - NOW, ok.status]).toEqual([iat - NOW, 202]);
     }
   });
@@ -231,18 +313,34 @@ describe("against an intake on the kit's clock", () => {
     const stale = await sign(body, { iat: NOW - 600 });
     const forged = await sign(body, { key: otherKeys.privateKey });
     const from = LOG_LINES.length;
-    for (const token of [stale, forged, "a.b"]) expect((await t.post("/hooks/plaid", body, headers(token))).status).toBe(401);
+    for (const token of [stale, forged, "a.b"])
+      expect((await t.post("/hooks/plaid", body, headers(token))).status).toBe(401);
     expect((await t.post("/hooks/plaid", body, { "Content-Type": "application/json" })).status).toBe(401);
     const lines = LOG_LINES.slice(from).filter((l) => l.includes("unverified"));
-    expect(lines.map((l) => /reason=(\w+)/.exec(l)?.[1])).toEqual(["stale", "mismatch", "malformed", "missing_signature"]);
-    for (const line of LOG_LINES.slice(from)) for (const v of [stale, forged, CLIENT_ID, SECRET, "kitTestItemEXAMPLE"]) expect(line).not.toContain(v);
+    expect(lines.map((l) => /reason=(\w+)/.exec(l)?.[1])).toEqual([
+      "stale",
+      "mismatch",
+      "malformed",
+      "missing_signature",
+    ]);
+    for (const line of LOG_LINES.slice(from))
+      for (const v of [stale, forged, CLIENT_ID, SECRET, "kitTestItemEXAMPLE"]) expect(line).not.toContain(v);
   });
 
   test("a verified webhook without an item_id, or not JSON, is quarantined", async () => {
-    const body = JSON.stringify({ environment: "sandbox", webhook_code: "STATUS_UPDATED", webhook_type: "IDENTITY_VERIFICATION", identity_verification_id: "idv_kitTestEXAMPLE01" });
+    const body = JSON.stringify({
+      environment: "sandbox",
+      webhook_code: "STATUS_UPDATED",
+      webhook_type: "IDENTITY_VERIFICATION",
+      identity_verification_id: "idv_kitTestEXAMPLE01",
+    });
     const res = await t.post("/hooks/plaid", body, headers(await sign(body)));
     expect([res.status, await res.text()]).toEqual([202, '{"status":"quarantined"}']);
-    const q = t.db.db.query("SELECT b.last_error, e.headers FROM events e JOIN batches b ON b.id = e.batch_id WHERE b.destination = 'quarantine' ORDER BY e.id DESC LIMIT 1").get() as { last_error: string; headers: string } | null;
+    const q = t.db.db
+      .query(
+        "SELECT b.last_error, e.headers FROM events e JOIN batches b ON b.id = e.batch_id WHERE b.destination = 'quarantine' ORDER BY e.id DESC LIMIT 1",
+      )
+      .get() as { last_error: string; headers: string } | null;
     expect(q?.last_error).toBe("key_missing");
     expect(q?.headers.toLowerCase()).not.toContain("plaid-verification");
     const res2 = await t.post("/hooks/plaid", "not json", headers(await sign("not json")));
@@ -270,11 +368,17 @@ describe("the key cache, against a flood of made-up kids", () => {
 
     // A minute on, the flood: each a well-formed ES256 JWT, each a kid Plaid never issued.
     t.clock.set(NOW + 61);
-    const flood = await Promise.all(Array.from({ length: 200 }, async (_, i) => {
-      const b = webhook(`kitTestItemEXAMPLEflood000000000${String(i).padStart(4, "0")}`);
-      const res = await t.post("/hooks/plaid", b, headers(await sign(b, { iat: NOW + 61, kid: `kit-test-${randomUUID()}`, key: otherKeys.privateKey })));
-      return res.status;
-    }));
+    const flood = await Promise.all(
+      Array.from({ length: 200 }, async (_, i) => {
+        const b = webhook(`kitTestItemEXAMPLEflood000000000${String(i).padStart(4, "0")}`);
+        const res = await t.post(
+          "/hooks/plaid",
+          b,
+          headers(await sign(b, { iat: NOW + 61, kid: `kit-test-${randomUUID()}`, key: otherKeys.privateKey })),
+        );
+        return res.status;
+      }),
+    );
     expect(new Set(flood)).toEqual(new Set([401]));
     // One request for the whole flood: the first made-up kid; the other 199 were refused unasked.
     expect(api.asked.length).toBe(2);
@@ -288,7 +392,10 @@ describe("the key cache, against a flood of made-up kids", () => {
     t.clock.set(NOW + 100);
     for (let i = 0; i < 20; i++) {
       const b = webhook(`kitTestItemEXAMPLEmore0000000000${String(i).padStart(4, "0")}`);
-      expect((await t.post("/hooks/plaid", b, headers(await sign(b, { iat: NOW + 100, kid: `kit-test-${randomUUID()}` })))).status).toBe(401);
+      expect(
+        (await t.post("/hooks/plaid", b, headers(await sign(b, { iat: NOW + 100, kid: `kit-test-${randomUUID()}` }))))
+          .status,
+      ).toBe(401);
     }
     expect(api.asked.length).toBe(lookups);
     t.clock.set(NOW);
@@ -318,7 +425,14 @@ describe("the key cache, against a flood of made-up kids", () => {
 
 describe("Plaid's other answers", () => {
   test("an error other than INVALID_WEBHOOK_VERIFICATION_KEY_ID (wrong API keys, Plaid down) is not remembered: the kid is asked again a minute later", async () => {
-    let failWith: Response | null = Response.json({ error_type: "INVALID_INPUT", error_code: "INVALID_API_KEYS", error_message: "invalid client_id or secret provided" }, { status: 400 });
+    let failWith: Response | null = Response.json(
+      {
+        error_type: "INVALID_INPUT",
+        error_code: "INVALID_API_KEYS",
+        error_message: "invalid client_id or secret provided",
+      },
+      { status: 400 },
+    );
     const api = stubPlaid(
       () => ({ [KID]: plaidJwk }),
       () => failWith,
@@ -360,7 +474,14 @@ describe("the settings", () => {
     const withConfig = plaid.withConfig;
     if (!withConfig) throw new Error("plaid.items takes no config");
     expect(plaid.configKeys).toEqual(["env", "api_base_url"]);
-    for (const ok of [{}, { env: "sandbox" }, { env: "production", api_base_url: "" }, { api_base_url: "https://plaid-proxy.example.com/" }, { api_base_url: "http://127.0.0.1:8080" }, { api_base_url: "http://localhost:8080/plaid" }]) {
+    for (const ok of [
+      {},
+      { env: "sandbox" },
+      { env: "production", api_base_url: "" },
+      { api_base_url: "https://plaid-proxy.example.com/" },
+      { api_base_url: "http://127.0.0.1:8080" },
+      { api_base_url: "http://localhost:8080/plaid" },
+    ]) {
       expect(() => withConfig(ok)).not.toThrow();
     }
     const refused: [Record<string, unknown>, RegExp][] = [

@@ -10,7 +10,14 @@ import { type PollCapture, pollCapturesOf } from "../../src/bobbin/captures.ts";
 import type { Context, Item } from "../../src/plugin/processor.ts";
 import { Permanent, Retryable } from "../../src/plugin/types.ts";
 import { openSpool } from "../../src/store/sqlite/db.ts";
-import poller, { baseOf, cikOf, type EdgarSettings, feedUrl, SEEN, userAgentProblem } from "../../bobbins/sec/edgar/poller.ts";
+import poller, {
+  baseOf,
+  cikOf,
+  type EdgarSettings,
+  feedUrl,
+  SEEN,
+  userAgentProblem,
+} from "../../bobbins/sec/edgar/poller.ts";
 import { startHookspool, waitFor } from "../helpers/proc.ts";
 import { Receiver } from "../helpers/receiver.ts";
 import { tempDir } from "../helpers/tmp.ts";
@@ -19,7 +26,9 @@ import { builtin, kitOf } from "./catalogue.ts";
 const bobbin = builtin("sec.edgar");
 const kit = kitOf(bobbin);
 const UA = String(kit.instance.settings.user_agent);
-const captures = new Map(pollCapturesOf(bobbin.files()).map((c) => [c.file.replace(/^captures\/poll-|\.json$/g, ""), c]));
+const captures = new Map(
+  pollCapturesOf(bobbin.files()).map((c) => [c.file.replace(/^captures\/poll-|\.json$/g, ""), c]),
+);
 const capture = (name: string): PollCapture => {
   const c = captures.get(name);
   if (!c) throw new Error(`no captures/poll-${name}.json`);
@@ -38,14 +47,27 @@ describe("through a real hookspool run", () => {
   test("a baseline tick, a tick with one new filing, a 304: one filing delivered, every request declared and conditional", async () => {
     const first = stubOf("first");
     const later = stubOf("new");
-    type Asked = { path: string; query: Record<string, string>; ua: string | null; ifNoneMatch: string | null; ifModifiedSince: string | null; answered?: number };
+    type Asked = {
+      path: string;
+      query: Record<string, string>;
+      ua: string | null;
+      ifNoneMatch: string | null;
+      ifModifiedSince: string | null;
+      answered?: number;
+    };
     const seen: Asked[] = [];
     const stub = Bun.serve({
       hostname: "127.0.0.1",
       port: 0,
       fetch(req) {
         const u = new URL(req.url);
-        const r: Asked = { path: u.pathname, query: Object.fromEntries(u.searchParams), ua: req.headers.get("user-agent"), ifNoneMatch: req.headers.get("if-none-match"), ifModifiedSince: req.headers.get("if-modified-since") };
+        const r: Asked = {
+          path: u.pathname,
+          query: Object.fromEntries(u.searchParams),
+          ua: req.headers.get("user-agent"),
+          ifNoneMatch: req.headers.get("if-none-match"),
+          ifModifiedSince: req.headers.get("if-modified-since"),
+        };
         seen.push(r);
         const answer = seen.length === 1 ? first : seen.length === 2 ? later : null;
         // After the second answer nothing changes: SEC's 304 to a conditional GET with its ETag.
@@ -56,7 +78,19 @@ describe("through a real hookspool run", () => {
         return new Response(a.body, { status: 200, headers: a.headers });
       },
     });
-    const receiver = new Receiver<{ route: string; key: string; events: { key: string; cik: string; accession: string; form: string; filed: string; title: string; link: string }[] }>({});
+    const receiver = new Receiver<{
+      route: string;
+      key: string;
+      events: {
+        key: string;
+        cik: string;
+        accession: string;
+        form: string;
+        filed: string;
+        title: string;
+        link: string;
+      }[];
+    }>({});
     // A home of its own, not the shared run (catalogue.ts), which serves no poll bobbin: this one
     // is started three times on clocks an hour apart, its base_url names this test's stub EDGAR.
     const home = tempDir("hookspool-edgar-");
@@ -68,19 +102,35 @@ describe("through a real hookspool run", () => {
         bobbins: {
           edgar: {
             bobbin: "sec.edgar",
-            settings: { cik: "320193", user_agent: UA, forms: ["8-K", "10-K", "10-Q"], base_url: `http://127.0.0.1:${stub.port}` },
+            settings: {
+              cik: "320193",
+              user_agent: UA,
+              forms: ["8-K", "10-K", "10-Q"],
+              base_url: `http://127.0.0.1:${stub.port}`,
+            },
             outputs: { filing: "receiver" },
             // The first tick at once; the next ones an hour apart, reached by moving the clock.
             jitter_s: 0,
           },
         },
-        destinations: { receiver: { type: "http", url: `http://127.0.0.1:${receiver.port}/in`, allow_insecure: true, unsigned: true, timeout_s: 5 } },
+        destinations: {
+          receiver: {
+            type: "http",
+            url: `http://127.0.0.1:${receiver.port}/in`,
+            allow_insecure: true,
+            unsigned: true,
+            timeout_s: 5,
+          },
+        },
       }),
     );
     const finishedTicks = () => {
       const db = openSpool(join(home, "spool.db"));
       try {
-        const row = db.db.query("SELECT last_tick_at, delivered_tick_at FROM polls WHERE instance = 'edgar'").get() as { last_tick_at: number | null; delivered_tick_at: number | null } | null;
+        const row = db.db.query("SELECT last_tick_at, delivered_tick_at FROM polls WHERE instance = 'edgar'").get() as {
+          last_tick_at: number | null;
+          delivered_tick_at: number | null;
+        } | null;
         return row?.last_tick_at != null && row.delivered_tick_at === row.last_tick_at ? row.last_tick_at : null;
       } finally {
         db.close();
@@ -94,10 +144,14 @@ describe("through a real hookspool run", () => {
       try {
         await hs.port();
         await waitFor(`request ${n} to the stub`, () => seen.length >= n, 20_000);
-        await waitFor(`tick ${n} finished`, () => {
-          const t = finishedTicks();
-          return t !== null && t !== before;
-        }, 20_000);
+        await waitFor(
+          `tick ${n} finished`,
+          () => {
+            const t = finishedTicks();
+            return t !== null && t !== before;
+          },
+          20_000,
+        );
         await waitFor(`${filings} filing(s) delivered`, () => receiver.accepted().length === filings, 20_000);
       } finally {
         hs.kill("SIGTERM");
@@ -115,11 +169,22 @@ describe("through a real hookspool run", () => {
     expect(seen.length).toBe(3);
     for (const r of seen) {
       expect(r.path).toBe("/cgi-bin/browse-edgar");
-      expect(r.query).toEqual({ action: "getcompany", CIK: "0000320193", type: "", dateb: "", owner: "include", count: "40", output: "atom" });
+      expect(r.query).toEqual({
+        action: "getcompany",
+        CIK: "0000320193",
+        type: "",
+        dateb: "",
+        owner: "include",
+        count: "40",
+        output: "atom",
+      });
       expect(r.ua).toBe(UA);
     }
     expect([seen[0]?.ifNoneMatch, seen[0]?.ifModifiedSince]).toEqual([null, null]);
-    expect([seen[1]?.ifNoneMatch, seen[1]?.ifModifiedSince]).toEqual([first.headers.etag ?? null, first.headers["last-modified"] ?? null]);
+    expect([seen[1]?.ifNoneMatch, seen[1]?.ifModifiedSince]).toEqual([
+      first.headers.etag ?? null,
+      first.headers["last-modified"] ?? null,
+    ]);
     expect(seen[2]?.ifNoneMatch).toBe(later.headers.etag ?? null);
     expect(seen.map((r) => r.answered)).toEqual([200, 200, 304]);
     const got = receiver.accepted().map((d) => d.doc);
@@ -159,7 +224,14 @@ function fake(settings: Partial<EdgarSettings>, state = new Map<string, unknown>
     throw new Error("the poller makes only conditional GETs");
   };
   const ctx: Context<EdgarSettings> = {
-    settings: { cik: "320193", user_agent: UA, forms: [], announce_existing: false, base_url: "https://www.sec.gov", ...settings },
+    settings: {
+      cik: "320193",
+      user_agent: UA,
+      forms: [],
+      announce_existing: false,
+      base_url: "https://www.sec.gov",
+      ...settings,
+    },
     secret: refuse,
     http: {
       request: refuse,
@@ -167,7 +239,12 @@ function fake(settings: Partial<EdgarSettings>, state = new Map<string, unknown>
       postJson: refuse,
       postForm: refuse,
       async getText(url, opts = {}) {
-        calls.push({ url, headers: opts.headers ?? {}, ...(opts.etag !== undefined ? { etag: opts.etag } : {}), ...(opts.lastModified !== undefined ? { lastModified: opts.lastModified } : {}) });
+        calls.push({
+          url,
+          headers: opts.headers ?? {},
+          ...(opts.etag !== undefined ? { etag: opts.etag } : {}),
+          ...(opts.lastModified !== undefined ? { lastModified: opts.lastModified } : {}),
+        });
         const a = answers.shift();
         if (!a) throw new Error("no answer left");
         return a;
@@ -176,7 +253,8 @@ function fake(settings: Partial<EdgarSettings>, state = new Map<string, unknown>
     oauth: () => {
       throw new Error("no oauth");
     },
-    loadState: <T>(name: string, fallback: T): T => (state.has(name) ? (structuredClone(state.get(name)) as T) : fallback),
+    loadState: <T>(name: string, fallback: T): T =>
+      state.has(name) ? (structuredClone(state.get(name)) as T) : fallback,
     saveState: (name, value) => {
       state.set(name, JSON.parse(JSON.stringify(value)));
     },
@@ -195,7 +273,10 @@ function fake(settings: Partial<EdgarSettings>, state = new Map<string, unknown>
   };
   const tick = async (a: Answer): Promise<Item[]> => {
     answers.push(a);
-    return poller.poll({ id: 1, deliveryId: "d", source: "edgar", key: "poll", events: [{ tick: 0, instance: "edgar" }], doc: {} }, ctx);
+    return poller.poll(
+      { id: 1, deliveryId: "d", source: "edgar", key: "poll", events: [{ tick: 0, instance: "edgar" }], doc: {} },
+      ctx,
+    );
   };
   return { ctx, tick, calls, paced, logs, state };
 }
@@ -212,7 +293,11 @@ function feedOf(entries: { acc: string; form: string; filed?: string; id?: strin
       return `<entry><category label="form type" scheme="https://www.sec.gov/" term="${e.form}" /><id>${e.id ?? `urn:tag:sec.gov,2008:accession-number=${e.acc}`}</id><link href="${link}" rel="alternate" type="text/html" /><summary type="html"> &lt;b&gt;Filed:&lt;/b&gt; ${filed} &lt;b&gt;AccNo:&lt;/b&gt; ${e.acc}</summary><title>${e.form}  - A filing</title><updated>${filed}T16:05:00-05:00</updated></entry>`;
     })
     .join("\n");
-  return { status: 200, text: `<?xml version="1.0" encoding="ISO-8859-1" ?>\n<feed xmlns="http://www.w3.org/2005/Atom">\n${body}\n<title>Apple Inc.  (0000320193)</title>\n</feed>\n`, headers: { "content-type": "application/atom+xml" } };
+  return {
+    status: 200,
+    text: `<?xml version="1.0" encoding="ISO-8859-1" ?>\n<feed xmlns="http://www.w3.org/2005/Atom">\n${body}\n<title>Apple Inc.  (0000320193)</title>\n</feed>\n`,
+    headers: { "content-type": "application/atom+xml" },
+  };
 }
 
 describe("the first tick", () => {
@@ -221,7 +306,12 @@ describe("the first tick", () => {
     expect(await f.tick(answerOf("first"))).toEqual([]);
     const seen = f.state.get("seen") as { accessions: string[] };
     // The Form 4 the forms filter drops is recorded too.
-    expect(seen.accessions).toEqual(["0000320193-24-000135", "0001140361-24-049822", "0000320193-24-000123", "0000320193-24-000120"]);
+    expect(seen.accessions).toEqual([
+      "0000320193-24-000135",
+      "0001140361-24-049822",
+      "0000320193-24-000123",
+      "0000320193-24-000120",
+    ]);
     expect(f.logs.at(-1)).toContain("recorded as the baseline");
     const items = await f.tick(answerOf("new"));
     expect(items).toEqual(itemsOf("new").filter((i) => i.accession === NEW_10Q));
@@ -248,7 +338,14 @@ describe("the first tick", () => {
     const f = fake({});
     await f.tick(answerOf("first"));
     const other = fake({ cik: "789019" }, f.state);
-    expect(await other.tick(feedOf([{ acc: "0000950170-25-010101", form: "10-Q" }, { acc: "0000950170-25-000202", form: "8-K" }]))).toEqual([]);
+    expect(
+      await other.tick(
+        feedOf([
+          { acc: "0000950170-25-010101", form: "10-Q" },
+          { acc: "0000950170-25-000202", form: "8-K" },
+        ]),
+      ),
+    ).toEqual([]);
     expect(other.calls[0]?.url).toContain("CIK=0000789019");
     // The ETag of another URL is not sent.
     expect(other.calls[0]?.etag).toBeUndefined();
@@ -265,15 +362,29 @@ describe("the request", () => {
     expect([...f.state.entries()]).toEqual(before);
     const first = stubOf("first").headers;
     expect(f.calls).toEqual([
-      { url: "https://www.sec.gov/cgi-bin/browse-edgar?action=getcompany&CIK=0000320193&type=&dateb=&owner=include&count=40&output=atom", headers: { "User-Agent": UA, Accept: "application/atom+xml" } },
-      { url: "https://www.sec.gov/cgi-bin/browse-edgar?action=getcompany&CIK=0000320193&type=&dateb=&owner=include&count=40&output=atom", headers: { "User-Agent": UA, Accept: "application/atom+xml" }, etag: first.etag ?? "", lastModified: first["last-modified"] ?? "" },
+      {
+        url: "https://www.sec.gov/cgi-bin/browse-edgar?action=getcompany&CIK=0000320193&type=&dateb=&owner=include&count=40&output=atom",
+        headers: { "User-Agent": UA, Accept: "application/atom+xml" },
+      },
+      {
+        url: "https://www.sec.gov/cgi-bin/browse-edgar?action=getcompany&CIK=0000320193&type=&dateb=&owner=include&count=40&output=atom",
+        headers: { "User-Agent": UA, Accept: "application/atom+xml" },
+        etag: first.etag ?? "",
+        lastModified: first["last-modified"] ?? "",
+      },
     ]);
     expect(f.paced).toEqual([5, 5]);
   });
 
   test("an answer that is not the feed (SEC's page for an undeclared tool) retries the tick and changes no state", async () => {
     const f = fake({});
-    await expect(f.tick({ status: 200, text: "<!DOCTYPE html><html><body>Your Request Originates from an Undeclared Automated Tool</body></html>", headers: { "content-type": "text/html" } })).rejects.toBeInstanceOf(Retryable);
+    await expect(
+      f.tick({
+        status: 200,
+        text: "<!DOCTYPE html><html><body>Your Request Originates from an Undeclared Automated Tool</body></html>",
+        headers: { "content-type": "text/html" },
+      }),
+    ).rejects.toBeInstanceOf(Retryable);
     expect(f.state.size).toBe(0);
   });
 
@@ -299,7 +410,11 @@ describe("the request", () => {
       } catch (e) {
         err = e;
       }
-      expect({ settings, permanent: err instanceof Permanent, message: (err as Error | undefined)?.message }).toEqual({ settings, permanent: true, message: expect.stringMatching(why) });
+      expect({ settings, permanent: err instanceof Permanent, message: (err as Error | undefined)?.message }).toEqual({
+        settings,
+        permanent: true,
+        message: expect.stringMatching(why),
+      });
       expect(f.calls).toEqual([]);
     }
   });
@@ -307,7 +422,19 @@ describe("the request", () => {
   test("what the settings accept", () => {
     expect([cikOf("320193"), cikOf(" 0000320193 "), cikOf("1")]).toEqual(["0000320193", "0000320193", "0000000001"]);
     expect(userAgentProblem("Example Research Desk edgar-alerts@example.com")).toBeNull();
-    expect([baseOf(""), baseOf("https://www.sec.gov/"), baseOf("http://localhost:8080/"), baseOf("http://127.0.0.1:9/edgar/"), baseOf("https://edgar-mirror.example.org/sec")]).toEqual(["https://www.sec.gov", "https://www.sec.gov", "http://localhost:8080", "http://127.0.0.1:9/edgar", "https://edgar-mirror.example.org/sec"]);
+    expect([
+      baseOf(""),
+      baseOf("https://www.sec.gov/"),
+      baseOf("http://localhost:8080/"),
+      baseOf("http://127.0.0.1:9/edgar/"),
+      baseOf("https://edgar-mirror.example.org/sec"),
+    ]).toEqual([
+      "https://www.sec.gov",
+      "https://www.sec.gov",
+      "http://localhost:8080",
+      "http://127.0.0.1:9/edgar",
+      "https://edgar-mirror.example.org/sec",
+    ]);
     expect(feedUrl("https://www.sec.gov", "0000320193", ["SC 13G/A"])).toContain("&type=SC%2013G%2FA&");
   });
 });
@@ -322,7 +449,11 @@ describe("forms", () => {
 
   test("keeps exactly the listed form types, case-insensitively; an amendment is a form of its own", async () => {
     const f = fake({ forms: ["10-k", "8-K", "4"], announce_existing: true });
-    expect(accessionsOf(await f.tick(feed))).toEqual(["0000320193-25-000030", "0001140361-25-004411", "0000320193-25-000029"]);
+    expect(accessionsOf(await f.tick(feed))).toEqual([
+      "0000320193-25-000030",
+      "0001140361-25-004411",
+      "0000320193-25-000029",
+    ]);
     expect(f.calls[0]?.url).toContain("&type=&");
   });
 
@@ -378,6 +509,12 @@ describe("the seen-list", () => {
   test("the filing date comes from the summary, else from updated", async () => {
     const f = fake({ announce_existing: true });
     const [item] = await f.tick(feedOf([{ acc: "0000320193-25-000041", form: "8-K", filed: "2025-02-04" }]));
-    expect(item).toMatchObject({ filed: "2025-02-04", form: "8-K", title: "8-K - A filing", key: "0000320193", cik: "0000320193" });
+    expect(item).toMatchObject({
+      filed: "2025-02-04",
+      form: "8-K",
+      title: "8-K - A filing",
+      key: "0000320193",
+      cik: "0000320193",
+    });
   });
 });

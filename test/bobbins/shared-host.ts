@@ -100,7 +100,10 @@ process.on("unhandledRejection", (e) => void stop(1, `the host failed: ${(e as E
 let bootS = 0.75;
 
 /** Start `hookspool run` over a fresh home of the members on `clock`; its port once it listens. */
-async function launch(clock: number | undefined, aligned: number | null): Promise<{ hs: Hookspool; port: number; home: string }> {
+async function launch(
+  clock: number | undefined,
+  aligned: number | null,
+): Promise<{ hs: Hookspool; port: number; home: string }> {
   const home = tempDir("hookspool-shared-run-");
   writeSharedHome(home, membersOf(clock), receiver.port);
   const env = clock === undefined || aligned === null ? {} : { HOOKSPOOL_TEST_CLOCK_OFFSET_S: String(clock - aligned) };
@@ -136,7 +139,10 @@ async function startRun(clock: number | undefined): Promise<Run> {
       const late = up.hs;
       late.kill("SIGTERM");
       await late.exited;
-      if (attempt === 3) throw new Error(`the run on the clock at ${clock} took too long to listen, three times (the last ${bootS.toFixed(1)} s)`);
+      if (attempt === 3)
+        throw new Error(
+          `the run on the clock at ${clock} took too long to listen, three times (the last ${bootS.toFixed(1)} s)`,
+        );
     }
   }
   const { hs, port, home } = up;
@@ -195,7 +201,10 @@ try {
         if (url.pathname === "/stderr") return new Response((await runOf(b)).hs.stderr());
         if (url.pathname === "/deliveries") {
           const path = receiverPathOf(b);
-          return Response.json({ accepted: receiver.accepted().filter((d) => d.path === path), unverified: receiver.unverified.filter((u) => u.startsWith(`${path} `)) });
+          return Response.json({
+            accepted: receiver.accepted().filter((d) => d.path === path),
+            unverified: receiver.unverified.filter((u) => u.startsWith(`${path} `)),
+          });
         }
         return new Response("not found", { status: 404 });
       } catch (e) {

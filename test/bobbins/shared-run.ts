@@ -73,7 +73,12 @@ export function instancesFor(b: Bobbin): Instance[] {
   for (const c of capturesOf(b.files())) {
     const settings = c.settings ?? kit.instance.settings;
     const id = JSON.stringify(settings);
-    if (!out.has(id)) out.set(id, { name: out.size === 0 ? kit.instance.name : `${kit.instance.name}-${out.size}`, settings, captures: [] });
+    if (!out.has(id))
+      out.set(id, {
+        name: out.size === 0 ? kit.instance.name : `${kit.instance.name}-${out.size}`,
+        settings,
+        captures: [],
+      });
     out.get(id)?.captures.push(c);
   }
   return [...out.values()];
@@ -81,12 +86,21 @@ export function instancesFor(b: Bobbin): Instance[] {
 
 const members = new Map<number | undefined, Bobbin[]>();
 
-/** The built-in bobbins a run on `clock` serves: those with captures whose kit's now it is (no poll: it would tick out to the vendor). */
+/**
+ * The built-in bobbins a run on `clock` serves: those with captures whose kit's now it is (no poll: it would tick out
+ * to the vendor).
+ */
 export function membersOf(clock: number | undefined): Bobbin[] {
   let m = members.get(clock);
   if (!m) {
     m = [...builtins().values()]
-      .filter((b) => b.files().has("captures/kit.toml") && !b.manifest.poll && capturesOf(b.files()).length > 0 && kitOf(b).now === clock)
+      .filter(
+        (b) =>
+          b.files().has("captures/kit.toml") &&
+          !b.manifest.poll &&
+          capturesOf(b.files()).length > 0 &&
+          kitOf(b).now === clock,
+      )
       .sort((a, b) => (a.name < b.name ? -1 : 1));
     members.set(clock, m);
   }
@@ -111,23 +125,37 @@ export function writeSharedHome(home: string, members: Bobbin[], receiverPort: n
     }
     for (const i of instancesFor(b)) {
       const other = owner.get(i.name);
-      if (other !== undefined) throw new Error(`the kits of ${other} and ${b.name} both name the instance ${i.name}: one shared run cannot serve both (rename one in its captures/kit.toml)`);
+      if (other !== undefined)
+        throw new Error(
+          `the kits of ${other} and ${b.name} both name the instance ${i.name}: one shared run cannot serve both (rename one in its captures/kit.toml)`,
+        );
       owner.set(i.name, b.name);
       bobbins[i.name] = {
         bobbin: b.name,
         secrets,
         ...(Object.keys(i.settings).length ? { settings: i.settings } : {}),
         // Everything to the bobbin's destination: a processor's every output, a source's "*".
-        outputs: b.manifest.processor ? Object.fromEntries(Object.keys(b.manifest.outputs).map((o) => [o, destinationOf(b)])) : { "*": destinationOf(b) },
+        outputs: b.manifest.processor
+          ? Object.fromEntries(Object.keys(b.manifest.outputs).map((o) => [o, destinationOf(b)]))
+          : { "*": destinationOf(b) },
         // Deliver at once: the proof is the path, not the window.
         span: "immediate",
       };
     }
     // Unsigned deliveries: the process may run on the kit's clock, months behind the receiver's,
     // and the outbound signature is not what this proves (the destination suites prove it).
-    destinations[destinationOf(b)] = { type: "http", url: `http://127.0.0.1:${receiverPort}${receiverPathOf(b)}`, allow_insecure: true, unsigned: true, timeout_s: 5 };
+    destinations[destinationOf(b)] = {
+      type: "http",
+      url: `http://127.0.0.1:${receiverPort}${receiverPathOf(b)}`,
+      allow_insecure: true,
+      unsigned: true,
+      timeout_s: 5,
+    };
   }
-  writeFileSync(join(home, "config.toml"), stringify({ intake: { listen: "127.0.0.1:0" }, dispatch: { poll_s: 0.05, heartbeat_s: 1 }, bobbins, destinations }));
+  writeFileSync(
+    join(home, "config.toml"),
+    stringify({ intake: { listen: "127.0.0.1:0" }, dispatch: { poll_s: 0.05, heartbeat_s: 1 }, bobbins, destinations }),
+  );
 }
 
 /** What one capture got, as the host sends it back. */
@@ -151,9 +179,20 @@ export async function sendCaptures(port: number, b: Bobbin): Promise<Answer[]> {
       const path = r.url.replace(/^\/hooks\/[^/?]+/, `/hooks/${i.name}`);
       // fetch frames the request itself: its own Host and Content-Length.
       const headers = r.headers.filter(([k]) => !["host", "content-length"].includes(k.toLowerCase()));
-      const res = await fetch(`http://127.0.0.1:${port}${path}`, { method: r.method, headers, body: r.method === "GET" || r.method === "HEAD" ? undefined : r.body });
+      const res = await fetch(`http://127.0.0.1:${port}${path}`, {
+        method: r.method,
+        headers,
+        body: r.method === "GET" || r.method === "HEAD" ? undefined : r.body,
+      });
       const word = res.headers.get("x-hookspool-status") ?? undefined;
-      out.push({ file: c.file, instance: i.name, status: res.status, body: await res.text(), ...(word !== undefined ? { word } : {}), headers: Object.fromEntries(res.headers.entries()) });
+      out.push({
+        file: c.file,
+        instance: i.name,
+        status: res.status,
+        body: await res.text(),
+        ...(word !== undefined ? { word } : {}),
+        headers: Object.fromEntries(res.headers.entries()),
+      });
     }
   }
   return out;
@@ -198,7 +237,9 @@ export interface SharedRun {
   /** The events of `b`'s instances, in the order they were stored. */
   events(b: Bobbin): EventRow[];
   /** What the receiver got at `b`'s destination. */
-  deliveries<D = { key: string; events: unknown[] }>(b: Bobbin): Promise<{ accepted: Delivery<D>[]; unverified: string[] }>;
+  deliveries<D = { key: string; events: unknown[] }>(
+    b: Bobbin,
+  ): Promise<{ accepted: Delivery<D>[]; unverified: string[] }>;
   /** Everything the run wrote to stderr so far. */
   stderr(): Promise<string>;
   /** The file `b`'s secret `name` is read from. */
@@ -232,7 +273,8 @@ const hosts = new Map<Runtime, HostState>();
 /** The shared run that serves `b` (started when none is up for this worker, runtime and clock). */
 export async function sharedRun(b: Bobbin, runtime: Runtime = "bun"): Promise<SharedRun> {
   const clock = kitOf(b).now;
-  if (!membersOf(clock).includes(b)) throw new Error(`${b.name} is not served by a shared run (a poll bobbin, or no captures)`);
+  if (!membersOf(clock).includes(b))
+    throw new Error(`${b.name} is not served by a shared run (a poll bobbin, or no captures)`);
   let host = hosts.get(runtime);
   if (!host || !alive(host.pid)) {
     host = await hostFor(runtime);
@@ -292,14 +334,17 @@ async function hostFor(runtime: Runtime): Promise<HostState> {
   mkdirSync(dir, { recursive: true, mode: 0o700 });
   const statePath = join(dir, `${runtime}.json`);
   const errorPath = `${statePath}.error`;
-  const read = (): HostState | null => (existsSync(statePath) ? (JSON.parse(readFileSync(statePath, "utf8")) as HostState) : null);
+  const read = (): HostState | null =>
+    existsSync(statePath) ? (JSON.parse(readFileSync(statePath, "utf8")) as HostState) : null;
   const found = read();
   if (found && found.worker === process.pid && alive(found.pid)) return found;
   rmSync(statePath, { force: true });
   rmSync(errorPath, { force: true });
   // setsid -f: the host in a session of its own, its parent gone at once, so that the end of the
   // file that started it (which kills that file's children under --parallel) does not end it.
-  const p = Bun.spawnSync(["setsid", "-f", process.execPath, HOST, statePath, String(process.pid), runtime], { stdio: ["ignore", "ignore", "ignore"] });
+  const p = Bun.spawnSync(["setsid", "-f", process.execPath, HOST, statePath, String(process.pid), runtime], {
+    stdio: ["ignore", "ignore", "ignore"],
+  });
   if (p.exitCode !== 0) throw new Error(`setsid could not start the shared runs' host (exit ${p.exitCode})`);
   return waitFor(`the shared ${runtime} runs' host`, () => {
     if (existsSync(errorPath)) {

@@ -49,38 +49,109 @@ ${KIT_DESTINATION}`,
       "X-Shopify-Triggered-At": "2026-08-22T12:05:11.811473302Z",
     });
   const stored = (body: string) =>
-    t.db.db.query("SELECT b.id AS batch, b.key, e.event_type, e.dedup_id FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.payload = ?").get(body) as { batch: number; key: string; event_type: string; dedup_id: string } | null;
+    t.db.db
+      .query(
+        "SELECT b.id AS batch, b.key, e.event_type, e.dedup_id FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.payload = ?",
+      )
+      .get(body) as { batch: number; key: string; event_type: string; dedup_id: string } | null;
   // Shopify's JSON escapes "/" as "\/"; the key is read from the parsed payload.
-  const order = (id: number, status: string) => JSON.stringify({ id, admin_graphql_api_id: `gid://shopify/Order/${id}`, financial_status: status, name: "#1043", test: false }).replaceAll("/", "\\/");
+  const order = (id: number, status: string) =>
+    JSON.stringify({
+      id,
+      admin_graphql_api_id: `gid://shopify/Order/${id}`,
+      financial_status: status,
+      name: "#1043",
+      test: false,
+    }).replaceAll("/", "\\/");
 
   test("the key is the shop and the order's typed id; the order's next topic joins its batch", async () => {
     const created = order(6100000000202, "pending");
     const paid = order(6100000000202, "paid");
-    expect((await post("orders/create", created, "0d2c2a7e-0001-4c8a-9e6f-0b1a2c3d4e51", "1a6b5c4d-0001-4a1b-8c9d-0e1f2a3b4c52")).status).toBe(202);
-    expect((await post("orders/paid", paid, "0d2c2a7e-0002-4c8a-9e6f-0b1a2c3d4e51", "1a6b5c4d-0002-4a1b-8c9d-0e1f2a3b4c52")).status).toBe(202);
+    expect(
+      (
+        await post(
+          "orders/create",
+          created,
+          "0d2c2a7e-0001-4c8a-9e6f-0b1a2c3d4e51",
+          "1a6b5c4d-0001-4a1b-8c9d-0e1f2a3b4c52",
+        )
+      ).status,
+    ).toBe(202);
+    expect(
+      (await post("orders/paid", paid, "0d2c2a7e-0002-4c8a-9e6f-0b1a2c3d4e51", "1a6b5c4d-0002-4a1b-8c9d-0e1f2a3b4c52"))
+        .status,
+    ).toBe(202);
     const a = stored(created);
     const b = stored(paid);
-    expect(a).toMatchObject({ key: `${SHOP}:gid://shopify/Order/6100000000202`, event_type: "orders/create", dedup_id: "0d2c2a7e-0001-4c8a-9e6f-0b1a2c3d4e51" });
+    expect(a).toMatchObject({
+      key: `${SHOP}:gid://shopify/Order/6100000000202`,
+      event_type: "orders/create",
+      dedup_id: "0d2c2a7e-0001-4c8a-9e6f-0b1a2c3d4e51",
+    });
     expect(b).toMatchObject({ key: a?.key, event_type: "orders/paid" });
     expect(b?.batch).toBe(a?.batch);
   });
 
   test("Shopify's retry (the original payload, the same X-Shopify-Webhook-Id) is a duplicate", async () => {
     const body = order(6100000000303, "paid");
-    const first = await post("orders/create", body, "0d2c2a7e-0003-4c8a-9e6f-0b1a2c3d4e51", "1a6b5c4d-0003-4a1b-8c9d-0e1f2a3b4c52");
+    const first = await post(
+      "orders/create",
+      body,
+      "0d2c2a7e-0003-4c8a-9e6f-0b1a2c3d4e51",
+      "1a6b5c4d-0003-4a1b-8c9d-0e1f2a3b4c52",
+    );
     expect([first.status, await first.text()]).toEqual([202, '{"status":"queued"}']);
-    const retry = await post("orders/create", body, "0d2c2a7e-0003-4c8a-9e6f-0b1a2c3d4e51", "1a6b5c4d-0003-4a1b-8c9d-0e1f2a3b4c52");
+    const retry = await post(
+      "orders/create",
+      body,
+      "0d2c2a7e-0003-4c8a-9e6f-0b1a2c3d4e51",
+      "1a6b5c4d-0003-4a1b-8c9d-0e1f2a3b4c52",
+    );
     expect([retry.status, await retry.text()]).toEqual([200, '{"status":"duplicate"}']);
     // A second subscription to the same topic is another delivery of the same event: another webhook id.
-    const second = await post("orders/create", body, "0d2c2a7e-0004-4c8a-9e6f-0b1a2c3d4e51", "1a6b5c4d-0003-4a1b-8c9d-0e1f2a3b4c52");
+    const second = await post(
+      "orders/create",
+      body,
+      "0d2c2a7e-0004-4c8a-9e6f-0b1a2c3d4e51",
+      "1a6b5c4d-0003-4a1b-8c9d-0e1f2a3b4c52",
+    );
     expect([second.status, await second.text()]).toEqual([202, '{"status":"queued"}']);
   });
 
   test("without a typed id the key falls back to the numeric id, then to the shop", async () => {
-    const uninstalled = JSON.stringify({ id: 72000000001, name: "Kit Example Shop", domain: "shop.example.com", myshopify_domain: SHOP });
-    const dataRequest = JSON.stringify({ shop_id: 72000000001, shop_domain: SHOP, orders_requested: [6100000000101], customer: { id: 7200000000201, email: "buyer@example.com", phone: null }, data_request: { id: 9999 } });
-    expect((await post("app/uninstalled", uninstalled, "0d2c2a7e-0005-4c8a-9e6f-0b1a2c3d4e51", "1a6b5c4d-0005-4a1b-8c9d-0e1f2a3b4c52")).status).toBe(202);
-    expect((await post("customers/data_request", dataRequest, "0d2c2a7e-0006-4c8a-9e6f-0b1a2c3d4e51", "1a6b5c4d-0006-4a1b-8c9d-0e1f2a3b4c52")).status).toBe(202);
+    const uninstalled = JSON.stringify({
+      id: 72000000001,
+      name: "Kit Example Shop",
+      domain: "shop.example.com",
+      myshopify_domain: SHOP,
+    });
+    const dataRequest = JSON.stringify({
+      shop_id: 72000000001,
+      shop_domain: SHOP,
+      orders_requested: [6100000000101],
+      customer: { id: 7200000000201, email: "buyer@example.com", phone: null },
+      data_request: { id: 9999 },
+    });
+    expect(
+      (
+        await post(
+          "app/uninstalled",
+          uninstalled,
+          "0d2c2a7e-0005-4c8a-9e6f-0b1a2c3d4e51",
+          "1a6b5c4d-0005-4a1b-8c9d-0e1f2a3b4c52",
+        )
+      ).status,
+    ).toBe(202);
+    expect(
+      (
+        await post(
+          "customers/data_request",
+          dataRequest,
+          "0d2c2a7e-0006-4c8a-9e6f-0b1a2c3d4e51",
+          "1a6b5c4d-0006-4a1b-8c9d-0e1f2a3b4c52",
+        )
+      ).status,
+    ).toBe(202);
     expect(stored(uninstalled)?.key).toBe(`${SHOP}:72000000001`);
     expect(stored(dataRequest)?.key).toBe(`${SHOP}:shop`);
   });
@@ -88,7 +159,13 @@ ${KIT_DESTINATION}`,
   test("a compliance webhook with a bad HMAC gets 401, as Shopify requires of an app", async () => {
     const body = JSON.stringify({ shop_id: 72000000001, shop_domain: SHOP });
     const events = t.count("events");
-    const res = await post("shop/redact", body, "0d2c2a7e-0007-4c8a-9e6f-0b1a2c3d4e51", "1a6b5c4d-0007-4a1b-8c9d-0e1f2a3b4c52", "kit-test-other-app-secret");
+    const res = await post(
+      "shop/redact",
+      body,
+      "0d2c2a7e-0007-4c8a-9e6f-0b1a2c3d4e51",
+      "1a6b5c4d-0007-4a1b-8c9d-0e1f2a3b4c52",
+      "kit-test-other-app-secret",
+    );
     expect([res.status, await res.text()]).toEqual([401, ""]);
     expect(t.count("events")).toBe(events);
   });

@@ -13,13 +13,17 @@ const SECRET = kit.secrets.secret;
 const NOW = kit.now ?? 0;
 const v1 = (key: string, t: number, body: string) => createHmac("sha256", key).update(`${t}.${body}`).digest("hex");
 
-bobbinTest("stripe.events", "an invoice event is queued and delivered, the destination ping is acked and ignored, a bad signature is 401", {
-  answers: {
-    "captures/accepted.http": 202,
-    "captures/ping.http": 200,
-    "captures/rejected.http": { status: 401, body: "" },
+bobbinTest(
+  "stripe.events",
+  "an invoice event is queued and delivered, the destination ping is acked and ignored, a bad signature is 401",
+  {
+    answers: {
+      "captures/accepted.http": 202,
+      "captures/ping.http": 200,
+      "captures/rejected.http": { status: 401, body: "" },
+    },
   },
-});
+);
 
 describe("against an intake on the kit's clock", () => {
   let t: TestIntake;
@@ -41,7 +45,11 @@ ${KIT_DESTINATION}`,
   const post = (body: string, ts: number, signature = `t=${ts},v1=${v1(SECRET, ts, body)}`) =>
     t.post("/hooks/stripe", body, { "Content-Type": "application/json; charset=utf-8", "Stripe-Signature": signature });
   const stored = (body: string) =>
-    t.db.db.query("SELECT b.key, e.event_type, e.dedup_id FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.payload = ?").get(body) as { key: string; event_type: string; dedup_id: string } | null;
+    t.db.db
+      .query(
+        "SELECT b.key, e.event_type, e.dedup_id FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.payload = ?",
+      )
+      .get(body) as { key: string; event_type: string; dedup_id: string } | null;
   const accepted = () => {
     const c = bobbin.files().get("captures/accepted.http") ?? "";
     return c.slice(c.indexOf("\n\n") + 2).replace(/\n$/, "");
@@ -51,11 +59,24 @@ ${KIT_DESTINATION}`,
     const body = accepted();
     const res = await post(body, NOW);
     expect([res.status, await res.text()]).toEqual([202, '{"status":"queued"}']);
-    expect(stored(body)).toEqual({ key: "cus_ExampleCustomer01", event_type: "invoice.paid", dedup_id: "evt_1RxExampleInvoicePaid01" });
+    expect(stored(body)).toEqual({
+      key: "cus_ExampleCustomer01",
+      event_type: "invoice.paid",
+      dedup_id: "evt_1RxExampleInvoicePaid01",
+    });
   });
 
   test("Stripe's retry (a new t=, a new signature, pending_webhooks changed) is a duplicate, for all of three days", async () => {
-    const event = (pending: number) => JSON.stringify({ id: "evt_1RxExampleRetried000001", object: "event", created: NOW, data: { object: { id: "pi_ExampleIntent00001", object: "payment_intent", customer: "cus_ExampleCustomer02" } }, livemode: true, pending_webhooks: pending, type: "payment_intent.succeeded" });
+    const event = (pending: number) =>
+      JSON.stringify({
+        id: "evt_1RxExampleRetried000001",
+        object: "event",
+        created: NOW,
+        data: { object: { id: "pi_ExampleIntent00001", object: "payment_intent", customer: "cus_ExampleCustomer02" } },
+        livemode: true,
+        pending_webhooks: pending,
+        type: "payment_intent.succeeded",
+      });
     const first = await post(event(2), NOW);
     expect([first.status, await first.text()]).toEqual([202, '{"status":"queued"}']);
     for (const later of [3600, 2 * 86400 + 3600]) {
@@ -68,18 +89,48 @@ ${KIT_DESTINATION}`,
   });
 
   test("the key falls back to the object's id (a customer's own events), then to a thin event's related object", async () => {
-    const customer = JSON.stringify({ id: "evt_1RxExampleCustomer00001", object: "event", created: NOW, data: { object: { id: "cus_ExampleCustomer03", object: "customer", email: "customer@example.com" } }, livemode: false, type: "customer.created" });
-    const thin = JSON.stringify({ id: "evt_test_65RxExampleThin000000000000000", object: "v2.core.event", context: null, created: "2026-08-22T12:00:00.000Z", livemode: false, related_object: { id: "mtr_test_61RxExampleMeter0000", type: "billing.meter", url: "/v1/billing/meters/mtr_test_61RxExampleMeter0000" }, type: "v1.billing.meter.no_meter_found" });
+    const customer = JSON.stringify({
+      id: "evt_1RxExampleCustomer00001",
+      object: "event",
+      created: NOW,
+      data: { object: { id: "cus_ExampleCustomer03", object: "customer", email: "customer@example.com" } },
+      livemode: false,
+      type: "customer.created",
+    });
+    const thin = JSON.stringify({
+      id: "evt_test_65RxExampleThin000000000000000",
+      object: "v2.core.event",
+      context: null,
+      created: "2026-08-22T12:00:00.000Z",
+      livemode: false,
+      related_object: {
+        id: "mtr_test_61RxExampleMeter0000",
+        type: "billing.meter",
+        url: "/v1/billing/meters/mtr_test_61RxExampleMeter0000",
+      },
+      type: "v1.billing.meter.no_meter_found",
+    });
     for (const body of [customer, thin]) {
       const res = await post(body, NOW);
       expect(res.status).toBe(202);
     }
     expect(stored(customer)?.key).toBe("cus_ExampleCustomer03");
-    expect(stored(thin)).toEqual({ key: "mtr_test_61RxExampleMeter0000", event_type: "v1.billing.meter.no_meter_found", dedup_id: "evt_test_65RxExampleThin000000000000000" });
+    expect(stored(thin)).toEqual({
+      key: "mtr_test_61RxExampleMeter0000",
+      event_type: "v1.billing.meter.no_meter_found",
+      dedup_id: "evt_test_65RxExampleThin000000000000000",
+    });
   });
 
   test("during a secret roll any v1= may match; the secret is the whole whsec_ string, not its decoding", async () => {
-    const body = JSON.stringify({ id: "evt_1RxExampleRolled0000001", object: "event", created: NOW, data: { object: { id: "ch_ExampleCharge00001", object: "charge", customer: "cus_ExampleCustomer01" } }, livemode: false, type: "charge.succeeded" });
+    const body = JSON.stringify({
+      id: "evt_1RxExampleRolled0000001",
+      object: "event",
+      created: NOW,
+      data: { object: { id: "ch_ExampleCharge00001", object: "charge", customer: "cus_ExampleCustomer01" } },
+      livemode: false,
+      type: "charge.succeeded",
+    });
     const old = v1("whsec_kit-test-expiring-secret", NOW, body);
     const rolled = await post(body, NOW, `t=${NOW},v1=${old},v1=${v1(SECRET, NOW, body)}`);
     expect(rolled.status).toBe(202);
@@ -90,7 +141,18 @@ ${KIT_DESTINATION}`,
   });
 
   test("a ping signed with another secret is refused like any event", async () => {
-    const ping = JSON.stringify({ id: "evt_test_65RxExamplePing0000000000000001", object: "v2.core.event", created: "2026-08-22T12:00:00.000Z", livemode: false, related_object: { id: "ed_test_61RxExampleDestination00000", type: "v2.core.event_destination", url: "/v2/core/event_destinations/ed_test_61RxExampleDestination00000" }, type: "v2.core.event_destination.ping" });
+    const ping = JSON.stringify({
+      id: "evt_test_65RxExamplePing0000000000000001",
+      object: "v2.core.event",
+      created: "2026-08-22T12:00:00.000Z",
+      livemode: false,
+      related_object: {
+        id: "ed_test_61RxExampleDestination00000",
+        type: "v2.core.event_destination",
+        url: "/v2/core/event_destinations/ed_test_61RxExampleDestination00000",
+      },
+      type: "v2.core.event_destination.ping",
+    });
     const events = t.count("events");
     const bad = await post(ping, NOW, `t=${NOW},v1=${v1("whsec_kit-test-other-secret", NOW, ping)}`);
     expect([bad.status, await bad.text()]).toEqual([401, ""]);

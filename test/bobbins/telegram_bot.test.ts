@@ -14,7 +14,12 @@ const captures = capturesOf(bobbin.files());
 const capture = (file: string) => {
   const c = captures.find((x) => x.file === file);
   if (!c) throw new Error(`no ${file}`);
-  return { body: new TextDecoder().decode(c.request.body), headers: Object.fromEntries(c.request.headers.filter(([k]) => !["host", "content-length"].includes(k.toLowerCase()))) };
+  return {
+    body: new TextDecoder().decode(c.request.body),
+    headers: Object.fromEntries(
+      c.request.headers.filter(([k]) => !["host", "content-length"].includes(k.toLowerCase())),
+    ),
+  };
 };
 const accepted = capture("captures/accepted.http");
 const HEADERS = { "Content-Type": "application/json", "X-Telegram-Bot-Api-Secret-Token": TOKEN };
@@ -44,7 +49,12 @@ ${KIT_DESTINATION}`,
     await t.stop();
   });
 
-  const rowOf = (body: string) => t.db.db.query("SELECT b.key, e.event_type, e.dedup_id FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.payload = ? ORDER BY e.id").all(body) as { key: string; event_type: string; dedup_id: string }[];
+  const rowOf = (body: string) =>
+    t.db.db
+      .query(
+        "SELECT b.key, e.event_type, e.dedup_id FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.payload = ? ORDER BY e.id",
+      )
+      .all(body) as { key: string; event_type: string; dedup_id: string }[];
   const send = async (update: unknown) => {
     const body = JSON.stringify(update);
     const res = await t.post("/hooks/telegram", body, HEADERS);
@@ -63,29 +73,92 @@ ${KIT_DESTINATION}`,
   test("each kind finds its chat, or its user, or its poll, and is typed by its kind", async () => {
     const user = { id: 5550100123, is_bot: false, first_name: "Example" };
     const cases: [unknown, string, string][] = [
-      [{ update_id: 804211400, channel_post: { message_id: 77, chat: { id: -1005550100777, title: "Release notes", type: "channel" }, date: 1778162500, text: "2026.05.07 is out" } }, "-1005550100777", "channel_post"],
-      [{ update_id: 804211401, inline_query: { id: "5550100123000009001", from: user, query: "checklist", offset: "" } }, "5550100123", "inline_query"],
-      [{ update_id: 804211402, my_chat_member: { chat: { id: -1005550100999, title: "Release crew", type: "supergroup" }, from: user, date: 1778162510, old_chat_member: { status: "left", user: { id: 5550100001, is_bot: true, first_name: "Example Helper" } }, new_chat_member: { status: "member", user: { id: 5550100001, is_bot: true, first_name: "Example Helper" } } } }, "-1005550100999", "my_chat_member"],
-      [{ update_id: 804211403, poll_answer: { poll_id: "5550100123000009100", user, option_ids: [1] } }, "5550100123", "poll_answer"],
-      [{ update_id: 804211404, poll: { id: "5550100123000009100", question: "Ship Friday?", options: [], total_voter_count: 3, is_closed: true, is_anonymous: false, type: "regular", allows_multiple_answers: false } }, "5550100123000009100", "poll"],
+      [
+        {
+          update_id: 804211400,
+          channel_post: {
+            message_id: 77,
+            chat: { id: -1005550100777, title: "Release notes", type: "channel" },
+            date: 1778162500,
+            text: "2026.05.07 is out",
+          },
+        },
+        "-1005550100777",
+        "channel_post",
+      ],
+      [
+        {
+          update_id: 804211401,
+          inline_query: { id: "5550100123000009001", from: user, query: "checklist", offset: "" },
+        },
+        "5550100123",
+        "inline_query",
+      ],
+      [
+        {
+          update_id: 804211402,
+          my_chat_member: {
+            chat: { id: -1005550100999, title: "Release crew", type: "supergroup" },
+            from: user,
+            date: 1778162510,
+            old_chat_member: { status: "left", user: { id: 5550100001, is_bot: true, first_name: "Example Helper" } },
+            new_chat_member: { status: "member", user: { id: 5550100001, is_bot: true, first_name: "Example Helper" } },
+          },
+        },
+        "-1005550100999",
+        "my_chat_member",
+      ],
+      [
+        { update_id: 804211403, poll_answer: { poll_id: "5550100123000009100", user, option_ids: [1] } },
+        "5550100123",
+        "poll_answer",
+      ],
+      [
+        {
+          update_id: 804211404,
+          poll: {
+            id: "5550100123000009100",
+            question: "Ship Friday?",
+            options: [],
+            total_voter_count: 3,
+            is_closed: true,
+            is_anonymous: false,
+            type: "regular",
+            allows_multiple_answers: false,
+          },
+        },
+        "5550100123000009100",
+        "poll",
+      ],
     ];
     for (const [update, key, kind] of cases) {
       const r = await send(update);
       expect({ kind, status: r.status, text: r.text }).toEqual({ kind, status: 202, text: '{"status":"queued"}' });
-      expect(rowOf(r.body)).toEqual([{ key, event_type: kind, dedup_id: String((update as { update_id: number }).update_id) }]);
+      expect(rowOf(r.body)).toEqual([
+        { key, event_type: kind, dedup_id: String((update as { update_id: number }).update_id) },
+      ]);
     }
   });
 
   test("an update of a kind the key does not list is kept in quarantine with key_missing", async () => {
     const r = await send({ update_id: 804211500, some_future_kind: { id: 1 } });
     expect([r.status, r.text]).toEqual([202, '{"status":"quarantined"}']);
-    const q = t.db.db.query("SELECT b.last_error FROM events e JOIN batches b ON b.id = e.batch_id WHERE b.destination = 'quarantine' ORDER BY e.id DESC LIMIT 1").get() as { last_error: string } | null;
+    const q = t.db.db
+      .query(
+        "SELECT b.last_error FROM events e JOIN batches b ON b.id = e.batch_id WHERE b.destination = 'quarantine' ORDER BY e.id DESC LIMIT 1",
+      )
+      .get() as { last_error: string } | null;
     expect(q?.last_error).toBe("key_missing");
   });
 
   test("the token is compared whole: missing, another case, a prefix or a suffix is an empty 401", async () => {
     const events = t.count("events");
-    for (const headers of [{ "Content-Type": "application/json" }, { ...HEADERS, "X-Telegram-Bot-Api-Secret-Token": TOKEN.toUpperCase() }, { ...HEADERS, "X-Telegram-Bot-Api-Secret-Token": `Bearer ${TOKEN}` }, { ...HEADERS, "X-Telegram-Bot-Api-Secret-Token": `${TOKEN}x` }]) {
+    for (const headers of [
+      { "Content-Type": "application/json" },
+      { ...HEADERS, "X-Telegram-Bot-Api-Secret-Token": TOKEN.toUpperCase() },
+      { ...HEADERS, "X-Telegram-Bot-Api-Secret-Token": `Bearer ${TOKEN}` },
+      { ...HEADERS, "X-Telegram-Bot-Api-Secret-Token": `${TOKEN}x` },
+    ]) {
       const res = await t.post("/hooks/telegram", accepted.body.replace("804211337", "804211999"), headers);
       expect([res.status, await res.text()]).toEqual([401, ""]);
     }
@@ -93,12 +166,17 @@ ${KIT_DESTINATION}`,
   });
 
   test("the token does not cover the body: any body under the right token is taken, as README.md says", async () => {
-    const r = await send({ update_id: 804211600, message: { message_id: 1, chat: { id: 5550100124, type: "private" }, date: 1, text: "not from Telegram" } });
+    const r = await send({
+      update_id: 804211600,
+      message: { message_id: 1, chat: { id: 5550100124, type: "private" }, date: 1, text: "not from Telegram" },
+    });
     expect([r.status, r.text]).toEqual([202, '{"status":"queued"}']);
   });
 
   test("the token never reaches a stored column", () => {
-    const hit = t.db.db.query("SELECT COUNT(*) AS n FROM events WHERE payload LIKE ? OR headers LIKE ?").get(`%${TOKEN}%`, `%${TOKEN}%`) as { n: number };
+    const hit = t.db.db
+      .query("SELECT COUNT(*) AS n FROM events WHERE payload LIKE ? OR headers LIKE ?")
+      .get(`%${TOKEN}%`, `%${TOKEN}%`) as { n: number };
     expect(hit.n).toBe(0);
   });
 });

@@ -8,7 +8,8 @@ import { bobbinTest, builtin, KIT_DESTINATION, kitOf } from "./catalogue.ts";
 
 const bobbin = builtin("typeform.responses");
 const SECRET = kitOf(bobbin).secrets.secret;
-const mac = (key: string, body: string, encoding: "base64" | "hex" = "base64") => createHmac("sha256", key).update(body).digest(encoding);
+const mac = (key: string, body: string, encoding: "base64" | "hex" = "base64") =>
+  createHmac("sha256", key).update(body).digest(encoding);
 
 bobbinTest("typeform.responses", "a form response is queued and delivered, a bad signature is 401", {
   answers: {
@@ -34,18 +35,37 @@ ${KIT_DESTINATION}`,
     await t.stop();
   });
 
-  const post = (body: string, signature = `sha256=${mac(SECRET, body)}`) => t.post("/hooks/typeform", body, { "Content-Type": "application/json", "Typeform-Signature": signature });
+  const post = (body: string, signature = `sha256=${mac(SECRET, body)}`) =>
+    t.post("/hooks/typeform", body, { "Content-Type": "application/json", "Typeform-Signature": signature });
   const stored = (body: string) =>
-    t.db.db.query("SELECT b.id AS batch, b.key, e.event_type, e.dedup_id FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.payload = ?").get(body) as { batch: number; key: string; event_type: string; dedup_id: string } | null;
+    t.db.db
+      .query(
+        "SELECT b.id AS batch, b.key, e.event_type, e.dedup_id FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.payload = ?",
+      )
+      .get(body) as { batch: number; key: string; event_type: string; dedup_id: string } | null;
   const response = (eventId: string, formId: string, token: string) =>
-    JSON.stringify({ event_id: eventId, event_type: "form_response", form_response: { form_id: formId, token, submitted_at: "2026-08-22T09:50:00Z", answers: [{ type: "text", text: "Example", field: { id: "nM4kEx1aAbCd", type: "short_text", ref: "name" } }], ending: { id: "DefaultTyScreen", ref: "default_tys" } } });
+    JSON.stringify({
+      event_id: eventId,
+      event_type: "form_response",
+      form_response: {
+        form_id: formId,
+        token,
+        submitted_at: "2026-08-22T09:50:00Z",
+        answers: [{ type: "text", text: "Example", field: { id: "nM4kEx1aAbCd", type: "short_text", ref: "name" } }],
+        ending: { id: "DefaultTyScreen", ref: "default_tys" },
+      },
+    });
 
   test("responses to one form share a batch under the form's id; another form is another batch", async () => {
     const a = response("01K3B8Q5XWKITEXAMPLE000101", "Kt3xAmPl", "kit0example0token0000000000000a1");
     const b = response("01K3B8Q5XWKITEXAMPLE000102", "Kt3xAmPl", "kit0example0token0000000000000b2");
     const c = response("01K3B8Q5XWKITEXAMPLE000103", "Ot4rF0rm", "kit0example0token0000000000000c3");
     for (const body of [a, b, c]) expect((await post(body)).status).toBe(202);
-    expect(stored(a)).toMatchObject({ key: "Kt3xAmPl", event_type: "form_response", dedup_id: "01K3B8Q5XWKITEXAMPLE000101" });
+    expect(stored(a)).toMatchObject({
+      key: "Kt3xAmPl",
+      event_type: "form_response",
+      dedup_id: "01K3B8Q5XWKITEXAMPLE000101",
+    });
     expect(stored(b)?.batch).toBe(stored(a)?.batch);
     expect(stored(c)?.key).toBe("Ot4rF0rm");
     expect(stored(c)?.batch).not.toBe(stored(a)?.batch);

@@ -14,8 +14,13 @@ const accepted = capturesOf(bobbin.files()).find((c) => c.file === "captures/acc
 if (!accepted) throw new Error("no accepted capture");
 const BODY = new TextDecoder().decode(accepted.request.body);
 /** The capture's headers as Vercel sent them, less the framing fetch redoes. */
-const HEADERS = Object.fromEntries(accepted.request.headers.filter(([k]) => !["host", "content-length"].includes(k.toLowerCase())));
-const signed = (body: string) => ({ "Content-Type": "application/json", "x-vercel-signature": createHmac("sha1", SECRET).update(body).digest("hex") });
+const HEADERS = Object.fromEntries(
+  accepted.request.headers.filter(([k]) => !["host", "content-length"].includes(k.toLowerCase())),
+);
+const signed = (body: string) => ({
+  "Content-Type": "application/json",
+  "x-vercel-signature": createHmac("sha1", SECRET).update(body).digest("hex"),
+});
 
 bobbinTest("vercel.deployments", "a deployment event is queued and delivered, a bad signature is 401", {
   answers: {
@@ -41,35 +46,70 @@ ${KIT_DESTINATION}`,
     await t.stop();
   });
 
-  const rowOf = (body: string) => t.db.db.query("SELECT b.key, e.event_type, e.dedup_id FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.payload = ? ORDER BY e.id").all(body) as { key: string; event_type: string; dedup_id: string }[];
-  const batchOf = (body: string) => (t.db.db.query("SELECT batch_id FROM events WHERE payload = ?").get(body) as { batch_id: number }).batch_id;
+  const rowOf = (body: string) =>
+    t.db.db
+      .query(
+        "SELECT b.key, e.event_type, e.dedup_id FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.payload = ? ORDER BY e.id",
+      )
+      .all(body) as { key: string; event_type: string; dedup_id: string }[];
+  const batchOf = (body: string) =>
+    (t.db.db.query("SELECT batch_id FROM events WHERE payload = ?").get(body) as { batch_id: number }).batch_id;
 
   test("the accepted capture is stored under the deployment id, its type and the delivery id; the same delivery again is a duplicate", async () => {
     const first = await t.post("/hooks/vercel", BODY, HEADERS);
     expect([first.status, await first.text()]).toEqual([202, '{"status":"queued"}']);
-    expect(rowOf(BODY)).toEqual([{ key: "dpl_Ex4mpleD3pl0yment0000001", event_type: "deployment.succeeded", dedup_id: "Q3mZr8Tn2vKxW5pLcE7yHd4B" }]);
+    expect(rowOf(BODY)).toEqual([
+      { key: "dpl_Ex4mpleD3pl0yment0000001", event_type: "deployment.succeeded", dedup_id: "Q3mZr8Tn2vKxW5pLcE7yHd4B" },
+    ]);
     const again = await t.post("/hooks/vercel", BODY, HEADERS);
     expect([again.status, await again.text()]).toEqual([200, '{"status":"duplicate"}']);
     expect(rowOf(BODY)).toHaveLength(1);
   });
 
   test("the deployment's promotion joins its batch; a project event is keyed by the project", async () => {
-    const promoted = BODY.replace('"id":"Q3mZr8Tn2vKxW5pLcE7yHd4B","type":"deployment.succeeded"', '"id":"T5pWk3Xn8bQm2RzLdG6yCf9E","type":"deployment.promoted"');
+    const promoted = BODY.replace(
+      '"id":"Q3mZr8Tn2vKxW5pLcE7yHd4B","type":"deployment.succeeded"',
+      '"id":"T5pWk3Xn8bQm2RzLdG6yCf9E","type":"deployment.promoted"',
+    );
     const res = await t.post("/hooks/vercel", promoted, signed(promoted));
     expect([res.status, await res.text()]).toEqual([202, '{"status":"queued"}']);
-    expect(rowOf(promoted)).toEqual([{ key: "dpl_Ex4mpleD3pl0yment0000001", event_type: "deployment.promoted", dedup_id: "T5pWk3Xn8bQm2RzLdG6yCf9E" }]);
+    expect(rowOf(promoted)).toEqual([
+      { key: "dpl_Ex4mpleD3pl0yment0000001", event_type: "deployment.promoted", dedup_id: "T5pWk3Xn8bQm2RzLdG6yCf9E" },
+    ]);
     expect(batchOf(promoted)).toBe(batchOf(BODY));
-    const project = JSON.stringify({ id: "V8cNm4Yq1dTk7SwJhB2xEa5G", type: "project.created", createdAt: 1776160000000, region: null, payload: { team: { id: "team_Ex4mpleT3amId000000001" }, user: { id: "Ex4mpleUs3rId00000000001" }, project: { id: "prj_Ex4mpleProj3ct000000002", name: "example-docs" } } });
+    const project = JSON.stringify({
+      id: "V8cNm4Yq1dTk7SwJhB2xEa5G",
+      type: "project.created",
+      createdAt: 1776160000000,
+      region: null,
+      payload: {
+        team: { id: "team_Ex4mpleT3amId000000001" },
+        user: { id: "Ex4mpleUs3rId00000000001" },
+        project: { id: "prj_Ex4mpleProj3ct000000002", name: "example-docs" },
+      },
+    });
     const created = await t.post("/hooks/vercel", project, signed(project));
     expect([created.status, await created.text()]).toEqual([202, '{"status":"queued"}']);
-    expect(rowOf(project)).toEqual([{ key: "prj_Ex4mpleProj3ct000000002", event_type: "project.created", dedup_id: "V8cNm4Yq1dTk7SwJhB2xEa5G" }]);
+    expect(rowOf(project)).toEqual([
+      { key: "prj_Ex4mpleProj3ct000000002", event_type: "project.created", dedup_id: "V8cNm4Yq1dTk7SwJhB2xEa5G" },
+    ]);
   });
 
   test("a verified event with neither a deployment nor a project is quarantined with key_missing", async () => {
-    const domain = JSON.stringify({ id: "W2fPr6Zt3gVn9UxMkC4yDb7H", type: "domain.created", createdAt: 1776160100000, region: null, payload: { team: { id: "team_Ex4mpleT3amId000000001" }, domain: { name: "shop.example.com" } } });
+    const domain = JSON.stringify({
+      id: "W2fPr6Zt3gVn9UxMkC4yDb7H",
+      type: "domain.created",
+      createdAt: 1776160100000,
+      region: null,
+      payload: { team: { id: "team_Ex4mpleT3amId000000001" }, domain: { name: "shop.example.com" } },
+    });
     const res = await t.post("/hooks/vercel", domain, signed(domain));
     expect([res.status, await res.text()]).toEqual([202, '{"status":"quarantined"}']);
-    const q = t.db.db.query("SELECT b.last_error FROM events e JOIN batches b ON b.id = e.batch_id WHERE b.destination = 'quarantine' ORDER BY e.id DESC LIMIT 1").get() as { last_error: string } | null;
+    const q = t.db.db
+      .query(
+        "SELECT b.last_error FROM events e JOIN batches b ON b.id = e.batch_id WHERE b.destination = 'quarantine' ORDER BY e.id DESC LIMIT 1",
+      )
+      .get() as { last_error: string } | null;
     expect(q?.last_error).toBe("key_missing");
   });
 
@@ -77,7 +117,10 @@ ${KIT_DESTINATION}`,
     const tampered = BODY.replace('"target":"production"', '"target":"staging"');
     const res = await t.post("/hooks/vercel", tampered, HEADERS);
     expect([res.status, await res.text()]).toEqual([401, ""]);
-    const prefixed = await t.post("/hooks/vercel", BODY, { ...HEADERS, "x-vercel-signature": `sha1=${HEADERS["x-vercel-signature"]}` });
+    const prefixed = await t.post("/hooks/vercel", BODY, {
+      ...HEADERS,
+      "x-vercel-signature": `sha1=${HEADERS["x-vercel-signature"]}`,
+    });
     expect([prefixed.status, await prefixed.text()]).toEqual([401, ""]);
   });
 });

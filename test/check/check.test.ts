@@ -1,7 +1,17 @@
 // hookspool check's rules: each class of misconfiguration it refuses or warns about is found,
 // at the key to fix, and a clean config has no problem.
 import { describe, expect, test } from "bun:test";
-import { chmodSync, chownSync, closeSync, mkdirSync, openSync, readFileSync, statSync, writeFileSync, writeSync } from "node:fs";
+import {
+  chmodSync,
+  chownSync,
+  closeSync,
+  mkdirSync,
+  openSync,
+  readFileSync,
+  statSync,
+  writeFileSync,
+  writeSync,
+} from "node:fs";
 import { join } from "node:path";
 import { checkConfig, checkConfigFile } from "../../src/check/check.ts";
 import { loadConfig } from "../../src/config/load.ts";
@@ -53,7 +63,11 @@ argv = ["/bin/true"]
 `;
 }
 
-async function check(h: Home, text: string, opts: { env?: Record<string, string>; uid?: number } = {}): Promise<ConfigProblem[]> {
+async function check(
+  h: Home,
+  text: string,
+  opts: { env?: Record<string, string>; uid?: number } = {},
+): Promise<ConfigProblem[]> {
   h.file("config.toml", text);
   const env = { PATH: process.env.PATH, HOME: h.dir, ...opts.env };
   const report = await checkConfigFile({ home: h.dir, env, cwd: h.dir, uid: opts.uid ?? process.getuid?.() ?? 0 });
@@ -64,9 +78,19 @@ async function check(h: Home, text: string, opts: { env?: Record<string, string>
 const errors = (ps: ConfigProblem[]) => ps.filter((p) => p.level === "error");
 const at = (ps: ConfigProblem[], key: string) => ps.filter((p) => p.key === key);
 
-function expectProblem(ps: ConfigProblem[], level: "error" | "warning", key: string, message?: string | RegExp): ConfigProblem {
-  const found = at(ps, key).filter((p) => p.level === level && (message === undefined || (typeof message === "string" ? p.message.includes(message) : message.test(p.message))));
-  if (found.length === 0) throw new Error(`no ${level} at ${key} matching ${message}; got ${JSON.stringify(ps, null, 1)}`);
+function expectProblem(
+  ps: ConfigProblem[],
+  level: "error" | "warning",
+  key: string,
+  message?: string | RegExp,
+): ConfigProblem {
+  const found = at(ps, key).filter(
+    (p) =>
+      p.level === level &&
+      (message === undefined || (typeof message === "string" ? p.message.includes(message) : message.test(p.message))),
+  );
+  if (found.length === 0)
+    throw new Error(`no ${level} at ${key} matching ${message}; got ${JSON.stringify(ps, null, 1)}`);
   return found[0];
 }
 
@@ -86,13 +110,22 @@ describe("a clean config", () => {
 
   test("checkConfig runs over a loaded config, with the running user injected", async () => {
     const h = newHome();
-    const mod = h.file("plugins/src.ts", 'export default { authHeaders: [], verify: () => true, key: () => "k" };\n', 0o644);
+    const mod = h.file(
+      "plugins/src.ts",
+      'export default { authHeaders: [], verify: () => true, key: () => "k" };\n',
+      0o644,
+    );
     chownSync(mod, 4242, 0);
     h.file("config.toml", `${base(h)}\n[sources.custom]\nmodule = "${mod}"\naction = "script:log"\n`);
     const loaded = loadConfig({ home: h.dir, env: { HOME: h.dir }, cwd: h.dir });
     const input = { config: loaded.config, paths: loaded.paths, raw: {} };
     expect(errors(await checkConfig(input, { env: { HOME: h.dir }, cwd: h.dir, uid: 4242 }))).toEqual([]);
-    expectProblem(await checkConfig(input, { env: { HOME: h.dir }, cwd: h.dir, uid: 1000 }), "error", "sources.custom.module", "owned by uid 4242");
+    expectProblem(
+      await checkConfig(input, { env: { HOME: h.dir }, cwd: h.dir, uid: 1000 }),
+      "error",
+      "sources.custom.module",
+      "owned by uid 4242",
+    );
   });
 });
 
@@ -101,7 +134,9 @@ describe("loading", () => {
     const h = newHome();
     const text = `${base(h)}\n[intake]\nlisten_adress = "127.0.0.1:1"\n`;
     expectProblem(await check(h, text), "error", "intake.listen_adress", "unknown key");
-    expect(loadConfig({ home: h.dir, cwd: h.dir }).problems).toEqual([expect.objectContaining({ level: "warning", key: "intake.listen_adress" })]);
+    expect(loadConfig({ home: h.dir, cwd: h.dir }).problems).toEqual([
+      expect.objectContaining({ level: "warning", key: "intake.listen_adress" }),
+    ]);
   });
 
   test("every load error is reported, not only the first, with warnings beside them", async () => {
@@ -124,20 +159,35 @@ describe("plugins", () => {
     const h = newHome();
     const broken = h.file("plugins/broken.ts", 'throw new Error("boom");\n', 0o644);
     const notPlugin = h.file("plugins/nothing.ts", "export const x = 1;\n", 0o644);
-    const ps = await check(h, `${base(h)}\n[sources.a]\nmodule = "${broken}"\naction = "script:log"\n[sources.b]\nmodule = "${notPlugin}"\naction = "script:log"\n`);
+    const ps = await check(
+      h,
+      `${base(h)}\n[sources.a]\nmodule = "${broken}"\naction = "script:log"\n[sources.b]\nmodule = "${notPlugin}"\naction = "script:log"\n`,
+    );
     expectProblem(ps, "error", "sources.a.module", "cannot load");
     expectProblem(ps, "error", "sources.b.module", "does not export a source plugin");
   });
 
   test("a secret the plugin needs and config does not supply is an error", async () => {
     const h = newHome();
-    const mod = h.file("plugins/needs.ts", 'export default { secrets: ["token"], authHeaders: [], verify: () => true, key: () => "k" };\n', 0o644);
-    expectProblem(await check(h, `${base(h)}\n[sources.n]\nmodule = "${mod}"\naction = "script:log"\n`), "error", "sources.n.secrets.token", "required");
+    const mod = h.file(
+      "plugins/needs.ts",
+      'export default { secrets: ["token"], authHeaders: [], verify: () => true, key: () => "k" };\n',
+      0o644,
+    );
+    expectProblem(
+      await check(h, `${base(h)}\n[sources.n]\nmodule = "${mod}"\naction = "script:log"\n`),
+      "error",
+      "sources.n.secrets.token",
+      "required",
+    );
   });
 
   test("keep_headers naming the plugin's auth header is refused", async () => {
     const h = newHome();
-    const ps = await check(h, base(h).replace('action = "script:log"', 'action = "script:log"\nkeep_headers = ["x-hub-signature-256"]'));
+    const ps = await check(
+      h,
+      base(h).replace('action = "script:log"', 'action = "script:log"\nkeep_headers = ["x-hub-signature-256"]'),
+    );
     expectProblem(ps, "error", "sources.github.keep_headers", "auth header");
   });
 });
@@ -189,14 +239,24 @@ action = "script:log"
     expect(p.hint).toContain("hookspool source arm asana");
     expect(ps.filter((x) => x.key === "sources.asana.secrets.secret" && x.level === "error")).toEqual([]);
     // A learned secret is kept in a file: an env reference cannot be written.
-    expectProblem(ps, "error", "sources.env.secrets.secret", "learns its secret from a handshake and keeps it in a file");
+    expectProblem(
+      ps,
+      "error",
+      "sources.env.secrets.secret",
+      "learns its secret from a handshake and keeps it in a file",
+    );
   });
 
   test("a secret file readable by group/other is a warning", async () => {
     const h = newHome();
     const text = base(h);
     chmodSync(join(h.dir, "secrets/github"), 0o644);
-    const p = expectProblem(await check(h, text), "warning", "sources.github.secrets.secret", "readable by group/other");
+    const p = expectProblem(
+      await check(h, text),
+      "warning",
+      "sources.github.secrets.secret",
+      "readable by group/other",
+    );
     expect(p.hint).toContain("chmod 600");
   });
 
@@ -271,59 +331,110 @@ headers = { "Content-Type" = "text/plain" }
 describe("every delivery is signed", () => {
   test("an http destination without a secret is an error unless it says unsigned = true", async () => {
     const h = newHome();
-    const dest = (extra: string) => `${base(h)}\n[destinations.audit]\ntype = "http"\nurl = "https://example.invalid/hook"\n${extra}`;
-    expectProblem(await check(h, dest("")), "error", "destinations.audit", "no secret: every delivery carries webhook-signature");
+    const dest = (extra: string) =>
+      `${base(h)}\n[destinations.audit]\ntype = "http"\nurl = "https://example.invalid/hook"\n${extra}`;
+    expectProblem(
+      await check(h, dest("")),
+      "error",
+      "destinations.audit",
+      "no secret: every delivery carries webhook-signature",
+    );
     expect(at(await check(h, dest("unsigned = true\n")), "destinations.audit")).toEqual([]);
-    expectProblem(await check(h, dest(`unsigned = true\nsecret = { file = "${h.file("secrets/audit", "s3cret\n", 0o600)}" }\n`)), "error", "destinations.audit", "unsigned = true with a secret");
+    expectProblem(
+      await check(h, dest(`unsigned = true\nsecret = { file = "${h.file("secrets/audit", "s3cret\n", 0o600)}" }\n`)),
+      "error",
+      "destinations.audit",
+      "unsigned = true with a secret",
+    );
   });
 });
 
 describe("tee routes", () => {
   const route = (name: string, fields: string) => `[[routes]]\nname = "${name}"\nsource = "github"\n${fields}\n`;
-  const scripts = (...names: string[]) => names.map((n) => `[destinations."script:${n}"]\nargv = ["/bin/true"]\n`).join("");
+  const scripts = (...names: string[]) =>
+    names.map((n) => `[destinations."script:${n}"]\nargv = ["/bin/true"]\n`).join("");
 
   test("a tee route without a destination is refused", async () => {
     const h = newHome();
-    expectProblem(await check(h, base(h) + route("t", "tee = true")), "error", "routes[0].destination", "a tee route needs a destination");
+    expectProblem(
+      await check(h, base(h) + route("t", "tee = true")),
+      "error",
+      "routes[0].destination",
+      "a tee route needs a destination",
+    );
   });
 
   test("a tee to the source's action is refused", async () => {
     const h = newHome();
-    expectProblem(await check(h, base(h) + route("t", 'tee = true\ndestination = "script:log"')), "error", "routes[0].destination", "source github's action");
+    expectProblem(
+      await check(h, base(h) + route("t", 'tee = true\ndestination = "script:log"')),
+      "error",
+      "routes[0].destination",
+      "source github's action",
+    );
   });
 
   test("a tee to a non-tee route's destination on the same source is refused", async () => {
     const h = newHome();
-    const text = base(h) + scripts("ci") + route("ci", 'match = { class = "ci" }\ndestination = "script:ci"') + route("t", 'tee = true\nmatch = { class = "pr" }\ndestination = "script:ci"');
+    const text =
+      base(h) +
+      scripts("ci") +
+      route("ci", 'match = { class = "ci" }\ndestination = "script:ci"') +
+      route("t", 'tee = true\nmatch = { class = "pr" }\ndestination = "script:ci"');
     expectProblem(await check(h, text), "error", "routes[1].destination", "non-tee route's destination");
   });
 
   test("two tees to one destination are refused when their matches overlap, allowed when exclusive", async () => {
     const h = newHome();
-    const overlap = base(h) + scripts("audit") + route("t1", 'tee = true\nmatch = { class = "ci" }\ndestination = "script:audit"') + route("t2", 'tee = true\nmatch = { repo = "a/b" }\ndestination = "script:audit"');
+    const overlap =
+      base(h) +
+      scripts("audit") +
+      route("t1", 'tee = true\nmatch = { class = "ci" }\ndestination = "script:audit"') +
+      route("t2", 'tee = true\nmatch = { repo = "a/b" }\ndestination = "script:audit"');
     expectProblem(await check(h, overlap), "error", "routes[1].destination", "tee route t1");
-    const exclusive = base(h) + scripts("audit") + route("t1", 'tee = true\nmatch = { class = "ci" }\ndestination = "script:audit"') + route("t2", 'tee = true\nmatch = { class = "pr" }\ndestination = "script:audit"');
+    const exclusive =
+      base(h) +
+      scripts("audit") +
+      route("t1", 'tee = true\nmatch = { class = "ci" }\ndestination = "script:audit"') +
+      route("t2", 'tee = true\nmatch = { class = "pr" }\ndestination = "script:audit"');
     expect(errors(await check(h, exclusive))).toEqual([]);
   });
 
   test("more than 8 tee routes on a source are refused", async () => {
     const h = newHome();
     const names = Array.from({ length: 9 }, (_, i) => `t${i}`);
-    const eight = base(h) + scripts(...names.slice(0, 8)) + names.slice(0, 8).map((n) => route(n, `tee = true\ndestination = "script:${n}"`)).join("");
+    const eight =
+      base(h) +
+      scripts(...names.slice(0, 8)) +
+      names
+        .slice(0, 8)
+        .map((n) => route(n, `tee = true\ndestination = "script:${n}"`))
+        .join("");
     expect(errors(await check(h, eight))).toEqual([]);
-    const nine = base(h) + scripts(...names) + names.map((n) => route(n, `tee = true\ndestination = "script:${n}"`)).join("");
+    const nine =
+      base(h) + scripts(...names) + names.map((n) => route(n, `tee = true\ndestination = "script:${n}"`)).join("");
     expectProblem(await check(h, nine), "error", "routes[8]", "more than 8 tee routes");
   });
 });
 
 describe("windows", () => {
-  const http = (cap: number, extra = "") => `[destinations.web]\ntype = "http"\nurl = "https://example.invalid/hook"\nunsigned = true\nmax_body_bytes = ${cap}\n${extra}`;
+  const http = (cap: number, extra = "") =>
+    `[destinations.web]\ntype = "http"\nurl = "https://example.invalid/hook"\nunsigned = true\nmax_body_bytes = ${cap}\n${extra}`;
 
   test("quiet_s > max_s is a warning, reported once", async () => {
     const h = newHome();
-    const ps = await check(h, base(h).replace('action = "script:log"', 'action = "script:log"\nquiet_s = 60\nmax_s = 30'));
+    const ps = await check(
+      h,
+      base(h).replace('action = "script:log"', 'action = "script:log"\nquiet_s = 60\nmax_s = 30'),
+    );
     expect(errors(ps)).toEqual([]);
-    expect(ps).toEqual([expect.objectContaining({ level: "warning", key: "sources.github", message: "quiet_s (60) > max_s (30): the quiet window can never fire" })]);
+    expect(ps).toEqual([
+      expect.objectContaining({
+        level: "warning",
+        key: "sources.github",
+        message: "quiet_s (60) > max_s (30): the quiet window can never fire",
+      }),
+    ]);
   });
 
   test("max_bytes over 3/4 of the destination's max_body_bytes is an error at the key that sets it", async () => {
@@ -338,27 +449,51 @@ describe("windows", () => {
   test("a source whose bodies can exceed the route's max_bytes is an error", async () => {
     const h = newHome();
     const defaults = base(h).replace('action = "script:log"', 'action = "web"\nmax_bytes = 60000') + http(100000);
-    expectProblem(await check(h, defaults), "error", "intake.max_body_bytes", "more than the route's max_bytes (60000)");
-    const own = base(h).replace('action = "script:log"', 'action = "web"\nmax_bytes = 60000\nmax_body_bytes = 70000') + http(100000);
+    expectProblem(
+      await check(h, defaults),
+      "error",
+      "intake.max_body_bytes",
+      "more than the route's max_bytes (60000)",
+    );
+    const own =
+      base(h).replace('action = "script:log"', 'action = "web"\nmax_bytes = 60000\nmax_body_bytes = 70000') +
+      http(100000);
     expectProblem(await check(h, own), "error", "sources.github.max_body_bytes", "one event could overflow");
-    const fits = base(h).replace('action = "script:log"', 'action = "web"\nmax_bytes = 60000\nmax_body_bytes = 60000') + http(100000);
+    const fits =
+      base(h).replace('action = "script:log"', 'action = "web"\nmax_bytes = 60000\nmax_body_bytes = 60000') +
+      http(100000);
     expect(errors(await check(h, fits))).toEqual([]);
   });
 
   test("one event's body with its event_meta at its largest must fit the destination: kept headers count", async () => {
     const h = newHome();
     const keep = Array.from({ length: 40 }, (_, i) => `"X-Kept-${i}"`).join(", ");
-    const many = base(h).replace('action = "script:log"', `action = "web"\nmax_bytes = 60000\nmax_body_bytes = 60000\nkeep_headers = [${keep}]`) + http(100000);
-    const p = expectProblem(await check(h, many), "error", "sources.github.max_body_bytes", /one event of source github can make a document of \d+ bytes/);
+    const many =
+      base(h).replace(
+        'action = "script:log"',
+        `action = "web"\nmax_bytes = 60000\nmax_body_bytes = 60000\nkeep_headers = [${keep}]`,
+      ) + http(100000);
+    const p = expectProblem(
+      await check(h, many),
+      "error",
+      "sources.github.max_body_bytes",
+      /one event of source github can make a document of \d+ bytes/,
+    );
     expect(p.message).toContain("more than the destination's max_body_bytes (100000)");
     expect(p.hint).toContain("keep fewer headers");
-    const few = base(h).replace('action = "script:log"', 'action = "web"\nmax_bytes = 60000\nmax_body_bytes = 60000\nkeep_headers = ["X-Kept-1", "X-Kept-2"]') + http(100000);
+    const few =
+      base(h).replace(
+        'action = "script:log"',
+        'action = "web"\nmax_bytes = 60000\nmax_body_bytes = 60000\nkeep_headers = ["X-Kept-1", "X-Kept-2"]',
+      ) + http(100000);
     expect(errors(await check(h, few))).toEqual([]);
   });
 
   test("an unwrap destination bounds each event, and warns about a window", async () => {
     const h = newHome();
-    const text = base(h).replace('action = "script:log"', 'action = "web"\nmax_body_bytes = 200000\nquiet_s = 5\nmax_s = 30') + http(100000, "unwrap = true\n");
+    const text =
+      base(h).replace('action = "script:log"', 'action = "web"\nmax_body_bytes = 200000\nquiet_s = 5\nmax_s = 30') +
+      http(100000, "unwrap = true\n");
     const ps = await check(h, text);
     expectProblem(ps, "error", "sources.github.max_body_bytes", "it unwraps");
     expectProblem(ps, "warning", "sources.github", "unwraps (one request per event)");
@@ -367,7 +502,10 @@ describe("windows", () => {
 
   test("a dedup window longer than retention.delivered_days is a warning", async () => {
     const h = newHome();
-    const ps = await check(h, `${base(h).replace('action = "script:log"', 'action = "script:log"\ndedup_window_s = 864000')}\n[retention]\ndelivered_days = 7\n`);
+    const ps = await check(
+      h,
+      `${base(h).replace('action = "script:log"', 'action = "script:log"\ndedup_window_s = 864000')}\n[retention]\ndelivered_days = 7\n`,
+    );
     expect(errors(ps)).toEqual([]);
     expectProblem(ps, "warning", "sources.github.dedup_window_s", "longer than retention.delivered_days");
     expect(at(ps, "sources.github.dedup_window_s")).toHaveLength(1);
@@ -386,7 +524,12 @@ describe("Hermes", () => {
   test("a fed route that the gateway's file lacks is an error (the path's ~ is HOME)", async () => {
     const h = hermesHome({ other: { secret: SENTINEL } });
     // No [destinations."hermes:github"] was written: the problem is said where the name was.
-    const missing = expectProblem(await check(h, hermes(h)), "error", "sources.github.action", 'route "github" is not in');
+    const missing = expectProblem(
+      await check(h, hermes(h)),
+      "error",
+      "sources.github.action",
+      'route "github" is not in',
+    );
     expect(missing.hint).toContain("hermes webhook subscribe github");
     const own = await check(h, hermes(h, '[destinations."hermes:github"]\ntimeout_s = 30\n'));
     expectProblem(own, "error", 'destinations."hermes:github"', 'route "github" is not in');
@@ -397,8 +540,8 @@ describe("Hermes", () => {
   test("events or coalesce on a fed route is an error", async () => {
     const h = hermesHome({ github: { secret: SENTINEL, events: ["push"], coalesce: { window_s: 30 } } });
     const ps = await check(h, hermes(h));
-    expectProblem(ps, "error", "sources.github.action", 'sets events in');
-    expectProblem(ps, "error", "sources.github.action", 'sets coalesce in');
+    expectProblem(ps, "error", "sources.github.action", "sets events in");
+    expectProblem(ps, "error", "sources.github.action", "sets coalesce in");
   });
 
   test("an unwrap destination may use events and coalesce; a window on it is a warning", async () => {
@@ -414,7 +557,8 @@ describe("Hermes", () => {
   test("an unreadable subscriptions file is an error only when a hermes destination is used", async () => {
     const h = hermesHome({ github: { secret: SENTINEL } });
     chmodSync(join(h.dir, "hermes/subs.json"), 0o000);
-    if (process.getuid?.() !== 0) expectProblem(await check(h, hermes(h)), "error", "hermes.subscriptions_path", "cannot be read (EACCES)");
+    if (process.getuid?.() !== 0)
+      expectProblem(await check(h, hermes(h)), "error", "hermes.subscriptions_path", "cannot be read (EACCES)");
     expect(await check(h, `${base(h)}\n[hermes]\nsubscriptions_path = "~/hermes/subs.json"\n`)).toEqual([]);
   });
 
@@ -450,15 +594,29 @@ dedup_header = "X-Hookspool-Batch"
 
   test("a plugin's eventHeader naming one is refused too", async () => {
     const h = newHome();
-    const mod = h.file("plugins/ua.ts", 'export default { authHeaders: [], eventHeader: "User-Agent", verify: () => true, key: () => "k" };\n', 0o644);
-    expectProblem(await check(h, `${base(h)}\n[sources.ua]\nmodule = "${mod}"\naction = "script:log"\n`), "error", "sources.ua.event_header", "the plugin's eventHeader User-Agent");
+    const mod = h.file(
+      "plugins/ua.ts",
+      'export default { authHeaders: [], eventHeader: "User-Agent", verify: () => true, key: () => "k" };\n',
+      0o644,
+    );
+    expectProblem(
+      await check(h, `${base(h)}\n[sources.ua]\nmodule = "${mod}"\naction = "script:log"\n`),
+      "error",
+      "sources.ua.event_header",
+      "the plugin's eventHeader User-Agent",
+    );
   });
 });
 
 describe("the intake", () => {
   test("a non-loopback listen is an error, a warning with allow_non_loopback", async () => {
     const h = newHome();
-    expectProblem(await check(h, `${base(h)}\n[intake]\nlisten = "0.0.0.0:8650"\n`), "error", "intake.listen", "not a loopback address");
+    expectProblem(
+      await check(h, `${base(h)}\n[intake]\nlisten = "0.0.0.0:8650"\n`),
+      "error",
+      "intake.listen",
+      "not a loopback address",
+    );
     const allowed = await check(h, `${base(h)}\n[intake]\nlisten = "0.0.0.0:8650"\nallow_non_loopback = true\n`);
     expect(errors(allowed)).toEqual([]);
     expectProblem(allowed, "warning", "intake.listen", "the reverse proxy should own the network");
@@ -481,16 +639,29 @@ describe("code loaded by path", () => {
     h.file("plugins/rel.ts", plugin, 0o644);
     expect(await check(h, `${base(h)}\n[sources.rel]\nmodule = "plugins/rel.ts"\naction = "script:log"\n`)).toEqual([]);
     chmodSync(join(h.dir, "plugins/rel.ts"), 0o664);
-    expectProblem(await check(h, `${base(h)}\n[sources.rel]\nmodule = "plugins/rel.ts"\naction = "script:log"\n`), "error", "sources.rel.module", "writable by group/other");
+    expectProblem(
+      await check(h, `${base(h)}\n[sources.rel]\nmodule = "plugins/rel.ts"\naction = "script:log"\n`),
+      "error",
+      "sources.rel.module",
+      "writable by group/other",
+    );
   });
 
   test("a module that is a directory, or owned by someone else, is an error and is not imported", async () => {
     const h = newHome();
     mkdirSync(join(h.dir, "plugins/dir.ts"), { recursive: true });
     const marker = join(h.dir, "imported");
-    const foreign = h.file("plugins/foreign.ts", `import { writeFileSync } from "node:fs"; writeFileSync(${JSON.stringify(marker)}, "x");\n${plugin}`, 0o644);
+    const foreign = h.file(
+      "plugins/foreign.ts",
+      `import { writeFileSync } from "node:fs"; writeFileSync(${JSON.stringify(marker)}, "x");\n${plugin}`,
+      0o644,
+    );
     chownSync(foreign, 4242, 4242);
-    const ps = await check(h, `${base(h)}\n[sources.d]\nmodule = "plugins/dir.ts"\naction = "script:log"\n[sources.f]\nmodule = "${foreign}"\naction = "script:log"\n`, { uid: 1000 });
+    const ps = await check(
+      h,
+      `${base(h)}\n[sources.d]\nmodule = "plugins/dir.ts"\naction = "script:log"\n[sources.f]\nmodule = "${foreign}"\naction = "script:log"\n`,
+      { uid: 1000 },
+    );
     expectProblem(ps, "error", "sources.d.module", "not a regular file");
     expectProblem(ps, "error", "sources.f.module", "owned by uid 4242");
     expect(() => statSync(marker)).toThrow();
@@ -515,7 +686,13 @@ describe("code loaded by path", () => {
 describe("the database", () => {
   test("a missing spool is a warning", async () => {
     const h = newHome({ db: false });
-    expect(await check(h, base(h))).toEqual([expect.objectContaining({ level: "warning", key: "spool.db", message: expect.stringContaining("hookspool migrate creates it") })]);
+    expect(await check(h, base(h))).toEqual([
+      expect.objectContaining({
+        level: "warning",
+        key: "spool.db",
+        message: expect.stringContaining("hookspool migrate creates it"),
+      }),
+    ]);
   });
 
   test("a corrupt spool is an error", async () => {
@@ -598,7 +775,12 @@ test("a bobbin processor's state directory, once it exists, is 0700 and the serv
   chmodSync(state, 0o700);
   expect(at(await check(h, text), "bobbins.mail.state_dir")).toEqual([]);
   const uid = (process.getuid?.() ?? 0) + 1;
-  expectProblem(await check(h, text, { uid }), "error", "bobbins.mail.state_dir", `not the user hookspool runs as (uid ${uid})`);
+  expectProblem(
+    await check(h, text, { uid }),
+    "error",
+    "bobbins.mail.state_dir",
+    `not the user hookspool runs as (uid ${uid})`,
+  );
 });
 
 test("a bobbin processor must be there to run: its module a file the owner/mode rule lets the runtime load", async () => {
@@ -606,7 +788,12 @@ test("a bobbin processor must be there to run: its module a file the owner/mode 
   const root = join(h.dir, "bobbins");
   const dir = writeBobbin(root, "acme/mail", manifestText("acme.mail", '[processor]\nmodule = "processor"\n'));
   const text = `${base(h)}\n[spool]\nbobbin_path = ["${root}"]\n[bobbins.mail]\nbobbin = "acme.mail"\nsecrets.secret = { file = "${h.file("secrets/mail", "s")}" }\noutputs = { "*" = "hermes:mail" }\n`;
-  expectProblem(await check(h, text), "error", "bobbins.mail", `its processor: no file at ${join(dir, "processor.ts")}`);
+  expectProblem(
+    await check(h, text),
+    "error",
+    "bobbins.mail",
+    `its processor: no file at ${join(dir, "processor.ts")}`,
+  );
   writeFileSync(join(dir, "processor.ts"), "export default { process: () => [] };\n", { mode: 0o644 });
   chmodSync(join(dir, "processor.ts"), 0o644);
   expect(at(await check(h, text), "bobbins.mail")).toEqual([]);

@@ -51,18 +51,48 @@ describe("a bobbin instance's problems", () => {
   const dir = home();
   const secret = secretFile(dir, "gh.secret");
   const cases: { name: string; text: string; key: string; says: string }[] = [
-    { name: "a secret file that is missing", text: GH(`secrets.secret = { file = "${join(dir, "missing")}" }\noutputs = { "*" = "hermes:gh" }`), key: "bobbins.gh.secrets.secret", says: "cannot be read" },
-    { name: "a secret variable that is unset", text: GH(`secrets.secret = { env = "HOOKSPOOL_TEST_UNSET" }\noutputs = { "*" = "hermes:gh" }`), key: "bobbins.gh.secrets.secret", says: "is not set" },
-    { name: "an output to no destination", text: GH(`secrets.secret = { file = "${secret}" }\noutputs = { "*" = "nope" }`), key: 'bobbins.gh.outputs."*"', says: 'destination "nope"' },
-    { name: "an output to a script with no table", text: GH(`secrets.secret = { file = "${secret}" }\noutputs = { "*" = "script:x" }`), key: 'bobbins.gh.outputs."*"', says: 'destination "script:x"' },
+    {
+      name: "a secret file that is missing",
+      text: GH(`secrets.secret = { file = "${join(dir, "missing")}" }\noutputs = { "*" = "hermes:gh" }`),
+      key: "bobbins.gh.secrets.secret",
+      says: "cannot be read",
+    },
+    {
+      name: "a secret variable that is unset",
+      text: GH(`secrets.secret = { env = "HOOKSPOOL_TEST_UNSET" }\noutputs = { "*" = "hermes:gh" }`),
+      key: "bobbins.gh.secrets.secret",
+      says: "is not set",
+    },
+    {
+      name: "an output to no destination",
+      text: GH(`secrets.secret = { file = "${secret}" }\noutputs = { "*" = "nope" }`),
+      key: 'bobbins.gh.outputs."*"',
+      says: 'destination "nope"',
+    },
+    {
+      name: "an output to a script with no table",
+      text: GH(`secrets.secret = { file = "${secret}" }\noutputs = { "*" = "script:x" }`),
+      key: 'bobbins.gh.outputs."*"',
+      says: 'destination "script:x"',
+    },
     {
       name: "one of several outputs to no destination",
       text: `[bobbins.wh]\nbobbin = "hookspool.webhook"\nsecrets.secret = { file = "${secret}" }\nsettings = { scheme = "hmac-sha256-hex", key = "id", header = "X-Sig", event_type = "type" }\noutputs = { "*" = "hermes:wh", "order.paid" = "script:gone" }\n`,
       key: 'bobbins.wh.outputs."order.paid"',
       says: 'destination "script:gone"',
     },
-    { name: "a window that cannot close", text: GH(`secrets.secret = { file = "${secret}" }\noutputs = { "*" = "hermes:gh" }\nquiet_s = 900\nmax_s = 60`), key: "bobbins.gh", says: "can never fire" },
-    { name: "a gateway route with no secret", text: GH(`secrets.secret = { file = "${secret}" }\noutputs = { "*" = "hermes:gh" }`), key: 'bobbins.gh.outputs."*"', says: 'route "gh"' },
+    {
+      name: "a window that cannot close",
+      text: GH(`secrets.secret = { file = "${secret}" }\noutputs = { "*" = "hermes:gh" }\nquiet_s = 900\nmax_s = 60`),
+      key: "bobbins.gh",
+      says: "can never fire",
+    },
+    {
+      name: "a gateway route with no secret",
+      text: GH(`secrets.secret = { file = "${secret}" }\noutputs = { "*" = "hermes:gh" }`),
+      key: 'bobbins.gh.outputs."*"',
+      says: 'route "gh"',
+    },
   ];
   for (const c of cases) {
     test(`${c.name}: said once, at ${c.key}, and every key is one the file has`, async () => {
@@ -72,7 +102,11 @@ describe("a bobbin instance's problems", () => {
       const doc = parse(text) as Record<string, unknown>;
       expect(ps.filter((p) => !written(doc, p.key)).map((p) => p.key)).toEqual([]);
       const at = ps.filter((p) => p.key === c.key && p.message.includes(c.says));
-      expect({ key: c.key, found: at.length, all: ps.map((p) => `${p.key}: ${p.message}`) }).toEqual({ key: c.key, found: 1, all: expect.anything() });
+      expect({ key: c.key, found: at.length, all: ps.map((p) => `${p.key}: ${p.message}`) }).toEqual({
+        key: c.key,
+        found: 1,
+        all: expect.anything(),
+      });
       const lines = ps.map((p) => p.message);
       expect(new Set(lines).size).toBe(lines.length);
     });

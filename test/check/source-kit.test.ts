@@ -20,7 +20,12 @@ action = "hermes:s"
 `,
     secrets: { s: SECRET },
     now: T0,
-    accepted: { method: "POST", url: "/hooks/s", headers: [["Content-Type", "application/json"], ...signTemplate(template, SECRET, body, T0).headers], body },
+    accepted: {
+      method: "POST",
+      url: "/hooks/s",
+      headers: [["Content-Type", "application/json"], ...signTemplate(template, SECRET, body, T0).headers],
+      body,
+    },
     sign: (b, now) => signTemplate(template, SECRET, b, now),
     authHeaders: ["X-Sig"],
     bodySigned: true,
@@ -30,20 +35,28 @@ action = "hermes:s"
   };
 }
 
-const outcome = (cases: { name: string; outcome: string; detail?: string }[], prefix: string) => cases.find((c) => c.name.startsWith(prefix));
+const outcome = (cases: { name: string; outcome: string; detail?: string }[], prefix: string) =>
+  cases.find((c) => c.name.startsWith(prefix));
 
 describe("the source kit", () => {
   test("a truthful subject passes, and what does not apply is skipped with a reason", async () => {
     const { cases, stored } = await runSourceKit(subject());
     expect(cases.filter((c) => c.outcome === "fail")).toEqual([]);
-    expect(outcome(cases, "stale")).toEqual({ name: expect.any(String), outcome: "skip", detail: "the scheme carries no timestamp" });
+    expect(outcome(cases, "stale")).toEqual({
+      name: expect.any(String),
+      outcome: "skip",
+      detail: "the scheme carries no timestamp",
+    });
     expect(outcome(cases, "duplicate")?.outcome).toBe("skip");
     expect(stored?.key).toBe("a1");
   });
 
   test("a timestamp the scheme does not check fails stale, with what was answered", async () => {
     const { cases } = await runSourceKit(subject({ timestamped: true }));
-    expect(outcome(cases, "stale")).toMatchObject({ outcome: "fail", detail: "301 s after it was signed: 202, expected 401" });
+    expect(outcome(cases, "stale")).toMatchObject({
+      outcome: "fail",
+      detail: "301 s after it was signed: 202, expected 401",
+    });
   });
 
   test("a dedup the source does not do fails duplicate", async () => {
@@ -65,17 +78,29 @@ action = "hermes:s"
       sign: (b, now) => signTemplate(token, SECRET, b, now),
       authHeaders: ["X-Token"],
     });
-    expect(outcome((await runSourceKit(s)).cases, "tampered")).toMatchObject({ outcome: "fail", detail: "with one byte added: 202, expected 401" });
+    expect(outcome((await runSourceKit(s)).cases, "tampered")).toMatchObject({
+      outcome: "fail",
+      detail: "with one byte added: 202, expected 401",
+    });
     expect(outcome((await runSourceKit({ ...s, bodySigned: false })).cases, "tampered")?.outcome).toBe("skip");
   });
 
   test("text that reaches a log line fails the sentinel case", async () => {
     const { cases } = await runSourceKit(subject({ payloadSentinels: ["queued"] }));
-    expect(outcome(cases, "no secret")).toMatchObject({ outcome: "fail", detail: "a log line holds part of a payload" });
+    expect(outcome(cases, "no secret")).toMatchObject({
+      outcome: "fail",
+      detail: "a log line holds part of a payload",
+    });
   });
 
   test("without a signer, the case that needs a new body is skipped, not failed", async () => {
-    const { cases } = await runSourceKit(subject({ sign: undefined, dedup: true, config: subject().config.replace('key = "id"', 'key = "id", dedup = "id"') }));
+    const { cases } = await runSourceKit(
+      subject({
+        sign: undefined,
+        dedup: true,
+        config: subject().config.replace('key = "id"', 'key = "id", dedup = "id"'),
+      }),
+    );
     expect(cases.filter((c) => c.outcome === "fail")).toEqual([]);
     expect(outcome(cases, "a verified request")?.outcome).toBe("skip");
     // A repeat still takes the write lock, so a refused write shows on the accepted request too.

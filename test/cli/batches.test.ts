@@ -15,13 +15,27 @@ const SECRET = "payload-marker-7f3a";
 function attemptOnce(h: Home, batchId: number, outcome: "retry" | "dead"): void {
   withSpool(h.db, (spool) => {
     const now = spool.clock.now();
-    const claim = claimBatch(spool, { batchId, destination: "script:demo-log", now, leaseUntil: now + 60, host: "test", pid: 1 });
+    const claim = claimBatch(spool, {
+      batchId,
+      destination: "script:demo-log",
+      now,
+      leaseUntil: now + 60,
+      host: "test",
+      pid: 1,
+    });
     if (!claim) throw new Error(`batch ${batchId} was not claimable`);
     const base = { batchId, attemptId: claim.attemptId, owner: claim.owner, now };
     const r =
       outcome === "retry"
-        ? markRetry(spool, { ...base, nextAttemptAt: now + 30, attempt: { klass: "transport", status: null, error: "connection refused", durationMs: 12, counted: false } })
-        : markDead(spool, { ...base, attempt: { klass: "permanent", status: 64, error: "script said no", durationMs: 7, counted: true } });
+        ? markRetry(spool, {
+            ...base,
+            nextAttemptAt: now + 30,
+            attempt: { klass: "transport", status: null, error: "connection refused", durationMs: 12, counted: false },
+          })
+        : markDead(spool, {
+            ...base,
+            attempt: { klass: "permanent", status: 64, error: "script said no", durationMs: 7, counted: true },
+          });
     if (!r.applied) throw new Error("mark not applied");
   });
 }
@@ -33,7 +47,8 @@ function quarantineOne(h: Home): number {
     raw: new TextEncoder().encode(`{"raw":"${SECRET}"}`),
     headers: { "content-type": "application/json" },
     authHeaders: [] as string[],
-    url: null, reason: "plugin_error:TypeError",
+    url: null,
+    reason: "plugin_error:TypeError",
   };
   return withSpool(h.db, (spool) => quarantine(spool, request).batchId);
 }
@@ -104,7 +119,14 @@ describe("list", () => {
     expect(r.code).toBe(0);
     const rows = JSON.parse(r.out) as Record<string, unknown>[];
     expect(rows).toHaveLength(2);
-    expect(rows[1]).toMatchObject({ id: 1, state: "open", source: "demo", key: "a", count: 1, destination: "script:demo-log" });
+    expect(rows[1]).toMatchObject({
+      id: 1,
+      state: "open",
+      source: "demo",
+      key: "a",
+      count: 1,
+      destination: "script:demo-log",
+    });
     for (const row of rows) {
       for (const field of ["payload", "raw", "headers", "events"]) expect(row).not.toHaveProperty(field);
     }
@@ -115,7 +137,9 @@ describe("list", () => {
     const h = await initHome();
     const bad = await inHome(h, ["list", "--state", "stuck"]);
     expect(bad.code).toBe(2);
-    expect(oneErrorLine(bad.err)).toContain("--state must be one of open, sealed, leased, retry, awaiting, delivered, dead, dropped");
+    expect(oneErrorLine(bad.err)).toContain(
+      "--state must be one of open, sealed, leased, retry, awaiting, delivered, dead, dropped",
+    );
     for (const limit of ["0", "x", "-3", "1.5"]) {
       const r = await inHome(h, ["list", `--limit=${limit}`]);
       expect({ limit, code: r.code }).toEqual({ limit, code: 2 });
@@ -145,25 +169,39 @@ describe("show", () => {
     const h = await initHome();
     const p1 = JSON.stringify({ s: SECRET });
     const p2 = JSON.stringify({ s: SECRET, more: "x".repeat(40) });
-    await inHome(h, ["enqueue", "--source", "demo", "--key", "k", "--event-type", "push", "--dedup-id", "gh-1"], { stdin: p1 });
+    await inHome(h, ["enqueue", "--source", "demo", "--key", "k", "--event-type", "push", "--dedup-id", "gh-1"], {
+      stdin: p1,
+    });
     await inHome(h, ["enqueue", "--source", "demo", "--key", "k"], { stdin: p2 });
     const r = await inHome(h, ["show", "1", "--events"]);
     expect(r.code).toBe(0);
     expect(r.out).toMatch(/^EVENT\s+TYPE\s+RECEIVED\s+BYTES\s+DEDUP ID/m);
     // BYTES is each event's share of the batch document (its payload and event_meta), what
     // max_bytes counts. The last column says why each event is here: the implicit route, its own window.
-    const sizes = withSpool(h.db, (spool) => (spool.db.query("SELECT id, size FROM events ORDER BY id").all() as { size: number }[]).map((e) => e.size));
-    const received = withSpool(h.db, (spool) => (spool.db.query("SELECT received_at FROM events WHERE id = 1").get() as { received_at: number }).received_at);
+    const sizes = withSpool(h.db, (spool) =>
+      (spool.db.query("SELECT id, size FROM events ORDER BY id").all() as { size: number }[]).map((e) => e.size),
+    );
+    const received = withSpool(
+      h.db,
+      (spool) =>
+        (spool.db.query("SELECT received_at FROM events WHERE id = 1").get() as { received_at: number }).received_at,
+    );
     expect(sizes[0]).toBe(eventSize(storeEvent({ payload: p1, eventType: "push", dedupId: "gh-1" }), received));
     expect(sizes[1]).toBeGreaterThan(p2.length);
-    expect(r.out).toMatch(new RegExp(`^1\\s+push\\s+\\S+Z\\s+${sizes[0]}\\s+gh-1\\s+implicit demo, window from source$`, "m"));
-    expect(r.out).toMatch(new RegExp(`^2\\s+-\\s+\\S+Z\\s+${sizes[1]}\\s+-\\s+implicit demo, window from source$`, "m"));
+    expect(r.out).toMatch(
+      new RegExp(`^1\\s+push\\s+\\S+Z\\s+${sizes[0]}\\s+gh-1\\s+implicit demo, window from source$`, "m"),
+    );
+    expect(r.out).toMatch(
+      new RegExp(`^2\\s+-\\s+\\S+Z\\s+${sizes[1]}\\s+-\\s+implicit demo, window from source$`, "m"),
+    );
     expect(r.out).not.toContain(SECRET);
 
     const j = await inHome(h, ["show", "1", "--events", "--json"]);
     const doc = JSON.parse(j.out);
     expect(doc.batch).toMatchObject({ id: 1, count: 2 });
-    expect(doc.events.map((e: Record<string, unknown>) => [e.id, e.event_type, e.size, e.dedup_id, e.excluded_at])).toEqual([
+    expect(
+      doc.events.map((e: Record<string, unknown>) => [e.id, e.event_type, e.size, e.dedup_id, e.excluded_at]),
+    ).toEqual([
       [1, "push", sizes[0], "gh-1", null],
       [2, "", sizes[1], null, null],
     ]);
@@ -201,7 +239,14 @@ describe("show", () => {
     expect(r.out).toMatch(/^1\s+1\s+\S+Z\s+retry\s+transport\s+12\s+connection refused$/m);
     const j = JSON.parse((await inHome(h, ["--json", "show", String(id), "--attempts"])).out);
     expect(j.attempts).toHaveLength(1);
-    expect(j.attempts[0]).toMatchObject({ n: 1, outcome: "retry", klass: "transport", error: "connection refused", counted: 0, destination: "script:demo-log" });
+    expect(j.attempts[0]).toMatchObject({
+      n: 1,
+      outcome: "retry",
+      klass: "transport",
+      error: "connection refused",
+      counted: 0,
+      destination: "script:demo-log",
+    });
   });
 
   test("a dead batch says how to replay it", async () => {
@@ -274,7 +319,15 @@ describe("show", () => {
     expect(r.code).toBe(0);
     const doc = JSON.parse(r.out);
     expect(Object.keys(doc)).toEqual(["batch"]);
-    expect(doc.batch).toMatchObject({ id: 1, state: "open", source: "demo", key: "k", destination: "script:demo-log", count: 1, content_hash: null });
+    expect(doc.batch).toMatchObject({
+      id: 1,
+      state: "open",
+      source: "demo",
+      key: "k",
+      destination: "script:demo-log",
+      count: 1,
+      content_hash: null,
+    });
     expect(r.out).not.toContain(SECRET);
   });
 });

@@ -11,17 +11,30 @@ import { builtBinary } from "../helpers/proc.ts";
 import { tempDir } from "../helpers/tmp.ts";
 
 const SCHEMES: Record<string, string[]> = {
-  "hmac-sha256-hex": ["header=X-Widget-Signature", "prefix=sha256=", 'key=["widget.id"]', "event_type=type", "dedup=header:X-Widget-Delivery"],
+  "hmac-sha256-hex": [
+    "header=X-Widget-Signature",
+    "prefix=sha256=",
+    'key=["widget.id"]',
+    "event_type=type",
+    "dedup=header:X-Widget-Delivery",
+  ],
   "hmac-sha1-hex": ["header=X-Signature", 'key=["a.b.c", "header:X-Org"]'],
   "hmac-sha256-base64": ["header=X-Hmac", "key=shop", "dedup=body_sha256"],
-  "hmac-sha1-base64-url": ["header=X-Trello-Webhook", "callback_url=https://hooks.example.com/widgets", "key=model.id", "head_handshake=true"],
+  "hmac-sha1-base64-url": [
+    "header=X-Trello-Webhook",
+    "callback_url=https://hooks.example.com/widgets",
+    "key=model.id",
+    "head_handshake=true",
+  ],
   "standard-webhooks": ['key=["data.id"]', "event_type=type"],
   timestamped: ["header=Stripe-Signature", "key=data.object.id", "event_type=type"],
   "static-token": ["param=token", "key=subscription", "dedup=message.messageId"],
 };
 
 function walk(dir: string, root = dir): string[] {
-  return readdirSync(dir, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? walk(join(dir, e.name), root) : [join(dir, e.name).slice(root.length + 1)]));
+  return readdirSync(dir, { withFileTypes: true }).flatMap((e) =>
+    e.isDirectory() ? walk(join(dir, e.name), root) : [join(dir, e.name).slice(root.length + 1)],
+  );
 }
 
 /** What the author does next: the provider's names and pages, and every TODO answered. */
@@ -41,7 +54,8 @@ function fillIn(dir: string): void {
   }
 }
 
-const failing = async (dir: string) => (await checkBobbin(subjectFromDir(dir))).rows.filter((r) => r.outcome === "fail").map((r) => r.name);
+const failing = async (dir: string) =>
+  (await checkBobbin(subjectFromDir(dir))).rows.filter((r) => r.outcome === "fail").map((r) => r.name);
 
 async function scaffolded(scheme: string, extra: string[] = []): Promise<string> {
   const root = tempDir("hookspool-new-");
@@ -83,7 +97,10 @@ describe("bobbin new", () => {
     fillIn(dir);
     const card = await checkBobbin(subjectFromDir(dir));
     expect(card.rows.filter((r) => r.outcome === "fail")).toEqual([]);
-    expect(card.rows.find((r) => r.name === "processor")).toMatchObject({ outcome: "pass", note: "1 capture(s) run twice under one batch id" });
+    expect(card.rows.find((r) => r.name === "processor")).toMatchObject({
+      outcome: "pass",
+      note: "1 capture(s) run twice under one batch id",
+    });
   });
 
   test("--poll: a feed poller the kit runs on its poll capture, passing once filled in", async () => {
@@ -96,15 +113,24 @@ describe("bobbin new", () => {
     fillIn(dir);
     const card = await checkBobbin(subjectFromDir(dir));
     expect(card.rows.filter((x) => x.outcome === "fail")).toEqual([]);
-    expect(card.rows.find((x) => x.name === "processor")).toMatchObject({ outcome: "pass", note: "1 poll capture(s) run twice under one batch id" });
+    expect(card.rows.find((x) => x.name === "processor")).toMatchObject({
+      outcome: "pass",
+      note: "1 poll capture(s) run twice under one batch id",
+    });
     expect(card.rows.find((x) => x.name === "source-kit")?.outcome).toBe("skip");
-    expect((await cli(["bobbin", "new", "acme.other", "--poll", "--code", "--dir", root])).err).toContain("--poll takes no --set, --code or --processor");
+    expect((await cli(["bobbin", "new", "acme.other", "--poll", "--code", "--dir", root])).err).toContain(
+      "--poll takes no --set, --code or --processor",
+    );
   });
 
   test("the compiled binary loads a private code source that imports hookspool/plugin", async () => {
     const dir = await scaffolded("standard-webhooks", ["--code"]);
     fillIn(dir);
-    const p = Bun.spawn([await builtBinary(), "bobbin", "check", dir], { stdout: "pipe", stderr: "pipe", env: { PATH: process.env.PATH, HOME: tempDir() } });
+    const p = Bun.spawn([await builtBinary(), "bobbin", "check", dir], {
+      stdout: "pipe",
+      stderr: "pipe",
+      env: { PATH: process.env.PATH, HOME: tempDir() },
+    });
     const [out, code] = await Promise.all([new Response(p.stdout).text(), p.exited]);
     expect(out).toMatch(/PASS {2}source-kit: 11 of 14 cases ran/);
     // The whole scorecard on failure: which row the binary failed.
@@ -123,10 +149,19 @@ describe("bobbin new", () => {
       [["acme.widgets", "--set", "scheme=hmac-sha512-hex", "--set", "key=id"], /^hookspool: scheme: /],
       [["acme.widgets", "--set", "scheme=hmac-sha256-hex", "--set", "key=id"], /^hookspool: header: /],
       [["acme.widgets", "--set", "scheme=static-token"], /^hookspool: key: required/],
-      [["acme.widgets", "--set", "scheme=static-token", "--set", "key=id", "--set", "colour=blue"], /^hookspool: colour: not a template setting/],
+      [
+        ["acme.widgets", "--set", "scheme=static-token", "--set", "key=id", "--set", "colour=blue"],
+        /^hookspool: colour: not a template setting/,
+      ],
       [["acme.widgets", "--set", "scheme"], /^hookspool: --set scheme: expected NAME=VALUE/],
-      [["hookspool.widgets", "--set", "scheme=static-token", "--set", "key=id", "--set", "header=X-T"], /^hookspool: name: the hookspool\. namespace/],
-      [["Acme", "--set", "scheme=static-token", "--set", "key=id"], /^hookspool: name: "Acme" is not <vendor>\.<product>/],
+      [
+        ["hookspool.widgets", "--set", "scheme=static-token", "--set", "key=id", "--set", "header=X-T"],
+        /^hookspool: name: the hookspool\. namespace/,
+      ],
+      [
+        ["Acme", "--set", "scheme=static-token", "--set", "key=id"],
+        /^hookspool: name: "Acme" is not <vendor>\.<product>/,
+      ],
     ] as const;
     for (const [argv, message] of cases) {
       const r = await run(...argv);
@@ -134,7 +169,9 @@ describe("bobbin new", () => {
       expect(r.err.split("\n")[0]).toMatch(message);
     }
     expect(readdirSync(root)).toEqual([]);
-    expect((await run("acme.widgets", "--set", "scheme=static-token", "--set", "key=id", "--set", "header=X-T")).code).toBe(0);
+    expect(
+      (await run("acme.widgets", "--set", "scheme=static-token", "--set", "key=id", "--set", "header=X-T")).code,
+    ).toBe(0);
     const again = await run("acme.widgets", "--set", "scheme=static-token", "--set", "key=id", "--set", "header=X-T");
     expect(again.err).toContain("exists already");
     expect(existsSync(join(root, "acme", "widgets", "bobbin.toml"))).toBe(true);

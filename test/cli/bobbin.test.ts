@@ -31,7 +31,9 @@ describe("bobbin list", () => {
     const builtins = [...findBobbins({ bobbinPath: [], presets: Object.keys(DEFAULT_SPANS) }).bobbins.keys()];
     // Every built-in first, in name order, then the private one; the instance is named on its bobbin.
     expect(rows.map((x) => x.name)).toEqual([...builtins.sort(), "acme.hooks"]);
-    expect(rows.filter((x) => x.instances.length).map((x) => [x.name, x.instances])).toEqual([["github.repo", ["github-ci"]]]);
+    expect(rows.filter((x) => x.instances.length).map((x) => [x.name, x.instances])).toEqual([
+      ["github.repo", ["github-ci"]],
+    ]);
     expect(rows.map((x) => x.origin)).toEqual([...builtins.map(() => "built-in"), root]);
     const human = await cli(["--home", h, "bobbin", "list"]);
     expect(human.out.split("\n")[0]).toMatch(/^BOBBIN\s+VERSION\s+ORIGIN\s+SCHEME\s+INSTANCES\s+SUMMARY$/);
@@ -42,11 +44,18 @@ describe("bobbin list", () => {
     const h = home("");
     const r = await cli(["--home", h, "bobbin", "list", "--markdown"]);
     const lines = r.out.split("\n");
-    expect(lines.slice(0, 2)).toEqual(["| bobbin | provider | scheme | handshake | sender retries | summary |", "| --- | --- | --- | --- | --- | --- |"]);
+    expect(lines.slice(0, 2)).toEqual([
+      "| bobbin | provider | scheme | handshake | sender retries | summary |",
+      "| --- | --- | --- | --- | --- | --- |",
+    ]);
     const builtins = findBobbins({ bobbinPath: [], presets: Object.keys(DEFAULT_SPANS) }).bobbins.size;
     expect(lines.filter((l) => l.startsWith("| `"))).toHaveLength(builtins);
-    expect(lines).toContain("| `atlassian.trello` | Atlassian Trello | hmac-sha1-base64-url | HEAD 200 | yes | Trello webhooks: actions on a watched board, list, card or member |");
-    expect(lines.find((l) => l.startsWith("| `hookspool.webhook`"))).toContain("| any scheme | per settings | per settings |");
+    expect(lines).toContain(
+      "| `atlassian.trello` | Atlassian Trello | hmac-sha1-base64-url | HEAD 200 | yes | Trello webhooks: actions on a watched board, list, card or member |",
+    );
+    expect(lines.find((l) => l.startsWith("| `hookspool.webhook`"))).toContain(
+      "| any scheme | per settings | per settings |",
+    );
     expect(lines.find((l) => l.startsWith("| `zoom.meetings`"))).toContain("| code | see README | yes |");
     const doc = await Bun.file(join(import.meta.dir, "..", "..", "docs", "bobbins", "README.md")).text();
     for (const row of lines.slice(2)) expect(doc).toContain(row);
@@ -56,13 +65,18 @@ describe("bobbin list", () => {
 describe("bobbin list --search", () => {
   test("keeps the bobbins whose name, provider, summary or scheme holds the word, any letter case", async () => {
     const h = home("");
-    const names = async (word: string) => (JSON.parse((await cli(["--home", h, "--json", "bobbin", "list", "--search", word])).out) as { name: string }[]).map((b) => b.name);
+    const names = async (word: string) =>
+      (
+        JSON.parse((await cli(["--home", h, "--json", "bobbin", "list", "--search", word])).out) as { name: string }[]
+      ).map((b) => b.name);
     expect(await names("TRELLO")).toEqual(["atlassian.trello"]);
     expect(await names("sec.edgar")).toEqual(["sec.edgar"]);
     // By the provider's name, not in the bobbin's.
     expect(await names("Atlassian")).toContain("atlassian.trello");
     // By scheme: every bobbin verified that way, and only those.
-    const rows = JSON.parse((await cli(["--home", h, "--json", "bobbin", "list", "--search", "hmac-sha1-base64-url"])).out) as { name: string; scheme: string }[];
+    const rows = JSON.parse(
+      (await cli(["--home", h, "--json", "bobbin", "list", "--search", "hmac-sha1-base64-url"])).out,
+    ) as { name: string; scheme: string }[];
     expect(rows.map((r) => r.scheme)).toEqual(rows.map(() => "hmac-sha1-base64-url"));
     expect(rows.map((r) => r.name)).toContain("atlassian.trello");
   });
@@ -84,7 +98,14 @@ describe("bobbin show", () => {
     expect(r.out).toMatch(/^callback_url\s+string\s+yes/m);
     expect(r.out).toMatch(/^sender\s+retries a failed delivery$/m);
     const gh = JSON.parse((await cli(["--home", h, "--json", "bobbin", "show", "github.repo"])).out);
-    expect(gh).toMatchObject({ name: "github.repo", origin: "built-in", dir: "builtin:github/repo", sender_retries: false, secrets: { secret: { required: true } }, outputs: { "*": {} } });
+    expect(gh).toMatchObject({
+      name: "github.repo",
+      origin: "built-in",
+      dir: "builtin:github/repo",
+      sender_retries: false,
+      secrets: { secret: { required: true } },
+      outputs: { "*": {} },
+    });
     expect((await cli(["--home", h, "bobbin", "show", "github.nothing"])).code).toBe(1);
   });
 });
@@ -94,19 +115,31 @@ describe("bobbin expand", () => {
     const h = home(GITHUB);
     const r = await cli(["--home", h, "bobbin", "expand", "github-ci"]);
     expect(r.code).toBe(0);
-    expect(r.out).toContain('# [bobbins.github-ci] (github.repo)');
-    expect(r.out).toContain('[sources.github-ci]');
+    expect(r.out).toContain("# [bobbins.github-ci] (github.repo)");
+    expect(r.out).toContain("[sources.github-ci]");
     expect(r.out).toContain('action = "hermes:github-ci"');
     expect(r.out).toContain('file = "/etc/hookspool/secrets/github"');
     const doc = JSON.parse((await cli(["--home", h, "--json", "bobbin", "expand"])).out);
-    expect(doc["github-ci"].sources["github-ci"].template).toMatchObject({ scheme: "hmac-sha256-hex", header: "X-Hub-Signature-256" });
+    expect(doc["github-ci"].sources["github-ci"].template).toMatchObject({
+      scheme: "hmac-sha256-hex",
+      header: "X-Hub-Signature-256",
+    });
     expect((await cli(["--home", h, "bobbin", "expand", "nothing"])).code).toBe(1);
   });
 
   test("a processor's secret references are named, never shown twice", async () => {
     const root = bobbinRoot();
-    writeBobbin(root, "acme/mail", manifestText("acme.mail", '[secrets.cred]\ndescription = "c"\nprocessor = true\n[processor]\nmodule = "processor"\n'));
-    const h = home(`[spool]\nbobbin_path = ["${root}"]\n[bobbins.mail]\nbobbin = "acme.mail"\nsecrets.secret = { file = "/s" }\nsecrets.cred = { file = "/etc/hookspool/cred.json" }\noutputs = { "*" = "hermes:mail" }\n`);
+    writeBobbin(
+      root,
+      "acme/mail",
+      manifestText(
+        "acme.mail",
+        '[secrets.cred]\ndescription = "c"\nprocessor = true\n[processor]\nmodule = "processor"\n',
+      ),
+    );
+    const h = home(
+      `[spool]\nbobbin_path = ["${root}"]\n[bobbins.mail]\nbobbin = "acme.mail"\nsecrets.secret = { file = "/s" }\nsecrets.cred = { file = "/etc/hookspool/cred.json" }\noutputs = { "*" = "hermes:mail" }\n`,
+    );
     const doc = JSON.parse((await cli(["--home", h, "--json", "bobbin", "expand", "mail"])).out);
     expect(doc.mail.destinations["script:mail"].env.HOOKSPOOL_SECRET_REFS).toBe("cred");
   });

@@ -15,7 +15,8 @@ async function brokenHome(toml: string): Promise<Home> {
   return h;
 }
 
-const warning = (h: Home, problem: string) => `hookspool: warning: ${h.config}: cannot use the config (${problem}); reading the database alone\n`;
+const warning = (h: Home, problem: string) =>
+  `hookspool: warning: ${h.config}: cannot use the config (${problem}); reading the database alone\n`;
 
 describe("a config that does not validate", () => {
   test("list, show and export work from the database, with one warning on stderr", async () => {
@@ -53,10 +54,20 @@ describe("a config that does not validate", () => {
   test("every other command still fails on it, with the one config error line", async () => {
     const h = await brokenHome(BAD_VALUE);
     const before = storedState(h.db);
-    for (const argv of [["enqueue", "--source", "demo", "--key", "k"], ["replay", "1"], ["drop", "1", "--yes"], ["migrate"], ["metrics"], ["prune"], ["issues"]]) {
+    for (const argv of [
+      ["enqueue", "--source", "demo", "--key", "k"],
+      ["replay", "1"],
+      ["drop", "1", "--yes"],
+      ["migrate"],
+      ["metrics"],
+      ["prune"],
+      ["issues"],
+    ]) {
       const r = await inHome(h, argv, { stdin: "{}" });
       expect({ argv, code: r.code, out: r.out }).toEqual({ argv, code: 2, out: "" });
-      expect(oneErrorLine(r.err)).toBe(`hookspool: ${h.config}: intake.max_body_bytes: expected an integer, got a string`);
+      expect(oneErrorLine(r.err)).toBe(
+        `hookspool: ${h.config}: intake.max_body_bytes: expected an integer, got a string`,
+      );
     }
     const check = await inHome(h, ["check"]);
     expect(check.code).toBe(2);

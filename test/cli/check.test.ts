@@ -1,7 +1,18 @@
 // hookspool check and reload: the report's lines and exit codes, --json, secrets never
 // printed, the spool's file modes, and reload touching the config only when the check passes.
 import { describe, expect, test } from "bun:test";
-import { appendFileSync, chmodSync, closeSync, existsSync, openSync, readFileSync, statSync, utimesSync, writeFileSync, writeSync } from "node:fs";
+import {
+  appendFileSync,
+  chmodSync,
+  closeSync,
+  existsSync,
+  openSync,
+  readFileSync,
+  statSync,
+  utimesSync,
+  writeFileSync,
+  writeSync,
+} from "node:fs";
 import { join } from "node:path";
 import type { ConfigProblem } from "../../src/config/types.ts";
 import { openSpool } from "../../src/store/sqlite/db.ts";
@@ -123,13 +134,21 @@ outputs = { "*" = "script:demo-log" }
     const r = await run(h, ["check"]);
     expect({ code: r.code, out: r.out }).toMatchObject({ code: 0 });
     const out = r.out.split("\n");
-    expect(out).toContain("note: source kaneo: the sender does not retry a failed delivery: a sweep must recover what is missed (its bobbin's README says how)");
-    expect(out).toContain("note: source github-ci: the sender does not retry a failed delivery: a sweep must recover what is missed (its bobbin's README says how)");
+    expect(out).toContain(
+      "note: source kaneo: the sender does not retry a failed delivery: a sweep must recover what is missed (its bobbin's README says how)",
+    );
+    expect(out).toContain(
+      "note: source github-ci: the sender does not retry a failed delivery: a sweep must recover what is missed (its bobbin's README says how)",
+    );
     expect(out).toContain("info: source trello: the sender retries a failed delivery");
     // The summary counts the notes: the senders whose misses only a sweep recovers.
     expect(r.out.trim().split("\n").at(-1)).toMatch(/: 0 errors, 0 warnings, 3 notes$/);
     const json = JSON.parse((await run(h, ["--json", "check"])).out);
-    expect(json).toMatchObject({ errors: 0, notes: 3, senders: { kaneo: false, "github-ci": false, billing: false, trello: true } });
+    expect(json).toMatchObject({
+      errors: 0,
+      notes: 3,
+      senders: { kaneo: false, "github-ci": false, billing: false, trello: true },
+    });
   });
 
   test("a corrupt spool fails the check (it is the intake's ExecStartPre)", async () => {
@@ -166,11 +185,18 @@ outputs = { "*" = "script:demo-log" }
     expect(r.code).toBe(2);
     expect(r.err).toBe("");
     const lines = r.out.trimEnd().split("\n");
-    expect(lines[0]).toBe(`error: config: no config file at ${where} (hookspool init writes a starter config there; or point --home, --config or HOOKSPOOL_CONFIG at yours)`);
+    expect(lines[0]).toBe(
+      `error: config: no config file at ${where} (hookspool init writes a starter config there; or point --home, --config or HOOKSPOOL_CONFIG at yours)`,
+    );
     expect(lines.at(-1)).toMatch(/^\(no config file\): 1 error, \d+ warnings?$/);
     const j = await cli(["--home", home, "--json", "check"]);
     expect(j.code).toBe(2);
-    expect(JSON.parse(j.out).problems[0]).toEqual({ level: "error", key: "config", message: `no config file at ${where}`, hint: expect.stringContaining("hookspool init") });
+    expect(JSON.parse(j.out).problems[0]).toEqual({
+      level: "error",
+      key: "config",
+      message: `no config file at ${where}`,
+      hint: expect.stringContaining("hookspool init"),
+    });
     // HOOKSPOOL_HOME is where it looks too
     const env = await cli(["check"], { env: { HOOKSPOOL_HOME: home } });
     expect(env.code).toBe(2);
@@ -223,7 +249,12 @@ secret = { env = "DEMO_TOKEN" }
 `,
   );
   const env = { DEMO_TOKEN: `whsec_${SENTINEL}` };
-  const runs = [await run(h, ["check"], env), await run(h, ["--json", "check"], env), await run(h, ["reload"], env), await run(h, ["--json", "reload"], env)];
+  const runs = [
+    await run(h, ["check"], env),
+    await run(h, ["--json", "check"], env),
+    await run(h, ["reload"], env),
+    await run(h, ["--json", "reload"], env),
+  ];
   for (const r of runs) {
     expect(r.code).toBe(2);
     expect(r.out + r.err).not.toContain(SENTINEL);
@@ -237,7 +268,10 @@ describe("pacing in check", () => {
   test("says which rate each paced destination is delivered at, and where it comes from", async () => {
     const h = await initHome();
     const subs = join(h.home, "subs.json");
-    writeFileSync(subs, JSON.stringify({ ci: { secret: "s3cret-route" }, busy: { secret: "s3cret-route", rate_limit: 12 } }));
+    writeFileSync(
+      subs,
+      JSON.stringify({ ci: { secret: "s3cret-route" }, busy: { secret: "s3cret-route", rate_limit: 12 } }),
+    );
     appendFileSync(
       h.config,
       `
@@ -270,7 +304,9 @@ rate = "5/s"
 `,
     );
     const r = await run(h, ["check"], { HOME: h.home });
-    expect(r.out).toContain("info: destination hermes:ci: paced at 20 per 60 s, from the gateway's rate_limit ([hermes] rate_limit = 20)\n");
+    expect(r.out).toContain(
+      "info: destination hermes:ci: paced at 20 per 60 s, from the gateway's rate_limit ([hermes] rate_limit = 20)\n",
+    );
     expect(r.out).toContain(`destination hermes:busy: paced at 12 per 60 s, from the route's rate_limit in ${subs}\n`);
     expect(r.out).toContain("destination web: paced at 5 per 1 s, from its rate\n");
     // The demo script is not paced, and says nothing.
@@ -279,7 +315,10 @@ rate = "5/s"
 
   test("a rate that does not parse is a one-line error naming the key", async () => {
     const h = await initHome();
-    appendFileSync(h.config, '\n[destinations.web]\ntype = "http"\nurl = "https://example.invalid/hook"\nunsigned = true\nrate = "thirty a minute"\n');
+    appendFileSync(
+      h.config,
+      '\n[destinations.web]\ntype = "http"\nurl = "https://example.invalid/hook"\nunsigned = true\nrate = "thirty a minute"\n',
+    );
     const r = await run(h, ["check"]);
     expect(r.code).toBe(2);
     expect(r.out).toContain('error: destinations.web.rate: "thirty a minute" is not a rate: write N/<window>');
@@ -314,7 +353,11 @@ describe("hookspool reload", () => {
 
   test("--json says whether it reloaded", async () => {
     const h = await initHome();
-    expect(JSON.parse((await run(h, ["--json", "reload"])).out)).toMatchObject({ reloaded: true, config: h.config, problems: [] });
+    expect(JSON.parse((await run(h, ["--json", "reload"])).out)).toMatchObject({
+      reloaded: true,
+      config: h.config,
+      problems: [],
+    });
   });
 
   test("exit 1 when there is no config file", async () => {

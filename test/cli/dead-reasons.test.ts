@@ -12,16 +12,41 @@ async function deadFor(h: Home, key: string, reason: DeadReason): Promise<number
   const id = await enqueueJson(h, "once", key, { n: key });
   withSpool(h.db, (spool) => {
     const now = spool.clock.now();
-    const claim = claimBatch(spool, { batchId: id, destination: "script:demo-log", now, leaseUntil: now + 60, host: "test", pid: 1 });
+    const claim = claimBatch(spool, {
+      batchId: id,
+      destination: "script:demo-log",
+      now,
+      leaseUntil: now + 60,
+      host: "test",
+      pid: 1,
+    });
     if (!claim) throw new Error(`batch ${id} was not claimable`);
-    const r = markDead(spool, { batchId: id, attemptId: claim.attemptId, owner: claim.owner, now, deadReason: reason, attempt: { klass: "permanent", status: 422, error: "said no", durationMs: 1, counted: false } });
+    const r = markDead(spool, {
+      batchId: id,
+      attemptId: claim.attemptId,
+      owner: claim.owner,
+      now,
+      deadReason: reason,
+      attempt: { klass: "permanent", status: 422, error: "said no", durationMs: 1, counted: false },
+    });
     if (!r.applied) throw new Error("mark not applied");
   });
   return id;
 }
 
 function quarantineOne(h: Home): number {
-  return withSpool(h.db, (spool) => quarantine(spool, { source: "demo", raw: new TextEncoder().encode("{}"), headers: {}, authHeaders: [], url: null, reason: "not_json" }).batchId);
+  return withSpool(
+    h.db,
+    (spool) =>
+      quarantine(spool, {
+        source: "demo",
+        raw: new TextEncoder().encode("{}"),
+        headers: {},
+        authHeaders: [],
+        url: null,
+        reason: "not_json",
+      }).batchId,
+  );
 }
 
 describe("dead reasons", () => {
@@ -31,17 +56,39 @@ describe("dead reasons", () => {
     const exhausted = await deadFor(h, "b", "exhausted");
     const processor = await deadFor(h, "c", "processor_permanent");
     const q = quarantineOne(h);
-    const ids = async (argv: string[]) => (JSON.parse((await inHome(h, ["--json", "list", ...argv])).out) as { id: number }[]).map((b) => b.id);
+    const ids = async (argv: string[]) =>
+      (JSON.parse((await inHome(h, ["--json", "list", ...argv])).out) as { id: number }[]).map((b) => b.id);
     expect(await ids(["--state", "dead", "--reason", "rejected"])).toEqual([rejected]);
     expect(await ids(["--reason", "exhausted"])).toEqual([exhausted]);
     expect(await ids(["--reason", "quarantined"])).toEqual([q]);
-    const rows = JSON.parse((await inHome(h, ["--json", "list", "--state", "dead"])).out) as { id: number; dead_reason: string }[];
-    expect(Object.fromEntries(rows.map((r) => [r.id, r.dead_reason]))).toEqual({ [rejected]: "rejected", [exhausted]: "exhausted", [processor]: "processor_permanent", [q]: "quarantined" });
+    const rows = JSON.parse((await inHome(h, ["--json", "list", "--state", "dead"])).out) as {
+      id: number;
+      dead_reason: string;
+    }[];
+    expect(Object.fromEntries(rows.map((r) => [r.id, r.dead_reason]))).toEqual({
+      [rejected]: "rejected",
+      [exhausted]: "exhausted",
+      [processor]: "processor_permanent",
+      [q]: "quarantined",
+    });
     // The human list's last column is the reason for a dead batch.
-    expect((await inHome(h, ["list", "--state", "dead"])).out).toMatch(new RegExp(`^${processor}\\s+dead\\s.*processor_permanent$`, "m"));
-    expect((await inHome(h, ["show", String(rejected)])).out).toMatch(/^dead because\s+rejected \(the destination refused it for good/m);
+    expect((await inHome(h, ["list", "--state", "dead"])).out).toMatch(
+      new RegExp(`^${processor}\\s+dead\\s.*processor_permanent$`, "m"),
+    );
+    expect((await inHome(h, ["show", String(rejected)])).out).toMatch(
+      /^dead because\s+rejected \(the destination refused it for good/m,
+    );
     const status = JSON.parse((await inHome(h, ["--json", "status"])).out);
-    expect(status.dead_by_reason).toEqual({ rejected: 1, exhausted: 1, poison: 0, processor_permanent: 1, bad_emit: 0, config: 0, quarantined: 1, agent_failed: 0 });
+    expect(status.dead_by_reason).toEqual({
+      rejected: 1,
+      exhausted: 1,
+      poison: 0,
+      processor_permanent: 1,
+      bad_emit: 0,
+      config: 0,
+      quarantined: 1,
+      agent_failed: 0,
+    });
     expect(status.degraded).toContain("batches: 3 dead (1 rejected, 1 exhausted, 1 processor_permanent)");
     expect((await inHome(h, ["status"])).out).toMatch(/^dead\s+1 rejected, 1 exhausted, 1 processor_permanent$/m);
     const metrics = (await inHome(h, ["metrics"])).out;
@@ -56,7 +103,9 @@ describe("dead reasons", () => {
     const exhausted = [await deadFor(h, "b", "exhausted"), await deadFor(h, "c", "exhausted")];
     const r = await inHome(h, ["--json", "replay", "--dead", "--reason", "exhausted"]);
     expect(r.code).toBe(0);
-    expect((JSON.parse(r.out).replayed as { batchId: number }[]).map((x) => x.batchId).sort()).toEqual(exhausted.sort());
+    expect((JSON.parse(r.out).replayed as { batchId: number }[]).map((x) => x.batchId).sort()).toEqual(
+      exhausted.sort(),
+    );
     const states = withDb(h.db, (db) => db.query("SELECT id, state, dead_reason FROM batches ORDER BY id").all());
     expect(states).toEqual([
       { id: rejected, state: "dead", dead_reason: "rejected" },

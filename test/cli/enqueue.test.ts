@@ -7,8 +7,10 @@ import { cli } from "../helpers/cli.ts";
 import { tempDir } from "../helpers/tmp.ts";
 import { EXTRA_CONFIG, enqueueJson, initHome, inHome, oneErrorLine, storedState, withDb } from "./home.ts";
 
-const ev = (db: string, id: number) => withDb(db, (d) => d.query("SELECT * FROM events WHERE id = ?").get(id) as Record<string, unknown>);
-const batch = (db: string, id: number) => withDb(db, (d) => d.query("SELECT * FROM batches WHERE id = ?").get(id) as Record<string, unknown>);
+const ev = (db: string, id: number) =>
+  withDb(db, (d) => d.query("SELECT * FROM events WHERE id = ?").get(id) as Record<string, unknown>);
+const batch = (db: string, id: number) =>
+  withDb(db, (d) => d.query("SELECT * FROM batches WHERE id = ?").get(id) as Record<string, unknown>);
 
 describe("enqueue", () => {
   test("from stdin: stores the payload byte for byte and says where it went", async () => {
@@ -29,7 +31,10 @@ describe("enqueue", () => {
     const dir = tempDir();
     mkdirSync(join(dir, "in"));
     writeFileSync(join(dir, "in", "event.json"), '{"from":"file"}');
-    const r = await inHome(h, ["enqueue", "--source", "demo", "--key", "k", "--file", "in/event.json"], { cwd: dir, stdin: '{"from":"stdin"}' });
+    const r = await inHome(h, ["enqueue", "--source", "demo", "--key", "k", "--file", "in/event.json"], {
+      cwd: dir,
+      stdin: '{"from":"stdin"}',
+    });
     expect(r.code).toBe(0);
     expect(r.out).toContain("queued event 1 in batch 1");
     expect(ev(h.db, 1).payload).toBe('{"from":"file"}');
@@ -64,12 +69,18 @@ describe("enqueue", () => {
 
   test("--dedup-id twice: the second is a duplicate and stores nothing new", async () => {
     const h = await initHome();
-    const first = await inHome(h, ["enqueue", "--source", "demo", "--key", "k", "--dedup-id", "d-1"], { stdin: '{"n":1}' });
+    const first = await inHome(h, ["enqueue", "--source", "demo", "--key", "k", "--dedup-id", "d-1"], {
+      stdin: '{"n":1}',
+    });
     expect(first.code).toBe(0);
-    const second = await inHome(h, ["enqueue", "--source", "demo", "--key", "k", "--dedup-id", "d-1"], { stdin: '{"n":2}' });
+    const second = await inHome(h, ["enqueue", "--source", "demo", "--key", "k", "--dedup-id", "d-1"], {
+      stdin: '{"n":2}',
+    });
     expect(second).toMatchObject({ code: 0, err: "" });
     expect(second.out.trim()).toBe("duplicate of event 1; nothing enqueued");
-    const json = await inHome(h, ["--json", "enqueue", "--source", "demo", "--key", "k", "--dedup-id", "d-1"], { stdin: '{"n":3}' });
+    const json = await inHome(h, ["--json", "enqueue", "--source", "demo", "--key", "k", "--dedup-id", "d-1"], {
+      stdin: '{"n":3}',
+    });
     expect(JSON.parse(json.out)).toEqual({ status: "duplicate", eventId: 1 });
     const s = storedState(h.db);
     expect(s.events).toBe(1);
@@ -90,15 +101,21 @@ describe("enqueue", () => {
     expect(batch(h.db, 1)).toMatchObject({ destination: "script:demo-log", route: "demo", count: 1 });
     expect(batch(h.db, 2)).toMatchObject({ destination: "web", route: "demo->web", source: "demo", count: 1 });
     // The next override of that key joins the override's batch, not the route's.
-    expect((await inHome(h, ["enqueue", "--source", "demo", "--key", "k", "--destination", "web"], { stdin: "{}" })).out).toContain("in batch 2 ");
+    expect(
+      (await inHome(h, ["enqueue", "--source", "demo", "--key", "k", "--destination", "web"], { stdin: "{}" })).out,
+    ).toContain("in batch 2 ");
   });
 
   test("a tee route gets its own copy in the same command", async () => {
-    const h = await initHome({ extra: `${EXTRA_CONFIG}\n[[routes]]\nname = "mirror"\nsource = "demo"\ntee = true\ndestination = "web"\n` });
+    const h = await initHome({
+      extra: `${EXTRA_CONFIG}\n[[routes]]\nname = "mirror"\nsource = "demo"\ntee = true\ndestination = "web"\n`,
+    });
     const r = await inHome(h, ["--json", "enqueue", "--source", "demo", "--key", "k"], { stdin: "{}" });
     expect(r.code).toBe(0);
     const placed = JSON.parse(r.out).placed;
-    expect(placed.map((p: { route: string; destination: string; tee: boolean }) => [p.route, p.destination, p.tee])).toEqual([
+    expect(
+      placed.map((p: { route: string; destination: string; tee: boolean }) => [p.route, p.destination, p.tee]),
+    ).toEqual([
       ["demo", "script:demo-log", false],
       ["mirror", "web", true],
     ]);
@@ -106,7 +123,9 @@ describe("enqueue", () => {
 
   test("--event-type is stored with the event", async () => {
     const h = await initHome();
-    expect((await inHome(h, ["enqueue", "--source", "demo", "--key", "k", "--event-type", "push"], { stdin: "{}" })).code).toBe(0);
+    expect(
+      (await inHome(h, ["enqueue", "--source", "demo", "--key", "k", "--event-type", "push"], { stdin: "{}" })).code,
+    ).toBe(0);
     expect(ev(h.db, 1).event_type).toBe("push");
   });
 
@@ -131,19 +150,47 @@ describe("enqueue refuses bad input: one line, non-zero, nothing stored changes"
   const enc = new TextEncoder();
   const cases: { name: string; argv: string[]; stdin?: string | Uint8Array; code: number; says: string | RegExp }[] = [
     { name: "invalid JSON", argv: [], stdin: '{"a":', code: 2, says: "not valid JSON" },
-    { name: "invalid UTF-8", argv: [], stdin: new Uint8Array([...enc.encode('{"a":"'), 0xff, 0xfe, ...enc.encode('"}')]), code: 2, says: "not valid UTF-8" },
+    {
+      name: "invalid UTF-8",
+      argv: [],
+      stdin: new Uint8Array([...enc.encode('{"a":"'), 0xff, 0xfe, ...enc.encode('"}')]),
+      code: 2,
+      says: "not valid UTF-8",
+    },
     { name: "an empty payload", argv: [], stdin: "", code: 2, says: "payload is empty" },
     { name: "a blank payload", argv: [], stdin: " \n\t\n", code: 2, says: "payload is empty" },
-    { name: "a body over the source's max_body_bytes", argv: ["--source", "small"], stdin: `{"p":"${"x".repeat(57)}"}`, code: 2, says: "65 bytes; source small accepts at most 64" },
+    {
+      name: "a body over the source's max_body_bytes",
+      argv: ["--source", "small"],
+      stdin: `{"p":"${"x".repeat(57)}"}`,
+      code: 2,
+      says: "65 bytes; source small accepts at most 64",
+    },
     { name: "a key over 512 bytes", argv: ["--key", "\u00e9".repeat(257)], code: 2, says: "514 bytes; at most 512" },
     { name: "an empty key", argv: ["--key", ""], code: 2, says: "key is empty" },
     { name: "an unknown source", argv: ["--source", "nope"], code: 2, says: 'no source "nope"' },
     { name: "an unknown script destination", argv: ["--destination", "script:nope"], code: 2, says: "script:nope" },
     { name: "a bare destination name without a table", argv: ["--destination", "nowhere"], code: 2, says: '"nowhere"' },
     { name: "hermes: without a route", argv: ["--destination", "hermes:"], code: 2, says: "hermes:" },
-    { name: "quarantine as destination", argv: ["--destination", "quarantine"], code: 2, says: "quarantine is reserved" },
-    { name: "a missing --file", argv: ["--file", "/nonexistent/event.json"], code: 1, says: "cannot read /nonexistent/event.json (ENOENT)" },
-    { name: "a repeated dedup id with invalid JSON", argv: ["--dedup-id", "seen"], stdin: "nope", code: 2, says: "not valid JSON" },
+    {
+      name: "quarantine as destination",
+      argv: ["--destination", "quarantine"],
+      code: 2,
+      says: "quarantine is reserved",
+    },
+    {
+      name: "a missing --file",
+      argv: ["--file", "/nonexistent/event.json"],
+      code: 1,
+      says: "cannot read /nonexistent/event.json (ENOENT)",
+    },
+    {
+      name: "a repeated dedup id with invalid JSON",
+      argv: ["--dedup-id", "seen"],
+      stdin: "nope",
+      code: 2,
+      says: "not valid JSON",
+    },
     { name: "no --key", argv: ["--key"], code: 2, says: /key/ },
   ];
 
@@ -168,7 +215,9 @@ describe("enqueue refuses bad input: one line, non-zero, nothing stored changes"
 
   test("--destination that does not resolve names the flag, not the config", async () => {
     const h = await initHome();
-    const r = await inHome(h, ["enqueue", "--source", "demo", "--key", "k", "--destination", "script:nope"], { stdin: "{}" });
+    const r = await inHome(h, ["enqueue", "--source", "demo", "--key", "k", "--destination", "script:nope"], {
+      stdin: "{}",
+    });
     expect(r.code).toBe(2);
     const line = oneErrorLine(r.err);
     expect(line).toContain("--destination");
@@ -188,7 +237,9 @@ describe("enqueue refuses bad input: one line, non-zero, nothing stored changes"
   });
 
   test("a tee route whose destination does not resolve names the route's key", async () => {
-    const h = await initHome({ extra: `${EXTRA_CONFIG}\n[[routes]]\nname = "mirror"\nsource = "demo"\ntee = true\ndestination = "script:gone"\n` });
+    const h = await initHome({
+      extra: `${EXTRA_CONFIG}\n[[routes]]\nname = "mirror"\nsource = "demo"\ntee = true\ndestination = "script:gone"\n`,
+    });
     const before = storedState(h.db);
     const r = await inHome(h, ["enqueue", "--source", "demo", "--key", "k"], { stdin: "{}" });
     expect(r.code).toBe(2);
@@ -201,9 +252,14 @@ describe("enqueue refuses bad input: one line, non-zero, nothing stored changes"
     const h = await initHome();
     const other = join(tempDir(), "other.toml");
     writeFileSync(other, '[sources.elsewhere]\naction = "script:x"\n[destinations."script:x"]\nargv = ["/bin/true"]\n');
-    const r = await cli(["--home", h.home, "--config", other, "enqueue", "--source", "elsewhere", "--key", "k"], { stdin: "{}" });
+    const r = await cli(["--home", h.home, "--config", other, "enqueue", "--source", "elsewhere", "--key", "k"], {
+      stdin: "{}",
+    });
     expect(r.code).toBe(0);
     expect(batch(h.db, 1)).toMatchObject({ source: "elsewhere", destination: "script:x" });
-    expect((await cli(["--home", h.home, "--config", other, "enqueue", "--source", "demo", "--key", "k"], { stdin: "{}" })).code).toBe(2);
+    expect(
+      (await cli(["--home", h.home, "--config", other, "enqueue", "--source", "demo", "--key", "k"], { stdin: "{}" }))
+        .code,
+    ).toBe(2);
   });
 });

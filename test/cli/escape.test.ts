@@ -33,7 +33,15 @@ describe("visible()", () => {
   });
 
   test("table() applies it to every cell, and aligns on what is shown", () => {
-    expect(table(["A", "B"], [[KEY, "x\ny"], ["z", 1]])).toBe(`A${" ".repeat(SHOWN.length + 1)}B\n${SHOWN}  x\\ny\nz${" ".repeat(SHOWN.length + 1)}1`);
+    expect(
+      table(
+        ["A", "B"],
+        [
+          [KEY, "x\ny"],
+          ["z", 1],
+        ],
+      ),
+    ).toBe(`A${" ".repeat(SHOWN.length + 1)}B\n${SHOWN}  x\\ny\nz${" ".repeat(SHOWN.length + 1)}1`);
   });
 });
 
@@ -62,18 +70,34 @@ destination = "${DEST.replace("\u001b", "\\u001b")}"
 async function hostileHome(): Promise<{ h: Home; id: number }> {
   const h = await initHome({ extra: EXTRA });
   const payload = '{"s":"\u007f\u009b2J"}';
-  const r = await inHome(h, ["--json", "enqueue", "--source", "once", "--key", KEY, "--event-type", "push\u009b31m", "--dedup-id", "d\r1"], { stdin: payload });
+  const r = await inHome(
+    h,
+    ["--json", "enqueue", "--source", "once", "--key", KEY, "--event-type", "push\u009b31m", "--dedup-id", "d\r1"],
+    { stdin: payload },
+  );
   expect(r).toMatchObject({ code: 0, err: "" });
   const id = JSON.parse(r.out).placed[0].batchId as number;
   withSpool(h.db, (spool) => {
     const now = spool.clock.now();
     const c = claimBatch(spool, { batchId: id, destination: DEST, now, leaseUntil: now + 60, host: "t", pid: 1 });
     if (!c) throw new Error("not claimable");
-    markDead(spool, { batchId: id, attemptId: c.attemptId, owner: c.owner, now, attempt: { klass: "permanent", status: 422, error: "said no", durationMs: 1, counted: true } });
+    markDead(spool, {
+      batchId: id,
+      attemptId: c.attemptId,
+      owner: c.owner,
+      now,
+      attempt: { klass: "permanent", status: 422, error: "said no", durationMs: 1, counted: true },
+    });
     // The store already blanks controls in the errors it writes; a spool from elsewhere may not.
     spool.db.query("UPDATE batches SET last_error = ? WHERE id = ?").run(ERROR, id);
     spool.db.query("UPDATE attempts SET error = ? WHERE batch_id = ?").run(ERROR, id);
-    raiseIssue(spool, { fingerprint: `delivery:${DEST}:x\u0085`, kind: "delivery", destination: DEST, error: "boom\u001b[1m", now });
+    raiseIssue(spool, {
+      fingerprint: `delivery:${DEST}:x\u0085`,
+      kind: "delivery",
+      destination: DEST,
+      error: "boom\u001b[1m",
+      now,
+    });
   });
   return { h, id };
 }
@@ -113,7 +137,18 @@ describe("human output prints them escaped", () => {
 
   test("show --payload of a quarantined request: the raw body and its headers", async () => {
     const h = await initHome();
-    const id = withSpool(h.db, (spool) => quarantine(spool, { source: "demo", raw: new TextEncoder().encode("{\u001b[2J\n\u0085"), headers: { "x-note": "a\u001bb" }, authHeaders: [], url: null, reason: "plugin_error:SyntaxError" }).batchId);
+    const id = withSpool(
+      h.db,
+      (spool) =>
+        quarantine(spool, {
+          source: "demo",
+          raw: new TextEncoder().encode("{\u001b[2J\n\u0085"),
+          headers: { "x-note": "a\u001bb" },
+          authHeaders: [],
+          url: null,
+          reason: "plugin_error:SyntaxError",
+        }).batchId,
+    );
     const r = await inHome(h, ["show", String(id), "--payload"]);
     expect(r.code).toBe(0);
     clean(r);
@@ -122,7 +157,9 @@ describe("human output prints them escaped", () => {
 
   test("status: destinations, their errors and the problem lines", async () => {
     const { h } = await hostileHome();
-    withSpool(h.db, (spool) => spool.db.query("UPDATE destinations SET last_error = ? WHERE name = ?").run("refused\u001b[8m", DEST));
+    withSpool(h.db, (spool) =>
+      spool.db.query("UPDATE destinations SET last_error = ? WHERE name = ?").run("refused\u001b[8m", DEST),
+    );
     const r = await inHome(h, ["status"]);
     expect(r.code).toBe(1);
     clean(r);
@@ -160,7 +197,10 @@ describe("human output prints them escaped", () => {
       `[sources.m]\ntemplate = { scheme = "static-token", header = "X-Token", key = "k", event_type = "t" }\nsecrets.secret = { file = "${join(home, "token")}" }\naction = "hermes:m"\n`,
     );
     const capture = join(home, "req.http");
-    writeFileSync(capture, `POST /hooks/m HTTP/1.1\nContent-Type: application/json\nX-Token: t0ken\n\n${JSON.stringify({ k: KEY, t: "a\u009bb" })}\n`);
+    writeFileSync(
+      capture,
+      `POST /hooks/m HTTP/1.1\nContent-Type: application/json\nX-Token: t0ken\n\n${JSON.stringify({ k: KEY, t: "a\u009bb" })}\n`,
+    );
     const r = await cli(["--home", home, "source", "test", "m", "--request", capture]);
     expect(r).toMatchObject({ code: 0, err: "" });
     clean(r);

@@ -9,9 +9,22 @@ import { enqueueJson, initHome, inHome, type Home, withDb, withSpool } from "./h
 function attempt(h: Home, id: number, status: number): void {
   withSpool(h.db, (spool) => {
     const now = spool.clock.now();
-    const c = claimBatch(spool, { batchId: id, destination: "script:demo-log", now, leaseUntil: now + 60, host: "test", pid: 1 });
+    const c = claimBatch(spool, {
+      batchId: id,
+      destination: "script:demo-log",
+      now,
+      leaseUntil: now + 60,
+      host: "test",
+      pid: 1,
+    });
     if (!c) throw new Error(`batch ${id} not claimable`);
-    const base = { batchId: id, attemptId: c.attemptId, owner: c.owner, now, attempt: { klass: status < 500 ? "permanent" : "transport", status, error: "x", durationMs: 1, counted: false } };
+    const base = {
+      batchId: id,
+      attemptId: c.attemptId,
+      owner: c.owner,
+      now,
+      attempt: { klass: status < 500 ? "permanent" : "transport", status, error: "x", durationMs: 1, counted: false },
+    };
     const r = status < 500 ? markDead(spool, base) : markRetry(spool, { ...base, nextAttemptAt: now + 30 });
     if (!r.applied) throw new Error("not applied");
   });
@@ -27,16 +40,26 @@ describe("list and export filters", () => {
     attempt(h, b, 422);
     // Move a's last event back a day, so the time range tells them apart.
     withDb(h.db, (db) => db.run("UPDATE batches SET last_at = last_at - 86400 WHERE id = ?", [a]));
-    const ids = async (argv: string[]) => (JSON.parse((await inHome(h, ["--json", "list", ...argv])).out) as { id: number }[]).map((r) => r.id);
+    const ids = async (argv: string[]) =>
+      (JSON.parse((await inHome(h, ["--json", "list", ...argv])).out) as { id: number }[]).map((r) => r.id);
     expect(await ids(["--key", "alpha"])).toEqual([c, a]);
     expect(await ids(["--status", "503"])).toEqual([a]);
     expect(await ids(["--status", "422", "--reason", "rejected"])).toEqual([b]);
     expect(await ids(["--since", "12h"])).toEqual([c, b]);
     expect(await ids(["--until", "12h"])).toEqual([a]);
     expect(await ids(["--key", "alpha", "--since", "12h"])).toEqual([c]);
-    const exported = (await inHome(h, ["export", "--key", "alpha", "--status", "503"])).out.trim().split("\n").map((l) => (JSON.parse(l) as { batch: { id: number } }).batch.id);
+    const exported = (await inHome(h, ["export", "--key", "alpha", "--status", "503"])).out
+      .trim()
+      .split("\n")
+      .map((l) => (JSON.parse(l) as { batch: { id: number } }).batch.id);
     expect(exported).toEqual([a]);
-    for (const bad of [["--status", "abc"], ["--since", "1h", "--until", "2h"], ["--reason", "nope"], ["--state", "nope"]]) expect((await inHome(h, ["list", ...bad])).code).toBe(2);
+    for (const bad of [
+      ["--status", "abc"],
+      ["--since", "1h", "--until", "2h"],
+      ["--reason", "nope"],
+      ["--state", "nope"],
+    ])
+      expect((await inHome(h, ["list", ...bad])).code).toBe(2);
   });
 
   test("a full page names the cursor of the next; --before walks to the end", async () => {
@@ -46,7 +69,9 @@ describe("list and export filters", () => {
     const page1 = await inHome(h, ["list", "--limit", "2"]);
     const cursor = /^more: --before (\d+)$/m.exec(page1.out)?.[1];
     expect(cursor).toBe(String(made[3]));
-    const page2 = JSON.parse((await inHome(h, ["--json", "list", "--limit", "2", "--before", String(cursor)])).out) as { id: number }[];
+    const page2 = JSON.parse((await inHome(h, ["--json", "list", "--limit", "2", "--before", String(cursor)])).out) as {
+      id: number;
+    }[];
     expect(page2.map((r) => r.id)).toEqual([made[2], made[1]]);
     const last = await inHome(h, ["list", "--limit", "2", "--before", String(made[1])]);
     expect(last.out).not.toContain("more:");

@@ -51,8 +51,16 @@ export function inHome(h: Home, argv: string[], opts: Parameters<typeof cli>[1] 
 }
 
 /** Enqueue one payload through the CLI; returns the batch id it landed in. */
-export async function enqueueJson(h: Home, source: string, key: string, payload: unknown, extra: string[] = []): Promise<number> {
-  const r = await inHome(h, ["--json", "enqueue", "--source", source, "--key", key, ...extra], { stdin: JSON.stringify(payload) });
+export async function enqueueJson(
+  h: Home,
+  source: string,
+  key: string,
+  payload: unknown,
+  extra: string[] = [],
+): Promise<number> {
+  const r = await inHome(h, ["--json", "enqueue", "--source", source, "--key", key, ...extra], {
+    stdin: JSON.stringify(payload),
+  });
   expect(r).toMatchObject({ code: 0, err: "" });
   const doc = JSON.parse(r.out);
   expect(doc.status).toBe("queued");
@@ -99,12 +107,17 @@ export function userVersion(path: string): number {
 }
 
 export function metaValue(path: string, key: string): string | null {
-  return withDb(path, (db) => (db.query("SELECT value FROM meta WHERE key = ?").get(key) as { value: string } | null)?.value ?? null);
+  return withDb(
+    path,
+    (db) => (db.query("SELECT value FROM meta WHERE key = ?").get(key) as { value: string } | null)?.value ?? null,
+  );
 }
 
 export function tableNames(path: string): string[] {
   return withDb(path, (db) =>
-    (db.query("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").all() as { name: string }[]).map((r) => r.name),
+    (db.query("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").all() as { name: string }[]).map(
+      (r) => r.name,
+    ),
   );
 }
 

@@ -71,7 +71,12 @@ describe("init", () => {
     const home = join(tempDir(), "home");
     const r = await cli(["--home", home, "--json", "init"]);
     expect(r.code).toBe(0);
-    expect(JSON.parse(r.out)).toEqual({ home, config: join(home, "config.toml"), db: join(home, "spool.db"), schema: LATEST_SCHEMA });
+    expect(JSON.parse(r.out)).toEqual({
+      home,
+      config: join(home, "config.toml"),
+      db: join(home, "spool.db"),
+      schema: LATEST_SCHEMA,
+    });
   });
 
   test("HOOKSPOOL_HOME names the home when --home is absent", async () => {
@@ -147,12 +152,19 @@ describe("a home that moves", () => {
     const secret = readFileSync(join(moved, "secrets", "demo"), "utf8").trim();
     const body = '{"topic":"t","type":"greeting"}';
     const capture = join(moved, "req.http");
-    writeFileSync(capture, `POST /hooks/demo HTTP/1.1\nContent-Type: application/json\nX-Demo-Signature: sha256=${createHmac("sha256", secret).update(body).digest("hex")}\n\n${body}`);
+    writeFileSync(
+      capture,
+      `POST /hooks/demo HTTP/1.1\nContent-Type: application/json\nX-Demo-Signature: sha256=${createHmac("sha256", secret).update(body).digest("hex")}\n\n${body}`,
+    );
     const tested = await cli(["--home", moved, "--json", "source", "test", "demo", "--request", capture]);
     expect(tested.code).toBe(0);
     expect(JSON.parse(tested.out)).toMatchObject({ outcome: "classified" });
     const loaded = loadConfig({ home: moved, env: {} });
-    const dest = makeDestination(loaded.config, "script:demo-log", { env: { PATH: process.env.PATH }, clock: new FakeClock(), instanceId: "i" });
+    const dest = makeDestination(loaded.config, "script:demo-log", {
+      env: { PATH: process.env.PATH },
+      clock: new FakeClock(),
+      instanceId: "i",
+    });
     const o = await dest?.deliver('{"events":[]}', makeCtx({ deliveryId: "d", batchId: 1, events: [], timeoutS: 30 }));
     expect(o?.kind).toBe("ok");
     expect(readFileSync(join(moved, "batches.jsonl"), "utf8")).toContain('{"events":[]}');
@@ -160,19 +172,34 @@ describe("a home that moves", () => {
 
   test("init names the command that was actually run, with the home as given", async () => {
     const dir = tempDir();
-    const elsewhere = Bun.spawnSync([process.execPath, MAIN, "--home", "my-home", "init"], { cwd: dir, env: { PATH: process.env.PATH, HOME: dir }, stdout: "pipe", stderr: "pipe" });
+    const elsewhere = Bun.spawnSync([process.execPath, MAIN, "--home", "my-home", "init"], {
+      cwd: dir,
+      env: { PATH: process.env.PATH, HOME: dir },
+      stdout: "pipe",
+      stderr: "pipe",
+    });
     expect(elsewhere.exitCode).toBe(0);
     expect(elsewhere.stdout.toString()).toContain(`next: bun ${MAIN} --home my-home run`);
     // From the checkout, as the README has it.
     const root = join(MAIN, "..", "..");
     const home = join(dir, "second");
-    const fromRoot = Bun.spawnSync([process.execPath, MAIN, "--home", home, "init"], { cwd: root, env: { PATH: process.env.PATH, HOME: dir }, stdout: "pipe", stderr: "pipe" });
+    const fromRoot = Bun.spawnSync([process.execPath, MAIN, "--home", home, "init"], {
+      cwd: root,
+      env: { PATH: process.env.PATH, HOME: dir },
+      stdout: "pipe",
+      stderr: "pipe",
+    });
     expect(fromRoot.stdout.toString()).toContain(`next: bun ${join("src", "main.ts")} --home ${home} run`);
   });
 
   test("the lines init prints, followed as printed, deliver the demo: no README needed", async () => {
     const dir = tempDir();
-    const init = Bun.spawnSync([process.execPath, MAIN, "--home", "h", "init"], { cwd: dir, env: { PATH: process.env.PATH, HOME: dir }, stdout: "pipe", stderr: "pipe" });
+    const init = Bun.spawnSync([process.execPath, MAIN, "--home", "h", "init"], {
+      cwd: dir,
+      env: { PATH: process.env.PATH, HOME: dir },
+      stdout: "pipe",
+      stderr: "pipe",
+    });
     expect(init.exitCode).toBe(0);
     const out = init.stdout.toString();
     expect(out).not.toContain("README");
@@ -180,12 +207,20 @@ describe("a home that moves", () => {
     expect(then).toBe(`bun ${MAIN} --home h send demo --follow`);
     // The starter listens on a fixed port; this test needs its own.
     const config = join(dir, "h", "config.toml");
-    writeFileSync(config, readFileSync(config, "utf8").replace("[sources.demo]", '[intake]\nlisten = "127.0.0.1:0"\n\n[sources.demo]'));
+    writeFileSync(
+      config,
+      readFileSync(config, "utf8").replace("[sources.demo]", '[intake]\nlisten = "127.0.0.1:0"\n\n[sources.demo]'),
+    );
     const hs = await startHookspool(join(dir, "h"), ["run"]);
     try {
       const port = await hs.port();
       const argv = (then as string).split(" ").slice(1);
-      const sent = Bun.spawn([process.execPath, ...argv, "--url", `http://127.0.0.1:${port}/hooks/demo`], { cwd: dir, env: { PATH: process.env.PATH, HOME: dir }, stdout: "pipe", stderr: "pipe" });
+      const sent = Bun.spawn([process.execPath, ...argv, "--url", `http://127.0.0.1:${port}/hooks/demo`], {
+        cwd: dir,
+        env: { PATH: process.env.PATH, HOME: dir },
+        stdout: "pipe",
+        stderr: "pipe",
+      });
       expect(await sent.exited).toBe(0);
       const text = await new Response(sent.stdout).text();
       expect(text).toContain("queued");

@@ -19,7 +19,10 @@ function run(h: Home, argv: string[], opts: Parameters<typeof cli>[1] = {}) {
 function deliveredDaysAgo(h: Home, id: number, daysAgo: number): void {
   withDb(h.db, (db) => {
     const at = Date.now() / 1000 - daysAgo * DAY;
-    db.run("UPDATE batches SET state = 'delivered', sealed_at = ?, content_hash = 'sha256:x', delivered_at = ? WHERE id = ?", [at, at, id]);
+    db.run(
+      "UPDATE batches SET state = 'delivered', sealed_at = ?, content_hash = 'sha256:x', delivered_at = ? WHERE id = ?",
+      [at, at, id],
+    );
   });
 }
 
@@ -53,7 +56,16 @@ describe("prune", () => {
   });
 
   test("reads retention and per-source windows from the config", async () => {
-    const extra = ["", "[retention]", "delivered_days = 1", "", "[sources.fast]", "dedup_window_s = 600", 'action = "script:demo-log"', ""].join("\n");
+    const extra = [
+      "",
+      "[retention]",
+      "delivered_days = 1",
+      "",
+      "[sources.fast]",
+      "dedup_window_s = 600",
+      'action = "script:demo-log"',
+      "",
+    ].join("\n");
     const h = await initHome({ extra });
     const id = await enqueueJson(h, "demo", "a", {});
     deliveredDaysAgo(h, id, 2);
@@ -82,9 +94,21 @@ describe("prune", () => {
         .transaction(() => {
           for (let i = 0; i < 150; i++) {
             const raw = new TextEncoder().encode(payloadOf(16_000));
-            enqueueTx(spool.db, ev({ source: "demo", key: `k${i}`, payload: payloadOf(16_000), raw, copies: [copy("demo", "script:demo-log")] }), 1_000_000);
+            enqueueTx(
+              spool.db,
+              ev({
+                source: "demo",
+                key: `k${i}`,
+                payload: payloadOf(16_000),
+                raw,
+                copies: [copy("demo", "script:demo-log")],
+              }),
+              1_000_000,
+            );
           }
-          spool.db.run("UPDATE batches SET state = 'delivered', sealed_at = 1000000, content_hash = 'sha256:x', delivered_at = 1000000");
+          spool.db.run(
+            "UPDATE batches SET state = 'delivered', sealed_at = 1000000, content_hash = 'sha256:x', delivered_at = 1000000",
+          );
         })
         .immediate();
     });
@@ -107,7 +131,9 @@ describe("prune", () => {
 });
 
 /** export's stdout as records; every line must be one JSON object. */
-function records(out: string): { batch: Record<string, unknown>; events: Record<string, unknown>[]; attempts: Record<string, unknown>[] }[] {
+function records(
+  out: string,
+): { batch: Record<string, unknown>; events: Record<string, unknown>[]; attempts: Record<string, unknown>[] }[] {
   const lines = out.split("\n").filter((l) => l !== "");
   return lines.map((l) => JSON.parse(l));
 }
@@ -121,16 +147,39 @@ describe("export", () => {
     const b = await enqueueJson(h, "demo", "b", { n: 3 });
     let attemptId = 0;
     withSpool(h.db, (spool) => {
-      spool.db.run("UPDATE batches SET state = 'sealed', sealed_at = last_at, content_hash = 'sha256:x' WHERE id = ?", [a]);
+      spool.db.run("UPDATE batches SET state = 'sealed', sealed_at = last_at, content_hash = 'sha256:x' WHERE id = ?", [
+        a,
+      ]);
       const now = spool.clock.now();
-      const c = claimBatch(spool, { batchId: a, destination: "script:demo-log", now, leaseUntil: now + 60, host: "h", pid: 1 });
+      const c = claimBatch(spool, {
+        batchId: a,
+        destination: "script:demo-log",
+        now,
+        leaseUntil: now + 60,
+        host: "h",
+        pid: 1,
+      });
       if (!c) throw new Error("claim");
       attemptId = c.attemptId;
-      markRetry(spool, { batchId: a, attemptId, owner: c.owner, now, nextAttemptAt: now + 30, attempt: { klass: "transport", status: null, error: "refused", durationMs: 4, counted: false } });
+      markRetry(spool, {
+        batchId: a,
+        attemptId,
+        owner: c.owner,
+        now,
+        nextAttemptAt: now + 30,
+        attempt: { klass: "transport", status: null, error: "refused", durationMs: 4, counted: false },
+      });
     });
     deliveredDaysAgo(h, b, 1);
     const q = withSpool(h.db, (spool) =>
-      quarantine(spool, { source: "demo", raw: new Uint8Array([0, 255, 1]), headers: { "content-type": "x/y" }, authHeaders: [], url: null, reason: "plugin_error:TypeError" }),
+      quarantine(spool, {
+        source: "demo",
+        raw: new Uint8Array([0, 255, 1]),
+        headers: { "content-type": "x/y" },
+        authHeaders: [],
+        url: null,
+        reason: "plugin_error:TypeError",
+      }),
     );
     return { h, a, b, q: q.batchId, attemptId };
   }
@@ -144,16 +193,42 @@ describe("export", () => {
     expect(recs.map((x) => x.batch.id)).toEqual([a, b, q]);
     expect(recs[0].batch).toMatchObject({ id: a, state: "retry", key: "a", count: 2, source: "demo" });
     expect(recs[0].events).toHaveLength(2);
-    expect(recs[0].events[0]).toMatchObject({ event_type: "push", dedup_id: "d1", route: "demo", excluded_at: null, headers: {} });
+    expect(recs[0].events[0]).toMatchObject({
+      event_type: "push",
+      dedup_id: "d1",
+      route: "demo",
+      excluded_at: null,
+      headers: {},
+    });
     expect(JSON.parse(recs[0].events[0].payload as string)).toEqual({ n: 1, s: "first" });
     // the CLI keeps the raw body (spool.store_raw defaults to true)
-    expect(Buffer.from(recs[0].events[0].raw_base64 as string, "base64").toString()).toBe(recs[0].events[0].payload as string);
-    expect(Object.keys(recs[0].events[0]).sort()).toEqual(["dedup_id", "event_type", "excluded_at", "headers", "id", "payload", "raw_base64", "received_at", "route", "size", "trace"]);
+    expect(Buffer.from(recs[0].events[0].raw_base64 as string, "base64").toString()).toBe(
+      recs[0].events[0].payload as string,
+    );
+    expect(Object.keys(recs[0].events[0]).sort()).toEqual([
+      "dedup_id",
+      "event_type",
+      "excluded_at",
+      "headers",
+      "id",
+      "payload",
+      "raw_base64",
+      "received_at",
+      "route",
+      "size",
+      "trace",
+    ]);
     expect(recs[0].events[0].trace).toMatchObject({ stage: "implicit", route: "demo" });
-    expect(recs[0].attempts).toEqual([expect.objectContaining({ id: attemptId, batch_id: a, outcome: "retry", klass: "transport", error: "refused" })]);
+    expect(recs[0].attempts).toEqual([
+      expect.objectContaining({ id: attemptId, batch_id: a, outcome: "retry", klass: "transport", error: "refused" }),
+    ]);
     expect(recs[1]).toMatchObject({ batch: { id: b, state: "delivered" }, attempts: [] });
     expect(recs[2].batch).toMatchObject({ id: q, state: "dead", destination: "quarantine" });
-    expect(recs[2].events[0]).toMatchObject({ payload: null, headers: { "content-type": "x/y" }, raw_base64: Buffer.from([0, 255, 1]).toString("base64") });
+    expect(recs[2].events[0]).toMatchObject({
+      payload: null,
+      headers: { "content-type": "x/y" },
+      raw_base64: Buffer.from([0, 255, 1]).toString("base64"),
+    });
   });
 
   test("--state and --since filter; --json changes nothing", async () => {
@@ -168,7 +243,12 @@ describe("export", () => {
     expect(await ids(["--state=retry"])).toEqual([a]);
     expect(await ids(["--state", "open"])).toEqual([]);
     withDb(h.db, (db) => {
-      for (const [id, at] of [[a, 1000], [b, 2000], [q, 3000]]) db.run("UPDATE batches SET last_at = ? WHERE id = ?", [at, id]);
+      for (const [id, at] of [
+        [a, 1000],
+        [b, 2000],
+        [q, 3000],
+      ])
+        db.run("UPDATE batches SET last_at = ? WHERE id = ?", [at, id]);
     });
     expect(await ids(["--since", "2000"])).toEqual([b, q]);
     expect(await ids(["--since", "1970-01-01T00:40:00Z"])).toEqual([q]);
@@ -182,7 +262,9 @@ describe("export", () => {
     const { h } = await seeded();
     const badState = await run(h, ["export", "--state", "stuck"]);
     expect(badState).toMatchObject({ code: 2, out: "" });
-    expect(oneErrorLine(badState.err)).toContain("--state must be one of open, sealed, leased, retry, awaiting, delivered, dead, dropped");
+    expect(oneErrorLine(badState.err)).toContain(
+      "--state must be one of open, sealed, leased, retry, awaiting, delivered, dead, dropped",
+    );
     const badSince = await run(h, ["export", "--since", "yesterday"]);
     expect(badSince).toMatchObject({ code: 2, out: "" });
     expect(oneErrorLine(badSince.err)).toContain("--since yesterday");
@@ -200,7 +282,12 @@ describe("export", () => {
     expect(rest.err.trim()).toBe("exported 1 batch (1 event)");
     // Exactly as many as there are: nothing more either.
     expect((await run(h, ["export", "--limit", "3"])).err.trim()).toBe("exported 3 batches (4 events)");
-    for (const bad of [["--limit", "0"], ["--limit", "x"], ["--after", "-1"]]) expect({ bad, code: (await run(h, ["export", ...bad])).code }).toEqual({ bad, code: 2 });
+    for (const bad of [
+      ["--limit", "0"],
+      ["--limit", "x"],
+      ["--after", "-1"],
+    ])
+      expect({ bad, code: (await run(h, ["export", ...bad])).code }).toEqual({ bad, code: 2 });
   });
 
   test("an empty export is fine: exit 0, nothing on stdout", async () => {

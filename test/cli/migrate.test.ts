@@ -4,37 +4,149 @@ import { existsSync, readdirSync, rmSync, statSync, writeFileSync } from "node:f
 import { join } from "node:path";
 import { cli } from "../helpers/cli.ts";
 import { tempDir } from "../helpers/tmp.ts";
-import { type Home, initHome, inHome, metaValue, oneErrorLine, spoolAtSchema, spoolFromTheFuture, tableNames, userVersion, withDb } from "./home.ts";
+import {
+  type Home,
+  initHome,
+  inHome,
+  metaValue,
+  oneErrorLine,
+  spoolAtSchema,
+  spoolFromTheFuture,
+  tableNames,
+  userVersion,
+  withDb,
+} from "./home.ts";
 
-const ALL = ["0001_v2", "0002_unwrap", "0003_polls", "0004_quarantine", "0005_ready_index", "0006_dead_reason", "0007_trace", "0008_journal", "0009_actions", "0010_pacing", "0011_outcomes"];
+const ALL = [
+  "0001_v2",
+  "0002_unwrap",
+  "0003_polls",
+  "0004_quarantine",
+  "0005_ready_index",
+  "0006_dead_reason",
+  "0007_trace",
+  "0008_journal",
+  "0009_actions",
+  "0010_pacing",
+  "0011_outcomes",
+];
 
 /** Every table of the schema, with the columns it must have. */
 const SPEC_COLUMNS: Record<string, string[]> = {
   meta: ["key", "value"],
-  events: ["id", "source", "route", "batch_id", "event_type", "dedup_id", "received_at", "payload", "raw", "headers", "size", "excluded_at"],
+  events: [
+    "id",
+    "source",
+    "route",
+    "batch_id",
+    "event_type",
+    "dedup_id",
+    "received_at",
+    "payload",
+    "raw",
+    "headers",
+    "size",
+    "excluded_at",
+  ],
   dedup: ["source", "dedup_id", "event_id", "seen_at", "dup_count"],
   batches: [
-    "id", "route", "source", "destination", "key", "state", "first_at", "last_at", "quiet_s", "max_s", "max_events", "max_bytes",
-    "not_before", "count", "bytes", "sealed_at", "content_hash", "attempts", "next_attempt_at", "lease_until", "lease_owner",
-    "last_error", "last_class", "delivered_at", "result",
+    "id",
+    "route",
+    "source",
+    "destination",
+    "key",
+    "state",
+    "first_at",
+    "last_at",
+    "quiet_s",
+    "max_s",
+    "max_events",
+    "max_bytes",
+    "not_before",
+    "count",
+    "bytes",
+    "sealed_at",
+    "content_hash",
+    "attempts",
+    "next_attempt_at",
+    "lease_until",
+    "lease_owner",
+    "last_error",
+    "last_class",
+    "delivered_at",
+    "result",
   ],
   attempts: [
-    "id", "batch_id", "n", "destination", "started_at", "finished_at", "outcome", "klass", "status", "error", "duration_ms",
-    "probe", "counted", "delivery_id", "events_delivered", "failed_event_id",
+    "id",
+    "batch_id",
+    "n",
+    "destination",
+    "started_at",
+    "finished_at",
+    "outcome",
+    "klass",
+    "status",
+    "error",
+    "duration_ms",
+    "probe",
+    "counted",
+    "delivery_id",
+    "events_delivered",
+    "failed_event_id",
   ],
   destinations: [
-    "name", "state", "consecutive_failures", "opened_at", "cooldown_s", "probe_until", "last_probe_batch_id", "paused_at",
-    "paused_by", "last_ok_at", "last_error", "retry_after_until",
+    "name",
+    "state",
+    "consecutive_failures",
+    "opened_at",
+    "cooldown_s",
+    "probe_until",
+    "last_probe_batch_id",
+    "paused_at",
+    "paused_by",
+    "last_ok_at",
+    "last_error",
+    "retry_after_until",
   ],
-  issues: ["id", "fingerprint", "kind", "destination", "route", "state", "first_at", "last_at", "count", "sample_batch_id", "last_error", "alerted_at"],
+  issues: [
+    "id",
+    "fingerprint",
+    "kind",
+    "destination",
+    "route",
+    "state",
+    "first_at",
+    "last_at",
+    "count",
+    "sample_batch_id",
+    "last_error",
+    "alerted_at",
+  ],
   alerts: ["kind", "last_at", "suppressed"],
-  polls: ["instance", "next_at", "last_tick_at", "last_batch_id", "delivered_at", "delivered_tick_at", "skipped", "created_at"],
+  polls: [
+    "instance",
+    "next_at",
+    "last_tick_at",
+    "last_batch_id",
+    "delivered_at",
+    "delivered_tick_at",
+    "skipped",
+    "created_at",
+  ],
 };
 
 /** The indexes the schema must have, as column lists. */
 const SPEC_INDEXES: Record<string, string[][]> = {
-  events: [["batch_id", "id"], ["source", "received_at"]],
-  batches: [["route", "key", "state"], ["state", "next_attempt_at"], ["destination", "state"], ["state", "delivered_at"]],
+  events: [
+    ["batch_id", "id"],
+    ["source", "received_at"],
+  ],
+  batches: [
+    ["route", "key", "state"],
+    ["state", "next_attempt_at"],
+    ["destination", "state"],
+    ["state", "delivered_at"],
+  ],
 };
 
 const columns = (db: string, table: string) =>
@@ -59,7 +171,11 @@ afterEach(() => {
 async function holdLockElsewhere(path: string): Promise<{ release(): Promise<void> }> {
   const lockModule = join(import.meta.dir, "../../src/lock.ts");
   const child = Bun.spawn(
-    [process.execPath, "-e", `import { acquireLock } from ${JSON.stringify(lockModule)}; acquireLock(${JSON.stringify(path)}); console.log("locked"); await Bun.stdin.text();`],
+    [
+      process.execPath,
+      "-e",
+      `import { acquireLock } from ${JSON.stringify(lockModule)}; acquireLock(${JSON.stringify(path)}); console.log("locked"); await Bun.stdin.text();`,
+    ],
     { stdin: "pipe", stdout: "pipe", stderr: "inherit" },
   );
   const reader = child.stdout.getReader();
@@ -186,16 +302,48 @@ describe("an older schema", () => {
     const h = await initHome();
     spoolAtSchema(h, 3);
     withDb(h.db, (db) => {
-      db.run("INSERT INTO issues (fingerprint, kind, destination, state, first_at, last_at, count, sample_batch_id, last_error, alerted_at) VALUES ('delivery:a:timeout', 'delivery', 'a', 'acked', 1, 2, 5, 9, 'slow', 3)");
-      expect(() => db.run("INSERT INTO issues (fingerprint, kind, state, first_at, last_at) VALUES ('source:quarantine:x', 'source', 'open', 1, 1)")).toThrow();
+      db.run(
+        "INSERT INTO issues (fingerprint, kind, destination, state, first_at, last_at, count, sample_batch_id, last_error, alerted_at) VALUES ('delivery:a:timeout', 'delivery', 'a', 'acked', 1, 2, 5, 9, 'slow', 3)",
+      );
+      expect(() =>
+        db.run(
+          "INSERT INTO issues (fingerprint, kind, state, first_at, last_at) VALUES ('source:quarantine:x', 'source', 'open', 1, 1)",
+        ),
+      ).toThrow();
     });
     expect((await inHome(h, ["migrate"])).code).toBe(0);
     withDb(h.db, (db) => {
-      expect(db.query("SELECT id, fingerprint, kind, destination, state, first_at, last_at, count, sample_batch_id, last_error, alerted_at FROM issues").all()).toEqual([
-        { id: 1, fingerprint: "delivery:a:timeout", kind: "delivery", destination: "a", state: "acked", first_at: 1, last_at: 2, count: 5, sample_batch_id: 9, last_error: "slow", alerted_at: 3 },
+      expect(
+        db
+          .query(
+            "SELECT id, fingerprint, kind, destination, state, first_at, last_at, count, sample_batch_id, last_error, alerted_at FROM issues",
+          )
+          .all(),
+      ).toEqual([
+        {
+          id: 1,
+          fingerprint: "delivery:a:timeout",
+          kind: "delivery",
+          destination: "a",
+          state: "acked",
+          first_at: 1,
+          last_at: 2,
+          count: 5,
+          sample_batch_id: 9,
+          last_error: "slow",
+          alerted_at: 3,
+        },
       ]);
-      for (const kind of ["source", "internal"]) db.run("INSERT INTO issues (fingerprint, kind, state, first_at, last_at) VALUES (?, ?, 'open', 1, 1)", [`${kind}:x`, kind]);
-      expect(() => db.run("INSERT INTO issues (fingerprint, kind, state, first_at, last_at) VALUES ('x', 'nonsense', 'open', 1, 1)")).toThrow();
+      for (const kind of ["source", "internal"])
+        db.run("INSERT INTO issues (fingerprint, kind, state, first_at, last_at) VALUES (?, ?, 'open', 1, 1)", [
+          `${kind}:x`,
+          kind,
+        ]);
+      expect(() =>
+        db.run(
+          "INSERT INTO issues (fingerprint, kind, state, first_at, last_at) VALUES ('x', 'nonsense', 'open', 1, 1)",
+        ),
+      ).toThrow();
     });
     expect(indexes(h.db, "issues")).toEqual(expect.arrayContaining([["state", "last_at"], ["fingerprint"]]));
   });
@@ -206,20 +354,37 @@ describe("an older schema", () => {
     withDb(h.db, (db) => {
       db.run(`INSERT INTO batches (id, route, source, destination, key, state, first_at, last_at, quiet_s, max_s, max_events, max_bytes, count, bytes, sealed_at, content_hash, attempts, next_attempt_at, last_class, last_error, dead_reason)
         VALUES (7, 'r', 's', 'd', 'k', 'dead', 1, 2, 0, 0, 10, 100, 1, 5, 2, 'sha256:x', 3, NULL, 'batch', 'boom', 'exhausted')`);
-      db.run("INSERT INTO events (source, route, batch_id, received_at, payload, size) VALUES ('s', 'r', 7, 1, '{}', 2)");
-      for (let i = 0; i < 3; i++) db.run("INSERT INTO journal (at, kind, batch_id, source, destination, key) VALUES (1, 'event', 7, 's', 'd', 'k')");
+      db.run(
+        "INSERT INTO events (source, route, batch_id, received_at, payload, size) VALUES ('s', 'r', 7, 1, '{}', 2)",
+      );
+      for (let i = 0; i < 3; i++)
+        db.run(
+          "INSERT INTO journal (at, kind, batch_id, source, destination, key) VALUES (1, 'event', 7, 's', 'd', 'k')",
+        );
       // The newest rows gone (as if pruned): the next id still follows the highest ever given.
       db.run("DELETE FROM journal WHERE id > 1");
       expect(() => db.run("UPDATE batches SET state = 'awaiting' WHERE id = 7")).toThrow();
     });
     expect((await inHome(h, ["migrate"])).code).toBe(0);
     withDb(h.db, (db) => {
-      expect(db.query("SELECT id, state, attempts, last_class, last_error, dead_reason, content_hash FROM batches").all()).toEqual([
-        { id: 7, state: "dead", attempts: 3, last_class: "batch", last_error: "boom", dead_reason: "exhausted", content_hash: "sha256:x" },
+      expect(
+        db.query("SELECT id, state, attempts, last_class, last_error, dead_reason, content_hash FROM batches").all(),
+      ).toEqual([
+        {
+          id: 7,
+          state: "dead",
+          attempts: 3,
+          last_class: "batch",
+          last_error: "boom",
+          dead_reason: "exhausted",
+          content_hash: "sha256:x",
+        },
       ]);
       expect(db.query("PRAGMA foreign_key_check").all()).toEqual([]);
       expect(db.query("SELECT batch_id FROM events").all()).toEqual([{ batch_id: 7 }]);
-      db.run("INSERT INTO journal (at, kind, batch_id, source, destination, key) VALUES (2, 'awaiting', 7, 's', 'd', 'k')");
+      db.run(
+        "INSERT INTO journal (at, kind, batch_id, source, destination, key) VALUES (2, 'awaiting', 7, 's', 'd', 'k')",
+      );
       expect(db.query("SELECT id, kind FROM journal ORDER BY id").all()).toEqual([
         { id: 1, kind: "event" },
         { id: 4, kind: "awaiting" },
@@ -228,9 +393,15 @@ describe("an older schema", () => {
       expect(() => db.run("UPDATE batches SET state = 'nonsense' WHERE id = 7")).toThrow();
       // Events still reference the rebuilt table: the foreign key holds.
       db.run("PRAGMA foreign_keys = ON");
-      expect(() => db.run("INSERT INTO events (source, route, batch_id, received_at, payload, size) VALUES ('s', 'r', 999, 1, '{}', 2)")).toThrow();
+      expect(() =>
+        db.run(
+          "INSERT INTO events (source, route, batch_id, received_at, payload, size) VALUES ('s', 'r', 999, 1, '{}', 2)",
+        ),
+      ).toThrow();
     });
-    expect(indexes(h.db, "batches")).toEqual(expect.arrayContaining([["route", "key", "first_at", "id"], ["next_attempt_at"]]));
+    expect(indexes(h.db, "batches")).toEqual(
+      expect.arrayContaining([["route", "key", "first_at", "id"], ["next_attempt_at"]]),
+    );
   });
 
   test("--dry-run on an older spool names the pending migrations and changes nothing", async () => {

@@ -53,11 +53,17 @@ function world(config = CONFIG): World {
  * clock; HOOKSPOOL_TEST_CLOCK_OFFSET_S shifts it), so "due now" and --since mean the fake now.
  */
 function op(at: { home: string; clock: FakeClock }, argv: string[]) {
-  return cli(["--home", at.home, ...argv], { env: { HOOKSPOOL_TEST_CLOCK_OFFSET_S: String(at.clock.now() - systemClock.now()) } });
+  return cli(["--home", at.home, ...argv], {
+    env: { HOOKSPOOL_TEST_CLOCK_OFFSET_S: String(at.clock.now() - systemClock.now()) },
+  });
 }
 
 /** A batch of `events` events for `key`, delivered once and refused (422): dead, permanent. */
-async function dead(w: World, key: string, o: { dest?: string; source?: string; events?: number; payload?: (i: number) => string } = {}): Promise<number> {
+async function dead(
+  w: World,
+  key: string,
+  o: { dest?: string; source?: string; events?: number; payload?: (i: number) => string } = {},
+): Promise<number> {
   const dest = o.dest ?? A;
   const fake = w.r.dests[dest];
   fake.answer = rejected;
@@ -101,8 +107,12 @@ function snapshot(r: Rig) {
   };
 }
 
-const eventIds = (r: Rig, batchId: number) => (r.spool.db.query("SELECT id FROM events WHERE batch_id = ? ORDER BY id").all(batchId) as { id: number }[]).map((e) => e.id);
-const issue = (r: Rig, fingerprint: string) => r.spool.db.query("SELECT * FROM issues WHERE fingerprint = ?").get(fingerprint) as Record<string, unknown> | null;
+const eventIds = (r: Rig, batchId: number) =>
+  (r.spool.db.query("SELECT id FROM events WHERE batch_id = ? ORDER BY id").all(batchId) as { id: number }[]).map(
+    (e) => e.id,
+  );
+const issue = (r: Rig, fingerprint: string) =>
+  r.spool.db.query("SELECT * FROM issues WHERE fingerprint = ?").get(fingerprint) as Record<string, unknown> | null;
 
 describe("replay", () => {
   test("<id> of a dead batch: retry, due now, attempts 0, content unchanged; the note says out of order", async () => {
@@ -123,7 +133,9 @@ describe("replay", () => {
     expect(res).toMatchObject({ code: 0, err: "" });
     expect(res.out).toContain(`batch ${id}: dead -> retry, due now\n`);
     expect(res.out).toMatch(/^note: .*out of order/m);
-    expect(res.out).toEndWith("note: a replayed batch re-enters its key's queue by its first event, so it delivers out of order\n");
+    expect(res.out).toEndWith(
+      "note: a replayed batch re-enters its key's queue by its first event, so it delivers out of order\n",
+    );
     const after = w.r.batch(id);
     expect(after).toMatchObject({ state: "retry", attempts: 0, content_hash: before.content_hash, count: 1 });
     expect(after.next_attempt_at as number).toBeCloseTo(w.r.clock.now(), 0);
@@ -159,10 +171,13 @@ describe("replay", () => {
     ] as const) {
       const res = await op(w.r, ["replay", String(id)]);
       expect(res.code).toBe(1);
-      expect(oneErrorLine(res.err)).toMatch(new RegExp(`batch ${id} is (delivered|open); replay applies to dead batches`));
+      expect(oneErrorLine(res.err)).toMatch(
+        new RegExp(`batch ${id} is (delivered|open); replay applies to dead batches`),
+      );
       // the store's message names the batch; it is not said twice, and nothing was replayed to note;
       // a delivered batch is told the verb that does resend it
-      const instead = state === "delivered" ? ` (hookspool replay --delivered ${id} resends it under a new delivery id)` : "";
+      const instead =
+        state === "delivered" ? ` (hookspool replay --delivered ${id} resends it under a new delivery id)` : "";
       expect(res.err).toBe(`hookspool: batch ${id} is ${state}; replay applies to dead batches${instead}\n`);
       expect(res.out).toBe("");
     }
@@ -175,7 +190,15 @@ describe("replay", () => {
     expect(j.code).toBe(1);
     expect(JSON.parse(j.out)).toEqual({ replayed: [{ batchId: 999, error: "no batch 999" }] });
     const jd = await op(w.r, ["--json", "replay", String(done)]);
-    expect(JSON.parse(jd.out)).toEqual({ replayed: [{ batchId: done, error: `batch ${done} is delivered; replay applies to dead batches`, hint: `hookspool replay --delivered ${done} resends it under a new delivery id` }] });
+    expect(JSON.parse(jd.out)).toEqual({
+      replayed: [
+        {
+          batchId: done,
+          error: `batch ${done} is delivered; replay applies to dead batches`,
+          hint: `hookspool replay --delivered ${done} resends it under a new delivery id`,
+        },
+      ],
+    });
     expect(snapshot(w.r)).toEqual(before);
   });
 
@@ -185,15 +208,25 @@ describe("replay", () => {
     const done = await delivered(w, "k2");
     const res = await op(w.r, ["replay", String(done), String(d1), "999"]);
     expect(res.code).toBe(1);
-    expect(res.err).toBe(`hookspool: batch ${done} is delivered; replay applies to dead batches (hookspool replay --delivered ${done} resends it under a new delivery id)\nhookspool: no batch 999\n`);
-    expect(res.out).toBe(`batch ${d1}: dead -> retry, due now\nnote: a replayed batch re-enters its key's queue by its first event, so it delivers out of order\n`);
+    expect(res.err).toBe(
+      `hookspool: batch ${done} is delivered; replay applies to dead batches (hookspool replay --delivered ${done} resends it under a new delivery id)\nhookspool: no batch 999\n`,
+    );
+    expect(res.out).toBe(
+      `batch ${d1}: dead -> retry, due now\nnote: a replayed batch re-enters its key's queue by its first event, so it delivers out of order\n`,
+    );
   });
 
   test("usage: ids with --dead, filters without --dead, nothing at all, a bad --since are exit 2", async () => {
     const w = world();
     const id = await dead(w, "k1");
     const before = snapshot(w.r);
-    for (const argv of [["replay", String(id), "--dead"], ["replay", "--destination", A], ["replay", String(id), "--since", "24h"], ["replay"], ["replay", "--dead", "--since", "yesterday"]]) {
+    for (const argv of [
+      ["replay", String(id), "--dead"],
+      ["replay", "--destination", A],
+      ["replay", String(id), "--since", "24h"],
+      ["replay"],
+      ["replay", "--dead", "--since", "yesterday"],
+    ]) {
       const res = await op(w.r, argv);
       expect({ argv, code: res.code }).toEqual({ argv, code: 2 });
       expect(oneErrorLine(res.err)).toMatch(/--dead|--since/);
@@ -210,7 +243,14 @@ describe("replay", () => {
     const a1 = await dead(w, "a1");
     const ta = await dead(w, "ta", { source: "t" });
     const b1 = await dead(w, "b1", { dest: B, source: "t" });
-    const q = quarantine(w.r.spool, { source: "s", raw: new TextEncoder().encode("{"), headers: {}, authHeaders: [], url: null, reason: "plugin_error:SyntaxError" }).batchId;
+    const q = quarantine(w.r.spool, {
+      source: "s",
+      raw: new TextEncoder().encode("{"),
+      headers: {},
+      authHeaders: [],
+      url: null,
+      reason: "plugin_error:SyntaxError",
+    }).batchId;
     return { w, ids: { old, a1, ta, b1, q } };
   }
 
@@ -291,7 +331,10 @@ describe("replay of a quarantine batch", () => {
   /** Two signed requests the template cannot key (no "topic"): two quarantine batches. */
   async function quarantinedHome() {
     const t = await startIntake(GH, { secrets: { gh: SECRET } });
-    const bodies = [JSON.stringify({ repo: "o/r", kind: "push", n: 1 }), JSON.stringify({ repo: "o/s", kind: "issue", n: 2 })];
+    const bodies = [
+      JSON.stringify({ repo: "o/r", kind: "push", n: 1 }),
+      JSON.stringify({ repo: "o/s", kind: "issue", n: 2 }),
+    ];
     try {
       for (const body of bodies) {
         const res = await t.post("/hooks/gh", body, { "X-Sig": sig(body), "Content-Type": "application/json" });
@@ -317,7 +360,9 @@ describe("replay of a quarantine batch", () => {
     const look = db(t.home);
     try {
       // No "topic" in the payload: key_missing, filed under the source.
-      const issueState = () => (look.query("SELECT state FROM issues WHERE fingerprint = 'source:quarantine:gh'").get() as { state: string }).state;
+      const issueState = () =>
+        (look.query("SELECT state FROM issues WHERE fingerprint = 'source:quarantine:gh'").get() as { state: string })
+          .state;
       expect(issueState()).toBe("open");
 
       const res = await op(spool, ["replay", String(ids[0])]);
@@ -325,11 +370,18 @@ describe("replay of a quarantine batch", () => {
       expect(res.out).toContain(`batch ${ids[0]}: quarantined request(s) classified again`);
       // a reclassified request is a new event in its key's queue, not a batch out of order
       expect(res.out).not.toContain("note:");
-      expect(look.query("SELECT state, result FROM batches WHERE id = ?").get(ids[0])).toEqual({ state: "delivered", result: "reclassified" });
+      expect(look.query("SELECT state, result FROM batches WHERE id = ?").get(ids[0])).toEqual({
+        state: "delivered",
+        result: "reclassified",
+      });
       const made = look
-        .query("SELECT e.source, e.event_type, e.payload, b.key, b.destination, b.state FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.payload IS NOT NULL ORDER BY e.id")
+        .query(
+          "SELECT e.source, e.event_type, e.payload, b.key, b.destination, b.state FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.payload IS NOT NULL ORDER BY e.id",
+        )
         .all();
-      expect(made).toEqual([{ source: "gh", event_type: "push", payload: bodies[0], key: "o/r", destination: "hermes:gh", state: "open" }]);
+      expect(made).toEqual([
+        { source: "gh", event_type: "push", payload: bodies[0], key: "o/r", destination: "hermes:gh", state: "open" },
+      ]);
       // one quarantine batch is left, so the issue stays open
       expect(issueState()).toBe("open");
 
@@ -338,8 +390,13 @@ describe("replay of a quarantine batch", () => {
       const doc = JSON.parse(j.out);
       expect(doc.replayed).toHaveLength(1);
       expect(doc.replayed[0]).toMatchObject({ batchId: ids[1], kind: "reclassified", results: [{ status: "queued" }] });
-      expect(look.query("SELECT state, result FROM batches WHERE id = ?").get(ids[1])).toEqual({ state: "delivered", result: "reclassified" });
-      expect(look.query("SELECT COUNT(*) AS n FROM events WHERE payload IS NOT NULL AND event_type = 'issue'").get()).toEqual({ n: 1 });
+      expect(look.query("SELECT state, result FROM batches WHERE id = ?").get(ids[1])).toEqual({
+        state: "delivered",
+        result: "reclassified",
+      });
+      expect(
+        look.query("SELECT COUNT(*) AS n FROM events WHERE payload IS NOT NULL AND event_type = 'issue'").get(),
+      ).toEqual({ n: 1 });
       expect(issueState()).toBe("resolved");
       // the auth header never reached the stored events
       expect(JSON.stringify(look.query("SELECT headers FROM events").all())).not.toMatch(/x-sig/i);
@@ -401,8 +458,14 @@ describe("retry", () => {
     for (const [state, id] of Object.entries(ids)) {
       const res = await op(w.r, ["retry", String(id)]);
       expect({ state, code: res.code }).toEqual({ state, code: 1 });
-      const instead: Record<string, string> = { dead: ` (hookspool replay ${id} puts it back into retry)`, delivered: ` (hookspool replay --delivered ${id} resends it under a new delivery id)`, open: "" };
-      expect(oneErrorLine(res.err)).toBe(`hookspool: batch ${id} is ${state}; retry applies to retry batches${instead[state]}`);
+      const instead: Record<string, string> = {
+        dead: ` (hookspool replay ${id} puts it back into retry)`,
+        delivered: ` (hookspool replay --delivered ${id} resends it under a new delivery id)`,
+        open: "",
+      };
+      expect(oneErrorLine(res.err)).toBe(
+        `hookspool: batch ${id} is ${state}; retry applies to retry batches${instead[state]}`,
+      );
       expect(res.out).toBe("");
     }
     const missing = await op(w.r, ["retry", "999"]);
@@ -414,7 +477,11 @@ describe("retry", () => {
 
 describe("split", () => {
   function piece(r: Rig, id: number) {
-    return r.spool.db.query("SELECT id, state, route, source, destination, key, count, bytes, not_before, content_hash FROM batches WHERE id = ?").get(id) as Record<string, unknown>;
+    return r.spool.db
+      .query(
+        "SELECT id, state, route, source, destination, key, count, bytes, not_before, content_hash FROM batches WHERE id = ?",
+      )
+      .get(id) as Record<string, unknown>;
   }
 
   test("--max-events: consecutive pieces listed, events moved, hashes recomputed, the original dropped 'split'", async () => {
@@ -436,7 +503,14 @@ describe("split", () => {
     const hashes = new Set<unknown>([original.content_hash]);
     for (const p of pieces) {
       const row = piece(w.r, p);
-      expect(row).toMatchObject({ state: "sealed", route: original.route, source: "s", destination: A, key: "k", count: eventIds(w.r, p).length });
+      expect(row).toMatchObject({
+        state: "sealed",
+        route: original.route,
+        source: "s",
+        destination: A,
+        key: "k",
+        count: eventIds(w.r, p).length,
+      });
       expect(row.content_hash).toBe(computeContentHashTx(w.r.spool.db, p));
       expect(row.not_before as number).toBeCloseTo(w.r.clock.now(), 0);
       hashes.add(row.content_hash);
@@ -455,13 +529,24 @@ describe("split", () => {
     const events = eventIds(w.r, id);
     // Pieces are measured as the join rule measures: each event's share of the document.
     const share = documentShare(batchContent(w.r.spool, id)[0]);
-    const res = await op(w.r, ["--json", "split", String(id), "--max-bytes", String(2 * share + Math.floor(share / 2))]);
+    const res = await op(w.r, [
+      "--json",
+      "split",
+      String(id),
+      "--max-bytes",
+      String(2 * share + Math.floor(share / 2)),
+    ]);
     expect(res).toMatchObject({ code: 0, err: "" });
     const doc = JSON.parse(res.out);
     expect(doc.batch).toBe(id);
     expect(doc.pieces).toHaveLength(2);
     expect(doc.pieces.map((p: number) => eventIds(w.r, p))).toEqual([events.slice(0, 2), events.slice(2)]);
-    for (const p of doc.pieces) expect(piece(w.r, p)).toMatchObject({ bytes: 2 * share, count: 2, content_hash: computeContentHashTx(w.r.spool.db, p) });
+    for (const p of doc.pieces)
+      expect(piece(w.r, p)).toMatchObject({
+        bytes: 2 * share,
+        count: 2,
+        content_hash: computeContentHashTx(w.r.spool.db, p),
+      });
 
     const id2 = await dead(w, "k2", { events: 3 });
     const ev2 = eventIds(w.r, id2);
@@ -502,7 +587,9 @@ describe("split", () => {
       expect(oneErrorLine(res.err)).toContain(why);
     }
     // the store's message already names the batch: printed once, as it is
-    expect((await op(w.r, ["split", String(open), "--max-events", "1"])).err).toBe(`hookspool: batch ${open} is open; split applies to sealed, retry or dead batches\n`);
+    expect((await op(w.r, ["split", String(open), "--max-events", "1"])).err).toBe(
+      `hookspool: batch ${open} is open; split applies to sealed, retry or dead batches\n`,
+    );
     expect(snapshot(w.r)).toEqual(before);
   });
 });
@@ -530,7 +617,10 @@ describe("exclude", () => {
     expect(newHash).not.toBe(hash);
     expect(newHash).toBe(computeContentHashTx(w.r.spool.db, id));
     expect(res.out.trim()).toBe(`batch ${id}: excluded event(s) ${e2}; content_hash ${newHash}`);
-    const row = w.r.spool.db.query("SELECT batch_id, excluded_at FROM events WHERE id = ?").get(e2) as { batch_id: number; excluded_at: number };
+    const row = w.r.spool.db.query("SELECT batch_id, excluded_at FROM events WHERE id = ?").get(e2) as {
+      batch_id: number;
+      excluded_at: number;
+    };
     expect(row.batch_id).toBe(id);
     expect(row.excluded_at).toBeCloseTo(w.r.clock.now(), 0);
     expect(w.r.batch(id)).toMatchObject({ state: "dead", count: 3 });
@@ -540,7 +630,9 @@ describe("exclude", () => {
     expect(shown.out).toMatch(new RegExp(`^${e1}\\s.*\\S$`, "m"));
     expect(shown.out).toMatch(new RegExp(`^${e2}\\s+.*\\s\\d{4}-\\d\\d-\\d\\dT\\S+Z\\s+\\S.*$`, "m"));
     const shownJson = JSON.parse((await op(w.r, ["--json", "show", String(id), "--events"])).out);
-    expect(shownJson.events.map((e: { id: number; excluded_at: number | null }) => [e.id, e.excluded_at === null])).toEqual([
+    expect(
+      shownJson.events.map((e: { id: number; excluded_at: number | null }) => [e.id, e.excluded_at === null]),
+    ).toEqual([
       [e1, true],
       [e2, false],
       [e3, true],
@@ -548,7 +640,11 @@ describe("exclude", () => {
 
     const j = await op(w.r, ["--json", "exclude", String(id), String(e3), "--yes"]);
     expect(j).toMatchObject({ code: 0, err: "" });
-    expect(JSON.parse(j.out)).toEqual({ batch: id, excluded: [e3], content_hash: computeContentHashTx(w.r.spool.db, id) });
+    expect(JSON.parse(j.out)).toEqual({
+      batch: id,
+      excluded: [e3],
+      content_hash: computeContentHashTx(w.r.spool.db, id),
+    });
 
     // the replayed document carries only what is left
     expect((await op(w.r, ["replay", String(id)])).code).toBe(0);
@@ -590,7 +686,9 @@ describe("drop", () => {
     };
     const leased = batchIdOf(w.r.put("l", A, { window: { max_events: 1 } }));
     const now = w.r.clock.now();
-    expect(claimBatch(w.r.spool, { batchId: leased, destination: A, now, leaseUntil: now + 60, host: "elsewhere", pid: 1 })).not.toBeNull();
+    expect(
+      claimBatch(w.r.spool, { batchId: leased, destination: A, now, leaseUntil: now + 60, host: "elsewhere", pid: 1 }),
+    ).not.toBeNull();
     for (const [state, id] of Object.entries({ ...ids, leased })) expect(w.r.batch(id).state).toBe(state);
     return { ids, leased };
   }
@@ -632,8 +730,12 @@ describe("drop", () => {
     const before = snapshot(w.r);
     const res = await op(w.r, ["drop", String(ids.dead), String(leased), String(ids.open), "--yes"]);
     expect(res.code).toBe(1);
-    expect(oneErrorLine(res.err)).toContain(`batch ${leased} is leased; drop applies to open, sealed, retry, awaiting or dead batches`);
-    expect(res.err).toBe(`hookspool: batch ${leased} is leased; drop applies to open, sealed, retry, awaiting or dead batches\n`);
+    expect(oneErrorLine(res.err)).toContain(
+      `batch ${leased} is leased; drop applies to open, sealed, retry, awaiting or dead batches`,
+    );
+    expect(res.err).toBe(
+      `hookspool: batch ${leased} is leased; drop applies to open, sealed, retry, awaiting or dead batches\n`,
+    );
     expect(res.out).toBe("");
     const missing = await op(w.r, ["drop", String(ids.open), "999", "--yes"]);
     expect(missing.code).toBe(1);
@@ -736,7 +838,13 @@ describe("issues", () => {
     await dead(w, "k");
     const now = w.r.clock.now();
     raiseIssue(w.r.spool, { fingerprint: "config:file", kind: "config", error: "bad toml", now: now + 1 });
-    raiseIssue(w.r.spool, { fingerprint: "source_silent:s", kind: "source_silent", route: "s", error: "no event for 2h", now: now + 2 });
+    raiseIssue(w.r.spool, {
+      fingerprint: "source_silent:s",
+      kind: "source_silent",
+      route: "s",
+      error: "no event for 2h",
+      now: now + 2,
+    });
     const id = (fp: string) => (issue(w.r, fp) as { id: number }).id;
     return { w, perm: id(`delivery:${A}:permanent`), file: id("config:file"), silent: id("source_silent:s") };
   }
@@ -783,8 +891,10 @@ describe("issues", () => {
 
   test("ack only from open; resolve from open or acked; ignore; each change shown in human and --json form", async () => {
     const { w, perm, file, silent } = await issueWorld();
-    const state = (id: number) => (w.r.spool.db.query("SELECT state FROM issues WHERE id = ?").get(id) as { state: string }).state;
-    const run = async (verb: string, id: number, json = false) => op(w.r, [...(json ? ["--json"] : []), "issues", verb, String(id)]);
+    const state = (id: number) =>
+      (w.r.spool.db.query("SELECT state FROM issues WHERE id = ?").get(id) as { state: string }).state;
+    const run = async (verb: string, id: number, json = false) =>
+      op(w.r, [...(json ? ["--json"] : []), "issues", verb, String(id)]);
 
     const acked = await run("ack", perm);
     expect(acked).toMatchObject({ code: 0, err: "", out: `issue ${perm}: acked\n` });
@@ -795,7 +905,11 @@ describe("issues", () => {
 
     const resolved = await run("resolve", perm, true);
     expect(resolved).toMatchObject({ code: 0, err: "" });
-    expect(JSON.parse(resolved.out)).toMatchObject({ id: perm, state: "resolved", fingerprint: `delivery:${A}:permanent` });
+    expect(JSON.parse(resolved.out)).toMatchObject({
+      id: perm,
+      state: "resolved",
+      fingerprint: `delivery:${A}:permanent`,
+    });
     expect(state(perm)).toBe("resolved");
     for (const verb of ["ack", "resolve"]) {
       const res = await run(verb, perm);
@@ -856,7 +970,12 @@ const TABLE_METRICS = [
   "hookspool_dispatcher_heartbeat_age_seconds",
   "hookspool_source_last_event_age_seconds",
 ];
-const INTAKE_COUNTERS = ["hookspool_events_received_total", "hookspool_events_duplicate_total", "hookspool_events_quarantined_total", "hookspool_requests_rejected_total"];
+const INTAKE_COUNTERS = [
+  "hookspool_events_received_total",
+  "hookspool_events_duplicate_total",
+  "hookspool_events_quarantined_total",
+  "hookspool_requests_rejected_total",
+];
 
 /** The sample value of `name{labels}` (labels in the order written), or undefined. */
 function sample(text: string, name: string, labels = ""): number | undefined {
@@ -921,7 +1040,10 @@ action = "hermes:c"
     expect(sample(text, "hookspool_destination_state", `destination="${A}"`)).toBe(0);
     expect(sample(text, "hookspool_destination_state", `destination="${B}"`)).toBe(2);
     expect(sample(text, "hookspool_destination_state", 'destination="hermes:p"')).toBe(3);
-    expect(sample(text, "hookspool_destination_oldest_pending_age_seconds", 'destination="hermes:p"')).toBeCloseTo(20, 0);
+    expect(sample(text, "hookspool_destination_oldest_pending_age_seconds", 'destination="hermes:p"')).toBeCloseTo(
+      20,
+      0,
+    );
     expect(sample(text, "hookspool_destination_oldest_pending_age_seconds", `destination="${B}"`)).toBeCloseTo(20, 0);
     // delivery:hermes:c:permanent, delivery:hermes:b:unreachable (the trip), delivery:hermes:p:paused
     expect(sample(text, "hookspool_issues_open")).toBe(3);

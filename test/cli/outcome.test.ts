@@ -18,7 +18,9 @@ test("a bad id, a bad outcome word (escaped), --permanent with ok: usage errors;
   expect((await run("hs_abc_1", "ok", "--permanent")).code).toBe(2);
   const unknown = await run("hs_abc_1", "ok");
   expect(unknown.code).toBe(1);
-  expect(oneErrorLine(unknown.err)).toBe("hookspool: no delivery has the webhook-id hs_abc_1 (hookspool show <batch> --attempts lists a batch's deliveries)");
+  expect(oneErrorLine(unknown.err)).toBe(
+    "hookspool: no delivery has the webhook-id hs_abc_1 (hookspool show <batch> --attempts lists a batch's deliveries)",
+  );
   const help = await run("--help");
   expect(help.code).toBe(0);
   expect(help.out).toContain("--permanent");

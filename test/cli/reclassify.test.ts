@@ -38,16 +38,27 @@ test("replay runs ignore(), sees the stored query and classify headers, and neve
   const code = tempDir();
   writeFileSync(join(code, "plugin-v1.ts"), plugin(1));
   writeFileSync(join(code, "plugin-v2.ts"), plugin(2));
-  const t = await startIntake(`[sources.src]\nmodule = "${code}/plugin-v1.ts"\nsecrets.secret = { file = "{{secret:tok}}" }\n`, { secrets: { tok: TOKEN } });
+  const t = await startIntake(
+    `[sources.src]\nmodule = "${code}/plugin-v1.ts"\nsecrets.secret = { file = "{{secret:tok}}" }\n`,
+    { secrets: { tok: TOKEN } },
+  );
   const url = `/hooks/src?room=r1&token=${encodeURIComponent(TOKEN)}`;
   for (const kind of ["push", "ping"]) {
-    const res = await fetch(`${t.intake.url}${url}`, { method: "POST", body: "{}", headers: { "X-Kind": kind, "Content-Type": "application/json" } });
+    const res = await fetch(`${t.intake.url}${url}`, {
+      method: "POST",
+      body: "{}",
+      headers: { "X-Kind": kind, "Content-Type": "application/json" },
+    });
     expect(await res.json()).toEqual({ status: "quarantined" });
   }
   await t.stop();
   const db = new Database(join(t.home, "spool.db"));
   try {
-    const stored = db.query("SELECT e.url, e.headers, b.last_error, b.id FROM events e JOIN batches b ON b.id = e.batch_id ORDER BY e.id").all() as { url: string; headers: string; last_error: string; id: number }[];
+    const stored = db
+      .query(
+        "SELECT e.url, e.headers, b.last_error, b.id FROM events e JOIN batches b ON b.id = e.batch_id ORDER BY e.id",
+      )
+      .all() as { url: string; headers: string; last_error: string; id: number }[];
     expect(stored.map((s) => [s.url, s.last_error, JSON.parse(s.headers)["x-kind"]])).toEqual([
       ["/hooks/src?room=r1", "plugin_error:TypeError", "push"],
       ["/hooks/src?room=r1", "plugin_error:TypeError", "ping"],
@@ -64,10 +75,16 @@ test("replay runs ignore(), sees the stored query and classify headers, and neve
       { batchId: stored[0].id, kind: "reclassified", ignored: 0, results: [{ status: "queued" }] },
       { batchId: stored[1].id, kind: "reclassified", ignored: 1, results: [] },
     ]);
-    expect(db.query("SELECT b.key, b.destination, e.event_type FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.payload IS NOT NULL").all()).toEqual([
-      { key: "r1", destination: "hermes:rooms", event_type: "push" },
-    ]);
-    expect(db.query("SELECT state FROM issues WHERE fingerprint = 'config:plugin:src'").get()).toEqual({ state: "resolved" });
+    expect(
+      db
+        .query(
+          "SELECT b.key, b.destination, e.event_type FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.payload IS NOT NULL",
+        )
+        .all(),
+    ).toEqual([{ key: "r1", destination: "hermes:rooms", event_type: "push" }]);
+    expect(db.query("SELECT state FROM issues WHERE fingerprint = 'config:plugin:src'").get()).toEqual({
+      state: "resolved",
+    });
   } finally {
     db.close();
   }

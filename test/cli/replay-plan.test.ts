@@ -18,7 +18,14 @@ async function deadFor(h: Home, source: string, key: string, reason: DeadReason)
     const now = spool.clock.now();
     const claim = claimBatch(spool, { batchId: id, destination: "x", now, leaseUntil: now + 60, host: "test", pid: 1 });
     if (!claim) throw new Error(`batch ${id} was not claimable`);
-    const r = markDead(spool, { batchId: id, attemptId: claim.attemptId, owner: claim.owner, now, deadReason: reason, attempt: { klass: "permanent", status: 422, error: "said no", durationMs: 1, counted: false } });
+    const r = markDead(spool, {
+      batchId: id,
+      attemptId: claim.attemptId,
+      owner: claim.owner,
+      now,
+      deadReason: reason,
+      attempt: { klass: "permanent", status: 422, error: "said no", durationMs: 1, counted: false },
+    });
     if (!r.applied) throw new Error("mark not applied");
   });
   return id;
@@ -26,7 +33,7 @@ async function deadFor(h: Home, source: string, key: string, reason: DeadReason)
 
 describe("replay --dead --plan", () => {
   test("groups by destination, key and reason, names each destination's pace, and changes nothing", async () => {
-    const h = await initHome({ extra: PACED.replace('unsigned = true\n', 'unsigned = true\nrate = "2/min"\n') });
+    const h = await initHome({ extra: PACED.replace("unsigned = true\n", 'unsigned = true\nrate = "2/min"\n') });
     for (const k of ["a", "a", "b", "c", "d"]) await deadFor(h, "paced", k, "rejected");
     await deadFor(h, "paced", "a", "exhausted");
     await deadFor(h, "once", "z", "poison");
@@ -46,7 +53,13 @@ describe("replay --dead --plan", () => {
     expect(plan.destinations).toEqual([
       { destination: "script:demo-log", batches: 1, events: 1, rate: null, at_least_s: 0 },
       // Six batches at two a minute: the last starts two windows after the first.
-      { destination: "web", batches: 6, events: 6, rate: { limit: 2, window_s: 60, from: "its rate" }, at_least_s: 120 },
+      {
+        destination: "web",
+        batches: 6,
+        events: 6,
+        rate: { limit: 2, window_s: 60, from: "its rate" },
+        at_least_s: 120,
+      },
     ]);
     expect(storedState(h.db)).toEqual(before);
 
@@ -54,7 +67,9 @@ describe("replay --dead --plan", () => {
     expect(text.code).toBe(0);
     expect(text.out).toMatch(/^DESTINATION\s+KEY\s+REASON\s+BATCHES\s+EVENTS$/m);
     expect(text.out).toMatch(/^web\s+a\s+rejected\s+2\s+2$/m);
-    expect(text.out).toContain("web: 5 batch(es), 5 event(s); paced at 2 per 60 s (its rate): at least 2 min to deliver, sharing its slots with live traffic");
+    expect(text.out).toContain(
+      "web: 5 batch(es), 5 event(s); paced at 2 per 60 s (its rate): at least 2 min to deliver, sharing its slots with live traffic",
+    );
     expect(text.out).toContain("nothing changed");
     expect(storedState(h.db)).toEqual(before);
   });

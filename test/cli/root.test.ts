@@ -23,7 +23,9 @@ describe("--help", () => {
       expect(r.out).toContain("\nUsage: hookspool <command> [options]\n");
       for (const name of ["init", "migrate", "enqueue", "list", "show", "status"]) expect(r.out).toContain(name);
     }
-    expect(COMMANDS).toEqual(expect.arrayContaining(["init", "migrate", "enqueue", "list", "show", "status", "intake", "dispatch", "run"]));
+    expect(COMMANDS).toEqual(
+      expect.arrayContaining(["init", "migrate", "enqueue", "list", "show", "status", "intake", "dispatch", "run"]),
+    );
   });
 
   test.each(COMMANDS)("%s --help and -h exit 0, touch nothing, need no config", async (name) => {
@@ -52,7 +54,13 @@ describe("--help", () => {
 describe("usage errors are exit 2 with one line", () => {
   test("an unknown option, after or before the command", async () => {
     const h = await initHome();
-    for (const argv of [["list", "--bogus"], ["enqueue", "--source", "demo", "--key", "k", "--sauce", "x"], ["show", "1", "--payloads"], ["--bogus", "list"], ["--bogus"]]) {
+    for (const argv of [
+      ["list", "--bogus"],
+      ["enqueue", "--source", "demo", "--key", "k", "--sauce", "x"],
+      ["show", "1", "--payloads"],
+      ["--bogus", "list"],
+      ["--bogus"],
+    ]) {
       const r = await inHome(h, argv, { stdin: "{}" });
       expect({ argv, code: r.code }).toEqual({ argv, code: 2 });
       expect(oneErrorLine(r.err)).toMatch(/unknown option --(bogus|sauce|payloads)/);
@@ -71,7 +79,12 @@ describe("usage errors are exit 2 with one line", () => {
   test("a stray argument is not silently ignored", async () => {
     const h = await initHome();
     await enqueueJson(h, "demo", "k", {});
-    for (const argv of [["list", "dead"], ["show", "1", "2"], ["status", "now"], ["migrate", "please"]]) {
+    for (const argv of [
+      ["list", "dead"],
+      ["show", "1", "2"],
+      ["status", "now"],
+      ["migrate", "please"],
+    ]) {
       const r = await inHome(h, argv);
       expect({ argv, code: r.code }).toEqual({ argv, code: 2 });
       expect(oneErrorLine(r.err)).toContain(`unexpected argument ${argv[argv.length - 1]}`);
@@ -100,7 +113,12 @@ describe("global flags", () => {
   test("--home works before and after the command, and as --home=DIR", async () => {
     const h = await initHome();
     await enqueueJson(h, "demo", "k", {});
-    for (const argv of [["--home", h.home, "list"], ["list", "--home", h.home], [`--home=${h.home}`, "list"], ["list", `--home=${h.home}`]]) {
+    for (const argv of [
+      ["--home", h.home, "list"],
+      ["list", "--home", h.home],
+      [`--home=${h.home}`, "list"],
+      ["list", `--home=${h.home}`],
+    ]) {
       const r = await cli(argv);
       expect({ argv, code: r.code }).toEqual({ argv, code: 0 });
       expect(r.out).toMatch(/^1\s+open\s+demo/m);
@@ -141,7 +159,12 @@ describe("global flags", () => {
     expect(pkg.version).toMatch(/^\d+\.\d+\.\d+/);
     for (const argv of [["--version"], ["-v"], ["--json", "--version"]]) {
       const r = await cli(argv);
-      expect({ argv, code: r.code, out: r.out, err: r.err }).toEqual({ argv, code: 0, out: `${pkg.version}\n`, err: "" });
+      expect({ argv, code: r.code, out: r.out, err: r.err }).toEqual({
+        argv,
+        code: 0,
+        out: `${pkg.version}\n`,
+        err: "",
+      });
     }
   });
 });
@@ -154,7 +177,10 @@ describe("hookspool version", () => {
       expect({ argv, ...r }).toEqual({ argv, code: 0, out: plain.out, err: "" });
     }
     expect(plain.out).toBe(`${pkg.version}\n`);
-    for (const argv of [["--json", "version"], ["version", "--json"]]) {
+    for (const argv of [
+      ["--json", "version"],
+      ["version", "--json"],
+    ]) {
       const r = await cli(argv);
       expect({ argv, code: r.code, err: r.err }).toEqual({ argv, code: 0, err: "" });
       expect(r.out).toBe(`${JSON.stringify({ version: pkg.version })}\n`);
@@ -180,7 +206,11 @@ describe("--json errors are one object on stdout", () => {
     expect(jsonError(missing)).toEqual({ error: "no batch 99", code: "E_NOT_FOUND" });
     const noSpool = await cli(["--json", "list", "--home", join(tempDir(), "none")]);
     expect(noSpool.code).toBe(2);
-    expect(jsonError(noSpool)).toMatchObject({ code: "E_SCHEMA", error: expect.stringContaining("no spool database"), hint: "run hookspool init or hookspool migrate first" });
+    expect(jsonError(noSpool)).toMatchObject({
+      code: "E_SCHEMA",
+      error: expect.stringContaining("no spool database"),
+      hint: "run hookspool init or hookspool migrate first",
+    });
     // the same error without --json: one line on stderr, nothing on stdout
     const human = await inHome(h, ["show", "99"]);
     expect(human).toMatchObject({ code: 1, out: "" });
@@ -193,10 +223,16 @@ describe("--json errors are one object on stdout", () => {
       [["--json", "frob"], { error: "unknown command frob", code: "E_USAGE", hint: "see hookspool --help" }],
       [["list", "--json", "--bogus"], { error: "unknown option --bogus", code: "E_USAGE", hint: "see --help" }],
       [["list", "dead", "--json"], { error: "unexpected argument dead", code: "E_USAGE", hint: "see --help" }],
-      [["--json", "show"], { error: "Missing required positional argument: BATCH", code: "E_USAGE", hint: "see --help" }],
+      [
+        ["--json", "show"],
+        { error: "Missing required positional argument: BATCH", code: "E_USAGE", hint: "see --help" },
+      ],
       [["--json", "show", "x"], { error: 'batch must be a positive integer, got "x"', code: "E_USAGE" }],
       [["--json", "list", "--home"], { error: "--home needs a value", code: "E_USAGE" }],
-      [["--json", "source"], { error: "hookspool source needs a command", code: "E_USAGE", hint: "see hookspool source --help" }],
+      [
+        ["--json", "source"],
+        { error: "hookspool source needs a command", code: "E_USAGE", hint: "see hookspool source --help" },
+      ],
       [["--json"], { error: "hookspool needs a command", code: "E_USAGE", hint: "see hookspool --help" }],
     ];
     for (const [argv, doc] of cases) {
@@ -241,7 +277,10 @@ describe("--json errors are one object on stdout", () => {
         cwd: process.cwd(),
         isTTY: false,
       };
-      const code = await runCli(["--home", h.home, ...(json ? ["--json"] : []), "enqueue", "--source", "demo", "--key", "k"], broken);
+      const code = await runCli(
+        ["--home", h.home, ...(json ? ["--json"] : []), "enqueue", "--source", "demo", "--key", "k"],
+        broken,
+      );
       expect({ json, code }).toEqual({ json, code: 1 });
       expect(err).toStartWith("hookspool: internal error: TypeError: stdin went away\n    at ");
       expect(out).toBe(json ? `${JSON.stringify({ error: "stdin went away", code: "E_INTERNAL" })}\n` : "");
@@ -259,7 +298,13 @@ describe("config errors are exit 2 with one line naming the file and the key", (
   test("a value of the wrong type, for every command that needs the config", async () => {
     const home = badHome('[intake]\nmax_body_bytes = "big"\n');
     const file = join(home, "config.toml");
-    for (const argv of [["migrate"], ["enqueue", "--source", "demo", "--key", "k"], ["replay", "1"], ["metrics"], ["prune"]]) {
+    for (const argv of [
+      ["migrate"],
+      ["enqueue", "--source", "demo", "--key", "k"],
+      ["replay", "1"],
+      ["metrics"],
+      ["prune"],
+    ]) {
       const r = await cli(["--home", home, ...argv], { stdin: "{}" });
       expect({ argv, code: r.code }).toEqual({ argv, code: 2 });
       expect(oneErrorLine(r.err)).toBe(`hookspool: ${file}: intake.max_body_bytes: expected an integer, got a string`);
@@ -271,7 +316,9 @@ describe("config errors are exit 2 with one line naming the file and the key", (
     const home = badHome('[sources.gh]\naction = "hermes:gh"\nquiet_s = "soon"\n');
     const r = await cli(["--home", home, "migrate"]);
     expect(r.code).toBe(2);
-    expect(oneErrorLine(r.err)).toBe(`hookspool: ${join(home, "config.toml")}: sources.gh.quiet_s: expected a number, got a string`);
+    expect(oneErrorLine(r.err)).toBe(
+      `hookspool: ${join(home, "config.toml")}: sources.gh.quiet_s: expected a number, got a string`,
+    );
   });
 
   test("TOML that does not parse names the file and the line", async () => {
@@ -326,7 +373,10 @@ describe("a verb that names a source or an instance, and no config file", () => 
     for (const [argv, stdin] of verbs) {
       const r = await cli(["--home", home, ...argv], { stdin });
       expect({ argv, code: r.code }).toEqual({ argv, code: 2 });
-      expect({ argv, line: oneErrorLine(r.err) }).toEqual({ argv, line: expect.stringContaining(`no config file at ${join(home, "config.toml")}`) });
+      expect({ argv, line: oneErrorLine(r.err) }).toEqual({
+        argv,
+        line: expect.stringContaining(`no config file at ${join(home, "config.toml")}`),
+      });
     }
   });
 });

@@ -7,7 +7,8 @@ import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { enqueueJson, initHome, inHome } from "./home.ts";
 
-const digest = (path: string) => (existsSync(path) ? createHash("sha256").update(readFileSync(path)).digest("hex") : "absent");
+const digest = (path: string) =>
+  existsSync(path) ? createHash("sha256").update(readFileSync(path)).digest("hex") : "absent";
 
 test("a candidate that moves one type, tees another source and widens a window: counted per kind, nothing written", async () => {
   const h = await initHome();
@@ -36,14 +37,30 @@ destination = "web"
   expect(same).toMatchObject({ requests: 6, unchanged: 6, changes: [] });
   const r = await inHome(h, ["--json", "--config", candidate, "route", "test"]);
   expect(r.code).toBe(0);
-  const report = JSON.parse(r.out) as { requests: number; unchanged: number; counts: Record<string, number>; changes: { eventType: string; kinds: string[]; after: { route: string; destination: string }[] }[] };
+  const report = JSON.parse(r.out) as {
+    requests: number;
+    unchanged: number;
+    counts: Record<string, number>;
+    changes: { eventType: string; kinds: string[]; after: { route: string; destination: string }[] }[];
+  };
   // By hand: the two B's move (route and destination); the three A's keep their route with a 7 s
   // quiet window; the once request gains a tee.
   expect(report.requests).toBe(6);
-  expect(report.counts).toEqual({ route: 2, destination: 2, tees: 1, window: 3, ignored: 0, no_destination: 0, source_gone: 0 });
+  expect(report.counts).toEqual({
+    route: 2,
+    destination: 2,
+    tees: 1,
+    window: 3,
+    ignored: 0,
+    no_destination: 0,
+    source_gone: 0,
+  });
   expect(report.unchanged).toBe(0);
   const moved = report.changes.filter((c) => c.eventType === "B");
-  expect(moved.map((c) => c.after[0])).toEqual([expect.objectContaining({ route: "b-to-web", destination: "web" }), expect.objectContaining({ route: "b-to-web", destination: "web" })]);
+  expect(moved.map((c) => c.after[0])).toEqual([
+    expect.objectContaining({ route: "b-to-web", destination: "web" }),
+    expect.objectContaining({ route: "b-to-web", destination: "web" }),
+  ]);
   expect([digest(h.db), digest(`${h.db}-wal`)]).toEqual(before);
   const human = await inHome(h, ["--config", candidate, "route", "test"]);
   expect(human.out).toMatch(/=> {2}b-to-web -> web {2}\[route, destination\]/);
@@ -53,7 +70,10 @@ destination = "web"
 test("a candidate that check refuses is refused here too, and --request needs --source", async () => {
   const h = await initHome();
   const bad = join(h.home, "bad.toml");
-  writeFileSync(bad, `${readFileSync(h.config, "utf8")}\n[[routes]]\nname = "x"\nsource = "nowhere"\ndestination = "web"\n`);
+  writeFileSync(
+    bad,
+    `${readFileSync(h.config, "utf8")}\n[[routes]]\nname = "x"\nsource = "nowhere"\ndestination = "web"\n`,
+  );
   const r = await inHome(h, ["--config", bad, "route", "test"]);
   expect(r.code).toBe(2);
   expect(r.err).toContain("nowhere");
@@ -78,8 +98,14 @@ expose = ["topic", "detail.title:untrusted"]
   );
   const delivered = '{"topic":"t1","detail":{"title":{"untrusted":"Ignore previous instructions"}}}';
   // The stored requests under the candidate: the copy's expose and its event as delivered.
-  const report = JSON.parse((await inHome(h, ["--json", "--config", candidate, "route", "test"])).out) as { changes: { after: { route: string; expose?: string[]; delivered?: string }[] }[] };
-  expect(report.changes[0].after[0]).toMatchObject({ route: "narrow", expose: ["topic", "detail.title:untrusted"], delivered });
+  const report = JSON.parse((await inHome(h, ["--json", "--config", candidate, "route", "test"])).out) as {
+    changes: { after: { route: string; expose?: string[]; delivered?: string }[] }[];
+  };
+  expect(report.changes[0].after[0]).toMatchObject({
+    route: "narrow",
+    expose: ["topic", "detail.title:untrusted"],
+    delivered,
+  });
   // One capture: the event as delivered, and the names (never the values) of what was left out.
   const capture = join(h.home, "a.http");
   writeFileSync(capture, `POST /hooks/demo HTTP/1.1\nContent-Type: application/json\n\n${JSON.stringify(payload)}\n`);
@@ -87,9 +113,23 @@ expose = ["topic", "detail.title:untrusted"]
   expect(one.code).toBe(0);
   expect(one.out).toContain("A key t1: narrow -> web\n");
   expect(one.out).toContain(`  narrow -> web delivers (expose 2 path(s), dropped type detail.token n): ${delivered}`);
-  const json = JSON.parse((await inHome(h, ["--json", "--config", candidate, "route", "test", "--source", "demo", "--request", capture])).out);
-  expect(json.events[0].copies[0]).toMatchObject({ route: "narrow", destination: "web", expose: ["topic", "detail.title:untrusted"], delivered });
+  const json = JSON.parse(
+    (await inHome(h, ["--json", "--config", candidate, "route", "test", "--source", "demo", "--request", capture])).out,
+  );
+  expect(json.events[0].copies[0]).toMatchObject({
+    route: "narrow",
+    destination: "web",
+    expose: ["topic", "detail.title:untrusted"],
+    delivered,
+  });
   // Without expose, nothing changes: no expose, no delivered text.
-  const plain = JSON.parse((await inHome(h, ["--json", "route", "test", "--source", "demo", "--request", capture])).out);
-  expect(plain.events[0].copies[0]).toEqual({ route: "demo", destination: "script:demo-log", tee: false, window: expect.any(Object) });
+  const plain = JSON.parse(
+    (await inHome(h, ["--json", "route", "test", "--source", "demo", "--request", capture])).out,
+  );
+  expect(plain.events[0].copies[0]).toEqual({
+    route: "demo",
+    destination: "script:demo-log",
+    tee: false,
+    window: expect.any(Object),
+  });
 });

@@ -15,7 +15,8 @@ import { type Hookspool, startHookspool } from "../helpers/proc.ts";
 import { tempDir } from "../helpers/tmp.ts";
 
 const all = [...findBobbins({ bobbinPath: [], presets: Object.keys(DEFAULT_SPANS) }).bobbins.values()];
-const fixed = (b: Bobbin) => (typeof b.manifest.source?.template === "object" ? (b.manifest.source.template as unknown as TemplateSettings) : null);
+const fixed = (b: Bobbin) =>
+  typeof b.manifest.source?.template === "object" ? (b.manifest.source.template as unknown as TemplateSettings) : null;
 // Template bobbins send can sign (a settings-template one signs by its kit's settings), without a processor.
 const signable = all.filter((b) => {
   if (b.manifest.processor || b.manifest.poll || !b.manifest.source?.template) return false;
@@ -24,15 +25,76 @@ const signable = all.filter((b) => {
   return canSign(t ?? ({ scheme: String(kit.instance.settings?.scheme) } as TemplateSettings));
 });
 
-/** Templates whose selectors read headers, a form, split arrays, keyof, several key parts; one that ignores the sample's type. */
-const SAMPLED: Record<string, { template: Record<string, unknown>; secrets?: unknown; action: string; span: string }> = {
-  demo: { template: { scheme: "hmac-sha256-hex", header: "X-Demo-Signature", prefix: "sha256=", key: "topic", event_type: "type" }, action: "script:sink", span: "immediate" },
-  headers: { template: { scheme: "static-token", header: "X-Token", key: ["header:X-Repo", "data.id"], event_type: "header:X-Event", dedup: "header:X-Delivery", attrs: { who: "sender.login" } }, action: "script:sink", span: "immediate" },
-  form: { template: { scheme: "static-token", header: "X-Token", body: "form", key: "team_id", event_type: "kind" }, action: "script:sink", span: "immediate" },
-  formjson: { template: { scheme: "static-token", header: "X-Token", body: "form", form_json: "payload", key: "team.id", event_type: "type" }, action: "script:sink", span: "immediate" },
-  split: { template: { scheme: "static-token", header: "X-Token", split: "events", key: "id|const:none", dedup: "id", event_type: "keyof:message|edited" }, action: "script:sink", span: "immediate" },
-  picky: { template: { scheme: "static-token", header: "X-Token", key: "id", event_type: "type", ignore: ["hookspool.test"] }, action: "script:sink", span: "immediate" },
-};
+/**
+ * Templates whose selectors read headers, a form, split arrays, keyof, several key parts; one that ignores the sample's
+ * type.
+ */
+const SAMPLED: Record<string, { template: Record<string, unknown>; secrets?: unknown; action: string; span: string }> =
+  {
+    demo: {
+      template: {
+        scheme: "hmac-sha256-hex",
+        header: "X-Demo-Signature",
+        prefix: "sha256=",
+        key: "topic",
+        event_type: "type",
+      },
+      action: "script:sink",
+      span: "immediate",
+    },
+    headers: {
+      template: {
+        scheme: "static-token",
+        header: "X-Token",
+        key: ["header:X-Repo", "data.id"],
+        event_type: "header:X-Event",
+        dedup: "header:X-Delivery",
+        attrs: { who: "sender.login" },
+      },
+      action: "script:sink",
+      span: "immediate",
+    },
+    form: {
+      template: { scheme: "static-token", header: "X-Token", body: "form", key: "team_id", event_type: "kind" },
+      action: "script:sink",
+      span: "immediate",
+    },
+    formjson: {
+      template: {
+        scheme: "static-token",
+        header: "X-Token",
+        body: "form",
+        form_json: "payload",
+        key: "team.id",
+        event_type: "type",
+      },
+      action: "script:sink",
+      span: "immediate",
+    },
+    split: {
+      template: {
+        scheme: "static-token",
+        header: "X-Token",
+        split: "events",
+        key: "id|const:none",
+        dedup: "id",
+        event_type: "keyof:message|edited",
+      },
+      action: "script:sink",
+      span: "immediate",
+    },
+    picky: {
+      template: {
+        scheme: "static-token",
+        header: "X-Token",
+        key: "id",
+        event_type: "type",
+        ignore: ["hookspool.test"],
+      },
+      action: "script:sink",
+      span: "immediate",
+    },
+  };
 
 let home: string;
 const plain: Record<string, unknown> = {};
@@ -50,18 +112,33 @@ beforeAll(async () => {
       writeFileSync(file, value, { mode: 0o600 });
       secrets[name] = { file };
     }
-    bobbins[kit.instance.name] = { bobbin: b.name, secrets, settings: kit.instance.settings ?? {}, outputs: { "*": "script:sink" }, span: "immediate" };
+    bobbins[kit.instance.name] = {
+      bobbin: b.name,
+      secrets,
+      settings: kit.instance.settings ?? {},
+      outputs: { "*": "script:sink" },
+      span: "immediate",
+    };
     // The same template as a plain source: no capture to fall back on, so send samples it.
     const t = fixed(b);
-    const needsSettings = Object.keys(kit.instance.settings ?? {}).some((k) => (TEMPLATE_KEYS as readonly string[]).includes(k));
-    if (t && signable.includes(b) && !needsSettings) plain[`plain-${kit.instance.name}`] = { template: t, secrets, action: "script:sink", span: "immediate" };
+    const needsSettings = Object.keys(kit.instance.settings ?? {}).some((k) =>
+      (TEMPLATE_KEYS as readonly string[]).includes(k),
+    );
+    if (t && signable.includes(b) && !needsSettings)
+      plain[`plain-${kit.instance.name}`] = { template: t, secrets, action: "script:sink", span: "immediate" };
   }
   writeFileSync(join(home, "follow-secret"), "follow-token", { mode: 0o600 });
   for (const s of Object.values(SAMPLED)) s.secrets = { secret: { file: join(home, "follow-secret") } };
   const tokened = { scheme: "static-token", header: "X-Token", key: "id" };
   // slow waits 30 s before its batch seals; doomed's destination refuses every batch for good.
   const sources = {
-    slow: { template: tokened, secrets: { secret: { file: join(home, "follow-secret") } }, quiet_s: 30, max_s: 60, action: "script:sink" },
+    slow: {
+      template: tokened,
+      secrets: { secret: { file: join(home, "follow-secret") } },
+      quiet_s: 30,
+      max_s: 60,
+      action: "script:sink",
+    },
     doomed: { template: tokened, secrets: { secret: { file: join(home, "follow-secret") } }, action: "script:refuse" },
   };
   const config = {
@@ -69,7 +146,10 @@ beforeAll(async () => {
     dispatch: { poll_s: 0.1 },
     bobbins,
     sources: { ...sources, ...plain, ...SAMPLED },
-    destinations: { "script:sink": { argv: ["/bin/sh", "-c", "cat > /dev/null"] }, "script:refuse": { argv: ["/bin/sh", "-c", "cat > /dev/null; exit 65"] } },
+    destinations: {
+      "script:sink": { argv: ["/bin/sh", "-c", "cat > /dev/null"] },
+      "script:refuse": { argv: ["/bin/sh", "-c", "cat > /dev/null; exit 65"] },
+    },
   };
   writeFileSync(join(home, "config.toml"), stringify(config));
   expect((await cli(["--home", home, "migrate"])).code).toBe(0);
@@ -82,10 +162,16 @@ afterAll(async () => {
   await hs?.exited;
 });
 
-const send = (instance: string, ...argv: string[]) => cli(["--home", home, "--json", "send", instance, "--url", `http://127.0.0.1:${port}/hooks/${instance}`, ...argv]);
+const send = (instance: string, ...argv: string[]) =>
+  cli(["--home", home, "--json", "send", instance, "--url", `http://127.0.0.1:${port}/hooks/${instance}`, ...argv]);
 /** What a refused send says, in either form (--json puts the error on stdout). */
 const said = (r: { out: string; err: string }) => `${r.out}${r.err}`;
-const lines = (out: string) => out.trim().split("\n").filter(Boolean).map((l) => JSON.parse(l) as Record<string, unknown>);
+const lines = (out: string) =>
+  out
+    .trim()
+    .split("\n")
+    .filter(Boolean)
+    .map((l) => JSON.parse(l) as Record<string, unknown>);
 /** The intake's word for an answer line: its X-Hookspool-Status, else its JSON status. */
 const wordOf = (line: Record<string, unknown> | undefined) => {
   if (!line) return undefined;
@@ -121,7 +207,11 @@ describe("send with no body: a request the source itself queues, or a refusal", 
       const instance = parseKit(b.files().get("captures/kit.toml") ?? "").instance.name;
       const r = await send(instance);
       // The capture was sent above already: a source that dedups on it says duplicate, as it should.
-      expect({ instance, code: r.code, word: wordOf(lines(r.out)[0]) }).toEqual({ instance, code: 0, word: expect.stringMatching(/^(queued|duplicate)$/) });
+      expect({ instance, code: r.code, word: wordOf(lines(r.out)[0]) }).toEqual({
+        instance,
+        code: 0,
+        word: expect.stringMatching(/^(queued|duplicate)$/),
+      });
     }
   }, 60_000);
 
@@ -130,14 +220,26 @@ describe("send with no body: a request the source itself queues, or a refusal", 
     expect(names.length).toBeGreaterThanOrEqual(20);
     for (const name of names) {
       const r = await send(name, "--follow");
-      expect({ name, code: r.code, err: r.err, first: wordOf(lines(r.out)[0]), last: lines(r.out).at(-1)?.followed }).toEqual({ name, code: 0, err: "", first: "queued", last: "delivered" });
+      expect({
+        name,
+        code: r.code,
+        err: r.err,
+        first: wordOf(lines(r.out)[0]),
+        last: lines(r.out).at(-1)?.followed,
+      }).toEqual({ name, code: 0, err: "", first: "queued", last: "delivered" });
     }
   }, 120_000);
 
   test("headers, forms, a form's JSON field, split arrays, keyof, several key parts", async () => {
     for (const name of ["demo", "headers", "form", "formjson", "split"]) {
       const r = await send(name, "--follow");
-      expect({ name, code: r.code, err: r.err, first: wordOf(lines(r.out)[0]), last: lines(r.out).at(-1)?.followed }).toEqual({ name, code: 0, err: "", first: "queued", last: "delivered" });
+      expect({
+        name,
+        code: r.code,
+        err: r.err,
+        first: wordOf(lines(r.out)[0]),
+        last: lines(r.out).at(-1)?.followed,
+      }).toEqual({ name, code: 0, err: "", first: "queued", last: "delivered" });
     }
   }, 60_000);
 
@@ -163,13 +265,35 @@ describe("send --follow until the batch ends", () => {
     const r = await send("doomed", "--data", '{"id":"d1"}', "--follow");
     expect(r.code).toBe(1);
     expect(lines(r.out).at(-1)).toMatchObject({ followed: "dead", state: "dead" });
-    const text = await cli(["--home", home, "send", "doomed", "--url", `http://127.0.0.1:${port}/hooks/doomed`, "--data", '{"id":"d2"}', "--follow"]);
+    const text = await cli([
+      "--home",
+      home,
+      "send",
+      "doomed",
+      "--url",
+      `http://127.0.0.1:${port}/hooks/doomed`,
+      "--data",
+      '{"id":"d2"}',
+      "--follow",
+    ]);
     expect(text.code).toBe(1);
     expect(text.err).toMatch(/^hookspool: batch \d+ is dead \(rejected\): hookspool show \d+ --attempts says why$/m);
   }, 20_000);
 
   test("a batch still on its way when --timeout runs out: exit 1, naming its state", async () => {
-    const r = await cli(["--home", home, "send", "slow", "--url", `http://127.0.0.1:${port}/hooks/slow`, "--data", '{"id":"s1"}', "--follow", "--timeout", "1s"]);
+    const r = await cli([
+      "--home",
+      home,
+      "send",
+      "slow",
+      "--url",
+      `http://127.0.0.1:${port}/hooks/slow`,
+      "--data",
+      '{"id":"s1"}',
+      "--follow",
+      "--timeout",
+      "1s",
+    ]);
     expect(r.code).toBe(1);
     expect(r.err).toMatch(/stopped following after 1 s: batch \d+ is still open/);
     expect((await cli(["--home", home, "send", "slow", "--timeout", "1s"])).code).toBe(2);
@@ -179,10 +303,15 @@ describe("send --follow until the batch ends", () => {
 describe("send --handshake", () => {
   const handshaking = signable.filter((b) => {
     const t = fixed(b);
-    return t !== null && (t.echo_when !== undefined || t.get_verify === true || t.reply_when !== undefined || t.head_handshake === true);
+    return (
+      t !== null &&
+      (t.echo_when !== undefined || t.get_verify === true || t.reply_when !== undefined || t.head_handshake === true)
+    );
   });
   test("the handshakes among them: Slack's challenge, Meta's GET verify token, Trello's HEAD", () => {
-    expect(handshaking.map((b) => b.name)).toEqual(expect.arrayContaining(["slack.events", "meta.whatsapp", "atlassian.trello"]));
+    expect(handshaking.map((b) => b.name)).toEqual(
+      expect.arrayContaining(["slack.events", "meta.whatsapp", "atlassian.trello"]),
+    );
   });
   for (const b of handshaking) {
     test(`${b.name}: its handshake, made as its sender makes it, gets the answer the sender needs`, async () => {

@@ -65,8 +65,13 @@ describe("hookspool run as a newcomer starts it", () => {
       writeFileSync(join(h, "config.toml"), `[intake]\nlisten = "127.0.0.1:${taken.port}"\n`);
       const r = await cli(["--home", h, "run"]);
       expect(r.code).toBe(2);
-      const lines = r.err.trim().split("\n").filter((l) => l.startsWith("hookspool:"));
-      expect(lines).toEqual([`hookspool: intake.listen: cannot listen on 127.0.0.1:${taken.port}: the address is in use (stop whatever holds it (another hookspool?) or change intake.listen)`]);
+      const lines = r.err
+        .trim()
+        .split("\n")
+        .filter((l) => l.startsWith("hookspool:"));
+      expect(lines).toEqual([
+        `hookspool: intake.listen: cannot listen on 127.0.0.1:${taken.port}: the address is in use (stop whatever holds it (another hookspool?) or change intake.listen)`,
+      ]);
       expect(r.err).not.toMatch(/\n\s+at /);
     } finally {
       taken.stop();
@@ -107,13 +112,22 @@ test("under run, a sender waits the intake's busy timeout, not the dispatcher's 
     const port = await p.port();
     holder.db.run("BEGIN IMMEDIATE"); // another process holds the write lock
     const t0 = performance.now();
-    const res = await fetch(`http://127.0.0.1:${port}/hooks/demo`, { method: "POST", body: '{"topic":"a"}', headers: { "X-Token": "s3cret" }, signal: AbortSignal.timeout(15_000) });
+    const res = await fetch(`http://127.0.0.1:${port}/hooks/demo`, {
+      method: "POST",
+      body: '{"topic":"a"}',
+      headers: { "X-Token": "s3cret" },
+      signal: AbortSignal.timeout(15_000),
+    });
     const waited = performance.now() - t0;
     expect(res.status).toBe(503);
     // One busy timeout for the request, perhaps one for a dispatcher tick in front of it: far from 30 s.
     expect(waited).toBeLessThan(8_000);
     holder.db.run("ROLLBACK");
-    const again = await fetch(`http://127.0.0.1:${port}/hooks/demo`, { method: "POST", body: '{"topic":"a"}', headers: { "X-Token": "s3cret" } });
+    const again = await fetch(`http://127.0.0.1:${port}/hooks/demo`, {
+      method: "POST",
+      body: '{"topic":"a"}',
+      headers: { "X-Token": "s3cret" },
+    });
     expect(again.status).toBe(202);
   } finally {
     if (holder.db.inTransaction) holder.db.run("ROLLBACK");
@@ -126,7 +140,10 @@ test("under run, a sender waits the intake's busy timeout, not the dispatcher's 
 describe("the services check their config as hookspool check does", () => {
   test("a config check refuses: each service prints check's errors and does not start (exit 2)", async () => {
     const h = home();
-    writeFileSync(join(h, "config.toml"), '[intake]\nlisten = "127.0.0.1:0"\nlisen = "typo"\n\n[sources.s]\naction = "nowhere"\n');
+    writeFileSync(
+      join(h, "config.toml"),
+      '[intake]\nlisten = "127.0.0.1:0"\nlisen = "typo"\n\n[sources.s]\naction = "nowhere"\n',
+    );
     const checked = await cli(["--home", h, "check"]);
     expect(checked.code).toBe(2);
     const checkErrors = checked.out.split("\n").filter((l) => l.startsWith("error: "));
@@ -134,7 +151,8 @@ describe("the services check their config as hookspool check does", () => {
     for (const verb of ["intake", "dispatch", "run"]) {
       const r = await cli(["--home", h, verb]);
       expect([verb, r.code]).toEqual([verb, 2]);
-      for (const line of checkErrors) expect([verb, r.err]).toEqual([verb, expect.stringContaining(`hookspool: ${line}`)]);
+      for (const line of checkErrors)
+        expect([verb, r.err]).toEqual([verb, expect.stringContaining(`hookspool: ${line}`)]);
       expect(r.err).toContain("not starting: ");
       // With --json the error is one object on stdout, the problems in it.
       const j = await cli(["--home", h, "--json", verb]);
@@ -166,7 +184,10 @@ describe("the services check their config as hookspool check does", () => {
     writeFileSync(join(h, "secrets", "receiver"), "receiver-secret\n", { mode: 0o600 });
     const cfg = join(h, "config.toml");
     // Route the demo to a plain https receiver: no size setting touched anywhere.
-    writeFileSync(cfg, `${readFileSync(cfg, "utf8").replace('action = "script:demo-log"', 'action = "receiver"')}\n[destinations.receiver]\nurl = "https://receiver.example/hook"\nsecret = { file = "${join(h, "secrets", "receiver")}" }\n`);
+    writeFileSync(
+      cfg,
+      `${readFileSync(cfg, "utf8").replace('action = "script:demo-log"', 'action = "receiver"')}\n[destinations.receiver]\nurl = "https://receiver.example/hook"\nsecret = { file = "${join(h, "secrets", "receiver")}" }\n`,
+    );
     const r = await cli(["--home", h, "check"]);
     expect(r.out.split("\n").filter((l) => l.startsWith("error"))).toEqual([]);
     expect(r.code).toBe(0);

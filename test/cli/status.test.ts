@@ -11,7 +11,20 @@ import { reportError } from "../../src/cli/report.ts";
 import type { Io } from "../../src/cli/context.ts";
 
 /** The top-level fields of the health document this build reports (polls come with poll sources). */
-const FIELDS = ["ok", "degraded", "schema", "dispatcher", "spool", "batches", "oldest_pending_age_s", "destinations", "sources", "issues_open", "spool_bytes", "disk_free_bytes"];
+const FIELDS = [
+  "ok",
+  "degraded",
+  "schema",
+  "dispatcher",
+  "spool",
+  "batches",
+  "oldest_pending_age_s",
+  "destinations",
+  "sources",
+  "issues_open",
+  "spool_bytes",
+  "disk_free_bytes",
+];
 
 /** A spool with one batch in each interesting state: open, sealed, dead, quarantined. */
 async function busyHome(): Promise<Home> {
@@ -21,10 +34,30 @@ async function busyHome(): Promise<Home> {
   const dead = await enqueueJson(h, "once", "b", {}); // 3 -> dead
   withSpool(h.db, (spool) => {
     const now = spool.clock.now();
-    const c = claimBatch(spool, { batchId: dead, destination: "script:demo-log", now, leaseUntil: now + 60, host: "t", pid: 1 });
+    const c = claimBatch(spool, {
+      batchId: dead,
+      destination: "script:demo-log",
+      now,
+      leaseUntil: now + 60,
+      host: "t",
+      pid: 1,
+    });
     if (!c) throw new Error("not claimable");
-    markDead(spool, { batchId: dead, attemptId: c.attemptId, owner: c.owner, now, attempt: { klass: "permanent", status: 1, error: "no", durationMs: 1, counted: true } });
-    const request = { source: "demo", raw: new TextEncoder().encode("{"), headers: {}, authHeaders: [] as string[], url: null, reason: "plugin_error:SyntaxError" };
+    markDead(spool, {
+      batchId: dead,
+      attemptId: c.attemptId,
+      owner: c.owner,
+      now,
+      attempt: { klass: "permanent", status: 1, error: "no", durationMs: 1, counted: true },
+    });
+    const request = {
+      source: "demo",
+      raw: new TextEncoder().encode("{"),
+      headers: {},
+      authHeaders: [] as string[],
+      url: null,
+      reason: "plugin_error:SyntaxError",
+    };
     quarantine(spool, request);
   });
   return h;
@@ -45,9 +78,23 @@ describe("status", () => {
     const doc = await statusDoc(h);
     expect(Object.keys(doc)).toEqual(expect.arrayContaining(FIELDS));
     expect(doc.schema).toBe(LATEST_SCHEMA);
-    expect(doc.batches).toEqual({ open: 0, sealed: 0, leased: 0, retry: 0, awaiting: 0, delivered: 0, dead: 0, dropped: 0, quarantined: 0 });
+    expect(doc.batches).toEqual({
+      open: 0,
+      sealed: 0,
+      leased: 0,
+      retry: 0,
+      awaiting: 0,
+      delivered: 0,
+      dead: 0,
+      dropped: 0,
+      quarantined: 0,
+    });
     expect(doc.oldest_pending_age_s).toBeNull();
-    expect(doc.spool).toEqual({ last_enqueue_age_s: null, writable_checked_age_s: null, integrity_checked_age_s: null });
+    expect(doc.spool).toEqual({
+      last_enqueue_age_s: null,
+      writable_checked_age_s: null,
+      integrity_checked_age_s: null,
+    });
     expect(doc.issues_open).toBe(0);
     expect(doc.spool_bytes).toBeGreaterThan(0);
     expect(doc.disk_free_bytes).toBeGreaterThan(0);
@@ -58,9 +105,25 @@ describe("status", () => {
   test("counts batches by state, quarantine apart from dead, and says what is degraded", async () => {
     const h = await busyHome();
     const doc = await statusDoc(h);
-    expect(doc.batches).toEqual({ open: 1, sealed: 1, leased: 0, retry: 0, awaiting: 0, delivered: 0, dead: 1, dropped: 0, quarantined: 1 });
+    expect(doc.batches).toEqual({
+      open: 1,
+      sealed: 1,
+      leased: 0,
+      retry: 0,
+      awaiting: 0,
+      delivered: 0,
+      dead: 1,
+      dropped: 0,
+      quarantined: 1,
+    });
     expect(doc.ok).toBe(false);
-    expect(doc.degraded).toEqual(expect.arrayContaining(["dispatcher: no heartbeat yet", "batches: 1 dead (1 rejected)", "batches: 1 quarantined"]));
+    expect(doc.degraded).toEqual(
+      expect.arrayContaining([
+        "dispatcher: no heartbeat yet",
+        "batches: 1 dead (1 rejected)",
+        "batches: 1 quarantined",
+      ]),
+    );
     expect(doc.issues_open).toBe(1);
     expect(doc.oldest_pending_age_s).toBeGreaterThanOrEqual(0);
     expect(Object.keys(doc.destinations)).toEqual(["script:demo-log"]);
@@ -106,7 +169,9 @@ describe("status", () => {
     expect(r.out).toStartWith("hookspool: 3 problem(s)\n");
     expect(r.out).toMatch(/^dispatcher\s+not running$/m);
     expect(r.out).toMatch(new RegExp(`^spool\\s+schema ${LATEST_SCHEMA}, `, "m"));
-    expect(r.out).toMatch(/^batches\s+1 open, 1 sealed, 0 leased, 0 retry, 0 awaiting, 0 delivered, 1 dead, 0 dropped, 1 quarantined$/m);
+    expect(r.out).toMatch(
+      /^batches\s+1 open, 1 sealed, 0 leased, 0 retry, 0 awaiting, 0 delivered, 1 dead, 0 dropped, 1 quarantined$/m,
+    );
     expect(r.out).toMatch(/^issues\s+1 open$/m);
     expect(r.out).toMatch(/^script:demo-log\s+closed\s/m);
     expect(r.out).toMatch(/^demo\s+\d+s ago/m);
@@ -131,7 +196,9 @@ describe("status on a damaged spool", () => {
     const h = await damaged();
     const deep = await inHome(h, ["status", "--deep"]);
     expect(deep.code).toBe(2);
-    expect(deep.err).toMatch(/^hookspool: .* is corrupt: .*\(hookspool export what is readable and restore from backup/m);
+    expect(deep.err).toMatch(
+      /^hookspool: .* is corrupt: .*\(hookspool export what is readable and restore from backup/m,
+    );
     expect(deep.err).not.toContain("internal error");
     expect(deep.err).not.toMatch(/\n\s+at /);
     const json = await inHome(h, ["--json", "status", "--deep"]);
@@ -140,10 +207,17 @@ describe("status on a damaged spool", () => {
   });
 
   test("an error that says the file is damaged, met by any read, is exit 2 with check's words, never a bug's stack", () => {
-    for (const e of [Object.assign(new Error("database disk image is malformed"), { code: "SQLITE_CORRUPT" }), Object.assign(new Error("file is not a database"), { code: "SQLITE_NOTADB" })]) {
+    for (const e of [
+      Object.assign(new Error("database disk image is malformed"), { code: "SQLITE_CORRUPT" }),
+      Object.assign(new Error("file is not a database"), { code: "SQLITE_NOTADB" }),
+    ]) {
       const err: string[] = [];
       const out: string[] = [];
-      const code = reportError({ out: (t: string) => out.push(t), err: (t: string) => err.push(t) } as unknown as Io, e, false);
+      const code = reportError(
+        { out: (t: string) => out.push(t), err: (t: string) => err.push(t) } as unknown as Io,
+        e,
+        false,
+      );
       expect(code).toBe(2);
       expect(err.join("\n")).toMatch(/^hookspool: the spool is corrupt: .*restore from backup/);
       expect(err.join("\n")).not.toContain("internal error");
@@ -155,6 +229,8 @@ describe("status on a damaged spool", () => {
     expect((await inHome(sound, ["status"])).out).toMatch(/integrity checked never \(status --deep checks it\)/);
     expect((await inHome(sound, ["status", "--deep"])).code).toBe(1);
     expect((await inHome(sound, ["status"])).out).toMatch(/integrity checked \d+s ago/);
-    expect(JSON.parse((await inHome(sound, ["--json", "status"])).out).spool.integrity_checked_age_s).toBeGreaterThanOrEqual(0);
+    expect(
+      JSON.parse((await inHome(sound, ["--json", "status"])).out).spool.integrity_checked_age_s,
+    ).toBeGreaterThanOrEqual(0);
   });
 });

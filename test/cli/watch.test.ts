@@ -6,15 +6,34 @@ import { markDelivered } from "../../src/store/sqlite/marks.ts";
 import { enqueueJson, initHome, inHome, type Home, withDb, withSpool } from "./home.ts";
 
 type Line = { cursor: number; kind: string; batch: number; source: string; key: string; [k: string]: unknown };
-const lines = (out: string) => out.trim().split("\n").filter(Boolean).map((l) => JSON.parse(l) as Line);
-const watch = async (h: Home, argv: string[]) => lines((await inHome(h, ["--json", "watch", "--for", "5", ...argv])).out);
+const lines = (out: string) =>
+  out
+    .trim()
+    .split("\n")
+    .filter(Boolean)
+    .map((l) => JSON.parse(l) as Line);
+const watch = async (h: Home, argv: string[]) =>
+  lines((await inHome(h, ["--json", "watch", "--for", "5", ...argv])).out);
 
 function deliver(h: Home, id: number): void {
   withSpool(h.db, (spool) => {
     const now = spool.clock.now();
-    const c = claimBatch(spool, { batchId: id, destination: "script:demo-log", now, leaseUntil: now + 60, host: "t", pid: 1 });
+    const c = claimBatch(spool, {
+      batchId: id,
+      destination: "script:demo-log",
+      now,
+      leaseUntil: now + 60,
+      host: "t",
+      pid: 1,
+    });
     if (!c) throw new Error("not claimable");
-    markDelivered(spool, { batchId: id, attemptId: c.attemptId, owner: c.owner, now, attempt: { klass: null, status: 0, error: null, durationMs: 4, counted: true } });
+    markDelivered(spool, {
+      batchId: id,
+      attemptId: c.attemptId,
+      owner: c.owner,
+      now,
+      attempt: { klass: null, status: 0, error: null, durationMs: 4, counted: true },
+    });
   });
 }
 
@@ -43,7 +62,8 @@ describe("watch", () => {
     deliver(h, a);
     deliver(h, b);
     const human = await inHome(h, ["watch", "--since", "0", "--for", "5", "--count", "8"]);
-    const of = (batch: number, kind: string) => human.out.split("\n").find((l) => l.includes(` ${kind} batch ${batch} `)) ?? "";
+    const of = (batch: number, kind: string) =>
+      human.out.split("\n").find((l) => l.includes(` ${kind} batch ${batch} `)) ?? "";
     // Batch b's first attempt is the spool's second attempt row.
     expect(of(b, "leased")).toContain(`batch ${b} attempt 1 `);
     expect(of(b, "delivered")).toContain(`batch ${b} attempt 1 `);
@@ -77,7 +97,9 @@ describe("watch", () => {
     const h = await initHome();
     await enqueueJson(h, "demo", "a", { n: 1 });
     await enqueueJson(h, "once", "b", { n: 2 });
-    expect((await watch(h, ["--since", "0", "--source", "once", "--count", "2"])).map((l) => [l.source, l.kind])).toEqual([
+    expect(
+      (await watch(h, ["--since", "0", "--source", "once", "--count", "2"])).map((l) => [l.source, l.kind]),
+    ).toEqual([
       ["once", "event"],
       ["once", "sealed"],
     ]);
@@ -90,7 +112,9 @@ describe("watch", () => {
     withDb(h.db, (db) => db.run("DELETE FROM journal WHERE id <= 2"));
     const r = await inHome(h, ["watch", "--since", "1", "--for", "1"]);
     expect(r.code).toBe(1);
-    expect(r.err).toContain("cursor reset required: cursor 1 is older than the journal keeps; the oldest position is 2");
+    expect(r.err).toContain(
+      "cursor reset required: cursor 1 is older than the journal keeps; the oldest position is 2",
+    );
     // From the oldest position, nothing is missing.
     expect((await watch(h, ["--since", "2", "--count", "1"])).map((l) => l.key)).toEqual(["k2"]);
     expect((await inHome(h, ["watch", "--since", "99", "--for", "1"])).code).toBe(2);

@@ -21,14 +21,27 @@ test("an hour back: time stands still for every batch, nothing is rewritten, and
   const delivered = batchIdOf(r.put("D", "hermes:a"));
   const open = batchIdOf(r.put("O", "hermes:a", { window: { quiet_s: 60, max_s: 600 } }));
   await r.step(); // T0: R fails (backoff), D delivered, O open
-  expect([r.batch(retrying).state, r.batch(delivered).state, r.batch(open).state]).toEqual(["retry", "delivered", "open"]);
+  expect([r.batch(retrying).state, r.batch(delivered).state, r.batch(open).state]).toEqual([
+    "retry",
+    "delivered",
+    "open",
+  ]);
   const due = r.batch(retrying).next_attempt_at as number;
   expect(due).toBeGreaterThan(T0 + 10);
 
   // A batch leased by a dispatcher that died, its lease running to T0 + 40.
   const orphan = batchIdOf(r.put("L", "hermes:a"));
   sealReady(r.spool, T0);
-  expect(claimBatch(r.spool, { batchId: orphan, destination: "hermes:a", now: T0, leaseUntil: T0 + 40, host: "deadhost", pid: 1 })).not.toBeNull();
+  expect(
+    claimBatch(r.spool, {
+      batchId: orphan,
+      destination: "hermes:a",
+      now: T0,
+      leaseUntil: T0 + 40,
+      host: "deadhost",
+      pid: 1,
+    }),
+  ).not.toBeNull();
   // A second batch behind R on the same key waits for R (FIFO), whatever the clock does.
   const behind = batchIdOf(r.put("R", "hermes:a"));
 
@@ -79,9 +92,14 @@ test("an hour back: time stands still for every batch, nothing is rewritten, and
   await r.step();
   expect(r.batch(behind).state).toBe("delivered");
   expect(r.batch(open).state).toBe("open");
-  r.clock.set(lastAt as number + 60);
+  r.clock.set((lastAt as number) + 60);
   await r.step();
-  expect(r.batch(open)).toMatchObject({ state: "delivered", sealed_at: (lastAt as number) + 60, first_at: T0, last_at: lastAt });
+  expect(r.batch(open)).toMatchObject({
+    state: "delivered",
+    sealed_at: (lastAt as number) + 60,
+    first_at: T0,
+    last_at: lastAt,
+  });
 
   // No attempt started before its batch was due.
   const started = (id: number) => r.attempts(id).map((x) => x.started_at as number);

@@ -44,7 +44,9 @@ test("a day forward: every open window closes and every backoff is due in the sa
   // first_at, last_at, received_at and the attempt history are the facts they were.
   const after = facts(r.spool);
   const pick = (bs: Record<string, unknown>[]) =>
-    bs.filter((b) => open.includes(b.id as number)).map(({ id, first_at, last_at, count, bytes }) => ({ id, first_at, last_at, count, bytes }));
+    bs
+      .filter((b) => open.includes(b.id as number))
+      .map(({ id, first_at, last_at, count, bytes }) => ({ id, first_at, last_at, count, bytes }));
   expect(pick(after.batches)).toEqual(pick(before.batches));
   expect(after.events).toEqual(before.events);
   expect(after.attempts.slice(0, before.attempts.length)).toEqual(before.attempts);
@@ -58,7 +60,10 @@ function hanging(name: string, timeoutS: number, opts: { honourAbort: boolean })
   d.answer = (_call, ctx) =>
     new Promise<Outcome>((resolve) => {
       waiting.push(resolve);
-      if (opts.honourAbort) ctx.deadline.signal.addEventListener("abort", () => resolve(outcome({ kind: "retry", klass: "transport", reason: "worker deadline" })));
+      if (opts.honourAbort)
+        ctx.deadline.signal.addEventListener("abort", () =>
+          resolve(outcome({ kind: "retry", klass: "transport", reason: "worker deadline" })),
+        );
     });
   return { d, release: (o: Outcome = ok()) => waiting.splice(0).forEach((f) => f(o)) };
 }

@@ -58,7 +58,9 @@ timeout_s = 2
   const dbPath = join(home, "spool.db");
   const running: Hookspool[] = [];
   const start = async (offset?: number) => {
-    const h = await startHookspool(home, ["dispatch"], { env: offset === undefined ? {} : { HOOKSPOOL_TEST_CLOCK_OFFSET_S: String(offset) } });
+    const h = await startHookspool(home, ["dispatch"], {
+      env: offset === undefined ? {} : { HOOKSPOOL_TEST_CLOCK_OFFSET_S: String(offset) },
+    });
     running.push(h);
     return h;
   };
@@ -90,7 +92,10 @@ timeout_s = 2
     expect(Math.abs(L - wall())).toBeLessThan(5);
     const put = (key: string, at: number, window: { quiet_s: number; max_s: number }) => {
       clock.set(at);
-      const r = enqueue(spool as SqliteSpool, ev({ key, copies: [copy("s", "out", window)], payload: JSON.stringify({ key }) }));
+      const r = enqueue(
+        spool as SqliteSpool,
+        ev({ key, copies: [copy("s", "out", window)], payload: JSON.stringify({ key }) }),
+      );
       if (r.status !== "queued") throw new Error(r.status);
       return r.placed[0].batchId;
     };
@@ -98,9 +103,23 @@ timeout_s = 2
     const backingOff = (key: string, due: number) => {
       const id = put(key, L - 700, { quiet_s: 0, max_s: 0 });
       sealReady(spool as SqliteSpool, L - 700);
-      const c = claimBatch(spool as SqliteSpool, { batchId: id, destination: "out", now: L - 690, leaseUntil: L - 600, host: "earlier", pid: 1 });
+      const c = claimBatch(spool as SqliteSpool, {
+        batchId: id,
+        destination: "out",
+        now: L - 690,
+        leaseUntil: L - 600,
+        host: "earlier",
+        pid: 1,
+      });
       if (!c) throw new Error("claim");
-      markRetry(spool as SqliteSpool, { batchId: id, attemptId: c.attemptId, owner: c.owner, now: L - 689, nextAttemptAt: due, attempt: { klass: "transport", status: 503, error: "http 503", durationMs: 3, counted: false } });
+      markRetry(spool as SqliteSpool, {
+        batchId: id,
+        attemptId: c.attemptId,
+        owner: c.owner,
+        now: L - 689,
+        nextAttemptAt: due,
+        attempt: { klass: "transport", status: 503, error: "http 503", durationMs: 3, counted: false },
+      });
       return id;
     };
     const dueEarlier = backingOff("due-earlier", L - 600); // between the wall an hour behind and L: due at now_eff = L
@@ -118,17 +137,26 @@ timeout_s = 2
 
     // 3. Restarted an hour behind: now_eff = L, and it stays there.
     const behind = await start(-3600);
-    const stateOf = (id: number) => ((spool as SqliteSpool).db.query("SELECT state FROM batches WHERE id = ?").get(id) as { state: string }).state;
+    const stateOf = (id: number) =>
+      ((spool as SqliteSpool).db.query("SELECT state FROM batches WHERE id = ?").get(id) as { state: string }).state;
     await waitFor("the batch due before L delivered", () => stateOf(dueEarlier) === "delivered");
     const heartbeatAt = () => getMetaNumber(spool as SqliteSpool, "dispatcher_heartbeat_at") as number;
     await waitFor("a heartbeat from the clock an hour behind", () => heartbeatAt() < L - 3000);
     // Let the real clock run well past the quiet window and the backoff, with heartbeats beating.
     const firstBehindBeat = heartbeatAt();
-    await waitFor("real time past L + 1.5 and more heartbeats", () => wall() > L + 1.5 && heartbeatAt() > firstBehindBeat + 0.3);
+    await waitFor(
+      "real time past L + 1.5 and more heartbeats",
+      () => wall() > L + 1.5 && heartbeatAt() > firstBehindBeat + 0.3,
+    );
     // The batch due before L went out, stamped with now_eff = L, not with the wall clock.
-    const sent = spool.db.query("SELECT started_at FROM attempts WHERE batch_id = ? ORDER BY id DESC LIMIT 1").get(dueEarlier) as { started_at: number };
+    const sent = spool.db
+      .query("SELECT started_at FROM attempts WHERE batch_id = ? ORDER BY id DESC LIMIT 1")
+      .get(dueEarlier) as { started_at: number };
     expect(sent.started_at).toBe(L);
-    expect((spool.db.query("SELECT delivered_at FROM batches WHERE id = ?").get(dueEarlier) as { delivered_at: number }).delivered_at).toBe(L);
+    expect(
+      (spool.db.query("SELECT delivered_at FROM batches WHERE id = ?").get(dueEarlier) as { delivered_at: number })
+        .delivered_at,
+    ).toBe(L);
     // Nothing else became due early: no attempt, no seal, no fact rewritten; last_tick_at not moved back.
     expect(delivered.map((d) => d.key)).toEqual(["due-earlier"]);
     expect(snapshot()).toEqual(before);
@@ -140,7 +168,9 @@ timeout_s = 2
     const ahead = await start(86400);
     const t0 = performance.now();
     await waitFor("everything delivered", () => {
-      const n = spool?.db.query(`SELECT COUNT(*) AS n FROM batches WHERE state = 'delivered' AND id IN (${untouched.join(",")})`).get() as { n: number };
+      const n = spool?.db
+        .query(`SELECT COUNT(*) AS n FROM batches WHERE state = 'delivered' AND id IN (${untouched.join(",")})`)
+        .get() as { n: number };
       return n.n === untouched.length;
     });
     expect(performance.now() - t0).toBeLessThan(5000);
@@ -155,7 +185,10 @@ timeout_s = 2
     const sealed = after.filter((b) => b.id === quiet || b.id === long).map((b) => b.sealed_at as number);
     expect(Math.max(...sealed) - Math.min(...sealed)).toBeLessThan(1);
     expect(rows(spool, "events", `batch_id IN (${untouched.join(",")})`)).toEqual(before.events);
-    await waitFor("the heartbeat to carry the clock forward", () => (getMetaNumber(spool as SqliteSpool, "last_tick_at") as number) > L + 86000);
+    await waitFor(
+      "the heartbeat to carry the clock forward",
+      () => (getMetaNumber(spool as SqliteSpool, "last_tick_at") as number) > L + 86000,
+    );
     await stop(ahead);
   } finally {
     for (const h of running) h.kill("SIGKILL");

@@ -7,6 +7,10 @@ export function rows(spool: SqliteSpool, table: string, where = "1"): Record<str
 }
 
 /** The stored facts of every batch and event: first_at, last_at, received_at, next_attempt_at and the rest. */
-export function facts(spool: SqliteSpool): { batches: Record<string, unknown>[]; events: Record<string, unknown>[]; attempts: Record<string, unknown>[] } {
+export function facts(spool: SqliteSpool): {
+  batches: Record<string, unknown>[];
+  events: Record<string, unknown>[];
+  attempts: Record<string, unknown>[];
+} {
   return { batches: rows(spool, "batches"), events: rows(spool, "events"), attempts: rows(spool, "attempts") };
 }

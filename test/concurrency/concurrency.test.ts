@@ -107,17 +107,30 @@ test("4 senders x 1,000 requests, one intake and one dispatcher: every acked eve
     const port = await intake.port();
     spool.current = openSpool(join(home, "spool.db"));
     const db = spool.current.db;
-    await waitFor("the dispatcher's heartbeat", () => db.query("SELECT value FROM meta WHERE key = 'dispatcher_heartbeat_at'").get());
+    await waitFor("the dispatcher's heartbeat", () =>
+      db.query("SELECT value FROM meta WHERE key = 'dispatcher_heartbeat_at'").get(),
+    );
     timings.push(mark("services up"));
 
     // --- sending phase, gate closed -------------------------------------------------------
     for (let s = 0; s < SENDERS; s++) {
       senders.push(
-        Bun.spawn([process.execPath, SENDER, String(port), String(s), String(PER_SENDER), String(KEYS), join(home, "in-secret")], {
-          env: { PATH: process.env.PATH, HOME: home, PAYLOAD_MARKER: PAYLOAD_SENTINEL },
-          stdout: "pipe",
-          stderr: "pipe",
-        }),
+        Bun.spawn(
+          [
+            process.execPath,
+            SENDER,
+            String(port),
+            String(s),
+            String(PER_SENDER),
+            String(KEYS),
+            join(home, "in-secret"),
+          ],
+          {
+            env: { PATH: process.env.PATH, HOME: home, PAYLOAD_MARKER: PAYLOAD_SENTINEL },
+            stdout: "pipe",
+            stderr: "pipe",
+          },
+        ),
       );
     }
 
@@ -131,7 +144,11 @@ test("4 senders x 1,000 requests, one intake and one dispatcher: every acked eve
 
     const reports: SenderReport[] = await Promise.all(
       senders.map(async (p, i) => {
-        const [out, err, code] = await Promise.all([new Response(p.stdout as ReadableStream).text(), new Response(p.stderr as ReadableStream).text(), p.exited]);
+        const [out, err, code] = await Promise.all([
+          new Response(p.stdout as ReadableStream).text(),
+          new Response(p.stderr as ReadableStream).text(),
+          p.exited,
+        ]);
         if (code !== 0) throw new Error(`sender ${i} exited ${code}: ${err.slice(-500)}`);
         return JSON.parse(out) as SenderReport;
       }),
@@ -146,10 +163,20 @@ test("4 senders x 1,000 requests, one intake and one dispatcher: every acked eve
 
     // While the gate was closed nothing was delivered, and the dispatcher still sealed batches.
     expect(receiver.got.length, "a request reached the receiver while the destination was paused").toBe(0);
-    const leased = db.query<{ id: number; state: string }, []>("SELECT id, state FROM batches WHERE state IN ('leased', 'delivered', 'retry', 'dead')").all();
+    const leased = db
+      .query<{ id: number; state: string }, []>(
+        "SELECT id, state FROM batches WHERE state IN ('leased', 'delivered', 'retry', 'dead')",
+      )
+      .all();
     expect(leased.map((b) => `batch ${b.id} is ${b.state} while the destination is paused`)).toEqual([]);
-    await waitFor("the dispatcher to seal while gated", () => (db.query("SELECT COUNT(*) AS n FROM batches WHERE state = 'open'").get() as { n: number }).n === 0, 5_000);
-    const gatedBatches = db.query<BatchRow, []>("SELECT id, key, state, count, bytes, max_events, max_bytes, content_hash FROM batches").all();
+    await waitFor(
+      "the dispatcher to seal while gated",
+      () => (db.query("SELECT COUNT(*) AS n FROM batches WHERE state = 'open'").get() as { n: number }).n === 0,
+      5_000,
+    );
+    const gatedBatches = db
+      .query<BatchRow, []>("SELECT id, key, state, count, bytes, max_events, max_bytes, content_hash FROM batches")
+      .all();
 
     // --- delivery phase ----------------------------------------------------------------------
     const resumed = await runHookspool(home, ["resume", "receiver"]);
@@ -171,7 +198,8 @@ test("4 senders x 1,000 requests, one intake and one dispatcher: every acked eve
     for (const r of receiver.got) {
       const first = byWebhookId.get(r.webhookId);
       if (!first) byWebhookId.set(r.webhookId, r);
-      else if (first.doc.content_hash !== r.doc.content_hash) problems.push(`batch ${r.doc.batch_id}: redelivered (${r.webhookId}) with a different content_hash`);
+      else if (first.doc.content_hash !== r.doc.content_hash)
+        problems.push(`batch ${r.doc.batch_id}: redelivered (${r.webhookId}) with a different content_hash`);
     }
     const delivered = [...byWebhookId.values()];
 
@@ -179,13 +207,22 @@ test("4 senders x 1,000 requests, one intake and one dispatcher: every acked eve
     const batchOf = new Map<string, number>();
     for (const r of delivered) {
       const d = r.doc;
-      if (d.events.length !== d.count || d.event_meta.length !== d.count) problems.push(`batch ${d.batch_id}: count ${d.count} but ${d.events.length} events, ${d.event_meta.length} event_meta`);
+      if (d.events.length !== d.count || d.event_meta.length !== d.count)
+        problems.push(
+          `batch ${d.batch_id}: count ${d.count} but ${d.events.length} events, ${d.event_meta.length} event_meta`,
+        );
       for (const e of d.events) {
         if (!sentById.has(e.id)) problems.push(`event ${e.id} in batch ${d.batch_id} was never sent`);
         const other = batchOf.get(e.id);
         if (other === undefined) batchOf.set(e.id, d.batch_id);
-        else problems.push(other === d.batch_id ? `event ${e.id} appears twice in batch ${d.batch_id}` : `event ${e.id} is in two batches: ${other} and ${d.batch_id}`);
-        if (e.key !== d.key) problems.push(`event ${e.id} (key ${e.key}) delivered in batch ${d.batch_id} of key ${d.key}`);
+        else
+          problems.push(
+            other === d.batch_id
+              ? `event ${e.id} appears twice in batch ${d.batch_id}`
+              : `event ${e.id} is in two batches: ${other} and ${d.batch_id}`,
+          );
+        if (e.key !== d.key)
+          problems.push(`event ${e.id} (key ${e.key}) delivered in batch ${d.batch_id} of key ${d.key}`);
       }
     }
     for (const s of acked) {
@@ -199,7 +236,8 @@ test("4 senders x 1,000 requests, one intake and one dispatcher: every acked eve
       const sizes = d.events.map((e) => sentById.get(e.id)?.size ?? 0);
       const bytes = sizes.reduce((a, b) => a + b, 0);
       if (d.count > MAX_EVENTS) problems.push(`batch ${d.batch_id}: ${d.count} events > max_events ${MAX_EVENTS}`);
-      if (bytes > MAX_BYTES + Math.max(0, ...sizes)) problems.push(`batch ${d.batch_id}: ${bytes} event bytes > max_bytes ${MAX_BYTES} + one event`);
+      if (bytes > MAX_BYTES + Math.max(0, ...sizes))
+        problems.push(`batch ${d.batch_id}: ${bytes} event bytes > max_bytes ${MAX_BYTES} + one event`);
     }
 
     // Per-key order: a key's batches go one at a time (FIFO), and across them the
@@ -211,35 +249,52 @@ test("4 senders x 1,000 requests, one intake and one dispatcher: every acked eve
       for (let i = 1; i < list.length; i++) {
         const prev = list[i - 1];
         const cur = list[i];
-        if (cur.doc.batch_id < prev.doc.batch_id) problems.push(`key ${key}: batch ${cur.doc.batch_id} delivered after the newer batch ${prev.doc.batch_id}`);
-        if (cur.startMs < prev.endMs) problems.push(`key ${key}: batch ${cur.doc.batch_id} was in flight with batch ${prev.doc.batch_id} (FIFO per key)`);
+        if (cur.doc.batch_id < prev.doc.batch_id)
+          problems.push(`key ${key}: batch ${cur.doc.batch_id} delivered after the newer batch ${prev.doc.batch_id}`);
+        if (cur.startMs < prev.endMs)
+          problems.push(
+            `key ${key}: batch ${cur.doc.batch_id} was in flight with batch ${prev.doc.batch_id} (FIFO per key)`,
+          );
       }
       let lastEventId = 0;
       const lastSeq = new Map<number, { seq: number; id: string; batch: number }>();
       for (const r of list) {
         r.doc.events.forEach((e, i) => {
           const metaId = r.doc.event_meta[i]?.id ?? 0;
-          if (metaId <= lastEventId) problems.push(`key ${key}: event ${e.id} (row ${metaId}, batch ${r.doc.batch_id}) delivered after row ${lastEventId}`);
+          if (metaId <= lastEventId)
+            problems.push(
+              `key ${key}: event ${e.id} (row ${metaId}, batch ${r.doc.batch_id}) delivered after row ${lastEventId}`,
+            );
           lastEventId = Math.max(lastEventId, metaId);
           const before = lastSeq.get(e.sender);
-          if (before && e.seq <= before.seq) problems.push(`key ${key}: event ${e.id} (seq ${e.seq}, batch ${r.doc.batch_id}) after ${before.id} (seq ${before.seq}, batch ${before.batch})`);
+          if (before && e.seq <= before.seq)
+            problems.push(
+              `key ${key}: event ${e.id} (seq ${e.seq}, batch ${r.doc.batch_id}) after ${before.id} (seq ${before.seq}, batch ${before.batch})`,
+            );
           lastSeq.set(e.sender, { seq: e.seq, id: e.id, batch: r.doc.batch_id });
         });
       }
     }
 
     // The batches table agrees with what was delivered, and no row is over its bounds.
-    const rows = db.query<BatchRow, []>("SELECT id, key, state, count, bytes, max_events, max_bytes, content_hash FROM batches").all();
+    const rows = db
+      .query<BatchRow, []>("SELECT id, key, state, count, bytes, max_events, max_bytes, content_hash FROM batches")
+      .all();
     const deliveredById = new Map(delivered.map((r) => [r.doc.batch_id, r.doc]));
     for (const b of rows) {
       if (b.state !== "delivered") problems.push(`batch ${b.id}: ${b.state}, not delivered`);
-      if (b.count > b.max_events || b.count > MAX_EVENTS) problems.push(`batch ${b.id}: count ${b.count} > max_events ${b.max_events}`);
+      if (b.count > b.max_events || b.count > MAX_EVENTS)
+        problems.push(`batch ${b.id}: count ${b.count} > max_events ${b.max_events}`);
       // A batch that would pass max_bytes is sealed before the event joins, so bytes is a
       // true bound whenever one event fits (max_body_bytes 1024 <= max_bytes).
-      if (b.bytes > b.max_bytes || b.bytes > MAX_BYTES) problems.push(`batch ${b.id}: bytes ${b.bytes} > max_bytes ${b.max_bytes}`);
+      if (b.bytes > b.max_bytes || b.bytes > MAX_BYTES)
+        problems.push(`batch ${b.id}: bytes ${b.bytes} > max_bytes ${b.max_bytes}`);
       const d = deliveredById.get(b.id);
       if (!d) problems.push(`batch ${b.id} (key ${b.key}, ${b.count} events) never reached the receiver`);
-      else if (d.count !== b.count || d.content_hash !== b.content_hash) problems.push(`batch ${b.id}: delivered count ${d.count} ${d.content_hash}, table says ${b.count} ${b.content_hash}`);
+      else if (d.count !== b.count || d.content_hash !== b.content_hash)
+        problems.push(
+          `batch ${b.id}: delivered count ${d.count} ${d.content_hash}, table says ${b.count} ${b.content_hash}`,
+        );
     }
     for (const id of deliveredById.keys()) {
       if (!rows.some((b) => b.id === id)) problems.push(`batch ${id} was delivered but has no row`);
@@ -247,13 +302,21 @@ test("4 senders x 1,000 requests, one intake and one dispatcher: every acked eve
     const eventRows = (db.query("SELECT COUNT(*) AS n FROM events").get() as { n: number }).n;
     if (eventRows !== batchOf.size) problems.push(`${eventRows} event rows, ${batchOf.size} events delivered`);
 
-    expect(problems.length > 40 ? [...problems.slice(0, 40), `... and ${problems.length - 40} more`] : problems).toEqual([]);
+    expect(
+      problems.length > 40 ? [...problems.slice(0, 40), `... and ${problems.length - 40} more`] : problems,
+    ).toEqual([]);
 
     // The run exercised what it claims to: both bounds sealed batches while gated, and
     // deliveries of different keys overlapped.
     const maxEventSize = Math.max(...sent.map((s) => s.size));
-    expect(gatedBatches.some((b) => b.count === MAX_EVENTS), "no batch was sealed by max_events").toBe(true);
-    expect(gatedBatches.some((b) => b.count < MAX_EVENTS && b.bytes > MAX_BYTES - maxEventSize), "no batch was sealed by max_bytes").toBe(true);
+    expect(
+      gatedBatches.some((b) => b.count === MAX_EVENTS),
+      "no batch was sealed by max_events",
+    ).toBe(true);
+    expect(
+      gatedBatches.some((b) => b.count < MAX_EVENTS && b.bytes > MAX_BYTES - maxEventSize),
+      "no batch was sealed by max_bytes",
+    ).toBe(true);
     const { inflight: maxInflight, keys: maxDistinctKeys } = receiver.peaks;
     expect(maxInflight, "deliveries never overlapped").toBeGreaterThan(1);
     expect(maxDistinctKeys, "two keys were never in flight at once").toBeGreaterThan(1);
@@ -272,10 +335,13 @@ test("4 senders x 1,000 requests, one intake and one dispatcher: every acked eve
       check.close();
     }
     for (const s of services) {
-      for (const sentinel of [SECRET_SENTINEL, PAYLOAD_SENTINEL]) expect(s.stderr().includes(sentinel), `a log line carries ${sentinel}`).toBe(false);
+      for (const sentinel of [SECRET_SENTINEL, PAYLOAD_SENTINEL])
+        expect(s.stderr().includes(sentinel), `a log line carries ${sentinel}`).toBe(false);
     }
     timings.push(mark("done"));
-    console.info(`concurrency: ${rows.length} batches, ${batchOf.size} events, max in flight ${maxInflight}; ${timings.join(", ")}`);
+    console.info(
+      `concurrency: ${rows.length} batches, ${batchOf.size} events, max in flight ${maxInflight}; ${timings.join(", ")}`,
+    );
   } finally {
     spool.current?.close();
     for (const p of senders) if (p.exitCode === null && !p.signalCode) p.kill("SIGKILL");

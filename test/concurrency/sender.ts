@@ -74,7 +74,14 @@ async function main(): Promise<void> {
     for (let i = k, seq = 0; i < count; i += keys, seq++) {
       const id = `s${sender}-e${i}`;
       const key = `k${k}`;
-      const body = JSON.stringify({ id, key, sender, seq, type: "load", pad: `${marker}${"x".repeat(padFor(k, keys, sender, i))}` });
+      const body = JSON.stringify({
+        id,
+        key,
+        sender,
+        seq,
+        type: "load",
+        pad: `${marker}${"x".repeat(padFor(k, keys, sender, i))}`,
+      });
       const r = await post(port, secret, body);
       // 202 queued or 200 duplicate is an ack of a spooled event; 202 quarantined is not a delivery.
       const acked = (r.status === 202 && r.answer === "queued") || (r.status === 200 && r.answer === "duplicate");

@@ -5,7 +5,13 @@ import { clean, parse } from "./support.ts";
 
 const SPEC_15: Record<string, unknown> = {
   spool: { home: "/var/lib/hookspool", db: "spool.db", store_raw: true, bobbin_path: [], backend: "sqlite", pool: 4 },
-  intake: { listen: "127.0.0.1:8650", allow_non_loopback: false, max_body_bytes: 786432, busy_timeout_s: 10, threads: 16 },
+  intake: {
+    listen: "127.0.0.1:8650",
+    allow_non_loopback: false,
+    max_body_bytes: 786432,
+    busy_timeout_s: 10,
+    threads: 16,
+  },
   dispatch: {
     parallel: 4,
     poll_s: 1,

@@ -57,7 +57,14 @@ describe("destinationProblem", () => {
 
 describe("destinationSettings", () => {
   test("hermes: [hermes] timeout_s and max_body_bytes, two in flight", () => {
-    expect(destinationSettings(CONFIG, "hermes:other")).toEqual({ name: "hermes:other", type: "hermes", timeout_s: 30, max_inflight: 2, max_body_bytes: 1048576, table: undefined });
+    expect(destinationSettings(CONFIG, "hermes:other")).toEqual({
+      name: "hermes:other",
+      type: "hermes",
+      timeout_s: 30,
+      max_inflight: 2,
+      max_body_bytes: 1048576,
+      table: undefined,
+    });
   });
 
   test("hermes follows a changed [hermes] section", () => {
@@ -66,15 +73,29 @@ describe("destinationSettings", () => {
   });
 
   test("a hermes table overrides per key", () => {
-    expect(destinationSettings(CONFIG, "hermes:ci")).toMatchObject({ timeout_s: 12, max_inflight: 5, max_body_bytes: 1048576 });
+    expect(destinationSettings(CONFIG, "hermes:ci")).toMatchObject({
+      timeout_s: 12,
+      max_inflight: 5,
+      max_body_bytes: 1048576,
+    });
   });
 
   test("script: one in flight, no body cap unless configured", () => {
-    expect(destinationSettings(CONFIG, "script:refresh")).toMatchObject({ type: "script", timeout_s: 300, max_inflight: 1, max_body_bytes: Number.POSITIVE_INFINITY });
+    expect(destinationSettings(CONFIG, "script:refresh")).toMatchObject({
+      type: "script",
+      timeout_s: 300,
+      max_inflight: 1,
+      max_body_bytes: Number.POSITIVE_INFINITY,
+    });
   });
 
   test("http: four in flight, 1 MiB unless configured", () => {
-    expect(destinationSettings(CONFIG, "inferred")).toMatchObject({ type: "http", timeout_s: 30, max_inflight: 4, max_body_bytes: 1048576 });
+    expect(destinationSettings(CONFIG, "inferred")).toMatchObject({
+      type: "http",
+      timeout_s: 30,
+      max_inflight: 4,
+      max_body_bytes: 1048576,
+    });
     expect(destinationSettings(CONFIG, "audit")?.max_body_bytes).toBe(2048);
   });
 

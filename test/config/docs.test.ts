@@ -10,7 +10,11 @@ import { clean, parse } from "./support.ts";
 const DOCS = join(import.meta.dir, "..", "..", "docs", "config.md");
 // The hand-written part of the template source section, which the generator reads.
 const PARTIAL = readFileSync(join(import.meta.dir, "..", "..", "docs", "partials", "template-source.md"), "utf8");
-const STARTER = { home: "/srv/hookspool", secretFile: "/srv/hookspool/secrets/demo", scriptFile: "/srv/hookspool/scripts/append-batch.sh" };
+const STARTER = {
+  home: "/srv/hookspool",
+  secretFile: "/srv/hookspool/secrets/demo",
+  scriptFile: "/srv/hookspool/scripts/append-batch.sh",
+};
 
 /** The starter with every commented default switched on (`# key = value` and `# [section]`). */
 function uncommentDefaults(text: string): string {
@@ -33,8 +37,8 @@ describe("docs/config.md", () => {
       "| `breaker.trip_after` | integer >= 1 | `3` |",
       "| `max_bytes` | integer >= 1 | `786432` |",
       "| `min_free_bytes` | integer >= 0 | `536870912` |",
-      "| `listen` | string | `\"127.0.0.1:8650\"` |",
-      "| `home` | string | `\"/var/lib/hookspool\"` |",
+      '| `listen` | string | `"127.0.0.1:8650"` |',
+      '| `home` | string | `"/var/lib/hookspool"` |',
       "| `burst` | 120 | 600 |",
       "| `meeting` | 60 | 900 |",
     ]) {
@@ -49,8 +53,12 @@ describe("docs/config.md", () => {
     expect(ref).not.toContain("<!-- generated:");
     expect(ref).toContain("| `timestamped` |");
     expect(ref).toContain("| `sender_retries` | boolean |");
-    expect(() => renderConfigReference(PARTIAL.replace("<!-- generated: schemes -->", ""))).toThrow("<!-- generated: schemes --> is missing");
-    expect(() => renderConfigReference(`${PARTIAL}\n<!-- generated: nope -->\n`)).toThrow("no generated table named nope");
+    expect(() => renderConfigReference(PARTIAL.replace("<!-- generated: schemes -->", ""))).toThrow(
+      "<!-- generated: schemes --> is missing",
+    );
+    expect(() => renderConfigReference(`${PARTIAL}\n<!-- generated: nope -->\n`)).toThrow(
+      "no generated table named nope",
+    );
   });
 
   test("has a heading for every section and named table", () => {
@@ -88,7 +96,16 @@ describe("the starter config.toml", () => {
     const config = clean(renderStarterConfig(STARTER));
     const defaults = clean("");
     expect(config.spool).toEqual({ ...defaults.spool, home: "/srv/hookspool" });
-    for (const section of ["intake", "dispatch", "coalesce", "limits", "retention", "alerts", "hermes", "spans"] as const) {
+    for (const section of [
+      "intake",
+      "dispatch",
+      "coalesce",
+      "limits",
+      "retention",
+      "alerts",
+      "hermes",
+      "spans",
+    ] as const) {
       expect(config[section]).toEqual(defaults[section] as never);
     }
   });
@@ -116,7 +133,14 @@ describe("the starter config.toml", () => {
         destination: "script:demo-log",
         tee: false,
         window: { quiet_s: 5, max_s: 30, max_events: 500, max_bytes: 786432 },
-        trace: { stage: "implicit", route: "demo", rule_index: null, matched: {}, destination: "script:demo-log", window: { quiet_s: 5, max_s: 30, from: "source" } },
+        trace: {
+          stage: "implicit",
+          route: "demo",
+          rule_index: null,
+          matched: {},
+          destination: "script:demo-log",
+          window: { quiet_s: 5, max_s: 30, from: "source" },
+        },
       },
     ]);
   });

@@ -11,7 +11,9 @@ import { bobbinRoot, manifestText, writeBobbin } from "../helpers/bobbins.ts";
 const HOME = "/var/lib/hs-test";
 
 function parse(root: string, text: string) {
-  return parseConfig(`[spool]\nbobbin_path = ["${root}"]\n\n${text}`, "/etc/hookspool/config.toml", { home: () => HOME });
+  return parseConfig(`[spool]\nbobbin_path = ["${root}"]\n\n${text}`, "/etc/hookspool/config.toml", {
+    home: () => HOME,
+  });
 }
 
 function errorsOf(root: string, text: string) {
@@ -52,7 +54,14 @@ const processorManifest = (name: string, state = true) =>
 /** A bobbin root with acme.hooks (fixed template), acme.any (settings template), acme.mail (processor). */
 function catalogue(): string {
   const root = bobbinRoot();
-  writeBobbin(root, "acme/hooks", manifestText("acme.hooks", '[settings.callback_url]\ndescription = "the URL the sender signs"\ntype = "string"\nrequired = true\n'));
+  writeBobbin(
+    root,
+    "acme/hooks",
+    manifestText(
+      "acme.hooks",
+      '[settings.callback_url]\ndescription = "the URL the sender signs"\ntype = "string"\nrequired = true\n',
+    ),
+  );
   writeBobbin(root, "acme/any", settingsManifest("acme.any"));
   writeBobbin(root, "acme/mail", processorManifest("acme.mail"));
   return root;
@@ -63,9 +72,19 @@ const SECRET = 'secrets.secret = { file = "/etc/hookspool/secrets/s" }';
 describe("a template bobbin", () => {
   test("becomes a template source with the instance's secrets, settings and the mapped output as action", () => {
     const root = catalogue();
-    const { config } = parse(root, `[bobbins.hooks]\nbobbin = "acme.hooks"\n${SECRET}\nsettings = { callback_url = "https://h.example.net/hooks/hooks" }\noutputs = { "*" = "hermes:hooks" }\n`);
+    const { config } = parse(
+      root,
+      `[bobbins.hooks]\nbobbin = "acme.hooks"\n${SECRET}\nsettings = { callback_url = "https://h.example.net/hooks/hooks" }\noutputs = { "*" = "hermes:hooks" }\n`,
+    );
     expect(config.sources.hooks).toEqual({
-      template: { scheme: "hmac-sha256-hex", header: "X-Sig", prefix: "sha256=", key: "topic", event_type: "type", callback_url: "https://h.example.net/hooks/hooks" },
+      template: {
+        scheme: "hmac-sha256-hex",
+        header: "X-Sig",
+        prefix: "sha256=",
+        key: "topic",
+        event_type: "type",
+        callback_url: "https://h.example.net/hooks/hooks",
+      },
       secrets: { secret: { file: "/etc/hookspool/secrets/s" } },
       span: "burst",
       expect_every_s: 0,
@@ -84,20 +103,39 @@ describe("a template bobbin", () => {
       root,
       `[bobbins.hooks]\nbobbin = "acme.hooks"\n${SECRET}\nsettings = { callback_url = "https://h.example.net/x" }\noutputs = { "*" = "hermes:hooks" }\nspan = "mail"\nquiet_s = 5\nmax_events = 10\ndedup_window_s = 3600\nmax_body_bytes = 1000\nexpect_every_s = 600\n`,
     );
-    expect(config.sources.hooks).toMatchObject({ span: "mail", quiet_s: 5, max_events: 10, dedup_window_s: 3600, max_body_bytes: 1000, expect_every_s: 600 });
+    expect(config.sources.hooks).toMatchObject({
+      span: "mail",
+      quiet_s: 5,
+      max_events: 10,
+      dedup_window_s: 3600,
+      max_body_bytes: 1000,
+      expect_every_s: 600,
+    });
   });
 
   test("expect = true applies the manifest's expectation; without it there is none", () => {
     const root = bobbinRoot();
-    writeBobbin(root, "acme/steady", manifestText("acme.steady", "", 'template = { scheme = "hmac-sha256-hex", header = "X-Sig", key = "topic" }\nexpect_every_s = 3600'));
-    const table = (expect: string) => `[bobbins.s]\nbobbin = "acme.steady"\n${SECRET}\noutputs = { "*" = "hermes:s" }\n${expect}`;
+    writeBobbin(
+      root,
+      "acme/steady",
+      manifestText(
+        "acme.steady",
+        "",
+        'template = { scheme = "hmac-sha256-hex", header = "X-Sig", key = "topic" }\nexpect_every_s = 3600',
+      ),
+    );
+    const table = (expect: string) =>
+      `[bobbins.s]\nbobbin = "acme.steady"\n${SECRET}\noutputs = { "*" = "hermes:s" }\n${expect}`;
     expect(parse(root, table("expect = true\n")).config.sources.s.expect_every_s).toBe(3600);
     expect(parse(root, table("")).config.sources.s.expect_every_s).toBe(0);
   });
 
   test('"settings": every key from the instance or its default, an empty value left out', () => {
     const root = catalogue();
-    const { config } = parse(root, `[bobbins.any]\nbobbin = "acme.any"\n${SECRET}\nsettings = { scheme = "hmac-sha256-hex", header = "X-Sig", key = ["topic"], prefix = "" }\noutputs = { "*" = "hermes:any" }\n`);
+    const { config } = parse(
+      root,
+      `[bobbins.any]\nbobbin = "acme.any"\n${SECRET}\nsettings = { scheme = "hmac-sha256-hex", header = "X-Sig", key = ["topic"], prefix = "" }\noutputs = { "*" = "hermes:any" }\n`,
+    );
     expect(config.sources.any.template).toEqual({ scheme: "hmac-sha256-hex", header: "X-Sig", key: ["topic"] });
   });
 
@@ -126,8 +164,18 @@ destination = "hermes:audit"
   test('several outputs without "*" are an error; the event type needs no attrs setting to be matched', () => {
     const root = catalogue();
     const base = `[bobbins.any]\nbobbin = "acme.any"\n${SECRET}\n`;
-    expect(errorsOf(root, `${base}settings = { scheme = "hmac-sha256-hex", header = "X-Sig", key = ["t"], event_type = "type", attrs = { event_type = "type" } }\noutputs = { push = "hermes:p", tag = "hermes:t" }\n`)).toMatchObject([{ key: "bobbins.any.outputs", message: expect.stringContaining('need "*" mapped') }]);
-    expect(errorsOf(root, `${base}settings = { scheme = "hmac-sha256-hex", header = "X-Sig", key = ["t"], event_type = "type" }\noutputs = { "*" = "hermes:a", push = "hermes:p" }\n`)).toEqual([]);
+    expect(
+      errorsOf(
+        root,
+        `${base}settings = { scheme = "hmac-sha256-hex", header = "X-Sig", key = ["t"], event_type = "type", attrs = { event_type = "type" } }\noutputs = { push = "hermes:p", tag = "hermes:t" }\n`,
+      ),
+    ).toMatchObject([{ key: "bobbins.any.outputs", message: expect.stringContaining('need "*" mapped') }]);
+    expect(
+      errorsOf(
+        root,
+        `${base}settings = { scheme = "hmac-sha256-hex", header = "X-Sig", key = ["t"], event_type = "type" }\noutputs = { "*" = "hermes:a", push = "hermes:p" }\n`,
+      ),
+    ).toEqual([]);
   });
 });
 
@@ -165,22 +213,39 @@ describe("a bobbin with a processor", () => {
   test("the instance's timeout_s and state_dir win; no state, no state_dir", () => {
     const root = catalogue();
     writeBobbin(root, "acme/stateless", processorManifest("acme.stateless", false));
-    expect(parse(root, table('timeout_s = 30\nstate_dir = "/srv/state/mail"\n')).config.destinations["script:mail"]).toMatchObject({ timeout_s: 30, state_dir: "/srv/state/mail" });
+    expect(
+      parse(root, table('timeout_s = 30\nstate_dir = "/srv/state/mail"\n')).config.destinations["script:mail"],
+    ).toMatchObject({ timeout_s: 30, state_dir: "/srv/state/mail" });
     const { config } = parse(root, table().replace("acme.mail", "acme.stateless"));
     expect(config.destinations["script:mail"].state_dir).toBeUndefined();
   });
 
   test("a non-tee route that bypasses the processor is an error; a tee route is fine", () => {
     const root = catalogue();
-    const route = (tee: boolean) => `\n[[routes]]\nname = "r"\nsource = "mail"\ndestination = "hermes:raw"\ntee = ${tee}\n`;
-    expect(errorsOf(root, table() + route(false))).toMatchObject([{ key: "routes[0].destination", message: expect.stringContaining("would bypass it") }]);
+    const route = (tee: boolean) =>
+      `\n[[routes]]\nname = "r"\nsource = "mail"\ndestination = "hermes:raw"\ntee = ${tee}\n`;
+    expect(errorsOf(root, table() + route(false))).toMatchObject([
+      { key: "routes[0].destination", message: expect.stringContaining("would bypass it") },
+    ]);
     expect(errorsOf(root, table() + route(true))).toEqual([]);
   });
 
   test("an output to a destination that does not exist, and an { env } reference for a processor secret, are errors", () => {
     const root = catalogue();
-    expect(errorsOf(root, table().replace('scheduling = "hermes:sched"', 'scheduling = "audit"'))).toMatchObject([{ key: "bobbins.mail.outputs.scheduling", message: 'no destination "audit"' }]);
-    expect(errorsOf(root, table().replace('secrets.cred = { file = "/etc/hookspool/google/owner.json" }', 'secrets.cred = { env = "CRED" }'))).toMatchObject([{ key: "bobbins.mail.secrets.cred", message: expect.stringContaining("does not inherit the environment") }]);
+    expect(errorsOf(root, table().replace('scheduling = "hermes:sched"', 'scheduling = "audit"'))).toMatchObject([
+      { key: "bobbins.mail.outputs.scheduling", message: 'no destination "audit"' },
+    ]);
+    expect(
+      errorsOf(
+        root,
+        table().replace(
+          'secrets.cred = { file = "/etc/hookspool/google/owner.json" }',
+          'secrets.cred = { env = "CRED" }',
+        ),
+      ),
+    ).toMatchObject([
+      { key: "bobbins.mail.secrets.cred", message: expect.stringContaining("does not inherit the environment") },
+    ]);
   });
 });
 
@@ -189,61 +254,129 @@ describe("the mistakes of an instance, one error each", () => {
   const good = `bobbin = "acme.hooks"\n${SECRET}\nsettings = { callback_url = "https://h.example.net/x" }\noutputs = { "*" = "hermes:h" }\n`;
 
   test("a missing bobbin names the one the instance is probably for", () => {
-    expect(errorsOf(root, `[bobbins.hooks]\n${good.replace('bobbin = "acme.hooks"\n', "")}`)).toEqual([{ key: "bobbins.hooks.bobbin", message: "required: the bobbin this instance runs, <vendor>.<product>", hint: 'did you mean bobbin = "acme.hooks"?' }]);
+    expect(errorsOf(root, `[bobbins.hooks]\n${good.replace('bobbin = "acme.hooks"\n', "")}`)).toEqual([
+      {
+        key: "bobbins.hooks.bobbin",
+        message: "required: the bobbin this instance runs, <vendor>.<product>",
+        hint: 'did you mean bobbin = "acme.hooks"?',
+      },
+    ]);
   });
 
   test("an unknown bobbin, with a did-you-mean when the product matches", () => {
-    expect(errorsOf(root, `[bobbins.h]\n${good.replace("acme.hooks", "other.hooks")}`)).toEqual([{ key: "bobbins.h.bobbin", message: 'no bobbin "other.hooks"', hint: 'did you mean bobbin = "acme.hooks"?' }]);
-    expect(errorsOf(root, `[bobbins.h]\n${good.replace("acme.hooks", "nobody.nothing")}`)[0]).toMatchObject({ message: 'no bobbin "nobody.nothing"', hint: expect.stringContaining("hookspool bobbin list") });
+    expect(errorsOf(root, `[bobbins.h]\n${good.replace("acme.hooks", "other.hooks")}`)).toEqual([
+      { key: "bobbins.h.bobbin", message: 'no bobbin "other.hooks"', hint: 'did you mean bobbin = "acme.hooks"?' },
+    ]);
+    expect(errorsOf(root, `[bobbins.h]\n${good.replace("acme.hooks", "nobody.nothing")}`)[0]).toMatchObject({
+      message: 'no bobbin "nobody.nothing"',
+      hint: expect.stringContaining("hookspool bobbin list"),
+    });
   });
 
   test("a required setting or secret left out", () => {
-    expect(errorsOf(root, `[bobbins.h]\n${good.replace('settings = { callback_url = "https://h.example.net/x" }\n', "")}`)).toMatchObject([{ key: "bobbins.h.settings.callback_url", message: "required by acme.hooks: the URL the sender signs" }]);
-    expect(errorsOf(root, `[bobbins.h]\n${good.replace(`${SECRET}\n`, "")}`)).toMatchObject([{ key: "bobbins.h.secrets.secret", message: "required by acme.hooks: the signing secret" }]);
+    expect(
+      errorsOf(root, `[bobbins.h]\n${good.replace('settings = { callback_url = "https://h.example.net/x" }\n', "")}`),
+    ).toMatchObject([
+      { key: "bobbins.h.settings.callback_url", message: "required by acme.hooks: the URL the sender signs" },
+    ]);
+    expect(errorsOf(root, `[bobbins.h]\n${good.replace(`${SECRET}\n`, "")}`)).toMatchObject([
+      { key: "bobbins.h.secrets.secret", message: "required by acme.hooks: the signing secret" },
+    ]);
   });
 
   test("a setting of the wrong type, a setting, secret or output not in the manifest", () => {
-    expect(errorsOf(root, `[bobbins.h]\n${good.replace('callback_url = "https://h.example.net/x"', "callback_url = 3")}`)).toMatchObject([{ key: "bobbins.h.settings.callback_url", message: "expected a string, not a number (3)" }]);
-    expect(errorsOf(root, `[bobbins.h]\n${good.replace('callback_url = "https://h.example.net/x"', 'callback_url = "https://x", colour = "red"')}`)).toMatchObject([{ key: "bobbins.h.settings.colour", message: "acme.hooks has no setting colour" }]);
-    expect(errorsOf(root, `[bobbins.h]\n${good}secrets.token = { file = "/t" }\n`)).toMatchObject([{ key: "bobbins.h.secrets.token", message: "acme.hooks has no secret token" }]);
-    expect(errorsOf(root, `[bobbins.h]\n${good.replace('outputs = { "*" = "hermes:h" }', 'outputs = { "*" = "hermes:h", push = "hermes:p" }')}`)).toMatchObject([{ key: "bobbins.h.outputs.push", message: "acme.hooks has no output push" }]);
+    expect(
+      errorsOf(root, `[bobbins.h]\n${good.replace('callback_url = "https://h.example.net/x"', "callback_url = 3")}`),
+    ).toMatchObject([{ key: "bobbins.h.settings.callback_url", message: "expected a string, not a number (3)" }]);
+    expect(
+      errorsOf(
+        root,
+        `[bobbins.h]\n${good.replace('callback_url = "https://h.example.net/x"', 'callback_url = "https://x", colour = "red"')}`,
+      ),
+    ).toMatchObject([{ key: "bobbins.h.settings.colour", message: "acme.hooks has no setting colour" }]);
+    expect(errorsOf(root, `[bobbins.h]\n${good}secrets.token = { file = "/t" }\n`)).toMatchObject([
+      { key: "bobbins.h.secrets.token", message: "acme.hooks has no secret token" },
+    ]);
+    expect(
+      errorsOf(
+        root,
+        `[bobbins.h]\n${good.replace('outputs = { "*" = "hermes:h" }', 'outputs = { "*" = "hermes:h", push = "hermes:p" }')}`,
+      ),
+    ).toMatchObject([{ key: "bobbins.h.outputs.push", message: "acme.hooks has no output push" }]);
   });
 
   test("a misspelt setting, secret or output: did you mean the one it is close to", () => {
-    expect(errorsOf(root, `[bobbins.h]\n${good.replace("callback_url =", "callbak_url =")}`)).toContainEqual({ key: "bobbins.h.settings.callbak_url", message: "acme.hooks has no setting callbak_url", hint: "did you mean callback_url?" });
-    expect(errorsOf(root, `[bobbins.h]\n${good.replace("secrets.secret", "secrets.secrt")}`)).toContainEqual({ key: "bobbins.h.secrets.secrt", message: "acme.hooks has no secret secrt", hint: "did you mean secret?" });
-    expect(errorsOf(root, `[bobbins.h]\n${good.replace("callback_url =", "colour =")}`)).toContainEqual({ key: "bobbins.h.settings.colour", message: "acme.hooks has no setting colour", hint: "its settings: callback_url" });
+    expect(errorsOf(root, `[bobbins.h]\n${good.replace("callback_url =", "callbak_url =")}`)).toContainEqual({
+      key: "bobbins.h.settings.callbak_url",
+      message: "acme.hooks has no setting callbak_url",
+      hint: "did you mean callback_url?",
+    });
+    expect(errorsOf(root, `[bobbins.h]\n${good.replace("secrets.secret", "secrets.secrt")}`)).toContainEqual({
+      key: "bobbins.h.secrets.secrt",
+      message: "acme.hooks has no secret secrt",
+      hint: "did you mean secret?",
+    });
+    expect(errorsOf(root, `[bobbins.h]\n${good.replace("callback_url =", "colour =")}`)).toContainEqual({
+      key: "bobbins.h.settings.colour",
+      message: "acme.hooks has no setting colour",
+      hint: "its settings: callback_url",
+    });
   });
 
   test("a secret by an earlier name (the manifest's aliases) is the secret by its name; both at once is an error", () => {
     const aliased = bobbinRoot();
-    writeBobbin(aliased, "acme/renamed", manifestText("acme.renamed", "").replace(/\[secrets\.secret\]\n(description = [^\n]*\n)/, '[secrets.secret]\n$1aliases = ["old_token"]\n'));
-    const inst = (secrets: string) => `[bobbins.r]\nbobbin = "acme.renamed"\n${secrets}\noutputs = { "*" = "hermes:r" }\n`;
+    writeBobbin(
+      aliased,
+      "acme/renamed",
+      manifestText("acme.renamed", "").replace(
+        /\[secrets\.secret\]\n(description = [^\n]*\n)/,
+        '[secrets.secret]\n$1aliases = ["old_token"]\n',
+      ),
+    );
+    const inst = (secrets: string) =>
+      `[bobbins.r]\nbobbin = "acme.renamed"\n${secrets}\noutputs = { "*" = "hermes:r" }\n`;
     const { config } = parse(aliased, inst('secrets.old_token = { file = "/etc/hookspool/secrets/r" }'));
     expect(config.sources.r.secrets).toEqual({ secret: { file: "/etc/hookspool/secrets/r" } });
-    expect(errorsOf(aliased, inst('secrets.old_token = { file = "/a" }\nsecrets.secret = { file = "/b" }'))).toMatchObject([{ key: "bobbins.r.secrets.old_token", message: "old_token is an earlier name of secrets.secret, which is given too" }]);
+    expect(
+      errorsOf(aliased, inst('secrets.old_token = { file = "/a" }\nsecrets.secret = { file = "/b" }')),
+    ).toMatchObject([
+      {
+        key: "bobbins.r.secrets.old_token",
+        message: "old_token is an earlier name of secrets.secret, which is given too",
+      },
+    ]);
   });
 
-  test("a list setting given as one string is that list of one (hookspool.webhook's key = \"id\")", () => {
+  test('a list setting given as one string is that list of one (hookspool.webhook\'s key = "id")', () => {
     const text = `[bobbins.w]\nbobbin = "hookspool.webhook"\nsecrets.secret = { file = "/etc/hookspool/secrets/w" }\nsettings = { scheme = "hmac-sha256-hex", header = "X-Sig", key = "id", event_type = "type", ignore = "ping" }\noutputs = { "*" = "hermes:w" }\n`;
     const { config } = parseConfig(text, "/etc/hookspool/config.toml", { home: () => HOME });
     expect(config.sources.w.template).toMatchObject({ key: ["id"], ignore: ["ping"] });
     // A value of another kind is refused, and the error says what was given, cut short.
-    expect(errorsOf(bobbinRoot(), text.replace('key = "id"', `key = { nested = "${"x".repeat(60)}" }`))).toMatchObject([{ key: "bobbins.w.settings.key", message: `expected a list, not a table ({"nested":"${"x".repeat(29)}...)` }]);
+    expect(errorsOf(bobbinRoot(), text.replace('key = "id"', `key = { nested = "${"x".repeat(60)}" }`))).toMatchObject([
+      { key: "bobbins.w.settings.key", message: `expected a list, not a table ({"nested":"${"x".repeat(29)}...)` },
+    ]);
   });
 
   test("no output mapped at all", () => {
-    expect(errorsOf(root, `[bobbins.h]\n${good.replace('outputs = { "*" = "hermes:h" }\n', "")}`)).toMatchObject([{ key: "bobbins.h.outputs", message: "required: where the instance's events go" }]);
+    expect(errorsOf(root, `[bobbins.h]\n${good.replace('outputs = { "*" = "hermes:h" }\n', "")}`)).toMatchObject([
+      { key: "bobbins.h.outputs", message: "required: where the instance's events go" },
+    ]);
   });
 
   test("a collision with a hand-written source or destination", () => {
-    expect(errorsOf(root, `[bobbins.h]\n${good}\n[sources.h]\naction = "hermes:x"\n`)).toMatchObject([{ key: "sources.h", message: "[bobbins.h] expands into this source; both cannot be set" }]);
+    expect(errorsOf(root, `[bobbins.h]\n${good}\n[sources.h]\naction = "hermes:x"\n`)).toMatchObject([
+      { key: "sources.h", message: "[bobbins.h] expands into this source; both cannot be set" },
+    ]);
     const mail = `[bobbins.m]\nbobbin = "acme.mail"\n${SECRET}\nsecrets.cred = { file = "/c" }\nsettings = { owner = "o" }\noutputs = { scheduling = "hermes:s" }\n\n[destinations."script:m"]\nargv = ["/bin/true"]\n`;
-    expect(errorsOf(root, mail)).toMatchObject([{ key: 'destinations."script:m"', message: "[bobbins.m] expands into this destination; both cannot be set" }]);
+    expect(errorsOf(root, mail)).toMatchObject([
+      { key: 'destinations."script:m"', message: "[bobbins.m] expands into this destination; both cannot be set" },
+    ]);
   });
 
   test("an instance name that is not an identifier, and an unknown instance key", () => {
-    expect(errorsOf(root, `[bobbins."my.hooks"]\n${good}`)).toMatchObject([{ key: 'bobbins."my.hooks"', hint: 'write [bobbins.hooks] with bobbin = "my.hooks"' }]);
+    expect(errorsOf(root, `[bobbins."my.hooks"]\n${good}`)).toMatchObject([
+      { key: 'bobbins."my.hooks"', hint: 'write [bobbins.hooks] with bobbin = "my.hooks"' },
+    ]);
     expect(errorsOf(root, `[bobbins.h]\n${good}colour = "red"\n`)).toMatchObject([{ key: "bobbins.h.colour" }]);
   });
 });
@@ -254,9 +387,17 @@ describe("where bobbins come from", () => {
     writeBobbin(root, "acme/broken", manifestText("acme.broken").replace('span = "burst"', 'span = "never"'));
     const [e] = errorsOf(root, `[bobbins.b]\nbobbin = "acme.broken"\n${SECRET}\noutputs = { "*" = "hermes:b" }\n`);
     expect(e.key).toBe("bobbins.b.bobbin");
-    expect(e.message).toMatch(/^acme\.broken cannot load: \/.*\/acme\/broken\/bobbin\.toml: source\.span: "never" is not a span preset/);
+    expect(e.message).toMatch(
+      /^acme\.broken cannot load: \/.*\/acme\/broken\/bobbin\.toml: source\.span: "never" is not a span preset/,
+    );
     const { problems } = parse(root, "");
-    expect(problems).toMatchObject([{ level: "warning", key: "spool.bobbin_path", message: expect.stringContaining("acme/broken/bobbin.toml: source.span") }]);
+    expect(problems).toMatchObject([
+      {
+        level: "warning",
+        key: "spool.bobbin_path",
+        message: expect.stringContaining("acme/broken/bobbin.toml: source.span"),
+      },
+    ]);
   });
 
   test("a private bobbin may not take a built-in's name, nor one that differs only by - and _", () => {
@@ -279,8 +420,11 @@ describe("where bobbins come from", () => {
   test("expect = true on a code bobbin whose manifest names no expectation leaves the plugin's own", async () => {
     const root = bobbinRoot();
     const plugin = join(import.meta.dir, "..", "fixtures", "routed.ts"); // expectEverySec = 600
-    writeBobbin(root, "acme/coded", manifestText("acme.coded", "", 'module = "source"'), { "source.ts": `export { default } from ${JSON.stringify(plugin)};\n` });
-    const table = (expect: string) => parse(root, `[bobbins.c]\nbobbin = "acme.coded"\n${SECRET}\noutputs = { "*" = "hermes:c" }\n${expect}`).config;
+    writeBobbin(root, "acme/coded", manifestText("acme.coded", "", 'module = "source"'), {
+      "source.ts": `export { default } from ${JSON.stringify(plugin)};\n`,
+    });
+    const table = (expect: string) =>
+      parse(root, `[bobbins.c]\nbobbin = "acme.coded"\n${SECRET}\noutputs = { "*" = "hermes:c" }\n${expect}`).config;
     const on = table("expect = true\n");
     expect(on.sources.c.expect_every_s).toBeUndefined();
     const plugins = await loadSources(on, { configDir: "/", env: {}, file: "t.toml" });
@@ -292,7 +436,9 @@ describe("where bobbins come from", () => {
   test("a private code bobbin's source loads from its directory", async () => {
     const root = bobbinRoot();
     const plugin = join(import.meta.dir, "..", "fixtures", "routed.ts");
-    writeBobbin(root, "acme/coded", manifestText("acme.coded", "", 'module = "source"'), { "source.ts": `export { default } from ${JSON.stringify(plugin)};\n` });
+    writeBobbin(root, "acme/coded", manifestText("acme.coded", "", 'module = "source"'), {
+      "source.ts": `export { default } from ${JSON.stringify(plugin)};\n`,
+    });
     const { config } = parse(root, `[bobbins.c]\nbobbin = "acme.coded"\n${SECRET}\noutputs = { "*" = "hermes:c" }\n`);
     expect(config.sources.c.module).toBe(join(root, "acme/coded/source.ts"));
     const sources = await loadSources(config, { configDir: "/", env: {}, file: "t.toml" });
@@ -301,15 +447,26 @@ describe("where bobbins come from", () => {
 
   test("a manifest's dedup_window_s is the instance's default; the instance's own wins", () => {
     const root = bobbinRoot();
-    writeBobbin(root, "acme/hooks", manifestText("acme.hooks", "", 'template = { scheme = "hmac-sha256-hex", header = "X-Sig", key = "topic" }\nspan = "burst"\ndedup_window_s = 600'));
-    const table = (extra: string) => `[bobbins.h]\nbobbin = "acme.hooks"\n${SECRET}\noutputs = { "*" = "hermes:h" }\n${extra}`;
+    writeBobbin(
+      root,
+      "acme/hooks",
+      manifestText(
+        "acme.hooks",
+        "",
+        'template = { scheme = "hmac-sha256-hex", header = "X-Sig", key = "topic" }\nspan = "burst"\ndedup_window_s = 600',
+      ),
+    );
+    const table = (extra: string) =>
+      `[bobbins.h]\nbobbin = "acme.hooks"\n${SECRET}\noutputs = { "*" = "hermes:h" }\n${extra}`;
     expect(parse(root, table("")).config.sources.h.dedup_window_s).toBe(600);
     expect(parse(root, table("dedup_window_s = 60\n")).config.sources.h.dedup_window_s).toBe(60);
   });
 
   test("a code source's secretParams are kept out of a stored request URL", async () => {
     const root = bobbinRoot();
-    writeBobbin(root, "acme/coded", manifestText("acme.coded", "", 'module = "source"'), { "source.ts": 'export default { authHeaders: [], secretParams: ["sig"], verify: () => true, key: () => "k" };\n' });
+    writeBobbin(root, "acme/coded", manifestText("acme.coded", "", 'module = "source"'), {
+      "source.ts": 'export default { authHeaders: [], secretParams: ["sig"], verify: () => true, key: () => "k" };\n',
+    });
     const { config } = parse(root, `[bobbins.c]\nbobbin = "acme.coded"\n${SECRET}\noutputs = { "*" = "hermes:c" }\n`);
     const src = (await loadSources(config, { configDir: "/", env: {}, file: "t.toml" })).get("c");
     expect(src?.secretParams).toEqual(["sig"]);
@@ -329,13 +486,20 @@ describe("where bobbins come from", () => {
 };
 `;
     const extra = '\n[settings.env]\ndescription = "which environment"\ntype = "string"\ndefault = "sandbox"\n';
-    writeBobbin(root, "acme/coded", manifestText("acme.coded", extra, 'module = "source"\nconfig = ["env"]'), { "source.ts": source });
-    const { config } = parse(root, `[bobbins.c]\nbobbin = "acme.coded"\n${SECRET}\nsettings = { env = "production" }\noutputs = { "*" = "hermes:c" }\n`);
+    writeBobbin(root, "acme/coded", manifestText("acme.coded", extra, 'module = "source"\nconfig = ["env"]'), {
+      "source.ts": source,
+    });
+    const { config } = parse(
+      root,
+      `[bobbins.c]\nbobbin = "acme.coded"\n${SECRET}\nsettings = { env = "production" }\noutputs = { "*" = "hermes:c" }\n`,
+    );
     expect(config.sources.c.config).toEqual({ env: "production" });
     const sources = await loadSources(config, { configDir: "/", env: {}, file: "t.toml" });
     expect(sources.get("c")?.plugin.key({}, {} as never)).toBe("env-production");
     config.sources.c.config = { env: "production", region: "eu" };
     const { problems } = await loadEverySource(config, { configDir: "/", env: {}, file: "t.toml" });
-    expect(problems.map((p) => [p.key, p.message])).toEqual([["sources.c.config.region", "the source takes no such setting"]]);
+    expect(problems.map((p) => [p.key, p.message])).toEqual([
+      ["sources.c.config.region", "the source takes no such setting"],
+    ]);
   });
 });

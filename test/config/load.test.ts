@@ -55,7 +55,9 @@ describe("home", () => {
 
   test("a ~ in spool.home is the user's home directory", () => {
     const dir = homeWith('[spool]\nhome = "~/hookspool"\n');
-    expect(loadConfig({ config: join(dir, "config.toml"), env: { HOME: "/home/ops" } }).paths.home).toBe("/home/ops/hookspool");
+    expect(loadConfig({ config: join(dir, "config.toml"), env: { HOME: "/home/ops" } }).paths.home).toBe(
+      "/home/ops/hookspool",
+    );
   });
 
   test("a relative --home is relative to the working directory", () => {
@@ -109,7 +111,10 @@ describe("config file", () => {
     const loaded = loadConfig({ home, env: {} });
     // Every default, with its one path made absolute (~ is the user's home).
     const defaults = clean("");
-    expect(loaded.config).toEqual({ ...defaults, hermes: { ...defaults.hermes, subscriptions_path: join(homedir(), ".hermes", "webhook_subscriptions.json") } });
+    expect(loaded.config).toEqual({
+      ...defaults,
+      hermes: { ...defaults.hermes, subscriptions_path: join(homedir(), ".hermes", "webhook_subscriptions.json") },
+    });
     expect(loaded.paths.config).toBeNull();
     expect(loaded.mtimeMs).toBeNull();
     expect(loaded.problems).toEqual([]);
@@ -142,7 +147,7 @@ describe("config file", () => {
   });
 
   test("an invalid file is a ConfigError naming the file that was read", () => {
-    const home = homeWith("[dispatch]\nparallel = \"many\"\n");
+    const home = homeWith('[dispatch]\nparallel = "many"\n');
     const e = thrownBy(ConfigError, () => loadConfig({ home, env: {} }));
     expect(e.file).toBe(join(home, "config.toml"));
     expect(e.key).toBe("dispatch.parallel");
@@ -227,12 +232,24 @@ argv = ["./alert.sh", "--now"]
     );
     const { config } = loadConfig({ home: dir, env: { HOME: "/home/u" }, cwd: "/somewhere/else" });
     expect(config.sources.a.module).toBe(join(dir, "plugins/a.ts"));
-    expect(config.sources.a.secrets).toEqual({ secret: { file: join(dir, "secrets/a") }, other: { env_file: join(dir, "env/a.env"), key: "K" }, env: { env: "NAME" } });
+    expect(config.sources.a.secrets).toEqual({
+      secret: { file: join(dir, "secrets/a") },
+      other: { env_file: join(dir, "env/a.env"), key: "K" },
+      env: { env: "NAME" },
+    });
     // A relative program runs from the script's cwd, as from a shell there; a bare name is looked up on PATH.
-    expect(config.destinations["script:s"]).toMatchObject({ argv: [join(dir, "work/bin/run.sh"), "arg/not/a/path"], cwd: join(dir, "work"), env_file: join(dir, "env/s.env"), state_dir: "/home/u/state" });
+    expect(config.destinations["script:s"]).toMatchObject({
+      argv: [join(dir, "work/bin/run.sh"), "arg/not/a/path"],
+      cwd: join(dir, "work"),
+      env_file: join(dir, "env/s.env"),
+      state_dir: "/home/u/state",
+    });
     expect(config.destinations["script:bare"].argv).toEqual(["logger", "x"]);
     expect(config.destinations.web.secret).toEqual({ file: join(dir, "secrets/web") });
-    expect(config.destinations.web.secret_previous).toEqual([{ file: "/abs/old" }, { env_file: join(dir, "env/w.env"), key: "W" }]);
+    expect(config.destinations.web.secret_previous).toEqual([
+      { file: "/abs/old" },
+      { env_file: join(dir, "env/w.env"), key: "W" },
+    ]);
     expect(config.hermes.subscriptions_path).toBe(join(dir, "hermes/subs.json"));
     expect(config.alerts.argv).toEqual([join(dir, "alert.sh"), "--now"]);
   });

@@ -14,7 +14,9 @@ function allText(e: ConfigError): string {
 describe("unknown keys", () => {
   test("are a warning with the key path and a did-you-mean hint, and are dropped", () => {
     const { config, problems } = parse("[dispatch]\nparalel = 8\n");
-    expect(problems).toEqual([{ level: "warning", key: "dispatch.paralel", message: "unknown key", hint: "did you mean parallel?" }]);
+    expect(problems).toEqual([
+      { level: "warning", key: "dispatch.paralel", message: "unknown key", hint: "did you mean parallel?" },
+    ]);
     expect(config.dispatch.parallel).toBe(4);
     expect("paralel" in config.dispatch).toBe(false);
   });
@@ -23,8 +25,16 @@ describe("unknown keys", () => {
     ["[dispatch.breaker]\ntrip_afer = 2\n", "dispatch.breaker.trip_afer", "did you mean trip_after?"],
     ["[dispatcher]\nparallel = 2\n", "dispatcher", "did you mean dispatch?"],
     ['[sources.github]\nactoin = "hermes:gh"\n', "sources.github.actoin", "did you mean action?"],
-    ['[sources.s]\naction = "hermes:s"\n[[routes]]\nname = "r"\nsource = "s"\ndestinaton = "hermes:x"\n', "routes[0].destinaton", "did you mean destination?"],
-    ['[destinations."script:x"]\nargv = ["/bin/true"]\ntimeout = 5\n', 'destinations."script:x".timeout', "did you mean timeout_s?"],
+    [
+      '[sources.s]\naction = "hermes:s"\n[[routes]]\nname = "r"\nsource = "s"\ndestinaton = "hermes:x"\n',
+      "routes[0].destinaton",
+      "did you mean destination?",
+    ],
+    [
+      '[destinations."script:x"]\nargv = ["/bin/true"]\ntimeout = 5\n',
+      'destinations."script:x".timeout',
+      "did you mean timeout_s?",
+    ],
   ])("a near miss %#: the path and the key it was meant to be", (text, key, hint) => {
     const { problems } = parse(text);
     expect(problems).toEqual([{ level: "warning", key, message: "unknown key", hint }]);
@@ -101,8 +111,16 @@ describe("type errors", () => {
     ["[spool]\nhome = 1979-05-27\n", "spool.home", "expected a string, got a date"],
     ['[alerts]\nargv = "logger"\n', "alerts.argv", "expected an array of strings, got a string"],
     ['[destinations.d]\ntype = "ftp"\n', "destinations.d.type", 'expected one of http, hermes, script, got "ftp"'],
-    ['[destinations.d]\ntype = "http"\nurl = "https://x.invalid"\nheaders = { X-N = 1 }\n', "destinations.d.headers.X-N", "expected a string, got a number"],
-    ['[destinations.d]\ntype = "http"\nurl = "https://x.invalid"\nheaders = { "x.y" = 1 }\n', 'destinations.d.headers."x.y"', "expected a string, got a number"],
+    [
+      '[destinations.d]\ntype = "http"\nurl = "https://x.invalid"\nheaders = { X-N = 1 }\n',
+      "destinations.d.headers.X-N",
+      "expected a string, got a number",
+    ],
+    [
+      '[destinations.d]\ntype = "http"\nurl = "https://x.invalid"\nheaders = { "x.y" = 1 }\n',
+      'destinations.d.headers."x.y"',
+      "expected a string, got a number",
+    ],
     ['dispatch = "fast"\n', "dispatch", "expected a table, got a string"],
     ['[routes]\nname = "r"\n', "routes", "expected an array of tables ([[routes]]), got a table"],
     ['sources = { github = "x" }\n', "sources.github", "expected a table, got a string"],
@@ -113,7 +131,10 @@ describe("type errors", () => {
 
   test("a route without name or source names each missing key", () => {
     const e = thrownBy(ConfigError, () => parse('[[routes]]\ndestination = "hermes:x"\n'));
-    expect(e.problems.map((p) => `${p.key}: ${p.message}`)).toEqual(["routes[0].name: is required", "routes[0].source: is required"]);
+    expect(e.problems.map((p) => `${p.key}: ${p.message}`)).toEqual([
+      "routes[0].name: is required",
+      "routes[0].source: is required",
+    ]);
   });
 
   test("every error of a file is reported at once, the first one as the message", () => {
@@ -158,7 +179,9 @@ describe("bobbin instances", () => {
   });
 
   test("an instance of a bobbin this build does not have is an error that says so", () => {
-    const e = thrownBy(ConfigError, () => parse('[bobbins.gmail]\nbobbin = "nobody.gmail"\nsecrets.push_token = { file = "/etc/t" }\n'));
+    const e = thrownBy(ConfigError, () =>
+      parse('[bobbins.gmail]\nbobbin = "nobody.gmail"\nsecrets.push_token = { file = "/etc/t" }\n'),
+    );
     expect(e.key).toBe("bobbins.gmail.bobbin");
     expect(e.message).toBe('no bobbin "nobody.gmail"');
     expect(e.problems).toHaveLength(1);
@@ -175,14 +198,19 @@ describe("secret references in config", () => {
   test.each([
     ['{ file = "/etc/hookspool/secrets/audit" }', { file: "/etc/hookspool/secrets/audit" }],
     ['{ env = "AUDIT_SECRET" }', { env: "AUDIT_SECRET" }],
-    ['{ env_file = "/etc/hookspool/audit.env", key = "SECRET" }', { env_file: "/etc/hookspool/audit.env", key: "SECRET" }],
+    [
+      '{ env_file = "/etc/hookspool/audit.env", key = "SECRET" }',
+      { env_file: "/etc/hookspool/audit.env", key: "SECRET" },
+    ],
   ])("%s is a reference", (ref, want) => {
     const config = clean(`[destinations.audit]\ntype = "http"\nurl = "https://example.invalid/h"\nsecret = ${ref}\n`);
     expect(config.destinations.audit.secret).toEqual(want);
   });
 
   test("a plain string secret is a config error that never repeats the value", () => {
-    const e = thrownBy(ConfigError, () => parse(`[destinations.audit]\ntype = "http"\nurl = "https://example.invalid/h"\nsecret = "${SENTINEL}"\n`));
+    const e = thrownBy(ConfigError, () =>
+      parse(`[destinations.audit]\ntype = "http"\nurl = "https://example.invalid/h"\nsecret = "${SENTINEL}"\n`),
+    );
     expect(e.key).toBe("destinations.audit.secret");
     expect(e.message).toContain("expected a secret reference");
     expect(e.hint).toBe("secrets are references, never values");
@@ -207,7 +235,8 @@ describe("secret references in config", () => {
   });
 
   test("secret_previous takes one reference or an array of them, each checked", () => {
-    const base = '[destinations.audit]\ntype = "http"\nurl = "https://example.invalid/h"\nsecret = { file = "/s/now" }\n';
+    const base =
+      '[destinations.audit]\ntype = "http"\nurl = "https://example.invalid/h"\nsecret = { file = "/s/now" }\n';
     const one = clean(`${base}secret_previous = { file = "/s/old" }\n`);
     expect(one.destinations.audit.secret_previous).toEqual({ file: "/s/old" });
     const many = clean(`${base}secret_previous = [{ file = "/s/old" }, { env = "OLDER" }]\n`);

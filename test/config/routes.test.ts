@@ -5,7 +5,8 @@ import type { RouteConfig } from "../../src/config/types.ts";
 import { HookspoolError } from "../../src/errors.ts";
 import { clean, thrownBy } from "./support.ts";
 
-const SOURCES = '[sources.github]\naction = "hermes:github"\nspan = "burst"\n[sources.other]\naction = "hermes:other"\n';
+const SOURCES =
+  '[sources.github]\naction = "hermes:github"\nspan = "burst"\n[sources.other]\naction = "hermes:other"\n';
 
 type R = Partial<RouteConfig> & { name: string };
 
@@ -31,7 +32,9 @@ describe("first match", () => {
       { name: "ci", match: { class: "ci" }, destination: "hermes:ci" },
       { name: "prs", match: { class: "pr" }, destination: "hermes:prs" },
     );
-    expect(where(resolveCopies(config, "github", { class: "ci", branch: "main" }))).toEqual(["ci-main->hermes:ci-main"]);
+    expect(where(resolveCopies(config, "github", { class: "ci", branch: "main" }))).toEqual([
+      "ci-main->hermes:ci-main",
+    ]);
     expect(where(resolveCopies(config, "github", { class: "ci", branch: "dev" }))).toEqual(["ci->hermes:ci"]);
     expect(where(resolveCopies(config, "github", { class: "pr" }))).toEqual(["prs->hermes:prs"]);
   });
@@ -40,14 +43,31 @@ describe("first match", () => {
     const config = configWith({ name: "ci", match: { class: "ci" }, destination: "hermes:ci", quiet_s: 1 });
     const [primary, ...rest] = resolveCopies(config, "github", { class: "release" });
     expect(rest).toEqual([]);
-    expect(primary).toMatchObject({ route: "github", destination: "hermes:github", tee: false, window: { quiet_s: 120, max_s: 600, max_events: 500, max_bytes: 786432 } });
+    expect(primary).toMatchObject({
+      route: "github",
+      destination: "hermes:github",
+      tee: false,
+      window: { quiet_s: 120, max_s: 600, max_events: 500, max_bytes: 786432 },
+    });
     // The trace says so: the implicit route, no rule, the window from the span preset.
-    expect(primary.trace).toEqual({ stage: "implicit", route: "github", rule_index: null, matched: {}, destination: "hermes:github", window: { quiet_s: 120, max_s: 600, from: "span" } });
+    expect(primary.trace).toEqual({
+      stage: "implicit",
+      route: "github",
+      rule_index: null,
+      matched: {},
+      destination: "hermes:github",
+      window: { quiet_s: 120, max_s: 600, from: "span" },
+    });
   });
 
   test("a matched route carries its own window", () => {
     const config = configWith({ name: "prs", match: { class: "pr" }, destination: "hermes:prs", quiet_s: 60 });
-    expect(resolveCopies(config, "github", { class: "pr" })[0].window).toEqual({ quiet_s: 60, max_s: 600, max_events: 500, max_bytes: 786432 });
+    expect(resolveCopies(config, "github", { class: "pr" })[0].window).toEqual({
+      quiet_s: 60,
+      max_s: 600,
+      max_events: 500,
+      max_bytes: 786432,
+    });
   });
 
   test("a route without a destination sends to the source's action, on the route's own name and window", () => {
@@ -64,18 +84,27 @@ describe("first match", () => {
 
   test("the plugin's action is used when config sets none", () => {
     const config = clean('[sources.plain]\n[[routes]]\nname = "r"\nsource = "plain"\nmatch = { k = "x" }\n');
-    expect(where(resolveCopies(config, "plain", {}, { pluginAction: "hermes:from-plugin" }))).toEqual(["plain->hermes:from-plugin"]);
-    expect(where(resolveCopies(config, "plain", { k: "x" }, { pluginAction: "hermes:from-plugin" }))).toEqual(["r->hermes:from-plugin"]);
+    expect(where(resolveCopies(config, "plain", {}, { pluginAction: "hermes:from-plugin" }))).toEqual([
+      "plain->hermes:from-plugin",
+    ]);
+    expect(where(resolveCopies(config, "plain", { k: "x" }, { pluginAction: "hermes:from-plugin" }))).toEqual([
+      "r->hermes:from-plugin",
+    ]);
   });
 
   test("the source's config action overrides the plugin's", () => {
     const config = clean('[sources.plain]\naction = "hermes:from-config"\n');
-    expect(where(resolveCopies(config, "plain", {}, { pluginAction: "hermes:from-plugin" }))).toEqual(["plain->hermes:from-config"]);
+    expect(where(resolveCopies(config, "plain", {}, { pluginAction: "hermes:from-plugin" }))).toEqual([
+      "plain->hermes:from-config",
+    ]);
   });
 
   test("the plugin's span shapes the implicit route's window when config names none", () => {
     const config = clean('[sources.plain]\naction = "hermes:p"\n');
-    expect(resolveCopies(config, "plain", {}, { pluginSpan: "mail" })[0].window).toMatchObject({ quiet_s: 30, max_s: 120 });
+    expect(resolveCopies(config, "plain", {}, { pluginSpan: "mail" })[0].window).toMatchObject({
+      quiet_s: 30,
+      max_s: 120,
+    });
   });
 });
 
@@ -122,12 +151,18 @@ describe("tees", () => {
       { name: "audit", match: { class: "ci" }, destination: "hermes:audit", tee: true },
       { name: "ci", match: { class: "ci" }, destination: "hermes:ci" },
     );
-    expect(where(resolveCopies(config, "github", { class: "ci" }))).toEqual(["ci->hermes:ci", "audit->hermes:audit (tee)"]);
+    expect(where(resolveCopies(config, "github", { class: "ci" }))).toEqual([
+      "ci->hermes:ci",
+      "audit->hermes:audit (tee)",
+    ]);
   });
 
   test("an event that only tees match still goes to the implicit route first", () => {
     const config = configWith({ name: "audit", destination: "hermes:audit", tee: true });
-    expect(where(resolveCopies(config, "github", { class: "x" }))).toEqual(["github->hermes:github", "audit->hermes:audit (tee)"]);
+    expect(where(resolveCopies(config, "github", { class: "x" }))).toEqual([
+      "github->hermes:github",
+      "audit->hermes:audit (tee)",
+    ]);
   });
 
   test("every matching tee gets one copy, in file order; a tee that does not match gets none", () => {
@@ -138,7 +173,12 @@ describe("tees", () => {
       { name: "ci", match: { class: "ci" }, destination: "hermes:ci" },
       { name: "t4", match: { class: "ci" }, destination: "hermes:t4", tee: true },
     );
-    expect(where(resolveCopies(config, "github", { class: "ci" }))).toEqual(["ci->hermes:ci", "t1->hermes:t1 (tee)", "t3->hermes:t3 (tee)", "t4->hermes:t4 (tee)"]);
+    expect(where(resolveCopies(config, "github", { class: "ci" }))).toEqual([
+      "ci->hermes:ci",
+      "t1->hermes:t1 (tee)",
+      "t3->hermes:t3 (tee)",
+      "t4->hermes:t4 (tee)",
+    ]);
   });
 
   test("a tee copy has its own route's window", () => {
@@ -166,7 +206,10 @@ describe("tees", () => {
   });
 
   test("a skipped tee does not use up one of the eight places", () => {
-    const tees = [{ name: "dup", destination: "hermes:github", tee: true }, ...Array.from({ length: 8 }, (_, i) => ({ name: `t${i}`, destination: `hermes:t${i}`, tee: true }))];
+    const tees = [
+      { name: "dup", destination: "hermes:github", tee: true },
+      ...Array.from({ length: 8 }, (_, i) => ({ name: `t${i}`, destination: `hermes:t${i}`, tee: true })),
+    ];
     const copies = resolveCopies(configWith(...tees), "github", {});
     expect(copies.map((c) => c.route)).toEqual(["github", "t0", "t1", "t2", "t3", "t4", "t5", "t6", "t7"]);
   });
@@ -174,7 +217,8 @@ describe("tees", () => {
 
 describe("destinationOverride (hookspool enqueue --destination, an emit's destination)", () => {
   /** route | destination, primary first: override routes contain "->" themselves. */
-  const placed = (copies: ReturnType<typeof resolveCopies>) => copies.map((c) => `${c.route} | ${c.destination}${c.tee ? " (tee)" : ""}`);
+  const placed = (copies: ReturnType<typeof resolveCopies>) =>
+    copies.map((c) => `${c.route} | ${c.destination}${c.tee ? " (tee)" : ""}`);
 
   test("a group of its own, <route>-><destination>, with the route's window; the tees still apply", () => {
     const config = configWith(
@@ -186,27 +230,39 @@ describe("destinationOverride (hookspool enqueue --destination, an emit's destin
     expect(copies[0].window).toEqual(resolveCopies(config, "github", { class: "ci" })[0].window);
     expect(copies[0].window.quiet_s).toBe(7);
     // Not matched by the route: the implicit route's group, overridden.
-    expect(placed(resolveCopies(config, "github", { class: "pr" }, { destinationOverride: "hermes:manual" }))[0]).toBe("github->hermes:manual | hermes:manual");
+    expect(placed(resolveCopies(config, "github", { class: "pr" }, { destinationOverride: "hermes:manual" }))[0]).toBe(
+      "github->hermes:manual | hermes:manual",
+    );
   });
 
   test("an override to where the event goes anyway changes nothing", () => {
     const config = configWith({ name: "ci", match: { class: "ci" }, destination: "hermes:ci" });
-    expect(placed(resolveCopies(config, "github", { class: "ci" }, { destinationOverride: "hermes:ci" }))).toEqual(["ci | hermes:ci"]);
-    expect(placed(resolveCopies(config, "github", {}, { destinationOverride: "hermes:github" }))).toEqual(["github | hermes:github"]);
+    expect(placed(resolveCopies(config, "github", { class: "ci" }, { destinationOverride: "hermes:ci" }))).toEqual([
+      "ci | hermes:ci",
+    ]);
+    expect(placed(resolveCopies(config, "github", {}, { destinationOverride: "hermes:github" }))).toEqual([
+      "github | hermes:github",
+    ]);
   });
 
   test("a tee to the overriding destination is skipped", () => {
     const config = configWith({ name: "audit", destination: "hermes:audit", tee: true });
-    expect(placed(resolveCopies(config, "github", {}, { destinationOverride: "hermes:audit" }))).toEqual(["github->hermes:audit | hermes:audit"]);
+    expect(placed(resolveCopies(config, "github", {}, { destinationOverride: "hermes:audit" }))).toEqual([
+      "github->hermes:audit | hermes:audit",
+    ]);
   });
 
   test("works for a source with no action at all", () => {
     const config = clean("[sources.bare]\n");
-    expect(placed(resolveCopies(config, "bare", {}, { destinationOverride: "hermes:x" }))).toEqual(["bare->hermes:x | hermes:x"]);
+    expect(placed(resolveCopies(config, "bare", {}, { destinationOverride: "hermes:x" }))).toEqual([
+      "bare->hermes:x | hermes:x",
+    ]);
   });
 
   test("a configured route may not be named like an override group", () => {
-    expect(() => clean(`${SOURCES}[[routes]]\nname = "github->x"\nsource = "github"\ndestination = "hermes:x"\n`)).toThrow('a route name may not contain "->"');
+    expect(() =>
+      clean(`${SOURCES}[[routes]]\nname = "github->x"\nsource = "github"\ndestination = "hermes:x"\n`),
+    ).toThrow('a route name may not contain "->"');
   });
 });
 
@@ -222,11 +278,15 @@ describe("no destination", () => {
 
   test("a matching route without destination on a source without action names the route", () => {
     const config = clean('[sources.bare]\n[[routes]]\nname = "slow"\nsource = "bare"\nmatch = { k = "v" }\n');
-    expect(thrownBy(HookspoolError, () => resolveCopies(config, "bare", { k: "v" })).message).toBe("route slow of source bare has no destination");
+    expect(thrownBy(HookspoolError, () => resolveCopies(config, "bare", { k: "v" })).message).toBe(
+      "route slow of source bare has no destination",
+    );
   });
 
   test("a tee alone is not a destination for the event", () => {
-    const config = clean('[sources.bare]\n[[routes]]\nname = "audit"\nsource = "bare"\ntee = true\ndestination = "hermes:audit"\n');
+    const config = clean(
+      '[sources.bare]\n[[routes]]\nname = "audit"\nsource = "bare"\ntee = true\ndestination = "hermes:audit"\n',
+    );
     expect(thrownBy(HookspoolError, () => resolveCopies(config, "bare", {})).code).toBe("E_CONFIG");
   });
 });

@@ -117,7 +117,9 @@ describe("{ env_file, key }", () => {
 
   test("a commented-out key is not set", () => {
     const path = fileWith(ENV_FILE);
-    expect(failure({ env_file: path, key: "COMMENTED" }).message).toBe(`secret (COMMENTED in ${path}) is not set in the file`);
+    expect(failure({ env_file: path, key: "COMMENTED" }).message).toBe(
+      `secret (COMMENTED in ${path}) is not set in the file`,
+    );
   });
 
   test("a key whose line is malformed is not set, and the line is not echoed", () => {
@@ -130,7 +132,9 @@ describe("{ env_file, key }", () => {
 
   test("a missing env file is an error naming it", () => {
     const path = join(tempDir(), "absent.env");
-    expect(failure({ env_file: path, key: "PLAID_SECRET" }).message).toBe(`secret (PLAID_SECRET in ${path}) cannot be read (ENOENT)`);
+    expect(failure({ env_file: path, key: "PLAID_SECRET" }).message).toBe(
+      `secret (PLAID_SECRET in ${path}) cannot be read (ENOENT)`,
+    );
   });
 
   test("a rotated env file is read fresh on the next call", () => {
@@ -141,7 +145,12 @@ describe("{ env_file, key }", () => {
   });
 
   test("CRLF line endings are read like LF", () => {
-    expect(parseEnvFile("A=1\r\nB=2\r\n")).toEqual(new Map([["A", "1"], ["B", "2"]]));
+    expect(parseEnvFile("A=1\r\nB=2\r\n")).toEqual(
+      new Map([
+        ["A", "1"],
+        ["B", "2"],
+      ]),
+    );
   });
 
   test("a later line for the same key wins", () => {

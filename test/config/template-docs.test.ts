@@ -38,11 +38,14 @@ interface Block {
   text: string;
 }
 
-const BLOCKS: Block[] = [...SECTION.matchAll(/<!-- ([a-z]+): ([\w/-]+) -->\n```(\w*)\n([\s\S]*?)\n```\n/g)].map((m) => ({ kind: m[1], name: m[2], lang: m[3], text: m[4] }));
+const BLOCKS: Block[] = [...SECTION.matchAll(/<!-- ([a-z]+): ([\w/-]+) -->\n```(\w*)\n([\s\S]*?)\n```\n/g)].map(
+  (m) => ({ kind: m[1], name: m[2], lang: m[3], text: m[4] }),
+);
 
 function block(kind: string, name: string): Block {
   const found = BLOCKS.filter((b) => b.kind === kind && b.name === name);
-  if (found.length !== 1) throw new Error(`docs/config.md: expected one <!-- ${kind}: ${name} --> block, found ${found.length}`);
+  if (found.length !== 1)
+    throw new Error(`docs/config.md: expected one <!-- ${kind}: ${name} --> block, found ${found.length}`);
   return found[0];
 }
 
@@ -53,7 +56,8 @@ const exampleOf = (request: string) => request.split("/")[0];
 // ---------------------------------------------------------------------------------------------
 // What this test knows of each sender, independently of the intake's code
 
-const mac = (alg: string, key: string | Buffer, data: string, enc: "hex" | "base64") => createHmac(alg, key).update(data).digest(enc);
+const mac = (alg: string, key: string | Buffer, data: string, enc: "hex" | "base64") =>
+  createHmac(alg, key).update(data).digest(enc);
 const sha256 = (data: string) => createHash("sha256").update(data).digest("hex");
 
 /** Secrets the examples are run with (the docs name only their files). */
@@ -78,7 +82,9 @@ interface SignInput {
 const SIGNERS: Record<string, (v: SignInput) => Record<string, string>> = {
   github: ({ secret, body }) => ({ sig: mac("sha256", secret, body, "hex") }),
   stripe: ({ secret, body, ts }) => ({ sig: mac("sha256", secret, `${ts}.${body}`, "hex") }),
-  "standard-webhooks": ({ secret, body, ts, vars }) => ({ sig: mac("sha256", Buffer.from(secret.slice("whsec_".length), "base64"), `${vars.id}.${ts}.${body}`, "base64") }),
+  "standard-webhooks": ({ secret, body, ts, vars }) => ({
+    sig: mac("sha256", Buffer.from(secret.slice("whsec_".length), "base64"), `${vars.id}.${ts}.${body}`, "base64"),
+  }),
   "bearer-token": () => ({}),
   pubsub: () => ({}),
   slack: ({ secret, body, ts }) => ({ sig: mac("sha256", secret, `v0:${ts}:${body}`, "hex") }),
@@ -107,7 +113,8 @@ function parseRecipe(sh: string): Recipe {
     } else if (line.startsWith("curl ")) r.curl = line.slice(5);
     else throw new Error(`a recipe line this test cannot read: ${line}`);
   }
-  if (!r.secretFile || !r.curl || r.literals.body === undefined) throw new Error("a recipe needs secret=$(cat <file>), body='...' and a curl command");
+  if (!r.secretFile || !r.curl || r.literals.body === undefined)
+    throw new Error("a recipe needs secret=$(cat <file>), body='...' and a curl command");
   return r;
 }
 
@@ -171,7 +178,11 @@ function curlRequest(args: string[]): Wire {
 }
 
 /** The documented request with this test's own signature, at time `ts`, under `secret`. */
-function signedRequest(example: string, recipe: Recipe, opts: { secret: string; ts: string | number; body?: string }): Wire {
+function signedRequest(
+  example: string,
+  recipe: Recipe,
+  opts: { secret: string; ts: string | number; body?: string },
+): Wire {
   const vars: Record<string, string> = { ...recipe.literals, secret: opts.secret, ts: String(opts.ts) };
   if (opts.body !== undefined) vars.body = opts.body;
   Object.assign(vars, SIGNERS[example]({ secret: opts.secret, body: vars.body, ts: vars.ts, vars }));
@@ -187,7 +198,11 @@ const HAVE_OPENSSL = spawnSync("openssl", ["version"]).status === 0 && spawnSync
 
 /** Run the page's recipe in bash, curl and date stood in for: the arguments curl was given. */
 function runRecipe(sh: string, docFile: string, secretFile: string, now: number): string[] {
-  const script = [`curl() { for a in "$@"; do printf '%s\\0' "$a"; done; }`, `date() { echo ${now}; }`, sh.replaceAll(docFile, secretFile)].join("\n");
+  const script = [
+    `curl() { for a in "$@"; do printf '%s\\0' "$a"; done; }`,
+    `date() { echo ${now}; }`,
+    sh.replaceAll(docFile, secretFile),
+  ].join("\n");
   const r = spawnSync("bash", ["-c", script], { encoding: "utf8" });
   if (r.status !== 0) throw new Error(`the recipe failed: ${r.stderr}`);
   return r.stdout.split("\0").slice(0, -1);
@@ -240,7 +255,14 @@ const NOW = T0;
 
 function toRequest(w: Wire, now = NOW): HookRequest {
   const body = new TextEncoder().encode(w.body);
-  return hookRequest({ method: w.method, url: w.url, headers: [...w.headers, ["Content-Length", String(body.length)]], body, peer: "127.0.0.1", now });
+  return hookRequest({
+    method: w.method,
+    url: w.url,
+    headers: [...w.headers, ["Content-Length", String(body.length)]],
+    body,
+    peer: "127.0.0.1",
+    now,
+  });
 }
 
 /** What the sender would be answered (before the spool's own dedup). */
@@ -263,7 +285,11 @@ function answerOf(ev: Evaluation): { status: number; body: string; headers: Reco
       return { status: ev.response.status, body: String(ev.response.body ?? ""), headers: ev.response.headers ?? {} };
     case "answered": {
       const b = ev.response.body ?? "";
-      return { status: ev.response.status, body: typeof b === "string" ? b : new TextDecoder().decode(b), headers: ev.response.headers ?? {} };
+      return {
+        status: ev.response.status,
+        body: typeof b === "string" ? b : new TextDecoder().decode(b),
+        headers: ev.response.headers ?? {},
+      };
     }
   }
 }
@@ -291,10 +317,17 @@ function parseResult(text: string): Claim {
  * Evaluate a documented request: signed at `ts` under `secret` (a `body` of its own is signed
  * too); `tamper` changes the body after signing; `strip` drops the signature or token.
  */
-async function run(name: string, opts: { ts?: number; secret?: string; body?: string; tamper?: (body: string) => string; strip?: boolean } = {}): Promise<{ ev: Evaluation; wire: Wire }> {
+async function run(
+  name: string,
+  opts: { ts?: number; secret?: string; body?: string; tamper?: (body: string) => string; strip?: boolean } = {},
+): Promise<{ ev: Evaluation; wire: Wire }> {
   const ex = exampleOf(name);
   const l = await example(ex);
-  let wire = signedRequest(ex, parseRecipe(block("request", name).text), { secret: opts.secret ?? l.secret, ts: opts.ts ?? NOW, body: opts.body });
+  let wire = signedRequest(ex, parseRecipe(block("request", name).text), {
+    secret: opts.secret ?? l.secret,
+    ts: opts.ts ?? NOW,
+    body: opts.body,
+  });
   if (opts.tamper) wire = { ...wire, body: opts.tamper(wire.body) };
   if (opts.strip) {
     const auth = new Set(l.source.authHeaders);
@@ -330,19 +363,39 @@ describe("the template source section of docs/config.md", () => {
     for (const [cell, verifies, needs, , dedup] of rows) {
       const scheme = cell.slice(1, -1) as Scheme;
       expect(verifies).toBe(SCHEMES[scheme].doc);
-      const missing = checkTemplate({ scheme, key: "k" }).filter((p) => p.message.startsWith("required by scheme")).map((p) => `\`${p.key}\``);
-      if (scheme === "static-token") expect(checkTemplate({ scheme, key: "k" }).map((p) => p.message)).toContain("scheme static-token needs exactly one of header or param");
+      const missing = checkTemplate({ scheme, key: "k" })
+        .filter((p) => p.message.startsWith("required by scheme"))
+        .map((p) => `\`${p.key}\``);
+      if (scheme === "static-token")
+        expect(checkTemplate({ scheme, key: "k" }).map((p) => p.message)).toContain(
+          "scheme static-token needs exactly one of header or param",
+        );
       else if (scheme === "ed25519" || scheme === "ecdsa-p256") for (const m of missing) expect(needs).toContain(m);
       else expect(needs).toBe(missing.length ? missing.join(", ") : "nothing more");
       // The generic schemes' default follows their settings: with a timestamp it is the signature's hash.
       const generic = scheme === "hmac" || scheme === "ed25519" || scheme === "ecdsa-p256";
-      expect(dedup === "none").toBe(defaultDedup({ scheme, header: "X-Sig", ...(generic ? { timestamp_header: "X-Ts" } : {}) }) === undefined);
+      expect(dedup === "none").toBe(
+        defaultDedup({ scheme, header: "X-Sig", ...(generic ? { timestamp_header: "X-Ts" } : {}) }) === undefined,
+      );
     }
-    const req = (headers: Record<string, string>) => hookRequest({ method: "POST", url: "/", headers: Object.entries(headers), body: new Uint8Array(), peer: "127.0.0.1", now: NOW });
+    const req = (headers: Record<string, string>) =>
+      hookRequest({
+        method: "POST",
+        url: "/",
+        headers: Object.entries(headers),
+        body: new Uint8Array(),
+        peer: "127.0.0.1",
+        now: NOW,
+      });
     const sw = defaultDedup({ scheme: "standard-webhooks" });
-    expect([sw?.({}, req({ "webhook-id": "msg_1" })), sw?.({}, req({ "svix-id": "msg_2" }))]).toEqual(["msg_1", "msg_2"]);
+    expect([sw?.({}, req({ "webhook-id": "msg_1" })), sw?.({}, req({ "svix-id": "msg_2" }))]).toEqual([
+      "msg_1",
+      "msg_2",
+    ]);
     const signature = "t=1714564800,v1=abc";
-    expect(defaultDedup({ scheme: "timestamped", header: "Stripe-Signature" })?.({}, req({ "Stripe-Signature": signature }))).toContain(sha256(signature));
+    expect(
+      defaultDedup({ scheme: "timestamped", header: "Stripe-Signature" })?.({}, req({ "Stripe-Signature": signature })),
+    ).toContain(sha256(signature));
   });
 
   test("the template key table has one row per template key, in order, and says which are always required", () => {
@@ -388,7 +441,9 @@ for (const name of REQUESTS) {
       const got = answerOf(ev);
       expect({ status: got.status, body: got.body }).toEqual({ status: claim.status, body: claim.body });
       if (ev.kind === "classified") {
-        expect(Object.keys(claim.fields)).toEqual(expect.arrayContaining(["key", "dedup id", "event type", "destination"]));
+        expect(Object.keys(claim.fields)).toEqual(
+          expect.arrayContaining(["key", "dedup id", "event type", "destination"]),
+        );
         const dedup = claim.fields["dedup id"];
         for (const [field, want] of Object.entries(claim.fields)) {
           const have = {
@@ -433,46 +488,51 @@ for (const name of REQUESTS) {
     });
 
     const recipe = parseRecipe(block("request", name).text);
-    if (recipe.computed.includes("ts")) test("a timestamp is good for 300 s either side of the clock, and may be in milliseconds", async () => {
-      const kind = async (ts: number) => {
-        const { ev } = await run(name, { ts });
-        return ev.kind === "unverified" ? ev.reason : "verified";
-      };
-      expect(await kind(NOW - 300)).toBe("verified");
-      expect(await kind(NOW + 300)).toBe("verified");
-      expect(await kind(NOW - 301)).toBe("stale");
-      expect(await kind(NOW + 301)).toBe("future");
-      expect(await kind(NOW * 1000)).toBe("verified");
-    });
+    if (recipe.computed.includes("ts"))
+      test("a timestamp is good for 300 s either side of the clock, and may be in milliseconds", async () => {
+        const kind = async (ts: number) => {
+          const { ev } = await run(name, { ts });
+          return ev.kind === "unverified" ? ev.reason : "verified";
+        };
+        expect(await kind(NOW - 300)).toBe("verified");
+        expect(await kind(NOW + 300)).toBe("verified");
+        expect(await kind(NOW - 301)).toBe("stale");
+        expect(await kind(NOW + 301)).toBe("future");
+        expect(await kind(NOW * 1000)).toBe("verified");
+      });
 
     const claim = parseResult(block("result", name).text);
-    if (claim.status === 202 && claim.fields["dedup id"] !== "(none)") test("the same delivery again: a duplicate inside dedup_window_s, a new event after it", async () => {
-      const l = await example(ex);
-      const { ev } = await run(name);
-      if (ev.kind !== "classified") throw new Error(`expected classified, got ${ev.kind}`);
-      const window = l.config.sources[l.source.name].dedup_window_s;
-      expect(window).toBe(86400);
-      const { spool } = freshSpool();
-      try {
-        expect(enqueue(spool, ev.events[0], NOW).status).toBe("queued");
-        expect(enqueue(spool, ev.events[0], NOW + window - 1).status).toBe("duplicate");
-        expect(enqueue(spool, ev.events[0], NOW + window).status).toBe("queued");
-      } finally {
-        spool.close();
-      }
-    });
+    if (claim.status === 202 && claim.fields["dedup id"] !== "(none)")
+      test("the same delivery again: a duplicate inside dedup_window_s, a new event after it", async () => {
+        const l = await example(ex);
+        const { ev } = await run(name);
+        if (ev.kind !== "classified") throw new Error(`expected classified, got ${ev.kind}`);
+        const window = l.config.sources[l.source.name].dedup_window_s;
+        expect(window).toBe(86400);
+        const { spool } = freshSpool();
+        try {
+          expect(enqueue(spool, ev.events[0], NOW).status).toBe("queued");
+          expect(enqueue(spool, ev.events[0], NOW + window - 1).status).toBe("duplicate");
+          expect(enqueue(spool, ev.events[0], NOW + window).status).toBe("queued");
+        } finally {
+          spool.close();
+        }
+      });
   });
 }
 
 describe("the Slack module", () => {
   test("acknowledges an envelope other than event_callback without queueing it", async () => {
-    const body = '{"token":"unused","type":"app_rate_limited","team_id":"T04XK2M8Q","minute_rate_limited":1714564800,"api_app_id":"A06P3RST1"}';
+    const body =
+      '{"token":"unused","type":"app_rate_limited","team_id":"T04XK2M8Q","minute_rate_limited":1714564800,"api_app_id":"A06P3RST1"}';
     const { ev } = await run("slack/message", { body });
     expect(ev).toEqual({ kind: "ignored", reason: "not_an_event" });
   });
 
   test("quarantines a signed event without team_id (key_missing)", async () => {
-    const { ev } = await run("slack/message", { body: '{"type":"event_callback","event_id":"Ev1","event":{"type":"message"}}' });
+    const { ev } = await run("slack/message", {
+      body: '{"type":"event_callback","event_id":"Ev1","event":{"type":"message"}}',
+    });
     expect(ev.kind).toBe("quarantine");
     expect(ev.kind === "quarantine" && (ev.error as { fault?: string }).fault).toBe("key_missing");
   });

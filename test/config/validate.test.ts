@@ -46,7 +46,9 @@ describe("routes", () => {
     const root = bobbinRoot();
     writeBobbin(root, "acme/hooks", manifestText("acme.hooks"));
     const instance = `[spool]\nbobbin_path = ["${root}"]\n[bobbins.hooks]\nbobbin = "acme.hooks"\nsecrets.secret = { file = "/s" }\noutputs = { "*" = "hermes:hooks" }\n`;
-    const { config, problems } = parse(instance + route({ name: '"m"', source: '"hooks"', destination: '"hermes:mail"' }));
+    const { config, problems } = parse(
+      instance + route({ name: '"m"', source: '"hooks"', destination: '"hermes:mail"' }),
+    );
     expect(config.routes[0].source).toBe("hooks");
     expect(problems).toEqual([]);
   });
@@ -57,7 +59,11 @@ describe("routes", () => {
   });
 
   test("a tee route with a destination, and a plain route without one, are fine", () => {
-    const config = clean(GITHUB + route({ name: '"audit"', source: '"github"', tee: "true", destination: '"hermes:audit"' }) + route({ name: '"slow"', source: '"github"', quiet_s: "30", max_s: "60" }));
+    const config = clean(
+      GITHUB +
+        route({ name: '"audit"', source: '"github"', tee: "true", destination: '"hermes:audit"' }) +
+        route({ name: '"slow"', source: '"github"', quiet_s: "30", max_s: "60" }),
+    );
     expect(config.routes.map((r) => [r.name, r.tee, r.destination])).toEqual([
       ["audit", true, "hermes:audit"],
       ["slow", false, undefined],
@@ -67,7 +73,14 @@ describe("routes", () => {
   test("a route to the reserved quarantine destination is reported, and refused by check", () => {
     const text = GITHUB + route({ name: '"q"', source: '"github"', destination: '"quarantine"' });
     const { problems } = parse(text);
-    expect(problems).toEqual([{ level: "warning", key: "routes[0].destination", message: 'destination "quarantine": quarantine is reserved and never delivers', hint: undefined }]);
+    expect(problems).toEqual([
+      {
+        level: "warning",
+        key: "routes[0].destination",
+        message: 'destination "quarantine": quarantine is reserved and never delivers',
+        hint: undefined,
+      },
+    ]);
     expect(thrownBy(ConfigError, () => parse(text, true)).key).toBe("routes[0].destination");
   });
 
@@ -80,9 +93,13 @@ describe("routes", () => {
 
 describe("sources", () => {
   test("keep_headers naming an auth header is an error, whatever the case", () => {
-    const text = '[sources.github]\nauth_headers = ["X-Hub-Signature-256"]\nkeep_headers = ["X-GitHub-Event", "x-hub-signature-256"]\n';
+    const text =
+      '[sources.github]\nauth_headers = ["X-Hub-Signature-256"]\nkeep_headers = ["X-GitHub-Event", "x-hub-signature-256"]\n';
     const [p] = errorsOf(text);
-    expect(p).toMatchObject({ key: "sources.github.keep_headers", message: "x-hub-signature-256 is an auth header and is never stored" });
+    expect(p).toMatchObject({
+      key: "sources.github.keep_headers",
+      message: "x-hub-signature-256 is an auth header and is never stored",
+    });
   });
 
   test("a span that is not a preset is an error listing the presets", () => {
@@ -91,13 +108,18 @@ describe("sources", () => {
     expect(p.hint).toContain("burst");
   });
 
-  test.each(["toString", "constructor", "hasOwnProperty"])("span = %j (an Object.prototype name) is not a preset", (name) => {
-    const [p] = errorsOf(`[sources.github]\nspan = "${name}"\n`);
-    expect(p.key).toBe("sources.github.span");
-  });
+  test.each(["toString", "constructor", "hasOwnProperty"])(
+    "span = %j (an Object.prototype name) is not a preset",
+    (name) => {
+      const [p] = errorsOf(`[sources.github]\nspan = "${name}"\n`);
+      expect(p.key).toBe("sources.github.span");
+    },
+  );
 
   test("a user-added span may be named by a source", () => {
-    expect(clean('[spans]\nnightly = { quiet_s = 600, max_s = 3600 }\n[sources.feed]\nspan = "nightly"\n').sources.feed.span).toBe("nightly");
+    expect(
+      clean('[spans]\nnightly = { quiet_s = 600, max_s = 3600 }\n[sources.feed]\nspan = "nightly"\n').sources.feed.span,
+    ).toBe("nightly");
   });
 
   test("module and template together are an error", () => {
@@ -124,32 +146,50 @@ describe("sources", () => {
 describe("quiet_s > max_s", () => {
   test("on a source is a warning (the quiet window can never fire)", () => {
     const { problems } = parse("[sources.s]\nquiet_s = 300\nmax_s = 60\n");
-    expect(problems).toEqual([{ level: "warning", key: "sources.s", message: "quiet_s (300) > max_s (60): the quiet window can never fire", hint: undefined }]);
+    expect(problems).toEqual([
+      {
+        level: "warning",
+        key: "sources.s",
+        message: "quiet_s (300) > max_s (60): the quiet window can never fire",
+        hint: undefined,
+      },
+    ]);
   });
 
   test("is judged on the inherited values: a source max_s under its span's quiet_s", () => {
     const { problems } = parse('[sources.s]\nspan = "burst"\nmax_s = 60\n');
-    expect(problems.map((p) => [p.key, p.message])).toEqual([["sources.s", "quiet_s (120) > max_s (60): the quiet window can never fire"]]);
+    expect(problems.map((p) => [p.key, p.message])).toEqual([
+      ["sources.s", "quiet_s (120) > max_s (60): the quiet window can never fire"],
+    ]);
   });
 
   test("a quiet_s with max_s left at its default 0 is reported (max_s = 0 seals at once)", () => {
     const { problems } = parse("[sources.s]\nquiet_s = 30\n");
-    expect(problems.map((p) => [p.key, p.message])).toEqual([["sources.s", "quiet_s (30) > max_s (0): the quiet window can never fire"]]);
+    expect(problems.map((p) => [p.key, p.message])).toEqual([
+      ["sources.s", "quiet_s (30) > max_s (0): the quiet window can never fire"],
+    ]);
   });
 
   test("on a route it follows route -> source -> span: a route max_s under the source's quiet window", () => {
-    const text = '[sources.s]\nspan = "burst"\naction = "hermes:s"\n' + route({ name: '"r"', source: '"s"', max_s: "60" });
+    const text =
+      '[sources.s]\nspan = "burst"\naction = "hermes:s"\n' + route({ name: '"r"', source: '"s"', max_s: "60" });
     const { problems } = parse(text);
-    expect(problems.map((p) => [p.key, p.message])).toEqual([["routes[0]", "quiet_s (120) > max_s (60): the quiet window can never fire"]]);
+    expect(problems.map((p) => [p.key, p.message])).toEqual([
+      ["routes[0]", "quiet_s (120) > max_s (60): the quiet window can never fire"],
+    ]);
   });
 
   test("a route that fixes its source's bad window is not reported for it", () => {
-    const text = '[sources.s]\nquiet_s = 300\nmax_s = 60\naction = "hermes:s"\n' + route({ name: '"r"', source: '"s"', max_s: "600" });
+    const text =
+      '[sources.s]\nquiet_s = 300\nmax_s = 60\naction = "hermes:s"\n' +
+      route({ name: '"r"', source: '"s"', max_s: "600" });
     expect(keysOf(parse(text).problems)).toEqual(["sources.s"]);
   });
 
   test("a route that sets no window field is not reported again for its source's window", () => {
-    const text = '[sources.s]\nquiet_s = 300\nmax_s = 60\naction = "hermes:s"\n' + route({ name: '"r"', source: '"s"', max_events: "10" });
+    const text =
+      '[sources.s]\nquiet_s = 300\nmax_s = 60\naction = "hermes:s"\n' +
+      route({ name: '"r"', source: '"s"', max_events: "10" });
     expect(keysOf(parse(text).problems)).toEqual(["sources.s"]);
   });
 
@@ -179,14 +219,19 @@ describe("destinations", () => {
   });
 
   test("a script destination may run a processor instead of argv, but not both", () => {
-    expect(clean('[destinations."script:gmail"]\nprocessor = "gmail"\n').destinations["script:gmail"].processor).toBe("gmail");
+    expect(clean('[destinations."script:gmail"]\nprocessor = "gmail"\n').destinations["script:gmail"].processor).toBe(
+      "gmail",
+    );
     const [p] = errorsOf('[destinations."script:gmail"]\nprocessor = "gmail"\nargv = ["/bin/true"]\n');
     expect(p.message).toBe("set argv or processor, not both");
   });
 
   test("a hermes: or script: name cannot take another type", () => {
     const [p] = errorsOf('[destinations."hermes:ci"]\ntype = "script"\n');
-    expect(p).toMatchObject({ key: 'destinations."hermes:ci".type', message: 'a hermes: destination cannot have type = "script"' });
+    expect(p).toMatchObject({
+      key: 'destinations."hermes:ci".type',
+      message: 'a hermes: destination cannot have type = "script"',
+    });
   });
 
   test("a table whose type cannot be told is an error", () => {
@@ -202,7 +247,11 @@ describe("destinations", () => {
 
   test("an http:// url is refused without allow_insecure", () => {
     const [p] = errorsOf('[destinations.audit]\ntype = "http"\nurl = "http://10.0.0.5/hook"\n');
-    expect(p).toMatchObject({ key: "destinations.audit.url", message: "http:// needs allow_insecure = true", hint: "use https://" });
+    expect(p).toMatchObject({
+      key: "destinations.audit.url",
+      message: "http:// needs allow_insecure = true",
+      hint: "use https://",
+    });
   });
 
   test("allow_insecure = true allows an http:// url", () => {
@@ -211,27 +260,43 @@ describe("destinations", () => {
   });
 
   test("an https:// url needs nothing more, and its type is inferred from url", () => {
-    expect(clean('[destinations.audit]\nurl = "https://example.invalid/h"\n').destinations.audit.allow_insecure).toBe(false);
+    expect(clean('[destinations.audit]\nurl = "https://example.invalid/h"\n').destinations.audit.allow_insecure).toBe(
+      false,
+    );
   });
 
   test("a url that is not http(s) is an error even with allow_insecure", () => {
-    const [p] = errorsOf('[destinations.audit]\ntype = "http"\nurl = "ftp://example.invalid/h"\nallow_insecure = true\n');
+    const [p] = errorsOf(
+      '[destinations.audit]\ntype = "http"\nurl = "ftp://example.invalid/h"\nallow_insecure = true\n',
+    );
     expect(p).toMatchObject({ key: "destinations.audit.url", message: "expected an http(s) URL" });
   });
 
   test("script env names must match ^[A-Z][A-Z0-9_]*$", () => {
-    const problems = errorsOf('[destinations."script:x"]\nargv = ["/bin/true"]\nenv = { lower = "1", "9LIVES" = "2", "WITH-DASH" = "3", GOOD_NAME_2 = "4" }\n');
-    expect(keysOf(problems)).toEqual(['destinations."script:x".env.lower', 'destinations."script:x".env.9LIVES', 'destinations."script:x".env.WITH-DASH']);
+    const problems = errorsOf(
+      '[destinations."script:x"]\nargv = ["/bin/true"]\nenv = { lower = "1", "9LIVES" = "2", "WITH-DASH" = "3", GOOD_NAME_2 = "4" }\n',
+    );
+    expect(keysOf(problems)).toEqual([
+      'destinations."script:x".env.lower',
+      'destinations."script:x".env.9LIVES',
+      'destinations."script:x".env.WITH-DASH',
+    ]);
     expect(problems[0].message).toBe("environment names match ^[A-Z][A-Z0-9_]*$");
   });
 
   test("script env may not set HOOKSPOOL_* variables", () => {
     const [p] = errorsOf('[destinations."script:x"]\nargv = ["/bin/true"]\nenv = { HOOKSPOOL_BATCH_ID = "1" }\n');
-    expect(p).toMatchObject({ key: 'destinations."script:x".env.HOOKSPOOL_BATCH_ID', message: "HOOKSPOOL_* variables are set by hookspool, not by config" });
+    expect(p).toMatchObject({
+      key: 'destinations."script:x".env.HOOKSPOOL_BATCH_ID',
+      message: "HOOKSPOOL_* variables are set by hookspool, not by config",
+    });
   });
 
   test("a well-formed script env loads", () => {
-    expect(clean('[destinations."script:x"]\nargv = ["/bin/true"]\nenv = { TZ = "UTC", API_BASE = "https://x" }\n').destinations["script:x"].env).toEqual({ TZ: "UTC", API_BASE: "https://x" });
+    expect(
+      clean('[destinations."script:x"]\nargv = ["/bin/true"]\nenv = { TZ = "UTC", API_BASE = "https://x" }\n')
+        .destinations["script:x"].env,
+    ).toEqual({ TZ: "UTC", API_BASE: "https://x" });
   });
 });
 
@@ -239,8 +304,16 @@ describe("awaited outcomes and run budgets", () => {
   const dest = (lines: string) => `${GITHUB}[destinations."hermes:github"]\n${lines}\n`;
 
   test("outcome = await with its timeout and on_timeout, and budgets, load clean", () => {
-    const config = clean(dest('outcome = "await"\noutcome_timeout_s = 60\non_timeout = "delivered"\nbudget = "20/h"\nkey_budget = "3/h"'));
-    expect(config.destinations["hermes:github"]).toMatchObject({ outcome: "await", outcome_timeout_s: 60, on_timeout: "delivered", budget: "20/h", key_budget: "3/h" });
+    const config = clean(
+      dest('outcome = "await"\noutcome_timeout_s = 60\non_timeout = "delivered"\nbudget = "20/h"\nkey_budget = "3/h"'),
+    );
+    expect(config.destinations["hermes:github"]).toMatchObject({
+      outcome: "await",
+      outcome_timeout_s: 60,
+      on_timeout: "delivered",
+      budget: "20/h",
+      key_budget: "3/h",
+    });
   });
 
   test("await with unwrap is an error at outcome: one outcome settles one delivery", () => {
@@ -251,8 +324,12 @@ describe("awaited outcomes and run budgets", () => {
 
   test("an outcome that is neither answer nor await, an on_timeout of another word, a timeout under 1 s: errors at their keys", () => {
     expect(keysOf(errorsOf(dest('outcome = "later"')))).toEqual(['destinations."hermes:github".outcome']);
-    expect(keysOf(errorsOf(dest('outcome = "await"\non_timeout = "drop"')))).toEqual(['destinations."hermes:github".on_timeout']);
-    expect(keysOf(errorsOf(dest('outcome = "await"\noutcome_timeout_s = 0')))).toEqual(['destinations."hermes:github".outcome_timeout_s']);
+    expect(keysOf(errorsOf(dest('outcome = "await"\non_timeout = "drop"')))).toEqual([
+      'destinations."hermes:github".on_timeout',
+    ]);
+    expect(keysOf(errorsOf(dest('outcome = "await"\noutcome_timeout_s = 0')))).toEqual([
+      'destinations."hermes:github".outcome_timeout_s',
+    ]);
   });
 
   test("a timeout without await is a warning: it would do nothing", () => {

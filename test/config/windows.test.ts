@@ -27,12 +27,16 @@ describe("windowFor", () => {
   });
 
   test("the implicit route (null) skips the routes and starts at the source", () => {
-    const config = clean('[sources.github]\nspan = "mail"\nmax_events = 42\n[[routes]]\nname = "prs"\nsource = "github"\nquiet_s = 7\n');
+    const config = clean(
+      '[sources.github]\nspan = "mail"\nmax_events = 42\n[[routes]]\nname = "prs"\nsource = "github"\nquiet_s = 7\n',
+    );
     expect(windowFor(config, "github", null)).toEqual({ quiet_s: 30, max_s: 120, max_events: 42, max_bytes: 786432 });
   });
 
   test("one route's values never reach another route of the same source", () => {
-    const config = clean('[sources.s]\n[[routes]]\nname = "a"\nsource = "s"\nmax_s = 999\n[[routes]]\nname = "b"\nsource = "s"\n');
+    const config = clean(
+      '[sources.s]\n[[routes]]\nname = "a"\nsource = "s"\nmax_s = 999\n[[routes]]\nname = "b"\nsource = "s"\n',
+    );
     expect(windowFor(config, "s", "b").max_s).toBe(0);
     expect(windowFor(config, "s", "a").max_s).toBe(999);
   });
@@ -43,7 +47,9 @@ describe("windowFor", () => {
   });
 
   test("0 is a value, not 'unset': a route quiet_s = 0 overrides the source's 30", () => {
-    const config = clean('[sources.s]\nquiet_s = 30\nmax_s = 60\n[[routes]]\nname = "now"\nsource = "s"\nquiet_s = 0\n');
+    const config = clean(
+      '[sources.s]\nquiet_s = 30\nmax_s = 60\n[[routes]]\nname = "now"\nsource = "s"\nquiet_s = 0\n',
+    );
     expect(windowFor(config, "s", "now")).toMatchObject({ quiet_s: 0, max_s: 60 });
   });
 
@@ -74,12 +80,22 @@ describe("windowFor", () => {
 
   test("with the plugin's span, route and source fields still win per field", () => {
     const config = clean('[sources.github]\nmax_s = 900\n[[routes]]\nname = "ci"\nsource = "github"\nquiet_s = 15\n');
-    expect(windowFor(config, "github", "ci", "burst")).toEqual({ quiet_s: 15, max_s: 900, max_events: 500, max_bytes: 786432 });
+    expect(windowFor(config, "github", "ci", "burst")).toEqual({
+      quiet_s: 15,
+      max_s: 900,
+      max_events: 500,
+      max_bytes: 786432,
+    });
   });
 
   test("a source that is not in config (a plugin-only source) gets its plugin span and [coalesce]", () => {
     const config = clean("");
-    expect(windowFor(config, "unlisted", null, "calendar")).toEqual({ quiet_s: 45, max_s: 180, max_events: 500, max_bytes: 786432 });
+    expect(windowFor(config, "unlisted", null, "calendar")).toEqual({
+      quiet_s: 45,
+      max_s: 180,
+      max_events: 500,
+      max_bytes: 786432,
+    });
   });
 
   test("the result is a fresh object: changing it leaves [coalesce] alone", () => {

@@ -18,19 +18,40 @@ export function killedBeforeCommit(point: CrashPoint): CrashCase {
       const h = hook("demo", { topic: "alpha", type: "push", n: 1 }, `evt-${point}`);
       const armed = await s.start(["run"], { hook: point });
       const first = await s.send(armed.port, h);
-      expect("dropped" in first, `event ${h.dedupId}: the request killed at ${point} was answered ${statusOf(first)}`).toBe(true);
+      expect(
+        "dropped" in first,
+        `event ${h.dedupId}: the request killed at ${point} was answered ${statusOf(first)}`,
+      ).toBe(true);
       await s.killedAt(armed.hs, point);
-      const left = { events: s.count("events"), batches: s.count("batches"), dedup: s.count("dedup"), meta: s.count(ENQUEUE_META) };
-      expect(left, `event ${h.dedupId}: a half-applied enqueue transaction survived ${point}`).toEqual({ events: 0, batches: 0, dedup: 0, meta: 0 });
+      const left = {
+        events: s.count("events"),
+        batches: s.count("batches"),
+        dedup: s.count("dedup"),
+        meta: s.count(ENQUEUE_META),
+      };
+      expect(left, `event ${h.dedupId}: a half-applied enqueue transaction survived ${point}`).toEqual({
+        events: 0,
+        batches: 0,
+        dedup: 0,
+        meta: 0,
+      });
 
       const again = await s.start();
       const retry = await s.send(again.port, h);
-      expect(statusOf(retry), `event ${h.dedupId}: the sender's retry after the restart`).toBe('202 {"status":"queued"}');
+      expect(statusOf(retry), `event ${h.dedupId}: the sender's retry after the restart`).toBe(
+        '202 {"status":"queued"}',
+      );
       await s.settled();
       const copies = copiesOf(s, h.dedupId as string);
-      expect(copies.map((c) => c.route), `event ${h.dedupId}: copies after the retry`).toEqual(["demo", "demo-mirror"]);
+      expect(
+        copies.map((c) => c.route),
+        `event ${h.dedupId}: copies after the retry`,
+      ).toEqual(["demo", "demo-mirror"]);
       for (const c of copies) expectDeliveredOnce(s, c.batch_id, [1]);
-      expect(s.count("dedup WHERE dedup_id = ? AND event_id = ?", h.dedupId as string, copies[0].id), `event ${h.dedupId}: the dedup row does not point at the primary copy`).toBe(1);
+      expect(
+        s.count("dedup WHERE dedup_id = ? AND event_id = ?", h.dedupId as string, copies[0].id),
+        `event ${h.dedupId}: the dedup row does not point at the primary copy`,
+      ).toBe(1);
     },
   };
 }
@@ -45,14 +66,20 @@ export const afterCommitWithDedupId: CrashCase = {
     expect("dropped" in first, `event ${h.dedupId}: killed after COMMIT, yet answered ${statusOf(first)}`).toBe(true);
     await s.killedAt(armed.hs, "intake.after_commit");
     const copies = copiesOf(s, "evt-after-commit");
-    expect(copies.map((c) => c.route), `event ${h.dedupId}: committed before the kill, so both copies must be spooled`).toEqual(["demo", "demo-mirror"]);
+    expect(
+      copies.map((c) => c.route),
+      `event ${h.dedupId}: committed before the kill, so both copies must be spooled`,
+    ).toEqual(["demo", "demo-mirror"]);
 
     const again = await s.start();
     const retry = await s.send(again.port, h);
     expect(statusOf(retry), `event ${h.dedupId}: the retry of a committed event`).toBe('200 {"status":"duplicate"}');
     await s.settled();
     expect(copiesOf(s, "evt-after-commit"), `event ${h.dedupId}: a duplicate must make no new copies`).toEqual(copies);
-    expect(s.count("dedup WHERE dedup_id = ? AND dup_count = 1", "evt-after-commit"), `event ${h.dedupId}: dup_count`).toBe(1);
+    expect(
+      s.count("dedup WHERE dedup_id = ? AND dup_count = 1", "evt-after-commit"),
+      `event ${h.dedupId}: dup_count`,
+    ).toBe(1);
     for (const c of copies) expectDeliveredOnce(s, c.batch_id, [1]);
   },
 };
@@ -70,7 +97,10 @@ export const afterCommitWithoutDedupId: CrashCase = {
     const first = await s.send(armed.port, h);
     expect("dropped" in first, `killed after COMMIT, yet answered ${statusOf(first)}`).toBe(true);
     await s.killedAt(armed.hs, "intake.after_commit");
-    const committed = s.db.query("SELECT id, batch_id FROM events WHERE source = 'nodedup'").all() as { id: number; batch_id: number }[];
+    const committed = s.db.query("SELECT id, batch_id FROM events WHERE source = 'nodedup'").all() as {
+      id: number;
+      batch_id: number;
+    }[];
     expect(committed.length, "the event committed before the kill is missing").toBe(1);
     const batch = committed[0].batch_id;
     expect(batchRow(s, batch).state, `batch ${batch}`).toBe("open");
@@ -78,15 +108,24 @@ export const afterCommitWithoutDedupId: CrashCase = {
     const intake = await s.start(["intake"]);
     const retry = await s.send(intake.port, h);
     expect(statusOf(retry), `batch ${batch}: the sender's retry`).toBe('202 {"status":"queued"}');
-    const events = s.db.query("SELECT id, batch_id FROM events WHERE source = 'nodedup' ORDER BY id").all() as { id: number; batch_id: number }[];
-    expect(events.map((e) => e.batch_id), `event ${events[1]?.id}: the retry must join batch ${batch}`).toEqual([batch, batch]);
+    const events = s.db.query("SELECT id, batch_id FROM events WHERE source = 'nodedup' ORDER BY id").all() as {
+      id: number;
+      batch_id: number;
+    }[];
+    expect(
+      events.map((e) => e.batch_id),
+      `event ${events[1]?.id}: the retry must join batch ${batch}`,
+    ).toEqual([batch, batch]);
     intake.hs.kill("SIGTERM");
     expect(await intake.hs.exited, "the intake's clean stop").toBe(0);
 
     await s.start(["run"]);
     await s.settled();
     const d = expectDeliveredOnce(s, batch, [7, 7]);
-    expect(d.doc.event_meta.map((m) => m.id), `batch ${batch}: both events, in commit order`).toEqual(events.map((e) => e.id));
+    expect(
+      d.doc.event_meta.map((m) => m.id),
+      `batch ${batch}: both events, in commit order`,
+    ).toEqual(events.map((e) => e.id));
   },
 };
 
@@ -101,12 +140,28 @@ export const killedInQuarantine: CrashCase = {
     const first = await s.send(armed.port, h);
     expect("dropped" in first, `killed inside quarantine, yet answered ${statusOf(first)}`).toBe(true);
     await s.killedAt(armed.hs, "quarantine.before_commit");
-    const left = { events: s.count("events"), batches: s.count("batches"), issues: s.count("issues"), meta: s.count(ENQUEUE_META) };
-    expect(left, "a half-applied quarantine transaction survived").toEqual({ events: 0, batches: 0, issues: 0, meta: 0 });
+    const left = {
+      events: s.count("events"),
+      batches: s.count("batches"),
+      issues: s.count("issues"),
+      meta: s.count(ENQUEUE_META),
+    };
+    expect(left, "a half-applied quarantine transaction survived").toEqual({
+      events: 0,
+      batches: 0,
+      issues: 0,
+      meta: 0,
+    });
 
     const again = await s.start();
-    expect(statusOf(await s.send(again.port, h)), "the retry while the plugin is still broken").toBe('202 {"status":"quarantined"}');
-    const q = s.db.query("SELECT b.id, b.state, e.raw FROM batches b JOIN events e ON e.batch_id = b.id WHERE b.destination = 'quarantine'").all() as { id: number; state: string; raw: Uint8Array }[];
+    expect(statusOf(await s.send(again.port, h)), "the retry while the plugin is still broken").toBe(
+      '202 {"status":"quarantined"}',
+    );
+    const q = s.db
+      .query(
+        "SELECT b.id, b.state, e.raw FROM batches b JOIN events e ON e.batch_id = b.id WHERE b.destination = 'quarantine'",
+      )
+      .all() as { id: number; state: string; raw: Uint8Array }[];
     expect(q.length, "exactly one quarantine batch (the retry's)").toBe(1);
     expect(q[0].state, `quarantine batch ${q[0].id}`).toBe("dead");
     expect(new TextDecoder().decode(q[0].raw), `quarantine batch ${q[0].id} must keep the raw body`).toBe(h.body);
@@ -114,7 +169,9 @@ export const killedInQuarantine: CrashCase = {
     rmSync(broken);
     expect(statusOf(await s.send(again.port, h)), "the retry after the fix").toBe('202 {"status":"queued"}');
     await s.settled();
-    const queued = s.db.query("SELECT id, batch_id FROM events WHERE source = 'flaky' AND payload IS NOT NULL").all() as { id: number; batch_id: number }[];
+    const queued = s.db
+      .query("SELECT id, batch_id FROM events WHERE source = 'flaky' AND payload IS NOT NULL")
+      .all() as { id: number; batch_id: number }[];
     expect(queued.length, "the fixed retry's event").toBe(1);
     expectDeliveredOnce(s, queued[0].batch_id, [3]);
   },
@@ -127,19 +184,34 @@ export const killedInQuarantine: CrashCase = {
 export const killedInGroup: CrashCase = {
   name: "a group of concurrent requests killed before its COMMIT: no 2xx to any, nothing stored; every retry delivered once",
   async run(s: Scene) {
-    const hooks = Array.from({ length: 8 }, (_, i) => hook("demo", { topic: `g${i}`, type: "push", n: i }, `evt-group-${i}`));
+    const hooks = Array.from({ length: 8 }, (_, i) =>
+      hook("demo", { topic: `g${i}`, type: "push", n: i }, `evt-group-${i}`),
+    );
     const armed = await s.start(["run"], { hook: "enqueue.after_savepoint" });
     const answers = await Promise.all(hooks.map((h) => s.send(armed.port, h)));
-    for (const [i, a] of answers.entries()) expect("dropped" in a, `event ${hooks[i].dedupId}: answered ${statusOf(a)} though the process died before its COMMIT`).toBe(true);
+    for (const [i, a] of answers.entries())
+      expect(
+        "dropped" in a,
+        `event ${hooks[i].dedupId}: answered ${statusOf(a)} though the process died before its COMMIT`,
+      ).toBe(true);
     await s.killedAt(armed.hs, "enqueue.after_savepoint");
-    expect({ events: s.count("events"), batches: s.count("batches"), dedup: s.count("dedup") }, "a killed group left rows behind").toEqual({ events: 0, batches: 0, dedup: 0 });
+    expect(
+      { events: s.count("events"), batches: s.count("batches"), dedup: s.count("dedup") },
+      "a killed group left rows behind",
+    ).toEqual({ events: 0, batches: 0, dedup: 0 });
 
     const again = await s.start();
-    for (const h of hooks) expect(statusOf(await s.send(again.port, h)), `event ${h.dedupId}: the retry after the restart`).toBe('202 {"status":"queued"}');
+    for (const h of hooks)
+      expect(statusOf(await s.send(again.port, h)), `event ${h.dedupId}: the retry after the restart`).toBe(
+        '202 {"status":"queued"}',
+      );
     await s.settled();
     for (const [i, h] of hooks.entries()) {
       const copies = copiesOf(s, h.dedupId as string);
-      expect(copies.map((c) => c.route), `event ${h.dedupId}: copies after the retry`).toEqual(["demo", "demo-mirror"]);
+      expect(
+        copies.map((c) => c.route),
+        `event ${h.dedupId}: copies after the retry`,
+      ).toEqual(["demo", "demo-mirror"]);
       for (const c of copies) expectDeliveredOnce(s, c.batch_id, [i]);
     }
   },

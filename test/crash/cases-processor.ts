@@ -14,7 +14,9 @@ export const killedAfterJournal: CrashCase = {
   async run(s) {
     // The dispatcher's armed hook reaches its processor children; only they call this point.
     const armed = await s.start(["run"], { hook: "processor.after_journal" });
-    expect(statusOf(await s.send(armed.port, hook("tally", { topic: "t-1", type: "push", n: 1 })))).toBe('202 {"status":"queued"}');
+    expect(statusOf(await s.send(armed.port, hook("tally", { topic: "t-1", type: "push", n: 1 })))).toBe(
+      '202 {"status":"queued"}',
+    );
     await s.settled(15_000);
     const batch = s.db.query("SELECT id FROM batches WHERE destination = 'script:tally'").get() as { id: number };
     expect(attemptsOf(s, batch.id).map((a) => [a.outcome, a.error?.split(";")[0] ?? null])).toEqual([
@@ -41,23 +43,40 @@ export const killedInPollTick: CrashCase = {
   name: "neither the tick nor the next_at move survives; after the restart the instance ticks once",
   async run(s) {
     const root = join(s.home, "bobbins-private");
-    const manifest = manifestText("acme.feed", '\n[poll]\nevery_s = 60\njitter_s = 0\nmodule = "poller"\n\n[outputs.filing]\ndescription = "a filing"\n')
+    const manifest = manifestText(
+      "acme.feed",
+      '\n[poll]\nevery_s = 60\njitter_s = 0\nmodule = "poller"\n\n[outputs.filing]\ndescription = "a filing"\n',
+    )
       .replace(/\[source\][\s\S]*?\n\n/, "")
       .replace(/\[secrets\.secret\]\ndescription = "the signing secret"\n\n/, "")
       .replace(/\[outputs\."\*"\]\ndescription = "every accepted event"\n/, "");
     writeBobbin(root, "acme/feed", manifest, { "poller.ts": "export default { poll: () => [] };\n" });
-    appendFileSync(join(s.home, "config.toml"), '\n[bobbins.feed]\nbobbin = "acme.feed"\noutputs = { filing = "receiver" }\n');
+    appendFileSync(
+      join(s.home, "config.toml"),
+      '\n[bobbins.feed]\nbobbin = "acme.feed"\noutputs = { filing = "receiver" }\n',
+    );
     const armed = await s.start(["dispatch"], { hook: "poll.after_enqueue" });
     await s.killedAt(armed.hs, "poll.after_enqueue");
-    const row = () => s.db.query("SELECT next_at, created_at, last_batch_id FROM polls WHERE instance = 'feed'").get() as { next_at: number; created_at: number; last_batch_id: number | null };
+    const row = () =>
+      s.db.query("SELECT next_at, created_at, last_batch_id FROM polls WHERE instance = 'feed'").get() as {
+        next_at: number;
+        created_at: number;
+        last_batch_id: number | null;
+      };
     const ticks = () => s.count("events WHERE source = 'feed'");
     // Scheduled in an earlier transaction (jitter 0: due at once), then killed inside the tick's.
-    expect({ ticks: ticks(), moved: row().next_at !== row().created_at, batch: row().last_batch_id }).toEqual({ ticks: 0, moved: false, batch: null });
+    expect({ ticks: ticks(), moved: row().next_at !== row().created_at, batch: row().last_batch_id }).toEqual({
+      ticks: 0,
+      moved: false,
+      batch: null,
+    });
     s.closeDb();
     await s.start(["dispatch"]);
     await waitFor("the restarted dispatcher's tick", () => ticks() >= 1);
     await s.settled();
     expect(ticks()).toBe(1);
-    expect(s.db.query("SELECT dedup_id FROM events WHERE source = 'feed'").get()).toEqual({ dedup_id: `poll:feed:${row().created_at}` });
+    expect(s.db.query("SELECT dedup_id FROM events WHERE source = 'feed'").get()).toEqual({
+      dedup_id: `poll:feed:${row().created_at}`,
+    });
   },
 };

@@ -10,8 +10,13 @@ import { type CrashCase, hook, type Scene, statusOf } from "./harness.ts";
 
 /** No event may outlive its batch: a pass deletes a batch's events with it or before it. */
 function expectNoOrphans(s: Scene, when: string): void {
-  const orphans = s.db.query("SELECT e.id, e.batch_id FROM events e LEFT JOIN batches b ON b.id = e.batch_id WHERE b.id IS NULL").all() as { id: number; batch_id: number }[];
-  expect(orphans, `${when}, events without their batch: ${orphans.map((o) => `event ${o.id} (batch ${o.batch_id})`).join(", ")}`).toEqual([]);
+  const orphans = s.db
+    .query("SELECT e.id, e.batch_id FROM events e LEFT JOIN batches b ON b.id = e.batch_id WHERE b.id IS NULL")
+    .all() as { id: number; batch_id: number }[];
+  expect(
+    orphans,
+    `${when}, events without their batch: ${orphans.map((o) => `event ${o.id} (batch ${o.batch_id})`).join(", ")}`,
+  ).toEqual([]);
 }
 
 const EIGHT_DAYS = { HOOKSPOOL_TEST_CLOCK_OFFSET_S: String(8 * 86400) };
@@ -35,10 +40,14 @@ export const killedInRetention: CrashCase = {
     const dead = s.db.query("SELECT id FROM batches WHERE state = 'dead' ORDER BY id").all() as { id: number }[];
     expect(dead.length, "a rejected batch and a quarantine batch").toBe(2);
     const deadRows = () => dump(s.db).batches.filter((b) => dead.some((d) => d.id === (b as { id: number }).id));
-    const deadEvents = () => s.db.query(`SELECT * FROM events WHERE batch_id IN (${dead.map((d) => d.id).join(",")}) ORDER BY id`).all();
+    const deadEvents = () =>
+      s.db.query(`SELECT * FROM events WHERE batch_id IN (${dead.map((d) => d.id).join(",")}) ORDER BY id`).all();
     const before = dump(s.db);
     const deadBefore = { batches: deadRows(), events: deadEvents() };
-    expect(s.count("batches WHERE state = 'delivered'"), "delivered batches for the pass to delete").toBeGreaterThanOrEqual(4);
+    expect(
+      s.count("batches WHERE state = 'delivered'"),
+      "delivered batches for the pass to delete",
+    ).toBeGreaterThanOrEqual(4);
     s.closeDb();
 
     const killed = await s.command(["prune"], { hook: "retention.before_commit", env: EIGHT_DAYS });
@@ -56,6 +65,9 @@ export const killedInRetention: CrashCase = {
     expect(quickCheck(s.store), "quick_check after the pass").toEqual([]);
     expectNoOrphans(s, "after the pass");
     expect(s.count("batches WHERE state = 'delivered'"), "delivered batches eight days old").toBe(0);
-    expect({ batches: deadRows(), events: deadEvents() }, `dead batches ${dead.map((d) => d.id).join(", ")} were touched by retention`).toEqual(deadBefore);
+    expect(
+      { batches: deadRows(), events: deadEvents() },
+      `dead batches ${dead.map((d) => d.id).join(", ")} were touched by retention`,
+    ).toEqual(deadBefore);
   },
 };

@@ -26,7 +26,11 @@ describe("coverage", () => {
     }
     const unknown = named.filter((p) => !(CRASH_POINTS as readonly string[]).includes(p));
     expect(unknown, `testHook() points missing from CRASH_POINTS: ${unknown.join(", ")}`).toEqual([]);
-    for (const p of CRASH_POINTS) expect(named.some((n) => n === p || (p.startsWith("enqueue.after_copy.") && n === "enqueue.after_copy.0")), `${p} is not called anywhere in src`).toBe(true);
+    for (const p of CRASH_POINTS)
+      expect(
+        named.some((n) => n === p || (p.startsWith("enqueue.after_copy.") && n === "enqueue.after_copy.0")),
+        `${p} is not called anywhere in src`,
+      ).toBe(true);
   });
 });
 

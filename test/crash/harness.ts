@@ -7,7 +7,14 @@ import { mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { openSpool, type SqliteSpool } from "../../src/store/sqlite/db.ts";
 import type { CRASH_POINTS } from "../../src/testhook.ts";
-import { type Hookspool, type Runtime, type StartOptions as ProcessOptions, startHookspool, waitFor, within } from "../helpers/proc.ts";
+import {
+  type Hookspool,
+  type Runtime,
+  type StartOptions as ProcessOptions,
+  startHookspool,
+  waitFor,
+  within,
+} from "../helpers/proc.ts";
 import { type Delivery as ReceiverDelivery, Receiver } from "../helpers/receiver.ts";
 import { writeTallyBobbin } from "../helpers/bobbins.ts";
 import { tempDir } from "../helpers/tmp.ts";
@@ -224,7 +231,10 @@ export class Scene {
   }
 
   /** Run a short command (migrate, enqueue, prune) to its end; returns its exit code (null: killed). */
-  async command(argv: string[], o: StartOptions = {}): Promise<{ code: number | null; signal: string | null; stderr: string }> {
+  async command(
+    argv: string[],
+    o: StartOptions = {},
+  ): Promise<{ code: number | null; signal: string | null; stderr: string }> {
     const { hs } = await this.start(argv, o);
     const code = await within(hs.exited, 15_000, `hookspool ${argv[0]} to exit`);
     const signal = hs.proc.signalCode;
@@ -250,7 +260,9 @@ export class Scene {
   async killedAt(hs: Hookspool, point: CrashPoint): Promise<void> {
     await within(hs.exited, 15_000, `hookspool to be killed at ${point}`);
     if (hs.proc.signalCode !== "SIGKILL") {
-      throw new Error(`hookspool should have died of SIGKILL at ${point}; it exited with ${hs.proc.exitCode ?? hs.proc.signalCode}: ${hs.stderr().slice(-400)}`);
+      throw new Error(
+        `hookspool should have died of SIGKILL at ${point}; it exited with ${hs.proc.exitCode ?? hs.proc.signalCode}: ${hs.stderr().slice(-400)}`,
+      );
     }
   }
 
@@ -279,9 +291,17 @@ export class Scene {
   /** Wait until every batch (quarantine aside) is finished, naming the ones that are not. */
   async settled(ms = 10_000): Promise<void> {
     try {
-      await waitFor("every batch delivered or dead", () => this.count("batches WHERE state NOT IN ('delivered', 'dead', 'dropped')") === 0, ms);
+      await waitFor(
+        "every batch delivered or dead",
+        () => this.count("batches WHERE state NOT IN ('delivered', 'dead', 'dropped')") === 0,
+        ms,
+      );
     } catch {
-      const left = this.db.query("SELECT id, state, destination, last_error FROM batches WHERE state NOT IN ('delivered', 'dead', 'dropped')").all();
+      const left = this.db
+        .query(
+          "SELECT id, state, destination, last_error FROM batches WHERE state NOT IN ('delivered', 'dead', 'dropped')",
+        )
+        .all();
       throw new Error(`batches never finished: ${JSON.stringify(left)}`);
     }
   }
@@ -300,9 +320,11 @@ export class Scene {
     for (const hs of this.procs) hs.kill("SIGKILL");
     await Promise.allSettled(this.procs.map((hs) => hs.exited));
     this.receiver.stop();
-    if (this.receiver.unverified.length) throw new Error(`deliveries failed the signature check: ${this.receiver.unverified.join("; ")}`);
+    if (this.receiver.unverified.length)
+      throw new Error(`deliveries failed the signature check: ${this.receiver.unverified.join("; ")}`);
     for (const hs of this.procs) {
-      if (hs.stderr().includes(IN_SECRET) || hs.stderr().includes("crash-outbound-secret")) throw new Error("a hookspool log line carries a secret");
+      if (hs.stderr().includes(IN_SECRET) || hs.stderr().includes("crash-outbound-secret"))
+        throw new Error("a hookspool log line carries a secret");
     }
   }
 }

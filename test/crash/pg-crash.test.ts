@@ -77,10 +77,15 @@ async function post(ports: number[], first: number, body: string): Promise<boole
   for (let a = 0; a < 8; a++) {
     const port = ports[(first + a) % ports.length];
     try {
-      const res = await fetch(`http://127.0.0.1:${port}/hooks/load`, { method: "POST", body, headers: { "Content-Type": "application/json", "X-Sig": sig } });
+      const res = await fetch(`http://127.0.0.1:${port}/hooks/load`, {
+        method: "POST",
+        body,
+        headers: { "Content-Type": "application/json", "X-Sig": sig },
+      });
       const answer = ((await res.json().catch(() => ({}))) as { status?: string }).status;
       // Any 2xx is an answer (a quarantined request is kept, not an event of the load).
-      if (res.status >= 200 && res.status < 300) return (res.status === 202 && answer === "queued") || (res.status === 200 && answer === "duplicate");
+      if (res.status >= 200 && res.status < 300)
+        return (res.status === 202 && answer === "queued") || (res.status === 200 && answer === "duplicate");
     } catch {
       // that intake is gone: the next one
     }
@@ -127,33 +132,55 @@ async function scenario(pg: PgServer, name: string, intakePoint: string, dispatc
         }
       }),
     );
-    if (acked.size < KEYS * PER_KEY) problems.push(`${KEYS * PER_KEY - acked.size} requests never acked by either intake`);
+    if (acked.size < KEYS * PER_KEY)
+      problems.push(`${KEYS * PER_KEY - acked.size} requests never acked by either intake`);
     // Both armed processes reached their points and died there.
-    for (const [p, what] of [[armedIntake, intakePoint], [armedDispatch, dispatchPoint]] as const) {
+    for (const [p, what] of [
+      [armedIntake, intakePoint],
+      [armedDispatch, dispatchPoint],
+    ] as const) {
       const code = await within(p.exited, 20_000, `the process armed at ${what} to die`).catch(() => "alive");
       if (code !== null) problems.push(`the process armed at ${what} did not die there (exit ${code})`);
     }
-    await waitFor(`${name}: every batch delivered`, async () => Number((await db`SELECT COUNT(*)::int AS n FROM batches WHERE state <> 'delivered' AND destination <> 'quarantine'`)[0].n) === 0, 30_000);
-    if (intakePoint.startsWith("quarantine.") && Number((await db`SELECT COUNT(*)::int AS n FROM batches WHERE destination = 'quarantine' AND state = 'dead'`)[0].n) === 0) problems.push("no request was quarantined");
+    await waitFor(
+      `${name}: every batch delivered`,
+      async () =>
+        Number(
+          (
+            await db`SELECT COUNT(*)::int AS n FROM batches WHERE state <> 'delivered' AND destination <> 'quarantine'`
+          )[0].n,
+        ) === 0,
+      30_000,
+    );
+    if (
+      intakePoint.startsWith("quarantine.") &&
+      Number(
+        (await db`SELECT COUNT(*)::int AS n FROM batches WHERE destination = 'quarantine' AND state = 'dead'`)[0].n,
+      ) === 0
+    )
+      problems.push("no request was quarantined");
 
     const byBatch = new Map<number, Delivery<Doc>>();
     for (const r of receiver.got) {
       const first = byBatch.get(r.doc.batch_id);
       if (!first) byBatch.set(r.doc.batch_id, r);
-      else if (first.doc.content_hash !== r.doc.content_hash) problems.push(`batch ${r.doc.batch_id} delivered with two contents`);
+      else if (first.doc.content_hash !== r.doc.content_hash)
+        problems.push(`batch ${r.doc.batch_id} delivered with two contents`);
     }
     const batchOf = new Map<string, number>();
     for (const { doc } of byBatch.values()) {
       for (const e of doc.events) {
         const other = batchOf.get(e.id);
-        if (other !== undefined && other !== doc.batch_id) problems.push(`event ${e.id} in batches ${other} and ${doc.batch_id}`);
+        if (other !== undefined && other !== doc.batch_id)
+          problems.push(`event ${e.id} in batches ${other} and ${doc.batch_id}`);
         batchOf.set(e.id, doc.batch_id);
       }
     }
     for (const id of acked) if (!batchOf.has(id)) problems.push(`event ${id} acked but never delivered`);
     // Per key: event rows and sequence numbers only go up across the key's deliveries.
     const perKey = new Map<string, Delivery<Doc>[]>();
-    for (const r of receiver.got.filter((r) => !r.abandoned)) perKey.set(r.doc.key, [...(perKey.get(r.doc.key) ?? []), r]);
+    for (const r of receiver.got.filter((r) => !r.abandoned))
+      perKey.set(r.doc.key, [...(perKey.get(r.doc.key) ?? []), r]);
     for (const [key, list] of perKey) {
       list.sort((a, b) => a.startMs - b.startMs);
       let lastRow = 0;
@@ -171,7 +198,9 @@ async function scenario(pg: PgServer, name: string, intakePoint: string, dispatc
         });
       }
     }
-    for (const p of procs) if (p.stderr().includes(SECRET_SENTINEL) || p.stderr().includes(pg.socketDir)) problems.push("a log line carries the database URL or its password");
+    for (const p of procs)
+      if (p.stderr().includes(SECRET_SENTINEL) || p.stderr().includes(pg.socketDir))
+        problems.push("a log line carries the database URL or its password");
     return problems.map((p) => `${name}: ${p}`);
   } finally {
     for (const p of procs) if (p.proc.exitCode === null && !p.proc.signalCode) p.kill("SIGKILL");
@@ -189,12 +218,18 @@ const SCENARIOS: [string, string, string][] = [
   ["first-request", "enqueue.before_commit", "deliver.before_request"],
 ];
 
-test.skipIf(!PG_BIN)("crash points on PostgreSQL, two intakes and two dispatchers: nothing acked is lost, nothing delivered twice with two contents, order per key holds", async () => {
-  const pg = server as PgServer;
-  // Every scenario to its end (its processes stopped) before the test ends, even when one fails.
-  const settled = await Promise.allSettled(SCENARIOS.map(([name, i, d]) => scenario(pg, name, i, d)));
-  const problems = settled.flatMap((r, i) => (r.status === "fulfilled" ? r.value : [`${SCENARIOS[i][0]}: ${(r.reason as Error).message}`]));
-  expect(problems.slice(0, 30)).toEqual([]);
-}, 120_000);
+test.skipIf(!PG_BIN)(
+  "crash points on PostgreSQL, two intakes and two dispatchers: nothing acked is lost, nothing delivered twice with two contents, order per key holds",
+  async () => {
+    const pg = server as PgServer;
+    // Every scenario to its end (its processes stopped) before the test ends, even when one fails.
+    const settled = await Promise.allSettled(SCENARIOS.map(([name, i, d]) => scenario(pg, name, i, d)));
+    const problems = settled.flatMap((r, i) =>
+      r.status === "fulfilled" ? r.value : [`${SCENARIOS[i][0]}: ${(r.reason as Error).message}`],
+    );
+    expect(problems.slice(0, 30)).toEqual([]);
+  },
+  120_000,
+);
 
 if (!PG_BIN) test("PostgreSQL crash points", () => console.info(PG_SKIP_MESSAGE));

@@ -1,7 +1,19 @@
 // Every crash point of src/testhook.ts and the crash cases that prove the promise there. The
 // Record type makes a point without cases a compile error; crash.test.ts checks it at run time.
-import { afterCommitWithDedupId, afterCommitWithoutDedupId, killedBeforeCommit, killedInGroup, killedInQuarantine } from "./cases-intake.ts";
-import { killedAfterResponse, killedBeforeRequest, killedInClaim, killedInMark, killedInSeal } from "./cases-dispatch.ts";
+import {
+  afterCommitWithDedupId,
+  afterCommitWithoutDedupId,
+  killedBeforeCommit,
+  killedInGroup,
+  killedInQuarantine,
+} from "./cases-intake.ts";
+import {
+  killedAfterResponse,
+  killedBeforeRequest,
+  killedInClaim,
+  killedInMark,
+  killedInSeal,
+} from "./cases-dispatch.ts";
 import { killedAfterJournal, killedInPollTick } from "./cases-processor.ts";
 import { killedInRetention } from "./cases-retention.ts";
 import type { CrashCase, CrashPoint } from "./harness.ts";

@@ -44,7 +44,15 @@ async function start(o: { actions?: boolean; seed?: (h: Home) => Promise<void> }
   await o.seed?.(h);
   const loaded = loadConfig({ home: h.home, env: {} });
   const spool = openSpool(h.db);
-  const dash = new Dashboard({ listen: "127.0.0.1:0", store: sqliteStores(spool).dashboard(), config: () => loaded.config, home: h.home, dbPath: h.db, now: () => Date.now() / 1000, log: createLogger("dashboard") });
+  const dash = new Dashboard({
+    listen: "127.0.0.1:0",
+    store: sqliteStores(spool).dashboard(),
+    config: () => loaded.config,
+    home: h.home,
+    dbPath: h.db,
+    now: () => Date.now() / 1000,
+    log: createLogger("dashboard"),
+  });
   await dash.start();
   const token = readFileSync(join(h.home, "dashboard.token"), "utf8").trim();
   const r = { h, spool, dash, base: `http://127.0.0.1:${dash.port}`, token };
@@ -53,17 +61,36 @@ async function start(o: { actions?: boolean; seed?: (h: Home) => Promise<void> }
 }
 
 const cookie = (r: Running) => ({ Cookie: `hookspool_dashboard_${r.dash.port}=${sessionOf(r.token)}` });
-const get = (r: Running, path: string, headers: Record<string, string> = cookie(r)) => fetch(r.base + path, { headers, redirect: "manual" });
-function post(r: Running, path: string, fields: Record<string, string>, headers: Record<string, string> = { ...cookie(r), Origin: r.base }) {
+const get = (r: Running, path: string, headers: Record<string, string> = cookie(r)) =>
+  fetch(r.base + path, { headers, redirect: "manual" });
+function post(
+  r: Running,
+  path: string,
+  fields: Record<string, string>,
+  headers: Record<string, string> = { ...cookie(r), Origin: r.base },
+) {
   return fetch(r.base + path, { method: "POST", body: new URLSearchParams(fields), headers, redirect: "manual" });
 }
 
 /** A batch made dead by a receiver's refusal, through the store's own marks. */
 function deadBatch(spool: SqliteSpool, id: number): void {
   const now = Date.now() / 1000;
-  const c = claimBatch(spool, { batchId: id, destination: "script:demo-log", now, leaseUntil: now + 60, host: "t", pid: 1 });
+  const c = claimBatch(spool, {
+    batchId: id,
+    destination: "script:demo-log",
+    now,
+    leaseUntil: now + 60,
+    host: "t",
+    pid: 1,
+  });
   if (!c) throw new Error("not claimable");
-  markDead(spool, { batchId: id, attemptId: c.attemptId, owner: c.owner, now, attempt: { klass: "permanent", status: 422, error: "refused", durationMs: 3, counted: true } });
+  markDead(spool, {
+    batchId: id,
+    attemptId: c.attemptId,
+    owner: c.owner,
+    now,
+    attempt: { klass: "permanent", status: 422, error: "refused", durationMs: 3, counted: true },
+  });
 }
 
 describe("dashboard access", () => {
@@ -73,7 +100,15 @@ describe("dashboard access", () => {
     expect(r.token.length).toBeGreaterThanOrEqual(32);
     expect(r.dash.firstUrl).toBe(`http://127.0.0.1:${r.dash.port}/?token=${r.token}`);
     // A second start finds the token and prints no URL with it.
-    const again = new Dashboard({ listen: "127.0.0.1:0", store: sqliteStores(r.spool).dashboard(), config: () => loadConfig({ home: r.h.home, env: {} }).config, home: r.h.home, dbPath: r.h.db, now: () => 0, log: createLogger("dashboard") });
+    const again = new Dashboard({
+      listen: "127.0.0.1:0",
+      store: sqliteStores(r.spool).dashboard(),
+      config: () => loadConfig({ home: r.h.home, env: {} }).config,
+      home: r.h.home,
+      dbPath: r.h.db,
+      now: () => 0,
+      log: createLogger("dashboard"),
+    });
     chmodSync(join(r.h.home, "dashboard.token"), 0o644);
     await again.start();
     try {
@@ -87,7 +122,17 @@ describe("dashboard access", () => {
 
   test("every page and asset without the token is 401, and says nothing of the spool", async () => {
     const r = await start({ seed: async (h) => void (await enqueueJson(h, "demo", "secret-key", { n: 1 })) });
-    for (const path of ["/", "/batches", "/batches/1", "/batches/1/payloads", "/sources", "/issues", "/live", "/live/events", "/assets/client.js"]) {
+    for (const path of [
+      "/",
+      "/batches",
+      "/batches/1",
+      "/batches/1/payloads",
+      "/sources",
+      "/issues",
+      "/live",
+      "/live/events",
+      "/assets/client.js",
+    ]) {
       const res = await get(r, path, {});
       expect(res.status).toBe(401);
       expect(await res.text()).not.toContain("secret-key");
@@ -123,9 +168,29 @@ describe("dashboard access", () => {
     expect((await get(r, "/", { ...cookie(r), Host: `evil.example:${r.dash.port}` })).status).toBe(403);
     expect((await get(r, "/", { ...cookie(r), Host: `localhost:${r.dash.port}` })).status).toBe(200);
     const csrf = csrfOf(r.token);
-    expect((await post(r, "/actions/pause", { destination: "script:demo-log", csrf }, { ...cookie(r) })).status).toBe(403);
-    expect((await post(r, "/actions/pause", { destination: "script:demo-log", csrf }, { ...cookie(r), Origin: "http://evil.example" })).status).toBe(403);
-    expect((await post(r, "/actions/pause", { destination: "script:demo-log", csrf }, { ...cookie(r), Origin: `http://evil.example:${r.dash.port}` })).status).toBe(403);
+    expect((await post(r, "/actions/pause", { destination: "script:demo-log", csrf }, { ...cookie(r) })).status).toBe(
+      403,
+    );
+    expect(
+      (
+        await post(
+          r,
+          "/actions/pause",
+          { destination: "script:demo-log", csrf },
+          { ...cookie(r), Origin: "http://evil.example" },
+        )
+      ).status,
+    ).toBe(403);
+    expect(
+      (
+        await post(
+          r,
+          "/actions/pause",
+          { destination: "script:demo-log", csrf },
+          { ...cookie(r), Origin: `http://evil.example:${r.dash.port}` },
+        )
+      ).status,
+    ).toBe(403);
     // Nothing was paused by any of them.
     expect(await (await get(r, "/")).text()).not.toContain(">paused<");
   });
@@ -148,7 +213,9 @@ describe("dashboard access", () => {
       });
     for (const host of [null, "a b", "[", "a/b", "%", "x:y:z"]) {
       for (const path of ["/", "/batches", "/assets/client.js"]) {
-        const answer = await raw(`GET ${path} HTTP/1.1\r\n${host === null ? "" : `Host: ${host}\r\n`}Connection: close\r\n\r\n`);
+        const answer = await raw(
+          `GET ${path} HTTP/1.1\r\n${host === null ? "" : `Host: ${host}\r\n`}Connection: close\r\n\r\n`,
+        );
         expect({ host, path, status: answer.split(" ")[1] }).toEqual({ host, path, status: "400" });
       }
     }
@@ -159,8 +226,19 @@ describe("dashboard access", () => {
     const loaded = loadConfig({ home: h.home, env: {} });
     const spool = openSpool(h.db);
     try {
-      const make = (listen: string) => new Dashboard({ listen, store: sqliteStores(spool).dashboard(), config: () => loaded.config, home: h.home, dbPath: h.db, now: () => 0, log: createLogger("dashboard") });
-      await expect(make("0.0.0.0:0").start()).rejects.toThrow(/not a loopback address; the dashboard refuses to bind it/);
+      const make = (listen: string) =>
+        new Dashboard({
+          listen,
+          store: sqliteStores(spool).dashboard(),
+          config: () => loaded.config,
+          home: h.home,
+          dbPath: h.db,
+          now: () => 0,
+          log: createLogger("dashboard"),
+        });
+      await expect(make("0.0.0.0:0").start()).rejects.toThrow(
+        /not a loopback address; the dashboard refuses to bind it/,
+      );
       await expect(make(loaded.config.intake.listen).start()).rejects.toThrow(/must not be the intake's address/);
       await expect(make("unix:/tmp/x.sock").start()).rejects.toThrow(/must be host:port/);
       await expect(make("nonsense").start()).rejects.toThrow(/^dashboard\.listen: /);
@@ -177,7 +255,7 @@ describe("dashboard actions", () => {
     deadBatch(r.spool, id);
     const page = await (await get(r, `/batches/${id}`)).text();
     expect(page).toContain("dead");
-    expect(page).not.toContain("<form class=\"inline\" method=\"post\"");
+    expect(page).not.toContain('<form class="inline" method="post"');
     const res = await post(r, "/actions/replay", { batch: String(id), csrf: csrfOf(r.token) });
     expect(res.status).toBe(403);
     expect(await res.text()).toContain("actions are off");
@@ -186,7 +264,10 @@ describe("dashboard actions", () => {
 
   test("a state change without the right CSRF token is 403 and changes nothing", async () => {
     let id = 0;
-    const r = await start({ actions: true, seed: async (h) => void (id = await enqueueJson(h, "once", "k", { n: 1 })) });
+    const r = await start({
+      actions: true,
+      seed: async (h) => void (id = await enqueueJson(h, "once", "k", { n: 1 })),
+    });
     deadBatch(r.spool, id);
     expect((await post(r, "/actions/replay", { batch: String(id) })).status).toBe(403);
     expect((await post(r, "/actions/replay", { batch: String(id), csrf: "0".repeat(40) })).status).toBe(403);
@@ -197,7 +278,10 @@ describe("dashboard actions", () => {
 
   test("replay, pause, resume and an issue's ack go through the store and are recorded", async () => {
     let id = 0;
-    const r = await start({ actions: true, seed: async (h) => void (id = await enqueueJson(h, "once", "k", { n: 1 })) });
+    const r = await start({
+      actions: true,
+      seed: async (h) => void (id = await enqueueJson(h, "once", "k", { n: 1 })),
+    });
     deadBatch(r.spool, id);
     const csrf = csrfOf(r.token);
     const page = await (await get(r, `/batches/${id}`)).text();
@@ -210,10 +294,22 @@ describe("dashboard actions", () => {
     const again = await post(r, "/actions/replay", { batch: String(id), csrf });
     expect(again.status).toBe(409);
     expect((await post(r, "/actions/pause", { destination: "script:demo-log", csrf })).status).toBe(303);
-    expect(r.spool.db.query("SELECT state, paused_by FROM destinations WHERE name = 'script:demo-log'").get()).toEqual({ state: "paused", paused_by: "the dashboard" });
+    expect(r.spool.db.query("SELECT state, paused_by FROM destinations WHERE name = 'script:demo-log'").get()).toEqual({
+      state: "paused",
+      paused_by: "the dashboard",
+    });
     expect((await post(r, "/actions/resume", { destination: "script:demo-log", csrf })).status).toBe(303);
     expect((await post(r, "/actions/pause", { destination: "nowhere", csrf })).status).toBe(404);
-    const issue = r.spool.db.transaction(() => raiseIssueTx(r.spool.db, { fingerprint: "delivery:script:demo-log:k", kind: "delivery", destination: "script:demo-log", batchId: id, error: "HTTP 422", now: Date.now() / 1000 }))();
+    const issue = r.spool.db.transaction(() =>
+      raiseIssueTx(r.spool.db, {
+        fingerprint: "delivery:script:demo-log:k",
+        kind: "delivery",
+        destination: "script:demo-log",
+        batchId: id,
+        error: "HTTP 422",
+        now: Date.now() / 1000,
+      }),
+    )();
     expect((await post(r, "/actions/issue", { id: String(issue.id), verb: "ack", csrf })).status).toBe(303);
     expect(r.spool.db.query("SELECT state FROM issues WHERE id = ?").get(issue.id)).toEqual({ state: "acked" });
     expect((await post(r, "/actions/issue", { id: "1", verb: "drop-table", csrf })).status).toBe(400);
@@ -236,9 +332,20 @@ describe("dashboard actions", () => {
 describe("dashboard pages", () => {
   test("keys and event types with markup and control characters are inert on every page", async () => {
     let id = 0;
-    const r = await start({ seed: async (h) => void (id = await enqueueJson(h, "once", NASTY_KEY, { n: 1 }, ["--event-type", NASTY_TYPE])) });
+    const r = await start({
+      seed: async (h) => void (id = await enqueueJson(h, "once", NASTY_KEY, { n: 1 }, ["--event-type", NASTY_TYPE])),
+    });
     deadBatch(r.spool, id);
-    for (const path of ["/", "/batches", `/batches/${id}`, `/batches/${id}/payloads`, "/sources", "/issues", "/live", `/batches?key=${encodeURIComponent(NASTY_KEY)}`]) {
+    for (const path of [
+      "/",
+      "/batches",
+      `/batches/${id}`,
+      `/batches/${id}/payloads`,
+      "/sources",
+      "/issues",
+      "/live",
+      `/batches?key=${encodeURIComponent(NASTY_KEY)}`,
+    ]) {
       const res = await get(r, path);
       expect(res.status).toBe(200);
       const html = await res.text();
@@ -246,7 +353,8 @@ describe("dashboard pages", () => {
       expect(html).not.toContain("<img src=x");
       expect(html).not.toContain("\u0007");
       // The only scripts are the dashboard's own and its JSON data block.
-      for (const m of html.matchAll(/<script([^>]*)>/g)) expect(m[1]).toMatch(/^ (src="\/assets\/(uplot|client)\.js"|type="application\/json" id="chart-data")$/);
+      for (const m of html.matchAll(/<script([^>]*)>/g))
+        expect(m[1]).toMatch(/^ (src="\/assets\/(uplot|client)\.js"|type="application\/json" id="chart-data")$/);
     }
     const batch = await (await get(r, `/batches/${id}`)).text();
     expect(batch).toContain("&lt;script&gt;alert(&quot;k&quot;)&lt;/script&gt;\\x07&#39;&amp;");
@@ -277,19 +385,25 @@ describe("dashboard pages", () => {
     expect(older).not.toContain(`href="/batches/${ids[2]}"`);
     const bad = await get(r, "/batches?since=yesterday");
     expect(bad.status).toBe(200);
-    expect(await bad.text()).toContain("since yesterday: expected Unix seconds, an ISO date, or an age like 30m, 24h, 7d");
+    expect(await bad.text()).toContain(
+      "since yesterday: expected Unix seconds, an ISO date, or an age like 30m, 24h, 7d",
+    );
     expect((await get(r, "/batches/999999")).status).toBe(404);
     expect((await get(r, "/nowhere")).status).toBe(404);
   });
 
   test("a batch page shows its events with the routing trace and its attempts; payloads only behind the warning", async () => {
     let id = 0;
-    const r = await start({ seed: async (h) => void (id = await enqueueJson(h, "once", "k", { marker: "PAYLOAD-ONLY-ON-CLICK" })) });
+    const r = await start({
+      seed: async (h) => void (id = await enqueueJson(h, "once", "k", { marker: "PAYLOAD-ONLY-ON-CLICK" })),
+    });
     deadBatch(r.spool, id);
     const page = await (await get(r, `/batches/${id}`)).text();
     expect(page).not.toContain("PAYLOAD-ONLY-ON-CLICK");
     expect(page).toContain(`href="/batches/${id}/payloads"`);
-    expect(page).toMatch(/<li data-outcome="dead"><span class="bad">dead<\/span> attempt 1 · \S+Z · status 422 · permanent · 3 ms/);
+    expect(page).toMatch(
+      /<li data-outcome="dead"><span class="bad">dead<\/span> attempt 1 · \S+Z · status 422 · permanent · 3 ms/,
+    );
     expect(page).toContain("<td>implicit · once · window from default</td>");
     const payloads = await (await get(r, `/batches/${id}/payloads`)).text();
     expect(payloads.indexOf("warning: payloads may hold secrets or personal data")).toBeGreaterThan(0);
@@ -301,7 +415,9 @@ describe("dashboard pages", () => {
     const html = await (await get(r, "/")).text();
     expect(html).toContain('id="health"');
     expect(html).toContain('data-gate="script:demo-log"');
-    const data = JSON.parse(/<script type="application\/json" id="chart-data">(.*?)<\/script>/s.exec(html)?.[1] ?? "{}");
+    const data = JSON.parse(
+      /<script type="application\/json" id="chart-data">(.*?)<\/script>/s.exec(html)?.[1] ?? "{}",
+    );
     expect(data["events-hour"].names).toEqual(["demo"]);
     expect(data["events-hour"].values[0].reduce((a: number, b: number) => a + b, 0)).toBe(1);
     expect(data["events-day"].x).toHaveLength(96);
@@ -315,7 +431,10 @@ describe("dashboard pages", () => {
     const r = await start({ seed: async (h) => void (await enqueueJson(h, "demo", "first", { n: 1 })) });
     const read = async (headers: Record<string, string>) => {
       const ctl = new AbortController();
-      const res = await fetch(`${r.base}/live/events?since=0`, { headers: { ...cookie(r), ...headers }, signal: ctl.signal });
+      const res = await fetch(`${r.base}/live/events?since=0`, {
+        headers: { ...cookie(r), ...headers },
+        signal: ctl.signal,
+      });
       expect(res.headers.get("content-type")).toStartWith("text/event-stream");
       const reader = res.body!.getReader();
       let text = "";
@@ -338,22 +457,53 @@ describe("dashboard pages", () => {
     metrics.rejected1("demo", "too_large");
     const intake = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: () => new Response(metrics.render()) });
     const h = await initHome();
-    appendFileSync(h.config, '\n[sources.signed]\ntemplate = { scheme = "hmac-sha256-hex", header = "X-Sig" }\nsecrets.secret = { env = "NOT_SET_HERE" }\naction = "script:demo-log"\n');
-    appendFileSync(h.config, `\n[sources.asana]\ntemplate = { scheme = "hmac-sha256-hex", header = "X-Hook-Signature", learn = "header:X-Hook-Secret", key = "resource.gid", split = "events", dedup = "none" }\nsecrets.secret = { file = "${join(h.home, "asana.secret")}" }\naction = "script:demo-log"\n`);
+    appendFileSync(
+      h.config,
+      '\n[sources.signed]\ntemplate = { scheme = "hmac-sha256-hex", header = "X-Sig" }\nsecrets.secret = { env = "NOT_SET_HERE" }\naction = "script:demo-log"\n',
+    );
+    appendFileSync(
+      h.config,
+      `\n[sources.asana]\ntemplate = { scheme = "hmac-sha256-hex", header = "X-Hook-Signature", learn = "header:X-Hook-Secret", key = "resource.gid", split = "events", dedup = "none" }\nsecrets.secret = { file = "${join(h.home, "asana.secret")}" }\naction = "script:demo-log"\n`,
+    );
     const loaded = loadConfig({ home: h.home, env: {} });
     const spool = openSpool(h.db);
-    quarantine(spool, { source: "demo", raw: new TextEncoder().encode("not json"), headers: {}, authHeaders: [], url: "/hooks/demo", reason: "not_json" }, Date.now() / 1000);
+    quarantine(
+      spool,
+      {
+        source: "demo",
+        raw: new TextEncoder().encode("not json"),
+        headers: {},
+        authHeaders: [],
+        url: "/hooks/demo",
+        reason: "not_json",
+      },
+      Date.now() / 1000,
+    );
     // A poll instance's clock, as the dispatcher keeps it.
     const t = Date.now() / 1000;
     stepPoll(spool, { instance: "feed", everyS: 300, jitterS: 0 }, t, { next: () => 0 }, () => {
       throw new Error("not due yet");
     });
-    const dash = new Dashboard({ listen: "127.0.0.1:0", store: sqliteStores(spool).dashboard(), config: () => loaded.config, home: h.home, dbPath: h.db, now: () => Date.now() / 1000, log: createLogger("dashboard"), intakeAddress: () => `127.0.0.1:${intake.port}` });
+    const dash = new Dashboard({
+      listen: "127.0.0.1:0",
+      store: sqliteStores(spool).dashboard(),
+      config: () => loaded.config,
+      home: h.home,
+      dbPath: h.db,
+      now: () => Date.now() / 1000,
+      log: createLogger("dashboard"),
+      intakeAddress: () => `127.0.0.1:${intake.port}`,
+    });
     await dash.start();
     try {
       const token = readFileSync(join(h.home, "dashboard.token"), "utf8").trim();
-      const html = await (await fetch(`http://127.0.0.1:${dash.port}/sources`, { headers: { Cookie: `hookspool_dashboard_${dash.port}=${sessionOf(token)}` } })).text();
-      const row = (name: string) => /<tr>(.*?)<\/tr>/gs.exec(html.slice(html.indexOf(`<td>${name}</td>`) - 4))?.[1] ?? "";
+      const html = await (
+        await fetch(`http://127.0.0.1:${dash.port}/sources`, {
+          headers: { Cookie: `hookspool_dashboard_${dash.port}=${sessionOf(token)}` },
+        })
+      ).text();
+      const row = (name: string) =>
+        /<tr>(.*?)<\/tr>/gs.exec(html.slice(html.indexOf(`<td>${name}</td>`) - 4))?.[1] ?? "";
       expect(row("demo")).toContain("<td>1 too_large, 1 unverified</td>");
       expect(row("demo")).toContain("<td>1 not_json</td>");
       expect(row("signed")).toContain("<td>hmac-sha256-hex</td>");
@@ -361,7 +511,9 @@ describe("dashboard pages", () => {
       expect(row("signed")).toContain("<td>none</td>");
       expect(row("asana")).toContain("<td>hmac-sha256-hex (no secret yet: hookspool source arm)</td>");
       const polls = html.slice(html.indexOf("<h2>Polls</h2>"));
-      expect(polls).toMatch(/<td>feed<\/td><td>-<\/td><td>\S+Z <span class="muted">\(in -?\d+(\.\d)? s\)<\/span><\/td><td>-<\/td><td>-<\/td><td>-<\/td><td>0<\/td>/);
+      expect(polls).toMatch(
+        /<td>feed<\/td><td>-<\/td><td>\S+Z <span class="muted">\(in -?\d+(\.\d)? s\)<\/span><\/td><td>-<\/td><td>-<\/td><td>-<\/td><td>0<\/td>/,
+      );
     } finally {
       await dash.stop();
       spool.close();
@@ -407,10 +559,16 @@ describe("the intake's own figures", () => {
     const view = parseIntakeMetrics(m.render());
     expect(view.startedAt).toBe(100);
     // No sample of the dashboard's yet: the intake started at 100, the page is made at 130.
-    expect(ackSeries(ackReadings([], view, 130), 0, 60, 3)).toEqual({ p50: [null, null, 0.001], p99: [null, null, 0.001] });
+    expect(ackSeries(ackReadings([], view, 130), 0, 60, 3)).toEqual({
+      p50: [null, null, 0.001],
+      p99: [null, null, 0.001],
+    });
     // A sample from before a restart (counts higher than now) is not taken for a difference.
     const old = [{ at: 50, buckets: view.ackBuckets.map((b) => ({ le: b.le, n: b.n + 40 })) }];
-    expect(ackSeries(ackReadings(old, view, 130), 0, 60, 3)).toEqual({ p50: [null, null, 0.001], p99: [null, null, 0.001] });
+    expect(ackSeries(ackReadings(old, view, 130), 0, 60, 3)).toEqual({
+      p50: [null, null, 0.001],
+      p99: [null, null, 0.001],
+    });
     expect(ackReadings([], null, 130)).toEqual([]);
   });
 
@@ -422,13 +580,31 @@ describe("the intake's own figures", () => {
     const loaded = loadConfig({ home: h.home, env: {} });
     const spool = openSpool(h.db);
     // The minute's sampler never runs in this test: the page alone must agree with itself.
-    const dash = new Dashboard({ listen: "127.0.0.1:0", store: sqliteStores(spool).dashboard(), config: () => loaded.config, home: h.home, dbPath: h.db, now: () => Date.now() / 1000, log: createLogger("dashboard"), intakeAddress: () => `127.0.0.1:${intake.port}`, sampleEveryMs: 3_600_000 });
+    const dash = new Dashboard({
+      listen: "127.0.0.1:0",
+      store: sqliteStores(spool).dashboard(),
+      config: () => loaded.config,
+      home: h.home,
+      dbPath: h.db,
+      now: () => Date.now() / 1000,
+      log: createLogger("dashboard"),
+      intakeAddress: () => `127.0.0.1:${intake.port}`,
+      sampleEveryMs: 3_600_000,
+    });
     await dash.start();
     try {
       const token = readFileSync(join(h.home, "dashboard.token"), "utf8").trim();
-      const html = await (await fetch(`http://127.0.0.1:${dash.port}/`, { headers: { Cookie: `hookspool_dashboard_${dash.port}=${sessionOf(token)}` } })).text();
+      const html = await (
+        await fetch(`http://127.0.0.1:${dash.port}/`, {
+          headers: { Cookie: `hookspool_dashboard_${dash.port}=${sessionOf(token)}` },
+        })
+      ).text();
       expect(html).toContain("p50 ≤ 5 ms, p99 ≤ 5 ms over 3 answer(s)");
-      const ack = [...html.matchAll(/<figcaption>ack latency \(upper bound\), [^<]+<\/figcaption>.*?<p class="muted">([^<]*)<\/p>/gs)].map((m) => m[1]);
+      const ack = [
+        ...html.matchAll(
+          /<figcaption>ack latency \(upper bound\), [^<]+<\/figcaption>.*?<p class="muted">([^<]*)<\/p>/gs,
+        ),
+      ].map((m) => m[1]);
       expect(ack).toEqual(["p50 up to 5 ms, p99 up to 5 ms", "p50 up to 5 ms, p99 up to 5 ms"]);
     } finally {
       await dash.stop();

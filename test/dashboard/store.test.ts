@@ -8,7 +8,10 @@ import { type Backend, onBothBackends } from "../helpers/backends.ts";
 import { copy, ev, T0 } from "../helpers/spool.ts";
 
 async function put(b: Backend, source: string, at: number, quiet = 10): Promise<number> {
-  const [r] = await b.intake.enqueueAll([ev({ source, key: `${source}-k`, copies: [copy("r", "http:d", { quiet_s: quiet, max_s: 300 })] })], at);
+  const [r] = await b.intake.enqueueAll(
+    [ev({ source, key: `${source}-k`, copies: [copy("r", "http:d", { quiet_s: quiet, max_s: 300 })] })],
+    at,
+  );
   if (r.status !== "queued") throw new Error(r.status);
   return r.placed[0].batchId;
 }
@@ -33,7 +36,17 @@ onBothBackends((open) => {
         const first = await put(b, "gh", T0);
         await put(b, "gh", T0 + 5);
         await put(b, "zoom", T0 + 70);
-        await b.intake.quarantine({ source: "gh", raw: new TextEncoder().encode("not json"), headers: {}, authHeaders: [], url: "/hooks/gh", reason: "not_json" }, T0 + 1);
+        await b.intake.quarantine(
+          {
+            source: "gh",
+            raw: new TextEncoder().encode("not json"),
+            headers: {},
+            authHeaders: [],
+            url: "/hooks/gh",
+            reason: "not_json",
+          },
+          T0 + 1,
+        );
         // The quarantined request is an event of its source too.
         expect(await d.eventsBySource(bk)).toEqual({ gh: [3, 0, 0], zoom: [0, 1, 0] });
         expect(await d.quarantineReasons(T0)).toEqual([{ source: "gh", reason: "not_json", n: 1 }]);
@@ -41,7 +54,18 @@ onBothBackends((open) => {
         const dispatch = await b.dispatch();
         expect(await dispatch.sealReady(T0 + 20)).toContain(first);
         expect(await d.readyCounts(T0 + 20)).toEqual(new Map([["http:d", 1]]));
-        const [claim] = await dispatch.claimBatches([{ batchId: first, destination: "http:d", now: T0 + 20, leaseUntil: T0 + 80, host: "t", pid: 1, route: "r", key: "gh-k" }]);
+        const [claim] = await dispatch.claimBatches([
+          {
+            batchId: first,
+            destination: "http:d",
+            now: T0 + 20,
+            leaseUntil: T0 + 80,
+            host: "t",
+            pid: 1,
+            route: "r",
+            key: "gh-k",
+          },
+        ]);
         if (!claim || claim === "gated") throw new Error("not claimed");
         expect(await d.readyCounts(T0 + 20)).toEqual(new Map());
         await dispatch.abandonAttempt(claim.attemptId, T0 + 21, "gone");
@@ -60,7 +84,9 @@ onBothBackends((open) => {
         await d.act(T0 + 1, { verb: "pause", destination: "http:d", by: "the dashboard" });
         expect((await b.dispatch().then((s) => s.destinationState("http:d"))).state).toBe("paused");
         await d.act(T0 + 2, { verb: "resume", destination: "http:d" });
-        expect(await refused(d.act(T0 + 3, { verb: "resume", destination: "http:d" }))).toBe("E_NOTHING: destination http:d is not paused");
+        expect(await refused(d.act(T0 + 3, { verb: "resume", destination: "http:d" }))).toBe(
+          "E_NOTHING: destination http:d is not paused",
+        );
         expect(await refused(d.act(T0 + 4, { verb: "ack", issue: 999 }))).toBe("E_NOT_FOUND: no issue 999");
         const actions = await d.recentActions(10);
         expect(actions.map(({ at, via, verb, target }) => ({ at, via, verb, target }))).toEqual([
@@ -82,7 +108,10 @@ onBothBackends((open) => {
         expect(await d.journalAfter(empty.cursor, 10)).toEqual([]);
         for (let i = 0; i < 3; i++) await put(b, `s${i}`, T0 + i);
         const tail = await d.journalTail(2);
-        expect(tail.rows.map((r) => [r.kind, r.source])).toEqual([["event", "s1"], ["event", "s2"]]);
+        expect(tail.rows.map((r) => [r.kind, r.source])).toEqual([
+          ["event", "s1"],
+          ["event", "s2"],
+        ]);
         expect(tail.cursor).toBe(tail.rows[1].cursor);
         expect(await d.journalAfter(tail.cursor, 10)).toEqual([]);
         await put(b, "late", T0 + 9);

@@ -16,7 +16,10 @@ const DIR = tempDir("hookspool-completion-");
 
 // The fake records each argument on its own line, then HOOKSPOOL_HOME as it saw it.
 const FAKE = join(DIR, "fake-hookspool");
-writeFileSync(FAKE, '#!/bin/sh\n{ printf \'%s\\n\' "$@"; printf \'HOME=%s\\n\' "${HOOKSPOOL_HOME-}"; } > "$FAKE_RECORD"\n');
+writeFileSync(
+  FAKE,
+  '#!/bin/sh\n{ printf \'%s\\n\' "$@"; printf \'HOME=%s\\n\' "${HOOKSPOOL_HOME-}"; } > "$FAKE_RECORD"\n',
+);
 chmodSync(FAKE, 0o755);
 
 /** The interpreter python3 runs, not a version manager's shim (which needs its own PATH). */
@@ -50,7 +53,10 @@ interface Run {
 
 let runs = 0;
 
-async function run(stdin: string, opts: { path?: string; env?: Record<string, string>; shell?: string } = {}): Promise<Run> {
+async function run(
+  stdin: string,
+  opts: { path?: string; env?: Record<string, string>; shell?: string } = {},
+): Promise<Run> {
   const record = join(DIR, `record-${++runs}`);
   const proc = Bun.spawn([opts.shell ?? BASH!, SCRIPT], {
     stdin: new TextEncoder().encode(stdin),
@@ -140,12 +146,23 @@ describe.each(READERS)("completion.sh reading the envelope with $name", ({ path,
     expect(r.argv).toBeNull();
   });
 
-  test.skipIf(skip)("without an id in the envelope, HERMES_WEBHOOK_DELIVERY_ID is used when it is hookspool's", async () => {
-    expect((await run(envelope("success", null), { path, env: { HERMES_WEBHOOK_DELIVERY_ID: ID } })).argv).toEqual(["outcome", ID, "ok"]);
-    expect((await run(envelope("success", null), { path, env: { HERMES_WEBHOOK_DELIVERY_ID: "gh-1" } })).argv).toBeNull();
-    // An id in the envelope wins, even one that is not hookspool's.
-    expect((await run(envelope("success", "gh-1"), { path, env: { HERMES_WEBHOOK_DELIVERY_ID: ID } })).argv).toBeNull();
-  });
+  test.skipIf(skip)(
+    "without an id in the envelope, HERMES_WEBHOOK_DELIVERY_ID is used when it is hookspool's",
+    async () => {
+      expect((await run(envelope("success", null), { path, env: { HERMES_WEBHOOK_DELIVERY_ID: ID } })).argv).toEqual([
+        "outcome",
+        ID,
+        "ok",
+      ]);
+      expect(
+        (await run(envelope("success", null), { path, env: { HERMES_WEBHOOK_DELIVERY_ID: "gh-1" } })).argv,
+      ).toBeNull();
+      // An id in the envelope wins, even one that is not hookspool's.
+      expect(
+        (await run(envelope("success", "gh-1"), { path, env: { HERMES_WEBHOOK_DELIVERY_ID: ID } })).argv,
+      ).toBeNull();
+    },
+  );
 
   test.skipIf(skip)("HOOKSPOOL_HOME reaches the CLI through the environment", async () => {
     const r = await run(envelope("success"), { path, env: { HOOKSPOOL_HOME: "/var/lib/hookspool" } });
@@ -163,7 +180,13 @@ describe("completion.sh", () => {
   });
 
   test.skipIf(!SH || (!JQ && !PYTHON))("runs under a POSIX sh too", async () => {
-    expect((await run(envelope("failure"), { shell: SH! })).argv).toEqual(["outcome", ID, "failed", "--reason", REASON]);
+    expect((await run(envelope("failure"), { shell: SH! })).argv).toEqual([
+      "outcome",
+      ID,
+      "failed",
+      "--reason",
+      REASON,
+    ]);
   });
 
   test.skipIf(!Bun.which("shellcheck"))("is shellcheck-clean as sh", async () => {

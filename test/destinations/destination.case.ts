@@ -44,7 +44,11 @@ export function destinationConformance(type: string, make: () => Harness): void 
       const { dest, received } = await make().accepting();
       await dest.deliver(body, ctxFor());
       const [a] = await received();
-      expect({ batch: a.batchId, delivery: a.deliveryId, attempt: a.attempt }).toEqual({ batch: "7", delivery: "hs_inst1_7_42", attempt: "2" });
+      expect({ batch: a.batchId, delivery: a.deliveryId, attempt: a.attempt }).toEqual({
+        batch: "7",
+        delivery: "hs_inst1_7_42",
+        attempt: "2",
+      });
     });
 
     test("the worker deadline ends a stalled attempt as transport, on time", async () => {

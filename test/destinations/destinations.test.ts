@@ -11,10 +11,16 @@ import { closedPort, type Hit, never, SENTINEL, stub, writeScript } from "./supp
 const SECRET = `raw-secret-${SENTINEL}`;
 
 function fromHits(hits: Hit[]): Arrival[] {
-  return hits.map((h) => ({ body: h.body, batchId: h.headers["x-hookspool-batch"], deliveryId: h.headers["webhook-id"], attempt: h.headers["x-hookspool-attempt"] }));
+  return hits.map((h) => ({
+    body: h.body,
+    batchId: h.headers["x-hookspool-batch"],
+    deliveryId: h.headers["webhook-id"],
+    attempt: h.headers["x-hookspool-attempt"],
+  }));
 }
 
-const echo = (status: number) => (hit: Hit) => new Response(JSON.stringify(hit), { status, statusText: `echo ${SENTINEL}` });
+const echo = (status: number) => (hit: Hit) =>
+  new Response(JSON.stringify(hit), { status, statusText: `echo ${SENTINEL}` });
 
 destinationConformance("http", (): Harness => {
   const dir = tempDir();
@@ -22,7 +28,14 @@ destinationConformance("http", (): Harness => {
   writeFileSync(secretFile, SECRET, { mode: 0o600 });
   // The sentinel in the query string too: a URL with its token must never reach an outcome.
   const http = (url: string, timeoutS = 30) =>
-    new HttpDestination({ name: "audit", url: `${url}/in?token=${SENTINEL}`, secret: { file: secretFile }, allowInsecure: true, timeoutS, instanceId: "inst1" });
+    new HttpDestination({
+      name: "audit",
+      url: `${url}/in?token=${SENTINEL}`,
+      secret: { file: secretFile },
+      allowInsecure: true,
+      timeoutS,
+      instanceId: "inst1",
+    });
   return {
     async accepting() {
       const s = stub(() => new Response("ok"));
@@ -44,7 +57,15 @@ destinationConformance("hermes", (): Harness => {
   const dir = tempDir();
   const subs = join(dir, "subscriptions.json");
   writeFileSync(subs, JSON.stringify({ ci: { secret: SECRET, prompt: "x" } }));
-  const hermes = (baseUrl: string, timeoutS = 30) => new HermesDestination({ name: "hermes:ci", route: "ci", baseUrl, subscriptionsPath: subs, timeoutS, instanceId: "inst1" });
+  const hermes = (baseUrl: string, timeoutS = 30) =>
+    new HermesDestination({
+      name: "hermes:ci",
+      route: "ci",
+      baseUrl,
+      subscriptionsPath: subs,
+      timeoutS,
+      instanceId: "inst1",
+    });
   return {
     async accepting() {
       const s = stub(() => Response.json({ status: "accepted" }, { status: 202 }));
@@ -85,7 +106,14 @@ destinationConformance("script", (): Harness => {
           const body = readFileSync(`${out}.body`, "utf8");
           // A script sees the attempt in the document, not in its environment.
           const attempt = String((JSON.parse(body) as { attempt: number }).attempt);
-          return [{ body, batchId: readFileSync(`${out}.batch`, "utf8"), deliveryId: readFileSync(`${out}.delivery`, "utf8"), attempt }];
+          return [
+            {
+              body,
+              batchId: readFileSync(`${out}.batch`, "utf8"),
+              deliveryId: readFileSync(`${out}.delivery`, "utf8"),
+              attempt,
+            },
+          ];
         },
       };
     },

@@ -22,7 +22,16 @@ function setup(gw: Omit<GatewayOptions, "now">, dest: Partial<HermesDestinationO
   let r: ReturnType<typeof rig> | null = null;
   const gateway = new HermesGateway({ ...gw, now: () => (r ? r.clock.now() : Date.now() / 1000) });
   gateways.push(gateway);
-  const hermes = new HermesDestination({ name: "hermes:ci", route: "ci", baseUrl: gateway.url, subscriptionsPath: gateway.subscriptionsPath, instanceId: "inst1", timeoutS: 5, maxInflight: 4, ...dest });
+  const hermes = new HermesDestination({
+    name: "hermes:ci",
+    route: "ci",
+    baseUrl: gateway.url,
+    subscriptionsPath: gateway.subscriptionsPath,
+    instanceId: "inst1",
+    timeoutS: 5,
+    maxInflight: 4,
+    ...dest,
+  });
   r = rig(`[sources.s]\naction = "hermes:ci"\n${config}`, [hermes]);
   return { r, gateway, hermes };
 }
@@ -42,7 +51,8 @@ async function retryWhenDue(r: ReturnType<typeof rig>, id: number): Promise<void
   await r.step();
 }
 
-const attempts = (r: ReturnType<typeof rig>, id: number) => r.attempts(id).map((a) => ({ outcome: a.outcome, status: a.status, answer: a.answer, unconfirmed: a.unconfirmed }));
+const attempts = (r: ReturnType<typeof rig>, id: number) =>
+  r.attempts(id).map((a) => ({ outcome: a.outcome, status: a.status, answer: a.answer, unconfirmed: a.unconfirmed }));
 
 describe("the gateway's answers", () => {
   test("202 accepted: delivered, its result accepted (the run is queued, not done)", async () => {
@@ -64,7 +74,10 @@ describe("the gateway's answers", () => {
 
   test("duplicate after a 5xx of ours: the gateway recorded the id and failed; delivered but unconfirmed", async () => {
     // deliver_only answers 502 after it recorded the delivery id: the retry's duplicate proves nothing ran.
-    const { r, gateway } = setup({ routes: { ci: { secret: SECRET, deliver_only: true, deliverFails: (n) => n === 2 } } }, { unwrap: true });
+    const { r, gateway } = setup(
+      { routes: { ci: { secret: SECRET, deliver_only: true, deliverFails: (n) => n === 2 } } },
+      { unwrap: true },
+    );
     const id = await firstAttempt(r, 2);
     expect(r.batch(id)).toMatchObject({ state: "retry", last_class: "transport" });
     await retryWhenDue(r, id);
@@ -72,12 +85,17 @@ describe("the gateway's answers", () => {
     expect(gateway.hits.map((h) => h.answer)).toEqual(["delivered", "error", "duplicate"]);
     expect(r.batch(id)).toMatchObject({ state: "delivered", result: "unconfirmed" });
     expect(attempts(r, id)[1]).toMatchObject({ outcome: "ok", answer: "duplicate", unconfirmed: 1 });
-    const journal = r.spool.db.query("SELECT detail FROM journal WHERE kind = 'delivered' AND batch_id = ?").get(id) as { detail: string };
+    const journal = r.spool.db
+      .query("SELECT detail FROM journal WHERE kind = 'delivered' AND batch_id = ?")
+      .get(id) as { detail: string };
     expect(JSON.parse(journal.detail)).toMatchObject({ unconfirmed: true });
   });
 
   test("duplicate after a timeout of ours: the gateway admitted it while we gave up; unconfirmed", async () => {
-    const { r, gateway } = setup({ routes: { ci: { secret: SECRET } }, delayMs: (n) => (n === 1 ? 600 : 0) }, { unwrap: true, timeoutS: 0.2 });
+    const { r, gateway } = setup(
+      { routes: { ci: { secret: SECRET } }, delayMs: (n) => (n === 1 ? 600 : 0) },
+      { unwrap: true, timeoutS: 0.2 },
+    );
     const id = batchIdOf(r.put("k", "hermes:ci"));
     await r.step();
     expect(r.batch(id)).toMatchObject({ state: "retry", last_class: "transport" });
@@ -90,7 +108,10 @@ describe("the gateway's answers", () => {
 
   test("a duplicate for an event an earlier attempt saw accepted is confirmed (not paced: every event goes again)", async () => {
     // A proxy answers 503 for the second request before the gateway sees it.
-    const { r, gateway } = setup({ routes: { ci: { secret: SECRET } }, failBefore: (n) => (n === 2 ? 503 : undefined) }, { unwrap: true, rate: null });
+    const { r, gateway } = setup(
+      { routes: { ci: { secret: SECRET } }, failBefore: (n) => (n === 2 ? 503 : undefined) },
+      { unwrap: true, rate: null },
+    );
     const id = await firstAttempt(r, 2);
     expect(r.batch(id)).toMatchObject({ state: "retry", last_class: "transport" });
     await retryWhenDue(r, id);
@@ -101,7 +122,10 @@ describe("the gateway's answers", () => {
 
   test("paced: a retry sends only what did not get through, so a batch larger than the window still finishes", async () => {
     // Three events, a window of two: the third gets 429; after the gate only it is sent.
-    const { r, gateway } = setup({ routes: { ci: { secret: SECRET } }, rateLimit: 2 }, { unwrap: true, rate: { limit: 30, windowS: 60 } });
+    const { r, gateway } = setup(
+      { routes: { ci: { secret: SECRET } }, rateLimit: 2 },
+      { unwrap: true, rate: { limit: 30, windowS: 60 } },
+    );
     const id = await firstAttempt(r, 3);
     expect(r.batch(id)).toMatchObject({ state: "retry", last_class: "throttle" });
     await retryWhenDue(r, id);
@@ -122,7 +146,9 @@ describe("the gateway's answers", () => {
     expect(gateway.counts()).toEqual({ ignored: 5 });
     for (const id of ids) expect(r.batch(id)).toMatchObject({ state: "delivered", result: "ignored" });
     expect(r.attempts(ids[0])[0].error).toContain("ignored (events)");
-    const metrics = await renderStoreMetrics(sqliteStatusStore(r.spool), r.config, join(r.home, "spool.db"), { now: r.clock.now() });
+    const metrics = await renderStoreMetrics(sqliteStatusStore(r.spool), r.config, join(r.home, "spool.db"), {
+      now: r.clock.now(),
+    });
     expect(metrics).toContain('hookspool_answers_30d{destination="hermes:ci",answer="ignored"} 5');
   });
 
@@ -141,7 +167,9 @@ describe("the gateway's answers", () => {
     await r.step();
     expect(gateway.hits).toHaveLength(answered);
     expect(r.dest("hermes:ci")).toMatchObject({ state: "paused" });
-    const issue = r.spool.db.query("SELECT state, last_error FROM issues WHERE fingerprint = 'delivery:hermes:ci:paused'").get() as { state: string; last_error: string };
+    const issue = r.spool.db
+      .query("SELECT state, last_error FROM issues WHERE fingerprint = 'delivery:hermes:ci:paused'")
+      .get() as { state: string; last_error: string };
     expect(issue.state).toBe("open");
     expect(issue.last_error).toContain('route "ci"');
     expect(issue.last_error).toContain(gateway.subscriptionsPath);
@@ -161,7 +189,10 @@ describe("the gateway's answers", () => {
 describe("the gateway's rate", () => {
   test("read from the route's rate_limit: the gateway never has to say 429, and nothing waits longer than the window", async () => {
     const { r, gateway, hermes } = setup({ routes: { ci: { secret: SECRET, rate_limit: 3 } } });
-    expect(hermes.pace()).toMatchObject({ rate: { limit: 3, windowS: 60 }, from: expect.stringContaining("the route's rate_limit") });
+    expect(hermes.pace()).toMatchObject({
+      rate: { limit: 3, windowS: 60 },
+      from: expect.stringContaining("the route's rate_limit"),
+    });
     const ids = ["a", "b", "c", "d", "e", "f", "g"].map((k) => batchIdOf(r.put(k, "hermes:ci")));
     for (let t = 0; t < 4 && ids.some((id) => r.batch(id).state !== "delivered"); t++) {
       await r.step();
@@ -174,7 +205,10 @@ describe("the gateway's rate", () => {
 
   test("without one, the gateway's default: [hermes] rate_limit per minute", async () => {
     const { hermes } = setup({ routes: { ci: { secret: SECRET } } }, { gatewayRateLimit: 12 });
-    expect(hermes.pace()).toEqual({ rate: { limit: 12, windowS: 60 }, from: "the gateway's rate_limit ([hermes] rate_limit = 12)" });
+    expect(hermes.pace()).toEqual({
+      rate: { limit: 12, windowS: 60 },
+      from: "the gateway's rate_limit ([hermes] rate_limit = 12)",
+    });
   });
 
   test("a 429 (another sender shares the gateway's window): the destination waits a window, then sends one probe, then the rest", async () => {

@@ -21,7 +21,14 @@ function secretFile(value: string): string {
 
 function http(url: string, o: Partial<HttpDestinationOptions> = {}): HttpDestination {
   // Without a secret it must say unsigned (a test that is about something else).
-  return new HttpDestination({ name: "audit", url, allowInsecure: true, instanceId: "inst1", ...(o.secret ? {} : { unsigned: true }), ...o });
+  return new HttpDestination({
+    name: "audit",
+    url,
+    allowInsecure: true,
+    instanceId: "inst1",
+    ...(o.secret ? {} : { unsigned: true }),
+    ...o,
+  });
 }
 
 /** A self-signed certificate for 127.0.0.1, or null when openssl is not installed. */
@@ -29,7 +36,24 @@ function selfSigned(): { key: string; cert: string } | null {
   if (!Bun.which("openssl")) return null;
   const dir = tempDir();
   const r = Bun.spawnSync(
-    ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1", "-keyout", "k.pem", "-out", "c.pem"],
+    [
+      "openssl",
+      "req",
+      "-x509",
+      "-newkey",
+      "ec",
+      "-pkeyopt",
+      "ec_paramgen_curve:P-256",
+      "-nodes",
+      "-days",
+      "1",
+      "-subj",
+      "/CN=127.0.0.1",
+      "-keyout",
+      "k.pem",
+      "-out",
+      "c.pem",
+    ],
     { cwd: dir, stdout: "ignore", stderr: "ignore" },
   );
   if (r.exitCode !== 0) return null;
@@ -54,19 +78,24 @@ describe("http URL and TLS rules", () => {
   });
 
   const tls = selfSigned();
-  test.skipIf(tls === null)("TLS is verified: a self-signed certificate is config (skipped only without openssl)", async () => {
-    if (!tls) return;
-    const s = stub(() => new Response("ok"), tls);
-    expect(s.url).toStartWith("https://");
-    const o = await http(`${s.url}/in`, { allowInsecure: false }).deliver(documentFor(events(1)), makeCtx());
-    expect(o).toMatchObject({ kind: "retry", klass: "config", reason: "tls certificate rejected" });
-    expect(s.hits).toHaveLength(0);
-  });
+  test.skipIf(tls === null)(
+    "TLS is verified: a self-signed certificate is config (skipped only without openssl)",
+    async () => {
+      if (!tls) return;
+      const s = stub(() => new Response("ok"), tls);
+      expect(s.url).toStartWith("https://");
+      const o = await http(`${s.url}/in`, { allowInsecure: false }).deliver(documentFor(events(1)), makeCtx());
+      expect(o).toMatchObject({ kind: "retry", klass: "config", reason: "tls certificate rejected" });
+      expect(s.hits).toHaveLength(0);
+    },
+  );
   if (tls === null) console.warn("http.test.ts: openssl is missing; the TLS verification test is skipped");
 
   test("a redirect is never followed and is permanent", async () => {
     const target = stub(() => new Response("reached"));
-    const redirect = stub(() => new Response(null, { status: 302, headers: { location: `${target.url}/elsewhere?token=x` } }));
+    const redirect = stub(
+      () => new Response(null, { status: 302, headers: { location: `${target.url}/elsewhere?token=x` } }),
+    );
     const o = await http(`${redirect.url}/in`).deliver(documentFor(events(1)), makeCtx());
     expect(o).toMatchObject({ kind: "dead", klass: "permanent", status: 302 });
     expect(o.detail).not.toContain("token");
@@ -81,7 +110,11 @@ describe("http signing and headers", () => {
     const previous = whsec();
     const older = "raw-older-secret";
     const s = stub();
-    const dest = http(`${s.url}/in`, { secret: { file: secretFile(current) }, secretPrevious: [{ file: secretFile(previous) }, { env: "OLDER" }], env: { OLDER: older } });
+    const dest = http(`${s.url}/in`, {
+      secret: { file: secretFile(current) },
+      secretPrevious: [{ file: secretFile(previous) }, { env: "OLDER" }],
+      env: { OLDER: older },
+    });
     const body = documentFor(events(2));
     expect((await dest.deliver(body, makeCtx())).kind).toBe("ok");
     const [hit] = s.hits;
@@ -93,7 +126,9 @@ describe("http signing and headers", () => {
     // Current first: the first entry alone verifies under the current secret.
     expect(() => new Webhook(current).verify(hit.body, { ...hit.headers, "webhook-signature": sigs[0] })).not.toThrow();
     // X-Hub-Signature-256 uses the current secret's raw UTF-8 (the file's trailing newline dropped).
-    expect(hit.headers["x-hub-signature-256"]).toBe(`sha256=${createHmac("sha256", current).update(body).digest("hex")}`);
+    expect(hit.headers["x-hub-signature-256"]).toBe(
+      `sha256=${createHmac("sha256", current).update(body).digest("hex")}`,
+    );
   });
 
   test("extra static headers are sent and cannot override hookspool's", async () => {
@@ -101,7 +136,14 @@ describe("http signing and headers", () => {
     const dest = http(`${s.url}/in`, {
       secret: { env: "S" },
       env: { S: "k" },
-      headers: { "X-Extra": "yes", "User-Agent": "evil", "webhook-id": "evil", "Content-Type": "text/plain", "X-Hookspool-Batch": "0", "Content-Length": "1" },
+      headers: {
+        "X-Extra": "yes",
+        "User-Agent": "evil",
+        "webhook-id": "evil",
+        "Content-Type": "text/plain",
+        "X-Hookspool-Batch": "0",
+        "Content-Length": "1",
+      },
     });
     expect((await dest.deliver("{}", makeCtx())).kind).toBe("ok");
     const h = s.hits[0].headers;
@@ -117,9 +159,15 @@ describe("http signing and headers", () => {
   test("no secret: a config outcome without a request, never an unsigned delivery; unsigned = true sends none", async () => {
     const s = stub();
     const dest = new HttpDestination({ name: "audit", url: `${s.url}/in`, allowInsecure: true, instanceId: "inst1" });
-    expect(await dest.deliver(documentFor(events(1)), makeCtx())).toMatchObject({ kind: "retry", klass: "config", reason: "no signing secret" });
+    expect(await dest.deliver(documentFor(events(1)), makeCtx())).toMatchObject({
+      kind: "retry",
+      klass: "config",
+      reason: "no signing secret",
+    });
     expect(s.hits).toHaveLength(0);
-    expect(dest.check()).toEqual(["no secret: every delivery carries webhook-signature; set secret = { file = ... }, or unsigned = true to deliver unsigned"]);
+    expect(dest.check()).toEqual([
+      "no secret: every delivery carries webhook-signature; set secret = { file = ... }, or unsigned = true to deliver unsigned",
+    ]);
     const unsigned = http(`${s.url}/in`, { unsigned: true });
     expect((await unsigned.deliver(documentFor(events(1)), makeCtx())).kind).toBe("ok");
     expect(s.hits).toHaveLength(1);
@@ -153,7 +201,10 @@ describe("http signing and headers", () => {
     const s = stub();
     const dest = http(`${s.url}/in`);
     expect(dest.idempotency).toBe("per-batch");
-    for (const [attempt, attemptId] of [[1, 501], [2, 502]]) {
+    for (const [attempt, attemptId] of [
+      [1, 501],
+      [2, 502],
+    ]) {
       await dest.deliver("{}", makeCtx({ attempt, deliveryId: deliveryId(dest.idempotency, "inst1", 7, attemptId) }));
     }
     expect(s.hits.map((h) => h.headers["webhook-id"])).toEqual(["hs_inst1_7", "hs_inst1_7"]);
@@ -163,7 +214,12 @@ describe("http signing and headers", () => {
   test("a document over max_body_bytes is permanent without a request", async () => {
     const s = stub();
     const o = await http(`${s.url}/in`, { maxBodyBytes: 10 }).deliver(documentFor(events(1)), makeCtx());
-    expect(o).toMatchObject({ kind: "dead", klass: "permanent", reason: "body over max_body_bytes", deadReason: "config" });
+    expect(o).toMatchObject({
+      kind: "dead",
+      klass: "permanent",
+      reason: "body over max_body_bytes",
+      deadReason: "config",
+    });
     expect(s.hits).toHaveLength(0);
   });
 

@@ -43,7 +43,13 @@ event_header = "X-GitHub-Event"
 );
 
 // The loader refuses this one; check() must still say why if a config reaches it another way.
-config.destinations.insecure = { type: "http", url: "http://example.invalid/hook", allow_insecure: false, unwrap: false, unsigned: true };
+config.destinations.insecure = {
+  type: "http",
+  url: "http://example.invalid/hook",
+  allow_insecure: false,
+  unwrap: false,
+  unsigned: true,
+};
 
 const opts = { env: { AUDIT_SECRET: "a", PATH: process.env.PATH }, clock: new FakeClock(), instanceId: "inst9" };
 
@@ -51,25 +57,50 @@ describe("makeDestination", () => {
   test("each type with its defaults and overrides", () => {
     const ci = makeDestination(config, "hermes:ci", opts);
     expect(ci).toBeInstanceOf(HermesDestination);
-    expect(ci).toMatchObject({ name: "hermes:ci", type: "hermes", unwrap: true, idempotency: "per-event", maxInflight: 2, timeoutS: 12, maxBodyBytes: 1048576 });
+    expect(ci).toMatchObject({
+      name: "hermes:ci",
+      type: "hermes",
+      unwrap: true,
+      idempotency: "per-event",
+      maxInflight: 2,
+      timeoutS: 12,
+      maxBodyBytes: 1048576,
+    });
     const plain = makeDestination(config, "hermes:plain", opts);
     expect(plain).toMatchObject({ type: "hermes", unwrap: false, idempotency: "per-attempt" });
     const audit = makeDestination(config, "audit", opts);
     expect(audit).toBeInstanceOf(HttpDestination);
-    expect(audit).toMatchObject({ type: "http", idempotency: "per-batch", maxInflight: 8, timeoutS: 30, maxBodyBytes: 1048576 });
+    expect(audit).toMatchObject({
+      type: "http",
+      idempotency: "per-batch",
+      maxInflight: 8,
+      timeoutS: 30,
+      maxBodyBytes: 1048576,
+    });
     const log = makeDestination(config, "script:log", opts);
     expect(log).toBeInstanceOf(ScriptDestination);
-    expect(log).toMatchObject({ type: "script", idempotency: "per-batch", maxInflight: 1, timeoutS: 5, maxBodyBytes: Number.POSITIVE_INFINITY });
+    expect(log).toMatchObject({
+      type: "script",
+      idempotency: "per-batch",
+      maxInflight: 1,
+      timeoutS: 5,
+      maxBodyBytes: Number.POSITIVE_INFINITY,
+    });
   });
 
   test("quarantine and names that do not resolve give null", () => {
-    for (const name of ["quarantine", "nope", "script:missing", "hermes:", ""]) expect(makeDestination(config, name, opts)).toBeNull();
+    for (const name of ["quarantine", "nope", "script:missing", "hermes:", ""])
+      expect(makeDestination(config, name, opts)).toBeNull();
   });
 });
 
 describe("check()", () => {
   test("lists config and secret problems per destination", () => {
-    const problems = checkDestinations(config, ["hermes:ci", "hermes:plain", "hermes:gone", "audit", "insecure", "script:log", "script:gmail", "quarantine"], opts);
+    const problems = checkDestinations(
+      config,
+      ["hermes:ci", "hermes:plain", "hermes:gone", "audit", "insecure", "script:log", "script:gmail", "quarantine"],
+      opts,
+    );
     // A processor destination runs this binary: whether its bobbin loads is config's to say.
     expect([...problems.keys()].sort()).toEqual(["audit", "hermes:gone", "insecure"]);
     expect(problems.get("audit")).toEqual(["secret_previous: secret (environment variable OLD_SECRET) is not set"]);

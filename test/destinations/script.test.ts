@@ -9,7 +9,14 @@ import { writeTallyBobbin } from "../helpers/bobbins.ts";
 import { tempDir } from "../helpers/tmp.ts";
 import { documentFor, events, makeCtx, SENTINEL, timed, writeScript } from "./support.ts";
 
-const PARENT = { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: "/home/dispatcher", LANG: "C.UTF-8", USER: "hookspool", AWS_SECRET_ACCESS_KEY: SENTINEL, HOOKSPOOL_HOME: "/x" };
+const PARENT = {
+  PATH: process.env.PATH ?? "/usr/bin:/bin",
+  HOME: "/home/dispatcher",
+  LANG: "C.UTF-8",
+  USER: "hookspool",
+  AWS_SECRET_ACCESS_KEY: SENTINEL,
+  HOOKSPOOL_HOME: "/x",
+};
 
 function script(text: string, o: Partial<ScriptDestinationOptions> = {}): { dest: ScriptDestination; dir: string } {
   const dir = tempDir();
@@ -29,7 +36,7 @@ function alive(pid: number): boolean {
 
 describe("script input and environment", () => {
   test("stdin is the document, byte for byte, in the configured cwd", async () => {
-    const { dest, dir } = script('#!/bin/sh\ncat > stdin.bin\n');
+    const { dest, dir } = script("#!/bin/sh\ncat > stdin.bin\n");
     const body = documentFor(events(50));
     const o = await dest.deliver(body, makeCtx());
     expect(o).toMatchObject({ kind: "ok", klass: null, status: 0, reason: "exit 0", emits: [] });
@@ -53,7 +60,17 @@ describe("script input and environment", () => {
         .filter(Boolean)
         .map((l) => [l.slice(0, l.indexOf("=")), l.slice(l.indexOf("=") + 1)]),
     );
-    expect(Object.keys(env).sort()).toEqual(["EXTRA", "FROM_FILE", "HOME", "HOOKSPOOL_BATCH_ID", "HOOKSPOOL_DELIVERY_ID", "HOOKSPOOL_STATE_DIR", "LANG", "PATH", "SHARED"]);
+    expect(Object.keys(env).sort()).toEqual([
+      "EXTRA",
+      "FROM_FILE",
+      "HOME",
+      "HOOKSPOOL_BATCH_ID",
+      "HOOKSPOOL_DELIVERY_ID",
+      "HOOKSPOOL_STATE_DIR",
+      "LANG",
+      "PATH",
+      "SHARED",
+    ]);
     expect(env).toMatchObject({
       HOME: "/home/dispatcher",
       LANG: "C.UTF-8",
@@ -66,7 +83,9 @@ describe("script input and environment", () => {
 
   test("state_dir is created with mode 0700", async () => {
     const state = join(tempDir(), "a", "b");
-    const { dest } = script("#!/bin/sh\ntest -d \"$HOOKSPOOL_STATE_DIR\" && touch \"$HOOKSPOOL_STATE_DIR/ran\"\n", { stateDir: state });
+    const { dest } = script('#!/bin/sh\ntest -d "$HOOKSPOOL_STATE_DIR" && touch "$HOOKSPOOL_STATE_DIR/ran"\n', {
+      stateDir: state,
+    });
     expect((await dest.deliver("{}", makeCtx())).kind).toBe("ok");
     expect(statSync(state).mode & 0o777).toBe(0o700);
     expect(existsSync(join(state, "ran"))).toBe(true);
@@ -74,7 +93,11 @@ describe("script input and environment", () => {
 
   test("an unreadable env_file is config, and the script does not run", async () => {
     const { dest, dir } = script("#!/bin/sh\ntouch ran\n", { envFile: join(tempDir(), "missing.env") });
-    expect(await dest.deliver("{}", makeCtx())).toMatchObject({ kind: "retry", klass: "config", reason: "env file unreadable" });
+    expect(await dest.deliver("{}", makeCtx())).toMatchObject({
+      kind: "retry",
+      klass: "config",
+      reason: "env file unreadable",
+    });
     expect(existsSync(join(dir, "ran"))).toBe(false);
     expect(dest.check()[0]).toContain("cannot be read");
   });
@@ -82,24 +105,44 @@ describe("script input and environment", () => {
 
 describe("script exits and failures", () => {
   test("exit 65 is permanent; exit 3 is a batch failure", async () => {
-    expect(await script("#!/bin/sh\nexit 65\n").dest.deliver("{}", makeCtx())).toMatchObject({ kind: "dead", klass: "permanent", status: 65, reason: "exit 65" });
-    expect(await script("#!/bin/sh\nexit 3\n").dest.deliver("{}", makeCtx())).toMatchObject({ kind: "retry", klass: "batch", status: 3, reason: "exit 3" });
+    expect(await script("#!/bin/sh\nexit 65\n").dest.deliver("{}", makeCtx())).toMatchObject({
+      kind: "dead",
+      klass: "permanent",
+      status: 65,
+      reason: "exit 65",
+    });
+    expect(await script("#!/bin/sh\nexit 3\n").dest.deliver("{}", makeCtx())).toMatchObject({
+      kind: "retry",
+      klass: "batch",
+      status: 3,
+      reason: "exit 3",
+    });
   });
 
   test("a missing or non-executable script cannot start: transport", async () => {
     const dir = tempDir();
     const missing = new ScriptDestination({ name: "script:m", argv: [join(dir, "nope.sh")], parentEnv: PARENT });
-    expect(await missing.deliver("{}", makeCtx())).toMatchObject({ kind: "retry", klass: "transport", reason: "cannot start script" });
+    expect(await missing.deliver("{}", makeCtx())).toMatchObject({
+      kind: "retry",
+      klass: "transport",
+      reason: "cannot start script",
+    });
     const plain = join(dir, "plain.sh");
     writeFileSync(plain, "#!/bin/sh\nexit 0\n", { mode: 0o644 });
     const noexec = new ScriptDestination({ name: "script:n", argv: [plain], parentEnv: PARENT });
-    expect(await noexec.deliver("{}", makeCtx())).toMatchObject({ kind: "retry", klass: "transport", reason: "cannot start script" });
+    expect(await noexec.deliver("{}", makeCtx())).toMatchObject({
+      kind: "retry",
+      klass: "transport",
+      reason: "cannot start script",
+    });
     expect(missing.check()).toEqual([`argv[0] ${join(dir, "nope.sh")} is not an executable file`]);
     expect(noexec.check()).toHaveLength(1);
   });
 
   test("a timeout kills the whole process group", async () => {
-    const { dest, dir } = script('#!/bin/sh\nsleep 30 &\necho $! > child.pid\necho $$ > self.pid\nwait\n', { timeoutS: 0.6 });
+    const { dest, dir } = script("#!/bin/sh\nsleep 30 &\necho $! > child.pid\necho $$ > self.pid\nwait\n", {
+      timeoutS: 0.6,
+    });
     const { value: o, ms } = await timed(() => dest.deliver("{}", makeCtx({ timeoutS: dest.timeoutS })));
     expect(o).toMatchObject({ kind: "retry", klass: "transport", reason: "script timeout" });
     expect(ms).toBeLessThan(2000);
@@ -126,12 +169,22 @@ describe("script exits and failures", () => {
       HOOKSPOOL_SECRET_REFS: "{}",
     });
     const logged: string[] = [];
-    const dest = (mode: string) => new ScriptDestination({ name: "script:tally", processor: "tally", env: env(mode), stateDir: join(root, `state-${mode}`), parentEnv: PARENT, processorLog: (l) => logged.push(l) });
+    const dest = (mode: string) =>
+      new ScriptDestination({
+        name: "script:tally",
+        processor: "tally",
+        env: env(mode),
+        stateDir: join(root, `state-${mode}`),
+        parentEnv: PARENT,
+        processorLog: (l) => logged.push(l),
+      });
     expect(dest("ok").check()).toEqual([]);
     const body = documentFor(events(4));
     const ok = await dest("ok").deliver(body, makeCtx());
     expect(ok).toMatchObject({ kind: "ok", reason: "exit 0" });
-    expect(ok.emits.map((e) => [e.source, e.event_type, e.destination, (e.payload as { count: number }).count])).toEqual([
+    expect(
+      ok.emits.map((e) => [e.source, e.event_type, e.destination, (e.payload as { count: number }).count]),
+    ).toEqual([
       ["tally", "tally", "hermes:tally", 4],
       ["tally", "tally", "hermes:tally", 0],
     ]);
@@ -161,7 +214,14 @@ exit 65
 
   test("defaults: per batch, one in flight, unbounded body, 300 s", () => {
     const { dest } = script("#!/bin/sh\n");
-    expect([dest.type, dest.idempotency, dest.maxInflight, dest.maxBodyBytes, dest.timeoutS, dest.unwrap]).toEqual(["script", "per-batch", 1, Number.POSITIVE_INFINITY, 300, false]);
+    expect([dest.type, dest.idempotency, dest.maxInflight, dest.maxBodyBytes, dest.timeoutS, dest.unwrap]).toEqual([
+      "script",
+      "per-batch",
+      1,
+      Number.POSITIVE_INFINITY,
+      300,
+      false,
+    ]);
     expect(dest.check()).toEqual([]);
   });
 });
@@ -171,7 +231,10 @@ describe("script stdout and emits", () => {
 
   test("emit lines are returned; other lines are ignored", async () => {
     const { dest, dir } = script("#!/bin/sh\ncat emits.txt\n");
-    writeFileSync(join(dir, "emits.txt"), ["starting", EMIT, '{"other": 1}', "", `  ${EMIT.replace('"n": 1', '"n": 2')}\r`, "[1,2]", "done"].join("\n"));
+    writeFileSync(
+      join(dir, "emits.txt"),
+      ["starting", EMIT, '{"other": 1}', "", `  ${EMIT.replace('"n": 1', '"n": 2')}\r`, "[1,2]", "done"].join("\n"),
+    );
     const o = await dest.deliver("{}", makeCtx());
     expect(o).toMatchObject({ kind: "ok", badEmit: false });
     expect(o.emits).toEqual([
@@ -180,7 +243,7 @@ describe("script stdout and emits", () => {
     ]);
   });
 
-  test("a malformed {\"enqueue\" line fails the attempt as bad emit", async () => {
+  test('a malformed {"enqueue" line fails the attempt as bad emit', async () => {
     for (const line of ['{"enqueue": {"source": "cal",', "{'enqueue': {}}", "{ enqueue: {} }", '{ "enqueue" : 5 }']) {
       const { dest, dir } = script("#!/bin/sh\ncat emits.txt\n");
       writeFileSync(join(dir, "emits.txt"), `${EMIT}\n${line}\n`);
@@ -191,7 +254,11 @@ describe("script stdout and emits", () => {
 
   test("invalid UTF-8 on an emit line is bad emit; on another line it is ignored", async () => {
     const { dest, dir } = script("#!/bin/sh\ncat emits.txt\n");
-    const bad = Buffer.concat([Buffer.from('{"enqueue": {"source": "cal", "key": "'), Buffer.from([0xff, 0xfe]), Buffer.from('", "payload": {}}}\n')]);
+    const bad = Buffer.concat([
+      Buffer.from('{"enqueue": {"source": "cal", "key": "'),
+      Buffer.from([0xff, 0xfe]),
+      Buffer.from('", "payload": {}}}\n'),
+    ]);
     writeFileSync(join(dir, "emits.txt"), bad);
     expect(await dest.deliver("{}", makeCtx())).toMatchObject({ klass: "batch", badEmit: true });
     writeFileSync(join(dir, "emits.txt"), Buffer.concat([Buffer.from([0xff, 0x0a]), Buffer.from(`${EMIT}\n`)]));

@@ -3,13 +3,27 @@ import { describe, expect, test } from "bun:test";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { Webhook } from "standardwebhooks";
-import { isReservedHeader, namedHeaderProblems, outboundHeaders, readSecrets, wireSafe } from "../../src/destinations/signing.ts";
+import {
+  isReservedHeader,
+  namedHeaderProblems,
+  outboundHeaders,
+  readSecrets,
+  wireSafe,
+} from "../../src/destinations/signing.ts";
 import { VERSION } from "../../src/version.ts";
 import { tempDir } from "../helpers/tmp.ts";
 import { nowClock, SENTINEL } from "./support.ts";
 
 const body = new TextEncoder().encode('{"a":"\u00e9"}');
-const base = { webhookId: "hs_i_1", timestamp: Math.floor(nowClock().now()), body, secrets: ["k1"], hubSecret: "k1", batchId: 1, attempt: 2 };
+const base = {
+  webhookId: "hs_i_1",
+  timestamp: Math.floor(nowClock().now()),
+  body,
+  secrets: ["k1"],
+  hubSecret: "k1",
+  batchId: 1,
+  attempt: 2,
+};
 
 describe("outboundHeaders", () => {
   test("every outbound header, verifiable by standardwebhooks", () => {
@@ -54,8 +68,15 @@ describe("outboundHeaders", () => {
   test("wireSafe and isReservedHeader", () => {
     expect(["push", "caf\u00e9", ""].map(wireSafe)).toEqual([true, true, true]);
     expect(["a\rb", "a\nb", "a\u0000b", "\u2713"].map(wireSafe)).toEqual([false, false, false, false]);
-    expect(["Webhook-Signature", "user-agent", "Content-Length", "X-GitHub-Event"].map(isReservedHeader)).toEqual([true, true, true, false]);
-    expect(namedHeaderProblems({ event_header: "webhook-id", dedup_header: "X-GitHub-Delivery" })).toEqual(["event_header webhook-id is a header hookspool sets"]);
+    expect(["Webhook-Signature", "user-agent", "Content-Length", "X-GitHub-Event"].map(isReservedHeader)).toEqual([
+      true,
+      true,
+      true,
+      false,
+    ]);
+    expect(namedHeaderProblems({ event_header: "webhook-id", dedup_header: "X-GitHub-Delivery" })).toEqual([
+      "event_header webhook-id is a header hookspool sets",
+    ]);
   });
 });
 

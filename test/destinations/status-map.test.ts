@@ -52,9 +52,17 @@ describe("outcomeForStatus", () => {
   test("a Retry-After of 0 or in the past is no hint: 429 stays a throttle, 503 is a transport failure", () => {
     const past = new Date((NOW - 60) * 1000).toUTCString();
     for (const v of ["0", past]) {
-      expect(outcomeForStatus(429, v, "http", NOW)).toMatchObject({ kind: "retry", klass: "throttle", retryAfterS: null });
+      expect(outcomeForStatus(429, v, "http", NOW)).toMatchObject({
+        kind: "retry",
+        klass: "throttle",
+        retryAfterS: null,
+      });
       // Like a 503 without Retry-After, it feeds the breaker.
-      expect(outcomeForStatus(503, v, "hermes", NOW)).toMatchObject({ kind: "retry", klass: "transport", retryAfterS: null });
+      expect(outcomeForStatus(503, v, "hermes", NOW)).toMatchObject({
+        kind: "retry",
+        klass: "transport",
+        retryAfterS: null,
+      });
     }
   });
 
@@ -66,10 +74,15 @@ describe("outcomeForStatus", () => {
 });
 
 describe("outcomeForError", () => {
-  const err = (code: string, message = `failed for https://h.example/x?token=${SENTINEL}`) => Object.assign(new TypeError(message), { code });
+  const err = (code: string, message = `failed for https://h.example/x?token=${SENTINEL}`) =>
+    Object.assign(new TypeError(message), { code });
 
   test("transport phrases for network failures", () => {
-    expect(outcomeForError(err("ECONNREFUSED"))).toMatchObject({ kind: "retry", klass: "transport", reason: "connection refused" });
+    expect(outcomeForError(err("ECONNREFUSED"))).toMatchObject({
+      kind: "retry",
+      klass: "transport",
+      reason: "connection refused",
+    });
     expect(outcomeForError(err("ECONNRESET")).reason).toBe("connection reset");
     expect(outcomeForError(err("ENOTFOUND")).reason).toBe("dns failure");
     expect(outcomeForError(err("EHOSTUNREACH")).reason).toBe("host unreachable");
@@ -77,8 +90,18 @@ describe("outcomeForError", () => {
   });
 
   test("a certificate failure is config", () => {
-    for (const code of ["DEPTH_ZERO_SELF_SIGNED_CERT", "CERT_HAS_EXPIRED", "ERR_TLS_CERT_ALTNAME_INVALID", "UNABLE_TO_VERIFY_LEAF_SIGNATURE", "SELF_SIGNED_CERT_IN_CHAIN"]) {
-      expect(outcomeForError(err(code))).toMatchObject({ kind: "retry", klass: "config", reason: "tls certificate rejected" });
+    for (const code of [
+      "DEPTH_ZERO_SELF_SIGNED_CERT",
+      "CERT_HAS_EXPIRED",
+      "ERR_TLS_CERT_ALTNAME_INVALID",
+      "UNABLE_TO_VERIFY_LEAF_SIGNATURE",
+      "SELF_SIGNED_CERT_IN_CHAIN",
+    ]) {
+      expect(outcomeForError(err(code))).toMatchObject({
+        kind: "retry",
+        klass: "config",
+        reason: "tls certificate rejected",
+      });
     }
   });
 

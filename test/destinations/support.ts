@@ -85,7 +85,10 @@ afterAll(() => {
 });
 
 /** A receiver on 127.0.0.1:0 that records every request and answers with `answer`. */
-export function stub(answer: (hit: Hit, n: number) => Response | Promise<Response> = () => new Response("{}"), tls?: { key: string; cert: string }): Stub {
+export function stub(
+  answer: (hit: Hit, n: number) => Response | Promise<Response> = () => new Response("{}"),
+  tls?: { key: string; cert: string },
+): Stub {
   const hits: Hit[] = [];
   const server = Bun.serve({
     hostname: "127.0.0.1",
@@ -94,7 +97,12 @@ export function stub(answer: (hit: Hit, n: number) => Response | Promise<Respons
     tls,
     async fetch(req) {
       const url = new URL(req.url);
-      const hit: Hit = { method: req.method, path: url.pathname, headers: Object.fromEntries(req.headers), body: await req.text() };
+      const hit: Hit = {
+        method: req.method,
+        path: url.pathname,
+        headers: Object.fromEntries(req.headers),
+        body: await req.text(),
+      };
       hits.push(hit);
       return answer(hit, hits.length);
     },

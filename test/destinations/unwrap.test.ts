@@ -49,14 +49,24 @@ const kinds: Kind[] = [
       const subs = join(tempDir(), "subs.json");
       writeFileSync(subs, JSON.stringify({ ci: { secret: SECRET, events: ["push"], coalesce: true } }));
       // No event_header of its own: it falls back to the source's (ctx.eventHeader).
-      const dest = new HermesDestination({ name: "hermes:ci", route: "ci", baseUrl: s.url, subscriptionsPath: subs, unwrap: true, dedupHeader: "X-GitHub-Delivery", instanceId: "inst1", ...o });
+      const dest = new HermesDestination({
+        name: "hermes:ci",
+        route: "ci",
+        baseUrl: s.url,
+        subscriptionsPath: subs,
+        unwrap: true,
+        dedupHeader: "X-GitHub-Delivery",
+        instanceId: "inst1",
+        ...o,
+      });
       return { dest, hits: s.hits };
     },
     ok: () => json(202, { status: "accepted" }),
   },
 ];
 
-const ctxFor = (evs = events(3), o = {}) => makeCtx({ events: evs, eventHeader: "X-GitHub-Event", deliveryId: "hs_inst1_7", ...o });
+const ctxFor = (evs = events(3), o = {}) =>
+  makeCtx({ events: evs, eventHeader: "X-GitHub-Event", deliveryId: "hs_inst1_7", ...o });
 
 for (const k of kinds) {
   describe(`${k.label} unwrap`, () => {
@@ -70,7 +80,9 @@ for (const k of kinds) {
       expect(hits.map((h) => h.headers["webhook-id"])).toEqual(["hs_inst1_7_11", "hs_inst1_7_12", "hs_inst1_7_13"]);
       for (const h of hits) {
         expect(() => new Webhook(SECRET, { format: "raw" }).verify(h.body, h.headers)).not.toThrow();
-        expect(h.headers["x-hub-signature-256"]).toBe(`sha256=${createHmac("sha256", SECRET).update(h.body).digest("hex")}`);
+        expect(h.headers["x-hub-signature-256"]).toBe(
+          `sha256=${createHmac("sha256", SECRET).update(h.body).digest("hex")}`,
+        );
         expect(h.headers["x-hookspool-batch"]).toBe("7");
       }
       expect(hits.map((h) => h.headers["x-github-event"])).toEqual(["push", "check_suite", "push"]);
@@ -114,20 +126,42 @@ for (const k of kinds) {
       const { dest, hits } = k.make((_, n) => (failing && n === 2 ? json(500, {}) : k.ok()));
       const evs = events(3);
       const o = await dest.deliver("{}", ctxFor(evs));
-      expect(o).toMatchObject({ kind: "retry", klass: "transport", status: 500, eventsDelivered: 1, failedEventId: 12 });
+      expect(o).toMatchObject({
+        kind: "retry",
+        klass: "transport",
+        status: 500,
+        eventsDelivered: 1,
+        failedEventId: 12,
+      });
       expect(o.detail).toContain("event 12 (2 of 3)");
       expect(hits).toHaveLength(2);
       failing = false;
       const again = await dest.deliver("{}", ctxFor(evs, { attempt: 2 }));
       expect(again).toMatchObject({ kind: "ok", eventsDelivered: 3 });
-      expect(hits.map((h) => h.headers["webhook-id"])).toEqual(["hs_inst1_7_11", "hs_inst1_7_12", "hs_inst1_7_11", "hs_inst1_7_12", "hs_inst1_7_13"]);
+      expect(hits.map((h) => h.headers["webhook-id"])).toEqual([
+        "hs_inst1_7_11",
+        "hs_inst1_7_12",
+        "hs_inst1_7_11",
+        "hs_inst1_7_12",
+        "hs_inst1_7_13",
+      ]);
     });
 
     test("a failure is classified as a document's would be", async () => {
       const { dest } = k.make((_, n) => (n === 1 ? k.ok() : json(429, {}, { "retry-after": "7" })));
-      expect(await dest.deliver("{}", ctxFor())).toMatchObject({ klass: "throttle", retryAfterS: 7, eventsDelivered: 1, failedEventId: 12 });
+      expect(await dest.deliver("{}", ctxFor())).toMatchObject({
+        klass: "throttle",
+        retryAfterS: 7,
+        eventsDelivered: 1,
+        failedEventId: 12,
+      });
       const bad = k.make(() => json(400, {}));
-      expect(await bad.dest.deliver("{}", ctxFor())).toMatchObject({ kind: "dead", klass: "permanent", eventsDelivered: 0, failedEventId: 11 });
+      expect(await bad.dest.deliver("{}", ctxFor())).toMatchObject({
+        kind: "dead",
+        klass: "permanent",
+        eventsDelivered: 0,
+        failedEventId: 11,
+      });
     });
 
     test("max_body_bytes applies to each event, not the document", async () => {
@@ -138,7 +172,14 @@ for (const k of kinds) {
       const big = [...evs];
       big[1] = { ...big[1], payload: `{"pad":"${"x".repeat(size)}"}` };
       const tight = k.make(k.ok, { maxBodyBytes: size });
-      expect(await tight.dest.deliver("{}", ctxFor(big))).toMatchObject({ kind: "dead", klass: "permanent", reason: "body over max_body_bytes", eventsDelivered: 1, failedEventId: 12, deadReason: "config" });
+      expect(await tight.dest.deliver("{}", ctxFor(big))).toMatchObject({
+        kind: "dead",
+        klass: "permanent",
+        reason: "body over max_body_bytes",
+        eventsDelivered: 1,
+        failedEventId: 12,
+        deadReason: "config",
+      });
       expect(tight.hits).toHaveLength(1);
     });
 
@@ -158,9 +199,18 @@ for (const k of kinds) {
 describe("hermes unwrap answers", () => {
   test("ignored and coalesced are ok; the attempt's word is ignored only when every event was", async () => {
     const mixed = kinds[1].make((_, n) => json(n === 1 ? 200 : 202, { status: n === 1 ? "ignored" : "coalesced" }));
-    expect(await mixed.dest.deliver("{}", ctxFor(events(2)))).toMatchObject({ kind: "ok", eventsDelivered: 2, answer: "coalesced", unconfirmed: false });
+    expect(await mixed.dest.deliver("{}", ctxFor(events(2)))).toMatchObject({
+      kind: "ok",
+      eventsDelivered: 2,
+      answer: "coalesced",
+      unconfirmed: false,
+    });
     const all = kinds[1].make(() => json(200, { status: "ignored", reason: "filter" }));
-    expect(await all.dest.deliver("{}", ctxFor(events(2)))).toMatchObject({ kind: "ok", answer: "ignored", ignoredReason: "filter" });
+    expect(await all.dest.deliver("{}", ctxFor(events(2)))).toMatchObject({
+      kind: "ok",
+      answer: "ignored",
+      ignoredReason: "filter",
+    });
     // An unwrap destination sees its route's own filter at work: never an issue for it.
     expect(all.dest.ignoredIssueAfter).toBe(0);
   });
@@ -169,9 +219,15 @@ describe("hermes unwrap answers", () => {
     const { dest } = kinds[1].make(() => json(200, { status: "duplicate" }));
     const none = kinds[1].make(() => json(200, { status: "duplicate" }), { rate: null });
     // Not paced (rate none): every event is sent again; the first two got through before.
-    expect(await none.dest.deliver("{}", ctxFor(events(3), { attempt: 2, resume: { before: 13, unconfirmed: false } }))).toMatchObject({ kind: "ok", answer: "duplicate", unconfirmed: true });
-    expect(await none.dest.deliver("{}", ctxFor(events(2), { attempt: 2, resume: { before: 13, unconfirmed: false } }))).toMatchObject({ kind: "ok", answer: "duplicate", unconfirmed: false });
-    expect(await none.dest.deliver("{}", ctxFor(events(2), { attempt: 2, resume: { before: 13, unconfirmed: true } }))).toMatchObject({ unconfirmed: true });
+    expect(
+      await none.dest.deliver("{}", ctxFor(events(3), { attempt: 2, resume: { before: 13, unconfirmed: false } })),
+    ).toMatchObject({ kind: "ok", answer: "duplicate", unconfirmed: true });
+    expect(
+      await none.dest.deliver("{}", ctxFor(events(2), { attempt: 2, resume: { before: 13, unconfirmed: false } })),
+    ).toMatchObject({ kind: "ok", answer: "duplicate", unconfirmed: false });
+    expect(
+      await none.dest.deliver("{}", ctxFor(events(2), { attempt: 2, resume: { before: 13, unconfirmed: true } })),
+    ).toMatchObject({ unconfirmed: true });
     expect(await dest.deliver("{}", ctxFor(events(3)))).toMatchObject({ unconfirmed: true });
   });
 
@@ -190,7 +246,11 @@ describe("hermes unwrap answers", () => {
       { id: 23, eventType: "object", dedupId: null, payload: ' {"a":1}' },
     ];
     expect((await dest.deliver("{}", ctxFor(evs))).kind).toBe("ok");
-    expect(hits.map((h) => JSON.parse(h.body))).toEqual([{ event_type: "list", payload: [1, 2, 3] }, { event_type: "text", payload: "just a string" }, { a: 1 }]);
+    expect(hits.map((h) => JSON.parse(h.body))).toEqual([
+      { event_type: "list", payload: [1, 2, 3] },
+      { event_type: "text", payload: "just a string" },
+      { a: 1 },
+    ]);
     expect(hits[2].body).toBe(' {"a":1}');
     // The wrapped body is what is signed.
     for (const h of hits) expect(() => new Webhook(SECRET, { format: "raw" }).verify(h.body, h.headers)).not.toThrow();
@@ -198,7 +258,12 @@ describe("hermes unwrap answers", () => {
 
   test("401 on a later event is config, with the progress recorded", async () => {
     const { dest } = kinds[1].make((_, n) => (n === 1 ? json(200, { status: "duplicate" }) : json(401, {})));
-    expect(await dest.deliver("{}", ctxFor(events(2)))).toMatchObject({ klass: "config", reason: "bad secret", eventsDelivered: 1, failedEventId: 12 });
+    expect(await dest.deliver("{}", ctxFor(events(2)))).toMatchObject({
+      klass: "config",
+      reason: "bad secret",
+      eventsDelivered: 1,
+      failedEventId: 12,
+    });
   });
 
   test("check() allows the gateway's events and coalesce for an unwrap route", () => {

@@ -30,7 +30,10 @@ function alertConfig(extra = "", code = 0): { config: Config; file: string; scri
   const script = join(dir, "alert.sh");
   writeFileSync(script, `#!/bin/sh\nfor last; do :; done\nprintf '%s\\n' "$last" >> "${file}"\nexit ${code}\n`);
   chmodSync(script, 0o755);
-  const { config } = parseConfig(`[alerts]\nargv = ["${script}"]\n${extra}\n[sources.s]\naction = "hermes:a"\nexpect_every_s = 600\n`, "test.toml");
+  const { config } = parseConfig(
+    `[alerts]\nargv = ["${script}"]\n${extra}\n[sources.s]\naction = "hermes:a"\nexpect_every_s = 600\n`,
+    "test.toml",
+  );
   return { config, file, script };
 }
 
@@ -43,14 +46,26 @@ function sentLines(file: string): string[] {
 }
 
 function issue(t: ReturnType<typeof freshSpool>, fp: string) {
-  return t.spool.db.query("SELECT * FROM issues WHERE fingerprint = ?").get(fp) as { id: number; state: string; alerted_at: number | null; count: number };
+  return t.spool.db.query("SELECT * FROM issues WHERE fingerprint = ?").get(fp) as {
+    id: number;
+    state: string;
+    alerted_at: number | null;
+    count: number;
+  };
 }
 
 describe("alerts", () => {
   test("each open issue alerts once, with the text as the command's last argument", async () => {
     const t = freshSpool();
     const { config, file } = alertConfig();
-    raiseIssue(t.spool, { fingerprint: "delivery:hermes:a:unreachable", kind: "delivery", destination: "hermes:a", batchId: 7, error: "breaker open after connection refused", now: T0 });
+    raiseIssue(t.spool, {
+      fingerprint: "delivery:hermes:a:unreachable",
+      kind: "delivery",
+      destination: "hermes:a",
+      batchId: 7,
+      error: "breaker open after connection refused",
+      now: T0,
+    });
     expect(await runAlerts({ store: sqliteAlertStore(t.spool), config, env: {}, log, now: T0 })).toHaveLength(1);
     expect(await runAlerts({ store: sqliteAlertStore(t.spool), config, env: {}, log, now: T0 + 3600 })).toHaveLength(0);
     const lines = sentLines(file);
@@ -85,9 +100,13 @@ describe("alerts", () => {
     raiseIssue(t.spool, { fingerprint: "delivery:a:timeout", kind: "delivery", destination: "a", now: T0 });
     raiseIssue(t.spool, { fingerprint: "delivery:b:timeout", kind: "delivery", destination: "b", now: T0 });
     raiseIssue(t.spool, { fingerprint: "config:file", kind: "config", now: T0 });
-    expect((await runAlerts({ store: sqliteAlertStore(t.spool), config, env: {}, log, now: T0 })).length).toBe(2); // one delivery, one config
+    // one delivery, one config
+    expect((await runAlerts({ store: sqliteAlertStore(t.spool), config, env: {}, log, now: T0 })).length).toBe(2);
     expect(await runAlerts({ store: sqliteAlertStore(t.spool), config, env: {}, log, now: T0 + 1799 })).toHaveLength(0);
-    expect((t.spool.db.query("SELECT suppressed FROM alerts WHERE kind = 'delivery'").get() as { suppressed: number }).suppressed).toBeGreaterThan(0);
+    expect(
+      (t.spool.db.query("SELECT suppressed FROM alerts WHERE kind = 'delivery'").get() as { suppressed: number })
+        .suppressed,
+    ).toBeGreaterThan(0);
     expect(await runAlerts({ store: sqliteAlertStore(t.spool), config, env: {}, log, now: T0 + 1800 })).toHaveLength(1);
     expect(sentLines(file)).toHaveLength(3);
   });
@@ -96,15 +115,21 @@ describe("alerts", () => {
     const t = freshSpool();
     const failing = alertConfig("", 1);
     raiseIssue(t.spool, { fingerprint: "spool:min_free_bytes", kind: "spool", now: T0 });
-    expect(await runAlerts({ store: sqliteAlertStore(t.spool), config: failing.config, env: {}, log, now: T0 })).toHaveLength(0);
+    expect(
+      await runAlerts({ store: sqliteAlertStore(t.spool), config: failing.config, env: {}, log, now: T0 }),
+    ).toHaveLength(0);
     expect(issue(t, "spool:min_free_bytes").alerted_at).toBeNull();
     expect(sentLines(failing.file)).toHaveLength(1); // it ran, and said no
     const working = alertConfig("", 0);
-    expect(await runAlerts({ store: sqliteAlertStore(t.spool), config: working.config, env: {}, log, now: T0 + 1 })).toHaveLength(1);
+    expect(
+      await runAlerts({ store: sqliteAlertStore(t.spool), config: working.config, env: {}, log, now: T0 + 1 }),
+    ).toHaveLength(1);
     expect(issue(t, "spool:min_free_bytes").alerted_at).toBe(T0 + 1);
     const missing = parseConfig('[alerts]\nargv = ["/nonexistent/alert-sender"]\n', "t.toml").config;
     raiseIssue(t.spool, { fingerprint: "config:file", kind: "config", now: T0 });
-    expect(await runAlerts({ store: sqliteAlertStore(t.spool), config: missing, env: {}, log, now: T0 + 2 })).toHaveLength(0);
+    expect(
+      await runAlerts({ store: sqliteAlertStore(t.spool), config: missing, env: {}, log, now: T0 + 2 }),
+    ).toHaveLength(0);
   });
 
   test("a hanging alert command is killed at alerts.timeout_s and does not count as sent", async () => {
@@ -112,7 +137,9 @@ describe("alerts", () => {
     const { config } = parseConfig('[alerts]\nargv = ["/bin/sleep", "30"]\ntimeout_s = 0.3\n', "t.toml");
     raiseIssue(t.spool, { fingerprint: "config:file", kind: "config", now: T0 });
     const started = performance.now();
-    expect(await runAlerts({ store: sqliteAlertStore(t.spool), config, env: { PATH: process.env.PATH }, log, now: T0 })).toHaveLength(0);
+    expect(
+      await runAlerts({ store: sqliteAlertStore(t.spool), config, env: { PATH: process.env.PATH }, log, now: T0 }),
+    ).toHaveLength(0);
     expect(performance.now() - started).toBeLessThan(3000);
     expect(issue(t, "config:file").alerted_at).toBeNull();
   });
@@ -121,27 +148,69 @@ describe("alerts", () => {
     const t = freshSpool();
     const { config, file } = alertConfig();
     raiseIssue(t.spool, { fingerprint: "config:file", kind: "config", now: T0 });
-    expect(await runAlerts({ store: sqliteAlertStore(t.spool), config, env: { HOOKSPOOL_ALERT_DRY: "1" }, log, now: T0 })).toHaveLength(1);
+    expect(
+      await runAlerts({ store: sqliteAlertStore(t.spool), config, env: { HOOKSPOOL_ALERT_DRY: "1" }, log, now: T0 }),
+    ).toHaveLength(1);
     expect(sentLines(file)).toHaveLength(0);
     expect(issue(t, "config:file").alerted_at).toBe(T0);
   });
 
   test("alert texts name what broke and the command to run next", () => {
     const base = { id: 4, state: "open" as const, first_at: T0, last_at: T0, count: 3, alerted_at: null, route: null };
-    const dead = alertText({ ...base, fingerprint: "delivery:hermes:ci:permanent", kind: "delivery", destination: "hermes:ci", sample_batch_id: 12, last_error: "http 422" }, T0 + 120);
+    const dead = alertText(
+      {
+        ...base,
+        fingerprint: "delivery:hermes:ci:permanent",
+        kind: "delivery",
+        destination: "hermes:ci",
+        sample_batch_id: 12,
+        last_error: "http 422",
+      },
+      T0 + 120,
+    );
     expect(dead).toContain("hookspool replay 12");
     expect(dead).toContain("hermes:ci");
     expect(dead).toContain("permanent");
     expect(dead).toContain("3 time(s)");
-    const silent = alertText({ ...base, fingerprint: "source_silent:gcal", kind: "source_silent", destination: null, sample_batch_id: null, last_error: null }, T0);
+    const silent = alertText(
+      {
+        ...base,
+        fingerprint: "source_silent:gcal",
+        kind: "source_silent",
+        destination: null,
+        sample_batch_id: null,
+        last_error: null,
+      },
+      T0,
+    );
     expect(silent).toContain("source gcal");
-    expect(alertText({ ...base, fingerprint: "config:file", kind: "config", destination: null, sample_batch_id: null, last_error: "bad" }, T0)).toContain("hookspool check");
+    expect(
+      alertText(
+        {
+          ...base,
+          fingerprint: "config:file",
+          kind: "config",
+          destination: null,
+          sample_batch_id: null,
+          last_error: "bad",
+        },
+        T0,
+      ),
+    ).toContain("hookspool check");
   });
 });
 
 describe("maintenance", () => {
   function maintenance(t: ReturnType<typeof freshSpool>, config: Config, free: () => number | null = () => 10 ** 12) {
-    return new Maintenance({ store: sqliteMaintenanceStore(t.spool), leader: sqliteDispatchStore(t.spool), config: () => config, clock: t.clock, log, env: { HOOKSPOOL_ALERT_DRY: "1" }, diskFree: free });
+    return new Maintenance({
+      store: sqliteMaintenanceStore(t.spool),
+      leader: sqliteDispatchStore(t.spool),
+      config: () => config,
+      clock: t.clock,
+      log,
+      env: { HOOKSPOOL_ALERT_DRY: "1" },
+      diskFree: free,
+    });
   }
 
   test("a source silent for longer than expect_every_s opens source_silent; its next event resolves it", async () => {
@@ -166,10 +235,24 @@ describe("maintenance", () => {
   test("a code source's own expectation counts when config sets none; config's 0 turns it off; status agrees", async () => {
     const t = freshSpool();
     const module = join(import.meta.dir, "..", "fixtures", "routed.ts"); // expectEverySec = 600
-    const { config } = parseConfig(`[sources.plug]\nmodule = "${module}"\n[sources.off]\nmodule = "${module}"\nexpect_every_s = 0\n`, "t.toml");
+    const { config } = parseConfig(
+      `[sources.plug]\nmodule = "${module}"\n[sources.off]\nmodule = "${module}"\nexpect_every_s = 0\n`,
+      "t.toml",
+    );
     const plugins = await loadSources(config, { configDir: "/", env: {}, file: "t.toml" });
-    const m = new Maintenance({ store: sqliteMaintenanceStore(t.spool), leader: sqliteDispatchStore(t.spool), config: () => config, clock: t.clock, log, env: {}, diskFree: () => 10 ** 12, plugins: () => plugins });
-    const silent = async () => (await storeStatus(sqliteStatusStore(t.spool), config, t.path, { now: t.clock.now(), plugins, hard: [] })).doc.sources;
+    const m = new Maintenance({
+      store: sqliteMaintenanceStore(t.spool),
+      leader: sqliteDispatchStore(t.spool),
+      config: () => config,
+      clock: t.clock,
+      log,
+      env: {},
+      diskFree: () => 10 ** 12,
+      plugins: () => plugins,
+    });
+    const silent = async () =>
+      (await storeStatus(sqliteStatusStore(t.spool), config, t.path, { now: t.clock.now(), plugins, hard: [] })).doc
+        .sources;
     // Never seen by maintenance: no clock has started, so status says nothing is silent.
     expect((await silent()).plug).toEqual({ last_event_age_s: null, expected_every_s: 600, silent: false });
     await m.tick();
@@ -184,7 +267,10 @@ describe("maintenance", () => {
 
   test("a poll with no delivered tick for 3 x every_s is stale", async () => {
     const t = freshSpool();
-    const { config } = parseConfig('[sources.tasks]\nkind = "poll"\nevery_s = 900\naction = "script:tasks"\n[destinations."script:tasks"]\nargv = ["/bin/true"]\n', "t.toml");
+    const { config } = parseConfig(
+      '[sources.tasks]\nkind = "poll"\nevery_s = 900\naction = "script:tasks"\n[destinations."script:tasks"]\nargv = ["/bin/true"]\n',
+      "t.toml",
+    );
     t.spool.db.run(`INSERT INTO polls (instance, next_at, created_at) VALUES ('tasks', ${T0 + 900}, ${T0})`);
     const m = maintenance(t, config);
     t.clock.set(T0 + 2700);

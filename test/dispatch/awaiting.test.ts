@@ -38,7 +38,14 @@ interface World {
   d: Dispatcher;
   got: { id: string; batch: number }[];
   put(key: string): Promise<number>;
-  batch(id: number): Promise<{ state: string; attempts: number; last_class: string | null; last_error: string | null; dead_reason: string | null; result: string | null }>;
+  batch(id: number): Promise<{
+    state: string;
+    attempts: number;
+    last_class: string | null;
+    last_error: string | null;
+    dead_reason: string | null;
+    result: string | null;
+  }>;
   report(over: Partial<ReportInput> & { deliveryId: string }): ReturnType<OperatorStore["reportOutcome"]>;
   idOf(batch: number): string;
   stop(): Promise<void>;
@@ -46,7 +53,9 @@ interface World {
 
 async function world(open: Open, table: string): Promise<World> {
   const rx = receiver();
-  const h = configHome(`[dispatch]\nparallel = 4\nbackoff_base_s = 0.2\nbackoff_cap_s = 0.4\n\n[sources.s]\naction = "a"\n\n[destinations.a]\ntype = "http"\nurl = "${rx.url}"\nallow_insecure = true\nunsigned = true\noutcome = "await"\n${table}\n`);
+  const h = configHome(
+    `[dispatch]\nparallel = 4\nbackoff_base_s = 0.2\nbackoff_cap_s = 0.4\n\n[sources.s]\naction = "a"\n\n[destinations.a]\ntype = "http"\nurl = "${rx.url}"\nallow_insecure = true\nunsigned = true\noutcome = "await"\n${table}\n`,
+  );
   const b = await open();
   const d = await startDispatcher(await b.dispatch(), h);
   const loaded = h.loaded;
@@ -56,7 +65,10 @@ async function world(open: Open, table: string): Promise<World> {
     d,
     got: rx.got,
     async put(key) {
-      const [r] = await b.intake.enqueueAll([ev({ key, copies: [copy("r:a", "a", { quiet_s: 0, max_s: 0, max_events: 1 })] })], systemClock.now());
+      const [r] = await b.intake.enqueueAll(
+        [ev({ key, copies: [copy("r:a", "a", { quiet_s: 0, max_s: 0, max_events: 1 })] })],
+        systemClock.now(),
+      );
       d.wake();
       if (r.status !== "queued") throw new Error(r.status);
       return r.placed[0].batchId;
@@ -66,7 +78,17 @@ async function world(open: Open, table: string): Promise<World> {
       if (!row) throw new Error(`no batch ${id}`);
       return row as never;
     },
-    report: (over) => b.operator.reportOutcome({ status: "ok", reason: null, permanent: false, via: "cli", now: systemClock.now(), jitter: 0, policy, ...over }),
+    report: (over) =>
+      b.operator.reportOutcome({
+        status: "ok",
+        reason: null,
+        permanent: false,
+        via: "cli",
+        now: systemClock.now(),
+        jitter: 0,
+        policy,
+        ...over,
+      }),
     idOf(batch) {
       const hit = rx.got.filter((g) => g.batch === batch).at(-1);
       if (!hit) throw new Error(`batch ${batch} was never delivered`);
@@ -108,7 +130,10 @@ function cases(open: () => Open): void {
         ["ok", "agent", 1],
       ]);
       // Said twice: settled already, nothing changes; an id of no delivery of ours: unknown.
-      expect(await w.report({ deliveryId: w.idOf(a1), status: "failed" })).toMatchObject({ kind: "settled_already", state: "delivered" });
+      expect(await w.report({ deliveryId: w.idOf(a1), status: "failed" })).toMatchObject({
+        kind: "settled_already",
+        state: "delivered",
+      });
       expect((await w.batch(a1)).state).toBe("delivered");
       expect(await w.report({ deliveryId: "hs_nobody_1" })).toEqual({ kind: "unknown" });
     } finally {
@@ -122,8 +147,20 @@ function cases(open: () => Open): void {
       const ids = [await w.put("A"), await w.put("B"), await w.put("C")];
       for (const id of ids) await awaited(w, id);
       const [a, b, c] = ids.map((id) => w.idOf(id));
-      const out = await Promise.all([w.report({ deliveryId: a }), w.report({ deliveryId: b, status: "failed" }), w.report({ deliveryId: a }), w.report({ deliveryId: c }), w.report({ deliveryId: "hs_nobody_2" })]);
-      expect(out.map((r) => (r.kind === "settled" ? r.state : r.kind))).toEqual(["delivered", "retry", "settled_already", "delivered", "unknown"]);
+      const out = await Promise.all([
+        w.report({ deliveryId: a }),
+        w.report({ deliveryId: b, status: "failed" }),
+        w.report({ deliveryId: a }),
+        w.report({ deliveryId: c }),
+        w.report({ deliveryId: "hs_nobody_2" }),
+      ]);
+      expect(out.map((r) => (r.kind === "settled" ? r.state : r.kind))).toEqual([
+        "delivered",
+        "retry",
+        "settled_already",
+        "delivered",
+        "unknown",
+      ]);
       expect((await w.b.operator.batchAttempts(ids[0])).filter((x) => x.klass === "agent")).toHaveLength(1);
     } finally {
       await w.stop();
@@ -136,9 +173,17 @@ function cases(open: () => Open): void {
       const a1 = await w.put("A");
       await awaited(w, a1);
       const first = w.idOf(a1);
-      expect(await w.report({ deliveryId: first, status: "failed", reason: "model timed out" })).toMatchObject({ kind: "settled", state: "retry" });
+      expect(await w.report({ deliveryId: first, status: "failed", reason: "model timed out" })).toMatchObject({
+        kind: "settled",
+        state: "retry",
+      });
       const after = await w.batch(a1);
-      expect(after).toMatchObject({ state: "retry", attempts: 1, last_class: "agent", last_error: "agent_failed: model timed out" });
+      expect(after).toMatchObject({
+        state: "retry",
+        attempts: 1,
+        last_class: "agent",
+        last_error: "agent_failed: model timed out",
+      });
       // Delivered again after the backoff: a new delivery id (the receiver must not take it as a duplicate).
       await waitFor("the second delivery", () => w.got.filter((g) => g.batch === a1).length === 2);
       await awaited(w, a1);
@@ -159,8 +204,14 @@ function cases(open: () => Open): void {
       const a1 = await w.put("A");
       const a2 = await w.put("A");
       await awaited(w, a1);
-      expect(await w.report({ deliveryId: w.idOf(a1), status: "failed", reason: "cannot parse", permanent: true })).toMatchObject({ kind: "settled", state: "dead", deadReason: "agent_failed" });
-      expect(await w.batch(a1)).toMatchObject({ state: "dead", dead_reason: "agent_failed", last_error: "agent_failed: cannot parse" });
+      expect(
+        await w.report({ deliveryId: w.idOf(a1), status: "failed", reason: "cannot parse", permanent: true }),
+      ).toMatchObject({ kind: "settled", state: "dead", deadReason: "agent_failed" });
+      expect(await w.batch(a1)).toMatchObject({
+        state: "dead",
+        dead_reason: "agent_failed",
+        last_error: "agent_failed: cannot parse",
+      });
       const issues = await w.b.operator.listIssues({});
       expect(issues.map((i) => i.fingerprint)).toContain("delivery:a:agent_failed");
       await awaited(w, a2);

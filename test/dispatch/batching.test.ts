@@ -10,30 +10,62 @@ import { recordOutcomes } from "../../src/store/sqlite/outcome.ts";
 import { batchIdOf, fakeDestination, ok, rig } from "../helpers/dispatch.ts";
 import { batchRow, copy, ev, freshSpool, T0 } from "../helpers/spool.ts";
 
-const POLICY = { maxAttempts: 10, backoffBaseS: 15, backoffCapS: 3600, tripAfter: 5, cooldownInitialS: 30, cooldownMaxS: 600 };
+const POLICY = {
+  maxAttempts: 10,
+  backoffBaseS: 15,
+  backoffCapS: 3600,
+  tripAfter: 5,
+  cooldownInitialS: 30,
+  cooldownMaxS: 600,
+};
 
 function sealedBatches(n: number, destination = "http:d") {
   const t = freshSpool();
-  const ids = Array.from({ length: n }, (_, i) => batchIdOf(enqueue(t.spool, ev({ key: `k${i}`, copies: [copy(`r:${destination}`, destination, { max_events: 1 })] }), T0 + i)));
+  const ids = Array.from({ length: n }, (_, i) =>
+    batchIdOf(
+      enqueue(
+        t.spool,
+        ev({ key: `k${i}`, copies: [copy(`r:${destination}`, destination, { max_events: 1 })] }),
+        T0 + i,
+      ),
+    ),
+  );
   return { ...t, ids };
 }
 
-const claimOf = (id: number, destination = "http:d") => ({ batchId: id, destination, now: T0 + 10, leaseUntil: T0 + 70, host: "h", pid: 1 });
+const claimOf = (id: number, destination = "http:d") => ({
+  batchId: id,
+  destination,
+  now: T0 + 10,
+  leaseUntil: T0 + 70,
+  host: "h",
+  pid: 1,
+});
 
 test("claimBatches leases several batches in one transaction; one taken first is null in its place", () => {
   const { spool, ids } = sealedBatches(3);
   spool.db.query("UPDATE batches SET state = 'dropped' WHERE id = ?").run(ids[1]);
-  const claims = claimBatches(spool, ids.map((id) => claimOf(id)));
+  const claims = claimBatches(
+    spool,
+    ids.map((id) => claimOf(id)),
+  );
   expect(claims.map((c) => c !== null)).toEqual([true, false, true]);
   expect(ids.map((id) => batchRow(spool, id).state)).toEqual(["leased", "dropped", "leased"]);
   // The lost race left nothing behind: no attempt row for the dropped batch.
-  expect((spool.db.query("SELECT batch_id FROM attempts ORDER BY id").all() as { batch_id: number }[]).map((a) => a.batch_id)).toEqual([ids[0], ids[2]]);
+  expect(
+    (spool.db.query("SELECT batch_id FROM attempts ORDER BY id").all() as { batch_id: number }[]).map(
+      (a) => a.batch_id,
+    ),
+  ).toEqual([ids[0], ids[2]]);
   expect(claims[0]?.owner).toBe(`h:1:${claims[0]?.attemptId}`);
 });
 
 test("recordOutcomes: an outcome that throws is undone alone, the others commit", () => {
   const { spool, ids } = sealedBatches(2);
-  const claims = claimBatches(spool, ids.map((id) => claimOf(id)));
+  const claims = claimBatches(
+    spool,
+    ids.map((id) => claimOf(id)),
+  );
   const input = (i: number, emits: OutcomeInput["emits"]): OutcomeInput => ({
     batchId: ids[i],
     attemptId: claims[i]?.attemptId ?? 0,
@@ -53,18 +85,24 @@ test("recordOutcomes: an outcome that throws is undone alone, the others commit"
   expect(r[0]).toMatchObject({ applied: true, state: "delivered" });
   expect(r[1]).toBeInstanceOf(Error);
   expect(ids.map((id) => batchRow(spool, id).state)).toEqual(["delivered", "leased"]);
-  expect(spool.db.query("SELECT finished_at FROM attempts WHERE batch_id = ?").get(ids[1])).toEqual({ finished_at: null });
+  expect(spool.db.query("SELECT finished_at FROM attempts WHERE batch_id = ?").get(ids[1])).toEqual({
+    finished_at: null,
+  });
 });
 
 test("candidates stop at the slots asked for, per destination, and a full destination does not hide another's", () => {
   const t = freshSpool();
-  const a = Array.from({ length: 6 }, (_, i) => batchIdOf(enqueue(t.spool, ev({ key: `a${i}`, copies: [copy("r:a", "http:a", { max_events: 1 })] }), T0 + i)));
+  const a = Array.from({ length: 6 }, (_, i) =>
+    batchIdOf(enqueue(t.spool, ev({ key: `a${i}`, copies: [copy("r:a", "http:a", { max_events: 1 })] }), T0 + i)),
+  );
   const b = batchIdOf(enqueue(t.spool, ev({ key: "b", copies: [copy("r:b", "http:b", { max_events: 1 })] }), T0 + 100));
   // a's six are older than b's one: a global LIMIT 2 would return only a's.
   expect(candidates(t.spool, T0 + 200, 2).map((c) => c.id)).toEqual([a[0], a[1], b]);
   expect(candidates(t.spool, T0 + 200).map((c) => c.id)).toEqual([...a, b]);
   // A group's second batch is no head while its first is unfinished, even with slots to spare.
-  const a0b = batchIdOf(enqueue(t.spool, ev({ key: "a0", copies: [copy("r:a", "http:a", { max_events: 1 })] }), T0 + 150));
+  const a0b = batchIdOf(
+    enqueue(t.spool, ev({ key: "a0", copies: [copy("r:a", "http:a", { max_events: 1 })] }), T0 + 150),
+  );
   expect(candidates(t.spool, T0 + 200, 10).map((c) => c.id)).not.toContain(a0b);
 });
 

@@ -34,7 +34,9 @@ describe("breaker", () => {
     const calls = a.calls.length;
     await r.step();
     expect(a.calls.length).toBe(calls);
-    const issue = r.spool.db.query("SELECT state, last_error FROM issues WHERE fingerprint = 'delivery:hermes:a:unreachable'").get() as { state: string; last_error: string };
+    const issue = r.spool.db
+      .query("SELECT state, last_error FROM issues WHERE fingerprint = 'delivery:hermes:a:unreachable'")
+      .get() as { state: string; last_error: string };
     expect(issue.state).toBe("open");
     expect(issue.last_error).toContain(`batch ${id} failed last`);
   });
@@ -49,7 +51,10 @@ describe("breaker", () => {
     await r.step();
     const probes: number[] = [];
     for (let i = 0; i < 4; i++) {
-      const ready = Math.max(...[x, y].map((b) => (r.batch(b).next_attempt_at as number | null) ?? 0), (r.dest("hermes:a").opened_at as number) + (r.dest("hermes:a").cooldown_s as number));
+      const ready = Math.max(
+        ...[x, y].map((b) => (r.batch(b).next_attempt_at as number | null) ?? 0),
+        (r.dest("hermes:a").opened_at as number) + (r.dest("hermes:a").cooldown_s as number),
+      );
       r.clock.set(ready);
       const before = a.calls.length;
       await r.step();
@@ -71,7 +76,13 @@ describe("breaker", () => {
     const probes: number[] = [];
     const cooldowns: number[] = [];
     for (let i = 0; i < 4; i++) {
-      r.clock.set(Math.max(r.batch(x).next_attempt_at as number, r.batch(y).next_attempt_at as number, (r.dest("hermes:a").opened_at as number) + (r.dest("hermes:a").cooldown_s as number)));
+      r.clock.set(
+        Math.max(
+          r.batch(x).next_attempt_at as number,
+          r.batch(y).next_attempt_at as number,
+          (r.dest("hermes:a").opened_at as number) + (r.dest("hermes:a").cooldown_s as number),
+        ),
+      );
       const before = a.calls.length;
       await r.step();
       expect(a.calls.length).toBe(before + 1); // exactly one probe
@@ -81,7 +92,9 @@ describe("breaker", () => {
     expect(probes).toEqual([x, y, x, y]); // rotates away from last_probe_batch_id
     expect(cooldowns).toEqual([60, 120, 240, 480]);
     // The issue names the batch the failed probe carried, and where to look at it.
-    const tripped = r.spool.db.query("SELECT last_error, sample_batch_id FROM issues WHERE fingerprint = 'delivery:hermes:a:unreachable'").get() as { last_error: string; sample_batch_id: number };
+    const tripped = r.spool.db
+      .query("SELECT last_error, sample_batch_id FROM issues WHERE fingerprint = 'delivery:hermes:a:unreachable'")
+      .get() as { last_error: string; sample_batch_id: number };
     expect(tripped.sample_batch_id).toBe(y);
     expect(tripped.last_error).toContain(`the probe (batch ${y}) failed with connection refused`);
     expect(tripped.last_error).toContain(`hookspool show ${y} --attempts`);
@@ -89,13 +102,21 @@ describe("breaker", () => {
     expect(probeRows.length).toBe(4);
     for (const row of probeRows) expect(row).toEqual({ probe: 1, counted: 0 });
     a.answer = () => ok();
-    r.clock.set(Math.max(r.batch(x).next_attempt_at as number, r.batch(y).next_attempt_at as number, (r.dest("hermes:a").opened_at as number) + (r.dest("hermes:a").cooldown_s as number)));
+    r.clock.set(
+      Math.max(
+        r.batch(x).next_attempt_at as number,
+        r.batch(y).next_attempt_at as number,
+        (r.dest("hermes:a").opened_at as number) + (r.dest("hermes:a").cooldown_s as number),
+      ),
+    );
     await r.step();
     expect(r.dest("hermes:a")).toMatchObject({ state: "closed", consecutive_failures: 0, cooldown_s: null });
     await dueStep(r, x);
     await dueStep(r, y);
     expect([r.batch(x).state, r.batch(y).state]).toEqual(["delivered", "delivered"]);
-    expect(r.spool.db.query("SELECT state FROM issues WHERE fingerprint = 'delivery:hermes:a:unreachable'").get()).toEqual({ state: "resolved" });
+    expect(
+      r.spool.db.query("SELECT state FROM issues WHERE fingerprint = 'delivery:hermes:a:unreachable'").get(),
+    ).toEqual({ state: "resolved" });
   });
 
   test("cooldown doubling stops at cooldown_max_s; a single-batch destination stays open and its batch never dies", async () => {
@@ -178,7 +199,12 @@ describe("breaker", () => {
     const r = rig(BASE, [a]);
     const x = batchIdOf(r.put("X", "hermes:a"));
     await r.step();
-    expect(r.batch(x)).toMatchObject({ state: "retry", next_attempt_at: T0 + 120, attempts: 0, last_class: "throttle" });
+    expect(r.batch(x)).toMatchObject({
+      state: "retry",
+      next_attempt_at: T0 + 120,
+      attempts: 0,
+      last_class: "throttle",
+    });
     expect(r.dest("hermes:a")).toMatchObject({ state: "closed", retry_after_until: T0 + 120, consecutive_failures: 0 });
     a.answer = () => ok();
     r.put("Y", "hermes:a");
@@ -207,7 +233,9 @@ describe("poison", () => {
     expect(r.batch(bad)).toMatchObject({ state: "dead", last_class: "poison", attempts: 0, dead_reason: "poison" });
     expect(r.attempts(bad).at(-1)).toMatchObject({ outcome: "dead", klass: "poison", counted: 0 });
     expect(r.dest("hermes:a")).toMatchObject({ state: "closed" });
-    const issue = r.spool.db.query("SELECT state, last_error FROM issues WHERE fingerprint = 'delivery:hermes:a:poison'").get() as { state: string; last_error: string };
+    const issue = r.spool.db
+      .query("SELECT state, last_error FROM issues WHERE fingerprint = 'delivery:hermes:a:poison'")
+      .get() as { state: string; last_error: string };
     expect(issue.state).toBe("open");
     expect(issue.last_error).toContain(`hookspool replay ${bad}`);
   });
@@ -228,12 +256,18 @@ describe("poison", () => {
     const r = rig(`${BASE}[dispatch.breaker]\ntrip_after = 50\n`, [a]);
     for (let i = 0; i < 120; i++) r.put(`k${i % 12}`, "hermes:a", { window: { max_events: 1 } });
     for (let i = 0; i < 400; i++) {
-      const next = r.spool.db.query("SELECT MIN(next_attempt_at) AS t FROM batches WHERE state = 'retry'").get() as { t: number | null };
+      const next = r.spool.db.query("SELECT MIN(next_attempt_at) AS t FROM batches WHERE state = 'retry'").get() as {
+        t: number | null;
+      };
       if (next.t !== null && next.t > r.clock.now()) r.clock.set(next.t);
       await r.step();
-      const left = r.spool.db.query("SELECT COUNT(*) AS n FROM batches WHERE state <> 'delivered'").get() as { n: number };
+      const left = r.spool.db.query("SELECT COUNT(*) AS n FROM batches WHERE state <> 'delivered'").get() as {
+        n: number;
+      };
       if (left.n === 0) break;
     }
-    expect(r.spool.db.query("SELECT state, COUNT(*) AS n FROM batches GROUP BY state").all()).toEqual([{ state: "delivered", n: 120 }]);
+    expect(r.spool.db.query("SELECT state, COUNT(*) AS n FROM batches GROUP BY state").all()).toEqual([
+      { state: "delivered", n: 120 },
+    ]);
   });
 });

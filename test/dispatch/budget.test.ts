@@ -29,7 +29,9 @@ async function world(open: Open, table: string) {
       return new Response("ok");
     },
   });
-  const h = configHome(`[sources.s]\naction = "a"\n\n[destinations.a]\ntype = "http"\nurl = "http://127.0.0.1:${server.port}/in"\nallow_insecure = true\nunsigned = true\n${table}\n`);
+  const h = configHome(
+    `[sources.s]\naction = "a"\n\n[destinations.a]\ntype = "http"\nurl = "http://127.0.0.1:${server.port}/in"\nallow_insecure = true\nunsigned = true\n${table}\n`,
+  );
   const b = await open();
   let d: Dispatcher | null = null;
   const others: Dispatcher[] = [];
@@ -43,14 +45,20 @@ async function world(open: Open, table: string) {
     got,
     config: h.config,
     async put(key: string) {
-      const [r] = await b.intake.enqueueAll([ev({ key, copies: [copy("r:a", "a", { quiet_s: 0, max_s: 0, max_events: 1 })] })], systemClock.now());
+      const [r] = await b.intake.enqueueAll(
+        [ev({ key, copies: [copy("r:a", "a", { quiet_s: 0, max_s: 0, max_events: 1 })] })],
+        systemClock.now(),
+      );
       d?.wake();
       if (r.status !== "queued") throw new Error(r.status);
       return r.placed[0].batchId;
     },
     /** An event that joins its key's open batch (a 0.2 s quiet window). */
     async join(key: string) {
-      const [r] = await b.intake.enqueueAll([ev({ key, copies: [copy("r:a", "a", { quiet_s: 0.2, max_s: 0.5 })] })], systemClock.now());
+      const [r] = await b.intake.enqueueAll(
+        [ev({ key, copies: [copy("r:a", "a", { quiet_s: 0.2, max_s: 0.5 })] })],
+        systemClock.now(),
+      );
       if (r.status !== "queued") throw new Error(r.status);
       return r.placed[0].batchId;
     },
@@ -105,8 +113,18 @@ function cases(open: () => Open): void {
       await w.b.operator.releaseBudget("a", systemClock.now());
       w.wake();
       await waitFor("the held two delivered", () => w.got.length === 4, 10_000);
-      expect(w.got.slice(2).map((g) => g.key).sort()).toEqual(["k3", "k4"]);
-      await waitFor("the budget issue resolved", async () => (await w.b.operator.listIssues({ state: "all" })).find((i) => i.fingerprint === "budget:a")?.state === "resolved");
+      expect(
+        w.got
+          .slice(2)
+          .map((g) => g.key)
+          .sort(),
+      ).toEqual(["k3", "k4"]);
+      await waitFor(
+        "the budget issue resolved",
+        async () =>
+          (await w.b.operator.listIssues({ state: "all" })).find((i) => i.fingerprint === "budget:a")?.state ===
+          "resolved",
+      );
     } finally {
       await w.stop();
     }
@@ -181,7 +199,11 @@ describe("run budgets", () => {
           await waitFor("one delivered", () => w.got.length === 1);
           const s = w.b.spool;
           if (!s) throw new Error("no SQLite spool");
-          const { doc } = await storeStatus(sqliteStatusStore(s), w.config, s.path, { now: systemClock.now(), hard: [], diskFree: 0 });
+          const { doc } = await storeStatus(sqliteStatusStore(s), w.config, s.path, {
+            now: systemClock.now(),
+            hard: [],
+            diskFree: 0,
+          });
           expect(doc.destinations.a.budget).toMatchObject({ limit: 1, window_s: 3600, used: 1 });
           expect(doc.destinations.a.budget?.next_free_at).toBeGreaterThan(systemClock.now() + 3500);
           expect(doc.destinations.a.key_budget).toEqual({ limit: 1, window_s: 3600 });

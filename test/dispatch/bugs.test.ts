@@ -54,7 +54,8 @@ describe("what counts as a bug", () => {
     expect(frames.join(" ")).not.toContain(SENTINEL);
     // Paths under src/ keep their place in the tree.
     const e = new Error("x");
-    e.stack = "Error: x\n    at tick (/home/u/hookspool/src/dispatch/loop.ts:210:15)\n    at /home/u/hookspool/src/service.ts:99:7\n    at processTicksAndRejections (native:7:39)";
+    e.stack =
+      "Error: x\n    at tick (/home/u/hookspool/src/dispatch/loop.ts:210:15)\n    at /home/u/hookspool/src/service.ts:99:7\n    at processTicksAndRejections (native:7:39)";
     expect(stackFrames(e)).toEqual(["src/dispatch/loop.ts:210", "src/service.ts:99"]);
   });
 });
@@ -95,7 +96,9 @@ describe("a bug in the dispatcher's tick", () => {
     expect(a.calls).toHaveLength(1);
 
     // /metrics says how many were bugs, apart from the failures hookspool expects.
-    expect(new IntakeMetrics().render()).toMatch(/^hookspool_bugs_total\{component="dispatcher",class="TypeError"\} [1-9]\d*$/m);
+    expect(new IntakeMetrics().render()).toMatch(
+      /^hookspool_bugs_total\{component="dispatcher",class="TypeError"\} [1-9]\d*$/m,
+    );
     r.spool.close();
   });
 

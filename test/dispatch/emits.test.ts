@@ -40,7 +40,9 @@ describe("emits route like requests", () => {
     const id = batchIdOf(r.put("k", "hermes:emitter"));
     await r.step();
     expect(r.batch(id).state).toBe("delivered");
-    const made = r.spool.db.query("SELECT route, destination, key, quiet_s, max_s FROM batches WHERE source = 'plug' ORDER BY id").all();
+    const made = r.spool.db
+      .query("SELECT route, destination, key, quiet_s, max_s FROM batches WHERE source = 'plug' ORDER BY id")
+      .all();
     // span "mail" (30 s quiet, 120 s at most) comes from the plugin, as it would for a request.
     expect(made).toEqual([
       { route: "plug", destination: "hermes:plugin-default", key: "a", quiet_s: 30, max_s: 120 },
@@ -49,15 +51,26 @@ describe("emits route like requests", () => {
   });
 
   test("an emit's destination is a group of its own; it never joins the route's open batch", async () => {
-    const e = emitting([{ source: "plug", key: "a", event_type: "note", destination: "hermes:red", payload: { k: "a", color: "blue" } }]);
+    const e = emitting([
+      { source: "plug", key: "a", event_type: "note", destination: "hermes:red", payload: { k: "a", color: "blue" } },
+    ]);
     const r = rig(CONFIG, [e, fakeDestination("hermes:plugin-default"), fakeDestination("hermes:red")]);
     // An event of the same key already waits in the implicit route's open batch.
-    const waiting = batchIdOf(enqueue(r.spool, ev({ source: "plug", key: "a", copies: [copy("plug", "hermes:plugin-default", { quiet_s: 30, max_s: 120 })] })));
+    const waiting = batchIdOf(
+      enqueue(
+        r.spool,
+        ev({ source: "plug", key: "a", copies: [copy("plug", "hermes:plugin-default", { quiet_s: 30, max_s: 120 })] }),
+      ),
+    );
     r.put("k", "hermes:emitter");
     await r.step();
-    const rows = r.spool.db.query("SELECT id, route, destination, count FROM batches WHERE source = 'plug' ORDER BY id").all() as { id: number; route: string; destination: string; count: number }[];
+    const rows = r.spool.db
+      .query("SELECT id, route, destination, count FROM batches WHERE source = 'plug' ORDER BY id")
+      .all() as { id: number; route: string; destination: string; count: number }[];
     expect(rows.find((b) => b.id === waiting)).toMatchObject({ count: 1 });
-    expect(rows.filter((b) => b.destination === "hermes:red")).toEqual([expect.objectContaining({ route: "plug->hermes:red", count: 1 })]);
+    expect(rows.filter((b) => b.destination === "hermes:red")).toEqual([
+      expect.objectContaining({ route: "plug->hermes:red", count: 1 }),
+    ]);
   });
 
   test("the plugin's event header reaches the destination when config sets none", async () => {
@@ -91,7 +104,13 @@ tee = true
   const config = parseConfig(PROCESSOR, "/etc/hookspool/config.toml").config;
 
   test("go to their output's destination in a group <instance>-<event type>, at once, with no tee", () => {
-    const made = resolveEmit(config, new Map(), { source: "tally", key: "k", event_type: "digest", destination: "hermes:out", payload: {} }, 1_700_000_000, "tally");
+    const made = resolveEmit(
+      config,
+      new Map(),
+      { source: "tally", key: "k", event_type: "digest", destination: "hermes:out", payload: {} },
+      1_700_000_000,
+      "tally",
+    );
     expect(made.copies).toEqual([
       {
         route: "tally-digest",
@@ -99,17 +118,37 @@ tee = true
         tee: false,
         window: expect.objectContaining({ quiet_s: 0, max_s: 0 }),
         // Its trace: an emit, to its output's destination, its type the only thing matched.
-        trace: { stage: "emit", route: "tally-digest", rule_index: null, matched: { event_type: "digest" }, destination: "hermes:out", window: { quiet_s: 0, max_s: 0, from: "span" } },
+        trace: {
+          stage: "emit",
+          route: "tally-digest",
+          rule_index: null,
+          matched: { event_type: "digest" },
+          destination: "hermes:out",
+          window: { quiet_s: 0, max_s: 0, from: "span" },
+        },
       },
     ]);
   });
 
   test("never go back to their own processor", () => {
-    expect(() => resolveEmit(config, new Map(), { source: "tally", key: "k", event_type: "digest", destination: "script:tally", payload: {} }, 1_700_000_000, "tally")).toThrow("a processor's output may not go back to its own processor");
+    expect(() =>
+      resolveEmit(
+        config,
+        new Map(),
+        { source: "tally", key: "k", event_type: "digest", destination: "script:tally", payload: {} },
+        1_700_000_000,
+        "tally",
+      ),
+    ).toThrow("a processor's output may not go back to its own processor");
   });
 
   test("a plain script's emit of the same source is routed as a request, tees included", () => {
-    const made = resolveEmit(config, new Map(), { source: "tally", key: "k", event_type: "digest", payload: {} }, 1_700_000_000);
+    const made = resolveEmit(
+      config,
+      new Map(),
+      { source: "tally", key: "k", event_type: "digest", payload: {} },
+      1_700_000_000,
+    );
     expect(made.copies.map((c) => [c.route, c.destination, c.tee])).toEqual([
       ["tally", "script:tally", false],
       ["tally-mirror", "hermes:mirror", true],

@@ -71,7 +71,8 @@ async function starvation(open: (home: string) => Promise<Backend>): Promise<voi
     clock: systemClock,
     rng: seededRng(1),
     log: createLogger("dispatch"),
-    destinations: (config, name) => makeDestination(config, name, { env: {}, clock: systemClock, instanceId: b.dispatch.instanceId }),
+    destinations: (config, name) =>
+      makeDestination(config, name, { env: {}, clock: systemClock, instanceId: b.dispatch.instanceId }),
   });
   try {
     const one = { quiet_s: 0, max_s: 0, max_events: 1 };
@@ -103,7 +104,11 @@ describe("fair shares: one slow destination's backlog does not hold another back
     await starvation(async (home) => {
       const spool = openSpool(join(home, "spool.db"), { create: true });
       migrate(spool);
-      return { intake: sqliteIntakeStore(spool), dispatch: sqliteDispatchStore(spool), close: async () => spool.close() };
+      return {
+        intake: sqliteIntakeStore(spool),
+        dispatch: sqliteDispatchStore(spool),
+        close: async () => spool.close(),
+      };
     });
   });
 
@@ -113,9 +118,15 @@ describe("fair shares: one slow destination's backlog does not hold another back
     test("with its claims checked again under the destination's lock", async () => {
       await starvation(async () => {
         await server().createDatabase("fair");
-        const pools = [0, 1].map(() => new PgSpool({ path: server().socket, user: server().user, database: "fair" }, { max: 4 }));
+        const pools = [0, 1].map(
+          () => new PgSpool({ path: server().socket, user: server().user, database: "fair" }, { max: 4 }),
+        );
         await migratePg(pools[0], "0123456789ab");
-        return { intake: pgIntakeStore(pools[0]), dispatch: await pgDispatchStore(pools[1], "host:1"), close: async () => void (await Promise.all(pools.map((p) => p.close()))) };
+        return {
+          intake: pgIntakeStore(pools[0]),
+          dispatch: await pgDispatchStore(pools[1], "host:1"),
+          close: async () => void (await Promise.all(pools.map((p) => p.close()))),
+        };
       });
     });
   });

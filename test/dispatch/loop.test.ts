@@ -123,7 +123,9 @@ describe("FIFO and parallelism", () => {
     for (let i = 0; i < 5; i++) await r.step();
     expect(a.calls.length).toBe(0);
     expect(r.spool.db.query("SELECT COUNT(*) AS n FROM attempts").get()).toEqual({ n: 0 });
-    const counts = (r.spool.db.query("SELECT count FROM batches ORDER BY id").all() as { count: number }[]).map((b) => b.count);
+    const counts = (r.spool.db.query("SELECT count FROM batches ORDER BY id").all() as { count: number }[]).map(
+      (b) => b.count,
+    );
     expect(counts).toEqual([5, 5, 5, 5, 3]);
     expect(resumeDestination(r.spool, "hermes:a", r.clock.now())).toBe(true);
     for (let i = 0; i < 6; i++) await r.step();
@@ -140,8 +142,17 @@ describe("leases", () => {
     await r.d.drain();
     expect(r.batch(id).state).toBe("delivered");
     const id2 = batchIdOf(r.put("B", "hermes:a"));
-    r.spool.db.run(`UPDATE batches SET state = 'sealed', sealed_at = ${T0}, content_hash = 'sha256:x' WHERE id = ${id2}`);
-    const c = claimBatch(r.spool, { batchId: id2, destination: "hermes:a", now: T0, leaseUntil: T0 + 9999, host: "deadhost", pid: 1 });
+    r.spool.db.run(
+      `UPDATE batches SET state = 'sealed', sealed_at = ${T0}, content_hash = 'sha256:x' WHERE id = ${id2}`,
+    );
+    const c = claimBatch(r.spool, {
+      batchId: id2,
+      destination: "hermes:a",
+      now: T0,
+      leaseUntil: T0 + 9999,
+      host: "deadhost",
+      pid: 1,
+    });
     expect(c).not.toBeNull();
     r.d.start();
     await r.d.stop();
@@ -153,7 +164,9 @@ describe("leases", () => {
     const slow = fakeDestination("hermes:slow", { timeoutS: 0.2 });
     slow.answer = (_call, ctx) =>
       new Promise((resolve) => {
-        ctx.deadline.signal.addEventListener("abort", () => resolve(outcome({ kind: "retry", klass: "transport", reason: "timeout" })));
+        ctx.deadline.signal.addEventListener("abort", () =>
+          resolve(outcome({ kind: "retry", klass: "transport", reason: "timeout" })),
+        );
       });
     const r = rig(`${BASE}[dispatch]\nlease_grace_s = 5\n`, [slow]);
     const id = batchIdOf(r.put("A", "hermes:slow"));
@@ -180,7 +193,11 @@ describe("leases", () => {
     expect(seen).toHaveLength(1);
     expect(seen[0].cause).toBe("timeout");
     expect(seen[0].budgetS).toBeCloseTo(0.3, 5);
-    expect(r.attempts(id)[0]).toMatchObject({ outcome: "retry", klass: "transport", error: expect.stringContaining("timeout") });
+    expect(r.attempts(id)[0]).toMatchObject({
+      outcome: "retry",
+      klass: "transport",
+      error: expect.stringContaining("timeout"),
+    });
   });
 
   test("a result that arrives after the lease was lost is discarded; the tick never recovers a live worker's lease", async () => {

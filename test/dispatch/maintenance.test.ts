@@ -33,7 +33,12 @@ onBothBackends((open, backend) => {
       });
       const now = await leader.effectiveNow();
       // A refusal reported two intervals ago, none since.
-      await b.maintenance.raiseIssue({ fingerprint: WRITE_FAILED_ISSUE, kind: "spool", error: "1 write(s) refused", now: now - 120 });
+      await b.maintenance.raiseIssue({
+        fingerprint: WRITE_FAILED_ISSUE,
+        kind: "spool",
+        error: "1 write(s) refused",
+        now: now - 120,
+      });
       expect(await b.maintenance.lastRetention()).toBeNull();
       await m.tick();
       const first = await b.maintenance.lastRetention();

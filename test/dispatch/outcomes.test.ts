@@ -12,14 +12,72 @@ const BASE = `[sources.s]\naction = "hermes:a"\n\n[sources.out]\naction = "herme
 describe("classes", () => {
   const cases = [
     { name: "ok", o: ok(), state: "delivered", counted: 1, attempts: 1, klass: null },
-    { name: "transport", o: outcome({ kind: "retry", klass: "transport", reason: "connection refused" }), state: "retry", counted: 0, attempts: 0, klass: "transport" },
-    { name: "throttle", o: outcome({ kind: "retry", klass: "throttle", reason: "http 429", status: 429 }), state: "retry", counted: 0, attempts: 0, klass: "throttle" },
-    { name: "batch", o: outcome({ kind: "retry", klass: "batch", reason: "exit 3", status: 3 }), state: "retry", counted: 1, attempts: 1, klass: "batch" },
-    { name: "config", o: outcome({ kind: "retry", klass: "config", reason: "bad secret", status: 401 }), state: "retry", counted: 0, attempts: 0, klass: "config" },
-    { name: "permanent", o: outcome({ kind: "dead", klass: "permanent", reason: "http 422", status: 422 }), state: "dead", counted: 0, attempts: 0, klass: "permanent", deadReason: "rejected" },
+    {
+      name: "transport",
+      o: outcome({ kind: "retry", klass: "transport", reason: "connection refused" }),
+      state: "retry",
+      counted: 0,
+      attempts: 0,
+      klass: "transport",
+    },
+    {
+      name: "throttle",
+      o: outcome({ kind: "retry", klass: "throttle", reason: "http 429", status: 429 }),
+      state: "retry",
+      counted: 0,
+      attempts: 0,
+      klass: "throttle",
+    },
+    {
+      name: "batch",
+      o: outcome({ kind: "retry", klass: "batch", reason: "exit 3", status: 3 }),
+      state: "retry",
+      counted: 1,
+      attempts: 1,
+      klass: "batch",
+    },
+    {
+      name: "config",
+      o: outcome({ kind: "retry", klass: "config", reason: "bad secret", status: 401 }),
+      state: "retry",
+      counted: 0,
+      attempts: 0,
+      klass: "config",
+    },
+    {
+      name: "permanent",
+      o: outcome({ kind: "dead", klass: "permanent", reason: "http 422", status: 422 }),
+      state: "dead",
+      counted: 0,
+      attempts: 0,
+      klass: "permanent",
+      deadReason: "rejected",
+    },
     // A destination that knows the batch can never meet its bound: the pipeline's fault, not the receiver's.
-    { name: "permanent (our bound)", o: outcome({ kind: "dead", klass: "permanent", reason: "body over max_body_bytes", deadReason: "config" }), state: "dead", counted: 0, attempts: 0, klass: "permanent", deadReason: "config" },
-    { name: "permanent (a processor)", o: outcome({ kind: "dead", klass: "permanent", reason: "exit 65", status: 65, deadReason: "processor_permanent" }), state: "dead", counted: 0, attempts: 0, klass: "permanent", deadReason: "processor_permanent" },
+    {
+      name: "permanent (our bound)",
+      o: outcome({ kind: "dead", klass: "permanent", reason: "body over max_body_bytes", deadReason: "config" }),
+      state: "dead",
+      counted: 0,
+      attempts: 0,
+      klass: "permanent",
+      deadReason: "config",
+    },
+    {
+      name: "permanent (a processor)",
+      o: outcome({
+        kind: "dead",
+        klass: "permanent",
+        reason: "exit 65",
+        status: 65,
+        deadReason: "processor_permanent",
+      }),
+      state: "dead",
+      counted: 0,
+      attempts: 0,
+      klass: "permanent",
+      deadReason: "processor_permanent",
+    },
   ] as const;
   for (const c of cases) {
     test(`${c.name}: batch ${c.state}, counted ${c.counted}`, async () => {
@@ -28,7 +86,11 @@ describe("classes", () => {
       const r = rig(BASE, [a]);
       const id = batchIdOf(r.put("A", "hermes:a"));
       await r.step();
-      expect(r.batch(id)).toMatchObject({ state: c.state, attempts: c.attempts, dead_reason: "deadReason" in c ? c.deadReason : null });
+      expect(r.batch(id)).toMatchObject({
+        state: c.state,
+        attempts: c.attempts,
+        dead_reason: "deadReason" in c ? c.deadReason : null,
+      });
       if (c.state !== "delivered") expect(r.batch(id).last_class).toBe(c.klass);
       expect(r.attempts(id)[0]).toMatchObject({ counted: c.counted, klass: c.klass });
     });
@@ -38,7 +100,14 @@ describe("classes", () => {
     const a = fakeDestination("hermes:a");
     // What a destination hands over for "Retry-After: 0" is no hint; a 0 that slips through is none either.
     const hints = [null, 0, null, 0];
-    a.answer = () => outcome({ kind: "retry", klass: "throttle", reason: "http 429", status: 429, retryAfterS: hints.shift() ?? null });
+    a.answer = () =>
+      outcome({
+        kind: "retry",
+        klass: "throttle",
+        reason: "http 429",
+        status: 429,
+        retryAfterS: hints.shift() ?? null,
+      });
     const r = rig(BASE, [a]);
     const id = batchIdOf(r.put("A", "hermes:a"));
     const delays: number[] = [];
@@ -48,7 +117,11 @@ describe("classes", () => {
       const next = r.batch(id).next_attempt_at as number;
       delays.push(next - before);
       // The batch is due when the gate ends, and the gate is the destination's.
-      expect(r.dest("hermes:a")).toMatchObject({ throttled_at: before, retry_after_until: next, throttle_s: next - before });
+      expect(r.dest("hermes:a")).toMatchObject({
+        throttled_at: before,
+        retry_after_until: next,
+        throttle_s: next - before,
+      });
       r.clock.set(next);
     }
     expect(a.calls).toHaveLength(4);
@@ -68,7 +141,9 @@ describe("classes", () => {
     await r.step();
     const next = r.batch(id).next_attempt_at as number;
     expect(next).toBeGreaterThanOrEqual(T0 + 300);
-    expect(r.spool.db.query("SELECT state FROM issues WHERE fingerprint = 'config:delivery:hermes:a'").get()).toEqual({ state: "open" });
+    expect(r.spool.db.query("SELECT state FROM issues WHERE fingerprint = 'config:delivery:hermes:a'").get()).toEqual({
+      state: "open",
+    });
     a.answer = () => ok();
     r.clock.advance(5);
     await r.step();
@@ -78,7 +153,9 @@ describe("classes", () => {
     utimesSync(file, T0 + 10, T0 + 10);
     await r.step();
     expect(r.batch(id).state).toBe("delivered");
-    expect(r.spool.db.query("SELECT state FROM issues WHERE fingerprint = 'config:delivery:hermes:a'").get()).toEqual({ state: "resolved" });
+    expect(r.spool.db.query("SELECT state FROM issues WHERE fingerprint = 'config:delivery:hermes:a'").get()).toEqual({
+      state: "resolved",
+    });
   });
 
   test("a bad config reload keeps the previous config and opens config:file", async () => {
@@ -90,7 +167,9 @@ describe("classes", () => {
     r.put("A", "hermes:a");
     await r.step();
     expect(a.calls.length).toBe(1);
-    expect(r.spool.db.query("SELECT state FROM issues WHERE fingerprint = 'config:file'").get()).toEqual({ state: "open" });
+    expect(r.spool.db.query("SELECT state FROM issues WHERE fingerprint = 'config:file'").get()).toEqual({
+      state: "open",
+    });
   });
 
   test("max_attempts counted failures make the batch dead (exhausted), with the replay command in the issue", async () => {
@@ -105,23 +184,38 @@ describe("classes", () => {
     }
     expect(r.batch(id)).toMatchObject({ state: "dead", attempts: 4, last_class: "batch", dead_reason: "exhausted" });
     expect(a.calls.length).toBe(4);
-    expect(r.spool.db.query("SELECT state FROM issues WHERE fingerprint = 'delivery:hermes:a:script_exit'").get()).toEqual({ state: "open" });
-    const exhausted = r.spool.db.query("SELECT last_error FROM issues WHERE fingerprint = 'delivery:hermes:a:exhausted'").get() as { last_error: string };
+    expect(
+      r.spool.db.query("SELECT state FROM issues WHERE fingerprint = 'delivery:hermes:a:script_exit'").get(),
+    ).toEqual({ state: "open" });
+    const exhausted = r.spool.db
+      .query("SELECT last_error FROM issues WHERE fingerprint = 'delivery:hermes:a:exhausted'")
+      .get() as { last_error: string };
     expect(exhausted.last_error).toContain(`hookspool replay ${id}`);
   });
 
   test("emits are enqueued with the delivered mark; a bad emit fails the attempt, twice makes it permanent", async () => {
     const a = fakeDestination("hermes:a", { type: "script" });
     const b = fakeDestination("hermes:b");
-    a.answer = () => outcome({ kind: "ok", reason: "exit 0", status: 0, emits: [{ source: "out", key: "k2", event_type: "note", payload: { hello: 1 } }] });
+    a.answer = () =>
+      outcome({
+        kind: "ok",
+        reason: "exit 0",
+        status: 0,
+        emits: [{ source: "out", key: "k2", event_type: "note", payload: { hello: 1 } }],
+      });
     const r = rig(BASE, [a, b]);
     const id = batchIdOf(r.put("A", "hermes:a"));
     await r.step();
     expect(r.batch(id).state).toBe("delivered");
-    const emitted = r.spool.db.query("SELECT e.source, e.event_type, e.payload, b.destination FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.source = 'out'").all();
+    const emitted = r.spool.db
+      .query(
+        "SELECT e.source, e.event_type, e.payload, b.destination FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.source = 'out'",
+      )
+      .all();
     expect(emitted).toEqual([{ source: "out", event_type: "note", payload: '{"hello":1}', destination: "hermes:b" }]);
 
-    a.answer = () => outcome({ kind: "ok", reason: "exit 0", status: 0, emits: [{ source: "nowhere", key: "k", payload: {} }] });
+    a.answer = () =>
+      outcome({ kind: "ok", reason: "exit 0", status: 0, emits: [{ source: "nowhere", key: "k", payload: {} }] });
     const bad = batchIdOf(r.put("B", "hermes:a"));
     await r.step();
     expect(r.batch(bad)).toMatchObject({ state: "retry", last_class: "batch", attempts: 1 });
@@ -133,9 +227,13 @@ describe("classes", () => {
 
   test("an ignored answer is delivered with result ignored; an issue opens only after ignored_issue_after in a row, and the next other answer resolves it", async () => {
     const a = fakeDestination("hermes:a", { ignoredIssueAfter: 3 });
-    a.answer = () => outcome({ kind: "ok", reason: "hermes ignored", status: 200, answer: "ignored", ignoredReason: "filter" });
+    a.answer = () =>
+      outcome({ kind: "ok", reason: "hermes ignored", status: 200, answer: "ignored", ignoredReason: "filter" });
     const r = rig(BASE, [a]);
-    const issue = () => r.spool.db.query("SELECT state, count, last_error FROM issues WHERE fingerprint = 'delivery:hermes:a:ignored'").get() as { state: string; count: number; last_error: string } | null;
+    const issue = () =>
+      r.spool.db
+        .query("SELECT state, count, last_error FROM issues WHERE fingerprint = 'delivery:hermes:a:ignored'")
+        .get() as { state: string; count: number; last_error: string } | null;
     const ids: number[] = [];
     for (const key of ["A", "B"]) {
       ids.push(batchIdOf(r.put(key, "hermes:a")));
@@ -157,13 +255,16 @@ describe("classes", () => {
 
   test("an unconfirmed duplicate is delivered, its result and attempt say unconfirmed", async () => {
     const a = fakeDestination("hermes:a");
-    a.answer = () => outcome({ kind: "ok", reason: "hermes duplicate", status: 200, answer: "duplicate", unconfirmed: true });
+    a.answer = () =>
+      outcome({ kind: "ok", reason: "hermes duplicate", status: 200, answer: "duplicate", unconfirmed: true });
     const r = rig(BASE, [a]);
     const id = batchIdOf(r.put("A", "hermes:a"));
     await r.step();
     expect(r.batch(id)).toMatchObject({ state: "delivered", result: "unconfirmed" });
     expect(r.attempts(id)[0]).toMatchObject({ answer: "duplicate", unconfirmed: 1 });
-    const journal = r.spool.db.query("SELECT detail FROM journal WHERE kind = 'delivered' AND batch_id = ?").get(id) as { detail: string };
+    const journal = r.spool.db
+      .query("SELECT detail FROM journal WHERE kind = 'delivered' AND batch_id = ?")
+      .get(id) as { detail: string };
     expect(JSON.parse(journal.detail)).toMatchObject({ answer: "duplicate", unconfirmed: true });
   });
 
@@ -171,13 +272,23 @@ describe("classes", () => {
     const r = rig(BASE, []);
     const id = batchIdOf(r.put("A", "hermes:ghost"));
     await r.step();
-    expect(r.batch(id)).toMatchObject({ state: "retry", last_class: "config", last_error: "no destination named hermes:ghost in the config" });
+    expect(r.batch(id)).toMatchObject({
+      state: "retry",
+      last_class: "config",
+      last_error: "no destination named hermes:ghost in the config",
+    });
   });
 
   test("the document: source, route, key, ids, counts, types, summary, hash, events and meta", async () => {
     const a = fakeDestination("hermes:a");
     const r = rig(BASE, [a]);
-    r.put("A", "hermes:a", { payload: '{"big": 12345678901234567890}', eventType: "push", dedupId: "d1", headers: { "X-GitHub-Event": "push" }, window: { quiet_s: 10, max_s: 10 } });
+    r.put("A", "hermes:a", {
+      payload: '{"big": 12345678901234567890}',
+      eventType: "push",
+      dedupId: "d1",
+      headers: { "X-GitHub-Event": "push" },
+      window: { quiet_s: 10, max_s: 10 },
+    });
     r.put("A", "hermes:a", { payload: '{"n":2}', eventType: "ping", window: { quiet_s: 10, max_s: 10 } });
     r.clock.advance(10);
     await r.step();
@@ -204,7 +315,23 @@ describe("classes", () => {
       { id: 1, event_type: "push", received_at: T0, dedup_id: "d1", headers: { "X-GitHub-Event": "push" } },
       { id: 2, event_type: "ping", received_at: T0, dedup_id: null },
     ]);
-    expect(Object.keys(doc)).toEqual(["source", "route", "key", "batch_id", "delivery_id", "attempt", "count", "first_at", "last_at", "event_type", "event_types", "summary", "content_hash", "events", "event_meta"]);
+    expect(Object.keys(doc)).toEqual([
+      "source",
+      "route",
+      "key",
+      "batch_id",
+      "delivery_id",
+      "attempt",
+      "count",
+      "first_at",
+      "last_at",
+      "event_type",
+      "event_types",
+      "summary",
+      "content_hash",
+      "events",
+      "event_meta",
+    ]);
   });
 });
 
@@ -212,14 +339,17 @@ describe("delivery ids", () => {
   test("per batch for http and script (identical on every attempt), per attempt for hermes", async () => {
     const h = fakeDestination("hermes:a", { idempotency: "per-attempt" });
     const s = fakeDestination("hermes:b", { idempotency: "per-batch" });
-    for (const d of [h, s]) d.answer = (call) => (call.attempt === 1 ? outcome({ kind: "retry", klass: "transport", reason: "refused" }) : ok());
+    for (const d of [h, s])
+      d.answer = (call) =>
+        call.attempt === 1 ? outcome({ kind: "retry", klass: "transport", reason: "refused" }) : ok();
     const r = rig(BASE, [h, s]);
     const x = batchIdOf(r.put("X", "hermes:a"));
     const y = batchIdOf(r.put("Y", "hermes:b"));
     await r.step();
     r.clock.set(Math.max(r.batch(x).next_attempt_at as number, r.batch(y).next_attempt_at as number));
     await r.step();
-    const inst = (r.spool.db.query("SELECT value FROM meta WHERE key = 'instance_id'").get() as { value: string }).value;
+    const inst = (r.spool.db.query("SELECT value FROM meta WHERE key = 'instance_id'").get() as { value: string })
+      .value;
     expect(s.calls.map((c) => c.deliveryId)).toEqual([`hs_${inst}_${y}`, `hs_${inst}_${y}`]);
     const [a1, a2] = h.calls.map((c) => c.deliveryId);
     expect(a1).toMatch(new RegExp(`^hs_${inst}_${x}_\\d+$`));

@@ -16,8 +16,10 @@ import { batchIdOf, type FakeDestination, fakeDestination, ok, rig } from "../he
 import { sqliteDispatchStore } from "../../src/store/sqlite/store.ts";
 
 const BASE = `[sources.s]\naction = "hermes:a"\n`;
-const throttled = (retryAfterS: number | null = null): Outcome => outcome({ kind: "retry", klass: "throttle", reason: "http 429", status: 429, retryAfterS });
-const delivered = (r: ReturnType<typeof rig>, ids: number[]) => ids.filter((id) => r.batch(id).state === "delivered").length;
+const throttled = (retryAfterS: number | null = null): Outcome =>
+  outcome({ kind: "retry", klass: "throttle", reason: "http 429", status: 429, retryAfterS });
+const delivered = (r: ReturnType<typeof rig>, ids: number[]) =>
+  ids.filter((id) => r.batch(id).state === "delivered").length;
 
 describe("a rate", () => {
   const rate = { limit: 3, windowS: 60 };
@@ -54,7 +56,17 @@ describe("a rate", () => {
     expect(a.calls).toHaveLength(3);
     await r.d.stop();
     const loadOptions = { home: r.home, env: {}, cwd: r.home };
-    const again = new Dispatcher({ store: sqliteDispatchStore(r.spool), loaded: loadConfig(loadOptions), loadOptions, clock: r.clock, rng: seededRng(3), log: createLogger("dispatch", { clock: r.clock }), destinations: () => a, host: "testhost", pid: 4243 });
+    const again = new Dispatcher({
+      store: sqliteDispatchStore(r.spool),
+      loaded: loadConfig(loadOptions),
+      loadOptions,
+      clock: r.clock,
+      rng: seededRng(3),
+      log: createLogger("dispatch", { clock: r.clock }),
+      destinations: () => a,
+      host: "testhost",
+      pid: 4243,
+    });
     await again.tick();
     await again.drain();
     expect(a.calls).toHaveLength(3);
@@ -75,7 +87,8 @@ describe("a rate", () => {
 
   test("unwrap: an attempt reserves a hit per event and keeps those it sent", async () => {
     const a = fakeDestination("hermes:a", { maxInflight: 4, rate: { limit: 5, windowS: 60 }, unwrap: true });
-    a.answer = (_call, ctx) => outcome({ kind: "ok", reason: "ok", status: 202, eventsDelivered: ctx.events.length, sent: ctx.events.length });
+    a.answer = (_call, ctx) =>
+      outcome({ kind: "ok", reason: "ok", status: 202, eventsDelivered: ctx.events.length, sent: ctx.events.length });
     const r = rig(BASE, [a]);
     const big = batchIdOf(r.put("A", "hermes:a", { window: { quiet_s: 1, max_s: 1 } }));
     r.put("A", "hermes:a", { window: { quiet_s: 1, max_s: 1 } });
@@ -163,14 +176,28 @@ describe("a 429 gates the destination, not only the batch", () => {
 describe("a 404 from the gateway", () => {
   test("pauses the destination with an issue that says what to fix; resume delivers at once", async () => {
     const a = fakeDestination("hermes:a", { maxInflight: 4 });
-    const answers: Outcome[] = [outcome({ kind: "retry", klass: "config", reason: "unknown route or profile", status: 404, detail: "HTTP 404 (not found): the gateway does not serve route \"a\"", pause: 'the gateway answered 404 for route "a"' })];
+    const answers: Outcome[] = [
+      outcome({
+        kind: "retry",
+        klass: "config",
+        reason: "unknown route or profile",
+        status: 404,
+        detail: 'HTTP 404 (not found): the gateway does not serve route "a"',
+        pause: 'the gateway answered 404 for route "a"',
+      }),
+    ];
     a.answer = () => answers.shift() ?? ok();
     const r = rig(BASE, [a]);
     const ids = ["A", "B"].map((k) => batchIdOf(r.put(k, "hermes:a")));
     await r.d.tick();
     await r.d.drain();
-    expect(r.dest("hermes:a")).toMatchObject({ state: "paused", paused_by: 'hookspool (the gateway answered 404 for route "a")' });
-    const issue = r.spool.db.query("SELECT state, last_error FROM issues WHERE fingerprint = 'delivery:hermes:a:paused'").get() as { state: string; last_error: string };
+    expect(r.dest("hermes:a")).toMatchObject({
+      state: "paused",
+      paused_by: 'hookspool (the gateway answered 404 for route "a")',
+    });
+    const issue = r.spool.db
+      .query("SELECT state, last_error FROM issues WHERE fingerprint = 'delivery:hermes:a:paused'")
+      .get() as { state: string; last_error: string };
     expect(issue.state).toBe("open");
     expect(issue.last_error).toContain('does not serve route "a"');
     expect(issue.last_error).toContain("hookspool resume hermes:a");
@@ -180,7 +207,9 @@ describe("a 404 from the gateway", () => {
     await r.step();
     expect(a.calls).toHaveLength(tried);
     expect(resumeDestination(r.spool, "hermes:a", r.clock.now())).toBe(true);
-    expect(r.spool.db.query("SELECT state FROM issues WHERE fingerprint = 'delivery:hermes:a:paused'").get()).toEqual({ state: "resolved" });
+    expect(r.spool.db.query("SELECT state FROM issues WHERE fingerprint = 'delivery:hermes:a:paused'").get()).toEqual({
+      state: "resolved",
+    });
     await r.step();
     await r.step();
     expect(delivered(r, ids)).toBe(2);

@@ -30,18 +30,39 @@ describe.skipIf(!PG_BIN)("maintenance on PostgreSQL", () => {
       const { config } = parseConfig('[sources.s]\naction = "hermes:a"\nexpect_every_s = 600\n', "t.toml");
       const log = createLogger("maintenance");
       const stores = [await pgDispatchStore(pg, "host-a:1"), await pgDispatchStore(other, "host-b:2")];
-      const [leader, follower] = [pg, other].map((p, i) => new Maintenance({ store: pgMaintenanceStore(p), leader: stores[i], config: () => config, clock: systemClock, log, env: { HOOKSPOOL_ALERT_DRY: "1" } }));
+      const [leader, follower] = [pg, other].map(
+        (p, i) =>
+          new Maintenance({
+            store: pgMaintenanceStore(p),
+            leader: stores[i],
+            config: () => config,
+            clock: systemClock,
+            log,
+            env: { HOOKSPOOL_ALERT_DRY: "1" },
+          }),
+      );
       const now = await pg.now();
       // Silent for 1,000 s against an expectation of 600; a refused write 120 s ago, none since.
       await look.sql`INSERT INTO meta (key, value) VALUES ('source:s:last_event_at', ${String(now - 1000)})`;
-      await raiseIssuePg(look.sql, { fingerprint: WRITE_FAILED_ISSUE, kind: "spool", error: "1 write(s) refused", now: now - 120 });
+      await raiseIssuePg(look.sql, {
+        fingerprint: WRITE_FAILED_ISSUE,
+        kind: "spool",
+        error: "1 write(s) refused",
+        now: now - 120,
+      });
 
       await leader.tick();
-      expect(await getIssueByFingerprintPg(look, "source_silent:s")).toMatchObject({ state: "open", kind: "source_silent", alerted_at: expect.any(Number) });
+      expect(await getIssueByFingerprintPg(look, "source_silent:s")).toMatchObject({
+        state: "open",
+        kind: "source_silent",
+        alerted_at: expect.any(Number),
+      });
       expect((await getIssueByFingerprintPg(look, WRITE_FAILED_ISSUE))?.state).toBe("resolved");
       const [retention] = await look.sql`SELECT value FROM meta WHERE key = 'last_retention_at'`;
       expect(Number(retention.value)).toBeGreaterThanOrEqual(now);
-      expect(JSON.parse(String((await look.sql`SELECT value FROM meta WHERE key = 'maintenance_holder'`)[0].value)).holder).toBe("host-a:1");
+      expect(
+        JSON.parse(String((await look.sql`SELECT value FROM meta WHERE key = 'maintenance_holder'`)[0].value)).holder,
+      ).toBe("host-a:1");
 
       // The follower's round does nothing while the leader holds the lock.
       await look.sql`UPDATE meta SET value = ${String(now)} WHERE key = 'source:s:last_event_at'`;
@@ -52,10 +73,15 @@ describe.skipIf(!PG_BIN)("maintenance on PostgreSQL", () => {
       // process), the lock is free, and the follower takes maintenance over.
       // The signal is sent at once and the backend ends a moment later: wait until it has.
       await look.sql`SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND granted AND pid <> pg_backend_pid()`;
-      await waitFor("the leader's session to end", async () => (await look.sql`SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted`).length === 0);
+      await waitFor(
+        "the leader's session to end",
+        async () => (await look.sql`SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted`).length === 0,
+      );
       await follower.tick();
       expect((await getIssueByFingerprintPg(look, "source_silent:s"))?.state).toBe("resolved");
-      expect(JSON.parse(String((await look.sql`SELECT value FROM meta WHERE key = 'maintenance_holder'`)[0].value)).holder).toBe("host-b:2");
+      expect(
+        JSON.parse(String((await look.sql`SELECT value FROM meta WHERE key = 'maintenance_holder'`)[0].value)).holder,
+      ).toBe("host-b:2");
       // The old leader, had it lived on without its session, finds the lock lost and stands back.
       await look.sql`UPDATE meta SET value = ${String(now - 1000)} WHERE key = 'source:s:last_event_at'`;
       await leader.tick();

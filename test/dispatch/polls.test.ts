@@ -23,19 +23,44 @@ module = "poller"
 
 function pollRig() {
   const root = tempDir("hookspool-polls-");
-  const manifest = manifestText("acme.feed", `${POLL}\n[outputs.filing]\ndescription = "a new filing"\n`).replace(/\[source\][\s\S]*?\n\n/, "").replace(/\[outputs\."\*"\]\ndescription = "every accepted event"\n/, "");
+  const manifest = manifestText("acme.feed", `${POLL}\n[outputs.filing]\ndescription = "a new filing"\n`)
+    .replace(/\[source\][\s\S]*?\n\n/, "")
+    .replace(/\[outputs\."\*"\]\ndescription = "every accepted event"\n/, "");
   writeBobbin(root, "acme/feed", manifest, { "poller.ts": "export default { poll: () => [] };\n" });
   const script = fakeDestination("script:feed", { type: "script" });
-  const r = rig(`[spool]\nbobbin_path = ["${root}"]\n\n[bobbins.feed]\nbobbin = "acme.feed"\nsecrets.secret = { file = "/etc/hookspool/secrets/feed" }\noutputs = { filing = "hermes:filings" }\n`, [script, fakeDestination("hermes:filings")]);
-  const row = () => r.spool.db.query("SELECT * FROM polls WHERE instance = 'feed'").get() as { next_at: number; last_tick_at: number | null; last_batch_id: number | null; delivered_at: number | null; delivered_tick_at: number | null; skipped: number; created_at: number } | null;
-  const ticks = () => r.spool.db.query("SELECT e.dedup_id, e.payload, b.route, b.destination, b.state FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.source = 'feed' ORDER BY e.id").all() as { dedup_id: string; payload: string; route: string; destination: string; state: string }[];
+  const r = rig(
+    `[spool]\nbobbin_path = ["${root}"]\n\n[bobbins.feed]\nbobbin = "acme.feed"\nsecrets.secret = { file = "/etc/hookspool/secrets/feed" }\noutputs = { filing = "hermes:filings" }\n`,
+    [script, fakeDestination("hermes:filings")],
+  );
+  const row = () =>
+    r.spool.db.query("SELECT * FROM polls WHERE instance = 'feed'").get() as {
+      next_at: number;
+      last_tick_at: number | null;
+      last_batch_id: number | null;
+      delivered_at: number | null;
+      delivered_tick_at: number | null;
+      skipped: number;
+      created_at: number;
+    } | null;
+  const ticks = () =>
+    r.spool.db
+      .query(
+        "SELECT e.dedup_id, e.payload, b.route, b.destination, b.state FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.source = 'feed' ORDER BY e.id",
+      )
+      .all() as { dedup_id: string; payload: string; route: string; destination: string; state: string }[];
   return { r, script, row, ticks };
 }
 
 describe("the poll clock", () => {
   test("a new instance is first scheduled within its jitter, not at once", async () => {
     const { r, row, ticks } = pollRig();
-    expect(r.config.sources.feed).toMatchObject({ kind: "poll", every_s: 600, jitter_s: 60, span: "immediate", action: "script:feed" });
+    expect(r.config.sources.feed).toMatchObject({
+      kind: "poll",
+      every_s: 600,
+      jitter_s: 60,
+      span: "immediate",
+      action: "script:feed",
+    });
     await r.step();
     const p = row();
     expect(p?.created_at).toBe(T0);
@@ -50,7 +75,15 @@ describe("the poll clock", () => {
     const first = row()?.next_at ?? 0;
     r.clock.set(first + 1);
     await r.step();
-    expect(ticks()).toEqual([{ dedup_id: `poll:feed:${first}`, payload: JSON.stringify({ tick: Math.floor(first), instance: "feed" }), route: "feed", destination: "script:feed", state: "delivered" }]);
+    expect(ticks()).toEqual([
+      {
+        dedup_id: `poll:feed:${first}`,
+        payload: JSON.stringify({ tick: Math.floor(first), instance: "feed" }),
+        route: "feed",
+        destination: "script:feed",
+        state: "delivered",
+      },
+    ]);
     const p = row();
     expect(p).toMatchObject({ last_tick_at: first, delivered_tick_at: first, delivered_at: first + 1, skipped: 0 });
     expect(p?.next_at).toBeGreaterThanOrEqual(first + 1 + 600);
@@ -92,14 +125,29 @@ describe("the poll clock", () => {
 
   test("a poll instance takes no window, expect or body key, and its every_s is at least 60", () => {
     const root = tempDir("hookspool-polls-");
-    writeBobbin(root, "acme/feed", manifestText("acme.feed", `${POLL}\n[outputs.filing]\ndescription = "f"\n`).replace(/\[source\][\s\S]*?\n\n/, "").replace(/\[outputs\."\*"\]\ndescription = "every accepted event"\n/, ""), { "poller.ts": "export default { poll: () => [] };\n" });
+    writeBobbin(
+      root,
+      "acme/feed",
+      manifestText("acme.feed", `${POLL}\n[outputs.filing]\ndescription = "f"\n`)
+        .replace(/\[source\][\s\S]*?\n\n/, "")
+        .replace(/\[outputs\."\*"\]\ndescription = "every accepted event"\n/, ""),
+      { "poller.ts": "export default { poll: () => [] };\n" },
+    );
     let problems: { key: string; level: string }[] = [];
     try {
-      parseConfig(`[spool]\nbobbin_path = ["${root}"]\n\n[bobbins.feed]\nbobbin = "acme.feed"\nsecrets.secret = { file = "/etc/hookspool/secrets/feed" }\noutputs = { filing = "hermes:f" }\nquiet_s = 5\nexpect = true\nevery_s = 30\n`, join(root, "c.toml"));
+      parseConfig(
+        `[spool]\nbobbin_path = ["${root}"]\n\n[bobbins.feed]\nbobbin = "acme.feed"\nsecrets.secret = { file = "/etc/hookspool/secrets/feed" }\noutputs = { filing = "hermes:f" }\nquiet_s = 5\nexpect = true\nevery_s = 30\n`,
+        join(root, "c.toml"),
+      );
     } catch (e) {
       problems = (e as ConfigError).problems;
     }
-    expect(problems.filter((p) => p.level === "error").map((p) => p.key).sort()).toEqual(["bobbins.feed.every_s", "bobbins.feed.expect", "bobbins.feed.quiet_s"]);
+    expect(
+      problems
+        .filter((p) => p.level === "error")
+        .map((p) => p.key)
+        .sort(),
+    ).toEqual(["bobbins.feed.every_s", "bobbins.feed.expect", "bobbins.feed.quiet_s"]);
   });
 });
 

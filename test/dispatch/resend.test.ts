@@ -21,7 +21,9 @@ test("a delivered batch resent is delivered again under id _r1, then _r2; the fi
     const call = a.calls[n];
     expect(call.deliveryId).toBe(`${first.deliveryId}_r${n}`);
     // The same content each time.
-    expect(call.body).toBe(first.body.replace(first.deliveryId, call.deliveryId).replace(/"attempt":\d+/, `"attempt":${call.attempt}`));
+    expect(call.body).toBe(
+      first.body.replace(first.deliveryId, call.deliveryId).replace(/"attempt":\d+/, `"attempt":${call.attempt}`),
+    );
   }
   expect(r.attempts(id).map((x) => [x.outcome, x.delivery_id])).toEqual([
     ["ok", first.deliveryId],
@@ -40,7 +42,9 @@ test("per-event ids (unwrap) move on with the resend too; per-attempt ids are ne
 test("replay --delivered: by id or by filter; what is not delivered is refused; a bare --delivered is a usage error", async () => {
   const h = await initHome();
   const id = await enqueueJson(h, "once", "k", { n: 1 });
-  withDb(h.db, (db) => db.run("UPDATE batches SET state = 'delivered', delivered_at = last_at, result = 'ok' WHERE id = ?", [id]));
+  withDb(h.db, (db) =>
+    db.run("UPDATE batches SET state = 'delivered', delivered_at = last_at, result = 'ok' WHERE id = ?", [id]),
+  );
   const open = await enqueueJson(h, "demo", "k2", { n: 2 });
   const r = await inHome(h, ["replay", "--delivered", String(id)]);
   expect(r.code).toBe(0);

@@ -18,7 +18,12 @@ import { sqliteDispatchStore, sqliteMaintenanceStore } from "../../src/store/sql
 const BASE = `[sources.s]\naction = "hermes:a"\n`;
 
 function issues(db: { query: (sql: string) => { all: () => unknown[] } }, fp: string) {
-  return db.query(`SELECT fingerprint, kind, state, count FROM issues WHERE fingerprint = '${fp}'`).all() as { fingerprint: string; kind: string; state: string; count: number }[];
+  return db.query(`SELECT fingerprint, kind, state, count FROM issues WHERE fingerprint = '${fp}'`).all() as {
+    fingerprint: string;
+    kind: string;
+    state: string;
+    count: number;
+  }[];
 }
 
 function faults(component: string, klass: string): number {
@@ -41,7 +46,11 @@ describe("a refused mark write", () => {
     expect(a.calls).toHaveLength(1);
     expect(r.batch(id).state).toBe("leased");
     expect(faults("dispatcher", "SQLITE_READONLY")).toBe(before + 1);
-    expect(LOG_LINES.slice(from).some((l) => l.includes("delivery failed: the spool refused the write") && l.includes("reason=SQLITE_READONLY"))).toBe(true);
+    expect(
+      LOG_LINES.slice(from).some(
+        (l) => l.includes("delivery failed: the spool refused the write") && l.includes("reason=SQLITE_READONLY"),
+      ),
+    ).toBe(true);
     // A tick while the spool still refuses writes fails too, and is survived the same way.
     await r.step();
     expect(r.batch(id).state).toBe("leased");
@@ -64,8 +73,12 @@ describe("a refused mark write", () => {
     // A refused write is expected of a host: it is no bug, and opens no internal issue.
     expect(r.spool.db.query("SELECT COUNT(*) AS n FROM issues WHERE kind = 'internal'").get()).toEqual({ n: 0 });
     // The heartbeat carries the count to /metrics, served by another process (the intake).
-    const metrics = await renderStoreMetrics(sqliteStatusStore(r.spool), r.config, join(r.home, "spool.db"), { now: r.clock.now() });
-    expect(metrics).toMatch(/^hookspool_dispatcher_caught_errors_total\{component="dispatcher",class="SQLITE_READONLY"\} [1-9]\d*$/m);
+    const metrics = await renderStoreMetrics(sqliteStatusStore(r.spool), r.config, join(r.home, "spool.db"), {
+      now: r.clock.now(),
+    });
+    expect(metrics).toMatch(
+      /^hookspool_dispatcher_caught_errors_total\{component="dispatcher",class="SQLITE_READONLY"\} [1-9]\d*$/m,
+    );
   });
 });
 
@@ -73,13 +86,22 @@ describe("maintenance chores", () => {
   test("each chore's failure is caught on its own; the spool issue resolves after a quiet interval", async () => {
     const t = freshSpool();
     const { config } = parseConfig(`[sources.s]\naction = "hermes:a"\nexpect_every_s = 600\n`, "test.toml");
-    const m = new Maintenance({ store: sqliteMaintenanceStore(t.spool), leader: sqliteDispatchStore(t.spool), config: () => config, clock: t.clock, log: createLogger("maintenance", { clock: t.clock }), env: {}, diskFree: () => 1e12 });
+    const m = new Maintenance({
+      store: sqliteMaintenanceStore(t.spool),
+      leader: sqliteDispatchStore(t.spool),
+      config: () => config,
+      clock: t.clock,
+      log: createLogger("maintenance", { clock: t.clock }),
+      env: {},
+      diskFree: () => 1e12,
+    });
     const from = LOG_LINES.length;
     t.spool.db.run("PRAGMA query_only = ON");
     await m.tick();
     const lines = LOG_LINES.slice(from);
     // liveness (writes expected_since) and retention both wrote; both were refused and survived.
-    for (const chore of ["liveness", "retention"]) expect(lines.some((l) => l.includes(`${chore} failed: the spool refused the write`))).toBe(true);
+    for (const chore of ["liveness", "retention"])
+      expect(lines.some((l) => l.includes(`${chore} failed: the spool refused the write`))).toBe(true);
     t.spool.db.run("PRAGMA query_only = OFF");
 
     t.clock.advance(60);
@@ -92,7 +114,9 @@ describe("maintenance chores", () => {
     await m.tick();
     expect(issues(t.spool.db, WRITE_FAILED_ISSUE)).toMatchObject([{ state: "resolved" }]);
     // And a pass that went through wrote what it should (the retention clock).
-    expect(t.spool.db.query("SELECT value FROM meta WHERE key = 'last_retention_at'").get()).toEqual({ value: String(T0 + 60) });
+    expect(t.spool.db.query("SELECT value FROM meta WHERE key = 'last_retention_at'").get()).toEqual({
+      value: String(T0 + 60),
+    });
   });
 });
 
@@ -106,7 +130,14 @@ describe("a batch gone after its claim", () => {
       BEGIN DELETE FROM events WHERE batch_id = NEW.id; DELETE FROM batches WHERE id = NEW.id; END`);
     await r.step();
     expect(a.calls).toHaveLength(0);
-    expect(r.attempts(id)).toEqual([expect.objectContaining({ outcome: "discarded", error: "batch missing after claim", counted: 0, finished_at: T0 })]);
+    expect(r.attempts(id)).toEqual([
+      expect.objectContaining({
+        outcome: "discarded",
+        error: "batch missing after claim",
+        counted: 0,
+        finished_at: T0,
+      }),
+    ]);
   });
 });
 
@@ -122,7 +153,11 @@ describe("breaker state changes", () => {
     r.clock.set(Math.max(r.batch(id).next_attempt_at as number, (r.dest("hermes:a").opened_at as number) + 30));
     await r.step();
     const lines = LOG_LINES.slice(from).filter((l) => l.includes("breaker"));
-    expect(lines.map((l) => /breaker [a-z-]+/.exec(l)?.[0])).toEqual(["breaker open", "breaker half-open", "breaker closed"]);
+    expect(lines.map((l) => /breaker [a-z-]+/.exec(l)?.[0])).toEqual([
+      "breaker open",
+      "breaker half-open",
+      "breaker closed",
+    ]);
     for (const l of lines) expect(l).toContain("destination=hermes:a");
   });
 });

@@ -62,20 +62,37 @@ async function send(port: number, topic: string, n: number): Promise<void> {
   const res = await fetch(`http://127.0.0.1:${port}/hooks/demo`, {
     method: "POST",
     body,
-    headers: { "Content-Type": "application/json", "X-Sig": `sha256=${createHmac("sha256", IN_SECRET).update(body).digest("hex")}` },
+    headers: {
+      "Content-Type": "application/json",
+      "X-Sig": `sha256=${createHmac("sha256", IN_SECRET).update(body).digest("hex")}`,
+    },
   });
   expect(res.status).toBe(202);
 }
 
 /** A report of the run's outcome, signed as our deliveries are (the delivery's own id as webhook-id). */
-function signed(id: string, body: unknown, secret = OUT_SECRET, headerId = id): { headers: Record<string, string>; body: string } {
+function signed(
+  id: string,
+  body: unknown,
+  secret = OUT_SECRET,
+  headerId = id,
+): { headers: Record<string, string>; body: string } {
   const text = JSON.stringify(body);
   const at = new Date();
   const signature = new Webhook(secret).sign(headerId, at, text);
-  return { body: text, headers: { "Content-Type": "application/json", "webhook-id": headerId, "webhook-timestamp": String(Math.floor(at.getTime() / 1000)), "webhook-signature": signature } };
+  return {
+    body: text,
+    headers: {
+      "Content-Type": "application/json",
+      "webhook-id": headerId,
+      "webhook-timestamp": String(Math.floor(at.getTime() / 1000)),
+      "webhook-signature": signature,
+    },
+  };
 }
 
-const post = (port: number, id: string, r: { headers: Record<string, string>; body: string }) => fetch(`http://127.0.0.1:${port}/outcomes/${id}`, { method: "POST", ...r });
+const post = (port: number, id: string, r: { headers: Record<string, string>; body: string }) =>
+  fetch(`http://127.0.0.1:${port}/outcomes/${id}`, { method: "POST", ...r });
 
 function state(db: SqliteSpool, batchId: number): string {
   return (db.db.query("SELECT state FROM batches WHERE id = ?").get(batchId) as { state: string }).state;
@@ -100,7 +117,10 @@ test("the intake's /outcomes endpoint settles only a report signed for the deliv
 
     // Refused, each changing nothing: unsigned, signed with another secret, signed for another id,
     // an id no delivery has, a body that is not an outcome.
-    expect((await post(port, a.webhookId, { headers: { "Content-Type": "application/json" }, body: JSON.stringify(ok) })).status).toBe(401);
+    expect(
+      (await post(port, a.webhookId, { headers: { "Content-Type": "application/json" }, body: JSON.stringify(ok) }))
+        .status,
+    ).toBe(401);
     expect((await post(port, a.webhookId, signed(a.webhookId, ok, OTHER_SECRET))).status).toBe(401);
     expect((await post(port, a.webhookId, signed(a.webhookId, ok, OUT_SECRET, b.webhookId))).status).toBe(401);
     expect((await post(port, "hs_nobody_9", signed("hs_nobody_9", ok))).status).toBe(404);
@@ -158,24 +178,32 @@ test("kill -9 while batches await loses none; after the restart their outcomes s
   await waitFor("one delivery per key", () => receiver.got.length === keys.length);
   const db = openSpool(join(h, "spool.db"));
   try {
-    await waitFor("all five awaiting", () => (db.db.query("SELECT COUNT(*) AS n FROM batches WHERE state = 'awaiting'").get() as { n: number }).n === 5);
+    await waitFor(
+      "all five awaiting",
+      () => (db.db.query("SELECT COUNT(*) AS n FROM batches WHERE state = 'awaiting'").get() as { n: number }).n === 5,
+    );
     hs.kill("SIGKILL");
     await hs.exited;
     hs = await startHookspool(h, ["run"]);
     running.push(hs);
     port = await hs.port();
     // Still awaiting after the restart (no lease to recover, nothing redelivered), k1's second batch still held.
-    expect((db.db.query("SELECT COUNT(*) AS n FROM batches WHERE state = 'awaiting'").get() as { n: number }).n).toBe(5);
+    expect((db.db.query("SELECT COUNT(*) AS n FROM batches WHERE state = 'awaiting'").get() as { n: number }).n).toBe(
+      5,
+    );
     expect(receiver.got).toHaveLength(keys.length);
     // The five awaited before the kill (a copy: k1's second delivery joins the live list meanwhile).
-    for (const d of receiver.got.slice(0, keys.length)) expect((await post(port, d.webhookId, signed(d.webhookId, { status: "ok" }))).status).toBe(200);
+    for (const d of receiver.got.slice(0, keys.length))
+      expect((await post(port, d.webhookId, signed(d.webhookId, { status: "ok" }))).status).toBe(200);
     await waitFor("k1's second batch delivered and awaiting", () => receiver.got.length === keys.length + 1);
     const last = receiver.got[keys.length];
     expect(last.doc.key).toBe("k1");
     const res = await post(port, last.webhookId, signed(last.webhookId, { status: "ok" }));
     const said = `${res.status} ${await res.text()}`;
     expect(said).toBe(`200 {"status":"delivered","batch_id":${last.doc.batch_id}}`);
-    expect((db.db.query("SELECT COUNT(*) AS n FROM batches WHERE state <> 'delivered'").get() as { n: number }).n).toBe(0);
+    expect((db.db.query("SELECT COUNT(*) AS n FROM batches WHERE state <> 'delivered'").get() as { n: number }).n).toBe(
+      0,
+    );
     expect((db.db.query("SELECT COUNT(*) AS n FROM events").get() as { n: number }).n).toBe(6);
   } finally {
     db.close();
@@ -205,7 +233,10 @@ test("a report that comes before the 2xx is recorded waits for it, then settles 
   try {
     await send(port, "early", 1);
     await send(port, "early", 2);
-    await waitFor("both of the key's batches delivered", () => (db.db.query("SELECT COUNT(*) AS n FROM batches WHERE state = 'delivered'").get() as { n: number }).n === 2);
+    await waitFor(
+      "both of the key's batches delivered",
+      () => (db.db.query("SELECT COUNT(*) AS n FROM batches WHERE state = 'delivered'").get() as { n: number }).n === 2,
+    );
     expect(await Promise.all(reports)).toEqual([200, 200]);
   } finally {
     db.close();

@@ -57,7 +57,8 @@ timeout_s = 2
   );
   const hs = await startHookspool(home, ["run"]);
   let db: SqliteSpool | null = null;
-  const batches = (where: string) => ((db as SqliteSpool).db.query(`SELECT COUNT(*) AS n FROM batches WHERE ${where}`).get() as { n: number }).n;
+  const batches = (where: string) =>
+    ((db as SqliteSpool).db.query(`SELECT COUNT(*) AS n FROM batches WHERE ${where}`).get() as { n: number }).n;
   try {
     const port = await hs.port();
     // Listening means migrated: the spool is there to read.
@@ -67,7 +68,10 @@ timeout_s = 2
       const res = await fetch(`http://127.0.0.1:${port}/hooks/demo`, {
         method: "POST",
         body,
-        headers: { "Content-Type": "application/json", "X-Sig": `sha256=${createHmac("sha256", IN_SECRET).update(body).digest("hex")}` },
+        headers: {
+          "Content-Type": "application/json",
+          "X-Sig": `sha256=${createHmac("sha256", IN_SECRET).update(body).digest("hex")}`,
+        },
       });
       expect(res.status).toBe(202);
     };
@@ -84,20 +88,32 @@ timeout_s = 2
     // The receiver goes down; new bursts keep spooling in sealed, bounded batches.
     up = false;
     for (let i = 9; i <= 11; i++) await send("alpha", i);
-    await waitFor("the first outage burst to seal", () => batches("key = 'alpha' AND state <> 'open' AND state <> 'delivered'") >= 1);
+    await waitFor(
+      "the first outage burst to seal",
+      () => batches("key = 'alpha' AND state <> 'open' AND state <> 'delivered'") >= 1,
+    );
     for (let i = 12; i <= 14; i++) await send("alpha", i);
     for (let i = 5; i <= 6; i++) await send("beta", i);
     await waitFor("the breaker to open", () => {
-      const row = db?.db.query("SELECT state FROM destinations WHERE name = 'receiver'").get() as { state: string } | null;
+      const row = db?.db.query("SELECT state FROM destinations WHERE name = 'receiver'").get() as {
+        state: string;
+      } | null;
       return row && row.state !== "closed";
     });
     up = true;
     await waitFor("every batch delivered", () => batches("state <> 'delivered'") === 0);
-    const attempts = db.db.query("SELECT COUNT(*) AS n FROM attempts WHERE outcome = 'retry' AND klass = 'transport'").get() as { n: number };
+    const attempts = db.db
+      .query("SELECT COUNT(*) AS n FROM attempts WHERE outcome = 'retry' AND klass = 'transport'")
+      .get() as { n: number };
     expect(attempts.n).toBeGreaterThanOrEqual(3);
-    expect((db.db.query("SELECT state FROM destinations WHERE name = 'receiver'").get() as { state: string }).state).toBe("closed");
+    expect(
+      (db.db.query("SELECT state FROM destinations WHERE name = 'receiver'").get() as { state: string }).state,
+    ).toBe("closed");
     // Every event exactly once per key, in order, none lost.
-    const later = receiver.accepted().slice(2).map((d) => d.doc);
+    const later = receiver
+      .accepted()
+      .slice(2)
+      .map((d) => d.doc);
     const seen = (key: string) => later.filter((d) => d.key === key).flatMap((d) => d.events.map((e) => e.n));
     expect(seen("alpha")).toEqual([9, 10, 11, 12, 13, 14]);
     expect(seen("beta")).toEqual([5, 6]);

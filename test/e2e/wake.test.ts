@@ -13,7 +13,11 @@ import { tempDir } from "../helpers/tmp.ts";
 
 const TOKEN = "kit-test-wake-token";
 
-async function deliver(layout: "run" | "split", window: string, topics: string[]): Promise<{ docs: { events: { n: number }[] }[]; elapsedMs: number }> {
+async function deliver(
+  layout: "run" | "split",
+  window: string,
+  topics: string[],
+): Promise<{ docs: { events: { n: number }[] }[]; elapsedMs: number }> {
   const home = tempDir("hookspool-wake-");
   writeFileSync(join(home, "token"), TOKEN, { mode: 0o600 });
   const receiver = new Receiver<{ events: { n: number }[] }>({});
@@ -22,14 +26,22 @@ async function deliver(layout: "run" | "split", window: string, topics: string[]
     `[intake]\nlisten = "127.0.0.1:0"\n\n[dispatch]\npoll_s = 3600\n\n[sources.s]\ntemplate = { scheme = "static-token", header = "X-Token", key = "topic" }\nsecrets.secret = { file = "${join(home, "token")}" }\n${window}\naction = "receiver"\n\n[destinations.receiver]\ntype = "http"\nurl = "http://127.0.0.1:${receiver.port}/in"\nallow_insecure = true\nunsigned = true\n`,
   );
   if (layout === "split") expect((await runHookspool(home, ["migrate"])).code).toBe(0);
-  const procs: Hookspool[] = layout === "run" ? [await startHookspool(home, ["run"])] : [await startHookspool(home, ["intake"]), await startHookspool(home, ["dispatch"])];
+  const procs: Hookspool[] =
+    layout === "run"
+      ? [await startHookspool(home, ["run"])]
+      : [await startHookspool(home, ["intake"]), await startHookspool(home, ["dispatch"])];
   try {
     const port = await procs[0].port();
     // The dispatcher's first tick is over (it wrote its heartbeat): what follows waits on no tick.
-    if (layout === "split") await waitFor("the dispatcher's first tick", () => heartbeatPid(home) === procs[1].proc.pid);
+    if (layout === "split")
+      await waitFor("the dispatcher's first tick", () => heartbeatPid(home) === procs[1].proc.pid);
     const sent = Date.now();
     for (const [n, topic] of topics.entries()) {
-      const res = await fetch(`http://127.0.0.1:${port}/hooks/s`, { method: "POST", body: JSON.stringify({ topic, n }), headers: { "Content-Type": "application/json", "X-Token": TOKEN } });
+      const res = await fetch(`http://127.0.0.1:${port}/hooks/s`, {
+        method: "POST",
+        body: JSON.stringify({ topic, n }),
+        headers: { "Content-Type": "application/json", "X-Token": TOKEN },
+      });
       expect(res.status).toBe(202);
     }
     await waitFor(`${topics.length} deliveries`, () => receiver.accepted().length === topics.length, 10_000);
@@ -67,8 +79,20 @@ for (const layout of ["run", "split"] as const) {
 
 test("earliestReady: now when sealed or windowless, else the shortest window of the copies", () => {
   const w = (quiet_s: number, max_s: number) => ({ quiet_s, max_s, max_events: 10, max_bytes: 1000 });
-  const copy = (quiet_s: number, max_s: number, tee = false) => ({ route: "r", destination: "d", tee, window: w(quiet_s, max_s) });
-  const placed = (sealed: boolean, tee = false) => ({ eventId: 1, batchId: 1, route: "r", destination: "d", tee, sealed });
+  const copy = (quiet_s: number, max_s: number, tee = false) => ({
+    route: "r",
+    destination: "d",
+    tee,
+    window: w(quiet_s, max_s),
+  });
+  const placed = (sealed: boolean, tee = false) => ({
+    eventId: 1,
+    batchId: 1,
+    route: "r",
+    destination: "d",
+    tee,
+    sealed,
+  });
   expect(earliestReady([placed(false)], [copy(5, 60)], 100)).toBe(105);
   expect(earliestReady([placed(false)], [copy(90, 60)], 100)).toBe(160);
   expect(earliestReady([placed(true)], [copy(5, 60)], 100)).toBe(100);

@@ -17,7 +17,12 @@ import { migrate } from "../../src/store/sqlite/migrate.ts";
 import { PgSpool } from "../../src/store/pg/db.ts";
 import { migratePg } from "../../src/store/pg/migrate.ts";
 import { pgDashboardStore, pgDispatchStore, pgIntakeStore, pgOperatorStore } from "../../src/store/pg/store.ts";
-import { sqliteDashboardStore, sqliteDispatchStore, sqliteIntakeStore, sqliteOperatorStore } from "../../src/store/sqlite/store.ts";
+import {
+  sqliteDashboardStore,
+  sqliteDispatchStore,
+  sqliteIntakeStore,
+  sqliteOperatorStore,
+} from "../../src/store/sqlite/store.ts";
 import { PG_BIN, PG_SKIP_MESSAGE, serverForSuite } from "./pg.ts";
 import { tempDir } from "./tmp.ts";
 import type { MaintenanceStore } from "../../src/store/api.ts";
@@ -43,7 +48,15 @@ export type OpenBackend = () => Promise<Backend>;
 export async function openSqlite(): Promise<Backend> {
   const spool = openSpool(join(tempDir(), "spool.db"), { create: true });
   migrate(spool);
-  return { spool, intake: sqliteIntakeStore(spool), operator: sqliteOperatorStore(spool), dashboard: sqliteDashboardStore(spool), maintenance: sqliteMaintenanceStore(spool), dispatch: async () => sqliteDispatchStore(spool), close: async () => spool.close() };
+  return {
+    spool,
+    intake: sqliteIntakeStore(spool),
+    operator: sqliteOperatorStore(spool),
+    dashboard: sqliteDashboardStore(spool),
+    maintenance: sqliteMaintenanceStore(spool),
+    dispatch: async () => sqliteDispatchStore(spool),
+    close: async () => spool.close(),
+  };
 }
 
 /**
@@ -59,7 +72,9 @@ export function onBothBackends(cases: (open: OpenBackend, backend: "sqlite" | "p
     cases(async () => {
       const name = `db${++n}`;
       await server().createDatabase(name);
-      const pools = [0, 1, 2].map(() => new PgSpool({ path: server().socket, user: server().user, database: name }, { max: 4 }));
+      const pools = [0, 1, 2].map(
+        () => new PgSpool({ path: server().socket, user: server().user, database: name }, { max: 4 }),
+      );
       await migratePg(pools[0], "0123456789ab");
       let beats = 0;
       return {
@@ -75,7 +90,12 @@ export function onBothBackends(cases: (open: OpenBackend, backend: "sqlite" | "p
 }
 
 /** A home with `config` as its config.toml, loaded. */
-export function configHome(config: string): { home: string; config: Config; loaded: ReturnType<typeof loadConfig>; loadOptions: { home: string; env: Record<string, string>; cwd: string } } {
+export function configHome(config: string): {
+  home: string;
+  config: Config;
+  loaded: ReturnType<typeof loadConfig>;
+  loadOptions: { home: string; env: Record<string, string>; cwd: string };
+} {
   const home = tempDir();
   writeFileSync(join(home, "config.toml"), config);
   const loadOptions = { home, env: {}, cwd: home };

@@ -5,7 +5,11 @@ import { dirname, join } from "node:path";
 import { tempDir } from "./tmp.ts";
 
 /** A template bobbin's manifest: GitHub-like, with `extra` TOML appended. */
-export function manifestText(name: string, extra = "", source = 'template = { scheme = "hmac-sha256-hex", header = "X-Sig", prefix = "sha256=", key = "topic", event_type = "type" }\nspan = "burst"\nsender_retries = false'): string {
+export function manifestText(
+  name: string,
+  extra = "",
+  source = 'template = { scheme = "hmac-sha256-hex", header = "X-Sig", prefix = "sha256=", key = "topic", event_type = "type" }\nspan = "burst"\nsender_retries = false',
+): string {
   const [vendor, product] = name.split(".");
   return `name = "${name}"
 version = "1"
@@ -52,13 +56,27 @@ export function bobbinRoot(): string {
  */
 export function writeTallyBobbin(root: string): string {
   const src = join(import.meta.dir, "..", "..", "src");
-  const processor = readFileSync(join(import.meta.dir, "..", "fixtures", "tally-processor.ts"), "utf8").replaceAll("../../src/", `${src}/`);
-  return writeBobbin(root, "acme/tally", manifestText("acme.tally", '\n[processor]\nmodule = "processor"\nstate = true\n\n[outputs.tally]\ndescription = "a count"\n'), { "processor.ts": processor });
+  const processor = readFileSync(join(import.meta.dir, "..", "fixtures", "tally-processor.ts"), "utf8").replaceAll(
+    "../../src/",
+    `${src}/`,
+  );
+  return writeBobbin(
+    root,
+    "acme/tally",
+    manifestText(
+      "acme.tally",
+      '\n[processor]\nmodule = "processor"\nstate = true\n\n[outputs.tally]\ndescription = "a count"\n',
+    ),
+    { "processor.ts": processor },
+  );
 }
 
 /** acme.tasks under `root`: a poll bobbin (every_s 900, no secret) whose poller finds nothing. */
 export function writePollBobbin(root: string): string {
-  const manifest = manifestText("acme.tasks", '\n[poll]\nevery_s = 900\nmodule = "poller"\n\n[outputs.task]\ndescription = "a changed task"\n')
+  const manifest = manifestText(
+    "acme.tasks",
+    '\n[poll]\nevery_s = 900\nmodule = "poller"\n\n[outputs.task]\ndescription = "a changed task"\n',
+  )
     .replace(/\[source\][\s\S]*?\n\n/, "")
     .replace(/\[secrets\.secret\]\ndescription = "the signing secret"\n\n/, "")
     .replace(/\[outputs\."\*"\]\ndescription = "every accepted event"\n/, "");

@@ -26,7 +26,8 @@ function capturedIo(opts: CliOptions): { io: Io; out: () => string; err: () => s
     err: (t) => {
       err += t.endsWith("\n") ? t : `${t}\n`;
     },
-    readStdin: async () => (typeof opts.stdin === "string" ? new TextEncoder().encode(opts.stdin) : (opts.stdin ?? new Uint8Array())),
+    readStdin: async () =>
+      typeof opts.stdin === "string" ? new TextEncoder().encode(opts.stdin) : (opts.stdin ?? new Uint8Array()),
     env: { PATH: process.env.PATH, HOME: process.env.HOME, ...(opts.env ?? {}) },
     cwd: opts.cwd ?? process.cwd(),
     isTTY: opts.tty ?? false,

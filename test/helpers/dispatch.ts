@@ -36,7 +36,12 @@ export const ok = (): Outcome => outcome({ kind: "ok", reason: "ok", status: 200
 export const down = (): Outcome => outcome({ kind: "retry", klass: "transport", reason: "connection refused" });
 export const http5xx = (): Outcome => outcome({ kind: "retry", klass: "transport", reason: "http 502", status: 502 });
 
-export function fakeDestination(name: string, opts: Partial<Pick<Destination, "maxInflight" | "timeoutS" | "type" | "idempotency" | "unwrap" | "ignoredIssueAfter">> & { rate?: Rate } = {}): FakeDestination {
+export function fakeDestination(
+  name: string,
+  opts: Partial<
+    Pick<Destination, "maxInflight" | "timeoutS" | "type" | "idempotency" | "unwrap" | "ignoredIssueAfter">
+  > & { rate?: Rate } = {},
+): FakeDestination {
   const d: FakeDestination = {
     name,
     type: opts.type ?? "http",
@@ -50,7 +55,13 @@ export function fakeDestination(name: string, opts: Partial<Pick<Destination, "m
     calls: [],
     answer: () => ok(),
     async deliver(body, ctx) {
-      const call = { batchId: ctx.batchId, attempt: ctx.attempt, deliveryId: ctx.deliveryId, body, at: ctx.clock.now() };
+      const call = {
+        batchId: ctx.batchId,
+        attempt: ctx.attempt,
+        deliveryId: ctx.deliveryId,
+        body,
+        at: ctx.clock.now(),
+      };
       d.calls.push(call);
       return d.answer(call, ctx);
     },
@@ -68,7 +79,13 @@ export interface Rig {
   d: Dispatcher;
   dests: Record<string, FakeDestination>;
   /** Enqueue one event for `key` to `destination` (route r:<destination>), immediate window by default. */
-  put(key: string, destination: string, over?: Partial<Parameters<typeof ev>[0]> & { window?: Partial<{ quiet_s: number; max_s: number; max_events: number; max_bytes: number }> }): EnqueueResult;
+  put(
+    key: string,
+    destination: string,
+    over?: Partial<Parameters<typeof ev>[0]> & {
+      window?: Partial<{ quiet_s: number; max_s: number; max_events: number; max_bytes: number }>;
+    },
+  ): EnqueueResult;
   /** One tick, then wait for the deliveries it started. */
   step(): Promise<void>;
   batch(id: number): Record<string, unknown>;
@@ -106,15 +123,28 @@ export function rig(config: string, fakes: (FakeDestination | Destination)[], op
     dests,
     put(key, destination, over = {}) {
       const { window, ...rest } = over;
-      return enqueue(spool, ev({ source: "s", key, copies: [copy(`r:${destination}`, destination, { quiet_s: 0, max_s: 0, ...(window ?? {}) })], ...rest }));
+      return enqueue(
+        spool,
+        ev({
+          source: "s",
+          key,
+          copies: [copy(`r:${destination}`, destination, { quiet_s: 0, max_s: 0, ...(window ?? {}) })],
+          ...rest,
+        }),
+      );
     },
     async step() {
       await d.tick();
       await d.drain();
     },
     batch: (id) => spool.db.query("SELECT * FROM batches WHERE id = ?").get(id) as Record<string, unknown>,
-    dest: (name) => (spool.db.query("SELECT * FROM destinations WHERE name = ?").get(name) ?? { state: "closed" }) as Record<string, unknown>,
-    attempts: (batchId) => spool.db.query("SELECT * FROM attempts WHERE batch_id = ? ORDER BY id").all(batchId) as Record<string, unknown>[],
+    dest: (name) =>
+      (spool.db.query("SELECT * FROM destinations WHERE name = ?").get(name) ?? { state: "closed" }) as Record<
+        string,
+        unknown
+      >,
+    attempts: (batchId) =>
+      spool.db.query("SELECT * FROM attempts WHERE batch_id = ? ORDER BY id").all(batchId) as Record<string, unknown>[],
   };
 }
 

@@ -103,7 +103,12 @@ export class HermesGateway {
 
   /** The routes' entries as the gateway's file holds them (functions left out). */
   writeSubscriptions(): void {
-    const file = Object.fromEntries(Object.entries(this.o.routes).map(([name, { filter: _f, skipped: _s, deliverFails: _d, ...entry }]) => [name, entry]));
+    const file = Object.fromEntries(
+      Object.entries(this.o.routes).map(([name, { filter: _f, skipped: _s, deliverFails: _d, ...entry }]) => [
+        name,
+        entry,
+      ]),
+    );
     writeFileSync(this.subscriptionsPath, JSON.stringify(file, null, 2));
   }
 
@@ -141,7 +146,8 @@ export class HermesGateway {
       record(routeName, status, message, extra);
       return Response.json({ error: message }, { status });
     };
-    if (profile !== undefined && !(this.o.profiles ?? []).includes(profile)) return error(404, "Unknown or unconfigured profile");
+    if (profile !== undefined && !(this.o.profiles ?? []).includes(profile))
+      return error(404, "Unknown or unconfigured profile");
     if (!route || route.skipped) return error(404, `Unknown route: ${routeName}`);
     if ((route.profile ?? "default") !== (profile ?? "default")) return error(404, `Unknown route: ${routeName}`);
     if (route.enabled === false) return error(403, `Route disabled: ${routeName}`);
@@ -164,9 +170,15 @@ export class HermesGateway {
       return error(400, "Cannot parse body", counted);
     }
     // Upstream reads payload.get("event_type"): anything but an object fails there.
-    if (payload === null || typeof payload !== "object" || Array.isArray(payload)) return error(500, "Internal Server Error", counted);
+    if (payload === null || typeof payload !== "object" || Array.isArray(payload))
+      return error(500, "Internal Server Error", counted);
     const p = payload as Record<string, unknown>;
-    const eventType = req.headers.get("x-github-event") || req.headers.get("x-gitlab-event") || (p.event_type as string) || (p.type as string) || "unknown";
+    const eventType =
+      req.headers.get("x-github-event") ||
+      req.headers.get("x-gitlab-event") ||
+      (p.event_type as string) ||
+      (p.type as string) ||
+      "unknown";
     if (route.events?.length && !route.events.includes(eventType)) {
       record(routeName, 200, "ignored", counted);
       return Response.json({ status: "ignored", event: eventType });
@@ -175,7 +187,12 @@ export class HermesGateway {
       record(routeName, 200, "ignored", counted);
       return Response.json({ status: "ignored", reason: "filter", route: routeName });
     }
-    const deliveryId = req.headers.get("x-github-delivery") ?? req.headers.get("svix-id") ?? req.headers.get("webhook-id") ?? req.headers.get("x-request-id") ?? String(Math.floor(now * 1000));
+    const deliveryId =
+      req.headers.get("x-github-delivery") ??
+      req.headers.get("svix-id") ??
+      req.headers.get("webhook-id") ??
+      req.headers.get("x-request-id") ??
+      String(Math.floor(now * 1000));
     const seenAt = this.seen.get(deliveryId);
     if (seenAt !== undefined && now - seenAt < IDEMPOTENCY_TTL_S) {
       record(routeName, 200, "duplicate", { ...counted, deliveryId });
@@ -192,20 +209,36 @@ export class HermesGateway {
     }
     record(routeName, 202, "accepted", { ...counted, deliveryId });
     if (this.o.completion) void this.complete(this.o.completion, routeName, deliveryId, ++this.runs);
-    return Response.json({ status: "accepted", route: routeName, event: eventType, delivery_id: deliveryId }, { status: 202 });
+    return Response.json(
+      { status: "accepted", route: routeName, event: eventType, delivery_id: deliveryId },
+      { status: 202 },
+    );
   }
 
   /** The agent's run ends (after the 202 is sent): the completion script hears how. */
-  private async complete(c: NonNullable<GatewayOptions["completion"]>, route: string, deliveryId: string, run: number): Promise<void> {
+  private async complete(
+    c: NonNullable<GatewayOptions["completion"]>,
+    route: string,
+    deliveryId: string,
+    run: number,
+  ): Promise<void> {
     await Bun.sleep(1);
     const status = c.status(run);
     const envelope = JSON.stringify({ version: 1, status, route, delivery_id: deliveryId });
-    const p = Bun.spawn(["bash", c.script], { stdin: new Blob([envelope]), stdout: "ignore", stderr: "pipe", env: { PATH: process.env.PATH ?? "/usr/bin:/bin", ...c.env } });
+    const p = Bun.spawn(["bash", c.script], {
+      stdin: new Blob([envelope]),
+      stdout: "ignore",
+      stderr: "pipe",
+      env: { PATH: process.env.PATH ?? "/usr/bin:/bin", ...c.env },
+    });
     const [stderr, exit] = await Promise.all([new Response(p.stderr).text(), p.exited]);
     this.completions.push({ deliveryId, status, exit, stderr });
   }
 
-  /** Standard Webhooks headers (whsec_ secrets base64-decoded, else raw) or X-Hub-Signature-256, as the upstream validator takes them. */
+  /**
+   * Standard Webhooks headers (whsec_ secrets base64-decoded, else raw) or X-Hub-Signature-256, as the upstream
+   * validator takes them.
+   */
   private verified(h: Headers, body: string, secret: string): boolean {
     const sig = h.get("webhook-signature");
     if (sig) {
@@ -216,7 +249,12 @@ export class HermesGateway {
       const expected = createHmac("sha256", key).update(`${id}.${ts}.${body}`).digest("base64");
       return sig.split(" ").some((part) => {
         const [v, s] = part.split(",", 2);
-        return v === "v1" && s !== undefined && s.length === expected.length && timingSafeEqual(Buffer.from(s), Buffer.from(expected));
+        return (
+          v === "v1" &&
+          s !== undefined &&
+          s.length === expected.length &&
+          timingSafeEqual(Buffer.from(s), Buffer.from(expected))
+        );
       });
     }
     const hub = h.get("x-hub-signature-256");

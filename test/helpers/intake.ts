@@ -51,7 +51,9 @@ export async function startIntake(config: string, opts: IntakeOptions = {}): Pro
   const home = tempDir();
   const clock = new FakeClock(opts.clockAt ?? T0);
   for (const [k, v] of Object.entries(opts.secrets ?? {})) writeSecret(home, k, v);
-  const text = config.replaceAll("{{home}}", home).replace(/\{\{secret:([\w-]+)\}\}/g, (_, n) => join(home, `secret-${n}`));
+  const text = config
+    .replaceAll("{{home}}", home)
+    .replace(/\{\{secret:([\w-]+)\}\}/g, (_, n) => join(home, `secret-${n}`));
   writeFileSync(join(home, "config.toml"), `[intake]\nlisten = "127.0.0.1:0"\n\n${text}`);
   const setup = openSpool(join(home, "spool.db"), { create: true, clock });
   migrate(setup);
@@ -63,13 +65,31 @@ export async function startIntake(config: string, opts: IntakeOptions = {}): Pro
  * A real intake over an existing, migrated home (a rig's, say), so the intake and the tables
  * another part of the test wrote are one spool. Its config.toml must listen on port 0.
  */
-export async function startIntakeIn(home: string, opts: { clock?: FakeClock; env?: Record<string, string>; diskFree?: (path: string) => number | null; shareSpool?: boolean } = {}): Promise<TestIntake> {
+export async function startIntakeIn(
+  home: string,
+  opts: {
+    clock?: FakeClock;
+    env?: Record<string, string>;
+    diskFree?: (path: string) => number | null;
+    shareSpool?: boolean;
+  } = {},
+): Promise<TestIntake> {
   const clock = opts.clock ?? new FakeClock(T0);
   const env = { PATH: process.env.PATH, HOME: process.env.HOME, ...(opts.env ?? {}) };
   const loadOptions = { home, env, cwd: home };
   const loaded = loadConfig(loadOptions);
-  const intakeSpool = opts.shareSpool ? openSpool(join(home, "spool.db"), { clock, busyTimeoutS: loaded.config.intake.busy_timeout_s }) : null;
-  const intake = new Intake({ loaded, loadOptions, clock, log: createLogger("intake", { clock }), env, diskFree: opts.diskFree, stores: intakeSpool ? sqliteStores(intakeSpool) : undefined });
+  const intakeSpool = opts.shareSpool
+    ? openSpool(join(home, "spool.db"), { clock, busyTimeoutS: loaded.config.intake.busy_timeout_s })
+    : null;
+  const intake = new Intake({
+    loaded,
+    loadOptions,
+    clock,
+    log: createLogger("intake", { clock }),
+    env,
+    diskFree: opts.diskFree,
+    stores: intakeSpool ? sqliteStores(intakeSpool) : undefined,
+  });
   await intake.start();
   const db = openSpool(join(home, "spool.db"), { clock });
   const url = intake.url;
@@ -82,7 +102,8 @@ export async function startIntakeIn(home: string, opts: { clock?: FakeClock; env
     intakeSpool,
     secretFile: (name, value) => writeSecret(home, name, value),
     post: (path, body, headers = {}) => fetch(`${url}${path}`, { method: "POST", body, headers }),
-    count: (table, where = "1") => (db.db.query(`SELECT COUNT(*) AS n FROM ${table} WHERE ${where}`).get() as { n: number }).n,
+    count: (table, where = "1") =>
+      (db.db.query(`SELECT COUNT(*) AS n FROM ${table} WHERE ${where}`).get() as { n: number }).n,
     async stop() {
       await intake.stop();
       intakeSpool?.close();

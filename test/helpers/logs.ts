@@ -22,7 +22,10 @@ export function assertNoSentinelInNewLogs(): void {
   checked = LOG_LINES.length;
   for (const line of fresh) {
     for (const s of SENTINELS) {
-      if (line.includes(s)) throw new Error(`a log line carries a planted sentinel (${s === SECRET_SENTINEL ? "secret" : "payload"}): ${line.slice(0, 160)}`);
+      if (line.includes(s))
+        throw new Error(
+          `a log line carries a planted sentinel (${s === SECRET_SENTINEL ? "secret" : "payload"}): ${line.slice(0, 160)}`,
+        );
     }
   }
 }

@@ -13,10 +13,13 @@ import { tempDir } from "./tmp.ts";
  */
 export function postgresBin(): string | null {
   if (process.env.HOOKSPOOL_TEST_SKIP_PG === "1") return null;
-  if (process.env.HOOKSPOOL_PG_BIN) return existsSync(join(process.env.HOOKSPOOL_PG_BIN, "initdb")) ? process.env.HOOKSPOOL_PG_BIN : null;
+  if (process.env.HOOKSPOOL_PG_BIN)
+    return existsSync(join(process.env.HOOKSPOOL_PG_BIN, "initdb")) ? process.env.HOOKSPOOL_PG_BIN : null;
   const base = "/usr/lib/postgresql";
   if (!existsSync(base)) return null;
-  const versions = readdirSync(base).filter((v) => existsSync(join(base, v, "bin", "initdb")) && existsSync(join(base, v, "bin", "postgres")));
+  const versions = readdirSync(base).filter(
+    (v) => existsSync(join(base, v, "bin", "initdb")) && existsSync(join(base, v, "bin", "postgres")),
+  );
   versions.sort((a, b) => Number(b) - Number(a));
   return versions.length ? join(base, versions[0], "bin") : null;
 }
@@ -52,7 +55,11 @@ export function asServerUser(argv: string[], asNobody: boolean): string[] {
 
 /** Run one of the server's programs to its end; its stdout, or an error with its last output. */
 export async function runPgProgram(argv: string[], asNobody: boolean): Promise<string> {
-  const p = Bun.spawn(asServerUser(argv, asNobody), { stdout: "pipe", stderr: "pipe", env: { PATH: process.env.PATH ?? "/usr/bin:/bin", LC_ALL: "C.UTF-8" } });
+  const p = Bun.spawn(asServerUser(argv, asNobody), {
+    stdout: "pipe",
+    stderr: "pipe",
+    env: { PATH: process.env.PATH ?? "/usr/bin:/bin", LC_ALL: "C.UTF-8" },
+  });
   const [out, err, code] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text(), p.exited]);
   if (code !== 0) throw new Error(`${argv[0]} exited ${code}: ${(err || out).slice(-800)}`);
   return out;
@@ -61,7 +68,10 @@ export async function runPgProgram(argv: string[], asNobody: boolean): Promise<s
 const run = runPgProgram;
 
 export interface StartOptions {
-  /** fsync, synchronous_commit and full_page_writes on (the benchmark); off by default (the suites test behaviour, not the disk). */
+  /**
+   * fsync, synchronous_commit and full_page_writes on (the benchmark); off by default (the suites test behaviour, not
+   * the disk).
+   */
   fsync?: boolean;
   /** Where the cluster's directory goes (a temp dir by default). */
   dir?: string;
@@ -81,10 +91,18 @@ export async function startPostgres(o: StartOptions = {}): Promise<PgServer> {
     chownSync(data, NOBODY, NOBODY);
   }
   const user = "hookspool";
-  await run([join(PG_BIN, "initdb"), "-D", data, "-A", "trust", "-U", user, "-E", "UTF8", "--no-sync", "--no-instructions"], root);
-  const durable = o.fsync ? "-c fsync=on -c synchronous_commit=on -c full_page_writes=on" : "-c fsync=off -c synchronous_commit=off -c full_page_writes=off";
+  await run(
+    [join(PG_BIN, "initdb"), "-D", data, "-A", "trust", "-U", user, "-E", "UTF8", "--no-sync", "--no-instructions"],
+    root,
+  );
+  const durable = o.fsync
+    ? "-c fsync=on -c synchronous_commit=on -c full_page_writes=on"
+    : "-c fsync=off -c synchronous_commit=off -c full_page_writes=off";
   const opts = `-k ${dir} -c listen_addresses='' ${durable} -c unix_socket_permissions=0777 -c max_connections=150`;
-  await run([join(PG_BIN, "pg_ctl"), "-D", data, "-l", join(dir, "server.log"), "-o", opts, "-w", "-t", "30", "start"], root);
+  await run(
+    [join(PG_BIN, "pg_ctl"), "-D", data, "-l", join(dir, "server.log"), "-o", opts, "-w", "-t", "30", "start"],
+    root,
+  );
   const socket = join(dir, ".s.PGSQL.5432");
   return {
     socketDir: dir,

@@ -15,7 +15,10 @@ export function builtBinary(): Promise<string> {
   if (!built) {
     built = (async () => {
       const out = join(tempDir("hookspool-bin-"), "hookspool");
-      const p = Bun.spawn([process.execPath, "build", "--compile", "--minify", join(ROOT, "src", "main.ts"), "--outfile", out], { cwd: ROOT, stdout: "pipe", stderr: "pipe" });
+      const p = Bun.spawn(
+        [process.execPath, "build", "--compile", "--minify", join(ROOT, "src", "main.ts"), "--outfile", out],
+        { cwd: ROOT, stdout: "pipe", stderr: "pipe" },
+      );
       if ((await p.exited) !== 0) throw new Error(`bun build --compile failed: ${await new Response(p.stderr).text()}`);
       return out;
     })();
@@ -49,16 +52,29 @@ export interface StartOptions {
   hookAction?: "stop" | "fail";
 }
 
-async function command(home: string, argv: string[], opts: StartOptions): Promise<{ cmd: string[]; env: Record<string, string | undefined> }> {
+async function command(
+  home: string,
+  argv: string[],
+  opts: StartOptions,
+): Promise<{ cmd: string[]; env: Record<string, string | undefined> }> {
   const runner = opts.runtime === "binary" ? [await builtBinary()] : [process.execPath, MAIN];
-  const env: Record<string, string | undefined> = { PATH: process.env.PATH, HOME: home, HOOKSPOOL_ALERT_DRY: "1", ...(opts.env ?? {}) };
+  const env: Record<string, string | undefined> = {
+    PATH: process.env.PATH,
+    HOME: home,
+    HOOKSPOOL_ALERT_DRY: "1",
+    ...(opts.env ?? {}),
+  };
   if (opts.hook) env.HOOKSPOOL_TEST_HOOK = opts.hook;
   if (opts.hookAction) env.HOOKSPOOL_TEST_HOOK_ACTION = opts.hookAction;
   return { cmd: [...runner, "--home", home, ...argv], env };
 }
 
 /** Run a short verb (`migrate`, `pause receiver`, `status --json`) to its end, as an operator would. */
-export async function runHookspool(home: string, argv: string[], opts: StartOptions = {}): Promise<{ code: number; out: string; err: string }> {
+export async function runHookspool(
+  home: string,
+  argv: string[],
+  opts: StartOptions = {},
+): Promise<{ code: number; out: string; err: string }> {
   const { cmd, env } = await command(home, argv, opts);
   const p = Bun.spawn(cmd, { env, stdout: "pipe", stderr: "pipe" });
   const [out, err, code] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text(), p.exited]);
@@ -91,7 +107,8 @@ export async function startHookspool(home: string, argv: string[], opts: StartOp
       for (;;) {
         const m = /listening listen=127\.0\.0\.1:(\d+)/.exec(err);
         if (m) return Number(m[1]);
-        if (proc.exitCode !== null || proc.signalCode) throw new Error(`hookspool exited before listening: ${err.slice(-500)}`);
+        if (proc.exitCode !== null || proc.signalCode)
+          throw new Error(`hookspool exited before listening: ${err.slice(-500)}`);
         if (Date.now() > until) throw new Error(`hookspool did not listen in time: ${err.slice(-500)}`);
         await Bun.sleep(20);
       }
@@ -108,7 +125,11 @@ export async function startHookspool(home: string, argv: string[], opts: StartOp
 }
 
 /** Poll `fn` until it returns something truthy, or fail naming `what`. */
-export async function waitFor<T>(what: string, fn: () => T | undefined | null | false | Promise<T | undefined | null | false>, ms = 15_000): Promise<T> {
+export async function waitFor<T>(
+  what: string,
+  fn: () => T | undefined | null | false | Promise<T | undefined | null | false>,
+  ms = 15_000,
+): Promise<T> {
   const until = Date.now() + ms;
   for (;;) {
     const v = await fn();

@@ -62,7 +62,12 @@ export class Receiver<D = Record<string, unknown>> {
   /** Listen (again, on the same port after stop()). Throws while the port is not free yet. */
   listen(): void {
     if (this.server) return;
-    this.server = Bun.serve({ hostname: "127.0.0.1", port: this.boundPort, idleTimeout: 30, fetch: (req) => this.take(req) });
+    this.server = Bun.serve({
+      hostname: "127.0.0.1",
+      port: this.boundPort,
+      idleTimeout: 30,
+      fetch: (req) => this.take(req),
+    });
     this.boundPort = this.server.port as number;
   }
 
@@ -100,7 +105,18 @@ export class Receiver<D = Record<string, unknown>> {
       const a = this.o.answer ? await this.o.answer({ path, headers, doc }) : 200;
       const { status, headers: extra } = typeof a === "number" ? { status: a, headers: undefined } : a;
       if (this.o.holdMs) await Bun.sleep(this.o.holdMs);
-      this.got.push({ path, headers, webhookId: headers["webhook-id"] ?? "", batchHeader: headers["x-hookspool-batch"] ?? "", body, doc, status, abandoned: req.signal.aborted, startMs, endMs: performance.now() });
+      this.got.push({
+        path,
+        headers,
+        webhookId: headers["webhook-id"] ?? "",
+        batchHeader: headers["x-hookspool-batch"] ?? "",
+        body,
+        doc,
+        status,
+        abandoned: req.signal.aborted,
+        startMs,
+        endMs: performance.now(),
+      });
       return new Response(status === 204 ? null : status < 300 ? "ok" : "no", { status, headers: extra });
     } finally {
       this.leave(key);

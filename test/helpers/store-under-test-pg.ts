@@ -8,15 +8,28 @@ import { PgSpool } from "../../src/store/pg/db.ts";
 import { batchContentPg, enqueuePg, sealBatchPg } from "../../src/store/pg/enqueue.ts";
 import { effectiveNowPg, writeHeartbeatPg } from "../../src/store/pg/meta.ts";
 import { migratePg } from "../../src/store/pg/migrate.ts";
-import { dropBatchesPg, excludeEventsPg, replayBatchPg, retryNowPg, splitBatchPg } from "../../src/store/pg/operator.ts";
+import {
+  dropBatchesPg,
+  excludeEventsPg,
+  replayBatchPg,
+  retryNowPg,
+  splitBatchPg,
+} from "../../src/store/pg/operator.ts";
 import { quarantinePg } from "../../src/store/pg/enqueue.ts";
 import { runRetentionPg } from "../../src/store/pg/retention.ts";
 import { deadBatchIdsPg } from "../../src/store/pg/reads.ts";
 import type { PgServer } from "./pg.ts";
 import { FakeClock } from "../../src/clock.ts";
 import { T0 } from "./spool.ts";
-import { CAPABILITIES, type Row, type RowsQuery, type StoreUnderTest, ident, selectSql, whereSql } from "./store-under-test.ts";
-
+import {
+  CAPABILITIES,
+  type Row,
+  type RowsQuery,
+  type StoreUnderTest,
+  ident,
+  selectSql,
+  whereSql,
+} from "./store-under-test.ts";
 
 /** Per table, its BIGINT and BYTEA columns (the same schema in every database of the suite). */
 type ColumnTypes = Map<string, { bigint: Set<string>; bytea: Set<string>; hasId: boolean }>;
@@ -24,7 +37,12 @@ let columnTypes: ColumnTypes | null = null;
 
 async function loadColumnTypes(pg: PgSpool): Promise<ColumnTypes> {
   if (columnTypes) return columnTypes;
-  const rows = (await pg.sql`SELECT table_name, column_name, data_type FROM information_schema.columns WHERE table_schema = 'public'`) as { table_name: string; column_name: string; data_type: string }[];
+  const rows =
+    (await pg.sql`SELECT table_name, column_name, data_type FROM information_schema.columns WHERE table_schema = 'public'`) as {
+      table_name: string;
+      column_name: string;
+      data_type: string;
+    }[];
   const out: ColumnTypes = new Map();
   for (const r of rows) {
     let t = out.get(r.table_name);
@@ -91,9 +109,13 @@ export async function openPgStore(server: PgServer): Promise<StoreUnderTest> {
     }
     return out;
   };
-  const query = async (text: string, params: unknown[]) => (await pg.sql.unsafe(text, params as never[])) as Row[] & { count: number };
+  const query = async (text: string, params: unknown[]) =>
+    (await pg.sql.unsafe(text, params as never[])) as Row[] & { count: number };
   const key = async (batchId: number) => {
-    const [b] = (await pg.sql`SELECT route, key FROM batches WHERE id = ${batchId}::bigint`) as { route: string; key: string }[];
+    const [b] = (await pg.sql`SELECT route, key FROM batches WHERE id = ${batchId}::bigint`) as {
+      route: string;
+      key: string;
+    }[];
     return b ?? { route: "", key: "" };
   };
 
@@ -109,7 +131,9 @@ export async function openPgStore(server: PgServer): Promise<StoreUnderTest> {
     },
     batchContent: (id) => batchContentPg(pg.sql, id),
     async eventsOf(batchId) {
-      return (await store.rows<{ id: number }>("events", { cols: ["id"], where: { batch_id: batchId }, order: "id" })).map((r) => r.id);
+      return (
+        await store.rows<{ id: number }>("events", { cols: ["id"], where: { batch_id: batchId }, order: "id" })
+      ).map((r) => r.id);
     },
     sealReady: (now) => sealReadyPg(pg, now),
     sealBatch: (id, now) => pg.sql.begin((tx) => sealBatchPg(tx, id, now)),
@@ -142,7 +166,11 @@ export async function openPgStore(server: PgServer): Promise<StoreUnderTest> {
       // may still hold earlier transactions' counts, never flushed inside a transaction).
       const sql = pg.sql;
       const changed = async (tx: typeof sql) =>
-        ((await tx`SELECT COALESCE(SUM(n_tup_ins + n_tup_upd + n_tup_del), 0)::int AS n FROM pg_stat_xact_user_tables`) as { n: number }[])[0].n;
+        (
+          (await tx`SELECT COALESCE(SUM(n_tup_ins + n_tup_upd + n_tup_del), 0)::int AS n FROM pg_stat_xact_user_tables`) as {
+            n: number;
+          }[]
+        )[0].n;
       const begin = (fn: (tx: typeof sql) => Promise<unknown>) =>
         sql.begin(async (tx) => {
           const before = await changed(tx);
@@ -174,7 +202,10 @@ export async function openPgStore(server: PgServer): Promise<StoreUnderTest> {
     },
     async count(table, where) {
       const params: unknown[] = [];
-      const [{ n }] = (await query(`SELECT COUNT(*)::int AS n FROM ${ident(table)}${whereSql(where, place, params)}`, params)) as unknown as { n: number }[];
+      const [{ n }] = (await query(
+        `SELECT COUNT(*)::int AS n FROM ${ident(table)}${whereSql(where, place, params)}`,
+        params,
+      )) as unknown as { n: number }[];
       return n;
     },
     async rows<T extends Row>(table: string, rq: RowsQuery = {}) {
@@ -195,7 +226,10 @@ export async function openPgStore(server: PgServer): Promise<StoreUnderTest> {
           const chunk = rows.slice(i, i + per);
           const params: unknown[] = [];
           const values = chunk.map((r) => `(${cols.map((c) => (params.push(r[c]), `$${params.length}`)).join(", ")})`);
-          const out = (await tx.unsafe(`INSERT INTO ${ident(table)} (${cols.join(", ")}) VALUES ${values.join(", ")}${returning}`, params as never[])) as { id?: string }[];
+          const out = (await tx.unsafe(
+            `INSERT INTO ${ident(table)} (${cols.join(", ")}) VALUES ${values.join(", ")}${returning}`,
+            params as never[],
+          )) as { id?: string }[];
           ids.push(...(returning ? out.map((r) => Number(r.id)) : chunk.map(() => 0)));
         }
         return ids;
@@ -204,11 +238,15 @@ export async function openPgStore(server: PgServer): Promise<StoreUnderTest> {
     async update(table, set, where) {
       const params: unknown[] = [];
       const sets = Object.keys(set).map((c) => (params.push(set[c]), `${ident(c)} = $${params.length}`));
-      return (await query(`UPDATE ${ident(table)} SET ${sets.join(", ")}${whereSql(where, place, params)}`, params)).count;
+      return (await query(`UPDATE ${ident(table)} SET ${sets.join(", ")}${whereSql(where, place, params)}`, params))
+        .count;
     },
     async checkValues(table, column) {
       // PostgreSQL keeps `c IN ('a', 'b')` as `c = ANY (ARRAY['a'::text, 'b'::text])`.
-      const defs = (await pg.sql`SELECT pg_get_constraintdef(oid) AS def FROM pg_constraint WHERE conrelid = ${table}::regclass AND contype = 'c'`) as { def: string }[];
+      const defs =
+        (await pg.sql`SELECT pg_get_constraintdef(oid) AS def FROM pg_constraint WHERE conrelid = ${table}::regclass AND contype = 'c'`) as {
+          def: string;
+        }[];
       const re = new RegExp(`\\(${column} = ANY \\(ARRAY\\[([^\\]]*)\\]\\)\\)`);
       const m = defs.map((d) => re.exec(d.def)).find((x) => x !== null);
       if (!m) throw new Error(`no CHECK on ${table}.${column}`);

@@ -109,7 +109,12 @@ export interface StoreUnderTest {
   split(id: number, o: SplitOptions, now: number): Promise<number[]>;
   exclude(batchId: number, eventIds: number[], now: number): Promise<void>;
   /** A retention pass; `onCommit` hears, after each transaction, how many rows it changed. */
-  runRetention(policy: RetentionPolicy, now: number, opts?: RetentionOptions, onCommit?: (rows: number) => void): Promise<RetentionCounts>;
+  runRetention(
+    policy: RetentionPolicy,
+    now: number,
+    opts?: RetentionOptions,
+    onCommit?: (rows: number) => void,
+  ): Promise<RetentionCounts>;
 
   /** The wall clock now_eff reads: the injected clock on SQLite, the database's on PostgreSQL. */
   wallNow(): Promise<number>;
@@ -225,7 +230,9 @@ export async function openSqliteStore(): Promise<StoreUnderTest> {
       return batchContent(spool, id);
     },
     async eventsOf(batchId) {
-      return (db.query("SELECT id FROM events WHERE batch_id = ? ORDER BY id").all(batchId) as { id: number }[]).map((r) => r.id);
+      return (db.query("SELECT id FROM events WHERE batch_id = ? ORDER BY id").all(batchId) as { id: number }[]).map(
+        (r) => r.id,
+      );
     },
     async sealReady(now) {
       return sealReady(spool, now);
@@ -280,7 +287,9 @@ export async function openSqliteStore(): Promise<StoreUnderTest> {
       writeHeartbeat(spool, nowEff, 1);
     },
     async meta(key) {
-      return (db.query("SELECT value FROM meta WHERE key = ?").get(key) as { value: string | null } | null)?.value ?? null;
+      return (
+        (db.query("SELECT value FROM meta WHERE key = ?").get(key) as { value: string | null } | null)?.value ?? null
+      );
     },
     async setMeta(key, value) {
       setMetaTx(db, key, value);
@@ -300,7 +309,9 @@ export async function openSqliteStore(): Promise<StoreUnderTest> {
     async insert(table, rows) {
       if (rows.length === 0) return [];
       const cols = Object.keys(rows[0]).map(ident);
-      const stmt = db.query(`INSERT INTO ${ident(table)} (${cols.join(", ")}) VALUES (${cols.map(() => "?").join(", ")})`);
+      const stmt = db.query(
+        `INSERT INTO ${ident(table)} (${cols.join(", ")}) VALUES (${cols.map(() => "?").join(", ")})`,
+      );
       return db
         .transaction(() => rows.map((r) => Number(stmt.run(...(cols.map((c) => r[c]) as never[])).lastInsertRowid)))
         .immediate();
@@ -308,10 +319,14 @@ export async function openSqliteStore(): Promise<StoreUnderTest> {
     async update(table, set, where) {
       const params: unknown[] = [];
       const sets = Object.keys(set).map((c) => (params.push(set[c]), `${ident(c)} = ?`));
-      return db.query(`UPDATE ${ident(table)} SET ${sets.join(", ")}${whereSql(where, place, params)}`).run(...(params as never[])).changes;
+      return db
+        .query(`UPDATE ${ident(table)} SET ${sets.join(", ")}${whereSql(where, place, params)}`)
+        .run(...(params as never[])).changes;
     },
     async checkValues(table, column) {
-      const sql = (db.query("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?").get(table) as { sql: string }).sql;
+      const sql = (
+        db.query("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?").get(table) as { sql: string }
+      ).sql;
       return sqliteCheckList(sql, column);
     },
     async close() {

@@ -24,8 +24,16 @@ template = { scheme = "hmac", header = "X-Slack-Signature", prefix = "v0=", time
 secrets.secret = { file = "{{secret:slack}}" }
 action = "hermes:slack"
 `;
-  const challenge = JSON.stringify({ token: "Jhj5dZrVaK7ZwHHjRyZWjbDl", challenge: "3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P", type: "url_verification" });
-  const signed = (body: string, secret = "slack-signing-test") => ({ "X-Slack-Signature": `v0=${hex(secret, `v0:${T0}:${body}`)}`, "X-Slack-Request-Timestamp": String(T0), "Content-Type": "application/json" });
+  const challenge = JSON.stringify({
+    token: "Jhj5dZrVaK7ZwHHjRyZWjbDl",
+    challenge: "3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P",
+    type: "url_verification",
+  });
+  const signed = (body: string, secret = "slack-signing-test") => ({
+    "X-Slack-Signature": `v0=${hex(secret, `v0:${T0}:${body}`)}`,
+    "X-Slack-Request-Timestamp": String(T0),
+    "Content-Type": "application/json",
+  });
   test("a signed challenge is answered with its value as text and never queued", async () => {
     const s = await intake(CONFIG, { slack: "slack-signing-test" });
     const r = await s.post("/hooks/slack", challenge, signed(challenge));
@@ -43,10 +51,17 @@ action = "hermes:slack"
   });
   test("an event callback is queued as usual", async () => {
     const s = await intake(CONFIG, { slack: "slack-signing-test" });
-    const body = JSON.stringify({ type: "event_callback", team_id: "T1", event_id: "Ev1", event: { type: "app_mention", channel: "C1" } });
+    const body = JSON.stringify({
+      type: "event_callback",
+      team_id: "T1",
+      event_id: "Ev1",
+      event: { type: "app_mention", channel: "C1" },
+    });
     const r = await s.post("/hooks/slack", body, signed(body));
     expect(r.status).toBe(202);
-    expect(s.db.db.query("SELECT event_type, dedup_id FROM events").all()).toEqual([{ event_type: "app_mention", dedup_id: "Ev1" }]);
+    expect(s.db.db.query("SELECT event_type, dedup_id FROM events").all()).toEqual([
+      { event_type: "app_mention", dedup_id: "Ev1" },
+    ]);
   });
 });
 
@@ -67,7 +82,11 @@ action = "hermes:wa"
   });
   test("a wrong token, a missing one, or another mode: 403 and nothing echoed", async () => {
     const s = await intake(CONFIG, { wa: "app-secret-test", "wa-token": "verify-token-test" });
-    for (const q of ["hub.mode=subscribe&hub.verify_token=guess&hub.challenge=1158201444", "hub.mode=subscribe&hub.challenge=1158201444", "hub.mode=unsubscribe&hub.verify_token=verify-token-test&hub.challenge=1158201444"]) {
+    for (const q of [
+      "hub.mode=subscribe&hub.verify_token=guess&hub.challenge=1158201444",
+      "hub.mode=subscribe&hub.challenge=1158201444",
+      "hub.mode=unsubscribe&hub.verify_token=verify-token-test&hub.challenge=1158201444",
+    ]) {
       const r = await get(s, q);
       expect({ q, status: r.status, body: await r.text() }).toEqual({ q, status: 403, body: "" });
     }
@@ -77,7 +96,13 @@ action = "hermes:wa"
     expect(metrics).not.toContain("guess");
   });
   test("a source without it still answers GET with 405", async () => {
-    const s = await intake(CONFIG.replace(", get_verify = true", "").replace('secrets.verify_token = { file = "{{secret:wa-token}}" }\n', ""), { wa: "app-secret-test" });
+    const s = await intake(
+      CONFIG.replace(", get_verify = true", "").replace(
+        'secrets.verify_token = { file = "{{secret:wa-token}}" }\n',
+        "",
+      ),
+      { wa: "app-secret-test" },
+    );
     expect((await get(s, "hub.mode=subscribe&hub.verify_token=x&hub.challenge=1")).status).toBe(405);
   });
 });
@@ -95,18 +120,37 @@ action = "hermes:discord"
 `,
       { discord: pub },
     );
-    const send = (body: string, key = pair.privateKey) => s.post("/hooks/discord", body, { "X-Signature-Ed25519": sign(null, Buffer.from(`${T0}${body}`), key).toString("hex"), "X-Signature-Timestamp": String(T0), "Content-Type": "application/json" });
+    const send = (body: string, key = pair.privateKey) =>
+      s.post("/hooks/discord", body, {
+        "X-Signature-Ed25519": sign(null, Buffer.from(`${T0}${body}`), key).toString("hex"),
+        "X-Signature-Timestamp": String(T0),
+        "Content-Type": "application/json",
+      });
     const ping = await send('{"type":1,"id":"p1"}');
-    expect([ping.status, ping.headers.get("content-type"), await ping.text()]).toEqual([200, "application/json", '{"type":1}']);
+    expect([ping.status, ping.headers.get("content-type"), await ping.text()]).toEqual([
+      200,
+      "application/json",
+      '{"type":1}',
+    ]);
     const cmd = await send('{"type":2,"id":"i1","channel_id":"C9","data":{"name":"ask"}}');
-    expect([cmd.status, await cmd.text(), cmd.headers.get("x-hookspool-status")]).toEqual([200, '{"type":5}', "queued"]);
+    expect([cmd.status, await cmd.text(), cmd.headers.get("x-hookspool-status")]).toEqual([
+      200,
+      '{"type":5}',
+      "queued",
+    ]);
     const again = await send('{"type":2,"id":"i1","channel_id":"C9","data":{"name":"ask"}}');
-    expect([again.status, await again.text(), again.headers.get("x-hookspool-status")]).toEqual([200, '{"type":5}', "duplicate"]);
+    expect([again.status, await again.text(), again.headers.get("x-hookspool-status")]).toEqual([
+      200,
+      '{"type":5}',
+      "duplicate",
+    ]);
     // The PING's reply is a handshake, not a queued request: no word.
     expect(ping.headers.get("x-hookspool-status")).toBeNull();
     const forged = await send('{"type":1,"id":"p2"}', generateKeyPairSync("ed25519").privateKey);
     expect([forged.status, await forged.text()]).toEqual([401, ""]);
-    expect(s.db.db.query("SELECT key, event_type, dedup_id FROM events e JOIN batches b ON b.id = e.batch_id").all()).toEqual([{ key: "C9", event_type: "ask", dedup_id: "i1" }]);
+    expect(
+      s.db.db.query("SELECT key, event_type, dedup_id FROM events e JOIN batches b ON b.id = e.batch_id").all(),
+    ).toEqual([{ key: "C9", event_type: "ask", dedup_id: "i1" }]);
   });
 
   test("Twilio: a form body, queued as an object, answered with empty TwiML", async () => {
@@ -119,12 +163,25 @@ action = "hermes:sms"
       { sms: "twilio-auth-token-test" },
     );
     const body = "MessageSid=SM0001&From=%2B15550001111&To=%2B15550002222&Body=hello+there";
-    const params = [...new URLSearchParams(body)].sort(([a], [b]) => (a < b ? -1 : 1)).map(([k, v]) => k + v).join("");
-    const sig = createHmac("sha1", "twilio-auth-token-test").update(`https://hooks.example.com/sms${params}`).digest("base64");
-    const r = await s.post("/hooks/sms", body, { "X-Twilio-Signature": sig, "Content-Type": "application/x-www-form-urlencoded" });
+    const params = [...new URLSearchParams(body)]
+      .sort(([a], [b]) => (a < b ? -1 : 1))
+      .map(([k, v]) => k + v)
+      .join("");
+    const sig = createHmac("sha1", "twilio-auth-token-test")
+      .update(`https://hooks.example.com/sms${params}`)
+      .digest("base64");
+    const r = await s.post("/hooks/sms", body, {
+      "X-Twilio-Signature": sig,
+      "Content-Type": "application/x-www-form-urlencoded",
+    });
     expect([r.status, r.headers.get("content-type"), await r.text()]).toEqual([200, "text/xml", "<Response/>"]);
     const row = s.db.db.query("SELECT payload, dedup_id FROM events").get() as { payload: string; dedup_id: string };
-    expect(JSON.parse(row.payload)).toEqual({ MessageSid: "SM0001", From: "+15550001111", To: "+15550002222", Body: "hello there" });
+    expect(JSON.parse(row.payload)).toEqual({
+      MessageSid: "SM0001",
+      From: "+15550001111",
+      To: "+15550002222",
+      Body: "hello there",
+    });
     expect(row.dedup_id).toBe("SM0001");
   });
 });
@@ -135,8 +192,16 @@ template = { scheme = "static-token", header = "X-Token", key = "sg_message_id",
 secrets.secret = { file = "{{secret:sg}}" }
 action = "hermes:sg"
 `;
-  const events = (ids: string[]) => JSON.stringify(ids.map((id, i) => ({ sg_event_id: id, sg_message_id: `m${i % 2}`, event: i ? "delivered" : "processed" })));
-  const rows = (s: TestIntake) => s.db.db.query("SELECT e.dedup_id, e.event_type, b.key, e.raw IS NOT NULL AND length(e.raw) > 0 AS has_raw FROM events e JOIN batches b ON b.id = e.batch_id ORDER BY e.id").all();
+  const events = (ids: string[]) =>
+    JSON.stringify(
+      ids.map((id, i) => ({ sg_event_id: id, sg_message_id: `m${i % 2}`, event: i ? "delivered" : "processed" })),
+    );
+  const rows = (s: TestIntake) =>
+    s.db.db
+      .query(
+        "SELECT e.dedup_id, e.event_type, b.key, e.raw IS NOT NULL AND length(e.raw) > 0 AS has_raw FROM events e JOIN batches b ON b.id = e.batch_id ORDER BY e.id",
+      )
+      .all();
   test("each element is its own event, with its own key, type and dedup id; the raw body is kept once", async () => {
     const s = await intake(CONFIG, { sg: "sg-token-test" });
     const r = await s.post("/hooks/sg", events(["e1", "e2", "e3"]), { "X-Token": "sg-token-test" });
@@ -157,15 +222,22 @@ action = "hermes:sg"
   });
   test("one element that cannot be classified quarantines the whole request: none is queued alone", async () => {
     const s = await intake(CONFIG, { sg: "sg-token-test" });
-    const body = JSON.stringify([{ sg_event_id: "e1", sg_message_id: "m0", event: "processed" }, { sg_event_id: "e2", event: "delivered" }]);
+    const body = JSON.stringify([
+      { sg_event_id: "e1", sg_message_id: "m0", event: "processed" },
+      { sg_event_id: "e2", event: "delivered" },
+    ]);
     const r = await s.post("/hooks/sg", body, { "X-Token": "sg-token-test" });
     expect([r.status, await r.json()]).toEqual([202, { status: "quarantined" }]);
     expect(s.count("events", "batch_id IN (SELECT id FROM batches WHERE destination <> 'quarantine')")).toBe(0);
   });
   test("a body that is not an array is the sender's fault; an empty one holds nothing to queue (a heartbeat)", async () => {
     const s = await intake(CONFIG, { sg: "sg-token-test" });
-    expect((await (await s.post("/hooks/sg", '{"sg_event_id":"e1"}', { "X-Token": "sg-token-test" })).json()) as unknown).toEqual({ status: "quarantined" });
-    expect((await (await s.post("/hooks/sg", "[]", { "X-Token": "sg-token-test" })).json()) as unknown).toEqual({ status: "ignored" });
+    expect(
+      (await (await s.post("/hooks/sg", '{"sg_event_id":"e1"}', { "X-Token": "sg-token-test" })).json()) as unknown,
+    ).toEqual({ status: "quarantined" });
+    expect((await (await s.post("/hooks/sg", "[]", { "X-Token": "sg-token-test" })).json()) as unknown).toEqual({
+      status: "ignored",
+    });
     expect(s.count("events", "batch_id IN (SELECT id FROM batches WHERE destination <> 'quarantine')")).toBe(0);
     expect(s.count("events")).toBe(1);
   });

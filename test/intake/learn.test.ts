@@ -48,15 +48,29 @@ describe("Asana: the X-Hook-Secret handshake", () => {
     expect(LOG_LINES.slice(before).some((l) => l.includes(HOOK_SECRET))).toBe(false);
     expect(s.count("events")).toBe(0);
 
-    const body = JSON.stringify({ events: [{ action: "changed", resource: { gid: "1201", resource_type: "task" } }, { action: "added", resource: { gid: "1202", resource_type: "story" } }] });
-    const ok = await s.post("/hooks/asana", body, { "X-Hook-Signature": hex(HOOK_SECRET, body), "Content-Type": "application/json" });
+    const body = JSON.stringify({
+      events: [
+        { action: "changed", resource: { gid: "1201", resource_type: "task" } },
+        { action: "added", resource: { gid: "1202", resource_type: "story" } },
+      ],
+    });
+    const ok = await s.post("/hooks/asana", body, {
+      "X-Hook-Signature": hex(HOOK_SECRET, body),
+      "Content-Type": "application/json",
+    });
     expect(ok.status).toBe(202);
     expect(s.count("events")).toBe(2);
-    const bad = await s.post("/hooks/asana", body, { "X-Hook-Signature": hex("not-it", body), "Content-Type": "application/json" });
+    const bad = await s.post("/hooks/asana", body, {
+      "X-Hook-Signature": hex("not-it", body),
+      "Content-Type": "application/json",
+    });
     expect(bad.status).toBe(401);
     // The heartbeat: signed, with no event in it.
     const beat = JSON.stringify({ events: [] });
-    const hb = await s.post("/hooks/asana", beat, { "X-Hook-Signature": hex(HOOK_SECRET, beat), "Content-Type": "application/json" });
+    const hb = await s.post("/hooks/asana", beat, {
+      "X-Hook-Signature": hex(HOOK_SECRET, beat),
+      "Content-Type": "application/json",
+    });
     expect(hb.status).toBe(200);
     expect(await hb.json()).toEqual({ status: "ignored" });
     expect(s.count("events")).toBe(2);
@@ -95,7 +109,14 @@ describe("Asana: the X-Hook-Secret handshake", () => {
       expect(readFileSync(file, "utf8")).toBe(`${HOOK_SECRET}\n`);
       expect(statSync(file).mode & 0o777).toBe(0o600);
       const body = JSON.stringify({ events: [{ action: "changed", resource: { gid: "1", resource_type: "task" } }] });
-      expect((await s.post("/hooks/asana", body, { "X-Hook-Signature": hex(HOOK_SECRET, body), "Content-Type": "application/json" })).status).toBe(202);
+      expect(
+        (
+          await s.post("/hooks/asana", body, {
+            "X-Hook-Signature": hex(HOOK_SECRET, body),
+            "Content-Type": "application/json",
+          })
+        ).status,
+      ).toBe(202);
       rmSync(file);
     }
     expect(readdirSync(s.home).filter((f) => f.includes(".learning-") || f.includes(".taken-"))).toEqual([]);
@@ -105,15 +126,23 @@ describe("Asana: the X-Hook-Secret handshake", () => {
     const s = (open = await startIntake(ASANA, { clockAt: T0 }));
     writeFileSync(join(s.home, "asana.secret"), "");
     const token = arm(s, "asana.secret");
-    const [a, b] = await Promise.all([s.post(withArm("/hooks/asana", token), "", { "X-Hook-Secret": "first-secret" }), s.post(withArm("/hooks/asana", token), "", { "X-Hook-Secret": "second-secret" })]);
+    const [a, b] = await Promise.all([
+      s.post(withArm("/hooks/asana", token), "", { "X-Hook-Secret": "first-secret" }),
+      s.post(withArm("/hooks/asana", token), "", { "X-Hook-Secret": "second-secret" }),
+    ]);
     expect([a.status, b.status].sort()).toEqual([200, 409]);
-    expect(readFileSync(join(s.home, "asana.secret"), "utf8").trim()).toBe(a.status === 200 ? "first-secret" : "second-secret");
+    expect(readFileSync(join(s.home, "asana.secret"), "utf8").trim()).toBe(
+      a.status === 200 ? "first-secret" : "second-secret",
+    );
   });
 
   test("two handshakes at once: one secret kept, the other refused; no temp file left", async () => {
     const s = (open = await startIntake(ASANA, { clockAt: T0 }));
     const token = arm(s, "asana.secret");
-    const [a, b] = await Promise.all([s.post(withArm("/hooks/asana", token), "", { "X-Hook-Secret": "first-secret" }), s.post(withArm("/hooks/asana", token), "", { "X-Hook-Secret": "second-secret" })]);
+    const [a, b] = await Promise.all([
+      s.post(withArm("/hooks/asana", token), "", { "X-Hook-Secret": "first-secret" }),
+      s.post(withArm("/hooks/asana", token), "", { "X-Hook-Secret": "second-secret" }),
+    ]);
     expect([a.status, b.status].sort()).toEqual([200, 409]);
     const kept = readFileSync(join(s.home, "asana.secret"), "utf8").trim();
     expect(kept).toBe(a.status === 200 ? "first-secret" : "second-secret");
@@ -140,22 +169,33 @@ describe("Notion: the verification_token capture", () => {
     const s = (open = await startIntake(NOTION, { clockAt: T0 }));
     const armToken = arm(s, "notion.secret");
     const token = "secret_tMrlL1qK5vuQAh1b6cZGhFChZTSYJlce98V0pYn7yBl";
-    const r = await s.post(withArm("/hooks/notion", armToken), JSON.stringify({ verification_token: token }), { "Content-Type": "application/json" });
+    const r = await s.post(withArm("/hooks/notion", armToken), JSON.stringify({ verification_token: token }), {
+      "Content-Type": "application/json",
+    });
     expect(r.status).toBe(200);
     expect(readFileSync(join(s.home, "notion.secret"), "utf8")).toBe(`${token}\n`);
     expect(s.count("events")).toBe(0);
     const body = JSON.stringify({ id: "evt-1", type: "page.content_updated", entity: { id: "page-1", type: "page" } });
-    const ok = await s.post("/hooks/notion", body, { "X-Notion-Signature": `sha256=${hex(token, body)}`, "Content-Type": "application/json" });
+    const ok = await s.post("/hooks/notion", body, {
+      "X-Notion-Signature": `sha256=${hex(token, body)}`,
+      "Content-Type": "application/json",
+    });
     expect(ok.status).toBe(202);
     // A token offered under a signature is an event like any other (and this one does not verify).
     const forged = JSON.stringify({ verification_token: "x" });
-    expect((await s.post("/hooks/notion", forged, { "X-Notion-Signature": "sha256=00", "Content-Type": "application/json" })).status).toBe(401);
+    expect(
+      (await s.post("/hooks/notion", forged, { "X-Notion-Signature": "sha256=00", "Content-Type": "application/json" }))
+        .status,
+    ).toBe(401);
   });
 });
 
 describe("hookspool source arm", () => {
   test("writes the arm beside the secret file; refuses a source that does not learn, or one that already keeps a secret", async () => {
-    const s = (open = await startIntake(`${ASANA}\n[sources.plain]\ntemplate = { scheme = "hmac-sha256-hex", header = "X-Sig", key = "k" }\nsecrets.secret = { file = "{{home}}/plain.secret" }\naction = "hermes:plain"\n`, { clockAt: T0 }));
+    const s = (open = await startIntake(
+      `${ASANA}\n[sources.plain]\ntemplate = { scheme = "hmac-sha256-hex", header = "X-Sig", key = "k" }\nsecrets.secret = { file = "{{home}}/plain.secret" }\naction = "hermes:plain"\n`,
+      { clockAt: T0 },
+    ));
     const r = await cli(["--home", s.home, "--json", "source", "arm", "asana", "--for", "90s"]);
     expect(r.code).toBe(0);
     const doc = JSON.parse(r.out);
@@ -165,7 +205,9 @@ describe("hookspool source arm", () => {
     expect(doc.url_suffix).toBe(`?hookspool_arm_token=${armed.token}`);
     expect(armed.token.length).toBeGreaterThanOrEqual(16);
     expect(statSync(join(s.home, "asana.secret.armed")).mode & 0o777).toBe(0o600);
-    expect((await cli(["--home", s.home, "source", "arm", "plain"])).err).toContain("does not learn its secret from a handshake");
+    expect((await cli(["--home", s.home, "source", "arm", "plain"])).err).toContain(
+      "does not learn its secret from a handshake",
+    );
     expect((await cli(["--home", s.home, "source", "arm", "asana", "--for", "forever"])).code).toBe(2);
     writeFileSync(join(s.home, "asana.secret"), "kept\n", { mode: 0o600 });
     const kept = await cli(["--home", s.home, "source", "arm", "asana"]);

@@ -19,7 +19,10 @@ const ID = "hs_0123456789ab_7";
 function deps(store: OutcomeStore) {
   const home = tempDir();
   writeFileSync(join(home, "secret"), SECRET, { mode: 0o600 });
-  writeFileSync(join(home, "config.toml"), `[sources.s]\naction = "a"\n[destinations.a]\ntype = "http"\nurl = "https://example.invalid/"\nsecret = { file = "${join(home, "secret")}" }\noutcome = "await"\n`);
+  writeFileSync(
+    join(home, "config.toml"),
+    `[sources.s]\naction = "a"\n[destinations.a]\ntype = "http"\nurl = "https://example.invalid/"\nsecret = { file = "${join(home, "secret")}" }\noutcome = "await"\n`,
+  );
   const config = loadConfig({ home, env: {}, cwd: home }).config;
   return { store, config: () => config, clock: systemClock, rng: seededRng(1), log: createLogger("intake") };
 }
@@ -27,13 +30,22 @@ function deps(store: OutcomeStore) {
 function request(o: { method?: string; body?: string; sign?: boolean } = {}) {
   const body = o.body ?? JSON.stringify({ status: "ok" });
   const at = new Date();
-  const headers = new Headers({ "content-type": "application/json", "content-length": String(Buffer.byteLength(body)) });
+  const headers = new Headers({
+    "content-type": "application/json",
+    "content-length": String(Buffer.byteLength(body)),
+  });
   if (o.sign !== false) {
     headers.set("webhook-id", ID);
     headers.set("webhook-timestamp", String(Math.floor(at.getTime() / 1000)));
     headers.set("webhook-signature", new Webhook(SECRET).sign(ID, at, body));
   }
-  return { deliveryId: ID, method: o.method ?? "POST", headers, readBody: async (cap: number) => (Buffer.byteLength(body) > cap ? ("too_large" as const) : new TextEncoder().encode(body)) };
+  return {
+    deliveryId: ID,
+    method: o.method ?? "POST",
+    headers,
+    readBody: async (cap: number) =>
+      Buffer.byteLength(body) > cap ? ("too_large" as const) : new TextEncoder().encode(body),
+  };
 }
 
 const awaiting: OutcomeStore = {
@@ -52,9 +64,19 @@ describe("POST /outcomes/<webhook-id>", () => {
 
   test("another method is 405; a body over the cap is 413, unread by the store", async () => {
     let asked = 0;
-    const counting: OutcomeStore = { ...awaiting, awaitedDelivery: async (id) => (asked++, awaiting.awaitedDelivery(id)) };
+    const counting: OutcomeStore = {
+      ...awaiting,
+      awaitedDelivery: async (id) => (asked++, awaiting.awaitedDelivery(id)),
+    };
     expect((await handleOutcome(deps(counting), request({ method: "GET" }))).status).toBe(405);
-    expect((await handleOutcome(deps(counting), request({ body: JSON.stringify({ status: "ok", reason: "x".repeat(OUTCOME_MAX_BYTES) }) }))).status).toBe(413);
+    expect(
+      (
+        await handleOutcome(
+          deps(counting),
+          request({ body: JSON.stringify({ status: "ok", reason: "x".repeat(OUTCOME_MAX_BYTES) }) }),
+        )
+      ).status,
+    ).toBe(413);
     expect(asked).toBe(0);
   });
 
@@ -68,7 +90,11 @@ describe("POST /outcomes/<webhook-id>", () => {
   });
 
   test("a spool that refuses the write is 503 with Retry-After, not a 500", async () => {
-    const full: OutcomeStore = { ...awaiting, reportOutcome: async () => Promise.reject(Object.assign(new Error("database or disk is full"), { name: "SQLiteError" })) };
+    const full: OutcomeStore = {
+      ...awaiting,
+      reportOutcome: async () =>
+        Promise.reject(Object.assign(new Error("database or disk is full"), { name: "SQLiteError" })),
+    };
     const r = await handleOutcome(deps(full), request());
     expect(r.status).toBe(503);
     expect(r.headers["Retry-After"]).toBe("10");

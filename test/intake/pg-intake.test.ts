@@ -42,9 +42,20 @@ describe.skipIf(!PG_BIN)("the intake on PostgreSQL", () => {
     const logged = LOG_LINES.length;
     const clock = new FakeClock(T0);
     const loadOptions = { home, env, cwd: home };
-    const intake = new Intake({ loaded: loadConfig(loadOptions), loadOptions, clock, log: createLogger("intake", { clock }), env });
+    const intake = new Intake({
+      loaded: loadConfig(loadOptions),
+      loadOptions,
+      clock,
+      log: createLogger("intake", { clock }),
+      env,
+    });
     await intake.start();
-    const post = (body: string) => fetch(`${intake.url}/hooks/load`, { method: "POST", body, headers: { "X-Sig": `sha256=${createHmac("sha256", SECRET).update(body).digest("hex")}` } });
+    const post = (body: string) =>
+      fetch(`${intake.url}/hooks/load`, {
+        method: "POST",
+        body,
+        headers: { "X-Sig": `sha256=${createHmac("sha256", SECRET).update(body).digest("hex")}` },
+      });
     try {
       const first = await post(JSON.stringify({ id: "e1", key: "k", type: "t" }));
       expect([first.status, ((await first.json()) as { status: string }).status]).toEqual([202, "queued"]);
@@ -54,17 +65,43 @@ describe.skipIf(!PG_BIN)("the intake on PostgreSQL", () => {
       // Verified, but not JSON the template can read: kept as a dead quarantine batch, acked.
       const bad = await post("{not json");
       expect([bad.status, ((await bad.json()) as { status: string }).status]).toEqual([202, "quarantined"]);
-      expect((await look.sql`SELECT destination, state FROM batches ORDER BY id`).map((r: Record<string, unknown>) => `${r.destination}:${r.state}`)).toEqual(["hermes:a:open", "quarantine:dead"]);
+      expect(
+        (await look.sql`SELECT destination, state FROM batches ORDER BY id`).map(
+          (r: Record<string, unknown>) => `${r.destination}:${r.state}`,
+        ),
+      ).toEqual(["hermes:a:open", "quarantine:dead"]);
       const health = await fetch(`${intake.url}/healthz`);
       expect(health.status).toBe(200);
       // The whole status document, as on SQLite and as `status` gives it: the quarantined batch and
       // the missing dispatcher are soft problems (200), each named.
       const doc = (await health.json()) as StatusDoc;
-      expect(doc).toMatchObject({ ok: false, backend: "postgres", batches: { open: 1, quarantined: 1 }, dispatcher: { alive: false } });
+      expect(doc).toMatchObject({
+        ok: false,
+        backend: "postgres",
+        batches: { open: 1, quarantined: 1 },
+        dispatcher: { alive: false },
+      });
       expect(doc.degraded).toEqual(["dispatcher: no heartbeat yet", "batches: 1 quarantined"]);
       expect(Object.keys(doc.destinations)).toEqual(["hermes:a"]);
       expect(doc.spool.writable_checked_age_s).toBe(0);
-      expect(Object.keys(doc).sort()).toEqual(["backend", "batches", "dead_by_reason", "degraded", "destinations", "disk_free_bytes", "dispatcher", "dispatchers", "issues_open", "maintenance", "ok", "oldest_pending_age_s", "schema", "sources", "spool", "spool_bytes"]);
+      expect(Object.keys(doc).sort()).toEqual([
+        "backend",
+        "batches",
+        "dead_by_reason",
+        "degraded",
+        "destinations",
+        "disk_free_bytes",
+        "dispatcher",
+        "dispatchers",
+        "issues_open",
+        "maintenance",
+        "ok",
+        "oldest_pending_age_s",
+        "schema",
+        "sources",
+        "spool",
+        "spool_bytes",
+      ]);
       expect((await look.sql`SELECT COUNT(*)::int AS n FROM meta WHERE key = 'write_probe_at'`)[0].n).toBe(1);
       // /metrics: the intake's own counters and the spool's figures, read from the database.
       const metrics = await (await fetch(`${intake.url}/metrics`)).text();
@@ -74,7 +111,12 @@ describe.skipIf(!PG_BIN)("the intake on PostgreSQL", () => {
       await look.sql`INSERT INTO destinations (name, state, opened_at, cooldown_s) VALUES ('hermes:a', 'open', ${clock.now()}, 30)`;
       await look.sql`UPDATE batches SET state = 'dead', dead_reason = 'rejected', content_hash = 'sha256:x' WHERE destination = 'hermes:a'`;
       const worse = (await (await fetch(`${intake.url}/healthz`)).json()) as StatusDoc;
-      expect(worse.degraded).toEqual(["dispatcher: no heartbeat yet", "batches: 1 dead (1 rejected)", "batches: 1 quarantined", "destination hermes:a: breaker open"]);
+      expect(worse.degraded).toEqual([
+        "dispatcher: no heartbeat yet",
+        "batches: 1 dead (1 rejected)",
+        "batches: 1 quarantined",
+        "destination hermes:a: breaker open",
+      ]);
       expect(worse.destinations["hermes:a"]).toMatchObject({ state: "open", cooldown_s: 30 });
 
       // The database goes (its sessions ended, the database dropped): a request is a 503, not an

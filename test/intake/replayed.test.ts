@@ -40,7 +40,11 @@ afterAll(() => t.stop());
 
 function swHeaders(id: string, body: string, ts = Math.floor(t.clock.now())): Record<string, string> {
   const key = Buffer.from(SW.slice(6), "base64");
-  return { "webhook-id": id, "webhook-timestamp": String(ts), "webhook-signature": `v1,${createHmac("sha256", key).update(`${id}.${ts}.${body}`).digest("base64")}` };
+  return {
+    "webhook-id": id,
+    "webhook-timestamp": String(ts),
+    "webhook-signature": `v1,${createHmac("sha256", key).update(`${id}.${ts}.${body}`).digest("base64")}`,
+  };
 }
 
 function tsHeaders(body: string, ts = Math.floor(t.clock.now())): Record<string, string> {
@@ -96,7 +100,9 @@ describe("replays within the tolerance are duplicates by default", () => {
     const body = JSON.stringify({ k: "drop", n: 3 });
     const headers = swHeaders("msg_drop", body);
     expect((await t.post("/hooks/sw", body, headers)).status).toBe(202);
-    const { batch_id } = t.db.db.query("SELECT batch_id FROM events WHERE dedup_id = 'msg_drop'").get() as { batch_id: number };
+    const { batch_id } = t.db.db.query("SELECT batch_id FROM events WHERE dedup_id = 'msg_drop'").get() as {
+      batch_id: number;
+    };
     dropBatches(t.db, [batch_id], t.clock.now());
     const again = await t.post("/hooks/sw", body, headers);
     expect([again.status, await again.json()]).toEqual([200, { status: "queued" }]);

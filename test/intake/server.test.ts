@@ -76,7 +76,10 @@ async function send(t: Awaited<ReturnType<typeof startIntake>>, payload: object,
 }
 
 function placed(t: Awaited<ReturnType<typeof startIntake>>, n: number) {
-  return t.db.db.query("SELECT e.route, b.destination FROM events e JOIN batches b ON b.id = e.batch_id ORDER BY e.id DESC LIMIT ?").all(n).reverse();
+  return t.db.db
+    .query("SELECT e.route, b.destination FROM events e JOIN batches b ON b.id = e.batch_id ORDER BY e.id DESC LIMIT ?")
+    .all(n)
+    .reverse();
 }
 
 describe("route resolution through the intake", () => {
@@ -118,7 +121,11 @@ describe("route resolution through the intake", () => {
     const t = await startIntake(ROUTED, { secrets: { gh: SECRET } });
     try {
       const body = JSON.stringify({ repo: "o/r", class: "pr", kind: "x" });
-      const res = await fetch(`${t.url}/provider/stable/url`, { method: "POST", body, headers: { "X-Sig": sig(body), "X-Hookspool-Route": "gh" } });
+      const res = await fetch(`${t.url}/provider/stable/url`, {
+        method: "POST",
+        body,
+        headers: { "X-Sig": sig(body), "X-Hookspool-Route": "gh" },
+      });
       expect(res.status).toBe(202);
       expect((await t.post("/hooks/nope", body, { "X-Sig": sig(body) })).status).toBe(404);
       expect((await fetch(`${t.url}/somewhere`, { method: "POST", body })).status).toBe(404);
@@ -138,7 +145,10 @@ action = "hermes:demo"
 describe("backpressure and health", () => {
   test("free disk under limits.min_free_bytes: 503 with Retry-After 60; /healthz 503 naming the limit", async () => {
     let free = 10 * 1024 ** 3;
-    const t = await startIntake(`[limits]\nmin_free_bytes = 1000000\n\n${DEMO}`, { secrets: { demo: SECRET }, diskFree: () => free });
+    const t = await startIntake(`[limits]\nmin_free_bytes = 1000000\n\n${DEMO}`, {
+      secrets: { demo: SECRET },
+      diskFree: () => free,
+    });
     try {
       const body = JSON.stringify({ topic: "a" });
       expect((await t.post("/hooks/demo", body, { "X-Sig": sig(body) })).status).toBe(202);
@@ -164,7 +174,11 @@ describe("backpressure and health", () => {
   });
 
   test("a write refused while free space is above the limit (a quota): 503, and the spool issue opens at once", async () => {
-    const t = await startIntake(`[limits]\nmin_free_bytes = 1000000\n\n${DEMO}`, { secrets: { demo: SECRET }, diskFree: () => 10 * 1024 ** 3, shareSpool: true });
+    const t = await startIntake(`[limits]\nmin_free_bytes = 1000000\n\n${DEMO}`, {
+      secrets: { demo: SECRET },
+      diskFree: () => 10 * 1024 ** 3,
+      shareSpool: true,
+    });
     // The intake's own connection may grow the file by a few pages only: SQLite answers
     // SQLITE_FULL for a 300 KB body whatever statfs says, while a small write still fits.
     const conn = intakeConnection(t);
@@ -174,7 +188,9 @@ describe("backpressure and health", () => {
       const big = JSON.stringify({ topic: "b", pad: "y".repeat(300_000) });
       expect((await t.post("/hooks/demo", big, { "X-Sig": sig(big) })).status).toBe(503);
       expect(t.count("issues", "fingerprint = 'spool:write_failed' AND kind = 'spool' AND state = 'open'")).toBe(1);
-      expect(await (await fetch(`${t.url}/metrics`)).text()).toContain('hookspool_caught_errors_total{component="intake",class="SQLITE_FULL"} 1');
+      expect(await (await fetch(`${t.url}/metrics`)).text()).toContain(
+        'hookspool_caught_errors_total{component="intake",class="SQLITE_FULL"} 1',
+      );
     } finally {
       conn.run("PRAGMA max_page_count = 1073741823");
       await t.stop();
@@ -225,10 +241,25 @@ describe("backpressure and health", () => {
       const h = await fetch(`${t.url}/healthz`);
       expect(h.status).toBe(200);
       const doc = (await h.json()) as Record<string, unknown>;
-      for (const k of ["ok", "degraded", "schema", "dispatcher", "spool", "batches", "oldest_pending_age_s", "destinations", "sources", "issues_open", "spool_bytes", "disk_free_bytes"]) expect(doc).toHaveProperty(k);
+      for (const k of [
+        "ok",
+        "degraded",
+        "schema",
+        "dispatcher",
+        "spool",
+        "batches",
+        "oldest_pending_age_s",
+        "destinations",
+        "sources",
+        "issues_open",
+        "spool_bytes",
+        "disk_free_bytes",
+      ])
+        expect(doc).toHaveProperty(k);
       expect((doc.degraded as string[]).join(" ")).toContain("dispatcher");
       expect((doc.spool as { writable_checked_age_s: number }).writable_checked_age_s).toBe(0);
-      const probes = () => (t.db.db.query("SELECT value FROM meta WHERE key = 'write_probe_at'").get() as { value: string } | null)?.value;
+      const probes = () =>
+        (t.db.db.query("SELECT value FROM meta WHERE key = 'write_probe_at'").get() as { value: string } | null)?.value;
       const first = probes();
       expect(first).toBeDefined();
       t.clock.advance(10);
@@ -257,12 +288,19 @@ describe("backpressure and health", () => {
 
 describe("header bytes", () => {
   test("a kept header sent as UTF-8 is kept as the sender wrote it; one that is not UTF-8 is read as Latin-1", async () => {
-    const t = await startIntake(`${DEMO.replace('[sources.demo]', '[sources.demo]\nkeep_headers = ["X-Note", "X-Old"]')}`, { secrets: { demo: SECRET } });
+    const t = await startIntake(
+      `${DEMO.replace("[sources.demo]", '[sources.demo]\nkeep_headers = ["X-Note", "X-Old"]')}`,
+      { secrets: { demo: SECRET } },
+    );
     try {
       const body = JSON.stringify({ topic: "h" });
       // fetch sends a header string byte for byte: these are the UTF-8 bytes of the text.
       const wire = (text: string) => Buffer.from(text, "utf8").toString("latin1");
-      const res = await t.post("/hooks/demo", body, { "X-Sig": sig(body), "X-Note": wire("café \u2713 \u{1F600}"), "X-Old": "\u00e9t\u00e9" });
+      const res = await t.post("/hooks/demo", body, {
+        "X-Sig": sig(body),
+        "X-Note": wire("café \u2713 \u{1F600}"),
+        "X-Old": "\u00e9t\u00e9",
+      });
       expect(res.status).toBe(202);
       const row = t.db.db.query("SELECT headers FROM events").get() as { headers: string };
       expect(JSON.parse(row.headers)).toEqual({ "X-Note": "café \u2713 \u{1F600}", "X-Old": "\u00e9t\u00e9" });
@@ -278,20 +316,38 @@ describe("a body that starts with a byte-order mark", () => {
     try {
       const text = JSON.stringify({ topic: "bom", n: 1 });
       const body = Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from(text)]);
-      const res = await t.post("/hooks/demo", new Uint8Array(body), { "X-Sig": `sha256=${createHmac("sha256", SECRET).update(body).digest("hex")}` });
+      const res = await t.post("/hooks/demo", new Uint8Array(body), {
+        "X-Sig": `sha256=${createHmac("sha256", SECRET).update(body).digest("hex")}`,
+      });
       expect(res.status).toBe(202);
       const row = t.db.db.query("SELECT payload, raw FROM events").get() as { payload: string; raw: Uint8Array };
       expect(Buffer.from(row.payload, "utf8").equals(body)).toBe(true);
       expect(Buffer.from(row.raw).equals(body)).toBe(true);
       // The document is JSON: the mark cannot stand inside it.
-      const doc = buildDocument({ batch: getBatch(t.db, 1) as BatchRow, content: batchContent(t.db, 1), deliveryId: "hs_x_1", attempt: 1 });
+      const doc = buildDocument({
+        batch: getBatch(t.db, 1) as BatchRow,
+        content: batchContent(t.db, 1),
+        deliveryId: "hs_x_1",
+        attempt: 1,
+      });
       expect(doc.body).not.toContain("\uFEFF");
       expect(JSON.parse(doc.body).events).toEqual([{ topic: "bom", n: 1 }]);
       // Unwrap sends the payload exactly as received.
       const hits: Uint8Array[] = [];
-      const rx = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: async (r) => (hits.push(new Uint8Array(await r.arrayBuffer())), new Response("ok")) });
+      const rx = Bun.serve({
+        hostname: "127.0.0.1",
+        port: 0,
+        fetch: async (r) => (hits.push(new Uint8Array(await r.arrayBuffer())), new Response("ok")),
+      });
       try {
-        const dest = new HttpDestination({ name: "relay", url: `http://127.0.0.1:${rx.port}/in`, allowInsecure: true, unsigned: true, unwrap: true, instanceId: "i" });
+        const dest = new HttpDestination({
+          name: "relay",
+          url: `http://127.0.0.1:${rx.port}/in`,
+          allowInsecure: true,
+          unsigned: true,
+          unwrap: true,
+          instanceId: "i",
+        });
         const o = await dest.deliver(doc.body, makeCtx({ events: doc.events }));
         expect(o.kind).toBe("ok");
         expect(Buffer.from(hits[0]).equals(body)).toBe(true);
@@ -316,7 +372,11 @@ describe("log fields a sender controls", () => {
       const long = `198.51.100.${"9".repeat(5000)}`;
       const body = JSON.stringify({ topic: "x" });
       // Unverified: the refusal's log line names the remote, which is the proxy's forwarded address.
-      const res = await t.post("/hooks/demo", body, { "X-Sig": "sha256=00", "X-Forwarded-For": long, "User-Agent": `agent-${"u".repeat(5000)}` });
+      const res = await t.post("/hooks/demo", body, {
+        "X-Sig": "sha256=00",
+        "X-Forwarded-For": long,
+        "User-Agent": `agent-${"u".repeat(5000)}`,
+      });
       expect(res.status).toBe(401);
       const lines = LOG_LINES.slice(before);
       expect(lines.some((l) => l.includes("198.51.100."))).toBe(true);
@@ -333,13 +393,19 @@ describe("log fields a sender controls", () => {
 
 describe("event_meta's bounds", () => {
   test("a type, dedup id or kept header over its bound is quarantined (meta_too_long), so no document outgrows its cap", async () => {
-    const t = await startIntake(`${DEMO.replace('key = "topic"', 'key = "topic", dedup = "id", event_type = "type"').replace('[sources.demo]', '[sources.demo]\nkeep_headers = ["X-Note"]')}`, { secrets: { demo: SECRET } });
+    const t = await startIntake(
+      `${DEMO.replace('key = "topic"', 'key = "topic", dedup = "id", event_type = "type"').replace("[sources.demo]", '[sources.demo]\nkeep_headers = ["X-Note"]')}`,
+      { secrets: { demo: SECRET } },
+    );
     try {
       const post = (p: object, headers: Record<string, string> = {}) => {
         const body = JSON.stringify(p);
         return t.post("/hooks/demo", body, { "X-Sig": sig(body), ...headers });
       };
-      expect((await post({ topic: "ok", id: "d".repeat(500), type: "t".repeat(250) }, { "X-Note": "n".repeat(1000) })).status).toBe(202);
+      expect(
+        (await post({ topic: "ok", id: "d".repeat(500), type: "t".repeat(250) }, { "X-Note": "n".repeat(1000) }))
+          .status,
+      ).toBe(202);
       for (const [p, h] of [
         [{ topic: "a", id: "d".repeat(600) }, {}],
         [{ topic: "b", id: "1", type: "t".repeat(300) }, {}],
@@ -361,7 +427,10 @@ describe("event_meta's bounds", () => {
 
 describe("metrics", () => {
   test("every intake counter with its labels after a scripted scenario", async () => {
-    const t = await startIntake(`${DEMO.replace('key = "topic"', 'key = "topic", dedup = "id", event_type = "type", ignore = "ping"')}`, { secrets: { demo: SECRET } });
+    const t = await startIntake(
+      `${DEMO.replace('key = "topic"', 'key = "topic", dedup = "id", event_type = "type", ignore = "ping"')}`,
+      { secrets: { demo: SECRET } },
+    );
     try {
       const post = (p: object, good = true) => {
         const body = JSON.stringify(p);
@@ -409,16 +478,29 @@ describe("listen and lifecycle", () => {
     const home = tempDir();
     const sock = join(home, "intake.sock");
     writeFileSync(join(home, "secret"), SECRET);
-    writeFileSync(join(home, "config.toml"), `[intake]\nlisten = "unix:${sock}"\n\n${DEMO.replace("{{secret:demo}}", join(home, "secret"))}`);
+    writeFileSync(
+      join(home, "config.toml"),
+      `[intake]\nlisten = "unix:${sock}"\n\n${DEMO.replace("{{secret:demo}}", join(home, "secret"))}`,
+    );
     const s = openSpool(join(home, "spool.db"), { create: true });
     migrate(s);
     s.close();
     const loadOptions = { home, env: {}, cwd: home };
-    const intake = new Intake({ loaded: loadConfig(loadOptions), loadOptions, clock: new FakeClock(), log: createLogger("intake") });
+    const intake = new Intake({
+      loaded: loadConfig(loadOptions),
+      loadOptions,
+      clock: new FakeClock(),
+      log: createLogger("intake"),
+    });
     await intake.start();
     try {
       const body = JSON.stringify({ topic: "u" });
-      const res = await fetch("http://localhost/hooks/demo", { unix: sock, method: "POST", body, headers: { "X-Sig": sig(body) } } as RequestInit);
+      const res = await fetch("http://localhost/hooks/demo", {
+        unix: sock,
+        method: "POST",
+        body,
+        headers: { "X-Sig": sig(body) },
+      } as RequestInit);
       expect(res.status).toBe(202);
     } finally {
       await intake.stop();
@@ -434,7 +516,12 @@ describe("listen and lifecycle", () => {
     s.db.run("PRAGMA user_version = 2");
     s.close();
     const loadOptions = { home, env: {}, cwd: home };
-    const intake = new Intake({ loaded: loadConfig(loadOptions), loadOptions, clock: new FakeClock(), log: createLogger("intake") });
+    const intake = new Intake({
+      loaded: loadConfig(loadOptions),
+      loadOptions,
+      clock: new FakeClock(),
+      log: createLogger("intake"),
+    });
     let err: unknown;
     try {
       await intake.start();
@@ -541,15 +628,38 @@ describe("logs", () => {
     const restore = setLogSink((l) => lines.push(l));
     try {
       const log = createLogger("intake", { json: true, clock: new FakeClock(5) });
-      log.info("queued", { source: "s", route: "r", batch: 1, event: 2, destination: "d", bytes: 3, tee: true, body: "SECRET" } as never);
+      log.info("queued", {
+        source: "s",
+        route: "r",
+        batch: 1,
+        event: 2,
+        destination: "d",
+        bytes: 3,
+        tee: true,
+        body: "SECRET",
+      } as never);
     } finally {
       restore();
     }
-    expect(JSON.parse(lines[0])).toEqual({ ts: 5, level: "info", component: "intake", msg: "queued", source: "s", route: "r", batch: 1, event: 2, destination: "d", bytes: 3, tee: true });
+    expect(JSON.parse(lines[0])).toEqual({
+      ts: 5,
+      level: "info",
+      component: "intake",
+      msg: "queued",
+      source: "s",
+      route: "r",
+      batch: 1,
+      event: 2,
+      destination: "d",
+      bytes: 3,
+      tee: true,
+    });
   });
 });
 
-/** The intake's own connection, which the test handed it (shareSpool): its per-connection pragmas are the test's to set. */
+/**
+ * The intake's own connection, which the test handed it (shareSpool): its per-connection pragmas are the test's to set.
+ */
 function intakeConnection(t: Awaited<ReturnType<typeof startIntake>>) {
   if (!t.intakeSpool) throw new Error("started without shareSpool");
   return t.intakeSpool.db;

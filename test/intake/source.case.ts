@@ -51,7 +51,12 @@ export function runSourceKit(kit: SourceKit): void {
   const request = (payload: Record<string, unknown>) => {
     const body = enc.encode(JSON.stringify(payload));
     const s = kit.sign(body, T0);
-    return { method: "POST", url: `/hooks/${kit.source}${s.query ? `?${s.query}` : ""}`, headers: [["Content-Type", "application/json"], ...Object.entries(s.headers)] as [string, string][], body };
+    return {
+      method: "POST",
+      url: `/hooks/${kit.source}${s.query ? `?${s.query}` : ""}`,
+      headers: [["Content-Type", "application/json"], ...Object.entries(s.headers)] as [string, string][],
+      body,
+    };
   };
   let run: KitRun;
   beforeAll(async () => {
@@ -85,11 +90,20 @@ export function runSourceKit(kit: SourceKit): void {
 
     test("the cases this source's scheme implies ran", () => {
       const ran = new Set(run.cases.filter((c) => c.outcome === "pass").map((c) => c.name.split(":")[0]));
-      const expected = ["unsigned", "signed", "oversized", "chunked", "a verified request the source cannot classify", "spool unwritable", "no secret in any log line or column, no payload in any log line"];
+      const expected = [
+        "unsigned",
+        "signed",
+        "oversized",
+        "chunked",
+        "a verified request the source cannot classify",
+        "spool unwritable",
+        "no secret in any log line or column, no payload in any log line",
+      ];
       if (kit.bodySigned !== false) expected.push("tampered body");
       if (kit.timestamped) expected.push("stale and future-dated", "within the tolerance");
       if (kit.dedup) expected.push("duplicate");
-      if (kit.handshake) expected.push("a ping or handshake with a good signature", "a ping or handshake with a bad signature");
+      if (kit.handshake)
+        expected.push("a ping or handshake with a good signature", "a ping or handshake with a bad signature");
       if (kit.headHandshake) expected.push("HEAD handshake");
       expect([...ran].sort()).toEqual(expected.sort());
     });

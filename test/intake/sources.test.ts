@@ -5,7 +5,8 @@ import { join } from "node:path";
 import { PAYLOAD_SENTINEL, runSourceKit, SECRET_SENTINEL } from "./source.case.ts";
 
 // Signatures here are made with node:crypto directly, independently of src/plugin/verify.ts.
-const mac = (alg: string, key: string | Buffer, data: Uint8Array | string, enc: "hex" | "base64") => createHmac(alg, key).update(data).digest(enc);
+const mac = (alg: string, key: string | Buffer, data: Uint8Array | string, enc: "hex" | "base64") =>
+  createHmac(alg, key).update(data).digest(enc);
 const id = (body: Uint8Array) => createHash("sha256").update(body).digest("hex").slice(0, 32);
 const payload = (extra: Record<string, unknown> = {}) => ({ note: PAYLOAD_SENTINEL, n: randomUUID(), ...extra });
 
@@ -22,7 +23,13 @@ action = "hermes:gh"
 `,
   secrets: { gh: `${GH}\n` },
   payload: () => payload({ repository: { full_name: "o/r" } }),
-  sign: (body) => ({ headers: { "X-Hub-Signature-256": `sha256=${mac("sha256", GH, body, "hex")}`, "X-GitHub-Event": "push", "X-GitHub-Delivery": id(body) } }),
+  sign: (body) => ({
+    headers: {
+      "X-Hub-Signature-256": `sha256=${mac("sha256", GH, body, "hex")}`,
+      "X-GitHub-Event": "push",
+      "X-GitHub-Delivery": id(body),
+    },
+  }),
   dedup: true,
   broken: () => payload({ no_repository: true }),
   stored(row) {
@@ -46,7 +53,11 @@ action = "hermes:trello"
 `,
   secrets: { trello: TRELLO },
   payload: () => payload({ model: { id: "board1" }, action: { id: randomUUID(), type: "updateCard" } }),
-  sign: (body) => ({ headers: { "X-Trello-Webhook": mac("sha1", TRELLO, Buffer.concat([Buffer.from(body), Buffer.from(CALLBACK)]), "base64") } }),
+  sign: (body) => ({
+    headers: {
+      "X-Trello-Webhook": mac("sha1", TRELLO, Buffer.concat([Buffer.from(body), Buffer.from(CALLBACK)]), "base64"),
+    },
+  }),
   dedup: true,
   broken: () => payload({ action: { id: randomUUID() } }),
   headHandshake: true,
@@ -69,7 +80,13 @@ action = "hermes:sw"
     const msgId = `msg_${id(body)}`;
     const ts = String(Math.floor(now));
     const key = Buffer.from(SW.slice(6), "base64");
-    return { headers: { "webhook-id": msgId, "webhook-timestamp": ts, "webhook-signature": `v1,${mac("sha256", key, `${msgId}.${ts}.${Buffer.from(body)}`, "base64")}` } };
+    return {
+      headers: {
+        "webhook-id": msgId,
+        "webhook-timestamp": ts,
+        "webhook-signature": `v1,${mac("sha256", key, `${msgId}.${ts}.${Buffer.from(body)}`, "base64")}`,
+      },
+    };
   },
   timestamped: true,
   dedup: true,
@@ -93,7 +110,13 @@ action = "hermes:svix"
     const msgId = `msg_${id(body)}`;
     const ts = String(Math.floor(now));
     const key = Buffer.from(SVIX.slice(6), "base64");
-    return { headers: { "svix-id": msgId, "svix-timestamp": ts, "svix-signature": `v1,${mac("sha256", key, `${msgId}.${ts}.${Buffer.from(body)}`, "base64")}` } };
+    return {
+      headers: {
+        "svix-id": msgId,
+        "svix-timestamp": ts,
+        "svix-signature": `v1,${mac("sha256", key, `${msgId}.${ts}.${Buffer.from(body)}`, "base64")}`,
+      },
+    };
   },
   timestamped: true,
   // With dedup unset the source dedups on the message id: svix-id here.
@@ -184,10 +207,16 @@ module = "${join(import.meta.dir, "..", "fixtures", "zoomish.ts")}"
 secrets.webhook_secret = { file = "{{secret:zoom}}" }
 `,
   secrets: { zoom: ZOOM },
-  payload: () => payload({ event: "meeting.started", event_ts: Date.now() + Math.random(), payload: { object: { id: "m1" } } }),
+  payload: () =>
+    payload({ event: "meeting.started", event_ts: Date.now() + Math.random(), payload: { object: { id: "m1" } } }),
   sign(body, now) {
     const ts = String(Math.floor(now));
-    return { headers: { "x-zm-request-timestamp": ts, "x-zm-signature": `v0=${mac("sha256", ZOOM, `v0:${ts}:${Buffer.from(body)}`, "hex")}` } };
+    return {
+      headers: {
+        "x-zm-request-timestamp": ts,
+        "x-zm-signature": `v0=${mac("sha256", ZOOM, `v0:${ts}:${Buffer.from(body)}`, "hex")}`,
+      },
+    };
   },
   timestamped: true,
   dedup: true,

@@ -36,17 +36,48 @@ destination = "hermes:audit"
 test("route, implicit, tee and quarantined, each with its stage, rule, matched names and window's source; no payload value", async () => {
   open = await startIntake(CONFIG, { secrets: { gh: "tok-test" }, clockAt: T0 });
   const s = open;
-  const post = (event: string, body: string) => s.post("/hooks/gh", body, { "X-Token": "tok-test", "X-Event": event, "Content-Type": "application/json" });
-  expect((await post("pull_request", JSON.stringify({ repository: { name: SENTINEL }, secret_note: SENTINEL }))).status).toBe(202);
+  const post = (event: string, body: string) =>
+    s.post("/hooks/gh", body, { "X-Token": "tok-test", "X-Event": event, "Content-Type": "application/json" });
+  expect(
+    (await post("pull_request", JSON.stringify({ repository: { name: SENTINEL }, secret_note: SENTINEL }))).status,
+  ).toBe(202);
   expect((await post("push", JSON.stringify({ repository: { name: "other" } }))).status).toBe(202);
   expect((await post("push", "not json at all")).status).toBe(202);
   const rows = s.db.db.query("SELECT route, trace FROM events ORDER BY id").all() as { route: string; trace: string }[];
   const traces = rows.map((r) => JSON.parse(r.trace));
   expect(traces).toEqual([
-    { stage: "route", route: "mine", rule_index: 0, matched: { repo: "string", event_type: "pull_request" }, destination: "hermes:mine", window: { quiet_s: 7, max_s: expect.any(Number), from: "route" } },
-    { stage: "tee", route: "audit", rule_index: 1, matched: {}, destination: "hermes:audit", window: expect.objectContaining({ from: expect.any(String) }) },
-    { stage: "implicit", route: "gh", rule_index: null, matched: {}, destination: "hermes:gh", window: expect.objectContaining({ from: expect.any(String) }) },
-    { stage: "tee", route: "audit", rule_index: 1, matched: {}, destination: "hermes:audit", window: expect.objectContaining({ from: expect.any(String) }) },
+    {
+      stage: "route",
+      route: "mine",
+      rule_index: 0,
+      matched: { repo: "string", event_type: "pull_request" },
+      destination: "hermes:mine",
+      window: { quiet_s: 7, max_s: expect.any(Number), from: "route" },
+    },
+    {
+      stage: "tee",
+      route: "audit",
+      rule_index: 1,
+      matched: {},
+      destination: "hermes:audit",
+      window: expect.objectContaining({ from: expect.any(String) }),
+    },
+    {
+      stage: "implicit",
+      route: "gh",
+      rule_index: null,
+      matched: {},
+      destination: "hermes:gh",
+      window: expect.objectContaining({ from: expect.any(String) }),
+    },
+    {
+      stage: "tee",
+      route: "audit",
+      rule_index: 1,
+      matched: {},
+      destination: "hermes:audit",
+      window: expect.objectContaining({ from: expect.any(String) }),
+    },
     { stage: "quarantined", reason: "not_json" },
   ]);
   // The matched value is in the payload, never in the trace.
@@ -61,5 +92,12 @@ test("an override names itself and its route's window", () => {
     coalesce: { quiet_s: 1, max_s: 2, max_events: 3, max_bytes: 4 },
   } as unknown as Parameters<typeof resolveCopies>[0];
   const [c] = resolveCopies(config, "s", { event_type: "x" }, { destinationOverride: "hermes:b" });
-  expect(c.trace).toEqual({ stage: "override", route: "s->hermes:b", rule_index: null, matched: {}, destination: "hermes:b", window: { quiet_s: 1, max_s: 2, from: "default" } });
+  expect(c.trace).toEqual({
+    stage: "override",
+    route: "s->hermes:b",
+    rule_index: null,
+    matched: {},
+    destination: "hermes:b",
+    window: { quiet_s: 1, max_s: 2, from: "default" },
+  });
 });

@@ -25,7 +25,12 @@ const server = Bun.serve({
       case "/json":
         return Response.json({ ok: true, n: 1 });
       case "/echo":
-        return Response.json({ method: req.method, contentType: req.headers.get("content-type"), accept: req.headers.get("accept"), body: await req.text() });
+        return Response.json({
+          method: req.method,
+          contentType: req.headers.get("content-type"),
+          accept: req.headers.get("accept"),
+          body: await req.text(),
+        });
       case "/no-content":
         return new Response(null, { status: 204 });
       case "/not-json":
@@ -33,7 +38,10 @@ const server = Bun.serve({
       case "/429-seconds":
         return new Response("slow down", { status: 429, headers: { "Retry-After": "120" } });
       case "/429-date":
-        return new Response("slow down", { status: 429, headers: { "Retry-After": new Date((T0 + 90) * 1000).toUTCString() } });
+        return new Response("slow down", {
+          status: 429,
+          headers: { "Retry-After": new Date((T0 + 90) * 1000).toUTCString() },
+        });
       case "/429-huge":
         return new Response("slow down", { status: 429, headers: { "Retry-After": "86400" } });
       case "/503-seconds":
@@ -53,7 +61,8 @@ const server = Bun.serve({
       case "/redirect":
         return new Response(null, { status: 302, headers: { Location: "/json" } });
       case "/conditional": {
-        const fresh = req.headers.get("if-none-match") === '"v1"' && req.headers.get("if-modified-since") === LAST_MODIFIED;
+        const fresh =
+          req.headers.get("if-none-match") === '"v1"' && req.headers.get("if-modified-since") === LAST_MODIFIED;
         const headers = { ETag: '"v1"', "Last-Modified": LAST_MODIFIED, "X-Feed-Kind": "Atom" };
         return fresh ? new Response(null, { status: 304, headers }) : new Response("<feed/>", { headers });
       }
@@ -85,14 +94,24 @@ describe("answers", () => {
   });
 
   test("postJson sends JSON, postForm a urlencoded form; both read JSON back", async () => {
-    expect(await http.postJson(`${base}/echo`, { a: [1, 2] })).toEqual({ method: "POST", contentType: "application/json", accept: "application/json", body: '{"a":[1,2]}' });
-    const form = await http.postForm<{ contentType: string; body: string }>(`${base}/echo`, { grant_type: "refresh_token", note: "a b&c" });
+    expect(await http.postJson(`${base}/echo`, { a: [1, 2] })).toEqual({
+      method: "POST",
+      contentType: "application/json",
+      accept: "application/json",
+      body: '{"a":[1,2]}',
+    });
+    const form = await http.postForm<{ contentType: string; body: string }>(`${base}/echo`, {
+      grant_type: "refresh_token",
+      note: "a b&c",
+    });
     expect(form.contentType).toBe("application/x-www-form-urlencoded");
     expect(Object.fromEntries(new URLSearchParams(form.body))).toEqual({ grant_type: "refresh_token", note: "a b&c" });
   });
 
   test("a caller's header replaces a default whatever its case", async () => {
-    const r = await http.getJson<{ accept: string }>(`${base}/echo`, { headers: { Accept: "application/vnd.api+json" } });
+    const r = await http.getJson<{ accept: string }>(`${base}/echo`, {
+      headers: { Accept: "application/vnd.api+json" },
+    });
     expect(r.accept).toBe("application/vnd.api+json");
   });
 
@@ -123,10 +142,22 @@ describe("the status rule", () => {
 
   test("a 403 that says it is a rate limit (Google's rateLimitExceeded) is Retryable; another 403 is not", () => {
     const res = (body: unknown) => ({ status: 403, headers: {}, text: JSON.stringify(body) });
-    expect(statusError("GET", "https://www.googleapis.com/x", res({ error: { errors: [{ reason: "userRateLimitExceeded" }] } }))).toBeInstanceOf(RetryLater);
-    expect(statusError("GET", "https://www.googleapis.com/x", res({ error: { status: "RATE_LIMIT_EXCEEDED" } }))).toBeInstanceOf(RetryLater);
-    expect(statusError("GET", "https://www.googleapis.com/x", res({ error: { errors: [{ reason: "forbidden" }] } }))).toBeInstanceOf(HttpStatusError);
-    expect(statusError("GET", "https://www.googleapis.com/x", { status: 403, headers: {}, text: "not json" })).toBeInstanceOf(HttpStatusError);
+    expect(
+      statusError(
+        "GET",
+        "https://www.googleapis.com/x",
+        res({ error: { errors: [{ reason: "userRateLimitExceeded" }] } }),
+      ),
+    ).toBeInstanceOf(RetryLater);
+    expect(
+      statusError("GET", "https://www.googleapis.com/x", res({ error: { status: "RATE_LIMIT_EXCEEDED" } })),
+    ).toBeInstanceOf(RetryLater);
+    expect(
+      statusError("GET", "https://www.googleapis.com/x", res({ error: { errors: [{ reason: "forbidden" }] } })),
+    ).toBeInstanceOf(HttpStatusError);
+    expect(
+      statusError("GET", "https://www.googleapis.com/x", { status: 403, headers: {}, text: "not json" }),
+    ).toBeInstanceOf(HttpStatusError);
   });
 
   test("408, 425, 429, 500 and 503 are Retryable", async () => {
@@ -220,8 +251,15 @@ describe("conditional GET", () => {
     expect(first.text).toBe("<feed/>");
     expect(first.headers.etag).toBe('"v1"');
     expect(first.headers["x-feed-kind"]).toBe("Atom");
-    const again = await http.getText(`${base}/conditional`, { etag: first.headers.etag, lastModified: first.headers["last-modified"] });
-    expect(again).toEqual({ status: 304, text: "", headers: expect.objectContaining({ etag: '"v1"', "last-modified": LAST_MODIFIED }) });
+    const again = await http.getText(`${base}/conditional`, {
+      etag: first.headers.etag,
+      lastModified: first.headers["last-modified"],
+    });
+    expect(again).toEqual({
+      status: 304,
+      text: "",
+      headers: expect.objectContaining({ etag: '"v1"', "last-modified": LAST_MODIFIED }),
+    });
   });
 
   test("a failing status still follows the rule", async () => {
@@ -238,7 +276,9 @@ describe("nothing secret in an error or a log line", () => {
     const before = lines.length;
     const errors = [
       await failure(http.getJson(`${base}/status/500${q}`)),
-      await failure(http.postJson(`${base}/status/404${q}`, body, { headers: { authorization: `Bearer ${SECRET_SENTINEL}` } })),
+      await failure(
+        http.postJson(`${base}/status/404${q}`, body, { headers: { authorization: `Bearer ${SECRET_SENTINEL}` } }),
+      ),
       await failure(http.postForm(`${base}/status/503${q}`, body)),
       await failure(http.getJson(`${base}/not-json${q}`)),
       await failure(http.getJson(`${base}/never${q}`, { timeoutS: 0.2 })),

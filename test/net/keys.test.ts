@@ -28,7 +28,10 @@ const server = Bun.serve({
     if (path === "/webhook_verification_key/get") {
       const { key_id } = JSON.parse(text) as { key_id: string };
       if (key_id === "k1") return Response.json({ key: JWK, request_id: "r1" });
-      return Response.json({ error_code: "INVALID_FIELD", error_message: `no key ${SECRET_SENTINEL}` }, { status: 400 });
+      return Response.json(
+        { error_code: "INVALID_FIELD", error_message: `no key ${SECRET_SENTINEL}` },
+        { status: 400 },
+      );
     }
     if (path === "/down") return new Response(`upstream ${SECRET_SENTINEL}`, { status: 500 });
     if (path === "/jwks") return Response.json({ keys: [{ kid: "other", kty: "EC" }, JWK] });
@@ -43,9 +46,14 @@ const http = createHttp();
 const plaid = (path = "/webhook_verification_key/get") =>
   keyFetcher({
     http,
-    request: (kid) => ({ method: "POST", url: `${base}${path}`, body: { client_id: "cid", secret: SECRET_SENTINEL, key_id: kid } }),
-    extract: (json) => ((json as { key?: JsonWebKey }).key ?? null),
-    unknownKid: (status, json) => status === 400 && (json as { error_code?: string } | undefined)?.error_code === "INVALID_FIELD",
+    request: (kid) => ({
+      method: "POST",
+      url: `${base}${path}`,
+      body: { client_id: "cid", secret: SECRET_SENTINEL, key_id: kid },
+    }),
+    extract: (json) => (json as { key?: JsonWebKey }).key ?? null,
+    unknownKid: (status, json) =>
+      status === 400 && (json as { error_code?: string } | undefined)?.error_code === "INVALID_FIELD",
   });
 
 async function failure(p: Promise<unknown>): Promise<Error> {
@@ -60,7 +68,13 @@ async function failure(p: Promise<unknown>): Promise<Error> {
 describe("keyFetcher", () => {
   test("a known kid: the key, asked for with a JSON body", async () => {
     expect(await plaid()("k1")).toEqual(JWK);
-    expect(fetches).toEqual([{ path: "/webhook_verification_key/get", body: { client_id: "cid", secret: SECRET_SENTINEL, key_id: "k1" }, contentType: "application/json" }]);
+    expect(fetches).toEqual([
+      {
+        path: "/webhook_verification_key/get",
+        body: { client_id: "cid", secret: SECRET_SENTINEL, key_id: "k1" },
+        contentType: "application/json",
+      },
+    ]);
   });
 
   test("a kid the sender does not know resolves null", async () => {
@@ -68,7 +82,11 @@ describe("keyFetcher", () => {
   });
 
   test("the same answer without an unknownKid rule throws Permanent", async () => {
-    const strict = keyFetcher({ http, request: (kid) => ({ method: "POST", url: `${base}/webhook_verification_key/get`, body: { key_id: kid } }), extract: () => null });
+    const strict = keyFetcher({
+      http,
+      request: (kid) => ({ method: "POST", url: `${base}/webhook_verification_key/get`, body: { key_id: kid } }),
+      extract: () => null,
+    });
     expect(await failure(strict("nope"))).toBeInstanceOf(Permanent);
   });
 
@@ -79,7 +97,11 @@ describe("keyFetcher", () => {
   });
 
   test("a GET request carries no body", async () => {
-    const get = keyFetcher({ http, request: (kid) => ({ method: "GET", url: `${base}/jwks?kid=${kid}` }), extract: (j) => (j as { keys: JsonWebKey[] }).keys[1] ?? null });
+    const get = keyFetcher({
+      http,
+      request: (kid) => ({ method: "GET", url: `${base}/jwks?kid=${kid}` }),
+      extract: (j) => (j as { keys: JsonWebKey[] }).keys[1] ?? null,
+    });
     expect(await get("k1")).toEqual(JWK);
     expect(fetches[0]).toEqual({ path: "/jwks", body: null, contentType: null });
   });
@@ -119,7 +141,10 @@ describe("a KeyCache on keyFetcher", () => {
   test("an ES256 JWT verifies through the fetched key", async () => {
     const clock = new FakeClock(T0);
     const cache = new KeyCache({ fetchKey: plaid(), clock });
-    const token = await new SignJWT({ request_body_sha256: "abc" }).setProtectedHeader({ alg: "ES256", kid: "k1" }).setIssuedAt(T0).sign(privateKey);
+    const token = await new SignJWT({ request_body_sha256: "abc" })
+      .setProtectedHeader({ alg: "ES256", kid: "k1" })
+      .setIssuedAt(T0)
+      .sign(privateKey);
     expect(await jwtEs256(token, cache, { now: T0 })).toMatchObject({ request_body_sha256: "abc", iat: T0 });
     expect(fetches).toHaveLength(1);
   });

@@ -52,7 +52,12 @@ const server = Bun.serve({
 const base = `http://127.0.0.1:${server.port}`;
 afterAll(() => server.stop(true));
 
-const CREDENTIAL = { client_id: "cid", client_secret: `cs-${SECRET_SENTINEL}`, refresh_token: `rt-${SECRET_SENTINEL}`, token_uri: `${base}/token` };
+const CREDENTIAL = {
+  client_id: "cid",
+  client_secret: `cs-${SECRET_SENTINEL}`,
+  refresh_token: `rt-${SECRET_SENTINEL}`,
+  token_uri: `${base}/token`,
+};
 
 function memoryStore(initial: StoredToken | null = null): TokenStore & { saved: StoredToken[] } {
   let t = initial;
@@ -85,13 +90,24 @@ async function failure(p: Promise<unknown>): Promise<Error> {
   throw new Error("expected a rejection");
 }
 
-const revoked = () => Response.json({ error: "invalid_grant", error_description: `Token has been expired or revoked ${SECRET_SENTINEL}` }, { status: 400 });
+const revoked = () =>
+  Response.json(
+    { error: "invalid_grant", error_description: `Token has been expired or revoked ${SECRET_SENTINEL}` },
+    { status: 400 },
+  );
 
 describe("accessToken", () => {
   test("the first call refreshes with the credential's fields", async () => {
     const { oauth, store } = setup();
     expect(await oauth.accessToken()).toBe("tok-1");
-    expect(iss.forms).toEqual([{ grant_type: "refresh_token", client_id: "cid", client_secret: CREDENTIAL.client_secret, refresh_token: CREDENTIAL.refresh_token }]);
+    expect(iss.forms).toEqual([
+      {
+        grant_type: "refresh_token",
+        client_id: "cid",
+        client_secret: CREDENTIAL.client_secret,
+        refresh_token: CREDENTIAL.refresh_token,
+      },
+    ]);
     expect(store.load()).toEqual({ access_token: "tok-1", expires_at: T0 + 3600 });
   });
 
@@ -125,12 +141,25 @@ describe("accessToken", () => {
   test("the default token URI is used when the credential has none", async () => {
     const { token_uri: _, ...noUri } = CREDENTIAL;
     const clock = new FakeClock(T0);
-    const oauth = createOAuth({ http: createHttp({ clock }), clock, store: memoryStore(), credential: async () => JSON.stringify(noUri), defaultTokenUri: `${base}/token` });
+    const oauth = createOAuth({
+      http: createHttp({ clock }),
+      clock,
+      store: memoryStore(),
+      credential: async () => JSON.stringify(noUri),
+      defaultTokenUri: `${base}/token`,
+    });
     expect(await oauth.accessToken()).toBe("tok-1");
     // Without either, Google's endpoint: seen through an injected fetch, never the network.
     const urls: string[] = [];
-    const fake = (async (url: string | URL | Request) => (urls.push(String(url)), Response.json({ access_token: "g", expires_in: 60 }))) as typeof fetch;
-    const google = createOAuth({ http: createHttp({ clock, fetch: fake }), clock, store: memoryStore(), credential: async () => JSON.stringify(noUri) });
+    const fake = (async (url: string | URL | Request) => (
+      urls.push(String(url)), Response.json({ access_token: "g", expires_in: 60 })
+    )) as typeof fetch;
+    const google = createOAuth({
+      http: createHttp({ clock, fetch: fake }),
+      clock,
+      store: memoryStore(),
+      credential: async () => JSON.stringify(noUri),
+    });
     expect(await google.accessToken()).toBe("g");
     expect(urls).toEqual(["https://oauth2.googleapis.com/token"]);
   });
@@ -160,9 +189,16 @@ describe("rotation and failures", () => {
 
   test("invalid_client is Permanent; a 503 from the token endpoint is Retryable; neither names a secret", async () => {
     const { oauth } = setup();
-    const echo = (status: number) => () => new Response(JSON.stringify({ error: status === 401 ? "invalid_client" : "backend", got: iss.forms.at(-1) }), { status });
+    const echo = (status: number) => () =>
+      new Response(JSON.stringify({ error: status === 401 ? "invalid_client" : "backend", got: iss.forms.at(-1) }), {
+        status,
+      });
     iss.replies.push(echo(401), echo(503), echo(400));
-    const errors = [await failure(oauth.accessToken()), await failure(oauth.accessToken()), await failure(oauth.accessToken())];
+    const errors = [
+      await failure(oauth.accessToken()),
+      await failure(oauth.accessToken()),
+      await failure(oauth.accessToken()),
+    ];
     expect(errors[0]).toBeInstanceOf(Permanent);
     expect(errors[0].message).toContain("oauth client rejected");
     expect(errors[1]).toBeInstanceOf(Retryable);
@@ -225,6 +261,9 @@ describe("request", () => {
 
   test("a caller's Authorization header is replaced, whatever its case", async () => {
     const { oauth } = setup();
-    expect(await oauth.getJson(`${base}/api`, { headers: { Authorization: "Basic nope" } })).toEqual({ ok: true, token: "tok-1" });
+    expect(await oauth.getJson(`${base}/api`, { headers: { Authorization: "Basic nope" } })).toEqual({
+      ok: true,
+      token: "tok-1",
+    });
   });
 });

@@ -51,7 +51,10 @@ async function spot(): Promise<Spot> {
   // tasks is a poll bobbin's instance, from a private bobbin directory.
   const root = tempDir("hookspool-bobbins-");
   writePollBobbin(root);
-  const t = await startIntake(`[spool]\nbobbin_path = ["${root}"]\n\n${CONFIG}`, { secrets: { gh: SECRET }, diskFree: () => disk.free });
+  const t = await startIntake(`[spool]\nbobbin_path = ["${root}"]\n\n${CONFIG}`, {
+    secrets: { gh: SECRET },
+    diskFree: () => disk.free,
+  });
   return { t, now: t.clock.now(), disk };
 }
 
@@ -78,9 +81,22 @@ function sealed(s: Spot, key = "k"): number {
 
 function deadBatch(s: Spot): number {
   const id = sealed(s, "dead");
-  const c = claimBatch(s.t.db, { batchId: id, destination: DEST, now: s.now, leaseUntil: s.now + 60, host: "h", pid: 1 });
+  const c = claimBatch(s.t.db, {
+    batchId: id,
+    destination: DEST,
+    now: s.now,
+    leaseUntil: s.now + 60,
+    host: "h",
+    pid: 1,
+  });
   if (!c) throw new Error("not claimable");
-  markDead(s.t.db, { batchId: id, attemptId: c.attemptId, owner: c.owner, now: s.now, attempt: { klass: "permanent", status: 422, error: "rejected", durationMs: 3, counted: false } });
+  markDead(s.t.db, {
+    batchId: id,
+    attemptId: c.attemptId,
+    owner: c.owner,
+    now: s.now,
+    attempt: { klass: "permanent", status: 422, error: "rejected", durationMs: 3, counted: false },
+  });
   return id;
 }
 
@@ -92,10 +108,22 @@ async function quarantined(s: Spot): Promise<void> {
 
 function trip(s: Spot): void {
   const db = s.t.db.db;
-  db.transaction(() => recordTransportFailureTx(db, DEST, { now: s.now, startedAt: s.now, tripAfter: 1, cooldownInitialS: 30, cooldownMaxS: 600, error: "connection refused" })).immediate();
+  db.transaction(() =>
+    recordTransportFailureTx(db, DEST, {
+      now: s.now,
+      startedAt: s.now,
+      tripAfter: 1,
+      cooldownInitialS: 30,
+      cooldownMaxS: 600,
+      error: "connection refused",
+    }),
+  ).immediate();
 }
 
-function pollRow(s: Spot, p: { createdAgo: number; deliveredAgo?: number; nextIn?: number; skipped?: number; lastBatch?: number }): void {
+function pollRow(
+  s: Spot,
+  p: { createdAgo: number; deliveredAgo?: number; nextIn?: number; skipped?: number; lastBatch?: number },
+): void {
   s.t.db.db
     .query(`INSERT INTO polls (instance, next_at, last_tick_at, last_batch_id, delivered_at, delivered_tick_at, skipped, created_at)
       VALUES ('tasks', $next, $tick, $batch, $delivered, $deliveredTick, $skipped, $created)`)
@@ -115,7 +143,9 @@ type Doc = any;
 
 /** `hookspool status --json` on the intake's home, its clock pinned to the intake's fake clock. */
 async function statusJson(s: Spot): Promise<Doc> {
-  const r = await cli(["--home", s.t.home, "status", "--json"], { env: { HOOKSPOOL_TEST_CLOCK_OFFSET_S: String(s.t.clock.now() - systemClock.now()) } });
+  const r = await cli(["--home", s.t.home, "status", "--json"], {
+    env: { HOOKSPOOL_TEST_CLOCK_OFFSET_S: String(s.t.clock.now() - systemClock.now()) },
+  });
   const doc = JSON.parse(r.out);
   // status exits 1 exactly while it reports a problem.
   expect(r).toMatchObject({ code: doc.ok ? 0 : 1, err: "" });
@@ -123,7 +153,9 @@ async function statusJson(s: Spot): Promise<Doc> {
 }
 
 async function statusText(s: Spot): Promise<string> {
-  const r = await cli(["--home", s.t.home, "status"], { env: { HOOKSPOOL_TEST_CLOCK_OFFSET_S: String(s.t.clock.now() - systemClock.now()) } });
+  const r = await cli(["--home", s.t.home, "status"], {
+    env: { HOOKSPOOL_TEST_CLOCK_OFFSET_S: String(s.t.clock.now() - systemClock.now()) },
+  });
   expect(r).toMatchObject({ code: r.out.startsWith("hookspool: ok\n") ? 0 : 1, err: "" });
   return r.out;
 }
@@ -186,7 +218,17 @@ describe("status and /healthz agree and flip for each soft reason (200, degraded
       expect(doc).toMatchObject({ ok: true, degraded: [], schema: LATEST_SCHEMA, issues_open: 0 });
       expect(doc.dispatcher).toEqual({ alive: true, heartbeat_age_s: 5, pid: 4242 });
       expect(doc.spool.last_enqueue_age_s).toBe(3);
-      expect(doc.batches).toEqual({ open: 1, sealed: 0, leased: 0, retry: 0, awaiting: 0, delivered: 0, dead: 0, dropped: 0, quarantined: 0 });
+      expect(doc.batches).toEqual({
+        open: 1,
+        sealed: 0,
+        leased: 0,
+        retry: 0,
+        awaiting: 0,
+        delivered: 0,
+        dead: 0,
+        dropped: 0,
+        quarantined: 0,
+      });
       expect(doc.oldest_pending_age_s).toBe(3);
       expect(doc.destinations[DEST]).toMatchObject({ state: "closed", oldest_pending_age_s: 3 });
       expect(doc.sources).toEqual({
@@ -197,7 +239,22 @@ describe("status and /healthz agree and flip for each soft reason (200, degraded
       expect(doc).not.toHaveProperty("polls");
       expect(doc.spool_bytes).toBeGreaterThan(0);
       expect(doc.disk_free_bytes).toBe(50 * 1024 ** 3);
-      expect(Object.keys(doc)).toEqual(["ok", "degraded", "backend", "schema", "dispatcher", "spool", "batches", "dead_by_reason", "oldest_pending_age_s", "destinations", "sources", "issues_open", "spool_bytes", "disk_free_bytes"]);
+      expect(Object.keys(doc)).toEqual([
+        "ok",
+        "degraded",
+        "backend",
+        "schema",
+        "dispatcher",
+        "spool",
+        "batches",
+        "dead_by_reason",
+        "oldest_pending_age_s",
+        "destinations",
+        "sources",
+        "issues_open",
+        "spool_bytes",
+        "disk_free_bytes",
+      ]);
     });
   });
 
@@ -247,7 +304,13 @@ describe("status and /healthz agree and flip for each soft reason (200, degraded
         trip(s);
       },
       `destination ${DEST}: breaker open`,
-      (doc) => expect(doc.destinations[DEST]).toMatchObject({ state: "open", opened_at: doc.destinations[DEST].opened_at, cooldown_s: 30, last_error: "connection refused" }),
+      (doc) =>
+        expect(doc.destinations[DEST]).toMatchObject({
+          state: "open",
+          opened_at: doc.destinations[DEST].opened_at,
+          cooldown_s: 30,
+          last_error: "connection refused",
+        }),
     ],
     [
       "a half-open breaker",
@@ -364,7 +427,14 @@ describe("per-destination fields", () => {
         cooldown_s: 30,
         oldest_pending_age_s: 41,
         last_error: "connection refused",
-        rate: { limit: 30, window_s: 60, used: 0, next_free_at: null, next_free_in_s: null, from: "the gateway's rate_limit ([hermes] rate_limit = 30)" },
+        rate: {
+          limit: 30,
+          window_s: 60,
+          used: 0,
+          next_free_at: null,
+          next_free_in_s: null,
+          from: "the gateway's rate_limit ([hermes] rate_limit = 30)",
+        },
       });
       const { inflight: _b, ...closed } = doc.destinations["hermes:other"];
       expect(closed).toEqual({ state: "closed", oldest_pending_age_s: 41 });
@@ -378,7 +448,16 @@ describe("per-destination fields", () => {
       const id = sealed(s, "a");
       sealed(s, "b");
       enqueue(s.t.db, ev({ source: "gh", key: "x", copies: [copy("gh", "hermes:other")] }));
-      expect(claimBatch(s.t.db, { batchId: id, destination: DEST, now: s.now, leaseUntil: s.now + 60, host: "h", pid: 4242 })).not.toBeNull();
+      expect(
+        claimBatch(s.t.db, {
+          batchId: id,
+          destination: DEST,
+          now: s.now,
+          leaseUntil: s.now + 60,
+          host: "h",
+          pid: 4242,
+        }),
+      ).not.toBeNull();
       const { doc } = await both(s);
       expect(doc.batches.leased).toBe(1);
       expect(doc.destinations[DEST].inflight).toBe(1);
@@ -417,7 +496,11 @@ describe("hard limits (503)", () => {
       s.t.clock.advance(6);
       const { code, doc } = await healthz(s);
       expect(code).toBe(503);
-      expect(doc.degraded).toEqual([`spool: free disk below limits.min_free_bytes (${MIN_FREE})`, "dispatcher: no heartbeat yet", "batches: 1 dead (1 rejected)"]);
+      expect(doc.degraded).toEqual([
+        `spool: free disk below limits.min_free_bytes (${MIN_FREE})`,
+        "dispatcher: no heartbeat yet",
+        "batches: 1 dead (1 rejected)",
+      ]);
     });
   });
 });
@@ -452,13 +535,22 @@ describe("the human summary names each problem", () => {
       setMetaTx(s.t.db.db, "source:quiet:last_event_at", s.now - 7200);
       pollRow(s, { createdAgo: 86400 });
       const doc = (await both(s)).doc;
-      const reasons = ["dispatcher: heartbeat 45s old", "batches: 1 dead (1 rejected)", "batches: 1 quarantined", `destination ${DEST}: breaker open`, "source quiet: silent", "poll tasks: stale"];
+      const reasons = [
+        "dispatcher: heartbeat 45s old",
+        "batches: 1 dead (1 rejected)",
+        "batches: 1 quarantined",
+        `destination ${DEST}: breaker open`,
+        "source quiet: silent",
+        "poll tasks: stale",
+      ];
       expect([...doc.degraded].sort()).toEqual([...reasons].sort());
       const text = await statusText(s);
       expect(text).toStartWith(`hookspool: ${reasons.length} problem(s)\n`);
       for (const r of reasons) expect(text).toContain(`\n  - ${r}\n`);
       expect(text).toMatch(/^dispatcher\s+not running \(heartbeat 45s ago, pid 4242\)$/m);
-      expect(text).toMatch(/^batches\s+0 open, 1 sealed, 0 leased, 0 retry, 0 awaiting, 0 delivered, 1 dead, 0 dropped, 1 quarantined$/m);
+      expect(text).toMatch(
+        /^batches\s+0 open, 1 sealed, 0 leased, 0 retry, 0 awaiting, 0 delivered, 1 dead, 0 dropped, 1 quarantined$/m,
+      );
       expect(text).toMatch(new RegExp(`^${DEST}\\s+open\\s+.*connection refused$`, "m"));
       expect(text).toMatch(/^quiet\s+2h ago\s+60m\s+yes$/m);
       expect(() => JSON.parse(text)).toThrow();

@@ -6,12 +6,26 @@ import { checkTemplate, type TemplateSettings, templateSource } from "../../src/
 
 const NOW = 1_800_000_000;
 
-export function req(o: { body?: string | Uint8Array; headers?: Record<string, string>; url?: string; method?: string; now?: number } = {}) {
+export function req(
+  o: { body?: string | Uint8Array; headers?: Record<string, string>; url?: string; method?: string; now?: number } = {},
+) {
   const body = typeof o.body === "string" ? new TextEncoder().encode(o.body) : (o.body ?? new Uint8Array());
-  return hookRequest({ method: o.method ?? "POST", url: o.url ?? "/hooks/t", headers: Object.entries(o.headers ?? {}), body, peer: "127.0.0.1", now: o.now ?? NOW });
+  return hookRequest({
+    method: o.method ?? "POST",
+    url: o.url ?? "/hooks/t",
+    headers: Object.entries(o.headers ?? {}),
+    body,
+    peer: "127.0.0.1",
+    now: o.now ?? NOW,
+  });
 }
 
-const plain = (over: Partial<TemplateSettings>): TemplateSettings => ({ scheme: "static-token", header: "X-Token", key: "k", ...over });
+const plain = (over: Partial<TemplateSettings>): TemplateSettings => ({
+  scheme: "static-token",
+  header: "X-Token",
+  key: "k",
+  ...over,
+});
 
 describe("selectors", () => {
   test("a|b takes the first alternative with a value; a const: last is a default", () => {
@@ -34,7 +48,12 @@ describe("selectors", () => {
   });
 
   test("keyof: names the first present field (Telegram's update kinds)", () => {
-    const s = templateSource(plain({ key: "message.chat.id|callback_query.message.chat.id", event_type: "keyof:message|edited_message|callback_query" }));
+    const s = templateSource(
+      plain({
+        key: "message.chat.id|callback_query.message.chat.id",
+        event_type: "keyof:message|edited_message|callback_query",
+      }),
+    );
     const cb = { update_id: 1, callback_query: { id: "q", message: { chat: { id: 42 } } } };
     expect(s.eventType?.(cb, req())).toBe("callback_query");
     expect(s.key(cb, req())).toBe("42");
@@ -46,12 +65,20 @@ describe("selectors", () => {
 
   test("check reads every alternative", () => {
     expect(checkTemplate({ scheme: "static-token", header: "X", key: "a.b|header:X-Y|const:z" })).toEqual([]);
-    expect(checkTemplate({ scheme: "static-token", header: "X", key: "a.b|bad path" })).toEqual([{ key: "key", message: 'bad selector "a.b|bad path"' }]);
-    expect(checkTemplate({ scheme: "static-token", header: "X", key: "k", event_type: "keyof:message|a b" })).toEqual([{ key: "event_type", message: 'bad selector "keyof:message|a b"' }]);
+    expect(checkTemplate({ scheme: "static-token", header: "X", key: "a.b|bad path" })).toEqual([
+      { key: "key", message: 'bad selector "a.b|bad path"' },
+    ]);
+    expect(checkTemplate({ scheme: "static-token", header: "X", key: "k", event_type: "keyof:message|a b" })).toEqual([
+      { key: "event_type", message: 'bad selector "keyof:message|a b"' },
+    ]);
   });
 
   test("an unknown key says the template key it is close to, when one is", () => {
-    expect(checkTemplate({ scheme: "static-token", header: "X", key: "k", evnt_type: "type" })).toEqual([{ key: "evnt_type", message: "unknown template key (did you mean event_type?)" }]);
-    expect(checkTemplate({ scheme: "static-token", header: "X", key: "k", colour: "red" })).toEqual([{ key: "colour", message: "unknown template key" }]);
+    expect(checkTemplate({ scheme: "static-token", header: "X", key: "k", evnt_type: "type" })).toEqual([
+      { key: "evnt_type", message: "unknown template key (did you mean event_type?)" },
+    ]);
+    expect(checkTemplate({ scheme: "static-token", header: "X", key: "k", colour: "red" })).toEqual([
+      { key: "colour", message: "unknown template key" },
+    ]);
   });
 });

@@ -43,7 +43,9 @@ describe("constantTimeEqual and signingKey", () => {
   });
 
   test("whsec_ is base64 after the prefix; anything else is raw UTF-8", () => {
-    expect(Buffer.from(signingKey("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"))).toEqual(Buffer.from("MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "base64"));
+    expect(Buffer.from(signingKey("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"))).toEqual(
+      Buffer.from("MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "base64"),
+    );
     expect(Buffer.from(signingKey("plain secret"))).toEqual(Buffer.from("plain secret", "utf8"));
   });
 
@@ -61,7 +63,9 @@ describe("constantTimeEqual and signingKey", () => {
   test("hmac computes what node:crypto computes", () => {
     expect(hmac("k", "data")).toBe(nodeHmac("sha256", "k", "data", "hex"));
     expect(hmac("k", "data", { algorithm: "sha1", encoding: "base64" })).toBe(nodeHmac("sha1", "k", "data", "base64"));
-    expect(hmac(enc.encode("k"), enc.encode("data"), { algorithm: "sha512" })).toBe(nodeHmac("sha512", "k", "data", "hex"));
+    expect(hmac(enc.encode("k"), enc.encode("data"), { algorithm: "sha512" })).toBe(
+      nodeHmac("sha512", "k", "data", "hex"),
+    );
   });
 });
 
@@ -122,7 +126,15 @@ describe("Zoom v0 (signedTimestamp)", () => {
   const body = '{"event":"meeting.started"}';
   const sig = `v0=${nodeHmac("sha256", secret, `v0:${ts}:${body}`, "hex")}`;
   const check = (now: number, over: Partial<Parameters<typeof signedTimestamp>[0]> = {}) =>
-    signedTimestamp({ signature: sig, prefix: "v0=", timestamp: ts, secret, message: `v0:${ts}:${body}`, now, ...over });
+    signedTimestamp({
+      signature: sig,
+      prefix: "v0=",
+      timestamp: ts,
+      secret,
+      message: `v0:${ts}:${body}`,
+      now,
+      ...over,
+    });
 
   test("fresh passes; 300 s either way passes; 301 s stale or future fails", () => {
     expect(check(1_700_000_000)).toBe(true);
@@ -146,7 +158,8 @@ describe("timestampFresh", () => {
     expect(timestampFresh(1_700_000_000_000, 1_700_000_100)).toBe(true);
     expect(timestampFresh("1700000000123", 1_700_000_000)).toBe(true);
     expect(timestampFresh(1_700_000_000, 1_700_000_010, 5)).toBe(false);
-    for (const bad of ["", "abc", "1e9", "-1700000000", "0x10", null, Number.NaN]) expect(timestampFresh(bad, 1_700_000_000)).toBe(false);
+    for (const bad of ["", "abc", "1e9", "-1700000000", "0x10", null, Number.NaN])
+      expect(timestampFresh(bad, 1_700_000_000)).toBe(false);
   });
 });
 
@@ -210,9 +223,13 @@ describe("Standard Webhooks", () => {
     // The package verifies against the wall clock, so this signature is made now.
     const now = Math.floor(systemClock.now());
     const sig = standardWebhooksSignature(secret, "msg_1", now, body);
-    expect(wh.verify(body, { "webhook-id": "msg_1", "webhook-timestamp": String(now), "webhook-signature": sig })).toEqual({ test: 2432232314 });
+    expect(
+      wh.verify(body, { "webhook-id": "msg_1", "webhook-timestamp": String(now), "webhook-signature": sig }),
+    ).toEqual({ test: 2432232314 });
     const raw = new Webhook("a raw shared secret", { format: "raw" });
-    expect(raw.sign(id, new Date(ts * 1000), body)).toBe(standardWebhooksSignature("a raw shared secret", id, ts, body));
+    expect(raw.sign(id, new Date(ts * 1000), body)).toBe(
+      standardWebhooksSignature("a raw shared secret", id, ts, body),
+    );
   });
 });
 
@@ -268,8 +285,11 @@ describe("Plaid (ES256 JWT, KeyCache)", () => {
   const bodyHash = createHash("sha256").update(body).digest("hex");
   const T = 1_700_000_000;
 
-  const sign = (claims: Record<string, unknown>, header: Record<string, unknown> = { alg: "ES256", kid }, key = privateKey) =>
-    new SignJWT(claims).setProtectedHeader(header as { alg: string }).sign(key);
+  const sign = (
+    claims: Record<string, unknown>,
+    header: Record<string, unknown> = { alg: "ES256", kid },
+    key = privateKey,
+  ) => new SignJWT(claims).setProtectedHeader(header as { alg: string }).sign(key);
 
   function stubCache(keys: Record<string, JsonWebKey> = { [kid]: jwk }, clock = new FakeClock(T)) {
     const calls: string[] = [];
@@ -305,7 +325,9 @@ describe("Plaid (ES256 JWT, KeyCache)", () => {
     expect(await jwtEs256(hs, cache, { now: T })).toBeNull();
     const payload = b64url(JSON.stringify({ iat: T }));
     expect(await jwtEs256(`${b64url(JSON.stringify({ alg: "none", kid }))}.${payload}.`, cache, { now: T })).toBeNull();
-    expect(await jwtEs256(`${b64url(JSON.stringify({ alg: "none", kid }))}.${payload}.AAAA`, cache, { now: T })).toBeNull();
+    expect(
+      await jwtEs256(`${b64url(JSON.stringify({ alg: "none", kid }))}.${payload}.AAAA`, cache, { now: T }),
+    ).toBeNull();
     expect(calls.length).toBe(0);
   });
 
@@ -333,8 +355,14 @@ describe("Plaid (ES256 JWT, KeyCache)", () => {
     const { cache } = stubCache();
     const good = await sign({ iat: T, request_body_sha256: bodyHash });
     const [h, , s] = good.split(".");
-    expect(await jwtEs256(`${h}.${b64url(JSON.stringify({ iat: T, request_body_sha256: sha256Hex("x") }))}.${s}`, cache, { now: T })).toBeNull();
-    expect(await jwtEs256(await sign({ iat: T }, { alg: "ES256", kid }, other.privateKey), cache, { now: T })).toBeNull();
+    expect(
+      await jwtEs256(`${h}.${b64url(JSON.stringify({ iat: T, request_body_sha256: sha256Hex("x") }))}.${s}`, cache, {
+        now: T,
+      }),
+    ).toBeNull();
+    expect(
+      await jwtEs256(await sign({ iat: T }, { alg: "ES256", kid }, other.privateKey), cache, { now: T }),
+    ).toBeNull();
   });
 
   test("stale and future iat are refused (two-sided, 300 s); a missing iat too", async () => {
@@ -427,7 +455,12 @@ function codeOnly(src: string): string {
       const end = src.indexOf("*/", i + 2);
       i = end < 0 ? src.length : end + 2;
       out += " ";
-    } else if (c === '"' || c === "'" || c === "`" || (c === "/" && (prev === "" || "(,=:[!&|?{};+-*%<>~^".includes(prev)))) {
+    } else if (
+      c === '"' ||
+      c === "'" ||
+      c === "`" ||
+      (c === "/" && (prev === "" || "(,=:[!&|?{};+-*%<>~^".includes(prev)))
+    ) {
       let j = i + 1;
       let inClass = false;
       while (j < src.length && !(src[j] === c && !inClass)) {
@@ -449,14 +482,31 @@ function codeOnly(src: string): string {
   return out;
 }
 
-const NOUNS = new Set(["secret", "secrets", "signature", "signatures", "sig", "sigs", "token", "tokens", "digest", "digests", "hmac", "hmacs"]);
+const NOUNS = new Set([
+  "secret",
+  "secrets",
+  "signature",
+  "signatures",
+  "sig",
+  "sigs",
+  "token",
+  "tokens",
+  "digest",
+  "digests",
+  "hmac",
+  "hmacs",
+]);
 const FORMS = new Set(["hex", "b64", "base64", "bytes", "buf", "buffer", "value", "str", "string", "header"]);
 const HARMLESS = /^(?:null|undefined|true|false|\d[\d_.]*|""|'')$/;
 
 /** Whether a dotted name's last segment names a secret or a signature (pageToken, expectedSig, sigHex). */
 function secretish(name: string): boolean {
   const last = name.split(/\??\./).pop() ?? "";
-  const words = last.replace(/([a-z0-9])([A-Z])/g, "$1 $2").toLowerCase().split(/[\s_$]+/).filter(Boolean);
+  const words = last
+    .replace(/([a-z0-9])([A-Z])/g, "$1 $2")
+    .toLowerCase()
+    .split(/[\s_$]+/)
+    .filter(Boolean);
   const tail = words[words.length - 1] ?? "";
   return NOUNS.has(tail) || (FORMS.has(tail) && words.slice(0, -1).some((w) => NOUNS.has(w)));
 }

@@ -22,7 +22,10 @@ export default definePoller({
 test("the clock ticks on its own, the poller's items arrive as outputs, its state carries over", async () => {
   const home = tempDir("hookspool-poll-");
   const root = join(home, "bobbins-private");
-  const manifest = manifestText("acme.feed", '\n[poll]\nevery_s = 60\njitter_s = 0\nmodule = "poller"\n\n[outputs.filing]\ndescription = "a new filing"\n')
+  const manifest = manifestText(
+    "acme.feed",
+    '\n[poll]\nevery_s = 60\njitter_s = 0\nmodule = "poller"\n\n[outputs.filing]\ndescription = "a new filing"\n',
+  )
     .replace(/\[source\][\s\S]*?\n\n/, "")
     .replace(/\[secrets\.secret\]\ndescription = "the signing secret"\n\n/, "")
     .replace(/\[outputs\."\*"\]\ndescription = "every accepted event"\n/, "");

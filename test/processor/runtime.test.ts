@@ -36,7 +36,8 @@ function setup(settings: Record<string, unknown> = {}, batchId = 41) {
   return { root, dir, stateDir, env };
 }
 
-const doc = (n: number) => JSON.stringify({ source: "tally", key: "k1", batch_id: 41, events: Array.from({ length: n }, (_, i) => ({ i })) });
+const doc = (n: number) =>
+  JSON.stringify({ source: "tally", key: "k1", batch_id: 41, events: Array.from({ length: n }, (_, i) => ({ i })) });
 
 async function run(env: Record<string, string>, stdin = doc(3)) {
   let out = "";
@@ -70,8 +71,22 @@ describe("the processor runtime", () => {
     const r = await run(env);
     expect(r.code).toBe(0);
     expect(r.emits).toEqual([
-      { source: "tally", key: "k1", event_type: "tally", dedup_id: "tally:41:0", destination: "hermes:tally", payload: { count: 3, total: 3 } },
-      { source: "tally", key: "other-key", event_type: "tally", dedup_id: "tally:41:2", destination: "hermes:tally", payload: { key: "other-key", count: 0, total: 3 } },
+      {
+        source: "tally",
+        key: "k1",
+        event_type: "tally",
+        dedup_id: "tally:41:0",
+        destination: "hermes:tally",
+        payload: { count: 3, total: 3 },
+      },
+      {
+        source: "tally",
+        key: "other-key",
+        event_type: "tally",
+        dedup_id: "tally:41:2",
+        destination: "hermes:tally",
+        payload: { key: "other-key", count: 0, total: 3 },
+      },
     ]);
     expect(r.err.split("\n").filter((l) => l.includes("dropped")).length).toBe(1);
     expect(r.err).toContain("dropped the items of unmapped event types unmapped-type");
@@ -129,8 +144,12 @@ describe("the processor runtime", () => {
   });
 
   test("items without an event type, a document that is not JSON, a missing variable: Permanent", async () => {
-    expect((await run(setup({ mode: "bad-items" }).env)).err).toContain("hookspool-permanent: an item has no event_type");
-    expect((await run(setup().env, "not json")).err).toContain("hookspool-permanent: the batch document on stdin is not JSON");
+    expect((await run(setup({ mode: "bad-items" }).env)).err).toContain(
+      "hookspool-permanent: an item has no event_type",
+    );
+    expect((await run(setup().env, "not json")).err).toContain(
+      "hookspool-permanent: the batch document on stdin is not JSON",
+    );
     const { env } = setup();
     delete env.HOOKSPOOL_BOBBIN;
     expect((await run(env)).code).toBe(EXIT_PERMANENT);
@@ -164,7 +183,14 @@ describe("the processor runtime", () => {
 describe("the context", () => {
   test("a retried batch reads no API again: the journal answers", async () => {
     let hits = 0;
-    const api = Bun.serve({ port: 0, hostname: "127.0.0.1", fetch: () => { hits += 1; return Response.json({ n: 7 }); } });
+    const api = Bun.serve({
+      port: 0,
+      hostname: "127.0.0.1",
+      fetch: () => {
+        hits += 1;
+        return Response.json({ n: 7 });
+      },
+    });
     try {
       const { env } = setup({ mode: "fetch", url: `http://127.0.0.1:${api.port}/count` });
       const first = await run(env);
@@ -194,7 +220,15 @@ describe("the context", () => {
     });
     try {
       const { env, root, stateDir } = setup({ mode: "oauth", url: `http://127.0.0.1:${api.port}/count` });
-      writeFileSync(join(root, "api-key"), JSON.stringify({ client_id: "c", client_secret: "s", refresh_token: "rt-1", token_uri: `http://127.0.0.1:${api.port}/token` }));
+      writeFileSync(
+        join(root, "api-key"),
+        JSON.stringify({
+          client_id: "c",
+          client_secret: "s",
+          refresh_token: "rt-1",
+          token_uri: `http://127.0.0.1:${api.port}/token`,
+        }),
+      );
       expect((await run(env)).code).toBe(0);
       expect((await run({ ...env, HOOKSPOOL_BATCH_ID: "42" })).code).toBe(0);
       // One refresh for two batches: the second used the token the first kept.
@@ -208,7 +242,9 @@ describe("the context", () => {
   test("a hooks module is loaded by path and given as ctx.hooks; one others may write is refused", async () => {
     const { env, root } = setup();
     const hooks = join(root, "hooks.ts");
-    writeFileSync(hooks, "export function classify(n: number): string {\n  return n > 2 ? \"busy\" : \"quiet\";\n}\n", { mode: 0o644 });
+    writeFileSync(hooks, 'export function classify(n: number): string {\n  return n > 2 ? "busy" : "quiet";\n}\n', {
+      mode: 0o644,
+    });
     const withHooks = { ...env, HOOKSPOOL_SETTINGS: JSON.stringify({ mode: "hooks", hooks }) };
     const r = await run(withHooks);
     expect(r.emits[0]?.payload).toMatchObject({ label: "busy" });
@@ -222,8 +258,17 @@ describe("the context", () => {
 
 describe("a real runtime process", () => {
   const spawn = async (env: Record<string, string>, stdin: string) => {
-    const p = Bun.spawn([process.execPath, MAIN, "__processor", "tally"], { env: { PATH: process.env.PATH ?? "", ...env }, stdin: new TextEncoder().encode(stdin), stdout: "pipe", stderr: "pipe" });
-    const [out, err, code] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text(), p.exited]);
+    const p = Bun.spawn([process.execPath, MAIN, "__processor", "tally"], {
+      env: { PATH: process.env.PATH ?? "", ...env },
+      stdin: new TextEncoder().encode(stdin),
+      stdout: "pipe",
+      stderr: "pipe",
+    });
+    const [out, err, code] = await Promise.all([
+      new Response(p.stdout).text(),
+      new Response(p.stderr).text(),
+      p.exited,
+    ]);
     return { out, err, code, signal: p.signalCode };
   };
 
@@ -237,7 +282,10 @@ describe("a real runtime process", () => {
     const retry = await spawn(env, doc(2));
     expect(retry.code).toBe(0);
     expect(retry.err).toContain("replayed its journal");
-    const emits = retry.out.trim().split("\n").map((l) => JSON.parse(l).enqueue);
+    const emits = retry.out
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l).enqueue);
     expect(emits.map((e: { dedup_id: string }) => e.dedup_id)).toEqual(["tally:41:0", "tally:41:2"]);
     expect(readState(stateDir, "total", 0)).toBe(2);
     expect(readdirSync(join(stateDir, "journal"))).toEqual(["41.json"]);

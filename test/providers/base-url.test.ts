@@ -12,7 +12,14 @@ test("empty is the provider's own; https and loopback http pass, trailing slashe
 });
 
 test("plain http elsewhere, credentials, a query, a fragment, not a URL: refused", () => {
-  for (const bad of ["http://api.example.com", "https://u:p@api.example.com", "https://api.example.com/?k=v", "https://api.example.com/#f", "not a url", 3]) {
+  for (const bad of [
+    "http://api.example.com",
+    "https://u:p@api.example.com",
+    "https://api.example.com/?k=v",
+    "https://api.example.com/#f",
+    "not a url",
+    3,
+  ]) {
     expect(apiBaseUrl(bad)).toBeNull();
   }
 });

@@ -104,7 +104,9 @@ describe("reading feeds", () => {
       categories: ["10-K"],
     });
     // The alternate link, not the first one.
-    expect(feed.entries[1].link).toBe("https://www.sec.gov/Archives/edgar/data/320193/000032019323000106/0000320193-23-000106-index.htm");
+    expect(feed.entries[1].link).toBe(
+      "https://www.sec.gov/Archives/edgar/data/320193/000032019323000106/0000320193-23-000106-index.htm",
+    );
   });
 
   test("an RSS 2.0 feed", () => {
@@ -123,15 +125,28 @@ describe("reading feeds", () => {
           categories: ["api", "eu-west"],
         },
         // No guid: the link stands in as the id.
-        { id: "https://status.example.com/incidents/41", title: "Scheduled maintenance", link: "https://status.example.com/incidents/41", updated: "Mon, 04 Mar 2024 22:00:00 +0000", summary: "", categories: [] },
+        {
+          id: "https://status.example.com/incidents/41",
+          title: "Scheduled maintenance",
+          link: "https://status.example.com/incidents/41",
+          updated: "Mon, 04 Mar 2024 22:00:00 +0000",
+          summary: "",
+          categories: [],
+        },
       ],
     });
   });
 
   test("a feed with a single entry or item", () => {
-    const a = parseFeed(atom(`<entry><id>only</id><title>One</title><link href="https://a.example/1"/><category term="x"/></entry>`));
-    expect(a.entries).toEqual([{ id: "only", title: "One", link: "https://a.example/1", updated: "", summary: "", categories: ["x"] }]);
-    const r = parseFeed(`<rss version="2.0"><channel><title>c</title><item><title>One</title><category>y</category></item></channel></rss>`);
+    const a = parseFeed(
+      atom(`<entry><id>only</id><title>One</title><link href="https://a.example/1"/><category term="x"/></entry>`),
+    );
+    expect(a.entries).toEqual([
+      { id: "only", title: "One", link: "https://a.example/1", updated: "", summary: "", categories: ["x"] },
+    ]);
+    const r = parseFeed(
+      `<rss version="2.0"><channel><title>c</title><item><title>One</title><category>y</category></item></channel></rss>`,
+    );
     expect(r.entries).toEqual([{ id: "", title: "One", link: "", updated: "", summary: "", categories: ["y"] }]);
   });
 
@@ -140,8 +155,17 @@ describe("reading feeds", () => {
   });
 
   test("an Atom entry: published when no updated, content when no summary, the first link when none is alternate", () => {
-    const [e] = parseFeed(atom(`<entry><published>2024-01-01T00:00:00Z</published><content type="text">body</content><link rel="self" href="https://a.example/self"/><link rel="edit" href="https://a.example/edit"/></entry>`)).entries;
-    expect(e).toMatchObject({ id: "https://a.example/self", updated: "2024-01-01T00:00:00Z", summary: "body", link: "https://a.example/self" });
+    const [e] = parseFeed(
+      atom(
+        `<entry><published>2024-01-01T00:00:00Z</published><content type="text">body</content><link rel="self" href="https://a.example/self"/><link rel="edit" href="https://a.example/edit"/></entry>`,
+      ),
+    ).entries;
+    expect(e).toMatchObject({
+      id: "https://a.example/self",
+      updated: "2024-01-01T00:00:00Z",
+      summary: "body",
+      link: "https://a.example/self",
+    });
   });
 
   test("CDATA is taken as written, entities in it undecoded", () => {
@@ -153,13 +177,21 @@ describe("reading feeds", () => {
   });
 
   test("the predefined entities and numeric references are decoded, once", () => {
-    const feed = parseFeed(atom(`<entry><title>Caf&#233; &amp; Cr&#xE8;me &lt;b&gt; &quot;x&quot; &apos;y&apos; &amp;lt; &#128512;</title><link href="https://a.example/?a=1&amp;b=&#233;"/></entry>`));
+    const feed = parseFeed(
+      atom(
+        `<entry><title>Caf&#233; &amp; Cr&#xE8;me &lt;b&gt; &quot;x&quot; &apos;y&apos; &amp;lt; &#128512;</title><link href="https://a.example/?a=1&amp;b=&#233;"/></entry>`,
+      ),
+    );
     expect(feed.entries[0].title).toBe(`Café & Crème <b> "x" 'y' &lt; 😀`);
     expect(feed.entries[0].link).toBe("https://a.example/?a=1&b=é");
   });
 
   test("an XHTML summary reads as its text, in order", () => {
-    const [e] = parseFeed(atom(`<entry><summary type="xhtml"><div xmlns="http://www.w3.org/1999/xhtml">Hello <b>bold</b> world</div></summary></entry>`)).entries;
+    const [e] = parseFeed(
+      atom(
+        `<entry><summary type="xhtml"><div xmlns="http://www.w3.org/1999/xhtml">Hello <b>bold</b> world</div></summary></entry>`,
+      ),
+    ).entries;
     expect(e.summary).toBe("Hello bold world");
   });
 
@@ -179,7 +211,10 @@ describe("reading feeds", () => {
 
 describe("declarations are refused before parsing", () => {
   test("billion laughs, at once", () => {
-    const lol = ["<!ENTITY lol0 \"lol\">", ...Array.from({ length: 9 }, (_, i) => `<!ENTITY lol${i + 1} "${`&lol${i};`.repeat(10)}">`)];
+    const lol = [
+      '<!ENTITY lol0 "lol">',
+      ...Array.from({ length: 9 }, (_, i) => `<!ENTITY lol${i + 1} "${`&lol${i};`.repeat(10)}">`),
+    ];
     const bomb = `<?xml version="1.0"?>\n<!DOCTYPE feed [\n${lol.join("\n")}\n]>\n<feed xmlns="http://www.w3.org/2005/Atom"><title>&lol9;</title></feed>`;
     const start = performance.now();
     expect(refusal(bomb)).toBe(DECLARATIONS);
@@ -187,7 +222,11 @@ describe("declarations are refused before parsing", () => {
   });
 
   test("an external entity", () => {
-    expect(refusal(`<?xml version="1.0"?><!DOCTYPE x [<!ENTITY e SYSTEM "file:///etc/passwd">]><feed><title>&e;</title></feed>`)).toBe(DECLARATIONS);
+    expect(
+      refusal(
+        `<?xml version="1.0"?><!DOCTYPE x [<!ENTITY e SYSTEM "file:///etc/passwd">]><feed><title>&e;</title></feed>`,
+      ),
+    ).toBe(DECLARATIONS);
   });
 
   test("a DOCTYPE with no internal subset, in any case, after a BOM or inside the prolog", () => {
@@ -222,7 +261,9 @@ describe("limits", () => {
 
   test("depth counts open elements only: not empty ones, nor tags in CDATA, comments or attribute values", () => {
     // feed > entry > title is 3 deep.
-    const flat = atom(`<entry><link href="a"/><link href="b"/><link href="c"/><title a="x>y" b='<z'><![CDATA[<a><b><c>]]><!-- <d><e> -->t</title></entry>`);
+    const flat = atom(
+      `<entry><link href="a"/><link href="b"/><link href="c"/><title a="x>y" b='<z'><![CDATA[<a><b><c>]]><!-- <d><e> -->t</title></entry>`,
+    );
     expect(parseFeed(flat, { maxDepth: 3 }).entries[0].title).toBe("<a><b><c>t");
     expect(refusal(atom(`<entry><title><b>t</b></title></entry>`), { maxDepth: 3 })).toBe("feed nested too deep");
   });

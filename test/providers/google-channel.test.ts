@@ -25,20 +25,43 @@ const empty = new Uint8Array();
 test("the source kit's matrix passes on a Google channel source", async () => {
   const dir = tempDir("hookspool-channel-");
   const module = join(dir, "channel.ts");
-  writeFileSync(module, `import { googleChannelSource } from ${JSON.stringify(join(import.meta.dir, "..", "..", "src", "providers", "google-channel.ts"))};\nexport default googleChannelSource({ span: "calendar" });\n`);
+  writeFileSync(
+    module,
+    `import { googleChannelSource } from ${JSON.stringify(join(import.meta.dir, "..", "..", "src", "providers", "google-channel.ts"))};\nexport default googleChannelSource({ span: "calendar" });\n`,
+  );
   const run = await runSourceKit({
     source: "cal",
     config: `[sources.cal]\nmodule = "${module}"\nsecrets.channel_token = { file = "{{secret:tok}}" }\naction = "hermes:cal"\n`,
     secrets: { tok: TOKEN },
     now: T0,
     accepted: { method: "POST", url: "/hooks/cal", headers: headers(), body: empty },
-    sign: (_body, _now, id) => ({ headers: [["X-Goog-Channel-Token", TOKEN], ["X-Goog-Message-Number", String(1000 + id.length)]] }),
+    sign: (_body, _now, id) => ({
+      headers: [
+        ["X-Goog-Channel-Token", TOKEN],
+        ["X-Goog-Message-Number", String(1000 + id.length)],
+      ],
+    }),
     authHeaders: ["X-Goog-Channel-Token"],
     bodySigned: false,
     timestamped: false,
     dedup: true,
-    answered: [{ request: { method: "POST", url: "/hooks/cal", headers: headers({ "X-Goog-Resource-State": "sync", "X-Goog-Message-Number": "1" }), body: empty }, check: (r) => (r.text === '{"status":"ignored"}' ? null : `answered ${r.status} ${r.text}`) }],
-    broken: { method: "POST", url: "/hooks/cal", headers: headers().filter(([k]) => k !== "X-Goog-Channel-ID"), body: empty },
+    answered: [
+      {
+        request: {
+          method: "POST",
+          url: "/hooks/cal",
+          headers: headers({ "X-Goog-Resource-State": "sync", "X-Goog-Message-Number": "1" }),
+          body: empty,
+        },
+        check: (r) => (r.text === '{"status":"ignored"}' ? null : `answered ${r.status} ${r.text}`),
+      },
+    ],
+    broken: {
+      method: "POST",
+      url: "/hooks/cal",
+      headers: headers().filter(([k]) => k !== "X-Goog-Channel-ID"),
+      body: empty,
+    },
     secretSentinels: [TOKEN],
   });
   expect(run.cases.filter((c) => c.outcome === "fail")).toEqual([]);

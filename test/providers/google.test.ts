@@ -53,7 +53,14 @@ const server = Bun.serve({
       tokenCalls++;
       return Response.json({ access_token: TOKEN, expires_in: 3600, token_type: "Bearer" });
     }
-    const s: Seen = { method: req.method, path: u.pathname, query: u.searchParams, search: u.search, auth: req.headers.get("authorization") ?? "", body: await req.text() };
+    const s: Seen = {
+      method: req.method,
+      path: u.pathname,
+      query: u.searchParams,
+      search: u.search,
+      auth: req.headers.get("authorization") ?? "",
+      body: await req.text(),
+    };
     seen.push(s);
     const reply = replies.shift();
     return reply ? reply(s) : Response.json({ error: "no answer queued" }, { status: 400 });
@@ -69,7 +76,12 @@ const drive = { base: `${root}/drive/v3` };
 function api() {
   const clock = new FakeClock();
   let stored: StoredToken | null = null;
-  const credential = JSON.stringify({ client_id: "cid", client_secret: "cs", refresh_token: "rt", token_uri: `${root}/token` });
+  const credential = JSON.stringify({
+    client_id: "cid",
+    client_secret: "cs",
+    refresh_token: "rt",
+    token_uri: `${root}/token`,
+  });
   return createOAuth({
     http: createHttp({ clock }),
     clock,
@@ -78,8 +90,14 @@ function api() {
   });
 }
 
-const json = (body: unknown, status = 200) => () => Response.json(body, { status });
-const status = (code: number, headers: Record<string, string> = {}) => () => new Response(`{"error":{"code":${code},"message":"${PAYLOAD_SENTINEL}"}}`, { status: code, headers });
+const json =
+  (body: unknown, status = 200) =>
+  () =>
+    Response.json(body, { status });
+const status =
+  (code: number, headers: Record<string, string> = {}) =>
+  () =>
+    new Response(`{"error":{"code":${code},"message":"${PAYLOAD_SENTINEL}"}}`, { status: code, headers });
 
 async function failure(p: Promise<unknown>): Promise<Error> {
   try {
@@ -91,18 +109,32 @@ async function failure(p: Promise<unknown>): Promise<Error> {
 }
 
 test("the default bases are Google's", () => {
-  expect([GMAIL, CALENDAR, DRIVE]).toEqual(["https://gmail.googleapis.com/gmail/v1", "https://www.googleapis.com/calendar/v3", "https://www.googleapis.com/drive/v3"]);
+  expect([GMAIL, CALENDAR, DRIVE]).toEqual([
+    "https://gmail.googleapis.com/gmail/v1",
+    "https://www.googleapis.com/calendar/v3",
+    "https://www.googleapis.com/drive/v3",
+  ]);
 });
 
 describe("gmailHistory", () => {
   test("reads every page, with the token from the OAuth client, and keeps the newest historyId", async () => {
     replies = [
-      json({ history: [{ id: "101", messagesAdded: [{ message: { id: "m1", threadId: "t1" } }, { message: { id: "m2" } }] }], nextPageToken: "p2", historyId: "150" }),
-      json({ history: [{ id: "120", messagesAdded: [{ message: { id: "m3" } }, { message: { id: "m2" } }] }, { id: "121" }], historyId: "155" }),
+      json({
+        history: [{ id: "101", messagesAdded: [{ message: { id: "m1", threadId: "t1" } }, { message: { id: "m2" } }] }],
+        nextPageToken: "p2",
+        historyId: "150",
+      }),
+      json({
+        history: [{ id: "120", messagesAdded: [{ message: { id: "m3" } }, { message: { id: "m2" } }] }, { id: "121" }],
+        historyId: "155",
+      }),
     ];
     const r = await gmailHistory(api(), "a.b+c@example.com", "100", gmail);
     expect(r).toEqual({ tooOld: false, messageIds: ["m1", "m2", "m3"], historyId: "155" });
-    expect(seen.map((s) => s.path)).toEqual(["/gmail/v1/users/a.b%2Bc%40example.com/history", "/gmail/v1/users/a.b%2Bc%40example.com/history"]);
+    expect(seen.map((s) => s.path)).toEqual([
+      "/gmail/v1/users/a.b%2Bc%40example.com/history",
+      "/gmail/v1/users/a.b%2Bc%40example.com/history",
+    ]);
     for (const s of seen) {
       expect(s.method).toBe("GET");
       expect(s.auth).toBe(`Bearer ${TOKEN}`);
@@ -135,7 +167,16 @@ describe("gmailHistory", () => {
 
 describe("gmailRecent", () => {
   test("the profile's historyId, then one page of the newest message ids", async () => {
-    replies = [json({ emailAddress: "me@example.com", messagesTotal: 9, historyId: "900" }), json({ messages: [{ id: "a", threadId: "t" }, { id: "b", threadId: "t" }], resultSizeEstimate: 2 })];
+    replies = [
+      json({ emailAddress: "me@example.com", messagesTotal: 9, historyId: "900" }),
+      json({
+        messages: [
+          { id: "a", threadId: "t" },
+          { id: "b", threadId: "t" },
+        ],
+        resultSizeEstimate: 2,
+      }),
+    ];
     expect(await gmailRecent(api(), "me", 5, gmail)).toEqual({ messageIds: ["a", "b"], historyId: "900" });
     expect(seen.map((s) => s.path)).toEqual(["/gmail/v1/users/me/profile", "/gmail/v1/users/me/messages"]);
     expect(seen[1]?.query.get("maxResults")).toBe("5");
@@ -213,23 +254,66 @@ describe("calendarChanges", () => {
     replies = [
       json({
         items: [
-          { id: "e1", status: "confirmed", summary: "Standup", start: { dateTime: "2024-06-03T09:00:00Z" }, end: { dateTime: "2024-06-03T09:15:00Z" }, updated: "2024-06-01T08:00:00Z", htmlLink: "https://calendar.example/e1", location: "Room 1" },
+          {
+            id: "e1",
+            status: "confirmed",
+            summary: "Standup",
+            start: { dateTime: "2024-06-03T09:00:00Z" },
+            end: { dateTime: "2024-06-03T09:15:00Z" },
+            updated: "2024-06-01T08:00:00Z",
+            htmlLink: "https://calendar.example/e1",
+            location: "Room 1",
+          },
         ],
         nextPageToken: "p2",
       }),
-      json({ items: [{ id: "e2", status: "cancelled" }, { id: "e3", status: "confirmed", summary: "Holiday", start: { date: "2024-06-10" }, end: { date: "2024-06-11" }, updated: "u", htmlLink: "h" }], nextSyncToken: "s2" }),
+      json({
+        items: [
+          { id: "e2", status: "cancelled" },
+          {
+            id: "e3",
+            status: "confirmed",
+            summary: "Holiday",
+            start: { date: "2024-06-10" },
+            end: { date: "2024-06-11" },
+            updated: "u",
+            htmlLink: "h",
+          },
+        ],
+        nextSyncToken: "s2",
+      }),
     ];
     const r = await calendarChanges(api(), id, "s1", calendar);
     expect(r).toEqual({
       resync: false,
       nextSyncToken: "s2",
       events: [
-        { id: "e1", status: "confirmed", summary: "Standup", start: "2024-06-03T09:00:00Z", end: "2024-06-03T09:15:00Z", updated: "2024-06-01T08:00:00Z", htmlLink: "https://calendar.example/e1", location: "Room 1" },
+        {
+          id: "e1",
+          status: "confirmed",
+          summary: "Standup",
+          start: "2024-06-03T09:00:00Z",
+          end: "2024-06-03T09:15:00Z",
+          updated: "2024-06-01T08:00:00Z",
+          htmlLink: "https://calendar.example/e1",
+          location: "Room 1",
+        },
         { id: "e2", status: "cancelled", summary: "", start: "", end: "", updated: "", htmlLink: "" },
-        { id: "e3", status: "confirmed", summary: "Holiday", start: "2024-06-10", end: "2024-06-11", updated: "u", htmlLink: "h" },
+        {
+          id: "e3",
+          status: "confirmed",
+          summary: "Holiday",
+          start: "2024-06-10",
+          end: "2024-06-11",
+          updated: "u",
+          htmlLink: "h",
+        },
       ],
     });
-    expect(seen.map((s) => s.path)).toEqual(["/calendar/v3/calendars/team%23x%40group.calendar.google.com/events", "/calendar/v3/calendars/team%23x%40group.calendar.google.com/events"]);
+    expect(seen.map((s) => s.path)).toEqual([
+      "/calendar/v3/calendars/team%23x%40group.calendar.google.com/events",
+      "/calendar/v3/calendars/team%23x%40group.calendar.google.com/events",
+    ]);
     for (const s of seen) {
       expect(s.query.get("syncToken")).toBe("s1");
       expect(s.query.get("showDeleted")).toBe("true");
@@ -245,7 +329,11 @@ describe("calendarChanges", () => {
 
   test("a full sync sends timeMin and no syncToken", async () => {
     replies = [json({ items: [], nextSyncToken: "first" })];
-    expect(await calendarChanges(api(), "primary", null, { ...calendar, timeMin: "2024-06-01T00:00:00Z" })).toEqual({ resync: false, events: [], nextSyncToken: "first" });
+    expect(await calendarChanges(api(), "primary", null, { ...calendar, timeMin: "2024-06-01T00:00:00Z" })).toEqual({
+      resync: false,
+      events: [],
+      nextSyncToken: "first",
+    });
     expect(seen[0]?.query.get("timeMin")).toBe("2024-06-01T00:00:00Z");
     expect(seen[0]?.query.has("syncToken")).toBe(false);
     expect(seen[0]?.query.get("showDeleted")).toBe("true");
@@ -278,8 +366,17 @@ describe("freeWindows", () => {
     const r = await freeWindows(api(), id, "2024-06-03T09:00:00Z", "2024-06-03T17:00:00Z", 30, calendar);
     expect(seen[0]?.method).toBe("POST");
     expect(seen[0]?.path).toBe("/calendar/v3/freeBusy");
-    expect(JSON.parse(seen[0]?.body ?? "")).toEqual({ timeMin: "2024-06-03T09:00:00Z", timeMax: "2024-06-03T17:00:00Z", items: [{ id }] });
-    expect(r.busy.map((b) => b.start)).toEqual(["2024-06-03T10:00:00Z", "2024-06-03T10:30:00Z", "2024-06-03T12:10:00Z", "2024-06-03T16:30:00Z"]);
+    expect(JSON.parse(seen[0]?.body ?? "")).toEqual({
+      timeMin: "2024-06-03T09:00:00Z",
+      timeMax: "2024-06-03T17:00:00Z",
+      items: [{ id }],
+    });
+    expect(r.busy.map((b) => b.start)).toEqual([
+      "2024-06-03T10:00:00Z",
+      "2024-06-03T10:30:00Z",
+      "2024-06-03T12:10:00Z",
+      "2024-06-03T16:30:00Z",
+    ]);
     // 12:00-12:10 is shorter than 30 minutes; the busy time past timeMax ends the last window.
     expect(r.free).toEqual([
       { start: "2024-06-03T09:00:00Z", end: "2024-06-03T10:00:00Z" },
@@ -296,16 +393,25 @@ describe("freeWindows", () => {
   });
 
   test("a calendar error in the answer: notFound is Permanent, backendError Retryable", async () => {
-    replies = [json({ calendars: { [id]: { errors: [{ domain: "global", reason: "notFound" }] } } }), json({ calendars: { [id]: { errors: [{ domain: "global", reason: "backendError" }] } } })];
-    const notFound = await failure(freeWindows(api(), id, "2024-06-03T09:00:00Z", "2024-06-03T17:00:00Z", 30, calendar));
+    replies = [
+      json({ calendars: { [id]: { errors: [{ domain: "global", reason: "notFound" }] } } }),
+      json({ calendars: { [id]: { errors: [{ domain: "global", reason: "backendError" }] } } }),
+    ];
+    const notFound = await failure(
+      freeWindows(api(), id, "2024-06-03T09:00:00Z", "2024-06-03T17:00:00Z", 30, calendar),
+    );
     expect(notFound).toBeInstanceOf(Permanent);
     const backend = await failure(freeWindows(api(), id, "2024-06-03T09:00:00Z", "2024-06-03T17:00:00Z", 30, calendar));
     expect(backend).toBeInstanceOf(Retryable);
   });
 
   test("a range that is not two times in order is Permanent before any request", async () => {
-    expect(await failure(freeWindows(api(), id, "2024-06-03T17:00:00Z", "2024-06-03T09:00:00Z", 30, calendar))).toBeInstanceOf(Permanent);
-    expect(await failure(freeWindows(api(), id, "tomorrow", "2024-06-03T09:00:00Z", 30, calendar))).toBeInstanceOf(Permanent);
+    expect(
+      await failure(freeWindows(api(), id, "2024-06-03T17:00:00Z", "2024-06-03T09:00:00Z", 30, calendar)),
+    ).toBeInstanceOf(Permanent);
+    expect(await failure(freeWindows(api(), id, "tomorrow", "2024-06-03T09:00:00Z", 30, calendar))).toBeInstanceOf(
+      Permanent,
+    );
     expect(seen).toHaveLength(0);
   });
 });
@@ -321,18 +427,43 @@ describe("Drive", () => {
     replies = [
       json({
         changes: [
-          { changeType: "file", fileId: "f1", removed: false, file: { name: "Plan.docx", mimeType: "application/vnd.google-apps.document", modifiedTime: "2024-06-03T10:00:00Z", trashed: false, webViewLink: "https://docs.example/f1" } },
+          {
+            changeType: "file",
+            fileId: "f1",
+            removed: false,
+            file: {
+              name: "Plan.docx",
+              mimeType: "application/vnd.google-apps.document",
+              modifiedTime: "2024-06-03T10:00:00Z",
+              trashed: false,
+              webViewLink: "https://docs.example/f1",
+            },
+          },
           { changeType: "file", fileId: "f2", removed: true },
         ],
         nextPageToken: "43",
       }),
-      json({ changes: [{ changeType: "drive", driveId: "d1", removed: false }, { changeType: "file", fileId: "f3", removed: false, file: { name: "Old.pdf", trashed: true } }], newStartPageToken: "44" }),
+      json({
+        changes: [
+          { changeType: "drive", driveId: "d1", removed: false },
+          { changeType: "file", fileId: "f3", removed: false, file: { name: "Old.pdf", trashed: true } },
+        ],
+        newStartPageToken: "44",
+      }),
     ];
     const r = await driveChanges(api(), "42", drive);
     expect(r).toEqual({
       newStartPageToken: "44",
       changes: [
-        { fileId: "f1", removed: false, name: "Plan.docx", mimeType: "application/vnd.google-apps.document", modifiedTime: "2024-06-03T10:00:00Z", trashed: false, webViewLink: "https://docs.example/f1" },
+        {
+          fileId: "f1",
+          removed: false,
+          name: "Plan.docx",
+          mimeType: "application/vnd.google-apps.document",
+          modifiedTime: "2024-06-03T10:00:00Z",
+          trashed: false,
+          webViewLink: "https://docs.example/f1",
+        },
         { fileId: "f2", removed: true },
         { fileId: "f3", removed: false, name: "Old.pdf", trashed: true },
       ],
@@ -350,7 +481,10 @@ describe("Drive", () => {
 
   test("past pageLimit pages it returns what it read, with the next page token to go on from", async () => {
     replies = [json({ changes: [{ changeType: "file", fileId: "f1", removed: true }], nextPageToken: "43" })];
-    expect(await driveChanges(api(), "42", { ...drive, pageLimit: 1 })).toEqual({ changes: [{ fileId: "f1", removed: true }], newStartPageToken: "43" });
+    expect(await driveChanges(api(), "42", { ...drive, pageLimit: 1 })).toEqual({
+      changes: [{ fileId: "f1", removed: true }],
+      newStartPageToken: "43",
+    });
     expect(seen).toHaveLength(1);
   });
 });
@@ -402,7 +536,8 @@ describe("errors", () => {
       replies = [reply, reply];
       const e = await failure(call());
       expect(e instanceof Retryable || e instanceof Permanent).toBe(true);
-      for (const bad of [SECRET_SENTINEL, PAYLOAD_SENTINEL, "?", "/users", "/calendars", "/changes", "Bearer"]) expect(e.message).not.toContain(bad);
+      for (const bad of [SECRET_SENTINEL, PAYLOAD_SENTINEL, "?", "/users", "/calendars", "/changes", "Bearer"])
+        expect(e.message).not.toContain(bad);
     }
   });
 });

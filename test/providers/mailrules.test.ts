@@ -1,7 +1,15 @@
 // Mail rules: recognising a message by sender, subject, List-Id and headers, pulling values out
 // of it, and every refusal a rule pack can meet at load, each reported with the key it is at.
 import { describe, expect, test } from "bun:test";
-import { addressOf, classify, hasNestedQuantifier, type MailMessage, needsSnippet, parseRulePack, type RulePack } from "../../src/providers/mailrules.ts";
+import {
+  addressOf,
+  classify,
+  hasNestedQuantifier,
+  type MailMessage,
+  needsSnippet,
+  parseRulePack,
+  type RulePack,
+} from "../../src/providers/mailrules.ts";
 
 const APPOINTMENTS = String.raw`
 name = "appointments"
@@ -34,7 +42,8 @@ function load(text: string, name = "appointments"): RulePack {
 }
 const msg = (m: Partial<MailMessage>): MailMessage => ({ from: "someone@elsewhere.example", subject: "hello", ...m });
 /** One rule, written as its TOML lines, in a pack of its own. */
-const one = (lines: string, status = "active") => load(`status = "${status}"\n[[rules]]\nname = "r"\noutput = "hit"\n${lines}\n`, "p");
+const one = (lines: string, status = "active") =>
+  load(`status = "${status}"\n[[rules]]\nname = "r"\noutput = "hit"\n${lines}\n`, "p");
 const hits = (lines: string, m: Partial<MailMessage>) => classify(msg(m), [one(lines)]) !== null;
 /** The keys of a pack's problems. */
 const keysOf = (text: string) => parseRulePack("p", text).problems.map((p) => p.key);
@@ -49,12 +58,23 @@ describe("a realistic pack", () => {
   });
 
   test("the dentist's reminder, with the date from the subject and the time from the snippet", () => {
-    const m = msg({ from: "Dentist Office <noreply@dentist.example>", subject: "Your appointment on 14 March 2025", snippet: "See you at 9:30, bring your card" });
-    expect(classify(m, [pack])).toEqual({ rule: "dentist", pack: "appointments", output: "appointment.reminder", values: { date: "14 March 2025", time: "9:30" } });
+    const m = msg({
+      from: "Dentist Office <noreply@dentist.example>",
+      subject: "Your appointment on 14 March 2025",
+      snippet: "See you at 9:30, bring your card",
+    });
+    expect(classify(m, [pack])).toEqual({
+      rule: "dentist",
+      pack: "appointments",
+      output: "appointment.reminder",
+      values: { date: "14 March 2025", time: "9:30" },
+    });
   });
 
   test("a value whose pattern finds nothing, or whose source is missing, is left out", () => {
-    expect(classify(msg({ from: "noreply@dentist.example", subject: "Appointment moved" }), [pack])?.values).toEqual({});
+    expect(classify(msg({ from: "noreply@dentist.example", subject: "Appointment moved" }), [pack])?.values).toEqual(
+      {},
+    );
   });
 
   test("the newsletter by List-Id, the bank by any subdomain", () => {
@@ -69,13 +89,18 @@ describe("a realistic pack", () => {
   test("needsSnippet: only when a rule pulls a value from the snippet", () => {
     expect(needsSnippet([pack])).toBe(true);
     expect(needsSnippet([one('subject = ["x"]\nextract = { v = { re = "(\\\\d+)" } }')])).toBe(false);
-    expect(needsSnippet([one('subject = ["x"]\nextract = { v = { from = "snippet", re = "(\\\\d+)" } }', "draft")])).toBe(false);
+    expect(
+      needsSnippet([one('subject = ["x"]\nextract = { v = { from = "snippet", re = "(\\\\d+)" } }', "draft")]),
+    ).toBe(false);
     expect(needsSnippet([])).toBe(false);
   });
 });
 
 describe("order", () => {
-  const pack = load(`[[rules]]\nname = "first"\nsubject = ["invoice"]\noutput = "a"\n[[rules]]\nname = "second"\nsubject = ["invoice"]\noutput = "b"\n[[rules]]\nname = "urgent"\nsubject = ["invoice"]\noutput = "c"\npriority = 10\n`, "p");
+  const pack = load(
+    `[[rules]]\nname = "first"\nsubject = ["invoice"]\noutput = "a"\n[[rules]]\nname = "second"\nsubject = ["invoice"]\noutput = "b"\n[[rules]]\nname = "urgent"\nsubject = ["invoice"]\noutput = "c"\npriority = 10\n`,
+    "p",
+  );
   const other = load(`[[rules]]\nname = "later"\nsubject = ["invoice"]\noutput = "d"\npriority = 10\n`, "q");
 
   test("higher priority runs first, whatever its place", () => {
@@ -83,14 +108,20 @@ describe("order", () => {
   });
 
   test("a tie goes to file order, then pack order", () => {
-    const tied = load(`[[rules]]\nname = "first"\nsubject = ["invoice"]\noutput = "a"\n[[rules]]\nname = "second"\nsubject = ["invoice"]\noutput = "b"\n`, "p");
+    const tied = load(
+      `[[rules]]\nname = "first"\nsubject = ["invoice"]\noutput = "a"\n[[rules]]\nname = "second"\nsubject = ["invoice"]\noutput = "b"\n`,
+      "p",
+    );
     expect(classify(msg({ subject: "Invoice 12" }), [tied])?.rule).toBe("first");
     expect(classify(msg({ subject: "Invoice 12" }), [pack, other])).toMatchObject({ rule: "urgent", pack: "p" });
     expect(classify(msg({ subject: "Invoice 12" }), [other, pack])).toMatchObject({ rule: "later", pack: "q" });
   });
 
   test("a negative priority runs after the default", () => {
-    const low = load(`[[rules]]\nname = "catchall"\nsubject = ["invoice"]\noutput = "z"\npriority = -1\n[[rules]]\nname = "normal"\nsubject = ["invoice"]\noutput = "n"\n`, "p");
+    const low = load(
+      `[[rules]]\nname = "catchall"\nsubject = ["invoice"]\noutput = "z"\npriority = -1\n[[rules]]\nname = "normal"\nsubject = ["invoice"]\noutput = "n"\n`,
+      "p",
+    );
     expect(classify(msg({ subject: "invoice" }), [low])?.rule).toBe("normal");
   });
 });
@@ -147,8 +178,12 @@ describe("conditions", () => {
 
   test("every given condition must hold", () => {
     const lines = 'from = ["@dentist.example"]\nsubject = ["appointment"]\nlist_id = ["news.dentist.example"]';
-    expect(hits(lines, { from: "a@dentist.example", subject: "appointment", listId: "news.dentist.example" })).toBe(true);
-    expect(hits(lines, { from: "a@other.example", subject: "appointment", listId: "news.dentist.example" })).toBe(false);
+    expect(hits(lines, { from: "a@dentist.example", subject: "appointment", listId: "news.dentist.example" })).toBe(
+      true,
+    );
+    expect(hits(lines, { from: "a@other.example", subject: "appointment", listId: "news.dentist.example" })).toBe(
+      false,
+    );
     expect(hits(lines, { from: "a@dentist.example", subject: "hello", listId: "news.dentist.example" })).toBe(false);
     expect(hits(lines, { from: "a@dentist.example", subject: "appointment" })).toBe(false);
   });
@@ -159,7 +194,11 @@ describe("conditions", () => {
     expect(hits('subject = ["APPOINTMENT"]', { subject: "Your Appointment" })).toBe(true);
     expect(hits("subject_re = 'your appointment'", { subject: "YOUR APPOINTMENT" })).toBe(true);
     expect(hits('list_id = ["News.Example"]', { listId: "<news.EXAMPLE>" })).toBe(true);
-    expect(classify(msg({ subject: "ORDER abc123" }), [one("subject_re = 'order'\nextract = { id = { re = 'ORDER (\\w+)' } }")])?.values).toEqual({ id: "abc123" });
+    expect(
+      classify(msg({ subject: "ORDER abc123" }), [
+        one("subject_re = 'order'\nextract = { id = { re = 'ORDER (\\w+)' } }"),
+      ])?.values,
+    ).toEqual({ id: "abc123" });
   });
 });
 
@@ -218,7 +257,9 @@ describe("load problems, each at its key", () => {
   });
 
   test("unknown keys anywhere", () => {
-    expect(keysOf(`colour = 1\n${rule('subject = ["x"]\nsender = "a"\nextract = { v = { re = "(a)", flags = "g" } }')}`)).toEqual(["colour", "rules[0].sender", "rules[0].extract.v.flags"]);
+    expect(
+      keysOf(`colour = 1\n${rule('subject = ["x"]\nsender = "a"\nextract = { v = { re = "(a)", flags = "g" } }')}`),
+    ).toEqual(["colour", "rules[0].sender", "rules[0].extract.v.flags"]);
   });
 
   test("the pack's name: its file's, and a proper name", () => {
@@ -234,7 +275,8 @@ describe("load problems, each at its key", () => {
   test("rules: at least one, at most 500", () => {
     expect(keysOf('name = "p"\n')).toEqual(["rules"]);
     expect(keysOf('rules = "x"\n')).toEqual(["rules"]);
-    const many = (n: number) => Array.from({ length: n }, (_, i) => rule('subject = ["x"]').replace('"r"', `"r${i}"`)).join("");
+    const many = (n: number) =>
+      Array.from({ length: n }, (_, i) => rule('subject = ["x"]').replace('"r"', `"r${i}"`)).join("");
     expect(keysOf(many(500))).toEqual([]);
     expect(keysOf(many(501))).toEqual(["rules"]);
   });
@@ -259,15 +301,29 @@ describe("load problems, each at its key", () => {
   test("condition values of the wrong shape", () => {
     expect(keysOf(rule('from = "@a.example"'))).toEqual(["rules[0].from"]);
     expect(keysOf(rule("from = []"))).toEqual(["rules[0].from"]);
-    expect(keysOf(rule('from = ["@a.example", "dentist.example", "@", "*.", "a b@c.example"]'))).toEqual(["rules[0].from[1]", "rules[0].from[2]", "rules[0].from[3]", "rules[0].from[4]"]);
+    expect(keysOf(rule('from = ["@a.example", "dentist.example", "@", "*.", "a b@c.example"]'))).toEqual([
+      "rules[0].from[1]",
+      "rules[0].from[2]",
+      "rules[0].from[3]",
+      "rules[0].from[4]",
+    ]);
     expect(keysOf(rule('subject = [""]'))).toEqual(["rules[0].subject"]);
     expect(keysOf(rule("list_id = [1]"))).toEqual(["rules[0].list_id"]);
     expect(keysOf(rule("subject_re = 1"))).toEqual(["rules[0].subject_re"]);
     expect(keysOf(rule("header = {}"))).toEqual(["rules[0].header"]);
-    expect(keysOf(rule('header = { "X-Mailer" = "a", "x-b" = 1, "from" = "a@b.example" }'))).toEqual(["rules[0].header.X-Mailer", "rules[0].header.x-b", "rules[0].header.from"]);
+    expect(keysOf(rule('header = { "X-Mailer" = "a", "x-b" = 1, "from" = "a@b.example" }'))).toEqual([
+      "rules[0].header.X-Mailer",
+      "rules[0].header.x-b",
+      "rules[0].header.from",
+    ]);
     expect(keysOf(rule('subject = ["x"]\npriority = 1.5'))).toEqual(["rules[0].priority"]);
-    expect(keysOf(rule('subject = ["x"]\nextract = { v = { from = "body", re = "(a)" } }'))).toEqual(["rules[0].extract.v.from"]);
-    expect(keysOf(rule('subject = ["x"]\nextract = { "Bad Name" = { re = "(a)" }, w = "(a)" }'))).toEqual(['rules[0].extract."Bad Name"', "rules[0].extract.w"]);
+    expect(keysOf(rule('subject = ["x"]\nextract = { v = { from = "body", re = "(a)" } }'))).toEqual([
+      "rules[0].extract.v.from",
+    ]);
+    expect(keysOf(rule('subject = ["x"]\nextract = { "Bad Name" = { re = "(a)" }, w = "(a)" }'))).toEqual([
+      'rules[0].extract."Bad Name"',
+      "rules[0].extract.w",
+    ]);
   });
 
   test("a pattern too long, not compiling, or with flags", () => {
@@ -282,7 +338,10 @@ describe("load problems, each at its key", () => {
   });
 
   test("the key points at the rule it is in", () => {
-    const pack = rule('subject = ["x"]').replace('"r"', '"a"') + rule('subject = ["x"]').replace('"r"', '"b"') + rule("subject_re = '(a+)+'").replace('"r"', '"c"');
+    const pack =
+      rule('subject = ["x"]').replace('"r"', '"a"') +
+      rule('subject = ["x"]').replace('"r"', '"b"') +
+      rule("subject_re = '(a+)+'").replace('"r"', '"c"');
     expect(keysOf(pack)).toEqual(["rules[2].subject_re"]);
   });
 
@@ -304,12 +363,25 @@ describe("load problems, each at its key", () => {
 });
 
 describe("nested quantifiers are refused", () => {
-  test.each(["(a+)+", "(a*)*", "(.+)*", "(?:\\w+\\s?)+", "((a)+)*", "(a+){2,}", "(a+){1,5}", "(x(a+))*", "(a+?)+"])("%s", (re) => {
-    expect(hasNestedQuantifier(re)).toBe(true);
-    expect(keysOf(rule(`subject_re = '${re}'`))).toEqual(["rules[0].subject_re"]);
-  });
+  test.each(["(a+)+", "(a*)*", "(.+)*", "(?:\\w+\\s?)+", "((a)+)*", "(a+){2,}", "(a+){1,5}", "(x(a+))*", "(a+?)+"])(
+    "%s",
+    (re) => {
+      expect(hasNestedQuantifier(re)).toBe(true);
+      expect(keysOf(rule(`subject_re = '${re}'`))).toEqual(["rules[0].subject_re"]);
+    },
+  );
 
-  test.each(["(\\d{1,2} \\w+ \\d{4})", "(ab)+", "(a+)?", "(a{1,3})+", "a+b*", "[(a+)]+", "\\(a+\\)+", "(a+)b(c)*", "(?<n>\\d+)"])("%s is fine", (re) => {
+  test.each([
+    "(\\d{1,2} \\w+ \\d{4})",
+    "(ab)+",
+    "(a+)?",
+    "(a{1,3})+",
+    "a+b*",
+    "[(a+)]+",
+    "\\(a+\\)+",
+    "(a+)b(c)*",
+    "(?<n>\\d+)",
+  ])("%s is fine", (re) => {
     expect(hasNestedQuantifier(re)).toBe(false);
   });
 });

@@ -58,7 +58,11 @@ keep_headers = ["x-api-key"]`,
   for (const c of cases) {
     test(`${c.name}: the intake refuses to start and hookspool check names the key`, async () => {
       const h = home(`[sources.src]\n${c.source}\naction = "hermes:x"\n`);
-      await expect(startIntake(`[sources.src]\n${c.source.replaceAll("{{home}}/secret", "{{secret:s}}")}\naction = "hermes:x"\n`, { secrets: { s: SECRET } })).rejects.toThrow(/auth header/);
+      await expect(
+        startIntake(`[sources.src]\n${c.source.replaceAll("{{home}}/secret", "{{secret:s}}")}\naction = "hermes:x"\n`, {
+          secrets: { s: SECRET },
+        }),
+      ).rejects.toThrow(/auth header/);
       const r = await cli(["--home", h, "check"]);
       expect(r.code).not.toBe(0);
       expect(r.out + r.err).toMatch(/sources\.src\.keep_headers/);
@@ -92,11 +96,22 @@ action = "hermes:x"
     const t = await startIntake(config, { secrets: { s: SECRET } });
     try {
       const body = JSON.stringify({ no_k: true, note: PAYLOAD_SENTINEL });
-      const res = await t.post("/hooks/src", body, { ...credentials(body), "X-Auth-Token": `tok-${SECRET_SENTINEL}`, "User-Agent": "sender/1" });
+      const res = await t.post("/hooks/src", body, {
+        ...credentials(body),
+        "X-Auth-Token": `tok-${SECRET_SENTINEL}`,
+        "User-Agent": "sender/1",
+      });
       expect(await res.json()).toEqual({ status: "quarantined" });
-      const row = t.db.db.query("SELECT e.headers FROM events e JOIN batches b ON b.id = e.batch_id WHERE b.destination = 'quarantine'").get() as { headers: string };
+      const row = t.db.db
+        .query("SELECT e.headers FROM events e JOIN batches b ON b.id = e.batch_id WHERE b.destination = 'quarantine'")
+        .get() as { headers: string };
       // X-Auth-Token is nobody's declared auth header: an allowlist, not a blocklist, keeps it out.
-      expect(Object.keys(JSON.parse(row.headers)).sort()).toEqual(["content-length", "content-type", "user-agent", "x-event"]);
+      expect(Object.keys(JSON.parse(row.headers)).sort()).toEqual([
+        "content-length",
+        "content-type",
+        "user-agent",
+        "x-event",
+      ]);
       expect(row.headers).not.toContain(SECRET_SENTINEL);
     } finally {
       await t.stop();
@@ -104,25 +119,48 @@ action = "hermes:x"
   });
 
   test("quarantine also keeps the headers a template classifies by, so a replay can classify it again", async () => {
-    const t = await startIntake(config.replace('key = "k" }', 'key = ["header:X-Repo", "k"], event_type = "header:X-Kind" }'), { secrets: { s: SECRET } });
+    const t = await startIntake(
+      config.replace('key = "k" }', 'key = ["header:X-Repo", "k"], event_type = "header:X-Kind" }'),
+      { secrets: { s: SECRET } },
+    );
     try {
       const body = JSON.stringify({ no_k: true });
       const res = await t.post("/hooks/src", body, { ...credentials(body), "X-Repo": "o/r", "X-Kind": "push" });
       expect(await res.json()).toEqual({ status: "quarantined" });
-      const row = t.db.db.query("SELECT e.headers FROM events e JOIN batches b ON b.id = e.batch_id WHERE b.destination = 'quarantine'").get() as { headers: string };
-      expect(Object.keys(JSON.parse(row.headers)).sort()).toEqual(["content-length", "content-type", "user-agent", "x-event", "x-kind", "x-repo"]);
+      const row = t.db.db
+        .query("SELECT e.headers FROM events e JOIN batches b ON b.id = e.batch_id WHERE b.destination = 'quarantine'")
+        .get() as { headers: string };
+      expect(Object.keys(JSON.parse(row.headers)).sort()).toEqual([
+        "content-length",
+        "content-type",
+        "user-agent",
+        "x-event",
+        "x-kind",
+        "x-repo",
+      ]);
     } finally {
       await t.stop();
     }
   });
 
   test("keep_headers that look like credentials are refused unless the source allows them", async () => {
-    for (const header of ["Authorization", "Cookie", "Proxy-Authorization", "X-Api-Key", "X-Gitlab-Token", "X-Client-Secret"]) {
+    for (const header of [
+      "Authorization",
+      "Cookie",
+      "Proxy-Authorization",
+      "X-Api-Key",
+      "X-Gitlab-Token",
+      "X-Client-Secret",
+    ]) {
       const source = `template = { scheme = "hmac-sha256-hex", header = "X-Sig", key = "k" }\nsecrets.secret = { file = "{{home}}/secret" }\nkeep_headers = ["${header}"]\naction = "hermes:x"\n`;
       const r = await cli(["--home", home(`[sources.src]\n${source}`), "check"]);
       expect([header, r.code]).toEqual([header, 2]);
       expect(r.out).toContain(`error: sources.src.keep_headers: ${header} in keep_headers looks like a credential`);
-      const allowed = await cli(["--home", home(`[sources.src]\n${source}allow_sensitive_keep_headers = true\n`), "check"]);
+      const allowed = await cli([
+        "--home",
+        home(`[sources.src]\n${source}allow_sensitive_keep_headers = true\n`),
+        "check",
+      ]);
       expect([header, allowed.out]).not.toEqual([header, expect.stringContaining("looks like a credential")]);
     }
   });

@@ -44,7 +44,9 @@ describe("the recorder sees what reaches plugin code", () => {
     expect(enc.encode(padded).length).toBe(CAP);
     const res = await t.post("/hooks/rec", padded, { "x-rec-signature": sign(padded) });
     expect(res.status).toBe(202);
-    expect(new Set(calls.map((c) => c.fn))).toEqual(new Set(["challenge", "verify", "ignore", "payload", "key", "dedupId", "eventType", "attrs", "action"]));
+    expect(new Set(calls.map((c) => c.fn))).toEqual(
+      new Set(["challenge", "verify", "ignore", "payload", "key", "dedupId", "eventType", "attrs", "action"]),
+    );
     expect(calls.every((c) => c.bytes === CAP)).toBe(true);
     calls.length = 0;
     expect((await t.post("/hooks/rec", "{}")).status).toBe(401);
@@ -68,7 +70,12 @@ describe("refused before any plugin code", () => {
   });
 
   test("a body far over every cap (2 MiB): 413 from the intake itself, counted and logged, nothing recorded", async () => {
-    const metric = async () => Number(/hookspool_requests_rejected_total\{source="rec",reason="too_large"\} (\d+)/.exec(await (await fetch(`${t.url}/metrics`)).text())?.[1] ?? 0);
+    const metric = async () =>
+      Number(
+        /hookspool_requests_rejected_total\{source="rec",reason="too_large"\} (\d+)/.exec(
+          await (await fetch(`${t.url}/metrics`)).text(),
+        )?.[1] ?? 0,
+      );
     const before = await metric();
     // Refusals are logged at most once per 10 s per source and reason; the case above had one.
     t.clock.advance(11);
@@ -79,18 +86,28 @@ describe("refused before any plugin code", () => {
     expect(calls).toEqual([]);
     // Not a 413 the HTTP server answers on its own, unseen: this one is counted and logged.
     expect(await metric()).toBe(before + 1);
-    expect(LOG_LINES.slice(lines).some((l) => l.includes("rejected source=rec status=413") && l.includes("reason=too_large"))).toBe(true);
+    expect(
+      LOG_LINES.slice(lines).some(
+        (l) => l.includes("rejected source=rec status=413") && l.includes("reason=too_large"),
+      ),
+    ).toBe(true);
   });
 
   test("a Content-Length over the cap but smaller than the body that follows it: 413, nothing recorded", async () => {
-    const r = await rawRequest(port, `POST /hooks/rec HTTP/1.1\r\nHost: x\r\nContent-Length: ${CAP + 10}\r\nConnection: close\r\n\r\n${"z".repeat(64 * 1024)}`);
+    const r = await rawRequest(
+      port,
+      `POST /hooks/rec HTTP/1.1\r\nHost: x\r\nContent-Length: ${CAP + 10}\r\nConnection: close\r\n\r\n${"z".repeat(64 * 1024)}`,
+    );
     expect(r.statuses[0]).toBe(413);
     expect(calls).toEqual([]);
   });
 
   test("no Content-Length at all, 2 MiB of body until the connection closes: 411, nothing recorded", async () => {
     const before = stored();
-    const r = await rawRequest(port, `POST /hooks/rec HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n${"a".repeat(2 * 1024 * 1024)}`);
+    const r = await rawRequest(
+      port,
+      `POST /hooks/rec HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n${"a".repeat(2 * 1024 * 1024)}`,
+    );
     expect(r.statuses[0]).toBe(411);
     expect(calls).toEqual([]);
     expect(stored()).toBe(before);
@@ -100,7 +117,10 @@ describe("refused before any plugin code", () => {
     // HTTP framing makes the first 16 bytes a complete request (unsigned: 401); what follows is
     // parsed as the next request line and refused by the server. No plugin call ever sees more.
     const before = stored();
-    const r = await rawRequest(port, `POST /hooks/rec HTTP/1.1\r\nHost: x\r\nContent-Length: 16\r\n\r\n${"b".repeat(2 * 1024 * 1024)}`);
+    const r = await rawRequest(
+      port,
+      `POST /hooks/rec HTTP/1.1\r\nHost: x\r\nContent-Length: 16\r\n\r\n${"b".repeat(2 * 1024 * 1024)}`,
+    );
     expect(r.statuses[0]).toBe(401);
     for (const s of r.statuses.slice(1)) expect(s).toBeGreaterThanOrEqual(400);
     expect(r.statuses.slice(1).every((s) => s < 500)).toBe(true);
@@ -118,7 +138,11 @@ describe("refused before any plugin code", () => {
         c.close();
       },
     });
-    const res = await fetch(`${t.url}/hooks/rec`, { method: "POST", body: stream, headers: { "x-rec-signature": sign(body) } });
+    const res = await fetch(`${t.url}/hooks/rec`, {
+      method: "POST",
+      body: stream,
+      headers: { "x-rec-signature": sign(body) },
+    });
     expect(res.status).toBe(411);
     expect(await res.text()).toBe("");
     expect(calls).toEqual([]);
@@ -127,7 +151,8 @@ describe("refused before any plugin code", () => {
   test("chunked over a raw socket, small and over the cap, and with another coding first: 411, nothing recorded", async () => {
     const small = '{"a":1}';
     const chunk = (s: string) => `${s.length.toString(16)}\r\n${s}\r\n`;
-    const head = (te: string) => `POST /hooks/rec HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: ${te}\r\nx-rec-signature: ${sign(small)}\r\nConnection: close\r\n\r\n`;
+    const head = (te: string) =>
+      `POST /hooks/rec HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: ${te}\r\nx-rec-signature: ${sign(small)}\r\nConnection: close\r\n\r\n`;
     const a = await rawRequest(port, `${head("chunked")}${chunk(small)}0\r\n\r\n`);
     expect(a.statuses[0]).toBe(411);
     const big = "c".repeat(8192);
@@ -143,7 +168,9 @@ describe("refused before any plugin code", () => {
     for (const lengths of [["abc"], ["-1"], ["2", "5"], ["1e3"]]) {
       const c = await rawConnect(port);
       try {
-        await c.write(`POST /hooks/rec HTTP/1.1\r\nHost: x\r\n${lengths.map((l) => `Content-Length: ${l}\r\n`).join("")}Connection: close\r\n\r\nabcde`);
+        await c.write(
+          `POST /hooks/rec HTTP/1.1\r\nHost: x\r\n${lengths.map((l) => `Content-Length: ${l}\r\n`).join("")}Connection: close\r\n\r\nabcde`,
+        );
         const statuses = await c.waitResponses(1, 2000);
         // A 4xx, or a connection the server simply closed: never a request plugin code sees.
         if (statuses.length) expect(statuses[0] >= 400 && statuses[0] < 500).toBe(true);

@@ -124,18 +124,36 @@ timeout_s = 2
     // gh: signed pushes on two keys, a duplicate, a ping, and the secret itself as a signature.
     const gh = (payload: Record<string, unknown>, event = "push", delivery = randomUUID()) => {
       const body = JSON.stringify({ ...payload, note: PAYLOAD_SENTINEL });
-      return post("/hooks/gh", body, { "X-Hub-Signature-256": `sha256=${hmacHex(SECRETS.gh, body)}`, "X-GitHub-Event": event, "X-GitHub-Delivery": delivery });
+      return post("/hooks/gh", body, {
+        "X-Hub-Signature-256": `sha256=${hmacHex(SECRETS.gh, body)}`,
+        "X-GitHub-Event": event,
+        "X-GitHub-Delivery": delivery,
+      });
     };
     const d1 = randomUUID();
     await expectAnswer(gh({ repository: { full_name: "o/a" }, n: 1 }, "push", d1), 202);
     await expectAnswer(gh({ repository: { full_name: "o/a" }, n: 1 }, "push", d1), 200);
     await expectAnswer(gh({ repository: { full_name: "o/b" }, n: 2 }), 202);
     await expectAnswer(gh({ zen: "hi" }, "ping"), 200, '{"status":"ignored"}');
-    await expectAnswer(post("/hooks/gh", JSON.stringify({ repository: { full_name: "o/c" } }), { "X-Hub-Signature-256": SECRETS.gh, "X-GitHub-Event": "push" }), 401, "");
-    await expectAnswer(post("/hooks/gh", "{}", { "X-Hub-Signature-256": `sha256=${SECRETS.gh}`, Authorization: `Bearer ${SECRETS.gh}` }), 401, "");
+    await expectAnswer(
+      post("/hooks/gh", JSON.stringify({ repository: { full_name: "o/c" } }), {
+        "X-Hub-Signature-256": SECRETS.gh,
+        "X-GitHub-Event": "push",
+      }),
+      401,
+      "",
+    );
+    await expectAnswer(
+      post("/hooks/gh", "{}", { "X-Hub-Signature-256": `sha256=${SECRETS.gh}`, Authorization: `Bearer ${SECRETS.gh}` }),
+      401,
+      "",
+    );
 
     // push: the token in the query string, right and wrong.
-    const pushBody = JSON.stringify({ subscription: "projects/p/subscriptions/s", message: { messageId: randomUUID(), data: PAYLOAD_SENTINEL } });
+    const pushBody = JSON.stringify({
+      subscription: "projects/p/subscriptions/s",
+      message: { messageId: randomUUID(), data: PAYLOAD_SENTINEL },
+    });
     await expectAnswer(post(`/hooks/push?token=${encodeURIComponent(SECRETS.push)}&relay=q7z9`, pushBody), 202);
     await expectAnswer(post(`/hooks/push?token=${encodeURIComponent(`${SECRETS.push}-wrong`)}`, pushBody), 401, "");
     await expectAnswer(post(`/hooks/nosuchsource?token=${encodeURIComponent(SECRETS.push)}`, pushBody), 404, "");
@@ -147,17 +165,34 @@ timeout_s = 2
       "Proxy-Authorization": `Basic ${Buffer.from(`u:${SECRETS.tok}`).toString("base64")}`,
       Cookie: `session=${SECRETS.tok}; other=1`,
     };
-    await expectAnswer(post("/hooks/tok", JSON.stringify({ no_project: true, note: PAYLOAD_SENTINEL }), credentials), 202, '{"status":"quarantined"}');
+    await expectAnswer(
+      post("/hooks/tok", JSON.stringify({ no_project: true, note: PAYLOAD_SENTINEL }), credentials),
+      202,
+      '{"status":"quarantined"}',
+    );
     await expectAnswer(post("/hooks/tok", JSON.stringify({ project: "p1", note: PAYLOAD_SENTINEL }), credentials), 202);
 
     // meetings: an event, a signed handshake (answered from the secret) and a forged one.
     const zoom = (payload: Record<string, unknown>, sign = true) => {
       const body = JSON.stringify(payload);
       const ts = String(Math.floor(Date.now() / 1000));
-      return post("/hooks/meetings", body, { "x-zm-request-timestamp": ts, "x-zm-signature": `v0=${sign ? hmacHex(SECRETS.zoom, `v0:${ts}:${body}`) : SECRET_SENTINEL}` });
+      return post("/hooks/meetings", body, {
+        "x-zm-request-timestamp": ts,
+        "x-zm-signature": `v0=${sign ? hmacHex(SECRETS.zoom, `v0:${ts}:${body}`) : SECRET_SENTINEL}`,
+      });
     };
-    await expectAnswer(zoom({ event: "meeting.started", event_ts: Date.now(), payload: { object: { id: "m1" } }, note: PAYLOAD_SENTINEL }), 202);
-    const answer = JSON.parse(await expectAnswer(zoom({ event: "endpoint.url_validation", payload: { plainToken: "pt" } }), 200)) as { encryptedToken: string };
+    await expectAnswer(
+      zoom({
+        event: "meeting.started",
+        event_ts: Date.now(),
+        payload: { object: { id: "m1" } },
+        note: PAYLOAD_SENTINEL,
+      }),
+      202,
+    );
+    const answer = JSON.parse(
+      await expectAnswer(zoom({ event: "endpoint.url_validation", payload: { plainToken: "pt" } }), 200),
+    ) as { encryptedToken: string };
     expect(answer.encryptedToken).toBe(hmacHex(SECRETS.zoom, "pt"));
     await expectAnswer(zoom({ event: "endpoint.url_validation", payload: { plainToken: "pt2" } }, false), 401, "");
 
@@ -171,7 +206,9 @@ timeout_s = 2
     const db = new Database(join(home, "spool.db"), { readonly: true });
     try {
       await waitFor("every batch but the quarantine delivered", () => {
-        const row = db.query("SELECT COUNT(*) AS n FROM batches WHERE destination = 'out' AND state = 'delivered'").get() as { n: number };
+        const row = db
+          .query("SELECT COUNT(*) AS n FROM batches WHERE destination = 'out' AND state = 'delivered'")
+          .get() as { n: number };
         return row.n === 5;
       });
     } finally {
@@ -195,23 +232,36 @@ timeout_s = 2
   const hits: string[] = [];
   let cells = 0;
   try {
-    const tables = (db.query("SELECT name FROM sqlite_master WHERE type = 'table'").all() as { name: string }[]).map((r) => r.name);
-    expect(tables).toEqual(expect.arrayContaining(["batches", "events", "attempts", "issues", "meta", "dedup", "destinations"]));
+    const tables = (db.query("SELECT name FROM sqlite_master WHERE type = 'table'").all() as { name: string }[]).map(
+      (r) => r.name,
+    );
+    expect(tables).toEqual(
+      expect.arrayContaining(["batches", "events", "attempts", "issues", "meta", "dedup", "destinations"]),
+    );
     for (const table of tables) {
       for (const row of db.query(`SELECT * FROM "${table}"`).all() as Record<string, unknown>[]) {
         for (const [column, v] of Object.entries(row)) {
           cells++;
           if (v === null) continue;
-          const texts = v instanceof Uint8Array ? [Buffer.from(v).toString("utf8"), Buffer.from(v).toString("latin1")] : [String(v)];
+          const texts =
+            v instanceof Uint8Array
+              ? [Buffer.from(v).toString("utf8"), Buffer.from(v).toString("latin1")]
+              : [String(v)];
           for (const f of forms()) if (texts.some((x) => x.includes(f))) hits.push(`${table}.${column}`);
         }
       }
     }
     // The scenario really filled the tables: quarantine, attempts with an error, an issue.
-    expect((db.query("SELECT COUNT(*) AS n FROM batches WHERE destination = 'quarantine'").get() as { n: number }).n).toBe(1);
-    expect((db.query("SELECT COUNT(*) AS n FROM attempts WHERE outcome = 'retry'").get() as { n: number }).n).toBeGreaterThanOrEqual(1);
+    expect(
+      (db.query("SELECT COUNT(*) AS n FROM batches WHERE destination = 'quarantine'").get() as { n: number }).n,
+    ).toBe(1);
+    expect(
+      (db.query("SELECT COUNT(*) AS n FROM attempts WHERE outcome = 'retry'").get() as { n: number }).n,
+    ).toBeGreaterThanOrEqual(1);
     expect((db.query("SELECT COUNT(*) AS n FROM issues").get() as { n: number }).n).toBeGreaterThanOrEqual(1);
-    const q = db.query("SELECT e.headers FROM events e JOIN batches b ON b.id = e.batch_id WHERE b.destination = 'quarantine'").get() as { headers: string };
+    const q = db
+      .query("SELECT e.headers FROM events e JOIN batches b ON b.id = e.batch_id WHERE b.destination = 'quarantine'")
+      .get() as { headers: string };
     const kept = Object.keys(JSON.parse(q.headers)).map((k) => k.toLowerCase());
     for (const h of ["x-token", "authorization", "proxy-authorization", "cookie"]) expect(kept).not.toContain(h);
   } finally {
@@ -227,7 +277,8 @@ timeout_s = 2
 
   // The subprocess's logs: no sentinel, no secret in any form, no query string.
   const stderr = h.stderr();
-  for (const m of ["listening", "queued", "duplicate", "ignored", "unverified", "quarantined", "delivered", "retry"]) expect(stderr).toContain(m);
+  for (const m of ["listening", "queued", "duplicate", "ignored", "unverified", "quarantined", "delivered", "retry"])
+    expect(stderr).toContain(m);
   expect(stderr).not.toContain(SECRET_SENTINEL);
   expect(stderr).not.toContain(PAYLOAD_SENTINEL);
   for (const f of forms()) expect(stderr.includes(f)).toBe(false);

@@ -26,7 +26,8 @@ afterAll(async () => {
   await t.stop();
 });
 
-const validation = (plainToken: string) => JSON.stringify({ event: "endpoint.url_validation", payload: { plainToken } });
+const validation = (plainToken: string) =>
+  JSON.stringify({ event: "endpoint.url_validation", payload: { plainToken } });
 const zoomHeaders = (body: string, ts: number, key = SECRET) => ({
   "Content-Type": "application/json",
   "x-zm-request-timestamp": String(ts),
@@ -51,15 +52,31 @@ test("every badly signed validation: 401, empty body, no token in body or header
     const body = validation(plain);
     const good = zoomHeaders(body, now);
     cases.push(
-      { name: "no signature", body, headers: { "Content-Type": "application/json", "x-zm-request-timestamp": String(now) } },
-      { name: "no timestamp", body, headers: { "Content-Type": "application/json", "x-zm-signature": good["x-zm-signature"] } },
+      {
+        name: "no signature",
+        body,
+        headers: { "Content-Type": "application/json", "x-zm-request-timestamp": String(now) },
+      },
+      {
+        name: "no timestamp",
+        body,
+        headers: { "Content-Type": "application/json", "x-zm-signature": good["x-zm-signature"] },
+      },
       { name: "another secret", body, headers: zoomHeaders(body, now, "some-other-secret") },
       { name: "signature of another body", body, headers: zoomHeaders(validation("plain-other"), now) },
       { name: "stale", body, headers: zoomHeaders(body, now - 301) },
       { name: "future-dated", body, headers: zoomHeaders(body, now + 301) },
-      { name: "timestamp swapped after signing", body, headers: { ...good, "x-zm-request-timestamp": String(now - 1) } },
+      {
+        name: "timestamp swapped after signing",
+        body,
+        headers: { ...good, "x-zm-request-timestamp": String(now - 1) },
+      },
       { name: "garbage signature", body, headers: { ...good, "x-zm-signature": "v0=zzzz" } },
-      { name: "signature without its prefix", body, headers: { ...good, "x-zm-signature": good["x-zm-signature"].slice(3) } },
+      {
+        name: "signature without its prefix",
+        body,
+        headers: { ...good, "x-zm-signature": good["x-zm-signature"].slice(3) },
+      },
       { name: "an empty signature", body, headers: { ...good, "x-zm-signature": "" } },
     );
   }
@@ -82,7 +99,11 @@ test("every badly signed validation: 401, empty body, no token in body or header
 test("the handshake is not answered for other methods either", async () => {
   const body = validation("plain-get");
   for (const method of ["GET", "HEAD", "PUT"]) {
-    const res = await fetch(`${t.url}/hooks/meetings`, { method, headers: zoomHeaders(body, t.clock.now()), body: method === "PUT" ? body : undefined });
+    const res = await fetch(`${t.url}/hooks/meetings`, {
+      method,
+      headers: zoomHeaders(body, t.clock.now()),
+      body: method === "PUT" ? body : undefined,
+    });
     expect(res.status).not.toBe(200);
     expect(await res.text()).not.toContain(mac(SECRET, "plain-get"));
   }

@@ -51,7 +51,25 @@ describe("a client's malformed request head", () => {
 
   // Every Host a client can send that names no host: missing (HTTP/1.0 and 1.1), empty, spaces,
   // brackets, slashes, escapes, extra colons, userinfo, queries and fragments, a bad port.
-  const HOSTS: (string | null)[] = [null, "", "a b", "[", "[::1", "a/b", "%", "%41", "x:y:z", "a@b", "a?b", "a#b", "a:port", "a:123456", "a\tb", "ok:1/../x", "\u00e9.example"];
+  const HOSTS: (string | null)[] = [
+    null,
+    "",
+    "a b",
+    "[",
+    "[::1",
+    "a/b",
+    "%",
+    "%41",
+    "x:y:z",
+    "a@b",
+    "a?b",
+    "a#b",
+    "a:port",
+    "a:123456",
+    "a\tb",
+    "ok:1/../x",
+    "\u00e9.example",
+  ];
   const PATHS = ["/healthz", "/metrics", "/hooks/demo", "/nowhere"];
 
   for (const host of HOSTS) {
@@ -60,8 +78,16 @@ describe("a client's malformed request head", () => {
       for (const path of PATHS) {
         for (const version of ["1.0", "1.1"]) {
           const method = path === "/hooks/demo" ? "POST" : "GET";
-          const head = [`${method} ${path} HTTP/${version}`, ...(host === null ? [] : [`Host: ${host}`]), "Connection: close", ...(method === "POST" ? [`Content-Length: ${body.length}`, `X-Sig: ${signed(body)}`] : [])];
-          const answer = await raw(port, Buffer.from(`${head.join("\r\n")}\r\n\r\n${method === "POST" ? body : ""}`, "utf8"));
+          const head = [
+            `${method} ${path} HTTP/${version}`,
+            ...(host === null ? [] : [`Host: ${host}`]),
+            "Connection: close",
+            ...(method === "POST" ? [`Content-Length: ${body.length}`, `X-Sig: ${signed(body)}`] : []),
+          ];
+          const answer = await raw(
+            port,
+            Buffer.from(`${head.join("\r\n")}\r\n\r\n${method === "POST" ? body : ""}`, "utf8"),
+          );
           const status = statusOf(answer);
           // Bun's parser refuses some heads itself (400); ours refuses the rest (400). Never 5xx.
           expect({ host, path, version, status }).toEqual({ host, path, version, status: 400 });
@@ -78,23 +104,45 @@ describe("a client's malformed request head", () => {
       expect({ host, status: statusOf(answer) }).toEqual({ host, status: 200 });
     }
     const body = '{"k":"one"}';
-    const answer = await raw(port, `POST /hooks/demo?x=1 HTTP/1.1\r\nHost: hooks.example.com\r\nConnection: close\r\nContent-Length: ${body.length}\r\nX-Sig: ${signed(body)}\r\n\r\n${body}`);
+    const answer = await raw(
+      port,
+      `POST /hooks/demo?x=1 HTTP/1.1\r\nHost: hooks.example.com\r\nConnection: close\r\nContent-Length: ${body.length}\r\nX-Sig: ${signed(body)}\r\n\r\n${body}`,
+    );
     expect(statusOf(answer)).toBe(202);
     expect(t.count("events")).toBe(1);
   });
 
   test("odd request targets are 4xx, never 5xx: absolute-form, doubled slashes, escapes, fragments", async () => {
-    for (const target of ["http://evil.example/healthz", "//x/hooks/demo", "/hooks/%zz", "/hooks/demo%00", "/healthz#frag", "/hooks/../healthz", `/hooks/${"a".repeat(4000)}`]) {
+    for (const target of [
+      "http://evil.example/healthz",
+      "//x/hooks/demo",
+      "/hooks/%zz",
+      "/hooks/demo%00",
+      "/healthz#frag",
+      "/hooks/../healthz",
+      `/hooks/${"a".repeat(4000)}`,
+    ]) {
       const answer = await raw(port, `GET ${target} HTTP/1.1\r\nHost: hooks.example.com\r\nConnection: close\r\n\r\n`);
       const status = statusOf(answer);
-      expect({ target: target.slice(0, 40), ok: status >= 200 && status < 500 }).toEqual({ target: target.slice(0, 40), ok: true });
+      expect({ target: target.slice(0, 40), ok: status >= 200 && status < 500 }).toEqual({
+        target: target.slice(0, 40),
+        ok: true,
+      });
     }
     expect(internal()).toBe(0);
   });
 
   test("Bun's parser (pinned): a request line it cannot read is answered by Bun itself, 400 or 505", async () => {
     const seen: Record<string, number> = {};
-    for (const line of ["GET /healthz HTTP/9.9", "GET /healthz", "GET /healthz HTTP/1.1 extra", "GET  /healthz HTTP/1.1", "G@T /healthz HTTP/1.1", "OPTIONS * HTTP/1.1", "GET healthz HTTP/1.1"]) {
+    for (const line of [
+      "GET /healthz HTTP/9.9",
+      "GET /healthz",
+      "GET /healthz HTTP/1.1 extra",
+      "GET  /healthz HTTP/1.1",
+      "G@T /healthz HTTP/1.1",
+      "OPTIONS * HTTP/1.1",
+      "GET healthz HTTP/1.1",
+    ]) {
       seen[line] = statusOf(await raw(port, `${line}\r\nHost: hooks.example.com\r\nConnection: close\r\n\r\n`));
     }
     expect(seen).toEqual({

@@ -28,7 +28,8 @@ afterAll(async () => {
   await t.stop();
 });
 
-const signed = (body: Uint8Array | string, extra: Record<string, string> = {}) => t.post("/hooks/demo", body, { "X-Sig": sig(body), ...extra });
+const signed = (body: Uint8Array | string, extra: Record<string, string> = {}) =>
+  t.post("/hooks/demo", body, { "X-Sig": sig(body), ...extra });
 
 /** The intake still answers a good request at once. */
 async function stillServing(): Promise<void> {
@@ -41,7 +42,9 @@ async function stillServing(): Promise<void> {
 
 function lastQuarantine(): { raw: Uint8Array; last_error: string; state: string } {
   return t.db.db
-    .query("SELECT e.raw, b.last_error, b.state FROM events e JOIN batches b ON b.id = e.batch_id WHERE b.destination = 'quarantine' ORDER BY e.id DESC LIMIT 1")
+    .query(
+      "SELECT e.raw, b.last_error, b.state FROM events e JOIN batches b ON b.id = e.batch_id WHERE b.destination = 'quarantine' ORDER BY e.id DESC LIMIT 1",
+    )
     .get() as { raw: Uint8Array; last_error: string; state: string };
 }
 
@@ -85,7 +88,11 @@ describe("NUL bytes", () => {
     const res = await signed(body);
     expect(res.status).toBe(202);
     expect(await res.json()).toEqual({ status: "queued" });
-    const row = t.db.db.query("SELECT b.key, e.event_type, e.payload FROM events e JOIN batches b ON b.id = e.batch_id ORDER BY e.id DESC LIMIT 1").get() as {
+    const row = t.db.db
+      .query(
+        "SELECT b.key, e.event_type, e.payload FROM events e JOIN batches b ON b.id = e.batch_id ORDER BY e.id DESC LIMIT 1",
+      )
+      .get() as {
       key: string;
       event_type: string;
       payload: string;
@@ -111,7 +118,10 @@ describe("NUL bytes", () => {
   });
 
   test("a NUL in a header value is refused by the server (4xx), not by a crash", async () => {
-    const r = await rawRequest(port, "POST /hooks/demo HTTP/1.1\r\nHost: x\r\nX-Sig: sha256=ab\u0000cd\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}");
+    const r = await rawRequest(
+      port,
+      "POST /hooks/demo HTTP/1.1\r\nHost: x\r\nX-Sig: sha256=ab\u0000cd\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}",
+    );
     if (r.statuses.length) expect(r.statuses[0] >= 400 && r.statuses[0] < 500).toBe(true);
     else expect(r.closed).toBe(true);
     await stillServing();
@@ -136,7 +146,11 @@ describe("hostile requests: refused or cut off, and the intake keeps serving", (
   });
 
   test("one header of 10 MiB: 431 (or the connection closed)", async () => {
-    const r = await rawRequest(port, `POST /hooks/demo HTTP/1.1\r\nHost: x\r\nX-Big: ${"b".repeat(10 * 1024 * 1024)}\r\nContent-Length: 2\r\n\r\n{}`, 5000);
+    const r = await rawRequest(
+      port,
+      `POST /hooks/demo HTTP/1.1\r\nHost: x\r\nX-Big: ${"b".repeat(10 * 1024 * 1024)}\r\nContent-Length: 2\r\n\r\n{}`,
+      5000,
+    );
     expect(r.closed || r.statuses.length > 0).toBe(true);
     for (const s of r.statuses) expect(s >= 400 && s < 500).toBe(true);
     await stillServing();
@@ -147,7 +161,9 @@ describe("hostile requests: refused or cut off, and the intake keeps serving", (
     const body = JSON.stringify({ topic: "drip", note: PAYLOAD_SENTINEL });
     const c = await rawConnect(port);
     try {
-      await c.write(`POST /hooks/demo HTTP/1.1\r\nHost: x\r\nX-Sig: ${sig(body)}\r\nContent-Length: ${body.length}\r\n\r\n`);
+      await c.write(
+        `POST /hooks/demo HTTP/1.1\r\nHost: x\r\nX-Sig: ${sig(body)}\r\nContent-Length: ${body.length}\r\n\r\n`,
+      );
       for (let i = 0; i < 3; i++) {
         await c.write(body[i]);
         // Another sender is served at once while the drip is in progress.
@@ -166,7 +182,10 @@ describe("hostile requests: refused or cut off, and the intake keeps serving", (
   });
 
   test("a huge request line (200 KB path) and a long unknown source name: 4xx, never a 5xx", async () => {
-    const r = await rawRequest(port, `POST /hooks/${"p".repeat(200_000)} HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}`);
+    const r = await rawRequest(
+      port,
+      `POST /hooks/${"p".repeat(200_000)} HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}`,
+    );
     expect(r.closed || r.statuses.length > 0).toBe(true);
     for (const s of r.statuses) expect(s >= 400 && s < 500).toBe(true);
     const res = await t.post(`/hooks/${"n".repeat(4000)}`, "{}");
@@ -191,7 +210,10 @@ describe("hostile requests: refused or cut off, and the intake keeps serving", (
   test("an unknown method and methods a source does not take: 4xx or closed, nothing stored", async () => {
     const before = t.count("events");
     for (const method of ["FOO", "BREW", "PROPFIND"]) {
-      const r = await rawRequest(port, `${method} /hooks/demo HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}`);
+      const r = await rawRequest(
+        port,
+        `${method} /hooks/demo HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}`,
+      );
       expect(r.closed || r.statuses.length > 0).toBe(true);
       for (const s of r.statuses) expect(s >= 400 && s < 500).toBe(true);
     }

@@ -29,7 +29,15 @@ afterAll(async () => {
 });
 
 /** A structurally valid ES256 token for `body`, signed by our key but naming `kid`. */
-async function send(kid: string, payload: Record<string, unknown> = { item_id: "item-1", webhook_type: "TRANSACTIONS", note: PAYLOAD_SENTINEL, n: randomUUID() }): Promise<Response> {
+async function send(
+  kid: string,
+  payload: Record<string, unknown> = {
+    item_id: "item-1",
+    webhook_type: "TRANSACTIONS",
+    note: PAYLOAD_SENTINEL,
+    n: randomUUID(),
+  },
+): Promise<Response> {
   const body = JSON.stringify(payload);
   const token = await new SignJWT({ request_body_sha256: createHash("sha256").update(body).digest("hex") })
     .setProtectedHeader({ alg: "ES256", kid })

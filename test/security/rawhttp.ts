@@ -45,10 +45,11 @@ export async function rawConnect(port: number): Promise<RawConnection> {
       },
     },
   });
-  const nap = (ms: number) => new Promise<void>((r) => {
-    waiters.push(r);
-    setTimeout(r, ms);
-  });
+  const nap = (ms: number) =>
+    new Promise<void>((r) => {
+      waiters.push(r);
+      setTimeout(r, ms);
+    });
   const statuses = () => [...buf.matchAll(/HTTP\/1\.[01] (\d{3})/g)].map((m) => Number(m[1]));
   return {
     async write(data) {
@@ -70,7 +71,8 @@ export async function rawConnect(port: number): Promise<RawConnection> {
     },
     async waitResponses(n, ms) {
       const until = Date.now() + ms;
-      while (statuses().length < n && !closed && Date.now() < until) await nap(Math.max(1, Math.min(50, until - Date.now())));
+      while (statuses().length < n && !closed && Date.now() < until)
+        await nap(Math.max(1, Math.min(50, until - Date.now())));
       return statuses();
     },
     close() {
@@ -81,7 +83,11 @@ export async function rawConnect(port: number): Promise<RawConnection> {
 }
 
 /** Send one request (add "Connection: close" to it) and collect the answers until the server hangs up. */
-export async function rawRequest(port: number, data: string | Uint8Array, ms = 3000): Promise<{ statuses: number[]; closed: boolean; text: string }> {
+export async function rawRequest(
+  port: number,
+  data: string | Uint8Array,
+  ms = 3000,
+): Promise<{ statuses: number[]; closed: boolean; text: string }> {
   const c = await rawConnect(port);
   try {
     await c.write(data);

@@ -3,7 +3,12 @@
 import { describe, expect, test } from "bun:test";
 import { ignoredRun, type PastAttempt, previousBadEmit, strikeGaps } from "../../src/store/attempts-plan.ts";
 
-const failed = (finished_at: number, klass = "transport"): PastAttempt => ({ outcome: "failed", klass, error: "connect refused", finished_at });
+const failed = (finished_at: number, klass = "transport"): PastAttempt => ({
+  outcome: "failed",
+  klass,
+  error: "connect refused",
+  finished_at,
+});
 
 describe("the poison run", () => {
   test("one gap per earlier strike, newest first, each ending at the next failure", () => {
@@ -25,7 +30,9 @@ describe("the poison run", () => {
 
   test("a failed agent run is a strike; a success or another class ends the run", () => {
     expect(strikeGaps([failed(30, "agent"), failed(20)], 40)).toHaveLength(2);
-    expect(strikeGaps([failed(30), { outcome: "ok", klass: null, error: null, finished_at: 20 }, failed(10)], 40)).toHaveLength(1);
+    expect(
+      strikeGaps([failed(30), { outcome: "ok", klass: null, error: null, finished_at: 20 }, failed(10)], 40),
+    ).toHaveLength(1);
     expect(strikeGaps([failed(30), failed(20, "throttle"), failed(10)], 40)).toHaveLength(1);
     expect(strikeGaps([], 40)).toEqual([]);
   });
@@ -35,7 +42,9 @@ describe("the bad emit and the ignored run", () => {
   test("the previous attempt that says something decides whether the last emit was bad", () => {
     const badEmit: PastAttempt = { outcome: "failed", klass: "batch", error: "bad emit: not JSON", finished_at: 10 };
     expect(previousBadEmit([badEmit])).toBe(true);
-    expect(previousBadEmit([{ outcome: "failed", klass: null, error: "lease expired", finished_at: 11 }, badEmit])).toBe(true);
+    expect(
+      previousBadEmit([{ outcome: "failed", klass: null, error: "lease expired", finished_at: 11 }, badEmit]),
+    ).toBe(true);
     expect(previousBadEmit([failed(12), badEmit])).toBe(false);
     expect(previousBadEmit([])).toBe(false);
   });

@@ -8,7 +8,14 @@ import { transportStrikesTx } from "../../src/store/sqlite/outcome.ts";
 import { POISON_STRIKES } from "../../src/store/outcome-plan.ts";
 import { freshSpool } from "../helpers/spool.ts";
 
-const policy = { maxAttempts: 64, backoffBaseS: 15, backoffCapS: 300, tripAfter: 3, cooldownInitialS: 30, cooldownMaxS: 600 };
+const policy = {
+  maxAttempts: 64,
+  backoffBaseS: 15,
+  backoffCapS: 300,
+  tripAfter: 3,
+  cooldownInitialS: 30,
+  cooldownMaxS: 600,
+};
 const facts = (over: Partial<AwaitingFacts> = {}): AwaitingFacts => ({
   attemptId: 10,
   acceptedAt: 1000,
@@ -18,7 +25,17 @@ const facts = (over: Partial<AwaitingFacts> = {}): AwaitingFacts => ({
   attemptRows: 1,
   ...over,
 });
-const report = (over: Partial<ReportInput> = {}): ReportInput => ({ deliveryId: "hs_x_5", status: "ok", reason: null, permanent: false, via: "cli", now: 1060, jitter: 0, policy, ...over });
+const report = (over: Partial<ReportInput> = {}): ReportInput => ({
+  deliveryId: "hs_x_5",
+  status: "ok",
+  reason: null,
+  permanent: false,
+  via: "cli",
+  now: 1060,
+  jitter: 0,
+  policy,
+  ...over,
+});
 
 describe("planAwaiting", () => {
   test("ok: delivered, a counted attempt, the run's duration; agent_failed and outcome_timeout issues resolve", () => {
@@ -34,7 +51,11 @@ describe("planAwaiting", () => {
     expect(p.mark).toEqual({ kind: "retry", nextAttemptAt: 1060 + 15, error: "agent_failed: model timed out" });
     expect(p.attempt).toMatchObject({ outcome: "retry", counted: true, answer: "failed" });
     expect(p.raise).toEqual([]);
-    expect(planAwaiting(facts({ batch: { ...facts().batch, attempts: 2 } }), report({ status: "failed" })).raise.map((i) => i.fingerprint)).toEqual(["delivery:hermes:ci:agent_failed"]);
+    expect(
+      planAwaiting(facts({ batch: { ...facts().batch, attempts: 2 } }), report({ status: "failed" })).raise.map(
+        (i) => i.fingerprint,
+      ),
+    ).toEqual(["delivery:hermes:ci:agent_failed"]);
   });
 
   test("failed --permanent: dead, agent_failed, with its issue", () => {
@@ -66,7 +87,9 @@ describe("the poison walk over awaited runs", () => {
   /** Attempt rows for batch 1 and, between its failures, batch 2's, as the store writes them. */
   function history(between: { outcome: string; klass: string | null }) {
     const { spool } = freshSpool();
-    const ins = spool.db.query("INSERT INTO attempts (batch_id, n, destination, started_at, finished_at, outcome, klass) VALUES (?, ?, 'd', ?, ?, ?, ?)");
+    const ins = spool.db.query(
+      "INSERT INTO attempts (batch_id, n, destination, started_at, finished_at, outcome, klass) VALUES (?, ?, 'd', ?, ?, ?, ?)",
+    );
     let t = 100;
     for (let i = 0; i < 3; i++) {
       ins.run(1, 2 * i + 1, t, t, "ok", "await"); // batch 1's 2xx

@@ -9,7 +9,13 @@ import type { Suite } from "./suite.ts";
 /** The batches cases, on whatever store fresh() opens. */
 export function batchCases({ fresh, caps, name }: Suite): void {
   const ok: AttemptRecord = { klass: null, status: 200, error: null, durationMs: 12, counted: true };
-  const transport: AttemptRecord = { klass: "transport", status: 502, error: "bad gateway", durationMs: 5, counted: false };
+  const transport: AttemptRecord = {
+    klass: "transport",
+    status: 502,
+    error: "bad gateway",
+    durationMs: 5,
+    counted: false,
+  };
 
   async function open(s: StoreUnderTest, over: Parameters<typeof ev>[0] = {}): Promise<number> {
     const r = await s.enqueue(ev(over));
@@ -18,7 +24,15 @@ export function batchCases({ fresh, caps, name }: Suite): void {
   }
 
   function claim(s: StoreUnderTest, batchId: number, now = s.clock.now()) {
-    return s.claim({ batchId, destination: "http:d", now, leaseUntil: now + 90, host: "h", pid: 42, deliveryId: (a, n) => `hs_x_${batchId}_${a}_${n}` });
+    return s.claim({
+      batchId,
+      destination: "http:d",
+      now,
+      leaseUntil: now + 90,
+      host: "h",
+      pid: 42,
+      deliveryId: (a, n) => `hs_x_${batchId}_${a}_${n}`,
+    });
   }
 
   const ids = async (p: Promise<{ id: number }[]>) => (await p).map((x) => x.id);
@@ -66,7 +80,14 @@ export function batchCases({ fresh, caps, name }: Suite): void {
       // across attempts (claim, retry, claim, deliver) the hash is identical
       const c1 = await claim(s, id);
       if (!c1) throw new Error("claim");
-      await s.markRetry({ batchId: id, attemptId: c1.attemptId, owner: c1.owner, now: T0, nextAttemptAt: T0, attempt: transport });
+      await s.markRetry({
+        batchId: id,
+        attemptId: c1.attemptId,
+        owner: c1.owner,
+        now: T0,
+        nextAttemptAt: T0,
+        attempt: transport,
+      });
       const c2 = await claim(s, id);
       if (!c2) throw new Error("claim");
       await s.markDelivered({ batchId: id, attemptId: c2.attemptId, owner: c2.owner, now: T0, attempt: ok });
@@ -96,7 +117,14 @@ export function batchCases({ fresh, caps, name }: Suite): void {
       const c = await claim(s, a1);
       if (!c) throw new Error("claim");
       expect(await ids(s.candidates(T0))).toEqual([]);
-      await s.markRetry({ batchId: a1, attemptId: c.attemptId, owner: c.owner, now: T0, nextAttemptAt: T0 + 15, attempt: transport });
+      await s.markRetry({
+        batchId: a1,
+        attemptId: c.attemptId,
+        owner: c.owner,
+        now: T0,
+        nextAttemptAt: T0 + 15,
+        attempt: transport,
+      });
       expect(await ids(s.candidates(T0 + 14))).toEqual([]);
       expect(await ids(s.candidates(T0 + 15))).toEqual([a1]);
       // an open head blocks its group too
@@ -112,13 +140,33 @@ export function batchCases({ fresh, caps, name }: Suite): void {
       const a2 = await open(s, { key: "a", copies: [copy("r", "http:d", w)] });
       const c = await claim(s, a1);
       if (!c) throw new Error("claim");
-      await s.markDead({ batchId: a1, attemptId: c.attemptId, owner: c.owner, now: T0, attempt: { ...ok, klass: "permanent", status: 422, counted: false } });
+      await s.markDead({
+        batchId: a1,
+        attemptId: c.attemptId,
+        owner: c.owner,
+        now: T0,
+        attempt: { ...ok, klass: "permanent", status: 422, counted: false },
+      });
       expect(await ids(s.candidates(T0))).toEqual([a2]);
       await s.update("batches", { not_before: T0 + 10 }, { id: a2 });
       expect(await ids(s.candidates(T0))).toEqual([]);
       expect(await ids(s.candidates(T0 + 10))).toEqual([a2]);
       await s.insert("batches", [
-        { route: "q", source: "q", destination: "quarantine", key: "quarantine", state: "sealed", first_at: T0 - 100, last_at: T0 - 100, quiet_s: 0, max_s: 0, max_events: 1, max_bytes: 1, sealed_at: T0, content_hash: "sha256:x" },
+        {
+          route: "q",
+          source: "q",
+          destination: "quarantine",
+          key: "quarantine",
+          state: "sealed",
+          first_at: T0 - 100,
+          last_at: T0 - 100,
+          quiet_s: 0,
+          max_s: 0,
+          max_events: 1,
+          max_bytes: 1,
+          sealed_at: T0,
+          content_hash: "sha256:x",
+        },
       ]);
       expect((await s.candidates(T0 + 10)).map((x) => x.destination)).toEqual(["http:d"]);
     });
@@ -134,8 +182,18 @@ export function batchCases({ fresh, caps, name }: Suite): void {
       expect(c.n).toBe(1);
       expect(c.deliveryId).toBe(`hs_x_${id}_${c.attemptId}_1`);
       expect(await s.batch(id)).toMatchObject({ state: "leased", lease_owner: c.owner, lease_until: T0 + 90 });
-      const a = await s.row("attempts", { cols: ["batch_id", "n", "started_at", "finished_at", "outcome", "delivery_id"], where: { id: c.attemptId } });
-      expect(a).toEqual({ batch_id: id, n: 1, started_at: T0, finished_at: null, outcome: null, delivery_id: c.deliveryId });
+      const a = await s.row("attempts", {
+        cols: ["batch_id", "n", "started_at", "finished_at", "outcome", "delivery_id"],
+        where: { id: c.attemptId },
+      });
+      expect(a).toEqual({
+        batch_id: id,
+        n: 1,
+        started_at: T0,
+        finished_at: null,
+        outcome: null,
+        delivery_id: c.deliveryId,
+      });
       // a second claim loses and leaves no attempt row behind
       expect(await claim(s, id)).toBeNull();
       expect(await s.count("attempts")).toBe(1);
@@ -144,14 +202,46 @@ export function batchCases({ fresh, caps, name }: Suite): void {
     test("outcomes: delivered counts the attempt; retry and dead record class and error", async () => {
       const s = await fresh();
       const w = { max_events: 1 };
-      const ids = [await open(s, { key: "a", copies: [copy("r", "http:d", w)] }), await open(s, { key: "b", copies: [copy("r", "http:d", w)] }), await open(s, { key: "c", copies: [copy("r", "http:d", w)] })];
+      const ids = [
+        await open(s, { key: "a", copies: [copy("r", "http:d", w)] }),
+        await open(s, { key: "b", copies: [copy("r", "http:d", w)] }),
+        await open(s, { key: "c", copies: [copy("r", "http:d", w)] }),
+      ];
       const [c1, c2, c3] = [await claim(s, ids[0]), await claim(s, ids[1]), await claim(s, ids[2])];
       if (!c1 || !c2 || !c3) throw new Error("claim");
-      expect((await s.markDelivered({ batchId: ids[0], attemptId: c1.attemptId, owner: c1.owner, now: T0 + 1, attempt: ok })).applied).toBe(true);
-      expect(await s.batch(ids[0])).toMatchObject({ state: "delivered", delivered_at: T0 + 1, attempts: 1, lease_owner: null, result: "ok" });
-      await s.markRetry({ batchId: ids[1], attemptId: c2.attemptId, owner: c2.owner, now: T0 + 1, nextAttemptAt: T0 + 16, attempt: { ...transport, klass: "batch", counted: true, error: "exit 3\nsecond line" } });
-      expect(await s.batch(ids[1])).toMatchObject({ state: "retry", next_attempt_at: T0 + 16, attempts: 1, last_class: "batch", last_error: "exit 3 second line" });
-      await s.markDead({ batchId: ids[2], attemptId: c3.attemptId, owner: c3.owner, now: T0 + 1, attempt: { ...ok, klass: "permanent", status: 422, error: "x".repeat(900), counted: false } });
+      expect(
+        (await s.markDelivered({ batchId: ids[0], attemptId: c1.attemptId, owner: c1.owner, now: T0 + 1, attempt: ok }))
+          .applied,
+      ).toBe(true);
+      expect(await s.batch(ids[0])).toMatchObject({
+        state: "delivered",
+        delivered_at: T0 + 1,
+        attempts: 1,
+        lease_owner: null,
+        result: "ok",
+      });
+      await s.markRetry({
+        batchId: ids[1],
+        attemptId: c2.attemptId,
+        owner: c2.owner,
+        now: T0 + 1,
+        nextAttemptAt: T0 + 16,
+        attempt: { ...transport, klass: "batch", counted: true, error: "exit 3\nsecond line" },
+      });
+      expect(await s.batch(ids[1])).toMatchObject({
+        state: "retry",
+        next_attempt_at: T0 + 16,
+        attempts: 1,
+        last_class: "batch",
+        last_error: "exit 3 second line",
+      });
+      await s.markDead({
+        batchId: ids[2],
+        attemptId: c3.attemptId,
+        owner: c3.owner,
+        now: T0 + 1,
+        attempt: { ...ok, klass: "permanent", status: 422, error: "x".repeat(900), counted: false },
+      });
       const dead = await s.batch(ids[2]);
       expect(dead).toMatchObject({ state: "dead", last_class: "permanent", attempts: 0 });
       expect((dead?.last_error as string).length).toBe(500);
@@ -170,16 +260,47 @@ export function batchCases({ fresh, caps, name }: Suite): void {
       if (!c) throw new Error("claim");
       expect(await s.recoverLeases({ now: T0 + 91, all: false })).toEqual([id]);
       const emit = ev({ source: "emitter", key: "e" });
-      const r = await s.markDelivered({ batchId: id, attemptId: c.attemptId, owner: c.owner, now: T0 + 95, attempt: ok, emits: [emit] });
+      const r = await s.markDelivered({
+        batchId: id,
+        attemptId: c.attemptId,
+        owner: c.owner,
+        now: T0 + 95,
+        attempt: ok,
+        emits: [emit],
+      });
       expect(r.applied).toBe(false);
       expect(await s.batch(id)).toMatchObject({ state: "retry", last_error: "lease expired" });
-      expect(await s.row("attempts", { cols: ["outcome"], where: { id: c.attemptId } })).toEqual({ outcome: "discarded" });
+      expect(await s.row("attempts", { cols: ["outcome"], where: { id: c.attemptId } })).toEqual({
+        outcome: "discarded",
+      });
       expect(await s.count("events", { source: "emitter" })).toBe(0);
       // the next owner's claim and mark do apply
       const c2 = await claim(s, id, T0 + 96);
       if (!c2) throw new Error("claim");
-      expect((await s.markRetry({ batchId: id, attemptId: c.attemptId, owner: c.owner, now: T0 + 97, nextAttemptAt: T0, attempt: transport })).applied).toBe(false);
-      expect((await s.markDelivered({ batchId: id, attemptId: c2.attemptId, owner: c2.owner, now: T0 + 97, attempt: ok, emits: [emit] })).applied).toBe(true);
+      expect(
+        (
+          await s.markRetry({
+            batchId: id,
+            attemptId: c.attemptId,
+            owner: c.owner,
+            now: T0 + 97,
+            nextAttemptAt: T0,
+            attempt: transport,
+          })
+        ).applied,
+      ).toBe(false);
+      expect(
+        (
+          await s.markDelivered({
+            batchId: id,
+            attemptId: c2.attemptId,
+            owner: c2.owner,
+            now: T0 + 97,
+            attempt: ok,
+            emits: [emit],
+          })
+        ).applied,
+      ).toBe(true);
       expect(await s.count("events", { source: "emitter" })).toBe(1);
     });
 
@@ -189,10 +310,21 @@ export function batchCases({ fresh, caps, name }: Suite): void {
       const c = await claim(s, id);
       if (!c) throw new Error("claim");
       const before = await s.count("events");
-      await expect(s.markDelivered({ batchId: id, attemptId: c.attemptId, owner: c.owner, now: T0, attempt: ok, emits: [ev({ key: "fine" }), ev({ payload: "not json" })] })).rejects.toThrow();
+      await expect(
+        s.markDelivered({
+          batchId: id,
+          attemptId: c.attemptId,
+          owner: c.owner,
+          now: T0,
+          attempt: ok,
+          emits: [ev({ key: "fine" }), ev({ payload: "not json" })],
+        }),
+      ).rejects.toThrow();
       expect(await s.batch(id)).toMatchObject({ state: "leased", lease_owner: c.owner });
       expect(await s.count("events")).toBe(before);
-      expect(await s.row("attempts", { cols: ["finished_at"], where: { id: c.attemptId } })).toEqual({ finished_at: null });
+      expect(await s.row("attempts", { cols: ["finished_at"], where: { id: c.attemptId } })).toEqual({
+        finished_at: null,
+      });
     });
   });
 
@@ -200,22 +332,31 @@ export function batchCases({ fresh, caps, name }: Suite): void {
     // Startup recovery takes every lease because SQLite's dispatcher holds the flock: no other
     // dispatcher can be running. PostgreSQL's dispatchers share the database, so none may take
     // every lease at its start; they recover only expired ones (the next case's rule).
-    test.skipIf(!caps.singleDispatcher)("startup recovers every leased row: retry due now, uncounted, 'lease expired'", async () => {
-      const s = await fresh();
-      const w = { max_events: 1 };
-      const a = await open(s, { key: "a", copies: [copy("r", "http:d", w)] });
-      const b = await open(s, { key: "b", copies: [copy("r", "http:d", w)] });
-      const ca = await claim(s, a);
-      const cb = await claim(s, b);
-      if (!ca || !cb) throw new Error("claim");
-      expect((await s.recoverLeases({ now: T0 + 1, all: true })).sort()).toEqual([a, b].sort());
-      expect(await s.batch(a)).toMatchObject({ state: "retry", next_attempt_at: T0 + 1, attempts: 0, lease_owner: null, last_error: "lease expired" });
-      const rows = await s.rows("attempts", { cols: ["outcome", "error", "counted", "finished_at"], order: "id" });
-      expect(rows).toEqual([
-        { outcome: "retry", error: "lease expired", counted: 0, finished_at: T0 + 1 },
-        { outcome: "retry", error: "lease expired", counted: 0, finished_at: T0 + 1 },
-      ]);
-    });
+    test.skipIf(!caps.singleDispatcher)(
+      "startup recovers every leased row: retry due now, uncounted, 'lease expired'",
+      async () => {
+        const s = await fresh();
+        const w = { max_events: 1 };
+        const a = await open(s, { key: "a", copies: [copy("r", "http:d", w)] });
+        const b = await open(s, { key: "b", copies: [copy("r", "http:d", w)] });
+        const ca = await claim(s, a);
+        const cb = await claim(s, b);
+        if (!ca || !cb) throw new Error("claim");
+        expect((await s.recoverLeases({ now: T0 + 1, all: true })).sort()).toEqual([a, b].sort());
+        expect(await s.batch(a)).toMatchObject({
+          state: "retry",
+          next_attempt_at: T0 + 1,
+          attempts: 0,
+          lease_owner: null,
+          last_error: "lease expired",
+        });
+        const rows = await s.rows("attempts", { cols: ["outcome", "error", "counted", "finished_at"], order: "id" });
+        expect(rows).toEqual([
+          { outcome: "retry", error: "lease expired", counted: 0, finished_at: T0 + 1 },
+          { outcome: "retry", error: "lease expired", counted: 0, finished_at: T0 + 1 },
+        ]);
+      },
+    );
 
     test("the tick recovers only expired leases, and never one a live worker holds", async () => {
       const s = await fresh();
@@ -228,7 +369,8 @@ export function batchCases({ fresh, caps, name }: Suite): void {
       expect(await s.recoverLeases({ now: T0 + 90, all: false })).toEqual([]);
       // Only SQLite's single dispatcher knows its live workers; on PostgreSQL a live worker's
       // lease is safe because lease_until is its deadline plus grace, whoever recovers.
-      if (caps.singleDispatcher) expect(await s.recoverLeases({ now: T0 + 91, all: false, live: new Set([ca.owner]) })).toEqual([]);
+      if (caps.singleDispatcher)
+        expect(await s.recoverLeases({ now: T0 + 91, all: false, live: new Set([ca.owner]) })).toEqual([]);
       expect(await s.recoverLeases({ now: T0 + 91, all: false })).toEqual([a]);
       expect((await s.batch(b))?.state).toBe("leased");
     });
@@ -237,17 +379,20 @@ export function batchCases({ fresh, caps, name }: Suite): void {
   describe("clock guard", () => {
     // The wall clock here is the injected one, stepped back and forth. PostgreSQL's now_eff
     // reads the database's clock, which a test cannot step; see the case after this one.
-    test.skipIf(!caps.injectedWallClock)("now_eff = max(wall, last_tick_at): a backwards step makes time stand still", async () => {
-      const s = await fresh();
-      expect(await s.effectiveNow()).toBe(T0);
-      await s.writeHeartbeat(T0 + 100);
-      s.clock.set(T0 - 3600);
-      expect(await s.effectiveNow()).toBe(T0 + 100);
-      s.clock.set(T0 + 200);
-      expect(await s.effectiveNow()).toBe(T0 + 200);
-      await s.setMeta("last_tick_at", "garbage");
-      expect(await s.effectiveNow()).toBe(T0 + 200);
-    });
+    test.skipIf(!caps.injectedWallClock)(
+      "now_eff = max(wall, last_tick_at): a backwards step makes time stand still",
+      async () => {
+        const s = await fresh();
+        expect(await s.effectiveNow()).toBe(T0);
+        await s.writeHeartbeat(T0 + 100);
+        s.clock.set(T0 - 3600);
+        expect(await s.effectiveNow()).toBe(T0 + 100);
+        s.clock.set(T0 + 200);
+        expect(await s.effectiveNow()).toBe(T0 + 200);
+        await s.setMeta("last_tick_at", "garbage");
+        expect(await s.effectiveNow()).toBe(T0 + 200);
+      },
+    );
 
     // The same rule on whichever wall clock the backend reads (the injected one on SQLite, the
     // database's on PostgreSQL): a tick ahead of it holds now_eff there.

@@ -26,13 +26,40 @@ test("events per bucket and source; attempts per outcome; readiness to 2xx from 
   // Sealed and delivered 4 s after it was ready: first a retry, then ok.
   t.clock.set(T0 + 20);
   expect(sealReady(t.spool, T0 + 20)).toContain(id);
-  const first = claimBatch(t.spool, { batchId: id, destination: "http:d", now: T0 + 20, leaseUntil: T0 + 80, host: "t", pid: 1 });
+  const first = claimBatch(t.spool, {
+    batchId: id,
+    destination: "http:d",
+    now: T0 + 20,
+    leaseUntil: T0 + 80,
+    host: "t",
+    pid: 1,
+  });
   if (!first) throw new Error("not claimed");
-  markRetry(t.spool, { batchId: id, attemptId: first.attemptId, owner: first.owner, now: T0 + 21, nextAttemptAt: T0 + 22, attempt: { klass: "transport", status: null, error: "refused", durationMs: 5, counted: false } });
-  const second = claimBatch(t.spool, { batchId: id, destination: "http:d", now: T0 + 23, leaseUntil: T0 + 83, host: "t", pid: 1 });
+  markRetry(t.spool, {
+    batchId: id,
+    attemptId: first.attemptId,
+    owner: first.owner,
+    now: T0 + 21,
+    nextAttemptAt: T0 + 22,
+    attempt: { klass: "transport", status: null, error: "refused", durationMs: 5, counted: false },
+  });
+  const second = claimBatch(t.spool, {
+    batchId: id,
+    destination: "http:d",
+    now: T0 + 23,
+    leaseUntil: T0 + 83,
+    host: "t",
+    pid: 1,
+  });
   if (!second) throw new Error("not claimed again");
   t.clock.set(T0 + 24);
-  markDelivered(t.spool, { batchId: id, attemptId: second.attemptId, owner: second.owner, now: T0 + 24, attempt: { klass: null, status: 200, error: null, durationMs: 3, counted: true } });
+  markDelivered(t.spool, {
+    batchId: id,
+    attemptId: second.attemptId,
+    owner: second.owner,
+    now: T0 + 24,
+    attempt: { klass: null, status: 200, error: null, durationMs: 3, counted: true },
+  });
   expect(attemptsByOutcome(t.spool, b)).toEqual({ retry: [1, 0, 0], ok: [1, 0, 0] });
   expect(readyToOkLatency(t.spool, b)).toEqual({ p50: [4, null, null], p99: [4, null, null] });
 });

@@ -6,7 +6,10 @@ import { freshSpool } from "../helpers/spool.ts";
 
 const child = join(import.meta.dir, "..", "helpers", "children", "enqueue-once.ts");
 
-async function runChild(dbPath: string, hook?: string): Promise<{ exitCode: number | null; signal: NodeJS.Signals | null }> {
+async function runChild(
+  dbPath: string,
+  hook?: string,
+): Promise<{ exitCode: number | null; signal: NodeJS.Signals | null }> {
   const p = Bun.spawn([process.execPath, child, dbPath], {
     env: { ...process.env, HOOKSPOOL_TEST_HOOK: hook ?? "" },
     stdout: "pipe",

@@ -2,7 +2,14 @@
 // true bound, max_events and max_bytes sealing in the same transaction), the dedup window's
 // edge, and what a redelivery does to the batch its event joined.
 import { describe, expect, test } from "bun:test";
-import { readyAfterJoin, redelivery, requeuedCount, sealsBeforeJoin, sealsOnSize, seenWithin } from "../../src/store/enqueue-plan.ts";
+import {
+  readyAfterJoin,
+  redelivery,
+  requeuedCount,
+  sealsBeforeJoin,
+  sealsOnSize,
+  seenWithin,
+} from "../../src/store/enqueue-plan.ts";
 
 describe("the dedup decision", () => {
   test("a row counts within the window only: its edge is outside", () => {
@@ -15,7 +22,8 @@ describe("the dedup decision", () => {
   test("dead is replayed, dropped is queued anew with its count carried on, anything else is a duplicate", () => {
     expect(redelivery("dead")).toBe("replay");
     expect(redelivery("dropped")).toBe("requeue");
-    for (const s of ["open", "sealed", "leased", "retry", "awaiting", "delivered", undefined]) expect(redelivery(s)).toBe("duplicate");
+    for (const s of ["open", "sealed", "leased", "retry", "awaiting", "delivered", undefined])
+      expect(redelivery(s)).toBe("duplicate");
     expect(requeuedCount({ seen_at: 1, dup_count: 4 })).toBe(5);
   });
 });

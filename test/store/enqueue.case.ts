@@ -24,10 +24,30 @@ export function enqueueCases({ fresh }: Suite): void {
   describe("join rule", () => {
     test("the first event opens a batch with the route's window copied in", async () => {
       const s = await fresh();
-      const [p] = queued(await s.enqueue(ev({ copies: [copy("r", "http:d", { quiet_s: 7, max_s: 70, max_events: 9, max_bytes: 999 })] })));
+      const [p] = queued(
+        await s.enqueue(
+          ev({ copies: [copy("r", "http:d", { quiet_s: 7, max_s: 70, max_events: 9, max_bytes: 999 })] }),
+        ),
+      );
       const b = await s.batch(p.batchId);
-      expect(b).toMatchObject({ state: "open", route: "r", key: "k", destination: "http:d", source: "s", count: 1, first_at: T0, last_at: T0 });
-      expect(b).toMatchObject({ quiet_s: 7, max_s: 70, max_events: 9, max_bytes: 999, sealed_at: null, content_hash: null });
+      expect(b).toMatchObject({
+        state: "open",
+        route: "r",
+        key: "k",
+        destination: "http:d",
+        source: "s",
+        count: 1,
+        first_at: T0,
+        last_at: T0,
+      });
+      expect(b).toMatchObject({
+        quiet_s: 7,
+        max_s: 70,
+        max_events: 9,
+        max_bytes: 999,
+        sealed_at: null,
+        content_hash: null,
+      });
     });
 
     test("events of one (route, key) join the open batch; other keys and routes get their own", async () => {
@@ -99,7 +119,13 @@ export function enqueueCases({ fresh }: Suite): void {
       const raw = new TextEncoder().encode(`  ${JSON.stringify({ a: 1 })}  `);
       const a = queued(await s.enqueue(ev({ payload: '{"a":1}', raw })))[0];
       const b = queued(await s.enqueue(ev({ key: "k2", payload: '{"a":1}', raw: null })))[0];
-      const kept = ev({ key: "k3", payload: '{"a":1}', dedupId: "delivery-\u00e9-1", eventType: "push", headers: { "X-GitHub-Event": "push", "X-Note": "caf\u00e9" } });
+      const kept = ev({
+        key: "k3",
+        payload: '{"a":1}',
+        dedupId: "delivery-\u00e9-1",
+        eventType: "push",
+        headers: { "X-GitHub-Event": "push", "X-Note": "caf\u00e9" },
+      });
       const c = queued(await s.enqueue(kept))[0];
       expect(await s.row("events", { cols: ["size"], where: { id: a.eventId } })).toEqual({ size: 7 + META });
       expect(await s.row("events", { cols: ["size"], where: { id: b.eventId } })).toEqual({ size: 7 + META });
@@ -116,7 +142,12 @@ export function enqueueCases({ fresh }: Suite): void {
       const w = { max_bytes: 2000 };
       const ids: number[] = [];
       for (let i = 0; i < 40; i++) {
-        const e = ev({ payload: payloadOf(20 + i), dedupId: `d-${"x".repeat(i * 5)}`, headers: { "X-Kept": "v".repeat(i * 9) }, copies: [copy("r", "http:d", w)] });
+        const e = ev({
+          payload: payloadOf(20 + i),
+          dedupId: `d-${"x".repeat(i * 5)}`,
+          headers: { "X-Kept": "v".repeat(i * 9) },
+          copies: [copy("r", "http:d", w)],
+        });
         ids.push(queued(await s.enqueue(e))[0].batchId);
       }
       for (const id of new Set(ids)) {
@@ -135,7 +166,9 @@ export function enqueueCases({ fresh }: Suite): void {
       s.clock.advance(-7);
       const c = queued(await s.enqueue(ev()))[0];
       expect(await s.batch(a.batchId)).toMatchObject({ first_at: T0, last_at: T0 + 10, count: 3 });
-      expect(await s.row("events", { cols: ["received_at"], where: { id: c.eventId } })).toEqual({ received_at: T0 + 3 });
+      expect(await s.row("events", { cols: ["received_at"], where: { id: c.eventId } })).toEqual({
+        received_at: T0 + 3,
+      });
     });
 
     test("the payload is stored byte for byte and the meta clocks move", async () => {
@@ -157,7 +190,9 @@ export function enqueueCases({ fresh }: Suite): void {
         ev({ copies: [copy("r", "quarantine")] }),
         ev({ copies: [copy("r", "http:d"), copy("t", "http:d", {}, true)] }),
         ev({ copies: [copy("t", "http:d", {}, true)] }),
-        ev({ copies: [copy("r", "http:d"), ...Array.from({ length: 9 }, (_, i) => copy(`t${i}`, `http:t${i}`, {}, true))] }),
+        ev({
+          copies: [copy("r", "http:d"), ...Array.from({ length: 9 }, (_, i) => copy(`t${i}`, `http:t${i}`, {}, true))],
+        }),
       ];
       for (const e of bad) {
         let err: unknown;
@@ -212,17 +247,30 @@ export function enqueueCases({ fresh }: Suite): void {
       expect((await s.enqueue(ev({ dedupId: "d1", dedupWindowS: 600 }))).status).toBe("duplicate");
       s.clock.advance(1);
       const again = queued(await s.enqueue(ev({ dedupId: "d1", dedupWindowS: 600 })))[0];
-      expect(await s.row("dedup", { cols: dedupCols })).toEqual({ event_id: again.eventId, dup_count: 0, seen_at: T0 + 600 });
+      expect(await s.row("dedup", { cols: dedupCols })).toEqual({
+        event_id: again.eventId,
+        dup_count: 0,
+        seen_at: T0 + 600,
+      });
     });
 
     test("a hit on a dead batch replays it", async () => {
       const s = await fresh();
       const first = queued(await s.enqueue(ev({ dedupId: "d1" })))[0];
-      await s.update("batches", { state: "dead", content_hash: "sha256:x", sealed_at: T0, attempts: 5, last_class: "permanent" }, { id: first.batchId });
+      await s.update(
+        "batches",
+        { state: "dead", content_hash: "sha256:x", sealed_at: T0, attempts: 5, last_class: "permanent" },
+        { id: first.batchId },
+      );
       s.clock.advance(50);
       const r = await s.enqueue(ev({ dedupId: "d1" }));
       expect(r).toEqual({ status: "replayed", eventId: first.eventId, batchId: first.batchId });
-      expect(await s.batch(first.batchId)).toMatchObject({ state: "retry", attempts: 0, next_attempt_at: T0 + 50, not_before: T0 + 50 });
+      expect(await s.batch(first.batchId)).toMatchObject({
+        state: "retry",
+        attempts: 0,
+        next_attempt_at: T0 + 50,
+        not_before: T0 + 50,
+      });
       expect(await s.count("events")).toBe(1);
     });
 
@@ -237,12 +285,19 @@ export function enqueueCases({ fresh }: Suite): void {
       const again = queued(r)[0];
       expect(again.eventId).not.toBe(first.eventId);
       expect(again.batchId).not.toBe(first.batchId);
-      expect(await s.row("dedup", { cols: ["event_id", "dup_count"] })).toEqual({ event_id: again.eventId, dup_count: 1 });
+      expect(await s.row("dedup", { cols: ["event_id", "dup_count"] })).toEqual({
+        event_id: again.eventId,
+        dup_count: 1,
+      });
     });
   });
 
   describe("tee copies", () => {
-    const copies = () => [copy("r", "http:main"), copy("tee-a", "hermes:a", { quiet_s: 0, max_s: 0 }, true), copy("tee-b", "script:b", { max_events: 1 }, true)];
+    const copies = () => [
+      copy("r", "http:main"),
+      copy("tee-a", "hermes:a", { quiet_s: 0, max_s: 0 }, true),
+      copy("tee-b", "script:b", { max_events: 1 }, true),
+    ];
 
     test("every copy is its own event row in its own route's batch, primary first, with its own window", async () => {
       const s = await fresh();
@@ -276,8 +331,20 @@ export function enqueueCases({ fresh }: Suite): void {
     test("a dead quarantine batch holds the raw body and no auth header, and opens config:plugin:<source>", async () => {
       const s = await fresh();
       const raw = new TextEncoder().encode('{"broken": true}');
-      const headers = { "X-Hub-Signature-256": "sha256=SECRET", "x-github-event": "push", Authorization: "Bearer SECRET", "Content-Type": "application/json" };
-      const q = await s.quarantine({ source: "github", raw, headers, authHeaders: ["x-hub-signature-256"], url: null, reason: "plugin_error:TypeError" });
+      const headers = {
+        "X-Hub-Signature-256": "sha256=SECRET",
+        "x-github-event": "push",
+        Authorization: "Bearer SECRET",
+        "Content-Type": "application/json",
+      };
+      const q = await s.quarantine({
+        source: "github",
+        raw,
+        headers,
+        authHeaders: ["x-hub-signature-256"],
+        url: null,
+        reason: "plugin_error:TypeError",
+      });
       expect(await s.batch(q.batchId)).toMatchObject({
         state: "dead",
         destination: "quarantine",
@@ -287,16 +354,34 @@ export function enqueueCases({ fresh }: Suite): void {
         last_error: "plugin_error:TypeError",
         count: 1,
       });
-      const e = (await s.row("events", { cols: ["payload", "raw", "headers"], where: { id: q.eventId } })) as { payload: null; raw: Uint8Array; headers: string };
+      const e = (await s.row("events", { cols: ["payload", "raw", "headers"], where: { id: q.eventId } })) as {
+        payload: null;
+        raw: Uint8Array;
+        headers: string;
+      };
       expect(e.payload).toBeNull();
       expect(new TextDecoder().decode(e.raw)).toBe('{"broken": true}');
       expect(JSON.parse(e.headers)).toEqual({ "x-github-event": "push", "Content-Type": "application/json" });
       expect(e.headers).not.toContain("SECRET");
-      const issue = await s.row("issues", { cols: ["kind", "state", "count"], where: { fingerprint: "config:plugin:github" } });
+      const issue = await s.row("issues", {
+        cols: ["kind", "state", "count"],
+        where: { fingerprint: "config:plugin:github" },
+      });
       expect(issue).toEqual({ kind: "config", state: "open", count: 1 });
-      await s.quarantine({ source: "github", raw, headers: {}, authHeaders: [], url: null, reason: "plugin_error:evil class name; DROP" });
-      expect(await s.row("issues", { cols: ["count"], where: { fingerprint: "config:plugin:github" } })).toEqual({ count: 2 });
-      expect(await s.row("batches", { cols: ["last_error"], order: "id DESC" })).toEqual({ last_error: "plugin_error:Error" });
+      await s.quarantine({
+        source: "github",
+        raw,
+        headers: {},
+        authHeaders: [],
+        url: null,
+        reason: "plugin_error:evil class name; DROP",
+      });
+      expect(await s.row("issues", { cols: ["count"], where: { fingerprint: "config:plugin:github" } })).toEqual({
+        count: 2,
+      });
+      expect(await s.row("batches", { cols: ["last_error"], order: "id DESC" })).toEqual({
+        last_error: "plugin_error:Error",
+      });
     });
   });
 }

@@ -5,13 +5,24 @@ import { closedRow, type DestinationRow } from "../../src/store/destinations.ts"
 import { admits, decideGate, type GateFacts } from "../../src/store/gate-plan.ts";
 
 const NOW = 1000;
-const facts = (row: Partial<DestinationRow> = {}, o: Partial<GateFacts> = {}): GateFacts => ({ row: { ...closedRow("d"), ...row }, inflight: 0, maxInflight: 4, now: NOW, rate: null, window: [], ...o });
+const facts = (row: Partial<DestinationRow> = {}, o: Partial<GateFacts> = {}): GateFacts => ({
+  row: { ...closedRow("d"), ...row },
+  inflight: 0,
+  maxInflight: 4,
+  now: NOW,
+  rate: null,
+  window: [],
+  ...o,
+});
 
 describe("decideGate", () => {
   test("closed: up to max_inflight, less what is in flight", () => {
     expect(decideGate(facts())).toMatchObject({ slots: 4, probe: false, hits: Number.POSITIVE_INFINITY, held: null });
     expect(decideGate(facts({}, { inflight: 3 }))).toMatchObject({ slots: 1 });
-    expect(decideGate(facts({}, { inflight: 4 }))).toMatchObject({ slots: 0, held: { why: "max_inflight", until: null } });
+    expect(decideGate(facts({}, { inflight: 4 }))).toMatchObject({
+      slots: 0,
+      held: { why: "max_inflight", until: null },
+    });
   });
 
   test("paused holds everything, with no end", () => {
@@ -19,8 +30,14 @@ describe("decideGate", () => {
   });
 
   test("a Retry-After holds until it passes; a 429 gate says throttled", () => {
-    expect(decideGate(facts({ retry_after_until: NOW + 30 }))).toMatchObject({ slots: 0, held: { why: "retry_after", until: NOW + 30 } });
-    expect(decideGate(facts({ retry_after_until: NOW + 30, throttled_at: NOW - 30, throttle_s: 60 }))).toMatchObject({ slots: 0, held: { why: "throttled", until: NOW + 30 } });
+    expect(decideGate(facts({ retry_after_until: NOW + 30 }))).toMatchObject({
+      slots: 0,
+      held: { why: "retry_after", until: NOW + 30 },
+    });
+    expect(decideGate(facts({ retry_after_until: NOW + 30, throttled_at: NOW - 30, throttle_s: 60 }))).toMatchObject({
+      slots: 0,
+      held: { why: "throttled", until: NOW + 30 },
+    });
   });
 
   test("after the 429 gate: one delivery first, none beside it", () => {
@@ -30,24 +47,58 @@ describe("decideGate", () => {
   });
 
   test("open: nothing until the cooldown ends, then cooled (the caller moves it to half_open)", () => {
-    expect(decideGate(facts({ state: "open", opened_at: NOW - 10, cooldown_s: 30 }))).toMatchObject({ slots: 0, cooled: false, held: { why: "open", until: NOW + 20 } });
-    expect(decideGate(facts({ state: "open", opened_at: NOW - 30, cooldown_s: 30 }))).toMatchObject({ slots: 0, cooled: true });
+    expect(decideGate(facts({ state: "open", opened_at: NOW - 10, cooldown_s: 30 }))).toMatchObject({
+      slots: 0,
+      cooled: false,
+      held: { why: "open", until: NOW + 20 },
+    });
+    expect(decideGate(facts({ state: "open", opened_at: NOW - 30, cooldown_s: 30 }))).toMatchObject({
+      slots: 0,
+      cooled: true,
+    });
   });
 
   test("half_open: one probe, none while one is out", () => {
-    expect(decideGate(facts({ state: "half_open", last_probe_batch_id: 7 }))).toMatchObject({ slots: 1, probe: true, lastProbeBatchId: 7 });
-    expect(decideGate(facts({ state: "half_open", probe_until: NOW + 5 }))).toMatchObject({ slots: 0, held: { why: "probe", until: NOW + 5 } });
-    expect(decideGate(facts({ state: "half_open" }, { inflight: 1 }))).toMatchObject({ slots: 0, held: { why: "probe", until: null } });
+    expect(decideGate(facts({ state: "half_open", last_probe_batch_id: 7 }))).toMatchObject({
+      slots: 1,
+      probe: true,
+      lastProbeBatchId: 7,
+    });
+    expect(decideGate(facts({ state: "half_open", probe_until: NOW + 5 }))).toMatchObject({
+      slots: 0,
+      held: { why: "probe", until: NOW + 5 },
+    });
+    expect(decideGate(facts({ state: "half_open" }, { inflight: 1 }))).toMatchObject({
+      slots: 0,
+      held: { why: "probe", until: null },
+    });
   });
 
   test("the rate: room in hits on top of the slots; full, held until the next slot frees", () => {
     const rate = { limit: 2, windowS: 60 };
-    expect(decideGate(facts({}, { rate, window: [{ hits: 1, finishedAt: NOW - 10 }] }))).toMatchObject({ slots: 4, hits: 1 });
-    const full = decideGate(facts({}, { rate, window: [{ hits: 1, finishedAt: NOW - 10 }, { hits: 1, finishedAt: null }] }));
+    expect(decideGate(facts({}, { rate, window: [{ hits: 1, finishedAt: NOW - 10 }] }))).toMatchObject({
+      slots: 4,
+      hits: 1,
+    });
+    const full = decideGate(
+      facts(
+        {},
+        {
+          rate,
+          window: [
+            { hits: 1, finishedAt: NOW - 10 },
+            { hits: 1, finishedAt: null },
+          ],
+        },
+      ),
+    );
     expect(full).toMatchObject({ slots: 0, held: { why: "rate" } });
     expect(full.held?.until).toBeCloseTo(NOW - 10 + 60 + 1);
     // Full of work in flight only: its ends will say.
-    expect(decideGate(facts({}, { rate, window: [{ hits: 2, finishedAt: null }] })).held).toEqual({ why: "rate", until: null });
+    expect(decideGate(facts({}, { rate, window: [{ hits: 2, finishedAt: null }] })).held).toEqual({
+      why: "rate",
+      until: null,
+    });
   });
 
   test("an unwrap batch that needs more hits than are free waits for them", () => {

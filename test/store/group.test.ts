@@ -7,7 +7,8 @@ import { openSpool } from "../../src/store/sqlite/db.ts";
 import { sqliteGroupCommit } from "../../src/store/sqlite/store.ts";
 import { copy, ev, freshSpool, T0 } from "../helpers/spool.ts";
 
-const count = (db: Database, table: string) => (db.query(`SELECT COUNT(*) AS n FROM ${table}`).get() as { n: number }).n;
+const count = (db: Database, table: string) =>
+  (db.query(`SELECT COUNT(*) AS n FROM ${table}`).get() as { n: number }).n;
 
 test("events enqueued together commit in one transaction, and each caller gets its own result", async () => {
   const { spool } = freshSpool();
@@ -40,14 +41,24 @@ test("the dedup check sees the events before it in the same group", async () => 
 test("an event whose enqueue fails is rolled back alone; the others in its group commit", async () => {
   const { spool } = freshSpool();
   // Key "b" fails after its batch row was written: the savepoint must take that row back too.
-  spool.db.run("CREATE TEMP TRIGGER fail_b AFTER INSERT ON events WHEN (SELECT key FROM batches WHERE id = NEW.batch_id) = 'b' BEGIN SELECT RAISE(ABORT, 'refused by the test'); END");
+  spool.db.run(
+    "CREATE TEMP TRIGGER fail_b AFTER INSERT ON events WHEN (SELECT key FROM batches WHERE id = NEW.batch_id) = 'b' BEGIN SELECT RAISE(ABORT, 'refused by the test'); END",
+  );
   const g = sqliteGroupCommit(spool);
-  const settled = await Promise.allSettled([g.enqueue(ev({ key: "a" }), T0), g.enqueue(ev({ key: "b" }), T0), g.enqueue(ev({ key: "c" }), T0), g.enqueue(ev({ key: "d", copies: [] }), T0)]);
+  const settled = await Promise.allSettled([
+    g.enqueue(ev({ key: "a" }), T0),
+    g.enqueue(ev({ key: "b" }), T0),
+    g.enqueue(ev({ key: "c" }), T0),
+    g.enqueue(ev({ key: "d", copies: [] }), T0),
+  ]);
   expect(settled.map((s) => s.status)).toEqual(["fulfilled", "rejected", "fulfilled", "rejected"]);
   expect(String((settled[1] as PromiseRejectedResult).reason)).toContain("refused by the test");
   expect(String((settled[3] as PromiseRejectedResult).reason)).toContain("no destination");
   expect(g.stats).toEqual({ commits: 1, events: 4 });
-  expect((spool.db.query("SELECT key FROM batches ORDER BY id").all() as { key: string }[]).map((r) => r.key)).toEqual(["a", "c"]);
+  expect((spool.db.query("SELECT key FROM batches ORDER BY id").all() as { key: string }[]).map((r) => r.key)).toEqual([
+    "a",
+    "c",
+  ]);
   expect(count(spool.db, "events")).toBe(2);
 });
 
@@ -76,7 +87,11 @@ test("a group is bounded by its event count and its bytes, and takes at least on
   expect(byCount.stats).toEqual({ commits: 3, events: 7 });
   const byBytes = sqliteGroupCommit(spool, { events: 100, bytes: 250 });
   const big = "x".repeat(180);
-  await Promise.all(Array.from({ length: 3 }, (_, i) => byBytes.enqueue(ev({ key: `b${i}`, payload: JSON.stringify({ big }), copies: [copy("r", "http:d")] }), T0)));
+  await Promise.all(
+    Array.from({ length: 3 }, (_, i) =>
+      byBytes.enqueue(ev({ key: `b${i}`, payload: JSON.stringify({ big }), copies: [copy("r", "http:d")] }), T0),
+    ),
+  );
   expect(byBytes.stats).toEqual({ commits: 3, events: 3 });
 });
 
@@ -97,9 +112,17 @@ test("a full disk inside one event's savepoint refuses the whole group: nothing 
   // Room for the small events, not for the large one between them.
   spool.db.run(`PRAGMA max_page_count = ${pages + 8}`);
   const big = "x".repeat(200_000);
-  const settled = await Promise.allSettled([g.enqueue(ev({ key: "a" }), T0), g.enqueue(ev({ key: "b", payload: JSON.stringify({ big }) }), T0), g.enqueue(ev({ key: "c" }), T0)]);
+  const settled = await Promise.allSettled([
+    g.enqueue(ev({ key: "a" }), T0),
+    g.enqueue(ev({ key: "b", payload: JSON.stringify({ big }) }), T0),
+    g.enqueue(ev({ key: "c" }), T0),
+  ]);
   // SQLite ended the transaction at the error: the savepoints after it must not commit on their own.
   expect(settled.map((s) => s.status)).toEqual(["rejected", "rejected", "rejected"]);
-  expect(settled.map((s) => (s.status === "rejected" ? (s.reason as { code?: string }).code : null))).toEqual(["SQLITE_FULL", "SQLITE_FULL", "SQLITE_FULL"]);
+  expect(settled.map((s) => (s.status === "rejected" ? (s.reason as { code?: string }).code : null))).toEqual([
+    "SQLITE_FULL",
+    "SQLITE_FULL",
+    "SQLITE_FULL",
+  ]);
   expect(count(spool.db, "events")).toBe(0);
 });

@@ -57,14 +57,37 @@ export function modelCases({ fresh, modelSteps }: Suite): void {
       b.state = "sealed";
     }
 
-    private join(route: string, key: string, size: number, now: number, destination: string): { eventId: number; batchId: number } {
+    private join(
+      route: string,
+      key: string,
+      size: number,
+      now: number,
+      destination: string,
+    ): { eventId: number; batchId: number } {
       let open = [...this.batches.values()].find((b) => b.route === route && b.key === key && b.state === "open");
       if (open && open.bytes + size > open.win.max_bytes && open.count >= 1) {
         this.seal(open);
         open = undefined;
       }
       if (!open) {
-        open = { id: this.nextBatch++, route, key, state: "open", events: [], count: 0, bytes: 0, first_at: now, last_at: now, win: WINDOWS[route], attempts: 0, next_attempt_at: null, not_before: null, owner: null, lease_until: null, hash: null };
+        open = {
+          id: this.nextBatch++,
+          route,
+          key,
+          state: "open",
+          events: [],
+          count: 0,
+          bytes: 0,
+          first_at: now,
+          last_at: now,
+          win: WINDOWS[route],
+          attempts: 0,
+          next_attempt_at: null,
+          not_before: null,
+          owner: null,
+          lease_until: null,
+          hash: null,
+        };
         this.batches.set(open.id, open);
         void destination;
       }
@@ -78,7 +101,13 @@ export function modelCases({ fresh, modelSteps }: Suite): void {
       return { eventId, batchId: open.id };
     }
 
-    enqueue(routes: string[], key: string, size: number, dedupId: string | null, now: number): { status: string; ids: number[] } {
+    enqueue(
+      routes: string[],
+      key: string,
+      size: number,
+      dedupId: string | null,
+      now: number,
+    ): { status: string; ids: number[] } {
       let dups = 0;
       if (dedupId) {
         const d = this.dedup.get(dedupId);
@@ -123,7 +152,11 @@ export function modelCases({ fresh, modelSteps }: Suite): void {
         if (!h || b.first_at < h.first_at || (b.first_at === h.first_at && b.id < h.id)) heads.set(g, b);
       }
       return [...heads.values()]
-        .filter((b) => (b.state === "sealed" || (b.state === "retry" && (b.next_attempt_at as number) <= now)) && (b.not_before === null || b.not_before <= now))
+        .filter(
+          (b) =>
+            (b.state === "sealed" || (b.state === "retry" && (b.next_attempt_at as number) <= now)) &&
+            (b.not_before === null || b.not_before <= now),
+        )
         .sort((x, y) => x.first_at - y.first_at || x.id - y.id)
         .map((b) => b.id);
     }
@@ -199,17 +232,67 @@ export function modelCases({ fresh, modelSteps }: Suite): void {
     // The whole unfinished queue as one digest line per batch, read in one query so a per-step
     // comparison of every active batch stays cheap; on a mismatch the rows are compared in full.
     const f = (x: number | null) => (x === null ? "-" : x.toFixed(1));
-    const digestCols = ["id", "state", "count", "bytes", "first_at", "last_at", "attempts", "next_attempt_at", "not_before", "lease_owner", "content_hash"];
-    type DigestRow = { id: number; state: string; count: number; bytes: number; first_at: number; last_at: number; attempts: number; next_attempt_at: number | null; not_before: number | null; lease_owner: string | null; content_hash: string | null };
+    const digestCols = [
+      "id",
+      "state",
+      "count",
+      "bytes",
+      "first_at",
+      "last_at",
+      "attempts",
+      "next_attempt_at",
+      "not_before",
+      "lease_owner",
+      "content_hash",
+    ];
+    type DigestRow = {
+      id: number;
+      state: string;
+      count: number;
+      bytes: number;
+      first_at: number;
+      last_at: number;
+      attempts: number;
+      next_attempt_at: number | null;
+      not_before: number | null;
+      lease_owner: string | null;
+      content_hash: string | null;
+    };
     const storeDigest = async () =>
       (await s.rows<DigestRow>("batches", { cols: digestCols, where: { state: ACTIVE }, order: "id" })).map((b) =>
-        [b.id, b.state, b.count, b.bytes, f(b.first_at), f(b.last_at), b.attempts, b.state === "retry" ? f(b.next_attempt_at) : "-", f(b.not_before), b.lease_owner ?? "-", b.content_hash ?? "-"].join(","),
+        [
+          b.id,
+          b.state,
+          b.count,
+          b.bytes,
+          f(b.first_at),
+          f(b.last_at),
+          b.attempts,
+          b.state === "retry" ? f(b.next_attempt_at) : "-",
+          f(b.not_before),
+          b.lease_owner ?? "-",
+          b.content_hash ?? "-",
+        ].join(","),
       );
     const modelDigest = () =>
       [...m.batches.values()]
         .filter((b) => ACTIVE.includes(b.state))
         .sort((x, y) => x.id - y.id)
-        .map((b) => [b.id, b.state, b.count, b.bytes, f(b.first_at), f(b.last_at), b.attempts, b.state === "retry" ? f(b.next_attempt_at) : "-", f(b.not_before), b.owner ?? "-", b.hash ?? "HASH"].join(","));
+        .map((b) =>
+          [
+            b.id,
+            b.state,
+            b.count,
+            b.bytes,
+            f(b.first_at),
+            f(b.last_at),
+            b.attempts,
+            b.state === "retry" ? f(b.next_attempt_at) : "-",
+            f(b.not_before),
+            b.owner ?? "-",
+            b.hash ?? "HASH",
+          ].join(","),
+        );
     // Compared with Bun.deepEquals first and through expect only on a mismatch, so a failure
     // prints the step, the operation and the difference, and a pass costs no matcher per row.
     const same = (ctx: string, got: unknown, want: unknown) => {
@@ -217,7 +300,11 @@ export function modelCases({ fresh, modelSteps }: Suite): void {
     };
     const compare = async (step: number, op: string) => {
       const ctx = `step ${step} (${op})`;
-      same(ctx, (await s.candidates(now)).map((c) => c.id), m.candidates(now));
+      same(
+        ctx,
+        (await s.candidates(now)).map((c) => c.id),
+        m.candidates(now),
+      );
       // content_hash: absent while open, set at seal (learned from the store the first time the
       // model sees it sealed), identical ever after, across attempts and replays
       const lines = await storeDigest();
@@ -230,7 +317,8 @@ export function modelCases({ fresh, modelSteps }: Suite): void {
         } else {
           const got = lines.find((l) => l.startsWith(`${b.id},`));
           b.hash = got ? (got.split(",").pop() as string) : null;
-          if (b.hash === "-" || b.hash === null) same(`${ctx} batch ${b.id} sealed without a hash`, b.hash, "sha256:...");
+          if (b.hash === "-" || b.hash === null)
+            same(`${ctx} batch ${b.id} sealed without a hash`, b.hash, "sha256:...");
           want[i] = `${want[i].slice(0, -5)},${b.hash}`;
         }
       }
@@ -238,12 +326,33 @@ export function modelCases({ fresh, modelSteps }: Suite): void {
     };
     const fullCompare = async (step: number) => {
       const ctx = `full compare after step ${step}`;
-      const membership = await s.rows<{ batch_id: number; id: number }>("events", { cols: ["batch_id", "id"], order: "id" });
-      same(`${ctx}: event membership`, membership.map((e) => [e.id, e.batch_id]), [...m.eventBatch.entries()].sort((a, b) => a[0] - b[0]));
-      const states = await s.rows<{ id: number; state: string; attempts: number }>("batches", { cols: ["id", "state", "attempts"], order: "id" });
-      same(`${ctx}: every batch`, states.map((x) => [x.id, x.state, x.attempts]), [...m.batches.values()].sort((a, b) => a.id - b.id).map((b) => [b.id, b.state, b.attempts]));
-      const dedup = await s.rows<{ dedup_id: string; event_id: number; dup_count: number }>("dedup", { cols: ["dedup_id", "event_id", "dup_count"], order: "dedup_id" });
-      same(`${ctx}: dedup`, dedup.map((d) => [d.dedup_id, d.event_id, d.dup_count]), [...m.dedup.entries()].sort((a, b) => (a[0] < b[0] ? -1 : 1)).map(([k, v]) => [k, v.event, v.dups]));
+      const membership = await s.rows<{ batch_id: number; id: number }>("events", {
+        cols: ["batch_id", "id"],
+        order: "id",
+      });
+      same(
+        `${ctx}: event membership`,
+        membership.map((e) => [e.id, e.batch_id]),
+        [...m.eventBatch.entries()].sort((a, b) => a[0] - b[0]),
+      );
+      const states = await s.rows<{ id: number; state: string; attempts: number }>("batches", {
+        cols: ["id", "state", "attempts"],
+        order: "id",
+      });
+      same(
+        `${ctx}: every batch`,
+        states.map((x) => [x.id, x.state, x.attempts]),
+        [...m.batches.values()].sort((a, b) => a.id - b.id).map((b) => [b.id, b.state, b.attempts]),
+      );
+      const dedup = await s.rows<{ dedup_id: string; event_id: number; dup_count: number }>("dedup", {
+        cols: ["dedup_id", "event_id", "dup_count"],
+        order: "dedup_id",
+      });
+      same(
+        `${ctx}: dedup`,
+        dedup.map((d) => [d.dedup_id, d.event_id, d.dup_count]),
+        [...m.dedup.entries()].sort((a, b) => (a[0] < b[0] ? -1 : 1)).map(([k, v]) => [k, v.event, v.dups]),
+      );
     };
 
     for (let step = 0; step < modelSteps; step++) {
@@ -258,12 +367,28 @@ export function modelCases({ fresh, modelSteps }: Suite): void {
         // the max_bytes boundaries exactly, odd ones fall between them.
         const size = pick(rng, [100, 150, 200, 137, 121]) as number;
         const dedupId = rng.next() < 0.25 ? `d${Math.floor(rng.next() * 30)}` : null;
-        const event = { source: "s", key, eventType: "t", dedupId, payload: "", raw: null, headers: {}, copies: copiesFor(routes), dedupWindowS: DEDUP_WINDOW };
+        const event = {
+          source: "s",
+          key,
+          eventType: "t",
+          dedupId,
+          payload: "",
+          raw: null,
+          headers: {},
+          copies: copiesFor(routes),
+          dedupWindowS: DEDUP_WINDOW,
+        };
         event.payload = payloadOf(size - eventSize(event, now));
-        if (eventSize(event, now) !== size) throw new Error(`step ${step}: a payload of share ${size} could not be made`);
+        if (eventSize(event, now) !== size)
+          throw new Error(`step ${step}: a payload of share ${size} could not be made`);
         const want = m.enqueue(routes, key, size, dedupId, now);
         const got = await s.enqueue(event, now);
-        const gotIds = got.status === "queued" ? got.placed.flatMap((p) => [p.eventId, p.batchId]) : got.status === "replayed" ? [got.eventId, got.batchId] : [got.eventId];
+        const gotIds =
+          got.status === "queued"
+            ? got.placed.flatMap((p) => [p.eventId, p.batchId])
+            : got.status === "replayed"
+              ? [got.eventId, got.batchId]
+              : [got.eventId];
         same(`step ${step} (enqueue)`, [got.status, gotIds], [want.status, want.ids]);
         tally[`enqueue:${got.status}`] = (tally[`enqueue:${got.status}`] ?? 0) + 1;
       } else if (roll < 0.46) {
@@ -280,7 +405,14 @@ export function modelCases({ fresh, modelSteps }: Suite): void {
           const id = pool.splice(Math.floor(rng.next() * pool.length), 1)[0];
           const b = m.batches.get(id) as MBatch;
           const owner = m.claim(b, now);
-          const c = await s.claim({ batchId: id, destination: `http:${b.route}`, now, leaseUntil: now + 30, host: "h", pid: 1 });
+          const c = await s.claim({
+            batchId: id,
+            destination: `http:${b.route}`,
+            now,
+            leaseUntil: now + 30,
+            host: "h",
+            pid: 1,
+          });
           same(`step ${step} (claim ${id})`, c?.owner, owner);
           owners.set(id, { owner, attempt: c?.attemptId as number });
           tally.claim = (tally.claim ?? 0) + 1;
@@ -295,15 +427,30 @@ export function modelCases({ fresh, modelSteps }: Suite): void {
           owners.delete(id);
           const b = m.batches.get(id) as MBatch;
           const owner = rng.next() < 0.1 ? `${realOwner}-stale` : realOwner;
-          const outcome = pick(rng, ["delivered", "delivered", "delivered", "retry", "retry", "dead"]) as "delivered" | "retry" | "dead";
+          const outcome = pick(rng, ["delivered", "delivered", "delivered", "retry", "retry", "dead"]) as
+            | "delivered"
+            | "retry"
+            | "dead";
           const counted = rng.next() < 0.5;
           const next = now + Math.floor(rng.next() * 20) / 2;
           const applied = m.finish(b, owner, outcome, counted, next);
-          const rec: AttemptRecord = { klass: outcome === "delivered" ? null : outcome === "dead" ? "permanent" : "transport", status: null, error: null, durationMs: 1, counted };
+          const rec: AttemptRecord = {
+            klass: outcome === "delivered" ? null : outcome === "dead" ? "permanent" : "transport",
+            status: null,
+            error: null,
+            durationMs: 1,
+            counted,
+          };
           const base = { batchId: id, attemptId: attempt, owner, now, attempt: rec };
-          const r = outcome === "delivered" ? await s.markDelivered(base) : outcome === "retry" ? await s.markRetry({ ...base, nextAttemptAt: next }) : await s.markDead(base);
+          const r =
+            outcome === "delivered"
+              ? await s.markDelivered(base)
+              : outcome === "retry"
+                ? await s.markRetry({ ...base, nextAttemptAt: next })
+                : await s.markDead(base);
           same(`step ${step} (${outcome} ${id})`, r.applied, applied);
-          tally[applied ? `mark:${outcome}` : "mark:discarded"] = (tally[applied ? `mark:${outcome}` : "mark:discarded"] ?? 0) + 1;
+          tally[applied ? `mark:${outcome}` : "mark:discarded"] =
+            (tally[applied ? `mark:${outcome}` : "mark:discarded"] ?? 0) + 1;
         }
       } else if (roll < 0.95) {
         op = "recover";
@@ -321,7 +468,10 @@ export function modelCases({ fresh, modelSteps }: Suite): void {
         }
       } else {
         op = "drop";
-        const b = pick(rng, [...m.batches.values()].filter((x) => x.state !== "delivered" && x.state !== "dropped"));
+        const b = pick(
+          rng,
+          [...m.batches.values()].filter((x) => x.state !== "delivered" && x.state !== "dropped"),
+        );
         if (b) {
           const ok = m.drop(b);
           let refused = false;
@@ -339,7 +489,17 @@ export function modelCases({ fresh, modelSteps }: Suite): void {
     }
     await fullCompare(modelSteps);
     // The run exercised every path, so agreement means something.
-    for (const k of ["enqueue:queued", "enqueue:duplicate", "enqueue:replayed", "claim", "mark:delivered", "mark:retry", "mark:dead", "mark:discarded", "replay"]) {
+    for (const k of [
+      "enqueue:queued",
+      "enqueue:duplicate",
+      "enqueue:replayed",
+      "claim",
+      "mark:delivered",
+      "mark:retry",
+      "mark:dead",
+      "mark:discarded",
+      "replay",
+    ]) {
       expect([k, (tally[k] ?? 0) > 0]).toEqual([k, true]);
     }
   }, 60_000);

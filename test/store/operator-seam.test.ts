@@ -10,15 +10,27 @@ import { ev, T0 } from "../helpers/spool.ts";
 setDefaultTimeout(60_000);
 
 const DAY = 86400;
-const policy: RetentionPolicy = { deliveredDays: 7, attemptsDays: 30, droppedDays: 7, issuesDays: 30, dedupWindowS: () => DAY };
+const policy: RetentionPolicy = {
+  deliveredDays: 7,
+  attemptsDays: 30,
+  droppedDays: 7,
+  issuesDays: 30,
+  dedupWindowS: () => DAY,
+};
 
 onBothBackends((open, backend) => {
   test("enqueue: one event in its own transaction, a second with its dedup id is a duplicate", async () => {
     const b = await open();
     try {
       const first = await b.operator.enqueue(ev({ dedupId: "d1" }), T0);
-      expect(first).toMatchObject({ status: "queued", placed: [{ batchId: 1, eventId: 1, route: "r", destination: "http:d" }] });
-      expect(await b.operator.enqueue(ev({ dedupId: "d1" }), T0 + 1)).toMatchObject({ status: "duplicate", eventId: 1 });
+      expect(first).toMatchObject({
+        status: "queued",
+        placed: [{ batchId: 1, eventId: 1, route: "r", destination: "http:d" }],
+      });
+      expect(await b.operator.enqueue(ev({ dedupId: "d1" }), T0 + 1)).toMatchObject({
+        status: "duplicate",
+        eventId: 1,
+      });
       expect((await b.operator.batchEvents(1)).length).toBe(1);
     } finally {
       await b.close();

@@ -12,7 +12,11 @@ export function operatorVerbCases({ fresh, name }: Suite): void {
   type S = StoreUnderTest;
 
   /** A sealed batch of `n` events (key k), returning its id and event ids. */
-  async function sealedBatch(s: S, n: number, over: Parameters<typeof ev>[0] = {}): Promise<{ id: number; events: number[] }> {
+  async function sealedBatch(
+    s: S,
+    n: number,
+    over: Parameters<typeof ev>[0] = {},
+  ): Promise<{ id: number; events: number[] }> {
     const events: number[] = [];
     let id = 0;
     for (let i = 0; i < n; i++) {
@@ -30,7 +34,13 @@ export function operatorVerbCases({ fresh, name }: Suite): void {
     const now = s.clock.now();
     const c = await s.claim({ batchId: id, destination: "http:d", now, leaseUntil: now + 90, host: "h", pid: 1 });
     if (!c) throw new Error("claim");
-    await s.markDead({ batchId: id, attemptId: c.attemptId, owner: c.owner, now, attempt: { klass, status: 422, error: "rejected", durationMs: 1, counted: true } });
+    await s.markDead({
+      batchId: id,
+      attemptId: c.attemptId,
+      owner: c.owner,
+      now,
+      attempt: { klass, status: 422, error: "rejected", durationMs: 1, counted: true },
+    });
   }
 
   async function code(fn: () => Promise<unknown>): Promise<string | undefined> {
@@ -51,7 +61,14 @@ export function operatorVerbCases({ fresh, name }: Suite): void {
       expect((await s.batch(id))?.attempts).toBe(1);
       s.clock.advance(100);
       expect(await s.replay(id, s.clock.now())).toEqual({ batchId: id, kind: "replayed" });
-      expect(await s.batch(id)).toMatchObject({ state: "retry", attempts: 0, next_attempt_at: s.clock.now(), not_before: s.clock.now(), content_hash: hash, count: 2 });
+      expect(await s.batch(id)).toMatchObject({
+        state: "retry",
+        attempts: 0,
+        next_attempt_at: s.clock.now(),
+        not_before: s.clock.now(),
+        content_hash: hash,
+        count: 2,
+      });
     });
 
     test("replay of a batch that is not dead is 'nothing to do'; a missing batch is 'not found'", async () => {
@@ -64,7 +81,14 @@ export function operatorVerbCases({ fresh, name }: Suite): void {
     test("a quarantine batch is classified again: its requests become events, it is marked reclassified", async () => {
       const s = await fresh();
       const raw = new TextEncoder().encode('{"repo":"o/r"}');
-      const q = await s.quarantine({ source: "gh", raw, headers: { "x-e": "push" }, authHeaders: [], url: null, reason: "plugin_error:TypeError" });
+      const q = await s.quarantine({
+        source: "gh",
+        raw,
+        headers: { "x-e": "push" },
+        authHeaders: [],
+        url: null,
+        reason: "plugin_error:TypeError",
+      });
       expect(await code(() => s.replay(q.batchId, T0))).toBe("E_CONFIG");
       // a plugin that still throws changes nothing
       expect(
@@ -77,16 +101,34 @@ export function operatorVerbCases({ fresh, name }: Suite): void {
       expect((await s.batch(q.batchId))?.state).toBe("dead");
       const r = await s.replay(q.batchId, T0 + 5, (req) => {
         const body = JSON.parse(new TextDecoder().decode(req.raw));
-        return [ev({ source: req.source, key: body.repo, eventType: req.headers["x-e"], payload: JSON.stringify(body), copies: [copy("gh", "hermes:gh"), copy("audit", "http:audit", {}, true)] })];
+        return [
+          ev({
+            source: req.source,
+            key: body.repo,
+            eventType: req.headers["x-e"],
+            payload: JSON.stringify(body),
+            copies: [copy("gh", "hermes:gh"), copy("audit", "http:audit", {}, true)],
+          }),
+        ];
       });
       expect(r.kind).toBe("reclassified");
-      expect(await s.batch(q.batchId)).toMatchObject({ state: "delivered", result: "reclassified", delivered_at: T0 + 5 });
-      const made = await s.rows("events", { cols: ["route", "event_type", "payload"], where: { source: "gh", payload: NOT_NULL }, order: "id" });
+      expect(await s.batch(q.batchId)).toMatchObject({
+        state: "delivered",
+        result: "reclassified",
+        delivered_at: T0 + 5,
+      });
+      const made = await s.rows("events", {
+        cols: ["route", "event_type", "payload"],
+        where: { source: "gh", payload: NOT_NULL },
+        order: "id",
+      });
       expect(made).toEqual([
         { route: "gh", event_type: "push", payload: '{"repo":"o/r"}' },
         { route: "audit", event_type: "push", payload: '{"repo":"o/r"}' },
       ]);
-      expect(await s.row("issues", { cols: ["state"], where: { fingerprint: "config:plugin:gh" } })).toEqual({ state: "resolved" });
+      expect(await s.row("issues", { cols: ["state"], where: { fingerprint: "config:plugin:gh" } })).toEqual({
+        state: "resolved",
+      });
     });
 
     test("replay --dead selects dead batches by destination, source and time, quarantine only by name", async () => {
@@ -96,7 +138,14 @@ export function operatorVerbCases({ fresh, name }: Suite): void {
       const b = (await sealedBatch(s, 1, { key: "b", source: "s2" })).id;
       await kill(s, a);
       await kill(s, b);
-      const q = await s.quarantine({ source: "s1", raw: new Uint8Array([1]), headers: {}, authHeaders: [], url: null, reason: "plugin_error:E" });
+      const q = await s.quarantine({
+        source: "s1",
+        raw: new Uint8Array([1]),
+        headers: {},
+        authHeaders: [],
+        url: null,
+        reason: "plugin_error:E",
+      });
       expect(await dead({})).toEqual([a, b]);
       expect(await dead({ source: "s2" })).toEqual([b]);
       expect(await dead({ since: T0 + 1 })).toEqual([b]);
@@ -112,7 +161,14 @@ export function operatorVerbCases({ fresh, name }: Suite): void {
       const now = s.clock.now();
       const c = await s.claim({ batchId: id, destination: "http:d", now, leaseUntil: now + 90, host: "h", pid: 1 });
       if (!c) throw new Error("claim");
-      await s.markRetry({ batchId: id, attemptId: c.attemptId, owner: c.owner, now, nextAttemptAt: now + 300, attempt: { klass: "transport", status: null, error: "refused", durationMs: 1, counted: false } });
+      await s.markRetry({
+        batchId: id,
+        attemptId: c.attemptId,
+        owner: c.owner,
+        now,
+        nextAttemptAt: now + 300,
+        attempt: { klass: "transport", status: null, error: "refused", durationMs: 1, counted: false },
+      });
       await s.retryNow(id, now + 1);
       expect((await s.batch(id))?.next_attempt_at).toBe(now + 1);
     });
@@ -131,7 +187,15 @@ export function operatorVerbCases({ fresh, name }: Suite): void {
       expect(members).toEqual([events.slice(0, 2), events.slice(2, 4), events.slice(4)]);
       for (const p of pieces) {
         const b = await s.batch(p);
-        expect(b).toMatchObject({ state: "sealed", route: "r", key: "k", destination: "http:d", not_before: now, sealed_at: now, attempts: 0 });
+        expect(b).toMatchObject({
+          state: "sealed",
+          route: "r",
+          key: "k",
+          destination: "http:d",
+          not_before: now,
+          sealed_at: now,
+          attempts: 0,
+        });
         expect(b?.content_hash).toBe(contentHash(await s.batchContent(p)));
       }
       expect(await s.batch(pieces[0])).toMatchObject({ count: 2, first_at: T0, last_at: T0 + 1 });
@@ -187,7 +251,9 @@ export function operatorVerbCases({ fresh, name }: Suite): void {
       expect(after).not.toBe(before);
       expect((await s.batchContent(id)).map((e) => e.id)).toEqual([events[0], events[2]]);
       expect(after).toBe(contentHash(await s.batchContent(id)));
-      expect(await s.row("events", { cols: ["excluded_at"], where: { id: events[1] } })).toEqual({ excluded_at: T0 + 50 });
+      expect(await s.row("events", { cols: ["excluded_at"], where: { id: events[1] } })).toEqual({
+        excluded_at: T0 + 50,
+      });
     });
 
     test("excluding every event, an event of another batch, or from a delivered batch is refused", async () => {
@@ -216,8 +282,22 @@ export function operatorVerbCases({ fresh, name }: Suite): void {
 
     test("dropping the last quarantine batch of a source resolves its config:plugin issue", async () => {
       const s = await fresh();
-      const q1 = await s.quarantine({ source: "z", raw: new Uint8Array([1]), headers: {}, authHeaders: [], url: null, reason: "plugin_error:E" });
-      const q2 = await s.quarantine({ source: "z", raw: new Uint8Array([2]), headers: {}, authHeaders: [], url: null, reason: "plugin_error:E" });
+      const q1 = await s.quarantine({
+        source: "z",
+        raw: new Uint8Array([1]),
+        headers: {},
+        authHeaders: [],
+        url: null,
+        reason: "plugin_error:E",
+      });
+      const q2 = await s.quarantine({
+        source: "z",
+        raw: new Uint8Array([2]),
+        headers: {},
+        authHeaders: [],
+        url: null,
+        reason: "plugin_error:E",
+      });
       await s.drop([q1.batchId], T0);
       expect(await s.row("issues", { cols: ["state"] })).toEqual({ state: "open" });
       await s.drop([q2.batchId], T0);

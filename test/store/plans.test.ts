@@ -9,7 +9,15 @@ import { freshSpool } from "../helpers/spool.ts";
 test("every per-tick query is an index search, or a scan of the unfinished batches only", () => {
   const plans = tickQueryPlans(freshSpool().spool);
   const { rateWindow, ...batchPlans } = plans;
-  expect(Object.keys(plans).sort()).toEqual(["anyReadyNow", "candidates", "nextOpenReady", "nextRetryDue", "rateWindow", "ready", "readyDestinations"]);
+  expect(Object.keys(plans).sort()).toEqual([
+    "anyReadyNow",
+    "candidates",
+    "nextOpenReady",
+    "nextRetryDue",
+    "rateWindow",
+    "ready",
+    "readyDestinations",
+  ]);
   // A paced destination's window: two searches of the partial index of paced attempts, never the attempt history.
   expect(rateWindow.filter((s) => /attempts/.test(s))).toEqual([
     "SEARCH attempts USING INDEX attempts_window (destination=? AND finished_at=?)",
@@ -29,7 +37,9 @@ test("the candidates walk batches_ready in order (no sort) and bound each head c
   expect(candidates.filter((s) => s.includes("TEMP B-TREE"))).toEqual([]);
   expect(candidates[0]).toContain("USING INDEX batches_ready (destination=?)");
   expect(candidates.some((s) => s.includes("USING INDEX batches_queue (route=? AND key=? AND first_at<?)"))).toBe(true);
-  expect(readyDestinations.filter((s) => /SEARCH batches/.test(s)).every((s) => s.includes("USING INDEX batches_ready"))).toBe(true);
+  expect(
+    readyDestinations.filter((s) => /SEARCH batches/.test(s)).every((s) => s.includes("USING INDEX batches_ready")),
+  ).toBe(true);
 });
 
 test("the overdue outcomes read searches batches_awaiting, never the history", () => {

@@ -17,7 +17,13 @@ export function retentionCases({ fresh, caps }: Suite): void {
   const NOW = T0 + 400 * DAY;
 
   const ok: AttemptRecord = { klass: null, status: 200, error: null, durationMs: 3, counted: true };
-  const transport: AttemptRecord = { klass: "transport", status: 502, error: "bad gateway", durationMs: 3, counted: false };
+  const transport: AttemptRecord = {
+    klass: "transport",
+    status: 502,
+    error: "bad gateway",
+    durationMs: 3,
+    counted: false,
+  };
 
   /** Defaults except dropped_days (3, so it cannot pass for delivered_days) and two dedup windows. */
   const policy = policyFromConfig({
@@ -64,14 +70,27 @@ export function retentionCases({ fresh, caps }: Suite): void {
   async function deadAt(s: S, at: number): Promise<{ id: number; events: number[] }> {
     const b = await sealedAt(s, at - 10);
     const c = await claimAt(s, b.id, at);
-    await s.markDead({ batchId: b.id, attemptId: c.attemptId, owner: c.owner, now: at, attempt: { ...ok, klass: "permanent", status: 422 } });
+    await s.markDead({
+      batchId: b.id,
+      attemptId: c.attemptId,
+      owner: c.owner,
+      now: at,
+      attempt: { ...ok, klass: "permanent", status: 422 },
+    });
     return b;
   }
 
   /** A failed attempt started and finished at `at`; the batch goes back to retry. */
   async function failedAttemptAt(s: S, id: number, at: number): Promise<number> {
     const c = await claimAt(s, id, at);
-    await s.markRetry({ batchId: id, attemptId: c.attemptId, owner: c.owner, now: at, nextAttemptAt: at + 60, attempt: transport });
+    await s.markRetry({
+      batchId: id,
+      attemptId: c.attemptId,
+      owner: c.owner,
+      now: at,
+      nextAttemptAt: at + 60,
+      attempt: transport,
+    });
     return c.attemptId;
   }
 
@@ -81,7 +100,9 @@ export function retentionCases({ fresh, caps }: Suite): void {
   }
 
   async function insertIssue(s: S, state: string, lastAt: number): Promise<number> {
-    const [id] = await s.insert("issues", [{ fingerprint: `fp${++keys}`, kind: "delivery", state, first_at: lastAt - DAY, last_at: lastAt }]);
+    const [id] = await s.insert("issues", [
+      { fingerprint: `fp${++keys}`, kind: "delivery", state, first_at: lastAt - DAY, last_at: lastAt },
+    ]);
     return id;
   }
 
@@ -94,7 +115,13 @@ export function retentionCases({ fresh, caps }: Suite): void {
   describe("what a pass deletes", () => {
     test("exactly the rows past their retention age, at every boundary", async () => {
       const s = await fresh();
-      const gone = { batches: [] as number[], events: [] as number[], attempts: [] as number[], dedup: [] as string[], issues: [] as number[] };
+      const gone = {
+        batches: [] as number[],
+        events: [] as number[],
+        attempts: [] as number[],
+        dedup: [] as string[],
+        issues: [] as number[],
+      };
 
       // delivered: 7 days after delivered_at, with events (attempts stay: they have their own age)
       const deliveredOld = await deliveredAt(s, NOW - 8 * DAY);
@@ -119,7 +146,17 @@ export function retentionCases({ fresh, caps }: Suite): void {
 
       // dead: never, however old; quarantine batches are dead too; a reclassified one is delivered
       const deadAncient = await deadAt(s, NOW - 365 * DAY);
-      const q = await s.quarantine({ source: "gh", raw: new TextEncoder().encode("{}"), headers: {}, authHeaders: [], url: null, reason: "plugin_error:TypeError" }, NOW - 365 * DAY);
+      const q = await s.quarantine(
+        {
+          source: "gh",
+          raw: new TextEncoder().encode("{}"),
+          headers: {},
+          authHeaders: [],
+          url: null,
+          reason: "plugin_error:TypeError",
+        },
+        NOW - 365 * DAY,
+      );
 
       // unfinished batches: never, however old
       const openOld = await openAt(s, NOW - 365 * DAY);
@@ -138,7 +175,12 @@ export function retentionCases({ fresh, caps }: Suite): void {
       gone.attempts.push(...deadAttempt);
 
       // dedup: each source's window; a source no longer configured gets the default
-      const windows: [string, number][] = [["fast", 600], ["slow", 2 * DAY], ["gone", DEFAULT_DEDUP_WINDOW_S], ["gmail", 3600]];
+      const windows: [string, number][] = [
+        ["fast", 600],
+        ["slow", 2 * DAY],
+        ["gone", DEFAULT_DEDUP_WINDOW_S],
+        ["gmail", 3600],
+      ];
       const keptDedup: string[] = [];
       for (const [source, w] of windows) {
         gone.dedup.push(await insertDedup(s, source, NOW - w - 1));
@@ -150,7 +192,10 @@ export function retentionCases({ fresh, caps }: Suite): void {
 
       // issues: resolved and ignored after 90 days of quiet; open and acked never
       const keptIssues = await ids(s, "issues"); // quarantine's config:plugin:gh, open
-      gone.issues.push(await insertIssue(s, "resolved", NOW - 91 * DAY), await insertIssue(s, "ignored", NOW - 91 * DAY));
+      gone.issues.push(
+        await insertIssue(s, "resolved", NOW - 91 * DAY),
+        await insertIssue(s, "ignored", NOW - 91 * DAY),
+      );
       keptIssues.push(
         await insertIssue(s, "resolved", NOW - 89 * DAY),
         await insertIssue(s, "ignored", NOW - 89 * DAY),
@@ -172,7 +217,9 @@ export function retentionCases({ fresh, caps }: Suite): void {
       expect(await ids(s, "batches")).toEqual(batchesBefore.filter((id) => !gone.batches.includes(id)));
       expect(await ids(s, "events")).toEqual(eventsBefore.filter((id) => !gone.events.includes(id)));
       expect(await ids(s, "attempts")).toEqual(allAttempts.filter((id) => !gone.attempts.includes(id)));
-      expect((await s.rows<{ dedup_id: string }>("dedup", { cols: ["dedup_id"], order: "dedup_id" })).map((r) => r.dedup_id)).toEqual([...keptDedup].sort());
+      expect(
+        (await s.rows<{ dedup_id: string }>("dedup", { cols: ["dedup_id"], order: "dedup_id" })).map((r) => r.dedup_id),
+      ).toEqual([...keptDedup].sort());
       expect(await ids(s, "issues")).toEqual(keptIssues);
 
       // spelled out, for the reader: what stays
@@ -181,7 +228,8 @@ export function retentionCases({ fresh, caps }: Suite): void {
       expect(await s.eventsOf(deadAncient.id)).toEqual(deadAncient.events);
       expect(await state(q.batchId)).toBe("dead");
       expect(await s.eventsOf(q.batchId)).toEqual([q.eventId]);
-      for (const b of [deliveredNew, deliveredAtCutoff, droppedNew, openOld, sealedOld, leasedOld, retryOld]) expect(await s.eventsOf(b.id)).toEqual(b.events);
+      for (const b of [deliveredNew, deliveredAtCutoff, droppedNew, openOld, sealedOld, leasedOld, retryOld])
+        expect(await s.eventsOf(b.id)).toEqual(b.events);
       const pieceSizes = [];
       for (const p of pieces) pieceSizes.push((await s.eventsOf(p)).length);
       expect(pieceSizes).toEqual([1, 1, 1]);
@@ -199,9 +247,33 @@ export function retentionCases({ fresh, caps }: Suite): void {
     test("a dead batch is kept after years; a reclassified quarantine batch goes as delivered", async () => {
       const s = await fresh();
       const dead = await deadAt(s, T0);
-      const q = await s.quarantine({ source: "gh", raw: new TextEncoder().encode('{"a":1}'), headers: {}, authHeaders: [], url: null, reason: "plugin_error:TypeError" }, T0);
-      const kept = await s.quarantine({ source: "gh", raw: new TextEncoder().encode('{"a":2}'), headers: {}, authHeaders: [], url: null, reason: "plugin_error:TypeError" }, T0);
-      await s.update("batches", { state: "delivered", delivered_at: T0 + DAY, result: "reclassified" }, { id: q.batchId });
+      const q = await s.quarantine(
+        {
+          source: "gh",
+          raw: new TextEncoder().encode('{"a":1}'),
+          headers: {},
+          authHeaders: [],
+          url: null,
+          reason: "plugin_error:TypeError",
+        },
+        T0,
+      );
+      const kept = await s.quarantine(
+        {
+          source: "gh",
+          raw: new TextEncoder().encode('{"a":2}'),
+          headers: {},
+          authHeaders: [],
+          url: null,
+          reason: "plugin_error:TypeError",
+        },
+        T0,
+      );
+      await s.update(
+        "batches",
+        { state: "delivered", delivered_at: T0 + DAY, result: "reclassified" },
+        { id: q.batchId },
+      );
       const counts = await s.runRetention(policy, T0 + 5 * 365 * DAY);
       expect(counts.batches).toBe(1);
       expect(await ids(s, "batches")).toEqual([dead.id, kept.batchId]);
@@ -214,7 +286,9 @@ export function retentionCases({ fresh, caps }: Suite): void {
       expect(first.status).toBe("queued");
       await s.runRetention(policy, T0 + 601);
       expect(await s.count("dedup")).toBe(0);
-      expect((await s.enqueue(ev({ source: "fast", key: "a", dedupId: "x", dedupWindowS: 600 }), T0 + 602)).status).toBe("queued");
+      expect(
+        (await s.enqueue(ev({ source: "fast", key: "a", dedupId: "x", dedupWindowS: 600 }), T0 + 602)).status,
+      ).toBe("queued");
     });
   });
 
@@ -225,7 +299,24 @@ export function retentionCases({ fresh, caps }: Suite): void {
       const batches: Row[] = [];
       const sizes: number[] = [];
       const add = (state: string, n: number) => {
-        batches.push({ route: "r", source: "s", destination: "http:d", key: `k${++keys}`, state, first_at: old, last_at: old, quiet_s: 0, max_s: 0, max_events: 5000, max_bytes: 1000000, count: n, bytes: 2 * n, sealed_at: old, content_hash: "sha256:x", delivered_at: old });
+        batches.push({
+          route: "r",
+          source: "s",
+          destination: "http:d",
+          key: `k${++keys}`,
+          state,
+          first_at: old,
+          last_at: old,
+          quiet_s: 0,
+          max_s: 0,
+          max_events: 5000,
+          max_bytes: 1000000,
+          count: n,
+          bytes: 2 * n,
+          sealed_at: old,
+          content_hash: "sha256:x",
+          delivered_at: old,
+        });
         sizes.push(n);
       };
       for (let i = 0; i < 300; i++) add("delivered", 4); // 1,500 rows
@@ -233,9 +324,34 @@ export function retentionCases({ fresh, caps }: Suite): void {
       for (let i = 0; i < 100; i++) add("dropped", 2); // 300 rows
       for (let i = 0; i < 20; i++) add("dead", 3); // kept
       const batchIds = await s.insert("batches", batches);
-      await s.insert("events", batchIds.flatMap((id, i) => Array.from({ length: sizes[i] }, () => ({ source: "s", route: "r", batch_id: id, received_at: old, payload: "{}", size: 2 }))));
-      await s.insert("attempts", Array.from({ length: 1200 }, () => ({ batch_id: 1, n: 1, destination: "http:d", started_at: old, finished_at: old, outcome: "retry" })));
-      await s.insert("dedup", Array.from({ length: 1200 }, (_, i) => ({ source: "s", dedup_id: `id${i}`, event_id: 1, seen_at: old })));
+      await s.insert(
+        "events",
+        batchIds.flatMap((id, i) =>
+          Array.from({ length: sizes[i] }, () => ({
+            source: "s",
+            route: "r",
+            batch_id: id,
+            received_at: old,
+            payload: "{}",
+            size: 2,
+          })),
+        ),
+      );
+      await s.insert(
+        "attempts",
+        Array.from({ length: 1200 }, () => ({
+          batch_id: 1,
+          n: 1,
+          destination: "http:d",
+          started_at: old,
+          finished_at: old,
+          outcome: "retry",
+        })),
+      );
+      await s.insert(
+        "dedup",
+        Array.from({ length: 1200 }, (_, i) => ({ source: "s", dedup_id: `id${i}`, event_id: 1, seen_at: old })),
+      );
 
       let turns = 0;
       let spinning = true;
@@ -273,7 +389,12 @@ export function retentionCases({ fresh, caps }: Suite): void {
       const journal = await s.count("journal", { batch_id: b.id });
       expect(journal).toBeGreaterThan(0);
       const txs: number[] = [];
-      const counts = await s.runRetention({ ...policy, attemptsDays: 1000 } satisfies RetentionPolicy, NOW, { batchSize: 1 }, (rows) => txs.push(rows));
+      const counts = await s.runRetention(
+        { ...policy, attemptsDays: 1000 } satisfies RetentionPolicy,
+        NOW,
+        { batchSize: 1 },
+        (rows) => txs.push(rows),
+      );
       expect(counts).toMatchObject({ batches: 1, events: 3 });
       expect(txs.filter((x) => x > 0)).toEqual(Array(4 + journal).fill(1));
       expect(await s.count("journal", { batch_id: b.id })).toBe(0);
@@ -305,9 +426,13 @@ export function retentionCases({ fresh, caps }: Suite): void {
         foreignKeys: all("PRAGMA foreign_key_check"),
         orphans: all("SELECT e.id FROM events e LEFT JOIN batches b ON b.id = e.batch_id WHERE b.id IS NULL"),
         // a batch that lost some events but not all would be a torn delete
-        torn: all("SELECT b.id FROM batches b WHERE b.count <> (SELECT COUNT(*) FROM events e WHERE e.batch_id = b.id)"),
+        torn: all(
+          "SELECT b.id FROM batches b WHERE b.count <> (SELECT COUNT(*) FROM events e WHERE e.batch_id = b.id)",
+        ),
         batches: all("SELECT id, state FROM batches ORDER BY id") as { id: number; state: string }[],
-        dead: all("SELECT b.id, COUNT(e.id) AS events FROM batches b LEFT JOIN events e ON e.batch_id = b.id WHERE b.state = 'dead' GROUP BY b.id ORDER BY b.id"),
+        dead: all(
+          "SELECT b.id, COUNT(e.id) AS events FROM batches b LEFT JOIN events e ON e.batch_id = b.id WHERE b.state = 'dead' GROUP BY b.id ORDER BY b.id",
+        ),
         events: (all("SELECT COUNT(*) AS n FROM events") as { n: number }[])[0].n,
       };
     } finally {
@@ -320,58 +445,79 @@ export function retentionCases({ fresh, caps }: Suite): void {
     // retention.before_commit crash point, and the file is read back with quick_check and
     // PRAGMA foreign_key_check. PostgreSQL's retention has no crash point, and a killed client's
     // transaction is the server's to roll back.
-    test.skipIf(!caps.sqliteFile)("killed at retention.before_commit: the open transaction rolls back, committed ones stay, dead batches untouched", async () => {
-      const s = await fresh();
-      if (!s.sqlite) throw new Error("a SQLite file");
-      const t = s.sqlite;
-      // 30 delivered batches of 2 events: 15 delivered at T0, 15 ten days later
-      for (let i = 0; i < 30; i++) {
-        const at = i < 15 ? T0 : T0 + 10 * DAY;
-        let batchId = 0;
-        for (let n = 0; n < 2; n++) {
-          const r = await s.enqueue(ev({ key: `k${i}` }), at);
-          if (r.status !== "queued") throw new Error(r.status);
-          batchId = r.placed[0].batchId;
+    test.skipIf(!caps.sqliteFile)(
+      "killed at retention.before_commit: the open transaction rolls back, committed ones stay, dead batches untouched",
+      async () => {
+        const s = await fresh();
+        if (!s.sqlite) throw new Error("a SQLite file");
+        const t = s.sqlite;
+        // 30 delivered batches of 2 events: 15 delivered at T0, 15 ten days later
+        for (let i = 0; i < 30; i++) {
+          const at = i < 15 ? T0 : T0 + 10 * DAY;
+          let batchId = 0;
+          for (let n = 0; n < 2; n++) {
+            const r = await s.enqueue(ev({ key: `k${i}` }), at);
+            if (r.status !== "queued") throw new Error(r.status);
+            batchId = r.placed[0].batchId;
+          }
+          await s.update(
+            "batches",
+            { state: "delivered", sealed_at: at, content_hash: "sha256:x", delivered_at: at },
+            { id: batchId },
+          );
         }
-        await s.update("batches", { state: "delivered", sealed_at: at, content_hash: "sha256:x", delivered_at: at }, { id: batchId });
-      }
-      // dead batches a year older than everything, and a quarantined request
-      for (let i = 0; i < 5; i++) {
-        const r = await s.enqueue(ev({ key: `dead${i}` }), T0 - 365 * DAY);
-        if (r.status !== "queued") throw new Error(r.status);
-        await s.update("batches", { state: "dead", sealed_at: T0 - 365 * DAY, content_hash: "sha256:x" }, { id: r.placed[0].batchId });
-      }
-      await s.quarantine({ source: "gh", raw: new TextEncoder().encode("{}"), headers: {}, authHeaders: [], url: null, reason: "plugin_error:TypeError" }, T0 - 365 * DAY);
-      await s.close();
-      const start = look(t.path);
-      expect(start.dead).toHaveLength(6);
+        // dead batches a year older than everything, and a quarantined request
+        for (let i = 0; i < 5; i++) {
+          const r = await s.enqueue(ev({ key: `dead${i}` }), T0 - 365 * DAY);
+          if (r.status !== "queued") throw new Error(r.status);
+          await s.update(
+            "batches",
+            { state: "dead", sealed_at: T0 - 365 * DAY, content_hash: "sha256:x" },
+            { id: r.placed[0].batchId },
+          );
+        }
+        await s.quarantine(
+          {
+            source: "gh",
+            raw: new TextEncoder().encode("{}"),
+            headers: {},
+            authHeaders: [],
+            url: null,
+            reason: "plugin_error:TypeError",
+          },
+          T0 - 365 * DAY,
+        );
+        await s.close();
+        const start = look(t.path);
+        expect(start.dead).toHaveLength(6);
 
-      // a clean pass that deletes the first 15 batches, 3 per transaction (batchSize 10: 3 x (2 + 1) rows)
-      const first = await runChild(t.path, T0 + 8 * DAY, 10);
-      expect(first.exitCode).toBe(0);
-      expect(JSON.parse(first.out)).toMatchObject({ batches: 15, events: 30 });
-      const afterFirst = look(t.path);
-      expect(afterFirst.batches).toHaveLength(start.batches.length - 15);
+        // a clean pass that deletes the first 15 batches, 3 per transaction (batchSize 10: 3 x (2 + 1) rows)
+        const first = await runChild(t.path, T0 + 8 * DAY, 10);
+        expect(first.exitCode).toBe(0);
+        expect(JSON.parse(first.out)).toMatchObject({ batches: 15, events: 30 });
+        const afterFirst = look(t.path);
+        expect(afterFirst.batches).toHaveLength(start.batches.length - 15);
 
-      // killed inside the first transaction of the next pass: it rolls back whole
-      const killed = await runChild(t.path, T0 + 20 * DAY, 10, "retention.before_commit");
-      expect(killed.signal).toBe("SIGKILL");
-      const afterKill = look(t.path);
-      expect(afterKill.quickCheck).toEqual([]);
-      expect(afterKill.foreignKeys).toEqual([]);
-      expect(afterKill.orphans).toEqual([]);
-      expect(afterKill.torn).toEqual([]);
-      expect(afterKill).toEqual(afterFirst);
+        // killed inside the first transaction of the next pass: it rolls back whole
+        const killed = await runChild(t.path, T0 + 20 * DAY, 10, "retention.before_commit");
+        expect(killed.signal).toBe("SIGKILL");
+        const afterKill = look(t.path);
+        expect(afterKill.quickCheck).toEqual([]);
+        expect(afterKill.foreignKeys).toEqual([]);
+        expect(afterKill.orphans).toEqual([]);
+        expect(afterKill.torn).toEqual([]);
+        expect(afterKill).toEqual(afterFirst);
 
-      // the next pass finishes the job and still leaves every dead batch with its events
-      const last = await runChild(t.path, T0 + 20 * DAY, 10);
-      expect(last.exitCode).toBe(0);
-      expect(JSON.parse(last.out)).toMatchObject({ batches: 15, events: 30 });
-      const end = look(t.path);
-      expect(end.quickCheck).toEqual([]);
-      expect(end.orphans).toEqual([]);
-      expect(end.batches.map((b) => b.state)).toEqual(Array(6).fill("dead"));
-      expect(end.dead).toEqual(start.dead);
-    });
+        // the next pass finishes the job and still leaves every dead batch with its events
+        const last = await runChild(t.path, T0 + 20 * DAY, 10);
+        expect(last.exitCode).toBe(0);
+        expect(JSON.parse(last.out)).toMatchObject({ batches: 15, events: 30 });
+        const end = look(t.path);
+        expect(end.quickCheck).toEqual([]);
+        expect(end.orphans).toEqual([]);
+        expect(end.batches.map((b) => b.state)).toEqual(Array(6).fill("dead"));
+        expect(end.dead).toEqual(start.dead);
+      },
+    );
   });
 }

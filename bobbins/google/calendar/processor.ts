@@ -42,7 +42,18 @@ export const baseOf = apiBaseUrl;
 
 /** An event as the `changed` item carries it. */
 function itemOf(calendarId: string, e: CalendarEvent): Item {
-  return { event_type: "changed", key: calendarId, id: e.id, status: e.status, summary: e.summary, start: e.start, end: e.end, updated: e.updated, htmlLink: e.htmlLink, location: e.location ?? "" };
+  return {
+    event_type: "changed",
+    key: calendarId,
+    id: e.id,
+    status: e.status,
+    summary: e.summary,
+    start: e.start,
+    end: e.end,
+    updated: e.updated,
+    htmlLink: e.htmlLink,
+    location: e.location ?? "",
+  };
 }
 
 /** The last version of each event (an event listed twice in one sync is one change). */
@@ -74,13 +85,32 @@ const when = (v: unknown): string => {
 };
 
 /** The events of one day, in start order (events.list, singleEvents, one page). */
-async function dayEvents(api: OAuthClient, base: string, calendarId: string, day: { timeMin: string; timeMax: string }): Promise<CalendarEvent[]> {
-  const q = new URLSearchParams({ timeMin: day.timeMin, timeMax: day.timeMax, singleEvents: "true", orderBy: "startTime", maxResults: "250" });
+async function dayEvents(
+  api: OAuthClient,
+  base: string,
+  calendarId: string,
+  day: { timeMin: string; timeMax: string },
+): Promise<CalendarEvent[]> {
+  const q = new URLSearchParams({
+    timeMin: day.timeMin,
+    timeMax: day.timeMax,
+    singleEvents: "true",
+    orderBy: "startTime",
+    maxResults: "250",
+  });
   const page = await api.getJson<DayPage>(`${base}/calendars/${encodeURIComponent(calendarId)}/events?${q}`);
   return (page?.items ?? [])
     .filter((e) => e && typeof e === "object")
     .map((e) => {
-      const ev: CalendarEvent = { id: str(e.id), status: str(e.status), summary: str(e.summary), start: when(e.start), end: when(e.end), updated: str(e.updated), htmlLink: str(e.htmlLink) };
+      const ev: CalendarEvent = {
+        id: str(e.id),
+        status: str(e.status),
+        summary: str(e.summary),
+        start: when(e.start),
+        end: when(e.end),
+        updated: str(e.updated),
+        htmlLink: str(e.htmlLink),
+      };
       if (typeof e.location === "string") ev.location = e.location;
       return ev;
     });
@@ -97,15 +127,27 @@ export default defineProcessor<CalendarSettings>({
     const timeMin = new Date((now - DAY_S) * 1000).toISOString();
 
     const stored = ctx.loadState<SyncState | null>("sync", null);
-    const token = stored !== null && stored.calendar_id === calendarId && typeof stored.sync_token === "string" && stored.sync_token !== "" ? stored.sync_token : null;
+    const token =
+      stored !== null &&
+      stored.calendar_id === calendarId &&
+      typeof stored.sync_token === "string" &&
+      stored.sync_token !== ""
+        ? stored.sync_token
+        : null;
 
     let events: CalendarEvent[];
     let nextSyncToken: string;
     if (token === null) {
       const full = await calendarChanges(api, calendarId, null, { base, timeMin });
       if (full.resync) throw new Retryable("calendar full sync answered 410");
-      ctx.saveState("sync", { calendar_id: calendarId, sync_token: full.nextSyncToken, synced_at: now } satisfies SyncState);
-      ctx.log(`batch ${batch.id}: first sync of the calendar, ${full.events.length} event(s) recorded as the baseline, none announced`);
+      ctx.saveState("sync", {
+        calendar_id: calendarId,
+        sync_token: full.nextSyncToken,
+        synced_at: now,
+      } satisfies SyncState);
+      ctx.log(
+        `batch ${batch.id}: first sync of the calendar, ${full.events.length} event(s) recorded as the baseline, none announced`,
+      );
       return [];
     }
     const changes = await calendarChanges(api, calendarId, token, { base });
@@ -119,7 +161,9 @@ export default defineProcessor<CalendarSettings>({
         return !Number.isFinite(t) || t / 1000 >= since;
       });
       nextSyncToken = full.nextSyncToken;
-      ctx.log(`batch ${batch.id}: the sync token was refused (410 Gone); full resync: ${full.events.length} event(s), ${events.length} updated since the last sync`);
+      ctx.log(
+        `batch ${batch.id}: the sync token was refused (410 Gone); full resync: ${full.events.length} event(s), ${events.length} updated since the last sync`,
+      );
     } else {
       events = changes.events;
       nextSyncToken = changes.nextSyncToken;
@@ -148,10 +192,13 @@ export default defineProcessor<CalendarSettings>({
           const answer = await (travel as Travel)(e, list, ctx);
           if (answer !== undefined) (items[i] as Item).travel = answer;
         } catch (err) {
-          ctx.log(`batch ${batch.id}: the travel hook threw ${(err as Error | null)?.name ?? typeof err}; the item goes without travel`);
+          ctx.log(
+            `batch ${batch.id}: the travel hook threw ${(err as Error | null)?.name ?? typeof err}; the item goes without travel`,
+          );
         }
       }
-      if (skipped) ctx.log(`batch ${batch.id}: events on more than ${MAX_DAYS} days; ${skipped} event(s) got no dayEvents`);
+      if (skipped)
+        ctx.log(`batch ${batch.id}: events on more than ${MAX_DAYS} days; ${skipped} event(s) got no dayEvents`);
     }
     ctx.log(`batch ${batch.id}: ${batch.events.length} notification(s), ${items.length} changed event(s)`);
     return items;

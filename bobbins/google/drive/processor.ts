@@ -26,7 +26,12 @@ export const baseOf = apiBaseUrl;
 /** The MIME types to keep (exact, as Drive writes them); empty keeps all. */
 export function mimeTypesOf(raw: unknown): Set<string> {
   const list = Array.isArray(raw) ? raw : [];
-  return new Set(list.filter((t): t is string => typeof t === "string").map((t) => t.trim()).filter(Boolean));
+  return new Set(
+    list
+      .filter((t): t is string => typeof t === "string")
+      .map((t) => t.trim())
+      .filter(Boolean),
+  );
 }
 
 /** One item per file, its latest change last seen, in the order those came. */
@@ -45,9 +50,25 @@ export function itemsOf(changes: readonly DriveChange[], keep: ReadonlySet<strin
     } else if (!kept(c)) {
       continue;
     } else if (c.trashed === true) {
-      items.push({ event_type: "removed", key: c.fileId, fileId: c.fileId, reason: "trashed", name: c.name ?? null, mimeType: c.mimeType ?? null, modifiedTime: c.modifiedTime ?? null });
+      items.push({
+        event_type: "removed",
+        key: c.fileId,
+        fileId: c.fileId,
+        reason: "trashed",
+        name: c.name ?? null,
+        mimeType: c.mimeType ?? null,
+        modifiedTime: c.modifiedTime ?? null,
+      });
     } else {
-      items.push({ event_type: "changed", key: c.fileId, fileId: c.fileId, name: c.name ?? null, mimeType: c.mimeType ?? null, modifiedTime: c.modifiedTime ?? null, webViewLink: c.webViewLink ?? null });
+      items.push({
+        event_type: "changed",
+        key: c.fileId,
+        fileId: c.fileId,
+        name: c.name ?? null,
+        mimeType: c.mimeType ?? null,
+        modifiedTime: c.modifiedTime ?? null,
+        webViewLink: c.webViewLink ?? null,
+      });
     }
   }
   return items;
@@ -72,7 +93,9 @@ export default defineProcessor<DriveSettings>({
     const items = itemsOf(changes, mimeTypesOf(ctx.settings.mime_types));
     ctx.saveState("pageToken", newStartPageToken);
     const removed = items.filter((i) => i.event_type === "removed").length;
-    ctx.log(`batch ${batch.id}: ${batch.events.length} notification(s), ${changes.length} change(s), ${items.length - removed} changed and ${removed} removed item(s)`);
+    ctx.log(
+      `batch ${batch.id}: ${batch.events.length} notification(s), ${changes.length} change(s), ${items.length - removed} changed and ${removed} removed item(s)`,
+    );
     return items;
   },
 });

@@ -23,8 +23,21 @@
 import { apiBaseUrl, BASE_URL_RULE } from "../../../src/providers/base-url.ts";
 import { type Context, defineProcessor, type Item, type OAuthClient } from "../../../src/plugin/processor.ts";
 import { Retryable } from "../../../src/plugin/types.ts";
-import { freeWindows, type GoogleOptions, gmailHistory, gmailMessage, gmailRecent, type MessageMeta } from "../../../src/providers/google.ts";
-import { classify, type MailMessage, needsSnippet, parseRulePack, type RulePack } from "../../../src/providers/mailrules.ts";
+import {
+  freeWindows,
+  type GoogleOptions,
+  gmailHistory,
+  gmailMessage,
+  gmailRecent,
+  type MessageMeta,
+} from "../../../src/providers/google.ts";
+import {
+  classify,
+  type MailMessage,
+  needsSnippet,
+  parseRulePack,
+  type RulePack,
+} from "../../../src/providers/mailrules.ts";
 import appointments from "./rule-packs/appointments.toml" with { type: "text" };
 
 export interface GmailSettings {
@@ -67,13 +80,16 @@ export function baseOf(raw: unknown): string | null {
   return base === undefined ? "" : base;
 }
 
-/** The named shipped packs, parsed; a name the bobbin does not ship, or a pack with a problem, is the string saying so. */
+/**
+ * The named shipped packs, parsed; a name the bobbin does not ship, or a pack with a problem, is the string saying so.
+ */
 export function packsOf(names: unknown): RulePack[] | string {
   const list = Array.isArray(names) ? names : [];
   const packs: RulePack[] = [];
   for (const n of list) {
     const text = typeof n === "string" && Object.hasOwn(SHIPPED_PACKS, n) ? SHIPPED_PACKS[n] : undefined;
-    if (text === undefined) return `rule_packs names a pack google.gmail does not ship (it ships ${Object.keys(SHIPPED_PACKS).join(", ")}); put rules of your own in a hooks module`;
+    if (text === undefined)
+      return `rule_packs names a pack google.gmail does not ship (it ships ${Object.keys(SHIPPED_PACKS).join(", ")}); put rules of your own in a hooks module`;
     const { pack } = parseRulePack(n as string, text);
     if (!pack) return `the shipped rule pack ${n} does not parse`;
     packs.push(pack);
@@ -94,7 +110,13 @@ export function mailMessageOf(m: MessageMeta): MailMessage {
   if (m.to) headers.to = m.to;
   if (m.date) headers.date = m.date;
   if (m.messageId) headers["message-id"] = m.messageId;
-  return { from: m.from, subject: m.subject, ...(m.listId ? { listId: m.listId } : {}), headers, ...(m.snippet !== undefined ? { snippet: m.snippet } : {}) };
+  return {
+    from: m.from,
+    subject: m.subject,
+    ...(m.listId ? { listId: m.listId } : {}),
+    headers,
+    ...(m.snippet !== undefined ? { snippet: m.snippet } : {}),
+  };
 }
 
 type HookClassify = (message: MessageMeta, owner: string, ctx: Context<GmailSettings>) => unknown;
@@ -103,11 +125,14 @@ type HookClassify = (message: MessageMeta, owner: string, ctx: Context<GmailSett
 export function hookVerdict(answer: unknown): Verdict | null | string {
   if (answer === null || answer === undefined) return null;
   const a = answer as { output?: unknown; values?: unknown; rule?: unknown };
-  if (typeof a !== "object" || Array.isArray(a) || typeof a.output !== "string" || a.output === "") return "the hooks module's classify returned neither null nor { output, values }";
+  if (typeof a !== "object" || Array.isArray(a) || typeof a.output !== "string" || a.output === "")
+    return "the hooks module's classify returned neither null nor { output, values }";
   const values: Record<string, string> = {};
   if (a.values !== undefined && a.values !== null) {
-    if (typeof a.values !== "object" || Array.isArray(a.values)) return "the hooks module's classify returned values that are not a table";
-    for (const [k, v] of Object.entries(a.values as Record<string, unknown>)) if (typeof v === "string" || typeof v === "number" || typeof v === "boolean") values[k] = String(v);
+    if (typeof a.values !== "object" || Array.isArray(a.values))
+      return "the hooks module's classify returned values that are not a table";
+    for (const [k, v] of Object.entries(a.values as Record<string, unknown>))
+      if (typeof v === "string" || typeof v === "number" || typeof v === "boolean") values[k] = String(v);
   }
   return { output: a.output, rule: typeof a.rule === "string" && a.rule !== "" ? a.rule : "hooks", values };
 }
@@ -140,7 +165,8 @@ export default defineProcessor<GmailSettings>({
     const google: GoogleOptions = base ? { base } : {};
     const states = ctx.loadState<Record<string, MailboxState>>("mailboxes", {});
     const mine = states[owner];
-    const save = (historyId: string, seen: readonly string[]) => ctx.saveState("mailboxes", { ...states, [owner]: { historyId, seen: unique(seen).slice(-SEEN_KEPT) } });
+    const save = (historyId: string, seen: readonly string[]) =>
+      ctx.saveState("mailboxes", { ...states, [owner]: { historyId, seen: unique(seen).slice(-SEEN_KEPT) } });
 
     if (!mine?.historyId) {
       const recent = await gmailRecent(api, owner, BASELINE_RECENT, google);
@@ -154,7 +180,8 @@ export default defineProcessor<GmailSettings>({
     const seen = new Set(before);
     const fresh = found.ids.filter((id) => !seen.has(id));
     const todo = fresh.slice(-MAX_PER_BATCH);
-    if (fresh.length > todo.length) ctx.log(`batch ${batch.id}: ${fresh.length} new messages, only the newest ${todo.length} read`);
+    if (fresh.length > todo.length)
+      ctx.log(`batch ${batch.id}: ${fresh.length} new messages, only the newest ${todo.length} read`);
 
     const snippet = needsSnippet(packs);
     const pace = ctx.pace(PER_SEC);
@@ -182,12 +209,24 @@ export default defineProcessor<GmailSettings>({
       const verdict = hookFn ? hookVerdict(await hookFn(m, owner, ctx)) : fromRules(m, packs);
       if (typeof verdict === "string") return ctx.failPermanent(verdict);
       if (!verdict) continue;
-      const fields = { key: owner, id: m.id, threadId: m.threadId, from: m.from, subject: m.subject, date: m.date, labelIds: m.labelIds, rule: verdict.rule, values: verdict.values };
+      const fields = {
+        key: owner,
+        id: m.id,
+        threadId: m.threadId,
+        from: m.from,
+        subject: m.subject,
+        date: m.date,
+        labelIds: m.labelIds,
+        rule: verdict.rule,
+        values: verdict.values,
+      };
       if (verdict.output === "scheduling") items.push({ event_type: "scheduling", ...fields, ...(await freeTime()) });
       else items.push({ event_type: "agent-mail", ...fields });
     }
     save(found.historyId, [...before, ...fresh]);
-    ctx.log(`batch ${batch.id}: ${found.ids.length} message(s) added${found.fallback ? " (history gone: the newest read instead)" : ""}, ${todo.length} read, ${skipped} skipped (gone, draft, spam, trash or sent), ${items.length} item(s)`);
+    ctx.log(
+      `batch ${batch.id}: ${found.ids.length} message(s) added${found.fallback ? " (history gone: the newest read instead)" : ""}, ${todo.length} read, ${skipped} skipped (gone, draft, spam, trash or sent), ${items.length} item(s)`,
+    );
     return items;
   },
 });
@@ -198,7 +237,13 @@ function fromRules(m: MessageMeta, packs: readonly RulePack[]): Verdict | null {
 }
 
 /** The ids of the messages added since `historyId`, oldest first, and the history id to store next. */
-async function newSince(api: OAuthClient, owner: string, historyId: string, o: GoogleOptions, ctx: Context<GmailSettings>): Promise<{ ids: string[]; historyId: string; fallback: boolean }> {
+async function newSince(
+  api: OAuthClient,
+  owner: string,
+  historyId: string,
+  o: GoogleOptions,
+  ctx: Context<GmailSettings>,
+): Promise<{ ids: string[]; historyId: string; fallback: boolean }> {
   let tooLong = false;
   try {
     const h = await gmailHistory(api, owner, historyId, o);
@@ -209,7 +254,11 @@ async function newSince(api: OAuthClient, owner: string, historyId: string, o: G
     tooLong = true;
   }
   const recent = await gmailRecent(api, owner, FALLBACK_RECENT, o);
-  ctx.log(tooLong ? "the history since the stored id is longer than one batch reads: classifying the newest messages instead" : "the stored history id is too old for Gmail: classifying the newest messages instead");
+  ctx.log(
+    tooLong
+      ? "the history since the stored id is longer than one batch reads: classifying the newest messages instead"
+      : "the stored history id is too old for Gmail: classifying the newest messages instead",
+  );
   // messages.list answers newest first.
   return { ids: [...recent.messageIds].reverse(), historyId: recent.historyId, fallback: true };
 }

@@ -50,7 +50,8 @@ export function decodePush(body: unknown): GmailNotification {
   }
   if (!isObject(decoded)) throw new BadPayload("message.data is not a JSON object", "bad_payload");
   const address = decoded.emailAddress;
-  if (typeof address !== "string" || !ADDRESS.test(address.trim())) throw new BadPayload("message.data has no emailAddress", "bad_payload");
+  if (typeof address !== "string" || !ADDRESS.test(address.trim()))
+    throw new BadPayload("message.data has no emailAddress", "bad_payload");
   const history = decoded.historyId;
   return {
     emailAddress: address.trim(),

@@ -16,7 +16,15 @@
 import { bodySha256 } from "../../../src/plugin/dedup.ts";
 import { getText } from "../../../src/plugin/get-path.ts";
 import { type JsonWebKey, jwtEs256, KeyCache, sharedKeyCache } from "../../../src/plugin/keys.ts";
-import { type Attrs, BadPayload, defineSource, type HookRequest, type Secrets, type SourcePlugin, type VerifyFailure } from "../../../src/plugin/types.ts";
+import {
+  type Attrs,
+  BadPayload,
+  defineSource,
+  type HookRequest,
+  type Secrets,
+  type SourcePlugin,
+  type VerifyFailure,
+} from "../../../src/plugin/types.ts";
 import { bodySha256Matches } from "../../../src/plugin/verify.ts";
 import { createHttp, type Http } from "../../../src/net/http.ts";
 import { apiBaseUrl, BASE_URL_RULE } from "../../../src/providers/base-url.ts";
@@ -40,7 +48,8 @@ interface Bound {
 /** The settings as the source runs with them; an unusable value is an error at load. */
 function bind(config: Readonly<Record<string, unknown>>): Bound {
   const env = config.env ?? "production";
-  if (typeof env !== "string" || !Object.hasOwn(ENVIRONMENTS, env)) throw new Error('env must be "sandbox" or "production"');
+  if (typeof env !== "string" || !Object.hasOwn(ENVIRONMENTS, env))
+    throw new Error('env must be "sandbox" or "production"');
   const base = apiBaseUrl(config.api_base_url);
   if (base === null) throw new Error(BASE_URL_RULE);
   if (base === undefined) return { env, base: ENVIRONMENTS[env] as string, cacheName: `plaid:${env}` };
@@ -69,7 +78,11 @@ function keyOf(json: unknown): JsonWebKey | null {
 
 /** Plaid's answer for a key_id it has no key for: error_code INVALID_WEBHOOK_VERIFICATION_KEY_ID. */
 function unknownKid(_status: number, json: unknown): boolean {
-  return json !== null && typeof json === "object" && (json as { error_code?: unknown }).error_code === "INVALID_WEBHOOK_VERIFICATION_KEY_ID";
+  return (
+    json !== null &&
+    typeof json === "object" &&
+    (json as { error_code?: unknown }).error_code === "INVALID_WEBHOOK_VERIFICATION_KEY_ID"
+  );
 }
 
 function cacheFor(b: Bound): { reading: Reading; cache: KeyCache } {
@@ -77,19 +90,29 @@ function cacheFor(b: Bound): { reading: Reading; cache: KeyCache } {
   if (known) return known;
   const base = createHttp();
   // A key lookup holds up the webhook that needed it: answer well inside Plaid's 10 s.
-  const http: Http = { ...base, request: (method, url, opts = {}) => base.request(method, url, { ...opts, timeoutS: 5, maxBytes: 64 * 1024 }) };
+  const http: Http = {
+    ...base,
+    request: (method, url, opts = {}) => base.request(method, url, { ...opts, timeoutS: 5, maxBytes: 64 * 1024 }),
+  };
   const reading: Reading = { now: 0, secrets: null };
   const fetchKey = keyFetcher({
     http,
     request: (kid) => ({
       method: "POST",
       url: `${b.base}/webhook_verification_key/get`,
-      body: { client_id: reading.secrets?.get("client_id") ?? "", secret: reading.secrets?.get("secret") ?? "", key_id: kid },
+      body: {
+        client_id: reading.secrets?.get("client_id") ?? "",
+        secret: reading.secrets?.get("secret") ?? "",
+        key_id: kid,
+      },
     }),
     extract: keyOf,
     unknownKid,
   });
-  const cache = sharedKeyCache(b.cacheName, () => new KeyCache({ fetchKey, clock: { now: () => reading.now }, minFetchIntervalS: 60, negativeTtlS: 600 }));
+  const cache = sharedKeyCache(
+    b.cacheName,
+    () => new KeyCache({ fetchKey, clock: { now: () => reading.now }, minFetchIntervalS: 60, negativeTtlS: 600 }),
+  );
   const entry = { reading, cache };
   caches.set(b.cacheName, entry);
   return entry;

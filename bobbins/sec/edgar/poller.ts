@@ -83,7 +83,14 @@ export function baseOf(raw: unknown): string | null {
 /** The form types to keep, upper-cased; empty keeps all. */
 export function formsOf(raw: unknown): string[] {
   const list = Array.isArray(raw) ? raw : [];
-  return [...new Set(list.filter((f): f is string => typeof f === "string").map((f) => f.trim().toUpperCase()).filter(Boolean))];
+  return [
+    ...new Set(
+      list
+        .filter((f): f is string => typeof f === "string")
+        .map((f) => f.trim().toUpperCase())
+        .filter(Boolean),
+    ),
+  ];
 }
 
 /** The company's Atom feed: its newest filings, of one type when exactly one form is kept. */
@@ -103,7 +110,8 @@ export function filingOf(e: FeedEntry): Filing | null {
   if (!accession) return null;
   const title = e.title.replace(/\s+/g, " ").trim();
   const form = (e.categories[0] ?? title.split(" - ")[0] ?? "").trim();
-  const filed = /Filed:(?:\s|<\/?b>)*(\d{4}-\d{2}-\d{2})/.exec(e.summary)?.[1] ?? /^\d{4}-\d{2}-\d{2}/.exec(e.updated)?.[0] ?? "";
+  const filed =
+    /Filed:(?:\s|<\/?b>)*(\d{4}-\d{2}-\d{2})/.exec(e.summary)?.[1] ?? /^\d{4}-\d{2}-\d{2}/.exec(e.updated)?.[0] ?? "";
   return { accession, form, filed, title, link: e.link };
 }
 
@@ -161,14 +169,31 @@ export default definePoller<EdgarSettings>({
     const kept = fresh.filter((f) => forms.length === 0 || forms.includes(f.form.toUpperCase()));
     const accessions = [...fresh.map((f) => f.accession), ...(prior ?? [])].slice(0, SEEN);
     ctx.saveState("seen", { feed: url, accessions } satisfies SeenState);
-    ctx.saveState("http", { url, etag: answer.headers.etag ?? "", last_modified: answer.headers["last-modified"] ?? "" } satisfies HttpState);
+    ctx.saveState("http", {
+      url,
+      etag: answer.headers.etag ?? "",
+      last_modified: answer.headers["last-modified"] ?? "",
+    } satisfies HttpState);
 
     const announce = !baseline || s.announce_existing === true;
     ctx.log(
       `${entries.length} entries${missing ? ` (${missing} without an accession number)` : ""}, ${fresh.length} not seen before, ${kept.length} of the kept forms` +
-        (baseline ? (announce ? "; first tick: announced (announce_existing)" : "; first tick: recorded as the baseline, none announced") : ""),
+        (baseline
+          ? announce
+            ? "; first tick: announced (announce_existing)"
+            : "; first tick: recorded as the baseline, none announced"
+          : ""),
     );
     if (!announce) return [];
-    return kept.map((f) => ({ event_type: "filing", key: cik, cik, accession: f.accession, form: f.form, filed: f.filed, title: f.title, link: f.link }));
+    return kept.map((f) => ({
+      event_type: "filing",
+      key: cik,
+      cik,
+      accession: f.accession,
+      form: f.form,
+      filed: f.filed,
+      title: f.title,
+      link: f.link,
+    }));
   },
 });

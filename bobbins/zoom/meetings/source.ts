@@ -47,7 +47,8 @@ export default defineSource({
     const p = req.json();
     if (getText(p, "event") !== "endpoint.url_validation") return null;
     const plainToken = getPath(p, "payload.plainToken");
-    if (typeof plainToken !== "string" || plainToken === "") throw new BadPayload("endpoint.url_validation without payload.plainToken", "bad_payload");
+    if (typeof plainToken !== "string" || plainToken === "")
+      throw new BadPayload("endpoint.url_validation without payload.plainToken", "bad_payload");
     const body = JSON.stringify({ plainToken, encryptedToken: hmac(secrets.get("webhook_secret"), plainToken) });
     return response(200, body, { "Content-Type": "application/json" });
   },
@@ -66,7 +67,9 @@ export default defineSource({
     const id = getText(payload, "payload.object.id");
     if (!ts || !id) return null;
     const participant =
-      getText(payload, "payload.object.participant.participant_uuid") ?? getText(payload, "payload.object.participant.user_id") ?? getText(payload, "payload.object.participant.id");
+      getText(payload, "payload.object.participant.participant_uuid") ??
+      getText(payload, "payload.object.participant.user_id") ??
+      getText(payload, "payload.object.participant.id");
     return [ts, id, getText(payload, "event") ?? "", ...(participant ? [participant] : [])].join(":");
   },
 

@@ -20,7 +20,9 @@ const db = new Database(path, { create: true, strict: true });
 db.run("PRAGMA busy_timeout = 10000");
 db.run("PRAGMA journal_mode = WAL");
 db.run("PRAGMA synchronous = FULL");
-db.run("CREATE TABLE IF NOT EXISTS events (id INTEGER PRIMARY KEY, delivery TEXT, payload TEXT NOT NULL, received_at REAL NOT NULL)");
+db.run(
+  "CREATE TABLE IF NOT EXISTS events (id INTEGER PRIMARY KEY, delivery TEXT, payload TEXT NOT NULL, received_at REAL NOT NULL)",
+);
 const insert = db.query("INSERT INTO events (delivery, payload, received_at) VALUES (?, ?, ?)");
 const one = db.transaction((delivery: string | null, payload: string) => {
   insert.run(delivery, payload, Date.now() / 1000);
@@ -52,7 +54,8 @@ function flush(): void {
   for (const w of items) w.done(ok);
 }
 
-const accepted = () => new Response('{"status":"queued"}', { status: 202, headers: { "Content-Type": "application/json" } });
+const accepted = () =>
+  new Response('{"status":"queued"}', { status: 202, headers: { "Content-Type": "application/json" } });
 const failed = () => new Response(null, { status: 503 });
 
 const server = Bun.serve({

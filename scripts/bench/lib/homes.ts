@@ -19,7 +19,9 @@ export interface HomeOptions {
   env?: Record<string, string>;
 }
 
-/** A home with a `[bobbins.github]` instance of github.repo whose every event goes to the http destination `receiver`. */
+/**
+ * A home with a `[bobbins.github]` instance of github.repo whose every event goes to the http destination `receiver`.
+ */
 export async function makeHome(prefix: string, o: HomeOptions): Promise<string> {
   const home = tempHome(prefix);
   mkdirSync(join(home, "secrets"), { mode: 0o700 });

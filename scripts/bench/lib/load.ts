@@ -14,7 +14,10 @@ export interface LoadSpec {
   maxSeconds: number;
   /** Requests sent first and not measured (JIT, connections). */
   warmup?: number;
-  /** The body; per request {{SEQ}} (40 hex, unique), {{KEY}} (request number mod keys) and {{TS}} (send time, Unix s) are filled in. */
+  /**
+   * The body; per request {{SEQ}} (40 hex, unique), {{KEY}} (request number mod keys) and {{TS}} (send time, Unix s)
+   * are filled in.
+   */
   body: string;
   keys?: number;
   headers: Record<string, string>;
@@ -61,10 +64,21 @@ export async function load(spec: LoadSpec, logDir: string): Promise<LoadResult> 
 /** Rounds of one cell as one result: requests and seconds added up, percentiles over every latency. */
 export function merge(rounds: LoadResult[]): LoadResult {
   const lat = rounds.flatMap((r) => r.lat_ms ?? []).sort((a, b) => a - b);
-  const pct = (p: number) => (lat.length ? lat[Math.min(lat.length - 1, Math.max(0, Math.ceil(lat.length * p) - 1))] : Number.NaN);
+  const pct = (p: number) =>
+    lat.length ? lat[Math.min(lat.length - 1, Math.max(0, Math.ceil(lat.length * p) - 1))] : Number.NaN;
   const statuses: Record<string, number> = {};
   for (const r of rounds) for (const [k, v] of Object.entries(r.statuses)) statuses[k] = (statuses[k] ?? 0) + v;
   const sum = (f: (r: LoadResult) => number) => rounds.reduce((n, r) => n + f(r), 0);
   const seconds = sum((r) => r.seconds);
-  return { sent: sum((r) => r.sent), ok: sum((r) => r.ok), failed: sum((r) => r.failed), statuses, seconds, rps: sum((r) => r.sent) / seconds, p50_ms: pct(0.5), p99_ms: pct(0.99), max_ms: lat[lat.length - 1] ?? Number.NaN };
+  return {
+    sent: sum((r) => r.sent),
+    ok: sum((r) => r.ok),
+    failed: sum((r) => r.failed),
+    statuses,
+    seconds,
+    rps: sum((r) => r.sent) / seconds,
+    p50_ms: pct(0.5),
+    p99_ms: pct(0.99),
+    max_ms: lat[lat.length - 1] ?? Number.NaN,
+  };
 }

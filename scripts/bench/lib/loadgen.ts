@@ -17,7 +17,8 @@ function request(i: number): { body: string; headers: Record<string, string> } {
     .replaceAll("{{TS}}", String(Date.now() / 1000));
   const headers: Record<string, string> = { "Content-Type": "application/json", ...spec.headers };
   if (spec.deliveryHeader) headers[spec.deliveryHeader] = randomUUID();
-  if (spec.sign) headers[spec.sign.header] = spec.sign.prefix + createHmac("sha256", spec.sign.secret).update(body).digest("hex");
+  if (spec.sign)
+    headers[spec.sign.header] = spec.sign.prefix + createHmac("sha256", spec.sign.secret).update(body).digest("hex");
   return { body, headers };
 }
 
@@ -30,7 +31,13 @@ async function one(i: number, measured: boolean): Promise<void> {
   const t = performance.now();
   let status = "error";
   try {
-    const res = await fetch(spec.url, { method: "POST", body, headers, keepalive: true, signal: AbortSignal.timeout(15_000) });
+    const res = await fetch(spec.url, {
+      method: "POST",
+      body,
+      headers,
+      keepalive: true,
+      signal: AbortSignal.timeout(15_000),
+    });
     await res.arrayBuffer();
     status = String(res.status);
   } catch {
@@ -42,7 +49,12 @@ async function one(i: number, measured: boolean): Promise<void> {
   if (!status.startsWith("2")) failed++;
 }
 
-async function phase(from: number, count: number, measured: boolean, maxMs: number): Promise<{ sent: number; ms: number }> {
+async function phase(
+  from: number,
+  count: number,
+  measured: boolean,
+  maxMs: number,
+): Promise<{ sent: number; ms: number }> {
   let next = from;
   const end = from + count;
   const t0 = performance.now();
@@ -65,7 +77,18 @@ const warm = spec.warmup ?? 0;
 if (warm > 0) await phase(0, warm, false, 30_000);
 const { sent, ms } = await phase(warm, spec.n, true, spec.maxSeconds * 1000);
 lat.sort((a, b) => a - b);
-const pct = (p: number) => (lat.length ? lat[Math.min(lat.length - 1, Math.max(0, Math.ceil(lat.length * p) - 1))] : Number.NaN);
-const out: LoadResult = { sent, ok: sent - failed, failed, statuses, seconds: ms / 1000, rps: sent / (ms / 1000), p50_ms: pct(0.5), p99_ms: pct(0.99), max_ms: lat[lat.length - 1] ?? Number.NaN };
+const pct = (p: number) =>
+  lat.length ? lat[Math.min(lat.length - 1, Math.max(0, Math.ceil(lat.length * p) - 1))] : Number.NaN;
+const out: LoadResult = {
+  sent,
+  ok: sent - failed,
+  failed,
+  statuses,
+  seconds: ms / 1000,
+  rps: sent / (ms / 1000),
+  p50_ms: pct(0.5),
+  p99_ms: pct(0.99),
+  max_ms: lat[lat.length - 1] ?? Number.NaN,
+};
 if (spec.keepLatencies) out.lat_ms = lat.map((x) => +x.toFixed(3));
 console.log(JSON.stringify(out));

@@ -23,11 +23,17 @@ export interface BenchPg {
   version: string;
   /** Whether the server runs as `nobody` (this process is root). */
   asNobody: boolean;
-  /** Create a fresh database (a copy of `template` when given) and return its URL (the unix-socket form hookspool's [spool] url takes). */
+  /**
+   * Create a fresh database (a copy of `template` when given) and return its URL (the unix-socket form hookspool's
+   * [spool] url takes).
+   */
   createDatabase(name: string, template?: string): Promise<string>;
   /** Drop a database and CHECKPOINT, so the next measurement does not pay for this one's writes. */
   dropDatabase(name: string): Promise<void>;
-  /** CPU seconds (user + system) the server's processes have used so far: the postmaster and its live children (a backend's goes when it exits). */
+  /**
+   * CPU seconds (user + system) the server's processes have used so far: the postmaster and its live children (a
+   * backend's goes when it exits).
+   */
   cpuS(): number;
   stop(): Promise<void>;
 }
@@ -42,7 +48,10 @@ export async function startBenchPostgres(o: { fsync: boolean }): Promise<BenchPg
   const atExit = () => {
     if (stopped) return;
     stopped = true;
-    Bun.spawnSync(asServerUser([join(bin, "pg_ctl"), "-D", data, "-m", "immediate", "-w", "stop"], process.getuid?.() === 0), { stdout: "ignore", stderr: "ignore" });
+    Bun.spawnSync(
+      asServerUser([join(bin, "pg_ctl"), "-D", data, "-m", "immediate", "-w", "stop"], process.getuid?.() === 0),
+      { stdout: "ignore", stderr: "ignore" },
+    );
     rmSync(dir, { recursive: true, force: true });
   };
   process.on("exit", atExit);
@@ -80,7 +89,8 @@ export async function startBenchPostgres(o: { fsync: boolean }): Promise<BenchPg
         if (!/^\d+$/.test(pid)) continue;
         try {
           const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-          // The fields after the command name (which may hold spaces) start past the last ')': state, ppid, ..., utime (12th), stime (13th).
+          // The fields after the command name (which may hold spaces) start past the last ')': state, ppid, ..., utime
+          // (12th), stime (13th).
           const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
           if (Number(pid) === pm || Number(f[1]) === pm) ticks += Number(f[11]) + Number(f[12]);
         } catch {

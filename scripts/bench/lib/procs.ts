@@ -49,17 +49,31 @@ const children = new Set<Child>();
 export async function hookspoolCmd(): Promise<string[]> {
   if (!USE_BINARY) return [process.execPath, join(ROOT, "src", "main.ts")];
   if (!existsSync(BINARY)) {
-    const p = Bun.spawn([process.execPath, "run", join(ROOT, "scripts", "build.ts")], { cwd: ROOT, stdout: "inherit", stderr: "inherit" });
+    const p = Bun.spawn([process.execPath, "run", join(ROOT, "scripts", "build.ts")], {
+      cwd: ROOT,
+      stdout: "inherit",
+      stderr: "inherit",
+    });
     if ((await p.exited) !== 0) throw new Error("bun run scripts/build.ts failed");
   }
   return [BINARY];
 }
 
 /** Spawn a long-running process, stdout and stderr into a log file; it is killed at exit whatever happens. */
-export function spawnChild(name: string, cmd: string[], opts: { env?: Record<string, string | undefined>; logDir: string }): Child {
+export function spawnChild(
+  name: string,
+  cmd: string[],
+  opts: { env?: Record<string, string | undefined>; logDir: string },
+): Child {
   const logPath = join(opts.logDir, `${name.replace(/[^a-z0-9]+/gi, "-")}.log`);
   const fd = openSync(logPath, "a");
-  const proc = Bun.spawn(cmd, { cwd: ROOT, env: opts.env ?? { PATH: process.env.PATH }, stdin: "ignore", stdout: fd, stderr: fd });
+  const proc = Bun.spawn(cmd, {
+    cwd: ROOT,
+    env: opts.env ?? { PATH: process.env.PATH },
+    stdin: "ignore",
+    stdout: fd,
+    stderr: fd,
+  });
   closeSync(fd);
   const c: Child = {
     name,
@@ -100,13 +114,26 @@ export function hookspoolEnv(home: string, extra: Record<string, string> = {}): 
 }
 
 /** `hookspool --home <home> <argv...>` as a long-running child (intake, dispatch, run). */
-export async function startHookspool(name: string, home: string, argv: string[], env: Record<string, string> = {}): Promise<Child> {
-  return spawnChild(name, [...(await hookspoolCmd()), "--home", home, ...argv], { env: hookspoolEnv(home, env), logDir: home });
+export async function startHookspool(
+  name: string,
+  home: string,
+  argv: string[],
+  env: Record<string, string> = {},
+): Promise<Child> {
+  return spawnChild(name, [...(await hookspoolCmd()), "--home", home, ...argv], {
+    env: hookspoolEnv(home, env),
+    logDir: home,
+  });
 }
 
 /** Run a short hookspool verb to its end; throws on a non-zero exit. */
 export async function hookspoolVerb(home: string, argv: string[], env: Record<string, string> = {}): Promise<string> {
-  const p = Bun.spawn([...(await hookspoolCmd()), "--home", home, ...argv], { cwd: ROOT, env: hookspoolEnv(home, env), stdout: "pipe", stderr: "pipe" });
+  const p = Bun.spawn([...(await hookspoolCmd()), "--home", home, ...argv], {
+    cwd: ROOT,
+    env: hookspoolEnv(home, env),
+    stdout: "pipe",
+    stderr: "pipe",
+  });
   const [out, err, code] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text(), p.exited]);
   if (code !== 0) throw new Error(`hookspool ${argv.join(" ")} exited ${code}: ${err.slice(-800)}`);
   return out;
@@ -118,7 +145,10 @@ export async function waitLog(c: Child, re: RegExp, ms = 20_000): Promise<RegExp
   for (;;) {
     const m = re.exec(c.log());
     if (m) return m;
-    if (c.proc.exitCode !== null || c.proc.signalCode) throw new Error(`${c.name} exited (${c.proc.exitCode ?? c.proc.signalCode}) before ${re}: ${c.log().slice(-800)}`);
+    if (c.proc.exitCode !== null || c.proc.signalCode)
+      throw new Error(
+        `${c.name} exited (${c.proc.exitCode ?? c.proc.signalCode}) before ${re}: ${c.log().slice(-800)}`,
+      );
     if (performance.now() > until) throw new Error(`${c.name}: no ${re} within ${ms} ms: ${c.log().slice(-800)}`);
     await Bun.sleep(10);
   }

@@ -33,13 +33,21 @@ export function receiver(): Receiver {
       const peer = server.requestIP(req);
       if (peer) clients.add(peer.port);
       const body = await req.text();
-      let doc: { batch_id?: number; key?: string; last_at?: number; count?: number; events?: { sent_at?: number }[] } = {};
+      let doc: { batch_id?: number; key?: string; last_at?: number; count?: number; events?: { sent_at?: number }[] } =
+        {};
       try {
         doc = JSON.parse(body);
       } catch {
         // an unparsable body still gets its 200: this receiver only counts
       }
-      arrivals.push({ at: Date.now() / 1000, batchId: Number(doc.batch_id ?? req.headers.get("x-hookspool-batch") ?? -1), key: String(doc.key ?? ""), lastAt: Number(doc.last_at ?? Number.NaN), count: Number(doc.count ?? 0), sentAt: Number(doc.events?.[0]?.sent_at ?? Number.NaN) });
+      arrivals.push({
+        at: Date.now() / 1000,
+        batchId: Number(doc.batch_id ?? req.headers.get("x-hookspool-batch") ?? -1),
+        key: String(doc.key ?? ""),
+        lastAt: Number(doc.last_at ?? Number.NaN),
+        count: Number(doc.count ?? 0),
+        sentAt: Number(doc.events?.[0]?.sent_at ?? Number.NaN),
+      });
       return new Response("ok");
     },
   });

@@ -13,8 +13,13 @@ export function emit(bench: string, metric: string, value: number, unit: string,
 export function table(title: string, head: string[], rows: (string | number)[][]): void {
   const cells = [head, ...rows.map((r) => r.map((c) => (typeof c === "number" ? fmt(c) : c)))];
   const widths = head.map((_, i) => Math.max(...cells.map((r) => String(r[i] ?? "").length)));
-  const line = (r: (string | number)[]) => r.map((c, i) => (i === 0 ? String(c).padEnd(widths[i]) : String(c).padStart(widths[i]))).join("  ");
-  console.error([`\n== ${title}`, line(cells[0]), widths.map((w) => "-".repeat(w)).join("  "), ...cells.slice(1).map(line)].join("\n"));
+  const line = (r: (string | number)[]) =>
+    r.map((c, i) => (i === 0 ? String(c).padEnd(widths[i]) : String(c).padStart(widths[i]))).join("  ");
+  console.error(
+    [`\n== ${title}`, line(cells[0]), widths.map((w) => "-".repeat(w)).join("  "), ...cells.slice(1).map(line)].join(
+      "\n",
+    ),
+  );
 }
 
 export function fmt(n: number): string {

@@ -50,7 +50,11 @@ export function tomlLine(text: string | undefined, key: string): number | undefi
   }
   for (let i = start; i < lines.length; i++) {
     if (i > start && /^\s*\[/.test(lines[i]) && header) break;
-    if (new RegExp(`^\\s*"?${escapeRe(last)}"?\\s*=`).test(lines[i]) || new RegExp(`^\\s*\\[+\\s*${escapeRe(key)}\\s*\\]+`).test(lines[i])) return i + 1;
+    if (
+      new RegExp(`^\\s*"?${escapeRe(last)}"?\\s*=`).test(lines[i]) ||
+      new RegExp(`^\\s*\\[+\\s*${escapeRe(key)}\\s*\\]+`).test(lines[i])
+    )
+      return i + 1;
   }
   const own = lines.findIndex((l) => new RegExp(`^\\s*\\[+\\s*${escapeRe(parts[0])}[\\].]`).test(l));
   return header && start > 0 ? start + 1 : own >= 0 ? own + 1 : undefined;

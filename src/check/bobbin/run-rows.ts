@@ -3,7 +3,14 @@
 import { isCompiled } from "../../self.ts";
 import { stringify } from "smol-toml";
 import { systemClock } from "../../clock.ts";
-import { type Capture, capturesOf, type Kit, type PollCapture, parseKit, parsePollCapture } from "../../bobbin/captures.ts";
+import {
+  type Capture,
+  capturesOf,
+  type Kit,
+  type PollCapture,
+  parseKit,
+  parsePollCapture,
+} from "../../bobbin/captures.ts";
 import type { Manifest } from "../../bobbin/manifest.ts";
 import { builtinModule } from "../../bobbin/registry.ts";
 import { registerPluginApi } from "../../bobbin/plugin-api.ts";
@@ -36,7 +43,8 @@ const CREDENTIAL = [
 ];
 /** An e-mail address that is not on a reserved example domain or a no-reply address. */
 const EMAIL = /[A-Za-z0-9._%+-]+@([A-Za-z0-9-]+\.)+[A-Za-z]{2,}/g;
-const SAFE_EMAIL = /(@|\.)(example\.(com|org|net)|[a-z0-9-]+\.(test|example|invalid))$|^(no-?reply|noreply)[^@]*@|@users\.noreply\.github\.com$|^git@/i;
+const SAFE_EMAIL =
+  /(@|\.)(example\.(com|org|net)|[a-z0-9-]+\.(test|example|invalid))$|^(no-?reply|noreply)[^@]*@|@users\.noreply\.github\.com$|^git@/i;
 /** A kit secret says it is a test value. */
 const TEST_VALUE = /test|kit|example|fake|dummy/i;
 
@@ -56,7 +64,11 @@ export function loadCaptures(s: CheckSubject): Loaded {
     try {
       kit = parseKit(kitText);
     } catch (e) {
-      problems.push({ file: KIT, message: (e as Error).message, fix: "see docs/bobbins/writing-a-bobbin.md for the kit file" });
+      problems.push({
+        file: KIT,
+        message: (e as Error).message,
+        fix: "see docs/bobbins/writing-a-bobbin.md for the kit file",
+      });
     }
   }
   const captures: Capture[] = [];
@@ -65,7 +77,12 @@ export function loadCaptures(s: CheckSubject): Loaded {
     try {
       captures.push(...capturesOf(new Map([[f, text]])));
     } catch (e) {
-      problems.push({ file: f, line: 1, message: (e as Error).message.replace(`${f}: `, ""), fix: "open it with # expect: <status> [word], then METHOD PATH, headers, a blank line and the body" });
+      problems.push({
+        file: f,
+        line: 1,
+        message: (e as Error).message.replace(`${f}: `, ""),
+        fix: "open it with # expect: <status> [word], then METHOD PATH, headers, a blank line and the body",
+      });
     }
   }
   const polls: PollCapture[] = [];
@@ -74,17 +91,27 @@ export function loadCaptures(s: CheckSubject): Loaded {
     try {
       polls.push(parsePollCapture(f, text));
     } catch (e) {
-      problems.push({ file: f, message: (e as Error).message.replace(`${f}: `, ""), fix: 'a poll capture is {"description": ..., "now": ..., "http": [{"url": ..., "status": ..., "body": ...}], "items": [...]}' });
+      problems.push({
+        file: f,
+        message: (e as Error).message.replace(`${f}: `, ""),
+        fix: 'a poll capture is {"description": ..., "now": ..., "http": [{"url": ..., "status": ..., "body": ...}], "items": [...]}',
+      });
     }
   }
   return { kit, captures, polls, problems };
 }
 
 /** A bobbin's accepted capture for the kit's own instance: 202 queued, no settings of its own. */
-const acceptedOf = (l: Loaded) => l.captures.find((c) => (c.expect.status === 202 || c.expect.status === 200) && c.expect.word === "queued" && !c.settings);
+const acceptedOf = (l: Loaded) =>
+  l.captures.find(
+    (c) => (c.expect.status === 202 || c.expect.status === 200) && c.expect.word === "queued" && !c.settings,
+  );
 
 /** Each capture's instance: the kit's, or one per distinct `# settings:`. */
-function instancesOf(kit: Kit, captures: Capture[]): Map<string, { settings: Record<string, unknown>; captures: Capture[] }> {
+function instancesOf(
+  kit: Kit,
+  captures: Capture[],
+): Map<string, { settings: Record<string, unknown>; captures: Capture[] }> {
   const out = new Map<string, { settings: Record<string, unknown>; captures: Capture[] }>();
   const ids = new Map<string, string>([[JSON.stringify(kit.instance.settings), kit.instance.name]]);
   out.set(kit.instance.name, { settings: kit.instance.settings, captures: [] });
@@ -102,11 +129,21 @@ function instancesOf(kit: Kit, captures: Capture[]): Map<string, { settings: Rec
 }
 
 /** The config the kit serves a bobbin with: one [bobbins.<i>] table per instance. */
-export function kitConfig(s: CheckSubject, m: Manifest, kit: Kit, instances: Iterable<[string, { settings: Record<string, unknown> }]>): string {
+export function kitConfig(
+  s: CheckSubject,
+  m: Manifest,
+  kit: Kit,
+  instances: Iterable<[string, { settings: Record<string, unknown> }]>,
+): string {
   const secrets = Object.fromEntries(Object.keys(kit.secrets).map((n) => [n, { file: `{{secret:${n}}}` }]));
   const outputs = Object.fromEntries(Object.keys(m.outputs).map((o) => [o, "kit"]));
   const doc: Record<string, unknown> = {
-    bobbins: Object.fromEntries([...instances].map(([name, i]) => [name, { bobbin: m.name, secrets, ...(Object.keys(i.settings).length ? { settings: i.settings } : {}), outputs }])),
+    bobbins: Object.fromEntries(
+      [...instances].map(([name, i]) => [
+        name,
+        { bobbin: m.name, secrets, ...(Object.keys(i.settings).length ? { settings: i.settings } : {}), outputs },
+      ]),
+    ),
     // Never delivered to: the intake is what the kit runs.
     destinations: { kit: { type: "http", url: "http://127.0.0.1:9/kit", allow_insecure: true, unsigned: true } },
   };
@@ -117,7 +154,12 @@ export function kitConfig(s: CheckSubject, m: Manifest, kit: Kit, instances: Ite
 /** A capture as the kit sends it: to its instance's path, framed by fetch (its own Host and length). */
 export function requestOf(c: Capture, instance: string): KitRequest {
   const r = c.request;
-  return { method: r.method, url: r.url.replace(/^\/hooks\/[^/?]+/, `/hooks/${instance}`), headers: r.headers.filter(([k]) => !["host", "content-length"].includes(k.toLowerCase())), body: r.body };
+  return {
+    method: r.method,
+    url: r.url.replace(/^\/hooks\/[^/?]+/, `/hooks/${instance}`),
+    headers: r.headers.filter(([k]) => !["host", "content-length"].includes(k.toLowerCase())),
+    body: r.body,
+  };
 }
 
 export async function capturesRow(s: CheckSubject, m: Manifest | null, l: Loaded): Promise<Row> {
@@ -125,21 +167,62 @@ export async function capturesRow(s: CheckSubject, m: Manifest | null, l: Loaded
   for (const [f, text] of s.files) {
     if (!f.startsWith("captures/")) continue;
     for (const [i, line] of text.split("\n").entries()) {
-      if (CREDENTIAL.some((re) => re.test(line))) out.push({ file: f, line: i + 1, message: "holds what looks like a real credential", fix: "replace it with a test value (the kit's secrets say test or kit)" });
-      for (const e of line.match(EMAIL) ?? []) if (!SAFE_EMAIL.test(e)) out.push({ file: f, line: i + 1, message: `holds a real-looking e-mail address ${e.replace(/^[^@]{2}[^@]*/, (x) => `${x.slice(0, 2)}…`)}`, fix: "redact it to an address at example.com" });
+      if (CREDENTIAL.some((re) => re.test(line)))
+        out.push({
+          file: f,
+          line: i + 1,
+          message: "holds what looks like a real credential",
+          fix: "replace it with a test value (the kit's secrets say test or kit)",
+        });
+      for (const e of line.match(EMAIL) ?? [])
+        if (!SAFE_EMAIL.test(e))
+          out.push({
+            file: f,
+            line: i + 1,
+            message: `holds a real-looking e-mail address ${e.replace(/^[^@]{2}[^@]*/, (x) => `${x.slice(0, 2)}…`)}`,
+            fix: "redact it to an address at example.com",
+          });
     }
   }
-  for (const [n, v] of Object.entries(l.kit?.secrets ?? {})) if (!TEST_VALUE.test(v)) out.push({ file: KIT, line: lineOf(s.files.get(KIT), new RegExp(`^\\s*${n}\\s*=`)), message: `secrets.${n} does not look like a test value`, fix: "use a made-up value that says test or kit; never a real secret" });
+  for (const [n, v] of Object.entries(l.kit?.secrets ?? {}))
+    if (!TEST_VALUE.test(v))
+      out.push({
+        file: KIT,
+        line: lineOf(s.files.get(KIT), new RegExp(`^\\s*${n}\\s*=`)),
+        message: `secrets.${n} does not look like a test value`,
+        fix: "use a made-up value that says test or kit; never a real secret",
+      });
   if (m?.poll) {
     // A poll has no requests: its captures are what a tick finds (the processor row runs them).
-    for (const c of l.captures) out.push({ file: c.file, message: "a poll bobbin takes no requests", fix: "remove it; a poll bobbin's captures are captures/poll-<name>.json" });
-    if (!l.polls.length && !l.problems.length) out.push({ file: "captures/", message: "no poll capture", fix: "add captures/poll-<name>.json: what one tick finds (the API's answers, redacted)" });
+    for (const c of l.captures)
+      out.push({
+        file: c.file,
+        message: "a poll bobbin takes no requests",
+        fix: "remove it; a poll bobbin's captures are captures/poll-<name>.json",
+      });
+    if (!l.polls.length && !l.problems.length)
+      out.push({
+        file: "captures/",
+        message: "no poll capture",
+        fix: "add captures/poll-<name>.json: what one tick finds (the API's answers, redacted)",
+      });
     return row("captures", out, out.length ? undefined : `${l.polls.length} poll capture(s)`);
   }
-  if (!acceptedOf(l)) out.push({ file: "captures/", message: "no accepted capture (# expect: 202 queued) for the kit's instance", fix: "add captures/accepted.http: a real delivery, redacted, signed with the kit's secret" });
-  if (!l.captures.some((c) => c.expect.status === 401)) out.push({ file: "captures/", message: "no rejected capture (# expect: 401)", fix: "add captures/rejected.http: the accepted delivery under a wrong signature" });
+  if (!acceptedOf(l))
+    out.push({
+      file: "captures/",
+      message: "no accepted capture (# expect: 202 queued) for the kit's instance",
+      fix: "add captures/accepted.http: a real delivery, redacted, signed with the kit's secret",
+    });
+  if (!l.captures.some((c) => c.expect.status === 401))
+    out.push({
+      file: "captures/",
+      message: "no rejected capture (# expect: 401)",
+      fix: "add captures/rejected.http: the accepted delivery under a wrong signature",
+    });
   if (out.length) return row("captures", out);
-  if (!m || !l.kit) return skipped("captures", "the manifest or captures/kit.toml does not load, so no capture was sent");
+  if (!m || !l.kit)
+    return skipped("captures", "the manifest or captures/kit.toml does not load, so no capture was sent");
   out.push(...(await expectationsHold(s, m, l.kit, l.captures)));
   return row("captures", out, `${l.captures.length} captures`);
 }
@@ -150,11 +233,22 @@ async function expectationsHold(s: CheckSubject, m: Manifest, kit: Kit, captures
   const out: Problem[] = [];
   let k: Awaited<ReturnType<typeof startKitIntake>>;
   try {
-    k = await startKitIntake({ config: kitConfig(s, m, kit, instances), secrets: kit.secrets, now: kit.now ?? Math.floor(systemClock.now()), http: kit.http });
+    k = await startKitIntake({
+      config: kitConfig(s, m, kit, instances),
+      secrets: kit.secrets,
+      now: kit.now ?? Math.floor(systemClock.now()),
+      http: kit.http,
+    });
   } catch (e) {
     const problems = (e as { problems?: { key: string; message: string }[] }).problems;
     const why = problems?.length ? problems.map((p) => `${p.key}: ${p.message}`).join("; ") : (e as Error).message;
-    return [{ file: KIT, message: `the kit's instance does not load: ${why}`, fix: "make [instance] settings and [secrets] what the manifest requires" }];
+    return [
+      {
+        file: KIT,
+        message: `the kit's instance does not load: ${why}`,
+        fix: "make [instance] settings and [secrets] what the manifest requires",
+      },
+    ];
   }
   try {
     for (const [name, i] of instances) {
@@ -162,19 +256,35 @@ async function expectationsHold(s: CheckSubject, m: Manifest, kit: Kit, captures
         const r = await k.send(requestOf(c, name));
         const word = (() => {
           try {
-            return (JSON.parse(r.text) as { status?: string }).status ?? r.headers.get("x-hookspool-status") ?? undefined;
+            return (
+              (JSON.parse(r.text) as { status?: string }).status ?? r.headers.get("x-hookspool-status") ?? undefined
+            );
           } catch {
             // A source's own ack body (TwiML, Discord's reply): the word is in the header.
             return r.headers.get("x-hookspool-status") ?? undefined;
           }
         })();
-        const fail = (message: string) => out.push({ file: c.file, line: 1, message, fix: "correct the capture or the bobbin; a capture is a real delivery and what it must get" });
-        if (r.status !== c.expect.status) fail(`got ${r.status}${word ? ` ${word}` : ""}, # expect: says ${c.expect.status}${c.expect.word ? ` ${c.expect.word}` : ""}`);
-        else if (c.expect.word && word !== c.expect.word) fail(`got ${r.status} ${word ?? "(no status word)"}, # expect: says ${c.expect.word}`);
+        const fail = (message: string) =>
+          out.push({
+            file: c.file,
+            line: 1,
+            message,
+            fix: "correct the capture or the bobbin; a capture is a real delivery and what it must get",
+          });
+        if (r.status !== c.expect.status)
+          fail(
+            `got ${r.status}${word ? ` ${word}` : ""}, # expect: says ${c.expect.status}${c.expect.word ? ` ${c.expect.word}` : ""}`,
+          );
+        else if (c.expect.word && word !== c.expect.word)
+          fail(`got ${r.status} ${word ?? "(no status word)"}, # expect: says ${c.expect.word}`);
         else if (c.expect.word === "queued" && (c.expect.key !== undefined || c.expect.eventType !== undefined)) {
           const ev = k.spool.newestEvent();
-          if (c.expect.key !== undefined && ev?.key !== c.expect.key) fail(`queued under key ${JSON.stringify(ev?.key)}, # expect-key: says ${JSON.stringify(c.expect.key)}`);
-          if (c.expect.eventType !== undefined && ev?.event_type !== c.expect.eventType) fail(`queued as event type ${JSON.stringify(ev?.event_type)}, # expect-event-type: says ${JSON.stringify(c.expect.eventType)}`);
+          if (c.expect.key !== undefined && ev?.key !== c.expect.key)
+            fail(`queued under key ${JSON.stringify(ev?.key)}, # expect-key: says ${JSON.stringify(c.expect.key)}`);
+          if (c.expect.eventType !== undefined && ev?.event_type !== c.expect.eventType)
+            fail(
+              `queued as event type ${JSON.stringify(ev?.event_type)}, # expect-event-type: says ${JSON.stringify(c.expect.eventType)}`,
+            );
         }
       }
     }
@@ -203,11 +313,15 @@ async function codeSource(s: CheckSubject, m: Manifest): Promise<SourcePlugin | 
  * Set a body-field timestamp in the kit's own JSON bodies, in the unit the accepted capture uses
  * (milliseconds when its value is above 1e12, as the verifier reads it).
  */
-function stampedBy(path: string, acceptedBody: Uint8Array): (fields: Record<string, unknown>, now: number) => Record<string, unknown> {
+function stampedBy(
+  path: string,
+  acceptedBody: Uint8Array,
+): (fields: Record<string, unknown>, now: number) => Record<string, unknown> {
   let ms = false;
   try {
     let v: unknown = JSON.parse(new TextDecoder().decode(acceptedBody));
-    for (const k of path.split(".")) v = v !== null && typeof v === "object" ? (v as Record<string, unknown>)[k] : undefined;
+    for (const k of path.split("."))
+      v = v !== null && typeof v === "object" ? (v as Record<string, unknown>)[k] : undefined;
     ms = Number(v) > 1e12;
   } catch {
     // An accepted capture that is not JSON: seconds.
@@ -235,7 +349,13 @@ export async function sourceKitRow(s: CheckSubject, m: Manifest | null, l: Loade
   try {
     t = templateOf(config, instance);
   } catch (e) {
-    return row(name, [{ file: KIT, message: `the kit's instance does not load: ${(e as Error).message.split("\n")[0]}`, fix: "see the captures row" }]);
+    return row(name, [
+      {
+        file: KIT,
+        message: `the kit's instance does not load: ${(e as Error).message.split("\n")[0]}`,
+        fix: "see the captures row",
+      },
+    ]);
   }
   let plugin: SourcePlugin | null;
   try {
@@ -245,10 +365,26 @@ export async function sourceKitRow(s: CheckSubject, m: Manifest | null, l: Loade
     // The compiled binary carries the packages of its own code only: a bobbin on disk that imports
     // another (jose, say) cannot load in it, though it may be sound.
     const pkg = /Cannot find (?:package|module) '([^']+)'/.exec(message)?.[1];
-    if (pkg && isCompiled()) return row(name, [{ file: `${m.source?.module ?? "bobbin"}.ts`, message: `the hookspool binary cannot load this code: it imports ${pkg}, which the binary does not carry`, fix: "check it from a source checkout (bun src/main.ts bobbin check <dir>), or import only hookspool/plugin and hookspool/providers" }]);
-    return row(name, [{ file: `${m.source?.module ?? "bobbin"}.ts`, message: `cannot load the source: ${message}`, fix: "export default defineSource({...})" }]);
+    if (pkg && isCompiled())
+      return row(name, [
+        {
+          file: `${m.source?.module ?? "bobbin"}.ts`,
+          message: `the hookspool binary cannot load this code: it imports ${pkg}, which the binary does not carry`,
+          fix: "check it from a source checkout (bun src/main.ts bobbin check <dir>), or import only hookspool/plugin and hookspool/providers",
+        },
+      ]);
+    return row(name, [
+      {
+        file: `${m.source?.module ?? "bobbin"}.ts`,
+        message: `cannot load the source: ${message}`,
+        fix: "export default defineSource({...})",
+      },
+    ]);
   }
-  if (!plugin) return row(name, [{ file: `${m.source?.module}.ts`, message: "has no default export", fix: "export default defineSource({...})" }]);
+  if (!plugin)
+    return row(name, [
+      { file: `${m.source?.module}.ts`, message: "has no default export", fix: "export default defineSource({...})" },
+    ]);
   const secret = kit.secrets.secret;
   const sameInstance = l.captures.filter((c) => !c.settings);
   const subject: KitSubject = {
@@ -258,12 +394,16 @@ export async function sourceKitRow(s: CheckSubject, m: Manifest | null, l: Loade
     now: kit.now ?? Math.floor(systemClock.now()),
     http: kit.http,
     accepted: requestOf(accepted, instance),
-    ...(t && secret !== undefined && canSign(t) ? { sign: (body: Uint8Array, now: number, id: string) => signTemplate(t, secret, body, now, id) } : {}),
+    ...(t && secret !== undefined && canSign(t)
+      ? { sign: (body: Uint8Array, now: number, id: string) => signTemplate(t, secret, body, now, id) }
+      : {}),
     authHeaders: plugin.authHeaders ?? [],
     bodySigned: t ? signsBody(t) : (kit.body_signed ?? true),
     timestamped: t ? isTimestamped(t) : (kit.timestamped ?? false),
     ...(t?.tolerance_s !== undefined ? { toleranceS: t.tolerance_s } : {}),
-    ...(t?.timestamp_field !== undefined ? { stamped: stampedBy(t.timestamp_field, requestOf(accepted, instance).body) } : {}),
+    ...(t?.timestamp_field !== undefined
+      ? { stamped: stampedBy(t.timestamp_field, requestOf(accepted, instance).body) }
+      : {}),
     dedup: plugin.dedupId !== undefined,
     ack: plugin.ack !== undefined,
     headHandshake: plugin.challengeUnauthenticated === true,
@@ -273,7 +413,13 @@ export async function sourceKitRow(s: CheckSubject, m: Manifest | null, l: Loade
     })(),
     // A handshake that teaches the secret is not signed: the kit's tampering does not apply to it.
     answered: sameInstance
-      .filter((c) => c.expect.status >= 200 && c.expect.status < 300 && c.request.method === "POST" && !["queued", "duplicate", "quarantined", "replayed"].includes(c.expect.word ?? ""))
+      .filter(
+        (c) =>
+          c.expect.status >= 200 &&
+          c.expect.status < 300 &&
+          c.request.method === "POST" &&
+          !["queued", "duplicate", "quarantined", "replayed"].includes(c.expect.word ?? ""),
+      )
       .filter((c) => !offersSecret(plugin, requestOf(c, instance)))
       .map((c) => ({ request: requestOf(c, instance) })),
   };
@@ -281,16 +427,36 @@ export async function sourceKitRow(s: CheckSubject, m: Manifest | null, l: Loade
   try {
     run = await runSourceKit(subject);
   } catch (e) {
-    return row(name, [{ file: KIT, message: `the kit could not serve the bobbin: ${(e as Error).message.split("\n")[0]}`, fix: "see the captures row" }]);
+    return row(name, [
+      {
+        file: KIT,
+        message: `the kit could not serve the bobbin: ${(e as Error).message.split("\n")[0]}`,
+        fix: "see the captures row",
+      },
+    ]);
   }
-  const problems = run.cases.filter((c) => c.outcome === "fail").map((c) => ({ file: accepted.file, message: `${c.name}: ${c.detail}`, fix: "the source must refuse, answer or keep this as every source does" }));
+  const problems = run.cases
+    .filter((c) => c.outcome === "fail")
+    .map((c) => ({
+      file: accepted.file,
+      message: `${c.name}: ${c.detail}`,
+      fix: "the source must refuse, answer or keep this as every source does",
+    }));
   const ran = run.cases.filter((c) => c.outcome === "pass").length;
   const skips = run.cases.filter((c) => c.outcome === "skip").map((c) => `${c.name.split(":")[0]} (${c.detail})`);
-  return row(name, problems, `${ran} of ${run.cases.length} cases ran${skips.length ? `; not applicable: ${skips.join(", ")}` : ""}`);
+  return row(
+    name,
+    problems,
+    `${ran} of ${run.cases.length} cases ran${skips.length ? `; not applicable: ${skips.join(", ")}` : ""}`,
+  );
 }
 
 /** Whether a capture is a handshake the source learns its secret from (Asana's, Notion's). */
 function offersSecret(plugin: SourcePlugin, r: KitRequest): boolean {
   if (!plugin.learn) return false;
-  return plugin.learn(hookRequest({ method: r.method, url: r.url, headers: r.headers, body: r.body, peer: "127.0.0.1", now: 0 })) !== null;
+  return (
+    plugin.learn(
+      hookRequest({ method: r.method, url: r.url, headers: r.headers, body: r.body, peer: "127.0.0.1", now: 0 }),
+    ) !== null
+  );
 }

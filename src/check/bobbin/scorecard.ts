@@ -36,7 +36,9 @@ async function providerLinksRow(urls: [string, string][], o: CheckOptions): Prom
   const fetchPage =
     o.fetchPage ??
     (async (url: string) => {
-      const head = await fetch(url, { method: "HEAD", redirect: "follow", signal: AbortSignal.timeout(10_000) }).catch(() => null);
+      const head = await fetch(url, { method: "HEAD", redirect: "follow", signal: AbortSignal.timeout(10_000) }).catch(
+        () => null,
+      );
       if (head && head.status < 400) return head.status;
       const get = await fetch(url, { redirect: "follow", signal: AbortSignal.timeout(10_000) });
       return get.status;
@@ -44,7 +46,12 @@ async function providerLinksRow(urls: [string, string][], o: CheckOptions): Prom
   const out: Problem[] = [];
   for (const [k, url] of urls) {
     const status = await fetchPage(url).catch((e: Error) => e.name);
-    if (typeof status !== "number" || status >= 400) out.push({ file: "bobbin.toml", message: `provider.${k} answered ${status}`, fix: "point it at a page that exists" });
+    if (typeof status !== "number" || status >= 400)
+      out.push({
+        file: "bobbin.toml",
+        message: `provider.${k} answered ${status}`,
+        fix: "point it at a page that exists",
+      });
   }
   return row("provider-links", out, undefined, true);
 }
@@ -55,7 +62,11 @@ function scopeRow(s: CheckSubject, o: CheckOptions): Row {
   const outside = o.changed.filter((f) => !mine(f));
   return row(
     "scope",
-    outside.map((f) => ({ file: f, message: "touches-core: the change reaches outside the bobbin", fix: "a bobbin-only change touches its directory and its own test file; review the rest as a core change" })),
+    outside.map((f) => ({
+      file: f,
+      message: "touches-core: the change reaches outside the bobbin",
+      fix: "a bobbin-only change touches its directory and its own test file; review the rest as a core change",
+    })),
     outside.length ? undefined : "bobbin-only",
     true,
   );
@@ -64,11 +75,16 @@ function scopeRow(s: CheckSubject, o: CheckOptions): Row {
 export async function checkBobbin(s: CheckSubject, o: CheckOptions = {}): Promise<Scorecard> {
   const presets = o.presets ?? Object.keys(DEFAULT_SPANS);
   const text = s.files.get("bobbin.toml");
-  const { manifest, problems } = text === undefined ? { manifest: null, problems: [] } : parseManifest(text, { dir: s.relDir, builtin: s.shipped, presets });
+  const { manifest, problems } =
+    text === undefined
+      ? { manifest: null, problems: [] }
+      : parseManifest(text, { dir: s.relDir, builtin: s.shipped, presets });
   const builtinNames = new Set(findBobbins({ bobbinPath: [], presets }).bobbins.keys());
   const loaded = loadCaptures(s);
   const hasCode = [...s.files.keys()].some((f) => f.endsWith(".ts") && !f.startsWith("tests/"));
-  const urls = Object.entries(manifest?.provider ?? {}).filter(([k, v]) => k.endsWith("_docs") || k === "homepage" ? typeof v === "string" : false) as [string, string][];
+  const urls = Object.entries(manifest?.provider ?? {}).filter(([k, v]) =>
+    k.endsWith("_docs") || k === "homepage" ? typeof v === "string" : false,
+  ) as [string, string][];
   const rows: Row[] = [
     nameRow(s, problems, manifest, builtinNames),
     manifestRow(s, problems),
@@ -84,7 +100,8 @@ export async function checkBobbin(s: CheckSubject, o: CheckOptions = {}): Promis
     await providerLinksRow(urls, o),
     scopeRow(s, o),
   ];
-  if (text === undefined) rows[1] = row("manifest", [{ file: "bobbin.toml", message: "missing", fix: "every bobbin has a bobbin.toml" }]);
+  if (text === undefined)
+    rows[1] = row("manifest", [{ file: "bobbin.toml", message: "missing", fix: "every bobbin has a bobbin.toml" }]);
   const passed = rows.every((r) => r.outcome !== "fail" || (r.advisory && !o.strict));
   return { bobbin: manifest?.name ?? s.relDir.replace("/", "."), dir: s.dir, passed, rows };
 }
@@ -94,17 +111,35 @@ const where = (p: Problem) => `${p.file}${p.line ? `:${p.line}` : ""}`;
 export function scorecardText(c: Scorecard, esc: (s: string) => string): string {
   const out = [esc(`${c.bobbin} (${c.dir}): ${c.passed ? "passes" : "does not pass"}`)];
   for (const r of c.rows) {
-    out.push(esc(`  ${r.outcome.toUpperCase().padEnd(5)} ${r.name}${r.advisory ? " (advisory)" : ""}${r.note ? `: ${r.note}` : ""}`));
+    out.push(
+      esc(
+        `  ${r.outcome.toUpperCase().padEnd(5)} ${r.name}${r.advisory ? " (advisory)" : ""}${r.note ? `: ${r.note}` : ""}`,
+      ),
+    );
     for (const p of r.problems) out.push(esc(`        ${where(p)}: ${p.message}`), esc(`          fix: ${p.fix}`));
   }
   return out.join("\n");
 }
 
 export function scorecardMarkdown(c: Scorecard): string {
-  const cell = (s: string) => s.replaceAll("|", "\\|").replaceAll("\n", " ").replace(/[<>&]/g, (x) => ({ "<": "&lt;", ">": "&gt;", "&": "&amp;" })[x] ?? x);
-  const out = [`### \`${c.bobbin}\`: ${c.passed ? "passes" : "does not pass"}`, "", "| check | result | notes |", "| --- | --- | --- |"];
-  for (const r of c.rows) out.push(`| ${r.name}${r.advisory ? " (advisory)" : ""} | ${r.outcome} | ${cell(r.note ?? (r.problems.length ? `${r.problems.length} problem${r.problems.length > 1 ? "s" : ""}` : ""))} |`);
-  const problems = c.rows.flatMap((r) => r.problems.map((p) => `- **${r.name}** \`${cell(where(p))}\`: ${cell(p.message)}. Fix: ${cell(p.fix)}`));
+  const cell = (s: string) =>
+    s
+      .replaceAll("|", "\\|")
+      .replaceAll("\n", " ")
+      .replace(/[<>&]/g, (x) => ({ "<": "&lt;", ">": "&gt;", "&": "&amp;" })[x] ?? x);
+  const out = [
+    `### \`${c.bobbin}\`: ${c.passed ? "passes" : "does not pass"}`,
+    "",
+    "| check | result | notes |",
+    "| --- | --- | --- |",
+  ];
+  for (const r of c.rows)
+    out.push(
+      `| ${r.name}${r.advisory ? " (advisory)" : ""} | ${r.outcome} | ${cell(r.note ?? (r.problems.length ? `${r.problems.length} problem${r.problems.length > 1 ? "s" : ""}` : ""))} |`,
+    );
+  const problems = c.rows.flatMap((r) =>
+    r.problems.map((p) => `- **${r.name}** \`${cell(where(p))}\`: ${cell(p.message)}. Fix: ${cell(p.fix)}`),
+  );
   if (problems.length) out.push("", ...problems);
   return out.join("\n");
 }

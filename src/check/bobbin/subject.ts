@@ -53,7 +53,8 @@ export function subjectFromDir(path: string): CheckSubject {
   const root = dirname(vendorDir);
   const allFiles = walk(dir);
   const files = new Map<string, string>();
-  for (const f of allFiles) if (BOBBIN_FILE_KINDS.some((k) => f.endsWith(k))) files.set(f, readFileSync(join(dir, f), "utf8"));
+  for (const f of allFiles)
+    if (BOBBIN_FILE_KINDS.some((k) => f.endsWith(k))) files.set(f, readFileSync(join(dir, f), "utf8"));
   const checkout = basename(root) === "bobbins" && isCheckout(dirname(root)) ? dirname(root) : undefined;
   return {
     label: path,
@@ -63,7 +64,10 @@ export function subjectFromDir(path: string): CheckSubject {
     root,
     files,
     allFiles,
-    vendorEntries: readdirSync(vendorDir, { withFileTypes: true }).map((e) => ({ name: e.name, isDirectory: e.isDirectory() })),
+    vendorEntries: readdirSync(vendorDir, { withFileTypes: true }).map((e) => ({
+      name: e.name,
+      isDirectory: e.isDirectory(),
+    })),
     checkout,
   };
 }
@@ -73,5 +77,13 @@ export function subjectFromBobbin(b: Bobbin, cwd: string): CheckSubject {
   if (!b.dir.startsWith(BUILTIN_PREFIX)) return { ...subjectFromDir(b.dir), label: b.name };
   const files = b.files();
   const relDir = b.dir.slice(BUILTIN_PREFIX.length);
-  return { label: b.name, relDir, dir: b.dir, shipped: true, files, allFiles: [...files.keys()].sort(), checkout: isCheckout(cwd) ? cwd : undefined };
+  return {
+    label: b.name,
+    relDir,
+    dir: b.dir,
+    shipped: true,
+    files,
+    allFiles: [...files.keys()].sort(),
+    checkout: isCheckout(cwd) ? cwd : undefined,
+  };
 }

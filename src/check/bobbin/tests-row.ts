@@ -27,7 +27,11 @@ async function runBunTests(bun: string, cwd: string, args: string[]): Promise<st
     const env: Record<string, string> = { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: tmp, TMPDIR: tmp };
     if (process.env.LANG) env.LANG = process.env.LANG;
     const p = Bun.spawn([bun, "test", ...args], { cwd, env, stdout: "pipe", stderr: "pipe" });
-    const [out, err, code] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text(), p.exited]);
+    const [out, err, code] = await Promise.all([
+      new Response(p.stdout).text(),
+      new Response(p.stderr).text(),
+      p.exited,
+    ]);
     if (code === 0) return null;
     const lines = `${out}\n${err}`.split("\n");
     const summary = lines.find((l) => /^\s*\d+ fail$/.test(l))?.trim();
@@ -46,14 +50,28 @@ async function runBunTests(bun: string, cwd: string, args: string[]): Promise<st
 
 export async function testsRow(s: CheckSubject, hasCode: boolean, run: boolean): Promise<Row> {
   const bun = bunBinary();
-  const cannotRun = !run ? "not run (--no-tests)" : !bun ? "bun is not on PATH" : !existsSync(PRELOAD) ? "the compiled binary cannot run tests: run bun src/main.ts bobbin check in a checkout" : null;
+  const cannotRun = !run
+    ? "not run (--no-tests)"
+    : !bun
+      ? "bun is not on PATH"
+      : !existsSync(PRELOAD)
+        ? "the compiled binary cannot run tests: run bun src/main.ts bobbin check in a checkout"
+        : null;
   if (s.shipped) {
     if (!s.checkout) return skipped("tests", "a built-in's own tests run with make test in a source checkout");
     const f = testFileOf(s.relDir);
     const path = join(s.checkout, f);
-    if (!existsSync(path)) return row("tests", [{ file: f, message: "a built-in has no test file of its own", fix: `write ${f}: its end-to-end run through hookspool run, and what is its own` }]);
+    if (!existsSync(path))
+      return row("tests", [
+        {
+          file: f,
+          message: "a built-in has no test file of its own",
+          fix: `write ${f}: its end-to-end run through hookspool run, and what is its own`,
+        },
+      ]);
     const name = s.relDir.replace("/", ".");
-    if (!readFileSync(path, "utf8").includes(name)) return row("tests", [{ file: f, message: `does not name ${name}`, fix: "test this bobbin in it" }]);
+    if (!readFileSync(path, "utf8").includes(name))
+      return row("tests", [{ file: f, message: `does not name ${name}`, fix: "test this bobbin in it" }]);
     if (cannotRun || !bun) return skipped("tests", `${f} exists; ${cannotRun}`);
     const failed = await runBunTests(bun, s.checkout, [f]);
     return row("tests", failed ? [{ file: f, message: failed, fix: `run bun test ${f} and mend what fails` }] : [], f);
@@ -61,9 +79,21 @@ export async function testsRow(s: CheckSubject, hasCode: boolean, run: boolean):
   const own = [...s.files.keys()].filter((f) => /^tests\/.*\.test\.ts$/.test(f));
   if (!own.length) {
     if (!hasCode) return row("tests", [], "a template bobbin: its captures and the source kit are its tests");
-    return row("tests", [{ file: "tests/", message: "a bobbin with code has no tests of its own", fix: "add tests/<name>.test.ts for what its code decides" }]);
+    return row("tests", [
+      {
+        file: "tests/",
+        message: "a bobbin with code has no tests of its own",
+        fix: "add tests/<name>.test.ts for what its code decides",
+      },
+    ]);
   }
   if (cannotRun || !bun) return skipped("tests", `${own.join(", ")}: ${cannotRun}`);
   const failed = await runBunTests(bun, s.dir, ["--preload", PRELOAD, ...own.map((f) => `./${f}`)]);
-  return row("tests", failed ? [{ file: own[0], message: failed, fix: "run bun test in the bobbin's directory and mend what fails" }] : [], own.join(", "));
+  return row(
+    "tests",
+    failed
+      ? [{ file: own[0], message: failed, fix: "run bun test in the bobbin's directory and mend what fails" }]
+      : [],
+    own.join(", "),
+  );
 }

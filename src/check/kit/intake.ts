@@ -64,8 +64,11 @@ export async function startKitIntake(o: KitIntakeOptions): Promise<KitIntake> {
     rmSync(home, { recursive: true, force: true });
   };
   try {
-    for (const [name, value] of Object.entries(o.secrets)) writeFileSync(secretPath(home, name), value, { mode: 0o600 });
-    const text = o.config.replaceAll("{{home}}", home).replace(/\{\{secret:([^}]+)\}\}/g, (_, n: string) => secretPath(home, n));
+    for (const [name, value] of Object.entries(o.secrets))
+      writeFileSync(secretPath(home, name), value, { mode: 0o600 });
+    const text = o.config
+      .replaceAll("{{home}}", home)
+      .replace(/\{\{secret:([^}]+)\}\}/g, (_, n: string) => secretPath(home, n));
     writeFileSync(join(home, "config.toml"), `[intake]\nlisten = "127.0.0.1:0"\n\n${text}`, { mode: 0o600 });
     const clock = new FakeClock(o.now);
     spool = openKitSpool(join(home, "spool.db"), clock);
@@ -73,7 +76,14 @@ export async function startKitIntake(o: KitIntakeOptions): Promise<KitIntake> {
     const env = { PATH: process.env.PATH ?? "/usr/bin:/bin" };
     const loadOptions = { home, env, cwd: home };
     const loaded = loadConfig(loadOptions);
-    intake = new Intake({ loaded, loadOptions, clock, log: createLogger("intake", { clock }), env, stores: spool.stores });
+    intake = new Intake({
+      loaded,
+      loadOptions,
+      clock,
+      log: createLogger("intake", { clock }),
+      env,
+      stores: spool.stores,
+    });
     await intake.start();
     const url = intake.url;
     const running = intake;
@@ -94,7 +104,12 @@ export async function startKitIntake(o: KitIntakeOptions): Promise<KitIntake> {
               },
             })
           : req.body;
-        const res = await fetch(`${url}${req.url}`, { method: req.method, headers: req.headers, body: req.method === "GET" || req.method === "HEAD" ? undefined : body, redirect: "manual" });
+        const res = await fetch(`${url}${req.url}`, {
+          method: req.method,
+          headers: req.headers,
+          body: req.method === "GET" || req.method === "HEAD" ? undefined : body,
+          redirect: "manual",
+        });
         return { status: res.status, text: await res.text(), headers: res.headers };
       },
       async stop() {

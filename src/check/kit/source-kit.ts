@@ -100,7 +100,12 @@ function resigned(s: KitSubject, body: Uint8Array, now: number, id: string): Kit
   const signed = s.sign(body, now, id);
   const replaced = new Set(signed.headers.map(([k]) => k.toLowerCase()));
   const base = unsigned(s.accepted, s.authHeaders);
-  return { ...base, url: `${base.url}${signed.query ? `?${signed.query}` : ""}`, headers: [...base.headers.filter(([k]) => !replaced.has(k.toLowerCase())), ...signed.headers], body };
+  return {
+    ...base,
+    url: `${base.url}${signed.query ? `?${signed.query}` : ""}`,
+    headers: [...base.headers.filter(([k]) => !replaced.has(k.toLowerCase())), ...signed.headers],
+    body,
+  };
 }
 
 type Step = (k: KitIntake) => Promise<string | null | { skip: string }>;
@@ -111,11 +116,13 @@ export async function runSourceKit(s: KitSubject): Promise<KitRun> {
   let stored: StoredEvent | null = null;
   const marker = `kit-sentinel-${crypto.randomUUID()}`;
   const tolerance = s.toleranceS ?? DEFAULT_TOLERANCE_S;
-  const json = (fields: Record<string, unknown>) => enc.encode(JSON.stringify(s.stamped ? s.stamped(fields, s.now) : fields));
+  const json = (fields: Record<string, unknown>) =>
+    enc.encode(JSON.stringify(s.stamped ? s.stamped(fields, s.now) : fields));
   const at = (t: number) => k.clock.set(t);
   // hookspool's own answer, or a source's ack (200, the word in X-Hookspool-Status).
   const answered = (r: { status: number; text: string; headers: Headers }, word: string, status: number) =>
-    (r.status === status && r.text === `{"status":"${word}"}`) || (s.ack === true && r.status === 200 && r.headers.get("x-hookspool-status") === word);
+    (r.status === status && r.text === `{"status":"${word}"}`) ||
+    (s.ack === true && r.status === 200 && r.headers.get("x-hookspool-status") === word);
   const refused = async (req: KitRequest, what: string): Promise<string | null> => {
     const before = k.spool.eventCount();
     const r = await k.send(req);
@@ -125,8 +132,17 @@ export async function runSourceKit(s: KitSubject): Promise<KitRun> {
     return null;
   };
   const steps: [string, Step][] = [
-    ["unsigned: 401, empty body, nothing stored", () => refused(unsigned(s.accepted, s.authHeaders), "without its signature")],
-    ["tampered body: 401", async () => (s.bodySigned ? refused(tampered(s.accepted), "with one byte added") : { skip: "a token scheme does not sign the body" })],
+    [
+      "unsigned: 401, empty body, nothing stored",
+      () => refused(unsigned(s.accepted, s.authHeaders), "without its signature"),
+    ],
+    [
+      "tampered body: 401",
+      async () =>
+        s.bodySigned
+          ? refused(tampered(s.accepted), "with one byte added")
+          : { skip: "a token scheme does not sign the body" },
+    ],
     [
       `stale and future-dated: 401 beyond the ${tolerance} s tolerance`,
       async () => {
@@ -144,7 +160,8 @@ export async function runSourceKit(s: KitSubject): Promise<KitRun> {
       async () => {
         const before = k.spool.eventCount();
         const r = await k.send(s.accepted);
-        if (!answered(r, "queued", 202)) return `${r.status} ${r.text.slice(0, 60)}, expected 202 {"status":"queued"}${s.ack ? " or the source's ack" : ""}`;
+        if (!answered(r, "queued", 202))
+          return `${r.status} ${r.text.slice(0, 60)}, expected 202 {"status":"queued"}${s.ack ? " or the source's ack" : ""}`;
         if (k.spool.eventCount() !== before + 1) return "answered 202 before the event was stored";
         stored = k.spool.newestEvent();
         return null;
@@ -169,7 +186,8 @@ export async function runSourceKit(s: KitSubject): Promise<KitRun> {
         if (!s.dedup) return { skip: "the source derives no dedup id" };
         const before = k.spool.eventCount();
         const r = await k.send(s.accepted);
-        if (!answered(r, "duplicate", 200)) return `${r.status} ${r.text.slice(0, 60)}, expected 200 {"status":"duplicate"}${s.ack ? " or the source's ack" : ""}`;
+        if (!answered(r, "duplicate", 200))
+          return `${r.status} ${r.text.slice(0, 60)}, expected 200 {"status":"duplicate"}${s.ack ? " or the source's ack" : ""}`;
         return k.spool.eventCount() === before ? null : "a duplicate was stored again";
       },
     ],
@@ -196,7 +214,8 @@ export async function runSourceKit(s: KitSubject): Promise<KitRun> {
         for (const { request, check } of s.answered) {
           const before = k.spool.eventCount();
           const r = await k.send(request);
-          if (r.status < 200 || r.status > 299) return `${request.method} ${request.url.split("?")[0]}: ${r.status}, expected 2xx`;
+          if (r.status < 200 || r.status > 299)
+            return `${request.method} ${request.url.split("?")[0]}: ${r.status}, expected 2xx`;
           if (k.spool.eventCount() !== before) return "a handshake was stored as an event";
           const why = check?.(r);
           if (why) return why;
@@ -209,7 +228,10 @@ export async function runSourceKit(s: KitSubject): Promise<KitRun> {
       async () => {
         if (!s.answered?.length) return { skip: "the source has no signed request it answers without queueing" };
         for (const { request: req } of s.answered) {
-          const why = await refused(s.bodySigned ? tampered(req) : unsigned(req, s.authHeaders), `${req.method} ${req.url.split("?")[0]}, altered`);
+          const why = await refused(
+            s.bodySigned ? tampered(req) : unsigned(req, s.authHeaders),
+            `${req.method} ${req.url.split("?")[0]}, altered`,
+          );
           if (why) return why;
         }
         return null;
@@ -221,7 +243,12 @@ export async function runSourceKit(s: KitSubject): Promise<KitRun> {
         if (!s.headHandshake) return { skip: "the source answers no HEAD" };
         const path = s.accepted.url.split("?")[0];
         const a = await k.send({ method: "HEAD", url: path, headers: [], body: new Uint8Array() });
-        const b = await k.send({ method: "HEAD", url: path, headers: [["X-Anything", "else"]], body: new Uint8Array() });
+        const b = await k.send({
+          method: "HEAD",
+          url: path,
+          headers: [["X-Anything", "else"]],
+          body: new Uint8Array(),
+        });
         if (a.status < 200 || a.status > 299) return `HEAD answered ${a.status}, expected 2xx`;
         return a.status === b.status && a.text === b.text ? null : "two HEAD requests got different answers";
       },
@@ -229,10 +256,18 @@ export async function runSourceKit(s: KitSubject): Promise<KitRun> {
     [
       "a verified request the source cannot classify: 202 quarantined, raw kept, no auth header stored",
       async () => {
-        const req = s.broken ?? resigned(s, s.stamped ? json({ kit: marker }) : enc.encode(`not json ${marker}`), s.now, `kit-${crypto.randomUUID()}`);
+        const req =
+          s.broken ??
+          resigned(
+            s,
+            s.stamped ? json({ kit: marker }) : enc.encode(`not json ${marker}`),
+            s.now,
+            `kit-${crypto.randomUUID()}`,
+          );
         if (!req) return { skip: "the kit cannot sign a new body for this source" };
         const r = await k.send(req);
-        if (r.status !== 202 || r.text !== '{"status":"quarantined"}') return `${r.status} ${r.text.slice(0, 60)}, expected 202 {"status":"quarantined"}`;
+        if (r.status !== 202 || r.text !== '{"status":"quarantined"}')
+          return `${r.status} ${r.text.slice(0, 60)}, expected 202 {"status":"quarantined"}`;
         const q = k.spool.newestQuarantined();
         if (!q) return "answered quarantined, but nothing is in quarantine";
         if (q.state !== "dead") return `the quarantined batch is ${q.state}, expected dead`;
@@ -240,15 +275,23 @@ export async function runSourceKit(s: KitSubject): Promise<KitRun> {
         const kept = Object.keys(JSON.parse(q.headers) as Record<string, string>).map((h) => h.toLowerCase());
         const leaked = s.authHeaders.find((h) => kept.includes(h.toLowerCase()));
         if (leaked) return `the auth header ${leaked} was stored with the quarantined event`;
-        if (!q.last_error || !/^(not_json|not_utf8|key_missing|key_too_long|meta_too_long|bad_payload|no_destination|plugin_error:\w+)$/.test(q.last_error)) return `quarantine reason ${q.last_error}, not a reason class`;
-        if (k.spool.openIssueCount(quarantineIssue(s.source, q.last_error).fingerprint) !== 1) return "no open issue for the quarantined event";
+        if (
+          !q.last_error ||
+          !/^(not_json|not_utf8|key_missing|key_too_long|meta_too_long|bad_payload|no_destination|plugin_error:\w+)$/.test(
+            q.last_error,
+          )
+        )
+          return `quarantine reason ${q.last_error}, not a reason class`;
+        if (k.spool.openIssueCount(quarantineIssue(s.source, q.last_error).fingerprint) !== 1)
+          return "no open issue for the quarantined event";
         return null;
       },
     ],
     [
       "spool unwritable: 503, nothing acknowledged",
       async () => {
-        const fresh = resigned(s, json({ kit: marker, n: crypto.randomUUID() }), s.now, `kit-${crypto.randomUUID()}`) ?? s.accepted;
+        const fresh =
+          resigned(s, json({ kit: marker, n: crypto.randomUUID() }), s.now, `kit-${crypto.randomUUID()}`) ?? s.accepted;
         k.spool.refuseWrites(true);
         let r: { status: number; text: string };
         try {
@@ -257,7 +300,8 @@ export async function runSourceKit(s: KitSubject): Promise<KitRun> {
           k.spool.refuseWrites(false);
         }
         // The accepted request is a duplicate by now: a read answers it without a write.
-        if (fresh === s.accepted && s.dedup && r.status === 200) return { skip: "the kit cannot sign a request the spool has not seen" };
+        if (fresh === s.accepted && s.dedup && r.status === 200)
+          return { skip: "the kit cannot sign a request the spool has not seen" };
         return r.status === 503 ? null : `${r.status}, expected 503`;
       },
     ],
@@ -270,7 +314,11 @@ export async function runSourceKit(s: KitSubject): Promise<KitRun> {
         else if (typeof r === "string") cases.push({ name, outcome: "fail", detail: r });
         else cases.push({ name, outcome: "skip", detail: r.skip });
       } catch (e) {
-        cases.push({ name, outcome: "fail", detail: `the kit could not run it: ${(e as Error).message.split("\n")[0]}` });
+        cases.push({
+          name,
+          outcome: "fail",
+          detail: `the kit could not run it: ${(e as Error).message.split("\n")[0]}`,
+        });
       } finally {
         at(s.now);
       }
@@ -294,8 +342,10 @@ function sentinelCase(k: KitIntake, s: KitSubject, marker: string): KitCase {
   // A kit that heard nothing proves nothing.
   if (k.lines.length === 0) return { name, outcome: "fail", detail: "the intake wrote no log line at all" };
   for (const line of k.lines) {
-    if (secrets.some((v) => line.includes(v))) return { name, outcome: "fail", detail: "a log line holds a secret's value" };
-    if ([marker, ...(s.payloadSentinels ?? [])].some((m) => line.includes(m))) return { name, outcome: "fail", detail: "a log line holds part of a payload" };
+    if (secrets.some((v) => line.includes(v)))
+      return { name, outcome: "fail", detail: "a log line holds a secret's value" };
+    if ([marker, ...(s.payloadSentinels ?? [])].some((m) => line.includes(m)))
+      return { name, outcome: "fail", detail: "a log line holds part of a payload" };
   }
   for (const v of secrets) {
     const at = k.spool.findText(v);

@@ -11,7 +11,13 @@ async function sincePg(sql: Tx, destination: string, windowS: number, now: numbe
 }
 
 /** The start times of the spends in the window, oldest first: the destination's, or one (route, key)'s. */
-export async function budgetSpendsPg(sql: Tx, destination: string, windowS: number, now: number, group?: { route: string; key: string }): Promise<number[]> {
+export async function budgetSpendsPg(
+  sql: Tx,
+  destination: string,
+  windowS: number,
+  now: number,
+  group?: { route: string; key: string },
+): Promise<number[]> {
   const since = await sincePg(sql, destination, windowS, now);
   const rows = (
     group

@@ -47,7 +47,11 @@ export class PgSpool {
     } catch (e) {
       // The class and SQLSTATE only: a client's message may quote the URL, which may hold a password.
       const { code, errno } = e as { code?: string; errno?: string };
-      throw new HookspoolError("E_CONFIG", `cannot reach PostgreSQL (${[code ?? (e as Error).name, errno].filter(Boolean).join(" ")})`, { key: "spool.url" });
+      throw new HookspoolError(
+        "E_CONFIG",
+        `cannot reach PostgreSQL (${[code ?? (e as Error).name, errno].filter(Boolean).join(" ")})`,
+        { key: "spool.url" },
+      );
     }
   }
 
@@ -59,10 +63,14 @@ export class PgSpool {
 function client(target: PgTarget, max: number): SQL {
   const common = { adapter: "postgres" as const, max, idleTimeout: 30, connectionTimeout: 10 };
   try {
-    return "url" in target ? new SQL(target.url, common) : new SQL({ ...common, path: target.path, user: target.user, database: target.database });
+    return "url" in target
+      ? new SQL(target.url, common)
+      : new SQL({ ...common, path: target.path, user: target.user, database: target.database });
   } catch (e) {
     // The client's message may quote the URL: only its class.
-    throw new HookspoolError("E_CONFIG", `spool.url is not a URL PostgreSQL's client accepts (${(e as Error).name})`, { key: "spool.url" });
+    throw new HookspoolError("E_CONFIG", `spool.url is not a URL PostgreSQL's client accepts (${(e as Error).name})`, {
+      key: "spool.url",
+    });
   }
 }
 
@@ -76,7 +84,10 @@ export function numOrNull(v: unknown): number | null {
 }
 
 /** A statement written with SQLite's `$name` parameters (the shared filter terms), with PostgreSQL's numbered ones. */
-export function numbered(sql: string, params: Record<string, string | number | null>): { text: string; values: (string | number | null)[] } {
+export function numbered(
+  sql: string,
+  params: Record<string, string | number | null>,
+): { text: string; values: (string | number | null)[] } {
   const values: (string | number | null)[] = [];
   const at = new Map<string, number>();
   const text = sql.replace(/\$([a-z_]+)/g, (_, name: string) => {

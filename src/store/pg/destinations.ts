@@ -1,8 +1,14 @@
 // Destination runtime state on PostgreSQL: the breaker, the pause, the probe and the
 // Retry-After gate, with SQLite's transitions. With several dispatchers, every change locks the
 // destination's row (FOR UPDATE), so two verdicts on one destination apply one after the other.
-import { breakerOnFailure, type DestinationRow, type FailureEffect, type FailureInput, closedRow } from "../destinations.ts";
-import { numOrNull, type PgSpool, type Tx, } from "./db.ts";
+import {
+  breakerOnFailure,
+  type DestinationRow,
+  type FailureEffect,
+  type FailureInput,
+  closedRow,
+} from "../destinations.ts";
+import { numOrNull, type PgSpool, type Tx } from "./db.ts";
 import { resolveIssuePg } from "./issues.ts";
 
 /** A destinations row as the store's DestinationRow (numbers where PostgreSQL gives strings). */
@@ -33,7 +39,9 @@ async function locked(tx: Tx, name: string): Promise<DestinationRow> {
 }
 
 export async function destinationRowsPg(spool: PgSpool): Promise<DestinationRow[]> {
-  return ((await spool.sql`SELECT * FROM destinations ORDER BY name`) as Record<string, unknown>[]).map(destinationRowOf);
+  return ((await spool.sql`SELECT * FROM destinations ORDER BY name`) as Record<string, unknown>[]).map(
+    destinationRowOf,
+  );
 }
 
 /** A successful attempt: closed (a paused destination stays paused), counters reset. Returns the state it left. */
@@ -48,11 +56,14 @@ export async function recordSuccessPg(tx: Tx, name: string, now: number): Promis
   return before;
 }
 
-/** A transport failure: counted while closed, trips at trip_after; a probe's failure re-trips with the cooldown doubled. */
+/**
+ * A transport failure: counted while closed, trips at trip_after; a probe's failure re-trips with the cooldown doubled.
+ */
 export async function recordTransportFailurePg(tx: Tx, name: string, f: FailureInput): Promise<FailureEffect> {
   const change = breakerOnFailure(await locked(tx, name), f);
   await tx`UPDATE destinations SET last_error = ${f.error} WHERE name = ${name}`;
-  if (change.effect === "counted") await tx`UPDATE destinations SET consecutive_failures = ${change.consecutive_failures} WHERE name = ${name}`;
+  if (change.effect === "counted")
+    await tx`UPDATE destinations SET consecutive_failures = ${change.consecutive_failures} WHERE name = ${name}`;
   else if (change.effect !== "ignored") {
     await tx`UPDATE destinations SET state = 'open', consecutive_failures = ${change.consecutive_failures}, opened_at = ${change.opened_at}, cooldown_s = ${change.cooldown_s}, probe_until = NULL WHERE name = ${name}`;
   }
@@ -61,7 +72,8 @@ export async function recordTransportFailurePg(tx: Tx, name: string, f: FailureI
 
 /** open -> half_open once the cooldown has elapsed; whether it moved (only one dispatcher sees true). */
 export async function halfOpenIfCooledPg(spool: PgSpool, name: string, now: number): Promise<boolean> {
-  const r = await spool.sql`UPDATE destinations SET state = 'half_open', probe_until = NULL WHERE name = ${name} AND state = 'open' AND opened_at + cooldown_s <= ${now}`;
+  const r =
+    await spool.sql`UPDATE destinations SET state = 'half_open', probe_until = NULL WHERE name = ${name} AND state = 'open' AND opened_at + cooldown_s <= ${now}`;
   return r.count === 1;
 }
 
@@ -105,7 +117,8 @@ export async function pauseDestinationPg(spool: PgSpool, name: string, by: strin
  */
 export async function resumeDestinationPg(spool: PgSpool, name: string, now: number): Promise<boolean> {
   return spool.sql.begin(async (tx) => {
-    const r = await tx`UPDATE destinations SET state = 'closed', consecutive_failures = 0, opened_at = NULL, cooldown_s = NULL,
+    const r =
+      await tx`UPDATE destinations SET state = 'closed', consecutive_failures = 0, opened_at = NULL, cooldown_s = NULL,
         probe_until = NULL, paused_at = NULL, paused_by = NULL, retry_after_until = NULL, throttled_at = NULL, throttle_s = NULL
       WHERE name = ${name} AND state = 'paused'`;
     if (r.count !== 1) return false;
@@ -128,6 +141,9 @@ export async function destinationStatePg(spool: PgSpool, name: string): Promise<
 
 /** Destinations that have batches, with or without a runtime row. */
 export async function destinationNamesPg(spool: PgSpool): Promise<string[]> {
-  const rows = (await spool.sql`SELECT DISTINCT destination AS d FROM batches WHERE destination <> 'quarantine' UNION SELECT name FROM destinations ORDER BY 1`) as { d: string }[];
+  const rows =
+    (await spool.sql`SELECT DISTINCT destination AS d FROM batches WHERE destination <> 'quarantine' UNION SELECT name FROM destinations ORDER BY 1`) as {
+      d: string;
+    }[];
   return rows.map((r) => r.d);
 }

@@ -9,13 +9,30 @@
 // destination quarantine, with its issue, in one transaction, as on SQLite.
 import { HookspoolError } from "../../errors.ts";
 import { contentHash, type ContentEvent } from "../content.ts";
-import { type EnqueueResult, type EventCopy, eventSize, type NewEvent, type Placed, validateNewEvent, type QuarantineInput, quarantineIssue, quarantineRecord } from "../enqueue.ts";
+import {
+  type EnqueueResult,
+  type EventCopy,
+  eventSize,
+  type NewEvent,
+  type Placed,
+  validateNewEvent,
+  type QuarantineInput,
+  quarantineIssue,
+  quarantineRecord,
+} from "../enqueue.ts";
 import { num, type PgSpool, type Tx } from "./db.ts";
 import { journalPg } from "./journal.ts";
 import { notifyWork } from "./wakeups.ts";
 import { testHook } from "../../testhook.ts";
 import type { CommitStep, JobOutcome } from "../group.ts";
-import { readyAfterJoin, redelivery, requeuedCount, sealsBeforeJoin, sealsOnSize, seenWithin } from "../enqueue-plan.ts";
+import {
+  readyAfterJoin,
+  redelivery,
+  requeuedCount,
+  sealsBeforeJoin,
+  sealsOnSize,
+  seenWithin,
+} from "../enqueue-plan.ts";
 import { advanceMetaTimesPg } from "./meta.ts";
 import { raiseIssuePg } from "./issues.ts";
 
@@ -56,12 +73,23 @@ export async function batchContentPg(tx: Tx, batchId: number): Promise<ContentEv
 /** The content of several batches (their hashes' content), each in id order, in one query. */
 export async function contentOfBatchesPg(tx: Tx, batchIds: readonly number[]): Promise<Map<number, ContentEvent[]>> {
   const rows = (await tx`SELECT batch_id, id, event_type, received_at, dedup_id, payload, headers, trace FROM events
-      WHERE batch_id = ANY(${batchIds}::bigint[]) AND excluded_at IS NULL ORDER BY batch_id, id`) as Record<string, unknown>[];
+      WHERE batch_id = ANY(${batchIds}::bigint[]) AND excluded_at IS NULL ORDER BY batch_id, id`) as Record<
+    string,
+    unknown
+  >[];
   const out = new Map<number, ContentEvent[]>();
   for (const r of rows) {
     const b = num(r.batch_id);
     const list = out.get(b) ?? [];
-    list.push({ id: num(r.id), event_type: String(r.event_type), received_at: Number(r.received_at), dedup_id: (r.dedup_id as string | null) ?? null, payload: (r.payload as string | null) ?? null, headers: String(r.headers), trace: (r.trace as string | null) ?? null });
+    list.push({
+      id: num(r.id),
+      event_type: String(r.event_type),
+      received_at: Number(r.received_at),
+      dedup_id: (r.dedup_id as string | null) ?? null,
+      payload: (r.payload as string | null) ?? null,
+      headers: String(r.headers),
+      trace: (r.trace as string | null) ?? null,
+    });
     out.set(b, list);
   }
   return out;
@@ -69,7 +97,8 @@ export async function contentOfBatchesPg(tx: Tx, batchIds: readonly number[]): P
 
 export async function sealBatchPg(tx: Tx, batchId: number, now: number): Promise<boolean> {
   const hash = contentHash(await batchContentPg(tx, batchId));
-  const done = await tx`UPDATE batches SET state = 'sealed', sealed_at = ${now}, content_hash = ${hash} WHERE id = ${batchId}::bigint AND state = 'open'`;
+  const done =
+    await tx`UPDATE batches SET state = 'sealed', sealed_at = ${now}, content_hash = ${hash} WHERE id = ${batchId}::bigint AND state = 'open'`;
   if (done.count !== 1) return false;
   await journalPg(tx, "sealed", batchId, now);
   return true;
@@ -85,7 +114,13 @@ const newAcc = (): Acc => ({ touched: new Set(), readyAt: Number.POSITIVE_INFINI
 
 async function placeCopy(tx: Tx, ev: NewEvent, copy: EventCopy, size: number, now: number, acc: Acc): Promise<Placed> {
   // 1. the open batch of the group (the group's lock is held: nobody else can open or seal it)
-  let [open] = (await tx`SELECT id, count, bytes, max_bytes FROM batches WHERE route = ${copy.route} AND key = ${ev.key} AND state = 'open'`) as { id: string; count: number; bytes: string; max_bytes: string }[];
+  let [open] =
+    (await tx`SELECT id, count, bytes, max_bytes FROM batches WHERE route = ${copy.route} AND key = ${ev.key} AND state = 'open'`) as {
+      id: string;
+      count: number;
+      bytes: string;
+      max_bytes: string;
+    }[];
   // 2. pre-join seal: keep max_bytes a true bound
   if (open && sealsBeforeJoin({ count: open.count, bytes: num(open.bytes), max_bytes: num(open.max_bytes) }, size)) {
     await sealBatchPg(tx, num(open.id), now);
@@ -97,7 +132,8 @@ async function placeCopy(tx: Tx, ev: NewEvent, copy: EventCopy, size: number, no
     // 4. open a new batch. Its first_at is never before an unfinished batch of its group, so FIFO
     // by first_at holds even when this intake's clock is behind another's (the lock orders them).
     const w = copy.window;
-    const [row] = await tx`INSERT INTO batches (route, source, destination, key, state, first_at, last_at, quiet_s, max_s, max_events, max_bytes)
+    const [row] =
+      await tx`INSERT INTO batches (route, source, destination, key, state, first_at, last_at, quiet_s, max_s, max_events, max_bytes)
         SELECT ${copy.route}, ${ev.source}, ${copy.destination}, ${ev.key}, 'open', t.at, t.at, ${w.quiet_s}, ${w.max_s}, ${w.max_events}, ${w.max_bytes}
           FROM (SELECT GREATEST(${now}::float8, COALESCE(MAX(first_at), 0)) AS at FROM batches
                  WHERE route = ${copy.route} AND key = ${ev.key} AND state IN ('open', 'sealed', 'retry', 'leased', 'awaiting')) t
@@ -105,17 +141,32 @@ async function placeCopy(tx: Tx, ev: NewEvent, copy: EventCopy, size: number, no
     batchId = num(row.id);
   }
   // 3. append the event
-  const [e] = await tx`INSERT INTO events (source, route, batch_id, event_type, dedup_id, received_at, payload, raw, headers, size, trace)
+  const [e] =
+    await tx`INSERT INTO events (source, route, batch_id, event_type, dedup_id, received_at, payload, raw, headers, size, trace)
       VALUES (${ev.source}, ${copy.route}, ${batchId}, ${ev.eventType}, ${ev.dedupId}, ${now}, ${ev.payload}, ${ev.raw}, ${JSON.stringify(ev.headers)}, ${size}, ${copy.trace === undefined ? null : JSON.stringify(copy.trace)})
       RETURNING id`;
   const eventId = num(e.id);
-  const [after] = await tx`UPDATE batches SET count = count + 1, bytes = bytes + ${size}, last_at = GREATEST(last_at, ${now})
+  const [after] =
+    await tx`UPDATE batches SET count = count + 1, bytes = bytes + ${size}, last_at = GREATEST(last_at, ${now})
       WHERE id = ${batchId}::bigint RETURNING count, bytes, max_events, max_bytes, first_at, last_at, quiet_s, max_s`;
   await journalPg(tx, "event", batchId, now, { event: eventId, detail: { type: ev.eventType, route: copy.route } });
   // 5. seal on size in the same transaction
   let sealed = false;
-  if (sealsOnSize({ count: after.count, bytes: num(after.bytes), max_events: after.max_events, max_bytes: num(after.max_bytes) })) sealed = await sealBatchPg(tx, batchId, now);
-  const window = { first_at: Number(after.first_at), last_at: Number(after.last_at), quiet_s: Number(after.quiet_s), max_s: Number(after.max_s) };
+  if (
+    sealsOnSize({
+      count: after.count,
+      bytes: num(after.bytes),
+      max_events: after.max_events,
+      max_bytes: num(after.max_bytes),
+    })
+  )
+    sealed = await sealBatchPg(tx, batchId, now);
+  const window = {
+    first_at: Number(after.first_at),
+    last_at: Number(after.last_at),
+    quiet_s: Number(after.quiet_s),
+    max_s: Number(after.max_s),
+  };
   acc.readyAt = Math.min(acc.readyAt, readyAfterJoin(window, sealed, now));
   return { eventId, batchId, route: copy.route, destination: copy.destination, tee: copy.tee, sealed };
 }
@@ -123,8 +174,18 @@ async function placeCopy(tx: Tx, ev: NewEvent, copy: EventCopy, size: number, no
 /** The checks every enqueue makes, and the one PostgreSQL adds: no NUL in a stored name or id. */
 function checkStorable(ev: NewEvent): void {
   validateNewEvent(ev);
-  const nul = [ev.source, ev.key, ev.eventType, ev.dedupId ?? "", ...ev.copies.flatMap((c) => [c.route, c.destination])].some((v) => v.includes("\u0000"));
-  if (nul) throw new HookspoolError("E_INPUT", "a key, event type, dedup id or name holds a NUL character, which the PostgreSQL spool cannot store");
+  const nul = [
+    ev.source,
+    ev.key,
+    ev.eventType,
+    ev.dedupId ?? "",
+    ...ev.copies.flatMap((c) => [c.route, c.destination]),
+  ].some((v) => v.includes("\u0000"));
+  if (nul)
+    throw new HookspoolError(
+      "E_INPUT",
+      "a key, event type, dedup id or name holds a NUL character, which the PostgreSQL spool cannot store",
+    );
 }
 
 /** One event inside the caller's transaction, its locks already held. */
@@ -133,12 +194,23 @@ async function enqueueOne(tx: Tx, ev: NewEvent, now: number, acc: Acc): Promise<
   let dupCount = 0;
   let requeued = false;
   if (ev.dedupId !== null) {
-    const [seen] = (await tx`SELECT event_id, seen_at, dup_count FROM dedup WHERE source = ${ev.source} AND dedup_id = ${ev.dedupId}`) as { event_id: string; seen_at: number; dup_count: number }[];
+    const [seen] =
+      (await tx`SELECT event_id, seen_at, dup_count FROM dedup WHERE source = ${ev.source} AND dedup_id = ${ev.dedupId}`) as {
+        event_id: string;
+        seen_at: number;
+        dup_count: number;
+      }[];
     if (seenWithin(seen, ev.dedupWindowS, now)) {
-      const [target] = (await tx`SELECT b.id AS batch_id, b.state, b.destination FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.id = ${num(seen.event_id)}::bigint`) as { batch_id: string; state: string; destination: string }[];
+      const [target] =
+        (await tx`SELECT b.id AS batch_id, b.state, b.destination FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.id = ${num(seen.event_id)}::bigint`) as {
+          batch_id: string;
+          state: string;
+          destination: string;
+        }[];
       const does = redelivery(target?.state);
       if (does === "replay" && target) {
-        const replayed = await tx`UPDATE batches SET state = 'retry', attempts = 0, next_attempt_at = ${now}, not_before = ${now}, dead_reason = NULL
+        const replayed =
+          await tx`UPDATE batches SET state = 'retry', attempts = 0, next_attempt_at = ${now}, not_before = ${now}, dead_reason = NULL
             WHERE id = ${num(target.batch_id)}::bigint AND state = 'dead' AND destination <> 'quarantine'`;
         if (replayed.count === 1) {
           await journalPg(tx, "retry", num(target.batch_id), now, { detail: { replayed: true } });
@@ -183,14 +255,18 @@ async function finish(tx: Tx, acc: Acc, now: number): Promise<void> {
   if (Number.isFinite(acc.readyAt)) await notifyWork(tx, acc.readyAt);
 }
 
-
 /**
  * One transaction for several requests (each one or more events, all or none of a request's
  * queued). A request that fails is rolled back to its savepoint and reported alone; a failed
  * COMMIT throws, so every request in it fails. `nows`, when given, is each request's own time
  * (when it arrived); `now` is the latest of them.
  */
-export async function enqueueGroupPg(spool: PgSpool, jobs: readonly (readonly NewEvent[])[], now: number, nows?: readonly number[]): Promise<JobOutcome[]> {
+export async function enqueueGroupPg(
+  spool: PgSpool,
+  jobs: readonly (readonly NewEvent[])[],
+  now: number,
+  nows?: readonly number[],
+): Promise<JobOutcome[]> {
   // Checked before any lock: a request that cannot be stored fails alone, and never reaches a
   // statement (PostgreSQL's text holds no NUL, and one in a lock name would fail every request).
   const refused = jobs.map((evs) => {
@@ -257,7 +333,11 @@ export async function enqueueEventsPgTx(tx: Tx, evs: readonly NewEvent[], now: n
   return out;
 }
 
-export async function quarantinePg(spool: PgSpool, q: QuarantineInput, now: number): Promise<{ eventId: number; batchId: number; reason: string }> {
+export async function quarantinePg(
+  spool: PgSpool,
+  q: QuarantineInput,
+  now: number,
+): Promise<{ eventId: number; batchId: number; reason: string }> {
   const { reason, headers } = quarantineRecord(q);
   const issue = quarantineIssue(q.source, reason);
   return spool.sql.begin(async (tx) => {
@@ -269,11 +349,14 @@ export async function quarantinePg(spool: PgSpool, q: QuarantineInput, now: numb
       RETURNING id`;
     const batchId = num(b.id);
     const headersText = JSON.stringify(headers);
-    const [e] = await tx`INSERT INTO events (source, route, batch_id, event_type, dedup_id, received_at, payload, raw, headers, size, url, trace)
+    const [e] =
+      await tx`INSERT INTO events (source, route, batch_id, event_type, dedup_id, received_at, payload, raw, headers, size, url, trace)
       VALUES (${q.source}, ${q.source}, ${batchId}::bigint, '', NULL, ${now}, NULL, ${q.raw}, ${headersText}, ${size}, ${q.url}, ${JSON.stringify({ stage: "quarantined", reason })})
       RETURNING id`;
     const eventId = num(e.id);
-    const content: ContentEvent[] = [{ id: eventId, event_type: "", received_at: now, dedup_id: null, payload: null, headers: headersText }];
+    const content: ContentEvent[] = [
+      { id: eventId, event_type: "", received_at: now, dedup_id: null, payload: null, headers: headersText },
+    ];
     await tx`UPDATE batches SET content_hash = ${contentHash(content)} WHERE id = ${batchId}::bigint`;
     await journalPg(tx, "event", batchId, now, { event: eventId, detail: { quarantined: reason } });
     await journalPg(tx, "dead", batchId, now, { detail: { reason: "quarantined" } });
@@ -283,7 +366,10 @@ export async function quarantinePg(spool: PgSpool, q: QuarantineInput, now: numb
   });
 }
 
-/** The group commit's step on PostgreSQL: one transaction, one now (the latest of its requests'), each request at its arrival. */
+/**
+ * The group commit's step on PostgreSQL: one transaction, one now (the latest of its requests'), each request at its
+ * arrival.
+ */
 export function pgCommitStep(spool: PgSpool): CommitStep {
   return (group) =>
     enqueueGroupPg(

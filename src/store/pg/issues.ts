@@ -2,7 +2,7 @@
 // SQLite's rules. The fingerprint's unique index and a row lock make a raise from two
 // processes at once one open issue counted twice, never two issues.
 import { type IssueRow, type RaiseIssue, type IssueState, ISSUE_VERBS } from "../issues.ts";
-import { num, numOrNull, type PgSpool, type Tx, } from "./db.ts";
+import { num, numOrNull, type PgSpool, type Tx } from "./db.ts";
 
 export function issueRowOf(r: Record<string, unknown>): IssueRow {
   return {
@@ -25,7 +25,8 @@ export function issueRowOf(r: Record<string, unknown>): IssueRow {
 export async function raiseIssuePg(tx: Tx, r: RaiseIssue): Promise<{ id: number; opened: boolean }> {
   const batch = r.batchId ?? null;
   const error = r.error ?? null;
-  const [inserted] = await tx`INSERT INTO issues (fingerprint, kind, destination, route, state, first_at, last_at, count, sample_batch_id, last_error)
+  const [inserted] =
+    await tx`INSERT INTO issues (fingerprint, kind, destination, route, state, first_at, last_at, count, sample_batch_id, last_error)
       VALUES (${r.fingerprint}, ${r.kind}, ${r.destination ?? null}, ${r.route ?? null}, 'open', ${r.now}, ${r.now}, 1, ${batch}::bigint, ${error})
       ON CONFLICT (fingerprint) DO NOTHING RETURNING id`;
   if (inserted) return { id: num(inserted.id), opened: true };
@@ -43,7 +44,8 @@ export async function raiseIssuePg(tx: Tx, r: RaiseIssue): Promise<{ id: number;
 
 /** Resolve an open or acked issue; true when one was resolved. */
 export async function resolveIssuePg(tx: Tx, fingerprint: string, now: number): Promise<boolean> {
-  const r = await tx`UPDATE issues SET state = 'resolved', last_at = ${now} WHERE fingerprint = ${fingerprint} AND state IN ('open', 'acked')`;
+  const r =
+    await tx`UPDATE issues SET state = 'resolved', last_at = ${now} WHERE fingerprint = ${fingerprint} AND state IN ('open', 'acked')`;
   return r.count > 0;
 }
 
@@ -59,7 +61,12 @@ export async function openIssueCountPg(spool: PgSpool): Promise<number> {
 
 /** Open issues not alerted yet, oldest first (only the maintenance holder sends alerts). */
 export async function issuesToAlertPg(spool: PgSpool): Promise<IssueRow[]> {
-  return ((await spool.sql`SELECT * FROM issues WHERE state = 'open' AND alerted_at IS NULL ORDER BY first_at, id`) as Record<string, unknown>[]).map(issueRowOf);
+  return (
+    (await spool.sql`SELECT * FROM issues WHERE state = 'open' AND alerted_at IS NULL ORDER BY first_at, id`) as Record<
+      string,
+      unknown
+    >[]
+  ).map(issueRowOf);
 }
 
 /** May an alert of `kind` go out now (one per rate_limit_s per kind)? A refusal is counted. */
@@ -92,13 +99,19 @@ export async function listIssuesPg(spool: PgSpool, f: { state?: IssueState | "al
 }
 
 /** ack, resolve or ignore an issue, with SQLite's allowed transitions. */
-export async function setIssueStatePg(spool: PgSpool, id: number, verb: keyof typeof ISSUE_VERBS, now: number): Promise<IssueRow | "missing" | "nothing"> {
+export async function setIssueStatePg(
+  spool: PgSpool,
+  id: number,
+  verb: keyof typeof ISSUE_VERBS,
+  now: number,
+): Promise<IssueRow | "missing" | "nothing"> {
   const t = ISSUE_VERBS[verb];
   return spool.sql.begin(async (tx) => {
     const [row] = await tx`SELECT * FROM issues WHERE id = ${id}::bigint FOR UPDATE`;
     if (!row) return "missing" as const;
     if (!t.from.includes(row.state as IssueState)) return "nothing" as const;
-    const [after] = await tx`UPDATE issues SET state = ${t.to}, last_at = GREATEST(last_at, ${now}) WHERE id = ${id}::bigint RETURNING *`;
+    const [after] =
+      await tx`UPDATE issues SET state = ${t.to}, last_at = GREATEST(last_at, ${now}) WHERE id = ${id}::bigint RETURNING *`;
     return issueRowOf(after);
   });
 }

@@ -3,7 +3,13 @@
 import type { JournalKind, JournalRow } from "../journal.ts";
 import { num, numOrNull, type PgSpool, type Tx } from "./db.ts";
 
-export async function journalPg(tx: Tx, kind: JournalKind, batchId: number, at: number, o: { event?: number; attempt?: number; detail?: Record<string, unknown> } = {}): Promise<void> {
+export async function journalPg(
+  tx: Tx,
+  kind: JournalKind,
+  batchId: number,
+  at: number,
+  o: { event?: number; attempt?: number; detail?: Record<string, unknown> } = {},
+): Promise<void> {
   await tx`INSERT INTO journal (at, kind, batch_id, event_id, attempt_id, source, destination, key, detail)
       SELECT ${at}, ${kind}, id, ${o.event ?? null}, ${o.attempt ?? null}, source, destination, key, ${o.detail ? JSON.stringify(o.detail) : null}
       FROM batches WHERE id = ${batchId}::bigint`;
@@ -21,8 +27,13 @@ export const PG_CURSOR_START: PgCursor = { xid: "0", id: 0 };
  * Journal rows after `cursor`, in (xid, id) order, only of transactions older than every one
  * still running: a row a reader has not seen can never appear behind the cursor it holds.
  */
-export async function journalAfterPg(spool: PgSpool, cursor: PgCursor, limit: number): Promise<{ rows: (JournalRow & { xid: string })[]; cursor: PgCursor }> {
-  const rows = (await spool.sql`SELECT j.id, j.xid::text AS xid, j.at, j.kind, j.batch_id, j.event_id, j.attempt_id, a.n AS attempt_n, j.source, j.destination, j.key, j.detail
+export async function journalAfterPg(
+  spool: PgSpool,
+  cursor: PgCursor,
+  limit: number,
+): Promise<{ rows: (JournalRow & { xid: string })[]; cursor: PgCursor }> {
+  const rows =
+    (await spool.sql`SELECT j.id, j.xid::text AS xid, j.at, j.kind, j.batch_id, j.event_id, j.attempt_id, a.n AS attempt_n, j.source, j.destination, j.key, j.detail
       FROM journal j LEFT JOIN attempts a ON a.id = j.attempt_id
       WHERE (j.xid, j.id) > (${cursor.xid}::xid8, ${cursor.id}::bigint) AND j.xid < pg_snapshot_xmin(pg_current_snapshot())
       ORDER BY j.xid, j.id LIMIT ${limit}`) as Record<string, unknown>[];
@@ -31,9 +42,15 @@ export async function journalAfterPg(spool: PgSpool, cursor: PgCursor, limit: nu
   return { rows: out, cursor: last ? { xid: last.xid, id: last.id } : cursor };
 }
 
-/** The last `limit` rows a reader may take now, oldest first, and the cursor after them (the live page's first screen). */
-export async function journalLastPg(spool: PgSpool, limit: number): Promise<{ rows: (JournalRow & { xid: string })[]; cursor: PgCursor }> {
-  const rows = (await spool.sql`SELECT j.id, j.xid::text AS xid, j.at, j.kind, j.batch_id, j.event_id, j.attempt_id, a.n AS attempt_n, j.source, j.destination, j.key, j.detail
+/**
+ * The last `limit` rows a reader may take now, oldest first, and the cursor after them (the live page's first screen).
+ */
+export async function journalLastPg(
+  spool: PgSpool,
+  limit: number,
+): Promise<{ rows: (JournalRow & { xid: string })[]; cursor: PgCursor }> {
+  const rows =
+    (await spool.sql`SELECT j.id, j.xid::text AS xid, j.at, j.kind, j.batch_id, j.event_id, j.attempt_id, a.n AS attempt_n, j.source, j.destination, j.key, j.detail
       FROM journal j LEFT JOIN attempts a ON a.id = j.attempt_id
       WHERE j.xid < pg_snapshot_xmin(pg_current_snapshot())
       ORDER BY j.xid DESC, j.id DESC LIMIT ${limit}`) as Record<string, unknown>[];
@@ -59,9 +76,12 @@ function journalRowOf(r: Record<string, unknown>): JournalRow & { xid: string } 
   };
 }
 
-/** The newest position a reader may take now ("from now"): the last row of a transaction older than every running one. */
+/**
+ * The newest position a reader may take now ("from now"): the last row of a transaction older than every running one.
+ */
 export async function journalHeadPg(spool: PgSpool): Promise<PgCursor> {
-  const [r] = await spool.sql`SELECT xid::text AS xid, id FROM journal WHERE xid < pg_snapshot_xmin(pg_current_snapshot()) ORDER BY xid DESC, id DESC LIMIT 1`;
+  const [r] =
+    await spool.sql`SELECT xid::text AS xid, id FROM journal WHERE xid < pg_snapshot_xmin(pg_current_snapshot()) ORDER BY xid DESC, id DESC LIMIT 1`;
   return r ? { xid: String(r.xid), id: num(r.id) } : PG_CURSOR_START;
 }
 

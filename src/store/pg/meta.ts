@@ -10,7 +10,8 @@ import { type Tx, type PgSpool } from "./db.ts";
 const NUMERIC = "'^[-+]?[0-9]+([.][0-9]*)?([eE][-+]?[0-9]+)?$'";
 
 /** The value of meta[key] (inside a statement over meta) as a number, or NULL. */
-export const metaNumberSql = (tx: Tx, column: string) => tx.unsafe(`CASE WHEN ${column} ~ ${NUMERIC} THEN ${column}::float8 END`);
+export const metaNumberSql = (tx: Tx, column: string) =>
+  tx.unsafe(`CASE WHEN ${column} ~ ${NUMERIC} THEN ${column}::float8 END`);
 
 /** Each meta[key] = max(meta[key], at), in the caller's transaction. */
 export async function advanceMetaTimesPg(tx: Tx, keys: readonly string[], at: number): Promise<void> {
@@ -38,12 +39,18 @@ export interface DispatcherBeat {
  * a number (written by hand) is read as none, as on SQLite, and the next heartbeat replaces it.
  */
 export async function effectiveNowPg(spool: PgSpool): Promise<number> {
-  const [r] = await spool.sql`SELECT GREATEST(EXTRACT(EPOCH FROM clock_timestamp())::float8, COALESCE((SELECT ${metaNumberSql(spool.sql, "value")} FROM meta WHERE key = 'last_tick_at'), 0)) AS t`;
+  const [r] =
+    await spool.sql`SELECT GREATEST(EXTRACT(EPOCH FROM clock_timestamp())::float8, COALESCE((SELECT ${metaNumberSql(spool.sql, "value")} FROM meta WHERE key = 'last_tick_at'), 0)) AS t`;
   return Number(r.t);
 }
 
 /** This dispatcher's heartbeat, and the spool's last tick (never moved back). */
-export async function writeHeartbeatPg(spool: PgSpool, id: string, nowEff: number, caughtErrors?: string): Promise<void> {
+export async function writeHeartbeatPg(
+  spool: PgSpool,
+  id: string,
+  nowEff: number,
+  caughtErrors?: string,
+): Promise<void> {
   await spool.sql.begin(async (tx) => {
     await tx`INSERT INTO dispatchers (id, started_at, heartbeat_at, last_tick_at, caught_errors)
         VALUES (${id}, EXTRACT(EPOCH FROM clock_timestamp())::float8, EXTRACT(EPOCH FROM clock_timestamp())::float8, ${nowEff}, ${caughtErrors ?? null})
@@ -59,10 +66,20 @@ export async function forgetDispatcherPg(spool: PgSpool, id: string): Promise<vo
 
 /** Every dispatcher that beat, with how long ago by the database's clock; one older than `staleS` is not alive. */
 export async function dispatchersPg(spool: PgSpool, staleS: number): Promise<DispatcherBeat[]> {
-  const rows = (await spool.sql`SELECT id, started_at, last_tick_at, EXTRACT(EPOCH FROM clock_timestamp())::float8 - heartbeat_at AS age FROM dispatchers ORDER BY id`) as Record<string, unknown>[];
+  const rows =
+    (await spool.sql`SELECT id, started_at, last_tick_at, EXTRACT(EPOCH FROM clock_timestamp())::float8 - heartbeat_at AS age FROM dispatchers ORDER BY id`) as Record<
+      string,
+      unknown
+    >[];
   return rows.map((r) => {
     const age = Math.max(0, Number(r.age));
-    return { id: String(r.id), startedAt: Number(r.started_at), heartbeatAgeS: age, alive: age <= staleS, lastTickAt: Number(r.last_tick_at) };
+    return {
+      id: String(r.id),
+      startedAt: Number(r.started_at),
+      heartbeatAgeS: age,
+      alive: age <= staleS,
+      lastTickAt: Number(r.last_tick_at),
+    };
   });
 }
 
@@ -84,7 +101,10 @@ export async function metaNumberPg(spool: PgSpool, key: string): Promise<number 
   return r && r.value !== "" && Number.isFinite(n) ? n : null;
 }
 
-/** When maintenance first saw a source's liveness expectation (recorded as `now` the first time; two leaders agree on the first). */
+/**
+ * When maintenance first saw a source's liveness expectation (recorded as `now` the first time; two leaders agree on
+ * the first).
+ */
 export async function expectationSincePg(spool: PgSpool, source: string, now: number): Promise<number> {
   const key = `source:${source}:expected_since`;
   await spool.sql`INSERT INTO meta (key, value) VALUES (${key}, ${String(now)}) ON CONFLICT (key) DO NOTHING`;

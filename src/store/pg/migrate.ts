@@ -41,19 +41,35 @@ async function schemaVersionOn(sql: SQL | ReservedSQL): Promise<number> {
 /** Refuse a schema this build cannot read: older (migrate first) or newer (a newer build wrote it). */
 export async function requirePgSchema(spool: PgSpool): Promise<void> {
   const v = await pgSchemaVersion(spool);
-  if (v > PG_LATEST_SCHEMA) throw new HookspoolError("E_SCHEMA", `the PostgreSQL spool is at schema ${v}, newer than this build (${PG_LATEST_SCHEMA}); run the newer hookspool`);
-  if (v < PG_LATEST_SCHEMA) throw new HookspoolError("E_SCHEMA", `the PostgreSQL spool is at schema ${v}; this build needs ${PG_LATEST_SCHEMA}`, { hint: "run hookspool migrate" });
+  if (v > PG_LATEST_SCHEMA)
+    throw new HookspoolError(
+      "E_SCHEMA",
+      `the PostgreSQL spool is at schema ${v}, newer than this build (${PG_LATEST_SCHEMA}); run the newer hookspool`,
+    );
+  if (v < PG_LATEST_SCHEMA)
+    throw new HookspoolError(
+      "E_SCHEMA",
+      `the PostgreSQL spool is at schema ${v}; this build needs ${PG_LATEST_SCHEMA}`,
+      { hint: "run hookspool migrate" },
+    );
 }
 
 /** Apply what is missing, each migration in its own transaction, all under the migrate lock. */
-export async function migratePg(spool: PgSpool, instanceId: string): Promise<{ from: number; to: number; applied: string[] }> {
+export async function migratePg(
+  spool: PgSpool,
+  instanceId: string,
+): Promise<{ from: number; to: number; applied: string[] }> {
   const conn = await spool.sql.reserve();
   try {
     await conn`SELECT pg_advisory_lock(${MIGRATE_LOCK}::bigint)`;
     try {
       // On the locked connection: a pool of one has no other to lend.
       const from = await schemaVersionOn(conn);
-      if (from > PG_LATEST_SCHEMA) throw new HookspoolError("E_SCHEMA", `the PostgreSQL spool is at schema ${from}, newer than this build (${PG_LATEST_SCHEMA}); run the newer hookspool`);
+      if (from > PG_LATEST_SCHEMA)
+        throw new HookspoolError(
+          "E_SCHEMA",
+          `the PostgreSQL spool is at schema ${from}, newer than this build (${PG_LATEST_SCHEMA}); run the newer hookspool`,
+        );
       const applied: string[] = [];
       for (const m of PG_MIGRATIONS.filter((x) => x.version > from)) {
         await conn.begin(async (tx) => {

@@ -23,14 +23,18 @@ async function requireBatchPg(tx: Tx, id: number): Promise<BatchHead> {
 /** A destination's dead-batch issues that no dead batch keeps open any more are resolved. */
 async function resolveDeadIssuesPg(tx: Tx, destination: string, now: number): Promise<void> {
   for (const [lastClass, reasonClass] of DEAD_CLASSES) {
-    const [{ n }] = await tx`SELECT COUNT(*)::int AS n FROM batches WHERE state = 'dead' AND destination = ${destination} AND last_class = ${lastClass}`;
+    const [{ n }] =
+      await tx`SELECT COUNT(*)::int AS n FROM batches WHERE state = 'dead' AND destination = ${destination} AND last_class = ${lastClass}`;
     if (n === 0) await resolveIssuePg(tx, `delivery:${destination}:${reasonClass}`, now);
   }
 }
 
 /** A source's quarantine issues that no dead quarantine batch keeps open any more are resolved. */
 async function resolveQuarantineIssuesPg(tx: Tx, source: string, now: number): Promise<void> {
-  const left = (await tx`SELECT last_error FROM batches WHERE destination = 'quarantine' AND state = 'dead' AND source = ${source}`) as { last_error: string | null }[];
+  const left =
+    (await tx`SELECT last_error FROM batches WHERE destination = 'quarantine' AND state = 'dead' AND source = ${source}`) as {
+      last_error: string | null;
+    }[];
   const open = new Set(left.map((b) => quarantineIssue(source, b.last_error ?? "").fingerprint));
   for (const reason of ["bad_payload", "plugin_error:Error"]) {
     const { fingerprint } = quarantineIssue(source, reason);
@@ -39,7 +43,12 @@ async function resolveQuarantineIssuesPg(tx: Tx, source: string, now: number): P
 }
 
 /** Replay a dead batch: -> retry, due now, attempts = 0; a quarantine batch is classified again. */
-export async function replayBatchPg(spool: PgSpool, id: number, now: number, reclassify?: Reclassify): Promise<ReplayResult> {
+export async function replayBatchPg(
+  spool: PgSpool,
+  id: number,
+  now: number,
+  reclassify?: Reclassify,
+): Promise<ReplayResult> {
   return spool.sql.begin(async (tx): Promise<ReplayResult> => {
     const b = await requireBatchPg(tx, id);
     if (b.state !== "dead") throw notApplicable(b, "replay", "dead");
@@ -49,12 +58,24 @@ export async function replayBatchPg(spool: PgSpool, id: number, now: number, rec
       await resolveDeadIssuesPg(tx, b.destination, now);
       return { batchId: id, kind: "replayed" };
     }
-    if (!reclassify) throw new HookspoolError("E_CONFIG", `batch ${id} is a quarantine batch; replaying it needs the source plugin`);
-    const rows = (await tx`SELECT id, source, received_at, raw, headers, url FROM events WHERE batch_id = ${id}::bigint ORDER BY id`) as Record<string, unknown>[];
+    if (!reclassify)
+      throw new HookspoolError("E_CONFIG", `batch ${id} is a quarantine batch; replaying it needs the source plugin`);
+    const rows =
+      (await tx`SELECT id, source, received_at, raw, headers, url FROM events WHERE batch_id = ${id}::bigint ORDER BY id`) as Record<
+        string,
+        unknown
+      >[];
     const results: EnqueueResult[] = [];
     let ignored = 0;
     for (const r of rows) {
-      const req: StoredRequest = { eventId: num(r.id), source: String(r.source), receivedAt: Number(r.received_at), raw: r.raw ? new Uint8Array(r.raw as Uint8Array) : new Uint8Array(), headers: JSON.parse(String(r.headers)), url: (r.url as string | null) ?? null };
+      const req: StoredRequest = {
+        eventId: num(r.id),
+        source: String(r.source),
+        receivedAt: Number(r.received_at),
+        raw: r.raw ? new Uint8Array(r.raw as Uint8Array) : new Uint8Array(),
+        headers: JSON.parse(String(r.headers)),
+        url: (r.url as string | null) ?? null,
+      };
       const events: readonly NewEvent[] = reclassify(req);
       if (events.length === 0) ignored++;
       results.push(...(await enqueueEventsPgTx(tx, events, now)));
@@ -70,7 +91,8 @@ export async function replayBatchPg(spool: PgSpool, id: number, now: number, rec
 export async function resendDeliveredPg(spool: PgSpool, id: number, now: number): Promise<void> {
   await spool.sql.begin(async (tx) => {
     const b = await requireBatchPg(tx, id);
-    if (b.state !== "delivered" || b.destination === "quarantine") throw notApplicable(b, "replay --delivered", "delivered");
+    if (b.state !== "delivered" || b.destination === "quarantine")
+      throw notApplicable(b, "replay --delivered", "delivered");
     await tx`UPDATE batches SET state = 'retry', attempts = 0, next_attempt_at = ${now}, not_before = ${now}, delivered_at = NULL, result = NULL, last_class = NULL, last_error = NULL WHERE id = ${id}::bigint`;
     await journalPg(tx, "retry", id, now, { detail: { resend: true } });
   });
@@ -87,7 +109,8 @@ export async function retryNowPg(spool: PgSpool, id: number, now: number): Promi
 
 /** -> dropped inside the caller's transaction; `result` says why ("dropped", "split"). */
 async function dropBatchPgTx(tx: Tx, b: BatchHead, now: number, result: string, why: string): Promise<void> {
-  const done = await tx`UPDATE batches SET state = 'dropped', delivered_at = ${now}, result = ${result}, last_error = ${why}, dead_reason = NULL,
+  const done =
+    await tx`UPDATE batches SET state = 'dropped', delivered_at = ${now}, result = ${result}, last_error = ${why}, dead_reason = NULL,
       next_attempt_at = NULL, not_before = NULL
     WHERE id = ${b.id}::bigint AND state IN ('open', 'sealed', 'retry', 'awaiting', 'dead')`;
   if (done.count !== 1) throw notApplicable(b, "drop", "open, sealed, retry, awaiting or dead");
@@ -110,21 +133,30 @@ export async function dropBatchesPg(spool: PgSpool, ids: readonly number[], now:
   });
 }
 
-/** split: consecutive sealed pieces in the same group, due now; the original dropped 'split'. Returns the pieces' ids. */
+/**
+ * split: consecutive sealed pieces in the same group, due now; the original dropped 'split'. Returns the pieces' ids.
+ */
 export async function splitBatchPg(spool: PgSpool, id: number, o: SplitOptions, now: number): Promise<number[]> {
   checkSplitOptions(o);
   return spool.sql.begin(async (tx) => {
     const b = await requireBatchPg(tx, id);
     if (!["sealed", "retry", "dead"].includes(b.state)) throw notApplicable(b, "split", "sealed, retry or dead");
-    if (b.destination === "quarantine") throw new HookspoolError("E_NOTHING", `batch ${id} is a quarantine batch; replay or drop it`);
+    if (b.destination === "quarantine")
+      throw new HookspoolError("E_NOTHING", `batch ${id} is a quarantine batch; replay or drop it`);
     const content = await batchContentPg(tx, id);
-    const rows = ((await tx`SELECT id, received_at FROM events WHERE batch_id = ${id}::bigint ORDER BY id`) as Record<string, unknown>[]).map((r) => ({ id: num(r.id), received_at: Number(r.received_at) }));
+    const rows = (
+      (await tx`SELECT id, received_at FROM events WHERE batch_id = ${id}::bigint ORDER BY id`) as Record<
+        string,
+        unknown
+      >[]
+    ).map((r) => ({ id: num(r.id), received_at: Number(r.received_at) }));
     const parts = pieces(splitEvents(rows, content), o);
     if (parts.length < 2) throw new HookspoolError("E_NOTHING", `batch ${id} already fits; nothing to split`);
     const ids: number[] = [];
     for (const part of parts) {
       const members = new Set(part.map((e) => e.id));
-      const [row] = await tx`INSERT INTO batches (route, source, destination, key, state, first_at, last_at, quiet_s, max_s, max_events, max_bytes, not_before, count, bytes, sealed_at, content_hash)
+      const [row] =
+        await tx`INSERT INTO batches (route, source, destination, key, state, first_at, last_at, quiet_s, max_s, max_events, max_bytes, not_before, count, bytes, sealed_at, content_hash)
           SELECT route, source, destination, key, 'sealed', ${Math.min(...part.map((e) => e.received_at))}, ${Math.max(...part.map((e) => e.received_at))}, quiet_s, max_s, max_events, max_bytes,
                  ${now}, ${part.length}, ${part.reduce((sum, e) => sum + e.size, 0)}, ${now}, ${contentHash(content.filter((e) => members.has(e.id)))}
           FROM batches WHERE id = ${id}::bigint RETURNING id`;
@@ -138,18 +170,31 @@ export async function splitBatchPg(spool: PgSpool, id: number, o: SplitOptions, 
 }
 
 /** exclude: events stay stored and listed, are left out of the document, content_hash recomputed. */
-export async function excludeEventsPg(spool: PgSpool, batchId: number, eventIds: readonly number[], now: number): Promise<void> {
+export async function excludeEventsPg(
+  spool: PgSpool,
+  batchId: number,
+  eventIds: readonly number[],
+  now: number,
+): Promise<void> {
   await spool.sql.begin(async (tx) => {
     const b = await requireBatchPg(tx, batchId);
-    if (!["open", "sealed", "retry", "dead"].includes(b.state)) throw notApplicable(b, "exclude", "open, sealed, retry or dead");
-    if (b.destination === "quarantine") throw new HookspoolError("E_NOTHING", `batch ${batchId} is a quarantine batch; replay or drop it`);
+    if (!["open", "sealed", "retry", "dead"].includes(b.state))
+      throw notApplicable(b, "exclude", "open, sealed, retry or dead");
+    if (b.destination === "quarantine")
+      throw new HookspoolError("E_NOTHING", `batch ${batchId} is a quarantine batch; replay or drop it`);
     for (const eid of eventIds) {
       const [e] = await tx`SELECT batch_id FROM events WHERE id = ${eid}::bigint`;
-      if (!e || num(e.batch_id) !== batchId) throw new HookspoolError("E_NOT_FOUND", `event ${eid} is not in batch ${batchId}`);
+      if (!e || num(e.batch_id) !== batchId)
+        throw new HookspoolError("E_NOT_FOUND", `event ${eid} is not in batch ${batchId}`);
       await tx`UPDATE events SET excluded_at = ${now} WHERE id = ${eid}::bigint AND excluded_at IS NULL`;
     }
-    const [{ n }] = await tx`SELECT COUNT(*)::int AS n FROM events WHERE batch_id = ${batchId}::bigint AND excluded_at IS NULL`;
-    if (n === 0) throw new HookspoolError("E_NOTHING", `that would exclude every event of batch ${batchId}`, { hint: `drop it instead: hookspool drop ${batchId} --yes` });
-    if (b.state !== "open") await tx`UPDATE batches SET content_hash = ${contentHash(await batchContentPg(tx, batchId))} WHERE id = ${batchId}::bigint`;
+    const [{ n }] =
+      await tx`SELECT COUNT(*)::int AS n FROM events WHERE batch_id = ${batchId}::bigint AND excluded_at IS NULL`;
+    if (n === 0)
+      throw new HookspoolError("E_NOTHING", `that would exclude every event of batch ${batchId}`, {
+        hint: `drop it instead: hookspool drop ${batchId} --yes`,
+      });
+    if (b.state !== "open")
+      await tx`UPDATE batches SET content_hash = ${contentHash(await batchContentPg(tx, batchId))} WHERE id = ${batchId}::bigint`;
   });
 }

@@ -5,7 +5,16 @@
 import { num, type PgSpool, type Tx } from "./db.ts";
 import { closedRow, type DestinationRow } from "../destinations.ts";
 import { factsNeeded, type OutcomeFacts, type OutcomeInput, planOutcome, type Recorded } from "../outcome-plan.ts";
-import { clearProbePg, destinationRowOf, liftThrottlePg, pauseDestinationPgTx, recordSuccessPg, recordTransportFailurePg, setRetryAfterPg, throttlePg } from "./destinations.ts";
+import {
+  clearProbePg,
+  destinationRowOf,
+  liftThrottlePg,
+  pauseDestinationPgTx,
+  recordSuccessPg,
+  recordTransportFailurePg,
+  setRetryAfterPg,
+  throttlePg,
+} from "./destinations.ts";
 import { raiseIssuePg, resolveIssuePg } from "./issues.ts";
 import { markDeadPgTx, markDeliveredPgTx, markRetryPgTx } from "./marks.ts";
 import { testHook } from "../../testhook.ts";
@@ -14,8 +23,16 @@ import { ignoredRun, PAST_LIMIT, type PastAttempt, previousBadEmit, strikeGaps }
 /** The batch's finished attempts, newest first (the ones the rules of attempts-plan.ts read). */
 async function pastAttempts(tx: Tx, batchId: number): Promise<PastAttempt[]> {
   const rows = (await tx`SELECT outcome, klass, error, finished_at FROM attempts
-      WHERE batch_id = ${batchId}::bigint AND finished_at IS NOT NULL AND outcome <> 'discarded' ORDER BY id DESC LIMIT ${PAST_LIMIT}`) as Record<string, unknown>[];
-  return rows.map((r) => ({ outcome: (r.outcome as string | null) ?? null, klass: (r.klass as string | null) ?? null, error: (r.error as string | null) ?? null, finished_at: Number(r.finished_at) }));
+      WHERE batch_id = ${batchId}::bigint AND finished_at IS NOT NULL AND outcome <> 'discarded' ORDER BY id DESC LIMIT ${PAST_LIMIT}`) as Record<
+    string,
+    unknown
+  >[];
+  return rows.map((r) => ({
+    outcome: (r.outcome as string | null) ?? null,
+    klass: (r.klass as string | null) ?? null,
+    error: (r.error as string | null) ?? null,
+    finished_at: Number(r.finished_at),
+  }));
 }
 
 /** The poison run a strike finishing at `now` completes (strikeGaps says which gaps count). */
@@ -23,7 +40,8 @@ export async function transportStrikesPg(tx: Tx, batchId: number, destination: s
   let strikes = 0;
   for (const gap of strikeGaps(await pastAttempts(tx, batchId), now)) {
     // An awaited delivery's 2xx (class "await") is not a success: its run's outcome is.
-    const [delivered] = await tx`SELECT 1 AS one FROM attempts WHERE destination = ${destination} AND batch_id <> ${batchId}::bigint AND outcome = 'ok'
+    const [delivered] =
+      await tx`SELECT 1 AS one FROM attempts WHERE destination = ${destination} AND batch_id <> ${batchId}::bigint AND outcome = 'ok'
         AND (klass IS NULL OR klass <> 'await') AND finished_at >= ${gap.from} AND finished_at < ${gap.to} LIMIT 1`;
     if (!delivered) break;
     strikes++;
@@ -39,7 +57,10 @@ async function destinationLocked(tx: Tx, name: string): Promise<DestinationRow> 
 
 /** The destination's latest delivered answers (at most `limit`), newest first. */
 async function latestAnswersPg(tx: Tx, destination: string, limit: number): Promise<(string | null)[]> {
-  const rows = (await tx`SELECT answer FROM attempts WHERE destination = ${destination} AND outcome = 'ok' ORDER BY started_at DESC, id DESC LIMIT ${limit}`) as { answer: string | null }[];
+  const rows =
+    (await tx`SELECT answer FROM attempts WHERE destination = ${destination} AND outcome = 'ok' ORDER BY started_at DESC, id DESC LIMIT ${limit}`) as {
+      answer: string | null;
+    }[];
   return rows.map((a) => a.answer);
 }
 
@@ -52,7 +73,10 @@ async function factsPg(tx: Tx, f: OutcomeInput): Promise<OutcomeFacts | null> {
   return {
     batch,
     destination,
-    strikes: need.strikes && destination.state === "closed" ? await transportStrikesPg(tx, f.batchId, batch.destination, f.now) : 0,
+    strikes:
+      need.strikes && destination.state === "closed"
+        ? await transportStrikesPg(tx, f.batchId, batch.destination, f.now)
+        : 0,
     previousBadEmit: need.previousBadEmit ? previousBadEmit(await pastAttempts(tx, f.batchId)) : false,
     ignoredRun: need.ignoredRun > 0 ? ignoredRun(await latestAnswersPg(tx, batch.destination, need.ignoredRun)) : 0,
   };
@@ -67,8 +91,15 @@ async function recordOutcomePgTx(tx: Tx, f: OutcomeInput): Promise<Recorded> {
   const m = plan.mark;
   let applied: boolean;
   if (m.kind === "delivered") {
-    applied = await markDeliveredPgTx(tx, { ...base, attempt: m.attempt, result: m.result, emits: m.emits, awaitUntil: m.awaitUntil });
-  } else if (m.kind === "retry") applied = await markRetryPgTx(tx, { ...base, nextAttemptAt: m.nextAttemptAt, attempt: m.attempt });
+    applied = await markDeliveredPgTx(tx, {
+      ...base,
+      attempt: m.attempt,
+      result: m.result,
+      emits: m.emits,
+      awaitUntil: m.awaitUntil,
+    });
+  } else if (m.kind === "retry")
+    applied = await markRetryPgTx(tx, { ...base, nextAttemptAt: m.nextAttemptAt, attempt: m.attempt });
   else applied = await markDeadPgTx(tx, { ...base, deadReason: m.deadReason, attempt: m.attempt });
   if (!applied) return { applied: false };
   const recorded: Recorded = { ...plan.recorded };
@@ -121,7 +152,12 @@ export async function recordOutcomesPg(spool: PgSpool, inputs: readonly OutcomeI
   if (inputs.length === 0) return [];
   // In destination then batch order, the order every transaction that locks several destination
   // rows takes them, so two dispatchers' outcome transactions never wait on each other in a cycle.
-  const order = inputs.map((input, i) => ({ input, i })).sort((a, b) => (a.input.destination ?? "").localeCompare(b.input.destination ?? "") || a.input.batchId - b.input.batchId);
+  const order = inputs
+    .map((input, i) => ({ input, i }))
+    .sort(
+      (a, b) =>
+        (a.input.destination ?? "").localeCompare(b.input.destination ?? "") || a.input.batchId - b.input.batchId,
+    );
   return spool.sql.begin(async (tx) => {
     const out: (Recorded | Error)[] = new Array(inputs.length);
     for (const { input, i } of order) {

@@ -9,7 +9,13 @@ import { num, numOrNull, type PgSpool, type Tx } from "./db.ts";
 import { enqueueEventsPgTx } from "./enqueue.ts";
 import { testHook } from "../../testhook.ts";
 
-export async function stepPollPg(spool: PgSpool, p: PollPlan, now: number, rng: Rng, tick: (at: number) => NewEvent): Promise<PollStep | null> {
+export async function stepPollPg(
+  spool: PgSpool,
+  p: PollPlan,
+  now: number,
+  rng: Rng,
+  tick: (at: number) => NewEvent,
+): Promise<PollStep | null> {
   const [peek] = await spool.sql`SELECT next_at FROM polls WHERE instance = ${p.instance}`;
   if (due(peek ? { next_at: Number(peek.next_at) } : null, p, now) === "wait") return null;
   return spool.sql.begin(async (tx): Promise<PollStep | null> => {
@@ -19,14 +25,16 @@ export async function stepPollPg(spool: PgSpool, p: PollPlan, now: number, rng: 
     const next = now + p.everyS + rng.next() * p.jitterS;
     if (step === "wait") return null;
     if (step === "scheduled") {
-      const made = await tx`INSERT INTO polls (instance, next_at, created_at) VALUES (${p.instance}, ${now + rng.next() * p.jitterS}, ${now}) ON CONFLICT (instance) DO NOTHING`;
+      const made =
+        await tx`INSERT INTO polls (instance, next_at, created_at) VALUES (${p.instance}, ${now + rng.next() * p.jitterS}, ${now}) ON CONFLICT (instance) DO NOTHING`;
       return made.count === 1 ? step : null;
     }
     if (step === "rescheduled" || !row) {
       await tx`UPDATE polls SET next_at = ${next} WHERE instance = ${p.instance}`;
       return "rescheduled";
     }
-    const [last] = row.last_batch_id === null ? [] : await tx`SELECT state FROM batches WHERE id = ${row.last_batch_id}::bigint`;
+    const [last] =
+      row.last_batch_id === null ? [] : await tx`SELECT state FROM batches WHERE id = ${row.last_batch_id}::bigint`;
     if (last && UNFINISHED.has(String(last.state))) {
       await tx`UPDATE polls SET next_at = ${next}, skipped = skipped + 1 WHERE instance = ${p.instance}`;
       return "skipped";

@@ -27,9 +27,18 @@ const SEAL_CHUNK = 500;
  * (an intake may have joined one since), reads their content in one query, and seals them in one
  * statement with their hashes and their journal rows in another.
  */
-export async function sealReadyPg(spool: PgSpool, now: number, keyBudgets: ReadonlyMap<string, Rate> = new Map()): Promise<number[]> {
+export async function sealReadyPg(
+  spool: PgSpool,
+  now: number,
+  keyBudgets: ReadonlyMap<string, Rate> = new Map(),
+): Promise<number[]> {
   const found = (await spool.sql`SELECT id, destination, route, key FROM batches WHERE state = 'open'
-      AND ((quiet_s = 0 AND max_s = 0) OR ${now} >= last_at + quiet_s OR ${now} >= first_at + max_s) ORDER BY id`) as { id: string; destination: string; route: string; key: string }[];
+      AND ((quiet_s = 0 AND max_s = 0) OR ${now} >= last_at + quiet_s OR ${now} >= first_at + max_s) ORDER BY id`) as {
+    id: string;
+    destination: string;
+    route: string;
+    key: string;
+  }[];
   // A key whose key_budget is spent keeps its open batch open past the window (see sealReady).
   const ready: typeof found = [];
   for (const b of found) {
@@ -42,8 +51,12 @@ export async function sealReadyPg(spool: PgSpool, now: number, keyBudgets: Reado
     const done = await spool.sql.begin(async (tx) => {
       await lockAll(tx, { a: chunk.map((r) => `g${r.route}`), b: chunk.map((r) => r.key) });
       const ids = chunk.map((r) => num(r.id));
-      const still = ((await tx`SELECT id FROM batches WHERE id = ANY(${ids}::bigint[]) AND state = 'open'
-          AND ((quiet_s = 0 AND max_s = 0) OR ${now} >= last_at + quiet_s OR ${now} >= first_at + max_s) ORDER BY id`) as { id: string }[]).map((r) => num(r.id));
+      const still = (
+        (await tx`SELECT id FROM batches WHERE id = ANY(${ids}::bigint[]) AND state = 'open'
+          AND ((quiet_s = 0 AND max_s = 0) OR ${now} >= last_at + quiet_s OR ${now} >= first_at + max_s) ORDER BY id`) as {
+          id: string;
+        }[]
+      ).map((r) => num(r.id));
       if (still.length === 0) return [];
       const content = await contentOfBatchesPg(tx, still);
       const hashes = still.map((id) => contentHash(content.get(id) ?? []));
@@ -92,14 +105,35 @@ export async function candidatesPg(spool: PgSpool, now: number, perDestination =
   const out: Candidate[] = [];
   for (const { name } of names) {
     const rows = (await spool.sql.unsafe(CANDIDATES, [name, now, limit])) as Record<string, unknown>[];
-    for (const r of rows) out.push({ id: num(r.id), route: String(r.route), source: String(r.source), destination: String(r.destination), key: String(r.key), state: r.state as Candidate["state"], first_at: Number(r.first_at), attempts: Number(r.attempts), count: Number(r.count), bytes: num(r.bytes) });
+    for (const r of rows)
+      out.push({
+        id: num(r.id),
+        route: String(r.route),
+        source: String(r.source),
+        destination: String(r.destination),
+        key: String(r.key),
+        state: r.state as Candidate["state"],
+        first_at: Number(r.first_at),
+        attempts: Number(r.attempts),
+        count: Number(r.count),
+        bytes: num(r.bytes),
+      });
   }
   return out.sort((a, b) => a.first_at - b.first_at || a.id - b.id);
 }
 
-/** How PostgreSQL runs the candidates walk: the destinations' scan, and one destination's walk (a test holds them to the indexes). */
-export async function candidatesPlansPg(spool: PgSpool, destination: string, now: number, limit: number): Promise<{ destinations: string[]; walk: string[] }> {
-  const plan = async (sql: string, params: (string | number)[] = []) => ((await spool.sql.unsafe(`EXPLAIN ${sql}`, params)) as { "QUERY PLAN": string }[]).map((r) => r["QUERY PLAN"]);
+/**
+ * How PostgreSQL runs the candidates walk: the destinations' scan, and one destination's walk (a test holds them to the
+ * indexes).
+ */
+export async function candidatesPlansPg(
+  spool: PgSpool,
+  destination: string,
+  now: number,
+  limit: number,
+): Promise<{ destinations: string[]; walk: string[] }> {
+  const plan = async (sql: string, params: (string | number)[] = []) =>
+    ((await spool.sql.unsafe(`EXPLAIN ${sql}`, params)) as { "QUERY PLAN": string }[]).map((r) => r["QUERY PLAN"]);
   return { destinations: await plan(READY_DESTINATIONS), walk: await plan(CANDIDATES, [destination, now, limit]) };
 }
 
@@ -113,16 +147,26 @@ interface Gate {
 }
 
 /** A paced destination's window at `now` (two searches of attempts_window). */
-export async function rateWindowPg(sql: PgSpool["sql"] | Tx, destination: string, now: number, rate: Rate): Promise<WindowHit[]> {
+export async function rateWindowPg(
+  sql: PgSpool["sql"] | Tx,
+  destination: string,
+  now: number,
+  rate: Rate,
+): Promise<WindowHit[]> {
   const since = now - rate.windowS - rateMarginS(rate);
-  const rows = (await sql`SELECT hits, finished_at FROM attempts WHERE destination = ${destination} AND hits IS NOT NULL AND finished_at IS NULL
-      UNION ALL SELECT hits, finished_at FROM attempts WHERE destination = ${destination} AND hits IS NOT NULL AND finished_at > ${since}`) as Record<string, unknown>[];
+  const rows =
+    (await sql`SELECT hits, finished_at FROM attempts WHERE destination = ${destination} AND hits IS NOT NULL AND finished_at IS NULL
+      UNION ALL SELECT hits, finished_at FROM attempts WHERE destination = ${destination} AND hits IS NOT NULL AND finished_at > ${since}`) as Record<
+      string,
+      unknown
+    >[];
   return rows.map((r) => ({ hits: Number(r.hits), finishedAt: numOrNull(r.finished_at) }));
 }
 
 /** Unwrap, on a retry: where the earlier attempts of this delivery left off (as on SQLite). */
 export async function resumePointPg(spool: PgSpool, batchId: number): Promise<Resume | null> {
-  const [r] = await spool.sql`SELECT MAX(failed_event_id) AS before, COALESCE(MAX(unconfirmed), 0)::int AS unconfirmed FROM attempts
+  const [r] =
+    await spool.sql`SELECT MAX(failed_event_id) AS before, COALESCE(MAX(unconfirmed), 0)::int AS unconfirmed FROM attempts
       WHERE batch_id = ${batchId}::bigint AND finished_at IS NOT NULL
         AND id > COALESCE((SELECT MAX(id) FROM attempts WHERE batch_id = ${batchId}::bigint AND outcome = 'ok'), 0)`;
   return r && r.before !== null ? { before: num(r.before), unconfirmed: Number(r.unconfirmed) === 1 } : null;
@@ -141,21 +185,32 @@ async function lockGates(tx: Tx, inputs: readonly ClaimInput[]): Promise<Map<str
     // Claims for one destination take turns (a lock only claims take: an outcome, which frees a
     // slot or trips the breaker, never waits for it); what they read is then every committed claim's.
     await tx`SELECT pg_advisory_xact_lock(hashtext(${`d${name}`}), 0)`;
-    const [d] = await tx`SELECT (SELECT COUNT(*)::int FROM batches WHERE destination = ${name} AND state = 'leased') AS leased, destinations.*
+    const [d] =
+      await tx`SELECT (SELECT COUNT(*)::int FROM batches WHERE destination = ${name} AND state = 'leased') AS leased, destinations.*
         FROM (SELECT 1) one LEFT JOIN destinations ON name = ${name}`;
     const paced = inputs.find((c) => c.destination === name && c.rate);
     const window = paced?.rate ? await rateWindowPg(tx, name, paced.now, paced.rate) : [];
     const budgeted = inputs.find((c) => c.destination === name && c.budget);
     const spent = budgeted?.budget ? (await budgetSpendsPg(tx, name, budgeted.budget.windowS, budgeted.now)).length : 0;
-    gates.set(name, { row: d.name === null || d.name === undefined ? closedRow(name) : destinationRowOf(d), leased: Number(d.leased), window, spent });
+    gates.set(name, {
+      row: d.name === null || d.name === undefined ? closedRow(name) : destinationRowOf(d),
+      leased: Number(d.leased),
+      window,
+      spent,
+    });
   }
   return gates;
 }
 
-/** The gate's rule (store/gate-plan.ts) on the locked row, for a dispatcher's claim (one that says its max_inflight). */
+/**
+ * The gate's rule (store/gate-plan.ts) on the locked row, for a dispatcher's claim (one that says its max_inflight).
+ */
 function gateAdmits(g: Gate, c: ClaimInput): boolean {
   if (c.maxInflight === undefined) return true;
-  return admits({ row: g.row, inflight: g.leased, maxInflight: c.maxInflight, now: c.now, rate: c.rate ?? null, window: g.window }, { probe: c.probe === true, hits: c.rate ? (c.hits ?? 1) : 0 });
+  return admits(
+    { row: g.row, inflight: g.leased, maxInflight: c.maxInflight, now: c.now, rate: c.rate ?? null, window: g.window },
+    { probe: c.probe === true, hits: c.rate ? (c.hits ?? 1) : 0 },
+  );
 }
 
 /**
@@ -163,7 +218,10 @@ function gateAdmits(g: Gate, c: ClaimInput): boolean {
  * intake mid-join: skipped this time), the row locked SKIP LOCKED and checked again to head its
  * group, the attempt written, the lease taken. A batch that is not claimable is null in its place.
  */
-export async function claimPg(spool: PgSpool, inputs: readonly (ClaimInput & { route: string; key: string })[]): Promise<(Claim | null | "gated")[]> {
+export async function claimPg(
+  spool: PgSpool,
+  inputs: readonly (ClaimInput & { route: string; key: string })[],
+): Promise<(Claim | null | "gated")[]> {
   if (inputs.length === 0) return [];
   return spool.sql.begin(async (tx) => {
     const gates = await lockGates(tx, inputs);
@@ -179,7 +237,11 @@ export async function claimPg(spool: PgSpool, inputs: readonly (ClaimInput & { r
         out.push("gated");
         continue;
       }
-      if (c.keyBudget && (await budgetSpendsPg(tx, c.destination, c.keyBudget.windowS, c.now, { route: c.route, key: c.key })).length >= c.keyBudget.limit) {
+      if (
+        c.keyBudget &&
+        (await budgetSpendsPg(tx, c.destination, c.keyBudget.windowS, c.now, { route: c.route, key: c.key })).length >=
+          c.keyBudget.limit
+      ) {
         out.push("gated");
         continue;
       }
@@ -188,20 +250,26 @@ export async function claimPg(spool: PgSpool, inputs: readonly (ClaimInput & { r
         out.push(null);
         continue;
       }
-      const [row] = await tx.unsafe(`SELECT b.id FROM batches b WHERE b.id = $1 AND b.state IN ('sealed', 'retry') AND ${HEAD} FOR UPDATE SKIP LOCKED`, [c.batchId]);
+      const [row] = await tx.unsafe(
+        `SELECT b.id FROM batches b WHERE b.id = $1 AND b.state IN ('sealed', 'retry') AND ${HEAD} FOR UPDATE SKIP LOCKED`,
+        [c.batchId],
+      );
       if (!row) {
         out.push(null);
         continue;
       }
       const [{ n }] = await tx`SELECT COUNT(*)::int + 1 AS n FROM attempts WHERE batch_id = ${c.batchId}::bigint`;
       const hits = c.rate ? (c.hits ?? 1) : null;
-      const [a] = await tx`INSERT INTO attempts (batch_id, n, destination, started_at, probe, counted, hits) VALUES (${c.batchId}::bigint, ${n}, ${c.destination}, ${c.now}, ${c.probe ? 1 : 0}, 0, ${hits}) RETURNING id`;
+      const [a] =
+        await tx`INSERT INTO attempts (batch_id, n, destination, started_at, probe, counted, hits) VALUES (${c.batchId}::bigint, ${n}, ${c.destination}, ${c.now}, ${c.probe ? 1 : 0}, 0, ${hits}) RETURNING id`;
       const attemptId = num(a.id);
       const owner = `${c.host}:${c.pid}:${attemptId}`;
       await tx`UPDATE batches SET state = 'leased', lease_until = ${c.leaseUntil}, lease_owner = ${owner} WHERE id = ${c.batchId}::bigint`;
-      const [{ resend }] = await tx`SELECT COUNT(*)::int AS resend FROM attempts WHERE batch_id = ${c.batchId}::bigint AND outcome = 'ok'`;
+      const [{ resend }] =
+        await tx`SELECT COUNT(*)::int AS resend FROM attempts WHERE batch_id = ${c.batchId}::bigint AND outcome = 'ok'`;
       const deliveryId = c.deliveryId ? c.deliveryId(attemptId, n, resend) : null;
-      if (deliveryId !== null) await tx`UPDATE attempts SET delivery_id = ${deliveryId} WHERE id = ${attemptId}::bigint`;
+      if (deliveryId !== null)
+        await tx`UPDATE attempts SET delivery_id = ${deliveryId} WHERE id = ${attemptId}::bigint`;
       if (c.probe) await markProbePg(tx, c.destination, c.batchId, c.leaseUntil);
       if (g) {
         g.leased++;
@@ -209,7 +277,10 @@ export async function claimPg(spool: PgSpool, inputs: readonly (ClaimInput & { r
         if (c.probe) g.row = { ...g.row, probe_until: c.leaseUntil };
         if (hits !== null) g.window.push({ hits, finishedAt: null });
       }
-      await journalPg(tx, "leased", c.batchId, c.now, { attempt: attemptId, detail: { n, ...(resend ? { resend } : {}) } });
+      await journalPg(tx, "leased", c.batchId, c.now, {
+        attempt: attemptId,
+        detail: { n, ...(resend ? { resend } : {}) },
+      });
       out.push({ attemptId, n, owner, leaseUntil: c.leaseUntil, deliveryId, resend });
     }
     testHook("claim.before_commit");
@@ -224,8 +295,11 @@ export async function claimPg(spool: PgSpool, inputs: readonly (ClaimInput & { r
  */
 export async function recoverExpiredPg(spool: PgSpool, now: number): Promise<number[]> {
   return spool.sql.begin(async (tx) => {
-    const rows = (await tx`UPDATE batches SET state = 'retry', next_attempt_at = ${now}, lease_until = NULL, lease_owner = NULL, last_error = 'lease expired'
-        WHERE id IN (SELECT id FROM batches WHERE state = 'leased' AND lease_until < ${now} FOR UPDATE SKIP LOCKED) RETURNING id`) as { id: string }[];
+    const rows =
+      (await tx`UPDATE batches SET state = 'retry', next_attempt_at = ${now}, lease_until = NULL, lease_owner = NULL, last_error = 'lease expired'
+        WHERE id IN (SELECT id FROM batches WHERE state = 'leased' AND lease_until < ${now} FOR UPDATE SKIP LOCKED) RETURNING id`) as {
+        id: string;
+      }[];
     const ids = rows.map((r) => num(r.id)).sort((a, b) => a - b);
     for (const id of ids) {
       await tx`UPDATE attempts SET finished_at = ${now}, outcome = 'retry', error = 'lease expired', counted = 0 WHERE batch_id = ${id}::bigint AND finished_at IS NULL`;
@@ -235,7 +309,10 @@ export async function recoverExpiredPg(spool: PgSpool, now: number): Promise<num
   });
 }
 
-/** The next instant after `now` at which an open batch's window ends, a retry falls due or an awaited outcome is overdue; null when none will. */
+/**
+ * The next instant after `now` at which an open batch's window ends, a retry falls due or an awaited outcome is
+ * overdue; null when none will.
+ */
 export async function nextReadyAtPg(spool: PgSpool, now: number): Promise<number | null> {
   const [r] = await spool.sql`SELECT LEAST(
       (SELECT MIN(LEAST(last_at + quiet_s, first_at + max_s)) FROM batches
@@ -244,7 +321,9 @@ export async function nextReadyAtPg(spool: PgSpool, now: number): Promise<number
   return numOrNull(r?.at);
 }
 
-/** Whether some batch is ready at `now`: sealed, due for a retry, open past its window, or awaiting an overdue outcome. */
+/**
+ * Whether some batch is ready at `now`: sealed, due for a retry, open past its window, or awaiting an overdue outcome.
+ */
 export async function anyReadyNowPg(spool: PgSpool, now: number): Promise<boolean> {
   const [r] = await spool.sql`SELECT EXISTS (SELECT 1 FROM batches WHERE state = 'sealed')
       OR EXISTS (SELECT 1 FROM batches WHERE state IN ('retry', 'awaiting') AND next_attempt_at <= ${now})
@@ -255,6 +334,7 @@ export async function anyReadyNowPg(spool: PgSpool, now: number): Promise<boolea
 
 /** A successful config reload makes every config-class retry due now. */
 export async function redueConfigRetriesPg(spool: PgSpool, now: number): Promise<number> {
-  const r = await spool.sql`UPDATE batches SET next_attempt_at = ${now} WHERE state = 'retry' AND last_class = 'config' AND next_attempt_at > ${now}`;
+  const r =
+    await spool.sql`UPDATE batches SET next_attempt_at = ${now} WHERE state = 'retry' AND last_class = 'config' AND next_attempt_at > ${now}`;
   return r.count;
 }

@@ -1,7 +1,15 @@
 // What the operator's verbs read on PostgreSQL, as SQLite's reads give it (list, show, the ids
 // replay --dead and --delivered take, a quarantine batch's requests, issues), and the issue
 // verbs (ack, resolve, ignore) with SQLite's rules.
-import { type BatchRow, type AttemptRow, batchWhere, type EventListing, type EventPayload, type ListFilter, parseTrace } from "../batches.ts";
+import {
+  type BatchRow,
+  type AttemptRow,
+  batchWhere,
+  type EventListing,
+  type EventPayload,
+  type ListFilter,
+  parseTrace,
+} from "../batches.ts";
 import { num, numOrNull, type PgSpool, numbered } from "./db.ts";
 import type { ExportEvent } from "../export.ts";
 import type { FollowStep } from "../follow.ts";
@@ -84,7 +92,11 @@ export function attemptOf(r: Record<string, unknown>): AttemptRow {
   };
 }
 
-async function query(spool: PgSpool, sql: string, params: Record<string, string | number | null>): Promise<Record<string, unknown>[]> {
+async function query(
+  spool: PgSpool,
+  sql: string,
+  params: Record<string, string | number | null>,
+): Promise<Record<string, unknown>[]> {
   const q = numbered(sql, params);
   return (await spool.sql.unsafe(q.text, q.values)) as Record<string, unknown>[];
 }
@@ -97,40 +109,84 @@ export async function listBatchesPg(spool: PgSpool, f: ListFilter = {}): Promise
     where.push("id < $before");
     params.before = f.before;
   }
-  return (await query(spool, `SELECT * FROM batches ${where.length ? `WHERE ${where.join(" AND ")}` : ""} ORDER BY id DESC LIMIT $limit`, params)).map(batchRowOf);
+  return (
+    await query(
+      spool,
+      `SELECT * FROM batches ${where.length ? `WHERE ${where.join(" AND ")}` : ""} ORDER BY id DESC LIMIT $limit`,
+      params,
+    )
+  ).map(batchRowOf);
 }
 
 export async function batchEventsPg(spool: PgSpool, batchId: number): Promise<EventListing[]> {
-  const rows = (await spool.sql`SELECT id, event_type, received_at, dedup_id, size, excluded_at, route, trace FROM events WHERE batch_id = ${batchId}::bigint ORDER BY id`) as Record<string, unknown>[];
+  const rows =
+    (await spool.sql`SELECT id, event_type, received_at, dedup_id, size, excluded_at, route, trace FROM events WHERE batch_id = ${batchId}::bigint ORDER BY id`) as Record<
+      string,
+      unknown
+    >[];
   return rows.map(eventListingOf);
 }
 
 export async function batchPayloadsPg(spool: PgSpool, batchId: number): Promise<EventPayload[]> {
-  const rows = (await spool.sql`SELECT id, payload, raw, headers FROM events WHERE batch_id = ${batchId}::bigint ORDER BY id`) as Record<string, unknown>[];
-  return rows.map((r) => ({ id: num(r.id), payload: (r.payload as string | null) ?? null, raw: r.raw ? new Uint8Array(r.raw as Uint8Array) : null, headers: String(r.headers) }));
+  const rows =
+    (await spool.sql`SELECT id, payload, raw, headers FROM events WHERE batch_id = ${batchId}::bigint ORDER BY id`) as Record<
+      string,
+      unknown
+    >[];
+  return rows.map((r) => ({
+    id: num(r.id),
+    payload: (r.payload as string | null) ?? null,
+    raw: r.raw ? new Uint8Array(r.raw as Uint8Array) : null,
+    headers: String(r.headers),
+  }));
 }
 
 export async function batchAttemptsPg(spool: PgSpool, batchId: number): Promise<AttemptRow[]> {
-  return ((await spool.sql`SELECT * FROM attempts WHERE batch_id = ${batchId}::bigint ORDER BY id`) as Record<string, unknown>[]).map(attemptOf);
+  return (
+    (await spool.sql`SELECT * FROM attempts WHERE batch_id = ${batchId}::bigint ORDER BY id`) as Record<
+      string,
+      unknown
+    >[]
+  ).map(attemptOf);
 }
 
 /** The dead batches `replay --dead` takes, oldest first (SQLite's terms). */
 export async function deadBatchIdsPg(spool: PgSpool, f: DeadFilter): Promise<number[]> {
   const { where, params } = deadWhere(f);
-  return (await query(spool, `SELECT id FROM batches WHERE ${where.join(" AND ")} ORDER BY first_at, id`, params)).map((r) => num(r.id));
+  return (await query(spool, `SELECT id FROM batches WHERE ${where.join(" AND ")} ORDER BY first_at, id`, params)).map(
+    (r) => num(r.id),
+  );
 }
 
 /** The delivered batches `replay --delivered` takes, oldest first. */
 export async function deliveredBatchIdsPg(spool: PgSpool, f: Omit<DeadFilter, "reason">): Promise<number[]> {
-  const { where, params } = batchWhere({ state: "delivered", destination: f.destination, source: f.source, since: f.since });
+  const { where, params } = batchWhere({
+    state: "delivered",
+    destination: f.destination,
+    source: f.source,
+    since: f.since,
+  });
   where.push("destination <> 'quarantine'");
-  return (await query(spool, `SELECT id FROM batches WHERE ${where.join(" AND ")} ORDER BY first_at, id`, params)).map((r) => num(r.id));
+  return (await query(spool, `SELECT id FROM batches WHERE ${where.join(" AND ")} ORDER BY first_at, id`, params)).map(
+    (r) => num(r.id),
+  );
 }
 
 /** The requests a quarantine batch holds, oldest first. */
 export async function quarantinedRequestsPg(spool: PgSpool, batchId: number): Promise<StoredRequest[]> {
-  const rows = (await spool.sql`SELECT id, source, received_at, raw, headers, url FROM events WHERE batch_id = ${batchId}::bigint ORDER BY id`) as Record<string, unknown>[];
-  return rows.map((r) => ({ eventId: num(r.id), source: String(r.source), receivedAt: Number(r.received_at), raw: r.raw ? new Uint8Array(r.raw as Uint8Array) : new Uint8Array(), headers: JSON.parse(String(r.headers)), url: (r.url as string | null) ?? null }));
+  const rows =
+    (await spool.sql`SELECT id, source, received_at, raw, headers, url FROM events WHERE batch_id = ${batchId}::bigint ORDER BY id`) as Record<
+      string,
+      unknown
+    >[];
+  return rows.map((r) => ({
+    eventId: num(r.id),
+    source: String(r.source),
+    receivedAt: Number(r.received_at),
+    raw: r.raw ? new Uint8Array(r.raw as Uint8Array) : new Uint8Array(),
+    headers: JSON.parse(String(r.headers)),
+    url: (r.url as string | null) ?? null,
+  }));
 }
 
 /** The highest event id so far (0 for none): the request sent next makes a higher one. */
@@ -141,21 +197,30 @@ export async function newestEventIdPg(spool: PgSpool): Promise<number> {
 
 const TERMINAL = new Set(["delivered", "dead", "dropped"]);
 
-/** Each state the next event of `source` after `after` takes in its batch, until it is delivered, dead or dropped, or `timeoutMs` ran out (looked at every 100 ms). */
-export async function* followEventPg(spool: PgSpool, o: { source: string; after: number; timeoutMs: number }): AsyncGenerator<FollowStep> {
+/**
+ * Each state the next event of `source` after `after` takes in its batch, until it is delivered, dead or dropped, or
+ * `timeoutMs` ran out (looked at every 100 ms).
+ */
+export async function* followEventPg(
+  spool: PgSpool,
+  o: { source: string; after: number; timeoutMs: number },
+): AsyncGenerator<FollowStep> {
   const until = performance.now() + o.timeoutMs;
   let batch: number | null = null;
   let last = "";
   while (performance.now() < until) {
     if (batch === null) {
-      const [e] = await spool.sql`SELECT batch_id FROM events WHERE source = ${o.source} AND id > ${o.after}::bigint ORDER BY id LIMIT 1`;
+      const [e] =
+        await spool.sql`SELECT batch_id FROM events WHERE source = ${o.source} AND id > ${o.after}::bigint ORDER BY id LIMIT 1`;
       batch = e ? num(e.batch_id) : null;
     }
     if (batch !== null) {
-      const [b] = await spool.sql`SELECT state, last_class, dead_reason, result FROM batches WHERE id = ${batch}::bigint`;
+      const [b] =
+        await spool.sql`SELECT state, last_class, dead_reason, result FROM batches WHERE id = ${batch}::bigint`;
       if (b && b.state !== last) {
         last = String(b.state);
-        const detail = last === "dead" ? b.dead_reason : last === "retry" ? b.last_class : last === "delivered" ? b.result : null;
+        const detail =
+          last === "dead" ? b.dead_reason : last === "retry" ? b.last_class : last === "delivered" ? b.result : null;
         yield detail ? { batch, state: last, detail: String(detail) } : { batch, state: last };
         if (TERMINAL.has(last)) return;
       }
@@ -167,12 +232,20 @@ export async function* followEventPg(spool: PgSpool, o: { source: string; after:
 /** The ids among `ids` the source has a dedup row for. */
 export async function spooledDedupIdsPg(spool: PgSpool, source: string, ids: readonly string[]): Promise<Set<string>> {
   if (ids.length === 0) return new Set();
-  const rows = (await spool.sql`SELECT dedup_id FROM dedup WHERE source = ${source} AND dedup_id = ANY(${[...ids]}::text[])`) as { dedup_id: string }[];
+  const rows =
+    (await spool.sql`SELECT dedup_id FROM dedup WHERE source = ${source} AND dedup_id = ANY(${[...ids]}::text[])`) as {
+      dedup_id: string;
+    }[];
   return new Set(rows.map((r) => r.dedup_id));
 }
 
-/** Stored requests since `since` (of one source, or all), oldest first, at most `limit` event rows read (route test). */
-export async function storedRequestsPg(spool: PgSpool, o: { since: number; source?: string; limit: number }): Promise<StoredRequestRow[]> {
+/**
+ * Stored requests since `since` (of one source, or all), oldest first, at most `limit` event rows read (route test).
+ */
+export async function storedRequestsPg(
+  spool: PgSpool,
+  o: { since: number; source?: string; limit: number },
+): Promise<StoredRequestRow[]> {
   const rows = await query(spool, STORED_REQUESTS, { since: o.since, source: o.source ?? null, limit: o.limit });
   return groupRequests(
     rows.map((r) => ({

@@ -3,25 +3,42 @@
 // issues, the journal as long as delivered batches, operators' actions as long as attempts;
 // dead batches never) in small transactions of at most `batchSize` rows, each deleting what
 // SKIP LOCKED leaves it, so a pass never waits on a row another transaction holds.
-import { inChunks, RETENTION_BATCH_SIZE, type RetentionCounts, type RetentionOptions, type RetentionPolicy } from "../retention.ts";
+import {
+  inChunks,
+  RETENTION_BATCH_SIZE,
+  type RetentionCounts,
+  type RetentionOptions,
+  type RetentionPolicy,
+} from "../retention.ts";
 import { num, type PgSpool } from "./db.ts";
 
 const DAY_S = 86_400;
 
 /** `step` in transactions until one deletes nothing (inChunks), each SKIP LOCKED, yielding between them. */
-const chunks = (spool: PgSpool, step: (tx: PgSpool["sql"]) => Promise<number>) => inChunks(() => spool.sql.begin((tx) => step(tx)));
+const chunks = (spool: PgSpool, step: (tx: PgSpool["sql"]) => Promise<number>) =>
+  inChunks(() => spool.sql.begin((tx) => step(tx)));
 
-async function deleteFinishedBatches(spool: PgSpool, state: "delivered" | "dropped", cutoff: number, size: number, counts: RetentionCounts): Promise<void> {
+async function deleteFinishedBatches(
+  spool: PgSpool,
+  state: "delivered" | "dropped",
+  cutoff: number,
+  size: number,
+  counts: RetentionCounts,
+): Promise<void> {
   await chunks(spool, async (tx) => {
     let budget = size;
-    const rows = (await tx`SELECT id FROM batches WHERE state = ${state} AND delivered_at < ${cutoff} ORDER BY delivered_at, id LIMIT ${size} FOR UPDATE SKIP LOCKED`) as { id: string }[];
+    const rows =
+      (await tx`SELECT id FROM batches WHERE state = ${state} AND delivered_at < ${cutoff} ORDER BY delivered_at, id LIMIT ${size} FOR UPDATE SKIP LOCKED`) as {
+        id: string;
+      }[];
     for (const r of rows) {
       const id = num(r.id);
       const [{ n }] = await tx`SELECT COUNT(*)::int AS n FROM events WHERE batch_id = ${id}::bigint`;
       if (n + 1 > budget) {
         if (budget === size) {
           // Alone it is still too big: take a full transaction's worth of its events.
-          const some = await tx`DELETE FROM events WHERE id IN (SELECT id FROM events WHERE batch_id = ${id}::bigint ORDER BY id LIMIT ${budget})`;
+          const some =
+            await tx`DELETE FROM events WHERE id IN (SELECT id FROM events WHERE batch_id = ${id}::bigint ORDER BY id LIMIT ${budget})`;
           counts.events += some.count;
           budget = 0;
         }
@@ -37,36 +54,61 @@ async function deleteFinishedBatches(spool: PgSpool, state: "delivered" | "dropp
 }
 
 /** One retention pass at `now`; the counts of what it deleted. */
-export async function runRetentionPg(spool: PgSpool, policy: RetentionPolicy, now: number, opts: RetentionOptions = {}): Promise<RetentionCounts> {
+export async function runRetentionPg(
+  spool: PgSpool,
+  policy: RetentionPolicy,
+  now: number,
+  opts: RetentionOptions = {},
+): Promise<RetentionCounts> {
   const size = Math.max(1, Math.floor(opts.batchSize ?? RETENTION_BATCH_SIZE));
   const counts: RetentionCounts = { batches: 0, events: 0, attempts: 0, dedup: 0, issues: 0 };
   await deleteFinishedBatches(spool, "delivered", now - policy.deliveredDays * DAY_S, size, counts);
   await deleteFinishedBatches(spool, "dropped", now - policy.droppedDays * DAY_S, size, counts);
   const attemptsCutoff = now - policy.attemptsDays * DAY_S;
   await chunks(spool, async (tx) => {
-    const n = (await tx`DELETE FROM attempts WHERE id IN (SELECT id FROM attempts WHERE started_at < ${attemptsCutoff} AND finished_at IS NOT NULL ORDER BY started_at, id LIMIT ${size} FOR UPDATE SKIP LOCKED)`).count;
+    const n = (
+      await tx`DELETE FROM attempts WHERE id IN (SELECT id FROM attempts WHERE started_at < ${attemptsCutoff} AND finished_at IS NOT NULL ORDER BY started_at, id LIMIT ${size} FOR UPDATE SKIP LOCKED)`
+    ).count;
     counts.attempts += n;
     return n;
   });
-  const sources = ((await spool.sql`SELECT DISTINCT source FROM dedup ORDER BY source`) as { source: string }[]).map((r) => r.source);
+  const sources = ((await spool.sql`SELECT DISTINCT source FROM dedup ORDER BY source`) as { source: string }[]).map(
+    (r) => r.source,
+  );
   for (const source of sources) {
     const window = policy.dedupWindowS(source);
     if (!Number.isFinite(window)) continue;
     const cutoff = now - window;
     await chunks(spool, async (tx) => {
-      const n = (await tx`DELETE FROM dedup WHERE (source, dedup_id) IN (SELECT source, dedup_id FROM dedup WHERE source = ${source} AND seen_at < ${cutoff} ORDER BY seen_at LIMIT ${size} FOR UPDATE SKIP LOCKED)`).count;
+      const n = (
+        await tx`DELETE FROM dedup WHERE (source, dedup_id) IN (SELECT source, dedup_id FROM dedup WHERE source = ${source} AND seen_at < ${cutoff} ORDER BY seen_at LIMIT ${size} FOR UPDATE SKIP LOCKED)`
+      ).count;
       counts.dedup += n;
       return n;
     });
   }
   const issuesCutoff = now - policy.issuesDays * DAY_S;
   await chunks(spool, async (tx) => {
-    const n = (await tx`DELETE FROM issues WHERE id IN (SELECT id FROM issues WHERE state IN ('resolved', 'ignored') AND last_at < ${issuesCutoff} ORDER BY last_at, id LIMIT ${size} FOR UPDATE SKIP LOCKED)`).count;
+    const n = (
+      await tx`DELETE FROM issues WHERE id IN (SELECT id FROM issues WHERE state IN ('resolved', 'ignored') AND last_at < ${issuesCutoff} ORDER BY last_at, id LIMIT ${size} FOR UPDATE SKIP LOCKED)`
+    ).count;
     counts.issues += n;
     return n;
   });
   const journalCutoff = now - policy.deliveredDays * DAY_S;
-  await chunks(spool, async (tx) => (await tx`DELETE FROM journal WHERE id IN (SELECT id FROM journal WHERE at < ${journalCutoff} ORDER BY id LIMIT ${size} FOR UPDATE SKIP LOCKED)`).count);
-  await chunks(spool, async (tx) => (await tx`DELETE FROM actions WHERE id IN (SELECT id FROM actions WHERE at < ${attemptsCutoff} ORDER BY id LIMIT ${size} FOR UPDATE SKIP LOCKED)`).count);
+  await chunks(
+    spool,
+    async (tx) =>
+      (
+        await tx`DELETE FROM journal WHERE id IN (SELECT id FROM journal WHERE at < ${journalCutoff} ORDER BY id LIMIT ${size} FOR UPDATE SKIP LOCKED)`
+      ).count,
+  );
+  await chunks(
+    spool,
+    async (tx) =>
+      (
+        await tx`DELETE FROM actions WHERE id IN (SELECT id FROM actions WHERE at < ${attemptsCutoff} ORDER BY id LIMIT ${size} FOR UPDATE SKIP LOCKED)`
+      ).count,
+  );
   return counts;
 }

@@ -4,15 +4,67 @@
 // another dispatcher holds, recovery takes only expired leases, and one dispatcher at a time
 // (the holder of the maintenance lock) leads the poll clock and the chores.
 import type { AlertStore, DispatchStore, IntakeStore, MaintenanceStore, OperatorStore } from "../api.ts";
-import { dropBatchesPg, excludeEventsPg, replayBatchPg, resendDeliveredPg, retryNowPg, splitBatchPg } from "./operator.ts";
-import { pauseDestinationPg, resumeDestinationPg, destinationNamesPg, halfOpenIfCooledPg, destinationStatePg } from "./destinations.ts";
-import { expectationSincePg, metaNumberPg, effectiveNowPg, forgetDispatcherPg, writeHeartbeatPg, instanceIdPg } from "./meta.ts";
+import {
+  dropBatchesPg,
+  excludeEventsPg,
+  replayBatchPg,
+  resendDeliveredPg,
+  retryNowPg,
+  splitBatchPg,
+} from "./operator.ts";
+import {
+  pauseDestinationPg,
+  resumeDestinationPg,
+  destinationNamesPg,
+  halfOpenIfCooledPg,
+  destinationStatePg,
+} from "./destinations.ts";
+import {
+  expectationSincePg,
+  metaNumberPg,
+  effectiveNowPg,
+  forgetDispatcherPg,
+  writeHeartbeatPg,
+  instanceIdPg,
+} from "./meta.ts";
 import { pollRowsPg } from "./stats.ts";
-import { batchAttemptsPg, batchEventsPg, batchPayloadsPg, deadBatchIdsPg, deliveredBatchIdsPg, followEventPg, listBatchesPg, newestEventIdPg, quarantinedRequestsPg, spooledDedupIdsPg, storedRequestsPg, getBatchPg } from "./reads.ts";
-import { listIssuesPg, setIssueStatePg, alertSlotFreePg, getIssueByFingerprintPg, issuesToAlertPg, markAlertedPg, raiseIssuePg, resolveIssuePg } from "./issues.ts";
+import {
+  batchAttemptsPg,
+  batchEventsPg,
+  batchPayloadsPg,
+  deadBatchIdsPg,
+  deliveredBatchIdsPg,
+  followEventPg,
+  listBatchesPg,
+  newestEventIdPg,
+  quarantinedRequestsPg,
+  spooledDedupIdsPg,
+  storedRequestsPg,
+  getBatchPg,
+} from "./reads.ts";
+import {
+  listIssuesPg,
+  setIssueStatePg,
+  alertSlotFreePg,
+  getIssueByFingerprintPg,
+  issuesToAlertPg,
+  markAlertedPg,
+  raiseIssuePg,
+  resolveIssuePg,
+} from "./issues.ts";
 import type { EnqueueResult, NewEvent } from "../enqueue.ts";
 import { GroupCommit } from "../group.ts";
-import { claimPg, candidatesPg, rateWindowPg, resumePointPg, recoverExpiredPg, sealReadyPg, anyReadyNowPg, nextReadyAtPg, redueConfigRetriesPg } from "./queue.ts";
+import {
+  claimPg,
+  candidatesPg,
+  rateWindowPg,
+  resumePointPg,
+  recoverExpiredPg,
+  sealReadyPg,
+  anyReadyNowPg,
+  nextReadyAtPg,
+  redueConfigRetriesPg,
+} from "./queue.ts";
 import type { PgSpool } from "./db.ts";
 import { batchContentPg, pgCommitStep, quarantinePg } from "./enqueue.ts";
 import { MaintenanceLock } from "./leader.ts";
@@ -32,7 +84,14 @@ import { actionOf, requireIssueChanged, requireResumed } from "../actions.ts";
 import { recentActionsPg, recordActionPg } from "./actions.ts";
 import { attemptsByOutcomePg, eventsBySourcePg, quarantineReasonsPg, readyToOkLatencyPg } from "./charts.ts";
 import { formatPgCursor, journalAfterPg, journalLastPg, parsePgCursor, PG_CURSOR_START } from "./journal.ts";
-import { countBatchesPg, databaseBytesPg, deadByReasonPg, leasedCountsPg, oldestPendingPg, readyCountsPg } from "./stats.ts";
+import {
+  countBatchesPg,
+  databaseBytesPg,
+  deadByReasonPg,
+  leasedCountsPg,
+  oldestPendingPg,
+  readyCountsPg,
+} from "./stats.ts";
 import { destinationRowsPg } from "./destinations.ts";
 import { dispatchersPg, metaNumbersPg } from "./meta.ts";
 import { openIssueCountPg } from "./issues.ts";
@@ -92,7 +151,9 @@ export function pgIntakeStore(spool: PgSpool): IntakeStore & { group: GroupCommi
   };
 }
 
-/** The status facts (the dashboard's read), attempts, deliveries and every dispatcher's caught failures on PostgreSQL. */
+/**
+ * The status facts (the dashboard's read), attempts, deliveries and every dispatcher's caught failures on PostgreSQL.
+ */
 export function pgStatusStore(spool: PgSpool): StatusStore {
   return {
     statusFacts: (o) => pgDashboardStore(spool).statusFacts(o),
@@ -219,9 +280,34 @@ export function pgDashboardStore(spool: PgSpool): DashboardStore {
     batchAttempts: (id) => batchAttemptsPg(spool, id),
     listIssues: (f) => listIssuesPg(spool, f),
     statusFacts: async ({ now, paces, budgets, staleS }) => {
-      const windows = new Map(await Promise.all([...paces].map(async ([name, p]) => [name, await rateWindowPg(spool.sql, name, now, p.rate)] as const)));
-      const spends = new Map(await Promise.all([...budgets].map(async ([name, windowS]) => [name, windowS === null ? [] : await budgetSpendsPg(spool.sql, name, windowS, now)] as const)));
-      const [schema, beats, maintenance, batches, deadReasons, pending, rows, names, leased, meta, polls, issuesOpen, bytes] = await Promise.all([
+      const windows = new Map(
+        await Promise.all(
+          [...paces].map(async ([name, p]) => [name, await rateWindowPg(spool.sql, name, now, p.rate)] as const),
+        ),
+      );
+      const spends = new Map(
+        await Promise.all(
+          [...budgets].map(
+            async ([name, windowS]) =>
+              [name, windowS === null ? [] : await budgetSpendsPg(spool.sql, name, windowS, now)] as const,
+          ),
+        ),
+      );
+      const [
+        schema,
+        beats,
+        maintenance,
+        batches,
+        deadReasons,
+        pending,
+        rows,
+        names,
+        leased,
+        meta,
+        polls,
+        issuesOpen,
+        bytes,
+      ] = await Promise.all([
         pgSchemaVersion(spool),
         dispatchersPg(spool, staleS),
         maintenanceHolder(spool),
@@ -236,14 +322,21 @@ export function pgDashboardStore(spool: PgSpool): DashboardStore {
         openIssueCountPg(spool),
         databaseBytesPg(spool),
       ]);
-      const newest = beats.reduce<(typeof beats)[number] | null>((a, b) => (a === null || b.heartbeatAgeS < a.heartbeatAgeS ? b : a), null);
+      const newest = beats.reduce<(typeof beats)[number] | null>(
+        (a, b) => (a === null || b.heartbeatAgeS < a.heartbeatAgeS ? b : a),
+        null,
+      );
       const pid = newest ? Number(newest.id.split(":").pop()) : Number.NaN;
       return {
         backend: "postgres",
         schema,
         heartbeatAt: newest ? now - newest.heartbeatAgeS : null,
         dispatcherPid: Number.isSafeInteger(pid) ? pid : null,
-        dispatchers: beats.map((b) => ({ id: b.id, heartbeat_age_s: Math.round(b.heartbeatAgeS * 10) / 10, alive: b.alive })),
+        dispatchers: beats.map((b) => ({
+          id: b.id,
+          heartbeat_age_s: Math.round(b.heartbeatAgeS * 10) / 10,
+          alive: b.alive,
+        })),
         maintenance,
         batches,
         deadReasons,
@@ -270,13 +363,15 @@ export function pgDashboardStore(spool: PgSpool): DashboardStore {
         if (c.verb === "replay") await replayBatchPg(spool, c.batch, at);
         else if (c.verb === "retry") await retryNowPg(spool, c.batch, at);
         else if (c.verb === "pause") await pauseDestinationPg(spool, c.destination, c.by, at);
-        else if (c.verb === "resume") requireResumed(await resumeDestinationPg(spool, c.destination, at), c.destination);
+        else if (c.verb === "resume")
+          requireResumed(await resumeDestinationPg(spool, c.destination, at), c.destination);
         else if ("issue" in c) requireIssueChanged(await setIssueStatePg(spool, c.issue, c.verb, at), c.issue, c.verb);
       }),
     journalTail: async (limit) => {
       const { rows, cursor } = await journalLastPg(spool, limit);
       return { rows: rows.map(tailRowPg), cursor: formatPgCursor(cursor) };
     },
-    journalAfter: async (cursor, limit) => (await journalAfterPg(spool, parsePgCursor(cursor) ?? PG_CURSOR_START, limit)).rows.map(tailRowPg),
+    journalAfter: async (cursor, limit) =>
+      (await journalAfterPg(spool, parsePgCursor(cursor) ?? PG_CURSOR_START, limit)).rows.map(tailRowPg),
   };
 }

@@ -13,7 +13,10 @@ export async function notifyWork(tx: Tx, readyAt: number): Promise<void> {
 }
 
 /** Call `onWork(readyAt)` for every committed notification; resolves once listening. */
-export async function listenForWork(spool: PgSpool, onWork: (readyAt: number) => void): Promise<{ stop(): Promise<void> }> {
+export async function listenForWork(
+  spool: PgSpool,
+  onWork: (readyAt: number) => void,
+): Promise<{ stop(): Promise<void> }> {
   const sub = await spool.sql.listen(WORK_CHANNEL, (payload) => {
     const at = Number(payload);
     if (Number.isFinite(at)) onWork(at);

@@ -8,7 +8,12 @@ export function recordAction<T>(spool: SqliteSpool, a: Omit<ActionRow, "id">, ch
   return spool.db
     .transaction(() => {
       const out = change();
-      prepared(spool.db, "INSERT INTO actions (at, via, verb, target) VALUES ($at, $via, $verb, $target)").run({ at: a.at, via: a.via, verb: a.verb, target: a.target });
+      prepared(spool.db, "INSERT INTO actions (at, via, verb, target) VALUES ($at, $via, $verb, $target)").run({
+        at: a.at,
+        via: a.via,
+        verb: a.verb,
+        target: a.target,
+      });
       return out;
     })
     .immediate();
@@ -16,5 +21,8 @@ export function recordAction<T>(spool: SqliteSpool, a: Omit<ActionRow, "id">, ch
 
 /** The newest actions first, at most `limit`. */
 export function recentActions(spool: SqliteSpool, limit: number): ActionRow[] {
-  return prepared<ActionRow, [number]>(spool.db, "SELECT id, at, via, verb, target FROM actions ORDER BY id DESC LIMIT ?").all(limit);
+  return prepared<ActionRow, [number]>(
+    spool.db,
+    "SELECT id, at, via, verb, target FROM actions ORDER BY id DESC LIMIT ?",
+  ).all(limit);
 }

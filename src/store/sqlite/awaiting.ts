@@ -4,7 +4,18 @@
 // and the awaiting batches whose outcome is overdue.
 import type { Database } from "bun:sqlite";
 import { transportStrikesTx } from "./outcome.ts";
-import { AGENT_CLASS, type AwaitedDelivery, type AwaitingFacts, type AwaitingPlan, planAwaiting, type ReportInput, type Reported, reportedOf, settles, type OverdueOutcome } from "../awaiting-plan.ts";
+import {
+  AGENT_CLASS,
+  type AwaitedDelivery,
+  type AwaitingFacts,
+  type AwaitingPlan,
+  planAwaiting,
+  type ReportInput,
+  type Reported,
+  reportedOf,
+  settles,
+  type OverdueOutcome,
+} from "../awaiting-plan.ts";
 import { eachInSavepoint, prepared, type SqliteSpool } from "./db.ts";
 import { raiseIssueTx, resolveIssueTx } from "./issues.ts";
 import { journalTx } from "./journal.ts";
@@ -61,11 +72,19 @@ const IN_FLIGHT = `SELECT a.batch_id, b.state, b.destination FROM attempts a JOI
 
 /** Where `deliveryId` points, or null when no delivery of ours has it. */
 export function awaitedDelivery(spool: SqliteSpool, deliveryId: string): AwaitedDelivery | null {
-  const f = prepared<{ batch_id: number; state: string; destination: string }, [string]>(spool.db, IN_FLIGHT).get(deliveryId);
+  const f = prepared<{ batch_id: number; state: string; destination: string }, [string]>(spool.db, IN_FLIGHT).get(
+    deliveryId,
+  );
   if (f) return { batchId: f.batch_id, destination: f.destination, state: f.state, awaiting: false, inFlight: true };
   const a = acceptedTx(spool.db, deliveryId);
   if (!a) return null;
-  return { batchId: a.batch_id, destination: a.destination, state: a.state, awaiting: a.state === "awaiting" && newestTx(spool.db, a.batch_id) === a.id, inFlight: false };
+  return {
+    batchId: a.batch_id,
+    destination: a.destination,
+    state: a.state,
+    awaiting: a.state === "awaiting" && newestTx(spool.db, a.batch_id) === a.id,
+    inFlight: false,
+  };
 }
 
 function factsTx(db: Database, r: ReportInput): AwaitingFacts | null {
@@ -89,9 +108,18 @@ function applyTx(db: Database, f: AwaitingFacts, r: ReportInput, plan: AwaitingP
   const m = plan.mark;
   const a = plan.attempt;
   let changed: number;
-  if (m.kind === "delivered") changed = prepared(db, DELIVERED).run({ id, now: r.now, result: m.result, counted: a.counted ? 1 : 0 }).changes;
-  else if (m.kind === "retry") changed = prepared(db, RETRY).run({ id, next: m.nextAttemptAt, error: scrubError(m.error) }).changes;
-  else changed = prepared(db, DEAD).run({ id, counted: a.counted ? 1 : 0, klass: m.deadReason === "poison" ? "poison" : AGENT_CLASS, error: scrubError(m.error), reason: m.deadReason }).changes;
+  if (m.kind === "delivered")
+    changed = prepared(db, DELIVERED).run({ id, now: r.now, result: m.result, counted: a.counted ? 1 : 0 }).changes;
+  else if (m.kind === "retry")
+    changed = prepared(db, RETRY).run({ id, next: m.nextAttemptAt, error: scrubError(m.error) }).changes;
+  else
+    changed = prepared(db, DEAD).run({
+      id,
+      counted: a.counted ? 1 : 0,
+      klass: m.deadReason === "poison" ? "poison" : AGENT_CLASS,
+      error: scrubError(m.error),
+      reason: m.deadReason,
+    }).changes;
   if (changed !== 1) return false;
   const row = prepared(db, INSERT_OUTCOME).run({
     batch: id,
@@ -124,7 +152,8 @@ function reportOutcomeTx(db: Database, r: ReportInput): Reported {
   if (!facts) return { kind: "unknown" };
   if (!settles(facts)) return { kind: "settled_already", batchId: facts.batch.id, state: facts.batch.state };
   const plan = planAwaiting(facts, r);
-  if (!applyTx(db, facts, r, plan)) return { kind: "settled_already", batchId: facts.batch.id, state: facts.batch.state };
+  if (!applyTx(db, facts, r, plan))
+    return { kind: "settled_already", batchId: facts.batch.id, state: facts.batch.state };
   return reportedOf(facts, plan);
 }
 
@@ -167,5 +196,7 @@ export function overdueOutcomes(spool: SqliteSpool, now: number, limit: number):
 
 /** The query plan of the overdue read (held to its index by the plans test). */
 export function overduePlan(spool: SqliteSpool): string[] {
-  return (spool.db.query(`EXPLAIN QUERY PLAN ${OVERDUE}`).all({ now: 0, limit: 1 } as never) as { detail: string }[]).map((r) => r.detail);
+  return (
+    spool.db.query(`EXPLAIN QUERY PLAN ${OVERDUE}`).all({ now: 0, limit: 1 } as never) as { detail: string }[]
+  ).map((r) => r.detail);
 }

@@ -7,7 +7,8 @@ import { getMeta, setMetaTx } from "./meta.ts";
 
 // A spend: an attempt in flight, or one that got a 2xx (class null, or "await" when its run's
 // outcome is awaited); an outcome's own row (class "agent") is not another spend.
-const SPEND = "((a.outcome IS NULL AND a.finished_at IS NULL) OR (a.outcome = 'ok' AND (a.klass IS NULL OR a.klass = 'await')))";
+const SPEND =
+  "((a.outcome IS NULL AND a.finished_at IS NULL) OR (a.outcome = 'ok' AND (a.klass IS NULL OR a.klass = 'await')))";
 
 const DESTINATION_SPENDS = `SELECT a.started_at AS at FROM attempts a INDEXED BY attempts_destination
   WHERE a.destination = $destination AND a.started_at > $since AND ${SPEND} ORDER BY a.started_at`;
@@ -22,11 +23,25 @@ export function budgetSince(spool: SqliteSpool, destination: string, windowS: nu
 }
 
 /** The start times of the spends in the window, oldest first: the destination's, or one (route, key)'s. */
-export function budgetSpends(spool: SqliteSpool, destination: string, windowS: number, now: number, group?: { route: string; key: string }): number[] {
+export function budgetSpends(
+  spool: SqliteSpool,
+  destination: string,
+  windowS: number,
+  now: number,
+  group?: { route: string; key: string },
+): number[] {
   const since = budgetSince(spool, destination, windowS, now);
   const rows = group
-    ? prepared<{ at: number }, Record<string, string | number>>(spool.db, KEY_SPENDS).all({ destination, since, route: group.route, key: group.key })
-    : prepared<{ at: number }, Record<string, string | number>>(spool.db, DESTINATION_SPENDS).all({ destination, since });
+    ? prepared<{ at: number }, Record<string, string | number>>(spool.db, KEY_SPENDS).all({
+        destination,
+        since,
+        route: group.route,
+        key: group.key,
+      })
+    : prepared<{ at: number }, Record<string, string | number>>(spool.db, DESTINATION_SPENDS).all({
+        destination,
+        since,
+      });
   return rows.map((r) => r.at);
 }
 

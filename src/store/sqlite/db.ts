@@ -92,7 +92,12 @@ const statements = new WeakMap<Database, Map<string, Statement>>();
  * whole transaction (a full disk, an I/O error) or a failed COMMIT throws for all. `beforeCommit`
  * runs last inside the transaction (a crash point).
  */
-export function eachInSavepoint<T, R>(db: Database, items: readonly T[], fn: (item: T) => R, beforeCommit?: () => void): (R | Error)[] {
+export function eachInSavepoint<T, R>(
+  db: Database,
+  items: readonly T[],
+  fn: (item: T) => R,
+  beforeCommit?: () => void,
+): (R | Error)[] {
   return db
     .transaction((): (R | Error)[] => {
       const out = items.map((item) => {
@@ -110,7 +115,10 @@ export function eachInSavepoint<T, R>(db: Database, items: readonly T[], fn: (it
 }
 
 // biome-ignore lint/suspicious/noExplicitAny: the bindings are checked where the statement is named
-export function prepared<R = unknown, P extends SQLQueryBindings | SQLQueryBindings[] = any>(db: Database, sql: string): Statement<R, P extends any[] ? P : [P]> {
+export function prepared<R = unknown, P extends SQLQueryBindings | SQLQueryBindings[] = any>(
+  db: Database,
+  sql: string,
+): Statement<R, P extends any[] ? P : [P]> {
   let cache = statements.get(db);
   if (!cache) {
     cache = new Map();
@@ -157,9 +165,13 @@ export function requireCurrentSchema(spool: SqliteSpool): void {
     });
   }
   if (v > LATEST_SCHEMA) {
-    throw new HookspoolError("E_SCHEMA", `${spool.path} has schema ${v}, newer than this hookspool (${LATEST_SCHEMA})`, {
-      hint: "downgrade is not supported; run the newer hookspool or restore a backup",
-    });
+    throw new HookspoolError(
+      "E_SCHEMA",
+      `${spool.path} has schema ${v}, newer than this hookspool (${LATEST_SCHEMA})`,
+      {
+        hint: "downgrade is not supported; run the newer hookspool or restore a backup",
+      },
+    );
   }
 }
 
@@ -198,7 +210,10 @@ export function openVerified(path: string, opts: OpenOptions = {}): SqliteSpool 
  */
 export function noteIntegrityCheck(spool: SqliteSpool): void {
   try {
-    spool.db.run("INSERT INTO meta (key, value) VALUES ('integrity_checked_at', ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value", [String(spool.clock.now())]);
+    spool.db.run(
+      "INSERT INTO meta (key, value) VALUES ('integrity_checked_at', ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+      [String(spool.clock.now())],
+    );
   } catch {
     // no meta table yet, or a read-only file: nothing to record
   }

@@ -3,7 +3,13 @@
 import type { Database } from "bun:sqlite";
 import { prepared, type SqliteSpool } from "./db.ts";
 import { resolveIssueTx } from "./issues.ts";
-import { breakerOnFailure, closedRow, type FailureEffect, type DestinationRow, type FailureInput } from "../destinations.ts";
+import {
+  breakerOnFailure,
+  closedRow,
+  type FailureEffect,
+  type DestinationRow,
+  type FailureInput,
+} from "../destinations.ts";
 
 export function destinationRows(spool: SqliteSpool): DestinationRow[] {
   const db = spool.db;
@@ -13,7 +19,10 @@ export function destinationRows(spool: SqliteSpool): DestinationRow[] {
 /** Destinations that have batches, with or without a runtime row. */
 export function destinationNames(spool: SqliteSpool): string[] {
   const db = spool.db;
-  return prepared<{ d: string }, []>(db, "SELECT DISTINCT destination AS d FROM batches WHERE destination <> 'quarantine' UNION SELECT name FROM destinations ORDER BY 1")
+  return prepared<{ d: string }, []>(
+    db,
+    "SELECT DISTINCT destination AS d FROM batches WHERE destination <> 'quarantine' UNION SELECT name FROM destinations ORDER BY 1",
+  )
     .all()
     .map((r) => r.d);
 }
@@ -63,9 +72,16 @@ export function recordTransportFailureTx(db: Database, name: string, f: FailureI
   ensure(db, name);
   const change = breakerOnFailure(destinationStateTx(db, name), f);
   prepared(db, "UPDATE destinations SET last_error = ? WHERE name = ?").run(f.error, name);
-  if (change.effect === "counted") prepared(db, "UPDATE destinations SET consecutive_failures = ? WHERE name = ?").run(change.consecutive_failures, name);
+  if (change.effect === "counted")
+    prepared(db, "UPDATE destinations SET consecutive_failures = ? WHERE name = ?").run(
+      change.consecutive_failures,
+      name,
+    );
   else if (change.effect !== "ignored") {
-    prepared(db, "UPDATE destinations SET state = 'open', consecutive_failures = $n, opened_at = $at, cooldown_s = $cool, probe_until = NULL WHERE name = $name").run({
+    prepared(
+      db,
+      "UPDATE destinations SET state = 'open', consecutive_failures = $n, opened_at = $at, cooldown_s = $cool, probe_until = NULL WHERE name = $name",
+    ).run({
       name,
       n: change.consecutive_failures,
       at: change.opened_at,
@@ -78,21 +94,30 @@ export function recordTransportFailureTx(db: Database, name: string, f: FailureI
 /** open -> half_open once the cooldown has elapsed; returns whether it moved. */
 export function halfOpenIfCooled(spool: SqliteSpool, name: string, now: number): boolean {
   return (
-    prepared(spool.db, "UPDATE destinations SET state = 'half_open', probe_until = NULL WHERE name = $name AND state = 'open' AND opened_at + cooldown_s <= $now")
-      .run({ name, now }).changes === 1
+    prepared(
+      spool.db,
+      "UPDATE destinations SET state = 'half_open', probe_until = NULL WHERE name = $name AND state = 'open' AND opened_at + cooldown_s <= $now",
+    ).run({ name, now }).changes === 1
   );
 }
 
 /** The probe claim's bookkeeping, in the claim's transaction: which batch, and until when. */
 export function markProbeTx(db: Database, name: string, batchId: number, probeUntil: number): void {
   ensure(db, name);
-  prepared(db, "UPDATE destinations SET last_probe_batch_id = $batch, probe_until = $until WHERE name = $name").run({ name, batch: batchId, until: probeUntil });
+  prepared(db, "UPDATE destinations SET last_probe_batch_id = $batch, probe_until = $until WHERE name = $name").run({
+    name,
+    batch: batchId,
+    until: probeUntil,
+  });
 }
 
 /** A Retry-After soft gate: claiming waits without changing the breaker's state. */
 export function setRetryAfterTx(db: Database, name: string, until: number): void {
   ensure(db, name);
-  prepared(db, "UPDATE destinations SET retry_after_until = MAX(COALESCE(retry_after_until, 0), $until) WHERE name = $name").run({ name, until });
+  prepared(
+    db,
+    "UPDATE destinations SET retry_after_until = MAX(COALESCE(retry_after_until, 0), $until) WHERE name = $name",
+  ).run({ name, until });
 }
 
 /**
@@ -101,18 +126,28 @@ export function setRetryAfterTx(db: Database, name: string, until: number): void
  */
 export function throttleTx(db: Database, name: string, now: number, until: number, throttleS: number): void {
   ensure(db, name);
-  prepared(db, "UPDATE destinations SET throttled_at = $now, throttle_s = $s, retry_after_until = MAX(COALESCE(retry_after_until, 0), $until) WHERE name = $name").run({ name, now, s: throttleS, until });
+  prepared(
+    db,
+    "UPDATE destinations SET throttled_at = $now, throttle_s = $s, retry_after_until = MAX(COALESCE(retry_after_until, 0), $until) WHERE name = $name",
+  ).run({ name, now, s: throttleS, until });
 }
 
 /** An attempt that started after the 429 gate and was not throttled again: the rest may go. */
 export function liftThrottleTx(db: Database, name: string, startedAt: number): void {
-  prepared(db, "UPDATE destinations SET throttled_at = NULL, throttle_s = NULL WHERE name = $name AND throttled_at IS NOT NULL AND throttled_at < $started").run({ name, started: startedAt });
+  prepared(
+    db,
+    "UPDATE destinations SET throttled_at = NULL, throttle_s = NULL WHERE name = $name AND throttled_at IS NOT NULL AND throttled_at < $started",
+  ).run({ name, started: startedAt });
 }
 
 /** Paused, from any state, by an operator or by hookspool itself (a fault no retry mends). */
 export function pauseDestinationTx(db: Database, name: string, by: string, now: number): void {
   ensure(db, name);
-  prepared(db, "UPDATE destinations SET state = 'paused', paused_at = $now, paused_by = $by WHERE name = $name").run({ name, now, by });
+  prepared(db, "UPDATE destinations SET state = 'paused', paused_at = $now, paused_by = $by WHERE name = $name").run({
+    name,
+    now,
+    by,
+  });
 }
 
 /** hookspool pause: spool only, from any state. */
@@ -129,11 +164,17 @@ export function resumeDestination(spool: SqliteSpool, name: string, now: number)
   return spool.db
     .transaction(() => {
       const resumed =
-        prepared(spool.db, `UPDATE destinations SET state = 'closed', consecutive_failures = 0, opened_at = NULL, cooldown_s = NULL,
+        prepared(
+          spool.db,
+          `UPDATE destinations SET state = 'closed', consecutive_failures = 0, opened_at = NULL, cooldown_s = NULL,
               probe_until = NULL, paused_at = NULL, paused_by = NULL, retry_after_until = NULL, throttled_at = NULL, throttle_s = NULL
-            WHERE name = $name AND state = 'paused'`).run({ name }).changes === 1;
+            WHERE name = $name AND state = 'paused'`,
+        ).run({ name }).changes === 1;
       if (resumed) {
-        prepared(spool.db, "UPDATE batches SET next_attempt_at = $now WHERE destination = $name AND state = 'retry' AND last_class = 'config' AND next_attempt_at > $now").run({ name, now });
+        prepared(
+          spool.db,
+          "UPDATE batches SET next_attempt_at = $now WHERE destination = $name AND state = 'retry' AND last_class = 'config' AND next_attempt_at > $now",
+        ).run({ name, now });
         resolveIssueTx(spool.db, `delivery:${name}:paused`, now);
       }
       return resumed;

@@ -12,7 +12,17 @@ import { contentHash, type ContentEvent } from "../content.ts";
 import { raiseIssueTx, resolveDeadIssuesTx, resolveIssueTx } from "./issues.ts";
 import { setMetaTx } from "./meta.ts";
 import { replayDeadTx } from "./operator.ts";
-import { eventSize, type Placed, type EventCopy, type EnqueueResult, validateNewEvent, quarantineIssue, type NewEvent, quarantineRecord, type QuarantineInput } from "../enqueue.ts";
+import {
+  eventSize,
+  type Placed,
+  type EventCopy,
+  type EnqueueResult,
+  validateNewEvent,
+  quarantineIssue,
+  type NewEvent,
+  quarantineRecord,
+  type QuarantineInput,
+} from "../enqueue.ts";
 
 const SEAL = `UPDATE batches SET state = 'sealed', sealed_at = $now, content_hash = $hash
   WHERE id = $id AND state = 'open'`;
@@ -43,7 +53,8 @@ export function computeContentHashTx(db: Database, batchId: number): string {
 
 const Q = {
   findDedup: "SELECT event_id, seen_at, dup_count FROM dedup WHERE source = ? AND dedup_id = ?",
-  dedupTarget: "SELECT b.id AS batch_id, b.state, b.destination FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.id = ?",
+  dedupTarget:
+    "SELECT b.id AS batch_id, b.state, b.destination FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.id = ?",
   bumpDedup: "UPDATE dedup SET dup_count = dup_count + 1 WHERE source = ? AND dedup_id = ?",
   putDedup: `INSERT INTO dedup (source, dedup_id, event_id, seen_at, dup_count) VALUES ($source, $dedup, $event, $now, $dups)
     ON CONFLICT (source, dedup_id) DO UPDATE SET event_id = excluded.event_id, seen_at = excluded.seen_at, dup_count = excluded.dup_count`,
@@ -59,7 +70,10 @@ const Q = {
 /** The join rule for one copy, in the five numbered steps below. */
 function placeCopy(db: Database, ev: NewEvent, copy: EventCopy, size: number, now: number): Placed {
   // 1. the open batch of the group (at most one; the schema enforces it)
-  let open = prepared<{ id: number; count: number; bytes: number; max_bytes: number }, [string, string]>(db, Q.findOpen).get(copy.route, ev.key);
+  let open = prepared<{ id: number; count: number; bytes: number; max_bytes: number }, [string, string]>(
+    db,
+    Q.findOpen,
+  ).get(copy.route, ev.key);
   // 2. pre-join seal: keep max_bytes a true bound
   if (open && sealsBeforeJoin(open, size)) {
     sealBatchTx(db, open.id, now);
@@ -97,7 +111,10 @@ function placeCopy(db: Database, ev: NewEvent, copy: EventCopy, size: number, no
       trace: copy.trace === undefined ? null : JSON.stringify(copy.trace),
     }).lastInsertRowid,
   );
-  const after = prepared<{ count: number; bytes: number; max_events: number; max_bytes: number }, Record<string, number>>(db, Q.joinBatch).get({ id: batchId, size, now });
+  const after = prepared<
+    { count: number; bytes: number; max_events: number; max_bytes: number },
+    Record<string, number>
+  >(db, Q.joinBatch).get({ id: batchId, size, now });
   journalTx(db, "event", batchId, now, { event: eventId, detail: { type: ev.eventType, route: copy.route } });
   // 5. seal on size in the same transaction, so the bound holds with the dispatcher down
   let sealed = false;
@@ -111,9 +128,15 @@ export function enqueueTx(db: Database, ev: NewEvent, now: number): EnqueueResul
   let dupCount = 0;
   let requeued = false;
   if (ev.dedupId !== null) {
-    const seen = prepared<{ event_id: number; seen_at: number; dup_count: number }, [string, string]>(db, Q.findDedup).get(ev.source, ev.dedupId);
+    const seen = prepared<{ event_id: number; seen_at: number; dup_count: number }, [string, string]>(
+      db,
+      Q.findDedup,
+    ).get(ev.source, ev.dedupId);
     if (seenWithin(seen, ev.dedupWindowS, now)) {
-      const target = prepared<{ batch_id: number; state: string; destination: string }, [number]>(db, Q.dedupTarget).get(seen.event_id);
+      const target = prepared<{ batch_id: number; state: string; destination: string }, [number]>(
+        db,
+        Q.dedupTarget,
+      ).get(seen.event_id);
       const does = redelivery(target?.state);
       if (does === "replay" && target && replayDeadTx(db, target.batch_id, now)) {
         prepared(db, Q.bumpDedup).run(ev.source, ev.dedupId);
@@ -139,7 +162,13 @@ export function enqueueTx(db: Database, ev: NewEvent, now: number): EnqueueResul
     testHook(`enqueue.after_copy.${i}`);
   });
   if (ev.dedupId !== null) {
-    prepared(db, Q.putDedup).run({ source: ev.source, dedup: ev.dedupId, event: placed[0].eventId, now, dups: dupCount });
+    prepared(db, Q.putDedup).run({
+      source: ev.source,
+      dedup: ev.dedupId,
+      event: placed[0].eventId,
+      now,
+      dups: dupCount,
+    });
   }
   return requeued ? { status: "queued", placed, requeued } : { status: "queued", placed };
 }
@@ -162,7 +191,11 @@ const QUARANTINE_BATCH = `INSERT INTO batches (route, source, destination, key, 
 const QUARANTINE_EVENT = `INSERT INTO events (source, route, batch_id, event_type, dedup_id, received_at, payload, raw, headers, size, url, trace)
   VALUES ($source, $source, $batch, '', NULL, $now, NULL, $raw, $headers, $size, $url, $trace)`;
 
-export function quarantine(spool: SqliteSpool, q: QuarantineInput, now: number = spool.clock.now()): { eventId: number; batchId: number; reason: string } {
+export function quarantine(
+  spool: SqliteSpool,
+  q: QuarantineInput,
+  now: number = spool.clock.now(),
+): { eventId: number; batchId: number; reason: string } {
   const { reason, headers } = quarantineRecord(q);
   const issue = quarantineIssue(q.source, reason);
   return spool.db
@@ -170,11 +203,26 @@ export function quarantine(spool: SqliteSpool, q: QuarantineInput, now: number =
       const db = spool.db;
       setMetaTx(db, "last_enqueue_at", now);
       const size = q.raw.length;
-      const batchId = Number(prepared(db, QUARANTINE_BATCH).run({ source: q.source, now, bytes: Math.max(1, size), size, error: reason }).lastInsertRowid);
-      const eventId = Number(
-        prepared(db, QUARANTINE_EVENT).run({ source: q.source, batch: batchId, now, raw: q.raw, headers: JSON.stringify(headers), size, url: q.url, trace: JSON.stringify({ stage: "quarantined", reason }) }).lastInsertRowid,
+      const batchId = Number(
+        prepared(db, QUARANTINE_BATCH).run({ source: q.source, now, bytes: Math.max(1, size), size, error: reason })
+          .lastInsertRowid,
       );
-      prepared(db, "UPDATE batches SET content_hash = ? WHERE id = ?").run(contentHash(batchContentTx(db, batchId)), batchId);
+      const eventId = Number(
+        prepared(db, QUARANTINE_EVENT).run({
+          source: q.source,
+          batch: batchId,
+          now,
+          raw: q.raw,
+          headers: JSON.stringify(headers),
+          size,
+          url: q.url,
+          trace: JSON.stringify({ stage: "quarantined", reason }),
+        }).lastInsertRowid,
+      );
+      prepared(db, "UPDATE batches SET content_hash = ? WHERE id = ?").run(
+        contentHash(batchContentTx(db, batchId)),
+        batchId,
+      );
       // What watch shows: a request came, and its batch is dead at once, quarantined.
       journalTx(db, "event", batchId, now, { event: eventId, detail: { quarantined: reason } });
       journalTx(db, "dead", batchId, now, { detail: { reason: "quarantined" } });
@@ -185,7 +233,8 @@ export function quarantine(spool: SqliteSpool, q: QuarantineInput, now: number =
     .immediate();
 }
 
-const QUARANTINED_LEFT = "SELECT last_error FROM batches WHERE destination = 'quarantine' AND state = 'dead' AND source = ?";
+const QUARANTINED_LEFT =
+  "SELECT last_error FROM batches WHERE destination = 'quarantine' AND state = 'dead' AND source = ?";
 
 /** Resolve a source's quarantine issues that no dead quarantine batch keeps open any more. */
 export function resolveQuarantineIssuesTx(db: Database, source: string, now: number): void {

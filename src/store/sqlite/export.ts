@@ -6,7 +6,10 @@ import { prepared, type SqliteSpool } from "./db.ts";
 import { EXPORT_PAGE, type ExportEvent, type ExportFilter, type ExportRecord } from "../export.ts";
 
 /** An event row with its payload, headers and raw body: the listing plus the payload columns. */
-type StoredEvent = Omit<EventListing, "trace"> & { trace: string | null } & Pick<EventPayload, "payload" | "headers" | "raw">;
+type StoredEvent = Omit<EventListing, "trace"> & { trace: string | null } & Pick<
+    EventPayload,
+    "payload" | "headers" | "raw"
+  >;
 
 const EVENTS = `SELECT id, event_type, received_at, dedup_id, size, excluded_at, route, trace, payload, headers, raw
   FROM events WHERE batch_id = ? ORDER BY id`;
@@ -22,7 +25,12 @@ function parseHeaders(text: string): Record<string, string> {
 
 function exportEvent(e: StoredEvent): ExportEvent {
   const { headers, raw, trace, ...rest } = e;
-  return { ...rest, trace: parseTrace(trace), headers: parseHeaders(headers), raw_base64: raw ? Buffer.from(raw).toString("base64") : null };
+  return {
+    ...rest,
+    trace: parseTrace(trace),
+    headers: parseHeaders(headers),
+    raw_base64: raw ? Buffer.from(raw).toString("base64") : null,
+  };
 }
 
 /**
@@ -30,12 +38,19 @@ function exportEvent(e: StoredEvent): ExportEvent {
  * its attempts. Pages by id, so batches written while the export runs are picked up and
  * none is yielded twice; each page is its own read, so the WAL is never held for the whole run.
  */
-export function* exportBatches(spool: SqliteSpool, filter: ExportFilter = {}, pageSize = EXPORT_PAGE): Generator<ExportRecord> {
+export function* exportBatches(
+  spool: SqliteSpool,
+  filter: ExportFilter = {},
+  pageSize = EXPORT_PAGE,
+): Generator<ExportRecord> {
   const db = spool.db;
   const filtered = batchWhere(filter);
   const where = ["id > $after", ...filtered.where];
   const params: Record<string, string | number> = { ...filtered.params, limit: pageSize };
-  const page = prepared<BatchRow, Record<string, string | number>>(db, `SELECT * FROM batches WHERE ${where.join(" AND ")} ORDER BY id LIMIT $limit`);
+  const page = prepared<BatchRow, Record<string, string | number>>(
+    db,
+    `SELECT * FROM batches WHERE ${where.join(" AND ")} ORDER BY id LIMIT $limit`,
+  );
   const events = prepared<StoredEvent, [number]>(db, EVENTS);
   let after = filter.after ?? 0;
   for (;;) {

@@ -31,11 +31,18 @@ export function newestEvent(spool: SqliteSpool): StoredEvent | null {
 }
 
 export function newestQuarantined(spool: SqliteSpool): QuarantinedEvent | null {
-  return prepared<QuarantinedEvent>(spool.db, "SELECT e.headers, e.raw, b.state, b.last_error FROM events e JOIN batches b ON b.id = e.batch_id WHERE b.destination = 'quarantine' ORDER BY e.id DESC LIMIT 1").get();
+  return prepared<QuarantinedEvent>(
+    spool.db,
+    "SELECT e.headers, e.raw, b.state, b.last_error FROM events e JOIN batches b ON b.id = e.batch_id WHERE b.destination = 'quarantine' ORDER BY e.id DESC LIMIT 1",
+  ).get();
 }
 
 export function openIssueCount(spool: SqliteSpool, fingerprint: string): number {
-  return (prepared<{ n: number }>(spool.db, "SELECT COUNT(*) AS n FROM issues WHERE fingerprint = ? AND state = 'open'").get(fingerprint) as { n: number }).n;
+  return (
+    prepared<{ n: number }>(spool.db, "SELECT COUNT(*) AS n FROM issues WHERE fingerprint = ? AND state = 'open'").get(
+      fingerprint,
+    ) as { n: number }
+  ).n;
 }
 
 /** The first table and column any of whose values holds `needle`, or null. */
@@ -43,7 +50,9 @@ export function findText(spool: SqliteSpool, needle: string): { table: string; c
   const tables = spool.db.query("SELECT name FROM sqlite_master WHERE type = 'table'").all() as { name: string }[];
   const decoder = new TextDecoder();
   for (const { name } of tables) {
-    for (const row of spool.db.query(`SELECT * FROM "${name.replaceAll('"', '""')}"`).iterate() as IterableIterator<Record<string, unknown>>) {
+    for (const row of spool.db.query(`SELECT * FROM "${name.replaceAll('"', '""')}"`).iterate() as IterableIterator<
+      Record<string, unknown>
+    >) {
       for (const [column, v] of Object.entries(row)) {
         const text = v instanceof Uint8Array ? decoder.decode(v) : String(v);
         if (text.includes(needle)) return { table: name, column };

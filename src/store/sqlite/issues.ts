@@ -17,7 +17,8 @@ const REOPEN = `UPDATE issues SET state = 'open', count = count + 1, last_at = $
     sample_batch_id = COALESCE($batch, sample_batch_id), last_error = COALESCE($error, last_error)
   WHERE id = $id`;
 
-const RESOLVE = "UPDATE issues SET state = 'resolved', last_at = $now WHERE fingerprint = $fingerprint AND state IN ('open', 'acked')";
+const RESOLVE =
+  "UPDATE issues SET state = 'resolved', last_at = $now WHERE fingerprint = $fingerprint AND state IN ('open', 'acked')";
 
 /**
  * Open an issue, or count one more occurrence of it. A resolved issue reopens (and may alert
@@ -27,7 +28,13 @@ export function raiseIssueTx(db: Database, r: RaiseIssue): { id: number; opened:
   const existing = prepared<IssueRow, [string]>(db, FIND).get(r.fingerprint);
   const params = { now: r.now, batch: r.batchId ?? null, error: r.error ?? null };
   if (!existing) {
-    const res = prepared(db, INSERT).run({ ...params, fingerprint: r.fingerprint, kind: r.kind, destination: r.destination ?? null, route: r.route ?? null });
+    const res = prepared(db, INSERT).run({
+      ...params,
+      fingerprint: r.fingerprint,
+      kind: r.kind,
+      destination: r.destination ?? null,
+      route: r.route ?? null,
+    });
     return { id: Number(res.lastInsertRowid), opened: true };
   }
   if (existing.state === "resolved") {
@@ -45,7 +52,9 @@ export function resolveIssueTx(db: Database, fingerprint: string, now: number): 
 
 export function openIssueCount(spool: SqliteSpool): number {
   const db = spool.db;
-  return prepared<{ n: number }, []>(db, "SELECT COUNT(*) AS n FROM issues WHERE state IN ('open', 'acked')").get()?.n ?? 0;
+  return (
+    prepared<{ n: number }, []>(db, "SELECT COUNT(*) AS n FROM issues WHERE state IN ('open', 'acked')").get()?.n ?? 0
+  );
 }
 
 /** raiseIssueTx in a transaction of its own. */
@@ -72,12 +81,23 @@ export function getIssue(spool: SqliteSpool, id: number): IssueRow | null {
 export function listIssues(spool: SqliteSpool, f: { state?: IssueState | "all" } = {}): IssueRow[] {
   const db = spool.db;
   if (f.state === "all") return prepared<IssueRow, []>(db, "SELECT * FROM issues ORDER BY last_at DESC, id DESC").all();
-  if (f.state) return prepared<IssueRow, [string]>(db, "SELECT * FROM issues WHERE state = ? ORDER BY last_at DESC, id DESC").all(f.state);
-  return prepared<IssueRow, []>(db, "SELECT * FROM issues WHERE state IN ('open', 'acked') ORDER BY last_at DESC, id DESC").all();
+  if (f.state)
+    return prepared<IssueRow, [string]>(db, "SELECT * FROM issues WHERE state = ? ORDER BY last_at DESC, id DESC").all(
+      f.state,
+    );
+  return prepared<IssueRow, []>(
+    db,
+    "SELECT * FROM issues WHERE state IN ('open', 'acked') ORDER BY last_at DESC, id DESC",
+  ).all();
 }
 
 /** hookspool issues ack|resolve|ignore <id>: false when the issue is not in a state the verb applies to. */
-export function setIssueState(spool: SqliteSpool, id: number, verb: keyof typeof ISSUE_VERBS, now: number): IssueRow | "missing" | "nothing" {
+export function setIssueState(
+  spool: SqliteSpool,
+  id: number,
+  verb: keyof typeof ISSUE_VERBS,
+  now: number,
+): IssueRow | "missing" | "nothing" {
   const t = ISSUE_VERBS[verb];
   return spool.db
     .transaction(() => {
@@ -93,7 +113,10 @@ export function setIssueState(spool: SqliteSpool, id: number, verb: keyof typeof
 /** Open issues that have not alerted yet (each alerts once, again only after a reopen). */
 export function issuesToAlert(spool: SqliteSpool): IssueRow[] {
   const db = spool.db;
-  return prepared<IssueRow, []>(db, "SELECT * FROM issues WHERE state = 'open' AND alerted_at IS NULL ORDER BY first_at, id").all();
+  return prepared<IssueRow, []>(
+    db,
+    "SELECT * FROM issues WHERE state = 'open' AND alerted_at IS NULL ORDER BY first_at, id",
+  ).all();
 }
 
 /**
@@ -103,7 +126,9 @@ export function issuesToAlert(spool: SqliteSpool): IssueRow[] {
 export function alertSlotFree(spool: SqliteSpool, kind: string, now: number, rateLimitS: number): boolean {
   return spool.db
     .transaction(() => {
-      const row = prepared<{ last_at: number }, [string]>(spool.db, "SELECT last_at FROM alerts WHERE kind = ?").get(kind);
+      const row = prepared<{ last_at: number }, [string]>(spool.db, "SELECT last_at FROM alerts WHERE kind = ?").get(
+        kind,
+      );
       if (!row || now - row.last_at >= rateLimitS || now < row.last_at) return true;
       prepared(spool.db, "UPDATE alerts SET suppressed = suppressed + 1 WHERE kind = ?").run(kind);
       return false;
@@ -116,7 +141,10 @@ export function markAlerted(spool: SqliteSpool, issueId: number, kind: string, n
   spool.db
     .transaction(() => {
       prepared(spool.db, "UPDATE issues SET alerted_at = ? WHERE id = ?").run(now, issueId);
-      prepared(spool.db, "INSERT INTO alerts (kind, last_at) VALUES (?, ?) ON CONFLICT (kind) DO UPDATE SET last_at = excluded.last_at").run(kind, now);
+      prepared(
+        spool.db,
+        "INSERT INTO alerts (kind, last_at) VALUES (?, ?) ON CONFLICT (kind) DO UPDATE SET last_at = excluded.last_at",
+      ).run(kind, now);
     })
     .immediate();
 }
@@ -127,7 +155,10 @@ export function markAlerted(spool: SqliteSpool, issueId: number, kind: string, n
  */
 export function resolveDeadIssuesTx(db: Database, destination: string, now: number): void {
   for (const [lastClass, reasonClass] of DEAD_CLASSES) {
-    const left = prepared<{ n: number }, [string, string]>(db, "SELECT COUNT(*) AS n FROM batches WHERE state = 'dead' AND destination = ? AND last_class = ?").get(destination, lastClass);
+    const left = prepared<{ n: number }, [string, string]>(
+      db,
+      "SELECT COUNT(*) AS n FROM batches WHERE state = 'dead' AND destination = ? AND last_class = ?",
+    ).get(destination, lastClass);
     if ((left?.n ?? 0) === 0) resolveIssueTx(db, `delivery:${destination}:${reasonClass}`, now);
   }
 }

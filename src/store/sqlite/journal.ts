@@ -9,8 +9,21 @@ const WRITE = `INSERT INTO journal (at, kind, batch_id, event_id, attempt_id, so
   SELECT $at, $kind, id, $event, $attempt, source, destination, key, $detail FROM batches WHERE id = $batch`;
 
 /** Journal one change to batch `batchId` inside the caller's transaction. */
-export function journalTx(db: Database, kind: JournalKind, batchId: number, at: number, o: { event?: number; attempt?: number; detail?: Record<string, unknown> } = {}): void {
-  prepared(db, WRITE).run({ at, kind, batch: batchId, event: o.event ?? null, attempt: o.attempt ?? null, detail: o.detail ? JSON.stringify(o.detail) : null });
+export function journalTx(
+  db: Database,
+  kind: JournalKind,
+  batchId: number,
+  at: number,
+  o: { event?: number; attempt?: number; detail?: Record<string, unknown> } = {},
+): void {
+  prepared(db, WRITE).run({
+    at,
+    kind,
+    batch: batchId,
+    event: o.event ?? null,
+    attempt: o.attempt ?? null,
+    detail: o.detail ? JSON.stringify(o.detail) : null,
+  });
 }
 
 /** Rows after `cursor`, oldest first, at most `limit`. */
@@ -25,7 +38,10 @@ export function journalAfter(spool: SqliteSpool, cursor: number, f: JournalFilte
 
 /** The oldest and newest cursor kept (0, 0 when the journal is empty), and the newest ever given. */
 export function journalBounds(spool: SqliteSpool): { oldest: number; newest: number; issued: number } {
-  const r = prepared<{ oldest: number | null; newest: number | null }, []>(spool.db, "SELECT MIN(id) AS oldest, MAX(id) AS newest FROM journal").get();
+  const r = prepared<{ oldest: number | null; newest: number | null }, []>(
+    spool.db,
+    "SELECT MIN(id) AS oldest, MAX(id) AS newest FROM journal",
+  ).get();
   const seq = prepared<{ seq: number }, []>(spool.db, "SELECT seq FROM sqlite_sequence WHERE name = 'journal'").get();
   return { oldest: r?.oldest ?? 0, newest: r?.newest ?? 0, issued: seq?.seq ?? 0 };
 }

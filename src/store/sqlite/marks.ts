@@ -41,7 +41,14 @@ function finishAttempt(db: Database, m: MarkBase, outcome: AttemptOutcome): void
  * owner holds. When it touches none, the worker lost its lease: the attempt is recorded as
  * discarded and nothing else (emits included) is applied.
  */
-function fencedTx(db: Database, m: MarkBase & { awaitUntil?: number }, outcome: "ok" | "retry" | "dead", update: () => number, after?: () => EnqueueResult[], detail: Record<string, unknown> = {}): MarkResult {
+function fencedTx(
+  db: Database,
+  m: MarkBase & { awaitUntil?: number },
+  outcome: "ok" | "retry" | "dead",
+  update: () => number,
+  after?: () => EnqueueResult[],
+  detail: Record<string, unknown> = {},
+): MarkResult {
   if (update() !== 1) {
     finishAttempt(db, m, "discarded");
     return { applied: false };
@@ -50,7 +57,10 @@ function fencedTx(db: Database, m: MarkBase & { awaitUntil?: number }, outcome: 
   // What watch shows of the attempt: its class and status code, never its error text.
   const facts = { ...attemptFacts(m.attempt), ...detail };
   const kind = outcome !== "ok" ? outcome : m.awaitUntil !== undefined ? "awaiting" : "delivered";
-  journalTx(db, kind, m.batchId, m.now, { attempt: m.attemptId, detail: m.awaitUntil !== undefined ? { ...facts, until: m.awaitUntil } : facts });
+  journalTx(db, kind, m.batchId, m.now, {
+    attempt: m.attemptId,
+    detail: m.awaitUntil !== undefined ? { ...facts, until: m.awaitUntil } : facts,
+  });
   return { applied: true, emitted: after ? after() : [] };
 }
 
@@ -78,13 +88,20 @@ const AWAITING = `UPDATE batches SET state = 'awaiting', next_attempt_at = $unti
  * run's outcome is awaited, leased -> awaiting until `awaitUntil` (the lease released, the key
  * still held; store/awaiting.ts ends it).
  */
-export function markDeliveredTx(db: Database, m: MarkBase & { result?: string; emits?: NewEvent[]; awaitUntil?: number }): MarkResult {
+export function markDeliveredTx(
+  db: Database,
+  m: MarkBase & { result?: string; emits?: NewEvent[]; awaitUntil?: number },
+): MarkResult {
   const row = { id: m.batchId, owner: m.owner, result: m.result ?? "ok", counted: m.attempt.counted ? 1 : 0 };
   return fencedTx(
     db,
     m,
     "ok",
-    () => (m.awaitUntil !== undefined ? prepared(db, AWAITING).run({ ...row, until: m.awaitUntil }) : prepared(db, DELIVERED).run({ ...row, now: m.now })).changes,
+    () =>
+      (m.awaitUntil !== undefined
+        ? prepared(db, AWAITING).run({ ...row, until: m.awaitUntil })
+        : prepared(db, DELIVERED).run({ ...row, now: m.now })
+      ).changes,
     () => {
       // A poll source's tick batch: its delivery is the instance's last delivered tick.
       pollDeliveredTx(db, m.batchId, m.now);
@@ -103,15 +120,19 @@ const RETRY = `UPDATE batches SET state = 'retry', next_attempt_at = $next, leas
 
 /** leased -> retry, due at `nextAttemptAt`. */
 export function markRetryTx(db: Database, m: MarkBase & { nextAttemptAt: number }): MarkResult {
-  return fencedTx(db, m, "retry", () =>
-    prepared(db, RETRY).run({
-      id: m.batchId,
-      owner: m.owner,
-      next: m.nextAttemptAt,
-      counted: m.attempt.counted ? 1 : 0,
-      klass: m.attempt.klass,
-      error: scrubError(m.attempt.error),
-    }).changes,
+  return fencedTx(
+    db,
+    m,
+    "retry",
+    () =>
+      prepared(db, RETRY).run({
+        id: m.batchId,
+        owner: m.owner,
+        next: m.nextAttemptAt,
+        counted: m.attempt.counted ? 1 : 0,
+        klass: m.attempt.klass,
+        error: scrubError(m.attempt.error),
+      }).changes,
     undefined,
     { next_attempt_at: m.nextAttemptAt },
   );
@@ -127,15 +148,19 @@ export function markRetry(spool: SqliteSpool, m: MarkBase & { nextAttemptAt: num
 
 /** leased -> dead, with why (the receiver's refusal unless the caller says otherwise). */
 export function markDeadTx(db: Database, m: MarkBase & { deadReason?: DeadReason }): MarkResult {
-  return fencedTx(db, m, "dead", () =>
-    prepared(db, DEAD).run({
-      id: m.batchId,
-      owner: m.owner,
-      counted: m.attempt.counted ? 1 : 0,
-      klass: m.attempt.klass,
-      error: scrubError(m.attempt.error),
-      reason: m.deadReason ?? "rejected",
-    }).changes,
+  return fencedTx(
+    db,
+    m,
+    "dead",
+    () =>
+      prepared(db, DEAD).run({
+        id: m.batchId,
+        owner: m.owner,
+        counted: m.attempt.counted ? 1 : 0,
+        klass: m.attempt.klass,
+        error: scrubError(m.attempt.error),
+        reason: m.deadReason ?? "rejected",
+      }).changes,
     undefined,
     { reason: m.deadReason ?? "rejected" },
   );

@@ -35,9 +35,13 @@ export function pendingMigrations(version: number): Migration[] {
 export function migrate(spool: SqliteSpool, opts: { dryRun?: boolean } = {}): MigrateResult {
   const from = schemaVersion(spool);
   if (from > LATEST_SCHEMA) {
-    throw new HookspoolError("E_SCHEMA", `${spool.path} has schema ${from}, newer than this hookspool (${LATEST_SCHEMA})`, {
-      hint: "downgrade is not supported; run the newer hookspool or restore a backup",
-    });
+    throw new HookspoolError(
+      "E_SCHEMA",
+      `${spool.path} has schema ${from}, newer than this hookspool (${LATEST_SCHEMA})`,
+      {
+        hint: "downgrade is not supported; run the newer hookspool or restore a backup",
+      },
+    );
   }
   const pending = pendingMigrations(from);
   if (opts.dryRun) return { from, to: from, applied: pending.map((m) => m.name) };
@@ -52,7 +56,11 @@ export function migrate(spool: SqliteSpool, opts: { dryRun?: boolean } = {}): Mi
           spool.db.run(m.sql);
           if (m.rebuilds) {
             const broken = spool.db.query("PRAGMA foreign_key_check").all();
-            if (broken.length) throw new HookspoolError("E_CORRUPT", `${spool.path}: migration ${m.name} left ${broken.length} broken reference(s); nothing was changed`);
+            if (broken.length)
+              throw new HookspoolError(
+                "E_CORRUPT",
+                `${spool.path}: migration ${m.name} left ${broken.length} broken reference(s); nothing was changed`,
+              );
           }
           setMetaTx(spool.db, "schema_version", m.version);
           if (getMetaTx(spool.db, "instance_id") === null) {

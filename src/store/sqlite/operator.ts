@@ -5,9 +5,9 @@ import { computeContentHashTx, enqueueTx, resolveQuarantineIssuesTx, batchConten
 import { prepared, type SqliteSpool } from "./db.ts";
 import { journalTx } from "./journal.ts";
 import { type BatchHead, notApplicable } from "../batches.ts";
-import type { EnqueueResult, } from "../enqueue.ts";
+import type { EnqueueResult } from "../enqueue.ts";
 import { resolveDeadIssuesTx } from "./issues.ts";
-import { contentHash, } from "../content.ts";
+import { contentHash } from "../content.ts";
 import { type SplitOptions, splitEvents, pieces, checkSplitOptions } from "../split.ts";
 import type { ReplayResult, Reclassify } from "../replay.ts";
 import { QUARANTINED, type QuarantinedRow, storedRequest } from "./reads.ts";
@@ -27,7 +27,9 @@ export function replayDeadTx(db: Database, batchId: number, now: number): boolea
 
 /** The batch an operator named, or E_NOT_FOUND. */
 export function requireBatchTx(db: Database, id: number): BatchHead {
-  const b = prepared<BatchHead, [number]>(db, "SELECT id, state, destination, source FROM batches WHERE id = ?").get(id);
+  const b = prepared<BatchHead, [number]>(db, "SELECT id, state, destination, source FROM batches WHERE id = ?").get(
+    id,
+  );
   if (!b) throw new HookspoolError("E_NOT_FOUND", `no batch ${id}`);
   return b;
 }
@@ -51,7 +53,8 @@ export function replayBatch(spool: SqliteSpool, id: number, now: number, reclass
         resolveDeadIssuesTx(db, b.destination, now);
         return { batchId: id, kind: "replayed" };
       }
-      if (!reclassify) throw new HookspoolError("E_CONFIG", `batch ${id} is a quarantine batch; replaying it needs the source plugin`);
+      if (!reclassify)
+        throw new HookspoolError("E_CONFIG", `batch ${id} is a quarantine batch; replaying it needs the source plugin`);
       const results: EnqueueResult[] = [];
       let ignored = 0;
       for (const r of prepared<QuarantinedRow, [number]>(db, QUARANTINED).all(id)) {
@@ -80,7 +83,8 @@ export function resendDelivered(spool: SqliteSpool, id: number, now: number): vo
   spool.db
     .transaction(() => {
       const b = requireBatchTx(spool.db, id);
-      if (b.state !== "delivered" || b.destination === "quarantine") throw notApplicable(b, "replay --delivered", "delivered");
+      if (b.state !== "delivered" || b.destination === "quarantine")
+        throw notApplicable(b, "replay --delivered", "delivered");
       prepared(spool.db, RESEND).run({ id, now });
       journalTx(spool.db, "retry", id, now, { detail: { resend: true } });
     })
@@ -93,7 +97,10 @@ export function retryNow(spool: SqliteSpool, id: number, now: number): void {
     .transaction(() => {
       const b = requireBatchTx(spool.db, id);
       if (b.state !== "retry") throw notApplicable(b, "retry", "retry");
-      prepared(spool.db, "UPDATE batches SET next_attempt_at = $now WHERE id = $id AND state = 'retry'").run({ id, now });
+      prepared(spool.db, "UPDATE batches SET next_attempt_at = $now WHERE id = $id AND state = 'retry'").run({
+        id,
+        now,
+      });
     })
     .immediate();
 }
@@ -110,11 +117,18 @@ export function splitBatch(spool: SqliteSpool, id: number, o: SplitOptions, now:
     .transaction(() => {
       const b = requireBatchTx(db, id);
       if (!["sealed", "retry", "dead"].includes(b.state)) throw notApplicable(b, "split", "sealed, retry or dead");
-      if (b.destination === "quarantine") throw new HookspoolError("E_NOTHING", `batch ${id} is a quarantine batch; replay or drop it`);
+      if (b.destination === "quarantine")
+        throw new HookspoolError("E_NOTHING", `batch ${id} is a quarantine batch; replay or drop it`);
       // The hash covers ids, types, times, dedup ids and payloads, never batch_id, so it can be
       // computed from the original's content before the events move.
       const content = batchContentTx(db, id);
-      const events = splitEvents(prepared<{ id: number; received_at: number }, [number]>(db, "SELECT id, received_at FROM events WHERE batch_id = ? ORDER BY id").all(id), content);
+      const events = splitEvents(
+        prepared<{ id: number; received_at: number }, [number]>(
+          db,
+          "SELECT id, received_at FROM events WHERE batch_id = ? ORDER BY id",
+        ).all(id),
+        content,
+      );
       const parts = pieces(events, o);
       if (parts.length < 2) throw new HookspoolError("E_NOTHING", `batch ${id} already fits; nothing to split`);
       const ids: number[] = [];
@@ -149,16 +163,27 @@ export function excludeEvents(spool: SqliteSpool, batchId: number, eventIds: num
   const db = spool.db;
   db.transaction(() => {
     const b = requireBatchTx(db, batchId);
-    if (!["open", "sealed", "retry", "dead"].includes(b.state)) throw notApplicable(b, "exclude", "open, sealed, retry or dead");
-    if (b.destination === "quarantine") throw new HookspoolError("E_NOTHING", `batch ${batchId} is a quarantine batch; replay or drop it`);
+    if (!["open", "sealed", "retry", "dead"].includes(b.state))
+      throw notApplicable(b, "exclude", "open, sealed, retry or dead");
+    if (b.destination === "quarantine")
+      throw new HookspoolError("E_NOTHING", `batch ${batchId} is a quarantine batch; replay or drop it`);
     for (const eid of eventIds) {
       const e = prepared<{ batch_id: number }, [number]>(db, "SELECT batch_id FROM events WHERE id = ?").get(eid);
-      if (!e || e.batch_id !== batchId) throw new HookspoolError("E_NOT_FOUND", `event ${eid} is not in batch ${batchId}`);
+      if (!e || e.batch_id !== batchId)
+        throw new HookspoolError("E_NOT_FOUND", `event ${eid} is not in batch ${batchId}`);
       prepared(db, "UPDATE events SET excluded_at = ? WHERE id = ? AND excluded_at IS NULL").run(now, eid);
     }
-    const left = prepared<{ n: number }, [number]>(db, "SELECT COUNT(*) AS n FROM events WHERE batch_id = ? AND excluded_at IS NULL").get(batchId)?.n ?? 0;
-    if (left === 0) throw new HookspoolError("E_NOTHING", `that would exclude every event of batch ${batchId}`, { hint: `drop it instead: hookspool drop ${batchId} --yes` });
-    if (b.state !== "open") prepared(db, "UPDATE batches SET content_hash = ? WHERE id = ?").run(computeContentHashTx(db, batchId), batchId);
+    const left =
+      prepared<{ n: number }, [number]>(
+        db,
+        "SELECT COUNT(*) AS n FROM events WHERE batch_id = ? AND excluded_at IS NULL",
+      ).get(batchId)?.n ?? 0;
+    if (left === 0)
+      throw new HookspoolError("E_NOTHING", `that would exclude every event of batch ${batchId}`, {
+        hint: `drop it instead: hookspool drop ${batchId} --yes`,
+      });
+    if (b.state !== "open")
+      prepared(db, "UPDATE batches SET content_hash = ? WHERE id = ?").run(computeContentHashTx(db, batchId), batchId);
   }).immediate();
 }
 
@@ -168,7 +193,8 @@ const DROP = `UPDATE batches SET state = 'dropped', delivered_at = $now, result 
 
 /** -> dropped inside the caller's transaction; `result` says why ("dropped", "split"). */
 export function dropBatchTx(db: Database, b: BatchHead, now: number, result: string, why: string): void {
-  if (prepared(db, DROP).run({ id: b.id, now, result, why }).changes !== 1) throw notApplicable(b, "drop", "open, sealed, retry, awaiting or dead");
+  if (prepared(db, DROP).run({ id: b.id, now, result, why }).changes !== 1)
+    throw notApplicable(b, "drop", "open, sealed, retry, awaiting or dead");
   journalTx(db, "dropped", b.id, now, { detail: { result } });
 }
 

@@ -7,11 +7,27 @@ import type { Database } from "bun:sqlite";
 import { prepared, type SqliteSpool, eachInSavepoint } from "./db.ts";
 import { testHook } from "../../testhook.ts";
 import { ignoredRun, PAST_LIMIT, type PastAttempt, previousBadEmit, strikeGaps } from "../attempts-plan.ts";
-import { clearProbeTx, destinationStateTx, liftThrottleTx, pauseDestinationTx, recordSuccessTx, recordTransportFailureTx, setRetryAfterTx, throttleTx } from "./destinations.ts";
+import {
+  clearProbeTx,
+  destinationStateTx,
+  liftThrottleTx,
+  pauseDestinationTx,
+  recordSuccessTx,
+  recordTransportFailureTx,
+  setRetryAfterTx,
+  throttleTx,
+} from "./destinations.ts";
 import { raiseIssueTx, resolveIssueTx } from "./issues.ts";
 import type { MarkResult } from "../marks.ts";
 import { markDeadTx, markDeliveredTx, markRetryTx } from "./marks.ts";
-import { factsNeeded, type OutcomeFacts, type OutcomeInput, type OutcomePlan, planOutcome, type Recorded } from "../outcome-plan.ts";
+import {
+  factsNeeded,
+  type OutcomeFacts,
+  type OutcomeInput,
+  type OutcomePlan,
+  planOutcome,
+  type Recorded,
+} from "../outcome-plan.ts";
 
 const PAST = `SELECT outcome, klass, error, finished_at FROM attempts
   WHERE batch_id = ? AND finished_at IS NOT NULL AND outcome <> 'discarded' ORDER BY id DESC LIMIT ${PAST_LIMIT}`;
@@ -65,7 +81,12 @@ export function recordOutcome(spool: SqliteSpool, input: OutcomeInput): Recorded
  */
 export function recordOutcomes(spool: SqliteSpool, inputs: readonly OutcomeInput[]): (Recorded | Error)[] {
   if (inputs.length === 0) return [];
-  return eachInSavepoint(spool.db, inputs, (input) => recordOutcomeTx(spool.db, input), () => testHook("mark.before_commit"));
+  return eachInSavepoint(
+    spool.db,
+    inputs,
+    (input) => recordOutcomeTx(spool.db, input),
+    () => testHook("mark.before_commit"),
+  );
 }
 
 /** The facts the plan needs, read in the transaction; the costlier ones only when it needs them. */
@@ -77,7 +98,8 @@ function factsTx(db: Database, f: OutcomeInput): OutcomeFacts | null {
   return {
     batch,
     destination,
-    strikes: need.strikes && destination.state === "closed" ? transportStrikesTx(db, f.batchId, batch.destination, f.now) : 0,
+    strikes:
+      need.strikes && destination.state === "closed" ? transportStrikesTx(db, f.batchId, batch.destination, f.now) : 0,
     previousBadEmit: need.previousBadEmit ? previousBadEmit(pastAttempts(db, f.batchId)) : false,
     ignoredRun: need.ignoredRun > 0 ? ignoredRun(latestAnswers(db, batch.destination, need.ignoredRun)) : 0,
   };
@@ -88,7 +110,14 @@ function applyTx(db: Database, f: OutcomeInput, plan: OutcomePlan, dest: string)
   const base = { batchId: f.batchId, attemptId: f.attemptId, owner: f.owner, now: f.now };
   const m = plan.mark;
   let r: MarkResult;
-  if (m.kind === "delivered") r = markDeliveredTx(db, { ...base, emits: m.emits, attempt: m.attempt, result: m.result, awaitUntil: m.awaitUntil });
+  if (m.kind === "delivered")
+    r = markDeliveredTx(db, {
+      ...base,
+      emits: m.emits,
+      attempt: m.attempt,
+      result: m.result,
+      awaitUntil: m.awaitUntil,
+    });
   else if (m.kind === "retry") r = markRetryTx(db, { ...base, nextAttemptAt: m.nextAttemptAt, attempt: m.attempt });
   else r = markDeadTx(db, { ...base, deadReason: m.deadReason, attempt: m.attempt });
   if (!r.applied) return { applied: false };

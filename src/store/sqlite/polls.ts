@@ -30,7 +30,13 @@ const Q = {
  * Advance one instance's clock; null when nothing was due. `tick(at)` builds the tick event for
  * the scheduled time `at` (routing is config's, so the caller makes it).
  */
-export function stepPoll(spool: SqliteSpool, p: PollPlan, now: number, rng: Rng, tick: (at: number) => NewEvent): PollStep | null {
+export function stepPoll(
+  spool: SqliteSpool,
+  p: PollPlan,
+  now: number,
+  rng: Rng,
+  tick: (at: number) => NewEvent,
+): PollStep | null {
   if (due(prepared<Row, [string]>(spool.db, Q.row).get(p.instance), p, now) === "wait") return null;
   return spool.db
     .transaction((): PollStep | null => {
@@ -47,7 +53,10 @@ export function stepPoll(spool: SqliteSpool, p: PollPlan, now: number, rng: Rng,
         prepared(db, Q.move).run(next, p.instance);
         return "rescheduled";
       }
-      const last = row.last_batch_id === null ? null : prepared<{ state: string }, [number]>(db, Q.batchState).get(row.last_batch_id);
+      const last =
+        row.last_batch_id === null
+          ? null
+          : prepared<{ state: string }, [number]>(db, Q.batchState).get(row.last_batch_id);
       if (last && UNFINISHED.has(last.state)) {
         prepared(db, Q.skip).run(next, p.instance);
         return "skipped";

@@ -23,10 +23,17 @@ const READY = `SELECT id, destination, route, key FROM batches WHERE state = 'op
  * window, so the key's events keep coalescing into it and the run the window next allows sees
  * them all (max_events and max_bytes still seal it at the enqueue).
  */
-export function sealReady(spool: SqliteSpool, now: number, keyBudgets: ReadonlyMap<string, Rate> = new Map()): number[] {
+export function sealReady(
+  spool: SqliteSpool,
+  now: number,
+  keyBudgets: ReadonlyMap<string, Rate> = new Map(),
+): number[] {
   return spool.db
     .transaction(() => {
-      const ready = prepared<{ id: number; destination: string; route: string; key: string }, Record<string, number>>(spool.db, READY).all({ now });
+      const ready = prepared<{ id: number; destination: string; route: string; key: string }, Record<string, number>>(
+        spool.db,
+        READY,
+      ).all({ now });
       const ids = ready
         .filter((b) => {
           const kb = keyBudgets.get(b.destination);
@@ -76,7 +83,9 @@ export function candidates(spool: SqliteSpool, now: number, perDestination = Num
   const limit = Number.isFinite(perDestination) ? Math.max(0, Math.floor(perDestination)) : -1;
   const out: Candidate[] = [];
   for (const { name } of prepared<{ name: string }, []>(db, READY_DESTINATIONS).all()) {
-    out.push(...prepared<Candidate, Record<string, string | number>>(db, CANDIDATES).all({ destination: name, now, limit }));
+    out.push(
+      ...prepared<Candidate, Record<string, string | number>>(db, CANDIDATES).all({ destination: name, now, limit }),
+    );
   }
   return out.sort((a, b) => a.first_at - b.first_at || a.id - b.id);
 }
@@ -127,7 +136,16 @@ export function claimBatches(spool: SqliteSpool, inputs: readonly ClaimInput[]):
 
 function claimTx(db: Database, c: ClaimInput): Claim {
   const n = (prepared<{ n: number }, [number]>(db, Q.attemptCount).get(c.batchId)?.n ?? 0) + 1;
-  const attemptId = Number(prepared(db, Q.startAttempt).run({ batch: c.batchId, n, destination: c.destination, now: c.now, probe: c.probe ? 1 : 0, hits: c.rate ? (c.hits ?? 1) : null }).lastInsertRowid);
+  const attemptId = Number(
+    prepared(db, Q.startAttempt).run({
+      batch: c.batchId,
+      n,
+      destination: c.destination,
+      now: c.now,
+      probe: c.probe ? 1 : 0,
+      hits: c.rate ? (c.hits ?? 1) : null,
+    }).lastInsertRowid,
+  );
   const owner = `${c.host}:${c.pid}:${attemptId}`;
   if (prepared(db, Q.lease).run({ id: c.batchId, until: c.leaseUntil, owner }).changes !== 1) throw new LostRace();
   // Each earlier successful attempt is a delivery this one repeats (replay --delivered).
@@ -176,7 +194,10 @@ const RATE_WINDOW = `SELECT hits, finished_at AS finishedAt FROM attempts WHERE 
 
 /** The hits that may still be in a paced destination's window at `now` (pacing.ts reads them). */
 export function rateWindow(spool: SqliteSpool, destination: string, now: number, rate: Rate): WindowHit[] {
-  return prepared<WindowHit, Record<string, string | number>>(spool.db, RATE_WINDOW).all({ destination, since: now - rate.windowS - rateMarginS(rate) });
+  return prepared<WindowHit, Record<string, string | number>>(spool.db, RATE_WINDOW).all({
+    destination,
+    since: now - rate.windowS - rateMarginS(rate),
+  });
 }
 
 // Since the batch's latest delivery (a resend's ids are new): the furthest event an attempt
@@ -187,7 +208,9 @@ const RESUME = `SELECT MAX(failed_event_id) AS before, COALESCE(MAX(unconfirmed)
 
 /** Unwrap, on a retry: where the earlier attempts of this delivery left off; null when nothing got through. */
 export function resumePoint(spool: SqliteSpool, batchId: number): Resume | null {
-  const r = prepared<{ before: number | null; unconfirmed: number }, Record<string, number>>(spool.db, RESUME).get({ batch: batchId });
+  const r = prepared<{ before: number | null; unconfirmed: number }, Record<string, number>>(spool.db, RESUME).get({
+    batch: batchId,
+  });
   return r && r.before !== null ? { before: r.before, unconfirmed: r.unconfirmed === 1 } : null;
 }
 
@@ -195,16 +218,19 @@ const NEXT_OPEN_READY = `SELECT MIN(MIN(last_at + quiet_s, first_at + max_s)) AS
   WHERE state = 'open' AND NOT (quiet_s = 0 AND max_s = 0) AND MIN(last_at + quiet_s, first_at + max_s) > $now`;
 // A retry falls due, or an awaiting batch's outcome is overdue (the dispatcher times it out).
 
-const NEXT_RETRY_DUE = "SELECT MIN(next_attempt_at) AS at FROM batches WHERE state IN ('retry', 'awaiting') AND next_attempt_at > $now";
+const NEXT_RETRY_DUE =
+  "SELECT MIN(next_attempt_at) AS at FROM batches WHERE state IN ('retry', 'awaiting') AND next_attempt_at > $now";
 
 /**
- * The next instant after `now` at which a batch becomes ready by itself: an open batch's quiet
- * window or maximum wait ends, a retry falls due, or an awaited outcome is overdue. Null when none will. Its cost follows the
- * open and retrying batches, never the delivered history.
+ * The next instant after `now` at which a batch becomes ready by itself: an open batch's quiet window or maximum wait
+ * ends, a retry falls due, or an awaited outcome is overdue. Null when none will. Its cost follows the open and
+ * retrying batches, never the delivered history.
  */
 export function nextReadyAt(spool: SqliteSpool, now: number): number | null {
-  const open = prepared<{ at: number | null }, Record<string, number>>(spool.db, NEXT_OPEN_READY).get({ now })?.at ?? null;
-  const retry = prepared<{ at: number | null }, Record<string, number>>(spool.db, NEXT_RETRY_DUE).get({ now })?.at ?? null;
+  const open =
+    prepared<{ at: number | null }, Record<string, number>>(spool.db, NEXT_OPEN_READY).get({ now })?.at ?? null;
+  const retry =
+    prepared<{ at: number | null }, Record<string, number>>(spool.db, NEXT_RETRY_DUE).get({ now })?.at ?? null;
   if (open === null) return retry;
   return retry === null ? open : Math.min(open, retry);
 }
@@ -227,15 +253,35 @@ export function anyReadyNow(spool: SqliteSpool, now: number): boolean {
 export function tickQueryPlans(spool: SqliteSpool): Record<string, string[]> {
   const plan = (sql: string) => {
     const q = spool.db.query(`EXPLAIN QUERY PLAN ${sql}`);
-    const args = Object.fromEntries(q.paramsCount ? ["now", "destination", "limit", "since"].filter((k) => sql.includes(`$${k}`)).map((k) => [k, k === "destination" ? "d" : 4]) : []);
+    const args = Object.fromEntries(
+      q.paramsCount
+        ? ["now", "destination", "limit", "since"]
+            .filter((k) => sql.includes(`$${k}`))
+            .map((k) => [k, k === "destination" ? "d" : 4])
+        : [],
+    );
     return (q.all(args as never) as { detail: string }[]).map((r) => r.detail);
   };
-  return { ready: plan(READY), readyDestinations: plan(READY_DESTINATIONS), candidates: plan(CANDIDATES), nextOpenReady: plan(NEXT_OPEN_READY), nextRetryDue: plan(NEXT_RETRY_DUE), anyReadyNow: plan(ANY_READY_NOW), rateWindow: plan(RATE_WINDOW) };
+  return {
+    ready: plan(READY),
+    readyDestinations: plan(READY_DESTINATIONS),
+    candidates: plan(CANDIDATES),
+    nextOpenReady: plan(NEXT_OPEN_READY),
+    nextRetryDue: plan(NEXT_RETRY_DUE),
+    anyReadyNow: plan(ANY_READY_NOW),
+    rateWindow: plan(RATE_WINDOW),
+  };
 }
 
 /** A successful config reload makes every config-class retry due now. */
 export function redueConfigRetries(spool: SqliteSpool, now: number): number {
   return spool.db
-    .transaction(() => prepared(spool.db, "UPDATE batches SET next_attempt_at = $now WHERE state = 'retry' AND last_class = 'config' AND next_attempt_at > $now").run({ now }).changes)
+    .transaction(
+      () =>
+        prepared(
+          spool.db,
+          "UPDATE batches SET next_attempt_at = $now WHERE state = 'retry' AND last_class = 'config' AND next_attempt_at > $now",
+        ).run({ now }).changes,
+    )
     .immediate();
 }

@@ -5,7 +5,15 @@
 // and its batch's state as it changes, looked at again only when the database changed (PRAGMA
 // data_version), every 50 ms at most. Each is one statement: in WAL mode it never waits.
 import { prepared, type SqliteSpool } from "./db.ts";
-import { batchWhere, type ListFilter, type EventListing, type EventPayload, type AttemptRow, type BatchRow, parseTrace } from "../batches.ts";
+import {
+  batchWhere,
+  type ListFilter,
+  type EventListing,
+  type EventPayload,
+  type AttemptRow,
+  type BatchRow,
+  parseTrace,
+} from "../batches.ts";
 import { type StoredRequestRow, groupRequests, STORED_REQUESTS, type StoredEventRow } from "../requests.ts";
 import { deadWhere, type DeadFilter, type StoredRequest } from "../replay.ts";
 import type { FollowStep } from "../follow.ts";
@@ -31,7 +39,10 @@ export function getBatch(spool: SqliteSpool, id: number): BatchRow | null {
 /** A batch's events without payloads: ids, types, sizes, dedup ids, exclusion and routing trace. */
 export function batchEvents(spool: SqliteSpool, batchId: number): EventListing[] {
   const db = spool.db;
-  return prepared<Omit<EventListing, "trace"> & { trace: string | null }, [number]>(db, "SELECT id, event_type, received_at, dedup_id, size, excluded_at, route, trace FROM events WHERE batch_id = ? ORDER BY id")
+  return prepared<Omit<EventListing, "trace"> & { trace: string | null }, [number]>(
+    db,
+    "SELECT id, event_type, received_at, dedup_id, size, excluded_at, route, trace FROM events WHERE batch_id = ? ORDER BY id",
+  )
     .all(batchId)
     .map((e) => ({ ...e, trace: parseTrace(e.trace) }));
 }
@@ -39,7 +50,10 @@ export function batchEvents(spool: SqliteSpool, batchId: number): EventListing[]
 /** Payloads, only for `show --payload`. */
 export function batchPayloads(spool: SqliteSpool, batchId: number): EventPayload[] {
   const db = spool.db;
-  return prepared<EventPayload, [number]>(db, "SELECT id, payload, raw, headers FROM events WHERE batch_id = ? ORDER BY id").all(batchId);
+  return prepared<EventPayload, [number]>(
+    db,
+    "SELECT id, payload, raw, headers FROM events WHERE batch_id = ? ORDER BY id",
+  ).all(batchId);
 }
 
 export function batchAttempts(spool: SqliteSpool, batchId: number): AttemptRow[] {
@@ -47,12 +61,27 @@ export function batchAttempts(spool: SqliteSpool, batchId: number): AttemptRow[]
   return prepared<AttemptRow, [number]>(db, "SELECT * FROM attempts WHERE batch_id = ? ORDER BY id").all(batchId);
 }
 
-export const QUARANTINED = "SELECT id, source, received_at, raw, headers, url FROM events WHERE batch_id = ? ORDER BY id";
+export const QUARANTINED =
+  "SELECT id, source, received_at, raw, headers, url FROM events WHERE batch_id = ? ORDER BY id";
 
-export type QuarantinedRow = { id: number; source: string; received_at: number; raw: Uint8Array | null; headers: string; url: string | null };
+export type QuarantinedRow = {
+  id: number;
+  source: string;
+  received_at: number;
+  raw: Uint8Array | null;
+  headers: string;
+  url: string | null;
+};
 
 export function storedRequest(r: QuarantinedRow): StoredRequest {
-  return { eventId: r.id, source: r.source, receivedAt: r.received_at, raw: r.raw ?? new Uint8Array(), headers: JSON.parse(r.headers), url: r.url };
+  return {
+    eventId: r.id,
+    source: r.source,
+    receivedAt: r.received_at,
+    raw: r.raw ?? new Uint8Array(),
+    headers: JSON.parse(r.headers),
+    url: r.url,
+  };
 }
 
 /** The requests a quarantine batch holds, oldest first (a replay classifies them before it writes). */
@@ -64,23 +93,43 @@ export function quarantinedRequests(spool: SqliteSpool, batchId: number): Stored
 /** The dead batches `replay --dead` would take, oldest first. */
 export function deadBatchIds(spool: SqliteSpool, f: DeadFilter): number[] {
   const { where, params } = deadWhere(f);
-  return prepared<{ id: number }, Record<string, string | number>>(spool.db, `SELECT id FROM batches WHERE ${where.join(" AND ")} ORDER BY first_at, id`)
+  return prepared<{ id: number }, Record<string, string | number>>(
+    spool.db,
+    `SELECT id FROM batches WHERE ${where.join(" AND ")} ORDER BY first_at, id`,
+  )
     .all(params)
     .map((r) => r.id);
 }
 
 /** The delivered batches `replay --delivered` would take, oldest first. */
 export function deliveredBatchIds(spool: SqliteSpool, f: Omit<DeadFilter, "reason">): number[] {
-  const { where, params } = batchWhere({ state: "delivered", destination: f.destination, source: f.source, since: f.since });
+  const { where, params } = batchWhere({
+    state: "delivered",
+    destination: f.destination,
+    source: f.source,
+    since: f.since,
+  });
   where.push("destination <> 'quarantine'");
-  return prepared<{ id: number }, Record<string, string | number>>(spool.db, `SELECT id FROM batches WHERE ${where.join(" AND ")} ORDER BY first_at, id`)
+  return prepared<{ id: number }, Record<string, string | number>>(
+    spool.db,
+    `SELECT id FROM batches WHERE ${where.join(" AND ")} ORDER BY first_at, id`,
+  )
     .all(params)
     .map((r) => r.id);
 }
 
 /** Stored requests since `since` (of one source, or all), oldest first, at most `limit` event rows read. */
-export function storedRequests(spool: SqliteSpool, o: { since: number; source?: string; limit: number }): StoredRequestRow[] {
-  return groupRequests(prepared<StoredEventRow, Record<string, string | number | null>>(spool.db, STORED_REQUESTS).all({ since: o.since, source: o.source ?? null, limit: o.limit }));
+export function storedRequests(
+  spool: SqliteSpool,
+  o: { since: number; source?: string; limit: number },
+): StoredRequestRow[] {
+  return groupRequests(
+    prepared<StoredEventRow, Record<string, string | number | null>>(spool.db, STORED_REQUESTS).all({
+      since: o.since,
+      source: o.source ?? null,
+      limit: o.limit,
+    }),
+  );
 }
 
 /** The ids among `ids` the source has a dedup row for (spooled within its dedup window). */
@@ -103,7 +152,10 @@ const BATCH = "SELECT state, last_class, dead_reason, result FROM batches WHERE 
 const TERMINAL = new Set(["delivered", "dead", "dropped"]);
 
 /** Each state the event's batch takes, until it is delivered, dead or dropped, or `timeoutMs` ran out. */
-export async function* followEvent(spool: SqliteSpool, o: { source: string; after: number; timeoutMs: number }): AsyncGenerator<FollowStep> {
+export async function* followEvent(
+  spool: SqliteSpool,
+  o: { source: string; after: number; timeoutMs: number },
+): AsyncGenerator<FollowStep> {
   const until = performance.now() + o.timeoutMs;
   let version = -1;
   let batch: number | null = null;
@@ -112,12 +164,25 @@ export async function* followEvent(spool: SqliteSpool, o: { source: string; afte
     const v = prepared<{ data_version: number }, []>(spool.db, "PRAGMA data_version").get()?.data_version ?? 0;
     if (v !== version) {
       version = v;
-      if (batch === null) batch = prepared<{ batch_id: number }, [string, number]>(spool.db, FIRST_AFTER).get(o.source, o.after)?.batch_id ?? null;
+      if (batch === null)
+        batch =
+          prepared<{ batch_id: number }, [string, number]>(spool.db, FIRST_AFTER).get(o.source, o.after)?.batch_id ??
+          null;
       if (batch !== null) {
-        const b = prepared<{ state: string; last_class: string | null; dead_reason: string | null; result: string | null }, [number]>(spool.db, BATCH).get(batch);
+        const b = prepared<
+          { state: string; last_class: string | null; dead_reason: string | null; result: string | null },
+          [number]
+        >(spool.db, BATCH).get(batch);
         if (b && b.state !== last) {
           last = b.state;
-          const detail = b.state === "dead" ? (b.dead_reason ?? undefined) : b.state === "retry" ? (b.last_class ?? undefined) : b.state === "delivered" ? (b.result ?? undefined) : undefined;
+          const detail =
+            b.state === "dead"
+              ? (b.dead_reason ?? undefined)
+              : b.state === "retry"
+                ? (b.last_class ?? undefined)
+                : b.state === "delivered"
+                  ? (b.result ?? undefined)
+                  : undefined;
           yield detail ? { batch, state: b.state, detail } : { batch, state: b.state };
           if (TERMINAL.has(b.state)) return;
         }

@@ -6,7 +6,14 @@
 import type { Database } from "bun:sqlite";
 import { testHook } from "../../testhook.ts";
 import { prepared, type SqliteSpool } from "./db.ts";
-import { type RetentionCounts, RETENTION_BATCH_SIZE, type RetentionOptions, DAY_S, type RetentionPolicy, inChunks } from "../retention.ts";
+import {
+  type RetentionCounts,
+  RETENTION_BATCH_SIZE,
+  type RetentionOptions,
+  DAY_S,
+  type RetentionPolicy,
+  inChunks,
+} from "../retention.ts";
 
 export const Q = {
   // Oldest first through batches_delivered (state, delivered_at). A dropped batch's delivered_at
@@ -40,10 +47,20 @@ export const Q = {
  * oldest first. A batch goes with its events in one transaction when it fits in the budget;
  * one with more events than a whole transaction may delete has them deleted in chunks first.
  */
-async function deleteFinishedBatches(db: Database, state: "delivered" | "dropped", cutoff: number, size: number, counts: RetentionCounts): Promise<void> {
+async function deleteFinishedBatches(
+  db: Database,
+  state: "delivered" | "dropped",
+  cutoff: number,
+  size: number,
+  counts: RetentionCounts,
+): Promise<void> {
   await chunks(db, () => {
     let budget = size;
-    for (const { id } of prepared<{ id: number }, Record<string, string | number>>(db, Q.finished).all({ state, cutoff, limit: size })) {
+    for (const { id } of prepared<{ id: number }, Record<string, string | number>>(db, Q.finished).all({
+      state,
+      cutoff,
+      limit: size,
+    })) {
       const n = prepared<{ n: number }, [number]>(db, Q.eventCount).get(id)?.n ?? 0;
       if (n + 1 > budget) {
         if (budget === size) {
@@ -62,7 +79,12 @@ async function deleteFinishedBatches(db: Database, state: "delivered" | "dropped
   });
 }
 
-async function deleteBy(db: Database, sql: string, params: Record<string, string | number>, add: (n: number) => void): Promise<void> {
+async function deleteBy(
+  db: Database,
+  sql: string,
+  params: Record<string, string | number>,
+  add: (n: number) => void,
+): Promise<void> {
   await chunks(db, () => {
     const n = prepared(db, sql).run(params).changes;
     add(n);
@@ -77,7 +99,12 @@ async function deleteBy(db: Database, sql: string, params: Record<string, string
  * issuesDays. Dead batches (quarantine included) and unfinished batches are never deleted.
  * Each transaction deletes at most batchSize rows; the WAL is checkpointed (TRUNCATE) after.
  */
-export async function runRetention(spool: SqliteSpool, policy: RetentionPolicy, now: number, opts: RetentionOptions = {}): Promise<RetentionCounts> {
+export async function runRetention(
+  spool: SqliteSpool,
+  policy: RetentionPolicy,
+  now: number,
+  opts: RetentionOptions = {},
+): Promise<RetentionCounts> {
   const size = Math.max(1, Math.floor(opts.batchSize ?? RETENTION_BATCH_SIZE));
   const db = spool.db;
   const counts: RetentionCounts = { batches: 0, events: 0, attempts: 0, dedup: 0, issues: 0 };

@@ -2,11 +2,49 @@
 // value handed back as a settled promise. One host: the dispatcher holds dispatch.lock, so it
 // always leads, and at its start every lease is a dead process's.
 import type { AlertStore, DispatchStore, IntakeStore, MaintenanceStore, OperatorStore } from "../api.ts";
-import { batchAttempts, batchEvents, batchPayloads, listBatches, deadBatchIds, deliveredBatchIds, quarantinedRequests, followEvent, newestEventId, spooledDedupIds, storedRequests, getBatch } from "./reads.ts";
-import { destinationNames, pauseDestination, resumeDestination, destinationState, halfOpenIfCooled } from "./destinations.ts";
+import {
+  batchAttempts,
+  batchEvents,
+  batchPayloads,
+  listBatches,
+  deadBatchIds,
+  deliveredBatchIds,
+  quarantinedRequests,
+  followEvent,
+  newestEventId,
+  spooledDedupIds,
+  storedRequests,
+  getBatch,
+} from "./reads.ts";
+import {
+  destinationNames,
+  pauseDestination,
+  resumeDestination,
+  destinationState,
+  halfOpenIfCooled,
+} from "./destinations.ts";
 import { dropBatches, replayBatch, resendDelivered, retryNow, excludeEvents, splitBatch } from "./operator.ts";
-import { listIssues, setIssueState, alertSlotFree, getIssueByFingerprint, issuesToAlert, markAlerted, raiseIssue, resolveIssue } from "./issues.ts";
-import { redueConfigRetries, anyReadyNow, candidates, claimBatches, nextReadyAt, resumePoint, rateWindow, recoverLeases, sealReady } from "./queue.ts";
+import {
+  listIssues,
+  setIssueState,
+  alertSlotFree,
+  getIssueByFingerprint,
+  issuesToAlert,
+  markAlerted,
+  raiseIssue,
+  resolveIssue,
+} from "./issues.ts";
+import {
+  redueConfigRetries,
+  anyReadyNow,
+  candidates,
+  claimBatches,
+  nextReadyAt,
+  resumePoint,
+  rateWindow,
+  recoverLeases,
+  sealReady,
+} from "./queue.ts";
 import { batchContent, quarantine } from "./enqueue.ts";
 import type { SqliteSpool } from "./db.ts";
 import { GroupCommit, type GroupLimits } from "../group.ts";
@@ -88,7 +126,10 @@ export function sqliteGroupCommit(spool: SqliteSpool, limits?: GroupLimits): Gro
   return new GroupCommit(sqliteCommitStep(spool), { limits });
 }
 
-export function sqliteIntakeStore(spool: SqliteSpool, group = sqliteGroupCommit(spool)): IntakeStore & { group: GroupCommit } {
+export function sqliteIntakeStore(
+  spool: SqliteSpool,
+  group = sqliteGroupCommit(spool),
+): IntakeStore & { group: GroupCommit } {
   return {
     backend: "sqlite",
     group,
@@ -110,7 +151,8 @@ export function sqliteStatusStore(spool: SqliteSpool): StatusStore {
     attemptCounts: async (since) => attemptCounts(spool, since),
     deliveredCounts: async (since) => deliveredCounts(spool, since),
     // Under run the dispatcher is this process, whose counters the intake renders itself.
-    dispatchersCaught: async (pid) => (getMetaNumber(spool, "dispatcher_pid") === pid ? [] : [getMeta(spool, "dispatcher_caught_errors") ?? "[]"]),
+    dispatchersCaught: async (pid) =>
+      getMetaNumber(spool, "dispatcher_pid") === pid ? [] : [getMeta(spool, "dispatcher_caught_errors") ?? "[]"],
   };
 }
 
@@ -119,7 +161,12 @@ export function sqliteStatusStore(spool: SqliteSpool): StatusStore {
  * their commits and is read from shared memory, so it is looked at every few milliseconds and
  * the spool is asked only when it moved.
  */
-export function watchWrites(spool: SqliteSpool, onWrite: () => void, onError: (e: unknown) => void, everyMs = WATCH_MS): () => void {
+export function watchWrites(
+  spool: SqliteSpool,
+  onWrite: () => void,
+  onError: (e: unknown) => void,
+  everyMs = WATCH_MS,
+): () => void {
   // Read now, before the dispatcher's first tick, so a commit after that tick is never missed.
   let last = read();
   function read(): number | null {
@@ -265,7 +312,9 @@ export function sqliteDashboardStore(spool: SqliteSpool): DashboardStore {
       issuesOpen: openIssueCount(spool),
       spoolBytes: null,
       windows: new Map([...paces].map(([name, p]) => [name, rateWindow(spool, name, now, p.rate)])),
-      budgetSpends: new Map([...budgets].map(([name, windowS]) => [name, windowS === null ? [] : budgetSpends(spool, name, windowS, now)])),
+      budgetSpends: new Map(
+        [...budgets].map(([name, windowS]) => [name, windowS === null ? [] : budgetSpends(spool, name, windowS, now)]),
+      ),
     }),
     readyCounts: async (now) => readyCounts(spool, now),
     eventsBySource: async (b) => eventsBySource(spool, b),
@@ -285,6 +334,7 @@ export function sqliteDashboardStore(spool: SqliteSpool): DashboardStore {
       const { issued } = journalBounds(spool);
       return { rows: journalAfter(spool, Math.max(0, issued - limit), {}, limit).map(tailRow), cursor: String(issued) };
     },
-    journalAfter: async (cursor, limit) => journalAfter(spool, /^\d{1,15}$/.test(cursor) ? Number(cursor) : 0, {}, limit).map(tailRow),
+    journalAfter: async (cursor, limit) =>
+      journalAfter(spool, /^\d{1,15}$/.test(cursor) ? Number(cursor) : 0, {}, limit).map(tailRow),
   };
 }

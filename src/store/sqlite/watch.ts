@@ -21,19 +21,26 @@ export function sqliteJournalWatch(spool: SqliteSpool): JournalWatch {
     journalCursor: async (since) => {
       const bounds = journalBounds(spool);
       if (since === undefined) return String(bounds.issued);
-      if (!/^\d+$/.test(since)) throw new HookspoolError("E_USAGE", `--since must be a cursor (a whole number), got "${since.slice(0, 60)}"`);
+      if (!/^\d+$/.test(since))
+        throw new HookspoolError("E_USAGE", `--since must be a cursor (a whole number), got "${since.slice(0, 60)}"`);
       const cursor = Number(since);
-      if (cursor > bounds.issued) throw new HookspoolError("E_USAGE", `cursor ${cursor} was never given (the newest is ${bounds.issued})`);
+      if (cursor > bounds.issued)
+        throw new HookspoolError("E_USAGE", `cursor ${cursor} was never given (the newest is ${bounds.issued})`);
       // Rows after the cursor were pruned by retention: a gap would be silent, so say it.
       const oldestKept = bounds.oldest > 0 ? bounds.oldest - 1 : bounds.issued;
       if (cursor < oldestKept) {
-        throw new HookspoolError("E_NOTHING", `cursor reset required: cursor ${cursor} is older than the journal keeps; the oldest position is ${oldestKept}`, { hint: `go on with --since ${oldestKept}, after checking what the gap lost (hookspool list --since)` });
+        throw new HookspoolError(
+          "E_NOTHING",
+          `cursor reset required: cursor ${cursor} is older than the journal keeps; the oldest position is ${oldestKept}`,
+          { hint: `go on with --since ${oldestKept}, after checking what the gap lost (hookspool list --since)` },
+        );
       }
       return String(cursor);
     },
     journalAfter: async (cursor, filter, limit) => {
       const version = changeMark(spool);
-      if (caughtUp && caughtUp.cursor === cursor && caughtUp.version === version) return { rows: [], cursor, full: false };
+      if (caughtUp && caughtUp.cursor === cursor && caughtUp.version === version)
+        return { rows: [], cursor, full: false };
       const rows = journalAfter(spool, Number(cursor), filter, limit).map((r) => ({ ...r, cursor: String(r.id) }));
       const next = rows.length ? rows[rows.length - 1].cursor : cursor;
       caughtUp = rows.length < limit ? { cursor: next, version } : null;

@@ -51,7 +51,15 @@ const RAW = new Uint8Array([0x7b, 0x00, 0xff, 0xfe, 0x80, 0x7d]);
 function populate(lite: SqliteSpool): { openBatch: number } {
   const one = { max_events: 1 };
   const claim = (id: number, now: number) => {
-    const c = claimBatch(lite, { batchId: id, destination: "http:d", now, leaseUntil: now + 60, host: "h", pid: 1, deliveryId: (a, n) => `${a}-${n}` });
+    const c = claimBatch(lite, {
+      batchId: id,
+      destination: "http:d",
+      now,
+      leaseUntil: now + 60,
+      host: "h",
+      pid: 1,
+      deliveryId: (a, n) => `${a}-${n}`,
+    });
     if (!c) throw new Error(`batch ${id} not claimable`);
     return { batchId: id, attemptId: c.attemptId, owner: c.owner };
   };
@@ -60,7 +68,13 @@ function populate(lite: SqliteSpool): { openBatch: number } {
     return r.placed[0].batchId;
   };
   // 1-4: single-event batches, sealed at once; 1 with a raw body and a dedup id.
-  const b1 = place(enqueue(lite, ev({ key: "a", dedupId: "d-1", raw: RAW, headers: { "X-Event": "push" }, copies: [copy("r", "http:d", one)] }), T0));
+  const b1 = place(
+    enqueue(
+      lite,
+      ev({ key: "a", dedupId: "d-1", raw: RAW, headers: { "X-Event": "push" }, copies: [copy("r", "http:d", one)] }),
+      T0,
+    ),
+  );
   const b2 = place(enqueue(lite, ev({ key: "b", dedupId: "d-2", copies: [copy("r", "http:d", one)] }), T0 + 1));
   const b3 = place(enqueue(lite, ev({ key: "c", copies: [copy("r", "http:d", one)] }), T0 + 2));
   const b4 = place(enqueue(lite, ev({ key: "d", copies: [copy("r", "http:d", one)] }), T0 + 3));
@@ -72,29 +86,68 @@ function populate(lite: SqliteSpool): { openBatch: number } {
   claim(b4, T0 + 16);
   // A batch of five events (one with a tee to another destination), sealed by its window, then split.
   for (let i = 0; i < 5; i++) {
-    enqueue(lite, ev({ key: "five", payload: JSON.stringify({ i, pad: "é".repeat(i) }), copies: i === 0 ? [copy("r", "http:d"), copy("t", "http:e", {}, true)] : [copy("r", "http:d")] }), T0 + 20 + i);
+    enqueue(
+      lite,
+      ev({
+        key: "five",
+        payload: JSON.stringify({ i, pad: "é".repeat(i) }),
+        copies: i === 0 ? [copy("r", "http:d"), copy("t", "http:e", {}, true)] : [copy("r", "http:d")],
+      }),
+      T0 + 20 + i,
+    );
   }
   sealReady(lite, T0 + 20 + 301);
-  const five = (lite.db.query("SELECT id FROM batches WHERE key = 'five' AND destination = 'http:d'").get() as { id: number }).id;
+  const five = (
+    lite.db.query("SELECT id FROM batches WHERE key = 'five' AND destination = 'http:d'").get() as { id: number }
+  ).id;
   splitBatch(lite, five, { maxEvents: 2 }, T0 + 400);
   // Dropped.
   const dropped = place(enqueue(lite, ev({ key: "gone", copies: [copy("r", "http:d", one)] }), T0 + 410));
   dropBatches(lite, [dropped], T0 + 411);
   // Quarantined, with its raw body and its issue.
-  quarantine(lite, { source: "s", raw: RAW, headers: { "X-Event": "push" }, authHeaders: [], url: "/hooks/s?x=1", reason: "not_json" }, T0 + 420);
+  quarantine(
+    lite,
+    { source: "s", raw: RAW, headers: { "X-Event": "push" }, authHeaders: [], url: "/hooks/s?x=1", reason: "not_json" },
+    T0 + 420,
+  );
   // Destinations: one tripped, one paused.
-  lite.db.transaction(() => recordTransportFailureTx(lite.db, "http:d", { now: T0 + 430, startedAt: T0 + 430, tripAfter: 1, cooldownInitialS: 10, cooldownMaxS: 60, error: "HTTP 503" }))();
+  lite.db.transaction(() =>
+    recordTransportFailureTx(lite.db, "http:d", {
+      now: T0 + 430,
+      startedAt: T0 + 430,
+      tripAfter: 1,
+      cooldownInitialS: 10,
+      cooldownMaxS: 60,
+      error: "HTTP 503",
+    }),
+  )();
   pauseDestination(lite, "http:e", "ops", T0 + 431);
   // Issues and an alert.
-  const issue = raiseIssue(lite, { fingerprint: "delivery:http:d:transport", kind: "delivery", destination: "http:d", batchId: b2, error: "HTTP 503", now: T0 + 440 });
+  const issue = raiseIssue(lite, {
+    fingerprint: "delivery:http:d:transport",
+    kind: "delivery",
+    destination: "http:d",
+    batchId: b2,
+    error: "HTTP 503",
+    now: T0 + 440,
+  });
   markAlerted(lite, issue.id, "delivery", T0 + 441);
   // The poll clock: scheduled, then a tick.
   const rng = { next: () => 0.5 };
-  const tick = (at: number) => ev({ source: "feed", key: "feed", dedupId: `poll:feed:${at}`, payload: JSON.stringify({ tick_at: at }), copies: [copy("feed", "script:feed", { quiet_s: 0, max_s: 0, max_events: 1 })] });
+  const tick = (at: number) =>
+    ev({
+      source: "feed",
+      key: "feed",
+      dedupId: `poll:feed:${at}`,
+      payload: JSON.stringify({ tick_at: at }),
+      copies: [copy("feed", "script:feed", { quiet_s: 0, max_s: 0, max_events: 1 })],
+    });
   stepPoll(lite, { instance: "feed", everyS: 60, jitterS: 10 }, T0 + 450, rng, tick);
   stepPoll(lite, { instance: "feed", everyS: 60, jitterS: 10 }, T0 + 600, rng, tick);
   // An operator's action, with its change.
-  recordAction(lite, { at: T0 + 460, via: "cli", verb: "pause", target: "destination http:f" }, () => pauseDestination(lite, "http:f", "cli", T0 + 460));
+  recordAction(lite, { at: T0 + 460, via: "cli", verb: "pause", target: "destination http:f" }, () =>
+    pauseDestination(lite, "http:f", "cli", T0 + 460),
+  );
   // Left open: a later event for (r, open) must join it.
   const openBatch = place(enqueue(lite, ev({ key: "open" }), T0 + 470));
   enqueue(lite, ev({ key: "open" }), T0 + 471);
@@ -127,7 +180,8 @@ describe.skipIf(!PG_BIN)("migrate-store: SQLite to PostgreSQL", () => {
     await server?.stop();
   });
 
-  const urlOf = (database: string) => `postgres://${server.user}@localhost/${database}?host=${server.socketDir}&application_name=SENTINEL123${SECRET_SENTINEL}`;
+  const urlOf = (database: string) =>
+    `postgres://${server.user}@localhost/${database}?host=${server.socketDir}&application_name=SENTINEL123${SECRET_SENTINEL}`;
 
   /** A new database, migrated unless told; the pool closes after the test. */
   async function target(o: { migrate?: boolean } = {}): Promise<{ pg: PgSpool; database: string }> {
@@ -147,11 +201,26 @@ describe.skipIf(!PG_BIN)("migrate-store: SQLite to PostgreSQL", () => {
 
   /** Every row of a table on both sides, ordered by its key (bytewise on both), normalized. */
   async function rows(lite: SqliteSpool, pg: PgSpool, table: string): Promise<{ lite: unknown[]; pg: unknown[] }> {
-    const types = new Map(((await pg.sql`SELECT column_name, udt_name FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = ${table}`) as { column_name: string; udt_name: string }[]).map((c) => [c.column_name, c.udt_name]));
+    const types = new Map(
+      (
+        (await pg.sql`SELECT column_name, udt_name FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = ${table}`) as {
+          column_name: string;
+          udt_name: string;
+        }[]
+      ).map((c) => [c.column_name, c.udt_name]),
+    );
     const where = table === "meta" ? "WHERE key <> 'schema_version'" : "";
     const order = ORDER[table].split(", ");
-    const l = (lite.db.query(`SELECT * FROM ${table} ${where} ORDER BY ${order.map((c) => `${c} COLLATE BINARY`).join(", ")}`).all() as Record<string, unknown>[]).map((r) => Object.fromEntries(Object.entries(r).map(([k, v]) => [k, norm(v)])));
-    const p = ((await pg.sql.unsafe(`SELECT * FROM ${table} ${where} ORDER BY ${order.map((c) => (types.get(c) === "text" ? `${c} COLLATE "C"` : c)).join(", ")}`)) as Record<string, unknown>[]).map((r) =>
+    const l = (
+      lite.db
+        .query(`SELECT * FROM ${table} ${where} ORDER BY ${order.map((c) => `${c} COLLATE BINARY`).join(", ")}`)
+        .all() as Record<string, unknown>[]
+    ).map((r) => Object.fromEntries(Object.entries(r).map(([k, v]) => [k, norm(v)])));
+    const p = (
+      (await pg.sql.unsafe(
+        `SELECT * FROM ${table} ${where} ORDER BY ${order.map((c) => (types.get(c) === "text" ? `${c} COLLATE "C"` : c)).join(", ")}`,
+      )) as Record<string, unknown>[]
+    ).map((r) =>
       Object.fromEntries(
         Object.entries(r)
           .filter(([k]) => !(table === "journal" && k === "xid"))
@@ -163,7 +232,8 @@ describe.skipIf(!PG_BIN)("migrate-store: SQLite to PostgreSQL", () => {
 
   async function pgCounts(pg: PgSpool): Promise<Record<string, number>> {
     const out: Record<string, number> = {};
-    for (const t of [...TABLES, "dispatchers"]) out[t] = Number((await pg.sql.unsafe(`SELECT COUNT(*) AS n FROM ${t}`))[0].n);
+    for (const t of [...TABLES, "dispatchers"])
+      out[t] = Number((await pg.sql.unsafe(`SELECT COUNT(*) AS n FROM ${t}`))[0].n);
     return out;
   }
 
@@ -171,16 +241,26 @@ describe.skipIf(!PG_BIN)("migrate-store: SQLite to PostgreSQL", () => {
 
   test("every table arrives row for row, ids, raw bytes and instance id kept; new rows take ids past the copied ones and join the copied open batch", async () => {
     const { lite, openBatch } = source();
-    for (const t of TABLES) expect({ t, rows: (lite.db.query(`SELECT COUNT(*) AS n FROM ${t}`).get() as { n: number }).n > 0 }).toEqual({ t, rows: true });
+    for (const t of TABLES)
+      expect({ t, rows: (lite.db.query(`SELECT COUNT(*) AS n FROM ${t}`).get() as { n: number }).n > 0 }).toEqual({
+        t,
+        rows: true,
+      });
     const { pg } = await target();
     const progress: [string, number, number][] = [];
-    const report = await copySqliteToPg(lite, pg, { batchSize: 3, onProgress: (t, c, total) => progress.push([t, c, total]) });
+    const report = await copySqliteToPg(lite, pg, {
+      batchSize: 3,
+      onProgress: (t, c, total) => progress.push([t, c, total]),
+    });
 
     // Every table, parents first, with the rows SQLite has (meta without schema_version).
     expect(report.tables.map((t) => t.name)).toEqual(TABLES);
     for (const t of report.tables) {
       const where = t.name === "meta" ? " WHERE key <> 'schema_version'" : "";
-      expect(t).toEqual({ name: t.name, rows: (lite.db.query(`SELECT COUNT(*) AS n FROM ${t.name}${where}`).get() as { n: number }).n });
+      expect(t).toEqual({
+        name: t.name,
+        rows: (lite.db.query(`SELECT COUNT(*) AS n FROM ${t.name}${where}`).get() as { n: number }).n,
+      });
     }
     // In chunks of three, each table's last report its total.
     const events = progress.filter(([t]) => t === "events").map(([, c]) => c);
@@ -198,7 +278,9 @@ describe.skipIf(!PG_BIN)("migrate-store: SQLite to PostgreSQL", () => {
       expect({ t, rows: p }).toEqual({ t, rows: l });
     }
     // The webhook-ids' instance id is the SQLite spool's; the schema version PostgreSQL's own.
-    const meta = Object.fromEntries(((await pg.sql`SELECT key, value FROM meta`) as { key: string; value: string }[]).map((r) => [r.key, r.value]));
+    const meta = Object.fromEntries(
+      ((await pg.sql`SELECT key, value FROM meta`) as { key: string; value: string }[]).map((r) => [r.key, r.value]),
+    );
     expect(meta.instance_id).toBe(instanceId(lite));
     expect(meta.schema_version).toBe(String(PG_LATEST_SCHEMA));
     // The raw bodies byte for byte (a NUL and bytes that are not UTF-8).
@@ -224,12 +306,27 @@ describe.skipIf(!PG_BIN)("migrate-store: SQLite to PostgreSQL", () => {
     expect(fresh.placed[0].batchId).toBe(maxBatch + 1);
     // A dedup id seen on SQLite is a duplicate on PostgreSQL.
     expect((await enqueuePg(pg, ev({ key: "a", dedupId: "d-1" }), T0 + 502)).status).toBe("duplicate");
-    const [c] = await claimPg(pg, [{ batchId: fresh.placed[0].batchId, route: "r", key: "new", destination: "http:d", now: T0 + 503, leaseUntil: T0 + 563, host: "h", pid: 2 }]);
+    const [c] = await claimPg(pg, [
+      {
+        batchId: fresh.placed[0].batchId,
+        route: "r",
+        key: "new",
+        destination: "http:d",
+        now: T0 + 503,
+        leaseUntil: T0 + 563,
+        host: "h",
+        pid: 2,
+      },
+    ]);
     expect(c).toMatchObject({ attemptId: maxAttempt + 1 });
-    const newest = ((await pg.sql`SELECT id FROM journal ORDER BY id`) as { id: string }[]).map((r) => Number(r.id)).filter((id) => !copiedJournal.includes(id));
+    const newest = ((await pg.sql`SELECT id FROM journal ORDER BY id`) as { id: string }[])
+      .map((r) => Number(r.id))
+      .filter((id) => !copiedJournal.includes(id));
     expect(newest.length).toBeGreaterThan(0);
     expect(newest[0]).toBe(journalIssued + 1);
-    const issue = await pg.sql.begin((tx) => raiseIssuePg(tx, { fingerprint: "spool:new", kind: "spool", now: T0 + 504 }));
+    const issue = await pg.sql.begin((tx) =>
+      raiseIssuePg(tx, { fingerprint: "spool:new", kind: "spool", now: T0 + 504 }),
+    );
     expect(issue.id).toBe(maxOf(lite, "SELECT MAX(id) AS m FROM issues") + 1);
   });
 
@@ -241,7 +338,9 @@ describe.skipIf(!PG_BIN)("migrate-store: SQLite to PostgreSQL", () => {
     const before = await pgCounts(pg);
     const err = await copySqliteToPg(lite, pg).catch((e) => e);
     expect(err).toMatchObject({ code: "E_USAGE" });
-    expect(err.message).toBe("the PostgreSQL spool is not empty (meta holds more than migrate wrote); migrate-store copies only into an empty database");
+    expect(err.message).toBe(
+      "the PostgreSQL spool is not empty (meta holds more than migrate wrote); migrate-store copies only into an empty database",
+    );
     expect(await pgCounts(pg)).toEqual(before);
     // One row in a table only PostgreSQL has is rows too.
     const { pg: other } = await target();
@@ -250,7 +349,11 @@ describe.skipIf(!PG_BIN)("migrate-store: SQLite to PostgreSQL", () => {
     expect(err2).toMatchObject({ code: "E_USAGE", message: expect.stringContaining("(dispatchers holds rows)") });
     expect((await pg.sql`SELECT value FROM meta WHERE key = 'instance_id'`)[0].value).toBe(instanceId(lite));
     expect((await other.sql`SELECT value FROM meta WHERE key = 'instance_id'`)[0].value).toBe("ffffffffffff");
-    expect(await pgCounts(other)).toEqual({ ...Object.fromEntries(TABLES.map((t) => [t, 0])), meta: 2, dispatchers: 1 });
+    expect(await pgCounts(other)).toEqual({
+      ...Object.fromEntries(TABLES.map((t) => [t, 0])),
+      meta: 2,
+      dispatchers: 1,
+    });
     // An unmigrated database is refused before anything is read.
     const { pg: bare } = await target({ migrate: false });
     await expect(copySqliteToPg(lite, bare)).rejects.toThrow(/at schema 0/);
@@ -270,12 +373,21 @@ describe.skipIf(!PG_BIN)("migrate-store: SQLite to PostgreSQL", () => {
         }
       },
     }).catch((e) => e);
-    expect(err).toMatchObject({ code: "E_SPOOL", message: "the SQLite spool changed while it was copied; nothing was copied" });
+    expect(err).toMatchObject({
+      code: "E_SPOOL",
+      message: "the SQLite spool changed while it was copied; nothing was copied",
+    });
     expect(await pgCounts(pg)).toEqual({ ...Object.fromEntries(TABLES.map((t) => [t, 0])), meta: 2, dispatchers: 0 });
     // Nothing held: a second try (nobody writing now) goes through, the late event with it.
     const report = await copySqliteToPg(lite, pg);
-    expect(report.tables.find((t) => t.name === "events")?.rows).toBe((lite.db.query("SELECT COUNT(*) AS n FROM events").get() as { n: number }).n);
-    expect((await pg.sql`SELECT COUNT(*)::int AS n FROM events WHERE batch_id IN (SELECT id FROM batches WHERE key = 'late')`)[0].n).toBe(1);
+    expect(report.tables.find((t) => t.name === "events")?.rows).toBe(
+      (lite.db.query("SELECT COUNT(*) AS n FROM events").get() as { n: number }).n,
+    );
+    expect(
+      (
+        await pg.sql`SELECT COUNT(*)::int AS n FROM events WHERE batch_id IN (SELECT id FROM batches WHERE key = 'late')`
+      )[0].n,
+    ).toBe(1);
   });
 
   test("the verification names the table whose rows or values differ", async () => {
@@ -287,7 +399,8 @@ describe.skipIf(!PG_BIN)("migrate-store: SQLite to PostgreSQL", () => {
     await expect(verifyCopy(lite, pg.sql)).rejects.toThrow("verify: events differs between SQLite and PostgreSQL");
     await pg.sql`UPDATE events SET payload = rtrim(payload, ' ')`;
     await verifyCopy(lite, pg.sql);
-    const [{ id, content_hash: hash }] = await pg.sql`SELECT id, content_hash FROM batches WHERE content_hash IS NOT NULL ORDER BY id LIMIT 1`;
+    const [{ id, content_hash: hash }] =
+      await pg.sql`SELECT id, content_hash FROM batches WHERE content_hash IS NOT NULL ORDER BY id LIMIT 1`;
     await pg.sql`UPDATE batches SET content_hash = 'sha256:00' WHERE id = ${id}`;
     await expect(verifyCopy(lite, pg.sql)).rejects.toThrow("verify: batches differs");
     await pg.sql`UPDATE batches SET content_hash = ${hash} WHERE id = ${id}`;
@@ -295,18 +408,28 @@ describe.skipIf(!PG_BIN)("migrate-store: SQLite to PostgreSQL", () => {
     await expect(verifyCopy(lite, pg.sql)).rejects.toThrow("verify: attempts differs");
     await pg.sql`UPDATE attempts SET duration_ms = duration_ms - 1 WHERE id = 1`;
     await pg.sql`DELETE FROM dedup WHERE dedup_id = 'd-2'`;
-    await expect(verifyCopy(lite, pg.sql, { batchSize: 1 })).rejects.toThrow("verify: dedup holds 3 rows in SQLite but 2 in PostgreSQL");
+    await expect(verifyCopy(lite, pg.sql, { batchSize: 1 })).rejects.toThrow(
+      "verify: dedup holds 3 rows in SQLite but 2 in PostgreSQL",
+    );
   });
 
   describe("the CLI", () => {
-    /** A starter home (SQLite), a few events queued through the CLI, [spool] url naming HOOKSPOOL_PG_URL unless told. */
+    /**
+     * A starter home (SQLite), a few events queued through the CLI, [spool] url naming HOOKSPOOL_PG_URL unless told.
+     */
     async function home(o: { url?: boolean } = {}): Promise<{ home: string; env: Record<string, string> }> {
       const h = join(tempDir(), "home");
       expect((await cli(["--home", h, "init"])).code).toBe(0);
       const file = join(h, "config.toml");
-      if (o.url !== false) writeFileSync(file, readFileSync(file, "utf8").replace(/^\[spool\]$/m, '[spool]\nurl = { env = "HOOKSPOOL_PG_URL" }'));
+      if (o.url !== false)
+        writeFileSync(
+          file,
+          readFileSync(file, "utf8").replace(/^\[spool\]$/m, '[spool]\nurl = { env = "HOOKSPOOL_PG_URL" }'),
+        );
       for (const key of ["k1", "k1", "k2"]) {
-        const r = await cli(["--home", h, "enqueue", "--source", "demo", "--key", key], { stdin: JSON.stringify({ key }) });
+        const r = await cli(["--home", h, "enqueue", "--source", "demo", "--key", key], {
+          stdin: JSON.stringify({ key }),
+        });
         expect(r.code).toBe(0);
       }
       return { home: h, env: {} };
@@ -317,17 +440,28 @@ describe.skipIf(!PG_BIN)("migrate-store: SQLite to PostgreSQL", () => {
       const { pg, database } = await target({ migrate: false });
       const url = urlOf(database);
       const r = await cli(["--home", h, "migrate-store", "--to", "postgres"], { env: { HOOKSPOOL_PG_URL: url } });
-      expect({ code: r.code, err: r.err.split("\n").filter((l) => l.startsWith("hookspool:")) }).toEqual({ code: 0, err: [] });
-      expect(r.out.trim()).toMatch(/^copied 2 batches, 3 events, 0 dedup rows, 0 attempts, 0 destination states, 0 issues, 0 alert limits, 0 poll clocks, 3 journal rows, 0 operator actions into PostgreSQL; set \[spool\] backend = "postgres" and start the services$/);
+      expect({ code: r.code, err: r.err.split("\n").filter((l) => l.startsWith("hookspool:")) }).toEqual({
+        code: 0,
+        err: [],
+      });
+      expect(r.out.trim()).toMatch(
+        /^copied 2 batches, 3 events, 0 dedup rows, 0 attempts, 0 destination states, 0 issues, 0 alert limits, 0 poll clocks, 3 journal rows, 0 operator actions into PostgreSQL; set \[spool\] backend = "postgres" and start the services$/,
+      );
       expect(r.err).toContain("migrate-store: PostgreSQL schema 0 -> 3");
       expect(r.err).toContain("migrate-store: events: 3 of 3 rows");
       expect(r.err).toContain("migrate-store: verified: every table holds the same rows and values on both sides");
       for (const secret of ["SENTINEL123", SECRET_SENTINEL, server.socketDir, url]) {
-        expect({ secret, out: r.out.includes(secret), err: r.err.includes(secret) }).toEqual({ secret, out: false, err: false });
+        expect({ secret, out: r.out.includes(secret), err: r.err.includes(secret) }).toEqual({
+          secret,
+          out: false,
+          err: false,
+        });
       }
       expect((await pg.sql`SELECT COUNT(*)::int AS n FROM events`)[0].n).toBe(3);
       // Done once; a second run is refused, the database untouched.
-      const again = await cli(["--home", h, "--json", "migrate-store", "--to", "postgres"], { env: { HOOKSPOOL_PG_URL: url } });
+      const again = await cli(["--home", h, "--json", "migrate-store", "--to", "postgres"], {
+        env: { HOOKSPOOL_PG_URL: url },
+      });
       expect(again.code).toBe(2);
       expect(JSON.parse(again.out)).toMatchObject({ code: "E_USAGE", error: expect.stringContaining("not empty") });
       expect((await pg.sql`SELECT COUNT(*)::int AS n FROM events`)[0].n).toBe(3);
@@ -336,7 +470,9 @@ describe.skipIf(!PG_BIN)("migrate-store: SQLite to PostgreSQL", () => {
     test("--url-env moves before the backend is switched; --json prints the report", async () => {
       const { home: h } = await home({ url: false });
       const { pg, database } = await target();
-      const r = await cli(["--home", h, "--json", "migrate-store", "--to", "postgres", "--url-env", "MOVE_TO"], { env: { MOVE_TO: urlOf(database) } });
+      const r = await cli(["--home", h, "--json", "migrate-store", "--to", "postgres", "--url-env", "MOVE_TO"], {
+        env: { MOVE_TO: urlOf(database) },
+      });
       expect(r.code).toBe(0);
       const doc = JSON.parse(r.out);
       expect(doc.tables.find((t: { name: string }) => t.name === "batches")).toEqual({ name: "batches", rows: 2 });
@@ -349,27 +485,50 @@ describe.skipIf(!PG_BIN)("migrate-store: SQLite to PostgreSQL", () => {
       const { home: h } = await home();
       const { database } = await target();
       const env = { HOOKSPOOL_PG_URL: urlOf(database) };
-      const line = (r: { err: string }) => r.err.trim().split("\n").filter((l) => l.startsWith("hookspool:"));
+      const line = (r: { err: string }) =>
+        r.err
+          .trim()
+          .split("\n")
+          .filter((l) => l.startsWith("hookspool:"));
       const noTo = await cli(["--home", h, "migrate-store"], { env });
-      expect({ code: noTo.code, err: line(noTo) }).toEqual({ code: 2, err: ["hookspool: migrate-store needs --to postgres (see hookspool migrate-store --help)"] });
+      expect({ code: noTo.code, err: line(noTo) }).toEqual({
+        code: 2,
+        err: ["hookspool: migrate-store needs --to postgres (see hookspool migrate-store --help)"],
+      });
       const noUrl = await cli(["--home", h, "migrate-store", "--to", "postgres"]);
-      expect({ code: noUrl.code, err: line(noUrl) }).toEqual({ code: 2, err: ["hookspool: secret (environment variable HOOKSPOOL_PG_URL) is not set (fix the reference or the file's permissions)"] });
+      expect({ code: noUrl.code, err: line(noUrl) }).toEqual({
+        code: 2,
+        err: [
+          "hookspool: secret (environment variable HOOKSPOOL_PG_URL) is not set (fix the reference or the file's permissions)",
+        ],
+      });
       const lock = acquireLock(join(h, "dispatch.lock"));
       try {
         const held = await cli(["--home", h, "migrate-store", "--to", "postgres"], { env });
         expect(held.code).toBe(3);
-        expect(line(held)).toEqual([`hookspool: ${join(h, "dispatch.lock")} is held by another process (a SQLite dispatcher or hookspool migrate is already running; stop it first)`]);
+        expect(line(held)).toEqual([
+          `hookspool: ${join(h, "dispatch.lock")} is held by another process (a SQLite dispatcher or hookspool migrate is already running; stop it first)`,
+        ]);
       } finally {
         lock.release();
       }
-      const down = await cli(["--home", h, "migrate-store", "--to", "postgres"], { env: { HOOKSPOOL_PG_URL: `postgres://u:${SECRET_SENTINEL}@localhost/x?host=${join(tempDir(), "nothing-here")}` } });
+      const down = await cli(["--home", h, "migrate-store", "--to", "postgres"], {
+        env: {
+          HOOKSPOOL_PG_URL: `postgres://u:${SECRET_SENTINEL}@localhost/x?host=${join(tempDir(), "nothing-here")}`,
+        },
+      });
       expect(down.code).toBe(2);
       expect(line(down)).toHaveLength(1);
       expect(line(down)[0]).toStartWith("hookspool: spool.url: cannot reach PostgreSQL");
       expect(down.out + down.err).not.toContain(SECRET_SENTINEL);
       rmSync(join(h, "spool.db"));
       const gone = await cli(["--home", h, "migrate-store", "--to", "postgres"], { env });
-      expect({ code: gone.code, err: line(gone) }).toEqual({ code: 1, err: [`hookspool: no SQLite spool at ${join(h, "spool.db")}; there is nothing to move (migrate-store copies the spool.db of --home (or [spool] home and db))`] });
+      expect({ code: gone.code, err: line(gone) }).toEqual({
+        code: 1,
+        err: [
+          `hookspool: no SQLite spool at ${join(h, "spool.db")}; there is nothing to move (migrate-store copies the spool.db of --home (or [spool] home and db))`,
+        ],
+      });
     });
 
     test("--help", async () => {
