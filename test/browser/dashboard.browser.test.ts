@@ -256,6 +256,8 @@ function browserSuite(backend: "sqlite" | "postgres"): void {
           "skip to the page",
         );
         await page.keyboard.press("Enter");
+        // Following the link changes the URL a moment after the key: wait for it, then assert.
+        await page.waitForURL((u) => u.hash === "#main", { timeout: 5_000 }).catch(() => {});
         expect(new URL(page.url()).hash).toBe("#main");
       });
     },
