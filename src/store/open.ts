@@ -152,5 +152,6 @@ function openForDispatch(o: OpenOptions): { spool: SqliteSpool; lock: FileLock }
   }
 }
 
-/** hookspool migrate-store: the SQLite spool copied into PostgreSQL and verified (store/copy.ts). */
-export { type CopyReport, moveSpoolToPostgres } from "./copy.ts";
+/** hookspool migrate-store: the SQLite spool copied into PostgreSQL and verified (store/move.ts). */
+export type { CopyReport } from "./copy.ts";
+export { moveSpoolToPostgres } from "./move.ts";
