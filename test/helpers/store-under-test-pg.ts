@@ -18,6 +18,7 @@ import {
 import { quarantinePg } from "../../src/store/pg/enqueue.ts";
 import { runRetentionPg } from "../../src/store/pg/retention.ts";
 import { deadBatchIdsPg } from "../../src/store/pg/reads.ts";
+import { pgStores } from "../../src/store/open.ts";
 import type { PgServer } from "./pg.ts";
 import { FakeClock } from "../../src/clock.ts";
 import { T0 } from "./spool.ts";
@@ -119,11 +120,18 @@ export async function openPgStore(server: PgServer): Promise<StoreUnderTest> {
     return b ?? { route: "", key: "" };
   };
 
+  const roles = pgStores(pg);
   const store: StoreUnderTest = {
     name: "postgres",
     caps: CAPABILITIES.postgres,
     clock,
     sqlite: null,
+    intake: roles.intake(),
+    dispatch: await roles.dispatch("test:1"),
+    operator: roles.operator(),
+    maintenance: roles.maintenance(),
+    status: roles.status(),
+    dashboard: roles.dashboard(),
     enqueue: (ev, now = clock.now()) => enqueuePg(pg, ev, now),
     quarantine: (qi, now = clock.now()) => quarantinePg(pg, qi, now),
     async batch(id) {

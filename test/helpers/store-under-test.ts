@@ -25,6 +25,15 @@ import type { RetentionCounts, RetentionOptions, RetentionPolicy } from "../../s
 import { runRetention } from "../../src/store/sqlite/retention.ts";
 import { excludeEvents, splitBatch } from "../../src/store/sqlite/operator.ts";
 import type { SplitOptions } from "../../src/store/split.ts";
+import type {
+  DashboardStore,
+  DispatchStore,
+  IntakeStore,
+  MaintenanceStore,
+  OperatorStore,
+  StatusStore,
+} from "../../src/store/api.ts";
+import { sqliteStores } from "../../src/store/open.ts";
 import { freshSpool, type TestSpool } from "./spool.ts";
 
 export type BackendName = "sqlite" | "postgres";
@@ -81,6 +90,18 @@ export interface StoreUnderTest {
   readonly clock: FakeClock;
   /** The SQLite spool itself, for what only SQLite has (see Capabilities); null on PostgreSQL. */
   readonly sqlite: TestSpool | null;
+
+  /**
+   * The roles of src/store/api.ts over this store, as the factory builds them (sqliteStores /
+   * pgStores): what the services call. Cases call these; the facade's own methods below only
+   * read and write rows for a test's setup and its look at the result.
+   */
+  readonly intake: IntakeStore;
+  readonly dispatch: DispatchStore;
+  readonly operator: OperatorStore;
+  readonly maintenance: MaintenanceStore;
+  readonly status: StatusStore;
+  readonly dashboard: DashboardStore;
 
   enqueue(ev: NewEvent, now?: number): Promise<EnqueueResult>;
   quarantine(q: QuarantineInput, now?: number): Promise<{ eventId: number; batchId: number; reason: string }>;
@@ -212,11 +233,18 @@ export async function openSqliteStore(): Promise<StoreUnderTest> {
   const place = () => "?";
   const all = <T>(text: string, params: unknown[]): T[] => db.query(text).all(...(params as never[])) as T[];
   let closed = false;
+  const roles = sqliteStores(spool);
   const store: StoreUnderTest = {
     name: "sqlite",
     caps: CAPABILITIES.sqlite,
     clock,
     sqlite: t,
+    intake: roles.intake(),
+    dispatch: await roles.dispatch("test:1"),
+    operator: roles.operator(),
+    maintenance: roles.maintenance(),
+    status: roles.status(),
+    dashboard: roles.dashboard(),
     async enqueue(ev, now = clock.now()) {
       return enqueue(spool, ev, now);
     },
