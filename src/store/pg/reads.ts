@@ -12,7 +12,7 @@ import {
 } from "../batches.ts";
 import { num, numOrNull, type PgSpool, numbered } from "./db.ts";
 import type { ExportEvent } from "../export.ts";
-import type { FollowStep } from "../follow.ts";
+import type { FollowedBatch, FollowReads } from "../follow.ts";
 import { groupRequests, STORED_REQUESTS, type StoredRequestRow } from "../requests.ts";
 import { type DeadFilter, deadWhere, type StoredRequest } from "../replay.ts";
 
@@ -195,38 +195,20 @@ export async function newestEventIdPg(spool: PgSpool): Promise<number> {
   return numOrNull(r?.id) ?? 0;
 }
 
-const TERMINAL = new Set(["delivered", "dead", "dropped"]);
-
-/**
- * Each state the next event of `source` after `after` takes in its batch, until it is delivered, dead or dropped, or
- * `timeoutMs` ran out (looked at every 100 ms).
- */
-export async function* followEventPg(
-  spool: PgSpool,
-  o: { source: string; after: number; timeoutMs: number },
-): AsyncGenerator<FollowStep> {
-  const until = performance.now() + o.timeoutMs;
-  let batch: number | null = null;
-  let last = "";
-  while (performance.now() < until) {
-    if (batch === null) {
-      const [e] =
-        await spool.sql`SELECT batch_id FROM events WHERE source = ${o.source} AND id > ${o.after}::bigint ORDER BY id LIMIT 1`;
-      batch = e ? num(e.batch_id) : null;
-    }
-    if (batch !== null) {
-      const [b] =
-        await spool.sql`SELECT state, last_class, dead_reason, result FROM batches WHERE id = ${batch}::bigint`;
-      if (b && b.state !== last) {
-        last = String(b.state);
-        const detail =
-          last === "dead" ? b.dead_reason : last === "retry" ? b.last_class : last === "delivered" ? b.result : null;
-        yield detail ? { batch, state: last, detail: String(detail) } : { batch, state: last };
-        if (TERMINAL.has(last)) return;
-      }
-    }
-    await Bun.sleep(100);
-  }
+/** send --follow's reads (follow.ts walks them), looked at every 100 ms. */
+export function followReadsPg(spool: PgSpool): FollowReads {
+  return {
+    pauseMs: 100,
+    async firstBatchAfter(source, after) {
+      const [e] = await spool.sql`
+        SELECT batch_id FROM events WHERE source = ${source} AND id > ${after}::bigint ORDER BY id LIMIT 1`;
+      return e ? num(e.batch_id) : null;
+    },
+    async batchState(id) {
+      const [b] = await spool.sql`SELECT state, last_class, dead_reason, result FROM batches WHERE id = ${id}::bigint`;
+      return b ? (b as FollowedBatch) : null;
+    },
+  };
 }
 
 /** The ids among `ids` the source has a dedup row for. */

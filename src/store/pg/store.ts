@@ -27,6 +27,7 @@ import {
   writeHeartbeatPg,
   instanceIdPg,
 } from "./meta.ts";
+import { followEvent } from "../follow.ts";
 import { pollRowsPg } from "./stats.ts";
 import {
   batchAttemptsPg,
@@ -34,7 +35,7 @@ import {
   batchPayloadsPg,
   deadBatchIdsPg,
   deliveredBatchIdsPg,
-  followEventPg,
+  followReadsPg,
   listBatchesPg,
   newestEventIdPg,
   quarantinedRequestsPg,
@@ -52,7 +53,6 @@ import {
   raiseIssuePg,
   resolveIssuePg,
 } from "./issues.ts";
-import type { EnqueueResult, NewEvent } from "../enqueue.ts";
 import { GroupCommit } from "../group.ts";
 import {
   claimPg,
@@ -242,7 +242,7 @@ export function pgOperatorStore(spool: PgSpool): OperatorStore {
     budgetSpends: (name, windowS, now, group) => budgetSpendsPg(spool.sql, name, windowS, now, group),
     destinationNames: () => destinationNamesPg(spool),
     newestEventId: () => newestEventIdPg(spool),
-    followEvent: (o) => followEventPg(spool, o),
+    followEvent: (o) => followEvent(followReadsPg(spool), o),
     spooledDedupIds: (source, ids) => spooledDedupIdsPg(spool, source, ids),
     storedRequests: (o) => storedRequestsPg(spool, o),
     listIssues: (f) => listIssuesPg(spool, f),

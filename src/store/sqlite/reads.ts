@@ -16,7 +16,7 @@ import {
 } from "../batches.ts";
 import { type StoredRequestRow, groupRequests, STORED_REQUESTS, type StoredEventRow } from "../requests.ts";
 import { deadWhere, type DeadFilter, type StoredRequest } from "../replay.ts";
-import type { FollowStep } from "../follow.ts";
+import type { FollowedBatch, FollowReads } from "../follow.ts";
 
 /** Batches, newest first. */
 export function listBatches(spool: SqliteSpool, f: ListFilter = {}): BatchRow[] {
@@ -149,45 +149,24 @@ const FIRST_AFTER = "SELECT batch_id FROM events WHERE source = ? AND id > ? ORD
 
 const BATCH = "SELECT state, last_class, dead_reason, result FROM batches WHERE id = ?";
 
-const TERMINAL = new Set(["delivered", "dead", "dropped"]);
-
-/** Each state the event's batch takes, until it is delivered, dead or dropped, or `timeoutMs` ran out. */
-export async function* followEvent(
-  spool: SqliteSpool,
-  o: { source: string; after: number; timeoutMs: number },
-): AsyncGenerator<FollowStep> {
-  const until = performance.now() + o.timeoutMs;
+/** send --follow's reads (follow.ts walks them), looked at every 50 ms once data_version moved. */
+export function followReads(spool: SqliteSpool): FollowReads {
   let version = -1;
-  let batch: number | null = null;
-  let last = "";
-  while (performance.now() < until) {
-    const v = prepared<{ data_version: number }, []>(spool.db, "PRAGMA data_version").get()?.data_version ?? 0;
-    if (v !== version) {
+  return {
+    pauseMs: 50,
+    changed() {
+      const v = prepared<{ data_version: number }, []>(spool.db, "PRAGMA data_version").get()?.data_version ?? 0;
+      if (v === version) return false;
       version = v;
-      if (batch === null)
-        batch =
-          prepared<{ batch_id: number }, [string, number]>(spool.db, FIRST_AFTER).get(o.source, o.after)?.batch_id ??
-          null;
-      if (batch !== null) {
-        const b = prepared<
-          { state: string; last_class: string | null; dead_reason: string | null; result: string | null },
-          [number]
-        >(spool.db, BATCH).get(batch);
-        if (b && b.state !== last) {
-          last = b.state;
-          const detail =
-            b.state === "dead"
-              ? (b.dead_reason ?? undefined)
-              : b.state === "retry"
-                ? (b.last_class ?? undefined)
-                : b.state === "delivered"
-                  ? (b.result ?? undefined)
-                  : undefined;
-          yield detail ? { batch, state: b.state, detail } : { batch, state: b.state };
-          if (TERMINAL.has(b.state)) return;
-        }
-      }
-    }
-    await Bun.sleep(50);
-  }
+      return true;
+    },
+    async firstBatchAfter(source, after) {
+      return (
+        prepared<{ batch_id: number }, [string, number]>(spool.db, FIRST_AFTER).get(source, after)?.batch_id ?? null
+      );
+    },
+    async batchState(id) {
+      return prepared<FollowedBatch, [number]>(spool.db, BATCH).get(id);
+    },
+  };
 }

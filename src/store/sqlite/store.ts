@@ -1,6 +1,7 @@
 // The services' store on SQLite: each method is the synchronous operation of its module, its
 // value handed back as a settled promise. One host: the dispatcher holds dispatch.lock, so it
 // always leads, and at its start every lease is a dead process's.
+import { followEvent } from "../follow.ts";
 import type { AlertStore, DispatchStore, IntakeStore, MaintenanceStore, OperatorStore } from "../api.ts";
 import {
   batchAttempts,
@@ -10,7 +11,7 @@ import {
   deadBatchIds,
   deliveredBatchIds,
   quarantinedRequests,
-  followEvent,
+  followReads,
   newestEventId,
   spooledDedupIds,
   storedRequests,
@@ -251,7 +252,7 @@ export function sqliteOperatorStore(spool: SqliteSpool): OperatorStore {
     budgetSpends: async (name, windowS, now, group) => budgetSpends(spool, name, windowS, now, group),
     destinationNames: async () => destinationNames(spool),
     newestEventId: async () => newestEventId(spool),
-    followEvent: (o) => followEvent(spool, o),
+    followEvent: (o) => followEvent(followReads(spool), o),
     spooledDedupIds: async (source, ids) => spooledDedupIds(spool, source, ids),
     // route test only reads: the connection refuses any write meanwhile.
     storedRequests: async (o) => {
