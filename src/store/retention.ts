@@ -59,3 +59,39 @@ export function policyFromConfig(cfg: RetentionSettings): RetentionPolicy {
 export async function inChunks(chunk: () => number | Promise<number>): Promise<void> {
   while ((await chunk()) > 0) await new Promise<void>((resolve) => setImmediate(resolve));
 }
+
+/** A finished batch retention may delete, with how many events it holds. */
+export interface FinishedBatch {
+  id: number;
+  events: number;
+}
+
+/** What one transaction of a finished-batch pass deletes. */
+export interface FinishedChunk {
+  /** Batches that go whole, with their events. */
+  batches: number[];
+  /**
+   * A batch with more events than a whole transaction may delete: `limit` of its events go
+   * now (oldest first), the batch itself in a later transaction once the rest fits.
+   */
+  someEventsOf?: { id: number; limit: number };
+}
+
+/**
+ * Of the finished batches (oldest first), what one transaction of at most `size` rows deletes:
+ * each batch with its events while they fit; the first that does not fit ends the chunk, and if
+ * even a whole transaction could not hold it, a transaction's worth of its events goes instead.
+ */
+export function planFinishedChunk(rows: readonly FinishedBatch[], size: number): FinishedChunk {
+  const chunk: FinishedChunk = { batches: [] };
+  let budget = size;
+  for (const r of rows) {
+    if (r.events + 1 > budget) {
+      if (budget === size) chunk.someEventsOf = { id: r.id, limit: budget };
+      break;
+    }
+    chunk.batches.push(r.id);
+    budget -= r.events + 1;
+  }
+  return chunk;
+}

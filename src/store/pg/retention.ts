@@ -5,6 +5,7 @@
 // SKIP LOCKED leaves it, so a pass never waits on a row another transaction holds.
 import {
   inChunks,
+  planFinishedChunk,
   RETENTION_BATCH_SIZE,
   type RetentionCounts,
   type RetentionOptions,
@@ -18,6 +19,7 @@ const DAY_S = 86_400;
 const chunks = (spool: PgSpool, step: (tx: PgSpool["sql"]) => Promise<number>) =>
   inChunks(() => spool.sql.begin((tx) => step(tx)));
 
+/** Finished batches before `cutoff`, oldest first, a chunk (planFinishedChunk) per transaction. */
 async function deleteFinishedBatches(
   spool: PgSpool,
   state: "delivered" | "dropped",
@@ -26,30 +28,31 @@ async function deleteFinishedBatches(
   counts: RetentionCounts,
 ): Promise<void> {
   await chunks(spool, async (tx) => {
-    let budget = size;
-    const rows =
-      (await tx`SELECT id FROM batches WHERE state = ${state} AND delivered_at < ${cutoff} ORDER BY delivered_at, id LIMIT ${size} FOR UPDATE SKIP LOCKED`) as {
-        id: string;
-      }[];
-    for (const r of rows) {
-      const id = num(r.id);
-      const [{ n }] = await tx`SELECT COUNT(*)::int AS n FROM events WHERE batch_id = ${id}::bigint`;
-      if (n + 1 > budget) {
-        if (budget === size) {
-          // Alone it is still too big: take a full transaction's worth of its events.
-          const some =
-            await tx`DELETE FROM events WHERE id IN (SELECT id FROM events WHERE batch_id = ${id}::bigint ORDER BY id LIMIT ${budget})`;
-          counts.events += some.count;
-          budget = 0;
-        }
-        break;
-      }
-      counts.events += (await tx`DELETE FROM events WHERE batch_id = ${id}::bigint`).count;
-      const gone = (await tx`DELETE FROM batches WHERE id = ${id}::bigint AND state IN ('delivered', 'dropped')`).count;
-      counts.batches += gone;
-      budget -= n + gone;
+    const rows = (await tx`
+      SELECT b.id, (SELECT COUNT(*)::int FROM events e WHERE e.batch_id = b.id) AS events
+      FROM batches b WHERE b.state = ${state} AND b.delivered_at < ${cutoff}
+      ORDER BY b.delivered_at, b.id LIMIT ${size} FOR UPDATE OF b SKIP LOCKED`) as { id: string; events: number }[];
+    const chunk = planFinishedChunk(
+      rows.map((r) => ({ id: num(r.id), events: r.events })),
+      size,
+    );
+    let changed = 0;
+    if (chunk.someEventsOf) {
+      const { id, limit } = chunk.someEventsOf;
+      changed += (
+        await tx`DELETE FROM events WHERE id IN (
+          SELECT id FROM events WHERE batch_id = ${id}::bigint ORDER BY id LIMIT ${limit})`
+      ).count;
     }
-    return size - budget;
+    counts.events += changed;
+    for (const id of chunk.batches) {
+      const events = (await tx`DELETE FROM events WHERE batch_id = ${id}::bigint`).count;
+      const gone = (await tx`DELETE FROM batches WHERE id = ${id}::bigint AND state IN ('delivered', 'dropped')`).count;
+      counts.events += events;
+      counts.batches += gone;
+      changed += events + gone;
+    }
+    return changed;
   });
 }
 

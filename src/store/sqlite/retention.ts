@@ -13,14 +13,17 @@ import {
   DAY_S,
   type RetentionPolicy,
   inChunks,
+  type FinishedBatch,
+  planFinishedChunk,
 } from "../retention.ts";
 
 export const Q = {
   // Oldest first through batches_delivered (state, delivered_at). A dropped batch's delivered_at
   // is when it was dropped (operator.ts). Dead batches are never selected.
-  finished: `SELECT id FROM batches WHERE state = $state AND delivered_at < $cutoff
-    ORDER BY delivered_at, id LIMIT $limit`,
-  eventCount: "SELECT COUNT(*) AS n FROM events WHERE batch_id = ?",
+  // With each batch's event count, which decides how many fit in one transaction.
+  finished: `SELECT b.id, (SELECT COUNT(*) FROM events e WHERE e.batch_id = b.id) AS events
+    FROM batches b WHERE b.state = $state AND b.delivered_at < $cutoff
+    ORDER BY b.delivered_at, b.id LIMIT $limit`,
   deleteEvents: "DELETE FROM events WHERE batch_id = ?",
   // A batch with more events than one transaction may delete loses them a chunk at a time.
   deleteSomeEvents: "DELETE FROM events WHERE id IN (SELECT id FROM events WHERE batch_id = ? ORDER BY id LIMIT ?)",
@@ -44,8 +47,7 @@ export const Q = {
 
 /**
  * Delete delivered or dropped batches whose delivered_at is before `cutoff`, with their events,
- * oldest first. A batch goes with its events in one transaction when it fits in the budget;
- * one with more events than a whole transaction may delete has them deleted in chunks first.
+ * oldest first, a chunk (planFinishedChunk) per transaction.
  */
 async function deleteFinishedBatches(
   db: Database,
@@ -55,27 +57,24 @@ async function deleteFinishedBatches(
   counts: RetentionCounts,
 ): Promise<void> {
   await chunks(db, () => {
-    let budget = size;
-    for (const { id } of prepared<{ id: number }, Record<string, string | number>>(db, Q.finished).all({
+    const rows = prepared<FinishedBatch, Record<string, string | number>>(db, Q.finished).all({
       state,
       cutoff,
       limit: size,
-    })) {
-      const n = prepared<{ n: number }, [number]>(db, Q.eventCount).get(id)?.n ?? 0;
-      if (n + 1 > budget) {
-        if (budget === size) {
-          // Alone it is still too big: take a full transaction's worth of its events.
-          counts.events += prepared(db, Q.deleteSomeEvents).run(id, budget).changes;
-          budget = 0;
-        }
-        break;
-      }
-      counts.events += prepared(db, Q.deleteEvents).run(id).changes;
+    });
+    const chunk = planFinishedChunk(rows, size);
+    let changed = 0;
+    if (chunk.someEventsOf)
+      changed += prepared(db, Q.deleteSomeEvents).run(chunk.someEventsOf.id, chunk.someEventsOf.limit).changes;
+    counts.events += changed;
+    for (const id of chunk.batches) {
+      const events = prepared(db, Q.deleteEvents).run(id).changes;
       const gone = prepared(db, Q.deleteBatch).run(id).changes;
+      counts.events += events;
       counts.batches += gone;
-      budget -= n + gone;
+      changed += events + gone;
     }
-    return size - budget;
+    return changed;
   });
 }
 
