@@ -1,9 +1,8 @@
 // The status document shared by `hookspool status` and GET /healthz.
 import { expectEvery, type IntakeSource } from "../config/sources.ts";
 import type { Config } from "../config/types.ts";
-import type { DestinationRow } from "../store/destinations.ts";
 import type { DeadReason } from "../delivery.ts";
-import type { PollRow, StateCounts } from "../store/stats.ts";
+import type { StateCounts } from "../store/stats.ts";
 import { configuredDestinations, destinationType } from "../config/destinations.ts";
 import type { Env } from "../config/secrets.ts";
 import { destinationPace } from "../destinations/registry.ts";
@@ -11,6 +10,7 @@ import type { Pace } from "../delivery.ts";
 import { type WindowHit, windowState } from "../pacing.ts";
 import { budgetPolicy, type BudgetPolicy } from "../config/destinations.ts";
 import { budgetRoom } from "../store/budget-plan.ts";
+import type { StoredStatusFacts } from "../store/api.ts";
 
 /** A dispatcher heartbeat older than this is reported as degraded. */
 export const HEARTBEAT_STALE_S = 30;
@@ -140,25 +140,11 @@ const age = (now: number, t: number | null | undefined) =>
 const round1 = (x: number) => Math.round(x * 10) / 10;
 
 /** What the status document is made of, read from one backend's tables. */
-export interface StatusFacts {
-  backend: "sqlite" | "postgres";
-  schema: number;
-  /** The newest dispatcher heartbeat (the database's or this host's clock), and that dispatcher's pid. */
-  heartbeatAt: number | null;
-  dispatcherPid: number | null;
-  /** PostgreSQL: every dispatcher that beat, and who holds maintenance. */
-  dispatchers?: { id: string; heartbeat_age_s: number; alive: boolean }[];
-  maintenance?: { holder: string; since: number } | null;
-  batches: StateCounts;
-  deadReasons: Record<DeadReason, number>;
-  pending: { overall: number | null; byDestination: Map<string, number> };
-  destinationRows: DestinationRow[];
-  destinationNames: string[];
-  leased: Map<string, number>;
-  /** Meta's numbers by key (last_enqueue_at, write_probe_at, source:<name>:last_event_at, ...:expected_since). */
-  meta: (key: string) => number | null;
-  polls: PollRow[];
-  issuesOpen: number;
+/**
+ * The document's facts: what the store holds (StoredStatusFacts), with the config's paces and
+ * budgets, and the spool's size and its disk measured.
+ */
+export interface StatusFacts extends Omit<StoredStatusFacts, "spoolBytes" | "windows" | "budgetSpends"> {
   spoolBytes: number;
   /** Free bytes where the spool lives; null when not this host's to measure (PostgreSQL). */
   diskFree: number | null;

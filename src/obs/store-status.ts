@@ -17,7 +17,7 @@ import {
 
 /** The facts of the store's spool; `dbPath` is SQLite's file (unused where the database measures itself). */
 export async function storeStatusFacts(
-  store: StatusStore,
+  store: Pick<StatusStore, "statusFacts">,
   config: Config,
   dbPath: string,
   o: { now: number; diskFree?: number | null; env?: Env },

@@ -293,8 +293,10 @@ export type DashboardChange =
 export interface StoredStatusFacts {
   backend: Backend;
   schema: number;
+  /** The newest dispatcher heartbeat (the database's or this host's clock), and that dispatcher's pid. */
   heartbeatAt: number | null;
   dispatcherPid: number | null;
+  /** PostgreSQL: every dispatcher that beat, and who holds maintenance. */
   dispatchers?: { id: string; heartbeat_age_s: number; alive: boolean }[];
   maintenance?: { holder: string; since: number } | null;
   batches: StateCounts;
@@ -303,6 +305,7 @@ export interface StoredStatusFacts {
   destinationRows: DestinationRow[];
   destinationNames: string[];
   leased: Map<string, number>;
+  /** Meta's numbers by key (last_enqueue_at, write_probe_at, source:<name>:last_event_at, ...:expected_since). */
   meta: (key: string) => number | null;
   polls: PollRow[];
   issuesOpen: number;
