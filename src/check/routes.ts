@@ -20,20 +20,7 @@ import { quoteKey } from "../config/parse.ts";
 import { MAX_TEES } from "../config/routes.ts";
 import type { Config, ConfigProblem, RouteConfig } from "../config/types.ts";
 import { windowFor } from "../config/windows.ts";
-
-/** What check needs to know about a loaded source plugin. */
-export interface PluginFacts {
-  /** The plugin's default destination; undefined when it has none or computes it per event. */
-  action?: string;
-  /** The plugin computes its action per event: check cannot follow it. */
-  dynamicAction?: boolean;
-  span?: string;
-  eventHeader?: string;
-  /** Whether the sender retries a failed delivery, as the plugin says. */
-  senderRetries?: boolean;
-  /** How many headers the source keeps (config's keep_headers, else the plugin's). */
-  keepHeaders?: number;
-}
+import type { PluginFacts } from "./plugins.ts";
 
 export interface RouteCheckDeps {
   env: Env;
