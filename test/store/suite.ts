@@ -6,6 +6,7 @@ import { afterEach, describe } from "bun:test";
 import type { BackendName, Capabilities, StoreUnderTest } from "../helpers/store-under-test.ts";
 import { CAPABILITIES } from "../helpers/store-under-test.ts";
 import { batchCases } from "./batches.case.ts";
+import { destinationCases } from "./destinations.case.ts";
 import { enqueueCases } from "./enqueue.case.ts";
 import { modelCases } from "./model.case.ts";
 import { operatorVerbCases } from "./operator.case.ts";
@@ -51,5 +52,6 @@ export function runStoreSuite(backend: StoreBackend): void {
     describe("operator verbs", () => operatorVerbCases(suite));
     describe("retention", () => retentionCases(suite));
     describe("model", () => modelCases(suite));
+    describe("destinations", () => destinationCases(suite));
   });
 }
