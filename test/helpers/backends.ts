@@ -1,60 +1,80 @@
-// The services' stores on both backends, for suites that run the same cases through a real
-// dispatcher on SQLite and on a real PostgreSQL server (skipped, saying so, without one): one
-// intake, dispatch and operator store over one spool, and a dispatcher over a config.toml, as
-// `hookspool run` wires them.
+// The services' stores on both backends, for suites that run the same cases on SQLite and on a
+// real PostgreSQL server (skipped, saying so, without one): every role of the factory
+// (src/store/open.ts's sqliteStores / pgStores) over one spool, and a dispatcher over a
+// config.toml, as `hookspool run` wires them.
 import { describe } from "bun:test";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { seededRng, systemClock } from "../../src/clock.ts";
+import { type Clock, seededRng, systemClock } from "../../src/clock.ts";
 import { loadConfig } from "../../src/config/load.ts";
 import type { Config } from "../../src/config/types.ts";
 import { makeDestination } from "../../src/destinations/registry.ts";
 import { Dispatcher } from "../../src/dispatch/loop.ts";
 import { createLogger } from "../../src/log.ts";
-import type { DashboardStore, DispatchStore, IntakeStore, OperatorStore } from "../../src/store/api.ts";
-import { openSpool, type SqliteSpool } from "../../src/store/sqlite/db.ts";
-import { migrate } from "../../src/store/sqlite/migrate.ts";
+import type {
+  DashboardStore,
+  DispatchStore,
+  IntakeStore,
+  MaintenanceStore,
+  OperatorStore,
+  StatusStore,
+} from "../../src/store/api.ts";
+import { pgStores, type Stores, sqliteStores } from "../../src/store/open.ts";
 import { PgSpool } from "../../src/store/pg/db.ts";
 import { migratePg } from "../../src/store/pg/migrate.ts";
-import { pgDashboardStore, pgDispatchStore, pgIntakeStore, pgOperatorStore } from "../../src/store/pg/store.ts";
-import {
-  sqliteDashboardStore,
-  sqliteDispatchStore,
-  sqliteIntakeStore,
-  sqliteOperatorStore,
-} from "../../src/store/sqlite/store.ts";
+import { openSpool, type SqliteSpool } from "../../src/store/sqlite/db.ts";
+import { migrate } from "../../src/store/sqlite/migrate.ts";
 import { PG_BIN, PG_SKIP_MESSAGE, serverForSuite } from "./pg.ts";
 import { tempDir } from "./tmp.ts";
-import type { MaintenanceStore } from "../../src/store/api.ts";
-import { pgMaintenanceStore } from "../../src/store/pg/store.ts";
-import { sqliteMaintenanceStore } from "../../src/store/sqlite/store.ts";
+
+export type BackendName = "sqlite" | "postgres";
 
 export interface Backend {
+  backend: BackendName;
   intake: IntakeStore;
   operator: OperatorStore;
   dashboard: DashboardStore;
   /** Maintenance's chores' reads and writes. */
   maintenance: MaintenanceStore;
+  /** What status, /healthz and /metrics read. */
+  status: StatusStore;
   /** A dispatch store; on PostgreSQL each call is another dispatcher's (its own heartbeat id). */
   dispatch(): Promise<DispatchStore>;
-  /** SQLite's spool (what only SQLite has, such as its status facts); absent on PostgreSQL. */
+  /**
+   * The factory's roles as the intake takes them (`new Intake({ stores })`): on PostgreSQL over
+   * the intake's own pool; closing them is the backend's close, not theirs.
+   */
+  intakeStores: Stores;
+  /** SQLite's spool (what only SQLite has, such as its file); absent on PostgreSQL. */
   spool?: SqliteSpool;
+  /** PostgreSQL's pool for the test's own reads and writes of rows; absent on SQLite. */
+  pg?: PgSpool;
   close(): Promise<void>;
 }
 
-export type OpenBackend = () => Promise<Backend>;
+export interface OpenOptions {
+  /** SQLite's spool clock (now_eff on SQLite reads it); PostgreSQL's now_eff is the database's. */
+  clock?: Clock;
+}
+
+export type OpenBackend = (o?: OpenOptions) => Promise<Backend>;
 
 /** A fresh, migrated SQLite spool in a temp directory. */
-export async function openSqlite(): Promise<Backend> {
-  const spool = openSpool(join(tempDir(), "spool.db"), { create: true });
+export async function openSqlite(o: OpenOptions = {}): Promise<Backend> {
+  const spool = openSpool(join(tempDir(), "spool.db"), { create: true, clock: o.clock });
   migrate(spool);
+  // The operator's close would close the spool under the other roles: the backend's close does.
+  const stores = sqliteStores(spool, () => {});
   return {
+    backend: "sqlite",
     spool,
-    intake: sqliteIntakeStore(spool),
-    operator: sqliteOperatorStore(spool),
-    dashboard: sqliteDashboardStore(spool),
-    maintenance: sqliteMaintenanceStore(spool),
-    dispatch: async () => sqliteDispatchStore(spool),
+    intake: stores.intake(),
+    operator: stores.operator(),
+    dashboard: stores.dashboard(),
+    maintenance: stores.maintenance(),
+    status: stores.status(),
+    dispatch: () => stores.dispatch("testhost:1"),
+    intakeStores: stores,
     close: async () => spool.close(),
   };
 }
@@ -63,7 +83,7 @@ export async function openSqlite(): Promise<Backend> {
  * `cases(open)` under "on SQLite" and "on PostgreSQL"; PostgreSQL's open makes a fresh database
  * on the suite's server each time. Without PostgreSQL its describe is skipped, saying so once.
  */
-export function onBothBackends(cases: (open: OpenBackend, backend: "sqlite" | "postgres") => void): void {
+export function onBothBackends(cases: (open: OpenBackend, backend: BackendName) => void): void {
   if (!PG_BIN) console.log(PG_SKIP_MESSAGE);
   describe("on SQLite", () => cases(openSqlite, "sqlite"));
   describe.skipIf(!PG_BIN)("on PostgreSQL", () => {
@@ -72,17 +92,23 @@ export function onBothBackends(cases: (open: OpenBackend, backend: "sqlite" | "p
     cases(async () => {
       const name = `db${++n}`;
       await server().createDatabase(name);
+      // The intake's, the dispatchers' and the operator's pools, as three processes would hold.
       const pools = [0, 1, 2].map(
         () => new PgSpool({ path: server().socket, user: server().user, database: name }, { max: 4 }),
       );
       await migratePg(pools[0], "0123456789ab");
+      const [intake, dispatch, operator] = pools.map((p) => pgStores(p));
       let beats = 0;
       return {
-        intake: pgIntakeStore(pools[0]),
-        operator: pgOperatorStore(pools[2]),
-        dashboard: pgDashboardStore(pools[2]),
-        maintenance: pgMaintenanceStore(pools[2]),
-        dispatch: () => pgDispatchStore(pools[1], `host:${++beats}`),
+        backend: "postgres",
+        pg: pools[2],
+        intake: intake.intake(),
+        operator: operator.operator(),
+        dashboard: operator.dashboard(),
+        maintenance: operator.maintenance(),
+        status: operator.status(),
+        dispatch: () => dispatch.dispatch(`host:${++beats}`),
+        intakeStores: { ...intake, close: async () => {} },
         close: async () => void (await Promise.all(pools.map((p) => p.close()))),
       };
     }, "postgres");
