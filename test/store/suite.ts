@@ -8,10 +8,13 @@ import { CAPABILITIES } from "../helpers/store-under-test.ts";
 import { batchCases } from "./batches.case.ts";
 import { destinationCases } from "./destinations.case.ts";
 import { enqueueCases } from "./enqueue.case.ts";
+import { issueCases } from "./issues.case.ts";
 import { modelCases } from "./model.case.ts";
 import { operatorVerbCases } from "./operator.case.ts";
+import { quarantineCases } from "./quarantine.case.ts";
 import { retentionCases } from "./retention.case.ts";
 import { schemaCases } from "./schema.case.ts";
+import { statusCases } from "./status.case.ts";
 
 export interface StoreBackend {
   name: BackendName;
@@ -53,5 +56,8 @@ export function runStoreSuite(backend: StoreBackend): void {
     describe("retention", () => retentionCases(suite));
     describe("model", () => modelCases(suite));
     describe("destinations", () => destinationCases(suite));
+    describe("issues", () => issueCases(suite));
+    describe("quarantine", () => quarantineCases(suite));
+    describe("status figures", () => statusCases(suite));
   });
 }
