@@ -1,5 +1,6 @@
 // A dispatcher over a migrated temp spool with a fake clock, a seeded rng and fake destinations
-// (plain objects with function fields, no mocking library).
+// (plain objects with function fields, no mocking library): `rig` on SQLite only, `rigOn` over a
+// world of either backend (world.ts), reading its rows through the world's backend-neutral reader.
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { FakeClock, seededRng } from "../../src/clock.ts";
@@ -17,6 +18,7 @@ import { copy, ev, T0 } from "./spool.ts";
 import { tempDir } from "./tmp.ts";
 import "./intake.ts"; // captures log lines instead of printing them
 import { sqliteDispatchStore } from "../../src/store/sqlite/store.ts";
+import type { OpenWorld, World } from "./world.ts";
 
 export interface Call {
   batchId: number;
@@ -151,4 +153,87 @@ export function rig(config: string, fakes: (FakeDestination | Destination)[], op
 export function batchIdOf(r: EnqueueResult): number {
   if (r.status !== "queued") throw new Error(r.status);
   return r.placed[0].batchId;
+}
+
+/** A rig's world on either backend: what `Rig` has, its reads asynchronous and through the world's rows. */
+export interface WorldRig {
+  world: World;
+  home: string;
+  clock: FakeClock;
+  /** Where the clock started (T0 on SQLite; on PostgreSQL a day ahead of the real time). */
+  t0: number;
+  config: Config;
+  d: Dispatcher;
+  dests: Record<string, FakeDestination>;
+  put(
+    key: string,
+    destination: string,
+    over?: Partial<Parameters<typeof ev>[0]> & {
+      window?: Partial<{ quiet_s: number; max_s: number; max_events: number; max_bytes: number }>;
+    },
+  ): Promise<EnqueueResult>;
+  step(): Promise<void>;
+  batch(id: number): Promise<Record<string, unknown>>;
+  dest(name: string): Promise<Record<string, unknown>>;
+  attempts(batchId: number): Promise<Record<string, unknown>[]>;
+  close(): Promise<void>;
+}
+
+/** `rig`'s dispatcher over a fresh world of `open` (onBothWorlds's), its dispatch store the world's. */
+export async function rigOn(
+  open: OpenWorld,
+  config: string,
+  fakes: (FakeDestination | Destination)[],
+  opts: { seed?: number } = {},
+): Promise<WorldRig> {
+  const world = await open();
+  const home = tempDir();
+  writeFileSync(join(home, "config.toml"), config);
+  const clock = world.clock;
+  const loadOptions = { home, env: {}, cwd: home };
+  const loaded = loadConfig(loadOptions);
+  const dests = Object.fromEntries(fakes.map((f) => [f.name, f])) as Record<string, FakeDestination>;
+  const d = new Dispatcher({
+    store: await world.dispatch(),
+    loaded,
+    loadOptions,
+    clock,
+    rng: seededRng(opts.seed ?? 7),
+    log: createLogger("dispatch", { clock }),
+    destinations: (_c, name) => dests[name] ?? null,
+    host: "testhost",
+    pid: 4242,
+  });
+  const rows = world.rows;
+  return {
+    world,
+    home,
+    clock,
+    t0: world.t0,
+    config: loaded.config,
+    d,
+    dests,
+    put(key, destination, over = {}) {
+      const { window, ...rest } = over;
+      return world.enqueue(
+        ev({
+          source: "s",
+          key,
+          copies: [copy(`r:${destination}`, destination, { quiet_s: 0, max_s: 0, ...(window ?? {}) })],
+          ...rest,
+        }),
+      );
+    },
+    async step() {
+      await d.tick();
+      await d.drain();
+    },
+    batch: async (id) => (await rows.get("SELECT * FROM batches WHERE id = ?", id)) as Record<string, unknown>,
+    dest: async (name) => (await rows.get("SELECT * FROM destinations WHERE name = ?", name)) ?? { state: "closed" },
+    attempts: (batchId) => rows.all("SELECT * FROM attempts WHERE batch_id = ? ORDER BY id", batchId),
+    async close() {
+      await d.stop();
+      await world.close();
+    },
+  };
 }

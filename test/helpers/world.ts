@@ -1,0 +1,146 @@
+// A fake-clock world on either backend: the factory's roles (backends.ts) over one spool, a
+// FakeClock that now_eff follows on both, and a backend-neutral reader of rows. On SQLite the
+// spool reads the FakeClock itself (now_eff = max(clock, meta last_tick_at)), starting at T0. On
+// PostgreSQL now_eff is GREATEST(the database's clock, meta last_tick_at): the FakeClock starts a
+// day ahead of the real time, so it is always the greater, and each time a dispatch store asks
+// for now_eff after the clock moved, the world first writes last_tick_at = the clock (moved
+// forward only, as the dispatchers move it). What such a world cannot show on PostgreSQL (the
+// clock going back, ages the database's clock computes, SQLite's pragmas) a suite skips there.
+import { FakeClock, systemClock } from "../../src/clock.ts";
+import type { DispatchStore } from "../../src/store/api.ts";
+import type { EnqueueResult, NewEvent } from "../../src/store/enqueue.ts";
+import type { PgSpool } from "../../src/store/pg/db.ts";
+import { type Backend, type BackendName, onBothBackends } from "./backends.ts";
+import { T0 } from "./spool.ts";
+
+/** Rows read and written with `?` placeholders, the same SQL on both backends (plain SELECT, UPDATE, INSERT). */
+export interface Rows {
+  get(sql: string, ...params: unknown[]): Promise<Record<string, unknown> | null>;
+  all(sql: string, ...params: unknown[]): Promise<Record<string, unknown>[]>;
+  run(sql: string, ...params: unknown[]): Promise<void>;
+}
+
+export interface World extends Backend {
+  clock: FakeClock;
+  /** Where the clock started: T0 on SQLite, a day ahead of the real time on PostgreSQL. */
+  t0: number;
+  rows: Rows;
+  /** One event, through the intake's role, at the clock's now. */
+  enqueue(e: NewEvent, now?: number): Promise<EnqueueResult>;
+}
+
+export type OpenWorld = () => Promise<World>;
+
+/** PostgreSQL's start: a day or more ahead of the real time, at T0's time of day (a window aligned to T0 still is). */
+export function pgStart(realNow: number): number {
+  const day = 86400;
+  const at = Math.ceil(realNow) + day;
+  return at + ((((T0 - at) % day) + day) % day);
+}
+
+/** `cases(open)` on SQLite and on PostgreSQL (skipped, saying so, without one), each open a fresh world. */
+export function onBothWorlds(cases: (open: OpenWorld, backend: BackendName) => void): void {
+  onBothBackends((open, backend) => {
+    cases(async () => {
+      const clock = new FakeClock(backend === "sqlite" ? T0 : pgStart(systemClock.now()));
+      return worldOver(await open({ clock }), clock);
+    }, backend);
+  });
+}
+
+function worldOver(b: Backend, clock: FakeClock): World {
+  const t0 = clock.now();
+  const rows = b.pg ? pgRows(b.pg) : sqliteRows(b);
+  let synced = Number.NaN;
+  const pg = b.pg;
+  // PostgreSQL: meta last_tick_at follows the FakeClock forward before now_eff is read.
+  const follow = async () => {
+    const at = clock.now();
+    if (!pg || at === synced) return;
+    await pg.sql`INSERT INTO meta (key, value) VALUES ('last_tick_at', ${String(at)})
+      ON CONFLICT (key) DO UPDATE SET value = GREATEST(
+        CASE WHEN meta.value ~ '^[-+0-9.eE]+$' THEN meta.value::float8 END, excluded.value::float8)::text`;
+    synced = at;
+  };
+  const handedOut: DispatchStore[] = [];
+  const dispatch = async (): Promise<DispatchStore> => {
+    const inner = await b.dispatch();
+    handedOut.push(inner);
+    if (!pg) return inner;
+    return {
+      ...inner,
+      effectiveNow: async () => {
+        await follow();
+        return inner.effectiveNow();
+      },
+    };
+  };
+  return {
+    ...b,
+    clock,
+    t0,
+    rows,
+    dispatch,
+    // PostgreSQL: a dispatch store may hold the maintenance lock on a connection of its own.
+    close: async () => {
+      for (const s of handedOut) await s.release("testhost", 4242).catch(() => {});
+      await b.close();
+    },
+    enqueue: async (e, now = clock.now()) => (await b.intake.enqueueAll([e], now))[0],
+  };
+}
+
+function sqliteRows(b: Backend): Rows {
+  const db = () => {
+    if (!b.spool) throw new Error("no SQLite spool");
+    return b.spool.db;
+  };
+  type P = import("bun:sqlite").SQLQueryBindings[];
+  return {
+    get: async (sql, ...params) =>
+      (db()
+        .query(sql)
+        .get(...(params as P)) as Record<string, unknown> | null) ?? null,
+    all: async (sql, ...params) =>
+      db()
+        .query(sql)
+        .all(...(params as P)) as Record<string, unknown>[],
+    run: async (sql, ...params) => void db().run(sql, params as P),
+  };
+}
+
+/**
+ * PostgreSQL's rows shaped as SQLite's: `?` becomes $n, and a number the client hands back as a
+ * string (BIGINT, COUNT, SUM) is a number again, unless its column is text in the schema.
+ */
+function pgRows(pg: PgSpool): Rows {
+  let textColumns: Set<string> | null = null;
+  const texts = async () => {
+    if (!textColumns) {
+      const rs = (await pg.sql`SELECT DISTINCT column_name FROM information_schema.columns
+          WHERE table_schema = 'public' AND data_type IN ('text', 'character varying')`) as { column_name: string }[];
+      textColumns = new Set(rs.map((r) => r.column_name));
+    }
+    return textColumns;
+  };
+  const numbered = (sql: string) => {
+    let n = 0;
+    return sql.replace(/\?/g, () => `$${++n}`);
+  };
+  const shape = async (rs: Record<string, unknown>[]) => {
+    const text = await texts();
+    return rs.map((r) => {
+      const out: Record<string, unknown> = {};
+      for (const [k, v] of Object.entries(r))
+        out[k] = typeof v === "string" && !text.has(k) && /^-?\d+(\.\d+)?$/.test(v) ? Number(v) : v;
+      return out;
+    });
+  };
+  const all = async (sql: string, ...params: unknown[]) =>
+    shape([...((await pg.sql.unsafe(numbered(sql), params as never[])) as Record<string, unknown>[])]);
+  return {
+    get: async (sql, ...params) => (await all(sql, ...params))[0] ?? null,
+    all,
+    run: async (sql, ...params) => void (await pg.sql.unsafe(numbered(sql), params as never[])),
+  };
+}
