@@ -34,7 +34,7 @@ export function issueCases({ fresh }: Suite): void {
     const s = await fresh();
     const base = {
       fingerprint: FP,
-      kind: "delivery",
+      kind: "delivery" as const,
       destination: "http:d",
       route: null,
       first_at: T0,
@@ -54,7 +54,13 @@ export function issueCases({ fresh }: Suite): void {
     expect(await issue(s)).toEqual({ ...counted, state: "resolved", last_at: T0 + 6 });
     // Raised again: reopened, counted on, first_at kept.
     await s.maintenance.raiseIssue(raise(T0 + 8));
-    const reopened = { ...base, state: "open", count: 3, last_at: T0 + 8, last_error: `e${T0 + 8}` };
+    const reopened: Omit<IssueRow, "id"> = {
+      ...base,
+      state: "open",
+      count: 3,
+      last_at: T0 + 8,
+      last_error: `e${T0 + 8}`,
+    };
     expect(await issue(s)).toEqual(reopened);
     expect(await openCount(s)).toBe(1);
     const listed = await s.operator.listIssues({ state: "all" });
