@@ -11,6 +11,7 @@ import { enqueueCases } from "./enqueue.case.ts";
 import { issueCases } from "./issues.case.ts";
 import { modelCases } from "./model.case.ts";
 import { operatorVerbCases } from "./operator.case.ts";
+import { outcomeCases } from "./outcomes.case.ts";
 import { quarantineCases } from "./quarantine.case.ts";
 import { retentionCases } from "./retention.case.ts";
 import { schemaCases } from "./schema.case.ts";
@@ -59,5 +60,6 @@ export function runStoreSuite(backend: StoreBackend): void {
     describe("issues", () => issueCases(suite));
     describe("quarantine", () => quarantineCases(suite));
     describe("status figures", () => statusCases(suite));
+    describe("outcomes", () => outcomeCases(suite));
   });
 }
