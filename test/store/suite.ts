@@ -16,6 +16,7 @@ import { quarantineCases } from "./quarantine.case.ts";
 import { retentionCases } from "./retention.case.ts";
 import { schemaCases } from "./schema.case.ts";
 import { statusCases } from "./status.case.ts";
+import { verbCases } from "./verbs.case.ts";
 
 export interface StoreBackend {
   name: BackendName;
@@ -61,5 +62,6 @@ export function runStoreSuite(backend: StoreBackend): void {
     describe("quarantine", () => quarantineCases(suite));
     describe("status figures", () => statusCases(suite));
     describe("outcomes", () => outcomeCases(suite));
+    describe("verbs' rows", () => verbCases(suite));
   });
 }
