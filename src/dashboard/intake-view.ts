@@ -27,8 +27,14 @@ export function quantileOf(buckets: readonly { le: number; n: number }[], q: num
 const SAMPLE = /^([a-z_]+)(?:\{(.*)\})? ([0-9.eE+-]+|NaN|\+Inf)$/;
 const LABEL = /([a-z_]+)="((?:[^"\\]|\\.)*)"/g;
 
-function unescape(v: string): string {
-  return v.replace(/\\(.)/g, (_, c: string) => (c === "n" ? "\n" : c));
+/**
+ * A label value as the exposition format escapes it, read back: backslash-n is a line feed, and a
+ * backslash before any other character (a backslash, a double quote) stands for that character.
+ * Named apart from the global `unescape` (a URL-era decoder of %XX, wrong for this text); it reads
+ * whole code points (the `u` flag), so text beyond ASCII comes back as it was written.
+ */
+export function unescapeLabelValue(v: string): string {
+  return v.replace(/\\(.)/gsu, (_, c: string) => (c === "n" ? "\n" : c));
 }
 
 /** Parse the Prometheus text the intake serves into the figures the dashboard shows. */
@@ -45,7 +51,7 @@ export function parseIntakeMetrics(text: string): IntakeView {
     const m = SAMPLE.exec(line);
     if (!m) continue;
     const labels: Record<string, string> = {};
-    for (const l of (m[2] ?? "").matchAll(LABEL)) labels[l[1]] = unescape(l[2]);
+    for (const l of (m[2] ?? "").matchAll(LABEL)) labels[l[1]] = unescapeLabelValue(l[2]);
     const value = Number(m[3]);
     if (m[1] === "hookspool_requests_rejected_total" && labels.source && labels.reason)
       (view.refused[labels.source] ??= {})[labels.reason] = value;
