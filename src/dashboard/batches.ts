@@ -43,8 +43,23 @@ export async function batchesPage(c: PageContext, q: URLSearchParams): Promise<s
   const rows = problem ? [] : await c.store.listBatches({ ...f, limit: PAGE_SIZE });
   const input = (k: string, label: string, size = 10) =>
     `<label>${h(label)} <input name="${h(k)}" value="${h(q.get(k) ?? "")}" size="${size}"></label> `;
-  const state = `<label>state <select name="state">${STATES.map((s) => `<option value="${h(s)}"${q.get("state") === s ? " selected" : ""}>${h(s || "any")}</option>`).join("")}</select></label> `;
-  const form = `<form method="get" action="/batches" aria-label="filter batches">${state}${input("reason", "dead reason")}${input("source", "source")}${input("destination", "destination")}${input("key", "key")}${input("status", "status", 4)}${input("since", "since", 8)}${input("until", "until", 8)}<button type="submit">filter</button> <a href="/batches">clear</a></form><p class="muted">since and until: an age (30m, 24h, 7d), an ISO date or Unix seconds, on the batch's last event.</p>`;
+  const options = STATES.map(
+    (s) => `<option value="${h(s)}"${q.get("state") === s ? " selected" : ""}>${h(s || "any")}</option>`,
+  );
+  const state = `<label>state <select name="state">${options.join("")}</select></label> `;
+  const inputs =
+    input("reason", "dead reason") +
+    input("source", "source") +
+    input("destination", "destination") +
+    input("key", "key") +
+    input("status", "status", 4) +
+    input("since", "since", 8) +
+    input("until", "until", 8);
+  const form =
+    `<form method="get" action="/batches" aria-label="filter batches">${state}${inputs}` +
+    `<button type="submit">filter</button> <a href="/batches">clear</a></form>` +
+    `<p class="muted">since and until: an age (30m, 24h, 7d), an ISO date or Unix seconds, ` +
+    "on the batch's last event.</p>";
   const list = table(
     ["batch", "state", "source", "key", "destination", "events", "last event", "why"],
     rows.map((b) => [
@@ -72,7 +87,8 @@ function facts(b: BatchRow): string {
     ["state", "source", "route", "key", "destination", "window", "first event", "last event", "sealed", "content"],
     [
       [
-        `<span class="${stateClass(b.state)}" id="batch-state">${h(b.state)}</span>${b.dead_reason ? ` (${h(b.dead_reason)})` : ""}`,
+        `<span class="${stateClass(b.state)}" id="batch-state">${h(b.state)}</span>` +
+          (b.dead_reason ? ` (${h(b.dead_reason)})` : ""),
         h(b.source),
         h(b.route),
         h(b.key),
@@ -115,6 +131,8 @@ export async function batchPage(c: PageContext, id: number): Promise<string | nu
       why(e.trace as Record<string, unknown> | null),
     ]),
   );
+  const next =
+    b.next_attempt_at && b.state === "retry" ? `<li class="warn">next attempt ${when(b.next_attempt_at)}</li>` : "";
   const timeline = attempts.length
     ? `<ol class="timeline" aria-label="attempts">${attempts
         .map((a) => {
@@ -127,11 +145,15 @@ export async function batchPage(c: PageContext, id: number): Promise<string | nu
             a.duration_ms === null ? null : `${a.duration_ms} ms`,
             a.probe ? "probe" : null,
           ].filter((x) => x !== null);
-          return `<li data-outcome="${h(outcome)}"><span class="${stateClass(outcome === "ok" ? "delivered" : outcome)}">${h(outcome)}</span> ${h(parts.join(" · "))}${a.error ? `<br><span class="muted">${h(a.error)}</span>` : ""}${a.delivery_id ? `<br><code>${h(a.delivery_id)}</code>` : ""}</li>`;
+          const error = a.error ? `<br><span class="muted">${h(a.error)}</span>` : "";
+          const delivery = a.delivery_id ? `<br><code>${h(a.delivery_id)}</code>` : "";
+          return (
+            `<li data-outcome="${h(outcome)}">` +
+            `<span class="${stateClass(outcome === "ok" ? "delivered" : outcome)}">${h(outcome)}</span> ` +
+            `${h(parts.join(" · "))}${error}${delivery}</li>`
+          );
         })
-        .join(
-          "",
-        )}${b.next_attempt_at && b.state === "retry" ? `<li class="warn">next attempt ${when(b.next_attempt_at)}</li>` : ""}</ol>`
+        .join("")}${next}</ol>`
     : `<p class="muted">no attempt yet</p>`;
   const acts =
     b.state === "dead" && b.destination !== "quarantine"
@@ -141,11 +163,16 @@ export async function batchPage(c: PageContext, id: number): Promise<string | nu
         : "";
   const quarantine =
     b.destination === "quarantine"
-      ? `<p class="muted">A quarantined request is replayed with <code>hookspool replay ${h(id)}</code>, which runs its source plugin again.</p>`
+      ? `<p class="muted">A quarantined request is replayed with <code>hookspool replay ${h(id)}</code>, ` +
+        "which runs its source plugin again.</p>"
       : "";
   return page(
     `Batch ${id}`,
-    `${facts(b)}${b.last_error ? `<p>last error: ${h(b.last_error)}</p>` : ""}${acts}${quarantine}<h2>Events</h2>${events}<p><a href="/batches/${h(id)}/payloads">show the payloads…</a> <span class="muted">(they may hold secrets or personal data)</span></p><h2>Attempts</h2>${timeline}`,
+    `${facts(b)}${b.last_error ? `<p>last error: ${h(b.last_error)}</p>` : ""}${acts}${quarantine}` +
+      `<h2>Events</h2>${events}` +
+      `<p><a href="/batches/${h(id)}/payloads">show the payloads…</a> ` +
+      `<span class="muted">(they may hold secrets or personal data)</span></p>` +
+      `<h2>Attempts</h2>${timeline}`,
   );
 }
 
@@ -155,10 +182,14 @@ export async function payloadsPage(c: PageContext, id: number): Promise<string |
   if (!b) return null;
   const items = (await c.store.batchPayloads(id)).map((p) => {
     const body = p.payload ?? (p.raw ? `(${p.raw.byteLength} raw bytes, not shown)` : "(none stored)");
-    return `<h2>Event ${h(p.id)}</h2><pre>${h(body)}</pre>${p.headers && p.headers !== "{}" ? `<p class="muted">kept headers</p><pre>${h(p.headers)}</pre>` : ""}`;
+    const headers =
+      p.headers && p.headers !== "{}" ? `<p class="muted">kept headers</p><pre>${h(p.headers)}</pre>` : "";
+    return `<h2>Event ${h(p.id)}</h2><pre>${h(body)}</pre>${headers}`;
   });
   return page(
     `Batch ${id}: payloads`,
-    `<p class="warn" role="alert">warning: payloads may hold secrets or personal data</p><p><a href="/batches/${h(id)}">back to the batch</a></p>${items.join("") || `<p class="muted">no events</p>`}`,
+    `<p class="warn" role="alert">warning: payloads may hold secrets or personal data</p>` +
+      `<p><a href="/batches/${h(id)}">back to the batch</a></p>` +
+      (items.join("") || `<p class="muted">no events</p>`),
   );
 }

@@ -40,36 +40,64 @@ export function jsonBlock(id: string, value: unknown): string {
   return `<script type="application/json" id="${h(id)}">${text}</script>`;
 }
 
-const STYLE = `
-:root { color-scheme: light dark; --fg: #1b1b1b; --bg: #fff; --muted: #595959; --line: #ddd; --ok: #1a7f37; --bad: #b71c1c; --warn: #8a5a00; }
-@media (prefers-color-scheme: dark) { :root { --fg: #e6e6e6; --bg: #161616; --muted: #a8a8a8; --line: #333; --ok: #4ac26b; --bad: #ff7b7b; --warn: #e0b440; } }
-body { font: 15px/1.4 system-ui, sans-serif; color: var(--fg); background: var(--bg); margin: 0 auto; max-width: 72rem; padding: 0 1rem 2rem; }
-nav { display: flex; gap: 1rem; flex-wrap: wrap; padding: .75rem 0; border-bottom: 1px solid var(--line); }
-nav a { color: inherit; } a { color: inherit; }
-a:focus-visible, button:focus-visible, input:focus-visible, select:focus-visible, summary:focus-visible { outline: 2px solid currentColor; outline-offset: 2px; }
-.skip { position: absolute; left: -999px; } .skip:focus { left: 1rem; top: .5rem; background: var(--bg); padding: .25rem; }
-table { border-collapse: collapse; width: 100%; margin: .5rem 0 1rem; } th, td { text-align: left; padding: .25rem .5rem; border-bottom: 1px solid var(--line); vertical-align: top; }
-.ok { color: var(--ok); } .bad { color: var(--bad); } .warn { color: var(--warn); } .muted { color: var(--muted); }
-code, pre { font: 13px/1.4 ui-monospace, monospace; } pre { white-space: pre-wrap; overflow-wrap: anywhere; }
-form.inline { display: inline; } .scroll { overflow-x: auto; } label { white-space: nowrap; }
-figure { margin: .5rem 0 1rem; } figcaption { font-weight: 600; } .charts { display: grid; grid-template-columns: repeat(auto-fit, minmax(240px, 1fr)); gap: 1rem; }
-ol.timeline { list-style: none; padding-left: 0; border-left: 2px solid var(--line); } ol.timeline li { padding: .25rem 0 .25rem 1rem; }
-.u-legend { font-size: 12px; }
-`;
+/** The page's CSS, a line per group of rules (joined with newlines, as the page carries it). */
+const STYLE_LINES = [
+  ":root { color-scheme: light dark; --fg: #1b1b1b; --bg: #fff; --muted: #595959; --line: #ddd; " +
+    "--ok: #1a7f37; --bad: #b71c1c; --warn: #8a5a00; }",
+  "@media (prefers-color-scheme: dark) { :root { --fg: #e6e6e6; --bg: #161616; --muted: #a8a8a8; " +
+    "--line: #333; --ok: #4ac26b; --bad: #ff7b7b; --warn: #e0b440; } }",
+  "body { font: 15px/1.4 system-ui, sans-serif; color: var(--fg); background: var(--bg); margin: 0 auto; " +
+    "max-width: 72rem; padding: 0 1rem 2rem; }",
+  "nav { display: flex; gap: 1rem; flex-wrap: wrap; padding: .75rem 0; border-bottom: 1px solid var(--line); }",
+  "nav a { color: inherit; } a { color: inherit; }",
+  "a:focus-visible, button:focus-visible, input:focus-visible, select:focus-visible, summary:focus-visible " +
+    "{ outline: 2px solid currentColor; outline-offset: 2px; }",
+  ".skip { position: absolute; left: -999px; } " +
+    ".skip:focus { left: 1rem; top: .5rem; background: var(--bg); padding: .25rem; }",
+  "table { border-collapse: collapse; width: 100%; margin: .5rem 0 1rem; } " +
+    "th, td { text-align: left; padding: .25rem .5rem; border-bottom: 1px solid var(--line); vertical-align: top; }",
+  ".ok { color: var(--ok); } .bad { color: var(--bad); } .warn { color: var(--warn); } .muted { color: var(--muted); }",
+  "code, pre { font: 13px/1.4 ui-monospace, monospace; } pre { white-space: pre-wrap; overflow-wrap: anywhere; }",
+  "form.inline { display: inline; } .scroll { overflow-x: auto; } label { white-space: nowrap; }",
+  "figure { margin: .5rem 0 1rem; } figcaption { font-weight: 600; } " +
+    ".charts { display: grid; grid-template-columns: repeat(auto-fit, minmax(240px, 1fr)); gap: 1rem; }",
+  "ol.timeline { list-style: none; padding-left: 0; border-left: 2px solid var(--line); } " +
+    "ol.timeline li { padding: .25rem 0 .25rem 1rem; }",
+  ".u-legend { font-size: 12px; }",
+];
+const STYLE = `\n${STYLE_LINES.join("\n")}\n`;
+
+/** The nav's links: the pages in their order. */
+const PAGES: [string, string][] = [
+  ["/", "Overview"],
+  ["/batches", "Batches"],
+  ["/sources", "Sources"],
+  ["/issues", "Issues"],
+  ["/live", "Live"],
+];
+const NAV =
+  `<nav aria-label="pages"><strong>hookspool</strong>` +
+  `${PAGES.map(([href, name]) => `<a href="${href}">${name}</a>`).join("")}</nav>`;
+const SCRIPTS = `<script src="/assets/uplot.js"></script><script src="/assets/client.js"></script>`;
 
 /** A whole page around `body` (already HTML); `title` and the nav are escaped here. */
 export function page(title: string, body: string): string {
   return `<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
 <title>${h(title)} · hookspool</title><style>${STYLE}</style><link rel="stylesheet" href="/assets/uplot.css"></head>
-<body><a class="skip" href="#main">skip to the page</a><nav aria-label="pages"><strong>hookspool</strong><a href="/">Overview</a><a href="/batches">Batches</a><a href="/sources">Sources</a><a href="/issues">Issues</a><a href="/live">Live</a></nav>
-<main id="main"><h1>${h(title)}</h1>${body}</main><script src="/assets/uplot.js"></script><script src="/assets/client.js"></script></body></html>`;
+<body><a class="skip" href="#main">skip to the page</a>${NAV}
+<main id="main"><h1>${h(title)}</h1>${body}</main>${SCRIPTS}</body></html>`;
 }
 
 /** A table of rows of cells (each cell already HTML). */
 export function table(head: string[], rows: string[][], caption?: string): string {
   if (rows.length === 0) return `<p class="muted">none</p>`;
-  return `<div class="scroll"><table>${caption ? `<caption class="muted">${h(caption)}</caption>` : ""}<thead><tr>${head.map((x) => `<th scope="col">${h(x)}</th>`).join("")}</tr></thead><tbody>${rows.map((r) => `<tr>${r.map((c) => `<td>${c}</td>`).join("")}</tr>`).join("")}</tbody></table></div>`;
+  return (
+    `<div class="scroll"><table>${caption ? `<caption class="muted">${h(caption)}</caption>` : ""}<thead>` +
+    `<tr>${head.map((x) => `<th scope="col">${h(x)}</th>`).join("")}</tr></thead>` +
+    `<tbody>${rows.map((r) => `<tr>${r.map((c) => `<td>${c}</td>`).join("")}</tr>`).join("")}</tbody>` +
+    "</table></div>"
+  );
 }
 
 /** A Unix time as an ISO string, or "-". */
@@ -99,5 +127,8 @@ export function action(
   const hidden = Object.entries({ ...fields, csrf: c.csrf })
     .map(([k, v]) => `<input type="hidden" name="${h(k)}" value="${h(v)}">`)
     .join("");
-  return `<form class="inline" method="post" action="${h(path)}">${hidden}<button type="submit">${h(label)}</button></form>`;
+  return (
+    `<form class="inline" method="post" action="${h(path)}">${hidden}<button type="submit">${h(label)}</button>` +
+    "</form>"
+  );
 }

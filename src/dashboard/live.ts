@@ -20,12 +20,18 @@ export function journalLine(r: JournalRow): string {
     }
   }
   const attempt = r.attempt_n !== null ? ` attempt ${r.attempt_n}` : "";
-  return `${r.id} ${when(r.at)} ${r.kind} batch ${r.batch_id}${attempt} ${r.source} -> ${r.destination} key=${r.key}${facts ? ` ${facts}` : ""}`;
+  return (
+    `${r.id} ${when(r.at)} ${r.kind} batch ${r.batch_id}${attempt} ` +
+    `${r.source} -> ${r.destination} key=${r.key}${facts ? ` ${facts}` : ""}`
+  );
 }
 
 export async function livePage(c: PageContext): Promise<string> {
   const { rows, cursor } = await c.store.journalTail(50);
-  const list = `<p class="muted" aria-live="polite"><span id="tail-status">the last ${h(rows.length)} change(s); with JavaScript the list follows new ones</span></p><ol id="tail" data-since="${h(cursor)}" aria-live="polite">${rows.map((r) => `<li data-cursor="${h(r.cursor)}">${h(journalLine(r))}</li>`).join("")}</ol>`;
+  const list =
+    `<p class="muted" aria-live="polite"><span id="tail-status">the last ${h(rows.length)} change(s); ` +
+    `with JavaScript the list follows new ones</span></p><ol id="tail" data-since="${h(cursor)}" ` +
+    `aria-live="polite">${rows.map((r) => `<li data-cursor="${h(r.cursor)}">${h(journalLine(r))}</li>`).join("")}</ol>`;
   return page("Live", list);
 }
 

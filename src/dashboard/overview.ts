@@ -70,7 +70,11 @@ function figure(id: string, ch: Chart): string {
       : ch.names.length
         ? ch.names.map((n, i) => `${n} ${ch.values[i].reduce<number>((a, x) => a + (x ?? 0), 0)}`).join(", ")
         : "nothing";
-  return `<figure data-chart="${h(id)}"><figcaption>${h(ch.title)}</figcaption><div class="plot" role="img" aria-label="${h(`${ch.title}: ${totals}`)}"></div><p class="muted">${h(totals)}</p></figure>`;
+  return (
+    `<figure data-chart="${h(id)}"><figcaption>${h(ch.title)}</figcaption>` +
+    `<div class="plot" role="img" aria-label="${h(`${ch.title}: ${totals}`)}">` +
+    `</div><p class="muted">${h(totals)}</p></figure>`
+  );
 }
 
 function worst(v: (number | null)[]): string {
@@ -88,7 +92,8 @@ export async function overviewPage(c: PageContext): Promise<string> {
   const { doc, facts } = await dashboardStatus(c.store, c.config, c.dbPath, c.now);
   const health = doc.ok
     ? `<p class="ok" id="health">ok: nothing degraded</p>`
-    : `<p class="bad" id="health">${h(doc.degraded.length)} problem(s)</p><ul>${doc.degraded.map((d) => `<li>${h(d)}</li>`).join("")}</ul>`;
+    : `<p class="bad" id="health">${h(doc.degraded.length)} problem(s)</p>` +
+      `<ul>${doc.degraded.map((d) => `<li>${h(d)}</li>`).join("")}</ul>`;
   // The gates as the status read them (one read of the destinations' rows).
   const gates = new Map(facts.destinationRows.map((r) => [r.name, r]));
   const ready = await c.store.readyCounts(c.now);
@@ -102,19 +107,31 @@ export async function overviewPage(c: PageContext): Promise<string> {
           : null;
       const held =
         d.gated_for_s !== undefined
-          ? ` <span class="muted">${d.throttled ? "429" : "Retry-After"} gate ${h(Math.round(d.gated_for_s))} s left</span>`
+          ? ` <span class="muted">${d.throttled ? "429" : "Retry-After"} ` +
+            `gate ${h(Math.round(d.gated_for_s))} s left</span>`
           : d.throttled
             ? ` <span class="muted">probing after a 429</span>`
             : "";
-      const gate = `<span class="${stateClass(d.state)}" data-gate="${h(name)}">${h(d.state.replace("_", "-"))}</span>${left !== null ? ` <span class="muted">cooldown ${h(Math.round(left))} s left</span>` : ""}${g?.state === "half_open" && g.last_probe_batch_id ? ` <span class="muted">probe <a href="/batches/${h(g.last_probe_batch_id)}">${h(g.last_probe_batch_id)}</a></span>` : ""}${held}`;
+      const cooldown = left !== null ? ` <span class="muted">cooldown ${h(Math.round(left))} s left</span>` : "";
+      const probeId = g?.state === "half_open" ? g.last_probe_batch_id : null;
+      const probe = probeId
+        ? ` <span class="muted">probe <a href="/batches/${h(probeId)}">${h(probeId)}</a></span>`
+        : "";
+      const gate =
+        `<span class="${stateClass(d.state)}" data-gate="${h(name)}">${h(d.state.replace("_", "-"))}</span>` +
+        `${cooldown}${probe}${held}`;
       // A paced destination's window: used of allowed, and when a full one has room again.
+      const nextFree = d.rate?.next_free_in_s ?? null;
       const window = d.rate
-        ? `<span data-window="${h(name)}" title="${h(d.rate.from)}">${h(d.rate.used)} / ${h(d.rate.limit)} per ${h(d.rate.window_s)} s</span>${d.rate.next_free_in_s !== null ? ` <span class="muted">next in ${h(Math.ceil(d.rate.next_free_in_s))} s</span>` : ""}`
+        ? `<span data-window="${h(name)}" title="${h(d.rate.from)}">` +
+          `${h(d.rate.used)} / ${h(d.rate.limit)} per ${h(d.rate.window_s)} s</span>` +
+          (nextFree !== null ? ` <span class="muted">next in ${h(Math.ceil(nextFree))} s</span>` : "")
         : "-";
       // A run budget: batches delivered in its window of the limit, held when spent.
       const spend = [
         d.budget
-          ? `budget ${h(d.budget.used)} / ${h(d.budget.limit)} per ${h(d.budget.window_s)} s${d.budget.next_free_at !== null ? " (held)" : ""}`
+          ? `budget ${h(d.budget.used)} / ${h(d.budget.limit)} per ${h(d.budget.window_s)} s` +
+            (d.budget.next_free_at !== null ? " (held)" : "")
           : "",
         d.key_budget ? `key budget ${h(d.key_budget.limit)} per ${h(d.key_budget.window_s)} s` : "",
       ].filter(Boolean);
@@ -141,18 +158,25 @@ export async function overviewPage(c: PageContext): Promise<string> {
     [[b.open, b.sealed, b.leased, b.retry, b.awaiting, b.delivered, b.dead, b.dropped, b.quarantined].map((n) => h(n))],
   );
   const dead = Object.entries(doc.dead_by_reason).filter(([, n]) => n > 0);
-  const deadLine = dead.length
-    ? `<p>dead by reason: ${dead.map(([r, n]) => `<a href="/batches?state=dead&amp;reason=${h(encodeURIComponent(r))}">${h(n)} ${h(r)}</a>`).join(", ")}</p>`
-    : "";
-  const spool = `<p>schema ${h(doc.schema)}, spool ${h(Math.round(doc.spool_bytes / 1024))} KiB, ${doc.disk_free_bytes == null ? "free disk unknown" : `${h(Math.round(doc.disk_free_bytes / 1024 ** 2))} MiB free`}; dispatcher ${doc.dispatcher.alive ? `<span class="ok">alive</span>` : `<span class="bad">not running</span>`}; <a href="/issues">${h(doc.issues_open)} open issue(s)</a></p>`;
+  const deadLinks = dead.map(
+    ([r, n]) => `<a href="/batches?state=dead&amp;reason=${h(encodeURIComponent(r))}">${h(n)} ${h(r)}</a>`,
+  );
+  const deadLine = dead.length ? `<p>dead by reason: ${deadLinks.join(", ")}</p>` : "";
+  const disk =
+    doc.disk_free_bytes == null ? "free disk unknown" : `${h(Math.round(doc.disk_free_bytes / 1024 ** 2))} MiB free`;
+  const alive = doc.dispatcher.alive ? `<span class="ok">alive</span>` : `<span class="bad">not running</span>`;
+  const spool =
+    `<p>schema ${h(doc.schema)}, spool ${h(Math.round(doc.spool_bytes / 1024))} KiB, ${disk}; ` +
+    `dispatcher ${alive}; <a href="/issues">${h(doc.issues_open)} open issue(s)</a></p>`;
   const ack = c.intake
-    ? `<p>ack latency since the intake started: p50 ${h(ms(c.intake.ack.p50))}, p99 ${h(ms(c.intake.ack.p99))} over ${h(c.intake.ack.count)} answer(s)</p>`
+    ? `<p>ack latency since the intake started: p50 ${h(ms(c.intake.ack.p50))}, ` +
+      `p99 ${h(ms(c.intake.ack.p99))} over ${h(c.intake.ack.count)} answer(s)</p>`
     : `<p class="muted">ack latency: no intake answered on ${h(c.config.intake.listen)}</p>`;
   const charts = await chartsOf(c);
-  const figures = SPANS.map(
-    (s) =>
-      `<h3>${h(s.label)}</h3><div class="charts">${["events", "attempts", "latency", "ack"].map((k) => figure(`${k}-${s.id}`, charts[`${k}-${s.id}`])).join("")}</div>`,
-  ).join("");
+  const figures = SPANS.map((s) => {
+    const row = ["events", "attempts", "latency", "ack"].map((k) => figure(`${k}-${s.id}`, charts[`${k}-${s.id}`]));
+    return `<h3>${h(s.label)}</h3><div class="charts">${row.join("")}</div>`;
+  }).join("");
   const acts = await c.store.recentActions(10);
   const actions = acts.length
     ? `<h2>Recent actions</h2>${table(
@@ -162,6 +186,7 @@ export async function overviewPage(c: PageContext): Promise<string> {
     : "";
   return page(
     "Overview",
-    `<h2>Health</h2>${health}${spool}${ack}<h2>Destinations</h2>${dests}<h2>Batches</h2>${counts}${deadLine}<h2>Traffic</h2>${figures}${jsonBlock("chart-data", charts)}${actions}`,
+    `<h2>Health</h2>${health}${spool}${ack}<h2>Destinations</h2>${dests}<h2>Batches</h2>${counts}${deadLine}` +
+      `<h2>Traffic</h2>${figures}${jsonBlock("chart-data", charts)}${actions}`,
   );
 }

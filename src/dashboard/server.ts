@@ -47,7 +47,8 @@ const SECURITY = {
   "Referrer-Policy": "same-origin",
   // Scripts and styles only from the dashboard itself (the page's one inline style block aside).
   "Content-Security-Policy":
-    "default-src 'none'; style-src 'self' 'unsafe-inline'; script-src 'self'; img-src 'self' data:; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+    "default-src 'none'; style-src 'self' 'unsafe-inline'; script-src 'self'; img-src 'self' data:; " +
+    "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
 };
 const HTML = { ...SECURITY, "Content-Type": "text/html; charset=utf-8" };
 
@@ -157,7 +158,8 @@ export class Dashboard implements Service {
     if (!auth.ok)
       return refusal(
         401,
-        "the dashboard needs its token: open the URL hookspool dashboard printed, or add ?token= with the token from dashboard.token in the home",
+        "the dashboard needs its token: open the URL hookspool dashboard printed, " +
+          "or add ?token= with the token from dashboard.token in the home",
       );
     // The first visit through the printed URL: a session cookie instead, and the token out of the address.
     if (auth.fromQuery) {

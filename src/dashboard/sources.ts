@@ -68,11 +68,22 @@ export async function sourcesPage(c: PageContext): Promise<string> {
     h(p.skipped),
     p.stale ? `<span class="bad">stale</span>` : "-",
   ]);
-  return page(
-    "Sources",
-    `${table(["source", "scheme", "URL", "last event", "silence", "sender retries", "refused (since the intake started)", "quarantined (last day)"], rows)}<h2>Polls</h2>${table(["poll", "every", "next tick", "last tick", "delivered", "pending", "skipped", "stale"], polls)}`,
-  );
+  const sourceHead = [
+    "source",
+    "scheme",
+    "URL",
+    "last event",
+    "silence",
+    "sender retries",
+    "refused (since the intake started)",
+    "quarantined (last day)",
+  ];
+  const pollHead = ["poll", "every", "next tick", "last tick", "delivered", "pending", "skipped", "stale"];
+  return page("Sources", `${table(sourceHead, rows)}<h2>Polls</h2>${table(pollHead, polls)}`);
 }
+
+/** An issue's state as a class: an open one is bad, an acknowledged one a warning. */
+const issueClass = (state: string) => (state === "open" ? "bad" : state === "acked" ? "warn" : stateClass(state));
 
 export async function issuesPage(c: PageContext): Promise<string> {
   const rows = await c.store.listIssues({ state: "all" });
@@ -83,11 +94,12 @@ export async function issuesPage(c: PageContext): Promise<string> {
       rows.map((i) => [
         h(i.id),
         h(i.kind),
-        `<span class="${i.state === "open" ? "bad" : i.state === "acked" ? "warn" : stateClass(i.state)}">${h(i.state)}</span>`,
+        `<span class="${issueClass(i.state)}">${h(i.state)}</span>`,
         h(i.count),
         when(i.first_at),
         when(i.last_at),
-        `${h(i.destination ?? i.route ?? "")}${i.sample_batch_id ? ` <a href="/batches/${h(i.sample_batch_id)}">batch ${h(i.sample_batch_id)}</a>` : ""}`,
+        h(i.destination ?? i.route ?? "") +
+          (i.sample_batch_id ? ` <a href="/batches/${h(i.sample_batch_id)}">batch ${h(i.sample_batch_id)}</a>` : ""),
         h(i.last_error ?? ""),
         i.state === "open" || i.state === "acked"
           ? ["ack", "resolve", "ignore"]
