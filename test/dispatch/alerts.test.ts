@@ -266,48 +266,52 @@ onBothWorlds((open, backend) => {
       }
     });
 
-    test("a code source's own expectation counts when config sets none; config's 0 turns it off; status agrees", async () => {
-      const t = await open();
-      try {
-        const module = join(import.meta.dir, "..", "fixtures", "routed.ts"); // expectEverySec = 600
-        const { config } = parseConfig(
-          `[sources.plug]\nmodule = "${module}"\n[sources.off]\nmodule = "${module}"\nexpect_every_s = 0\n`,
-          "t.toml",
-        );
-        const plugins = await loadSources(config, { configDir: "/", env: {}, file: "t.toml" });
-        const m = new Maintenance({
-          store: t.maintenance,
-          leader: await t.dispatch(),
-          config: () => config,
-          clock: t.clock,
-          log,
-          env: {},
-          diskFree: () => 10 ** 12,
-          plugins: () => plugins,
-        });
-        const silent = async () =>
-          (await storeStatus(t.status, config, t.spool?.path ?? "", { now: t.clock.now(), plugins, hard: [] })).doc
-            .sources;
-        // Never seen by maintenance: no clock has started, so status says nothing is silent.
-        expect((await silent()).plug).toEqual({ last_event_age_s: null, expected_every_s: 600, silent: false });
-        await m.tick();
-        t.clock.advance(601);
-        await m.tick();
-        // The source never sent anything: maintenance opens the issue, and status says silent too.
-        expect(await issue(t, "source_silent:plug")).toMatchObject({ state: "open" });
-        expect((await silent()).plug).toMatchObject({ expected_every_s: 600, silent: true });
-        expect(await issue(t, "source_silent:off")).toBeNull();
-        expect((await silent()).off).toEqual({ last_event_age_s: null });
-      } finally {
-        await t.close();
-      }
-    });
+    test(
+      "a code source's own expectation counts when config sets none; " + "config's 0 turns it off; status agrees",
+      async () => {
+        const t = await open();
+        try {
+          const module = join(import.meta.dir, "..", "fixtures", "routed.ts"); // expectEverySec = 600
+          const { config } = parseConfig(
+            `[sources.plug]\nmodule = "${module}"\n[sources.off]\nmodule = "${module}"\nexpect_every_s = 0\n`,
+            "t.toml",
+          );
+          const plugins = await loadSources(config, { configDir: "/", env: {}, file: "t.toml" });
+          const m = new Maintenance({
+            store: t.maintenance,
+            leader: await t.dispatch(),
+            config: () => config,
+            clock: t.clock,
+            log,
+            env: {},
+            diskFree: () => 10 ** 12,
+            plugins: () => plugins,
+          });
+          const silent = async () =>
+            (await storeStatus(t.status, config, t.spool?.path ?? "", { now: t.clock.now(), plugins, hard: [] })).doc
+              .sources;
+          // Never seen by maintenance: no clock has started, so status says nothing is silent.
+          expect((await silent()).plug).toEqual({ last_event_age_s: null, expected_every_s: 600, silent: false });
+          await m.tick();
+          t.clock.advance(601);
+          await m.tick();
+          // The source never sent anything: maintenance opens the issue, and status says silent too.
+          expect(await issue(t, "source_silent:plug")).toMatchObject({ state: "open" });
+          expect((await silent()).plug).toMatchObject({ expected_every_s: 600, silent: true });
+          expect(await issue(t, "source_silent:off")).toBeNull();
+          expect((await silent()).off).toEqual({ last_event_age_s: null });
+        } finally {
+          await t.close();
+        }
+      },
+    );
 
     test("a poll with no delivered tick for 3 x every_s is stale", async () => {
       const t = await open();
       try {
         const { config } = parseConfig(
-          '[sources.tasks]\nkind = "poll"\nevery_s = 900\naction = "script:tasks"\n[destinations."script:tasks"]\nargv = ["/bin/true"]\n',
+          '[sources.tasks]\nkind = "poll"\nevery_s = 900\naction = "script:tasks"\n' +
+            '[destinations."script:tasks"]\nargv = ["/bin/true"]\n',
           "t.toml",
         );
         await t.rows.run(`INSERT INTO polls (instance, next_at, created_at) VALUES ('tasks', ${t.t0 + 900}, ${t.t0})`);

@@ -25,6 +25,14 @@ export interface World extends Backend {
   /** Where the clock started: T0 on SQLite, a day ahead of the real time on PostgreSQL. */
   t0: number;
   rows: Rows;
+  /**
+   * The spool refuses every write from now (true) until told otherwise: SQLite's PRAGMA
+   * query_only on the one connection; on PostgreSQL a trigger on every table raising a read-only
+   * transaction's SQLSTATE (25006), which is what a standby says. Its class is `readOnlyClass`.
+   */
+  refuseWrites(on: boolean): Promise<void>;
+  /** The class a refused write is counted under: SQLITE_READONLY, or POSTGRES_25006. */
+  readOnlyClass: string;
   /** One event, through the intake's role, at the clock's now. */
   enqueue(e: NewEvent, now?: number): Promise<EnqueueResult>;
 }
@@ -57,9 +65,13 @@ function worldOver(b: Backend, clock: FakeClock): World {
   const follow = async () => {
     const at = clock.now();
     if (!pg || at === synced) return;
-    await pg.sql`INSERT INTO meta (key, value) VALUES ('last_tick_at', ${String(at)})
-      ON CONFLICT (key) DO UPDATE SET value = GREATEST(
-        CASE WHEN meta.value ~ '^[-+0-9.eE]+$' THEN meta.value::float8 END, excluded.value::float8)::text`;
+    // Past refuseWrites's triggers: the clock is the test's, not a write of the spool under test.
+    await pg.sql.begin(async (tx) => {
+      await tx`SET LOCAL session_replication_role = replica`;
+      await tx`INSERT INTO meta (key, value) VALUES ('last_tick_at', ${String(at)})
+        ON CONFLICT (key) DO UPDATE SET value = GREATEST(
+          CASE WHEN meta.value ~ '^[-+0-9.eE]+$' THEN meta.value::float8 END, excluded.value::float8)::text`;
+    });
     synced = at;
   };
   const handedOut: DispatchStore[] = [];
@@ -81,6 +93,11 @@ function worldOver(b: Backend, clock: FakeClock): World {
     t0,
     rows,
     dispatch,
+    refuseWrites: async (on) => {
+      if (pg) await refusePg(pg, on);
+      else b.spool?.db.run(`PRAGMA query_only = ${on ? "ON" : "OFF"}`);
+    },
+    readOnlyClass: pg ? "POSTGRES_25006" : "SQLITE_READONLY",
     // PostgreSQL: a dispatch store may hold the maintenance lock on a connection of its own.
     close: async () => {
       for (const s of handedOut) await s.release("testhost", 4242).catch(() => {});
@@ -143,4 +160,23 @@ function pgRows(pg: PgSpool): Rows {
     all,
     run: async (sql, ...params) => void (await pg.sql.unsafe(numbered(sql), params as never[])),
   };
+}
+
+/** refuseWrites on PostgreSQL: a statement trigger on every table of the schema, or none. */
+async function refusePg(pg: PgSpool, on: boolean): Promise<void> {
+  const tables = (
+    (await pg.sql`SELECT table_name FROM information_schema.tables
+        WHERE table_schema = 'public' AND table_type = 'BASE TABLE'`) as { table_name: string }[]
+  ).map((r) => r.table_name);
+  await pg.sql.begin(async (tx) => {
+    if (on)
+      await tx.unsafe(`CREATE OR REPLACE FUNCTION test_refuse_writes() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN RAISE EXCEPTION 'cannot execute % in a read-only transaction', TG_OP USING ERRCODE = '25006'; END $$`);
+    for (const t of tables) {
+      await tx.unsafe(`DROP TRIGGER IF EXISTS test_refuse_writes ON "${t}"`);
+      if (on)
+        await tx.unsafe(`CREATE TRIGGER test_refuse_writes BEFORE INSERT OR UPDATE OR DELETE ON "${t}"
+          FOR EACH STATEMENT EXECUTE FUNCTION test_refuse_writes()`);
+    }
+  });
 }
