@@ -12,6 +12,7 @@ import { issueCases } from "./issues.case.ts";
 import { modelCases } from "./model.case.ts";
 import { operatorVerbCases } from "./operator.case.ts";
 import { outcomeCases } from "./outcomes.case.ts";
+import { pruneCases } from "./prune.case.ts";
 import { quarantineCases } from "./quarantine.case.ts";
 import { retentionCases } from "./retention.case.ts";
 import { schemaCases } from "./schema.case.ts";
@@ -63,5 +64,6 @@ export function runStoreSuite(backend: StoreBackend): void {
     describe("status figures", () => statusCases(suite));
     describe("outcomes", () => outcomeCases(suite));
     describe("verbs' rows", () => verbCases(suite));
+    describe("prune", () => pruneCases(suite));
   });
 }
