@@ -1,7 +1,7 @@
 // A retention pass through the roles that run it (maintenance's chore and the operator's
 // prune): delivered and dropped batches past their age go with their events, attempts and
-// journal rows past theirs, resolved issues past theirs, dedup ids past their source's window; dead batches never, whatever
-// their age. Every backend must keep exactly these rows.
+// journal rows past theirs, resolved issues past theirs, dedup ids past their source's window;
+// dead batches never, whatever their age. Every backend must keep exactly these rows.
 import { expect, test } from "bun:test";
 import { type Outcome, outcome } from "../../src/delivery.ts";
 import type { RetentionCounts, RetentionPolicy } from "../../src/store/retention.ts";
