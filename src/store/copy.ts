@@ -11,11 +11,29 @@
 // defaults; tables only PostgreSQL has (dispatchers) stay empty. Identities are set past every id
 // the copied rows use or refer to, so a new batch, event or attempt never takes an old one's id
 // (an attempt id is part of the delivery id a receiver deduplicates on).
-import { HookspoolError, isHookspoolError } from "../errors.ts";
-import { openVerified, prepared, requireCurrentSchema, type SqliteSpool } from "./sqlite/db.ts";
+//
+// copy-plan.ts holds the tables, their plans and each value's conversion and checksum form.
+import { HookspoolError } from "../errors.ts";
+import {
+  type Column,
+  COPY_TABLES,
+  Digest,
+  ID_REFERENCES,
+  KINDS,
+  PG_ONLY_TABLES,
+  PG_OWN_META,
+  pgFailure,
+  quote,
+  skipRow,
+  type TablePlan,
+  toPg,
+} from "./copy-plan.ts";
+import { prepared, requireCurrentSchema, type SqliteSpool } from "./sqlite/db.ts";
 import { dataVersion } from "./sqlite/journal.ts";
 import type { PgSpool, Tx } from "./pg/db.ts";
-import { migratePg, requirePgSchema } from "./pg/migrate.ts";
+import { requirePgSchema } from "./pg/migrate.ts";
+
+export { COPY_TABLES } from "./copy-plan.ts";
 
 export interface CopyOptions {
   /** Rows per INSERT (and per read of the SQLite file); 1,000 unless told. */
@@ -29,99 +47,11 @@ export interface CopyReport {
   tables: { name: string; rows: number }[];
 }
 
-/** The spool's tables, parents before children (events refer to batches), with their keys. */
-export const COPY_TABLES: readonly { name: string; key: readonly string[] }[] = [
-  { name: "meta", key: ["key"] },
-  { name: "batches", key: ["id"] },
-  { name: "events", key: ["id"] },
-  { name: "dedup", key: ["source", "dedup_id"] },
-  { name: "attempts", key: ["id"] },
-  { name: "destinations", key: ["name"] },
-  { name: "issues", key: ["id"] },
-  { name: "alerts", key: ["kind"] },
-  { name: "polls", key: ["instance"] },
-  { name: "journal", key: ["id"] },
-  { name: "actions", key: ["id"] },
-];
-
-/** Tables only PostgreSQL has: never copied, but they must be empty too. */
-const PG_ONLY_TABLES = ["dispatchers"];
-
-/** The meta rows migrate writes on PostgreSQL, which an empty target may hold. */
-const PG_OWN_META = ["schema_version", "instance_id"];
-
-/**
- * Each identity's floor: the largest id any copied column holds or refers to. Rows that refer
- * to a deleted batch (attempts, journal rows kept longer than their batch) must not have their
- * id handed out again. The journal's floor also counts ids SQLite already gave (AUTOINCREMENT).
- */
-const ID_REFERENCES: Record<string, readonly string[]> = {
-  batches: [
-    "batches.id",
-    "events.batch_id",
-    "attempts.batch_id",
-    "journal.batch_id",
-    "issues.sample_batch_id",
-    "destinations.last_probe_batch_id",
-    "polls.last_batch_id",
-  ],
-  events: ["events.id", "dedup.event_id", "journal.event_id", "attempts.failed_event_id"],
-  attempts: ["attempts.id", "journal.attempt_id"],
-  issues: ["issues.id"],
-  journal: ["journal.id"],
-  actions: ["actions.id"],
-};
-
 /** Bytes of payload read before a chunk is written, whatever its row count (raw bodies may be large). */
 const CHUNK_BYTES = 16 * 1024 * 1024;
 
 /** PostgreSQL takes at most 65,535 parameters per statement. */
 const MAX_PARAMS = 60_000;
-
-type Kind = "int" | "float" | "text" | "bytes";
-
-interface Column {
-  name: string;
-  udt: string;
-  kind: Kind;
-}
-
-interface TablePlan {
-  name: string;
-  key: readonly string[];
-  /** The columns both sides have, in PostgreSQL's order. */
-  columns: Column[];
-  /** The id column is GENERATED ALWAYS (the journal): an insert with ids says OVERRIDING SYSTEM VALUE. */
-  overriding: boolean;
-  /** The identity column whose sequence is set after the copy, if any. */
-  identity: string | null;
-}
-
-const KINDS: Record<string, Kind> = {
-  int2: "int",
-  int4: "int",
-  int8: "int",
-  float4: "float",
-  float8: "float",
-  numeric: "float",
-  text: "text",
-  varchar: "text",
-  bytea: "bytes",
-};
-
-const quote = (name: string) => `"${name.replace(/"/g, '""')}"`;
-
-/** A PostgreSQL failure in words that hold no value of a row: the SQLSTATE and the constraint at most. */
-function pgFailure(e: unknown, what: string): HookspoolError {
-  if (e instanceof HookspoolError) return e;
-  const { errno, constraint, column } = e as { errno?: string; constraint?: string; column?: string };
-  const parts = [
-    errno ? `SQLSTATE ${errno}` : ((e as { code?: string }).code ?? (e as Error).name),
-    constraint ? `constraint ${constraint}` : "",
-    column ? `column ${column}` : "",
-  ].filter(Boolean);
-  return new HookspoolError("E_SPOOL", `${what} failed (${parts.join(", ")}); nothing was copied`);
-}
 
 /** Both schemas, table by table: what to copy, and a refusal when they do not line up. */
 async function planTables(sqlite: SqliteSpool, tx: Tx): Promise<TablePlan[]> {
@@ -152,10 +82,9 @@ async function planTables(sqlite: SqliteSpool, tx: Tx): Promise<TablePlan[]> {
         hint: "run hookspool migrate on it first",
       });
     const pgCols = (await tx`SELECT column_name, udt_name, is_nullable, column_default, is_identity, identity_generation
-        FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = ${t.name} ORDER BY ordinal_position`) as Record<
-      string,
-      string | null
-    >[];
+        FROM information_schema.columns
+        WHERE table_schema = current_schema() AND table_name = ${t.name}
+        ORDER BY ordinal_position`) as Record<string, string | null>[];
     if (pgCols.length === 0)
       throw new HookspoolError("E_SCHEMA", `the PostgreSQL spool has no table ${t.name}`, {
         hint: "run hookspool migrate",
@@ -192,68 +121,6 @@ async function planTables(sqlite: SqliteSpool, tx: Tx): Promise<TablePlan[]> {
     plans.push({ name: t.name, key: t.key, columns, overriding, identity });
   }
   return plans;
-}
-
-/** A SQLite value as its PostgreSQL column takes it; a value that does not fit is refused by name. */
-function toPg(v: unknown, col: Column, table: string, rowid: number): unknown {
-  if (v === null || v === undefined) return null;
-  const refuse = () =>
-    new HookspoolError(
-      "E_SPOOL",
-      `${table}.${col.name} of row ${rowid} holds a ${typeof v === "object" ? "blob" : typeof v} that does not fit PostgreSQL's ${col.udt}; nothing was copied`,
-    );
-  switch (col.kind) {
-    case "int":
-      if (typeof v === "bigint") return v.toString();
-      if (typeof v === "number" && Number.isInteger(v)) return v;
-      throw refuse();
-    case "float":
-      if (typeof v === "number") return v;
-      if (typeof v === "bigint") return Number(v);
-      throw refuse();
-    case "text":
-      if (typeof v === "string") return v;
-      if (typeof v === "number" || typeof v === "bigint") return String(v);
-      throw refuse();
-    case "bytes":
-      if (v instanceof Uint8Array) return v;
-      if (typeof v === "string") return new TextEncoder().encode(v);
-      throw refuse();
-  }
-}
-
-/** A value in one form on both sides, for the checksum. */
-function canon(v: unknown, kind: Kind): unknown {
-  if (v === null || v === undefined) return null;
-  switch (kind) {
-    case "int":
-      return `i${BigInt(v as number | string | bigint).toString()}`;
-    case "float":
-      return Number(v);
-    case "text":
-      return String(v);
-    case "bytes":
-      return `x${Buffer.from(v as Uint8Array).toString("hex")}`;
-  }
-}
-
-const MASK64 = (1n << 64n) - 1n;
-
-/**
- * A table's rows and their checksum: the sum (mod 2^64) of a hash of each row, so the order rows are read in does not
- * matter.
- */
-class Digest {
-  rows = 0;
-  private sum = 0n;
-  add(values: unknown[], cols: Column[]): void {
-    this.rows++;
-    const h = Bun.hash(JSON.stringify(values.map((v, i) => canon(v, cols[i].kind))));
-    this.sum = (this.sum + BigInt(h)) & MASK64;
-  }
-  get checksum(): string {
-    return this.sum.toString(16);
-  }
 }
 
 /** Rows of a SQLite table in rowid order, `limit` at most and about CHUNK_BYTES of values. */
@@ -296,10 +163,6 @@ function* sqliteChunks(
   }
 }
 
-/** Rows of one table the copy skips: meta's schema_version stays PostgreSQL's own. */
-const skipRow = (plan: TablePlan, values: unknown[]): boolean =>
-  plan.name === "meta" && values[plan.columns.findIndex((c) => c.name === "key")] === "schema_version";
-
 async function insertChunk(tx: Tx, plan: TablePlan, rows: unknown[][]): Promise<void> {
   const per = Math.max(1, Math.floor(MAX_PARAMS / plan.columns.length));
   const names = plan.columns.map((c) => quote(c.name)).join(", ");
@@ -317,7 +180,8 @@ async function insertChunk(tx: Tx, plan: TablePlan, rows: unknown[][]): Promise<
           .join(", ")})`,
     );
     await tx.unsafe(
-      `INSERT INTO ${quote(plan.name)} (${names})${plan.overriding ? " OVERRIDING SYSTEM VALUE" : ""} VALUES ${tuples.join(", ")}${tail}`,
+      `INSERT INTO ${quote(plan.name)} (${names})${plan.overriding ? " OVERRIDING SYSTEM VALUE" : ""} ` +
+        `VALUES ${tuples.join(", ")}${tail}`,
       params,
     );
   }
@@ -384,7 +248,8 @@ async function requireEmpty(tx: Tx): Promise<void> {
   if (meta.n > 0)
     throw new HookspoolError(
       "E_USAGE",
-      "the PostgreSQL spool is not empty (meta holds more than migrate wrote); migrate-store copies only into an empty database",
+      "the PostgreSQL spool is not empty (meta holds more than migrate wrote); " +
+        "migrate-store copies only into an empty database",
       { hint: "point it at a new database" },
     );
   for (const name of [...COPY_TABLES.map((t) => t.name).filter((n) => n !== "meta"), ...PG_ONLY_TABLES]) {
@@ -483,13 +348,15 @@ export async function copySqliteToPg(sqlite: SqliteSpool, pg: PgSpool, o: CopyOp
       try {
         await tx`SET LOCAL lock_timeout = '10s'`;
         await tx.unsafe(
-          `LOCK TABLE ${[...COPY_TABLES.map((t) => t.name), ...PG_ONLY_TABLES].map(quote).join(", ")} IN EXCLUSIVE MODE`,
+          `LOCK TABLE ${[...COPY_TABLES.map((t) => t.name), ...PG_ONLY_TABLES].map(quote).join(", ")} ` +
+            "IN EXCLUSIVE MODE",
         );
       } catch (e) {
         const errno = (e as { errno?: string }).errno;
         throw new HookspoolError(
           "E_LOCKED",
-          `the PostgreSQL spool's tables stayed locked by another session${errno ? ` (SQLSTATE ${errno})` : ""}; nothing was copied`,
+          `the PostgreSQL spool's tables stayed locked by another session${errno ? ` (SQLSTATE ${errno})` : ""}; ` +
+            "nothing was copied",
           { hint: "stop every hookspool process using that database first" },
         );
       }
