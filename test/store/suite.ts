@@ -12,6 +12,7 @@ import { issueCases } from "./issues.case.ts";
 import { modelCases } from "./model.case.ts";
 import { operatorVerbCases } from "./operator.case.ts";
 import { outcomeCases } from "./outcomes.case.ts";
+import { pollCases } from "./polls.case.ts";
 import { pruneCases } from "./prune.case.ts";
 import { quarantineCases } from "./quarantine.case.ts";
 import { retentionCases } from "./retention.case.ts";
@@ -65,5 +66,6 @@ export function runStoreSuite(backend: StoreBackend): void {
     describe("outcomes", () => outcomeCases(suite));
     describe("verbs' rows", () => verbCases(suite));
     describe("prune", () => pruneCases(suite));
+    describe("the poll clock", () => pollCases(suite));
   });
 }
