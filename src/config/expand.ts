@@ -210,11 +210,8 @@ export function expandBobbins(config: Config, p: Problems, ctx: ExpandContext): 
       }
     }
     if (Object.keys(outputs).length === 0) {
-      p.error(
-        `${key}.outputs`,
-        "required: where the instance's events go",
-        `outputs = { ${Object.keys(m.outputs).map((o) => `${o === "*" ? '"*"' : o} = "hermes:${i}"`)[0] ?? '"*" = "..."'} }`,
-      );
+      const example = Object.keys(m.outputs).map((o) => `${o === "*" ? '"*"' : o} = "hermes:${i}"`)[0] ?? '"*" = "..."';
+      p.error(`${key}.outputs`, "required: where the instance's events go", `outputs = { ${example} }`);
     }
     const expose = inst.expose ?? {};
     for (const [o, list] of Object.entries(expose)) {
@@ -321,7 +318,8 @@ export function expandBobbins(config: Config, p: Problems, ctx: ExpandContext): 
         if (r.source === i && !r.tee && r.destination !== undefined && r.destination !== scriptName) {
           p.error(
             `routes[${n}].destination`,
-            `[bobbins.${i}] has a processor: its events go to ${scriptName}, and a route to ${r.destination} would bypass it`,
+            `[bobbins.${i}] has a processor: its events go to ${scriptName}, ` +
+              `and a route to ${r.destination} would bypass it`,
             "make it a tee route (tee = true), or map an output of the instance instead",
           );
         }

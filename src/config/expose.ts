@@ -309,5 +309,6 @@ export function exposeSummary(e: unknown, shown = 5): string {
   const dropped = Array.isArray(x.dropped) ? x.dropped.map(String) : [];
   const more =
     dropped.length - Math.min(dropped.length, shown) + (typeof x.dropped_more === "number" ? x.dropped_more : 0);
-  return `expose ${paths} path(s)${dropped.length ? `, dropped ${dropped.slice(0, shown).join(" ")}${more > 0 ? ` +${more} more` : ""}` : ""}`;
+  if (!dropped.length) return `expose ${paths} path(s)`;
+  return `expose ${paths} path(s), dropped ${dropped.slice(0, shown).join(" ")}${more > 0 ? ` +${more} more` : ""}`;
 }

@@ -30,7 +30,8 @@ export function isPublic(l: Listen): l is { hostname: string; port: number } {
 }
 
 export const NON_LOOPBACK_HINT =
-  "the reverse proxy owns the network; bind 127.0.0.1 behind it, or set intake.allow_non_loopback = true if you mean it";
+  "the reverse proxy owns the network; bind 127.0.0.1 behind it, " +
+  "or set intake.allow_non_loopback = true if you mean it";
 
 /** What the intake binds: loopback or a unix socket, unless allow_non_loopback says otherwise. */
 export function parseListen(listen: string, allowNonLoopback: boolean): Listen {

@@ -69,7 +69,8 @@ export const SOURCE_FIELDS: Fields = {
   span: str("coalesce preset name (a key of [spans])"),
   ...WINDOW_OVERRIDES,
   expect_every_s: num(
-    "open a source_silent issue after this long without an event; 0 = no expectation; unset: the source plugin's, if it has one",
+    "open a source_silent issue after this long without an event; " +
+      "0 = no expectation; unset: the source plugin's, if it has one",
   ),
   dedup_window_s: num("how long a dedup id is remembered", 86400),
   max_body_bytes: int("largest accepted body for this source (default: intake.max_body_bytes)", undefined, 1),
@@ -102,7 +103,10 @@ export const ROUTE_FIELDS: Fields = {
   tee: bool("receive a copy without claiming the event", false),
   expose: {
     type: { kind: "strings" },
-    doc: 'deliver only these payload paths, keys joined by dots ("pull_request.title"); ":untrusted" at the end delivers the value as {"untrusted": "<text>"}; unset: the whole payload (see docs/receiving.md)',
+    doc:
+      'deliver only these payload paths, keys joined by dots ("pull_request.title"); ' +
+      '":untrusted" at the end delivers the value as {"untrusted": "<text>"}; ' +
+      "unset: the whole payload (see docs/receiving.md)",
   },
   ...WINDOW_OVERRIDES,
 };
@@ -117,7 +121,9 @@ const HERMES_FIELDS: Fields = {
   max_body_bytes: int("must match the gateway's webhook max_body_bytes", 1048576, 1),
   legacy_signature: bool("also send X-Hub-Signature-256", true),
   rate_limit: int(
-    "the gateway's webhook rate_limit: requests it accepts per route in any 60 s; hermes destinations are paced to it (a route's own rate_limit in the subscriptions file wins, a destination's rate wins over both)",
+    "the gateway's webhook rate_limit: requests it accepts per route in any 60 s; " +
+      "hermes destinations are paced to it (a route's own rate_limit in the subscriptions file wins, " +
+      "a destination's rate wins over both)",
     30,
     1,
   ),
@@ -156,7 +162,8 @@ export function destinationDefaults(
 }
 
 const perType = (key: "timeout_s" | "max_inflight" | "max_body_bytes", hermes: string) =>
-  `default: hermes ${hermes}; http ${TYPE_DEFAULTS.http[key]}; script ${Number.isFinite(TYPE_DEFAULTS.script[key]) ? TYPE_DEFAULTS.script[key] : "unbounded"}`;
+  `default: hermes ${hermes}; http ${TYPE_DEFAULTS.http[key]}; ` +
+  `script ${Number.isFinite(TYPE_DEFAULTS.script[key]) ? TYPE_DEFAULTS.script[key] : "unbounded"}`;
 
 export const DESTINATION_FIELDS: Fields = {
   type: {
@@ -182,7 +189,8 @@ export const DESTINATION_FIELDS: Fields = {
     false,
   ),
   event_header: str(
-    "http/hermes: header carrying the event type (each event's with unwrap, else the batch's last); hermes falls back to the source's",
+    "http/hermes: header carrying the event type (each event's with unwrap, " +
+      "else the batch's last); hermes falls back to the source's",
   ),
   dedup_header: str("unwrap: header carrying each event's dedup id"),
   argv: { type: { kind: "strings" }, doc: "script: the command and its arguments" },
@@ -192,16 +200,21 @@ export const DESTINATION_FIELDS: Fields = {
   state_dir: str("script: a private directory for the script's own state"),
   processor: str("script: a bobbin instance whose processor runs (replaces argv)"),
   rate: str(
-    'at most this many requests in any rolling window, as N/<window>: "30/min", "5/s", "1000/h", "30/10s"; "none" for no pacing (default: hermes the gateway\'s rate_limit per minute, others none)',
+    'at most this many requests in any rolling window, as N/<window>: "30/min", "5/s", "1000/h", "30/10s"; ' +
+      '"none" for no pacing (default: hermes the gateway\'s rate_limit per minute, others none)',
   ),
   ignored_issue_after: int(
-    "hermes: open an issue after this many ignored answers in a row, 0 never (default 5; an unwrap destination never opens one)",
+    "hermes: open an issue after this many ignored answers in a row, " +
+      "0 never (default 5; an unwrap destination never opens one)",
     undefined,
     0,
   ),
   outcome: {
     type: { kind: "string", choices: ["answer", "await"] },
-    doc: "answer (default): a 2xx ends the batch; await: a 2xx makes it awaiting, holding its key, until the receiver reports the run's outcome (hookspool outcome, or a signed POST /outcomes/<webhook-id>)",
+    doc:
+      "answer (default): a 2xx ends the batch; await: a 2xx makes it awaiting, holding its key, " +
+      "until the receiver reports the run's outcome (hookspool outcome, " +
+      "or a signed POST /outcomes/<webhook-id>)",
   },
   outcome_timeout_s: num(
     "await: how long an awaiting batch waits for its outcome before on_timeout applies (default 900)",
@@ -210,13 +223,17 @@ export const DESTINATION_FIELDS: Fields = {
   ),
   on_timeout: {
     type: { kind: "string", choices: ["retry", "delivered"] },
-    doc: "await: what an overdue outcome does: retry (default: deliver again, a counted attempt) or delivered (take the 2xx as done)",
+    doc:
+      "await: what an overdue outcome does: retry (default: deliver again, " +
+      "a counted attempt) or delivered (take the 2xx as done)",
   },
   budget: str(
-    'a spend limit: at most this many batches delivered in any rolling window, as N/<window> ("20/h", "100/24h"); over it a batch waits sealed, in order (default: none)',
+    "a spend limit: at most this many batches delivered in any rolling window, " +
+      'as N/<window> ("20/h", "100/24h"); over it a batch waits sealed, in order (default: none)',
   ),
   key_budget: str(
-    'the same per (route, key): at most N of one key\'s batches delivered in the window ("3/h"); its later events keep coalescing meanwhile (default: none)',
+    'the same per (route, key): at most N of one key\'s batches delivered in the window ("3/h"); ' +
+      "its later events keep coalescing meanwhile (default: none)",
   ),
 };
 
@@ -227,7 +244,9 @@ export const BOBBIN_INSTANCE_FIELDS: Fields = {
   outputs: { type: { kind: "stringMap" }, doc: 'output event type (or "*") -> destination' },
   expose: {
     type: { kind: "table" },
-    doc: 'output (a key of outputs) -> the payload paths its events deliver, as a route\'s expose: { "*" = ["action", "title:untrusted"] }',
+    doc:
+      "output (a key of outputs) -> the payload paths its events deliver, " +
+      'as a route\'s expose: { "*" = ["action", "title:untrusted"] }',
   },
   expect: bool("apply the manifest's expect_every_s"),
   span: str("coalesce preset name"),
@@ -275,7 +294,9 @@ export const CONFIG_FIELDS: Fields = {
         },
         url: {
           type: { kind: "secret" },
-          doc: 'postgres: the connection URL, a secret reference (it may hold a password), e.g. { env = "HOOKSPOOL_PG_URL" }',
+          doc:
+            "postgres: the connection URL, a secret reference (it may hold a password), e.g. " +
+            '{ env = "HOOKSPOOL_PG_URL" }',
         },
         pool: int("postgres: connections per process", 4, 1),
       },
@@ -303,7 +324,8 @@ export const CONFIG_FIELDS: Fields = {
       fields: {
         parallel: int("deliveries in flight at once, overall", 4, 1),
         poll_s: num(
-          "the longest the dispatcher waits between ticks; it ticks sooner when a delivery ends, a window ends, a retry falls due, or an event is committed",
+          "the longest the dispatcher waits between ticks; " +
+            "it ticks sooner when a delivery ends, a window ends, a retry falls due, or an event is committed",
           1.0,
         ),
         heartbeat_s: num("heartbeat and clock-guard interval", 10),
@@ -335,7 +357,8 @@ export const CONFIG_FIELDS: Fields = {
         max_s: num("maximum wait", 0),
         max_events: int("events per batch", 500, 1),
         max_bytes: int(
-          "bytes per batch: each event's payload and event_meta as the document carries them (check: <= 0.75 x destination max_body_bytes)",
+          "bytes per batch: each event's payload and event_meta as the document carries them (check: " +
+            "<= 0.75 x destination max_body_bytes)",
           786432,
           1,
         ),

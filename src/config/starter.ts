@@ -73,7 +73,8 @@ export function renderStarterConfig(o: StarterOptions): string {
     '# makes one). Events with the same "topic" coalesce for 5 s of quiet (at most 30 s) and each',
     "# batch is handed to a script that appends it to batches.jsonl in this directory.",
     "[sources.demo]",
-    'template = { scheme = "hmac-sha256-hex", header = "X-Demo-Signature", prefix = "sha256=", key = "topic", event_type = "type" }',
+    'template = { scheme = "hmac-sha256-hex", header = "X-Demo-Signature", ' +
+      'prefix = "sha256=", key = "topic", event_type = "type" }',
     `secrets.secret = { file = ${tomlValue(o.secretFile)} }`,
     "quiet_s = 5",
     "max_s = 30",
@@ -220,28 +221,40 @@ const TEMPLATE_KEY_DOCS: { [K in TemplateKey]: { type: string; doc: string; alwa
   header: { type: "header name", doc: "the header that carries the signature or token (any letter case)" },
   prefix: {
     type: "string",
-    doc: "text in front of the signature or token in `header` (`sha256=`, `Bearer `); compared case-sensitively, and a header without it is `malformed`; default empty",
+    doc:
+      "text in front of the signature or token in `header` (`sha256=`, `Bearer `); " +
+      "compared case-sensitively, and a header without it is `malformed`; default empty",
   },
   param: {
     type: "string",
-    doc: "`static-token` only: the query parameter that carries the token (`?token=...`); the reverse proxy must pass the query string on",
+    doc:
+      "`static-token` only: the query parameter that carries the token (`?token=...`); " +
+      "the reverse proxy must pass the query string on",
   },
   callback_url: {
     type: "string",
-    doc: "`hmac-sha1-base64-url` only: the URL the sender signs after the body (Trello: the callback URL, exactly as registered)",
+    doc:
+      "`hmac-sha1-base64-url` only: the URL the sender signs after the body (Trello: " +
+      "the callback URL, exactly as registered)",
   },
   head_handshake: {
     type: "boolean",
-    doc: "answer a HEAD request with an empty 200 before any verification (Trello checks a callback URL this way); the answer is constant, so it tells nothing about the secret",
+    doc:
+      "answer a HEAD request with an empty 200 before any verification " +
+      "(Trello checks a callback URL this way); the answer is constant, so it tells nothing about the secret",
   },
   key: {
     type: "selector, or array of selectors",
     always: true,
-    doc: "the coalesce key: events with the same key share a batch; the values of an array are joined with `:`; a selector with no value quarantines the request (`key_missing`); at most 512 bytes",
+    doc:
+      "the coalesce key: events with the same key share a batch; the values of an array are joined with `:`; " +
+      "a selector with no value quarantines the request (`key_missing`); at most 512 bytes",
   },
   dedup: {
     type: "selector, `body_sha256` or `none`",
-    doc: "the dedup id; unset: the scheme's default (table above); a selector with no value: no dedup id for that request",
+    doc:
+      "the dedup id; unset: the scheme's default (table above); " +
+      "a selector with no value: no dedup id for that request",
   },
   ignore: {
     type: "event type, or array of them",
@@ -249,7 +262,9 @@ const TEMPLATE_KEY_DOCS: { [K in TemplateKey]: { type: string; doc: string; alwa
   },
   event_type: {
     type: "selector",
-    doc: "the event type, stored with the event; routes can always match on it as `event_type`; unset or no value: empty",
+    doc:
+      "the event type, stored with the event; " +
+      "routes can always match on it as `event_type`; unset or no value: empty",
   },
   attrs: {
     type: "table of name = selector",
@@ -261,11 +276,15 @@ const TEMPLATE_KEY_DOCS: { [K in TemplateKey]: { type: string; doc: string; alwa
   },
   tolerance_s: {
     type: "number",
-    doc: "how far a signed timestamp may be from the intake's clock, either side, in seconds; default 300 (Paddle: 5, Linear: 60)",
+    doc:
+      "how far a signed timestamp may be from the intake's clock, " +
+      "either side, in seconds; default 300 (Paddle: 5, Linear: 60)",
   },
   sw_headers: {
     type: "`webhook`, `svix` or `either`",
-    doc: "`standard-webhooks` only: which header names carry id, timestamp and signature; `either` (the default) takes the set that has a signature, `webhook-*` first",
+    doc:
+      "`standard-webhooks` only: which header names carry id, timestamp and signature; " +
+      "`either` (the default) takes the set that has a signature, `webhook-*` first",
   },
   algorithm: { type: "`sha256`, `sha1` or `sha512`", doc: "`hmac` only: the HMAC's hash; default `sha256`" },
   encoding: {
@@ -274,7 +293,11 @@ const TEMPLATE_KEY_DOCS: { [K in TemplateKey]: { type: string; doc: string; alwa
   },
   message: {
     type: "recipe",
-    doc: "the generic schemes: what is signed, text with parts `{body}` (the raw body), `{ts}`, `{id}` (the `id_header` value), `{method}`, `{url}` (`public_url` and the query string as received) and `{params}` (a form body's parameters sorted by name, each name then value); default `{body}` (`ed25519`, `ecdsa-p256`: `{ts}{body}`). Slack: `v0:{ts}:{body}`",
+    doc:
+      "the generic schemes: what is signed, text with parts `{body}` (the raw body), `{ts}`, " +
+      "`{id}` (the `id_header` value), `{method}`, `{url}` (`public_url` and the query string as received) " +
+      "and `{params}` (a form body's parameters sorted by name, each name then value); " +
+      "default `{body}` (`ed25519`, `ecdsa-p256`: `{ts}{body}`). Slack: `v0:{ts}:{body}`",
   },
   timestamp_header: {
     type: "header name",
@@ -282,7 +305,9 @@ const TEMPLATE_KEY_DOCS: { [K in TemplateKey]: { type: string; doc: string; alwa
   },
   timestamp_field: {
     type: "payload path",
-    doc: "the generic schemes: the body field that carries the timestamp, for senders that put it there (Linear's `webhookTimestamp`)",
+    doc:
+      "the generic schemes: the body field that carries the timestamp, " +
+      "for senders that put it there (Linear's `webhookTimestamp`)",
   },
   id_header: {
     type: "header name",
@@ -290,21 +315,30 @@ const TEMPLATE_KEY_DOCS: { [K in TemplateKey]: { type: string; doc: string; alwa
   },
   pairs: {
     type: "separator",
-    doc: "the generic schemes: `header` is `name=value` pairs separated by this (`,` for `t=...,v1=...`, `;` for Paddle's `ts=...;h1=...`); the timestamp is the `ts_name` pair, every `sig_name` pair a signature",
+    doc:
+      "the generic schemes: `header` is `name=value` pairs separated by this (`,` for `t=...,v1=...`, " +
+      "`;` for Paddle's `ts=...;h1=...`); " +
+      "the timestamp is the `ts_name` pair, every `sig_name` pair a signature",
   },
   ts_name: { type: "string", doc: "with `pairs`: the timestamp pair's name; default `t`" },
   sig_name: { type: "string", doc: "with `pairs`: the signature pairs' name; default `v1` (Paddle: `h1`)" },
   signatures: {
     type: "separator",
-    doc: "the generic schemes: `header` holds several signatures separated by this, each after `prefix`; any one may match (PagerDuty during a secret rotation: `v1=...,v1=...`)",
+    doc:
+      "the generic schemes: `header` holds several signatures separated by this, each after `prefix`; " +
+      "any one may match (PagerDuty during a secret rotation: `v1=...,v1=...`)",
   },
   public_url: {
     type: "URL",
-    doc: "the generic schemes: the URL the sender calls, exactly as registered with it, for `{url}` (Twilio, HubSpot); the reverse proxy must pass the query string on",
+    doc:
+      "the generic schemes: the URL the sender calls, exactly as registered with it, " +
+      "for `{url}` (Twilio, HubSpot); the reverse proxy must pass the query string on",
   },
   body: {
     type: "`json` or `form`",
-    doc: "`form`: the body is `application/x-www-form-urlencoded`, queued as a JSON object of its fields (the first value of a repeated name); default `json`",
+    doc:
+      "`form`: the body is `application/x-www-form-urlencoded`, " +
+      "queued as a JSON object of its fields (the first value of a repeated name); default `json`",
   },
   form_json: {
     type: "field name",
@@ -312,31 +346,47 @@ const TEMPLATE_KEY_DOCS: { [K in TemplateKey]: { type: string; doc: string; alwa
   },
   echo_when: {
     type: "condition",
-    doc: "`<selector>=<value>`: a verified request for which it holds is answered 200 with the `echo_field` value as text, not queued (Slack: `type=url_verification`)",
+    doc:
+      "`<selector>=<value>`: a verified request for which it holds is answered 200 " +
+      "with the `echo_field` value as text, not queued (Slack: `type=url_verification`)",
   },
   echo_field: { type: "selector", doc: "with `echo_when`: the value to answer with (Slack: `challenge`)" },
   get_verify: {
     type: "boolean",
-    doc: "answer a GET with `hub.mode=subscribe` whose `hub.verify_token` equals the secret `verify_token` (compared in constant time) with its `hub.challenge`, 403 otherwise (Meta, WhatsApp); needs `secrets.verify_token`",
+    doc:
+      "answer a GET with `hub.mode=subscribe` whose `hub.verify_token` equals " +
+      "the secret `verify_token` (compared in constant time) with its `hub.challenge`, " +
+      "403 otherwise (Meta, WhatsApp); needs `secrets.verify_token`",
   },
   reply_when: {
     type: "condition",
-    doc: "`<selector>=<value>`: a verified request for which it holds is answered 200 with `reply`, not queued (Discord's PING: `type=1`)",
+    doc:
+      "`<selector>=<value>`: a verified request for which it holds is answered 200 with `reply`, " +
+      "not queued (Discord's PING: `type=1`)",
   },
   reply: { type: "string", doc: 'with `reply_when`: the answer\'s body (Discord: `{"type":1}`)' },
   reply_type: { type: "media type", doc: "the `reply`'s Content-Type; default `application/json`" },
   ack: {
     type: "string",
-    doc: "the 200 answer's body for a queued or duplicate request, in place of the JSON status, for a sender that reads it (Twilio: `<Response/>`, Discord: a deferred reply)",
+    doc:
+      "the 200 answer's body for a queued or duplicate request, in place of the JSON status, " +
+      "for a sender that reads it (Twilio: `<Response/>`, Discord: a deferred reply)",
   },
   ack_type: { type: "media type", doc: "the `ack`'s Content-Type; default `application/json` (Twilio: `text/xml`)" },
   split: {
     type: "payload path, or `*`",
-    doc: "one event per element of this array (`*`: the body is the array), each with its own key, dedup id, type and attributes, all queued in one transaction (SendGrid, HubSpot); the raw body is stored with the first; an empty array is acked as ignored",
+    doc:
+      "one event per element of this array (`*`: the body is the array), each with its own key, " +
+      "dedup id, type and attributes, all queued in one transaction (SendGrid, HubSpot); " +
+      "the raw body is stored with the first; an empty array is acked as ignored",
   },
   learn: {
     type: "`header:<Name>` or `field:<path>`",
-    doc: "a handshake that teaches the secret, kept in the file `secrets.secret` names while the source is armed (`hookspool source arm`, whose one-time token the handshake's URL must carry): `header:X-Hook-Secret` takes the header's value and echoes it (Asana), `field:verification_token` takes the field of an unsigned JSON POST (Notion)",
+    doc:
+      "a handshake that teaches the secret, kept in the file `secrets.secret` names while " +
+      "the source is armed (`hookspool source arm`, whose one-time token the handshake's URL must carry): " +
+      "`header:X-Hook-Secret` takes the header's value and echoes it (Asana), " +
+      "`field:verification_token` takes the field of an unsigned JSON POST (Notion)",
   },
 };
 
