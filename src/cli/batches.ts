@@ -14,7 +14,9 @@ function traceText(t: Record<string, unknown> | null): string {
   const rule = typeof t.rule_index === "number" ? ` (rule ${t.rule_index + 1}` : "";
   const matched = Object.entries((t.matched as Record<string, string>) ?? {}).map(([k, v]) => `${k}=${v}`);
   const w = t.window as { quiet_s?: number; from?: string } | undefined;
-  return `${String(t.stage)} ${String(t.route)}${rule}${rule && matched.length ? `, matched ${matched.join(" ")}` : ""}${rule ? ")" : ""}, window from ${w?.from ?? "-"}${t.expose ? `, ${exposeSummary(t.expose)}` : ""}`;
+  const ruleText = rule ? `${rule}${matched.length ? `, matched ${matched.join(" ")}` : ""})` : "";
+  const expose = t.expose ? `, ${exposeSummary(t.expose)}` : "";
+  return `${String(t.stage)} ${String(t.route)}${ruleText}, window from ${w?.from ?? "-"}${expose}`;
 }
 
 function listCommand(cli: Cli): CommandDef {
@@ -132,7 +134,8 @@ function showCommand(cli: Cli): CommandDef {
         if (b.state === "awaiting" && b.next_attempt_at !== null) {
           lines.push([
             "awaiting",
-            `the outcome of its run (hookspool outcome <webhook-id> ok|failed); overdue ${isoTime(b.next_attempt_at)} (in ${humanAge(b.next_attempt_at - now)})`,
+            "the outcome of its run (hookspool outcome <webhook-id> ok|failed); " +
+              `overdue ${isoTime(b.next_attempt_at)} (in ${humanAge(b.next_attempt_at - now)})`,
           ]);
         } else if (b.next_attempt_at !== null)
           lines.push(["next attempt", `${isoTime(b.next_attempt_at)} (in ${humanAge(b.next_attempt_at - now)})`]);
@@ -197,7 +200,8 @@ function showCommand(cli: Cli): CommandDef {
             cli.io.out(
               p.payload !== null
                 ? visible(p.payload)
-                : `(quarantined request, ${p.raw?.length ?? 0} raw bytes; headers ${visible(p.headers)})\n${p.raw ? visible(new TextDecoder().decode(p.raw)) : ""}`,
+                : `(quarantined request, ${p.raw?.length ?? 0} raw bytes; ` +
+                    `headers ${visible(p.headers)})\n${p.raw ? visible(new TextDecoder().decode(p.raw)) : ""}`,
             );
           }
         }

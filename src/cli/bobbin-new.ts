@@ -72,10 +72,8 @@ export function bobbinNewCommand(cli: Cli): CommandDef {
         : scaffoldProblems({ name, settings });
       if (problems.length) {
         const [first, ...rest] = problems;
-        throw new HookspoolError(
-          "E_USAGE",
-          `${first.key}: ${first.message}${rest.length ? ` (and ${rest.length} more: ${rest.map((p) => p.key).join(", ")})` : ""}`,
-        );
+        const more = rest.length ? ` (and ${rest.length} more: ${rest.map((p) => p.key).join(", ")})` : "";
+        throw new HookspoolError("E_USAGE", `${first.key}: ${first.message}${more}`);
       }
       const [vendor, product] = name.split(".");
       const root = resolve(cli.io.cwd, String(args.dir ?? "."));

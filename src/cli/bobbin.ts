@@ -27,7 +27,8 @@ function listCommand(cli: Cli): CommandDef {
     meta: {
       name: "list",
       description:
-        "the bobbins found: built-in, then each spool.bobbin_path directory (--markdown: the catalogue table; --search: only those that match)",
+        "the bobbins found: built-in, then each spool.bobbin_path directory (--markdown: " +
+        "the catalogue table; --search: only those that match)",
     },
     args: {
       ...GLOBAL_ARGS,
@@ -126,9 +127,13 @@ function showText(d: ReturnType<typeof showDoc>): string {
     `source       ${m.source.module ? `module ${m.source.module}` : m.source.poll ? "poll" : `template ${template}`}`,
   );
   line(`span         ${m.source.span ?? "-"}`);
-  line(
-    `sender       ${m.sender_retries === true ? "retries a failed delivery" : m.sender_retries === false ? "does not retry: install the sweep its README describes" : "-"}`,
-  );
+  const sender =
+    m.sender_retries === true
+      ? "retries a failed delivery"
+      : m.sender_retries === false
+        ? "does not retry: install the sweep its README describes"
+        : "-";
+  line(`sender       ${sender}`);
   if (m.source.proxy) line(`proxy        ${m.source.proxy}`);
   const sweep = (d as { sweep?: { kind: string; secret: string } | null }).sweep;
   if (sweep) line(`sweep        ${sweep.kind}: hookspool sweep <instance> (its token in secrets.${sweep.secret})`);

@@ -42,7 +42,8 @@ function printReport(cli: Cli, report: CheckReport): void {
       visible(
         retries
           ? `info: source ${source}: the sender retries a failed delivery`
-          : `note: source ${source}: the sender does not retry a failed delivery: a sweep must recover what is missed (its bobbin's README says how)`,
+          : `note: source ${source}: the sender does not retry a failed delivery: ` +
+              "a sweep must recover what is missed (its bobbin's README says how)",
       ),
     );
   }
@@ -53,7 +54,8 @@ function printReport(cli: Cli, report: CheckReport): void {
   const notes = notesOf(report);
   cli.io.out(
     visible(
-      `${report.file ?? "(no config file)"}: ${plural(errors, "error")}, ${plural(warnings, "warning")}${notes ? `, ${plural(notes, "note")}` : ""}`,
+      `${report.file ?? "(no config file)"}: ${plural(errors, "error")}, ` +
+        `${plural(warnings, "warning")}${notes ? `, ${plural(notes, "note")}` : ""}`,
     ),
   );
 }
@@ -63,7 +65,8 @@ export function checkCommands(cli: Cli): Record<string, CommandDef> {
     meta: {
       name: "check",
       description:
-        "validate the config, its plugins, secrets, routes, destinations and the database (exit 2 on errors; used as ExecStartPre)",
+        "validate the config, its plugins, secrets, routes, " +
+        "destinations and the database (exit 2 on errors; used as ExecStartPre)",
     },
     args: { ...GLOBAL_ARGS },
     async run() {

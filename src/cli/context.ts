@@ -103,9 +103,8 @@ export function loadFor(cli: Cli, opts: { strict?: boolean } = {}): LoadedConfig
     strict: opts.strict,
   });
   for (const p of loaded.problems) {
-    cli.warnings.push(
-      `hookspool: warning: ${visible(`${[loaded.paths.config, p.key].filter(Boolean).join(": ")}: ${p.message}${p.hint ? ` (${p.hint})` : ""}`)}`,
-    );
+    const where = [loaded.paths.config, p.key].filter(Boolean).join(": ");
+    cli.warnings.push(`hookspool: warning: ${visible(`${where}: ${p.message}${p.hint ? ` (${p.hint})` : ""}`)}`);
   }
   // Said before the command runs: what it writes is then already root's.
   const foreign = foreignHome(process.getuid?.() ?? -1, loaded.paths.home);
@@ -128,7 +127,10 @@ export function foreignHome(uid: number, home: string): string | null {
   if (owner === 0) return null;
   const name = userName(owner);
   const who = name ?? `uid ${owner}`;
-  return `running as root in ${home}, which ${who} owns: a file this makes there is root's, and the services (as ${who}) cannot then open it (run it as that user: sudo -u ${name ?? `'#${owner}'`} hookspool ...)`;
+  return (
+    `running as root in ${home}, which ${who} owns: a file this makes there is root's, and the services ` +
+    `(as ${who}) cannot then open it (run it as that user: sudo -u ${name ?? `'#${owner}'`} hookspool ...)`
+  );
 }
 
 /** The login name of `uid` from /etc/passwd, or null. */
@@ -175,7 +177,9 @@ export function loadForReading(cli: Cli): LoadedConfig {
     const file = e.file;
     const first = e.problems[0];
     cli.io.err(
-      `hookspool: warning: ${visible(`${file}: cannot use the config (${first.key}: ${first.message}); reading the database alone`)}`,
+      `hookspool: warning: ${visible(
+        `${file}: cannot use the config (${first.key}: ${first.message}); reading the database alone`,
+      )}`,
     );
     const config = spoolOnly(file, cli.io.env);
     const paths = resolvePaths(

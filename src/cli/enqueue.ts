@@ -108,7 +108,8 @@ export function enqueueCommand(cli: Cli): CommandDef {
       } else if (r.status === "queued") {
         for (const p of r.placed)
           cli.io.out(
-            `queued event ${p.eventId} in batch ${p.batchId} (route ${visible(p.route)} -> ${visible(p.destination)}${p.tee ? ", tee" : ""}${p.sealed ? ", sealed" : ""})`,
+            `queued event ${p.eventId} in batch ${p.batchId} (route ${visible(p.route)} -> ` +
+              `${visible(p.destination)}${p.tee ? ", tee" : ""}${p.sealed ? ", sealed" : ""})`,
           );
       } else if (r.status === "duplicate") {
         cli.io.out(`duplicate of event ${r.eventId}; nothing enqueued`);

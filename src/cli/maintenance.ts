@@ -14,7 +14,10 @@ function plural(n: number, one: string, many = `${one}s`): string {
 
 function describeCounts(c: RetentionCounts): string {
   if (Object.values(c).every((n) => n === 0)) return "nothing to delete";
-  return `deleted ${plural(c.batches, "batch", "batches")} (${plural(c.events, "event")}), ${plural(c.attempts, "attempt")}, ${plural(c.dedup, "dedup row")}, ${plural(c.issues, "issue")}`;
+  return (
+    `deleted ${plural(c.batches, "batch", "batches")} (${plural(c.events, "event")}), ` +
+    `${plural(c.attempts, "attempt")}, ${plural(c.dedup, "dedup row")}, ${plural(c.issues, "issue")}`
+  );
 }
 
 function pruneCommand(cli: Cli): CommandDef {
@@ -22,7 +25,9 @@ function pruneCommand(cli: Cli): CommandDef {
     meta: {
       name: "prune",
       description:
-        "run retention now: delete delivered and dropped batches, attempts, expired dedup rows and closed issues past their [retention] ages (dead batches are kept); --vacuum then rebuilds the file (needs ~2x its size free, blocks writers while it runs)",
+        "run retention now: delete delivered and dropped batches, attempts, " +
+        "expired dedup rows and closed issues past their [retention] ages (dead batches are kept); " +
+        "--vacuum then rebuilds the file (needs ~2x its size free, blocks writers while it runs)",
     },
     args: {
       ...GLOBAL_ARGS,
@@ -37,7 +42,8 @@ function pruneCommand(cli: Cli): CommandDef {
         if (args.vacuum && file === null) {
           throw new HookspoolError(
             "E_USAGE",
-            "--vacuum applies to a SQLite spool; on PostgreSQL the server's autovacuum gives the space back (or run VACUUM there)",
+            "--vacuum applies to a SQLite spool; " +
+              "on PostgreSQL the server's autovacuum gives the space back (or run VACUUM there)",
           );
         }
         const counts = await store.runRetention(policyFromConfig(loaded.config), cli.clock.now());
@@ -49,7 +55,9 @@ function pruneCommand(cli: Cli): CommandDef {
         const before = spoolBytes(file);
         const free = diskFreeBytes(file);
         cli.io.err(
-          `hookspool: warning: VACUUM rewrites the whole database; it needs about twice its size free (${humanBytes(2 * before)}) and holds the write lock while it runs`,
+          "hookspool: warning: VACUUM rewrites the whole database; " +
+            `it needs about twice its size free (${humanBytes(2 * before)}) ` +
+            "and holds the write lock while it runs",
         );
         if (free !== null && free < 2 * before) {
           // The pass itself is done; say what it deleted before refusing the rebuild (with

@@ -52,7 +52,8 @@ function targetConfig(config: Config, urlEnv: string | undefined): Config {
   if (!config.spool.url) {
     throw new HookspoolError(
       "E_CONFIG",
-      'migrate-store needs the PostgreSQL URL: set [spool] url (a secret reference such as { env = "HOOKSPOOL_PG_URL" }) or pass --url-env NAME',
+      "migrate-store needs the PostgreSQL URL: set [spool] url " +
+        '(a secret reference such as { env = "HOOKSPOOL_PG_URL" }) or pass --url-env NAME',
       { key: "spool.url" },
     );
   }
@@ -68,7 +69,9 @@ export function migrateStoreCommand(cli: Cli): CommandDef {
     meta: {
       name: "migrate-store",
       description:
-        "move the SQLite spool into an empty PostgreSQL database: takes dispatch.lock, migrates the PostgreSQL schema, copies every row with its id in one transaction and verifies it (stop the SQLite services first; the URL comes from [spool] url, or --url-env)",
+        "move the SQLite spool into an empty PostgreSQL database: takes dispatch.lock, " +
+        "migrates the PostgreSQL schema, copies every row with its id in one transaction and verifies it " +
+        "(stop the SQLite services first; the URL comes from [spool] url, or --url-env)",
     },
     args: {
       ...GLOBAL_ARGS,
@@ -76,7 +79,8 @@ export function migrateStoreCommand(cli: Cli): CommandDef {
       "url-env": {
         type: "string",
         description:
-          "read the PostgreSQL URL from this environment variable instead of [spool] url (to move before switching the backend)",
+          "read the PostgreSQL URL from this environment variable " +
+          "instead of [spool] url (to move before switching the backend)",
         valueHint: "NAME",
       },
     },

@@ -27,7 +27,8 @@ export function outcomeCommand(cli: Cli): CommandDef {
     meta: {
       name: "outcome",
       description:
-        'report the outcome of the run a delivery started (a destination with outcome = "await"): ok ends its batch, failed retries it',
+        'report the outcome of the run a delivery started (a destination with outcome = "await"): ' +
+        "ok ends its batch, failed retries it",
       usage: "<webhook-id> ok|failed [--reason TEXT] [--permanent]",
     } as HelpMeta,
     args: {
@@ -36,7 +37,8 @@ export function outcomeCommand(cli: Cli): CommandDef {
       status: { type: "positional", description: "ok or failed", required: true },
       reason: {
         type: "string",
-        description: `why it failed, in a few words (kept on the attempt, at most ${REASON_MAX} characters; never logged)`,
+        description:
+          "why it failed, in a few words " + `(kept on the attempt, at most ${REASON_MAX} characters; never logged)`,
       },
       permanent: { type: "boolean", description: "failed: no retry can mend it; the batch is dead (agent_failed)" },
     },

@@ -85,7 +85,8 @@ export async function printReplayPlan(
   cli.io.out("");
   for (const d of destinations) {
     const pace = d.rate
-      ? `paced at ${describeRate({ limit: d.rate.limit, windowS: d.rate.window_s })} (${d.rate.from}): at least ${humanSeconds(d.at_least_s)} to deliver`
+      ? `paced at ${describeRate({ limit: d.rate.limit, windowS: d.rate.window_s })} ` +
+        `(${d.rate.from}): at least ${humanSeconds(d.at_least_s)} to deliver`
       : "not paced";
     cli.io.out(
       `${d.destination}: ${d.batches} batch(es), ${d.events} event(s); ${pace}, sharing its slots with live traffic`,

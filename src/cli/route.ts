@@ -27,7 +27,8 @@ function testCommand(cli: Cli): CommandDef {
     meta: {
       name: "test",
       description:
-        "stored requests (or one capture) through this config's routing (a candidate: --config FILE), against what each became; nothing is written",
+        "stored requests (or one capture) through this config's routing (a candidate: " +
+        "--config FILE), against what each became; nothing is written",
     },
     args: {
       ...GLOBAL_ARGS,
@@ -119,7 +120,8 @@ function testCommand(cli: Cli): CommandDef {
       for (const c of report.changes)
         cli.io.out(
           visible(
-            `event ${c.event} ${c.source} ${c.eventType || "-"}: ${copies(c.before)}  =>  ${afterText(c.after)}  [${c.kinds.join(", ")}]`,
+            `event ${c.event} ${c.source} ${c.eventType || "-"}: ` +
+              `${copies(c.before)}  =>  ${afterText(c.after)}  [${c.kinds.join(", ")}]`,
           ),
         );
       if (report.changes.length) cli.io.out("");

@@ -251,7 +251,8 @@ function dashboardCommand(cli: Cli): CommandDef {
     meta: {
       name: "dashboard",
       description:
-        "the dashboard on its own loopback listener (default 127.0.0.1:8651), behind the token in <home>/dashboard.token",
+        "the dashboard on its own loopback listener (default 127.0.0.1:8651), " +
+        "behind the token in <home>/dashboard.token",
     },
     args: {
       ...GLOBAL_ARGS,

@@ -31,7 +31,8 @@ export function withKitSecrets(
   if (!kit) {
     throw new HookspoolError(
       "E_USAGE",
-      `--secret-from-kit needs a bobbin instance whose bobbin has captures/kit.toml; ${source} ${config.bobbins[source] ? "has no kit" : "is a plain source"}`,
+      "--secret-from-kit needs a bobbin instance whose bobbin has captures/kit.toml; " +
+        `${source} ${config.bobbins[source] ? "has no kit" : "is a plain source"}`,
     );
   }
   const secrets: Record<string, { env: string }> = {};
@@ -63,7 +64,10 @@ export function unverifiedWords(reason: string): string {
       return "the signature header is not in the scheme's form";
     case "stale":
     case "future":
-      return `the signed timestamp is ${reason === "stale" ? "too old" : "in the future"} for the source's tolerance (--now checks at another time)`;
+      return (
+        `the signed timestamp is ${reason === "stale" ? "too old" : "in the future"} ` +
+        "for the source's tolerance (--now checks at another time)"
+      );
     default:
       return "the source's verify refused it";
   }

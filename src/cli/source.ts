@@ -52,7 +52,8 @@ function testCommand(cli: Cli): CommandDef {
       "secret-from-kit": {
         type: "boolean",
         description:
-          "verify with the test secrets of the instance's bobbin kit (captures/kit.toml), which the bobbin's captures are signed with",
+          "verify with the test secrets of the instance's bobbin kit (captures/kit.toml), " +
+          "which the bobbin's captures are signed with",
       },
     },
     async run({ args }) {
@@ -109,7 +110,8 @@ function testCommand(cli: Cli): CommandDef {
             // A bobbin's own captures are signed with its kit's made-up secret, not the operator's.
             if (!fromKit && kitOf(loaded.config, name))
               report.hint =
-                "a capture the bobbin carries is signed with its kit's test secret (captures/kit.toml): --secret-from-kit verifies with that";
+                "a capture the bobbin carries is signed with its kit's test secret " +
+                "(captures/kit.toml): --secret-from-kit verifies with that";
             code = 1;
             break;
           case "verify_error":
@@ -209,7 +211,9 @@ function armCommand(cli: Cli): CommandDef {
       const replacing = existsSync(ref.file) && readFileSync(ref.file, "utf8").trim() !== "";
       if (replacing)
         throw new HookspoolError("E_NOTHING", `source ${name} already keeps a learned secret in ${ref.file}`, {
-          hint: "remove that file first to accept a new handshake (events signed with the old secret then fail until it comes)",
+          hint:
+            "remove that file first to accept a new handshake " +
+            "(events signed with the old secret then fail until it comes)",
         });
       const token = newArmToken();
       rmSync(armPath(ref.file), { force: true });
@@ -219,7 +223,8 @@ function armCommand(cli: Cli): CommandDef {
         cli.io.out(JSON.stringify({ source: name, armed_until: until, secret_file: ref.file, url_suffix: suffix }));
       else {
         cli.io.out(
-          `armed: ${name} keeps the first handshake until ${new Date(until * 1000).toISOString().replace(/\.\d{3}Z$/, "Z")}, in ${visible(ref.file)}`,
+          `armed: ${name} keeps the first handshake until ` +
+            `${new Date(until * 1000).toISOString().replace(/\.\d{3}Z$/, "Z")}, in ${visible(ref.file)}`,
         );
         cli.io.out(
           `give the provider the hook URL with this added (only a handshake that carries it is kept): ${suffix}`,

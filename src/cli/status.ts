@@ -15,29 +15,34 @@ function summary(doc: StatusDoc): string {
   for (const d of doc.degraded) out.push(`  - ${visible(d)}`);
   out.push("");
   const hb = doc.dispatcher.heartbeat_age_s;
-  out.push(
-    `dispatcher   ${doc.dispatcher.alive ? "alive" : "not running"}${hb !== null ? ` (heartbeat ${humanAge(hb)} ago, pid ${doc.dispatcher.pid ?? "-"})` : ""}`,
-  );
-  for (const d of doc.dispatchers ?? [])
+  const heartbeat = hb !== null ? ` (heartbeat ${humanAge(hb)} ago, pid ${doc.dispatcher.pid ?? "-"})` : "";
+  out.push(`dispatcher   ${doc.dispatcher.alive ? "alive" : "not running"}${heartbeat}`);
+  for (const d of doc.dispatchers ?? []) {
+    const holds = doc.maintenance?.holder === d.id ? ", holds maintenance" : "";
     out.push(
-      `  ${visible(d.id)}  ${d.alive ? "alive" : "stale"}, heartbeat ${humanAge(d.heartbeat_age_s)} ago${doc.maintenance?.holder === d.id ? ", holds maintenance" : ""}`,
+      `  ${visible(d.id)}  ${d.alive ? "alive" : "stale"}, heartbeat ${humanAge(d.heartbeat_age_s)} ago${holds}`,
     );
+  }
+  const checked = doc.spool.integrity_checked_age_s;
   const integrity =
-    doc.spool.integrity_checked_age_s === undefined
+    checked === undefined
       ? ""
-      : `, integrity checked ${doc.spool.integrity_checked_age_s === null ? "never (status --deep checks it)" : `${humanAge(doc.spool.integrity_checked_age_s)} ago`}`;
+      : `, integrity checked ${checked === null ? "never (status --deep checks it)" : `${humanAge(checked)} ago`}`;
+  const disk = doc.disk_free_bytes === null ? "disk: the database server's" : `${humanBytes(doc.disk_free_bytes)} free`;
+  const enqueued = doc.spool.last_enqueue_age_s;
   out.push(
-    `spool        schema ${doc.schema}, ${humanBytes(doc.spool_bytes)}, ${doc.disk_free_bytes === null ? "disk: the database server's" : `${humanBytes(doc.disk_free_bytes)} free`}, last enqueue ${doc.spool.last_enqueue_age_s === null ? "never" : `${humanAge(doc.spool.last_enqueue_age_s)} ago`}${integrity}`,
+    `spool        schema ${doc.schema}, ${humanBytes(doc.spool_bytes)}, ${disk}, ` +
+      `last enqueue ${enqueued === null ? "never" : `${humanAge(enqueued)} ago`}${integrity}`,
   );
   const b = doc.batches;
   out.push(
-    `batches      ${b.open} open, ${b.sealed} sealed, ${b.leased} leased, ${b.retry} retry, ${b.awaiting} awaiting, ${b.delivered} delivered, ${b.dead} dead, ${b.dropped} dropped, ${b.quarantined} quarantined`,
+    `batches      ${b.open} open, ${b.sealed} sealed, ${b.leased} leased, ${b.retry} retry, ${b.awaiting} awaiting, ` +
+      `${b.delivered} delivered, ${b.dead} dead, ${b.dropped} dropped, ${b.quarantined} quarantined`,
   );
   const dead = Object.entries(doc.dead_by_reason).filter(([r, n]) => n > 0 && r !== "quarantined");
   if (dead.length) out.push(`dead         ${dead.map(([r, n]) => `${n} ${r}`).join(", ")}`);
-  out.push(
-    `oldest       ${doc.oldest_pending_age_s === null ? "nothing pending" : `${humanAge(doc.oldest_pending_age_s)} pending`}`,
-  );
+  const oldest = doc.oldest_pending_age_s;
+  out.push(`oldest       ${oldest === null ? "nothing pending" : `${humanAge(oldest)} pending`}`);
   out.push(`issues       ${doc.issues_open} open`);
   const dests = Object.entries(doc.destinations);
   if (dests.length) {
@@ -107,10 +112,10 @@ function windowWords(d: DestinationStatus): string {
 /** A destination's run budgets: "20/20 per 1h, held; key 3 per 1h". */
 function budgetWords(d: DestinationStatus): string {
   const parts: string[] = [];
-  if (d.budget)
-    parts.push(
-      `${d.budget.used}/${d.budget.limit} per ${humanAge(d.budget.window_s)}${d.budget.next_free_at !== null ? ", held" : ""}`,
-    );
+  if (d.budget) {
+    const held = d.budget.next_free_at !== null ? ", held" : "";
+    parts.push(`${d.budget.used}/${d.budget.limit} per ${humanAge(d.budget.window_s)}${held}`);
+  }
   if (d.key_budget) parts.push(`key ${d.key_budget.limit} per ${humanAge(d.key_budget.window_s)}`);
   return parts.length ? parts.join("; ") : "-";
 }

@@ -30,7 +30,8 @@ export function sweepCommand(cli: Cli): CommandDef {
     meta: {
       name: "sweep",
       description:
-        "recover what a sender that does not retry failed to deliver: github.repo redelivers its webhook's failed deliveries (run it on a timer)",
+        "recover what a sender that does not retry failed to deliver: " +
+        "github.repo redelivers its webhook's failed deliveries (run it on a timer)",
     },
     args: {
       ...GLOBAL_ARGS,
@@ -81,7 +82,9 @@ export function sweepCommand(cli: Cli): CommandDef {
       const ref = config.sources[instance]?.secrets?.[sweep.secret];
       if (!ref)
         throw new HookspoolError("E_CONFIG", `[bobbins.${instance}] has no secrets.${sweep.secret}`, {
-          hint: `add secrets.${sweep.secret} = { file = "..." }: ${bobbin.manifest.secrets[sweep.secret]?.description ?? "the sweep's token"}`,
+          hint:
+            `add secrets.${sweep.secret} = { file = "..." }: ` +
+            `${bobbin.manifest.secrets[sweep.secret]?.description ?? "the sweep's token"}`,
         });
       const token = resolveSecret(ref, cli.io.env);
       const since = parseSince(String(args.since ?? "24h"), cli.clock.now());
@@ -107,7 +110,10 @@ export function sweepCommand(cli: Cli): CommandDef {
           for (const f of report.failed) cli.io.out(visible(`failed ${f.guid} (delivery ${f.id}): ${f.reason}`));
           cli.io.out(
             visible(
-              `${repo} hook ${hook}: ${report.guids} deliveries since ${new Date(since * 1000).toISOString()}, ${report.landed} landed, ${report.spooled.length} spooled already, ${report.redelivered.length} ${verb}${report.failed.length ? `, ${report.failed.length} failed` : ""}`,
+              `${repo} hook ${hook}: ${report.guids} deliveries since ` +
+                `${new Date(since * 1000).toISOString()}, ${report.landed} landed, ` +
+                `${report.spooled.length} spooled already, ${report.redelivered.length} ` +
+                `${verb}${report.failed.length ? `, ${report.failed.length} failed` : ""}`,
             ),
           );
           if (report.stopped) cli.io.err(visible(`hookspool: stopped early: ${report.stopped}; run it again later`));

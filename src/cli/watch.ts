@@ -44,7 +44,8 @@ export function lineOf(r: JournalRow, tty: boolean, cursor: string = String(r.id
           : ""
         : "";
   // Every field but the colour is someone's text: escaped before it reaches the terminal.
-  return `${visible(`${cursor} ${isoTime(r.at)} `)}${kind}${visible(` batch ${r.batch_id}${what ? ` ${what}` : ""} ${r.source} -> ${r.destination} key=${r.key}${facts ? ` ${facts}` : ""}`)}`;
+  const rest = ` batch ${r.batch_id}${what ? ` ${what}` : ""} ${r.source} -> ${r.destination} key=${r.key}`;
+  return `${visible(`${cursor} ${isoTime(r.at)} `)}${kind}${visible(`${rest}${facts ? ` ${facts}` : ""}`)}`;
 }
 
 /** A cursor in --json: a whole number as a number (SQLite's row ids), any other as its text. */
