@@ -18,7 +18,7 @@ const POLICY = {
 
 /** The poll clock cases, on whatever store fresh() opens. */
 export function pollCases({ fresh }: Suite): void {
-  test("scheduled, ticked, skipped while its tick is unfinished, ticked once it is delivered, rescheduled", async () => {
+  test("scheduled, ticked, skipped while a tick is unfinished, ticked after its delivery, rescheduled", async () => {
     const s = await fresh();
     const plan = { instance: "feed", everyS: 60, jitterS: 10 };
     let draws = 0;
@@ -49,7 +49,7 @@ export function pollCases({ fresh }: Suite): void {
     expect(await step(T0 + 1)).toBeNull();
     // Ticked at its tick time (not the clock's): batch 1, sealed at once; the next an interval and its jitter on.
     expect(await step(T0 + 10)).toBe("ticked");
-    const ticked = { ...base, last_tick_at: T0 + 2.5, last_batch_id: 1, last_batch_state: "sealed" };
+    const ticked = { ...base, last_tick_at: T0 + 2.5, last_batch_id: 1, last_batch_state: "sealed" as const };
     expect(await polls()).toEqual([{ ...ticked, next_at: T0 + 77.5 }]);
     // Due, but batch 1 is unfinished: skipped (counted), the next an interval and its jitter from now.
     expect(await step(T0 + 80)).toBe("skipped");
@@ -89,7 +89,7 @@ export function pollCases({ fresh }: Suite): void {
     ]);
     expect(r).toMatchObject({ applied: true, state: "delivered" });
     const delivered = { ...ticked, skipped: 1, delivered_at: T0 + 82, delivered_tick_at: T0 + 2.5 };
-    expect(await polls()).toEqual([{ ...delivered, next_at: T0 + 141, last_batch_state: "delivered" }]);
+    expect(await polls()).toEqual([{ ...delivered, next_at: T0 + 141, last_batch_state: "delivered" as const }]);
     expect(await step(T0 + 150)).toBe("ticked");
     // Its interval shortened to 5 s: the next tick, 80 s away, is brought forward.
     expect(await step(T0 + 151, { ...plan, everyS: 5, jitterS: 0 })).toBe("rescheduled");
