@@ -51,7 +51,10 @@ const cell = (s: string) => s.replaceAll("|", "\\|").replaceAll("\n", " ");
 export function catalogueMarkdown(bobbins: readonly Bobbin[]): string {
   const row = (b: Bobbin) => {
     const f = catalogueFacts(b);
-    return `| \`${b.name}\` | ${cell(`${b.manifest.provider.vendor} ${b.manifest.provider.product}`)} | ${cell(f.scheme)} | ${cell(f.handshake)} | ${cell(f.retries)} | ${cell(b.manifest.summary)} |`;
+    return (
+      `| \`${b.name}\` | ${cell(`${b.manifest.provider.vendor} ${b.manifest.provider.product}`)} | ` +
+      `${cell(f.scheme)} | ${cell(f.handshake)} | ${cell(f.retries)} | ${cell(b.manifest.summary)} |`
+    );
   };
   return [
     "| bobbin | provider | scheme | handshake | sender retries | summary |",

@@ -26,9 +26,8 @@ const FEED = `<?xml version="1.0" encoding="UTF-8"?>
 </feed>
 `;
 
-const POLLER = (
-  name: string,
-) => `// The ${name} poller: on each tick of the dispatcher's clock, a conditional GET of the feed (the
+const POLLER = (name: string) =>
+  `// The ${name} poller: on each tick of the dispatcher's clock, a conditional GET of the feed (the
 // ETag of the last answer kept in state), and the entries not seen before as items. It calls the
 // core for everything: ctx.http and ctx.saveState (hookspool/plugin), parseFeed (hookspool/providers).
 import { definePoller } from "hookspool/plugin";
@@ -49,7 +48,8 @@ export default definePoller<{ url: string }>({
     ctx.saveState("etag", answer.headers.etag ?? "");
     ctx.saveState("seen", [...fresh.map((e) => e.id), ...seen].slice(0, SEEN));
     ctx.log(\`\${feed.entries.length} entries, \${fresh.length} new\`);
-    return fresh.map((e) => ({ event_type: "entry", key: e.id, id: e.id, title: e.title, link: e.link, updated: e.updated }));
+    return fresh.map((e) => ({ event_type: "entry", key: e.id, id: e.id, title: e.title, ` +
+  `link: e.link, updated: e.updated }));
   },
 });
 `;
@@ -93,7 +93,8 @@ What was checked against which of the provider's pages: TODO.
 ${CONFIG(name)}
 
    \`hookspool check\`, then reload. The first tick comes within a few minutes.
-3. See it: \`hookspool status --json\` shows the instance under \`polls\`, and \`hookspool list --source <INSTANCE>\` its tick batches.
+3. See it: \`hookspool status --json\` shows the instance under \`polls\`, ` +
+        `and \`hookspool list --source <INSTANCE>\` its tick batches.
 4. To roll back: remove the table and reload.
 `,
     ],
@@ -113,7 +114,8 @@ ${CONFIG(name)}
 ${CONFIG(name)}
 
 2. **Goal: the config is live.** \`hookspool reload\`.
-3. **Goal: the instance ticks.** \`hookspool status --json\` shows it under \`polls\` with a \`next_at\`; if not, read \`hookspool check\` again.
+3. **Goal: the instance ticks.** \`hookspool status --json\` shows it under \`polls\` with a \`next_at\`; ` +
+        `if not, read \`hookspool check\` again.
 `,
     ],
   ];
@@ -141,7 +143,8 @@ export function scaffoldPoll(name: string): Map<string, string> {
   const files = new Map<string, string>();
   files.set(
     "bobbin.toml",
-    `# Made by hookspool bobbin new --poll. Fill in every TODO from the provider's own documentation;\n# hookspool bobbin check says what is left.\n${manifest}`,
+    `# Made by hookspool bobbin new --poll. Fill in every TODO from the provider's own documentation;\n` +
+      `# hookspool bobbin check says what is left.\n${manifest}`,
   );
   files.set("poller.ts", POLLER(name));
   const items = [
@@ -179,12 +182,15 @@ export function scaffoldPoll(name: string): Map<string, string> {
   files.set("captures/poll-example.json", `${JSON.stringify(capture, null, 2)}\n`);
   files.set(
     "captures/kit.toml",
-    `# The example instance the poll captures were made for.\nnow = ${NOW}\n\n[instance]\nname = "${product}"\nsettings = { url = "${FEED_URL}" }\n`,
+    `# The example instance the poll captures were made for.\nnow = ${NOW}\n` +
+      `\n[instance]\nname = "${product}"\nsettings = { url = "${FEED_URL}" }\n`,
   );
   for (const [f, text] of documents(name)) files.set(f, text);
   files.set(
     "tests/poller.test.ts",
-    `// ${name}'s own tests: what poller.ts decides that the poll captures do not show.\nimport { test } from "bun:test";\n\n// TODO: one test per decision of poller.ts, then remove this line and the todo below.\ntest.todo("what poller.ts decides");\n`,
+    `// ${name}'s own tests: what poller.ts decides that the poll captures do not show.\n` +
+      `import { test } from "bun:test";\n\n// TODO: one test per decision of poller.ts, ` +
+      `then remove this line and the todo below.\ntest.todo("what poller.ts decides");\n`,
   );
   return files;
 }

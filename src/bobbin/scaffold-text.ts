@@ -40,13 +40,14 @@ export function documents(name: string, t: TemplateSettings, output = "*"): [str
       : t.sender_retries
         ? "The provider retries a delivery that got no 2xx."
         : "The provider does not retry a failed delivery: install a sweep (see below).";
+  const keys = ([] as string[]).concat(t.key).join('", "');
   const readme = `${FRONTMATTER(name)}
 # ${name}
 
 TODO: what the provider sends, and what an agent does with it, in two sentences.
 
 - Verification: the \`${t.scheme}\` scheme${t.header ? ` in \`${t.header}\`` : ""}, with the one secret \`secret\`.
-- Key: \`${([] as string[]).concat(t.key).join('", "')}\`; event type: \`${t.event_type ?? "(none)"}\`; dedup: \`${t.dedup ?? "the scheme's default"}\`.
+- Key: \`${keys}\`; event type: \`${t.event_type ?? "(none)"}\`; dedup: \`${t.dedup ?? "the scheme's default"}\`.
 - Sender: ${retries}
 - Sweep: TODO: the job that finds what the provider could not deliver (or "none needed, because ...").
 
@@ -110,7 +111,9 @@ function verifyCode(t: TemplateSettings): { code: string; imports: string[]; set
   const h = JSON.stringify(t.header ?? "");
   const prefix = JSON.stringify(t.prefix ?? "");
   const hmac = (algorithm: string, encoding: string, data = "req.body") => ({
-    code: `hmacPrefixedWhy(req.header(${h}), ${prefix}, secrets.get("secret"), ${data}, { algorithm: "${algorithm}", encoding: "${encoding}" }) ?? true`,
+    code:
+      `hmacPrefixedWhy(req.header(${h}), ${prefix}, secrets.get("secret"), ` +
+      `${data}, { algorithm: "${algorithm}", encoding: "${encoding}" }) ?? true`,
     imports: ["hmacPrefixedWhy"],
   });
   switch (t.scheme) {
@@ -124,7 +127,9 @@ function verifyCode(t: TemplateSettings): { code: string; imports: string[]; set
       return hmac("sha1", "base64", `Buffer.concat([req.body, Buffer.from(${JSON.stringify(t.callback_url ?? "")})])`);
     case "standard-webhooks":
       return {
-        code: `standardWebhooksWhy(standardWebhooksHeaders(req), secrets.get("secret"), req.body, { now: req.now }) ?? true`,
+        code:
+          "standardWebhooksWhy(standardWebhooksHeaders(req), " +
+          `secrets.get("secret"), req.body, { now: req.now }) ?? true`,
         imports: ["standardWebhooksHeaders", "standardWebhooksWhy"],
       };
     case "timestamped":
@@ -140,7 +145,10 @@ function verifyCode(t: TemplateSettings): { code: string; imports: string[]; set
         };
       const token = `req.header(${h})`;
       return {
-        code: `${token}?.startsWith(${prefix}) ? (staticTokenWhy(${token}?.slice(${(t.prefix ?? "").length}) ?? null, secrets.get("secret")) ?? true) : "missing_signature"`,
+        code:
+          `${token}?.startsWith(${prefix}) ` +
+          `? (staticTokenWhy(${token}?.slice(${(t.prefix ?? "").length}) ?? null, secrets.get("secret")) ?? true) ` +
+          `: "missing_signature"`,
         imports: ["staticTokenWhy"],
       };
     }
@@ -185,7 +193,9 @@ function dedupCode(t: TemplateSettings): { code: string; imports: string[] } | n
     return { code: `(_payload, req) => req.header(${JSON.stringify(t.id_header)}) || null`, imports: [] };
   if ((t.scheme === "timestamped" || checksTimestamp(t)) && t.header)
     return {
-      code: `(_payload, req) => {\n    const signature = req.header(${JSON.stringify(t.header)});\n    return signature ? \`sig:\${sha256Hex(signature)}\` : null;\n  }`,
+      code:
+        `(_payload, req) => {\n    const signature = req.header(${JSON.stringify(t.header)});\n` +
+        `    return signature ? \`sig:\${sha256Hex(signature)}\` : null;\n  }`,
       imports: ["sha256Hex"],
     };
   return null;

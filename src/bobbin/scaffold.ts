@@ -176,7 +176,8 @@ export function scaffold(o: ScaffoldOptions): Map<string, string> {
   });
   files.set(
     "bobbin.toml",
-    `# Made by hookspool bobbin new from hookspool.webhook settings. Fill in every TODO from the\n# provider's own documentation; hookspool bobbin check says what is left.\n${manifest}`,
+    `# Made by hookspool bobbin new from hookspool.webhook settings. Fill in every TODO from the\n` +
+      `# provider's own documentation; hookspool bobbin check says what is left.\n${manifest}`,
   );
   if (o.code) files.set("source.ts", codeSource(o.name, t));
   if (o.processor) files.set("processor.ts", processorSource(o.name));

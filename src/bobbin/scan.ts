@@ -246,8 +246,10 @@ const TOKEN_RULES: TokenRule[] = [
   },
 ];
 
-const FS_WRITES =
-  "writeFile|appendFile|mkdir|mkdtemp|rm|rmdir|unlink|rename|copyFile|cp|createWriteStream|open|truncate|chmod|chown|symlink|link|utimes";
+const FS_WRITES = [
+  "writeFile|appendFile|mkdir|mkdtemp|rm|rmdir|unlink|rename|copyFile|cp|createWriteStream",
+  "open|truncate|chmod|chown|symlink|link|utimes",
+].join("|");
 /** In a file importing node:fs: a write function called, taken off the module, or renamed on import. */
 const FS_WRITE_RULE: TokenRule = {
   pattern: new RegExp(

@@ -13,7 +13,7 @@ import { parseConfig } from "../../config/load.ts";
 import { selfArgv } from "../../self.ts";
 import { type Problem, type Row, row, skipped } from "./row.ts";
 import { startKitIntake } from "../kit/intake.ts";
-import { kitConfig, type Loaded, requestOf } from "./run-rows.ts";
+import { kitConfig, type Loaded, requestOf } from "./kit-files.ts";
 import type { CheckSubject } from "./subject.ts";
 
 const BATCH_ID = 7001;
@@ -236,7 +236,9 @@ export async function processorRow(s: CheckSubject, m: Manifest | null, l: Loade
         out.push({
           file: r.file,
           message: `the ${what} exited ${first.code}: ${why(first)}`,
-          fix: `run it on this capture (add [[http]] answers to ${m.poll ? "it" : "captures/kit.toml"} for the API calls it makes)`,
+          fix:
+            "run it on this capture (add [[http]] answers " +
+            `to ${m.poll ? "it" : "captures/kit.toml"} for the API calls it makes)`,
         });
         continue;
       }

@@ -6,7 +6,9 @@ import { findBobbins } from "../../bobbin/registry.ts";
 import { DEFAULT_SPANS } from "../../config/schema.ts";
 import { type Problem, type Row, row, skipped } from "./row.ts";
 import { processorRow } from "./processor-row.ts";
-import { capturesRow, loadCaptures, sourceKitRow } from "./run-rows.ts";
+import { capturesRow } from "./captures-row.ts";
+import { loadCaptures } from "./kit-files.ts";
+import { sourceKitRow } from "./source-kit-row.ts";
 import { coreOnlyRow, docsRow, filesRow, manifestRow, nameRow, providerRow, todosRow } from "./static-rows.ts";
 import type { CheckSubject } from "./subject.ts";
 import { testFileOf, testsRow } from "./tests-row.ts";
@@ -113,7 +115,8 @@ export function scorecardText(c: Scorecard, esc: (s: string) => string): string 
   for (const r of c.rows) {
     out.push(
       esc(
-        `  ${r.outcome.toUpperCase().padEnd(5)} ${r.name}${r.advisory ? " (advisory)" : ""}${r.note ? `: ${r.note}` : ""}`,
+        `  ${r.outcome.toUpperCase().padEnd(5)} ` +
+          `${r.name}${r.advisory ? " (advisory)" : ""}${r.note ? `: ${r.note}` : ""}`,
       ),
     );
     for (const p of r.problems) out.push(esc(`        ${where(p)}: ${p.message}`), esc(`          fix: ${p.fix}`));
@@ -133,10 +136,11 @@ export function scorecardMarkdown(c: Scorecard): string {
     "| check | result | notes |",
     "| --- | --- | --- |",
   ];
-  for (const r of c.rows)
-    out.push(
-      `| ${r.name}${r.advisory ? " (advisory)" : ""} | ${r.outcome} | ${cell(r.note ?? (r.problems.length ? `${r.problems.length} problem${r.problems.length > 1 ? "s" : ""}` : ""))} |`,
-    );
+  for (const r of c.rows) {
+    const n = r.problems.length;
+    const note = r.note ?? (n ? `${n} problem${n > 1 ? "s" : ""}` : "");
+    out.push(`| ${r.name}${r.advisory ? " (advisory)" : ""} | ${r.outcome} | ${cell(note)} |`);
+  }
   const problems = c.rows.flatMap((r) =>
     r.problems.map((p) => `- **${r.name}** \`${cell(where(p))}\`: ${cell(p.message)}. Fix: ${cell(p.fix)}`),
   );

@@ -92,7 +92,9 @@ export function providerRow(s: CheckSubject, problems: ManifestProblem[], manife
       out.push({
         file: MANIFEST,
         line: at(k),
-        message: `provider.${k} is for ${poll ? "a webhook bobbin; a poll bobbin has no webhook" : "a poll bobbin; this one takes webhooks"}`,
+        message:
+          `provider.${k} is for ` +
+          (poll ? "a webhook bobbin; a poll bobbin has no webhook" : "a poll bobbin; this one takes webhooks"),
         fix: `remove provider.${k}`,
       });
   }
@@ -150,7 +152,9 @@ export function providerRow(s: CheckSubject, problems: ManifestProblem[], manife
         out.push({
           file: doc,
           line: lineOf(body, new RegExp(`^${k}:`)) ?? 1,
-          message: `frontmatter ${k} is ${fm.has(k) ? JSON.stringify(fm.get(k)) : "missing"}, the manifest says ${JSON.stringify(v)}`,
+          message:
+            `frontmatter ${k} is ${fm.has(k) ? JSON.stringify(fm.get(k)) : "missing"}, ` +
+            `the manifest says ${JSON.stringify(v)}`,
           fix: `write ${k}: ${v}`,
         });
     }

@@ -78,6 +78,9 @@ function bodyCap(k: KitIntake, source: string): number {
 }
 
 const DEFAULT_TOLERANCE_S = 300;
+/** A quarantined event's last_error: one reason class (a sender fault, no route, or a plugin error). */
+const REASON_CLASS =
+  /^(not_json|not_utf8|key_missing|key_too_long|meta_too_long|bad_payload|no_destination|plugin_error:\w+)$/;
 const enc = new TextEncoder();
 
 /** The request without its signature: auth headers and the query string removed. */
@@ -161,7 +164,10 @@ export async function runSourceKit(s: KitSubject): Promise<KitRun> {
         const before = k.spool.eventCount();
         const r = await k.send(s.accepted);
         if (!answered(r, "queued", 202))
-          return `${r.status} ${r.text.slice(0, 60)}, expected 202 {"status":"queued"}${s.ack ? " or the source's ack" : ""}`;
+          return (
+            `${r.status} ${r.text.slice(0, 60)}, ` +
+            `expected 202 {"status":"queued"}${s.ack ? " or the source's ack" : ""}`
+          );
         if (k.spool.eventCount() !== before + 1) return "answered 202 before the event was stored";
         stored = k.spool.newestEvent();
         return null;
@@ -187,7 +193,10 @@ export async function runSourceKit(s: KitSubject): Promise<KitRun> {
         const before = k.spool.eventCount();
         const r = await k.send(s.accepted);
         if (!answered(r, "duplicate", 200))
-          return `${r.status} ${r.text.slice(0, 60)}, expected 200 {"status":"duplicate"}${s.ack ? " or the source's ack" : ""}`;
+          return (
+            `${r.status} ${r.text.slice(0, 60)}, ` +
+            `expected 200 {"status":"duplicate"}${s.ack ? " or the source's ack" : ""}`
+          );
         return k.spool.eventCount() === before ? null : "a duplicate was stored again";
       },
     ],
@@ -275,12 +284,7 @@ export async function runSourceKit(s: KitSubject): Promise<KitRun> {
         const kept = Object.keys(JSON.parse(q.headers) as Record<string, string>).map((h) => h.toLowerCase());
         const leaked = s.authHeaders.find((h) => kept.includes(h.toLowerCase()));
         if (leaked) return `the auth header ${leaked} was stored with the quarantined event`;
-        if (
-          !q.last_error ||
-          !/^(not_json|not_utf8|key_missing|key_too_long|meta_too_long|bad_payload|no_destination|plugin_error:\w+)$/.test(
-            q.last_error,
-          )
-        )
+        if (!q.last_error || !REASON_CLASS.test(q.last_error))
           return `quarantine reason ${q.last_error}, not a reason class`;
         if (k.spool.openIssueCount(quarantineIssue(s.source, q.last_error).fingerprint) !== 1)
           return "no open issue for the quarantined event";
