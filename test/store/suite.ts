@@ -11,6 +11,7 @@ import { enqueueCases } from "./enqueue.case.ts";
 import { issueCases } from "./issues.case.ts";
 import { modelCases } from "./model.case.ts";
 import { operatorVerbCases } from "./operator.case.ts";
+import { pieceCases } from "./pieces.case.ts";
 import { outcomeCases } from "./outcomes.case.ts";
 import { pollCases } from "./polls.case.ts";
 import { pruneCases } from "./prune.case.ts";
@@ -67,5 +68,6 @@ export function runStoreSuite(backend: StoreBackend): void {
     describe("verbs' rows", () => verbCases(suite));
     describe("prune", () => pruneCases(suite));
     describe("the poll clock", () => pollCases(suite));
+    describe("split and exclude", () => pieceCases(suite));
   });
 }
