@@ -194,7 +194,10 @@ export function hermesOutcome(a: Received, now: number, c: AnswerContext): Outco
     };
   if (a.status === 404) {
     const where = c.profile === null ? `route "${c.route}"` : `route "${c.route}" of profile "${c.profile}"`;
-    const why = `${line}: the gateway does not serve ${where}: its entry in ${c.subscriptionsPath} is missing or was skipped as invalid (no secret, or INSECURE_NO_AUTH off loopback), or the gateway does not serve that profile`;
+    const why =
+      `${line}: the gateway does not serve ${where}: its entry in ${c.subscriptionsPath} is missing or was ` +
+      "skipped as invalid (no secret, or INSECURE_NO_AUTH off loopback), " +
+      "or the gateway does not serve that profile";
     return {
       ...configOutcome("unknown route or profile", why),
       status: 404,
@@ -329,7 +332,8 @@ export class HermesDestination implements Destination {
     }
     if (base.protocol !== "http:" && base.protocol !== "https:")
       return configOutcome("bad hermes.base_url", "hermes.base_url must be http(s)");
-    const path = `${profile === null ? "" : `/p/${encodeURIComponent(profile)}`}/webhooks/${encodeURIComponent(this.opts.route)}`;
+    const prefix = profile === null ? "" : `/p/${encodeURIComponent(profile)}`;
+    const path = `${prefix}/webhooks/${encodeURIComponent(this.opts.route)}`;
     return `${base.origin}${base.pathname.replace(/\/+$/, "")}${path}`;
   }
 
@@ -421,11 +425,13 @@ export class HermesDestination implements Destination {
       if (!this.unwrap) {
         if (isSet(route.events))
           problems.push(
-            `route "${this.opts.route}" sets events in ${this.subscriptionsPath}; turn it off for a route hookspool feeds (or set unwrap = true)`,
+            `route "${this.opts.route}" sets events in ${this.subscriptionsPath}; ` +
+              "turn it off for a route hookspool feeds (or set unwrap = true)",
           );
         if (isSet(route.coalesce))
           problems.push(
-            `route "${this.opts.route}" sets coalesce in ${this.subscriptionsPath}; turn it off for a route hookspool feeds (or set unwrap = true)`,
+            `route "${this.opts.route}" sets coalesce in ${this.subscriptionsPath}; ` +
+              "turn it off for a route hookspool feeds (or set unwrap = true)",
           );
       }
     }

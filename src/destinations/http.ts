@@ -168,7 +168,8 @@ export class HttpDestination implements Destination {
     if (bad) problems.push(bad);
     if (!this.opts.secret && !this.opts.unsigned)
       problems.push(
-        "no secret: every delivery carries webhook-signature; set secret = { file = ... }, or unsigned = true to deliver unsigned",
+        "no secret: every delivery carries webhook-signature; " +
+          "set secret = { file = ... }, or unsigned = true to deliver unsigned",
       );
     if (this.opts.secret && this.opts.unsigned)
       problems.push("unsigned = true with a secret: the secret signs every delivery anyway; remove one of them");

@@ -26,22 +26,46 @@ export function alertText(i: IssueRow, now: number): string {
     case "delivery": {
       const reason = parts[parts.length - 1];
       const next = ["permanent", "poison", "exhausted"].includes(reason)
-        ? `hookspool show ${i.sample_batch_id ?? "<batch>"} --attempts, then split/exclude and hookspool replay ${i.sample_batch_id ?? "<batch>"}`
+        ? `hookspool show ${i.sample_batch_id ?? "<batch>"} --attempts, ` +
+          `then split/exclude and hookspool replay ${i.sample_batch_id ?? "<batch>"}`
         : reason === "ignored"
           ? `hookspool issues resolve ${i.id} once the route's events/coalesce settings are right`
           : `hookspool status; hookspool issues list`;
-      return `hookspool issue #${i.id}: delivery to ${i.destination ?? "?"} failing (${reason}), ${times}${err}. Next: ${next}`;
+      return (
+        `hookspool issue #${i.id}: delivery to ${i.destination ?? "?"} failing (${reason}), ` +
+        `${times}${err}. Next: ${next}`
+      );
     }
-    case "source_silent":
-      return `hookspool issue #${i.id}: ${parts[0] === "poll" ? `poll ${parts[1]} has delivered no tick` : `source ${parts[1]} has sent nothing`} for longer than expected${err}. Next: check the sender (webhook, watch channel, subscription) and hookspool status`;
+    case "source_silent": {
+      const silent =
+        parts[0] === "poll" ? `poll ${parts[1]} has delivered no tick` : `source ${parts[1]} has sent nothing`;
+      return (
+        `hookspool issue #${i.id}: ${silent} for longer than expected${err}. ` +
+        "Next: check the sender (webhook, watch channel, subscription) and hookspool status"
+      );
+    }
     case "internal":
-      return `hookspool issue #${i.id}: a bug in hookspool (${parts.slice(1, 3).join(" ")}), ${times}${err}. The part that failed keeps running. Next: hookspool issues list --json shows where it happened; report it with that text`;
+      return (
+        `hookspool issue #${i.id}: a bug in hookspool (${parts.slice(1, 3).join(" ")}), ` +
+        `${times}${err}. The part that failed keeps running. ` +
+        "Next: hookspool issues list --json shows where it happened; report it with that text"
+      );
     case "source":
-      return `hookspool issue #${i.id}: source ${parts[2] ?? "?"} sends requests that verify but cannot be queued, ${times}${err}. Next: hookspool list --destination quarantine, then fix the sender or the source's settings and hookspool replay the batch`;
+      return (
+        `hookspool issue #${i.id}: source ${parts[2] ?? "?"} sends requests that verify but cannot be queued, ` +
+        `${times}${err}. Next: hookspool list --destination quarantine, ` +
+        "then fix the sender or the source's settings and hookspool replay the batch"
+      );
     case "spool":
-      return `hookspool issue #${i.id}: spool limit ${parts.slice(1).join(":")} active, ${times}${err}. Next: free disk space, hookspool prune, hookspool status`;
+      return (
+        `hookspool issue #${i.id}: spool limit ${parts.slice(1).join(":")} active, ` +
+        `${times}${err}. Next: free disk space, hookspool prune, hookspool status`
+      );
     default:
-      return `hookspool issue #${i.id}: config problem ${parts.slice(1).join(":")}, ${times}${err}. Next: hookspool check`;
+      return (
+        `hookspool issue #${i.id}: config problem ${parts.slice(1).join(":")}, ` +
+        `${times}${err}. Next: hookspool check`
+      );
   }
 }
 

@@ -74,7 +74,9 @@ export class BudgetIssues {
         fingerprint,
         kind: "delivery",
         destination: name,
-        error: `deliveries held: ${said} spent; they go when the window frees a slot, or now with hookspool resume --budget ${name}`,
+        error:
+          `deliveries held: ${said} spent; they go when the window frees a slot, ` +
+          `or now with hookspool resume --budget ${name}`,
         now,
       });
       this.raised.set(name, true);

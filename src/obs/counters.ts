@@ -16,10 +16,12 @@ export function renderDispatchCounters(): string {
   const c = dispatchCounters;
   if (c.wakeups === 0) return "";
   const lines = [
-    "# HELP hookspool_dispatcher_wakeups_total Dispatcher ticks in this process: the poll_s tick, a freed slot, a readiness timer, another process's commit.",
+    "# HELP hookspool_dispatcher_wakeups_total Dispatcher ticks in this process: " +
+      "the poll_s tick, a freed slot, a readiness timer, another process's commit.",
     "# TYPE hookspool_dispatcher_wakeups_total counter",
     `hookspool_dispatcher_wakeups_total ${c.wakeups}`,
-    "# HELP hookspool_dispatcher_commits_total Dispatcher transactions that leased batches (claim) or recorded attempts' ends (outcome).",
+    "# HELP hookspool_dispatcher_commits_total Dispatcher transactions that leased batches (claim) " +
+      "or recorded attempts' ends (outcome).",
     "# TYPE hookspool_dispatcher_commits_total counter",
     `hookspool_dispatcher_commits_total{kind="claim"} ${c.claimCommits}`,
     `hookspool_dispatcher_commits_total{kind="outcome"} ${c.outcomeCommits}`,

@@ -173,7 +173,9 @@ export class WriteFailures {
         this.issues.raiseIssue({
           fingerprint: WRITE_FAILED_ISSUE,
           kind: "spool",
-          error: `${count} write(s) refused in the ${this.component} (${klass}): disk full, quota, read-only file or a stuck lock`,
+          error:
+            `${count} write(s) refused in the ${this.component} (${klass}): ` +
+            "disk full, quota, read-only file or a stuck lock",
           now,
         }),
       // Failures counted while the write was out are reported by the next flush.

@@ -99,7 +99,8 @@ export function renderMetrics(f: MetricsFacts): string {
   );
   t.family(
     "hookspool_answers_30d",
-    "Delivered attempts in the last 30 days per destination and the receiver's own word (Hermes: accepted, coalesced, delivered, duplicate, ignored): a route that ignores everything shows here.",
+    "Delivered attempts in the last 30 days per destination and the receiver's own word (Hermes: " +
+      "accepted, coalesced, delivered, duplicate, ignored): a route that ignores everything shows here.",
     // A reported outcome's row (class agent) is not the receiver's answer: attempts_30d counts it by class.
     sumBy(attempts, (a) => (a.answer && a.klass !== "agent" ? { destination: a.destination, answer: a.answer } : null)),
   );
@@ -231,7 +232,8 @@ export function caughtFamilies(recorded: readonly string[]): string[] {
     ),
     ...family(
       "hookspool_dispatcher_bugs_total",
-      "Bugs the dispatcher caught and survived since it started, per component and class (each opens an internal issue).",
+      "Bugs the dispatcher caught and survived since it started, " +
+        "per component and class (each opens an internal issue).",
       valid.filter((c) => c.bug === true),
     ),
   ];

@@ -66,15 +66,10 @@ export function signTemplate(
       return { headers: [[header, `${prefix}${hmac(secret, body, { algorithm: "sha1", encoding: "hex" })}`]] };
     case "hmac-sha256-base64":
       return { headers: [[header, `${prefix}${hmac(secret, body, { algorithm: "sha256", encoding: "base64" })}`]] };
-    case "hmac-sha1-base64-url":
-      return {
-        headers: [
-          [
-            header,
-            `${prefix}${hmac(secret, Buffer.concat([body, new TextEncoder().encode(t.callback_url ?? "")]), { algorithm: "sha1", encoding: "base64" })}`,
-          ],
-        ],
-      };
+    case "hmac-sha1-base64-url": {
+      const signed = Buffer.concat([body, new TextEncoder().encode(t.callback_url ?? "")]);
+      return { headers: [[header, `${prefix}${hmac(secret, signed, { algorithm: "sha1", encoding: "base64" })}`]] };
+    }
     case "standard-webhooks": {
       const p = t.sw_headers === "svix" ? "svix" : "webhook";
       return {

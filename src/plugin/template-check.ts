@@ -171,7 +171,8 @@ export function checkTemplate(t: Record<string, unknown>): TemplateProblem[] {
       out.push({
         key: "learn",
         message:
-          'expected "header:<Name>" (a handshake header whose value is the secret, echoed back) or "field:<path>" (an unsigned JSON handshake)',
+          'expected "header:<Name>" (a handshake header whose value is the secret, ' +
+          'echoed back) or "field:<path>" (an unsigned JSON handshake)',
       });
     }
     if (t.get_verify === true || t.head_handshake === true)

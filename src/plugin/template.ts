@@ -73,21 +73,30 @@ export const SCHEMES = {
   },
   "standard-webhooks": {
     needs: [],
-    doc: "webhook-id, webhook-timestamp, webhook-signature (Standard Webhooks); svix-id, svix-timestamp, svix-signature from Svix senders (`sw_headers`)",
+    doc:
+      "webhook-id, webhook-timestamp, webhook-signature (Standard Webhooks); " +
+      "svix-id, svix-timestamp, svix-signature from Svix senders (`sw_headers`)",
   },
   timestamped: { needs: ["header"], doc: "`t=<unix>,v1=<hex>` in `header`, HMAC-SHA256 of `<t>.<body>`" },
   "static-token": { needs: [], doc: "a shared token in `header` (after `prefix`) or in the query parameter `param`" },
   hmac: {
     needs: ["header"],
-    doc: "an HMAC (`algorithm`, `encoding`) of the `message` recipe in `header`, after `prefix` or as `pairs`, with a timestamp from `timestamp_header`, `timestamp_field` or a pair (Slack, Paddle, PagerDuty, HubSpot, Twilio)",
+    doc:
+      "an HMAC (`algorithm`, `encoding`) of the `message` recipe in `header`, " +
+      "after `prefix` or as `pairs`, with a timestamp from `timestamp_header`, " +
+      "`timestamp_field` or a pair (Slack, Paddle, PagerDuty, HubSpot, Twilio)",
   },
   ed25519: {
     needs: ["header"],
-    doc: "an Ed25519 signature (hex) in `header` of the `message` recipe, default `{ts}{body}`, under the sender's public key as the secret (Discord)",
+    doc:
+      "an Ed25519 signature (hex) in `header` of the `message` recipe, " +
+      "default `{ts}{body}`, under the sender's public key as the secret (Discord)",
   },
   "ecdsa-p256": {
     needs: ["header"],
-    doc: "an ECDSA P-256 SHA-256 signature (base64 DER) in `header` of the `message` recipe, default `{ts}{body}`, under the sender's public key as the secret (SendGrid)",
+    doc:
+      "an ECDSA P-256 SHA-256 signature (base64 DER) in `header` of the `message` recipe, " +
+      "default `{ts}{body}`, under the sender's public key as the secret (SendGrid)",
   },
 } as const;
 

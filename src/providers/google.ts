@@ -388,7 +388,8 @@ type ChangesPage = {
 
 /** The fields mask: file metadata only, never contents, permissions or owners. */
 export const DRIVE_CHANGE_FIELDS =
-  "nextPageToken,newStartPageToken,changes(changeType,fileId,removed,file(name,mimeType,modifiedTime,trashed,webViewLink))";
+  "nextPageToken,newStartPageToken," +
+  "changes(changeType,fileId,removed,file(name,mimeType,modifiedTime,trashed,webViewLink))";
 
 // https://developers.google.com/workspace/drive/api/reference/rest/v3/changes/list
 // https://developers.google.com/workspace/drive/api/guides/manage-changes (follow nextPageToken

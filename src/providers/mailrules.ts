@@ -146,7 +146,10 @@ function patternProblem(re: string, groups?: number): string | null {
     return `does not compile: ${(e as Error).message}`;
   }
   if (hasNestedQuantifier(re))
-    return "a repeated group holds an unbounded quantifier (like (a+)+), which can take exponential time; rewrite it without the nesting";
+    return (
+      "a repeated group holds an unbounded quantifier (like (a+)+), " +
+      "which can take exponential time; rewrite it without the nesting"
+    );
   const count = (new RegExp(`${compiled.source}|`, "i").exec("")?.length ?? 1) - 1;
   if (groups !== undefined && count !== groups) return `needs exactly ${groups} capture group, has ${count}`;
   return null;
