@@ -146,7 +146,8 @@ export default defineProcessor<CalendarSettings>({
         synced_at: now,
       } satisfies SyncState);
       ctx.log(
-        `batch ${batch.id}: first sync of the calendar, ${full.events.length} event(s) recorded as the baseline, none announced`,
+        `batch ${batch.id}: first sync of the calendar, ` +
+          `${full.events.length} event(s) recorded as the baseline, none announced`,
       );
       return [];
     }
@@ -162,7 +163,8 @@ export default defineProcessor<CalendarSettings>({
       });
       nextSyncToken = full.nextSyncToken;
       ctx.log(
-        `batch ${batch.id}: the sync token was refused (410 Gone); full resync: ${full.events.length} event(s), ${events.length} updated since the last sync`,
+        `batch ${batch.id}: the sync token was refused (410 Gone); ` +
+          `full resync: ${full.events.length} event(s), ${events.length} updated since the last sync`,
       );
     } else {
       events = changes.events;
@@ -193,7 +195,8 @@ export default defineProcessor<CalendarSettings>({
           if (answer !== undefined) (items[i] as Item).travel = answer;
         } catch (err) {
           ctx.log(
-            `batch ${batch.id}: the travel hook threw ${(err as Error | null)?.name ?? typeof err}; the item goes without travel`,
+            `batch ${batch.id}: the travel hook threw ${(err as Error | null)?.name ?? typeof err}; ` +
+              "the item goes without travel",
           );
         }
       }

@@ -94,7 +94,8 @@ export default defineProcessor<DriveSettings>({
     ctx.saveState("pageToken", newStartPageToken);
     const removed = items.filter((i) => i.event_type === "removed").length;
     ctx.log(
-      `batch ${batch.id}: ${batch.events.length} notification(s), ${changes.length} change(s), ${items.length - removed} changed and ${removed} removed item(s)`,
+      `batch ${batch.id}: ${batch.events.length} notification(s), ${changes.length} change(s), ` +
+        `${items.length - removed} changed and ${removed} removed item(s)`,
     );
     return items;
   },

@@ -89,7 +89,10 @@ export function packsOf(names: unknown): RulePack[] | string {
   for (const n of list) {
     const text = typeof n === "string" && Object.hasOwn(SHIPPED_PACKS, n) ? SHIPPED_PACKS[n] : undefined;
     if (text === undefined)
-      return `rule_packs names a pack google.gmail does not ship (it ships ${Object.keys(SHIPPED_PACKS).join(", ")}); put rules of your own in a hooks module`;
+      return (
+        "rule_packs names a pack google.gmail does not ship " +
+        `(it ships ${Object.keys(SHIPPED_PACKS).join(", ")}); put rules of your own in a hooks module`
+      );
     const { pack } = parseRulePack(n as string, text);
     if (!pack) return `the shipped rule pack ${n} does not parse`;
     packs.push(pack);
@@ -225,7 +228,9 @@ export default defineProcessor<GmailSettings>({
     }
     save(found.historyId, [...before, ...fresh]);
     ctx.log(
-      `batch ${batch.id}: ${found.ids.length} message(s) added${found.fallback ? " (history gone: the newest read instead)" : ""}, ${todo.length} read, ${skipped} skipped (gone, draft, spam, trash or sent), ${items.length} item(s)`,
+      `batch ${batch.id}: ${found.ids.length} message(s) ` +
+        `added${found.fallback ? " (history gone: the newest read instead)" : ""}, ${todo.length} read, ` +
+        `${skipped} skipped (gone, draft, spam, trash or sent), ${items.length} item(s)`,
     );
     return items;
   },

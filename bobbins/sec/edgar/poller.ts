@@ -96,7 +96,8 @@ export function formsOf(raw: unknown): string[] {
 /** The company's Atom feed: its newest filings, of one type when exactly one form is kept. */
 export function feedUrl(base: string, cik: string, forms: readonly string[]): string {
   const type = forms.length === 1 ? (forms[0] ?? "") : "";
-  return `${base}/cgi-bin/browse-edgar?action=getcompany&CIK=${cik}&type=${encodeURIComponent(type)}&dateb=&owner=include&count=${COUNT}&output=atom`;
+  const query = `action=getcompany&CIK=${cik}&type=${encodeURIComponent(type)}&dateb=&owner=include&count=${COUNT}`;
+  return `${base}/cgi-bin/browse-edgar?${query}&output=atom`;
 }
 
 /**
@@ -177,7 +178,8 @@ export default definePoller<EdgarSettings>({
 
     const announce = !baseline || s.announce_existing === true;
     ctx.log(
-      `${entries.length} entries${missing ? ` (${missing} without an accession number)` : ""}, ${fresh.length} not seen before, ${kept.length} of the kept forms` +
+      `${entries.length} entries${missing ? ` (${missing} without an accession number)` : ""}, ` +
+        `${fresh.length} not seen before, ${kept.length} of the kept forms` +
         (baseline
           ? announce
             ? "; first tick: announced (announce_existing)"
