@@ -1,30 +1,23 @@
-// Readiness, the FIFO candidate query, claim, fenced marks and lease recovery.
+// Readiness, the FIFO candidate query, claim, fenced marks and lease recovery, through the
+// roles the services call: the intake's enqueue, the dispatcher's tick (sealReady, candidates,
+// claimBatches, recoverLeases, now_eff, its heartbeat) and its workers' recordOutcomes.
 import { describe, expect, test } from "bun:test";
 import { contentHash } from "../../src/store/content.ts";
-import type { AttemptRecord } from "../../src/store/marks.ts";
+import { claimOne, end, endOne } from "../helpers/attempts.ts";
 import { copy, ev, T0 } from "../helpers/spool.ts";
 import type { StoreUnderTest } from "../helpers/store-under-test.ts";
 import type { Suite } from "./suite.ts";
 
 /** The batches cases, on whatever store fresh() opens. */
-export function batchCases({ fresh, caps, name }: Suite): void {
-  const ok: AttemptRecord = { klass: null, status: 200, error: null, durationMs: 12, counted: true };
-  const transport: AttemptRecord = {
-    klass: "transport",
-    status: 502,
-    error: "bad gateway",
-    durationMs: 5,
-    counted: false,
-  };
-
+export function batchCases({ fresh, caps }: Suite): void {
   async function open(s: StoreUnderTest, over: Parameters<typeof ev>[0] = {}): Promise<number> {
-    const r = await s.enqueue(ev(over));
+    const [r] = await s.intake.enqueueAll([ev(over)], s.clock.now());
     if (r.status !== "queued") throw new Error(r.status);
     return r.placed[0].batchId;
   }
 
   function claim(s: StoreUnderTest, batchId: number, now = s.clock.now()) {
-    return s.claim({
+    return claimOne(s, {
       batchId,
       destination: "http:d",
       now,
@@ -35,13 +28,15 @@ export function batchCases({ fresh, caps, name }: Suite): void {
     });
   }
 
+  /** The tick's candidates at `now`, every destination's (no slot limit). */
+  const candidates = (s: StoreUnderTest, now: number) => s.dispatch.candidates(now, Number.POSITIVE_INFINITY);
   const ids = async (p: Promise<{ id: number }[]>) => (await p).map((x) => x.id);
 
   describe("readiness", () => {
     test("immediate: quiet_s = max_s = 0 seals at the first tick", async () => {
       const s = await fresh();
       const id = await open(s, { copies: [copy("r", "http:d", { quiet_s: 0, max_s: 0 })] });
-      expect(await s.sealReady(T0)).toEqual([id]);
+      expect(await s.dispatch.sealReady(T0)).toEqual([id]);
       expect(await s.batch(id)).toMatchObject({ state: "sealed", sealed_at: T0 });
     });
 
@@ -50,9 +45,9 @@ export function batchCases({ fresh, caps, name }: Suite): void {
       const id = await open(s, { copies: [copy("r", "http:d", { quiet_s: 10, max_s: 100 })] });
       s.clock.advance(4);
       await open(s, { copies: [copy("r", "http:d", { quiet_s: 10, max_s: 100 })] });
-      expect(await s.sealReady(T0 + 13.9)).toEqual([]);
+      expect(await s.dispatch.sealReady(T0 + 13.9)).toEqual([]);
       expect((await s.batch(id))?.state).toBe("open");
-      expect(await s.sealReady(T0 + 14)).toEqual([id]);
+      expect(await s.dispatch.sealReady(T0 + 14)).toEqual([id]);
     });
 
     test("max: a burst that never goes quiet is sealed at first_at + max_s", async () => {
@@ -62,35 +57,40 @@ export function batchCases({ fresh, caps, name }: Suite): void {
       for (let at = 5; at < 30; at += 5) {
         s.clock.set(T0 + at);
         await open(s, { copies: [copy("r", "http:d", w)] });
-        expect(await s.sealReady(T0 + at)).toEqual([]);
+        expect(await s.dispatch.sealReady(T0 + at)).toEqual([]);
       }
-      expect(await s.sealReady(T0 + 30)).toEqual([id]);
+      expect(await s.dispatch.sealReady(T0 + 30)).toEqual([id]);
     });
 
     test("sealing freezes content: the hash is over events + event_meta and stays put", async () => {
       const s = await fresh();
       const id = await open(s, { copies: [copy("r", "http:d", { quiet_s: 0, max_s: 0 })] });
-      await s.sealReady(T0);
+      await s.dispatch.sealReady(T0);
       const hash = (await s.batch(id))?.content_hash as string;
       expect(hash).toMatch(/^sha256:[0-9a-f]{64}$/);
-      expect(hash).toBe(contentHash(await s.batchContent(id)));
+      expect(hash).toBe(contentHash(await s.dispatch.batchContent(id)));
       // a new event for the group opens a new batch, never joins a sealed one
       const next = await open(s, { copies: [copy("r", "http:d", { quiet_s: 0, max_s: 0 })] });
       expect(next).not.toBe(id);
       // across attempts (claim, retry, claim, deliver) the hash is identical
       const c1 = await claim(s, id);
       if (!c1) throw new Error("claim");
-      await s.markRetry({
+      await end(s, {
         batchId: id,
         attemptId: c1.attemptId,
         owner: c1.owner,
         now: T0,
-        nextAttemptAt: T0,
-        attempt: transport,
+        ending: { kind: "retry", nextAttemptAt: T0 },
       });
       const c2 = await claim(s, id);
       if (!c2) throw new Error("claim");
-      await s.markDelivered({ batchId: id, attemptId: c2.attemptId, owner: c2.owner, now: T0, attempt: ok });
+      await end(s, {
+        batchId: id,
+        attemptId: c2.attemptId,
+        owner: c2.owner,
+        now: T0,
+        ending: { kind: "delivered" },
+      });
       expect((await s.batch(id))?.content_hash).toBe(hash);
     });
   });
@@ -106,7 +106,7 @@ export function batchCases({ fresh, caps, name }: Suite): void {
       await open(s, { key: "a", copies: [copy("r", "http:d", w)] });
       s.clock.advance(1);
       const c1 = await open(s, { key: "a", copies: [copy("r2", "http:e", w)] });
-      expect(await ids(s.candidates(s.clock.now()))).toEqual([a1, b1, c1]);
+      expect(await ids(candidates(s, s.clock.now()))).toEqual([a1, b1, c1]);
     });
 
     test("a group whose head is leased, backing off or still open yields nothing; due retry does", async () => {
@@ -116,20 +116,19 @@ export function batchCases({ fresh, caps, name }: Suite): void {
       const a2 = await open(s, { key: "a", copies: [copy("r", "http:d", w)] });
       const c = await claim(s, a1);
       if (!c) throw new Error("claim");
-      expect(await ids(s.candidates(T0))).toEqual([]);
-      await s.markRetry({
+      expect(await ids(candidates(s, T0))).toEqual([]);
+      await end(s, {
         batchId: a1,
         attemptId: c.attemptId,
         owner: c.owner,
         now: T0,
-        nextAttemptAt: T0 + 15,
-        attempt: transport,
+        ending: { kind: "retry", nextAttemptAt: T0 + 15 },
       });
-      expect(await ids(s.candidates(T0 + 14))).toEqual([]);
-      expect(await ids(s.candidates(T0 + 15))).toEqual([a1]);
+      expect(await ids(candidates(s, T0 + 14))).toEqual([]);
+      expect(await ids(candidates(s, T0 + 15))).toEqual([a1]);
       // an open head blocks its group too
       const o = await open(s, { key: "o", copies: [copy("r", "http:d", { quiet_s: 50, max_s: 50 })] });
-      expect(await ids(s.candidates(T0 + 15))).not.toContain(o);
+      expect(await ids(candidates(s, T0 + 15))).not.toContain(o);
       expect(a2).toBeGreaterThan(a1);
     });
 
@@ -140,17 +139,17 @@ export function batchCases({ fresh, caps, name }: Suite): void {
       const a2 = await open(s, { key: "a", copies: [copy("r", "http:d", w)] });
       const c = await claim(s, a1);
       if (!c) throw new Error("claim");
-      await s.markDead({
+      await end(s, {
         batchId: a1,
         attemptId: c.attemptId,
         owner: c.owner,
         now: T0,
-        attempt: { ...ok, klass: "permanent", status: 422, counted: false },
+        ending: { kind: "dead", status: 422 },
       });
-      expect(await ids(s.candidates(T0))).toEqual([a2]);
+      expect(await ids(candidates(s, T0))).toEqual([a2]);
       await s.update("batches", { not_before: T0 + 10 }, { id: a2 });
-      expect(await ids(s.candidates(T0))).toEqual([]);
-      expect(await ids(s.candidates(T0 + 10))).toEqual([a2]);
+      expect(await ids(candidates(s, T0))).toEqual([]);
+      expect(await ids(candidates(s, T0 + 10))).toEqual([a2]);
       await s.insert("batches", [
         {
           route: "q",
@@ -168,7 +167,7 @@ export function batchCases({ fresh, caps, name }: Suite): void {
           content_hash: "sha256:x",
         },
       ]);
-      expect((await s.candidates(T0 + 10)).map((x) => x.destination)).toEqual(["http:d"]);
+      expect((await candidates(s, T0 + 10)).map((x) => x.destination)).toEqual(["http:d"]);
     });
   });
 
@@ -210,8 +209,15 @@ export function batchCases({ fresh, caps, name }: Suite): void {
       const [c1, c2, c3] = [await claim(s, ids[0]), await claim(s, ids[1]), await claim(s, ids[2])];
       if (!c1 || !c2 || !c3) throw new Error("claim");
       expect(
-        (await s.markDelivered({ batchId: ids[0], attemptId: c1.attemptId, owner: c1.owner, now: T0 + 1, attempt: ok }))
-          .applied,
+        (
+          await end(s, {
+            batchId: ids[0],
+            attemptId: c1.attemptId,
+            owner: c1.owner,
+            now: T0 + 1,
+            ending: { kind: "delivered" },
+          })
+        ).applied,
       ).toBe(true);
       expect(await s.batch(ids[0])).toMatchObject({
         state: "delivered",
@@ -220,13 +226,13 @@ export function batchCases({ fresh, caps, name }: Suite): void {
         lease_owner: null,
         result: "ok",
       });
-      await s.markRetry({
+      // A batch failure is counted; its detail is the attempt's error, on one line.
+      await end(s, {
         batchId: ids[1],
         attemptId: c2.attemptId,
         owner: c2.owner,
         now: T0 + 1,
-        nextAttemptAt: T0 + 16,
-        attempt: { ...transport, klass: "batch", counted: true, error: "exit 3\nsecond line" },
+        ending: { kind: "retry", klass: "batch", status: 502, nextAttemptAt: T0 + 16, detail: "exit 3\nsecond line" },
       });
       expect(await s.batch(ids[1])).toMatchObject({
         state: "retry",
@@ -235,16 +241,17 @@ export function batchCases({ fresh, caps, name }: Suite): void {
         last_class: "batch",
         last_error: "exit 3 second line",
       });
-      await s.markDead({
+      // The receiver's refusal is uncounted; its detail is kept to 500 characters.
+      await end(s, {
         batchId: ids[2],
         attemptId: c3.attemptId,
         owner: c3.owner,
         now: T0 + 1,
-        attempt: { ...ok, klass: "permanent", status: 422, error: "x".repeat(900), counted: false },
+        ending: { kind: "dead", status: 422, detail: "x".repeat(900) },
       });
       const dead = await s.batch(ids[2]);
       expect(dead).toMatchObject({ state: "dead", last_class: "permanent", attempts: 0 });
-      expect((dead?.last_error as string).length).toBe(500);
+      expect(dead?.last_error).toHaveLength(500);
       const outcomes = await s.rows("attempts", { cols: ["outcome", "counted", "klass", "status"], order: "id" });
       expect(outcomes).toEqual([
         { outcome: "ok", counted: 1, klass: null, status: 200 },
@@ -258,15 +265,14 @@ export function batchCases({ fresh, caps, name }: Suite): void {
       const id = await open(s, { copies: [copy("r", "http:d", { max_events: 1 })] });
       const c = await claim(s, id);
       if (!c) throw new Error("claim");
-      expect(await s.recoverLeases({ now: T0 + 91, all: false })).toEqual([id]);
+      expect(await s.dispatch.recoverLeases({ now: T0 + 91, startup: false })).toEqual([id]);
       const emit = ev({ source: "emitter", key: "e" });
-      const r = await s.markDelivered({
+      const r = await end(s, {
         batchId: id,
         attemptId: c.attemptId,
         owner: c.owner,
         now: T0 + 95,
-        attempt: ok,
-        emits: [emit],
+        ending: { kind: "delivered", emits: [emit] },
       });
       expect(r.applied).toBe(false);
       expect(await s.batch(id)).toMatchObject({ state: "retry", last_error: "lease expired" });
@@ -279,25 +285,23 @@ export function batchCases({ fresh, caps, name }: Suite): void {
       if (!c2) throw new Error("claim");
       expect(
         (
-          await s.markRetry({
+          await end(s, {
             batchId: id,
             attemptId: c.attemptId,
             owner: c.owner,
             now: T0 + 97,
-            nextAttemptAt: T0,
-            attempt: transport,
+            ending: { kind: "retry", nextAttemptAt: T0 + 97 },
           })
         ).applied,
       ).toBe(false);
       expect(
         (
-          await s.markDelivered({
+          await end(s, {
             batchId: id,
             attemptId: c2.attemptId,
             owner: c2.owner,
             now: T0 + 97,
-            attempt: ok,
-            emits: [emit],
+            ending: { kind: "delivered", emits: [emit] },
           })
         ).applied,
       ).toBe(true);
@@ -310,16 +314,15 @@ export function batchCases({ fresh, caps, name }: Suite): void {
       const c = await claim(s, id);
       if (!c) throw new Error("claim");
       const before = await s.count("events");
-      await expect(
-        s.markDelivered({
-          batchId: id,
-          attemptId: c.attemptId,
-          owner: c.owner,
-          now: T0,
-          attempt: ok,
-          emits: [ev({ key: "fine" }), ev({ payload: "not json" })],
-        }),
-      ).rejects.toThrow();
+      // The outcome fails alone: its Error stands in its place and its savepoint is undone.
+      const r = await endOne(s, {
+        batchId: id,
+        attemptId: c.attemptId,
+        owner: c.owner,
+        now: T0,
+        ending: { kind: "delivered", emits: [ev({ key: "fine" }), ev({ payload: "not json" })] },
+      });
+      expect(r).toBeInstanceOf(Error);
       expect(await s.batch(id)).toMatchObject({ state: "leased", lease_owner: c.owner });
       expect(await s.count("events")).toBe(before);
       expect(await s.row("attempts", { cols: ["finished_at"], where: { id: c.attemptId } })).toEqual({
@@ -342,7 +345,7 @@ export function batchCases({ fresh, caps, name }: Suite): void {
         const ca = await claim(s, a);
         const cb = await claim(s, b);
         if (!ca || !cb) throw new Error("claim");
-        expect((await s.recoverLeases({ now: T0 + 1, all: true })).sort()).toEqual([a, b].sort());
+        expect((await s.dispatch.recoverLeases({ now: T0 + 1, startup: true })).sort()).toEqual([a, b].sort());
         expect(await s.batch(a)).toMatchObject({
           state: "retry",
           next_attempt_at: T0 + 1,
@@ -366,12 +369,12 @@ export function batchCases({ fresh, caps, name }: Suite): void {
       const ca = await claim(s, a);
       const cb = await claim(s, b, T0 + 50);
       if (!ca || !cb) throw new Error("claim");
-      expect(await s.recoverLeases({ now: T0 + 90, all: false })).toEqual([]);
+      expect(await s.dispatch.recoverLeases({ now: T0 + 90, startup: false })).toEqual([]);
       // Only SQLite's single dispatcher knows its live workers; on PostgreSQL a live worker's
       // lease is safe because lease_until is its deadline plus grace, whoever recovers.
       if (caps.singleDispatcher)
-        expect(await s.recoverLeases({ now: T0 + 91, all: false, live: new Set([ca.owner]) })).toEqual([]);
-      expect(await s.recoverLeases({ now: T0 + 91, all: false })).toEqual([a]);
+        expect(await s.dispatch.recoverLeases({ now: T0 + 91, startup: false, live: new Set([ca.owner]) })).toEqual([]);
+      expect(await s.dispatch.recoverLeases({ now: T0 + 91, startup: false })).toEqual([a]);
       expect((await s.batch(b))?.state).toBe("leased");
     });
   });
@@ -383,14 +386,14 @@ export function batchCases({ fresh, caps, name }: Suite): void {
       "now_eff = max(wall, last_tick_at): a backwards step makes time stand still",
       async () => {
         const s = await fresh();
-        expect(await s.effectiveNow()).toBe(T0);
-        await s.writeHeartbeat(T0 + 100);
+        expect(await s.dispatch.effectiveNow()).toBe(T0);
+        await s.dispatch.writeHeartbeat(T0 + 100, "h", 1);
         s.clock.set(T0 - 3600);
-        expect(await s.effectiveNow()).toBe(T0 + 100);
+        expect(await s.dispatch.effectiveNow()).toBe(T0 + 100);
         s.clock.set(T0 + 200);
-        expect(await s.effectiveNow()).toBe(T0 + 200);
+        expect(await s.dispatch.effectiveNow()).toBe(T0 + 200);
         await s.setMeta("last_tick_at", "garbage");
-        expect(await s.effectiveNow()).toBe(T0 + 200);
+        expect(await s.dispatch.effectiveNow()).toBe(T0 + 200);
       },
     );
 
@@ -399,22 +402,22 @@ export function batchCases({ fresh, caps, name }: Suite): void {
     test("now_eff is never behind the latest recorded tick, whatever the wall clock says", async () => {
       const s = await fresh();
       const wall = await s.wallNow();
-      expect(await s.effectiveNow()).toBeGreaterThanOrEqual(wall);
-      await s.writeHeartbeat(wall + 3600);
-      expect(await s.effectiveNow()).toBe(wall + 3600);
+      expect(await s.dispatch.effectiveNow()).toBeGreaterThanOrEqual(wall);
+      await s.dispatch.writeHeartbeat(wall + 3600, "h", 1);
+      expect(await s.dispatch.effectiveNow()).toBe(wall + 3600);
     });
 
     test("a last_tick_at that is not a number is ignored: now_eff is the wall clock", async () => {
       const s = await fresh();
       const wall = await s.wallNow();
-      await s.writeHeartbeat(wall + 3600);
+      await s.dispatch.writeHeartbeat(wall + 3600, "h", 1);
       await s.setMeta("last_tick_at", "garbage");
-      const now = await s.effectiveNow();
+      const now = await s.dispatch.effectiveNow();
       expect(now).toBeGreaterThanOrEqual(wall);
       expect(now).toBeLessThan(wall + 3600);
       // The next heartbeat writes a number again.
-      await s.writeHeartbeat(wall + 7200);
-      expect(await s.effectiveNow()).toBe(wall + 7200);
+      await s.dispatch.writeHeartbeat(wall + 7200, "h", 1);
+      expect(await s.dispatch.effectiveNow()).toBe(wall + 7200);
     });
   });
 }
