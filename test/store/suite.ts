@@ -8,6 +8,7 @@ import { CAPABILITIES } from "../helpers/store-under-test.ts";
 import { batchCases } from "./batches.case.ts";
 import { destinationCases } from "./destinations.case.ts";
 import { enqueueCases } from "./enqueue.case.ts";
+import { exportCases } from "./export.case.ts";
 import { issueCases } from "./issues.case.ts";
 import { modelCases } from "./model.case.ts";
 import { operatorVerbCases } from "./operator.case.ts";
@@ -69,5 +70,6 @@ export function runStoreSuite(backend: StoreBackend): void {
     describe("prune", () => pruneCases(suite));
     describe("the poll clock", () => pollCases(suite));
     describe("split and exclude", () => pieceCases(suite));
+    describe("export", () => exportCases(suite));
   });
 }
