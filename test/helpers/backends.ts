@@ -49,19 +49,23 @@ export interface Backend {
   spool?: SqliteSpool;
   /** PostgreSQL's pool for the test's own reads and writes of rows; absent on SQLite. */
   pg?: PgSpool;
+  /** PostgreSQL's URL of this database (no password: the server trusts its socket), for a config's spool.url. */
+  pgUrl?: string;
   close(): Promise<void>;
 }
 
 export interface OpenOptions {
   /** SQLite's spool clock (now_eff on SQLite reads it); PostgreSQL's now_eff is the database's. */
   clock?: Clock;
+  /** Where SQLite's spool.db goes (a home's, say); a temp directory by default. */
+  dir?: string;
 }
 
 export type OpenBackend = (o?: OpenOptions) => Promise<Backend>;
 
 /** A fresh, migrated SQLite spool in a temp directory. */
 export async function openSqlite(o: OpenOptions = {}): Promise<Backend> {
-  const spool = openSpool(join(tempDir(), "spool.db"), { create: true, clock: o.clock });
+  const spool = openSpool(join(o.dir ?? tempDir(), "spool.db"), { create: true, clock: o.clock });
   migrate(spool);
   // The operator's close would close the spool under the other roles: the backend's close does.
   const stores = sqliteStores(spool, () => {});
@@ -102,6 +106,7 @@ export function onBothBackends(cases: (open: OpenBackend, backend: BackendName) 
       return {
         backend: "postgres",
         pg: pools[2],
+        pgUrl: `postgres://${server().user}@localhost/${name}?host=${server().socketDir}`,
         intake: intake.intake(),
         operator: operator.operator(),
         dashboard: operator.dashboard(),

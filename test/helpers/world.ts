@@ -37,7 +37,8 @@ export interface World extends Backend {
   enqueue(e: NewEvent, now?: number): Promise<EnqueueResult>;
 }
 
-export type OpenWorld = () => Promise<World>;
+/** `dir`: where SQLite's spool.db goes (a home's, so the CLI and an intake of that home open it too). */
+export type OpenWorld = (o?: { dir?: string }) => Promise<World>;
 
 /** PostgreSQL's start: a day or more ahead of the real time, at T0's time of day (a window aligned to T0 still is). */
 export function pgStart(realNow: number): number {
@@ -49,9 +50,9 @@ export function pgStart(realNow: number): number {
 /** `cases(open)` on SQLite and on PostgreSQL (skipped, saying so, without one), each open a fresh world. */
 export function onBothWorlds(cases: (open: OpenWorld, backend: BackendName) => void): void {
   onBothBackends((open, backend) => {
-    cases(async () => {
+    cases(async (o = {}) => {
       const clock = new FakeClock(backend === "sqlite" ? T0 : pgStart(systemClock.now()));
-      return worldOver(await open({ clock }), clock);
+      return worldOver(await open({ clock, dir: o.dir }), clock);
     }, backend);
   });
 }
