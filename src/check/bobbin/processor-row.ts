@@ -13,7 +13,7 @@ import { parseConfig } from "../../config/load.ts";
 import { selfArgv } from "../../self.ts";
 import { type Problem, type Row, row, skipped } from "./row.ts";
 import { startKitIntake } from "../kit/intake.ts";
-import { kitConfig, type Loaded, requestOf } from "./run-rows.ts";
+import { kitConfig, type Loaded, requestOf } from "./kit-files.ts";
 import type { CheckSubject } from "./subject.ts";
 
 const BATCH_ID = 7001;
