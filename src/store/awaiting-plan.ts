@@ -109,7 +109,6 @@ export function settles(f: AwaitingFacts): boolean {
 /** A reason as stored: one line, at most REASON_MAX characters; null when empty. */
 export function cleanReason(reason: string | null | undefined): string | null {
   if (reason === null || reason === undefined) return null;
-  // biome-ignore lint/suspicious/noControlCharactersInRegex: stripping them is the point
   const s = reason
     .replace(/[\u0000-\u001f\u007f]+/g, " ")
     .trim()
@@ -150,7 +149,8 @@ export function planAwaiting(f: AwaitingFacts, r: ReportInput): AwaitingPlan {
         ? [
             issue(
               "outcome_timeout",
-              `batch ${f.batch.id}: no outcome reported within outcome_timeout_s; taken as delivered (on_timeout = delivered). Does the receiver report outcomes? See docs/receiving.md`,
+              `batch ${f.batch.id}: no outcome reported within outcome_timeout_s; taken as delivered (on_timeout = ` +
+                `delivered). Does the receiver report outcomes? See docs/receiving.md`,
             ),
           ]
         : [],
@@ -173,7 +173,8 @@ export function planAwaiting(f: AwaitingFacts, r: ReportInput): AwaitingPlan {
     raise: [
       issue(
         deadReason === "agent_failed" ? "agent_failed" : deadReason,
-        `${why}; batch ${f.batch.id} is dead (${deadReason}): hookspool show ${f.batch.id} --attempts, then hookspool replay ${f.batch.id}`,
+        `${why}; batch ${f.batch.id} is dead (${deadReason}): hookspool show ${f.batch.id} --attempts, then ` +
+          `hookspool replay ${f.batch.id}`,
       ),
     ],
     resolve: [],
@@ -196,7 +197,8 @@ export function planAwaiting(f: AwaitingFacts, r: ReportInput): AwaitingPlan {
     raise.push(
       issue(
         "outcome_timeout",
-        `batch ${f.batch.id}: no outcome reported within outcome_timeout_s; delivered again (on_timeout = retry). Does the receiver report outcomes? See docs/receiving.md`,
+        `batch ${f.batch.id}: no outcome reported within outcome_timeout_s; delivered again (on_timeout = retry). ` +
+          `Does the receiver report outcomes? See docs/receiving.md`,
       ),
     );
   else if (attempts >= 3)

@@ -1,6 +1,6 @@
 // Export: every batch with its events (payloads, headers, raw bodies) and attempts,
 // one record per batch, read a page at a time so a large spool streams.
-import { type AttemptRow, type BatchFilter, type BatchRow, type EventListing } from "./batches.ts";
+import type { AttemptRow, BatchFilter, BatchRow, EventListing } from "./batches.ts";
 
 /** What export takes: the filter list has (since and until on batches.last_at), and where to start. */
 export type ExportFilter = BatchFilter & {

@@ -34,7 +34,6 @@ export type MarkResult = { applied: true; emitted: EnqueueResult[] } | { applied
 /** last_error and attempt errors: one line, at most 500 characters. */
 export function scrubError(s: string | null | undefined): string | null {
   if (s === null || s === undefined) return null;
-  // biome-ignore lint/suspicious/noControlCharactersInRegex: stripping them is the point
   return s.replace(/[\u0000-\u001f\u007f]+/g, " ").slice(0, 500);
 }
 

@@ -231,7 +231,8 @@ export function planOutcome(facts: OutcomeFacts, f: OutcomeInput): OutcomePlan {
         kind: "raise",
         issue: issue(
           reasonClass,
-          `${error ?? o.reason}; batch ${f.batchId} is dead (${deadReason}): hookspool show ${f.batchId} --attempts, then hookspool replay ${f.batchId}`,
+          `${error ?? o.reason}; batch ${f.batchId} is dead (${deadReason}): hookspool show ${f.batchId} ` +
+            `--attempts, then hookspool replay ${f.batchId}`,
         ),
       },
     ],
@@ -252,7 +253,8 @@ export function planOutcome(facts: OutcomeFacts, f: OutcomeInput): OutcomePlan {
         kind: "raise",
         issue: issue(
           "ignored",
-          `the gateway ignored the last ${facts.ignoredRun + 1} deliveries${why}: the route's events filter or script vetoes what hookspool sends; check the route in the Hermes subscriptions file`,
+          `the gateway ignored the last ${facts.ignoredRun + 1} deliveries${why}: the route's events filter or ` +
+            `script vetoes what hookspool sends; check the route in the Hermes subscriptions file`,
         ),
       });
     }
@@ -313,8 +315,10 @@ export function planOutcome(facts: OutcomeFacts, f: OutcomeInput): OutcomePlan {
         issue(
           transportReasonClass(o),
           retripped
-            ? `breaker open again: the probe (batch ${f.batchId}) failed with ${o.reason}; if probes keep failing on one batch, see hookspool show ${f.batchId} --attempts`
-            : `breaker open after ${o.reason} (batch ${f.batchId} failed last; the next probe after the cooldown carries the oldest batch due)`,
+            ? `breaker open again: the probe (batch ${f.batchId}) failed with ${o.reason}; if probes keep failing ` +
+                `on one batch, see hookspool show ${f.batchId} --attempts`
+            : `breaker open after ${o.reason} (batch ${f.batchId} failed last; the next probe after the cooldown ` +
+                `carries the oldest batch due)`,
         );
       return retry(
         "transport",

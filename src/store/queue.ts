@@ -1,7 +1,7 @@
 // The dispatcher's queue as both backends hand it over: a candidate (a deliverable batch that
 // heads its (route, key) group), what a claim asks and what it returns, and lease recovery's
 // options.
-import { type Rate } from "../pacing.ts";
+import type { Rate } from "../pacing.ts";
 
 export interface Candidate {
   id: number;

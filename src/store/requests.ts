@@ -37,10 +37,12 @@ export type StoredEventRow = {
 };
 
 /** The statement both backends read stored requests with ($since, $source, $limit). */
-export const STORED_REQUESTS = `SELECT e.id, e.source, e.event_type, e.received_at, e.payload, e.raw, e.headers, e.dedup_id,
+export const STORED_REQUESTS = `SELECT e.id, e.source, e.event_type, e.received_at, e.payload, e.raw, e.headers,
+  e.dedup_id,
     b.route, b.destination, b.quiet_s, b.max_s, b.max_events, b.max_bytes
   FROM events e JOIN batches b ON b.id = e.batch_id
-  WHERE e.received_at >= $since AND e.source = COALESCE($source, e.source) AND b.destination <> 'quarantine' AND e.payload IS NOT NULL
+  WHERE e.received_at >= $since AND e.source = COALESCE($source, e.source) AND b.destination <> 'quarantine'
+    AND e.payload IS NOT NULL
   ORDER BY e.id LIMIT $limit`;
 
 /** Event rows (one per copy) as the requests they came from, in order. */

@@ -43,7 +43,8 @@ async function migratePostgres(config: Config, o: MigrateOptions): Promise<Migra
       if (from > PG_LATEST_SCHEMA)
         throw new HookspoolError(
           "E_SCHEMA",
-          `the PostgreSQL spool is at schema ${from}, newer than this build (${PG_LATEST_SCHEMA}); run the newer hookspool`,
+          `the PostgreSQL spool is at schema ${from}, newer than this build (${PG_LATEST_SCHEMA}); run the newer ` +
+            `hookspool`,
         );
       return {
         dryRun: true,

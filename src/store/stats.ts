@@ -1,6 +1,6 @@
 // The shapes of the counts status and metrics read from either backend: batches per state, a
 // poll's row.
-import { type BatchState } from "./batches.ts";
+import type { BatchState } from "./batches.ts";
 
 export type StateCounts = Record<BatchState | "quarantined", number>;
 

@@ -29,7 +29,8 @@ interface Accepted {
 /** The delivery's accepted attempt: the newest of class "await" with this webhook-id. */
 async function acceptedPg(tx: Tx, deliveryId: string): Promise<Accepted | null> {
   const [a] =
-    await tx`SELECT id, batch_id, finished_at FROM attempts WHERE delivery_id = ${deliveryId} AND klass = 'await' ORDER BY id DESC LIMIT 1`;
+    await tx`SELECT id, batch_id, finished_at FROM attempts WHERE delivery_id = ${deliveryId} AND klass = 'await'
+      ORDER BY id DESC LIMIT 1`;
   return a ? { id: num(a.id), batchId: num(a.batch_id), finishedAt: Number(a.finished_at) } : null;
 }
 
@@ -102,24 +103,32 @@ async function applyPg(tx: Tx, f: AwaitingFacts, r: ReportInput, plan: AwaitingP
   let changed: number;
   if (m.kind === "delivered") {
     changed = (
-      await tx`UPDATE batches SET state = 'delivered', delivered_at = ${r.now}, result = ${m.result}, next_attempt_at = NULL,
-        attempts = attempts + ${counted}, last_class = NULL, last_error = NULL WHERE id = ${id}::bigint AND state = 'awaiting'`
+      await tx`UPDATE batches
+        SET state = 'delivered', delivered_at = ${r.now}, result = ${m.result}, next_attempt_at = NULL,
+        attempts = attempts + ${counted}, last_class = NULL, last_error = NULL WHERE id = ${id}::bigint
+          AND state = 'awaiting'`
     ).count;
   } else if (m.kind === "retry") {
     changed = (
-      await tx`UPDATE batches SET state = 'retry', next_attempt_at = ${m.nextAttemptAt}, attempts = attempts + 1, last_class = ${AGENT_CLASS},
+      await tx`UPDATE batches
+        SET state = 'retry', next_attempt_at = ${m.nextAttemptAt}, attempts = attempts + 1, last_class = ${AGENT_CLASS},
         last_error = ${scrubError(m.error)} WHERE id = ${id}::bigint AND state = 'awaiting'`
     ).count;
   } else {
     changed = (
-      await tx`UPDATE batches SET state = 'dead', next_attempt_at = NULL, attempts = attempts + ${counted}, last_class = ${m.deadReason === "poison" ? "poison" : AGENT_CLASS},
-        last_error = ${scrubError(m.error)}, dead_reason = ${m.deadReason} WHERE id = ${id}::bigint AND state = 'awaiting'`
+      await tx`UPDATE batches
+        SET state = 'dead', next_attempt_at = NULL, attempts = attempts + ${counted},
+          last_class = ${m.deadReason === "poison" ? "poison" : AGENT_CLASS},
+        last_error = ${scrubError(m.error)}, dead_reason = ${m.deadReason} WHERE id = ${id}::bigint
+          AND state = 'awaiting'`
     ).count;
   }
   if (changed !== 1) return false;
-  const [row] =
-    await tx`INSERT INTO attempts (batch_id, n, destination, started_at, finished_at, outcome, klass, error, duration_ms, counted, delivery_id, answer)
-      VALUES (${id}::bigint, ${a.n}, ${f.batch.destination}, ${r.now}, ${r.now}, ${a.outcome}, ${AGENT_CLASS}, ${scrubError(a.error)}, ${a.durationMs}, ${counted}, ${r.deliveryId}, ${a.answer})
+  const [row] = await tx`INSERT
+      INTO attempts (batch_id, n, destination, started_at, finished_at, outcome, klass, error, duration_ms, counted,
+        delivery_id, answer)
+      VALUES (${id}::bigint, ${a.n}, ${f.batch.destination}, ${r.now}, ${r.now}, ${a.outcome}, ${AGENT_CLASS},
+        ${scrubError(a.error)}, ${a.durationMs}, ${counted}, ${r.deliveryId}, ${a.answer})
       RETURNING id`;
   const detail: Record<string, unknown> = { class: AGENT_CLASS, outcome: a.answer, via: r.via };
   if (m.kind === "retry") detail.next_attempt_at = m.nextAttemptAt;
@@ -146,11 +155,10 @@ export async function reportOutcomePg(spool: PgSpool, r: ReportInput): Promise<R
 /** Awaiting batches whose outcome is overdue at `now`, the most overdue first, at most `limit`. */
 export async function overdueOutcomesPg(spool: PgSpool, now: number, limit: number): Promise<OverdueOutcome[]> {
   const rows = (await spool.sql`SELECT b.id, b.destination,
-      (SELECT a.delivery_id FROM attempts a WHERE a.batch_id = b.id AND a.klass = 'await' ORDER BY a.id DESC LIMIT 1) AS delivery_id
-    FROM batches b WHERE b.state = 'awaiting' AND b.next_attempt_at <= ${now} ORDER BY b.next_attempt_at LIMIT ${limit}`) as Record<
-    string,
-    unknown
-  >[];
+      (SELECT a.delivery_id FROM attempts a WHERE a.batch_id = b.id AND a.klass = 'await' ORDER BY a.id DESC
+        LIMIT 1) AS delivery_id
+    FROM batches b WHERE b.state = 'awaiting' AND b.next_attempt_at <= ${now} ORDER BY b.next_attempt_at
+      LIMIT ${limit}`) as Record<string, unknown>[];
   return rows.map((r) => ({
     batchId: num(r.id),
     destination: String(r.destination),

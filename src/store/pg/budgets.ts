@@ -23,16 +23,19 @@ export async function budgetSpendsPg(
     group
       ? await sql`SELECT a.started_at AS at FROM attempts a JOIN batches b ON b.id = a.batch_id
           WHERE a.destination = ${destination} AND a.started_at > ${since}
-            AND ((a.outcome IS NULL AND a.finished_at IS NULL) OR (a.outcome = 'ok' AND (a.klass IS NULL OR a.klass = 'await')))
+            AND ((a.outcome IS NULL AND a.finished_at IS NULL) OR (a.outcome = 'ok' AND (a.klass IS NULL
+              OR a.klass = 'await')))
             AND b.route = ${group.route} AND b.key = ${group.key} ORDER BY a.started_at`
       : await sql`SELECT a.started_at AS at FROM attempts a
           WHERE a.destination = ${destination} AND a.started_at > ${since}
-            AND ((a.outcome IS NULL AND a.finished_at IS NULL) OR (a.outcome = 'ok' AND (a.klass IS NULL OR a.klass = 'await'))) ORDER BY a.started_at`
+            AND ((a.outcome IS NULL AND a.finished_at IS NULL) OR (a.outcome = 'ok' AND (a.klass IS NULL
+              OR a.klass = 'await'))) ORDER BY a.started_at`
   ) as { at: unknown }[];
   return rows.map((r) => Number(r.at));
 }
 
 /** resume --budget: the budget's window starts again at `now`. */
 export async function releaseBudgetPg(spool: PgSpool, destination: string, now: number): Promise<void> {
-  await spool.sql`INSERT INTO meta (key, value) VALUES (${budgetFromKey(destination)}, ${String(now)}) ON CONFLICT (key) DO UPDATE SET value = excluded.value`;
+  await spool.sql`INSERT INTO meta (key, value) VALUES (${budgetFromKey(destination)}, ${String(now)})
+    ON CONFLICT (key) DO UPDATE SET value = excluded.value`;
 }

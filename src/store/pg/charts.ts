@@ -18,16 +18,16 @@ function fill(b: Buckets, rows: Record<string, unknown>[]): Series {
 
 /** Events received per bucket, per source (tee copies counted once per copy). */
 export async function eventsBySourcePg(spool: PgSpool, b: Buckets): Promise<Series> {
-  const rows =
-    await spool.sql`SELECT source AS name, floor((received_at - ${b.since}) / ${b.bucketS})::int AS i, COUNT(*)::int AS n
+  const rows = await spool.sql`SELECT source AS name, floor((received_at - ${b.since}) / ${b.bucketS})::int AS i,
+      COUNT(*)::int AS n
       FROM events WHERE received_at >= ${b.since} GROUP BY 1, 2`;
   return fill(b, rows as Record<string, unknown>[]);
 }
 
 /** Attempts finished per bucket, per outcome (ok, retry, dead, discarded). */
 export async function attemptsByOutcomePg(spool: PgSpool, b: Buckets): Promise<Series> {
-  const rows =
-    await spool.sql`SELECT outcome AS name, floor((started_at - ${b.since}) / ${b.bucketS})::int AS i, COUNT(*)::int AS n
+  const rows = await spool.sql`SELECT outcome AS name, floor((started_at - ${b.since}) / ${b.bucketS})::int AS i,
+      COUNT(*)::int AS n
       FROM attempts WHERE started_at >= ${b.since} AND outcome IS NOT NULL GROUP BY 1, 2`;
   return fill(b, rows as Record<string, unknown>[]);
 }
@@ -41,7 +41,8 @@ export async function readyToOkLatencyPg(
   b: Buckets,
 ): Promise<{ p50: (number | null)[]; p99: (number | null)[] }> {
   const rows = (await spool.sql`SELECT floor((a.finished_at - ${b.since}) / ${b.bucketS})::int AS i,
-        a.finished_at - GREATEST(LEAST(x.last_at + x.quiet_s, x.first_at + x.max_s, COALESCE(x.sealed_at, x.last_at + x.quiet_s)), COALESCE(x.not_before, 0)) AS s
+        a.finished_at - GREATEST(LEAST(x.last_at + x.quiet_s, x.first_at + x.max_s,
+          COALESCE(x.sealed_at, x.last_at + x.quiet_s)), COALESCE(x.not_before, 0)) AS s
       FROM attempts a JOIN batches x ON x.id = a.batch_id
       WHERE a.outcome = 'ok' AND a.started_at >= ${b.since} AND a.finished_at IS NOT NULL
       ORDER BY a.started_at DESC LIMIT ${LATENCY_SAMPLE}`) as Record<string, unknown>[];

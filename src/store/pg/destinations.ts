@@ -65,39 +65,45 @@ export async function recordTransportFailurePg(tx: Tx, name: string, f: FailureI
   if (change.effect === "counted")
     await tx`UPDATE destinations SET consecutive_failures = ${change.consecutive_failures} WHERE name = ${name}`;
   else if (change.effect !== "ignored") {
-    await tx`UPDATE destinations SET state = 'open', consecutive_failures = ${change.consecutive_failures}, opened_at = ${change.opened_at}, cooldown_s = ${change.cooldown_s}, probe_until = NULL WHERE name = ${name}`;
+    await tx`UPDATE destinations
+      SET state = 'open', consecutive_failures = ${change.consecutive_failures}, opened_at = ${change.opened_at},
+        cooldown_s = ${change.cooldown_s}, probe_until = NULL WHERE name = ${name}`;
   }
   return change.effect;
 }
 
 /** open -> half_open once the cooldown has elapsed; whether it moved (only one dispatcher sees true). */
 export async function halfOpenIfCooledPg(spool: PgSpool, name: string, now: number): Promise<boolean> {
-  const r =
-    await spool.sql`UPDATE destinations SET state = 'half_open', probe_until = NULL WHERE name = ${name} AND state = 'open' AND opened_at + cooldown_s <= ${now}`;
+  const r = await spool.sql`UPDATE destinations SET state = 'half_open', probe_until = NULL WHERE name = ${name}
+      AND state = 'open' AND opened_at + cooldown_s <= ${now}`;
   return r.count === 1;
 }
 
 /** The probe claim's bookkeeping, in the claim's transaction. */
 export async function markProbePg(tx: Tx, name: string, batchId: number, probeUntil: number): Promise<void> {
   await locked(tx, name);
-  await tx`UPDATE destinations SET last_probe_batch_id = ${batchId}::bigint, probe_until = ${probeUntil} WHERE name = ${name}`;
+  await tx`UPDATE destinations SET last_probe_batch_id = ${batchId}::bigint, probe_until = ${probeUntil}
+    WHERE name = ${name}`;
 }
 
 /** A Retry-After soft gate: claiming waits without changing the breaker's state. */
 export async function setRetryAfterPg(tx: Tx, name: string, until: number): Promise<void> {
   await locked(tx, name);
-  await tx`UPDATE destinations SET retry_after_until = GREATEST(COALESCE(retry_after_until, 0), ${until}) WHERE name = ${name}`;
+  await tx`UPDATE destinations SET retry_after_until = GREATEST(COALESCE(retry_after_until, 0), ${until})
+    WHERE name = ${name}`;
 }
 
 /** A 429 without Retry-After: nothing starts before `until`, then one delivery goes as a probe. */
 export async function throttlePg(tx: Tx, name: string, now: number, until: number, throttleS: number): Promise<void> {
   await locked(tx, name);
-  await tx`UPDATE destinations SET throttled_at = ${now}, throttle_s = ${throttleS}, retry_after_until = GREATEST(COALESCE(retry_after_until, 0), ${until}) WHERE name = ${name}`;
+  await tx`UPDATE destinations SET throttled_at = ${now}, throttle_s = ${throttleS}, retry_after_until =
+    GREATEST(COALESCE(retry_after_until, 0), ${until}) WHERE name = ${name}`;
 }
 
 /** An attempt that started after the 429 gate and was not throttled again: the rest may go. */
 export async function liftThrottlePg(tx: Tx, name: string, startedAt: number): Promise<void> {
-  await tx`UPDATE destinations SET throttled_at = NULL, throttle_s = NULL WHERE name = ${name} AND throttled_at IS NOT NULL AND throttled_at < ${startedAt}`;
+  await tx`UPDATE destinations SET throttled_at = NULL, throttle_s = NULL WHERE name = ${name}
+    AND throttled_at IS NOT NULL AND throttled_at < ${startedAt}`;
 }
 
 /** Paused, from any state, by an operator or by hookspool itself, in the caller's transaction. */
@@ -119,10 +125,12 @@ export async function resumeDestinationPg(spool: PgSpool, name: string, now: num
   return spool.sql.begin(async (tx) => {
     const r =
       await tx`UPDATE destinations SET state = 'closed', consecutive_failures = 0, opened_at = NULL, cooldown_s = NULL,
-        probe_until = NULL, paused_at = NULL, paused_by = NULL, retry_after_until = NULL, throttled_at = NULL, throttle_s = NULL
+        probe_until = NULL, paused_at = NULL, paused_by = NULL, retry_after_until = NULL, throttled_at = NULL,
+          throttle_s = NULL
       WHERE name = ${name} AND state = 'paused'`;
     if (r.count !== 1) return false;
-    await tx`UPDATE batches SET next_attempt_at = ${now} WHERE destination = ${name} AND state = 'retry' AND last_class = 'config' AND next_attempt_at > ${now}`;
+    await tx`UPDATE batches SET next_attempt_at = ${now} WHERE destination = ${name} AND state = 'retry'
+      AND last_class = 'config' AND next_attempt_at > ${now}`;
     await resolveIssuePg(tx, `delivery:${name}:paused`, now);
     return true;
   });
@@ -142,7 +150,8 @@ export async function destinationStatePg(spool: PgSpool, name: string): Promise<
 /** Destinations that have batches, with or without a runtime row. */
 export async function destinationNamesPg(spool: PgSpool): Promise<string[]> {
   const rows =
-    (await spool.sql`SELECT DISTINCT destination AS d FROM batches WHERE destination <> 'quarantine' UNION SELECT name FROM destinations ORDER BY 1`) as {
+    (await spool.sql`SELECT DISTINCT destination AS d FROM batches WHERE destination <> 'quarantine' UNION SELECT name
+      FROM destinations ORDER BY 1`) as {
       d: string;
     }[];
   return rows.map((r) => r.d);

@@ -97,8 +97,8 @@ export async function contentOfBatchesPg(tx: Tx, batchIds: readonly number[]): P
 
 export async function sealBatchPg(tx: Tx, batchId: number, now: number): Promise<boolean> {
   const hash = contentHash(await batchContentPg(tx, batchId));
-  const done =
-    await tx`UPDATE batches SET state = 'sealed', sealed_at = ${now}, content_hash = ${hash} WHERE id = ${batchId}::bigint AND state = 'open'`;
+  const done = await tx`UPDATE batches SET state = 'sealed', sealed_at = ${now}, content_hash = ${hash}
+      WHERE id = ${batchId}::bigint AND state = 'open'`;
   if (done.count !== 1) return false;
   await journalPg(tx, "sealed", batchId, now);
   return true;
@@ -114,13 +114,13 @@ const newAcc = (): Acc => ({ touched: new Set(), readyAt: Number.POSITIVE_INFINI
 
 async function placeCopy(tx: Tx, ev: NewEvent, copy: EventCopy, size: number, now: number, acc: Acc): Promise<Placed> {
   // 1. the open batch of the group (the group's lock is held: nobody else can open or seal it)
-  let [open] =
-    (await tx`SELECT id, count, bytes, max_bytes FROM batches WHERE route = ${copy.route} AND key = ${ev.key} AND state = 'open'`) as {
-      id: string;
-      count: number;
-      bytes: string;
-      max_bytes: string;
-    }[];
+  let [open] = (await tx`SELECT id, count, bytes, max_bytes FROM batches WHERE route = ${copy.route} AND key = ${ev.key}
+      AND state = 'open'`) as {
+    id: string;
+    count: number;
+    bytes: string;
+    max_bytes: string;
+  }[];
   // 2. pre-join seal: keep max_bytes a true bound
   if (open && sealsBeforeJoin({ count: open.count, bytes: num(open.bytes), max_bytes: num(open.max_bytes) }, size)) {
     await sealBatchPg(tx, num(open.id), now);
@@ -132,18 +132,22 @@ async function placeCopy(tx: Tx, ev: NewEvent, copy: EventCopy, size: number, no
     // 4. open a new batch. Its first_at is never before an unfinished batch of its group, so FIFO
     // by first_at holds even when this intake's clock is behind another's (the lock orders them).
     const w = copy.window;
-    const [row] =
-      await tx`INSERT INTO batches (route, source, destination, key, state, first_at, last_at, quiet_s, max_s, max_events, max_bytes)
-        SELECT ${copy.route}, ${ev.source}, ${copy.destination}, ${ev.key}, 'open', t.at, t.at, ${w.quiet_s}, ${w.max_s}, ${w.max_events}, ${w.max_bytes}
+    const [row] = await tx`INSERT
+        INTO batches (route, source, destination, key, state, first_at, last_at, quiet_s, max_s, max_events, max_bytes)
+        SELECT ${copy.route}, ${ev.source}, ${copy.destination}, ${ev.key}, 'open', t.at, t.at, ${w.quiet_s},
+          ${w.max_s}, ${w.max_events}, ${w.max_bytes}
           FROM (SELECT GREATEST(${now}::float8, COALESCE(MAX(first_at), 0)) AS at FROM batches
-                 WHERE route = ${copy.route} AND key = ${ev.key} AND state IN ('open', 'sealed', 'retry', 'leased', 'awaiting')) t
+                 WHERE route = ${copy.route} AND key = ${ev.key}
+                   AND state IN ('open', 'sealed', 'retry', 'leased', 'awaiting')) t
         RETURNING id`;
     batchId = num(row.id);
   }
   // 3. append the event
-  const [e] =
-    await tx`INSERT INTO events (source, route, batch_id, event_type, dedup_id, received_at, payload, raw, headers, size, trace)
-      VALUES (${ev.source}, ${copy.route}, ${batchId}, ${ev.eventType}, ${ev.dedupId}, ${now}, ${ev.payload}, ${ev.raw}, ${JSON.stringify(ev.headers)}, ${size}, ${copy.trace === undefined ? null : JSON.stringify(copy.trace)})
+  const [e] = await tx`INSERT
+      INTO events (source, route, batch_id, event_type, dedup_id, received_at, payload, raw, headers, size, trace)
+      VALUES (${ev.source}, ${copy.route}, ${batchId}, ${ev.eventType}, ${ev.dedupId}, ${now}, ${ev.payload},
+        ${ev.raw}, ${JSON.stringify(ev.headers)}, ${size},
+          ${copy.trace === undefined ? null : JSON.stringify(copy.trace)})
       RETURNING id`;
   const eventId = num(e.id);
   const [after] =
@@ -194,23 +198,24 @@ async function enqueueOne(tx: Tx, ev: NewEvent, now: number, acc: Acc): Promise<
   let dupCount = 0;
   let requeued = false;
   if (ev.dedupId !== null) {
-    const [seen] =
-      (await tx`SELECT event_id, seen_at, dup_count FROM dedup WHERE source = ${ev.source} AND dedup_id = ${ev.dedupId}`) as {
-        event_id: string;
-        seen_at: number;
-        dup_count: number;
-      }[];
+    const [seen] = (await tx`SELECT event_id, seen_at, dup_count FROM dedup WHERE source = ${ev.source}
+        AND dedup_id = ${ev.dedupId}`) as {
+      event_id: string;
+      seen_at: number;
+      dup_count: number;
+    }[];
     if (seenWithin(seen, ev.dedupWindowS, now)) {
       const [target] =
-        (await tx`SELECT b.id AS batch_id, b.state, b.destination FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.id = ${num(seen.event_id)}::bigint`) as {
+        (await tx`SELECT b.id AS batch_id, b.state, b.destination FROM events e JOIN batches b ON b.id = e.batch_id
+          WHERE e.id = ${num(seen.event_id)}::bigint`) as {
           batch_id: string;
           state: string;
           destination: string;
         }[];
       const does = redelivery(target?.state);
       if (does === "replay" && target) {
-        const replayed =
-          await tx`UPDATE batches SET state = 'retry', attempts = 0, next_attempt_at = ${now}, not_before = ${now}, dead_reason = NULL
+        const replayed = await tx`UPDATE batches
+            SET state = 'retry', attempts = 0, next_attempt_at = ${now}, not_before = ${now}, dead_reason = NULL
             WHERE id = ${num(target.batch_id)}::bigint AND state = 'dead' AND destination <> 'quarantine'`;
         if (replayed.count === 1) {
           await journalPg(tx, "retry", num(target.batch_id), now, { detail: { replayed: true } });
@@ -232,8 +237,10 @@ async function enqueueOne(tx: Tx, ev: NewEvent, now: number, acc: Acc): Promise<
   const placed: Placed[] = [];
   for (const copy of ev.copies) placed.push(await placeCopy(tx, ev, copy, size, now, acc));
   if (ev.dedupId !== null) {
-    await tx`INSERT INTO dedup (source, dedup_id, event_id, seen_at, dup_count) VALUES (${ev.source}, ${ev.dedupId}, ${placed[0].eventId}, ${now}, ${dupCount})
-        ON CONFLICT (source, dedup_id) DO UPDATE SET event_id = excluded.event_id, seen_at = excluded.seen_at, dup_count = excluded.dup_count`;
+    await tx`INSERT INTO dedup (source, dedup_id, event_id, seen_at, dup_count)
+      VALUES (${ev.source}, ${ev.dedupId}, ${placed[0].eventId}, ${now}, ${dupCount})
+        ON CONFLICT (source, dedup_id) DO UPDATE
+          SET event_id = excluded.event_id, seen_at = excluded.seen_at, dup_count = excluded.dup_count`;
   }
   return requeued ? { status: "queued", placed, requeued } : { status: "queued", placed };
 }
@@ -345,13 +352,16 @@ export async function quarantinePg(
     const size = q.raw.length;
     const [b] = await tx`INSERT INTO batches (route, source, destination, key, state, first_at, last_at, quiet_s, max_s,
         max_events, max_bytes, count, bytes, sealed_at, last_class, last_error, dead_reason)
-      VALUES (${q.source}, ${q.source}, 'quarantine', 'quarantine', 'dead', ${now}, ${now}, 0, 0, 1, ${Math.max(1, size)}, 1, ${size}, ${now}, 'quarantine', ${reason}, 'quarantined')
+      VALUES (${q.source}, ${q.source}, 'quarantine', 'quarantine', 'dead', ${now}, ${now}, 0, 0, 1,
+        ${Math.max(1, size)}, 1, ${size}, ${now}, 'quarantine', ${reason}, 'quarantined')
       RETURNING id`;
     const batchId = num(b.id);
     const headersText = JSON.stringify(headers);
-    const [e] =
-      await tx`INSERT INTO events (source, route, batch_id, event_type, dedup_id, received_at, payload, raw, headers, size, url, trace)
-      VALUES (${q.source}, ${q.source}, ${batchId}::bigint, '', NULL, ${now}, NULL, ${q.raw}, ${headersText}, ${size}, ${q.url}, ${JSON.stringify({ stage: "quarantined", reason })})
+    const [e] = await tx`INSERT
+        INTO events (source, route, batch_id, event_type, dedup_id, received_at, payload, raw, headers, size, url,
+          trace)
+      VALUES (${q.source}, ${q.source}, ${batchId}::bigint, '', NULL, ${now}, NULL, ${q.raw}, ${headersText}, ${size},
+        ${q.url}, ${JSON.stringify({ stage: "quarantined", reason })})
       RETURNING id`;
     const eventId = num(e.id);
     const content: ContentEvent[] = [

@@ -25,27 +25,30 @@ export function issueRowOf(r: Record<string, unknown>): IssueRow {
 export async function raiseIssuePg(tx: Tx, r: RaiseIssue): Promise<{ id: number; opened: boolean }> {
   const batch = r.batchId ?? null;
   const error = r.error ?? null;
-  const [inserted] =
-    await tx`INSERT INTO issues (fingerprint, kind, destination, route, state, first_at, last_at, count, sample_batch_id, last_error)
-      VALUES (${r.fingerprint}, ${r.kind}, ${r.destination ?? null}, ${r.route ?? null}, 'open', ${r.now}, ${r.now}, 1, ${batch}::bigint, ${error})
+  const [inserted] = await tx`INSERT
+      INTO issues (fingerprint, kind, destination, route, state, first_at, last_at, count, sample_batch_id, last_error)
+      VALUES (${r.fingerprint}, ${r.kind}, ${r.destination ?? null}, ${r.route ?? null}, 'open', ${r.now}, ${r.now}, 1,
+        ${batch}::bigint, ${error})
       ON CONFLICT (fingerprint) DO NOTHING RETURNING id`;
   if (inserted) return { id: num(inserted.id), opened: true };
   const [existing] = await tx`SELECT id, state FROM issues WHERE fingerprint = ${r.fingerprint} FOR UPDATE`;
   const id = num(existing.id);
   if (existing.state === "resolved") {
     await tx`UPDATE issues SET state = 'open', count = count + 1, last_at = ${r.now}, alerted_at = NULL,
-        sample_batch_id = COALESCE(${batch}::bigint, sample_batch_id), last_error = COALESCE(${error}, last_error) WHERE id = ${id}::bigint`;
+        sample_batch_id = COALESCE(${batch}::bigint, sample_batch_id), last_error = COALESCE(${error}, last_error)
+          WHERE id = ${id}::bigint`;
     return { id, opened: true };
   }
   await tx`UPDATE issues SET count = count + 1, last_at = ${r.now},
-      sample_batch_id = COALESCE(${batch}::bigint, sample_batch_id), last_error = COALESCE(${error}, last_error) WHERE id = ${id}::bigint`;
+      sample_batch_id = COALESCE(${batch}::bigint, sample_batch_id), last_error = COALESCE(${error}, last_error)
+        WHERE id = ${id}::bigint`;
   return { id, opened: false };
 }
 
 /** Resolve an open or acked issue; true when one was resolved. */
 export async function resolveIssuePg(tx: Tx, fingerprint: string, now: number): Promise<boolean> {
-  const r =
-    await tx`UPDATE issues SET state = 'resolved', last_at = ${now} WHERE fingerprint = ${fingerprint} AND state IN ('open', 'acked')`;
+  const r = await tx`UPDATE issues SET state = 'resolved', last_at = ${now} WHERE fingerprint = ${fingerprint}
+      AND state IN ('open', 'acked')`;
   return r.count > 0;
 }
 
@@ -83,7 +86,8 @@ export async function alertSlotFreePg(spool: PgSpool, kind: string, now: number,
 export async function markAlertedPg(spool: PgSpool, issueId: number, kind: string, now: number): Promise<void> {
   await spool.sql.begin(async (tx) => {
     await tx`UPDATE issues SET alerted_at = ${now} WHERE id = ${issueId}::bigint`;
-    await tx`INSERT INTO alerts (kind, last_at) VALUES (${kind}, ${now}) ON CONFLICT (kind) DO UPDATE SET last_at = excluded.last_at`;
+    await tx`INSERT INTO alerts (kind, last_at) VALUES (${kind}, ${now}) ON CONFLICT (kind) DO UPDATE
+      SET last_at = excluded.last_at`;
   });
 }
 
@@ -111,7 +115,8 @@ export async function setIssueStatePg(
     if (!row) return "missing" as const;
     if (!t.from.includes(row.state as IssueState)) return "nothing" as const;
     const [after] =
-      await tx`UPDATE issues SET state = ${t.to}, last_at = GREATEST(last_at, ${now}) WHERE id = ${id}::bigint RETURNING *`;
+      await tx`UPDATE issues SET state = ${t.to}, last_at = GREATEST(last_at, ${now}) WHERE id = ${id}::bigint
+        RETURNING *`;
     return issueRowOf(after);
   });
 }

@@ -11,7 +11,8 @@ export async function journalPg(
   o: { event?: number; attempt?: number; detail?: Record<string, unknown> } = {},
 ): Promise<void> {
   await tx`INSERT INTO journal (at, kind, batch_id, event_id, attempt_id, source, destination, key, detail)
-      SELECT ${at}, ${kind}, id, ${o.event ?? null}, ${o.attempt ?? null}, source, destination, key, ${o.detail ? JSON.stringify(o.detail) : null}
+      SELECT ${at}, ${kind}, id, ${o.event ?? null}, ${o.attempt ?? null}, source, destination, key,
+        ${o.detail ? JSON.stringify(o.detail) : null}
       FROM batches WHERE id = ${batchId}::bigint`;
 }
 
@@ -32,10 +33,11 @@ export async function journalAfterPg(
   cursor: PgCursor,
   limit: number,
 ): Promise<{ rows: (JournalRow & { xid: string })[]; cursor: PgCursor }> {
-  const rows =
-    (await spool.sql`SELECT j.id, j.xid::text AS xid, j.at, j.kind, j.batch_id, j.event_id, j.attempt_id, a.n AS attempt_n, j.source, j.destination, j.key, j.detail
+  const rows = (await spool.sql`SELECT j.id, j.xid::text AS xid, j.at, j.kind, j.batch_id, j.event_id, j.attempt_id,
+      a.n AS attempt_n, j.source, j.destination, j.key, j.detail
       FROM journal j LEFT JOIN attempts a ON a.id = j.attempt_id
-      WHERE (j.xid, j.id) > (${cursor.xid}::xid8, ${cursor.id}::bigint) AND j.xid < pg_snapshot_xmin(pg_current_snapshot())
+      WHERE (j.xid, j.id) > (${cursor.xid}::xid8, ${cursor.id}::bigint)
+        AND j.xid < pg_snapshot_xmin(pg_current_snapshot())
       ORDER BY j.xid, j.id LIMIT ${limit}`) as Record<string, unknown>[];
   const out = rows.map(journalRowOf);
   const last = out[out.length - 1];
@@ -49,8 +51,8 @@ export async function journalLastPg(
   spool: PgSpool,
   limit: number,
 ): Promise<{ rows: (JournalRow & { xid: string })[]; cursor: PgCursor }> {
-  const rows =
-    (await spool.sql`SELECT j.id, j.xid::text AS xid, j.at, j.kind, j.batch_id, j.event_id, j.attempt_id, a.n AS attempt_n, j.source, j.destination, j.key, j.detail
+  const rows = (await spool.sql`SELECT j.id, j.xid::text AS xid, j.at, j.kind, j.batch_id, j.event_id, j.attempt_id,
+      a.n AS attempt_n, j.source, j.destination, j.key, j.detail
       FROM journal j LEFT JOIN attempts a ON a.id = j.attempt_id
       WHERE j.xid < pg_snapshot_xmin(pg_current_snapshot())
       ORDER BY j.xid DESC, j.id DESC LIMIT ${limit}`) as Record<string, unknown>[];
@@ -81,7 +83,8 @@ function journalRowOf(r: Record<string, unknown>): JournalRow & { xid: string } 
  */
 export async function journalHeadPg(spool: PgSpool): Promise<PgCursor> {
   const [r] =
-    await spool.sql`SELECT xid::text AS xid, id FROM journal WHERE xid < pg_snapshot_xmin(pg_current_snapshot()) ORDER BY xid DESC, id DESC LIMIT 1`;
+    await spool.sql`SELECT xid::text AS xid, id FROM journal WHERE xid < pg_snapshot_xmin(pg_current_snapshot())
+      ORDER BY xid DESC, id DESC LIMIT 1`;
   return r ? { xid: String(r.xid), id: num(r.id) } : PG_CURSOR_START;
 }
 

@@ -4,8 +4,11 @@
 import type { ReservedSQL, SQL } from "bun";
 import type { PgSpool } from "./db.ts";
 
-/** The advisory lock key of maintenance (an arbitrary constant: "hookspool maint"). */
-const MAINTENANCE_LOCK = 0x686f6f6b6d6169;
+/**
+ * The advisory lock key of maintenance: an arbitrary constant, "hookmai" in ASCII with its last
+ * bit pattern rounded to the nearest double (the key every build has taken), written exactly.
+ */
+const MAINTENANCE_LOCK = 0x686f6f6b6d6168;
 
 /** A held lock's connection is checked at most this often (a server restart ends the session, and the lock with it). */
 const CHECK_EVERY_S = 1;
@@ -54,7 +57,8 @@ export class MaintenanceLock {
     if (!ok) return false;
     this.conn = conn;
     this.checkedAt = now;
-    await conn`INSERT INTO meta (key, value) VALUES ('maintenance_holder', ${JSON.stringify({ holder: this.holder, since: now })})
+    await conn`INSERT INTO meta (key, value)
+      VALUES ('maintenance_holder', ${JSON.stringify({ holder: this.holder, since: now })})
         ON CONFLICT (key) DO UPDATE SET value = excluded.value`;
     return true;
   }
@@ -90,6 +94,7 @@ export class MaintenanceLock {
  */
 export async function maintenanceHolder(spool: PgSpool): Promise<{ holder: string; since: number } | null> {
   const [r] = await spool.sql`SELECT value FROM meta WHERE key = 'maintenance_holder' AND EXISTS (SELECT 1 FROM pg_locks
-      WHERE locktype = 'advisory' AND granted AND objsubid = 1 AND ((classid::bigint << 32) | objid::bigint) = ${MAINTENANCE_LOCK}::bigint)`;
+      WHERE locktype = 'advisory' AND granted AND objsubid = 1
+        AND ((classid::bigint << 32) | objid::bigint) = ${MAINTENANCE_LOCK}::bigint)`;
   return r ? (JSON.parse(String(r.value)) as { holder: string; since: number }) : null;
 }

@@ -3,7 +3,7 @@
 // the attempt row finished with it; an abandoned attempt. The same fence as SQLite's marks.ts.
 import type { DeadReason } from "../../delivery.ts";
 import { attemptFacts, type MarkBase, scrubError } from "../marks.ts";
-import { type PgSpool, type Tx } from "./db.ts";
+import type { PgSpool, Tx } from "./db.ts";
 import { journalPg } from "./journal.ts";
 import type { NewEvent } from "../enqueue.ts";
 import { enqueueEventsPgTx } from "./enqueue.ts";
@@ -27,9 +27,13 @@ async function fencedTx(
   const finished = applied ? outcome : "discarded";
   // A lost lease's request went out all the same: its hits stay as reserved.
   const hits = finished === "discarded" ? null : (a.hits ?? null);
-  await tx`UPDATE attempts SET finished_at = ${m.now}, outcome = ${finished}, klass = ${a.klass}, status = ${a.status}, error = ${scrubError(a.error)},
-      duration_ms = ${Math.round(a.durationMs)}, counted = ${finished !== "discarded" && a.counted ? 1 : 0}, events_delivered = ${a.eventsDelivered ?? null}, failed_event_id = ${a.failedEventId ?? null},
-      hits = CASE WHEN hits IS NULL THEN NULL ELSE COALESCE(${hits}::int, hits) END, answer = ${a.answer ?? null}, unconfirmed = ${a.unconfirmed ? 1 : 0}
+  await tx`UPDATE attempts
+    SET finished_at = ${m.now}, outcome = ${finished}, klass = ${a.klass}, status = ${a.status},
+      error = ${scrubError(a.error)},
+      duration_ms = ${Math.round(a.durationMs)}, counted = ${finished !== "discarded" && a.counted ? 1 : 0},
+        events_delivered = ${a.eventsDelivered ?? null}, failed_event_id = ${a.failedEventId ?? null},
+      hits = CASE WHEN hits IS NULL THEN NULL ELSE COALESCE(${hits}::int, hits)
+        END, answer = ${a.answer ?? null}, unconfirmed = ${a.unconfirmed ? 1 : 0}
       WHERE id = ${m.attemptId}::bigint`;
   if (applied) {
     const facts = { ...attemptFacts(a), ...detail };
@@ -59,7 +63,9 @@ export async function markDeliveredPgTx(
           "ok",
           async (t) =>
             (
-              await t`UPDATE batches SET state = 'awaiting', next_attempt_at = ${m.awaitUntil}, result = ${m.result ?? "ok"}, lease_until = NULL,
+              await t`UPDATE batches
+                SET state = 'awaiting', next_attempt_at = ${m.awaitUntil}, result = ${m.result ?? "ok"},
+                  lease_until = NULL,
         lease_owner = NULL, attempts = attempts + ${m.attempt.counted ? 1 : 0}, last_class = NULL, last_error = NULL
         WHERE id = ${m.batchId}::bigint AND state = 'leased' AND lease_owner = ${m.owner}`
             ).count,
@@ -70,7 +76,8 @@ export async function markDeliveredPgTx(
           "ok",
           async (t) =>
             (
-              await t`UPDATE batches SET state = 'delivered', delivered_at = ${m.now}, result = ${m.result ?? "ok"}, lease_until = NULL,
+              await t`UPDATE batches
+                SET state = 'delivered', delivered_at = ${m.now}, result = ${m.result ?? "ok"}, lease_until = NULL,
         lease_owner = NULL, attempts = attempts + ${m.attempt.counted ? 1 : 0}, last_class = NULL, last_error = NULL
         WHERE id = ${m.batchId}::bigint AND state = 'leased' AND lease_owner = ${m.owner}`
             ).count,
@@ -92,8 +99,10 @@ export function markRetryPgTx(tx: Tx, m: MarkBase & { nextAttemptAt: number }): 
     "retry",
     async (t) =>
       (
-        await t`UPDATE batches SET state = 'retry', next_attempt_at = ${m.nextAttemptAt}, lease_until = NULL, lease_owner = NULL,
-        attempts = attempts + ${m.attempt.counted ? 1 : 0}, last_class = ${m.attempt.klass}, last_error = ${scrubError(m.attempt.error)}
+        await t`UPDATE batches
+          SET state = 'retry', next_attempt_at = ${m.nextAttemptAt}, lease_until = NULL, lease_owner = NULL,
+        attempts = attempts + ${m.attempt.counted ? 1 : 0}, last_class = ${m.attempt.klass},
+          last_error = ${scrubError(m.attempt.error)}
         WHERE id = ${m.batchId}::bigint AND state = 'leased' AND lease_owner = ${m.owner}`
       ).count,
     { next_attempt_at: m.nextAttemptAt },
@@ -110,7 +119,8 @@ export function markDeadPgTx(tx: Tx, m: MarkBase & { deadReason?: DeadReason }):
     async (t) =>
       (
         await t`UPDATE batches SET state = 'dead', lease_until = NULL, lease_owner = NULL, next_attempt_at = NULL,
-        attempts = attempts + ${m.attempt.counted ? 1 : 0}, last_class = ${m.attempt.klass}, last_error = ${scrubError(m.attempt.error)}, dead_reason = ${reason}
+        attempts = attempts + ${m.attempt.counted ? 1 : 0}, last_class = ${m.attempt.klass},
+          last_error = ${scrubError(m.attempt.error)}, dead_reason = ${reason}
         WHERE id = ${m.batchId}::bigint AND state = 'leased' AND lease_owner = ${m.owner}`
       ).count,
     { reason },
@@ -128,6 +138,7 @@ export const markDeadPg = (spool: PgSpool, m: MarkBase & { deadReason?: DeadReas
 
 /** Close an attempt whose worker cannot go on (its batch vanished): discarded, uncounted. */
 export async function abandonAttemptPg(spool: PgSpool, attemptId: number, now: number, why: string): Promise<void> {
-  await spool.sql`UPDATE attempts SET finished_at = ${now}, outcome = 'discarded', error = ${scrubError(why)}, counted = 0
+  await spool.sql`UPDATE attempts
+    SET finished_at = ${now}, outcome = 'discarded', error = ${scrubError(why)}, counted = 0
       WHERE id = ${attemptId}::bigint AND finished_at IS NULL`;
 }

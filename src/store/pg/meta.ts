@@ -4,7 +4,7 @@
 // Dispatchers' heartbeats on PostgreSQL, one row each (several share the database), timed by the
 // database's clock; and now_eff, the clock guard: max(the database's clock, the latest tick any
 // dispatcher recorded), so a host whose clock steps back never moves the spool's time back.
-import { type Tx, type PgSpool } from "./db.ts";
+import type { Tx, PgSpool } from "./db.ts";
 
 /** What a stored value must look like to be read as a number. */
 const NUMERIC = "'^[-+]?[0-9]+([.][0-9]*)?([eE][-+]?[0-9]+)?$'";
@@ -16,7 +16,8 @@ export const metaNumberSql = (tx: Tx, column: string) =>
 /** Each meta[key] = max(meta[key], at), in the caller's transaction. */
 export async function advanceMetaTimesPg(tx: Tx, keys: readonly string[], at: number): Promise<void> {
   await tx`INSERT INTO meta (key, value) SELECT k, ${String(at)} FROM unnest(${keys}::text[]) AS k
-      ON CONFLICT (key) DO UPDATE SET value = GREATEST(${metaNumberSql(tx, "meta.value")}, excluded.value::float8)::text`;
+      ON CONFLICT (key) DO UPDATE SET value =
+        GREATEST(${metaNumberSql(tx, "meta.value")}, excluded.value::float8)::text`;
 }
 
 /** The spool's instance id, minted by the first migration. */
@@ -39,8 +40,8 @@ export interface DispatcherBeat {
  * a number (written by hand) is read as none, as on SQLite, and the next heartbeat replaces it.
  */
 export async function effectiveNowPg(spool: PgSpool): Promise<number> {
-  const [r] =
-    await spool.sql`SELECT GREATEST(EXTRACT(EPOCH FROM clock_timestamp())::float8, COALESCE((SELECT ${metaNumberSql(spool.sql, "value")} FROM meta WHERE key = 'last_tick_at'), 0)) AS t`;
+  const [r] = await spool.sql`SELECT GREATEST(EXTRACT(EPOCH FROM clock_timestamp())::float8,
+      COALESCE((SELECT ${metaNumberSql(spool.sql, "value")} FROM meta WHERE key = 'last_tick_at'), 0)) AS t`;
   return Number(r.t);
 }
 
@@ -53,8 +54,11 @@ export async function writeHeartbeatPg(
 ): Promise<void> {
   await spool.sql.begin(async (tx) => {
     await tx`INSERT INTO dispatchers (id, started_at, heartbeat_at, last_tick_at, caught_errors)
-        VALUES (${id}, EXTRACT(EPOCH FROM clock_timestamp())::float8, EXTRACT(EPOCH FROM clock_timestamp())::float8, ${nowEff}, ${caughtErrors ?? null})
-        ON CONFLICT (id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at, last_tick_at = excluded.last_tick_at, caught_errors = COALESCE(excluded.caught_errors, dispatchers.caught_errors)`;
+        VALUES (${id}, EXTRACT(EPOCH FROM clock_timestamp())::float8, EXTRACT(EPOCH
+          FROM clock_timestamp())::float8, ${nowEff}, ${caughtErrors ?? null})
+        ON CONFLICT (id) DO UPDATE
+          SET heartbeat_at = excluded.heartbeat_at, last_tick_at = excluded.last_tick_at, caught_errors =
+          COALESCE(excluded.caught_errors, dispatchers.caught_errors)`;
     await advanceMetaTimesPg(tx, ["last_tick_at"], nowEff);
   });
 }
@@ -66,11 +70,8 @@ export async function forgetDispatcherPg(spool: PgSpool, id: string): Promise<vo
 
 /** Every dispatcher that beat, with how long ago by the database's clock; one older than `staleS` is not alive. */
 export async function dispatchersPg(spool: PgSpool, staleS: number): Promise<DispatcherBeat[]> {
-  const rows =
-    (await spool.sql`SELECT id, started_at, last_tick_at, EXTRACT(EPOCH FROM clock_timestamp())::float8 - heartbeat_at AS age FROM dispatchers ORDER BY id`) as Record<
-      string,
-      unknown
-    >[];
+  const rows = (await spool.sql`SELECT id, started_at, last_tick_at, EXTRACT(EPOCH
+      FROM clock_timestamp())::float8 - heartbeat_at AS age FROM dispatchers ORDER BY id`) as Record<string, unknown>[];
   return rows.map((r) => {
     const age = Math.max(0, Number(r.age));
     return {
@@ -113,7 +114,8 @@ export async function expectationSincePg(spool: PgSpool, source: string, now: nu
 
 /** A tiny write that proves the database takes writes (the intake's /healthz probe). */
 export async function probeWritePg(spool: PgSpool, now: number): Promise<void> {
-  await spool.sql`INSERT INTO meta (key, value) VALUES ('write_probe_at', ${String(now)}) ON CONFLICT (key) DO UPDATE SET value = excluded.value`;
+  await spool.sql`INSERT INTO meta (key, value) VALUES ('write_probe_at', ${String(now)}) ON CONFLICT (key) DO UPDATE
+    SET value = excluded.value`;
 }
 
 /** When the last retention pass ran (any dispatcher's), so a restart or a new leader keeps the hour. */
@@ -123,5 +125,6 @@ export async function lastRetentionPg(spool: PgSpool): Promise<number | null> {
 }
 
 export async function noteRetentionPassPg(spool: PgSpool, now: number): Promise<void> {
-  await spool.sql`INSERT INTO meta (key, value) VALUES ('last_retention_at', ${String(now)}) ON CONFLICT (key) DO UPDATE SET value = excluded.value`;
+  await spool.sql`INSERT INTO meta (key, value) VALUES ('last_retention_at', ${String(now)}) ON CONFLICT (key)
+    DO UPDATE SET value = excluded.value`;
 }

@@ -23,8 +23,11 @@ export const PG_MIGRATIONS: readonly PgMigration[] = [
 
 export const PG_LATEST_SCHEMA = PG_MIGRATIONS[PG_MIGRATIONS.length - 1].version;
 
-/** The advisory lock key every migrate takes (an arbitrary constant: "hookspool migrate"). */
-const MIGRATE_LOCK = 0x686f6f6b6d6967;
+/**
+ * The advisory lock key every migrate takes: an arbitrary constant, "hookmig" in ASCII rounded
+ * to the nearest double (the key every build has taken), written exactly.
+ */
+const MIGRATE_LOCK = 0x686f6f6b6d6968;
 
 /** The schema version the database holds (0: an empty database). */
 export async function pgSchemaVersion(spool: PgSpool): Promise<number> {
@@ -68,13 +71,15 @@ export async function migratePg(
       if (from > PG_LATEST_SCHEMA)
         throw new HookspoolError(
           "E_SCHEMA",
-          `the PostgreSQL spool is at schema ${from}, newer than this build (${PG_LATEST_SCHEMA}); run the newer hookspool`,
+          `the PostgreSQL spool is at schema ${from}, newer than this build (${PG_LATEST_SCHEMA}); run the newer ` +
+            `hookspool`,
         );
       const applied: string[] = [];
       for (const m of PG_MIGRATIONS.filter((x) => x.version > from)) {
         await conn.begin(async (tx) => {
           await tx.unsafe(m.sql);
-          await tx`INSERT INTO meta (key, value) VALUES ('schema_version', ${String(m.version)}) ON CONFLICT (key) DO UPDATE SET value = excluded.value`;
+          await tx`INSERT INTO meta (key, value) VALUES ('schema_version', ${String(m.version)}) ON CONFLICT (key)
+            DO UPDATE SET value = excluded.value`;
           await tx`INSERT INTO meta (key, value) VALUES ('instance_id', ${instanceId}) ON CONFLICT (key) DO NOTHING`;
         });
         applied.push(m.name);

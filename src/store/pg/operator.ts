@@ -24,17 +24,18 @@ async function requireBatchPg(tx: Tx, id: number): Promise<BatchHead> {
 async function resolveDeadIssuesPg(tx: Tx, destination: string, now: number): Promise<void> {
   for (const [lastClass, reasonClass] of DEAD_CLASSES) {
     const [{ n }] =
-      await tx`SELECT COUNT(*)::int AS n FROM batches WHERE state = 'dead' AND destination = ${destination} AND last_class = ${lastClass}`;
+      await tx`SELECT COUNT(*)::int AS n FROM batches WHERE state = 'dead' AND destination = ${destination}
+        AND last_class = ${lastClass}`;
     if (n === 0) await resolveIssuePg(tx, `delivery:${destination}:${reasonClass}`, now);
   }
 }
 
 /** A source's quarantine issues that no dead quarantine batch keeps open any more are resolved. */
 async function resolveQuarantineIssuesPg(tx: Tx, source: string, now: number): Promise<void> {
-  const left =
-    (await tx`SELECT last_error FROM batches WHERE destination = 'quarantine' AND state = 'dead' AND source = ${source}`) as {
-      last_error: string | null;
-    }[];
+  const left = (await tx`SELECT last_error FROM batches WHERE destination = 'quarantine' AND state = 'dead'
+      AND source = ${source}`) as {
+    last_error: string | null;
+  }[];
   const open = new Set(left.map((b) => quarantineIssue(source, b.last_error ?? "").fingerprint));
   for (const reason of ["bad_payload", "plugin_error:Error"]) {
     const { fingerprint } = quarantineIssue(source, reason);
@@ -53,18 +54,17 @@ export async function replayBatchPg(
     const b = await requireBatchPg(tx, id);
     if (b.state !== "dead") throw notApplicable(b, "replay", "dead");
     if (b.destination !== "quarantine") {
-      await tx`UPDATE batches SET state = 'retry', attempts = 0, next_attempt_at = ${now}, not_before = ${now}, dead_reason = NULL WHERE id = ${id}::bigint AND state = 'dead'`;
+      await tx`UPDATE batches
+        SET state = 'retry', attempts = 0, next_attempt_at = ${now}, not_before = ${now}, dead_reason = NULL
+        WHERE id = ${id}::bigint AND state = 'dead'`;
       await journalPg(tx, "retry", id, now, { detail: { replayed: true } });
       await resolveDeadIssuesPg(tx, b.destination, now);
       return { batchId: id, kind: "replayed" };
     }
     if (!reclassify)
       throw new HookspoolError("E_CONFIG", `batch ${id} is a quarantine batch; replaying it needs the source plugin`);
-    const rows =
-      (await tx`SELECT id, source, received_at, raw, headers, url FROM events WHERE batch_id = ${id}::bigint ORDER BY id`) as Record<
-        string,
-        unknown
-      >[];
+    const rows = (await tx`SELECT id, source, received_at, raw, headers, url FROM events WHERE batch_id = ${id}::bigint
+        ORDER BY id`) as Record<string, unknown>[];
     const results: EnqueueResult[] = [];
     let ignored = 0;
     for (const r of rows) {
@@ -80,7 +80,8 @@ export async function replayBatchPg(
       if (events.length === 0) ignored++;
       results.push(...(await enqueueEventsPgTx(tx, events, now)));
     }
-    await tx`UPDATE batches SET state = 'delivered', delivered_at = ${now}, result = 'reclassified', dead_reason = NULL WHERE id = ${id}::bigint AND state = 'dead' AND destination = 'quarantine'`;
+    await tx`UPDATE batches SET state = 'delivered', delivered_at = ${now}, result = 'reclassified', dead_reason = NULL
+      WHERE id = ${id}::bigint AND state = 'dead' AND destination = 'quarantine'`;
     await journalPg(tx, "delivered", id, now, { detail: { reclassified: results.length } });
     await resolveQuarantineIssuesPg(tx, b.source, now);
     return { batchId: id, kind: "reclassified", results, ignored };
@@ -93,7 +94,9 @@ export async function resendDeliveredPg(spool: PgSpool, id: number, now: number)
     const b = await requireBatchPg(tx, id);
     if (b.state !== "delivered" || b.destination === "quarantine")
       throw notApplicable(b, "replay --delivered", "delivered");
-    await tx`UPDATE batches SET state = 'retry', attempts = 0, next_attempt_at = ${now}, not_before = ${now}, delivered_at = NULL, result = NULL, last_class = NULL, last_error = NULL WHERE id = ${id}::bigint`;
+    await tx`UPDATE batches
+      SET state = 'retry', attempts = 0, next_attempt_at = ${now}, not_before = ${now}, delivered_at = NULL,
+        result = NULL, last_class = NULL, last_error = NULL WHERE id = ${id}::bigint`;
     await journalPg(tx, "retry", id, now, { detail: { resend: true } });
   });
 }
@@ -109,8 +112,8 @@ export async function retryNowPg(spool: PgSpool, id: number, now: number): Promi
 
 /** -> dropped inside the caller's transaction; `result` says why ("dropped", "split"). */
 async function dropBatchPgTx(tx: Tx, b: BatchHead, now: number, result: string, why: string): Promise<void> {
-  const done =
-    await tx`UPDATE batches SET state = 'dropped', delivered_at = ${now}, result = ${result}, last_error = ${why}, dead_reason = NULL,
+  const done = await tx`UPDATE batches
+      SET state = 'dropped', delivered_at = ${now}, result = ${result}, last_error = ${why}, dead_reason = NULL,
       next_attempt_at = NULL, not_before = NULL
     WHERE id = ${b.id}::bigint AND state IN ('open', 'sealed', 'retry', 'awaiting', 'dead')`;
   if (done.count !== 1) throw notApplicable(b, "drop", "open, sealed, retry, awaiting or dead");
@@ -155,10 +158,13 @@ export async function splitBatchPg(spool: PgSpool, id: number, o: SplitOptions, 
     const ids: number[] = [];
     for (const part of parts) {
       const members = new Set(part.map((e) => e.id));
-      const [row] =
-        await tx`INSERT INTO batches (route, source, destination, key, state, first_at, last_at, quiet_s, max_s, max_events, max_bytes, not_before, count, bytes, sealed_at, content_hash)
-          SELECT route, source, destination, key, 'sealed', ${Math.min(...part.map((e) => e.received_at))}, ${Math.max(...part.map((e) => e.received_at))}, quiet_s, max_s, max_events, max_bytes,
-                 ${now}, ${part.length}, ${part.reduce((sum, e) => sum + e.size, 0)}, ${now}, ${contentHash(content.filter((e) => members.has(e.id)))}
+      const [row] = await tx`INSERT
+          INTO batches (route, source, destination, key, state, first_at, last_at, quiet_s, max_s, max_events,
+            max_bytes, not_before, count, bytes, sealed_at, content_hash)
+          SELECT route, source, destination, key, 'sealed', ${Math.min(...part.map((e) => e.received_at))},
+            ${Math.max(...part.map((e) => e.received_at))}, quiet_s, max_s, max_events, max_bytes,
+                 ${now}, ${part.length}, ${part.reduce((sum, e) => sum + e.size, 0)}, ${now},
+                   ${contentHash(content.filter((e) => members.has(e.id)))}
           FROM batches WHERE id = ${id}::bigint RETURNING id`;
       const newId = num(row.id);
       await tx`UPDATE events SET batch_id = ${newId}::bigint WHERE id = ANY(${part.map((e) => e.id)}::bigint[])`;
@@ -195,6 +201,7 @@ export async function excludeEventsPg(
         hint: `drop it instead: hookspool drop ${batchId} --yes`,
       });
     if (b.state !== "open")
-      await tx`UPDATE batches SET content_hash = ${contentHash(await batchContentPg(tx, batchId))} WHERE id = ${batchId}::bigint`;
+      await tx`UPDATE batches SET content_hash = ${contentHash(await batchContentPg(tx, batchId))}
+        WHERE id = ${batchId}::bigint`;
   });
 }

@@ -2,7 +2,7 @@
 // destination's row locked, the batch's poison run, a previous bad emit, the destination's ignored answers), the
 // plan of store/outcome-plan.ts (the same rules as SQLite's), and its mark and effects applied in
 // that transaction. Several outcomes share one transaction, each in a savepoint.
-import { num, type PgSpool, type Tx } from "./db.ts";
+import type { PgSpool, Tx } from "./db.ts";
 import { closedRow, type DestinationRow } from "../destinations.ts";
 import { factsNeeded, type OutcomeFacts, type OutcomeInput, planOutcome, type Recorded } from "../outcome-plan.ts";
 import {
@@ -23,10 +23,8 @@ import { ignoredRun, PAST_LIMIT, type PastAttempt, previousBadEmit, strikeGaps }
 /** The batch's finished attempts, newest first (the ones the rules of attempts-plan.ts read). */
 async function pastAttempts(tx: Tx, batchId: number): Promise<PastAttempt[]> {
   const rows = (await tx`SELECT outcome, klass, error, finished_at FROM attempts
-      WHERE batch_id = ${batchId}::bigint AND finished_at IS NOT NULL AND outcome <> 'discarded' ORDER BY id DESC LIMIT ${PAST_LIMIT}`) as Record<
-    string,
-    unknown
-  >[];
+      WHERE batch_id = ${batchId}::bigint AND finished_at IS NOT NULL AND outcome <> 'discarded' ORDER BY id DESC
+        LIMIT ${PAST_LIMIT}`) as Record<string, unknown>[];
   return rows.map((r) => ({
     outcome: (r.outcome as string | null) ?? null,
     klass: (r.klass as string | null) ?? null,
@@ -41,7 +39,8 @@ export async function transportStrikesPg(tx: Tx, batchId: number, destination: s
   for (const gap of strikeGaps(await pastAttempts(tx, batchId), now)) {
     // An awaited delivery's 2xx (class "await") is not a success: its run's outcome is.
     const [delivered] =
-      await tx`SELECT 1 AS one FROM attempts WHERE destination = ${destination} AND batch_id <> ${batchId}::bigint AND outcome = 'ok'
+      await tx`SELECT 1 AS one FROM attempts WHERE destination = ${destination} AND batch_id <> ${batchId}::bigint
+        AND outcome = 'ok'
         AND (klass IS NULL OR klass <> 'await') AND finished_at >= ${gap.from} AND finished_at < ${gap.to} LIMIT 1`;
     if (!delivered) break;
     strikes++;
@@ -57,10 +56,10 @@ async function destinationLocked(tx: Tx, name: string): Promise<DestinationRow> 
 
 /** The destination's latest delivered answers (at most `limit`), newest first. */
 async function latestAnswersPg(tx: Tx, destination: string, limit: number): Promise<(string | null)[]> {
-  const rows =
-    (await tx`SELECT answer FROM attempts WHERE destination = ${destination} AND outcome = 'ok' ORDER BY started_at DESC, id DESC LIMIT ${limit}`) as {
-      answer: string | null;
-    }[];
+  const rows = (await tx`SELECT answer FROM attempts WHERE destination = ${destination} AND outcome = 'ok'
+      ORDER BY started_at DESC, id DESC LIMIT ${limit}`) as {
+    answer: string | null;
+  }[];
   return rows.map((a) => a.answer);
 }
 

@@ -25,8 +25,8 @@ export async function stepPollPg(
     const next = now + p.everyS + rng.next() * p.jitterS;
     if (step === "wait") return null;
     if (step === "scheduled") {
-      const made =
-        await tx`INSERT INTO polls (instance, next_at, created_at) VALUES (${p.instance}, ${now + rng.next() * p.jitterS}, ${now}) ON CONFLICT (instance) DO NOTHING`;
+      const made = await tx`INSERT INTO polls (instance, next_at, created_at)
+          VALUES (${p.instance}, ${now + rng.next() * p.jitterS}, ${now}) ON CONFLICT (instance) DO NOTHING`;
       return made.count === 1 ? step : null;
     }
     if (step === "rescheduled" || !row) {
@@ -42,12 +42,15 @@ export async function stepPollPg(
     const [res] = await enqueueEventsPgTx(tx, [tick(row.next_at)], now);
     testHook("poll.after_enqueue");
     const batchId = res.status === "queued" ? res.placed[0].batchId : row.last_batch_id;
-    await tx`UPDATE polls SET last_tick_at = ${row.next_at}, last_batch_id = ${batchId === null ? null : num(batchId)}::bigint, next_at = ${next} WHERE instance = ${p.instance}`;
+    await tx`UPDATE polls
+      SET last_tick_at = ${row.next_at}, last_batch_id = ${batchId === null ? null : num(batchId)}::bigint,
+        next_at = ${next} WHERE instance = ${p.instance}`;
     return "ticked";
   });
 }
 
 /** A poll source's tick batch was delivered: it is the instance's last delivered tick (the mark's step). */
 export async function pollDeliveredPgTx(tx: Tx, batchId: number, now: number): Promise<void> {
-  await tx`UPDATE polls SET delivered_at = ${now}, delivered_tick_at = last_tick_at WHERE last_batch_id = ${batchId}::bigint`;
+  await tx`UPDATE polls SET delivered_at = ${now}, delivered_tick_at = last_tick_at
+    WHERE last_batch_id = ${batchId}::bigint`;
 }

@@ -53,7 +53,8 @@ export async function sealReadyPg(
       const ids = chunk.map((r) => num(r.id));
       const still = (
         (await tx`SELECT id FROM batches WHERE id = ANY(${ids}::bigint[]) AND state = 'open'
-          AND ((quiet_s = 0 AND max_s = 0) OR ${now} >= last_at + quiet_s OR ${now} >= first_at + max_s) ORDER BY id`) as {
+          AND ((quiet_s = 0 AND max_s = 0) OR ${now} >= last_at + quiet_s OR ${now} >= first_at + max_s)
+            ORDER BY id`) as {
           id: string;
         }[]
       ).map((r) => num(r.id));
@@ -61,9 +62,11 @@ export async function sealReadyPg(
       const content = await contentOfBatchesPg(tx, still);
       const hashes = still.map((id) => contentHash(content.get(id) ?? []));
       await tx`UPDATE batches SET state = 'sealed', sealed_at = ${now}, content_hash = h.hash
-          FROM unnest(${still}::bigint[], ${hashes}::text[]) AS h(id, hash) WHERE batches.id = h.id AND batches.state = 'open'`;
+          FROM unnest(${still}::bigint[], ${hashes}::text[]) AS h(id, hash) WHERE batches.id = h.id
+            AND batches.state = 'open'`;
       await tx`INSERT INTO journal (at, kind, batch_id, source, destination, key)
-          SELECT ${now}, 'sealed', id, source, destination, key FROM batches WHERE id = ANY(${still}::bigint[]) ORDER BY id`;
+          SELECT ${now}, 'sealed', id, source, destination, key FROM batches WHERE id = ANY(${still}::bigint[])
+            ORDER BY id`;
       testHook("seal.before_commit");
       return still;
     });
@@ -81,11 +84,13 @@ const HEAD = `NOT EXISTS (SELECT 1 FROM batches p
 const READY_DESTINATIONS = `WITH RECURSIVE d(name) AS (
     SELECT MIN(destination) FROM batches WHERE state IN ('sealed', 'retry')
     UNION ALL
-    SELECT (SELECT MIN(destination) FROM batches WHERE state IN ('sealed', 'retry') AND destination > d.name) FROM d WHERE d.name IS NOT NULL)
+    SELECT (SELECT MIN(destination) FROM batches WHERE state IN ('sealed', 'retry') AND destination > d.name) FROM d
+      WHERE d.name IS NOT NULL)
   SELECT name FROM d WHERE name IS NOT NULL AND name <> 'quarantine'`;
 
 /** One destination's deliverable heads, oldest first: $1 destination, $2 now, $3 limit. */
-const CANDIDATES = `SELECT b.id, b.route, b.source, b.destination, b.key, b.state, b.first_at, b.attempts, b.count, b.bytes
+const CANDIDATES = `SELECT b.id, b.route, b.source, b.destination, b.key, b.state, b.first_at, b.attempts, b.count,
+  b.bytes
     FROM batches b
    WHERE b.destination = $1 AND b.state IN ('sealed', 'retry')
      AND (b.state = 'sealed' OR b.next_attempt_at <= $2)
@@ -154,19 +159,17 @@ export async function rateWindowPg(
   rate: Rate,
 ): Promise<WindowHit[]> {
   const since = now - rate.windowS - rateMarginS(rate);
-  const rows =
-    (await sql`SELECT hits, finished_at FROM attempts WHERE destination = ${destination} AND hits IS NOT NULL AND finished_at IS NULL
-      UNION ALL SELECT hits, finished_at FROM attempts WHERE destination = ${destination} AND hits IS NOT NULL AND finished_at > ${since}`) as Record<
-      string,
-      unknown
-    >[];
+  const rows = (await sql`SELECT hits, finished_at FROM attempts WHERE destination = ${destination} AND hits IS NOT NULL
+      AND finished_at IS NULL
+      UNION ALL SELECT hits, finished_at FROM attempts WHERE destination = ${destination} AND hits IS NOT NULL
+        AND finished_at > ${since}`) as Record<string, unknown>[];
   return rows.map((r) => ({ hits: Number(r.hits), finishedAt: numOrNull(r.finished_at) }));
 }
 
 /** Unwrap, on a retry: where the earlier attempts of this delivery left off (as on SQLite). */
 export async function resumePointPg(spool: PgSpool, batchId: number): Promise<Resume | null> {
-  const [r] =
-    await spool.sql`SELECT MAX(failed_event_id) AS before, COALESCE(MAX(unconfirmed), 0)::int AS unconfirmed FROM attempts
+  const [r] = await spool.sql`SELECT MAX(failed_event_id) AS before, COALESCE(MAX(unconfirmed), 0)::int AS unconfirmed
+      FROM attempts
       WHERE batch_id = ${batchId}::bigint AND finished_at IS NOT NULL
         AND id > COALESCE((SELECT MAX(id) FROM attempts WHERE batch_id = ${batchId}::bigint AND outcome = 'ok'), 0)`;
   return r && r.before !== null ? { before: num(r.before), unconfirmed: Number(r.unconfirmed) === 1 } : null;
@@ -185,8 +188,8 @@ async function lockGates(tx: Tx, inputs: readonly ClaimInput[]): Promise<Map<str
     // Claims for one destination take turns (a lock only claims take: an outcome, which frees a
     // slot or trips the breaker, never waits for it); what they read is then every committed claim's.
     await tx`SELECT pg_advisory_xact_lock(hashtext(${`d${name}`}), 0)`;
-    const [d] =
-      await tx`SELECT (SELECT COUNT(*)::int FROM batches WHERE destination = ${name} AND state = 'leased') AS leased, destinations.*
+    const [d] = await tx`SELECT (SELECT COUNT(*)::int FROM batches WHERE destination = ${name}
+        AND state = 'leased') AS leased, destinations.*
         FROM (SELECT 1) one LEFT JOIN destinations ON name = ${name}`;
     const paced = inputs.find((c) => c.destination === name && c.rate);
     const window = paced?.rate ? await rateWindowPg(tx, name, paced.now, paced.rate) : [];
@@ -251,7 +254,8 @@ export async function claimPg(
         continue;
       }
       const [row] = await tx.unsafe(
-        `SELECT b.id FROM batches b WHERE b.id = $1 AND b.state IN ('sealed', 'retry') AND ${HEAD} FOR UPDATE SKIP LOCKED`,
+        `SELECT b.id FROM batches b WHERE b.id = $1 AND b.state IN ('sealed', 'retry') AND ${HEAD}
+          FOR UPDATE SKIP LOCKED`,
         [c.batchId],
       );
       if (!row) {
@@ -260,11 +264,12 @@ export async function claimPg(
       }
       const [{ n }] = await tx`SELECT COUNT(*)::int + 1 AS n FROM attempts WHERE batch_id = ${c.batchId}::bigint`;
       const hits = c.rate ? (c.hits ?? 1) : null;
-      const [a] =
-        await tx`INSERT INTO attempts (batch_id, n, destination, started_at, probe, counted, hits) VALUES (${c.batchId}::bigint, ${n}, ${c.destination}, ${c.now}, ${c.probe ? 1 : 0}, 0, ${hits}) RETURNING id`;
+      const [a] = await tx`INSERT INTO attempts (batch_id, n, destination, started_at, probe, counted, hits)
+          VALUES (${c.batchId}::bigint, ${n}, ${c.destination}, ${c.now}, ${c.probe ? 1 : 0}, 0, ${hits}) RETURNING id`;
       const attemptId = num(a.id);
       const owner = `${c.host}:${c.pid}:${attemptId}`;
-      await tx`UPDATE batches SET state = 'leased', lease_until = ${c.leaseUntil}, lease_owner = ${owner} WHERE id = ${c.batchId}::bigint`;
+      await tx`UPDATE batches SET state = 'leased', lease_until = ${c.leaseUntil}, lease_owner = ${owner}
+        WHERE id = ${c.batchId}::bigint`;
       const [{ resend }] =
         await tx`SELECT COUNT(*)::int AS resend FROM attempts WHERE batch_id = ${c.batchId}::bigint AND outcome = 'ok'`;
       const deliveryId = c.deliveryId ? c.deliveryId(attemptId, n, resend) : null;
@@ -295,14 +300,17 @@ export async function claimPg(
  */
 export async function recoverExpiredPg(spool: PgSpool, now: number): Promise<number[]> {
   return spool.sql.begin(async (tx) => {
-    const rows =
-      (await tx`UPDATE batches SET state = 'retry', next_attempt_at = ${now}, lease_until = NULL, lease_owner = NULL, last_error = 'lease expired'
-        WHERE id IN (SELECT id FROM batches WHERE state = 'leased' AND lease_until < ${now} FOR UPDATE SKIP LOCKED) RETURNING id`) as {
-        id: string;
-      }[];
+    const rows = (await tx`UPDATE batches
+        SET state = 'retry', next_attempt_at = ${now}, lease_until = NULL, lease_owner = NULL,
+          last_error = 'lease expired'
+        WHERE id IN (SELECT id FROM batches WHERE state = 'leased' AND lease_until < ${now} FOR UPDATE SKIP LOCKED)
+          RETURNING id`) as {
+      id: string;
+    }[];
     const ids = rows.map((r) => num(r.id)).sort((a, b) => a - b);
     for (const id of ids) {
-      await tx`UPDATE attempts SET finished_at = ${now}, outcome = 'retry', error = 'lease expired', counted = 0 WHERE batch_id = ${id}::bigint AND finished_at IS NULL`;
+      await tx`UPDATE attempts SET finished_at = ${now}, outcome = 'retry', error = 'lease expired', counted = 0
+        WHERE batch_id = ${id}::bigint AND finished_at IS NULL`;
       await journalPg(tx, "retry", id, now, { detail: { class: "lease expired" } });
     }
     return ids;
@@ -316,8 +324,10 @@ export async function recoverExpiredPg(spool: PgSpool, now: number): Promise<num
 export async function nextReadyAtPg(spool: PgSpool, now: number): Promise<number | null> {
   const [r] = await spool.sql`SELECT LEAST(
       (SELECT MIN(LEAST(last_at + quiet_s, first_at + max_s)) FROM batches
-        WHERE state = 'open' AND NOT (quiet_s = 0 AND max_s = 0) AND LEAST(last_at + quiet_s, first_at + max_s) > ${now}),
-      (SELECT MIN(next_attempt_at) FROM batches WHERE state IN ('retry', 'awaiting') AND next_attempt_at > ${now})) AS at`;
+        WHERE state = 'open' AND NOT (quiet_s = 0 AND max_s = 0)
+          AND LEAST(last_at + quiet_s, first_at + max_s) > ${now}),
+      (SELECT MIN(next_attempt_at) FROM batches WHERE state IN ('retry', 'awaiting')
+        AND next_attempt_at > ${now})) AS at`;
   return numOrNull(r?.at);
 }
 
@@ -334,7 +344,7 @@ export async function anyReadyNowPg(spool: PgSpool, now: number): Promise<boolea
 
 /** A successful config reload makes every config-class retry due now. */
 export async function redueConfigRetriesPg(spool: PgSpool, now: number): Promise<number> {
-  const r =
-    await spool.sql`UPDATE batches SET next_attempt_at = ${now} WHERE state = 'retry' AND last_class = 'config' AND next_attempt_at > ${now}`;
+  const r = await spool.sql`UPDATE batches SET next_attempt_at = ${now} WHERE state = 'retry' AND last_class = 'config'
+      AND next_attempt_at > ${now}`;
   return r.count;
 }

@@ -120,19 +120,14 @@ export async function listBatchesPg(spool: PgSpool, f: ListFilter = {}): Promise
 
 export async function batchEventsPg(spool: PgSpool, batchId: number): Promise<EventListing[]> {
   const rows =
-    (await spool.sql`SELECT id, event_type, received_at, dedup_id, size, excluded_at, route, trace FROM events WHERE batch_id = ${batchId}::bigint ORDER BY id`) as Record<
-      string,
-      unknown
-    >[];
+    (await spool.sql`SELECT id, event_type, received_at, dedup_id, size, excluded_at, route, trace FROM events
+      WHERE batch_id = ${batchId}::bigint ORDER BY id`) as Record<string, unknown>[];
   return rows.map(eventListingOf);
 }
 
 export async function batchPayloadsPg(spool: PgSpool, batchId: number): Promise<EventPayload[]> {
-  const rows =
-    (await spool.sql`SELECT id, payload, raw, headers FROM events WHERE batch_id = ${batchId}::bigint ORDER BY id`) as Record<
-      string,
-      unknown
-    >[];
+  const rows = (await spool.sql`SELECT id, payload, raw, headers FROM events WHERE batch_id = ${batchId}::bigint
+      ORDER BY id`) as Record<string, unknown>[];
   return rows.map((r) => ({
     id: num(r.id),
     payload: (r.payload as string | null) ?? null,
@@ -175,10 +170,8 @@ export async function deliveredBatchIdsPg(spool: PgSpool, f: Omit<DeadFilter, "r
 /** The requests a quarantine batch holds, oldest first. */
 export async function quarantinedRequestsPg(spool: PgSpool, batchId: number): Promise<StoredRequest[]> {
   const rows =
-    (await spool.sql`SELECT id, source, received_at, raw, headers, url FROM events WHERE batch_id = ${batchId}::bigint ORDER BY id`) as Record<
-      string,
-      unknown
-    >[];
+    (await spool.sql`SELECT id, source, received_at, raw, headers, url FROM events WHERE batch_id = ${batchId}::bigint
+      ORDER BY id`) as Record<string, unknown>[];
   return rows.map((r) => ({
     eventId: num(r.id),
     source: String(r.source),

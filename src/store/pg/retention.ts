@@ -70,7 +70,8 @@ export async function runRetentionPg(
   const attemptsCutoff = now - policy.attemptsDays * DAY_S;
   await chunks(spool, async (tx) => {
     const n = (
-      await tx`DELETE FROM attempts WHERE id IN (SELECT id FROM attempts WHERE started_at < ${attemptsCutoff} AND finished_at IS NOT NULL ORDER BY started_at, id LIMIT ${size} FOR UPDATE SKIP LOCKED)`
+      await tx`DELETE FROM attempts WHERE id IN (SELECT id FROM attempts WHERE started_at < ${attemptsCutoff}
+        AND finished_at IS NOT NULL ORDER BY started_at, id LIMIT ${size} FOR UPDATE SKIP LOCKED)`
     ).count;
     counts.attempts += n;
     return n;
@@ -84,7 +85,8 @@ export async function runRetentionPg(
     const cutoff = now - window;
     await chunks(spool, async (tx) => {
       const n = (
-        await tx`DELETE FROM dedup WHERE (source, dedup_id) IN (SELECT source, dedup_id FROM dedup WHERE source = ${source} AND seen_at < ${cutoff} ORDER BY seen_at LIMIT ${size} FOR UPDATE SKIP LOCKED)`
+        await tx`DELETE FROM dedup WHERE (source, dedup_id) IN (SELECT source, dedup_id FROM dedup
+          WHERE source = ${source} AND seen_at < ${cutoff} ORDER BY seen_at LIMIT ${size} FOR UPDATE SKIP LOCKED)`
       ).count;
       counts.dedup += n;
       return n;
@@ -93,7 +95,8 @@ export async function runRetentionPg(
   const issuesCutoff = now - policy.issuesDays * DAY_S;
   await chunks(spool, async (tx) => {
     const n = (
-      await tx`DELETE FROM issues WHERE id IN (SELECT id FROM issues WHERE state IN ('resolved', 'ignored') AND last_at < ${issuesCutoff} ORDER BY last_at, id LIMIT ${size} FOR UPDATE SKIP LOCKED)`
+      await tx`DELETE FROM issues WHERE id IN (SELECT id FROM issues WHERE state IN ('resolved', 'ignored')
+        AND last_at < ${issuesCutoff} ORDER BY last_at, id LIMIT ${size} FOR UPDATE SKIP LOCKED)`
     ).count;
     counts.issues += n;
     return n;
@@ -103,14 +106,16 @@ export async function runRetentionPg(
     spool,
     async (tx) =>
       (
-        await tx`DELETE FROM journal WHERE id IN (SELECT id FROM journal WHERE at < ${journalCutoff} ORDER BY id LIMIT ${size} FOR UPDATE SKIP LOCKED)`
+        await tx`DELETE FROM journal WHERE id IN (SELECT id FROM journal WHERE at < ${journalCutoff} ORDER BY id
+          LIMIT ${size} FOR UPDATE SKIP LOCKED)`
       ).count,
   );
   await chunks(
     spool,
     async (tx) =>
       (
-        await tx`DELETE FROM actions WHERE id IN (SELECT id FROM actions WHERE at < ${attemptsCutoff} ORDER BY id LIMIT ${size} FOR UPDATE SKIP LOCKED)`
+        await tx`DELETE FROM actions WHERE id IN (SELECT id FROM actions WHERE at < ${attemptsCutoff} ORDER BY id
+          LIMIT ${size} FOR UPDATE SKIP LOCKED)`
       ).count,
   );
   return counts;

@@ -7,12 +7,12 @@ import { num, numOrNull, type PgSpool } from "./db.ts";
 
 export async function countBatchesPg(spool: PgSpool): Promise<StateCounts> {
   const out = Object.fromEntries([...BATCH_STATES, "quarantined"].map((s) => [s, 0])) as StateCounts;
-  const rows =
-    (await spool.sql`SELECT state, destination = 'quarantine' AS q, COUNT(*)::int AS n FROM batches GROUP BY state, destination = 'quarantine'`) as {
-      state: keyof StateCounts;
-      q: boolean;
-      n: number;
-    }[];
+  const rows = (await spool.sql`SELECT state, destination = 'quarantine' AS q, COUNT(*)::int AS n FROM batches
+      GROUP BY state, destination = 'quarantine'`) as {
+    state: keyof StateCounts;
+    q: boolean;
+    n: number;
+  }[];
   for (const r of rows) {
     if (r.q && r.state === "dead") out.quarantined += r.n;
     else out[r.state] += r.n;
@@ -22,11 +22,11 @@ export async function countBatchesPg(spool: PgSpool): Promise<StateCounts> {
 
 export async function deadByReasonPg(spool: PgSpool): Promise<Record<DeadReason, number>> {
   const out = Object.fromEntries(DEAD_REASONS.map((r) => [r, 0])) as Record<DeadReason, number>;
-  const rows =
-    (await spool.sql`SELECT dead_reason AS reason, COUNT(*)::int AS n FROM batches WHERE state = 'dead' GROUP BY dead_reason`) as {
-      reason: string | null;
-      n: number;
-    }[];
+  const rows = (await spool.sql`SELECT dead_reason AS reason, COUNT(*)::int AS n FROM batches WHERE state = 'dead'
+      GROUP BY dead_reason`) as {
+    reason: string | null;
+    n: number;
+  }[];
   for (const r of rows) if (r.reason !== null && Object.hasOwn(out, r.reason)) out[r.reason as DeadReason] += r.n;
   return out;
 }
@@ -35,7 +35,8 @@ export async function oldestPendingPg(
   spool: PgSpool,
 ): Promise<{ overall: number | null; byDestination: Map<string, number> }> {
   const rows = (await spool.sql`SELECT destination, MIN(first_at) AS first_at FROM batches
-      WHERE state IN ('open', 'sealed', 'leased', 'retry', 'awaiting') AND destination <> 'quarantine' GROUP BY destination`) as {
+      WHERE state IN ('open', 'sealed', 'leased', 'retry', 'awaiting') AND destination <> 'quarantine'
+        GROUP BY destination`) as {
     destination: string;
     first_at: number;
   }[];
@@ -44,21 +45,19 @@ export async function oldestPendingPg(
 }
 
 export async function leasedCountsPg(spool: PgSpool): Promise<Map<string, number>> {
-  const rows =
-    (await spool.sql`SELECT destination, COUNT(*)::int AS n FROM batches WHERE state = 'leased' GROUP BY destination`) as {
-      destination: string;
-      n: number;
-    }[];
+  const rows = (await spool.sql`SELECT destination, COUNT(*)::int AS n FROM batches WHERE state = 'leased'
+      GROUP BY destination`) as {
+    destination: string;
+    n: number;
+  }[];
   return new Map(rows.map((r) => [r.destination, r.n]));
 }
 
 /** The poll schedule, with the state of each instance's last tick batch. */
 export async function pollRowsPg(spool: PgSpool): Promise<PollRow[]> {
   const rows =
-    (await spool.sql`SELECT p.*, b.state AS last_batch_state FROM polls p LEFT JOIN batches b ON b.id = p.last_batch_id ORDER BY p.instance`) as Record<
-      string,
-      unknown
-    >[];
+    (await spool.sql`SELECT p.*, b.state AS last_batch_state FROM polls p LEFT JOIN batches b ON b.id = p.last_batch_id
+      ORDER BY p.instance`) as Record<string, unknown>[];
   return rows.map((r) => ({
     instance: String(r.instance),
     next_at: Number(r.next_at),
@@ -84,7 +83,8 @@ export async function attemptCountsPg(
   since: number,
 ): Promise<{ destination: string; outcome: string; klass: string; answer: string; n: number; duration_ms: number }[]> {
   const rows =
-    (await spool.sql`SELECT destination, COALESCE(outcome, 'running') AS outcome, COALESCE(klass, '') AS klass, COALESCE(answer, '') AS answer, COUNT(*)::int AS n, COALESCE(SUM(duration_ms), 0)::float8 AS duration_ms
+    (await spool.sql`SELECT destination, COALESCE(outcome, 'running') AS outcome, COALESCE(klass, '') AS klass,
+      COALESCE(answer, '') AS answer, COUNT(*)::int AS n, COALESCE(SUM(duration_ms), 0)::float8 AS duration_ms
       FROM attempts WHERE started_at >= ${since} GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4`) as {
       destination: string;
       outcome: string;
@@ -98,11 +98,11 @@ export async function attemptCountsPg(
 
 /** Batches delivered since `since`, per destination. */
 export async function deliveredCountsPg(spool: PgSpool, since: number): Promise<{ destination: string; n: number }[]> {
-  const rows =
-    (await spool.sql`SELECT destination, COUNT(*)::int AS n FROM batches WHERE state = 'delivered' AND delivered_at >= ${since} GROUP BY 1 ORDER BY 1`) as {
-      destination: string;
-      n: number;
-    }[];
+  const rows = (await spool.sql`SELECT destination, COUNT(*)::int AS n FROM batches WHERE state = 'delivered'
+      AND delivered_at >= ${since} GROUP BY 1 ORDER BY 1`) as {
+    destination: string;
+    n: number;
+  }[];
   return rows.map((r) => ({ destination: r.destination, n: Number(r.n) }));
 }
 
@@ -117,7 +117,8 @@ export async function dispatchersCaughtPg(spool: PgSpool): Promise<string[]> {
 /** Batches ready to deliver now, per destination (sealed, or a retry that is due), as the dashboard shows them. */
 export async function readyCountsPg(spool: PgSpool, now: number): Promise<Map<string, number>> {
   const rows = (await spool.sql`SELECT destination, COUNT(*)::int AS n FROM batches
-      WHERE destination <> 'quarantine' AND (state = 'sealed' OR (state = 'retry' AND next_attempt_at <= ${now})) GROUP BY destination`) as {
+      WHERE destination <> 'quarantine' AND (state = 'sealed' OR (state = 'retry' AND next_attempt_at <= ${now}))
+        GROUP BY destination`) as {
     destination: string;
     n: number;
   }[];

@@ -30,23 +30,32 @@ const NEWEST_ACCEPTED = "SELECT MAX(id) AS id FROM attempts WHERE batch_id = ? A
 
 const ATTEMPT_ROWS = "SELECT COUNT(*) AS n FROM attempts WHERE batch_id = ?";
 
-const INSERT_OUTCOME = `INSERT INTO attempts (batch_id, n, destination, started_at, finished_at, outcome, klass, error, duration_ms, counted, delivery_id, answer)
-  VALUES ($batch, $n, $destination, $now, $now, $outcome, '${AGENT_CLASS}', $error, $duration, $counted, $delivery, $answer)`;
+const INSERT_OUTCOME = `INSERT
+  INTO attempts (batch_id, n, destination, started_at, finished_at, outcome, klass, error, duration_ms, counted,
+    delivery_id, answer)
+  VALUES ($batch, $n, $destination, $now, $now, $outcome, '${AGENT_CLASS}', $error, $duration, $counted, $delivery,
+    $answer)`;
 
-const DELIVERED = `UPDATE batches SET state = 'delivered', delivered_at = $now, result = $result, next_attempt_at = NULL,
+const DELIVERED = `UPDATE batches
+  SET state = 'delivered', delivered_at = $now, result = $result, next_attempt_at = NULL,
     attempts = attempts + $counted, last_class = NULL, last_error = NULL
   WHERE id = $id AND state = 'awaiting'`;
 
-const RETRY = `UPDATE batches SET state = 'retry', next_attempt_at = $next, attempts = attempts + 1, last_class = '${AGENT_CLASS}', last_error = $error
+const RETRY = `UPDATE batches
+  SET state = 'retry', next_attempt_at = $next, attempts = attempts + 1, last_class = '${AGENT_CLASS}',
+    last_error = $error
   WHERE id = $id AND state = 'awaiting'`;
 
-const DEAD = `UPDATE batches SET state = 'dead', next_attempt_at = NULL, attempts = attempts + $counted, last_class = $klass,
+const DEAD = `UPDATE batches
+  SET state = 'dead', next_attempt_at = NULL, attempts = attempts + $counted, last_class = $klass,
     last_error = $error, dead_reason = $reason
   WHERE id = $id AND state = 'awaiting'`;
 
 const OVERDUE = `SELECT b.id AS batchId, b.destination,
-    (SELECT a.delivery_id FROM attempts a WHERE a.batch_id = b.id AND a.klass = 'await' ORDER BY a.id DESC LIMIT 1) AS deliveryId
-  FROM batches b INDEXED BY batches_awaiting WHERE b.state = 'awaiting' AND b.next_attempt_at <= $now ORDER BY b.next_attempt_at LIMIT $limit`;
+    (SELECT a.delivery_id FROM attempts a WHERE a.batch_id = b.id AND a.klass = 'await' ORDER BY a.id DESC
+      LIMIT 1) AS deliveryId
+  FROM batches b INDEXED BY batches_awaiting WHERE b.state = 'awaiting' AND b.next_attempt_at <= $now
+    ORDER BY b.next_attempt_at LIMIT $limit`;
 
 interface AcceptedRow {
   id: number;

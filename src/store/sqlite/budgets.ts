@@ -13,8 +13,10 @@ const SPEND =
 const DESTINATION_SPENDS = `SELECT a.started_at AS at FROM attempts a INDEXED BY attempts_destination
   WHERE a.destination = $destination AND a.started_at > $since AND ${SPEND} ORDER BY a.started_at`;
 
-const KEY_SPENDS = `SELECT a.started_at AS at FROM attempts a INDEXED BY attempts_destination JOIN batches b ON b.id = a.batch_id
-  WHERE a.destination = $destination AND a.started_at > $since AND ${SPEND} AND b.route = $route AND b.key = $key ORDER BY a.started_at`;
+const KEY_SPENDS = `SELECT a.started_at AS at FROM attempts a INDEXED BY attempts_destination
+  JOIN batches b ON b.id = a.batch_id
+  WHERE a.destination = $destination AND a.started_at > $since AND ${SPEND} AND b.route = $route AND b.key = $key
+    ORDER BY a.started_at`;
 
 /** Where `destination`'s budget window starts at `now`: windowS ago, or its last resume --budget if later. */
 export function budgetSince(spool: SqliteSpool, destination: string, windowS: number, now: number): number {

@@ -46,7 +46,8 @@ export function readyToOkLatency(spool: SqliteSpool, b: Buckets): { p50: (number
   const rows = prepared<{ i: number; s: number }, Record<string, number>>(
     spool.db,
     `SELECT CAST((a.finished_at - $since) / $bucket AS INTEGER) AS i,
-            a.finished_at - MAX(MIN(x.last_at + x.quiet_s, x.first_at + x.max_s, COALESCE(x.sealed_at, x.last_at + x.quiet_s)), COALESCE(x.not_before, 0)) AS s
+            a.finished_at - MAX(MIN(x.last_at + x.quiet_s, x.first_at + x.max_s,
+              COALESCE(x.sealed_at, x.last_at + x.quiet_s)), COALESCE(x.not_before, 0)) AS s
        FROM attempts a JOIN batches x ON x.id = a.batch_id
       WHERE a.outcome = 'ok' AND a.started_at >= $since AND a.finished_at IS NOT NULL
       ORDER BY a.started_at DESC LIMIT $limit`,

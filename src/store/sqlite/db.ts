@@ -114,11 +114,10 @@ export function eachInSavepoint<T, R>(
     .immediate();
 }
 
-// biome-ignore lint/suspicious/noExplicitAny: the bindings are checked where the statement is named
-export function prepared<R = unknown, P extends SQLQueryBindings | SQLQueryBindings[] = any>(
+export function prepared<R = unknown, P extends SQLQueryBindings | SQLQueryBindings[] = SQLQueryBindings[]>(
   db: Database,
   sql: string,
-): Statement<R, P extends any[] ? P : [P]> {
+): Statement<R, P extends unknown[] ? P : [P]> {
   let cache = statements.get(db);
   if (!cache) {
     cache = new Map();
@@ -129,7 +128,7 @@ export function prepared<R = unknown, P extends SQLQueryBindings | SQLQueryBindi
     st = db.prepare(sql);
     cache.set(sql, st);
   }
-  return st as unknown as Statement<R, P extends any[] ? P : [P]>;
+  return st as unknown as Statement<R, P extends unknown[] ? P : [P]>;
 }
 
 /**
@@ -211,7 +210,8 @@ export function openVerified(path: string, opts: OpenOptions = {}): SqliteSpool 
 export function noteIntegrityCheck(spool: SqliteSpool): void {
   try {
     spool.db.run(
-      "INSERT INTO meta (key, value) VALUES ('integrity_checked_at', ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+      "INSERT INTO meta (key, value) VALUES ('integrity_checked_at', ?) ON CONFLICT (key) DO UPDATE " +
+        "SET value = excluded.value",
       [String(spool.clock.now())],
     );
   } catch {

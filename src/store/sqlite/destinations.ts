@@ -21,7 +21,8 @@ export function destinationNames(spool: SqliteSpool): string[] {
   const db = spool.db;
   return prepared<{ d: string }, []>(
     db,
-    "SELECT DISTINCT destination AS d FROM batches WHERE destination <> 'quarantine' UNION SELECT name FROM destinations ORDER BY 1",
+    "SELECT DISTINCT destination AS d FROM batches WHERE destination <> 'quarantine' UNION SELECT name " +
+      "FROM destinations ORDER BY 1",
   )
     .all()
     .map((r) => r.d);
@@ -80,7 +81,8 @@ export function recordTransportFailureTx(db: Database, name: string, f: FailureI
   else if (change.effect !== "ignored") {
     prepared(
       db,
-      "UPDATE destinations SET state = 'open', consecutive_failures = $n, opened_at = $at, cooldown_s = $cool, probe_until = NULL WHERE name = $name",
+      "UPDATE destinations SET state = 'open', consecutive_failures = $n, opened_at = $at, cooldown_s = $cool, " +
+        "probe_until = NULL WHERE name = $name",
     ).run({
       name,
       n: change.consecutive_failures,
@@ -96,7 +98,8 @@ export function halfOpenIfCooled(spool: SqliteSpool, name: string, now: number):
   return (
     prepared(
       spool.db,
-      "UPDATE destinations SET state = 'half_open', probe_until = NULL WHERE name = $name AND state = 'open' AND opened_at + cooldown_s <= $now",
+      "UPDATE destinations SET state = 'half_open', probe_until = NULL WHERE name = $name AND state = 'open' " +
+        "AND opened_at + cooldown_s <= $now",
     ).run({ name, now }).changes === 1
   );
 }
@@ -128,7 +131,8 @@ export function throttleTx(db: Database, name: string, now: number, until: numbe
   ensure(db, name);
   prepared(
     db,
-    "UPDATE destinations SET throttled_at = $now, throttle_s = $s, retry_after_until = MAX(COALESCE(retry_after_until, 0), $until) WHERE name = $name",
+    "UPDATE destinations SET throttled_at = $now, throttle_s = $s, retry_after_until = " +
+      "MAX(COALESCE(retry_after_until, 0), $until) WHERE name = $name",
   ).run({ name, now, s: throttleS, until });
 }
 
@@ -136,7 +140,8 @@ export function throttleTx(db: Database, name: string, now: number, until: numbe
 export function liftThrottleTx(db: Database, name: string, startedAt: number): void {
   prepared(
     db,
-    "UPDATE destinations SET throttled_at = NULL, throttle_s = NULL WHERE name = $name AND throttled_at IS NOT NULL AND throttled_at < $started",
+    "UPDATE destinations SET throttled_at = NULL, throttle_s = NULL WHERE name = $name AND throttled_at IS NOT NULL " +
+      "AND throttled_at < $started",
   ).run({ name, started: startedAt });
 }
 
@@ -167,13 +172,15 @@ export function resumeDestination(spool: SqliteSpool, name: string, now: number)
         prepared(
           spool.db,
           `UPDATE destinations SET state = 'closed', consecutive_failures = 0, opened_at = NULL, cooldown_s = NULL,
-              probe_until = NULL, paused_at = NULL, paused_by = NULL, retry_after_until = NULL, throttled_at = NULL, throttle_s = NULL
+              probe_until = NULL, paused_at = NULL, paused_by = NULL, retry_after_until = NULL, throttled_at = NULL,
+                throttle_s = NULL
             WHERE name = $name AND state = 'paused'`,
         ).run({ name }).changes === 1;
       if (resumed) {
         prepared(
           spool.db,
-          "UPDATE batches SET next_attempt_at = $now WHERE destination = $name AND state = 'retry' AND last_class = 'config' AND next_attempt_at > $now",
+          "UPDATE batches SET next_attempt_at = $now WHERE destination = $name AND state = 'retry' " +
+            "AND last_class = 'config' AND next_attempt_at > $now",
         ).run({ name, now });
         resolveIssueTx(spool.db, `delivery:${name}:paused`, now);
       }

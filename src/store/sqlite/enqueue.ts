@@ -56,14 +56,18 @@ const Q = {
   dedupTarget:
     "SELECT b.id AS batch_id, b.state, b.destination FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.id = ?",
   bumpDedup: "UPDATE dedup SET dup_count = dup_count + 1 WHERE source = ? AND dedup_id = ?",
-  putDedup: `INSERT INTO dedup (source, dedup_id, event_id, seen_at, dup_count) VALUES ($source, $dedup, $event, $now, $dups)
-    ON CONFLICT (source, dedup_id) DO UPDATE SET event_id = excluded.event_id, seen_at = excluded.seen_at, dup_count = excluded.dup_count`,
+  putDedup: `INSERT INTO dedup (source, dedup_id, event_id, seen_at, dup_count)
+    VALUES ($source, $dedup, $event, $now, $dups)
+    ON CONFLICT (source, dedup_id) DO UPDATE
+      SET event_id = excluded.event_id, seen_at = excluded.seen_at, dup_count = excluded.dup_count`,
   findOpen: "SELECT id, count, bytes, max_bytes FROM batches WHERE route = ? AND key = ? AND state = 'open'",
-  openBatch: `INSERT INTO batches (route, source, destination, key, state, first_at, last_at, quiet_s, max_s, max_events, max_bytes)
+  openBatch: `INSERT
+    INTO batches (route, source, destination, key, state, first_at, last_at, quiet_s, max_s, max_events, max_bytes)
     VALUES ($route, $source, $destination, $key, 'open', $now, $now, $quiet, $max, $events, $bytes)`,
   joinBatch: `UPDATE batches SET count = count + 1, bytes = bytes + $size, last_at = MAX(last_at, $now)
     WHERE id = $id RETURNING count, bytes, max_events, max_bytes`,
-  insertEvent: `INSERT INTO events (source, route, batch_id, event_type, dedup_id, received_at, payload, raw, headers, size, trace)
+  insertEvent: `INSERT
+    INTO events (source, route, batch_id, event_type, dedup_id, received_at, payload, raw, headers, size, trace)
     VALUES ($source, $route, $batch, $type, $dedup, $now, $payload, $raw, $headers, $size, $trace)`,
 } as const;
 
@@ -184,11 +188,14 @@ export function enqueue(spool: SqliteSpool, ev: NewEvent, now: number = spool.cl
     .immediate();
 }
 
-const QUARANTINE_BATCH = `INSERT INTO batches (route, source, destination, key, state, first_at, last_at, quiet_s, max_s,
+const QUARANTINE_BATCH = `INSERT
+  INTO batches (route, source, destination, key, state, first_at, last_at, quiet_s, max_s,
     max_events, max_bytes, count, bytes, sealed_at, last_class, last_error, dead_reason)
-  VALUES ($source, $source, 'quarantine', 'quarantine', 'dead', $now, $now, 0, 0, 1, $bytes, 1, $size, $now, 'quarantine', $error, 'quarantined')`;
+  VALUES ($source, $source, 'quarantine', 'quarantine', 'dead', $now, $now, 0, 0, 1, $bytes, 1, $size, $now,
+    'quarantine', $error, 'quarantined')`;
 
-const QUARANTINE_EVENT = `INSERT INTO events (source, route, batch_id, event_type, dedup_id, received_at, payload, raw, headers, size, url, trace)
+const QUARANTINE_EVENT = `INSERT
+  INTO events (source, route, batch_id, event_type, dedup_id, received_at, payload, raw, headers, size, url, trace)
   VALUES ($source, $source, $batch, '', NULL, $now, NULL, $raw, $headers, $size, $url, $trace)`;
 
 export function quarantine(

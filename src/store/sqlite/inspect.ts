@@ -26,14 +26,16 @@ export function eventCount(spool: SqliteSpool): number {
 export function newestEvent(spool: SqliteSpool): StoredEvent | null {
   return prepared<StoredEvent>(
     spool.db,
-    "SELECT b.key, e.event_type, e.headers, e.dedup_id, CAST(e.payload AS TEXT) AS payload FROM events e JOIN batches b ON b.id = e.batch_id WHERE b.destination <> 'quarantine' ORDER BY e.id DESC LIMIT 1",
+    "SELECT b.key, e.event_type, e.headers, e.dedup_id, CAST(e.payload AS TEXT) AS payload FROM events e " +
+      "JOIN batches b ON b.id = e.batch_id WHERE b.destination <> 'quarantine' ORDER BY e.id DESC LIMIT 1",
   ).get();
 }
 
 export function newestQuarantined(spool: SqliteSpool): QuarantinedEvent | null {
   return prepared<QuarantinedEvent>(
     spool.db,
-    "SELECT e.headers, e.raw, b.state, b.last_error FROM events e JOIN batches b ON b.id = e.batch_id WHERE b.destination = 'quarantine' ORDER BY e.id DESC LIMIT 1",
+    "SELECT e.headers, e.raw, b.state, b.last_error FROM events e JOIN batches b ON b.id = e.batch_id " +
+      "WHERE b.destination = 'quarantine' ORDER BY e.id DESC LIMIT 1",
   ).get();
 }
 

@@ -6,7 +6,8 @@ import { type RaiseIssue, type IssueState, DEAD_CLASSES, type IssueRow, ISSUE_VE
 
 const FIND = "SELECT * FROM issues WHERE fingerprint = ?";
 
-const INSERT = `INSERT INTO issues (fingerprint, kind, destination, route, state, first_at, last_at, count, sample_batch_id, last_error)
+const INSERT = `INSERT
+  INTO issues (fingerprint, kind, destination, route, state, first_at, last_at, count, sample_batch_id, last_error)
   VALUES ($fingerprint, $kind, $destination, $route, 'open', $now, $now, 1, $batch, $error)`;
 
 const BUMP = `UPDATE issues SET count = count + 1, last_at = $now,
@@ -18,7 +19,8 @@ const REOPEN = `UPDATE issues SET state = 'open', count = count + 1, last_at = $
   WHERE id = $id`;
 
 const RESOLVE =
-  "UPDATE issues SET state = 'resolved', last_at = $now WHERE fingerprint = $fingerprint AND state IN ('open', 'acked')";
+  "UPDATE issues SET state = 'resolved', last_at = $now WHERE fingerprint = $fingerprint " +
+  "AND state IN ('open', 'acked')";
 
 /**
  * Open an issue, or count one more occurrence of it. A resolved issue reopens (and may alert

@@ -31,7 +31,8 @@ export function journalAfter(spool: SqliteSpool, cursor: number, f: JournalFilte
   return prepared<JournalRow, Record<string, string | number | null>>(
     spool.db,
     `SELECT j.*, a.n AS attempt_n FROM journal j LEFT JOIN attempts a ON a.id = j.attempt_id
-      WHERE j.id > $cursor AND ($source IS NULL OR j.source = $source) AND ($destination IS NULL OR j.destination = $destination) AND ($key IS NULL OR j.key = $key)
+      WHERE j.id > $cursor AND ($source IS NULL OR j.source = $source) AND ($destination IS NULL
+        OR j.destination = $destination) AND ($key IS NULL OR j.key = $key)
       ORDER BY j.id LIMIT $limit`,
   ).all({ cursor, source: f.source ?? null, destination: f.destination ?? null, key: f.key ?? null, limit });
 }

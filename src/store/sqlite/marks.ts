@@ -11,7 +11,8 @@ import type { EnqueueResult, NewEvent } from "../enqueue.ts";
 import { journalTx } from "./journal.ts";
 import { scrubError, type AttemptOutcome, type MarkResult, attemptFacts, type MarkBase } from "../marks.ts";
 
-const FINISH = `UPDATE attempts SET finished_at = $now, outcome = $outcome, klass = $klass, status = $status, error = $error,
+const FINISH = `UPDATE attempts
+  SET finished_at = $now, outcome = $outcome, klass = $klass, status = $status, error = $error,
     duration_ms = $duration, counted = $counted, events_delivered = $delivered, failed_event_id = $failed,
     hits = CASE WHEN hits IS NULL THEN NULL ELSE COALESCE($hits, hits) END, answer = $answer, unconfirmed = $unconfirmed
   WHERE id = $id`;

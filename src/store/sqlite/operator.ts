@@ -12,7 +12,8 @@ import { type SplitOptions, splitEvents, pieces, checkSplitOptions } from "../sp
 import type { ReplayResult, Reclassify } from "../replay.ts";
 import { QUARANTINED, type QuarantinedRow, storedRequest } from "./reads.ts";
 
-const REPLAY = `UPDATE batches SET state = 'retry', attempts = 0, next_attempt_at = $now, not_before = $now, dead_reason = NULL
+const REPLAY = `UPDATE batches
+  SET state = 'retry', attempts = 0, next_attempt_at = $now, not_before = $now, dead_reason = NULL
   WHERE id = $id AND state = 'dead' AND destination <> 'quarantine'`;
 
 /**
@@ -34,7 +35,8 @@ export function requireBatchTx(db: Database, id: number): BatchHead {
   return b;
 }
 
-const RECLASSIFIED = `UPDATE batches SET state = 'delivered', delivered_at = $now, result = 'reclassified', dead_reason = NULL
+const RECLASSIFIED = `UPDATE batches
+  SET state = 'delivered', delivered_at = $now, result = 'reclassified', dead_reason = NULL
   WHERE id = $id AND state = 'dead' AND destination = 'quarantine'`;
 
 /**
@@ -105,9 +107,11 @@ export function retryNow(spool: SqliteSpool, id: number, now: number): void {
     .immediate();
 }
 
-const PIECE = `INSERT INTO batches (route, source, destination, key, state, first_at, last_at, quiet_s, max_s, max_events,
+const PIECE = `INSERT
+  INTO batches (route, source, destination, key, state, first_at, last_at, quiet_s, max_s, max_events,
     max_bytes, not_before, count, bytes, sealed_at, content_hash)
-  SELECT route, source, destination, key, 'sealed', $first, $last, quiet_s, max_s, max_events, max_bytes, $now, $count, $bytes, $now, $hash
+  SELECT route, source, destination, key, 'sealed', $first, $last, quiet_s, max_s, max_events, max_bytes, $now, $count,
+    $bytes, $now, $hash
   FROM batches WHERE id = $id`;
 
 export function splitBatch(spool: SqliteSpool, id: number, o: SplitOptions, now: number): number[] {
@@ -187,7 +191,8 @@ export function excludeEvents(spool: SqliteSpool, batchId: number, eventIds: num
   }).immediate();
 }
 
-const DROP = `UPDATE batches SET state = 'dropped', delivered_at = $now, result = $result, last_error = $why, dead_reason = NULL,
+const DROP = `UPDATE batches
+  SET state = 'dropped', delivered_at = $now, result = $result, last_error = $why, dead_reason = NULL,
     next_attempt_at = NULL, not_before = NULL
   WHERE id = $id AND state IN ('open', 'sealed', 'retry', 'awaiting', 'dead')`;
 

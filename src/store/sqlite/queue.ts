@@ -52,7 +52,8 @@ export function sealReady(
 const READY_DESTINATIONS = `WITH RECURSIVE d(name) AS (
     SELECT MIN(destination) FROM batches INDEXED BY batches_ready WHERE state IN ('sealed', 'retry')
     UNION ALL
-    SELECT (SELECT MIN(destination) FROM batches INDEXED BY batches_ready WHERE state IN ('sealed', 'retry') AND destination > d.name)
+    SELECT (SELECT MIN(destination) FROM batches INDEXED BY batches_ready WHERE state IN ('sealed', 'retry')
+      AND destination > d.name)
       FROM d WHERE d.name IS NOT NULL)
   SELECT name FROM d WHERE name IS NOT NULL AND name <> 'quarantine'`;
 
@@ -62,7 +63,8 @@ const READY_DESTINATIONS = `WITH RECURSIVE d(name) AS (
 // batches_ready in order and stops at $limit, so a wide backlog costs the slots it fills, not
 // its size; rows it passes over are retries not yet due and the tails of groups whose head is
 // out (each a search of batches_queue).
-const CANDIDATES = `SELECT b.id, b.route, b.source, b.destination, b.key, b.state, b.first_at, b.attempts, b.count, b.bytes
+const CANDIDATES = `SELECT b.id, b.route, b.source, b.destination, b.key, b.state, b.first_at, b.attempts, b.count,
+  b.bytes
   FROM batches b INDEXED BY batches_ready
   WHERE b.destination = $destination AND b.state IN ('sealed', 'retry')
     AND (b.state = 'sealed' OR b.next_attempt_at <= $now)
@@ -95,7 +97,8 @@ class LostRace extends Error {}
 const Q = {
   attemptCount: "SELECT COUNT(*) AS n FROM attempts WHERE batch_id = ?",
   deliveredBefore: "SELECT COUNT(*) AS n FROM attempts WHERE batch_id = ? AND outcome = 'ok'",
-  startAttempt: `INSERT INTO attempts (batch_id, n, destination, started_at, probe, counted, hits) VALUES ($batch, $n, $destination, $now, $probe, 0, $hits)`,
+  startAttempt: `INSERT INTO attempts (batch_id, n, destination, started_at, probe, counted, hits)
+    VALUES ($batch, $n, $destination, $now, $probe, 0, $hits)`,
   setDeliveryId: "UPDATE attempts SET delivery_id = ? WHERE id = ?",
   lease: `UPDATE batches SET state = 'leased', lease_until = $until, lease_owner = $owner
     WHERE id = $id AND state IN ('sealed', 'retry')`,
@@ -188,9 +191,11 @@ export function recoverLeases(spool: SqliteSpool, o: RecoverOptions): number[] {
 
 // A paced destination's window: its attempts in flight and those that ended within the window,
 // two searches of attempts_window (only paced destinations' attempts are in it).
-const RATE_WINDOW = `SELECT hits, finished_at AS finishedAt FROM attempts WHERE destination = $destination AND hits IS NOT NULL AND finished_at IS NULL
+const RATE_WINDOW = `SELECT hits, finished_at AS finishedAt FROM attempts WHERE destination = $destination
+  AND hits IS NOT NULL AND finished_at IS NULL
   UNION ALL
-  SELECT hits, finished_at AS finishedAt FROM attempts WHERE destination = $destination AND hits IS NOT NULL AND finished_at > $since`;
+  SELECT hits, finished_at AS finishedAt FROM attempts WHERE destination = $destination AND hits IS NOT NULL
+    AND finished_at > $since`;
 
 /** The hits that may still be in a paced destination's window at `now` (pacing.ts reads them). */
 export function rateWindow(spool: SqliteSpool, destination: string, now: number, rate: Rate): WindowHit[] {
@@ -280,7 +285,8 @@ export function redueConfigRetries(spool: SqliteSpool, now: number): number {
       () =>
         prepared(
           spool.db,
-          "UPDATE batches SET next_attempt_at = $now WHERE state = 'retry' AND last_class = 'config' AND next_attempt_at > $now",
+          "UPDATE batches SET next_attempt_at = $now WHERE state = 'retry' AND last_class = 'config' " +
+            "AND next_attempt_at > $now",
         ).run({ now }).changes,
     )
     .immediate();

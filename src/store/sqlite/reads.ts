@@ -27,7 +27,8 @@ export function listBatches(spool: SqliteSpool, f: ListFilter = {}): BatchRow[] 
     where.push("id < $before");
     params.before = f.before;
   }
-  const sql = `SELECT * FROM batches ${where.length ? `WHERE ${where.join(" AND ")}` : ""} ORDER BY id DESC LIMIT $limit`;
+  const sql = `SELECT * FROM batches ${where.length ? `WHERE ${where.join(" AND ")}` : ""} ORDER BY id DESC
+    LIMIT $limit`;
   return prepared<BatchRow, Record<string, string | number>>(db, sql).all(params);
 }
 
@@ -41,7 +42,8 @@ export function batchEvents(spool: SqliteSpool, batchId: number): EventListing[]
   const db = spool.db;
   return prepared<Omit<EventListing, "trace"> & { trace: string | null }, [number]>(
     db,
-    "SELECT id, event_type, received_at, dedup_id, size, excluded_at, route, trace FROM events WHERE batch_id = ? ORDER BY id",
+    "SELECT id, event_type, received_at, dedup_id, size, excluded_at, route, trace FROM events WHERE batch_id = ? " +
+      "ORDER BY id",
   )
     .all(batchId)
     .map((e) => ({ ...e, trace: parseTrace(e.trace) }));

@@ -31,7 +31,8 @@ export const Q = {
   deleteBatch: "DELETE FROM batches WHERE id = ? AND state IN ('delivered', 'dropped')",
   // Attempts have no foreign key and outlive their batches; a running attempt is never touched.
   deleteAttempts: `DELETE FROM attempts WHERE id IN (
-    SELECT id FROM attempts WHERE started_at < $cutoff AND finished_at IS NOT NULL ORDER BY started_at, id LIMIT $limit)`,
+    SELECT id FROM attempts WHERE started_at < $cutoff AND finished_at IS NOT NULL ORDER BY started_at, id
+      LIMIT $limit)`,
   // The sources present in dedup, one index probe each rather than a scan of every row.
   nextDedupSource: "SELECT MIN(source) AS source FROM dedup WHERE source > ?",
   deleteDedup: `DELETE FROM dedup WHERE rowid IN (
@@ -41,7 +42,8 @@ export const Q = {
   // Operators' actions are kept as long as attempts, the other half of a batch's story.
   deleteActions: `DELETE FROM actions WHERE id IN (SELECT id FROM actions WHERE at < $cutoff ORDER BY id LIMIT $limit)`,
   deleteIssues: `DELETE FROM issues WHERE id IN (
-    SELECT id FROM issues WHERE state IN ('resolved', 'ignored') AND last_at < $cutoff ORDER BY last_at, id LIMIT $limit)`,
+    SELECT id FROM issues WHERE state IN ('resolved', 'ignored') AND last_at < $cutoff ORDER BY last_at, id
+      LIMIT $limit)`,
   checkpoint: "PRAGMA wal_checkpoint(TRUNCATE)",
 } as const;
 

@@ -11,7 +11,8 @@ export function countBatches(spool: SqliteSpool): StateCounts {
   const out = Object.fromEntries([...BATCH_STATES, "quarantined"].map((s) => [s, 0])) as StateCounts;
   const rows = prepared<{ state: BatchState; q: number; n: number }, []>(
     db,
-    "SELECT state, destination = 'quarantine' AS q, COUNT(*) AS n FROM batches GROUP BY state, destination = 'quarantine'",
+    "SELECT state, destination = 'quarantine' AS q, COUNT(*) AS n FROM batches " +
+      "GROUP BY state, destination = 'quarantine'",
   ).all();
   for (const r of rows) {
     if (r.q && r.state === "dead") out.quarantined += r.n;
@@ -36,7 +37,9 @@ export function oldestPending(spool: SqliteSpool): { overall: number | null; byD
   const db = spool.db;
   const rows = prepared<{ destination: string; first_at: number }, []>(
     db,
-    "SELECT destination, MIN(first_at) AS first_at FROM batches WHERE state IN ('open', 'sealed', 'leased', 'retry', 'awaiting') AND destination <> 'quarantine' GROUP BY destination",
+    "SELECT destination, MIN(first_at) AS first_at FROM batches " +
+      "WHERE state IN ('open', 'sealed', 'leased', 'retry', 'awaiting') AND destination <> 'quarantine' " +
+      "GROUP BY destination",
   ).all();
   const byDestination = new Map(rows.map((r) => [r.destination, r.first_at]));
   const overall = rows.length ? Math.min(...rows.map((r) => r.first_at)) : null;
@@ -48,7 +51,8 @@ export function pollRows(spool: SqliteSpool): PollRow[] {
   const db = spool.db;
   return prepared<PollRow, []>(
     db,
-    "SELECT p.*, b.state AS last_batch_state FROM polls p LEFT JOIN batches b ON b.id = p.last_batch_id ORDER BY p.instance",
+    "SELECT p.*, b.state AS last_batch_state FROM polls p LEFT JOIN batches b ON b.id = p.last_batch_id " +
+      "ORDER BY p.instance",
   ).all();
 }
 
@@ -63,7 +67,8 @@ export function attemptCounts(
     [number]
   >(
     db,
-    `SELECT destination, COALESCE(outcome, 'running') AS outcome, COALESCE(klass, '') AS klass, COALESCE(answer, '') AS answer, COUNT(*) AS n, COALESCE(SUM(duration_ms), 0) AS duration_ms
+    `SELECT destination, COALESCE(outcome, 'running') AS outcome, COALESCE(klass, '') AS klass,
+      COALESCE(answer, '') AS answer, COUNT(*) AS n, COALESCE(SUM(duration_ms), 0) AS duration_ms
        FROM attempts WHERE started_at >= ? GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4`,
   ).all(since);
 }
@@ -73,7 +78,8 @@ export function deliveredCounts(spool: SqliteSpool, since: number): { destinatio
   const db = spool.db;
   return prepared<{ destination: string; n: number }, [number]>(
     db,
-    "SELECT destination, COUNT(*) AS n FROM batches WHERE state = 'delivered' AND delivered_at >= ? GROUP BY 1 ORDER BY 1",
+    "SELECT destination, COUNT(*) AS n FROM batches WHERE state = 'delivered' AND delivered_at >= ? GROUP BY 1 " +
+      "ORDER BY 1",
   ).all(since);
 }
 
@@ -91,7 +97,8 @@ export function leasedCounts(spool: SqliteSpool): Map<string, number> {
 export function readyCounts(spool: SqliteSpool, now: number): Map<string, number> {
   const rows = prepared<{ destination: string; n: number }, [number]>(
     spool.db,
-    "SELECT destination, COUNT(*) AS n FROM batches WHERE destination <> 'quarantine' AND (state = 'sealed' OR (state = 'retry' AND next_attempt_at <= ?)) GROUP BY destination",
+    "SELECT destination, COUNT(*) AS n FROM batches WHERE destination <> 'quarantine' AND (state = 'sealed' " +
+      "OR (state = 'retry' AND next_attempt_at <= ?)) GROUP BY destination",
   ).all(now);
   return new Map(rows.map((r) => [r.destination, r.n]));
 }

@@ -31,7 +31,8 @@ export function sqliteJournalWatch(spool: SqliteSpool): JournalWatch {
       if (cursor < oldestKept) {
         throw new HookspoolError(
           "E_NOTHING",
-          `cursor reset required: cursor ${cursor} is older than the journal keeps; the oldest position is ${oldestKept}`,
+          `cursor reset required: cursor ${cursor} is older than the journal keeps; the oldest position is ` +
+            `${oldestKept}`,
           { hint: `go on with --since ${oldestKept}, after checking what the gap lost (hookspool list --since)` },
         );
       }
