@@ -310,12 +310,14 @@ export function scanDocs(root = BOBBINS_DIR, partials = loadPartials()): DocStat
       for (const name of requiredFor(file, b, partials)) {
         if (!expanded.used.has(name) && !expanded.omitted.has(name))
           problems.push(
-            `${where}: does not include ${name} (add <!-- partial:${name} --> and <!-- /partial:${name} -->, or <!-- partial:${name} omitted: <why> -->)`,
+            `${where}: does not include ${name} (add <!-- partial:${name} --> and <!-- /partial:${name} -->, ` +
+              `or <!-- partial:${name} omitted: <why> -->)`,
           );
       }
       const drifted = expanded.drift.map(
         (d) =>
-          `${where}:${d.line}: the ${d.name} region is not what docs/partials/${d.name}.md gives: edit the partial or the text outside the markers, then run make docs`,
+          `${where}:${d.line}: the ${d.name} region is not what docs/partials/${d.name}.md gives: ` +
+          "edit the partial or the text outside the markers, then run make docs",
       );
       out.push({ where, path, old, expanded, problems, drifted });
     }

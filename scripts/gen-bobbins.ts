@@ -49,7 +49,8 @@ export function scanBobbins(root = BOBBINS): { bobbins: { dir: string; files: st
       for (const f of files) {
         if (!f.endsWith(".ts") && !TEXT_EXTENSIONS.some((x) => f.endsWith(x)))
           problems.push(
-            `bobbins/${vendor}/${product}/${f}: only ${TEXT_EXTENSIONS.join(", ")} and .ts files are carried in the binary`,
+            `bobbins/${vendor}/${product}/${f}: ` +
+              `only ${TEXT_EXTENSIONS.join(", ")} and .ts files are carried in the binary`,
           );
       }
       bobbins.push({

@@ -24,6 +24,10 @@ const DURATION_S = Number(arg("duration", process.env.DURATION ?? "60"));
 const rng = seededRng(Number(arg("seed", String(Date.now() % 100000))));
 const RUNTIME = arg("runtime", "bun") as Runtime;
 const SECRET = "soak-inbound-secret";
+/** Every soak source's template line: the signature the load sends, the fields it keys on. */
+const TEMPLATE =
+  'template = { scheme = "hmac-sha256-hex", header = "X-Sig", prefix = "sha256=", key = "key", dedup = "id", ' +
+  'event_type = "type" }';
 const SOURCES = {
   a: { quiet: 0.3, max: 1, maxEvents: 10, maxBytes: 786432 },
   b: { quiet: 0, max: 0, maxEvents: 5, maxBytes: 786432 },
@@ -89,7 +93,7 @@ function writeConfig(): void {
   const sources = Object.entries(SOURCES)
     .map(
       ([name, w]) => `[sources.${name}]
-template = { scheme = "hmac-sha256-hex", header = "X-Sig", prefix = "sha256=", key = "key", dedup = "id", event_type = "type" }
+${TEMPLATE}
 secrets.secret = { file = "${join(home, "secret")}" }
 quiet_s = ${w.quiet}
 max_s = ${w.max}
@@ -348,7 +352,8 @@ function report(db: Database, started: number): number {
     (
       db
         .query(
-          "SELECT e.payload FROM events e JOIN batches b ON b.id = e.batch_id WHERE b.state = 'dead' AND e.payload IS NOT NULL",
+          "SELECT e.payload FROM events e JOIN batches b ON b.id = e.batch_id " +
+            "WHERE b.state = 'dead' AND e.payload IS NOT NULL",
         )
         .all() as { payload: string }[]
     ).map((r) => (JSON.parse(r.payload) as { id: string }).id),

@@ -15,7 +15,7 @@ import { SENDER_SECRET } from "./lib/payload.ts";
 import { listeningPort, main, startHookspool } from "./lib/procs.ts";
 import { receiver } from "./lib/receiver.ts";
 import { emit, table } from "./lib/report.ts";
-import { makeHome } from "./lib/homes.ts";
+import { BENCH_TEMPLATE, makeHome } from "./lib/homes.ts";
 
 const EVENTS = 1000;
 const KEYS = 10;
@@ -64,7 +64,7 @@ await main("coalesce", 120, async () => {
       receiverPort: rx.port,
       noGithub: true,
       extra: `[sources.burst]
-template = { scheme = "hmac-sha256-hex", header = "X-Bench-Signature", prefix = "sha256=", key = "key", dedup = "id", event_type = "type" }
+${BENCH_TEMPLATE}
 secrets.secret = { file = "secrets/github" }
 ${c.windows}
 action = "receiver"

@@ -17,7 +17,7 @@ import { SENDER_SECRET } from "./lib/payload.ts";
 import { type Child, hookspoolVerb, listeningPort, main, startHookspool } from "./lib/procs.ts";
 import { receiver, type Receiver } from "./lib/receiver.ts";
 import { emit, percentile, table } from "./lib/report.ts";
-import { makeHome } from "./lib/homes.ts";
+import { BENCH_TEMPLATE, makeHome } from "./lib/homes.ts";
 
 const N = Number(process.env.BENCH_DISPATCH_N ?? 2000);
 const K = Number(process.env.BENCH_DISPATCH_K ?? 2000);
@@ -26,7 +26,7 @@ const LAT_RATE = 100;
 const QUIET_S = 0.2;
 
 const SOURCE = (name: string, windows: string) => `[sources.${name}]
-template = { scheme = "hmac-sha256-hex", header = "X-Bench-Signature", prefix = "sha256=", key = "key", dedup = "id", event_type = "type" }
+${BENCH_TEMPLATE}
 secrets.secret = { file = "secrets/github" }
 ${windows}
 action = "receiver"
@@ -155,7 +155,8 @@ async function latency(mode: "run" | "intake+dispatch", pollS: number | null): P
   const rx = receiver();
   const children: Child[] = [];
   try {
-    const extra = `${SOURCE("fresh", `quiet_s = ${QUIET_S}\nmax_s = 5`)}\n${pollS === null ? "" : `[dispatch]\npoll_s = ${pollS}\n`}`;
+    const dispatch = pollS === null ? "" : `[dispatch]\npoll_s = ${pollS}\n`;
+    const extra = `${SOURCE("fresh", `quiet_s = ${QUIET_S}\nmax_s = 5`)}\n${dispatch}`;
     const home = await makeHome(`latency-${mode.replace("+", "-")}`, { receiverPort: rx.port, noGithub: true, extra });
     let port: number;
     if (mode === "run") {
@@ -223,7 +224,8 @@ await main("dispatch", 150, async () => {
   for (const pollS of [null, 0.1])
     for (const mode of ["run", "intake+dispatch"] as const) lats.push(await latency(mode, pollS));
   table(
-    `dispatch: readiness (last_at + quiet_s ${QUIET_S}) to the receiver's 2xx, ${LAT_EVENTS} one-event batches at ${LAT_RATE}/s`,
+    `dispatch: readiness (last_at + quiet_s ${QUIET_S}) ` +
+      `to the receiver's 2xx, ${LAT_EVENTS} one-event batches at ${LAT_RATE}/s`,
     [
       "processes",
       "poll_s",

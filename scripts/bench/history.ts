@@ -58,36 +58,37 @@ function seed(path: string, from: number, to: number): void {
     // Row 0 of each table: what the measures add then takes ids from 1 up (max + 1), never one
     // a later, larger history wants.
     if (from === 0) {
-      db.run(`INSERT INTO batches (id, route, source, destination, key, state, first_at, last_at, quiet_s, max_s, max_events, max_bytes)
-        VALUES (0, 'r0', 'src', 'http:d0', 'sentinel', 'dropped', ${NOW - 31 * 86400}, ${NOW - 31 * 86400}, 0, 0, 1, 1)`);
-      db.run(
-        `INSERT INTO events (id, source, route, batch_id, received_at, payload, size) VALUES (0, 'src', 'r0', 0, ${NOW - 31 * 86400}, '{}', 2)`,
-      );
-      db.run(
-        `INSERT INTO attempts (id, batch_id, n, destination, started_at) VALUES (0, 0, 1, 'http:d0', ${NOW - 31 * 86400})`,
-      );
+      const old = NOW - 31 * 86400;
+      db.run(`INSERT INTO batches (id, route, source, destination, key, state, first_at, last_at, quiet_s, max_s,
+                                   max_events, max_bytes)
+        VALUES (0, 'r0', 'src', 'http:d0', 'sentinel', 'dropped', ${old}, ${old}, 0, 0, 1, 1)`);
+      db.run(`INSERT INTO events (id, source, route, batch_id, received_at, payload, size)
+        VALUES (0, 'src', 'r0', 0, ${old}, '{}', 2)`);
+      db.run(`INSERT INTO attempts (id, batch_id, n, destination, started_at) VALUES (0, 0, 1, 'http:d0', ${old})`);
     }
+    // at: the i-th row's time, spread evenly over the span.
+    const at = "$now - $span + i * $span / $total";
     db.query(`${series}
-      INSERT INTO batches (id, route, source, destination, key, state, first_at, last_at, quiet_s, max_s, max_events, max_bytes,
-                           count, bytes, sealed_at, content_hash, attempts, delivered_at, result)
+      INSERT INTO batches (id, route, source, destination, key, state, first_at, last_at, quiet_s, max_s, max_events,
+                           max_bytes, count, bytes, sealed_at, content_hash, attempts, delivered_at, result)
       SELECT i - 2000000000, 'r' || (i % $dests), 'src', 'http:d' || (i % $dests), 'k' || (i % $keys), 'delivered',
-             $now - $span + i * $span / $total, $now - $span + i * $span / $total, 0, 0, 1, 786432,
-             1, 230, $now - $span + i * $span / $total, 'sha256:' || hex(randomblob(32)), 1, $now - $span + i * $span / $total + 1, 'ok'
+             ${at}, ${at}, 0, 0, 1, 786432,
+             1, 230, ${at}, 'sha256:' || hex(randomblob(32)), 1, ${at} + 1, 'ok'
       FROM n`).run(args);
     db.query(`${series}
       INSERT INTO events (id, source, route, batch_id, event_type, dedup_id, received_at, payload, headers, size)
-      SELECT i - 2000000000, 'src', 'r' || (i % $dests), i - 2000000000, 'card.updated', 'h-' || i, $now - $span + i * $span / $total,
+      SELECT i - 2000000000, 'src', 'r' || (i % $dests), i - 2000000000, 'card.updated', 'h-' || i, ${at},
              json_object('id', 'h-' || i, 'key', 'k' || (i % $keys), 'text', $text), '{}', 230
       FROM n`).run(args);
     db.query(`${series}
-      INSERT INTO attempts (id, batch_id, n, destination, started_at, finished_at, outcome, status, duration_ms, counted, delivery_id)
-      SELECT i - 2000000000, i - 2000000000, 1, 'http:d' || (i % $dests), $now - $span + i * $span / $total, $now - $span + i * $span / $total + 0.01,
+      INSERT INTO attempts (id, batch_id, n, destination, started_at, finished_at, outcome, status, duration_ms,
+                            counted, delivery_id)
+      SELECT i - 2000000000, i - 2000000000, 1, 'http:d' || (i % $dests), ${at}, ${at} + 0.01,
              'ok', 200, 10, 1, 'msg_' || i
       FROM n`).run(args);
     db.query(`${series}
-      INSERT INTO dedup (source, dedup_id, event_id, seen_at, dup_count) SELECT 'src', 'h-' || i, i - 2000000000, $now - $span + i * $span / $total, 0 FROM n`).run(
-      args,
-    );
+      INSERT INTO dedup (source, dedup_id, event_id, seen_at, dup_count)
+      SELECT 'src', 'h-' || i, i - 2000000000, ${at}, 0 FROM n`).run(args);
   })();
   db.run("PRAGMA wal_checkpoint(TRUNCATE)");
   db.close();
@@ -238,7 +239,8 @@ await main("history", 280, async () => {
     rows.push([`(${r.mib.toFixed(0)} MiB, seeded in ${r.seedS.toFixed(1)} s)`, "", "", "", "", ""]);
   }
   table(
-    `history: per operation as the delivered history grows (${OPS} operations each, median of 3 rounds; ratio to ${base.size} batches; flat is within 1.2)`,
+    `history: per operation as the delivered history grows (${OPS} operations each, ` +
+      `median of 3 rounds; ratio to ${base.size} batches; flat is within 1.2)`,
     ["history batches", "operation", "wall us", "cpu us", "wall ratio", "cpu ratio"],
     rows,
   );

@@ -149,7 +149,8 @@ await main("intake", 150, async () => {
     }
   }
   table(
-    `intake: ${bodyBytes} B signed GitHub push, ${N} requests per cell in ${ROUNDS} rounds (after ${WARMUP} warm-up), WAL + synchronous=FULL`,
+    `intake: ${bodyBytes} B signed GitHub push, ` +
+      `${N} requests per cell in ${ROUNDS} rounds (after ${WARMUP} warm-up), WAL + synchronous=FULL`,
     ["server", "senders", "requests", "req/s", "p50 ms", "p99 ms", "max ms", "non-2xx"],
     rows,
   );

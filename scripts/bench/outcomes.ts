@@ -14,7 +14,7 @@
 //   bun scripts/bench/outcomes.ts     BENCH_OUTCOMES_N (1000), BENCH_OUTCOMES_ROUNDS (3)
 import { Webhook } from "standardwebhooks";
 import { load } from "./lib/load.ts";
-import { makeHome } from "./lib/homes.ts";
+import { BENCH_TEMPLATE, makeHome } from "./lib/homes.ts";
 import { DEST_SECRET, SENDER_SECRET } from "./lib/payload.ts";
 import { hookspoolVerb, listeningPort, main, startHookspool } from "./lib/procs.ts";
 import { emit, table } from "./lib/report.ts";
@@ -23,7 +23,7 @@ const N = Number(process.env.BENCH_OUTCOMES_N ?? 1000);
 const ROUNDS = Number(process.env.BENCH_OUTCOMES_ROUNDS ?? 3);
 
 const SOURCE = `[sources.backlog]
-template = { scheme = "hmac-sha256-hex", header = "X-Bench-Signature", prefix = "sha256=", key = "key", dedup = "id", event_type = "type" }
+${BENCH_TEMPLATE}
 secrets.secret = { file = "secrets/github" }
 max_events = 1
 action = "receiver"

@@ -14,6 +14,7 @@ import { createHmac } from "node:crypto";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { HermesGateway } from "../../test/helpers/hermes-gateway.ts";
+import { BENCH_TEMPLATE } from "./lib/homes.ts";
 import { PG_BIN, startBenchPostgres } from "./lib/pg.ts";
 import { type Child, hookspoolVerb, listeningPort, main, startHookspool, tempHome } from "./lib/procs.ts";
 import { emit, table } from "./lib/report.ts";
@@ -55,7 +56,7 @@ base_url = "${gw.url}"
 subscriptions_path = "${gw.subscriptionsPath}"
 
 [sources.bench]
-template = { scheme = "hmac-sha256-hex", header = "X-Bench-Signature", prefix = "sha256=", key = "key", dedup = "id", event_type = "type" }
+${BENCH_TEMPLATE}
 secrets.secret = { file = "secrets/sender" }
 quiet_s = 0
 max_s = 0
@@ -194,7 +195,8 @@ await main("pacing", Math.ceil(FLOOR_S * 8 + 300), async () => {
     if (r.dead !== 0) problems.push(`${r.layout.name}: ${r.dead} dead`);
   }
   table(
-    `pacing: ${N} events on ${N} keys to a gateway that takes ${LIMIT} per ${WINDOW_S} s (floor ${FLOOR_S.toFixed(1)} s)`,
+    `pacing: ${N} events on ${N} keys to a gateway that takes ` +
+      `${LIMIT} per ${WINDOW_S} s (floor ${FLOOR_S.toFixed(1)} s)`,
     ["layout", "drain s", "ratio to floor", "429s", "accepted", "delivered", "dead"],
     results.map((r) => [r.layout.name, r.drainS, r.drainS / FLOOR_S, r.answers429, r.accepted, r.delivered, r.dead]),
   );

@@ -31,7 +31,7 @@
 import { Database } from "bun:sqlite";
 import { join } from "node:path";
 import { SQL } from "bun";
-import { makeHome } from "./lib/homes.ts";
+import { BENCH_TEMPLATE, makeHome } from "./lib/homes.ts";
 import { load, type LoadResult, type LoadSpec, merge } from "./lib/load.ts";
 import { SENDER_SECRET, githubPush } from "./lib/payload.ts";
 import { type BenchPg, PG_BIN, startBenchPostgres } from "./lib/pg.ts";
@@ -270,7 +270,8 @@ async function intakeBench(pg: BenchPg, rx: Receiver): Promise<void> {
     postgres_rows: Number(pgEvents),
   });
   table(
-    `postgres intake: ${bodyBytes} B signed GitHub push, ${INTAKE_N} requests per cell in ${ROUNDS} rounds, senders split over two load generators; PostgreSQL fsync ${FSYNC ? "on" : "OFF"}, pool ${POOL}`,
+    `postgres intake: ${bodyBytes} B signed GitHub push, ${INTAKE_N} requests per cell in ${ROUNDS} rounds, ` +
+      `senders split over two load generators; PostgreSQL fsync ${FSYNC ? "on" : "OFF"}, pool ${POOL}`,
     [
       "server",
       "senders",
@@ -287,7 +288,8 @@ async function intakeBench(pg: BenchPg, rx: Receiver): Promise<void> {
     rows,
   );
   console.error(
-    `event rows: sqlite ${sqliteEvents} (requests ${servers[0].sent}), postgres ${pgEvents} (requests ${one.sent + two.sent})`,
+    `event rows: sqlite ${sqliteEvents} (requests ${servers[0].sent}), ` +
+      `postgres ${pgEvents} (requests ${one.sent + two.sent})`,
   );
   for (const ch of [sqliteIntake, ...pgChildren]) await ch.stop();
   if (problems.length) throw new Error(`postgres intake: ${problems.join("; ")}`);
@@ -296,7 +298,7 @@ async function intakeBench(pg: BenchPg, rx: Receiver): Promise<void> {
 // ---- dispatch -----------------------------------------------------------------------------
 
 const SOURCE = `[sources.backlog]
-template = { scheme = "hmac-sha256-hex", header = "X-Bench-Signature", prefix = "sha256=", key = "key", dedup = "id", event_type = "type" }
+${BENCH_TEMPLATE}
 secrets.secret = { file = "secrets/github" }
 max_events = 1
 action = "receiver"
@@ -352,9 +354,11 @@ interface BatchCounts {
 async function countsPg(url: string): Promise<BatchCounts> {
   const sql = new SQL(url, { max: 1 });
   try {
-    const [r] =
-      await sql`SELECT COUNT(*) FILTER (WHERE state = 'sealed')::int AS s, COUNT(*) FILTER (WHERE state <> 'delivered')::int AS u,
-        (SELECT COUNT(*)::int FROM attempts) AS a, (SELECT COUNT(*)::int FROM attempts WHERE outcome = 'ok') AS ok FROM batches`;
+    const [r] = await sql`SELECT COUNT(*) FILTER (WHERE state = 'sealed')::int AS s,
+        COUNT(*) FILTER (WHERE state <> 'delivered')::int AS u,
+        (SELECT COUNT(*)::int FROM attempts) AS a,
+        (SELECT COUNT(*)::int FROM attempts WHERE outcome = 'ok') AS ok
+      FROM batches`;
     return { sealed: Number(r.s), undelivered: Number(r.u), attempts: Number(r.a), ok: Number(r.ok) };
   } finally {
     await sql.close();
@@ -558,7 +562,8 @@ async function dispatchBench(pg: BenchPg): Promise<void> {
       emit("postgres_dispatch", "batches_per_s_ratio_vs_sqlite", rate(name) / ref, "ratio", config);
   }
   table(
-    `postgres dispatch: drain ${DISPATCH_N} single-event sealed batches over ${DISPATCH_K} keys, default [dispatch] (max_inflight 4 per dispatcher); PostgreSQL fsync ${FSYNC ? "on" : "OFF"}`,
+    `postgres dispatch: drain ${DISPATCH_N} single-event sealed batches over ${DISPATCH_K} keys, ` +
+      `default [dispatch] (max_inflight 4 per dispatcher); PostgreSQL fsync ${FSYNC ? "on" : "OFF"}`,
     [
       "dispatchers",
       "round",
@@ -599,8 +604,12 @@ async function dispatchBench(pg: BenchPg): Promise<void> {
 await main("postgres", 200, async () => {
   const pg = await startBenchPostgres({ fsync: FSYNC });
   try {
+    const fsync = FSYNC
+      ? "ON (synchronous_commit, full_page_writes on)"
+      : "OFF (synchronous_commit, full_page_writes off): it flatters PostgreSQL's commit cost";
     console.error(
-      `postgres bench: ${pg.version}, a throwaway cluster on a unix socket${pg.asNobody ? " (run as nobody)" : ""}, fsync ${FSYNC ? "ON (synchronous_commit, full_page_writes on)" : "OFF (synchronous_commit, full_page_writes off): it flatters PostgreSQL's commit cost"}`,
+      `postgres bench: ${pg.version}, a throwaway cluster on a unix socket${pg.asNobody ? " (run as nobody)" : ""}, ` +
+        `fsync ${fsync}`,
     );
     emit("postgres", "server", 1, "server", {
       version: pg.version,

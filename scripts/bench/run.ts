@@ -40,6 +40,7 @@ for (const f of BENCHES) {
   console.error(`### bench ${f}: ${((performance.now() - t) / 1000).toFixed(1)} s`);
 }
 console.error(
-  `\nall benchmarks: ${((performance.now() - t0) / 1000).toFixed(1)} s${failed.length ? `; failed: ${failed.join(", ")}` : ""}`,
+  `\nall benchmarks: ${((performance.now() - t0) / 1000).toFixed(1)} s` +
+    `${failed.length ? `; failed: ${failed.join(", ")}` : ""}`,
 );
 process.exit(failed.length ? 1 : 0);

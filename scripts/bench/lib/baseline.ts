@@ -21,7 +21,8 @@ db.run("PRAGMA busy_timeout = 10000");
 db.run("PRAGMA journal_mode = WAL");
 db.run("PRAGMA synchronous = FULL");
 db.run(
-  "CREATE TABLE IF NOT EXISTS events (id INTEGER PRIMARY KEY, delivery TEXT, payload TEXT NOT NULL, received_at REAL NOT NULL)",
+  "CREATE TABLE IF NOT EXISTS events (id INTEGER PRIMARY KEY, " +
+    "delivery TEXT, payload TEXT NOT NULL, received_at REAL NOT NULL)",
 );
 const insert = db.query("INSERT INTO events (delivery, payload, received_at) VALUES (?, ?, ?)");
 const one = db.transaction((delivery: string | null, payload: string) => {

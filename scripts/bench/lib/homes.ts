@@ -4,6 +4,11 @@ import { join } from "node:path";
 import { DEST_SECRET, SENDER_SECRET } from "./payload.ts";
 import { hookspoolVerb, tempHome } from "./procs.ts";
 
+/** The TOML line of a bench source's template: the signature the load generators send, the fields it keys on. */
+export const BENCH_TEMPLATE =
+  'template = { scheme = "hmac-sha256-hex", header = "X-Bench-Signature", prefix = "sha256=", ' +
+  'key = "key", dedup = "id", event_type = "type" }';
+
 export interface HomeOptions {
   /** The receiver the http destination delivers to. */
   receiverPort: number;
