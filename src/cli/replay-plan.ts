@@ -37,7 +37,7 @@ export async function printReplayPlan(
   const rows = new Map<string, PlanRow>();
   for (const id of ids) {
     const b = await store.getBatch(id);
-    if (!b || b.state !== "dead") continue;
+    if (b?.state !== "dead") continue;
     const reason = b.dead_reason ?? "rejected";
     const k = JSON.stringify([b.destination, b.key, reason]);
     const row = rows.get(k) ?? { destination: b.destination, key: b.key, reason, batches: 0, events: 0 };

@@ -81,7 +81,7 @@ export interface AlertDeps {
 
 /** Send the alerts that are due. Returns the issue ids alerted. */
 export async function runAlerts(d: AlertDeps): Promise<number[]> {
-  const { store, config, log, now } = d;
+  const { store, config, log } = d;
   const dry = config.alerts.dry || d.env.HOOKSPOOL_ALERT_DRY === "1";
   const sent: number[] = [];
   for (const issue of await store.issuesToAlert()) {

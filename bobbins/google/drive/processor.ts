@@ -48,7 +48,7 @@ export function itemsOf(changes: readonly DriveChange[], keep: ReadonlySet<strin
       // Drive gives no file with a removal: nothing but the id to say, and no type to filter on.
       items.push({ event_type: "removed", key: c.fileId, fileId: c.fileId, reason: "removed" });
     } else if (!kept(c)) {
-      continue;
+      // A type mime_types leaves out: no item.
     } else if (c.trashed === true) {
       items.push({
         event_type: "removed",
