@@ -83,7 +83,7 @@ export function sendCommand(cli: Cli): CommandDef {
     },
     async run({ args }) {
       const loaded = loadFor(cli);
-      const { config, paths } = loaded;
+      const { config } = loaded;
       const source = String(args.source);
       if (!config.sources[source])
         throw notInConfig(
