@@ -154,13 +154,11 @@ function cases(open: () => Open): void {
         w.report({ deliveryId: c }),
         w.report({ deliveryId: "hs_nobody_2" }),
       ]);
-      expect(out.map((r) => (r.kind === "settled" ? r.state : r.kind))).toEqual([
-        "delivered",
-        "retry",
-        "settled_already",
-        "delivered",
-        "unknown",
-      ]);
+      const said = out.map((r) => (r.kind === "settled" ? r.state : r.kind));
+      // a's two reports: exactly one settles it. Which one is the order the two transactions take
+      // the batch's row in (PostgreSQL's reports of one turn may commit in two at once).
+      expect([said[0], said[2]].sort()).toEqual(["delivered", "settled_already"]);
+      expect([said[1], said[3], said[4]]).toEqual(["retry", "delivered", "unknown"]);
       expect((await w.b.operator.batchAttempts(ids[0])).filter((x) => x.klass === "agent")).toHaveLength(1);
     } finally {
       await w.stop();
