@@ -1,18 +1,20 @@
 // The record of what an operator changed from the dashboard, on PostgreSQL: one row per action,
-// names and ids only. The change runs first, in its own transaction; the row is written only
-// once it committed, so a failed change leaves no row.
+// names and ids only, written in the change's own transaction (the change's operations run in
+// savepoints of it), so the change and its record commit together or not at all.
 import type { ActionRow } from "../actions.ts";
 import { num, type PgSpool } from "./db.ts";
 
-/** Run `change`, then record it; a change that throws records nothing. */
+/** Run `change` on the spool within one transaction, and record it there; a change that throws records nothing. */
 export async function recordActionPg<T>(
   spool: PgSpool,
   a: Omit<ActionRow, "id">,
-  change: () => Promise<T>,
+  change: (inTx: PgSpool) => Promise<T>,
 ): Promise<T> {
-  const out = await change();
-  await spool.sql`INSERT INTO actions (at, via, verb, target) VALUES (${a.at}, ${a.via}, ${a.verb}, ${a.target})`;
-  return out;
+  return spool.sql.begin(async (tx) => {
+    const out = await change(spool.within(tx));
+    await tx`INSERT INTO actions (at, via, verb, target) VALUES (${a.at}, ${a.via}, ${a.verb}, ${a.target})`;
+    return out;
+  }) as Promise<T>;
 }
 
 /** The newest actions first, at most `limit`. */

@@ -58,7 +58,26 @@ export class PgSpool {
   async close(): Promise<void> {
     await this.sql.close();
   }
+
+  /**
+   * This spool seen from inside transaction `tx`: every statement runs in it, and a function
+   * that opens a transaction of its own (`sql.begin`) gets a savepoint of `tx` instead, so
+   * several operations commit, or roll back, as one.
+   */
+  within(tx: Tx): PgSpool {
+    const inner = new Proxy(tx, {
+      get(t, prop) {
+        if (prop === "begin") return (fn: (sp: Tx) => Promise<unknown>) => (t as TxWithSavepoint).savepoint(fn);
+        const v = Reflect.get(t, prop, t);
+        return typeof v === "function" ? v.bind(t) : v;
+      },
+    });
+    return Object.create(this, { sql: { value: inner } }) as PgSpool;
+  }
 }
+
+/** Bun.sql's transaction, which can open a savepoint. */
+type TxWithSavepoint = Tx & { savepoint<T>(fn: (sp: Tx) => Promise<T>): Promise<T> };
 
 function client(target: PgTarget, max: number): SQL {
   const common = { adapter: "postgres" as const, max, idleTimeout: 30, connectionTimeout: 10 };

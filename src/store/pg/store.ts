@@ -359,13 +359,12 @@ export function pgDashboardStore(spool: PgSpool): DashboardStore {
     quarantineReasons: (since) => quarantineReasonsPg(spool, since),
     recentActions: (limit) => recentActionsPg(spool, limit),
     act: (at, c) =>
-      recordActionPg(spool, actionOf(at, c), async () => {
-        if (c.verb === "replay") await replayBatchPg(spool, c.batch, at);
-        else if (c.verb === "retry") await retryNowPg(spool, c.batch, at);
-        else if (c.verb === "pause") await pauseDestinationPg(spool, c.destination, c.by, at);
-        else if (c.verb === "resume")
-          requireResumed(await resumeDestinationPg(spool, c.destination, at), c.destination);
-        else if ("issue" in c) requireIssueChanged(await setIssueStatePg(spool, c.issue, c.verb, at), c.issue, c.verb);
+      recordActionPg(spool, actionOf(at, c), async (tx) => {
+        if (c.verb === "replay") await replayBatchPg(tx, c.batch, at);
+        else if (c.verb === "retry") await retryNowPg(tx, c.batch, at);
+        else if (c.verb === "pause") await pauseDestinationPg(tx, c.destination, c.by, at);
+        else if (c.verb === "resume") requireResumed(await resumeDestinationPg(tx, c.destination, at), c.destination);
+        else if ("issue" in c) requireIssueChanged(await setIssueStatePg(tx, c.issue, c.verb, at), c.issue, c.verb);
       }),
     journalTail: async (limit) => {
       const { rows, cursor } = await journalLastPg(spool, limit);
