@@ -1,10 +1,13 @@
 // The randomised model test: seeded enqueue/seal/claim/complete/replay/drop/recover
 // operations run against the store and against an independent model of the state machine
 // (batch states, the join rule, FIFO, leases, dedup); the two are compared after every step.
+// The store is driven through the services' roles: the intake's enqueue, the dispatcher's seal,
+// candidates, claims (several in one transaction, as a tick takes them), recorded outcomes
+// (several workers' ends in one transaction) and lease recovery, the operator's replay and drop.
 import { expect, test } from "bun:test";
 import { seededRng, type Rng } from "../../src/clock.ts";
-import type { AttemptRecord } from "../../src/store/marks.ts";
 import { type EventCopy, eventSize } from "../../src/store/enqueue.ts";
+import { type AttemptEnd, claimAll, type Ending, endAll } from "../helpers/attempts.ts";
 import { payloadOf, T0 } from "../helpers/spool.ts";
 import type { Suite } from "./suite.ts";
 
@@ -302,7 +305,7 @@ export function modelCases({ fresh, modelSteps }: Suite): void {
       const ctx = `step ${step} (${op})`;
       same(
         ctx,
-        (await s.candidates(now)).map((c) => c.id),
+        (await s.dispatch.candidates(now, Number.POSITIVE_INFINITY)).map((c) => c.id),
         m.candidates(now),
       );
       // content_hash: absent while open, set at seal (learned from the store the first time the
@@ -382,7 +385,7 @@ export function modelCases({ fresh, modelSteps }: Suite): void {
         if (eventSize(event, now) !== size)
           throw new Error(`step ${step}: a payload of share ${size} could not be made`);
         const want = m.enqueue(routes, key, size, dedupId, now);
-        const got = await s.enqueue(event, now);
+        const [got] = await s.intake.enqueueAll([event], now);
         const gotIds =
           got.status === "queued"
             ? got.placed.flatMap((p) => [p.eventId, p.batchId])
@@ -396,31 +399,41 @@ export function modelCases({ fresh, modelSteps }: Suite): void {
         now += Math.floor(rng.next() * 9) / 2;
       } else if (roll < 0.54) {
         op = "seal";
-        same(`step ${step} (seal)`, await s.sealReady(now), m.sealReady(now));
+        same(`step ${step} (seal)`, await s.dispatch.sealReady(now), m.sealReady(now));
       } else if (roll < 0.72) {
         op = "claim";
         // up to three at once, as a tick with parallel = 3 would
         const pool = m.candidates(now);
+        const picks: { b: MBatch; owner: string }[] = [];
         for (let i = 0; i < 3 && pool.length > 0; i++) {
           const id = pool.splice(Math.floor(rng.next() * pool.length), 1)[0];
           const b = m.batches.get(id) as MBatch;
-          const owner = m.claim(b, now);
-          const c = await s.claim({
-            batchId: id,
+          picks.push({ b, owner: m.claim(b, now) });
+        }
+        const claims = await claimAll(
+          s,
+          picks.map(({ b }) => ({
+            batchId: b.id,
+            route: b.route,
+            key: b.key,
             destination: `http:${b.route}`,
             now,
             leaseUntil: now + 30,
             host: "h",
             pid: 1,
-          });
-          same(`step ${step} (claim ${id})`, c?.owner, owner);
-          owners.set(id, { owner, attempt: c?.attemptId as number });
+          })),
+        );
+        picks.forEach(({ b, owner }, i) => {
+          const c = claims[i];
+          same(`step ${step} (claim ${b.id})`, c?.owner, owner);
+          owners.set(b.id, { owner, attempt: c?.attemptId as number });
           tally.claim = (tally.claim ?? 0) + 1;
-        }
+        });
       } else if (roll < 0.93) {
         op = "complete";
         // up to three workers finish, as a busy tick would see
         const held = [...owners.keys()];
+        const ends: (AttemptEnd & { outcome: string; applied: boolean })[] = [];
         for (let i = 0; i < 3 && held.length > 0; i++) {
           const id = held.splice(Math.floor(rng.next() * held.length), 1)[0];
           const { owner: realOwner, attempt } = owners.get(id) as { owner: string; attempt: number };
@@ -433,28 +446,33 @@ export function modelCases({ fresh, modelSteps }: Suite): void {
             | "dead";
           const counted = rng.next() < 0.5;
           const next = now + Math.floor(rng.next() * 20) / 2;
+          const attempts = b.attempts;
           const applied = m.finish(b, owner, outcome, counted, next);
-          const rec: AttemptRecord = {
-            klass: outcome === "delivered" ? null : outcome === "dead" ? "permanent" : "transport",
-            status: null,
-            error: null,
-            durationMs: 1,
-            counted,
-          };
-          const base = { batchId: id, attemptId: attempt, owner, now, attempt: rec };
-          const r =
+          // The outcome the dispatcher would record for it (attempts.ts's POLICY: no backoff, no
+          // breaker trip): an uncounted delivery is a probe's; a counted retry a batch failure,
+          // an uncounted one a config fault (a transport failure would count toward a poison
+          // run, which the model does not know); a counted death a batch failure on the last
+          // attempt allowed, an uncounted one the receiver's refusal.
+          const ending: Ending =
             outcome === "delivered"
-              ? await s.markDelivered(base)
+              ? { kind: "delivered", counted }
               : outcome === "retry"
-                ? await s.markRetry({ ...base, nextAttemptAt: next })
-                : await s.markDead(base);
-          same(`step ${step} (${outcome} ${id})`, r.applied, applied);
-          tally[applied ? `mark:${outcome}` : "mark:discarded"] =
-            (tally[applied ? `mark:${outcome}` : "mark:discarded"] ?? 0) + 1;
+                ? { kind: "retry", nextAttemptAt: next, klass: counted ? "batch" : "config", status: null }
+                : { kind: "dead", counted, attempts, status: null };
+          ends.push({ batchId: id, attemptId: attempt, owner, now, ending, outcome, applied });
         }
+        // The workers that finished together share one outcome transaction.
+        const recorded = await endAll(s, ends);
+        ends.forEach((e, i) => {
+          const r = recorded[i];
+          if (r instanceof Error) throw new Error(`step ${step} (${e.outcome} ${e.batchId}): ${r.message}`);
+          same(`step ${step} (${e.outcome} ${e.batchId})`, r.applied, e.applied);
+          const k = e.applied ? `mark:${e.outcome}` : "mark:discarded";
+          tally[k] = (tally[k] ?? 0) + 1;
+        });
       } else if (roll < 0.95) {
         op = "recover";
-        const got = await s.recoverLeases({ now, all: false });
+        const got = await s.dispatch.recoverLeases({ now, startup: false });
         same(`step ${step} (recover)`, got, m.recover(now));
         for (const id of got) owners.delete(id);
       } else if (roll < 0.98) {
@@ -463,7 +481,7 @@ export function modelCases({ fresh, modelSteps }: Suite): void {
         const b = pick(rng, dead);
         if (b) {
           m.replay(b, now);
-          await s.replay(b.id, now);
+          await s.operator.replayBatch(b.id, now);
           tally.replay = (tally.replay ?? 0) + 1;
         }
       } else {
@@ -476,7 +494,7 @@ export function modelCases({ fresh, modelSteps }: Suite): void {
           const ok = m.drop(b);
           let refused = false;
           try {
-            await s.drop([b.id], now);
+            await s.operator.dropBatches([b.id], now);
           } catch {
             refused = true;
           }
