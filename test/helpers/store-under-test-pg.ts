@@ -1,23 +1,9 @@
-// The conformance suite's facade on PostgreSQL (see store-under-test.ts): src/store/pg/ with the
-// FakeClock's now passed wherever SQLite would read its clock, each test on a fresh database
-// copied from one migrated template, rows read back with SQLite's types.
+// The conformance suite's facade on PostgreSQL (see store-under-test.ts): each test on a fresh
+// database copied from one migrated template, the factory's roles (pgStores) over its pool, a
+// FakeClock whose now a case passes the roles, rows read back with SQLite's types.
 import { SQL } from "bun";
-import { claimPg, candidatesPg, recoverExpiredPg, sealReadyPg } from "../../src/store/pg/queue.ts";
-import { markDeadPg, markDeliveredPgTx, markRetryPg } from "../../src/store/pg/marks.ts";
 import { PgSpool } from "../../src/store/pg/db.ts";
-import { batchContentPg, enqueuePg, sealBatchPg } from "../../src/store/pg/enqueue.ts";
-import { effectiveNowPg, writeHeartbeatPg } from "../../src/store/pg/meta.ts";
 import { migratePg } from "../../src/store/pg/migrate.ts";
-import {
-  dropBatchesPg,
-  excludeEventsPg,
-  replayBatchPg,
-  retryNowPg,
-  splitBatchPg,
-} from "../../src/store/pg/operator.ts";
-import { quarantinePg } from "../../src/store/pg/enqueue.ts";
-import { runRetentionPg } from "../../src/store/pg/retention.ts";
-import { deadBatchIdsPg } from "../../src/store/pg/reads.ts";
 import { pgStores } from "../../src/store/open.ts";
 import type { PgServer } from "./pg.ts";
 import { FakeClock } from "../../src/clock.ts";
@@ -38,12 +24,12 @@ let columnTypes: ColumnTypes | null = null;
 
 async function loadColumnTypes(pg: PgSpool): Promise<ColumnTypes> {
   if (columnTypes) return columnTypes;
-  const rows =
-    (await pg.sql`SELECT table_name, column_name, data_type FROM information_schema.columns WHERE table_schema = 'public'`) as {
-      table_name: string;
-      column_name: string;
-      data_type: string;
-    }[];
+  const rows = (await pg.sql`SELECT table_name, column_name, data_type FROM information_schema.columns
+      WHERE table_schema = 'public'`) as {
+    table_name: string;
+    column_name: string;
+    data_type: string;
+  }[];
   const out: ColumnTypes = new Map();
   for (const r of rows) {
     let t = out.get(r.table_name);
@@ -112,13 +98,6 @@ export async function openPgStore(server: PgServer): Promise<StoreUnderTest> {
   };
   const query = async (text: string, params: unknown[]) =>
     (await pg.sql.unsafe(text, params as never[])) as Row[] & { count: number };
-  const key = async (batchId: number) => {
-    const [b] = (await pg.sql`SELECT route, key FROM batches WHERE id = ${batchId}::bigint`) as {
-      route: string;
-      key: string;
-    }[];
-    return b ?? { route: "", key: "" };
-  };
 
   const roles = pgStores(pg);
   const store: StoreUnderTest = {
@@ -126,87 +105,29 @@ export async function openPgStore(server: PgServer): Promise<StoreUnderTest> {
     caps: CAPABILITIES.postgres,
     clock,
     sqlite: null,
+    pg,
     intake: roles.intake(),
     dispatch: await roles.dispatch("test:1"),
     operator: roles.operator(),
     maintenance: roles.maintenance(),
     status: roles.status(),
     dashboard: roles.dashboard(),
-    enqueue: (ev, now = clock.now()) => enqueuePg(pg, ev, now),
-    quarantine: (qi, now = clock.now()) => quarantinePg(pg, qi, now),
     async batch(id) {
       return store.row("batches", { where: { id } });
     },
-    batchContent: (id) => batchContentPg(pg.sql, id),
     async eventsOf(batchId) {
       return (
         await store.rows<{ id: number }>("events", { cols: ["id"], where: { batch_id: batchId }, order: "id" })
       ).map((r) => r.id);
     },
-    sealReady: (now) => sealReadyPg(pg, now),
-    sealBatch: (id, now) => pg.sql.begin((tx) => sealBatchPg(tx, id, now)),
-    candidates: (now) => candidatesPg(pg, now),
-    async claim(c) {
-      const [claimed] = await claimPg(pg, [{ ...c, ...(await key(c.batchId)) }]);
-      // Claims without max_inflight are not gated (SQLite's never are): "gated" here is a difference.
-      if (claimed === "gated") throw new Error(`the claim of batch ${c.batchId} was gated on PostgreSQL`);
-      return claimed ?? null;
-    },
-    // The delivered mark queues its emits in its own step, as on SQLite.
-    markDelivered: async (m) => ({ applied: await pg.sql.begin((tx) => markDeliveredPgTx(tx, m)) }),
-    markRetry: async (m) => ({ applied: await markRetryPg(pg, m) }),
-    markDead: async (m) => ({ applied: await markDeadPg(pg, m) }),
-    async recoverLeases(o) {
-      if (o.all || o.live) throw new Error("PostgreSQL recovers only expired leases (caps.singleDispatcher)");
-      return recoverExpiredPg(pg, o.now);
-    },
-    replay: (id, now, reclassify) => replayBatchPg(pg, id, now, reclassify),
-    // No PostgreSQL counterpart of replay --dead's selection (src/store/pg/ has none yet).
-    deadBatchIds: (f) => deadBatchIdsPg(pg, f),
-    retryNow: (id, now) => retryNowPg(pg, id, now),
-    drop: (ids, now) => dropBatchesPg(pg, ids, now),
-    split: (id, o, now) => splitBatchPg(pg, id, o, now),
-    exclude: (batchId, eventIds, now) => excludeEventsPg(pg, batchId, eventIds, now),
-    async runRetention(policy, now, opts, onCommit) {
-      if (!onCommit) return runRetentionPg(pg, policy, now, opts);
-      // Every transaction of the pass reports the rows it inserted, updated and deleted: the
-      // backend's pending table statistics read at its start and just before its COMMIT (they
-      // may still hold earlier transactions' counts, never flushed inside a transaction).
-      const sql = pg.sql;
-      const changed = async (tx: typeof sql) =>
-        (
-          (await tx`SELECT COALESCE(SUM(n_tup_ins + n_tup_upd + n_tup_del), 0)::int AS n FROM pg_stat_xact_user_tables`) as {
-            n: number;
-          }[]
-        )[0].n;
-      const begin = (fn: (tx: typeof sql) => Promise<unknown>) =>
-        sql.begin(async (tx) => {
-          const before = await changed(tx);
-          const r = await fn(tx);
-          onCommit((await changed(tx)) - before);
-          return r;
-        });
-      const watched = new Proxy(sql, {
-        get(target, prop) {
-          if (prop === "begin") return begin;
-          const v = Reflect.get(target, prop, target);
-          return typeof v === "function" ? v.bind(target) : v;
-        },
-        apply(target, _this, args) {
-          return Reflect.apply(target, target, args);
-        },
-      });
-      return runRetentionPg({ sql: watched } as PgSpool, policy, now, opts);
-    },
     wallNow: () => pg.now(),
-    effectiveNow: () => effectiveNowPg(pg),
-    writeHeartbeat: (nowEff) => writeHeartbeatPg(pg, "h:1", nowEff),
     async meta(k) {
       const r = await store.row<{ value: string | null }>("meta", { cols: ["value"], where: { key: k } });
       return r?.value ?? null;
     },
     async setMeta(k, value) {
-      await pg.sql`INSERT INTO meta (key, value) VALUES (${k}, ${value}) ON CONFLICT (key) DO UPDATE SET value = excluded.value`;
+      await pg.sql`INSERT INTO meta (key, value) VALUES (${k}, ${value})
+        ON CONFLICT (key) DO UPDATE SET value = excluded.value`;
     },
     async count(table, where) {
       const params: unknown[] = [];
@@ -251,10 +172,10 @@ export async function openPgStore(server: PgServer): Promise<StoreUnderTest> {
     },
     async checkValues(table, column) {
       // PostgreSQL keeps `c IN ('a', 'b')` as `c = ANY (ARRAY['a'::text, 'b'::text])`.
-      const defs =
-        (await pg.sql`SELECT pg_get_constraintdef(oid) AS def FROM pg_constraint WHERE conrelid = ${table}::regclass AND contype = 'c'`) as {
-          def: string;
-        }[];
+      const defs = (await pg.sql`SELECT pg_get_constraintdef(oid) AS def FROM pg_constraint
+          WHERE conrelid = ${table}::regclass AND contype = 'c'`) as {
+        def: string;
+      }[];
       const re = new RegExp(`\\(${column} = ANY \\(ARRAY\\[([^\\]]*)\\]\\)\\)`);
       const m = defs.map((d) => re.exec(d.def)).find((x) => x !== null);
       if (!m) throw new Error(`no CHECK on ${table}.${column}`);

@@ -1,30 +1,12 @@
-// The store as the conformance suite (test/store/*.case.ts) drives it: one asynchronous facade
-// over either backend. On SQLite it wraps the synchronous functions of src/store/ (their clock
-// is the spool's FakeClock); on PostgreSQL it calls src/store/pg/ and passes the FakeClock's
-// now wherever SQLite would have read it. Beside the store's operations it reads and writes
-// rows directly (a test's setup and its look at the result), with PostgreSQL's types normalised
-// to SQLite's: BIGINT columns (strings from Bun.sql) as numbers, BYTEA as a plain Uint8Array.
+// The store as the conformance suite (test/store/*.case.ts) drives it, on either backend: a
+// fresh, migrated database, the roles of src/store/api.ts over it as the factory builds them
+// (sqliteStores / pgStores: what the services call, and all a case calls to act on the store),
+// and rows read and written directly for a test's setup and its look at the result, with
+// PostgreSQL's types normalised to SQLite's: BIGINT columns (strings from Bun.sql) as numbers,
+// BYTEA as a plain Uint8Array. On SQLite the spool's clock is the facade's FakeClock; on
+// PostgreSQL a case passes the FakeClock's now wherever SQLite would have read it.
 import type { Database } from "bun:sqlite";
 import type { FakeClock } from "../../src/clock.ts";
-import { sealBatchTx } from "../../src/store/sqlite/enqueue.ts";
-import type { SqliteSpool } from "../../src/store/sqlite/db.ts";
-import { batchContent } from "../../src/store/sqlite/enqueue.ts";
-import type { ContentEvent } from "../../src/store/content.ts";
-import { dropBatches } from "../../src/store/sqlite/operator.ts";
-import { enqueue, quarantine } from "../../src/store/sqlite/enqueue.ts";
-import type { EnqueueResult, NewEvent, QuarantineInput } from "../../src/store/enqueue.ts";
-import type { AttemptRecord } from "../../src/store/marks.ts";
-import { markDead, markDelivered, markRetry } from "../../src/store/sqlite/marks.ts";
-import { effectiveNow, setMetaTx, writeHeartbeat } from "../../src/store/sqlite/meta.ts";
-import type { Candidate, Claim, ClaimInput } from "../../src/store/queue.ts";
-import { candidates, claimBatch, recoverLeases, sealReady } from "../../src/store/sqlite/queue.ts";
-import type { DeadFilter, Reclassify, ReplayResult } from "../../src/store/replay.ts";
-import { deadBatchIds } from "../../src/store/sqlite/reads.ts";
-import { replayBatch, retryNow } from "../../src/store/sqlite/operator.ts";
-import type { RetentionCounts, RetentionOptions, RetentionPolicy } from "../../src/store/retention.ts";
-import { runRetention } from "../../src/store/sqlite/retention.ts";
-import { excludeEvents, splitBatch } from "../../src/store/sqlite/operator.ts";
-import type { SplitOptions } from "../../src/store/split.ts";
 import type {
   DashboardStore,
   DispatchStore,
@@ -34,6 +16,7 @@ import type {
   StatusStore,
 } from "../../src/store/api.ts";
 import { sqliteStores } from "../../src/store/open.ts";
+import type { PgSpool } from "../../src/store/pg/db.ts";
 import { freshSpool, type TestSpool } from "./spool.ts";
 
 export type BackendName = "sqlite" | "postgres";
@@ -80,21 +63,20 @@ export interface RowsQuery {
   limit?: number;
 }
 
-export type ClaimArgs = ClaimInput;
-export type MarkArgs = { batchId: number; attemptId: number; owner: string; now: number; attempt: AttemptRecord };
-
 export interface StoreUnderTest {
   readonly name: BackendName;
   readonly caps: Capabilities;
-  /** The injected clock (at T0): the default `now` of enqueue and quarantine on both backends. */
+  /** The injected clock (at T0): the `now` a case passes the roles on both backends. */
   readonly clock: FakeClock;
   /** The SQLite spool itself, for what only SQLite has (see Capabilities); null on PostgreSQL. */
   readonly sqlite: TestSpool | null;
+  /** The PostgreSQL pool itself, for a dialect's own test (pg/*.test.ts); null on SQLite. */
+  readonly pg: PgSpool | null;
 
   /**
    * The roles of src/store/api.ts over this store, as the factory builds them (sqliteStores /
-   * pgStores): what the services call. Cases call these; the facade's own methods below only
-   * read and write rows for a test's setup and its look at the result.
+   * pgStores): what the services call, and what a case calls to act on the store. The facade's
+   * own methods below only read and write rows for a test's setup and its look at the result.
    */
   readonly intake: IntakeStore;
   readonly dispatch: DispatchStore;
@@ -103,44 +85,13 @@ export interface StoreUnderTest {
   readonly status: StatusStore;
   readonly dashboard: DashboardStore;
 
-  enqueue(ev: NewEvent, now?: number): Promise<EnqueueResult>;
-  quarantine(q: QuarantineInput, now?: number): Promise<{ eventId: number; batchId: number; reason: string }>;
   /** The batches row (every column), or null. */
   batch(id: number): Promise<Row | null>;
-  batchContent(id: number): Promise<ContentEvent[]>;
   /** The ids of a batch's events, in id order. */
   eventsOf(batchId: number): Promise<number[]>;
 
-  sealReady(now: number): Promise<number[]>;
-  /** Seal one open batch at `now` (the readiness tick's seal, for one batch). */
-  sealBatch(id: number, now: number): Promise<boolean>;
-  candidates(now: number): Promise<Candidate[]>;
-  claim(c: ClaimArgs): Promise<Claim | null>;
-  markDelivered(m: MarkArgs & { emits?: NewEvent[] }): Promise<{ applied: boolean }>;
-  markRetry(m: MarkArgs & { nextAttemptAt: number }): Promise<{ applied: boolean }>;
-  markDead(m: MarkArgs): Promise<{ applied: boolean }>;
-  /** Expired leases back to retry; `all` and `live` need caps.singleDispatcher. */
-  recoverLeases(o: { now: number; all: boolean; live?: ReadonlySet<string> }): Promise<number[]>;
-
-  replay(id: number, now: number, reclassify?: Reclassify): Promise<ReplayResult>;
-  /** replay --dead's selection (null where the backend has none). */
-  deadBatchIds(f: DeadFilter): Promise<number[]>;
-  retryNow(id: number, now: number): Promise<void>;
-  drop(ids: number[], now: number): Promise<void>;
-  split(id: number, o: SplitOptions, now: number): Promise<number[]>;
-  exclude(batchId: number, eventIds: number[], now: number): Promise<void>;
-  /** A retention pass; `onCommit` hears, after each transaction, how many rows it changed. */
-  runRetention(
-    policy: RetentionPolicy,
-    now: number,
-    opts?: RetentionOptions,
-    onCommit?: (rows: number) => void,
-  ): Promise<RetentionCounts>;
-
   /** The wall clock now_eff reads: the injected clock on SQLite, the database's on PostgreSQL. */
   wallNow(): Promise<number>;
-  effectiveNow(): Promise<number>;
-  writeHeartbeat(nowEff: number): Promise<void>;
   meta(key: string): Promise<string | null>;
   setMeta(key: string, value: string): Promise<void>;
 
@@ -203,28 +154,6 @@ function sqliteCheckList(sql: string, column: string): string[] {
 // ---------------------------------------------------------------------------------------------
 // SQLite
 
-/** A view of the spool whose db reports, after each transaction, the rows it changed. */
-function recording(spool: SqliteSpool, onCommit: (rows: number) => void): SqliteSpool {
-  const db = spool.db;
-  const changes = () => (db.query("SELECT total_changes() AS n").get() as { n: number }).n;
-  const wrapped = new Proxy(db, {
-    get(target, prop) {
-      if (prop === "transaction") {
-        return (fn: (...a: unknown[]) => unknown) =>
-          target.transaction((...a: unknown[]) => {
-            const before = changes();
-            const r = fn(...a);
-            onCommit(changes() - before);
-            return r;
-          });
-      }
-      const v = Reflect.get(target, prop, target);
-      return typeof v === "function" ? v.bind(target) : v;
-    },
-  });
-  return { ...spool, db: wrapped };
-}
-
 /** A fresh, migrated SQLite spool (a WAL file in a temp home) behind the facade. */
 export async function openSqliteStore(): Promise<StoreUnderTest> {
   const t = freshSpool();
@@ -239,80 +168,23 @@ export async function openSqliteStore(): Promise<StoreUnderTest> {
     caps: CAPABILITIES.sqlite,
     clock,
     sqlite: t,
+    pg: null,
     intake: roles.intake(),
     dispatch: await roles.dispatch("test:1"),
     operator: roles.operator(),
     maintenance: roles.maintenance(),
     status: roles.status(),
     dashboard: roles.dashboard(),
-    async enqueue(ev, now = clock.now()) {
-      return enqueue(spool, ev, now);
-    },
-    async quarantine(qi, now = clock.now()) {
-      return quarantine(spool, qi, now);
-    },
     async batch(id) {
       return (db.query("SELECT * FROM batches WHERE id = ?").get(id) as Row | null) ?? null;
-    },
-    async batchContent(id) {
-      return batchContent(spool, id);
     },
     async eventsOf(batchId) {
       return (db.query("SELECT id FROM events WHERE batch_id = ? ORDER BY id").all(batchId) as { id: number }[]).map(
         (r) => r.id,
       );
     },
-    async sealReady(now) {
-      return sealReady(spool, now);
-    },
-    async sealBatch(id, now) {
-      return db.transaction(() => sealBatchTx(db, id, now)).immediate();
-    },
-    async candidates(now) {
-      return candidates(spool, now);
-    },
-    async claim(c) {
-      return claimBatch(spool, c);
-    },
-    async markDelivered(m) {
-      return { applied: markDelivered(spool, m).applied };
-    },
-    async markRetry(m) {
-      return { applied: markRetry(spool, m).applied };
-    },
-    async markDead(m) {
-      return { applied: markDead(spool, m).applied };
-    },
-    async recoverLeases(o) {
-      return recoverLeases(spool, o);
-    },
-    async replay(id, now, reclassify) {
-      return replayBatch(spool, id, now, reclassify);
-    },
-    deadBatchIds: async (f) => deadBatchIds(spool, f),
-    async retryNow(id, now) {
-      retryNow(spool, id, now);
-    },
-    async drop(ids, now) {
-      dropBatches(spool, ids, now);
-    },
-    async split(id, o, now) {
-      return splitBatch(spool, id, o, now);
-    },
-    async exclude(batchId, eventIds, now) {
-      excludeEvents(spool, batchId, eventIds, now);
-    },
-    async runRetention(policy, now, opts, onCommit) {
-      return runRetention(onCommit ? recording(spool, onCommit) : spool, policy, now, opts);
-    },
     async wallNow() {
       return clock.now();
-    },
-    async effectiveNow() {
-      return effectiveNow(spool);
-    },
-    async writeHeartbeat(nowEff) {
-      writeHeartbeat(spool, nowEff, 1);
     },
     async meta(key) {
       return (
@@ -320,7 +192,9 @@ export async function openSqliteStore(): Promise<StoreUnderTest> {
       );
     },
     async setMeta(key, value) {
-      setMetaTx(db, key, value);
+      db.query(
+        "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+      ).run(key, value);
     },
     async count(table, where) {
       const params: unknown[] = [];

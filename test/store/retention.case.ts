@@ -1,13 +1,17 @@
-// Retention: exactly the rows past their retention age, in small transactions, never a dead batch.
+// Retention: exactly the rows past their retention age, never a dead batch, as maintenance runs
+// it (MaintenanceStore.runRetention); the rows it judges come the services' way (the intake's
+// enqueue and quarantine, the dispatcher's claims and recorded outcomes, the operator's drop and
+// split). That a pass goes in small transactions, yielding between them, is each dialect's own
+// loop: retention-chunks.ts, run by retention-chunks.test.ts and pg/retention-chunks.test.ts.
 import { describe, expect, test } from "bun:test";
 import type { Database } from "bun:sqlite";
-import { statSync } from "node:fs";
 import { join } from "node:path";
-import type { AttemptRecord } from "../../src/store/marks.ts";
 import { openSpool, quickCheck } from "../../src/store/sqlite/db.ts";
-import { DEFAULT_DEDUP_WINDOW_S, policyFromConfig, type RetentionPolicy } from "../../src/store/retention.ts";
-import { ev, T0 } from "../helpers/spool.ts";
-import type { Row, StoreUnderTest, Where } from "../helpers/store-under-test.ts";
+import type { NewEvent, QuarantineInput } from "../../src/store/enqueue.ts";
+import { DEFAULT_DEDUP_WINDOW_S, policyFromConfig } from "../../src/store/retention.ts";
+import { claimOne, end } from "../helpers/attempts.ts";
+import { copy, ev, T0, WIDE } from "../helpers/spool.ts";
+import type { StoreUnderTest, Where } from "../helpers/store-under-test.ts";
 import type { Suite } from "./suite.ts";
 
 /** The retention cases, on whatever store fresh() opens. */
@@ -15,15 +19,6 @@ export function retentionCases({ fresh, caps }: Suite): void {
   type S = StoreUnderTest;
   const DAY = 86400;
   const NOW = T0 + 400 * DAY;
-
-  const ok: AttemptRecord = { klass: null, status: 200, error: null, durationMs: 3, counted: true };
-  const transport: AttemptRecord = {
-    klass: "transport",
-    status: 502,
-    error: "bad gateway",
-    durationMs: 3,
-    counted: false,
-  };
 
   /** Defaults except dropped_days (3, so it cannot pass for delivered_days) and two dedup windows. */
   const policy = policyFromConfig({
@@ -34,13 +29,19 @@ export function retentionCases({ fresh, caps }: Suite): void {
 
   let keys = 0;
 
-  /** An open batch of `n` events in a group of its own, received at `at`. */
-  async function openAt(s: S, at: number, n = 2, source = "s"): Promise<{ id: number; events: number[] }> {
+  /** A batch of `n` events in a group of its own, received at `at` (through the intake), with route r's window. */
+  async function batchAt(
+    s: S,
+    at: number,
+    n: number,
+    window = WIDE,
+    source = "s",
+  ): Promise<{ id: number; events: number[] }> {
     const key = `k${++keys}`;
     const events: number[] = [];
     let id = 0;
     for (let i = 0; i < n; i++) {
-      const r = await s.enqueue(ev({ source, key }), at);
+      const [r] = await s.intake.enqueueAll([ev({ source, key, copies: [copy("r", "http:d", window)] })], at);
       if (r.status !== "queued") throw new Error(r.status);
       id = r.placed[0].batchId;
       events.push(r.placed[0].eventId);
@@ -48,14 +49,27 @@ export function retentionCases({ fresh, caps }: Suite): void {
     return { id, events };
   }
 
-  async function sealedAt(s: S, at: number, n = 2): Promise<{ id: number; events: number[] }> {
-    const b = await openAt(s, at, n);
-    await s.sealBatch(b.id, at);
-    return b;
-  }
+  /** An open batch of `n` events, received at `at`. */
+  const openAt = (s: S, at: number, n = 2) => batchAt(s, at, n);
+
+  /** A batch of `n` events sealed at `at`: its max_events reached by the last, as the join rule seals. */
+  const sealedAt = (s: S, at: number, n = 2) => batchAt(s, at, n, { ...WIDE, max_events: n });
+
+  /** One request of one event, through the intake, at `at`. */
+  const enqueue = async (s: S, e: NewEvent, at: number) => (await s.intake.enqueueAll([e], at))[0];
+
+  /** A request quarantined at `at`. */
+  const quarantineAt = (s: S, q: QuarantineInput, at: number) => s.intake.quarantine(q, at);
 
   async function claimAt(s: S, id: number, at: number) {
-    const c = await s.claim({ batchId: id, destination: "http:d", now: at, leaseUntil: at + 90, host: "h", pid: 1 });
+    const c = await claimOne(s, {
+      batchId: id,
+      destination: "http:d",
+      now: at,
+      leaseUntil: at + 90,
+      host: "h",
+      pid: 1,
+    });
     if (!c) throw new Error(`claim ${id}`);
     return c;
   }
@@ -63,19 +77,19 @@ export function retentionCases({ fresh, caps }: Suite): void {
   async function deliveredAt(s: S, at: number, n = 2): Promise<{ id: number; events: number[] }> {
     const b = await sealedAt(s, at - 10, n);
     const c = await claimAt(s, b.id, at);
-    await s.markDelivered({ batchId: b.id, attemptId: c.attemptId, owner: c.owner, now: at, attempt: ok });
+    await end(s, { batchId: b.id, attemptId: c.attemptId, owner: c.owner, now: at, ending: { kind: "delivered" } });
     return b;
   }
 
   async function deadAt(s: S, at: number): Promise<{ id: number; events: number[] }> {
     const b = await sealedAt(s, at - 10);
     const c = await claimAt(s, b.id, at);
-    await s.markDead({
+    await end(s, {
       batchId: b.id,
       attemptId: c.attemptId,
       owner: c.owner,
       now: at,
-      attempt: { ...ok, klass: "permanent", status: 422 },
+      ending: { kind: "dead", status: 422 },
     });
     return b;
   }
@@ -83,13 +97,12 @@ export function retentionCases({ fresh, caps }: Suite): void {
   /** A failed attempt started and finished at `at`; the batch goes back to retry. */
   async function failedAttemptAt(s: S, id: number, at: number): Promise<number> {
     const c = await claimAt(s, id, at);
-    await s.markRetry({
+    await end(s, {
       batchId: id,
       attemptId: c.attemptId,
       owner: c.owner,
       now: at,
-      nextAttemptAt: at + 60,
-      attempt: transport,
+      ending: { kind: "retry", nextAttemptAt: at + 60 },
     });
     return c.attemptId;
   }
@@ -132,21 +145,22 @@ export function retentionCases({ fresh, caps }: Suite): void {
 
       // dropped: 3 days here, counted from the drop (delivered_at), not from the events
       const droppedOld = await sealedAt(s, NOW - 300 * DAY);
-      await s.drop([droppedOld.id], NOW - 4 * DAY);
+      await s.operator.dropBatches([droppedOld.id], NOW - 4 * DAY);
       gone.batches.push(droppedOld.id);
       gone.events.push(...droppedOld.events);
       const droppedNew = await sealedAt(s, NOW - 300 * DAY);
-      await s.drop([droppedNew.id], NOW - 2 * DAY);
+      await s.operator.dropBatches([droppedNew.id], NOW - 2 * DAY);
 
       // a split original is dropped with no events left; its pieces keep theirs
       const original = await sealedAt(s, NOW - 10 * DAY, 3);
-      const pieces = await s.split(original.id, { maxEvents: 1 }, NOW - 5 * DAY);
+      const pieces = await s.operator.splitBatch(original.id, { maxEvents: 1 }, NOW - 5 * DAY);
       expect(pieces).toHaveLength(3);
       gone.batches.push(original.id);
 
       // dead: never, however old; quarantine batches are dead too; a reclassified one is delivered
       const deadAncient = await deadAt(s, NOW - 365 * DAY);
-      const q = await s.quarantine(
+      const q = await quarantineAt(
+        s,
         {
           source: "gh",
           raw: new TextEncoder().encode("{}"),
@@ -205,7 +219,7 @@ export function retentionCases({ fresh, caps }: Suite): void {
 
       const batchesBefore = await ids(s, "batches");
       const eventsBefore = await ids(s, "events");
-      const counts = await s.runRetention(policy, NOW);
+      const counts = await s.maintenance.runRetention(policy, NOW);
 
       expect(counts).toEqual({
         batches: gone.batches.length,
@@ -241,13 +255,20 @@ export function retentionCases({ fresh, caps }: Suite): void {
       if (s.sqlite) expect(s.sqlite.spool.db.query("PRAGMA foreign_key_check").all()).toEqual([]);
 
       // a second pass at the same time finds nothing
-      expect(await s.runRetention(policy, NOW)).toEqual({ batches: 0, events: 0, attempts: 0, dedup: 0, issues: 0 });
+      expect(await s.maintenance.runRetention(policy, NOW)).toEqual({
+        batches: 0,
+        events: 0,
+        attempts: 0,
+        dedup: 0,
+        issues: 0,
+      });
     });
 
     test("a dead batch is kept after years; a reclassified quarantine batch goes as delivered", async () => {
       const s = await fresh();
       const dead = await deadAt(s, T0);
-      const q = await s.quarantine(
+      const q = await quarantineAt(
+        s,
         {
           source: "gh",
           raw: new TextEncoder().encode('{"a":1}'),
@@ -258,7 +279,8 @@ export function retentionCases({ fresh, caps }: Suite): void {
         },
         T0,
       );
-      const kept = await s.quarantine(
+      const kept = await quarantineAt(
+        s,
         {
           source: "gh",
           raw: new TextEncoder().encode('{"a":2}'),
@@ -274,7 +296,7 @@ export function retentionCases({ fresh, caps }: Suite): void {
         { state: "delivered", delivered_at: T0 + DAY, result: "reclassified" },
         { id: q.batchId },
       );
-      const counts = await s.runRetention(policy, T0 + 5 * 365 * DAY);
+      const counts = await s.maintenance.runRetention(policy, T0 + 5 * 365 * DAY);
       expect(counts.batches).toBe(1);
       expect(await ids(s, "batches")).toEqual([dead.id, kept.batchId]);
       expect(await ids(s, "events")).toEqual([...dead.events, kept.eventId]);
@@ -282,123 +304,13 @@ export function retentionCases({ fresh, caps }: Suite): void {
 
     test("a deleted dedup row reopens the id: the same id enqueues again", async () => {
       const s = await fresh();
-      const first = await s.enqueue(ev({ source: "fast", key: "a", dedupId: "x", dedupWindowS: 600 }), T0);
+      const first = await enqueue(s, ev({ source: "fast", key: "a", dedupId: "x", dedupWindowS: 600 }), T0);
       expect(first.status).toBe("queued");
-      await s.runRetention(policy, T0 + 601);
+      await s.maintenance.runRetention(policy, T0 + 601);
       expect(await s.count("dedup")).toBe(0);
       expect(
-        (await s.enqueue(ev({ source: "fast", key: "a", dedupId: "x", dedupWindowS: 600 }), T0 + 602)).status,
+        (await enqueue(s, ev({ source: "fast", key: "a", dedupId: "x", dedupWindowS: 600 }), T0 + 602)).status,
       ).toBe("queued");
-    });
-  });
-
-  describe("small transactions (1,000 rows at most, yielding between)", () => {
-    test("2,500+ deletable rows: no transaction over batchSize, the loop turns between them, the WAL is truncated", async () => {
-      const s = await fresh();
-      const old = NOW - 100 * DAY;
-      const batches: Row[] = [];
-      const sizes: number[] = [];
-      const add = (state: string, n: number) => {
-        batches.push({
-          route: "r",
-          source: "s",
-          destination: "http:d",
-          key: `k${++keys}`,
-          state,
-          first_at: old,
-          last_at: old,
-          quiet_s: 0,
-          max_s: 0,
-          max_events: 5000,
-          max_bytes: 1000000,
-          count: n,
-          bytes: 2 * n,
-          sealed_at: old,
-          content_hash: "sha256:x",
-          delivered_at: old,
-        });
-        sizes.push(n);
-      };
-      for (let i = 0; i < 300; i++) add("delivered", 4); // 1,500 rows
-      add("delivered", 2300); // one batch bigger than a transaction: 2,301 rows
-      for (let i = 0; i < 100; i++) add("dropped", 2); // 300 rows
-      for (let i = 0; i < 20; i++) add("dead", 3); // kept
-      const batchIds = await s.insert("batches", batches);
-      await s.insert(
-        "events",
-        batchIds.flatMap((id, i) =>
-          Array.from({ length: sizes[i] }, () => ({
-            source: "s",
-            route: "r",
-            batch_id: id,
-            received_at: old,
-            payload: "{}",
-            size: 2,
-          })),
-        ),
-      );
-      await s.insert(
-        "attempts",
-        Array.from({ length: 1200 }, () => ({
-          batch_id: 1,
-          n: 1,
-          destination: "http:d",
-          started_at: old,
-          finished_at: old,
-          outcome: "retry",
-        })),
-      );
-      await s.insert(
-        "dedup",
-        Array.from({ length: 1200 }, (_, i) => ({ source: "s", dedup_id: `id${i}`, event_id: 1, seen_at: old })),
-      );
-
-      let turns = 0;
-      let spinning = true;
-      const spin = () => {
-        turns++;
-        if (spinning) setImmediate(spin);
-      };
-      setImmediate(spin);
-      const txs: { rows: number; turn: number }[] = [];
-      const counts = await s.runRetention(policy, NOW, { batchSize: 1000 }, (rows) => txs.push({ rows, turn: turns }));
-      spinning = false;
-
-      expect(counts).toEqual({ batches: 401, events: 1200 + 2300 + 200, attempts: 1200, dedup: 1200, issues: 0 });
-      const busy = txs.filter((x) => x.rows > 0);
-      expect(busy.length).toBeGreaterThanOrEqual(8);
-      expect(Math.max(...txs.map((x) => x.rows))).toBeLessThanOrEqual(1000);
-      // after every transaction that deleted something, the event loop ran before the next one
-      txs.forEach((x, i) => {
-        if (x.rows > 0 && i + 1 < txs.length) expect(txs[i + 1].turn).toBeGreaterThan(x.turn);
-      });
-      expect(await s.count("batches", { state: "dead" })).toBe(20);
-      expect(await s.count("events")).toBe(60);
-      // SQLite's pass ends with a checkpoint that empties the WAL, waiting less than the
-      // connection would, and restores the connection's timeout; PostgreSQL has neither.
-      if (s.sqlite) {
-        expect(statSync(`${s.sqlite.path}-wal`).size).toBe(0);
-        expect(s.sqlite.spool.db.query("PRAGMA busy_timeout").get()).toEqual({ timeout: 30000 });
-      }
-    });
-
-    test("batchSize 1 still finishes, one row per transaction", async () => {
-      const s = await fresh();
-      const b = await deliveredAt(s, NOW - 10 * DAY, 3);
-      // The batch's journal rows (its events, seal, lease, delivery) go in the same pass.
-      const journal = await s.count("journal", { batch_id: b.id });
-      expect(journal).toBeGreaterThan(0);
-      const txs: number[] = [];
-      const counts = await s.runRetention(
-        { ...policy, attemptsDays: 1000 } satisfies RetentionPolicy,
-        NOW,
-        { batchSize: 1 },
-        (rows) => txs.push(rows),
-      );
-      expect(counts).toMatchObject({ batches: 1, events: 3 });
-      expect(txs.filter((x) => x > 0)).toEqual(Array(4 + journal).fill(1));
-      expect(await s.count("journal", { batch_id: b.id })).toBe(0);
-      expect(await s.count("events", { batch_id: b.id })).toBe(0);
     });
   });
 
@@ -431,7 +343,8 @@ export function retentionCases({ fresh, caps }: Suite): void {
         ),
         batches: all("SELECT id, state FROM batches ORDER BY id") as { id: number; state: string }[],
         dead: all(
-          "SELECT b.id, COUNT(e.id) AS events FROM batches b LEFT JOIN events e ON e.batch_id = b.id WHERE b.state = 'dead' GROUP BY b.id ORDER BY b.id",
+          "SELECT b.id, COUNT(e.id) AS events FROM batches b LEFT JOIN events e ON e.batch_id = b.id " +
+            "WHERE b.state = 'dead' GROUP BY b.id ORDER BY b.id",
         ),
         events: (all("SELECT COUNT(*) AS n FROM events") as { n: number }[])[0].n,
       };
@@ -456,7 +369,7 @@ export function retentionCases({ fresh, caps }: Suite): void {
           const at = i < 15 ? T0 : T0 + 10 * DAY;
           let batchId = 0;
           for (let n = 0; n < 2; n++) {
-            const r = await s.enqueue(ev({ key: `k${i}` }), at);
+            const r = await enqueue(s, ev({ key: `k${i}` }), at);
             if (r.status !== "queued") throw new Error(r.status);
             batchId = r.placed[0].batchId;
           }
@@ -468,7 +381,7 @@ export function retentionCases({ fresh, caps }: Suite): void {
         }
         // dead batches a year older than everything, and a quarantined request
         for (let i = 0; i < 5; i++) {
-          const r = await s.enqueue(ev({ key: `dead${i}` }), T0 - 365 * DAY);
+          const r = await enqueue(s, ev({ key: `dead${i}` }), T0 - 365 * DAY);
           if (r.status !== "queued") throw new Error(r.status);
           await s.update(
             "batches",
@@ -476,7 +389,8 @@ export function retentionCases({ fresh, caps }: Suite): void {
             { id: r.placed[0].batchId },
           );
         }
-        await s.quarantine(
+        await quarantineAt(
+          s,
           {
             source: "gh",
             raw: new TextEncoder().encode("{}"),
