@@ -47,7 +47,7 @@ function sameBuiltin(cli: Cli, dir: CheckSubject): Bobbin | null {
   const name = /^name\s*=\s*"([^"]+)"/m.exec(dir.files.get("bobbin.toml") ?? "")?.[1];
   if (!name) return null;
   const b = findBobbins({ bobbinPath: [], presets: Object.keys(loadFor(cli).config.spans) }).bobbins.get(name);
-  if (!b || !b.dir.startsWith(BUILTIN_PREFIX) || b.dir.slice(BUILTIN_PREFIX.length) !== dir.relDir) return null;
+  if (!b?.dir.startsWith(BUILTIN_PREFIX) || b.dir.slice(BUILTIN_PREFIX.length) !== dir.relDir) return null;
   const compiled = b.files();
   if (compiled.size !== dir.files.size) return null;
   for (const [f, text] of dir.files) if (compiled.get(f) !== text) return null;

@@ -94,7 +94,7 @@ export async function handleHook(d: PipelineDeps, input: HookInput): Promise<Rep
     if ((get("transfer-encoding") ?? "").toLowerCase().includes("chunked")) return reject("chunked", LENGTH_REQUIRED());
     const length = get("content-length");
     // Two Content-Length headers arrive joined ("5, 5"): a refusal with its reason, not a missing length.
-    if (length !== null && length.includes(",")) return reject("bad_length", BAD_LENGTH());
+    if (length?.includes(",")) return reject("bad_length", BAD_LENGTH());
     if (length === null || !/^\d+$/.test(length)) return reject("chunked", LENGTH_REQUIRED());
     if (Number(length) > src.maxBodyBytes) return reject("too_large", TOO_LARGE(), Number(length));
     const read = await input.readBody(src.maxBodyBytes);

@@ -115,7 +115,7 @@ describe.skipIf(!PG_BIN)("the spool on PostgreSQL", () => {
       const sqlite = freshSpool();
       const events: NewEvent[] = [1, 2, 3].map((i) =>
         ev({
-          payload: JSON.stringify({ n: i, big: 12345678901234567890 }),
+          payload: JSON.stringify({ n: i, big: 1.2345678901234567e19 }),
           headers: i === 2 ? { "x-kept": "v" } : {},
           copies: [copy("r", "http:d", { max_events: 3 })],
         }),
