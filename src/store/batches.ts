@@ -149,6 +149,12 @@ export interface AttemptRow {
   delivery_id: string | null;
   events_delivered: number | null;
   failed_event_id: number | null;
+  /** The requests a paced destination's window counts for this attempt (null: not paced). */
+  hits: number | null;
+  /** What the receiver answered, as the destination read it (a Hermes gateway's word). */
+  answer: string | null;
+  /** 1 when the receiver's answer did not confirm the delivery (a duplicate it did not confirm). */
+  unconfirmed: number;
 }
 
 /** The little of a batch an operator verb checks before it acts. */

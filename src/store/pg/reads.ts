@@ -89,6 +89,8 @@ export function attemptOf(r: Record<string, unknown>): AttemptRow {
     counted: Number(r.counted),
     events_delivered: numOrNull(r.events_delivered),
     failed_event_id: numOrNull(r.failed_event_id),
+    hits: numOrNull(r.hits),
+    unconfirmed: Number(r.unconfirmed ?? 0),
   };
 }
 
