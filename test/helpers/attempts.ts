@@ -153,3 +153,86 @@ export async function end(s: StoreUnderTest, a: AttemptEnd): Promise<Recorded> {
   if (r instanceof Error) throw r;
   return r;
 }
+
+/**
+ * The policy of the cases that watch the breaker and the backoff work: two counted failures trip
+ * it, cooldowns of 10 s up to 25 s, backoff 1 s up to 4 s, three attempts at most.
+ */
+export const COUNTING_POLICY: Policy = {
+  maxAttempts: 3,
+  backoffBaseS: 1,
+  backoffCapS: 4,
+  tripAfter: 2,
+  cooldownInitialS: 10,
+  cooldownMaxS: 25,
+};
+
+/** An attempt whose Outcome the case gives itself: claimed at `now`, ended at `endAt`. */
+export interface RawAttempt {
+  batchId: number;
+  /** The batch's route and key (read from its row when not given). */
+  route?: string;
+  key?: string;
+  destination?: string;
+  now: number;
+  /** When the attempt ends (default: now). */
+  endAt?: number;
+  /** An Outcome, or the fields outcome() completes into one. */
+  outcome: Parameters<typeof outcome>[0];
+  probe?: boolean;
+  script?: boolean;
+  emits?: NewEvent[];
+  /** The claim's lease, in seconds from now (default 60). */
+  leaseS?: number;
+  /** A paced claim: its destination's rate and the requests the attempt counts. */
+  pacing?: Pick<ClaimInput, "rate" | "hits">;
+  durationMs?: number;
+  jitter?: number;
+  /** Default COUNTING_POLICY. */
+  policy?: Policy;
+}
+
+/** Claim the batch, then end its attempt with the case's Outcome, as one dispatcher attempt. */
+export async function attemptWith(s: StoreUnderTest, a: RawAttempt): Promise<Recorded | Error> {
+  const destination = a.destination ?? "http:d";
+  const c = await claimOne(s, {
+    batchId: a.batchId,
+    route: a.route,
+    key: a.key,
+    destination,
+    now: a.now,
+    leaseUntil: a.now + (a.leaseS ?? 60),
+    host: "h",
+    pid: 1,
+    probe: a.probe,
+    ...a.pacing,
+  });
+  if (!c) throw new Error(`batch ${a.batchId} not claimed`);
+  return endWith(s, c, a);
+}
+
+/** End the attempt of claim `c` with the case's Outcome (`a.now`: when it started). */
+export async function endWith(
+  s: StoreUnderTest,
+  c: Claim,
+  a: Omit<RawAttempt, "route" | "key" | "leaseS" | "pacing">,
+): Promise<Recorded | Error> {
+  const [r] = await s.dispatch.recordOutcomes([
+    {
+      batchId: a.batchId,
+      attemptId: c.attemptId,
+      owner: c.owner,
+      startedAt: a.now,
+      probe: a.probe ?? false,
+      script: a.script ?? false,
+      // outcome() keeps every field it is given: a whole Outcome passes through unchanged.
+      outcome: outcome(a.outcome),
+      emits: a.emits ?? [],
+      durationMs: a.durationMs ?? 3,
+      now: a.endAt ?? a.now,
+      jitter: a.jitter ?? 0,
+      policy: a.policy ?? COUNTING_POLICY,
+    },
+  ]);
+  return r;
+}

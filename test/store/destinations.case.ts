@@ -6,20 +6,11 @@
 import { expect, test } from "bun:test";
 import { type Outcome, outcome } from "../../src/delivery.ts";
 import { closedRow, type DestinationRow } from "../../src/store/destinations.ts";
-import type { Recorded } from "../../src/store/outcome-plan.ts";
 import type { Claim } from "../../src/store/queue.ts";
+import { claimOne, endWith } from "../helpers/attempts.ts";
 import { copy, ev, T0 } from "../helpers/spool.ts";
 import type { StoreUnderTest } from "../helpers/store-under-test.ts";
 import type { Suite } from "./suite.ts";
-
-const POLICY = {
-  maxAttempts: 3,
-  backoffBaseS: 1,
-  backoffCapS: 4,
-  tripAfter: 2,
-  cooldownInitialS: 10,
-  cooldownMaxS: 25,
-};
 
 /** The destination cases, on whatever store fresh() opens. */
 export function destinationCases({ fresh }: Suite): void {
@@ -36,49 +27,24 @@ export function destinationCases({ fresh }: Suite): void {
 
   /** Batch `id` claimed at `now` (a probe's claim when `probe`). */
   async function claim(s: S, id: number, now: number, probe = false): Promise<Claim> {
-    const [c] = await s.dispatch.claimBatches([
-      {
-        batchId: id,
-        route: "r",
-        key: `k${id}`,
-        destination: "http:d",
-        now,
-        leaseUntil: now + 600,
-        host: "h",
-        pid: 1,
-        probe,
-      },
-    ]);
-    if (!c || c === "gated") throw new Error(`batch ${id} not claimed: ${String(c)}`);
+    const c = await claimOne(s, {
+      batchId: id,
+      route: "r",
+      key: `k${id}`,
+      destination: "http:d",
+      now,
+      leaseUntil: now + 600,
+      host: "h",
+      pid: 1,
+      probe,
+    });
+    if (!c) throw new Error(`batch ${id} not claimed`);
     return c;
   }
 
   /** The attempt on `c` (started at `startedAt`) ends at `now` with `o`. */
-  async function end(
-    s: S,
-    id: number,
-    c: Claim,
-    o: Outcome,
-    at: { startedAt: number; now: number; probe?: boolean },
-  ): Promise<Recorded | Error> {
-    const [r] = await s.dispatch.recordOutcomes([
-      {
-        batchId: id,
-        attemptId: c.attemptId,
-        owner: c.owner,
-        startedAt: at.startedAt,
-        probe: at.probe ?? false,
-        script: false,
-        outcome: o,
-        emits: [],
-        durationMs: 5,
-        now: at.now,
-        jitter: 0,
-        policy: POLICY,
-      },
-    ]);
-    return r;
-  }
+  const end = (s: S, id: number, c: Claim, o: Outcome, at: { startedAt: number; now: number; probe?: boolean }) =>
+    endWith(s, c, { batchId: id, now: at.startedAt, endAt: at.now, probe: at.probe, outcome: o, durationMs: 5 });
 
   const fail = (n: number) =>
     outcome({ kind: "retry", klass: "transport", reason: `http 503 #${n}`, status: 503, detail: "HTTP 503" });

@@ -5,21 +5,14 @@
 // destination with an issue; an ignored delivery's emits are enqueued. Every backend must
 // leave these rows in batches, attempts, destinations, issues, events and the journal.
 import { expect, test } from "bun:test";
-import { type Outcome, outcome } from "../../src/delivery.ts";
+import type { outcome } from "../../src/delivery.ts";
 import type { NewEvent } from "../../src/store/enqueue.ts";
 import type { Recorded } from "../../src/store/outcome-plan.ts";
+import { attemptWith } from "../helpers/attempts.ts";
 import { copy, ev, T0 } from "../helpers/spool.ts";
 import type { Row, StoreUnderTest } from "../helpers/store-under-test.ts";
 import type { Suite } from "./suite.ts";
 
-const POLICY = {
-  maxAttempts: 3,
-  backoffBaseS: 1,
-  backoffCapS: 4,
-  tripAfter: 2,
-  cooldownInitialS: 10,
-  cooldownMaxS: 25,
-};
 const KEYS = ["a", "b", "c", "d", "e", "f"];
 
 /** Rows as the expectations below spell them: the columns every row shares, then each row's own, in `cols` order. */
@@ -35,47 +28,26 @@ export function outcomeCases({ fresh }: Suite): void {
   type S = StoreUnderTest;
 
   /** Claim batch `id` at `now` and end the attempt a second later with `o`. */
-  async function attempt(
+  const attempt = (
     s: S,
     id: number,
     now: number,
     o: Parameters<typeof outcome>[0],
     extra: { probe?: boolean; emits?: NewEvent[]; paced?: boolean } = {},
-  ): Promise<Recorded | Error> {
-    const pacing = extra.paced ? { rate: { limit: 5, windowS: 60 }, hits: 1 } : {};
-    const [c] = await s.dispatch.claimBatches([
-      {
-        batchId: id,
-        route: "r",
-        key: KEYS[id - 1],
-        destination: "http:d",
-        now,
-        leaseUntil: now + 60,
-        host: "h",
-        pid: 1,
-        probe: extra.probe,
-        ...pacing,
-      },
-    ]);
-    if (!c || c === "gated") throw new Error(`batch ${id} not claimable: ${String(c)}`);
-    const [r] = await s.dispatch.recordOutcomes([
-      {
-        batchId: id,
-        attemptId: c.attemptId,
-        owner: c.owner,
-        startedAt: now,
-        probe: extra.probe ?? false,
-        script: false,
-        outcome: outcome(o) as Outcome,
-        emits: extra.emits ?? [],
-        durationMs: 7,
-        now: now + 1,
-        jitter: 0.5,
-        policy: POLICY,
-      },
-    ]);
-    return r;
-  }
+  ): Promise<Recorded | Error> =>
+    attemptWith(s, {
+      batchId: id,
+      route: "r",
+      key: KEYS[id - 1],
+      now,
+      endAt: now + 1,
+      outcome: o,
+      probe: extra.probe,
+      emits: extra.emits,
+      pacing: extra.paced ? { rate: { limit: 5, windowS: 60 }, hits: 1 } : undefined,
+      durationMs: 7,
+      jitter: 0.5,
+    });
 
   test(
     "the breaker trips and closes, throttles gate, counted failures exhaust, a refusal, config faults " +

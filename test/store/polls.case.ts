@@ -3,18 +3,9 @@
 // that batch is delivered (the outcome transaction records it for the clock), rescheduled when
 // its interval is shortened. Every backend must step the same way and keep these rows.
 import { expect, test } from "bun:test";
-import { outcome } from "../../src/delivery.ts";
+import { attemptWith } from "../helpers/attempts.ts";
 import { copy, ev, T0 } from "../helpers/spool.ts";
 import type { Suite } from "./suite.ts";
-
-const POLICY = {
-  maxAttempts: 3,
-  backoffBaseS: 1,
-  backoffCapS: 4,
-  tripAfter: 2,
-  cooldownInitialS: 10,
-  cooldownMaxS: 25,
-};
 
 /** The poll clock cases, on whatever store fresh() opens. */
 export function pollCases({ fresh }: Suite): void {
@@ -58,35 +49,16 @@ export function pollCases({ fresh }: Suite): void {
     const [row] = await polls();
     const id = row.last_batch_id;
     if (id === null) throw new Error("no tick batch");
-    const [c] = await s.dispatch.claimBatches([
-      {
-        batchId: id,
-        route: "feed",
-        key: "feed",
-        destination: "script:feed",
-        now: T0 + 81,
-        leaseUntil: T0 + 141,
-        host: "h",
-        pid: 1,
-      },
-    ]);
-    if (!c || c === "gated") throw new Error(`batch ${id} not claimed: ${String(c)}`);
-    const [r] = await s.dispatch.recordOutcomes([
-      {
-        batchId: id,
-        attemptId: c.attemptId,
-        owner: c.owner,
-        startedAt: T0 + 81,
-        probe: false,
-        script: true,
-        outcome: outcome({ kind: "ok", reason: "ok", status: 0 }),
-        emits: [],
-        durationMs: 3,
-        now: T0 + 82,
-        jitter: 0,
-        policy: POLICY,
-      },
-    ]);
+    const r = await attemptWith(s, {
+      batchId: id,
+      route: "feed",
+      key: "feed",
+      destination: "script:feed",
+      now: T0 + 81,
+      endAt: T0 + 82,
+      script: true,
+      outcome: { kind: "ok", reason: "ok", status: 0 },
+    });
     expect(r).toMatchObject({ applied: true, state: "delivered" });
     const delivered = { ...ticked, skipped: 1, delivered_at: T0 + 82, delivered_tick_at: T0 + 2.5 };
     expect(await polls()).toEqual([{ ...delivered, next_at: T0 + 141, last_batch_state: "delivered" as const }]);

@@ -3,20 +3,13 @@
 // journal rows past theirs, resolved issues past theirs, dedup ids past their source's window;
 // dead batches never, whatever their age. Every backend must keep exactly these rows.
 import { expect, test } from "bun:test";
-import { type Outcome, outcome } from "../../src/delivery.ts";
+import type { outcome } from "../../src/delivery.ts";
 import type { RetentionCounts, RetentionPolicy } from "../../src/store/retention.ts";
+import { attemptWith } from "../helpers/attempts.ts";
 import { copy, ev, T0 } from "../helpers/spool.ts";
 import type { StoreUnderTest } from "../helpers/store-under-test.ts";
 import type { Suite } from "./suite.ts";
 
-const POLICY = {
-  maxAttempts: 3,
-  backoffBaseS: 1,
-  backoffCapS: 4,
-  tripAfter: 2,
-  cooldownInitialS: 10,
-  cooldownMaxS: 25,
-};
 const DAY = 86_400;
 
 /** The prune cases, on whatever store fresh() opens. */
@@ -25,36 +18,9 @@ export function pruneCases({ fresh }: Suite): void {
 
   /** Claim batch `id` (key k<id - 1>) at `now` and end its attempt then with `o`. */
   async function end(s: S, id: number, o: Parameters<typeof outcome>[0], now: number): Promise<void> {
-    const [c] = await s.dispatch.claimBatches([
-      {
-        batchId: id,
-        route: "r",
-        key: `k${id - 1}`,
-        destination: "http:d",
-        now,
-        leaseUntil: now + 60,
-        host: "h",
-        pid: 1,
-      },
-    ]);
-    if (!c || c === "gated") throw new Error(`batch ${id} not claimed: ${String(c)}`);
-    const [r] = await s.dispatch.recordOutcomes([
-      {
-        batchId: id,
-        attemptId: c.attemptId,
-        owner: c.owner,
-        startedAt: now,
-        probe: false,
-        script: false,
-        outcome: outcome(o) as Outcome,
-        emits: [],
-        durationMs: 3,
-        now,
-        jitter: 0,
-        policy: POLICY,
-      },
-    ]);
-    expect(r).toMatchObject({ applied: true });
+    expect(await attemptWith(s, { batchId: id, route: "r", key: `k${id - 1}`, now, outcome: o })).toMatchObject({
+      applied: true,
+    });
   }
 
   /** Six single-event batches a day apart (two with dedup ids); four ended, one dropped, one left sealed. */

@@ -2,18 +2,9 @@
 // from dead), dead batches by reason, the oldest work still to deliver (overall and per
 // destination) and what is leased per destination. Every backend must give these figures.
 import { expect, test } from "bun:test";
-import { outcome } from "../../src/delivery.ts";
+import { attemptWith } from "../helpers/attempts.ts";
 import { copy, ev, T0 } from "../helpers/spool.ts";
 import type { Suite } from "./suite.ts";
-
-const POLICY = {
-  maxAttempts: 3,
-  backoffBaseS: 1,
-  backoffCapS: 4,
-  tripAfter: 2,
-  cooldownInitialS: 10,
-  cooldownMaxS: 25,
-};
 
 /** The status cases, on whatever store fresh() opens. */
 export function statusCases({ fresh }: Suite): void {
@@ -30,24 +21,15 @@ export function statusCases({ fresh }: Suite): void {
       s.dispatch.claimBatches([
         { batchId: id, route: "r", key, destination: "http:d", now, leaseUntil: now + 60, host: "h", pid: 1 },
       ]);
-    const [c1] = await lease(1, "a", T0 + 5);
-    if (!c1 || c1 === "gated") throw new Error("batch 1 was not claimed");
-    const [dead] = await s.dispatch.recordOutcomes([
-      {
-        batchId: 1,
-        attemptId: c1.attemptId,
-        owner: c1.owner,
-        startedAt: T0 + 5,
-        probe: false,
-        script: false,
-        outcome: outcome({ kind: "dead", klass: "permanent", reason: "http 422", status: 422 }),
-        emits: [],
-        durationMs: 2,
-        now: T0 + 6,
-        jitter: 0,
-        policy: POLICY,
-      },
-    ]);
+    const dead = await attemptWith(s, {
+      batchId: 1,
+      route: "r",
+      key: "a",
+      now: T0 + 5,
+      endAt: T0 + 6,
+      durationMs: 2,
+      outcome: { kind: "dead", klass: "permanent", reason: "http 422", status: 422 },
+    });
     expect(dead).toMatchObject({ applied: true, state: "dead", deadReason: "rejected" });
     const [c2] = await lease(2, "b", T0 + 7);
     expect(c2).toMatchObject({ n: 1, leaseUntil: T0 + 67 });

@@ -3,19 +3,11 @@
 // by a fixed plugin, and each verb's refusal of a batch it does not apply to. Every backend must
 // leave these rows and refuse with these words.
 import { expect, test } from "bun:test";
-import { type Outcome, outcome } from "../../src/delivery.ts";
+import type { outcome } from "../../src/delivery.ts";
+import { attemptWith } from "../helpers/attempts.ts";
 import { copy, ev, T0 } from "../helpers/spool.ts";
 import type { Row, StoreUnderTest } from "../helpers/store-under-test.ts";
 import type { Suite } from "./suite.ts";
-
-const POLICY = {
-  maxAttempts: 3,
-  backoffBaseS: 1,
-  backoffCapS: 4,
-  tripAfter: 2,
-  cooldownInitialS: 10,
-  cooldownMaxS: 25,
-};
 
 /** Rows as the expectations below spell them: the columns every row shares, then each row's own, in `cols` order. */
 function table(shared: Row, cols: readonly string[], values: readonly unknown[][]): Row[] {
@@ -37,27 +29,7 @@ export function verbCases({ fresh }: Suite): void {
 
   /** Claim batch `id` (key `key`) at `now` and end its attempt then with `o`. */
   async function end(s: S, id: number, key: string, o: Parameters<typeof outcome>[0], now: number): Promise<void> {
-    const [c] = await s.dispatch.claimBatches([
-      { batchId: id, route: "r", key, destination: "http:d", now, leaseUntil: now + 60, host: "h", pid: 1 },
-    ]);
-    if (!c || c === "gated") throw new Error(`batch ${id} not claimed: ${String(c)}`);
-    const [r] = await s.dispatch.recordOutcomes([
-      {
-        batchId: id,
-        attemptId: c.attemptId,
-        owner: c.owner,
-        startedAt: now,
-        probe: false,
-        script: false,
-        outcome: outcome(o) as Outcome,
-        emits: [],
-        durationMs: 3,
-        now,
-        jitter: 0,
-        policy: POLICY,
-      },
-    ]);
-    expect(r).toMatchObject({ applied: true });
+    expect(await attemptWith(s, { batchId: id, route: "r", key, now, outcome: o })).toMatchObject({ applied: true });
   }
 
   test("replay, retry now, drop, replay --delivered, a quarantine classified again; the verbs' refusals", async () => {
