@@ -8,7 +8,8 @@ import { tempDir } from "./tmp.ts";
 export function manifestText(
   name: string,
   extra = "",
-  source = 'template = { scheme = "hmac-sha256-hex", header = "X-Sig", prefix = "sha256=", key = "topic", event_type = "type" }\nspan = "burst"\nsender_retries = false',
+  source = 'template = { scheme = "hmac-sha256-hex", header = "X-Sig", prefix = "sha256=", key = "topic", event_type ' +
+    '= "type" }\nspan = "burst"\nsender_retries = false',
 ): string {
   const [vendor, product] = name.split(".");
   return `name = "${name}"

@@ -24,7 +24,8 @@ export function assertNoSentinelInNewLogs(): void {
     for (const s of SENTINELS) {
       if (line.includes(s))
         throw new Error(
-          `a log line carries a planted sentinel (${s === SECRET_SENTINEL ? "secret" : "payload"}): ${line.slice(0, 160)}`,
+          `a log line carries a planted sentinel (${s === SECRET_SENTINEL ? "secret" : "payload"}): ` +
+            `${line.slice(0, 160)}`,
         );
     }
   }

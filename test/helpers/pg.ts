@@ -30,7 +30,8 @@ export const PG_BIN = postgresBin();
 export const PG_SKIP_MESSAGE =
   process.env.HOOKSPOOL_TEST_SKIP_PG === "1"
     ? "PostgreSQL suites skipped: HOOKSPOOL_TEST_SKIP_PG=1 (make test leaves them to make test-all)"
-    : "PostgreSQL suites skipped: no initdb under /usr/lib/postgresql (apt-get install postgresql; .ci/run installs it)";
+    : "PostgreSQL suites skipped: no initdb under /usr/lib/postgresql (apt-get install postgresql; .ci/run installs " +
+      "it)";
 
 export interface PgServer {
   /** The directory with the socket (.s.PGSQL.5432); the cluster's data is in its data/. */

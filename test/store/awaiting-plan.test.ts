@@ -88,7 +88,8 @@ describe("the poison walk over awaited runs", () => {
   function history(between: { outcome: string; klass: string | null }) {
     const { spool } = freshSpool();
     const ins = spool.db.query(
-      "INSERT INTO attempts (batch_id, n, destination, started_at, finished_at, outcome, klass) VALUES (?, ?, 'd', ?, ?, ?, ?)",
+      "INSERT INTO attempts (batch_id, n, destination, started_at, finished_at, outcome, klass) VALUES (?, ?, 'd', " +
+        "?, ?, ?, ?)",
     );
     let t = 100;
     for (let i = 0; i < 3; i++) {

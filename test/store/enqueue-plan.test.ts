@@ -41,11 +41,14 @@ describe("the join rule", () => {
     expect(sealsOnSize({ count: 1, bytes: 1000, max_events: 10, max_bytes: 1000 })).toBe(true);
   });
 
-  test("a batch is ready when sealed or windowless, else when its quiet or its max window ends, whichever is first", () => {
-    const b = { first_at: 100, last_at: 130, quiet_s: 20, max_s: 60 };
-    expect(readyAfterJoin(b, false, 130)).toBe(150);
-    expect(readyAfterJoin({ ...b, last_at: 150 }, false, 150)).toBe(160);
-    expect(readyAfterJoin(b, true, 130)).toBe(130);
-    expect(readyAfterJoin({ ...b, quiet_s: 0, max_s: 0 }, false, 130)).toBe(130);
-  });
+  test(
+    "a batch is ready when sealed or windowless, else when its quiet or its max window ends, whichever is " + "first",
+    () => {
+      const b = { first_at: 100, last_at: 130, quiet_s: 20, max_s: 60 };
+      expect(readyAfterJoin(b, false, 130)).toBe(150);
+      expect(readyAfterJoin({ ...b, last_at: 150 }, false, 150)).toBe(160);
+      expect(readyAfterJoin(b, true, 130)).toBe(130);
+      expect(readyAfterJoin({ ...b, quiet_s: 0, max_s: 0 }, false, 130)).toBe(130);
+    },
+  );
 });

@@ -42,7 +42,8 @@ test("an event whose enqueue fails is rolled back alone; the others in its group
   const { spool } = freshSpool();
   // Key "b" fails after its batch row was written: the savepoint must take that row back too.
   spool.db.run(
-    "CREATE TEMP TRIGGER fail_b AFTER INSERT ON events WHEN (SELECT key FROM batches WHERE id = NEW.batch_id) = 'b' BEGIN SELECT RAISE(ABORT, 'refused by the test'); END",
+    "CREATE TEMP TRIGGER fail_b AFTER INSERT ON events WHEN (SELECT key FROM batches WHERE id = NEW.batch_id) = 'b' " +
+      "BEGIN SELECT RAISE(ABORT, 'refused by the test'); END",
   );
   const g = sqliteGroupCommit(spool);
   const settled = await Promise.allSettled([

@@ -37,55 +37,63 @@ onBothBackends((open, backend) => {
     }
   });
 
-  test("runRetention deletes a dropped batch past its age and keeps a fresh one; exportBatches pages every batch, oldest first", async () => {
-    const b = await open();
-    try {
-      await b.operator.enqueue(ev({ key: "old" }), T0);
-      await b.operator.enqueue(ev({ key: "new" }), T0);
-      await b.operator.dropBatches([1], T0);
-      await b.operator.dropBatches([2], T0 + 9 * DAY);
-      const before: ExportRecord[] = [];
-      for await (const rec of b.operator.exportBatches({})) before.push(rec);
-      expect(before.map((r) => [r.batch.id, r.batch.key, r.events.length])).toEqual([
-        [1, "old", 1],
-        [2, "new", 1],
-      ]);
-      const counts = await b.operator.runRetention(policy, T0 + 10 * DAY);
-      expect(counts).toMatchObject({ batches: 1, events: 1 });
-      const after: number[] = [];
-      for await (const rec of b.operator.exportBatches({})) after.push(rec.batch.id);
-      expect(after).toEqual([2]);
-      expect(await b.operator.runRetention(policy, T0 + 10 * DAY)).toMatchObject({ batches: 0, events: 0 });
-    } finally {
-      await b.close();
-    }
-  });
+  test(
+    "runRetention deletes a dropped batch past its age and keeps a fresh one; exportBatches pages every batch, " +
+      "oldest first",
+    async () => {
+      const b = await open();
+      try {
+        await b.operator.enqueue(ev({ key: "old" }), T0);
+        await b.operator.enqueue(ev({ key: "new" }), T0);
+        await b.operator.dropBatches([1], T0);
+        await b.operator.dropBatches([2], T0 + 9 * DAY);
+        const before: ExportRecord[] = [];
+        for await (const rec of b.operator.exportBatches({})) before.push(rec);
+        expect(before.map((r) => [r.batch.id, r.batch.key, r.events.length])).toEqual([
+          [1, "old", 1],
+          [2, "new", 1],
+        ]);
+        const counts = await b.operator.runRetention(policy, T0 + 10 * DAY);
+        expect(counts).toMatchObject({ batches: 1, events: 1 });
+        const after: number[] = [];
+        for await (const rec of b.operator.exportBatches({})) after.push(rec.batch.id);
+        expect(after).toEqual([2]);
+        expect(await b.operator.runRetention(policy, T0 + 10 * DAY)).toMatchObject({ batches: 0, events: 0 });
+      } finally {
+        await b.close();
+      }
+    },
+  );
 
-  test("the journal's cursor: from the start, filtered, on from a row's cursor, from now; a malformed one is a usage error", async () => {
-    const b = await open();
-    try {
-      await b.operator.enqueue(ev({ key: "a" }), T0);
-      await b.operator.enqueue(ev({ key: "b" }), T0);
-      const start = await b.operator.journalCursor("0");
-      const all = await b.operator.journalAfter(start, {}, 10);
-      expect(all.rows.map((r) => [r.kind, r.key])).toEqual([
-        ["event", "a"],
-        ["event", "b"],
-      ]);
-      expect(all.full).toBe(false);
-      const onlyB = await b.operator.journalAfter(start, { key: "b" }, 10);
-      expect(onlyB.rows.map((r) => r.key)).toEqual(["b"]);
-      const after = await b.operator.journalAfter(await b.operator.journalCursor(all.rows[0].cursor), {}, 10);
-      expect(after.rows.map((r) => r.key)).toEqual(["b"]);
-      const head = await b.operator.journalCursor(undefined);
-      expect((await b.operator.journalAfter(head, {}, 10)).rows).toEqual([]);
-      await b.operator.enqueue(ev({ key: "c" }), T0);
-      expect((await b.operator.journalAfter(head, {}, 10)).rows.map((r) => r.key)).toEqual(["c"]);
-      await expect(b.operator.journalCursor("not-a-cursor")).rejects.toThrow("--since must be a cursor");
-    } finally {
-      await b.close();
-    }
-  });
+  test(
+    "the journal's cursor: from the start, filtered, on from a row's cursor, from now; a malformed one is a usage " +
+      "error",
+    async () => {
+      const b = await open();
+      try {
+        await b.operator.enqueue(ev({ key: "a" }), T0);
+        await b.operator.enqueue(ev({ key: "b" }), T0);
+        const start = await b.operator.journalCursor("0");
+        const all = await b.operator.journalAfter(start, {}, 10);
+        expect(all.rows.map((r) => [r.kind, r.key])).toEqual([
+          ["event", "a"],
+          ["event", "b"],
+        ]);
+        expect(all.full).toBe(false);
+        const onlyB = await b.operator.journalAfter(start, { key: "b" }, 10);
+        expect(onlyB.rows.map((r) => r.key)).toEqual(["b"]);
+        const after = await b.operator.journalAfter(await b.operator.journalCursor(all.rows[0].cursor), {}, 10);
+        expect(after.rows.map((r) => r.key)).toEqual(["b"]);
+        const head = await b.operator.journalCursor(undefined);
+        expect((await b.operator.journalAfter(head, {}, 10)).rows).toEqual([]);
+        await b.operator.enqueue(ev({ key: "c" }), T0);
+        expect((await b.operator.journalAfter(head, {}, 10)).rows.map((r) => r.key)).toEqual(["c"]);
+        await expect(b.operator.journalCursor("not-a-cursor")).rejects.toThrow("--since must be a cursor");
+      } finally {
+        await b.close();
+      }
+    },
+  );
 
   test("spoolFile and checkIntegrity: SQLite's file and its quick_check; PostgreSQL has neither", async () => {
     const b = await open();

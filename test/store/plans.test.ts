@@ -31,16 +31,21 @@ test("every per-tick query is an index search, or a scan of the unfinished batch
   }
 });
 
-test("the candidates walk batches_ready in order (no sort) and bound each head check to the group's earlier rows", () => {
-  const { candidates, readyDestinations } = tickQueryPlans(freshSpool().spool);
-  // With a sort, LIMIT would stop nothing: every deliverable row of the destination would be read first.
-  expect(candidates.filter((s) => s.includes("TEMP B-TREE"))).toEqual([]);
-  expect(candidates[0]).toContain("USING INDEX batches_ready (destination=?)");
-  expect(candidates.some((s) => s.includes("USING INDEX batches_queue (route=? AND key=? AND first_at<?)"))).toBe(true);
-  expect(
-    readyDestinations.filter((s) => /SEARCH batches/.test(s)).every((s) => s.includes("USING INDEX batches_ready")),
-  ).toBe(true);
-});
+test(
+  "the candidates walk batches_ready in order (no sort) and bound each head check to the group's earlier " + "rows",
+  () => {
+    const { candidates, readyDestinations } = tickQueryPlans(freshSpool().spool);
+    // With a sort, LIMIT would stop nothing: every deliverable row of the destination would be read first.
+    expect(candidates.filter((s) => s.includes("TEMP B-TREE"))).toEqual([]);
+    expect(candidates[0]).toContain("USING INDEX batches_ready (destination=?)");
+    expect(candidates.some((s) => s.includes("USING INDEX batches_queue (route=? AND key=? AND first_at<?)"))).toBe(
+      true,
+    );
+    expect(
+      readyDestinations.filter((s) => /SEARCH batches/.test(s)).every((s) => s.includes("USING INDEX batches_ready")),
+    ).toBe(true);
+  },
+);
 
 test("the overdue outcomes read searches batches_awaiting, never the history", () => {
   const plan = overduePlan(freshSpool().spool);

@@ -181,7 +181,8 @@ describe.skipIf(!PG_BIN)("migrate-store: SQLite to PostgreSQL", () => {
   });
 
   const urlOf = (database: string) =>
-    `postgres://${server.user}@localhost/${database}?host=${server.socketDir}&application_name=SENTINEL123${SECRET_SENTINEL}`;
+    `postgres://${server.user}@localhost/${database}?host=${server.socketDir}` +
+    `&application_name=SENTINEL123${SECRET_SENTINEL}`;
 
   /** A new database, migrated unless told; the pool closes after the test. */
   async function target(o: { migrate?: boolean } = {}): Promise<{ pg: PgSpool; database: string }> {
@@ -203,7 +204,8 @@ describe.skipIf(!PG_BIN)("migrate-store: SQLite to PostgreSQL", () => {
   async function rows(lite: SqliteSpool, pg: PgSpool, table: string): Promise<{ lite: unknown[]; pg: unknown[] }> {
     const types = new Map(
       (
-        (await pg.sql`SELECT column_name, udt_name FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = ${table}`) as {
+        (await pg.sql`SELECT column_name, udt_name FROM information_schema.columns
+          WHERE table_schema = current_schema() AND table_name = ${table}`) as {
           column_name: string;
           udt_name: string;
         }[]
@@ -218,7 +220,9 @@ describe.skipIf(!PG_BIN)("migrate-store: SQLite to PostgreSQL", () => {
     ).map((r) => Object.fromEntries(Object.entries(r).map(([k, v]) => [k, norm(v)])));
     const p = (
       (await pg.sql.unsafe(
-        `SELECT * FROM ${table} ${where} ORDER BY ${order.map((c) => (types.get(c) === "text" ? `${c} COLLATE "C"` : c)).join(", ")}`,
+        `SELECT * FROM ${table} ${where} ORDER BY ${order
+          .map((c) => (types.get(c) === "text" ? `${c} COLLATE ` + `"C"` : c))
+          .join(", ")}`,
       )) as Record<string, unknown>[]
     ).map((r) =>
       Object.fromEntries(
@@ -239,96 +243,100 @@ describe.skipIf(!PG_BIN)("migrate-store: SQLite to PostgreSQL", () => {
 
   const maxOf = (lite: SqliteSpool, sql: string) => Number((lite.db.query(sql).get() as { m: number | null }).m ?? 0);
 
-  test("every table arrives row for row, ids, raw bytes and instance id kept; new rows take ids past the copied ones and join the copied open batch", async () => {
-    const { lite, openBatch } = source();
-    for (const t of TABLES)
-      expect({ t, rows: (lite.db.query(`SELECT COUNT(*) AS n FROM ${t}`).get() as { n: number }).n > 0 }).toEqual({
-        t,
-        rows: true,
+  test(
+    "every table arrives row for row, ids, raw bytes and instance id kept; new rows take ids past the copied ones " +
+      "and join the copied open batch",
+    async () => {
+      const { lite, openBatch } = source();
+      for (const t of TABLES)
+        expect({ t, rows: (lite.db.query(`SELECT COUNT(*) AS n FROM ${t}`).get() as { n: number }).n > 0 }).toEqual({
+          t,
+          rows: true,
+        });
+      const { pg } = await target();
+      const progress: [string, number, number][] = [];
+      const report = await copySqliteToPg(lite, pg, {
+        batchSize: 3,
+        onProgress: (t, c, total) => progress.push([t, c, total]),
       });
-    const { pg } = await target();
-    const progress: [string, number, number][] = [];
-    const report = await copySqliteToPg(lite, pg, {
-      batchSize: 3,
-      onProgress: (t, c, total) => progress.push([t, c, total]),
-    });
 
-    // Every table, parents first, with the rows SQLite has (meta without schema_version).
-    expect(report.tables.map((t) => t.name)).toEqual(TABLES);
-    for (const t of report.tables) {
-      const where = t.name === "meta" ? " WHERE key <> 'schema_version'" : "";
-      expect(t).toEqual({
-        name: t.name,
-        rows: (lite.db.query(`SELECT COUNT(*) AS n FROM ${t.name}${where}`).get() as { n: number }).n,
-      });
-    }
-    // In chunks of three, each table's last report its total.
-    const events = progress.filter(([t]) => t === "events").map(([, c]) => c);
-    const total = report.tables.find((t) => t.name === "events")?.rows ?? 0;
-    expect(events).toEqual(Array.from({ length: Math.ceil(total / 3) }, (_, i) => Math.min(3 * (i + 1), total)));
-    for (const t of TABLES) {
-      const mine = progress.filter(([x]) => x === t);
-      expect(mine[mine.length - 1][1]).toBe(mine[mine.length - 1][2]);
-    }
-    expect(events.length).toBeGreaterThan(1);
+      // Every table, parents first, with the rows SQLite has (meta without schema_version).
+      expect(report.tables.map((t) => t.name)).toEqual(TABLES);
+      for (const t of report.tables) {
+        const where = t.name === "meta" ? " WHERE key <> 'schema_version'" : "";
+        expect(t).toEqual({
+          name: t.name,
+          rows: (lite.db.query(`SELECT COUNT(*) AS n FROM ${t.name}${where}`).get() as { n: number }).n,
+        });
+      }
+      // In chunks of three, each table's last report its total.
+      const events = progress.filter(([t]) => t === "events").map(([, c]) => c);
+      const total = report.tables.find((t) => t.name === "events")?.rows ?? 0;
+      expect(events).toEqual(Array.from({ length: Math.ceil(total / 3) }, (_, i) => Math.min(3 * (i + 1), total)));
+      for (const t of TABLES) {
+        const mine = progress.filter(([x]) => x === t);
+        expect(mine[mine.length - 1][1]).toBe(mine[mine.length - 1][2]);
+      }
+      expect(events.length).toBeGreaterThan(1);
 
-    // Row for row.
-    for (const t of TABLES) {
-      const { lite: l, pg: p } = await rows(lite, pg, t);
-      expect({ t, rows: p }).toEqual({ t, rows: l });
-    }
-    // The webhook-ids' instance id is the SQLite spool's; the schema version PostgreSQL's own.
-    const meta = Object.fromEntries(
-      ((await pg.sql`SELECT key, value FROM meta`) as { key: string; value: string }[]).map((r) => [r.key, r.value]),
-    );
-    expect(meta.instance_id).toBe(instanceId(lite));
-    expect(meta.schema_version).toBe(String(PG_LATEST_SCHEMA));
-    // The raw bodies byte for byte (a NUL and bytes that are not UTF-8).
-    const raws = (await pg.sql`SELECT raw FROM events WHERE raw IS NOT NULL ORDER BY id`) as { raw: Uint8Array }[];
-    expect(raws.length).toBe(2);
-    for (const r of raws) expect(new Uint8Array(r.raw)).toEqual(RAW);
+      // Row for row.
+      for (const t of TABLES) {
+        const { lite: l, pg: p } = await rows(lite, pg, t);
+        expect({ t, rows: p }).toEqual({ t, rows: l });
+      }
+      // The webhook-ids' instance id is the SQLite spool's; the schema version PostgreSQL's own.
+      const meta = Object.fromEntries(
+        ((await pg.sql`SELECT key, value FROM meta`) as { key: string; value: string }[]).map((r) => [r.key, r.value]),
+      );
+      expect(meta.instance_id).toBe(instanceId(lite));
+      expect(meta.schema_version).toBe(String(PG_LATEST_SCHEMA));
+      // The raw bodies byte for byte (a NUL and bytes that are not UTF-8).
+      const raws = (await pg.sql`SELECT raw FROM events WHERE raw IS NOT NULL ORDER BY id`) as { raw: Uint8Array }[];
+      expect(raws.length).toBe(2);
+      for (const r of raws) expect(new Uint8Array(r.raw)).toEqual(RAW);
 
-    // New rows on PostgreSQL: past every copied id, and past the journal ids SQLite gave.
-    const maxBatch = maxOf(lite, "SELECT MAX(id) AS m FROM batches");
-    const maxEvent = maxOf(lite, "SELECT MAX(id) AS m FROM events");
-    const maxAttempt = maxOf(lite, "SELECT MAX(id) AS m FROM attempts");
-    const journalIssued = maxOf(lite, "SELECT seq AS m FROM sqlite_sequence WHERE name = 'journal'");
-    expect(journalIssued).toBeGreaterThan(maxOf(lite, "SELECT MAX(id) AS m FROM journal"));
-    const copiedJournal = ((await pg.sql`SELECT id FROM journal`) as { id: string }[]).map((r) => Number(r.id));
-    const joined = await enqueuePg(pg, ev({ key: "open" }), T0 + 500);
-    if (joined.status !== "queued") throw new Error(joined.status);
-    expect(joined.placed[0].batchId).toBe(openBatch);
-    expect(joined.placed[0].eventId).toBe(maxEvent + 1);
-    const [{ count }] = await pg.sql`SELECT count FROM batches WHERE id = ${openBatch}`;
-    expect(count).toBe(3);
-    const fresh = await enqueuePg(pg, ev({ key: "new", copies: [copy("r", "http:d", { max_events: 1 })] }), T0 + 501);
-    if (fresh.status !== "queued") throw new Error(fresh.status);
-    expect(fresh.placed[0].batchId).toBe(maxBatch + 1);
-    // A dedup id seen on SQLite is a duplicate on PostgreSQL.
-    expect((await enqueuePg(pg, ev({ key: "a", dedupId: "d-1" }), T0 + 502)).status).toBe("duplicate");
-    const [c] = await claimPg(pg, [
-      {
-        batchId: fresh.placed[0].batchId,
-        route: "r",
-        key: "new",
-        destination: "http:d",
-        now: T0 + 503,
-        leaseUntil: T0 + 563,
-        host: "h",
-        pid: 2,
-      },
-    ]);
-    expect(c).toMatchObject({ attemptId: maxAttempt + 1 });
-    const newest = ((await pg.sql`SELECT id FROM journal ORDER BY id`) as { id: string }[])
-      .map((r) => Number(r.id))
-      .filter((id) => !copiedJournal.includes(id));
-    expect(newest.length).toBeGreaterThan(0);
-    expect(newest[0]).toBe(journalIssued + 1);
-    const issue = await pg.sql.begin((tx) =>
-      raiseIssuePg(tx, { fingerprint: "spool:new", kind: "spool", now: T0 + 504 }),
-    );
-    expect(issue.id).toBe(maxOf(lite, "SELECT MAX(id) AS m FROM issues") + 1);
-  });
+      // New rows on PostgreSQL: past every copied id, and past the journal ids SQLite gave.
+      const maxBatch = maxOf(lite, "SELECT MAX(id) AS m FROM batches");
+      const maxEvent = maxOf(lite, "SELECT MAX(id) AS m FROM events");
+      const maxAttempt = maxOf(lite, "SELECT MAX(id) AS m FROM attempts");
+      const journalIssued = maxOf(lite, "SELECT seq AS m FROM sqlite_sequence WHERE name = 'journal'");
+      expect(journalIssued).toBeGreaterThan(maxOf(lite, "SELECT MAX(id) AS m FROM journal"));
+      const copiedJournal = ((await pg.sql`SELECT id FROM journal`) as { id: string }[]).map((r) => Number(r.id));
+      const joined = await enqueuePg(pg, ev({ key: "open" }), T0 + 500);
+      if (joined.status !== "queued") throw new Error(joined.status);
+      expect(joined.placed[0].batchId).toBe(openBatch);
+      expect(joined.placed[0].eventId).toBe(maxEvent + 1);
+      const [{ count }] = await pg.sql`SELECT count FROM batches WHERE id = ${openBatch}`;
+      expect(count).toBe(3);
+      const fresh = await enqueuePg(pg, ev({ key: "new", copies: [copy("r", "http:d", { max_events: 1 })] }), T0 + 501);
+      if (fresh.status !== "queued") throw new Error(fresh.status);
+      expect(fresh.placed[0].batchId).toBe(maxBatch + 1);
+      // A dedup id seen on SQLite is a duplicate on PostgreSQL.
+      expect((await enqueuePg(pg, ev({ key: "a", dedupId: "d-1" }), T0 + 502)).status).toBe("duplicate");
+      const [c] = await claimPg(pg, [
+        {
+          batchId: fresh.placed[0].batchId,
+          route: "r",
+          key: "new",
+          destination: "http:d",
+          now: T0 + 503,
+          leaseUntil: T0 + 563,
+          host: "h",
+          pid: 2,
+        },
+      ]);
+      expect(c).toMatchObject({ attemptId: maxAttempt + 1 });
+      const newest = ((await pg.sql`SELECT id FROM journal ORDER BY id`) as { id: string }[])
+        .map((r) => Number(r.id))
+        .filter((id) => !copiedJournal.includes(id));
+      expect(newest.length).toBeGreaterThan(0);
+      expect(newest[0]).toBe(journalIssued + 1);
+      const issue = await pg.sql.begin((tx) =>
+        raiseIssuePg(tx, { fingerprint: "spool:new", kind: "spool", now: T0 + 504 }),
+      );
+      expect(issue.id).toBe(maxOf(lite, "SELECT MAX(id) AS m FROM issues") + 1);
+    },
+  );
 
   test("a target with rows is refused, and left as it was", async () => {
     const { lite } = source();
@@ -339,7 +347,8 @@ describe.skipIf(!PG_BIN)("migrate-store: SQLite to PostgreSQL", () => {
     const err = await copySqliteToPg(lite, pg).catch((e) => e);
     expect(err).toMatchObject({ code: "E_USAGE" });
     expect(err.message).toBe(
-      "the PostgreSQL spool is not empty (meta holds more than migrate wrote); migrate-store copies only into an empty database",
+      "the PostgreSQL spool is not empty (meta holds more than migrate wrote); migrate-store copies only into an " +
+        "empty database",
     );
     expect(await pgCounts(pg)).toEqual(before);
     // One row in a table only PostgreSQL has is rows too.
@@ -359,43 +368,49 @@ describe.skipIf(!PG_BIN)("migrate-store: SQLite to PostgreSQL", () => {
     await expect(copySqliteToPg(lite, bare)).rejects.toThrow(/at schema 0/);
   });
 
-  test("a copy that cannot finish leaves the target empty: the SQLite file changed underneath (an intake still running)", async () => {
-    const { lite, path } = source();
-    const { pg } = await target();
-    const writer = openSpool(path);
-    open.push(writer);
-    let wrote = false;
-    const err = await copySqliteToPg(lite, pg, {
-      onProgress: (t) => {
-        if (t === "events" && !wrote) {
-          wrote = true;
-          enqueue(writer, ev({ key: "late" }), T0 + 900);
-        }
-      },
-    }).catch((e) => e);
-    expect(err).toMatchObject({
-      code: "E_SPOOL",
-      message: "the SQLite spool changed while it was copied; nothing was copied",
-    });
-    expect(await pgCounts(pg)).toEqual({ ...Object.fromEntries(TABLES.map((t) => [t, 0])), meta: 2, dispatchers: 0 });
-    // Nothing held: a second try (nobody writing now) goes through, the late event with it.
-    const report = await copySqliteToPg(lite, pg);
-    expect(report.tables.find((t) => t.name === "events")?.rows).toBe(
-      (lite.db.query("SELECT COUNT(*) AS n FROM events").get() as { n: number }).n,
-    );
-    expect(
-      (
-        await pg.sql`SELECT COUNT(*)::int AS n FROM events WHERE batch_id IN (SELECT id FROM batches WHERE key = 'late')`
-      )[0].n,
-    ).toBe(1);
-  });
+  test(
+    "a copy that cannot finish leaves the target empty: the SQLite file changed underneath (an intake still " +
+      "running)",
+    async () => {
+      const { lite, path } = source();
+      const { pg } = await target();
+      const writer = openSpool(path);
+      open.push(writer);
+      let wrote = false;
+      const err = await copySqliteToPg(lite, pg, {
+        onProgress: (t) => {
+          if (t === "events" && !wrote) {
+            wrote = true;
+            enqueue(writer, ev({ key: "late" }), T0 + 900);
+          }
+        },
+      }).catch((e) => e);
+      expect(err).toMatchObject({
+        code: "E_SPOOL",
+        message: "the SQLite spool changed while it was copied; nothing was copied",
+      });
+      expect(await pgCounts(pg)).toEqual({ ...Object.fromEntries(TABLES.map((t) => [t, 0])), meta: 2, dispatchers: 0 });
+      // Nothing held: a second try (nobody writing now) goes through, the late event with it.
+      const report = await copySqliteToPg(lite, pg);
+      expect(report.tables.find((t) => t.name === "events")?.rows).toBe(
+        (lite.db.query("SELECT COUNT(*) AS n FROM events").get() as { n: number }).n,
+      );
+      expect(
+        (
+          await pg.sql`SELECT COUNT(*)::int AS n FROM events
+            WHERE batch_id IN (SELECT id FROM batches WHERE key = 'late')`
+        )[0].n,
+      ).toBe(1);
+    },
+  );
 
   test("the verification names the table whose rows or values differ", async () => {
     const { lite } = source();
     const { pg } = await target();
     await copySqliteToPg(lite, pg);
     expect((await verifyCopy(lite, pg.sql)).tables.length).toBe(TABLES.length);
-    await pg.sql`UPDATE events SET payload = payload || ' ' WHERE id = (SELECT MIN(id) FROM events WHERE payload IS NOT NULL)`;
+    await pg.sql`UPDATE events SET payload = payload || ' '
+      WHERE id = (SELECT MIN(id) FROM events WHERE payload IS NOT NULL)`;
     await expect(verifyCopy(lite, pg.sql)).rejects.toThrow("verify: events differs between SQLite and PostgreSQL");
     await pg.sql`UPDATE events SET payload = rtrim(payload, ' ')`;
     await verifyCopy(lite, pg.sql);
@@ -435,37 +450,43 @@ describe.skipIf(!PG_BIN)("migrate-store: SQLite to PostgreSQL", () => {
       return { home: h, env: {} };
     }
 
-    test("migrate-store --to postgres: exit 0, progress on stderr, the summary line, the rows in PostgreSQL, the URL never shown", async () => {
-      const { home: h } = await home();
-      const { pg, database } = await target({ migrate: false });
-      const url = urlOf(database);
-      const r = await cli(["--home", h, "migrate-store", "--to", "postgres"], { env: { HOOKSPOOL_PG_URL: url } });
-      expect({ code: r.code, err: r.err.split("\n").filter((l) => l.startsWith("hookspool:")) }).toEqual({
-        code: 0,
-        err: [],
-      });
-      expect(r.out.trim()).toMatch(
-        /^copied 2 batches, 3 events, 0 dedup rows, 0 attempts, 0 destination states, 0 issues, 0 alert limits, 0 poll clocks, 3 journal rows, 0 operator actions into PostgreSQL; set \[spool\] backend = "postgres" and start the services$/,
-      );
-      expect(r.err).toContain("migrate-store: PostgreSQL schema 0 -> 3");
-      expect(r.err).toContain("migrate-store: events: 3 of 3 rows");
-      expect(r.err).toContain("migrate-store: verified: every table holds the same rows and values on both sides");
-      for (const secret of ["SENTINEL123", SECRET_SENTINEL, server.socketDir, url]) {
-        expect({ secret, out: r.out.includes(secret), err: r.err.includes(secret) }).toEqual({
-          secret,
-          out: false,
-          err: false,
+    test(
+      "migrate-store --to postgres: exit 0, progress on stderr, the summary line, the rows in PostgreSQL, the URL " +
+        "never shown",
+      async () => {
+        const { home: h } = await home();
+        const { pg, database } = await target({ migrate: false });
+        const url = urlOf(database);
+        const r = await cli(["--home", h, "migrate-store", "--to", "postgres"], { env: { HOOKSPOOL_PG_URL: url } });
+        expect({ code: r.code, err: r.err.split("\n").filter((l) => l.startsWith("hookspool:")) }).toEqual({
+          code: 0,
+          err: [],
         });
-      }
-      expect((await pg.sql`SELECT COUNT(*)::int AS n FROM events`)[0].n).toBe(3);
-      // Done once; a second run is refused, the database untouched.
-      const again = await cli(["--home", h, "--json", "migrate-store", "--to", "postgres"], {
-        env: { HOOKSPOOL_PG_URL: url },
-      });
-      expect(again.code).toBe(2);
-      expect(JSON.parse(again.out)).toMatchObject({ code: "E_USAGE", error: expect.stringContaining("not empty") });
-      expect((await pg.sql`SELECT COUNT(*)::int AS n FROM events`)[0].n).toBe(3);
-    });
+        expect(r.out.trim()).toBe(
+          "copied 2 batches, 3 events, 0 dedup rows, 0 attempts, 0 destination states, 0 issues, 0 alert limits, " +
+            "0 poll clocks, 3 journal rows, 0 operator actions into PostgreSQL; " +
+            'set [spool] backend = "postgres" and start the services',
+        );
+        expect(r.err).toContain("migrate-store: PostgreSQL schema 0 -> 3");
+        expect(r.err).toContain("migrate-store: events: 3 of 3 rows");
+        expect(r.err).toContain("migrate-store: verified: every table holds the same rows and values on both sides");
+        for (const secret of ["SENTINEL123", SECRET_SENTINEL, server.socketDir, url]) {
+          expect({ secret, out: r.out.includes(secret), err: r.err.includes(secret) }).toEqual({
+            secret,
+            out: false,
+            err: false,
+          });
+        }
+        expect((await pg.sql`SELECT COUNT(*)::int AS n FROM events`)[0].n).toBe(3);
+        // Done once; a second run is refused, the database untouched.
+        const again = await cli(["--home", h, "--json", "migrate-store", "--to", "postgres"], {
+          env: { HOOKSPOOL_PG_URL: url },
+        });
+        expect(again.code).toBe(2);
+        expect(JSON.parse(again.out)).toMatchObject({ code: "E_USAGE", error: expect.stringContaining("not empty") });
+        expect((await pg.sql`SELECT COUNT(*)::int AS n FROM events`)[0].n).toBe(3);
+      },
+    );
 
     test("--url-env moves before the backend is switched; --json prints the report", async () => {
       const { home: h } = await home({ url: false });
@@ -481,55 +502,62 @@ describe.skipIf(!PG_BIN)("migrate-store: SQLite to PostgreSQL", () => {
       expect((await pg.sql`SELECT COUNT(*)::int AS n FROM batches`)[0].n).toBe(2);
     });
 
-    test("refusals: no --to, no URL, no spool file, dispatch.lock held, an unreachable server; each one line, nothing printed of the URL", async () => {
-      const { home: h } = await home();
-      const { database } = await target();
-      const env = { HOOKSPOOL_PG_URL: urlOf(database) };
-      const line = (r: { err: string }) =>
-        r.err
-          .trim()
-          .split("\n")
-          .filter((l) => l.startsWith("hookspool:"));
-      const noTo = await cli(["--home", h, "migrate-store"], { env });
-      expect({ code: noTo.code, err: line(noTo) }).toEqual({
-        code: 2,
-        err: ["hookspool: migrate-store needs --to postgres (see hookspool migrate-store --help)"],
-      });
-      const noUrl = await cli(["--home", h, "migrate-store", "--to", "postgres"]);
-      expect({ code: noUrl.code, err: line(noUrl) }).toEqual({
-        code: 2,
-        err: [
-          "hookspool: secret (environment variable HOOKSPOOL_PG_URL) is not set (fix the reference or the file's permissions)",
-        ],
-      });
-      const lock = acquireLock(join(h, "dispatch.lock"));
-      try {
-        const held = await cli(["--home", h, "migrate-store", "--to", "postgres"], { env });
-        expect(held.code).toBe(3);
-        expect(line(held)).toEqual([
-          `hookspool: ${join(h, "dispatch.lock")} is held by another process (a SQLite dispatcher or hookspool migrate is already running; stop it first)`,
-        ]);
-      } finally {
-        lock.release();
-      }
-      const down = await cli(["--home", h, "migrate-store", "--to", "postgres"], {
-        env: {
-          HOOKSPOOL_PG_URL: `postgres://u:${SECRET_SENTINEL}@localhost/x?host=${join(tempDir(), "nothing-here")}`,
-        },
-      });
-      expect(down.code).toBe(2);
-      expect(line(down)).toHaveLength(1);
-      expect(line(down)[0]).toStartWith("hookspool: spool.url: cannot reach PostgreSQL");
-      expect(down.out + down.err).not.toContain(SECRET_SENTINEL);
-      rmSync(join(h, "spool.db"));
-      const gone = await cli(["--home", h, "migrate-store", "--to", "postgres"], { env });
-      expect({ code: gone.code, err: line(gone) }).toEqual({
-        code: 1,
-        err: [
-          `hookspool: no SQLite spool at ${join(h, "spool.db")}; there is nothing to move (migrate-store copies the spool.db of --home (or [spool] home and db))`,
-        ],
-      });
-    });
+    test(
+      "refusals: no --to, no URL, no spool file, dispatch.lock held, an unreachable server; each one line, " +
+        "nothing printed of the URL",
+      async () => {
+        const { home: h } = await home();
+        const { database } = await target();
+        const env = { HOOKSPOOL_PG_URL: urlOf(database) };
+        const line = (r: { err: string }) =>
+          r.err
+            .trim()
+            .split("\n")
+            .filter((l) => l.startsWith("hookspool:"));
+        const noTo = await cli(["--home", h, "migrate-store"], { env });
+        expect({ code: noTo.code, err: line(noTo) }).toEqual({
+          code: 2,
+          err: ["hookspool: migrate-store needs --to postgres (see hookspool migrate-store --help)"],
+        });
+        const noUrl = await cli(["--home", h, "migrate-store", "--to", "postgres"]);
+        expect({ code: noUrl.code, err: line(noUrl) }).toEqual({
+          code: 2,
+          err: [
+            "hookspool: secret (environment variable HOOKSPOOL_PG_URL) is not set (fix the reference or the file's " +
+              "permissions)",
+          ],
+        });
+        const lock = acquireLock(join(h, "dispatch.lock"));
+        try {
+          const held = await cli(["--home", h, "migrate-store", "--to", "postgres"], { env });
+          expect(held.code).toBe(3);
+          expect(line(held)).toEqual([
+            `hookspool: ${join(h, "dispatch.lock")} is held by another process (a SQLite dispatcher or hookspool ` +
+              `migrate is already running; stop it first)`,
+          ]);
+        } finally {
+          lock.release();
+        }
+        const down = await cli(["--home", h, "migrate-store", "--to", "postgres"], {
+          env: {
+            HOOKSPOOL_PG_URL: `postgres://u:${SECRET_SENTINEL}@localhost/x?host=${join(tempDir(), "nothing-here")}`,
+          },
+        });
+        expect(down.code).toBe(2);
+        expect(line(down)).toHaveLength(1);
+        expect(line(down)[0]).toStartWith("hookspool: spool.url: cannot reach PostgreSQL");
+        expect(down.out + down.err).not.toContain(SECRET_SENTINEL);
+        rmSync(join(h, "spool.db"));
+        const gone = await cli(["--home", h, "migrate-store", "--to", "postgres"], { env });
+        expect({ code: gone.code, err: line(gone) }).toEqual({
+          code: 1,
+          err: [
+            `hookspool: no SQLite spool at ${join(h, "spool.db")}; there is nothing to move ` +
+              `(migrate-store copies the spool.db of --home (or [spool] home and db))`,
+          ],
+        });
+      },
+    );
 
     test("--help", async () => {
       const r = await cli(["migrate-store", "--help"]);

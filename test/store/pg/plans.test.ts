@@ -18,10 +18,17 @@ describe.skipIf(!PG_BIN)("PostgreSQL's candidates walk", () => {
     pg = new PgSpool({ path: server.socket, user: server.user, database: "plans" });
     await migratePg(pg, "0123456789ab");
     // 20,000 finished batches, 5,000 sealed ones over 2,500 keys (two per key) and two destinations.
-    await pg.sql`INSERT INTO batches (route, source, destination, key, state, first_at, last_at, quiet_s, max_s, max_events, max_bytes, count, bytes, sealed_at, delivered_at, content_hash)
-        SELECT 'r', 's', 'http:d', 'old' || g, 'delivered', g, g, 0, 0, 10, 1000, 1, 10, g, g, 'sha256:x' FROM generate_series(1, 20000) g`;
-    await pg.sql`INSERT INTO batches (route, source, destination, key, state, first_at, last_at, quiet_s, max_s, max_events, max_bytes, count, bytes, sealed_at, content_hash)
-        SELECT 'r', 's', CASE WHEN g % 2 = 0 THEN 'http:a' ELSE 'http:b' END, 'k' || (g % 2500), 'sealed', 100000 + g, 100000 + g, 0, 0, 10, 1000, 1, 10, 100000 + g, 'sha256:x' FROM generate_series(1, 5000) g`;
+    await pg.sql`INSERT
+      INTO batches (route, source, destination, key, state, first_at, last_at, quiet_s, max_s, max_events, max_bytes,
+      count, bytes, sealed_at, delivered_at, content_hash)
+        SELECT 'r', 's', 'http:d', 'old' || g, 'delivered', g, g, 0, 0, 10, 1000, 1, 10, g, g, 'sha256:x'
+          FROM generate_series(1, 20000) g`;
+    await pg.sql`INSERT
+      INTO batches (route, source, destination, key, state, first_at, last_at, quiet_s, max_s, max_events, max_bytes,
+      count, bytes, sealed_at, content_hash)
+        SELECT 'r', 's', CASE WHEN g % 2 = 0 THEN 'http:a' ELSE 'http:b'
+          END, 'k' || (g % 2500), 'sealed', 100000 + g, 100000 + g, 0, 0, 10, 1000, 1, 10, 100000 + g, 'sha256:x'
+          FROM generate_series(1, 5000) g`;
     await pg.sql`ANALYZE batches`;
   }, 60_000);
   afterAll(async () => {
@@ -29,16 +36,20 @@ describe.skipIf(!PG_BIN)("PostgreSQL's candidates walk", () => {
     await server?.stop();
   });
 
-  test("finds the destinations by index searches, follows batches_ready and checks heads in batches_queue, with no scan or sort of the backlog", async () => {
-    const plans = await candidatesPlansPg(pg, "http:a", 200000, 4);
-    const walk = plans.walk.join("\n");
-    expect(walk).toContain("batches_ready");
-    expect(walk).toContain("batches_queue");
-    expect(walk).not.toMatch(/Seq Scan on batches|Sort\b/);
-    const destinations = plans.destinations.join("\n");
-    expect(destinations).toContain("batches_ready");
-    expect(destinations).not.toMatch(/Seq Scan on batches|Sort\b/);
-  });
+  test(
+    "finds the destinations by index searches, follows batches_ready and checks heads in batches_queue, with no " +
+      "scan or sort of the backlog",
+    async () => {
+      const plans = await candidatesPlansPg(pg, "http:a", 200000, 4);
+      const walk = plans.walk.join("\n");
+      expect(walk).toContain("batches_ready");
+      expect(walk).toContain("batches_queue");
+      expect(walk).not.toMatch(/Seq Scan on batches|Sort\b/);
+      const destinations = plans.destinations.join("\n");
+      expect(destinations).toContain("batches_ready");
+      expect(destinations).not.toMatch(/Seq Scan on batches|Sort\b/);
+    },
+  );
 
   test("answers the heads, oldest first, at most the limit of each destination", async () => {
     const got = await candidatesPg(pg, 200000, 3);
