@@ -19,6 +19,7 @@ import { tempDir } from "./tmp.ts";
 import "./intake.ts"; // captures log lines instead of printing them
 import { sqliteDispatchStore } from "../../src/store/sqlite/store.ts";
 import type { OpenWorld, World } from "./world.ts";
+import type { DispatchStore } from "../../src/store/api.ts";
 
 export interface Call {
   batchId: number;
@@ -158,6 +159,8 @@ export function batchIdOf(r: EnqueueResult): number {
 /** A rig's world on either backend: what `Rig` has, its reads asynchronous and through the world's rows. */
 export interface WorldRig {
   world: World;
+  /** The dispatcher's own store (the world's, on PostgreSQL following the fake clock). */
+  store: DispatchStore;
   home: string;
   clock: FakeClock;
   /** Where the clock started (T0 on SQLite; on PostgreSQL a day ahead of the real time). */
@@ -193,8 +196,9 @@ export async function rigOn(
   const loadOptions = { home, env: {}, cwd: home };
   const loaded = loadConfig(loadOptions);
   const dests = Object.fromEntries(fakes.map((f) => [f.name, f])) as Record<string, FakeDestination>;
+  const store = await world.dispatch();
   const d = new Dispatcher({
-    store: await world.dispatch(),
+    store,
     loaded,
     loadOptions,
     clock,
@@ -207,6 +211,7 @@ export async function rigOn(
   const rows = world.rows;
   return {
     world,
+    store,
     home,
     clock,
     t0: world.t0,

@@ -6,6 +6,7 @@
 // for now_eff after the clock moved, the world first writes last_tick_at = the clock (moved
 // forward only, as the dispatchers move it). What such a world cannot show on PostgreSQL (the
 // clock going back, ages the database's clock computes, SQLite's pragmas) a suite skips there.
+import { afterEach } from "bun:test";
 import { FakeClock, systemClock } from "../../src/clock.ts";
 import type { DispatchStore } from "../../src/store/api.ts";
 import type { EnqueueResult, NewEvent } from "../../src/store/enqueue.ts";
@@ -50,9 +51,16 @@ export function pgStart(realNow: number): number {
 /** `cases(open)` on SQLite and on PostgreSQL (skipped, saying so, without one), each open a fresh world. */
 export function onBothWorlds(cases: (open: OpenWorld, backend: BackendName) => void): void {
   onBothBackends((open, backend) => {
+    // Each case's worlds are closed after it (closing twice is safe), so a case need not.
+    const opened: World[] = [];
+    afterEach(async () => {
+      for (const w of opened.splice(0)) await w.close();
+    });
     cases(async (o = {}) => {
       const clock = new FakeClock(backend === "sqlite" ? T0 : pgStart(systemClock.now()));
-      return worldOver(await open({ clock, dir: o.dir }), clock);
+      const w = worldOver(await open({ clock, dir: o.dir }), clock);
+      opened.push(w);
+      return w;
     }, backend);
   });
 }
@@ -76,6 +84,7 @@ function worldOver(b: Backend, clock: FakeClock): World {
     synced = at;
   };
   const handedOut: DispatchStore[] = [];
+  let closed = false;
   const dispatch = async (): Promise<DispatchStore> => {
     const inner = await b.dispatch();
     handedOut.push(inner);
@@ -101,6 +110,8 @@ function worldOver(b: Backend, clock: FakeClock): World {
     readOnlyClass: pg ? "POSTGRES_25006" : "SQLITE_READONLY",
     // PostgreSQL: a dispatch store may hold the maintenance lock on a connection of its own.
     close: async () => {
+      if (closed) return;
+      closed = true;
       for (const s of handedOut) await s.release("testhost", 4242).catch(() => {});
       await b.close();
     },
@@ -135,8 +146,11 @@ function pgRows(pg: PgSpool): Rows {
   let textColumns: Set<string> | null = null;
   const texts = async () => {
     if (!textColumns) {
-      const rs = (await pg.sql`SELECT DISTINCT column_name FROM information_schema.columns
-          WHERE table_schema = 'public' AND data_type IN ('text', 'character varying')`) as { column_name: string }[];
+      // Text in every table that has it (dispatchers.id is text, every other id a number).
+      const rs = (await pg.sql`SELECT column_name FROM information_schema.columns WHERE table_schema = 'public'
+          GROUP BY column_name HAVING bool_and(data_type IN ('text', 'character varying'))`) as {
+        column_name: string;
+      }[];
       textColumns = new Set(rs.map((r) => r.column_name));
     }
     return textColumns;
