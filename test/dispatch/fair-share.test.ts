@@ -2,7 +2,7 @@
 // 50 ms each, every dispatcher slot busy with them, then one event to a second, idle
 // destination, which is delivered within a second of becoming ready (the backlog alone would
 // hold it for about fifty). Real HTTP over loopback, a real dispatcher, on SQLite and on a real
-// PostgreSQL server (skipped, saying so, without one).
+// PostgreSQL server (skipped, saying so, without one), each backend's roles from the factory.
 import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -12,19 +12,12 @@ import { makeDestination } from "../../src/destinations/registry.ts";
 import { Dispatcher } from "../../src/dispatch/loop.ts";
 import { createLogger } from "../../src/log.ts";
 import type { DispatchStore, IntakeStore } from "../../src/store/api.ts";
-import { openSpool } from "../../src/store/sqlite/db.ts";
-import { migrate } from "../../src/store/sqlite/migrate.ts";
-import { PgSpool } from "../../src/store/pg/db.ts";
-import { migratePg } from "../../src/store/pg/migrate.ts";
-import { pgDispatchStore, pgIntakeStore } from "../../src/store/pg/store.ts";
-import { sqliteDispatchStore, sqliteIntakeStore } from "../../src/store/sqlite/store.ts";
-import { PG_BIN, PG_SKIP_MESSAGE, serverForSuite } from "../helpers/pg.ts";
+import { onBothBackends } from "../helpers/backends.ts";
 import { waitFor } from "../helpers/proc.ts";
 import { copy, ev } from "../helpers/spool.ts";
 import { tempDir } from "../helpers/tmp.ts";
 import "../helpers/intake.ts"; // captures log lines instead of printing them
 
-if (!PG_BIN) console.log(PG_SKIP_MESSAGE);
 setDefaultTimeout(60_000);
 
 const BACKLOG = 4000;
@@ -59,7 +52,10 @@ async function starvation(open: (home: string) => Promise<Backend>): Promise<voi
   const home = tempDir();
   writeFileSync(
     join(home, "config.toml"),
-    `[dispatch]\nparallel = 4\n\n[sources.s]\naction = "a"\n\n[destinations.a]\ntype = "http"\nurl = "${rx.url}/slow"\nallow_insecure = true\nunsigned = true\nmax_inflight = 4\n\n[destinations.b]\ntype = "http"\nurl = "${rx.url}/quick"\nallow_insecure = true\nunsigned = true\n`,
+    `[dispatch]\nparallel = 4\n\n[sources.s]\naction = "a"\n\n` +
+      `[destinations.a]\ntype = "http"\nurl = "${rx.url}/slow"\nallow_insecure = true\nunsigned = true\n` +
+      "max_inflight = 4\n\n" +
+      `[destinations.b]\ntype = "http"\nurl = "${rx.url}/quick"\nallow_insecure = true\nunsigned = true\n`,
   );
   const b = await open(home);
   const loadOptions = { home, env: {}, cwd: home };
@@ -99,34 +95,13 @@ async function starvation(open: (home: string) => Promise<Backend>): Promise<voi
   }
 }
 
-describe("fair shares: one slow destination's backlog does not hold another back", () => {
-  test("on SQLite", async () => {
-    await starvation(async (home) => {
-      const spool = openSpool(join(home, "spool.db"), { create: true });
-      migrate(spool);
-      return {
-        intake: sqliteIntakeStore(spool),
-        dispatch: sqliteDispatchStore(spool),
-        close: async () => spool.close(),
-      };
-    });
-  });
-
-  describe.skipIf(!PG_BIN)("on PostgreSQL", () => {
-    const server = serverForSuite();
-
-    test("with its claims checked again under the destination's lock", async () => {
-      await starvation(async () => {
-        await server().createDatabase("fair");
-        const pools = [0, 1].map(
-          () => new PgSpool({ path: server().socket, user: server().user, database: "fair" }, { max: 4 }),
-        );
-        await migratePg(pools[0], "0123456789ab");
-        return {
-          intake: pgIntakeStore(pools[0]),
-          dispatch: await pgDispatchStore(pools[1], "host:1"),
-          close: async () => void (await Promise.all(pools.map((p) => p.close()))),
-        };
+onBothBackends((open) => {
+  describe("fair shares: one slow destination's backlog does not hold another back", () => {
+    // On PostgreSQL each claim is checked again under the destination's lock.
+    test("the idle destination's one batch goes within a second of becoming ready", async () => {
+      await starvation(async (home) => {
+        const b = await open({ dir: home });
+        return { intake: b.intake, dispatch: await b.dispatch(), close: () => b.close() };
       });
     });
   });
