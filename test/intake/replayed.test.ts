@@ -1,18 +1,26 @@
 // A signed request sent twice within its timestamp tolerance (the same id, timestamp, signature
 // and body: a replay, or a sender's retry of one delivery) is queued once. Schemes that carry a
 // message id dedup on it by default; the t=,v1= scheme, which has none, dedups on its signature.
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+// On both backends, each case with an intake of its own.
+import { afterEach, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { createHmac } from "node:crypto";
-import { dropBatches } from "../../src/store/sqlite/operator.ts";
-import { startIntake, type TestIntake } from "../helpers/intake.ts";
+import { startIntakeOn, type WorldIntake } from "../helpers/intake-world.ts";
+import { onBothWorlds, type OpenWorld } from "../helpers/world.ts";
+
+setDefaultTimeout(30_000);
 
 const SW = `whsec_${Buffer.from("replay-test-key-bytes").toString("base64")}`;
 const TS = "replay-test-ts-secret";
 
-let t: TestIntake;
+let t: WorldIntake;
 
-beforeAll(async () => {
-  t = await startIntake(
+afterEach(async () => {
+  await t?.stop();
+});
+
+async function start(open: OpenWorld): Promise<void> {
+  t = await startIntakeOn(
+    open,
     `[sources.sw]
 template = { scheme = "standard-webhooks", key = "k" }
 secrets.secret = { file = "{{secret:sw}}" }
@@ -35,8 +43,7 @@ action = "hermes:x"
 `,
     { secrets: { sw: SW, ts: TS } },
   );
-});
-afterAll(() => t.stop());
+}
 
 function swHeaders(id: string, body: string, ts = Math.floor(t.clock.now())): Record<string, string> {
   const key = Buffer.from(SW.slice(6), "base64");
@@ -60,52 +67,58 @@ async function twice(path: string, body: string, headers: Record<string, string>
   return out;
 }
 
-describe("replays within the tolerance are duplicates by default", () => {
-  test("Standard Webhooks: dedup on webhook-id", async () => {
-    const body = JSON.stringify({ k: "a", n: 1 });
-    expect(await twice("/hooks/sw", body, swHeaders("msg_1", body))).toEqual([
-      [202, { status: "queued" }],
-      [200, { status: "duplicate" }],
-    ]);
-    // Another message id is another event, whatever the body.
-    expect((await t.post("/hooks/sw", body, swHeaders("msg_2", body))).status).toBe(202);
-    expect(t.count("events", "source = 'sw'")).toBe(2);
-    expect(t.count("dedup", "source = 'sw' AND dedup_id = 'msg_1'")).toBe(1);
-  });
+onBothWorlds((open) => {
+  describe("replays within the tolerance are duplicates by default", () => {
+    test("Standard Webhooks: dedup on webhook-id", async () => {
+      await start(open);
+      const body = JSON.stringify({ k: "a", n: 1 });
+      expect(await twice("/hooks/sw", body, swHeaders("msg_1", body))).toEqual([
+        [202, { status: "queued" }],
+        [200, { status: "duplicate" }],
+      ]);
+      // Another message id is another event, whatever the body.
+      expect((await t.post("/hooks/sw", body, swHeaders("msg_2", body))).status).toBe(202);
+      expect(await t.count("events", "source = 'sw'")).toBe(2);
+      expect(await t.count("dedup", "source = 'sw' AND dedup_id = 'msg_1'")).toBe(1);
+    });
 
-  test("t=,v1=: dedup on the signature, stored only as its hash", async () => {
-    const body = JSON.stringify({ k: "a", n: 2 });
-    const headers = tsHeaders(body);
-    expect(await twice("/hooks/ts", body, headers)).toEqual([
-      [202, { status: "queued" }],
-      [200, { status: "duplicate" }],
-    ]);
-    const row = t.db.db.query("SELECT dedup_id FROM dedup WHERE source = 'ts'").get() as { dedup_id: string };
-    expect(row.dedup_id).toMatch(/^sig:[0-9a-f]{64}$/);
-    expect(row.dedup_id).not.toContain(headers["Stripe-Signature"].split("v1=")[1]);
-    // The sender signing the same body again (a new timestamp) is a new delivery.
-    t.clock.advance(2);
-    expect((await t.post("/hooks/ts", body, tsHeaders(body))).status).toBe(202);
-  });
+    test("t=,v1=: dedup on the signature, stored only as its hash", async () => {
+      await start(open);
+      const body = JSON.stringify({ k: "a", n: 2 });
+      const headers = tsHeaders(body);
+      expect(await twice("/hooks/ts", body, headers)).toEqual([
+        [202, { status: "queued" }],
+        [200, { status: "duplicate" }],
+      ]);
+      const row = (await t.world.rows.get("SELECT dedup_id FROM dedup WHERE source = 'ts'")) as { dedup_id: string };
+      expect(row.dedup_id).toMatch(/^sig:[0-9a-f]{64}$/);
+      expect(row.dedup_id).not.toContain(headers["Stripe-Signature"].split("v1=")[1]);
+      // The sender signing the same body again (a new timestamp) is a new delivery.
+      t.clock.advance(2);
+      expect((await t.post("/hooks/ts", body, tsHeaders(body))).status).toBe(202);
+    });
 
-  test('dedup = "none" turns the default off; an explicit selector replaces it', async () => {
-    const body = JSON.stringify({ k: "a", id: "evt_1" });
-    expect((await twice("/hooks/tsoff", body, tsHeaders(body))).map(([s]) => s)).toEqual([202, 202]);
-    expect(t.count("dedup", "source = 'tsoff'")).toBe(0);
-    expect((await twice("/hooks/tsid", body, tsHeaders(body))).map(([s]) => s)).toEqual([202, 200]);
-    expect(t.db.db.query("SELECT dedup_id FROM dedup WHERE source = 'tsid'").get()).toEqual({ dedup_id: "evt_1" });
-  });
+    test('dedup = "none" turns the default off; an explicit selector replaces it', async () => {
+      await start(open);
+      const body = JSON.stringify({ k: "a", id: "evt_1" });
+      expect((await twice("/hooks/tsoff", body, tsHeaders(body))).map(([s]) => s)).toEqual([202, 202]);
+      expect(await t.count("dedup", "source = 'tsoff'")).toBe(0);
+      expect((await twice("/hooks/tsid", body, tsHeaders(body))).map(([s]) => s)).toEqual([202, 200]);
+      expect(await t.world.rows.get("SELECT dedup_id FROM dedup WHERE source = 'tsid'")).toEqual({ dedup_id: "evt_1" });
+    });
 
-  test("a redelivery of a dropped batch's event is queued anew: 200 queued", async () => {
-    const body = JSON.stringify({ k: "drop", n: 3 });
-    const headers = swHeaders("msg_drop", body);
-    expect((await t.post("/hooks/sw", body, headers)).status).toBe(202);
-    const { batch_id } = t.db.db.query("SELECT batch_id FROM events WHERE dedup_id = 'msg_drop'").get() as {
-      batch_id: number;
-    };
-    dropBatches(t.db, [batch_id], t.clock.now());
-    const again = await t.post("/hooks/sw", body, headers);
-    expect([again.status, await again.json()]).toEqual([200, { status: "queued" }]);
-    expect(t.count("events", "dedup_id = 'msg_drop'")).toBe(2);
+    test("a redelivery of a dropped batch's event is queued anew: 200 queued", async () => {
+      await start(open);
+      const body = JSON.stringify({ k: "drop", n: 3 });
+      const headers = swHeaders("msg_drop", body);
+      expect((await t.post("/hooks/sw", body, headers)).status).toBe(202);
+      const { batch_id } = (await t.world.rows.get("SELECT batch_id FROM events WHERE dedup_id = 'msg_drop'")) as {
+        batch_id: number;
+      };
+      await t.world.operator.dropBatches([batch_id], t.clock.now());
+      const again = await t.post("/hooks/sw", body, headers);
+      expect([again.status, await again.json()]).toEqual([200, { status: "queued" }]);
+      expect(await t.count("events", "dedup_id = 'msg_drop'")).toBe(2);
+    });
   });
 });
