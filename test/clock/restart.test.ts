@@ -25,7 +25,8 @@ async function stop(h: Hookspool): Promise<void> {
   expect(await h.exited).toBe(0);
 }
 
-test("restarted an hour behind, time stands at the persisted last_tick_at; restarted a day ahead, everything due goes at once", async () => {
+test("restarted an hour behind, time stands at the persisted last_tick_at; restarted a day ahead, " +
+  "everything due goes at once", async () => {
   const delivered: { key: string; batch: number }[] = [];
   const receiver = Bun.serve({
     hostname: "127.0.0.1",
