@@ -74,7 +74,8 @@ describe("a template bobbin", () => {
     const root = catalogue();
     const { config } = parse(
       root,
-      `[bobbins.hooks]\nbobbin = "acme.hooks"\n${SECRET}\nsettings = { callback_url = "https://h.example.net/hooks/hooks" }\noutputs = { "*" = "hermes:hooks" }\n`,
+      `[bobbins.hooks]\nbobbin = "acme.hooks"\n${SECRET}\nsettings = { callback_url = ` +
+        `"https://h.example.net/hooks/hooks" }\noutputs = { "*" = "hermes:hooks" }\n`,
     );
     expect(config.sources.hooks).toEqual({
       template: {
@@ -101,7 +102,9 @@ describe("a template bobbin", () => {
     const root = catalogue();
     const { config } = parse(
       root,
-      `[bobbins.hooks]\nbobbin = "acme.hooks"\n${SECRET}\nsettings = { callback_url = "https://h.example.net/x" }\noutputs = { "*" = "hermes:hooks" }\nspan = "mail"\nquiet_s = 5\nmax_events = 10\ndedup_window_s = 3600\nmax_body_bytes = 1000\nexpect_every_s = 600\n`,
+      `[bobbins.hooks]\nbobbin = "acme.hooks"\n${SECRET}\nsettings = { callback_url = ` +
+        `"https://h.example.net/x" }\noutputs = { "*" = "hermes:hooks" }\nspan = "mail"\nquiet_s = 5\n` +
+        `max_events = 10\ndedup_window_s = 3600\nmax_body_bytes = 1000\nexpect_every_s = 600\n`,
     );
     expect(config.sources.hooks).toMatchObject({
       span: "mail",
@@ -134,7 +137,8 @@ describe("a template bobbin", () => {
     const root = catalogue();
     const { config } = parse(
       root,
-      `[bobbins.any]\nbobbin = "acme.any"\n${SECRET}\nsettings = { scheme = "hmac-sha256-hex", header = "X-Sig", key = ["topic"], prefix = "" }\noutputs = { "*" = "hermes:any" }\n`,
+      `[bobbins.any]\nbobbin = "acme.any"\n${SECRET}\nsettings = { scheme = "hmac-sha256-hex", header ` +
+        `= "X-Sig", key = ["topic"], prefix = "" }\noutputs = { "*" = "hermes:any" }\n`,
     );
     expect(config.sources.any.template).toEqual({ scheme: "hmac-sha256-hex", header: "X-Sig", key: ["topic"] });
   });
@@ -143,7 +147,8 @@ describe("a template bobbin", () => {
     const root = catalogue();
     const { config } = parse(
       root,
-      `[bobbins.any]\nbobbin = "acme.any"\n${SECRET}\nsettings = { scheme = "hmac-sha256-hex", header = "X-Sig", key = ["topic"], event_type = "type", attrs = { event_type = "type" } }
+      `[bobbins.any]\nbobbin = "acme.any"\n${SECRET}\nsettings = { scheme = "hmac-sha256-hex", header ` +
+        `= "X-Sig", key = ["topic"], event_type = "type", attrs = { event_type = "type" } }
 outputs = { "*" = "hermes:any", push = "hermes:pushes", "pull_request" = "hermes:prs" }
 
 [[routes]]
@@ -167,13 +172,16 @@ destination = "hermes:audit"
     expect(
       errorsOf(
         root,
-        `${base}settings = { scheme = "hmac-sha256-hex", header = "X-Sig", key = ["t"], event_type = "type", attrs = { event_type = "type" } }\noutputs = { push = "hermes:p", tag = "hermes:t" }\n`,
+        `${base}settings = { scheme = "hmac-sha256-hex", header = "X-Sig", key = ["t"], event_type = ` +
+          `"type", attrs = { event_type = "type" } }\noutputs = { push = "hermes:p", tag = "hermes:t" ` +
+          `}\n`,
       ),
     ).toMatchObject([{ key: "bobbins.any.outputs", message: expect.stringContaining('need "*" mapped') }]);
     expect(
       errorsOf(
         root,
-        `${base}settings = { scheme = "hmac-sha256-hex", header = "X-Sig", key = ["t"], event_type = "type" }\noutputs = { "*" = "hermes:a", push = "hermes:p" }\n`,
+        `${base}settings = { scheme = "hmac-sha256-hex", header = "X-Sig", key = ["t"], event_type = ` +
+          `"type" }\noutputs = { "*" = "hermes:a", push = "hermes:p" }\n`,
       ),
     ).toEqual([]);
   });
@@ -181,7 +189,9 @@ destination = "hermes:audit"
 
 describe("a bobbin with a processor", () => {
   const table = (extra = "") =>
-    `[bobbins.mail]\nbobbin = "acme.mail"\n${SECRET}\nsecrets.cred = { file = "/etc/hookspool/google/owner.json" }\nsettings = { owner = "owner@example.com" }\noutputs = { scheduling = "hermes:sched", agent-mail = "hermes:mail" }\n${extra}`;
+    `[bobbins.mail]\nbobbin = "acme.mail"\n${SECRET}\nsecrets.cred = { file = ` +
+    `"/etc/hookspool/google/owner.json" }\nsettings = { owner = "owner@example.com" }\noutputs = { ` +
+    `scheduling = "hermes:sched", agent-mail = "hermes:mail" }\n${extra}`;
 
   test("its source acts to script:<i>; the destination runs the processor with its environment", () => {
     const root = catalogue();
@@ -230,28 +240,33 @@ describe("a bobbin with a processor", () => {
     expect(errorsOf(root, table() + route(true))).toEqual([]);
   });
 
-  test("an output to a destination that does not exist, and an { env } reference for a processor secret, are errors", () => {
-    const root = catalogue();
-    expect(errorsOf(root, table().replace('scheduling = "hermes:sched"', 'scheduling = "audit"'))).toMatchObject([
-      { key: "bobbins.mail.outputs.scheduling", message: 'no destination "audit"' },
-    ]);
-    expect(
-      errorsOf(
-        root,
-        table().replace(
-          'secrets.cred = { file = "/etc/hookspool/google/owner.json" }',
-          'secrets.cred = { env = "CRED" }',
+  test(
+    "an output to a destination that does not exist, and an { env } reference for a processor " + "secret, are errors",
+    () => {
+      const root = catalogue();
+      expect(errorsOf(root, table().replace('scheduling = "hermes:sched"', 'scheduling = "audit"'))).toMatchObject([
+        { key: "bobbins.mail.outputs.scheduling", message: 'no destination "audit"' },
+      ]);
+      expect(
+        errorsOf(
+          root,
+          table().replace(
+            'secrets.cred = { file = "/etc/hookspool/google/owner.json" }',
+            'secrets.cred = { env = "CRED" }',
+          ),
         ),
-      ),
-    ).toMatchObject([
-      { key: "bobbins.mail.secrets.cred", message: expect.stringContaining("does not inherit the environment") },
-    ]);
-  });
+      ).toMatchObject([
+        { key: "bobbins.mail.secrets.cred", message: expect.stringContaining("does not inherit the environment") },
+      ]);
+    },
+  );
 });
 
 describe("the mistakes of an instance, one error each", () => {
   const root = catalogue();
-  const good = `bobbin = "acme.hooks"\n${SECRET}\nsettings = { callback_url = "https://h.example.net/x" }\noutputs = { "*" = "hermes:h" }\n`;
+  const good =
+    `bobbin = "acme.hooks"\n${SECRET}\nsettings = { callback_url = ` +
+    `"https://h.example.net/x" }\noutputs = { "*" = "hermes:h" }\n`;
 
   test("a missing bobbin names the one the instance is probably for", () => {
     expect(errorsOf(root, `[bobbins.hooks]\n${good.replace('bobbin = "acme.hooks"\n', "")}`)).toEqual([
@@ -291,7 +306,8 @@ describe("the mistakes of an instance, one error each", () => {
     expect(
       errorsOf(
         root,
-        `[bobbins.h]\n${good.replace('callback_url = "https://h.example.net/x"', 'callback_url = "https://x", colour = "red"')}`,
+        "[bobbins.h]\n" +
+          good.replace('callback_url = "https://h.example.net/x"', 'callback_url = "https://x", colour = "red"'),
       ),
     ).toMatchObject([{ key: "bobbins.h.settings.colour", message: "acme.hooks has no setting colour" }]);
     expect(errorsOf(root, `[bobbins.h]\n${good}secrets.token = { file = "/t" }\n`)).toMatchObject([
@@ -300,7 +316,8 @@ describe("the mistakes of an instance, one error each", () => {
     expect(
       errorsOf(
         root,
-        `[bobbins.h]\n${good.replace('outputs = { "*" = "hermes:h" }', 'outputs = { "*" = "hermes:h", push = "hermes:p" }')}`,
+        "[bobbins.h]\n" +
+          good.replace('outputs = { "*" = "hermes:h" }', 'outputs = { "*" = "hermes:h", push = "hermes:p" }'),
       ),
     ).toMatchObject([{ key: "bobbins.h.outputs.push", message: "acme.hooks has no output push" }]);
   });
@@ -323,32 +340,38 @@ describe("the mistakes of an instance, one error each", () => {
     });
   });
 
-  test("a secret by an earlier name (the manifest's aliases) is the secret by its name; both at once is an error", () => {
-    const aliased = bobbinRoot();
-    writeBobbin(
-      aliased,
-      "acme/renamed",
-      manifestText("acme.renamed", "").replace(
-        /\[secrets\.secret\]\n(description = [^\n]*\n)/,
-        '[secrets.secret]\n$1aliases = ["old_token"]\n',
-      ),
-    );
-    const inst = (secrets: string) =>
-      `[bobbins.r]\nbobbin = "acme.renamed"\n${secrets}\noutputs = { "*" = "hermes:r" }\n`;
-    const { config } = parse(aliased, inst('secrets.old_token = { file = "/etc/hookspool/secrets/r" }'));
-    expect(config.sources.r.secrets).toEqual({ secret: { file: "/etc/hookspool/secrets/r" } });
-    expect(
-      errorsOf(aliased, inst('secrets.old_token = { file = "/a" }\nsecrets.secret = { file = "/b" }')),
-    ).toMatchObject([
-      {
-        key: "bobbins.r.secrets.old_token",
-        message: "old_token is an earlier name of secrets.secret, which is given too",
-      },
-    ]);
-  });
+  test(
+    "a secret by an earlier name (the manifest's aliases) is the secret by its name; both at once " + "is an error",
+    () => {
+      const aliased = bobbinRoot();
+      writeBobbin(
+        aliased,
+        "acme/renamed",
+        manifestText("acme.renamed", "").replace(
+          /\[secrets\.secret\]\n(description = [^\n]*\n)/,
+          '[secrets.secret]\n$1aliases = ["old_token"]\n',
+        ),
+      );
+      const inst = (secrets: string) =>
+        `[bobbins.r]\nbobbin = "acme.renamed"\n${secrets}\noutputs = { "*" = "hermes:r" }\n`;
+      const { config } = parse(aliased, inst('secrets.old_token = { file = "/etc/hookspool/secrets/r" }'));
+      expect(config.sources.r.secrets).toEqual({ secret: { file: "/etc/hookspool/secrets/r" } });
+      expect(
+        errorsOf(aliased, inst('secrets.old_token = { file = "/a" }\nsecrets.secret = { file = "/b" }')),
+      ).toMatchObject([
+        {
+          key: "bobbins.r.secrets.old_token",
+          message: "old_token is an earlier name of secrets.secret, which is given too",
+        },
+      ]);
+    },
+  );
 
   test('a list setting given as one string is that list of one (hookspool.webhook\'s key = "id")', () => {
-    const text = `[bobbins.w]\nbobbin = "hookspool.webhook"\nsecrets.secret = { file = "/etc/hookspool/secrets/w" }\nsettings = { scheme = "hmac-sha256-hex", header = "X-Sig", key = "id", event_type = "type", ignore = "ping" }\noutputs = { "*" = "hermes:w" }\n`;
+    const text =
+      `[bobbins.w]\nbobbin = "hookspool.webhook"\nsecrets.secret = { file = ` +
+      `"/etc/hookspool/secrets/w" }\nsettings = { scheme = "hmac-sha256-hex", header = "X-Sig", key = ` +
+      `"id", event_type = "type", ignore = "ping" }\noutputs = { "*" = "hermes:w" }\n`;
     const { config } = parseConfig(text, "/etc/hookspool/config.toml", { home: () => HOME });
     expect(config.sources.w.template).toMatchObject({ key: ["id"], ignore: ["ping"] });
     // A value of another kind is refused, and the error says what was given, cut short.
@@ -367,7 +390,10 @@ describe("the mistakes of an instance, one error each", () => {
     expect(errorsOf(root, `[bobbins.h]\n${good}\n[sources.h]\naction = "hermes:x"\n`)).toMatchObject([
       { key: "sources.h", message: "[bobbins.h] expands into this source; both cannot be set" },
     ]);
-    const mail = `[bobbins.m]\nbobbin = "acme.mail"\n${SECRET}\nsecrets.cred = { file = "/c" }\nsettings = { owner = "o" }\noutputs = { scheduling = "hermes:s" }\n\n[destinations."script:m"]\nargv = ["/bin/true"]\n`;
+    const mail =
+      `[bobbins.m]\nbobbin = "acme.mail"\n${SECRET}\nsecrets.cred = { file = "/c" }\n` +
+      `settings = { owner = "o" }\noutputs = { scheduling = "hermes:s" }\n\n[destinations."script:m"]\n` +
+      `argv = ["/bin/true"]\n`;
     expect(errorsOf(root, mail)).toMatchObject([
       { key: 'destinations."script:m"', message: "[bobbins.m] expands into this destination; both cannot be set" },
     ]);
@@ -453,7 +479,8 @@ describe("where bobbins come from", () => {
       manifestText(
         "acme.hooks",
         "",
-        'template = { scheme = "hmac-sha256-hex", header = "X-Sig", key = "topic" }\nspan = "burst"\ndedup_window_s = 600',
+        'template = { scheme = "hmac-sha256-hex", header = "X-Sig", key = "topic" }\nspan = "burst"\n' +
+          "dedup_window_s = 600",
       ),
     );
     const table = (extra: string) =>
@@ -473,9 +500,11 @@ describe("where bobbins come from", () => {
     expect(storableUrl("/hooks/c?sig=s3cret&room=a", src?.secretParams ?? [])).toBe("/hooks/c?room=a");
   });
 
-  test("source.config hands settings to a code source's withConfig; a config key it does not take is an error", async () => {
-    const root = bobbinRoot();
-    const source = `export default {
+  test(
+    "source.config hands settings to a code source's withConfig; a config key it does not take is " + "an error",
+    async () => {
+      const root = bobbinRoot();
+      const source = `export default {
   authHeaders: [],
   configKeys: ["env"],
   verify: () => true,
@@ -485,21 +514,23 @@ describe("where bobbins come from", () => {
   },
 };
 `;
-    const extra = '\n[settings.env]\ndescription = "which environment"\ntype = "string"\ndefault = "sandbox"\n';
-    writeBobbin(root, "acme/coded", manifestText("acme.coded", extra, 'module = "source"\nconfig = ["env"]'), {
-      "source.ts": source,
-    });
-    const { config } = parse(
-      root,
-      `[bobbins.c]\nbobbin = "acme.coded"\n${SECRET}\nsettings = { env = "production" }\noutputs = { "*" = "hermes:c" }\n`,
-    );
-    expect(config.sources.c.config).toEqual({ env: "production" });
-    const sources = await loadSources(config, { configDir: "/", env: {}, file: "t.toml" });
-    expect(sources.get("c")?.plugin.key({}, {} as never)).toBe("env-production");
-    config.sources.c.config = { env: "production", region: "eu" };
-    const { problems } = await loadEverySource(config, { configDir: "/", env: {}, file: "t.toml" });
-    expect(problems.map((p) => [p.key, p.message])).toEqual([
-      ["sources.c.config.region", "the source takes no such setting"],
-    ]);
-  });
+      const extra = '\n[settings.env]\ndescription = "which environment"\ntype = "string"\ndefault = "sandbox"\n';
+      writeBobbin(root, "acme/coded", manifestText("acme.coded", extra, 'module = "source"\nconfig = ["env"]'), {
+        "source.ts": source,
+      });
+      const { config } = parse(
+        root,
+        `[bobbins.c]\nbobbin = "acme.coded"\n${SECRET}\nsettings = { env = "production" }\noutputs = { ` +
+          `"*" = "hermes:c" }\n`,
+      );
+      expect(config.sources.c.config).toEqual({ env: "production" });
+      const sources = await loadSources(config, { configDir: "/", env: {}, file: "t.toml" });
+      expect(sources.get("c")?.plugin.key({}, {} as never)).toBe("env-production");
+      config.sources.c.config = { env: "production", region: "eu" };
+      const { problems } = await loadEverySource(config, { configDir: "/", env: {}, file: "t.toml" });
+      expect(problems.map((p) => [p.key, p.message])).toEqual([
+        ["sources.c.config.region", "the source takes no such setting"],
+      ]);
+    },
+  );
 });

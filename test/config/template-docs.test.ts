@@ -524,7 +524,8 @@ for (const name of REQUESTS) {
 describe("the Slack module", () => {
   test("acknowledges an envelope other than event_callback without queueing it", async () => {
     const body =
-      '{"token":"unused","type":"app_rate_limited","team_id":"T04XK2M8Q","minute_rate_limited":1714564800,"api_app_id":"A06P3RST1"}';
+      '{"token":"unused","type":"app_rate_limited","team_id":"T04XK2M8Q",' +
+      '"minute_rate_limited":1714564800,"api_app_id":"A06P3RST1"}';
     const { ev } = await run("slack/message", { body });
     expect(ev).toEqual({ kind: "ignored", reason: "not_an_event" });
   });

@@ -45,7 +45,9 @@ describe("routes", () => {
   test("a route may take events from a bobbin instance", () => {
     const root = bobbinRoot();
     writeBobbin(root, "acme/hooks", manifestText("acme.hooks"));
-    const instance = `[spool]\nbobbin_path = ["${root}"]\n[bobbins.hooks]\nbobbin = "acme.hooks"\nsecrets.secret = { file = "/s" }\noutputs = { "*" = "hermes:hooks" }\n`;
+    const instance =
+      `[spool]\nbobbin_path = ["${root}"]\n[bobbins.hooks]\nbobbin = "acme.hooks"\n` +
+      `secrets.secret = { file = "/s" }\noutputs = { "*" = "hermes:hooks" }\n`;
     const { config, problems } = parse(
       instance + route({ name: '"m"', source: '"hooks"', destination: '"hermes:mail"' }),
     );
@@ -94,7 +96,8 @@ describe("routes", () => {
 describe("sources", () => {
   test("keep_headers naming an auth header is an error, whatever the case", () => {
     const text =
-      '[sources.github]\nauth_headers = ["X-Hub-Signature-256"]\nkeep_headers = ["X-GitHub-Event", "x-hub-signature-256"]\n';
+      '[sources.github]\nauth_headers = ["X-Hub-Signature-256"]\nkeep_headers = ["X-GitHub-Event", ' +
+      '"x-hub-signature-256"]\n';
     const [p] = errorsOf(text);
     expect(p).toMatchObject({
       key: "sources.github.keep_headers",
@@ -274,7 +277,8 @@ describe("destinations", () => {
 
   test("script env names must match ^[A-Z][A-Z0-9_]*$", () => {
     const problems = errorsOf(
-      '[destinations."script:x"]\nargv = ["/bin/true"]\nenv = { lower = "1", "9LIVES" = "2", "WITH-DASH" = "3", GOOD_NAME_2 = "4" }\n',
+      '[destinations."script:x"]\nargv = ["/bin/true"]\nenv = { lower = "1", "9LIVES" = "2", ' +
+        '"WITH-DASH" = "3", GOOD_NAME_2 = "4" }\n',
     );
     expect(keysOf(problems)).toEqual([
       'destinations."script:x".env.lower',
@@ -322,15 +326,19 @@ describe("awaited outcomes and run budgets", () => {
     expect(p.message).toContain("unwrap");
   });
 
-  test("an outcome that is neither answer nor await, an on_timeout of another word, a timeout under 1 s: errors at their keys", () => {
-    expect(keysOf(errorsOf(dest('outcome = "later"')))).toEqual(['destinations."hermes:github".outcome']);
-    expect(keysOf(errorsOf(dest('outcome = "await"\non_timeout = "drop"')))).toEqual([
-      'destinations."hermes:github".on_timeout',
-    ]);
-    expect(keysOf(errorsOf(dest('outcome = "await"\noutcome_timeout_s = 0')))).toEqual([
-      'destinations."hermes:github".outcome_timeout_s',
-    ]);
-  });
+  test(
+    "an outcome that is neither answer nor await, an on_timeout of another word, a timeout under 1 " +
+      "s: errors at their keys",
+    () => {
+      expect(keysOf(errorsOf(dest('outcome = "later"')))).toEqual(['destinations."hermes:github".outcome']);
+      expect(keysOf(errorsOf(dest('outcome = "await"\non_timeout = "drop"')))).toEqual([
+        'destinations."hermes:github".on_timeout',
+      ]);
+      expect(keysOf(errorsOf(dest('outcome = "await"\noutcome_timeout_s = 0')))).toEqual([
+        'destinations."hermes:github".outcome_timeout_s',
+      ]);
+    },
+  );
 
   test("a timeout without await is a warning: it would do nothing", () => {
     const { problems } = parse(dest("outcome_timeout_s = 60"));
