@@ -31,7 +31,10 @@ describe("hmac: Slack's v0 (the example on api.slack.com/authentication/verifyin
   const SECRET = "8f742231b10e8888abcd99yyyzzz85a5";
   const TS = 1531420618;
   const BODY =
-    "token=xyzz0WbapA4vBCDEFasx0q6G&team_id=T1DC2JH3J&team_domain=testteamnow&channel_id=G8PSS9T3V&channel_name=foobar&user_id=U2CERLKJA&user_name=roadrunner&command=%2Fwebhook-collect&text=&response_url=https%3A%2F%2Fhooks.slack.com%2Fcommands%2FT1DC2JH3J%2F397700885554%2F96rGlfmibIGlgcZRskXaIFfN&trigger_id=398738663015.47445629121.803a0bc887a14d10d2c447fce8b6703c";
+    "token=xyzz0WbapA4vBCDEFasx0q6G&team_id=T1DC2JH3J&team_domain=testteamnow&channel_id=G8PSS9T3V&" +
+    "channel_name=foobar&user_id=U2CERLKJA&user_name=roadrunner&command=%2Fwebhook-collect&text=&" +
+    "response_url=https%3A%2F%2Fhooks.slack.com%2Fcommands%2FT1DC2JH3J%2F397700885554%2F96rGlfmibIGlgcZ" +
+    "RskXaIFfN&trigger_id=398738663015.47445629121.803a0bc887a14d10d2c447fce8b6703c";
   const SIG = "v0=a2114d57b48eac39b9ad189dd8316235a7b4a8d21a10bd27519666489c69b503";
   const t: TemplateSettings = {
     scheme: "hmac",
@@ -236,7 +239,8 @@ describe("hmac with the timestamp in the body: Linear's webhookTimestamp (ms), 6
 
 describe("ecdsa-p256: SendGrid's signed event webhook (the sendgrid-nodejs eventwebhook test)", () => {
   const PUBLIC_KEY =
-    "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAE83T4O/n84iotIvIW4mdBgQ/7dAfSmpqIM8kF9mN1flpVKS3GRqe62gw+2fNNRaINXvVpiglSI8eNEc6wEA3F+g==";
+    "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAE83T4O/n84iotIvIW4mdBgQ/" +
+    "7dAfSmpqIM8kF9mN1flpVKS3GRqe62gw+2fNNRaINXvVpiglSI8eNEc6wEA3F+g==";
   const SIGNATURE = "MEUCIGHQVtGj+Y3LkG9fLcxf3qfI10QysgDWmMOVmxG0u6ZUAiEAyBiXDWzM+uOe5W0JuG+luQAbPIqHh89M15TluLtEZtM=";
   const TS = 1600112502;
   const PAYLOAD = `${JSON.stringify([
@@ -297,7 +301,8 @@ describe("ed25519: Discord's X-Signature-Ed25519 over timestamp + body", () => {
     const t: TemplateSettings = { scheme: "ed25519", header: "X-Signature-Ed25519", message: "{body}", key: "const:k" };
     const PUBLIC = "3d4017c3e843895a92b70aa74d1b7ebc9c982ccf2ec4968cc0cd55f12af4660c";
     const SIG =
-      "92a009a9f0d4cab8720e820b5f642540a2b27b5416503f8fb3762223ebdb69da085ac1e43e15996e458f3613d0f11d8c387b2eaeb4302aeeb00d291612bb0c00";
+      "92a009a9f0d4cab8720e820b5f642540a2b27b5416503f8fb3762223ebdb69da085ac1e43e15996e458f3613d0f11d8" +
+      "c387b2eaeb4302aeeb00d291612bb0c00";
     expect(verdict(t, PUBLIC, { body: new Uint8Array([0x72]), headers: { "X-Signature-Ed25519": SIG }, now: 1 })).toBe(
       true,
     );
