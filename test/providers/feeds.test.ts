@@ -19,7 +19,8 @@ function refusal(text: string, limits?: Parameters<typeof parseFeed>[1]): string
 }
 
 // Shaped like SEC EDGAR's company filings feed (browse-edgar ... &output=atom).
-const EDGAR = `<?xml version="1.0" encoding="ISO-8859-1" ?>
+const EDGAR =
+  `<?xml version="1.0" encoding="ISO-8859-1" ?>
 <feed xmlns="http://www.w3.org/2005/Atom">
 <author><email>webmaster@sec.gov</email><name>Webmaster</name></author>
 <company-info>
@@ -28,7 +29,8 @@ const EDGAR = `<?xml version="1.0" encoding="ISO-8859-1" ?>
   <state-location>CA</state-location>
 </company-info>
 <id>https://www.sec.gov/cgi-bin/browse-edgar?action=getcompany&amp;CIK=0000320193</id>
-<link href="https://www.sec.gov/cgi-bin/browse-edgar?action=getcompany&amp;CIK=0000320193&amp;type=10-K&amp;output=atom" rel="self" type="application/atom+xml"/>
+<link href="https://www.sec.gov/cgi-bin/browse-edgar?action=getcompany&amp;CIK=0000320193&amp;` +
+  `type=10-K&amp;output=atom" rel="self" type="application/atom+xml"/>
 <title>APPLE INC.  (0000320193)</title>
 <updated>2024-11-01T06:01:36-04:00</updated>
 <entry>
@@ -39,16 +41,20 @@ const EDGAR = `<?xml version="1.0" encoding="ISO-8859-1" ?>
     <filing-type>10-K</filing-type>
   </content>
   <id>urn:tag:sec.gov,2008:accession-number=0000320193-24-000123</id>
-  <link href="https://www.sec.gov/Archives/edgar/data/320193/000032019324000123/0000320193-24-000123-index.htm" rel="alternate" type="text/html"/>
-  <summary type="html"> &lt;b&gt;Filed:&lt;/b&gt; 2024-11-01 &lt;b&gt;AccNo:&lt;/b&gt; 0000320193-24-000123 &lt;b&gt;Size:&lt;/b&gt; 9 MB</summary>
+  <link href="https://www.sec.gov/Archives/edgar/data/320193/000032019324000123/` +
+  `0000320193-24-000123-index.htm" rel="alternate" type="text/html"/>
+  <summary type="html"> &lt;b&gt;Filed:&lt;/b&gt; 2024-11-01 &lt;b&gt;AccNo:&lt;/b&gt; ` +
+  `0000320193-24-000123 &lt;b&gt;Size:&lt;/b&gt; 9 MB</summary>
   <title>10-K  - Annual report [Section 13 and 15(d), not S-K Item 405]</title>
   <updated>2024-11-01T06:01:36-04:00</updated>
 </entry>
 <entry>
   <category label="form type" scheme="https://www.sec.gov/" term="10-K"/>
   <id>urn:tag:sec.gov,2008:accession-number=0000320193-23-000106</id>
-  <link href="https://www.sec.gov/cgi-bin/viewer?action=view&amp;cik=320193&amp;accession_number=0000320193-23-000106" rel="related" type="text/html"/>
-  <link href="https://www.sec.gov/Archives/edgar/data/320193/000032019323000106/0000320193-23-000106-index.htm" rel="alternate" type="text/html"/>
+  <link href="https://www.sec.gov/cgi-bin/viewer?action=view&amp;cik=320193&amp;` +
+  `accession_number=0000320193-23-000106" rel="related" type="text/html"/>
+  <link href="https://www.sec.gov/Archives/edgar/data/320193/000032019323000106/` +
+  `0000320193-23-000106-index.htm" rel="alternate" type="text/html"/>
   <summary type="html"> &lt;b&gt;Filed:&lt;/b&gt; 2023-11-03 &lt;b&gt;AccNo:&lt;/b&gt; 0000320193-23-000106</summary>
   <title>10-K  - Annual report [Section 13 and 15(d), not S-K Item 405]</title>
   <updated>2023-11-02T18:08:27-04:00</updated>
@@ -145,7 +151,8 @@ describe("reading feeds", () => {
       { id: "only", title: "One", link: "https://a.example/1", updated: "", summary: "", categories: ["x"] },
     ]);
     const r = parseFeed(
-      `<rss version="2.0"><channel><title>c</title><item><title>One</title><category>y</category></item></channel></rss>`,
+      `<rss version="2.0"><channel><title>c</title><item><title>One</title><category>y</category></` +
+        `item></channel></rss>`,
     );
     expect(r.entries).toEqual([{ id: "", title: "One", link: "", updated: "", summary: "", categories: ["y"] }]);
   });
@@ -154,23 +161,31 @@ describe("reading feeds", () => {
     expect(parseFeed(`\uFEFF<?xml version="1.0"?>\n${atomEntries(1)}`).entries[0].id).toBe("e0");
   });
 
-  test("an Atom entry: published when no updated, content when no summary, the first link when none is alternate", () => {
-    const [e] = parseFeed(
-      atom(
-        `<entry><published>2024-01-01T00:00:00Z</published><content type="text">body</content><link rel="self" href="https://a.example/self"/><link rel="edit" href="https://a.example/edit"/></entry>`,
-      ),
-    ).entries;
-    expect(e).toMatchObject({
-      id: "https://a.example/self",
-      updated: "2024-01-01T00:00:00Z",
-      summary: "body",
-      link: "https://a.example/self",
-    });
-  });
+  test(
+    "an Atom entry: published when no updated, content when no summary, the first link when none " + "is alternate",
+    () => {
+      const [e] = parseFeed(
+        atom(
+          `<entry><published>2024-01-01T00:00:00Z</published><content type="text">body</content><link ` +
+            `rel="self" href="https://a.example/self"/><link rel="edit" ` +
+            `href="https://a.example/edit"/></entry>`,
+        ),
+      ).entries;
+      expect(e).toMatchObject({
+        id: "https://a.example/self",
+        updated: "2024-01-01T00:00:00Z",
+        summary: "body",
+        link: "https://a.example/self",
+      });
+    },
+  );
 
   test("CDATA is taken as written, entities in it undecoded", () => {
-    const feed = parseFeed(`<rss version="2.0"><channel><title><![CDATA[ Q3 <b>results</b> ]]></title>
-      <item><title>Fish <![CDATA[& chips]]> &amp; peas</title><description><![CDATA[<p>Tom &amp; Jerry</p>]]></description></item></channel></rss>`);
+    const feed = parseFeed(
+      `<rss version="2.0"><channel><title><![CDATA[ Q3 <b>results</b> ]]></title>
+      <item><title>Fish <![CDATA[& chips]]> &amp; peas</title><description><![CDATA[<p>Tom &amp; ` +
+        `Jerry</p>]]></description></item></channel></rss>`,
+    );
     expect(feed.title).toBe("Q3 <b>results</b>");
     expect(feed.entries[0].title).toBe("Fish & chips & peas");
     expect(feed.entries[0].summary).toBe("<p>Tom &amp; Jerry</p>");
@@ -179,7 +194,8 @@ describe("reading feeds", () => {
   test("the predefined entities and numeric references are decoded, once", () => {
     const feed = parseFeed(
       atom(
-        `<entry><title>Caf&#233; &amp; Cr&#xE8;me &lt;b&gt; &quot;x&quot; &apos;y&apos; &amp;lt; &#128512;</title><link href="https://a.example/?a=1&amp;b=&#233;"/></entry>`,
+        `<entry><title>Caf&#233; &amp; Cr&#xE8;me &lt;b&gt; &quot;x&quot; &apos;y&apos; &amp;lt; ` +
+          `&#128512;</title><link href="https://a.example/?a=1&amp;b=&#233;"/></entry>`,
       ),
     );
     expect(feed.entries[0].title).toBe(`Café & Crème <b> "x" 'y' &lt; 😀`);
@@ -189,7 +205,8 @@ describe("reading feeds", () => {
   test("an XHTML summary reads as its text, in order", () => {
     const [e] = parseFeed(
       atom(
-        `<entry><summary type="xhtml"><div xmlns="http://www.w3.org/1999/xhtml">Hello <b>bold</b> world</div></summary></entry>`,
+        `<entry><summary type="xhtml"><div xmlns="http://www.w3.org/1999/xhtml">Hello <b>bold</b> ` +
+          `world</div></summary></entry>`,
       ),
     ).entries;
     expect(e.summary).toBe("Hello bold world");
@@ -215,7 +232,9 @@ describe("declarations are refused before parsing", () => {
       '<!ENTITY lol0 "lol">',
       ...Array.from({ length: 9 }, (_, i) => `<!ENTITY lol${i + 1} "${`&lol${i};`.repeat(10)}">`),
     ];
-    const bomb = `<?xml version="1.0"?>\n<!DOCTYPE feed [\n${lol.join("\n")}\n]>\n<feed xmlns="http://www.w3.org/2005/Atom"><title>&lol9;</title></feed>`;
+    const bomb =
+      `<?xml version="1.0"?>\n<!DOCTYPE feed [\n${lol.join("\n")}\n]>\n<feed ` +
+      `xmlns="http://www.w3.org/2005/Atom"><title>&lol9;</title></feed>`;
     const start = performance.now();
     expect(refusal(bomb)).toBe(DECLARATIONS);
     expect(performance.now() - start).toBeLessThan(100);
@@ -262,7 +281,8 @@ describe("limits", () => {
   test("depth counts open elements only: not empty ones, nor tags in CDATA, comments or attribute values", () => {
     // feed > entry > title is 3 deep.
     const flat = atom(
-      `<entry><link href="a"/><link href="b"/><link href="c"/><title a="x>y" b='<z'><![CDATA[<a><b><c>]]><!-- <d><e> -->t</title></entry>`,
+      `<entry><link href="a"/><link href="b"/><link href="c"/><title a="x>y" ` +
+        `b='<z'><![CDATA[<a><b><c>]]><!-- <d><e> -->t</title></entry>`,
     );
     expect(parseFeed(flat, { maxDepth: 3 }).entries[0].title).toBe("<a><b><c>t");
     expect(refusal(atom(`<entry><title><b>t</b></title></entry>`), { maxDepth: 3 })).toBe("feed nested too deep");

@@ -27,11 +27,15 @@ test("the source kit's matrix passes on a Google channel source", async () => {
   const module = join(dir, "channel.ts");
   writeFileSync(
     module,
-    `import { googleChannelSource } from ${JSON.stringify(join(import.meta.dir, "..", "..", "src", "providers", "google-channel.ts"))};\nexport default googleChannelSource({ span: "calendar" });\n`,
+    `import { googleChannelSource } from ` +
+      `${JSON.stringify(join(import.meta.dir, "..", "..", "src", "providers", "google-channel.ts"))};\n` +
+      `export default googleChannelSource({ span: "calendar" });\n`,
   );
   const run = await runSourceKit({
     source: "cal",
-    config: `[sources.cal]\nmodule = "${module}"\nsecrets.channel_token = { file = "{{secret:tok}}" }\naction = "hermes:cal"\n`,
+    config:
+      `[sources.cal]\nmodule = "${module}"\nsecrets.channel_token = { file = "{{secret:tok}}" ` +
+      `}\naction = "hermes:cal"\n`,
     secrets: { tok: TOKEN },
     now: T0,
     accepted: { method: "POST", url: "/hooks/cal", headers: headers(), body: empty },

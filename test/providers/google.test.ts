@@ -423,61 +423,65 @@ describe("Drive", () => {
     expect(seen[0]?.path).toBe("/drive/v3/changes/startPageToken");
   });
 
-  test("driveChanges reads every page, removals included, metadata fields only, and the last page's newStartPageToken", async () => {
-    replies = [
-      json({
+  test(
+    "driveChanges reads every page, removals included, metadata fields only, and the last page's " +
+      "newStartPageToken",
+    async () => {
+      replies = [
+        json({
+          changes: [
+            {
+              changeType: "file",
+              fileId: "f1",
+              removed: false,
+              file: {
+                name: "Plan.docx",
+                mimeType: "application/vnd.google-apps.document",
+                modifiedTime: "2024-06-03T10:00:00Z",
+                trashed: false,
+                webViewLink: "https://docs.example/f1",
+              },
+            },
+            { changeType: "file", fileId: "f2", removed: true },
+          ],
+          nextPageToken: "43",
+        }),
+        json({
+          changes: [
+            { changeType: "drive", driveId: "d1", removed: false },
+            { changeType: "file", fileId: "f3", removed: false, file: { name: "Old.pdf", trashed: true } },
+          ],
+          newStartPageToken: "44",
+        }),
+      ];
+      const r = await driveChanges(api(), "42", drive);
+      expect(r).toEqual({
+        newStartPageToken: "44",
         changes: [
           {
-            changeType: "file",
             fileId: "f1",
             removed: false,
-            file: {
-              name: "Plan.docx",
-              mimeType: "application/vnd.google-apps.document",
-              modifiedTime: "2024-06-03T10:00:00Z",
-              trashed: false,
-              webViewLink: "https://docs.example/f1",
-            },
+            name: "Plan.docx",
+            mimeType: "application/vnd.google-apps.document",
+            modifiedTime: "2024-06-03T10:00:00Z",
+            trashed: false,
+            webViewLink: "https://docs.example/f1",
           },
-          { changeType: "file", fileId: "f2", removed: true },
+          { fileId: "f2", removed: true },
+          { fileId: "f3", removed: false, name: "Old.pdf", trashed: true },
         ],
-        nextPageToken: "43",
-      }),
-      json({
-        changes: [
-          { changeType: "drive", driveId: "d1", removed: false },
-          { changeType: "file", fileId: "f3", removed: false, file: { name: "Old.pdf", trashed: true } },
-        ],
-        newStartPageToken: "44",
-      }),
-    ];
-    const r = await driveChanges(api(), "42", drive);
-    expect(r).toEqual({
-      newStartPageToken: "44",
-      changes: [
-        {
-          fileId: "f1",
-          removed: false,
-          name: "Plan.docx",
-          mimeType: "application/vnd.google-apps.document",
-          modifiedTime: "2024-06-03T10:00:00Z",
-          trashed: false,
-          webViewLink: "https://docs.example/f1",
-        },
-        { fileId: "f2", removed: true },
-        { fileId: "f3", removed: false, name: "Old.pdf", trashed: true },
-      ],
-    });
-    expect(seen.map((s) => [s.path, s.query.get("pageToken")])).toEqual([
-      ["/drive/v3/changes", "42"],
-      ["/drive/v3/changes", "43"],
-    ]);
-    for (const s of seen) {
-      expect(s.query.get("includeRemoved")).toBe("true");
-      expect(s.query.get("fields")).toBe(DRIVE_CHANGE_FIELDS);
-    }
-    expect(DRIVE_CHANGE_FIELDS).not.toMatch(/content|permissions|owners/);
-  });
+      });
+      expect(seen.map((s) => [s.path, s.query.get("pageToken")])).toEqual([
+        ["/drive/v3/changes", "42"],
+        ["/drive/v3/changes", "43"],
+      ]);
+      for (const s of seen) {
+        expect(s.query.get("includeRemoved")).toBe("true");
+        expect(s.query.get("fields")).toBe(DRIVE_CHANGE_FIELDS);
+      }
+      expect(DRIVE_CHANGE_FIELDS).not.toMatch(/content|permissions|owners/);
+    },
+  );
 
   test("past pageLimit pages it returns what it read, with the next page token to go on from", async () => {
     replies = [json({ changes: [{ changeType: "file", fileId: "f1", removed: true }], nextPageToken: "43" })];

@@ -98,7 +98,9 @@ describe("a realistic pack", () => {
 
 describe("order", () => {
   const pack = load(
-    `[[rules]]\nname = "first"\nsubject = ["invoice"]\noutput = "a"\n[[rules]]\nname = "second"\nsubject = ["invoice"]\noutput = "b"\n[[rules]]\nname = "urgent"\nsubject = ["invoice"]\noutput = "c"\npriority = 10\n`,
+    `[[rules]]\nname = "first"\nsubject = ["invoice"]\noutput = "a"\n[[rules]]\nname = "second"\n` +
+      `subject = ["invoice"]\noutput = "b"\n[[rules]]\nname = "urgent"\nsubject = ["invoice"]\noutput = ` +
+      `"c"\npriority = 10\n`,
     "p",
   );
   const other = load(`[[rules]]\nname = "later"\nsubject = ["invoice"]\noutput = "d"\npriority = 10\n`, "q");
@@ -109,7 +111,8 @@ describe("order", () => {
 
   test("a tie goes to file order, then pack order", () => {
     const tied = load(
-      `[[rules]]\nname = "first"\nsubject = ["invoice"]\noutput = "a"\n[[rules]]\nname = "second"\nsubject = ["invoice"]\noutput = "b"\n`,
+      `[[rules]]\nname = "first"\nsubject = ["invoice"]\noutput = "a"\n[[rules]]\nname = "second"\n` +
+        `subject = ["invoice"]\noutput = "b"\n`,
       "p",
     );
     expect(classify(msg({ subject: "Invoice 12" }), [tied])?.rule).toBe("first");
@@ -119,7 +122,8 @@ describe("order", () => {
 
   test("a negative priority runs after the default", () => {
     const low = load(
-      `[[rules]]\nname = "catchall"\nsubject = ["invoice"]\noutput = "z"\npriority = -1\n[[rules]]\nname = "normal"\nsubject = ["invoice"]\noutput = "n"\n`,
+      `[[rules]]\nname = "catchall"\nsubject = ["invoice"]\noutput = "z"\npriority = -1\n[[rules]]\n` +
+        `name = "normal"\nsubject = ["invoice"]\noutput = "n"\n`,
       "p",
     );
     expect(classify(msg({ subject: "invoice" }), [low])?.rule).toBe("normal");
