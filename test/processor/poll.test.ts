@@ -33,7 +33,10 @@ test("the clock ticks on its own, the poller's items arrive as outputs, its stat
   const receiver = new Receiver<{ route: string; events: { tick: number; seen: number }[] }>({});
   writeFileSync(
     join(home, "config.toml"),
-    `[spool]\nbobbin_path = ["${root}"]\n\n[intake]\nlisten = "127.0.0.1:0"\n\n[dispatch]\npoll_s = 0.05\nheartbeat_s = 1\n\n[bobbins.feed]\nbobbin = "acme.feed"\noutputs = { filing = "receiver" }\n\n[destinations.receiver]\ntype = "http"\nurl = "http://127.0.0.1:${receiver.port}/in"\nallow_insecure = true\nunsigned = true\ntimeout_s = 5\n`,
+    `[spool]\nbobbin_path = ["${root}"]\n\n[intake]\nlisten = "127.0.0.1:0"\n\n[dispatch]\npoll_s = ` +
+      `0.05\nheartbeat_s = 1\n\n[bobbins.feed]\nbobbin = "acme.feed"\noutputs = { filing = "receiver" }\n` +
+      `\n[destinations.receiver]\ntype = "http"\nurl = "http://127.0.0.1:${receiver.port}/in"\n` +
+      `allow_insecure = true\nunsigned = true\ntimeout_s = 5\n`,
   );
   const hs = await startHookspool(home, ["run"]);
   try {

@@ -93,19 +93,23 @@ describe("the processor runtime", () => {
     expect(readState(stateDir, "total", 0)).toBe(3);
   });
 
-  test("a retry of the same batch replays its journal: the same emits, process() not called again, state not added twice", async () => {
-    const { env, stateDir } = setup();
-    const first = await run(env);
-    const again = await run(env);
-    expect(calls.n).toBe(1);
-    expect(again.emits).toEqual(first.emits);
-    expect(again.err).toContain("replayed its journal");
-    expect(readState(stateDir, "total", 0)).toBe(3);
-    // The next batch builds on the state.
-    const next = await run({ ...env, HOOKSPOOL_BATCH_ID: "42" });
-    expect(calls.n).toBe(2);
-    expect(next.emits[0]?.payload).toEqual({ count: 3, total: 6 });
-  });
+  test(
+    "a retry of the same batch replays its journal: the same emits, process() not called again, " +
+      "state not added twice",
+    async () => {
+      const { env, stateDir } = setup();
+      const first = await run(env);
+      const again = await run(env);
+      expect(calls.n).toBe(1);
+      expect(again.emits).toEqual(first.emits);
+      expect(again.err).toContain("replayed its journal");
+      expect(readState(stateDir, "total", 0)).toBe(3);
+      // The next batch builds on the state.
+      const next = await run({ ...env, HOOKSPOOL_BATCH_ID: "42" });
+      expect(calls.n).toBe(2);
+      expect(next.emits[0]?.payload).toEqual({ count: 3, total: 6 });
+    },
+  );
 
   test("Permanent: exit 65 and the reason on the last stderr line; no journal, no state", async () => {
     const { env, stateDir } = setup({ mode: "permanent" });
@@ -272,7 +276,8 @@ describe("a real runtime process", () => {
     return { out, err, code, signal: p.signalCode };
   };
 
-  test("killed (SIGKILL) between the journal and the state: the retry emits the same items once and applies the state once", async () => {
+  test("killed (SIGKILL) between the journal and the state: the retry emits the same items once and " +
+    "applies the state once", async () => {
     const { env, stateDir } = setup();
     const killed = await spawn({ ...env, HOOKSPOOL_TEST_HOOK: "processor.after_journal" }, doc(2));
     expect(killed.signal).toBe("SIGKILL");
