@@ -21,15 +21,19 @@ describe("refused writes and bugs", () => {
     expect(isSpoolWriteError({ code: "SQLITE_CONSTRAINT_CHECK" })).toBe(false);
   });
 
-  test("PostgreSQL: a lost connection, a deadlock, a full disk, a shutdown, a standby are refusals; a syntax error or bad input is a bug", () => {
-    for (const errno of ["08006", "40P01", "40001", "53100", "57P01", "58030", "55P03", "25006"])
-      expect({ errno, refused: isSpoolWriteError(pg(errno)) }).toEqual({ errno, refused: true });
-    for (const errno of ["42601", "22P02", "23505", "42P01"])
-      expect({ errno, refused: isSpoolWriteError(pg(errno)) }).toEqual({ errno, refused: false });
-    expect(isSpoolWriteError(Object.assign(new Error("closed"), { code: "ERR_POSTGRES_CONNECTION_CLOSED" }))).toBe(
-      true,
-    );
-  });
+  test(
+    "PostgreSQL: a lost connection, a deadlock, a full disk, a shutdown, a standby are refusals; a " +
+      "syntax error or bad input is a bug",
+    () => {
+      for (const errno of ["08006", "40P01", "40001", "53100", "57P01", "58030", "55P03", "25006"])
+        expect({ errno, refused: isSpoolWriteError(pg(errno)) }).toEqual({ errno, refused: true });
+      for (const errno of ["42601", "22P02", "23505", "42P01"])
+        expect({ errno, refused: isSpoolWriteError(pg(errno)) }).toEqual({ errno, refused: false });
+      expect(isSpoolWriteError(Object.assign(new Error("closed"), { code: "ERR_POSTGRES_CONNECTION_CLOSED" }))).toBe(
+        true,
+      );
+    },
+  );
 
   test("a PostgreSQL server error's class carries its SQLSTATE, never its message", () => {
     expect(errorClass(pg("40P01"))).toBe("POSTGRES_40P01");

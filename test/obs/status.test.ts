@@ -125,8 +125,11 @@ function pollRow(
   p: { createdAgo: number; deliveredAgo?: number; nextIn?: number; skipped?: number; lastBatch?: number },
 ): void {
   s.t.db.db
-    .query(`INSERT INTO polls (instance, next_at, last_tick_at, last_batch_id, delivered_at, delivered_tick_at, skipped, created_at)
-      VALUES ('tasks', $next, $tick, $batch, $delivered, $deliveredTick, $skipped, $created)`)
+    .query(
+      `INSERT INTO polls (instance, next_at, last_tick_at, last_batch_id, delivered_at, ` +
+        `delivered_tick_at, skipped, created_at)
+      VALUES ('tasks', $next, $tick, $batch, $delivered, $deliveredTick, $skipped, $created)`,
+    )
     .run({
       next: s.now + (p.nextIn ?? 120),
       tick: p.deliveredAgo === undefined ? null : s.now - p.deliveredAgo - 5,
