@@ -97,7 +97,8 @@ destinationConformance("script", (): Harness => {
   return {
     async accepting() {
       const dest = script(
-        '#!/bin/sh\ncat > "$OUT.body"\nprintf %s "$HOOKSPOOL_BATCH_ID" > "$OUT.batch"\nprintf %s "$HOOKSPOOL_DELIVERY_ID" > "$OUT.delivery"\n',
+        '#!/bin/sh\ncat > "$OUT.body"\nprintf %s "$HOOKSPOOL_BATCH_ID" > "$OUT.batch"\nprintf %s ' +
+          '"$HOOKSPOOL_DELIVERY_ID" > "$OUT.delivery"\n',
       );
       return {
         dest,

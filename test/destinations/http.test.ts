@@ -156,24 +156,28 @@ describe("http signing and headers", () => {
     expect(dest.check().filter((p) => p.includes("set by hookspool"))).toHaveLength(5);
   });
 
-  test("no secret: a config outcome without a request, never an unsigned delivery; unsigned = true sends none", async () => {
-    const s = stub();
-    const dest = new HttpDestination({ name: "audit", url: `${s.url}/in`, allowInsecure: true, instanceId: "inst1" });
-    expect(await dest.deliver(documentFor(events(1)), makeCtx())).toMatchObject({
-      kind: "retry",
-      klass: "config",
-      reason: "no signing secret",
-    });
-    expect(s.hits).toHaveLength(0);
-    expect(dest.check()).toEqual([
-      "no secret: every delivery carries webhook-signature; set secret = { file = ... }, or unsigned = true to deliver unsigned",
-    ]);
-    const unsigned = http(`${s.url}/in`, { unsigned: true });
-    expect((await unsigned.deliver(documentFor(events(1)), makeCtx())).kind).toBe("ok");
-    expect(s.hits).toHaveLength(1);
-    expect(s.hits[0].headers["webhook-signature"]).toBeUndefined();
-    expect(s.hits[0].headers["webhook-id"]).toBeDefined();
-  });
+  test(
+    "no secret: a config outcome without a request, never an unsigned delivery; unsigned = true " + "sends none",
+    async () => {
+      const s = stub();
+      const dest = new HttpDestination({ name: "audit", url: `${s.url}/in`, allowInsecure: true, instanceId: "inst1" });
+      expect(await dest.deliver(documentFor(events(1)), makeCtx())).toMatchObject({
+        kind: "retry",
+        klass: "config",
+        reason: "no signing secret",
+      });
+      expect(s.hits).toHaveLength(0);
+      expect(dest.check()).toEqual([
+        "no secret: every delivery carries webhook-signature; set secret = { file = ... }, or unsigned " +
+          "= true to deliver unsigned",
+      ]);
+      const unsigned = http(`${s.url}/in`, { unsigned: true });
+      expect((await unsigned.deliver(documentFor(events(1)), makeCtx())).kind).toBe("ok");
+      expect(s.hits).toHaveLength(1);
+      expect(s.hits[0].headers["webhook-signature"]).toBeUndefined();
+      expect(s.hits[0].headers["webhook-id"]).toBeDefined();
+    },
+  );
 
   test("an unreadable secret is a config outcome, not a throw, and no request is made", async () => {
     const s = stub();
@@ -244,14 +248,17 @@ describe("http deadline", () => {
         ),
     );
 
-  test("a 2xx whose body drips past the deadline: the status line is the answer, read no further, delivered", async () => {
-    const s = dripping(200);
-    const { value: o, ms } = await timed(() => http(`${s.url}/in`).deliver("{}", makeCtx({ workerInS: 0.6 })));
-    expect(o).toMatchObject({ kind: "ok", status: 200 });
-    // The attempt still ends at its deadline, never later.
-    expect(ms).toBeGreaterThanOrEqual(500);
-    expect(ms).toBeLessThan(2000);
-  });
+  test(
+    "a 2xx whose body drips past the deadline: the status line is the answer, read no further, " + "delivered",
+    async () => {
+      const s = dripping(200);
+      const { value: o, ms } = await timed(() => http(`${s.url}/in`).deliver("{}", makeCtx({ workerInS: 0.6 })));
+      expect(o).toMatchObject({ kind: "ok", status: 200 });
+      // The attempt still ends at its deadline, never later.
+      expect(ms).toBeGreaterThanOrEqual(500);
+      expect(ms).toBeLessThan(2000);
+    },
+  );
 
   test("a 5xx whose body drips: its status decides (a transport failure), at the deadline", async () => {
     const s = dripping(503);

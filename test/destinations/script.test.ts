@@ -157,49 +157,52 @@ describe("script exits and failures", () => {
     expect(o.detail).not.toContain(SENTINEL);
   });
 
-  test("a processor destination runs `hookspool __processor <instance>`: its emits, and a Permanent's reason kept", async () => {
-    const root = tempDir();
-    const dir = writeTallyBobbin(root);
-    const env = (mode: string) => ({
-      HOOKSPOOL_BOBBIN: "acme.tally",
-      HOOKSPOOL_BOBBIN_INSTANCE: "tally",
-      HOOKSPOOL_BOBBIN_DIR: dir,
-      HOOKSPOOL_SETTINGS: JSON.stringify({ mode }),
-      HOOKSPOOL_DELTA_ROUTES: JSON.stringify({ tally: "hermes:tally" }),
-      HOOKSPOOL_SECRET_REFS: "{}",
-    });
-    const logged: string[] = [];
-    const dest = (mode: string) =>
-      new ScriptDestination({
-        name: "script:tally",
-        processor: "tally",
-        env: env(mode),
-        stateDir: join(root, `state-${mode}`),
-        parentEnv: PARENT,
-        processorLog: (l) => logged.push(l),
+  test(
+    "a processor destination runs `hookspool __processor <instance>`: its emits, and a Permanent's " + "reason kept",
+    async () => {
+      const root = tempDir();
+      const dir = writeTallyBobbin(root);
+      const env = (mode: string) => ({
+        HOOKSPOOL_BOBBIN: "acme.tally",
+        HOOKSPOOL_BOBBIN_INSTANCE: "tally",
+        HOOKSPOOL_BOBBIN_DIR: dir,
+        HOOKSPOOL_SETTINGS: JSON.stringify({ mode }),
+        HOOKSPOOL_DELTA_ROUTES: JSON.stringify({ tally: "hermes:tally" }),
+        HOOKSPOOL_SECRET_REFS: "{}",
       });
-    expect(dest("ok").check()).toEqual([]);
-    const body = documentFor(events(4));
-    const ok = await dest("ok").deliver(body, makeCtx());
-    expect(ok).toMatchObject({ kind: "ok", reason: "exit 0" });
-    expect(
-      ok.emits.map((e) => [e.source, e.event_type, e.destination, (e.payload as { count: number }).count]),
-    ).toEqual([
-      ["tally", "tally", "hermes:tally", 4],
-      ["tally", "tally", "hermes:tally", 0],
-    ]);
-    const dead = await dest("permanent").deliver(body, makeCtx());
-    expect(dead).toMatchObject({ kind: "dead", klass: "permanent", reason: "exit 65" });
-    expect(dead.detail).toContain("exit 65 (permanent: the tally is closed)");
-    expect(dead.deadReason).toBe("processor_permanent");
-    const retry = await dest("throw").deliver(body, makeCtx());
-    expect(retry).toMatchObject({ kind: "retry", klass: "batch", reason: "exit 75" });
-    expect(retry.detail).not.toContain("secret-value-in-message");
-    // The runtime's own lines reach the dispatcher's log: the batch's counts, the verdicts.
-    expect(logged).toContain("hookspool-processor: tally: batch 7: 4 event(s) -> 2 emit(s)");
-    expect(logged).toContain("hookspool-processor: tally: retry: TypeError");
-    expect(logged.every((l) => l.startsWith("hookspool-processor: "))).toBe(true);
-  });
+      const logged: string[] = [];
+      const dest = (mode: string) =>
+        new ScriptDestination({
+          name: "script:tally",
+          processor: "tally",
+          env: env(mode),
+          stateDir: join(root, `state-${mode}`),
+          parentEnv: PARENT,
+          processorLog: (l) => logged.push(l),
+        });
+      expect(dest("ok").check()).toEqual([]);
+      const body = documentFor(events(4));
+      const ok = await dest("ok").deliver(body, makeCtx());
+      expect(ok).toMatchObject({ kind: "ok", reason: "exit 0" });
+      expect(
+        ok.emits.map((e) => [e.source, e.event_type, e.destination, (e.payload as { count: number }).count]),
+      ).toEqual([
+        ["tally", "tally", "hermes:tally", 4],
+        ["tally", "tally", "hermes:tally", 0],
+      ]);
+      const dead = await dest("permanent").deliver(body, makeCtx());
+      expect(dead).toMatchObject({ kind: "dead", klass: "permanent", reason: "exit 65" });
+      expect(dead.detail).toContain("exit 65 (permanent: the tally is closed)");
+      expect(dead.deadReason).toBe("processor_permanent");
+      const retry = await dest("throw").deliver(body, makeCtx());
+      expect(retry).toMatchObject({ kind: "retry", klass: "batch", reason: "exit 75" });
+      expect(retry.detail).not.toContain("secret-value-in-message");
+      // The runtime's own lines reach the dispatcher's log: the batch's counts, the verdicts.
+      expect(logged).toContain("hookspool-processor: tally: batch 7: 4 event(s) -> 2 emit(s)");
+      expect(logged).toContain("hookspool-processor: tally: retry: TypeError");
+      expect(logged.every((l) => l.startsWith("hookspool-processor: "))).toBe(true);
+    },
+  );
 
   test("a plain script's permanent exit keeps no stderr, not even a line that looks like a processor's", async () => {
     const o = await script(`#!/bin/sh

@@ -30,7 +30,11 @@ export function events(n = 2, from = 11): StoredEvent[] {
 
 /** A document body of the shape the dispatcher sends (it builds the real one). */
 export function documentFor(evs: StoredEvent[], attempt = 1, deliveryId = "hs_inst1_7"): string {
-  return `{"source":"github","route":"ci","key":"o/r:ci","batch_id":7,"delivery_id":"${deliveryId}","attempt":${attempt},"count":${evs.length},"events":[${evs.map((e) => e.payload).join(",")}],"event_meta":[]}`;
+  return (
+    `{"source":"github","route":"ci","key":"o/r:ci","batch_id":7,"delivery_id":"${deliveryId}",` +
+    `"attempt":${attempt},"count":${evs.length},"events":[${evs.map((e) => e.payload).join(",")}],` +
+    `"event_meta":[]}`
+  );
 }
 
 const deadlines: Deadline[] = [];

@@ -215,28 +215,35 @@ describe("hermes unwrap answers", () => {
     expect(all.dest.ignoredIssueAfter).toBe(0);
   });
 
-  test("a duplicate is confirmed only for the events an earlier attempt got through, and not when that was itself unconfirmed", async () => {
-    const { dest } = kinds[1].make(() => json(200, { status: "duplicate" }));
-    const none = kinds[1].make(() => json(200, { status: "duplicate" }), { rate: null });
-    // Not paced (rate none): every event is sent again; the first two got through before.
-    expect(
-      await none.dest.deliver("{}", ctxFor(events(3), { attempt: 2, resume: { before: 13, unconfirmed: false } })),
-    ).toMatchObject({ kind: "ok", answer: "duplicate", unconfirmed: true });
-    expect(
-      await none.dest.deliver("{}", ctxFor(events(2), { attempt: 2, resume: { before: 13, unconfirmed: false } })),
-    ).toMatchObject({ kind: "ok", answer: "duplicate", unconfirmed: false });
-    expect(
-      await none.dest.deliver("{}", ctxFor(events(2), { attempt: 2, resume: { before: 13, unconfirmed: true } })),
-    ).toMatchObject({ unconfirmed: true });
-    expect(await dest.deliver("{}", ctxFor(events(3)))).toMatchObject({ unconfirmed: true });
-  });
+  test(
+    "a duplicate is confirmed only for the events an earlier attempt got through, and not when " +
+      "that was itself unconfirmed",
+    async () => {
+      const { dest } = kinds[1].make(() => json(200, { status: "duplicate" }));
+      const none = kinds[1].make(() => json(200, { status: "duplicate" }), { rate: null });
+      // Not paced (rate none): every event is sent again; the first two got through before.
+      expect(
+        await none.dest.deliver("{}", ctxFor(events(3), { attempt: 2, resume: { before: 13, unconfirmed: false } })),
+      ).toMatchObject({ kind: "ok", answer: "duplicate", unconfirmed: true });
+      expect(
+        await none.dest.deliver("{}", ctxFor(events(2), { attempt: 2, resume: { before: 13, unconfirmed: false } })),
+      ).toMatchObject({ kind: "ok", answer: "duplicate", unconfirmed: false });
+      expect(
+        await none.dest.deliver("{}", ctxFor(events(2), { attempt: 2, resume: { before: 13, unconfirmed: true } })),
+      ).toMatchObject({ unconfirmed: true });
+      expect(await dest.deliver("{}", ctxFor(events(3)))).toMatchObject({ unconfirmed: true });
+    },
+  );
 
-  test("paced: a retry does not send again what an earlier attempt got through, and carries what was said of it", async () => {
-    const { dest, hits } = kinds[1].make(() => json(202, { status: "accepted" }));
-    const o = await dest.deliver("{}", ctxFor(events(3), { attempt: 2, resume: { before: 13, unconfirmed: true } }));
-    expect(hits.map((h) => h.headers["webhook-id"])).toEqual(["hs_inst1_7_13"]);
-    expect(o).toMatchObject({ kind: "ok", eventsDelivered: 3, sent: 1, answer: "accepted", unconfirmed: true });
-  });
+  test(
+    "paced: a retry does not send again what an earlier attempt got through, and carries what was " + "said of it",
+    async () => {
+      const { dest, hits } = kinds[1].make(() => json(202, { status: "accepted" }));
+      const o = await dest.deliver("{}", ctxFor(events(3), { attempt: 2, resume: { before: 13, unconfirmed: true } }));
+      expect(hits.map((h) => h.headers["webhook-id"])).toEqual(["hs_inst1_7_13"]);
+      expect(o).toMatchObject({ kind: "ok", eventsDelivered: 3, sent: 1, answer: "accepted", unconfirmed: true });
+    },
+  );
 
   test("a payload that is not a JSON object goes to the gateway wrapped in one; an object goes as it is", async () => {
     const { dest, hits } = kinds[1].make(() => json(202, { status: "accepted" }));
