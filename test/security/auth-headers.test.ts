@@ -92,31 +92,36 @@ action = "hermes:x"
     "Content-Type": "application/json",
   });
 
-  test("quarantine keeps an allowlist: what the body is, who sent it, the kept headers; never a credential", async () => {
-    const t = await startIntake(config, { secrets: { s: SECRET } });
-    try {
-      const body = JSON.stringify({ no_k: true, note: PAYLOAD_SENTINEL });
-      const res = await t.post("/hooks/src", body, {
-        ...credentials(body),
-        "X-Auth-Token": `tok-${SECRET_SENTINEL}`,
-        "User-Agent": "sender/1",
-      });
-      expect(await res.json()).toEqual({ status: "quarantined" });
-      const row = t.db.db
-        .query("SELECT e.headers FROM events e JOIN batches b ON b.id = e.batch_id WHERE b.destination = 'quarantine'")
-        .get() as { headers: string };
-      // X-Auth-Token is nobody's declared auth header: an allowlist, not a blocklist, keeps it out.
-      expect(Object.keys(JSON.parse(row.headers)).sort()).toEqual([
-        "content-length",
-        "content-type",
-        "user-agent",
-        "x-event",
-      ]);
-      expect(row.headers).not.toContain(SECRET_SENTINEL);
-    } finally {
-      await t.stop();
-    }
-  });
+  test(
+    "quarantine keeps an allowlist: what the body is, who sent it, the kept headers; never a " + "credential",
+    async () => {
+      const t = await startIntake(config, { secrets: { s: SECRET } });
+      try {
+        const body = JSON.stringify({ no_k: true, note: PAYLOAD_SENTINEL });
+        const res = await t.post("/hooks/src", body, {
+          ...credentials(body),
+          "X-Auth-Token": `tok-${SECRET_SENTINEL}`,
+          "User-Agent": "sender/1",
+        });
+        expect(await res.json()).toEqual({ status: "quarantined" });
+        const row = t.db.db
+          .query(
+            "SELECT e.headers FROM events e JOIN batches b ON b.id = e.batch_id WHERE b.destination = 'quarantine'",
+          )
+          .get() as { headers: string };
+        // X-Auth-Token is nobody's declared auth header: an allowlist, not a blocklist, keeps it out.
+        expect(Object.keys(JSON.parse(row.headers)).sort()).toEqual([
+          "content-length",
+          "content-type",
+          "user-agent",
+          "x-event",
+        ]);
+        expect(row.headers).not.toContain(SECRET_SENTINEL);
+      } finally {
+        await t.stop();
+      }
+    },
+  );
 
   test("quarantine also keeps the headers a template classifies by, so a replay can classify it again", async () => {
     const t = await startIntake(
@@ -152,7 +157,10 @@ action = "hermes:x"
       "X-Gitlab-Token",
       "X-Client-Secret",
     ]) {
-      const source = `template = { scheme = "hmac-sha256-hex", header = "X-Sig", key = "k" }\nsecrets.secret = { file = "{{home}}/secret" }\nkeep_headers = ["${header}"]\naction = "hermes:x"\n`;
+      const source =
+        `template = { scheme = "hmac-sha256-hex", header = "X-Sig", key = "k" }\n` +
+        `secrets.secret = { file = "{{home}}/secret" }\nkeep_headers = ["${header}"]\naction = ` +
+        `"hermes:x"\n`;
       const r = await cli(["--home", home(`[sources.src]\n${source}`), "check"]);
       expect([header, r.code]).toEqual([header, 2]);
       expect(r.out).toContain(`error: sources.src.keep_headers: ${header} in keep_headers looks like a credential`);

@@ -72,7 +72,9 @@ backoff_base_s = 0.1
 backoff_cap_s = 0.2
 
 [sources.gh]
-template = { scheme = "hmac-sha256-hex", header = "X-Hub-Signature-256", prefix = "sha256=", key = "repository.full_name", dedup = "header:X-GitHub-Delivery", event_type = "header:X-GitHub-Event", ignore = "ping" }
+template = { scheme = "hmac-sha256-hex", header = "X-Hub-Signature-256", prefix = "sha256=", key = ` +
+      `"repository.full_name", dedup = "header:X-GitHub-Delivery", event_type = "header:X-GitHub-Event", ` +
+      `ignore = "ping" }
 secrets.secret = { file = "${file("gh", SECRETS.gh)}" }
 keep_headers = ["X-GitHub-Event", "X-GitHub-Delivery"]
 quiet_s = 0

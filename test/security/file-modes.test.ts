@@ -44,33 +44,37 @@ describe("under umask 000", () => {
     expect(mode(lock) & 0o077).toBe(0);
   });
 
-  test("a running dispatcher's WAL and shared-memory files are 0600 too, and nothing it made is group/other accessible", async () => {
-    const home = join(tempDir(), "state");
-    expect((await underUmask0(home, ["--config", emptyConfig(), "migrate"])).code).toBe(0);
-    writeFileSync(
-      join(home, "config.toml"),
-      `[intake]\nlisten = "127.0.0.1:0"\n\n[dispatch]\npoll_s = 0.05\nheartbeat_s = 0.2\n`,
-    );
-    // startHookspool has no umask knob, so the command is wrapped in sh here.
-    const proc = Bun.spawn(
-      ["sh", "-c", 'umask 000 && exec "$@"', "sh", process.execPath, MAIN, "--home", home, "run"],
-      {
-        env: { PATH: process.env.PATH, HOME: tempDir(), HOOKSPOOL_ALERT_DRY: "1" },
-        stdout: "ignore",
-        stderr: "pipe",
-      },
-    );
-    try {
-      const db = join(home, "spool.db");
-      await waitFor("the WAL and shm files", () => existsSync(`${db}-wal`) && existsSync(`${db}-shm`));
-      for (const f of [db, `${db}-wal`, `${db}-shm`]) expect([f, octal(mode(f))]).toEqual([f, "0600"]);
-      expect(mode(join(home, "dispatch.lock")) & 0o077).toBe(0);
-      expect(octal(mode(home))).toBe("0700");
-    } finally {
-      proc.kill("SIGTERM");
-      await proc.exited;
-    }
-  });
+  test(
+    "a running dispatcher's WAL and shared-memory files are 0600 too, and nothing it made is " +
+      "group/other accessible",
+    async () => {
+      const home = join(tempDir(), "state");
+      expect((await underUmask0(home, ["--config", emptyConfig(), "migrate"])).code).toBe(0);
+      writeFileSync(
+        join(home, "config.toml"),
+        `[intake]\nlisten = "127.0.0.1:0"\n\n[dispatch]\npoll_s = 0.05\nheartbeat_s = 0.2\n`,
+      );
+      // startHookspool has no umask knob, so the command is wrapped in sh here.
+      const proc = Bun.spawn(
+        ["sh", "-c", 'umask 000 && exec "$@"', "sh", process.execPath, MAIN, "--home", home, "run"],
+        {
+          env: { PATH: process.env.PATH, HOME: tempDir(), HOOKSPOOL_ALERT_DRY: "1" },
+          stdout: "ignore",
+          stderr: "pipe",
+        },
+      );
+      try {
+        const db = join(home, "spool.db");
+        await waitFor("the WAL and shm files", () => existsSync(`${db}-wal`) && existsSync(`${db}-shm`));
+        for (const f of [db, `${db}-wal`, `${db}-shm`]) expect([f, octal(mode(f))]).toEqual([f, "0600"]);
+        expect(mode(join(home, "dispatch.lock")) & 0o077).toBe(0);
+        expect(octal(mode(home))).toBe("0700");
+      } finally {
+        proc.kill("SIGTERM");
+        await proc.exited;
+      }
+    },
+  );
 
   test("init writes its secret and config 0600 and its directories 0700", async () => {
     const home = join(tempDir(), "fresh-home");

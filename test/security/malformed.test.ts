@@ -43,7 +43,8 @@ async function stillServing(): Promise<void> {
 function lastQuarantine(): { raw: Uint8Array; last_error: string; state: string } {
   return t.db.db
     .query(
-      "SELECT e.raw, b.last_error, b.state FROM events e JOIN batches b ON b.id = e.batch_id WHERE b.destination = 'quarantine' ORDER BY e.id DESC LIMIT 1",
+      "SELECT e.raw, b.last_error, b.state FROM events e JOIN batches b ON b.id = e.batch_id WHERE " +
+        "b.destination = 'quarantine' ORDER BY e.id DESC LIMIT 1",
     )
     .get() as { raw: Uint8Array; last_error: string; state: string };
 }
@@ -90,7 +91,8 @@ describe("NUL bytes", () => {
     expect(await res.json()).toEqual({ status: "queued" });
     const row = t.db.db
       .query(
-        "SELECT b.key, e.event_type, e.payload FROM events e JOIN batches b ON b.id = e.batch_id ORDER BY e.id DESC LIMIT 1",
+        "SELECT b.key, e.event_type, e.payload FROM events e JOIN batches b ON b.id = e.batch_id " +
+          "ORDER BY e.id DESC LIMIT 1",
       )
       .get() as {
       key: string;
@@ -120,7 +122,8 @@ describe("NUL bytes", () => {
   test("a NUL in a header value is refused by the server (4xx), not by a crash", async () => {
     const r = await rawRequest(
       port,
-      "POST /hooks/demo HTTP/1.1\r\nHost: x\r\nX-Sig: sha256=ab\u0000cd\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}",
+      "POST /hooks/demo HTTP/1.1\r\nHost: x\r\nX-Sig: sha256=ab\u0000cd\r\nContent-Length: 2\r\n" +
+        "Connection: close\r\n\r\n{}",
     );
     if (r.statuses.length) expect(r.statuses[0] >= 400 && r.statuses[0] < 500).toBe(true);
     else expect(r.closed).toBe(true);

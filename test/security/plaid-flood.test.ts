@@ -60,48 +60,56 @@ async function flood(n: number, wave: number, stepS: number): Promise<number[]> 
   return statuses;
 }
 
-test("a known key verifies; 200 random kids within one minute make one fetch and are all 401; the next minute allows one more", async () => {
-  // The control: a real kid is fetched once and then served from the cache.
-  expect((await send("key-good")).status).toBe(202);
-  expect((await send("key-good")).status).toBe(202);
-  expect(plaidish.fetches).toEqual(["key-good"]);
-
-  t.clock.advance(60);
-  const start = t.clock.now();
-  const statuses = await flood(200, 20, 5); // 10 waves over 50 s of fake time
-  expect(t.clock.now() - start).toBeLessThan(60);
-  expect(statuses.length).toBe(200);
-  expect(statuses.filter((s) => s !== 401)).toEqual([]);
-  expect(plaidish.fetches.length).toBe(2); // key-good, and the flood's one
-  expect(plaidish.fetches[1]).toStartWith("kid-");
-  // The flood never locked the known key out, and cost no fetch for it.
-  expect((await send("key-good")).status).toBe(202);
-  expect(plaidish.fetches.length).toBe(2);
-  expect(t.count("events")).toBe(3);
-
-  // 60 s after the flood's fetch the guard allows exactly one more, then closes again.
-  t.clock.set(start + 60);
-  expect((await send(`kid-${randomUUID()}`)).status).toBe(401);
-  expect(plaidish.fetches.length).toBe(3);
-  expect((await send(`kid-${randomUUID()}`)).status).toBe(401);
-  expect(plaidish.fetches.length).toBe(3);
-  // The kid the flood had fetched is negative-cached for 10 minutes: even after the interval it is not fetched again.
-  t.clock.advance(61);
-  expect((await send(plaidish.fetches[1])).status).toBe(401);
-  expect(plaidish.fetches.length).toBe(3);
-});
-
-test("with the key server down the flood is still one fetch per minute, every answer 401, and known keys still verify", async () => {
-  t.clock.advance(600);
-  plaidish.down = true;
-  const before = plaidish.fetches.length;
-  try {
-    const statuses = await flood(100, 25, 10);
-    expect(statuses.filter((s) => s !== 401)).toEqual([]);
-    expect(plaidish.fetches.length - before).toBe(1);
+test(
+  "a known key verifies; 200 random kids within one minute make one fetch and are all 401; the " +
+    "next minute allows one more",
+  async () => {
+    // The control: a real kid is fetched once and then served from the cache.
     expect((await send("key-good")).status).toBe(202);
-    expect(plaidish.fetches.length - before).toBe(1);
-  } finally {
-    plaidish.down = false;
-  }
-});
+    expect((await send("key-good")).status).toBe(202);
+    expect(plaidish.fetches).toEqual(["key-good"]);
+
+    t.clock.advance(60);
+    const start = t.clock.now();
+    const statuses = await flood(200, 20, 5); // 10 waves over 50 s of fake time
+    expect(t.clock.now() - start).toBeLessThan(60);
+    expect(statuses.length).toBe(200);
+    expect(statuses.filter((s) => s !== 401)).toEqual([]);
+    expect(plaidish.fetches.length).toBe(2); // key-good, and the flood's one
+    expect(plaidish.fetches[1]).toStartWith("kid-");
+    // The flood never locked the known key out, and cost no fetch for it.
+    expect((await send("key-good")).status).toBe(202);
+    expect(plaidish.fetches.length).toBe(2);
+    expect(t.count("events")).toBe(3);
+
+    // 60 s after the flood's fetch the guard allows exactly one more, then closes again.
+    t.clock.set(start + 60);
+    expect((await send(`kid-${randomUUID()}`)).status).toBe(401);
+    expect(plaidish.fetches.length).toBe(3);
+    expect((await send(`kid-${randomUUID()}`)).status).toBe(401);
+    expect(plaidish.fetches.length).toBe(3);
+    // The kid the flood had fetched is negative-cached for 10 minutes: even after the interval it is not fetched again.
+    t.clock.advance(61);
+    expect((await send(plaidish.fetches[1])).status).toBe(401);
+    expect(plaidish.fetches.length).toBe(3);
+  },
+);
+
+test(
+  "with the key server down the flood is still one fetch per minute, every answer 401, and known " +
+    "keys still verify",
+  async () => {
+    t.clock.advance(600);
+    plaidish.down = true;
+    const before = plaidish.fetches.length;
+    try {
+      const statuses = await flood(100, 25, 10);
+      expect(statuses.filter((s) => s !== 401)).toEqual([]);
+      expect(plaidish.fetches.length - before).toBe(1);
+      expect((await send("key-good")).status).toBe(202);
+      expect(plaidish.fetches.length - before).toBe(1);
+    } finally {
+      plaidish.down = false;
+    }
+  },
+);
