@@ -392,23 +392,26 @@ describe("dashboard pages", () => {
     expect((await get(r, "/nowhere")).status).toBe(404);
   });
 
-  test("a batch page shows its events with the routing trace and its attempts; payloads only behind the warning", async () => {
-    let id = 0;
-    const r = await start({
-      seed: async (h) => void (id = await enqueueJson(h, "once", "k", { marker: "PAYLOAD-ONLY-ON-CLICK" })),
-    });
-    deadBatch(r.spool, id);
-    const page = await (await get(r, `/batches/${id}`)).text();
-    expect(page).not.toContain("PAYLOAD-ONLY-ON-CLICK");
-    expect(page).toContain(`href="/batches/${id}/payloads"`);
-    expect(page).toMatch(
-      /<li data-outcome="dead"><span class="bad">dead<\/span> attempt 1 · \S+Z · status 422 · permanent · 3 ms/,
-    );
-    expect(page).toContain("<td>implicit · once · window from default</td>");
-    const payloads = await (await get(r, `/batches/${id}/payloads`)).text();
-    expect(payloads.indexOf("warning: payloads may hold secrets or personal data")).toBeGreaterThan(0);
-    expect(payloads.indexOf("warning:")).toBeLessThan(payloads.indexOf("PAYLOAD-ONLY-ON-CLICK"));
-  });
+  test(
+    "a batch page shows its events with the routing trace and its attempts; payloads only behind " + "the warning",
+    async () => {
+      let id = 0;
+      const r = await start({
+        seed: async (h) => void (id = await enqueueJson(h, "once", "k", { marker: "PAYLOAD-ONLY-ON-CLICK" })),
+      });
+      deadBatch(r.spool, id);
+      const page = await (await get(r, `/batches/${id}`)).text();
+      expect(page).not.toContain("PAYLOAD-ONLY-ON-CLICK");
+      expect(page).toContain(`href="/batches/${id}/payloads"`);
+      expect(page).toMatch(
+        /<li data-outcome="dead"><span class="bad">dead<\/span> attempt 1 · \S+Z · status 422 · permanent · 3 ms/,
+      );
+      expect(page).toContain("<td>implicit · once · window from default</td>");
+      const payloads = await (await get(r, `/batches/${id}/payloads`)).text();
+      expect(payloads.indexOf("warning: payloads may hold secrets or personal data")).toBeGreaterThan(0);
+      expect(payloads.indexOf("warning:")).toBeLessThan(payloads.indexOf("PAYLOAD-ONLY-ON-CLICK"));
+    },
+  );
 
   test("the overview carries the health verdict, the gates, the chart data; assets are embedded", async () => {
     const r = await start({ seed: async (h) => void (await enqueueJson(h, "demo", "a", { n: 1 })) });
@@ -427,99 +430,109 @@ describe("dashboard pages", () => {
     expect(await js.text()).toContain("uPlot");
   });
 
-  test("the live tail streams journal rows as server-sent events with their cursors, resuming after Last-Event-ID", async () => {
-    const r = await start({ seed: async (h) => void (await enqueueJson(h, "demo", "first", { n: 1 })) });
-    const read = async (headers: Record<string, string>) => {
-      const ctl = new AbortController();
-      const res = await fetch(`${r.base}/live/events?since=0`, {
-        headers: { ...cookie(r), ...headers },
-        signal: ctl.signal,
-      });
-      expect(res.headers.get("content-type")).toStartWith("text/event-stream");
-      const reader = res.body!.getReader();
-      let text = "";
-      // The stream opens with a comment; read on to the first frame with an id.
-      while (!/^id: /m.test(text)) text += new TextDecoder().decode((await reader.read()).value);
-      ctl.abort();
-      return text.slice(text.search(/^id: /m));
-    };
-    const first = await read({});
-    expect(first).toMatch(/^id: 1\ndata: 1 \S+Z event batch \d+ demo -> script:demo-log key=first/);
-    await enqueueJson(r.h, "demo", "second", { n: 2 });
-    const rest = await read({ "Last-Event-ID": "1" });
-    expect(rest).not.toContain("key=first");
-    expect(rest).toContain("key=second");
-  });
+  test(
+    "the live tail streams journal rows as server-sent events with their cursors, resuming after " + "Last-Event-ID",
+    async () => {
+      const r = await start({ seed: async (h) => void (await enqueueJson(h, "demo", "first", { n: 1 })) });
+      const read = async (headers: Record<string, string>) => {
+        const ctl = new AbortController();
+        const res = await fetch(`${r.base}/live/events?since=0`, {
+          headers: { ...cookie(r), ...headers },
+          signal: ctl.signal,
+        });
+        expect(res.headers.get("content-type")).toStartWith("text/event-stream");
+        const reader = res.body!.getReader();
+        let text = "";
+        // The stream opens with a comment; read on to the first frame with an id.
+        while (!/^id: /m.test(text)) text += new TextDecoder().decode((await reader.read()).value);
+        ctl.abort();
+        return text.slice(text.search(/^id: /m));
+      };
+      const first = await read({});
+      expect(first).toMatch(/^id: 1\ndata: 1 \S+Z event batch \d+ demo -> script:demo-log key=first/);
+      await enqueueJson(r.h, "demo", "second", { n: 2 });
+      const rest = await read({ "Last-Event-ID": "1" });
+      expect(rest).not.toContain("key=first");
+      expect(rest).toContain("key=second");
+    },
+  );
 
-  test("sources: scheme, URL, refusals read from the intake's /metrics, quarantine reasons of the last day", async () => {
-    const metrics = new IntakeMetrics();
-    metrics.rejected1("demo", "unverified");
-    metrics.rejected1("demo", "too_large");
-    const intake = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: () => new Response(metrics.render()) });
-    const h = await initHome();
-    appendFileSync(
-      h.config,
-      '\n[sources.signed]\ntemplate = { scheme = "hmac-sha256-hex", header = "X-Sig" }\nsecrets.secret = { env = "NOT_SET_HERE" }\naction = "script:demo-log"\n',
-    );
-    appendFileSync(
-      h.config,
-      `\n[sources.asana]\ntemplate = { scheme = "hmac-sha256-hex", header = "X-Hook-Signature", learn = "header:X-Hook-Secret", key = "resource.gid", split = "events", dedup = "none" }\nsecrets.secret = { file = "${join(h.home, "asana.secret")}" }\naction = "script:demo-log"\n`,
-    );
-    const loaded = loadConfig({ home: h.home, env: {} });
-    const spool = openSpool(h.db);
-    quarantine(
-      spool,
-      {
-        source: "demo",
-        raw: new TextEncoder().encode("not json"),
-        headers: {},
-        authHeaders: [],
-        url: "/hooks/demo",
-        reason: "not_json",
-      },
-      Date.now() / 1000,
-    );
-    // A poll instance's clock, as the dispatcher keeps it.
-    const t = Date.now() / 1000;
-    stepPoll(spool, { instance: "feed", everyS: 300, jitterS: 0 }, t, { next: () => 0 }, () => {
-      throw new Error("not due yet");
-    });
-    const dash = new Dashboard({
-      listen: "127.0.0.1:0",
-      store: sqliteStores(spool).dashboard(),
-      config: () => loaded.config,
-      home: h.home,
-      dbPath: h.db,
-      now: () => Date.now() / 1000,
-      log: createLogger("dashboard"),
-      intakeAddress: () => `127.0.0.1:${intake.port}`,
-    });
-    await dash.start();
-    try {
-      const token = readFileSync(join(h.home, "dashboard.token"), "utf8").trim();
-      const html = await (
-        await fetch(`http://127.0.0.1:${dash.port}/sources`, {
-          headers: { Cookie: `hookspool_dashboard_${dash.port}=${sessionOf(token)}` },
-        })
-      ).text();
-      const row = (name: string) =>
-        /<tr>(.*?)<\/tr>/gs.exec(html.slice(html.indexOf(`<td>${name}</td>`) - 4))?.[1] ?? "";
-      expect(row("demo")).toContain("<td>1 too_large, 1 unverified</td>");
-      expect(row("demo")).toContain("<td>1 not_json</td>");
-      expect(row("signed")).toContain("<td>hmac-sha256-hex</td>");
-      expect(row("signed")).toContain(`<code>http://${loaded.config.intake.listen}/hooks/signed</code>`);
-      expect(row("signed")).toContain("<td>none</td>");
-      expect(row("asana")).toContain("<td>hmac-sha256-hex (no secret yet: hookspool source arm)</td>");
-      const polls = html.slice(html.indexOf("<h2>Polls</h2>"));
-      expect(polls).toMatch(
-        /<td>feed<\/td><td>-<\/td><td>\S+Z <span class="muted">\(in -?\d+(\.\d)? s\)<\/span><\/td><td>-<\/td><td>-<\/td><td>-<\/td><td>0<\/td>/,
+  test(
+    "sources: scheme, URL, refusals read from the intake's /metrics, quarantine reasons of the " + "last day",
+    async () => {
+      const metrics = new IntakeMetrics();
+      metrics.rejected1("demo", "unverified");
+      metrics.rejected1("demo", "too_large");
+      const intake = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: () => new Response(metrics.render()) });
+      const h = await initHome();
+      appendFileSync(
+        h.config,
+        '\n[sources.signed]\ntemplate = { scheme = "hmac-sha256-hex", header = "X-Sig" }\n' +
+          'secrets.secret = { env = "NOT_SET_HERE" }\naction = "script:demo-log"\n',
       );
-    } finally {
-      await dash.stop();
-      spool.close();
-      intake.stop(true);
-    }
-  });
+      appendFileSync(
+        h.config,
+        `\n[sources.asana]\ntemplate = { scheme = "hmac-sha256-hex", header = "X-Hook-Signature", learn ` +
+          `= "header:X-Hook-Secret", key = "resource.gid", split = "events", dedup = "none" }\n` +
+          `secrets.secret = { file = "${join(h.home, "asana.secret")}" }\naction = "script:demo-log"\n`,
+      );
+      const loaded = loadConfig({ home: h.home, env: {} });
+      const spool = openSpool(h.db);
+      quarantine(
+        spool,
+        {
+          source: "demo",
+          raw: new TextEncoder().encode("not json"),
+          headers: {},
+          authHeaders: [],
+          url: "/hooks/demo",
+          reason: "not_json",
+        },
+        Date.now() / 1000,
+      );
+      // A poll instance's clock, as the dispatcher keeps it.
+      const t = Date.now() / 1000;
+      stepPoll(spool, { instance: "feed", everyS: 300, jitterS: 0 }, t, { next: () => 0 }, () => {
+        throw new Error("not due yet");
+      });
+      const dash = new Dashboard({
+        listen: "127.0.0.1:0",
+        store: sqliteStores(spool).dashboard(),
+        config: () => loaded.config,
+        home: h.home,
+        dbPath: h.db,
+        now: () => Date.now() / 1000,
+        log: createLogger("dashboard"),
+        intakeAddress: () => `127.0.0.1:${intake.port}`,
+      });
+      await dash.start();
+      try {
+        const token = readFileSync(join(h.home, "dashboard.token"), "utf8").trim();
+        const html = await (
+          await fetch(`http://127.0.0.1:${dash.port}/sources`, {
+            headers: { Cookie: `hookspool_dashboard_${dash.port}=${sessionOf(token)}` },
+          })
+        ).text();
+        const row = (name: string) =>
+          /<tr>(.*?)<\/tr>/gs.exec(html.slice(html.indexOf(`<td>${name}</td>`) - 4))?.[1] ?? "";
+        expect(row("demo")).toContain("<td>1 too_large, 1 unverified</td>");
+        expect(row("demo")).toContain("<td>1 not_json</td>");
+        expect(row("signed")).toContain("<td>hmac-sha256-hex</td>");
+        expect(row("signed")).toContain(`<code>http://${loaded.config.intake.listen}/hooks/signed</code>`);
+        expect(row("signed")).toContain("<td>none</td>");
+        expect(row("asana")).toContain("<td>hmac-sha256-hex (no secret yet: hookspool source arm)</td>");
+        const polls = html.slice(html.indexOf("<h2>Polls</h2>"));
+        expect(polls).toMatch(
+          // long-line: one table row as a regular expression; split, it would no longer read as the row
+          /<td>feed<\/td><td>-<\/td><td>\S+Z <span class="muted">\(in -?\d+(\.\d)? s\)<\/span><\/td><td>-<\/td><td>-<\/td><td>-<\/td><td>0<\/td>/,
+        );
+      } finally {
+        await dash.stop();
+        spool.close();
+        intake.stop(true);
+      }
+    },
+  );
 });
 
 describe("the intake's own figures", () => {
@@ -553,63 +566,69 @@ describe("the intake's own figures", () => {
     expect(ackSeries(samples, 0, 60, 3)).toEqual({ p50: [0.001, 0.5, null], p99: [0.001, 0.5, null] });
   });
 
-  test("the charts read the health line's histogram: answers before the first sample count from the intake's start", () => {
-    const m = new IntakeMetrics(100);
-    for (let i = 0; i < 5; i++) m.acked(0.0008);
-    const view = parseIntakeMetrics(m.render());
-    expect(view.startedAt).toBe(100);
-    // No sample of the dashboard's yet: the intake started at 100, the page is made at 130.
-    expect(ackSeries(ackReadings([], view, 130), 0, 60, 3)).toEqual({
-      p50: [null, null, 0.001],
-      p99: [null, null, 0.001],
-    });
-    // A sample from before a restart (counts higher than now) is not taken for a difference.
-    const old = [{ at: 50, buckets: view.ackBuckets.map((b) => ({ le: b.le, n: b.n + 40 })) }];
-    expect(ackSeries(ackReadings(old, view, 130), 0, 60, 3)).toEqual({
-      p50: [null, null, 0.001],
-      p99: [null, null, 0.001],
-    });
-    expect(ackReadings([], null, 130)).toEqual([]);
-  });
+  test(
+    "the charts read the health line's histogram: answers before the first sample count from the " + "intake's start",
+    () => {
+      const m = new IntakeMetrics(100);
+      for (let i = 0; i < 5; i++) m.acked(0.0008);
+      const view = parseIntakeMetrics(m.render());
+      expect(view.startedAt).toBe(100);
+      // No sample of the dashboard's yet: the intake started at 100, the page is made at 130.
+      expect(ackSeries(ackReadings([], view, 130), 0, 60, 3)).toEqual({
+        p50: [null, null, 0.001],
+        p99: [null, null, 0.001],
+      });
+      // A sample from before a restart (counts higher than now) is not taken for a difference.
+      const old = [{ at: 50, buckets: view.ackBuckets.map((b) => ({ le: b.le, n: b.n + 40 })) }];
+      expect(ackSeries(ackReadings(old, view, 130), 0, 60, 3)).toEqual({
+        p50: [null, null, 0.001],
+        p99: [null, null, 0.001],
+      });
+      expect(ackReadings([], null, 130)).toEqual([]);
+    },
+  );
 
-  test("on the overview, an intake that has answered shows figures in the health line and the charts alike", async () => {
-    const metrics = new IntakeMetrics(Date.now() / 1000 - 5);
-    for (let i = 0; i < 3; i++) metrics.acked(0.003);
-    const intake = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: () => new Response(metrics.render()) });
-    const h = await initHome();
-    const loaded = loadConfig({ home: h.home, env: {} });
-    const spool = openSpool(h.db);
-    // The minute's sampler never runs in this test: the page alone must agree with itself.
-    const dash = new Dashboard({
-      listen: "127.0.0.1:0",
-      store: sqliteStores(spool).dashboard(),
-      config: () => loaded.config,
-      home: h.home,
-      dbPath: h.db,
-      now: () => Date.now() / 1000,
-      log: createLogger("dashboard"),
-      intakeAddress: () => `127.0.0.1:${intake.port}`,
-      sampleEveryMs: 3_600_000,
-    });
-    await dash.start();
-    try {
-      const token = readFileSync(join(h.home, "dashboard.token"), "utf8").trim();
-      const html = await (
-        await fetch(`http://127.0.0.1:${dash.port}/`, {
-          headers: { Cookie: `hookspool_dashboard_${dash.port}=${sessionOf(token)}` },
-        })
-      ).text();
-      expect(html).toContain("p50 ≤ 5 ms, p99 ≤ 5 ms over 3 answer(s)");
-      const ack = [
-        ...html.matchAll(
-          /<figcaption>ack latency \(upper bound\), [^<]+<\/figcaption>.*?<p class="muted">([^<]*)<\/p>/gs,
-        ),
-      ].map((m) => m[1]);
-      expect(ack).toEqual(["p50 up to 5 ms, p99 up to 5 ms", "p50 up to 5 ms, p99 up to 5 ms"]);
-    } finally {
-      await dash.stop();
-      spool.close();
-      intake.stop(true);
-    }
-  });
+  test(
+    "on the overview, an intake that has answered shows figures in the health line and the charts " + "alike",
+    async () => {
+      const metrics = new IntakeMetrics(Date.now() / 1000 - 5);
+      for (let i = 0; i < 3; i++) metrics.acked(0.003);
+      const intake = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: () => new Response(metrics.render()) });
+      const h = await initHome();
+      const loaded = loadConfig({ home: h.home, env: {} });
+      const spool = openSpool(h.db);
+      // The minute's sampler never runs in this test: the page alone must agree with itself.
+      const dash = new Dashboard({
+        listen: "127.0.0.1:0",
+        store: sqliteStores(spool).dashboard(),
+        config: () => loaded.config,
+        home: h.home,
+        dbPath: h.db,
+        now: () => Date.now() / 1000,
+        log: createLogger("dashboard"),
+        intakeAddress: () => `127.0.0.1:${intake.port}`,
+        sampleEveryMs: 3_600_000,
+      });
+      await dash.start();
+      try {
+        const token = readFileSync(join(h.home, "dashboard.token"), "utf8").trim();
+        const html = await (
+          await fetch(`http://127.0.0.1:${dash.port}/`, {
+            headers: { Cookie: `hookspool_dashboard_${dash.port}=${sessionOf(token)}` },
+          })
+        ).text();
+        expect(html).toContain("p50 ≤ 5 ms, p99 ≤ 5 ms over 3 answer(s)");
+        const ack = [
+          ...html.matchAll(
+            /<figcaption>ack latency \(upper bound\), [^<]+<\/figcaption>.*?<p class="muted">([^<]*)<\/p>/gs,
+          ),
+        ].map((m) => m[1]);
+        expect(ack).toEqual(["p50 up to 5 ms, p99 up to 5 ms", "p50 up to 5 ms, p99 up to 5 ms"]);
+      } finally {
+        await dash.stop();
+        spool.close();
+        intake.stop(true);
+      }
+    },
+  );
 });
