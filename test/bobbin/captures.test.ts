@@ -6,7 +6,8 @@ describe("parseKit", () => {
   test("now, the instance, the secrets, and what a code source declares", () => {
     expect(
       parseKit(
-        'now = 1714564800\ntimestamped = true\nbody_signed = false\n[instance]\nname = "acme"\nsettings = { a = 1 }\n[secrets]\nsecret = "kit-test"\n',
+        'now = 1714564800\ntimestamped = true\nbody_signed = false\n[instance]\nname = "acme"\n' +
+          'settings = { a = 1 }\n[secrets]\nsecret = "kit-test"\n',
       ),
     ).toEqual({
       now: 1714564800,
@@ -31,7 +32,8 @@ describe("parseCapture", () => {
   test("the expectation lines, and a capture without one", () => {
     const c = parseCapture(
       "c.http",
-      "# expect: 202 quarantined\n# expect-key: k\nPOST /hooks/a HTTP/1.1\nContent-Type: application/json\n\nnot json\n",
+      "# expect: 202 quarantined\n# expect-key: k\nPOST /hooks/a HTTP/1.1\nContent-Type: " +
+        "application/json\n\nnot json\n",
     );
     expect(c.expect).toEqual({ status: 202, word: "quarantined", key: "k", eventType: undefined });
     expect(new TextDecoder().decode(c.request.body)).toBe("not json");

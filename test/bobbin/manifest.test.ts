@@ -107,7 +107,8 @@ describe("keys and shapes", () => {
 
   test("[sweep]: a kind hookspool has, and a declared secret for its token", () => {
     const sweep = (kind: string, secret: string, extra = "") =>
-      `${BASE}\n[secrets.tok]\ndescription = "t"\nrequired = false\n\n[sweep]\nkind = "${kind}"\nsecret = "${secret}"\n${extra}`;
+      `${BASE}\n[secrets.tok]\ndescription = "t"\nrequired = false\n\n[sweep]\nkind = "${kind}"\n` +
+      `secret = "${secret}"\n${extra}`;
     expect(parse(sweep("github-redeliver", "tok")).manifest?.sweep).toEqual({
       kind: "github-redeliver",
       secret: "tok",
@@ -175,7 +176,8 @@ describe("template settings", () => {
   const settingsBobbin = (settings: string, processor = "") =>
     manifestText("acme.hooks", `${processor}\n${settings}`, 'template = "settings"\nspan = "burst"');
   const SCHEME_KEY =
-    '[settings.scheme]\ndescription = "s"\ntype = "string"\nrequired = true\n[settings.key]\ndescription = "k"\ntype = "list"\nrequired = true\n';
+    '[settings.scheme]\ndescription = "s"\ntype = "string"\nrequired = true\n[settings.key]\n' +
+    'description = "k"\ntype = "list"\nrequired = true\n';
 
   test('a "settings" template takes every key from settings, scheme and key among them', () => {
     expect(keysOf(settingsBobbin(SCHEME_KEY))).toEqual([]);

@@ -42,7 +42,8 @@ describe("the registry", () => {
     expect(text).toContain('import * as f3 from "../../bobbins/acme/hooks/source.ts";');
     // A module's text is a literal: the bundler would answer a text import of a .ts with the module.
     expect(text).toContain(
-      '{ dir: "acme/hooks", files: { "README.md": f0, "bobbin.toml": f1, "captures/a.http": f2, "source.ts": "export default {};\\n" }, modules: { "source": f3 } },',
+      '{ dir: "acme/hooks", files: { "README.md": f0, "bobbin.toml": f1, "captures/a.http": f2, ' +
+        '"source.ts": "export default {};\\n" }, modules: { "source": f3 } },',
     );
     writeBobbin(root, "acme/hooks", manifestText("acme.hooks"), { "logo.png": "x" });
     expect(() => generate(root)).toThrow(

@@ -28,7 +28,8 @@ describe("imports", () => {
   });
 
   test("core's plugin API is allowed", () => {
-    const text = `import { constantTimeEqual } from "../../../src/plugin/verify.ts";\nexport const eq = constantTimeEqual;\n`;
+    const text =
+      `import { constantTimeEqual } from "../../../src/plugin/verify.ts";\nexport const eq ` + `= constantTimeEqual;\n`;
     expect(scan(text)).toEqual([]);
   });
 
@@ -72,7 +73,8 @@ describe("imports", () => {
   test("the runtime's pure helpers are allowed under node:, and only there", () => {
     expect(
       messages(
-        `import { join } from "node:path";\nimport { format } from "node:util";\nexport const p = join("a", format("%s", "b"));\n`,
+        `import { join } from "node:path";\nimport { format } from "node:util";\nexport const p = ` +
+          `join("a", format("%s", "b"));\n`,
       ),
     ).toEqual([]);
     expect(messages(`import { join } from "path";\nexport const p = join("a");\n`)).toEqual([
@@ -84,7 +86,9 @@ describe("imports", () => {
     expect(
       scan(`import { readFileSync } from "node:fs";\nexport const t = readFileSync("./a.json", "utf8");\n`),
     ).toEqual([]);
-    const writes = `import * as fs from "node:fs";\nimport { mkdir } from "fs/promises";\nfs.writeFileSync("a", "b");\nawait mkdir("d");\n`;
+    const writes =
+      `import * as fs from "node:fs";\nimport { mkdir } from "fs/promises";\n` +
+      `fs.writeFileSync("a", "b");\nawait mkdir("d");\n`;
     expect(scan(writes).map((p) => [p.line, p.message])).toEqual([
       [3, "uses `writeFileSync` (node:fs is for reading only)"],
       [4, "uses `mkdir` (node:fs is for reading only)"],
@@ -204,7 +208,9 @@ describe("lines", () => {
   });
 
   test("a second import of the same module is reported at its own line", () => {
-    const text = `import type { A } from "smol-toml";\nimport { parse } from "smol-toml";\nexport const x: A | null = null;\nexport { parse };\n`;
+    const text =
+      `import type { A } from "smol-toml";\nimport { parse } from "smol-toml";\nexport ` +
+      `const x: A | null = null;\nexport { parse };\n`;
     expect(lines(text)).toEqual([2]);
   });
 
