@@ -124,7 +124,9 @@ describe("the check fails where it should", () => {
     edit(join(t.partials, "agent-confirm.md"), "with a recent `LAST EVENT`", "with a fresh `LAST EVENT`");
     const [agents] = scan(t).filter((d) => d.where.endsWith("AGENTS.md"));
     expect(agents.drifted.map((m) => m.replace(/:\d+:/, ":N:"))).toEqual([
-      "bobbins/stripe/events/AGENTS.md:N: the agent-confirm region is not what docs/partials/agent-confirm.md gives: edit the partial or the text outside the markers, then run make docs",
+      "bobbins/stripe/events/AGENTS.md:N: the agent-confirm region is not what " +
+        "docs/partials/agent-confirm.md gives: edit the partial or the text outside the markers, then " +
+        "run make docs",
     ]);
     expect(agents.expanded.text).toContain("with a fresh `LAST EVENT`");
   });

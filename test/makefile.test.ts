@@ -18,7 +18,8 @@ test("make build runs the build once, and again only after a source changes", ()
   // The stand-in build: count the runs and leave a binary behind.
   writeFileSync(
     join(dir, "scripts", "build.ts"),
-    `import { appendFileSync, mkdirSync, writeFileSync } from "node:fs";\nmkdirSync("dist", { recursive: true });\nwriteFileSync("dist/hookspool", "");\nappendFileSync("builds", "x");\n`,
+    `import { appendFileSync, mkdirSync, writeFileSync } from "node:fs";\nmkdirSync("dist", { ` +
+      `recursive: true });\nwriteFileSync("dist/hookspool", "");\nappendFileSync("builds", "x");\n`,
   );
   writeFileSync(join(dir, "package.json"), "{}\n");
   writeFileSync(join(dir, "bun.lock"), "\n");
@@ -69,21 +70,25 @@ function recipe(makefile: string, target: string): string[] {
     .filter(Boolean);
 }
 
-test("`bun run test` runs what `make test` runs: the bobbin registry, the type check, the lint and the format check, then the quick tests", () => {
-  const root = join(import.meta.dir, "..");
-  const makefile = readFileSync(join(root, "Makefile"), "utf8");
-  const commands = recipe(makefile, "test");
-  expect(commands).toEqual([
-    "bun scripts/gen-bobbins.ts",
-    "tsc --noEmit -p .",
-    "biome ci",
-    "bun scripts/wrap-comments.ts --check src test scripts bobbins",
-    "bun scripts/run-tests.ts run fast",
-  ]);
-  const pkg = JSON.parse(readFileSync(join(root, "package.json"), "utf8"));
-  expect(pkg.scripts.test).toBe(commands.join(" && "));
-  expect(recipe(makefile, "lint")).toEqual(["biome lint"]);
-});
+test(
+  "`bun run test` runs what `make test` runs: the bobbin registry, the type check, the lint and " +
+    "the format check, then the quick tests",
+  () => {
+    const root = join(import.meta.dir, "..");
+    const makefile = readFileSync(join(root, "Makefile"), "utf8");
+    const commands = recipe(makefile, "test");
+    expect(commands).toEqual([
+      "bun scripts/gen-bobbins.ts",
+      "tsc --noEmit -p .",
+      "biome ci",
+      "bun scripts/wrap-comments.ts --check src test scripts bobbins",
+      "bun scripts/run-tests.ts run fast",
+    ]);
+    const pkg = JSON.parse(readFileSync(join(root, "package.json"), "utf8"));
+    expect(pkg.scripts.test).toBe(commands.join(" && "));
+    expect(recipe(makefile, "lint")).toEqual(["biome lint"]);
+  },
+);
 
 test("`make test-all` (and `bun run test:all`) runs what `make test` runs, then every test file", () => {
   const root = join(import.meta.dir, "..");
