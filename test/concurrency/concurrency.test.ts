@@ -26,7 +26,8 @@ const IN_SECRET = `in-${SECRET_SENTINEL}`;
 const OUT_SECRET = `whsec_${Buffer.from(`out-${SECRET_SENTINEL}`).toString("base64")}`;
 
 function config(home: string, receiverPort: number): string {
-  return `[intake]
+  return (
+    `[intake]
 listen = "127.0.0.1:0"
 
 [dispatch]
@@ -38,7 +39,8 @@ backoff_base_s = 0.1
 backoff_cap_s = 0.5
 
 [sources.load]
-template = { scheme = "hmac-sha256-hex", header = "X-Sig", prefix = "sha256=", key = "key", event_type = "type", dedup = "id" }
+template = { scheme = "hmac-sha256-hex", header = "X-Sig", prefix = "sha256=", key = "key", ` +
+    `event_type = "type", dedup = "id" }
 secrets.secret = { file = "${join(home, "in-secret")}" }
 quiet_s = 0.3
 max_s = 1
@@ -54,7 +56,8 @@ allow_insecure = true
 secret = { file = "${join(home, "out-secret")}" }
 timeout_s = 5
 max_inflight = 4
-`;
+`
+  );
 }
 
 interface Doc {
@@ -80,7 +83,8 @@ interface BatchRow {
   content_hash: string | null;
 }
 
-test("4 senders x 1,000 requests, one intake and one dispatcher: every acked event once, in order, bounded", async () => {
+test("4 senders x 1,000 requests, one intake and one dispatcher: every acked event once, in order, " +
+  "bounded", async () => {
   const t0 = performance.now();
   const mark = (label: string) => `${label} ${((performance.now() - t0) / 1000).toFixed(2)}s`;
   const timings: string[] = [];
@@ -269,7 +273,8 @@ test("4 senders x 1,000 requests, one intake and one dispatcher: every acked eve
           const before = lastSeq.get(e.sender);
           if (before && e.seq <= before.seq)
             problems.push(
-              `key ${key}: event ${e.id} (seq ${e.seq}, batch ${r.doc.batch_id}) after ${before.id} (seq ${before.seq}, batch ${before.batch})`,
+              `key ${key}: event ${e.id} (seq ${e.seq}, batch ${r.doc.batch_id}) ` +
+                `after ${before.id} (seq ${before.seq}, batch ${before.batch})`,
             );
           lastSeq.set(e.sender, { seq: e.seq, id: e.id, batch: r.doc.batch_id });
         });
@@ -340,7 +345,8 @@ test("4 senders x 1,000 requests, one intake and one dispatcher: every acked eve
     }
     timings.push(mark("done"));
     console.info(
-      `concurrency: ${rows.length} batches, ${batchOf.size} events, max in flight ${maxInflight}; ${timings.join(", ")}`,
+      `concurrency: ${rows.length} batches, ${batchOf.size} events, max in ` +
+        `flight ${maxInflight}; ${timings.join(", ")}`,
     );
   } finally {
     spool.current?.close();

@@ -45,7 +45,8 @@ afterAll(async () => {
 });
 
 function config(home: string, receiverPort: number): string {
-  return `[spool]
+  return (
+    `[spool]
 backend = "postgres"
 url = { env = "HOOKSPOOL_PG_URL" }
 pool = 4
@@ -62,7 +63,8 @@ backoff_base_s = 0.1
 backoff_cap_s = 0.5
 
 [sources.load]
-template = { scheme = "hmac-sha256-hex", header = "X-Sig", prefix = "sha256=", key = "key", event_type = "type", dedup = "id" }
+template = { scheme = "hmac-sha256-hex", header = "X-Sig", prefix = "sha256=", key = "key", ` +
+    `event_type = "type", dedup = "id" }
 secrets.secret = { file = "${join(home, "in-secret")}" }
 quiet_s = 0.3
 max_s = 1
@@ -78,11 +80,13 @@ allow_insecure = true
 secret = { file = "${join(home, "out-secret")}" }
 timeout_s = 2
 max_inflight = 4
-`;
+`
+  );
 }
 
 test.skipIf(!PG_BIN)(
-  "two intakes and two dispatchers on one PostgreSQL database, one dispatcher killed: every acked event once, in order per key",
+  "two intakes and two dispatchers on one PostgreSQL database, one dispatcher killed: every acked " +
+    "event once, in order per key",
   async () => {
     const pgServer = server as PgServer;
     await pgServer.createDatabase("scaleout");
@@ -284,7 +288,8 @@ test.skipIf(!PG_BIN)(
         expect(s.stderr().includes(pgServer.socketDir), "a log line carries the database URL").toBe(false);
       }
       console.info(
-        `scale-out: ${byBatch.size} batches, ${batchOf.size} events, batch ${held} recovered from the killed dispatcher`,
+        `scale-out: ${byBatch.size} batches, ${batchOf.size} events, batch ${held} recovered from the ` +
+          `killed dispatcher`,
       );
     } finally {
       for (const p of senders) if (p.exitCode === null && !p.signalCode) p.kill("SIGKILL");
