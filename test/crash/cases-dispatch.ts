@@ -185,7 +185,8 @@ export const killedInMark: CrashCase = {
     expect(done.state, `batch ${batch}`).toBe("delivered");
     const emitted = s.db
       .query(
-        "SELECT e.id, e.batch_id, b.key, e.received_at FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.source = 'emitted'",
+        "SELECT e.id, e.batch_id, b.key, e.received_at FROM events e JOIN batches b ON b.id = " +
+          "e.batch_id WHERE e.source = 'emitted'",
       )
       .all() as { id: number; batch_id: number; key: string; received_at: number }[];
     expect(

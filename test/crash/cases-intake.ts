@@ -159,7 +159,8 @@ export const killedInQuarantine: CrashCase = {
     );
     const q = s.db
       .query(
-        "SELECT b.id, b.state, e.raw FROM batches b JOIN events e ON e.batch_id = b.id WHERE b.destination = 'quarantine'",
+        "SELECT b.id, b.state, e.raw FROM batches b JOIN events e ON e.batch_id = b.id WHERE " +
+          "b.destination = 'quarantine'",
       )
       .all() as { id: number; state: string; raw: Uint8Array }[];
     expect(q.length, "exactly one quarantine batch (the retry's)").toBe(1);
@@ -182,7 +183,9 @@ export const killedInQuarantine: CrashCase = {
  * answered, none is stored, and each sender's retry is queued and delivered once.
  */
 export const killedInGroup: CrashCase = {
-  name: "a group of concurrent requests killed before its COMMIT: no 2xx to any, nothing stored; every retry delivered once",
+  name:
+    "a group of concurrent requests killed before its COMMIT: no 2xx to any, nothing stored; " +
+    "every retry delivered once",
   async run(s: Scene) {
     const hooks = Array.from({ length: 8 }, (_, i) =>
       hook("demo", { topic: `g${i}`, type: "push", n: i }, `evt-group-${i}`),

@@ -18,7 +18,8 @@ export interface AttemptRow {
 export function attemptsOf(s: Scene, batchId: number): AttemptRow[] {
   return s.db
     .query(
-      "SELECT id, n, outcome, error, counted, finished_at, started_at, delivery_id FROM attempts WHERE batch_id = ? ORDER BY id",
+      "SELECT id, n, outcome, error, counted, finished_at, started_at, delivery_id FROM attempts " +
+        "WHERE batch_id = ? ORDER BY id",
     )
     .all(batchId) as AttemptRow[];
 }

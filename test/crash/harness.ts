@@ -72,12 +72,14 @@ export default {
 }
 
 /** A script destination: keeps each document it is given with its delivery id, then emits one event. */
-const WORKER = `#!/bin/sh
+const WORKER =
+  `#!/bin/sh
 out="$RUNS/$(date +%s%N)-$$.json"
 printf '{"env_delivery_id":"%s","doc":' "$HOOKSPOOL_DELIVERY_ID" > "$out"
 cat >> "$out"
 printf '}' >> "$out"
-printf '{"enqueue": {"source": "emitted", "key": "followup-%s", "event_type": "followup", "payload": {"from_batch": %s}}}\\n' "$HOOKSPOOL_BATCH_ID" "$HOOKSPOOL_BATCH_ID"
+printf '{"enqueue": {"source": "emitted", "key": "followup-%s", "event_type": "followup", "payload": ` +
+  `{"from_batch": %s}}}\\n' "$HOOKSPOOL_BATCH_ID" "$HOOKSPOOL_BATCH_ID"
 `;
 
 /**
@@ -99,7 +101,8 @@ function writeHome(home: string, port: number): void {
   const bobbins = join(home, "bobbins-private");
   writeTallyBobbin(bobbins);
   const template = (dedup: boolean) =>
-    `template = { scheme = "hmac-sha256-hex", header = "X-Sig", prefix = "sha256=", key = "topic", event_type = "type"${dedup ? `, dedup = "header:X-Id"` : ""} }
+    `template = { scheme = "hmac-sha256-hex", header = "X-Sig", prefix = "sha256=", key = "topic", ` +
+    `event_type = "type"${dedup ? `, dedup = "header:X-Id"` : ""} }
 secrets.secret = { file = "${secretFile}" }`;
   const http = (name: string, path: string) => `[destinations.${name}]
 type = "http"
@@ -261,7 +264,8 @@ export class Scene {
     await within(hs.exited, 15_000, `hookspool to be killed at ${point}`);
     if (hs.proc.signalCode !== "SIGKILL") {
       throw new Error(
-        `hookspool should have died of SIGKILL at ${point}; it exited with ${hs.proc.exitCode ?? hs.proc.signalCode}: ${hs.stderr().slice(-400)}`,
+        `hookspool should have died of SIGKILL at ${point}; it exited ` +
+          `with ${hs.proc.exitCode ?? hs.proc.signalCode}: ${hs.stderr().slice(-400)}`,
       );
     }
   }

@@ -37,7 +37,8 @@ afterAll(async () => {
 });
 
 function config(home: string, receiverPort: number): string {
-  return `[spool]
+  return (
+    `[spool]
 backend = "postgres"
 url = { env = "HOOKSPOOL_PG_URL" }
 pool = 3
@@ -54,7 +55,8 @@ backoff_base_s = 0.1
 backoff_cap_s = 0.5
 
 [sources.load]
-template = { scheme = "hmac-sha256-hex", header = "X-Sig", prefix = "sha256=", key = "key", event_type = "type", dedup = "id" }
+template = { scheme = "hmac-sha256-hex", header = "X-Sig", prefix = "sha256=", key = "key", ` +
+    `event_type = "type", dedup = "id" }
 secrets.secret = { file = "${join(home, "in-secret")}" }
 quiet_s = 0.2
 max_s = 0.5
@@ -68,7 +70,8 @@ allow_insecure = true
 unsigned = true
 timeout_s = 2
 max_inflight = 4
-`;
+`
+  );
 }
 
 /** One request through the "load balancer": each intake in turn until one acks, a few rounds. */
@@ -219,7 +222,8 @@ const SCENARIOS: [string, string, string][] = [
 ];
 
 test.skipIf(!PG_BIN)(
-  "crash points on PostgreSQL, two intakes and two dispatchers: nothing acked is lost, nothing delivered twice with two contents, order per key holds",
+  "crash points on PostgreSQL, two intakes and two dispatchers: nothing acked is lost, nothing " +
+    "delivered twice with two contents, order per key holds",
   async () => {
     const pg = server as PgServer;
     // Every scenario to its end (its processes stopped) before the test ends, even when one fails.
