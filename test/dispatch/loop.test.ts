@@ -234,10 +234,7 @@ onBothWorlds((open, backend) => {
       });
     });
 
-    // PG differs: its tick's recoverLeases (recoverExpiredPg) ignores the dispatcher's own live
-    // workers: once now_eff is past lease_until it takes the live worker's lease and the same tick
-    // claims the batch again (a second delivery while the first is in flight); SQLite's leaves it.
-    test.skipIf(backend === "postgres")(
+    test(
       "a result that arrives after the lease was lost is discarded; the tick never recovers a live worker's lease",
       async () => {
         const a = fakeDestination("hermes:a");

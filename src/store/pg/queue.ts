@@ -296,14 +296,21 @@ export async function claimPg(
 /**
  * Leases whose lease_until has passed -> retry, due now, uncounted, 'lease expired'. Any
  * dispatcher may run it: a live owner renews nothing, but its lease_until is its deadline plus
- * grace, so a lease still running is never taken. Returns the recovered ids.
+ * grace, so a lease still running is never taken. `live`: the owners this dispatcher knows are
+ * still delivering (its own workers), whose leases it never takes even past lease_until (after
+ * a clock step, say), as SQLite's recovery does. Returns the recovered ids.
  */
-export async function recoverExpiredPg(spool: PgSpool, now: number): Promise<number[]> {
+export async function recoverExpiredPg(
+  spool: PgSpool,
+  now: number,
+  live: ReadonlySet<string> = new Set(),
+): Promise<number[]> {
   return spool.sql.begin(async (tx) => {
     const rows = (await tx`UPDATE batches
         SET state = 'retry', next_attempt_at = ${now}, lease_until = NULL, lease_owner = NULL,
           last_error = 'lease expired'
-        WHERE id IN (SELECT id FROM batches WHERE state = 'leased' AND lease_until < ${now} FOR UPDATE SKIP LOCKED)
+        WHERE id IN (SELECT id FROM batches WHERE state = 'leased' AND lease_until < ${now}
+          AND NOT (lease_owner = ANY(${[...live]}::text[])) FOR UPDATE SKIP LOCKED)
           RETURNING id`) as {
       id: string;
     }[];

@@ -186,7 +186,7 @@ export async function pgDispatchStore(spool: PgSpool, holder: string): Promise<D
     stepPoll: (plan, now, rng, tick) => stepPollPg(spool, plan, now, rng, tick),
     sealReady: (now, keyBudgets) => sealReadyPg(spool, now, keyBudgets),
     // Other dispatchers may be live: only a lease past its lease_until is a dead owner's.
-    recoverLeases: (o) => recoverExpiredPg(spool, o.now),
+    recoverLeases: (o) => recoverExpiredPg(spool, o.now, o.live),
     writeHeartbeat: (nowEff, host, pid, caught) => writeHeartbeatPg(spool, beatId(host, pid), nowEff, caught),
     candidates: (now, perDestination) => candidatesPg(spool, now, perDestination),
     destinationState: (name) => destinationStatePg(spool, name),
