@@ -181,29 +181,32 @@ describe("each row fails on its defect", () => {
     );
   });
 
-  test("captures: an expectation that does not hold, a real-looking address, a secret that is not a test value", async () => {
-    const { dir } = widgets();
-    edit(dir, "captures/accepted.http", (t) => t.replace(/^# expect-key: .*$/m, "# expect-key: not-the-key"));
-    edit(dir, "captures/rejected.http", (t) =>
-      t.replace(/^# expect: .*$/m, "# expect: 401\n# from jane.doe@gmail.com"),
-    );
-    const kit = readFileSync(join(dir, "captures/kit.toml"), "utf8");
-    edit(dir, "captures/kit.toml", (t) => t.replace(/^secret = "[^"]*"/m, 'secret = "s3cr3t-v4lu3"'));
-    const messages = (await rows(dir)).get("captures")?.problems.map((p) => `${p.file}: ${p.message}`) ?? [];
-    expect(messages.some((m) => m.startsWith("captures/rejected.http: holds a real-looking e-mail address ja…"))).toBe(
-      true,
-    );
-    expect(messages.some((m) => /^captures\/kit\.toml: secrets\.\w+ does not look like a test value$/.test(m))).toBe(
-      true,
-    );
-    // With those put right, the captures are sent, and the accepted one's key is not what it says.
-    writeFileSync(join(dir, "captures/kit.toml"), kit);
-    edit(dir, "captures/rejected.http", (t) => t.replace("# from jane.doe@gmail.com\n", ""));
-    const sent = (await rows(dir)).get("captures")?.problems.map((p) => `${p.file}: ${p.message}`) ?? [];
-    expect(sent).toEqual([
-      expect.stringMatching(/^captures\/accepted\.http: queued under key "[^"]+", # expect-key: says "not-the-key"$/),
-    ]);
-  });
+  test(
+    "captures: an expectation that does not hold, a real-looking address, a secret that is not a " + "test value",
+    async () => {
+      const { dir } = widgets();
+      edit(dir, "captures/accepted.http", (t) => t.replace(/^# expect-key: .*$/m, "# expect-key: not-the-key"));
+      edit(dir, "captures/rejected.http", (t) =>
+        t.replace(/^# expect: .*$/m, "# expect: 401\n# from jane.doe@gmail.com"),
+      );
+      const kit = readFileSync(join(dir, "captures/kit.toml"), "utf8");
+      edit(dir, "captures/kit.toml", (t) => t.replace(/^secret = "[^"]*"/m, 'secret = "s3cr3t-v4lu3"'));
+      const messages = (await rows(dir)).get("captures")?.problems.map((p) => `${p.file}: ${p.message}`) ?? [];
+      expect(
+        messages.some((m) => m.startsWith("captures/rejected.http: holds a real-looking e-mail address ja…")),
+      ).toBe(true);
+      expect(messages.some((m) => /^captures\/kit\.toml: secrets\.\w+ does not look like a test value$/.test(m))).toBe(
+        true,
+      );
+      // With those put right, the captures are sent, and the accepted one's key is not what it says.
+      writeFileSync(join(dir, "captures/kit.toml"), kit);
+      edit(dir, "captures/rejected.http", (t) => t.replace("# from jane.doe@gmail.com\n", ""));
+      const sent = (await rows(dir)).get("captures")?.problems.map((p) => `${p.file}: ${p.message}`) ?? [];
+      expect(sent).toEqual([
+        expect.stringMatching(/^captures\/accepted\.http: queued under key "[^"]+", # expect-key: says "not-the-key"$/),
+      ]);
+    },
+  );
 
   test("captures: a JWT is a credential as a bearer token, not as a signature header", async () => {
     const { dir } = widgets();
@@ -221,7 +224,8 @@ describe("each row fails on its defect", () => {
     edit(dir, "bobbin.toml", (t) => t.replace(/^template = .*$/m, 'module = "source"'));
     writeFileSync(
       join(dir, "source.ts"),
-      'export default {\n  secrets: ["secret"],\n  authHeaders: ["X-Kaneo-Signature"],\n  verify: () => true,\n  key: () => "k",\n};\n',
+      'export default {\n  secrets: ["secret"],\n  authHeaders: ["X-Kaneo-Signature"],\n  verify: () ' +
+        '=> true,\n  key: () => "k",\n};\n',
     );
     const r = await rows(dir);
     expect(r.get("source-kit")?.problems.map((p) => p.message)).toContain(
@@ -230,29 +234,36 @@ describe("each row fails on its defect", () => {
     expect(r.get("tests")?.problems.map((p) => p.message)).toEqual(["a bobbin with code has no tests of its own"]);
   });
 
-  test("tests: a private bobbin's own tests run, with the plugin API importable; a failing one fails the row", async () => {
-    const { dir } = widgets();
-    edit(dir, "bobbin.toml", (t) => t.replace(/^template = .*$/m, 'module = "source"'));
-    writeFileSync(
-      join(dir, "source.ts"),
-      'import { defineSource, hmacPrefixedWhy } from "hookspool/plugin";\n\nexport default defineSource({\n  secrets: ["secret"],\n  authHeaders: ["X-Kaneo-Signature"],\n  verify: (req, secrets) => hmacPrefixedWhy(req.header("X-Kaneo-Signature"), "", secrets.get("secret"), req.body, { algorithm: "sha256", encoding: "hex" }) ?? true,\n  key: () => "k",\n});\n',
-    );
-    mkdirSync(join(dir, "tests"));
-    const test = (body: string) =>
+  test(
+    "tests: a private bobbin's own tests run, with the plugin API importable; a failing one fails " + "the row",
+    async () => {
+      const { dir } = widgets();
+      edit(dir, "bobbin.toml", (t) => t.replace(/^template = .*$/m, 'module = "source"'));
       writeFileSync(
-        join(dir, "tests", "source.test.ts"),
-        `import { expect, test } from "bun:test";\nimport source from "../source.ts";\n\ntest("the key", () => {\n  expect(source.key({}, {} as never)).toBe(${body});\n});\n`,
+        join(dir, "source.ts"),
+        'import { defineSource, hmacPrefixedWhy } from "hookspool/plugin";\n\nexport default ' +
+          'defineSource({\n  secrets: ["secret"],\n  authHeaders: ["X-Kaneo-Signature"],\n  verify: (req, ' +
+          'secrets) => hmacPrefixedWhy(req.header("X-Kaneo-Signature"), "", secrets.get("secret"), ' +
+          'req.body, { algorithm: "sha256", encoding: "hex" }) ?? true,\n  key: () => "k",\n});\n',
       );
-    test('"k"');
-    expect((await rows(dir)).get("tests")).toMatchObject({ outcome: "pass", note: "tests/source.test.ts" });
-    test('"other"');
-    expect((await rows(dir)).get("tests")?.problems.map((p) => p.message)).toEqual([
-      "1 fail (bun test exited 1); first: the key",
-    ]);
-    expect(
-      (await checkBobbin(subjectFromDir(dir), { runTests: false })).rows.find((r) => r.name === "tests"),
-    ).toMatchObject({ outcome: "skip", note: "tests/source.test.ts: not run (--no-tests)" });
-  });
+      mkdirSync(join(dir, "tests"));
+      const test = (body: string) =>
+        writeFileSync(
+          join(dir, "tests", "source.test.ts"),
+          `import { expect, test } from "bun:test";\nimport source from "../source.ts";\n\ntest("the ` +
+            `key", () => {\n  expect(source.key({}, {} as never)).toBe(${body});\n});\n`,
+        );
+      test('"k"');
+      expect((await rows(dir)).get("tests")).toMatchObject({ outcome: "pass", note: "tests/source.test.ts" });
+      test('"other"');
+      expect((await rows(dir)).get("tests")?.problems.map((p) => p.message)).toEqual([
+        "1 fail (bun test exited 1); first: the key",
+      ]);
+      expect(
+        (await checkBobbin(subjectFromDir(dir), { runTests: false })).rows.find((r) => r.name === "tests"),
+      ).toMatchObject({ outcome: "skip", note: "tests/source.test.ts: not run (--no-tests)" });
+    },
+  );
 
   test("processor: run twice under one batch id; an undeclared output, or a failure, is named", async () => {
     const { dir } = widgets();
@@ -263,7 +274,9 @@ describe("each row fails on its defect", () => {
         dir,
         "bobbin.toml",
         (t) =>
-          `${t.replace(/\[outputs\.[^\]]+\][^[]*/g, "")}\n[processor]\nmodule = "processor"\nstate = true\n\n[settings.mode]\ndescription = "how the tally behaves"\ntype = "string"\ndefault = "ok"\n\n[outputs.tally]\ndescription = "a count"\n${extra}`,
+          `${t.replace(/\[outputs\.[^\]]+\][^[]*/g, "")}\n[processor]\nmodule = "processor"\nstate = ` +
+          `true\n\n[settings.mode]\ndescription = "how the tally behaves"\ntype = "string"\ndefault = ` +
+          `"ok"\n\n[outputs.tally]\ndescription = "a count"\n${extra}`,
       );
     outputs("");
     const undeclared = (await rows(dir)).get("processor");

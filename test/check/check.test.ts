@@ -52,15 +52,18 @@ function newHome(opts: { db?: boolean } = {}): Home {
 /** A source and a script destination that pass every rule. */
 function base(h: Home): string {
   const secret = h.file("secrets/github", `${SENTINEL}\n`);
-  return `
+  return (
+    `
 [sources.github]
-template = { scheme = "hmac-sha256-hex", header = "X-Hub-Signature-256", prefix = "sha256=", key = "repo", attrs = { class = "class" } }
+template = { scheme = "hmac-sha256-hex", header = "X-Hub-Signature-256", prefix = "sha256=", key = ` +
+    `"repo", attrs = { class = "class" } }
 secrets.secret = { file = "${secret}" }
 action = "script:log"
 
 [destinations."script:log"]
 argv = ["/bin/true"]
-`;
+`
+  );
 }
 
 async function check(
@@ -161,7 +164,8 @@ describe("plugins", () => {
     const notPlugin = h.file("plugins/nothing.ts", "export const x = 1;\n", 0o644);
     const ps = await check(
       h,
-      `${base(h)}\n[sources.a]\nmodule = "${broken}"\naction = "script:log"\n[sources.b]\nmodule = "${notPlugin}"\naction = "script:log"\n`,
+      `${base(h)}\n[sources.a]\nmodule = "${broken}"\naction = "script:log"\n[sources.b]\nmodule ` +
+        `= "${notPlugin}"\naction = "script:log"\n`,
     );
     expectProblem(ps, "error", "sources.a.module", "cannot load");
     expectProblem(ps, "error", "sources.b.module", "does not export a source plugin");
@@ -222,30 +226,37 @@ action = "script:log"
     expectProblem(ps, "error", "sources.d.secrets.secret", "is not set in the file");
   });
 
-  test("a secret a source learns from its handshake: no file yet is a warning that says how to arm it, never an error", async () => {
-    const h = newHome();
-    const text = `${base(h)}
+  test(
+    "a secret a source learns from its handshake: no file yet is a warning that says how to arm " +
+      "it, never an error",
+    async () => {
+      const h = newHome();
+      const text =
+        `${base(h)}
 [sources.asana]
-template = { scheme = "hmac-sha256-hex", header = "X-Hook-Signature", learn = "header:X-Hook-Secret", key = "resource.gid", split = "events", dedup = "none" }
+template = { scheme = "hmac-sha256-hex", header = "X-Hook-Signature", learn = "header:X-Hook-Secret", ` +
+        `key = "resource.gid", split = "events", dedup = "none" }
 secrets.secret = { file = "${join(h.dir, "asana.secret")}" }
 action = "script:log"
 [sources.env]
-template = { scheme = "hmac-sha256-hex", header = "X-Hook-Signature", learn = "header:X-Hook-Secret", key = "resource.gid", split = "events", dedup = "none" }
+template = { scheme = "hmac-sha256-hex", header = "X-Hook-Signature", learn = "header:X-Hook-Secret", ` +
+        `key = "resource.gid", split = "events", dedup = "none" }
 secrets.secret = { env = "HOOKSPOOL_TEST_UNSET" }
 action = "script:log"
 `;
-    const ps = await check(h, text);
-    const p = expectProblem(ps, "warning", "sources.asana.secrets.secret", "no secret learned yet");
-    expect(p.hint).toContain("hookspool source arm asana");
-    expect(ps.filter((x) => x.key === "sources.asana.secrets.secret" && x.level === "error")).toEqual([]);
-    // A learned secret is kept in a file: an env reference cannot be written.
-    expectProblem(
-      ps,
-      "error",
-      "sources.env.secrets.secret",
-      "learns its secret from a handshake and keeps it in a file",
-    );
-  });
+      const ps = await check(h, text);
+      const p = expectProblem(ps, "warning", "sources.asana.secrets.secret", "no secret learned yet");
+      expect(p.hint).toContain("hookspool source arm asana");
+      expect(ps.filter((x) => x.key === "sources.asana.secrets.secret" && x.level === "error")).toEqual([]);
+      // A learned secret is kept in a file: an env reference cannot be written.
+      expectProblem(
+        ps,
+        "error",
+        "sources.env.secrets.secret",
+        "learns its secret from a handshake and keeps it in a file",
+      );
+    },
+  );
 
   test("a secret file readable by group/other is a warning", async () => {
     const h = newHome();
@@ -263,7 +274,10 @@ action = "script:log"
   test("an env_file readable by group is a warning; 0600 is not", async () => {
     const h = newHome();
     const envFile = h.file("secrets/app.env", `TOKEN=${SENTINEL}\n`, 0o640);
-    const text = `${base(h)}\n[sources.d]\ntemplate = { scheme = "static-token", header = "X-Token", key = "k" }\nsecrets.secret = { env_file = "${envFile}", key = "TOKEN" }\naction = "script:log"\n`;
+    const text =
+      `${base(h)}\n[sources.d]\ntemplate = { scheme = "static-token", header = "X-Token", ` +
+      `key = "k" }\nsecrets.secret = { env_file = "${envFile}", key = "TOKEN" }\naction = ` +
+      `"script:log"\n`;
     expectProblem(await check(h, text), "warning", "sources.d.secrets.secret", "readable by group/other");
     chmodSync(envFile, 0o600);
     expect(await check(h, text)).toEqual([]);
@@ -271,7 +285,9 @@ action = "script:log"
 
   test("an env reference resolves, with a note that it does not rotate", async () => {
     const h = newHome();
-    const text = `${base(h)}\n[sources.e]\ntemplate = { scheme = "static-token", header = "X-Token", key = "k" }\nsecrets.secret = { env = "HOOKSPOOL_TEST_TOKEN" }\naction = "script:log"\n`;
+    const text =
+      `${base(h)}\n[sources.e]\ntemplate = { scheme = "static-token", header = "X-Token", ` +
+      `key = "k" }\nsecrets.secret = { env = "HOOKSPOOL_TEST_TOKEN" }\naction = "script:log"\n`;
     const ps = await check(h, text, { env: { HOOKSPOOL_TEST_TOKEN: SENTINEL } });
     expect(errors(ps)).toEqual([]);
     expectProblem(ps, "warning", "sources.e.secrets.secret", "env references do not rotate without a restart");
@@ -280,7 +296,9 @@ action = "script:log"
   test("a destination's secret file is checked for its mode too", async () => {
     const h = newHome();
     const secret = h.file("secrets/audit", `${SENTINEL}\n`, 0o604);
-    const text = `${base(h)}\n[destinations.audit]\ntype = "http"\nurl = "https://example.invalid/hook"\nsecret = { file = "${secret}" }\n`;
+    const text =
+      `${base(h)}\n[destinations.audit]\ntype = "http"\nurl = ` +
+      `"https://example.invalid/hook"\nsecret = { file = "${secret}" }\n`;
     expectProblem(await check(h, text), "warning", "destinations.audit.secret", "readable by group/other");
   });
 });
@@ -306,7 +324,9 @@ destination = "quarantine"
     const h = newHome();
     const ps = await check(h, base(h).replace('action = "script:log"\n', ""));
     expectProblem(ps, "error", "sources.github.action", "nowhere to go");
-    const caught = `${base(h).replace('action = "script:log"\n', "")}\n[[routes]]\nname = "all"\nsource = "github"\ndestination = "script:log"\n`;
+    const caught =
+      `${base(h).replace('action = "script:log"\n', "")}\n[[routes]]\nname = "all"\n` +
+      `source = "github"\ndestination = "script:log"\n`;
     expect(errors(await check(h, caught))).toEqual([]);
   });
 
@@ -419,7 +439,8 @@ describe("tee routes", () => {
 
 describe("windows", () => {
   const http = (cap: number, extra = "") =>
-    `[destinations.web]\ntype = "http"\nurl = "https://example.invalid/hook"\nunsigned = true\nmax_body_bytes = ${cap}\n${extra}`;
+    `[destinations.web]\ntype = "http"\nurl = "https://example.invalid/hook"\nunsigned = true\n` +
+    `max_body_bytes = ${cap}\n${extra}`;
 
   test("quiet_s > max_s is a warning, reported once", async () => {
     const h = newHome();
@@ -441,7 +462,9 @@ describe("windows", () => {
     const h = newHome();
     const inherited = base(h).replace('action = "script:log"', 'action = "web"\nmax_body_bytes = 1000') + http(100000);
     expectProblem(await check(h, inherited), "error", "coalesce.max_bytes", "over 3/4");
-    const own = `${base(h).replace('action = "script:log"', 'action = "web"\nmax_body_bytes = 1000')}[[routes]]\nname = "big"\nsource = "github"\nmax_bytes = 80000\n${http(100000)}`;
+    const own =
+      base(h).replace('action = "script:log"', 'action = "web"\nmax_body_bytes = 1000') +
+      `[[routes]]\nname = "big"\nsource = "github"\nmax_bytes = 80000\n${http(100000)}`;
     const p = expectProblem(await check(h, own), "error", "routes[0].max_bytes", "over 3/4");
     expect(p.hint).toContain("75000");
   });
@@ -504,7 +527,8 @@ describe("windows", () => {
     const h = newHome();
     const ps = await check(
       h,
-      `${base(h).replace('action = "script:log"', 'action = "script:log"\ndedup_window_s = 864000')}\n[retention]\ndelivered_days = 7\n`,
+      base(h).replace('action = "script:log"', 'action = "script:log"\ndedup_window_s = 864000') +
+        "\n[retention]\ndelivered_days = 7\n",
     );
     expect(errors(ps)).toEqual([]);
     expectProblem(ps, "warning", "sources.github.dedup_window_s", "longer than retention.delivered_days");
@@ -519,7 +543,8 @@ describe("Hermes", () => {
     return h;
   }
   const hermes = (h: Home, destinations = "") =>
-    `${base(h).replace('action = "script:log"', 'action = "hermes:github"\nmax_body_bytes = 65536\nspan = "immediate"')}\n[hermes]\nsubscriptions_path = "~/hermes/subs.json"\n${destinations}`;
+    base(h).replace('action = "script:log"', 'action = "hermes:github"\nmax_body_bytes = 65536\nspan = "immediate"') +
+    `\n[hermes]\nsubscriptions_path = "~/hermes/subs.json"\n${destinations}`;
 
   test("a fed route that the gateway's file lacks is an error (the path's ~ is HOME)", async () => {
     const h = hermesHome({ other: { secret: SENTINEL } });
@@ -659,7 +684,8 @@ describe("code loaded by path", () => {
     chownSync(foreign, 4242, 4242);
     const ps = await check(
       h,
-      `${base(h)}\n[sources.d]\nmodule = "plugins/dir.ts"\naction = "script:log"\n[sources.f]\nmodule = "${foreign}"\naction = "script:log"\n`,
+      `${base(h)}\n[sources.d]\nmodule = "plugins/dir.ts"\naction = "script:log"\n[sources.f]\nmodule ` +
+        `= "${foreign}"\naction = "script:log"\n`,
       { uid: 1000 },
     );
     expectProblem(ps, "error", "sources.d.module", "not a regular file");
@@ -766,7 +792,10 @@ test("a bobbin processor's state directory, once it exists, is 0700 and the serv
   const root = join(h.dir, "bobbins");
   writeBobbin(root, "acme/mail", manifestText("acme.mail", '[processor]\nmodule = "processor"\nstate = true\n'));
   const state = join(h.dir, "mail-state");
-  const text = `${base(h)}\n[spool]\nbobbin_path = ["${root}"]\n[bobbins.mail]\nbobbin = "acme.mail"\nsecrets.secret = { file = "${h.file("secrets/mail", "s")}" }\noutputs = { "*" = "hermes:mail" }\nstate_dir = "${state}"\n`;
+  const text =
+    `${base(h)}\n[spool]\nbobbin_path = ["${root}"]\n[bobbins.mail]\nbobbin = "acme.mail"\n` +
+    `secrets.secret = { file = "${h.file("secrets/mail", "s")}" }\noutputs = { "*" = "hermes:mail" }\n` +
+    `state_dir = "${state}"\n`;
   // Not there yet: the first batch creates it, private.
   expect(at(await check(h, text), "bobbins.mail.state_dir")).toEqual([]);
   mkdirSync(state, { mode: 0o755 });
@@ -783,23 +812,28 @@ test("a bobbin processor's state directory, once it exists, is 0700 and the serv
   );
 });
 
-test("a bobbin processor must be there to run: its module a file the owner/mode rule lets the runtime load", async () => {
-  const h = newHome();
-  const root = join(h.dir, "bobbins");
-  const dir = writeBobbin(root, "acme/mail", manifestText("acme.mail", '[processor]\nmodule = "processor"\n'));
-  const text = `${base(h)}\n[spool]\nbobbin_path = ["${root}"]\n[bobbins.mail]\nbobbin = "acme.mail"\nsecrets.secret = { file = "${h.file("secrets/mail", "s")}" }\noutputs = { "*" = "hermes:mail" }\n`;
-  expectProblem(
-    await check(h, text),
-    "error",
-    "bobbins.mail",
-    `its processor: no file at ${join(dir, "processor.ts")}`,
-  );
-  writeFileSync(join(dir, "processor.ts"), "export default { process: () => [] };\n", { mode: 0o644 });
-  chmodSync(join(dir, "processor.ts"), 0o644);
-  expect(at(await check(h, text), "bobbins.mail")).toEqual([]);
-  chmodSync(join(dir, "processor.ts"), 0o666);
-  expectProblem(await check(h, text), "error", "bobbins.mail", "writable by group/other");
-});
+test(
+  "a bobbin processor must be there to run: its module a file the owner/mode rule lets the runtime " + "load",
+  async () => {
+    const h = newHome();
+    const root = join(h.dir, "bobbins");
+    const dir = writeBobbin(root, "acme/mail", manifestText("acme.mail", '[processor]\nmodule = "processor"\n'));
+    const text =
+      `${base(h)}\n[spool]\nbobbin_path = ["${root}"]\n[bobbins.mail]\nbobbin = "acme.mail"\n` +
+      `secrets.secret = { file = "${h.file("secrets/mail", "s")}" }\noutputs = { "*" = "hermes:mail" }\n`;
+    expectProblem(
+      await check(h, text),
+      "error",
+      "bobbins.mail",
+      `its processor: no file at ${join(dir, "processor.ts")}`,
+    );
+    writeFileSync(join(dir, "processor.ts"), "export default { process: () => [] };\n", { mode: 0o644 });
+    chmodSync(join(dir, "processor.ts"), 0o644);
+    expect(at(await check(h, text), "bobbins.mail")).toEqual([]);
+    chmodSync(join(dir, "processor.ts"), 0o666);
+    expectProblem(await check(h, text), "error", "bobbins.mail", "writable by group/other");
+  },
+);
 
 test("an instance of an unknown bobbin is one error for check, with where to look", async () => {
   const h = newHome();

@@ -77,7 +77,10 @@ describe("a bobbin instance's problems", () => {
     },
     {
       name: "one of several outputs to no destination",
-      text: `[bobbins.wh]\nbobbin = "hookspool.webhook"\nsecrets.secret = { file = "${secret}" }\nsettings = { scheme = "hmac-sha256-hex", key = "id", header = "X-Sig", event_type = "type" }\noutputs = { "*" = "hermes:wh", "order.paid" = "script:gone" }\n`,
+      text:
+        `[bobbins.wh]\nbobbin = "hookspool.webhook"\nsecrets.secret = { file = "${secret}" }\n` +
+        `settings = { scheme = "hmac-sha256-hex", key = "id", header = "X-Sig", event_type = "type" }\n` +
+        `outputs = { "*" = "hermes:wh", "order.paid" = "script:gone" }\n`,
       key: 'bobbins.wh.outputs."order.paid"',
       says: 'destination "script:gone"',
     },
@@ -113,7 +116,12 @@ describe("a bobbin instance's problems", () => {
   }
 
   test("the file's own route is counted as the file counts it, after an instance's output routes", async () => {
-    const text = `[hermes]\nsubscriptions_path = "${join(dir, "subs.json")}"\n[bobbins.wh]\nbobbin = "hookspool.webhook"\nsecrets.secret = { file = "${secret}" }\nsettings = { scheme = "hmac-sha256-hex", key = "id", header = "X-Sig", event_type = "type" }\noutputs = { "*" = "hermes:wh", "a" = "hermes:wh", "b" = "hermes:wh" }\n\n[[routes]]\nname = "mine"\nsource = "wh"\ntee = true\ndestination = "script:missing"\n`;
+    const text =
+      `[hermes]\nsubscriptions_path = "${join(dir, "subs.json")}"\n[bobbins.wh]\nbobbin = ` +
+      `"hookspool.webhook"\nsecrets.secret = { file = "${secret}" }\nsettings = { scheme = ` +
+      `"hmac-sha256-hex", key = "id", header = "X-Sig", event_type = "type" }\noutputs = { "*" = ` +
+      `"hermes:wh", "a" = "hermes:wh", "b" = "hermes:wh" }\n\n[[routes]]\nname = "mine"\nsource = "wh"\n` +
+      `tee = true\ndestination = "script:missing"\n`;
     writeFileSync(join(dir, "subs.json"), JSON.stringify({ wh: {} }));
     const ps = await problems(dir, text);
     expect(ps.map((p) => p.key)).toContain("routes[0].destination");
