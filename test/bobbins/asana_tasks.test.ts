@@ -30,44 +30,50 @@ type Ev = {
 const eventsOf = (c: Capture) => (JSON.parse(textOf(c)) as { events: Ev[] }).events;
 const hex = (key: string, body: string) => createHmac("sha256", key).update(body).digest("hex");
 
-test("every capture gets what it says; each event of a queued delivery is delivered under its parent's or its own gid", async () => {
-  const run = await sharedRun(bobbin);
-  const results = await run.results(bobbin);
-  // The kit's secret again is a repeat: echoed. Another webhook's is refused, and nothing is echoed.
-  const echoed = (file: string) => results.find((r) => r.capture.file === file)?.headers?.["x-hook-secret"] ?? null;
-  expect(echoed("captures/handshake.http")).toBe(SECRET);
-  expect(echoed("captures/handshake-conflict.http")).toBeNull();
-  expectAsCaptured(results);
-  expectAnswers(results, {
-    "captures/accepted.http": 202,
-    "captures/batch.http": 202,
-    "captures/handshake-conflict.http": { status: 409, body: "" },
-    "captures/handshake.http": 200,
-    "captures/heartbeat.http": 200,
-    "captures/rejected.http": { status: 401, body: "" },
-  });
-  // Neither handshake changed the kept secret.
-  expect(readFileSync(run.secretFile(bobbin, "secret"), "utf8")).toBe(SECRET);
+test(
+  "every capture gets what it says; each event of a queued delivery is delivered under its " +
+    "parent's or its own gid",
+  async () => {
+    const run = await sharedRun(bobbin);
+    const results = await run.results(bobbin);
+    // The kit's secret again is a repeat: echoed. Another webhook's is refused, and nothing is echoed.
+    const echoed = (file: string) => results.find((r) => r.capture.file === file)?.headers?.["x-hook-secret"] ?? null;
+    expect(echoed("captures/handshake.http")).toBe(SECRET);
+    expect(echoed("captures/handshake-conflict.http")).toBeNull();
+    expectAsCaptured(results);
+    expectAnswers(results, {
+      "captures/accepted.http": 202,
+      "captures/batch.http": 202,
+      "captures/handshake-conflict.http": { status: 409, body: "" },
+      "captures/handshake.http": 200,
+      "captures/heartbeat.http": 200,
+      "captures/rejected.http": { status: 401, body: "" },
+    });
+    // Neither handshake changed the kept secret.
+    expect(readFileSync(run.secretFile(bobbin, "secret"), "utf8")).toBe(SECRET);
 
-  const queued = results.filter((r) => r.capture.expect.word === "queued").flatMap((r) => eventsOf(r.capture));
-  expect(queued.map((e) => `${e.resource.resource_type} ${e.action}`)).toEqual([
-    "task changed",
-    "task changed",
-    "story added",
-  ]);
-  await waitFor(`${queued.length} events delivered`, () => {
-    const rows = run.events(bobbin);
-    return rows.length === queued.length && rows.every((r) => r.state === "delivered");
-  });
-  // Each event's payload is its own element; its key is its parent's gid, or its own.
-  expect(
-    run.events(bobbin).map((r) => ({ key: r.key, type: r.event_type, payload: JSON.parse(r.payload ?? "null") })),
-  ).toEqual(queued.map((e) => ({ key: e.parent?.gid ?? e.resource.gid, type: e.resource.resource_type, payload: e })));
-  const got = await run.deliveries<{ key: string; events: unknown[] }>(bobbin);
-  expect(got.accepted.flatMap((d) => d.doc.events)).toHaveLength(queued.length);
-  expect(got.unverified).toEqual([]);
-  expect(await run.stderr()).not.toContain(SECRET);
-});
+    const queued = results.filter((r) => r.capture.expect.word === "queued").flatMap((r) => eventsOf(r.capture));
+    expect(queued.map((e) => `${e.resource.resource_type} ${e.action}`)).toEqual([
+      "task changed",
+      "task changed",
+      "story added",
+    ]);
+    await waitFor(`${queued.length} events delivered`, () => {
+      const rows = run.events(bobbin);
+      return rows.length === queued.length && rows.every((r) => r.state === "delivered");
+    });
+    // Each event's payload is its own element; its key is its parent's gid, or its own.
+    expect(
+      run.events(bobbin).map((r) => ({ key: r.key, type: r.event_type, payload: JSON.parse(r.payload ?? "null") })),
+    ).toEqual(
+      queued.map((e) => ({ key: e.parent?.gid ?? e.resource.gid, type: e.resource.resource_type, payload: e })),
+    );
+    const got = await run.deliveries<{ key: string; events: unknown[] }>(bobbin);
+    expect(got.accepted.flatMap((d) => d.doc.events)).toHaveLength(queued.length);
+    expect(got.unverified).toEqual([]);
+    expect(await run.stderr()).not.toContain(SECRET);
+  },
+);
 
 describe("against an intake", () => {
   let t: TestIntake;
@@ -107,106 +113,124 @@ unsigned = true
   const rows = (source = "asana") =>
     t.db.db
       .query(
-        "SELECT b.key, b.destination, e.event_type FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.source = ? ORDER BY e.id",
+        "SELECT b.key, b.destination, e.event_type FROM events e JOIN batches b ON b.id = e.batch_id " +
+          "WHERE e.source = ? ORDER BY e.id",
       )
       .all(source) as { key: string; destination: string; event_type: string }[];
 
-  test("armed: the handshake's secret is kept (0600), echoed in a 200, the arm used up, nothing queued or logged", async () => {
-    const token = armSource(SECRET_FILE(), t.clock.now() + 600);
-    // Without the arm token in the URL (a stranger who only knows the hook URL): refused, nothing kept.
-    expect((await t.post("/hooks/asana", "", { "X-Hook-Secret": "0e".repeat(32) })).status).toBe(403);
-    expect(
-      (await t.post(withArm("/hooks/asana", "not-the-token-000000"), "", { "X-Hook-Secret": "0e".repeat(32) })).status,
-    ).toBe(403);
-    expect(existsSync(SECRET_FILE())).toBe(false);
-    const before = LOG_LINES.length;
-    const r = await t.post(withArm("/hooks/asana", token), "", { "X-Hook-Secret": HOOK_SECRET });
-    expect(r.status).toBe(200);
-    expect(r.headers.get("x-hook-secret")).toBe(HOOK_SECRET);
-    expect(readFileSync(SECRET_FILE(), "utf8")).toBe(`${HOOK_SECRET}\n`);
-    expect(statSync(SECRET_FILE()).mode & 0o777).toBe(0o600);
-    expect(existsSync(`${SECRET_FILE()}.armed`)).toBe(false);
-    expect(t.count("events")).toBe(0);
-    const lines = LOG_LINES.slice(before);
-    expect(lines.some((l) => l.includes("secret learned"))).toBe(true);
-    expect(lines.some((l) => l.includes(HOOK_SECRET))).toBe(false);
-  });
+  test(
+    "armed: the handshake's secret is kept (0600), echoed in a 200, the arm used up, nothing " + "queued or logged",
+    async () => {
+      const token = armSource(SECRET_FILE(), t.clock.now() + 600);
+      // Without the arm token in the URL (a stranger who only knows the hook URL): refused, nothing kept.
+      expect((await t.post("/hooks/asana", "", { "X-Hook-Secret": "0e".repeat(32) })).status).toBe(403);
+      expect(
+        (await t.post(withArm("/hooks/asana", "not-the-token-000000"), "", { "X-Hook-Secret": "0e".repeat(32) }))
+          .status,
+      ).toBe(403);
+      expect(existsSync(SECRET_FILE())).toBe(false);
+      const before = LOG_LINES.length;
+      const r = await t.post(withArm("/hooks/asana", token), "", { "X-Hook-Secret": HOOK_SECRET });
+      expect(r.status).toBe(200);
+      expect(r.headers.get("x-hook-secret")).toBe(HOOK_SECRET);
+      expect(readFileSync(SECRET_FILE(), "utf8")).toBe(`${HOOK_SECRET}\n`);
+      expect(statSync(SECRET_FILE()).mode & 0o777).toBe(0o600);
+      expect(existsSync(`${SECRET_FILE()}.armed`)).toBe(false);
+      expect(t.count("events")).toBe(0);
+      const lines = LOG_LINES.slice(before);
+      expect(lines.some((l) => l.includes("secret learned"))).toBe(true);
+      expect(lines.some((l) => l.includes(HOOK_SECRET))).toBe(false);
+    },
+  );
 
-  test("the same handshake again is echoed; another webhook's is refused 409 even when armed, the kept secret stays", async () => {
-    const again = await t.post("/hooks/asana", "", { "X-Hook-Secret": HOOK_SECRET });
-    expect([again.status, again.headers.get("x-hook-secret")]).toEqual([200, HOOK_SECRET]);
-    const token = armSource(SECRET_FILE(), t.clock.now() + 600);
-    const other = await t.post(withArm("/hooks/asana", token), "", { "X-Hook-Secret": "0f".repeat(32) });
-    expect([other.status, other.headers.get("x-hook-secret"), await other.text()]).toEqual([409, null, ""]);
-    expect(readFileSync(SECRET_FILE(), "utf8")).toBe(`${HOOK_SECRET}\n`);
-  });
+  test(
+    "the same handshake again is echoed; another webhook's is refused 409 even when armed, the " + "kept secret stays",
+    async () => {
+      const again = await t.post("/hooks/asana", "", { "X-Hook-Secret": HOOK_SECRET });
+      expect([again.status, again.headers.get("x-hook-secret")]).toEqual([200, HOOK_SECRET]);
+      const token = armSource(SECRET_FILE(), t.clock.now() + 600);
+      const other = await t.post(withArm("/hooks/asana", token), "", { "X-Hook-Secret": "0f".repeat(32) });
+      expect([other.status, other.headers.get("x-hook-secret"), await other.text()]).toEqual([409, null, ""]);
+      expect(readFileSync(SECRET_FILE(), "utf8")).toBe(`${HOOK_SECRET}\n`);
+    },
+  );
 
-  test("a signed delivery of two events is two events: a change keyed by its task, an addition by its parent project", async () => {
-    const body = JSON.stringify({
-      events: [
-        {
-          user: { gid: "1208000000000101", resource_type: "user" },
-          created_at: "2026-08-24T10:02:11.104Z",
-          action: "changed",
-          resource: { gid: "1208000000000302", resource_type: "task", resource_subtype: "milestone" },
-          parent: null,
-          change: { field: "due_on", action: "changed" },
-        },
-        {
-          user: { gid: "1208000000000101", resource_type: "user" },
-          created_at: "2026-08-24T10:02:12.998Z",
-          action: "added",
-          resource: { gid: "1208000000000303", resource_type: "task", resource_subtype: "default_task" },
-          parent: { gid: "1208000000000201", resource_type: "project" },
-        },
-      ],
-    });
-    const res = await post(body);
-    expect([res.status, await res.text()]).toEqual([202, '{"status":"queued"}']);
-    expect(rows()).toEqual([
-      { key: "1208000000000302", destination: "kit", event_type: "task" },
-      { key: "1208000000000201", destination: "kit", event_type: "task" },
-    ]);
-  });
+  test(
+    "a signed delivery of two events is two events: a change keyed by its task, an addition by its " + "parent project",
+    async () => {
+      const body = JSON.stringify({
+        events: [
+          {
+            user: { gid: "1208000000000101", resource_type: "user" },
+            created_at: "2026-08-24T10:02:11.104Z",
+            action: "changed",
+            resource: { gid: "1208000000000302", resource_type: "task", resource_subtype: "milestone" },
+            parent: null,
+            change: { field: "due_on", action: "changed" },
+          },
+          {
+            user: { gid: "1208000000000101", resource_type: "user" },
+            created_at: "2026-08-24T10:02:12.998Z",
+            action: "added",
+            resource: { gid: "1208000000000303", resource_type: "task", resource_subtype: "default_task" },
+            parent: { gid: "1208000000000201", resource_type: "project" },
+          },
+        ],
+      });
+      const res = await post(body);
+      expect([res.status, await res.text()]).toEqual([202, '{"status":"queued"}']);
+      expect(rows()).toEqual([
+        { key: "1208000000000302", destination: "kit", event_type: "task" },
+        { key: "1208000000000201", destination: "kit", event_type: "task" },
+      ]);
+    },
+  );
 
-  test("a comment is keyed by its task and routed by its subtype; the heartbeat is ignored; a bad signature is 401", async () => {
-    const comment = JSON.stringify({
-      events: [
-        {
-          user: { gid: "1208000000000101", resource_type: "user" },
-          created_at: "2026-08-24T10:05:00.000Z",
-          action: "added",
-          resource: { gid: "1208000000000402", resource_type: "story", resource_subtype: "comment_added" },
-          parent: { gid: "1208000000000302", resource_type: "task", resource_subtype: "milestone" },
-        },
-      ],
-    });
-    expect((await post(comment)).status).toBe(202);
-    expect(rows().at(-1)).toEqual({ key: "1208000000000302", destination: "comments", event_type: "story" });
+  test(
+    "a comment is keyed by its task and routed by its subtype; the heartbeat is ignored; a bad " + "signature is 401",
+    async () => {
+      const comment = JSON.stringify({
+        events: [
+          {
+            user: { gid: "1208000000000101", resource_type: "user" },
+            created_at: "2026-08-24T10:05:00.000Z",
+            action: "added",
+            resource: { gid: "1208000000000402", resource_type: "story", resource_subtype: "comment_added" },
+            parent: { gid: "1208000000000302", resource_type: "task", resource_subtype: "milestone" },
+          },
+        ],
+      });
+      expect((await post(comment)).status).toBe(202);
+      expect(rows().at(-1)).toEqual({ key: "1208000000000302", destination: "comments", event_type: "story" });
 
-    const events = t.count("events");
-    const beat = JSON.stringify({ events: [] });
-    const hb = await post(beat);
-    expect([hb.status, await hb.text()]).toEqual([200, '{"status":"ignored"}']);
-    const bad = await post(comment, hex(SECRET, comment));
-    expect([bad.status, await bad.text()]).toEqual([401, ""]);
-    // An empty signature header is no signature.
-    expect((await post(comment, "")).status).toBe(401);
-    expect(t.count("events")).toBe(events);
-  });
+      const events = t.count("events");
+      const beat = JSON.stringify({ events: [] });
+      const hb = await post(beat);
+      expect([hb.status, await hb.text()]).toEqual([200, '{"status":"ignored"}']);
+      const bad = await post(comment, hex(SECRET, comment));
+      expect([bad.status, await bad.text()]).toEqual([401, ""]);
+      // An empty signature header is no signature.
+      expect((await post(comment, "")).status).toBe(401);
+      expect(t.count("events")).toBe(events);
+    },
+  );
 
-  test("not armed: the handshake is refused 403 and nothing is kept; until a secret is, events cannot be verified (503)", async () => {
-    const r = await t.post("/hooks/unarmed", "", { "X-Hook-Secret": HOOK_SECRET });
-    expect([r.status, r.headers.get("x-hook-secret")]).toEqual([403, null]);
-    expect(existsSync(join(t.home, "unarmed.secret"))).toBe(false);
-    // Armed, but the window has passed.
-    const late = armSource(join(t.home, "unarmed.secret"), t.clock.now() - 1);
-    expect((await t.post(withArm("/hooks/unarmed", late), "", { "X-Hook-Secret": HOOK_SECRET })).status).toBe(403);
-    expect(existsSync(join(t.home, "unarmed.secret"))).toBe(false);
-    const body = JSON.stringify({
-      events: [{ action: "changed", resource: { gid: "1208000000000302", resource_type: "task" }, parent: null }],
-    });
-    expect((await post(body, hex(HOOK_SECRET, body), "/hooks/unarmed")).status).toBe(503);
-    expect(rows("unarmed")).toEqual([]);
-  });
+  test(
+    "not armed: the handshake is refused 403 and nothing is kept; until a secret is, events cannot " +
+      "be verified (503)",
+    async () => {
+      const r = await t.post("/hooks/unarmed", "", { "X-Hook-Secret": HOOK_SECRET });
+      expect([r.status, r.headers.get("x-hook-secret")]).toEqual([403, null]);
+      expect(existsSync(join(t.home, "unarmed.secret"))).toBe(false);
+      // Armed, but the window has passed.
+      const late = armSource(join(t.home, "unarmed.secret"), t.clock.now() - 1);
+      expect((await t.post(withArm("/hooks/unarmed", late), "", { "X-Hook-Secret": HOOK_SECRET })).status).toBe(403);
+      expect(existsSync(join(t.home, "unarmed.secret"))).toBe(false);
+      const body = JSON.stringify({
+        events: [{ action: "changed", resource: { gid: "1208000000000302", resource_type: "task" }, parent: null }],
+      });
+      expect((await post(body, hex(HOOK_SECRET, body), "/hooks/unarmed")).status).toBe(503);
+      expect(rows("unarmed")).toEqual([]);
+    },
+  );
 });

@@ -47,39 +47,44 @@ ${KIT_DESTINATION}`,
   const stored = (payload: string) =>
     t.db.db
       .query(
-        "SELECT b.key, e.event_type, e.dedup_id, b.destination FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.payload = ? ORDER BY e.id",
+        "SELECT b.key, e.event_type, e.dedup_id, b.destination FROM events e JOIN batches b ON b.id = " +
+          "e.batch_id WHERE e.payload = ? ORDER BY e.id",
       )
       .all(payload) as { key: string; event_type: string; dedup_id: string | null; destination: string }[];
 
-  test("a pull request event is keyed by repository and event key; Bitbucket's retry of the same request is a duplicate", async () => {
-    const body = JSON.stringify({
-      repository: {
-        type: "repository",
-        full_name: "octo-team/hello-world",
-        name: "hello-world",
-        workspace: { type: "workspace", slug: "octo-team", name: "Octo Team" },
-        project: { type: "project", key: "HW", name: "Hello World" },
-      },
-      actor: { type: "user", display_name: "Octo Dev", nickname: "octo-dev" },
-      pullrequest: {
-        type: "pullrequest",
-        id: 17,
-        title: "Fix the retry counter",
-        state: "OPEN",
-        source: { branch: { name: "fix-retry" } },
-        destination: { branch: { name: "main" } },
-      },
-    });
-    const request = "7c5a3e1f-9d2b-4a6c-8e0f-2b4d6f8a0c1e";
-    const first = await t.post("/hooks/bitbucket", body, headers(body, "pullrequest:created", request));
-    expect([first.status, await first.text()]).toEqual([202, '{"status":"queued"}']);
-    // A 5xx somewhere on the way: Bitbucket's second attempt at the same request.
-    const retry = await t.post("/hooks/bitbucket", body, headers(body, "pullrequest:created", request, 2));
-    expect([retry.status, await retry.text()]).toEqual([200, '{"status":"duplicate"}']);
-    expect(stored(body).map(({ key, event_type, dedup_id }) => ({ key, event_type, dedup_id }))).toEqual([
-      { key: "octo-team/hello-world:pullrequest:created", event_type: "pullrequest:created", dedup_id: request },
-    ]);
-  });
+  test(
+    "a pull request event is keyed by repository and event key; Bitbucket's retry of the same " +
+      "request is a duplicate",
+    async () => {
+      const body = JSON.stringify({
+        repository: {
+          type: "repository",
+          full_name: "octo-team/hello-world",
+          name: "hello-world",
+          workspace: { type: "workspace", slug: "octo-team", name: "Octo Team" },
+          project: { type: "project", key: "HW", name: "Hello World" },
+        },
+        actor: { type: "user", display_name: "Octo Dev", nickname: "octo-dev" },
+        pullrequest: {
+          type: "pullrequest",
+          id: 17,
+          title: "Fix the retry counter",
+          state: "OPEN",
+          source: { branch: { name: "fix-retry" } },
+          destination: { branch: { name: "main" } },
+        },
+      });
+      const request = "7c5a3e1f-9d2b-4a6c-8e0f-2b4d6f8a0c1e";
+      const first = await t.post("/hooks/bitbucket", body, headers(body, "pullrequest:created", request));
+      expect([first.status, await first.text()]).toEqual([202, '{"status":"queued"}']);
+      // A 5xx somewhere on the way: Bitbucket's second attempt at the same request.
+      const retry = await t.post("/hooks/bitbucket", body, headers(body, "pullrequest:created", request, 2));
+      expect([retry.status, await retry.text()]).toEqual([200, '{"status":"duplicate"}']);
+      expect(stored(body).map(({ key, event_type, dedup_id }) => ({ key, event_type, dedup_id }))).toEqual([
+        { key: "octo-team/hello-world:pullrequest:created", event_type: "pullrequest:created", dedup_id: request },
+      ]);
+    },
+  );
 
   test("a webhook without a secret sends no X-Hub-Signature: 401, nothing stored", async () => {
     const body = JSON.stringify({ repository: { full_name: "octo-team/hello-world" }, push: { changes: [] } });
@@ -112,7 +117,8 @@ ${KIT_DESTINATION}`,
     expect([res.status, await res.text()]).toEqual([202, '{"status":"quarantined"}']);
     const q = t.db.db
       .query(
-        "SELECT b.last_error FROM events e JOIN batches b ON b.id = e.batch_id WHERE b.destination = 'quarantine' ORDER BY e.id DESC LIMIT 1",
+        "SELECT b.last_error FROM events e JOIN batches b ON b.id = e.batch_id WHERE b.destination = " +
+          "'quarantine' ORDER BY e.id DESC LIMIT 1",
       )
       .get() as { last_error: string } | null;
     expect(q?.last_error).toBe("key_missing");

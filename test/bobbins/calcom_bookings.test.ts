@@ -60,136 +60,153 @@ ${KIT_DESTINATION}`,
     return [res.status, await res.text()];
   };
 
-  test("the accepted capture: key the booking's uid, event type BOOKING_CREATED, dedup id the body's SHA-256; sent again, a duplicate", async () => {
-    const accepted = capturesOf(bobbin.files()).find((c) => c.file === "captures/accepted.http");
-    if (!accepted) throw new Error("no accepted capture");
-    const body = new TextDecoder().decode(accepted.request.body);
-    expect(await post(body, signed(body))).toEqual([202, '{"status":"queued"}']);
-    expect(stored(body)).toEqual({
-      key: "kTq9ExampleBookingUid01",
-      event_type: "BOOKING_CREATED",
-      dedup_id: sha256(body),
-    });
-    expect(await post(body, signed(body))).toEqual([200, '{"status":"duplicate"}']);
-  });
+  test(
+    "the accepted capture: key the booking's uid, event type BOOKING_CREATED, dedup id the body's " +
+      "SHA-256; sent again, a duplicate",
+    async () => {
+      const accepted = capturesOf(bobbin.files()).find((c) => c.file === "captures/accepted.http");
+      if (!accepted) throw new Error("no accepted capture");
+      const body = new TextDecoder().decode(accepted.request.body);
+      expect(await post(body, signed(body))).toEqual([202, '{"status":"queued"}']);
+      expect(stored(body)).toEqual({
+        key: "kTq9ExampleBookingUid01",
+        event_type: "BOOKING_CREATED",
+        dedup_id: sha256(body),
+      });
+      expect(await post(body, signed(body))).toEqual([200, '{"status":"duplicate"}']);
+    },
+  );
 
-  test("every trigger's booking is found where Cal.com puts it; events without one fall back to their form, entry or trigger", async () => {
-    const at = (ms: number) => new Date(Date.UTC(2026, 10, 12, 15, 0, 0, ms)).toISOString();
-    const cases: [string, string, Record<string, unknown>][] = [
-      [
-        "BOOKING_RESCHEDULED",
-        "kTq9ExampleBookingUid02",
-        {
-          triggerEvent: "BOOKING_RESCHEDULED",
-          createdAt: at(1),
-          payload: {
-            uid: "kTq9ExampleBookingUid02",
-            rescheduleUid: "kTq9ExampleBookingUid01",
-            bookingId: 92,
-            status: "ACCEPTED",
-          },
-        },
-      ],
-      [
-        "BOOKING_NO_SHOW_UPDATED",
-        "kTq9ExampleBookingUid02",
-        {
-          triggerEvent: "BOOKING_NO_SHOW_UPDATED",
-          createdAt: at(2),
-          payload: {
-            message: "guest@example.com marked as no-show",
-            attendees: [{ email: "guest@example.com", noShow: true }],
-            bookingUid: "kTq9ExampleBookingUid02",
-            bookingId: 92,
-          },
-        },
-      ],
-      // MEETING_STARTED and MEETING_ENDED carry the booking at the top level, not under payload.
-      [
-        "MEETING_ENDED",
-        "kTq9ExampleBookingUid02",
-        {
-          triggerEvent: "MEETING_ENDED",
-          id: 92,
-          uid: "kTq9ExampleBookingUid02",
-          idempotencyKey: "00000000-0000-4000-8000-0000000000a2",
-          title: "Intro call",
-          createdAt: at(3),
-          status: "ACCEPTED",
-        },
-      ],
-      [
-        "WRONG_ASSIGNMENT_REPORT",
-        "kTq9ExampleBookingUid03",
-        {
-          triggerEvent: "WRONG_ASSIGNMENT_REPORT",
-          createdAt: at(4),
-          payload: { booking: { uid: "kTq9ExampleBookingUid03", id: 93 }, report: { routingReason: "kit test" } },
-        },
-      ],
-      [
-        "FORM_SUBMITTED",
-        "0f0e0d0c-0000-4000-8000-00000000f001",
-        {
-          triggerEvent: "FORM_SUBMITTED",
-          createdAt: at(5),
-          payload: { formId: "0f0e0d0c-0000-4000-8000-00000000f001", formName: "Intake", teamId: null, responses: {} },
-        },
-      ],
-      [
-        "OOO_CREATED",
-        "0a0b0c0d-0000-4000-8000-00000000a001",
-        {
-          triggerEvent: "OOO_CREATED",
-          createdAt: at(6),
-          payload: {
-            oooEntry: {
-              id: 7,
-              uuid: "0a0b0c0d-0000-4000-8000-00000000a001",
-              start: "2026-12-20T00:00:00+00:00",
-              end: "2026-12-27T23:59:59+00:00",
+  test(
+    "every trigger's booking is found where Cal.com puts it; events without one fall back to their " +
+      "form, entry or trigger",
+    async () => {
+      const at = (ms: number) => new Date(Date.UTC(2026, 10, 12, 15, 0, 0, ms)).toISOString();
+      const cases: [string, string, Record<string, unknown>][] = [
+        [
+          "BOOKING_RESCHEDULED",
+          "kTq9ExampleBookingUid02",
+          {
+            triggerEvent: "BOOKING_RESCHEDULED",
+            createdAt: at(1),
+            payload: {
+              uid: "kTq9ExampleBookingUid02",
+              rescheduleUid: "kTq9ExampleBookingUid01",
+              bookingId: 92,
+              status: "ACCEPTED",
             },
           },
-        },
-      ],
-      [
-        "DELEGATION_CREDENTIAL_ERROR",
-        "DELEGATION_CREDENTIAL_ERROR",
-        {
-          triggerEvent: "DELEGATION_CREDENTIAL_ERROR",
-          createdAt: at(7),
-          payload: {
-            error: { type: "CalendarAppDelegationCredentialError", message: "kit test" },
-            credential: { id: 100 },
+        ],
+        [
+          "BOOKING_NO_SHOW_UPDATED",
+          "kTq9ExampleBookingUid02",
+          {
+            triggerEvent: "BOOKING_NO_SHOW_UPDATED",
+            createdAt: at(2),
+            payload: {
+              message: "guest@example.com marked as no-show",
+              attendees: [{ email: "guest@example.com", noShow: true }],
+              bookingUid: "kTq9ExampleBookingUid02",
+              bookingId: 92,
+            },
           },
-        },
-      ],
-    ];
-    for (const [type, key, doc] of cases) {
-      const body = JSON.stringify(doc);
-      expect([type, ...(await post(body, signed(body)))]).toEqual([type, 202, '{"status":"queued"}']);
-      expect(stored(body)).toEqual({ key, event_type: type, dedup_id: sha256(body) });
-    }
-  });
+        ],
+        // MEETING_STARTED and MEETING_ENDED carry the booking at the top level, not under payload.
+        [
+          "MEETING_ENDED",
+          "kTq9ExampleBookingUid02",
+          {
+            triggerEvent: "MEETING_ENDED",
+            id: 92,
+            uid: "kTq9ExampleBookingUid02",
+            idempotencyKey: "00000000-0000-4000-8000-0000000000a2",
+            title: "Intro call",
+            createdAt: at(3),
+            status: "ACCEPTED",
+          },
+        ],
+        [
+          "WRONG_ASSIGNMENT_REPORT",
+          "kTq9ExampleBookingUid03",
+          {
+            triggerEvent: "WRONG_ASSIGNMENT_REPORT",
+            createdAt: at(4),
+            payload: { booking: { uid: "kTq9ExampleBookingUid03", id: 93 }, report: { routingReason: "kit test" } },
+          },
+        ],
+        [
+          "FORM_SUBMITTED",
+          "0f0e0d0c-0000-4000-8000-00000000f001",
+          {
+            triggerEvent: "FORM_SUBMITTED",
+            createdAt: at(5),
+            payload: {
+              formId: "0f0e0d0c-0000-4000-8000-00000000f001",
+              formName: "Intake",
+              teamId: null,
+              responses: {},
+            },
+          },
+        ],
+        [
+          "OOO_CREATED",
+          "0a0b0c0d-0000-4000-8000-00000000a001",
+          {
+            triggerEvent: "OOO_CREATED",
+            createdAt: at(6),
+            payload: {
+              oooEntry: {
+                id: 7,
+                uuid: "0a0b0c0d-0000-4000-8000-00000000a001",
+                start: "2026-12-20T00:00:00+00:00",
+                end: "2026-12-27T23:59:59+00:00",
+              },
+            },
+          },
+        ],
+        [
+          "DELEGATION_CREDENTIAL_ERROR",
+          "DELEGATION_CREDENTIAL_ERROR",
+          {
+            triggerEvent: "DELEGATION_CREDENTIAL_ERROR",
+            createdAt: at(7),
+            payload: {
+              error: { type: "CalendarAppDelegationCredentialError", message: "kit test" },
+              credential: { id: 100 },
+            },
+          },
+        ],
+      ];
+      for (const [type, key, doc] of cases) {
+        const body = JSON.stringify(doc);
+        expect([type, ...(await post(body, signed(body)))]).toEqual([type, 202, '{"status":"queued"}']);
+        expect(stored(body)).toEqual({ key, event_type: type, dedup_id: sha256(body) });
+      }
+    },
+  );
 
-  test("refused with 401, nothing stored: a webhook without a secret, another secret, the body changed, no header, a sha256= prefix", async () => {
-    const body = JSON.stringify({
-      triggerEvent: "BOOKING_CANCELLED",
-      createdAt: "2026-11-12T15:10:00.000Z",
-      payload: { uid: "kTq9ExampleBookingUid04", cancellationReason: "kit test", status: "CANCELLED" },
-    });
-    const good = signed(body);
-    const cases: [string, string, Record<string, string>][] = [
-      ["no secret in Cal.com", body, signed(body, null)],
-      ["another secret", body, signed(body, "not-the-kit-secret-calcom")],
-      ["the body changed", body.replace('CANCELLED"}', 'ACCEPTED"}'), good],
-      ["no X-Cal-Signature-256", body, { "Content-Type": "application/json" }],
-      ["a sha256= prefix", body, { ...good, "X-Cal-Signature-256": `sha256=${good["X-Cal-Signature-256"]}` }],
-    ];
-    const events = t.count("events");
-    for (const [name, b, h] of cases) expect([name, ...(await post(b, h))]).toEqual([name, 401, ""]);
-    expect(t.count("events")).toBe(events);
-  });
+  test(
+    "refused with 401, nothing stored: a webhook without a secret, another secret, the body " +
+      "changed, no header, a sha256= prefix",
+    async () => {
+      const body = JSON.stringify({
+        triggerEvent: "BOOKING_CANCELLED",
+        createdAt: "2026-11-12T15:10:00.000Z",
+        payload: { uid: "kTq9ExampleBookingUid04", cancellationReason: "kit test", status: "CANCELLED" },
+      });
+      const good = signed(body);
+      const cases: [string, string, Record<string, string>][] = [
+        ["no secret in Cal.com", body, signed(body, null)],
+        ["another secret", body, signed(body, "not-the-kit-secret-calcom")],
+        ["the body changed", body.replace('CANCELLED"}', 'ACCEPTED"}'), good],
+        ["no X-Cal-Signature-256", body, { "Content-Type": "application/json" }],
+        ["a sha256= prefix", body, { ...good, "X-Cal-Signature-256": `sha256=${good["X-Cal-Signature-256"]}` }],
+      ];
+      const events = t.count("events");
+      for (const [name, b, h] of cases) expect([name, ...(await post(b, h))]).toEqual([name, 401, ""]);
+      expect(t.count("events")).toBe(events);
+    },
+  );
 
   test("a ping is acked without being stored only when it is signed", async () => {
     const ping = capturesOf(bobbin.files()).find((c) => c.file === "captures/ping.http");

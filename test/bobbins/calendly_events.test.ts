@@ -46,7 +46,8 @@ ${KIT_DESTINATION}`,
   const stored = (body: string) =>
     t.db.db
       .query(
-        "SELECT b.id AS batch, b.key, e.event_type, e.dedup_id FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.payload = ?",
+        "SELECT b.id AS batch, b.key, e.event_type, e.dedup_id FROM events e JOIN batches b ON b.id = " +
+          "e.batch_id WHERE e.payload = ?",
       )
       .get(body) as { batch: number; key: string; event_type: string; dedup_id: string } | null;
   const inviteeEvent = (event: string, eventUuid: string, guest: string, extra: Record<string, unknown>) =>

@@ -102,14 +102,14 @@ export interface BobbinTestOptions {
   /** Every capture of the bobbin, and what it is answered (see expectAnswers). */
   answers: Record<string, number | Expected>;
   /** What else the captures' answers must show, once every accepted one was delivered. */
-  then?(results: CaptureResult[], run: SharedRun): void | Promise<void>;
+  afterwards?(results: CaptureResult[], run: SharedRun): void | Promise<void>;
   /** The same test again on the compiled binary. */
   binary?: boolean;
 }
 
 /**
  * The test a bobbin's file starts with: its captures through the shared run (runCatalogue), each
- * answered as it says and as `answers` says, then `then`.
+ * answered as it says and as `answers` says, then `afterwards`.
  */
 export function bobbinTest(name: string, title: string, o: BobbinTestOptions): void {
   const b = builtin(name);
@@ -117,7 +117,7 @@ export function bobbinTest(name: string, title: string, o: BobbinTestOptions): v
     const results = await runCatalogue(b);
     expectAsCaptured(results);
     expectAnswers(results, o.answers);
-    await o.then?.(results, await sharedRun(b));
+    await o.afterwards?.(results, await sharedRun(b));
   });
   if (o.binary) {
     test("the compiled binary carries the bobbin and serves it the same way", async () => {

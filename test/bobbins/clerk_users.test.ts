@@ -47,7 +47,7 @@ bobbinTest(
       "captures/rejected.http": { status: 401, body: "" },
       "captures/session.http": 202,
     },
-    then(results) {
+    afterwards(results) {
       // Both queued captures name the same user as their key: one batch per user.
       expect(results.filter((r) => r.status === 202).map((r) => r.capture.expect.key)).toEqual([USER, USER]);
     },
@@ -188,26 +188,29 @@ unsigned = true
     expect([destination(prod), destination(dev)]).toEqual(["kit", "dev"]);
   });
 
-  test("Svix's retry of a message that landed is a duplicate; 301 s off or another endpoint's secret is 401", async () => {
-    const body = event("user.created", { id: "user_2kitTestExampleUser000003", object: "user" });
-    const id = "msg_2kitTestClerkRetry000000001";
-    expect(await post(body, svix(id, NOW, body))).toEqual([202, '{"status":"queued"}']);
-    t.clock.set(NOW + 1800);
-    try {
-      expect(await post(body, svix(id, NOW + 1800, body))).toEqual([200, '{"status":"duplicate"}']);
-    } finally {
-      t.clock.set(NOW);
-    }
-    const other = `whsec_${Buffer.from("not-the-kit-secret-clerk").toString("base64")}`;
-    const fresh = event("user.created", { id: "user_2kitTestExampleUser000004", object: "user" });
-    const events = t.count("events");
-    for (const [name, h] of [
-      ["stale", svix("msg_2kitTestClerkRefused0000001", NOW - 301, fresh)],
-      ["future", svix("msg_2kitTestClerkRefused0000001", NOW + 301, fresh)],
-      ["another endpoint's secret", svix("msg_2kitTestClerkRefused0000001", NOW, fresh, other)],
-    ] as const) {
-      expect([name, ...(await post(fresh, h))]).toEqual([name, 401, ""]);
-    }
-    expect(t.count("events")).toBe(events);
-  });
+  test(
+    "Svix's retry of a message that landed is a duplicate; 301 s off or another endpoint's secret " + "is 401",
+    async () => {
+      const body = event("user.created", { id: "user_2kitTestExampleUser000003", object: "user" });
+      const id = "msg_2kitTestClerkRetry000000001";
+      expect(await post(body, svix(id, NOW, body))).toEqual([202, '{"status":"queued"}']);
+      t.clock.set(NOW + 1800);
+      try {
+        expect(await post(body, svix(id, NOW + 1800, body))).toEqual([200, '{"status":"duplicate"}']);
+      } finally {
+        t.clock.set(NOW);
+      }
+      const other = `whsec_${Buffer.from("not-the-kit-secret-clerk").toString("base64")}`;
+      const fresh = event("user.created", { id: "user_2kitTestExampleUser000004", object: "user" });
+      const events = t.count("events");
+      for (const [name, h] of [
+        ["stale", svix("msg_2kitTestClerkRefused0000001", NOW - 301, fresh)],
+        ["future", svix("msg_2kitTestClerkRefused0000001", NOW + 301, fresh)],
+        ["another endpoint's secret", svix("msg_2kitTestClerkRefused0000001", NOW, fresh, other)],
+      ] as const) {
+        expect([name, ...(await post(fresh, h))]).toEqual([name, 401, ""]);
+      }
+      expect(t.count("events")).toBe(events);
+    },
+  );
 });

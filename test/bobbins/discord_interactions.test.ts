@@ -35,40 +35,46 @@ const capture = (file: string) => {
 const accepted = capture("captures/accepted.http");
 const ping = capture("captures/ping.http");
 
-test('the manifest answers the PING with {"type":1} and acks every queued interaction with the deferred {"type":5}', () => {
-  const t = bobbin.manifest.source?.template as Record<string, unknown>;
-  expect([t.scheme, t.reply_when, t.reply, t.ack]).toEqual(["ed25519", "type=1", PONG, DEFERRED]);
-  expect(bobbin.manifest.source?.span).toBe("immediate");
-});
+test(
+  'the manifest answers the PING with {"type":1} and acks every queued interaction with the ' + 'deferred {"type":5}',
+  () => {
+    const t = bobbin.manifest.source?.template as Record<string, unknown>;
+    expect([t.scheme, t.reply_when, t.reply, t.ack]).toEqual(["ed25519", "type=1", PONG, DEFERRED]);
+    expect(bobbin.manifest.source?.span).toBe("immediate");
+  },
+);
 
-test('a command is queued, acked {"type":5} and delivered; the PING gets {"type":1}; a bad signature is 401', async () => {
-  const run = await sharedRun(bobbin);
-  const got = await run.results(bobbin);
-  for (const g of got)
-    expect({ file: g.capture.file, status: g.status }).toEqual({
-      file: g.capture.file,
-      status: g.capture.expect.status,
-    });
-  expect(got.map((g) => [g.capture.file, g.status, g.body])).toEqual([
-    ["captures/accepted.http", 200, DEFERRED],
-    ["captures/ping.http", 200, PONG],
-    ["captures/rejected.http", 401, ""],
-  ]);
-  expect(got.slice(0, 2).map((g) => g.headers?.["content-type"] ?? null)).toEqual([
-    "application/json",
-    "application/json",
-  ]);
-  // The acked command is the one event, delivered under the key and type its capture names.
-  const row = () => run.events(bobbin).find((e) => e.payload === accepted.body);
-  await waitFor("the command delivered", () => row()?.state === "delivered");
-  const want = captures.find((c) => c.file === "captures/accepted.http")?.expect;
-  expect({ key: row()?.key, event_type: row()?.event_type }).toEqual({ key: want?.key, event_type: want?.eventType });
-  expect(run.events(bobbin)).toHaveLength(1);
-  const delivered = await run.deliveries(bobbin);
-  expect(delivered.accepted.length).toBe(1);
-  expect(delivered.unverified).toEqual([]);
-  expect(await run.stderr()).not.toContain(PUBLIC_KEY);
-});
+test(
+  'a command is queued, acked {"type":5} and delivered; the PING gets {"type":1}; a bad signature ' + "is 401",
+  async () => {
+    const run = await sharedRun(bobbin);
+    const got = await run.results(bobbin);
+    for (const g of got)
+      expect({ file: g.capture.file, status: g.status }).toEqual({
+        file: g.capture.file,
+        status: g.capture.expect.status,
+      });
+    expect(got.map((g) => [g.capture.file, g.status, g.body])).toEqual([
+      ["captures/accepted.http", 200, DEFERRED],
+      ["captures/ping.http", 200, PONG],
+      ["captures/rejected.http", 401, ""],
+    ]);
+    expect(got.slice(0, 2).map((g) => g.headers?.["content-type"] ?? null)).toEqual([
+      "application/json",
+      "application/json",
+    ]);
+    // The acked command is the one event, delivered under the key and type its capture names.
+    const row = () => run.events(bobbin).find((e) => e.payload === accepted.body);
+    await waitFor("the command delivered", () => row()?.state === "delivered");
+    const want = captures.find((c) => c.file === "captures/accepted.http")?.expect;
+    expect({ key: row()?.key, event_type: row()?.event_type }).toEqual({ key: want?.key, event_type: want?.eventType });
+    expect(run.events(bobbin)).toHaveLength(1);
+    const delivered = await run.deliveries(bobbin);
+    expect(delivered.accepted.length).toBe(1);
+    expect(delivered.unverified).toEqual([]);
+    expect(await run.stderr()).not.toContain(PUBLIC_KEY);
+  },
+);
 
 describe("against an intake", () => {
   // The kit key's private half is gone, so new bodies are signed under a key pair made here,
@@ -98,7 +104,8 @@ ${KIT_DESTINATION}`,
   const rowsOf = (body: string) =>
     t.db.db
       .query(
-        "SELECT e.source, b.key, e.event_type, e.dedup_id FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.payload = ? ORDER BY e.id",
+        "SELECT e.source, b.key, e.event_type, e.dedup_id FROM events e JOIN batches b ON b.id = " +
+          "e.batch_id WHERE e.payload = ? ORDER BY e.id",
       )
       .all(body) as { source: string; key: string; event_type: string; dedup_id: string }[];
   const signed = (body: string, key: KeyObject = fresh.privateKey, ts = NOW) => ({
@@ -108,48 +115,57 @@ ${KIT_DESTINATION}`,
   });
   const answer = async (r: Response) => [r.status, r.headers.get("content-type"), await r.text()];
 
-  test("the accepted command is stored under its channel, its command name and its interaction id; sent again it is acked and stored once", async () => {
-    const first = await t.post("/hooks/discord", accepted.body, accepted.headers);
-    expect(await answer(first)).toEqual([200, "application/json", DEFERRED]);
-    expect(rowsOf(accepted.body)).toEqual([
-      { source: "discord", key: "1300000000000000020", event_type: "ask", dedup_id: "1300000000000000100" },
-    ]);
-    const again = await t.post("/hooks/discord", accepted.body, accepted.headers);
-    expect(await answer(again)).toEqual([200, "application/json", DEFERRED]);
-    expect(rowsOf(accepted.body)).toHaveLength(1);
-    // The interaction token is kept: it is how the agent answers within 15 minutes.
-    expect(JSON.parse(accepted.body).token).toStartWith("kit-test-interaction-token-");
-  });
+  test(
+    "the accepted command is stored under its channel, its command name and its interaction id; " +
+      "sent again it is acked and stored once",
+    async () => {
+      const first = await t.post("/hooks/discord", accepted.body, accepted.headers);
+      expect(await answer(first)).toEqual([200, "application/json", DEFERRED]);
+      expect(rowsOf(accepted.body)).toEqual([
+        { source: "discord", key: "1300000000000000020", event_type: "ask", dedup_id: "1300000000000000100" },
+      ]);
+      const again = await t.post("/hooks/discord", accepted.body, accepted.headers);
+      expect(await answer(again)).toEqual([200, "application/json", DEFERRED]);
+      expect(rowsOf(accepted.body)).toHaveLength(1);
+      // The interaction token is kept: it is how the agent answers within 15 minutes.
+      expect(JSON.parse(accepted.body).token).toStartWith("kit-test-interaction-token-");
+    },
+  );
 
   test("the Developer Portal's hex form of the same public key verifies the same capture", async () => {
     const res = await t.post("/hooks/discord-hex", ping.body, ping.headers);
     expect(await answer(res)).toEqual([200, "application/json", PONG]);
   });
 
-  test('the PING is answered {"type":1} only when signed, never stored; Discord\'s deliberately bad signatures get an empty 401', async () => {
-    const events = t.count("events");
-    expect(await answer(await t.post("/hooks/discord", ping.body, ping.headers))).toEqual([
-      200,
-      "application/json",
-      PONG,
-    ]);
-    const other = generateKeyPairSync("ed25519").privateKey;
-    const refused: Record<string, string>[] = [
-      signed(ping.body, other),
-      { ...ping.headers, "X-Signature-Ed25519": "0".repeat(128) },
-      { "Content-Type": "application/json" },
-      { ...ping.headers, "X-Signature-Timestamp": String(NOW - 61) },
-    ];
-    for (const headers of refused) {
-      const r = await t.post("/hooks/discord", ping.body, headers);
-      expect([r.status, await r.text()]).toEqual([401, ""]);
-    }
-    expect(t.count("events")).toBe(events);
-  });
+  test(
+    'the PING is answered {"type":1} only when signed, never stored; Discord\'s deliberately bad ' +
+      "signatures get an empty 401",
+    async () => {
+      const events = t.count("events");
+      expect(await answer(await t.post("/hooks/discord", ping.body, ping.headers))).toEqual([
+        200,
+        "application/json",
+        PONG,
+      ]);
+      const other = generateKeyPairSync("ed25519").privateKey;
+      const refused: Record<string, string>[] = [
+        signed(ping.body, other),
+        { ...ping.headers, "X-Signature-Ed25519": "0".repeat(128) },
+        { "Content-Type": "application/json" },
+        { ...ping.headers, "X-Signature-Timestamp": String(NOW - 61) },
+      ];
+      for (const headers of refused) {
+        const r = await t.post("/hooks/discord", ping.body, headers);
+        expect([r.status, await r.text()]).toEqual([401, ""]);
+      }
+      expect(t.count("events")).toBe(events);
+    },
+  );
 
   test("a PING signed more than 300 s away from the clock is refused, one within it answered", async () => {
     const body =
-      '{"application_id":"1300000000000000001","entitlements":[],"id":"1300000000000000098","token":"kit-test-interaction-token-cGluZzI","type":1,"version":1}';
+      '{"application_id":"1300000000000000001","entitlements":[],"id":"1300000000000000098",' +
+      '"token":"kit-test-interaction-token-cGluZzI","type":1,"version":1}';
     for (const [ts, status] of [
       [NOW - 301, 401],
       [NOW + 301, 401],

@@ -61,39 +61,44 @@ ${KIT_DESTINATION}`,
   const stored = (payload: string) =>
     t.db.db
       .query(
-        "SELECT b.key, e.event_type, e.dedup_id FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.payload = ? ORDER BY e.id",
+        "SELECT b.key, e.event_type, e.dedup_id FROM events e JOIN batches b ON b.id = e.batch_id " +
+          "WHERE e.payload = ? ORDER BY e.id",
       )
       .all(payload) as { key: string; event_type: string; dedup_id: string | null }[];
 
-  test("the same delivery twice is a duplicate; a replay from Gitea's page, with a new delivery UUID, is queued again", async () => {
-    const body = JSON.stringify(
-      {
-        action: "labeled",
-        number: 3,
-        issue: { id: 501, number: 3, title: "Retry counter" },
-        label: { id: 8, name: "bug" },
-        repository: { id: 42, full_name: "octo-org/hello-world" },
-        sender: { id: 7, login: "octo-dev" },
-      },
-      null,
-      2,
-    );
-    const first = "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d";
-    const res = await t.post("/hooks/gitea", body, headers(body, "issues", "issue_label", first));
-    expect([res.status, await res.text()]).toEqual([202, '{"status":"queued"}']);
-    const again = await t.post("/hooks/gitea", body, headers(body, "issues", "issue_label", first));
-    expect([again.status, await again.text()]).toEqual([200, '{"status":"duplicate"}']);
-    const replay = await t.post(
-      "/hooks/gitea",
-      body,
-      headers(body, "issues", "issue_label", "5e6f7a8b-9c0d-4e1f-8a2b-3c4d5e6f7a8b"),
-    );
-    expect([replay.status, await replay.text()]).toEqual([202, '{"status":"queued"}']);
-    expect(stored(body)).toEqual([
-      { key: "octo-org/hello-world:issues", event_type: "issues", dedup_id: first },
-      { key: "octo-org/hello-world:issues", event_type: "issues", dedup_id: "5e6f7a8b-9c0d-4e1f-8a2b-3c4d5e6f7a8b" },
-    ]);
-  });
+  test(
+    "the same delivery twice is a duplicate; a replay from Gitea's page, with a new delivery UUID, " +
+      "is queued again",
+    async () => {
+      const body = JSON.stringify(
+        {
+          action: "labeled",
+          number: 3,
+          issue: { id: 501, number: 3, title: "Retry counter" },
+          label: { id: 8, name: "bug" },
+          repository: { id: 42, full_name: "octo-org/hello-world" },
+          sender: { id: 7, login: "octo-dev" },
+        },
+        null,
+        2,
+      );
+      const first = "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d";
+      const res = await t.post("/hooks/gitea", body, headers(body, "issues", "issue_label", first));
+      expect([res.status, await res.text()]).toEqual([202, '{"status":"queued"}']);
+      const again = await t.post("/hooks/gitea", body, headers(body, "issues", "issue_label", first));
+      expect([again.status, await again.text()]).toEqual([200, '{"status":"duplicate"}']);
+      const replay = await t.post(
+        "/hooks/gitea",
+        body,
+        headers(body, "issues", "issue_label", "5e6f7a8b-9c0d-4e1f-8a2b-3c4d5e6f7a8b"),
+      );
+      expect([replay.status, await replay.text()]).toEqual([202, '{"status":"queued"}']);
+      expect(stored(body)).toEqual([
+        { key: "octo-org/hello-world:issues", event_type: "issues", dedup_id: first },
+        { key: "octo-org/hello-world:issues", event_type: "issues", dedup_id: "5e6f7a8b-9c0d-4e1f-8a2b-3c4d5e6f7a8b" },
+      ]);
+    },
+  );
 
   test("a webhook without a secret sends empty signature headers: 401, nothing stored", async () => {
     const body = JSON.stringify({ ref: "refs/heads/main", repository: { full_name: "octo-org/hello-world" } }, null, 2);
@@ -109,7 +114,8 @@ ${KIT_DESTINATION}`,
   });
 
   test("a form-encoded webhook (payload=<JSON>) verifies but is quarantined as not JSON", async () => {
-    const body = `payload=${encodeURIComponent(JSON.stringify({ ref: "refs/heads/main", repository: { full_name: "octo-org/hello-world" } }))}`;
+    const push = { ref: "refs/heads/main", repository: { full_name: "octo-org/hello-world" } };
+    const body = `payload=${encodeURIComponent(JSON.stringify(push))}`;
     const res = await t.post("/hooks/gitea", body, {
       ...headers(body, "push", "push", crypto.randomUUID()),
       "Content-Type": "application/x-www-form-urlencoded",
@@ -117,7 +123,8 @@ ${KIT_DESTINATION}`,
     expect([res.status, await res.text()]).toEqual([202, '{"status":"quarantined"}']);
     const q = t.db.db
       .query(
-        "SELECT b.last_error FROM events e JOIN batches b ON b.id = e.batch_id WHERE b.destination = 'quarantine' ORDER BY e.id DESC LIMIT 1",
+        "SELECT b.last_error FROM events e JOIN batches b ON b.id = e.batch_id WHERE b.destination = " +
+          "'quarantine' ORDER BY e.id DESC LIMIT 1",
       )
       .get() as { last_error: string } | null;
     expect(q?.last_error).toBe("not_json");

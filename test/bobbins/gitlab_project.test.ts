@@ -53,7 +53,8 @@ ${KIT_DESTINATION}`,
   const stored = (payload: string) =>
     t.db.db
       .query(
-        "SELECT b.key, e.event_type, e.dedup_id, e.route, e.headers FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.payload = ? ORDER BY e.id",
+        "SELECT b.key, e.event_type, e.dedup_id, e.route, e.headers FROM events e JOIN batches b ON " +
+          "b.id = e.batch_id WHERE e.payload = ? ORDER BY e.id",
       )
       .all(payload) as {
       key: string;
@@ -63,20 +64,23 @@ ${KIT_DESTINATION}`,
       headers: string;
     }[];
 
-  test("the push is keyed by project and kind, deduplicated by Idempotency-Key, and a resend is a duplicate", async () => {
-    const key = "6a2f0d1e-9b3c-4e5f-8a7b-1c2d3e4f5a6b";
-    const first = await t.post("/hooks/gitlab", pushBody, headers("Push Hook", { "Idempotency-Key": key }));
-    expect([first.status, await first.text()]).toEqual([202, '{"status":"queued"}']);
-    // GitLab's Resend Request: the same body and Idempotency-Key, a new X-Gitlab-Webhook-UUID.
-    const resend = await t.post("/hooks/gitlab", pushBody, headers("Push Hook", { "Idempotency-Key": key }));
-    expect([resend.status, await resend.text()]).toEqual([200, '{"status":"duplicate"}']);
-    const rows = stored(pushBody);
-    expect(rows.map(({ key, event_type, dedup_id, route }) => ({ key, event_type, dedup_id, route }))).toEqual([
-      { key: "octo-group/hello-world:push", event_type: "push", dedup_id: key, route: "gitlab" },
-    ]);
-    // The token is never stored with the event.
-    expect(rows[0].headers).not.toContain(TOKEN);
-  });
+  test(
+    "the push is keyed by project and kind, deduplicated by Idempotency-Key, and a resend is a " + "duplicate",
+    async () => {
+      const key = "6a2f0d1e-9b3c-4e5f-8a7b-1c2d3e4f5a6b";
+      const first = await t.post("/hooks/gitlab", pushBody, headers("Push Hook", { "Idempotency-Key": key }));
+      expect([first.status, await first.text()]).toEqual([202, '{"status":"queued"}']);
+      // GitLab's Resend Request: the same body and Idempotency-Key, a new X-Gitlab-Webhook-UUID.
+      const resend = await t.post("/hooks/gitlab", pushBody, headers("Push Hook", { "Idempotency-Key": key }));
+      expect([resend.status, await resend.text()]).toEqual([200, '{"status":"duplicate"}']);
+      const rows = stored(pushBody);
+      expect(rows.map(({ key, event_type, dedup_id, route }) => ({ key, event_type, dedup_id, route }))).toEqual([
+        { key: "octo-group/hello-world:push", event_type: "push", dedup_id: key, route: "gitlab" },
+      ]);
+      // The token is never stored with the event.
+      expect(rows[0].headers).not.toContain(TOKEN);
+    },
+  );
 
   test("GitLab before 17.4 sends no Idempotency-Key: each delivery is queued, with no dedup id", async () => {
     const body = pushBody.replace('"total_commits_count":1', '"total_commits_count":1,"kit":"old-gitlab"');
@@ -119,49 +123,52 @@ ${KIT_DESTINATION}`,
     ]);
   });
 
-  test("a group webhook's events without a project fall back to the group's path, the event type to event_name", async () => {
-    const member = JSON.stringify({
-      created_at: "2026-11-24T09:40:12Z",
-      updated_at: "2026-11-24T09:40:12Z",
-      group_name: "Octo Group",
-      group_path: "octo-group",
-      group_id: 330001,
-      user_username: "octo-dev",
-      user_name: "Octo Dev",
-      user_email: "octo-dev@example.com",
-      user_id: 8812001,
-      group_access: "Developer",
-      group_plan: null,
-      expires_at: null,
-      event_name: "user_add_to_group",
-    });
-    const subgroup = JSON.stringify({
-      created_at: "2026-11-24T09:41:00Z",
-      updated_at: "2026-11-24T09:41:00Z",
-      event_name: "subgroup_create",
-      name: "tools",
-      path: "tools",
-      full_path: "octo-group/tools",
-      group_id: 330002,
-      parent_group_id: 330001,
-      parent_name: "Octo Group",
-      parent_path: "octo-group",
-      parent_full_path: "octo-group",
-    });
-    for (const [body, event] of [
-      [member, "Member Hook"],
-      [subgroup, "Subgroup Hook"],
-    ]) {
-      const res = await t.post("/hooks/gitlab", body, headers(event, { "Idempotency-Key": crypto.randomUUID() }));
-      expect([event, res.status]).toEqual([event, 202]);
-    }
-    expect(stored(member).map(({ key, event_type }) => ({ key, event_type }))).toEqual([
-      { key: "octo-group:user_add_to_group", event_type: "user_add_to_group" },
-    ]);
-    expect(stored(subgroup).map(({ key, event_type }) => ({ key, event_type }))).toEqual([
-      { key: "octo-group/tools:subgroup_create", event_type: "subgroup_create" },
-    ]);
-  });
+  test(
+    "a group webhook's events without a project fall back to the group's path, the event type to " + "event_name",
+    async () => {
+      const member = JSON.stringify({
+        created_at: "2026-11-24T09:40:12Z",
+        updated_at: "2026-11-24T09:40:12Z",
+        group_name: "Octo Group",
+        group_path: "octo-group",
+        group_id: 330001,
+        user_username: "octo-dev",
+        user_name: "Octo Dev",
+        user_email: "octo-dev@example.com",
+        user_id: 8812001,
+        group_access: "Developer",
+        group_plan: null,
+        expires_at: null,
+        event_name: "user_add_to_group",
+      });
+      const subgroup = JSON.stringify({
+        created_at: "2026-11-24T09:41:00Z",
+        updated_at: "2026-11-24T09:41:00Z",
+        event_name: "subgroup_create",
+        name: "tools",
+        path: "tools",
+        full_path: "octo-group/tools",
+        group_id: 330002,
+        parent_group_id: 330001,
+        parent_name: "Octo Group",
+        parent_path: "octo-group",
+        parent_full_path: "octo-group",
+      });
+      for (const [body, event] of [
+        [member, "Member Hook"],
+        [subgroup, "Subgroup Hook"],
+      ]) {
+        const res = await t.post("/hooks/gitlab", body, headers(event, { "Idempotency-Key": crypto.randomUUID() }));
+        expect([event, res.status]).toEqual([event, 202]);
+      }
+      expect(stored(member).map(({ key, event_type }) => ({ key, event_type }))).toEqual([
+        { key: "octo-group:user_add_to_group", event_type: "user_add_to_group" },
+      ]);
+      expect(stored(subgroup).map(({ key, event_type }) => ({ key, event_type }))).toEqual([
+        { key: "octo-group/tools:subgroup_create", event_type: "subgroup_create" },
+      ]);
+    },
+  );
 
   test("a token that differs, or is only a prefix of the secret, is 401 and nothing is stored", async () => {
     const events = t.count("events");

@@ -221,7 +221,8 @@ async function start(googleUrl: string, settings: Record<string, unknown> = {}):
 }
 
 describe("google.calendar through hookspool run, a stub Google on 127.0.0.1", () => {
-  test("the captures get what they say: accepted queued under the channel id, sync 200 ignored, wrong token 401, no channel id quarantined", async () => {
+  test("the captures get what they say: accepted queued under the channel id, sync 200 ignored, wrong " +
+    "token 401, no channel id quarantined", async () => {
     const google = stubGoogle(() => page([event("kitevent01")], { nextSyncToken: "kit-sync-1" }));
     stubs.push(google);
     const r = await start(google.url);
@@ -237,7 +238,8 @@ describe("google.calendar through hookspool run, a stub Google on 127.0.0.1", ()
     try {
       const stored = db.db
         .query(
-          "SELECT b.key, e.event_type, e.payload, e.headers FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.source = ? AND b.destination != 'quarantine'",
+          "SELECT b.key, e.event_type, e.payload, e.headers FROM events e JOIN batches b ON b.id = " +
+            "e.batch_id WHERE e.source = ? AND b.destination != 'quarantine'",
         )
         .all(kit.instance.name) as { key: string; event_type: string; payload: string; headers: string }[];
       // Only the accepted notification was queued: not the sync, not the refused one.
@@ -256,7 +258,8 @@ describe("google.calendar through hookspool run, a stub Google on 127.0.0.1", ()
     expect(r.items()).toEqual([]);
   }, 30_000);
 
-  test("the first notification is the baseline; the next deliver what changed since the stored sync token; a 410 makes a full resync", async () => {
+  test("the first notification is the baseline; the next deliver what changed since the stored sync " +
+    "token; a 410 makes a full resync", async () => {
     const t0 = Date.now();
     const old = new Date(t0 - 3 * DAY_MS).toISOString();
     const moved = event("kitevent01", {
@@ -427,7 +430,8 @@ describe("google.calendar through hookspool run, a stub Google on 127.0.0.1", ()
       expect(r.hs.stderr()).not.toContain(secret);
   }, 60_000);
 
-  test("a hooks module's travel(event, dayEvents, ctx) is asked for each changed event, with that day's events", async () => {
+  test("a hooks module's travel(event, dayEvents, ctx) is asked for each changed event, with that " +
+    "day's events", async () => {
     const first = event("kitevent11", {
       summary: "Standup",
       start: { dateTime: "2026-09-01T09:00:00+02:00" },
@@ -456,7 +460,8 @@ describe("google.calendar through hookspool run, a stub Google on 127.0.0.1", ()
   if (event.status === "cancelled") return undefined;
   const i = dayEvents.findIndex((e) => e.id === event.id);
   const before = i > 0 ? dayEvents[i - 1] : null;
-  return { from: before ? before.location : null, to: event.location, day: dayEvents.map((e) => e.id), calendar: ctx.settings.calendar_id };
+  return { from: before ? before.location : null, to: event.location, day: dayEvents.map((e) => ` +
+        `e.id), calendar: ctx.settings.calendar_id };
 }
 `,
       { mode: 0o644 },

@@ -252,15 +252,22 @@ describe("hookspool run with a stub Google", () => {
       (a) => a.path === `/drive/v3/${path}` && (pageToken === undefined || a.query.pageToken === pageToken),
     );
 
-  test("the sync message is 200 ignored, a wrong channel token 401 with an empty body: nothing stored, Google not asked", async () => {
-    expect(await answer(await notify("drive", "kit-chan-1", 1, { state: "sync" }))).toEqual([
-      200,
-      '{"status":"ignored"}',
-    ]);
-    expect(await answer(await notify("drive", "kit-chan-1", 2, { token: "kit-test-wrong-token" }))).toEqual([401, ""]);
-    expect(batches("drive")).toEqual([]);
-    expect(google.asked).toEqual([]);
-  });
+  test(
+    "the sync message is 200 ignored, a wrong channel token 401 with an empty body: nothing " +
+      "stored, Google not asked",
+    async () => {
+      expect(await answer(await notify("drive", "kit-chan-1", 1, { state: "sync" }))).toEqual([
+        200,
+        '{"status":"ignored"}',
+      ]);
+      expect(await answer(await notify("drive", "kit-chan-1", 2, { token: "kit-test-wrong-token" }))).toEqual([
+        401,
+        "",
+      ]);
+      expect(batches("drive")).toEqual([]);
+      expect(google.asked).toEqual([]);
+    },
+  );
 
   test("the first notification records the start page token and delivers nothing", async () => {
     for (const i of Object.keys(INSTANCES))
@@ -282,56 +289,59 @@ describe("hookspool run with a stub Google", () => {
     );
   });
 
-  test("the next notification delivers each changed and removed file, over two pages, and saves the new token", async () => {
-    expect(await answer(await notify("drive", "kit-chan-drive", 11))).toEqual([202, '{"status":"queued"}']);
-    // The same notification again (Google's retry): a duplicate, no second batch.
-    expect(await answer(await notify("drive", "kit-chan-drive", 11))).toEqual([200, '{"status":"duplicate"}']);
-    await waitFor("the second batch processed", () => allDelivered("drive", 1 + 1 + 4));
-    expect(pageToken("drive")).toBe("1004");
-    // Both pages, with the metadata-only fields mask, removals included, the Bearer token.
-    expect(
-      drive("changes").map((a) => [a.query.pageToken, a.query.fields, a.query.includeRemoved, a.authorization]),
-    ).toEqual([
-      ["1001", DRIVE_CHANGE_FIELDS, "true", `Bearer ${ACCESS}`],
-      ["1002", DRIVE_CHANGE_FIELDS, "true", `Bearer ${ACCESS}`],
-    ]);
-    expect(delivered("drive-changed").sort((a, b) => String(a.fileId).localeCompare(String(b.fileId)))).toEqual([
-      {
-        key: "kitTestDoc01",
-        fileId: "kitTestDoc01",
-        name: "Quarterly plan v2",
-        mimeType: DOC,
-        modifiedTime: "2026-09-16T08:02:00.000Z",
-        webViewLink: "https://docs.google.com/kit-test/Quarterly%20plan%20v2",
-      },
-      {
-        key: "kitTestPdf01",
-        fileId: "kitTestPdf01",
-        name: "Invoice 1042.pdf",
-        mimeType: PDF,
-        modifiedTime: "2026-09-16T08:00:02.000Z",
-        webViewLink: "https://docs.google.com/kit-test/Invoice%201042.pdf",
-      },
-    ]);
-    expect(delivered("drive-removed").sort((a, b) => String(a.fileId).localeCompare(String(b.fileId)))).toEqual([
-      { key: "kitTestGone01", fileId: "kitTestGone01", reason: "removed" },
-      {
-        key: "kitTestPdf02",
-        fileId: "kitTestPdf02",
-        reason: "trashed",
-        name: "Old draft.pdf",
-        mimeType: PDF,
-        modifiedTime: "2026-09-10T10:00:00.000Z",
-      },
-    ]);
-    // Each item a batch of its own, keyed by its file.
-    expect(
-      receiver
-        .accepted()
-        .map((d) => d.doc.key)
-        .sort(),
-    ).toEqual(["kitTestDoc01", "kitTestGone01", "kitTestPdf01", "kitTestPdf02"]);
-  });
+  test(
+    "the next notification delivers each changed and removed file, over two pages, and saves the " + "new token",
+    async () => {
+      expect(await answer(await notify("drive", "kit-chan-drive", 11))).toEqual([202, '{"status":"queued"}']);
+      // The same notification again (Google's retry): a duplicate, no second batch.
+      expect(await answer(await notify("drive", "kit-chan-drive", 11))).toEqual([200, '{"status":"duplicate"}']);
+      await waitFor("the second batch processed", () => allDelivered("drive", 1 + 1 + 4));
+      expect(pageToken("drive")).toBe("1004");
+      // Both pages, with the metadata-only fields mask, removals included, the Bearer token.
+      expect(
+        drive("changes").map((a) => [a.query.pageToken, a.query.fields, a.query.includeRemoved, a.authorization]),
+      ).toEqual([
+        ["1001", DRIVE_CHANGE_FIELDS, "true", `Bearer ${ACCESS}`],
+        ["1002", DRIVE_CHANGE_FIELDS, "true", `Bearer ${ACCESS}`],
+      ]);
+      expect(delivered("drive-changed").sort((a, b) => String(a.fileId).localeCompare(String(b.fileId)))).toEqual([
+        {
+          key: "kitTestDoc01",
+          fileId: "kitTestDoc01",
+          name: "Quarterly plan v2",
+          mimeType: DOC,
+          modifiedTime: "2026-09-16T08:02:00.000Z",
+          webViewLink: "https://docs.google.com/kit-test/Quarterly%20plan%20v2",
+        },
+        {
+          key: "kitTestPdf01",
+          fileId: "kitTestPdf01",
+          name: "Invoice 1042.pdf",
+          mimeType: PDF,
+          modifiedTime: "2026-09-16T08:00:02.000Z",
+          webViewLink: "https://docs.google.com/kit-test/Invoice%201042.pdf",
+        },
+      ]);
+      expect(delivered("drive-removed").sort((a, b) => String(a.fileId).localeCompare(String(b.fileId)))).toEqual([
+        { key: "kitTestGone01", fileId: "kitTestGone01", reason: "removed" },
+        {
+          key: "kitTestPdf02",
+          fileId: "kitTestPdf02",
+          reason: "trashed",
+          name: "Old draft.pdf",
+          mimeType: PDF,
+          modifiedTime: "2026-09-10T10:00:00.000Z",
+        },
+      ]);
+      // Each item a batch of its own, keyed by its file.
+      expect(
+        receiver
+          .accepted()
+          .map((d) => d.doc.key)
+          .sort(),
+      ).toEqual(["kitTestDoc01", "kitTestGone01", "kitTestPdf01", "kitTestPdf02"]);
+    },
+  );
 
   test("mime_types keeps only those types; a removal, which names no type, is kept", async () => {
     expect(await answer(await notify("docs", "kit-chan-docs", 11))).toEqual([202, '{"status":"queued"}']);
@@ -341,19 +351,22 @@ describe("hookspool run with a stub Google", () => {
     expect(delivered("docs-removed").map((e) => [e.fileId, e.reason])).toEqual([["kitTestGone01", "removed"]]);
   });
 
-  test("a later notification asks from the saved token; nothing new, nothing delivered; no secret in the log", async () => {
-    const before = receiver.accepted().length;
-    expect(await answer(await notify("drive", "kit-chan-drive", 12))).toEqual([202, '{"status":"queued"}']);
-    await waitFor("the third batch processed", () => allDelivered("drive", 1 + 1 + 4 + 1));
-    expect(drive("changes", "1004").length).toBe(1);
-    expect(pageToken("drive")).toBe("1004");
-    expect(receiver.accepted().length).toBe(before);
-    expect(receiver.unverified).toEqual([]);
-    // The access token was kept between batches: refreshed once per instance only.
-    expect(google.asked.filter((a) => a.path === "/token").length).toBe(2);
-    for (const secret of [TOKEN, "kit-test-secret", "kit-test-refresh", ACCESS])
-      expect(hs.stderr()).not.toContain(secret);
-  });
+  test(
+    "a later notification asks from the saved token; nothing new, nothing delivered; no secret in " + "the log",
+    async () => {
+      const before = receiver.accepted().length;
+      expect(await answer(await notify("drive", "kit-chan-drive", 12))).toEqual([202, '{"status":"queued"}']);
+      await waitFor("the third batch processed", () => allDelivered("drive", 1 + 1 + 4 + 1));
+      expect(drive("changes", "1004").length).toBe(1);
+      expect(pageToken("drive")).toBe("1004");
+      expect(receiver.accepted().length).toBe(before);
+      expect(receiver.unverified).toEqual([]);
+      // The access token was kept between batches: refreshed once per instance only.
+      expect(google.asked.filter((a) => a.path === "/token").length).toBe(2);
+      for (const secret of [TOKEN, "kit-test-secret", "kit-test-refresh", ACCESS])
+        expect(hs.stderr()).not.toContain(secret);
+    },
+  );
 });
 
 describe("the processor's rules", () => {

@@ -296,7 +296,8 @@ describe("google.gmail through hookspool run, against a stub Google", () => {
     try {
       const ev = db.db
         .query(
-          "SELECT e.payload, e.event_type, e.dedup_id, b.key FROM events e JOIN batches b ON b.id = e.batch_id WHERE b.route = 'gmail'",
+          "SELECT e.payload, e.event_type, e.dedup_id, b.key FROM events e JOIN batches b ON b.id = " +
+            "e.batch_id WHERE b.route = 'gmail'",
         )
         .get() as Record<string, string>;
       expect(ev).toEqual({
@@ -321,79 +322,83 @@ describe("google.gmail through hookspool run, against a stub Google", () => {
     expect((await post(new TextDecoder().decode(accepted))).status).toBe(200);
   });
 
-  test("the next push: a scheduling item with free windows, an agent-mail item, nothing for the rest; from the stored history id", async () => {
-    google.messages.set("m-meet", {
-      id: "m-meet",
-      from: "Alex Doe <alex@partner.example>",
-      subject: "Can we meet next week?",
-    });
-    google.messages.set("m-dentist", {
-      id: "m-dentist",
-      from: "Bright Smile Dental <noreply@dentist.example>",
-      subject: "Appointment confirmed: Tue 14 May 2026 at 10:30",
-    });
-    google.messages.set("m-news", { id: "m-news", from: "News <news@list.example>", subject: "Your weekly digest" });
-    google.messages.set("m-sent", {
-      id: "m-sent",
-      from: `Owner <${OWNER}>`,
-      subject: "Re: can we meet?",
-      labelIds: ["SENT"],
-    });
-    google.history.set("4821937", { ids: ["m-meet", "m-dentist", "m-news", "m-sent"], historyId: "4821990" });
-    google.asked.length = 0;
-    expect((await post(push(4821990, "13467252813395001"))).status).toBe(202);
-    // settled: every batch of the source delivered, the processor's emits too (they are enqueued
-    // with the notification's outcome), so no item is still on its way.
-    await waitFor("the second notification's items", () => settled(2) && items().length >= 2);
-    // Two routes, two keys' worth of batches in parallel: they may arrive in either order.
-    const got = items().sort((a, b) => String(b.route).localeCompare(String(a.route)));
-    expect(got.map((i) => i.route)).toEqual(["gmail-scheduling", "gmail-agent-mail"]);
-    const [scheduling, mail] = got;
-    expect(scheduling).toMatchObject({
-      key: OWNER,
-      id: "m-meet",
-      threadId: "t-m-meet",
-      from: "Alex Doe <alex@partner.example>",
-      subject: "Can we meet next week?",
-      labelIds: ["INBOX", "UNREAD"],
-      rule: "appointments/meeting-request",
-      values: {},
-    });
-    const window = scheduling?.window as { start: string; end: string };
-    expect(Date.parse(window.end) - Date.parse(window.start)).toBe(7 * 86_400_000);
-    expect(Math.abs(Date.parse(window.start) - Date.now())).toBeLessThan(600_000);
-    const [one, two] = StubGoogle.busyFrom(window.start);
-    expect(scheduling?.free).toEqual([
-      { start: window.start, end: one?.start },
-      { start: one?.end, end: two?.start },
-      { start: two?.end, end: window.end },
-    ]);
-    expect(mail).toEqual({
-      route: "gmail-agent-mail",
-      key: OWNER,
-      id: "m-dentist",
-      threadId: "t-m-dentist",
-      from: "Bright Smile Dental <noreply@dentist.example>",
-      subject: "Appointment confirmed: Tue 14 May 2026 at 10:30",
-      date: "Tue, 1 Dec 2026 09:12:44 +0000",
-      labelIds: ["INBOX", "UNREAD"],
-      rule: "appointments/appointment-confirmation",
-      values: { date: "14 May 2026", time: "10:30" },
-    });
-    // From the baseline's history id; every message read as metadata without a snippet; one free/busy.
-    const history = google.asked.filter((a) => a.path.endsWith("/history"));
-    expect(history.map((a) => [a.query.get("startHistoryId"), a.query.get("historyTypes")])).toEqual([
-      ["4821937", "messageAdded"],
-    ]);
-    const gets = google.asked.filter((a) => a.path.includes("/messages/"));
-    expect(gets.map((a) => a.path.split("/").pop())).toEqual(["m-meet", "m-dentist", "m-news", "m-sent"]);
-    for (const g of gets) {
-      expect(g.query.get("format")).toBe("metadata");
-      expect(g.query.get("fields")).not.toContain("snippet");
-    }
-    const freeBusy = google.asked.filter((a) => a.path === "/freeBusy");
-    expect(freeBusy.map((a) => (JSON.parse(a.body) as { items: unknown }).items)).toEqual([[{ id: "primary" }]]);
-  });
+  test(
+    "the next push: a scheduling item with free windows, an agent-mail item, nothing for the rest; " +
+      "from the stored history id",
+    async () => {
+      google.messages.set("m-meet", {
+        id: "m-meet",
+        from: "Alex Doe <alex@partner.example>",
+        subject: "Can we meet next week?",
+      });
+      google.messages.set("m-dentist", {
+        id: "m-dentist",
+        from: "Bright Smile Dental <noreply@dentist.example>",
+        subject: "Appointment confirmed: Tue 14 May 2026 at 10:30",
+      });
+      google.messages.set("m-news", { id: "m-news", from: "News <news@list.example>", subject: "Your weekly digest" });
+      google.messages.set("m-sent", {
+        id: "m-sent",
+        from: `Owner <${OWNER}>`,
+        subject: "Re: can we meet?",
+        labelIds: ["SENT"],
+      });
+      google.history.set("4821937", { ids: ["m-meet", "m-dentist", "m-news", "m-sent"], historyId: "4821990" });
+      google.asked.length = 0;
+      expect((await post(push(4821990, "13467252813395001"))).status).toBe(202);
+      // settled: every batch of the source delivered, the processor's emits too (they are enqueued
+      // with the notification's outcome), so no item is still on its way.
+      await waitFor("the second notification's items", () => settled(2) && items().length >= 2);
+      // Two routes, two keys' worth of batches in parallel: they may arrive in either order.
+      const got = items().sort((a, b) => String(b.route).localeCompare(String(a.route)));
+      expect(got.map((i) => i.route)).toEqual(["gmail-scheduling", "gmail-agent-mail"]);
+      const [scheduling, mail] = got;
+      expect(scheduling).toMatchObject({
+        key: OWNER,
+        id: "m-meet",
+        threadId: "t-m-meet",
+        from: "Alex Doe <alex@partner.example>",
+        subject: "Can we meet next week?",
+        labelIds: ["INBOX", "UNREAD"],
+        rule: "appointments/meeting-request",
+        values: {},
+      });
+      const window = scheduling?.window as { start: string; end: string };
+      expect(Date.parse(window.end) - Date.parse(window.start)).toBe(7 * 86_400_000);
+      expect(Math.abs(Date.parse(window.start) - Date.now())).toBeLessThan(600_000);
+      const [one, two] = StubGoogle.busyFrom(window.start);
+      expect(scheduling?.free).toEqual([
+        { start: window.start, end: one?.start },
+        { start: one?.end, end: two?.start },
+        { start: two?.end, end: window.end },
+      ]);
+      expect(mail).toEqual({
+        route: "gmail-agent-mail",
+        key: OWNER,
+        id: "m-dentist",
+        threadId: "t-m-dentist",
+        from: "Bright Smile Dental <noreply@dentist.example>",
+        subject: "Appointment confirmed: Tue 14 May 2026 at 10:30",
+        date: "Tue, 1 Dec 2026 09:12:44 +0000",
+        labelIds: ["INBOX", "UNREAD"],
+        rule: "appointments/appointment-confirmation",
+        values: { date: "14 May 2026", time: "10:30" },
+      });
+      // From the baseline's history id; every message read as metadata without a snippet; one free/busy.
+      const history = google.asked.filter((a) => a.path.endsWith("/history"));
+      expect(history.map((a) => [a.query.get("startHistoryId"), a.query.get("historyTypes")])).toEqual([
+        ["4821937", "messageAdded"],
+      ]);
+      const gets = google.asked.filter((a) => a.path.includes("/messages/"));
+      expect(gets.map((a) => a.path.split("/").pop())).toEqual(["m-meet", "m-dentist", "m-news", "m-sent"]);
+      for (const g of gets) {
+        expect(g.query.get("format")).toBe("metadata");
+        expect(g.query.get("fields")).not.toContain("snippet");
+      }
+      const freeBusy = google.asked.filter((a) => a.path === "/freeBusy");
+      expect(freeBusy.map((a) => (JSON.parse(a.body) as { items: unknown }).items)).toEqual([[{ id: "primary" }]]);
+    },
+  );
 
   test("a 404 from history.list falls back to the newest messages, each classified once", async () => {
     google.messages.set("m-physio", {
@@ -437,7 +442,8 @@ describe("google.gmail through hookspool run, against a stub Google", () => {
       // The quarantined capture kept its path, not its token.
       const q = db.db
         .query(
-          "SELECT b.last_error, e.url FROM events e JOIN batches b ON b.id = e.batch_id WHERE b.destination = 'quarantine'",
+          "SELECT b.last_error, e.url FROM events e JOIN batches b ON b.id = e.batch_id WHERE " +
+            "b.destination = 'quarantine'",
         )
         .all() as { last_error: string; url: string }[];
       expect(q).toEqual([{ last_error: "bad_payload", url: "/hooks/gmail" }]);
@@ -460,7 +466,8 @@ describe("a deployment's hooks module, loaded by the real runtime", () => {
     `// Mail from the list is for the agent; nothing else, whatever the rule packs would say.
 export async function classify(message, owner, ctx) {
   if (!message.from.includes("@list.example")) return null;
-  return { output: "agent-mail", rule: "newsletter", values: { owner, list: message.subject.split(" ").pop(), clock: typeof ctx.now() } };
+  return { output: "agent-mail", rule: "newsletter", values: { owner, list: message.subject.split(" ` +
+      `").pop(), clock: typeof ctx.now() } };
 }
 `,
     { mode: 0o644 },
@@ -702,21 +709,24 @@ describe("the processor", () => {
     expect(hookVerdict(undefined)).toBeNull();
   });
 
-  test("drafts, spam, trash and the owner's own sent mail are skipped; a message seen before is not read again", async () => {
-    const subjects = {
-      d: { subject: "Can we meet? (draft)", labelIds: ["DRAFT"] },
-      s: { subject: "Can we meet? spam", labelIds: ["SPAM", "UNREAD"] },
-      o: { subject: "Can we meet?", labelIds: ["SENT"] },
-      self: { subject: "Can we meet? (to myself)", labelIds: ["SENT", "INBOX"] },
-      old: { subject: "Can we meet? (seen)" },
-    };
-    const { ctx, state } = fakeContext({}, mailbox(subjects));
-    state.set("mailboxes", { [OWNER]: { historyId: "10", seen: ["old"] } });
-    const items = (await processor.process(batchFor(OWNER), ctx)) as Item[];
-    expect(items.map((i) => i.id)).toEqual(["self"]);
-    expect(isIncoming(["INBOX", "SENT"])).toBe(true);
-    expect(isIncoming(["TRASH", "INBOX"])).toBe(false);
-  });
+  test(
+    "drafts, spam, trash and the owner's own sent mail are skipped; a message seen before is not " + "read again",
+    async () => {
+      const subjects = {
+        d: { subject: "Can we meet? (draft)", labelIds: ["DRAFT"] },
+        s: { subject: "Can we meet? spam", labelIds: ["SPAM", "UNREAD"] },
+        o: { subject: "Can we meet?", labelIds: ["SENT"] },
+        self: { subject: "Can we meet? (to myself)", labelIds: ["SENT", "INBOX"] },
+        old: { subject: "Can we meet? (seen)" },
+      };
+      const { ctx, state } = fakeContext({}, mailbox(subjects));
+      state.set("mailboxes", { [OWNER]: { historyId: "10", seen: ["old"] } });
+      const items = (await processor.process(batchFor(OWNER), ctx)) as Item[];
+      expect(items.map((i) => i.id)).toEqual(["self"]);
+      expect(isIncoming(["INBOX", "SENT"])).toBe(true);
+      expect(isIncoming(["TRASH", "INBOX"])).toBe(false);
+    },
+  );
 
   test("a batch for another mailbox is skipped without a call", async () => {
     const { ctx, lines } = fakeContext({}, () => {
@@ -726,32 +736,41 @@ describe("the processor", () => {
     expect(lines.join("\n")).toContain("another mailbox");
   });
 
-  test("settings: api_base_url is https or loopback http; a pack the bobbin does not ship, or a bad owner, ends the batch", async () => {
-    for (const ok of ["", "https://gmail-proxy.example.com/gmail/v1/", "http://127.0.0.1:8080", "http://localhost:9/x"])
-      expect(baseOf(ok)).not.toBeNull();
-    for (const bad of [
-      "http://gmail.example.com",
-      "http://10.0.0.5",
-      "ftp://127.0.0.1/",
-      "gmail.googleapis.com",
-      "https://u:p@gmail.example.com",
-      "https://gmail.example.com/?q=1",
-    ])
-      expect(baseOf(bad)).toBeNull();
-    expect(baseOf("https://gmail-proxy.example.com/gmail/v1/")).toBe("https://gmail-proxy.example.com/gmail/v1");
-    const never = () => {
-      throw new Error("no call expected");
-    };
-    await expect(
-      processor.process(batchFor(OWNER), fakeContext({ api_base_url: "http://gmail.example.com" }, never).ctx),
-    ).rejects.toThrow(/api_base_url must be https/);
-    await expect(
-      processor.process(batchFor(OWNER), fakeContext({ rule_packs: ["appointments", "invoices"] }, never).ctx),
-    ).rejects.toThrow(/does not ship/);
-    await expect(
-      processor.process(batchFor(OWNER), fakeContext({ owner: "not an address" }, never).ctx),
-    ).rejects.toThrow(/owner/);
-    expect(packsOf([])).toEqual([]);
-    expect(typeof packsOf(["appointments"])).toBe("object");
-  });
+  test(
+    "settings: api_base_url is https or loopback http; a pack the bobbin does not ship, or a bad " +
+      "owner, ends the batch",
+    async () => {
+      for (const ok of [
+        "",
+        "https://gmail-proxy.example.com/gmail/v1/",
+        "http://127.0.0.1:8080",
+        "http://localhost:9/x",
+      ])
+        expect(baseOf(ok)).not.toBeNull();
+      for (const bad of [
+        "http://gmail.example.com",
+        "http://10.0.0.5",
+        "ftp://127.0.0.1/",
+        "gmail.googleapis.com",
+        "https://u:p@gmail.example.com",
+        "https://gmail.example.com/?q=1",
+      ])
+        expect(baseOf(bad)).toBeNull();
+      expect(baseOf("https://gmail-proxy.example.com/gmail/v1/")).toBe("https://gmail-proxy.example.com/gmail/v1");
+      const never = () => {
+        throw new Error("no call expected");
+      };
+      await expect(
+        processor.process(batchFor(OWNER), fakeContext({ api_base_url: "http://gmail.example.com" }, never).ctx),
+      ).rejects.toThrow(/api_base_url must be https/);
+      await expect(
+        processor.process(batchFor(OWNER), fakeContext({ rule_packs: ["appointments", "invoices"] }, never).ctx),
+      ).rejects.toThrow(/does not ship/);
+      await expect(
+        processor.process(batchFor(OWNER), fakeContext({ owner: "not an address" }, never).ctx),
+      ).rejects.toThrow(/owner/);
+      expect(packsOf([])).toEqual([]);
+      expect(typeof packsOf(["appointments"])).toBe("object");
+    },
+  );
 });

@@ -18,7 +18,7 @@ bobbinTest("hookspool.webhook", "every scheme's capture is queued and delivered;
     "captures/schemes/static-token.http": 202,
     "captures/schemes/timestamped.http": 202,
   },
-  then(results) {
+  afterwards(results) {
     const schemes = results
       .filter((r) => r.capture.file.startsWith("captures/schemes/"))
       .map((r) => r.capture.settings?.scheme);

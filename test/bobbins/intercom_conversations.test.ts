@@ -31,7 +31,8 @@ const signed = (body: string) => ({
 
 bobbinTest(
   "intercom.conversations",
-  "a conversation notification is queued and delivered, the ping is ignored, the HEAD check is 200, a bad signature is 401",
+  "a conversation notification is queued and delivered, the ping is ignored, the HEAD check is 200, a " +
+    "bad signature is 401",
   {
     answers: {
       "captures/accepted.http": 202,
@@ -62,7 +63,8 @@ ${KIT_DESTINATION}`,
   const rowOf = (body: string) =>
     t.db.db
       .query(
-        "SELECT b.key, e.event_type, e.dedup_id FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.payload = ? ORDER BY e.id",
+        "SELECT b.key, e.event_type, e.dedup_id FROM events e JOIN batches b ON b.id = e.batch_id " +
+          "WHERE e.payload = ? ORDER BY e.id",
       )
       .all(body) as { key: string; event_type: string; dedup_id: string }[];
   const batchOf = (body: string) =>

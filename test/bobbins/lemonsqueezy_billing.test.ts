@@ -52,50 +52,59 @@ ${KIT_DESTINATION}`,
   const rowOf = (body: string) =>
     t.db.db
       .query(
-        "SELECT b.key, e.event_type, e.dedup_id FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.payload = ? ORDER BY e.id",
+        "SELECT b.key, e.event_type, e.dedup_id FROM events e JOIN batches b ON b.id = e.batch_id " +
+          "WHERE e.payload = ? ORDER BY e.id",
       )
       .all(body) as { key: string; event_type: string; dedup_id: string }[];
   const batchOf = (body: string) =>
     (t.db.db.query("SELECT batch_id FROM events WHERE payload = ?").get(body) as { batch_id: number }).batch_id;
 
-  test("the accepted capture is stored under the customer id, its event name and the body's SHA-256; Lemon Squeezy's retry of it is a duplicate, answered 200", async () => {
-    const first = await t.post("/hooks/lemonsqueezy", BODY, HEADERS);
-    expect([first.status, await first.text()]).toEqual([202, '{"status":"queued"}']);
-    expect(rowOf(BODY)).toEqual([{ key: "3141592", event_type: "order_created", dedup_id: sha256(BODY) }]);
-    // A 202 is "anything else" to a sender that wants 200: the retry 5 s later gets its 200 here.
-    const retry = await t.post("/hooks/lemonsqueezy", BODY, HEADERS);
-    expect([retry.status, await retry.text()]).toEqual([200, '{"status":"duplicate"}']);
-    expect(rowOf(BODY)).toHaveLength(1);
-  });
+  test(
+    "the accepted capture is stored under the customer id, its event name and the body's SHA-256; " +
+      "Lemon Squeezy's retry of it is a duplicate, answered 200",
+    async () => {
+      const first = await t.post("/hooks/lemonsqueezy", BODY, HEADERS);
+      expect([first.status, await first.text()]).toEqual([202, '{"status":"queued"}']);
+      expect(rowOf(BODY)).toEqual([{ key: "3141592", event_type: "order_created", dedup_id: sha256(BODY) }]);
+      // A 202 is "anything else" to a sender that wants 200: the retry 5 s later gets its 200 here.
+      const retry = await t.post("/hooks/lemonsqueezy", BODY, HEADERS);
+      expect([retry.status, await retry.text()]).toEqual([200, '{"status":"duplicate"}']);
+      expect(rowOf(BODY)).toHaveLength(1);
+    },
+  );
 
-  test("the subscription the order started joins the customer's batch; the event type is the signed meta.event_name, not the header", async () => {
-    const subscription = JSON.stringify({
-      meta: { test_mode: true, event_name: "subscription_created", custom_data: { account_id: "acct-1042" } },
-      data: {
-        type: "subscriptions",
-        id: "1618033",
-        attributes: {
-          store_id: 90210,
-          customer_id: 3141592,
-          order_id: 4815162,
-          product_id: 271828,
-          variant_id: 314159,
-          status: "active",
-          renews_at: "2026-07-02T16:45:07.000000Z",
-          test_mode: true,
+  test(
+    "the subscription the order started joins the customer's batch; the event type is the signed " +
+      "meta.event_name, not the header",
+    async () => {
+      const subscription = JSON.stringify({
+        meta: { test_mode: true, event_name: "subscription_created", custom_data: { account_id: "acct-1042" } },
+        data: {
+          type: "subscriptions",
+          id: "1618033",
+          attributes: {
+            store_id: 90210,
+            customer_id: 3141592,
+            order_id: 4815162,
+            product_id: 271828,
+            variant_id: 314159,
+            status: "active",
+            renews_at: "2026-07-02T16:45:07.000000Z",
+            test_mode: true,
+          },
         },
-      },
-    });
-    const res = await t.post("/hooks/lemonsqueezy", subscription, {
-      ...signed(subscription, "subscription_created"),
-      "X-Event-Name": "order_refunded",
-    });
-    expect([res.status, await res.text()]).toEqual([202, '{"status":"queued"}']);
-    expect(rowOf(subscription)).toEqual([
-      { key: "3141592", event_type: "subscription_created", dedup_id: sha256(subscription) },
-    ]);
-    expect(batchOf(subscription)).toBe(batchOf(BODY));
-  });
+      });
+      const res = await t.post("/hooks/lemonsqueezy", subscription, {
+        ...signed(subscription, "subscription_created"),
+        "X-Event-Name": "order_refunded",
+      });
+      expect([res.status, await res.text()]).toEqual([202, '{"status":"queued"}']);
+      expect(rowOf(subscription)).toEqual([
+        { key: "3141592", event_type: "subscription_created", dedup_id: sha256(subscription) },
+      ]);
+      expect(batchOf(subscription)).toBe(batchOf(BODY));
+    },
+  );
 
   test("a customer_updated event, whose data is the customer, is keyed by the customer's own id", async () => {
     const customer = JSON.stringify({

@@ -62,7 +62,8 @@ ${KIT_DESTINATION}`,
   const stored = (payload: string) =>
     t.db.db
       .query(
-        "SELECT b.key, e.event_type, e.dedup_id, e.route FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.payload = ? ORDER BY e.id",
+        "SELECT b.key, e.event_type, e.dedup_id, e.route FROM events e JOIN batches b ON b.id = " +
+          "e.batch_id WHERE e.payload = ? ORDER BY e.id",
       )
       .all(payload) as { key: string; event_type: string; dedup_id: string | null; route: string }[];
   const envelope = (type: string, action: string, data: unknown, ts: number) =>
@@ -78,28 +79,37 @@ ${KIT_DESTINATION}`,
       webhookId: "1e2f3a4b-5c6d-4e7f-8a9b-0c1d2e3f4a5b",
     });
 
-  test("an issue created in team ENG takes the route on type, action and team; Linear's retry of the delivery is a duplicate", async () => {
-    const body = envelope(
-      "Issue",
-      "create",
-      {
-        id: "aa11bb22-cc33-4d44-8e55-ff6677889900",
-        identifier: "ENG-43",
-        title: "Flaky test",
-        teamId: "7a8b9c0d-1e2f-4a3b-8c4d-5e6f7a8b9c0d",
-        team: { id: "7a8b9c0d-1e2f-4a3b-8c4d-5e6f7a8b9c0d", key: "ENG", name: "Engineering" },
-      },
-      NOW_MS - 2000,
-    );
-    const delivery = "c0d1e2f3-a4b5-4c6d-8e7f-901a2b3c4d5e";
-    const first = await t.post("/hooks/linear", body, headers(body, "Issue", delivery));
-    expect([first.status, await first.text()]).toEqual([202, '{"status":"queued"}']);
-    const retry = await t.post("/hooks/linear", body, headers(body, "Issue", delivery));
-    expect([retry.status, await retry.text()]).toEqual([200, '{"status":"duplicate"}']);
-    expect(stored(body)).toEqual([
-      { key: "aa11bb22-cc33-4d44-8e55-ff6677889900", event_type: "Issue", dedup_id: delivery, route: "linear-eng-new" },
-    ]);
-  });
+  test(
+    "an issue created in team ENG takes the route on type, action and team; Linear's retry of the " +
+      "delivery is a duplicate",
+    async () => {
+      const body = envelope(
+        "Issue",
+        "create",
+        {
+          id: "aa11bb22-cc33-4d44-8e55-ff6677889900",
+          identifier: "ENG-43",
+          title: "Flaky test",
+          teamId: "7a8b9c0d-1e2f-4a3b-8c4d-5e6f7a8b9c0d",
+          team: { id: "7a8b9c0d-1e2f-4a3b-8c4d-5e6f7a8b9c0d", key: "ENG", name: "Engineering" },
+        },
+        NOW_MS - 2000,
+      );
+      const delivery = "c0d1e2f3-a4b5-4c6d-8e7f-901a2b3c4d5e";
+      const first = await t.post("/hooks/linear", body, headers(body, "Issue", delivery));
+      expect([first.status, await first.text()]).toEqual([202, '{"status":"queued"}']);
+      const retry = await t.post("/hooks/linear", body, headers(body, "Issue", delivery));
+      expect([retry.status, await retry.text()]).toEqual([200, '{"status":"duplicate"}']);
+      expect(stored(body)).toEqual([
+        {
+          key: "aa11bb22-cc33-4d44-8e55-ff6677889900",
+          event_type: "Issue",
+          dedup_id: delivery,
+          route: "linear-eng-new",
+        },
+      ]);
+    },
+  );
 
   test("an SLA event is keyed by issueData.id, an app revocation (no data) by the workspace", async () => {
     const sla = JSON.stringify({
@@ -142,42 +152,50 @@ ${KIT_DESTINATION}`,
     ]);
   });
 
-  test("a good signature is refused 401 when webhookTimestamp is 61 s old or 61 s ahead of the intake's clock; nothing is stored", async () => {
-    // Linear's SDK (verify() in packages/sdk/src/webhooks/client.ts) refuses a timestamp more
-    // than 1000 * 60 ms from its clock, either side; the bobbin's tolerance_s is 60.
-    const events = t.count("events");
-    const from = LOG_LINES.length;
-    for (const ms of [NOW_MS - 61_000, NOW_MS + 61_000]) {
-      const body = envelope(
-        "Comment",
-        "create",
-        { id: "0e1f2a3b-4c5d-4e6f-8a7b-9c0d1e2f3a4b", body: `At ${ms}`, issueId: ISSUE },
-        ms,
-      );
-      const res = await t.post("/hooks/linear", body, headers(body, "Comment", crypto.randomUUID()));
-      expect([ms - NOW_MS, res.status, await res.text()]).toEqual([ms - NOW_MS, 401, ""]);
-      expect(stored(body)).toEqual([]);
-    }
-    expect(t.count("events")).toBe(events);
-    const reasons = LOG_LINES.slice(from)
-      .filter((l) => l.includes("unverified"))
-      .map((l) => /reason=(\w+)/.exec(l)?.[1]);
-    expect(reasons).toEqual(["stale", "future"]);
-  });
+  test(
+    "a good signature is refused 401 when webhookTimestamp is 61 s old or 61 s ahead of the " +
+      "intake's clock; nothing is stored",
+    async () => {
+      // Linear's SDK (verify() in packages/sdk/src/webhooks/client.ts) refuses a timestamp more
+      // than 1000 * 60 ms from its clock, either side; the bobbin's tolerance_s is 60.
+      const events = t.count("events");
+      const from = LOG_LINES.length;
+      for (const ms of [NOW_MS - 61_000, NOW_MS + 61_000]) {
+        const body = envelope(
+          "Comment",
+          "create",
+          { id: "0e1f2a3b-4c5d-4e6f-8a7b-9c0d1e2f3a4b", body: `At ${ms}`, issueId: ISSUE },
+          ms,
+        );
+        const res = await t.post("/hooks/linear", body, headers(body, "Comment", crypto.randomUUID()));
+        expect([ms - NOW_MS, res.status, await res.text()]).toEqual([ms - NOW_MS, 401, ""]);
+        expect(stored(body)).toEqual([]);
+      }
+      expect(t.count("events")).toBe(events);
+      const reasons = LOG_LINES.slice(from)
+        .filter((l) => l.includes("unverified"))
+        .map((l) => /reason=(\w+)/.exec(l)?.[1]);
+      expect(reasons).toEqual(["stale", "future"]);
+    },
+  );
 
-  test("a good signature is accepted when webhookTimestamp is 59 s (or exactly 60 s) old or ahead of the intake's clock", async () => {
-    for (const ms of [NOW_MS - 59_000, NOW_MS + 59_000, NOW_MS - 60_000, NOW_MS + 60_000]) {
-      const body = envelope(
-        "Comment",
-        "create",
-        { id: "1f2a3b4c-5d6e-4f7a-8b9c-0d1e2f3a4b5c", body: `At ${ms}`, issueId: ISSUE },
-        ms,
-      );
-      const res = await t.post("/hooks/linear", body, headers(body, "Comment", crypto.randomUUID()));
-      expect([ms - NOW_MS, res.status, await res.text()]).toEqual([ms - NOW_MS, 202, '{"status":"queued"}']);
-      expect(stored(body).map((r) => r.key)).toEqual([ISSUE]);
-    }
-  });
+  test(
+    "a good signature is accepted when webhookTimestamp is 59 s (or exactly 60 s) old or ahead of " +
+      "the intake's clock",
+    async () => {
+      for (const ms of [NOW_MS - 59_000, NOW_MS + 59_000, NOW_MS - 60_000, NOW_MS + 60_000]) {
+        const body = envelope(
+          "Comment",
+          "create",
+          { id: "1f2a3b4c-5d6e-4f7a-8b9c-0d1e2f3a4b5c", body: `At ${ms}`, issueId: ISSUE },
+          ms,
+        );
+        const res = await t.post("/hooks/linear", body, headers(body, "Comment", crypto.randomUUID()));
+        expect([ms - NOW_MS, res.status, await res.text()]).toEqual([ms - NOW_MS, 202, '{"status":"queued"}']);
+        expect(stored(body).map((r) => r.key)).toEqual([ISSUE]);
+      }
+    },
+  );
 
   test("a body without webhookTimestamp is refused 401 even with a good signature", async () => {
     // The payload types in Linear's schema that carry webhookTimestamp declare it Float! (never

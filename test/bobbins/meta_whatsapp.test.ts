@@ -67,43 +67,52 @@ ${KIT_DESTINATION}`,
   const rowOf = (body: string) =>
     t.db.db
       .query(
-        "SELECT b.key, e.event_type, e.dedup_id, e.payload FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.payload = ? ORDER BY e.id",
+        "SELECT b.key, e.event_type, e.dedup_id, e.payload FROM events e JOIN batches b ON b.id = " +
+          "e.batch_id WHERE e.payload = ? ORDER BY e.id",
       )
       .all(body) as { key: string; event_type: string; dedup_id: string | null; payload: string }[];
   const batchOf = (body: string) =>
     (t.db.db.query("SELECT batch_id FROM events WHERE payload = ?").get(body) as { batch_id: number }).batch_id;
   const get = (query: string) => fetch(`${t.url}/hooks/whatsapp?${query}`);
 
-  test("the accepted message is stored under phone_number_id:wa_id, as messages, with its wamid; Meta's resend is a duplicate", async () => {
-    const first = await t.post("/hooks/whatsapp", accepted.body, accepted.headers);
-    expect([first.status, await first.text()]).toEqual([202, '{"status":"queued"}']);
-    const [row] = rowOf(accepted.body);
-    expect({ key: row.key, event_type: row.event_type, dedup_id: row.dedup_id }).toEqual({
-      key: "105550000000001:15555550142",
-      event_type: "messages",
-      dedup_id: JSON.parse(accepted.body).entry[0].changes[0].value.messages[0].id,
-    });
-    const again = await t.post("/hooks/whatsapp", accepted.body, accepted.headers);
-    expect([again.status, await again.text()]).toEqual([200, '{"status":"duplicate"}']);
-    expect(rowOf(accepted.body)).toHaveLength(1);
-  });
+  test(
+    "the accepted message is stored under phone_number_id:wa_id, as messages, with its wamid; " +
+      "Meta's resend is a duplicate",
+    async () => {
+      const first = await t.post("/hooks/whatsapp", accepted.body, accepted.headers);
+      expect([first.status, await first.text()]).toEqual([202, '{"status":"queued"}']);
+      const [row] = rowOf(accepted.body);
+      expect({ key: row.key, event_type: row.event_type, dedup_id: row.dedup_id }).toEqual({
+        key: "105550000000001:15555550142",
+        event_type: "messages",
+        dedup_id: JSON.parse(accepted.body).entry[0].changes[0].value.messages[0].id,
+      });
+      const again = await t.post("/hooks/whatsapp", accepted.body, accepted.headers);
+      expect([again.status, await again.text()]).toEqual([200, '{"status":"duplicate"}']);
+      expect(rowOf(accepted.body)).toHaveLength(1);
+    },
+  );
 
-  test("a status joins its customer's batch; delivered and then read for the same message are two events, not a duplicate", async () => {
-    const r1 = await t.post("/hooks/whatsapp", delivered.body, delivered.headers);
-    expect([r1.status, await r1.text()]).toEqual([202, '{"status":"queued"}']);
-    const read = delivered.body.replace(
-      '"status":"delivered","timestamp":"1778162460"',
-      '"status":"read","timestamp":"1778162520"',
-    );
-    expect(read).not.toBe(delivered.body);
-    const r2 = await t.post("/hooks/whatsapp", read, signed(read));
-    expect([r2.status, await r2.text()]).toEqual([202, '{"status":"queued"}']);
-    expect([...rowOf(delivered.body), ...rowOf(read)].map((r) => [r.key, r.event_type, r.dedup_id])).toEqual([
-      ["105550000000001:15555550142", "messages", null],
-      ["105550000000001:15555550142", "messages", null],
-    ]);
-    expect(batchOf(read)).toBe(batchOf(accepted.body));
-  });
+  test(
+    "a status joins its customer's batch; delivered and then read for the same message are two " +
+      "events, not a duplicate",
+    async () => {
+      const r1 = await t.post("/hooks/whatsapp", delivered.body, delivered.headers);
+      expect([r1.status, await r1.text()]).toEqual([202, '{"status":"queued"}']);
+      const read = delivered.body.replace(
+        '"status":"delivered","timestamp":"1778162460"',
+        '"status":"read","timestamp":"1778162520"',
+      );
+      expect(read).not.toBe(delivered.body);
+      const r2 = await t.post("/hooks/whatsapp", read, signed(read));
+      expect([r2.status, await r2.text()]).toEqual([202, '{"status":"queued"}']);
+      expect([...rowOf(delivered.body), ...rowOf(read)].map((r) => [r.key, r.event_type, r.dedup_id])).toEqual([
+        ["105550000000001:15555550142", "messages", null],
+        ["105550000000001:15555550142", "messages", null],
+      ]);
+      expect(batchOf(read)).toBe(batchOf(accepted.body));
+    },
+  );
 
   test("a request that batches two entries is one event, kept whole, keyed by the first", async () => {
     const one = JSON.parse(accepted.body);
@@ -160,20 +169,24 @@ ${KIT_DESTINATION}`,
     ]);
   });
 
-  test("the GET handshake: the challenge for the verify token only, 403 with nothing echoed otherwise, nothing stored", async () => {
-    const events = t.count("events");
-    const good = await get(`hub.mode=subscribe&hub.challenge=1158201444&hub.verify_token=${VERIFY}`);
-    expect([good.status, await good.text()]).toEqual([200, "1158201444"]);
-    for (const q of [
-      `hub.mode=subscribe&hub.challenge=1158201444&hub.verify_token=${SECRET}`,
-      "hub.mode=subscribe&hub.challenge=1158201444",
-      `hub.mode=unsubscribe&hub.challenge=1158201444&hub.verify_token=${VERIFY}`,
-    ]) {
-      const r = await get(q);
-      expect({ q, status: r.status, body: await r.text() }).toEqual({ q, status: 403, body: "" });
-    }
-    expect(t.count("events")).toBe(events);
-  });
+  test(
+    "the GET handshake: the challenge for the verify token only, 403 with nothing echoed " +
+      "otherwise, nothing stored",
+    async () => {
+      const events = t.count("events");
+      const good = await get(`hub.mode=subscribe&hub.challenge=1158201444&hub.verify_token=${VERIFY}`);
+      expect([good.status, await good.text()]).toEqual([200, "1158201444"]);
+      for (const q of [
+        `hub.mode=subscribe&hub.challenge=1158201444&hub.verify_token=${SECRET}`,
+        "hub.mode=subscribe&hub.challenge=1158201444",
+        `hub.mode=unsubscribe&hub.challenge=1158201444&hub.verify_token=${VERIFY}`,
+      ]) {
+        const r = await get(q);
+        expect({ q, status: r.status, body: await r.text() }).toEqual({ q, status: 403, body: "" });
+      }
+      expect(t.count("events")).toBe(events);
+    },
+  );
 
   test("a POST under the verify token, or unprefixed, or with a changed body is an empty 401", async () => {
     const events = t.count("events");

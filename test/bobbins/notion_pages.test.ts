@@ -5,7 +5,7 @@
 // page (a comment joins its page's), the event id as the dedup id across Notion's attempts.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createHmac } from "node:crypto";
-import { existsSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, rmSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { LOG_LINES, startIntake, type TestIntake } from "../helpers/intake.ts";
 import { armSource, withArm } from "../helpers/arm.ts";
@@ -67,7 +67,8 @@ ${KIT_DESTINATION}`);
   const stored = (body: string) =>
     t.db.db
       .query(
-        "SELECT b.id AS batch, b.key, e.event_type, e.dedup_id, e.route FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.payload = ?",
+        "SELECT b.id AS batch, b.key, e.event_type, e.dedup_id, e.route FROM events e JOIN batches b " +
+          "ON b.id = e.batch_id WHERE e.payload = ?",
       )
       .get(body) as {
       batch: number;
@@ -99,67 +100,78 @@ ${KIT_DESTINATION}`);
       ...extra,
     });
 
-  test("not armed: the handshake is 403 and nothing is kept; an event cannot be verified yet (503, Notion retries)", async () => {
-    const r = await handshake(TOKEN);
-    expect([r.status, await r.text()]).toEqual([403, ""]);
-    expect(existsSync(file)).toBe(false);
-    const body = event(
-      "9a0b1c2d-0000-4e6f-9a7b-000000000001",
-      "page.created",
-      { id: PAGE, type: "page" },
-      { parent: { id: WORKSPACE, type: "space" } },
-    );
-    expect((await post(body)).status).toBe(503);
-    expect(t.count("events")).toBe(0);
-  });
+  test(
+    "not armed: the handshake is 403 and nothing is kept; an event cannot be verified yet (503, " + "Notion retries)",
+    async () => {
+      const r = await handshake(TOKEN);
+      expect([r.status, await r.text()]).toEqual([403, ""]);
+      expect(existsSync(file)).toBe(false);
+      const body = event(
+        "9a0b1c2d-0000-4e6f-9a7b-000000000001",
+        "page.created",
+        { id: PAGE, type: "page" },
+        { parent: { id: WORKSPACE, type: "space" } },
+      );
+      expect((await post(body)).status).toBe(503);
+      expect(t.count("events")).toBe(0);
+    },
+  );
 
-  test("armed: the unsigned verification_token is kept (0600), answered 200 and never queued; the arm is used up and the token never logged", async () => {
-    arm();
-    const before = LOG_LINES.length;
-    const r = await handshake(TOKEN);
-    expect([r.status, await r.text()]).toEqual([200, ""]);
-    expect(readFileSync(file, "utf8")).toBe(`${TOKEN}\n`);
-    expect(statSync(file).mode & 0o777).toBe(0o600);
-    expect(existsSync(`${file}.armed`)).toBe(false);
-    expect(t.count("events")).toBe(0);
-    const logged = LOG_LINES.slice(before);
-    expect(logged.some((l) => l.includes("secret learned"))).toBe(true);
-    expect(logged.some((l) => l.includes(TOKEN))).toBe(false);
-  });
+  test(
+    "armed: the unsigned verification_token is kept (0600), answered 200 and never queued; the arm " +
+      "is used up and the token never logged",
+    async () => {
+      arm();
+      const before = LOG_LINES.length;
+      const r = await handshake(TOKEN);
+      expect([r.status, await r.text()]).toEqual([200, ""]);
+      expect(readFileSync(file, "utf8")).toBe(`${TOKEN}\n`);
+      expect(statSync(file).mode & 0o777).toBe(0o600);
+      expect(existsSync(`${file}.armed`)).toBe(false);
+      expect(t.count("events")).toBe(0);
+      const logged = LOG_LINES.slice(before);
+      expect(logged.some((l) => l.includes("secret learned"))).toBe(true);
+      expect(logged.some((l) => l.includes(TOKEN))).toBe(false);
+    },
+  );
 
-  test("signed with the token: queued under the page's id with the event id as dedup id; a comment on the page joins its batch", async () => {
-    const edit = event(
-      "9a0b1c2d-0000-4e6f-9a7b-000000000002",
-      "page.content_updated",
-      { id: PAGE, type: "page" },
-      {
-        updated_blocks: [{ id: "153104cd-477e-80ec-a87d-f7ff0236d35c", type: "block" }],
-        parent: { id: WORKSPACE, type: "space" },
-      },
-    );
-    const comment = event(
-      "9a0b1c2d-0000-4e6f-9a7b-000000000003",
-      "comment.created",
-      { id: "153104cd-477e-80ca-8f75-001d9e2b6839", type: "comment" },
-      { page_id: PAGE, parent: { id: "153104cd-477e-803a-88dc-caececf26478", type: "block" } },
-    );
-    const other = event(
-      "9a0b1c2d-0000-4e6f-9a7b-000000000004",
-      "page.properties_updated",
-      { id: "0ef104cd-477e-80e1-8571-c0ffee0a1b03", type: "page" },
-      { updated_properties: ["XGe%40"], parent: { id: "263104cd-477e-804b-8c32-000b2fcd241a", type: "data_source" } },
-    );
-    for (const body of [edit, comment, other]) expect((await post(body)).status).toBe(202);
-    expect(stored(edit)).toMatchObject({
-      key: PAGE,
-      event_type: "page.content_updated",
-      dedup_id: "9a0b1c2d-0000-4e6f-9a7b-000000000002",
-    });
-    expect(stored(comment)).toMatchObject({ key: PAGE, event_type: "comment.created" });
-    expect(stored(comment)?.batch).toBe(stored(edit)?.batch);
-    expect(stored(other)?.key).toBe("0ef104cd-477e-80e1-8571-c0ffee0a1b03");
-    expect(stored(other)?.batch).not.toBe(stored(edit)?.batch);
-  });
+  test(
+    "signed with the token: queued under the page's id with the event id as dedup id; a comment on " +
+      "the page joins its batch",
+    async () => {
+      const edit = event(
+        "9a0b1c2d-0000-4e6f-9a7b-000000000002",
+        "page.content_updated",
+        { id: PAGE, type: "page" },
+        {
+          updated_blocks: [{ id: "153104cd-477e-80ec-a87d-f7ff0236d35c", type: "block" }],
+          parent: { id: WORKSPACE, type: "space" },
+        },
+      );
+      const comment = event(
+        "9a0b1c2d-0000-4e6f-9a7b-000000000003",
+        "comment.created",
+        { id: "153104cd-477e-80ca-8f75-001d9e2b6839", type: "comment" },
+        { page_id: PAGE, parent: { id: "153104cd-477e-803a-88dc-caececf26478", type: "block" } },
+      );
+      const other = event(
+        "9a0b1c2d-0000-4e6f-9a7b-000000000004",
+        "page.properties_updated",
+        { id: "0ef104cd-477e-80e1-8571-c0ffee0a1b03", type: "page" },
+        { updated_properties: ["XGe%40"], parent: { id: "263104cd-477e-804b-8c32-000b2fcd241a", type: "data_source" } },
+      );
+      for (const body of [edit, comment, other]) expect((await post(body)).status).toBe(202);
+      expect(stored(edit)).toMatchObject({
+        key: PAGE,
+        event_type: "page.content_updated",
+        dedup_id: "9a0b1c2d-0000-4e6f-9a7b-000000000002",
+      });
+      expect(stored(comment)).toMatchObject({ key: PAGE, event_type: "comment.created" });
+      expect(stored(comment)?.batch).toBe(stored(edit)?.batch);
+      expect(stored(other)?.key).toBe("0ef104cd-477e-80e1-8571-c0ffee0a1b03");
+      expect(stored(other)?.batch).not.toBe(stored(edit)?.batch);
+    },
+  );
 
   test("Notion's next attempt of an event (the same id, attempt_number 2, signed again) is a duplicate", async () => {
     const data = { parent: { id: WORKSPACE, type: "space" } };
@@ -202,15 +214,19 @@ ${KIT_DESTINATION}`);
     expect(t.count("events")).toBe(events);
   });
 
-  test("once a token is kept: the same handshake again is 200, another token is 409 even when armed, and the kept token stays", async () => {
-    expect((await handshake(TOKEN)).status).toBe(200);
-    arm();
-    const other = await handshake("secret_kitTestOtherToken0b2c3d4e5f6g7h8i9j0k1l2m");
-    expect([other.status, await other.text()]).toEqual([409, ""]);
-    expect(readFileSync(file, "utf8")).toBe(`${TOKEN}\n`);
-    rmSync(`${file}.armed`, { force: true });
-    // A token offered under a signature is an event like any other, and this one does not verify.
-    const forged = JSON.stringify({ verification_token: "secret_kitTestForged" });
-    expect((await post(forged, "sha256=00")).status).toBe(401);
-  });
+  test(
+    "once a token is kept: the same handshake again is 200, another token is 409 even when armed, " +
+      "and the kept token stays",
+    async () => {
+      expect((await handshake(TOKEN)).status).toBe(200);
+      arm();
+      const other = await handshake("secret_kitTestOtherToken0b2c3d4e5f6g7h8i9j0k1l2m");
+      expect([other.status, await other.text()]).toEqual([409, ""]);
+      expect(readFileSync(file, "utf8")).toBe(`${TOKEN}\n`);
+      rmSync(`${file}.armed`, { force: true });
+      // A token offered under a signature is an event like any other, and this one does not verify.
+      const forged = JSON.stringify({ verification_token: "secret_kitTestForged" });
+      expect((await post(forged, "sha256=00")).status).toBe(401);
+    },
+  );
 });

@@ -125,19 +125,22 @@ ${KIT_DESTINATION}`,
     expect(t.count("events", "dedup_id = 'evt_01k3exmp1eretried00000001'")).toBe(1);
   });
 
-  test("an entity with no customer_id (a customer's own event, an early transaction) is keyed by its own id", async () => {
-    const customer = bodyOf("captures/customer.http");
-    const early = JSON.stringify({
-      data: { id: "txn_01k3exmp1eear1ytransact01", status: "draft", customer_id: null, origin: "web" },
-      event_id: "evt_01k3exmp1eear1ytransact01",
-      event_type: "transaction.created",
-      occurred_at: "2026-09-01T11:59:30.000000Z",
-      notification_id: "ntf_01k3exmp1eear1ytransact01",
-    });
-    for (const body of [customer, early]) expect((await post(body, NOW)).status).toBe(202);
-    expect(stored(customer)?.key).toBe("ctm_01k3exmp1ecust0mer000001");
-    expect(stored(early)?.key).toBe("txn_01k3exmp1eear1ytransact01");
-  });
+  test(
+    "an entity with no customer_id (a customer's own event, an early transaction) is keyed by its " + "own id",
+    async () => {
+      const customer = bodyOf("captures/customer.http");
+      const early = JSON.stringify({
+        data: { id: "txn_01k3exmp1eear1ytransact01", status: "draft", customer_id: null, origin: "web" },
+        event_id: "evt_01k3exmp1eear1ytransact01",
+        event_type: "transaction.created",
+        occurred_at: "2026-09-01T11:59:30.000000Z",
+        notification_id: "ntf_01k3exmp1eear1ytransact01",
+      });
+      for (const body of [customer, early]) expect((await post(body, NOW)).status).toBe(202);
+      expect(stored(customer)?.key).toBe("ctm_01k3exmp1ecust0mer000001");
+      expect(stored(early)?.key).toBe("txn_01k3exmp1eear1ytransact01");
+    },
+  );
 
   test("any h1 may match; the key is the whole pdl_ntfset_ string, not what follows the prefix", async () => {
     const body = JSON.stringify({

@@ -58,64 +58,74 @@ ${KIT_DESTINATION}`,
   const stored = (body: string) =>
     t.db.db
       .query(
-        "SELECT b.key, e.event_type, e.dedup_id FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.payload = ? ORDER BY e.id",
+        "SELECT b.key, e.event_type, e.dedup_id FROM events e JOIN batches b ON b.id = e.batch_id " +
+          "WHERE e.payload = ? ORDER BY e.id",
       )
       .all(body) as { key: string; event_type: string; dedup_id: string }[];
 
-  test("the accepted capture is stored under the incident id, its event type and event.id; another attempt is a duplicate", async () => {
-    const { body, headers } = captured("captures/accepted.http");
-    const first = await post(body, headers);
-    expect([first.status, await first.text()]).toEqual([202, '{"status":"queued"}']);
-    expect(stored(body)).toEqual([
-      { key: "Q3EXAMPLEINC42", event_type: "incident.triggered", dedup_id: "01EXAMPLETRIGGERED0000001" },
-    ]);
-    // PagerDuty's next attempt repeats the body, event.id and X-Webhook-Id.
-    const again = await post(body, headers);
-    expect([again.status, await again.text()]).toEqual([200, '{"status":"duplicate"}']);
-    expect(stored(body)).toHaveLength(1);
-  });
+  test(
+    "the accepted capture is stored under the incident id, its event type and event.id; another " +
+      "attempt is a duplicate",
+    async () => {
+      const { body, headers } = captured("captures/accepted.http");
+      const first = await post(body, headers);
+      expect([first.status, await first.text()]).toEqual([202, '{"status":"queued"}']);
+      expect(stored(body)).toEqual([
+        { key: "Q3EXAMPLEINC42", event_type: "incident.triggered", dedup_id: "01EXAMPLETRIGGERED0000001" },
+      ]);
+      // PagerDuty's next attempt repeats the body, event.id and X-Webhook-Id.
+      const again = await post(body, headers);
+      expect([again.status, await again.text()]).toEqual([200, '{"status":"duplicate"}']);
+      expect(stored(body)).toHaveLength(1);
+    },
+  );
 
-  test("a note carries its incident in event.data.incident, a role assignment in its first assignment: both join the incident's batch", async () => {
-    const { body: note } = captured("captures/annotated-rotation.http");
-    const role = JSON.stringify({
-      event: {
-        id: "01EXAMPLEROLEASSIGNED0001",
-        event_type: "incident.role.assigned",
-        resource_type: "incident",
-        occurred_at: "2026-09-14T08:21:40.002Z",
-        agent: null,
-        client: null,
-        data: {
-          type: "incident_role_assignment",
-          incident_role_assignments: [
-            {
-              assignee: { id: "PEXUSR1", type: "user_reference" },
-              id: "af64b84c-137e-40c6-875c-5dd30a2afaaa",
-              incident: { id: "Q3EXAMPLEINC42", type: "incident_reference" },
-              old_assignee: null,
-              role: { id: "PEXROL1", summary: "Incident Commander", type: "role_reference" },
-              status: "active",
-              type: "role_assignment_reference",
-            },
-          ],
+  test(
+    "a note carries its incident in event.data.incident, a role assignment in its first " +
+      "assignment: both join the incident's batch",
+    async () => {
+      const { body: note } = captured("captures/annotated-rotation.http");
+      const role = JSON.stringify({
+        event: {
+          id: "01EXAMPLEROLEASSIGNED0001",
+          event_type: "incident.role.assigned",
+          resource_type: "incident",
+          occurred_at: "2026-09-14T08:21:40.002Z",
+          agent: null,
+          client: null,
+          data: {
+            type: "incident_role_assignment",
+            incident_role_assignments: [
+              {
+                assignee: { id: "PEXUSR1", type: "user_reference" },
+                id: "af64b84c-137e-40c6-875c-5dd30a2afaaa",
+                incident: { id: "Q3EXAMPLEINC42", type: "incident_reference" },
+                old_assignee: null,
+                role: { id: "PEXROL1", summary: "Incident Commander", type: "role_reference" },
+                status: "active",
+                type: "role_assignment_reference",
+              },
+            ],
+          },
         },
-      },
-    });
-    for (const body of [note, role])
-      expect((await post(body, { "X-PagerDuty-Signature": v1(SECRET, body) })).status).toBe(202);
-    expect(stored(note)).toEqual([
-      { key: "Q3EXAMPLEINC42", event_type: "incident.annotated", dedup_id: "01EXAMPLEANNOTATED0000001" },
-    ]);
-    expect(stored(role)).toEqual([
-      { key: "Q3EXAMPLEINC42", event_type: "incident.role.assigned", dedup_id: "01EXAMPLEROLEASSIGNED0001" },
-    ]);
-    const batches = t.db.db
-      .query(
-        "SELECT COUNT(DISTINCT e.batch_id) AS n FROM events e JOIN batches b ON b.id = e.batch_id WHERE b.key = 'Q3EXAMPLEINC42'",
-      )
-      .get() as { n: number };
-    expect(batches.n).toBe(1);
-  });
+      });
+      for (const body of [note, role])
+        expect((await post(body, { "X-PagerDuty-Signature": v1(SECRET, body) })).status).toBe(202);
+      expect(stored(note)).toEqual([
+        { key: "Q3EXAMPLEINC42", event_type: "incident.annotated", dedup_id: "01EXAMPLEANNOTATED0000001" },
+      ]);
+      expect(stored(role)).toEqual([
+        { key: "Q3EXAMPLEINC42", event_type: "incident.role.assigned", dedup_id: "01EXAMPLEROLEASSIGNED0001" },
+      ]);
+      const batches = t.db.db
+        .query(
+          "SELECT COUNT(DISTINCT e.batch_id) AS n FROM events e JOIN batches b ON b.id = e.batch_id " +
+            "WHERE b.key = 'Q3EXAMPLEINC42'",
+        )
+        .get() as { n: number };
+      expect(batches.n).toBe(1);
+    },
+  );
 
   test("a service event is keyed by the service, a service's custom fields by event.data.service", async () => {
     const updated = JSON.stringify({

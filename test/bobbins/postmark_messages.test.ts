@@ -69,7 +69,8 @@ unsigned = true
   const stored = (body: string) =>
     t.db.db
       .query(
-        "SELECT b.key, e.event_type, e.dedup_id, e.headers FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.payload = ?",
+        "SELECT b.key, e.event_type, e.dedup_id, e.headers FROM events e JOIN batches b ON b.id = " +
+          "e.batch_id WHERE e.payload = ?",
       )
       .get(body) as { key: string; event_type: string; dedup_id: string; headers: string } | null;
   const post = async (body: string, authorization?: string) => {
@@ -81,151 +82,166 @@ unsigned = true
   };
   const AUTH = `Basic ${SECRET}`;
 
-  test("the inbound capture: event type Inbound, key its MessageID, dedup id the body's SHA-256, no Authorization kept", async () => {
-    const accepted = capturesOf(bobbin.files()).find((c) => c.file === "captures/accepted.http");
-    if (!accepted) throw new Error("no accepted capture");
-    const body = new TextDecoder().decode(accepted.request.body);
-    expect(await post(body, AUTH)).toEqual([202, '{"status":"queued"}']);
-    const row = stored(body);
-    expect({ key: row?.key, event_type: row?.event_type, dedup_id: row?.dedup_id }).toEqual({
-      key: "5d2e8c41-0b7a-4f3e-9c1d-00000000b042",
-      event_type: "Inbound",
-      dedup_id: sha256(body),
-    });
-    expect((row?.headers ?? "").toLowerCase()).not.toContain("authorization");
-    expect(row?.headers ?? "").not.toContain(SECRET);
-    // Postmark's retry of the same inbound email posts the same JSON: a duplicate.
-    expect(await post(body, AUTH)).toEqual([200, '{"status":"duplicate"}']);
-  });
+  test(
+    "the inbound capture: event type Inbound, key its MessageID, dedup id the body's SHA-256, no " +
+      "Authorization kept",
+    async () => {
+      const accepted = capturesOf(bobbin.files()).find((c) => c.file === "captures/accepted.http");
+      if (!accepted) throw new Error("no accepted capture");
+      const body = new TextDecoder().decode(accepted.request.body);
+      expect(await post(body, AUTH)).toEqual([202, '{"status":"queued"}']);
+      const row = stored(body);
+      expect({ key: row?.key, event_type: row?.event_type, dedup_id: row?.dedup_id }).toEqual({
+        key: "5d2e8c41-0b7a-4f3e-9c1d-00000000b042",
+        event_type: "Inbound",
+        dedup_id: sha256(body),
+      });
+      expect((row?.headers ?? "").toLowerCase()).not.toContain("authorization");
+      expect(row?.headers ?? "").not.toContain(SECRET);
+      // Postmark's retry of the same inbound email posts the same JSON: a duplicate.
+      expect(await post(body, AUTH)).toEqual([200, '{"status":"duplicate"}']);
+    },
+  );
 
-  test("the events of one sent email share its MessageID's batch; each event's own time keeps its dedup id apart", async () => {
-    const id = "9b7a3e10-5c4d-4e2f-8a61-00000000d043";
-    const events = [
-      {
+  test(
+    "the events of one sent email share its MessageID's batch; each event's own time keeps its " + "dedup id apart",
+    async () => {
+      const id = "9b7a3e10-5c4d-4e2f-8a61-00000000d043";
+      const events = [
+        {
+          RecordType: "Delivery",
+          ServerID: 23,
+          MessageStream: "outbound",
+          MessageID: id,
+          Recipient: "customer@example.com",
+          Tag: "shipping",
+          DeliveredAt: "2026-11-12T14:29:41.1520000Z",
+          Details: "smtp;250 2.0.0 OK",
+          Metadata: {},
+        },
+        {
+          RecordType: "Open",
+          FirstOpen: true,
+          ServerID: 23,
+          MessageStream: "outbound",
+          MessageID: id,
+          Recipient: "customer@example.com",
+          Tag: "shipping",
+          ReceivedAt: "2026-11-12T14:35:02.1000000Z",
+          Platform: "WebMail",
+          ReadSeconds: 4,
+          Metadata: {},
+        },
+        {
+          RecordType: "Open",
+          FirstOpen: false,
+          ServerID: 23,
+          MessageStream: "outbound",
+          MessageID: id,
+          Recipient: "customer@example.com",
+          Tag: "shipping",
+          ReceivedAt: "2026-11-12T16:02:48.9000000Z",
+          Platform: "WebMail",
+          ReadSeconds: 9,
+          Metadata: {},
+        },
+        {
+          RecordType: "Click",
+          ClickLocation: "HTML",
+          ServerID: 23,
+          MessageStream: "outbound",
+          MessageID: id,
+          Recipient: "customer@example.com",
+          Tag: "shipping",
+          OriginalLink: "https://shop.example.com/track/1042",
+          ReceivedAt: "2026-11-12T16:03:10.4000000Z",
+          Platform: "WebMail",
+          Metadata: {},
+        },
+      ].map((e) => JSON.stringify(e));
+      for (const body of events) expect(await post(body, AUTH)).toEqual([202, '{"status":"queued"}']);
+      const rows = events.map(stored);
+      expect(rows.map((r) => [r?.key, r?.event_type])).toEqual([
+        [id, "Delivery"],
+        [id, "Open"],
+        [id, "Open"],
+        [id, "Click"],
+      ]);
+      // Two opens of the same email are two events, not a duplicate.
+      expect(new Set(rows.map((r) => r?.dedup_id)).size).toBe(4);
+    },
+  );
+
+  test(
+    "an event without a MessageID is keyed by its Recipient; MessageStream is the stream attribute " +
+      "a route can match",
+    async () => {
+      const body = JSON.stringify({
+        RecordType: "SubscriptionChange",
+        ServerID: 23,
+        MessageStream: "broadcast",
+        MessageID: null,
+        Recipient: "reader@example.com",
+        ChangedAt: "2026-11-12T14:40:00.0000000Z",
+        Origin: "Customer",
+        SuppressSending: true,
+        SuppressionReason: "ManualSuppression",
+        Tag: null,
+        Metadata: {},
+      });
+      expect(await post(body, AUTH)).toEqual([202, '{"status":"queued"}']);
+      expect(stored(body)?.key).toBe("reader@example.com");
+      expect(stored(body)?.event_type).toBe("SubscriptionChange");
+      const destination = (b: string) =>
+        (
+          t.db.db
+            .query("SELECT b.destination FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.payload = ?")
+            .get(b) as { destination: string } | null
+        )?.destination;
+      const outbound = JSON.stringify({
         RecordType: "Delivery",
         ServerID: 23,
         MessageStream: "outbound",
-        MessageID: id,
+        MessageID: "9b7a3e10-5c4d-4e2f-8a61-00000000d045",
         Recipient: "customer@example.com",
-        Tag: "shipping",
-        DeliveredAt: "2026-11-12T14:29:41.1520000Z",
+        DeliveredAt: "2026-11-12T14:40:01.0000000Z",
         Details: "smtp;250 2.0.0 OK",
         Metadata: {},
-      },
-      {
-        RecordType: "Open",
-        FirstOpen: true,
-        ServerID: 23,
-        MessageStream: "outbound",
-        MessageID: id,
-        Recipient: "customer@example.com",
-        Tag: "shipping",
-        ReceivedAt: "2026-11-12T14:35:02.1000000Z",
-        Platform: "WebMail",
-        ReadSeconds: 4,
-        Metadata: {},
-      },
-      {
-        RecordType: "Open",
-        FirstOpen: false,
-        ServerID: 23,
-        MessageStream: "outbound",
-        MessageID: id,
-        Recipient: "customer@example.com",
-        Tag: "shipping",
-        ReceivedAt: "2026-11-12T16:02:48.9000000Z",
-        Platform: "WebMail",
-        ReadSeconds: 9,
-        Metadata: {},
-      },
-      {
-        RecordType: "Click",
-        ClickLocation: "HTML",
-        ServerID: 23,
-        MessageStream: "outbound",
-        MessageID: id,
-        Recipient: "customer@example.com",
-        Tag: "shipping",
-        OriginalLink: "https://shop.example.com/track/1042",
-        ReceivedAt: "2026-11-12T16:03:10.4000000Z",
-        Platform: "WebMail",
-        Metadata: {},
-      },
-    ].map((e) => JSON.stringify(e));
-    for (const body of events) expect(await post(body, AUTH)).toEqual([202, '{"status":"queued"}']);
-    const rows = events.map(stored);
-    expect(rows.map((r) => [r?.key, r?.event_type])).toEqual([
-      [id, "Delivery"],
-      [id, "Open"],
-      [id, "Open"],
-      [id, "Click"],
-    ]);
-    // Two opens of the same email are two events, not a duplicate.
-    expect(new Set(rows.map((r) => r?.dedup_id)).size).toBe(4);
-  });
+      });
+      expect(await post(outbound, AUTH)).toEqual([202, '{"status":"queued"}']);
+      expect([destination(body), destination(outbound)]).toEqual(["lists", "kit"]);
+    },
+  );
 
-  test("an event without a MessageID is keyed by its Recipient; MessageStream is the stream attribute a route can match", async () => {
-    const body = JSON.stringify({
-      RecordType: "SubscriptionChange",
-      ServerID: 23,
-      MessageStream: "broadcast",
-      MessageID: null,
-      Recipient: "reader@example.com",
-      ChangedAt: "2026-11-12T14:40:00.0000000Z",
-      Origin: "Customer",
-      SuppressSending: true,
-      SuppressionReason: "ManualSuppression",
-      Tag: null,
-      Metadata: {},
-    });
-    expect(await post(body, AUTH)).toEqual([202, '{"status":"queued"}']);
-    expect(stored(body)?.key).toBe("reader@example.com");
-    expect(stored(body)?.event_type).toBe("SubscriptionChange");
-    const destination = (b: string) =>
-      (
-        t.db.db
-          .query("SELECT b.destination FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.payload = ?")
-          .get(b) as { destination: string } | null
-      )?.destination;
-    const outbound = JSON.stringify({
-      RecordType: "Delivery",
-      ServerID: 23,
-      MessageStream: "outbound",
-      MessageID: "9b7a3e10-5c4d-4e2f-8a61-00000000d045",
-      Recipient: "customer@example.com",
-      DeliveredAt: "2026-11-12T14:40:01.0000000Z",
-      Details: "smtp;250 2.0.0 OK",
-      Metadata: {},
-    });
-    expect(await post(outbound, AUTH)).toEqual([202, '{"status":"queued"}']);
-    expect([destination(body), destination(outbound)]).toEqual(["lists", "kit"]);
-  });
-
-  test("refused with 401, an empty body, nothing stored: no credentials, another password, Bearer, the pair not encoded", async () => {
-    const body = JSON.stringify({
-      RecordType: "Bounce",
-      ID: 42,
-      Type: "HardBounce",
-      TypeCode: 1,
-      MessageStream: "outbound",
-      MessageID: "9b7a3e10-5c4d-4e2f-8a61-00000000d044",
-      Email: "gone@example.com",
-      BouncedAt: "2026-11-12T14:41:00.0000000Z",
-    });
-    const events = t.count("events");
-    for (const [name, auth] of [
-      ["no Authorization", undefined],
-      ["another password", basic("hookspool:not-the-kit-password")],
-      ["another user", basic("postmark:kit-test-postmark-aEjA")],
-      ["Bearer with the secret", `Bearer ${SECRET}`],
-      ["the pair, not base64", "Basic hookspool:kit-test-postmark-aEjA"],
-      ["lower-case basic", `basic ${SECRET}`],
-    ] as const) {
-      expect([name, ...(await post(body, auth))]).toEqual([name, 401, ""]);
-    }
-    expect(t.count("events")).toBe(events);
-    // No timestamp: the same request is accepted whenever it comes (README.md says why that matters).
-    t.clock.set(t.clock.now() + 30 * 86_400);
-    expect(await post(body, AUTH)).toEqual([202, '{"status":"queued"}']);
-  });
+  test(
+    "refused with 401, an empty body, nothing stored: no credentials, another password, Bearer, " +
+      "the pair not encoded",
+    async () => {
+      const body = JSON.stringify({
+        RecordType: "Bounce",
+        ID: 42,
+        Type: "HardBounce",
+        TypeCode: 1,
+        MessageStream: "outbound",
+        MessageID: "9b7a3e10-5c4d-4e2f-8a61-00000000d044",
+        Email: "gone@example.com",
+        BouncedAt: "2026-11-12T14:41:00.0000000Z",
+      });
+      const events = t.count("events");
+      for (const [name, auth] of [
+        ["no Authorization", undefined],
+        ["another password", basic("hookspool:not-the-kit-password")],
+        ["another user", basic("postmark:kit-test-postmark-aEjA")],
+        ["Bearer with the secret", `Bearer ${SECRET}`],
+        ["the pair, not base64", "Basic hookspool:kit-test-postmark-aEjA"],
+        ["lower-case basic", `basic ${SECRET}`],
+      ] as const) {
+        expect([name, ...(await post(body, auth))]).toEqual([name, 401, ""]);
+      }
+      expect(t.count("events")).toBe(events);
+      // No timestamp: the same request is accepted whenever it comes (README.md says why that matters).
+      t.clock.set(t.clock.now() + 30 * 86_400);
+      expect(await post(body, AUTH)).toEqual([202, '{"status":"queued"}']);
+    },
+  );
 });

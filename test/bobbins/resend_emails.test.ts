@@ -174,36 +174,40 @@ ${KIT_DESTINATION}`,
     }
   });
 
-  test("refused with 401 and nothing stored: 301 s stale or ahead, another secret, the body changed, no svix-signature", async () => {
-    const body = JSON.stringify({
-      type: "email.bounced",
-      created_at: "2026-11-12T14:29:59.700Z",
-      data: {
-        created_at: "2026-11-12T14:29:50.000000+00:00",
-        email_id: "4e1f5c0d-7a2b-4c9e-8f10-0000000d1e13",
-        from: "Example Shop <orders@example.com>",
-        to: ["gone@example.com"],
-        subject: "Welcome",
-        bounce: { message: "mailbox unavailable", subType: "General", type: "Permanent" },
-      },
-    });
-    const id = "msg_2kitTestResendBounced00001";
-    const { "svix-signature": _, ...unsigned } = svix(id, NOW, body);
-    const cases: [string, string, Record<string, string>][] = [
-      ["stale", body, svix(id, NOW - 301, body)],
-      ["future", body, svix(id, NOW + 301, body)],
-      [
-        "another secret",
-        body,
-        svix(id, NOW, body, `whsec_${Buffer.from("not-the-kit-secret-resend").toString("base64")}`),
-      ],
-      ["the body changed", body.replace("Permanent", "Transient"), svix(id, NOW, body)],
-      ["no svix-signature", body, unsigned],
-    ];
-    const events = t.count("events");
-    for (const [name, b, h] of cases) expect([name, ...(await post(b, h))]).toEqual([name, 401, ""]);
-    expect(t.count("events")).toBe(events);
-    // The control: the same message, correctly signed 299 s late, is queued.
-    expect(await post(body, svix(id, NOW - 299, body))).toEqual([202, '{"status":"queued"}']);
-  });
+  test(
+    "refused with 401 and nothing stored: 301 s stale or ahead, another secret, the body changed, " +
+      "no svix-signature",
+    async () => {
+      const body = JSON.stringify({
+        type: "email.bounced",
+        created_at: "2026-11-12T14:29:59.700Z",
+        data: {
+          created_at: "2026-11-12T14:29:50.000000+00:00",
+          email_id: "4e1f5c0d-7a2b-4c9e-8f10-0000000d1e13",
+          from: "Example Shop <orders@example.com>",
+          to: ["gone@example.com"],
+          subject: "Welcome",
+          bounce: { message: "mailbox unavailable", subType: "General", type: "Permanent" },
+        },
+      });
+      const id = "msg_2kitTestResendBounced00001";
+      const { "svix-signature": _, ...unsigned } = svix(id, NOW, body);
+      const cases: [string, string, Record<string, string>][] = [
+        ["stale", body, svix(id, NOW - 301, body)],
+        ["future", body, svix(id, NOW + 301, body)],
+        [
+          "another secret",
+          body,
+          svix(id, NOW, body, `whsec_${Buffer.from("not-the-kit-secret-resend").toString("base64")}`),
+        ],
+        ["the body changed", body.replace("Permanent", "Transient"), svix(id, NOW, body)],
+        ["no svix-signature", body, unsigned],
+      ];
+      const events = t.count("events");
+      for (const [name, b, h] of cases) expect([name, ...(await post(b, h))]).toEqual([name, 401, ""]);
+      expect(t.count("events")).toBe(events);
+      // The control: the same message, correctly signed 299 s late, is queued.
+      expect(await post(body, svix(id, NOW - 299, body))).toEqual([202, '{"status":"queued"}']);
+    },
+  );
 });

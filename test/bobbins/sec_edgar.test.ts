@@ -44,7 +44,8 @@ const NEW_10Q = "0000320193-25-000008";
 const itemsOf = (name: string): Item[] => (capture(name).items ?? []) as Item[];
 
 describe("through a real hookspool run", () => {
-  test("a baseline tick, a tick with one new filing, a 304: one filing delivered, every request declared and conditional", async () => {
+  test("a baseline tick, a tick with one new filing, a 304: one filing delivered, every request " +
+    "declared and conditional", async () => {
     const first = stubOf("first");
     const later = stubOf("new");
     type Asked = {
@@ -290,42 +291,57 @@ function feedOf(entries: { acc: string; form: string; filed?: string; id?: strin
     .map((e) => {
       const link = `https://www.sec.gov/Archives/edgar/data/320193/${e.acc.replaceAll("-", "")}/${e.acc}-index.htm`;
       const filed = e.filed ?? "2025-02-03";
-      return `<entry><category label="form type" scheme="https://www.sec.gov/" term="${e.form}" /><id>${e.id ?? `urn:tag:sec.gov,2008:accession-number=${e.acc}`}</id><link href="${link}" rel="alternate" type="text/html" /><summary type="html"> &lt;b&gt;Filed:&lt;/b&gt; ${filed} &lt;b&gt;AccNo:&lt;/b&gt; ${e.acc}</summary><title>${e.form}  - A filing</title><updated>${filed}T16:05:00-05:00</updated></entry>`;
+      return (
+        `<entry><category label="form type" scheme="https://www.sec.gov/" term="${e.form}" ` +
+        `/><id>${e.id ?? `urn:tag:sec.gov,2008:accession-number=${e.acc}`}</id><link href="${link}" ` +
+        `rel="alternate" type="text/html" /><summary type="html"> ` +
+        `&lt;b&gt;Filed:&lt;/b&gt; ${filed} &lt;b&gt;AccNo:&lt;/b&gt; ${e.acc}</summary>` +
+        `<title>${e.form}  - A filing</title><updated>${filed}T16:05:00-05:00</updated></entry>`
+      );
     })
     .join("\n");
   return {
     status: 200,
-    text: `<?xml version="1.0" encoding="ISO-8859-1" ?>\n<feed xmlns="http://www.w3.org/2005/Atom">\n${body}\n<title>Apple Inc.  (0000320193)</title>\n</feed>\n`,
+    text:
+      `<?xml version="1.0" encoding="ISO-8859-1" ?>\n<feed ` +
+      `xmlns="http://www.w3.org/2005/Atom">\n${body}\n<title>Apple Inc.  (0000320193)</title>\n` +
+      `</feed>\n`,
     headers: { "content-type": "application/atom+xml" },
   };
 }
 
 describe("the first tick", () => {
-  test("is a baseline by default: every listed filing recorded, none emitted; the next tick emits only the new one", async () => {
-    const f = fake({ forms: KEPT });
-    expect(await f.tick(answerOf("first"))).toEqual([]);
-    const seen = f.state.get("seen") as { accessions: string[] };
-    // The Form 4 the forms filter drops is recorded too.
-    expect(seen.accessions).toEqual([
-      "0000320193-24-000135",
-      "0001140361-24-049822",
-      "0000320193-24-000123",
-      "0000320193-24-000120",
-    ]);
-    expect(f.logs.at(-1)).toContain("recorded as the baseline");
-    const items = await f.tick(answerOf("new"));
-    expect(items).toEqual(itemsOf("new").filter((i) => i.accession === NEW_10Q));
-    expect(items).toHaveLength(1);
-    expect((f.state.get("seen") as { accessions: string[] }).accessions[0]).toBe(NEW_10Q);
-  });
+  test(
+    "is a baseline by default: every listed filing recorded, none emitted; the next tick emits " + "only the new one",
+    async () => {
+      const f = fake({ forms: KEPT });
+      expect(await f.tick(answerOf("first"))).toEqual([]);
+      const seen = f.state.get("seen") as { accessions: string[] };
+      // The Form 4 the forms filter drops is recorded too.
+      expect(seen.accessions).toEqual([
+        "0000320193-24-000135",
+        "0001140361-24-049822",
+        "0000320193-24-000123",
+        "0000320193-24-000120",
+      ]);
+      expect(f.logs.at(-1)).toContain("recorded as the baseline");
+      const items = await f.tick(answerOf("new"));
+      expect(items).toEqual(itemsOf("new").filter((i) => i.accession === NEW_10Q));
+      expect(items).toHaveLength(1);
+      expect((f.state.get("seen") as { accessions: string[] }).accessions[0]).toBe(NEW_10Q);
+    },
+  );
 
-  test("with announce_existing emits the kept filings, newest first, as poll-first.json says; then only what is new", async () => {
-    const f = fake({ forms: KEPT, announce_existing: true });
-    const items = await f.tick(answerOf("first"));
-    expect(items).toEqual(itemsOf("first"));
-    expect(accessionsOf(items)).toEqual(["0000320193-24-000135", "0000320193-24-000123", "0000320193-24-000120"]);
-    expect(accessionsOf(await f.tick(answerOf("new")))).toEqual([NEW_10Q]);
-  });
+  test(
+    "with announce_existing emits the kept filings, newest first, as poll-first.json says; then " + "only what is new",
+    async () => {
+      const f = fake({ forms: KEPT, announce_existing: true });
+      const items = await f.tick(answerOf("first"));
+      expect(items).toEqual(itemsOf("first"));
+      expect(accessionsOf(items)).toEqual(["0000320193-24-000135", "0000320193-24-000123", "0000320193-24-000120"]);
+      expect(accessionsOf(await f.tick(answerOf("new")))).toEqual([NEW_10Q]);
+    },
+  );
 
   test("each poll capture alone, with the kit's settings, gives its items", async () => {
     for (const name of captures.keys()) {
@@ -354,39 +370,50 @@ describe("the first tick", () => {
 });
 
 describe("the request", () => {
-  test("one conditional GET per tick, paced at 5 a second, with the User-Agent; a 304 emits nothing and keeps the state", async () => {
-    const f = fake({ forms: KEPT });
-    await f.tick(answerOf("first"));
-    const before = structuredClone([...f.state.entries()]);
-    expect(await f.tick(answerOf("unchanged"))).toEqual([]);
-    expect([...f.state.entries()]).toEqual(before);
-    const first = stubOf("first").headers;
-    expect(f.calls).toEqual([
-      {
-        url: "https://www.sec.gov/cgi-bin/browse-edgar?action=getcompany&CIK=0000320193&type=&dateb=&owner=include&count=40&output=atom",
-        headers: { "User-Agent": UA, Accept: "application/atom+xml" },
-      },
-      {
-        url: "https://www.sec.gov/cgi-bin/browse-edgar?action=getcompany&CIK=0000320193&type=&dateb=&owner=include&count=40&output=atom",
-        headers: { "User-Agent": UA, Accept: "application/atom+xml" },
-        etag: first.etag ?? "",
-        lastModified: first["last-modified"] ?? "",
-      },
-    ]);
-    expect(f.paced).toEqual([5, 5]);
-  });
+  test(
+    "one conditional GET per tick, paced at 5 a second, with the User-Agent; a 304 emits nothing " +
+      "and keeps the state",
+    async () => {
+      const f = fake({ forms: KEPT });
+      await f.tick(answerOf("first"));
+      const before = structuredClone([...f.state.entries()]);
+      expect(await f.tick(answerOf("unchanged"))).toEqual([]);
+      expect([...f.state.entries()]).toEqual(before);
+      const first = stubOf("first").headers;
+      expect(f.calls).toEqual([
+        {
+          url:
+            "https://www.sec.gov/cgi-bin/browse-edgar?action=getcompany&CIK=0000320193&type=&dateb=&" +
+            "owner=include&count=40&output=atom",
+          headers: { "User-Agent": UA, Accept: "application/atom+xml" },
+        },
+        {
+          url:
+            "https://www.sec.gov/cgi-bin/browse-edgar?action=getcompany&CIK=0000320193&type=&dateb=&" +
+            "owner=include&count=40&output=atom",
+          headers: { "User-Agent": UA, Accept: "application/atom+xml" },
+          etag: first.etag ?? "",
+          lastModified: first["last-modified"] ?? "",
+        },
+      ]);
+      expect(f.paced).toEqual([5, 5]);
+    },
+  );
 
-  test("an answer that is not the feed (SEC's page for an undeclared tool) retries the tick and changes no state", async () => {
-    const f = fake({});
-    await expect(
-      f.tick({
-        status: 200,
-        text: "<!DOCTYPE html><html><body>Your Request Originates from an Undeclared Automated Tool</body></html>",
-        headers: { "content-type": "text/html" },
-      }),
-    ).rejects.toBeInstanceOf(Retryable);
-    expect(f.state.size).toBe(0);
-  });
+  test(
+    "an answer that is not the feed (SEC's page for an undeclared tool) retries the tick and " + "changes no state",
+    async () => {
+      const f = fake({});
+      await expect(
+        f.tick({
+          status: 200,
+          text: "<!DOCTYPE html><html><body>Your Request Originates from an Undeclared Automated Tool</body></html>",
+          headers: { "content-type": "text/html" },
+        }),
+      ).rejects.toBeInstanceOf(Retryable);
+      expect(f.state.size).toBe(0);
+    },
+  );
 
   test("refused settings fail the tick for good, before any request", async () => {
     const cases: [Partial<EdgarSettings>, RegExp][] = [

@@ -46,49 +46,61 @@ ${KIT_DESTINATION}`,
   const rowOf = (body: string) =>
     t.db.db
       .query(
-        "SELECT b.key, e.event_type, e.dedup_id FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.payload = ? ORDER BY e.id",
+        "SELECT b.key, e.event_type, e.dedup_id FROM events e JOIN batches b ON b.id = e.batch_id " +
+          "WHERE e.payload = ? ORDER BY e.id",
       )
       .all(body) as { key: string; event_type: string; dedup_id: string }[];
 
-  test("the accepted capture is stored under the issue id, its action and its Request-ID; the same request again is a duplicate", async () => {
-    const first = await t.post("/hooks/sentry", BODY, HEADERS);
-    expect([first.status, await first.text()]).toEqual([202, '{"status":"queued"}']);
-    expect(rowOf(BODY)).toEqual([
-      { key: "6120004242", event_type: "created", dedup_id: "7f3e9a1c5b2d4e6f8a0b1c2d3e4f5a6b" },
-    ]);
-    const again = await t.post("/hooks/sentry", BODY, HEADERS);
-    expect([again.status, await again.text()]).toEqual([200, '{"status":"duplicate"}']);
-    expect(rowOf(BODY)).toHaveLength(1);
-  });
+  test(
+    "the accepted capture is stored under the issue id, its action and its Request-ID; the same " +
+      "request again is a duplicate",
+    async () => {
+      const first = await t.post("/hooks/sentry", BODY, HEADERS);
+      expect([first.status, await first.text()]).toEqual([202, '{"status":"queued"}']);
+      expect(rowOf(BODY)).toEqual([
+        { key: "6120004242", event_type: "created", dedup_id: "7f3e9a1c5b2d4e6f8a0b1c2d3e4f5a6b" },
+      ]);
+      const again = await t.post("/hooks/sentry", BODY, HEADERS);
+      expect([again.status, await again.text()]).toEqual([200, '{"status":"duplicate"}']);
+      expect(rowOf(BODY)).toHaveLength(1);
+    },
+  );
 
-  test("a retry as Sentry builds it (the same body, a new Request-ID and timestamp) is a new event, as README.md says", async () => {
-    const retry = await t.post("/hooks/sentry", BODY, {
-      ...HEADERS,
-      "Request-ID": "1b2c3d4e5f60718293a4b5c6d7e8f901",
-      "Sentry-Hook-Timestamp": "1773152826",
-    });
-    expect([retry.status, await retry.text()]).toEqual([202, '{"status":"queued"}']);
-    expect(rowOf(BODY).map((r) => r.dedup_id)).toEqual([
-      "7f3e9a1c5b2d4e6f8a0b1c2d3e4f5a6b",
-      "1b2c3d4e5f60718293a4b5c6d7e8f901",
-    ]);
-  });
+  test(
+    "a retry as Sentry builds it (the same body, a new Request-ID and timestamp) is a new event, " +
+      "as README.md says",
+    async () => {
+      const retry = await t.post("/hooks/sentry", BODY, {
+        ...HEADERS,
+        "Request-ID": "1b2c3d4e5f60718293a4b5c6d7e8f901",
+        "Sentry-Hook-Timestamp": "1773152826",
+      });
+      expect([retry.status, await retry.text()]).toEqual([202, '{"status":"queued"}']);
+      expect(rowOf(BODY).map((r) => r.dedup_id)).toEqual([
+        "7f3e9a1c5b2d4e6f8a0b1c2d3e4f5a6b",
+        "1b2c3d4e5f60718293a4b5c6d7e8f901",
+      ]);
+    },
+  );
 
-  test("the signature covers the body only: a changed Sentry-Hook-Timestamp still verifies, a changed body does not", async () => {
-    const assigned = BODY.replace('"action":"created"', '"action":"assigned"');
-    const headers = { ...HEADERS, "Request-ID": "2c3d4e5f60718293a4b5c6d7e8f9012a" };
-    const forged = await t.post("/hooks/sentry", assigned, headers);
-    expect([forged.status, await forged.text()]).toEqual([401, ""]);
-    const signed = await t.post("/hooks/sentry", assigned, {
-      ...headers,
-      "Sentry-Hook-Signature": sign(assigned),
-      "Sentry-Hook-Timestamp": "1",
-    });
-    expect([signed.status, await signed.text()]).toEqual([202, '{"status":"queued"}']);
-    expect(rowOf(assigned)).toEqual([
-      { key: "6120004242", event_type: "assigned", dedup_id: "2c3d4e5f60718293a4b5c6d7e8f9012a" },
-    ]);
-  });
+  test(
+    "the signature covers the body only: a changed Sentry-Hook-Timestamp still verifies, a changed " + "body does not",
+    async () => {
+      const assigned = BODY.replace('"action":"created"', '"action":"assigned"');
+      const headers = { ...HEADERS, "Request-ID": "2c3d4e5f60718293a4b5c6d7e8f9012a" };
+      const forged = await t.post("/hooks/sentry", assigned, headers);
+      expect([forged.status, await forged.text()]).toEqual([401, ""]);
+      const signed = await t.post("/hooks/sentry", assigned, {
+        ...headers,
+        "Sentry-Hook-Signature": sign(assigned),
+        "Sentry-Hook-Timestamp": "1",
+      });
+      expect([signed.status, await signed.text()]).toEqual([202, '{"status":"queued"}']);
+      expect(rowOf(assigned)).toEqual([
+        { key: "6120004242", event_type: "assigned", dedup_id: "2c3d4e5f60718293a4b5c6d7e8f9012a" },
+      ]);
+    },
+  );
 
   test("a comment webhook (its issue in data.issue_id), verified, is quarantined with key_missing", async () => {
     const comment = JSON.stringify({
@@ -112,7 +124,8 @@ ${KIT_DESTINATION}`,
     expect([res.status, await res.text()]).toEqual([202, '{"status":"quarantined"}']);
     const q = t.db.db
       .query(
-        "SELECT b.last_error FROM events e JOIN batches b ON b.id = e.batch_id WHERE b.destination = 'quarantine' ORDER BY e.id DESC LIMIT 1",
+        "SELECT b.last_error FROM events e JOIN batches b ON b.id = e.batch_id WHERE b.destination = " +
+          "'quarantine' ORDER BY e.id DESC LIMIT 1",
       )
       .get() as { last_error: string } | null;
     expect(q?.last_error).toBe("key_missing");

@@ -127,7 +127,8 @@ export function writeSharedHome(home: string, members: Bobbin[], receiverPort: n
       const other = owner.get(i.name);
       if (other !== undefined)
         throw new Error(
-          `the kits of ${other} and ${b.name} both name the instance ${i.name}: one shared run cannot serve both (rename one in its captures/kit.toml)`,
+          `the kits of ${other} and ${b.name} both name the instance ${i.name}: one shared run cannot ` +
+            `serve both (rename one in its captures/kit.toml)`,
         );
       owner.set(i.name, b.name);
       bobbins[i.name] = {
@@ -310,8 +311,10 @@ export async function sharedRun(b: Bobbin, runtime: Runtime = "bun"): Promise<Sh
       try {
         return db.db
           .query(
-            `SELECT e.id, e.source, e.event_type, e.dedup_id, e.payload, e.raw, b.id AS batch_id, b.key, b.state, b.route, b.destination, b.last_error
-             FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.source IN (${names.map(() => "?").join(", ")}) ORDER BY e.id`,
+            `SELECT e.id, e.source, e.event_type, e.dedup_id, e.payload, e.raw, b.id AS batch_id, ` +
+              `b.key, b.state, b.route, b.destination, b.last_error
+             FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.source ` +
+              `IN (${names.map(() => "?").join(", ")}) ORDER BY e.id`,
           )
           .all(...names) as EventRow[];
       } finally {

@@ -37,7 +37,8 @@ const signed = (body: string, ts = NOW, secret = SECRET, contentType = "applicat
 
 bobbinTest(
   "slack.events",
-  "an event is queued and delivered, Slack's retry is a duplicate, url_verification is answered, a bad signature is 401",
+  "an event is queued and delivered, Slack's retry is a duplicate, url_verification is answered, a " +
+    "bad signature is 401",
   {
     answers: {
       "captures/accepted.http": 202,
@@ -79,21 +80,26 @@ ${KIT_DESTINATION}`,
   const rowsOf = (body: string) =>
     t.db.db
       .query(
-        "SELECT e.source, b.key, e.event_type, e.dedup_id FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.payload = ? ORDER BY e.id",
+        "SELECT e.source, b.key, e.event_type, e.dedup_id FROM events e JOIN batches b ON b.id = " +
+          "e.batch_id WHERE e.payload = ? ORDER BY e.id",
       )
       .all(body) as { source: string; key: string; event_type: string; dedup_id: string }[];
 
-  test("the accepted capture is stored under workspace:channel, the inner event's type and event_id; Slack's retry is a duplicate", async () => {
-    const first = await t.post("/hooks/slack", accepted.body, accepted.headers);
-    expect([first.status, await first.text()]).toEqual([202, '{"status":"queued"}']);
-    expect(rowsOf(accepted.body)).toEqual([
-      { source: "slack", key: "T0KITEXAMPL:C0KITCHAN01", event_type: "app_mention", dedup_id: "Ev0KITEVENT01" },
-    ]);
-    // The retry is signed afresh at a later timestamp, with X-Slack-Retry-Num: same event_id.
-    const again = await t.post("/hooks/slack", retry.body, retry.headers);
-    expect([again.status, await again.text()]).toEqual([200, '{"status":"duplicate"}']);
-    expect(rowsOf(accepted.body)).toHaveLength(1);
-  });
+  test(
+    "the accepted capture is stored under workspace:channel, the inner event's type and event_id; " +
+      "Slack's retry is a duplicate",
+    async () => {
+      const first = await t.post("/hooks/slack", accepted.body, accepted.headers);
+      expect([first.status, await first.text()]).toEqual([202, '{"status":"queued"}']);
+      expect(rowsOf(accepted.body)).toEqual([
+        { source: "slack", key: "T0KITEXAMPL:C0KITCHAN01", event_type: "app_mention", dedup_id: "Ev0KITEVENT01" },
+      ]);
+      // The retry is signed afresh at a later timestamp, with X-Slack-Retry-Num: same event_id.
+      const again = await t.post("/hooks/slack", retry.body, retry.headers);
+      expect([again.status, await again.text()]).toEqual([200, '{"status":"duplicate"}']);
+      expect(rowsOf(accepted.body)).toHaveLength(1);
+    },
+  );
 
   test("url_verification is echoed as text only when signed, and never stored", async () => {
     const events = t.count("events");
@@ -113,13 +119,16 @@ ${KIT_DESTINATION}`,
     expect(t.count("events")).toBe(events);
   });
 
-  test("the signature covers the timestamp: the accepted body under a changed X-Slack-Request-Timestamp is 401", async () => {
-    const moved = await t.post("/hooks/slack", accepted.body, {
-      ...accepted.headers,
-      "X-Slack-Request-Timestamp": String(NOW + 1),
-    });
-    expect([moved.status, await moved.text()]).toEqual([401, ""]);
-  });
+  test(
+    "the signature covers the timestamp: the accepted body under a changed " + "X-Slack-Request-Timestamp is 401",
+    async () => {
+      const moved = await t.post("/hooks/slack", accepted.body, {
+        ...accepted.headers,
+        "X-Slack-Request-Timestamp": String(NOW + 1),
+      });
+      expect([moved.status, await moved.text()]).toEqual([401, ""]);
+    },
+  );
 
   test("an event without a channel (a member joined) falls back to its user, in the same workspace", async () => {
     const body = JSON.stringify({
@@ -142,65 +151,77 @@ ${KIT_DESTINATION}`,
     ]);
   });
 
-  test("an interactivity request (form-encoded) sent to this instance is verified and quarantined as not_json", async () => {
-    const body = `payload=${encodeURIComponent(JSON.stringify({ type: "block_actions", team: { id: "T0KITEXAMPL" } }))}`;
-    const res = await t.post("/hooks/slack", body, signed(body, NOW, SECRET, "application/x-www-form-urlencoded"));
-    expect([res.status, await res.text()]).toEqual([202, '{"status":"quarantined"}']);
-    const q = t.db.db
-      .query(
-        "SELECT b.last_error FROM events e JOIN batches b ON b.id = e.batch_id WHERE b.destination = 'quarantine' ORDER BY e.id DESC LIMIT 1",
-      )
-      .get() as { last_error: string } | null;
-    expect(q?.last_error).toBe("not_json");
-  });
+  test(
+    "an interactivity request (form-encoded) sent to this instance is verified and quarantined as " + "not_json",
+    async () => {
+      const body =
+        `payloa` + `d=${encodeURIComponent(JSON.stringify({ type: "block_actions", team: { id: "T0KITEXAMPL" } }))}`;
+      const res = await t.post("/hooks/slack", body, signed(body, NOW, SECRET, "application/x-www-form-urlencoded"));
+      expect([res.status, await res.text()]).toEqual([202, '{"status":"quarantined"}']);
+      const q = t.db.db
+        .query(
+          "SELECT b.last_error FROM events e JOIN batches b ON b.id = e.batch_id WHERE b.destination = " +
+            "'quarantine' ORDER BY e.id DESC LIMIT 1",
+        )
+        .get() as { last_error: string } | null;
+      expect(q?.last_error).toBe("not_json");
+    },
+  );
 
-  test("README.md's second instance takes a button press (payload=) and a slash command (plain form) under the same signing secret", async () => {
-    const action = {
-      type: "block_actions",
-      trigger_id: "5550100123.1778162450.kit0test0trigger",
-      team: { id: "T0KITEXAMPL", domain: "example" },
-      user: { id: "U0KITUSER01" },
-      channel: { id: "C0KITCHAN01", name: "deploys" },
-      actions: [{ type: "button", action_id: "approve", value: "2026.05.07" }],
-    };
-    const press = `payload=${encodeURIComponent(JSON.stringify(action))}`;
-    const r1 = await t.post(
-      "/hooks/slack-interactive",
-      press,
-      signed(press, NOW, SECRET, "application/x-www-form-urlencoded"),
-    );
-    expect([r1.status, await r1.text()]).toEqual([202, '{"status":"queued"}']);
-    expect(rowsOf(JSON.stringify(action))).toEqual([
-      {
-        source: "slack-interactive",
-        key: "T0KITEXAMPL:C0KITCHAN01",
-        event_type: "block_actions",
-        dedup_id: action.trigger_id,
-      },
-    ]);
-    const command =
-      "token=kitTestVerificationToken0&team_id=T0KITEXAMPL&team_domain=example&channel_id=C0KITCHAN02&channel_name=ops&user_id=U0KITUSER02&command=%2Fdeploy&text=status&trigger_id=5550100123.1778162455.kit0test0command";
-    const r2 = await t.post(
-      "/hooks/slack-interactive",
-      command,
-      signed(command, NOW, SECRET, "application/x-www-form-urlencoded"),
-    );
-    expect([r2.status, await r2.text()]).toEqual([202, '{"status":"queued"}']);
-    const row = t.db.db
-      .query(
-        "SELECT b.key, e.event_type, e.payload FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.dedup_id = ?",
-      )
-      .get("5550100123.1778162455.kit0test0command") as { key: string; event_type: string; payload: string };
-    expect([row.key, row.event_type, JSON.parse(row.payload).text]).toEqual([
-      "T0KITEXAMPL:C0KITCHAN02",
-      "/deploy",
-      "status",
-    ]);
-    const forged = await t.post(
-      "/hooks/slack-interactive",
-      press,
-      signed(press, NOW, "not-the-signing-secret", "application/x-www-form-urlencoded"),
-    );
-    expect([forged.status, await forged.text()]).toEqual([401, ""]);
-  });
+  test(
+    "README.md's second instance takes a button press (payload=) and a slash command (plain form) " +
+      "under the same signing secret",
+    async () => {
+      const action = {
+        type: "block_actions",
+        trigger_id: "5550100123.1778162450.kit0test0trigger",
+        team: { id: "T0KITEXAMPL", domain: "example" },
+        user: { id: "U0KITUSER01" },
+        channel: { id: "C0KITCHAN01", name: "deploys" },
+        actions: [{ type: "button", action_id: "approve", value: "2026.05.07" }],
+      };
+      const press = `payload=${encodeURIComponent(JSON.stringify(action))}`;
+      const r1 = await t.post(
+        "/hooks/slack-interactive",
+        press,
+        signed(press, NOW, SECRET, "application/x-www-form-urlencoded"),
+      );
+      expect([r1.status, await r1.text()]).toEqual([202, '{"status":"queued"}']);
+      expect(rowsOf(JSON.stringify(action))).toEqual([
+        {
+          source: "slack-interactive",
+          key: "T0KITEXAMPL:C0KITCHAN01",
+          event_type: "block_actions",
+          dedup_id: action.trigger_id,
+        },
+      ]);
+      const command =
+        "token=kitTestVerificationToken0&team_id=T0KITEXAMPL&team_domain=example&channel_id=C0KITCHAN02&" +
+        "channel_name=ops&user_id=U0KITUSER02&command=%2Fdeploy&text=status&" +
+        "trigger_id=5550100123.1778162455.kit0test0command";
+      const r2 = await t.post(
+        "/hooks/slack-interactive",
+        command,
+        signed(command, NOW, SECRET, "application/x-www-form-urlencoded"),
+      );
+      expect([r2.status, await r2.text()]).toEqual([202, '{"status":"queued"}']);
+      const row = t.db.db
+        .query(
+          "SELECT b.key, e.event_type, e.payload FROM events e JOIN batches b ON b.id = e.batch_id " +
+            "WHERE e.dedup_id = ?",
+        )
+        .get("5550100123.1778162455.kit0test0command") as { key: string; event_type: string; payload: string };
+      expect([row.key, row.event_type, JSON.parse(row.payload).text]).toEqual([
+        "T0KITEXAMPL:C0KITCHAN02",
+        "/deploy",
+        "status",
+      ]);
+      const forged = await t.post(
+        "/hooks/slack-interactive",
+        press,
+        signed(press, NOW, "not-the-signing-secret", "application/x-www-form-urlencoded"),
+      );
+      expect([forged.status, await forged.text()]).toEqual([401, ""]);
+    },
+  );
 });

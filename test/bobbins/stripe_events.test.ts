@@ -66,61 +66,69 @@ ${KIT_DESTINATION}`,
     });
   });
 
-  test("Stripe's retry (a new t=, a new signature, pending_webhooks changed) is a duplicate, for all of three days", async () => {
-    const event = (pending: number) =>
-      JSON.stringify({
-        id: "evt_1RxExampleRetried000001",
+  test(
+    "Stripe's retry (a new t=, a new signature, pending_webhooks changed) is a duplicate, for all " + "of three days",
+    async () => {
+      const event = (pending: number) =>
+        JSON.stringify({
+          id: "evt_1RxExampleRetried000001",
+          object: "event",
+          created: NOW,
+          data: {
+            object: { id: "pi_ExampleIntent00001", object: "payment_intent", customer: "cus_ExampleCustomer02" },
+          },
+          livemode: true,
+          pending_webhooks: pending,
+          type: "payment_intent.succeeded",
+        });
+      const first = await post(event(2), NOW);
+      expect([first.status, await first.text()]).toEqual([202, '{"status":"queued"}']);
+      for (const later of [3600, 2 * 86400 + 3600]) {
+        t.clock.set(NOW + later);
+        const retry = await post(event(1), NOW + later);
+        expect([later, retry.status, await retry.text()]).toEqual([later, 200, '{"status":"duplicate"}']);
+      }
+      t.clock.set(NOW);
+      expect(t.count("events", "dedup_id = 'evt_1RxExampleRetried000001'")).toBe(1);
+    },
+  );
+
+  test(
+    "the key falls back to the object's id (a customer's own events), then to a thin event's " + "related object",
+    async () => {
+      const customer = JSON.stringify({
+        id: "evt_1RxExampleCustomer00001",
         object: "event",
         created: NOW,
-        data: { object: { id: "pi_ExampleIntent00001", object: "payment_intent", customer: "cus_ExampleCustomer02" } },
-        livemode: true,
-        pending_webhooks: pending,
-        type: "payment_intent.succeeded",
+        data: { object: { id: "cus_ExampleCustomer03", object: "customer", email: "customer@example.com" } },
+        livemode: false,
+        type: "customer.created",
       });
-    const first = await post(event(2), NOW);
-    expect([first.status, await first.text()]).toEqual([202, '{"status":"queued"}']);
-    for (const later of [3600, 2 * 86400 + 3600]) {
-      t.clock.set(NOW + later);
-      const retry = await post(event(1), NOW + later);
-      expect([later, retry.status, await retry.text()]).toEqual([later, 200, '{"status":"duplicate"}']);
-    }
-    t.clock.set(NOW);
-    expect(t.count("events", "dedup_id = 'evt_1RxExampleRetried000001'")).toBe(1);
-  });
-
-  test("the key falls back to the object's id (a customer's own events), then to a thin event's related object", async () => {
-    const customer = JSON.stringify({
-      id: "evt_1RxExampleCustomer00001",
-      object: "event",
-      created: NOW,
-      data: { object: { id: "cus_ExampleCustomer03", object: "customer", email: "customer@example.com" } },
-      livemode: false,
-      type: "customer.created",
-    });
-    const thin = JSON.stringify({
-      id: "evt_test_65RxExampleThin000000000000000",
-      object: "v2.core.event",
-      context: null,
-      created: "2026-08-22T12:00:00.000Z",
-      livemode: false,
-      related_object: {
-        id: "mtr_test_61RxExampleMeter0000",
-        type: "billing.meter",
-        url: "/v1/billing/meters/mtr_test_61RxExampleMeter0000",
-      },
-      type: "v1.billing.meter.no_meter_found",
-    });
-    for (const body of [customer, thin]) {
-      const res = await post(body, NOW);
-      expect(res.status).toBe(202);
-    }
-    expect(stored(customer)?.key).toBe("cus_ExampleCustomer03");
-    expect(stored(thin)).toEqual({
-      key: "mtr_test_61RxExampleMeter0000",
-      event_type: "v1.billing.meter.no_meter_found",
-      dedup_id: "evt_test_65RxExampleThin000000000000000",
-    });
-  });
+      const thin = JSON.stringify({
+        id: "evt_test_65RxExampleThin000000000000000",
+        object: "v2.core.event",
+        context: null,
+        created: "2026-08-22T12:00:00.000Z",
+        livemode: false,
+        related_object: {
+          id: "mtr_test_61RxExampleMeter0000",
+          type: "billing.meter",
+          url: "/v1/billing/meters/mtr_test_61RxExampleMeter0000",
+        },
+        type: "v1.billing.meter.no_meter_found",
+      });
+      for (const body of [customer, thin]) {
+        const res = await post(body, NOW);
+        expect(res.status).toBe(202);
+      }
+      expect(stored(customer)?.key).toBe("cus_ExampleCustomer03");
+      expect(stored(thin)).toEqual({
+        key: "mtr_test_61RxExampleMeter0000",
+        event_type: "v1.billing.meter.no_meter_found",
+        dedup_id: "evt_test_65RxExampleThin000000000000000",
+      });
+    },
+  );
 
   test("during a secret roll any v1= may match; the secret is the whole whsec_ string, not its decoding", async () => {
     const body = JSON.stringify({

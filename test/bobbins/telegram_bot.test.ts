@@ -52,7 +52,8 @@ ${KIT_DESTINATION}`,
   const rowOf = (body: string) =>
     t.db.db
       .query(
-        "SELECT b.key, e.event_type, e.dedup_id FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.payload = ? ORDER BY e.id",
+        "SELECT b.key, e.event_type, e.dedup_id FROM events e JOIN batches b ON b.id = e.batch_id " +
+          "WHERE e.payload = ? ORDER BY e.id",
       )
       .all(body) as { key: string; event_type: string; dedup_id: string }[];
   const send = async (update: unknown) => {
@@ -61,14 +62,18 @@ ${KIT_DESTINATION}`,
     return { body, status: res.status, text: await res.text() };
   };
 
-  test("the accepted message is stored under its chat id, as a message, with its update_id; Telegram's repeat of it is a duplicate", async () => {
-    const first = await t.post("/hooks/telegram", accepted.body, accepted.headers);
-    expect([first.status, await first.text()]).toEqual([202, '{"status":"queued"}']);
-    expect(rowOf(accepted.body)).toEqual([{ key: "5550100123", event_type: "message", dedup_id: "804211337" }]);
-    const again = await t.post("/hooks/telegram", accepted.body, accepted.headers);
-    expect([again.status, await again.text()]).toEqual([200, '{"status":"duplicate"}']);
-    expect(rowOf(accepted.body)).toHaveLength(1);
-  });
+  test(
+    "the accepted message is stored under its chat id, as a message, with its update_id; " +
+      "Telegram's repeat of it is a duplicate",
+    async () => {
+      const first = await t.post("/hooks/telegram", accepted.body, accepted.headers);
+      expect([first.status, await first.text()]).toEqual([202, '{"status":"queued"}']);
+      expect(rowOf(accepted.body)).toEqual([{ key: "5550100123", event_type: "message", dedup_id: "804211337" }]);
+      const again = await t.post("/hooks/telegram", accepted.body, accepted.headers);
+      expect([again.status, await again.text()]).toEqual([200, '{"status":"duplicate"}']);
+      expect(rowOf(accepted.body)).toHaveLength(1);
+    },
+  );
 
   test("each kind finds its chat, or its user, or its poll, and is typed by its kind", async () => {
     const user = { id: 5550100123, is_bot: false, first_name: "Example" };
@@ -145,7 +150,8 @@ ${KIT_DESTINATION}`,
     expect([r.status, r.text]).toEqual([202, '{"status":"quarantined"}']);
     const q = t.db.db
       .query(
-        "SELECT b.last_error FROM events e JOIN batches b ON b.id = e.batch_id WHERE b.destination = 'quarantine' ORDER BY e.id DESC LIMIT 1",
+        "SELECT b.last_error FROM events e JOIN batches b ON b.id = e.batch_id WHERE b.destination = " +
+          "'quarantine' ORDER BY e.id DESC LIMIT 1",
       )
       .get() as { last_error: string } | null;
     expect(q?.last_error).toBe("key_missing");

@@ -111,7 +111,8 @@ outputs = { "*" = "kit" }
 [bobbins.reply]
 bobbin = "twilio.messaging"
 secrets.secret = { file = "{{secret:twilio}}" }
-settings = { public_url = "https://hooks.example.com/reply", ack = "<Response><Message>Thanks, a person will answer soon.</Message></Response>" }
+settings = { public_url = "https://hooks.example.com/reply", ack = "<Response><Message>Thanks, a ` +
+        `person will answer soon.</Message></Response>" }
 outputs = { "*" = "kit" }
 
 # Twilio's documented example: token 12345, https://mycompany.com/myapp.php?foo=1&bar=2.
@@ -135,73 +136,77 @@ ${KIT_DESTINATION}`,
   const rows = (source: string) =>
     t.db.db
       .query(
-        "SELECT b.key, e.event_type, e.dedup_id, e.payload FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.source = ? ORDER BY e.id",
+        "SELECT b.key, e.event_type, e.dedup_id, e.payload FROM events e JOIN batches b ON b.id = " +
+          "e.batch_id WHERE e.source = ? ORDER BY e.id",
       )
       .all(source) as { key: string; event_type: string; dedup_id: string | null; payload: string }[];
 
-  test("an incoming SMS is answered with empty TwiML and stored as its fields under the sender; Twilio's retry is a duplicate", async () => {
-    const c = captured("captures/accepted.http");
-    expect(await answer(await post("/hooks/twilio", new TextDecoder().decode(c.request.body), headersOf(c)))).toEqual([
-      200,
-      "text/xml",
-      "<Response/>",
-    ]);
-    const [row] = rows("twilio");
-    expect({ key: row?.key, type: row?.event_type, dedup: row?.dedup_id }).toEqual({
-      key: "+14155550123",
-      type: "received",
-      dedup: headersOf(c)["I-Twilio-Idempotency-Token"],
-    });
-    expect(JSON.parse(row?.payload ?? "null")).toMatchObject({
-      From: "+14155550123",
-      To: "+14155550100",
-      Body: "Hi, is my order 1042 shipped yet?",
-      SmsStatus: "received",
-      NumMedia: "0",
-    });
-    // Twilio's retry inside the request repeats the token: answered the same, stored once.
-    expect(await answer(await post("/hooks/twilio", new TextDecoder().decode(c.request.body), headersOf(c)))).toEqual([
-      200,
-      "text/xml",
-      "<Response/>",
-    ]);
-    expect(rows("twilio")).toHaveLength(1);
-  });
-
-  test("a message's successive status callbacks share its MessageSid and are each queued, typed by MessageStatus", async () => {
-    const callback = (status: string) =>
-      new URLSearchParams({
-        SmsSid: "SM0000000000000000000000000e0a0009",
-        SmsStatus: status,
-        MessageStatus: status,
-        To: "+14155550123",
-        MessageSid: "SM0000000000000000000000000e0a0009",
-        AccountSid: "AC0000000000000000000000000000e0a1",
-        From: "+14155550100",
-        ApiVersion: "2010-04-01",
-      }).toString();
-    const before = rows("twilio").length;
-    for (const [status, token] of [
-      ["sent", "0c1d2e3f-4a5b-4c6d-8e7f-9a0b1c2d3e01"],
-      ["delivered", "0c1d2e3f-4a5b-4c6d-8e7f-9a0b1c2d3e02"],
-    ]) {
-      const body = callback(status);
-      const url = `${PUBLIC_URL}?kind=status`;
-      const res = await post("/hooks/twilio?kind=status", body, {
-        "X-Twilio-Signature": signature(TOKEN, url, body),
-        "I-Twilio-Idempotency-Token": token,
+  test(
+    "an incoming SMS is answered with empty TwiML and stored as its fields under the sender; " +
+      "Twilio's retry is a duplicate",
+    async () => {
+      const c = captured("captures/accepted.http");
+      expect(await answer(await post("/hooks/twilio", new TextDecoder().decode(c.request.body), headersOf(c)))).toEqual(
+        [200, "text/xml", "<Response/>"],
+      );
+      const [row] = rows("twilio");
+      expect({ key: row?.key, type: row?.event_type, dedup: row?.dedup_id }).toEqual({
+        key: "+14155550123",
+        type: "received",
+        dedup: headersOf(c)["I-Twilio-Idempotency-Token"],
       });
-      expect(res.status).toBe(200);
-    }
-    expect(
-      rows("twilio")
-        .slice(before)
-        .map((r) => [r.key, r.event_type]),
-    ).toEqual([
-      ["+14155550100", "sent"],
-      ["+14155550100", "delivered"],
-    ]);
-  });
+      expect(JSON.parse(row?.payload ?? "null")).toMatchObject({
+        From: "+14155550123",
+        To: "+14155550100",
+        Body: "Hi, is my order 1042 shipped yet?",
+        SmsStatus: "received",
+        NumMedia: "0",
+      });
+      // Twilio's retry inside the request repeats the token: answered the same, stored once.
+      expect(await answer(await post("/hooks/twilio", new TextDecoder().decode(c.request.body), headersOf(c)))).toEqual(
+        [200, "text/xml", "<Response/>"],
+      );
+      expect(rows("twilio")).toHaveLength(1);
+    },
+  );
+
+  test(
+    "a message's successive status callbacks share its MessageSid and are each queued, typed by " + "MessageStatus",
+    async () => {
+      const callback = (status: string) =>
+        new URLSearchParams({
+          SmsSid: "SM0000000000000000000000000e0a0009",
+          SmsStatus: status,
+          MessageStatus: status,
+          To: "+14155550123",
+          MessageSid: "SM0000000000000000000000000e0a0009",
+          AccountSid: "AC0000000000000000000000000000e0a1",
+          From: "+14155550100",
+          ApiVersion: "2010-04-01",
+        }).toString();
+      const before = rows("twilio").length;
+      for (const [status, token] of [
+        ["sent", "0c1d2e3f-4a5b-4c6d-8e7f-9a0b1c2d3e01"],
+        ["delivered", "0c1d2e3f-4a5b-4c6d-8e7f-9a0b1c2d3e02"],
+      ]) {
+        const body = callback(status);
+        const url = `${PUBLIC_URL}?kind=status`;
+        const res = await post("/hooks/twilio?kind=status", body, {
+          "X-Twilio-Signature": signature(TOKEN, url, body),
+          "I-Twilio-Idempotency-Token": token,
+        });
+        expect(res.status).toBe(200);
+      }
+      expect(
+        rows("twilio")
+          .slice(before)
+          .map((r) => [r.key, r.event_type]),
+      ).toEqual([
+        ["+14155550100", "sent"],
+        ["+14155550100", "delivered"],
+      ]);
+    },
+  );
 
   test("the signature covers the query string, the public URL, every parameter and the token", async () => {
     const c = captured("captures/status-callback.http");

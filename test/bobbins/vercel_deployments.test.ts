@@ -49,22 +49,31 @@ ${KIT_DESTINATION}`,
   const rowOf = (body: string) =>
     t.db.db
       .query(
-        "SELECT b.key, e.event_type, e.dedup_id FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.payload = ? ORDER BY e.id",
+        "SELECT b.key, e.event_type, e.dedup_id FROM events e JOIN batches b ON b.id = e.batch_id " +
+          "WHERE e.payload = ? ORDER BY e.id",
       )
       .all(body) as { key: string; event_type: string; dedup_id: string }[];
   const batchOf = (body: string) =>
     (t.db.db.query("SELECT batch_id FROM events WHERE payload = ?").get(body) as { batch_id: number }).batch_id;
 
-  test("the accepted capture is stored under the deployment id, its type and the delivery id; the same delivery again is a duplicate", async () => {
-    const first = await t.post("/hooks/vercel", BODY, HEADERS);
-    expect([first.status, await first.text()]).toEqual([202, '{"status":"queued"}']);
-    expect(rowOf(BODY)).toEqual([
-      { key: "dpl_Ex4mpleD3pl0yment0000001", event_type: "deployment.succeeded", dedup_id: "Q3mZr8Tn2vKxW5pLcE7yHd4B" },
-    ]);
-    const again = await t.post("/hooks/vercel", BODY, HEADERS);
-    expect([again.status, await again.text()]).toEqual([200, '{"status":"duplicate"}']);
-    expect(rowOf(BODY)).toHaveLength(1);
-  });
+  test(
+    "the accepted capture is stored under the deployment id, its type and the delivery id; the " +
+      "same delivery again is a duplicate",
+    async () => {
+      const first = await t.post("/hooks/vercel", BODY, HEADERS);
+      expect([first.status, await first.text()]).toEqual([202, '{"status":"queued"}']);
+      expect(rowOf(BODY)).toEqual([
+        {
+          key: "dpl_Ex4mpleD3pl0yment0000001",
+          event_type: "deployment.succeeded",
+          dedup_id: "Q3mZr8Tn2vKxW5pLcE7yHd4B",
+        },
+      ]);
+      const again = await t.post("/hooks/vercel", BODY, HEADERS);
+      expect([again.status, await again.text()]).toEqual([200, '{"status":"duplicate"}']);
+      expect(rowOf(BODY)).toHaveLength(1);
+    },
+  );
 
   test("the deployment's promotion joins its batch; a project event is keyed by the project", async () => {
     const promoted = BODY.replace(
@@ -107,7 +116,8 @@ ${KIT_DESTINATION}`,
     expect([res.status, await res.text()]).toEqual([202, '{"status":"quarantined"}']);
     const q = t.db.db
       .query(
-        "SELECT b.last_error FROM events e JOIN batches b ON b.id = e.batch_id WHERE b.destination = 'quarantine' ORDER BY e.id DESC LIMIT 1",
+        "SELECT b.last_error FROM events e JOIN batches b ON b.id = e.batch_id WHERE b.destination = " +
+          "'quarantine' ORDER BY e.id DESC LIMIT 1",
       )
       .get() as { last_error: string } | null;
     expect(q?.last_error).toBe("key_missing");

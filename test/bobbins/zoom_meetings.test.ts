@@ -13,7 +13,8 @@ const mac = (key: string, data: string) => createHmac("sha256", key).update(data
 
 bobbinTest(
   "zoom.meetings",
-  "a meeting event is queued and delivered, a bad signature is 401, the URL validation is answered, a non-JSON body is quarantined",
+  "a meeting event is queued and delivered, a bad signature is 401, the URL validation is answered, a " +
+    "non-JSON body is quarantined",
   {
     answers: {
       "captures/accepted.http": 202,
@@ -21,7 +22,7 @@ bobbinTest(
       "captures/unclassifiable.http": 202,
       "captures/url-validation.http": 200,
     },
-    then(results) {
+    afterwards(results) {
       // The handshake's answer, computed here independently of the plugin API.
       const validation = results.find((r) => r.capture.file === "captures/url-validation.http");
       if (!validation) throw new Error("no url-validation capture");
@@ -85,53 +86,57 @@ ${KIT_DESTINATION}`,
     expect(t.count("events")).toBe(events);
   });
 
-  test("the key is the meeting id, the dedup id holds event_ts and the meeting id, and a retry is a duplicate", async () => {
-    const started = JSON.stringify({
-      event: "meeting.started",
-      payload: {
-        account_id: "EXAMPLEacct0000000000B",
-        object: {
-          id: 81100000077,
-          uuid: "EXAMPLEuuid000000000Bw==",
-          host_id: "EXAMPLEhost0000000000B",
-          topic: "Test",
-          type: 1,
-        },
-      },
-      event_ts: NOW * 1000 + 7,
-    });
-    const first = await t.post("/hooks/meetings", started, signed(started, NOW));
-    expect([first.status, await first.text()]).toEqual([202, '{"status":"queued"}']);
-    const row = t.db.db
-      .query(
-        "SELECT b.key, e.event_type, e.dedup_id FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.payload = ?",
-      )
-      .get(started) as { key: string; event_type: string; dedup_id: string };
-    expect(row).toEqual({
-      key: "81100000077",
-      event_type: "meeting.started",
-      dedup_id: `${NOW * 1000 + 7}:81100000077:meeting.started`,
-    });
-    // Zoom's retry, minutes later: the same body under a new timestamp and signature.
-    t.clock.set(NOW + 300);
-    const retry = await t.post("/hooks/meetings", started, signed(started, NOW + 300));
-    t.clock.set(NOW);
-    expect([retry.status, await retry.text()]).toEqual([200, '{"status":"duplicate"}']);
-    // Two participants joining in the same millisecond are two events.
-    const joined = (user: string) =>
-      JSON.stringify({
-        event: "meeting.participant_joined",
+  test(
+    "the key is the meeting id, the dedup id holds event_ts and the meeting id, and a retry is a " + "duplicate",
+    async () => {
+      const started = JSON.stringify({
+        event: "meeting.started",
         payload: {
           account_id: "EXAMPLEacct0000000000B",
-          object: { id: "81100000077", participant: { user_id: user, user_name: "Example User" } },
+          object: {
+            id: 81100000077,
+            uuid: "EXAMPLEuuid000000000Bw==",
+            host_id: "EXAMPLEhost0000000000B",
+            topic: "Test",
+            type: 1,
+          },
         },
-        event_ts: NOW * 1000 + 9,
+        event_ts: NOW * 1000 + 7,
       });
-    for (const user of ["16778240", "16779264"]) {
-      const res = await t.post("/hooks/meetings", joined(user), signed(joined(user), NOW));
-      expect([user, res.status, await res.text()]).toEqual([user, 202, '{"status":"queued"}']);
-    }
-  });
+      const first = await t.post("/hooks/meetings", started, signed(started, NOW));
+      expect([first.status, await first.text()]).toEqual([202, '{"status":"queued"}']);
+      const row = t.db.db
+        .query(
+          "SELECT b.key, e.event_type, e.dedup_id FROM events e JOIN batches b ON b.id = e.batch_id " +
+            "WHERE e.payload = ?",
+        )
+        .get(started) as { key: string; event_type: string; dedup_id: string };
+      expect(row).toEqual({
+        key: "81100000077",
+        event_type: "meeting.started",
+        dedup_id: `${NOW * 1000 + 7}:81100000077:meeting.started`,
+      });
+      // Zoom's retry, minutes later: the same body under a new timestamp and signature.
+      t.clock.set(NOW + 300);
+      const retry = await t.post("/hooks/meetings", started, signed(started, NOW + 300));
+      t.clock.set(NOW);
+      expect([retry.status, await retry.text()]).toEqual([200, '{"status":"duplicate"}']);
+      // Two participants joining in the same millisecond are two events.
+      const joined = (user: string) =>
+        JSON.stringify({
+          event: "meeting.participant_joined",
+          payload: {
+            account_id: "EXAMPLEacct0000000000B",
+            object: { id: "81100000077", participant: { user_id: user, user_name: "Example User" } },
+          },
+          event_ts: NOW * 1000 + 9,
+        });
+      for (const user of ["16778240", "16779264"]) {
+        const res = await t.post("/hooks/meetings", joined(user), signed(joined(user), NOW));
+        expect([user, res.status, await res.text()]).toEqual([user, 202, '{"status":"queued"}']);
+      }
+    },
+  );
 
   test("a verified event without a meeting id, or a validation without a plainToken, is quarantined", async () => {
     const body = JSON.stringify({
@@ -143,7 +148,8 @@ ${KIT_DESTINATION}`,
     expect([res.status, await res.text()]).toEqual([202, '{"status":"quarantined"}']);
     const q = t.db.db
       .query(
-        "SELECT b.last_error FROM events e JOIN batches b ON b.id = e.batch_id WHERE b.destination = 'quarantine' ORDER BY e.id DESC LIMIT 1",
+        "SELECT b.last_error FROM events e JOIN batches b ON b.id = e.batch_id WHERE b.destination = " +
+          "'quarantine' ORDER BY e.id DESC LIMIT 1",
       )
       .get() as { last_error: string } | null;
     expect(q?.last_error).toBe("key_missing");
