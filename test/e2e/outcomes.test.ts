@@ -133,79 +133,82 @@ const post = (port: number, id: string, r: { headers: Record<string, string>; bo
 
 /** The three cases on one backend. */
 function cases(make: () => Backend): void {
-  test("the intake's /outcomes endpoint settles only a report signed for the delivery; the CLI settles too", async () => {
-    const backend = make();
-    const receiver = new Receiver<{ batch_id: number; key: string }>({ secret: OUT_SECRET, answer: () => 202 });
-    const h = home(backend, receiver.port);
-    await backend.prepare(h);
-    const hs = await startHookspool(h, ["run"], { env: backend.env });
-    running.push(hs);
-    const port = await hs.port();
-    const db = backend.rows(h);
-    try {
-      await send(port, "alpha", 1);
-      await send(port, "alpha", 2);
-      await send(port, "beta", 1);
-      await waitFor("two deliveries, one per key", () => receiver.got.length === 2);
-      const [a, b] = ["alpha", "beta"].map((k) => receiver.got.find((d) => d.doc.key === k));
-      if (!a || !b) throw new Error("a key was not delivered");
-      expect(await db.state(a.doc.batch_id)).toBe("awaiting");
-      const ok = { status: "ok" };
+  test(
+    "the intake's /outcomes endpoint settles only a report signed for the delivery; the CLI " + "settles too",
+    async () => {
+      const backend = make();
+      const receiver = new Receiver<{ batch_id: number; key: string }>({ secret: OUT_SECRET, answer: () => 202 });
+      const h = home(backend, receiver.port);
+      await backend.prepare(h);
+      const hs = await startHookspool(h, ["run"], { env: backend.env });
+      running.push(hs);
+      const port = await hs.port();
+      const db = backend.rows(h);
+      try {
+        await send(port, "alpha", 1);
+        await send(port, "alpha", 2);
+        await send(port, "beta", 1);
+        await waitFor("two deliveries, one per key", () => receiver.got.length === 2);
+        const [a, b] = ["alpha", "beta"].map((k) => receiver.got.find((d) => d.doc.key === k));
+        if (!a || !b) throw new Error("a key was not delivered");
+        expect(await db.state(a.doc.batch_id)).toBe("awaiting");
+        const ok = { status: "ok" };
 
-      // Refused, each changing nothing: unsigned, signed with another secret, signed for another id,
-      // an id no delivery has, a body that is not an outcome.
-      expect(
-        (await post(port, a.webhookId, { headers: { "Content-Type": "application/json" }, body: JSON.stringify(ok) }))
-          .status,
-      ).toBe(401);
-      expect((await post(port, a.webhookId, signed(a.webhookId, ok, OTHER_SECRET))).status).toBe(401);
-      expect((await post(port, a.webhookId, signed(a.webhookId, ok, OUT_SECRET, b.webhookId))).status).toBe(401);
-      expect((await post(port, "hs_nobody_9", signed("hs_nobody_9", ok))).status).toBe(404);
-      expect((await post(port, a.webhookId, signed(a.webhookId, { status: "maybe" }))).status).toBe(400);
-      expect(await db.state(a.doc.batch_id)).toBe("awaiting");
-      expect(receiver.got).toHaveLength(2);
+        // Refused, each changing nothing: unsigned, signed with another secret, signed for another id,
+        // an id no delivery has, a body that is not an outcome.
+        expect(
+          (await post(port, a.webhookId, { headers: { "Content-Type": "application/json" }, body: JSON.stringify(ok) }))
+            .status,
+        ).toBe(401);
+        expect((await post(port, a.webhookId, signed(a.webhookId, ok, OTHER_SECRET))).status).toBe(401);
+        expect((await post(port, a.webhookId, signed(a.webhookId, ok, OUT_SECRET, b.webhookId))).status).toBe(401);
+        expect((await post(port, "hs_nobody_9", signed("hs_nobody_9", ok))).status).toBe(404);
+        expect((await post(port, a.webhookId, signed(a.webhookId, { status: "maybe" }))).status).toBe(400);
+        expect(await db.state(a.doc.batch_id)).toBe("awaiting");
+        expect(receiver.got).toHaveLength(2);
 
-      // Signed for the delivery: it settles, and the key's next batch goes.
-      const res = await post(port, a.webhookId, signed(a.webhookId, ok));
-      expect(res.status).toBe(200);
-      expect(await res.json()).toEqual({ status: "delivered", batch_id: a.doc.batch_id });
-      expect(await db.state(a.doc.batch_id)).toBe("delivered");
-      await waitFor("alpha's second batch delivered", () => receiver.got.length === 3);
-      // The same report again: settled already.
-      expect((await post(port, a.webhookId, signed(a.webhookId, ok))).status).toBe(409);
+        // Signed for the delivery: it settles, and the key's next batch goes.
+        const res = await post(port, a.webhookId, signed(a.webhookId, ok));
+        expect(res.status).toBe(200);
+        expect(await res.json()).toEqual({ status: "delivered", batch_id: a.doc.batch_id });
+        expect(await db.state(a.doc.batch_id)).toBe("delivered");
+        await waitFor("alpha's second batch delivered", () => receiver.got.length === 3);
+        // The same report again: settled already.
+        expect((await post(port, a.webhookId, signed(a.webhookId, ok))).status).toBe(409);
 
-      // The CLI: a failed run retries (a new delivery), then ok ends it; a repeat is exit 1.
-      const failed = await runHookspool(
-        h,
-        ["outcome", b.webhookId, "failed", "--reason", "model timed out", "--json"],
-        { env: backend.env },
-      );
-      expect(failed.code).toBe(0);
-      expect(JSON.parse(failed.out)).toMatchObject({ batch: b.doc.batch_id, state: "retry" });
-      await waitFor("beta delivered again", () => receiver.got.filter((d) => d.doc.key === "beta").length === 2);
-      const again = receiver.got.filter((d) => d.doc.key === "beta")[1];
-      expect(again.webhookId).not.toBe(b.webhookId);
-      await waitFor("beta awaiting again", async () => (await db.state(b.doc.batch_id)) === "awaiting");
-      expect((await runHookspool(h, ["outcome", again.webhookId, "ok"], { env: backend.env })).code).toBe(0);
-      expect(await db.state(b.doc.batch_id)).toBe("delivered");
-      const repeat = await runHookspool(h, ["outcome", again.webhookId, "ok"], { env: backend.env });
-      expect(repeat.code).toBe(1);
-      expect(repeat.err).toContain("does not await");
-      const unknown = await runHookspool(h, ["outcome", "hs_nobody_9", "ok"], { env: backend.env });
-      expect(unknown.code).toBe(1);
-      expect((await runHookspool(h, ["outcome", again.webhookId, "maybe"], { env: backend.env })).code).toBe(2);
-      // /metrics counts the outcomes as attempts of class agent, never as the receiver's answers.
-      const metrics = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
-      expect(metrics).toMatch(/^hookspool_attempts_30d\{[^}]*klass="agent"[^}]*\} \d+$/m);
-      expect(metrics).not.toMatch(/^hookspool_answers_30d\{/m);
-      // Nothing of a reason reaches a log line.
-      expect(hs.stderr()).not.toContain("model timed out");
-      expect(receiver.unverified).toEqual([]);
-    } finally {
-      await db.close();
-      receiver.stop();
-    }
-  });
+        // The CLI: a failed run retries (a new delivery), then ok ends it; a repeat is exit 1.
+        const failed = await runHookspool(
+          h,
+          ["outcome", b.webhookId, "failed", "--reason", "model timed out", "--json"],
+          { env: backend.env },
+        );
+        expect(failed.code).toBe(0);
+        expect(JSON.parse(failed.out)).toMatchObject({ batch: b.doc.batch_id, state: "retry" });
+        await waitFor("beta delivered again", () => receiver.got.filter((d) => d.doc.key === "beta").length === 2);
+        const again = receiver.got.filter((d) => d.doc.key === "beta")[1];
+        expect(again.webhookId).not.toBe(b.webhookId);
+        await waitFor("beta awaiting again", async () => (await db.state(b.doc.batch_id)) === "awaiting");
+        expect((await runHookspool(h, ["outcome", again.webhookId, "ok"], { env: backend.env })).code).toBe(0);
+        expect(await db.state(b.doc.batch_id)).toBe("delivered");
+        const repeat = await runHookspool(h, ["outcome", again.webhookId, "ok"], { env: backend.env });
+        expect(repeat.code).toBe(1);
+        expect(repeat.err).toContain("does not await");
+        const unknown = await runHookspool(h, ["outcome", "hs_nobody_9", "ok"], { env: backend.env });
+        expect(unknown.code).toBe(1);
+        expect((await runHookspool(h, ["outcome", again.webhookId, "maybe"], { env: backend.env })).code).toBe(2);
+        // /metrics counts the outcomes as attempts of class agent, never as the receiver's answers.
+        const metrics = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+        expect(metrics).toMatch(/^hookspool_attempts_30d\{[^}]*klass="agent"[^}]*\} \d+$/m);
+        expect(metrics).not.toMatch(/^hookspool_answers_30d\{/m);
+        // Nothing of a reason reaches a log line.
+        expect(hs.stderr()).not.toContain("model timed out");
+        expect(receiver.unverified).toEqual([]);
+      } finally {
+        await db.close();
+        receiver.stop();
+      }
+    },
+  );
 
   test("kill -9 while batches await loses none; after the restart their outcomes settle them", async () => {
     const backend = make();

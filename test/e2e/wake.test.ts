@@ -23,7 +23,10 @@ async function deliver(
   const receiver = new Receiver<{ events: { n: number }[] }>({});
   writeFileSync(
     join(home, "config.toml"),
-    `[intake]\nlisten = "127.0.0.1:0"\n\n[dispatch]\npoll_s = 3600\n\n[sources.s]\ntemplate = { scheme = "static-token", header = "X-Token", key = "topic" }\nsecrets.secret = { file = "${join(home, "token")}" }\n${window}\naction = "receiver"\n\n[destinations.receiver]\ntype = "http"\nurl = "http://127.0.0.1:${receiver.port}/in"\nallow_insecure = true\nunsigned = true\n`,
+    `[intake]\nlisten = "127.0.0.1:0"\n\n[dispatch]\npoll_s = 3600\n\n[sources.s]\ntemplate = { ` +
+      `scheme = "static-token", header = "X-Token", key = "topic" }\nsecrets.secret = { file ` +
+      `= "${join(home, "token")}" }\n${window}\naction = "receiver"\n\n[destinations.receiver]\ntype = ` +
+      `"http"\nurl = "http://127.0.0.1:${receiver.port}/in"\nallow_insecure = true\nunsigned = true\n`,
   );
   if (layout === "split") expect((await runHookspool(home, ["migrate"])).code).toBe(0);
   const procs: Hookspool[] =
