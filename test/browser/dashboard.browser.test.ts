@@ -149,22 +149,25 @@ function browserSuite(backend: "sqlite" | "postgres"): void {
         }
       });
 
-      test("the printed URL opens the overview: health, the gate, charts drawn, the token gone from the address", async () => {
-        await send("warm-up");
-        const res = await page.goto(printed);
-        expect(res?.status()).toBe(200);
-        expect(new URL(page.url()).search).toBe("");
-        expect(await page.locator("h1").textContent()).toBe("Overview");
-        await until("/", '[data-gate="receiver"]', "closed");
-        // uPlot ran under the page's CSP (scripts only from /assets): the charts are drawn.
-        await waitFor(
-          "the charts to be drawn",
-          async () => (await page.locator('figure[data-drawn="true"]').count()) === 8,
-        );
-        await waitFor("the warm-up delivery", () => receiver.accepted().length >= 1);
-        await until("/", '[data-gate="receiver"]', "closed");
-        await shot("overview");
-      });
+      test(
+        "the printed URL opens the overview: health, the gate, charts drawn, the token gone from " + "the address",
+        async () => {
+          await send("warm-up");
+          const res = await page.goto(printed);
+          expect(res?.status()).toBe(200);
+          expect(new URL(page.url()).search).toBe("");
+          expect(await page.locator("h1").textContent()).toBe("Overview");
+          await until("/", '[data-gate="receiver"]', "closed");
+          // uPlot ran under the page's CSP (scripts only from /assets): the charts are drawn.
+          await waitFor(
+            "the charts to be drawn",
+            async () => (await page.locator('figure[data-drawn="true"]').count()) === 8,
+          );
+          await waitFor("the warm-up delivery", () => receiver.accepted().length >= 1);
+          await until("/", '[data-gate="receiver"]', "closed");
+          await shot("overview");
+        },
+      );
 
       test("a breaker opens while the receiver fails and closes after it recovers", async () => {
         mode.down = true;
@@ -180,35 +183,38 @@ function browserSuite(backend: "sqlite" | "postgres"): void {
         await shot("breaker-closed");
       });
 
-      test("filter the batches, open a dead one and its timeline, replay it with the button, see it delivered", async () => {
-        await send("poison");
-        await page.goto(new URL("/batches", printed).toString());
-        await waitFor("the poison batch to die", async () => {
+      test(
+        "filter the batches, open a dead one and its timeline, replay it with the button, see it " + "delivered",
+        async () => {
+          await send("poison");
           await page.goto(new URL("/batches", printed).toString());
-          await page.selectOption('select[name="state"]', "dead");
-          await page.fill('input[name="key"]', "poison");
-          await page.click('button[type="submit"]');
-          return (await page.locator("tbody tr").count()) === 1;
-        });
-        expect(new URL(page.url()).searchParams.get("state")).toBe("dead");
-        expect(await page.locator("tbody tr td").nth(3).textContent()).toBe("poison");
-        await page.locator("tbody tr td a").first().click();
-        expect(await page.locator("#batch-state").textContent()).toBe("dead");
-        expect(await page.locator('ol.timeline li[data-outcome="dead"]').textContent()).toContain("status 422");
-        await shot("batch-dead");
-        mode.refusePoison = false;
-        await page.click('button:has-text("replay")');
-        await page.waitForLoadState();
-        expect({ path: new URL(page.url()).pathname, h1: await page.locator("h1").textContent() }).toMatchObject({
-          path: expect.stringMatching(/^\/batches\/\d+$/),
-        });
-        const path = new URL(page.url()).pathname;
-        await until(path, "#batch-state", "delivered");
-        expect(await page.locator('ol.timeline li[data-outcome="ok"]').count()).toBe(1);
-        await shot("batch-replayed");
-        await page.goto(new URL("/", printed).toString());
-        expect(await page.locator("text=Recent actions").count()).toBe(1);
-      });
+          await waitFor("the poison batch to die", async () => {
+            await page.goto(new URL("/batches", printed).toString());
+            await page.selectOption('select[name="state"]', "dead");
+            await page.fill('input[name="key"]', "poison");
+            await page.click('button[type="submit"]');
+            return (await page.locator("tbody tr").count()) === 1;
+          });
+          expect(new URL(page.url()).searchParams.get("state")).toBe("dead");
+          expect(await page.locator("tbody tr td").nth(3).textContent()).toBe("poison");
+          await page.locator("tbody tr td a").first().click();
+          expect(await page.locator("#batch-state").textContent()).toBe("dead");
+          expect(await page.locator('ol.timeline li[data-outcome="dead"]').textContent()).toContain("status 422");
+          await shot("batch-dead");
+          mode.refusePoison = false;
+          await page.click('button:has-text("replay")');
+          await page.waitForLoadState();
+          expect({ path: new URL(page.url()).pathname, h1: await page.locator("h1").textContent() }).toMatchObject({
+            path: expect.stringMatching(/^\/batches\/\d+$/),
+          });
+          const path = new URL(page.url()).pathname;
+          await until(path, "#batch-state", "delivered");
+          expect(await page.locator('ol.timeline li[data-outcome="ok"]').count()).toBe(1);
+          await shot("batch-replayed");
+          await page.goto(new URL("/", printed).toString());
+          expect(await page.locator("text=Recent actions").count()).toBe(1);
+        },
+      );
 
       test("the live tail picks up a new event as it commits", async () => {
         await page.goto(new URL("/live", printed).toString());
