@@ -54,7 +54,9 @@ interface World {
 async function world(open: Open, table: string): Promise<World> {
   const rx = receiver();
   const h = configHome(
-    `[dispatch]\nparallel = 4\nbackoff_base_s = 0.2\nbackoff_cap_s = 0.4\n\n[sources.s]\naction = "a"\n\n[destinations.a]\ntype = "http"\nurl = "${rx.url}"\nallow_insecure = true\nunsigned = true\noutcome = "await"\n${table}\n`,
+    `[dispatch]\nparallel = 4\nbackoff_base_s = 0.2\nbackoff_cap_s = 0.4\n\n[sources.s]\naction = "a"\n\n` +
+      `[destinations.a]\ntype = "http"\nurl = "${rx.url}"\nallow_insecure = true\nunsigned = true\n` +
+      `outcome = "await"\n${table}\n`,
   );
   const b = await open();
   const d = await startDispatcher(await b.dispatch(), h);

@@ -30,7 +30,8 @@ async function world(open: Open, table: string) {
     },
   });
   const h = configHome(
-    `[sources.s]\naction = "a"\n\n[destinations.a]\ntype = "http"\nurl = "http://127.0.0.1:${server.port}/in"\nallow_insecure = true\nunsigned = true\n${table}\n`,
+    `[sources.s]\naction = "a"\n\n[destinations.a]\ntype = "http"\nurl = "http://127.0.0.1:${server.port}/in"\n` +
+      `allow_insecure = true\nunsigned = true\n${table}\n`,
   );
   const b = await open();
   let d: Dispatcher | null = null;
@@ -96,39 +97,43 @@ async function stillHeld(w: Awaited<ReturnType<typeof world>>, ids: number[]): P
 }
 
 function cases(open: () => Open): void {
-  test("budget: N delivered in the window, the rest held sealed with one issue; a restart holds them; resume --budget lets them go", async () => {
-    const w = await world(open(), 'budget = "2/h"\n');
-    try {
-      const ids = [];
-      for (const k of ["k1", "k2", "k3", "k4"]) ids.push(await w.put(k));
-      await waitFor("two delivered", () => w.got.length === 2);
-      await stillHeld(w, ids.slice(2));
-      // Oldest first: the held ones are the later two.
-      expect(w.got.map((g) => g.key).sort()).toEqual(["k1", "k2"]);
-      const open1 = (await w.b.operator.listIssues({})).filter((i) => i.fingerprint === "budget:a");
-      expect(open1).toHaveLength(1);
-      expect(open1[0]).toMatchObject({ state: "open", count: 1 });
-      await w.restart();
-      await stillHeld(w, ids.slice(2));
-      await w.b.operator.releaseBudget("a", systemClock.now());
-      w.wake();
-      await waitFor("the held two delivered", () => w.got.length === 4, 10_000);
-      expect(
-        w.got
-          .slice(2)
-          .map((g) => g.key)
-          .sort(),
-      ).toEqual(["k3", "k4"]);
-      await waitFor(
-        "the budget issue resolved",
-        async () =>
-          (await w.b.operator.listIssues({ state: "all" })).find((i) => i.fingerprint === "budget:a")?.state ===
-          "resolved",
-      );
-    } finally {
-      await w.stop();
-    }
-  });
+  test(
+    "budget: N delivered in the window, the rest held sealed with one issue; a restart holds them; resume " +
+      "--budget lets them go",
+    async () => {
+      const w = await world(open(), 'budget = "2/h"\n');
+      try {
+        const ids = [];
+        for (const k of ["k1", "k2", "k3", "k4"]) ids.push(await w.put(k));
+        await waitFor("two delivered", () => w.got.length === 2);
+        await stillHeld(w, ids.slice(2));
+        // Oldest first: the held ones are the later two.
+        expect(w.got.map((g) => g.key).sort()).toEqual(["k1", "k2"]);
+        const open1 = (await w.b.operator.listIssues({})).filter((i) => i.fingerprint === "budget:a");
+        expect(open1).toHaveLength(1);
+        expect(open1[0]).toMatchObject({ state: "open", count: 1 });
+        await w.restart();
+        await stillHeld(w, ids.slice(2));
+        await w.b.operator.releaseBudget("a", systemClock.now());
+        w.wake();
+        await waitFor("the held two delivered", () => w.got.length === 4, 10_000);
+        expect(
+          w.got
+            .slice(2)
+            .map((g) => g.key)
+            .sort(),
+        ).toEqual(["k3", "k4"]);
+        await waitFor(
+          "the budget issue resolved",
+          async () =>
+            (await w.b.operator.listIssues({ state: "all" })).find((i) => i.fingerprint === "budget:a")?.state ===
+            "resolved",
+        );
+      } finally {
+        await w.stop();
+      }
+    },
+  );
 
   test("budget: when the window frees a slot the next held batch goes by itself", async () => {
     const w = await world(open(), 'budget = "1/2s"\n');
@@ -212,23 +217,26 @@ describe("run budgets", () => {
         }
       });
     } else {
-      test("two dispatchers sharing the destination spend its budget once: each claim counts again under its lock", async () => {
-        const w = await world(open, 'budget = "3/h"\n');
-        try {
-          await w.another();
-          for (let i = 0; i < 12; i++) await w.put(`k${i}`);
-          w.wakeAll();
-          await waitFor("three delivered", () => w.got.length === 3);
-          const until = Date.now() + 2000;
-          while (Date.now() < until) {
+      test(
+        "two dispatchers sharing the destination spend its budget once: each claim counts again under its " + "lock",
+        async () => {
+          const w = await world(open, 'budget = "3/h"\n');
+          try {
+            await w.another();
+            for (let i = 0; i < 12; i++) await w.put(`k${i}`);
             w.wakeAll();
-            expect(w.got.length).toBe(3);
-            await Bun.sleep(100);
+            await waitFor("three delivered", () => w.got.length === 3);
+            const until = Date.now() + 2000;
+            while (Date.now() < until) {
+              w.wakeAll();
+              expect(w.got.length).toBe(3);
+              await Bun.sleep(100);
+            }
+          } finally {
+            await w.stop();
           }
-        } finally {
-          await w.stop();
-        }
-      });
+        },
+      );
     }
   });
 });

@@ -29,7 +29,8 @@ async function exposedDelivery(open: OpenBackend): Promise<void> {
     },
   });
   const h = configHome(
-    `[sources.s]\naction = "a"\n\n[destinations.a]\ntype = "http"\nurl = "http://127.0.0.1:${server.port}/in"\nallow_insecure = true\nunsigned = true\n`,
+    `[sources.s]\naction = "a"\n\n[destinations.a]\ntype = "http"\nurl = "http://127.0.0.1:${server.port}/in"\n` +
+      `allow_insecure = true\nunsigned = true\n`,
   );
   const b = await open();
   const d = await startDispatcher(await b.dispatch(), h);

@@ -72,7 +72,8 @@ describe.skipIf(!PG_BIN)("maintenance on PostgreSQL", () => {
       // The leader's process dies: the server ends its sessions (as it does for a killed
       // process), the lock is free, and the follower takes maintenance over.
       // The signal is sent at once and the backend ends a moment later: wait until it has.
-      await look.sql`SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND granted AND pid <> pg_backend_pid()`;
+      await look.sql`SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND granted
+        AND pid <> pg_backend_pid()`;
       await waitFor(
         "the leader's session to end",
         async () => (await look.sql`SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted`).length === 0,

@@ -36,7 +36,10 @@ describe.skipIf(!PG_BIN)("the intake on PostgreSQL", () => {
     writeFileSync(join(home, "in-secret"), SECRET, { mode: 0o600 });
     writeFileSync(
       join(home, "config.toml"),
-      `[spool]\nbackend = "postgres"\nurl = { env = "HOOKSPOOL_PG_URL" }\n\n[intake]\nlisten = "127.0.0.1:0"\n\n[sources.load]\ntemplate = { scheme = "hmac-sha256-hex", header = "X-Sig", prefix = "sha256=", key = "key", event_type = "type", dedup = "id" }\nsecrets.secret = { file = "${join(home, "in-secret")}" }\naction = "hermes:a"\n`,
+      `[spool]\nbackend = "postgres"\nurl = { env = "HOOKSPOOL_PG_URL" }\n\n[intake]\nlisten = "127.0.0.1:0"\n\n` +
+        `[sources.load]\ntemplate = { scheme = "hmac-sha256-hex", header = "X-Sig", prefix = "sha256=", key = "key", ` +
+        `event_type = "type", dedup = "id" }\nsecrets.secret = { file = "${join(home, "in-secret")}" }\n` +
+        `action = "hermes:a"\n`,
     );
     const env = { PATH: process.env.PATH, HOME: home, HOOKSPOOL_PG_URL: url };
     const logged = LOG_LINES.length;
@@ -108,8 +111,10 @@ describe.skipIf(!PG_BIN)("the intake on PostgreSQL", () => {
       expect(metrics).toContain('hookspool_batches{state="quarantined"} 1');
       expect(metrics).toContain('hookspool_batches{state="open"} 1');
       // An open breaker and a dead batch show on /healthz as they do in status.
-      await look.sql`INSERT INTO destinations (name, state, opened_at, cooldown_s) VALUES ('hermes:a', 'open', ${clock.now()}, 30)`;
-      await look.sql`UPDATE batches SET state = 'dead', dead_reason = 'rejected', content_hash = 'sha256:x' WHERE destination = 'hermes:a'`;
+      await look.sql`INSERT INTO destinations (name, state, opened_at, cooldown_s)
+        VALUES ('hermes:a', 'open', ${clock.now()}, 30)`;
+      await look.sql`UPDATE batches SET state = 'dead', dead_reason = 'rejected', content_hash = 'sha256:x'
+        WHERE destination = 'hermes:a'`;
       const worse = (await (await fetch(`${intake.url}/healthz`)).json()) as StatusDoc;
       expect(worse.degraded).toEqual([
         "dispatcher: no heartbeat yet",
