@@ -142,38 +142,41 @@ describe("bobbin new", () => {
     for (const d of [dir, join(dir, ".."), join(dir, "captures")]) expect(statSync(d).mode & 0o022).toBe(0);
   });
 
-  test("settings the template refuses, a bad name, an existing directory, --processor: one line, nothing written", async () => {
-    const root = tempDir("hookspool-new-");
-    const run = (...argv: string[]) => cli(["bobbin", "new", ...argv, "--dir", root]);
-    const cases = [
-      [["acme.widgets", "--set", "scheme=hmac-sha512-hex", "--set", "key=id"], /^hookspool: scheme: /],
-      [["acme.widgets", "--set", "scheme=hmac-sha256-hex", "--set", "key=id"], /^hookspool: header: /],
-      [["acme.widgets", "--set", "scheme=static-token"], /^hookspool: key: required/],
-      [
-        ["acme.widgets", "--set", "scheme=static-token", "--set", "key=id", "--set", "colour=blue"],
-        /^hookspool: colour: not a template setting/,
-      ],
-      [["acme.widgets", "--set", "scheme"], /^hookspool: --set scheme: expected NAME=VALUE/],
-      [
-        ["hookspool.widgets", "--set", "scheme=static-token", "--set", "key=id", "--set", "header=X-T"],
-        /^hookspool: name: the hookspool\. namespace/,
-      ],
-      [
-        ["Acme", "--set", "scheme=static-token", "--set", "key=id"],
-        /^hookspool: name: "Acme" is not <vendor>\.<product>/,
-      ],
-    ] as const;
-    for (const [argv, message] of cases) {
-      const r = await run(...argv);
-      expect({ argv, code: r.code }).toEqual({ argv, code: 2 });
-      expect(r.err.split("\n")[0]).toMatch(message);
-    }
-    expect(readdirSync(root)).toEqual([]);
-    expect(
-      (await run("acme.widgets", "--set", "scheme=static-token", "--set", "key=id", "--set", "header=X-T")).code,
-    ).toBe(0);
-    const again = await run("acme.widgets", "--set", "scheme=static-token", "--set", "key=id", "--set", "header=X-T");
-    expect(again.err).toContain("exists already");
-    expect(existsSync(join(root, "acme", "widgets", "bobbin.toml"))).toBe(true);
-  });
+  test(
+    "settings the template refuses, a bad name, an existing directory, --processor: one line, " + "nothing written",
+    async () => {
+      const root = tempDir("hookspool-new-");
+      const run = (...argv: string[]) => cli(["bobbin", "new", ...argv, "--dir", root]);
+      const cases = [
+        [["acme.widgets", "--set", "scheme=hmac-sha512-hex", "--set", "key=id"], /^hookspool: scheme: /],
+        [["acme.widgets", "--set", "scheme=hmac-sha256-hex", "--set", "key=id"], /^hookspool: header: /],
+        [["acme.widgets", "--set", "scheme=static-token"], /^hookspool: key: required/],
+        [
+          ["acme.widgets", "--set", "scheme=static-token", "--set", "key=id", "--set", "colour=blue"],
+          /^hookspool: colour: not a template setting/,
+        ],
+        [["acme.widgets", "--set", "scheme"], /^hookspool: --set scheme: expected NAME=VALUE/],
+        [
+          ["hookspool.widgets", "--set", "scheme=static-token", "--set", "key=id", "--set", "header=X-T"],
+          /^hookspool: name: the hookspool\. namespace/,
+        ],
+        [
+          ["Acme", "--set", "scheme=static-token", "--set", "key=id"],
+          /^hookspool: name: "Acme" is not <vendor>\.<product>/,
+        ],
+      ] as const;
+      for (const [argv, message] of cases) {
+        const r = await run(...argv);
+        expect({ argv, code: r.code }).toEqual({ argv, code: 2 });
+        expect(r.err.split("\n")[0]).toMatch(message);
+      }
+      expect(readdirSync(root)).toEqual([]);
+      expect(
+        (await run("acme.widgets", "--set", "scheme=static-token", "--set", "key=id", "--set", "header=X-T")).code,
+      ).toBe(0);
+      const again = await run("acme.widgets", "--set", "scheme=static-token", "--set", "key=id", "--set", "header=X-T");
+      expect(again.err).toContain("exists already");
+      expect(existsSync(join(root, "acme", "widgets", "bobbin.toml"))).toBe(true);
+    },
+  );
 });

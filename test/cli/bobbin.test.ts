@@ -51,7 +51,8 @@ describe("bobbin list", () => {
     const builtins = findBobbins({ bobbinPath: [], presets: Object.keys(DEFAULT_SPANS) }).bobbins.size;
     expect(lines.filter((l) => l.startsWith("| `"))).toHaveLength(builtins);
     expect(lines).toContain(
-      "| `atlassian.trello` | Atlassian Trello | hmac-sha1-base64-url | HEAD 200 | yes | Trello webhooks: actions on a watched board, list, card or member |",
+      "| `atlassian.trello` | Atlassian Trello | hmac-sha1-base64-url | HEAD 200 | yes | Trello " +
+        "webhooks: actions on a watched board, list, card or member |",
     );
     expect(lines.find((l) => l.startsWith("| `hookspool.webhook`"))).toContain(
       "| any scheme | per settings | per settings |",
@@ -138,7 +139,9 @@ describe("bobbin expand", () => {
       ),
     );
     const h = home(
-      `[spool]\nbobbin_path = ["${root}"]\n[bobbins.mail]\nbobbin = "acme.mail"\nsecrets.secret = { file = "/s" }\nsecrets.cred = { file = "/etc/hookspool/cred.json" }\noutputs = { "*" = "hermes:mail" }\n`,
+      `[spool]\nbobbin_path = ["${root}"]\n[bobbins.mail]\nbobbin = "acme.mail"\nsecrets.secret = { ` +
+        `file = "/s" }\nsecrets.cred = { file = "/etc/hookspool/cred.json" }\noutputs = { "*" = ` +
+        `"hermes:mail" }\n`,
     );
     const doc = JSON.parse((await cli(["--home", h, "--json", "bobbin", "expand", "mail"])).out);
     expect(doc.mail.destinations["script:mail"].env.HOOKSPOOL_SECRET_REFS).toBe("cred");

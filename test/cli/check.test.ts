@@ -80,34 +80,40 @@ describe("hookspool check", () => {
     expect(r.out).toEndWith(": 0 errors, 1 warning\n");
   });
 
-  test("--json: errors are one error object with the problems, as every verb's error is; a pass is a report", async () => {
-    const h = await initHome();
-    const clean = await run(h, ["--json", "check"]);
-    expect(clean.code).toBe(0);
-    expect(JSON.parse(clean.out)).toMatchObject({ file: h.config, errors: 0, problems: [], paces: {} });
-    appendFileSync(h.config, BROKEN);
-    const r = await run(h, ["--json", "check"]);
-    expect(r.code).toBe(2);
-    const doc = JSON.parse(r.out) as { error: string; code: string; file: string; problems: ConfigProblem[] };
-    expect(doc).toMatchObject({ error: "2 errors in the config", code: "E_CONFIG", file: h.config });
-    const problems = doc.problems;
-    expect(problems.map((p) => [p.level, p.key])).toEqual([
-      ["error", "intake.lisen"],
-      ["error", "routes[0].destination"],
-      ["warning", "intake.threads"],
-    ]);
-  });
+  test(
+    "--json: errors are one error object with the problems, as every verb's error is; a pass is a " + "report",
+    async () => {
+      const h = await initHome();
+      const clean = await run(h, ["--json", "check"]);
+      expect(clean.code).toBe(0);
+      expect(JSON.parse(clean.out)).toMatchObject({ file: h.config, errors: 0, problems: [], paces: {} });
+      appendFileSync(h.config, BROKEN);
+      const r = await run(h, ["--json", "check"]);
+      expect(r.code).toBe(2);
+      const doc = JSON.parse(r.out) as { error: string; code: string; file: string; problems: ConfigProblem[] };
+      expect(doc).toMatchObject({ error: "2 errors in the config", code: "E_CONFIG", file: h.config });
+      const problems = doc.problems;
+      expect(problems.map((p) => [p.level, p.key])).toEqual([
+        ["error", "intake.lisen"],
+        ["error", "routes[0].destination"],
+        ["warning", "intake.threads"],
+      ]);
+    },
+  );
 
-  test("a deployment of GitHub, Trello, Kaneo and a signed JSON service by bobbins passes, and check says which senders do not retry", async () => {
-    const h = await initHome();
-    const secret = join(h.home, "github-secret");
-    writeFileSync(secret, "s3cret", { mode: 0o600 });
-    const trello = join(h.home, "trello-secret");
-    writeFileSync(trello, "s3cret", { mode: 0o600 });
-    const config = readFileSync(h.config, "utf8");
-    writeFileSync(
-      h.config,
-      `${config}
+  test(
+    "a deployment of GitHub, Trello, Kaneo and a signed JSON service by bobbins passes, and check " +
+      "says which senders do not retry",
+    async () => {
+      const h = await initHome();
+      const secret = join(h.home, "github-secret");
+      writeFileSync(secret, "s3cret", { mode: 0o600 });
+      const trello = join(h.home, "trello-secret");
+      writeFileSync(trello, "s3cret", { mode: 0o600 });
+      const config = readFileSync(h.config, "utf8");
+      writeFileSync(
+        h.config,
+        `${config}
 [bobbins.github-ci]
 bobbin = "github.repo"
 secrets.secret = { file = "${secret}" }
@@ -130,26 +136,29 @@ secrets.secret = { file = "${trello}" }
 settings = { scheme = "standard-webhooks", key = ["customer.id"], event_type = "type" }
 outputs = { "*" = "script:demo-log" }
 `,
-    );
-    const r = await run(h, ["check"]);
-    expect({ code: r.code, out: r.out }).toMatchObject({ code: 0 });
-    const out = r.out.split("\n");
-    expect(out).toContain(
-      "note: source kaneo: the sender does not retry a failed delivery: a sweep must recover what is missed (its bobbin's README says how)",
-    );
-    expect(out).toContain(
-      "note: source github-ci: the sender does not retry a failed delivery: a sweep must recover what is missed (its bobbin's README says how)",
-    );
-    expect(out).toContain("info: source trello: the sender retries a failed delivery");
-    // The summary counts the notes: the senders whose misses only a sweep recovers.
-    expect(r.out.trim().split("\n").at(-1)).toMatch(/: 0 errors, 0 warnings, 3 notes$/);
-    const json = JSON.parse((await run(h, ["--json", "check"])).out);
-    expect(json).toMatchObject({
-      errors: 0,
-      notes: 3,
-      senders: { kaneo: false, "github-ci": false, billing: false, trello: true },
-    });
-  });
+      );
+      const r = await run(h, ["check"]);
+      expect({ code: r.code, out: r.out }).toMatchObject({ code: 0 });
+      const out = r.out.split("\n");
+      expect(out).toContain(
+        "note: source kaneo: the sender does not retry a failed delivery: a sweep must recover what is " +
+          "missed (its bobbin's README says how)",
+      );
+      expect(out).toContain(
+        "note: source github-ci: the sender does not retry a failed delivery: a sweep must recover what " +
+          "is missed (its bobbin's README says how)",
+      );
+      expect(out).toContain("info: source trello: the sender retries a failed delivery");
+      // The summary counts the notes: the senders whose misses only a sweep recovers.
+      expect(r.out.trim().split("\n").at(-1)).toMatch(/: 0 errors, 0 warnings, 3 notes$/);
+      const json = JSON.parse((await run(h, ["--json", "check"])).out);
+      expect(json).toMatchObject({
+        errors: 0,
+        notes: 3,
+        senders: { kaneo: false, "github-ci": false, billing: false, trello: true },
+      });
+    },
+  );
 
   test("a corrupt spool fails the check (it is the intake's ExecStartPre)", async () => {
     const h = await initHome();
@@ -186,7 +195,8 @@ outputs = { "*" = "script:demo-log" }
     expect(r.err).toBe("");
     const lines = r.out.trimEnd().split("\n");
     expect(lines[0]).toBe(
-      `error: config: no config file at ${where} (hookspool init writes a starter config there; or point --home, --config or HOOKSPOOL_CONFIG at yours)`,
+      `error: config: no config file at ${where} (hookspool init writes a starter config there; or ` +
+        `point --home, --config or HOOKSPOOL_CONFIG at yours)`,
     );
     expect(lines.at(-1)).toMatch(/^\(no config file\): 1 error, \d+ warnings?$/);
     const j = await cli(["--home", home, "--json", "check"]);
@@ -214,7 +224,8 @@ outputs = { "*" = "script:demo-log" }
     expect(r.out.trimEnd().split("\n")).toEqual([
       `warning: spool.home: ${h.home} is open to group/other (mode 0755); it holds the spool (chmod 700 ${h.home})`,
       `warning: spool.db: ${h.db} is open to group/other (mode 0644); it holds every payload (chmod 600 ${h.db})`,
-      `warning: spool.db: ${h.db}-wal is open to group/other (mode 0640); it holds every payload (chmod 600 ${h.db}-wal)`,
+      `warning: spool.db: ${h.db}-wal is open to group/other (mode 0640); it holds every payload ` +
+        `(chmod 600 ${h.db}-wal)`,
       `${h.config}: 0 errors, 3 warnings`,
     ]);
     chmodSync(h.home, 0o700);
@@ -317,7 +328,8 @@ rate = "5/s"
     const h = await initHome();
     appendFileSync(
       h.config,
-      '\n[destinations.web]\ntype = "http"\nurl = "https://example.invalid/hook"\nunsigned = true\nrate = "thirty a minute"\n',
+      '\n[destinations.web]\ntype = "http"\nurl = "https://example.invalid/hook"\nunsigned = true\n' +
+        'rate = "thirty a minute"\n',
     );
     const r = await run(h, ["check"]);
     expect(r.code).toBe(2);

@@ -122,7 +122,8 @@ describe("dead reasons", () => {
     withDb(h.db, (db) => {
       const add = (dest: string, key: string, state: string, last: string | null) =>
         db.run(
-          `INSERT INTO batches (route, source, destination, key, state, first_at, last_at, quiet_s, max_s, max_events, max_bytes, content_hash, last_class)
+          `INSERT INTO batches (route, source, destination, key, state, first_at, last_at, quiet_s, ` +
+            `max_s, max_events, max_bytes, content_hash, last_class)
            VALUES ('r', 's', ?, ?, ?, 1, 1, 0, 0, 1, 1, 'sha256:x', ?)`,
           [dest, key, state, last],
         );

@@ -194,12 +194,14 @@ describe("human output prints them escaped", () => {
     writeFileSync(join(home, "token"), "t0ken\n", { mode: 0o600 });
     writeFileSync(
       join(home, "config.toml"),
-      `[sources.m]\ntemplate = { scheme = "static-token", header = "X-Token", key = "k", event_type = "t" }\nsecrets.secret = { file = "${join(home, "token")}" }\naction = "hermes:m"\n`,
+      `[sources.m]\ntemplate = { scheme = "static-token", header = "X-Token", key = "k", event_type = ` +
+        `"t" }\nsecrets.secret = { file = "${join(home, "token")}" }\naction = "hermes:m"\n`,
     );
     const capture = join(home, "req.http");
     writeFileSync(
       capture,
-      `POST /hooks/m HTTP/1.1\nContent-Type: application/json\nX-Token: t0ken\n\n${JSON.stringify({ k: KEY, t: "a\u009bb" })}\n`,
+      `POST /hooks/m HTTP/1.1\nContent-Type: application/json\nX-Token: ` +
+        `t0ken\n\n${JSON.stringify({ k: KEY, t: "a\u009bb" })}\n`,
     );
     const r = await cli(["--home", home, "source", "test", "m", "--request", capture]);
     expect(r).toMatchObject({ code: 0, err: "" });

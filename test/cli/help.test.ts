@@ -68,7 +68,8 @@ describe("what the pages say", () => {
   test("replay shows that it takes batch ids, or --dead, or --delivered", async () => {
     const page = await help(["replay"]);
     expect(page.split("\n")[2]).toBe(
-      "Usage: hookspool replay <batch>... | --dead [--destination D] [--source S] [--since T] [--reason R] [--plan] | --delivered [<batch>...] [--destination D] [--source S] [--since T]",
+      "Usage: hookspool replay <batch>... | --dead [--destination D] [--source S] [--since T] " +
+        "[--reason R] [--plan] | --delivered [<batch>...] [--destination D] [--source S] [--since T]",
     );
     expect(section(page, "Arguments")).toEqual([
       expect.stringMatching(/^ {2}<batch>\.\.\. +the dead batches to replay/),
@@ -102,7 +103,8 @@ describe("what the pages say", () => {
   test("the help texts state rules instead of citing a spec", async () => {
     const status = await help(["status"]);
     expect(status.split("\n")[0]).toBe(
-      "hookspool status - health of the spool, dispatcher, destinations and sources; exit 1 while any problem is reported",
+      "hookspool status - health of the spool, dispatcher, destinations and sources; exit 1 while any " +
+        "problem is reported",
     );
     expect((await help(["prune"])).split("\n")[0]).toContain("past their [retention] ages (dead batches are kept)");
     expect(await help([])).not.toMatch(/spec \d/);
@@ -111,7 +113,8 @@ describe("what the pages say", () => {
   test("a group lists its commands; bare, it prints the same page and exits 2", async () => {
     const page = await help(["source"]);
     expect(page).toStartWith(
-      "hookspool source - develop a source plugin against captured requests, or arm one for its handshake\n\nUsage: hookspool source <command> [options]\n",
+      "hookspool source - develop a source plugin against captured requests, or arm one for its " +
+        "handshake\n\nUsage: hookspool source <command> [options]\n",
     );
     expect(section(page, "Commands")).toEqual([
       expect.stringMatching(/^ {2}test +run a captured \.http request/),

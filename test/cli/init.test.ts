@@ -154,7 +154,8 @@ describe("a home that moves", () => {
     const capture = join(moved, "req.http");
     writeFileSync(
       capture,
-      `POST /hooks/demo HTTP/1.1\nContent-Type: application/json\nX-Demo-Signature: sha256=${createHmac("sha256", secret).update(body).digest("hex")}\n\n${body}`,
+      `POST /hooks/demo HTTP/1.1\nContent-Type: application/json\nX-Demo-Signature: ` +
+        `sha256=${createHmac("sha256", secret).update(body).digest("hex")}\n\n${body}`,
     );
     const tested = await cli(["--home", moved, "--json", "source", "test", "demo", "--request", capture]);
     expect(tested.code).toBe(0);

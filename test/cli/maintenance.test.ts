@@ -107,7 +107,8 @@ describe("prune", () => {
             );
           }
           spool.db.run(
-            "UPDATE batches SET state = 'delivered', sealed_at = 1000000, content_hash = 'sha256:x', delivered_at = 1000000",
+            "UPDATE batches SET state = 'delivered', sealed_at = 1000000, content_hash = 'sha256:x', " +
+              "delivered_at = 1000000",
           );
         })
         .immediate();
@@ -270,25 +271,28 @@ describe("export", () => {
     expect(oneErrorLine(badSince.err)).toContain("--since yesterday");
   });
 
-  test("--limit stops after so many batches and says where --after goes on; the pages join into the whole", async () => {
-    const { h, a, b, q } = await seeded();
-    const first = await run(h, ["export", "--limit", "2"]);
-    expect(first.code).toBe(0);
-    expect(records(first.out).map((x) => x.batch.id)).toEqual([a, b]);
-    expect(first.err.trim().split("\n")).toEqual(["exported 2 batches (3 events)", `more: --after ${b}`]);
-    const rest = await run(h, ["export", "--limit", "2", "--after", String(b)]);
-    expect(records(rest.out).map((x) => x.batch.id)).toEqual([q]);
-    // The last page says nothing more: there is nothing more.
-    expect(rest.err.trim()).toBe("exported 1 batch (1 event)");
-    // Exactly as many as there are: nothing more either.
-    expect((await run(h, ["export", "--limit", "3"])).err.trim()).toBe("exported 3 batches (4 events)");
-    for (const bad of [
-      ["--limit", "0"],
-      ["--limit", "x"],
-      ["--after", "-1"],
-    ])
-      expect({ bad, code: (await run(h, ["export", ...bad])).code }).toEqual({ bad, code: 2 });
-  });
+  test(
+    "--limit stops after so many batches and says where --after goes on; the pages join into the " + "whole",
+    async () => {
+      const { h, a, b, q } = await seeded();
+      const first = await run(h, ["export", "--limit", "2"]);
+      expect(first.code).toBe(0);
+      expect(records(first.out).map((x) => x.batch.id)).toEqual([a, b]);
+      expect(first.err.trim().split("\n")).toEqual(["exported 2 batches (3 events)", `more: --after ${b}`]);
+      const rest = await run(h, ["export", "--limit", "2", "--after", String(b)]);
+      expect(records(rest.out).map((x) => x.batch.id)).toEqual([q]);
+      // The last page says nothing more: there is nothing more.
+      expect(rest.err.trim()).toBe("exported 1 batch (1 event)");
+      // Exactly as many as there are: nothing more either.
+      expect((await run(h, ["export", "--limit", "3"])).err.trim()).toBe("exported 3 batches (4 events)");
+      for (const bad of [
+        ["--limit", "0"],
+        ["--limit", "x"],
+        ["--after", "-1"],
+      ])
+        expect({ bad, code: (await run(h, ["export", ...bad])).code }).toEqual({ bad, code: 2 });
+    },
+  );
 
   test("an empty export is fine: exit 0, nothing on stdout", async () => {
     const h = await initHome();

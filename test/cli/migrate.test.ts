@@ -174,7 +174,8 @@ async function holdLockElsewhere(path: string): Promise<{ release(): Promise<voi
     [
       process.execPath,
       "-e",
-      `import { acquireLock } from ${JSON.stringify(lockModule)}; acquireLock(${JSON.stringify(path)}); console.log("locked"); await Bun.stdin.text();`,
+      `import { acquireLock } from ${JSON.stringify(lockModule)}; ` +
+        `acquireLock(${JSON.stringify(path)}); console.log("locked"); await Bun.stdin.text();`,
     ],
     { stdin: "pipe", stdout: "pipe", stderr: "inherit" },
   );
@@ -303,11 +304,14 @@ describe("an older schema", () => {
     spoolAtSchema(h, 3);
     withDb(h.db, (db) => {
       db.run(
-        "INSERT INTO issues (fingerprint, kind, destination, state, first_at, last_at, count, sample_batch_id, last_error, alerted_at) VALUES ('delivery:a:timeout', 'delivery', 'a', 'acked', 1, 2, 5, 9, 'slow', 3)",
+        "INSERT INTO issues (fingerprint, kind, destination, state, first_at, last_at, count, " +
+          "sample_batch_id, last_error, alerted_at) VALUES ('delivery:a:timeout', 'delivery', 'a', " +
+          "'acked', 1, 2, 5, 9, 'slow', 3)",
       );
       expect(() =>
         db.run(
-          "INSERT INTO issues (fingerprint, kind, state, first_at, last_at) VALUES ('source:quarantine:x', 'source', 'open', 1, 1)",
+          "INSERT INTO issues (fingerprint, kind, state, first_at, last_at) VALUES " +
+            "('source:quarantine:x', 'source', 'open', 1, 1)",
         ),
       ).toThrow();
     });
@@ -316,7 +320,8 @@ describe("an older schema", () => {
       expect(
         db
           .query(
-            "SELECT id, fingerprint, kind, destination, state, first_at, last_at, count, sample_batch_id, last_error, alerted_at FROM issues",
+            "SELECT id, fingerprint, kind, destination, state, first_at, last_at, count, " +
+              "sample_batch_id, last_error, alerted_at FROM issues",
           )
           .all(),
       ).toEqual([
@@ -348,61 +353,71 @@ describe("an older schema", () => {
     expect(indexes(h.db, "issues")).toEqual(expect.arrayContaining([["state", "last_at"], ["fingerprint"]]));
   });
 
-  test("schema 10 -> 11 rebuilds batches and journal keeping every row, their references and the journal's high-water mark", async () => {
-    const h = await initHome();
-    spoolAtSchema(h, 10);
-    withDb(h.db, (db) => {
-      db.run(`INSERT INTO batches (id, route, source, destination, key, state, first_at, last_at, quiet_s, max_s, max_events, max_bytes, count, bytes, sealed_at, content_hash, attempts, next_attempt_at, last_class, last_error, dead_reason)
-        VALUES (7, 'r', 's', 'd', 'k', 'dead', 1, 2, 0, 0, 10, 100, 1, 5, 2, 'sha256:x', 3, NULL, 'batch', 'boom', 'exhausted')`);
-      db.run(
-        "INSERT INTO events (source, route, batch_id, received_at, payload, size) VALUES ('s', 'r', 7, 1, '{}', 2)",
-      );
-      for (let i = 0; i < 3; i++)
+  test(
+    "schema 10 -> 11 rebuilds batches and journal keeping every row, their references and the " +
+      "journal's high-water mark",
+    async () => {
+      const h = await initHome();
+      spoolAtSchema(h, 10);
+      withDb(h.db, (db) => {
         db.run(
-          "INSERT INTO journal (at, kind, batch_id, source, destination, key) VALUES (1, 'event', 7, 's', 'd', 'k')",
+          `INSERT INTO batches (id, route, source, destination, key, state, first_at, last_at, ` +
+            `quiet_s, max_s, max_events, max_bytes, count, bytes, sealed_at, content_hash, attempts, ` +
+            `next_attempt_at, last_class, last_error, dead_reason)
+        VALUES (7, 'r', 's', 'd', 'k', 'dead', 1, 2, 0, 0, 10, 100, 1, 5, 2, 'sha256:x', 3, NULL, ` +
+            `'batch', 'boom', 'exhausted')`,
         );
-      // The newest rows gone (as if pruned): the next id still follows the highest ever given.
-      db.run("DELETE FROM journal WHERE id > 1");
-      expect(() => db.run("UPDATE batches SET state = 'awaiting' WHERE id = 7")).toThrow();
-    });
-    expect((await inHome(h, ["migrate"])).code).toBe(0);
-    withDb(h.db, (db) => {
-      expect(
-        db.query("SELECT id, state, attempts, last_class, last_error, dead_reason, content_hash FROM batches").all(),
-      ).toEqual([
-        {
-          id: 7,
-          state: "dead",
-          attempts: 3,
-          last_class: "batch",
-          last_error: "boom",
-          dead_reason: "exhausted",
-          content_hash: "sha256:x",
-        },
-      ]);
-      expect(db.query("PRAGMA foreign_key_check").all()).toEqual([]);
-      expect(db.query("SELECT batch_id FROM events").all()).toEqual([{ batch_id: 7 }]);
-      db.run(
-        "INSERT INTO journal (at, kind, batch_id, source, destination, key) VALUES (2, 'awaiting', 7, 's', 'd', 'k')",
-      );
-      expect(db.query("SELECT id, kind FROM journal ORDER BY id").all()).toEqual([
-        { id: 1, kind: "event" },
-        { id: 4, kind: "awaiting" },
-      ]);
-      db.run("UPDATE batches SET state = 'awaiting', last_class = 'agent', dead_reason = NULL WHERE id = 7");
-      expect(() => db.run("UPDATE batches SET state = 'nonsense' WHERE id = 7")).toThrow();
-      // Events still reference the rebuilt table: the foreign key holds.
-      db.run("PRAGMA foreign_keys = ON");
-      expect(() =>
         db.run(
-          "INSERT INTO events (source, route, batch_id, received_at, payload, size) VALUES ('s', 'r', 999, 1, '{}', 2)",
-        ),
-      ).toThrow();
-    });
-    expect(indexes(h.db, "batches")).toEqual(
-      expect.arrayContaining([["route", "key", "first_at", "id"], ["next_attempt_at"]]),
-    );
-  });
+          "INSERT INTO events (source, route, batch_id, received_at, payload, size) VALUES ('s', 'r', 7, 1, '{}', 2)",
+        );
+        for (let i = 0; i < 3; i++)
+          db.run(
+            "INSERT INTO journal (at, kind, batch_id, source, destination, key) VALUES (1, 'event', 7, 's', 'd', 'k')",
+          );
+        // The newest rows gone (as if pruned): the next id still follows the highest ever given.
+        db.run("DELETE FROM journal WHERE id > 1");
+        expect(() => db.run("UPDATE batches SET state = 'awaiting' WHERE id = 7")).toThrow();
+      });
+      expect((await inHome(h, ["migrate"])).code).toBe(0);
+      withDb(h.db, (db) => {
+        expect(
+          db.query("SELECT id, state, attempts, last_class, last_error, dead_reason, content_hash FROM batches").all(),
+        ).toEqual([
+          {
+            id: 7,
+            state: "dead",
+            attempts: 3,
+            last_class: "batch",
+            last_error: "boom",
+            dead_reason: "exhausted",
+            content_hash: "sha256:x",
+          },
+        ]);
+        expect(db.query("PRAGMA foreign_key_check").all()).toEqual([]);
+        expect(db.query("SELECT batch_id FROM events").all()).toEqual([{ batch_id: 7 }]);
+        db.run(
+          "INSERT INTO journal (at, kind, batch_id, source, destination, key) VALUES (2, 'awaiting', 7, 's', 'd', 'k')",
+        );
+        expect(db.query("SELECT id, kind FROM journal ORDER BY id").all()).toEqual([
+          { id: 1, kind: "event" },
+          { id: 4, kind: "awaiting" },
+        ]);
+        db.run("UPDATE batches SET state = 'awaiting', last_class = 'agent', dead_reason = NULL WHERE id = 7");
+        expect(() => db.run("UPDATE batches SET state = 'nonsense' WHERE id = 7")).toThrow();
+        // Events still reference the rebuilt table: the foreign key holds.
+        db.run("PRAGMA foreign_keys = ON");
+        expect(() =>
+          db.run(
+            "INSERT INTO events (source, route, batch_id, received_at, payload, size) VALUES ('s', " +
+              "'r', 999, 1, '{}', 2)",
+          ),
+        ).toThrow();
+      });
+      expect(indexes(h.db, "batches")).toEqual(
+        expect.arrayContaining([["route", "key", "first_at", "id"], ["next_attempt_at"]]),
+      );
+    },
+  );
 
   test("--dry-run on an older spool names the pending migrations and changes nothing", async () => {
     const h = await initHome();
@@ -454,22 +469,25 @@ describe("a missing spool", () => {
 });
 
 describe("dispatch.lock", () => {
-  test("migrate exits 3 while another process holds the lock (a dry run still looks), and works once it is released", async () => {
-    const h: Home = await initHome();
-    spoolAtSchema(h, 1);
-    const holder = await holdLockElsewhere(join(h.home, "dispatch.lock"));
-    const r = await inHome(h, ["migrate"]);
-    expect(r.code).toBe(3);
-    expect(oneErrorLine(r.err)).toContain("dispatch.lock");
-    expect(r.out).toBe("");
-    expect(userVersion(h.db)).toBe(1);
-    const dry = await inHome(h, ["migrate", "--dry-run"]);
-    expect(dry).toMatchObject({ code: 0, err: "" });
-    expect(dry.out).toContain("would apply 0002_unwrap");
-    expect(userVersion(h.db)).toBe(1);
-    await holder.release();
-    const again = await inHome(h, ["migrate"]);
-    expect(again.code).toBe(0);
-    expect(userVersion(h.db)).toBe(11);
-  });
+  test(
+    "migrate exits 3 while another process holds the lock (a dry run still looks), and works once " + "it is released",
+    async () => {
+      const h: Home = await initHome();
+      spoolAtSchema(h, 1);
+      const holder = await holdLockElsewhere(join(h.home, "dispatch.lock"));
+      const r = await inHome(h, ["migrate"]);
+      expect(r.code).toBe(3);
+      expect(oneErrorLine(r.err)).toContain("dispatch.lock");
+      expect(r.out).toBe("");
+      expect(userVersion(h.db)).toBe(1);
+      const dry = await inHome(h, ["migrate", "--dry-run"]);
+      expect(dry).toMatchObject({ code: 0, err: "" });
+      expect(dry.out).toContain("would apply 0002_unwrap");
+      expect(userVersion(h.db)).toBe(1);
+      await holder.release();
+      const again = await inHome(h, ["migrate"]);
+      expect(again.code).toBe(0);
+      expect(userVersion(h.db)).toBe(11);
+    },
+  );
 });

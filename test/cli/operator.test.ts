@@ -209,10 +209,12 @@ describe("replay", () => {
     const res = await op(w.r, ["replay", String(done), String(d1), "999"]);
     expect(res.code).toBe(1);
     expect(res.err).toBe(
-      `hookspool: batch ${done} is delivered; replay applies to dead batches (hookspool replay --delivered ${done} resends it under a new delivery id)\nhookspool: no batch 999\n`,
+      `hookspool: batch ${done} is delivered; replay applies to dead batches (hookspool replay ` +
+        `--delivered ${done} resends it under a new delivery id)\nhookspool: no batch 999\n`,
     );
     expect(res.out).toBe(
-      `batch ${d1}: dead -> retry, due now\nnote: a replayed batch re-enters its key's queue by its first event, so it delivers out of order\n`,
+      `batch ${d1}: dead -> retry, due now\nnote: a replayed batch re-enters its key's queue by its ` +
+        `first event, so it delivers out of order\n`,
     );
   });
 
@@ -353,62 +355,71 @@ describe("replay of a quarantine batch", () => {
 
   const db = (home: string) => new Database(join(home, "spool.db"));
 
-  test("reclassifies through the fixed plugin: a normal event, the quarantine batch delivered 'reclassified', the quarantine issue resolved", async () => {
-    const { t, spool, ids, bodies } = await quarantinedHome();
-    const cfg = join(t.home, "config.toml");
-    writeFileSync(cfg, readFileSync(cfg, "utf8").replace('key = "topic"', 'key = "repo"'));
-    const look = db(t.home);
-    try {
-      // No "topic" in the payload: key_missing, filed under the source.
-      const issueState = () =>
-        (look.query("SELECT state FROM issues WHERE fingerprint = 'source:quarantine:gh'").get() as { state: string })
-          .state;
-      expect(issueState()).toBe("open");
+  test(
+    "reclassifies through the fixed plugin: a normal event, the quarantine batch delivered " +
+      "'reclassified', the quarantine issue resolved",
+    async () => {
+      const { t, spool, ids, bodies } = await quarantinedHome();
+      const cfg = join(t.home, "config.toml");
+      writeFileSync(cfg, readFileSync(cfg, "utf8").replace('key = "topic"', 'key = "repo"'));
+      const look = db(t.home);
+      try {
+        // No "topic" in the payload: key_missing, filed under the source.
+        const issueState = () =>
+          (look.query("SELECT state FROM issues WHERE fingerprint = 'source:quarantine:gh'").get() as { state: string })
+            .state;
+        expect(issueState()).toBe("open");
 
-      const res = await op(spool, ["replay", String(ids[0])]);
-      expect(res).toMatchObject({ code: 0, err: "" });
-      expect(res.out).toContain(`batch ${ids[0]}: quarantined request(s) classified again`);
-      // a reclassified request is a new event in its key's queue, not a batch out of order
-      expect(res.out).not.toContain("note:");
-      expect(look.query("SELECT state, result FROM batches WHERE id = ?").get(ids[0])).toEqual({
-        state: "delivered",
-        result: "reclassified",
-      });
-      const made = look
-        .query(
-          "SELECT e.source, e.event_type, e.payload, b.key, b.destination, b.state FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.payload IS NOT NULL ORDER BY e.id",
-        )
-        .all();
-      expect(made).toEqual([
-        { source: "gh", event_type: "push", payload: bodies[0], key: "o/r", destination: "hermes:gh", state: "open" },
-      ]);
-      // one quarantine batch is left, so the issue stays open
-      expect(issueState()).toBe("open");
+        const res = await op(spool, ["replay", String(ids[0])]);
+        expect(res).toMatchObject({ code: 0, err: "" });
+        expect(res.out).toContain(`batch ${ids[0]}: quarantined request(s) classified again`);
+        // a reclassified request is a new event in its key's queue, not a batch out of order
+        expect(res.out).not.toContain("note:");
+        expect(look.query("SELECT state, result FROM batches WHERE id = ?").get(ids[0])).toEqual({
+          state: "delivered",
+          result: "reclassified",
+        });
+        const made = look
+          .query(
+            "SELECT e.source, e.event_type, e.payload, b.key, b.destination, b.state FROM events e JOIN " +
+              "batches b ON b.id = e.batch_id WHERE e.payload IS NOT NULL ORDER BY e.id",
+          )
+          .all();
+        expect(made).toEqual([
+          { source: "gh", event_type: "push", payload: bodies[0], key: "o/r", destination: "hermes:gh", state: "open" },
+        ]);
+        // one quarantine batch is left, so the issue stays open
+        expect(issueState()).toBe("open");
 
-      const j = await op(spool, ["--json", "replay", "--dead", "--destination", "quarantine"]);
-      expect(j).toMatchObject({ code: 0, err: "" });
-      const doc = JSON.parse(j.out);
-      expect(doc.replayed).toHaveLength(1);
-      expect(doc.replayed[0]).toMatchObject({ batchId: ids[1], kind: "reclassified", results: [{ status: "queued" }] });
-      expect(look.query("SELECT state, result FROM batches WHERE id = ?").get(ids[1])).toEqual({
-        state: "delivered",
-        result: "reclassified",
-      });
-      expect(
-        look.query("SELECT COUNT(*) AS n FROM events WHERE payload IS NOT NULL AND event_type = 'issue'").get(),
-      ).toEqual({ n: 1 });
-      expect(issueState()).toBe("resolved");
-      // the auth header never reached the stored events
-      expect(JSON.stringify(look.query("SELECT headers FROM events").all())).not.toMatch(/x-sig/i);
+        const j = await op(spool, ["--json", "replay", "--dead", "--destination", "quarantine"]);
+        expect(j).toMatchObject({ code: 0, err: "" });
+        const doc = JSON.parse(j.out);
+        expect(doc.replayed).toHaveLength(1);
+        expect(doc.replayed[0]).toMatchObject({
+          batchId: ids[1],
+          kind: "reclassified",
+          results: [{ status: "queued" }],
+        });
+        expect(look.query("SELECT state, result FROM batches WHERE id = ?").get(ids[1])).toEqual({
+          state: "delivered",
+          result: "reclassified",
+        });
+        expect(
+          look.query("SELECT COUNT(*) AS n FROM events WHERE payload IS NOT NULL AND event_type = 'issue'").get(),
+        ).toEqual({ n: 1 });
+        expect(issueState()).toBe("resolved");
+        // the auth header never reached the stored events
+        expect(JSON.stringify(look.query("SELECT headers FROM events").all())).not.toMatch(/x-sig/i);
 
-      // a reclassified batch is no longer dead
-      const again = await op(spool, ["replay", String(ids[0])]);
-      expect(again.code).toBe(1);
-      expect(oneErrorLine(again.err)).toContain("is delivered");
-    } finally {
-      look.close();
-    }
-  });
+        // a reclassified batch is no longer dead
+        const again = await op(spool, ["replay", String(ids[0])]);
+        expect(again.code).toBe(1);
+        expect(oneErrorLine(again.err)).toContain("is delivered");
+      } finally {
+        look.close();
+      }
+    },
+  );
 
   test("while the plugin still cannot classify it: one error line, not 0, nothing changed", async () => {
     const { t, spool, ids } = await quarantinedHome();
@@ -479,49 +490,55 @@ describe("split", () => {
   function piece(r: Rig, id: number) {
     return r.spool.db
       .query(
-        "SELECT id, state, route, source, destination, key, count, bytes, not_before, content_hash FROM batches WHERE id = ?",
+        "SELECT id, state, route, source, destination, key, count, bytes, not_before, content_hash " +
+          "FROM batches WHERE id = ?",
       )
       .get(id) as Record<string, unknown>;
   }
 
-  test("--max-events: consecutive pieces listed, events moved, hashes recomputed, the original dropped 'split'", async () => {
-    const w = world();
-    const id = await dead(w, "k", { events: 5 });
-    const events = eventIds(w.r, id);
-    const original = w.r.batch(id);
-    w.r.clock.advance(60);
-    const res = await op(w.r, ["split", String(id), "--max-events", "2"]);
-    expect(res).toMatchObject({ code: 0, err: "" });
-    const m = /^batch (\d+): split into #(\d+), #(\d+), #(\d+) .*batch \1 is dropped with result split$/m.exec(res.out);
-    expect(m).not.toBeNull();
-    const pieces = (m as RegExpExecArray).slice(2, 5).map(Number);
-    expect(Number((m as RegExpExecArray)[1])).toBe(id);
-    expect(w.r.batch(id)).toMatchObject({ state: "dropped", result: "split" });
-    expect(String(w.r.batch(id).last_error)).toContain(pieces.map((p) => `#${p}`).join(", "));
-    expect(pieces.map((p) => eventIds(w.r, p))).toEqual([events.slice(0, 2), events.slice(2, 4), events.slice(4)]);
-    expect(eventIds(w.r, id)).toEqual([]);
-    const hashes = new Set<unknown>([original.content_hash]);
-    for (const p of pieces) {
-      const row = piece(w.r, p);
-      expect(row).toMatchObject({
-        state: "sealed",
-        route: original.route,
-        source: "s",
-        destination: A,
-        key: "k",
-        count: eventIds(w.r, p).length,
-      });
-      expect(row.content_hash).toBe(computeContentHashTx(w.r.spool.db, p));
-      expect(row.not_before as number).toBeCloseTo(w.r.clock.now(), 0);
-      hashes.add(row.content_hash);
-    }
-    expect(hashes.size).toBe(4);
-    // the pieces are due: the dispatcher delivers them, in order
-    w.r.clock.advance(1);
-    for (let i = 0; i < 3; i++) await w.r.step();
-    expect(pieces.map((p) => w.r.batch(p).state)).toEqual(["delivered", "delivered", "delivered"]);
-    expect(w.a.calls.slice(-3).map((c) => c.batchId)).toEqual(pieces);
-  });
+  test(
+    "--max-events: consecutive pieces listed, events moved, hashes recomputed, the original " + "dropped 'split'",
+    async () => {
+      const w = world();
+      const id = await dead(w, "k", { events: 5 });
+      const events = eventIds(w.r, id);
+      const original = w.r.batch(id);
+      w.r.clock.advance(60);
+      const res = await op(w.r, ["split", String(id), "--max-events", "2"]);
+      expect(res).toMatchObject({ code: 0, err: "" });
+      const m = /^batch (\d+): split into #(\d+), #(\d+), #(\d+) .*batch \1 is dropped with result split$/m.exec(
+        res.out,
+      );
+      expect(m).not.toBeNull();
+      const pieces = (m as RegExpExecArray).slice(2, 5).map(Number);
+      expect(Number((m as RegExpExecArray)[1])).toBe(id);
+      expect(w.r.batch(id)).toMatchObject({ state: "dropped", result: "split" });
+      expect(String(w.r.batch(id).last_error)).toContain(pieces.map((p) => `#${p}`).join(", "));
+      expect(pieces.map((p) => eventIds(w.r, p))).toEqual([events.slice(0, 2), events.slice(2, 4), events.slice(4)]);
+      expect(eventIds(w.r, id)).toEqual([]);
+      const hashes = new Set<unknown>([original.content_hash]);
+      for (const p of pieces) {
+        const row = piece(w.r, p);
+        expect(row).toMatchObject({
+          state: "sealed",
+          route: original.route,
+          source: "s",
+          destination: A,
+          key: "k",
+          count: eventIds(w.r, p).length,
+        });
+        expect(row.content_hash).toBe(computeContentHashTx(w.r.spool.db, p));
+        expect(row.not_before as number).toBeCloseTo(w.r.clock.now(), 0);
+        hashes.add(row.content_hash);
+      }
+      expect(hashes.size).toBe(4);
+      // the pieces are due: the dispatcher delivers them, in order
+      w.r.clock.advance(1);
+      for (let i = 0; i < 3; i++) await w.r.step();
+      expect(pieces.map((p) => w.r.batch(p).state)).toEqual(["delivered", "delivered", "delivered"]);
+      expect(w.a.calls.slice(-3).map((c) => c.batchId)).toEqual(pieces);
+    },
+  );
 
   test("--max-bytes and --at (with --json)", async () => {
     const w = world();
@@ -597,63 +614,66 @@ describe("split", () => {
 describe("exclude", () => {
   const marked = (i: number) => JSON.stringify({ marker: `event-${i}` });
 
-  test("needs --yes; then the event is excluded, the hash recomputed and printed, and show --events lists it", async () => {
-    const w = world();
-    const id = await dead(w, "k", { events: 3, payload: marked });
-    const [e1, e2, e3] = eventIds(w.r, id);
-    const hash = w.r.batch(id).content_hash;
-    const before = snapshot(w.r);
+  test(
+    "needs --yes; then the event is excluded, the hash recomputed and printed, and show --events " + "lists it",
+    async () => {
+      const w = world();
+      const id = await dead(w, "k", { events: 3, payload: marked });
+      const [e1, e2, e3] = eventIds(w.r, id);
+      const hash = w.r.batch(id).content_hash;
+      const before = snapshot(w.r);
 
-    const unconfirmed = await op(w.r, ["exclude", String(id), String(e2)]);
-    expect(unconfirmed.code).toBe(2);
-    expect(oneErrorLine(unconfirmed.err)).toContain("--yes");
-    expect(unconfirmed.out).toBe("");
-    expect(snapshot(w.r)).toEqual(before);
+      const unconfirmed = await op(w.r, ["exclude", String(id), String(e2)]);
+      expect(unconfirmed.code).toBe(2);
+      expect(oneErrorLine(unconfirmed.err)).toContain("--yes");
+      expect(unconfirmed.out).toBe("");
+      expect(snapshot(w.r)).toEqual(before);
 
-    w.r.clock.advance(30);
-    const res = await op(w.r, ["exclude", String(id), String(e2), "--yes"]);
-    expect(res).toMatchObject({ code: 0, err: "" });
-    const newHash = w.r.batch(id).content_hash as string;
-    expect(newHash).not.toBe(hash);
-    expect(newHash).toBe(computeContentHashTx(w.r.spool.db, id));
-    expect(res.out.trim()).toBe(`batch ${id}: excluded event(s) ${e2}; content_hash ${newHash}`);
-    const row = w.r.spool.db.query("SELECT batch_id, excluded_at FROM events WHERE id = ?").get(e2) as {
-      batch_id: number;
-      excluded_at: number;
-    };
-    expect(row.batch_id).toBe(id);
-    expect(row.excluded_at).toBeCloseTo(w.r.clock.now(), 0);
-    expect(w.r.batch(id)).toMatchObject({ state: "dead", count: 3 });
+      w.r.clock.advance(30);
+      const res = await op(w.r, ["exclude", String(id), String(e2), "--yes"]);
+      expect(res).toMatchObject({ code: 0, err: "" });
+      const newHash = w.r.batch(id).content_hash as string;
+      expect(newHash).not.toBe(hash);
+      expect(newHash).toBe(computeContentHashTx(w.r.spool.db, id));
+      expect(res.out.trim()).toBe(`batch ${id}: excluded event(s) ${e2}; content_hash ${newHash}`);
+      const row = w.r.spool.db.query("SELECT batch_id, excluded_at FROM events WHERE id = ?").get(e2) as {
+        batch_id: number;
+        excluded_at: number;
+      };
+      expect(row.batch_id).toBe(id);
+      expect(row.excluded_at).toBeCloseTo(w.r.clock.now(), 0);
+      expect(w.r.batch(id)).toMatchObject({ state: "dead", count: 3 });
 
-    const shown = await op(w.r, ["show", String(id), "--events"]);
-    expect(shown.code).toBe(0);
-    expect(shown.out).toMatch(new RegExp(`^${e1}\\s.*\\S$`, "m"));
-    expect(shown.out).toMatch(new RegExp(`^${e2}\\s+.*\\s\\d{4}-\\d\\d-\\d\\dT\\S+Z\\s+\\S.*$`, "m"));
-    const shownJson = JSON.parse((await op(w.r, ["--json", "show", String(id), "--events"])).out);
-    expect(
-      shownJson.events.map((e: { id: number; excluded_at: number | null }) => [e.id, e.excluded_at === null]),
-    ).toEqual([
-      [e1, true],
-      [e2, false],
-      [e3, true],
-    ]);
+      const shown = await op(w.r, ["show", String(id), "--events"]);
+      expect(shown.code).toBe(0);
+      expect(shown.out).toMatch(new RegExp(`^${e1}\\s.*\\S$`, "m"));
+      expect(shown.out).toMatch(new RegExp(`^${e2}\\s+.*\\s\\d{4}-\\d\\d-\\d\\dT\\S+Z\\s+\\S.*$`, "m"));
+      const shownJson = JSON.parse((await op(w.r, ["--json", "show", String(id), "--events"])).out);
+      expect(
+        shownJson.events.map((e: { id: number; excluded_at: number | null }) => [e.id, e.excluded_at === null]),
+      ).toEqual([
+        [e1, true],
+        [e2, false],
+        [e3, true],
+      ]);
 
-    const j = await op(w.r, ["--json", "exclude", String(id), String(e3), "--yes"]);
-    expect(j).toMatchObject({ code: 0, err: "" });
-    expect(JSON.parse(j.out)).toEqual({
-      batch: id,
-      excluded: [e3],
-      content_hash: computeContentHashTx(w.r.spool.db, id),
-    });
+      const j = await op(w.r, ["--json", "exclude", String(id), String(e3), "--yes"]);
+      expect(j).toMatchObject({ code: 0, err: "" });
+      expect(JSON.parse(j.out)).toEqual({
+        batch: id,
+        excluded: [e3],
+        content_hash: computeContentHashTx(w.r.spool.db, id),
+      });
 
-    // the replayed document carries only what is left
-    expect((await op(w.r, ["replay", String(id)])).code).toBe(0);
-    w.r.clock.advance(1);
-    await w.r.step();
-    const body = JSON.parse(w.a.calls.at(-1)?.body ?? "{}");
-    expect(body.event_meta.map((e: { id: number }) => e.id)).toEqual([e1]);
-    expect(JSON.stringify(body.events)).not.toContain("event-1");
-  });
+      // the replayed document carries only what is left
+      expect((await op(w.r, ["replay", String(id)])).code).toBe(0);
+      w.r.clock.advance(1);
+      await w.r.step();
+      const body = JSON.parse(w.a.calls.at(-1)?.body ?? "{}");
+      expect(body.event_meta.map((e: { id: number }) => e.id)).toEqual([e1]);
+      expect(JSON.stringify(body.events)).not.toContain("event-1");
+    },
+  );
 
   test("an event of another batch is exit 1; excluding every event is exit 1; nothing changes", async () => {
     const w = world();
@@ -747,40 +767,44 @@ describe("drop", () => {
 });
 
 describe("pause and resume", () => {
-  test("pause: row paused with the reason, a delivery:<dest>:paused issue, status shows it, nothing delivered; resume: closed, issue resolved", async () => {
-    const w = world();
-    await delivered(w, "before");
-    const res = await op(w.r, ["pause", A, "--reason", "receiver migration"]);
-    expect(res).toMatchObject({ code: 0, err: "" });
-    expect(res.out).toContain(`${A}: paused`);
-    const row = w.r.dest(A);
-    expect(row.state).toBe("paused");
-    expect(String(row.paused_by)).toContain("receiver migration");
-    expect(row.paused_at as number).toBeCloseTo(w.r.clock.now(), 0);
-    expect(issue(w.r, `delivery:${A}:paused`)).toMatchObject({ state: "open", kind: "delivery", destination: A });
-    expect(String(issue(w.r, `delivery:${A}:paused`)?.last_error)).toContain("receiver migration");
+  test(
+    "pause: row paused with the reason, a delivery:<dest>:paused issue, status shows it, nothing " +
+      "delivered; resume: closed, issue resolved",
+    async () => {
+      const w = world();
+      await delivered(w, "before");
+      const res = await op(w.r, ["pause", A, "--reason", "receiver migration"]);
+      expect(res).toMatchObject({ code: 0, err: "" });
+      expect(res.out).toContain(`${A}: paused`);
+      const row = w.r.dest(A);
+      expect(row.state).toBe("paused");
+      expect(String(row.paused_by)).toContain("receiver migration");
+      expect(row.paused_at as number).toBeCloseTo(w.r.clock.now(), 0);
+      expect(issue(w.r, `delivery:${A}:paused`)).toMatchObject({ state: "open", kind: "delivery", destination: A });
+      expect(String(issue(w.r, `delivery:${A}:paused`)?.last_error)).toContain("receiver migration");
 
-    const status = JSON.parse((await op(w.r, ["--json", "status"])).out);
-    expect(status.destinations[A].state).toBe("paused");
-    expect((await op(w.r, ["status"])).out).toMatch(new RegExp(`^${A}\\s+paused\\s`, "m"));
+      const status = JSON.parse((await op(w.r, ["--json", "status"])).out);
+      expect(status.destinations[A].state).toBe("paused");
+      expect((await op(w.r, ["status"])).out).toMatch(new RegExp(`^${A}\\s+paused\\s`, "m"));
 
-    // spooling continues, delivery does not
-    const id = batchIdOf(w.r.put("during", A));
-    const calls = w.a.calls.length;
-    await w.r.step();
-    await w.r.step();
-    expect(w.a.calls.length).toBe(calls);
-    expect(w.r.batch(id).state).toBe("sealed");
+      // spooling continues, delivery does not
+      const id = batchIdOf(w.r.put("during", A));
+      const calls = w.a.calls.length;
+      await w.r.step();
+      await w.r.step();
+      expect(w.a.calls.length).toBe(calls);
+      expect(w.r.batch(id).state).toBe("sealed");
 
-    const resumed = await op(w.r, ["--json", "resume", A]);
-    expect(resumed).toMatchObject({ code: 0, err: "" });
-    expect(JSON.parse(resumed.out)).toEqual({ destination: A, state: "closed" });
-    expect(w.r.dest(A)).toMatchObject({ state: "closed", paused_at: null, paused_by: null, consecutive_failures: 0 });
-    expect(issue(w.r, `delivery:${A}:paused`)?.state).toBe("resolved");
-    w.r.clock.advance(1);
-    await w.r.step();
-    expect(w.r.batch(id).state).toBe("delivered");
-  });
+      const resumed = await op(w.r, ["--json", "resume", A]);
+      expect(resumed).toMatchObject({ code: 0, err: "" });
+      expect(JSON.parse(resumed.out)).toEqual({ destination: A, state: "closed" });
+      expect(w.r.dest(A)).toMatchObject({ state: "closed", paused_at: null, paused_by: null, consecutive_failures: 0 });
+      expect(issue(w.r, `delivery:${A}:paused`)?.state).toBe("resolved");
+      w.r.clock.advance(1);
+      await w.r.step();
+      expect(w.r.batch(id).state).toBe("delivered");
+    },
+  );
 
   test("pause --json; resume of a destination that is not paused is exit 1", async () => {
     const w = world();
@@ -800,26 +824,29 @@ describe("pause and resume", () => {
     expect(noName.code).toBe(2);
   });
 
-  test("resume --budget: the budget's spends count from now, so held batches go; without a budget it is exit 1", async () => {
-    const w = world(`${CONFIG}\n[destinations."${A}"]\nbudget = "1/h"\n`);
-    const first = batchIdOf(w.r.put("k1", A));
-    const held = batchIdOf(w.r.put("k2", A));
-    await w.r.step();
-    expect(w.r.batch(first).state).toBe("delivered");
-    w.r.clock.advance(1);
-    await w.r.step();
-    expect(w.r.batch(held).state).toBe("sealed");
-    expect(issue(w.r, `budget:${A}`)).toMatchObject({ state: "open", destination: A });
-    const res = await op(w.r, ["--json", "resume", A, "--budget"]);
-    expect(res).toMatchObject({ code: 0, err: "" });
-    expect(JSON.parse(res.out)).toEqual({ destination: A, budget: "released" });
-    w.r.clock.advance(1);
-    await w.r.step();
-    expect(w.r.batch(held).state).toBe("delivered");
-    const none = await op(w.r, ["resume", B, "--budget"]);
-    expect(none.code).toBe(1);
-    expect(oneErrorLine(none.err)).toBe(`hookspool: ${B} has no budget or key_budget`);
-  });
+  test(
+    "resume --budget: the budget's spends count from now, so held batches go; without a budget it " + "is exit 1",
+    async () => {
+      const w = world(`${CONFIG}\n[destinations."${A}"]\nbudget = "1/h"\n`);
+      const first = batchIdOf(w.r.put("k1", A));
+      const held = batchIdOf(w.r.put("k2", A));
+      await w.r.step();
+      expect(w.r.batch(first).state).toBe("delivered");
+      w.r.clock.advance(1);
+      await w.r.step();
+      expect(w.r.batch(held).state).toBe("sealed");
+      expect(issue(w.r, `budget:${A}`)).toMatchObject({ state: "open", destination: A });
+      const res = await op(w.r, ["--json", "resume", A, "--budget"]);
+      expect(res).toMatchObject({ code: 0, err: "" });
+      expect(JSON.parse(res.out)).toEqual({ destination: A, budget: "released" });
+      w.r.clock.advance(1);
+      await w.r.step();
+      expect(w.r.batch(held).state).toBe("delivered");
+      const none = await op(w.r, ["resume", B, "--budget"]);
+      expect(none.code).toBe(1);
+      expect(oneErrorLine(none.err)).toBe(`hookspool: ${B} has no budget or key_budget`);
+    },
+  );
 
   test("pause of a name that is no destination at all is refused and writes nothing", async () => {
     const w = world();
@@ -889,61 +916,64 @@ describe("issues", () => {
     expect(oneErrorLine(bad.err)).toContain("--state must be one of");
   });
 
-  test("ack only from open; resolve from open or acked; ignore; each change shown in human and --json form", async () => {
-    const { w, perm, file, silent } = await issueWorld();
-    const state = (id: number) =>
-      (w.r.spool.db.query("SELECT state FROM issues WHERE id = ?").get(id) as { state: string }).state;
-    const run = async (verb: string, id: number, json = false) =>
-      op(w.r, [...(json ? ["--json"] : []), "issues", verb, String(id)]);
+  test(
+    "ack only from open; resolve from open or acked; ignore; each change shown in human and --json " + "form",
+    async () => {
+      const { w, perm, file, silent } = await issueWorld();
+      const state = (id: number) =>
+        (w.r.spool.db.query("SELECT state FROM issues WHERE id = ?").get(id) as { state: string }).state;
+      const run = async (verb: string, id: number, json = false) =>
+        op(w.r, [...(json ? ["--json"] : []), "issues", verb, String(id)]);
 
-    const acked = await run("ack", perm);
-    expect(acked).toMatchObject({ code: 0, err: "", out: `issue ${perm}: acked\n` });
-    expect(state(perm)).toBe("acked");
-    const twice = await run("ack", perm);
-    expect(twice.code).toBe(1);
-    expect(oneErrorLine(twice.err)).toBe(`hookspool: issue ${perm} cannot be acked from its current state`);
+      const acked = await run("ack", perm);
+      expect(acked).toMatchObject({ code: 0, err: "", out: `issue ${perm}: acked\n` });
+      expect(state(perm)).toBe("acked");
+      const twice = await run("ack", perm);
+      expect(twice.code).toBe(1);
+      expect(oneErrorLine(twice.err)).toBe(`hookspool: issue ${perm} cannot be acked from its current state`);
 
-    const resolved = await run("resolve", perm, true);
-    expect(resolved).toMatchObject({ code: 0, err: "" });
-    expect(JSON.parse(resolved.out)).toMatchObject({
-      id: perm,
-      state: "resolved",
-      fingerprint: `delivery:${A}:permanent`,
-    });
-    expect(state(perm)).toBe("resolved");
-    for (const verb of ["ack", "resolve"]) {
-      const res = await run(verb, perm);
-      expect({ verb, code: res.code }).toEqual({ verb, code: 1 });
-    }
+      const resolved = await run("resolve", perm, true);
+      expect(resolved).toMatchObject({ code: 0, err: "" });
+      expect(JSON.parse(resolved.out)).toMatchObject({
+        id: perm,
+        state: "resolved",
+        fingerprint: `delivery:${A}:permanent`,
+      });
+      expect(state(perm)).toBe("resolved");
+      for (const verb of ["ack", "resolve"]) {
+        const res = await run(verb, perm);
+        expect({ verb, code: res.code }).toEqual({ verb, code: 1 });
+      }
 
-    expect((await run("resolve", file)).out).toBe(`issue ${file}: resolved\n`);
+      expect((await run("resolve", file)).out).toBe(`issue ${file}: resolved\n`);
 
-    const ignored = await run("ignore", silent, true);
-    expect(ignored).toMatchObject({ code: 0, err: "" });
-    expect(JSON.parse(ignored.out)).toMatchObject({ id: silent, state: "ignored" });
-    for (const verb of ["ack", "resolve", "ignore"]) {
-      const res = await run(verb, silent);
-      expect({ verb, code: res.code }).toEqual({ verb, code: 1 });
-    }
-    // ignored never reopens; a resolved issue does
-    raiseIssue(w.r.spool, { fingerprint: "source_silent:s", kind: "source_silent", now: w.r.clock.now() + 10 });
-    expect(state(silent)).toBe("ignored");
-    raiseIssue(w.r.spool, { fingerprint: "config:file", kind: "config", now: w.r.clock.now() + 10 });
-    expect(state(file)).toBe("open");
-    // ignore applies to a resolved issue too (it will not reopen again)
-    expect((await run("resolve", file)).code).toBe(0);
-    expect((await run("ignore", file)).out).toBe(`issue ${file}: ignored\n`);
+      const ignored = await run("ignore", silent, true);
+      expect(ignored).toMatchObject({ code: 0, err: "" });
+      expect(JSON.parse(ignored.out)).toMatchObject({ id: silent, state: "ignored" });
+      for (const verb of ["ack", "resolve", "ignore"]) {
+        const res = await run(verb, silent);
+        expect({ verb, code: res.code }).toEqual({ verb, code: 1 });
+      }
+      // ignored never reopens; a resolved issue does
+      raiseIssue(w.r.spool, { fingerprint: "source_silent:s", kind: "source_silent", now: w.r.clock.now() + 10 });
+      expect(state(silent)).toBe("ignored");
+      raiseIssue(w.r.spool, { fingerprint: "config:file", kind: "config", now: w.r.clock.now() + 10 });
+      expect(state(file)).toBe("open");
+      // ignore applies to a resolved issue too (it will not reopen again)
+      expect((await run("resolve", file)).code).toBe(0);
+      expect((await run("ignore", file)).out).toBe(`issue ${file}: ignored\n`);
 
-    const before = snapshot(w.r);
-    for (const verb of ["ack", "resolve", "ignore"]) {
-      const missing = await run(verb, 999);
-      expect({ verb, code: missing.code }).toEqual({ verb, code: 1 });
-      expect(oneErrorLine(missing.err)).toBe("hookspool: no issue 999");
-      const bad = await op(w.r, ["issues", verb, "x"]);
-      expect({ verb, code: bad.code }).toEqual({ verb, code: 2 });
-    }
-    expect(snapshot(w.r)).toEqual(before);
-  });
+      const before = snapshot(w.r);
+      for (const verb of ["ack", "resolve", "ignore"]) {
+        const missing = await run(verb, 999);
+        expect({ verb, code: missing.code }).toEqual({ verb, code: 1 });
+        expect(oneErrorLine(missing.err)).toBe("hookspool: no issue 999");
+        const bad = await op(w.r, ["issues", verb, "x"]);
+        expect({ verb, code: bad.code }).toEqual({ verb, code: 2 });
+      }
+      expect(snapshot(w.r)).toEqual(before);
+    },
+  );
 
   test("the issues subcommands have --help", async () => {
     for (const verb of ["list", "ack", "resolve", "ignore"]) {
@@ -984,11 +1014,14 @@ function sample(text: string, name: string, labels = ""): number | undefined {
 }
 
 describe("metrics", () => {
-  test("after a scripted scenario: every table-derived metric from `hookspool metrics`, and the intake counters too on GET /metrics", async () => {
-    const secrets = tempDir();
-    const secretFile = join(secrets, "demo");
-    writeFileSync(secretFile, SECRET, { mode: 0o600 });
-    const config = `[intake]
+  test(
+    "after a scripted scenario: every table-derived metric from `hookspool metrics`, and the " +
+      "intake counters too on GET /metrics",
+    async () => {
+      const secrets = tempDir();
+      const secretFile = join(secrets, "demo");
+      writeFileSync(secretFile, SECRET, { mode: 0o600 });
+      const config = `[intake]
 listen = "127.0.0.1:0"
 
 [dispatch.breaker]
@@ -1000,87 +1033,92 @@ template = { scheme = "hmac-sha256-hex", header = "X-Sig", prefix = "sha256=", k
 secrets.secret = { file = "${secretFile}" }
 action = "hermes:c"
 `;
-    const a = fakeDestination(A);
-    const b = fakeDestination(B);
-    const c = fakeDestination("hermes:c");
-    const p = fakeDestination("hermes:p");
-    const r = rig(config, [a, b, c, p]);
-    // two deliveries ok on a, one transport failure on b (trips it: trip_after 1), one 422 on c
-    for (const k of ["k1", "k2"]) r.put(k, A);
-    b.answer = down;
-    r.put("k3", B, { source: "t" });
-    c.answer = rejected;
-    r.put("k4", "hermes:c");
-    await r.step();
-    // and a paused destination holding a pending batch
-    r.put("k5", "hermes:p");
-    expect((await op(r, ["pause", "hermes:p", "--reason", "maintenance"])).code).toBe(0);
-    r.clock.advance(20);
+      const a = fakeDestination(A);
+      const b = fakeDestination(B);
+      const c = fakeDestination("hermes:c");
+      const p = fakeDestination("hermes:p");
+      const r = rig(config, [a, b, c, p]);
+      // two deliveries ok on a, one transport failure on b (trips it: trip_after 1), one 422 on c
+      for (const k of ["k1", "k2"]) r.put(k, A);
+      b.answer = down;
+      r.put("k3", B, { source: "t" });
+      c.answer = rejected;
+      r.put("k4", "hermes:c");
+      await r.step();
+      // and a paused destination holding a pending batch
+      r.put("k5", "hermes:p");
+      expect((await op(r, ["pause", "hermes:p", "--reason", "maintenance"])).code).toBe(0);
+      r.clock.advance(20);
 
-    const res = await op(r, ["metrics"]);
-    expect(res).toMatchObject({ code: 0, err: "" });
-    const text = res.out;
-    for (const name of TABLE_METRICS) {
-      expect(text).toContain(`# TYPE ${name} gauge\n`);
-      expect(text).toMatch(new RegExp(`^${name}(\\{[^}]*\\})? [0-9.e+-]+$`, "m"));
-    }
-    expect(sample(text, "hookspool_attempts_30d", `destination="${A}",outcome="ok",klass=""`)).toBe(2);
-    expect(sample(text, "hookspool_attempts_30d", `destination="${B}",outcome="retry",klass="transport"`)).toBe(1);
-    expect(sample(text, "hookspool_attempts_30d", `destination="hermes:c",outcome="dead",klass="permanent"`)).toBe(1);
-    expect(sample(text, "hookspool_batches_delivered_7d", `destination="${A}"`)).toBe(2);
-    expect(sample(text, "hookspool_attempt_duration_seconds_count_30d", `destination="${A}"`)).toBe(2);
-    expect(sample(text, "hookspool_attempt_duration_seconds_sum_30d", `destination="${A}"`)).toBeGreaterThanOrEqual(0);
-    expect(sample(text, "hookspool_batches", 'state="delivered"')).toBe(2);
-    expect(sample(text, "hookspool_batches", 'state="retry"')).toBe(1);
-    expect(sample(text, "hookspool_batches", 'state="dead"')).toBe(1);
-    expect(sample(text, "hookspool_batches", 'state="open"')).toBe(1);
-    expect(sample(text, "hookspool_batches", 'state="quarantined"')).toBe(0);
-    for (const s of ["sealed", "leased", "dropped"]) expect(sample(text, "hookspool_batches", `state="${s}"`)).toBe(0);
-    expect(sample(text, "hookspool_oldest_pending_age_seconds")).toBeCloseTo(20, 0);
-    expect(sample(text, "hookspool_destination_state", `destination="${A}"`)).toBe(0);
-    expect(sample(text, "hookspool_destination_state", `destination="${B}"`)).toBe(2);
-    expect(sample(text, "hookspool_destination_state", 'destination="hermes:p"')).toBe(3);
-    expect(sample(text, "hookspool_destination_oldest_pending_age_seconds", 'destination="hermes:p"')).toBeCloseTo(
-      20,
-      0,
-    );
-    expect(sample(text, "hookspool_destination_oldest_pending_age_seconds", `destination="${B}"`)).toBeCloseTo(20, 0);
-    // delivery:hermes:c:permanent, delivery:hermes:b:unreachable (the trip), delivery:hermes:p:paused
-    expect(sample(text, "hookspool_issues_open")).toBe(3);
-    expect(sample(text, "hookspool_spool_bytes")).toBeGreaterThan(0);
-    expect(sample(text, "hookspool_disk_free_bytes")).toBeGreaterThan(0);
-    expect(sample(text, "hookspool_dispatcher_heartbeat_age_seconds")).toBeCloseTo(20, 0);
-    expect(sample(text, "hookspool_source_last_event_age_seconds", 'source="s"')).toBeCloseTo(20, 0);
-    expect(sample(text, "hookspool_source_last_event_age_seconds", 'source="t"')).toBeCloseTo(20, 0);
-    expect(text).not.toMatch(/^hookspool_source_last_event_age_seconds\{source="demo"\}/m); // no event yet
-    expect(JSON.stringify(INTAKE_COUNTERS.filter((n) => text.includes(n)))).toBe("[]"); // per-process: the intake's own
+      const res = await op(r, ["metrics"]);
+      expect(res).toMatchObject({ code: 0, err: "" });
+      const text = res.out;
+      for (const name of TABLE_METRICS) {
+        expect(text).toContain(`# TYPE ${name} gauge\n`);
+        expect(text).toMatch(new RegExp(`^${name}(\\{[^}]*\\})? [0-9.e+-]+$`, "m"));
+      }
+      expect(sample(text, "hookspool_attempts_30d", `destination="${A}",outcome="ok",klass=""`)).toBe(2);
+      expect(sample(text, "hookspool_attempts_30d", `destination="${B}",outcome="retry",klass="transport"`)).toBe(1);
+      expect(sample(text, "hookspool_attempts_30d", `destination="hermes:c",outcome="dead",klass="permanent"`)).toBe(1);
+      expect(sample(text, "hookspool_batches_delivered_7d", `destination="${A}"`)).toBe(2);
+      expect(sample(text, "hookspool_attempt_duration_seconds_count_30d", `destination="${A}"`)).toBe(2);
+      expect(sample(text, "hookspool_attempt_duration_seconds_sum_30d", `destination="${A}"`)).toBeGreaterThanOrEqual(
+        0,
+      );
+      expect(sample(text, "hookspool_batches", 'state="delivered"')).toBe(2);
+      expect(sample(text, "hookspool_batches", 'state="retry"')).toBe(1);
+      expect(sample(text, "hookspool_batches", 'state="dead"')).toBe(1);
+      expect(sample(text, "hookspool_batches", 'state="open"')).toBe(1);
+      expect(sample(text, "hookspool_batches", 'state="quarantined"')).toBe(0);
+      for (const s of ["sealed", "leased", "dropped"])
+        expect(sample(text, "hookspool_batches", `state="${s}"`)).toBe(0);
+      expect(sample(text, "hookspool_oldest_pending_age_seconds")).toBeCloseTo(20, 0);
+      expect(sample(text, "hookspool_destination_state", `destination="${A}"`)).toBe(0);
+      expect(sample(text, "hookspool_destination_state", `destination="${B}"`)).toBe(2);
+      expect(sample(text, "hookspool_destination_state", 'destination="hermes:p"')).toBe(3);
+      expect(sample(text, "hookspool_destination_oldest_pending_age_seconds", 'destination="hermes:p"')).toBeCloseTo(
+        20,
+        0,
+      );
+      expect(sample(text, "hookspool_destination_oldest_pending_age_seconds", `destination="${B}"`)).toBeCloseTo(20, 0);
+      // delivery:hermes:c:permanent, delivery:hermes:b:unreachable (the trip), delivery:hermes:p:paused
+      expect(sample(text, "hookspool_issues_open")).toBe(3);
+      expect(sample(text, "hookspool_spool_bytes")).toBeGreaterThan(0);
+      expect(sample(text, "hookspool_disk_free_bytes")).toBeGreaterThan(0);
+      expect(sample(text, "hookspool_dispatcher_heartbeat_age_seconds")).toBeCloseTo(20, 0);
+      expect(sample(text, "hookspool_source_last_event_age_seconds", 'source="s"')).toBeCloseTo(20, 0);
+      expect(sample(text, "hookspool_source_last_event_age_seconds", 'source="t"')).toBeCloseTo(20, 0);
+      expect(text).not.toMatch(/^hookspool_source_last_event_age_seconds\{source="demo"\}/m); // no event yet
+      // Per-process counters: the intake's own.
+      expect(JSON.stringify(INTAKE_COUNTERS.filter((n) => text.includes(n)))).toBe("[]");
 
-    const t = await startIntakeIn(r.home, { clock: r.clock });
-    try {
-      const post = (payload: object, good = true) => {
-        const body = JSON.stringify(payload);
-        return t.post("/hooks/demo", body, { "X-Sig": good ? sig(body) : "sha256=00" });
-      };
-      expect((await post({ topic: "x", id: "1" })).status).toBe(202);
-      expect((await post({ topic: "x", id: "1" })).status).toBe(200);
-      expect((await post({ id: "2" })).status).toBe(202);
-      expect((await post({ topic: "x", id: "3" }, false)).status).toBe(401);
-      const scraped = await fetch(`${t.url}/metrics`);
-      expect(scraped.status).toBe(200);
-      expect(scraped.headers.get("content-type")).toContain("text/plain");
-      const all = await scraped.text();
-      expect(sample(all, "hookspool_events_received_total", 'source="demo"')).toBe(1);
-      expect(sample(all, "hookspool_events_duplicate_total", 'source="demo"')).toBe(1);
-      expect(sample(all, "hookspool_events_quarantined_total", 'source="demo"')).toBe(1);
-      expect(sample(all, "hookspool_requests_rejected_total", 'source="demo",reason="unverified"')).toBe(1);
-      for (const name of INTAKE_COUNTERS) expect(all).toContain(`# TYPE ${name} counter\n`);
-      for (const name of TABLE_METRICS) expect(all).toMatch(new RegExp(`^${name}(\\{[^}]*\\})? [0-9.e+-]+$`, "m"));
-      expect(sample(all, "hookspool_batches", 'state="quarantined"')).toBe(1);
-      expect(sample(all, "hookspool_destination_state", 'destination="hermes:p"')).toBe(3);
-      expect(sample(all, "hookspool_source_last_event_age_seconds", 'source="demo"')).toBe(0);
-      expect(sample(all, "hookspool_issues_open")).toBe(4); // + config:plugin:demo
-    } finally {
-      await t.stop();
-    }
-  });
+      const t = await startIntakeIn(r.home, { clock: r.clock });
+      try {
+        const post = (payload: object, good = true) => {
+          const body = JSON.stringify(payload);
+          return t.post("/hooks/demo", body, { "X-Sig": good ? sig(body) : "sha256=00" });
+        };
+        expect((await post({ topic: "x", id: "1" })).status).toBe(202);
+        expect((await post({ topic: "x", id: "1" })).status).toBe(200);
+        expect((await post({ id: "2" })).status).toBe(202);
+        expect((await post({ topic: "x", id: "3" }, false)).status).toBe(401);
+        const scraped = await fetch(`${t.url}/metrics`);
+        expect(scraped.status).toBe(200);
+        expect(scraped.headers.get("content-type")).toContain("text/plain");
+        const all = await scraped.text();
+        expect(sample(all, "hookspool_events_received_total", 'source="demo"')).toBe(1);
+        expect(sample(all, "hookspool_events_duplicate_total", 'source="demo"')).toBe(1);
+        expect(sample(all, "hookspool_events_quarantined_total", 'source="demo"')).toBe(1);
+        expect(sample(all, "hookspool_requests_rejected_total", 'source="demo",reason="unverified"')).toBe(1);
+        for (const name of INTAKE_COUNTERS) expect(all).toContain(`# TYPE ${name} counter\n`);
+        for (const name of TABLE_METRICS) expect(all).toMatch(new RegExp(`^${name}(\\{[^}]*\\})? [0-9.e+-]+$`, "m"));
+        expect(sample(all, "hookspool_batches", 'state="quarantined"')).toBe(1);
+        expect(sample(all, "hookspool_destination_state", 'destination="hermes:p"')).toBe(3);
+        expect(sample(all, "hookspool_source_last_event_age_seconds", 'source="demo"')).toBe(0);
+        expect(sample(all, "hookspool_issues_open")).toBe(4); // + config:plugin:demo
+      } finally {
+        await t.stop();
+      }
+    },
+  );
 });

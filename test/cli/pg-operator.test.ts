@@ -32,7 +32,8 @@ function timeless(text: string): unknown {
 }
 
 test.skipIf(!PG_BIN)(
-  "list, show, issues, pause, resume, replay, retry, split, exclude, drop, export and route test: the same on PostgreSQL as on SQLite",
+  "list, show, issues, pause, resume, replay, retry, split, exclude, drop, export and route test: the " +
+    "same on PostgreSQL as on SQLite",
   async () => {
     const pg = server as PgServer;
     await pg.createDatabase("ops");
@@ -255,7 +256,11 @@ test.skipIf(!PG_BIN)("hookspool run on PostgreSQL: send --follow sees its event 
   writeFileSync(join(home, "in-secret"), "pg-run-secret", { mode: 0o600 });
   writeFileSync(
     join(home, "config.toml"),
-    `[spool]\nbackend = "postgres"\nurl = { env = "HOOKSPOOL_PG_URL" }\n\n[intake]\nlisten = "127.0.0.1:0"\n\n[dispatch]\npoll_s = 0.2\n\n[sources.load]\ntemplate = { scheme = "hmac-sha256-hex", header = "X-Sig", prefix = "sha256=", key = "key", event_type = "type", dedup = "id" }\nsecrets.secret = { file = "${join(home, "in-secret")}" }\nspan = "immediate"\naction = "script:sink"\n\n[destinations."script:sink"]\nargv = ["/bin/sh", "-c", "cat > /dev/null"]\n`,
+    `[spool]\nbackend = "postgres"\nurl = { env = "HOOKSPOOL_PG_URL" }\n\n[intake]\nlisten = ` +
+      `"127.0.0.1:0"\n\n[dispatch]\npoll_s = 0.2\n\n[sources.load]\ntemplate = { scheme = ` +
+      `"hmac-sha256-hex", header = "X-Sig", prefix = "sha256=", key = "key", event_type = "type", dedup ` +
+      `= "id" }\nsecrets.secret = { file = "${join(home, "in-secret")}" }\nspan = "immediate"\naction = ` +
+      `"script:sink"\n\n[destinations."script:sink"]\nargv = ["/bin/sh", "-c", "cat > /dev/null"]\n`,
   );
   const run = await startHookspool(home, ["run"], { env });
   try {

@@ -78,7 +78,8 @@ test("replay runs ignore(), sees the stored query and classify headers, and neve
     expect(
       db
         .query(
-          "SELECT b.key, b.destination, e.event_type FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.payload IS NOT NULL",
+          "SELECT b.key, b.destination, e.event_type FROM events e JOIN batches b ON b.id = " +
+            "e.batch_id WHERE e.payload IS NOT NULL",
         )
         .all(),
     ).toEqual([{ key: "r1", destination: "hermes:rooms", event_type: "push" }]);

@@ -68,7 +68,8 @@ describe("replay --dead --plan", () => {
     expect(text.out).toMatch(/^DESTINATION\s+KEY\s+REASON\s+BATCHES\s+EVENTS$/m);
     expect(text.out).toMatch(/^web\s+a\s+rejected\s+2\s+2$/m);
     expect(text.out).toContain(
-      "web: 5 batch(es), 5 event(s); paced at 2 per 60 s (its rate): at least 2 min to deliver, sharing its slots with live traffic",
+      "web: 5 batch(es), 5 event(s); paced at 2 per 60 s (its rate): at least 2 min to deliver, " +
+        "sharing its slots with live traffic",
     );
     expect(text.out).toContain("nothing changed");
     expect(storedState(h.db)).toEqual(before);

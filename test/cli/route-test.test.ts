@@ -10,15 +10,17 @@ import { enqueueJson, initHome, inHome } from "./home.ts";
 const digest = (path: string) =>
   existsSync(path) ? createHash("sha256").update(readFileSync(path)).digest("hex") : "absent";
 
-test("a candidate that moves one type, tees another source and widens a window: counted per kind, nothing written", async () => {
-  const h = await initHome();
-  for (let i = 0; i < 3; i++) await enqueueJson(h, "demo", `a${i}`, { topic: `a${i}` }, ["--event-type", "A"]);
-  for (let i = 0; i < 2; i++) await enqueueJson(h, "demo", `b${i}`, { topic: `b${i}` }, ["--event-type", "B"]);
-  await enqueueJson(h, "once", "o", { n: 1 });
-  const candidate = join(h.home, "candidate.toml");
-  writeFileSync(
-    candidate,
-    `${readFileSync(h.config, "utf8").replace("quiet_s = 5", "quiet_s = 7")}
+test(
+  "a candidate that moves one type, tees another source and widens a window: counted per kind, " + "nothing written",
+  async () => {
+    const h = await initHome();
+    for (let i = 0; i < 3; i++) await enqueueJson(h, "demo", `a${i}`, { topic: `a${i}` }, ["--event-type", "A"]);
+    for (let i = 0; i < 2; i++) await enqueueJson(h, "demo", `b${i}`, { topic: `b${i}` }, ["--event-type", "B"]);
+    await enqueueJson(h, "once", "o", { n: 1 });
+    const candidate = join(h.home, "candidate.toml");
+    writeFileSync(
+      candidate,
+      `${readFileSync(h.config, "utf8").replace("quiet_s = 5", "quiet_s = 7")}
 [[routes]]
 name = "b-to-web"
 source = "demo"
@@ -31,41 +33,42 @@ source = "once"
 tee = true
 destination = "web"
 `,
-  );
-  const before = [digest(h.db), digest(`${h.db}-wal`)];
-  const same = JSON.parse((await inHome(h, ["--json", "route", "test"])).out);
-  expect(same).toMatchObject({ requests: 6, unchanged: 6, changes: [] });
-  const r = await inHome(h, ["--json", "--config", candidate, "route", "test"]);
-  expect(r.code).toBe(0);
-  const report = JSON.parse(r.out) as {
-    requests: number;
-    unchanged: number;
-    counts: Record<string, number>;
-    changes: { eventType: string; kinds: string[]; after: { route: string; destination: string }[] }[];
-  };
-  // By hand: the two B's move (route and destination); the three A's keep their route with a 7 s
-  // quiet window; the once request gains a tee.
-  expect(report.requests).toBe(6);
-  expect(report.counts).toEqual({
-    route: 2,
-    destination: 2,
-    tees: 1,
-    window: 3,
-    ignored: 0,
-    no_destination: 0,
-    source_gone: 0,
-  });
-  expect(report.unchanged).toBe(0);
-  const moved = report.changes.filter((c) => c.eventType === "B");
-  expect(moved.map((c) => c.after[0])).toEqual([
-    expect.objectContaining({ route: "b-to-web", destination: "web" }),
-    expect.objectContaining({ route: "b-to-web", destination: "web" }),
-  ]);
-  expect([digest(h.db), digest(`${h.db}-wal`)]).toEqual(before);
-  const human = await inHome(h, ["--config", candidate, "route", "test"]);
-  expect(human.out).toMatch(/=> {2}b-to-web -> web {2}\[route, destination\]/);
-  expect(human.out).toMatch(/^window\s+3$/m);
-});
+    );
+    const before = [digest(h.db), digest(`${h.db}-wal`)];
+    const same = JSON.parse((await inHome(h, ["--json", "route", "test"])).out);
+    expect(same).toMatchObject({ requests: 6, unchanged: 6, changes: [] });
+    const r = await inHome(h, ["--json", "--config", candidate, "route", "test"]);
+    expect(r.code).toBe(0);
+    const report = JSON.parse(r.out) as {
+      requests: number;
+      unchanged: number;
+      counts: Record<string, number>;
+      changes: { eventType: string; kinds: string[]; after: { route: string; destination: string }[] }[];
+    };
+    // By hand: the two B's move (route and destination); the three A's keep their route with a 7 s
+    // quiet window; the once request gains a tee.
+    expect(report.requests).toBe(6);
+    expect(report.counts).toEqual({
+      route: 2,
+      destination: 2,
+      tees: 1,
+      window: 3,
+      ignored: 0,
+      no_destination: 0,
+      source_gone: 0,
+    });
+    expect(report.unchanged).toBe(0);
+    const moved = report.changes.filter((c) => c.eventType === "B");
+    expect(moved.map((c) => c.after[0])).toEqual([
+      expect.objectContaining({ route: "b-to-web", destination: "web" }),
+      expect.objectContaining({ route: "b-to-web", destination: "web" }),
+    ]);
+    expect([digest(h.db), digest(`${h.db}-wal`)]).toEqual(before);
+    const human = await inHome(h, ["--config", candidate, "route", "test"]);
+    expect(human.out).toMatch(/=> {2}b-to-web -> web {2}\[route, destination\]/);
+    expect(human.out).toMatch(/^window\s+3$/m);
+  },
+);
 
 test("a candidate that check refuses is refused here too, and --request needs --source", async () => {
   const h = await initHome();

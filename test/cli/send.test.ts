@@ -186,7 +186,8 @@ const wordOf = (line: Record<string, unknown> | undefined) => {
 describe("send, for every built-in template bobbin", () => {
   test("there are many to send", () => expect(signable.length).toBeGreaterThanOrEqual(25));
   for (const b of signable) {
-    test(`${b.name}: the accepted capture, signed now with the instance's secret, is queued and delivered; the rejected one is 401`, async () => {
+    test(`${b.name}: the accepted capture, signed now with the instance's secret, is queued and ` +
+      `delivered; the rejected one is 401`, async () => {
       const instance = parseKit(b.files().get("captures/kit.toml") ?? "").instance.name;
       const ok = await send(instance, "--capture", "accepted", "--follow");
       expect({ code: ok.code, err: ok.err }).toEqual({ code: 0, err: "" });
@@ -328,19 +329,22 @@ describe("send --handshake", () => {
 });
 
 describe("what send cannot sign", () => {
-  test("a public-key scheme, a code source, a poll or unknown source, a missing capture: one line, exit 2 or 1", async () => {
-    const pk = await send("sendgrid", "--capture", "accepted");
-    expect(pk.code).toBe(2);
-    expect(said(pk)).toContain("signed with the sender's private key");
-    const code = await send("meetings");
-    expect(code.code).toBe(2);
-    expect(said(code)).toContain("is a code source");
-    expect((await send("nope")).code).toBe(1);
-    const missing = await send("kaneo", "--capture", "nothing-like-this");
-    expect(missing.code).toBe(1);
-    expect(said(missing)).toContain("its captures: accepted, rejected");
-    expect((await send("kaneo", "--data", "{}", "--file", "x")).code).toBe(2);
-  });
+  test(
+    "a public-key scheme, a code source, a poll or unknown source, a missing capture: one line, " + "exit 2 or 1",
+    async () => {
+      const pk = await send("sendgrid", "--capture", "accepted");
+      expect(pk.code).toBe(2);
+      expect(said(pk)).toContain("signed with the sender's private key");
+      const code = await send("meetings");
+      expect(code.code).toBe(2);
+      expect(said(code)).toContain("is a code source");
+      expect((await send("nope")).code).toBe(1);
+      const missing = await send("kaneo", "--capture", "nothing-like-this");
+      expect(missing.code).toBe(1);
+      expect(said(missing)).toContain("its captures: accepted, rejected");
+      expect((await send("kaneo", "--data", "{}", "--file", "x")).code).toBe(2);
+    },
+  );
   test("no intake listening: exit 1 and where it tried", async () => {
     const r = await cli(["--home", home, "send", "kaneo", "--url", "http://127.0.0.1:9/hooks/kaneo"]);
     expect(r.code).toBe(1);

@@ -70,7 +70,8 @@ describe("hookspool run as a newcomer starts it", () => {
         .split("\n")
         .filter((l) => l.startsWith("hookspool:"));
       expect(lines).toEqual([
-        `hookspool: intake.listen: cannot listen on 127.0.0.1:${taken.port}: the address is in use (stop whatever holds it (another hookspool?) or change intake.listen)`,
+        `hookspool: intake.listen: cannot listen on 127.0.0.1:${taken.port}: the address is in use ` +
+          `(stop whatever holds it (another hookspool?) or change intake.listen)`,
       ]);
       expect(r.err).not.toMatch(/\n\s+at /);
     } finally {
@@ -83,7 +84,9 @@ describe("hookspool run as a newcomer starts it", () => {
     writeFileSync(join(h, "secret"), "s3cret", { mode: 0o600 });
     writeFileSync(
       join(h, "config.toml"),
-      `[intake]\nlisten = "127.0.0.1:0"\n\n[sources.demo]\ntemplate = { scheme = "static-token", header = "X-Token", key = "topic" }\nsecrets.secret = { file = "${join(h, "secret")}" }\naction = "script:x"\n\n[destinations."script:x"]\nargv = ["/bin/true"]\n`,
+      `[intake]\nlisten = "127.0.0.1:0"\n\n[sources.demo]\ntemplate = { scheme = "static-token", ` +
+        `header = "X-Token", key = "topic" }\nsecrets.secret = { file = "${join(h, "secret")}" }\naction ` +
+        `= "script:x"\n\n[destinations."script:x"]\nargv = ["/bin/true"]\n`,
     );
     const p = await startHookspool(h, ["run"]);
     try {
@@ -104,7 +107,10 @@ test("under run, a sender waits the intake's busy timeout, not the dispatcher's 
   writeFileSync(join(h, "secret"), "s3cret", { mode: 0o600 });
   writeFileSync(
     join(h, "config.toml"),
-    `[intake]\nlisten = "127.0.0.1:0"\nbusy_timeout_s = 1\n\n[sources.demo]\ntemplate = { scheme = "static-token", header = "X-Token", key = "topic" }\nsecrets.secret = { file = "${join(h, "secret")}" }\naction = "script:x"\n\n[destinations."script:x"]\nargv = ["/bin/true"]\n`,
+    `[intake]\nlisten = "127.0.0.1:0"\nbusy_timeout_s = 1\n\n[sources.demo]\ntemplate = { scheme = ` +
+      `"static-token", header = "X-Token", key = "topic" }\nsecrets.secret = { file ` +
+      `= "${join(h, "secret")}" }\naction = "script:x"\n\n[destinations."script:x"]\nargv = ` +
+      `["/bin/true"]\n`,
   );
   const p = await startHookspool(h, ["run"]);
   const holder = openSpool(join(h, "spool.db"), { busyTimeoutS: 5 });
@@ -186,7 +192,9 @@ describe("the services check their config as hookspool check does", () => {
     // Route the demo to a plain https receiver: no size setting touched anywhere.
     writeFileSync(
       cfg,
-      `${readFileSync(cfg, "utf8").replace('action = "script:demo-log"', 'action = "receiver"')}\n[destinations.receiver]\nurl = "https://receiver.example/hook"\nsecret = { file = "${join(h, "secrets", "receiver")}" }\n`,
+      `${readFileSync(cfg, "utf8").replace('action = "script:demo-log"', 'action = "receiver"')}\n` +
+        `[destinations.receiver]\nurl = "https://receiver.example/hook"\n` +
+        `secret = { file = "${join(h, "secrets", "receiver")}" }\n`,
     );
     const r = await cli(["--home", h, "check"]);
     expect(r.out.split("\n").filter((l) => l.startsWith("error"))).toEqual([]);

@@ -18,7 +18,9 @@ function home(): string {
   writeFileSync(
     join(h, "config.toml"),
     `[sources.gh]
-template = { scheme = "hmac-sha256-hex", header = "X-Hub-Signature-256", prefix = "sha256=", key = "repository.full_name", event_type = "header:X-GitHub-Event", dedup = "header:X-GitHub-Delivery", ignore = "ping" }
+template = { scheme = "hmac-sha256-hex", header = "X-Hub-Signature-256", prefix = "sha256=", key = ` +
+      `"repository.full_name", event_type = "header:X-GitHub-Event", dedup = "header:X-GitHub-Delivery", ` +
+      `ignore = "ping" }
 secrets.secret = { file = "${join(h, "secret")}" }
 keep_headers = ["X-GitHub-Event"]
 action = "hermes:gh"
@@ -41,7 +43,9 @@ function capture(h: string, body: string, opts: { event?: string; badSig?: boole
   const p = join(h, `cap-${Math.random()}.http`);
   writeFileSync(
     p,
-    `POST /hooks/gh HTTP/1.1\nContent-Type: application/json\nX-GitHub-Event: ${opts.event ?? "push"}\nX-GitHub-Delivery: d-1\nX-Hub-Signature-256: ${sig}\n\n${body}\n`,
+    `POST /hooks/gh HTTP/1.1\nContent-Type: application/json\n` +
+      `X-GitHub-Event: ${opts.event ?? "push"}\nX-GitHub-Delivery: d-1\n` +
+      `X-Hub-Signature-256: ${sig}\n\n${body}\n`,
   );
   return p;
 }
@@ -205,25 +209,40 @@ describe("hookspool source test", () => {
     ["github.repo", "github"],
     ["stripe.events", "stripe"],
   ] as const) {
-    test(`${bobbin}: its own capture fails on the operator's secret, says the kit signed it, and passes with --secret-from-kit`, async () => {
-      const h = tempDir();
-      writeFileSync(join(h, "mine"), "the-operators-real-secret", { mode: 0o600 });
-      writeFileSync(
-        join(h, "config.toml"),
-        `[bobbins.${instance}]\nbobbin = "${bobbin}"\nsecrets.secret = { file = "${join(h, "mine")}" }\noutputs = { "*" = "hermes:${instance}" }\n`,
-      );
-      const dir = join(import.meta.dir, "../../bobbins", ...bobbin.split("."), "captures", "accepted.http");
-      const mine = await cli(["--home", h, "--json", "source", "test", instance, "--request", dir]);
-      expect(mine.code).toBe(1);
-      const r = JSON.parse(mine.out);
-      expect(r).toMatchObject({ outcome: "unverified" });
-      expect(r.hint).toContain("--secret-from-kit");
-      expect(r.hint).toContain("captures/kit.toml");
-      const kit = await cli(["--home", h, "--json", "source", "test", instance, "--request", dir, "--secret-from-kit"]);
-      expect({ code: kit.code, err: kit.err }).toEqual({ code: 0, err: "" });
-      expect(JSON.parse(kit.out)).toMatchObject({ outcome: "classified" });
-      expect(kit.out).not.toContain("kit-test-secret");
-    });
+    test(
+      `${bobbin}: its own capture fails on the operator's secret, says the kit signed it, and ` +
+        `passes with --secret-from-kit`,
+      async () => {
+        const h = tempDir();
+        writeFileSync(join(h, "mine"), "the-operators-real-secret", { mode: 0o600 });
+        writeFileSync(
+          join(h, "config.toml"),
+          `[bobbins.${instance}]\nbobbin = "${bobbin}"\nsecrets.secret = { file = "${join(h, "mine")}" ` +
+            `}\noutputs = { "*" = "hermes:${instance}" }\n`,
+        );
+        const dir = join(import.meta.dir, "../../bobbins", ...bobbin.split("."), "captures", "accepted.http");
+        const mine = await cli(["--home", h, "--json", "source", "test", instance, "--request", dir]);
+        expect(mine.code).toBe(1);
+        const r = JSON.parse(mine.out);
+        expect(r).toMatchObject({ outcome: "unverified" });
+        expect(r.hint).toContain("--secret-from-kit");
+        expect(r.hint).toContain("captures/kit.toml");
+        const kit = await cli([
+          "--home",
+          h,
+          "--json",
+          "source",
+          "test",
+          instance,
+          "--request",
+          dir,
+          "--secret-from-kit",
+        ]);
+        expect({ code: kit.code, err: kit.err }).toEqual({ code: 0, err: "" });
+        expect(JSON.parse(kit.out)).toMatchObject({ outcome: "classified" });
+        expect(kit.out).not.toContain("kit-test-secret");
+      },
+    );
   }
 
   test("--secret-from-kit on a plain source: one line, exit 2", async () => {

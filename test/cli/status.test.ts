@@ -206,23 +206,26 @@ describe("status on a damaged spool", () => {
     expect(JSON.parse(json.out)).toMatchObject({ code: "E_CORRUPT" });
   });
 
-  test("an error that says the file is damaged, met by any read, is exit 2 with check's words, never a bug's stack", () => {
-    for (const e of [
-      Object.assign(new Error("database disk image is malformed"), { code: "SQLITE_CORRUPT" }),
-      Object.assign(new Error("file is not a database"), { code: "SQLITE_NOTADB" }),
-    ]) {
-      const err: string[] = [];
-      const out: string[] = [];
-      const code = reportError(
-        { out: (t: string) => out.push(t), err: (t: string) => err.push(t) } as unknown as Io,
-        e,
-        false,
-      );
-      expect(code).toBe(2);
-      expect(err.join("\n")).toMatch(/^hookspool: the spool is corrupt: .*restore from backup/);
-      expect(err.join("\n")).not.toContain("internal error");
-    }
-  });
+  test(
+    "an error that says the file is damaged, met by any read, is exit 2 with check's words, never " + "a bug's stack",
+    () => {
+      for (const e of [
+        Object.assign(new Error("database disk image is malformed"), { code: "SQLITE_CORRUPT" }),
+        Object.assign(new Error("file is not a database"), { code: "SQLITE_NOTADB" }),
+      ]) {
+        const err: string[] = [];
+        const out: string[] = [];
+        const code = reportError(
+          { out: (t: string) => out.push(t), err: (t: string) => err.push(t) } as unknown as Io,
+          e,
+          false,
+        );
+        expect(code).toBe(2);
+        expect(err.join("\n")).toMatch(/^hookspool: the spool is corrupt: .*restore from backup/);
+        expect(err.join("\n")).not.toContain("internal error");
+      }
+    },
+  );
 
   test("a sound spool says when its integrity was last checked", async () => {
     const sound = await initHome();

@@ -47,7 +47,9 @@ beforeAll(() => {
         if (url.searchParams.get("cursor") === "p2") return Response.json(PAGE2);
         return Response.json(PAGE1, {
           headers: {
-            Link: `<http://127.0.0.1:${server.port}/repos/octo-org/hello/hooks/42/deliveries?per_page=100&cursor=p2>; rel="next"`,
+            Link:
+              `<http://127.0.0.1:${server.port}/repos/octo-org/hello/hooks/42/deliveries?per_page=` +
+              `100&cursor=p2>; rel="next"`,
           },
         });
       }
@@ -74,7 +76,9 @@ async function home(): Promise<string> {
   writeFileSync(join(h, "sweep-token"), TOKEN, { mode: 0o600 });
   appendFileSync(
     join(h, "config.toml"),
-    `\n[bobbins.github]\nbobbin = "github.repo"\nsecrets.secret = { file = "${join(h, "github-secret")}" }\nsecrets.sweep_token = { file = "${join(h, "sweep-token")}" }\noutputs = { "*" = "script:demo-log" }\n`,
+    `\n[bobbins.github]\nbobbin = "github.repo"\nsecrets.secret = { file ` +
+      `= "${join(h, "github-secret")}" }\nsecrets.sweep_token = { file = "${join(h, "sweep-token")}" }\n` +
+      `outputs = { "*" = "script:demo-log" }\n`,
   );
   // guid-c reached the spool (its answer was lost on the way back to GitHub).
   const enq = await cli(
@@ -101,21 +105,24 @@ const sweep = (h: string, ...more: string[]) =>
   ]);
 
 describe("hookspool sweep (github.repo)", () => {
-  test("redelivers each GUID that never landed and is not spooled, once; reads every page; stops at --since", async () => {
-    const h = await home();
-    posts.length = 0;
-    const r = await sweep(h);
-    expect(r.err).toBe("");
-    expect(r.code).toBe(0);
-    expect(posts.sort()).toEqual(["13", "15"]);
-    expect(r.out).toContain("redelivered guid-b (push, delivery 13)");
-    expect(r.out).toContain("redelivered guid-e (push, delivery 15)");
-    expect(r.out).toMatch(
-      /octo-org\/hello hook 42: 4 deliveries since .*, 1 landed, 1 spooled already, 2 redelivered\n$/,
-    );
-    expect(r.out).not.toContain(TOKEN);
-    expect([...auth]).toContain(`Bearer ${TOKEN}`);
-  });
+  test(
+    "redelivers each GUID that never landed and is not spooled, once; reads every page; stops at " + "--since",
+    async () => {
+      const h = await home();
+      posts.length = 0;
+      const r = await sweep(h);
+      expect(r.err).toBe("");
+      expect(r.code).toBe(0);
+      expect(posts.sort()).toEqual(["13", "15"]);
+      expect(r.out).toContain("redelivered guid-b (push, delivery 13)");
+      expect(r.out).toContain("redelivered guid-e (push, delivery 15)");
+      expect(r.out).toMatch(
+        /octo-org\/hello hook 42: 4 deliveries since .*, 1 landed, 1 spooled already, 2 redelivered\n$/,
+      );
+      expect(r.out).not.toContain(TOKEN);
+      expect([...auth]).toContain(`Bearer ${TOKEN}`);
+    },
+  );
 
   test("--dry-run asks GitHub for nothing; --json says the same as numbers", async () => {
     const h = await home();
@@ -160,7 +167,8 @@ describe("hookspool sweep (github.repo)", () => {
     );
     appendFileSync(
       join(h, "config.toml"),
-      `\n[bobbins.kaneo]\nbobbin = "kaneo.projects"\nsecrets.secret = { file = "${join(h, "github-secret")}" }\noutputs = { "*" = "script:demo-log" }\n`,
+      `\n[bobbins.kaneo]\nbobbin = "kaneo.projects"\nsecrets.secret = { file ` +
+        `= "${join(h, "github-secret")}" }\noutputs = { "*" = "script:demo-log" }\n`,
     );
     expect((await run("kaneo", "--repo", "a/b", "--hook", "1")).err).toMatch(
       /^hookspool: kaneo\.projects declares no sweep/,
@@ -194,7 +202,9 @@ describe.skipIf(!PG_BIN)("hookspool sweep on PostgreSQL", () => {
     );
     appendFileSync(
       file,
-      `\n[bobbins.github]\nbobbin = "github.repo"\nsecrets.secret = { file = "${join(h, "github-secret")}" }\nsecrets.sweep_token = { file = "${join(h, "sweep-token")}" }\noutputs = { "*" = "script:demo-log" }\n`,
+      `\n[bobbins.github]\nbobbin = "github.repo"\nsecrets.secret = { file ` +
+        `= "${join(h, "github-secret")}" }\nsecrets.sweep_token = { file = "${join(h, "sweep-token")}" ` +
+        `}\noutputs = { "*" = "script:demo-log" }\n`,
     );
     expect((await cli(["--home", h, "migrate"], { env })).code).toBe(0);
     const enq = await cli(

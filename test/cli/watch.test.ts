@@ -106,17 +106,21 @@ describe("watch", () => {
     expect((await watch(h, ["--since", "0", "--key", "a", "--count", "1"])).map((l) => l.key)).toEqual(["a"]);
   });
 
-  test("a cursor behind what retention kept: cursor reset required, with the oldest position; one never given is refused", async () => {
-    const h = await initHome();
-    for (let i = 0; i < 3; i++) await enqueueJson(h, "demo", `k${i}`, { n: i });
-    withDb(h.db, (db) => db.run("DELETE FROM journal WHERE id <= 2"));
-    const r = await inHome(h, ["watch", "--since", "1", "--for", "1"]);
-    expect(r.code).toBe(1);
-    expect(r.err).toContain(
-      "cursor reset required: cursor 1 is older than the journal keeps; the oldest position is 2",
-    );
-    // From the oldest position, nothing is missing.
-    expect((await watch(h, ["--since", "2", "--count", "1"])).map((l) => l.key)).toEqual(["k2"]);
-    expect((await inHome(h, ["watch", "--since", "99", "--for", "1"])).code).toBe(2);
-  });
+  test(
+    "a cursor behind what retention kept: cursor reset required, with the oldest position; one " +
+      "never given is refused",
+    async () => {
+      const h = await initHome();
+      for (let i = 0; i < 3; i++) await enqueueJson(h, "demo", `k${i}`, { n: i });
+      withDb(h.db, (db) => db.run("DELETE FROM journal WHERE id <= 2"));
+      const r = await inHome(h, ["watch", "--since", "1", "--for", "1"]);
+      expect(r.code).toBe(1);
+      expect(r.err).toContain(
+        "cursor reset required: cursor 1 is older than the journal keeps; the oldest position is 2",
+      );
+      // From the oldest position, nothing is missing.
+      expect((await watch(h, ["--since", "2", "--count", "1"])).map((l) => l.key)).toEqual(["k2"]);
+      expect((await inHome(h, ["watch", "--since", "99", "--for", "1"])).code).toBe(2);
+    },
+  );
 });
