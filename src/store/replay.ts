@@ -1,6 +1,7 @@
 // Replay and retry as both backends take them: a stored request of a quarantine batch, how it
 // is classified again, what a replay returns, and the filter (with its WHERE clause, shared
 // SQL) of `replay --dead` and `resend`.
+import { batchWhere } from "./batches.ts";
 import type { EnqueueResult, NewEvent } from "./enqueue.ts";
 
 /** A quarantined request as stored, for the plugin to classify again. */
@@ -59,3 +60,17 @@ export function deadWhere(f: DeadFilter): { where: string[]; params: Record<stri
   }
   return { where, params };
 }
+
+/** The WHERE terms of `replay --delivered`'s selection (both backends): never the quarantine. */
+export function deliveredWhere(f: Omit<DeadFilter, "reason">): {
+  where: string[];
+  params: Record<string, string | number>;
+} {
+  const w = batchWhere({ state: "delivered", destination: f.destination, source: f.source, since: f.since });
+  w.where.push("destination <> 'quarantine'");
+  return w;
+}
+
+/** A replay selection's statement over its WHERE terms: the batches' ids, oldest first. */
+export const replayIdsSql = (where: readonly string[]): string =>
+  `SELECT id FROM batches WHERE ${where.join(" AND ")} ORDER BY first_at, id`;

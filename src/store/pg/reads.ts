@@ -14,7 +14,7 @@ import { num, numOrNull, type PgSpool, numbered } from "./db.ts";
 import type { ExportEvent } from "../export.ts";
 import type { FollowedBatch, FollowReads } from "../follow.ts";
 import { groupRequests, STORED_REQUESTS, type StoredRequestRow } from "../requests.ts";
-import { type DeadFilter, deadWhere, type StoredRequest } from "../replay.ts";
+import { type DeadFilter, deadWhere, deliveredWhere, replayIdsSql, type StoredRequest } from "../replay.ts";
 
 /** A batches row with SQLite's types: BIGINT columns arrive as strings. */
 export function batchRowOf(r: Record<string, unknown>): BatchRow {
@@ -150,23 +150,13 @@ export async function batchAttemptsPg(spool: PgSpool, batchId: number): Promise<
 /** The dead batches `replay --dead` takes, oldest first (SQLite's terms). */
 export async function deadBatchIdsPg(spool: PgSpool, f: DeadFilter): Promise<number[]> {
   const { where, params } = deadWhere(f);
-  return (await query(spool, `SELECT id FROM batches WHERE ${where.join(" AND ")} ORDER BY first_at, id`, params)).map(
-    (r) => num(r.id),
-  );
+  return (await query(spool, replayIdsSql(where), params)).map((r) => num(r.id));
 }
 
 /** The delivered batches `replay --delivered` takes, oldest first. */
 export async function deliveredBatchIdsPg(spool: PgSpool, f: Omit<DeadFilter, "reason">): Promise<number[]> {
-  const { where, params } = batchWhere({
-    state: "delivered",
-    destination: f.destination,
-    source: f.source,
-    since: f.since,
-  });
-  where.push("destination <> 'quarantine'");
-  return (await query(spool, `SELECT id FROM batches WHERE ${where.join(" AND ")} ORDER BY first_at, id`, params)).map(
-    (r) => num(r.id),
-  );
+  const { where, params } = deliveredWhere(f);
+  return (await query(spool, replayIdsSql(where), params)).map((r) => num(r.id));
 }
 
 /** The requests a quarantine batch holds, oldest first. */

@@ -15,7 +15,7 @@ import {
   parseTrace,
 } from "../batches.ts";
 import { type StoredRequestRow, groupRequests, STORED_REQUESTS, type StoredEventRow } from "../requests.ts";
-import { deadWhere, type DeadFilter, type StoredRequest } from "../replay.ts";
+import { deadWhere, type DeadFilter, deliveredWhere, replayIdsSql, type StoredRequest } from "../replay.ts";
 import type { FollowedBatch, FollowReads } from "../follow.ts";
 
 /** Batches, newest first. */
@@ -94,29 +94,17 @@ export function quarantinedRequests(spool: SqliteSpool, batchId: number): Stored
 
 /** The dead batches `replay --dead` would take, oldest first. */
 export function deadBatchIds(spool: SqliteSpool, f: DeadFilter): number[] {
-  const { where, params } = deadWhere(f);
-  return prepared<{ id: number }, Record<string, string | number>>(
-    spool.db,
-    `SELECT id FROM batches WHERE ${where.join(" AND ")} ORDER BY first_at, id`,
-  )
-    .all(params)
-    .map((r) => r.id);
+  return replayIds(spool, deadWhere(f));
 }
 
 /** The delivered batches `replay --delivered` would take, oldest first. */
 export function deliveredBatchIds(spool: SqliteSpool, f: Omit<DeadFilter, "reason">): number[] {
-  const { where, params } = batchWhere({
-    state: "delivered",
-    destination: f.destination,
-    source: f.source,
-    since: f.since,
-  });
-  where.push("destination <> 'quarantine'");
-  return prepared<{ id: number }, Record<string, string | number>>(
-    spool.db,
-    `SELECT id FROM batches WHERE ${where.join(" AND ")} ORDER BY first_at, id`,
-  )
-    .all(params)
+  return replayIds(spool, deliveredWhere(f));
+}
+
+function replayIds(spool: SqliteSpool, w: { where: string[]; params: Record<string, string | number> }): number[] {
+  return prepared<{ id: number }, Record<string, string | number>>(spool.db, replayIdsSql(w.where))
+    .all(w.params)
     .map((r) => r.id);
 }
 
