@@ -234,27 +234,30 @@ onBothWorlds((open, backend) => {
       });
     });
 
-    test("a result that arrives after the lease was lost is discarded; the tick never recovers a live worker's lease", async () => {
-      const a = fakeDestination("hermes:a");
-      let release: (v: ReturnType<typeof ok>) => void = () => {};
-      a.answer = () => new Promise((resolve) => (release = resolve));
-      const r = await rigOn(open, BASE, [a]);
-      const id = batchIdOf(await r.put("A", "hermes:a"));
-      await r.d.tick();
-      // The worker runs on after the tick: its delivery is under way once the receiver has it.
-      await waitFor("the delivery under way", () => a.calls.length === 1);
-      expect((await r.batch(id)).state).toBe("leased");
-      // The clock jumps far past the lease: this dispatcher's tick still leaves its own worker alone.
-      r.clock.advance(10_000);
-      await r.d.tick();
-      expect((await r.batch(id)).state).toBe("leased");
-      // Another process's recovery (a restart) takes the lease away; the late result is fenced.
-      await (await r.world.dispatch()).recoverLeases({ now: r.clock.now(), startup: true });
-      release(ok());
-      await r.d.drain();
-      expect(await r.batch(id)).toMatchObject({ state: "retry", last_error: "lease expired" });
-      expect((await r.attempts(id)).map((x) => x.outcome)).toEqual(["discarded"]);
-    });
+    test(
+      "a result that arrives after the lease was lost is discarded; " + "the tick never recovers a live worker's lease",
+      async () => {
+        const a = fakeDestination("hermes:a");
+        let release: (v: ReturnType<typeof ok>) => void = () => {};
+        a.answer = () => new Promise((resolve) => (release = resolve));
+        const r = await rigOn(open, BASE, [a]);
+        const id = batchIdOf(await r.put("A", "hermes:a"));
+        await r.d.tick();
+        // The worker runs on after the tick: its delivery is under way once the receiver has it.
+        await waitFor("the delivery under way", () => a.calls.length === 1);
+        expect((await r.batch(id)).state).toBe("leased");
+        // The clock jumps far past the lease: this dispatcher's tick still leaves its own worker alone.
+        r.clock.advance(10_000);
+        await r.d.tick();
+        expect((await r.batch(id)).state).toBe("leased");
+        // Another process's recovery (a restart) takes the lease away; the late result is fenced.
+        await (await r.world.dispatch()).recoverLeases({ now: r.clock.now(), startup: true });
+        release(ok());
+        await r.d.drain();
+        expect(await r.batch(id)).toMatchObject({ state: "retry", last_error: "lease expired" });
+        expect((await r.attempts(id)).map((x) => x.outcome)).toEqual(["discarded"]);
+      },
+    );
   });
 
   describe("the clock guard", () => {

@@ -21,7 +21,8 @@ function deps(store: OutcomeStore) {
   writeFileSync(join(home, "secret"), SECRET, { mode: 0o600 });
   writeFileSync(
     join(home, "config.toml"),
-    `[sources.s]\naction = "a"\n[destinations.a]\ntype = "http"\nurl = "https://example.invalid/"\nsecret = { file = "${join(home, "secret")}" }\noutcome = "await"\n`,
+    `[sources.s]\naction = "a"\n[destinations.a]\ntype = "http"\nurl = "https://example.invalid/"\n` +
+      `secret = { file = "${join(home, "secret")}" }\noutcome = "await"\n`,
   );
   const config = loadConfig({ home, env: {}, cwd: home }).config;
   return { store, config: () => config, clock: systemClock, rng: seededRng(1), log: createLogger("intake") };
