@@ -1,4 +1,7 @@
-// The source kit on every template scheme and on a code source.
+// The source kit on every template scheme and on a code source. SQLite only, by design and not
+// by omission: the kit (src/check/kit/, `hookspool bobbin check`'s) replays into a throwaway
+// SQLite home of its own (src/store/kit.ts: hermetic, one process, one file) and takes no store,
+// so there is no PostgreSQL half to run without changing src/.
 import { createHash, createHmac, randomUUID } from "node:crypto";
 import { expect } from "bun:test";
 import { join } from "node:path";
@@ -16,7 +19,12 @@ runSourceKit({
   source: "gh",
   authHeaders: ["X-Hub-Signature-256"],
   config: `[sources.gh]
-template = { scheme = "hmac-sha256-hex", header = "X-Hub-Signature-256", prefix = "sha256=", key = ["repository.full_name", "header:X-GitHub-Event"], dedup = "header:X-GitHub-Delivery", event_type = "header:X-GitHub-Event", ignore = "ping" }
+${
+  'template = { scheme = "hmac-sha256-hex", header = "X-Hub-Signature-256", ' +
+  'prefix = "sha256=", key = ["repository.full_name", "header:X-GitHub-Event"], ' +
+  'dedup = "header:X-GitHub-Delivery", event_type = "header:X-GitHub-Event", ' +
+  'ignore = "ping" }'
+}
 secrets.secret = { file = "{{secret:gh}}" }
 keep_headers = ["X-GitHub-Event", "X-GitHub-Delivery"]
 action = "hermes:gh"
@@ -47,7 +55,13 @@ runSourceKit({
   source: "trello",
   authHeaders: ["X-Trello-Webhook"],
   config: `[sources.trello]
-template = { scheme = "hmac-sha1-base64-url", header = "X-Trello-Webhook", callback_url = "${CALLBACK}", head_handshake = true, key = "model.id", dedup = "action.id", event_type = "action.type" }
+${
+  'template = { scheme = "hmac-sha1-base64-url", header = "X-Trello-Webhook", ' +
+  'callback_url = "' +
+  CALLBACK +
+  '", head_handshake = true, key = "model.id", ' +
+  'dedup = "action.id", event_type = "action.type" }'
+}
 secrets.secret = { file = "{{secret:trello}}" }
 action = "hermes:trello"
 `,
