@@ -1,6 +1,8 @@
 // The ends of attempts, written together: deliveries that finish in the same turn of the event
-// loop share one outcome transaction (one fsync for all of them) instead of one each. Each is
-// still decided alone, under its own savepoint, behind its own lease fence.
+// loop share one outcome transaction (one fsync for all of them) instead of one each, and one
+// now_eff, read when the transaction is about to be written (a worker that read it itself would
+// wait a round trip on PostgreSQL first and miss its turn's transaction). Each is still decided
+// alone, under its own savepoint, behind its own lease fence.
 import type { DispatchStore } from "../store/api.ts";
 import type { OutcomeInput, Recorded } from "../store/outcome-plan.ts";
 import { dispatchCounters } from "../obs/counters.ts";
@@ -8,8 +10,11 @@ import { dispatchCounters } from "../obs/counters.ts";
 /** At most this many outcomes in one transaction; the rest go in the next. */
 const MAX_PER_COMMIT = 64;
 
+/** An attempt's end as a worker gives it: the writer stamps now_eff when it writes the group. */
+export type OutcomeEnd = Omit<OutcomeInput, "now">;
+
 interface Pending {
-  input: OutcomeInput;
+  input: OutcomeEnd;
   resolve: (r: Recorded) => void;
   reject: (e: unknown) => void;
 }
@@ -24,10 +29,10 @@ export class OutcomeWriter {
   /** Transactions written and outcomes in them (for the benchmark and tests). */
   readonly stats = { commits: 0, outcomes: 0 };
 
-  constructor(private readonly store: Pick<DispatchStore, "recordOutcomes">) {}
+  constructor(private readonly store: Pick<DispatchStore, "recordOutcomes" | "effectiveNow">) {}
 
   /** Resolves once the transaction holding this outcome has committed; rejects when it failed. */
-  record(input: OutcomeInput): Promise<Recorded> {
+  record(input: OutcomeEnd): Promise<Recorded> {
     return new Promise<Recorded>((resolve, reject) => {
       this.pending.push({ input, resolve, reject });
       this.schedule();
@@ -48,7 +53,8 @@ export class OutcomeWriter {
     const take = this.pending.splice(0, MAX_PER_COMMIT);
     let recorded: (Recorded | Error)[];
     try {
-      recorded = await this.store.recordOutcomes(take.map((p) => p.input));
+      const now = await this.store.effectiveNow();
+      recorded = await this.store.recordOutcomes(take.map((p) => ({ ...p.input, now })));
     } catch (e) {
       for (const p of take) p.reject(e);
       return;

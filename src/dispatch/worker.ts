@@ -138,7 +138,6 @@ export async function deliverClaim(
     }
   }
   const durationMs = performance.now() - t0;
-  const now = await store.effectiveNow();
   const r = await w.outcomes.record({
     batchId: c.id,
     destination: c.destination,
@@ -150,7 +149,6 @@ export async function deliverClaim(
     outcome: o,
     emits,
     durationMs,
-    now,
     jitter: w.rng.next(),
     policy: policyOf(w.config()),
     // A 429 without Retry-After gates a paced destination for its window (and its margin).

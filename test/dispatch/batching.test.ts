@@ -38,7 +38,7 @@ async function sealedBatches(w: World, n: number, destination = "http:d") {
 const batchRow = async (w: World, id: number) =>
   (await w.rows.get("SELECT * FROM batches WHERE id = ?", id)) as Record<string, unknown>;
 
-onBothWorlds((open, backend) => {
+onBothWorlds((open) => {
   const claimOf = (w: World, id: number, i: number, destination = "http:d") => ({
     batchId: id,
     destination,
@@ -124,50 +124,43 @@ onBothWorlds((open, backend) => {
     },
   );
 
-  // PG differs: four deliveries released together are recorded in 2 outcome commits, not 1
-  // (stats {commits: 2, outcomes: 4}): each worker awaits store.effectiveNow() before it hands its
-  // outcome to the batcher, a database round trip on PostgreSQL, so the outcomes reach it in
-  // different turns of the event loop and the setImmediate flush takes only the first.
-  test.skipIf(backend === "postgres")(
-    "deliveries that end together are recorded in one outcome transaction",
-    async () => {
-      const a = fakeDestination("hermes:a", { maxInflight: 4 });
-      let release: () => void = () => {};
-      const gate = new Promise<void>((res) => {
-        release = res;
-      });
-      a.answer = async () => {
-        await gate;
-        return ok();
-      };
-      const r = await rigOn(open, `[sources.s]\naction = "hermes:a"\n`, [a]);
-      const ids: number[] = [];
-      for (const k of ["A", "B", "C", "D"]) ids.push(batchIdOf(await r.put(k, "hermes:a")));
-      const before = { ...dispatchCounters };
-      await r.d.tick();
-      // On PostgreSQL the deliveries reach the destination after tick() returns (a claim's round trip).
-      await waitFor("the four deliveries", () => a.calls.length >= 4, 5_000);
-      expect(a.calls).toHaveLength(4);
-      release();
-      await r.d.drain();
-      expect((await Promise.all(ids.map((id) => r.batch(id)))).map((b) => b.state)).toEqual([
-        "delivered",
-        "delivered",
-        "delivered",
-        "delivered",
-      ]);
-      expect(r.d.outcomes.stats).toEqual({ commits: 1, outcomes: 4 });
-      // The same in the process's counters /metrics shows: one claim commit and one outcome commit for the four.
-      expect({
-        claimCommits: dispatchCounters.claimCommits - before.claimCommits,
-        claims: dispatchCounters.claims - before.claims,
-        outcomeCommits: dispatchCounters.outcomeCommits - before.outcomeCommits,
-        outcomes: dispatchCounters.outcomes - before.outcomes,
-      }).toEqual({ claimCommits: 1, claims: 4, outcomeCommits: 1, outcomes: 4 });
-      expect(dispatchCounters.wakeups).toBeGreaterThan(before.wakeups);
-      const text = renderDispatchCounters();
-      expect(text).toContain(`hookspool_dispatcher_wakeups_total ${dispatchCounters.wakeups}\n`);
-      expect(text).toContain(`hookspool_dispatcher_batches_total{kind="outcome"} ${dispatchCounters.outcomes}\n`);
-    },
-  );
+  test("deliveries that end together are recorded in one outcome transaction", async () => {
+    const a = fakeDestination("hermes:a", { maxInflight: 4 });
+    let release: () => void = () => {};
+    const gate = new Promise<void>((res) => {
+      release = res;
+    });
+    a.answer = async () => {
+      await gate;
+      return ok();
+    };
+    const r = await rigOn(open, `[sources.s]\naction = "hermes:a"\n`, [a]);
+    const ids: number[] = [];
+    for (const k of ["A", "B", "C", "D"]) ids.push(batchIdOf(await r.put(k, "hermes:a")));
+    const before = { ...dispatchCounters };
+    await r.d.tick();
+    // On PostgreSQL the deliveries reach the destination after tick() returns (a claim's round trip).
+    await waitFor("the four deliveries", () => a.calls.length >= 4, 5_000);
+    expect(a.calls).toHaveLength(4);
+    release();
+    await r.d.drain();
+    expect((await Promise.all(ids.map((id) => r.batch(id)))).map((b) => b.state)).toEqual([
+      "delivered",
+      "delivered",
+      "delivered",
+      "delivered",
+    ]);
+    expect(r.d.outcomes.stats).toEqual({ commits: 1, outcomes: 4 });
+    // The same in the process's counters /metrics shows: one claim commit and one outcome commit for the four.
+    expect({
+      claimCommits: dispatchCounters.claimCommits - before.claimCommits,
+      claims: dispatchCounters.claims - before.claims,
+      outcomeCommits: dispatchCounters.outcomeCommits - before.outcomeCommits,
+      outcomes: dispatchCounters.outcomes - before.outcomes,
+    }).toEqual({ claimCommits: 1, claims: 4, outcomeCommits: 1, outcomes: 4 });
+    expect(dispatchCounters.wakeups).toBeGreaterThan(before.wakeups);
+    const text = renderDispatchCounters();
+    expect(text).toContain(`hookspool_dispatcher_wakeups_total ${dispatchCounters.wakeups}\n`);
+    expect(text).toContain(`hookspool_dispatcher_batches_total{kind="outcome"} ${dispatchCounters.outcomes}\n`);
+  });
 });
