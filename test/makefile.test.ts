@@ -72,7 +72,7 @@ function recipe(makefile: string, target: string): string[] {
 
 test(
   "`bun run test` runs what `make test` runs: the bobbin registry, the type check, the lint and " +
-    "the format check, then the quick tests",
+    "the format check (warnings fail), the line-length check, then the quick tests",
   () => {
     const root = join(import.meta.dir, "..");
     const makefile = readFileSync(join(root, "Makefile"), "utf8");
@@ -80,8 +80,9 @@ test(
     expect(commands).toEqual([
       "bun scripts/gen-bobbins.ts",
       "tsc --noEmit -p .",
-      "biome ci",
+      "biome ci --error-on-warnings",
       "bun scripts/wrap-comments.ts --check src test scripts bobbins",
+      "bun scripts/line-length.ts src test scripts bobbins",
       "bun scripts/run-tests.ts run fast",
     ]);
     const pkg = JSON.parse(readFileSync(join(root, "package.json"), "utf8"));
