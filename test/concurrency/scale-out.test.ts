@@ -78,7 +78,7 @@ type = "http"
 url = "http://127.0.0.1:${receiverPort}/hook"
 allow_insecure = true
 secret = { file = "${join(home, "out-secret")}" }
-timeout_s = 2
+timeout_s = 5
 max_inflight = 4
 `
   );
@@ -93,8 +93,21 @@ test.skipIf(!PG_BIN)(
     // The password is the planted secret (the server trusts the socket and ignores it): no log line may carry it.
     const url = `postgres://${pgServer.user}:${SECRET_SENTINEL}@localhost/scaleout?host=${pgServer.socketDir}`;
     const env = { HOOKSPOOL_PG_URL: url };
-    // Held long enough that a dispatcher is killed with a lease in its hands.
-    const receiver = new Receiver<Doc>({ secret: OUT_SECRET, holdMs: 15, answer: () => 204 });
+    // Every delivery waits at the receiver until the dispatcher to be killed is seen holding a
+    // lease, so it is killed with one in its hands: a lease held for a few milliseconds at a
+    // time could be missed by every poll until the queue drained.
+    let openGate = () => {};
+    const gate = new Promise<void>((resolve) => {
+      openGate = resolve;
+    });
+    const receiver = new Receiver<Doc>({
+      secret: OUT_SECRET,
+      holdMs: 15,
+      answer: async () => {
+        await gate;
+        return 204;
+      },
+    });
     const homes = ["intake-a", "intake-b", "dispatch-c", "dispatch-d"].map((name) => {
       const home = tempDir(`hookspool-scaleout-${name}-`);
       writeFileSync(join(home, "in-secret"), IN_SECRET, { mode: 0o600 });
@@ -172,6 +185,7 @@ test.skipIf(!PG_BIN)(
       );
       victim.kill("SIGKILL");
       expect(await within(victim.exited, 5_000, "the killed dispatcher to go")).toBeNull();
+      openGate();
 
       const reports: SenderReport[] = await Promise.all(
         senders.map(async (p, i) => {
@@ -281,7 +295,15 @@ test.skipIf(!PG_BIN)(
       expect(doc.dispatchers.find((d) => d.id === survivor)?.alive).toBe(true);
 
       for (const s of [...intakes, survivorProc]) s.kill("SIGTERM");
-      for (const s of [...intakes, survivorProc]) expect(await within(s.exited, 15_000, "a clean stop")).toBe(0);
+      const stopping: [string, Hookspool][] = [
+        ["intake a", intakes[0]],
+        ["intake b", intakes[1]],
+        ["the surviving dispatcher", survivorProc],
+      ];
+      for (const [name, s] of stopping) {
+        const what = `${name} to stop cleanly; its log ends: ${s.stderr().slice(-1500)}`;
+        expect(await within(s.exited, 15_000, what)).toBe(0);
+      }
       for (const s of services) {
         for (const sentinel of [SECRET_SENTINEL, PAYLOAD_SENTINEL])
           expect(s.stderr().includes(sentinel), `a log line carries ${sentinel}`).toBe(false);
@@ -292,6 +314,7 @@ test.skipIf(!PG_BIN)(
           `killed dispatcher`,
       );
     } finally {
+      openGate();
       for (const p of senders) if (p.exitCode === null && !p.signalCode) p.kill("SIGKILL");
       for (const s of services) if (s.proc.exitCode === null && !s.proc.signalCode) s.kill("SIGKILL");
       receiver.stop();
