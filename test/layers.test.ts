@@ -166,7 +166,7 @@ describe("one store, two dialects", () => {
   test("each dialect's files mirror the other's names", () => {
     // What only one dialect has: the source kit's reads on SQLite;
     // PostgreSQL's maintenance lock and its NOTIFY wake-ups.
-    const ONLY = { sqlite: ["inspect.ts"], pg: ["leader.ts", "wakeups.ts"] };
+    const ONLY = { sqlite: ["inspect.ts", "wait.ts"], pg: ["leader.ts", "wakeups.ts"] };
     const names = (d: "sqlite" | "pg") =>
       readdirSync(join(SRC, "store", d))
         .filter((n) => n.endsWith(".ts") && !ONLY[d].includes(n))

@@ -44,11 +44,15 @@ export class Health {
     if ((stale || failing) && due) {
       this.triedAt = now;
       try {
-        await this.store.probeWrite(now);
-        this.probedAt = now;
-        writableAt = now;
-        this.backpressure.writeOk();
-        this.onWritable();
+        // Busy: another process holds the write lock; the answer does not wait for it, and the
+        // next scrape tries again (the enqueues waiting for it say what the lock costs).
+        if ((await this.store.probeWrite(now)) === "busy") this.triedAt = null;
+        else {
+          this.probedAt = now;
+          writableAt = now;
+          this.backpressure.writeOk();
+          this.onWritable();
+        }
       } catch (e) {
         this.backpressure.writeFailed(`unwritable (${errorClass(e)})`);
       }

@@ -36,7 +36,11 @@ export const LENGTH_REQUIRED = (): Reply => emptyReply(411);
 export const BAD_LENGTH = (): Reply => statusReply("bad_content_length", 400);
 /** The spool cannot take a write: the sender keeps the event and comes back. */
 export const SPOOL_FULL = (): Reply => emptyReply(503, { "Retry-After": "60" });
-export const SPOOL_BUSY = (): Reply => emptyReply(503);
+/**
+ * The spool was busy past busy_timeout_s (another process held SQLite's write lock; PostgreSQL
+ * lost its connection or a deadlock): try again soon, unlike a full spool's minute.
+ */
+export const SPOOL_BUSY = (): Reply => emptyReply(503, { "Retry-After": "1" });
 
 /**
  * The reply for what the plugin steps decided. A classified request is answered 202 queued

@@ -111,8 +111,11 @@ export interface IntakeStore extends IssueSink, OutcomeStore, StatusStore {
    * The file the spool lives in, whose disk backpressure watches; null when a server keeps its own disk (PostgreSQL).
    */
   readonly spoolFile: string | null;
-  /** /healthz's write probe: a small write, refused where an enqueue would be. */
-  probeWrite(now: number): Promise<void>;
+  /**
+   * /healthz's write probe: a small write, refused where an enqueue would be. It never waits
+   * for a lock another process holds: "busy" then (SQLite), which proves nothing either way.
+   */
+  probeWrite(now: number): Promise<"written" | "busy">;
   /**
    * When the last enqueue committed, which proves the spool writable as a probe does (SQLite:
    * this host's file); null where intakes of several hosts share the database (PostgreSQL), so

@@ -23,6 +23,8 @@ export interface GroupJob {
   evs: readonly NewEvent[];
   now: number;
   bytes: number;
+  /** When it was handed in (performance.now()): a wait for the write lock counts from here. */
+  queuedAt: number;
   resolve(r: EnqueueResult[]): void;
   reject(e: unknown): void;
 }
@@ -80,7 +82,7 @@ export class GroupCommit {
   enqueueAll(evs: readonly NewEvent[], now: number): Promise<EnqueueResult[]> {
     return new Promise((resolve, reject) => {
       const bytes = evs.reduce((n, ev) => n + ev.payload.length + (ev.raw?.length ?? 0), 0);
-      this.pending.push({ evs, now, bytes, resolve, reject });
+      this.pending.push({ evs, now, bytes, queuedAt: performance.now(), resolve, reject });
       this.schedule();
     });
   }

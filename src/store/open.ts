@@ -6,7 +6,8 @@
 //   (held: exit 3), refuses a corrupt file (exit 2) and migrates; PostgreSQL reaches the server
 //   and migrates under the database's own lock (two dispatchers starting together apply once).
 // - "intake" and "operator": never migrate; another schema version is exit 2 ("run hookspool
-//   migrate"). The intake's SQLite connection has the intake's busy timeout (10 s, then 503).
+//   migrate"). The intake's SQLite connection has the intake's busy timeout (10 s, then 503),
+//   waited for off the event loop (sqlite/wait.ts), as every service's is.
 import { randomBytes } from "node:crypto";
 import type { Clock } from "../clock.ts";
 import { pgUrl } from "../config/backend.ts";
@@ -16,7 +17,7 @@ import type { Backend, DashboardStore, DispatchStore, IntakeStore, OperatorStore
 import { PgSpool } from "./pg/db.ts";
 import { migratePg, requirePgSchema } from "./pg/migrate.ts";
 import { pgDashboardStore, pgDispatchStore, pgIntakeStore, pgOperatorStore } from "./pg/store.ts";
-import { openSpool, openVerified, requireCurrentSchema, type SqliteSpool } from "./sqlite/db.ts";
+import { openSpool, openVerified, requireCurrentSchema, type SqliteSpool, waitOffLoop } from "./sqlite/db.ts";
 import { acquireLock, type FileLock } from "../lock.ts";
 import type { MaintenanceStore, StatusStore } from "./api.ts";
 import { pgMaintenanceStore, pgStatusStore } from "./pg/store.ts";
@@ -102,6 +103,9 @@ export function pgStores(pg: PgSpool): Stores {
 
 function openSqlite(o: OpenOptions): Stores {
   const spool = o.mode === "dispatch" ? openForDispatch(o) : openExistingSqlite(o);
+  // Opened, checked and migrated with the connection's own wait; from here on the roles wait
+  // for another process's lock off the event loop, so HTTP keeps answering meanwhile.
+  waitOffLoop(spool.spool, o.busyTimeoutS ?? 30);
   return sqliteStores(spool.spool, () => {
     spool.spool.close();
     spool.lock?.release();

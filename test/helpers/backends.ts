@@ -22,7 +22,7 @@ import type {
 import { pgStores, type Stores, sqliteStores } from "../../src/store/open.ts";
 import { PgSpool } from "../../src/store/pg/db.ts";
 import { migratePg } from "../../src/store/pg/migrate.ts";
-import { openSpool, type SqliteSpool } from "../../src/store/sqlite/db.ts";
+import { openSpool, type SqliteSpool, waitOffLoop } from "../../src/store/sqlite/db.ts";
 import { migrate } from "../../src/store/sqlite/migrate.ts";
 import { PG_BIN, PG_SKIP_MESSAGE, serverForSuite } from "./pg.ts";
 import { tempDir } from "./tmp.ts";
@@ -67,6 +67,8 @@ export type OpenBackend = (o?: OpenOptions) => Promise<Backend>;
 export async function openSqlite(o: OpenOptions = {}): Promise<Backend> {
   const spool = openSpool(join(o.dir ?? tempDir(), "spool.db"), { create: true, clock: o.clock });
   migrate(spool);
+  // As the services' connection is: a busy lock is waited for off the event loop.
+  waitOffLoop(spool, 10);
   // The operator's close would close the spool under the other roles: the backend's close does.
   const stores = sqliteStores(spool, () => {});
   return {

@@ -5,7 +5,7 @@ import { FakeClock } from "../../src/clock.ts";
 import { loadConfig } from "../../src/config/load.ts";
 import { Intake } from "../../src/intake/server.ts";
 import { createLogger } from "../../src/log.ts";
-import { openSpool, type SqliteSpool } from "../../src/store/sqlite/db.ts";
+import { openSpool, type SqliteSpool, waitOffLoop } from "../../src/store/sqlite/db.ts";
 import { migrate } from "../../src/store/sqlite/migrate.ts";
 import { sqliteStores } from "../../src/store/open.ts";
 import { T0 } from "./spool.ts";
@@ -81,6 +81,7 @@ export async function startIntakeIn(
   const intakeSpool = opts.shareSpool
     ? openSpool(join(home, "spool.db"), { clock, busyTimeoutS: loaded.config.intake.busy_timeout_s })
     : null;
+  if (intakeSpool) waitOffLoop(intakeSpool, loaded.config.intake.busy_timeout_s);
   const intake = new Intake({
     loaded,
     loadOptions,

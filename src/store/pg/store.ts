@@ -144,7 +144,10 @@ export function pgIntakeStore(spool: PgSpool): IntakeStore & { group: GroupCommi
     enqueueAll: (evs, now) => group.enqueueAll(evs, now),
     quarantine: (q, now) => quarantinePg(spool, q, now),
     spoolFile: null,
-    probeWrite: (now) => probeWritePg(spool, now),
+    probeWrite: async (now) => {
+      await probeWritePg(spool, now);
+      return "written";
+    },
     // Several hosts' intakes share the database: another host's enqueue and clock prove nothing here.
     lastEnqueueAt: async () => null,
     ...pgStatusStore(spool),

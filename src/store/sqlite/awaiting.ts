@@ -183,13 +183,13 @@ export class ReportGroup {
     });
   }
 
-  private flush(): void {
+  private async flush(): Promise<void> {
     const jobs = this.queue;
     this.queue = [];
     const db = this.spool.db;
     let results: (Reported | Error)[];
     try {
-      results = eachInSavepoint(db, jobs, (j) => reportOutcomeTx(db, j.r));
+      results = await this.spool.line.write(() => eachInSavepoint(db, jobs, (j) => reportOutcomeTx(db, j.r)));
     } catch (e) {
       for (const j of jobs) j.reject(e);
       return;

@@ -9,6 +9,8 @@
 //   compose it inside its own transaction there is a `...Tx` twin taking the connection.
 // - A read is one statement (in WAL mode each statement sees one consistent snapshot) taking
 //   the SqliteSpool; it never waits for a writer.
+// - The services' connection never sleeps in a statement for another process's lock
+//   (waitOffLoop: busy_timeout 0); their writes wait in the spool's line instead (wait.ts).
 // - Every statement is prepared once per connection and reused (`prepared`).
 //
 // This file opens the spool: file modes, pragmas and the schema-version gate.
@@ -18,12 +20,14 @@ import { dirname } from "node:path";
 import { type Clock, systemClock } from "../../clock.ts";
 import { HookspoolError } from "../../errors.ts";
 import { LATEST_SCHEMA } from "./migrate.ts";
+import { LockLine } from "./wait.ts";
 
-/** An open spool: one connection, the clock its writes use. */
+/** An open spool: one connection, the clock its writes use, the line its writes wait in for the lock. */
 export interface SqliteSpool {
   readonly db: Database;
   readonly path: string;
   readonly clock: Clock;
+  readonly line: LockLine;
   close(): void;
 }
 
@@ -75,8 +79,19 @@ export function openSpool(path: string, opts: OpenOptions = {}): SqliteSpool {
     db,
     path,
     clock,
+    line: new LockLine(),
     close: () => closeConnection(db),
   };
+}
+
+/**
+ * From now on, this connection waits for the write lock off the event loop: busy_timeout 0, and
+ * the store's writes wait in its line up to `seconds` (wait.ts). The services' connections do,
+ * once opened (migrations and the integrity check ran with the connection's own wait).
+ */
+export function waitOffLoop(spool: SqliteSpool, seconds: number): void {
+  spool.db.run("PRAGMA busy_timeout = 0");
+  spool.line.waitUpTo(seconds);
 }
 
 const statements = new WeakMap<Database, Map<string, Statement>>();

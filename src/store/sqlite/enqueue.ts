@@ -257,7 +257,7 @@ export function resolveQuarantineIssuesTx(db: Database, source: string, now: num
  * The group commit's step on SQLite: one BEGIN IMMEDIATE ... COMMIT over the group, each job in
  * a SAVEPOINT of its own (rolled back alone when its enqueue throws), each at its arrival's now.
  */
-export function sqliteCommitStep(spool: SqliteSpool): CommitStep {
+export function sqliteCommitStep(spool: SqliteSpool): (group: Parameters<CommitStep>[0]) => JobOutcome[] {
   return (group) => {
     const db = spool.db;
     return db

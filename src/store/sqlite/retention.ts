@@ -52,13 +52,14 @@ export const Q = {
  * oldest first, a chunk (planFinishedChunk) per transaction.
  */
 async function deleteFinishedBatches(
-  db: Database,
+  spool: SqliteSpool,
   state: "delivered" | "dropped",
   cutoff: number,
   size: number,
   counts: RetentionCounts,
 ): Promise<void> {
-  await chunks(db, () => {
+  const db = spool.db;
+  await chunks(spool, () => {
     const rows = prepared<FinishedBatch, Record<string, string | number>>(db, Q.finished).all({
       state,
       cutoff,
@@ -81,13 +82,13 @@ async function deleteFinishedBatches(
 }
 
 async function deleteBy(
-  db: Database,
+  spool: SqliteSpool,
   sql: string,
   params: Record<string, string | number>,
   add: (n: number) => void,
 ): Promise<void> {
-  await chunks(db, () => {
-    const n = prepared(db, sql).run(params).changes;
+  await chunks(spool, () => {
+    const n = prepared(spool.db, sql).run(params).changes;
     add(n);
     return n;
   });
@@ -109,23 +110,23 @@ export async function runRetention(
   const size = Math.max(1, Math.floor(opts.batchSize ?? RETENTION_BATCH_SIZE));
   const db = spool.db;
   const counts: RetentionCounts = { batches: 0, events: 0, attempts: 0, dedup: 0, issues: 0 };
-  await deleteFinishedBatches(db, "delivered", now - policy.deliveredDays * DAY_S, size, counts);
-  await deleteFinishedBatches(db, "dropped", now - policy.droppedDays * DAY_S, size, counts);
-  await deleteBy(db, Q.deleteAttempts, { cutoff: now - policy.attemptsDays * DAY_S, limit: size }, (n) => {
+  await deleteFinishedBatches(spool, "delivered", now - policy.deliveredDays * DAY_S, size, counts);
+  await deleteFinishedBatches(spool, "dropped", now - policy.droppedDays * DAY_S, size, counts);
+  await deleteBy(spool, Q.deleteAttempts, { cutoff: now - policy.attemptsDays * DAY_S, limit: size }, (n) => {
     counts.attempts += n;
   });
   for (const source of dedupSources(db)) {
     const window = policy.dedupWindowS(source);
     if (!Number.isFinite(window)) continue;
-    await deleteBy(db, Q.deleteDedup, { source, cutoff: now - window, limit: size }, (n) => {
+    await deleteBy(spool, Q.deleteDedup, { source, cutoff: now - window, limit: size }, (n) => {
       counts.dedup += n;
     });
   }
-  await deleteBy(db, Q.deleteIssues, { cutoff: now - policy.issuesDays * DAY_S, limit: size }, (n) => {
+  await deleteBy(spool, Q.deleteIssues, { cutoff: now - policy.issuesDays * DAY_S, limit: size }, (n) => {
     counts.issues += n;
   });
-  await deleteBy(db, Q.deleteJournal, { cutoff: now - policy.deliveredDays * DAY_S, limit: size }, () => {});
-  await deleteBy(db, Q.deleteActions, { cutoff: now - policy.attemptsDays * DAY_S, limit: size }, () => {});
+  await deleteBy(spool, Q.deleteJournal, { cutoff: now - policy.deliveredDays * DAY_S, limit: size }, () => {});
+  await deleteBy(spool, Q.deleteActions, { cutoff: now - policy.attemptsDays * DAY_S, limit: size }, () => {});
   checkpoint(spool);
   return counts;
 }
@@ -170,12 +171,12 @@ function dedupSources(db: Database): string[] {
   return out;
 }
 
-/** `step` in BEGIN IMMEDIATE transactions until one deletes nothing (inChunks). */
-function chunks(db: Database, step: () => number): Promise<void> {
-  const tx = db.transaction(() => {
+/** `step` in BEGIN IMMEDIATE transactions until one deletes nothing (inChunks), each in the line (wait.ts). */
+function chunks(spool: SqliteSpool, step: () => number): Promise<void> {
+  const tx = spool.db.transaction(() => {
     const n = step();
     testHook("retention.before_commit");
     return n;
   });
-  return inChunks(() => tx.immediate());
+  return inChunks(() => spool.line.write(() => tx.immediate()));
 }

@@ -1,6 +1,7 @@
-// The services' store on SQLite: each method is the synchronous operation of its module, its
-// value handed back as a settled promise. One host: the dispatcher holds dispatch.lock, so it
-// always leads, and at its start every lease is a dead process's.
+// The services' store on SQLite: each method is the synchronous operation of its module, run
+// through the connection's line (wait.ts): a write that meets another process's lock waits for
+// it off the event loop, a read runs at once. One host: the dispatcher holds dispatch.lock, so
+// it always leads, and at its start every lease is a dead process's.
 import { followEvent } from "../follow.ts";
 import type { AlertStore, DispatchStore, IntakeStore, MaintenanceStore, OperatorStore } from "../api.ts";
 import {
@@ -62,7 +63,8 @@ import { getMeta, noteRetentionPass, probeWrite } from "./meta.ts";
 import { attemptCounts, deliveredCounts } from "./stats.ts";
 import type { StatusStore } from "../api.ts";
 import { runRetention as sqliteRetention } from "./retention.ts";
-import type { DashboardStore, TailRow } from "../api.ts";
+import type { DashboardStore, StoredStatusFacts, TailRow } from "../api.ts";
+import type { Rate } from "../../pacing.ts";
 import type { JournalRow } from "../journal.ts";
 import { actionOf, requireIssueChanged, requireResumed } from "../actions.ts";
 import { recentActions, recordAction } from "./actions.ts";
@@ -75,15 +77,23 @@ import { schemaVersion } from "./db.ts";
 import { enqueue } from "./enqueue.ts";
 import { runRetention, vacuum } from "./retention.ts";
 import { exportBatches } from "./export.ts";
+import type { LockLine } from "./wait.ts";
 import { refuseWrites } from "./inspect.ts";
 import { noteIntegrityCheck, quickCheck } from "./db.ts";
 import { sqliteJournalWatch } from "./watch.ts";
 
+/** A spool's line as two short verbs: `r` runs a read, `w` a write (wait.ts). */
+function lineOf(spool: SqliteSpool): { r: LockLine["read"]; w: LockLine["write"] } {
+  const line = spool.line;
+  return { r: (fn) => line.read(fn), w: (fn, since) => line.write(fn, since) };
+}
+
 /** Awaited outcomes; reports that arrive together share one commit (ReportGroup). */
 function sqliteOutcomes(spool: SqliteSpool) {
   const group = new ReportGroup(spool);
+  const { r } = lineOf(spool);
   return {
-    awaitedDelivery: async (id: string) => awaitedDelivery(spool, id),
+    awaitedDelivery: (id: string) => r(() => awaitedDelivery(spool, id)),
     reportOutcome: (r: ReportInput) => group.report(r),
   };
 }
@@ -93,67 +103,81 @@ export const WATCH_MS = 25;
 
 /** Issues written at once, in their own transaction. */
 export function sqliteIssues(spool: SqliteSpool) {
+  const { w } = lineOf(spool);
   return {
-    raiseIssue: async (r: Parameters<typeof raiseIssue>[1]) => void raiseIssue(spool, r),
-    resolveIssue: async (fingerprint: string, now: number) => void resolveIssue(spool, fingerprint, now),
+    raiseIssue: (r: Parameters<typeof raiseIssue>[1]) => w(() => void raiseIssue(spool, r)),
+    resolveIssue: (fingerprint: string, now: number) => w(() => void resolveIssue(spool, fingerprint, now)),
   };
 }
 
 export function sqliteAlertStore(spool: SqliteSpool): AlertStore {
+  const { r, w } = lineOf(spool);
   return {
-    issuesToAlert: async () => issuesToAlert(spool),
-    alertSlotFree: async (kind, now, rateLimitS) => alertSlotFree(spool, kind, now, rateLimitS),
-    markAlerted: async (id, kind, now) => markAlerted(spool, id, kind, now),
+    issuesToAlert: () => r(() => issuesToAlert(spool)),
+    alertSlotFree: (kind, now, rateLimitS) => w(() => alertSlotFree(spool, kind, now, rateLimitS)),
+    markAlerted: (id, kind, now) => w(() => markAlerted(spool, id, kind, now)),
   };
 }
 
 export function sqliteMaintenanceStore(spool: SqliteSpool): MaintenanceStore {
+  const { r, w } = lineOf(spool);
   return {
     ...sqliteIssues(spool),
     ...sqliteAlertStore(spool),
     spoolFile: spool.path,
-    lastRetention: async () => getMetaNumber(spool, "last_retention_at"),
-    noteRetention: async (now) => noteRetentionPass(spool, now),
+    lastRetention: () => r(() => getMetaNumber(spool, "last_retention_at")),
+    noteRetention: (now) => w(() => noteRetentionPass(spool, now)),
+    // Each of its transactions waits in the line on its own (retention.ts's chunks).
     runRetention: (policy, now) => sqliteRetention(spool, policy, now),
-    expectationSince: async (source, now) => expectationSince(spool, source, now),
-    metaNumber: async (key) => getMetaNumber(spool, key),
-    pollRows: async () => pollRows(spool),
-    issueByFingerprint: async (fp) => getIssueByFingerprint(spool, fp),
+    expectationSince: (source, now) => w(() => expectationSince(spool, source, now)),
+    metaNumber: (key) => r(() => getMetaNumber(spool, key)),
+    pollRows: () => r(() => pollRows(spool)),
+    issueByFingerprint: (fp) => r(() => getIssueByFingerprint(spool, fp)),
   };
 }
 
-/** The intake's group commit on SQLite (tests and the bench build their own with other limits). */
+/**
+ * The intake's group commit on SQLite (tests and the bench build their own with other limits).
+ * A group waits in the line from its oldest request's arrival: the wait a sender sees is the
+ * busy timeout, however many groups were queued before it.
+ */
 export function sqliteGroupCommit(spool: SqliteSpool, limits?: GroupLimits): GroupCommit {
-  return new GroupCommit(sqliteCommitStep(spool), { limits });
+  const step = sqliteCommitStep(spool);
+  return new GroupCommit((group) => spool.line.write(() => step(group), group[0].queuedAt), { limits });
 }
 
 export function sqliteIntakeStore(
   spool: SqliteSpool,
   group = sqliteGroupCommit(spool),
 ): IntakeStore & { group: GroupCommit } {
+  const { r, w } = lineOf(spool);
   return {
     backend: "sqlite",
     group,
     ...sqliteIssues(spool),
     ...sqliteOutcomes(spool),
     enqueueAll: (evs, now) => group.enqueueAll(evs, now),
-    quarantine: async (q, now) => quarantine(spool, q, now),
+    quarantine: (q, now) => w(() => quarantine(spool, q, now)),
     spoolFile: spool.path,
-    probeWrite: async (now) => probeWrite(spool, now),
-    lastEnqueueAt: async () => getMetaNumber(spool, "last_enqueue_at"),
+    // Never waits: a lock held elsewhere (or writes queued for it) is "busy", not a refusal.
+    probeWrite: async (now) => (spool.line.tryNow(() => probeWrite(spool, now)) === "busy" ? "busy" : "written"),
+    lastEnqueueAt: () => r(() => getMetaNumber(spool, "last_enqueue_at")),
     ...sqliteStatusStore(spool),
   };
 }
 
 /** The status facts (the dashboard's read), attempts, deliveries and the dispatcher's caught failures on SQLite. */
 export function sqliteStatusStore(spool: SqliteSpool): StatusStore {
+  const { r } = lineOf(spool);
   return {
     statusFacts: (o) => sqliteDashboardStore(spool).statusFacts(o),
-    attemptCounts: async (since) => attemptCounts(spool, since),
-    deliveredCounts: async (since) => deliveredCounts(spool, since),
+    attemptCounts: (since) => r(() => attemptCounts(spool, since)),
+    deliveredCounts: (since) => r(() => deliveredCounts(spool, since)),
     // Under run the dispatcher is this process, whose counters the intake renders itself.
-    dispatchersCaught: async (pid) =>
-      getMetaNumber(spool, "dispatcher_pid") === pid ? [] : [getMeta(spool, "dispatcher_caught_errors") ?? "[]"],
+    dispatchersCaught: (pid) =>
+      r(() =>
+        getMetaNumber(spool, "dispatcher_pid") === pid ? [] : [getMeta(spool, "dispatcher_caught_errors") ?? "[]"],
+      ),
   };
 }
 
@@ -189,31 +213,32 @@ export function watchWrites(
 }
 
 export function sqliteDispatchStore(spool: SqliteSpool): DispatchStore {
+  const { r, w } = lineOf(spool);
   return {
     backend: "sqlite",
     instanceId: instanceId(spool),
     ...sqliteIssues(spool),
     ...sqliteOutcomes(spool),
-    effectiveNow: async () => effectiveNow(spool),
-    stepPoll: async (plan, now, rng, tick) => stepPoll(spool, plan, now, rng, tick),
-    sealReady: async (now, keyBudgets) => sealReady(spool, now, keyBudgets),
-    recoverLeases: async (o) => recoverLeases(spool, { now: o.now, all: o.startup, live: o.live }),
-    writeHeartbeat: async (nowEff, _host, pid, caught) => writeHeartbeat(spool, nowEff, pid, caught),
-    candidates: async (now, perDestination) => candidates(spool, now, perDestination),
-    destinationState: async (name) => destinationState(spool, name),
-    halfOpenIfCooled: async (name, now) => halfOpenIfCooled(spool, name, now),
-    rateWindow: async (name, now, rate) => rateWindow(spool, name, now, rate),
-    resumePoint: async (batchId) => resumePoint(spool, batchId),
-    budgetSpends: async (name, windowS, now, group) => budgetSpends(spool, name, windowS, now, group),
-    claimBatches: async (inputs) => claimBatches(spool, inputs),
-    getBatch: async (id) => getBatch(spool, id),
-    batchContent: async (id) => batchContent(spool, id),
-    abandonAttempt: async (attemptId, now, why) => abandonAttempt(spool, attemptId, now, why),
-    recordOutcomes: async (inputs) => recordOutcomes(spool, inputs),
-    overdueOutcomes: async (now, limit) => overdueOutcomes(spool, now, limit),
-    nextReadyAt: async (now) => nextReadyAt(spool, now),
-    anyReadyNow: async (now) => anyReadyNow(spool, now),
-    redueConfigRetries: async (now) => redueConfigRetries(spool, now),
+    effectiveNow: () => r(() => effectiveNow(spool)),
+    stepPoll: (plan, now, rng, tick) => w(() => stepPoll(spool, plan, now, rng, tick)),
+    sealReady: (now, keyBudgets) => w(() => sealReady(spool, now, keyBudgets)),
+    recoverLeases: (o) => w(() => recoverLeases(spool, { now: o.now, all: o.startup, live: o.live })),
+    writeHeartbeat: (nowEff, _host, pid, caught) => w(() => writeHeartbeat(spool, nowEff, pid, caught)),
+    candidates: (now, perDestination) => r(() => candidates(spool, now, perDestination)),
+    destinationState: (name) => r(() => destinationState(spool, name)),
+    halfOpenIfCooled: (name, now) => w(() => halfOpenIfCooled(spool, name, now)),
+    rateWindow: (name, now, rate) => r(() => rateWindow(spool, name, now, rate)),
+    resumePoint: (batchId) => r(() => resumePoint(spool, batchId)),
+    budgetSpends: (name, windowS, now, group) => r(() => budgetSpends(spool, name, windowS, now, group)),
+    claimBatches: (inputs) => w(() => claimBatches(spool, inputs)),
+    getBatch: (id) => r(() => getBatch(spool, id)),
+    batchContent: (id) => r(() => batchContent(spool, id)),
+    abandonAttempt: (attemptId, now, why) => w(() => abandonAttempt(spool, attemptId, now, why)),
+    recordOutcomes: (inputs) => w(() => recordOutcomes(spool, inputs)),
+    overdueOutcomes: (now, limit) => r(() => overdueOutcomes(spool, now, limit)),
+    nextReadyAt: (now) => r(() => nextReadyAt(spool, now)),
+    anyReadyNow: (now) => r(() => anyReadyNow(spool, now)),
+    redueConfigRetries: (now) => w(() => redueConfigRetries(spool, now)),
     watchWork: async (onWork, onError) => watchWrites(spool, onWork, onError),
     leads: async () => true,
     release: async () => {},
@@ -227,55 +252,58 @@ async function* syncPages<T>(gen: () => Iterable<T>): AsyncGenerator<T> {
 
 /** The operator's verbs on a SQLite spool; close() closes it. */
 export function sqliteOperatorStore(spool: SqliteSpool): OperatorStore {
+  const { r, w } = lineOf(spool);
   return {
     backend: "sqlite",
     ...sqliteIssues(spool),
     ...sqliteOutcomes(spool),
     ...sqliteJournalWatch(spool),
-    getBatch: async (id) => getBatch(spool, id),
-    listBatches: async (f) => listBatches(spool, f),
-    batchEvents: async (id) => batchEvents(spool, id),
-    batchPayloads: async (id) => batchPayloads(spool, id),
-    batchAttempts: async (id) => batchAttempts(spool, id),
-    deadBatchIds: async (f) => deadBatchIds(spool, f),
-    deliveredBatchIds: async (f) => deliveredBatchIds(spool, f),
-    quarantinedRequests: async (id) => quarantinedRequests(spool, id),
-    replayBatch: async (id, now, re) => replayBatch(spool, id, now, re),
-    resendDelivered: async (id, now) => resendDelivered(spool, id, now),
-    retryNow: async (id, now) => retryNow(spool, id, now),
-    splitBatch: async (id, o, now) => splitBatch(spool, id, o, now),
-    excludeEvents: async (id, ids, now) => excludeEvents(spool, id, ids, now),
-    dropBatches: async (ids, now) => dropBatches(spool, ids, now),
-    pauseDestination: async (name, by, now) => pauseDestination(spool, name, by, now),
-    resumeDestination: async (name, now) => resumeDestination(spool, name, now),
-    releaseBudget: async (name, now) => releaseBudget(spool, name, now),
-    budgetSpends: async (name, windowS, now, group) => budgetSpends(spool, name, windowS, now, group),
-    destinationNames: async () => destinationNames(spool),
-    newestEventId: async () => newestEventId(spool),
+    getBatch: (id) => r(() => getBatch(spool, id)),
+    listBatches: (f) => r(() => listBatches(spool, f)),
+    batchEvents: (id) => r(() => batchEvents(spool, id)),
+    batchPayloads: (id) => r(() => batchPayloads(spool, id)),
+    batchAttempts: (id) => r(() => batchAttempts(spool, id)),
+    deadBatchIds: (f) => r(() => deadBatchIds(spool, f)),
+    deliveredBatchIds: (f) => r(() => deliveredBatchIds(spool, f)),
+    quarantinedRequests: (id) => r(() => quarantinedRequests(spool, id)),
+    replayBatch: (id, now, re) => w(() => replayBatch(spool, id, now, re)),
+    resendDelivered: (id, now) => w(() => resendDelivered(spool, id, now)),
+    retryNow: (id, now) => w(() => retryNow(spool, id, now)),
+    splitBatch: (id, o, now) => w(() => splitBatch(spool, id, o, now)),
+    excludeEvents: (id, ids, now) => w(() => excludeEvents(spool, id, ids, now)),
+    dropBatches: (ids, now) => w(() => dropBatches(spool, ids, now)),
+    pauseDestination: (name, by, now) => w(() => pauseDestination(spool, name, by, now)),
+    resumeDestination: (name, now) => w(() => resumeDestination(spool, name, now)),
+    releaseBudget: (name, now) => w(() => releaseBudget(spool, name, now)),
+    budgetSpends: (name, windowS, now, group) => r(() => budgetSpends(spool, name, windowS, now, group)),
+    destinationNames: () => r(() => destinationNames(spool)),
+    newestEventId: () => r(() => newestEventId(spool)),
     followEvent: (o) => followEvent(followReads(spool), o),
-    spooledDedupIds: async (source, ids) => spooledDedupIds(spool, source, ids),
+    spooledDedupIds: (source, ids) => r(() => spooledDedupIds(spool, source, ids)),
     // route test only reads: the connection refuses any write meanwhile.
-    storedRequests: async (o) => {
-      refuseWrites(spool, true);
-      try {
-        return storedRequests(spool, o);
-      } finally {
-        refuseWrites(spool, false);
-      }
-    },
-    listIssues: async (f) => listIssues(spool, f),
-    setIssueState: async (id, verb, now) => setIssueState(spool, id, verb, now),
-    enqueue: async (ev, now) => enqueue(spool, ev, now),
+    storedRequests: (o) =>
+      r(() => {
+        refuseWrites(spool, true);
+        try {
+          return storedRequests(spool, o);
+        } finally {
+          refuseWrites(spool, false);
+        }
+      }),
+    listIssues: (f) => r(() => listIssues(spool, f)),
+    setIssueState: (id, verb, now) => w(() => setIssueState(spool, id, verb, now)),
+    enqueue: (ev, now) => w(() => enqueue(spool, ev, now)),
     runRetention: (policy, now) => runRetention(spool, policy, now),
     spoolFile: spool.path,
-    vacuum: async () => vacuum(spool),
+    vacuum: () => w(() => vacuum(spool)),
     exportBatches: (filter) => syncPages(() => exportBatches(spool, filter)),
     // A damaged page (payloads, say) reads fine until it is read: this reads them all.
-    checkIntegrity: async () => {
-      const problems = quickCheck(spool);
-      if (!problems.length) noteIntegrityCheck(spool);
-      return problems;
-    },
+    checkIntegrity: () =>
+      w(() => {
+        const problems = quickCheck(spool);
+        if (!problems.length) noteIntegrityCheck(spool);
+        return problems;
+      }),
     close: async () => spool.close(),
   };
 }
@@ -289,53 +317,68 @@ const tailRow = (r: JournalRow): TailRow => ({ ...r, cursor: String(r.id) });
  * data_version.
  */
 export function sqliteDashboardStore(spool: SqliteSpool): DashboardStore {
+  const { r, w } = lineOf(spool);
   return {
     backend: "sqlite",
-    getBatch: async (id) => getBatch(spool, id),
-    listBatches: async (f) => listBatches(spool, f),
-    batchEvents: async (id) => batchEvents(spool, id),
-    batchPayloads: async (id) => batchPayloads(spool, id),
-    batchAttempts: async (id) => batchAttempts(spool, id),
-    listIssues: async (f) => listIssues(spool, f),
-    statusFacts: async ({ now, paces, budgets }) => ({
-      backend: "sqlite",
-      schema: schemaVersion(spool),
-      heartbeatAt: getMetaNumber(spool, "dispatcher_heartbeat_at"),
-      dispatcherPid: getMetaNumber(spool, "dispatcher_pid"),
-      batches: countBatches(spool),
-      deadReasons: deadByReason(spool),
-      pending: oldestPending(spool),
-      destinationRows: destinationRows(spool),
-      destinationNames: destinationNames(spool),
-      leased: leasedCounts(spool),
-      meta: (key) => getMetaNumber(spool, key),
-      polls: pollRows(spool),
-      issuesOpen: openIssueCount(spool),
-      spoolBytes: null,
-      windows: new Map([...paces].map(([name, p]) => [name, rateWindow(spool, name, now, p.rate)])),
-      budgetSpends: new Map(
-        [...budgets].map(([name, windowS]) => [name, windowS === null ? [] : budgetSpends(spool, name, windowS, now)]),
+    getBatch: (id) => r(() => getBatch(spool, id)),
+    listBatches: (f) => r(() => listBatches(spool, f)),
+    batchEvents: (id) => r(() => batchEvents(spool, id)),
+    batchPayloads: (id) => r(() => batchPayloads(spool, id)),
+    batchAttempts: (id) => r(() => batchAttempts(spool, id)),
+    listIssues: (f) => r(() => listIssues(spool, f)),
+    statusFacts: ({ now, paces, budgets }) => r(() => statusFacts(spool, now, paces, budgets)),
+    readyCounts: (now) => r(() => readyCounts(spool, now)),
+    eventsBySource: (b) => r(() => eventsBySource(spool, b)),
+    attemptsByOutcome: (b) => r(() => attemptsByOutcome(spool, b)),
+    readyToOkLatency: (b) => r(() => readyToOkLatency(spool, b)),
+    quarantineReasons: (since) => r(() => quarantineReasons(spool, since)),
+    recentActions: (limit) => r(() => recentActions(spool, limit)),
+    act: (at, c) =>
+      w(() =>
+        recordAction(spool, actionOf(at, c), () => {
+          if (c.verb === "replay") replayBatch(spool, c.batch, at);
+          else if (c.verb === "retry") retryNow(spool, c.batch, at);
+          else if (c.verb === "pause") pauseDestination(spool, c.destination, c.by, at);
+          else if (c.verb === "resume") requireResumed(resumeDestination(spool, c.destination, at), c.destination);
+          else if ("issue" in c) requireIssueChanged(setIssueState(spool, c.issue, c.verb, at), c.issue, c.verb);
+        }),
       ),
-    }),
-    readyCounts: async (now) => readyCounts(spool, now),
-    eventsBySource: async (b) => eventsBySource(spool, b),
-    attemptsByOutcome: async (b) => attemptsByOutcome(spool, b),
-    readyToOkLatency: async (b) => readyToOkLatency(spool, b),
-    quarantineReasons: async (since) => quarantineReasons(spool, since),
-    recentActions: async (limit) => recentActions(spool, limit),
-    act: async (at, c) =>
-      recordAction(spool, actionOf(at, c), () => {
-        if (c.verb === "replay") replayBatch(spool, c.batch, at);
-        else if (c.verb === "retry") retryNow(spool, c.batch, at);
-        else if (c.verb === "pause") pauseDestination(spool, c.destination, c.by, at);
-        else if (c.verb === "resume") requireResumed(resumeDestination(spool, c.destination, at), c.destination);
-        else if ("issue" in c) requireIssueChanged(setIssueState(spool, c.issue, c.verb, at), c.issue, c.verb);
+    journalTail: (limit) =>
+      r(() => {
+        const { issued } = journalBounds(spool);
+        const rows = journalAfter(spool, Math.max(0, issued - limit), {}, limit).map(tailRow);
+        return { rows, cursor: String(issued) };
       }),
-    journalTail: async (limit) => {
-      const { issued } = journalBounds(spool);
-      return { rows: journalAfter(spool, Math.max(0, issued - limit), {}, limit).map(tailRow), cursor: String(issued) };
-    },
-    journalAfter: async (cursor, limit) =>
-      journalAfter(spool, /^\d{1,15}$/.test(cursor) ? Number(cursor) : 0, {}, limit).map(tailRow),
+    journalAfter: (cursor, limit) =>
+      r(() => journalAfter(spool, /^\d{1,15}$/.test(cursor) ? Number(cursor) : 0, {}, limit).map(tailRow)),
+  };
+}
+
+/** The status document's facts on SQLite: each a read of its own (WAL: none waits for a writer). */
+function statusFacts(
+  spool: SqliteSpool,
+  now: number,
+  paces: ReadonlyMap<string, { rate: Rate }>,
+  budgets: ReadonlyMap<string, number | null>,
+): StoredStatusFacts {
+  return {
+    backend: "sqlite",
+    schema: schemaVersion(spool),
+    heartbeatAt: getMetaNumber(spool, "dispatcher_heartbeat_at"),
+    dispatcherPid: getMetaNumber(spool, "dispatcher_pid"),
+    batches: countBatches(spool),
+    deadReasons: deadByReason(spool),
+    pending: oldestPending(spool),
+    destinationRows: destinationRows(spool),
+    destinationNames: destinationNames(spool),
+    leased: leasedCounts(spool),
+    meta: (key) => getMetaNumber(spool, key),
+    polls: pollRows(spool),
+    issuesOpen: openIssueCount(spool),
+    spoolBytes: null,
+    windows: new Map([...paces].map(([name, p]) => [name, rateWindow(spool, name, now, p.rate)])),
+    budgetSpends: new Map(
+      [...budgets].map(([name, windowS]) => [name, windowS === null ? [] : budgetSpends(spool, name, windowS, now)]),
+    ),
   };
 }
