@@ -35,6 +35,14 @@ export function sealsBeforeJoin(open: { count: number; bytes: number; max_bytes:
   return open.bytes + size > open.max_bytes && open.count >= 1;
 }
 
+/**
+ * The same rule as a condition on a batches row, for a dialect that joins in one statement
+ * (an UPDATE of the open batch WHERE it still takes the event): true when the event of size
+ * `$size` joins without a seal first, exactly when sealsBeforeJoin is false
+ * (test/store/enqueue-plan.test.ts holds the two together).
+ */
+export const JOINS_WITHOUT_SEAL_SQL = "(bytes + $size <= max_bytes OR count < 1)";
+
 /** Step 5: after the join, a batch at its max_events or max_bytes is sealed in the same transaction. */
 export function sealsOnSize(after: { count: number; bytes: number; max_events: number; max_bytes: number }): boolean {
   return after.count >= after.max_events || after.bytes >= after.max_bytes;

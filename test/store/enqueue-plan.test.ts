@@ -1,8 +1,10 @@
 // The join rule and the dedup decision both backends apply: the bounds of a batch (max_bytes a
 // true bound, max_events and max_bytes sealing in the same transaction), the dedup window's
 // edge, and what a redelivery does to the batch its event joined.
+import { Database } from "bun:sqlite";
 import { describe, expect, test } from "bun:test";
 import {
+  JOINS_WITHOUT_SEAL_SQL,
   readyAfterJoin,
   redelivery,
   requeuedCount,
@@ -33,6 +35,26 @@ describe("the join rule", () => {
     expect(sealsBeforeJoin({ count: 1, bytes: 900, max_bytes: 1000 }, 100)).toBe(false);
     expect(sealsBeforeJoin({ count: 1, bytes: 900, max_bytes: 1000 }, 101)).toBe(true);
     expect(sealsBeforeJoin({ count: 0, bytes: 0, max_bytes: 1000 }, 5000)).toBe(false);
+  });
+
+  test("the rule's SQL form (a one-statement join's WHERE) agrees with it on every edge", () => {
+    const db = new Database(":memory:");
+    const joins = db.query(`SELECT ${JOINS_WITHOUT_SEAL_SQL} AS j FROM (SELECT $count AS count, $bytes AS bytes,
+      $max_bytes AS max_bytes)`);
+    const cases: [number, number, number, number][] = [];
+    for (const count of [0, 1, 2, 50])
+      for (const bytes of [0, 1, 899, 900, 999, 1000, 1001])
+        for (const size of [0, 1, 100, 101, 1000, 5000]) cases.push([count, bytes, 1000, size]);
+    for (const [count, bytes, max_bytes, size] of cases) {
+      const sql = (joins.get({ $count: count, $bytes: bytes, $max_bytes: max_bytes, $size: size }) as { j: number }).j;
+      expect([count, bytes, size, sql === 1]).toEqual([
+        count,
+        bytes,
+        size,
+        !sealsBeforeJoin({ count, bytes, max_bytes }, size),
+      ]);
+    }
+    db.close();
   });
 
   test("the batch seals on reaching max_events or max_bytes", () => {

@@ -4,7 +4,22 @@
 import { expect, test } from "bun:test";
 import { tickQueryPlans } from "../../src/store/sqlite/queue.ts";
 import { overduePlan } from "../../src/store/sqlite/awaiting.ts";
+import { enqueuePlans } from "../../src/store/sqlite/enqueue.ts";
 import { freshSpool } from "../helpers/spool.ts";
+
+test("an enqueue finds its dedup row and its group's open batch by index, never by a scan", () => {
+  const plans = enqueuePlans(freshSpool().spool);
+  expect(plans.findDedup.join(" ")).toMatch(
+    /^SEARCH dedup USING (PRIMARY KEY|INDEX \w+) \(source=\? AND dedup_id=\?\)/,
+  );
+  // The one-statement join updates the one open batch of the group, found by an index on (route, key[, state]).
+  for (const steps of [plans.joinOpen, plans.findOpen]) {
+    expect(steps).toHaveLength(1);
+    expect(steps[0]).toMatch(
+      /^SEARCH batches USING (COVERING )?INDEX (batches_one_open|batches_group) \(route=\? AND key=\?/,
+    );
+  }
+});
 
 test("every per-tick query is an index search, or a scan of the unfinished batches only", () => {
   const plans = tickQueryPlans(freshSpool().spool);

@@ -7,7 +7,7 @@ import { prepared, type SqliteSpool } from "./db.ts";
 import { journalTx } from "./journal.ts";
 import { testHook } from "../../testhook.ts";
 import type { CommitStep, JobOutcome } from "../group.ts";
-import { redelivery, requeuedCount, sealsBeforeJoin, sealsOnSize, seenWithin } from "../enqueue-plan.ts";
+import { JOINS_WITHOUT_SEAL_SQL, redelivery, requeuedCount, sealsOnSize, seenWithin } from "../enqueue-plan.ts";
 import { contentHash, type ContentEvent } from "../content.ts";
 import { raiseIssueTx, resolveDeadIssuesTx, resolveIssueTx } from "./issues.ts";
 import { setMetaTx } from "./meta.ts";
@@ -60,45 +60,66 @@ const Q = {
     VALUES ($source, $dedup, $event, $now, $dups)
     ON CONFLICT (source, dedup_id) DO UPDATE
       SET event_id = excluded.event_id, seen_at = excluded.seen_at, dup_count = excluded.dup_count`,
-  findOpen: "SELECT id, count, bytes, max_bytes FROM batches WHERE route = ? AND key = ? AND state = 'open'",
-  openBatch: `INSERT
-    INTO batches (route, source, destination, key, state, first_at, last_at, quiet_s, max_s, max_events, max_bytes)
-    VALUES ($route, $source, $destination, $key, 'open', $now, $now, $quiet, $max, $events, $bytes)`,
-  joinBatch: `UPDATE batches SET count = count + 1, bytes = bytes + $size, last_at = MAX(last_at, $now)
-    WHERE id = $id RETURNING count, bytes, max_events, max_bytes`,
+  findOpen: "SELECT id FROM batches WHERE route = ? AND key = ? AND state = 'open'",
+  // A new batch holds its first event from the start.
+  openBatch: `INSERT INTO batches (route, source, destination, key, state, first_at, last_at, quiet_s, max_s,
+      max_events, max_bytes, count, bytes)
+    VALUES ($route, $source, $destination, $key, 'open', $now, $now, $quiet, $max, $events, $bytes, 1, $size)`,
+  // Steps 1-3 in one statement: the group's open batch takes the event when no seal must come first.
+  joinOpen: `UPDATE batches SET count = count + 1, bytes = bytes + $size, last_at = MAX(last_at, $now)
+    WHERE route = $route AND key = $key AND state = 'open' AND ${JOINS_WITHOUT_SEAL_SQL}
+    RETURNING id, count, bytes, max_events, max_bytes`,
   insertEvent: `INSERT
     INTO events (source, route, batch_id, event_type, dedup_id, received_at, payload, raw, headers, size, trace)
     VALUES ($source, $route, $batch, $type, $dedup, $now, $payload, $raw, $headers, $size, $trace)`,
 } as const;
 
+type Joined = { id: number; count: number; bytes: number; max_events: number; max_bytes: number };
+
+/** The query plans of an enqueue's lookups (held to their indexes by the plans test). */
+export function enqueuePlans(spool: SqliteSpool): Record<"findDedup" | "joinOpen" | "findOpen", string[]> {
+  const plan = (sql: string, params: Record<string, string | number>) =>
+    (spool.db.query(`EXPLAIN QUERY PLAN ${sql}`).all(params as never) as { detail: string }[]).map((r) => r.detail);
+  return {
+    findDedup: plan(Q.findDedup.replace("?", "$s").replace("?", "$d"), { s: "s", d: "d" }),
+    joinOpen: plan(Q.joinOpen, { route: "r", key: "k", size: 1, now: 0 }),
+    findOpen: plan(Q.findOpen.replace("?", "$r").replace("?", "$k"), { r: "r", k: "k" }),
+  };
+}
+
 /** The join rule for one copy, in the five numbered steps below. */
 function placeCopy(db: Database, ev: NewEvent, copy: EventCopy, size: number, now: number): Placed {
-  // 1. the open batch of the group (at most one; the schema enforces it)
-  let open = prepared<{ id: number; count: number; bytes: number; max_bytes: number }, [string, string]>(
-    db,
-    Q.findOpen,
-  ).get(copy.route, ev.key);
-  // 2. pre-join seal: keep max_bytes a true bound
-  if (open && sealsBeforeJoin(open, size)) {
-    sealBatchTx(db, open.id, now);
-    open = null;
+  // 1. the open batch of the group (at most one; the schema enforces it) takes the event, in
+  // one statement, unless 2. it must be sealed first to keep max_bytes a true bound.
+  let after = prepared<Joined, Record<string, string | number>>(db, Q.joinOpen).get({
+    route: copy.route,
+    key: ev.key,
+    size,
+    now,
+  });
+  if (!after) {
+    // 2. pre-join seal: an open batch that did not take the event is one it would push past max_bytes
+    const open = prepared<{ id: number }, [string, string]>(db, Q.findOpen).get(copy.route, ev.key);
+    if (open) sealBatchTx(db, open.id, now);
+    // 4. a new batch with the route's window copied in, holding this event
+    const { window } = copy;
+    const id = Number(
+      prepared(db, Q.openBatch).run({
+        route: copy.route,
+        source: ev.source,
+        destination: copy.destination,
+        key: ev.key,
+        now,
+        quiet: window.quiet_s,
+        max: window.max_s,
+        events: window.max_events,
+        bytes: window.max_bytes,
+        size,
+      }).lastInsertRowid,
+    );
+    after = { id, count: 1, bytes: size, max_events: window.max_events, max_bytes: window.max_bytes };
   }
-  // 4. else open a new batch with the route's window copied in
-  const batchId = open
-    ? open.id
-    : Number(
-        prepared(db, Q.openBatch).run({
-          route: copy.route,
-          source: ev.source,
-          destination: copy.destination,
-          key: ev.key,
-          now,
-          quiet: copy.window.quiet_s,
-          max: copy.window.max_s,
-          events: copy.window.max_events,
-          bytes: copy.window.max_bytes,
-        }).lastInsertRowid,
-      );
+  const batchId = after.id;
   // 3. append the event
   const eventId = Number(
     prepared(db, Q.insertEvent).run({
@@ -115,19 +136,19 @@ function placeCopy(db: Database, ev: NewEvent, copy: EventCopy, size: number, no
       trace: copy.trace === undefined ? null : JSON.stringify(copy.trace),
     }).lastInsertRowid,
   );
-  const after = prepared<
-    { count: number; bytes: number; max_events: number; max_bytes: number },
-    Record<string, number>
-  >(db, Q.joinBatch).get({ id: batchId, size, now });
   journalTx(db, "event", batchId, now, { event: eventId, detail: { type: ev.eventType, route: copy.route } });
   // 5. seal on size in the same transaction, so the bound holds with the dispatcher down
   let sealed = false;
-  if (after && sealsOnSize(after)) sealed = sealBatchTx(db, batchId, now);
+  if (sealsOnSize(after)) sealed = sealBatchTx(db, batchId, now);
   return { eventId, batchId, route: copy.route, destination: copy.destination, tee: copy.tee, sealed };
 }
 
-/** Enqueue inside the caller's transaction (script emits, reclassify, group commit). */
-export function enqueueTx(db: Database, ev: NewEvent, now: number): EnqueueResult {
+/**
+ * Enqueue inside the caller's transaction (script emits, reclassify, group commit). A new event
+ * refreshes meta's last_enqueue_at and its source's last_event_at; a caller that enqueues many
+ * in one transaction passes `fresh: false` and writes them once (writeFreshnessTx).
+ */
+export function enqueueTx(db: Database, ev: NewEvent, now: number, fresh = true): EnqueueResult {
   validateNewEvent(ev);
   let dupCount = 0;
   let requeued = false;
@@ -157,8 +178,7 @@ export function enqueueTx(db: Database, ev: NewEvent, now: number): EnqueueResul
   }
   // Only a new event is news: a duplicate (or a redelivery that replays a dead batch) changes
   // nothing else, so it neither refreshes the last enqueue nor the source's liveness.
-  setMetaTx(db, "last_enqueue_at", now);
-  setMetaTx(db, `source:${ev.source}:last_event_at`, now);
+  if (fresh) writeFreshnessTx(db, now, new Map([[ev.source, now]]));
   const size = eventSize(ev, now);
   const placed: Placed[] = [];
   ev.copies.forEach((copy, i) => {
@@ -175,6 +195,12 @@ export function enqueueTx(db: Database, ev: NewEvent, now: number): EnqueueResul
     });
   }
   return requeued ? { status: "queued", placed, requeued } : { status: "queued", placed };
+}
+
+/** What new events refresh: meta's last_enqueue_at (`last`) and each source's last_event_at. */
+export function writeFreshnessTx(db: Database, last: number, sources: ReadonlyMap<string, number>): void {
+  setMetaTx(db, "last_enqueue_at", last);
+  for (const [source, at] of sources) setMetaTx(db, `source:${source}:last_event_at`, at);
 }
 
 /** Enqueue one event with every copy in one BEGIN IMMEDIATE transaction. */
@@ -256,27 +282,42 @@ export function resolveQuarantineIssuesTx(db: Database, source: string, now: num
 /**
  * The group commit's step on SQLite: one BEGIN IMMEDIATE ... COMMIT over the group, each job in
  * a SAVEPOINT of its own (rolled back alone when its enqueue throws), each at its arrival's now.
+ * A lone job needs no savepoint: the transaction is its own, and its failure rolls it back. The
+ * meta rows new events refresh are written once, after the last job.
  */
 export function sqliteCommitStep(spool: SqliteSpool): (group: Parameters<CommitStep>[0]) => JobOutcome[] {
   return (group) => {
     const db = spool.db;
     return db
       .transaction(() => {
+        let last: number | null = null;
+        const sources = new Map<string, number>();
         const out = group.map((job): JobOutcome => {
+          const run = () => job.evs.map((ev) => enqueueTx(db, ev, job.now, false));
           let o: JobOutcome;
-          try {
-            // Nested: a SAVEPOINT, rolled back alone when this event's enqueue throws.
-            o = { ok: db.transaction(() => job.evs.map((ev) => enqueueTx(db, ev, job.now)))() };
-          } catch (error) {
-            // A full disk or an I/O error ends the whole transaction, not just this savepoint:
-            // then nothing of the group may commit, and every request in it is refused.
-            if (!db.inTransaction) throw error;
-            o = { error };
+          if (group.length === 1) o = { ok: run() };
+          else {
+            try {
+              // Nested: a SAVEPOINT, rolled back alone when this event's enqueue throws.
+              o = { ok: db.transaction(run)() };
+            } catch (error) {
+              // A full disk or an I/O error ends the whole transaction, not just this savepoint:
+              // then nothing of the group may commit, and every request in it is refused.
+              if (!db.inTransaction) throw error;
+              o = { error };
+            }
           }
+          if ("ok" in o)
+            o.ok.forEach((r, i) => {
+              if (r.status !== "queued") return;
+              last = job.now;
+              sources.set(job.evs[i].source, job.now);
+            });
           // Outside the savepoint: a failure here undoes the whole group, and none is acked.
           testHook("enqueue.after_savepoint");
           return o;
         });
+        if (last !== null) writeFreshnessTx(db, last, sources);
         testHook("enqueue.before_commit");
         return out;
       })
