@@ -280,7 +280,10 @@ export const CONFIG_FIELDS: Fields = {
           env: "HOOKSPOOL_HOME",
         }),
         db: str("database file, relative to home", "spool.db", { env: "HOOKSPOOL_DB" }),
-        store_raw: bool("keep original bodies for replay and verification tests", true),
+        store_raw: bool(
+          "keep original bodies for replay and verification tests (one equal to its payload is stored once)",
+          true,
+        ),
         bobbin_path: {
           type: { kind: "strings" },
           default: [],

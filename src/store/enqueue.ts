@@ -123,6 +123,26 @@ export function eventSize(ev: NewEvent, now: number): number {
   });
 }
 
+/**
+ * Whether an event's raw body is its payload byte for byte (a JSON body kept as it came): then
+ * it is stored once, the events row's raw NULL and raw_is_payload 1.
+ */
+export function rawIsPayload(ev: Pick<NewEvent, "payload" | "raw">): boolean {
+  const raw = ev.raw;
+  if (raw === null || raw.length !== Buffer.byteLength(ev.payload)) return false;
+  return Buffer.from(ev.payload).equals(raw);
+}
+
+/** A stored events row's raw body: its raw column, or its payload's bytes when the two were stored once. */
+export function storedRaw(r: {
+  payload?: string | null;
+  raw: Uint8Array | null;
+  raw_is_payload?: number | null;
+}): Uint8Array | null {
+  if (Number(r.raw_is_payload ?? 0) !== 1) return r.raw ?? null;
+  return new Uint8Array(Buffer.from(r.payload ?? ""));
+}
+
 export interface QuarantineInput {
   source: string;
   raw: Uint8Array;

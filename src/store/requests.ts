@@ -1,6 +1,7 @@
 // What `hookspool route test` reads: the requests stored events came from, each with the copies
 // it became (route, destination, the batch's window). Copies of one request share its source,
 // arrival time and payload; each copy is its own events row. Reads only.
+import { storedRaw } from "./enqueue.ts";
 
 export interface StoredCopy {
   eventId: number;
@@ -26,6 +27,7 @@ export type StoredEventRow = {
   received_at: number;
   payload: string;
   raw: Uint8Array | null;
+  raw_is_payload: number;
   headers: string;
   dedup_id: string | null;
   route: string;
@@ -37,8 +39,8 @@ export type StoredEventRow = {
 };
 
 /** The statement both backends read stored requests with ($since, $source, $limit). */
-export const STORED_REQUESTS = `SELECT e.id, e.source, e.event_type, e.received_at, e.payload, e.raw, e.headers,
-  e.dedup_id,
+export const STORED_REQUESTS = `SELECT e.id, e.source, e.event_type, e.received_at, e.payload, e.raw,
+  e.raw_is_payload, e.headers, e.dedup_id,
     b.route, b.destination, b.quiet_s, b.max_s, b.max_events, b.max_bytes
   FROM events e JOIN batches b ON b.id = e.batch_id
   WHERE e.received_at >= $since AND e.source = COALESCE($source, e.source) AND b.destination <> 'quarantine'
@@ -58,7 +60,7 @@ export function groupRequests(rows: readonly StoredEventRow[]): StoredRequestRow
         eventType: r.event_type,
         receivedAt: r.received_at,
         payload: r.payload,
-        raw: r.raw,
+        raw: storedRaw(r),
         headers: JSON.parse(r.headers) as Record<string, string>,
         copies: [],
       };

@@ -29,6 +29,7 @@ const ALL = [
   "0009_actions",
   "0010_pacing",
   "0011_outcomes",
+  "0012_raw_once",
 ];
 
 /** Every table of the schema, with the columns it must have. */
@@ -44,6 +45,7 @@ const SPEC_COLUMNS: Record<string, string[]> = {
     "received_at",
     "payload",
     "raw",
+    "raw_is_payload",
     "headers",
     "size",
     "excluded_at",
@@ -201,12 +203,12 @@ describe("migrate on a fresh home", () => {
     const home = tempDir();
     const r = await cli(["--home", home, "migrate"]);
     expect(r).toMatchObject({ code: 0, err: "" });
-    expect(r.out).toContain(`applied ${ALL.join(", ")} (schema 0 -> 11)`);
+    expect(r.out).toContain(`applied ${ALL.join(", ")} (schema 0 -> 12)`);
     const db = join(home, "spool.db");
     expect(mode(home)).toBe(0o700);
     expect(mode(db)).toBe(0o600);
-    expect(userVersion(db)).toBe(11);
-    expect(metaValue(db, "schema_version")).toBe("11");
+    expect(userVersion(db)).toBe(12);
+    expect(metaValue(db, "schema_version")).toBe("12");
     expect(metaValue(db, "instance_id")).toMatch(/^[0-9a-f]+$/);
     expect(tableNames(db)).toEqual(expect.arrayContaining(Object.keys(SPEC_COLUMNS)));
     for (const [table, cols] of Object.entries(SPEC_COLUMNS)) {
@@ -221,7 +223,7 @@ describe("migrate on a fresh home", () => {
     const home = tempDir();
     const r = await cli(["migrate", "--json", "--home", home]);
     expect(r.code).toBe(0);
-    expect(JSON.parse(r.out)).toEqual({ from: 0, to: 11, applied: ALL });
+    expect(JSON.parse(r.out)).toEqual({ from: 0, to: 12, applied: ALL });
   });
 
   test("--dry-run lists the migrations and creates nothing", async () => {
@@ -250,7 +252,7 @@ describe("migrate on a fresh home", () => {
     const r = await cli(["--home", home, "migrate"]);
     expect(r).toMatchObject({ code: 0, err: "" });
     expect(mode(join(home, "state"))).toBe(0o700);
-    expect(userVersion(join(home, "state", "spool.db"))).toBe(11);
+    expect(userVersion(join(home, "state", "spool.db"))).toBe(12);
   });
 
   test("a second migrate has nothing to apply and keeps instance_id", async () => {
@@ -263,7 +265,7 @@ describe("migrate on a fresh home", () => {
     expect(r.out).toContain("nothing to apply");
     expect(r.out).not.toContain("applied");
     expect(metaValue(db, "instance_id")).toBe(id);
-    expect(userVersion(db)).toBe(11);
+    expect(userVersion(db)).toBe(12);
   });
 });
 
@@ -288,9 +290,9 @@ describe("an older schema", () => {
 
       const m = await inHome(h, ["migrate"]);
       expect(m.code).toBe(0);
-      expect(m.out).toContain(`applied ${ALL.slice(version).join(", ")} (schema ${version} -> 11)`);
-      expect(userVersion(h.db)).toBe(11);
-      expect(metaValue(h.db, "schema_version")).toBe("11");
+      expect(m.out).toContain(`applied ${ALL.slice(version).join(", ")} (schema ${version} -> 12)`);
+      expect(userVersion(h.db)).toBe(12);
+      expect(metaValue(h.db, "schema_version")).toBe("12");
       expect(metaValue(h.db, "instance_id")).toBe("0123456789ab");
       expect(columns(h.db, "attempts")).toEqual(expect.arrayContaining(["events_delivered", "failed_event_id"]));
       expect(tableNames(h.db)).toContain("polls");
@@ -419,6 +421,30 @@ describe("an older schema", () => {
     },
   );
 
+  test("schema 11 -> 12: events written before keep their raw bodies, stored apart (raw_is_payload 0)", async () => {
+    const h = await initHome();
+    spoolAtSchema(h, 11);
+    withDb(h.db, (db) => {
+      db.run(
+        "INSERT INTO batches (id, route, source, destination, key, state, first_at, last_at, quiet_s, max_s, " +
+          "max_events, max_bytes) VALUES (1, 'r', 's', 'd', 'k', 'open', 1, 1, 0, 0, 10, 100)",
+      );
+      db.run(
+        "INSERT INTO events (source, route, batch_id, received_at, payload, raw, size) " +
+          "VALUES ('s', 'r', 1, 1, '{}', CAST('{}' AS BLOB), 2)",
+      );
+    });
+    expect((await inHome(h, ["migrate"])).code).toBe(0);
+    withDb(h.db, (db) => {
+      const row = db.query("SELECT raw, raw_is_payload FROM events").get() as {
+        raw: Uint8Array;
+        raw_is_payload: number;
+      };
+      expect([new TextDecoder().decode(row.raw), row.raw_is_payload]).toEqual(["{}", 0]);
+      expect(() => db.run("UPDATE events SET raw_is_payload = 2")).toThrow();
+    });
+  });
+
   test("--dry-run on an older spool names the pending migrations and changes nothing", async () => {
     const h = await initHome();
     spoolAtSchema(h, 1);
@@ -487,7 +513,7 @@ describe("dispatch.lock", () => {
       await holder.release();
       const again = await inHome(h, ["migrate"]);
       expect(again.code).toBe(0);
-      expect(userVersion(h.db)).toBe(11);
+      expect(userVersion(h.db)).toBe(12);
     },
   );
 });

@@ -121,6 +121,43 @@ export function enqueueCases({ fresh }: Suite): void {
       expect(await s.batch(big.batchId)).toMatchObject({ state: "sealed", count: 1, bytes: 150 + META });
     });
 
+    test("a raw body that is its payload byte for byte is stored once, and reads back whole everywhere", async () => {
+      const s = await fresh();
+      const payload = JSON.stringify({ note: "caf\u00e9 \u2603", n: 1 });
+      const same = new TextEncoder().encode(payload);
+      const padded = new TextEncoder().encode(` ${payload}`);
+      const once = queued(await enqueue(s, ev({ key: "once", dedupId: "d1", payload, raw: same })))[0];
+      const twice = queued(await enqueue(s, ev({ key: "twice", dedupId: "d2", payload, raw: padded })))[0];
+      const none = queued(await enqueue(s, ev({ key: "none", dedupId: "d3", payload, raw: null })))[0];
+      const cols = ["raw", "raw_is_payload"];
+      const stored = async (id: number) => {
+        const r = (await s.row("events", { cols, where: { id } })) as {
+          raw: Uint8Array | null;
+          raw_is_payload: number;
+        };
+        return { raw: r.raw === null ? null : new TextDecoder().decode(r.raw), once: Number(r.raw_is_payload) };
+      };
+      expect(await stored(once.eventId)).toEqual({ raw: null, once: 1 });
+      expect(await stored(twice.eventId)).toEqual({ raw: ` ${payload}`, once: 0 });
+      expect(await stored(none.eventId)).toEqual({ raw: null, once: 0 });
+      // Every reader of the raw body gets the bytes that came: show --payload, export, route test.
+      const text = (b: Uint8Array | null | undefined) => (b ? new TextDecoder().decode(b) : null);
+      const shown = async (batchId: number) => text((await s.operator.batchPayloads(batchId))[0].raw);
+      expect([await shown(once.batchId), await shown(twice.batchId), await shown(none.batchId)]).toEqual([
+        payload,
+        ` ${payload}`,
+        null,
+      ]);
+      const exported: Record<string, string | null> = {};
+      for await (const r of s.operator.exportBatches({}))
+        exported[String(r.batch.key)] = r.events[0].raw_base64
+          ? Buffer.from(r.events[0].raw_base64, "base64").toString()
+          : null;
+      expect(exported).toEqual({ once: payload, twice: ` ${payload}`, none: null });
+      const requests = await s.operator.storedRequests({ since: 0, limit: 10 });
+      expect(requests.map((r) => text(r.raw))).toEqual([payload, ` ${payload}`, null]);
+    });
+
     test(
       "size is the event's share of the document: its payload and event_meta (kept headers, dedup id, type), " +
         "never the raw body's length",

@@ -480,6 +480,7 @@ export function outcomeCases({ fresh }: Suite): void {
             event_type: "t",
             dedup_id: null,
             raw: null,
+            raw_is_payload: 0,
             headers: "{}",
             excluded_at: null,
             url: null,

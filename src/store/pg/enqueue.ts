@@ -19,6 +19,7 @@ import {
   type QuarantineInput,
   quarantineIssue,
   quarantineRecord,
+  rawIsPayload,
 } from "../enqueue.ts";
 import { num, type PgSpool, type Tx } from "./db.ts";
 import { journalPg } from "./journal.ts";
@@ -143,10 +144,12 @@ async function placeCopy(tx: Tx, ev: NewEvent, copy: EventCopy, size: number, no
     batchId = num(row.id);
   }
   // 3. append the event
-  const [e] = await tx`INSERT
-      INTO events (source, route, batch_id, event_type, dedup_id, received_at, payload, raw, headers, size, trace)
+  // A raw body that is the payload byte for byte is stored once.
+  const once = rawIsPayload(ev);
+  const [e] = await tx`INSERT INTO events (source, route, batch_id, event_type, dedup_id, received_at, payload, raw,
+        raw_is_payload, headers, size, trace)
       VALUES (${ev.source}, ${copy.route}, ${batchId}, ${ev.eventType}, ${ev.dedupId}, ${now}, ${ev.payload},
-        ${ev.raw}, ${JSON.stringify(ev.headers)}, ${size},
+        ${once ? null : ev.raw}, ${once ? 1 : 0}, ${JSON.stringify(ev.headers)}, ${size},
           ${copy.trace === undefined ? null : JSON.stringify(copy.trace)})
       RETURNING id`;
   const eventId = num(e.id);

@@ -1,6 +1,7 @@
 // What the operator's verbs read on PostgreSQL, as SQLite's reads give it (list, show, the ids
 // replay --dead and --delivered take, a quarantine batch's requests, issues), and the issue
 // verbs (ack, resolve, ignore) with SQLite's rules.
+import { storedRaw } from "../enqueue.ts";
 import {
   type BatchRow,
   type AttemptRow,
@@ -66,7 +67,11 @@ function headersOf(text: unknown): Record<string, string> {
 }
 
 export function exportEventOf(r: Record<string, unknown>): ExportEvent {
-  const raw = r.raw as Uint8Array | null;
+  const raw = storedRaw({
+    payload: r.payload as string | null,
+    raw: r.raw as Uint8Array | null,
+    raw_is_payload: Number(r.raw_is_payload),
+  });
   return {
     ...eventListingOf(r),
     payload: (r.payload as string | null) ?? null,
@@ -128,14 +133,18 @@ export async function batchEventsPg(spool: PgSpool, batchId: number): Promise<Ev
 }
 
 export async function batchPayloadsPg(spool: PgSpool, batchId: number): Promise<EventPayload[]> {
-  const rows = (await spool.sql`SELECT id, payload, raw, headers FROM events WHERE batch_id = ${batchId}::bigint
-      ORDER BY id`) as Record<string, unknown>[];
-  return rows.map((r) => ({
-    id: num(r.id),
-    payload: (r.payload as string | null) ?? null,
-    raw: r.raw ? new Uint8Array(r.raw as Uint8Array) : null,
-    headers: String(r.headers),
-  }));
+  const rows = (await spool.sql`SELECT id, payload, raw, raw_is_payload, headers FROM events
+      WHERE batch_id = ${batchId}::bigint ORDER BY id`) as Record<string, unknown>[];
+  return rows.map((r) => {
+    const payload = (r.payload as string | null) ?? null;
+    const raw = r.raw ? new Uint8Array(r.raw as Uint8Array) : null;
+    return {
+      id: num(r.id),
+      payload,
+      raw: storedRaw({ payload, raw, raw_is_payload: Number(r.raw_is_payload) }),
+      headers: String(r.headers),
+    };
+  });
 }
 
 export async function batchAttemptsPg(spool: PgSpool, batchId: number): Promise<AttemptRow[]> {
@@ -222,6 +231,7 @@ export async function storedRequestsPg(
       received_at: Number(r.received_at),
       payload: String(r.payload),
       raw: r.raw ? new Uint8Array(r.raw as Uint8Array) : null,
+      raw_is_payload: Number(r.raw_is_payload),
       headers: String(r.headers),
       dedup_id: (r.dedup_id as string | null) ?? null,
       route: String(r.route),

@@ -22,6 +22,7 @@ import {
   type NewEvent,
   quarantineRecord,
   type QuarantineInput,
+  rawIsPayload,
 } from "../enqueue.ts";
 
 const SEAL = `UPDATE batches SET state = 'sealed', sealed_at = $now, content_hash = $hash
@@ -69,9 +70,9 @@ const Q = {
   joinOpen: `UPDATE batches SET count = count + 1, bytes = bytes + $size, last_at = MAX(last_at, $now)
     WHERE route = $route AND key = $key AND state = 'open' AND ${JOINS_WITHOUT_SEAL_SQL}
     RETURNING id, count, bytes, max_events, max_bytes`,
-  insertEvent: `INSERT
-    INTO events (source, route, batch_id, event_type, dedup_id, received_at, payload, raw, headers, size, trace)
-    VALUES ($source, $route, $batch, $type, $dedup, $now, $payload, $raw, $headers, $size, $trace)`,
+  insertEvent: `INSERT INTO events (source, route, batch_id, event_type, dedup_id, received_at, payload, raw,
+      raw_is_payload, headers, size, trace)
+    VALUES ($source, $route, $batch, $type, $dedup, $now, $payload, $raw, $once, $headers, $size, $trace)`,
 } as const;
 
 type Joined = { id: number; count: number; bytes: number; max_events: number; max_bytes: number };
@@ -130,7 +131,8 @@ function placeCopy(db: Database, ev: NewEvent, copy: EventCopy, size: number, no
       dedup: ev.dedupId,
       now,
       payload: ev.payload,
-      raw: ev.raw,
+      // A raw body that is the payload byte for byte is stored once.
+      ...(rawIsPayload(ev) ? { raw: null, once: 1 } : { raw: ev.raw, once: 0 }),
       headers: JSON.stringify(ev.headers),
       size,
       trace: copy.trace === undefined ? null : JSON.stringify(copy.trace),

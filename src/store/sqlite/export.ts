@@ -3,15 +3,17 @@
 import { type BatchRow, batchWhere, type EventListing, type EventPayload, parseTrace } from "../batches.ts";
 import { batchAttempts } from "./reads.ts";
 import { prepared, type SqliteSpool } from "./db.ts";
+import { storedRaw } from "../enqueue.ts";
 import { EXPORT_PAGE, type ExportEvent, type ExportFilter, type ExportRecord } from "../export.ts";
 
 /** An event row with its payload, headers and raw body: the listing plus the payload columns. */
-type StoredEvent = Omit<EventListing, "trace"> & { trace: string | null } & Pick<
+type StoredEvent = Omit<EventListing, "trace"> & { trace: string | null; raw_is_payload: number } & Pick<
     EventPayload,
     "payload" | "headers" | "raw"
   >;
 
-const EVENTS = `SELECT id, event_type, received_at, dedup_id, size, excluded_at, route, trace, payload, headers, raw
+const EVENTS = `SELECT id, event_type, received_at, dedup_id, size, excluded_at, route, trace, payload, headers, raw,
+    raw_is_payload
   FROM events WHERE batch_id = ? ORDER BY id`;
 
 function parseHeaders(text: string): Record<string, string> {
@@ -24,12 +26,13 @@ function parseHeaders(text: string): Record<string, string> {
 }
 
 function exportEvent(e: StoredEvent): ExportEvent {
-  const { headers, raw, trace, ...rest } = e;
+  const { headers, raw, raw_is_payload, trace, ...rest } = e;
+  const body = storedRaw({ payload: rest.payload, raw, raw_is_payload });
   return {
     ...rest,
     trace: parseTrace(trace),
     headers: parseHeaders(headers),
-    raw_base64: raw ? Buffer.from(raw).toString("base64") : null,
+    raw_base64: body ? Buffer.from(body).toString("base64") : null,
   };
 }
 

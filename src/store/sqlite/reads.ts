@@ -5,6 +5,7 @@
 // and its batch's state as it changes, looked at again only when the database changed (PRAGMA
 // data_version), every 50 ms at most. Each is one statement: in WAL mode it never waits.
 import { prepared, type SqliteSpool } from "./db.ts";
+import { storedRaw } from "../enqueue.ts";
 import {
   batchWhere,
   type ListFilter,
@@ -52,10 +53,12 @@ export function batchEvents(spool: SqliteSpool, batchId: number): EventListing[]
 /** Payloads, only for `show --payload`. */
 export function batchPayloads(spool: SqliteSpool, batchId: number): EventPayload[] {
   const db = spool.db;
-  return prepared<EventPayload, [number]>(
+  return prepared<EventPayload & { raw_is_payload: number }, [number]>(
     db,
-    "SELECT id, payload, raw, headers FROM events WHERE batch_id = ? ORDER BY id",
-  ).all(batchId);
+    "SELECT id, payload, raw, raw_is_payload, headers FROM events WHERE batch_id = ? ORDER BY id",
+  )
+    .all(batchId)
+    .map(({ raw_is_payload, ...r }) => ({ ...r, raw: storedRaw({ ...r, raw_is_payload }) }));
 }
 
 export function batchAttempts(spool: SqliteSpool, batchId: number): AttemptRow[] {

@@ -467,7 +467,7 @@ describe.skipIf(!PG_BIN)("migrate-store: SQLite to PostgreSQL", () => {
             "0 poll clocks, 3 journal rows, 0 operator actions into PostgreSQL; " +
             'set [spool] backend = "postgres" and start the services',
         );
-        expect(r.err).toContain("migrate-store: PostgreSQL schema 0 -> 3");
+        expect(r.err).toContain(`migrate-store: PostgreSQL schema 0 -> ${PG_LATEST_SCHEMA}`);
         expect(r.err).toContain("migrate-store: events: 3 of 3 rows");
         expect(r.err).toContain("migrate-store: verified: every table holds the same rows and values on both sides");
         for (const secret of ["SENTINEL123", SECRET_SENTINEL, server.socketDir, url]) {

@@ -69,9 +69,9 @@ describe.skipIf(!PG_BIN)("the spool on PostgreSQL", () => {
     test("migrate applies the schema once, under its lock, even when two processes start together", async () => {
       const [a, b] = await fresh({ migrate: false, pools: 2 });
       expect(await pgSchemaVersion(a)).toBe(0);
-      await expect(requirePgSchema(a)).rejects.toThrow(/at schema 0; this build needs 3/);
+      await expect(requirePgSchema(a)).rejects.toThrow(/at schema 0; this build needs 4/);
       const [ra, rb] = await Promise.all([migratePg(a, "aaaaaaaaaaaa"), migratePg(b, "bbbbbbbbbbbb")]);
-      expect([...ra.applied, ...rb.applied]).toEqual(["0001_schema", "0002_pacing", "0003_outcomes"]);
+      expect([...ra.applied, ...rb.applied]).toEqual(["0001_schema", "0002_pacing", "0003_outcomes", "0004_raw_once"]);
       expect(await pgSchemaVersion(b)).toBe(PG_LATEST_SCHEMA);
       await requirePgSchema(b);
       expect((await migratePg(a, "cccccccccccc")).applied).toEqual([]);
