@@ -1,13 +1,16 @@
 // The lock line (store/sqlite/wait.ts) on a real WAL file with a second connection holding the
 // write lock: the event loop keeps turning while a write waits, queued writes commit in arrival
 // order, each fails with SQLITE_BUSY once its own wait from its arrival is spent, reads never
-// queue behind writes, and a connection that waits by itself keeps its one, final SQLITE_BUSY.
+// queue behind writes, a connection that waits by itself keeps its one, final SQLITE_BUSY, and
+// retention's checkpoint waits for a reader in its way without holding the loop.
 import { Database } from "bun:sqlite";
 import { afterEach, expect, test } from "bun:test";
 import { openSpool, type SqliteSpool, waitOffLoop } from "../../src/store/sqlite/db.ts";
 import { isBusy } from "../../src/store/sqlite/wait.ts";
 import { sqliteGroupCommit, sqliteIntakeStore, sqliteIssues } from "../../src/store/sqlite/store.ts";
 import { ev, freshSpool, T0 } from "../helpers/spool.ts";
+import { runRetention } from "../../src/store/sqlite/retention.ts";
+import { statSync } from "node:fs";
 import { waitFor } from "../helpers/proc.ts";
 
 const holders: Database[] = [];
@@ -146,4 +149,23 @@ test("a connection that waits by itself (busy_timeout) fails once, without a sec
   expect(performance.now() - t0).toBeLessThan(1_000);
   expect(spool.line.busyTries).toBe(0);
   spool.close();
+});
+
+test("retention's checkpoint on a waiting connection empties the WAL once a reader in its way lets go", async () => {
+  const { spool, path } = freshSpool();
+  waitOffLoop(spool, 10);
+  for (let i = 0; i < 50; i++) await write(spool, `w${i}`);
+  const reader = new Database(path);
+  holders.push(reader);
+  // A read transaction on an old snapshot: TRUNCATE cannot empty the WAL under it.
+  reader.run("BEGIN");
+  reader.query("SELECT COUNT(*) FROM meta").get();
+  await write(spool, "after-snapshot");
+  const policy = { deliveredDays: 7, attemptsDays: 30, droppedDays: 7, issuesDays: 30, dedupWindowS: () => 86_400 };
+  const pass = runRetention(spool, policy, T0);
+  await Bun.sleep(100);
+  expect(statSync(`${path}-wal`).size).toBeGreaterThan(0);
+  reader.run("COMMIT");
+  await pass;
+  expect(statSync(`${path}-wal`).size).toBe(0);
 });

@@ -127,8 +127,18 @@ export async function runRetention(
   });
   await deleteBy(spool, Q.deleteJournal, { cutoff: now - policy.deliveredDays * DAY_S, limit: size }, () => {});
   await deleteBy(spool, Q.deleteActions, { cutoff: now - policy.attemptsDays * DAY_S, limit: size }, () => {});
-  checkpoint(spool);
+  await checkpointAfterPass(spool);
   return counts;
+}
+
+/**
+ * The pass's checkpoint. A connection that waits off the event loop (busy_timeout 0) checkpoints
+ * without waiting, so a reader or a writer in the way makes it give up at once: it is tried again
+ * after short awaited pauses, for as long as a connection that waits would have waited.
+ */
+async function checkpointAfterPass(spool: SqliteSpool): Promise<void> {
+  const until = performance.now() + CHECKPOINT_WAIT_MS;
+  while (checkpoint(spool).busy && spool.line.waits && performance.now() < until) await Bun.sleep(25);
 }
 
 /** How long the checkpoint may wait for writers and readers; an hour later there is another. */
