@@ -147,7 +147,9 @@ test.skipIf(!PG_BIN)(
     const before = await cli(["--home", home, "--json", "check"], { env });
     expect(before.out).toContain("the PostgreSQL database has no hookspool schema yet");
     const dryRun = await cli(["--home", home, "migrate", "--dry-run"], { env });
-    expect(dryRun.out).toContain("would apply 0001_schema, 0002_pacing, 0003_outcomes (PostgreSQL schema 0)");
+    expect(dryRun.out).toContain(
+      "would apply 0001_schema, 0002_pacing, 0003_outcomes, 0004_raw_once (PostgreSQL schema 0)",
+    );
     expect((await cli(["--home", home, "migrate"], { env })).code).toBe(0);
     const checked = await cli(["--home", home, "--json", "check"], { env });
     expect(checked.out).not.toContain("spool.url");

@@ -119,11 +119,11 @@ bobbin_path = ["${bobbins}"]
 
 [intake]
 listen = "127.0.0.1:0"
-# The power-loss case sends a body of about 1 MB (bigger than the page cache).
-max_body_bytes = 1500000
+# The power-loss case sends a body of about 2.4 MB (bigger than the page cache).
+max_body_bytes = 3000000
 
 [coalesce]
-max_bytes = 2000000
+max_bytes = 3000000
 
 [dispatch]
 poll_s = 0.05

@@ -79,11 +79,11 @@ test(
 
       const armed = await s.start(["run"], { hook: "enqueue.before_commit", hookAction: "stop" });
       const walBefore = statSync(`${s.dbPath}-wal`).size;
-      // ~1 MB, stored twice per copy (payload and raw): more than the page cache holds, so SQLite
-      // spills the open transaction's pages into the WAL before COMMIT and the copy has them.
+      // ~2.4 MB (stored once: the raw body is the payload byte for byte): more than the page cache
+      // holds, so SQLite spills the open transaction's pages into the WAL before COMMIT and the copy has them.
       const pending = s.send(
         armed.port,
-        hook("demo", { topic: "omega", type: "push", n: 9, pad: "x".repeat(1_000_000) }, "pl-stopped"),
+        hook("demo", { topic: "omega", type: "push", n: 9, pad: "x".repeat(2_400_000) }, "pl-stopped"),
       );
       const copy = await copyWhileStopped(s, armed.hs, "enqueue.before_commit");
       expect(
