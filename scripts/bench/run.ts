@@ -10,6 +10,7 @@ const ALL = [
   "enqueue.ts",
   "history.ts",
   "intake.ts",
+  "lock.ts",
   "dispatch.ts",
   "coalesce.ts",
   "pacing.ts",
