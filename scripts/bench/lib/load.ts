@@ -31,6 +31,8 @@ export interface LoadSpec {
   run?: number;
   /** Return every latency (lat_ms), so rounds can be merged. */
   keepLatencies?: boolean;
+  /** Append the deliveryHeader value of every request answered 2xx (warm-ups included) to this file, a line each. */
+  ackedFile?: string;
 }
 
 export interface LoadResult {
@@ -45,6 +47,8 @@ export interface LoadResult {
   max_ms: number;
   /** Every measured latency, ascending, when the spec asked for them. */
   lat_ms?: number[];
+  /** Warm-up requests that did not get a 2xx, by status ("error": no answer): they hold no event row. */
+  warmup_failed?: Record<string, number>;
 }
 
 let loads = 0;

@@ -3,7 +3,7 @@
 // over keep-alive connections (Bun's fetch pools them), fills and signs each body, and prints
 // one JSON line: requests, 2xx, failures, seconds, req/s and latency p50/p99/max.
 import { createHmac, randomUUID } from "node:crypto";
-import { readFileSync } from "node:fs";
+import { appendFileSync, readFileSync } from "node:fs";
 import type { LoadResult, LoadSpec } from "./load.ts";
 
 const spec = JSON.parse(readFileSync(process.argv[2], "utf8")) as LoadSpec;
@@ -23,6 +23,8 @@ function request(i: number): { body: string; headers: Record<string, string> } {
 }
 
 const statuses: Record<string, number> = {};
+const acked: string[] = [];
+const warmupFailed: Record<string, number> = {};
 const lat: number[] = [];
 let failed = 0;
 
@@ -40,10 +42,14 @@ async function one(i: number, measured: boolean): Promise<void> {
     });
     await res.arrayBuffer();
     status = String(res.status);
+    if (spec.ackedFile && spec.deliveryHeader && status.startsWith("2")) acked.push(headers[spec.deliveryHeader]);
   } catch {
     // counted as "error"
   }
-  if (!measured) return;
+  if (!measured) {
+    if (!status.startsWith("2")) warmupFailed[status] = (warmupFailed[status] ?? 0) + 1;
+    return;
+  }
   lat.push(performance.now() - t);
   statuses[status] = (statuses[status] ?? 0) + 1;
   if (!status.startsWith("2")) failed++;
@@ -91,4 +97,6 @@ const out: LoadResult = {
   max_ms: lat[lat.length - 1] ?? Number.NaN,
 };
 if (spec.keepLatencies) out.lat_ms = lat.map((x) => +x.toFixed(3));
+if (Object.keys(warmupFailed).length) out.warmup_failed = warmupFailed;
+if (spec.ackedFile && acked.length) appendFileSync(spec.ackedFile, `${acked.join("\n")}\n`);
 console.log(JSON.stringify(out));
