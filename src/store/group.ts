@@ -49,8 +49,9 @@ export function takeGroup(pending: GroupJob[], limits: GroupLimits): GroupJob[] 
 
 export interface GroupOptions {
   /**
-   * Transactions in flight at once. A synchronous step (SQLite) never overlaps, so its groups
-   * all commit in the turn that takes them; an asynchronous one holds a pooled connection each.
+   * Transactions in flight at once. SQLite's step commits in the turn that takes its group, or,
+   * when another process holds the lock, waits in the connection's line, groups in arrival
+   * order (sqlite/wait.ts); PostgreSQL's holds a pooled connection each.
    */
   parallel?: number;
   limits?: GroupLimits;

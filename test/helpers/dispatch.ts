@@ -10,7 +10,7 @@ import { type DeliveryContext, type Destination, type Outcome, outcome } from ".
 import type { Rate } from "../../src/pacing.ts";
 import { Dispatcher } from "../../src/dispatch/loop.ts";
 import { createLogger } from "../../src/log.ts";
-import { openSpool, type SqliteSpool } from "../../src/store/sqlite/db.ts";
+import { openSpool, type SqliteSpool, waitOffLoop } from "../../src/store/sqlite/db.ts";
 import { enqueue } from "../../src/store/sqlite/enqueue.ts";
 import type { EnqueueResult } from "../../src/store/enqueue.ts";
 import { migrate } from "../../src/store/sqlite/migrate.ts";
@@ -103,6 +103,8 @@ export function rig(config: string, fakes: (FakeDestination | Destination)[], op
   const clock = new FakeClock(T0);
   const spool = openSpool(join(home, "spool.db"), { create: true, clock });
   migrate(spool);
+  // As the dispatcher's connection is: a busy lock is waited for off the event loop.
+  waitOffLoop(spool, 30);
   const loadOptions = { home, env: {}, cwd: home };
   const loaded = loadConfig(loadOptions);
   const dests = Object.fromEntries(fakes.map((f) => [f.name, f])) as Record<string, FakeDestination>;
