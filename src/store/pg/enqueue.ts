@@ -113,7 +113,16 @@ interface Acc {
 
 const newAcc = (): Acc => ({ touched: new Set(), readyAt: Number.POSITIVE_INFINITY });
 
-async function placeCopy(tx: Tx, ev: NewEvent, copy: EventCopy, size: number, now: number, acc: Acc): Promise<Placed> {
+/** One copy's join rule; `once`: the raw body is the payload byte for byte (rawIsPayload, once per event). */
+async function placeCopy(
+  tx: Tx,
+  ev: NewEvent,
+  copy: EventCopy,
+  size: number,
+  now: number,
+  acc: Acc,
+  once: boolean,
+): Promise<Placed> {
   // 1. the open batch of the group (the group's lock is held: nobody else can open or seal it)
   let [open] = (await tx`SELECT id, count, bytes, max_bytes FROM batches WHERE route = ${copy.route} AND key = ${ev.key}
       AND state = 'open'`) as {
@@ -145,7 +154,6 @@ async function placeCopy(tx: Tx, ev: NewEvent, copy: EventCopy, size: number, no
   }
   // 3. append the event
   // A raw body that is the payload byte for byte is stored once.
-  const once = rawIsPayload(ev);
   const [e] = await tx`INSERT INTO events (source, route, batch_id, event_type, dedup_id, received_at, payload, raw,
         raw_is_payload, headers, size, trace)
       VALUES (${ev.source}, ${copy.route}, ${batchId}, ${ev.eventType}, ${ev.dedupId}, ${now}, ${ev.payload},
@@ -238,7 +246,8 @@ async function enqueueOne(tx: Tx, ev: NewEvent, now: number, acc: Acc): Promise<
   acc.touched.add(ev.source);
   const size = eventSize(ev, now);
   const placed: Placed[] = [];
-  for (const copy of ev.copies) placed.push(await placeCopy(tx, ev, copy, size, now, acc));
+  const once = rawIsPayload(ev);
+  for (const copy of ev.copies) placed.push(await placeCopy(tx, ev, copy, size, now, acc, once));
   if (ev.dedupId !== null) {
     await tx`INSERT INTO dedup (source, dedup_id, event_id, seen_at, dup_count)
       VALUES (${ev.source}, ${ev.dedupId}, ${placed[0].eventId}, ${now}, ${dupCount})

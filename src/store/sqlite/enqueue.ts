@@ -88,8 +88,11 @@ export function enqueuePlans(spool: SqliteSpool): Record<"findDedup" | "joinOpen
   };
 }
 
-/** The join rule for one copy, in the five numbered steps below. */
-function placeCopy(db: Database, ev: NewEvent, copy: EventCopy, size: number, now: number): Placed {
+/**
+ * The join rule for one copy, in the five numbered steps below. `once`: the raw body is the
+ * payload byte for byte, so the row keeps it once (rawIsPayload, decided once per event).
+ */
+function placeCopy(db: Database, ev: NewEvent, copy: EventCopy, size: number, now: number, once: boolean): Placed {
   // 1. the open batch of the group (at most one; the schema enforces it) takes the event, in
   // one statement, unless 2. it must be sealed first to keep max_bytes a true bound.
   let after = prepared<Joined, Record<string, string | number>>(db, Q.joinOpen).get({
@@ -131,8 +134,7 @@ function placeCopy(db: Database, ev: NewEvent, copy: EventCopy, size: number, no
       dedup: ev.dedupId,
       now,
       payload: ev.payload,
-      // A raw body that is the payload byte for byte is stored once.
-      ...(rawIsPayload(ev) ? { raw: null, once: 1 } : { raw: ev.raw, once: 0 }),
+      ...(once ? { raw: null, once: 1 } : { raw: ev.raw, once: 0 }),
       headers: JSON.stringify(ev.headers),
       size,
       trace: copy.trace === undefined ? null : JSON.stringify(copy.trace),
@@ -183,8 +185,9 @@ export function enqueueTx(db: Database, ev: NewEvent, now: number, fresh = true)
   if (fresh) writeFreshnessTx(db, now, new Map([[ev.source, now]]));
   const size = eventSize(ev, now);
   const placed: Placed[] = [];
+  const once = rawIsPayload(ev);
   ev.copies.forEach((copy, i) => {
-    placed.push(placeCopy(db, ev, copy, size, now));
+    placed.push(placeCopy(db, ev, copy, size, now, once));
     testHook(`enqueue.after_copy.${i}`);
   });
   if (ev.dedupId !== null) {
