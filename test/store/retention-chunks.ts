@@ -8,14 +8,8 @@
 // store facade, the delivered batch made the services' way (attempts.ts).
 import { afterEach, describe, expect, test } from "bun:test";
 import { statSync } from "node:fs";
-import {
-  policyFromConfig,
-  type RetentionCounts,
-  type RetentionOptions,
-  type RetentionPolicy,
-} from "../../src/store/retention.ts";
-import { claimOne, end } from "../helpers/attempts.ts";
-import { copy, ev, T0, WIDE } from "../helpers/spool.ts";
+import type { RetentionCounts, RetentionOptions, RetentionPolicy } from "../../src/store/retention.ts";
+import { DAY, deliveredIn, NOW, RETENTION_POLICY } from "./retention.case.ts";
 import type { Row, StoreUnderTest } from "../helpers/store-under-test.ts";
 
 /** One dialect's retention pass over `s`; `onCommit` hears, after each transaction, how many rows it changed. */
@@ -30,14 +24,8 @@ export type WatchedPass = (
 /** The chunk cases on a dialect: `open` a fresh store (closed after each test), `pass` its watched retention. */
 export function retentionChunkCases(open0: () => Promise<StoreUnderTest>, pass: WatchedPass): void {
   type S = StoreUnderTest;
-  const DAY = 86400;
-  const NOW = T0 + 400 * DAY;
   // The conformance cases' policy (retention.case.ts): dropped_days 3, two sources' dedup windows.
-  const policy = policyFromConfig({
-    retention: { delivered_days: 7, attempts_days: 30, dropped_days: 3, issues_days: 90 },
-    sources: { fast: { dedup_window_s: 600 }, slow: { dedup_window_s: 2 * DAY } },
-    bobbins: { gmail: { dedup_window_s: 3600 } },
-  });
+  const policy = RETENTION_POLICY;
   let keys = 0;
 
   const opened: S[] = [];
@@ -51,27 +39,7 @@ export function retentionChunkCases(open0: () => Promise<StoreUnderTest>, pass: 
   };
 
   /** A batch of `n` events received and sealed at `at - 10`, claimed and delivered at `at`. */
-  async function deliveredAt(s: S, at: number, n: number): Promise<{ id: number }> {
-    const key = `k${++keys}`;
-    let id = 0;
-    for (let i = 0; i < n; i++) {
-      const e = ev({ key, copies: [copy("r", "http:d", { ...WIDE, max_events: n })] });
-      const [r] = await s.intake.enqueueAll([e], at - 10);
-      if (r.status !== "queued") throw new Error(r.status);
-      id = r.placed[0].batchId;
-    }
-    const c = await claimOne(s, {
-      batchId: id,
-      destination: "http:d",
-      now: at,
-      leaseUntil: at + 90,
-      host: "h",
-      pid: 1,
-    });
-    if (!c) throw new Error(`claim ${id}`);
-    await end(s, { batchId: id, attemptId: c.attemptId, owner: c.owner, now: at, ending: { kind: "delivered" } });
-    return { id };
-  }
+  const deliveredAt = (s: S, at: number, n: number) => deliveredIn(s, `k${++keys}`, at, n);
 
   describe("small transactions (1,000 rows at most, yielding between)", () => {
     test(

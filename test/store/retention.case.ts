@@ -14,40 +14,66 @@ import { copy, ev, T0, WIDE } from "../helpers/spool.ts";
 import type { StoreUnderTest, Where } from "../helpers/store-under-test.ts";
 import type { Suite } from "./suite.ts";
 
+export const DAY = 86400;
+export const NOW = T0 + 400 * DAY;
+
+/** Defaults except dropped_days (3, so it cannot pass for delivered_days) and two dedup windows. */
+export const RETENTION_POLICY = policyFromConfig({
+  retention: { delivered_days: 7, attempts_days: 30, dropped_days: 3, issues_days: 90 },
+  sources: { fast: { dedup_window_s: 600 }, slow: { dedup_window_s: 2 * DAY } },
+  bobbins: { gmail: { dedup_window_s: 3600 } },
+});
+
+/** A batch of `n` events in group `key`, received at `at` (through the intake), with route r's window. */
+export async function batchIn(
+  s: StoreUnderTest,
+  key: string,
+  at: number,
+  n: number,
+  window = WIDE,
+  source = "s",
+): Promise<{ id: number; events: number[] }> {
+  const events: number[] = [];
+  let id = 0;
+  for (let i = 0; i < n; i++) {
+    const [r] = await s.intake.enqueueAll([ev({ source, key, copies: [copy("r", "http:d", window)] })], at);
+    if (r.status !== "queued") throw new Error(r.status);
+    id = r.placed[0].batchId;
+    events.push(r.placed[0].eventId);
+  }
+  return { id, events };
+}
+
+/** Claim batch `id` at `at`, as the dispatcher does. */
+export async function claimIn(s: StoreUnderTest, id: number, at: number) {
+  const c = await claimOne(s, { batchId: id, destination: "http:d", now: at, leaseUntil: at + 90, host: "h", pid: 1 });
+  if (!c) throw new Error(`claim ${id}`);
+  return c;
+}
+
+/** A batch of `n` events in group `key`, sealed at `at - 10` by its max_events, claimed and delivered at `at`. */
+export async function deliveredIn(
+  s: StoreUnderTest,
+  key: string,
+  at: number,
+  n = 2,
+): Promise<{ id: number; events: number[] }> {
+  const b = await batchIn(s, key, at - 10, n, { ...WIDE, max_events: n });
+  const c = await claimIn(s, b.id, at);
+  await end(s, { batchId: b.id, attemptId: c.attemptId, owner: c.owner, now: at, ending: { kind: "delivered" } });
+  return b;
+}
+
 /** The retention cases, on whatever store fresh() opens. */
 export function retentionCases({ fresh, caps }: Suite): void {
   type S = StoreUnderTest;
-  const DAY = 86400;
-  const NOW = T0 + 400 * DAY;
-
-  /** Defaults except dropped_days (3, so it cannot pass for delivered_days) and two dedup windows. */
-  const policy = policyFromConfig({
-    retention: { delivered_days: 7, attempts_days: 30, dropped_days: 3, issues_days: 90 },
-    sources: { fast: { dedup_window_s: 600 }, slow: { dedup_window_s: 2 * DAY } },
-    bobbins: { gmail: { dedup_window_s: 3600 } },
-  });
+  const policy = RETENTION_POLICY;
 
   let keys = 0;
 
   /** A batch of `n` events in a group of its own, received at `at` (through the intake), with route r's window. */
-  async function batchAt(
-    s: S,
-    at: number,
-    n: number,
-    window = WIDE,
-    source = "s",
-  ): Promise<{ id: number; events: number[] }> {
-    const key = `k${++keys}`;
-    const events: number[] = [];
-    let id = 0;
-    for (let i = 0; i < n; i++) {
-      const [r] = await s.intake.enqueueAll([ev({ source, key, copies: [copy("r", "http:d", window)] })], at);
-      if (r.status !== "queued") throw new Error(r.status);
-      id = r.placed[0].batchId;
-      events.push(r.placed[0].eventId);
-    }
-    return { id, events };
-  }
+  const batchAt = (s: S, at: number, n: number, window = WIDE, source = "s") =>
+    batchIn(s, `k${++keys}`, at, n, window, source);
 
   /** An open batch of `n` events, received at `at`. */
   const openAt = (s: S, at: number, n = 2) => batchAt(s, at, n);
@@ -61,25 +87,8 @@ export function retentionCases({ fresh, caps }: Suite): void {
   /** A request quarantined at `at`. */
   const quarantineAt = (s: S, q: QuarantineInput, at: number) => s.intake.quarantine(q, at);
 
-  async function claimAt(s: S, id: number, at: number) {
-    const c = await claimOne(s, {
-      batchId: id,
-      destination: "http:d",
-      now: at,
-      leaseUntil: at + 90,
-      host: "h",
-      pid: 1,
-    });
-    if (!c) throw new Error(`claim ${id}`);
-    return c;
-  }
-
-  async function deliveredAt(s: S, at: number, n = 2): Promise<{ id: number; events: number[] }> {
-    const b = await sealedAt(s, at - 10, n);
-    const c = await claimAt(s, b.id, at);
-    await end(s, { batchId: b.id, attemptId: c.attemptId, owner: c.owner, now: at, ending: { kind: "delivered" } });
-    return b;
-  }
+  const claimAt = claimIn;
+  const deliveredAt = (s: S, at: number, n = 2) => deliveredIn(s, `k${++keys}`, at, n);
 
   async function deadAt(s: S, at: number): Promise<{ id: number; events: number[] }> {
     const b = await sealedAt(s, at - 10);
