@@ -509,13 +509,22 @@ describe.skipIf(!PG_BIN)("the spool on PostgreSQL", () => {
             T0 + i * 0.01,
           );
         const delivered: { id: number; key: string; by: string }[] = [];
-        const drain = async (p: PgSpool, by: string) => {
-          for (let round = 0; round < 200; round++) {
-            const cs = await candidatesPg(p, T0 + 10);
-            if (cs.length === 0) return;
-            const claims = await claimPg(
-              p,
-              cs.map((c) => ({
+        // Each dispatcher claims one head a round, and neither marks its first claim until the other holds one too,
+        // so both are seen draining at once. A dispatcher that finds no candidate stops only when all 40 are
+        // delivered: an empty list also means the other one holds every key's head for the moment.
+        const firstClaim = { a: Promise.withResolvers<void>(), b: Promise.withResolvers<void>() };
+        const drain = async (p: PgSpool, by: "a" | "b") => {
+          const other = by === "a" ? "b" : "a";
+          let claimed = false;
+          for (let round = 0; delivered.length < 40; round++) {
+            if (round > 10_000) throw new Error(`${by} gave up with ${delivered.length} of 40 delivered`);
+            const [c] = await candidatesPg(p, T0 + 10);
+            if (!c) {
+              await Bun.sleep(1);
+              continue;
+            }
+            const [claim] = await claimPg(p, [
+              {
                 batchId: c.id,
                 route: c.route,
                 key: c.key,
@@ -524,21 +533,24 @@ describe.skipIf(!PG_BIN)("the spool on PostgreSQL", () => {
                 leaseUntil: T0 + 70,
                 host: by,
                 pid: 1,
-              })),
-            );
-            for (const [i, c] of claims.entries()) {
-              if (!c || c === "gated") continue;
-              if (
-                await markDeliveredPg(p, {
-                  batchId: cs[i].id,
-                  attemptId: c.attemptId,
-                  owner: c.owner,
-                  now: T0 + 10,
-                  attempt: ok,
-                })
-              )
-                delivered.push({ id: cs[i].id, key: cs[i].key, by });
+              },
+            ]);
+            if (!claim || claim === "gated") continue;
+            if (!claimed) {
+              claimed = true;
+              firstClaim[by].resolve();
+              await firstClaim[other].promise;
             }
+            if (
+              await markDeliveredPg(p, {
+                batchId: c.id,
+                attemptId: claim.attemptId,
+                owner: claim.owner,
+                now: T0 + 10,
+                attempt: ok,
+              })
+            )
+              delivered.push({ id: c.id, key: c.key, by });
           }
         };
         await Promise.all([drain(a, "a"), drain(b, "b")]);
