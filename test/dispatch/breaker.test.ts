@@ -185,14 +185,19 @@ onBothWorlds((open) => {
       r.clock.set(
         Math.max((await r.batch(x)).next_attempt_at as number, (await r.batch(y)).next_attempt_at as number, r.t0 + 31),
       );
+      const before = a.calls.length;
       await r.d.tick();
       const d = await r.dest("hermes:a");
       expect(d.state).toBe("half_open");
       expect(d.probe_until).toBeGreaterThan(r.clock.now());
-      const calls = a.calls.length;
+      // The tick claims the probe; its worker reaches the destination a moment later (on PostgreSQL
+      // after more round trips): count from the probe's own call.
+      await waitFor("the probe's call", () => a.calls.length === before + 1, 5_000);
       await r.d.tick();
       await r.d.tick();
-      expect(a.calls.length).toBe(calls);
+      // Nothing else claimed (a claim commits within its tick), and nothing else called.
+      expect([(await r.batch(x)).state, (await r.batch(y)).state].filter((s) => s === "leased")).toEqual(["leased"]);
+      expect(a.calls.length).toBe(before + 1);
       release();
       await r.d.drain();
     });
