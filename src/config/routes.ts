@@ -69,34 +69,84 @@ export function overrideRoute(route: string, destination: string): string {
   return `${route}->${destination}`;
 }
 
+/** A rule of one source as routing uses it: what config gives it, worked out once per config. */
+interface CompiledRule {
+  rule: RouteConfig;
+  /** Its place among [[routes]] (the trace's rule_index). */
+  index: number;
+  window: Window;
+  from: RouteTrace["window"]["from"];
+}
+
+/** One source's routing, worked out when its config is first used (config objects do not change). */
+interface SourceRouting {
+  rules: CompiledRule[];
+  /** The implicit route's window, when no rule matches. */
+  implicit: Pick<CompiledRule, "window" | "from">;
+}
+
+const compiledRouting = new WeakMap<Config, { routes: readonly RouteConfig[]; bySource: Map<string, SourceRouting> }>();
+
+/**
+ * The rules of `source` in file order with their windows resolved, once per (config, source,
+ * plugin span): a request then only matches its attrs. A config is never changed in place once
+ * loaded (a reload makes a new one); a new routes list (a test's) starts afresh.
+ */
+function sourceRouting(config: Config, source: string, pluginSpan: string | undefined): SourceRouting {
+  let cache = compiledRouting.get(config);
+  if (!cache || cache.routes !== config.routes) {
+    cache = { routes: config.routes, bySource: new Map() };
+    compiledRouting.set(config, cache);
+  }
+  const key = `${source}\u0000${pluginSpan ?? ""}`;
+  let routing = cache.bySource.get(key);
+  if (!routing) {
+    const rules: CompiledRule[] = [];
+    config.routes.forEach((rule, index) => {
+      if (rule.source !== source) return;
+      rules.push({
+        rule,
+        index,
+        window: windowFor(config, source, rule.name, pluginSpan),
+        from: windowFrom(config, source, rule.name, pluginSpan),
+      });
+    });
+    routing = {
+      rules,
+      implicit: {
+        window: windowFor(config, source, null, pluginSpan),
+        from: windowFrom(config, source, null, pluginSpan),
+      },
+    };
+    cache.bySource.set(key, routing);
+  }
+  return routing;
+}
+
 /** Where an event of `source` with these attrs goes, primary first. Throws when nowhere. */
 export function resolveCopies(config: Config, source: string, attrs: Attrs, opts: ResolveOptions = {}): RouteCopy[] {
-  const routes = config.routes.filter((r) => r.source === source);
+  const { rules, implicit } = sourceRouting(config, source, opts.pluginSpan);
   const action = config.sources[source]?.action ?? opts.pluginAction ?? null;
-  const chosen = routes.find((r) => !r.tee && routeMatches(r, attrs));
-  const route = chosen?.name ?? source;
-  const routed = chosen ? (chosen.destination ?? action) : action;
-  const window = windowFor(config, source, chosen ? chosen.name : null, opts.pluginSpan);
+  const chosen = rules.find((c) => !c.rule.tee && routeMatches(c.rule, attrs));
+  const route = chosen?.rule.name ?? source;
+  const routed = chosen ? (chosen.rule.destination ?? action) : action;
+  const window = { ...(chosen ?? implicit).window };
   const trace = (
     stage: RouteTrace["stage"],
-    r: RouteConfig | undefined,
+    c: CompiledRule | undefined,
     name: string,
     destination: string,
     w: Window,
   ): RouteTrace => {
     // A rule's own expose; the implicit route's is its source's (a bobbin output's, expanded).
-    const expose = r ? r.expose : config.sources[source]?.expose;
+    const expose = c ? c.rule.expose : config.sources[source]?.expose;
     return {
       stage,
       route: name,
-      rule_index: r ? config.routes.indexOf(r) : null,
-      matched: matchedOf(r, attrs),
+      rule_index: c ? c.index : null,
+      matched: matchedOf(c?.rule, attrs),
       destination,
-      window: {
-        quiet_s: w.quiet_s,
-        max_s: w.max_s,
-        from: windowFrom(config, source, r?.name ?? null, opts.pluginSpan),
-      },
+      window: { quiet_s: w.quiet_s, max_s: w.max_s, from: (c ?? implicit).from },
       ...(expose ? { expose: { paths: [...expose] } } : {}),
     };
   };
@@ -125,19 +175,20 @@ export function resolveCopies(config: Config, source: string, attrs: Attrs, opts
   }
   const copies = [primary];
   const used = new Set([primary.destination]);
-  for (const r of routes) {
+  for (const c of rules) {
+    const r = c.rule;
     if (!r.tee || !r.destination || !routeMatches(r, attrs)) continue;
     if (copies.length - 1 >= MAX_TEES) break;
     // Never two copies of one event to one destination.
     if (used.has(r.destination)) continue;
     used.add(r.destination);
-    const w = windowFor(config, source, r.name, opts.pluginSpan);
+    const w = { ...c.window };
     copies.push({
       route: r.name,
       destination: r.destination,
       tee: true,
       window: w,
-      trace: trace("tee", r, r.name, r.destination, w),
+      trace: trace("tee", c, r.name, r.destination, w),
     });
   }
   return copies;

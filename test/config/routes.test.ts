@@ -290,3 +290,36 @@ describe("no destination", () => {
     expect(thrownBy(HookspoolError, () => resolveCopies(config, "bare", {})).code).toBe("E_CONFIG");
   });
 });
+
+describe("compiled once per config", () => {
+  test("the rules and windows are worked out on first use; a request then only matches its attrs", () => {
+    const config = configWith(
+      { name: "ci", match: { class: "ci" }, destination: "hermes:ci", quiet_s: 7 },
+      { name: "audit", match: {}, tee: true, destination: "hermes:audit" },
+    );
+    // Count every read of a rule out of config.routes (by index, as filter, find and forEach do).
+    let reads = 0;
+    const rules = config.routes;
+    config.routes = new Proxy(rules, {
+      get(target, prop, receiver) {
+        if (typeof prop === "string" && /^\d+$/.test(prop)) reads++;
+        return Reflect.get(target, prop, receiver);
+      },
+    });
+    const first = resolveCopies(config, "github", { class: "ci" });
+    expect(reads).toBeGreaterThan(0);
+    reads = 0;
+    for (let i = 0; i < 50; i++) {
+      const again = resolveCopies(config, "github", i % 2 ? { class: "ci" } : { class: "pr" });
+      if (i % 2) expect(again).toEqual(first);
+      else expect(where(again)).toEqual(["github->hermes:github", "audit->hermes:audit (tee)"]);
+    }
+    expect(reads).toBe(0);
+    // Each request gets its own copies: a caller changing one changes no later answer.
+    first[0].window.quiet_s = 999;
+    expect(resolveCopies(config, "github", { class: "ci" })[0].window.quiet_s).toBe(7);
+    // A new routes list is a new configuration of routes: worked out afresh.
+    config.routes = [{ name: "all", source: "github", match: {}, tee: false, destination: "hermes:all" }];
+    expect(where(resolveCopies(config, "github", { class: "ci" }))).toEqual(["all->hermes:all"]);
+  });
+});
