@@ -1,5 +1,5 @@
 // Secret references: resolved at use time, never cached, never logged, never stored.
-import { readFileSync } from "node:fs";
+import { closeSync, fstatSync, openSync, readFileSync, readSync, statSync, type Stats } from "node:fs";
 import { HookspoolError } from "../errors.ts";
 import type { SecretRef } from "./types.ts";
 
@@ -18,10 +18,76 @@ function unreadable(ref: SecretRef, why: string): HookspoolError {
   });
 }
 
+/**
+ * A secret file read on each use, cheaply: the file stays open (one descriptor per path) and each
+ * read is one stat of the path and one pread of the whole file, instead of open, stat, read and
+ * close. Nothing of the content is kept between reads. A path that now names another file (a
+ * rename over it), a changed mode or owner (ctime), or a changed size or mtime is opened afresh,
+ * so a chmod 000 or a removed file fails the very next read, as a plain read would.
+ */
+interface OpenSecret {
+  fd: number;
+  stamp: string;
+}
+
+/** At most this many secret files held open; the least recently read one is closed first. */
+const MAX_OPEN_SECRETS = 64;
+const openSecrets = new Map<string, OpenSecret>();
+
+function stampOf(st: Stats): string {
+  return `${st.dev}:${st.ino}:${st.size}:${st.mtimeMs}:${st.ctimeMs}`;
+}
+
+function forget(path: string): void {
+  const held = openSecrets.get(path);
+  if (!held) return;
+  openSecrets.delete(path);
+  try {
+    closeSync(held.fd);
+  } catch {
+    // already closed: nothing to release
+  }
+}
+
+function reopen(path: string): OpenSecret {
+  forget(path);
+  const fd = openSync(path, "r");
+  const held = { fd, stamp: stampOf(fstatSync(fd)) };
+  openSecrets.set(path, held);
+  if (openSecrets.size > MAX_OPEN_SECRETS) forget(openSecrets.keys().next().value as string);
+  return held;
+}
+
+function readSecretFile(path: string): string {
+  const st = statSync(path);
+  let held = openSecrets.get(path);
+  if (held) {
+    // Most recently read last, so the oldest is the one closed when too many are open.
+    openSecrets.delete(path);
+    openSecrets.set(path, held);
+  }
+  // The stamp is the fd's own file when it was opened: a path that stats differently now is reopened.
+  if (!held || held.stamp !== stampOf(st)) held = reopen(path);
+  // One byte more than the stat said, so a file that grew since is seen and read whole the slow way.
+  const buf = Buffer.allocUnsafe(st.size + 1);
+  let got = 0;
+  for (;;) {
+    const n = readSync(held.fd, buf, got, buf.length - got, got);
+    if (n === 0) break;
+    got += n;
+    if (got === buf.length) {
+      forget(path);
+      return readFileSync(path, "utf8");
+    }
+  }
+  return buf.toString("utf8", 0, got);
+}
+
 function readText(path: string, ref: SecretRef): string {
   try {
-    return readFileSync(path, "utf8");
+    return readSecretFile(path);
   } catch (e) {
+    forget(path);
     throw unreadable(ref, `cannot be read (${(e as NodeJS.ErrnoException).code ?? "error"})`);
   }
 }

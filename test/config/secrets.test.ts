@@ -1,6 +1,6 @@
 // Secret references: read at use time, never cached, and never in an error message.
 import { describe, expect, test } from "bun:test";
-import { chmodSync, mkdirSync, writeFileSync } from "node:fs";
+import { chmodSync, mkdirSync, readdirSync, readlinkSync, renameSync, unlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describeSecretRef, parseEnvFile, resolveSecret } from "../../src/config/secrets.ts";
 import type { SecretRef } from "../../src/config/types.ts";
@@ -45,6 +45,67 @@ describe("{ file }", () => {
     expect(resolveSecret({ file: path })).toBe("first");
     writeFileSync(path, "second\n");
     expect(resolveSecret({ file: path })).toBe("second");
+  });
+
+  describe("read through a held descriptor, checked by a stat each time", () => {
+    /**
+     * The descriptors of this process open on `path` (Linux: /proc/self/fd; a removed file reads "<path> (deleted)").
+     */
+    const heldOn = (path: string) =>
+      readdirSync("/proc/self/fd").filter((fd) => {
+        try {
+          return readlinkSync(`/proc/self/fd/${fd}`) === path;
+        } catch {
+          return false;
+        }
+      });
+
+    test("one descriptor per file, however often it is read; a rewrite in place is read fresh", () => {
+      const path = fileWith("aaaa\n");
+      for (let i = 0; i < 20; i++) expect(resolveSecret({ file: path })).toBe("aaaa");
+      expect(heldOn(path)).toHaveLength(1);
+      // Same inode, same size: the next read sees the new bytes (nothing of the content is kept).
+      writeFileSync(path, "bbbb\n");
+      expect(resolveSecret({ file: path })).toBe("bbbb");
+      writeFileSync(path, "a longer secret\n");
+      expect(resolveSecret({ file: path })).toBe("a longer secret");
+      expect(heldOn(path)).toHaveLength(1);
+    });
+
+    test("a file renamed over the path is opened afresh; the old one is let go", () => {
+      const path = fileWith("old-secret\n");
+      expect(resolveSecret({ file: path })).toBe("old-secret");
+      const next = `${path}.new`;
+      writeFileSync(next, "new-secret\n", { mode: 0o600 });
+      renameSync(next, path);
+      expect(resolveSecret({ file: path })).toBe("new-secret");
+      expect(heldOn(path)).toHaveLength(1);
+      expect(heldOn(`${path} (deleted)`)).toEqual([]);
+    });
+
+    test("a removed file fails the next read, and no descriptor stays open on it", () => {
+      const path = fileWith(`${SENTINEL}\n`);
+      expect(resolveSecret({ file: path })).toBe(SENTINEL);
+      unlinkSync(path);
+      expect(failure({ file: path }).message).toBe(`secret (file ${path}) cannot be read (ENOENT)`);
+      expect(heldOn(`${path} (deleted)`)).toEqual([]);
+    });
+
+    test("at most 64 secret files are held open, the least recently read let go first", () => {
+      const paths = Array.from({ length: 70 }, (_, i) => fileWith(`s${i}\n`, `many-${i}`));
+      for (const [i, p] of paths.entries()) expect(resolveSecret({ file: p })).toBe(`s${i}`);
+      expect(paths.filter((p) => heldOn(p).length > 0)).toHaveLength(64);
+      expect(heldOn(paths[0])).toEqual([]);
+      expect(heldOn(paths[69])).toHaveLength(1);
+      expect(resolveSecret({ file: paths[0] })).toBe("s0");
+    });
+
+    test.skipIf(process.getuid?.() === 0)("a chmod 000 after a read fails the next read (EACCES)", () => {
+      const path = fileWith(SENTINEL);
+      expect(resolveSecret({ file: path })).toBe(SENTINEL);
+      chmodSync(path, 0o000);
+      expect(failure({ file: path }).message).toContain("cannot be read (EACCES)");
+    });
   });
 
   test("a missing file is an E_CONFIG error naming the file", () => {
