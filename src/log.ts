@@ -102,29 +102,65 @@ export function setLogSink(fn: LogSink): () => void {
   };
 }
 
+const CONTROL = /[\u0000-\u001f\u007f]/;
+const CONTROLS = /[\u0000-\u001f\u007f]/g;
+
+/** A string field as a line may carry it: no control characters, at most 200 of them. */
+function cleanText(v: string): string {
+  const flat = CONTROL.test(v) ? v.replace(CONTROLS, " ") : v;
+  return flat.length > 200 ? flat.slice(0, 200) : flat;
+}
+
 function clean(fields: LogFields | undefined): LogFields {
   const out: Record<string, unknown> = {};
   if (!fields) return out;
   for (const k of FIELD_ORDER) {
     const v = fields[k];
-    if (v !== undefined && v !== null)
-      out[k] = typeof v === "string" ? v.replace(/[\u0000-\u001f\u007f]/g, " ").slice(0, 200) : v;
+    if (v !== undefined && v !== null) out[k] = typeof v === "string" ? cleanText(v) : v;
   }
   return out as LogFields;
 }
 
+/** The text form's timestamp, made once per second rather than once per line. */
+let stampSecond = Number.NaN;
+let stampText = "";
+function stampOf(ts: number): string {
+  const second = Math.floor(ts);
+  if (second !== stampSecond) {
+    stampSecond = second;
+    stampText = new Date(second * 1000).toISOString().replace(/\.\d{3}Z$/, "Z");
+  }
+  return stampText;
+}
+
+const SPACE = /\s/;
+
 function format(json: boolean, ts: number, level: string, component: string, msg: string, fields: LogFields): string {
   if (json) return JSON.stringify({ ts, level, component, msg, ...fields });
-  const when = new Date(ts * 1000).toISOString().replace(/\.\d{3}Z$/, "Z");
-  const kv = Object.entries(fields)
-    .map(([k, v]) => `${k}=${typeof v === "string" && /\s/.test(v) ? JSON.stringify(v) : v}`)
-    .join(" ");
-  return `${when} ${level.padEnd(5)} ${component}: ${msg}${kv ? ` ${kv}` : ""}`;
+  let line = `${stampOf(ts)} ${level.padEnd(5)} ${component}: ${msg}`;
+  for (const k in fields) {
+    const v = fields[k as keyof LogFields];
+    line += ` ${k}=${typeof v === "string" && SPACE.test(v) ? JSON.stringify(v) : v}`;
+  }
+  return line;
+}
+
+const RANK: Record<Level, number> = { info: 0, warn: 1, error: 2 };
+
+/**
+ * The least level printed: HOOKSPOOL_LOG_LEVEL=warn keeps warnings and errors only (the intake's
+ * per-request lines go), =error errors only; anything else, info. A line below it costs a call.
+ */
+export function logThreshold(env: Record<string, string | undefined> = process.env): Level {
+  const v = env.HOOKSPOOL_LOG_LEVEL?.trim().toLowerCase();
+  return v === "warn" || v === "error" ? v : "info";
 }
 
 export interface LoggerOptions {
   /** JSON lines instead of text; default from HOOKSPOOL_LOG=json. */
   json?: boolean;
+  /** The least level printed; default from HOOKSPOOL_LOG_LEVEL (logThreshold). */
+  level?: Level;
   clock?: Clock;
 }
 
@@ -155,16 +191,20 @@ export function createLogger(component: string, opts: LoggerOptions = {}): Logge
     ],
   });
   const limiter = new RepeatLimiter(() => clock.now());
+  const level = opts.level ?? logThreshold();
+  const off = () => {};
+  const on = (l: Level) => RANK[l] >= RANK[level];
   const log: Logger = {
-    info: (msg, fields) => consola.info(msg, clean(fields)),
-    warn: (msg, fields) => consola.warn(msg, clean(fields)),
+    info: on("info") ? (msg, fields) => consola.info(msg, clean(fields)) : off,
+    warn: on("warn") ? (msg, fields) => consola.warn(msg, clean(fields)) : off,
     error: (msg, fields) => consola.error(msg, clean(fields)),
-    limited(level, msg, fields = {}) {
+    limited(l, msg, fields = {}) {
+      if (!on(l)) return;
       const held = limiter.admit([msg, fields.reason, fields.source, fields.destination].join("\u0000"));
       if (held === null) return;
-      log[level](msg, held > 0 ? { ...fields, repeated: held } : fields);
+      log[l](msg, held > 0 ? { ...fields, repeated: held } : fields);
     },
-    child: (sub) => createLogger(`${component}.${sub}`, { json, clock }),
+    child: (sub) => createLogger(`${component}.${sub}`, { json, clock, level }),
   };
   return log;
 }
