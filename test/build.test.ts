@@ -95,6 +95,12 @@ test("dist/hookspool runs init, migrate, enqueue, list and show outside the repo
   // not carry gets a one-line reason, never a stack.
   const builtinDir = run(["--home", home, "bobbin", "check", join(root, "bobbins", "zoom", "meetings")]);
   expect({ code: builtinDir.code, err: builtinDir.err }).toEqual({ code: 0, err: "" });
+  // By name: its captures and documents are files embedded in the binary, read when the kit asks.
+  const byName = run(["--home", home, "bobbin", "check", "github.repo", "--json"]);
+  expect({ code: byName.code, err: byName.err }).toEqual({ code: 0, err: "" });
+  const rows = (JSON.parse(byName.out) as { rows: { name: string; outcome: string; note?: string }[] }).rows;
+  expect(rows.find((r) => r.name === "captures")).toMatchObject({ outcome: "pass", note: "3 captures" });
+  expect(rows.find((r) => r.name === "docs")).toMatchObject({ outcome: "pass" });
   const priv = join(dir, "private", "acme", "widgets");
   mkdirSync(join(dir, "private", "acme"), { recursive: true });
   cpSync(join(root, "bobbins", "zoom", "meetings"), priv, { recursive: true });

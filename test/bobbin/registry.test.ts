@@ -38,12 +38,16 @@ describe("the registry", () => {
       "captures/a.http": "POST / HTTP/1.1\n",
     });
     const text = generate(root);
-    expect(text).toContain('import f0 from "../../bobbins/acme/hooks/README.md" with { type: "text" };');
+    // Documents and captures are embedded files, read when asked for; the manifest is held as text.
+    expect(text).toContain('import f0 from "../../bobbins/acme/hooks/README.md" with { type: "file" };');
+    expect(text).toContain('import f1 from "../../bobbins/acme/hooks/bobbin.toml" with { type: "text" };');
+    expect(text).toContain('import f2 from "../../bobbins/acme/hooks/captures/a.http" with { type: "file" };');
     expect(text).toContain('import * as f3 from "../../bobbins/acme/hooks/source.ts";');
     // A module's text is a literal: the bundler would answer a text import of a .ts with the module.
     expect(text).toContain(
-      '{ dir: "acme/hooks", files: { "README.md": f0, "bobbin.toml": f1, "captures/a.http": f2, ' +
-        '"source.ts": "export default {};\\n" }, modules: { "source": f3 } },',
+      '{ dir: "acme/hooks", files: { get "README.md"() { return readEmbedded(f0); }, "bobbin.toml": f1, ' +
+        'get "captures/a.http"() { return readEmbedded(f2); }, "source.ts": "export default {};\\n" }, ' +
+        'modules: { "source": f3 } },',
     );
     writeBobbin(root, "acme/hooks", manifestText("acme.hooks"), { "logo.png": "x" });
     expect(() => generate(root)).toThrow(
