@@ -12,6 +12,8 @@ test("an enqueue finds its dedup row and its group's open batch by index, never 
   expect(plans.findDedup.join(" ")).toMatch(
     /^SEARCH dedup USING (PRIMARY KEY|INDEX \w+) \(source=\? AND dedup_id=\?\)/,
   );
+  // A fresh dedup id's row names the next event id: the largest rowid, found at the end of the table.
+  expect(plans.claimDedup).toEqual(["SCALAR SUBQUERY 1", "SEARCH events"]);
   // The one-statement join updates the one open batch of the group, found by an index on (route, key[, state]).
   for (const steps of [plans.joinOpen, plans.findOpen]) {
     expect(steps).toHaveLength(1);

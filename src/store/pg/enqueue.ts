@@ -122,6 +122,7 @@ async function placeCopy(
   now: number,
   acc: Acc,
   once: boolean,
+  id: number | null,
 ): Promise<Placed> {
   // 1. the open batch of the group (the group's lock is held: nobody else can open or seal it)
   let [open] = (await tx`SELECT id, count, bytes, max_bytes FROM batches WHERE route = ${copy.route} AND key = ${ev.key}
@@ -154,9 +155,11 @@ async function placeCopy(
   }
   // 3. append the event
   // A raw body that is the payload byte for byte is stored once.
-  const [e] = await tx`INSERT INTO events (source, route, batch_id, event_type, dedup_id, received_at, payload, raw,
-        raw_is_payload, headers, size, trace)
-      VALUES (${ev.source}, ${copy.route}, ${batchId}, ${ev.eventType}, ${ev.dedupId}, ${now}, ${ev.payload},
+  // id null: the identity's next value; else the id a fresh dedup row already names (enqueueOne).
+  const [e] = await tx`INSERT INTO events (id, source, route, batch_id, event_type, dedup_id, received_at, payload,
+        raw, raw_is_payload, headers, size, trace)
+      VALUES (COALESCE(${id}::bigint, nextval(pg_get_serial_sequence('events', 'id'))), ${ev.source}, ${copy.route},
+        ${batchId}, ${ev.eventType}, ${ev.dedupId}, ${now}, ${ev.payload},
         ${once ? null : ev.raw}, ${once ? 1 : 0}, ${JSON.stringify(ev.headers)}, ${size},
           ${copy.trace === undefined ? null : JSON.stringify(copy.trace)})
       RETURNING id`;
@@ -208,7 +211,19 @@ async function enqueueOne(tx: Tx, ev: NewEvent, now: number, acc: Acc): Promise<
   validateNewEvent(ev);
   let dupCount = 0;
   let requeued = false;
+  // A dedup id never seen, in one statement: its row names the first copy's event by the identity's
+  // next value (the id's lock is held). A row already there returns nothing, and takes no value
+  // from the sequence (the SELECT's list is not evaluated): the lookup decides.
+  let claimed: number | null = null;
   if (ev.dedupId !== null) {
+    const [fresh] = await tx`INSERT INTO dedup (source, dedup_id, event_id, seen_at, dup_count)
+        SELECT ${ev.source}, ${ev.dedupId}, nextval(pg_get_serial_sequence('events', 'id')), ${now}, 0
+          WHERE NOT EXISTS (SELECT 1 FROM dedup WHERE source = ${ev.source} AND dedup_id = ${ev.dedupId})
+        ON CONFLICT (source, dedup_id) DO NOTHING
+        RETURNING event_id`;
+    claimed = fresh ? num(fresh.event_id) : null;
+  }
+  if (ev.dedupId !== null && claimed === null) {
     const [seen] = (await tx`SELECT event_id, seen_at, dup_count FROM dedup WHERE source = ${ev.source}
         AND dedup_id = ${ev.dedupId}`) as {
       event_id: string;
@@ -247,8 +262,11 @@ async function enqueueOne(tx: Tx, ev: NewEvent, now: number, acc: Acc): Promise<
   const size = eventSize(ev, now);
   const placed: Placed[] = [];
   const once = rawIsPayload(ev);
-  for (const copy of ev.copies) placed.push(await placeCopy(tx, ev, copy, size, now, acc, once));
-  if (ev.dedupId !== null) {
+  for (const [i, copy] of ev.copies.entries())
+    placed.push(await placeCopy(tx, ev, copy, size, now, acc, once, i === 0 ? claimed : null));
+  if (claimed !== null && placed[0].eventId !== claimed)
+    throw new Error(`enqueue: the dedup row names event ${claimed}, the event went in as ${placed[0].eventId}`);
+  if (ev.dedupId !== null && claimed === null) {
     await tx`INSERT INTO dedup (source, dedup_id, event_id, seen_at, dup_count)
       VALUES (${ev.source}, ${ev.dedupId}, ${placed[0].eventId}, ${now}, ${dupCount})
         ON CONFLICT (source, dedup_id) DO UPDATE

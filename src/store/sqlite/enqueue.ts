@@ -70,19 +70,30 @@ const Q = {
   joinOpen: `UPDATE batches SET count = count + 1, bytes = bytes + $size, last_at = MAX(last_at, $now)
     WHERE route = $route AND key = $key AND state = 'open' AND ${JOINS_WITHOUT_SEAL_SQL}
     RETURNING id, count, bytes, max_events, max_bytes`,
-  insertEvent: `INSERT INTO events (source, route, batch_id, event_type, dedup_id, received_at, payload, raw,
+  // $id NULL: the next rowid; else the id a fresh dedup row already names (claimDedup).
+  insertEvent: `INSERT INTO events (id, source, route, batch_id, event_type, dedup_id, received_at, payload, raw,
       raw_is_payload, headers, size, trace)
-    VALUES ($source, $route, $batch, $type, $dedup, $now, $payload, $raw, $once, $headers, $size, $trace)`,
+    VALUES ($id, $source, $route, $batch, $type, $dedup, $now, $payload, $raw, $once, $headers, $size, $trace)`,
+  // A dedup id never seen, in one statement: its row names the event about to be inserted, the next
+  // rowid (this transaction holds the write lock, so nobody else inserts one meanwhile). A row
+  // already there is left alone and returns nothing: then the lookup decides (findDedup).
+  claimDedup: `INSERT INTO dedup (source, dedup_id, event_id, seen_at, dup_count)
+    VALUES ($source, $dedup, COALESCE((SELECT MAX(id) FROM events), 0) + 1, $now, 0)
+    ON CONFLICT (source, dedup_id) DO NOTHING
+    RETURNING event_id`,
 } as const;
 
 type Joined = { id: number; count: number; bytes: number; max_events: number; max_bytes: number };
 
 /** The query plans of an enqueue's lookups (held to their indexes by the plans test). */
-export function enqueuePlans(spool: SqliteSpool): Record<"findDedup" | "joinOpen" | "findOpen", string[]> {
+export function enqueuePlans(
+  spool: SqliteSpool,
+): Record<"findDedup" | "claimDedup" | "joinOpen" | "findOpen", string[]> {
   const plan = (sql: string, params: Record<string, string | number>) =>
     (spool.db.query(`EXPLAIN QUERY PLAN ${sql}`).all(params as never) as { detail: string }[]).map((r) => r.detail);
   return {
     findDedup: plan(Q.findDedup.replace("?", "$s").replace("?", "$d"), { s: "s", d: "d" }),
+    claimDedup: plan(Q.claimDedup, { source: "s", dedup: "d", now: 0 }),
     joinOpen: plan(Q.joinOpen, { route: "r", key: "k", size: 1, now: 0 }),
     findOpen: plan(Q.findOpen.replace("?", "$r").replace("?", "$k"), { r: "r", k: "k" }),
   };
@@ -92,7 +103,15 @@ export function enqueuePlans(spool: SqliteSpool): Record<"findDedup" | "joinOpen
  * The join rule for one copy, in the five numbered steps below. `once`: the raw body is the
  * payload byte for byte, so the row keeps it once (rawIsPayload, decided once per event).
  */
-function placeCopy(db: Database, ev: NewEvent, copy: EventCopy, size: number, now: number, once: boolean): Placed {
+function placeCopy(
+  db: Database,
+  ev: NewEvent,
+  copy: EventCopy,
+  size: number,
+  now: number,
+  once: boolean,
+  id: number | null,
+): Placed {
   // 1. the open batch of the group (at most one; the schema enforces it) takes the event, in
   // one statement, unless 2. it must be sealed first to keep max_bytes a true bound.
   let after = prepared<Joined, Record<string, string | number>>(db, Q.joinOpen).get({
@@ -127,6 +146,7 @@ function placeCopy(db: Database, ev: NewEvent, copy: EventCopy, size: number, no
   // 3. append the event
   const eventId = Number(
     prepared(db, Q.insertEvent).run({
+      id,
       source: ev.source,
       route: copy.route,
       batch: batchId,
@@ -156,7 +176,16 @@ export function enqueueTx(db: Database, ev: NewEvent, now: number, fresh = true)
   validateNewEvent(ev);
   let dupCount = 0;
   let requeued = false;
-  if (ev.dedupId !== null) {
+  // The first copy's event id when a fresh dedup row already names it (no upsert after, then).
+  let claimed: number | null = null;
+  if (ev.dedupId !== null)
+    claimed =
+      prepared<{ event_id: number }, Record<string, string | number>>(db, Q.claimDedup).get({
+        source: ev.source,
+        dedup: ev.dedupId,
+        now,
+      })?.event_id ?? null;
+  if (ev.dedupId !== null && claimed === null) {
     const seen = prepared<{ event_id: number; seen_at: number; dup_count: number }, [string, string]>(
       db,
       Q.findDedup,
@@ -187,10 +216,12 @@ export function enqueueTx(db: Database, ev: NewEvent, now: number, fresh = true)
   const placed: Placed[] = [];
   const once = rawIsPayload(ev);
   ev.copies.forEach((copy, i) => {
-    placed.push(placeCopy(db, ev, copy, size, now, once));
+    placed.push(placeCopy(db, ev, copy, size, now, once, i === 0 ? claimed : null));
     testHook(`enqueue.after_copy.${i}`);
   });
-  if (ev.dedupId !== null) {
+  if (claimed !== null && placed[0].eventId !== claimed)
+    throw new Error(`enqueue: the dedup row names event ${claimed}, the event went in as ${placed[0].eventId}`);
+  if (ev.dedupId !== null && claimed === null) {
     prepared(db, Q.putDedup).run({
       source: ev.source,
       dedup: ev.dedupId,
