@@ -91,6 +91,16 @@ describe("{ file }", () => {
       expect(heldOn(`${path} (deleted)`)).toEqual([]);
     });
 
+    test("a child process (a script destination, an alert command) inherits no descriptor on it", () => {
+      const path = fileWith(`${SENTINEL}\n`);
+      expect(resolveSecret({ file: path })).toBe(SENTINEL);
+      expect(heldOn(path)).toHaveLength(1);
+      const child = Bun.spawnSync(["sh", "-c", "ls -l /proc/$$/fd"], { stdout: "pipe" });
+      expect(child.exitCode).toBe(0);
+      expect(child.stdout.toString()).toContain("0 -> ");
+      expect(child.stdout.toString()).not.toContain(path);
+    });
+
     test("at most 64 secret files are held open, the least recently read let go first", () => {
       const paths = Array.from({ length: 70 }, (_, i) => fileWith(`s${i}\n`, `many-${i}`));
       for (const [i, p] of paths.entries()) expect(resolveSecret({ file: p })).toBe(`s${i}`);

@@ -62,7 +62,14 @@ export async function load(spec: LoadSpec, logDir: string): Promise<LoadResult> 
   await c.stop();
   const out = c.log().trim().split("\n");
   if (code !== 0) throw new Error(`loadgen exited ${code}: ${out.slice(-10).join("\n")}`);
-  return JSON.parse(out[out.length - 1]) as LoadResult;
+  // Its result is its last JSON line: the runtime may print a line of its own after it.
+  const result = out.findLast((line) => line.startsWith("{"));
+  if (result === undefined) throw new Error(`loadgen printed no result: ${out.slice(-10).join("\n")}`);
+  try {
+    return JSON.parse(result) as LoadResult;
+  } catch {
+    throw new Error(`loadgen's result is not JSON: ${out.slice(-10).join("\n").slice(0, 2000)}`);
+  }
 }
 
 /** Rounds of one cell as one result: requests and seconds added up, percentiles over every latency. */
