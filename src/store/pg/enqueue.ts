@@ -155,10 +155,11 @@ async function placeCopy(
   }
   // 3. append the event
   // A raw body that is the payload byte for byte is stored once.
-  // id null: the identity's next value; else the id a fresh dedup row already names (enqueueOne).
+  // id null: the identity's next value (events_id_seq, the sequence its identity column made; named,
+  // not looked up per insert); else the id a fresh dedup row already names (enqueueOne).
   const [e] = await tx`INSERT INTO events (id, source, route, batch_id, event_type, dedup_id, received_at, payload,
         raw, raw_is_payload, headers, size, trace)
-      VALUES (COALESCE(${id}::bigint, nextval(pg_get_serial_sequence('events', 'id'))), ${ev.source}, ${copy.route},
+      VALUES (COALESCE(${id}::bigint, nextval('events_id_seq')), ${ev.source}, ${copy.route},
         ${batchId}, ${ev.eventType}, ${ev.dedupId}, ${now}, ${ev.payload},
         ${once ? null : ev.raw}, ${once ? 1 : 0}, ${JSON.stringify(ev.headers)}, ${size},
           ${copy.trace === undefined ? null : JSON.stringify(copy.trace)})
@@ -217,7 +218,7 @@ async function enqueueOne(tx: Tx, ev: NewEvent, now: number, acc: Acc): Promise<
   let claimed: number | null = null;
   if (ev.dedupId !== null) {
     const [fresh] = await tx`INSERT INTO dedup (source, dedup_id, event_id, seen_at, dup_count)
-        SELECT ${ev.source}, ${ev.dedupId}, nextval(pg_get_serial_sequence('events', 'id')), ${now}, 0
+        SELECT ${ev.source}, ${ev.dedupId}, nextval('events_id_seq'), ${now}, 0
           WHERE NOT EXISTS (SELECT 1 FROM dedup WHERE source = ${ev.source} AND dedup_id = ${ev.dedupId})
         ON CONFLICT (source, dedup_id) DO NOTHING
         RETURNING event_id`;
