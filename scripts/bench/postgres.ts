@@ -50,6 +50,10 @@ const DISPATCH_N = Number(process.env.BENCH_PG_DISPATCH_N ?? 2000);
 const DISPATCH_K = Number(process.env.BENCH_PG_DISPATCH_K ?? 2000);
 const FSYNC = (process.env.BENCH_PG_FSYNC ?? "on") !== "off";
 const DRAIN_ROUNDS = Number(process.env.BENCH_PG_DRAIN_ROUNDS ?? 2);
+/** BENCH_PG_STATEMENTS=1: pg_stat_statements on, each phase's busiest statements on stderr (a diagnosis, not a figure). */
+const STATEMENTS = process.env.BENCH_PG_STATEMENTS === "1";
+/** BENCH_PG_ONLY=intake or dispatch: one half of the bench. */
+const ONLY = process.env.BENCH_PG_ONLY ?? "";
 const CONCURRENCY = [16, 64];
 const ROUNDS = 3;
 const WARMUP = 200;
@@ -65,6 +69,17 @@ backend = "postgres"
 url = { env = "HOOKSPOOL_PG_URL" }
 pool = ${POOL}
 ${extra}`;
+
+/** The busiest statements since the last call, on stderr, when BENCH_PG_STATEMENTS=1. */
+async function printStatements(pg: BenchPg, phase: string): Promise<void> {
+  const rows = await pg.statements();
+  if (!STATEMENTS) return;
+  table(
+    `postgres statements: ${phase}`,
+    ["calls", "total ms", "rows", "statement"],
+    rows.map((r) => [r.calls, r.totalMs, r.rows, r.query]),
+  );
+}
 
 // ---- intake -------------------------------------------------------------------------------
 
@@ -182,6 +197,7 @@ async function intakeBench(pg: BenchPg, rx: Receiver): Promise<void> {
   servers.push(one, two);
 
   const work = tempHome("pg-intake-load");
+  await pg.statements();
   const rounds = new Map<string, LoadResult[]>();
   /**
    * CPU seconds used during each cell and the requests it took (warm-ups included): hookspool's intakes, the PostgreSQL
@@ -324,6 +340,7 @@ async function intakeBench(pg: BenchPg, rx: Receiver): Promise<void> {
       `postgres ${pgEvents} (requests ${one.sent + two.sent})`,
   );
   for (const ch of [sqliteIntake, ...pgChildren]) await ch.stop();
+  await printStatements(pg, "the intake cells");
   if (problems.length) throw new Error(`postgres intake: ${problems.join("; ")}`);
 }
 
@@ -454,6 +471,7 @@ async function drain(pg: BenchPg, backend: "sqlite" | "postgres", dispatchers: n
     if (before.sealed !== DISPATCH_N)
       throw new Error(`${tag}: ${before.sealed} sealed batches before the drain, expected ${DISPATCH_N}`);
 
+    if (backend === "postgres") await pg.statements();
     const pgCpu0 = pg.cpuS();
     const t0 = Date.now() / 1000;
     for (let i = 0; i < dispatchers; i++)
@@ -477,6 +495,7 @@ async function drain(pg: BenchPg, backend: "sqlite" | "postgres", dispatchers: n
     const cpuHookspool = children.reduce((a, c) => a + procCpuS(c.proc.pid), 0);
     const cpuPostgres = pg.cpuS() - pgCpu0;
     for (const c of children) await c.stop();
+    if (backend === "postgres" && round === 1) await printStatements(pg, `drain, ${dispatchers} dispatcher(s)`);
     const shares = children.map((c) => (c.log().match(/: delivered .*batch=/g) ?? []).length);
     const d: Drain = {
       name: `${backend}: ${dispatchers} dispatch${dispatchers > 1 ? "ers" : "er"}`,
@@ -634,7 +653,7 @@ async function dispatchBench(pg: BenchPg): Promise<void> {
 }
 
 await main("postgres", 200, async () => {
-  const pg = await startBenchPostgres({ fsync: FSYNC });
+  const pg = await startBenchPostgres({ fsync: FSYNC, statements: STATEMENTS });
   try {
     const fsync = FSYNC
       ? "ON (synchronous_commit, full_page_writes on)"
@@ -652,11 +671,11 @@ await main("postgres", 200, async () => {
     });
     const rx = receiver();
     try {
-      await intakeBench(pg, rx);
+      if (ONLY !== "dispatch") await intakeBench(pg, rx);
     } finally {
       rx.stop();
     }
-    await dispatchBench(pg);
+    if (ONLY !== "intake") await dispatchBench(pg);
   } finally {
     await pg.stop();
   }

@@ -76,6 +76,8 @@ export interface StartOptions {
   fsync?: boolean;
   /** Where the cluster's directory goes (a temp dir by default). */
   dir?: string;
+  /** More server settings, as `-c name=value` takes them (the benchmark's pg_stat_statements). */
+  settings?: Record<string, string>;
 }
 
 /** initdb + pg_ctl start of a new cluster; stop() stops it and removes the directory. */
@@ -99,7 +101,10 @@ export async function startPostgres(o: StartOptions = {}): Promise<PgServer> {
   const durable = o.fsync
     ? "-c fsync=on -c synchronous_commit=on -c full_page_writes=on"
     : "-c fsync=off -c synchronous_commit=off -c full_page_writes=off";
-  const opts = `-k ${dir} -c listen_addresses='' ${durable} -c unix_socket_permissions=0777 -c max_connections=150`;
+  const more = Object.entries(o.settings ?? {})
+    .map(([k, v]) => ` -c ${k}=${v}`)
+    .join("");
+  const opts = `-k ${dir} -c listen_addresses='' ${durable} -c unix_socket_permissions=0777 -c max_connections=150${more}`;
   await run(
     [join(PG_BIN, "pg_ctl"), "-D", data, "-l", join(dir, "server.log"), "-o", opts, "-w", "-t", "30", "start"],
     root,

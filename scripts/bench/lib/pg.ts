@@ -35,10 +35,24 @@ export interface BenchPg {
    * backend's goes when it exits).
    */
   cpuS(): number;
+  /**
+   * With `statements` on (pg_stat_statements loaded): the statements run since the last call, most
+   * calls first, as table rows for stderr; then the counts start again. Empty when it is off.
+   */
+  statements(limit?: number): Promise<StatementRow[]>;
   stop(): Promise<void>;
 }
 
-export async function startBenchPostgres(o: { fsync: boolean }): Promise<BenchPg> {
+/** One statement's totals since the last reset (pg_stat_statements). */
+export interface StatementRow {
+  calls: number;
+  /** Milliseconds executing it, over all calls (planning aside). */
+  totalMs: number;
+  rows: number;
+  query: string;
+}
+
+export async function startBenchPostgres(o: { fsync: boolean; statements?: boolean }): Promise<BenchPg> {
   if (!PG_BIN) throw new Error("PostgreSQL not installed");
   const bin = PG_BIN;
   const dir = mkdtempSync(join(tmpdir(), "hookspool-bench-pg-"));
@@ -55,7 +69,10 @@ export async function startBenchPostgres(o: { fsync: boolean }): Promise<BenchPg
     rmSync(dir, { recursive: true, force: true });
   };
   process.on("exit", atExit);
-  const server = await startPostgres({ fsync: o.fsync, dir });
+  const settings: Record<string, string> = o.statements
+    ? { shared_preload_libraries: "pg_stat_statements", "pg_stat_statements.track": "all" }
+    : {};
+  const server = await startPostgres({ fsync: o.fsync, dir, settings });
   const version = (await runPgProgram([join(bin, "postgres"), "--version"], false)).trim();
   const admin = async (statements: string[]) => {
     const sql = new SQL({ path: server.socket, user: server.user, database: "postgres", adapter: "postgres", max: 1 });
@@ -66,6 +83,7 @@ export async function startBenchPostgres(o: { fsync: boolean }): Promise<BenchPg
     }
   };
   const name = (s: string) => s.replace(/[^a-z0-9_]/gi, "");
+  if (o.statements) await admin(["CREATE EXTENSION IF NOT EXISTS pg_stat_statements", "SELECT pg_stat_statements_reset()"]);
   return {
     socketDir: server.socketDir,
     user: server.user,
@@ -98,6 +116,28 @@ export async function startBenchPostgres(o: { fsync: boolean }): Promise<BenchPg
         }
       }
       return ticks / 100;
+    },
+    async statements(limit = 30) {
+      if (!o.statements) return [];
+      const sql = new SQL({ path: server.socket, user: server.user, database: "postgres", adapter: "postgres", max: 1 });
+      try {
+        const rows = (await sql`SELECT calls::int AS calls, total_exec_time::float8 AS ms, rows::int AS rows, query
+            FROM pg_stat_statements WHERE query NOT LIKE '%pg_stat_statements%' ORDER BY calls DESC LIMIT ${limit}`) as {
+          calls: number;
+          ms: number;
+          rows: number;
+          query: string;
+        }[];
+        await sql`SELECT pg_stat_statements_reset()`;
+        return rows.map((r) => ({
+          calls: r.calls,
+          totalMs: r.ms,
+          rows: r.rows,
+          query: r.query.replace(/\s+/g, " ").slice(0, 110),
+        }));
+      } finally {
+        await sql.close();
+      }
     },
     async stop() {
       if (stopped) return;
