@@ -50,7 +50,9 @@ const DISPATCH_N = Number(process.env.BENCH_PG_DISPATCH_N ?? 2000);
 const DISPATCH_K = Number(process.env.BENCH_PG_DISPATCH_K ?? 2000);
 const FSYNC = (process.env.BENCH_PG_FSYNC ?? "on") !== "off";
 const DRAIN_ROUNDS = Number(process.env.BENCH_PG_DRAIN_ROUNDS ?? 2);
-/** BENCH_PG_STATEMENTS=1: pg_stat_statements on, each phase's busiest statements on stderr (a diagnosis, not a figure). */
+/**
+ * BENCH_PG_STATEMENTS=1: pg_stat_statements on, each phase's busiest statements on stderr (a diagnosis, not a figure).
+ */
 const STATEMENTS = process.env.BENCH_PG_STATEMENTS === "1";
 /** BENCH_PG_ONLY=intake or dispatch: one half of the bench. */
 const ONLY = process.env.BENCH_PG_ONLY ?? "";

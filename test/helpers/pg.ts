@@ -104,7 +104,8 @@ export async function startPostgres(o: StartOptions = {}): Promise<PgServer> {
   const more = Object.entries(o.settings ?? {})
     .map(([k, v]) => ` -c ${k}=${v}`)
     .join("");
-  const opts = `-k ${dir} -c listen_addresses='' ${durable} -c unix_socket_permissions=0777 -c max_connections=150${more}`;
+  const opts =
+    `-k ${dir} -c listen_addresses='' ${durable} -c unix_socket_permissions=0777 -c max_connections=150` + more;
   await run(
     [join(PG_BIN, "pg_ctl"), "-D", data, "-l", join(dir, "server.log"), "-o", opts, "-w", "-t", "30", "start"],
     root,

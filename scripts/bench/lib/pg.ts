@@ -70,7 +70,7 @@ export async function startBenchPostgres(o: { fsync: boolean; statements?: boole
   };
   process.on("exit", atExit);
   const settings: Record<string, string> = o.statements
-    ? { shared_preload_libraries: "pg_stat_statements", "pg_stat_statements.track": "all" }
+    ? { shared_preload_libraries: "pg_stat_statements", "pg_stat_statements.track": "top" }
     : {};
   const server = await startPostgres({ fsync: o.fsync, dir, settings });
   const version = (await runPgProgram([join(bin, "postgres"), "--version"], false)).trim();
@@ -83,7 +83,8 @@ export async function startBenchPostgres(o: { fsync: boolean; statements?: boole
     }
   };
   const name = (s: string) => s.replace(/[^a-z0-9_]/gi, "");
-  if (o.statements) await admin(["CREATE EXTENSION IF NOT EXISTS pg_stat_statements", "SELECT pg_stat_statements_reset()"]);
+  if (o.statements)
+    await admin(["CREATE EXTENSION IF NOT EXISTS pg_stat_statements", "SELECT pg_stat_statements_reset()"]);
   return {
     socketDir: server.socketDir,
     user: server.user,
@@ -119,10 +120,17 @@ export async function startBenchPostgres(o: { fsync: boolean; statements?: boole
     },
     async statements(limit = 30) {
       if (!o.statements) return [];
-      const sql = new SQL({ path: server.socket, user: server.user, database: "postgres", adapter: "postgres", max: 1 });
+      const sql = new SQL({
+        path: server.socket,
+        user: server.user,
+        database: "postgres",
+        adapter: "postgres",
+        max: 1,
+      });
       try {
         const rows = (await sql`SELECT calls::int AS calls, total_exec_time::float8 AS ms, rows::int AS rows, query
-            FROM pg_stat_statements WHERE query NOT LIKE '%pg_stat_statements%' ORDER BY calls DESC LIMIT ${limit}`) as {
+            FROM pg_stat_statements WHERE query NOT LIKE '%pg_stat_statements%'
+            ORDER BY calls DESC LIMIT ${limit}`) as {
           calls: number;
           ms: number;
           rows: number;

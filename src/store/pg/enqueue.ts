@@ -36,6 +36,9 @@ import {
 } from "../enqueue-plan.ts";
 import { advanceMetaTimesPg } from "./meta.ts";
 import { raiseIssuePg } from "./issues.ts";
+import { contentOfBatchesPg, enqueueSetPg } from "./enqueue-set.ts";
+
+export { contentOfBatchesPg };
 
 /** The lock names of a set of requests: "g" + route + key per copy, "d" + source + dedup id. */
 function lockNames(jobs: readonly (readonly NewEvent[])[]): { a: string[]; b: string[] } {
@@ -69,31 +72,6 @@ export async function lockAll(tx: Tx, names: { a: string[]; b: string[] }): Prom
 /** The content of a batch as its hash covers it (excluded events left out), in id order. */
 export async function batchContentPg(tx: Tx, batchId: number): Promise<ContentEvent[]> {
   return (await contentOfBatchesPg(tx, [batchId])).get(batchId) ?? [];
-}
-
-/** The content of several batches (their hashes' content), each in id order, in one query. */
-export async function contentOfBatchesPg(tx: Tx, batchIds: readonly number[]): Promise<Map<number, ContentEvent[]>> {
-  const rows = (await tx`SELECT batch_id, id, event_type, received_at, dedup_id, payload, headers, trace FROM events
-      WHERE batch_id = ANY(${batchIds}::bigint[]) AND excluded_at IS NULL ORDER BY batch_id, id`) as Record<
-    string,
-    unknown
-  >[];
-  const out = new Map<number, ContentEvent[]>();
-  for (const r of rows) {
-    const b = num(r.batch_id);
-    const list = out.get(b) ?? [];
-    list.push({
-      id: num(r.id),
-      event_type: String(r.event_type),
-      received_at: Number(r.received_at),
-      dedup_id: (r.dedup_id as string | null) ?? null,
-      payload: (r.payload as string | null) ?? null,
-      headers: String(r.headers),
-      trace: (r.trace as string | null) ?? null,
-    });
-    out.set(b, list);
-  }
-  return out;
 }
 
 export async function sealBatchPg(tx: Tx, batchId: number, now: number): Promise<boolean> {
@@ -293,17 +271,26 @@ async function finish(tx: Tx, acc: Acc, now: number): Promise<void> {
   if (Number.isFinite(acc.readyAt)) await notifyWork(tx, acc.readyAt);
 }
 
+/** A write of the set path that failed: the group goes again one by one, in a new transaction. */
+class SetPathFailed extends Error {}
+
+/** How this process's group commits went: as a set, one by one, and sets whose write failed and went again. */
+export const groupPaths = { set: 0, oneByOne: 0, retried: 0 };
+
 /**
  * One transaction for several requests (each one or more events, all or none of a request's
- * queued). A request that fails is rolled back to its savepoint and reported alone; a failed
- * COMMIT throws, so every request in it fails. `nows`, when given, is each request's own time
- * (when it arrived); `now` is the latest of them.
+ * queued). When every event is fresh the group is written as a set (enqueue-set.ts: the same
+ * rows in a fixed number of statements); else one by one, each request in a savepoint: one that
+ * fails is rolled back to it and reported alone. A failed COMMIT throws, so every request in it
+ * fails. `nows`, when given, is each request's own time (when it arrived); `now` is the latest of
+ * them. `oneByOne`: never as a set (the tests that hold the two paths to the same rows).
  */
 export async function enqueueGroupPg(
   spool: PgSpool,
   jobs: readonly (readonly NewEvent[])[],
   now: number,
   nows?: readonly number[],
+  o: { oneByOne?: boolean } = {},
 ): Promise<JobOutcome[]> {
   // Checked before any lock: a request that cannot be stored fails alone, and never reaches a
   // statement (PostgreSQL's text holds no NUL, and one in a lock name would fail every request).
@@ -316,36 +303,71 @@ export async function enqueueGroupPg(
     }
   });
   const valid = jobs.filter((_, i) => refused[i] === null);
-  return spool.sql.begin(async (tx) => {
-    await lockAll(tx, lockNames(valid));
-    const acc = newAcc();
-    const out: JobOutcome[] = [];
-    for (const [i, evs] of jobs.entries()) {
-      if (refused[i] !== null) {
-        out.push({ error: refused[i] });
-        continue;
-      }
-      const mine = newAcc();
-      try {
-        const results = await tx.savepoint(async (sp) => {
-          const rs: EnqueueResult[] = [];
-          // Each request at the time it arrived (as on SQLite); the transaction's facts at the latest.
-          for (const ev of evs) rs.push(await enqueueOne(sp, ev, nows?.[i] ?? now, mine));
-          return rs;
+  const times = jobs.map((_, i) => nows?.[i] ?? now);
+  const validTimes = times.filter((_, i) => refused[i] === null);
+  const merge = (ok: EnqueueResult[][]): JobOutcome[] => {
+    let next = 0;
+    return jobs.map((_, i) => (refused[i] !== null ? { error: refused[i] } : { ok: ok[next++] }));
+  };
+  try {
+    return await spool.sql.begin(async (tx) => {
+      await lockAll(tx, lockNames(valid));
+      if (!o.oneByOne && valid.length > 0) {
+        const set = await enqueueSetPg(tx, valid, validTimes, now).catch((e) => {
+          throw new SetPathFailed("the group's write failed", { cause: e });
         });
-        for (const s of mine.touched) acc.touched.add(s);
-        acc.readyAt = Math.min(acc.readyAt, mine.readyAt);
-        out.push({ ok: results });
-      } catch (error) {
-        out.push({ error });
+        if (set !== null) {
+          groupPaths.set++;
+          for (const _ of valid) testHook("enqueue.after_savepoint");
+          testHook("enqueue.before_commit");
+          return merge(set);
+        }
       }
-      // Outside the savepoint: a failure here undoes the whole group, and none is acked.
-      testHook("enqueue.after_savepoint");
+      groupPaths.oneByOne++;
+      return oneByOne(tx, jobs, refused, times, now);
+    });
+  } catch (e) {
+    if (!(e instanceof SetPathFailed)) throw e;
+    groupPaths.retried++;
+    return enqueueGroupPg(spool, jobs, now, nows, { oneByOne: true });
+  }
+}
+
+/** The requests one by one in the caller's transaction (its locks held), each in a savepoint. */
+async function oneByOne(
+  tx: Tx & { savepoint<T>(fn: (sp: Tx) => Promise<T>): Promise<T> },
+  jobs: readonly (readonly NewEvent[])[],
+  refused: readonly unknown[],
+  times: readonly number[],
+  now: number,
+): Promise<JobOutcome[]> {
+  const acc = newAcc();
+  const out: JobOutcome[] = [];
+  for (const [i, evs] of jobs.entries()) {
+    if (refused[i] !== null) {
+      out.push({ error: refused[i] });
+      continue;
     }
-    await finish(tx, acc, now);
-    testHook("enqueue.before_commit");
-    return out;
-  });
+    const mine = newAcc();
+    try {
+      const results = await tx.savepoint(async (sp) => {
+        const rs: EnqueueResult[] = [];
+        // Each request at the time it arrived (as on SQLite); the transaction's facts at the latest.
+        for (const ev of evs) rs.push(await enqueueOne(sp, ev, times[i], mine));
+        return rs;
+      });
+      for (const s of mine.touched) acc.touched.add(s);
+      acc.readyAt = Math.min(acc.readyAt, mine.readyAt);
+      out.push({ ok: results });
+    } catch (error) {
+      out.push({ error });
+    }
+    // Outside the savepoint: a failure here undoes the whole group, and none is acked.
+    testHook("enqueue.after_savepoint");
+  }
+  await finish(tx, acc, now);
+  testHook("enqueue.before_commit");
+  return out;
 }
 
 /** One event in its own transaction (the CLI's enqueue, tests). */

@@ -9,9 +9,11 @@ import type { Tx, PgSpool } from "./db.ts";
 /** What a stored value must look like to be read as a number. */
 const NUMERIC = "'^[-+]?[0-9]+([.][0-9]*)?([eE][-+]?[0-9]+)?$'";
 
-/** The value of meta[key] (inside a statement over meta) as a number, or NULL. */
-export const metaNumberSql = (tx: Tx, column: string) =>
-  tx.unsafe(`CASE WHEN ${column} ~ ${NUMERIC} THEN ${column}::float8 END`);
+/** The value of meta[key] (inside a statement over meta) as a number, or NULL: the SQL text. */
+export const metaNumberText = (column: string) => `CASE WHEN ${column} ~ ${NUMERIC} THEN ${column}::float8 END`;
+
+/** metaNumberText as a fragment of a tagged-template statement. */
+export const metaNumberSql = (tx: Tx, column: string) => tx.unsafe(metaNumberText(column));
 
 /** Each meta[key] = max(meta[key], at), in the caller's transaction. */
 export async function advanceMetaTimesPg(tx: Tx, keys: readonly string[], at: number): Promise<void> {

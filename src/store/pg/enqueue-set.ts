@@ -1,0 +1,520 @@
+// A group commit on PostgreSQL in a fixed number of round trips, whatever its size: after the
+// group's locks (enqueue.ts), one read of what the join rule needs (each (route, key)'s open
+// batch and latest unfinished first_at, whether any of its dedup ids was seen, and the new
+// events' ids from the identity), the join rule of enqueue-plan.ts applied in memory, request by
+// request in arrival order, then one statement that writes everything: new batches in their final
+// state, the joined batches' counts, the events, the dedup rows, the journal rows in the order
+// the one-by-one path writes them, the liveness facts and the wake-up. A seal of a batch that
+// was open before the group adds two statements (its content, and its update before the
+// statement that may open the group's next batch: one open batch per group is a unique index).
+//
+// Taken only when every event is fresh: a dedup id seen before (a duplicate, a replay, a requeue)
+// or twice in the group sends the whole group through the one-by-one path (enqueue.ts), as does
+// a failed write, in a new transaction. The locks held throughout are the group's, so what the
+// read saw stays true until the COMMIT.
+import { contentHash, type ContentEvent } from "../content.ts";
+import { type EnqueueResult, eventSize, type NewEvent, type Placed, rawIsPayload } from "../enqueue.ts";
+import { readyAfterJoin, sealsBeforeJoin, sealsOnSize } from "../enqueue-plan.ts";
+import { num, type Tx } from "./db.ts";
+import { WORK_CHANNEL } from "./wakeups.ts";
+import { metaNumberText } from "./meta.ts";
+
+const UNFINISHED = "('open', 'sealed', 'retry', 'leased', 'awaiting')";
+
+/** A batch as the group leaves it: one open before the group (`id`), or one the group opens (`ord`, from 1). */
+interface SimBatch {
+  id: number | null;
+  ord: number;
+  route: string;
+  source: string;
+  destination: string;
+  key: string;
+  first_at: number;
+  last_at: number;
+  quiet_s: number;
+  max_s: number;
+  max_events: number;
+  max_bytes: number;
+  count: number;
+  bytes: number;
+  /** What the group adds to a batch that was open before it. */
+  addedCount: number;
+  addedBytes: number;
+  sealedAt: number | null;
+  /** The events the group put in it, for its content_hash when it seals. */
+  content: ContentEvent[];
+}
+
+/** A (route, key) group as the join rule sees it: its open batch, and the latest first_at of its unfinished ones. */
+interface SimGroup {
+  open: SimBatch | null;
+  maxFirstAt: number;
+}
+
+interface SimEvent {
+  id: number;
+  batch: SimBatch;
+  ev: NewEvent;
+  route: string;
+  at: number;
+  size: number;
+  once: boolean;
+  trace: string | null;
+}
+
+interface SimJournal {
+  kind: "event" | "sealed";
+  batch: SimBatch;
+  at: number;
+  eventId: number | null;
+  detail: string | null;
+}
+
+/** Everything the group writes, decided in memory. */
+interface Plan {
+  batches: SimBatch[];
+  opened: SimBatch[];
+  events: SimEvent[];
+  journal: SimJournal[];
+  results: EnqueueResult[][];
+  readyAt: number;
+  touched: Set<string>;
+}
+
+const groupKey = (route: string, key: string) => `${route}\u0001${key}`;
+
+/**
+ * The group's facts under its locks, in one statement: each group's open batch (or none) with the
+ * latest first_at of its unfinished batches, and `k` event ids from the identity, or null when
+ * one of the dedup ids was seen before (then no id is taken, and the caller goes one by one).
+ */
+async function readGroup(
+  tx: Tx,
+  jobs: readonly (readonly NewEvent[])[],
+  k: number,
+): Promise<{ groups: Map<string, SimGroup>; ids: number[] } | null> {
+  const routes: string[] = [];
+  const keys: string[] = [];
+  const seen = new Set<string>();
+  const dedupSources: string[] = [];
+  const dedupIds: string[] = [];
+  for (const evs of jobs)
+    for (const ev of evs) {
+      for (const c of ev.copies) {
+        const g = groupKey(c.route, ev.key);
+        if (seen.has(g)) continue;
+        seen.add(g);
+        routes.push(c.route);
+        keys.push(ev.key);
+      }
+      if (ev.dedupId !== null) {
+        dedupSources.push(ev.source);
+        dedupIds.push(ev.dedupId);
+      }
+    }
+  const rows = (await tx.unsafe(
+    `WITH seen AS (SELECT EXISTS (SELECT 1 FROM dedup d
+          JOIN unnest($3::text[], $4::text[]) AS x(source, dedup_id) ON d.source = x.source AND d.dedup_id = x.dedup_id)
+        AS hit)
+      SELECT 'g' AS kind, g.i, b.id, b.source, b.destination, b.count, b.bytes, b.max_events, b.max_bytes, b.first_at,
+          b.last_at, b.quiet_s, b.max_s,
+          (SELECT MAX(p.first_at) FROM batches p WHERE p.route = g.route AND p.key = g.key
+            AND p.state IN ${UNFINISHED}) AS max_first
+        FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS g(route, key, i)
+        LEFT JOIN batches b ON b.route = g.route AND b.key = g.key AND b.state = 'open'
+      UNION ALL
+      SELECT 'n', n, nextval('events_id_seq'), NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+        FROM generate_series(1, (SELECT CASE WHEN hit THEN 0 ELSE $5::int END FROM seen)) AS n
+      UNION ALL
+      SELECT 's', 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM seen WHERE hit`,
+    [routes, keys, dedupSources, dedupIds, k],
+  )) as Record<string, unknown>[];
+  if (rows.some((r) => r.kind === "s")) return null;
+  const groups = new Map<string, SimGroup>();
+  const ids: number[] = [];
+  for (const r of rows) {
+    if (r.kind === "n") {
+      ids.push(num(r.id));
+      continue;
+    }
+    const i = Number(r.i) - 1;
+    const maxFirstAt = r.max_first === null ? 0 : Number(r.max_first);
+    const open: SimBatch | null =
+      r.id === null
+        ? null
+        : {
+            id: num(r.id),
+            ord: 0,
+            route: routes[i],
+            source: String(r.source),
+            destination: String(r.destination),
+            key: keys[i],
+            first_at: Number(r.first_at),
+            last_at: Number(r.last_at),
+            quiet_s: Number(r.quiet_s),
+            max_s: Number(r.max_s),
+            max_events: Number(r.max_events),
+            max_bytes: num(r.max_bytes),
+            count: Number(r.count),
+            bytes: num(r.bytes),
+            addedCount: 0,
+            addedBytes: 0,
+            sealedAt: null,
+            content: [],
+          };
+    groups.set(groupKey(routes[i], keys[i]), { open, maxFirstAt });
+  }
+  return { groups, ids: ids.sort((a, b) => a - b) };
+}
+
+/** A dedup id twice in one group: the second is a redelivery the one-by-one path decides. */
+function dedupTwice(jobs: readonly (readonly NewEvent[])[]): boolean {
+  const seen = new Set<string>();
+  for (const evs of jobs)
+    for (const ev of evs) {
+      if (ev.dedupId === null) continue;
+      const k = `${ev.source}\u0001${ev.dedupId}`;
+      if (seen.has(k)) return true;
+      seen.add(k);
+    }
+  return false;
+}
+
+/** The join rule over the whole group, in memory: the same steps, in the same order, as placeCopy. */
+function planGroup(
+  jobs: readonly (readonly NewEvent[])[],
+  times: readonly number[],
+  groups: Map<string, SimGroup>,
+  ids: number[],
+): Plan {
+  const plan: Plan = {
+    batches: [],
+    opened: [],
+    events: [],
+    journal: [],
+    results: [],
+    readyAt: Number.POSITIVE_INFINITY,
+    touched: new Set(),
+  };
+  let next = 0;
+  const touched = new Set<SimBatch>();
+  /** A batch open before the group joins plan.batches the first time the group changes it. */
+  const touch = (b: SimBatch) => {
+    if (b.id === null || touched.has(b)) return;
+    touched.add(b);
+    plan.batches.push(b);
+  };
+  const seal = (b: SimBatch, at: number) => {
+    touch(b);
+    b.sealedAt = at;
+    plan.journal.push({ kind: "sealed", batch: b, at, eventId: null, detail: null });
+  };
+  for (const [i, evs] of jobs.entries()) {
+    const at = times[i];
+    const results: EnqueueResult[] = [];
+    for (const ev of evs) {
+      plan.touched.add(ev.source);
+      const size = eventSize(ev, at);
+      const once = rawIsPayload(ev);
+      const headers = JSON.stringify(ev.headers);
+      const placed: Placed[] = [];
+      for (const copy of ev.copies) {
+        const g = groups.get(groupKey(copy.route, ev.key)) as SimGroup;
+        if (g.open && sealsBeforeJoin(g.open, size)) {
+          seal(g.open, at);
+          g.open = null;
+        }
+        if (!g.open) {
+          const w = copy.window;
+          const first = Math.max(at, g.maxFirstAt);
+          g.open = {
+            id: null,
+            ord: plan.opened.length + 1,
+            route: copy.route,
+            source: ev.source,
+            destination: copy.destination,
+            key: ev.key,
+            first_at: first,
+            last_at: first,
+            ...w,
+            count: 0,
+            bytes: 0,
+            addedCount: 0,
+            addedBytes: 0,
+            sealedAt: null,
+            content: [],
+          };
+          g.maxFirstAt = first;
+          plan.opened.push(g.open);
+          plan.batches.push(g.open);
+        }
+        const b = g.open;
+        touch(b);
+        const id = ids[next++];
+        const trace = copy.trace === undefined ? null : JSON.stringify(copy.trace);
+        plan.events.push({ id, batch: b, ev, route: copy.route, at, size, once, trace });
+        b.count++;
+        b.bytes += size;
+        b.addedCount++;
+        b.addedBytes += size;
+        b.last_at = Math.max(b.last_at, at);
+        b.content.push({
+          id,
+          event_type: ev.eventType,
+          received_at: at,
+          dedup_id: ev.dedupId,
+          payload: ev.payload,
+          headers,
+        });
+        plan.journal.push({
+          kind: "event",
+          batch: b,
+          at,
+          eventId: id,
+          detail: JSON.stringify({ type: ev.eventType, route: copy.route }),
+        });
+        const sealed = sealsOnSize(b);
+        if (sealed) {
+          seal(b, at);
+          g.open = null;
+        }
+        plan.readyAt = Math.min(plan.readyAt, readyAfterJoin(b, sealed, at));
+        placed.push({
+          eventId: id,
+          batchId: 0,
+          route: copy.route,
+          destination: copy.destination,
+          tee: copy.tee,
+          sealed,
+        });
+      }
+      results.push({ status: "queued", placed });
+    }
+    plan.results.push(results);
+  }
+  return plan;
+}
+
+/** The content_hash of every batch the group sealed: a batch open before it also holds the events already stored. */
+async function sealHashes(tx: Tx, plan: Plan): Promise<Map<SimBatch, string>> {
+  const sealed = plan.batches.filter((b) => b.sealedAt !== null);
+  const stored = sealed.filter((b) => b.id !== null).map((b) => b.id as number);
+  const before = stored.length > 0 ? await contentOfBatchesPg(tx, stored) : new Map<number, ContentEvent[]>();
+  return new Map(
+    sealed.map((b) => [b, contentHash([...(b.id === null ? [] : (before.get(b.id) ?? [])), ...b.content])]),
+  );
+}
+
+/** The content of several batches (their hashes' content), each in id order, in one query. */
+export async function contentOfBatchesPg(tx: Tx, batchIds: readonly number[]): Promise<Map<number, ContentEvent[]>> {
+  const rows = (await tx`SELECT batch_id, id, event_type, received_at, dedup_id, payload, headers, trace FROM events
+      WHERE batch_id = ANY(${batchIds}::bigint[]) AND excluded_at IS NULL ORDER BY batch_id, id`) as Record<
+    string,
+    unknown
+  >[];
+  const out = new Map<number, ContentEvent[]>();
+  for (const r of rows) {
+    const b = num(r.batch_id);
+    const list = out.get(b) ?? [];
+    list.push({
+      id: num(r.id),
+      event_type: String(r.event_type),
+      received_at: Number(r.received_at),
+      dedup_id: (r.dedup_id as string | null) ?? null,
+      payload: (r.payload as string | null) ?? null,
+      headers: String(r.headers),
+      trace: (r.trace as string | null) ?? null,
+    });
+    out.set(b, list);
+  }
+  return out;
+}
+
+/**
+ * The batches open before the group that it seals, in a statement of their own before the one
+ * that may open their group's next batch (at most one open batch per group, a unique index).
+ */
+async function sealStored(tx: Tx, batches: readonly SimBatch[], hashes: Map<SimBatch, string>): Promise<void> {
+  if (batches.length === 0) return;
+  const done = await tx`UPDATE batches b SET count = b.count + u.n, bytes = b.bytes + u.bytes,
+      last_at = GREATEST(b.last_at, u.last_at), state = 'sealed', sealed_at = u.sealed_at, content_hash = u.hash
+      FROM unnest(${batches.map((b) => b.id)}::bigint[], ${batches.map((b) => b.addedCount)}::int[],
+        ${batches.map((b) => b.addedBytes)}::bigint[], ${batches.map((b) => b.last_at)}::float8[],
+        ${batches.map((b) => b.sealedAt)}::float8[], ${batches.map((b) => hashes.get(b) ?? null)}::text[])
+        AS u(id, n, bytes, last_at, sealed_at, hash)
+      WHERE b.id = u.id AND b.state = 'open'`;
+  if (done.count !== batches.length) throw new Error(`enqueue: ${done.count} of ${batches.length} batches still open`);
+}
+
+/** The one statement that writes the group. Returns the new batches' ids, in the order they were opened. */
+async function writeGroup(
+  tx: Tx,
+  plan: Plan,
+  hashes: Map<SimBatch, string>,
+  metaKeys: readonly string[],
+  now: number,
+): Promise<number[]> {
+  const opened = plan.opened;
+  const joined = plan.batches.filter((b) => b.id !== null && b.sealedAt === null);
+  const ref = (b: SimBatch) => ({ id: b.id, ord: b.id === null ? b.ord : null });
+  const evs = plan.events;
+  const js = plan.journal;
+  const col = <T, V>(xs: readonly T[], f: (x: T) => V) => xs.map(f);
+  const notify = Number.isFinite(plan.readyAt) ? String(plan.readyAt) : null;
+  const dedup = dedupColumns(plan);
+  const [r] = (await tx.unsafe(
+    `WITH nid AS MATERIALIZED (SELECT n AS ord, nextval('batches_id_seq') AS id FROM generate_series(1, $1::int) AS n),
+    nb AS (INSERT INTO batches (id, route, source, destination, key, state, first_at, last_at, quiet_s, max_s,
+        max_events, max_bytes, count, bytes, sealed_at, content_hash)
+      SELECT nid.id, u.route, u.source, u.destination, u.key,
+        CASE WHEN u.sealed_at IS NULL THEN 'open' ELSE 'sealed' END,
+        u.first_at, u.last_at, u.quiet_s, u.max_s, u.max_events, u.max_bytes, u.count, u.bytes, u.sealed_at, u.hash
+      FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::float8[], $7::float8[], $8::float8[],
+          $9::float8[], $10::int[], $11::bigint[], $12::int[], $13::bigint[], $14::float8[], $15::text[])
+          WITH ORDINALITY AS u(route, source, destination, key, first_at, last_at, quiet_s, max_s, max_events,
+            max_bytes, count, bytes, sealed_at, hash, ord)
+        JOIN nid ON nid.ord = u.ord
+      RETURNING 1),
+    ub AS (UPDATE batches b
+      SET count = b.count + u.n, bytes = b.bytes + u.bytes, last_at = GREATEST(b.last_at, u.last_at)
+      FROM unnest($16::bigint[], $17::int[], $18::bigint[], $19::float8[]) AS u(id, n, bytes, last_at)
+      WHERE b.id = u.id AND b.state = 'open'
+      RETURNING 1),
+    ev AS (INSERT INTO events (id, source, route, batch_id, event_type, dedup_id, received_at, payload, raw,
+        raw_is_payload, headers, size, trace)
+      SELECT u.id, u.source, u.route, COALESCE(u.batch_id, nid.id), u.event_type, u.dedup_id, u.received_at, u.payload,
+        u.raw, u.once, u.headers, u.size, u.trace
+      FROM unnest($20::bigint[], $21::text[], $22::text[], $23::bigint[], $24::int[], $25::text[], $26::text[],
+          $27::float8[], $28::text[], $29::bytea[], $30::smallint[], $31::text[], $32::bigint[], $33::text[])
+          AS u(id, source, route, batch_id, batch_ord, event_type, dedup_id, received_at, payload, raw, once, headers,
+            size, trace)
+        LEFT JOIN nid ON nid.ord = u.batch_ord
+      RETURNING 1),
+    dd AS (INSERT INTO dedup (source, dedup_id, event_id, seen_at, dup_count)
+      SELECT u.source, u.dedup_id, u.event_id, u.seen_at, 0
+        FROM unnest($34::text[], $35::text[], $36::bigint[], $37::float8[]) AS u(source, dedup_id, event_id, seen_at)
+      RETURNING 1),
+    jn AS (INSERT INTO journal (at, kind, batch_id, event_id, source, destination, key, detail)
+      SELECT u.at, u.kind, COALESCE(u.batch_id, nid.id), u.event_id, u.source, u.destination, u.key, u.detail
+        FROM unnest($38::float8[], $39::text[], $40::bigint[], $41::int[], $42::bigint[], $43::text[], $44::text[],
+            $45::text[], $46::text[]) WITH ORDINALITY
+            AS u(at, kind, batch_id, batch_ord, event_id, source, destination, key, detail, ord)
+          LEFT JOIN nid ON nid.ord = u.batch_ord
+        ORDER BY u.ord
+      RETURNING 1),
+    mt AS (INSERT INTO meta (key, value) SELECT k, $47::text FROM unnest($48::text[]) AS k
+      ON CONFLICT (key) DO UPDATE SET value = GREATEST(${metaNumberText("meta.value")}, excluded.value::float8)::text
+      RETURNING 1)
+    SELECT (SELECT array_agg(id ORDER BY ord) FROM nid) AS ids, (SELECT COUNT(*)::int FROM ub) AS joined,
+      (SELECT COUNT(*)::int FROM ev) AS events, (SELECT COUNT(*)::int FROM jn) AS journal,
+      (SELECT COUNT(*)::int FROM nb) AS opened, (SELECT COUNT(*)::int FROM dd) AS dedup,
+      (SELECT COUNT(*)::int FROM mt) AS meta,
+      (SELECT COUNT(*)::int FROM (SELECT pg_notify('${WORK_CHANNEL}', $49::text) WHERE $49::text IS NOT NULL) n)
+        AS notified`,
+    [
+      opened.length,
+      col(opened, (b) => b.route),
+      col(opened, (b) => b.source),
+      col(opened, (b) => b.destination),
+      col(opened, (b) => b.key),
+      col(opened, (b) => b.first_at),
+      col(opened, (b) => b.last_at),
+      col(opened, (b) => b.quiet_s),
+      col(opened, (b) => b.max_s),
+      col(opened, (b) => b.max_events),
+      col(opened, (b) => b.max_bytes),
+      col(opened, (b) => b.count),
+      col(opened, (b) => b.bytes),
+      col(opened, (b) => b.sealedAt),
+      col(opened, (b) => hashes.get(b) ?? null),
+      col(joined, (b) => b.id),
+      col(joined, (b) => b.addedCount),
+      col(joined, (b) => b.addedBytes),
+      col(joined, (b) => b.last_at),
+      col(evs, (e) => e.id),
+      col(evs, (e) => e.ev.source),
+      col(evs, (e) => e.route),
+      col(evs, (e) => ref(e.batch).id),
+      col(evs, (e) => ref(e.batch).ord),
+      col(evs, (e) => e.ev.eventType),
+      col(evs, (e) => e.ev.dedupId),
+      col(evs, (e) => e.at),
+      col(evs, (e) => e.ev.payload),
+      col(evs, (e) => (e.once ? null : e.ev.raw)),
+      col(evs, (e) => (e.once ? 1 : 0)),
+      col(evs, (e) => JSON.stringify(e.ev.headers)),
+      col(evs, (e) => e.size),
+      col(evs, (e) => e.trace),
+      ...dedup,
+      col(js, (j) => j.at),
+      col(js, (j) => j.kind),
+      col(js, (j) => ref(j.batch).id),
+      col(js, (j) => ref(j.batch).ord),
+      col(js, (j) => j.eventId),
+      col(js, (j) => j.batch.source),
+      col(js, (j) => j.batch.destination),
+      col(js, (j) => j.batch.key),
+      col(js, (j) => j.detail),
+      String(now),
+      metaKeys,
+      notify,
+    ],
+  )) as Record<string, unknown>[];
+  const wrote = [r.joined, r.events, r.journal, r.opened, r.dedup, r.meta].map(Number);
+  const meant = [joined.length, evs.length, js.length, opened.length, dedup[0].length, metaKeys.length];
+  if (wrote.some((n, i) => n !== meant[i]))
+    throw new Error(`enqueue: the group wrote ${wrote.join("/")} rows where ${meant.join("/")} were meant`);
+  return ((r.ids as unknown[] | null) ?? []).map(num);
+}
+
+/** The dedup rows of the group's events: each names its first copy's event. */
+function dedupColumns(plan: Plan): [string[], string[], number[], number[]] {
+  const cols: [string[], string[], number[], number[]] = [[], [], [], []];
+  const firsts = new Set<NewEvent>();
+  for (const e of plan.events) {
+    if (e.ev.dedupId === null || firsts.has(e.ev)) continue;
+    firsts.add(e.ev);
+    cols[0].push(e.ev.source);
+    cols[1].push(e.ev.dedupId);
+    cols[2].push(e.id);
+    cols[3].push(e.at);
+  }
+  return cols;
+}
+
+/**
+ * The group in the caller's transaction (its locks held), or null when it must go one by one (a
+ * dedup id seen before or twice): each request's results, in order.
+ */
+export async function enqueueSetPg(
+  tx: Tx,
+  jobs: readonly (readonly NewEvent[])[],
+  times: readonly number[],
+  now: number,
+): Promise<EnqueueResult[][] | null> {
+  if (dedupTwice(jobs)) return null;
+  const k = jobs.reduce((a, evs) => a + evs.reduce((b, ev) => b + ev.copies.length, 0), 0);
+  const read = await readGroup(tx, jobs, k);
+  if (read === null) return null;
+  const plan = planGroup(jobs, times, read.groups, read.ids);
+  const hashes = await sealHashes(tx, plan);
+  await sealStored(
+    tx,
+    plan.batches.filter((b) => b.id !== null && b.sealedAt !== null),
+    hashes,
+  );
+  const metaKeys =
+    plan.touched.size === 0
+      ? []
+      : ["last_enqueue_at", ...[...plan.touched].sort().map((s) => `source:${s}:last_event_at`)];
+  const newIds = await writeGroup(tx, plan, hashes, metaKeys, now);
+  const idOf = new Map<SimBatch, number>();
+  for (const b of plan.opened) idOf.set(b, newIds[b.ord - 1]);
+  for (const b of plan.batches) if (b.id !== null) idOf.set(b, b.id);
+  const byEvent = new Map(plan.events.map((e) => [e.id, e.batch]));
+  for (const rs of plan.results)
+    for (const r of rs)
+      if (r.status === "queued")
+        for (const p of r.placed) p.batchId = idOf.get(byEvent.get(p.eventId) as SimBatch) ?? 0;
+  return plan.results;
+}
