@@ -78,8 +78,8 @@ async function printStatements(pg: BenchPg, phase: string): Promise<void> {
   if (!STATEMENTS) return;
   table(
     `postgres statements: ${phase}`,
-    ["calls", "total ms", "rows", "statement"],
-    rows.map((r) => [r.calls, r.totalMs, r.rows, r.query]),
+    ["calls", "exec ms", "plan ms", "rows", "statement"],
+    rows.map((r) => [r.calls, r.totalMs, r.planMs, r.rows, r.query]),
   );
 }
 

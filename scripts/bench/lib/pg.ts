@@ -48,6 +48,8 @@ export interface StatementRow {
   calls: number;
   /** Milliseconds executing it, over all calls (planning aside). */
   totalMs: number;
+  /** Milliseconds planning it, over all calls. */
+  planMs: number;
   rows: number;
   query: string;
 }
@@ -70,7 +72,11 @@ export async function startBenchPostgres(o: { fsync: boolean; statements?: boole
   };
   process.on("exit", atExit);
   const settings: Record<string, string> = o.statements
-    ? { shared_preload_libraries: "pg_stat_statements", "pg_stat_statements.track": "top" }
+    ? {
+        shared_preload_libraries: "pg_stat_statements",
+        "pg_stat_statements.track": "top",
+        "pg_stat_statements.track_planning": "on",
+      }
     : {};
   const server = await startPostgres({ fsync: o.fsync, dir, settings });
   const version = (await runPgProgram([join(bin, "postgres"), "--version"], false)).trim();
@@ -128,18 +134,22 @@ export async function startBenchPostgres(o: { fsync: boolean; statements?: boole
         max: 1,
       });
       try {
-        const rows = (await sql`SELECT calls::int AS calls, total_exec_time::float8 AS ms, rows::int AS rows, query
+        const rows =
+          (await sql`SELECT calls::int AS calls, total_exec_time::float8 AS ms, total_plan_time::float8 AS plan,
+            rows::int AS rows, query
             FROM pg_stat_statements WHERE query NOT LIKE '%pg_stat_statements%'
             ORDER BY calls DESC LIMIT ${limit}`) as {
-          calls: number;
-          ms: number;
-          rows: number;
-          query: string;
-        }[];
+            calls: number;
+            ms: number;
+            plan: number;
+            rows: number;
+            query: string;
+          }[];
         await sql`SELECT pg_stat_statements_reset()`;
         return rows.map((r) => ({
           calls: r.calls,
           totalMs: r.ms,
+          planMs: r.plan,
           rows: r.rows,
           query: r.query.replace(/\s+/g, " ").slice(0, 110),
         }));

@@ -113,15 +113,15 @@ async function readGroup(
       }
     }
   const rows = (await tx.unsafe(
-    `WITH seen AS (SELECT EXISTS (SELECT 1 FROM dedup d
-          JOIN unnest($3::text[], $4::text[]) AS x(source, dedup_id) ON d.source = x.source AND d.dedup_id = x.dedup_id)
-        AS hit)
+    `WITH seen AS (SELECT EXISTS (SELECT 1 FROM unnest($3::text[], $4::text[]) AS x(source, dedup_id),
+          LATERAL (SELECT 1 FROM dedup d WHERE d.source = x.source AND d.dedup_id = x.dedup_id LIMIT 1) d) AS hit)
       SELECT 'g' AS kind, g.i, b.id, b.source, b.destination, b.count, b.bytes, b.max_events, b.max_bytes, b.first_at,
           b.last_at, b.quiet_s, b.max_s,
           (SELECT MAX(p.first_at) FROM batches p WHERE p.route = g.route AND p.key = g.key
             AND p.state IN ${UNFINISHED}) AS max_first
         FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS g(route, key, i)
-        LEFT JOIN batches b ON b.route = g.route AND b.key = g.key AND b.state = 'open'
+        LEFT JOIN LATERAL (SELECT * FROM batches b WHERE b.route = g.route AND b.key = g.key AND b.state = 'open'
+          LIMIT 1) b ON true
       UNION ALL
       SELECT 'n', n, nextval('events_id_seq'), NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
         FROM generate_series(1, (SELECT CASE WHEN hit THEN 0 ELSE $5::int END FROM seen)) AS n

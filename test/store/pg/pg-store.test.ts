@@ -69,15 +69,51 @@ describe.skipIf(!PG_BIN)("the spool on PostgreSQL", () => {
     test("migrate applies the schema once, under its lock, even when two processes start together", async () => {
       const [a, b] = await fresh({ migrate: false, pools: 2 });
       expect(await pgSchemaVersion(a)).toBe(0);
-      await expect(requirePgSchema(a)).rejects.toThrow(/at schema 0; this build needs 4/);
+      await expect(requirePgSchema(a)).rejects.toThrow(/at schema 0; this build needs 5/);
       const [ra, rb] = await Promise.all([migratePg(a, "aaaaaaaaaaaa"), migratePg(b, "bbbbbbbbbbbb")]);
-      expect([...ra.applied, ...rb.applied]).toEqual(["0001_schema", "0002_pacing", "0003_outcomes", "0004_raw_once"]);
+      expect([...ra.applied, ...rb.applied]).toEqual([
+        "0001_schema",
+        "0002_pacing",
+        "0003_outcomes",
+        "0004_raw_once",
+        "0005_lz4",
+      ]);
       expect(await pgSchemaVersion(b)).toBe(PG_LATEST_SCHEMA);
       await requirePgSchema(b);
       expect((await migratePg(a, "cccccccccccc")).applied).toEqual([]);
       // The first migrate's instance id stays.
       const [id] = await a.sql`SELECT value FROM meta WHERE key = 'instance_id'`;
       expect(["aaaaaaaaaaaa", "bbbbbbbbbbbb"]).toContain(id.value);
+    });
+
+    test("payloads and raw bodies are compressed with LZ4 where the server has it, and read back whole", async () => {
+      const [p] = await fresh();
+      // Whether this server takes lz4 at all (built --with-lz4, PostgreSQL 14 or later).
+      const lz4 = await p.sql
+        .begin(async (tx) => {
+          await tx`SELECT set_config('default_toast_compression', 'lz4', true)`;
+          return true;
+        })
+        .catch(() => false);
+      const cols = (await p.sql`SELECT attname, attcompression::text AS c FROM pg_attribute
+          WHERE attrelid = 'events'::regclass AND attname IN ('payload', 'raw') ORDER BY attname`) as {
+        attname: string;
+        c: string;
+      }[];
+      expect(cols.map((c) => [c.attname, c.c])).toEqual([
+        ["payload", lz4 ? "l" : ""],
+        ["raw", lz4 ? "l" : ""],
+      ]);
+      const payload = JSON.stringify({ text: "lorem ipsum ".repeat(1000) });
+      const raw = new TextEncoder().encode(`${payload} `);
+      const [placed] = queued(await enqueuePg(p, ev({ payload, raw }), T0));
+      const [r] = await p.sql`SELECT payload, raw, pg_column_compression(payload) AS how FROM events
+          WHERE id = ${placed.eventId}`;
+      expect([r.payload, Buffer.from(r.raw).equals(Buffer.from(raw)), r.how]).toEqual([
+        payload,
+        true,
+        lz4 ? "lz4" : "pglz",
+      ]);
     });
 
     test("a schema newer than this build is refused by migrate and by every reader", async () => {
