@@ -362,6 +362,7 @@ async function writeGroup(
   const col = <T, V>(xs: readonly T[], f: (x: T) => V) => xs.map(f);
   const notify = Number.isFinite(plan.readyAt) ? String(plan.readyAt) : null;
   const dedup = dedupColumns(plan);
+  const bodies = bodiesOf(evs);
   const [r] = (await tx.unsafe(
     `WITH nid AS MATERIALIZED (SELECT n AS ord, nextval('batches_id_seq') AS id FROM generate_series(1, $1::int) AS n),
     nb AS (INSERT INTO batches (id, route, source, destination, key, state, first_at, last_at, quiet_s, max_s,
@@ -382,12 +383,15 @@ async function writeGroup(
       RETURNING 1),
     ev AS (INSERT INTO events (id, source, route, batch_id, event_type, dedup_id, received_at, payload, raw,
         raw_is_payload, headers, size, trace)
-      SELECT u.id, u.source, u.route, COALESCE(u.batch_id, nid.id), u.event_type, u.dedup_id, u.received_at, u.payload,
-        u.raw, u.once, u.headers, u.size, u.trace
+      SELECT u.id, u.source, u.route, COALESCE(u.batch_id, nid.id), u.event_type, u.dedup_id, u.received_at,
+        convert_from(substring($52::bytea FROM u.poff FOR u.plen), 'UTF8'),
+        CASE WHEN u.rlen < 0 THEN NULL ELSE substring($53::bytea FROM u.roff FOR u.rlen) END,
+        u.once, u.headers, u.size, u.trace
       FROM unnest($20::bigint[], $21::text[], $22::text[], $23::bigint[], $24::int[], $25::text[], $26::text[],
-          $27::float8[], $28::text[], $29::bytea[], $30::smallint[], $31::text[], $32::bigint[], $33::text[])
-          AS u(id, source, route, batch_id, batch_ord, event_type, dedup_id, received_at, payload, raw, once, headers,
-            size, trace)
+          $27::float8[], $28::int[], $29::int[], $30::smallint[], $31::text[], $32::bigint[], $33::text[], $50::int[],
+          $51::int[])
+          AS u(id, source, route, batch_id, batch_ord, event_type, dedup_id, received_at, poff, plen, once, headers,
+            size, trace, roff, rlen)
         LEFT JOIN nid ON nid.ord = u.batch_ord
       RETURNING 1),
     dd AS (INSERT INTO dedup (source, dedup_id, event_id, seen_at, dup_count)
@@ -439,8 +443,8 @@ async function writeGroup(
       col(evs, (e) => e.ev.eventType),
       col(evs, (e) => e.ev.dedupId),
       col(evs, (e) => e.at),
-      col(evs, (e) => e.ev.payload),
-      col(evs, (e) => (e.once ? null : e.ev.raw)),
+      bodies.payloadAt,
+      bodies.payloadLength,
       col(evs, (e) => (e.once ? 1 : 0)),
       col(evs, (e) => JSON.stringify(e.ev.headers)),
       col(evs, (e) => e.size),
@@ -458,6 +462,10 @@ async function writeGroup(
       String(now),
       metaKeys,
       notify,
+      bodies.rawAt,
+      bodies.rawLength,
+      bodies.payloads,
+      bodies.raws,
     ],
   )) as Record<string, unknown>[];
   const wrote = [r.joined, r.events, r.journal, r.opened, r.dedup, r.meta].map(Number);
@@ -465,6 +473,47 @@ async function writeGroup(
   if (wrote.some((n, i) => n !== meant[i]))
     throw new Error(`enqueue: the group wrote ${wrote.join("/")} rows where ${meant.join("/")} were meant`);
   return ((r.ids as unknown[] | null) ?? []).map(num);
+}
+
+/**
+ * The events' payloads and raw bodies as two byte strings, each event's part at its 1-based
+ * offset and length (a raw body stored once, as its payload, is length -1). A parameter of type
+ * bytea reaches the server as it is, where a text[] of the same bodies is parsed character by
+ * character (measured: 0.06 ms of server CPU for each 6 KB body).
+ */
+function bodiesOf(evs: readonly SimEvent[]): {
+  payloads: Buffer;
+  payloadAt: number[];
+  payloadLength: number[];
+  raws: Buffer;
+  rawAt: number[];
+  rawLength: number[];
+} {
+  const payloads: Buffer[] = [];
+  const raws: Buffer[] = [];
+  const out = {
+    payloadAt: [] as number[],
+    payloadLength: [] as number[],
+    rawAt: [] as number[],
+    rawLength: [] as number[],
+  };
+  let p = 1;
+  let r = 1;
+  for (const e of evs) {
+    const bytes = Buffer.from(e.ev.payload, "utf8");
+    payloads.push(bytes);
+    out.payloadAt.push(p);
+    out.payloadLength.push(bytes.length);
+    p += bytes.length;
+    const raw = e.once ? null : e.ev.raw;
+    out.rawAt.push(r);
+    out.rawLength.push(raw === null ? -1 : raw.length);
+    if (raw !== null) {
+      raws.push(Buffer.from(raw.buffer, raw.byteOffset, raw.byteLength));
+      r += raw.length;
+    }
+  }
+  return { ...out, payloads: Buffer.concat(payloads), raws: Buffer.concat(raws) };
 }
 
 /** The dedup rows of the group's events: each names its first copy's event. */

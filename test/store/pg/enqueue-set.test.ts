@@ -52,7 +52,9 @@ function workload(seed: number, groups: number): { jobs: NewEvent[][]; nows: num
       nows.push(t);
       const evs: NewEvent[] = [];
       for (let e = 0, m = r() < 0.8 ? 1 : 2; e < m; e++) {
-        const payload = JSON.stringify({ g, j, e, pad: "x".repeat(Math.floor(r() * 300)) });
+        // Now and then multi-byte text, or a byte-order mark first: the bodies travel as bytes.
+        const pad = pick(["x", "é", "😀", "\u2028"]).repeat(Math.floor(r() * 300));
+        const payload = `${r() < 0.1 ? "\ufeff" : ""}${JSON.stringify({ g, j, e, pad })}`;
         const windowA = pick([
           { max_events: 1 },
           { max_events: 3 },
