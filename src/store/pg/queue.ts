@@ -11,8 +11,7 @@ import { type DestinationRow, closedRow } from "../destinations.ts";
 import { type Rate, rateMarginS, type WindowHit } from "../../pacing.ts";
 import { num, numOrNull, type PgSpool, type Tx } from "./db.ts";
 import { destinationRowOf } from "./destinations.ts";
-import { contentOfBatchesPg, lockAll } from "./enqueue.ts";
-import { journalPg } from "./journal.ts";
+import { contentOfBatchesPg } from "./enqueue.ts";
 import { contentHash } from "../content.ts";
 import { budgetSpendsPg } from "./budgets.ts";
 import { budgetFromKey } from "../budget-plan.ts";
@@ -22,11 +21,13 @@ import { testHook } from "../../testhook.ts";
 const SEAL_CHUNK = 500;
 
 /**
- * Seal every open batch that is ready at `now`, a chunk at a time: each chunk in one transaction
- * that takes every group's lock at once, in the order every intake takes them (so none is
- * mid-join, and none waits on another in a cycle), reads again which are still open and ready
- * (an intake may have joined one since), reads their content in one query, and seals them in one
- * statement with their hashes and their journal rows in another.
+ * Seal every open batch that is ready at `now`, a chunk at a time, each chunk in one
+ * transaction of three statements: every group's lock tried (a group an intake holds mid-join
+ * is left for the next tick, which its commit's wake-up brings), the content of the batches
+ * locked read in a snapshot after the locks (no intake can join one before the commit), and
+ * the seal with its journal rows in one statement that checks again that each is still open and
+ * ready (an intake may have joined one before the lock). content_hash is computed here from the
+ * events read, as on SQLite.
  */
 export async function sealReadyPg(
   spool: PgSpool,
@@ -48,32 +49,32 @@ export async function sealReadyPg(
   }
   const sealed: number[] = [];
   for (let i = 0; i < ready.length; i += SEAL_CHUNK) {
-    const chunk = ready.slice(i, i + SEAL_CHUNK);
-    const done = await spool.sql.begin(async (tx) => {
-      await lockAll(tx, { a: chunk.map((r) => `g${r.route}`), b: chunk.map((r) => r.key) });
-      const ids = chunk.map((r) => num(r.id));
-      const still = (
-        (await tx`SELECT id FROM batches WHERE id = ANY(${ids}::bigint[]) AND state = 'open'
-          AND ((quiet_s = 0 AND max_s = 0) OR ${now} >= last_at + quiet_s OR ${now} >= first_at + max_s)
-            ORDER BY id`) as {
-          id: string;
-        }[]
-      ).map((r) => num(r.id));
-      if (still.length === 0) return [];
-      const content = await contentOfBatchesPg(tx, still);
-      const hashes = still.map((id) => contentHash(content.get(id) ?? []));
-      await tx`UPDATE batches SET state = 'sealed', sealed_at = ${now}, content_hash = h.hash
-          FROM unnest(${still}::bigint[], ${hashes}::text[]) AS h(id, hash) WHERE batches.id = h.id
-            AND batches.state = 'open'`;
-      await tx`INSERT INTO journal (at, kind, batch_id, source, destination, key)
-          SELECT ${now}, 'sealed', id, source, destination, key FROM batches WHERE id = ANY(${still}::bigint[])
-            ORDER BY id`;
-      testHook("seal.before_commit");
-      return still;
-    });
-    sealed.push(...done);
+    const ids = ready.slice(i, i + SEAL_CHUNK).map((r) => num(r.id));
+    sealed.push(...(await spool.sql.begin((tx) => sealChunk(tx, ids, now))));
   }
   return sealed;
+}
+
+async function sealChunk(tx: Tx, ids: readonly number[], now: number): Promise<number[]> {
+  const locked = (
+    (await tx`SELECT id FROM batches WHERE id = ANY(${ids}::bigint[]) AND state = 'open'
+        AND pg_try_advisory_xact_lock(hashtext('g' || route), hashtext(key)) ORDER BY id`) as { id: string }[]
+  ).map((r) => num(r.id));
+  if (locked.length === 0) return [];
+  const content = await contentOfBatchesPg(tx, locked);
+  const hashes = locked.map((id) => contentHash(content.get(id) ?? []));
+  const rows = (await tx.unsafe(
+    `WITH u AS (UPDATE batches SET state = 'sealed', sealed_at = $1, content_hash = h.hash
+        FROM unnest($2::bigint[], $3::text[]) AS h(id, hash)
+        WHERE batches.id = h.id AND batches.state = 'open'
+          AND ((quiet_s = 0 AND max_s = 0) OR $1 >= last_at + quiet_s OR $1 >= first_at + max_s)
+        RETURNING batches.id, batches.source, batches.destination, batches.key)
+      INSERT INTO journal (at, kind, batch_id, source, destination, key)
+        SELECT $1, 'sealed', id, source, destination, key FROM u ORDER BY id RETURNING batch_id`,
+    [now, locked, hashes],
+  )) as { batch_id: string }[];
+  testHook("seal.before_commit");
+  return rows.map((r) => num(r.batch_id));
 }
 
 /** A batch heads its (route, key) group: no unfinished batch of the group came before it. */
@@ -454,23 +455,20 @@ export async function recoverExpiredPg(
   now: number,
   live: ReadonlySet<string> = new Set(),
 ): Promise<number[]> {
-  return spool.sql.begin(async (tx) => {
-    const rows = (await tx`UPDATE batches
+  // One statement, so no transaction of its own: a tick with nothing expired costs one search.
+  const rows = (await spool.sql`WITH r AS (UPDATE batches
         SET state = 'retry', next_attempt_at = ${now}, lease_until = NULL, lease_owner = NULL,
           last_error = 'lease expired'
         WHERE id IN (SELECT id FROM batches WHERE state = 'leased' AND lease_until < ${now}
           AND NOT (lease_owner = ANY(${[...live]}::text[])) FOR UPDATE SKIP LOCKED)
-          RETURNING id`) as {
-      id: string;
-    }[];
-    const ids = rows.map((r) => num(r.id)).sort((a, b) => a - b);
-    for (const id of ids) {
-      await tx`UPDATE attempts SET finished_at = ${now}, outcome = 'retry', error = 'lease expired', counted = 0
-        WHERE batch_id = ${id}::bigint AND finished_at IS NULL`;
-      await journalPg(tx, "retry", id, now, { detail: { class: "lease expired" } });
-    }
-    return ids;
-  });
+          RETURNING id, source, destination, key),
+      a AS (UPDATE attempts SET finished_at = ${now}, outcome = 'retry', error = 'lease expired', counted = 0
+        FROM r WHERE attempts.batch_id = r.id AND attempts.finished_at IS NULL)
+      INSERT INTO journal (at, kind, batch_id, source, destination, key, detail)
+        SELECT ${now}, 'retry', id, source, destination, key, ${JSON.stringify({ class: "lease expired" })} FROM r
+          ORDER BY id
+      RETURNING batch_id`) as { batch_id: string }[];
+  return rows.map((r) => num(r.batch_id)).sort((a, b) => a - b);
 }
 
 /**
