@@ -83,65 +83,73 @@ const HEAD = `NOT EXISTS (SELECT 1 FROM batches p
         AND p.first_at <= b.first_at AND (p.first_at < b.first_at OR p.id < b.id))`;
 
 /** The destinations holding a sealed or retrying batch: one index search each (a loose index scan). */
-const READY_DESTINATIONS = `WITH RECURSIVE d(name) AS (
+const READY_CTE = `WITH RECURSIVE d(name) AS (
     SELECT MIN(destination) FROM batches WHERE state IN ('sealed', 'retry')
     UNION ALL
     SELECT (SELECT MIN(destination) FROM batches WHERE state IN ('sealed', 'retry') AND destination > d.name) FROM d
-      WHERE d.name IS NOT NULL)
-  SELECT name FROM d WHERE name IS NOT NULL AND name <> 'quarantine'`;
+      WHERE d.name IS NOT NULL)`;
 
-/** One destination's deliverable heads, oldest first: $1 destination, $2 now, $3 limit. */
-const CANDIDATES = `SELECT b.id, b.route, b.source, b.destination, b.key, b.state, b.first_at, b.attempts, b.count,
-  b.bytes
+const READY_DESTINATIONS = `${READY_CTE} SELECT name FROM d WHERE name IS NOT NULL AND name <> 'quarantine'`;
+
+/** One destination's deliverable heads, oldest first. */
+const walkOf = (destination: string, now: string, limit: string) => `SELECT b.id, b.route, b.source, b.destination,
+  b.key, b.state, b.first_at, b.attempts, b.count, b.bytes
     FROM batches b
-   WHERE b.destination = $1 AND b.state IN ('sealed', 'retry')
-     AND (b.state = 'sealed' OR b.next_attempt_at <= $2)
-     AND (b.not_before IS NULL OR b.not_before <= $2)
+   WHERE b.destination = ${destination} AND b.state IN ('sealed', 'retry')
+     AND (b.state = 'sealed' OR b.next_attempt_at <= ${now})
+     AND (b.not_before IS NULL OR b.not_before <= ${now})
      AND ${HEAD}
-   ORDER BY b.first_at, b.id LIMIT $3`;
+   ORDER BY b.first_at, b.id LIMIT ${limit}`;
+
+/** One destination's walk: $1 destination, $2 now, $3 limit. */
+const CANDIDATES = walkOf("$1", "$2", "$3");
+
+/** Every ready destination's walk in one statement: $1 now, $2 limit. */
+const ALL_CANDIDATES = `${READY_CTE} SELECT c.* FROM d CROSS JOIN LATERAL (${walkOf("d.name", "$1", "$2")}) c
+  WHERE d.name IS NOT NULL AND d.name <> 'quarantine'`;
 
 /**
  * Deliverable heads at `now`, oldest first_at first, at most `perDestination` of each
- * destination: as on SQLite, a loose index scan of batches_ready finds the destinations that
- * hold a deliverable batch, and each destination's walk follows that index in order and stops at
- * its limit, so a wide backlog costs the slots it fills, not its size.
+ * destination, in one statement: as on SQLite, a loose index scan of batches_ready finds the
+ * destinations that hold a deliverable batch, and each destination's walk follows that index in
+ * order and stops at its limit, so a wide backlog costs the slots it fills, not its size.
  */
 export async function candidatesPg(spool: PgSpool, now: number, perDestination = 1000): Promise<Candidate[]> {
   const limit = Math.max(0, Math.floor(Math.min(perDestination, 1_000_000)));
-  const names = (await spool.sql.unsafe(READY_DESTINATIONS)) as { name: string }[];
-  const out: Candidate[] = [];
-  for (const { name } of names) {
-    const rows = (await spool.sql.unsafe(CANDIDATES, [name, now, limit])) as Record<string, unknown>[];
-    for (const r of rows)
-      out.push({
-        id: num(r.id),
-        route: String(r.route),
-        source: String(r.source),
-        destination: String(r.destination),
-        key: String(r.key),
-        state: r.state as Candidate["state"],
-        first_at: Number(r.first_at),
-        attempts: Number(r.attempts),
-        count: Number(r.count),
-        bytes: num(r.bytes),
-      });
-  }
-  return out.sort((a, b) => a.first_at - b.first_at || a.id - b.id);
+  const rows = (await spool.sql.unsafe(ALL_CANDIDATES, [now, limit])) as Record<string, unknown>[];
+  return rows
+    .map((r) => ({
+      id: num(r.id),
+      route: String(r.route),
+      source: String(r.source),
+      destination: String(r.destination),
+      key: String(r.key),
+      state: r.state as Candidate["state"],
+      first_at: Number(r.first_at),
+      attempts: Number(r.attempts),
+      count: Number(r.count),
+      bytes: num(r.bytes),
+    }))
+    .sort((a, b) => a.first_at - b.first_at || a.id - b.id);
 }
 
 /**
- * How PostgreSQL runs the candidates walk: the destinations' scan, and one destination's walk (a test holds them to the
- * indexes).
+ * How PostgreSQL runs the candidates walk: the destinations' scan, one destination's walk, and the statement that
+ * does both (a test holds them to the indexes).
  */
 export async function candidatesPlansPg(
   spool: PgSpool,
   destination: string,
   now: number,
   limit: number,
-): Promise<{ destinations: string[]; walk: string[] }> {
+): Promise<{ destinations: string[]; walk: string[]; all: string[] }> {
   const plan = async (sql: string, params: (string | number)[] = []) =>
     ((await spool.sql.unsafe(`EXPLAIN ${sql}`, params)) as { "QUERY PLAN": string }[]).map((r) => r["QUERY PLAN"]);
-  return { destinations: await plan(READY_DESTINATIONS), walk: await plan(CANDIDATES, [destination, now, limit]) };
+  return {
+    destinations: await plan(READY_DESTINATIONS),
+    walk: await plan(CANDIDATES, [destination, now, limit]),
+    all: await plan(ALL_CANDIDATES, [now, limit]),
+  };
 }
 
 /** A destination as the claims of one transaction see it: its row, what is leased, its rate window. */
