@@ -82,6 +82,8 @@ export async function markDeliveredAllPg(tx: Tx, marks: readonly DeliveredMark[]
       detail: JSON.stringify(m.awaitUntil !== undefined ? { ...facts, until: m.awaitUntil } : facts),
     };
   });
+  // The ids again as arrays beside the JSON rows: the planner knows an array's length, not a JSON
+  // document's (it guesses 100 rows, and scans attempts and batches whole rather than search them).
   const done = (await tx`WITH m AS (SELECT * FROM json_to_recordset(${JSON.stringify(rows)}::text::json) AS m(ord int,
         batch_id bigint, attempt_id bigint, owner text, now float8, await_until float8, result text, counted int,
         klass text, status int, error text, duration_ms int, events_delivered int, failed_event_id bigint, hits int,
@@ -91,20 +93,22 @@ export async function markDeliveredAllPg(tx: Tx, marks: readonly DeliveredMark[]
           next_attempt_at = CASE WHEN m.await_until IS NULL THEN b.next_attempt_at ELSE m.await_until END,
           result = m.result, lease_until = NULL, lease_owner = NULL, attempts = b.attempts + m.counted,
           last_class = NULL, last_error = NULL
-        FROM m WHERE b.id = m.batch_id AND b.state = 'leased' AND b.lease_owner = m.owner
+        FROM m WHERE b.id = m.batch_id AND b.id = ANY(${marks.map((m) => m.batchId)}::bigint[])
+          AND b.state = 'leased' AND b.lease_owner = m.owner
         RETURNING b.id, b.source, b.destination, b.key),
       -- A lost lease's request went out all the same: its hits stay as reserved.
       a AS (UPDATE attempts t SET finished_at = m.now, outcome = CASE WHEN u.id IS NULL THEN 'discarded' ELSE 'ok' END,
           klass = m.klass, status = m.status, error = m.error, duration_ms = m.duration_ms,
           counted = CASE WHEN u.id IS NULL THEN 0 ELSE m.counted END, events_delivered = m.events_delivered,
           failed_event_id = m.failed_event_id,
-          hits = CASE WHEN t.hits IS NULL THEN NULL ELSE COALESCE(CASE WHEN u.id IS NULL THEN NULL ELSE m.hits END, t.hits)
-            END,
+          hits = CASE WHEN t.hits IS NULL THEN NULL
+            ELSE COALESCE(CASE WHEN u.id IS NULL THEN NULL ELSE m.hits END, t.hits) END,
           answer = m.answer, unconfirmed = m.unconfirmed
-        FROM m LEFT JOIN u ON u.id = m.batch_id WHERE t.id = m.attempt_id),
+        FROM m LEFT JOIN u ON u.id = m.batch_id
+        WHERE t.id = m.attempt_id AND t.id = ANY(${marks.map((m) => m.attemptId)}::bigint[])),
       j AS (INSERT INTO journal (at, kind, batch_id, attempt_id, source, destination, key, detail)
-        SELECT m.now, CASE WHEN m.await_until IS NULL THEN 'delivered' ELSE 'awaiting' END, u.id, m.attempt_id, u.source,
-          u.destination, u.key, m.detail
+        SELECT m.now, CASE WHEN m.await_until IS NULL THEN 'delivered' ELSE 'awaiting' END, u.id, m.attempt_id,
+          u.source, u.destination, u.key, m.detail
         FROM m JOIN u ON u.id = m.batch_id ORDER BY m.ord),
       p AS (UPDATE polls SET delivered_at = m.now, delivered_tick_at = polls.last_tick_at
         FROM m JOIN u ON u.id = m.batch_id WHERE polls.last_batch_id = m.batch_id)

@@ -147,7 +147,7 @@ function succeeded(r: DestinationRow, now: number): DestinationRow {
   return r.state === "paused" ? reset : { ...reset, state: "closed", opened_at: null, cooldown_s: null };
 }
 
-/** What a set of delivered outcomes does to one destination's row: its last success, the latest lift of its 429 gate. */
+/** What delivered outcomes do to one destination's row: its last success, the latest lift of its 429 gate. */
 interface Closing {
   name: string;
   ok_at: number;
@@ -247,9 +247,15 @@ async function closeDestinationsPg(tx: Tx, closing: readonly Closing[], resolve:
         ON CONFLICT (name) DO UPDATE SET ${success("destinations").replace("x.ok_at", "excluded.last_ok_at")}),
       r AS (UPDATE issues SET state = 'resolved', last_at = r.now
         FROM json_to_recordset($2::text::json) AS r(fingerprint text, now float8)
-        WHERE issues.fingerprint = r.fingerprint AND issues.state IN ('open', 'acked'))
+        WHERE issues.fingerprint = r.fingerprint AND issues.fingerprint = ANY($3::text[])
+          AND issues.state IN ('open', 'acked'))
     SELECT 1`,
-    [JSON.stringify(closing), JSON.stringify([...resolve].map(([fingerprint, now]) => ({ fingerprint, now })))],
+    // The fingerprints again as an array: the planner knows its length (a JSON document's it guesses).
+    [
+      JSON.stringify(closing),
+      JSON.stringify([...resolve].map(([fingerprint, now]) => ({ fingerprint, now }))),
+      [...resolve.keys()],
+    ],
   );
 }
 

@@ -228,12 +228,12 @@ const budgetSince = (floor: string, key: string) =>
  * attempts and an attempt id from the identity's sequence (so the delivery id is known before
  * the write), and the key budgets' spends ($3).
  */
-const CLAIM_READ = `WITH g AS (SELECT * FROM json_to_recordset($1::text::json) AS g(name text, rsince float8, bfloor float8,
-    bkey text)),
-  c AS MATERIALIZED (SELECT b.id FROM batches b WHERE b.id IN (SELECT value::bigint FROM json_array_elements_text($2::text::json))
+const CLAIM_READ = `WITH g AS (SELECT * FROM json_to_recordset($1::text::json)
+    AS g(name text, rsince float8, bfloor float8, bkey text)),
+  c AS MATERIALIZED (SELECT b.id FROM batches b WHERE b.id = ANY($2::bigint[])
     AND b.state IN ('sealed', 'retry') AND ${HEAD} FOR UPDATE OF b SKIP LOCKED),
-  k AS (SELECT * FROM json_to_recordset($3::text::json) AS k(i int, destination text, route text, key text, floor float8,
-    bkey text))
+  k AS (SELECT * FROM json_to_recordset($3::text::json)
+    AS k(i int, destination text, route text, key text, floor float8, bkey text))
   SELECT
     (SELECT json_agg(json_build_object('name', g.name,
       'leased', (SELECT COUNT(*) FROM batches WHERE destination = g.name AND state = 'leased'),
@@ -271,7 +271,7 @@ interface ClaimFacts {
 const parsed = (v: unknown): unknown => (typeof v === "string" ? JSON.parse(v) : v);
 
 /** The read's parameters: each gated destination (sorted) with what its first paced and budgeted claim ask. */
-function claimReadParams(inputs: readonly ClaimIn[], ids: readonly number[]): string[] {
+function claimReadParams(inputs: readonly ClaimIn[], ids: readonly number[]): (string | number[])[] {
   const names = [...new Set(inputs.filter((c) => c.maxInflight !== undefined).map((c) => c.destination))].sort();
   const gates = names.map((name) => {
     const paced = inputs.find((c) => c.destination === name && c.rate);
@@ -297,7 +297,7 @@ function claimReadParams(inputs: readonly ClaimIn[], ids: readonly number[]): st
         ]
       : [],
   );
-  return [JSON.stringify(gates), JSON.stringify(ids), JSON.stringify(keys)];
+  return [JSON.stringify(gates), [...ids], JSON.stringify(keys)];
 }
 
 async function readClaimFacts(tx: Tx, inputs: readonly ClaimIn[], ids: readonly number[]): Promise<ClaimFacts> {
@@ -413,15 +413,17 @@ async function writeClaims(tx: Tx, admitted: readonly Admitted[]): Promise<void>
       .map((a) => [a.c.destination, { batch_id: a.c.batchId, lease_until: a.c.leaseUntil }]),
   );
   const probeRows = [...probes].sort(([a], [b]) => (a < b ? -1 : 1)).map(([destination, p]) => ({ destination, ...p }));
-  await tx`WITH c AS (SELECT * FROM json_to_recordset(${JSON.stringify(rows)}::text::json) AS c(aid bigint, batch_id bigint,
-        n int, destination text, started_at float8, probe smallint, hits int, delivery_id text, lease_until float8,
-        owner text, detail text, ord int)),
+  await tx`WITH c AS (SELECT * FROM json_to_recordset(${JSON.stringify(rows)}::text::json) AS c(aid bigint,
+        batch_id bigint, n int, destination text, started_at float8, probe smallint, hits int, delivery_id text,
+        lease_until float8, owner text, detail text, ord int)),
       a AS (INSERT INTO attempts (id, batch_id, n, destination, started_at, probe, counted, hits, delivery_id)
         SELECT aid, batch_id, n, destination, started_at, probe, 0, hits, delivery_id FROM c),
       u AS (UPDATE batches b SET state = 'leased', lease_until = c.lease_until, lease_owner = c.owner FROM c
-        WHERE b.id = c.batch_id RETURNING b.id, b.source, b.destination, b.key),
+        WHERE b.id = c.batch_id AND b.id = ANY(${admitted.map((a) => a.c.batchId)}::bigint[])
+        RETURNING b.id, b.source, b.destination, b.key),
       j AS (INSERT INTO journal (at, kind, batch_id, attempt_id, source, destination, key, detail)
-        SELECT c.started_at, 'leased', u.id, c.aid, u.source, u.destination, u.key, c.detail FROM c JOIN u ON u.id = c.batch_id
+        SELECT c.started_at, 'leased', u.id, c.aid, u.source, u.destination, u.key, c.detail
+          FROM c JOIN u ON u.id = c.batch_id
           ORDER BY c.ord),
       p AS (INSERT INTO destinations (name, last_probe_batch_id, probe_until)
         SELECT destination, batch_id, lease_until FROM json_to_recordset(${JSON.stringify(probeRows)}::text::json)
