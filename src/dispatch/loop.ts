@@ -241,7 +241,9 @@ export class Dispatcher implements Service {
       this.again = false;
       try {
         await this.tickOnce();
-        await this.armReadiness(await this.store.effectiveNow());
+        // The tick's own now_eff, not a second read of the clock: instants since then that
+        // nextReadyAt returns arm the timer at once, so none is missed.
+        await this.armReadiness(this.nowEff);
       } catch (e) {
         this.survive("tick", e);
       }

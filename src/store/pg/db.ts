@@ -77,7 +77,7 @@ export class PgSpool {
 }
 
 /** Bun.sql's transaction, which can open a savepoint. */
-type TxWithSavepoint = Tx & { savepoint<T>(fn: (sp: Tx) => Promise<T>): Promise<T> };
+export type TxWithSavepoint = Tx & { savepoint<T>(fn: (sp: Tx) => Promise<T>): Promise<T> };
 
 function client(target: PgTarget, max: number): SQL {
   const common = { adapter: "postgres" as const, max, idleTimeout: 30, connectionTimeout: 10 };

@@ -52,6 +52,17 @@ export async function resolveIssuePg(tx: Tx, fingerprint: string, now: number): 
   return r.count > 0;
 }
 
+/**
+ * Resolve several open or acked issues in one statement, each at its own time (an outcome's
+ * success resolves every transient issue of its destination at once).
+ */
+export async function resolveIssuesPg(tx: Tx, resolve: ReadonlyMap<string, number>): Promise<void> {
+  if (resolve.size === 0) return;
+  await tx`UPDATE issues SET state = 'resolved', last_at = r.now
+      FROM unnest(${[...resolve.keys()]}::text[], ${[...resolve.values()]}::float8[]) AS r(fingerprint, now)
+      WHERE issues.fingerprint = r.fingerprint AND issues.state IN ('open', 'acked')`;
+}
+
 export async function getIssueByFingerprintPg(spool: PgSpool, fingerprint: string): Promise<IssueRow | null> {
   const [r] = await spool.sql`SELECT * FROM issues WHERE fingerprint = ${fingerprint}`;
   return r ? issueRowOf(r) : null;

@@ -1,13 +1,13 @@
 // The fenced marks on PostgreSQL: delivered (or awaiting), retry and dead, each changing the
 // batch only while this dispatcher's lease still holds it (lease_owner and the attempt id), and
 // the attempt row finished with it; an abandoned attempt. The same fence as SQLite's marks.ts.
+// Delivered marks, the common end, go several to a statement (markDeliveredAllPg).
 import type { DeadReason } from "../../delivery.ts";
 import { attemptFacts, type MarkBase, scrubError } from "../marks.ts";
-import type { PgSpool, Tx } from "./db.ts";
+import { num, type PgSpool, type Tx } from "./db.ts";
 import { journalPg } from "./journal.ts";
 import type { NewEvent } from "../enqueue.ts";
 import { enqueueEventsPgTx } from "./enqueue.ts";
-import { pollDeliveredPgTx } from "./polls.ts";
 
 type Outcome = "ok" | "retry" | "dead";
 
@@ -46,48 +46,85 @@ async function fencedTx(
   return applied;
 }
 
+/** A delivered mark, as markDeliveredAllPg takes several: leased -> delivered, or -> awaiting until `awaitUntil`. */
+export type DeliveredMark = MarkBase & { result?: string; awaitUntil?: number };
+
+/**
+ * Several delivered marks in one statement, each fenced as fencedTx fences one: a batch this
+ * owner still holds leased -> delivered (or awaiting), its attempt finished 'ok', its journal
+ * row (in the marks' order), and a poll source's tick batch's delivery recorded on its
+ * instance (the last delivered tick, as on SQLite); an attempt whose lease was lost is
+ * discarded and nothing else applies. Returns the batches marked.
+ */
+export async function markDeliveredAllPg(tx: Tx, marks: readonly DeliveredMark[]): Promise<Set<number>> {
+  if (marks.length === 0) return new Set();
+  const rows = marks.map((m, ord) => {
+    const a = m.attempt;
+    const facts = attemptFacts(a);
+    return {
+      ord,
+      batch_id: m.batchId,
+      attempt_id: m.attemptId,
+      owner: m.owner,
+      now: m.now,
+      await_until: m.awaitUntil ?? null,
+      result: m.result ?? "ok",
+      counted: a.counted ? 1 : 0,
+      klass: a.klass,
+      status: a.status,
+      error: scrubError(a.error),
+      duration_ms: Math.round(a.durationMs),
+      events_delivered: a.eventsDelivered ?? null,
+      failed_event_id: a.failedEventId ?? null,
+      hits: a.hits ?? null,
+      answer: a.answer ?? null,
+      unconfirmed: a.unconfirmed ? 1 : 0,
+      detail: JSON.stringify(m.awaitUntil !== undefined ? { ...facts, until: m.awaitUntil } : facts),
+    };
+  });
+  // The ids again as arrays beside the JSON rows: the planner knows an array's length, not a JSON
+  // document's (it guesses 100 rows, and scans attempts and batches whole rather than search them).
+  const done = (await tx`WITH m AS (SELECT * FROM json_to_recordset(${JSON.stringify(rows)}::text::json) AS m(ord int,
+        batch_id bigint, attempt_id bigint, owner text, now float8, await_until float8, result text, counted int,
+        klass text, status int, error text, duration_ms int, events_delivered int, failed_event_id bigint, hits int,
+        answer text, unconfirmed int, detail text)),
+      u AS (UPDATE batches b SET state = CASE WHEN m.await_until IS NULL THEN 'delivered' ELSE 'awaiting' END,
+          delivered_at = CASE WHEN m.await_until IS NULL THEN m.now ELSE b.delivered_at END,
+          next_attempt_at = CASE WHEN m.await_until IS NULL THEN b.next_attempt_at ELSE m.await_until END,
+          result = m.result, lease_until = NULL, lease_owner = NULL, attempts = b.attempts + m.counted,
+          last_class = NULL, last_error = NULL
+        FROM m WHERE b.id = m.batch_id AND b.id = ANY(${marks.map((m) => m.batchId)}::bigint[])
+          AND b.state = 'leased' AND b.lease_owner = m.owner
+        RETURNING b.id, b.source, b.destination, b.key),
+      -- A lost lease's request went out all the same: its hits stay as reserved.
+      a AS (UPDATE attempts t SET finished_at = m.now, outcome = CASE WHEN u.id IS NULL THEN 'discarded' ELSE 'ok' END,
+          klass = m.klass, status = m.status, error = m.error, duration_ms = m.duration_ms,
+          counted = CASE WHEN u.id IS NULL THEN 0 ELSE m.counted END, events_delivered = m.events_delivered,
+          failed_event_id = m.failed_event_id,
+          hits = CASE WHEN t.hits IS NULL THEN NULL
+            ELSE COALESCE(CASE WHEN u.id IS NULL THEN NULL ELSE m.hits END, t.hits) END,
+          answer = m.answer, unconfirmed = m.unconfirmed
+        FROM m LEFT JOIN u ON u.id = m.batch_id
+        WHERE t.id = m.attempt_id AND t.id = ANY(${marks.map((m) => m.attemptId)}::bigint[])),
+      j AS (INSERT INTO journal (at, kind, batch_id, attempt_id, source, destination, key, detail)
+        SELECT m.now, CASE WHEN m.await_until IS NULL THEN 'delivered' ELSE 'awaiting' END, u.id, m.attempt_id,
+          u.source, u.destination, u.key, m.detail
+        FROM m JOIN u ON u.id = m.batch_id ORDER BY m.ord),
+      p AS (UPDATE polls SET delivered_at = m.now, delivered_tick_at = polls.last_tick_at
+        FROM m JOIN u ON u.id = m.batch_id WHERE polls.last_batch_id = m.batch_id)
+    SELECT id FROM u`) as { id: string }[];
+  return new Set(done.map((r) => num(r.id)));
+}
+
 /**
  * leased -> delivered, in the caller's transaction, or leased -> awaiting until `awaitUntil`
  * when the run's outcome is awaited. False when the lease was lost (the attempt is discarded,
  * nothing else applies).
  */
-export async function markDeliveredPgTx(
-  tx: Tx,
-  m: MarkBase & { result?: string; emits?: NewEvent[]; awaitUntil?: number },
-): Promise<boolean> {
-  const applied =
-    m.awaitUntil !== undefined
-      ? await fencedTx(
-          tx,
-          m,
-          "ok",
-          async (t) =>
-            (
-              await t`UPDATE batches
-                SET state = 'awaiting', next_attempt_at = ${m.awaitUntil}, result = ${m.result ?? "ok"},
-                  lease_until = NULL,
-        lease_owner = NULL, attempts = attempts + ${m.attempt.counted ? 1 : 0}, last_class = NULL, last_error = NULL
-        WHERE id = ${m.batchId}::bigint AND state = 'leased' AND lease_owner = ${m.owner}`
-            ).count,
-        )
-      : await fencedTx(
-          tx,
-          m,
-          "ok",
-          async (t) =>
-            (
-              await t`UPDATE batches
-                SET state = 'delivered', delivered_at = ${m.now}, result = ${m.result ?? "ok"}, lease_until = NULL,
-        lease_owner = NULL, attempts = attempts + ${m.attempt.counted ? 1 : 0}, last_class = NULL, last_error = NULL
-        WHERE id = ${m.batchId}::bigint AND state = 'leased' AND lease_owner = ${m.owner}`
-            ).count,
-        );
-  if (applied) {
-    // As on SQLite, in the mark's step: a poll source's tick batch's delivery is the instance's
-    // last delivered tick, and a delivered script's emits are queued in the same transaction.
-    await pollDeliveredPgTx(tx, m.batchId, m.now);
-    await enqueueEventsPgTx(tx, m.emits ?? [], m.now);
-  }
+export async function markDeliveredPgTx(tx: Tx, m: DeliveredMark & { emits?: NewEvent[] }): Promise<boolean> {
+  const applied = (await markDeliveredAllPg(tx, [m])).has(m.batchId);
+  // As on SQLite, in the mark's step: a delivered script's emits are queued in the same transaction.
+  if (applied) await enqueueEventsPgTx(tx, m.emits ?? [], m.now);
   return applied;
 }
 

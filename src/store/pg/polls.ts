@@ -5,7 +5,7 @@
 import type { Rng } from "../../clock.ts";
 import type { NewEvent } from "../enqueue.ts";
 import { due, type PollPlan, type PollStep, UNFINISHED } from "../polls.ts";
-import { num, numOrNull, type PgSpool, type Tx } from "./db.ts";
+import { num, numOrNull, type PgSpool } from "./db.ts";
 import { enqueueEventsPgTx } from "./enqueue.ts";
 import { testHook } from "../../testhook.ts";
 
@@ -47,10 +47,4 @@ export async function stepPollPg(
         next_at = ${next} WHERE instance = ${p.instance}`;
     return "ticked";
   });
-}
-
-/** A poll source's tick batch was delivered: it is the instance's last delivered tick (the mark's step). */
-export async function pollDeliveredPgTx(tx: Tx, batchId: number, now: number): Promise<void> {
-  await tx`UPDATE polls SET delivered_at = ${now}, delivered_tick_at = last_tick_at
-    WHERE last_batch_id = ${batchId}::bigint`;
 }

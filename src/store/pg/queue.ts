@@ -3,29 +3,33 @@
 // with FOR UPDATE SKIP LOCKED under the group's advisory lock and check again that it is the
 // head, so FIFO per key holds whoever claims; the next instant a batch becomes ready, whether
 // one is ready now, config retries made due after a reload; and the recovery of leases whose
-// owner is gone (lease_until passed), never of a live one.
+// owner is gone (lease_until passed), never of a live one. Each runs in as few statements as
+// its snapshots allow (a tick's claims in three, whatever their number), since statements, not
+// rows, are what a tick costs the server.
 import type { Candidate, Claim, ClaimInput } from "../queue.ts";
 import type { Resume } from "../../delivery.ts";
 import { admits } from "../gate-plan.ts";
 import { type DestinationRow, closedRow } from "../destinations.ts";
 import { type Rate, rateMarginS, type WindowHit } from "../../pacing.ts";
 import { num, numOrNull, type PgSpool, type Tx } from "./db.ts";
-import { destinationRowOf, markProbePg } from "./destinations.ts";
-import { contentOfBatchesPg, lockAll } from "./enqueue.ts";
+import { destinationRowOf } from "./destinations.ts";
+import { contentOfBatchesPg } from "./enqueue.ts";
 import { contentHash } from "../content.ts";
-import { journalPg } from "./journal.ts";
 import { budgetSpendsPg } from "./budgets.ts";
+import { budgetFromKey } from "../budget-plan.ts";
 import { testHook } from "../../testhook.ts";
 
 /** Ready open batches sealed per transaction: a tick's backlog in a few short transactions. */
 const SEAL_CHUNK = 500;
 
 /**
- * Seal every open batch that is ready at `now`, a chunk at a time: each chunk in one transaction
- * that takes every group's lock at once, in the order every intake takes them (so none is
- * mid-join, and none waits on another in a cycle), reads again which are still open and ready
- * (an intake may have joined one since), reads their content in one query, and seals them in one
- * statement with their hashes and their journal rows in another.
+ * Seal every open batch that is ready at `now`, a chunk at a time, each chunk in one
+ * transaction of three statements: every group's lock tried (a group an intake holds mid-join
+ * is left for the next tick, which its commit's wake-up brings), the content of the batches
+ * locked read in a snapshot after the locks (no intake can join one before the commit), and
+ * the seal with its journal rows in one statement that checks again that each is still open and
+ * ready (an intake may have joined one before the lock). content_hash is computed here from the
+ * events read, as on SQLite.
  */
 export async function sealReadyPg(
   spool: PgSpool,
@@ -47,32 +51,32 @@ export async function sealReadyPg(
   }
   const sealed: number[] = [];
   for (let i = 0; i < ready.length; i += SEAL_CHUNK) {
-    const chunk = ready.slice(i, i + SEAL_CHUNK);
-    const done = await spool.sql.begin(async (tx) => {
-      await lockAll(tx, { a: chunk.map((r) => `g${r.route}`), b: chunk.map((r) => r.key) });
-      const ids = chunk.map((r) => num(r.id));
-      const still = (
-        (await tx`SELECT id FROM batches WHERE id = ANY(${ids}::bigint[]) AND state = 'open'
-          AND ((quiet_s = 0 AND max_s = 0) OR ${now} >= last_at + quiet_s OR ${now} >= first_at + max_s)
-            ORDER BY id`) as {
-          id: string;
-        }[]
-      ).map((r) => num(r.id));
-      if (still.length === 0) return [];
-      const content = await contentOfBatchesPg(tx, still);
-      const hashes = still.map((id) => contentHash(content.get(id) ?? []));
-      await tx`UPDATE batches SET state = 'sealed', sealed_at = ${now}, content_hash = h.hash
-          FROM unnest(${still}::bigint[], ${hashes}::text[]) AS h(id, hash) WHERE batches.id = h.id
-            AND batches.state = 'open'`;
-      await tx`INSERT INTO journal (at, kind, batch_id, source, destination, key)
-          SELECT ${now}, 'sealed', id, source, destination, key FROM batches WHERE id = ANY(${still}::bigint[])
-            ORDER BY id`;
-      testHook("seal.before_commit");
-      return still;
-    });
-    sealed.push(...done);
+    const ids = ready.slice(i, i + SEAL_CHUNK).map((r) => num(r.id));
+    sealed.push(...(await spool.sql.begin((tx) => sealChunk(tx, ids, now))));
   }
   return sealed;
+}
+
+async function sealChunk(tx: Tx, ids: readonly number[], now: number): Promise<number[]> {
+  const locked = (
+    (await tx`SELECT id FROM batches WHERE id = ANY(${ids}::bigint[]) AND state = 'open'
+        AND pg_try_advisory_xact_lock(hashtext('g' || route), hashtext(key)) ORDER BY id`) as { id: string }[]
+  ).map((r) => num(r.id));
+  if (locked.length === 0) return [];
+  const content = await contentOfBatchesPg(tx, locked);
+  const hashes = locked.map((id) => contentHash(content.get(id) ?? []));
+  const rows = (await tx.unsafe(
+    `WITH u AS (UPDATE batches SET state = 'sealed', sealed_at = $1, content_hash = h.hash
+        FROM unnest($2::bigint[], $3::text[]) AS h(id, hash)
+        WHERE batches.id = h.id AND batches.state = 'open'
+          AND ((quiet_s = 0 AND max_s = 0) OR $1 >= last_at + quiet_s OR $1 >= first_at + max_s)
+        RETURNING batches.id, batches.source, batches.destination, batches.key)
+      INSERT INTO journal (at, kind, batch_id, source, destination, key)
+        SELECT $1, 'sealed', id, source, destination, key FROM u ORDER BY id RETURNING batch_id`,
+    [now, locked, hashes],
+  )) as { batch_id: string }[];
+  testHook("seal.before_commit");
+  return rows.map((r) => num(r.batch_id));
 }
 
 /** A batch heads its (route, key) group: no unfinished batch of the group came before it. */
@@ -81,65 +85,73 @@ const HEAD = `NOT EXISTS (SELECT 1 FROM batches p
         AND p.first_at <= b.first_at AND (p.first_at < b.first_at OR p.id < b.id))`;
 
 /** The destinations holding a sealed or retrying batch: one index search each (a loose index scan). */
-const READY_DESTINATIONS = `WITH RECURSIVE d(name) AS (
+const READY_CTE = `WITH RECURSIVE d(name) AS (
     SELECT MIN(destination) FROM batches WHERE state IN ('sealed', 'retry')
     UNION ALL
     SELECT (SELECT MIN(destination) FROM batches WHERE state IN ('sealed', 'retry') AND destination > d.name) FROM d
-      WHERE d.name IS NOT NULL)
-  SELECT name FROM d WHERE name IS NOT NULL AND name <> 'quarantine'`;
+      WHERE d.name IS NOT NULL)`;
 
-/** One destination's deliverable heads, oldest first: $1 destination, $2 now, $3 limit. */
-const CANDIDATES = `SELECT b.id, b.route, b.source, b.destination, b.key, b.state, b.first_at, b.attempts, b.count,
-  b.bytes
+const READY_DESTINATIONS = `${READY_CTE} SELECT name FROM d WHERE name IS NOT NULL AND name <> 'quarantine'`;
+
+/** One destination's deliverable heads, oldest first. */
+const walkOf = (destination: string, now: string, limit: string) => `SELECT b.id, b.route, b.source, b.destination,
+  b.key, b.state, b.first_at, b.attempts, b.count, b.bytes
     FROM batches b
-   WHERE b.destination = $1 AND b.state IN ('sealed', 'retry')
-     AND (b.state = 'sealed' OR b.next_attempt_at <= $2)
-     AND (b.not_before IS NULL OR b.not_before <= $2)
+   WHERE b.destination = ${destination} AND b.state IN ('sealed', 'retry')
+     AND (b.state = 'sealed' OR b.next_attempt_at <= ${now})
+     AND (b.not_before IS NULL OR b.not_before <= ${now})
      AND ${HEAD}
-   ORDER BY b.first_at, b.id LIMIT $3`;
+   ORDER BY b.first_at, b.id LIMIT ${limit}`;
+
+/** One destination's walk: $1 destination, $2 now, $3 limit. */
+const CANDIDATES = walkOf("$1", "$2", "$3");
+
+/** Every ready destination's walk in one statement: $1 now, $2 limit. */
+const ALL_CANDIDATES = `${READY_CTE} SELECT c.* FROM d CROSS JOIN LATERAL (${walkOf("d.name", "$1", "$2")}) c
+  WHERE d.name IS NOT NULL AND d.name <> 'quarantine'`;
 
 /**
  * Deliverable heads at `now`, oldest first_at first, at most `perDestination` of each
- * destination: as on SQLite, a loose index scan of batches_ready finds the destinations that
- * hold a deliverable batch, and each destination's walk follows that index in order and stops at
- * its limit, so a wide backlog costs the slots it fills, not its size.
+ * destination, in one statement: as on SQLite, a loose index scan of batches_ready finds the
+ * destinations that hold a deliverable batch, and each destination's walk follows that index in
+ * order and stops at its limit, so a wide backlog costs the slots it fills, not its size.
  */
 export async function candidatesPg(spool: PgSpool, now: number, perDestination = 1000): Promise<Candidate[]> {
   const limit = Math.max(0, Math.floor(Math.min(perDestination, 1_000_000)));
-  const names = (await spool.sql.unsafe(READY_DESTINATIONS)) as { name: string }[];
-  const out: Candidate[] = [];
-  for (const { name } of names) {
-    const rows = (await spool.sql.unsafe(CANDIDATES, [name, now, limit])) as Record<string, unknown>[];
-    for (const r of rows)
-      out.push({
-        id: num(r.id),
-        route: String(r.route),
-        source: String(r.source),
-        destination: String(r.destination),
-        key: String(r.key),
-        state: r.state as Candidate["state"],
-        first_at: Number(r.first_at),
-        attempts: Number(r.attempts),
-        count: Number(r.count),
-        bytes: num(r.bytes),
-      });
-  }
-  return out.sort((a, b) => a.first_at - b.first_at || a.id - b.id);
+  const rows = (await spool.sql.unsafe(ALL_CANDIDATES, [now, limit])) as Record<string, unknown>[];
+  return rows
+    .map((r) => ({
+      id: num(r.id),
+      route: String(r.route),
+      source: String(r.source),
+      destination: String(r.destination),
+      key: String(r.key),
+      state: r.state as Candidate["state"],
+      first_at: Number(r.first_at),
+      attempts: Number(r.attempts),
+      count: Number(r.count),
+      bytes: num(r.bytes),
+    }))
+    .sort((a, b) => a.first_at - b.first_at || a.id - b.id);
 }
 
 /**
- * How PostgreSQL runs the candidates walk: the destinations' scan, and one destination's walk (a test holds them to the
- * indexes).
+ * How PostgreSQL runs the candidates walk: the destinations' scan, one destination's walk, and the statement that
+ * does both (a test holds them to the indexes).
  */
 export async function candidatesPlansPg(
   spool: PgSpool,
   destination: string,
   now: number,
   limit: number,
-): Promise<{ destinations: string[]; walk: string[] }> {
+): Promise<{ destinations: string[]; walk: string[]; all: string[] }> {
   const plan = async (sql: string, params: (string | number)[] = []) =>
     ((await spool.sql.unsafe(`EXPLAIN ${sql}`, params)) as { "QUERY PLAN": string }[]).map((r) => r["QUERY PLAN"]);
-  return { destinations: await plan(READY_DESTINATIONS), walk: await plan(CANDIDATES, [destination, now, limit]) };
+  return {
+    destinations: await plan(READY_DESTINATIONS),
+    walk: await plan(CANDIDATES, [destination, now, limit]),
+    all: await plan(ALL_CANDIDATES, [now, limit]),
+  };
 }
 
 /** A destination as the claims of one transaction see it: its row, what is leased, its rate window. */
@@ -175,34 +187,141 @@ export async function resumePointPg(spool: PgSpool, batchId: number): Promise<Re
   return r && r.before !== null ? { before: num(r.before), unconfirmed: Number(r.unconfirmed) === 1 } : null;
 }
 
+type ClaimIn = ClaimInput & { route: string; key: string };
+
 /**
- * For every destination the claims are for (in name order), take the claims' lock of that
- * destination and read its gate, what it has leased and its rate window: with several
- * dispatchers, the gate each read in its tick may be stale by now, and max_inflight, the one
- * probe of a half-open breaker, the 429 gate's one probe and the rate hold across all of them
- * only if the claim checks again, one claim at a time.
+ * The claim's first statement: every gated destination's claim lock, blocking, in hash order
+ * (the order every claim takes them, so two never wait on each other in a cycle), and only
+ * then, since each try-lock waits on the materialized count of them, every candidate's group
+ * lock tried (held by another dispatcher or an intake mid-join: that candidate is skipped this
+ * time). Claims for one destination take turns under its lock (a lock only claims take: an
+ * outcome, which frees a slot or trips the breaker, never waits for it). Whether each group lock
+ * was taken, in input order.
  */
-async function lockGates(tx: Tx, inputs: readonly ClaimInput[]): Promise<Map<string, Gate>> {
-  const gates = new Map<string, Gate>();
-  for (const name of [...new Set(inputs.filter((c) => c.maxInflight !== undefined).map((c) => c.destination))].sort()) {
-    // Claims for one destination take turns (a lock only claims take: an outcome, which frees a
-    // slot or trips the breaker, never waits for it); what they read is then every committed claim's.
-    await tx`SELECT pg_advisory_xact_lock(hashtext(${`d${name}`}), 0)`;
-    const [d] = await tx`SELECT (SELECT COUNT(*)::int FROM batches WHERE destination = ${name}
-        AND state = 'leased') AS leased, destinations.*
-        FROM (SELECT 1) one LEFT JOIN destinations ON name = ${name}`;
+async function takeClaimLocks(tx: Tx, inputs: readonly ClaimIn[]): Promise<boolean[]> {
+  const gated = [...new Set(inputs.filter((c) => c.maxInflight !== undefined).map((c) => `d${c.destination}`))];
+  const rows = (await tx`WITH d AS MATERIALIZED (
+        SELECT COUNT(*) AS n FROM (SELECT pg_advisory_xact_lock(s.h, 0) FROM (
+          SELECT DISTINCT hashtext(x) AS h FROM unnest(${gated}::text[]) AS x ORDER BY 1 OFFSET 0) s) l)
+      SELECT CASE WHEN d.n >= 0 THEN pg_try_advisory_xact_lock(hashtext('g' || x.route), hashtext(x.key)) END AS ok
+        FROM d, unnest(${inputs.map((c) => c.route)}::text[], ${inputs.map((c) => c.key)}::text[])
+          WITH ORDINALITY AS x(route, key, i)
+        ORDER BY x.i`) as { ok: boolean }[];
+  return rows.map((r) => r.ok === true);
+}
+
+/** What counts as a budget's spend (as budgets.ts reads it): an attempt in flight, or delivered. */
+const SPEND = `((a.outcome IS NULL AND a.finished_at IS NULL) OR (a.outcome = 'ok' AND (a.klass IS NULL
+  OR a.klass = 'await')))`;
+
+/** A budget window's start: its floor (now - window), or the destination's last resume --budget if later. */
+const budgetSince = (floor: string, key: string) =>
+  `GREATEST(${floor}, (SELECT CASE WHEN value ~ '^[-+]?[0-9]+([.][0-9]*)?([eE][-+]?[0-9]+)?$' THEN value::float8 END
+    FROM meta WHERE key = ${key}))`;
+
+/**
+ * The claim's second statement, in a snapshot taken after the locks (a read in the lock's own
+ * statement would see one from before it, missing a claim committed while it waited): each
+ * gated destination's facts ($1: what it has leased, its row, its rate window and its
+ * budget's spends when a claim needs them), each candidate whose group lock was taken ($2)
+ * locked SKIP LOCKED and checked again to head its group, with its attempts, its delivered
+ * attempts and an attempt id from the identity's sequence (so the delivery id is known before
+ * the write), and the key budgets' spends ($3).
+ */
+const CLAIM_READ = `WITH g AS (SELECT * FROM json_to_recordset($1::text::json)
+    AS g(name text, rsince float8, bfloor float8, bkey text)),
+  c AS MATERIALIZED (SELECT b.id FROM batches b WHERE b.id = ANY($2::bigint[])
+    AND b.state IN ('sealed', 'retry') AND ${HEAD} FOR UPDATE OF b SKIP LOCKED),
+  k AS (SELECT * FROM json_to_recordset($3::text::json)
+    AS k(i int, destination text, route text, key text, floor float8, bkey text))
+  SELECT
+    (SELECT json_agg(json_build_object('name', g.name,
+      'leased', (SELECT COUNT(*) FROM batches WHERE destination = g.name AND state = 'leased'),
+      'row', (SELECT to_json(d) FROM destinations d WHERE d.name = g.name),
+      'window', CASE WHEN g.rsince IS NOT NULL THEN (SELECT json_agg(json_build_array(w.hits, w.finished_at)) FROM (
+        SELECT hits, finished_at FROM attempts WHERE destination = g.name AND hits IS NOT NULL AND finished_at IS NULL
+        UNION ALL SELECT hits, finished_at FROM attempts WHERE destination = g.name AND hits IS NOT NULL
+          AND finished_at > g.rsince) w) END,
+      'spent', CASE WHEN g.bfloor IS NOT NULL THEN (SELECT COUNT(*) FROM attempts a WHERE a.destination = g.name
+        AND a.started_at > ${budgetSince("g.bfloor", "g.bkey")} AND ${SPEND}) END)) FROM g) AS gates,
+    (SELECT json_agg(json_build_object('id', c.id,
+      'n', (SELECT COUNT(*) FROM attempts WHERE batch_id = c.id),
+      'ok', (SELECT COUNT(*) FROM attempts WHERE batch_id = c.id AND outcome = 'ok'),
+      'aid', nextval('attempts_id_seq'))) FROM c) AS cands,
+    (SELECT json_agg(json_build_array(k.i, (SELECT COUNT(*) FROM attempts a JOIN batches b ON b.id = a.batch_id
+      WHERE a.destination = k.destination AND a.started_at > ${budgetSince("k.floor", "k.bkey")} AND ${SPEND}
+        AND b.route = k.route AND b.key = k.key))) FROM k) AS keys`;
+
+/** A candidate as the claim's read found it, locked: its attempts so far, its deliveries, its new attempt's id. */
+interface Locked {
+  n: number;
+  ok: number;
+  aid: number;
+}
+
+/** What the claim's read found: the gates by destination, the locked candidates by id, key budgets' spends by input. */
+interface ClaimFacts {
+  gates: Map<string, Gate>;
+  locked: Map<number, Locked>;
+  /** Attempt ids, smallest first: given out in input order. */
+  aids: number[];
+  keySpent: Map<number, number>;
+}
+
+const parsed = (v: unknown): unknown => (typeof v === "string" ? JSON.parse(v) : v);
+
+/** The read's parameters: each gated destination (sorted) with what its first paced and budgeted claim ask. */
+function claimReadParams(inputs: readonly ClaimIn[], ids: readonly number[]): (string | number[])[] {
+  const names = [...new Set(inputs.filter((c) => c.maxInflight !== undefined).map((c) => c.destination))].sort();
+  const gates = names.map((name) => {
     const paced = inputs.find((c) => c.destination === name && c.rate);
-    const window = paced?.rate ? await rateWindowPg(tx, name, paced.now, paced.rate) : [];
     const budgeted = inputs.find((c) => c.destination === name && c.budget);
-    const spent = budgeted?.budget ? (await budgetSpendsPg(tx, name, budgeted.budget.windowS, budgeted.now)).length : 0;
+    return {
+      name,
+      rsince: paced?.rate ? paced.now - paced.rate.windowS - rateMarginS(paced.rate) : null,
+      bfloor: budgeted?.budget ? budgeted.now - budgeted.budget.windowS : null,
+      bkey: budgetFromKey(name),
+    };
+  });
+  const keys = inputs.flatMap((c, i) =>
+    c.keyBudget
+      ? [
+          {
+            i,
+            destination: c.destination,
+            route: c.route,
+            key: c.key,
+            floor: c.now - c.keyBudget.windowS,
+            bkey: budgetFromKey(c.destination),
+          },
+        ]
+      : [],
+  );
+  return [JSON.stringify(gates), [...ids], JSON.stringify(keys)];
+}
+
+async function readClaimFacts(tx: Tx, inputs: readonly ClaimIn[], ids: readonly number[]): Promise<ClaimFacts> {
+  const [r] = (await tx.unsafe(CLAIM_READ, claimReadParams(inputs, ids))) as Record<string, unknown>[];
+  const gates = new Map<string, Gate>();
+  for (const g of (parsed(r.gates) ?? []) as Record<string, unknown>[]) {
+    const name = String(g.name);
+    const row = g.row as Record<string, unknown> | null;
     gates.set(name, {
-      row: d.name === null || d.name === undefined ? closedRow(name) : destinationRowOf(d),
-      leased: Number(d.leased),
-      window,
-      spent,
+      row: row === null ? closedRow(name) : destinationRowOf(row),
+      leased: Number(g.leased),
+      window: ((g.window ?? []) as [number, number | null][]).map(([hits, at]) => ({
+        hits: Number(hits),
+        finishedAt: numOrNull(at),
+      })),
+      spent: Number(g.spent ?? 0),
     });
   }
-  return gates;
+  const locked = new Map<number, Locked>();
+  for (const c of (parsed(r.cands) ?? []) as Record<string, unknown>[])
+    locked.set(num(c.id), { n: Number(c.n), ok: Number(c.ok), aid: num(c.aid) });
+  const keySpent = new Map(((parsed(r.keys) ?? []) as [number, number][]).map(([i, n]) => [i, Number(n)]));
+  const aids = [...locked.values()].map((l) => l.aid).sort((a, b) => a - b);
+  return { gates, locked, aids, keySpent };
 }
 
 /**
@@ -216,78 +335,121 @@ function gateAdmits(g: Gate, c: ClaimInput): boolean {
   );
 }
 
+/** A claim admitted, with what its write needs. */
+interface Admitted {
+  c: ClaimIn;
+  claim: Claim;
+  hits: number | null;
+  ord: number;
+}
+
 /**
- * Claim each batch in one transaction: the group's lock tried (held by another dispatcher or an
- * intake mid-join: skipped this time), the row locked SKIP LOCKED and checked again to head its
- * group, the attempt written, the lease taken. A batch that is not claimable is null in its place.
+ * The gate, the budgets, the group lock and the head, claim by claim in input order, as each
+ * earlier claim left the gate (one more leased, its hits in the window, its spend counted):
+ * the rule of store/gate-plan.ts on what the read found.
  */
-export async function claimPg(
-  spool: PgSpool,
-  inputs: readonly (ClaimInput & { route: string; key: string })[],
-): Promise<(Claim | null | "gated")[]> {
-  if (inputs.length === 0) return [];
-  return spool.sql.begin(async (tx) => {
-    const gates = await lockGates(tx, inputs);
-    const out: (Claim | null | "gated")[] = [];
-    for (const c of inputs) {
-      const g = gates.get(c.destination);
-      if (g && !gateAdmits(g, c)) {
-        out.push("gated");
-        continue;
-      }
+function decideClaims(inputs: readonly ClaimIn[], locks: readonly boolean[], f: ClaimFacts) {
+  const out: (Claim | null | "gated")[] = [];
+  const admitted: Admitted[] = [];
+  // Spends this call adds to a (destination, route, key)'s key budget.
+  const keyAdded = new Map<string, number>();
+  for (const [i, c] of inputs.entries()) {
+    const g = f.gates.get(c.destination);
+    const group = `${c.destination}\u0000${c.route}\u0000${c.key}`;
+    const keyed = (f.keySpent.get(i) ?? 0) + (keyAdded.get(group) ?? 0);
+    const refused =
+      (g && !gateAdmits(g, c)) ||
       // Run budgets, counted under the destination's lock: every committed claim's spend is in.
-      if (g && c.budget && g.spent >= c.budget.limit) {
-        out.push("gated");
-        continue;
-      }
-      if (
-        c.keyBudget &&
-        (await budgetSpendsPg(tx, c.destination, c.keyBudget.windowS, c.now, { route: c.route, key: c.key })).length >=
-          c.keyBudget.limit
-      ) {
-        out.push("gated");
-        continue;
-      }
-      const [lock] = await tx`SELECT pg_try_advisory_xact_lock(hashtext(${`g${c.route}`}), hashtext(${c.key})) AS ok`;
-      if (!lock.ok) {
-        out.push(null);
-        continue;
-      }
-      const [row] = await tx.unsafe(
-        `SELECT b.id FROM batches b WHERE b.id = $1 AND b.state IN ('sealed', 'retry') AND ${HEAD}
-          FOR UPDATE SKIP LOCKED`,
-        [c.batchId],
-      );
-      if (!row) {
-        out.push(null);
-        continue;
-      }
-      const [{ n }] = await tx`SELECT COUNT(*)::int + 1 AS n FROM attempts WHERE batch_id = ${c.batchId}::bigint`;
-      const hits = c.rate ? (c.hits ?? 1) : null;
-      const [a] = await tx`INSERT INTO attempts (batch_id, n, destination, started_at, probe, counted, hits)
-          VALUES (${c.batchId}::bigint, ${n}, ${c.destination}, ${c.now}, ${c.probe ? 1 : 0}, 0, ${hits}) RETURNING id`;
-      const attemptId = num(a.id);
+      (g && c.budget && g.spent >= c.budget.limit) ||
+      (c.keyBudget && keyed >= c.keyBudget.limit);
+    const row = f.locked.get(c.batchId);
+    if (refused) out.push("gated");
+    else if (!locks[i] || !row || admitted.some((a) => a.c.batchId === c.batchId)) out.push(null);
+    else {
+      const attemptId = f.aids[admitted.length];
+      const n = row.n + 1;
+      const resend = row.ok;
       const owner = `${c.host}:${c.pid}:${attemptId}`;
-      await tx`UPDATE batches SET state = 'leased', lease_until = ${c.leaseUntil}, lease_owner = ${owner}
-        WHERE id = ${c.batchId}::bigint`;
-      const [{ resend }] =
-        await tx`SELECT COUNT(*)::int AS resend FROM attempts WHERE batch_id = ${c.batchId}::bigint AND outcome = 'ok'`;
       const deliveryId = c.deliveryId ? c.deliveryId(attemptId, n, resend) : null;
-      if (deliveryId !== null)
-        await tx`UPDATE attempts SET delivery_id = ${deliveryId} WHERE id = ${attemptId}::bigint`;
-      if (c.probe) await markProbePg(tx, c.destination, c.batchId, c.leaseUntil);
+      const claim = { attemptId, n, owner, leaseUntil: c.leaseUntil, deliveryId, resend };
+      const hits = c.rate ? (c.hits ?? 1) : null;
+      admitted.push({ c, claim, hits, ord: admitted.length });
+      keyAdded.set(group, (keyAdded.get(group) ?? 0) + 1);
       if (g) {
         g.leased++;
         g.spent++;
         if (c.probe) g.row = { ...g.row, probe_until: c.leaseUntil };
         if (hits !== null) g.window.push({ hits, finishedAt: null });
       }
-      await journalPg(tx, "leased", c.batchId, c.now, {
-        attempt: attemptId,
-        detail: { n, ...(resend ? { resend } : {}) },
-      });
-      out.push({ attemptId, n, owner, leaseUntil: c.leaseUntil, deliveryId, resend });
+      out.push(claim);
     }
+  }
+  return { out, admitted };
+}
+
+/**
+ * The claim's write, one statement: the attempts with their ids and delivery ids, the leases
+ * (lease_owner host:pid:attempt), the journal's 'leased' rows in claim order, and a probe's
+ * bookkeeping on its destination's row (created on first use; the last probe of a destination wins).
+ */
+async function writeClaims(tx: Tx, admitted: readonly Admitted[]): Promise<void> {
+  const rows = admitted.map(({ c, claim, hits, ord }) => ({
+    aid: claim.attemptId,
+    batch_id: c.batchId,
+    n: claim.n,
+    destination: c.destination,
+    started_at: c.now,
+    probe: c.probe ? 1 : 0,
+    hits,
+    delivery_id: claim.deliveryId,
+    lease_until: c.leaseUntil,
+    owner: claim.owner,
+    detail: JSON.stringify({ n: claim.n, ...(claim.resend ? { resend: claim.resend } : {}) }),
+    ord,
+  }));
+  const probes = new Map(
+    admitted
+      .filter((a) => a.c.probe)
+      .map((a) => [a.c.destination, { batch_id: a.c.batchId, lease_until: a.c.leaseUntil }]),
+  );
+  const probeRows = [...probes].sort(([a], [b]) => (a < b ? -1 : 1)).map(([destination, p]) => ({ destination, ...p }));
+  await tx`WITH c AS (SELECT * FROM json_to_recordset(${JSON.stringify(rows)}::text::json) AS c(aid bigint,
+        batch_id bigint, n int, destination text, started_at float8, probe smallint, hits int, delivery_id text,
+        lease_until float8, owner text, detail text, ord int)),
+      a AS (INSERT INTO attempts (id, batch_id, n, destination, started_at, probe, counted, hits, delivery_id)
+        SELECT aid, batch_id, n, destination, started_at, probe, 0, hits, delivery_id FROM c),
+      u AS (UPDATE batches b SET state = 'leased', lease_until = c.lease_until, lease_owner = c.owner FROM c
+        WHERE b.id = c.batch_id AND b.id = ANY(${admitted.map((a) => a.c.batchId)}::bigint[])
+        RETURNING b.id, b.source, b.destination, b.key),
+      j AS (INSERT INTO journal (at, kind, batch_id, attempt_id, source, destination, key, detail)
+        SELECT c.started_at, 'leased', u.id, c.aid, u.source, u.destination, u.key, c.detail
+          FROM c JOIN u ON u.id = c.batch_id
+          ORDER BY c.ord),
+      p AS (INSERT INTO destinations (name, last_probe_batch_id, probe_until)
+        SELECT destination, batch_id, lease_until FROM json_to_recordset(${JSON.stringify(probeRows)}::text::json)
+          AS p(destination text, batch_id bigint, lease_until float8) ORDER BY destination
+        ON CONFLICT (name) DO UPDATE SET last_probe_batch_id = excluded.last_probe_batch_id,
+          probe_until = excluded.probe_until)
+    SELECT 1`;
+}
+
+/**
+ * Claim the batches in one transaction of three statements: the locks (takeClaimLocks), the
+ * facts in a snapshot after them (CLAIM_READ), the write (writeClaims). The gate's rule is
+ * checked in between, claim by claim, against every dispatcher's committed claims: with several
+ * dispatchers the gate each read in its tick may be stale by now, and max_inflight, the one
+ * probe of a half-open breaker, the 429 gate's one probe, the rate and the budgets hold across
+ * all of them only so. A batch that is not claimable is null in its place; one the gate or a
+ * budget refuses, "gated".
+ */
+export async function claimPg(spool: PgSpool, inputs: readonly ClaimIn[]): Promise<(Claim | null | "gated")[]> {
+  if (inputs.length === 0) return [];
+  return spool.sql.begin(async (tx) => {
+    const locks = await takeClaimLocks(tx, inputs);
+    const ids = [...new Set(inputs.filter((_, i) => locks[i]).map((c) => c.batchId))];
+    const facts = await readClaimFacts(tx, inputs, ids);
+    const { out, admitted } = decideClaims(inputs, locks, facts);
+    if (admitted.length > 0) await writeClaims(tx, admitted);
     testHook("claim.before_commit");
     return out;
   });
@@ -305,23 +467,20 @@ export async function recoverExpiredPg(
   now: number,
   live: ReadonlySet<string> = new Set(),
 ): Promise<number[]> {
-  return spool.sql.begin(async (tx) => {
-    const rows = (await tx`UPDATE batches
+  // One statement, so no transaction of its own: a tick with nothing expired costs one search.
+  const rows = (await spool.sql`WITH r AS (UPDATE batches
         SET state = 'retry', next_attempt_at = ${now}, lease_until = NULL, lease_owner = NULL,
           last_error = 'lease expired'
         WHERE id IN (SELECT id FROM batches WHERE state = 'leased' AND lease_until < ${now}
           AND NOT (lease_owner = ANY(${[...live]}::text[])) FOR UPDATE SKIP LOCKED)
-          RETURNING id`) as {
-      id: string;
-    }[];
-    const ids = rows.map((r) => num(r.id)).sort((a, b) => a - b);
-    for (const id of ids) {
-      await tx`UPDATE attempts SET finished_at = ${now}, outcome = 'retry', error = 'lease expired', counted = 0
-        WHERE batch_id = ${id}::bigint AND finished_at IS NULL`;
-      await journalPg(tx, "retry", id, now, { detail: { class: "lease expired" } });
-    }
-    return ids;
-  });
+          RETURNING id, source, destination, key),
+      a AS (UPDATE attempts SET finished_at = ${now}, outcome = 'retry', error = 'lease expired', counted = 0
+        FROM r WHERE attempts.batch_id = r.id AND attempts.finished_at IS NULL)
+      INSERT INTO journal (at, kind, batch_id, source, destination, key, detail)
+        SELECT ${now}, 'retry', id, source, destination, key, ${JSON.stringify({ class: "lease expired" })} FROM r
+          ORDER BY id
+      RETURNING batch_id`) as { batch_id: string }[];
+  return rows.map((r) => num(r.batch_id)).sort((a, b) => a - b);
 }
 
 /**

@@ -48,6 +48,11 @@ describe.skipIf(!PG_BIN)("PostgreSQL's candidates walk", () => {
       const destinations = plans.destinations.join("\n");
       expect(destinations).toContain("batches_ready");
       expect(destinations).not.toMatch(/Seq Scan on batches|Sort\b/);
+      // The one statement candidatesPg runs: the scan, then each destination's walk, still on the indexes.
+      const all = plans.all.join("\n");
+      expect(all).toContain("batches_ready");
+      expect(all).toContain("batches_queue");
+      expect(all).not.toMatch(/Seq Scan on batches|Sort\b/);
     },
   );
 

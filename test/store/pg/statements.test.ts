@@ -1,0 +1,134 @@
+// What a claim and an outcome transaction cost PostgreSQL, in statements, counted by
+// pg_stat_statements on a throwaway server: one claimBatches of four batches over two
+// destinations takes at most three statements besides BEGIN and COMMIT (the locks, the read after
+// them, the write), and one recordOutcomes of their four 2xx at most five (the facts, a savepoint
+// around the set and its release, the marks, the destinations' successes with the issues they
+// resolve), however many outcomes the set holds. Skipped, saying so, without PostgreSQL or
+// without its pg_stat_statements module.
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { existsSync, readdirSync } from "node:fs";
+import { join } from "node:path";
+import { PG_BIN, PG_SKIP_MESSAGE, type PgServer, startPostgres } from "../../helpers/pg.ts";
+import { openPgStore } from "../../helpers/store-under-test-pg.ts";
+import type { StoreUnderTest } from "../../helpers/store-under-test.ts";
+import { endAll } from "../../helpers/attempts.ts";
+import { T0 } from "../../helpers/spool.ts";
+import type { Claim } from "../../../src/store/queue.ts";
+
+/** Whether this machine's PostgreSQL has the pg_stat_statements module. */
+function hasStatements(): boolean {
+  const base = "/usr/lib/postgresql";
+  if (!existsSync(base)) return false;
+  return readdirSync(base).some((v) => existsSync(join(base, v, "lib", "pg_stat_statements.so")));
+}
+
+const STATEMENTS = hasStatements();
+if (!PG_BIN) console.log(PG_SKIP_MESSAGE);
+else if (!STATEMENTS) console.log("statement counts skipped: no pg_stat_statements.so under /usr/lib/postgresql/*/lib");
+
+/** The statements the test database ran since the last reset, but BEGIN, COMMIT and the counting itself. */
+async function statements(s: StoreUnderTest): Promise<{ calls: number; query: string }[]> {
+  const rows = (await sqlOf(s)`SELECT calls::int AS calls, query FROM pg_stat_statements
+      WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+        AND query NOT IN ('BEGIN', 'COMMIT') AND query NOT LIKE '%pg_stat_statements%'
+      ORDER BY calls DESC`) as { calls: number; query: string }[];
+  return rows;
+}
+
+const sqlOf = (s: StoreUnderTest) => (s.pg as NonNullable<StoreUnderTest["pg"]>).sql;
+
+const total = (rows: readonly { calls: number }[]) => rows.reduce((n, r) => n + r.calls, 0);
+
+describe.skipIf(!PG_BIN || !STATEMENTS)("PostgreSQL's delivery path in statements", () => {
+  let server: PgServer;
+  let s: StoreUnderTest;
+  beforeAll(async () => {
+    server = await startPostgres({
+      settings: { shared_preload_libraries: "pg_stat_statements", "pg_stat_statements.track": "all" },
+    });
+    s = await openPgStore(server);
+    await sqlOf(s)`CREATE EXTENSION pg_stat_statements`;
+  }, 60_000);
+  afterAll(async () => {
+    await s?.close();
+    await server?.stop();
+  });
+
+  test("a claim of four batches over two destinations is three statements; their four 2xx five", async () => {
+    const batches = ["http:a", "http:b", "http:a", "http:b"].map((destination, i) => ({
+      route: "r",
+      source: "s",
+      destination,
+      key: `k${i}`,
+      state: "sealed",
+      first_at: T0 + i,
+      last_at: T0 + i,
+      quiet_s: 0,
+      max_s: 0,
+      max_events: 10,
+      max_bytes: 1000,
+      count: 1,
+      bytes: 10,
+      sealed_at: T0 + i,
+      content_hash: "sha256:x",
+    }));
+    const ids = await s.insert("batches", batches);
+    // An open transient issue on each destination, which the successes resolve.
+    for (const d of ["http:a", "http:b"])
+      await s.insert("issues", [
+        {
+          fingerprint: `delivery:${d}:http_5xx`,
+          kind: "delivery",
+          destination: d,
+          state: "open",
+          first_at: T0,
+          last_at: T0,
+        },
+      ]);
+    const now = T0 + 10;
+    await sqlOf(s)`SELECT pg_stat_statements_reset()`;
+    const claims = await s.dispatch.claimBatches(
+      ids.map((batchId, i) => ({
+        batchId,
+        route: "r",
+        key: `k${i}`,
+        destination: batches[i].destination,
+        now,
+        leaseUntil: now + 60,
+        host: "h",
+        pid: 1,
+        maxInflight: 4,
+        deliveryId: (attemptId: number) => `msg_${attemptId}`,
+      })),
+    );
+    const claimed = claims.filter((c): c is Claim => c !== null && c !== "gated");
+    expect(claimed.map((c) => c.n)).toEqual([1, 1, 1, 1]);
+    const claimStatements = await statements(s);
+    expect({ total: total(claimStatements), claimStatements }).toMatchObject({ total: 3 });
+
+    await sqlOf(s)`SELECT pg_stat_statements_reset()`;
+    const recorded = await endAll(
+      s,
+      claimed.map((c, i) => ({
+        batchId: ids[i],
+        destination: batches[i].destination,
+        attemptId: c.attemptId,
+        owner: c.owner,
+        now: now + 1,
+        ending: { kind: "delivered" },
+      })),
+    );
+    expect(recorded.map((r) => (r instanceof Error ? r.message : r.applied))).toEqual([true, true, true, true]);
+    const outcomeStatements = await statements(s);
+    expect({ total: total(outcomeStatements), outcomeStatements }).toMatchObject({ total: 5 });
+
+    // And what they left: every batch delivered with its journal rows, every issue resolved.
+    expect(await s.count("batches", { state: "delivered" })).toBe(4);
+    expect(await s.count("journal", { kind: "leased" })).toBe(4);
+    expect(await s.count("journal", { kind: "delivered" })).toBe(4);
+    expect(await s.count("issues", { state: "resolved" })).toBe(2);
+    expect((await s.rows("attempts", { cols: ["delivery_id"], order: "id" })).map((r) => r.delivery_id)).toEqual(
+      claimed.map((c) => `msg_${c.attemptId}`),
+    );
+  });
+});
