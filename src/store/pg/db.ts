@@ -79,8 +79,17 @@ export class PgSpool {
 /** Bun.sql's transaction, which can open a savepoint. */
 export type TxWithSavepoint = Tx & { savepoint<T>(fn: (sp: Tx) => Promise<T>): Promise<T> };
 
+/**
+ * Every connection plans each statement once, generically (plan_cache_mode), and runs that plan
+ * with each call's values. The statements of this backend differ from call to call only in
+ * their parameters, most of them arrays of ids whose length would make PostgreSQL plan them
+ * anew on every call (measured: planning took more server CPU than running, half a millisecond
+ * a batch delivered, more than a millisecond a group committed).
+ */
+const SESSION = { plan_cache_mode: "force_generic_plan" };
+
 function client(target: PgTarget, max: number): SQL {
-  const common = { adapter: "postgres" as const, max, idleTimeout: 30, connectionTimeout: 10 };
+  const common = { adapter: "postgres" as const, max, idleTimeout: 30, connectionTimeout: 10, connection: SESSION };
   try {
     return "url" in target
       ? new SQL(target.url, common)

@@ -68,18 +68,6 @@ export async function lockAll(tx: Tx, names: { a: string[]; b: string[] }): Prom
       ORDER BY 1, 2 OFFSET 0) s`;
 }
 
-/**
- * lockAll for a group commit, which also makes the rest of its transaction run generic plans:
- * the group's read and write (enqueue-set.ts) differ from call to call only in the length of
- * their arrays, and PostgreSQL would otherwise plan them anew on every call (measured: about
- * 0.7 and 0.6 ms of planning per group, more than all the rest of the read).
- */
-async function lockGroup(tx: Tx, names: { a: string[]; b: string[] }): Promise<void> {
-  await tx`SELECT pg_advisory_xact_lock(s.h1, s.h2) FROM (
-      SELECT hashtext(x.a) AS h1, hashtext(x.b) AS h2 FROM unnest(${names.a}::text[], ${names.b}::text[]) AS x(a, b)
-      ORDER BY 1, 2 OFFSET 0) s, (SELECT set_config('plan_cache_mode', 'force_generic_plan', true)) generic`;
-}
-
 /** Seal an open batch in the transaction: its content freezes, content_hash computed as on SQLite. */
 /** The content of a batch as its hash covers it (excluded events left out), in id order. */
 export async function batchContentPg(tx: Tx, batchId: number): Promise<ContentEvent[]> {
@@ -323,7 +311,7 @@ export async function enqueueGroupPg(
   };
   try {
     return await spool.sql.begin(async (tx) => {
-      await lockGroup(tx, lockNames(valid));
+      await lockAll(tx, lockNames(valid));
       if (!o.oneByOne && valid.length > 0) {
         const set = await enqueueSetPg(tx, valid, validTimes, now).catch((e) => {
           throw new SetPathFailed("the group's write failed", { cause: e });

@@ -145,13 +145,30 @@ export async function candidatesPlansPg(
   now: number,
   limit: number,
 ): Promise<{ destinations: string[]; walk: string[]; all: string[] }> {
-  const plan = async (sql: string, params: (string | number)[] = []) =>
-    ((await spool.sql.unsafe(`EXPLAIN ${sql}`, params)) as { "QUERY PLAN": string }[]).map((r) => r["QUERY PLAN"]);
-  return {
-    destinations: await plan(READY_DESTINATIONS),
-    walk: await plan(CANDIDATES, [destination, now, limit]),
-    all: await plan(ALL_CANDIDATES, [now, limit]),
+  // The plan each call runs: the statement prepared, as the client prepares it, and its generic
+  // plan explained (the connections run generic plans: db.ts), on one connection of the pool.
+  const c = await spool.sql.reserve();
+  const plan = async (sql: string, params: (string | number)[] = []) => {
+    await c.unsafe(`PREPARE hookspool_explain AS ${sql}`);
+    try {
+      // EXECUTE's arguments as literals (a string quoted, its quotes doubled): its own parameters have no type.
+      const literal = (v: string | number) => (typeof v === "number" ? String(v) : `'${v.replaceAll("'", "''")}'`);
+      const args = params.length ? `(${params.map(literal).join(", ")})` : "";
+      const rows = (await c.unsafe(`EXPLAIN EXECUTE hookspool_explain${args}`)) as { "QUERY PLAN": string }[];
+      return rows.map((r) => r["QUERY PLAN"]);
+    } finally {
+      await c.unsafe("DEALLOCATE hookspool_explain");
+    }
   };
+  try {
+    return {
+      destinations: await plan(READY_DESTINATIONS),
+      walk: await plan(CANDIDATES, [destination, now, limit]),
+      all: await plan(ALL_CANDIDATES, [now, limit]),
+    };
+  } finally {
+    c.release();
+  }
 }
 
 /** A destination as the claims of one transaction see it: its row, what is leased, its rate window. */

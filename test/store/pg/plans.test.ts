@@ -40,6 +40,9 @@ describe.skipIf(!PG_BIN)("PostgreSQL's candidates walk", () => {
     "finds the destinations by index searches, follows batches_ready and checks heads in batches_queue, with no " +
       "scan or sort of the backlog",
     async () => {
+      // The plans explained are the generic ones every connection runs.
+      const [mode] = await pg.sql`SHOW plan_cache_mode`;
+      expect(mode.plan_cache_mode).toBe("force_generic_plan");
       const plans = await candidatesPlansPg(pg, "http:a", 200000, 4);
       const walk = plans.walk.join("\n");
       expect(walk).toContain("batches_ready");
