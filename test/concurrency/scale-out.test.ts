@@ -79,7 +79,9 @@ url = "http://127.0.0.1:${receiverPort}/hook"
 allow_insecure = true
 secret = { file = "${join(home, "out-secret")}" }
 timeout_s = 5
-max_inflight = 4
+# Room for both dispatchers' four workers at once: with the gate holding every delivery, a limit of
+# four (the destination's, across dispatchers) could all go to one, and the other never lease.
+max_inflight = 8
 `
   );
 }
