@@ -77,6 +77,8 @@ export class Dispatcher implements Service {
   private readonly readyTimer = new ReadyTimer(() => this.kick());
   private unwatch: (() => Promise<void> | void) | null = null;
   private lastHeartbeat = Number.NEGATIVE_INFINITY;
+  /** now_eff of the last search for expired leases. */
+  private lastRecovery = Number.NEGATIVE_INFINITY;
   private readonly store: DispatchStore;
   /** now_eff as the last tick read it (a config reload's issue is timed by it). */
   private nowEff = Number.NEGATIVE_INFINITY;
@@ -316,7 +318,13 @@ export class Dispatcher implements Service {
     }
     // Sealing is a property of the batch, not of the destination: before any gate.
     await store.sealReady(now, keyBudgets(this.config));
-    await store.recoverLeases({ now, startup: false, live: this.live });
+    // Expired leases (a dead dispatcher's, on PostgreSQL) once per poll_s at most: under load a
+    // tick runs per claim, and the search is most of an idle tick's cost, for leases that wait
+    // lease_grace_s past their deadline anyway.
+    if (now - this.lastRecovery >= this.config.dispatch.poll_s || now < this.lastRecovery) {
+      await store.recoverLeases({ now, startup: false, live: this.live });
+      this.lastRecovery = now;
+    }
     // An awaited outcome that never came: retried (its key's head again) or taken as delivered.
     await timeOutOutcomes(store, this.config, now, this.o.rng, this.o.log);
     // A worker's timer runs in real time; when this host's clock jumps forward its deadline may

@@ -7,6 +7,7 @@ import { seededRng } from "../../src/clock.ts";
 import { type Deadline, outcome } from "../../src/delivery.ts";
 import { batchIdOf, down, fakeDestination, ok, rigOn } from "../helpers/dispatch.ts";
 import { onBothWorlds } from "../helpers/world.ts";
+import type { DispatchStore } from "../../src/store/api.ts";
 
 setDefaultTimeout(30_000);
 
@@ -233,6 +234,42 @@ onBothWorlds((open, backend) => {
         error: expect.stringContaining("timeout"),
       });
     });
+
+    // The loop's rule, the same on both backends; on SQLite now_eff follows the test's clock (on
+    // PostgreSQL it is the server's, which the test cannot step).
+    test.skipIf(backend === "postgres")(
+      "the search for expired leases runs once per poll_s at most, however often the dispatcher ticks",
+      async () => {
+        let searches = 0;
+        const counting = (s: DispatchStore): DispatchStore =>
+          new Proxy(s, {
+            get(target, prop) {
+              const v = Reflect.get(target, prop, target);
+              if (prop === "recoverLeases")
+                return (...args: Parameters<DispatchStore["recoverLeases"]>) => {
+                  searches++;
+                  return target.recoverLeases(...args);
+                };
+              return typeof v === "function" ? v.bind(target) : v;
+            },
+          });
+        const r = await rigOn(open, `${BASE}[dispatch]\npoll_s = 1\n`, [fakeDestination("hermes:a")], {
+          wrapStore: counting,
+        });
+        for (let i = 0; i < 5; i++) await r.d.tick();
+        expect(searches).toBe(1);
+        r.clock.advance(0.5);
+        await r.d.tick();
+        expect(searches).toBe(1);
+        r.clock.advance(0.5);
+        await r.d.tick();
+        expect(searches).toBe(2);
+        // A clock stepped back searches again at once.
+        r.clock.advance(-30);
+        await r.d.tick();
+        expect(searches).toBe(3);
+      },
+    );
 
     test(
       "a result that arrives after the lease was lost is discarded; " + "the tick never recovers a live worker's lease",

@@ -189,7 +189,7 @@ export async function rigOn(
   open: OpenWorld,
   config: string,
   fakes: (FakeDestination | Destination)[],
-  opts: { seed?: number } = {},
+  opts: { seed?: number; wrapStore?: (store: DispatchStore) => DispatchStore } = {},
 ): Promise<WorldRig> {
   const world = await open();
   const home = tempDir();
@@ -198,7 +198,7 @@ export async function rigOn(
   const loadOptions = { home, env: {}, cwd: home };
   const loaded = loadConfig(loadOptions);
   const dests = Object.fromEntries(fakes.map((f) => [f.name, f])) as Record<string, FakeDestination>;
-  const store = await world.dispatch();
+  const store = (opts.wrapStore ?? ((s) => s))(await world.dispatch());
   const d = new Dispatcher({
     store,
     loaded,
