@@ -8,7 +8,7 @@ import type { CommandDef } from "citty";
 import { pgUrl } from "../config/backend.ts";
 import type { Config } from "../config/types.ts";
 import { HookspoolError } from "../errors.ts";
-import { type CopyReport, moveSpoolToPostgres } from "../store/open.ts";
+import { type CopyReport, moveSpoolToPostgres, poolSize } from "../store/open.ts";
 import { type Cli, GLOBAL_ARGS, loadFor } from "./context.ts";
 
 /** Progress lines for a big table: one per this many rows, besides the line when it is done. */
@@ -106,7 +106,7 @@ export function migrateStoreCommand(cli: Cli): CommandDef {
       const { report, schema } = await moveSpoolToPostgres({
         paths,
         url,
-        pool: config.spool.pool,
+        pool: poolSize(config, "operator"),
         clock: cli.clock,
         onSchema: (from, to) => cli.io.err(`migrate-store: PostgreSQL schema ${from} -> ${to}`),
         onProgress: (table, copied, total) => {

@@ -301,7 +301,12 @@ export const CONFIG_FIELDS: Fields = {
             "postgres: the connection URL, a secret reference (it may hold a password), e.g. " +
             '{ env = "HOOKSPOOL_PG_URL" }',
         },
-        pool: int("postgres: connections per process", 4, 1),
+        pool: int(
+          "postgres: connections per process (unset: dispatch.parallel + 2 for dispatch and run, one per worker " +
+            "besides the tick's and the outcomes'; 4 for the intake and the CLI)",
+          undefined,
+          1,
+        ),
       },
     },
   },

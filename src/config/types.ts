@@ -106,7 +106,8 @@ export interface Config {
     bobbin_path: string[];
     backend: "sqlite" | "postgres";
     url?: SecretRef;
-    pool: number;
+    /** Unset: sized by the process (store/open.ts poolSize). */
+    pool?: number;
   };
   dashboard: { listen: string; allow_non_loopback: boolean; actions: boolean };
   intake: {

@@ -65,9 +65,18 @@ export { checkStore } from "./check.ts";
 /** Which backend a config names. */
 export const backendOf = (config: Config): Backend => (isPostgres(config) ? "postgres" : "sqlite");
 
-/** A pool on the config's PostgreSQL database (spool.pool connections at most). */
-export function openPgPool(config: Config, env: Env): PgSpool {
-  return new PgSpool({ url: pgUrl(config, env) }, { max: config.spool.pool });
+/**
+ * The connections a process keeps: spool.pool when set; else a dispatcher's (and run's) one per
+ * worker, each reading its batch while the tick claims and the outcomes commit, and 4 for an
+ * intake (two group commits in flight, health and metrics reads) or a CLI verb.
+ */
+export function poolSize(config: Config, mode: OpenMode): number {
+  return config.spool.pool ?? (mode === "dispatch" ? config.dispatch.parallel + 2 : 4);
+}
+
+/** A pool on the config's PostgreSQL database (poolSize connections at most). */
+export function openPgPool(config: Config, env: Env, mode: OpenMode = "operator"): PgSpool {
+  return new PgSpool({ url: pgUrl(config, env) }, { max: poolSize(config, mode) });
 }
 
 export async function openStores(config: Config, o: OpenOptions): Promise<Stores> {
@@ -75,7 +84,7 @@ export async function openStores(config: Config, o: OpenOptions): Promise<Stores
 }
 
 async function openPostgres(config: Config, o: OpenOptions): Promise<Stores> {
-  const pg = openPgPool(config, o.env);
+  const pg = openPgPool(config, o.env, o.mode);
   try {
     await pg.ping();
     if (o.mode === "dispatch") await migratePg(pg, randomBytes(6).toString("hex"));

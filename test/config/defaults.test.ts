@@ -1,10 +1,11 @@
 // The documented defaults: an empty config.toml is a complete config, section by section, with
 // the six span presets. The numbers are written out here, not read from the schema.
 import { describe, expect, test } from "bun:test";
+import { poolSize } from "../../src/store/open.ts";
 import { clean, parse } from "./support.ts";
 
 const SPEC_15: Record<string, unknown> = {
-  spool: { home: "/var/lib/hookspool", db: "spool.db", store_raw: true, bobbin_path: [], backend: "sqlite", pool: 4 },
+  spool: { home: "/var/lib/hookspool", db: "spool.db", store_raw: true, bobbin_path: [], backend: "sqlite" },
   intake: {
     listen: "127.0.0.1:8650",
     allow_non_loopback: false,
@@ -124,5 +125,16 @@ describe("[spans]", () => {
 
   test("a span needs both quiet_s and max_s", () => {
     expect(() => parse("[spans.half]\nquiet_s = 10\n")).toThrow("is required");
+  });
+});
+
+describe("spool.pool", () => {
+  test("unset, a process sizes its pool: a dispatcher one connection per worker and two, else four", () => {
+    const bare = clean("");
+    expect([poolSize(bare, "dispatch"), poolSize(bare, "intake"), poolSize(bare, "operator")]).toEqual([6, 4, 4]);
+    const wide = clean("[dispatch]\nparallel = 16\n");
+    expect(poolSize(wide, "dispatch")).toBe(18);
+    const set = clean("[spool]\npool = 3\n[dispatch]\nparallel = 16\n");
+    expect([poolSize(set, "dispatch"), poolSize(set, "intake")]).toEqual([3, 3]);
   });
 });
