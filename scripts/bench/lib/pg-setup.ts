@@ -5,8 +5,8 @@ import { table } from "./report.ts";
 
 /** fsync, synchronous_commit and full_page_writes on, as SQLite's synchronous=FULL (BENCH_PG_FSYNC=off: off). */
 export const FSYNC = (process.env.BENCH_PG_FSYNC ?? "on") !== "off";
-/** Connections in each hookspool process's pool. */
-export const POOL = 4;
+/** Connections in each hookspool process's pool: left to the process (an intake 4, a dispatcher parallel + 2). */
+export const POOL = "default";
 /**
  * BENCH_PG_STATEMENTS=1: pg_stat_statements on, each phase's busiest statements on stderr (a diagnosis, not a figure).
  */
@@ -19,7 +19,6 @@ export const pgSpool = (extra = "") => `
 [spool]
 backend = "postgres"
 url = { env = "HOOKSPOOL_PG_URL" }
-pool = ${POOL}
 ${extra}`;
 
 /** The busiest statements since the last call, on stderr, when BENCH_PG_STATEMENTS=1. */
