@@ -134,8 +134,12 @@ export function pgMaintenanceStore(spool: PgSpool): MaintenanceStore {
 }
 
 export function pgIntakeStore(spool: PgSpool): IntakeStore & { group: GroupCommit } {
-  // Two transactions in flight at once, each on a pooled connection.
-  const group = new GroupCommit(pgCommitStep(spool), { parallel: 2 });
+  // One transaction in flight at a time: the requests that arrive meanwhile make the next group,
+  // which is then larger. A group's statements cost the same whatever its size (enqueue-set.ts),
+  // so fewer, larger groups cost the server less per event; a second transaction in flight bought
+  // no throughput (measured at 16 and 64 senders, one and two intakes: 0.15 against 0.18 ms of
+  // server CPU an event, and more requests a second).
+  const group = new GroupCommit(pgCommitStep(spool), { parallel: 1 });
   return {
     backend: "postgres",
     group,
