@@ -1,8 +1,8 @@
 // A group commit on PostgreSQL in a fixed number of round trips, whatever its size: after the
 // group's locks (enqueue.ts), one read of what the join rule needs (each (route, key)'s open
 // batch and latest unfinished first_at, whether any of its dedup ids was seen, and the new
-// events' ids from the identity), the join rule of enqueue-plan.ts applied in memory, request by
-// request in arrival order, then one statement that writes everything: new batches in their final
+// events' ids from the identity), the join rule applied in memory (store/group-plan.ts), then
+// one statement that writes everything: new batches in their final
 // state, the joined batches' counts, the events, the dedup rows, the journal rows in the order
 // the one-by-one path writes them, the liveness facts and the wake-up. A seal of a batch that
 // was open before the group adds two statements (its content, and its update before the
@@ -13,75 +13,22 @@
 // a failed write, in a new transaction. The locks held throughout are the group's, so what the
 // read saw stays true until the COMMIT.
 import { contentHash, type ContentEvent } from "../content.ts";
-import { type EnqueueResult, eventSize, type NewEvent, type Placed, rawIsPayload } from "../enqueue.ts";
-import { readyAfterJoin, sealsBeforeJoin, sealsOnSize } from "../enqueue-plan.ts";
+import type { EnqueueResult, NewEvent } from "../enqueue.ts";
+import {
+  dedupColumns,
+  dedupTwice,
+  type GroupBatch,
+  type GroupPlan,
+  type GroupState,
+  groupKey,
+  type PlannedEvent,
+  planGroup,
+} from "../group-plan.ts";
 import { num, type Tx } from "./db.ts";
 import { WORK_CHANNEL } from "./wakeups.ts";
 import { metaNumberText } from "./meta.ts";
 
 const UNFINISHED = "('open', 'sealed', 'retry', 'leased', 'awaiting')";
-
-/** A batch as the group leaves it: one open before the group (`id`), or one the group opens (`ord`, from 1). */
-interface SimBatch {
-  id: number | null;
-  ord: number;
-  route: string;
-  source: string;
-  destination: string;
-  key: string;
-  first_at: number;
-  last_at: number;
-  quiet_s: number;
-  max_s: number;
-  max_events: number;
-  max_bytes: number;
-  count: number;
-  bytes: number;
-  /** What the group adds to a batch that was open before it. */
-  addedCount: number;
-  addedBytes: number;
-  sealedAt: number | null;
-  /** The events the group put in it, for its content_hash when it seals. */
-  content: ContentEvent[];
-}
-
-/** A (route, key) group as the join rule sees it: its open batch, and the latest first_at of its unfinished ones. */
-interface SimGroup {
-  open: SimBatch | null;
-  maxFirstAt: number;
-}
-
-interface SimEvent {
-  id: number;
-  batch: SimBatch;
-  ev: NewEvent;
-  route: string;
-  at: number;
-  size: number;
-  once: boolean;
-  trace: string | null;
-}
-
-interface SimJournal {
-  kind: "event" | "sealed";
-  batch: SimBatch;
-  at: number;
-  eventId: number | null;
-  detail: string | null;
-}
-
-/** Everything the group writes, decided in memory. */
-interface Plan {
-  batches: SimBatch[];
-  opened: SimBatch[];
-  events: SimEvent[];
-  journal: SimJournal[];
-  results: EnqueueResult[][];
-  readyAt: number;
-  touched: Set<string>;
-}
-
-const groupKey = (route: string, key: string) => `${route}\u0001${key}`;
 
 /**
  * The group's facts under its locks, in one statement: each group's open batch (or none) with the
@@ -92,7 +39,7 @@ async function readGroup(
   tx: Tx,
   jobs: readonly (readonly NewEvent[])[],
   k: number,
-): Promise<{ groups: Map<string, SimGroup>; ids: number[] } | null> {
+): Promise<{ groups: Map<string, GroupState>; ids: number[] } | null> {
   const routes: string[] = [];
   const keys: string[] = [];
   const seen = new Set<string>();
@@ -130,7 +77,7 @@ async function readGroup(
     [routes, keys, dedupSources, dedupIds, k],
   )) as Record<string, unknown>[];
   if (rows.some((r) => r.kind === "s")) return null;
-  const groups = new Map<string, SimGroup>();
+  const groups = new Map<string, GroupState>();
   const ids: number[] = [];
   for (const r of rows) {
     if (r.kind === "n") {
@@ -139,7 +86,7 @@ async function readGroup(
     }
     const i = Number(r.i) - 1;
     const maxFirstAt = r.max_first === null ? 0 : Number(r.max_first);
-    const open: SimBatch | null =
+    const open: GroupBatch | null =
       r.id === null
         ? null
         : {
@@ -167,136 +114,8 @@ async function readGroup(
   return { groups, ids: ids.sort((a, b) => a - b) };
 }
 
-/** A dedup id twice in one group: the second is a redelivery the one-by-one path decides. */
-function dedupTwice(jobs: readonly (readonly NewEvent[])[]): boolean {
-  const seen = new Set<string>();
-  for (const evs of jobs)
-    for (const ev of evs) {
-      if (ev.dedupId === null) continue;
-      const k = `${ev.source}\u0001${ev.dedupId}`;
-      if (seen.has(k)) return true;
-      seen.add(k);
-    }
-  return false;
-}
-
-/** The join rule over the whole group, in memory: the same steps, in the same order, as placeCopy. */
-function planGroup(
-  jobs: readonly (readonly NewEvent[])[],
-  times: readonly number[],
-  groups: Map<string, SimGroup>,
-  ids: number[],
-): Plan {
-  const plan: Plan = {
-    batches: [],
-    opened: [],
-    events: [],
-    journal: [],
-    results: [],
-    readyAt: Number.POSITIVE_INFINITY,
-    touched: new Set(),
-  };
-  let next = 0;
-  const touched = new Set<SimBatch>();
-  /** A batch open before the group joins plan.batches the first time the group changes it. */
-  const touch = (b: SimBatch) => {
-    if (b.id === null || touched.has(b)) return;
-    touched.add(b);
-    plan.batches.push(b);
-  };
-  const seal = (b: SimBatch, at: number) => {
-    touch(b);
-    b.sealedAt = at;
-    plan.journal.push({ kind: "sealed", batch: b, at, eventId: null, detail: null });
-  };
-  for (const [i, evs] of jobs.entries()) {
-    const at = times[i];
-    const results: EnqueueResult[] = [];
-    for (const ev of evs) {
-      plan.touched.add(ev.source);
-      const size = eventSize(ev, at);
-      const once = rawIsPayload(ev);
-      const headers = JSON.stringify(ev.headers);
-      const placed: Placed[] = [];
-      for (const copy of ev.copies) {
-        const g = groups.get(groupKey(copy.route, ev.key)) as SimGroup;
-        if (g.open && sealsBeforeJoin(g.open, size)) {
-          seal(g.open, at);
-          g.open = null;
-        }
-        if (!g.open) {
-          const w = copy.window;
-          const first = Math.max(at, g.maxFirstAt);
-          g.open = {
-            id: null,
-            ord: plan.opened.length + 1,
-            route: copy.route,
-            source: ev.source,
-            destination: copy.destination,
-            key: ev.key,
-            first_at: first,
-            last_at: first,
-            ...w,
-            count: 0,
-            bytes: 0,
-            addedCount: 0,
-            addedBytes: 0,
-            sealedAt: null,
-            content: [],
-          };
-          g.maxFirstAt = first;
-          plan.opened.push(g.open);
-          plan.batches.push(g.open);
-        }
-        const b = g.open;
-        touch(b);
-        const id = ids[next++];
-        const trace = copy.trace === undefined ? null : JSON.stringify(copy.trace);
-        plan.events.push({ id, batch: b, ev, route: copy.route, at, size, once, trace });
-        b.count++;
-        b.bytes += size;
-        b.addedCount++;
-        b.addedBytes += size;
-        b.last_at = Math.max(b.last_at, at);
-        b.content.push({
-          id,
-          event_type: ev.eventType,
-          received_at: at,
-          dedup_id: ev.dedupId,
-          payload: ev.payload,
-          headers,
-        });
-        plan.journal.push({
-          kind: "event",
-          batch: b,
-          at,
-          eventId: id,
-          detail: JSON.stringify({ type: ev.eventType, route: copy.route }),
-        });
-        const sealed = sealsOnSize(b);
-        if (sealed) {
-          seal(b, at);
-          g.open = null;
-        }
-        plan.readyAt = Math.min(plan.readyAt, readyAfterJoin(b, sealed, at));
-        placed.push({
-          eventId: id,
-          batchId: 0,
-          route: copy.route,
-          destination: copy.destination,
-          tee: copy.tee,
-          sealed,
-        });
-      }
-      results.push({ status: "queued", placed });
-    }
-    plan.results.push(results);
-  }
-  return plan;
-}
-
 /** The content_hash of every batch the group sealed: a batch open before it also holds the events already stored. */
-async function sealHashes(tx: Tx, plan: Plan): Promise<Map<SimBatch, string>> {
+async function sealHashes(tx: Tx, plan: GroupPlan): Promise<Map<GroupBatch, string>> {
   const sealed = plan.batches.filter((b) => b.sealedAt !== null);
   const stored = sealed.filter((b) => b.id !== null).map((b) => b.id as number);
   const before = stored.length > 0 ? await contentOfBatchesPg(tx, stored) : new Map<number, ContentEvent[]>();
@@ -334,7 +153,7 @@ export async function contentOfBatchesPg(tx: Tx, batchIds: readonly number[]): P
  * The batches open before the group that it seals, in a statement of their own before the one
  * that may open their group's next batch (at most one open batch per group, a unique index).
  */
-async function sealStored(tx: Tx, batches: readonly SimBatch[], hashes: Map<SimBatch, string>): Promise<void> {
+async function sealStored(tx: Tx, batches: readonly GroupBatch[], hashes: Map<GroupBatch, string>): Promise<void> {
   if (batches.length === 0) return;
   const done = await tx`UPDATE batches b SET count = b.count + u.n, bytes = b.bytes + u.bytes,
       last_at = GREATEST(b.last_at, u.last_at), state = 'sealed', sealed_at = u.sealed_at, content_hash = u.hash
@@ -349,14 +168,14 @@ async function sealStored(tx: Tx, batches: readonly SimBatch[], hashes: Map<SimB
 /** The one statement that writes the group. Returns the new batches' ids, in the order they were opened. */
 async function writeGroup(
   tx: Tx,
-  plan: Plan,
-  hashes: Map<SimBatch, string>,
+  plan: GroupPlan,
+  hashes: Map<GroupBatch, string>,
   metaKeys: readonly string[],
   now: number,
 ): Promise<number[]> {
   const opened = plan.opened;
   const joined = plan.batches.filter((b) => b.id !== null && b.sealedAt === null);
-  const ref = (b: SimBatch) => ({ id: b.id, ord: b.id === null ? b.ord : null });
+  const ref = (b: GroupBatch) => ({ id: b.id, ord: b.id === null ? b.ord : null });
   const evs = plan.events;
   const js = plan.journal;
   const col = <T, V>(xs: readonly T[], f: (x: T) => V) => xs.map(f);
@@ -481,7 +300,7 @@ async function writeGroup(
  * bytea reaches the server as it is, where a text[] of the same bodies is parsed character by
  * character (measured: 0.06 ms of server CPU for each 6 KB body).
  */
-function bodiesOf(evs: readonly SimEvent[]): {
+function bodiesOf(evs: readonly PlannedEvent[]): {
   payloads: Buffer;
   payloadAt: number[];
   payloadLength: number[];
@@ -516,21 +335,6 @@ function bodiesOf(evs: readonly SimEvent[]): {
   return { ...out, payloads: Buffer.concat(payloads), raws: Buffer.concat(raws) };
 }
 
-/** The dedup rows of the group's events: each names its first copy's event. */
-function dedupColumns(plan: Plan): [string[], string[], number[], number[]] {
-  const cols: [string[], string[], number[], number[]] = [[], [], [], []];
-  const firsts = new Set<NewEvent>();
-  for (const e of plan.events) {
-    if (e.ev.dedupId === null || firsts.has(e.ev)) continue;
-    firsts.add(e.ev);
-    cols[0].push(e.ev.source);
-    cols[1].push(e.ev.dedupId);
-    cols[2].push(e.id);
-    cols[3].push(e.at);
-  }
-  return cols;
-}
-
 /**
  * The group in the caller's transaction (its locks held), or null when it must go one by one (a
  * dedup id seen before or twice): each request's results, in order.
@@ -557,13 +361,13 @@ export async function enqueueSetPg(
       ? []
       : ["last_enqueue_at", ...[...plan.touched].sort().map((s) => `source:${s}:last_event_at`)];
   const newIds = await writeGroup(tx, plan, hashes, metaKeys, now);
-  const idOf = new Map<SimBatch, number>();
+  const idOf = new Map<GroupBatch, number>();
   for (const b of plan.opened) idOf.set(b, newIds[b.ord - 1]);
   for (const b of plan.batches) if (b.id !== null) idOf.set(b, b.id);
   const byEvent = new Map(plan.events.map((e) => [e.id, e.batch]));
   for (const rs of plan.results)
     for (const r of rs)
       if (r.status === "queued")
-        for (const p of r.placed) p.batchId = idOf.get(byEvent.get(p.eventId) as SimBatch) ?? 0;
+        for (const p of r.placed) p.batchId = idOf.get(byEvent.get(p.eventId) as GroupBatch) ?? 0;
   return plan.results;
 }
