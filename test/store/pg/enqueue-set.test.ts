@@ -182,6 +182,23 @@ describe.skipIf(!PG_BIN)("the group commit as a set on PostgreSQL", () => {
     expect([r.events.length, r.journal.length, r.dedup.length, r.batches.length]).toEqual([3, 3, 2, 2]);
   });
 
+  test("the group's statements are prepared once per connection and run a generic plan every call", async () => {
+    const database = `s${++n}`;
+    await server.createDatabase(database);
+    // One connection, so the prepared statements the server lists are the ones the calls used.
+    const one = new PgSpool({ path: server.socket, user: server.user, database }, { max: 1 });
+    pools.push(one);
+    await migratePg(one, "0123456789ab");
+    for (let i = 0; i < 4; i++) await enqueueGroupPg(one, [[ev({ dedupId: `p${i}` })], [ev({ key: "k2" })]], T0 + i);
+    const rows = (await one.sql`SELECT statement, generic_plans::int AS generic, custom_plans::int AS custom
+        FROM pg_prepared_statements WHERE statement LIKE 'WITH nid AS MATERIALIZED%'
+          OR statement LIKE 'WITH seen AS%'`) as { statement: string; generic: number; custom: number }[];
+    expect(rows.map((r) => [r.statement.slice(0, 9), r.generic, r.custom]).sort()).toEqual([
+      ["WITH nid ", 4, 0],
+      ["WITH seen", 4, 0],
+    ]);
+  });
+
   describe.skipIf(!STATEMENTS)("statements per group", () => {
     /** The statements run by `fn` (BEGIN and COMMIT aside), counted by pg_stat_statements in this database. */
     async function counted(pg: PgSpool, fn: () => Promise<unknown>): Promise<{ calls: number; text: string[] }> {
