@@ -17,7 +17,7 @@ import { SENDER_SECRET } from "./lib/payload.ts";
 import { type Child, hookspoolVerb, listeningPort, main, startHookspool } from "./lib/procs.ts";
 import { receiver, type Receiver } from "./lib/receiver.ts";
 import { emit, percentile, table } from "./lib/report.ts";
-import { BENCH_TEMPLATE, makeHome } from "./lib/homes.ts";
+import { BACKLOG_BODY, backlogSource, makeHome } from "./lib/homes.ts";
 
 const N = Number(process.env.BENCH_DISPATCH_N ?? 2000);
 const K = Number(process.env.BENCH_DISPATCH_K ?? 2000);
@@ -25,29 +25,13 @@ const LAT_EVENTS = Number(process.env.BENCH_LATENCY_EVENTS ?? 300);
 const LAT_RATE = 100;
 const QUIET_S = 0.2;
 
-const SOURCE = (name: string, windows: string) => `[sources.${name}]
-${BENCH_TEMPLATE}
-secrets.secret = { file = "secrets/github" }
-${windows}
-action = "receiver"
-`;
-
-// About 1 KB: an id, a key, a type, the sender's clock and some text.
-const BODY = JSON.stringify({
-  id: "{{SEQ}}",
-  key: "k{{KEY}}",
-  type: "ticket.updated",
-  sent_at: 0,
-  text: "lorem ipsum ".repeat(80),
-}).replace('"sent_at":0', '"sent_at":{{TS}}');
-
 function loadSpec(port: number, source: string, n: number, keys: number, concurrency: number, rate?: number) {
   return {
     url: `http://127.0.0.1:${port}/hooks/${source}`,
     concurrency,
     n,
     maxSeconds: 30,
-    body: BODY,
+    body: BACKLOG_BODY,
     keys,
     headers: {},
     sign: { header: "X-Bench-Signature", prefix: "sha256=", secret: SENDER_SECRET },
@@ -74,7 +58,7 @@ async function backlog(prefix: string, rx: Receiver): Promise<string> {
   const home = await makeHome(prefix, {
     receiverPort: rx.port,
     noGithub: true,
-    extra: SOURCE("backlog", "max_events = 1"),
+    extra: backlogSource("backlog", "max_events = 1"),
   });
   const intake = await startHookspool(`${prefix}-intake`, home, ["intake"]);
   const r = await load(loadSpec(await listeningPort(intake), "backlog", N, K, 16), home);
@@ -156,7 +140,7 @@ async function latency(mode: "run" | "intake+dispatch", pollS: number | null): P
   const children: Child[] = [];
   try {
     const dispatch = pollS === null ? "" : `[dispatch]\npoll_s = ${pollS}\n`;
-    const extra = `${SOURCE("fresh", `quiet_s = ${QUIET_S}\nmax_s = 5`)}\n${dispatch}`;
+    const extra = `${backlogSource("fresh", `quiet_s = ${QUIET_S}\nmax_s = 5`)}\n${dispatch}`;
     const home = await makeHome(`latency-${mode.replace("+", "-")}`, { receiverPort: rx.port, noGithub: true, extra });
     let port: number;
     if (mode === "run") {

@@ -9,6 +9,23 @@ export const BENCH_TEMPLATE =
   'template = { scheme = "hmac-sha256-hex", header = "X-Bench-Signature", prefix = "sha256=", ' +
   'key = "key", dedup = "id", event_type = "type" }';
 
+/** A backlog bench's source: BENCH_TEMPLATE, the home's sender secret, `windows` (TOML lines), to the receiver. */
+export const backlogSource = (name: string, windows: string) => `[sources.${name}]
+${BENCH_TEMPLATE}
+secrets.secret = { file = "secrets/github" }
+${windows}
+action = "receiver"
+`;
+
+/** About 1 KB: an id, a key, a type, the sender's clock and some text (the fields BENCH_TEMPLATE reads). */
+export const BACKLOG_BODY = JSON.stringify({
+  id: "{{SEQ}}",
+  key: "k{{KEY}}",
+  type: "ticket.updated",
+  sent_at: 0,
+  text: "lorem ipsum ".repeat(80),
+}).replace('"sent_at":0', '"sent_at":{{TS}}');
+
 export interface HomeOptions {
   /** The receiver the http destination delivers to. */
   receiverPort: number;

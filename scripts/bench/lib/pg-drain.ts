@@ -18,7 +18,7 @@
 import { Database } from "bun:sqlite";
 import { join } from "node:path";
 import { SQL } from "bun";
-import { BENCH_TEMPLATE, makeHome } from "./homes.ts";
+import { BACKLOG_BODY, backlogSource, makeHome } from "./homes.ts";
 import { load } from "./load.ts";
 import { SENDER_SECRET } from "./payload.ts";
 import type { BenchPg } from "./pg.ts";
@@ -43,12 +43,7 @@ interface Backlog {
   template: string;
 }
 
-const source = (window: string) => `[sources.backlog]
-${BENCH_TEMPLATE}
-secrets.secret = { file = "secrets/github" }
-${window}
-action = "receiver"
-`;
+const source = (windows: string) => backlogSource("backlog", windows);
 
 const BACKLOGS: Record<Backlog["kind"], Backlog> = {
   sealed: {
@@ -66,15 +61,6 @@ const BACKLOGS: Record<Backlog["kind"], Backlog> = {
     template: "due_template",
   },
 };
-
-// About 1 KB, as dispatch.ts sends.
-const BODY = JSON.stringify({
-  id: "{{SEQ}}",
-  key: "k{{KEY}}",
-  type: "ticket.updated",
-  sent_at: 0,
-  text: "lorem ipsum ".repeat(80),
-}).replace('"sent_at":0', '"sent_at":{{TS}}');
 
 async function until(what: string, ms: number, ok: () => boolean | Promise<boolean>): Promise<void> {
   const end = performance.now() + ms;
@@ -94,7 +80,7 @@ async function fillBacklog(home: string, env: Record<string, string>, tag: strin
       concurrency: 16,
       n: b.n,
       maxSeconds: 60,
-      body: BODY,
+      body: BACKLOG_BODY,
       keys: b.keys,
       headers: {},
       sign: { header: "X-Bench-Signature", prefix: "sha256=", secret: SENDER_SECRET },
