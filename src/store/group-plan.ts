@@ -4,32 +4,52 @@
 // batch and latest unfinished first_at) and the new events' ids. The result says every row to
 // write, in the order the one-by-one path writes them; the dialect writes it as a set
 // (store/pg/enqueue-set.ts). Pure: no statement runs here.
+import type { BatchRow } from "./batches.ts";
 import type { ContentEvent } from "./content.ts";
 import { type EnqueueResult, eventSize, type NewEvent, type Placed, rawIsPayload } from "./enqueue.ts";
 import { readyAfterJoin, sealsBeforeJoin, sealsOnSize } from "./enqueue-plan.ts";
 
+/** The columns of a batches row the join rule reads and changes. */
+type JoinColumns =
+  | "route"
+  | "source"
+  | "destination"
+  | "key"
+  | "first_at"
+  | "last_at"
+  | "quiet_s"
+  | "max_s"
+  | "max_events"
+  | "max_bytes"
+  | "count"
+  | "bytes";
+
 /** A batch as the group leaves it: one open before the group (`id`), or one the group opens (`ord`, from 1). */
-export interface GroupBatch {
+export interface GroupBatch extends Pick<BatchRow, JoinColumns> {
   id: number | null;
   ord: number;
-  route: string;
-  source: string;
-  destination: string;
-  key: string;
-  first_at: number;
-  last_at: number;
-  quiet_s: number;
-  max_s: number;
-  max_events: number;
-  max_bytes: number;
-  count: number;
-  bytes: number;
   /** What the group adds to a batch that was open before it. */
   addedCount: number;
   addedBytes: number;
   sealedAt: number | null;
   /** The events the group put in it, for its content_hash when it seals. */
   content: ContentEvent[];
+}
+
+/** A batch open before the group, from its row as the dialect read it. */
+export function storedBatch(row: Pick<BatchRow, "id" | JoinColumns>): GroupBatch {
+  const { id, route, source, destination, key, first_at, last_at, quiet_s, max_s, max_events, max_bytes } = row;
+  const fields = { id, route, source, destination, key, first_at, last_at, quiet_s, max_s, max_events, max_bytes };
+  return {
+    ...fields,
+    count: row.count,
+    bytes: row.bytes,
+    ord: 0,
+    addedCount: 0,
+    addedBytes: 0,
+    sealedAt: null,
+    content: [],
+  };
 }
 
 /** A (route, key) group as the join rule sees it: its open batch, and the latest first_at of its unfinished ones. */

@@ -2,14 +2,20 @@
 // same steps as the one-by-one enqueue, in the same order. test/store/pg/enqueue-set.test.ts
 // holds the rows it leads to against the one-by-one path on a real server.
 import { describe, expect, test } from "bun:test";
-import { dedupTwice, type GroupBatch, type GroupState, groupKey, planGroup } from "../../src/store/group-plan.ts";
+import {
+  dedupTwice,
+  type GroupBatch,
+  type GroupState,
+  groupKey,
+  planGroup,
+  storedBatch,
+} from "../../src/store/group-plan.ts";
 import { copy, ev, T0 } from "../helpers/spool.ts";
 
 /** A batch open before the group, as the dialect's read gives it. */
-function open(over: Partial<GroupBatch> = {}): GroupBatch {
-  return {
+function open(over: Partial<Parameters<typeof storedBatch>[0]> = {}): GroupBatch {
+  return storedBatch({
     id: 7,
-    ord: 0,
     route: "r",
     source: "s",
     destination: "http:d",
@@ -22,12 +28,8 @@ function open(over: Partial<GroupBatch> = {}): GroupBatch {
     max_bytes: 100_000,
     count: 2,
     bytes: 200,
-    addedCount: 0,
-    addedBytes: 0,
-    sealedAt: null,
-    content: [],
     ...over,
-  };
+  });
 }
 
 const groups = (entries: [string, GroupState][]) => new Map(entries);

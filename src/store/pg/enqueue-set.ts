@@ -23,7 +23,9 @@ import {
   groupKey,
   type PlannedEvent,
   planGroup,
+  storedBatch,
 } from "../group-plan.ts";
+import { batchRowOf } from "./reads.ts";
 import { num, type Tx } from "./db.ts";
 import { WORK_CHANNEL } from "./wakeups.ts";
 import { metaNumberText } from "./meta.ts";
@@ -86,29 +88,7 @@ async function readGroup(
     }
     const i = Number(r.i) - 1;
     const maxFirstAt = r.max_first === null ? 0 : Number(r.max_first);
-    const open: GroupBatch | null =
-      r.id === null
-        ? null
-        : {
-            id: num(r.id),
-            ord: 0,
-            route: routes[i],
-            source: String(r.source),
-            destination: String(r.destination),
-            key: keys[i],
-            first_at: Number(r.first_at),
-            last_at: Number(r.last_at),
-            quiet_s: Number(r.quiet_s),
-            max_s: Number(r.max_s),
-            max_events: Number(r.max_events),
-            max_bytes: num(r.max_bytes),
-            count: Number(r.count),
-            bytes: num(r.bytes),
-            addedCount: 0,
-            addedBytes: 0,
-            sealedAt: null,
-            content: [],
-          };
+    const open = r.id === null ? null : storedBatch({ ...batchRowOf(r), route: routes[i], key: keys[i] });
     groups.set(groupKey(routes[i], keys[i]), { open, maxFirstAt });
   }
   return { groups, ids: ids.sort((a, b) => a - b) };
