@@ -12,14 +12,8 @@
 import { Database } from "bun:sqlite";
 import { closeSync, fsyncSync, openSync } from "node:fs";
 import { join } from "node:path";
-import {
-  anyReadyNow,
-  candidates,
-  claimBatches,
-  nextReadyAt,
-  recoverLeases,
-  sealReady,
-} from "../../src/store/sqlite/queue.ts";
+import { claimBatches } from "../../src/store/sqlite/claim.ts";
+import { anyReadyNow, candidates, nextReadyAt, recoverLeases, sealReady } from "../../src/store/sqlite/queue.ts";
 import { closeConnection, openSpool, type SqliteSpool } from "../../src/store/sqlite/db.ts";
 import { enqueue } from "../../src/store/sqlite/enqueue.ts";
 import type { NewEvent } from "../../src/store/enqueue.ts";

@@ -1,6 +1,6 @@
 // hookspool list and show: batches newest first, payloads only on request.
 import { describe, expect, test } from "bun:test";
-import { claimBatch } from "../../src/store/sqlite/queue.ts";
+import { claimBatch } from "../../src/store/sqlite/claim.ts";
 import { markDead, markRetry } from "../../src/store/sqlite/marks.ts";
 import { eventSize } from "../../src/store/enqueue.ts";
 import { quarantine } from "../../src/store/sqlite/enqueue.ts";

@@ -2,7 +2,7 @@
 // (rejected) apart from the pipeline's faults, and list, show, status, /metrics and replay read it.
 import { describe, expect, test } from "bun:test";
 import type { DeadReason } from "../../src/delivery.ts";
-import { claimBatch } from "../../src/store/sqlite/queue.ts";
+import { claimBatch } from "../../src/store/sqlite/claim.ts";
 import { markDead } from "../../src/store/sqlite/marks.ts";
 import { quarantine } from "../../src/store/sqlite/enqueue.ts";
 import { enqueueJson, initHome, inHome, spoolAtSchema, type Home, withDb, withSpool } from "./home.ts";

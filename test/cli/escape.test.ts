@@ -5,7 +5,7 @@ import { describe, expect, test } from "bun:test";
 import { appendFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { table, visible } from "../../src/cli/format.ts";
-import { claimBatch } from "../../src/store/sqlite/queue.ts";
+import { claimBatch } from "../../src/store/sqlite/claim.ts";
 import { markDead } from "../../src/store/sqlite/marks.ts";
 import { quarantine } from "../../src/store/sqlite/enqueue.ts";
 import { raiseIssue } from "../../src/store/sqlite/issues.ts";

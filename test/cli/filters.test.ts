@@ -1,7 +1,7 @@
 // list and export filters: key, the last attempt's status code, a time range, a dead reason,
 // and paging with a cursor; list and export read the same filter.
 import { describe, expect, test } from "bun:test";
-import { claimBatch } from "../../src/store/sqlite/queue.ts";
+import { claimBatch } from "../../src/store/sqlite/claim.ts";
 import { markDead, markRetry } from "../../src/store/sqlite/marks.ts";
 import { enqueueJson, initHome, inHome, type Home, withDb, withSpool } from "./home.ts";
 

@@ -1,7 +1,7 @@
 // hookspool prune [--vacuum] and hookspool export.
 import { describe, expect, test } from "bun:test";
 import { statSync } from "node:fs";
-import { claimBatch } from "../../src/store/sqlite/queue.ts";
+import { claimBatch } from "../../src/store/sqlite/claim.ts";
 import { markRetry } from "../../src/store/sqlite/marks.ts";
 import { enqueueTx, quarantine } from "../../src/store/sqlite/enqueue.ts";
 import { cli } from "../helpers/cli.ts";

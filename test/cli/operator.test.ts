@@ -10,7 +10,7 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { type FakeClock, systemClock } from "../../src/clock.ts";
 import { outcome } from "../../src/delivery.ts";
-import { claimBatch } from "../../src/store/sqlite/queue.ts";
+import { claimBatch } from "../../src/store/sqlite/claim.ts";
 import { computeContentHashTx } from "../../src/store/sqlite/enqueue.ts";
 import { quarantine } from "../../src/store/sqlite/enqueue.ts";
 import { raiseIssue } from "../../src/store/sqlite/issues.ts";

@@ -3,7 +3,7 @@
 import { describe, expect, test } from "bun:test";
 import type { DeadReason } from "../../src/delivery.ts";
 import { markDead } from "../../src/store/sqlite/marks.ts";
-import { claimBatch } from "../../src/store/sqlite/queue.ts";
+import { claimBatch } from "../../src/store/sqlite/claim.ts";
 import { EXTRA_CONFIG, enqueueJson, initHome, inHome, type Home, storedState, withSpool } from "./home.ts";
 
 const PACED = `${EXTRA_CONFIG}

@@ -1,7 +1,7 @@
 // hookspool status: the health document, its summary for people, and its exit code.
 import { describe, expect, test } from "bun:test";
 import { closeSync, openSync, statSync, writeSync } from "node:fs";
-import { claimBatch } from "../../src/store/sqlite/queue.ts";
+import { claimBatch } from "../../src/store/sqlite/claim.ts";
 import { markDead } from "../../src/store/sqlite/marks.ts";
 import { quarantine } from "../../src/store/sqlite/enqueue.ts";
 import { writeHeartbeat } from "../../src/store/sqlite/meta.ts";

@@ -1,7 +1,7 @@
 // hookspool watch: the journal of changes, each line with its cursor; --since resumes after a
 // cursor with nothing missed and nothing invented; a cursor behind retention says so; filters.
 import { describe, expect, test } from "bun:test";
-import { claimBatch } from "../../src/store/sqlite/queue.ts";
+import { claimBatch } from "../../src/store/sqlite/claim.ts";
 import { markDelivered } from "../../src/store/sqlite/marks.ts";
 import { enqueueJson, initHome, inHome, type Home, withDb, withSpool } from "./home.ts";
 

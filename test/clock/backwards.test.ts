@@ -4,7 +4,8 @@
 // received_at, next_attempt_at), last_tick_at never moves back, and delivery resumes as the
 // wall clock catches up. test/dispatch/loop.test.ts has the one-batch case; this is the whole spool.
 import { expect, test } from "bun:test";
-import { claimBatch, sealReady } from "../../src/store/sqlite/queue.ts";
+import { claimBatch } from "../../src/store/sqlite/claim.ts";
+import { sealReady } from "../../src/store/sqlite/queue.ts";
 import { getMetaNumber } from "../../src/store/sqlite/meta.ts";
 import { batchIdOf, down, fakeDestination, ok, rig } from "../helpers/dispatch.ts";
 import { T0 } from "../helpers/spool.ts";

@@ -11,7 +11,7 @@ import { ackReadings, ackSeries, parseIntakeMetrics } from "../../src/dashboard/
 import { IntakeMetrics } from "../../src/intake/metrics.ts";
 import { createLogger } from "../../src/log.ts";
 import { sqliteStores } from "../../src/store/open.ts";
-import { claimBatch } from "../../src/store/sqlite/queue.ts";
+import { claimBatch } from "../../src/store/sqlite/claim.ts";
 import { openSpool, type SqliteSpool } from "../../src/store/sqlite/db.ts";
 import { raiseIssueTx } from "../../src/store/sqlite/issues.ts";
 import { markDead } from "../../src/store/sqlite/marks.ts";

@@ -4,7 +4,7 @@ import { describe, expect, test } from "bun:test";
 import { createHmac } from "node:crypto";
 import { systemClock } from "../../src/clock.ts";
 import { HEARTBEAT_STALE_S } from "../../src/obs/status.ts";
-import { claimBatch } from "../../src/store/sqlite/queue.ts";
+import { claimBatch } from "../../src/store/sqlite/claim.ts";
 import { markDead } from "../../src/store/sqlite/marks.ts";
 import { halfOpenIfCooled, recordTransportFailureTx } from "../../src/store/sqlite/destinations.ts";
 import { enqueue } from "../../src/store/sqlite/enqueue.ts";

@@ -1,7 +1,8 @@
 // The dashboard's figures from the spool: events per bucket and source, attempts per outcome,
 // and readiness to 2xx measured from when the window closed, not from the first event.
 import { expect, test } from "bun:test";
-import { claimBatch, sealReady } from "../../src/store/sqlite/queue.ts";
+import { claimBatch } from "../../src/store/sqlite/claim.ts";
+import { sealReady } from "../../src/store/sqlite/queue.ts";
 import { attemptsByOutcome, eventsBySource, readyToOkLatency } from "../../src/store/sqlite/charts.ts";
 import { enqueue } from "../../src/store/sqlite/enqueue.ts";
 import { markDelivered, markRetry } from "../../src/store/sqlite/marks.ts";

@@ -54,10 +54,9 @@ import {
   resolveIssuePg,
 } from "./issues.ts";
 import { GroupCommit } from "../group.ts";
+import { claimPg, rateWindowPg } from "./claim.ts";
 import {
-  claimPg,
   candidatesPg,
-  rateWindowPg,
   resumePointPg,
   recoverExpiredPg,
   sealReadyPg,

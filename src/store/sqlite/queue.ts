@@ -1,17 +1,15 @@
 // The delivery queue, the dispatcher's side before an attempt ends: readiness sealing, the FIFO
-// candidate query (heads of their (route, key) group), the claim with its lease fence, lease
-// recovery, and when the next batch becomes ready by itself. Every per-tick query here is held
+// candidate query (heads of their (route, key) group; claim.ts leases them), lease recovery,
+// a paced destination's rate window, and when the next batch becomes ready by itself. Every per-tick query here is held
 // to an index by test/store/plans.test.ts (tickQueryPlans).
-import type { Database } from "bun:sqlite";
 import { prepared, type SqliteSpool } from "./db.ts";
 import { sealBatchTx } from "./enqueue.ts";
-import { markProbeTx } from "./destinations.ts";
 import { journalTx } from "./journal.ts";
 import { budgetSpends } from "./budgets.ts";
 import { testHook } from "../../testhook.ts";
 import { type Rate, rateMarginS, type WindowHit } from "../../pacing.ts";
 import type { Resume } from "../../delivery.ts";
-import type { Candidate, Claim, RecoverOptions, ClaimInput } from "../queue.ts";
+import type { Candidate, RecoverOptions } from "../queue.ts";
 
 const READY = `SELECT id, destination, route, key FROM batches WHERE state = 'open'
   AND ((quiet_s = 0 AND max_s = 0) OR $now >= last_at + quiet_s OR $now >= first_at + max_s)
@@ -90,74 +88,6 @@ export function candidates(spool: SqliteSpool, now: number, perDestination = Num
     );
   }
   return out.sort((a, b) => a.first_at - b.first_at || a.id - b.id);
-}
-
-class LostRace extends Error {}
-
-const Q = {
-  attemptCount: "SELECT COUNT(*) AS n FROM attempts WHERE batch_id = ?",
-  deliveredBefore: "SELECT COUNT(*) AS n FROM attempts WHERE batch_id = ? AND outcome = 'ok'",
-  startAttempt: `INSERT INTO attempts (batch_id, n, destination, started_at, probe, counted, hits)
-    VALUES ($batch, $n, $destination, $now, $probe, 0, $hits)`,
-  setDeliveryId: "UPDATE attempts SET delivery_id = ? WHERE id = ?",
-  lease: `UPDATE batches SET state = 'leased', lease_until = $until, lease_owner = $owner
-    WHERE id = $id AND state IN ('sealed', 'retry')`,
-};
-
-/**
- * Lease a batch for one attempt: the attempt row is written first (its id is part of the
- * fence), then the lease. Returns null when the batch was no longer claimable.
- */
-export function claimBatch(spool: SqliteSpool, c: ClaimInput): Claim | null {
-  return claimBatches(spool, [c])[0] ?? null;
-}
-
-/**
- * Claim several batches in one BEGIN IMMEDIATE transaction (one commit for the slots a tick
- * fills), each under its own savepoint: a batch that is no longer sealed or retry (an operator
- * verb got there first) is null in its place and the others are claimed.
- */
-export function claimBatches(spool: SqliteSpool, inputs: readonly ClaimInput[]): (Claim | null)[] {
-  const db = spool.db;
-  if (inputs.length === 0) return [];
-  return db
-    .transaction((): (Claim | null)[] => {
-      const claims = inputs.map((c) => {
-        try {
-          return db.transaction(() => claimTx(db, c))();
-        } catch (e) {
-          // A lost race is undone alone; anything else (a full disk ends the transaction) fails the tick's claims.
-          if (e instanceof LostRace && db.inTransaction) return null;
-          throw e;
-        }
-      });
-      testHook("claim.before_commit");
-      return claims;
-    })
-    .immediate();
-}
-
-function claimTx(db: Database, c: ClaimInput): Claim {
-  const n = (prepared<{ n: number }, [number]>(db, Q.attemptCount).get(c.batchId)?.n ?? 0) + 1;
-  const attemptId = Number(
-    prepared(db, Q.startAttempt).run({
-      batch: c.batchId,
-      n,
-      destination: c.destination,
-      now: c.now,
-      probe: c.probe ? 1 : 0,
-      hits: c.rate ? (c.hits ?? 1) : null,
-    }).lastInsertRowid,
-  );
-  const owner = `${c.host}:${c.pid}:${attemptId}`;
-  if (prepared(db, Q.lease).run({ id: c.batchId, until: c.leaseUntil, owner }).changes !== 1) throw new LostRace();
-  // Each earlier successful attempt is a delivery this one repeats (replay --delivered).
-  const resend = prepared<{ n: number }, [number]>(db, Q.deliveredBefore).get(c.batchId)?.n ?? 0;
-  const deliveryId = c.deliveryId ? c.deliveryId(attemptId, n, resend) : null;
-  if (deliveryId !== null) prepared(db, Q.setDeliveryId).run(deliveryId, attemptId);
-  if (c.probe) markProbeTx(db, c.destination, c.batchId, c.leaseUntil);
-  journalTx(db, "leased", c.batchId, c.now, { attempt: attemptId, detail: { n, ...(resend ? { resend } : {}) } });
-  return { attemptId, n, owner, leaseUntil: c.leaseUntil, deliveryId, resend };
 }
 
 const LEASED = "SELECT id, lease_owner, lease_until FROM batches WHERE state = 'leased' ORDER BY id";

@@ -40,13 +40,13 @@ import {
   redueConfigRetries,
   anyReadyNow,
   candidates,
-  claimBatches,
   nextReadyAt,
   resumePoint,
   rateWindow,
   recoverLeases,
   sealReady,
 } from "./queue.ts";
+import { claimBatches } from "./claim.ts";
 import { batchContent, quarantine } from "./enqueue.ts";
 import type { SqliteSpool } from "./db.ts";
 import { GroupCommit, type GroupLimits } from "../group.ts";
