@@ -4,22 +4,19 @@
 import { hostname } from "node:os";
 import { dirname } from "node:path";
 import type { Clock, Rng } from "../clock.ts";
-import { destinationSettings } from "../config/destinations.ts";
 import type { Env, LoadOptions } from "../config/load.ts";
 import { type IntakeSource, loadEverySource } from "../config/sources.ts";
 import { ConfigWatcher } from "../config/watch.ts";
 import type { Config, LoadedConfig } from "../config/types.ts";
 import type { Deadline, Destination } from "../delivery.ts";
 import { hitsNeeded } from "../pacing.ts";
-import { deliveryId } from "../delivery.ts";
 import { timeOutOutcomes } from "./awaiting.ts";
 import { BudgetIssues, budgetGate, keyBudgets } from "./budget.ts";
-import { budgetPolicy } from "../config/destinations.ts";
 import { dispatchCounters } from "../obs/counters.ts";
 import { Faults, faultCounts } from "../obs/faults.ts";
 import type { Logger } from "../log.ts";
 import type { DispatchStore } from "../store/api.ts";
-import type { Candidate, Claim, ClaimInput } from "../store/queue.ts";
+import type { Candidate, Claim } from "../store/queue.ts";
 import { Periodic, type Service } from "../service.ts";
 import { stepPolls } from "./polls.ts";
 import { OutcomeWriter } from "./outcomes.ts";
@@ -27,6 +24,7 @@ import { deliverClaim, type WorkerDeps } from "./worker.ts";
 import { ReadyTimer } from "./wakeups.ts";
 import { gate, pickProbe } from "./gate.ts";
 import { FairShare, type Lane } from "./share.ts";
+import { type Claimer, claimInputOf } from "./claim-input.ts";
 
 export type DestinationFactory = (config: Config, name: string) => Destination | null;
 
@@ -387,7 +385,7 @@ export class Dispatcher implements Service {
     }
     const picks = this.shares.share(lanes, free);
     // Every slot this tick fills, leased in one transaction.
-    const claims = await store.claimBatches(picks.map((p) => this.claimInput(p.c, p.lane, now, p.hits)));
+    const claims = await store.claimBatches(picks.map((p) => claimInputOf(this.claimer(), p.c, p.lane, now, p.hits)));
     if (picks.length > 0) {
       dispatchCounters.claimCommits++;
       dispatchCounters.claims += claims.filter((c) => c !== null && c !== "gated").length;
@@ -403,36 +401,8 @@ export class Dispatcher implements Service {
     });
   }
 
-  private claimInput(c: Candidate, lane: Lane, now: number, hits: number): ClaimInput & { route: string; key: string } {
-    const dest = lane.dest;
-    const settings = destinationSettings(this.config, c.destination);
-    const timeoutS = dest?.timeoutS ?? settings?.timeout_s ?? 30;
-    const idempotency = dest?.idempotency ?? "per-batch";
-    const instance = this.store.instanceId;
-    return {
-      batchId: c.id,
-      route: c.route,
-      key: c.key,
-      destination: c.destination,
-      now,
-      leaseUntil: now + timeoutS + this.config.dispatch.lease_grace_s,
-      host: this.host,
-      pid: this.pid,
-      probe: lane.probe,
-      maxInflight: lane.maxInflight,
-      ...(lane.pace ? { rate: lane.pace.rate, hits } : {}),
-      // PostgreSQL counts the budgets' spends again under the destination's claim lock.
-      ...(budgetPolicy(this.config, c.destination) ?? {}),
-      deliveryId: (attemptId, _n, resend) =>
-        deliveryId(
-          idempotency === "per-event" ? "per-batch" : idempotency,
-          instance,
-          c.id,
-          attemptId,
-          undefined,
-          resend,
-        ),
-    };
+  private claimer(): Claimer {
+    return { config: this.config, instance: this.store.instanceId, host: this.host, pid: this.pid };
   }
 
   private startWorker(c: Candidate, dest: Destination | null, claim: Claim, now: number, probe: boolean): void {
