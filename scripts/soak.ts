@@ -1,21 +1,27 @@
-// The soak (make soak DURATION=...): random bursts over several sources and keys into a real
-// intake and dispatcher (two processes sharing one home), a receiver that flaps (down, slow, 5xx,
-// 429 with Retry-After, back up), periodic kill -9 of the dispatcher and of the intake, and
-// config reloads. At the end it asserts, reading the spool: no acked event lost (each in exactly
-// one batch), no batch delivered with two different content_hashes, order per key kept, no batch
-// over its bounds, nothing stuck (every batch delivered or dead with a reason), and the leases a
-// killed dispatcher held taken over; and it prints one JSON line with the figures, CPU seconds
-// and peak RSS of the hookspool processes.
+// The soak (make soak DURATION=... [BACKEND=postgres]): random bursts over several sources and
+// keys into real intake and dispatcher processes, a receiver that flaps (down, slow, 5xx, 429
+// with Retry-After, back up), periodic kill -9 of a dispatcher and of an intake, and config
+// reloads. On SQLite one intake and one dispatcher share a home; on PostgreSQL (a throwaway
+// server) each of --intakes and --dispatchers has a home of its own on one shared database, the
+// senders spread over the intakes, and a random one of each kind is killed (of the dispatchers,
+// one that holds a lease when one does, so the others' takeover is tested). At the end it asserts,
+// reading the database: no acked event lost (each in exactly one batch), no batch delivered with
+// two different content_hashes, order per key kept, no batch over its bounds, nothing stuck
+// (every batch delivered or dead with a reason), and the leases a killed dispatcher held taken
+// over; and it prints one JSON line with the figures, CPU seconds and peak RSS of the hookspool
+// processes.
 //
 //   bun scripts/soak.ts [--duration 60] [--seed 1] [--runtime bun|binary]
+//     [--backend sqlite|postgres] [--intakes 1] [--dispatchers 1] [--senders N]
 import { seededRng } from "../src/clock.ts";
 import type { Runtime } from "../test/helpers/proc.ts";
 import { runHookspool, waitFor } from "../test/helpers/proc.ts";
 import { tempDir } from "../test/helpers/tmp.ts";
 import { judge, type SoakStore } from "./soak/checks.ts";
-import { SECRET, writeConfig, writeHome } from "./soak/config.ts";
+import { type Backend, PG_URL_ENV, SECRET, writeConfig, writeHome } from "./soak/config.ts";
 import { Farm, type Kind } from "./soak/farm.ts";
 import { Load } from "./soak/load.ts";
+import { PG_PASSWORD, type SoakPg, startSoakPg } from "./soak/pg.ts";
 import { FlappingReceiver, type Mode } from "./soak/receiver.ts";
 import { openSqliteSoakStore } from "./soak/sqlite.ts";
 
@@ -24,18 +30,48 @@ function arg(name: string, fallback: string): string {
   return i >= 0 ? (process.argv[i + 1] ?? fallback) : fallback;
 }
 
+/** A usage mistake: one line, exit 2. */
+function refuse(why: string): never {
+  console.error(`soak: ${why}`);
+  process.exit(2);
+}
+
+function count(name: string, fallback: number): number {
+  const n = Number(arg(name, String(fallback)));
+  if (!Number.isInteger(n) || n < 1) refuse(`--${name} must be a whole number of at least 1`);
+  return n;
+}
+
 const DURATION_S = Number(arg("duration", process.env.DURATION ?? "60"));
 const SEED = Number(arg("seed", String(Date.now() % 100000)));
 const rng = seededRng(SEED);
 const RUNTIME = arg("runtime", "bun") as Runtime;
+const BACKEND = arg("backend", "sqlite") as Backend;
+if (BACKEND !== "sqlite" && BACKEND !== "postgres") refuse(`--backend must be sqlite or postgres, not ${BACKEND}`);
+const INTAKES = count("intakes", 1);
+const DISPATCHERS = count("dispatchers", 1);
+if (BACKEND === "sqlite" && (INTAKES > 1 || DISPATCHERS > 1))
+  refuse("--intakes and --dispatchers above 1 need --backend postgres (a SQLite spool has one dispatcher)");
+const SENDERS = count("senders", INTAKES);
 const rand = (n: number) => Math.floor(rng.next() * n);
 
 const receiver = new FlappingReceiver();
+let pg: SoakPg | null = null;
 let farm: Farm | null = null;
 let reloads = 0;
 let backlogHighWater = 0;
 /** How long the backlog took to drain after the senders stopped (null: not in 45 s). */
 let drainS: number | null = null;
+
+/** The homes: one on SQLite; on PostgreSQL one per process, as on separate hosts. */
+function homes(): { intake: string[]; dispatch: string[] } {
+  if (BACKEND === "sqlite") {
+    const home = tempDir("hookspool-soak-");
+    return { intake: [home], dispatch: [home] };
+  }
+  const make = (kind: Kind, n: number) => Array.from({ length: n }, (_, i) => tempDir(`hookspool-soak-${kind}-${i}-`));
+  return { intake: make("intake", INTAKES), dispatch: make("dispatch", DISPATCHERS) };
+}
 
 /** kill -9 of a random process of the kind (a dispatcher holding a lease, when one does), then its restart. */
 async function killAndRestart(f: Farm, kind: Kind): Promise<void> {
@@ -47,15 +83,18 @@ async function killAndRestart(f: Farm, kind: Kind): Promise<void> {
 }
 
 async function main(): Promise<number> {
-  const home = tempDir("hookspool-soak-");
-  writeHome(home, receiver.port, "sqlite", reloads);
-  const migrated = await runHookspool(home, ["migrate"], { runtime: RUNTIME });
+  const h = homes();
+  const all = [...new Set([...h.intake, ...h.dispatch])];
+  for (const home of all) writeHome(home, receiver.port, BACKEND, reloads);
+  if (BACKEND === "postgres") pg = await startSoakPg();
+  const env: Record<string, string> = pg ? { [PG_URL_ENV]: pg.url } : {};
+  const migrated = await runHookspool(h.intake[0], ["migrate"], { runtime: RUNTIME, env });
   if (migrated.code !== 0) throw new Error(`migrate exited ${migrated.code}: ${migrated.err.slice(-500)}`);
-  const store: SoakStore = openSqliteSoakStore(home);
-  const f = new Farm({ intakeHomes: [home], dispatchHomes: [home], runtime: RUNTIME, env: {}, store });
+  const store: SoakStore = pg ? pg.store : openSqliteSoakStore(h.intake[0]);
+  const f = new Farm({ intakeHomes: h.intake, dispatchHomes: h.dispatch, runtime: RUNTIME, env, store });
   farm = f;
   await f.startAll();
-  const load = new Load(rand, (i) => f.port(i), 1, 1);
+  const load = new Load(rand, (i) => f.port(i), INTAKES, SENDERS);
   const started = Date.now();
   const end = started + DURATION_S * 1000;
   const modes: Mode[] = ["up", "5xx", "up", "slow", "up", "429", "down", "up"];
@@ -87,7 +126,7 @@ async function main(): Promise<number> {
     }
     if (now >= nextReload) {
       reloads++;
-      writeConfig(home, receiver.port, "sqlite", reloads);
+      for (const home of all) writeConfig(home, receiver.port, BACKEND, reloads);
       nextReload = now + 8000 + rand(4000);
     }
     await Bun.sleep(50);
@@ -119,12 +158,20 @@ async function report(f: Farm, store: SoakStore, load: Load, started: number): P
   const facts = await store.facts(f.heldAtKill);
   const v = judge(load.acked, got, facts);
   const failures = v.failures;
-  for (const s of f.stderrs) if (s.includes(SECRET)) failures.push("a log line carries the inbound secret");
+  for (const s of f.stderrs) {
+    if (s.includes(SECRET)) failures.push("a log line carries the inbound secret");
+    if (pg && s.includes(PG_PASSWORD)) failures.push("a log line carries the database password");
+    if (pg && s.includes(pg.socketDir)) failures.push("a log line carries the database URL");
+  }
   const batches = facts.batches;
   const summary = {
     soak: {
       ok: failures.length === 0,
       runtime: RUNTIME,
+      backend: BACKEND,
+      intakes: INTAKES,
+      dispatchers: DISPATCHERS,
+      senders: SENDERS,
       seed: SEED,
       duration_s: Math.round((Date.now() - started) / 1000),
       requests: load.requests,
@@ -144,6 +191,7 @@ async function report(f: Farm, store: SoakStore, load: Load, started: number): P
       reloads,
       cpu_s: Math.round(f.usage.cpuS * 10) / 10,
       peak_rss_mb: Math.round(f.usage.peakRssKb / 102.4) / 10,
+      server_cpu_s: pg ? Math.round(pg.serverCpuS() * 10) / 10 : null,
       failures: failures.slice(0, 20),
     },
   };
@@ -151,10 +199,12 @@ async function report(f: Farm, store: SoakStore, load: Load, started: number): P
   return failures.length === 0 ? 0 : 1;
 }
 
-/** The processes go with the soak, however it ends. */
+/** The processes and the server go with the soak, however it ends. */
 async function cleanUp(): Promise<void> {
   farm?.killAll();
   receiver.stop();
+  await pg?.stop();
+  pg = null;
 }
 
 for (const sig of ["SIGINT", "SIGTERM"] as const)
