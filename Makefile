@@ -97,10 +97,13 @@ docs: deps
 bench: build
 	bun scripts/bench/run.ts
 
-# The long soak (the 60 s one runs inside make test-all): make soak DURATION=3600
+# The long soak (the 60 s one runs inside make test-all): make soak DURATION=3600. BACKEND=postgres
+# runs it on a throwaway PostgreSQL server with two intakes and two dispatchers (30 s in test-all).
 DURATION ?= 3600
+BACKEND ?= sqlite
+SOAK_PROCS_postgres := --intakes 2 --dispatchers 2
 soak: deps
-	bun scripts/soak.ts --duration $(DURATION)
+	bun scripts/soak.ts --duration $(DURATION) --backend $(BACKEND) $(SOAK_PROCS_$(BACKEND))
 
 clean:
 	rm -rf dist node_modules/.deps-ok
