@@ -152,13 +152,15 @@ export async function reportOutcomePg(spool: PgSpool, r: ReportInput): Promise<R
   });
 }
 
+/** Awaiting batches overdue at $1 (now), the most overdue first, at most $2, with the delivery each awaits. */
+export const OVERDUE_OUTCOMES = `SELECT b.id, b.destination,
+    (SELECT a.delivery_id FROM attempts a WHERE a.batch_id = b.id AND a.klass = 'await' ORDER BY a.id DESC
+      LIMIT 1) AS delivery_id
+  FROM batches b WHERE b.state = 'awaiting' AND b.next_attempt_at <= $1 ORDER BY b.next_attempt_at LIMIT $2`;
+
 /** Awaiting batches whose outcome is overdue at `now`, the most overdue first, at most `limit`. */
 export async function overdueOutcomesPg(spool: PgSpool, now: number, limit: number): Promise<OverdueOutcome[]> {
-  const rows = (await spool.sql`SELECT b.id, b.destination,
-      (SELECT a.delivery_id FROM attempts a WHERE a.batch_id = b.id AND a.klass = 'await' ORDER BY a.id DESC
-        LIMIT 1) AS delivery_id
-    FROM batches b WHERE b.state = 'awaiting' AND b.next_attempt_at <= ${now} ORDER BY b.next_attempt_at
-      LIMIT ${limit}`) as Record<string, unknown>[];
+  const rows = (await spool.sql.unsafe(OVERDUE_OUTCOMES, [now, limit])) as Record<string, unknown>[];
   return rows.map((r) => ({
     batchId: num(r.id),
     destination: String(r.destination),

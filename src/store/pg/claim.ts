@@ -79,10 +79,10 @@ const budgetSince = (floor: string, key: string) =>
  * attempts and an attempt id from the identity's sequence (so the delivery id is known before
  * the write), and the key budgets' spends ($3).
  */
-const CLAIM_READ = `WITH g AS (SELECT * FROM json_to_recordset($1::text::json)
+export const CLAIM_READ = `WITH g AS (SELECT * FROM json_to_recordset($1::text::json)
     AS g(name text, rsince float8, bfloor float8, bkey text)),
-  c AS MATERIALIZED (SELECT b.id FROM batches b WHERE b.id = ANY($2::bigint[])
-    AND b.state IN ('sealed', 'retry') AND ${HEAD} FOR UPDATE OF b SKIP LOCKED),
+  c AS MATERIALIZED (SELECT l.id FROM unnest($2::bigint[]) AS x(id) CROSS JOIN LATERAL (SELECT b.id FROM batches b
+    WHERE b.id = x.id AND b.state IN ('sealed', 'retry') AND ${HEAD} LIMIT 1 FOR UPDATE OF b SKIP LOCKED) l),
   k AS (SELECT * FROM json_to_recordset($3::text::json)
     AS k(i int, destination text, route text, key text, floor float8, bkey text))
   SELECT

@@ -85,7 +85,7 @@ const READY_CTE = `WITH RECURSIVE d(name) AS (
     SELECT (SELECT MIN(destination) FROM batches WHERE state IN ('sealed', 'retry') AND destination > d.name) FROM d
       WHERE d.name IS NOT NULL)`;
 
-const READY_DESTINATIONS = `${READY_CTE} SELECT name FROM d WHERE name IS NOT NULL AND name <> 'quarantine'`;
+export const READY_DESTINATIONS = `${READY_CTE} SELECT name FROM d WHERE name IS NOT NULL AND name <> 'quarantine'`;
 
 /** One destination's deliverable heads, oldest first. */
 const walkOf = (destination: string, now: string, limit: string) => `SELECT b.id, b.route, b.source, b.destination,
@@ -98,10 +98,10 @@ const walkOf = (destination: string, now: string, limit: string) => `SELECT b.id
    ORDER BY b.first_at, b.id LIMIT ${limit}`;
 
 /** One destination's walk: $1 destination, $2 now, $3 limit. */
-const CANDIDATES = walkOf("$1", "$2", "$3");
+export const CANDIDATES = walkOf("$1", "$2", "$3");
 
 /** Every ready destination's walk in one statement: $1 now, $2 limit. */
-const ALL_CANDIDATES = `${READY_CTE} SELECT c.* FROM d CROSS JOIN LATERAL (${walkOf("d.name", "$1", "$2")}) c
+export const ALL_CANDIDATES = `${READY_CTE} SELECT c.* FROM d CROSS JOIN LATERAL (${walkOf("d.name", "$1", "$2")}) c
   WHERE d.name IS NOT NULL AND d.name <> 'quarantine'`;
 
 /**
@@ -129,42 +129,6 @@ export async function candidatesPg(spool: PgSpool, now: number, perDestination =
     .sort((a, b) => a.first_at - b.first_at || a.id - b.id);
 }
 
-/**
- * How PostgreSQL runs the candidates walk: the destinations' scan, one destination's walk, and the statement that
- * does both (a test holds them to the indexes).
- */
-export async function candidatesPlansPg(
-  spool: PgSpool,
-  destination: string,
-  now: number,
-  limit: number,
-): Promise<{ destinations: string[]; walk: string[]; all: string[] }> {
-  // The plan each call runs: the statement prepared, as the client prepares it, and its generic
-  // plan explained (the connections run generic plans: db.ts), on one connection of the pool.
-  const c = await spool.sql.reserve();
-  const plan = async (sql: string, params: (string | number)[] = []) => {
-    await c.unsafe(`PREPARE hookspool_explain AS ${sql}`);
-    try {
-      // EXECUTE's arguments as literals (a string quoted, its quotes doubled): its own parameters have no type.
-      const literal = (v: string | number) => (typeof v === "number" ? String(v) : `'${v.replaceAll("'", "''")}'`);
-      const args = params.length ? `(${params.map(literal).join(", ")})` : "";
-      const rows = (await c.unsafe(`EXPLAIN EXECUTE hookspool_explain${args}`)) as { "QUERY PLAN": string }[];
-      return rows.map((r) => r["QUERY PLAN"]);
-    } finally {
-      await c.unsafe("DEALLOCATE hookspool_explain");
-    }
-  };
-  try {
-    return {
-      destinations: await plan(READY_DESTINATIONS),
-      walk: await plan(CANDIDATES, [destination, now, limit]),
-      all: await plan(ALL_CANDIDATES, [now, limit]),
-    };
-  } finally {
-    c.release();
-  }
-}
-
 /** Unwrap, on a retry: where the earlier attempts of this delivery left off (as on SQLite). */
 export async function resumePointPg(spool: PgSpool, batchId: number): Promise<Resume | null> {
   const [r] = await spool.sql`SELECT MAX(failed_event_id) AS before, COALESCE(MAX(unconfirmed), 0)::int AS unconfirmed
@@ -173,6 +137,20 @@ export async function resumePointPg(spool: PgSpool, batchId: number): Promise<Re
         AND id > COALESCE((SELECT MAX(id) FROM attempts WHERE batch_id = ${batchId}::bigint AND outcome = 'ok'), 0)`;
   return r && r.before !== null ? { before: num(r.before), unconfirmed: Number(r.unconfirmed) === 1 } : null;
 }
+
+/** Recover the expired leases: $1 now, $2 the live owners (text[]). */
+export const RECOVER_EXPIRED = `WITH r AS (UPDATE batches
+        SET state = 'retry', next_attempt_at = $1, lease_until = NULL, lease_owner = NULL,
+          last_error = 'lease expired'
+        WHERE id IN (SELECT id FROM batches WHERE state = 'leased' AND lease_until < $1
+          AND NOT (lease_owner = ANY($2::text[])) FOR UPDATE SKIP LOCKED)
+          RETURNING id, source, destination, key),
+      a AS (UPDATE attempts SET finished_at = $1, outcome = 'retry', error = 'lease expired', counted = 0
+        FROM r WHERE attempts.batch_id = r.id AND attempts.finished_at IS NULL)
+      INSERT INTO journal (at, kind, batch_id, source, destination, key, detail)
+        SELECT $1, 'retry', id, source, destination, key, '{"class":"lease expired"}' FROM r
+          ORDER BY id
+      RETURNING batch_id`;
 
 /**
  * Leases whose lease_until has passed -> retry, due now, uncounted, 'lease expired'. Any
@@ -187,43 +165,46 @@ export async function recoverExpiredPg(
   live: ReadonlySet<string> = new Set(),
 ): Promise<number[]> {
   // One statement, so no transaction of its own: a tick with nothing expired costs one search.
-  const rows = (await spool.sql`WITH r AS (UPDATE batches
-        SET state = 'retry', next_attempt_at = ${now}, lease_until = NULL, lease_owner = NULL,
-          last_error = 'lease expired'
-        WHERE id IN (SELECT id FROM batches WHERE state = 'leased' AND lease_until < ${now}
-          AND NOT (lease_owner = ANY(${[...live]}::text[])) FOR UPDATE SKIP LOCKED)
-          RETURNING id, source, destination, key),
-      a AS (UPDATE attempts SET finished_at = ${now}, outcome = 'retry', error = 'lease expired', counted = 0
-        FROM r WHERE attempts.batch_id = r.id AND attempts.finished_at IS NULL)
-      INSERT INTO journal (at, kind, batch_id, source, destination, key, detail)
-        SELECT ${now}, 'retry', id, source, destination, key, ${JSON.stringify({ class: "lease expired" })} FROM r
-          ORDER BY id
-      RETURNING batch_id`) as { batch_id: string }[];
+  const rows = (await spool.sql.unsafe(RECOVER_EXPIRED, [now, [...live]])) as { batch_id: string }[];
   return rows.map((r) => num(r.batch_id)).sort((a, b) => a - b);
 }
+
+/**
+ * The next instant a batch becomes ready after $1 (now): an open batch's window end, a retry
+ * due, an await overdue (each state's minimum its own search of batches_due).
+ */
+export const NEXT_READY_AT = `SELECT LEAST(
+      (SELECT MIN(LEAST(last_at + quiet_s, first_at + max_s)) FROM batches
+        WHERE state = 'open' AND NOT (quiet_s = 0 AND max_s = 0)
+          AND LEAST(last_at + quiet_s, first_at + max_s) > $1),
+      (SELECT MIN(next_attempt_at) FROM batches WHERE state = 'retry' AND next_attempt_at > $1),
+      (SELECT MIN(next_attempt_at) FROM batches WHERE state = 'awaiting' AND next_attempt_at > $1)) AS at`;
 
 /**
  * The next instant after `now` at which an open batch's window ends, a retry falls due or an awaited outcome is
  * overdue; null when none will.
  */
 export async function nextReadyAtPg(spool: PgSpool, now: number): Promise<number | null> {
-  const [r] = await spool.sql`SELECT LEAST(
-      (SELECT MIN(LEAST(last_at + quiet_s, first_at + max_s)) FROM batches
-        WHERE state = 'open' AND NOT (quiet_s = 0 AND max_s = 0)
-          AND LEAST(last_at + quiet_s, first_at + max_s) > ${now}),
-      (SELECT MIN(next_attempt_at) FROM batches WHERE state IN ('retry', 'awaiting')
-        AND next_attempt_at > ${now})) AS at`;
+  const [r] = await spool.sql.unsafe(NEXT_READY_AT, [now]);
   return numOrNull(r?.at);
 }
+
+/**
+ * Whether some batch is ready at $1 (now). The first search is an index search of batches_due
+ * in the order of its columns, so no plan made while sealed batches abound (when a scan finds
+ * one soonest) scans the whole table once none is left.
+ */
+export const ANY_READY_NOW = `SELECT
+      (SELECT true FROM batches WHERE state = 'sealed' ORDER BY state, next_attempt_at LIMIT 1)
+      OR EXISTS (SELECT 1 FROM batches WHERE state IN ('retry', 'awaiting') AND next_attempt_at <= $1)
+      OR EXISTS (SELECT 1 FROM batches WHERE state = 'open'
+        AND ((quiet_s = 0 AND max_s = 0) OR $1 >= last_at + quiet_s OR $1 >= first_at + max_s)) AS ready`;
 
 /**
  * Whether some batch is ready at `now`: sealed, due for a retry, open past its window, or awaiting an overdue outcome.
  */
 export async function anyReadyNowPg(spool: PgSpool, now: number): Promise<boolean> {
-  const [r] = await spool.sql`SELECT EXISTS (SELECT 1 FROM batches WHERE state = 'sealed')
-      OR EXISTS (SELECT 1 FROM batches WHERE state IN ('retry', 'awaiting') AND next_attempt_at <= ${now})
-      OR EXISTS (SELECT 1 FROM batches WHERE state = 'open'
-        AND ((quiet_s = 0 AND max_s = 0) OR ${now} >= last_at + quiet_s OR ${now} >= first_at + max_s)) AS ready`;
+  const [r] = await spool.sql.unsafe(ANY_READY_NOW, [now]);
   return r?.ready === true;
 }
 

@@ -19,6 +19,15 @@ const DAY_S = 86_400;
 const chunks = (spool: PgSpool, step: (tx: PgSpool["sql"]) => Promise<number>) =>
   inChunks(() => spool.sql.begin((tx) => step(tx)));
 
+/**
+ * A chunk of finished batches ($1 'delivered' or 'dropped') finished before $2, oldest first, at
+ * most $3, locked, with their events' counts. The literal state list lets the generic plan
+ * search batches_finished, which holds only those rows.
+ */
+export const FINISHED_CHUNK = `SELECT b.id, (SELECT COUNT(*)::int FROM events e WHERE e.batch_id = b.id) AS events
+  FROM batches b WHERE b.state IN ('delivered', 'dropped') AND b.state = $1 AND b.delivered_at < $2
+  ORDER BY b.delivered_at, b.id LIMIT $3 FOR UPDATE OF b SKIP LOCKED`;
+
 /** Finished batches before `cutoff`, oldest first, a chunk (planFinishedChunk) per transaction. */
 async function deleteFinishedBatches(
   spool: PgSpool,
@@ -28,10 +37,7 @@ async function deleteFinishedBatches(
   counts: RetentionCounts,
 ): Promise<void> {
   await chunks(spool, async (tx) => {
-    const rows = (await tx`
-      SELECT b.id, (SELECT COUNT(*)::int FROM events e WHERE e.batch_id = b.id) AS events
-      FROM batches b WHERE b.state = ${state} AND b.delivered_at < ${cutoff}
-      ORDER BY b.delivered_at, b.id LIMIT ${size} FOR UPDATE OF b SKIP LOCKED`) as { id: string; events: number }[];
+    const rows = (await tx.unsafe(FINISHED_CHUNK, [state, cutoff, size])) as { id: string; events: number }[];
     const chunk = planFinishedChunk(
       rows.map((r) => ({ id: num(r.id), events: r.events })),
       size,

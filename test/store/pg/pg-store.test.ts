@@ -70,7 +70,7 @@ describe.skipIf(!PG_BIN)("the spool on PostgreSQL", () => {
     test("migrate applies the schema once, under its lock, even when two processes start together", async () => {
       const [a, b] = await fresh({ migrate: false, pools: 2 });
       expect(await pgSchemaVersion(a)).toBe(0);
-      await expect(requirePgSchema(a)).rejects.toThrow(/at schema 0; this build needs 5/);
+      await expect(requirePgSchema(a)).rejects.toThrow(/at schema 0; this build needs 6/);
       const [ra, rb] = await Promise.all([migratePg(a, "aaaaaaaaaaaa"), migratePg(b, "bbbbbbbbbbbb")]);
       expect([...ra.applied, ...rb.applied]).toEqual([
         "0001_schema",
@@ -78,6 +78,7 @@ describe.skipIf(!PG_BIN)("the spool on PostgreSQL", () => {
         "0003_outcomes",
         "0004_raw_once",
         "0005_lz4",
+        "0006_lean_batches",
       ]);
       expect(await pgSchemaVersion(b)).toBe(PG_LATEST_SCHEMA);
       await requirePgSchema(b);
@@ -85,6 +86,29 @@ describe.skipIf(!PG_BIN)("the spool on PostgreSQL", () => {
       // The first migrate's instance id stays.
       const [id] = await a.sql`SELECT value FROM meta WHERE key = 'instance_id'`;
       expect(["aaaaaaaaaaaa", "bbbbbbbbbbbb"]).toContain(id.value);
+    });
+
+    test("batches holds only the indexes its queries search, most partial, with room for HOT updates", async () => {
+      const [a] = await fresh();
+      const rows = (await a.sql`SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'batches'
+          ORDER BY indexname`) as { indexname: string; indexdef: string }[];
+      expect(rows.map((r) => r.indexname)).toEqual([
+        "batches_dead_reason",
+        "batches_destination",
+        "batches_due",
+        "batches_finished",
+        "batches_group",
+        "batches_leased",
+        "batches_one_open",
+        "batches_pkey",
+        "batches_queue",
+        "batches_ready",
+      ]);
+      // Every index but the key, what a destination holds and a group's batches covers only some states.
+      const full = rows.filter((r) => !r.indexdef.includes(" WHERE ")).map((r) => r.indexname);
+      expect(full).toEqual(["batches_destination", "batches_group", "batches_pkey"]);
+      const [t] = await a.sql`SELECT reloptions FROM pg_class WHERE relname = 'batches'`;
+      expect(t.reloptions).toEqual(["fillfactor=90"]);
     });
 
     test("payloads and raw bodies are compressed with LZ4 where the server has it, and read back whole", async () => {

@@ -1,15 +1,18 @@
-// How PostgreSQL runs the dispatcher's candidates walk on a wide backlog: through batches_ready
-// in order, each head checked against batches_queue, stopping at its limit; never a scan or a
-// sort of the backlog. Skipped, saying so, without PostgreSQL.
+// How PostgreSQL runs the dispatcher's busiest statements on a wide backlog and a long history,
+// with the generic plans every connection runs: the candidates walk through batches_ready in
+// order, each head checked against batches_queue, stopping at its limit; readiness, recovery,
+// overdue outcomes, the claim's gate and retention each on the partial index that holds only
+// their rows; never a scan of the batches. Skipped, saying so, without PostgreSQL.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { candidatesPg, candidatesPlansPg } from "../../../src/store/pg/queue.ts";
+import { candidatesPg } from "../../../src/store/pg/queue.ts";
+import { hotPlansPg } from "../../../src/store/pg/plans.ts";
 import { PgSpool } from "../../../src/store/pg/db.ts";
 import { migratePg } from "../../../src/store/pg/migrate.ts";
 import { PG_BIN, PG_SKIP_MESSAGE, type PgServer, startPostgres } from "../../helpers/pg.ts";
 
 if (!PG_BIN) console.log(PG_SKIP_MESSAGE);
 
-describe.skipIf(!PG_BIN)("PostgreSQL's candidates walk", () => {
+describe.skipIf(!PG_BIN)("PostgreSQL's busiest statements", () => {
   let server: PgServer;
   let pg: PgSpool;
   beforeAll(async () => {
@@ -29,7 +32,25 @@ describe.skipIf(!PG_BIN)("PostgreSQL's candidates walk", () => {
         SELECT 'r', 's', CASE WHEN g % 2 = 0 THEN 'http:a' ELSE 'http:b'
           END, 'k' || (g % 2500), 'sealed', 100000 + g, 100000 + g, 0, 0, 10, 1000, 1, 10, 100000 + g, 'sha256:x'
           FROM generate_series(1, 5000) g`;
+    // An attempt for each finished batch, as a history has.
+    await pg.sql`INSERT INTO attempts (batch_id, n, destination, started_at, finished_at, outcome, counted)
+      SELECT id, 1, destination, first_at, first_at + 1, 'ok', 1 FROM batches WHERE state = 'delivered'`;
+    // A few of each other state: retries (some due), awaits, leases, open batches, dropped ones.
+    await pg.sql`INSERT
+      INTO batches (route, source, destination, key, state, first_at, last_at, quiet_s, max_s, max_events, max_bytes,
+      count, bytes, sealed_at, content_hash, next_attempt_at, lease_until, lease_owner, delivered_at)
+        SELECT 'r', 's', 'http:a', 'x' || g, (ARRAY['retry', 'awaiting', 'leased', 'dropped'])[g % 4 + 1],
+          200000 + g, 200000 + g, 0, 0, 10, 1000, 1, 10, 200000 + g, 'sha256:x',
+          CASE WHEN g % 4 < 2 THEN 199990 + g END, CASE WHEN g % 4 = 2 THEN 200100 + g END,
+          CASE WHEN g % 4 = 2 THEN 'h:1:' || g END, CASE WHEN g % 4 = 3 THEN 200000 + g END
+          FROM generate_series(1, 200) g`;
+    await pg.sql`INSERT
+      INTO batches (route, source, destination, key, state, first_at, last_at, quiet_s, max_s, max_events, max_bytes,
+      count, bytes)
+        SELECT 'r', 's', 'http:a', 'o' || g, 'open', 300000 + g, 300000 + g, 5, 10, 10, 1000, 1, 10
+          FROM generate_series(1, 100) g`;
     await pg.sql`ANALYZE batches`;
+    await pg.sql`ANALYZE attempts`;
   }, 60_000);
   afterAll(async () => {
     await pg?.close();
@@ -43,7 +64,7 @@ describe.skipIf(!PG_BIN)("PostgreSQL's candidates walk", () => {
       // The plans explained are the generic ones every connection runs.
       const [mode] = await pg.sql`SHOW plan_cache_mode`;
       expect(mode.plan_cache_mode).toBe("force_generic_plan");
-      const plans = await candidatesPlansPg(pg, "http:a", 200000, 4);
+      const plans = await hotPlansPg(pg, 200000, "http:a");
       const walk = plans.walk.join("\n");
       expect(walk).toContain("batches_ready");
       expect(walk).toContain("batches_queue");
@@ -52,12 +73,29 @@ describe.skipIf(!PG_BIN)("PostgreSQL's candidates walk", () => {
       expect(destinations).toContain("batches_ready");
       expect(destinations).not.toMatch(/Seq Scan on batches|Sort\b/);
       // The one statement candidatesPg runs: the scan, then each destination's walk, still on the indexes.
-      const all = plans.all.join("\n");
+      const all = plans.candidates.join("\n");
       expect(all).toContain("batches_ready");
       expect(all).toContain("batches_queue");
       expect(all).not.toMatch(/Seq Scan on batches|Sort\b/);
     },
   );
+
+  // Each statement, the index its generic plan must search (the partial one holding only its rows).
+  const onIndex: [string, string[]][] = [
+    ["nextReadyAt", ["batches_one_open", "batches_due"]],
+    ["anyReadyNow", ["batches_due"]],
+    ["overdue", ["batches_due"]],
+    ["recovery", ["batches_leased"]],
+    ["claimRead", ["batches_leased", "batches_queue"]],
+    ["retention", ["batches_finished"]],
+  ];
+  for (const [name, indexes] of onIndex)
+    test(`${name} searches ${indexes.join(" and ")}, never scanning the batches`, async () => {
+      const plans = await hotPlansPg(pg, 200000, "http:a");
+      const plan = plans[name as keyof typeof plans].join("\n");
+      for (const index of indexes) expect(plan).toContain(index);
+      expect(plan).not.toMatch(/Seq Scan on batches/);
+    });
 
   test("answers the heads, oldest first, at most the limit of each destination", async () => {
     const got = await candidatesPg(pg, 200000, 3);
