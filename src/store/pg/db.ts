@@ -84,9 +84,12 @@ export type TxWithSavepoint = Tx & { savepoint<T>(fn: (sp: Tx) => Promise<T>): P
  * with each call's values. The statements of this backend differ from call to call only in
  * their parameters, most of them arrays of ids whose length would make PostgreSQL plan them
  * anew on every call (measured: planning took more server CPU than running, half a millisecond
- * a batch delivered, more than a millisecond a group committed).
+ * a batch delivered, more than a millisecond a group committed). And no statement is compiled
+ * by JIT: a generic plan's estimates (a hundred rows for every JSON list, the branches a CASE
+ * never runs) pass jit_above_cost once the history holds tens of thousands of batches, and the
+ * server then spent some 180 ms compiling each claim that runs in under one.
  */
-const SESSION = { plan_cache_mode: "force_generic_plan" };
+const SESSION = { plan_cache_mode: "force_generic_plan", jit: "off" };
 
 function client(target: PgTarget, max: number): SQL {
   const common = { adapter: "postgres" as const, max, idleTimeout: 30, connectionTimeout: 10, connection: SESSION };

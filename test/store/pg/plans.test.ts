@@ -5,7 +5,7 @@
 // their rows; never a scan of the batches. Skipped, saying so, without PostgreSQL.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { candidatesPg } from "../../../src/store/pg/queue.ts";
-import { hotPlansPg } from "../../../src/store/pg/plans.ts";
+import { genericPlanPg, hotPlansPg, hotStatements } from "../../../src/store/pg/plans.ts";
 import { PgSpool } from "../../../src/store/pg/db.ts";
 import { migratePg } from "../../../src/store/pg/migrate.ts";
 import { PG_BIN, PG_SKIP_MESSAGE, type PgServer, startPostgres } from "../../helpers/pg.ts";
@@ -96,6 +96,26 @@ describe.skipIf(!PG_BIN)("PostgreSQL's busiest statements", () => {
       for (const index of indexes) expect(plan).toContain(index);
       expect(plan).not.toMatch(/Seq Scan on batches/);
     });
+
+  test("no statement is compiled by JIT, whatever its estimate", async () => {
+    const [jit] = await pg.sql`SHOW jit`;
+    expect(jit.jit).toBe("off");
+    const plans = await hotPlansPg(pg, 200000, "http:a");
+    for (const plan of Object.values(plans)) expect(plan.join("\n")).not.toContain("JIT:");
+    // Every plan passes a threshold of 0; only jit = on, the server's default, would compile it then.
+    const [sql, params] = hotStatements(200000, "http:a").claimRead;
+    const c = await pg.sql.reserve();
+    try {
+      await c.unsafe("SET jit_above_cost = 0");
+      expect((await genericPlanPg(c, sql, params)).join("\n")).not.toContain("JIT:");
+      await c.unsafe("SET jit = on");
+      expect((await genericPlanPg(c, sql, params)).join("\n")).toContain("JIT:");
+    } finally {
+      await c.unsafe("RESET jit");
+      await c.unsafe("RESET jit_above_cost");
+      c.release();
+    }
+  });
 
   test("answers the heads, oldest first, at most the limit of each destination", async () => {
     const got = await candidatesPg(pg, 200000, 3);
