@@ -75,9 +75,10 @@ const budgetSince = (floor: string, key: string) =>
  * statement would see one from before it, missing a claim committed while it waited): each
  * gated destination's facts ($1: what it has leased, its row, its rate window and its
  * budget's spends when a claim needs them), each candidate whose group lock was taken ($2)
- * locked SKIP LOCKED and checked again to head its group, with its attempts, its delivered
- * attempts and an attempt id from the identity's sequence (so the delivery id is known before
- * the write), and the key budgets' spends ($3).
+ * looked up by its id (a LATERAL search each, so no stale estimate picks a scan of a partial
+ * index instead), locked SKIP LOCKED and checked again to head its group, with its attempts,
+ * its delivered attempts and an attempt id from the identity's sequence (so the delivery id is
+ * known before the write), and the key budgets' spends ($3).
  */
 export const CLAIM_READ = `WITH g AS (SELECT * FROM json_to_recordset($1::text::json)
     AS g(name text, rsince float8, bfloor float8, bkey text)),

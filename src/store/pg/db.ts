@@ -14,7 +14,19 @@ export type Tx = SQL;
 export interface PgOptions {
   /** Connections in this process's pool (an intake's group commits, a dispatcher's claims and marks). */
   max?: number;
+  /** Seconds a pool connection lives before it is replaced (POOL_LIFETIME_S). */
+  lifetimeS?: number;
 }
+
+/**
+ * A pool connection is replaced after five minutes, so the generic plans it made (one per
+ * statement, with the table sizes of that moment) are made again: a dispatcher started on a
+ * young database plans its reads of attempts and the journal as scans of tables that were
+ * empty, and a busy connection, never idle for long, would keep those plans while the tables
+ * grow. A connection busy at that moment finishes its statement, transaction or reservation
+ * first; the LISTEN connection and the maintenance lock's session are not pool connections.
+ */
+export const POOL_LIFETIME_S = 300;
 
 export class PgSpool {
   readonly sql: SQL;
@@ -23,7 +35,7 @@ export class PgSpool {
     private readonly target: PgTarget,
     o: PgOptions = {},
   ) {
-    this.sql = client(target, o.max ?? 4);
+    this.sql = client(target, o.max ?? 4, o.lifetimeS ?? POOL_LIFETIME_S);
   }
 
   /**
@@ -91,8 +103,15 @@ export type TxWithSavepoint = Tx & { savepoint<T>(fn: (sp: Tx) => Promise<T>): P
  */
 const SESSION = { plan_cache_mode: "force_generic_plan", jit: "off" };
 
-function client(target: PgTarget, max: number): SQL {
-  const common = { adapter: "postgres" as const, max, idleTimeout: 30, connectionTimeout: 10, connection: SESSION };
+function client(target: PgTarget, max: number, maxLifetime = 0): SQL {
+  const common = {
+    adapter: "postgres" as const,
+    max,
+    idleTimeout: 30,
+    connectionTimeout: 10,
+    maxLifetime,
+    connection: SESSION,
+  };
   try {
     return "url" in target
       ? new SQL(target.url, common)
