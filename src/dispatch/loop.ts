@@ -28,6 +28,13 @@ import { type Claimer, claimInputOf } from "./claim-input.ts";
 
 export type DestinationFactory = (config: Config, name: string) => Destination | null;
 
+/**
+ * Open batches a tick seals at most: a backlog of ready ones (a dispatcher starting after a
+ * long stop, say) is sealed over several ticks, each of which claims what it sealed, so the
+ * first deliveries start after the first share is sealed, not after the whole backlog.
+ */
+export const SEAL_PER_TICK = 200;
+
 export interface DispatcherOptions {
   /** The store it works on (openStores's dispatch role, on either backend). */
   store: DispatchStore;
@@ -41,6 +48,8 @@ export interface DispatcherOptions {
   env?: Env;
   host?: string;
   pid?: number;
+  /** SEAL_PER_TICK unless a test says otherwise. */
+  sealPerTick?: number;
 }
 
 export class Dispatcher implements Service {
@@ -314,8 +323,10 @@ export class Dispatcher implements Service {
           });
       }
     }
-    // Sealing is a property of the batch, not of the destination: before any gate.
-    await store.sealReady(now, keyBudgets(this.config));
+    // Sealing is a property of the batch, not of the destination: before any gate. A share at
+    // a time; when the share was full, the tick runs once more for the rest.
+    const sealShare = this.o.sealPerTick ?? SEAL_PER_TICK;
+    if ((await store.sealReady(now, keyBudgets(this.config), sealShare)).length >= sealShare) this.again = true;
     // Expired leases (a dead dispatcher's, on PostgreSQL) once per poll_s at most: under load a
     // tick runs per claim, and the search is most of an idle tick's cost, for leases that wait
     // lease_grace_s past their deadline anyway.

@@ -136,10 +136,11 @@ export interface DispatchStore extends IssueSink, OutcomeStore {
   effectiveNow(): Promise<number>;
   stepPoll(plan: PollPlan, now: number, rng: Rng, tick: (at: number) => NewEvent): Promise<PollStep | null>;
   /**
-   * Seal the open batches ready at `now`; a key whose key_budget (destination -> budget) is spent keeps its open batch
-   * open.
+   * Seal the open batches ready at `now`, the oldest first, at most `limit` of them (all when
+   * absent); a key whose key_budget (destination -> budget) is spent keeps its open batch open,
+   * and does not count against the limit.
    */
-  sealReady(now: number, keyBudgets?: ReadonlyMap<string, Rate>): Promise<number[]>;
+  sealReady(now: number, keyBudgets?: ReadonlyMap<string, Rate>, limit?: number): Promise<number[]>;
   /**
    * Leases whose owner is gone back to retry. At the start, SQLite takes every lease (the flock
    * says no other dispatcher runs); PostgreSQL only expired ones (other dispatchers may be live).

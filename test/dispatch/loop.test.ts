@@ -271,6 +271,47 @@ onBothWorlds((open, backend) => {
       },
     );
 
+    test("a backlog of ready batches is sealed a share per tick, the tick running again until all are", async () => {
+      const shares: number[] = [];
+      const recording = (s: DispatchStore): DispatchStore =>
+        new Proxy(s, {
+          get(target, prop) {
+            const v = Reflect.get(target, prop, target);
+            if (prop === "sealReady")
+              return async (...args: Parameters<DispatchStore["sealReady"]>) => {
+                const sealed = await target.sealReady(...args);
+                shares.push(sealed.length);
+                return sealed;
+              };
+            return typeof v === "function" ? v.bind(target) : v;
+          },
+        });
+      const a = fakeDestination("hermes:a", { maxInflight: 8 });
+      // An hour between scheduled ticks: every share after the first comes from the tick itself.
+      const r = await rigOn(
+        open,
+        `${BASE}[dispatch]
+poll_s = 3600
+parallel = 8
+`,
+        [a],
+        {
+          wrapStore: recording,
+          sealPerTick: 2,
+        },
+      );
+      const ids: number[] = [];
+      for (let i = 0; i < 7; i++) ids.push(batchIdOf(await r.put(`k${i}`, "hermes:a")));
+      await r.d.tick();
+      // Shares of at most two, until one came back short: nothing left to seal.
+      expect(shares.slice(0, 4)).toEqual([2, 2, 2, 1]);
+      expect(shares.every((n) => n <= 2)).toBe(true);
+      for (const id of ids) expect((await r.batch(id)).state).not.toBe("open");
+      await r.d.drain();
+      for (const id of ids) expect((await r.batch(id)).state).toBe("delivered");
+      await r.close();
+    });
+
     test(
       "a result that arrives after the lease was lost is discarded; " + "the tick never recovers a live worker's lease",
       async () => {

@@ -189,7 +189,7 @@ export async function rigOn(
   open: OpenWorld,
   config: string,
   fakes: (FakeDestination | Destination)[],
-  opts: { seed?: number; wrapStore?: (store: DispatchStore) => DispatchStore } = {},
+  opts: { seed?: number; wrapStore?: (store: DispatchStore) => DispatchStore; sealPerTick?: number } = {},
 ): Promise<WorldRig> {
   const world = await open();
   const home = tempDir();
@@ -209,6 +209,7 @@ export async function rigOn(
     destinations: (_c, name) => dests[name] ?? null,
     host: "testhost",
     pid: 4242,
+    sealPerTick: opts.sealPerTick,
   });
   const rows = world.rows;
   return {

@@ -40,6 +40,34 @@ export function batchCases({ fresh, caps }: Suite): void {
       expect(await s.batch(id)).toMatchObject({ state: "sealed", sealed_at: T0 });
     });
 
+    test("a limit seals the oldest ready batches first, at most that many; the next call the rest", async () => {
+      const s = await fresh();
+      const w = { quiet_s: 0, max_s: 0 };
+      const ids: number[] = [];
+      for (const key of ["a", "b", "c", "d", "e"]) ids.push(await open(s, { key, copies: [copy("r", "http:d", w)] }));
+      expect(await s.dispatch.sealReady(T0, new Map(), 2)).toEqual(ids.slice(0, 2));
+      expect((await s.batch(ids[2]))?.state).toBe("open");
+      expect(await s.dispatch.sealReady(T0, new Map(), 2)).toEqual(ids.slice(2, 4));
+      expect(await s.dispatch.sealReady(T0)).toEqual(ids.slice(4));
+      expect(await s.dispatch.sealReady(T0, new Map(), 2)).toEqual([]);
+    });
+
+    test("a batch its key_budget holds open is passed over, not counted against the limit", async () => {
+      const s = await fresh();
+      const w = { quiet_s: 0, max_s: 0 };
+      // Key a spends its budget of one run an hour.
+      const spent = await open(s, { key: "a", copies: [copy("r", "http:d", w)] });
+      expect(await s.dispatch.sealReady(T0)).toEqual([spent]);
+      const c = await claim(s, spent);
+      if (!c) throw new Error("claim");
+      await end(s, { batchId: spent, attemptId: c.attemptId, owner: c.owner, now: T0, ending: { kind: "delivered" } });
+      const held = await open(s, { key: "a", copies: [copy("r", "http:d", w)] });
+      const other = await open(s, { key: "b", copies: [copy("r", "http:d", w)] });
+      const budgets = new Map([["http:d", { limit: 1, windowS: 3600 }]]);
+      expect(await s.dispatch.sealReady(T0 + 1, budgets, 1)).toEqual([other]);
+      expect((await s.batch(held))?.state).toBe("open");
+    });
+
     test("quiet: not before last_at + quiet_s, then sealed", async () => {
       const s = await fresh();
       const id = await open(s, { copies: [copy("r", "http:d", { quiet_s: 10, max_s: 100 })] });

@@ -17,7 +17,8 @@ import { testHook } from "../../testhook.ts";
 const SEAL_CHUNK = 500;
 
 /**
- * Seal every open batch that is ready at `now`, a chunk at a time, each chunk in one
+ * Seal the open batches that are ready at `now`, the oldest first, at most `limit` (a key whose
+ * key_budget is spent is passed over, not counted, as on SQLite), a chunk at a time, each chunk in one
  * transaction of three statements: every group's lock tried (a group an intake holds mid-join
  * is left for the next tick, which its commit's wake-up brings), the content of the batches
  * locked read in a snapshot after the locks (no intake can join one before the commit), and
@@ -29,6 +30,7 @@ export async function sealReadyPg(
   spool: PgSpool,
   now: number,
   keyBudgets: ReadonlyMap<string, Rate> = new Map(),
+  limit = Number.POSITIVE_INFINITY,
 ): Promise<number[]> {
   const found = (await spool.sql`SELECT id, destination, route, key FROM batches WHERE state = 'open'
       AND ((quiet_s = 0 AND max_s = 0) OR ${now} >= last_at + quiet_s OR ${now} >= first_at + max_s) ORDER BY id`) as {
@@ -40,6 +42,7 @@ export async function sealReadyPg(
   // A key whose key_budget is spent keeps its open batch open past the window (see sealReady).
   const ready: typeof found = [];
   for (const b of found) {
+    if (ready.length >= limit) break;
     const kb = keyBudgets.get(b.destination);
     if (!kb || (await budgetSpendsPg(spool.sql, b.destination, kb.windowS, now, b)).length < kb.limit) ready.push(b);
   }

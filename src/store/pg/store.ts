@@ -190,7 +190,7 @@ export async function pgDispatchStore(spool: PgSpool, holder: string): Promise<D
     ...pgOutcomes(spool),
     effectiveNow: () => effectiveNowPg(spool),
     stepPoll: (plan, now, rng, tick) => stepPollPg(spool, plan, now, rng, tick),
-    sealReady: (now, keyBudgets) => sealReadyPg(spool, now, keyBudgets),
+    sealReady: (now, keyBudgets, limit) => sealReadyPg(spool, now, keyBudgets, limit),
     // Other dispatchers may be live: only a lease past its lease_until is a dead owner's.
     recoverLeases: (o) => recoverExpiredPg(spool, o.now, o.live),
     writeHeartbeat: (nowEff, host, pid, caught) => writeHeartbeatPg(spool, beatId(host, pid), nowEff, caught),

@@ -16,15 +16,17 @@ const READY = `SELECT id, destination, route, key FROM batches WHERE state = 'op
   ORDER BY id`;
 
 /**
- * Seal every open batch that is ready at `now` (READY above); returns their ids. A batch whose
- * destination has a key_budget (in `keyBudgets`) that its key has spent stays open past its
- * window, so the key's events keep coalescing into it and the run the window next allows sees
- * them all (max_events and max_bytes still seal it at the enqueue).
+ * Seal the open batches that are ready at `now` (READY above), the oldest first, at most
+ * `limit`; returns their ids. A batch whose destination has a key_budget (in `keyBudgets`) that
+ * its key has spent stays open past its window, so the key's events keep coalescing into it and
+ * the run the window next allows sees them all (max_events and max_bytes still seal it at the
+ * enqueue); it is passed over, not counted, so held batches never keep others from sealing.
  */
 export function sealReady(
   spool: SqliteSpool,
   now: number,
   keyBudgets: ReadonlyMap<string, Rate> = new Map(),
+  limit = Number.POSITIVE_INFINITY,
 ): number[] {
   return spool.db
     .transaction(() => {
@@ -37,7 +39,8 @@ export function sealReady(
           const kb = keyBudgets.get(b.destination);
           return !kb || budgetSpends(spool, b.destination, kb.windowS, now, b).length < kb.limit;
         })
-        .map((r) => r.id);
+        .map((r) => r.id)
+        .slice(0, limit);
       for (const id of ids) sealBatchTx(spool.db, id, now);
       testHook("seal.before_commit");
       return ids;

@@ -221,7 +221,7 @@ export function sqliteDispatchStore(spool: SqliteSpool): DispatchStore {
     ...sqliteOutcomes(spool),
     effectiveNow: () => r(() => effectiveNow(spool)),
     stepPoll: (plan, now, rng, tick) => w(() => stepPoll(spool, plan, now, rng, tick)),
-    sealReady: (now, keyBudgets) => w(() => sealReady(spool, now, keyBudgets)),
+    sealReady: (now, keyBudgets, limit) => w(() => sealReady(spool, now, keyBudgets, limit)),
     recoverLeases: (o) => w(() => recoverLeases(spool, { now: o.now, all: o.startup, live: o.live })),
     writeHeartbeat: (nowEff, _host, pid, caught) => w(() => writeHeartbeat(spool, nowEff, pid, caught)),
     candidates: (now, perDestination) => r(() => candidates(spool, now, perDestination)),
