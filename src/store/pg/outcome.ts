@@ -3,8 +3,8 @@
 // destination's ignored answers when the plan needs them), the plan of store/outcome-plan.ts (the
 // same rules as SQLite's), and its mark and effects applied in that transaction. Several
 // outcomes share one transaction: delivered ones all together in a few statements, the others
-// (or all, when that fails) each in a savepoint.
-import { num, type PgSpool, type Tx, type TxWithSavepoint } from "./db.ts";
+// (or all, in a new transaction, when that fails) each in a savepoint.
+import { num, type PgSpool, type Tx } from "./db.ts";
 import { closedRow, type DestinationRow } from "../destinations.ts";
 import { factsNeeded, type OutcomeFacts, type OutcomeInput, planOutcome, type Recorded } from "../outcome-plan.ts";
 import {
@@ -330,12 +330,16 @@ async function recordOutcomePgTx(tx: Tx, f: OutcomeInput, known: TxFacts): Promi
   return recorded;
 }
 
+/** The set of 2xx outcomes failed in its transaction, not at its commit: they go one by one then. */
+class TogetherFailed extends Error {}
+
 /**
  * How several attempts ended, in one transaction: the facts of all read at once, then, when
- * every one only delivers (the common end), all of them together in one savepoint
- * (recordDeliveredPg: a handful of statements for the set); otherwise, or when that savepoint
- * fails, each in its own savepoint, so one that throws is undone alone and its error stands in
- * its place. A failed COMMIT throws for all.
+ * every one only delivers (the common end), all of them together (recordDeliveredPg: a handful
+ * of statements for the set, no savepoint); otherwise, or when one of those statements fails
+ * (its transaction rolled back), each in its own savepoint of a new transaction, so one that
+ * throws is undone alone and its error stands in its place. A failed COMMIT throws for all:
+ * whether it committed is unknown, and an outcome is never written twice.
  */
 export async function recordOutcomesPg(spool: PgSpool, inputs: readonly OutcomeInput[]): Promise<(Recorded | Error)[]> {
   if (inputs.length === 0) return [];
@@ -346,46 +350,40 @@ export async function recordOutcomesPg(spool: PgSpool, inputs: readonly OutcomeI
       (a, b) =>
         (a.input.destination ?? "").localeCompare(b.input.destination ?? "") || a.input.batchId - b.input.batchId,
     );
+  const ids = inputs.map((f) => f.batchId);
+  const together = order.every(({ input }) => deliveredOnly(input)) && new Set(ids).size === inputs.length;
+  if (together) {
+    try {
+      return await spool.sql.begin(async (tx) => {
+        const known = await TxFacts.read(tx, ids);
+        const all = await recordDeliveredPg(
+          tx,
+          order.map((o) => o.input),
+          known,
+        ).catch((e) => {
+          throw new TogetherFailed("the set's outcomes failed", { cause: e });
+        });
+        const out: Recorded[] = new Array(inputs.length);
+        all.forEach((r, k) => (out[order[k].i] = r));
+        testHook("mark.before_commit");
+        return out;
+      });
+    } catch (e) {
+      if (!(e instanceof TogetherFailed)) throw e;
+    }
+  }
   return spool.sql.begin(async (tx) => {
-    const known = await TxFacts.read(
-      tx,
-      inputs.map((f) => f.batchId),
-    );
+    const known = await TxFacts.read(tx, ids);
     const out: (Recorded | Error)[] = new Array(inputs.length);
-    const together =
-      order.every(({ input }) => deliveredOnly(input)) && new Set(inputs.map((f) => f.batchId)).size === inputs.length;
-    const all = together ? await tryTogether(tx, order, known) : null;
-    if (all) all.forEach((r, k) => (out[order[k].i] = r));
-    else
-      for (const { input, i } of order) {
-        try {
-          out[i] = await tx.savepoint((sp) => recordOutcomePgTx(sp, input, known));
-        } catch (e) {
-          known.forget();
-          out[i] = e instanceof Error ? e : new Error(String(e));
-        }
+    for (const { input, i } of order) {
+      try {
+        out[i] = await tx.savepoint((sp) => recordOutcomePgTx(sp, input, known));
+      } catch (e) {
+        known.forget();
+        out[i] = e instanceof Error ? e : new Error(String(e));
       }
+    }
     testHook("mark.before_commit");
     return out;
   });
-}
-
-/** The set in one savepoint; null when it failed (undone: each is then tried on its own). */
-async function tryTogether(
-  tx: TxWithSavepoint,
-  order: readonly { input: OutcomeInput }[],
-  known: TxFacts,
-): Promise<Recorded[] | null> {
-  try {
-    return await tx.savepoint((sp) =>
-      recordDeliveredPg(
-        sp,
-        order.map((o) => o.input),
-        known,
-      ),
-    );
-  } catch {
-    known.forget();
-    return null;
-  }
 }

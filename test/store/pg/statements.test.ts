@@ -1,9 +1,9 @@
 // What a claim and an outcome transaction cost PostgreSQL, in statements, counted by
 // pg_stat_statements on a throwaway server: one claimBatches of four batches over two
 // destinations takes at most three statements besides BEGIN and COMMIT (the locks, the read after
-// them, the write), and one recordOutcomes of their four 2xx at most five (the facts, a savepoint
-// around the set and its release, the marks, the destinations' successes with the issues they
-// resolve), however many outcomes the set holds. Skipped, saying so, without PostgreSQL or
+// them, the write), and one recordOutcomes of their four 2xx at most three (the facts, the
+// marks, the destinations' successes with the issues they resolve: no savepoint), however many
+// outcomes the set holds. Skipped, saying so, without PostgreSQL or
 // without its pg_stat_statements module.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, readdirSync } from "node:fs";
@@ -54,7 +54,7 @@ describe.skipIf(!PG_BIN || !STATEMENTS)("PostgreSQL's delivery path in statement
     await server?.stop();
   });
 
-  test("a claim of four batches over two destinations is three statements; their four 2xx five", async () => {
+  test("a claim of four batches over two destinations is three statements; their four 2xx three", async () => {
     const batches = ["http:a", "http:b", "http:a", "http:b"].map((destination, i) => ({
       route: "r",
       source: "s",
@@ -120,7 +120,7 @@ describe.skipIf(!PG_BIN || !STATEMENTS)("PostgreSQL's delivery path in statement
     );
     expect(recorded.map((r) => (r instanceof Error ? r.message : r.applied))).toEqual([true, true, true, true]);
     const outcomeStatements = await statements(s);
-    expect({ total: total(outcomeStatements), outcomeStatements }).toMatchObject({ total: 5 });
+    expect({ total: total(outcomeStatements), outcomeStatements }).toMatchObject({ total: 3 });
 
     // And what they left: every batch delivered with its journal rows, every issue resolved.
     expect(await s.count("batches", { state: "delivered" })).toBe(4);
@@ -130,5 +130,97 @@ describe.skipIf(!PG_BIN || !STATEMENTS)("PostgreSQL's delivery path in statement
     expect((await s.rows("attempts", { cols: ["delivery_id"], order: "id" })).map((r) => r.delivery_id)).toEqual(
       claimed.map((c) => `msg_${c.attemptId}`),
     );
+  });
+
+  /** `n` sealed batches of http:c on fresh keys, claimed now: their ids and claims. */
+  async function leased(prefix: string, n: number, now: number) {
+    const rows = Array.from({ length: n }, (_, i) => ({
+      route: "r",
+      source: "s",
+      destination: "http:c",
+      key: `${prefix}${i}`,
+      state: "sealed",
+      first_at: now + i,
+      last_at: now + i,
+      quiet_s: 0,
+      max_s: 0,
+      max_events: 10,
+      max_bytes: 1000,
+      count: 1,
+      bytes: 10,
+      sealed_at: now + i,
+      content_hash: "sha256:x",
+    }));
+    const ids = await s.insert("batches", rows);
+    const claims = await s.dispatch.claimBatches(
+      ids.map((batchId, i) => ({
+        batchId,
+        route: "r",
+        key: rows[i].key,
+        destination: "http:c",
+        now,
+        leaseUntil: now + 60,
+        host: "h",
+        pid: 1,
+      })),
+    );
+    const claimed = claims.filter((c): c is Claim => c !== null && c !== "gated");
+    expect(claimed.length).toBe(n);
+    const ends = claimed.map((c, i) => ({
+      batchId: ids[i],
+      destination: "http:c",
+      attemptId: c.attemptId,
+      owner: c.owner,
+      now: now + 1,
+      ending: { kind: "delivered" as const },
+    }));
+    return { ids, ends };
+  }
+
+  const states = async (ids: readonly number[]) =>
+    (
+      (await sqlOf(s)`SELECT state FROM batches WHERE id = ANY(${ids}::bigint[]) ORDER BY id`) as { state: string }[]
+    ).map((r) => r.state);
+
+  test("a set of 2xx whose statements fail goes again one by one, in savepoints of a new transaction", async () => {
+    const { ids, ends } = await leased("f", 3, T0 + 100);
+    // Refuse any statement that journals more than one delivery: the set's marks fail, one by one pass.
+    await sqlOf(s).unsafe(`CREATE FUNCTION one_delivery() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN
+        IF (SELECT COUNT(*) FROM n WHERE kind = 'delivered') > 1 THEN RAISE EXCEPTION 'one at a time'; END IF;
+        RETURN NULL;
+      END $$`);
+    await sqlOf(s).unsafe(`CREATE TRIGGER one_delivery AFTER INSERT ON journal REFERENCING NEW TABLE AS n
+      FOR EACH STATEMENT EXECUTE FUNCTION one_delivery()`);
+    try {
+      await sqlOf(s)`SELECT pg_stat_statements_reset()`;
+      const recorded = await endAll(s, ends);
+      expect(recorded.map((r) => (r instanceof Error ? r.message : r.applied))).toEqual([true, true, true]);
+      expect(await states(ids)).toEqual(["delivered", "delivered", "delivered"]);
+      const savepoints = (await statements(s)).filter((r) => /^SAVEPOINT/.test(r.query));
+      expect(total(savepoints)).toBe(3);
+    } finally {
+      await sqlOf(s).unsafe("DROP TRIGGER one_delivery ON journal");
+      await sqlOf(s).unsafe("DROP FUNCTION one_delivery()");
+    }
+  });
+
+  test("a set of 2xx whose COMMIT fails is not written again: it throws for all, still leased", async () => {
+    const { ids, ends } = await leased("c", 2, T0 + 200);
+    // A check deferred to the commit: the statements pass, the COMMIT fails.
+    await sqlOf(s).unsafe(`CREATE FUNCTION at_commit() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN RAISE EXCEPTION 'refused at commit'; END $$`);
+    await sqlOf(s).unsafe(`CREATE CONSTRAINT TRIGGER at_commit AFTER INSERT ON journal DEFERRABLE INITIALLY DEFERRED
+      FOR EACH ROW WHEN (NEW.kind = 'delivered') EXECUTE FUNCTION at_commit()`);
+    try {
+      await sqlOf(s)`SELECT pg_stat_statements_reset()`;
+      await expect(endAll(s, ends)).rejects.toThrow(/refused at commit/);
+      expect(await states(ids)).toEqual(["leased", "leased"]);
+      // Never tried again one by one.
+      expect((await statements(s)).filter((r) => /^SAVEPOINT/.test(r.query))).toEqual([]);
+    } finally {
+      await sqlOf(s).unsafe("DROP TRIGGER at_commit ON journal");
+      await sqlOf(s).unsafe("DROP FUNCTION at_commit()");
+    }
   });
 });
