@@ -65,8 +65,8 @@ export async function deliverClaim(
   const t0 = performance.now();
   let o: Outcome;
   let emits: NewEvent[] = [];
-  const batch = await store.getBatch(c.id);
-  if (!batch) {
+  const delivery = await store.deliveryOf(c.id);
+  if (!delivery) {
     // Claimed and gone (nothing deletes a leased batch, but never leave the attempt to its lease).
     await store.abandonAttempt(claim.attemptId, await store.effectiveNow(), "batch missing after claim");
     log.warn("batch missing after claim; attempt closed", { destination: c.destination, batch: c.id });
@@ -81,8 +81,8 @@ export async function deliverClaim(
     });
   } else {
     const doc = buildDocument({
-      batch,
-      content: await store.batchContent(c.id),
+      batch: delivery.batch,
+      content: delivery.content,
       deliveryId: claim.deliveryId ?? "",
       attempt: claim.n,
     });

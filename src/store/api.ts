@@ -171,6 +171,8 @@ export interface DispatchStore extends IssueSink, OutcomeStore {
   claimBatches(inputs: readonly (ClaimInput & { route: string; key: string })[]): Promise<(Claim | null | "gated")[]>;
   getBatch(id: number): Promise<BatchRow | null>;
   batchContent(id: number): Promise<ContentEvent[]>;
+  /** What a worker delivers: the batch's row and its content, read together (one statement on PostgreSQL). */
+  deliveryOf(id: number): Promise<{ batch: BatchRow; content: ContentEvent[] } | null>;
   abandonAttempt(attemptId: number, now: number, why: string): Promise<void>;
   /**
    * Outcomes that ended together, in one transaction; each its own verdict (an Error in its place when it failed

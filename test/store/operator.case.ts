@@ -278,6 +278,17 @@ export function operatorVerbCases({ fresh }: Suite): void {
       });
     });
 
+    test("what a worker delivers: the batch's row and the same content, without the excluded event", async () => {
+      const s = await fresh();
+      const { id, events } = await sealedBatch(s, 3);
+      await s.operator.excludeEvents(id, [events[1]], T0 + 50);
+      const d = await s.dispatch.deliveryOf(id);
+      expect(d?.batch).toEqual((await s.dispatch.getBatch(id)) as NonNullable<typeof d>["batch"]);
+      expect(d?.content).toEqual(await s.dispatch.batchContent(id));
+      expect(d?.content.map((e) => e.id)).toEqual([events[0], events[2]]);
+      expect(await s.dispatch.deliveryOf(id + 1000)).toBeNull();
+    });
+
     test("excluding every event, an event of another batch, or from a delivered batch is refused", async () => {
       const s = await fresh();
       const a = await sealedBatch(s, 2, { key: "a" });

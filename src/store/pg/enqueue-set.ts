@@ -115,18 +115,23 @@ export async function contentOfBatchesPg(tx: Tx, batchIds: readonly number[]): P
   for (const r of rows) {
     const b = num(r.batch_id);
     const list = out.get(b) ?? [];
-    list.push({
-      id: num(r.id),
-      event_type: String(r.event_type),
-      received_at: Number(r.received_at),
-      dedup_id: (r.dedup_id as string | null) ?? null,
-      payload: (r.payload as string | null) ?? null,
-      headers: String(r.headers),
-      trace: (r.trace as string | null) ?? null,
-    });
+    list.push(contentEventOf(r));
     out.set(b, list);
   }
   return out;
+}
+
+/** An event's content from its row (its columns named with `prefix` before each: a join's). */
+export function contentEventOf(r: Record<string, unknown>, prefix = ""): ContentEvent {
+  return {
+    id: num(r[`${prefix}id`]),
+    event_type: String(r[`${prefix}event_type`]),
+    received_at: Number(r[`${prefix}received_at`]),
+    dedup_id: (r[`${prefix}dedup_id`] as string | null) ?? null,
+    payload: (r[`${prefix}payload`] as string | null) ?? null,
+    headers: String(r[`${prefix}headers`]),
+    trace: (r[`${prefix}trace`] as string | null) ?? null,
+  };
 }
 
 /**

@@ -13,6 +13,7 @@ import {
   READY_DESTINATIONS,
   RECOVER_EXPIRED,
 } from "./queue.ts";
+import { DELIVERY_OF } from "./reads.ts";
 import { FINISHED_CHUNK } from "./retention.ts";
 
 /** A parameter as EXECUTE takes it: a number, or a string quoted with its quotes doubled (arrays as '{1,2}'). */
@@ -33,6 +34,7 @@ export function hotStatements(now: number, destination: string) {
       [JSON.stringify([{ name: destination, rsince: null, bfloor: null, bkey: "budget" }]), "{1}", "[]"],
     ],
     retention: [FINISHED_CHUNK, ["delivered", now, 100]],
+    delivery: [DELIVERY_OF, [1]],
   } satisfies Record<string, [string, Param[]]>;
 }
 

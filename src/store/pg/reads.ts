@@ -12,6 +12,8 @@ import {
   parseTrace,
 } from "../batches.ts";
 import { num, numOrNull, type PgSpool, numbered } from "./db.ts";
+import type { ContentEvent } from "../content.ts";
+import { contentEventOf } from "./enqueue-set.ts";
 import type { ExportEvent } from "../export.ts";
 import type { FollowedBatch, FollowReads } from "../follow.ts";
 import { groupRequests, STORED_REQUESTS, type StoredRequestRow } from "../requests.ts";
@@ -42,6 +44,30 @@ export function batchRowOf(r: Record<string, unknown>): BatchRow {
 export async function getBatchPg(spool: PgSpool, id: number): Promise<BatchRow | null> {
   const [r] = await spool.sql`SELECT * FROM batches WHERE id = ${id}::bigint`;
   return r ? batchRowOf(r) : null;
+}
+
+/**
+ * A batch ($1) and its content in one statement: the row beside each of its events (or alone,
+ * when it has none), the events in id order, as contentOfBatchesPg reads them.
+ */
+export const DELIVERY_OF = `SELECT b.*, e.id AS e_id, e.event_type AS e_event_type, e.received_at AS e_received_at,
+    e.dedup_id AS e_dedup_id, e.payload AS e_payload, e.headers AS e_headers, e.trace AS e_trace
+  FROM batches b LEFT JOIN events e ON e.batch_id = b.id AND e.excluded_at IS NULL
+  WHERE b.id = $1 ORDER BY e.id`;
+
+/** What a worker delivers: the batch's row and its content (DELIVERY_OF). */
+export async function deliveryOfPg(
+  spool: PgSpool,
+  id: number,
+): Promise<{ batch: BatchRow; content: ContentEvent[] } | null> {
+  const rows = (await spool.sql.unsafe(DELIVERY_OF, [id])) as Record<string, unknown>[];
+  if (rows.length === 0) return null;
+  // The batch's own columns (no column of batches starts with e_).
+  const own = Object.fromEntries(Object.entries(rows[0]).filter(([k]) => !k.startsWith("e_")));
+  return {
+    batch: batchRowOf(own),
+    content: rows.filter((r) => r.e_id !== null).map((r) => contentEventOf(r, "e_")),
+  };
 }
 
 export function eventListingOf(r: Record<string, unknown>): EventListing {

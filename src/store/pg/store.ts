@@ -41,6 +41,7 @@ import {
   quarantinedRequestsPg,
   spooledDedupIdsPg,
   storedRequestsPg,
+  deliveryOfPg,
   getBatchPg,
 } from "./reads.ts";
 import {
@@ -203,6 +204,7 @@ export async function pgDispatchStore(spool: PgSpool, holder: string): Promise<D
     claimBatches: (inputs) => claimPg(spool, inputs),
     getBatch: (id) => getBatchPg(spool, id),
     batchContent: (id) => batchContentPg(spool.sql, id),
+    deliveryOf: (id) => deliveryOfPg(spool, id),
     abandonAttempt: (attemptId, now, why) => abandonAttemptPg(spool, attemptId, now, why),
     recordOutcomes: (inputs) => recordOutcomesPg(spool, inputs),
     overdueOutcomes: (now, limit) => overdueOutcomesPg(spool, now, limit),

@@ -233,6 +233,11 @@ export function sqliteDispatchStore(spool: SqliteSpool): DispatchStore {
     claimBatches: (inputs) => w(() => claimBatches(spool, inputs)),
     getBatch: (id) => r(() => getBatch(spool, id)),
     batchContent: (id) => r(() => batchContent(spool, id)),
+    deliveryOf: (id) =>
+      r(() => {
+        const batch = getBatch(spool, id);
+        return batch ? { batch, content: batchContent(spool, id) } : null;
+      }),
     abandonAttempt: (attemptId, now, why) => w(() => abandonAttempt(spool, attemptId, now, why)),
     recordOutcomes: (inputs) => w(() => recordOutcomes(spool, inputs)),
     overdueOutcomes: (now, limit) => r(() => overdueOutcomes(spool, now, limit)),

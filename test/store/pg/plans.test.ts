@@ -88,13 +88,14 @@ describe.skipIf(!PG_BIN)("PostgreSQL's busiest statements", () => {
     ["recovery", ["batches_leased"]],
     ["claimRead", ["batches_leased", "batches_queue"]],
     ["retention", ["batches_finished"]],
+    ["delivery", ["batches_pkey", "events_batch"]],
   ];
   for (const [name, indexes] of onIndex)
-    test(`${name} searches ${indexes.join(" and ")}, never scanning the batches`, async () => {
+    test(`${name} searches ${indexes.join(" and ")}, never scanning batches, events or attempts`, async () => {
       const plans = await hotPlansPg(pg, 200000, "http:a");
       const plan = plans[name as keyof typeof plans].join("\n");
       for (const index of indexes) expect(plan).toContain(index);
-      expect(plan).not.toMatch(/Seq Scan on batches/);
+      expect(plan).not.toMatch(/Seq Scan on (batches|events|attempts)/);
     });
 
   test("no statement is compiled by JIT, whatever its estimate", async () => {
