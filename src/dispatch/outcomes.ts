@@ -1,17 +1,14 @@
 // The ends of attempts, written together: deliveries that finish in the same turn of the event
 // loop share one outcome transaction (one fsync for all of them) instead of one each, and one
-// now_eff, read when the transaction is about to be written (a worker that read it itself would
-// wait a round trip on PostgreSQL first and miss its turn's transaction). Each is still decided
-// alone, under its own savepoint, behind its own lease fence.
+// now_eff, which the store reads as it writes the transaction (on PostgreSQL in the statement
+// that reads its facts; a worker that read it itself would wait a round trip first and miss its
+// turn's transaction). Each is still decided alone, behind its own lease fence.
 import type { DispatchStore } from "../store/api.ts";
-import type { OutcomeInput, Recorded } from "../store/outcome-plan.ts";
+import type { OutcomeEnd, Recorded } from "../store/outcome-plan.ts";
 import { dispatchCounters } from "../obs/counters.ts";
 
 /** At most this many outcomes in one transaction; the rest go in the next. */
 const MAX_PER_COMMIT = 64;
-
-/** An attempt's end as a worker gives it: the writer stamps now_eff when it writes the group. */
-export type OutcomeEnd = Omit<OutcomeInput, "now">;
 
 interface Pending {
   input: OutcomeEnd;
@@ -29,7 +26,7 @@ export class OutcomeWriter {
   /** Transactions written and outcomes in them (for the benchmark and tests). */
   readonly stats = { commits: 0, outcomes: 0 };
 
-  constructor(private readonly store: Pick<DispatchStore, "recordOutcomes" | "effectiveNow">) {}
+  constructor(private readonly store: Pick<DispatchStore, "recordEnds">) {}
 
   /** Resolves once the transaction holding this outcome has committed; rejects when it failed. */
   record(input: OutcomeEnd): Promise<Recorded> {
@@ -53,8 +50,7 @@ export class OutcomeWriter {
     const take = this.pending.splice(0, MAX_PER_COMMIT);
     let recorded: (Recorded | Error)[];
     try {
-      const now = await this.store.effectiveNow();
-      recorded = await this.store.recordOutcomes(take.map((p) => ({ ...p.input, now })));
+      recorded = await this.store.recordEnds(take.map((p) => p.input));
     } catch (e) {
       for (const p of take) p.reject(e);
       return;

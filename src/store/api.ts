@@ -18,7 +18,7 @@ import type { SplitOptions } from "./split.ts";
 import type { FollowStep } from "./follow.ts";
 import type { StoredRequestRow } from "./requests.ts";
 import type { PollRow } from "./stats.ts";
-import type { OutcomeInput, Recorded } from "./outcome-plan.ts";
+import type { OutcomeEnd, OutcomeInput, Recorded } from "./outcome-plan.ts";
 import type { PollPlan, PollStep } from "./polls.ts";
 import type { Candidate, Claim, ClaimInput } from "./queue.ts";
 import type { JournalFilter } from "./journal.ts";
@@ -179,6 +179,11 @@ export interface DispatchStore extends IssueSink, OutcomeStore {
    * alone).
    */
   recordOutcomes(inputs: readonly OutcomeInput[]): Promise<(Recorded | Error)[]>;
+  /**
+   * recordOutcomes at now_eff as the transaction reads it (on PostgreSQL in the statement that
+   * reads its facts, not in a round trip before it): what the dispatcher's outcome writer calls.
+   */
+  recordEnds(ends: readonly OutcomeEnd[]): Promise<(Recorded | Error)[]>;
   /** Awaiting batches whose outcome is overdue (the tick times them out), the most overdue first. */
   overdueOutcomes(now: number, limit: number): Promise<OverdueOutcome[]>;
   nextReadyAt(now: number): Promise<number | null>;

@@ -64,6 +64,9 @@ export interface OutcomeInput {
   awaitOutcomeS?: number;
 }
 
+/** An attempt's end as a worker gives it: the store stamps now_eff when it writes the group (recordEnds). */
+export type OutcomeEnd = Omit<OutcomeInput, "now">;
+
 export type Recorded =
   | { applied: false }
   | {

@@ -7,7 +7,7 @@
 // counted death is a batch failure on the last attempt max_attempts allows.
 import { type Outcome, outcome } from "../../src/delivery.ts";
 import type { NewEvent } from "../../src/store/enqueue.ts";
-import type { Policy, Recorded } from "../../src/store/outcome-plan.ts";
+import type { OutcomeInput, Policy, Recorded } from "../../src/store/outcome-plan.ts";
 import type { Claim, ClaimInput } from "../../src/store/queue.ts";
 import type { StoreUnderTest } from "./store-under-test.ts";
 
@@ -112,9 +112,18 @@ function outcomeOf(e: Ending, now: number): Outcome {
   return outcome({ kind: "dead", klass: "permanent", reason, status, detail: e.detail ?? reason });
 }
 
-/** End attempts together, in one outcome transaction, as the dispatcher's OutcomeWriter does. */
+/** End attempts together, in one outcome transaction, each at its own `now`. */
 export async function endAll(s: StoreUnderTest, ends: readonly AttemptEnd[]): Promise<(Recorded | Error)[]> {
-  const inputs = [];
+  return s.dispatch.recordOutcomes(await inputsOf(s, ends));
+}
+
+/** End attempts together as the dispatcher's OutcomeWriter does: at the store's now_eff (their `now` unused). */
+export async function endAllAtNow(s: StoreUnderTest, ends: readonly AttemptEnd[]): Promise<(Recorded | Error)[]> {
+  return s.dispatch.recordEnds((await inputsOf(s, ends)).map(({ now: _, ...end }) => end));
+}
+
+async function inputsOf(s: StoreUnderTest, ends: readonly AttemptEnd[]): Promise<OutcomeInput[]> {
+  const inputs: OutcomeInput[] = [];
   for (const a of ends) {
     const e = a.ending;
     let policy = POLICY;
@@ -139,7 +148,7 @@ export async function endAll(s: StoreUnderTest, ends: readonly AttemptEnd[]): Pr
       policy,
     });
   }
-  return s.dispatch.recordOutcomes(inputs);
+  return inputs;
 }
 
 /** End one attempt; an outcome that failed alone (a bad emit, say) is its Error. */

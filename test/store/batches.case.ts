@@ -3,7 +3,7 @@
 // claimBatches, recoverLeases, now_eff, its heartbeat) and its workers' recordOutcomes.
 import { describe, expect, test } from "bun:test";
 import { contentHash } from "../../src/store/content.ts";
-import { claimOne, end, endOne } from "../helpers/attempts.ts";
+import { claimOne, end, endAllAtNow, endOne } from "../helpers/attempts.ts";
 import { copy, ev, T0 } from "../helpers/spool.ts";
 import type { StoreUnderTest } from "../helpers/store-under-test.ts";
 import type { Suite } from "./suite.ts";
@@ -433,6 +433,24 @@ export function batchCases({ fresh, caps }: Suite): void {
       expect(await s.dispatch.effectiveNow()).toBeGreaterThanOrEqual(wall);
       await s.dispatch.writeHeartbeat(wall + 3600, "h", 1);
       expect(await s.dispatch.effectiveNow()).toBe(wall + 3600);
+    });
+
+    test("outcomes ended at the store's now are stamped with now_eff, never behind the latest tick", async () => {
+      const s = await fresh();
+      const id = await open(s, { copies: [copy("r", "http:d", { max_events: 1 })] });
+      const c = await claim(s, id);
+      if (!c) throw new Error("claim");
+      const ahead = (await s.wallNow()) + 3600;
+      await s.dispatch.writeHeartbeat(ahead, "h", 1);
+      const [r] = await endAllAtNow(s, [
+        // Its own time is not used: the store reads now_eff as it writes.
+        { batchId: id, attemptId: c.attemptId, owner: c.owner, now: T0, ending: { kind: "delivered" } },
+      ]);
+      expect(r).toEqual({ applied: true, state: "delivered", klass: null });
+      expect(await s.batch(id)).toMatchObject({ state: "delivered", delivered_at: ahead });
+      expect(await s.row("attempts", { cols: ["finished_at"], where: { id: c.attemptId } })).toEqual({
+        finished_at: ahead,
+      });
     });
 
     test("a last_tick_at that is not a number is ignored: now_eff is the wall clock", async () => {

@@ -42,10 +42,14 @@ export interface DispatcherBeat {
  * a number (written by hand) is read as none, as on SQLite, and the next heartbeat replaces it.
  */
 export async function effectiveNowPg(spool: PgSpool): Promise<number> {
-  const [r] = await spool.sql`SELECT GREATEST(EXTRACT(EPOCH FROM clock_timestamp())::float8,
-      COALESCE((SELECT ${metaNumberSql(spool.sql, "value")} FROM meta WHERE key = 'last_tick_at'), 0)) AS t`;
+  const [r] = await spool.sql`SELECT ${nowEffSql(spool.sql)} AS t`;
   return Number(r.t);
 }
+
+/** now_eff as an expression, for a statement that reads it beside other facts (an outcome transaction's). */
+export const nowEffSql = (tx: Tx) =>
+  tx.unsafe(`GREATEST(EXTRACT(EPOCH FROM clock_timestamp())::float8,
+      COALESCE((SELECT ${metaNumberText("value")} FROM meta WHERE key = 'last_tick_at'), 0))`);
 
 /** This dispatcher's heartbeat, and the spool's last tick (never moved back). */
 export async function writeHeartbeatPg(

@@ -5,8 +5,16 @@
 // outcomes share one transaction: delivered ones all together in a few statements, the others
 // (or all, in a new transaction, when that fails) each in a savepoint.
 import { num, type PgSpool, type Tx } from "./db.ts";
+import { nowEffSql } from "./meta.ts";
 import { closedRow, type DestinationRow } from "../destinations.ts";
-import { factsNeeded, type OutcomeFacts, type OutcomeInput, planOutcome, type Recorded } from "../outcome-plan.ts";
+import {
+  factsNeeded,
+  type OutcomeEnd,
+  type OutcomeFacts,
+  type OutcomeInput,
+  planOutcome,
+  type Recorded,
+} from "../outcome-plan.ts";
 import {
   clearProbePg,
   destinationRowOf,
@@ -61,7 +69,11 @@ class TxFacts {
   /** A row this transaction holds locked, null: none at the read (closed), "stale": read it again. */
   private readonly rows = new Map<string, DestinationRow | null | "stale">();
 
-  private constructor(readonly batches: ReadonlyMap<number, OutcomeFacts["batch"]>) {}
+  private constructor(
+    readonly batches: ReadonlyMap<number, OutcomeFacts["batch"]>,
+    /** now_eff as the facts were read: the time of the outcomes that came without one. */
+    readonly now: number,
+  ) {}
 
   static async read(tx: Tx, batchIds: readonly number[]): Promise<TxFacts> {
     const [r] = (await tx`WITH b AS (SELECT id, destination, route, attempts FROM batches
@@ -69,11 +81,12 @@ class TxFacts {
         d AS MATERIALIZED (SELECT * FROM destinations WHERE name IN (SELECT destination FROM b) ORDER BY name
           FOR UPDATE)
       SELECT (SELECT json_agg(json_build_array(id, destination, route, attempts)) FROM b) AS batches,
-        (SELECT json_agg(to_json(d)) FROM d) AS rows`) as Record<string, unknown>[];
+        (SELECT json_agg(to_json(d)) FROM d) AS rows,
+        ${nowEffSql(tx)} AS now`) as Record<string, unknown>[];
     const batches = new Map<number, OutcomeFacts["batch"]>();
     for (const [id, destination, route, attempts] of (parsed(r.batches) ?? []) as [number, string, string, number][])
       batches.set(num(id), { destination: String(destination), route: String(route), attempts: Number(attempts) });
-    const facts = new TxFacts(batches);
+    const facts = new TxFacts(batches, Number(r.now));
     for (const b of batches.values()) facts.rows.set(b.destination, null);
     for (const d of (parsed(r.rows) ?? []) as Record<string, unknown>[])
       facts.rows.set(String(d.name), destinationRowOf(d));
@@ -137,7 +150,7 @@ async function factsPg(tx: Tx, f: OutcomeInput, known: TxFacts): Promise<Outcome
  * An outcome whose plan only delivers and closes: a 2xx with no ignored-answers issue to weigh,
  * whose effects are a success's (the breaker closes, a 429 gate lifts, issues resolve).
  */
-function deliveredOnly(f: OutcomeInput): boolean {
+function deliveredOnly(f: OutcomeEnd): boolean {
   return f.outcome.kind === "ok" && !(f.outcome.answer === "ignored" && (f.ignoredIssueAfter ?? 0) > 0);
 }
 
@@ -341,29 +354,31 @@ class TogetherFailed extends Error {}
  * throws is undone alone and its error stands in its place. A failed COMMIT throws for all:
  * whether it committed is unknown, and an outcome is never written twice.
  */
-export async function recordOutcomesPg(spool: PgSpool, inputs: readonly OutcomeInput[]): Promise<(Recorded | Error)[]> {
-  if (inputs.length === 0) return [];
+export async function recordOutcomesPg(
+  spool: PgSpool,
+  ends: readonly (OutcomeEnd & { now?: number })[],
+): Promise<(Recorded | Error)[]> {
+  if (ends.length === 0) return [];
   // In destination then batch order: the order a set's outcomes apply in.
-  const order = inputs
-    .map((input, i) => ({ input, i }))
-    .sort(
-      (a, b) =>
-        (a.input.destination ?? "").localeCompare(b.input.destination ?? "") || a.input.batchId - b.input.batchId,
-    );
-  const ids = inputs.map((f) => f.batchId);
-  const together = order.every(({ input }) => deliveredOnly(input)) && new Set(ids).size === inputs.length;
+  const order = ends
+    .map((end, i) => ({ end, i }))
+    .sort((a, b) => (a.end.destination ?? "").localeCompare(b.end.destination ?? "") || a.end.batchId - b.end.batchId);
+  const ids = ends.map((f) => f.batchId);
+  // An end without its time takes the transaction's now_eff (read with the facts).
+  const at = (known: TxFacts, f: OutcomeEnd & { now?: number }): OutcomeInput => ({ ...f, now: f.now ?? known.now });
+  const together = order.every(({ end }) => deliveredOnly(end)) && new Set(ids).size === ends.length;
   if (together) {
     try {
       return await spool.sql.begin(async (tx) => {
         const known = await TxFacts.read(tx, ids);
         const all = await recordDeliveredPg(
           tx,
-          order.map((o) => o.input),
+          order.map((o) => at(known, o.end)),
           known,
         ).catch((e) => {
           throw new TogetherFailed("the set's outcomes failed", { cause: e });
         });
-        const out: Recorded[] = new Array(inputs.length);
+        const out: Recorded[] = new Array(ends.length);
         all.forEach((r, k) => (out[order[k].i] = r));
         testHook("mark.before_commit");
         return out;
@@ -374,10 +389,10 @@ export async function recordOutcomesPg(spool: PgSpool, inputs: readonly OutcomeI
   }
   return spool.sql.begin(async (tx) => {
     const known = await TxFacts.read(tx, ids);
-    const out: (Recorded | Error)[] = new Array(inputs.length);
-    for (const { input, i } of order) {
+    const out: (Recorded | Error)[] = new Array(ends.length);
+    for (const { end, i } of order) {
       try {
-        out[i] = await tx.savepoint((sp) => recordOutcomePgTx(sp, input, known));
+        out[i] = await tx.savepoint((sp) => recordOutcomePgTx(sp, at(known, end), known));
       } catch (e) {
         known.forget();
         out[i] = e instanceof Error ? e : new Error(String(e));

@@ -207,6 +207,7 @@ export async function pgDispatchStore(spool: PgSpool, holder: string): Promise<D
     deliveryOf: (id) => deliveryOfPg(spool, id),
     abandonAttempt: (attemptId, now, why) => abandonAttemptPg(spool, attemptId, now, why),
     recordOutcomes: (inputs) => recordOutcomesPg(spool, inputs),
+    recordEnds: (ends) => recordOutcomesPg(spool, ends),
     overdueOutcomes: (now, limit) => overdueOutcomesPg(spool, now, limit),
     nextReadyAt: (now) => nextReadyAtPg(spool, now),
     anyReadyNow: (now) => anyReadyNowPg(spool, now),

@@ -240,6 +240,14 @@ export function sqliteDispatchStore(spool: SqliteSpool): DispatchStore {
       }),
     abandonAttempt: (attemptId, now, why) => w(() => abandonAttempt(spool, attemptId, now, why)),
     recordOutcomes: (inputs) => w(() => recordOutcomes(spool, inputs)),
+    recordEnds: (ends) =>
+      w(() => {
+        const now = effectiveNow(spool);
+        return recordOutcomes(
+          spool,
+          ends.map((e) => ({ ...e, now })),
+        );
+      }),
     overdueOutcomes: (now, limit) => r(() => overdueOutcomes(spool, now, limit)),
     nextReadyAt: (now) => r(() => nextReadyAt(spool, now)),
     anyReadyNow: (now) => r(() => anyReadyNow(spool, now)),

@@ -1,9 +1,9 @@
 // What a claim and an outcome transaction cost PostgreSQL, in statements, counted by
 // pg_stat_statements on a throwaway server: one claimBatches of four batches over two
 // destinations takes at most three statements besides BEGIN and COMMIT (the locks, the read after
-// them, the write), and one recordOutcomes of their four 2xx at most three (the facts, the
-// marks, the destinations' successes with the issues they resolve: no savepoint), however many
-// outcomes the set holds. Skipped, saying so, without PostgreSQL or
+// them, the write), and one recordEnds of their four 2xx at most three (the facts with now_eff,
+// the marks, the destinations' successes with the issues they resolve: no savepoint), however
+// many outcomes the set holds. Skipped, saying so, without PostgreSQL or
 // without its pg_stat_statements module.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, readdirSync } from "node:fs";
@@ -11,7 +11,7 @@ import { join } from "node:path";
 import { PG_BIN, PG_SKIP_MESSAGE, type PgServer, startPostgres } from "../../helpers/pg.ts";
 import { openPgStore } from "../../helpers/store-under-test-pg.ts";
 import type { StoreUnderTest } from "../../helpers/store-under-test.ts";
-import { endAll } from "../../helpers/attempts.ts";
+import { endAll, endAllAtNow } from "../../helpers/attempts.ts";
 import { T0 } from "../../helpers/spool.ts";
 import type { Claim } from "../../../src/store/queue.ts";
 
@@ -107,7 +107,8 @@ describe.skipIf(!PG_BIN || !STATEMENTS)("PostgreSQL's delivery path in statement
     expect({ total: total(claimStatements), claimStatements }).toMatchObject({ total: 3 });
 
     await sqlOf(s)`SELECT pg_stat_statements_reset()`;
-    const recorded = await endAll(
+    // As the dispatcher's outcome writer ends them: at now_eff, read with the facts (no statement of its own).
+    const recorded = await endAllAtNow(
       s,
       claimed.map((c, i) => ({
         batchId: ids[i],
