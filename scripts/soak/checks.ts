@@ -27,6 +27,8 @@ export interface StoreFacts {
   batches: BatchFact[];
   /** The load's ids of the events in dead batches. */
   deadIds: Set<string>;
+  /** The load's ids of every event stored, in any batch. */
+  storedIds: Set<string>;
   /** Attempts ended 'lease expired': leases taken over from a dispatcher that was gone. */
   leasesRecovered: number;
   held: HeldLease[];
@@ -43,12 +45,16 @@ export interface SoakStore {
   /** The attempts whose leases dispatcher `pid` holds: read once it is dead, what it died holding. */
   leasesOf(pid: number): Promise<number[]>;
   facts(heldAttempts: readonly number[]): Promise<StoreFacts>;
+  /** The oldest unfinished batches, each with its journal rows and attempts: what a stall looks like. */
+  stuckSample(): Promise<string[]>;
   close(): Promise<void>;
 }
 
 export interface Verdict {
   failures: string[];
   lost: number;
+  /** Acked events stored, in batches neither delivered nor dead at the end. */
+  undelivered: number;
   twoContents: number;
   orderBreaks: number;
   leasesHeld: number;
@@ -70,12 +76,31 @@ export function judge(acked: ReadonlySet<string>, got: readonly Delivery<Doc>[],
     }
   for (const id of f.deadIds)
     if (batchOf.has(id)) failures.push(`event ${id} is in a dead batch and was delivered in ${batchOf.get(id)}`);
+  // An acked event not stored at all is lost; one stored in a batch still unfinished is stuck.
   let lost = 0;
+  let undelivered = 0;
   for (const id of acked)
     if (!batchOf.has(id) && !f.deadIds.has(id)) {
-      lost++;
-      failures.push(`event ${id} was acked but never delivered nor dead`);
+      if (f.storedIds.has(id)) undelivered++;
+      else {
+        lost++;
+        failures.push(`event ${id} was acked but is not in the spool`);
+      }
     }
+  const unfinished = f.batches.filter((b) => !FINISHED.includes(b.state));
+  if (unfinished.length > 0) {
+    const states = new Map<string, number>();
+    for (const b of unfinished) states.set(b.state, (states.get(b.state) ?? 0) + 1);
+    const counts = [...states].map(([k, n]) => `${n} ${k}`).join(", ");
+    const oldest = unfinished
+      .slice(0, 5)
+      .map((b) => `${b.id} ${b.state}`)
+      .join(", ");
+    failures.push(
+      `${unfinished.length} batch(es) neither delivered nor dead (${counts}), holding ${undelivered} acked ` +
+        `event(s); the oldest: ${oldest}`,
+    );
+  }
   const hashes = new Map<number, Set<string>>();
   for (const { doc } of got) hashes.set(doc.batch_id, (hashes.get(doc.batch_id) ?? new Set()).add(doc.content_hash));
   let twoContents = 0;
@@ -92,7 +117,6 @@ export function judge(acked: ReadonlySet<string>, got: readonly Delivery<Doc>[],
     if (b.count > w.maxEvents) failures.push(`batch ${b.id} has ${b.count} events, over max_events ${w.maxEvents}`);
     if (b.bytes > w.maxBytes + MAX_EVENT_BYTES)
       failures.push(`batch ${b.id} has ${b.bytes} bytes, over max_bytes ${w.maxBytes} plus one event`);
-    if (!FINISHED.includes(b.state)) failures.push(`batch ${b.id} is stuck in ${b.state}`);
     if (b.state === "dead" && !b.last_error) failures.push(`batch ${b.id} is dead without a reason`);
   }
   failures.push(...f.integrity);
@@ -105,6 +129,7 @@ export function judge(acked: ReadonlySet<string>, got: readonly Delivery<Doc>[],
   return {
     failures,
     lost,
+    undelivered,
     twoContents,
     orderBreaks: breaks.length,
     leasesHeld: f.held.length,

@@ -74,6 +74,8 @@ function pgSoakStore(sql: SQL): SoakStore {
         bytes: Number(r.bytes),
         last_error: r.last_error === null ? null : String(r.last_error),
       }));
+      const stored = await sql`SELECT payload::json->>'id' AS id FROM events WHERE payload IS NOT NULL`;
+      const storedIds = new Set<string>(stored.map((r: { id: string }) => r.id));
       const [{ n }] = await sql`SELECT COUNT(*)::int AS n FROM attempts WHERE error = 'lease expired'`;
       const ended = await sql`SELECT id::float8 AS id, finished_at, error FROM attempts
           WHERE id = ANY(${[...heldAttempts]}::bigint[])`;
@@ -92,7 +94,31 @@ function pgSoakStore(sql: SQL): SoakStore {
       const integrity = off.map(
         (r: { id: number; count: number; rows: number }) => `batch ${r.id} counts ${r.count} events, has ${r.rows}`,
       );
-      return { batches, deadIds, leasesRecovered: Number(n), held, integrity };
+      return { batches, deadIds, storedIds, leasesRecovered: Number(n), held, integrity };
+    },
+    async stuckSample() {
+      const [now] = await sql`SELECT EXTRACT(EPOCH FROM clock_timestamp())::float8 AS now,
+          (SELECT value FROM meta WHERE key = 'last_tick_at') AS last_tick_at,
+          (SELECT value FROM meta WHERE key = 'maintenance_holder') AS maintenance_holder`;
+      const out = [`database ${JSON.stringify(now)}`];
+      for (const d of await sql`SELECT * FROM destinations ORDER BY name`) out.push(`destination ${JSON.stringify(d)}`);
+      // The latest beats: the live dispatchers (the killed ones' rows stay, stale).
+      const beats =
+        await sql`SELECT id, heartbeat_at, last_tick_at FROM dispatchers ORDER BY heartbeat_at DESC LIMIT 3`;
+      for (const d of beats) out.push(`dispatcher ${JSON.stringify(d)}`);
+      const batches = await sql`SELECT id::float8 AS id, route, key, state, attempts, first_at, sealed_at,
+          next_attempt_at, lease_owner, lease_until, last_error FROM batches
+          WHERE state NOT IN ('delivered', 'dead', 'dropped') ORDER BY id LIMIT 3`;
+      for (const b of batches) {
+        out.push(`batch ${JSON.stringify(b)}`);
+        for (const j of await sql`SELECT id::float8 AS id, kind, at, attempt_id::float8 AS attempt_id, detail
+            FROM journal WHERE batch_id = ${b.id}::bigint ORDER BY id DESC LIMIT 6`)
+          out.push(`  journal ${JSON.stringify(j)}`);
+        for (const a of await sql`SELECT id::float8 AS id, n, outcome, status, error, started_at, finished_at
+            FROM attempts WHERE batch_id = ${b.id}::bigint ORDER BY id DESC LIMIT 4`)
+          out.push(`  attempt ${JSON.stringify(a)}`);
+      }
+      return out;
     },
     async close() {
       // the connection is closed with the server (stop)

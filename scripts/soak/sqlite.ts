@@ -37,7 +37,7 @@ export function openSqliteSoakStore(home: string): SoakStore {
             .all() as { payload: string }[]
         ).map((r) => (JSON.parse(r.payload) as { id: string }).id),
       );
-      const batches = db.query("SELECT id, source, state, count, bytes, last_error FROM batches").all() as {
+      const batches = db.query("SELECT id, source, state, count, bytes, last_error FROM batches ORDER BY id").all() as {
         id: number;
         source: string;
         state: string;
@@ -55,8 +55,48 @@ export function openSqliteSoakStore(home: string): SoakStore {
         } | null;
         return { attempt: id, finished: a?.finished_at != null, error: a?.error ?? null };
       });
+      const storedIds = new Set(
+        (
+          db.query("SELECT json_extract(payload, '$.id') AS id FROM events WHERE payload IS NOT NULL").all() as {
+            id: string;
+          }[]
+        ).map((r) => r.id),
+      );
       const qc = (db.query("PRAGMA quick_check").get() as { quick_check: string }).quick_check;
-      return { batches, deadIds, leasesRecovered, held, integrity: qc === "ok" ? [] : [`quick_check: ${qc}`] };
+      return {
+        batches,
+        deadIds,
+        storedIds,
+        leasesRecovered,
+        held,
+        integrity: qc === "ok" ? [] : [`quick_check: ${qc}`],
+      };
+    },
+    async stuckSample() {
+      const out = (db.query("SELECT * FROM destinations ORDER BY name").all() as Record<string, unknown>[]).map(
+        (d) => `destination ${JSON.stringify(d)}`,
+      );
+      const batches = db
+        .query(
+          "SELECT id, route, key, state, attempts, first_at, sealed_at, next_attempt_at, lease_owner, lease_until, " +
+            "last_error FROM batches WHERE state NOT IN ('delivered', 'dead', 'dropped') ORDER BY id LIMIT 3",
+        )
+        .all() as Record<string, unknown>[];
+      for (const b of batches) {
+        out.push(`batch ${JSON.stringify(b)}`);
+        for (const j of db
+          .query("SELECT id, kind, at, attempt_id, detail FROM journal WHERE batch_id = ? ORDER BY id DESC LIMIT 6")
+          .all(b.id as number))
+          out.push(`  journal ${JSON.stringify(j)}`);
+        for (const a of db
+          .query(
+            "SELECT id, n, outcome, status, error, started_at, finished_at FROM attempts WHERE batch_id = ? " +
+              "ORDER BY id DESC LIMIT 4",
+          )
+          .all(b.id as number))
+          out.push(`  attempt ${JSON.stringify(a)}`);
+      }
+      return out;
     },
     async close() {
       db.close();
