@@ -3,7 +3,7 @@
 // and restarted, a flapping receiver and config reloads; the script reads the database at the end
 // and asserts the promises. The long run is `make soak DURATION=600 BACKEND=postgres`.
 import { expect, test } from "bun:test";
-import { join } from "node:path";
+import { runSoak } from "../helpers/soak.ts";
 import { PG_BIN, PG_SKIP_MESSAGE } from "../helpers/pg.ts";
 
 const SOAK_S = Number(process.env.HOOKSPOOL_PG_SOAK_S ?? 30);
@@ -30,35 +30,17 @@ test.skipIf(!PG_BIN)(
   `PostgreSQL soak for ${SOAK_S} s, 2 intakes and 2 dispatchers: nothing lost, one content_hash per batch, ` +
     "order per key, bounds kept, nothing stuck, leases taken over",
   async () => {
-    const p = Bun.spawn(
-      [
-        process.execPath,
-        join(import.meta.dir, "..", "..", "scripts", "soak.ts"),
-        "--backend",
-        "postgres",
-        "--intakes",
-        "2",
-        "--dispatchers",
-        "2",
-        "--duration",
-        String(SOAK_S),
-      ],
-      { stdout: "pipe", stderr: "pipe" },
-    );
-    const [out, err, code] = await Promise.all([
-      new Response(p.stdout).text(),
-      new Response(p.stderr).text(),
-      p.exited,
+    const { summary, code } = await runSoak<Summary>([
+      "--backend",
+      "postgres",
+      "--intakes",
+      "2",
+      "--dispatchers",
+      "2",
+      "--duration",
+      String(SOAK_S),
     ]);
-    const line = out.trim().split("\n").pop() ?? "";
-    let summary: Summary | null = null;
-    try {
-      summary = JSON.parse(line);
-    } catch {
-      throw new Error(`the soak printed no summary (exit ${code}): ${err.slice(-800)}`);
-    }
-    console.log(line);
-    const s = summary?.soak;
+    const s = summary.soak;
     expect(s?.failures).toEqual([]);
     expect(s?.ok).toBe(true);
     expect(code).toBe(0);

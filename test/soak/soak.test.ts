@@ -2,24 +2,14 @@
 // each, a flapping receiver and config reloads; the script asserts the promises and prints CPU
 // seconds and peak RSS. The hour-long run is `make soak DURATION=3600`.
 import { expect, test } from "bun:test";
-import { join } from "node:path";
+import { runSoak } from "../helpers/soak.ts";
 
 const SOAK_S = Number(process.env.HOOKSPOOL_SOAK_S ?? 60);
 
 test(
   `soak for ${SOAK_S} s: nothing lost, one content_hash per batch, bounds kept, nothing stuck`,
   async () => {
-    const p = Bun.spawn(
-      [process.execPath, join(import.meta.dir, "..", "..", "scripts", "soak.ts"), "--duration", String(SOAK_S)],
-      { stdout: "pipe", stderr: "pipe" },
-    );
-    const [out, err, code] = await Promise.all([
-      new Response(p.stdout).text(),
-      new Response(p.stderr).text(),
-      p.exited,
-    ]);
-    const line = out.trim().split("\n").pop() ?? "";
-    let summary: {
+    const { summary, code } = await runSoak<{
       soak: {
         ok: boolean;
         failures: string[];
@@ -28,22 +18,16 @@ test(
         backlog_high_water: number;
         drain_s_after_senders_stopped: number | null;
       };
-    } | null = null;
-    try {
-      summary = JSON.parse(line);
-    } catch {
-      throw new Error(`the soak printed no summary (exit ${code}): ${err.slice(-800)}`);
-    }
-    console.log(line);
-    expect(summary?.soak.failures).toEqual([]);
-    expect(summary?.soak.ok).toBe(true);
+    }>(["--duration", String(SOAK_S)]);
+    expect(summary.soak.failures).toEqual([]);
+    expect(summary.soak.ok).toBe(true);
     expect(code).toBe(0);
-    expect(summary?.soak.acked).toBeGreaterThan(100);
+    expect(summary.soak.acked).toBeGreaterThan(100);
     // The report says how large the backlog grew and how long it took to drain once sending stopped.
-    expect(summary?.soak.backlog_high_water).toBeGreaterThanOrEqual(0);
-    expect(typeof summary?.soak.drain_s_after_senders_stopped).toBe("number");
+    expect(summary.soak.backlog_high_water).toBeGreaterThanOrEqual(0);
+    expect(typeof summary.soak.drain_s_after_senders_stopped).toBe("number");
     if (SOAK_S >= 30)
-      expect((summary?.soak.kills.intake ?? 0) + (summary?.soak.kills.dispatch ?? 0)).toBeGreaterThanOrEqual(3);
+      expect((summary.soak.kills.intake ?? 0) + (summary.soak.kills.dispatch ?? 0)).toBeGreaterThanOrEqual(3);
   },
   (SOAK_S + 120) * 1000,
 );
