@@ -3,7 +3,7 @@
 // rows: its SQL stays in this file and pg.ts.
 import { Database } from "bun:sqlite";
 import { join } from "node:path";
-import type { HeldLease, SoakStore, StoreFacts } from "./checks.ts";
+import type { BatchFact, HeldLease, SoakStore, StoreFacts } from "./checks.ts";
 
 export function openSqliteSoakStore(home: string): SoakStore {
   const db = new Database(join(home, "spool.db"), { readonly: true });
@@ -37,14 +37,9 @@ export function openSqliteSoakStore(home: string): SoakStore {
             .all() as { payload: string }[]
         ).map((r) => (JSON.parse(r.payload) as { id: string }).id),
       );
-      const batches = db.query("SELECT id, source, state, count, bytes, last_error FROM batches ORDER BY id").all() as {
-        id: number;
-        source: string;
-        state: string;
-        count: number;
-        bytes: number;
-        last_error: string | null;
-      }[];
+      const batches = db
+        .query("SELECT id, source, state, count, bytes, last_error FROM batches ORDER BY id")
+        .all() as BatchFact[];
       const { n: leasesRecovered } = db
         .query("SELECT COUNT(*) AS n FROM attempts WHERE error = 'lease expired'")
         .get() as { n: number };

@@ -39,6 +39,25 @@ const sqlOf = (s: StoreUnderTest) => (s.pg as NonNullable<StoreUnderTest["pg"]>)
 
 const total = (rows: readonly { calls: number }[]) => rows.reduce((n, r) => n + r.calls, 0);
 
+/** A sealed batch's row of one event, first at `at`. */
+const sealed = (destination: string, key: string, at: number) => ({
+  route: "r",
+  source: "s",
+  destination,
+  key,
+  state: "sealed",
+  first_at: at,
+  last_at: at,
+  quiet_s: 0,
+  max_s: 0,
+  max_events: 10,
+  max_bytes: 1000,
+  count: 1,
+  bytes: 10,
+  sealed_at: at,
+  content_hash: "sha256:x",
+});
+
 describe.skipIf(!PG_BIN || !STATEMENTS)("PostgreSQL's delivery path in statements", () => {
   let server: PgServer;
   let s: StoreUnderTest;
@@ -55,23 +74,9 @@ describe.skipIf(!PG_BIN || !STATEMENTS)("PostgreSQL's delivery path in statement
   });
 
   test("a claim of four batches over two destinations is three statements; their four 2xx three", async () => {
-    const batches = ["http:a", "http:b", "http:a", "http:b"].map((destination, i) => ({
-      route: "r",
-      source: "s",
-      destination,
-      key: `k${i}`,
-      state: "sealed",
-      first_at: T0 + i,
-      last_at: T0 + i,
-      quiet_s: 0,
-      max_s: 0,
-      max_events: 10,
-      max_bytes: 1000,
-      count: 1,
-      bytes: 10,
-      sealed_at: T0 + i,
-      content_hash: "sha256:x",
-    }));
+    const batches = ["http:a", "http:b", "http:a", "http:b"].map((destination, i) =>
+      sealed(destination, `k${i}`, T0 + i),
+    );
     const ids = await s.insert("batches", batches);
     // An open transient issue on each destination, which the successes resolve.
     for (const d of ["http:a", "http:b"])
@@ -135,23 +140,7 @@ describe.skipIf(!PG_BIN || !STATEMENTS)("PostgreSQL's delivery path in statement
 
   /** `n` sealed batches of http:c on fresh keys, claimed now: their ids and claims. */
   async function leased(prefix: string, n: number, now: number) {
-    const rows = Array.from({ length: n }, (_, i) => ({
-      route: "r",
-      source: "s",
-      destination: "http:c",
-      key: `${prefix}${i}`,
-      state: "sealed",
-      first_at: now + i,
-      last_at: now + i,
-      quiet_s: 0,
-      max_s: 0,
-      max_events: 10,
-      max_bytes: 1000,
-      count: 1,
-      bytes: 10,
-      sealed_at: now + i,
-      content_hash: "sha256:x",
-    }));
+    const rows = Array.from({ length: n }, (_, i) => sealed("http:c", `${prefix}${i}`, now + i));
     const ids = await s.insert("batches", rows);
     const claims = await s.dispatch.claimBatches(
       ids.map((batchId, i) => ({
