@@ -5,6 +5,15 @@ import { parseRate, type Rate } from "../pacing.ts";
 
 export type { DestinationType } from "./schema.ts";
 
+/** What may follow pull: (the path /pull/<name>/ of the intake's pull API). */
+export const PULL_NAME = /^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$/;
+
+/** The pull destination /pull/<name>/ serves, or null when `name` is none. */
+export function pullDestination(config: Config, name: string): string | null {
+  const full = `pull:${name}`;
+  return destinationType(config, full) === "pull" ? full : null;
+}
+
 /** quarantine is reserved: it never delivers. */
 export const QUARANTINE = "quarantine";
 
@@ -14,6 +23,8 @@ export function destinationType(config: Config, name: string): DestinationType |
   const table = config.destinations[name];
   if (name.startsWith("hermes:")) return name.length > "hermes:".length ? "hermes" : null;
   if (name.startsWith("script:")) return table && (table.argv || table.processor) ? "script" : null;
+  // A pull destination is never pushed: its consumers lease its batches through the intake's pull API.
+  if (name.startsWith("pull:")) return PULL_NAME.test(name.slice("pull:".length)) && table?.token ? "pull" : null;
   if (!table) return null;
   if (table.module) return "module";
   if (table.type === "http" || (table.type === undefined && table.url !== undefined)) return "http";
@@ -26,6 +37,10 @@ export function destinationProblem(config: Config, name: string): string | null 
   if (destinationType(config, name) !== null) return null;
   if (name.startsWith("script:")) return `no [destinations."${name}"] table with argv`;
   if (name.startsWith("hermes:")) return "a hermes destination needs a route name after hermes:";
+  if (name.startsWith("pull:"))
+    return PULL_NAME.test(name.slice("pull:".length))
+      ? `no [destinations."${name}"] table with token (its consumers' bearer token)`
+      : "a pull destination's name after pull: is 1-64 letters, digits, _ . - (it is the URL path /pull/<name>/)";
   return `no [destinations."${name}"] table (an http destination needs type = "http" and url)`;
 }
 

@@ -159,7 +159,8 @@ export function parseFields(table: Table, fields: Fields, path: string, p: Probl
       continue;
     }
     if (field.type.kind === "section") {
-      out[name] = parseFields({}, field.type.fields, path ? `${path}.${name}` : name, p);
+      // An optional section left out stays unset (a source's pull table): its keys say what it is.
+      if (!field.optional) out[name] = parseFields({}, field.type.fields, path ? `${path}.${name}` : name, p);
     } else if (field.type.kind === "map") {
       out[name] = {};
     } else if (field.type.kind === "array") {

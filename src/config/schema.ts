@@ -28,6 +28,8 @@ export interface Field {
   /** The environment variable that overrides it. */
   env?: string;
   required?: boolean;
+  /** A section that stays unset when the file leaves it out (its defaults apply only once it is there). */
+  optional?: boolean;
 }
 
 export type Fields = Record<string, Field>;
@@ -53,6 +55,20 @@ const WINDOW_OVERRIDES: Fields = {
 export const SPAN_FIELDS: Fields = {
   quiet_s: { ...num("quiet window of the preset"), required: true },
   max_s: { ...num("maximum wait of the preset"), required: true },
+};
+
+/** A pull source: where it leases from, and as whom. */
+export const PULL_SOURCE_FIELDS: Fields = {
+  url: {
+    ...str("the public hookspool's base URL (https unless allow_insecure; /pull/<destination>/ is added)"),
+    required: true,
+  },
+  destination: { ...str("the upstream pull destination's name, without pull:"), required: true },
+  token: { type: { kind: "secret" }, doc: "the bearer token of that pull destination", required: true },
+  consumer: str("the name this consumer leases as (status upstream shows it; default: this host's name)"),
+  wait_s: num("how long one lease request waits upstream for a batch", 30, 1),
+  max: int("batches leased per request at most", 20, 1),
+  allow_insecure: bool("allow an http:// url (a loopback test, or a tunnel that is itself encrypted)", false),
 };
 
 export const SOURCE_FIELDS: Fields = {
@@ -91,6 +107,11 @@ export const SOURCE_FIELDS: Fields = {
     type: { kind: "string", choices: ["webhook", "poll"] },
     doc: "webhook (default) or poll (bobbin expansion only)",
   },
+  pull: {
+    type: { kind: "section", fields: PULL_SOURCE_FIELDS },
+    optional: true,
+    doc: "take this source's events from another hookspool's pull destination instead of webhooks",
+  },
   every_s: num("poll interval (poll sources only)"),
   jitter_s: num("poll jitter (poll sources only)"),
 };
@@ -112,7 +133,7 @@ export const ROUTE_FIELDS: Fields = {
 };
 
 /** A destination's types, as a name or table resolves them. */
-export type DestinationType = "hermes" | "script" | "http" | "module";
+export type DestinationType = "hermes" | "script" | "http" | "module" | "pull";
 
 const HERMES_FIELDS: Fields = {
   base_url: str("gateway URL", "http://127.0.0.1:8644"),
@@ -148,6 +169,8 @@ const TYPE_DEFAULTS: Record<
   http: { timeout_s: 30, max_inflight: 4, max_body_bytes: 1048576 },
   script: { timeout_s: 300, max_inflight: 1, max_body_bytes: Number.POSITIVE_INFINITY },
   module: { timeout_s: 30, max_inflight: 1, max_body_bytes: Number.POSITIVE_INFINITY },
+  // A pull destination's timeout_s is how long a consumer holds a lease before acking it.
+  pull: { timeout_s: 60, max_inflight: 1, max_body_bytes: Number.POSITIVE_INFINITY },
 };
 const HERMES_INFLIGHT = 2;
 
@@ -163,12 +186,13 @@ export function destinationDefaults(
 
 const perType = (key: "timeout_s" | "max_inflight" | "max_body_bytes", hermes: string) =>
   `default: hermes ${hermes}; http ${TYPE_DEFAULTS.http[key]}; ` +
-  `script ${Number.isFinite(TYPE_DEFAULTS.script[key]) ? TYPE_DEFAULTS.script[key] : "unbounded"}`;
+  `script ${Number.isFinite(TYPE_DEFAULTS.script[key]) ? TYPE_DEFAULTS.script[key] : "unbounded"}` +
+  (key === "timeout_s" ? `; pull ${TYPE_DEFAULTS.pull.timeout_s}, a consumer's lease` : "");
 
 export const DESTINATION_FIELDS: Fields = {
   type: {
-    type: { kind: "string", choices: ["http", "hermes", "script"] },
-    doc: "http, hermes or script (inferred from a hermes:/script: name)",
+    type: { kind: "string", choices: ["http", "hermes", "script", "pull"] },
+    doc: "http, hermes, script or pull (inferred from a hermes:/script:/pull: name)",
   },
   module: str("a module implementing a custom destination type (pkg:ClassName)"),
   url: str("http: the receiver's URL (https unless allow_insecure)"),
@@ -235,6 +259,11 @@ export const DESTINATION_FIELDS: Fields = {
     'the same per (route, key): at most N of one key\'s batches delivered in the window ("3/h"); ' +
       "its later events keep coalescing meanwhile (default: none)",
   ),
+  token: {
+    type: { kind: "secrets" },
+    doc: "pull: the bearer token its consumers send (a list during a rotation; required for pull)",
+  },
+  api_rate: str('pull: requests its pull API takes at most, as N/<window> (default "600/min")'),
 };
 
 export const BOBBIN_INSTANCE_FIELDS: Fields = {

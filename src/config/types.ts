@@ -31,10 +31,22 @@ export interface SourceConfig extends PartialWindow {
   event_header?: string;
   sender_retries?: boolean;
   kind?: "webhook" | "poll";
+  /** A pull source: its events come from another hookspool's pull destination. */
+  pull?: PullSourceConfig;
   every_s?: number;
   jitter_s?: number;
   /** The implicit route's expose: set only by a bobbin instance's expansion, never by the file. */
   expose?: string[];
+}
+
+export interface PullSourceConfig {
+  url: string;
+  destination: string;
+  token: SecretRef;
+  consumer?: string;
+  wait_s: number;
+  max: number;
+  allow_insecure: boolean;
 }
 
 export interface RouteConfig extends PartialWindow {
@@ -50,7 +62,7 @@ export interface RouteConfig extends PartialWindow {
 }
 
 export interface DestinationConfig {
-  type?: "http" | "hermes" | "script";
+  type?: "http" | "hermes" | "script" | "pull";
   module?: string;
   url?: string;
   secret?: SecretRef;
@@ -77,6 +89,9 @@ export interface DestinationConfig {
   on_timeout?: "retry" | "delivered";
   budget?: string;
   key_budget?: string;
+  /** pull: its consumers' bearer token (several during a rotation). */
+  token?: SecretRef | SecretRef[];
+  api_rate?: string;
 }
 
 export interface BobbinInstanceConfig extends PartialWindow {

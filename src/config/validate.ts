@@ -1,11 +1,11 @@
 // Load-time consistency rules: what would make a config unusable is an error, the rest warnings
 // (hookspool check escalates every warning).
-import { destinationProblem, QUARANTINE } from "./destinations.ts";
+import { destinationProblem, PULL_NAME, QUARANTINE } from "./destinations.ts";
 import { exposeProblems } from "./expose.ts";
 import { parseRate } from "../pacing.ts";
 import type { Problems } from "./parse.ts";
 import { quoteKey } from "./parse.ts";
-import type { Config } from "./types.ts";
+import type { Config, DestinationConfig } from "./types.ts";
 
 const ENV_NAME = /^[A-Z][A-Z0-9_]*$/;
 
@@ -120,7 +120,13 @@ function validateDestinations(config: Config, p: Problems): void {
       p.error(key, "quarantine is a reserved destination name");
       continue;
     }
-    const implied = name.startsWith("hermes:") ? "hermes" : name.startsWith("script:") ? "script" : undefined;
+    const implied = name.startsWith("hermes:")
+      ? "hermes"
+      : name.startsWith("script:")
+        ? "script"
+        : name.startsWith("pull:")
+          ? "pull"
+          : undefined;
     if (implied && d.type && d.type !== implied)
       p.error(`${key}.type`, `a ${implied}: destination cannot have type = "${d.type}"`);
     const type = implied ?? d.type ?? (d.url !== undefined ? "http" : undefined);
@@ -128,8 +134,9 @@ function validateDestinations(config: Config, p: Problems): void {
       p.error(
         key,
         "cannot tell the destination's type",
-        'name it hermes:<route> or script:<name>, or set type = "http" and url',
+        'name it hermes:<route>, script:<name> or pull:<name>, or set type = "http" and url',
       );
+    if (type === "pull") pullDestinationRules(name, d, key, p);
     if (type === "script") {
       if (d.argv && d.processor) p.error(key, "set argv or processor, not both");
       if (!d.argv && !d.processor) p.error(`${key}.argv`, "a script destination needs argv");
@@ -163,6 +170,7 @@ function validateDestinations(config: Config, p: Problems): void {
         p.error(`${key}.${k}`, (e as Error).message);
       }
     }
+    if (d.api_rate !== undefined && type !== "pull") p.warn(`${key}.api_rate`, "applies only to a pull destination");
     if (d.rate !== undefined) {
       try {
         parseRate(d.rate);
@@ -177,4 +185,25 @@ function validateDestinations(config: Config, p: Problems): void {
         p.error(`${key}.url`, "http:// needs allow_insecure = true", "use https://");
     }
   }
+}
+
+/** A pull destination: a name its API path can carry, a token, a rate its API can apply; nothing a push uses. */
+function pullDestinationRules(name: string, d: DestinationConfig, key: string, p: Problems): void {
+  if (!PULL_NAME.test(name.slice("pull:".length)))
+    p.error(
+      key,
+      "a pull destination's name after pull: is 1-64 letters, digits, _ . -",
+      "it is the path /pull/<name>/",
+    );
+  if (d.token === undefined) p.error(`${key}.token`, "a pull destination needs token (its consumers' bearer token)");
+  if (d.api_rate !== undefined) {
+    try {
+      parseRate(d.api_rate);
+    } catch (e) {
+      p.error(`${key}.api_rate`, (e as Error).message);
+    }
+  }
+  for (const k of ["url", "argv", "processor", "unwrap", "outcome", "rate"] as const)
+    if (d[k] !== undefined && d[k] !== false)
+      p.warn(`${key}.${k}`, "a pull destination is never pushed: this does nothing");
 }

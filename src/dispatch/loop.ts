@@ -5,6 +5,7 @@ import { hostname } from "node:os";
 import { dirname } from "node:path";
 import type { Clock, Rng } from "../clock.ts";
 import type { Env, LoadOptions } from "../config/load.ts";
+import { destinationType } from "../config/destinations.ts";
 import { type IntakeSource, loadEverySource } from "../config/sources.ts";
 import { ConfigWatcher } from "../config/watch.ts";
 import type { Config, LoadedConfig } from "../config/types.ts";
@@ -366,6 +367,8 @@ export class Dispatcher implements Service {
     }
     const lanes: Lane[] = [];
     for (const [name, due] of byDestination) {
+      // A pull destination's consumers lease its batches through the intake's pull API.
+      if (destinationType(this.config, name) === "pull") continue;
       const dest = this.destination(name);
       const pace = dest?.pace() ?? null;
       const maxInflight = dest?.maxInflight ?? 1;

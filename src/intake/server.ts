@@ -10,13 +10,15 @@ import { HookspoolError } from "../errors.ts";
 import type { Logger } from "../log.ts";
 import { Faults } from "../obs/faults.ts";
 import { renderStoreMetrics } from "../obs/metrics.ts";
-import type { IntakeStore } from "../store/api.ts";
+import type { IntakeStore, PullStore } from "../store/api.ts";
 import { openStores, type Stores } from "../store/open.ts";
 import { Backpressure } from "./backpressure.ts";
 import { Health } from "./health.ts";
 import { IntakeMetrics } from "./metrics.ts";
 import { handleOutcome, outcomePath } from "./outcomes.ts";
 import { handleHook } from "./pipeline.ts";
+import { PullApi } from "./pull.ts";
+import { pullPath } from "./pull-wire.ts";
 import type { Reply } from "./replies.ts";
 import { parseListen } from "../config/listen.ts";
 import { Periodic, type Service, startAll, stopAll } from "../service.ts";
@@ -178,6 +180,19 @@ export class Intake implements Service {
       faults,
       wake: this.opts.wake,
     };
+    let pullStore: Promise<PullStore> | null = null;
+    const opened = stores;
+    const pullApi = new PullApi({
+      store: () => {
+        pullStore ??= opened.pull();
+        return pullStore;
+      },
+      config: () => this.config,
+      clock,
+      rng: systemRng,
+      log,
+      env: this.opts.env,
+    });
     const common = {
       // Bun's own cap would answer 413 itself, unlogged and uncounted, and could not follow a
       // reload that raises max_body_bytes. The pipeline refuses an oversized body from its
@@ -226,6 +241,20 @@ export class Intake implements Service {
               readBody: (cap) => readCapped(req, cap),
             },
           );
+          return toResponse(answer);
+        }
+        // A pull destination's consumers lease and ack its batches.
+        const pull = pullPath(url.path);
+        if (pull === "malformed") return new Response("", { status: 404 });
+        if (pull !== null) {
+          const answer = await pullApi.handle({
+            ...pull,
+            method: req.method,
+            headers: req.headers,
+            search: new URLSearchParams(url.search),
+            signal: req.signal,
+            readBody: (cap) => readCapped(req, cap),
+          });
           return toResponse(answer);
         }
         let instance: string | null = null;

@@ -22,6 +22,7 @@ import type { OutcomeEnd, OutcomeInput, Recorded } from "./outcome-plan.ts";
 import type { PollPlan, PollStep } from "./polls.ts";
 import type { Candidate, Claim, ClaimInput } from "./queue.ts";
 import type { JournalFilter } from "./journal.ts";
+import type { PullConsumer } from "./pull.ts";
 import type { ActionRow } from "./actions.ts";
 import type { Buckets, Series } from "./charts.ts";
 import type { JournalRow } from "./journal.ts";
@@ -202,6 +203,24 @@ export interface DispatchStore extends IssueSink, OutcomeStore {
   leads(now: number, fresh?: boolean): Promise<boolean>;
   /** A clean stop: give up what the backend holds for this dispatcher (the maintenance lock, its heartbeat row). */
   release(host: string, pid: number): Promise<void>;
+}
+
+/**
+ * What a pull destination's API reads and writes (the intake serves it): one destination's
+ * heads, leased through the dispatcher's own claim and ended through its outcome transaction,
+ * so leases, fencing, attempts, backoff and dead letters are the same as for a pushed batch;
+ * and who leased last.
+ */
+export interface PullStore
+  extends Pick<
+    DispatchStore,
+    "backend" | "instanceId" | "effectiveNow" | "claimBatches" | "deliveryOf" | "recordEnds" | "getBatch"
+  > {
+  /** One destination's deliverable heads at `now` (heads of their keys only), oldest first, at most `limit`. */
+  headsOf(destination: string, now: number, limit: number): Promise<Candidate[]>;
+  /** `consumer` leased from `destination` at `now` (status shows who and when). */
+  noteConsumer(destination: string, consumer: string, now: number): Promise<void>;
+  pullConsumers(): Promise<PullConsumer[]>;
 }
 
 /**

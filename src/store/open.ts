@@ -13,17 +13,23 @@ import type { Clock } from "../clock.ts";
 import { pgUrl } from "../config/backend.ts";
 import type { Env } from "../config/load.ts";
 import type { Config } from "../config/types.ts";
-import type { Backend, DashboardStore, DispatchStore, IntakeStore, OperatorStore } from "./api.ts";
+import type { Backend, DashboardStore, DispatchStore, IntakeStore, OperatorStore, PullStore } from "./api.ts";
 import { PgSpool } from "./pg/db.ts";
 import { migratePg, requirePgSchema } from "./pg/migrate.ts";
-import { pgDashboardStore, pgDispatchStore, pgIntakeStore, pgOperatorStore } from "./pg/store.ts";
+import { pgDashboardStore, pgDispatchStore, pgIntakeStore, pgOperatorStore, pgPullStore } from "./pg/store.ts";
 import { openSpool, openVerified, requireCurrentSchema, type SqliteSpool, waitOffLoop } from "./sqlite/db.ts";
 import { acquireLock, type FileLock } from "../lock.ts";
 import type { MaintenanceStore, StatusStore } from "./api.ts";
 import { pgMaintenanceStore, pgStatusStore } from "./pg/store.ts";
 import { sqliteMaintenanceStore, sqliteStatusStore } from "./sqlite/store.ts";
 import { migrate } from "./sqlite/migrate.ts";
-import { sqliteDashboardStore, sqliteDispatchStore, sqliteIntakeStore, sqliteOperatorStore } from "./sqlite/store.ts";
+import {
+  sqliteDashboardStore,
+  sqliteDispatchStore,
+  sqliteIntakeStore,
+  sqliteOperatorStore,
+  sqlitePullStore,
+} from "./sqlite/store.ts";
 
 /** Who opens the store: only "dispatch" migrates (and, on SQLite, holds dispatch.lock). */
 export type OpenMode = "dispatch" | "intake" | "operator";
@@ -51,6 +57,8 @@ export interface Stores {
   status(): StatusStore;
   /** The dashboard's reads and actions (its close is the process's: close()). */
   dashboard(): DashboardStore;
+  /** What the intake's pull API leases and acks through. */
+  pull(): Promise<PullStore>;
   /** Close the database (and, on SQLite, let dispatch.lock go). */
   close(): Promise<void>;
 }
@@ -106,6 +114,7 @@ export function pgStores(pg: PgSpool): Stores {
     maintenance: () => pgMaintenanceStore(pg),
     status: () => pgStatusStore(pg),
     dashboard: () => pgDashboardStore(pg),
+    pull: () => pgPullStore(pg),
     close: () => pg.close(),
   };
 }
@@ -132,6 +141,7 @@ export function sqliteStores(spool: SqliteSpool, close: () => void = () => spool
     maintenance: () => sqliteMaintenanceStore(spool),
     status: () => sqliteStatusStore(spool),
     dashboard: () => sqliteDashboardStore(spool),
+    pull: async () => sqlitePullStore(spool),
     close: async () => close(),
   };
 }

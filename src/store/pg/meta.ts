@@ -5,6 +5,7 @@
 // database's clock; and now_eff, the clock guard: max(the database's clock, the latest tick any
 // dispatcher recorded), so a host whose clock steps back never moves the spool's time back.
 import type { Tx, PgSpool } from "./db.ts";
+import { CONSUMER_PREFIX, consumerKey, consumersOf, type PullConsumer } from "../pull.ts";
 
 /** What a stored value must look like to be read as a number. */
 const NUMERIC = "'^[-+]?[0-9]+([.][0-9]*)?([eE][-+]?[0-9]+)?$'";
@@ -133,4 +134,22 @@ export async function lastRetentionPg(spool: PgSpool): Promise<number | null> {
 export async function noteRetentionPassPg(spool: PgSpool, now: number): Promise<void> {
   await spool.sql`INSERT INTO meta (key, value) VALUES ('last_retention_at', ${String(now)}) ON CONFLICT (key)
     DO UPDATE SET value = excluded.value`;
+}
+
+/** A consumer leased from a pull destination at `now`. */
+export async function noteConsumerPg(
+  spool: PgSpool,
+  destination: string,
+  consumer: string,
+  now: number,
+): Promise<void> {
+  await spool.sql`INSERT INTO meta (key, value) VALUES (${consumerKey(destination, consumer)}, ${String(now)})
+    ON CONFLICT (key) DO UPDATE SET value = excluded.value`;
+}
+
+/** Every pull destination's consumers, by destination then name. */
+export async function pullConsumersPg(spool: PgSpool): Promise<PullConsumer[]> {
+  const rows = (await spool.sql`SELECT key, value FROM meta WHERE key LIKE ${CONSUMER_PREFIX} || '%'
+`) as { key: string; value: string | null }[];
+  return consumersOf(rows);
 }

@@ -116,20 +116,29 @@ export const ALL_CANDIDATES = `${READY_CTE} SELECT c.* FROM d CROSS JOIN LATERAL
 export async function candidatesPg(spool: PgSpool, now: number, perDestination = 1000): Promise<Candidate[]> {
   const limit = Math.max(0, Math.floor(Math.min(perDestination, 1_000_000)));
   const rows = (await spool.sql.unsafe(ALL_CANDIDATES, [now, limit])) as Record<string, unknown>[];
-  return rows
-    .map((r) => ({
-      id: num(r.id),
-      route: String(r.route),
-      source: String(r.source),
-      destination: String(r.destination),
-      key: String(r.key),
-      state: r.state as Candidate["state"],
-      first_at: Number(r.first_at),
-      attempts: Number(r.attempts),
-      count: Number(r.count),
-      bytes: num(r.bytes),
-    }))
-    .sort((a, b) => a.first_at - b.first_at || a.id - b.id);
+  return rows.map(candidateOf).sort((a, b) => a.first_at - b.first_at || a.id - b.id);
+}
+
+const candidateOf = (r: Record<string, unknown>): Candidate => ({
+  id: num(r.id),
+  route: String(r.route),
+  source: String(r.source),
+  destination: String(r.destination),
+  key: String(r.key),
+  state: r.state as Candidate["state"],
+  first_at: Number(r.first_at),
+  attempts: Number(r.attempts),
+  count: Number(r.count),
+  bytes: num(r.bytes),
+});
+
+/** One destination's deliverable heads at `now`, oldest first, at most `limit` (a pull destination's lease). */
+export async function headsOfPg(spool: PgSpool, destination: string, now: number, limit: number): Promise<Candidate[]> {
+  const rows = (await spool.sql.unsafe(CANDIDATES, [destination, now, Math.max(0, Math.floor(limit))])) as Record<
+    string,
+    unknown
+  >[];
+  return rows.map(candidateOf);
 }
 
 /** Unwrap, on a retry: where the earlier attempts of this delivery left off (as on SQLite). */

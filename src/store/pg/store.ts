@@ -3,7 +3,7 @@
 // share the database: the group commit takes its locks in one sorted order, claims skip what
 // another dispatcher holds, recovery takes only expired leases, and one dispatcher at a time
 // (the holder of the maintenance lock) leads the poll clock and the chores.
-import type { AlertStore, DispatchStore, IntakeStore, MaintenanceStore, OperatorStore } from "../api.ts";
+import type { AlertStore, DispatchStore, IntakeStore, MaintenanceStore, OperatorStore, PullStore } from "../api.ts";
 import {
   dropBatchesPg,
   excludeEventsPg,
@@ -75,6 +75,8 @@ import { stepPollPg } from "./polls.ts";
 import { abandonAttemptPg } from "./marks.ts";
 import { listenForWork } from "./wakeups.ts";
 import { lastRetentionPg, noteRetentionPassPg, probeWritePg } from "./meta.ts";
+import { noteConsumerPg, pullConsumersPg } from "./meta.ts";
+import { headsOfPg } from "./queue.ts";
 import { attemptCountsPg, deliveredCountsPg, dispatchersCaughtPg } from "./stats.ts";
 import type { StatusStore } from "../api.ts";
 import { runRetentionPg as pgRetention } from "./retention.ts";
@@ -221,6 +223,22 @@ export async function pgDispatchStore(spool: PgSpool, holder: string): Promise<D
       await lock.release();
       await forgetDispatcherPg(spool, beatId(host, pid));
     },
+  };
+}
+
+/** A pull destination's API on PostgreSQL. */
+export async function pgPullStore(spool: PgSpool): Promise<PullStore> {
+  return {
+    backend: "postgres",
+    instanceId: await instanceIdPg(spool),
+    effectiveNow: () => effectiveNowPg(spool),
+    headsOf: (destination, now, limit) => headsOfPg(spool, destination, now, limit),
+    claimBatches: (inputs) => claimPg(spool, inputs),
+    getBatch: (id) => getBatchPg(spool, id),
+    deliveryOf: (id) => deliveryOfPg(spool, id),
+    recordEnds: (ends) => recordOutcomesPg(spool, ends),
+    noteConsumer: (destination, consumer, now) => noteConsumerPg(spool, destination, consumer, now),
+    pullConsumers: () => pullConsumersPg(spool),
   };
 }
 

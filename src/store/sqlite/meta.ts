@@ -1,6 +1,7 @@
 // The meta table: small facts, the heartbeat and the clock guard now_eff.
 import type { Database } from "bun:sqlite";
 import { prepared, type SqliteSpool } from "./db.ts";
+import { CONSUMER_PREFIX, consumerKey, consumersOf, type PullConsumer } from "../pull.ts";
 
 const GET = "SELECT value FROM meta WHERE key = ?";
 
@@ -91,4 +92,18 @@ export function expectationSince(spool: SqliteSpool, source: string, now: number
  */
 export function dataVersion(spool: SqliteSpool): number {
   return (spool.db.query("PRAGMA data_version").get() as { data_version: number }).data_version;
+}
+
+/** A consumer leased from a pull destination at `now`. */
+export function noteConsumer(spool: SqliteSpool, destination: string, consumer: string, now: number): void {
+  setMetaTx(spool.db, consumerKey(destination, consumer), now);
+}
+
+/** Every pull destination's consumers, by destination then name. */
+export function pullConsumers(spool: SqliteSpool): PullConsumer[] {
+  const rows = prepared<{ key: string; value: string | null }, [string]>(
+    spool.db,
+    "SELECT key, value FROM meta WHERE key LIKE ? || '%'",
+  ).all(CONSUMER_PREFIX);
+  return consumersOf(rows);
 }

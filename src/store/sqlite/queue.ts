@@ -93,6 +93,15 @@ export function candidates(spool: SqliteSpool, now: number, perDestination = Num
   return out.sort((a, b) => a.first_at - b.first_at || a.id - b.id);
 }
 
+/** One destination's deliverable heads at `now`, oldest first, at most `limit` (a pull destination's lease). */
+export function headsOf(spool: SqliteSpool, destination: string, now: number, limit: number): Candidate[] {
+  return prepared<Candidate, Record<string, string | number>>(spool.db, CANDIDATES).all({
+    destination,
+    now,
+    limit: Math.max(0, Math.floor(limit)),
+  });
+}
+
 const LEASED = "SELECT id, lease_owner, lease_until FROM batches WHERE state = 'leased' ORDER BY id";
 
 const EXPIRE = `UPDATE batches SET state = 'retry', next_attempt_at = $now, lease_until = NULL, lease_owner = NULL,

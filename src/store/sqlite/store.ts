@@ -3,7 +3,10 @@
 // it off the event loop, a read runs at once. One host: the dispatcher holds dispatch.lock, so
 // it always leads, and at its start every lease is a dead process's.
 import { followEvent } from "../follow.ts";
-import type { AlertStore, DispatchStore, IntakeStore, MaintenanceStore, OperatorStore } from "../api.ts";
+import type { AlertStore, DispatchStore, IntakeStore, MaintenanceStore, OperatorStore, PullStore } from "../api.ts";
+import type { BatchRow } from "../batches.ts";
+import type { ContentEvent } from "../content.ts";
+import type { OutcomeEnd, Recorded } from "../outcome-plan.ts";
 import {
   batchAttempts,
   batchEvents,
@@ -40,6 +43,7 @@ import {
   redueConfigRetries,
   anyReadyNow,
   candidates,
+  headsOf,
   nextReadyAt,
   resumePoint,
   rateWindow,
@@ -53,6 +57,7 @@ import { GroupCommit, type GroupLimits } from "../group.ts";
 import { sqliteCommitStep } from "./enqueue.ts";
 import { abandonAttempt } from "./marks.ts";
 import { effectiveNow, expectationSince, getMetaNumber, instanceId, writeHeartbeat, dataVersion } from "./meta.ts";
+import { noteConsumer, pullConsumers } from "./meta.ts";
 import { pollRows } from "./stats.ts";
 import { recordOutcomes } from "./outcome.ts";
 import { stepPoll } from "./polls.ts";
@@ -212,6 +217,21 @@ export function watchWrites(
   return () => clearInterval(timer);
 }
 
+/** What a worker delivers: the batch's row and its content (two reads on SQLite). */
+function deliveryOf(spool: SqliteSpool, id: number): { batch: BatchRow; content: ContentEvent[] } | null {
+  const batch = getBatch(spool, id);
+  return batch ? { batch, content: batchContent(spool, id) } : null;
+}
+
+/** Outcomes that ended together, stamped with now_eff as the transaction reads it. */
+function recordEnds(spool: SqliteSpool, ends: readonly OutcomeEnd[]): (Recorded | Error)[] {
+  const now = effectiveNow(spool);
+  return recordOutcomes(
+    spool,
+    ends.map((e) => ({ ...e, now })),
+  );
+}
+
 export function sqliteDispatchStore(spool: SqliteSpool): DispatchStore {
   const { r, w } = lineOf(spool);
   return {
@@ -233,21 +253,10 @@ export function sqliteDispatchStore(spool: SqliteSpool): DispatchStore {
     claimBatches: (inputs) => w(() => claimBatches(spool, inputs)),
     getBatch: (id) => r(() => getBatch(spool, id)),
     batchContent: (id) => r(() => batchContent(spool, id)),
-    deliveryOf: (id) =>
-      r(() => {
-        const batch = getBatch(spool, id);
-        return batch ? { batch, content: batchContent(spool, id) } : null;
-      }),
+    deliveryOf: (id) => r(() => deliveryOf(spool, id)),
     abandonAttempt: (attemptId, now, why) => w(() => abandonAttempt(spool, attemptId, now, why)),
     recordOutcomes: (inputs) => w(() => recordOutcomes(spool, inputs)),
-    recordEnds: (ends) =>
-      w(() => {
-        const now = effectiveNow(spool);
-        return recordOutcomes(
-          spool,
-          ends.map((e) => ({ ...e, now })),
-        );
-      }),
+    recordEnds: (ends) => w(() => recordEnds(spool, ends)),
     overdueOutcomes: (now, limit) => r(() => overdueOutcomes(spool, now, limit)),
     nextReadyAt: (now) => r(() => nextReadyAt(spool, now)),
     anyReadyNow: (now) => r(() => anyReadyNow(spool, now)),
@@ -255,6 +264,23 @@ export function sqliteDispatchStore(spool: SqliteSpool): DispatchStore {
     watchWork: async (onWork, onError) => watchWrites(spool, onWork, onError),
     leads: async () => true,
     release: async () => {},
+  };
+}
+
+/** A pull destination's API on a SQLite spool. */
+export function sqlitePullStore(spool: SqliteSpool): PullStore {
+  const { r, w } = lineOf(spool);
+  return {
+    backend: "sqlite",
+    instanceId: instanceId(spool),
+    effectiveNow: () => r(() => effectiveNow(spool)),
+    headsOf: (destination, now, limit) => r(() => headsOf(spool, destination, now, limit)),
+    claimBatches: (inputs) => w(() => claimBatches(spool, inputs)),
+    getBatch: (id) => r(() => getBatch(spool, id)),
+    deliveryOf: (id) => r(() => deliveryOf(spool, id)),
+    recordEnds: (ends) => w(() => recordEnds(spool, ends)),
+    noteConsumer: (destination, consumer, now) => w(() => noteConsumer(spool, destination, consumer, now)),
+    pullConsumers: () => r(() => pullConsumers(spool)),
   };
 }
 

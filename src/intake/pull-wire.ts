@@ -1,0 +1,101 @@
+// The pull API's words on the wire, shared by the server (pull.ts) and the consumer
+// (pull-source.ts): the paths, the lease id, the bounds of a request, an ack's results.
+import { CONSUMER_NAME } from "../store/pull.ts";
+
+/** Batches one lease request may ask for at most; a larger `max` is refused (400). */
+export const PULL_MAX_LEASE = 100;
+/** How long one lease request may wait for a batch, at most (a longer `wait` is refused). */
+export const PULL_MAX_WAIT_S = 60;
+/** Acks one request may carry at most. */
+export const PULL_MAX_ACKS = 100;
+/** An ack request's body is small: lease ids and short reasons. */
+export const PULL_ACK_MAX_BYTES = 64 * 1024;
+/** A consumer's reason is kept this long (it is stored as the batch's last error, never logged). */
+export const PULL_REASON_MAX = 300;
+/** The header a consumer names itself with (status shows it); absent: "consumer". */
+export const CONSUMER_HEADER = "x-hookspool-consumer";
+
+export type PullVerb = "lease" | "ack";
+
+/** /pull/<name>/lease or /pull/<name>/ack; "malformed" for anything else under /pull/. */
+export function pullPath(path: string): { name: string; verb: PullVerb } | null | "malformed" {
+  if (!path.startsWith("/pull/")) return null;
+  const m = /^\/pull\/([A-Za-z0-9_][A-Za-z0-9_.-]{0,63})\/(lease|ack)\/?$/.exec(path);
+  return m ? { name: m[1], verb: m[2] as PullVerb } : "malformed";
+}
+
+/** A lease as its id says it: the batch, the attempt that leased it, and the nonce only its holder knows. */
+export interface LeaseId {
+  batchId: number;
+  attemptId: number;
+  nonce: string;
+}
+
+const LEASE_ID = /^([1-9][0-9]{0,15})\.([1-9][0-9]{0,15})\.([0-9a-f]{32})$/;
+
+export const formatLeaseId = (l: LeaseId): string => `${l.batchId}.${l.attemptId}.${l.nonce}`;
+
+export function parseLeaseId(text: unknown): LeaseId | null {
+  if (typeof text !== "string") return null;
+  const m = LEASE_ID.exec(text);
+  if (!m) return null;
+  return { batchId: Number(m[1]), attemptId: Number(m[2]), nonce: m[3] };
+}
+
+/**
+ * The claim's host for a lease: the lease owner is "<host>:0:<attempt id>", so it holds the
+ * consumer's name (status shows who holds a batch) and the nonce the lease id carries.
+ */
+export const leaseHost = (consumer: string, nonce: string): string => `pull:${consumer}/${nonce}`;
+
+/** Whether a batch's lease owner is the lease this id names. */
+export function ownsLease(owner: string | null, l: LeaseId): boolean {
+  if (owner === null || !owner.startsWith("pull:")) return false;
+  return owner.endsWith(`/${l.nonce}:0:${l.attemptId}`);
+}
+
+/** A consumer's name from its header; null when it is given and not a name. */
+export function consumerName(given: string | null): string | null {
+  if (given === null || given === "") return "consumer";
+  return CONSUMER_NAME.test(given) ? given : null;
+}
+
+/** What a consumer says of one leased batch. */
+export type AckResult = "ok" | "retry" | "dead";
+
+export interface Ack {
+  lease: string;
+  result: AckResult;
+  reason?: string;
+}
+
+/** What the server says of one ack: recorded, or the lease was no longer this consumer's (or never was). */
+export type AckVerdict = "recorded" | "stale" | "unknown";
+
+/** One leased batch as the lease answer carries it; `document` is what a push would have delivered. */
+export interface LeasedBatch {
+  lease: string;
+  /** When the lease ends (epoch seconds on the spool's clock): ack before it. */
+  deadline: number;
+  batch_id: number;
+  webhook_id: string;
+  attempt: number;
+  document: PulledDocument;
+}
+
+/** The batch document's fields a consumer reads (docs/receiving.md has the whole document). */
+export interface PulledDocument {
+  source: string;
+  route: string;
+  key: string;
+  batch_id: number;
+  delivery_id: string;
+  events: unknown[];
+  event_meta: {
+    id: number;
+    event_type: string;
+    received_at: number;
+    dedup_id: string | null;
+    headers?: Record<string, string>;
+  }[];
+}
