@@ -81,3 +81,46 @@ export function injectedCopies(
     destinationOverride: o.destinationOverride,
   }).copies;
 }
+
+/** What a pull source read of one event from the spool it leased from. */
+export interface PulledFacts {
+  /** The pull source that leased it (whose routes take it when this config has no source of its name). */
+  via: string;
+  source: string;
+  key: string;
+  eventType: string;
+  dedupId: string;
+  payload: string;
+  headers: Record<string, string>;
+  now: number;
+}
+
+/**
+ * A pulled event, routed as if its webhook had arrived here: by its own source's routes, window
+ * and dedup window when this config has a source of that name, else by the pull source's; its
+ * source name, key, event type and dedup id are the ones it had upstream either way.
+ */
+export function pulledEvent(config: Config, plugins: ReadonlyMap<string, IntakeSource>, f: PulledFacts): NewEvent {
+  const routedAs = Object.hasOwn(config.sources, f.source) && !config.sources[f.source].pull ? f.source : f.via;
+  const copies = injectedCopies(config, plugins, {
+    source: routedAs,
+    payload: f.payload,
+    eventType: f.eventType,
+    peer: "pull",
+    now: f.now,
+  });
+  const ev = newEvent(
+    config,
+    {
+      source: routedAs,
+      key: f.key,
+      eventType: f.eventType,
+      dedupId: f.dedupId,
+      payload: f.payload,
+      body: null,
+      headers: f.headers,
+    },
+    copies,
+  );
+  return { ...ev, source: f.source };
+}

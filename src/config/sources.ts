@@ -305,7 +305,8 @@ export function eventCopies(
  */
 export function expectEvery(config: Config, source: string, plugins?: ReadonlyMap<string, IntakeSource>): number {
   const src = config.sources[source];
-  if (!src || src.kind === "poll") return 0;
+  // A pull source's events keep their own sources' names; its silence is its own issue (pull-source.ts).
+  if (!src || src.kind === "poll" || src.pull) return 0;
   const every = src.expect_every_s ?? plugins?.get(source)?.plugin.expectEverySec ?? 0;
   return Math.max(every, 0);
 }

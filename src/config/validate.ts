@@ -5,7 +5,8 @@ import { exposeProblems } from "./expose.ts";
 import { parseRate } from "../pacing.ts";
 import type { Problems } from "./parse.ts";
 import { quoteKey } from "./parse.ts";
-import type { Config, DestinationConfig } from "./types.ts";
+import type { Config, DestinationConfig, PullSourceConfig, SourceConfig } from "./types.ts";
+import { CONSUMER_NAME } from "../store/pull.ts";
 
 const ENV_NAME = /^[A-Z][A-Z0-9_]*$/;
 
@@ -21,6 +22,7 @@ function validateSources(config: Config, p: Problems): void {
     if (!/^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$/.test(name))
       p.error(key, "a source name is 1-64 letters, digits, _ . -", "it is the URL path /hooks/<name>");
     if (src.module && src.template) p.error(key, "set module or template, not both");
+    if (src.pull) pullSourceRules(src.pull, src, key, p);
     // A poll source is what a poll bobbin's instance expands into; check refuses one written by
     // hand (a warning at run time, as an unknown key is).
     for (const k of ["kind", "every_s", "jitter_s"] as const) {
@@ -206,4 +208,29 @@ function pullDestinationRules(name: string, d: DestinationConfig, key: string, p
   for (const k of ["url", "argv", "processor", "unwrap", "outcome", "rate"] as const)
     if (d[k] !== undefined && d[k] !== false)
       p.warn(`${key}.${k}`, "a pull destination is never pushed: this does nothing");
+}
+
+/** A pull source: an upstream URL it may send its token to, a pull destination's name, and no webhook of its own. */
+function pullSourceRules(pull: PullSourceConfig, src: SourceConfig, key: string, p: Problems): void {
+  let url: URL | null = null;
+  try {
+    url = new URL(pull.url);
+  } catch {
+    p.error(`${key}.pull.url`, "expected an http(s) URL");
+  }
+  if (url && url.protocol !== "https:" && url.protocol !== "http:")
+    p.error(`${key}.pull.url`, "expected an http(s) URL");
+  else if (url?.protocol === "http:" && !pull.allow_insecure)
+    p.error(`${key}.pull.url`, "http:// sends the token in the clear: it needs allow_insecure = true", "use https://");
+  if (url && (url.search || url.hash || url.username || url.password))
+    p.error(`${key}.pull.url`, "the base URL only: no query, fragment or credentials (the token goes in token)");
+  if (!PULL_NAME.test(pull.destination))
+    p.error(
+      `${key}.pull.destination`,
+      "the upstream pull destination's name, without pull: (1-64 letters, digits, _ . -)",
+    );
+  if (pull.consumer !== undefined && !CONSUMER_NAME.test(pull.consumer))
+    p.error(`${key}.pull.consumer`, "a consumer's name is 1-64 letters, digits, _ . -");
+  if (src.module || src.template)
+    p.error(key, "a pull source takes no webhooks: set pull, or module/template, not both");
 }

@@ -99,3 +99,89 @@ export interface PulledDocument {
     headers?: Record<string, string>;
   }[];
 }
+
+// ---------------------------------------------------------------------------------------------
+// The lease answer read back as its bytes: a consumer stores each payload exactly as the
+// spool upstream stored it, so a large number or an escape is never re-encoded by JSON.parse.
+
+const WS = new Set([" ", "\t", "\n", "\r"]);
+
+function skipSpace(s: string, i: number): number {
+  while (i < s.length && WS.has(s[i])) i++;
+  return i;
+}
+
+/** The index just past the JSON value that starts at `i` (the text is JSON.parse'd already). */
+function skipValue(s: string, i: number): number {
+  const c = s[i];
+  if (c === '"') {
+    for (let j = i + 1; j < s.length; j++) {
+      if (s[j] === "\\") j++;
+      else if (s[j] === '"') return j + 1;
+    }
+    throw new SyntaxError("unterminated string");
+  }
+  if (c === "{" || c === "[") {
+    let depth = 0;
+    for (let j = i; j < s.length; j++) {
+      const d = s[j];
+      if (d === '"') j = skipValue(s, j) - 1;
+      else if (d === "{" || d === "[") depth++;
+      else if (d === "}" || d === "]") {
+        depth--;
+        if (depth === 0) return j + 1;
+      }
+    }
+    throw new SyntaxError("unterminated container");
+  }
+  let j = i;
+  while (j < s.length && !WS.has(s[j]) && s[j] !== "," && s[j] !== "]" && s[j] !== "}") j++;
+  return j;
+}
+
+/** The raw text of each element of the JSON array `text`. */
+export function rawElements(text: string): string[] {
+  let i = skipSpace(text, 0);
+  if (text[i] !== "[") throw new SyntaxError("not an array");
+  const out: string[] = [];
+  i = skipSpace(text, i + 1);
+  if (text[i] === "]") return out;
+  for (;;) {
+    const end = skipValue(text, i);
+    out.push(text.slice(i, end));
+    i = skipSpace(text, end);
+    if (text[i] === "]") return out;
+    if (text[i] !== ",") throw new SyntaxError("expected , in an array");
+    i = skipSpace(text, i + 1);
+  }
+}
+
+/** The raw text of member `key` of the JSON object `text`, or null when it has none. */
+export function rawMember(text: string, key: string): string | null {
+  let i = skipSpace(text, 0);
+  if (text[i] !== "{") throw new SyntaxError("not an object");
+  i = skipSpace(text, i + 1);
+  while (text[i] !== "}") {
+    const keyEnd = skipValue(text, i);
+    const name = JSON.parse(text.slice(i, keyEnd)) as string;
+    i = skipSpace(text, keyEnd);
+    if (text[i] !== ":") throw new SyntaxError("expected : in an object");
+    i = skipSpace(text, i + 1);
+    const end = skipValue(text, i);
+    if (name === key) return text.slice(i, end);
+    i = skipSpace(text, end);
+    if (text[i] === ",") i = skipSpace(text, i + 1);
+  }
+  return null;
+}
+
+/** Each leased batch of a lease answer, with its events' payloads as their raw JSON texts. */
+export function readLeaseAnswer(text: string): { leased: LeasedBatch; payloads: string[] }[] {
+  const doc = JSON.parse(text) as { leases?: LeasedBatch[] };
+  if (!Array.isArray(doc.leases)) throw new SyntaxError('a lease answer is {"leases": [...]}');
+  const raw = rawElements(rawMember(text, "leases") ?? "[]");
+  return doc.leases.map((leased, i) => {
+    const events = rawMember(rawMember(raw[i], "document") ?? "{}", "events") ?? "[]";
+    return { leased, payloads: rawElements(events) };
+  });
+}

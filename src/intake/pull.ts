@@ -95,6 +95,14 @@ export class PullApi {
 
   constructor(private readonly d: PullDeps) {}
 
+  private closing = false;
+
+  /** The intake stops: waiting leases answer now with what they have (nothing), so the stop does not wait on them. */
+  close(): void {
+    this.closing = true;
+    this.wake();
+  }
+
   /** Something in this process committed (an enqueue, a seal, an ack): waiting leases look again. */
   wake(): void {
     for (const w of [...this.waiters]) w();
@@ -155,7 +163,7 @@ export class PullApi {
     const until = performance.now() + wait * 1000;
     for (;;) {
       const leased = await this.leaseReady(store, destination, consumer, max);
-      if (leased.length > 0 || req.signal.aborted || performance.now() >= until) {
+      if (leased.length > 0 || req.signal.aborted || this.closing || performance.now() >= until) {
         if (leased.length > 0) {
           await store.noteConsumer(destination, consumer, await store.effectiveNow());
           this.d.log.info("pull lease", { destination, reason: `${leased.length} batch(es) to ${consumer}` });

@@ -1,5 +1,6 @@
 // The intake service: Bun.serve on loopback, /hooks/<instance>, /healthz, /metrics, config reload.
 import { badRequest, requestTarget } from "./target.ts";
+import { hostname } from "node:os";
 import { dirname } from "node:path";
 import type { Server } from "bun";
 import { type Clock, systemRng } from "../clock.ts";
@@ -18,6 +19,7 @@ import { IntakeMetrics } from "./metrics.ts";
 import { handleOutcome, outcomePath } from "./outcomes.ts";
 import { handleHook } from "./pipeline.ts";
 import { PullApi } from "./pull.ts";
+import { PullSources } from "./pull-source.ts";
 import { pullPath } from "./pull-wire.ts";
 import type { Reply } from "./replies.ts";
 import { parseListen } from "../config/listen.ts";
@@ -120,6 +122,8 @@ export class Intake implements Service {
   private readonly metrics: IntakeMetrics;
   private backpressure: Backpressure | null = null;
   private health: Health | null = null;
+  private pulls: PullSources | null = null;
+  private pullApi: PullApi | null = null;
 
   constructor(private readonly opts: IntakeOptions) {
     this.config = opts.loaded.config;
@@ -182,7 +186,7 @@ export class Intake implements Service {
     };
     let pullStore: Promise<PullStore> | null = null;
     const opened = stores;
-    const pullApi = new PullApi({
+    const pullApi = (this.pullApi = new PullApi({
       store: () => {
         pullStore ??= opened.pull();
         return pullStore;
@@ -192,7 +196,7 @@ export class Intake implements Service {
       rng: systemRng,
       log,
       env: this.opts.env,
-    });
+    }));
     const common = {
       // Bun's own cap would answer 413 itself, unlogged and uncounted, and could not follow a
       // reload that raises max_body_bytes. The pipeline refuses an oversized body from its
@@ -316,6 +320,19 @@ export class Intake implements Service {
     });
     this.companions = [this.watcher, reporter];
     await startAll(this.companions);
+    // Sources whose events come from another hookspool's pull destination.
+    this.pulls = new PullSources({
+      config: () => this.config,
+      store,
+      plugins: () => this.sources,
+      clock,
+      rng: systemRng,
+      log,
+      env: this.opts.env,
+      host: hostname(),
+      wake: this.opts.wake,
+    });
+    await this.pulls.sync();
     const where =
       "unix" in listen
         ? `unix:${listen.unix}`
@@ -343,6 +360,7 @@ export class Intake implements Service {
     this.config = loaded.config;
     this.sources = sources;
     this.backpressure?.setMinFree(loaded.config.limits.min_free_bytes);
+    await this.pulls?.sync();
     this.opts.log.info("config reloaded");
   }
 
@@ -350,7 +368,10 @@ export class Intake implements Service {
   async stop(): Promise<void> {
     const server = this.server;
     this.server = null;
+    this.pullApi?.close();
     if (server) await server.stop();
+    await this.pulls?.stop();
+    this.pulls = null;
     await stopAll(this.companions);
     this.companions = [];
     this.watcher = null;
