@@ -14,6 +14,7 @@ import { maintenanceCommands } from "./maintenance.ts";
 import { metricsCommand } from "./metrics.ts";
 import { operatorCommands } from "./operator.ts";
 import { outcomeCommand } from "./outcome.ts";
+import { pullCommand } from "./pull.ts";
 import { migrateCommand } from "./migrate.ts";
 import { migrateStoreCommand } from "./migrate-store.ts";
 import { serviceCommands } from "./services.ts";
@@ -61,6 +62,7 @@ export function rootCommand(cli: Cli): AnyCommand {
       bobbin: bobbinCommand(cli),
       sweep: sweepCommand(cli),
       ...serviceCommands(cli),
+      pull: pullCommand(cli),
       version: versionCommand(cli),
     },
   };

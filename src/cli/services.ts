@@ -149,20 +149,27 @@ function runCommand(cli: Cli): CommandDef {
     meta: { name: "run", description: "intake and dispatcher in one process (small hosts, development, tests)" },
     args: { ...GLOBAL_ARGS },
     async run() {
-      const loaded = await preflight(cli, true);
-      // One connection (a pool on PostgreSQL) for both parts: the intake's busy timeout (10 s,
-      // then 503) is the one a sender waits on, so it is the connection's; a dispatcher write
-      // that times out sooner is retried on the next tick.
-      const stores = await openStores(loaded.config, {
-        mode: "dispatch",
-        paths: loaded.paths,
-        env: cli.io.env,
-        clock: cli.clock,
-        busyTimeoutS: loaded.config.intake.busy_timeout_s,
-      });
-      return serveStores(cli, loaded, stores, true);
+      return runHome(cli);
     },
   };
+}
+
+/**
+ * `run` on the home `cli` names: intake and dispatcher on one connection (a pool on
+ * PostgreSQL), with `extra` services beside them (what `hookspool pull` prints).
+ */
+export async function runHome(cli: Cli, extra: (stores: Stores) => Service[] = () => []): Promise<number> {
+  const loaded = await preflight(cli, true);
+  // The intake's busy timeout (10 s, then 503) is the one a sender waits on, so it is the
+  // connection's; a dispatcher write that times out sooner is retried on the next tick.
+  const stores = await openStores(loaded.config, {
+    mode: "dispatch",
+    paths: loaded.paths,
+    env: cli.io.env,
+    clock: cli.clock,
+    busyTimeoutS: loaded.config.intake.busy_timeout_s,
+  });
+  return serveStores(cli, loaded, stores, true, extra(stores));
 }
 
 /**
@@ -171,7 +178,13 @@ function runCommand(cli: Cli): CommandDef {
  * may be ready, so none waits for a tick), and with [dashboard] listen set the dashboard, all on
  * the one connection or pool; the stores close last, whatever happened.
  */
-async function serveStores(cli: Cli, loaded: LoadedConfig, stores: Stores, withIntake: boolean): Promise<number> {
+async function serveStores(
+  cli: Cli,
+  loaded: LoadedConfig,
+  stores: Stores,
+  withIntake: boolean,
+  extra: Service[] = [],
+): Promise<number> {
   try {
     const store = await stores.dispatch(`${hostname()}:${process.pid}`);
     const dispatcher = makeDispatcher(cli, loaded, store);
@@ -205,6 +218,7 @@ async function serveStores(cli: Cli, loaded: LoadedConfig, stores: Stores, withI
       makeMaintenance(cli, stores, store, dispatcher),
       ...(intake ? [intake] : []),
       ...dash,
+      ...extra,
     ];
     return await serve(log, services, undefined, () => dash.forEach((d) => announce(cli, d, loaded.paths.home)));
   } finally {
