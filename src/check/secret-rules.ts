@@ -30,6 +30,8 @@ function secretUses(config: Config): SecretUse[] {
         resolve: true,
         learned: learns(name, s),
       });
+    // A pull source's bearer token for the upstream it leases from.
+    if (src.pull?.token) out.push({ key: `sources.${quoteKey(name)}.pull.token`, ref: src.pull.token, resolve: true });
   }
   for (const [name, b] of Object.entries(config.bobbins)) {
     for (const [s, ref] of Object.entries(b.secrets ?? {}))
@@ -54,6 +56,11 @@ function secretUses(config: Config): SecretUse[] {
       }),
     );
     if (d.env_file) out.push({ key: `${key}.env_file`, ref: null, path: d.env_file, resolve: false });
+    // A pull destination's tokens: its consumers' bearer tokens, read at each request.
+    const tokens = d.token === undefined ? [] : Array.isArray(d.token) ? d.token : [d.token];
+    tokens.forEach((ref, i) =>
+      out.push({ key: Array.isArray(d.token) ? `${key}.token[${i}]` : `${key}.token`, ref, resolve: true }),
+    );
   }
   return out;
 }
