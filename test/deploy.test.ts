@@ -74,6 +74,8 @@ const SPEC16: Record<string, VerbSpec> = {
   sweep: v("repo", "hook", "since", "dry-run", "api-url"),
   // The verb that writes a starter home.
   init: v("force"),
+  // A developer's consumer of a pull destination.
+  pull: v("from", "destination", "token-file", "to", "script", "hermes", "consumer"),
 };
 const GLOBAL_FLAGS = new Set(["home", "config", "json", "help"]);
 const GLOBAL_WITH_VALUE = new Set(["--home", "--config"]);

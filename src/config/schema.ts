@@ -66,8 +66,8 @@ export const PULL_SOURCE_FIELDS: Fields = {
   destination: { ...str("the upstream pull destination's name, without pull:"), required: true },
   token: { type: { kind: "secret" }, doc: "the bearer token of that pull destination", required: true },
   consumer: str("the name this consumer leases as (status upstream shows it; default: this host's name)"),
-  wait_s: num("how long one lease request waits upstream for a batch", 30, 1),
-  max: int("batches leased per request at most", 20, 1),
+  wait_s: num("how long one lease request waits upstream for a batch (at most 60)", 30, 1),
+  max: int("batches leased per request at most (at most 100)", 20, 1),
   allow_insecure: bool("allow an http:// url (a loopback test, or a tunnel that is itself encrypted)", false),
 };
 

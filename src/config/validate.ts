@@ -6,7 +6,7 @@ import { parseRate } from "../pacing.ts";
 import type { Problems } from "./parse.ts";
 import { quoteKey } from "./parse.ts";
 import type { Config, DestinationConfig, PullSourceConfig, SourceConfig } from "./types.ts";
-import { CONSUMER_NAME } from "../store/pull.ts";
+import { CONSUMER_NAME, PULL_MAX_LEASE, PULL_MAX_WAIT_S } from "../store/pull.ts";
 
 const ENV_NAME = /^[A-Z][A-Z0-9_]*$/;
 
@@ -229,6 +229,9 @@ function pullSourceRules(pull: PullSourceConfig, src: SourceConfig, key: string,
       `${key}.pull.destination`,
       "the upstream pull destination's name, without pull: (1-64 letters, digits, _ . -)",
     );
+  if (pull.max > PULL_MAX_LEASE) p.error(`${key}.pull.max`, `a lease request takes at most ${PULL_MAX_LEASE} batches`);
+  if (pull.wait_s > PULL_MAX_WAIT_S)
+    p.error(`${key}.pull.wait_s`, `a lease request waits at most ${PULL_MAX_WAIT_S} s upstream`);
   if (pull.consumer !== undefined && !CONSUMER_NAME.test(pull.consumer))
     p.error(`${key}.pull.consumer`, "a consumer's name is 1-64 letters, digits, _ . -");
   if (src.module || src.template)

@@ -1,11 +1,8 @@
 // The pull API's words on the wire, shared by the server (pull.ts) and the consumer
 // (pull-source.ts): the paths, the lease id, the bounds of a request, an ack's results.
-import { CONSUMER_NAME } from "../store/pull.ts";
+import { CONSUMER_NAME, PULL_MAX_LEASE, PULL_MAX_WAIT_S } from "../store/pull.ts";
 
-/** Batches one lease request may ask for at most; a larger `max` is refused (400). */
-export const PULL_MAX_LEASE = 100;
-/** How long one lease request may wait for a batch, at most (a longer `wait` is refused). */
-export const PULL_MAX_WAIT_S = 60;
+export { PULL_MAX_LEASE, PULL_MAX_WAIT_S };
 /** Acks one request may carry at most. */
 export const PULL_MAX_ACKS = 100;
 /** An ack request's body is small: lease ids and short reasons. */

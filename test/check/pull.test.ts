@@ -91,6 +91,10 @@ describe("check on pull", () => {
       "allow_insecure",
     );
     expect(await check(h.dir, privateSide(h.token, "http://127.0.0.1:9", "allow_insecure = true"))).toEqual([]);
+    expect(keys(await check(h.dir, privateSide(h.token, undefined, "max = 101\nwait_s = 61")), "error")).toEqual([
+      "sources.office.pull.max: a lease request takes at most 100 batches",
+      "sources.office.pull.wait_s: a lease request waits at most 60 s upstream",
+    ]);
     expect(keys(await check(h.dir, privateSide(h.token, "https://u:p@hooks.example.org")), "error").join()).toContain(
       "no query, fragment or credentials",
     );
