@@ -50,6 +50,8 @@ export interface PullDeps {
   rng: Rng;
   log: Logger;
   env?: Env;
+  /** A failure the API survives (a spool that refused a write, a bug): counted and logged where the intake's are. */
+  caught(what: string, e: unknown): void;
 }
 
 export interface PullRequest {
@@ -118,7 +120,14 @@ export class PullApi {
     if (retryAfter !== null) return emptyReply(429, { "Retry-After": String(retryAfter) });
     const consumer = consumerName(req.headers.get(CONSUMER_HEADER));
     if (consumer === null) return problem(400, `${CONSUMER_HEADER} must be 1-64 letters, digits, _ . -`);
-    return req.verb === "lease" ? this.lease(req, destination, consumer) : this.ack(req, destination);
+    try {
+      return await (req.verb === "lease" ? this.lease(req, destination, consumer) : this.ack(req, destination));
+    } catch (e) {
+      // A spool that cannot answer now (a held lock, a full disk) is an outage to come back
+      // after, not a 500; a lease it had granted expires, an ack it refused is sent again.
+      this.d.caught(`pull ${req.verb}`, e);
+      return emptyReply(503, { "Retry-After": "5" });
+    }
   }
 
   /** The token against every one the destination lists (a rotation), each read now. */

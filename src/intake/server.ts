@@ -196,6 +196,7 @@ export class Intake implements Service {
       rng: systemRng,
       log,
       env: this.opts.env,
+      caught: (what, e) => void faults.caught(what, e),
     }));
     const common = {
       // Bun's own cap would answer 413 itself, unlogged and uncounted, and could not follow a

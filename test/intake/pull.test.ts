@@ -3,12 +3,14 @@
 // forged one refused and never touching the holder's attempt), retry and dead as for any
 // destination, an expired lease ready again; and what it refuses: no token, a wrong one,
 // another destination's, an unknown destination, an oversized max or wait, a bad ack body, a
-// request over api_rate. No token reaches a log line.
+// request over api_rate, a spool that cannot take the lease's write (503). No token reaches a
+// log line.
 import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { parseLeaseId, PULL_MAX_LEASE } from "../../src/intake/pull-wire.ts";
 import { copy, ev } from "../helpers/spool.ts";
 import { startIntakeOn, type WorldIntake } from "../helpers/intake-world.ts";
-import { LOG_LINES } from "../helpers/intake.ts";
+import { LOG_LINES, startIntake } from "../helpers/intake.ts";
+import { sqliteStores } from "../../src/store/open.ts";
 import { onBothWorlds, type OpenWorld } from "../helpers/world.ts";
 
 setDefaultTimeout(30_000);
@@ -62,13 +64,16 @@ async function queue(t: WorldIntake, keys: string[]): Promise<void> {
   await d.sealReady(await d.effectiveNow());
 }
 
-async function lease(t: WorldIntake, query = "wait=0&max=10", headers = auth()): Promise<Leased[]> {
+/** What the API helpers need of an intake: its post. */
+type Poster = Pick<WorldIntake, "post">;
+
+async function lease(t: Poster, query = "wait=0&max=10", headers = auth()): Promise<Leased[]> {
   const r = await t.post(`/pull/laptop/lease?${query}`, "", headers);
   expect(r.status).toBe(200);
   return ((await r.json()) as { leases: Leased[] }).leases;
 }
 
-async function ack(t: WorldIntake, acks: unknown[], headers = auth()): Promise<string[]> {
+async function ack(t: Poster, acks: unknown[], headers = auth()): Promise<string[]> {
   const r = await t.post("/pull/laptop/ack", JSON.stringify({ acks }), headers);
   expect(r.status).toBe(200);
   return ((await r.json()) as { results: { verdict: string }[] }).results.map((x) => x.verdict);
@@ -236,5 +241,31 @@ onBothWorlds((open) => {
         await t.stop();
       }
     });
+  });
+});
+
+describe("the pull API on a spool that refuses writes", () => {
+  test("a lease it cannot write is 503 with Retry-After, and nothing is leased", async () => {
+    const t = await startIntake(CONFIG, { secrets: { laptop: TOKEN, desk: OTHER }, shareSpool: true });
+    try {
+      const stores = sqliteStores(t.db, () => {});
+      await stores
+        .intake()
+        .enqueueAll(
+          [ev({ source: "gh", copies: [copy("gh", "pull:laptop", { quiet_s: 0, max_s: 0 })] })],
+          t.clock.now(),
+        );
+      const d = await stores.dispatch("test");
+      await d.sealReady(await d.effectiveNow());
+      t.intakeSpool?.db.run("PRAGMA query_only = ON");
+      const r = await t.post("/pull/laptop/lease?wait=0", "", auth());
+      expect(r.status).toBe(503);
+      expect(r.headers.get("retry-after")).toBe("5");
+      expect(t.count("batches", "state = 'leased'")).toBe(0);
+      t.intakeSpool?.db.run("PRAGMA query_only = OFF");
+      expect((await lease(t)).length).toBe(1);
+    } finally {
+      await t.stop();
+    }
   });
 });
