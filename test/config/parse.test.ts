@@ -110,7 +110,11 @@ describe("type errors", () => {
     ['[spool]\nstore_raw = "yes"\n', "spool.store_raw", "expected true or false, got a string"],
     ["[spool]\nhome = 1979-05-27\n", "spool.home", "expected a string, got a date"],
     ['[alerts]\nargv = "logger"\n', "alerts.argv", "expected an array of strings, got a string"],
-    ['[destinations.d]\ntype = "ftp"\n', "destinations.d.type", 'expected one of http, hermes, script, pull, got "ftp"'],
+    [
+      '[destinations.d]\ntype = "ftp"\n',
+      "destinations.d.type",
+      'expected one of http, hermes, script, pull, got "ftp"',
+    ],
     [
       '[destinations.d]\ntype = "http"\nurl = "https://x.invalid"\nheaders = { X-N = 1 }\n',
       "destinations.d.headers.X-N",
