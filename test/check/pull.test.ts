@@ -79,7 +79,7 @@ describe("check on pull", () => {
     expect(keys(await check(h.dir, privateSide(missing)), "error").join("\n")).toContain("sources.office.pull.token");
   });
 
-  test("refused: no token, a bad name, http:// without allow_insecure, credentials in the URL, webhooks too", async () => {
+  test("refused: no token, a bad name, http:// without allow_insecure, credentials, bounds, webhooks too", async () => {
     const h = home();
     expect(
       keys(await check(h.dir, '[sources.gh]\naction = "pull:laptop"\n[destinations."pull:laptop"]\n'), "error").join(),
