@@ -22,7 +22,7 @@ import type { OutcomeEnd, OutcomeInput, Recorded } from "./outcome-plan.ts";
 import type { PollPlan, PollStep } from "./polls.ts";
 import type { Candidate, Claim, ClaimInput } from "./queue.ts";
 import type { JournalFilter } from "./journal.ts";
-import type { PullConsumer } from "./pull.ts";
+import type { PullConsumer, PullLeased } from "./pull.ts";
 import type { ActionRow } from "./actions.ts";
 import type { Buckets, Series } from "./charts.ts";
 import type { JournalRow } from "./journal.ts";
@@ -344,6 +344,10 @@ export interface StoredStatusFacts {
   windows: Map<string, WindowHit[]>;
   /** Per budgeted destination, the spends in its budget's window, oldest first. */
   budgetSpends: Map<string, number[]>;
+  /** Pull destinations' consumers, each with its last lease, by destination then name. */
+  pullConsumers: PullConsumer[];
+  /** The batches each consumer holds leased now (read from the lease's owner, never its nonce). */
+  pullLeased: PullLeased[];
 }
 
 /**

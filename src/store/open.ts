@@ -8,6 +8,8 @@
 // - "intake" and "operator": never migrate; another schema version is exit 2 ("run hookspool
 //   migrate"). The intake's SQLite connection has the intake's busy timeout (10 s, then 503),
 //   waited for off the event loop (sqlite/wait.ts), as every service's is.
+// On either backend the operator's and the dashboard's roles read a pull lease's owner without
+// its nonce (pull.ts): only the pull API's role sees the secret half of a lease id.
 import { randomBytes } from "node:crypto";
 import type { Clock } from "../clock.ts";
 import { pgUrl } from "../config/backend.ts";
@@ -23,6 +25,7 @@ import type { MaintenanceStore, StatusStore } from "./api.ts";
 import { pgMaintenanceStore, pgStatusStore } from "./pg/store.ts";
 import { sqliteMaintenanceStore, sqliteStatusStore } from "./sqlite/store.ts";
 import { migrate } from "./sqlite/migrate.ts";
+import { dashboardShown, operatorShown } from "./pull.ts";
 import {
   sqliteDashboardStore,
   sqliteDispatchStore,
@@ -110,10 +113,10 @@ export function pgStores(pg: PgSpool): Stores {
     backend: "postgres",
     intake: () => pgIntakeStore(pg),
     dispatch: (holder) => pgDispatchStore(pg, holder),
-    operator: () => pgOperatorStore(pg),
+    operator: () => operatorShown(pgOperatorStore(pg)),
     maintenance: () => pgMaintenanceStore(pg),
     status: () => pgStatusStore(pg),
-    dashboard: () => pgDashboardStore(pg),
+    dashboard: () => dashboardShown(pgDashboardStore(pg)),
     pull: () => pgPullStore(pg),
     close: () => pg.close(),
   };
@@ -137,10 +140,10 @@ export function sqliteStores(spool: SqliteSpool, close: () => void = () => spool
     intake: () => sqliteIntakeStore(spool),
     dispatch: async () => sqliteDispatchStore(spool),
     // The operator's close is the process's: the verbs end by closing what they opened.
-    operator: () => ({ ...sqliteOperatorStore(spool), close: async () => close() }),
+    operator: () => operatorShown({ ...sqliteOperatorStore(spool), close: async () => close() }),
     maintenance: () => sqliteMaintenanceStore(spool),
     status: () => sqliteStatusStore(spool),
-    dashboard: () => sqliteDashboardStore(spool),
+    dashboard: () => dashboardShown(sqliteDashboardStore(spool)),
     pull: async () => sqlitePullStore(spool),
     close: async () => close(),
   };

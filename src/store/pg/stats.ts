@@ -4,6 +4,7 @@ import { DEAD_REASONS, type DeadReason } from "../../delivery.ts";
 import { BATCH_STATES } from "../batches.ts";
 import type { PollRow, StateCounts } from "../stats.ts";
 import { num, numOrNull, type PgSpool } from "./db.ts";
+import { PULL_OWNER_PREFIX, type PullLeased } from "../pull.ts";
 
 export async function countBatchesPg(spool: PgSpool): Promise<StateCounts> {
   const out = Object.fromEntries([...BATCH_STATES, "quarantined"].map((s) => [s, 0])) as StateCounts;
@@ -51,6 +52,17 @@ export async function leasedCountsPg(spool: PgSpool): Promise<Map<string, number
     n: number;
   }[];
   return new Map(rows.map((r) => [r.destination, r.n]));
+}
+
+/**
+ * Leased batches per pull consumer: the name between the owner's "pull:" and its first "/" (the
+ * nonce after it is never read out).
+ */
+export async function leasedByConsumerPg(spool: PgSpool): Promise<PullLeased[]> {
+  const rows = (await spool.sql`SELECT destination, split_part(substr(lease_owner, 6), '/', 1) AS consumer,
+      COUNT(*)::int AS n FROM batches WHERE state = 'leased' AND lease_owner LIKE ${PULL_OWNER_PREFIX} || '%'
+        AND strpos(lease_owner, '/') > 6 GROUP BY 1, 2 ORDER BY 1, 2`) as PullLeased[];
+  return rows.map((r) => ({ destination: r.destination, consumer: r.consumer, n: Number(r.n) }));
 }
 
 /** The poll schedule, with the state of each instance's last tick batch. */

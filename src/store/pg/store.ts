@@ -90,6 +90,7 @@ import {
   countBatchesPg,
   databaseBytesPg,
   deadByReasonPg,
+  leasedByConsumerPg,
   leasedCountsPg,
   oldestPendingPg,
   readyCountsPg,
@@ -334,6 +335,8 @@ export function pgDashboardStore(spool: PgSpool): DashboardStore {
         polls,
         issuesOpen,
         bytes,
+        consumers,
+        pullLeased,
       ] = await Promise.all([
         pgSchemaVersion(spool),
         dispatchersPg(spool, staleS),
@@ -348,6 +351,8 @@ export function pgDashboardStore(spool: PgSpool): DashboardStore {
         pollRowsPg(spool),
         openIssueCountPg(spool),
         databaseBytesPg(spool),
+        pullConsumersPg(spool),
+        leasedByConsumerPg(spool),
       ]);
       const newest = beats.reduce<(typeof beats)[number] | null>(
         (a, b) => (a === null || b.heartbeatAgeS < a.heartbeatAgeS ? b : a),
@@ -377,6 +382,8 @@ export function pgDashboardStore(spool: PgSpool): DashboardStore {
         spoolBytes: bytes,
         windows,
         budgetSpends: spends,
+        pullConsumers: consumers,
+        pullLeased,
       };
     },
     readyCounts: (now) => readyCountsPg(spool, now),

@@ -4,6 +4,7 @@ import { DEAD_REASONS, type DeadReason } from "../../delivery.ts";
 import { type BatchState, BATCH_STATES } from "../batches.ts";
 import { prepared, type SqliteSpool } from "./db.ts";
 import type { StateCounts, PollRow } from "../stats.ts";
+import { PULL_OWNER_PREFIX, type PullLeased } from "../pull.ts";
 
 /** Batches per state; quarantine batches are counted apart from dead. */
 export function countBatches(spool: SqliteSpool): StateCounts {
@@ -91,6 +92,19 @@ export function leasedCounts(spool: SqliteSpool): Map<string, number> {
     "SELECT destination, COUNT(*) AS n FROM batches WHERE state = 'leased' GROUP BY destination",
   ).all();
   return new Map(rows.map((r) => [r.destination, r.n]));
+}
+
+/**
+ * Leased batches per pull consumer: the name between the owner's "pull:" and its first "/" (the
+ * nonce after it is never read out).
+ */
+export function leasedByConsumer(spool: SqliteSpool): PullLeased[] {
+  return prepared<PullLeased, [string]>(
+    spool.db,
+    "SELECT destination, substr(lease_owner, 6, instr(lease_owner, '/') - 6) AS consumer, COUNT(*) AS n " +
+      "FROM batches WHERE state = 'leased' AND lease_owner LIKE ? || '%' AND instr(lease_owner, '/') > 6 " +
+      "GROUP BY 1, 2 ORDER BY 1, 2",
+  ).all(PULL_OWNER_PREFIX);
 }
 
 /** Batches ready to deliver now per destination: sealed, or retry whose time has come. */

@@ -75,7 +75,7 @@ import { actionOf, requireIssueChanged, requireResumed } from "../actions.ts";
 import { recentActions, recordAction } from "./actions.ts";
 import { attemptsByOutcome, eventsBySource, quarantineReasons, readyToOkLatency } from "./charts.ts";
 import { journalAfter, journalBounds } from "./journal.ts";
-import { countBatches, deadByReason, leasedCounts, oldestPending, readyCounts } from "./stats.ts";
+import { countBatches, deadByReason, leasedByConsumer, leasedCounts, oldestPending, readyCounts } from "./stats.ts";
 import { destinationRows } from "./destinations.ts";
 import { openIssueCount } from "./issues.ts";
 import { schemaVersion } from "./db.ts";
@@ -419,5 +419,7 @@ function statusFacts(
     budgetSpends: new Map(
       [...budgets].map(([name, windowS]) => [name, windowS === null ? [] : budgetSpends(spool, name, windowS, now)]),
     ),
+    pullConsumers: pullConsumers(spool),
+    pullLeased: leasedByConsumer(spool),
   };
 }
