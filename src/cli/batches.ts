@@ -6,6 +6,17 @@ import { DEAD_REASON_TEXT } from "./dead-reasons.ts";
 import { FILTER_ARGS, filterOf } from "./filters.ts";
 import { humanAge, humanBytes, isoTime, table, visible } from "./format.ts";
 import { type Cli, GLOBAL_ARGS, loadForReading, openOperatorStore, positiveInt } from "./context.ts";
+import { leaseConsumer } from "../store/pull.ts";
+import type { BatchRow } from "../store/batches.ts";
+
+/**
+ * A batch as list --json gives it: a pull consumer's lease names its holder (lease_consumer); its
+ * owner comes from the store without the lease's nonce.
+ */
+function listed(b: BatchRow): BatchRow & { lease_consumer?: string } {
+  const consumer = leaseConsumer(b.lease_owner);
+  return consumer === null ? b : { ...b, lease_consumer: consumer };
+}
 
 /** A routing trace in a few words: the stage, the rule and what it matched, where the window came from. */
 function traceText(t: Record<string, unknown> | null): string {
@@ -43,7 +54,7 @@ function listCommand(cli: Cli): CommandDef {
       try {
         const rows = await store.listBatches({ ...filter, before, limit });
         if (cli.globals.json) {
-          cli.io.out(JSON.stringify(rows));
+          cli.io.out(JSON.stringify(rows.map(listed)));
           return 0;
         }
         if (rows.length === 0) {
@@ -51,13 +62,28 @@ function listCommand(cli: Cli): CommandDef {
           return 0;
         }
         const now = cli.clock.now();
+        // A HELD BY column only when a pull consumer holds one of these batches.
+        const held = rows.some((b) => leaseConsumer(b.lease_owner) !== null);
         cli.io.out(
           table(
-            ["ID", "STATE", "SOURCE", "ROUTE", "KEY", "DESTINATION", "EVENTS", "BYTES", "AGE", "LAST"],
+            [
+              "ID",
+              "STATE",
+              ...(held ? ["HELD BY"] : []),
+              "SOURCE",
+              "ROUTE",
+              "KEY",
+              "DESTINATION",
+              "EVENTS",
+              "BYTES",
+              "AGE",
+              "LAST",
+            ],
             // A dead batch's LAST is why it died: the receiver's refusal or the pipeline's fault.
             rows.map((b) => [
               b.id,
               b.state,
+              ...(held ? [leaseConsumer(b.lease_owner) ?? ""] : []),
               b.source,
               b.route,
               b.key,
@@ -140,7 +166,11 @@ function showCommand(cli: Cli): CommandDef {
         } else if (b.next_attempt_at !== null)
           lines.push(["next attempt", `${isoTime(b.next_attempt_at)} (in ${humanAge(b.next_attempt_at - now)})`]);
         if (b.not_before !== null) lines.push(["not before", isoTime(b.not_before)]);
-        if (b.lease_owner) lines.push(["lease", `${b.lease_owner} until ${isoTime(b.lease_until)}`]);
+        if (b.lease_owner) {
+          const consumer = leaseConsumer(b.lease_owner);
+          const holder = consumer === null ? b.lease_owner : `consumer ${consumer} (${b.lease_owner})`;
+          lines.push(["lease", `${holder} until ${isoTime(b.lease_until)}`]);
+        }
         if (b.last_class || b.last_error) lines.push(["last error", `${b.last_class ?? "-"}: ${b.last_error ?? ""}`]);
         if (b.delivered_at !== null)
           lines.push([b.state === "delivered" ? "delivered" : "finished", isoTime(b.delivered_at)]);

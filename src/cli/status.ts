@@ -73,6 +73,26 @@ function summary(doc: StatusDoc): string {
       ),
     );
   }
+  // Pull destinations' consumers: who leased last and when, and what each holds now.
+  const pulls = dests.filter(([, d]) => d.type === "pull");
+  if (pulls.length) {
+    out.push("");
+    out.push(
+      table(
+        ["PULL DESTINATION", "CONSUMER", "LAST LEASE", "LEASED"],
+        pulls.flatMap(([n, d]) =>
+          d.consumers?.length
+            ? d.consumers.map((c) => [
+                n,
+                c.name,
+                c.last_lease_age_s === null ? "-" : `${humanAge(c.last_lease_age_s)} ago`,
+                c.leased,
+              ])
+            : [[n, "none yet", "-", 0]],
+        ),
+      ),
+    );
+  }
   const sources = Object.entries(doc.sources);
   if (sources.length) {
     out.push("");

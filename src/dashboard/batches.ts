@@ -3,6 +3,7 @@
 // its attempts as a timeline; its payloads only on an explicit click, behind a warning.
 import { HookspoolError } from "../errors.ts";
 import type { BatchRow, ListFilter } from "../store/batches.ts";
+import { leaseConsumer } from "../store/pull.ts";
 import { parseSince } from "../time.ts";
 import { action, h, page, type PageContext, stateClass, table, when } from "./html.ts";
 
@@ -88,7 +89,8 @@ function facts(b: BatchRow): string {
     [
       [
         `<span class="${stateClass(b.state)}" id="batch-state">${h(b.state)}</span>` +
-          (b.dead_reason ? ` (${h(b.dead_reason)})` : ""),
+          (b.dead_reason ? ` (${h(b.dead_reason)})` : "") +
+          (leaseConsumer(b.lease_owner) !== null ? ` held by <b>${h(leaseConsumer(b.lease_owner))}</b>` : ""),
         h(b.source),
         h(b.route),
         h(b.key),

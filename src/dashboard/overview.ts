@@ -1,6 +1,7 @@
 // The overview: the /healthz verdict with its reasons, each destination's gate, the batch
 // counts, the spool and its disk, charts of the last hour and day, and the last actions.
 import type { Buckets } from "../store/charts.ts";
+import type { StatusDoc } from "../obs/status.ts";
 import { dashboardStatus } from "./status.ts";
 import { ackReadings, ackSeries } from "./intake-view.ts";
 import { action, h, jsonBlock, page, type PageContext, stateClass, table, when } from "./html.ts";
@@ -88,6 +89,27 @@ function ms(s: number | null): string {
   return s === null ? "-" : `≤ ${s * 1000 >= 1 ? Math.round(s * 1000) : (s * 1000).toFixed(1)} ms`;
 }
 
+/** Pull destinations' consumers: each one's last lease and the batches it holds leased now ("" without a pull). */
+function pullTable(destinations: StatusDoc["destinations"]): string {
+  const rows = Object.entries(destinations)
+    .filter(([, d]) => d.type === "pull")
+    .flatMap(([name, d]) =>
+      d.consumers?.length
+        ? d.consumers.map((c) => [
+            h(name),
+            `<span data-consumer="${h(`${name} ${c.name}`)}">${h(c.name)}</span>`,
+            c.last_lease_at === null
+              ? "-"
+              : `${when(c.last_lease_at)} <span class="muted">${h(Math.round(c.last_lease_age_s ?? 0))} s ago</span>`,
+            h(c.leased),
+          ])
+        : [[h(name), `<span class="muted">none has leased yet</span>`, "-", "0"]],
+    );
+  return rows.length
+    ? `<h3>Pull destinations</h3>${table(["pull destination", "consumer", "last lease", "leased now"], rows)}`
+    : "";
+}
+
 export async function overviewPage(c: PageContext): Promise<string> {
   const { doc, facts } = await dashboardStatus(c.store, c.config, c.dbPath, c.now);
   const health = doc.ok
@@ -152,6 +174,7 @@ export async function overviewPage(c: PageContext): Promise<string> {
       ];
     }),
   );
+  const pulls = pullTable(doc.destinations);
   const b = doc.batches;
   const counts = table(
     ["open", "sealed", "leased", "retry", "awaiting", "delivered", "dead", "dropped", "quarantined"],
@@ -186,7 +209,8 @@ export async function overviewPage(c: PageContext): Promise<string> {
     : "";
   return page(
     "Overview",
-    `<h2>Health</h2>${health}${spool}${ack}<h2>Destinations</h2>${dests}<h2>Batches</h2>${counts}${deadLine}` +
+    `<h2>Health</h2>${health}${spool}${ack}<h2>Destinations</h2>${dests}${pulls}` +
+      `<h2>Batches</h2>${counts}${deadLine}` +
       `<h2>Traffic</h2>${figures}${jsonBlock("chart-data", charts)}${actions}`,
   );
 }

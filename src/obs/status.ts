@@ -44,6 +44,19 @@ export interface DestinationStatus {
   gated_for_s?: number;
   /** A 429 without Retry-After gated it: once the gate ends, one delivery goes first as a probe. */
   throttled?: boolean;
+  /** A pull destination: never pushed; its consumers lease its batches through the intake's pull API. */
+  type?: "pull";
+  /** A pull destination's consumers, by name (none: no consumer has leased yet). */
+  consumers?: PullConsumerStatus[];
+}
+
+/** One consumer of a pull destination: when it last leased, and how many batches it holds leased now. */
+export interface PullConsumerStatus {
+  name: string;
+  /** null: it holds a lease, but no time of its last lease is recorded. */
+  last_lease_at: number | null;
+  last_lease_age_s: number | null;
+  leased: number;
 }
 
 export interface SourceStatus {
@@ -165,6 +178,35 @@ export function budgetedDestinations(config: Config): Map<string, BudgetPolicy> 
   return out;
 }
 
+/** A pull destination's consumers: those that leased (meta's times) and those holding a lease now. */
+function pullConsumersOf(f: StatusFacts, destination: string, now: number): PullConsumerStatus[] {
+  const out = new Map<string, PullConsumerStatus>();
+  for (const c of f.pullConsumers)
+    if (c.destination === destination)
+      out.set(c.consumer, {
+        name: c.consumer,
+        last_lease_at: c.lastLeaseAt,
+        last_lease_age_s: age(now, c.lastLeaseAt),
+        leased: 0,
+      });
+  for (const l of f.pullLeased) {
+    if (l.destination !== destination) continue;
+    const c = out.get(l.consumer) ?? { name: l.consumer, last_lease_at: null, last_lease_age_s: null, leased: 0 };
+    c.leased += l.n;
+    out.set(l.consumer, c);
+  }
+  return [...out.values()].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+}
+
+/** The store's destinations, then the configured pull destinations it has no row of yet (none has leased). */
+function destinationNamesOf(f: StatusFacts, config: Config): string[] {
+  const known = new Set(f.destinationNames);
+  const pulls = [...configuredDestinations(config)].filter(
+    (n) => !known.has(n) && destinationType(config, n) === "pull",
+  );
+  return [...f.destinationNames, ...pulls.sort()];
+}
+
 /** The document from its facts: the same rules on either backend. */
 export function assembleStatus(f: StatusFacts, config: Config, inp: StatusInputs): { doc: StatusDoc; hard: boolean } {
   const { now } = inp;
@@ -188,7 +230,7 @@ export function assembleStatus(f: StatusFacts, config: Config, inp: StatusInputs
   const rows = new Map(f.destinationRows.map((r) => [r.name, r]));
   const leased = f.leased;
   const destinations: Record<string, DestinationStatus> = {};
-  for (const name of f.destinationNames) {
+  for (const name of destinationNamesOf(f, config)) {
     const row = rows.get(name);
     const d: DestinationStatus = {
       state: row?.state ?? "closed",
@@ -235,6 +277,11 @@ export function assembleStatus(f: StatusFacts, config: Config, inp: StatusInputs
     }
     if (spend?.policy.keyBudget)
       d.key_budget = { limit: spend.policy.keyBudget.limit, window_s: spend.policy.keyBudget.windowS };
+    // A name under pull: is a pull destination's, whatever the config says of it now.
+    if (name.startsWith("pull:")) {
+      d.type = "pull";
+      d.consumers = pullConsumersOf(f, name, now);
+    }
     destinations[name] = d;
   }
 
