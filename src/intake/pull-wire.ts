@@ -1,5 +1,6 @@
 // The pull API's words on the wire, shared by the server (pull.ts) and the consumer
 // (pull-source.ts): the paths, the lease id, the bounds of a request, an ack's results.
+import { constantTimeEqual, sha256Hex } from "../plugin/verify.ts";
 import { CONSUMER_NAME, PULL_MAX_LEASE, PULL_MAX_WAIT_S } from "../store/pull.ts";
 
 export { PULL_MAX_LEASE, PULL_MAX_WAIT_S };
@@ -40,15 +41,22 @@ export function parseLeaseId(text: unknown): LeaseId | null {
 }
 
 /**
- * The claim's host for a lease: the lease owner is "<host>:0:<attempt id>", so it holds the
- * consumer's name (status shows who holds a batch) and the nonce the lease id carries.
+ * The lease's nonce as the spool keeps it: a digest, so a reader of the database, of status
+ * or of a log cannot ack a lease it does not hold; only the lease id carries the nonce itself.
  */
-export const leaseHost = (consumer: string, nonce: string): string => `pull:${consumer}/${nonce}`;
+const nonceDigest = (nonce: string): string => sha256Hex(`hookspool pull lease\n${nonce}`).slice(0, 32);
 
-/** Whether a batch's lease owner is the lease this id names. */
+/**
+ * The claim's host for a lease: the lease owner is "<host>:0:<attempt id>", so it holds the
+ * consumer's name (status shows who holds a batch) and the digest of the lease id's nonce.
+ */
+export const leaseHost = (consumer: string, nonce: string): string => `pull:${consumer}/${nonceDigest(nonce)}`;
+
+/** Whether a batch's lease owner is the lease this id names (its nonce's digest and its attempt). */
 export function ownsLease(owner: string | null, l: LeaseId): boolean {
   if (owner === null || !owner.startsWith("pull:")) return false;
-  return owner.endsWith(`/${l.nonce}:0:${l.attemptId}`);
+  const tail = `/${nonceDigest(l.nonce)}:0:${l.attemptId}`;
+  return owner.length > tail.length && constantTimeEqual(owner.slice(-tail.length), tail);
 }
 
 /** A consumer's name from its header; null when it is given and not a name. */

@@ -118,6 +118,16 @@ onBothWorlds((open) => {
         const [l] = await lease(t);
         const id = parseLeaseId(l.lease);
         if (!id) throw new Error("unparsable lease id");
+        // The spool keeps only the nonce's digest: what a reader of the database sees cannot ack.
+        const owner = String(
+          (await t.world.rows.get("SELECT lease_owner FROM batches WHERE id = ?", id.batchId))?.lease_owner,
+        );
+        expect(owner).toMatch(/^pull:laptop-1\/[0-9a-f]{32}:0:\d+$/);
+        expect(owner).not.toContain(id.nonce);
+        const fromOwner = owner.split("/")[1].split(":")[0];
+        expect(await ack(t, [{ lease: `${id.batchId}.${id.attemptId}.${fromOwner}`, result: "ok" }])).toEqual([
+          "stale",
+        ]);
         const forged = `${id.batchId}.${id.attemptId}.${"0".repeat(32)}`;
         expect(await ack(t, [{ lease: forged, result: "dead" }])).toEqual(["stale"]);
         expect(
