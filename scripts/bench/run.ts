@@ -15,6 +15,7 @@ const ALL = [
   "coalesce.ts",
   "pacing.ts",
   "outcomes.ts",
+  "pull.ts",
   "footprint.ts",
   "postgres.ts",
 ];
