@@ -1,6 +1,7 @@
 // hookspool check: load the config as strictly as an operator's pre-flight should, then run
 // every rule over it. Each problem names the key to fix and how; nothing here ever prints a
 // secret's value.
+import { processClock } from "../clock.ts";
 import { readFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { parse as parseToml } from "smol-toml";
@@ -26,6 +27,8 @@ export interface CheckDeps {
   uid: number;
   /** Leave out the database's rules (the dispatcher runs its own quick_check at start). */
   skipDatabase?: boolean;
+  /** Now, for a rotation's entries past their until (the process clock when absent). */
+  now?: number;
 }
 
 export interface CheckInput {
@@ -67,7 +70,13 @@ export interface CheckReport {
 export async function checkConfigFile(opts: CheckFileOptions = {}): Promise<CheckReport> {
   const env = opts.env ?? process.env;
   const cwd = opts.cwd ?? process.cwd();
-  const deps: CheckDeps = { env, cwd, uid: opts.uid ?? process.getuid?.() ?? 0, skipDatabase: opts.skipDatabase };
+  const deps: CheckDeps = {
+    env,
+    cwd,
+    uid: opts.uid ?? process.getuid?.() ?? 0,
+    skipDatabase: opts.skipDatabase,
+    now: processClock(env).now(),
+  };
   let loaded: LoadedConfig;
   try {
     loaded = loadConfig({ home: opts.home, config: opts.config, env, cwd });

@@ -3,7 +3,8 @@
 import { readFileSync } from "node:fs";
 import { quoteKey } from "../config/parse.ts";
 import { describeSecretRef, resolveSecret } from "../config/secrets.ts";
-import type { Config, ConfigProblem, SecretRef } from "../config/types.ts";
+import { systemClock } from "../clock.ts";
+import type { Config, ConfigProblem, SecretRef, SourceSecret } from "../config/types.ts";
 import { isHookspoolError } from "../errors.ts";
 import type { CheckDeps } from "./check.ts";
 import { problem, statOrNull } from "./problem.ts";
@@ -16,6 +17,17 @@ interface SecretUse {
   resolve: boolean;
   /** A secret the source learns from its handshake: no file yet is a warning, not an error. */
   learned?: string;
+  /** A rotation's older entry: ignored from this instant (epoch seconds) on. */
+  until?: number;
+}
+
+/** A source's or an instance's secret as uses: one, or each entry of a rotation's list. */
+function sourceSecretUses(key: string, s: SourceSecret, learned: string | undefined): SecretUse[] {
+  if (!Array.isArray(s)) return [{ key, ref: s, resolve: true, learned }];
+  return s.map((r, i) => {
+    const { until, ...ref } = r;
+    return { key: `${key}[${i}]`, ref: ref as SecretRef, resolve: true, until };
+  });
 }
 
 function secretUses(config: Config): SecretUse[] {
@@ -24,23 +36,13 @@ function secretUses(config: Config): SecretUse[] {
     secret === "secret" && typeof config.sources[source]?.template?.learn === "string" ? source : undefined;
   for (const [name, src] of Object.entries(config.sources)) {
     for (const [s, ref] of Object.entries(src.secrets ?? {}))
-      out.push({
-        key: `sources.${quoteKey(name)}.secrets.${quoteKey(s)}`,
-        ref,
-        resolve: true,
-        learned: learns(name, s),
-      });
+      out.push(...sourceSecretUses(`sources.${quoteKey(name)}.secrets.${quoteKey(s)}`, ref, learns(name, s)));
     // A pull source's bearer token for the upstream it leases from.
     if (src.pull?.token) out.push({ key: `sources.${quoteKey(name)}.pull.token`, ref: src.pull.token, resolve: true });
   }
   for (const [name, b] of Object.entries(config.bobbins)) {
     for (const [s, ref] of Object.entries(b.secrets ?? {}))
-      out.push({
-        key: `bobbins.${quoteKey(name)}.secrets.${quoteKey(s)}`,
-        ref,
-        resolve: true,
-        learned: learns(name, s),
-      });
+      out.push(...sourceSecretUses(`bobbins.${quoteKey(name)}.secrets.${quoteKey(s)}`, ref, learns(name, s)));
   }
   // A destination's check() resolves its own secrets (and knows whsec_); here only mode and env.
   for (const [name, d] of Object.entries(config.destinations)) {
@@ -76,7 +78,20 @@ function readableNonEmpty(path: string): boolean {
 /** Every reference resolves (readable, non-empty); files are private; env refs do not rotate. */
 export function secretRules(config: Config, deps: CheckDeps): ConfigProblem[] {
   const out: ConfigProblem[] = [];
-  for (const { key, ref, path: envFile, resolve: read, learned } of secretUses(config)) {
+  const now = deps.now ?? systemClock.now();
+  for (const { key, ref, path: envFile, resolve: read, learned, until } of secretUses(config)) {
+    // An old secret of a rotation past its until: verify no longer tries it.
+    if (until !== undefined && now >= until) {
+      out.push(
+        problem(
+          "warning",
+          key,
+          `past its until (${new Date(until * 1000).toISOString()}): requests signed with it are refused now`,
+          "remove it from the list",
+        ),
+      );
+      continue;
+    }
     // Not learned yet: the intake must start (and reload) to take the handshake that teaches it.
     if (learned && ref && "file" in ref && !readableNonEmpty(ref.file)) {
       out.push(

@@ -10,7 +10,7 @@ import { resolve } from "node:path";
 import type { CommandDef } from "citty";
 import { destinationSettings } from "../config/destinations.ts";
 import { userKey } from "../config/provenance.ts";
-import { resolveSecret } from "../config/secrets.ts";
+import { newestRef, resolveSecret } from "../config/secrets.ts";
 import type { Config } from "../config/types.ts";
 import { windowFor } from "../config/windows.ts";
 import { HookspoolError } from "../errors.ts";
@@ -105,7 +105,7 @@ export function sendCommand(cli: Cli): CommandDef {
         });
       let secret: string;
       try {
-        secret = resolveSecret(ref, cli.io.env);
+        secret = resolveSecret(newestRef(ref), cli.io.env);
       } catch (e) {
         throw new HookspoolError(
           "E_CONFIG",
@@ -172,7 +172,7 @@ export function sendCommand(cli: Cli): CommandDef {
       const target = intakeUrl(config, source, args.url as string | undefined);
       if (args.handshake) {
         const tokenRef = config.sources[source]?.secrets?.verify_token;
-        const h = handshakeOf(t, tokenRef ? resolveSecret(tokenRef, cli.io.env) : null);
+        const h = handshakeOf(t, tokenRef ? resolveSecret(newestRef(tokenRef), cli.io.env) : null);
         const signed = h.body
           ? build(t, secret, { body: h.body, now: Math.floor(cli.clock.now()), id: `send_${randomUUID()}` })
           : { url: "", headers: [] as [string, string][], body: null };

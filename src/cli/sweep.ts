@@ -3,7 +3,7 @@
 // GitHub to redeliver each one that never got a 2xx and that the spool has not seen.
 import type { CommandDef } from "citty";
 import { findBobbins } from "../bobbin/registry.ts";
-import { resolveSecret } from "../config/secrets.ts";
+import { newestRef, resolveSecret } from "../config/secrets.ts";
 import { HookspoolError } from "../errors.ts";
 import { createHttp } from "../net/http.ts";
 import { createPacer } from "../net/pace.ts";
@@ -86,7 +86,7 @@ export function sweepCommand(cli: Cli): CommandDef {
             `add secrets.${sweep.secret} = { file = "..." }: ` +
             `${bobbin.manifest.secrets[sweep.secret]?.description ?? "the sweep's token"}`,
         });
-      const token = resolveSecret(ref, cli.io.env);
+      const token = resolveSecret(newestRef(ref), cli.io.env);
       const since = parseSince(String(args.since ?? "24h"), cli.clock.now());
       const store = await openOperatorStore(cli, loaded);
       try {

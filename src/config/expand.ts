@@ -9,7 +9,15 @@ import { TEMPLATE_KEYS } from "../plugin/template.ts";
 import { closest } from "../spelling.ts";
 import { exposeProblems } from "./expose.ts";
 import { type Problems, quoteKey } from "./parse.ts";
-import type { BobbinInstanceConfig, Config, DestinationConfig, RouteConfig, SecretRef, SourceConfig } from "./types.ts";
+import type {
+  BobbinInstanceConfig,
+  Config,
+  DestinationConfig,
+  RouteConfig,
+  SourceConfig,
+  SourceSecret,
+} from "./types.ts";
+import { refsOf } from "./secrets.ts";
 
 export interface ExpandContext {
   bobbins: ReadonlyMap<string, Bobbin>;
@@ -74,10 +82,10 @@ function givenWords(v: unknown): string {
   return `${kind} (${text.length > 40 ? `${text.slice(0, 40)}...` : text})`;
 }
 
-function secretsOf(m: Manifest, inst: BobbinInstanceConfig, key: string, p: Problems): Record<string, SecretRef> {
+function secretsOf(m: Manifest, inst: BobbinInstanceConfig, key: string, p: Problems): Record<string, SourceSecret> {
   // An earlier name of a secret (its manifest's aliases) still works, as the name it has now.
   const raw = inst.secrets ?? {};
-  const given: Record<string, SecretRef> = Object.fromEntries(
+  const given: Record<string, SourceSecret> = Object.fromEntries(
     Object.entries(raw).filter(([s]) => Object.hasOwn(m.secrets, s)),
   );
   for (const [s, ref] of Object.entries(raw)) {
@@ -111,7 +119,7 @@ function secretsOf(m: Manifest, inst: BobbinInstanceConfig, key: string, p: Prob
       continue;
     }
     // The processor runs with a minimal environment: a reference to the dispatcher's cannot resolve there.
-    if (spec.processor && "env" in ref)
+    if (spec.processor && refsOf(ref).some((r) => "env" in r))
       p.error(
         `${key}.secrets.${s}`,
         "the processor needs this secret, and it does not inherit the environment",

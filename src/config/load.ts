@@ -9,7 +9,7 @@ import { HookspoolError } from "../errors.ts";
 import { expandBobbins } from "./expand.ts";
 import { Problems, isTable, parseFields } from "./parse.ts";
 import { BOBBIN_INSTANCE_FIELDS, CONFIG_FIELDS, DEFAULT_SPANS } from "./schema.ts";
-import type { Config, ConfigProblem, LoadedConfig, Paths, SecretRef } from "./types.ts";
+import type { Config, ConfigProblem, LoadedConfig, Paths, SecretRef, SourceSecret } from "./types.ts";
 import { validateConfig } from "./validate.ts";
 
 export const DEFAULT_HOME = "/var/lib/hookspool";
@@ -207,8 +207,12 @@ function anchorProgram(argv: string[] | undefined, dir: string, env: Env): strin
  * code modules, and the alert command. ~ is the user's home directory.
  */
 export function anchorPaths(config: Config, dir: string, env: Env): void {
-  const refs = (m: Record<string, SecretRef> | undefined) =>
-    m ? Object.fromEntries(Object.entries(m).map(([k, r]) => [k, anchorRef(r, dir, env)])) : m;
+  const anchor = (r: SourceSecret): SourceSecret =>
+    Array.isArray(r)
+      ? r.map((x) => ({ ...anchorRef(x, dir, env), ...(x.until !== undefined ? { until: x.until } : {}) }))
+      : anchorRef(r, dir, env);
+  const refs = (m: Record<string, SourceSecret> | undefined) =>
+    m ? Object.fromEntries(Object.entries(m).map(([k, r]) => [k, anchor(r)])) : m;
   if (config.spool.url) config.spool.url = anchorRef(config.spool.url, dir, env);
   for (const src of Object.values(config.sources)) {
     src.secrets = refs(src.secrets);

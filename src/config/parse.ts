@@ -45,6 +45,28 @@ function parseSecretRef(v: unknown, key: string, p: Problems): unknown {
   return undefined;
 }
 
+/**
+ * A rotation: references newest first, an older one with the instant it stops being used
+ * (`until`, an RFC 3339 time, quoted or as a TOML date-time).
+ */
+function parseRotation(list: unknown[], key: string, p: Problems): unknown {
+  if (list.length === 0) return p.error(key, "a rotation's list needs at least one secret reference");
+  if (list.length > 4) return p.error(key, "a rotation's list holds at most 4 secret references");
+  return list.map((x, i) => {
+    const at = `${key}[${i}]`;
+    if (!isTable(x) || !("until" in x)) return parseSecretRef(x, at, p);
+    const { until, ...ref } = x;
+    const t = until instanceof Date ? until.getTime() : typeof until === "string" ? Date.parse(until) : Number.NaN;
+    if (
+      !Number.isFinite(t) ||
+      (typeof until === "string" && !/^\d{4}-\d{2}-\d{2}T[0-9:.]+(Z|[+-]\d{2}:\d{2})$/.test(until))
+    )
+      return p.error(`${at}.until`, 'expected an RFC 3339 time with its zone, e.g. "2026-12-08T00:00:00Z"');
+    const parsed = parseSecretRef(ref, at, p);
+    return parsed === undefined ? undefined : { ...(parsed as object), until: t / 1000 };
+  });
+}
+
 function parseValue(v: unknown, type: FieldType, key: string, p: Problems): unknown {
   switch (type.kind) {
     case "string":
@@ -89,7 +111,8 @@ function parseValue(v: unknown, type: FieldType, key: string, p: Problems): unkn
     case "secretMap": {
       if (!isTable(v)) return p.error(key, `expected a table of secret references, got ${describe(v)}`);
       const out: Table = {};
-      for (const [k, x] of Object.entries(v)) out[k] = parseSecretRef(x, `${key}.${k}`, p);
+      for (const [k, x] of Object.entries(v))
+        out[k] = Array.isArray(x) ? parseRotation(x, `${key}.${k}`, p) : parseSecretRef(x, `${key}.${k}`, p);
       return out;
     }
     case "table":

@@ -81,7 +81,12 @@ export const SOURCE_FIELDS: Fields = {
     type: { kind: "table" },
     doc: "a code source's own settings, the names its configKeys lists (a bobbin's source.config)",
   },
-  secrets: { type: { kind: "secretMap" }, doc: "secret name -> reference" },
+  secrets: {
+    type: { kind: "secretMap" },
+    doc:
+      "secret name -> reference, or a rotation's list of them, newest first, an older one with " +
+      'until = "<RFC 3339 time>" (see docs/operations/secrets.md)',
+  },
   span: str("coalesce preset name (a key of [spans])"),
   ...WINDOW_OVERRIDES,
   expect_every_s: num(
@@ -268,7 +273,12 @@ export const DESTINATION_FIELDS: Fields = {
 
 export const BOBBIN_INSTANCE_FIELDS: Fields = {
   bobbin: str("the bobbin, <vendor>.<product> (required)"),
-  secrets: { type: { kind: "secretMap" }, doc: "secret name -> reference" },
+  secrets: {
+    type: { kind: "secretMap" },
+    doc:
+      "secret name -> reference, or a rotation's list of them, newest first, an older one with " +
+      'until = "<RFC 3339 time>" (see docs/operations/secrets.md)',
+  },
   settings: { type: { kind: "table" }, doc: "typed settings of the bobbin" },
   outputs: { type: { kind: "stringMap" }, doc: 'output event type (or "*") -> destination' },
   expose: {

@@ -1,9 +1,26 @@
 // Secret references: resolved at use time, never cached, never logged, never stored.
 import { closeSync, fstatSync, openSync, readFileSync, readSync, statSync, type Stats } from "node:fs";
 import { HookspoolError } from "../errors.ts";
-import type { SecretRef } from "./types.ts";
+import type { SecretRef, SourceSecret, TimedSecretRef } from "./types.ts";
 
 export type Env = Record<string, string | undefined>;
+
+/** Every reference of a source's secret, newest first (one: a list of one). */
+export function refsOf(s: SourceSecret): TimedSecretRef[] {
+  return Array.isArray(s) ? s : [s];
+}
+
+/** The newest reference of a source's secret: what a sender signs with now, and `send` too. */
+export function newestRef(s: SourceSecret): SecretRef {
+  const [first] = refsOf(s);
+  const { until: _until, ...ref } = first as TimedSecretRef;
+  return ref as SecretRef;
+}
+
+/** The references in force at `now`, newest first: an entry past its `until` is ignored. */
+export function liveRefs(s: SourceSecret, now: number): TimedSecretRef[] {
+  return refsOf(s).filter((r) => r.until === undefined || now < r.until);
+}
 
 /** A reference as words, for messages: never the value. */
 export function describeSecretRef(ref: SecretRef): string {

@@ -12,7 +12,7 @@ import type { HookRequest, Secrets, SourcePlugin } from "../plugin/types.ts";
 import { ConfigError, type Env } from "./load.ts";
 import { quoteKey } from "./parse.ts";
 import { type ResolveOptions, type RouteCopy, resolveCopies } from "./routes.ts";
-import { resolveSecret } from "./secrets.ts";
+import { liveRefs, newestRef, resolveSecret } from "./secrets.ts";
 import type { Config, ConfigProblem, SourceConfig } from "./types.ts";
 
 /**
@@ -51,8 +51,13 @@ export interface IntakeSource {
   name: string;
   plugin: SourcePlugin;
   config: SourceConfig;
-  /** Resolves the configured references at each access (never cached: a rotated file is read next time). */
+  /**
+   * Resolves the configured references at each access (never cached: a rotated file is read
+   * next time); a rotation's list gives its newest.
+   */
   secrets: Secrets;
+  /** What verify tries at `now`: one Secrets per position of a rotation's lists, newest first. */
+  secretsAt(now: number): SecretPosition[];
   /** The plugin's auth headers and config's: never stored, stripped from quarantine. */
   authHeaders: string[];
   keepHeaders: string[];
@@ -80,9 +85,61 @@ export function configSecrets(source: string, refs: SourceConfig["secrets"], env
         throw new HookspoolError("E_CONFIG", `source ${source} has no secret named ${name}`, {
           key: `sources.${source}.secrets.${name}`,
         });
-      return resolveSecret(ref, env);
+      return resolveSecret(newestRef(ref), env);
     },
   };
+}
+
+/** One position of a source's rotation: each secret's entry at that place of its list. */
+export interface SecretPosition {
+  /** 0 for the newest; an entry past its until is left out before counting. */
+  position: number;
+  secrets: Secrets;
+  /** When this position's older entries stop being used (null: never, the newest). */
+  until: number | null;
+}
+
+/**
+ * The positions verify tries at `now`: one when no secret is a list (the common case, the
+ * newest of each); else one per place in the longest list still in force, each secret's entry
+ * at that place (a shorter list's last one past its end).
+ */
+export function secretPositions(
+  source: string,
+  refs: SourceConfig["secrets"],
+  env: Env,
+  now: number,
+): SecretPosition[] {
+  const newest = configSecrets(source, refs, env);
+  const lists = Object.entries(refs ?? {})
+    .filter(([, s]) => Array.isArray(s))
+    .map(([name, s]) => [name, liveRefs(s, now)] as const);
+  const n = Math.max(1, ...lists.map(([, l]) => l.length));
+  if (n === 1) return [{ position: 0, secrets: newest, until: null }];
+  const live = new Map(lists);
+  return Array.from({ length: n }, (_, i) => {
+    const untils = lists.flatMap(([, l]) => (i < l.length && l[i].until !== undefined ? [l[i].until as number] : []));
+    return {
+      position: i,
+      until: untils.length ? Math.min(...untils) : null,
+      secrets: {
+        get(name) {
+          const l = live.get(name);
+          if (!l) return newest.get(name);
+          const ref = l[Math.min(i, l.length - 1)];
+          if (!ref)
+            throw new HookspoolError(
+              "E_CONFIG",
+              `every entry of source ${source}'s secrets.${name} is past its until`,
+              {
+                key: `sources.${source}.secrets.${name}`,
+              },
+            );
+          return resolveSecret(ref, env);
+        },
+      },
+    };
+  });
 }
 
 function isPlugin(x: unknown): x is SourcePlugin {
@@ -247,6 +304,7 @@ export async function loadEverySource(
       plugin,
       config: src,
       secrets: configSecrets(name, src.secrets, env),
+      secretsAt: (now) => secretPositions(name, src.secrets, env, now),
       authHeaders,
       keepHeaders,
       quarantineHeaders,

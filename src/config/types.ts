@@ -2,6 +2,12 @@
 
 export type SecretRef = { file: string } | { env: string } | { env_file: string; key: string };
 
+/** A reference in a rotation's list: ignored from `until` on (epoch seconds; absent: never). */
+export type TimedSecretRef = SecretRef & { until?: number };
+
+/** A source's secret: one reference, or a rotation's list, newest first. */
+export type SourceSecret = SecretRef | TimedSecretRef[];
+
 /** The four window fields a batch is opened with. */
 export interface Window {
   quiet_s: number;
@@ -17,7 +23,7 @@ export interface SourceConfig extends PartialWindow {
   template?: Record<string, unknown>;
   /** A code source's own settings: the names its configKeys lists. */
   config?: Record<string, unknown>;
-  secrets?: Record<string, SecretRef>;
+  secrets?: Record<string, SourceSecret>;
   span?: string;
   /** Unset: the source plugin's expectation, if any (see expectEvery). */
   expect_every_s?: number;
@@ -97,7 +103,7 @@ export interface DestinationConfig {
 export interface BobbinInstanceConfig extends PartialWindow {
   /** Required; a missing one is reported by the expansion, with the bobbin it probably meant. */
   bobbin?: string;
-  secrets?: Record<string, SecretRef>;
+  secrets?: Record<string, SourceSecret>;
   settings?: Record<string, unknown>;
   outputs?: Record<string, string>;
   /** Output (a key of outputs) -> the paths its events deliver, as a route's expose. */

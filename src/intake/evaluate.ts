@@ -3,10 +3,10 @@
 // intake runs it on every request; `hookspool source test` runs it offline on a capture, and a
 // replay of a quarantined request runs the steps after verify.
 import { newEvent } from "../config/events.ts";
-import { eventCopies, type IntakeSource, NO_SECRETS } from "../config/sources.ts";
+import { eventCopies, type IntakeSource, NO_SECRETS, type SecretPosition } from "../config/sources.ts";
 import type { Config } from "../config/types.ts";
 import { isHookspoolError } from "../errors.ts";
-import { BadPayload, type HookRequest, type HookResponse, type SourcePlugin } from "../plugin/types.ts";
+import { BadPayload, type HookRequest, type HookResponse, type Secrets, type SourcePlugin } from "../plugin/types.ts";
 import { eventMetaProblem, MAX_KEY_BYTES, type NewEvent } from "../store/enqueue.ts";
 
 const utf8 = new TextEncoder();
@@ -21,8 +21,18 @@ export function pluginErrorClass(e: unknown): string {
   return typeof e;
 }
 
-/** What the plugin steps decided, before anything is written. */
-export type Evaluation =
+/** Which secret of a rotation verified a request: its position (0, the newest) and the instant it stops. */
+export interface VerifiedWith {
+  position: number;
+  until: number | null;
+  /** How many positions were in force (1: no rotation under way). */
+  of: number;
+}
+
+/** What the plugin steps decided, before anything is written (and, past verify, with which secret). */
+export type Evaluation = Decision & { verifiedWith?: VerifiedWith };
+
+type Decision =
   | { kind: "answered"; response: HookResponse; authenticated: boolean }
   /** A handshake that offers the secret (Asana, Notion): the intake keeps it only while armed. */
   | { kind: "learn"; secret: string; response: HookResponse }
@@ -60,7 +70,15 @@ export async function evaluate(config: Config, src: IntakeSource, req: HookReque
   // A handshake on another method that authenticates itself (Meta's GET and its verify token).
   if (req.method !== "POST" && plugin.handshake) {
     try {
-      const r = await plugin.handshake(req, src.secrets);
+      // During a rotation the provider may still hold either secret: the answer one accepts wins.
+      let first: HookResponse | null = null;
+      let accepted: HookResponse | null = null;
+      for (const position of src.secretsAt(req.now)) {
+        const r = await plugin.handshake(req, position.secrets);
+        if (r) first ??= r;
+        if (r && r.status < 300) accepted ??= r;
+      }
+      const r = accepted ?? first;
       if (r) return { kind: "answered", response: r, authenticated: r.status < 300 };
     } catch (e) {
       return { kind: "verify_error", error: pluginErrorClass(e) };
@@ -76,18 +94,29 @@ export async function evaluate(config: Config, src: IntakeSource, req: HookReque
       return { kind: "verify_error", error: pluginErrorClass(e) };
     }
   }
-  try {
-    const verdict = await plugin.verify(req, src.secrets);
-    // Only true verifies; a plugin that says why not names a class, one that says false does not.
-    if (verdict !== true)
-      return {
-        kind: "unverified",
-        reason: typeof verdict === "string" && VERIFY_FAILURES.has(verdict) ? verdict : "rejected",
-      };
-  } catch (e) {
-    return { kind: "verify_error", error: pluginErrorClass(e) };
+  // Every secret of a rotation is tried, each check constant-time and all of them every time,
+  // so how long verify takes does not say which one matched; the newest that verifies counts.
+  const positions = src.secretsAt(req.now);
+  let verified: SecretPosition | null = null;
+  let reason: string | null = null;
+  let error: unknown = null;
+  for (const position of positions) {
+    try {
+      const verdict = await plugin.verify(req, position.secrets);
+      // Only true verifies; a plugin that says why not names a class, one that says false does not.
+      if (verdict === true) verified ??= position;
+      else reason ??= typeof verdict === "string" && VERIFY_FAILURES.has(verdict) ? verdict : "rejected";
+    } catch (e) {
+      error ??= e;
+    }
   }
-  return afterVerify(config, src, req);
+  if (verified === null) {
+    // A secret that cannot be read is our fault, whatever the others said.
+    if (error !== null) return { kind: "verify_error", error: pluginErrorClass(error) };
+    return { kind: "unverified", reason: reason ?? "rejected" };
+  }
+  const after = await afterVerify(config, src, req, verified.secrets);
+  return { ...after, verifiedWith: { position: verified.position, until: verified.until, of: positions.length } };
 }
 
 /**
@@ -99,12 +128,14 @@ export async function afterVerify(
   config: Config,
   src: IntakeSource,
   req: HookRequest,
-): Promise<Exclude<Evaluation, { kind: "method" | "verify_error" | "unverified" }>> {
+  secrets: Secrets = src.secrets,
+): Promise<Exclude<Decision, { kind: "method" | "verify_error" | "unverified" }>> {
   const { plugin } = src;
   try {
-    // After verify: a handshake answer derived from the secret is no signing oracle now.
+    // After verify: a handshake answer derived from the secret is no signing oracle now; it is
+    // made with the secret that verified the request.
     if (plugin.challenge && !plugin.challengeUnauthenticated) {
-      const r = await plugin.challenge(req, src.secrets);
+      const r = await plugin.challenge(req, secrets);
       if (r) return { kind: "answered", response: r, authenticated: true };
     }
     const ignored = plugin.ignore?.(req);

@@ -30,6 +30,7 @@ export class IntakeMetrics {
   private duplicate = new Map<string, number>();
   private quarantined = new Map<string, number>();
   private rejected = new Map<string, number>();
+  private verified = new Map<string, number>();
 
   private bump(m: Map<string, number>, k: string): void {
     m.set(k, (m.get(k) ?? 0) + 1);
@@ -46,6 +47,11 @@ export class IntakeMetrics {
   }
   rejected1(source: string, reason: RejectReason): void {
     this.bump(this.rejected, `${source}\u0000${reason}`);
+  }
+
+  /** A request verified with the secret at `position` of its source's rotation (0: the newest). */
+  verified1(source: string, position: number): void {
+    this.bump(this.verified, `${source}\u0000${position}`);
   }
 
   /** A 2xx answered `seconds` after the request arrived (the body read, verified and committed). */
@@ -84,6 +90,15 @@ export class IntakeMetrics {
       (k) => {
         const [source, reason] = k.split("\u0000");
         return `source="${esc(source)}",reason="${esc(reason)}"`;
+      },
+    );
+    family(
+      "hookspool_verified_total",
+      "Requests verified, per source and the position of the secret that verified them (0: the newest).",
+      this.verified,
+      (k) => {
+        const [source, position] = k.split("\u0000");
+        return `source="${esc(source)}",secret="${esc(position)}"`;
       },
     );
     if (this.startedAt !== null)

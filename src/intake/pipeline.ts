@@ -14,6 +14,7 @@ import { type Backpressure, spoolFailure } from "./backpressure.ts";
 import type { IntakeMetrics, RejectReason } from "./metrics.ts";
 import { hookRequest } from "../plugin/hook-request.ts";
 import { storableUrl } from "./captures.ts";
+import type { RotationWatch } from "./rotation.ts";
 import { evaluate, quarantineReason } from "./evaluate.ts";
 import { ARM_PARAM, keepLearnedSecret } from "./learn.ts";
 import {
@@ -42,6 +43,8 @@ export interface PipelineDeps {
   faults: Faults;
   /** Under `run`: the earliest instant a batch this event joined may be ready (now when sealed). */
   wake?: (at: number) => void;
+  /** Counts which secret of a rotation verified each request, and opens the issue of an old one. */
+  rotation?: RotationWatch;
 }
 
 export interface HookInput {
@@ -112,6 +115,7 @@ export async function handleHook(d: PipelineDeps, input: HookInput): Promise<Rep
   if (input.method === "POST" && d.backpressure.diskLow()) return reject("spool_full", SPOOL_FULL(), body.length);
 
   const ev = await evaluate(d.config(), src, req);
+  if (ev.verifiedWith) d.rotation?.verified(name, ev.verifiedWith, req.now);
   switch (ev.kind) {
     case "answered":
       // A handshake that refused (a GET with the wrong verify token) is counted and logged as
@@ -270,7 +274,9 @@ function learned(
   remote: string,
   armToken: string | null,
 ): Reply {
-  const outcome = keepLearnedSecret(d.config().sources[name]?.secrets?.secret, secret, now, armToken);
+  // A learned secret is one file (a rotation's list is refused for it at load).
+  const ref = d.config().sources[name]?.secrets?.secret;
+  const outcome = keepLearnedSecret(Array.isArray(ref) ? undefined : ref, secret, now, armToken);
   switch (outcome) {
     case "learned":
       d.log.info("secret learned from the handshake; kept in the file secrets.secret names", { source: name, remote });

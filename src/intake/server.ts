@@ -19,6 +19,7 @@ import { IntakeMetrics } from "./metrics.ts";
 import { handleOutcome, outcomePath } from "./outcomes.ts";
 import { handleHook } from "./pipeline.ts";
 import { PullApi } from "./pull.ts";
+import { RotationWatch } from "./rotation.ts";
 import { PullSources } from "./pull-source.ts";
 import { pullPath } from "./pull-wire.ts";
 import type { Reply } from "./replies.ts";
@@ -183,6 +184,7 @@ export class Intake implements Service {
       backpressure: this.backpressure,
       faults,
       wake: this.opts.wake,
+      rotation: new RotationWatch({ store, metrics: this.metrics, log }),
     };
     let pullStore: Promise<PullStore> | null = null;
     const opened = stores;

@@ -527,7 +527,8 @@ describe("the Slack module", () => {
       '{"token":"unused","type":"app_rate_limited","team_id":"T04XK2M8Q",' +
       '"minute_rate_limited":1714564800,"api_app_id":"A06P3RST1"}';
     const { ev } = await run("slack/message", { body });
-    expect(ev).toEqual({ kind: "ignored", reason: "not_an_event" });
+    // Verified with the one secret (no rotation), then ignored.
+    expect(ev).toEqual({ kind: "ignored", reason: "not_an_event", verifiedWith: { position: 0, until: null, of: 1 } });
   });
 
   test("quarantines a signed event without team_id (key_missing)", async () => {
