@@ -216,6 +216,7 @@ export function anchorPaths(config: Config, dir: string, env: Env): void {
   if (config.spool.url) config.spool.url = anchorRef(config.spool.url, dir, env);
   for (const src of Object.values(config.sources)) {
     src.secrets = refs(src.secrets);
+    if (src.pull) src.pull.token = anchorRef(src.pull.token, dir, env);
     // A built-in bobbin's code is compiled in, not a path.
     if (!src.module?.startsWith("builtin:")) src.module = anchored(src.module, dir, env);
   }
@@ -225,6 +226,9 @@ export function anchorPaths(config: Config, dir: string, env: Env): void {
   }
   for (const d of Object.values(config.destinations)) {
     if (d.secret) d.secret = anchorRef(d.secret, dir, env);
+    // A pull destination's tokens.
+    if (d.token)
+      d.token = Array.isArray(d.token) ? d.token.map((r) => anchorRef(r, dir, env)) : anchorRef(d.token, dir, env);
     if (d.secret_previous)
       d.secret_previous = Array.isArray(d.secret_previous)
         ? d.secret_previous.map((r) => anchorRef(r, dir, env))

@@ -223,6 +223,16 @@ url = "https://example.invalid/h"
 secret = { file = "secrets/web" }
 secret_previous = [{ file = "/abs/old" }, { env_file = "env/w.env", key = "W" }]
 
+[sources.rotating]
+secrets.secret = [{ file = "secrets/new" }, { file = "secrets/old", until = "2026-12-08T00:00:00Z" }]
+
+[sources.office]
+action = "web"
+pull = { url = "https://hooks.example.org", destination = "laptop", token = { file = "secrets/pull" } }
+
+[destinations."pull:laptop"]
+token = [{ file = "secrets/laptop" }, { file = "/abs/laptop.old" }]
+
 [hermes]
 subscriptions_path = "hermes/subs.json"
 
@@ -249,6 +259,16 @@ argv = ["./alert.sh", "--now"]
     expect(config.destinations.web.secret_previous).toEqual([
       { file: "/abs/old" },
       { env_file: join(dir, "env/w.env"), key: "W" },
+    ]);
+    // A rotation's list keeps each entry's until; pull's tokens are anchored as any secret is.
+    expect(config.sources.rotating.secrets?.secret).toEqual([
+      { file: join(dir, "secrets/new") },
+      { file: join(dir, "secrets/old"), until: Date.parse("2026-12-08T00:00:00Z") / 1000 },
+    ]);
+    expect(config.sources.office.pull?.token).toEqual({ file: join(dir, "secrets/pull") });
+    expect(config.destinations["pull:laptop"].token).toEqual([
+      { file: join(dir, "secrets/laptop") },
+      { file: "/abs/laptop.old" },
     ]);
     expect(config.hermes.subscriptions_path).toBe(join(dir, "hermes/subs.json"));
     expect(config.alerts.argv).toEqual([join(dir, "alert.sh"), "--now"]);
