@@ -99,8 +99,7 @@ export class PullSource implements Service {
     const answer = await this.post(s, `lease?wait=${s.wait_s}&max=${s.max}`, "", s.wait_s + 30);
     const leases = readLeaseAnswer(answer);
     if (leases.length === 0) return;
-    let committed = 0;
-    let failure: unknown = null;
+    const commits: { lease: string; commit: Promise<unknown> }[] = [];
     for (const { leased, payloads } of leases) {
       let events: NewEvent[];
       try {
@@ -115,15 +114,20 @@ export class PullSource implements Service {
         this.pending.push({ lease: leased.lease, result: "retry", reason: "no route on the consumer" });
         continue;
       }
-      try {
-        // Committed before the ack; what this spool refuses is not acked, and its lease ends.
-        await this.d.store.enqueueAll(events, this.d.clock.now());
-      } catch (e) {
-        failure = e;
-        break;
+      // Every batch's events asked for in the same turn, so the group commit writes them in
+      // one transaction (each its own all-or-none part). A lease answer holds one head per key,
+      // so their order across keys does not matter.
+      commits.push({ lease: leased.lease, commit: this.d.store.enqueueAll(events, this.d.clock.now()) });
+    }
+    let committed = 0;
+    let failure: unknown = null;
+    for (const [i, r] of (await Promise.allSettled(commits.map((c) => c.commit))).entries()) {
+      // Committed before the ack; what this spool refused is not acked, and its lease ends.
+      if (r.status === "rejected") failure ??= r.reason;
+      else {
+        committed++;
+        this.pending.push({ lease: commits[i].lease, result: "ok" });
       }
-      committed++;
-      this.pending.push({ lease: leased.lease, result: "ok" });
     }
     if (committed > 0) this.d.wake?.(this.d.clock.now());
     await this.flushAcks(s);

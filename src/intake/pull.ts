@@ -19,6 +19,7 @@ import type { Logger } from "../log.ts";
 import { parseRate, type Rate } from "../pacing.ts";
 import { constantTimeEqual } from "../plugin/verify.ts";
 import type { PullStore } from "../store/api.ts";
+import type { OutcomeEnd } from "../store/outcome-plan.ts";
 import type { Claim } from "../store/queue.ts";
 import { emptyReply, type Reply } from "./replies.ts";
 import {
@@ -265,49 +266,66 @@ export class PullApi {
     if (typeof acks === "string") return problem(400, acks);
     const store = await this.d.store();
     const config = this.d.config();
-    const results: { lease: string; verdict: AckVerdict }[] = [];
+    const verdicts: AckVerdict[] = [];
+    const ends: { at: number; end: OutcomeEnd }[] = [];
+    for (const [i, a] of acks.entries()) {
+      const checked = await this.checked(store, config, destination, a);
+      if (typeof checked === "string") verdicts.push(checked);
+      else {
+        verdicts.push("stale");
+        ends.push({ at: i, end: checked });
+      }
+    }
+    // Every ack that holds its lease, in one outcome transaction (each its own part, as the
+    // dispatcher's outcomes that end together).
     let recorded = 0;
-    for (const a of acks) {
-      const verdict = await this.end(store, config, destination, a);
-      if (verdict === "recorded") recorded++;
-      results.push({ lease: a.lease, verdict });
+    if (ends.length > 0) {
+      const results = await store.recordEnds(ends.map((e) => e.end));
+      for (const [j, r] of results.entries()) {
+        if (r instanceof Error) throw r;
+        if (r.applied) {
+          verdicts[ends[j].at] = "recorded";
+          recorded++;
+        }
+      }
     }
     if (recorded > 0) this.wake();
     this.d.log.info("pull ack", { destination, reason: `${recorded} of ${acks.length} recorded` });
-    return json(200, { results });
+    return json(200, { results: acks.map((a, i) => ({ lease: a.lease, verdict: verdicts[i] })) });
   }
 
-  /** One ack through the outcome transaction, if its lease is still the one this id names. */
-  private async end(store: PullStore, config: Config, destination: string, a: Ack): Promise<AckVerdict> {
+  /**
+   * One ack's outcome, if its lease is still the one its id names; else why not. Checked
+   * before the mark, so a forged or stale id never touches another lease's attempt; the mark's
+   * own fence still refuses a lease lost in between.
+   */
+  private async checked(
+    store: PullStore,
+    config: Config,
+    destination: string,
+    a: Ack,
+  ): Promise<OutcomeEnd | "stale" | "unknown"> {
     const id = parseLeaseId(a.lease);
     if (id === null) return "unknown";
     const batch = await store.getBatch(id.batchId);
     if (!batch || batch.destination !== destination) return "unknown";
-    // Checked before the mark, so a forged or stale id never touches another lease's attempt;
-    // the mark's own fence still refuses a lease lost in between.
     if (batch.state !== "leased" || !ownsLease(batch.lease_owner, id)) return "stale";
-    const owner = batch.lease_owner as string;
     const timeoutS = destinationSettings(config, destination)?.timeout_s ?? 60;
     const startedAt = (batch.lease_until ?? 0) - timeoutS - config.dispatch.lease_grace_s;
-    const now = await store.effectiveNow();
-    const [r] = await store.recordEnds([
-      {
-        batchId: id.batchId,
-        destination,
-        attemptId: id.attemptId,
-        owner,
-        startedAt,
-        probe: false,
-        script: false,
-        outcome: outcomeOf(a),
-        emits: [],
-        durationMs: Math.max(0, Math.round((now - startedAt) * 1000)),
-        jitter: this.d.rng.next(),
-        policy: policyOf(config),
-      },
-    ]);
-    if (r instanceof Error) throw r;
-    return r.applied ? "recorded" : "stale";
+    return {
+      batchId: id.batchId,
+      destination,
+      attemptId: id.attemptId,
+      owner: batch.lease_owner as string,
+      startedAt,
+      probe: false,
+      script: false,
+      outcome: outcomeOf(a),
+      emits: [],
+      durationMs: Math.max(0, Math.round((this.d.clock.now() - startedAt) * 1000)),
+      jitter: this.d.rng.next(),
+      policy: policyOf(config),
+    };
   }
 }
 
