@@ -63,6 +63,8 @@ export interface PullRequest {
   search: URLSearchParams;
   /** Aborted when the client goes away: a waiting lease stops looking. */
   signal: AbortSignal;
+  /** Who asked (the peer, or the proxy's X-Forwarded-For from loopback), for the log line. */
+  remote: string;
   readBody(cap: number): Promise<Uint8Array | "too_large">;
 }
 
@@ -114,13 +116,24 @@ export class PullApi {
   async handle(req: PullRequest): Promise<Reply> {
     const config = this.d.config();
     const destination = pullDestination(config, req.name);
+    // Every refusal is logged (the token never is), repeats counted rather than printed.
+    const refuse = (reply: Reply, why: string): Reply => {
+      this.d.log.limited("warn", "pull refused", {
+        destination: destination ?? undefined,
+        reason: why,
+        remote: req.remote,
+      });
+      return reply;
+    };
     // An unknown name answers as a wrong token does: the API says nothing of what exists.
-    if (destination === null || !this.authorized(config, destination, req.headers)) return emptyReply(401);
-    if (req.method !== "POST") return emptyReply(405, { Allow: "POST" });
+    if (destination === null) return refuse(emptyReply(401), "no such pull destination");
+    if (!this.authorized(config, destination, req.headers)) return refuse(emptyReply(401), "token refused");
+    if (req.method !== "POST") return refuse(emptyReply(405, { Allow: "POST" }), `method ${req.method}`);
     const retryAfter = this.overRate(config, destination);
-    if (retryAfter !== null) return emptyReply(429, { "Retry-After": String(retryAfter) });
+    if (retryAfter !== null) return refuse(emptyReply(429, { "Retry-After": String(retryAfter) }), "over api_rate");
     const consumer = consumerName(req.headers.get(CONSUMER_HEADER));
-    if (consumer === null) return problem(400, `${CONSUMER_HEADER} must be 1-64 letters, digits, _ . -`);
+    if (consumer === null)
+      return refuse(problem(400, `${CONSUMER_HEADER} must be 1-64 letters, digits, _ . -`), "bad consumer name");
     try {
       return await (req.verb === "lease" ? this.lease(req, destination, consumer) : this.ack(req, destination));
     } catch (e) {
@@ -174,10 +187,13 @@ export class PullApi {
     for (;;) {
       const leased = await this.leaseReady(store, destination, consumer, max);
       if (leased.length > 0 || req.signal.aborted || this.closing || performance.now() >= until) {
-        if (leased.length > 0) {
-          await store.noteConsumer(destination, consumer, await store.effectiveNow());
-          this.d.log.info("pull lease", { destination, reason: `${leased.length} batch(es) to ${consumer}` });
-        }
+        if (leased.length > 0) await store.noteConsumer(destination, consumer, await store.effectiveNow());
+        // An idle consumer's empty answers repeat: counted, one line per window.
+        this.d.log.limited("info", "pull lease", {
+          destination,
+          reason: `${leased.length} batch(es) to ${consumer}`,
+          remote: req.remote,
+        });
         return {
           status: 200,
           body: `{"leases":[${leased.join(",")}]}`,
@@ -290,7 +306,7 @@ export class PullApi {
       }
     }
     if (recorded > 0) this.wake();
-    this.d.log.info("pull ack", { destination, reason: `${recorded} of ${acks.length} recorded` });
+    this.d.log.info("pull ack", { destination, reason: `${recorded} of ${acks.length} recorded`, remote: req.remote });
     return json(200, { results: acks.map((a, i) => ({ lease: a.lease, verdict: verdicts[i] })) });
   }
 

@@ -18,6 +18,7 @@ import { Health } from "./health.ts";
 import { IntakeMetrics } from "./metrics.ts";
 import { handleOutcome, outcomePath } from "./outcomes.ts";
 import { handleHook } from "./pipeline.ts";
+import { remoteAddress } from "../plugin/hook-request.ts";
 import { PullApi } from "./pull.ts";
 import { RotationWatch } from "./rotation.ts";
 import { PullSources } from "./pull-source.ts";
@@ -260,6 +261,7 @@ export class Intake implements Service {
             headers: req.headers,
             search: new URLSearchParams(url.search),
             signal: req.signal,
+            remote: remoteAddress(server.requestIP(req)?.address ?? "unix", req.headers.get("x-forwarded-for")),
             readBody: (cap) => readCapped(req, cap),
           });
           return toResponse(answer);

@@ -37,6 +37,12 @@ export function headerText(v: string): string {
 }
 
 /** The HookRequest for a request as it arrived. */
+/** Who sent a request: X-Forwarded-For is the reverse proxy's word, believed only from loopback and only for logs. */
+export function remoteAddress(peer: string, xff: string | null): string {
+  if (!xff || !isLoopback(peer)) return peer;
+  return (xff.split(",").pop()?.trim() || peer).slice(0, 256);
+}
+
 export function hookRequest(w: WireRequest): HookRequest {
   const headers: Record<string, string> = {};
   for (const [k, v] of w.headers) headers[k.toLowerCase()] = headerText(v);
@@ -46,10 +52,7 @@ export function hookRequest(w: WireRequest): HookRequest {
   if (q >= 0) {
     for (const [k, v] of new URLSearchParams(w.url.slice(q + 1))) if (!(k in query)) query[k] = v;
   }
-  // X-Forwarded-For is the reverse proxy's word, believed only from loopback and only for logs.
-  let remote = w.peer;
-  const xff = headers["x-forwarded-for"];
-  if (xff && isLoopback(w.peer)) remote = (xff.split(",").pop()?.trim() || w.peer).slice(0, 256);
+  const remote = remoteAddress(w.peer, headers["x-forwarded-for"] ?? null);
   let text: string | undefined;
   let parsed: { value: unknown } | undefined;
   return {

@@ -229,6 +229,11 @@ onBothWorlds((open) => {
         expect(await t.count("batches", "state = 'leased'")).toBe(0);
         const logged = LOG_LINES.join("\n");
         for (const secret of [TOKEN, OTHER, "wrong-token"]) expect(logged).not.toContain(secret);
+        // Each refusal is logged, with why and from where, never with the token.
+        for (const why of ["token refused", "no such pull destination", "method GET", "bad consumer name"])
+          expect(LOG_LINES.some((l) => l.includes("pull refused") && l.includes(why) && l.includes("remote="))).toBe(
+            true,
+          );
       } finally {
         await t.stop();
       }
