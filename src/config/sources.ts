@@ -299,12 +299,16 @@ export async function loadEverySource(
     const quarantineHeaders = [
       ...new Set([...QUARANTINE_HEADERS, ...keepHeaders, ...classifyHeaders].map((h) => h.toLowerCase())),
     ].filter((h) => !authHeaders.includes(h) && !NEVER_STORED.has(h) && (allowSensitive || !sensitiveHeader(h)));
+    const secrets = configSecrets(name, src.secrets, env);
+    // Without a rotation's list (the common case) every request has the one position.
+    const one: SecretPosition[] = [{ position: 0, secrets, until: null }];
+    const rotating = Object.values(src.secrets ?? {}).some((s) => Array.isArray(s));
     out.set(name, {
       name,
       plugin,
       config: src,
-      secrets: configSecrets(name, src.secrets, env),
-      secretsAt: (now) => secretPositions(name, src.secrets, env, now),
+      secrets,
+      secretsAt: rotating ? (now) => secretPositions(name, src.secrets, env, now) : () => one,
       authHeaders,
       keepHeaders,
       quarantineHeaders,
