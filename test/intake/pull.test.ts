@@ -187,6 +187,19 @@ onBothWorlds((open) => {
       }
     });
 
+    test("a consumer's lease outlives a dispatcher's start; its ack is taken after it", async () => {
+      const t = await start(open);
+      try {
+        await queue(t, ["a"]);
+        const [l] = await lease(t);
+        const d = await t.world.dispatch();
+        expect(await d.recoverLeases({ now: await d.effectiveNow(), startup: true })).toEqual([]);
+        expect(await ack(t, [{ lease: l.lease, result: "ok" }])).toEqual(["recorded"]);
+      } finally {
+        await t.stop();
+      }
+    });
+
     test("a waiting lease answers when a batch becomes ready, not at its wait's end", async () => {
       const t = await start(open);
       try {

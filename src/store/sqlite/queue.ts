@@ -10,6 +10,7 @@ import { testHook } from "../../testhook.ts";
 import { type Rate, rateMarginS, type WindowHit } from "../../pacing.ts";
 import type { Resume } from "../../delivery.ts";
 import type { Candidate, RecoverOptions } from "../queue.ts";
+import { PULL_OWNER_PREFIX } from "../pull.ts";
 
 const READY = `SELECT id, destination, route, key FROM batches WHERE state = 'open'
   AND ((quiet_s = 0 AND max_s = 0) OR $now >= last_at + quiet_s OR $now >= first_at + max_s)
@@ -119,7 +120,10 @@ export function recoverLeases(spool: SqliteSpool, o: RecoverOptions): number[] {
       const recovered: number[] = [];
       for (const row of prepared<{ id: number; lease_owner: string; lease_until: number }, []>(db, LEASED).all()) {
         if (o.live?.has(row.lease_owner)) continue;
-        if (!o.all && !(row.lease_until < o.now)) continue;
+        // At the start every dispatcher's lease is a dead process's (the flock says so); a pull
+        // consumer's is not, and ends only when it expires.
+        const expiredOnly = !o.all || row.lease_owner.startsWith(PULL_OWNER_PREFIX);
+        if (expiredOnly && !(row.lease_until < o.now)) continue;
         if (prepared(db, EXPIRE).run({ id: row.id, owner: row.lease_owner, now: o.now }).changes === 1) {
           prepared(db, EXPIRE_ATTEMPT).run({ id: row.id, now: o.now });
           journalTx(db, "retry", row.id, o.now, { detail: { class: "lease expired" } });
