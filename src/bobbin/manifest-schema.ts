@@ -74,6 +74,56 @@ export interface SweepSection {
   kind: (typeof SWEEP_KINDS)[number];
   /** The secret that holds the sweep's API token. */
   secret: string;
+  /** events-api: the provider's list of what it sent, and how to read it ([sweep.api]). */
+  api?: EventsApiSection;
+}
+
+/**
+ * An events-api sweep's list: a GET of `url` + `path` that answers a page of items (the events
+ * or deliveries the provider made), newest first, with a cursor to the next page. Selectors are
+ * dotted paths into the JSON answer or into one item.
+ */
+export interface EventsApiSection {
+  /** The API's base URL (https); `hookspool sweep --api-url` replaces it. */
+  url: string;
+  /** The list's path, from the base URL ("/notifications"). */
+  path: string;
+  /** Fixed query parameters (filters, page size, order). */
+  query: Record<string, string>;
+  /** Query parameters the operator gives with `--param <name>=<value>`, each with what it is. */
+  args: Record<string, string>;
+  /** How the key is sent: "bearer", "basic" (the key as the user name) or "header:<Name>". */
+  auth: string;
+  /** The items' array in the answer ("" when the answer is the array). */
+  items: string;
+  /** The webhook's body in an item ("" when the item is the body). */
+  payload: string;
+  /** The item's dedup id: the one the bobbin's template reads from the webhook. */
+  id: string;
+  /** Headers the webhook carried, each from an item's field (for a template that reads one). */
+  headers: Record<string, string>;
+  /** The query parameter that takes the window's start, and its form. */
+  since_param?: string;
+  since_format: "rfc3339" | "unix";
+  /** The item's time (RFC 3339 or Unix seconds): a listing stops at the first older than --since. */
+  time?: string;
+  /** The next page's URL in the answer... */
+  next?: string;
+  /**
+   * ...or the query parameter that takes the next page's cursor, and where the cursor is (a path
+   * into the answer, or "last:<path>" into the page's last item).
+   */
+  cursor_param?: string;
+  cursor_value?: string;
+  /**
+   * Whether another page follows: a boolean in the answer, or "!<path>" for one that says the
+   * list is done (Svix's `done`); unset: while the cursor has a value and the page is not empty.
+   */
+  more?: string;
+  /** Requests a second, under the provider's rate limit. */
+  per_s: number;
+  /** How long the provider keeps what it lists, in seconds: the longest --since. */
+  keeps_s: number;
 }
 
 export interface Manifest {
@@ -128,8 +178,32 @@ export const TOP_KEYS = [
   "outputs",
   "sweep",
 ];
-/** The sweeps `hookspool sweep` knows: what a bobbin whose sender does not retry may declare. */
-export const SWEEP_KINDS = ["github-redeliver"] as const;
+/**
+ * The sweeps `hookspool sweep` knows: github-redeliver asks GitHub to send a failed delivery
+ * again; stripe-events and events-api list what the provider failed to deliver and enqueue it.
+ */
+export const SWEEP_KINDS = ["github-redeliver", "stripe-events", "events-api"] as const;
+/** The keys of an events-api sweep's [sweep.api] table. */
+export const SWEEP_API_KEYS = [
+  "url",
+  "path",
+  "query",
+  "args",
+  "auth",
+  "items",
+  "payload",
+  "id",
+  "headers",
+  "since_param",
+  "since_format",
+  "time",
+  "next",
+  "cursor_param",
+  "cursor_value",
+  "more",
+  "per_s",
+  "keeps_s",
+];
 export const PROVIDER_KEYS = [
   "vendor",
   "product",

@@ -114,10 +114,91 @@ describe("keys and shapes", () => {
       secret: "tok",
     });
     expect(parse(sweep("gitlab-redeliver", "tok")).problems).toMatchObject([
-      { key: "sweep.kind", message: '"gitlab-redeliver" is not a sweep hookspool has: github-redeliver' },
+      {
+        key: "sweep.kind",
+        message: '"gitlab-redeliver" is not a sweep hookspool has: github-redeliver, stripe-events, events-api',
+      },
     ]);
     expect(keysOf(sweep("github-redeliver", "nope"))).toEqual(["sweep.secret"]);
     expect(keysOf(sweep("github-redeliver", "tok", "every = 1\n"))).toEqual(["sweep.every"]);
+    expect(parse(sweep("stripe-events", "tok")).manifest?.sweep).toEqual({ kind: "stripe-events", secret: "tok" });
+    // Only an events-api sweep describes its list; the others know their provider's API.
+    expect(keysOf(sweep("stripe-events", "tok", '[sweep.api]\nurl = "https://acme.dev"\n'))).toEqual(["sweep.api"]);
+    expect(keysOf(sweep("events-api", "tok"))).toEqual(["sweep.api"]);
+  });
+
+  test("[sweep.api]: an events-api list's URL, auth, selectors, cursor, pace and retention", () => {
+    const api = (lines: string) =>
+      `${BASE}\n[secrets.tok]\ndescription = "t"\nrequired = false\n\n[sweep]\nkind = "events-api"\n` +
+      `secret = "tok"\n\n[sweep.api]\n${lines}\n`;
+    const GOOD = [
+      'url = "https://api.acme.dev"',
+      'path = "/events"',
+      'query = { status = "failed" }',
+      'args = { hook = "the hook id" }',
+      'auth = "bearer"',
+      'items = "data"',
+      'payload = "payload"',
+      'id = "payload.id"',
+      'headers = { "X-Acme-Delivery" = "id" }',
+      'since_param = "from"',
+      'next = "meta.next"',
+      'more = "meta.has_more"',
+      "keeps_s = 86400",
+    ];
+    const good = parse(api(GOOD.join("\n")));
+    expect(good.problems).toEqual([]);
+    expect(good.manifest?.sweep?.api).toEqual({
+      url: "https://api.acme.dev",
+      path: "/events",
+      query: { status: "failed" },
+      args: { hook: "the hook id" },
+      auth: "bearer",
+      items: "data",
+      payload: "payload",
+      id: "payload.id",
+      headers: { "X-Acme-Delivery": "id" },
+      since_param: "from",
+      since_format: "rfc3339",
+      next: "meta.next",
+      more: "meta.has_more",
+      per_s: 1,
+      keeps_s: 86400,
+    });
+    const swap = (from: string, to: string) => api(GOOD.map((l) => (l.startsWith(from) ? to : l)).join("\n"));
+    expect(keysOf(swap("url", 'url = "http://api.acme.dev"'))).toEqual(["sweep.api.url"]);
+    expect(keysOf(swap("url", 'url = "https://api.acme.dev/?key=1"'))).toEqual(["sweep.api.url"]);
+    expect(keysOf(swap("path", 'path = "events"'))).toEqual(["sweep.api.path"]);
+    expect(keysOf(swap("auth", 'auth = "token"'))).toEqual(["sweep.api.auth"]);
+    expect(keysOf(swap("id", 'id = "payload[0]"'))).toEqual(["sweep.api.id"]);
+    expect(keysOf(swap("keeps_s", "keeps_s = 0"))).toEqual(["sweep.api.keeps_s"]);
+    expect(keysOf(swap("args", 'args = { status = "x" }'))).toEqual(["sweep.api.args.status"]);
+    expect(keysOf(swap("since_param", 'since_format = "iso"'))).toEqual([
+      "sweep.api.since_format",
+      "sweep.api.since_param",
+    ]);
+    // A cursor is the next page's URL or a parameter with its value, not both and not neither.
+    expect(keysOf(swap("next", 'cursor_param = "after"'))).toEqual(["sweep.api.cursor_value"]);
+    expect(keysOf(swap("next", 'cursor_param = "after"\ncursor_value = "last:id"'))).toEqual([]);
+    expect(keysOf(swap("more", 'more = "meta.has_more"\ncursor_param = "after"\ncursor_value = "x"'))).toEqual([
+      "sweep.api.next",
+    ]);
+    expect(keysOf(swap("more", 'more = "meta.has_more"\nrate = 3'))).toEqual(["sweep.api.rate"]);
+    // Svix's `done` says the opposite of "more".
+    expect(keysOf(swap("more", 'more = "!done"'))).toEqual([]);
+    expect(keysOf(swap("more", 'more = "!"'))).toEqual(["sweep.api.more"]);
+  });
+
+  test("a sweep that enqueues needs a dedup id from the event, not the body's hash", () => {
+    const text = manifestText(
+      "acme.hooks",
+      '\n[secrets.tok]\ndescription = "t"\nrequired = false\n\n[sweep]\nkind = "stripe-events"\nsecret = "tok"\n',
+      'template = { scheme = "hmac-sha256-hex", header = "X-Sig", key = "topic", dedup = "body_sha256" }\n' +
+        'span = "burst"',
+    );
+    expect(parse(text).problems).toMatchObject([
+      { key: "sweep.kind", message: expect.stringContaining("needs a dedup id from the event itself") },
+    ]);
   });
 
   test("a span must be a preset", () => {
