@@ -70,8 +70,8 @@ const SPEC16: Record<string, VerbSpec> = {
   metrics: v(),
   send: v("data", "file", "capture", "event-type", "url", "count", "follow", "handshake"),
   route: { flags: [], subs: { test: ["since", "source", "request", "limit"] } },
-  // Recover what a sender that does not retry failed to deliver (github.repo).
-  sweep: v("repo", "hook", "since", "dry-run", "api-url"),
+  // Recover what a sender failed to deliver (github.repo, stripe.events, paddle.billing).
+  sweep: v("repo", "hook", "endpoint", "param", "since", "dry-run", "api-url"),
   // The verb that writes a starter home.
   init: v("force"),
   // A developer's consumer of a pull destination.
