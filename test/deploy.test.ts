@@ -479,14 +479,16 @@ describe("deploy/systemd", () => {
     });
   }
 
-  test("hookspool-sweep@.service runs hookspool sweep for the instance its env file names, read-only", () => {
+  test("hookspool-sweep@.service runs hookspool sweep for the instance its env file names, the home writable", () => {
     const u = unit("hookspool-sweep@.service");
-    expect(u.get("ExecStart")).toEqual([`${BIN} sweep \${INSTANCE} --repo \${REPO} --hook \${HOOK}`]);
+    // $SWEEP_ARGS unbraced, so systemd splits it into the kind's own flags.
+    expect(u.get("ExecStart")).toEqual([`${BIN} sweep \${INSTANCE} $SWEEP_ARGS`]);
     expect(u.get("EnvironmentFile")).toEqual(["/etc/hookspool/sweep/%i.env"]);
     expect(u.get("User")).toEqual(["hookspool"]);
     expect(u.get("Type")).toEqual(["oneshot"]);
     expect(u.get("ProtectSystem")).toEqual(["strict"]);
-    expect(u.get("ReadWritePaths")).toBeUndefined();
+    // A sweep that enqueues writes the spool, as the intake does; nothing else.
+    expect(u.get("ReadWritePaths")).toEqual(["/var/lib/hookspool"]);
     expect(unit("hookspool-sweep@.timer").get("OnCalendar")).toEqual(["*:0/15"]);
   });
 
