@@ -4,14 +4,15 @@
 // (source, key, event type, dedup id, route and payload), its trace saying the sweep brought it;
 // the same holds while the intake receives those 3 events at the same time. Paging follows
 // starting_after and has_more back to --since; a 429 stops the run with exit 1; --dry-run
-// enqueues nothing; the key goes only into the Authorization header.
+// enqueues nothing; the key goes only into the Authorization header; and the same on PostgreSQL.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { appendFileSync, writeFileSync } from "node:fs";
+import { appendFileSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { FakeClock } from "../../src/clock.ts";
 import { cli } from "../helpers/cli.ts";
 import { startIntakeIn, type TestIntake } from "../helpers/intake.ts";
 import { SECRET_SENTINEL } from "../helpers/logs.ts";
+import { PG_BIN, type PgServer, startPostgres } from "../helpers/pg.ts";
 import { type ProviderApi, startStripeApi, stripeEvent, stripeSignature } from "../helpers/provider-apis.ts";
 import { tempDir } from "../helpers/tmp.ts";
 
@@ -277,4 +278,56 @@ describe("hookspool sweep (stripe.events)", () => {
     );
     expect((await sweep(h, "--param", "a=b")).err).toMatch(/^hookspool: --param is not for/);
   });
+});
+
+describe.skipIf(!PG_BIN)("hookspool sweep (stripe.events) on PostgreSQL", () => {
+  let pg: PgServer;
+  beforeAll(async () => {
+    pg = await startPostgres();
+  }, 60_000);
+  afterAll(async () => {
+    await pg?.stop();
+  });
+
+  test("what the database holds is left alone; exactly the missing events are enqueued", async () => {
+    await pg.createDatabase("sweep_stripe");
+    const env = {
+      HOOKSPOOL_BACKEND: "postgres",
+      HOOKSPOOL_PG_URL: `postgres://${pg.user}@localhost/sweep_stripe?host=${pg.socketDir}`,
+    };
+    const home = join(tempDir(), "home");
+    expect((await cli(["--home", home, "init"])).code).toBe(0);
+    writeFileSync(join(home, "stripe-secret"), WHSEC, { mode: 0o600 });
+    writeFileSync(join(home, "stripe-key"), KEY, { mode: 0o600 });
+    const file = join(home, "config.toml");
+    writeFileSync(
+      file,
+      readFileSync(file, "utf8").replace(/^\[spool\]$/m, '[spool]\nurl = { env = "HOOKSPOOL_PG_URL" }'),
+    );
+    appendFileSync(
+      file,
+      `\n[bobbins.stripe]\nbobbin = "stripe.events"\nsecrets.secret = { file = "${join(home, "stripe-secret")}" }\n` +
+        `secrets.api_key = { file = "${join(home, "stripe-key")}" }\noutputs = { "*" = "script:demo-log" }\n`,
+    );
+    expect((await cli(["--home", home, "migrate"], { env })).code).toBe(0);
+    // 197 of the events reach the database first (a listing without the missing three).
+    const partial = startStripeApi(
+      KEY,
+      EVENTS.filter((e) => !MISSING.includes(String(e.id))),
+    );
+    try {
+      const first = await cli(["--home", home, "sweep", "stripe", "--api-url", partial.url], { env });
+      expect({ code: first.code, err: first.err }).toEqual({ code: 0, err: "" });
+      expect(first.out).toMatch(/197 undelivered events listed since \S+, 0 spooled already, 197 enqueued\n$/);
+    } finally {
+      partial.stop();
+    }
+    const r = await cli(["--home", home, "sweep", "stripe", "--api-url", api.url, "--json"], { env });
+    expect(r.code).toBe(0);
+    const report = JSON.parse(r.out) as { spooled: string[]; enqueued: { id: string }[] };
+    expect(report.spooled).toHaveLength(197);
+    expect(report.enqueued.map((x) => x.id).sort()).toEqual([...MISSING].sort());
+    const again = await cli(["--home", home, "sweep", "stripe", "--api-url", api.url], { env });
+    expect(again.out).toMatch(/200 spooled already, 0 enqueued\n$/);
+  }, 60_000);
 });
