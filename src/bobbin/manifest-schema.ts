@@ -2,6 +2,7 @@
 // takes, the template keys a setting may give, and the setting types. manifest.ts reads and
 // checks a manifest against it.
 import type { TEMPLATE_KEYS } from "../plugin/template.ts";
+import type { HealthSection } from "./manifest-health.ts";
 
 /** `<vendor>.<product>`: each part a lower-case identifier of at most 40 characters. */
 export const NAME_PART = /^[a-z][a-z0-9-]{0,39}$/;
@@ -141,6 +142,8 @@ export interface Manifest {
   outputs: Record<string, { description: string }>;
   /** The sweep that recovers what the sender could not deliver (`hookspool sweep <instance>`). */
   sweep?: SweepSection;
+  /** How the maintenance loop asks the provider whether it still sends to us ([health]). */
+  health?: HealthSection;
 }
 
 export interface ManifestProblem {
@@ -177,6 +180,7 @@ export const TOP_KEYS = [
   "processor",
   "outputs",
   "sweep",
+  "health",
 ];
 /**
  * The sweeps `hookspool sweep` knows: github-redeliver asks GitHub to send a failed delivery

@@ -5,6 +5,7 @@
 // The manifest's types and key lists are manifest-schema.ts's; importers take them from here too.
 import { parse as parseToml } from "smol-toml";
 import { TEMPLATE_KEYS } from "../plugin/template.ts";
+import { healthSection } from "./manifest-health.ts";
 import {
   EVENT_TYPE_TOKEN,
   hasSettingType,
@@ -56,6 +57,7 @@ export type {
   SourceSection,
   SweepSection,
 } from "./manifest-schema.ts";
+export type { HealthSection } from "./manifest-health.ts";
 
 /** Whether a directory part names a name part: - may be written _. */
 function dirMatches(part: string, dirPart: string): boolean {
@@ -362,6 +364,9 @@ export function parseManifest(
       err("source.config", `"${n}" is not a setting of this bobbin`, `declare [settings.${n}]`);
   }
 
+  const healthTable = table("health");
+  const health = healthTable ? healthSection(healthTable, secrets, err) : undefined;
+
   if (problems.length > 0) return { manifest: null, problems };
   return {
     manifest: {
@@ -378,6 +383,7 @@ export function parseManifest(
       processor,
       outputs,
       ...(sweep ? { sweep } : {}),
+      ...(health ? { health } : {}),
     },
     problems,
   };

@@ -8,6 +8,7 @@ import type { Bobbin, BobbinProblem } from "../bobbin/registry.ts";
 import { TEMPLATE_KEYS } from "../plugin/template.ts";
 import { closest } from "../spelling.ts";
 import { exposeProblems } from "./expose.ts";
+import { probeOf } from "./probes.ts";
 import { type Problems, quoteKey } from "./parse.ts";
 import type {
   BobbinInstanceConfig,
@@ -199,6 +200,8 @@ export function expandBobbins(config: Config, p: Problems, ctx: ExpandContext): 
     }
     const settings = settingsOf(m, inst, key, p);
     const secrets = secretsOf(m, inst, key, p);
+    const probe = probeOf(m, inst, key, secrets, p);
+    if (probe) (config.probes ??= {})[i] = probe;
     const outputs = inst.outputs ?? {};
     const free = m.source?.template === "settings" && Object.hasOwn(m.outputs, "*");
     for (const [o, dest] of Object.entries(outputs)) {

@@ -297,6 +297,13 @@ export const BOBBIN_INSTANCE_FIELDS: Fields = {
   state_dir: str("processor state directory"),
   every_s: num("poll interval override"),
   jitter_s: num("poll jitter override"),
+  health: {
+    type: { kind: "table" },
+    doc:
+      "turns on the bobbin's health probe: its args' values, and api_url to replace its API's URL " +
+      "(see docs/operations/probes.md)",
+  },
+  probe_every_s: num("how often the health probe asks the provider (default 3600, at least 60)"),
 };
 
 export const DEFAULT_SPANS: Record<string, { quiet_s: number; max_s: number }> = {

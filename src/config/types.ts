@@ -1,4 +1,5 @@
 // The typed shape of a loaded config.toml. Keys keep the file's snake_case.
+import type { ProbeConfig } from "./probes.ts";
 
 export type SecretRef = { file: string } | { env: string } | { env_file: string; key: string };
 
@@ -117,6 +118,9 @@ export interface BobbinInstanceConfig extends PartialWindow {
   state_dir?: string;
   every_s?: number;
   jitter_s?: number;
+  /** The health probe's values (the bobbin's [health] args, api_url). */
+  health?: Record<string, unknown>;
+  probe_every_s?: number;
 }
 
 export interface Config {
@@ -165,6 +169,8 @@ export interface Config {
   routes: RouteConfig[];
   destinations: Record<string, DestinationConfig>;
   bobbins: Record<string, BobbinInstanceConfig>;
+  /** Set by the expansion: each instance's health probe, for maintenance (not a key of the file). */
+  probes?: Record<string, ProbeConfig>;
 }
 
 /** One problem found while loading or checking a config. */
