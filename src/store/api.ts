@@ -23,6 +23,7 @@ import type { PollPlan, PollStep } from "./polls.ts";
 import type { Candidate, Claim, ClaimInput } from "./queue.ts";
 import type { JournalFilter } from "./journal.ts";
 import type { PullConsumer, PullLeased } from "./pull.ts";
+import type { ProbeRecord } from "./probes.ts";
 import type { ActionRow } from "./actions.ts";
 import type { Buckets, Series } from "./charts.ts";
 import type { JournalRow } from "./journal.ts";
@@ -76,6 +77,9 @@ export interface MaintenanceStore extends IssueSink, AlertStore {
   metaNumber(key: string): Promise<number | null>;
   pollRows(): Promise<PollRow[]>;
   issueByFingerprint(fingerprint: string): Promise<IssueRow | null>;
+  /** Every instance's last health probe (its schedule too). */
+  probeRecords(): Promise<ProbeRecord[]>;
+  noteProbe(record: ProbeRecord): Promise<void>;
 }
 
 /**
@@ -348,6 +352,8 @@ export interface StoredStatusFacts {
   pullConsumers: PullConsumer[];
   /** The batches each consumer holds leased now (read from the lease's owner, never its nonce). */
   pullLeased: PullLeased[];
+  /** Each probed instance's last health probe. */
+  probes: ProbeRecord[];
 }
 
 /**

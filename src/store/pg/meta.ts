@@ -5,6 +5,7 @@
 // database's clock; and now_eff, the clock guard: max(the database's clock, the latest tick any
 // dispatcher recorded), so a host whose clock steps back never moves the spool's time back.
 import type { Tx, PgSpool } from "./db.ts";
+import { PROBE_PREFIX, probeKey, probesOf, probeValue, type ProbeRecord } from "../probes.ts";
 import { CONSUMER_PREFIX, consumerKey, consumersOf, type PullConsumer } from "../pull.ts";
 
 /** What a stored value must look like to be read as a number. */
@@ -152,4 +153,17 @@ export async function pullConsumersPg(spool: PgSpool): Promise<PullConsumer[]> {
   const rows = (await spool.sql`SELECT key, value FROM meta WHERE key LIKE ${CONSUMER_PREFIX} || '%'
 `) as { key: string; value: string | null }[];
   return consumersOf(rows);
+}
+
+/** Every instance's last health probe, by instance. */
+export async function probeRecordsPg(spool: PgSpool): Promise<ProbeRecord[]> {
+  const rows = (await spool.sql`SELECT key, value FROM meta WHERE key LIKE ${PROBE_PREFIX} || '%'
+`) as { key: string; value: string | null }[];
+  return probesOf(rows);
+}
+
+/** An instance's health probe answered (or failed). */
+export async function noteProbePg(spool: PgSpool, record: ProbeRecord): Promise<void> {
+  await spool.sql`INSERT INTO meta (key, value) VALUES (${probeKey(record.instance)}, ${probeValue(record)})
+    ON CONFLICT (key) DO UPDATE SET value = excluded.value`;
 }

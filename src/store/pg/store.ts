@@ -75,7 +75,7 @@ import { stepPollPg } from "./polls.ts";
 import { abandonAttemptPg } from "./marks.ts";
 import { listenForWork } from "./wakeups.ts";
 import { lastRetentionPg, noteRetentionPassPg, probeWritePg } from "./meta.ts";
-import { noteConsumerPg, pullConsumersPg } from "./meta.ts";
+import { noteConsumerPg, noteProbePg, probeRecordsPg, pullConsumersPg } from "./meta.ts";
 import { headsOfPg } from "./queue.ts";
 import { attemptCountsPg, deliveredCountsPg, dispatchersCaughtPg } from "./stats.ts";
 import type { StatusStore } from "../api.ts";
@@ -133,6 +133,8 @@ export function pgMaintenanceStore(spool: PgSpool): MaintenanceStore {
     metaNumber: (key) => metaNumberPg(spool, key),
     pollRows: () => pollRowsPg(spool),
     issueByFingerprint: (fp) => getIssueByFingerprintPg(spool, fp),
+    probeRecords: () => probeRecordsPg(spool),
+    noteProbe: (record) => noteProbePg(spool, record),
   };
 }
 
@@ -337,6 +339,7 @@ export function pgDashboardStore(spool: PgSpool): DashboardStore {
         bytes,
         consumers,
         pullLeased,
+        probes,
       ] = await Promise.all([
         pgSchemaVersion(spool),
         dispatchersPg(spool, staleS),
@@ -353,6 +356,7 @@ export function pgDashboardStore(spool: PgSpool): DashboardStore {
         databaseBytesPg(spool),
         pullConsumersPg(spool),
         leasedByConsumerPg(spool),
+        probeRecordsPg(spool),
       ]);
       const newest = beats.reduce<(typeof beats)[number] | null>(
         (a, b) => (a === null || b.heartbeatAgeS < a.heartbeatAgeS ? b : a),
@@ -384,6 +388,7 @@ export function pgDashboardStore(spool: PgSpool): DashboardStore {
         budgetSpends: spends,
         pullConsumers: consumers,
         pullLeased,
+        probes,
       };
     },
     readyCounts: (now) => readyCountsPg(spool, now),

@@ -1,6 +1,7 @@
 // The meta table: small facts, the heartbeat and the clock guard now_eff.
 import type { Database } from "bun:sqlite";
 import { prepared, type SqliteSpool } from "./db.ts";
+import { PROBE_PREFIX, probeKey, probesOf, probeValue, type ProbeRecord } from "../probes.ts";
 import { CONSUMER_PREFIX, consumerKey, consumersOf, type PullConsumer } from "../pull.ts";
 
 const GET = "SELECT value FROM meta WHERE key = ?";
@@ -106,4 +107,18 @@ export function pullConsumers(spool: SqliteSpool): PullConsumer[] {
     "SELECT key, value FROM meta WHERE key LIKE ? || '%'",
   ).all(CONSUMER_PREFIX);
   return consumersOf(rows);
+}
+
+/** Every instance's last health probe, by instance. */
+export function probeRecords(spool: SqliteSpool): ProbeRecord[] {
+  const rows = prepared<{ key: string; value: string | null }, [string]>(
+    spool.db,
+    "SELECT key, value FROM meta WHERE key LIKE ? || '%'",
+  ).all(PROBE_PREFIX);
+  return probesOf(rows);
+}
+
+/** An instance's health probe answered (or failed). */
+export function noteProbe(spool: SqliteSpool, record: ProbeRecord): void {
+  setMetaTx(spool.db, probeKey(record.instance), probeValue(record));
 }

@@ -57,7 +57,7 @@ import { GroupCommit, type GroupLimits } from "../group.ts";
 import { sqliteCommitStep } from "./enqueue.ts";
 import { abandonAttempt } from "./marks.ts";
 import { effectiveNow, expectationSince, getMetaNumber, instanceId, writeHeartbeat, dataVersion } from "./meta.ts";
-import { noteConsumer, pullConsumers } from "./meta.ts";
+import { noteConsumer, noteProbe, probeRecords, pullConsumers } from "./meta.ts";
 import { pollRows } from "./stats.ts";
 import { recordOutcomes } from "./outcome.ts";
 import { stepPoll } from "./polls.ts";
@@ -138,6 +138,8 @@ export function sqliteMaintenanceStore(spool: SqliteSpool): MaintenanceStore {
     metaNumber: (key) => r(() => getMetaNumber(spool, key)),
     pollRows: () => r(() => pollRows(spool)),
     issueByFingerprint: (fp) => r(() => getIssueByFingerprint(spool, fp)),
+    probeRecords: () => r(() => probeRecords(spool)),
+    noteProbe: (record) => w(() => noteProbe(spool, record)),
   };
 }
 
@@ -421,5 +423,6 @@ function statusFacts(
     ),
     pullConsumers: pullConsumers(spool),
     pullLeased: leasedByConsumer(spool),
+    probes: probeRecords(spool),
   };
 }
