@@ -174,7 +174,7 @@ describe("every long-lived part is a Service", () => {
     return { service: m, running: () => m.active, cleanup: () => t.spool.close() };
   });
 
-  const CHORES = ["liveness", "polls", "spool limits", "alerts", "retention"];
+  const CHORES = ["liveness", "polls", "probes", "spool limits", "alerts", "retention"];
   test("maintenance is these chores, in this order", () => {
     const { t, m } = maintenanceOf();
     expect(m.chores.map((c) => c.name)).toEqual(CHORES);

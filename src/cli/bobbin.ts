@@ -3,7 +3,7 @@
 import type { CommandDef } from "citty";
 import { stringify } from "smol-toml";
 import { catalogueFacts, catalogueMarkdown, matchesSearch } from "../bobbin/catalogue.ts";
-import type { Manifest } from "../bobbin/manifest.ts";
+import type { HealthSection, Manifest } from "../bobbin/manifest.ts";
 import { type Bobbin, findBobbins } from "../bobbin/registry.ts";
 import type { Config } from "../config/types.ts";
 import { HookspoolError } from "../errors.ts";
@@ -101,6 +101,7 @@ function showDoc(b: Bobbin): Record<string, unknown> {
     processor: m.processor ?? null,
     outputs: m.outputs,
     sweep: m.sweep ?? null,
+    health: m.health ?? null,
     rule_packs: rulePacks,
   };
 }
@@ -137,6 +138,12 @@ function showText(d: ReturnType<typeof showDoc>): string {
   if (m.source.proxy) line(`proxy        ${m.source.proxy}`);
   const sweep = (d as { sweep?: { kind: string; secret: string } | null }).sweep;
   if (sweep) line(`sweep        ${sweep.kind}: hookspool sweep <instance> (its token in secrets.${sweep.secret})`);
+  const health = (d as { health?: HealthSection | null }).health;
+  if (health) {
+    const args = Object.keys(health.args).map((a) => `${a} = "..."`);
+    line(`health       health = { ${args.join(", ")} } and secrets.${health.secret}: asks ${health.url}${health.path}`);
+    line(`  healthy      ${health.healthy.join(" and ")}`);
+  }
   const secrets = Object.entries(m.secrets);
   if (secrets.length)
     out.push(

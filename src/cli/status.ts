@@ -3,7 +3,7 @@
 import { dirname } from "node:path";
 import type { CommandDef } from "citty";
 import { loadEverySource } from "../config/sources.ts";
-import type { DestinationStatus, StatusDoc } from "../obs/status.ts";
+import type { DestinationStatus, SourceStatus, StatusDoc } from "../obs/status.ts";
 import { storeStatus } from "../obs/store-status.ts";
 import { CorruptSpool } from "../store/corrupt.ts";
 import { humanAge, humanBytes, table, visible } from "./format.ts";
@@ -96,19 +96,31 @@ function summary(doc: StatusDoc): string {
   const sources = Object.entries(doc.sources);
   if (sources.length) {
     out.push("");
+    // A PROVIDER column (the last health probe's answer) only when some source has a probe.
+    const probed = sources.some(([, s]) => s.probe);
     out.push(
       table(
-        ["SOURCE", "LAST EVENT", "EXPECTED EVERY", "SILENT"],
+        ["SOURCE", "LAST EVENT", "EXPECTED EVERY", "SILENT", ...(probed ? ["PROVIDER"] : [])],
         sources.map(([n, s]) => [
           n,
           s.last_event_age_s === null ? "never" : `${humanAge(s.last_event_age_s)} ago`,
           s.expected_every_s ? humanAge(s.expected_every_s) : "-",
           s.silent ? "yes" : "",
+          ...(probed ? [probeWords(s.probe)] : []),
         ]),
       ),
     );
   }
   return out.join("\n");
+}
+
+/** The last health probe: "sends (asked 5m ago)", "disabled: status=disabled", "unknown: <why>". */
+function probeWords(p: SourceStatus["probe"]): string {
+  if (!p) return "-";
+  const asked = `asked ${humanAge(p.age_s)} ago`;
+  if (p.healthy === true) return `sends (${asked})`;
+  if (p.healthy === false) return `disabled: ${p.says ?? ""} (${asked})`;
+  return `unknown: ${p.error ?? ""} (${asked})`;
 }
 
 /** The breaker state, and a 429 or Retry-After gate with its time left. */

@@ -8,6 +8,7 @@ import type { Env } from "../config/load.ts";
 import type { IntakeSource } from "../config/sources.ts";
 import type { Config } from "../config/types.ts";
 import type { Logger } from "../log.ts";
+import type { Http } from "../net/http.ts";
 import type { Faults } from "../obs/faults.ts";
 import { Periodic } from "../service.ts";
 import type { DispatchStore, MaintenanceStore } from "../store/api.ts";
@@ -34,6 +35,8 @@ export interface ChoreContext {
   plugins?: () => ReadonlyMap<string, IntakeSource> | undefined;
   /** What the chores catch: refused writes (one spool issue) and bugs (an internal issue). */
   faults: Faults;
+  /** The health probes' client (default: the one every bobbin's request goes through). */
+  http?: Http;
 }
 
 /** A chore failed: counted and logged by class; a refused write opens the spool issue, a bug an internal one. */

@@ -1,5 +1,5 @@
 // Maintenance: the dispatcher's companion chores, each its own Service on its own timer (every
-// 60 s, the first a second after the start): source and poll liveness, the spool limits,
+// 60 s, the first a second after the start): source and poll liveness, the health probes, the spool limits,
 // alerts, and the hourly retention pass. A chore's failure never stops the others. The same
 // chores run on both backends, by the dispatcher that leads (chores.ts).
 import type { Service } from "../service.ts";
@@ -8,6 +8,7 @@ import { Faults } from "../obs/faults.ts";
 import { alertsChore } from "./alerts.ts";
 import type { Chore, ChoreContext } from "./chores.ts";
 import { pollLiveness, sourceLiveness } from "./liveness.ts";
+import { healthProbes } from "./probes.ts";
 import { retentionPass } from "./retention-pass.ts";
 import { spoolLimits } from "./spool-limits.ts";
 
@@ -22,7 +23,14 @@ export class Maintenance implements Service {
   constructor(o: MaintenanceOptions) {
     this.faults = new Faults(o.store, "maintenance", o.log, () => o.clock.now());
     const ctx: ChoreContext = { ...o, faults: this.faults };
-    this.chores = [sourceLiveness(ctx), pollLiveness(ctx), spoolLimits(ctx), alertsChore(ctx), retentionPass(ctx)];
+    this.chores = [
+      sourceLiveness(ctx),
+      pollLiveness(ctx),
+      healthProbes(ctx),
+      spoolLimits(ctx),
+      alertsChore(ctx),
+      retentionPass(ctx),
+    ];
   }
 
   /** Whether every chore is started. */

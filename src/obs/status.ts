@@ -63,6 +63,18 @@ export interface SourceStatus {
   last_event_age_s: number | null;
   expected_every_s?: number;
   silent?: boolean;
+  /** The provider's own word: the last health probe, when the instance has one. */
+  probe?: ProbeStatus;
+}
+
+export interface ProbeStatus {
+  /** true: the provider sends to us; false: it says it does not; null: the probe could not tell. */
+  healthy: boolean | null;
+  age_s: number;
+  next_in_s: number;
+  says?: string;
+  error?: string;
+  console?: string;
 }
 
 export interface PollStatus {
@@ -286,6 +298,7 @@ export function assembleStatus(f: StatusFacts, config: Config, inp: StatusInputs
   }
 
   const sources: Record<string, SourceStatus> = {};
+  const probes = new Map(f.probes.map((p) => [p.instance, p]));
   for (const name of Object.keys(config.sources)) {
     const last = f.meta(`source:${name}:last_event_at`);
     const s: SourceStatus = { last_event_age_s: age(now, last) };
@@ -295,6 +308,18 @@ export function assembleStatus(f: StatusFacts, config: Config, inp: StatusInputs
       // The same rule as the source_silent issue, so status and the issue always agree.
       s.silent = silentFor(now, last, f.meta(`source:${name}:expected_since`), every) !== null;
       if (s.silent) degraded.push(`source ${name}: silent`);
+    }
+    const probe = probes.get(name);
+    if (probe && config.probes?.[name]) {
+      s.probe = {
+        healthy: probe.healthy,
+        age_s: round1(Math.max(0, now - probe.at)),
+        next_in_s: round1(probe.next_at - now),
+        ...(probe.says ? { says: probe.says } : {}),
+        ...(probe.error ? { error: probe.error } : {}),
+        ...(probe.console ? { console: probe.console } : {}),
+      };
+      if (probe.healthy === false) degraded.push(`source ${name}: disabled at the provider (${probe.says})`);
     }
     sources[name] = s;
   }

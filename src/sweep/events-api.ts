@@ -5,10 +5,13 @@
 // refused, and no error or line quotes a URL's query, a header or a body.
 import type { EventsApiSection } from "../bobbin/manifest.ts";
 import { HookspoolError } from "../errors.ts";
-import { type Http, type HttpResponse, retryAfterSeconds, tryJson } from "../net/http.ts";
+import { authHeader, rateLimitText } from "../net/api.ts";
+import { type Http, tryJson } from "../net/http.ts";
 import type { Pacer } from "../net/pace.ts";
 import { getPath, getText } from "../plugin/get-path.ts";
 import type { ListedEvent } from "./land.ts";
+
+export { authHeader, rateLimitText };
 
 export interface ListOptions {
   http: Http;
@@ -37,13 +40,6 @@ export interface ListReport {
   stopped: string | null;
 }
 
-/** The Authorization (or named) header that carries the key. */
-export function authHeader(auth: string, key: string): [string, string] {
-  if (auth === "basic") return ["authorization", `Basic ${Buffer.from(`${key}:`).toString("base64")}`];
-  if (auth.startsWith("header:")) return [auth.slice(7).toLowerCase(), key];
-  return ["authorization", `Bearer ${key}`];
-}
-
 /** A time an item carries, as Unix seconds: a number of seconds, or an RFC 3339 text. */
 function secondsOf(v: unknown): number | null {
   if (typeof v === "number" && Number.isFinite(v)) return v;
@@ -55,12 +51,6 @@ function secondsOf(v: unknown): number | null {
 }
 
 const at = (path: string) => (v: unknown) => (path === "" ? v : getPath(v, path));
-
-/** The rate-limit answer's words, with the wait it asks for when it says one. */
-export function rateLimitText(vendor: string, r: HttpResponse, now: number): string {
-  const after = retryAfterSeconds(r.headers["retry-after"], now);
-  return `${vendor}'s rate limit (http 429)${after !== null ? `: retry after ${Math.ceil(after)} s` : ""}`;
-}
 
 /** A rate-limit answer: the sweep stops, keeps what it read, and exits 1. */
 export class RateLimited extends Error {}
