@@ -351,6 +351,21 @@ const TEMPLATE_KEY_DOCS: { [K in TemplateKey]: { type: string; doc: string; alwa
       "with the `echo_field` value as text, not queued (Slack: `type=url_verification`)",
   },
   echo_field: { type: "selector", doc: "with `echo_when`: the value to answer with (Slack: `challenge`)" },
+  echo_unsigned: {
+    type: "`query:<name>` or `header:<Name>`",
+    doc:
+      "a verification request that carries no signature, answered before verify with the value it brought " +
+      "(printable ASCII, at most 1,024 characters; else 400), never queued: " +
+      "Dropbox's GET `query:challenge`, Okta's GET `header:X-Okta-Verification-Challenge`, " +
+      "Microsoft Graph's POST `query:validationToken`; the answer echoes only what the request sent",
+  },
+  echo_method: { type: "`GET` or `POST`", doc: "with `echo_unsigned`: the request's method; default `GET`" },
+  echo_reply: {
+    type: "`text` or `json:<field>`",
+    doc:
+      'with `echo_unsigned`: the value as `text/plain` (default), or as the JSON object `{"<field>": value}` ' +
+      "(Okta: `json:verification`); either with `X-Content-Type-Options: nosniff`",
+  },
   get_verify: {
     type: "boolean",
     doc:

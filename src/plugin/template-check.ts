@@ -33,6 +33,9 @@ const STRING_KEYS = [
   "form_json",
   "echo_when",
   "echo_field",
+  "echo_unsigned",
+  "echo_method",
+  "echo_reply",
   "reply_when",
   "reply_type",
   "ack_type",
@@ -148,6 +151,29 @@ export function checkTemplate(t: Record<string, unknown>): TemplateProblem[] {
       key: "head_handshake",
       message: "answers before verify: it cannot be combined with echo_when or reply_when",
     });
+  if (has("echo_unsigned")) {
+    const e = t.echo_unsigned;
+    if (typeof e !== "string" || !/^(query:[A-Za-z][A-Za-z0-9_.-]{0,63}|header:[A-Za-z0-9-]{1,64})$/.test(e))
+      out.push({
+        key: "echo_unsigned",
+        message: 'expected "query:<name>" or "header:<Name>": where an unsigned verification request carries its value',
+      });
+    if (t.head_handshake === true || has("echo_when") || has("reply_when") || t.get_verify === true || has("learn"))
+      out.push({
+        key: "echo_unsigned",
+        message:
+          "one handshake per template: it cannot be combined with head_handshake, echo_when, reply_when, get_verify or learn",
+      });
+  }
+  for (const k of ["echo_method", "echo_reply"] as const)
+    if (has(k) && !has("echo_unsigned")) out.push({ key: k, message: "needs echo_unsigned" });
+  if (has("echo_method") && t.echo_method !== "GET" && t.echo_method !== "POST")
+    out.push({ key: "echo_method", message: "expected GET or POST" });
+  if (
+    has("echo_reply") &&
+    (typeof t.echo_reply !== "string" || !/^(text|json:[A-Za-z_][A-Za-z0-9_]{0,63})$/.test(t.echo_reply))
+  )
+    out.push({ key: "echo_reply", message: 'expected "text" or "json:<field>"' });
   if (has("form_json") && t.body !== "form") out.push({ key: "form_json", message: 'needs body = "form"' });
   if (typeof t.split === "string" && t.split !== "*" && !isBarePath(t.split))
     out.push({ key: "split", message: 'expected a payload path to an array, or "*" for a body that is one' });

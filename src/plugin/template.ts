@@ -57,6 +57,9 @@ export const TEMPLATE_KEYS = [
   "ack_type",
   "split",
   "learn",
+  "echo_unsigned",
+  "echo_method",
+  "echo_reply",
 ] as const;
 
 /** How each scheme verifies, and which keys it needs. */
@@ -130,6 +133,16 @@ export interface TemplateSettings extends VerifySettings {
    * POST (Notion).
    */
   learn?: string;
+  /**
+   * A verification request that carries no signature, answered before verify with the value it
+   * brought: "query:<name>" (Dropbox's `challenge`, Microsoft Graph's `validationToken`) or
+   * "header:<Name>" (Okta's X-Okta-Verification-Challenge).
+   */
+  echo_unsigned?: string;
+  /** The method of that request: GET (default) or POST. */
+  echo_method?: "GET" | "POST";
+  /** How it is answered: "text" (default: the value as text/plain) or "json:<field>" ({"<field>": value}). */
+  echo_reply?: string;
 }
 
 /** The request headers a template reads to classify (its header: selectors, the default dedup's id header). */
@@ -202,11 +215,14 @@ export function templateSource(t: TemplateSettings): SourcePlugin {
       return response(200, t.reply, { "Content-Type": t.reply_type ?? "application/json" });
     return null;
   };
+  const unsignedEcho = t.echo_unsigned ? echoUnsigned(t.echo_unsigned, t.echo_method ?? "GET", t.echo_reply) : null;
   const challenge = t.head_handshake
     ? (req: HookRequest) => (req.method === "HEAD" ? response(200) : null)
-    : t.echo_when || t.reply_when
-      ? afterVerify
-      : undefined;
+    : unsignedEcho
+      ? unsignedEcho
+      : t.echo_when || t.reply_when
+        ? afterVerify
+        : undefined;
   const splitPath = t.split;
   const learn = t.learn ? learnerFor(t.learn, t.header) : undefined;
 
@@ -215,7 +231,7 @@ export function templateSource(t: TemplateSettings): SourcePlugin {
     authHeaders,
     secretParams: t.get_verify ? ["hub.verify_token"] : undefined,
     senderRetries: t.sender_retries,
-    challengeUnauthenticated: t.head_handshake === true,
+    challengeUnauthenticated: t.head_handshake === true || unsignedEcho !== null,
     verify: (req, secrets) => verify(req, secrets.get("secret")),
     // Trello checks a callback URL with a HEAD that carries no body and no signature; the
     // answer is constant, so answering it before verify is no oracle.
@@ -266,6 +282,36 @@ export function templateSource(t: TemplateSettings): SourcePlugin {
           return out;
         }
       : undefined,
+  };
+}
+
+/** What an unsigned echo may send back: printable ASCII, at most this long (anything else: 400). */
+const ECHO_VALUE = /^[\x20-\x7e]{1,1024}$/;
+
+/**
+ * An unsigned verification request's answer: the value it carried, and nothing else, so the answer
+ * says nothing about the secret (it runs before verify). A request of the method without the
+ * value is not one: it goes on (a GET then gets 405). The text answer is marked nosniff, since it
+ * echoes what the request chose.
+ */
+function echoUnsigned(
+  spec: string,
+  method: "GET" | "POST",
+  reply: string | undefined,
+): (req: HookRequest) => HookResponse | null {
+  const colon = spec.indexOf(":");
+  const kind = spec.slice(0, colon);
+  const name = spec.slice(colon + 1);
+  const field = reply?.startsWith("json:") ? reply.slice(5) : null;
+  return (req) => {
+    if (req.method !== method) return null;
+    const v = kind === "query" ? req.query[name] : req.header(name);
+    if (v === undefined || v === null) return null;
+    if (!ECHO_VALUE.test(v)) return response(400);
+    const headers = { "Cache-Control": "no-store", "X-Content-Type-Options": "nosniff" };
+    return field === null
+      ? response(200, v, { ...headers, "Content-Type": "text/plain; charset=utf-8" })
+      : response(200, JSON.stringify({ [field]: v }), { ...headers, "Content-Type": "application/json" });
   };
 }
 

@@ -128,7 +128,16 @@ export async function sourceKitRow(s: CheckSubject, m: Manifest | null, l: Loade
       : {}),
     dedup: plugin.dedupId !== undefined,
     ack: plugin.ack !== undefined,
-    headHandshake: plugin.challengeUnauthenticated === true,
+    headHandshake: plugin.challengeUnauthenticated === true && !t?.echo_unsigned,
+    ...(t?.echo_unsigned
+      ? {
+          unsignedEcho: {
+            spec: t.echo_unsigned,
+            method: t.echo_method ?? "GET",
+            reply: t.echo_reply ?? "text",
+          },
+        }
+      : {}),
     broken: (() => {
       const c = sameInstance.find((x) => x.expect.status === 202 && x.expect.word === "quarantined");
       return c ? requestOf(c, instance) : undefined;

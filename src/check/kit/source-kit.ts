@@ -44,6 +44,8 @@ export interface KitSubject {
   dedup: boolean;
   /** A constant answer to HEAD before verify (Trello's callback check). */
   headHandshake?: boolean;
+  /** An unsigned verification request echoed before verify (a template's echo_unsigned). */
+  unsignedEcho?: { spec: string; method: "GET" | "POST"; reply: string };
   /** Signed requests answered without being queued (a ping, a handshake), and what the answer must be. */
   answered?: readonly { request: KitRequest; check?: (r: { status: number; text: string }) => string | null }[];
   /** A signed request the source verifies but cannot classify; made from `sign` when absent. */
@@ -168,7 +170,8 @@ export async function runSourceKit(s: KitSubject): Promise<KitRun> {
             `${r.status} ${r.text.slice(0, 60)}, ` +
             `expected 202 {"status":"queued"}${s.ack ? " or the source's ack" : ""}`
           );
-        if (k.spool.eventCount() !== before + 1) return "answered 202 before the event was stored";
+        // A split request stores one event per element: at least one, before the answer.
+        if (k.spool.eventCount() <= before) return "answered 202 before the event was stored";
         stored = k.spool.newestEvent();
         return null;
       },
@@ -260,6 +263,33 @@ export async function runSourceKit(s: KitSubject): Promise<KitRun> {
         });
         if (a.status < 200 || a.status > 299) return `HEAD answered ${a.status}, expected 2xx`;
         return a.status === b.status && a.text === b.text ? null : "two HEAD requests got different answers";
+      },
+    ],
+    [
+      "an unsigned verification request: its value echoed, nothing else, nothing stored",
+      async () => {
+        const e = s.unsignedEcho;
+        if (!e) return { skip: "the source echoes no unsigned verification request" };
+        const path = s.accepted.url.split("?")[0];
+        const [kind, name] = [e.spec.slice(0, e.spec.indexOf(":")), e.spec.slice(e.spec.indexOf(":") + 1)];
+        const ask = (value: string) =>
+          k.send({
+            method: e.method,
+            url: kind === "query" ? `${path}?${name}=${encodeURIComponent(value)}` : path,
+            headers: kind === "header" ? [[name, value]] : [],
+            body: new Uint8Array(),
+          });
+        const before = k.spool.eventCount();
+        const value = `kit-${crypto.randomUUID()}`;
+        const r = await ask(value);
+        if (r.status !== 200) return `${e.method} with the value answered ${r.status}, expected 200`;
+        const want = e.reply === "text" ? value : JSON.stringify({ [e.reply.slice(5)]: value });
+        if (r.text !== want) return "the answer is not the value alone";
+        const bad = await ask("a\u0001b");
+        if (bad.status !== 400 || bad.text !== "")
+          return `a value with a control character answered ${bad.status}, expected 400`;
+        if (k.spool.eventCount() !== before) return "a verification request was stored as an event";
+        return null;
       },
     ],
     [
