@@ -16,7 +16,7 @@ import type { ISSUE_VERBS, IssueRow, IssueState, RaiseIssue } from "./issues.ts"
 import type { DeadFilter, Reclassify, ReplayResult, StoredRequest } from "./replay.ts";
 import type { SplitOptions } from "./split.ts";
 import type { FollowStep } from "./follow.ts";
-import type { StoredRequestRow } from "./requests.ts";
+import type { StoredRequestRow, StoredRequestsQuery } from "./requests.ts";
 import type { PollRow } from "./stats.ts";
 import type { OutcomeEnd, OutcomeInput, Recorded } from "./outcome-plan.ts";
 import type { PollPlan, PollStep } from "./polls.ts";
@@ -282,9 +282,10 @@ export interface OperatorStore extends IssueSink, OutcomeStore, JournalWatch {
   newestEventId(): Promise<number>;
   followEvent(o: { source: string; after: number; timeoutMs: number }): AsyncGenerator<FollowStep>;
   /**
-   * route test: stored requests since `since` (of one source, or all), oldest first, at most `limit` event rows read.
+   * route test: stored requests since `since` (of one source, or all, whose payloads match --where), oldest first,
+   * at most `limit` event rows read.
    */
-  storedRequests(o: { since: number; source?: string; limit: number }): Promise<StoredRequestRow[]>;
+  storedRequests(o: StoredRequestsQuery): Promise<StoredRequestRow[]>;
   /** sweep: the ids among `ids` the source has spooled (within its dedup window). */
   spooledDedupIds(source: string, ids: readonly string[]): Promise<Set<string>>;
   listIssues(f: { state?: IssueState | "all" }): Promise<IssueRow[]>;

@@ -1,8 +1,9 @@
 // A batch as both backends keep it: its states and last classes, its row, the filters of
-// `list` (with their WHERE clause, shared SQL), an event's listing and payload, an attempt's
-// row, and the answer a verb gives when a batch is not in a state it applies to. Each dialect's
-// reads are in sqlite/reads.ts and pg/reads.ts.
+// `list` (with their WHERE clause, shared SQL, and the dialect's for --where), an event's
+// listing and payload, an attempt's row, and the answer a verb gives when a batch is not in a
+// state it applies to. Each dialect's reads are in sqlite/reads.ts and pg/reads.ts.
 import { HookspoolError } from "../errors.ts";
+import type { PayloadCondition, PayloadSql } from "./where.ts";
 
 export const BATCH_STATES = ["open", "sealed", "leased", "retry", "awaiting", "delivered", "dead", "dropped"] as const;
 
@@ -62,6 +63,8 @@ export interface BatchFilter {
   /** Only batches whose last event arrived in [since, until]. */
   since?: number;
   until?: number;
+  /** Only batches with an event whose payload matches every one of these (store/where.ts). */
+  where?: PayloadCondition[];
 }
 
 export interface ListFilter extends BatchFilter {
@@ -70,8 +73,14 @@ export interface ListFilter extends BatchFilter {
   limit?: number;
 }
 
-/** The WHERE terms and parameters of a filter, for list and export alike. */
-export function batchWhere(f: BatchFilter): { where: string[]; params: Record<string, string | number> } {
+/**
+ * The WHERE terms and parameters of a filter, for list and export alike; `payload` is the
+ * dialect's SQL for --where (a filter with conditions and no dialect to read them is a bug).
+ */
+export function batchWhere(
+  f: BatchFilter,
+  payload?: PayloadSql,
+): { where: string[]; params: Record<string, string | number> } {
   const where: string[] = [];
   const params: Record<string, string | number> = {};
   const eq = (column: string, name: string, value: string | number | undefined) => {
@@ -99,7 +108,20 @@ export function batchWhere(f: BatchFilter): { where: string[]; params: Record<st
     where.push("last_at <= $until");
     params.until = f.until;
   }
+  payloadWhere(where, params, f.where, payload);
   return { where, params };
+}
+
+/** Push the term of --where's conditions, when there are any, in the dialect's SQL. */
+export function payloadWhere(
+  where: string[],
+  params: Record<string, string | number>,
+  conds: readonly PayloadCondition[] | undefined,
+  payload: PayloadSql | undefined,
+): void {
+  if (!conds?.length) return;
+  if (!payload) throw new Error("a --where filter reached a read without the dialect's payload SQL");
+  where.push(payload.batches(conds, params));
 }
 
 export interface EventListing {

@@ -1,8 +1,9 @@
 // Replay and retry as both backends take them: a stored request of a quarantine batch, how it
 // is classified again, what a replay returns, and the filter (with its WHERE clause, shared
-// SQL) of `replay --dead` and `resend`.
-import { batchWhere } from "./batches.ts";
+// SQL, and the dialect's for --where) of `replay --dead` and `resend`.
+import { batchWhere, payloadWhere } from "./batches.ts";
 import type { EnqueueResult, NewEvent } from "./enqueue.ts";
+import type { PayloadCondition, PayloadSql } from "./where.ts";
 
 /** A quarantined request as stored, for the plugin to classify again. */
 export interface StoredRequest {
@@ -34,10 +35,15 @@ export interface DeadFilter {
   since?: number;
   /** Only batches that died for this reason. */
   reason?: string;
+  /** Only batches with an event whose payload matches every one of these (store/where.ts). */
+  where?: PayloadCondition[];
 }
 
 /** The WHERE terms of `replay --dead`'s selection (both backends): quarantine only when asked for by destination. */
-export function deadWhere(f: DeadFilter): { where: string[]; params: Record<string, string | number> } {
+export function deadWhere(
+  f: DeadFilter,
+  payload?: PayloadSql,
+): { where: string[]; params: Record<string, string | number> } {
   const where = ["state = 'dead'"];
   const params: Record<string, string | number> = {};
   if (f.destination !== undefined) {
@@ -58,15 +64,22 @@ export function deadWhere(f: DeadFilter): { where: string[]; params: Record<stri
     where.push("dead_reason = $reason");
     params.reason = f.reason;
   }
+  payloadWhere(where, params, f.where, payload);
   return { where, params };
 }
 
 /** The WHERE terms of `replay --delivered`'s selection (both backends): never the quarantine. */
-export function deliveredWhere(f: Omit<DeadFilter, "reason">): {
+export function deliveredWhere(
+  f: Omit<DeadFilter, "reason">,
+  payload?: PayloadSql,
+): {
   where: string[];
   params: Record<string, string | number>;
 } {
-  const w = batchWhere({ state: "delivered", destination: f.destination, source: f.source, since: f.since });
+  const w = batchWhere(
+    { state: "delivered", destination: f.destination, source: f.source, since: f.since, where: f.where },
+    payload,
+  );
   w.where.push("destination <> 'quarantine'");
   return w;
 }

@@ -1,7 +1,8 @@
 // What `hookspool route test` reads: the requests stored events came from, each with the copies
 // it became (route, destination, the batch's window). Copies of one request share its source,
-// arrival time and payload; each copy is its own events row. Reads only.
+// arrival time and payload; each copy is its own events row. Reads only, narrowed by --where.
 import { storedRaw } from "./enqueue.ts";
+import type { PayloadCondition, PayloadSql } from "./where.ts";
 
 export interface StoredCopy {
   eventId: number;
@@ -38,14 +39,34 @@ export type StoredEventRow = {
   max_bytes: number;
 };
 
-/** The statement both backends read stored requests with ($since, $source, $limit). */
-export const STORED_REQUESTS = `SELECT e.id, e.source, e.event_type, e.received_at, e.payload, e.raw,
+/**
+ * The statement both backends read stored requests with ($since, $source, $limit), and the
+ * term of --where's conditions on each event's payload, in the dialect's SQL, when there are any.
+ */
+export function storedRequestsSql(
+  conds: readonly PayloadCondition[] | undefined,
+  payload: PayloadSql,
+  params: Record<string, string | number | null>,
+): string {
+  const values: Record<string, string | number> = {};
+  const matching = conds?.length ? `AND ${payload.event(conds, "e.payload", values)}` : "";
+  Object.assign(params, values);
+  return `SELECT e.id, e.source, e.event_type, e.received_at, e.payload, e.raw,
   e.raw_is_payload, e.headers, e.dedup_id,
     b.route, b.destination, b.quiet_s, b.max_s, b.max_events, b.max_bytes
   FROM events e JOIN batches b ON b.id = e.batch_id
   WHERE e.received_at >= $since AND e.source = COALESCE($source, e.source) AND b.destination <> 'quarantine'
-    AND e.payload IS NOT NULL
+    AND e.payload IS NOT NULL ${matching}
   ORDER BY e.id LIMIT $limit`;
+}
+
+/** What route test reads: since when, whose, at most how many event rows, and --where's conditions. */
+export interface StoredRequestsQuery {
+  since: number;
+  source?: string;
+  limit: number;
+  where?: PayloadCondition[];
+}
 
 /** Event rows (one per copy) as the requests they came from, in order. */
 export function groupRequests(rows: readonly StoredEventRow[]): StoredRequestRow[] {

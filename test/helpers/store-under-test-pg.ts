@@ -4,6 +4,7 @@
 import { SQL } from "bun";
 import { PgSpool } from "../../src/store/pg/db.ts";
 import { migratePg } from "../../src/store/pg/migrate.ts";
+import { syncPayloadIndexesPg } from "../../src/store/pg/where.ts";
 import { pgStores } from "../../src/store/open.ts";
 import type { PgServer } from "./pg.ts";
 import { FakeClock } from "../../src/clock.ts";
@@ -181,6 +182,7 @@ export async function openPgStore(server: PgServer): Promise<StoreUnderTest> {
       if (!m) throw new Error(`no CHECK on ${table}.${column}`);
       return [...m[1].matchAll(/'([^']*)'/g)].map((x) => x[1]).sort();
     },
+    payloadIndexes: (paths, dryRun = false) => syncPayloadIndexesPg(pg, paths, { dryRun }),
     close: () => pg.close(),
   };
   return store;

@@ -18,6 +18,8 @@ import type {
 import { sqliteStores } from "../../src/store/open.ts";
 import type { PgSpool } from "../../src/store/pg/db.ts";
 import { freshSpool, type TestSpool } from "./spool.ts";
+import { syncPayloadIndexes } from "../../src/store/sqlite/where.ts";
+import type { IndexChanges } from "../../src/store/where.ts";
 
 export type BackendName = "sqlite" | "postgres";
 
@@ -104,6 +106,8 @@ export interface StoreUnderTest {
   update(table: string, set: Row, where: Where): Promise<number>;
   /** The values of a column's `CHECK (<column> IN (...))` in the schema, sorted. */
   checkValues(table: string, column: string): Promise<string[]>;
+  /** Migrate's step for the payload indexes: one per path of `paths`, none for another (dryRun: what it would do). */
+  payloadIndexes(paths: readonly string[], dryRun?: boolean): Promise<IndexChanges>;
   close(): Promise<void>;
 }
 
@@ -230,6 +234,9 @@ export async function openSqliteStore(): Promise<StoreUnderTest> {
         db.query("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?").get(table) as { sql: string }
       ).sql;
       return sqliteCheckList(sql, column);
+    },
+    async payloadIndexes(paths, dryRun = false) {
+      return syncPayloadIndexes(spool, paths, { dryRun });
     },
     async close() {
       if (closed) return;

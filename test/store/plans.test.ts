@@ -1,11 +1,14 @@
 // The dispatcher's per-tick queries never read the delivered history: each finds its rows by the
 // state indexes, or scans only the partial index of unfinished batches (batches_queue); a paced
-// destination's window searches only the partial index of paced attempts.
+// destination's window searches only the partial index of paced attempts. --where on a path a
+// payload index holds searches that index.
 import { expect, test } from "bun:test";
 import { tickQueryPlans } from "../../src/store/sqlite/queue.ts";
 import { overduePlan } from "../../src/store/sqlite/awaiting.ts";
 import { enqueuePlans } from "../../src/store/sqlite/enqueue.ts";
 import { freshSpool } from "../helpers/spool.ts";
+import { syncPayloadIndexes, wherePlan } from "../../src/store/sqlite/where.ts";
+import { parseWheres } from "../../src/store/where.ts";
 
 test("an enqueue finds its dedup row and its group's open batch by index, never by a scan", () => {
   const plans = enqueuePlans(freshSpool().spool);
@@ -68,4 +71,20 @@ test("the overdue outcomes read searches batches_awaiting, never the history", (
   const plan = overduePlan(freshSpool().spool);
   expect(plan.some((s) => /SEARCH b USING INDEX batches_awaiting/.test(s))).toBe(true);
   expect(plan.filter((s) => /^SCAN/.test(s))).toEqual([]);
+});
+
+test("--where on a payload index searches it; on another path, or != and ~, it reads every event", () => {
+  const { spool } = freshSpool();
+  syncPayloadIndexes(spool, ["repository.full_name", "items.0.id"]);
+  const plan = (...conds: string[]) => wherePlan(spool, parseWheres(conds)).join(" | ");
+  const search = /SEARCH events USING INDEX events_where_repository_full_name_\w+ \(<expr>=\?\)/;
+  expect(plan("repository.full_name = acme/api")).toMatch(search);
+  expect(plan("repository.full_name in (acme/api, acme/web)")).toMatch(search);
+  // One indexed condition is enough: the others are checked on the rows it finds.
+  expect(plan("action = opened", "repository.full_name = acme/api")).toMatch(search);
+  expect(plan("items.0.id = 7")).toMatch(/SEARCH events USING INDEX events_where_items_0_id_\w+ \(<expr>=\?\)/);
+  // The batches are then found by id, not scanned.
+  expect(plan("repository.full_name = acme/api")).toContain("SEARCH batches USING INTEGER PRIMARY KEY (rowid=?)");
+  for (const other of ["action = opened", "repository.full_name != acme/api", "repository.full_name ~ acme"])
+    expect(plan(other)).toContain("SCAN events");
 });

@@ -21,6 +21,7 @@ import { retentionCases } from "./retention.case.ts";
 import { schemaCases } from "./schema.case.ts";
 import { statusCases } from "./status.case.ts";
 import { verbCases } from "./verbs.case.ts";
+import { whereCases } from "./where.case.ts";
 
 export interface StoreBackend {
   name: BackendName;
@@ -71,5 +72,6 @@ export function runStoreSuite(backend: StoreBackend): void {
     describe("the poll clock", () => pollCases(suite));
     describe("split and exclude", () => pieceCases(suite));
     describe("export", () => exportCases(suite));
+    describe("--where", () => whereCases(suite));
   });
 }

@@ -5,13 +5,14 @@ import { type BatchRow, batchWhere } from "../batches.ts";
 import { EXPORT_PAGE, type ExportFilter, type ExportRecord } from "../export.ts";
 import { numbered, type PgSpool } from "./db.ts";
 import { batchRowOf, attemptOf, exportEventOf } from "./reads.ts";
+import { pgPayloadSql } from "./where.ts";
 
 export async function* exportBatchesPg(
   spool: PgSpool,
   filter: ExportFilter = {},
   pageSize = EXPORT_PAGE,
 ): AsyncGenerator<ExportRecord> {
-  const filtered = batchWhere(filter);
+  const filtered = batchWhere(filter, pgPayloadSql);
   const where = ["id > $after", ...filtered.where];
   let after = filter.after ?? 0;
   for (;;) {

@@ -8,6 +8,7 @@ import pg0003 from "../../../migrations/pg/0003_outcomes.sql" with { type: "text
 import pg0004 from "../../../migrations/pg/0004_raw_once.sql" with { type: "text" };
 import pg0005 from "../../../migrations/pg/0005_lz4.sql" with { type: "text" };
 import pg0006 from "../../../migrations/pg/0006_lean_batches.sql" with { type: "text" };
+import pg0007 from "../../../migrations/pg/0007_payload_json.sql" with { type: "text" };
 import type { ReservedSQL, SQL } from "bun";
 import { HookspoolError } from "../../errors.ts";
 import type { PgSpool } from "./db.ts";
@@ -25,6 +26,7 @@ export const PG_MIGRATIONS: readonly PgMigration[] = [
   { version: 4, name: "0004_raw_once", sql: pg0004 },
   { version: 5, name: "0005_lz4", sql: pg0005 },
   { version: 6, name: "0006_lean_batches", sql: pg0006 },
+  { version: 7, name: "0007_payload_json", sql: pg0007 },
 ];
 
 export const PG_LATEST_SCHEMA = PG_MIGRATIONS[PG_MIGRATIONS.length - 1].version;

@@ -16,8 +16,9 @@ import type { ContentEvent } from "../content.ts";
 import { contentEventOf } from "./enqueue-set.ts";
 import type { ExportEvent } from "../export.ts";
 import type { FollowedBatch, FollowReads } from "../follow.ts";
-import { groupRequests, STORED_REQUESTS, type StoredRequestRow } from "../requests.ts";
+import { groupRequests, storedRequestsSql, type StoredRequestRow, type StoredRequestsQuery } from "../requests.ts";
 import { type DeadFilter, deadWhere, deliveredWhere, replayIdsSql, type StoredRequest } from "../replay.ts";
+import { pgPayloadSql } from "./where.ts";
 
 /** A batches row with SQLite's types: BIGINT columns arrive as strings. */
 export function batchRowOf(r: Record<string, unknown>): BatchRow {
@@ -136,7 +137,7 @@ async function query(
 
 /** Batches, newest first (list's filters and its --before cursor). */
 export async function listBatchesPg(spool: PgSpool, f: ListFilter = {}): Promise<BatchRow[]> {
-  const { where, params } = batchWhere(f);
+  const { where, params } = batchWhere(f, pgPayloadSql);
   params.limit = f.limit ?? 50;
   if (f.before !== undefined) {
     where.push("id < $before");
@@ -184,13 +185,13 @@ export async function batchAttemptsPg(spool: PgSpool, batchId: number): Promise<
 
 /** The dead batches `replay --dead` takes, oldest first (SQLite's terms). */
 export async function deadBatchIdsPg(spool: PgSpool, f: DeadFilter): Promise<number[]> {
-  const { where, params } = deadWhere(f);
+  const { where, params } = deadWhere(f, pgPayloadSql);
   return (await query(spool, replayIdsSql(where), params)).map((r) => num(r.id));
 }
 
 /** The delivered batches `replay --delivered` takes, oldest first. */
 export async function deliveredBatchIdsPg(spool: PgSpool, f: Omit<DeadFilter, "reason">): Promise<number[]> {
-  const { where, params } = deliveredWhere(f);
+  const { where, params } = deliveredWhere(f, pgPayloadSql);
   return (await query(spool, replayIdsSql(where), params)).map((r) => num(r.id));
 }
 
@@ -242,13 +243,12 @@ export async function spooledDedupIdsPg(spool: PgSpool, source: string, ids: rea
 }
 
 /**
- * Stored requests since `since` (of one source, or all), oldest first, at most `limit` event rows read (route test).
+ * Stored requests since `since` (of one source, or all, whose payloads match --where's conditions), oldest
+ * first, at most `limit` event rows read (route test).
  */
-export async function storedRequestsPg(
-  spool: PgSpool,
-  o: { since: number; source?: string; limit: number },
-): Promise<StoredRequestRow[]> {
-  const rows = await query(spool, STORED_REQUESTS, { since: o.since, source: o.source ?? null, limit: o.limit });
+export async function storedRequestsPg(spool: PgSpool, o: StoredRequestsQuery): Promise<StoredRequestRow[]> {
+  const params: Record<string, string | number | null> = { since: o.since, source: o.source ?? null, limit: o.limit };
+  const rows = await query(spool, storedRequestsSql(o.where, pgPayloadSql, params), params);
   return groupRequests(
     rows.map((r) => ({
       id: num(r.id),

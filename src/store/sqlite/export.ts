@@ -5,6 +5,7 @@ import { batchAttempts } from "./reads.ts";
 import { prepared, type SqliteSpool } from "./db.ts";
 import { storedRaw } from "../enqueue.ts";
 import { EXPORT_PAGE, type ExportEvent, type ExportFilter, type ExportRecord } from "../export.ts";
+import { sqlitePayloadSql } from "./where.ts";
 
 /** An event row with its payload, headers and raw body: the listing plus the payload columns. */
 type StoredEvent = Omit<EventListing, "trace"> & { trace: string | null; raw_is_payload: number } & Pick<
@@ -47,21 +48,27 @@ export function* exportBatches(
   pageSize = EXPORT_PAGE,
 ): Generator<ExportRecord> {
   const db = spool.db;
-  const filtered = batchWhere(filter);
+  const filtered = batchWhere(filter, sqlitePayloadSql);
   const where = ["id > $after", ...filtered.where];
   const params: Record<string, string | number> = { ...filtered.params, limit: pageSize };
-  const page = prepared<BatchRow, Record<string, string | number>>(
-    db,
-    `SELECT * FROM batches WHERE ${where.join(" AND ")} ORDER BY id LIMIT $limit`,
-  );
+  const text = `SELECT * FROM batches WHERE ${where.join(" AND ")} ORDER BY id LIMIT $limit`;
+  // A page with --where's paths in its text is this export's own statement, finalized at its end.
+  const once = Boolean(filter.where?.length);
+  const page = once
+    ? db.prepare<BatchRow, Record<string, string | number>>(text)
+    : prepared<BatchRow, Record<string, string | number>>(db, text);
   const events = prepared<StoredEvent, [number]>(db, EVENTS);
   let after = filter.after ?? 0;
-  for (;;) {
-    const rows = page.all({ ...params, after });
-    for (const batch of rows) {
-      yield { batch, events: events.all(batch.id).map(exportEvent), attempts: batchAttempts(spool, batch.id) };
+  try {
+    for (;;) {
+      const rows = page.all({ ...params, after });
+      for (const batch of rows) {
+        yield { batch, events: events.all(batch.id).map(exportEvent), attempts: batchAttempts(spool, batch.id) };
+      }
+      if (rows.length < pageSize) return;
+      after = rows[rows.length - 1].id;
     }
-    if (rows.length < pageSize) return;
-    after = rows[rows.length - 1].id;
+  } finally {
+    if (once) page.finalize();
   }
 }

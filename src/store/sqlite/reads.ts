@@ -15,14 +15,35 @@ import {
   type BatchRow,
   parseTrace,
 } from "../batches.ts";
-import { type StoredRequestRow, groupRequests, STORED_REQUESTS, type StoredEventRow } from "../requests.ts";
+import {
+  type StoredRequestRow,
+  groupRequests,
+  storedRequestsSql,
+  type StoredEventRow,
+  type StoredRequestsQuery,
+} from "../requests.ts";
 import { deadWhere, type DeadFilter, deliveredWhere, replayIdsSql, type StoredRequest } from "../replay.ts";
 import type { FollowedBatch, FollowReads } from "../follow.ts";
+import { sqlitePayloadSql } from "./where.ts";
+
+/**
+ * A read's statement: prepared once and kept when its text is fixed; one with --where's
+ * conditions (their paths are in its text, so there are as many as operators type) is
+ * prepared for this read alone and finalized after it.
+ */
+function readAll<R>(spool: SqliteSpool, sql: string, params: Record<string, string | number | null>, once: boolean) {
+  if (!once) return prepared<R, Record<string, string | number | null>>(spool.db, sql).all(params);
+  const st = spool.db.prepare<R, Record<string, string | number | null>>(sql);
+  try {
+    return st.all(params);
+  } finally {
+    st.finalize();
+  }
+}
 
 /** Batches, newest first. */
 export function listBatches(spool: SqliteSpool, f: ListFilter = {}): BatchRow[] {
-  const db = spool.db;
-  const { where, params } = batchWhere(f);
+  const { where, params } = batchWhere(f, sqlitePayloadSql);
   params.limit = f.limit ?? 50;
   if (f.before !== undefined) {
     where.push("id < $before");
@@ -30,7 +51,7 @@ export function listBatches(spool: SqliteSpool, f: ListFilter = {}): BatchRow[] 
   }
   const sql = `SELECT * FROM batches ${where.length ? `WHERE ${where.join(" AND ")}` : ""} ORDER BY id DESC
     LIMIT $limit`;
-  return prepared<BatchRow, Record<string, string | number>>(db, sql).all(params);
+  return readAll<BatchRow>(spool, sql, params, Boolean(f.where?.length));
 }
 
 export function getBatch(spool: SqliteSpool, id: number): BatchRow | null {
@@ -97,32 +118,30 @@ export function quarantinedRequests(spool: SqliteSpool, batchId: number): Stored
 
 /** The dead batches `replay --dead` would take, oldest first. */
 export function deadBatchIds(spool: SqliteSpool, f: DeadFilter): number[] {
-  return replayIds(spool, deadWhere(f));
+  return replayIds(spool, deadWhere(f, sqlitePayloadSql), Boolean(f.where?.length));
 }
 
 /** The delivered batches `replay --delivered` would take, oldest first. */
 export function deliveredBatchIds(spool: SqliteSpool, f: Omit<DeadFilter, "reason">): number[] {
-  return replayIds(spool, deliveredWhere(f));
+  return replayIds(spool, deliveredWhere(f, sqlitePayloadSql), Boolean(f.where?.length));
 }
 
-function replayIds(spool: SqliteSpool, w: { where: string[]; params: Record<string, string | number> }): number[] {
-  return prepared<{ id: number }, Record<string, string | number>>(spool.db, replayIdsSql(w.where))
-    .all(w.params)
-    .map((r) => r.id);
-}
-
-/** Stored requests since `since` (of one source, or all), oldest first, at most `limit` event rows read. */
-export function storedRequests(
+function replayIds(
   spool: SqliteSpool,
-  o: { since: number; source?: string; limit: number },
-): StoredRequestRow[] {
-  return groupRequests(
-    prepared<StoredEventRow, Record<string, string | number | null>>(spool.db, STORED_REQUESTS).all({
-      since: o.since,
-      source: o.source ?? null,
-      limit: o.limit,
-    }),
-  );
+  w: { where: string[]; params: Record<string, string | number> },
+  once: boolean,
+): number[] {
+  return readAll<{ id: number }>(spool, replayIdsSql(w.where), w.params, once).map((r) => r.id);
+}
+
+/**
+ * Stored requests since `since` (of one source, or all, whose payloads match --where's
+ * conditions), oldest first, at most `limit` event rows read.
+ */
+export function storedRequests(spool: SqliteSpool, o: StoredRequestsQuery): StoredRequestRow[] {
+  const params: Record<string, string | number | null> = { since: o.since, source: o.source ?? null, limit: o.limit };
+  const sql = storedRequestsSql(o.where, sqlitePayloadSql, params);
+  return groupRequests(readAll<StoredEventRow>(spool, sql, params, Boolean(o.where?.length)));
 }
 
 /** The ids among `ids` the source has a dedup row for (spooled within its dedup window). */

@@ -2,11 +2,15 @@
 // with the generic plans every connection runs: the candidates walk through batches_ready in
 // order, each head checked against batches_queue, stopping at its limit; readiness, recovery,
 // overdue outcomes, the claim's gate and retention each on the partial index that holds only
-// their rows; never a scan of the batches. Skipped, saying so, without PostgreSQL.
+// their rows; never a scan of the batches; --where on a path a payload index holds searches it.
+// Skipped, saying so, without PostgreSQL.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { candidatesPg } from "../../../src/store/pg/queue.ts";
 import { genericPlanPg, hotPlansPg, hotStatements } from "../../../src/store/pg/plans.ts";
-import { PgSpool } from "../../../src/store/pg/db.ts";
+import { numbered, PgSpool } from "../../../src/store/pg/db.ts";
+import { syncPayloadIndexesPg, whereStatement } from "../../../src/store/pg/where.ts";
+import { parseWheres } from "../../../src/store/where.ts";
+import { pgStores } from "../../../src/store/open.ts";
 import { migratePg } from "../../../src/store/pg/migrate.ts";
 import { PG_BIN, PG_SKIP_MESSAGE, type PgServer, startPostgres } from "../../helpers/pg.ts";
 
@@ -116,6 +120,41 @@ describe.skipIf(!PG_BIN)("PostgreSQL's busiest statements", () => {
       await c.unsafe("RESET jit_above_cost");
       c.release();
     }
+  });
+
+  test("--where on a payload index finds its events by the index, then their batches by id", async () => {
+    // An event for each finished batch: 500 repositories, a few actions.
+    await pg.sql`INSERT INTO events (source, route, batch_id, event_type, received_at, payload, size)
+      SELECT 's', 'r', id, 't', first_at, json_build_object('action', (ARRAY['opened', 'closed', 'edited'])[id % 3 + 1],
+        'repository', json_build_object('full_name', 'org/r' || (id % 500)))::text, 100
+        FROM batches WHERE state = 'delivered'`;
+    await syncPayloadIndexesPg(pg, ["repository.full_name"]);
+    await pg.sql`ANALYZE events`;
+    const plan = async (...conds: string[]) => {
+      const { sql, params } = whereStatement(parseWheres(conds));
+      const q = numbered(sql, params);
+      const c = await pg.sql.reserve();
+      try {
+        return (await genericPlanPg(c, q.text, q.values as (string | number)[])).join("\n");
+      } finally {
+        c.release();
+      }
+    };
+    for (const conds of [
+      ["repository.full_name = org/r7"],
+      ["repository.full_name in (org/r7, org/r8)"],
+      ["action = opened", "repository.full_name = org/r7"],
+    ]) {
+      const p = await plan(...conds);
+      expect(p).toMatch(/Index Scan on events_where_repository_full_name_\w+/);
+      expect(p).toContain("batches_pkey");
+      expect(p).not.toMatch(/Seq Scan on (batches|events)/);
+    }
+    expect(await plan("action = opened")).toContain("Seq Scan on events");
+    // What the list answers, by the index: the newest of the repository's batches first.
+    const store = pgStores(pg).operator();
+    const rows = await store.listBatches({ where: parseWheres(["repository.full_name = org/r7"]), limit: 3 });
+    expect(rows.map((b) => b.key)).toEqual(["old19507", "old19007", "old18507"]);
   });
 
   test("answers the heads, oldest first, at most the limit of each destination", async () => {
