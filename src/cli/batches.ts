@@ -46,8 +46,8 @@ function listCommand(cli: Cli): CommandDef {
       },
       limit: { type: "string", description: "at most this many", default: "50", valueHint: "n" },
     },
-    async run({ args }) {
-      const filter = filterOf(args, cli.clock.now());
+    async run({ args, rawArgs }) {
+      const filter = filterOf(args, cli.clock.now(), rawArgs);
       const limit = positiveInt(args.limit, "--limit");
       const before = args.before === undefined ? undefined : positiveInt(args.before, "--before");
       const store = await openOperatorStore(cli, loadForReading(cli));

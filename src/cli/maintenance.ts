@@ -107,9 +107,9 @@ function exportCommand(cli: Cli): CommandDef {
         valueHint: "ID",
       },
     },
-    async run({ args }) {
+    async run({ args, rawArgs }) {
       const filter: ExportFilter = {
-        ...filterOf(args, cli.clock.now()),
+        ...filterOf(args, cli.clock.now(), rawArgs),
         ...(args.after !== undefined ? { after: positiveInt(args.after, "--after") } : {}),
       };
       const limit = args.limit === undefined ? Number.POSITIVE_INFINITY : positiveInt(args.limit, "--limit");

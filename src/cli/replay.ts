@@ -15,6 +15,8 @@ import { deadReasonArg } from "./dead-reasons.ts";
 import type { HelpMeta } from "./help.ts";
 import { say, withStore, words } from "./operator-store.ts";
 import { printReplayPlan } from "./replay-plan.ts";
+import { FILTER_ARGS, whereOf } from "./filters.ts";
+import type { PayloadCondition } from "../store/where.ts";
 
 /**
  * Classify a quarantine batch's requests again through the source's (fixed) plugin, before the
@@ -52,15 +54,16 @@ async function resend(
   cli: Cli,
   ids: number[],
   args: { dead?: boolean; destination?: string; source?: string; since?: string; reason?: string },
+  where: PayloadCondition[] | undefined,
 ): Promise<number> {
   if (args.dead) throw new HookspoolError("E_USAGE", "--dead and --delivered do not go together");
   if (args.reason) throw new HookspoolError("E_USAGE", "--reason goes with --dead");
-  if (ids.length && (args.destination || args.source || args.since))
-    throw new HookspoolError("E_USAGE", "give batch ids or --destination/--source/--since, not both");
-  if (!ids.length && !args.destination && !args.source && !args.since)
+  if (ids.length && (args.destination || args.source || args.since || where))
+    throw new HookspoolError("E_USAGE", "give batch ids or --destination/--source/--since/--where, not both");
+  if (!ids.length && !args.destination && !args.source && !args.since && !where)
     throw new HookspoolError(
       "E_USAGE",
-      "give batch ids, or narrow --delivered with --destination, --source or --since",
+      "give batch ids, or narrow --delivered with --destination, --source, --since or --where",
     );
   return withStore(cli, async (store) => {
     const now = cli.clock.now();
@@ -70,6 +73,7 @@ async function resend(
           destination: args.destination,
           source: args.source,
           since: args.since ? parseSince(String(args.since), now) : undefined,
+          where,
         });
     if (targets.length === 0) {
       say(cli, { resent: [] }, "no delivered batches match");
@@ -107,8 +111,8 @@ export function replayCommand(cli: Cli): CommandDef {
         "dead -> retry, due now, attempts reset; a quarantine batch is classified again through its plugin; " +
         "--delivered resends delivered batches under a new delivery id",
       usage:
-        "<batch>... | --dead [--destination D] [--source S] [--since T] [--reason R] [--plan] | --delivered " +
-        "[<batch>...] [--destination D] [--source S] [--since T]",
+        "<batch>... | --dead [--destination D] [--source S] [--since T] [--reason R] [--where COND]... [--plan] | " +
+        "--delivered [<batch>...] [--destination D] [--source S] [--since T] [--where COND]...",
       variadic: true,
     } as HelpMeta,
     args: {
@@ -142,6 +146,10 @@ export function replayCommand(cli: Cli): CommandDef {
           "bad_emit, config, quarantined, agent_failed)",
         valueHint: "R",
       },
+      where: {
+        ...FILTER_ARGS.where,
+        description: `with --dead or --delivered: ${FILTER_ARGS.where.description}`,
+      },
       plan: {
         type: "boolean",
         description:
@@ -149,17 +157,22 @@ export function replayCommand(cli: Cli): CommandDef {
           "and the pace each destination takes it at; change nothing",
       },
     },
-    async run({ args }) {
+    async run({ args, rawArgs }) {
       const ids = words(args as { _: string[] }).map((w) => positiveInt(w, "batch"));
+      const where = whereOf(rawArgs);
       if (args.delivered)
         return resend(
           cli,
           ids,
           args as { dead?: boolean; destination?: string; source?: string; since?: string; reason?: string },
+          where,
         );
       if (args.dead && ids.length) throw new HookspoolError("E_USAGE", "give batch ids or --dead, not both");
-      if (!args.dead && (args.destination || args.source || args.since || args.reason || args.plan))
-        throw new HookspoolError("E_USAGE", "--destination, --source, --since, --reason and --plan go with --dead");
+      if (!args.dead && (args.destination || args.source || args.since || args.reason || args.plan || where))
+        throw new HookspoolError(
+          "E_USAGE",
+          "--destination, --source, --since, --reason, --where and --plan go with --dead",
+        );
       const reason = deadReasonArg(args.reason);
       if (!args.dead && ids.length === 0) throw new HookspoolError("E_USAGE", "give batch ids, or --dead");
       return withStore(cli, async (store, config, file) => {
@@ -170,6 +183,7 @@ export function replayCommand(cli: Cli): CommandDef {
               source: args.source,
               reason,
               since: args.since ? parseSince(String(args.since), now) : undefined,
+              where,
             })
           : ids;
         if (args.plan) return printReplayPlan(cli, store, config, targets);

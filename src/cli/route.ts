@@ -16,6 +16,8 @@ import type { NewEvent } from "../store/enqueue.ts";
 import { type Cli, GLOBAL_ARGS, loadFor, notInConfig, openOperatorStore, positiveInt } from "./context.ts";
 import { table, visible } from "./format.ts";
 import { parseSince } from "../time.ts";
+import { REQUEST_WHERE_ARG, whereOf } from "./filters.ts";
+import type { StoredRequestsQuery } from "../store/requests.ts";
 
 const copies = (list: CopyView[]) =>
   list.map((c, i) => `${i ? "tee " : ""}${c.route} -> ${c.destination}`).join(", ") || "-";
@@ -47,9 +49,11 @@ function testCommand(cli: Cli): CommandDef {
         description: "route one captured .http request instead (needs --source); verification is skipped",
         valueHint: "file",
       },
+      where: REQUEST_WHERE_ARG,
       limit: { type: "string", description: "read at most this many stored events", default: "10000", valueHint: "n" },
     },
-    async run({ args }) {
+    async run({ args, rawArgs }) {
+      const where = whereOf(rawArgs);
       const loaded = loadFor(cli);
       const config = loaded.config;
       const sources = await loadSources(config, {
@@ -60,6 +64,7 @@ function testCommand(cli: Cli): CommandDef {
       if (args.request !== undefined) {
         const source = args.source as string | undefined;
         if (!source) throw new HookspoolError("E_USAGE", "--request needs --source: the source the capture is for");
+        if (where) throw new HookspoolError("E_USAGE", "--where reads stored requests; --request routes one capture");
         const src = sources.get(source);
         if (!src)
           throw notInConfig(loaded, new HookspoolError("E_NOT_FOUND", `no source "${source}" that takes requests`));
@@ -111,6 +116,7 @@ function testCommand(cli: Cli): CommandDef {
         since,
         source: args.source as string | undefined,
         limit: positiveInt(args.limit, "--limit"),
+        where,
       });
       const report = routeTest(config, sources, requests);
       if (cli.globals.json) {
@@ -143,11 +149,7 @@ function testCommand(cli: Cli): CommandDef {
 /**
  * The stored requests route test reads, from the config's store; on SQLite the connection refuses any write meanwhile.
  */
-async function readStoredRequests(
-  cli: Cli,
-  loaded: LoadedConfig,
-  o: { since: number; source?: string; limit: number },
-): Promise<StoredRequestRow[]> {
+async function readStoredRequests(cli: Cli, loaded: LoadedConfig, o: StoredRequestsQuery): Promise<StoredRequestRow[]> {
   const store = await openOperatorStore(cli, loaded);
   try {
     return await store.storedRequests(o);

@@ -69,7 +69,8 @@ describe("what the pages say", () => {
     const page = await help(["replay"]);
     expect(page.split("\n")[2]).toBe(
       "Usage: hookspool replay <batch>... | --dead [--destination D] [--source S] [--since T] " +
-        "[--reason R] [--plan] | --delivered [<batch>...] [--destination D] [--source S] [--since T]",
+        "[--reason R] [--where COND]... [--plan] | --delivered [<batch>...] [--destination D] [--source S] " +
+        "[--since T] [--where COND]...",
     );
     expect(section(page, "Arguments")).toEqual([
       expect.stringMatching(/^ {2}<batch>\.\.\. +the dead batches to replay/),
@@ -81,6 +82,7 @@ describe("what the pages say", () => {
       "--source",
       "--since",
       "--reason",
+      "--where",
       "--plan",
     ]);
   });
