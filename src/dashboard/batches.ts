@@ -1,8 +1,10 @@
 // The batches: the list with the filters of `list` (state, dead reason, source, destination,
-// key, status code, time range), paged by id; one batch with its events and routing trace and
-// its attempts as a timeline; its payloads only on an explicit click, behind a warning.
+// key, status code, time range, conditions on the payloads), paged by id; one batch with its
+// events and routing trace and its attempts as a timeline; its payloads only on an explicit
+// click, behind a warning.
 import { HookspoolError } from "../errors.ts";
 import type { BatchRow, ListFilter } from "../store/batches.ts";
+import { parseWheres, WHERE_GRAMMAR } from "../store/where.ts";
 import { leaseConsumer } from "../store/pull.ts";
 import { parseSince } from "../time.ts";
 import { action, h, page, type PageContext, stateClass, table, when } from "./html.ts";
@@ -31,11 +33,16 @@ function filterOf(q: URLSearchParams, now: number): { f: ListFilter; problem: st
     if (until) f.until = parseSince(until, now, "until");
     const before = q.get("before");
     if (before && /^\d+$/.test(before)) f.before = Number(before);
+    const where = wheresOf(q);
+    if (where.length) f.where = parseWheres(where, "where");
     return { f, problem: null };
   } catch (e) {
     return { f: {}, problem: e instanceof HookspoolError ? e.message : "a filter could not be read" };
   }
 }
+
+/** The query's where conditions, empty fields left out (the form always has one more, empty). */
+const wheresOf = (q: URLSearchParams) => q.getAll("where").filter((w) => w.trim() !== "");
 
 const STATES = ["", "open", "sealed", "leased", "retry", "awaiting", "delivered", "dead", "dropped"];
 
@@ -56,11 +63,16 @@ export async function batchesPage(c: PageContext, q: URLSearchParams): Promise<s
     input("status", "status", 4) +
     input("since", "since", 8) +
     input("until", "until", 8);
+  // One field per condition given, and an empty one for the next; a batch has an event matching them all.
+  const wheres = [...wheresOf(q), ""]
+    .map((w) => `<label>payload <input name="where" value="${h(w)}" size="28"></label> `)
+    .join("");
   const form =
-    `<form method="get" action="/batches" aria-label="filter batches">${state}${inputs}` +
+    `<form method="get" action="/batches" aria-label="filter batches">${state}${inputs}${wheres}` +
     `<button type="submit">filter</button> <a href="/batches">clear</a></form>` +
     `<p class="muted">since and until: an age (30m, 24h, 7d), an ISO date or Unix seconds, ` +
-    "on the batch's last event.</p>";
+    "on the batch's last event. payload: a condition on a stored event's payload " +
+    `(${h(WHERE_GRAMMAR)}); a batch is listed when one of its events matches every one.</p>`;
   const list = table(
     ["batch", "state", "source", "key", "destination", "events", "last event", "why"],
     rows.map((b) => [

@@ -392,6 +392,33 @@ describe("dashboard pages", () => {
     expect((await get(r, "/nowhere")).status).toBe(404);
   });
 
+  test("the batches list filters by payload conditions, keeps them in its form, and says what is wrong", async () => {
+    const ids: number[] = [];
+    const r = await start({
+      seed: async (h) => {
+        ids.push(await enqueueJson(h, "once", "k0", { action: "opened", who: NASTY_KEY }));
+        ids.push(await enqueueJson(h, "once", "k1", { action: "closed" }));
+        ids.push(await enqueueJson(h, "once", "k2", { action: "opened" }));
+      },
+    });
+    const page = async (...wheres: string[]) =>
+      (await get(r, `/batches?${wheres.map((w) => `where=${encodeURIComponent(w)}`).join("&")}&where=`)).text();
+    const opened = await page("action = opened");
+    for (const id of [ids[0], ids[2]]) expect(opened).toContain(`href="/batches/${id}"`);
+    expect(opened).not.toContain(`href="/batches/${ids[1]}"`);
+    // Each condition given stays in a field of its own, escaped, and one more field is empty.
+    const nasty = await page("action = opened", `who = ${NASTY_KEY}`);
+    expect(nasty).toContain(`href="/batches/${ids[0]}"`);
+    expect(nasty).not.toContain(`href="/batches/${ids[2]}"`);
+    expect(nasty).not.toContain("<script>alert");
+    expect(nasty).not.toContain("\u0007");
+    expect(nasty).toContain('value="who = &lt;script&gt;alert(&quot;k&quot;)&lt;/script&gt;\\x07&#39;&amp;"');
+    expect(nasty.match(/<input name="where"/g)).toHaveLength(3);
+    const bad = await page("action == opened");
+    expect(bad).toContain('<p class="bad" role="alert">where (action): equality is a single =</p>');
+    expect(bad).not.toContain('href="/batches/');
+  });
+
   test(
     "a batch page shows its events with the routing trace and its attempts; payloads only behind " + "the warning",
     async () => {

@@ -1,11 +1,12 @@
 // The dashboard's role of the store gives the same answers on SQLite and on a real PostgreSQL
 // server (skipped, saying so, without one): its charts, ready counts and quarantine reasons, its
 // actions with their record (a change that does nothing records nothing), the live tail's
-// cursor, and the status facts it shows.
+// cursor, the status facts it shows, and its batch list's payload conditions.
 import { describe, expect, test } from "bun:test";
 import { HookspoolError } from "../../src/errors.ts";
 import { type Backend, onBothBackends } from "../helpers/backends.ts";
 import { copy, ev, T0 } from "../helpers/spool.ts";
+import { parseWheres } from "../../src/store/where.ts";
 
 async function put(b: Backend, source: string, at: number, quiet = 10): Promise<number> {
   const [r] = await b.intake.enqueueAll(
@@ -94,6 +95,21 @@ onBothBackends((open) => {
           { at: T0 + 1, via: "dashboard", verb: "pause", target: "destination http:d" },
         ]);
         expect((await d.recentActions(1)).length).toBe(1);
+      } finally {
+        await b.close();
+      }
+    });
+
+    test("the batch list takes --where's conditions", async () => {
+      const b = await open();
+      try {
+        for (const [i, payload] of [{ action: "opened" }, { action: "closed" }, { action: "opened", n: 1 }].entries())
+          await b.intake.enqueueAll([ev({ key: `k${i}`, payload: JSON.stringify(payload) })], T0 + i);
+        const ids = async (...conds: string[]) =>
+          (await b.dashboard.listBatches({ where: parseWheres(conds, "where") })).map((r) => r.id);
+        expect(await ids("action = opened")).toEqual([3, 1]);
+        expect(await ids("action = opened", "n exists")).toEqual([3]);
+        expect(await ids("action != opened")).toEqual([2]);
       } finally {
         await b.close();
       }
