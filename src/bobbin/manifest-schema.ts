@@ -144,7 +144,12 @@ export interface Manifest {
   sweep?: SweepSection;
   /** How the maintenance loop asks the provider whether it still sends to us ([health]). */
   health?: HealthSection;
+  /** Payload paths `--where` looks up often: migrate builds an index for each (store/where.ts). */
+  indexed: string[];
 }
+
+/** How many payload paths a bobbin may have indexed: each one costs every stored event a parse. */
+export const MAX_INDEXED = 8;
 
 export interface ManifestProblem {
   /** The key path inside bobbin.toml ("" for the file as a whole). */
@@ -181,6 +186,7 @@ export const TOP_KEYS = [
   "outputs",
   "sweep",
   "health",
+  "indexed",
 ];
 /**
  * The sweeps `hookspool sweep` knows: github-redeliver asks GitHub to send a failed delivery

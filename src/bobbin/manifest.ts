@@ -4,12 +4,14 @@
 // loading refuses a bobbin whose manifest has one, and `hookspool bobbin check` shows them.
 // The manifest's types and key lists are manifest-schema.ts's; importers take them from here too.
 import { parse as parseToml } from "smol-toml";
+import { payloadPathProblem } from "../plugin/get-path.ts";
 import { TEMPLATE_KEYS } from "../plugin/template.ts";
 import { healthSection } from "./manifest-health.ts";
 import {
   EVENT_TYPE_TOKEN,
   hasSettingType,
   isTable,
+  MAX_INDEXED,
   type Manifest,
   type ManifestContext,
   type ManifestProblem,
@@ -38,6 +40,7 @@ import {
 export {
   EVENT_TYPE_TOKEN,
   hasSettingType,
+  MAX_INDEXED,
   NAME_PART,
   RESERVED_VENDOR,
   SETTING_TYPES,
@@ -366,6 +369,22 @@ export function parseManifest(
 
   const healthTable = table("health");
   const health = healthTable ? healthSection(healthTable, secrets, err) : undefined;
+  // indexed: payload paths as --where takes them, each once.
+  const indexed: string[] = [];
+  if (doc.indexed !== undefined) {
+    const list = doc.indexed;
+    if (!Array.isArray(list) || !list.every((x) => typeof x === "string"))
+      err("indexed", "expected a list of payload paths", 'indexed = ["repository.full_name"]');
+    else if (list.length > MAX_INDEXED)
+      err("indexed", `at most ${MAX_INDEXED} paths: each index costs every stored event a parse of its payload`);
+    else
+      list.forEach((path, i) => {
+        const why = payloadPathProblem(path);
+        if (why) err(`indexed[${i}]`, why, 'keys joined by dots, e.g. "repository.full_name"');
+        else if (indexed.includes(path)) err(`indexed[${i}]`, `"${path}" is listed twice`);
+        else indexed.push(path);
+      });
+  }
 
   if (problems.length > 0) return { manifest: null, problems };
   return {
@@ -384,6 +403,7 @@ export function parseManifest(
       outputs,
       ...(sweep ? { sweep } : {}),
       ...(health ? { health } : {}),
+      indexed,
     },
     problems,
   };

@@ -102,6 +102,7 @@ function showDoc(b: Bobbin): Record<string, unknown> {
     outputs: m.outputs,
     sweep: m.sweep ?? null,
     health: m.health ?? null,
+    indexed: m.indexed,
     rule_packs: rulePacks,
   };
 }
@@ -114,6 +115,7 @@ function showText(d: ReturnType<typeof showDoc>): string {
     outputs: Manifest["outputs"];
     source: Record<string, unknown>;
     rule_packs: string[];
+    indexed: string[];
   };
   // Lines are escaped one by one (a manifest is someone's text); table() escapes its own cells.
   const out: string[] = [];
@@ -144,6 +146,7 @@ function showText(d: ReturnType<typeof showDoc>): string {
     line(`health       health = { ${args.join(", ")} } and secrets.${health.secret}: asks ${health.url}${health.path}`);
     line(`  healthy      ${health.healthy.join(" and ")}`);
   }
+  if (m.indexed.length) line(`indexed      ${m.indexed.join(", ")} (migrate builds a payload index of each)`);
   const secrets = Object.entries(m.secrets);
   if (secrets.length)
     out.push(

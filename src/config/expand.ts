@@ -251,6 +251,7 @@ export function expandBobbins(config: Config, p: Problems, ctx: ExpandContext): 
       max_body_bytes: inst.max_body_bytes,
       allow_sensitive_keep_headers: false,
       sender_retries: m.source?.sender_retries,
+      indexed: m.indexed.length ? [...m.indexed] : undefined,
     };
     if (m.poll) {
       // A poll has no sender and no window: those keys mean nothing for it.

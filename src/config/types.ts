@@ -44,6 +44,8 @@ export interface SourceConfig extends PartialWindow {
   jitter_s?: number;
   /** The implicit route's expose: set only by a bobbin instance's expansion, never by the file. */
   expose?: string[];
+  /** The payload paths its bobbin has indexed (manifest `indexed`): set only by the expansion. */
+  indexed?: string[];
 }
 
 export interface PullSourceConfig {

@@ -5,6 +5,7 @@
 // - "dispatch" (dispatch, run): the one service that migrates. SQLite takes dispatch.lock first
 //   (held: exit 3), refuses a corrupt file (exit 2) and migrates; PostgreSQL reaches the server
 //   and migrates under the database's own lock (two dispatchers starting together apply once).
+//   Both then build the payload indexes the config's bobbins declare (schema.ts).
 // - "intake" and "operator": never migrate; another schema version is exit 2 ("run hookspool
 //   migrate"). The intake's SQLite connection has the intake's busy timeout (10 s, then 503),
 //   waited for off the event loop (sqlite/wait.ts), as every service's is.
@@ -25,6 +26,9 @@ import type { MaintenanceStore, StatusStore } from "./api.ts";
 import { pgMaintenanceStore, pgStatusStore } from "./pg/store.ts";
 import { sqliteMaintenanceStore, sqliteStatusStore } from "./sqlite/store.ts";
 import { migrate } from "./sqlite/migrate.ts";
+import { syncPayloadIndexes } from "./sqlite/where.ts";
+import { syncPayloadIndexesPg } from "./pg/where.ts";
+import { indexedPaths } from "./schema.ts";
 import { dashboardShown, operatorShown } from "./pull.ts";
 import {
   sqliteDashboardStore,
@@ -91,15 +95,17 @@ export function openPgPool(config: Config, env: Env, mode: OpenMode = "operator"
 }
 
 export async function openStores(config: Config, o: OpenOptions): Promise<Stores> {
-  return isPostgres(config) ? openPostgres(config, o) : openSqlite(o);
+  return isPostgres(config) ? openPostgres(config, o) : openSqlite(o, indexedPaths(config));
 }
 
 async function openPostgres(config: Config, o: OpenOptions): Promise<Stores> {
   const pg = openPgPool(config, o.env, o.mode);
   try {
     await pg.ping();
-    if (o.mode === "dispatch") await migratePg(pg, randomBytes(6).toString("hex"));
-    else await requirePgSchema(pg);
+    if (o.mode === "dispatch") {
+      await migratePg(pg, randomBytes(6).toString("hex"));
+      await syncPayloadIndexesPg(pg, indexedPaths(config));
+    } else await requirePgSchema(pg);
   } catch (e) {
     await pg.close();
     throw e;
@@ -122,8 +128,8 @@ export function pgStores(pg: PgSpool): Stores {
   };
 }
 
-function openSqlite(o: OpenOptions): Stores {
-  const spool = o.mode === "dispatch" ? openForDispatch(o) : openExistingSqlite(o);
+function openSqlite(o: OpenOptions, indexed: readonly string[]): Stores {
+  const spool = o.mode === "dispatch" ? openForDispatch(o, indexed) : openExistingSqlite(o);
   // Opened, checked and migrated with the connection's own wait; from here on the roles wait
   // for another process's lock off the event loop, so HTTP keeps answering meanwhile.
   waitOffLoop(spool.spool, o.busyTimeoutS ?? 30);
@@ -160,13 +166,14 @@ function openExistingSqlite(o: OpenOptions): { spool: SqliteSpool; lock?: FileLo
   return { spool };
 }
 
-/** dispatch.lock (held: exit 3), then the verified file (corrupt: exit 2), then migrations. */
-function openForDispatch(o: OpenOptions): { spool: SqliteSpool; lock: FileLock } {
+/** dispatch.lock (held: exit 3), then the verified file (corrupt: exit 2), then migrations and the payload indexes. */
+function openForDispatch(o: OpenOptions, indexed: readonly string[]): { spool: SqliteSpool; lock: FileLock } {
   const lock = acquireLock(o.paths.lock, "another dispatcher (or hookspool migrate)");
   try {
     const spool = openVerified(o.paths.spoolFile, { create: true, busyTimeoutS: o.busyTimeoutS ?? 30, clock: o.clock });
     try {
       migrate(spool);
+      syncPayloadIndexes(spool, indexed);
     } catch (e) {
       spool.close();
       throw e;

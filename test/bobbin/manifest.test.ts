@@ -201,6 +201,26 @@ describe("keys and shapes", () => {
     ]);
   });
 
+  test("indexed: payload paths as --where takes them, each once, a few at most", () => {
+    const indexed = (list: string) => `indexed = ${list}
+${BASE}`;
+    expect(parse(BASE).manifest?.indexed).toEqual([]);
+    expect(parse(indexed('["repository.full_name", "items.0.id"]')).manifest?.indexed).toEqual([
+      "repository.full_name",
+      "items.0.id",
+    ]);
+    expect(parse(indexed('"repository.full_name"')).problems).toMatchObject([
+      { key: "indexed", message: "expected a list of payload paths" },
+    ]);
+    expect(parse(indexed('["a", "a..b", "a", "x.-1"]')).problems).toMatchObject([
+      { key: "indexed[1]", message: "a path is keys of letters, digits, _, $ and - joined by single dots" },
+      { key: "indexed[2]", message: '"a" is listed twice' },
+      { key: "indexed[3]", message: "a key may not be a negative number" },
+    ]);
+    const many = JSON.stringify(Array.from({ length: 9 }, (_, i) => `p${i}`));
+    expect(keysOf(indexed(many))).toEqual(["indexed"]);
+  });
+
   test("a span must be a preset", () => {
     expect(parse(edited('span = "burst"', 'span = "slow"')).problems).toMatchObject([
       {

@@ -106,7 +106,10 @@ describe("bobbin show", () => {
       sender_retries: false,
       secrets: { secret: { required: true } },
       outputs: { "*": {} },
+      indexed: ["repository.full_name"],
     });
+    const text = (await cli(["--home", h, "bobbin", "show", "github.repo"])).out;
+    expect(text).toMatch(/^indexed +repository\.full_name \(migrate builds a payload index of each\)$/m);
     expect((await cli(["--home", h, "bobbin", "show", "github.nothing"])).code).toBe(1);
   });
 });

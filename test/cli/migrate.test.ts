@@ -1,10 +1,17 @@
-// hookspool migrate, and the schema gate every other command passes through.
+// hookspool migrate, and the schema gate every other command passes through; the payload
+// indexes migrate (and the dispatcher's start) builds for a bobbin instance's `indexed` paths,
+// and drops once no instance declares them.
 import { afterEach, describe, expect, test } from "bun:test";
-import { existsSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { FakeClock } from "../../src/clock.ts";
+import { loadConfig } from "../../src/config/load.ts";
+import { openStores } from "../../src/store/open.ts";
+import { indexedPaths } from "../../src/store/schema.ts";
 import { cli } from "../helpers/cli.ts";
 import { tempDir } from "../helpers/tmp.ts";
 import {
+  enqueueJson,
   type Home,
   initHome,
   inHome,
@@ -223,7 +230,7 @@ describe("migrate on a fresh home", () => {
     const home = tempDir();
     const r = await cli(["migrate", "--json", "--home", home]);
     expect(r.code).toBe(0);
-    expect(JSON.parse(r.out)).toEqual({ from: 0, to: 12, applied: ALL });
+    expect(JSON.parse(r.out)).toEqual({ from: 0, to: 12, applied: ALL, indexes: { created: [], dropped: [] } });
   });
 
   test("--dry-run lists the migrations and creates nothing", async () => {
@@ -516,4 +523,74 @@ describe("dispatch.lock", () => {
       expect(userVersion(h.db)).toBe(12);
     },
   );
+});
+
+describe("payload indexes", () => {
+  /** The ids list --json gives for these arguments. */
+  async function listed(h: Home, argv: string[]): Promise<number[]> {
+    const r = await inHome(h, ["--json", "list", ...argv]);
+    expect(r).toMatchObject({ code: 0, err: "" });
+    return (JSON.parse(r.out) as { id: number }[]).map((b) => b.id);
+  }
+
+  /** A home with a github.repo instance (its `indexed`: repository.full_name). */
+  async function githubHome() {
+    const h = await initHome();
+    writeFileSync(join(h.home, "github-secret"), "a-secret-for-tests", { mode: 0o600 });
+    const instance =
+      `\n[bobbins.gh]\nbobbin = "github.repo"\nsecrets.secret = { file = "${join(h.home, "github-secret")}" }\n` +
+      `outputs = { "*" = "script:demo-log" }\n`;
+    writeFileSync(h.config, readFileSync(h.config, "utf8") + instance);
+    return { h, without: () => writeFileSync(h.config, readFileSync(h.config, "utf8").replace(instance, "")) };
+  }
+  const indexes = (db: string) =>
+    withDb(db, (d) =>
+      (
+        d.query("SELECT name FROM sqlite_master WHERE type = 'index' AND name LIKE 'events_where%'").all() as {
+          name: string;
+        }[]
+      ).map((r) => r.name),
+    );
+
+  test("migrate builds one for each path a bobbin of the config indexes, and drops it when none does", async () => {
+    const { h, without } = await githubHome();
+    expect(indexes(h.db)).toEqual([]);
+    const dry = await inHome(h, ["migrate", "--dry-run"]);
+    expect(dry.out).toMatch(
+      /^payload index events_where_repository_full_name_\w+: would build for repository\.full_name$/m,
+    );
+    expect(indexes(h.db)).toEqual([]);
+    const built = await inHome(h, ["migrate"]);
+    expect(built.code).toBe(0);
+    expect(built.out).toMatch(
+      /^payload index (events_where_repository_full_name_\w+): built for repository\.full_name$/m,
+    );
+    const [name] = indexes(h.db);
+    expect(name).toMatch(/^events_where_repository_full_name_/);
+    expect((await inHome(h, ["migrate"])).out).not.toContain("payload index");
+    expect(JSON.parse((await inHome(h, ["--json", "migrate"])).out).indexes).toEqual({ created: [], dropped: [] });
+    // The list reads through it.
+    await enqueueJson(h, "gh", "acme/api:push", { repository: { full_name: "acme/api" } });
+    expect(await listed(h, ["--where", "repository.full_name = acme/api"])).toHaveLength(1);
+    without();
+    const dropped = JSON.parse((await inHome(h, ["--json", "migrate"])).out);
+    expect(dropped.indexes).toEqual({ created: [], dropped: [name] });
+    expect(indexes(h.db)).toEqual([]);
+  });
+
+  test("the dispatcher's start builds them too, as it migrates", async () => {
+    const { h } = await githubHome();
+    const loaded = loadConfig({ home: h.home, env: {} });
+    // The instance's expanded source carries its bobbin's indexed paths.
+    expect(loaded.config.sources.gh.indexed).toEqual(["repository.full_name"]);
+    expect(indexedPaths(loaded.config)).toEqual(["repository.full_name"]);
+    const stores = await openStores(loaded.config, {
+      mode: "dispatch",
+      paths: loaded.paths,
+      env: {},
+      clock: new FakeClock(1_700_000_000),
+    });
+    await stores.close();
+    expect(indexes(h.db)).toHaveLength(1);
+  });
 });

@@ -33,8 +33,8 @@ function timeless(text: string): unknown {
 }
 
 test.skipIf(!PG_BIN)(
-  "list, show, issues, pause, resume, replay, retry, split, exclude, drop, export and route test: the " +
-    "same on PostgreSQL as on SQLite",
+  "list, show, issues, pause, resume, replay, retry, split, exclude, drop, export and route test, --where " +
+    "too: the same on PostgreSQL as on SQLite",
   async () => {
     const pg = server as PgServer;
     await pg.createDatabase("ops");
@@ -86,6 +86,8 @@ test.skipIf(!PG_BIN)(
     const verbs: string[][] = [
       ["list"],
       ["list", "--state", "sealed"],
+      ["list", "--where", "key = k1"],
+      ["list", "--where", "key in (k2, k3)", "--where", "key != k3"],
       ["show", "1", "--events", "--attempts"],
       ["show", "2", "--attempts", "--payload"],
       ["issues", "list", "--state", "all"],
@@ -107,6 +109,9 @@ test.skipIf(!PG_BIN)(
       ["export", "--limit", "2", "--after", "1"],
       ["route", "test"],
       ["route", "test", "--source", "demo", "--limit", "2"],
+      ["export", "--where", "key ~ 1"],
+      ["route", "test", "--where", "key in (k1, k3)"],
+      ["replay", "--dead", "--where", "key = nope"],
     ];
     for (const argv of verbs) {
       const a = await cli(["--home", lite, "--json", ...argv], { env });
@@ -295,6 +300,45 @@ test.skipIf(!PG_BIN)("hookspool run on PostgreSQL: send --follow sees its event 
     run.kill("SIGTERM");
     expect(await run.exited).toBe(0);
   }
+});
+
+test.skipIf(!PG_BIN)("migrate builds a bobbin's payload indexes on PostgreSQL too, and drops them", async () => {
+  const pg = server as PgServer;
+  await pg.createDatabase("ops4");
+  const home = join(tempDir(), "home");
+  expect((await cli(["--home", home, "init"])).code).toBe(0);
+  const file = join(home, "config.toml");
+  writeFileSync(join(home, "github-secret"), "a-secret-for-tests", { mode: 0o600 });
+  const instance =
+    `\n[bobbins.gh]\nbobbin = "github.repo"\nsecrets.secret = { file = "${join(home, "github-secret")}" }\n` +
+    `outputs = { "*" = "script:demo-log" }\n`;
+  const config = readFileSync(file, "utf8").replace(
+    /^\[spool\]$/m,
+    '[spool]\nbackend = "postgres"\nurl = { env = "HOOKSPOOL_PG_URL" }',
+  );
+  writeFileSync(file, config + instance);
+  const env = { HOOKSPOOL_PG_URL: `postgres://${pg.user}@localhost/ops4?host=${pg.socketDir}` };
+  const dry = await cli(["--home", home, "migrate", "--dry-run"], { env });
+  expect(dry.out).toMatch(
+    /^payload index events_where_repository_full_name_\w+: would build for repository\.full_name$/m,
+  );
+  const built = JSON.parse((await cli(["--home", home, "--json", "migrate"], { env })).out);
+  expect(built.indexes).toEqual({
+    created: [{ path: "repository.full_name", name: expect.stringMatching(/^events_where_repository_full_name_/) }],
+    dropped: [],
+  });
+  const again = await cli(["--home", home, "migrate"], { env });
+  expect(again.out).not.toContain("payload index");
+  const queued = await cli(["--home", home, "enqueue", "--source", "gh", "--key", "acme/api:push"], {
+    env,
+    stdin: '{"repository":{"full_name":"acme/api"}}',
+  });
+  expect(queued.code, queued.err).toBe(0);
+  const listed = await cli(["--home", home, "--json", "list", "--where", "repository.full_name = acme/api"], { env });
+  expect((JSON.parse(listed.out) as { id: number }[]).map((b) => b.id)).toEqual([1]);
+  writeFileSync(file, config);
+  const dropped = JSON.parse((await cli(["--home", home, "--json", "migrate"], { env })).out);
+  expect(dropped.indexes).toEqual({ created: [], dropped: [built.indexes.created[0].name] });
 });
 
 if (!PG_BIN) test("operator verbs on PostgreSQL", () => console.info(PG_SKIP_MESSAGE));
