@@ -9,6 +9,7 @@ import { join } from "node:path";
 const ALL = [
   "enqueue.ts",
   "history.ts",
+  "where.ts",
   "intake.ts",
   "lock.ts",
   "dispatch.ts",
