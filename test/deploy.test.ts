@@ -44,9 +44,9 @@ const SPEC16: Record<string, VerbSpec> = {
   dispatch: v(),
   run: v(),
   status: v(),
-  list: v("state", "source", "destination", "reason", "key", "status", "since", "until", "before", "limit"),
+  list: v("state", "source", "destination", "reason", "key", "status", "since", "until", "where", "before", "limit"),
   show: v("events", "payload", "attempts"),
-  replay: v("dead", "delivered", "destination", "source", "since", "reason"),
+  replay: v("dead", "delivered", "destination", "source", "since", "reason", "where", "plan"),
   retry: v(),
   split: v("max-events", "max-bytes", "at"),
   exclude: v("yes"),
@@ -63,13 +63,13 @@ const SPEC16: Record<string, VerbSpec> = {
   migrate: v("dry-run"),
   "migrate-store": v("to", "url-env"),
   prune: v("vacuum"),
-  export: v("state", "source", "destination", "reason", "key", "status", "since", "until"),
+  export: v("state", "source", "destination", "reason", "key", "status", "since", "until", "where"),
   watch: v("source", "destination", "key", "since", "count", "for"),
   // The web view on loopback.
   dashboard: v("listen"),
   metrics: v(),
   send: v("data", "file", "capture", "event-type", "url", "count", "follow", "handshake"),
-  route: { flags: [], subs: { test: ["since", "source", "request", "limit"] } },
+  route: { flags: [], subs: { test: ["since", "source", "where", "request", "limit"] } },
   // Recover what a sender failed to deliver (github.repo, stripe.events, paddle.billing).
   sweep: v("repo", "hook", "endpoint", "param", "since", "dry-run", "api-url"),
   // The verb that writes a starter home.
