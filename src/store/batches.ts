@@ -112,6 +112,24 @@ export function batchWhere(
   return { where, params };
 }
 
+/**
+ * list's statement over a filter, newest first with its --before cursor and limit, in the
+ * dialect's SQL for --where: both backends read with it, and the plans tests explain it.
+ */
+export function listStatement(
+  f: ListFilter,
+  payload: PayloadSql,
+): { sql: string; params: Record<string, string | number> } {
+  const { where, params } = batchWhere(f, payload);
+  params.limit = f.limit ?? 50;
+  if (f.before !== undefined) {
+    where.push("id < $before");
+    params.before = f.before;
+  }
+  const terms = where.length ? `WHERE ${where.join(" AND ")}` : "";
+  return { sql: `SELECT * FROM batches ${terms} ORDER BY id DESC LIMIT $limit`, params };
+}
+
 /** Push the term of --where's conditions, when there are any, in the dialect's SQL. */
 export function payloadWhere(
   where: string[],

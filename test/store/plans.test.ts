@@ -76,7 +76,7 @@ test("the overdue outcomes read searches batches_awaiting, never the history", (
 test("--where on a payload index searches it; on another path, or != and ~, it reads every event", () => {
   const { spool } = freshSpool();
   syncPayloadIndexes(spool, ["repository.full_name", "items.0.id"]);
-  const plan = (...conds: string[]) => wherePlan(spool, parseWheres(conds)).join(" | ");
+  const plan = (...conds: string[]) => wherePlan(spool, { list: { where: parseWheres(conds) } }).join(" | ");
   const search = /SEARCH events USING INDEX events_where_repository_full_name_\w+ \(<expr>=\?\)/;
   expect(plan("repository.full_name = acme/api")).toMatch(search);
   expect(plan("repository.full_name in (acme/api, acme/web)")).toMatch(search);
@@ -87,4 +87,24 @@ test("--where on a payload index searches it; on another path, or != and ~, it r
   expect(plan("repository.full_name = acme/api")).toContain("SEARCH batches USING INTEGER PRIMARY KEY (rowid=?)");
   for (const other of ["action = opened", "repository.full_name != acme/api", "repository.full_name ~ acme"])
     expect(plan(other)).toContain("SCAN events");
+});
+
+test("--where with the other filters: list's read and replay --dead's selection still search the index", () => {
+  const { spool } = freshSpool();
+  syncPayloadIndexes(spool, ["repository.full_name"]);
+  const where = parseWheres(["repository.full_name = acme/api", "action = opened"]);
+  const search = /SEARCH events USING INDEX events_where_repository_full_name_\w+ \(<expr>=\?\)/;
+  const plans = [
+    wherePlan(spool, { list: { where, source: "github", since: 1, until: 2 } }),
+    wherePlan(spool, { list: { where, state: "dead", reason: "rejected", limit: 10 } }),
+    wherePlan(spool, { list: { where, destination: "http:d", state: "delivered", before: 99 } }),
+    wherePlan(spool, { list: { where, key: "acme/api:push", status: 500 } }),
+    wherePlan(spool, { dead: { where, source: "github", since: 1 } }),
+    wherePlan(spool, { dead: { where, destination: "http:d", reason: "rejected" } }),
+  ];
+  for (const p of plans) {
+    const text = p.join(" | ");
+    expect(text).toMatch(search);
+    expect(p.filter((s) => /^SCAN (events|batches)\b/.test(s))).toEqual([]);
+  }
 });

@@ -5,7 +5,7 @@ import { storedRaw } from "../enqueue.ts";
 import {
   type BatchRow,
   type AttemptRow,
-  batchWhere,
+  listStatement,
   type EventListing,
   type EventPayload,
   type ListFilter,
@@ -137,19 +137,8 @@ async function query(
 
 /** Batches, newest first (list's filters and its --before cursor). */
 export async function listBatchesPg(spool: PgSpool, f: ListFilter = {}): Promise<BatchRow[]> {
-  const { where, params } = batchWhere(f, pgPayloadSql);
-  params.limit = f.limit ?? 50;
-  if (f.before !== undefined) {
-    where.push("id < $before");
-    params.before = f.before;
-  }
-  return (
-    await query(
-      spool,
-      `SELECT * FROM batches ${where.length ? `WHERE ${where.join(" AND ")}` : ""} ORDER BY id DESC LIMIT $limit`,
-      params,
-    )
-  ).map(batchRowOf);
+  const { sql, params } = listStatement(f, pgPayloadSql);
+  return (await query(spool, sql, params)).map(batchRowOf);
 }
 
 export async function batchEventsPg(spool: PgSpool, batchId: number): Promise<EventListing[]> {

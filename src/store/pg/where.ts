@@ -23,6 +23,8 @@ import {
   type PayloadSql,
 } from "../where.ts";
 import type { PgSpool } from "./db.ts";
+import { type ListFilter, listStatement } from "../batches.ts";
+import { type DeadFilter, deadWhere, replayIdsSql } from "../replay.ts";
 
 /** The version of the index expression (in each index's name): change it with the expression. */
 const EXPRESSION_VERSION = 1;
@@ -157,12 +159,15 @@ export function plannedIndexesPg(paths: readonly string[]): { path: string; name
   return indexPlan(paths, [], EXPRESSION_VERSION).create;
 }
 
-/** The generic plan's text of list's read with these conditions, for the tests (plans.ts explains it). */
-export function whereStatement(conds: readonly PayloadCondition[]): {
+/**
+ * The statement of list's read, or replay --dead's selection, over a filter, for the tests to
+ * explain its generic plan (plans.ts).
+ */
+export function whereStatement(q: { list: ListFilter } | { dead: DeadFilter }): {
   sql: string;
   params: Record<string, string | number>;
 } {
-  const params: Record<string, string | number> = {};
-  const sql = `SELECT * FROM batches WHERE ${pgPayloadSql.batches(conds, params)} ORDER BY id DESC LIMIT 50`;
-  return { sql, params };
+  if ("list" in q) return listStatement(q.list, pgPayloadSql);
+  const w = deadWhere(q.dead, pgPayloadSql);
+  return { sql: replayIdsSql(w.where), params: w.params };
 }

@@ -7,7 +7,7 @@
 import { prepared, type SqliteSpool } from "./db.ts";
 import { storedRaw } from "../enqueue.ts";
 import {
-  batchWhere,
+  listStatement,
   type ListFilter,
   type EventListing,
   type EventPayload,
@@ -43,14 +43,7 @@ function readAll<R>(spool: SqliteSpool, sql: string, params: Record<string, stri
 
 /** Batches, newest first. */
 export function listBatches(spool: SqliteSpool, f: ListFilter = {}): BatchRow[] {
-  const { where, params } = batchWhere(f, sqlitePayloadSql);
-  params.limit = f.limit ?? 50;
-  if (f.before !== undefined) {
-    where.push("id < $before");
-    params.before = f.before;
-  }
-  const sql = `SELECT * FROM batches ${where.length ? `WHERE ${where.join(" AND ")}` : ""} ORDER BY id DESC
-    LIMIT $limit`;
+  const { sql, params } = listStatement(f, sqlitePayloadSql);
   return readAll<BatchRow>(spool, sql, params, Boolean(f.where?.length));
 }
 

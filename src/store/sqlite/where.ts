@@ -18,6 +18,8 @@
 import type { Database } from "bun:sqlite";
 import { type IndexChanges, indexPlan, INDEX_PREFIX, param, type PayloadCondition, type PayloadSql } from "../where.ts";
 import type { SqliteSpool } from "./db.ts";
+import { type ListFilter, listStatement } from "../batches.ts";
+import { type DeadFilter, deadWhere, replayIdsSql } from "../replay.ts";
 
 /** The version of the index expression (in each index's name): change it with the expression. */
 const EXPRESSION_VERSION = 1;
@@ -152,9 +154,17 @@ export function plannedIndexes(paths: readonly string[]): { path: string; name: 
   return indexPlan(paths, [], EXPRESSION_VERSION).create;
 }
 
-/** The plan of list's read with these conditions (EXPLAIN QUERY PLAN's details), for the tests. */
-export function wherePlan(spool: SqliteSpool, conds: readonly PayloadCondition[]): string[] {
-  const params: Record<string, string | number> = {};
-  const sql = `SELECT * FROM batches WHERE ${sqlitePayloadSql.batches(conds, params)} ORDER BY id DESC LIMIT 50`;
+/**
+ * The plan (EXPLAIN QUERY PLAN's details) of list's read, or replay --dead's selection, over a
+ * filter: the statement each reads with, for the tests.
+ */
+export function wherePlan(spool: SqliteSpool, q: { list: ListFilter } | { dead: DeadFilter }): string[] {
+  let sql: string;
+  let params: Record<string, string | number>;
+  if ("list" in q) ({ sql, params } = listStatement(q.list, sqlitePayloadSql));
+  else {
+    const w = deadWhere(q.dead, sqlitePayloadSql);
+    [sql, params] = [replayIdsSql(w.where), w.params];
+  }
   return once<{ detail: string }>(spool.db, `EXPLAIN QUERY PLAN ${sql}`, params).map((r) => r.detail);
 }

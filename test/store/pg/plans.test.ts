@@ -130,25 +130,43 @@ describe.skipIf(!PG_BIN)("PostgreSQL's busiest statements", () => {
         FROM batches WHERE state = 'delivered'`;
     await syncPayloadIndexesPg(pg, ["repository.full_name"]);
     await pg.sql`ANALYZE events`;
-    const plan = async (...conds: string[]) => {
-      const { sql, params } = whereStatement(parseWheres(conds));
-      const q = numbered(sql, params);
+    const explain = async (q: { sql: string; params: Record<string, string | number> }) => {
+      const n = numbered(q.sql, q.params);
       const c = await pg.sql.reserve();
       try {
-        return (await genericPlanPg(c, q.text, q.values as (string | number)[])).join("\n");
+        return (await genericPlanPg(c, n.text, n.values as (string | number)[])).join("\n");
       } finally {
         c.release();
       }
     };
+    const plan = (...conds: string[]) => explain(whereStatement({ list: { where: parseWheres(conds) } }));
+    const search = /Index Scan on events_where_repository_full_name_\w+/;
     for (const conds of [
       ["repository.full_name = org/r7"],
       ["repository.full_name in (org/r7, org/r8)"],
       ["action = opened", "repository.full_name = org/r7"],
     ]) {
       const p = await plan(...conds);
-      expect(p).toMatch(/Index Scan on events_where_repository_full_name_\w+/);
+      expect(p).toMatch(search);
       expect(p).toContain("batches_pkey");
       expect(p).not.toMatch(/Seq Scan on (batches|events)/);
+    }
+    // With the other filters, list's read and replay --dead's selection still search the index.
+    const where = parseWheres(["repository.full_name = org/r7", "action = opened"]);
+    for (const q of [
+      { list: { where, source: "s", since: 1, until: 30000 } },
+      { list: { where, state: "delivered" as const, reason: "rejected", limit: 10 } },
+      { list: { where, destination: "http:d", state: "delivered" as const, before: 99999 } },
+      { list: { where, key: "old7", status: 500 } },
+      { dead: { where, source: "s", since: 1 } },
+      { dead: { where, destination: "http:d", reason: "rejected" } },
+    ]) {
+      const p = await explain(whereStatement(q));
+      expect({ q: Object.keys(q.list ?? q.dead), p }).toEqual({
+        q: Object.keys(q.list ?? q.dead),
+        p: expect.stringMatching(search),
+      });
+      expect(p).not.toMatch(/Seq Scan on events/);
     }
     expect(await plan("action = opened")).toContain("Seq Scan on events");
     // What the list answers, by the index: the newest of the repository's batches first.
