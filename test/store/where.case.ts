@@ -203,6 +203,22 @@ export function whereCases({ fresh }: Suite): void {
     expect(await requests(["action = opened", "number = 42"], "s")).toEqual([]);
   });
 
+  test("an integer past 2^53 equals itself only, not the double nearest it", async () => {
+    const s = await fresh();
+    // JavaScript reads both as 9007199254740992; the databases keep them apart, as the sender wrote them.
+    const texts = ['{"id": 9007199254740993}', '{"id": 9007199254740992}', '{"id": 9223372036854775807}'];
+    for (const [i, payload] of texts.entries()) await s.intake.enqueueAll([ev({ key: `k${i}`, payload })], T0 + i);
+    const ids = async (cond: string) =>
+      (await s.operator.listBatches({ where: parseWheres([cond]) })).map((b) => b.id).sort();
+    for (const indexed of [false, true]) {
+      if (indexed) await s.payloadIndexes(["id"]);
+      expect({ indexed, got: await ids("id = 9007199254740993") }).toEqual({ indexed, got: [1] });
+      expect({ indexed, got: await ids("id in (9007199254740992)") }).toEqual({ indexed, got: [2] });
+      expect({ indexed, got: await ids("id != 9007199254740993") }).toEqual({ indexed, got: [2, 3] });
+      expect({ indexed, got: await ids("id = 9223372036854775807") }).toEqual({ indexed, got: [3] });
+    }
+  });
+
   test("a payload the database cannot read matches nothing, and fails no insert into an index or read", async () => {
     const s = await fresh();
     await s.payloadIndexes(["a", "d"]);

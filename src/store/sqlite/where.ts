@@ -57,6 +57,23 @@ const typeSql = (column: string, keys: readonly string[]) => {
 /** The index expression of a path: the query's own valueSql, so a query on the path can use it. */
 export const indexExpression = (path: string) => valueSql("payload", path.split("."));
 
+/** The largest integer SQLite holds exactly (json_extract gives a larger one as a real). */
+const INT64_MAX = 9223372036854775807n;
+
+/**
+ * A number candidate as SQL: an integer SQLite holds as one is bound as its text and cast, so
+ * `id = 9007199254740993` is that integer and not the double nearest it, which also equals
+ * 9007199254740992 (PostgreSQL's jsonb compares them exactly too); any other number is bound as
+ * a double.
+ */
+function numberSql(text: string, params: Record<string, string | number>): string {
+  if (/^-?\d+$/.test(text)) {
+    const n = BigInt(text);
+    if (n <= INT64_MAX && n >= -INT64_MAX - 1n) return `CAST(${param(params, text)} AS INTEGER)`;
+  }
+  return param(params, Number(text));
+}
+
 /**
  * `= one of values`: json_extract IN every candidate (the term an index serves), then the kind
  * of value checked, since json_extract gives a boolean as 1 or 0 and an object as its text.
@@ -66,7 +83,7 @@ function equalsSql(column: string, c: PayloadCondition, params: Record<string, s
   const t = typeSql(column, c.keys);
   const cands = c.values;
   const texts = cands.map((x) => param(params, x.text));
-  const numbers = cands.filter((x) => x.number !== null).map((x) => param(params, Number(x.number)));
+  const numbers = cands.filter((x) => x.number !== null).map((x) => numberSql(x.number as string, params));
   const trues = cands.some((x) => x.boolean === true);
   const falses = cands.some((x) => x.boolean === false);
   const all = [...texts, ...numbers, ...(trues ? ["1"] : []), ...(falses ? ["0"] : [])];
