@@ -6,6 +6,7 @@ import { afterAll, beforeAll, expect, setDefaultTimeout, test } from "bun:test";
 import { cpSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { systemClock } from "../../src/clock.ts";
+import { PgSpool } from "../../src/store/pg/db.ts";
 import { openSpool } from "../../src/store/sqlite/db.ts";
 import { markDead } from "../../src/store/sqlite/marks.ts";
 import { claimBatch } from "../../src/store/sqlite/claim.ts";
@@ -327,8 +328,29 @@ test.skipIf(!PG_BIN)("migrate builds a bobbin's payload indexes on PostgreSQL to
     created: [{ path: "repository.full_name", name: expect.stringMatching(/^events_where_repository_full_name_/) }],
     dropped: [],
   });
+  // The index is there, a hash index over the payload read as jsonb at the path.
+  const spool = new PgSpool({ url: env.HOOKSPOOL_PG_URL });
+  const indexes = async () =>
+    (
+      (await spool.sql`SELECT indexname, indexdef FROM pg_indexes
+        WHERE tablename = 'events' AND indexname LIKE 'events_where_%'`) as { indexname: string; indexdef: string }[]
+    ).map((r) => [r.indexname, r.indexdef]);
+  try {
+    expect(await indexes()).toEqual([
+      [
+        built.indexes.created[0].name,
+        expect.stringContaining("USING hash (((hookspool_payload_json(payload) #> '{repository,full_name}'::text[])))"),
+      ],
+    ]);
+  } finally {
+    await spool.close();
+  }
   const again = await cli(["--home", home, "migrate"], { env });
   expect(again.out).not.toContain("payload index");
+  expect(JSON.parse((await cli(["--home", home, "--json", "migrate", "--dry-run"], { env })).out).indexes).toEqual({
+    created: [],
+    dropped: [],
+  });
   const queued = await cli(["--home", home, "enqueue", "--source", "gh", "--key", "acme/api:push"], {
     env,
     stdin: '{"repository":{"full_name":"acme/api"}}',
@@ -339,6 +361,14 @@ test.skipIf(!PG_BIN)("migrate builds a bobbin's payload indexes on PostgreSQL to
   writeFileSync(file, config);
   const dropped = JSON.parse((await cli(["--home", home, "--json", "migrate"], { env })).out);
   expect(dropped.indexes).toEqual({ created: [], dropped: [built.indexes.created[0].name] });
+  const after = new PgSpool({ url: env.HOOKSPOOL_PG_URL });
+  try {
+    expect(await after.sql`SELECT indexname FROM pg_indexes WHERE indexname LIKE 'events_where_%'`).toEqual([]);
+  } finally {
+    await after.close();
+  }
+  const twice = JSON.parse((await cli(["--home", home, "--json", "migrate"], { env })).out);
+  expect(twice.indexes).toEqual({ created: [], dropped: [] });
 });
 
 if (!PG_BIN) test("operator verbs on PostgreSQL", () => console.info(PG_SKIP_MESSAGE));
