@@ -92,7 +92,7 @@ export const pgPayloadSql: PayloadSql = {
  * The advisory lock key of the payload indexes (not migrate's: see syncPayloadIndexesPg),
  * "hookwh" in ASCII: the process that holds it builds and drops them.
  */
-const INDEX_LOCK = 0x686f6f6b7768;
+export const INDEX_LOCK = 0x686f6f6b7768;
 
 /** The payload indexes there now: names, and whether each is valid (an interrupted build leaves one that is not). */
 async function existingIndexes(spool: PgSpool): Promise<{ name: string; valid: boolean }[]> {

@@ -9,6 +9,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, setDefaultTimeout, te
 import { enqueue as enqueueSqlite } from "../../../src/store/sqlite/enqueue.ts";
 import type { EnqueueResult, NewEvent } from "../../../src/store/enqueue.ts";
 import { PgSpool } from "../../../src/store/pg/db.ts";
+import { INDEX_LOCK, syncPayloadIndexesPg } from "../../../src/store/pg/where.ts";
 import { enqueueGroupPg, enqueuePg } from "../../../src/store/pg/enqueue.ts";
 import type { Claim } from "../../../src/store/queue.ts";
 import { claimPg } from "../../../src/store/pg/claim.ts";
@@ -58,6 +59,40 @@ describe.skipIf(!PG_BIN)("the spool on PostgreSQL", () => {
     if (o.migrate !== false) await migratePg(out[0], "0123456789ab");
     return out;
   }
+
+  test("payload indexes: a process finding another building them leaves them; an invalid one is rebuilt", async () => {
+    const [a, b] = await fresh({ pools: 2 });
+    const valid = async () =>
+      (
+        (await a.sql`SELECT c.relname AS name, i.indisvalid AS valid FROM pg_index i
+          JOIN pg_class c ON c.oid = i.indexrelid WHERE c.relname LIKE 'events_where_%'`) as {
+          name: string;
+          valid: boolean;
+        }[]
+      ).map((r) => [r.name, r.valid]);
+    // b holds the index lock, as a dispatcher building them does: a does nothing and says so.
+    const holder = await b.sql.reserve();
+    try {
+      await holder`SELECT pg_advisory_lock(${INDEX_LOCK}::bigint)`;
+      expect(await syncPayloadIndexesPg(a, ["repository.full_name"])).toEqual({ created: [], dropped: [], busy: true });
+      expect(await valid()).toEqual([]);
+      await holder`SELECT pg_advisory_unlock(${INDEX_LOCK}::bigint)`;
+    } finally {
+      holder.release();
+    }
+    const built = await syncPayloadIndexesPg(a, ["repository.full_name"]);
+    expect(built.created).toHaveLength(1);
+    const name = built.created[0].name;
+    expect(await valid()).toEqual([[name, true]]);
+    // A build interrupted leaves the index invalid: the next sync drops it and builds it again.
+    await a.sql`UPDATE pg_index SET indisvalid = false WHERE indexrelid = ${name}::regclass`;
+    expect(await syncPayloadIndexesPg(b, ["repository.full_name"])).toEqual({
+      created: built.created,
+      dropped: [name],
+    });
+    expect(await valid()).toEqual([[name, true]]);
+    expect(await syncPayloadIndexesPg(b, ["repository.full_name"])).toEqual({ created: [], dropped: [] });
+  });
 
   const queued = (r: EnqueueResult) => {
     if (r.status !== "queued") throw new Error(`expected queued, got ${r.status}`);
