@@ -480,7 +480,9 @@ export const CONFIG_FIELDS: Fields = {
   routes: { doc: "routes: (source, match) -> destination", type: { kind: "array", entry: ROUTE_FIELDS } },
   destinations: { doc: "destinations", type: { kind: "map", entry: DESTINATION_FIELDS } },
   bobbins: {
-    doc: "bobbin instances: one service each, from a bobbin (service plugin)",
+    doc:
+      "bobbin instances: one service each, from a bobbin (service plugin); migrate builds a payload index of " +
+      "each path its manifest lists in indexed, for --where",
     type: { kind: "map", entry: BOBBIN_INSTANCE_FIELDS, closed: true },
   },
 };
