@@ -10,6 +10,7 @@ import { openStores } from "../../src/store/open.ts";
 import { indexedPaths } from "../../src/store/schema.ts";
 import { cli } from "../helpers/cli.ts";
 import { tempDir } from "../helpers/tmp.ts";
+import { bobbinRoot, manifestText, writeBobbin } from "../helpers/bobbins.ts";
 import {
   enqueueJson,
   type Home,
@@ -575,6 +576,28 @@ describe("payload indexes", () => {
     without();
     const dropped = JSON.parse((await inHome(h, ["--json", "migrate"])).out);
     expect(dropped.indexes).toEqual({ created: [], dropped: [name] });
+    expect(indexes(h.db)).toEqual([]);
+  });
+
+  test("a bobbin whose indexed list is malformed: migrate refuses in one line naming the entry, exit 2", async () => {
+    const h = await initHome();
+    const root = bobbinRoot();
+    const manifest = manifestText("acme.widgets").replace("summary =", 'indexed = ["widget.owner", "a..b"]\nsummary =');
+    writeBobbin(root, "acme/widgets", manifest);
+    const secret = join(h.home, "widgets-secret");
+    writeFileSync(secret, "a-secret-for-tests", { mode: 0o600 });
+    const config = readFileSync(h.config, "utf8").replace(/^\[spool\]$/m, `[spool]\nbobbin_path = ["${root}"]`);
+    writeFileSync(
+      h.config,
+      `${config}\n[bobbins.w]\nbobbin = "acme.widgets"\nsecrets.secret = { file = "${secret}" }\n` +
+        `outputs = { "*" = "script:demo-log" }\n`,
+    );
+    const r = await inHome(h, ["migrate"]);
+    expect(r.code).toBe(2);
+    expect(r.out).toBe("");
+    expect(r.err.trim().split("\n")).toEqual([
+      expect.stringMatching(/^hookspool: .*bobbin\.toml: indexed\[1\]: a path is keys of letters, digits, _, \$ and -/),
+    ]);
     expect(indexes(h.db)).toEqual([]);
   });
 
