@@ -25,6 +25,7 @@ const NOUNS: Record<string, [string, string]> = {
   polls: ["poll clock", "poll clocks"],
   journal: ["journal row", "journal rows"],
   actions: ["operator action", "operator actions"],
+  delivered_versions: ["delivered version", "delivered versions"],
   meta: ["meta key", "meta keys"],
 };
 

@@ -49,6 +49,12 @@ export interface BatchRow {
   result: string | null;
   /** Why a dead batch died (rejected, exhausted, poison, ...); null unless dead. */
   dead_reason: string | null;
+  /**
+   * The last version its (route, key) had delivered when it was first leased (null: none), and
+   * when that was (null: not leased yet); store/stale-plan.ts judges its events by them.
+   */
+  stale_floor: number | null;
+  floor_at: number | null;
 }
 
 export interface BatchFilter {
@@ -152,6 +158,8 @@ export interface EventListing {
   route: string;
   /** Why the event's copy went here (the routing trace), or null for an event stored before traces. */
   trace: Record<string, unknown> | null;
+  /** Its version by the provider's clock (store/stale-plan.ts), or null. */
+  version: number | null;
 }
 
 /** A stored trace as an object (null when absent or unreadable). */

@@ -1,4 +1,5 @@
-// The frozen part of a batch: events + event_meta, and the content_hash over them.
+// The frozen part of a batch: events + event_meta in their order (the providers' versions,
+// then arrival), and the content_hash over them.
 export interface EventMeta {
   id: number;
   event_type: string;
@@ -6,15 +7,19 @@ export interface EventMeta {
   dedup_id: string | null;
   /** The source's keep_headers as they arrived; only present when the event kept any. */
   headers?: Record<string, string>;
+  /** The event's version by its provider's clock (events.version); only present when it has one. */
+  version?: number;
 }
 
 /** One event as it goes into a document: its meta, its kept headers and its stored payload text. */
-export interface ContentEvent extends Omit<EventMeta, "headers"> {
+export interface ContentEvent extends Omit<EventMeta, "headers" | "version"> {
   payload: string | null;
   /** events.headers: a JSON object, "{}" when nothing was kept. */
   headers: string;
   /** events.trace, whose expose the document applies (outside the content_hash; absent: none). */
   trace?: string | null;
+  /** events.version (absent or null: none). */
+  version?: number | null;
 }
 
 /** JSON with object keys sorted at every level and no whitespace. */
@@ -38,8 +43,31 @@ export function eventMeta(e: ContentEvent): EventMeta {
     const kept = JSON.parse(e.headers) as Record<string, string>;
     if (Object.keys(kept).length > 0) meta.headers = kept;
   }
+  if (e.version !== undefined && e.version !== null) meta.version = e.version;
   return meta;
 }
+
+/**
+ * A batch's events in the order its document carries them: by the providers' versions where
+ * they have one, a tie by arrival (id), while each event without a version keeps its place in
+ * arrival order. Versions are stored when an event is enqueued and never change, so the order,
+ * and the content_hash over it, is the same at the seal and on every attempt.
+ */
+export function documentOrder<E extends Pick<ContentEvent, "id" | "version">>(events: readonly E[]): E[] {
+  const byArrival = [...events].sort((a, b) => a.id - b.id);
+  const has = (e: E) => e.version !== undefined && e.version !== null;
+  const versioned = byArrival.filter(has);
+  if (versioned.length < 2) return byArrival;
+  versioned.sort((a, b) => (a.version as number) - (b.version as number) || a.id - b.id);
+  let next = 0;
+  return byArrival.map((e) => (has(e) ? versioned[next++] : e));
+}
+
+/**
+ * What `"stale":true` adds to an event's entry in event_meta, comma included. An event with a
+ * version counts it in its share whether it is marked or not: only its first lease knows.
+ */
+export const STALE_MARK = `,"stale":true`;
 
 export const bytes = (s: string) => Buffer.byteLength(s, "utf8");
 
@@ -58,7 +86,8 @@ export function jsonText(payload: string): string {
  * max_bytes bounds what is delivered (the document's head aside), kept headers included.
  */
 export function documentShare(e: ContentEvent): number {
-  return bytes(jsonText(e.payload ?? "null")) + bytes(JSON.stringify(eventMeta(e))) + 2;
+  const mark = e.version !== undefined && e.version !== null ? STALE_MARK.length : 0;
+  return bytes(jsonText(e.payload ?? "null")) + bytes(JSON.stringify(eventMeta(e))) + mark + 2;
 }
 
 /** An id at its widest: a new event's share is counted before the insert gives it its id. */
@@ -81,19 +110,25 @@ export function worstMetaBytes(keptHeaders: number): number {
         received_at: -1.7976931348623157e308,
         dedup_id: "",
         headers: {},
+        version: -1.7976931348623157e308,
       }),
-    ) - 4;
+    ) -
+    4 +
+    STALE_MARK.length;
   return fixed + META_LIMITS.eventType + META_LIMITS.dedupId + keptHeaders * (META_LIMITS.keptHeader + 1) + 4;
 }
 
 /**
- * The canonical JSON of {"event_meta": [...], "events": [...]}. Payloads are embedded as the
- * stored text, byte for byte: they are immutable, so the form is stable, and no number is
- * ever re-encoded (a 64-bit id in a payload survives).
+ * The canonical JSON of {"event_meta": [...], "events": [...]}, in document order. Payloads are
+ * embedded as the stored text, byte for byte: they are immutable, so the form is stable, and no
+ * number is ever re-encoded (a 64-bit id in a payload survives). An event's version is in its
+ * meta; whether its first lease found it stale is not (that is the delivery's, decided after the
+ * seal: docs/receiving.md).
  */
 export function canonicalContent(events: ContentEvent[]): string {
-  const meta = canonicalJson(events.map(eventMeta));
-  const payloads = events.map((e) => e.payload ?? "null").join(",");
+  const ordered = documentOrder(events);
+  const meta = canonicalJson(ordered.map(eventMeta));
+  const payloads = ordered.map((e) => e.payload ?? "null").join(",");
   return `{"event_meta":${meta},"events":[${payloads}]}`;
 }
 

@@ -17,6 +17,7 @@ export const COPY_TABLES: readonly { name: string; key: readonly string[] }[] = 
   { name: "polls", key: ["instance"] },
   { name: "journal", key: ["id"] },
   { name: "actions", key: ["id"] },
+  { name: "delivered_versions", key: ["route", "key"] },
 ];
 
 /** Tables only PostgreSQL has: never copied, but they must be empty too. */

@@ -35,6 +35,11 @@ export interface NewEvent {
   copies: EventCopy[];
   dedupWindowS: number;
   /**
+   * Its version by the provider's own clock (plugin/event-version.ts): a finite number, stored
+   * in events.version; absent or null: none (never stale, ordered by arrival).
+   */
+  version?: number | null;
+  /**
    * The payload text came out of JSON.parse or JSON.stringify in this process (the intake's
    * classify), so it is JSON: the store does not parse it again. Every other caller leaves it unset.
    */
@@ -103,6 +108,8 @@ export function validateNewEvent(ev: NewEvent): void {
   }
   const metaProblem = eventMetaProblem(ev);
   if (metaProblem) throw bad(metaProblem);
+  if (ev.version !== undefined && ev.version !== null && !Number.isFinite(ev.version))
+    throw bad("the version is not a finite number");
   if (ev.payloadParsed) return;
   try {
     JSON.parse(jsonText(ev.payload));
@@ -120,6 +127,7 @@ export function eventSize(ev: NewEvent, now: number): number {
     dedup_id: ev.dedupId,
     headers: JSON.stringify(ev.headers),
     payload: ev.payload,
+    version: ev.version ?? null,
   });
 }
 

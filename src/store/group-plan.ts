@@ -188,6 +188,7 @@ export function planGroup(
           dedup_id: ev.dedupId,
           payload: ev.payload,
           headers,
+          version: ev.version ?? null,
         });
         plan.journal.push({
           kind: "event",

@@ -62,6 +62,12 @@ export interface OutcomeInput {
   ignoredIssueAfter?: number;
   /** The destination awaits the run's outcome: a 2xx that starts a run leaves the batch awaiting for this long. */
   awaitOutcomeS?: number;
+  /**
+   * Nothing was sent: the stale rule left every event of the batch out (store/stale-plan.ts). The
+   * batch is delivered with result "stale", the attempt uncounted, and the destination is told
+   * nothing: no breaker, no issue, no awaited run, no request in its rate window.
+   */
+  unsent?: "stale";
 }
 
 /** An attempt's end as a worker gives it: the store stamps now_eff when it writes the group (recordEnds). */
@@ -241,6 +247,14 @@ export function planOutcome(facts: OutcomeFacts, f: OutcomeInput): OutcomePlan {
     ],
     recorded: { applied: true, state: "dead", klass, deadReason },
   });
+
+  if (f.unsent !== undefined) {
+    return {
+      mark: { kind: "delivered", attempt: { ...record(null, false, null), hits: 0 }, emits: [], result: f.unsent },
+      effects: neutral(),
+      recorded: { applied: true, state: "delivered", klass: null },
+    };
+  }
 
   if (o.kind === "ok") {
     const effects: PlannedEffect[] = [

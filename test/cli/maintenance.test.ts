@@ -219,6 +219,7 @@ describe("export", () => {
       "route",
       "size",
       "trace",
+      "version",
     ]);
     expect(recs[0].events[0].trace).toMatchObject({ stage: "implicit", route: "demo" });
     expect(recs[0].attempts).toEqual([

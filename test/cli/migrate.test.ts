@@ -38,6 +38,7 @@ const ALL = [
   "0010_pacing",
   "0011_outcomes",
   "0012_raw_once",
+  "0013_versions",
 ];
 
 /** Every table of the schema, with the columns it must have. */
@@ -57,6 +58,7 @@ const SPEC_COLUMNS: Record<string, string[]> = {
     "headers",
     "size",
     "excluded_at",
+    "version",
   ],
   dedup: ["source", "dedup_id", "event_id", "seen_at", "dup_count"],
   batches: [
@@ -85,6 +87,8 @@ const SPEC_COLUMNS: Record<string, string[]> = {
     "last_class",
     "delivered_at",
     "result",
+    "stale_floor",
+    "floor_at",
   ],
   attempts: [
     "id",
@@ -133,6 +137,7 @@ const SPEC_COLUMNS: Record<string, string[]> = {
     "alerted_at",
   ],
   alerts: ["kind", "last_at", "suppressed"],
+  delivered_versions: ["route", "key", "version", "batch_id", "at"],
   polls: [
     "instance",
     "next_at",
@@ -211,12 +216,12 @@ describe("migrate on a fresh home", () => {
     const home = tempDir();
     const r = await cli(["--home", home, "migrate"]);
     expect(r).toMatchObject({ code: 0, err: "" });
-    expect(r.out).toContain(`applied ${ALL.join(", ")} (schema 0 -> 12)`);
+    expect(r.out).toContain(`applied ${ALL.join(", ")} (schema 0 -> 13)`);
     const db = join(home, "spool.db");
     expect(mode(home)).toBe(0o700);
     expect(mode(db)).toBe(0o600);
-    expect(userVersion(db)).toBe(12);
-    expect(metaValue(db, "schema_version")).toBe("12");
+    expect(userVersion(db)).toBe(13);
+    expect(metaValue(db, "schema_version")).toBe("13");
     expect(metaValue(db, "instance_id")).toMatch(/^[0-9a-f]+$/);
     expect(tableNames(db)).toEqual(expect.arrayContaining(Object.keys(SPEC_COLUMNS)));
     for (const [table, cols] of Object.entries(SPEC_COLUMNS)) {
@@ -231,7 +236,7 @@ describe("migrate on a fresh home", () => {
     const home = tempDir();
     const r = await cli(["migrate", "--json", "--home", home]);
     expect(r.code).toBe(0);
-    expect(JSON.parse(r.out)).toEqual({ from: 0, to: 12, applied: ALL, indexes: { created: [], dropped: [] } });
+    expect(JSON.parse(r.out)).toEqual({ from: 0, to: 13, applied: ALL, indexes: { created: [], dropped: [] } });
   });
 
   test("--dry-run lists the migrations and creates nothing", async () => {
@@ -260,7 +265,7 @@ describe("migrate on a fresh home", () => {
     const r = await cli(["--home", home, "migrate"]);
     expect(r).toMatchObject({ code: 0, err: "" });
     expect(mode(join(home, "state"))).toBe(0o700);
-    expect(userVersion(join(home, "state", "spool.db"))).toBe(12);
+    expect(userVersion(join(home, "state", "spool.db"))).toBe(13);
   });
 
   test("a second migrate has nothing to apply and keeps instance_id", async () => {
@@ -273,7 +278,7 @@ describe("migrate on a fresh home", () => {
     expect(r.out).toContain("nothing to apply");
     expect(r.out).not.toContain("applied");
     expect(metaValue(db, "instance_id")).toBe(id);
-    expect(userVersion(db)).toBe(12);
+    expect(userVersion(db)).toBe(13);
   });
 });
 
@@ -298,9 +303,9 @@ describe("an older schema", () => {
 
       const m = await inHome(h, ["migrate"]);
       expect(m.code).toBe(0);
-      expect(m.out).toContain(`applied ${ALL.slice(version).join(", ")} (schema ${version} -> 12)`);
-      expect(userVersion(h.db)).toBe(12);
-      expect(metaValue(h.db, "schema_version")).toBe("12");
+      expect(m.out).toContain(`applied ${ALL.slice(version).join(", ")} (schema ${version} -> 13)`);
+      expect(userVersion(h.db)).toBe(13);
+      expect(metaValue(h.db, "schema_version")).toBe("13");
       expect(metaValue(h.db, "instance_id")).toBe("0123456789ab");
       expect(columns(h.db, "attempts")).toEqual(expect.arrayContaining(["events_delivered", "failed_event_id"]));
       expect(tableNames(h.db)).toContain("polls");
@@ -521,7 +526,7 @@ describe("dispatch.lock", () => {
       await holder.release();
       const again = await inHome(h, ["migrate"]);
       expect(again.code).toBe(0);
-      expect(userVersion(h.db)).toBe(12);
+      expect(userVersion(h.db)).toBe(13);
     },
   );
 });

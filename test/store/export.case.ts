@@ -37,6 +37,8 @@ const batch = (over: Partial<BatchRow>): BatchRow => ({
   delivered_at: null,
   result: null,
   dead_reason: null,
+  stale_floor: null,
+  floor_at: null,
   ...over,
 });
 
@@ -51,6 +53,7 @@ const event = (id: number, i: number, at: number): ExportEvent => ({
   route: "r",
   payload: JSON.stringify({ i }),
   trace: null,
+  version: null,
   headers: {},
   raw_base64: null,
 });
@@ -101,6 +104,7 @@ export function exportCases({ fresh }: Suite): void {
           content_hash: "sha256:33498c7234add8643cb3c101767d59afca6c6f8f3678841d83b38b147a50753f",
           lease_until: T0 + 99,
           lease_owner: "h:1:1",
+          floor_at: T0 + 9,
         }),
         events: [event(1, 0, T0), event(4, 3, T0 + 3)],
         attempts: [
@@ -201,6 +205,7 @@ export function exportCases({ fresh }: Suite): void {
             route: "gh",
             payload: null,
             trace: { stage: "quarantined", reason: "not_json" },
+            version: null,
             headers: { "X-GitHub-Event": "push" },
             raw_base64: "AP97Cg==",
           },

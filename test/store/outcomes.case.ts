@@ -152,6 +152,8 @@ export function outcomeCases({ fresh }: Suite): void {
       // What the steps leave, row by row: batch 1 delivered by the probe (uncounted), batch 2 exhausted after
       // three counted failures, batch 3 delivered once the 429 gate's probe was accepted, batch 4 rejected,
       // batch 5 waiting at the backoff cap on a paused destination, batch 6 ignored (its emit queued in batch 7).
+      // floor_at is each batch's first lease (none for the emit's batch 7); no key delivered a version.
+      const firstLeases = [T0 + 10, T0 + 11, T0 + 40, T0 + 80, T0 + 90, T0 + 95, null];
       expect(await s.rows("batches", { order: "id" })).toEqual(
         table(
           {
@@ -163,6 +165,7 @@ export function outcomeCases({ fresh }: Suite): void {
             count: 1,
             lease_until: null,
             lease_owner: null,
+            stale_floor: null,
           },
           [
             "id",
@@ -326,7 +329,7 @@ export function outcomeCases({ fresh }: Suite): void {
               null,
             ],
           ],
-        ),
+        ).map((r, i) => ({ ...r, floor_at: firstLeases[i] })),
       );
       // A throttled attempt of a paced destination made no hits; the accepted probe and the 404 made one.
       expect(await s.rows("attempts", { order: "id" })).toEqual(
@@ -485,6 +488,7 @@ export function outcomeCases({ fresh }: Suite): void {
             excluded_at: null,
             url: null,
             trace: null,
+            version: null,
           },
           ["id", "route", "batch_id", "received_at", "payload", "size"],
           [

@@ -19,6 +19,7 @@ import { pruneCases } from "./prune.case.ts";
 import { quarantineCases } from "./quarantine.case.ts";
 import { retentionCases } from "./retention.case.ts";
 import { schemaCases } from "./schema.case.ts";
+import { staleCases } from "./stale.case.ts";
 import { statusCases } from "./status.case.ts";
 import { verbCases } from "./verbs.case.ts";
 import { whereCases } from "./where.case.ts";
@@ -73,5 +74,6 @@ export function runStoreSuite(backend: StoreBackend): void {
     describe("split and exclude", () => pieceCases(suite));
     describe("export", () => exportCases(suite));
     describe("--where", () => whereCases(suite));
+    describe("versions and the stale floor", () => staleCases(suite));
   });
 }

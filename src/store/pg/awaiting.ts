@@ -18,6 +18,7 @@ import { scrubError } from "../marks.ts";
 import { num, type PgSpool, type Tx } from "./db.ts";
 import { raiseIssuePg, resolveIssuePg } from "./issues.ts";
 import { journalPg } from "./journal.ts";
+import { recordDeliveredVersionPg } from "./marks.ts";
 import { transportStrikesPg } from "./outcome.ts";
 
 interface Accepted {
@@ -124,6 +125,7 @@ async function applyPg(tx: Tx, f: AwaitingFacts, r: ReportInput, plan: AwaitingP
     ).count;
   }
   if (changed !== 1) return false;
+  if (m.kind === "delivered") await recordDeliveredVersionPg(tx, id, r.now);
   const [row] = await tx`INSERT
       INTO attempts (batch_id, n, destination, started_at, finished_at, outcome, klass, error, duration_ms, counted,
         delivery_id, answer)

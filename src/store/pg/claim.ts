@@ -241,7 +241,9 @@ function decideClaims(inputs: readonly ClaimIn[], locks: readonly boolean[], f: 
 
 /**
  * The claim's write, one statement: the attempts with their ids and delivery ids, the leases
- * (lease_owner host:pid:attempt), the journal's 'leased' rows in claim order, and a probe's
+ * (lease_owner host:pid:attempt; a batch's first also fixes its stale floor, the last version its
+ * (route, key) delivered: a snapshot taken after the read that found it heads its group, so every
+ * earlier batch's delivered mark is in it), the journal's 'leased' rows in claim order, and a probe's
  * bookkeeping on its destination's row (created on first use; the last probe of a destination wins).
  */
 async function writeClaims(tx: Tx, admitted: readonly Admitted[]): Promise<void> {
@@ -270,7 +272,10 @@ async function writeClaims(tx: Tx, admitted: readonly Admitted[]): Promise<void>
         lease_until float8, owner text, detail text, ord int)),
       a AS (INSERT INTO attempts (id, batch_id, n, destination, started_at, probe, counted, hits, delivery_id)
         SELECT aid, batch_id, n, destination, started_at, probe, 0, hits, delivery_id FROM c),
-      u AS (UPDATE batches b SET state = 'leased', lease_until = c.lease_until, lease_owner = c.owner FROM c
+      u AS (UPDATE batches b SET state = 'leased', lease_until = c.lease_until, lease_owner = c.owner,
+          stale_floor = CASE WHEN b.floor_at IS NULL THEN (SELECT v.version FROM delivered_versions v
+            WHERE v.route = b.route AND v.key = b.key) ELSE b.stale_floor END,
+          floor_at = COALESCE(b.floor_at, c.started_at) FROM c
         WHERE b.id = c.batch_id AND b.id = ANY(${admitted.map((a) => a.c.batchId)}::bigint[])
         RETURNING b.id, b.source, b.destination, b.key),
       j AS (INSERT INTO journal (at, kind, batch_id, attempt_id, source, destination, key, detail)

@@ -136,11 +136,11 @@ async function placeCopy(
   // id null: the identity's next value (events_id_seq, the sequence its identity column made; named,
   // not looked up per insert); else the id a fresh dedup row already names (enqueueOne).
   const [e] = await tx`INSERT INTO events (id, source, route, batch_id, event_type, dedup_id, received_at, payload,
-        raw, raw_is_payload, headers, size, trace)
+        raw, raw_is_payload, headers, size, trace, version)
       VALUES (COALESCE(${id}::bigint, nextval('events_id_seq')), ${ev.source}, ${copy.route},
         ${batchId}, ${ev.eventType}, ${ev.dedupId}, ${now}, ${ev.payload},
         ${once ? null : ev.raw}, ${once ? 1 : 0}, ${JSON.stringify(ev.headers)}, ${size},
-          ${copy.trace === undefined ? null : JSON.stringify(copy.trace)})
+          ${copy.trace === undefined ? null : JSON.stringify(copy.trace)}, ${ev.version ?? null}::float8)
       RETURNING id`;
   const eventId = num(e.id);
   const [after] =
@@ -220,7 +220,8 @@ async function enqueueOne(tx: Tx, ev: NewEvent, now: number, acc: Acc): Promise<
       const does = redelivery(target?.state);
       if (does === "replay" && target) {
         const replayed = await tx`UPDATE batches
-            SET state = 'retry', attempts = 0, next_attempt_at = ${now}, not_before = ${now}, dead_reason = NULL
+            SET state = 'retry', attempts = 0, next_attempt_at = ${now}, not_before = ${now}, dead_reason = NULL,
+              stale_floor = NULL, floor_at = NULL
             WHERE id = ${num(target.batch_id)}::bigint AND state = 'dead' AND destination <> 'quarantine'`;
         if (replayed.count === 1) {
           await journalPg(tx, "retry", num(target.batch_id), now, { detail: { replayed: true } });

@@ -30,8 +30,8 @@ export async function* exportBatchesPg(
 
 async function record(spool: PgSpool, batch: BatchRow): Promise<ExportRecord> {
   const events =
-    (await spool.sql`SELECT id, event_type, received_at, dedup_id, size, excluded_at, route, trace, payload, headers,
-      raw, raw_is_payload
+    (await spool.sql`SELECT id, event_type, received_at, dedup_id, size, excluded_at, route, trace, version, payload,
+      headers, raw, raw_is_payload
       FROM events WHERE batch_id = ${batch.id}::bigint ORDER BY id`) as Record<string, unknown>[];
   const attempts = (await spool.sql`SELECT * FROM attempts WHERE batch_id = ${batch.id}::bigint ORDER BY id`) as Record<
     string,

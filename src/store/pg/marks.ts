@@ -95,7 +95,7 @@ export async function markDeliveredAllPg(tx: Tx, marks: readonly DeliveredMark[]
           last_class = NULL, last_error = NULL
         FROM m WHERE b.id = m.batch_id AND b.id = ANY(${marks.map((m) => m.batchId)}::bigint[])
           AND b.state = 'leased' AND b.lease_owner = m.owner
-        RETURNING b.id, b.source, b.destination, b.key),
+        RETURNING b.id, b.route, b.source, b.destination, b.key),
       -- A lost lease's request went out all the same: its hits stay as reserved.
       a AS (UPDATE attempts t SET finished_at = m.now, outcome = CASE WHEN u.id IS NULL THEN 'discarded' ELSE 'ok' END,
           klass = m.klass, status = m.status, error = m.error, duration_ms = m.duration_ms,
@@ -111,9 +111,36 @@ export async function markDeliveredAllPg(tx: Tx, marks: readonly DeliveredMark[]
           u.source, u.destination, u.key, m.detail
         FROM m JOIN u ON u.id = m.batch_id ORDER BY m.ord),
       p AS (UPDATE polls SET delivered_at = m.now, delivered_tick_at = polls.last_tick_at
-        FROM m JOIN u ON u.id = m.batch_id WHERE polls.last_batch_id = m.batch_id)
+        FROM m JOIN u ON u.id = m.batch_id WHERE polls.last_batch_id = m.batch_id),
+      -- Each delivered batch's highest version is its (route, key)'s last delivered one, never lower.
+      v AS (INSERT INTO delivered_versions (route, key, version, batch_id, at)
+        SELECT u.route, u.key, MAX(e.version), (array_agg(u.id ORDER BY e.version DESC))[1], MAX(m.now)
+          FROM m JOIN u ON u.id = m.batch_id
+            JOIN events e ON e.batch_id = u.id AND e.excluded_at IS NULL AND e.version IS NOT NULL
+          WHERE m.await_until IS NULL
+          GROUP BY u.route, u.key
+        ON CONFLICT (route, key) DO UPDATE SET
+          batch_id = CASE WHEN excluded.version > delivered_versions.version THEN excluded.batch_id
+            ELSE delivered_versions.batch_id END,
+          version = GREATEST(delivered_versions.version, excluded.version),
+          at = GREATEST(delivered_versions.at, excluded.at))
     SELECT id FROM u`) as { id: string }[];
   return new Set(done.map((r) => num(r.id)));
+}
+
+/**
+ * An awaited batch settled delivered: its highest version becomes its key's last delivered one (as markDeliveredAllPg).
+ */
+export async function recordDeliveredVersionPg(tx: Tx, batchId: number, now: number): Promise<void> {
+  await tx`INSERT INTO delivered_versions (route, key, version, batch_id, at)
+      SELECT b.route, b.key, m.v, b.id, ${now}::float8 FROM batches b,
+        (SELECT MAX(version) AS v FROM events WHERE batch_id = ${batchId}::bigint AND excluded_at IS NULL) m
+        WHERE b.id = ${batchId}::bigint AND m.v IS NOT NULL
+      ON CONFLICT (route, key) DO UPDATE SET
+        batch_id = CASE WHEN excluded.version > delivered_versions.version THEN excluded.batch_id
+          ELSE delivered_versions.batch_id END,
+        version = GREATEST(delivered_versions.version, excluded.version),
+        at = GREATEST(delivered_versions.at, excluded.at)`;
 }
 
 /**

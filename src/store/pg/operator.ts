@@ -55,7 +55,8 @@ export async function replayBatchPg(
     if (b.state !== "dead") throw notApplicable(b, "replay", "dead");
     if (b.destination !== "quarantine") {
       await tx`UPDATE batches
-        SET state = 'retry', attempts = 0, next_attempt_at = ${now}, not_before = ${now}, dead_reason = NULL
+        SET state = 'retry', attempts = 0, next_attempt_at = ${now}, not_before = ${now}, dead_reason = NULL,
+          stale_floor = NULL, floor_at = NULL
         WHERE id = ${id}::bigint AND state = 'dead'`;
       await journalPg(tx, "retry", id, now, { detail: { replayed: true } });
       await resolveDeadIssuesPg(tx, b.destination, now);

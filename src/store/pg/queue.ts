@@ -143,10 +143,14 @@ export async function headsOfPg(spool: PgSpool, destination: string, now: number
 
 /** Unwrap, on a retry: where the earlier attempts of this delivery left off (as on SQLite). */
 export async function resumePointPg(spool: PgSpool, batchId: number): Promise<Resume | null> {
-  const [r] = await spool.sql`SELECT MAX(failed_event_id) AS before, COALESCE(MAX(unconfirmed), 0)::int AS unconfirmed
-      FROM attempts
-      WHERE batch_id = ${batchId}::bigint AND finished_at IS NOT NULL
-        AND id > COALESCE((SELECT MAX(id) FROM attempts WHERE batch_id = ${batchId}::bigint AND outcome = 'ok'), 0)`;
+  // The latest failed event since the last delivery (as SQLite's RESUME): the furthest in document order.
+  const [r] = await spool.sql`WITH since AS (SELECT COALESCE((SELECT MAX(id) FROM attempts
+        WHERE batch_id = ${batchId}::bigint AND outcome = 'ok'), 0) AS id)
+      SELECT (SELECT a.failed_event_id FROM attempts a, since WHERE a.batch_id = ${batchId}::bigint
+          AND a.finished_at IS NOT NULL AND a.failed_event_id IS NOT NULL AND a.id > since.id
+          ORDER BY a.id DESC LIMIT 1) AS before,
+        (SELECT COALESCE(MAX(a.unconfirmed), 0)::int FROM attempts a, since WHERE a.batch_id = ${batchId}::bigint
+          AND a.finished_at IS NOT NULL AND a.id > since.id) AS unconfirmed`;
   return r && r.before !== null ? { before: num(r.before), unconfirmed: Number(r.unconfirmed) === 1 } : null;
 }
 

@@ -39,6 +39,8 @@ export function batchRowOf(r: Record<string, unknown>): BatchRow {
     next_attempt_at: numOrNull(r.next_attempt_at),
     lease_until: numOrNull(r.lease_until),
     delivered_at: numOrNull(r.delivered_at),
+    stale_floor: numOrNull(r.stale_floor),
+    floor_at: numOrNull(r.floor_at),
   };
 }
 
@@ -52,7 +54,8 @@ export async function getBatchPg(spool: PgSpool, id: number): Promise<BatchRow |
  * when it has none), the events in id order, as contentOfBatchesPg reads them.
  */
 export const DELIVERY_OF = `SELECT b.*, e.id AS e_id, e.event_type AS e_event_type, e.received_at AS e_received_at,
-    e.dedup_id AS e_dedup_id, e.payload AS e_payload, e.headers AS e_headers, e.trace AS e_trace
+    e.dedup_id AS e_dedup_id, e.payload AS e_payload, e.headers AS e_headers, e.trace AS e_trace,
+    e.version AS e_version
   FROM batches b LEFT JOIN events e ON e.batch_id = b.id AND e.excluded_at IS NULL
   WHERE b.id = $1 ORDER BY e.id`;
 
@@ -81,6 +84,7 @@ export function eventListingOf(r: Record<string, unknown>): EventListing {
     excluded_at: numOrNull(r.excluded_at),
     route: String(r.route),
     trace: parseTrace((r.trace as string | null) ?? null),
+    version: numOrNull(r.version),
   };
 }
 
@@ -143,7 +147,7 @@ export async function listBatchesPg(spool: PgSpool, f: ListFilter = {}): Promise
 
 export async function batchEventsPg(spool: PgSpool, batchId: number): Promise<EventListing[]> {
   const rows =
-    (await spool.sql`SELECT id, event_type, received_at, dedup_id, size, excluded_at, route, trace FROM events
+    (await spool.sql`SELECT id, event_type, received_at, dedup_id, size, excluded_at, route, trace, version FROM events
       WHERE batch_id = ${batchId}::bigint ORDER BY id`) as Record<string, unknown>[];
   return rows.map(eventListingOf);
 }

@@ -116,6 +116,15 @@ export async function runRetentionPg(
           LIMIT ${size} FOR UPDATE SKIP LOCKED)`
       ).count,
   );
+  // A key's last delivered version is kept as long as a delivered batch (its age: the key's last delivery).
+  await chunks(
+    spool,
+    async (tx) =>
+      (
+        await tx`DELETE FROM delivered_versions WHERE (route, key) IN (SELECT route, key FROM delivered_versions
+          WHERE at < ${journalCutoff} ORDER BY at LIMIT ${size} FOR UPDATE SKIP LOCKED)`
+      ).count,
+  );
   await chunks(
     spool,
     async (tx) =>

@@ -19,6 +19,7 @@ import {
 import { eachInSavepoint, prepared, type SqliteSpool } from "./db.ts";
 import { raiseIssueTx, resolveIssueTx } from "./issues.ts";
 import { journalTx } from "./journal.ts";
+import { recordDeliveredVersionTx } from "./marks.ts";
 import { scrubError } from "../marks.ts";
 
 // The delivery's accepted attempt: the newest of class "await" with this webhook-id.
@@ -130,6 +131,7 @@ function applyTx(db: Database, f: AwaitingFacts, r: ReportInput, plan: AwaitingP
       reason: m.deadReason,
     }).changes;
   if (changed !== 1) return false;
+  if (m.kind === "delivered") recordDeliveredVersionTx(db, id, r.now);
   const row = prepared(db, INSERT_OUTCOME).run({
     batch: id,
     n: a.n,

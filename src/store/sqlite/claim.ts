@@ -1,7 +1,7 @@
 // Claims on SQLite: the batches a tick's free slots take, leased in one BEGIN IMMEDIATE
 // transaction, each in a savepoint of its own; the attempt row is written first (its id is part
-// of the lease's fence), then the lease, the delivery id and the journal row; a batch an
-// operator verb took first is null in its place.
+// of the lease's fence), then the lease (the first one also fixes the batch's stale floor), the
+// delivery id and the journal row; a batch an operator verb took first is null in its place.
 import type { Database } from "bun:sqlite";
 import { prepared, type SqliteSpool } from "./db.ts";
 import { markProbeTx } from "./destinations.ts";
@@ -17,7 +17,12 @@ const Q = {
   startAttempt: `INSERT INTO attempts (batch_id, n, destination, started_at, probe, counted, hits)
     VALUES ($batch, $n, $destination, $now, $probe, 0, $hits)`,
   setDeliveryId: "UPDATE attempts SET delivery_id = ? WHERE id = ?",
-  lease: `UPDATE batches SET state = 'leased', lease_until = $until, lease_owner = $owner
+  // The first lease fixes the last version the batch's (route, key) delivered (stale-plan.ts):
+  // every later attempt judges its events against the same floor.
+  lease: `UPDATE batches SET state = 'leased', lease_until = $until, lease_owner = $owner,
+      stale_floor = CASE WHEN floor_at IS NULL THEN (SELECT v.version FROM delivered_versions v
+        WHERE v.route = batches.route AND v.key = batches.key) ELSE stale_floor END,
+      floor_at = COALESCE(floor_at, $now)
     WHERE id = $id AND state IN ('sealed', 'retry')`,
 };
 
@@ -67,7 +72,8 @@ function claimTx(db: Database, c: ClaimInput): Claim {
     }).lastInsertRowid,
   );
   const owner = `${c.host}:${c.pid}:${attemptId}`;
-  if (prepared(db, Q.lease).run({ id: c.batchId, until: c.leaseUntil, owner }).changes !== 1) throw new LostRace();
+  if (prepared(db, Q.lease).run({ id: c.batchId, until: c.leaseUntil, owner, now: c.now }).changes !== 1)
+    throw new LostRace();
   // Each earlier successful attempt is a delivery this one repeats (replay --delivered).
   const resend = prepared<{ n: number }, [number]>(db, Q.deliveredBefore).get(c.batchId)?.n ?? 0;
   const deliveryId = c.deliveryId ? c.deliveryId(attemptId, n, resend) : null;

@@ -36,10 +36,13 @@ export function sealBatchTx(db: Database, batchId: number, now: number): boolean
   return sealed;
 }
 
-const CONTENT = `SELECT id, event_type, received_at, dedup_id, payload, headers, trace FROM events
+const CONTENT = `SELECT id, event_type, received_at, dedup_id, payload, headers, trace, version FROM events
   WHERE batch_id = ? AND excluded_at IS NULL ORDER BY id`;
 
-/** The events a document carries, in events.id order (commit order), excluded ones omitted. */
+/**
+ * The events a document carries, in events.id order (commit order), excluded ones omitted; the
+ * document and the content_hash put them in their versions' order (content.ts documentOrder).
+ */
 export function batchContent(spool: SqliteSpool, batchId: number): ContentEvent[] {
   return batchContentTx(spool.db, batchId);
 }
@@ -72,8 +75,9 @@ const Q = {
     RETURNING id, count, bytes, max_events, max_bytes`,
   // $id NULL: the next rowid; else the id a fresh dedup row already names (claimDedup).
   insertEvent: `INSERT INTO events (id, source, route, batch_id, event_type, dedup_id, received_at, payload, raw,
-      raw_is_payload, headers, size, trace)
-    VALUES ($id, $source, $route, $batch, $type, $dedup, $now, $payload, $raw, $once, $headers, $size, $trace)`,
+      raw_is_payload, headers, size, trace, version)
+    VALUES ($id, $source, $route, $batch, $type, $dedup, $now, $payload, $raw, $once, $headers, $size, $trace,
+      $version)`,
   // A dedup id never seen, in one statement: its row names the event about to be inserted, the next
   // rowid (this transaction holds the write lock, so nobody else inserts one meanwhile). A row
   // already there is left alone and returns nothing: then the lookup decides (findDedup).
@@ -158,6 +162,7 @@ function placeCopy(
       headers: JSON.stringify(ev.headers),
       size,
       trace: copy.trace === undefined ? null : JSON.stringify(copy.trace),
+      version: ev.version ?? null,
     }).lastInsertRowid,
   );
   journalTx(db, "event", batchId, now, { event: eventId, detail: { type: ev.eventType, route: copy.route } });

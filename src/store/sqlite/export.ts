@@ -13,8 +13,8 @@ type StoredEvent = Omit<EventListing, "trace"> & { trace: string | null; raw_is_
     "payload" | "headers" | "raw"
   >;
 
-const EVENTS = `SELECT id, event_type, received_at, dedup_id, size, excluded_at, route, trace, payload, headers, raw,
-    raw_is_payload
+const EVENTS = `SELECT id, event_type, received_at, dedup_id, size, excluded_at, route, trace, version, payload,
+    headers, raw, raw_is_payload
   FROM events WHERE batch_id = ? ORDER BY id`;
 
 function parseHeaders(text: string): Record<string, string> {

@@ -9,6 +9,7 @@ export interface StoredEvent {
   headers: string;
   dedup_id: string | null;
   payload: string;
+  version: number | null;
 }
 
 export interface QuarantinedEvent {
@@ -26,7 +27,7 @@ export function eventCount(spool: SqliteSpool): number {
 export function newestEvent(spool: SqliteSpool): StoredEvent | null {
   return prepared<StoredEvent>(
     spool.db,
-    "SELECT b.key, e.event_type, e.headers, e.dedup_id, CAST(e.payload AS TEXT) AS payload FROM events e " +
+    "SELECT b.key, e.event_type, e.headers, e.dedup_id, CAST(e.payload AS TEXT) AS payload, e.version FROM events e " +
       "JOIN batches b ON b.id = e.batch_id WHERE b.destination <> 'quarantine' ORDER BY e.id DESC LIMIT 1",
   ).get();
 }

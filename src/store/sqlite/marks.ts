@@ -84,6 +84,21 @@ const AWAITING = `UPDATE batches SET state = 'awaiting', next_attempt_at = $unti
     lease_owner = NULL, attempts = attempts + $counted, last_class = NULL, last_error = NULL
   WHERE id = $id AND state = 'leased' AND lease_owner = $owner`;
 
+// The highest version a delivered batch carried becomes its (route, key)'s last delivered
+// version, never lower than it was (stale-plan.ts); its age is the key's last delivery.
+const DELIVERED_VERSION = `INSERT INTO delivered_versions (route, key, version, batch_id, at)
+  SELECT b.route, b.key, m.v, b.id, $now
+    FROM batches b, (SELECT MAX(version) AS v FROM events WHERE batch_id = $id AND excluded_at IS NULL) m
+    WHERE b.id = $id AND m.v IS NOT NULL
+  ON CONFLICT (route, key) DO UPDATE SET
+    batch_id = CASE WHEN excluded.version > version THEN excluded.batch_id ELSE batch_id END,
+    version = MAX(version, excluded.version), at = MAX(at, excluded.at)`;
+
+/** A batch marked delivered: its versions' highest is its key's last delivered one, in the mark's transaction. */
+export function recordDeliveredVersionTx(db: Database, batchId: number, now: number): void {
+  prepared(db, DELIVERED_VERSION).run({ id: batchId, now });
+}
+
 /**
  * leased -> delivered, with the script's emits enqueued in the same transaction; or, when the
  * run's outcome is awaited, leased -> awaiting until `awaitUntil` (the lease released, the key
@@ -106,6 +121,8 @@ export function markDeliveredTx(
     () => {
       // A poll source's tick batch: its delivery is the instance's last delivered tick.
       pollDeliveredTx(db, m.batchId, m.now);
+      // An awaited run's outcome is still to come: its versions count when it is delivered.
+      if (m.awaitUntil === undefined) recordDeliveredVersionTx(db, m.batchId, m.now);
       return (m.emits ?? []).map((ev) => enqueueTx(db, ev, m.now));
     },
   );

@@ -13,12 +13,14 @@ import type { ReplayResult, Reclassify } from "../replay.ts";
 import { QUARANTINED, type QuarantinedRow, storedRequest } from "./reads.ts";
 
 const REPLAY = `UPDATE batches
-  SET state = 'retry', attempts = 0, next_attempt_at = $now, not_before = $now, dead_reason = NULL
+  SET state = 'retry', attempts = 0, next_attempt_at = $now, not_before = $now, dead_reason = NULL,
+    stale_floor = NULL, floor_at = NULL
   WHERE id = $id AND state = 'dead' AND destination <> 'quarantine'`;
 
 /**
  * dead -> retry, due now, attempts = 0. The content stays frozen; the batch re-enters its
- * group's queue by first_at, so it delivers out of order.
+ * group's queue by first_at, so it delivers out of order. Its next lease judges its events'
+ * versions again, against what its key delivered meanwhile (store/stale-plan.ts).
  */
 export function replayDeadTx(db: Database, batchId: number, now: number): boolean {
   const replayed = prepared(db, REPLAY).run({ id: batchId, now }).changes === 1;

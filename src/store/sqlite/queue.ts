@@ -153,9 +153,14 @@ export function rateWindow(spool: SqliteSpool, destination: string, now: number,
 
 // Since the batch's latest delivery (a resend's ids are new): the furthest event an attempt
 // failed at (every event before it got through), and whether one took an unconfirmed duplicate.
-const RESUME = `SELECT MAX(failed_event_id) AS before, COALESCE(MAX(unconfirmed), 0) AS unconfirmed FROM attempts
-  WHERE batch_id = $batch AND finished_at IS NOT NULL
-    AND id > COALESCE((SELECT MAX(id) FROM attempts WHERE batch_id = $batch AND outcome = 'ok'), 0)`;
+// The latest failed event since the last delivery: each attempt starts where the one before it
+// failed, so the latest is the furthest in the document's order (which is its versions' order).
+const RESUME = `WITH since AS (SELECT COALESCE((SELECT MAX(id) FROM attempts
+      WHERE batch_id = $batch AND outcome = 'ok'), 0) AS id)
+  SELECT (SELECT a.failed_event_id FROM attempts a, since WHERE a.batch_id = $batch AND a.finished_at IS NOT NULL
+      AND a.failed_event_id IS NOT NULL AND a.id > since.id ORDER BY a.id DESC LIMIT 1) AS before,
+    (SELECT COALESCE(MAX(a.unconfirmed), 0) FROM attempts a, since WHERE a.batch_id = $batch
+      AND a.finished_at IS NOT NULL AND a.id > since.id) AS unconfirmed`;
 
 /** Unwrap, on a retry: where the earlier attempts of this delivery left off; null when nothing got through. */
 export function resumePoint(spool: SqliteSpool, batchId: number): Resume | null {

@@ -57,8 +57,8 @@ export function batchEvents(spool: SqliteSpool, batchId: number): EventListing[]
   const db = spool.db;
   return prepared<Omit<EventListing, "trace"> & { trace: string | null }, [number]>(
     db,
-    "SELECT id, event_type, received_at, dedup_id, size, excluded_at, route, trace FROM events WHERE batch_id = ? " +
-      "ORDER BY id",
+    "SELECT id, event_type, received_at, dedup_id, size, excluded_at, route, trace, version FROM events " +
+      "WHERE batch_id = ? ORDER BY id",
   )
     .all(batchId)
     .map((e) => ({ ...e, trace: parseTrace(e.trace) }));

@@ -39,6 +39,9 @@ export const Q = {
     SELECT rowid FROM dedup WHERE source = $source AND seen_at < $cutoff ORDER BY seen_at LIMIT $limit)`,
   // The journal keeps what `watch` can resume from as long as delivered batches are kept.
   deleteJournal: `DELETE FROM journal WHERE id IN (SELECT id FROM journal WHERE at < $cutoff ORDER BY id LIMIT $limit)`,
+  // A key's last delivered version is kept as long as a delivered batch (its age: the key's last delivery).
+  deleteVersions: `DELETE FROM delivered_versions WHERE rowid IN (
+    SELECT rowid FROM delivered_versions WHERE at < $cutoff ORDER BY at LIMIT $limit)`,
   // Operators' actions are kept as long as attempts, the other half of a batch's story.
   deleteActions: `DELETE FROM actions WHERE id IN (SELECT id FROM actions WHERE at < $cutoff ORDER BY id LIMIT $limit)`,
   deleteIssues: `DELETE FROM issues WHERE id IN (
@@ -98,8 +101,9 @@ async function deleteBy(
  * Run one retention pass at `now`: delivered batches with their events and raw bodies
  * after deliveredDays; dropped batches after droppedDays; finished attempts by started_at after
  * attemptsDays; dedup rows older than their source's window; resolved and ignored issues after
- * issuesDays. Dead batches (quarantine included) and unfinished batches are never deleted.
- * Each transaction deletes at most batchSize rows; the WAL is checkpointed (TRUNCATE) after.
+ * issuesDays; the journal and each key's last delivered version after deliveredDays. Dead batches
+ * (quarantine included) and unfinished batches are never deleted. Each transaction deletes at
+ * most batchSize rows; the WAL is checkpointed (TRUNCATE) after.
  */
 export async function runRetention(
   spool: SqliteSpool,
@@ -126,6 +130,7 @@ export async function runRetention(
     counts.issues += n;
   });
   await deleteBy(spool, Q.deleteJournal, { cutoff: now - policy.deliveredDays * DAY_S, limit: size }, () => {});
+  await deleteBy(spool, Q.deleteVersions, { cutoff: now - policy.deliveredDays * DAY_S, limit: size }, () => {});
   await deleteBy(spool, Q.deleteActions, { cutoff: now - policy.attemptsDays * DAY_S, limit: size }, () => {});
   await checkpointAfterPass(spool);
   return counts;

@@ -46,8 +46,9 @@ const RAW = new Uint8Array([0x7b, 0x00, 0xff, 0xfe, 0x80, 0x7d]);
  * A SQLite spool with rows in every table, through the store's own operations: queued, sealed,
  * leased, delivered, retry, dead, dropped and split batches, a quarantined request, raw bodies,
  * dedup ids, a tee, an open batch left open, a tripped and a paused destination, issues and an
- * alert, a poll clock, an operator's action, and the journal they all wrote (its newest rows
- * pruned, so SQLite's AUTOINCREMENT has given ids the table no longer holds).
+ * alert, a poll clock, an operator's action, a key's last delivered version, and the journal
+ * they all wrote (its newest rows pruned, so SQLite's AUTOINCREMENT has given ids the table no
+ * longer holds).
  */
 function populate(lite: SqliteSpool): { openBatch: number } {
   const one = { max_events: 1 };
@@ -68,11 +69,19 @@ function populate(lite: SqliteSpool): { openBatch: number } {
     if (r.status !== "queued") throw new Error(`expected queued, got ${r.status}`);
     return r.placed[0].batchId;
   };
-  // 1-4: single-event batches, sealed at once; 1 with a raw body and a dedup id.
+  // 1-4: single-event batches, sealed at once; 1 with a raw body, a dedup id and a version (its
+  // delivery records its key's last delivered version).
   const b1 = place(
     enqueue(
       lite,
-      ev({ key: "a", dedupId: "d-1", raw: RAW, headers: { "X-Event": "push" }, copies: [copy("r", "http:d", one)] }),
+      ev({
+        key: "a",
+        dedupId: "d-1",
+        raw: RAW,
+        headers: { "X-Event": "push" },
+        version: 1_700_000_000.25,
+        copies: [copy("r", "http:d", one)],
+      }),
       T0,
     ),
   );
@@ -465,7 +474,7 @@ describe.skipIf(!PG_BIN)("migrate-store: SQLite to PostgreSQL", () => {
         });
         expect(r.out.trim()).toBe(
           "copied 2 batches, 3 events, 0 dedup rows, 0 attempts, 0 destination states, 0 issues, 0 alert limits, " +
-            "0 poll clocks, 3 journal rows, 0 operator actions into PostgreSQL; " +
+            "0 poll clocks, 3 journal rows, 0 operator actions, 0 delivered versions into PostgreSQL; " +
             'set [spool] backend = "postgres" and start the services',
         );
         expect(r.err).toContain(`migrate-store: PostgreSQL schema 0 -> ${PG_LATEST_SCHEMA}`);

@@ -84,6 +84,7 @@ function workload(seed: number, groups: number): { jobs: NewEvent[][]; nows: num
                   ? new TextEncoder().encode(payload)
                   : new Uint8Array([1, 2, g % 256]),
             headers: r() < 0.3 ? { "X-Kept": `h${g}` } : {},
+            version: pick([null, null, 3, 1.5, 1_700_000_000.125]),
             copies,
           }),
         );

@@ -115,6 +115,7 @@ describe.skipIf(!PG_BIN)("the spool on PostgreSQL", () => {
         "0005_lz4",
         "0006_lean_batches",
         "0007_payload_json",
+        "0008_versions",
       ]);
       expect(await pgSchemaVersion(b)).toBe(PG_LATEST_SCHEMA);
       await requirePgSchema(b);
