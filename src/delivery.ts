@@ -111,6 +111,8 @@ export interface StoredEvent {
   dedupId: string | null;
   /** events.payload, byte for byte; when its route set expose, only the paths it delivers. */
   payload: string;
+  /** Older than its key's last delivered version, and its route marks such events (docs/receiving.md). */
+  stale?: true;
 }
 
 /** Why an attempt ran out of time: its destination's timeout_s, or the worker deadline before its lease ends. */

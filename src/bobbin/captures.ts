@@ -35,13 +35,17 @@ export function parseHttpCapture(text: string): {
   return { method: start[0], url: start[1], headers, body: new TextEncoder().encode(body.replace(/\n$/, "")) };
 }
 
-/** What a capture must get: `# expect: 202 queued`, `# expect-key: ...`, `# expect-event-type: ...`. */
+/**
+ * What a capture must get: `# expect: 202 queued`, `# expect-key: ...`, `# expect-event-type: ...`,
+ * `# expect-version: ...` (the version the event is stored with, as a number: epoch seconds for a time).
+ */
 export interface Expectation {
   status: number;
   /** The {"status": word} of the answer (queued, ignored, quarantined, duplicate), if any. */
   word?: string;
   key?: string;
   eventType?: string;
+  version?: number;
 }
 
 export interface Capture {
@@ -51,6 +55,14 @@ export interface Capture {
   expect: Expectation;
   /** `# settings: { ... }`: the instance settings it was made for, in place of the kit's. */
   settings?: Record<string, unknown>;
+}
+
+/** `# expect-version: <number>`, read as the number it says. */
+function versionOf(file: string, text: string | undefined): { version?: number } {
+  if (text === undefined) return {};
+  const version = Number(text);
+  if (text === "" || !Number.isFinite(version)) throw new Error(`${file}: "# expect-version: ${text}" is not a number`);
+  return { version };
 }
 
 /** Read a capture and the comment lines that say what it must get. */
@@ -81,7 +93,13 @@ export function parseCapture(file: string, text: string): Capture {
   return {
     file,
     request: parseHttpCapture(text),
-    expect: { status: Number(m[1]), word: m[2], key: value("expect-key"), eventType: value("expect-event-type") },
+    expect: {
+      status: Number(m[1]),
+      word: m[2],
+      key: value("expect-key"),
+      eventType: value("expect-event-type"),
+      ...versionOf(file, value("expect-version")),
+    },
     ...(settings ? { settings } : {}),
   };
 }

@@ -272,6 +272,7 @@ export const TEMPLATE_SETTING_TYPES: { [K in (typeof TEMPLATE_KEYS)[number]]: re
   callback_url: ["string"],
   dedup: ["string"],
   event_type: ["string"],
+  version: ["string"],
   head_handshake: ["bool"],
   sender_retries: ["bool"],
   key: ["string", "list"],

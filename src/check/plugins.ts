@@ -23,6 +23,8 @@ export interface PluginFacts {
   senderRetries?: boolean;
   /** How many headers the source keeps (config's keep_headers, else the plugin's). */
   keepHeaders?: number;
+  /** The plugin reads each event's version (a template's `version`, a code source's version()). */
+  versioned?: boolean;
 }
 
 export function codePathRules(
@@ -80,6 +82,7 @@ export async function loadPlugins(
         span: plugin.span,
         eventHeader: plugin.eventHeader,
         senderRetries: plugin.senderRetries,
+        versioned: typeof plugin.version === "function",
       });
     } catch (e) {
       if (!(e instanceof ConfigError)) throw e;

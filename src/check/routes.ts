@@ -211,6 +211,37 @@ function headerRules(config: Config, plugins: Map<string, PluginFacts>): ConfigP
   return out.filter((p): p is ConfigProblem => p !== null);
 }
 
+/**
+ * A stale rule on a source whose plugin reads no version could judge nothing: an error at the
+ * route's (or the source's) own stale key. The loader already refuses one on a template or poll
+ * source; this is the code source's, whose plugin says (a version function) once loaded. A pull
+ * source's events keep the versions they had upstream.
+ */
+function staleRules(config: Config, plugins: Map<string, PluginFacts>): ConfigProblem[] {
+  const out: ConfigProblem[] = [];
+  const unversioned = (source: string) => {
+    const src = config.sources[source];
+    const facts = plugins.get(source);
+    return src !== undefined && src.pull === undefined && facts !== undefined && !facts.versioned;
+  };
+  const refuse = (key: string, rule: string, source: string) =>
+    out.push(
+      problem(
+        "error",
+        `${key}.stale`,
+        `stale = "${rule}" needs a version, and source ${source} reads none`,
+        "give the source's plugin a version() (the sender's own time for an event), or remove stale",
+      ),
+    );
+  for (const [name, src] of Object.entries(config.sources))
+    if ((src.stale === "mark" || src.stale === "skip") && unversioned(name)) refuse(sourceKey(name), src.stale, name);
+  config.routes.forEach((r, i) => {
+    if (r.instance === undefined && (r.stale === "mark" || r.stale === "skip") && unversioned(r.source))
+      refuse(`routes[${i}]`, r.stale, r.source);
+  });
+  return out;
+}
+
 /** Every route rule (this file's, the window's and the gateway's), over a config whose plugins are loaded. */
 export function routeProblems(
   config: Config,
@@ -223,6 +254,7 @@ export function routeProblems(
     ...teeRules(config, flows, plugins),
     ...windowRules(config, flows, plugins),
     ...headerRules(config, plugins),
+    ...staleRules(config, plugins),
     ...hermesRules(config, flows, deps),
   ];
 }

@@ -7,7 +7,8 @@ import { FILTER_ARGS, filterOf } from "./filters.ts";
 import { humanAge, humanBytes, isoTime, table, visible } from "./format.ts";
 import { type Cli, GLOBAL_ARGS, loadForReading, openOperatorStore, positiveInt } from "./context.ts";
 import { leaseConsumer } from "../store/pull.ts";
-import type { BatchRow } from "../store/batches.ts";
+import type { BatchRow, EventListing } from "../store/batches.ts";
+import { isStale } from "../store/stale-plan.ts";
 
 /**
  * A batch as list --json gives it: a pull consumer's lease names its holder (lease_consumer); its
@@ -16,6 +17,25 @@ import type { BatchRow } from "../store/batches.ts";
 function listed(b: BatchRow): BatchRow & { lease_consumer?: string } {
   const consumer = leaseConsumer(b.lease_owner);
   return consumer === null ? b : { ...b, lease_consumer: consumer };
+}
+
+/**
+ * What the stale rule made of a listed event, by its trace's rule and the floor its batch was
+ * judged against at its first lease (store/stale-plan.ts); null: neither marked nor left out.
+ */
+function staleOf(b: BatchRow, e: EventListing): "mark" | "skip" | null {
+  const rule = e.trace?.stale;
+  if (rule !== "mark" && rule !== "skip") return null;
+  return isStale(e.version, b.floor_at === null ? null : b.stale_floor) ? rule : null;
+}
+
+/** The stale part of WHY HERE: the event's version, and whether its batch's first lease found it stale. */
+function staleText(b: BatchRow, e: EventListing): string {
+  if (e.version === null) return "";
+  const s = staleOf(b, e);
+  if (s === null) return `, version ${e.version}`;
+  const why = `version ${e.version} < ${b.stale_floor} delivered`;
+  return s === "skip" ? `, stale: left out (${why})` : `, stale: marked (${why})`;
 }
 
 /** A routing trace in a few words: the stage, the rule and what it matched, where the window came from. */
@@ -127,7 +147,8 @@ function showCommand(cli: Cli): CommandDef {
         if (payloads && cli.io.isTTY) cli.io.err("warning: payloads may hold secrets or personal data");
         if (cli.globals.json) {
           const out: Record<string, unknown> = { batch: b };
-          if (events) out.events = events;
+          // Each event with what its batch's first lease found of it: "mark", "skip" or null.
+          if (events) out.events = events.map((e) => ({ ...e, stale: staleOf(b, e) }));
           if (attempts) out.attempts = attempts;
           if (payloads) {
             out.payloads = payloads.map((p) => ({
@@ -166,6 +187,9 @@ function showCommand(cli: Cli): CommandDef {
         } else if (b.next_attempt_at !== null)
           lines.push(["next attempt", `${isoTime(b.next_attempt_at)} (in ${humanAge(b.next_attempt_at - now)})`]);
         if (b.not_before !== null) lines.push(["not before", isoTime(b.not_before)]);
+        // The version its key had delivered when it was first leased: its events are judged by it.
+        if (b.floor_at !== null && b.stale_floor !== null)
+          lines.push(["stale floor", `version ${b.stale_floor}, its key's last delivered at ${isoTime(b.floor_at)}`]);
         if (b.lease_owner) {
           const consumer = leaseConsumer(b.lease_owner);
           const holder = consumer === null ? b.lease_owner : `consumer ${consumer} (${b.lease_owner})`;
@@ -195,7 +219,7 @@ function showCommand(cli: Cli): CommandDef {
                 e.size,
                 e.dedup_id ?? "-",
                 e.excluded_at ? isoTime(e.excluded_at) : "",
-                traceText(e.trace),
+                traceText(e.trace) + staleText(b, e),
               ]),
             ),
           );

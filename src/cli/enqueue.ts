@@ -3,7 +3,7 @@ import { readFileSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 import type { CommandDef } from "citty";
 import { destinationProblem } from "../config/destinations.ts";
-import { injectedCopies, newEvent } from "../config/events.ts";
+import { injectedCopies, injectedVersion, newEvent } from "../config/events.ts";
 import { loadSources } from "../config/sources.ts";
 import { userKey } from "../config/provenance.ts";
 import { HookspoolError } from "../errors.ts";
@@ -101,7 +101,13 @@ export function enqueueCommand(cli: Cli): CommandDef {
         });
       }
       const dedupId = args["dedup-id"] === undefined ? null : String(args["dedup-id"]);
-      const ev = newEvent(config, { source, key: String(args.key), eventType, dedupId, payload: text, body }, copies);
+      // The source's version selector read from the payload, as a POST of it would give it.
+      const version = injectedVersion(plugins, { source, payload: text, peer: "cli", now: cli.clock.now() });
+      const ev = newEvent(
+        config,
+        { source, key: String(args.key), eventType, dedupId, payload: text, body, version },
+        copies,
+      );
       const r = await enqueueOn(cli, { config, paths }, ev);
       if (cli.globals.json) {
         cli.io.out(JSON.stringify(r));

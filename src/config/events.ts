@@ -1,6 +1,7 @@
 // A new event is built one way wherever it comes from (a request at the intake, the operator's
 // hookspool enqueue, a script's emit): the source's dedup window and raw-body setting from
 // config, its copies from the routing of sources.ts.
+import { versionNumber } from "../plugin/event-version.ts";
 import { hookRequest } from "../plugin/hook-request.ts";
 import { compileExpose, exposePayload, exposeTrace, tracedExpose } from "./expose.ts";
 import type { NewEvent } from "../store/enqueue.ts";
@@ -21,6 +22,8 @@ export interface EventFacts {
   headers?: Record<string, string>;
   /** The payload was produced by JSON.parse or JSON.stringify here (see NewEvent). */
   payloadParsed?: true;
+  /** Its version by the provider's clock, as versionNumber gives it; absent or null: none. */
+  version?: number | null;
 }
 
 /** The event to enqueue for `facts`, placed as `copies`. */
@@ -39,6 +42,7 @@ export function newEvent(config: Config, facts: EventFacts, copies: NewEvent["co
     headers: facts.headers ?? {},
     copies: copies.map((c) => withDropped(c, facts.payload)),
     dedupWindowS: src.dedup_window_s,
+    ...(facts.version !== undefined && facts.version !== null ? { version: facts.version } : {}),
     ...(facts.payloadParsed ? { payloadParsed: true as const } : {}),
   };
 }
@@ -82,6 +86,32 @@ export function injectedCopies(
   }).copies;
 }
 
+/**
+ * The version the source's plugin reads from an event that came without a request (an
+ * operator's enqueue, a script's emit): from its payload as a POST of it would carry it, so a
+ * header: selector finds nothing. Null when the plugin declares none or it throws.
+ */
+export function injectedVersion(
+  plugins: ReadonlyMap<string, IntakeSource>,
+  o: { source: string; payload: string; peer: string; now: number },
+): number | null {
+  const plugin = plugins.get(o.source)?.plugin;
+  if (!plugin?.version) return null;
+  const req = hookRequest({
+    method: "POST",
+    url: `/hooks/${o.source}`,
+    headers: [["content-type", "application/json"]],
+    body: utf8.encode(o.payload),
+    peer: o.peer,
+    now: o.now,
+  });
+  try {
+    return versionNumber(plugin.version(JSON.parse(o.payload), req));
+  } catch {
+    return null;
+  }
+}
+
 /** What a pull source read of one event from the spool it leased from. */
 export interface PulledFacts {
   /** The pull source that leased it (whose routes take it when this config has no source of its name). */
@@ -92,6 +122,8 @@ export interface PulledFacts {
   dedupId: string;
   payload: string;
   headers: Record<string, string>;
+  /** Its version upstream (event_meta's), kept: this spool orders and judges it by the same number. */
+  version?: number | null;
   now: number;
 }
 
@@ -119,6 +151,7 @@ export function pulledEvent(config: Config, plugins: ReadonlyMap<string, IntakeS
       payload: f.payload,
       body: null,
       headers: f.headers,
+      version: f.version ?? null,
     },
     copies,
   );

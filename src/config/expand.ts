@@ -295,6 +295,7 @@ export function expandBobbins(config: Config, p: Problems, ctx: ExpandContext): 
       if (src.sender_retries === undefined && typeof template.sender_retries === "boolean")
         src.sender_retries = template.sender_retries;
     }
+    if (inst.stale !== undefined) src.stale = inst.stale;
     for (const k of Object.keys(src) as (keyof SourceConfig)[]) if (src[k] === undefined) delete src[k];
 
     if (hasProcessor) {

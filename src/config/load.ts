@@ -10,7 +10,7 @@ import { expandBobbins } from "./expand.ts";
 import { Problems, isTable, parseFields } from "./parse.ts";
 import { BOBBIN_INSTANCE_FIELDS, CONFIG_FIELDS, DEFAULT_SPANS } from "./schema.ts";
 import type { Config, ConfigProblem, LoadedConfig, Paths, SecretRef, SourceSecret } from "./types.ts";
-import { validateConfig } from "./validate.ts";
+import { validateConfig, validateStale } from "./validate.ts";
 
 export const DEFAULT_HOME = "/var/lib/hookspool";
 
@@ -85,6 +85,7 @@ export function parseConfig(
     validateConfig(config, p);
     const home = opts.home ? opts.home(config) : expandPath(config.spool.home, dirname(resolve(file)), opts.env);
     expandInstances(config, p, home);
+    validateStale(config, p);
   }
   const problems = opts.strict ? p.list.map((x) => ({ ...x, level: "error" as const })) : p.list;
   const errors = problems.filter((x) => x.level === "error");

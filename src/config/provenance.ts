@@ -21,6 +21,7 @@ const SAME_NAME = new Set([
   "max_body_bytes",
   "every_s",
   "jitter_s",
+  "stale",
 ]);
 
 /** The key of the instance's output that became its source's action. */

@@ -25,6 +25,11 @@ export interface RouteTrace {
    * out of this payload (filled in by newEvent). Delivery applies this rule, not the config's.
    */
   expose?: ExposeTrace;
+  /**
+   * The route's stale rule when the event was routed (absent: off): the delivery applies this
+   * one, so a reload never changes what an event's batch does with it (docs/receiving.md).
+   */
+  stale?: "mark" | "skip";
 }
 
 /** One place an event goes: the primary copy first, then tees in file order. */
@@ -140,6 +145,8 @@ export function resolveCopies(config: Config, source: string, attrs: Attrs, opts
   ): RouteTrace => {
     // A rule's own expose; the implicit route's is its source's (a bobbin output's, expanded).
     const expose = c ? c.rule.expose : config.sources[source]?.expose;
+    // A rule's own stale rule, else its source's (a bobbin instance's, expanded).
+    const stale = c?.rule.stale ?? config.sources[source]?.stale;
     return {
       stage,
       route: name,
@@ -148,6 +155,7 @@ export function resolveCopies(config: Config, source: string, attrs: Attrs, opts
       destination,
       window: { quiet_s: w.quiet_s, max_s: w.max_s, from: (c ?? implicit).from },
       ...(expose ? { expose: { paths: [...expose] } } : {}),
+      ...(stale === "mark" || stale === "skip" ? { stale } : {}),
     };
   };
   let primary: RouteCopy;

@@ -71,6 +71,15 @@ export const PULL_SOURCE_FIELDS: Fields = {
   allow_insecure: bool("allow an http:// url (a loopback test, or a tunnel that is itself encrypted)", false),
 };
 
+/** A route's stale rule (docs/receiving.md): off, or what becomes of an event older than its key delivered. */
+const STALE: Field = {
+  type: { kind: "string", choices: ["off", "mark", "skip"] },
+  doc:
+    "an event whose version (the source's template version) is older than the last version its (route, key) " +
+    'delivered: "mark" delivers it with "stale": true in event_meta, "skip" leaves it out of the document ' +
+    '(kept, shown and counted); "off" (the default) neither',
+};
+
 export const SOURCE_FIELDS: Fields = {
   module: str("a TypeScript module that implements the source (a code source; relative to config.toml)"),
   template: {
@@ -119,6 +128,7 @@ export const SOURCE_FIELDS: Fields = {
   },
   every_s: num("poll interval (poll sources only)"),
   jitter_s: num("poll jitter (poll sources only)"),
+  stale: { ...STALE, doc: `its routes' stale rule, for a route that sets none (the implicit route's): ${STALE.doc}` },
 };
 
 export const ROUTE_FIELDS: Fields = {
@@ -134,6 +144,7 @@ export const ROUTE_FIELDS: Fields = {
       '":untrusted" at the end delivers the value as {"untrusted": "<text>"}; ' +
       "unset: the whole payload (see docs/receiving.md)",
   },
+  stale: { ...STALE, doc: `${STALE.doc}; unset: the source's` },
   ...WINDOW_OVERRIDES,
 };
 
@@ -287,6 +298,7 @@ export const BOBBIN_INSTANCE_FIELDS: Fields = {
       "output (a key of outputs) -> the payload paths its events deliver, " +
       'as a route\'s expose: { "*" = ["action", "title:untrusted"] }',
   },
+  stale: { ...STALE, doc: `the stale rule of the instance's routes (its source's): ${STALE.doc}` },
   expect: bool("apply the manifest's expect_every_s"),
   span: str("coalesce preset name"),
   ...WINDOW_OVERRIDES,

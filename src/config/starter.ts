@@ -266,6 +266,13 @@ const TEMPLATE_KEY_DOCS: { [K in TemplateKey]: { type: string; doc: string; alwa
       "the event type, stored with the event; " +
       "routes can always match on it as `event_type`; unset or no value: empty",
   },
+  version: {
+    type: "selector",
+    doc:
+      "the event's version by the sender's own clock (Stripe's `field:created`, Shopify's " +
+      "`header:X-Shopify-Triggered-At`): a number or an RFC 3339 time; a batch orders its events by it and a " +
+      "route's `stale` compares it with the last version its key delivered; unset or no value: none",
+  },
   attrs: {
     type: "table of name = selector",
     doc: "more attributes for routes to match on; a selector with no value leaves its attribute out",

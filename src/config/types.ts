@@ -46,7 +46,12 @@ export interface SourceConfig extends PartialWindow {
   expose?: string[];
   /** The payload paths its bobbin has indexed (manifest `indexed`): set only by the expansion. */
   indexed?: string[];
+  /** Its routes' stale rule when a route sets none (the implicit route's); see docs/receiving.md. */
+  stale?: StaleRule;
 }
+
+/** What a route does with an event older than the last version its (route, key) delivered. */
+export type StaleRule = "off" | "mark" | "skip";
 
 export interface PullSourceConfig {
   url: string;
@@ -66,6 +71,8 @@ export interface RouteConfig extends PartialWindow {
   tee: boolean;
   /** The payload paths its copies deliver (absent: the whole payload); see expose.ts. */
   expose?: string[];
+  /** Unset: its source's. */
+  stale?: StaleRule;
   /** The bobbin instance whose outputs made this route (absent: the file's own). */
   instance?: string;
 }
@@ -111,6 +118,8 @@ export interface BobbinInstanceConfig extends PartialWindow {
   outputs?: Record<string, string>;
   /** Output (a key of outputs) -> the paths its events deliver, as a route's expose. */
   expose?: Record<string, string[]>;
+  /** The stale rule of its source (so of its routes). */
+  stale?: StaleRule;
   expect?: boolean;
   span?: string;
   expect_every_s?: number;

@@ -5,6 +5,7 @@ import { exposeProblems } from "./expose.ts";
 import { parseRate } from "../pacing.ts";
 import type { Problems } from "./parse.ts";
 import { quoteKey } from "./parse.ts";
+import { userKey } from "./provenance.ts";
 import type { Config, DestinationConfig, PullSourceConfig, SourceConfig } from "./types.ts";
 import { CONSUMER_NAME, PULL_MAX_LEASE, PULL_MAX_WAIT_S } from "../store/pull.ts";
 
@@ -112,6 +113,41 @@ function validateRoutes(config: Config, p: Problems): void {
         p,
       );
     }
+  });
+}
+
+/**
+ * Whether a source's events carry a version: a template's `version` selector, a pull source's
+ * upstream versions; a poll's ticks never; a code source's only its loaded plugin can say
+ * (hookspool check), so undefined.
+ */
+function versioned(src: SourceConfig): boolean | undefined {
+  if (src.pull) return true;
+  if (src.kind === "poll") return false;
+  if (src.template) return typeof src.template.version === "string" && src.template.version !== "";
+  return undefined;
+}
+
+/**
+ * A stale rule ("mark" or "skip") on a route, or on a source for its routes, whose source reads
+ * no version: it could judge nothing, so it is an error at its own key (an instance's for a bobbin's
+ * source). Run after the bobbins' expansion, which makes their sources' templates.
+ */
+export function validateStale(config: Config, p: Problems): void {
+  const on = (rule: string | undefined) => rule === "mark" || rule === "skip";
+  const problem = (key: string, rule: string, source: string) =>
+    p.error(
+      userKey(config, key),
+      `stale = "${rule}" needs a version, and source ${source} reads none`,
+      "set the source's template version (a field: or header: selector with the sender's own time), or remove stale",
+    );
+  for (const [name, src] of Object.entries(config.sources))
+    if (on(src.stale) && versioned(src) === false) problem(`sources.${quoteKey(name)}.stale`, String(src.stale), name);
+  config.routes.forEach((r, i) => {
+    const src = Object.hasOwn(config.sources, r.source) ? config.sources[r.source] : undefined;
+    // An instance's output route has its instance's rule, said at the instance's own key.
+    if (r.instance === undefined && on(r.stale) && src && versioned(src) === false)
+      problem(`routes[${i}].stale`, String(r.stale), r.source);
   });
 }
 

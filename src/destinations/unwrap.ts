@@ -32,19 +32,23 @@ export interface UnwrapOptions {
 const encoder = new TextEncoder();
 
 /**
- * Deliver every event of the batch, in order. The batch is ok only when every request was; a
- * retry starts again at the first event (receivers that keep ids answer duplicate), or with
- * skipTaken at the first event no earlier attempt got through, so no event is ever sent before
- * an earlier one of its batch has been accepted.
+ * Deliver every event of the batch, in the document's order (its versions', then arrival). The
+ * batch is ok only when every request was; a retry starts again at the first event (receivers
+ * that keep ids answer duplicate), or with skipTaken at the event the last attempt failed on, so
+ * no event is ever sent before an earlier one of its batch has been accepted.
  */
 export async function deliverEach(ctx: DeliveryContext, opts: UnwrapOptions): Promise<Outcome> {
-  const events = [...ctx.events].sort((a, b) => a.id - b.id);
+  const events = ctx.events;
   const total = events.length;
-  const before = opts.skipTaken && ctx.resume ? ctx.resume.before : Number.NEGATIVE_INFINITY;
+  const resume = opts.skipTaken ? ctx.resume : undefined;
+  // Where the last attempt failed, in this (unchanging) order; an event no longer there (an
+  // operator excluded it): every event that came before it by id.
+  const at = resume ? events.findIndex((e) => e.id === resume.before) : -1;
+  const taken = (i: number, id: number) => (resume ? (at >= 0 ? i < at : id < resume.before) : false);
   let last: Outcome | null = null;
   let sent = 0;
   for (const [i, event] of events.entries()) {
-    if (event.id < before) continue;
+    if (taken(i, event.id)) continue;
     const where = `event ${event.id} (${i + 1} of ${total})`;
     const fail = (o: Outcome): Outcome => ({
       ...o,
@@ -130,6 +134,8 @@ export async function deliverBatch(body: string, ctx: DeliveryContext, o: BatchS
           [
             { name: o.eventHeader, value: r.event.eventType },
             { name: o.dedupHeader, value: r.event.dedupId },
+            // An event its route marks stale says so, as its event_meta entry would.
+            { name: "X-Hookspool-Stale", value: r.event.stale ? "true" : null },
           ],
           true,
           r.event,

@@ -1,11 +1,15 @@
 // The batch document (docs/receiving.md), identical for Hermes, scripts and HTTP. Payloads are
 // spliced in as stored, byte for byte, so the document never re-encodes a sender's numbers; an
 // event whose route set expose carries only those paths (each value still as stored), by the
-// rule its trace kept when it was routed.
+// rule its trace kept when it was routed. The events go in their versions' order; one older than
+// its key's last delivered version when the batch was first leased is marked "stale" or left
+// out, as its route's stale rule said when it was routed (store/stale-plan.ts): the floor is
+// fixed on the batch at that lease, so every attempt builds the same document.
 import { compileExpose, type ExposeRule, exposePayload, tracedExpose } from "../config/expose.ts";
 import type { StoredEvent } from "../delivery.ts";
-import { type ContentEvent, eventMeta, jsonText } from "../store/content.ts";
+import { type ContentEvent, documentOrder, type EventMeta, eventMeta, jsonText } from "../store/content.ts";
 import type { BatchRow } from "../store/batches.ts";
+import { judge, staleCounts } from "../store/stale-plan.ts";
 
 export interface DocumentInput {
   batch: BatchRow;
@@ -36,9 +40,25 @@ function deliveredPayloads(content: readonly ContentEvent[]): string[] {
   });
 }
 
+/** A built document: its text, the events as delivered, and what the stale rules made of the batch. */
+export interface BuiltDocument {
+  body: string;
+  /** The events as delivered (each payload exposed), for unwrap. */
+  events: StoredEvent[];
+  /** Events delivered with "stale": true, and events left out as stale. */
+  marked: number;
+  skipped: number;
+  /** Every event of the batch was left out as stale: there is nothing to send. */
+  allSkipped: boolean;
+}
+
 /** The document as JSON text, and the events as delivered (each payload exposed) for unwrap. */
-export function buildDocument(d: DocumentInput): { body: string; events: StoredEvent[] } {
-  const { batch, content } = d;
+export function buildDocument(d: DocumentInput): BuiltDocument {
+  const { batch } = d;
+  const judged = judge(documentOrder(d.content), batch);
+  const { marked, skipped } = staleCounts(judged);
+  const kept = judged.filter((j) => j.stale !== "skip");
+  const content = kept.map((j) => j.event);
   const payloads = deliveredPayloads(content);
   const types: Record<string, number> = {};
   for (const e of content) types[e.event_type] = (types[e.event_type] ?? 0) + 1;
@@ -59,10 +79,24 @@ export function buildDocument(d: DocumentInput): { body: string; events: StoredE
   };
   const headText = JSON.stringify(head);
   const events = payloads.map(jsonText).join(",");
-  const meta = JSON.stringify(content.map(eventMeta));
+  // "stale" comes last in its entry, the bytes content.ts STALE_MARK counts.
+  const meta = JSON.stringify(
+    kept.map((j): EventMeta & { stale?: true } =>
+      j.stale === "mark" ? { ...eventMeta(j.event), stale: true } : eventMeta(j.event),
+    ),
+  );
   const body = `${headText.slice(0, -1)},"events":[${events}],"event_meta":${meta}}`;
   return {
     body,
-    events: content.map((e, i) => ({ id: e.id, eventType: e.event_type, dedupId: e.dedup_id, payload: payloads[i] })),
+    events: kept.map(({ event: e, stale }, i) => ({
+      id: e.id,
+      eventType: e.event_type,
+      dedupId: e.dedup_id,
+      payload: payloads[i],
+      ...(stale === "mark" ? { stale: true as const } : {}),
+    })),
+    marked,
+    skipped,
+    allSkipped: content.length === 0 && skipped > 0,
   };
 }

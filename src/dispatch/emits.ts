@@ -2,7 +2,7 @@
 // intake's routing: the source plugin's attrs, action and span count as they would
 // for a request.
 import { destinationProblem } from "../config/destinations.ts";
-import { injectedCopies, newEvent } from "../config/events.ts";
+import { injectedCopies, injectedVersion, newEvent } from "../config/events.ts";
 import { outputExpose } from "../config/expose.ts";
 import type { IntakeSource } from "../config/sources.ts";
 import type { Config } from "../config/types.ts";
@@ -44,6 +44,8 @@ export function resolveEmit(
   if (payload === undefined) throw bad("payload is not JSON");
   const eventType = e.event_type ?? "";
   let copies: NewEvent["copies"];
+  // Its version: what the source's selector reads from the payload (a processor's output has none).
+  let version: number | null = null;
   if (processorOf !== undefined && e.source === processorOf && e.destination !== undefined) {
     if (e.destination === `script:${processorOf}`)
       throw bad("a processor's output may not go back to its own processor");
@@ -73,6 +75,7 @@ export function resolveEmit(
         peer: "emit",
         now,
       }).map((c) => ({ ...c, trace: { ...c.trace, stage: "emit", routed_as: c.trace.stage } }));
+      version = injectedVersion(sources, { source: e.source, payload, peer: "emit", now });
     } catch {
       throw bad("no destination");
     }
@@ -82,7 +85,7 @@ export function resolveEmit(
   // An emit has no body of its own to keep: its payload is what the script printed.
   const ev = newEvent(
     config,
-    { source: e.source, key: e.key, eventType, dedupId: e.dedup_id ?? null, payload, body: null },
+    { source: e.source, key: e.key, eventType, dedupId: e.dedup_id ?? null, payload, body: null, version },
     copies,
   );
   try {

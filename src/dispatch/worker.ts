@@ -14,6 +14,7 @@ import type { Policy } from "../store/outcome-plan.ts";
 import type { Candidate, Claim } from "../store/queue.ts";
 import { testHook } from "../testhook.ts";
 import { rateMarginS } from "../pacing.ts";
+import { countStale } from "../obs/counters.ts";
 import { buildDocument } from "./document.ts";
 import { resolveEmit } from "./emits.ts";
 import type { OutcomeWriter } from "./outcomes.ts";
@@ -72,6 +73,14 @@ export async function deliverClaim(
     log.warn("batch missing after claim; attempt closed", { destination: c.destination, batch: c.id });
     return;
   }
+  const doc = buildDocument({
+    batch: delivery.batch,
+    content: delivery.content,
+    deliveryId: claim.deliveryId ?? "",
+    attempt: claim.n,
+  });
+  // This lease judged the batch (its first: it fixed the floor): what the stale rules made of it counts once.
+  if (delivery.batch.floor_at === startedAt) countStale(doc);
   if (!dest) {
     o = outcome({
       kind: "retry",
@@ -79,13 +88,12 @@ export async function deliverClaim(
       reason: "unknown destination",
       detail: `no destination named ${c.destination} in the config`,
     });
+  } else if (doc.allSkipped) {
+    // Every event is older than its key's last delivered version and its route skips them:
+    // nothing is sent, and the batch is delivered as such (result "stale", nothing said of the
+    // destination).
+    o = outcome({ kind: "ok", reason: "stale", sent: 0 });
   } else {
-    const doc = buildDocument({
-      batch: delivery.batch,
-      content: delivery.content,
-      deliveryId: claim.deliveryId ?? "",
-      attempt: claim.n,
-    });
     // The attempt's one deadline: timeout_s, or the worker deadline if sooner.
     // The lease ends at lease_until in now_eff terms (the database's clock on PostgreSQL; one
     // standing still after a backwards step on SQLite): the worker deadline is the lease's length
@@ -156,6 +164,7 @@ export async function deliverClaim(
     ignoredIssueAfter: dest?.ignoredIssueAfter,
     // outcome = "await": a 2xx that starts a run leaves the batch awaiting its outcome.
     awaitOutcomeS: awaitPolicy(w.config(), c.destination)?.timeoutS,
+    ...(dest && doc.allSkipped ? { unsent: "stale" as const } : {}),
   });
   const fields = {
     destination: c.destination,

@@ -6,6 +6,7 @@ import { newEvent } from "../config/events.ts";
 import { eventCopies, type IntakeSource, NO_SECRETS, type SecretPosition } from "../config/sources.ts";
 import type { Config } from "../config/types.ts";
 import { isHookspoolError } from "../errors.ts";
+import { versionNumber } from "../plugin/event-version.ts";
 import { BadPayload, type HookRequest, type HookResponse, type Secrets, type SourcePlugin } from "../plugin/types.ts";
 import { eventMetaProblem, MAX_KEY_BYTES, type NewEvent } from "../store/enqueue.ts";
 
@@ -208,6 +209,8 @@ function classifyOne(
     throw new BadPayload(`the coalesce key is over ${MAX_KEY_BYTES} bytes`, "key_too_long");
   const dedupId = plugin.dedupId?.(payload, req) ?? null;
   const eventType = plugin.eventType?.(payload, req) ?? "";
+  // The provider's clock for it: a number, or null when the plugin reads none (or nothing usable).
+  const version = versionNumber(plugin.version?.(payload, req) ?? null);
   const { copies, attrs } = eventCopies(config, src.name, src, { payload, req, eventType: String(eventType) });
   const kept: Record<string, string> = {};
   for (const h of src.keepHeaders) {
@@ -223,6 +226,7 @@ function classifyOne(
     body,
     headers: kept,
     payloadParsed: true as const,
+    version,
   };
   // What event_meta carries is bounded, so a batch document's size is too (check counts on it).
   const tooLong = eventMetaProblem(facts);

@@ -161,6 +161,7 @@ export class PullSource implements Service {
         dedupId: meta.dedup_id ?? `hs_${instance}_e${meta.id}`,
         payload: payloads[i],
         headers: meta.headers ?? {},
+        version: typeof meta.version === "number" && Number.isFinite(meta.version) ? meta.version : null,
         now: this.d.clock.now(),
       }),
     );

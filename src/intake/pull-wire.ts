@@ -102,6 +102,10 @@ export interface PulledDocument {
     received_at: number;
     dedup_id: string | null;
     headers?: Record<string, string>;
+    /** The event's version by its provider's clock, when it has one. */
+    version?: number;
+    /** Delivered although older than its key's last delivered version (a route's stale = "mark"). */
+    stale?: true;
   }[];
 }
 

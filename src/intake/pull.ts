@@ -14,6 +14,7 @@ import { resolveSecret, type Env } from "../config/secrets.ts";
 import type { Config, SecretRef } from "../config/types.ts";
 import { deliveryId, outcome, type Outcome } from "../delivery.ts";
 import { buildDocument } from "../dispatch/document.ts";
+import { countStale } from "../obs/counters.ts";
 import { policyOf } from "../dispatch/worker.ts";
 import type { Logger } from "../log.ts";
 import { parseRate, type Rate } from "../pacing.ts";
@@ -227,21 +228,45 @@ export class PullApi {
       })),
     );
     const out: string[] = [];
+    // Batches whose every event is left out as stale: delivered at once, never handed out.
+    const unsent: OutcomeEnd[] = [];
     for (const [i, claim] of claims.entries()) {
       if (claim === null || claim === "gated") continue;
-      const text = await this.leasedText(store, heads[i].id, claim, nonces[i], now + timeoutS);
-      if (text !== null) out.push(text);
+      const text = await this.leasedText(store, heads[i].id, claim, nonces[i], now + timeoutS, now);
+      if (text === "unsent")
+        unsent.push({
+          batchId: heads[i].id,
+          destination,
+          attemptId: claim.attemptId,
+          owner: claim.owner,
+          startedAt: now,
+          probe: false,
+          script: false,
+          outcome: outcome({ kind: "ok", reason: "stale", sent: 0 }),
+          emits: [],
+          durationMs: 0,
+          jitter: this.d.rng.next(),
+          policy: policyOf(config),
+          unsent: "stale",
+        });
+      else if (text !== null) out.push(text);
+    }
+    if (unsent.length > 0) {
+      for (const r of await store.recordEnds(unsent)) if (r instanceof Error) throw r;
+      this.wake();
     }
     return out;
   }
 
+  /** A leased batch as its JSON text; "unsent" when the stale rule left every event out (nothing to hand over). */
   private async leasedText(
     store: PullStore,
     batchId: number,
     claim: Claim,
     nonce: string,
     deadline: number,
-  ): Promise<string | null> {
+    now: number,
+  ): Promise<string | "unsent" | null> {
     const delivery = await store.deliveryOf(batchId);
     if (!delivery) return null;
     const doc = buildDocument({
@@ -250,6 +275,9 @@ export class PullApi {
       deliveryId: claim.deliveryId ?? "",
       attempt: claim.n,
     });
+    // This lease judged the batch (it fixed the floor): what the stale rules made of it counts once.
+    if (delivery.batch.floor_at === now) countStale(doc);
+    if (doc.allSkipped) return "unsent";
     const head = JSON.stringify({
       lease: formatLeaseId({ batchId, attemptId: claim.attemptId, nonce }),
       deadline,

@@ -18,6 +18,7 @@ const STRING_KEYS = [
   "callback_url",
   "dedup",
   "event_type",
+  "version",
   "sw_headers",
   "algorithm",
   "encoding",
@@ -133,7 +134,7 @@ export function checkTemplate(t: Record<string, unknown>): TemplateProblem[] {
       out.push({ key: "attrs", message: "expected a table of name = selector" });
     }
   }
-  for (const k of ["key", "event_type", "dedup", "echo_field"] as const) {
+  for (const k of ["key", "event_type", "version", "dedup", "echo_field"] as const) {
     for (const sel of ([] as unknown[]).concat(t[k] ?? [])) {
       if (typeof sel === "string" && !selectorOk(sel, k === "dedup"))
         out.push({ key: k, message: `bad selector "${sel}"` });

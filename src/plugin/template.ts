@@ -30,6 +30,7 @@ export const TEMPLATE_KEYS = [
   "dedup",
   "ignore",
   "event_type",
+  "version",
   "attrs",
   "sender_retries",
   "tolerance_s",
@@ -115,6 +116,11 @@ export interface TemplateSettings extends VerifySettings {
   /** Event types acked with "ignored" and not enqueued (GitHub's ping). */
   ignore?: string | string[];
   event_type?: string;
+  /**
+   * A selector for the event's version by the provider's clock ("field:created",
+   * "header:X-Shopify-Triggered-At"): a number, numeric text or an RFC 3339 time.
+   */
+  version?: string;
   attrs?: Record<string, string>;
   sender_retries?: boolean;
   form_json?: string;
@@ -147,7 +153,13 @@ export interface TemplateSettings extends VerifySettings {
 
 /** The request headers a template reads to classify (its header: selectors, the default dedup's id header). */
 export function templateHeaders(t: TemplateSettings): string[] {
-  const selectors = [...([] as string[]).concat(t.key ?? []), t.dedup, t.event_type, ...Object.values(t.attrs ?? {})];
+  const selectors = [
+    ...([] as string[]).concat(t.key ?? []),
+    t.dedup,
+    t.event_type,
+    t.version,
+    ...Object.values(t.attrs ?? {}),
+  ];
   const out = selectors
     .filter((x): x is string => typeof x === "string")
     .flatMap(alternatives)
@@ -224,6 +236,7 @@ export function templateSource(t: TemplateSettings): SourcePlugin {
         ? afterVerify
         : undefined;
   const splitPath = t.split;
+  const versionSel = t.version;
   const learn = t.learn ? learnerFor(t.learn, t.header) : undefined;
 
   return {
@@ -272,6 +285,7 @@ export function templateSource(t: TemplateSettings): SourcePlugin {
     },
     dedupId: dedupFor(t),
     eventType,
+    version: versionSel ? (payload, req) => select(versionSel, payload, req) : undefined,
     attrs: t.attrs
       ? (payload, req) => {
           const out: Attrs = {};

@@ -115,7 +115,7 @@ export interface SourcePlugin {
   /** Headers stored with each event (and delivered in the document's event_meta). */
   keepHeaders?: readonly string[];
   /**
-   * Headers ignore/payload/key/dedupId/eventType/attrs read besides keepHeaders: kept with a
+   * Headers ignore/payload/key/dedupId/eventType/version/attrs read besides keepHeaders: kept with a
    * quarantined request so a replay can classify it again. Never a credential.
    */
   classifyHeaders?: readonly string[];
@@ -174,6 +174,12 @@ export interface SourcePlugin {
   key(payload: unknown, req: HookRequest): string;
   dedupId?(payload: unknown, req: HookRequest): string | null | undefined;
   eventType?(payload: unknown, req: HookRequest): string;
+  /**
+   * The event's version by the provider's own clock (a number, numeric text or an RFC 3339
+   * time; null: none): a batch orders its events by it, and a route's `stale` compares it with
+   * the last version its key delivered (docs/receiving.md).
+   */
+  version?(payload: unknown, req: HookRequest): string | number | null | undefined;
   attrs?(payload: unknown, req: HookRequest): Attrs;
   /** Default destination; config's action overrides it. */
   action?: string | ((payload: unknown, req: HookRequest) => string);

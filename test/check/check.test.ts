@@ -633,6 +633,41 @@ dedup_header = "X-Hookspool-Batch"
   });
 });
 
+describe("stale rules", () => {
+  test("a stale rule on a template source without a version is an error at its key; with one it passes", async () => {
+    const h = newHome();
+    const text = `${base(h).replace('action = "script:log"', 'action = "script:log"\nstale = "mark"')}
+[[routes]]
+name = "ci"
+source = "github"
+match = { class = "ci" }
+stale = "skip"
+`;
+    const ps = await check(h, text);
+    expectProblem(ps, "error", "sources.github.stale", 'stale = "mark" needs a version, and source github reads none');
+    expectProblem(ps, "error", "routes[0].stale", 'stale = "skip" needs a version');
+    const versioned = text.replace('key = "repo"', 'key = "repo", version = "field:updated_at"');
+    expect(await check(h, versioned)).toEqual([]);
+  });
+
+  test("a code source's plugin says whether it reads a version", async () => {
+    const h = newHome();
+    const plain = h.file(
+      "plugins/plain.ts",
+      'export default { authHeaders: [], verify: () => true, key: () => "k" };\n',
+      0o644,
+    );
+    const timed = h.file(
+      "plugins/timed.ts",
+      'export default { authHeaders: [], verify: () => true, key: () => "k", version: (p) => p.at };\n',
+      0o644,
+    );
+    const text = (mod: string) => `${base(h)}\n[sources.c]\nmodule = "${mod}"\naction = "script:log"\nstale = "skip"\n`;
+    expectProblem(await check(h, text(plain)), "error", "sources.c.stale", "source c reads none");
+    expect(await check(h, text(timed))).toEqual([]);
+  });
+});
+
 describe("the intake", () => {
   test("a non-loopback listen is an error, a warning with allow_non_loopback", async () => {
     const h = newHome();

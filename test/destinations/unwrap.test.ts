@@ -70,14 +70,16 @@ const ctxFor = (evs = events(3), o = {}) =>
 
 for (const k of kinds) {
   describe(`${k.label} unwrap`, () => {
-    test("one request per event, in order, each body the stored payload byte for byte", async () => {
+    test("one request per event, in the document's order, each body the stored payload byte for byte", async () => {
       const { dest, hits } = k.make(k.ok);
       expect(dest.idempotency).toBe("per-event");
       const evs = events(3);
-      const o = await dest.deliver(documentFor(evs), ctxFor([evs[2], evs[0], evs[1]]));
+      // The document's order: by the events' versions, so not always by id.
+      const ordered = [evs[2], evs[0], evs[1]];
+      const o = await dest.deliver(documentFor(evs), ctxFor(ordered));
       expect(o).toMatchObject({ kind: "ok", eventsDelivered: 3, failedEventId: null });
-      expect(hits.map((h) => h.body)).toEqual(evs.map((e) => e.payload));
-      expect(hits.map((h) => h.headers["webhook-id"])).toEqual(["hs_inst1_7_11", "hs_inst1_7_12", "hs_inst1_7_13"]);
+      expect(hits.map((h) => h.body)).toEqual(ordered.map((e) => e.payload));
+      expect(hits.map((h) => h.headers["webhook-id"])).toEqual(["hs_inst1_7_13", "hs_inst1_7_11", "hs_inst1_7_12"]);
       for (const h of hits) {
         expect(() => new Webhook(SECRET, { format: "raw" }).verify(h.body, h.headers)).not.toThrow();
         expect(h.headers["x-hub-signature-256"]).toBe(
@@ -85,8 +87,17 @@ for (const k of kinds) {
         );
         expect(h.headers["x-hookspool-batch"]).toBe("7");
       }
-      expect(hits.map((h) => h.headers["x-github-event"])).toEqual(["push", "check_suite", "push"]);
-      expect(hits.map((h) => h.headers["x-github-delivery"])).toEqual(["dedup-11", "dedup-12", "dedup-13"]);
+      expect(hits.map((h) => h.headers["x-github-event"])).toEqual(ordered.map((e) => e.eventType));
+      expect(hits.map((h) => h.headers["x-github-delivery"])).toEqual(["dedup-13", "dedup-11", "dedup-12"]);
+      expect(hits.some((h) => h.headers["x-hookspool-stale"] !== undefined)).toBe(false);
+    });
+
+    test("an event its route marks stale carries X-Hookspool-Stale: true", async () => {
+      const { dest, hits } = k.make(k.ok);
+      const evs = events(2);
+      evs[0] = { ...evs[0], stale: true };
+      expect((await dest.deliver("{}", ctxFor(evs))).kind).toBe("ok");
+      expect(hits.map((h) => h.headers["x-hookspool-stale"] ?? "")).toEqual(["true", ""]);
     });
 
     test("per-event ids are the same on every attempt", async () => {

@@ -171,7 +171,10 @@ async function expectationsHold(s: CheckSubject, m: Manifest, kit: Kit, captures
           );
         else if (c.expect.word && word !== c.expect.word)
           fail(`got ${r.status} ${word ?? "(no status word)"}, # expect: says ${c.expect.word}`);
-        else if (c.expect.word === "queued" && (c.expect.key !== undefined || c.expect.eventType !== undefined)) {
+        else if (
+          c.expect.word === "queued" &&
+          (c.expect.key !== undefined || c.expect.eventType !== undefined || c.expect.version !== undefined)
+        ) {
           const ev = k.spool.newestEvent();
           if (c.expect.key !== undefined && ev?.key !== c.expect.key)
             fail(`queued under key ${JSON.stringify(ev?.key)}, # expect-key: says ${JSON.stringify(c.expect.key)}`);
@@ -180,6 +183,8 @@ async function expectationsHold(s: CheckSubject, m: Manifest, kit: Kit, captures
               `queued as event type ${JSON.stringify(ev?.event_type)}, ` +
                 `# expect-event-type: says ${JSON.stringify(c.expect.eventType)}`,
             );
+          if (c.expect.version !== undefined && ev?.version !== c.expect.version)
+            fail(`queued with version ${ev?.version ?? "none"}, # expect-version: says ${c.expect.version}`);
         }
       }
     }
