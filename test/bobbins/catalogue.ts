@@ -1,7 +1,7 @@
 // The end-to-end proof every built-in bobbin gets: its captures sent over loopback to a real
 // `hookspool run` whose home has one [bobbins.<i>] table per kit instance, each answered as its
-// `# expect:` says, and its accepted captures delivered to a receiver under the key and event type
-// they name. The run is shared by every bobbin on the same clock (shared-run.ts); what a file
+// `# expect:` says, and its accepted captures delivered to a receiver under the key, event type
+// and version they name. The run is shared by every bobbin on the same clock (shared-run.ts); what a file
 // reads back is its own bobbin's. bobbinTest is the test each file starts with; the file adds
 // what is its bobbin's own.
 import { expect, test } from "bun:test";
@@ -21,9 +21,9 @@ unsigned = true
 
 /**
  * Send `b`'s captures to its shared run (once per run) and return what each got, after every
- * accepted one (202 queued) was delivered: its event's payload the capture's body, its batch's key
- * and event type the capture's, one delivery each at its destination, and no kit secret in the
- * run's log.
+ * accepted one (202 queued) was delivered: its event's payload the capture's body, its batch's key,
+ * event type and version the capture's, one delivery each at its destination, and no kit secret in
+ * the run's log.
  */
 export async function runCatalogue(b: Bobbin, runtime: Runtime = "bun"): Promise<CaptureResult[]> {
   const run = await sharedRun(b, runtime);
@@ -39,10 +39,11 @@ export async function runCatalogue(b: Bobbin, runtime: Runtime = "bun"): Promise
   });
   for (const a of accepted) {
     const row = eventOf(a);
-    expect({ file: a.capture.file, key: row?.key, event_type: row?.event_type }).toEqual({
+    expect({ file: a.capture.file, key: row?.key, event_type: row?.event_type, version: row?.version }).toEqual({
       file: a.capture.file,
       key: a.capture.expect.key ?? row?.key,
       event_type: a.capture.expect.eventType ?? row?.event_type,
+      version: a.capture.expect.version ?? row?.version,
     });
   }
   const got = await run.deliveries(b);

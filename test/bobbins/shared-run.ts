@@ -224,6 +224,7 @@ export interface EventRow {
   route: string;
   destination: string;
   last_error: string | null;
+  version: number | null;
 }
 
 export interface SharedRun {
@@ -312,7 +313,7 @@ export async function sharedRun(b: Bobbin, runtime: Runtime = "bun"): Promise<Sh
         return db.db
           .query(
             `SELECT e.id, e.source, e.event_type, e.dedup_id, e.payload, e.raw, b.id AS batch_id, ` +
-              `b.key, b.state, b.route, b.destination, b.last_error
+              `b.key, b.state, b.route, b.destination, b.last_error, e.version
              FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.source ` +
               `IN (${names.map(() => "?").join(", ")}) ORDER BY e.id`,
           )

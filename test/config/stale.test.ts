@@ -92,5 +92,12 @@ describe("the stale rule in the trace", () => {
     expect(gh.problems.map((p) => [p.key, p.message])).toEqual([
       ["bobbins.gh.stale", 'stale = "skip" needs a version, and source gh reads none'],
     ]);
+    // stripe.events sets one.
+    expect(
+      parse(
+        `[bobbins.stripe]\nbobbin = "stripe.events"\nsecrets.secret = { file = "/etc/hookspool/secrets/s" }\n` +
+          `outputs = { "*" = "hermes:stripe" }\nstale = "mark"\n`,
+      ).config.sources.stripe.stale,
+    ).toBe("mark");
   });
 });
