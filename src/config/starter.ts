@@ -270,8 +270,8 @@ const TEMPLATE_KEY_DOCS: { [K in TemplateKey]: { type: string; doc: string; alwa
     type: "selector",
     doc:
       "the event's version by the sender's own clock (Stripe's `field:created`, Shopify's " +
-      "`header:X-Shopify-Triggered-At`): a number or an RFC 3339 time; a batch orders its events by it and a " +
-      "route's `stale` compares it with the last version its key delivered; unset or no value: none",
+      "`header:X-Shopify-Triggered-At`): a number, or an RFC 3339 or ISO 8601 time; a batch orders its events by " +
+      "it and a route's `stale` compares it with the last version its key delivered; unset or no value: none",
   },
   attrs: {
     type: "table of name = selector",

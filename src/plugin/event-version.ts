@@ -2,11 +2,15 @@
 // Shopify's X-Shopify-Triggered-At, Paddle's `occurred_at`), as one number. A route that sets
 // `stale` compares it with the last version delivered for its (route, key); a batch delivers its
 // events in its order. Numbers and numeric text are taken as they are (epoch seconds, epoch
-// milliseconds or a counter: one source's versions share their unit), an RFC 3339 time becomes
-// epoch seconds with its fraction; anything else is no version (never stale, ordered by arrival).
+// milliseconds or a counter: one source's versions share their unit), an RFC 3339 or ISO 8601
+// time becomes epoch seconds with its fraction (an ISO time without a zone is read as UTC: one
+// source writes all its times alike); anything else is no version (never stale, ordered by arrival).
 
-/** RFC 3339: a date, T (or t or a space), a time with an optional fraction, then Z or an offset. */
-const RFC3339 = /^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$/;
+/**
+ * RFC 3339, and the ISO 8601 forms senders also write: a date, T (or t or a space), a time with an
+ * optional fraction, then Z, an offset (+hh:mm, +hhmm or +hh) or nothing (UTC).
+ */
+const RFC3339 = /^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})([.,]\d+)?([Zz]|[+-]\d{2}(?::?\d{2})?)?$/;
 /** A plain decimal number: an optional sign, digits, an optional fraction and exponent. */
 const DECIMAL = /^-?\d+(\.\d+)?([eE][-+]?\d+)?$/;
 
@@ -21,11 +25,12 @@ export function rfc3339Seconds(text: string): number | null {
   if (new Date(ms).getUTCDate() !== day && second !== 60) return null;
   let offsetS = 0;
   const zone = m[8];
-  if (zone !== "Z" && zone !== "z") {
+  if (zone !== undefined && zone !== "Z" && zone !== "z") {
     const sign = zone[0] === "-" ? -1 : 1;
-    offsetS = sign * (Number(zone.slice(1, 3)) * 3600 + Number(zone.slice(4, 6)) * 60);
+    const minutes = zone.replace(":", "").slice(3, 5);
+    offsetS = sign * (Number(zone.slice(1, 3)) * 3600 + Number(minutes || "0") * 60);
   }
-  const fraction = m[7] ? Number(`0${m[7]}`) : 0;
+  const fraction = m[7] ? Number(`0.${m[7].slice(1)}`) : 0;
   return ms / 1000 - offsetS + fraction;
 }
 

@@ -118,7 +118,7 @@ export interface TemplateSettings extends VerifySettings {
   event_type?: string;
   /**
    * A selector for the event's version by the provider's clock ("field:created",
-   * "header:X-Shopify-Triggered-At"): a number, numeric text or an RFC 3339 time.
+   * "header:X-Shopify-Triggered-At"): a number, numeric text or an RFC 3339 or ISO 8601 time.
    */
   version?: string;
   attrs?: Record<string, string>;

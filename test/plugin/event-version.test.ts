@@ -1,6 +1,6 @@
 // An event's version: a template's `version` selector (a field or a header, like key and
 // dedup), and the one number the spool stores for it: numbers and numeric text as they are, an
-// RFC 3339 time as epoch seconds with its fraction and offset, anything else none.
+// RFC 3339 or ISO 8601 time as epoch seconds with its fraction and offset, anything else none.
 import { describe, expect, test } from "bun:test";
 import { rfc3339Seconds, versionNumber } from "../../src/plugin/event-version.ts";
 import { hookRequest } from "../../src/plugin/hook-request.ts";
@@ -33,6 +33,13 @@ describe("versionNumber", () => {
     expect(versionNumber("2024-01-01T00:00:00.123456789Z")).toBeCloseTo(1_704_067_200.123457, 5);
     expect(rfc3339Seconds("2024-01-01t00:00:00.5z")).toBe(1_704_067_200.5);
     expect(versionNumber("2024-01-01 00:00:00Z")).toBe(1_704_067_200);
+    // ISO 8601 as senders also write it: an offset without its colon or minutes, a comma before
+    // the fraction, no zone at all (UTC).
+    expect(versionNumber("2024-01-01T01:30:00+0130")).toBe(1_704_067_200);
+    expect(versionNumber("2024-01-01T02:00:00+02")).toBe(1_704_067_200);
+    expect(versionNumber("2024-01-01T00:00:00,25Z")).toBe(1_704_067_200.25);
+    expect(versionNumber("2024-01-01T00:00:00")).toBe(1_704_067_200);
+    expect(versionNumber("2024-01-01T00:00:00.750")).toBe(1_704_067_200.75);
     // Ordered as the times are, across offsets.
     expect(versionNumber("2024-01-01T00:59:59+01:00") as number).toBeLessThan(
       versionNumber("2024-01-01T00:00:00.001Z") as number,
@@ -42,7 +49,9 @@ describe("versionNumber", () => {
   test("anything else is no version", () => {
     for (const v of [null, undefined, true, {}, [], "", "  ", "abc", "12abc", NaN, Infinity, "1e999"])
       expect(versionNumber(v)).toBeNull();
-    for (const t of ["2024-02-30T00:00:00Z", "2024-13-01T00:00:00Z", "2024-01-01T24:00:00Z", "2024-01-01T00:00:00"])
+    for (const t of ["2024-02-30T00:00:00Z", "2024-13-01T00:00:00Z", "2024-01-01T24:00:00Z", "2024-01-01"])
+      expect(versionNumber(t)).toBeNull();
+    for (const t of ["2024-01-01T00:00:00+1:00", "2024-01-01T00:00:00 Z", "2024-01-01T00:00:00+01:0"])
       expect(versionNumber(t)).toBeNull();
   });
 });
