@@ -123,6 +123,29 @@ onBothWorlds((open) => {
     await r.close();
   });
 
+  test("ties by arrival; an event at the key's last delivered version is not stale", async () => {
+    const r = await rigOn(open, CONFIG, [fakeDestination("http:d")]);
+    await batchOf(r, "mark", [20, 10, 20, 10, 20]);
+    await r.step();
+    const [d] = docs(r);
+    const ids = d.event_meta.map((m) => m.id);
+    const arrival = [...ids].sort((a, b) => a - b);
+    // Each version's events in the order they came: the 2nd and 4th (10), then the 1st, 3rd, 5th.
+    expect(d.event_meta.map((m) => m.version)).toEqual([10, 10, 20, 20, 20]);
+    expect(ids).toEqual([arrival[1], arrival[3], arrival[0], arrival[2], arrival[4]]);
+    expect(d.event_type).toBe("t4");
+    expect(d.event_meta.some((m) => m.stale)).toBe(false);
+    await batchOf(r, "mark", [20, 19.5]);
+    r.clock.advance(1);
+    await r.step();
+    const [, next] = docs(r);
+    expect(next.event_meta.map((m) => [m.version, m.stale ?? false])).toEqual([
+      [19.5, true],
+      [20, false],
+    ]);
+    await r.close();
+  });
+
   test("off: no event is marked or left out, but the batch is still in version order", async () => {
     const r = await rigOn(open, CONFIG, [fakeDestination("http:d")]);
     await batchOf(r, null, [200]);
