@@ -77,6 +77,7 @@ function parseValue(v: unknown, type: FieldType, key: string, p: Problems): unkn
     case "int":
       if (typeof v !== "number" || !Number.isInteger(v)) return p.error(key, `expected an integer, got ${describe(v)}`);
       if (type.min !== undefined && v < type.min) return p.error(key, `expected an integer >= ${type.min}, got ${v}`);
+      if (type.max !== undefined && v > type.max) return p.error(key, `expected an integer <= ${type.max}, got ${v}`);
       return v;
     case "number":
       if (typeof v !== "number" || !Number.isFinite(v)) return p.error(key, `expected a number, got ${describe(v)}`);

@@ -4,7 +4,7 @@
 
 export type FieldType =
   | { kind: "string"; choices?: readonly string[] }
-  | { kind: "int"; min?: number }
+  | { kind: "int"; min?: number; max?: number }
   | { kind: "number"; min?: number }
   | { kind: "bool" }
   | { kind: "strings" } // an array of strings
@@ -40,7 +40,14 @@ const str = (doc: string, def?: string, extra: Partial<Field> = {}): Field => ({
   doc,
   ...extra,
 });
-const int = (doc: string, def?: number, min = 0): Field => ({ type: { kind: "int", min }, default: def, doc });
+const int = (doc: string, def?: number, min = 0, max?: number): Field => ({
+  type: max === undefined ? { kind: "int", min } : { kind: "int", min, max },
+  default: def,
+  doc,
+});
+
+/** The largest body a source may accept: 25 MiB, GitHub's largest webhook payload. */
+export const MAX_SOURCE_BODY_BYTES = 25 * 1024 * 1024;
 const num = (doc: string, def?: number, min = 0): Field => ({ type: { kind: "number", min }, default: def, doc });
 const bool = (doc: string, def?: boolean): Field => ({ type: { kind: "bool" }, default: def, doc });
 
@@ -103,7 +110,12 @@ export const SOURCE_FIELDS: Fields = {
       "0 = no expectation; unset: the source plugin's, if it has one",
   ),
   dedup_window_s: num("how long a dedup id is remembered", 86400),
-  max_body_bytes: int("largest accepted body for this source (default: intake.max_body_bytes)", undefined, 1),
+  max_body_bytes: int(
+    "largest accepted body for this source, at most 25 MiB (default: intake.max_body_bytes)",
+    undefined,
+    1,
+    MAX_SOURCE_BODY_BYTES,
+  ),
   store_raw: bool("keep original bodies (default: spool.store_raw)"),
   keep_headers: {
     type: { kind: "strings" },
@@ -222,6 +234,12 @@ export const DESTINATION_FIELDS: Fields = {
     undefined,
     1,
   ),
+  large: {
+    type: { kind: "string", choices: ["reference", "refuse"] },
+    doc:
+      "http: a batch over max_body_bytes because of a body kept in a file: reference (the event carries " +
+      "body_url, a signed, expiring URL on the intake) or refuse (dead, reason config)",
+  },
   timeout_s: num(`one attempt's time limit (${perType("timeout_s", "[hermes] timeout_s")})`),
   max_inflight: int(`deliveries in flight at once (${perType("max_inflight", String(HERMES_INFLIGHT))})`, undefined, 1),
   unwrap: bool(
@@ -342,6 +360,12 @@ export const CONFIG_FIELDS: Fields = {
           "keep original bodies for replay and verification tests (one equal to its payload is stored once)",
           true,
         ),
+        inline_max_bytes: int(
+          "a body larger than this is streamed to a content-addressed file under <home>/bodies/ " +
+            "and the event row refers to it",
+          262144,
+          1,
+        ),
         bobbin_path: {
           type: { kind: "strings" },
           default: [],
@@ -377,7 +401,12 @@ export const CONFIG_FIELDS: Fields = {
         allow_non_loopback: bool("bind a non-loopback address (the reverse proxy should own the network)", false),
         // 768 KiB: the default batch max_bytes, so one event always fits a batch and the
         // defaults pass hookspool check (a larger body needs max_bytes and the receiver's cap raised).
-        max_body_bytes: int("largest accepted request body (at most the max_bytes of the routes it feeds)", 786432, 1),
+        max_body_bytes: int(
+          "largest accepted request body, at most 25 MiB (one above spool.inline_max_bytes is kept in a file)",
+          786432,
+          1,
+          MAX_SOURCE_BODY_BYTES,
+        ),
         busy_timeout_s: num("wait this long for a busy database, then answer 503", 10),
         threads: int("accepted for compatibility; Bun serves on one event loop", 16),
       },

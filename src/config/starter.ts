@@ -95,6 +95,7 @@ function describeType(f: Field): string {
     case "string":
       return t.choices ? `one of ${t.choices.map((c) => `\`${c}\``).join(", ")}` : "string";
     case "int":
+      if (t.max !== undefined) return `integer ${t.min ?? 0}..${t.max}`;
       return t.min !== undefined ? `integer >= ${t.min}` : "integer";
     case "number":
       return t.min !== undefined ? `number >= ${t.min}` : "number";

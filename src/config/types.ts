@@ -87,6 +87,8 @@ export interface DestinationConfig {
   headers?: Record<string, string>;
   allow_insecure: boolean;
   max_body_bytes?: number;
+  /** http: a body kept in a file that does not fit max_body_bytes goes by reference, or is refused. */
+  large?: "reference" | "refuse";
   timeout_s?: number;
   max_inflight?: number;
   unwrap: boolean;
@@ -139,6 +141,8 @@ export interface Config {
     home: string;
     db: string;
     store_raw: boolean;
+    /** A body above this many bytes is kept in a file under <home>/bodies/. */
+    inline_max_bytes: number;
     bobbin_path: string[];
     backend: "sqlite" | "postgres";
     url?: SecretRef;

@@ -5,7 +5,14 @@ import { poolSize } from "../../src/store/open.ts";
 import { clean, parse } from "./support.ts";
 
 const SPEC_15: Record<string, unknown> = {
-  spool: { home: "/var/lib/hookspool", db: "spool.db", store_raw: true, bobbin_path: [], backend: "sqlite" },
+  spool: {
+    home: "/var/lib/hookspool",
+    db: "spool.db",
+    store_raw: true,
+    inline_max_bytes: 262144,
+    bobbin_path: [],
+    backend: "sqlite",
+  },
   intake: {
     listen: "127.0.0.1:8650",
     allow_non_loopback: false,
