@@ -72,6 +72,8 @@ export interface MaintenanceStore extends IssueSink, AlertStore {
   lastRetention(): Promise<number | null>;
   noteRetention(now: number): Promise<void>;
   runRetention(policy: RetentionPolicy, now: number): Promise<RetentionCounts>;
+  /** Which of these body file hashes an events row still names (the body sweep keeps those). */
+  namedBodies(hashes: readonly string[]): Promise<Set<string>>;
   /** When the source's liveness expectation was first seen (recorded now when it was not). */
   expectationSince(source: string, now: number): Promise<number>;
   metaNumber(key: string): Promise<number | null>;
@@ -294,6 +296,8 @@ export interface OperatorStore extends IssueSink, OutcomeStore, JournalWatch {
   enqueue(ev: NewEvent, now: number): Promise<EnqueueResult>;
   /** prune: one retention pass now (PostgreSQL: in small transactions). */
   runRetention(policy: RetentionPolicy, now: number): Promise<RetentionCounts>;
+  /** Which of these body file hashes an events row still names (the body sweep keeps those). */
+  namedBodies(hashes: readonly string[]): Promise<Set<string>>;
   /** The one file the spool lives in (SQLite), which prune --vacuum rebuilds; null when a server holds it. */
   readonly spoolFile: string | null;
   /** prune --vacuum: rebuild the spool's file (only where spoolFile is not null). */

@@ -20,6 +20,11 @@ export interface ContentEvent extends Omit<EventMeta, "headers" | "version"> {
   trace?: string | null;
   /** events.version (absent or null: none). */
   version?: number | null;
+  /**
+   * events.body_file: the SHA-256 of a body kept in a file; payload is then its reference
+   * (bodies.ts), and the hash covers the reference, which names the content.
+   */
+  body_file?: string | null;
 }
 
 /** JSON with object keys sorted at every level and no whitespace. */

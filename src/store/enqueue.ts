@@ -1,5 +1,6 @@
 // Enqueue: dedup, the join rule for every copy, and quarantine, each in one BEGIN IMMEDIATE
 // transaction so a 2xx always follows the COMMIT that holds the event.
+import type { BodyFile } from "../bodies.ts";
 import { HookspoolError } from "../errors.ts";
 import { documentShare, jsonText, META_LIMITS, WIDEST_ID } from "./content.ts";
 
@@ -28,8 +29,13 @@ export interface NewEvent {
   dedupId: string | null;
   /** JSON text: what the destination receives, stored byte for byte. */
   payload: string;
-  /** The original body, or null when the source does not store raw bodies. */
+  /** The original body, or null when the source does not store raw bodies (or it is in `body`). */
   raw: Uint8Array | null;
+  /**
+   * A body kept in a file (bodies.ts): `payload` is then its reference (bodyReference), the file
+   * holds the payload byte for byte, and the event's size counts the body's real length.
+   */
+  body?: BodyFile;
   /** The keep_headers of the source only. */
   headers: Record<string, string>;
   copies: EventCopy[];
@@ -120,24 +126,29 @@ export function validateNewEvent(ev: NewEvent): void {
 
 /** An event's size: its exact share of a batch document (content.ts), its id counted at its widest. */
 export function eventSize(ev: NewEvent, now: number): number {
-  return documentShare({
-    id: WIDEST_ID,
-    event_type: ev.eventType,
-    received_at: now,
-    dedup_id: ev.dedupId,
-    headers: JSON.stringify(ev.headers),
-    payload: ev.payload,
-    version: ev.version ?? null,
-  });
+  // A body in a file counts at its real length, in place of its reference's.
+  const file = ev.body ? ev.body.bytes - Buffer.byteLength(ev.payload) : 0;
+  return (
+    file +
+    documentShare({
+      id: WIDEST_ID,
+      event_type: ev.eventType,
+      received_at: now,
+      dedup_id: ev.dedupId,
+      headers: JSON.stringify(ev.headers),
+      payload: ev.payload,
+      version: ev.version ?? null,
+    })
+  );
 }
 
 /**
  * Whether an event's raw body is its payload byte for byte (a JSON body kept as it came): then
  * it is stored once, the events row's raw NULL and raw_is_payload 1.
  */
-export function rawIsPayload(ev: Pick<NewEvent, "payload" | "raw">): boolean {
+export function rawIsPayload(ev: Pick<NewEvent, "payload" | "raw" | "body">): boolean {
   const raw = ev.raw;
-  if (raw === null || raw.length !== Buffer.byteLength(ev.payload)) return false;
+  if (raw === null || ev.body || raw.length !== Buffer.byteLength(ev.payload)) return false;
   return Buffer.from(ev.payload).equals(raw);
 }
 

@@ -39,6 +39,7 @@ const ALL = [
   "0011_outcomes",
   "0012_raw_once",
   "0013_versions",
+  "0014_body_files",
 ];
 
 /** Every table of the schema, with the columns it must have. */
@@ -236,7 +237,7 @@ describe("migrate on a fresh home", () => {
     const home = tempDir();
     const r = await cli(["migrate", "--json", "--home", home]);
     expect(r.code).toBe(0);
-    expect(JSON.parse(r.out)).toEqual({ from: 0, to: 13, applied: ALL, indexes: { created: [], dropped: [] } });
+    expect(JSON.parse(r.out)).toEqual({ from: 0, to: 14, applied: ALL, indexes: { created: [], dropped: [] } });
   });
 
   test("--dry-run lists the migrations and creates nothing", async () => {

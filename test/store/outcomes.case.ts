@@ -489,6 +489,7 @@ export function outcomeCases({ fresh }: Suite): void {
             url: null,
             trace: null,
             version: null,
+            body_file: null,
           },
           ["id", "route", "batch_id", "received_at", "payload", "size"],
           [

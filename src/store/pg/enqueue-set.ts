@@ -109,7 +109,7 @@ async function sealHashes(tx: Tx, plan: GroupPlan): Promise<Map<GroupBatch, stri
  * hash and the document order it by version: content.ts documentOrder).
  */
 export async function contentOfBatchesPg(tx: Tx, batchIds: readonly number[]): Promise<Map<number, ContentEvent[]>> {
-  const rows = (await tx`SELECT batch_id, id, event_type, received_at, dedup_id, payload, headers, trace, version
+  const rows = (await tx`SELECT batch_id, id, event_type, received_at, dedup_id, payload, headers, trace, version, body_file
       FROM events
       WHERE batch_id = ANY(${batchIds}::bigint[]) AND excluded_at IS NULL ORDER BY batch_id, id`) as Record<
     string,
@@ -136,6 +136,7 @@ export function contentEventOf(r: Record<string, unknown>, prefix = ""): Content
     headers: String(r[`${prefix}headers`]),
     trace: (r[`${prefix}trace`] as string | null) ?? null,
     version: numOrNull(r[`${prefix}version`]),
+    body_file: (r[`${prefix}body_file`] as string | null) ?? null,
   };
 }
 
@@ -191,16 +192,16 @@ async function writeGroup(
       WHERE b.id = u.id AND b.state = 'open'
       RETURNING 1),
     ev AS (INSERT INTO events (id, source, route, batch_id, event_type, dedup_id, received_at, payload, raw,
-        raw_is_payload, headers, size, trace, version)
+        raw_is_payload, headers, size, trace, version, body_file)
       SELECT u.id, u.source, u.route, COALESCE(u.batch_id, nid.id), u.event_type, u.dedup_id, u.received_at,
         convert_from(substring($52::bytea FROM u.poff FOR u.plen), 'UTF8'),
         CASE WHEN u.rlen < 0 THEN NULL ELSE substring($53::bytea FROM u.roff FOR u.rlen) END,
-        u.once, u.headers, u.size, u.trace, u.version
+        u.once, u.headers, u.size, u.trace, u.version, u.body_file
       FROM unnest($20::bigint[], $21::text[], $22::text[], $23::bigint[], $24::int[], $25::text[], $26::text[],
           $27::float8[], $28::int[], $29::int[], $30::smallint[], $31::text[], $32::bigint[], $33::text[], $50::int[],
-          $51::int[], $54::float8[])
+          $51::int[], $54::float8[], $55::text[])
           AS u(id, source, route, batch_id, batch_ord, event_type, dedup_id, received_at, poff, plen, once, headers,
-            size, trace, roff, rlen, version)
+            size, trace, roff, rlen, version, body_file)
         LEFT JOIN nid ON nid.ord = u.batch_ord
       RETURNING 1),
     dd AS (INSERT INTO dedup (source, dedup_id, event_id, seen_at, dup_count)
@@ -276,6 +277,7 @@ async function writeGroup(
       bodies.payloads,
       bodies.raws,
       col(evs, (e) => e.ev.version ?? null),
+      col(evs, (e) => e.ev.body?.sha256 ?? null),
     ],
   )) as Record<string, unknown>[];
   const wrote = [r.joined, r.events, r.journal, r.opened, r.dedup, r.meta].map(Number);

@@ -136,11 +136,11 @@ async function placeCopy(
   // id null: the identity's next value (events_id_seq, the sequence its identity column made; named,
   // not looked up per insert); else the id a fresh dedup row already names (enqueueOne).
   const [e] = await tx`INSERT INTO events (id, source, route, batch_id, event_type, dedup_id, received_at, payload,
-        raw, raw_is_payload, headers, size, trace, version)
+        raw, raw_is_payload, headers, size, trace, version, body_file)
       VALUES (COALESCE(${id}::bigint, nextval('events_id_seq')), ${ev.source}, ${copy.route},
         ${batchId}, ${ev.eventType}, ${ev.dedupId}, ${now}, ${ev.payload},
         ${once ? null : ev.raw}, ${once ? 1 : 0}, ${JSON.stringify(ev.headers)}, ${size},
-          ${copy.trace === undefined ? null : JSON.stringify(copy.trace)}, ${ev.version ?? null}::float8)
+          ${copy.trace === undefined ? null : JSON.stringify(copy.trace)}, ${ev.version ?? null}::float8, ${ev.body?.sha256 ?? null})
       RETURNING id`;
   const eventId = num(e.id);
   const [after] =

@@ -55,7 +55,7 @@ export async function getBatchPg(spool: PgSpool, id: number): Promise<BatchRow |
  */
 export const DELIVERY_OF = `SELECT b.*, e.id AS e_id, e.event_type AS e_event_type, e.received_at AS e_received_at,
     e.dedup_id AS e_dedup_id, e.payload AS e_payload, e.headers AS e_headers, e.trace AS e_trace,
-    e.version AS e_version
+    e.version AS e_version, e.body_file AS e_body_file
   FROM batches b LEFT JOIN events e ON e.batch_id = b.id AND e.excluded_at IS NULL
   WHERE b.id = $1 ORDER BY e.id`;
 

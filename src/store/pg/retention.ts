@@ -135,3 +135,11 @@ export async function runRetentionPg(
   );
   return counts;
 }
+
+/** Which of `hashes` an events row names as its body_file (the partial index answers it). */
+export async function namedBodiesPg(spool: PgSpool, hashes: readonly string[]): Promise<Set<string>> {
+  if (hashes.length === 0) return new Set();
+  const rows = (await spool.sql`SELECT DISTINCT body_file FROM events
+      WHERE body_file = ANY(${hashes as string[]}::text[])`) as { body_file: string }[];
+  return new Set(rows.map((r) => r.body_file));
+}

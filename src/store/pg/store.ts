@@ -79,7 +79,7 @@ import { noteConsumerPg, noteProbePg, probeRecordsPg, pullConsumersPg } from "./
 import { headsOfPg } from "./queue.ts";
 import { attemptCountsPg, deliveredCountsPg, dispatchersCaughtPg } from "./stats.ts";
 import type { StatusStore } from "../api.ts";
-import { runRetentionPg as pgRetention } from "./retention.ts";
+import { namedBodiesPg, runRetentionPg as pgRetention } from "./retention.ts";
 import type { DashboardStore, TailRow } from "../api.ts";
 import type { JournalRow } from "../journal.ts";
 import { actionOf, requireIssueChanged, requireResumed } from "../actions.ts";
@@ -129,6 +129,7 @@ export function pgMaintenanceStore(spool: PgSpool): MaintenanceStore {
     lastRetention: () => lastRetentionPg(spool),
     noteRetention: (now) => noteRetentionPassPg(spool, now),
     runRetention: (policy, now) => pgRetention(spool, policy, now),
+    namedBodies: (hashes) => namedBodiesPg(spool, hashes),
     expectationSince: (source, now) => expectationSincePg(spool, source, now),
     metaNumber: (key) => metaNumberPg(spool, key),
     pollRows: () => pollRowsPg(spool),
@@ -279,6 +280,7 @@ export function pgOperatorStore(spool: PgSpool): OperatorStore {
     setIssueState: (id, verb, now) => setIssueStatePg(spool, id, verb, now),
     enqueue: (ev, now) => enqueuePg(spool, ev, now),
     runRetention: (policy, now) => runRetentionPg(spool, policy, now),
+    namedBodies: (hashes) => namedBodiesPg(spool, hashes),
     // The server keeps the space: its autovacuum gives it back.
     spoolFile: null,
     vacuum: async () => {

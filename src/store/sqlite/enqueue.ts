@@ -36,7 +36,7 @@ export function sealBatchTx(db: Database, batchId: number, now: number): boolean
   return sealed;
 }
 
-const CONTENT = `SELECT id, event_type, received_at, dedup_id, payload, headers, trace, version FROM events
+const CONTENT = `SELECT id, event_type, received_at, dedup_id, payload, headers, trace, version, body_file FROM events
   WHERE batch_id = ? AND excluded_at IS NULL ORDER BY id`;
 
 /**
@@ -75,9 +75,9 @@ const Q = {
     RETURNING id, count, bytes, max_events, max_bytes`,
   // $id NULL: the next rowid; else the id a fresh dedup row already names (claimDedup).
   insertEvent: `INSERT INTO events (id, source, route, batch_id, event_type, dedup_id, received_at, payload, raw,
-      raw_is_payload, headers, size, trace, version)
+      raw_is_payload, headers, size, trace, version, body_file)
     VALUES ($id, $source, $route, $batch, $type, $dedup, $now, $payload, $raw, $once, $headers, $size, $trace,
-      $version)`,
+      $version, $bodyFile)`,
   // A dedup id never seen, in one statement: its row names the event about to be inserted, the next
   // rowid (this transaction holds the write lock, so nobody else inserts one meanwhile). A row
   // already there is left alone and returns nothing: then the lookup decides (findDedup).
@@ -163,6 +163,7 @@ function placeCopy(
       size,
       trace: copy.trace === undefined ? null : JSON.stringify(copy.trace),
       version: ev.version ?? null,
+      bodyFile: ev.body?.sha256 ?? null,
     }).lastInsertRowid,
   );
   journalTx(db, "event", batchId, now, { event: eventId, detail: { type: ev.eventType, route: copy.route } });

@@ -14,6 +14,7 @@ import m0010 from "../../../migrations/0010_pacing.sql" with { type: "text" };
 import m0011 from "../../../migrations/0011_outcomes.sql" with { type: "text" };
 import m0012 from "../../../migrations/0012_raw_once.sql" with { type: "text" };
 import m0013 from "../../../migrations/0013_versions.sql" with { type: "text" };
+import m0014 from "../../../migrations/0014_body_files.sql" with { type: "text" };
 import { randomBytes } from "node:crypto";
 import { HookspoolError } from "../../errors.ts";
 import { type SqliteSpool, schemaVersion } from "./db.ts";
@@ -101,6 +102,7 @@ export const MIGRATIONS: readonly Migration[] = [
   { version: 11, name: "0011_outcomes", sql: m0011, rebuilds: true },
   { version: 12, name: "0012_raw_once", sql: m0012 },
   { version: 13, name: "0013_versions", sql: m0013 },
+  { version: 14, name: "0014_body_files", sql: m0014 },
 ];
 
 /** The schema version this build writes and expects. */

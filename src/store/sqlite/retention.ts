@@ -195,3 +195,14 @@ function chunks(spool: SqliteSpool, step: () => number): Promise<void> {
   });
   return inChunks(() => spool.line.write(() => tx.immediate()));
 }
+
+/** Which of `hashes` an events row names as its body_file (the partial index answers it). */
+export function namedBodies(spool: SqliteSpool, hashes: readonly string[]): Set<string> {
+  const out = new Set<string>();
+  if (hashes.length === 0) return out;
+  const rows = spool.db
+    .query(`SELECT DISTINCT body_file FROM events WHERE body_file IN (${hashes.map(() => "?").join(",")})`)
+    .all(...hashes) as { body_file: string }[];
+  for (const r of rows) out.add(r.body_file);
+  return out;
+}

@@ -67,7 +67,7 @@ import { budgetSpends, releaseBudget } from "./budgets.ts";
 import { getMeta, noteRetentionPass, probeWrite } from "./meta.ts";
 import { attemptCounts, deliveredCounts } from "./stats.ts";
 import type { StatusStore } from "../api.ts";
-import { runRetention as sqliteRetention } from "./retention.ts";
+import { namedBodies, runRetention as sqliteRetention } from "./retention.ts";
 import type { DashboardStore, StoredStatusFacts, TailRow } from "../api.ts";
 import type { Rate } from "../../pacing.ts";
 import type { JournalRow } from "../journal.ts";
@@ -134,6 +134,7 @@ export function sqliteMaintenanceStore(spool: SqliteSpool): MaintenanceStore {
     noteRetention: (now) => w(() => noteRetentionPass(spool, now)),
     // Each of its transactions waits in the line on its own (retention.ts's chunks).
     runRetention: (policy, now) => sqliteRetention(spool, policy, now),
+    namedBodies: (hashes) => r(() => namedBodies(spool, hashes)),
     expectationSince: (source, now) => w(() => expectationSince(spool, source, now)),
     metaNumber: (key) => r(() => getMetaNumber(spool, key)),
     pollRows: () => r(() => pollRows(spool)),
@@ -335,6 +336,7 @@ export function sqliteOperatorStore(spool: SqliteSpool): OperatorStore {
     setIssueState: (id, verb, now) => w(() => setIssueState(spool, id, verb, now)),
     enqueue: (ev, now) => w(() => enqueue(spool, ev, now)),
     runRetention: (policy, now) => runRetention(spool, policy, now),
+    namedBodies: (hashes) => r(() => namedBodies(spool, hashes)),
     spoolFile: spool.path,
     vacuum: () => w(() => vacuum(spool)),
     exportBatches: (filter) => syncPages(() => exportBatches(spool, filter)),
