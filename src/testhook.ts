@@ -15,6 +15,7 @@ export const CRASH_POINTS = [
   "enqueue.after_savepoint",
   "enqueue.before_commit",
   "intake.after_commit",
+  "intake.after_body_file",
   "quarantine.before_commit",
   "seal.before_commit",
   "claim.before_commit",

@@ -36,6 +36,7 @@ const LAYERS: string[][] = [
     "lock.ts",
     "time.ts",
     "testhook.ts",
+    "bodies.ts",
     "version.ts",
     "log.ts",
     "delivery.ts",

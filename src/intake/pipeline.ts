@@ -8,8 +8,10 @@ import { errorClass, type Faults } from "../obs/faults.ts";
 import type { Logger } from "../log.ts";
 import type { HookRequest, HookResponse } from "../plugin/types.ts";
 import type { IntakeStore } from "../store/api.ts";
-import type { EnqueueResult, EventCopy, Placed } from "../store/enqueue.ts";
+import type { EnqueueResult, EventCopy, NewEvent, Placed } from "../store/enqueue.ts";
 import { testHook } from "../testhook.ts";
+import { bodyReference } from "../bodies.ts";
+import { type Gate, type LargeBody, receiveToFile } from "./large.ts";
 import { type Backpressure, spoolFailure } from "./backpressure.ts";
 import type { IntakeMetrics, RejectReason } from "./metrics.ts";
 import { hookRequest } from "../plugin/hook-request.ts";
@@ -45,6 +47,10 @@ export interface PipelineDeps {
   wake?: (at: number) => void;
   /** Counts which secret of a rotation verified each request, and opens the issue of an old one. */
   rotation?: RotationWatch;
+  /** <home>/bodies/: where a body above spool.inline_max_bytes is kept; unset, every body is inline. */
+  bodies?: string;
+  /** How many large bodies may be in memory at once (the rest wait, on disk). */
+  largeGate?: Gate;
 }
 
 export interface HookInput {
@@ -55,6 +61,8 @@ export interface HookInput {
   peer: string;
   /** Read at most `cap` bytes of the body; "too_large" when there is more. */
   readBody(cap: number): Promise<Uint8Array | "too_large">;
+  /** Stream at most `cap` bytes of the body into `sink`; its length, or "too_large" when there is more. */
+  streamBody?(cap: number, sink: (chunk: Uint8Array) => Promise<void>): Promise<number | "too_large">;
 }
 
 /**
@@ -100,10 +108,47 @@ export async function handleHook(d: PipelineDeps, input: HookInput): Promise<Rep
     if (length?.includes(",")) return reject("bad_length", BAD_LENGTH());
     if (length === null || !/^\d+$/.test(length)) return reject("chunked", LENGTH_REQUIRED());
     if (Number(length) > src.maxBodyBytes) return reject("too_large", TOO_LARGE(), Number(length));
+    if (d.bodies && input.streamBody && Number(length) > d.config().spool.inline_max_bytes) {
+      if (d.backpressure.diskLow()) return reject("spool_full", SPOOL_FULL(), Number(length));
+      const got = await receiveToFile(d.bodies, src.maxBodyBytes, input.streamBody);
+      if (got === "too_large") return reject("too_large", TOO_LARGE());
+      // Only a few large bodies are held in memory at once: the others wait in their files.
+      const release = await (d.largeGate?.take() ?? (async () => () => {})());
+      try {
+        return await afterRead(d, input, src, headers, await got.sink.read(), got);
+      } finally {
+        release();
+        // Kept under its hash, or not wanted: the temporary name goes either way.
+        await got.sink.discard();
+      }
+    }
     const read = await input.readBody(src.maxBodyBytes);
     if (read === "too_large") return reject("too_large", TOO_LARGE());
     body = read;
   }
+  return afterRead(d, input, src, headers, body, null);
+}
+
+/** Whether a payload's UTF-8 text is these bytes exactly (then the file can hold it). */
+function sameBytes(payload: string, body: Uint8Array): boolean {
+  return Buffer.byteLength(payload) === body.length && Buffer.from(payload).equals(body);
+}
+
+/** The request once its body is read: the plugin steps, the enqueue and the answer. */
+async function afterRead(
+  d: PipelineDeps,
+  input: HookInput,
+  src: IntakeSource,
+  headers: [string, string][],
+  body: Uint8Array,
+  large: LargeBody | null,
+): Promise<Reply> {
+  const { name } = src;
+  const reject = (reason: RejectReason, answer: Reply, bytes?: number): Reply => {
+    d.metrics.rejected1(name, reason);
+    d.log.limited("warn", "rejected", { source: name, reason, status: answer.status, bytes, remote: input.peer });
+    return answer;
+  };
   const req = hookRequest({
     method: input.method,
     url: input.url,
@@ -153,12 +198,13 @@ export async function handleHook(d: PipelineDeps, input: HookInput): Promise<Rep
     case "classified":
       break;
   }
-  const classified = ev;
+  let classified = ev;
 
   // 7. one transaction for every copy (and every event of a split request); 8. the answer only
   // after COMMIT returned
   let results: EnqueueResult[];
   try {
+    if (large) classified = { ...classified, events: await keepLarge(classified.events, body, large) };
     results = await d.store.enqueueAll(classified.events, req.now);
     d.backpressure.writeOk();
   } catch (e) {
@@ -205,6 +251,26 @@ export async function handleHook(d: PipelineDeps, input: HookInput): Promise<Rep
   if (queued) return ack("queued", requeued && results.length === 1 ? 200 : 202);
   if (results.some((r) => r.status === "replayed")) return ack("replayed", 200);
   return ack("duplicate", 200);
+}
+
+/**
+ * An event whose payload is the large body byte for byte is stored by reference: the body's
+ * file is renamed to its hash and the directory fsync'd here, before the transaction that names
+ * it, so a committed reference always has its file. An event whose plugin rewrote the payload
+ * keeps that payload inline.
+ */
+async function keepLarge(events: NewEvent[], body: Uint8Array, large: LargeBody): Promise<NewEvent[]> {
+  const out = events.map((ev) =>
+    sameBytes(ev.payload, body)
+      ? { ...ev, payload: bodyReference(large.file), raw: null, body: large.file, payloadParsed: true as const }
+      : ev,
+  );
+  if (out.some((ev) => ev.body)) {
+    await large.sink.keep(large.file);
+    // Crash point: the file is kept and no row names it yet (the body sweep removes it).
+    testHook("intake.after_body_file");
+  }
+  return out;
 }
 
 /** Keep a verified request our code could not classify: 202 quarantined, never a 5xx. */

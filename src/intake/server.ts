@@ -18,6 +18,8 @@ import { Health } from "./health.ts";
 import { IntakeMetrics } from "./metrics.ts";
 import { handleOutcome, outcomePath } from "./outcomes.ts";
 import { handleHook } from "./pipeline.ts";
+import { bodiesDir } from "../bodies.ts";
+import { Gate, LARGE_AT_ONCE, serveBody } from "./large.ts";
 import { remoteAddress } from "../plugin/hook-request.ts";
 import { PullApi } from "./pull.ts";
 import { RotationWatch } from "./rotation.ts";
@@ -79,6 +81,30 @@ async function readCapped(req: globalThis.Request, cap: number): Promise<Uint8Ar
     at += c.length;
   }
   return out;
+}
+
+/**
+ * Stream the body into `sink` chunk by chunk (nothing held beyond a chunk), at most `cap` bytes;
+ * "too_large" when there is more.
+ */
+async function streamCapped(
+  req: globalThis.Request,
+  cap: number,
+  sink: (chunk: Uint8Array) => Promise<void>,
+): Promise<number | "too_large"> {
+  if (!req.body) return 0;
+  const reader = req.body.getReader();
+  let total = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) return total;
+    total += value.length;
+    if (total > cap) {
+      await reader.cancel().catch(() => {});
+      return "too_large";
+    }
+    await sink(value);
+  }
 }
 
 /** Why the listener could not start, as one line for the operator (a port in use is theirs to fix). */
@@ -186,6 +212,8 @@ export class Intake implements Service {
       faults,
       wake: this.opts.wake,
       rotation: new RotationWatch({ store, metrics: this.metrics, log }),
+      bodies: bodiesDir(loaded.paths.home),
+      largeGate: new Gate(LARGE_AT_ONCE),
     };
     let pullStore: Promise<PullStore> | null = null;
     const opened = stores;
@@ -235,6 +263,16 @@ export class Intake implements Service {
             faults.caught("metrics", e);
             return new Response("", { status: 503, headers: { "Retry-After": "10" } });
           }
+        }
+        // A destination fetching a body it was sent by reference (body_url).
+        if (url.path.startsWith("/bodies/") && req.method === "GET") {
+          const answer = serveBody(
+            bodiesDir(loaded.paths.home),
+            url.path,
+            new URLSearchParams(url.search),
+            clock.now(),
+          );
+          if (answer) return answer;
         }
         // A receiver reporting the outcome of a run one of our deliveries started.
         const outcomeId = outcomePath(url.path);
@@ -286,6 +324,7 @@ export class Intake implements Service {
           headers: req.headers.entries(),
           peer,
           readBody: (cap) => readCapped(req, cap),
+          streamBody: (cap, sink) => streamCapped(req, cap, sink),
         });
         if (answer.status >= 200 && answer.status < 300) this.metrics.acked((performance.now() - arrived) / 1000);
         return toResponse(answer);

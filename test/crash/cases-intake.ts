@@ -2,10 +2,12 @@
 // 2xx and left nothing; killed after COMMIT, the event is spooled and the sender's retry is a
 // dedup hit or a second event in the same batch. Either way the receiver ends up with it.
 import { expect } from "bun:test";
-import { rmSync, writeFileSync } from "node:fs";
+import { createHash } from "node:crypto";
+import { existsSync, rmSync, utimesSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { batchRow, copiesOf, expectDeliveredOnce } from "./checks.ts";
-import { type CrashCase, type CrashPoint, hook, type Scene, statusOf } from "./harness.ts";
+import { BODY_GRACE_S } from "../../src/bodies.ts";
+import { type CrashCase, type CrashPoint, hook, type Scene, statusOf, waitFor } from "./harness.ts";
 
 /** What an enqueue or quarantine transaction writes besides its rows (enqueue.ts, setMetaTx). */
 const ENQUEUE_META = "meta WHERE key = 'last_enqueue_at' OR key LIKE 'source:%:last_event_at'";
@@ -216,6 +218,44 @@ export const killedInGroup: CrashCase = {
         `event ${h.dedupId}: copies after the retry`,
       ).toEqual(["demo", "demo-mirror"]);
       for (const c of copies) expectDeliveredOnce(s, c.batch_id, [i]);
+    }
+  },
+};
+
+/**
+ * Killed after a large body's file was kept and before the transaction that names it: no 2xx,
+ * no row, and the file is an orphan the maintenance loop's body sweep removes once it is past the
+ * grace; the sender's retry is accepted and delivered with the whole body.
+ */
+export const killedAfterBodyFile: CrashCase = {
+  name: "a kept body file without its row is an orphan the body sweep removes; the retry is delivered whole",
+  async run(s) {
+    // Above spool.inline_max_bytes (256 KiB by default): streamed to a file under <home>/bodies/.
+    const pad = "x".repeat(300_000);
+    const h = hook("demo", { topic: "alpha", type: "push", n: 1, pad }, "evt-body-file");
+    const sha = createHash("sha256").update(h.body).digest("hex");
+    const file = join(s.home, "bodies", sha);
+    const armed = await s.start(["run"], { hook: "intake.after_body_file" });
+    const first = await s.send(armed.port, h);
+    expect("dropped" in first, `event ${h.dedupId}: killed before COMMIT, yet answered ${statusOf(first)}`).toBe(true);
+    await s.killedAt(armed.hs, "intake.after_body_file");
+    expect(s.count("events"), `event ${h.dedupId}: a row survived the kill before COMMIT`).toBe(0);
+    expect(existsSync(file), `event ${h.dedupId}: the body file was kept (fsync'd) before the kill`).toBe(true);
+    // The sweep leaves files younger than its grace (an intake may be about to commit): age it.
+    const old = (Date.now() - 2 * BODY_GRACE_S * 1000) / 1000;
+    utimesSync(file, old, old);
+    const again = await s.start();
+    await waitFor("the body sweep to remove the orphan", () => !existsSync(file));
+    const retry = await s.send(again.port, h);
+    expect(statusOf(retry), `event ${h.dedupId}: the sender's retry after the restart`).toBe('202 {"status":"queued"}');
+    await s.settled();
+    expect(existsSync(file), `event ${h.dedupId}: the retry's body file`).toBe(true);
+    const copies = copiesOf(s, "evt-body-file");
+    for (const c of copies) {
+      const got = expectDeliveredOnce(s, c.batch_id, [1]);
+      expect((got.doc.events[0] as { pad?: string }).pad?.length, `batch ${c.batch_id}: the body inline`).toBe(
+        pad.length,
+      );
     }
   },
 };

@@ -3,6 +3,7 @@
 import {
   afterCommitWithDedupId,
   afterCommitWithoutDedupId,
+  killedAfterBodyFile,
   killedBeforeCommit,
   killedInGroup,
   killedInQuarantine,
@@ -24,6 +25,7 @@ export const CASES: Record<CrashPoint, CrashCase[]> = {
   "enqueue.after_savepoint": [killedBeforeCommit("enqueue.after_savepoint"), killedInGroup],
   "enqueue.before_commit": [killedBeforeCommit("enqueue.before_commit")],
   "intake.after_commit": [afterCommitWithDedupId, afterCommitWithoutDedupId],
+  "intake.after_body_file": [killedAfterBodyFile],
   "quarantine.before_commit": [killedInQuarantine],
   "seal.before_commit": [killedInSeal],
   "claim.before_commit": [killedInClaim],

@@ -254,7 +254,8 @@ action = "hermes:demo"
         try {
           const pages = (conn.query("PRAGMA page_count").get() as { page_count: number }).page_count;
           conn.run(`PRAGMA max_page_count = ${pages + 8}`);
-          const big = JSON.stringify({ topic: "b", pad: "y".repeat(300_000) });
+          // Under spool.inline_max_bytes, so the body goes into the row the quota refuses.
+          const big = JSON.stringify({ topic: "b", pad: "y".repeat(200_000) });
           expect((await t.post("/hooks/demo", big, { "X-Sig": sig(big) })).status).toBe(503);
           expect(
             await t.count("issues", "fingerprint = 'spool:write_failed' AND kind = 'spool' AND state = 'open'"),
@@ -290,7 +291,8 @@ action = "hermes:demo"
           // Not one more page: every write is refused, the issue's own write included.
           const pages = (conn.query("PRAGMA page_count").get() as { page_count: number }).page_count;
           conn.run(`PRAGMA max_page_count = ${pages}`);
-          const big = JSON.stringify({ topic: "b", pad: "y".repeat(300_000) });
+          // Under spool.inline_max_bytes, so the body goes into the row the quota refuses.
+          const big = JSON.stringify({ topic: "b", pad: "y".repeat(200_000) });
           expect((await t.post("/hooks/demo", big, { "X-Sig": sig(big) })).status).toBe(503);
           const readsBefore = reads;
           free = 2 * 1024 ** 3;
