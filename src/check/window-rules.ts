@@ -68,7 +68,12 @@ export function windowRules(config: Config, flows: Flow[], plugins: Map<string, 
     const unwrap = (s.type === "hermes" || s.type === "http") && (s.table?.unwrap ?? false);
     const src = Object.hasOwn(config.sources, f.source) ? config.sources[f.source] : undefined;
     const bobbin = Object.hasOwn(config.bobbins, f.source) ? config.bobbins[f.source] : undefined;
-    const bodyCap = src?.max_body_bytes ?? bobbin?.max_body_bytes ?? config.intake.max_body_bytes;
+    const accepted = src?.max_body_bytes ?? bobbin?.max_body_bytes ?? config.intake.max_body_bytes;
+    // A body above spool.inline_max_bytes is kept in a file: it reaches a document inline only
+    // when it fits, else by reference (http), as a path (script) or not at all (hermes, or an
+    // http destination with large = "refuse"), so the document rules below bound only inline bodies.
+    const inlineMax = config.spool.inline_max_bytes;
+    const bodyCap = Math.min(accepted, Math.max(inlineMax, 1));
     const bodyKey =
       src?.max_body_bytes !== undefined
         ? `${sourceKey(f.source)}.max_body_bytes`
@@ -76,6 +81,19 @@ export function windowRules(config: Config, flows: Flow[], plugins: Map<string, 
           ? `bobbins.${quoteKey(f.source)}.max_body_bytes`
           : "intake.max_body_bytes";
     const to = `route ${f.name} -> ${s.name}`;
+    const refuses = s.type === "hermes" || (s.type === "http" && s.table?.large === "refuse");
+    if (refuses && accepted > inlineMax && accepted > cap) {
+      out.push(
+        problem(
+          "warning",
+          bodyKey,
+          `${to}: source ${f.source} accepts bodies up to ${accepted} bytes; one kept in a file that does not ` +
+            `fit the destination's max_body_bytes (${cap}) is dead (reason config): ` +
+            (s.type === "hermes" ? "Hermes takes bodies inline only" : 'the destination sets large = "refuse"'),
+          `lower ${bodyKey} to <= ${cap}, or route large bodies to an http destination that takes body_url`,
+        ),
+      );
+    }
     if (unwrap) {
       // Unwrap: the receiver gets each stored payload on its own, so the cap is per event.
       if (Number.isFinite(cap) && bodyCap > cap) {

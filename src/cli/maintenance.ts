@@ -1,5 +1,6 @@
 // hookspool prune [--vacuum] and hookspool export: retention by hand, and a JSONL copy.
 import type { CommandDef } from "citty";
+import { bodiesDir, sweepBodies } from "../bodies.ts";
 import { HookspoolError } from "../errors.ts";
 import { diskFreeBytes, spoolBytes } from "../obs/disk.ts";
 import type { ExportFilter, ExportRecord } from "../store/export.ts";
@@ -12,11 +13,15 @@ function plural(n: number, one: string, many = `${one}s`): string {
   return `${n} ${n === 1 ? one : many}`;
 }
 
-function describeCounts(c: RetentionCounts): string {
+/** What a prune deleted: the rows, and the body files no event names any more. */
+type PruneCounts = RetentionCounts & { body_files: number; body_bytes: number };
+
+function describeCounts(c: PruneCounts): string {
   if (Object.values(c).every((n) => n === 0)) return "nothing to delete";
   return (
     `deleted ${plural(c.batches, "batch", "batches")} (${plural(c.events, "event")}), ` +
-    `${plural(c.attempts, "attempt")}, ${plural(c.dedup, "dedup row")}, ${plural(c.issues, "issue")}`
+    `${plural(c.attempts, "attempt")}, ${plural(c.dedup, "dedup row")}, ${plural(c.issues, "issue")}` +
+    (c.body_files > 0 ? `, ${plural(c.body_files, "body file")} (${humanBytes(c.body_bytes)})` : "")
   );
 }
 
@@ -46,7 +51,9 @@ function pruneCommand(cli: Cli): CommandDef {
               "on PostgreSQL the server's autovacuum gives the space back (or run VACUUM there)",
           );
         }
-        const counts = await store.runRetention(policyFromConfig(loaded.config), cli.clock.now());
+        const rows = await store.runRetention(policyFromConfig(loaded.config), cli.clock.now());
+        const freed = await sweepBodies(bodiesDir(loaded.paths.home), (h) => store.namedBodies(h), cli.clock.now());
+        const counts: PruneCounts = { ...rows, body_files: freed.files, body_bytes: freed.bytes };
         const printCounts = () => cli.io.out(cli.globals.json ? JSON.stringify(counts) : describeCounts(counts));
         if (!args.vacuum || file === null) {
           printCounts();

@@ -12,6 +12,7 @@ import { Dispatcher } from "../dispatch/loop.ts";
 import { Maintenance } from "../dispatch/maintenance.ts";
 import { HookspoolError } from "../errors.ts";
 import { Intake } from "../intake/server.ts";
+import { bodiesDir } from "../bodies.ts";
 import { createLogger, type Logger } from "../log.ts";
 import type { DispatchStore } from "../store/api.ts";
 import { hostname } from "node:os";
@@ -56,7 +57,12 @@ async function preflight(cli: Cli, skipDatabase: boolean): Promise<LoadedConfig>
   return loaded;
 }
 
-function makeDispatcher(cli: Cli, loaded: LoadedConfig, store: DispatchStore): Dispatcher {
+function makeDispatcher(
+  cli: Cli,
+  loaded: LoadedConfig,
+  store: DispatchStore,
+  bodyUrlBase?: () => string | null,
+): Dispatcher {
   const log = createLogger("dispatch", { clock: cli.clock });
   const inst = store.instanceId;
   return new Dispatcher({
@@ -69,6 +75,7 @@ function makeDispatcher(cli: Cli, loaded: LoadedConfig, store: DispatchStore): D
     env: cli.io.env,
     destinations: (config, name) =>
       makeDestination(config, name, { env: cli.io.env, clock: cli.clock, instanceId: inst }),
+    bodyUrlBase,
   });
 }
 
@@ -85,6 +92,7 @@ function makeMaintenance(cli: Cli, stores: Stores, store: DispatchStore, dispatc
     log: createLogger("maintenance", { clock: cli.clock }),
     env: cli.io.env,
     plugins: () => dispatcher.sourcePlugins(),
+    bodies: bodiesDir(dispatcher.home),
   });
 }
 
@@ -187,9 +195,15 @@ async function serveStores(
 ): Promise<number> {
   try {
     const store = await stores.dispatch(`${hostname()}:${process.pid}`);
-    const dispatcher = makeDispatcher(cli, loaded, store);
+    let intake: Intake | null = null;
+    // Under run, body_url names the port the intake bound (intake.listen may say 0).
+    const base = () => {
+      const at = intake?.address;
+      return at && !at.startsWith("unix:") ? `http://${at}` : null;
+    };
+    const dispatcher = makeDispatcher(cli, loaded, store, withIntake ? base : undefined);
     const log = createLogger(withIntake ? "intake" : "dispatch", { clock: cli.clock });
-    const intake = withIntake
+    intake = withIntake
       ? new Intake({
           loaded,
           loadOptions: loadOptions(cli),

@@ -37,6 +37,8 @@ export interface ChoreContext {
   faults: Faults;
   /** The health probes' client (default: the one every bobbin's request goes through). */
   http?: Http;
+  /** <home>/bodies/, whose files no event names the body sweep removes (unset: no sweep). */
+  bodies?: string;
 }
 
 /** A chore failed: counted and logged by class; a refused write opens the spool issue, a bug an internal one. */

@@ -22,6 +22,8 @@ import { Periodic, type Service } from "../service.ts";
 import { stepPolls } from "./polls.ts";
 import { OutcomeWriter } from "./outcomes.ts";
 import { deliverClaim, type WorkerDeps } from "./worker.ts";
+import { listenBase } from "./bodies.ts";
+import { bodiesDir } from "../bodies.ts";
 import { ReadyTimer } from "./wakeups.ts";
 import { gate, pickProbe } from "./gate.ts";
 import { FairShare, type Lane } from "./share.ts";
@@ -51,6 +53,8 @@ export interface DispatcherOptions {
   pid?: number;
   /** SEAL_PER_TICK unless a test says otherwise. */
   sealPerTick?: number;
+  /** Under `run`: the intake's bound address as http://host:port, for body_url (else intake.listen's). */
+  bodyUrlBase?: () => string | null;
 }
 
 export class Dispatcher implements Service {
@@ -124,6 +128,11 @@ export class Dispatcher implements Service {
       sources: () => this.sources,
       deadlines: this.deadlines,
       outcomes: this.outcomes,
+      bodies: {
+        dir: bodiesDir(o.loaded.paths.home),
+        urlBase: () => o.bodyUrlBase?.() ?? listenBase(this.config),
+        nowS: () => o.clock.now(),
+      },
     };
   }
 
@@ -138,6 +147,11 @@ export class Dispatcher implements Service {
   /** The config in force (it follows reloads). */
   currentConfig(): Config {
     return this.config;
+  }
+
+  /** The home it works for (maintenance sweeps its bodies/ directory). */
+  get home(): string {
+    return this.o.loaded.paths.home;
   }
 
   /** The source plugins it routes emits with (maintenance reads their expectations). */

@@ -9,7 +9,7 @@ import { alertsChore } from "./alerts.ts";
 import type { Chore, ChoreContext } from "./chores.ts";
 import { pollLiveness, sourceLiveness } from "./liveness.ts";
 import { healthProbes } from "./probes.ts";
-import { retentionPass } from "./retention-pass.ts";
+import { bodySweep, retentionPass } from "./retention-pass.ts";
 import { spoolLimits } from "./spool-limits.ts";
 
 export type MaintenanceOptions = Omit<ChoreContext, "faults">;
@@ -30,6 +30,7 @@ export class Maintenance implements Service {
       spoolLimits(ctx),
       alertsChore(ctx),
       retentionPass(ctx),
+      ...(ctx.bodies ? [bodySweep(ctx)] : []),
     ];
   }
 

@@ -16,6 +16,7 @@ import { testHook } from "../testhook.ts";
 import { rateMarginS } from "../pacing.ts";
 import { countStale } from "../obs/counters.ts";
 import { buildDocument } from "./document.ts";
+import { type BodyContext, resolveBodies } from "./bodies.ts";
 import { resolveEmit } from "./emits.ts";
 import type { OutcomeWriter } from "./outcomes.ts";
 
@@ -46,6 +47,8 @@ export interface WorkerDeps {
   /** Each live worker's deadline: a clock jump past it ends the attempt at once. */
   deadlines: Map<string, Deadline>;
   outcomes: OutcomeWriter;
+  /** Where bodies kept in files are, and body_url's base; unset, such events go as stored. */
+  bodies?: BodyContext;
 }
 
 /** How long a 429 without Retry-After first gates `dest`: its rate's window and margin; undefined without a rate. */
@@ -73,9 +76,18 @@ export async function deliverClaim(
     log.warn("batch missing after claim; attempt closed", { destination: c.destination, batch: c.id });
     return;
   }
+  let content = delivery.content;
+  let refusal: Outcome | null = null;
+  if (dest && w.bodies && content.some((e) => e.body_file)) {
+    const withRefs = buildDocument({ batch: delivery.batch, content, deliveryId: claim.deliveryId ?? "", attempt: 0 });
+    const large = w.config().destinations[c.destination]?.large;
+    const r = await resolveBodies(content, Buffer.byteLength(withRefs.body), dest, large, w.bodies);
+    if (Array.isArray(r)) content = r;
+    else refusal = r;
+  }
   const doc = buildDocument({
     batch: delivery.batch,
-    content: delivery.content,
+    content,
     deliveryId: claim.deliveryId ?? "",
     attempt: claim.n,
   });
@@ -88,6 +100,8 @@ export async function deliverClaim(
       reason: "unknown destination",
       detail: `no destination named ${c.destination} in the config`,
     });
+  } else if (refusal) {
+    o = refusal;
   } else if (doc.allSkipped) {
     // Every event is older than its key's last delivered version and its route skips them:
     // nothing is sent, and the batch is delivered as such (result "stale", nothing said of the

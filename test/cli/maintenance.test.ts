@@ -51,7 +51,15 @@ describe("prune", () => {
 
     const again = await run(h, ["--json", "prune"]);
     expect(again).toMatchObject({ code: 0, err: "" });
-    expect(JSON.parse(again.out)).toEqual({ batches: 0, events: 0, attempts: 0, dedup: 0, issues: 0 });
+    expect(JSON.parse(again.out)).toEqual({
+      batches: 0,
+      events: 0,
+      attempts: 0,
+      dedup: 0,
+      issues: 0,
+      body_files: 0,
+      body_bytes: 0,
+    });
     expect((await run(h, ["prune"])).out.trim()).toBe("nothing to delete");
   });
 
@@ -75,7 +83,15 @@ describe("prune", () => {
     withDb(h.db, (db) => db.run("UPDATE dedup SET seen_at = seen_at - 3600"));
     const r = await run(h, ["--json", "prune"]);
     expect(r.code).toBe(0);
-    expect(JSON.parse(r.out)).toEqual({ batches: 1, events: 1, attempts: 0, dedup: 1, issues: 0 });
+    expect(JSON.parse(r.out)).toEqual({
+      batches: 1,
+      events: 1,
+      attempts: 0,
+      dedup: 1,
+      issues: 0,
+      body_files: 0,
+      body_bytes: 0,
+    });
     expect(withDb(h.db, (db) => db.query("SELECT source FROM dedup").all())).toEqual([{ source: "demo" }]);
   });
 
