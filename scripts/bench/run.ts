@@ -17,6 +17,7 @@ const ALL = [
   "pacing.ts",
   "outcomes.ts",
   "pull.ts",
+  "bodies.ts",
   "footprint.ts",
   "postgres.ts",
 ];
