@@ -230,8 +230,8 @@ export const killedInGroup: CrashCase = {
 export const killedAfterBodyFile: CrashCase = {
   name: "a kept body file without its row is an orphan the body sweep removes; the retry is delivered whole",
   async run(s) {
-    // Above spool.inline_max_bytes (256 KiB by default): streamed to a file under <home>/bodies/.
-    const pad = "x".repeat(300_000);
+    // Above the harness's spool.inline_max_bytes (2.5 MB): streamed to a file under <home>/bodies/.
+    const pad = "x".repeat(2_700_000);
     const h = hook("demo", { topic: "alpha", type: "push", n: 1, pad }, "evt-body-file");
     const sha = createHash("sha256").update(h.body).digest("hex");
     const file = join(s.home, "bodies", sha);

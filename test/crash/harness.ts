@@ -116,6 +116,8 @@ max_body_bytes = 4000000
     join(home, "config.toml"),
     `[spool]
 bobbin_path = ["${bobbins}"]
+# The power-loss body (about 2.4 MB) stays in its row, to fill the WAL; a larger one goes to a file.
+inline_max_bytes = 2500000
 
 [intake]
 listen = "127.0.0.1:0"
