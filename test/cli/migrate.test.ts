@@ -217,12 +217,12 @@ describe("migrate on a fresh home", () => {
     const home = tempDir();
     const r = await cli(["--home", home, "migrate"]);
     expect(r).toMatchObject({ code: 0, err: "" });
-    expect(r.out).toContain(`applied ${ALL.join(", ")} (schema 0 -> 13)`);
+    expect(r.out).toContain(`applied ${ALL.join(", ")} (schema 0 -> 14)`);
     const db = join(home, "spool.db");
     expect(mode(home)).toBe(0o700);
     expect(mode(db)).toBe(0o600);
-    expect(userVersion(db)).toBe(13);
-    expect(metaValue(db, "schema_version")).toBe("13");
+    expect(userVersion(db)).toBe(14);
+    expect(metaValue(db, "schema_version")).toBe("14");
     expect(metaValue(db, "instance_id")).toMatch(/^[0-9a-f]+$/);
     expect(tableNames(db)).toEqual(expect.arrayContaining(Object.keys(SPEC_COLUMNS)));
     for (const [table, cols] of Object.entries(SPEC_COLUMNS)) {
@@ -266,7 +266,7 @@ describe("migrate on a fresh home", () => {
     const r = await cli(["--home", home, "migrate"]);
     expect(r).toMatchObject({ code: 0, err: "" });
     expect(mode(join(home, "state"))).toBe(0o700);
-    expect(userVersion(join(home, "state", "spool.db"))).toBe(13);
+    expect(userVersion(join(home, "state", "spool.db"))).toBe(14);
   });
 
   test("a second migrate has nothing to apply and keeps instance_id", async () => {
@@ -279,7 +279,7 @@ describe("migrate on a fresh home", () => {
     expect(r.out).toContain("nothing to apply");
     expect(r.out).not.toContain("applied");
     expect(metaValue(db, "instance_id")).toBe(id);
-    expect(userVersion(db)).toBe(13);
+    expect(userVersion(db)).toBe(14);
   });
 });
 
@@ -304,9 +304,9 @@ describe("an older schema", () => {
 
       const m = await inHome(h, ["migrate"]);
       expect(m.code).toBe(0);
-      expect(m.out).toContain(`applied ${ALL.slice(version).join(", ")} (schema ${version} -> 13)`);
-      expect(userVersion(h.db)).toBe(13);
-      expect(metaValue(h.db, "schema_version")).toBe("13");
+      expect(m.out).toContain(`applied ${ALL.slice(version).join(", ")} (schema ${version} -> 14)`);
+      expect(userVersion(h.db)).toBe(14);
+      expect(metaValue(h.db, "schema_version")).toBe("14");
       expect(metaValue(h.db, "instance_id")).toBe("0123456789ab");
       expect(columns(h.db, "attempts")).toEqual(expect.arrayContaining(["events_delivered", "failed_event_id"]));
       expect(tableNames(h.db)).toContain("polls");
@@ -527,7 +527,7 @@ describe("dispatch.lock", () => {
       await holder.release();
       const again = await inHome(h, ["migrate"]);
       expect(again.code).toBe(0);
-      expect(userVersion(h.db)).toBe(13);
+      expect(userVersion(h.db)).toBe(14);
     },
   );
 });

@@ -225,7 +225,15 @@ test.skipIf(!PG_BIN)(
     writeFileSync(file, good);
 
     const pruned = await cli(["--home", home, "--json", "prune"], { env });
-    expect(JSON.parse(pruned.out)).toEqual({ batches: 0, events: 0, attempts: 0, dedup: 0, issues: 0 });
+    expect(JSON.parse(pruned.out)).toEqual({
+      batches: 0,
+      events: 0,
+      attempts: 0,
+      dedup: 0,
+      issues: 0,
+      body_files: 0,
+      body_bytes: 0,
+    });
     expect((await cli(["--home", home, "prune", "--vacuum"], { env })).err).toContain(
       "--vacuum applies to a SQLite spool",
     );
