@@ -79,6 +79,7 @@ const BUILT_INS = [
   "bitbucket.repo",
   "calcom.bookings",
   "calendly.events",
+  "circleci.webhooks",
   "clerk.users",
   "discord.interactions",
   "dropbox.files",
