@@ -96,6 +96,7 @@ const BUILT_INS = [
   "lemonsqueezy.billing",
   "linear.issues",
   "meta.whatsapp",
+  "mux.video",
   "notion.pages",
   "okta.events",
   "paddle.billing",
