@@ -81,6 +81,7 @@ const BUILT_INS = [
   "calendly.events",
   "circleci.webhooks",
   "clerk.users",
+  "coinbase.commerce",
   "discord.interactions",
   "dropbox.files",
   "gitea.repo",
