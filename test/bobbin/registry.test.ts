@@ -77,6 +77,7 @@ const BUILT_INS = [
   "asana.tasks",
   "atlassian.trello",
   "bitbucket.repo",
+  "buildkite.webhooks",
   "calcom.bookings",
   "calendly.events",
   "circleci.webhooks",
