@@ -314,56 +314,63 @@ import f312 from "../../bobbins/slack/events/captures/kit.toml" with { type: "te
 import f313 from "../../bobbins/slack/events/captures/rejected.http" with { type: "file" };
 import f314 from "../../bobbins/slack/events/captures/retry.http" with { type: "file" };
 import f315 from "../../bobbins/slack/events/captures/url_verification.http" with { type: "file" };
-import f316 from "../../bobbins/stripe/events/AGENTS.md" with { type: "file" };
-import f317 from "../../bobbins/stripe/events/README.md" with { type: "file" };
-import f318 from "../../bobbins/stripe/events/SETUP.md" with { type: "file" };
-import f319 from "../../bobbins/stripe/events/bobbin.toml" with { type: "text" };
-import f320 from "../../bobbins/stripe/events/captures/accepted.http" with { type: "file" };
-import f321 from "../../bobbins/stripe/events/captures/kit.toml" with { type: "text" };
-import f322 from "../../bobbins/stripe/events/captures/ping.http" with { type: "file" };
-import f323 from "../../bobbins/stripe/events/captures/rejected.http" with { type: "file" };
-import f324 from "../../bobbins/telegram/bot/AGENTS.md" with { type: "file" };
-import f325 from "../../bobbins/telegram/bot/README.md" with { type: "file" };
-import f326 from "../../bobbins/telegram/bot/SETUP.md" with { type: "file" };
-import f327 from "../../bobbins/telegram/bot/bobbin.toml" with { type: "text" };
-import f328 from "../../bobbins/telegram/bot/captures/accepted.http" with { type: "file" };
-import f329 from "../../bobbins/telegram/bot/captures/callback.http" with { type: "file" };
-import f330 from "../../bobbins/telegram/bot/captures/kit.toml" with { type: "text" };
-import f331 from "../../bobbins/telegram/bot/captures/rejected.http" with { type: "file" };
-import f332 from "../../bobbins/twilio/messaging/AGENTS.md" with { type: "file" };
-import f333 from "../../bobbins/twilio/messaging/README.md" with { type: "file" };
-import f334 from "../../bobbins/twilio/messaging/SETUP.md" with { type: "file" };
-import f335 from "../../bobbins/twilio/messaging/bobbin.toml" with { type: "text" };
-import f336 from "../../bobbins/twilio/messaging/captures/accepted.http" with { type: "file" };
-import f337 from "../../bobbins/twilio/messaging/captures/kit.toml" with { type: "text" };
-import f338 from "../../bobbins/twilio/messaging/captures/rejected.http" with { type: "file" };
-import f339 from "../../bobbins/twilio/messaging/captures/status-callback.http" with { type: "file" };
-import f340 from "../../bobbins/twilio/messaging/captures/twiml.http" with { type: "file" };
-import f341 from "../../bobbins/twilio/messaging/captures/whatsapp.http" with { type: "file" };
-import f342 from "../../bobbins/typeform/responses/AGENTS.md" with { type: "file" };
-import f343 from "../../bobbins/typeform/responses/README.md" with { type: "file" };
-import f344 from "../../bobbins/typeform/responses/SETUP.md" with { type: "file" };
-import f345 from "../../bobbins/typeform/responses/bobbin.toml" with { type: "text" };
-import f346 from "../../bobbins/typeform/responses/captures/accepted.http" with { type: "file" };
-import f347 from "../../bobbins/typeform/responses/captures/kit.toml" with { type: "text" };
-import f348 from "../../bobbins/typeform/responses/captures/rejected.http" with { type: "file" };
-import f349 from "../../bobbins/vercel/deployments/AGENTS.md" with { type: "file" };
-import f350 from "../../bobbins/vercel/deployments/README.md" with { type: "file" };
-import f351 from "../../bobbins/vercel/deployments/SETUP.md" with { type: "file" };
-import f352 from "../../bobbins/vercel/deployments/bobbin.toml" with { type: "text" };
-import f353 from "../../bobbins/vercel/deployments/captures/accepted.http" with { type: "file" };
-import f354 from "../../bobbins/vercel/deployments/captures/kit.toml" with { type: "text" };
-import f355 from "../../bobbins/vercel/deployments/captures/rejected.http" with { type: "file" };
-import f356 from "../../bobbins/zoom/meetings/AGENTS.md" with { type: "file" };
-import f357 from "../../bobbins/zoom/meetings/README.md" with { type: "file" };
-import f358 from "../../bobbins/zoom/meetings/SETUP.md" with { type: "file" };
-import f359 from "../../bobbins/zoom/meetings/bobbin.toml" with { type: "text" };
-import f360 from "../../bobbins/zoom/meetings/captures/accepted.http" with { type: "file" };
-import f361 from "../../bobbins/zoom/meetings/captures/kit.toml" with { type: "text" };
-import f362 from "../../bobbins/zoom/meetings/captures/rejected.http" with { type: "file" };
-import f363 from "../../bobbins/zoom/meetings/captures/unclassifiable.http" with { type: "file" };
-import f364 from "../../bobbins/zoom/meetings/captures/url-validation.http" with { type: "file" };
-import * as f365 from "../../bobbins/zoom/meetings/source.ts";
+import f316 from "../../bobbins/square/webhooks/AGENTS.md" with { type: "file" };
+import f317 from "../../bobbins/square/webhooks/README.md" with { type: "file" };
+import f318 from "../../bobbins/square/webhooks/SETUP.md" with { type: "file" };
+import f319 from "../../bobbins/square/webhooks/bobbin.toml" with { type: "text" };
+import f320 from "../../bobbins/square/webhooks/captures/accepted.http" with { type: "file" };
+import f321 from "../../bobbins/square/webhooks/captures/kit.toml" with { type: "text" };
+import f322 from "../../bobbins/square/webhooks/captures/rejected.http" with { type: "file" };
+import f323 from "../../bobbins/stripe/events/AGENTS.md" with { type: "file" };
+import f324 from "../../bobbins/stripe/events/README.md" with { type: "file" };
+import f325 from "../../bobbins/stripe/events/SETUP.md" with { type: "file" };
+import f326 from "../../bobbins/stripe/events/bobbin.toml" with { type: "text" };
+import f327 from "../../bobbins/stripe/events/captures/accepted.http" with { type: "file" };
+import f328 from "../../bobbins/stripe/events/captures/kit.toml" with { type: "text" };
+import f329 from "../../bobbins/stripe/events/captures/ping.http" with { type: "file" };
+import f330 from "../../bobbins/stripe/events/captures/rejected.http" with { type: "file" };
+import f331 from "../../bobbins/telegram/bot/AGENTS.md" with { type: "file" };
+import f332 from "../../bobbins/telegram/bot/README.md" with { type: "file" };
+import f333 from "../../bobbins/telegram/bot/SETUP.md" with { type: "file" };
+import f334 from "../../bobbins/telegram/bot/bobbin.toml" with { type: "text" };
+import f335 from "../../bobbins/telegram/bot/captures/accepted.http" with { type: "file" };
+import f336 from "../../bobbins/telegram/bot/captures/callback.http" with { type: "file" };
+import f337 from "../../bobbins/telegram/bot/captures/kit.toml" with { type: "text" };
+import f338 from "../../bobbins/telegram/bot/captures/rejected.http" with { type: "file" };
+import f339 from "../../bobbins/twilio/messaging/AGENTS.md" with { type: "file" };
+import f340 from "../../bobbins/twilio/messaging/README.md" with { type: "file" };
+import f341 from "../../bobbins/twilio/messaging/SETUP.md" with { type: "file" };
+import f342 from "../../bobbins/twilio/messaging/bobbin.toml" with { type: "text" };
+import f343 from "../../bobbins/twilio/messaging/captures/accepted.http" with { type: "file" };
+import f344 from "../../bobbins/twilio/messaging/captures/kit.toml" with { type: "text" };
+import f345 from "../../bobbins/twilio/messaging/captures/rejected.http" with { type: "file" };
+import f346 from "../../bobbins/twilio/messaging/captures/status-callback.http" with { type: "file" };
+import f347 from "../../bobbins/twilio/messaging/captures/twiml.http" with { type: "file" };
+import f348 from "../../bobbins/twilio/messaging/captures/whatsapp.http" with { type: "file" };
+import f349 from "../../bobbins/typeform/responses/AGENTS.md" with { type: "file" };
+import f350 from "../../bobbins/typeform/responses/README.md" with { type: "file" };
+import f351 from "../../bobbins/typeform/responses/SETUP.md" with { type: "file" };
+import f352 from "../../bobbins/typeform/responses/bobbin.toml" with { type: "text" };
+import f353 from "../../bobbins/typeform/responses/captures/accepted.http" with { type: "file" };
+import f354 from "../../bobbins/typeform/responses/captures/kit.toml" with { type: "text" };
+import f355 from "../../bobbins/typeform/responses/captures/rejected.http" with { type: "file" };
+import f356 from "../../bobbins/vercel/deployments/AGENTS.md" with { type: "file" };
+import f357 from "../../bobbins/vercel/deployments/README.md" with { type: "file" };
+import f358 from "../../bobbins/vercel/deployments/SETUP.md" with { type: "file" };
+import f359 from "../../bobbins/vercel/deployments/bobbin.toml" with { type: "text" };
+import f360 from "../../bobbins/vercel/deployments/captures/accepted.http" with { type: "file" };
+import f361 from "../../bobbins/vercel/deployments/captures/kit.toml" with { type: "text" };
+import f362 from "../../bobbins/vercel/deployments/captures/rejected.http" with { type: "file" };
+import f363 from "../../bobbins/zoom/meetings/AGENTS.md" with { type: "file" };
+import f364 from "../../bobbins/zoom/meetings/README.md" with { type: "file" };
+import f365 from "../../bobbins/zoom/meetings/SETUP.md" with { type: "file" };
+import f366 from "../../bobbins/zoom/meetings/bobbin.toml" with { type: "text" };
+import f367 from "../../bobbins/zoom/meetings/captures/accepted.http" with { type: "file" };
+import f368 from "../../bobbins/zoom/meetings/captures/kit.toml" with { type: "text" };
+import f369 from "../../bobbins/zoom/meetings/captures/rejected.http" with { type: "file" };
+import f370 from "../../bobbins/zoom/meetings/captures/unclassifiable.http" with { type: "file" };
+import f371 from "../../bobbins/zoom/meetings/captures/url-validation.http" with { type: "file" };
+import * as f372 from "../../bobbins/zoom/meetings/source.ts";
 
 export const BUILTINS: readonly BuiltinBobbin[] = [
   { dir: "asana/tasks", files: { get "AGENTS.md"() { return readEmbedded(f0); }, get "README.md"() { return readEmbedded(f1); }, get "SETUP.md"() { return readEmbedded(f2); }, "bobbin.toml": f3, get "captures/accepted.http"() { return readEmbedded(f4); }, get "captures/batch.http"() { return readEmbedded(f5); }, get "captures/handshake-conflict.http"() { return readEmbedded(f6); }, get "captures/handshake.http"() { return readEmbedded(f7); }, get "captures/heartbeat.http"() { return readEmbedded(f8); }, "captures/kit.toml": f9, get "captures/rejected.http"() { return readEmbedded(f10); } }, modules: {  } },
@@ -403,10 +410,11 @@ export const BUILTINS: readonly BuiltinBobbin[] = [
   { dir: "sentry/issues", files: { get "AGENTS.md"() { return readEmbedded(f292); }, get "README.md"() { return readEmbedded(f293); }, get "SETUP.md"() { return readEmbedded(f294); }, "bobbin.toml": f295, get "captures/accepted.http"() { return readEmbedded(f296); }, "captures/kit.toml": f297, get "captures/rejected.http"() { return readEmbedded(f298); } }, modules: {  } },
   { dir: "shopify/shop", files: { get "AGENTS.md"() { return readEmbedded(f299); }, get "README.md"() { return readEmbedded(f300); }, get "SETUP.md"() { return readEmbedded(f301); }, "bobbin.toml": f302, get "captures/accepted.http"() { return readEmbedded(f303); }, get "captures/customers-redact.http"() { return readEmbedded(f304); }, "captures/kit.toml": f305, get "captures/rejected.http"() { return readEmbedded(f306); } }, modules: {  } },
   { dir: "slack/events", files: { get "AGENTS.md"() { return readEmbedded(f307); }, get "README.md"() { return readEmbedded(f308); }, get "SETUP.md"() { return readEmbedded(f309); }, "bobbin.toml": f310, get "captures/accepted.http"() { return readEmbedded(f311); }, "captures/kit.toml": f312, get "captures/rejected.http"() { return readEmbedded(f313); }, get "captures/retry.http"() { return readEmbedded(f314); }, get "captures/url_verification.http"() { return readEmbedded(f315); } }, modules: {  } },
-  { dir: "stripe/events", files: { get "AGENTS.md"() { return readEmbedded(f316); }, get "README.md"() { return readEmbedded(f317); }, get "SETUP.md"() { return readEmbedded(f318); }, "bobbin.toml": f319, get "captures/accepted.http"() { return readEmbedded(f320); }, "captures/kit.toml": f321, get "captures/ping.http"() { return readEmbedded(f322); }, get "captures/rejected.http"() { return readEmbedded(f323); } }, modules: {  } },
-  { dir: "telegram/bot", files: { get "AGENTS.md"() { return readEmbedded(f324); }, get "README.md"() { return readEmbedded(f325); }, get "SETUP.md"() { return readEmbedded(f326); }, "bobbin.toml": f327, get "captures/accepted.http"() { return readEmbedded(f328); }, get "captures/callback.http"() { return readEmbedded(f329); }, "captures/kit.toml": f330, get "captures/rejected.http"() { return readEmbedded(f331); } }, modules: {  } },
-  { dir: "twilio/messaging", files: { get "AGENTS.md"() { return readEmbedded(f332); }, get "README.md"() { return readEmbedded(f333); }, get "SETUP.md"() { return readEmbedded(f334); }, "bobbin.toml": f335, get "captures/accepted.http"() { return readEmbedded(f336); }, "captures/kit.toml": f337, get "captures/rejected.http"() { return readEmbedded(f338); }, get "captures/status-callback.http"() { return readEmbedded(f339); }, get "captures/twiml.http"() { return readEmbedded(f340); }, get "captures/whatsapp.http"() { return readEmbedded(f341); } }, modules: {  } },
-  { dir: "typeform/responses", files: { get "AGENTS.md"() { return readEmbedded(f342); }, get "README.md"() { return readEmbedded(f343); }, get "SETUP.md"() { return readEmbedded(f344); }, "bobbin.toml": f345, get "captures/accepted.http"() { return readEmbedded(f346); }, "captures/kit.toml": f347, get "captures/rejected.http"() { return readEmbedded(f348); } }, modules: {  } },
-  { dir: "vercel/deployments", files: { get "AGENTS.md"() { return readEmbedded(f349); }, get "README.md"() { return readEmbedded(f350); }, get "SETUP.md"() { return readEmbedded(f351); }, "bobbin.toml": f352, get "captures/accepted.http"() { return readEmbedded(f353); }, "captures/kit.toml": f354, get "captures/rejected.http"() { return readEmbedded(f355); } }, modules: {  } },
-  { dir: "zoom/meetings", files: { get "AGENTS.md"() { return readEmbedded(f356); }, get "README.md"() { return readEmbedded(f357); }, get "SETUP.md"() { return readEmbedded(f358); }, "bobbin.toml": f359, get "captures/accepted.http"() { return readEmbedded(f360); }, "captures/kit.toml": f361, get "captures/rejected.http"() { return readEmbedded(f362); }, get "captures/unclassifiable.http"() { return readEmbedded(f363); }, get "captures/url-validation.http"() { return readEmbedded(f364); }, "source.ts": "// zoom.meetings: the webhooks of a Zoom app's event subscription (meeting.started, meeting.ended,\n// participants joining and leaving, ...). A code source, because two things are beyond the\n// template: the signature covers a timestamp sent in its own header, and Zoom's\n// endpoint.url_validation handshake must be answered with a token derived from the secret.\n//\n// - x-zm-signature is \"v0=\" and the hex HMAC-SHA256, under the app's Secret Token, of\n//   \"v0:<x-zm-request-timestamp>:<raw body>\"; the timestamp must be within 300 s of now, either way.\n// - endpoint.url_validation is answered only after verify (challenge runs after it): 200 with\n//   {\"plainToken\", \"encryptedToken\": hex HMAC-SHA256(webhook_secret, plainToken)}, never queued.\n//   A request that fails verify gets the intake's 401 with an empty body, so no token is ever\n//   derived for a plainToken an unverified sender chose.\n// - One batch per meeting (payload.object.id); the event type is `event`.\nimport { getPath, getText } from \"../../../src/plugin/get-path.ts\";\nimport { type Attrs, BadPayload, defineSource, response } from \"../../../src/plugin/types.ts\";\nimport { hmac, signedTimestampWhy } from \"../../../src/plugin/verify.ts\";\n\nconst SIGNATURE = \"x-zm-signature\";\nconst TIMESTAMP = \"x-zm-request-timestamp\";\n\nexport default defineSource({\n  secrets: [\"webhook_secret\"],\n  authHeaders: [SIGNATURE],\n  // The time Zoom signed at: no credential, and it says when Zoom sent this attempt.\n  keepHeaders: [TIMESTAMP],\n  span: \"meeting\",\n  // Zoom sends a delivery that got no 200/204 within 3 s again, 3 times (README.md).\n  senderRetries: true,\n\n  verify(req, secrets) {\n    const ts = req.header(TIMESTAMP);\n    return (\n      signedTimestampWhy({\n        signature: req.header(SIGNATURE),\n        prefix: \"v0=\",\n        timestamp: ts,\n        secret: secrets.get(\"webhook_secret\"),\n        // The timestamp exactly as sent, then the body's bytes as received.\n        message: [`v0:${ts ?? \"\"}:`, req.body],\n        now: req.now,\n      }) ?? true\n    );\n  },\n\n  challenge(req, secrets) {\n    // An empty or non-JSON body is not a handshake: classification quarantines it (not_json).\n    if (req.body.length === 0) return null;\n    const p = req.json();\n    if (getText(p, \"event\") !== \"endpoint.url_validation\") return null;\n    const plainToken = getPath(p, \"payload.plainToken\");\n    if (typeof plainToken !== \"string\" || plainToken === \"\")\n      throw new BadPayload(\"endpoint.url_validation without payload.plainToken\", \"bad_payload\");\n    const body = JSON.stringify({ plainToken, encryptedToken: hmac(secrets.get(\"webhook_secret\"), plainToken) });\n    return response(200, body, { \"Content-Type\": \"application/json\" });\n  },\n\n  key(payload) {\n    const id = getText(payload, \"payload.object.id\");\n    if (!id) throw new BadPayload(\"no payload.object.id (the meeting id)\", \"key_missing\");\n    return id;\n  },\n\n  // Zoom sends no delivery id. event_ts (the event's time in milliseconds) and the meeting id are\n  // in the body, which a retry repeats; the event name and, for participant events, the\n  // participant keep two events of one meeting in the same millisecond apart.\n  dedupId(payload) {\n    const ts = getText(payload, \"event_ts\");\n    const id = getText(payload, \"payload.object.id\");\n    if (!ts || !id) return null;\n    const participant =\n      getText(payload, \"payload.object.participant.participant_uuid\") ??\n      getText(payload, \"payload.object.participant.user_id\") ??\n      getText(payload, \"payload.object.participant.id\");\n    return [ts, id, getText(payload, \"event\") ?? \"\", ...(participant ? [participant] : [])].join(\":\");\n  },\n\n  eventType: (payload) => getText(payload, \"event\") ?? \"\",\n\n  attrs(payload): Attrs {\n    const account = getText(payload, \"payload.account_id\");\n    return account ? { account } : {};\n  },\n});\n" }, modules: { "source": f365 } },
+  { dir: "square/webhooks", files: { get "AGENTS.md"() { return readEmbedded(f316); }, get "README.md"() { return readEmbedded(f317); }, get "SETUP.md"() { return readEmbedded(f318); }, "bobbin.toml": f319, get "captures/accepted.http"() { return readEmbedded(f320); }, "captures/kit.toml": f321, get "captures/rejected.http"() { return readEmbedded(f322); } }, modules: {  } },
+  { dir: "stripe/events", files: { get "AGENTS.md"() { return readEmbedded(f323); }, get "README.md"() { return readEmbedded(f324); }, get "SETUP.md"() { return readEmbedded(f325); }, "bobbin.toml": f326, get "captures/accepted.http"() { return readEmbedded(f327); }, "captures/kit.toml": f328, get "captures/ping.http"() { return readEmbedded(f329); }, get "captures/rejected.http"() { return readEmbedded(f330); } }, modules: {  } },
+  { dir: "telegram/bot", files: { get "AGENTS.md"() { return readEmbedded(f331); }, get "README.md"() { return readEmbedded(f332); }, get "SETUP.md"() { return readEmbedded(f333); }, "bobbin.toml": f334, get "captures/accepted.http"() { return readEmbedded(f335); }, get "captures/callback.http"() { return readEmbedded(f336); }, "captures/kit.toml": f337, get "captures/rejected.http"() { return readEmbedded(f338); } }, modules: {  } },
+  { dir: "twilio/messaging", files: { get "AGENTS.md"() { return readEmbedded(f339); }, get "README.md"() { return readEmbedded(f340); }, get "SETUP.md"() { return readEmbedded(f341); }, "bobbin.toml": f342, get "captures/accepted.http"() { return readEmbedded(f343); }, "captures/kit.toml": f344, get "captures/rejected.http"() { return readEmbedded(f345); }, get "captures/status-callback.http"() { return readEmbedded(f346); }, get "captures/twiml.http"() { return readEmbedded(f347); }, get "captures/whatsapp.http"() { return readEmbedded(f348); } }, modules: {  } },
+  { dir: "typeform/responses", files: { get "AGENTS.md"() { return readEmbedded(f349); }, get "README.md"() { return readEmbedded(f350); }, get "SETUP.md"() { return readEmbedded(f351); }, "bobbin.toml": f352, get "captures/accepted.http"() { return readEmbedded(f353); }, "captures/kit.toml": f354, get "captures/rejected.http"() { return readEmbedded(f355); } }, modules: {  } },
+  { dir: "vercel/deployments", files: { get "AGENTS.md"() { return readEmbedded(f356); }, get "README.md"() { return readEmbedded(f357); }, get "SETUP.md"() { return readEmbedded(f358); }, "bobbin.toml": f359, get "captures/accepted.http"() { return readEmbedded(f360); }, "captures/kit.toml": f361, get "captures/rejected.http"() { return readEmbedded(f362); } }, modules: {  } },
+  { dir: "zoom/meetings", files: { get "AGENTS.md"() { return readEmbedded(f363); }, get "README.md"() { return readEmbedded(f364); }, get "SETUP.md"() { return readEmbedded(f365); }, "bobbin.toml": f366, get "captures/accepted.http"() { return readEmbedded(f367); }, "captures/kit.toml": f368, get "captures/rejected.http"() { return readEmbedded(f369); }, get "captures/unclassifiable.http"() { return readEmbedded(f370); }, get "captures/url-validation.http"() { return readEmbedded(f371); }, "source.ts": "// zoom.meetings: the webhooks of a Zoom app's event subscription (meeting.started, meeting.ended,\n// participants joining and leaving, ...). A code source, because two things are beyond the\n// template: the signature covers a timestamp sent in its own header, and Zoom's\n// endpoint.url_validation handshake must be answered with a token derived from the secret.\n//\n// - x-zm-signature is \"v0=\" and the hex HMAC-SHA256, under the app's Secret Token, of\n//   \"v0:<x-zm-request-timestamp>:<raw body>\"; the timestamp must be within 300 s of now, either way.\n// - endpoint.url_validation is answered only after verify (challenge runs after it): 200 with\n//   {\"plainToken\", \"encryptedToken\": hex HMAC-SHA256(webhook_secret, plainToken)}, never queued.\n//   A request that fails verify gets the intake's 401 with an empty body, so no token is ever\n//   derived for a plainToken an unverified sender chose.\n// - One batch per meeting (payload.object.id); the event type is `event`.\nimport { getPath, getText } from \"../../../src/plugin/get-path.ts\";\nimport { type Attrs, BadPayload, defineSource, response } from \"../../../src/plugin/types.ts\";\nimport { hmac, signedTimestampWhy } from \"../../../src/plugin/verify.ts\";\n\nconst SIGNATURE = \"x-zm-signature\";\nconst TIMESTAMP = \"x-zm-request-timestamp\";\n\nexport default defineSource({\n  secrets: [\"webhook_secret\"],\n  authHeaders: [SIGNATURE],\n  // The time Zoom signed at: no credential, and it says when Zoom sent this attempt.\n  keepHeaders: [TIMESTAMP],\n  span: \"meeting\",\n  // Zoom sends a delivery that got no 200/204 within 3 s again, 3 times (README.md).\n  senderRetries: true,\n\n  verify(req, secrets) {\n    const ts = req.header(TIMESTAMP);\n    return (\n      signedTimestampWhy({\n        signature: req.header(SIGNATURE),\n        prefix: \"v0=\",\n        timestamp: ts,\n        secret: secrets.get(\"webhook_secret\"),\n        // The timestamp exactly as sent, then the body's bytes as received.\n        message: [`v0:${ts ?? \"\"}:`, req.body],\n        now: req.now,\n      }) ?? true\n    );\n  },\n\n  challenge(req, secrets) {\n    // An empty or non-JSON body is not a handshake: classification quarantines it (not_json).\n    if (req.body.length === 0) return null;\n    const p = req.json();\n    if (getText(p, \"event\") !== \"endpoint.url_validation\") return null;\n    const plainToken = getPath(p, \"payload.plainToken\");\n    if (typeof plainToken !== \"string\" || plainToken === \"\")\n      throw new BadPayload(\"endpoint.url_validation without payload.plainToken\", \"bad_payload\");\n    const body = JSON.stringify({ plainToken, encryptedToken: hmac(secrets.get(\"webhook_secret\"), plainToken) });\n    return response(200, body, { \"Content-Type\": \"application/json\" });\n  },\n\n  key(payload) {\n    const id = getText(payload, \"payload.object.id\");\n    if (!id) throw new BadPayload(\"no payload.object.id (the meeting id)\", \"key_missing\");\n    return id;\n  },\n\n  // Zoom sends no delivery id. event_ts (the event's time in milliseconds) and the meeting id are\n  // in the body, which a retry repeats; the event name and, for participant events, the\n  // participant keep two events of one meeting in the same millisecond apart.\n  dedupId(payload) {\n    const ts = getText(payload, \"event_ts\");\n    const id = getText(payload, \"payload.object.id\");\n    if (!ts || !id) return null;\n    const participant =\n      getText(payload, \"payload.object.participant.participant_uuid\") ??\n      getText(payload, \"payload.object.participant.user_id\") ??\n      getText(payload, \"payload.object.participant.id\");\n    return [ts, id, getText(payload, \"event\") ?? \"\", ...(participant ? [participant] : [])].join(\":\");\n  },\n\n  eventType: (payload) => getText(payload, \"event\") ?? \"\",\n\n  attrs(payload): Attrs {\n    const account = getText(payload, \"payload.account_id\");\n    return account ? { account } : {};\n  },\n});\n" }, modules: { "source": f372 } },
 ];

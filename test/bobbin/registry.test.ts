@@ -110,6 +110,7 @@ const BUILT_INS = [
   "sendgrid.events",
   "sentry.issues",
   "shopify.shop",
+  "square.webhooks",
   "slack.events",
   "stripe.events",
   "telegram.bot",

@@ -1,0 +1,142 @@
+// square.webhooks: a Square webhook subscription (x-square-hmacsha256-signature, the base64
+// HMAC-SHA256 under the subscription's signature key of the notification URL, then the body),
+// through a real `hookspool run`, and against an intake for what is Square's own: the URL the
+// signature covers (public_url and the query string as received), one batch per object, the body's
+// event_id as dedup id, and the Square SDK's own signing as a vector.
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { createHmac } from "node:crypto";
+import { capturesOf } from "../../src/bobbin/captures.ts";
+import { startIntake, type TestIntake } from "../helpers/intake.ts";
+import { bobbinTest, builtin, KIT_DESTINATION, kitOf } from "./catalogue.ts";
+
+const bobbin = builtin("square.webhooks");
+const kit = kitOf(bobbin);
+const KEY = kit.secrets.secret;
+const PUBLIC_URL = String(kit.instance.settings.public_url);
+const accepted = capturesOf(bobbin.files()).find((c) => c.file === "captures/accepted.http");
+if (!accepted) throw new Error("no accepted capture");
+const BODY = new TextDecoder().decode(accepted.request.body);
+/** The capture's headers as Square sent them, less the framing fetch redoes. */
+const HEADERS = Object.fromEntries(
+  accepted.request.headers.filter(([k]) => !["host", "content-length"].includes(k.toLowerCase())),
+);
+/** What Square's SDK computes (WebhooksHelper.verifySignature): notificationUrl + body, HMAC-SHA256, base64. */
+const sign = (key: string, url: string, body: string) =>
+  createHmac("sha256", key)
+    .update(url + body)
+    .digest("base64");
+const signed = (body: string, url = PUBLIC_URL, key = KEY) => ({
+  "Content-Type": "application/json",
+  "x-square-hmacsha256-signature": sign(key, url, body),
+});
+
+bobbinTest("square.webhooks", "a payment event is queued and delivered, a bad signature is 401", {
+  answers: {
+    "captures/accepted.http": 202,
+    "captures/rejected.http": { status: 401, body: "" },
+  },
+});
+
+test("the notification URL the signature covers is a setting each instance must give", () => {
+  expect(bobbin.manifest.settings.public_url).toMatchObject({ type: "string", required: true });
+});
+
+describe("against an intake", () => {
+  let t: TestIntake;
+  beforeAll(async () => {
+    t = await startIntake(
+      `[bobbins.square]
+bobbin = "square.webhooks"
+secrets.secret = { file = "{{secret:square}}" }
+settings = { public_url = "${PUBLIC_URL}" }
+outputs = { "*" = "kit" }
+
+${KIT_DESTINATION}`,
+      { secrets: { square: KEY } },
+    );
+  });
+  afterAll(async () => {
+    await t.stop();
+  });
+
+  const rowOf = (body: string) =>
+    t.db.db
+      .query(
+        "SELECT b.key, e.event_type, e.dedup_id FROM events e JOIN batches b ON b.id = e.batch_id " +
+          "WHERE e.payload = ? ORDER BY e.id",
+      )
+      .all(body) as { key: string; event_type: string; dedup_id: string }[];
+  const batchOf = (body: string) =>
+    (t.db.db.query("SELECT batch_id FROM events WHERE payload = ?").get(body) as { batch_id: number }).batch_id;
+
+  test("the capture's signature is the SDK's, over the notification URL and the body", () => {
+    expect(HEADERS["x-square-hmacsha256-signature"]).toBe(sign(KEY, PUBLIC_URL, BODY));
+  });
+
+  test(
+    "the accepted capture is stored under the payment's id, its type and its event_id; the same " +
+      "notification again is a duplicate",
+    async () => {
+      const first = await t.post("/hooks/square", BODY, HEADERS);
+      expect([first.status, await first.text()]).toEqual([202, '{"status":"queued"}']);
+      expect(rowOf(BODY)).toEqual([
+        {
+          key: "KkAkhdMsgzn59SM8A89WgKwekxLZY",
+          event_type: "payment.updated",
+          dedup_id: "6a8f5f28-54a1-4eb0-a98a-3111513fd4fc",
+        },
+      ]);
+      const again = await t.post("/hooks/square", BODY, HEADERS);
+      expect([again.status, await again.text()]).toEqual([200, '{"status":"duplicate"}']);
+      expect(rowOf(BODY)).toHaveLength(1);
+    },
+  );
+
+  test(
+    "another event of the same payment joins its batch; an event with no object is keyed by its " + "seller",
+    async () => {
+      const created = BODY.replace(
+        '"type":"payment.updated","event_id":"6a8f5f28-54a1-4eb0-a98a-3111513fd4fc"',
+        '"type":"payment.created","event_id":"1b7e2c90-3d4f-4a6b-8c9d-0e1f2a3b4c5d"',
+      );
+      const res = await t.post("/hooks/square", created, signed(created));
+      expect([res.status, await res.text()]).toEqual([202, '{"status":"queued"}']);
+      expect(batchOf(created)).toBe(batchOf(BODY));
+      const bare = JSON.stringify({
+        merchant_id: "6SSW7HV8K2ST5",
+        type: "oauth.authorization.revoked",
+        event_id: "2c8f3d01-4e5a-4b7c-9d0e-1f2a3b4c5d6e",
+        created_at: "2026-11-20T16:00:00Z",
+        data: { type: "revocation", object: { revocation: { revoker_type: "MERCHANT" } } },
+      });
+      const revoked = await t.post("/hooks/square", bare, signed(bare));
+      expect([revoked.status, await revoked.text()]).toEqual([202, '{"status":"queued"}']);
+      expect(rowOf(bare)).toEqual([
+        {
+          key: "6SSW7HV8K2ST5",
+          event_type: "oauth.authorization.revoked",
+          dedup_id: "2c8f3d01-4e5a-4b7c-9d0e-1f2a3b4c5d6e",
+        },
+      ]);
+    },
+  );
+
+  test("the signature covers the query string as received and the notification URL exactly", async () => {
+    const body = BODY.replace(
+      '"event_id":"6a8f5f28-54a1-4eb0-a98a-3111513fd4fc"',
+      '"event_id":"3d9a4e12-5f6b-4c8d-8e1f-2a3b4c5d6e7f"',
+    );
+    const withQuery = await t.post("/hooks/square?env=prod", body, signed(body, `${PUBLIC_URL}?env=prod`));
+    expect(withQuery.status).toBe(202);
+    for (const [path, url] of [
+      ["/hooks/square", `${PUBLIC_URL}/`],
+      ["/hooks/square", PUBLIC_URL.replace("https:", "http:")],
+      ["/hooks/square?env=other", `${PUBLIC_URL}?env=prod`],
+    ]) {
+      const res = await t.post(path, body, signed(body, url));
+      expect([path, url, res.status, await res.text()]).toEqual([path, url, 401, ""]);
+    }
+    const otherKey = await t.post("/hooks/square", body, signed(body, PUBLIC_URL, "kit-test-other-key-square"));
+    expect(otherKey.status).toBe(401);
+  });
+});
