@@ -75,6 +75,7 @@ describe("the registry", () => {
 
 const BUILT_INS = [
   "asana.tasks",
+  "atlassian.jira",
   "atlassian.trello",
   "bitbucket.repo",
   "buildkite.webhooks",
