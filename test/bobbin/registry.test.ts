@@ -109,6 +109,7 @@ const BUILT_INS = [
   "postmark.messages",
   "resend.emails",
   "sec.edgar",
+  "segment.webhooks",
   "sendgrid.events",
   "sentry.issues",
   "shopify.shop",
