@@ -95,6 +95,7 @@ const BUILT_INS = [
   "google.gmail",
   "hookspool.digest",
   "hookspool.webhook",
+  "hubspot.webhooks",
   "intercom.conversations",
   "kaneo.projects",
   "lemonsqueezy.billing",
