@@ -109,12 +109,13 @@ async function sealHashes(tx: Tx, plan: GroupPlan): Promise<Map<GroupBatch, stri
  * hash and the document order it by version: content.ts documentOrder).
  */
 export async function contentOfBatchesPg(tx: Tx, batchIds: readonly number[]): Promise<Map<number, ContentEvent[]>> {
-  const rows = (await tx`SELECT batch_id, id, event_type, received_at, dedup_id, payload, headers, trace, version, body_file
+  const rows =
+    (await tx`SELECT batch_id, id, event_type, received_at, dedup_id, payload, headers, trace, version, body_file
       FROM events
       WHERE batch_id = ANY(${batchIds}::bigint[]) AND excluded_at IS NULL ORDER BY batch_id, id`) as Record<
-    string,
-    unknown
-  >[];
+      string,
+      unknown
+    >[];
   const out = new Map<number, ContentEvent[]>();
   for (const r of rows) {
     const b = num(r.batch_id);
