@@ -163,7 +163,8 @@ export function checkTemplate(t: Record<string, unknown>): TemplateProblem[] {
       out.push({
         key: "echo_unsigned",
         message:
-          "one handshake per template: it cannot be combined with head_handshake, echo_when, reply_when, get_verify or learn",
+          "one handshake per template: it cannot be combined with head_handshake, echo_when, " +
+          "reply_when, get_verify or learn",
       });
   }
   for (const k of ["echo_method", "echo_reply"] as const)

@@ -140,7 +140,8 @@ async function placeCopy(
       VALUES (COALESCE(${id}::bigint, nextval('events_id_seq')), ${ev.source}, ${copy.route},
         ${batchId}, ${ev.eventType}, ${ev.dedupId}, ${now}, ${ev.payload},
         ${once ? null : ev.raw}, ${once ? 1 : 0}, ${JSON.stringify(ev.headers)}, ${size},
-          ${copy.trace === undefined ? null : JSON.stringify(copy.trace)}, ${ev.version ?? null}::float8, ${ev.body?.sha256 ?? null})
+          ${copy.trace === undefined ? null : JSON.stringify(copy.trace)}, ${ev.version ?? null}::float8,
+          ${ev.body?.sha256 ?? null})
       RETURNING id`;
   const eventId = num(e.id);
   const [after] =
