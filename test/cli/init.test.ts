@@ -52,8 +52,8 @@ describe("init", () => {
     const { home, r } = await init();
     expect(r.code).toBe(0);
     const db = join(home, "spool.db");
-    expect(LATEST_SCHEMA).toBe(13);
-    expect(userVersion(db)).toBe(13);
+    expect(LATEST_SCHEMA).toBe(14);
+    expect(userVersion(db)).toBe(14);
     expect(metaValue(db, "schema_version")).toBe(String(LATEST_SCHEMA));
     expect(metaValue(db, "instance_id")).toMatch(/^[0-9a-f]{12}$/);
   });
