@@ -6,8 +6,12 @@ import { randomUUID } from "node:crypto";
 import { existsSync } from "node:fs";
 import { type BodyFile, BodySink, bodyPath, bodyUrlKey, bodyUrlValid, isBodyName } from "../bodies.ts";
 
-/** Large bodies read back into memory at once, for the plugin steps and the enqueue. */
-export const LARGE_AT_ONCE = 2;
+/**
+ * Large bodies read back into memory at once, for the plugin steps and the enqueue. One: a 25 MB
+ * body costs some hundreds of MB while it is parsed, hashed and classified (the bodies bench
+ * measured a peak of 893 MiB with two at a time, 504 MiB with one, at 16 senders).
+ */
+export const LARGE_AT_ONCE = 1;
 
 /** A counting semaphore: at most `slots` holders; the rest wait in arrival order. */
 export class Gate {
