@@ -267,6 +267,7 @@ export const TEMPLATE_SETTING_TYPES: { [K in (typeof TEMPLATE_KEYS)[number]]: re
   echo_reply: ["string"],
   scheme: ["string"],
   header: ["string"],
+  header2: ["string"],
   prefix: ["string"],
   param: ["string"],
   callback_url: ["string"],

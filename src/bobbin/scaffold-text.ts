@@ -157,6 +157,7 @@ function verifyCode(t: TemplateSettings): { code: string; imports: string[]; set
       const keys = [
         "scheme",
         "header",
+        "header2",
         "prefix",
         "tolerance_s",
         "algorithm",
@@ -174,7 +175,9 @@ function verifyCode(t: TemplateSettings): { code: string; imports: string[]; set
       ] as const;
       const settings = Object.fromEntries(keys.filter((k) => t[k] !== undefined).map((k) => [k, t[k]]));
       return {
-        code: `verifier(req, secrets.get("secret")) ?? true`,
+        code: t.header2
+          ? `verifier(req, secrets.get("secret"), secrets.get("secret2")) ?? true`
+          : `verifier(req, secrets.get("secret")) ?? true`,
         imports: ["schemeVerifier"],
         setup: `const verifier = schemeVerifier(${JSON.stringify(settings)});`,
       };
@@ -232,6 +235,7 @@ export function codeSource(name: string, t: TemplateSettings): string {
   ].sort();
   const authHeaders = [
     t.header,
+    t.header2,
     ...(t.scheme === "standard-webhooks" ? ["webhook-signature", "svix-signature"] : []),
   ].filter((x): x is string => !!x);
   const lines = [
@@ -241,7 +245,7 @@ export function codeSource(name: string, t: TemplateSettings): string {
     "",
     ...(v.setup ? [v.setup, ""] : []),
     "export default defineSource({",
-    '  secrets: ["secret"],',
+    t.header2 ? '  secrets: ["secret", "secret2"],' : '  secrets: ["secret"],',
     `  authHeaders: [${authHeaders.map((h) => JSON.stringify(h)).join(", ")}],`,
     ...(t.sender_retries !== undefined ? [`  senderRetries: ${t.sender_retries},`] : []),
     "  verify(req, secrets) {",

@@ -168,7 +168,10 @@ export function scaffold(o: ScaffoldOptions): Map<string, string> {
       signature_docs: "https://TODO",
     },
     source: sourceTable,
-    secrets: { secret: { description: "the signing secret (or token) the provider shows for this webhook" } },
+    secrets: {
+      secret: { description: "the signing secret (or token) the provider shows for this webhook" },
+      ...(t.header2 ? { secret2: { description: "the second signing key, whose signature is in header2" } } : {}),
+    },
     ...(o.processor ? { processor: { module: "processor", timeout_s: 300, state: false } } : {}),
     outputs: o.processor
       ? { event: { description: "TODO: what the processor makes of a batch; now each of its events, passed on" } }
@@ -245,6 +248,7 @@ export function scaffold(o: ScaffoldOptions): Map<string, string> {
       ? ["# The public half of a key pair made for these captures (the private half signed them and was thrown away)."]
       : []),
     `secret = "${keys.secret}"`,
+    ...(t.header2 ? [`secret2 = "kit-test-secret2-${product}"`] : []),
     "",
   ];
   files.set("captures/kit.toml", kit.join("\n"));

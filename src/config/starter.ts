@@ -220,6 +220,13 @@ type TemplateKey = (typeof TEMPLATE_KEYS)[number];
 const TEMPLATE_KEY_DOCS: { [K in TemplateKey]: { type: string; doc: string; always?: true } } = {
   scheme: { type: "string", always: true, doc: "how a request is verified: one of the schemes above" },
   header: { type: "header name", doc: "the header that carries the signature or token (any letter case)" },
+  header2: {
+    type: "header name",
+    doc:
+      "`hmac` only: a second header with the same kind of signature over the same message, made under a " +
+      "second key, the secret `secret2` (Box's `box-signature-secondary`); both are checked on every request, " +
+      "and either verifying is enough, so the sender can replace one key at a time; not with `pairs`",
+  },
   prefix: {
     type: "string",
     doc:
@@ -309,7 +316,9 @@ const TEMPLATE_KEY_DOCS: { [K in TemplateKey]: { type: string; doc: string; alwa
   },
   timestamp_header: {
     type: "header name",
-    doc: "the generic schemes: the header that carries the signed timestamp (Unix seconds, or milliseconds)",
+    doc:
+      "the generic schemes: the header that carries the signed timestamp: Unix seconds, milliseconds, " +
+      "or an RFC 3339 time with its offset (`2020-01-01T00:00:00-08:00`, `2021-03-25T05:09:27Z`: Box, Zendesk)",
   },
   timestamp_field: {
     type: "payload path",

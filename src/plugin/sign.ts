@@ -31,14 +31,15 @@ function signedTs(t: VerifySettings, body: Uint8Array, now: number): string {
   }
 }
 
-/** The generic schemes' signature header (and its timestamp and id headers). */
-function genericParts(t: VerifySettings, sig: string, ts: string, id: string): [string, string][] {
+/** The generic schemes' signature header (and its timestamp and id headers, and header2's signature). */
+function genericParts(t: VerifySettings, sig: string, ts: string, id: string, sig2?: string): [string, string][] {
   const header = t.header ?? "";
   const value =
     t.pairs !== undefined
       ? `${t.ts_name ?? "t"}=${ts}${t.pairs}${t.sig_name ?? "v1"}=${sig}`
       : `${t.prefix ?? ""}${sig}`;
   const out: [string, string][] = [[header, value]];
+  if (t.header2 && sig2 !== undefined) out.push([t.header2, `${t.prefix ?? ""}${sig2}`]);
   if (t.timestamp_header) out.push([t.timestamp_header, ts]);
   if (t.id_header) out.push([t.id_header, id]);
   return out;
@@ -47,7 +48,8 @@ function genericParts(t: VerifySettings, sig: string, ts: string, id: string): [
 /**
  * How each scheme is signed; `id` names the message where the scheme carries one. The public-key
  * schemes (ed25519, ecdsa-p256) sign with the sender's private key, `privateKey` (PEM): without
- * it they cannot be signed, and the answer is null.
+ * it they cannot be signed, and the answer is null. With `header2`, `secret2` signs that header
+ * (without it only `header` is signed, which verifies alone).
  */
 export function signTemplate(
   t: Pick<TemplateSettings, "scheme" | "header" | "prefix" | "param" | "callback_url"> & VerifySettings,
@@ -56,6 +58,7 @@ export function signTemplate(
   now: number,
   id = "msg_kit",
   privateKey?: string,
+  secret2?: string,
 ): SignedParts {
   const prefix = t.prefix ?? "";
   const header = t.header ?? "";
@@ -101,15 +104,18 @@ export function signTemplate(
         url: signedUrl(t, { rawQuery: "" }),
         params: () => sortedParams(body),
       });
-      if (t.scheme === "hmac")
+      if (t.scheme === "hmac") {
+        const opts = { algorithm: t.algorithm ?? "sha256", encoding: t.encoding ?? "hex" } as const;
         return {
           headers: genericParts(
             t,
-            hmac(secret, message, { algorithm: t.algorithm ?? "sha256", encoding: t.encoding ?? "hex" }),
+            hmac(secret, message, opts),
             ts,
             id,
+            secret2 !== undefined ? hmac(secret2, message, opts) : undefined,
           ),
         };
+      }
       if (!privateKey)
         throw new Error(`scheme ${t.scheme} is signed with the sender's private key, and none was given`);
       const sig = signWith(

@@ -13,6 +13,7 @@ export interface TemplateProblem {
 const STRING_KEYS = [
   "scheme",
   "header",
+  "header2",
   "prefix",
   "param",
   "callback_url",
@@ -227,6 +228,21 @@ function schemeProblems(t: Record<string, unknown>, scheme: Scheme, out: Templat
   if (has("sw_headers") && scheme !== "standard-webhooks")
     out.push({ key: "sw_headers", message: "only for scheme standard-webhooks" });
   if (has("algorithm") && scheme !== "hmac") out.push({ key: "algorithm", message: "only for scheme hmac" });
+  if (has("header2")) {
+    // A second key's signature is a MAC: a public-key scheme has one key, the sender's.
+    if (scheme !== "hmac") out.push({ key: "header2", message: "only for scheme hmac" });
+    else if (has("pairs"))
+      out.push({ key: "header2", message: "takes a signature after prefix, not pairs: unset pairs or header2" });
+    if (
+      typeof t.header2 === "string" &&
+      typeof t.header === "string" &&
+      t.header2.toLowerCase() === t.header.toLowerCase()
+    )
+      out.push({
+        key: "header2",
+        message: "must name another header than header (one header's signatures: signatures)",
+      });
+  }
   const generic = GENERIC.includes(scheme);
   for (const k of GENERIC_ONLY) {
     if (has(k) && !generic) out.push({ key: k, message: `only for schemes ${GENERIC.join(", ")}` });

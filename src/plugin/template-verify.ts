@@ -9,6 +9,7 @@ import {
   ed25519Why,
   type Encoding,
   hmacAnyWhy,
+  hmacEachWhy,
   hmacPrefixedWhy,
   MAX_SIGNATURES,
   sha256Hex,
@@ -22,6 +23,8 @@ import {
 export interface VerifySettings {
   scheme: string;
   header?: string;
+  /** A second signature header, made under the second secret (`secret2`): Box's primary and secondary keys. */
+  header2?: string;
   prefix?: string;
   param?: string;
   callback_url?: string;
@@ -120,8 +123,9 @@ export function buildMessage(
 function readSignature(
   t: VerifySettings,
   req: HookRequest,
+  name: string | undefined = t.header,
 ): { ts: string | null; candidates: string[] } | VerifyFailure {
-  const header = t.header ? req.header(t.header) : null;
+  const header = name ? req.header(name) : null;
   if (header === null) return "missing_signature";
   let ts: string | null = null;
   let candidates: string[];
@@ -159,15 +163,43 @@ function readSignature(
   return { ts, candidates };
 }
 
+/**
+ * The two signature headers of a template with `header2`: each one's candidates (none when it is
+ * absent or unreadable), and the timestamp, which both share. Only when neither can be read does
+ * the request fail here.
+ */
+function readBoth(
+  t: VerifySettings,
+  req: HookRequest,
+): { ts: string | null; first: string[]; second: string[] } | VerifyFailure {
+  const a = readSignature(t, req);
+  const b = readSignature(t, req, t.header2);
+  if (typeof a === "string" && typeof b === "string")
+    return a === "missing_signature" && b === "missing_signature"
+      ? "missing_signature"
+      : a === "missing_signature"
+        ? b
+        : a;
+  const ts = typeof a === "string" ? (b as { ts: string | null }).ts : a.ts;
+  return {
+    ts,
+    first: typeof a === "string" ? [] : a.candidates,
+    second: typeof b === "string" ? [] : b.candidates,
+  };
+}
+
 /** Why the request is not verified under the generic schemes (hmac, ed25519, ecdsa-p256), or null. */
-function genericWhy(t: VerifySettings, req: HookRequest, secret: string): VerifyFailure | null {
-  const read = readSignature(t, req);
+function genericWhy(t: VerifySettings, req: HookRequest, secret: string, secret2: string): VerifyFailure | null {
+  const read = t.header2 !== undefined ? readBoth(t, req) : readSignature(t, req);
   if (typeof read === "string") return read;
-  const { ts, candidates } = read;
+  const { ts } = read;
+  const candidates = "candidates" in read ? read.candidates : [...read.first, ...read.second];
   // Each public-key check costs far more than a MAC: no sender needs more than a couple.
   if (candidates.length > MAX_SIGNATURES) return "malformed";
   if (checksTimestamp(t)) {
-    const stale = timestampWhy(ts, req.now, t.tolerance_s ?? DEFAULT_TOLERANCE_S);
+    const stale = timestampWhy(ts, req.now, t.tolerance_s ?? DEFAULT_TOLERANCE_S, {
+      rfc3339: t.timestamp_header !== undefined,
+    });
     if (stale) return stale;
   }
   const message = buildMessage(t, {
@@ -182,8 +214,20 @@ function genericWhy(t: VerifySettings, req: HookRequest, secret: string): Verify
     return firstPass(candidates.map((c) => ed25519Why(c, secret, message, { encoding: t.encoding ?? "hex" })));
   if (t.scheme === "ecdsa-p256")
     return firstPass(candidates.map((c) => ecdsaP256Why(c, secret, message, { encoding: t.encoding ?? "base64" })));
+  const mac = { algorithm: t.algorithm ?? "sha256", encoding: t.encoding ?? "hex" } as const;
+  // Both keys are tried every time, each on its own header's signatures: either verifying is
+  // enough, so a sender rotating one key at a time never fails a delivery.
+  if ("first" in read)
+    return hmacEachWhy(
+      [
+        { candidates: read.first, secret },
+        { candidates: read.second, secret: secret2 },
+      ],
+      message,
+      mac,
+    );
   if (secret.length === 0) return "mismatch";
-  return hmacAnyWhy(candidates, secret, message, { algorithm: t.algorithm ?? "sha256", encoding: t.encoding ?? "hex" });
+  return hmacAnyWhy(candidates, secret, message, mac);
 }
 
 function firstPass(verdicts: (VerifyFailure | null)[]): VerifyFailure | null {
@@ -220,10 +264,12 @@ function concat(a: Uint8Array, b: string): Uint8Array {
 }
 
 /** The verifier a (checked) template describes: null when verified, else why not. */
-export function schemeVerifier(t: VerifySettings): (req: HookRequest, secret: string) => VerifyFailure | null {
+export function schemeVerifier(
+  t: VerifySettings,
+): (req: HookRequest, secret: string, secret2?: string) => VerifyFailure | null {
   const prefix = t.prefix ?? "";
   const tolerance = t.tolerance_s ?? DEFAULT_TOLERANCE_S;
-  return (req, secret) => {
+  return (req, secret, secret2 = "") => {
     const h = t.header ? req.header(t.header) : null;
     switch (t.scheme) {
       case "hmac-sha256-hex":
@@ -253,7 +299,7 @@ export function schemeVerifier(t: VerifySettings): (req: HookRequest, secret: st
       case "hmac":
       case "ed25519":
       case "ecdsa-p256":
-        return genericWhy(t, req, secret);
+        return genericWhy(t, req, secret, secret2);
       default:
         return "mismatch";
     }

@@ -22,6 +22,7 @@ export { defaultDedup, standardWebhooksHeaders } from "./template-verify.ts";
 export const TEMPLATE_KEYS = [
   "scheme",
   "header",
+  "header2",
   "prefix",
   "param",
   "callback_url",
@@ -88,7 +89,8 @@ export const SCHEMES = {
     doc:
       "an HMAC (`algorithm`, `encoding`) of the `message` recipe in `header`, " +
       "after `prefix` or as `pairs`, with a timestamp from `timestamp_header`, " +
-      "`timestamp_field` or a pair (Slack, Paddle, PagerDuty, HubSpot, Twilio)",
+      "`timestamp_field` or a pair; with `header2`, a second signature under `secret2` " +
+      "(Slack, Paddle, PagerDuty, HubSpot, Twilio, Box)",
   },
   ed25519: {
     needs: ["header"],
@@ -197,16 +199,17 @@ function formPayload(req: HookRequest, jsonField: string | undefined): unknown {
 }
 
 /**
- * Build the source plugin a (checked) template describes. Its secret is named `secret` (and `verify_token` with
- * get_verify).
+ * Build the source plugin a (checked) template describes. Its secret is named `secret` (and `secret2` with header2,
+ * `verify_token` with get_verify).
  */
 export function templateSource(t: TemplateSettings): SourcePlugin {
   const keySelectors = ([] as string[]).concat(t.key);
   const ignored = new Set(([] as string[]).concat(t.ignore ?? []));
   const why = schemeVerifier(t);
-  const verify = (req: HookRequest, secret: string): Verdict => why(req, secret) ?? true;
+  const verify = (req: HookRequest, secret: string, secret2?: string): Verdict => why(req, secret, secret2) ?? true;
   const authHeaders: string[] = [];
   if (t.header) authHeaders.push(t.header);
+  if (t.header2) authHeaders.push(t.header2);
   if (t.scheme === "standard-webhooks") authHeaders.push("webhook-signature", "svix-signature");
   const payloadOf = (req: HookRequest): unknown =>
     t.body === "form" ? formPayload(req, t.form_json) : req.body.length ? req.json() : {};
@@ -240,12 +243,12 @@ export function templateSource(t: TemplateSettings): SourcePlugin {
   const learn = t.learn ? learnerFor(t.learn, t.header) : undefined;
 
   return {
-    secrets: t.get_verify ? ["secret", "verify_token"] : ["secret"],
+    secrets: ["secret", ...(t.header2 ? ["secret2"] : []), ...(t.get_verify ? ["verify_token"] : [])],
     authHeaders,
     secretParams: t.get_verify ? ["hub.verify_token"] : undefined,
     senderRetries: t.sender_retries,
     challengeUnauthenticated: t.head_handshake === true || unsignedEcho !== null,
-    verify: (req, secrets) => verify(req, secrets.get("secret")),
+    verify: (req, secrets) => verify(req, secrets.get("secret"), t.header2 ? secrets.get("secret2") : undefined),
     // Trello checks a callback URL with a HEAD that carries no body and no signature; the
     // answer is constant, so answering it before verify is no oracle.
     challenge,

@@ -193,13 +193,60 @@ export function timestampFresh(ts: string | number | null, now: number, toleranc
   return timestampWhy(ts, now, toleranceS) === null;
 }
 
-/** timestampFresh, saying why not: absent, unreadable, too old (stale) or ahead (future). */
-export function timestampWhy(ts: string | number | null, now: number, toleranceS = 300): VerifyFailure | null {
+/**
+ * An RFC 3339 date-time (`2020-01-01T00:00:00-08:00`, `2021-03-25T05:09:27Z`, fractions allowed;
+ * `T` and `Z` in either case) as Unix seconds, or null when the text is not one or names no real
+ * instant (month 13, February 30). A time without an offset is not an instant, and is refused.
+ */
+export function rfc3339Seconds(text: string): number | null {
+  const m = /^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})$/.exec(text);
+  if (!m) return null;
+  const [, y, mo, d, h, mi, s, frac, zone] = m as unknown as string[];
+  const utc = Date.UTC(Number(y), Number(mo) - 1, Number(d), Number(h), Number(mi), Number(s));
+  const back = new Date(utc);
+  // Date.UTC rolls an out-of-range field over into the next; a real date-time reads back the same.
+  if (
+    back.getUTCFullYear() !== Number(y) ||
+    back.getUTCMonth() !== Number(mo) - 1 ||
+    back.getUTCDate() !== Number(d) ||
+    back.getUTCHours() !== Number(h) ||
+    back.getUTCMinutes() !== Number(mi) ||
+    back.getUTCSeconds() !== Number(s)
+  )
+    return null;
+  let offset = 0;
+  if (zone !== "Z" && zone !== "z") {
+    const oh = Number(zone.slice(1, 3));
+    const om = Number(zone.slice(4, 6));
+    if (oh > 23 || om > 59) return null;
+    offset = (zone[0] === "-" ? -1 : 1) * (oh * 3600 + om * 60);
+  }
+  return utc / 1000 + (frac ? Number(`0${frac}`) : 0) - offset;
+}
+
+/**
+ * timestampFresh, saying why not: absent, unreadable, too old (stale) or ahead (future). With
+ * `rfc3339`, a string may also be an RFC 3339 date-time (a sender that writes its timestamp
+ * header so: Box, Zendesk); without it only Unix seconds or milliseconds are read.
+ */
+export function timestampWhy(
+  ts: string | number | null,
+  now: number,
+  toleranceS = 300,
+  opts: { rfc3339?: boolean } = {},
+): VerifyFailure | null {
   let t: number;
   if (ts === null) return "missing_signature";
   if (typeof ts === "number") t = ts;
   else if (typeof ts === "string" && /^\d{1,16}(?:\.\d{1,9})?$/.test(ts.trim())) t = Number(ts.trim());
-  else return "malformed";
+  else if (typeof ts === "string" && opts.rfc3339 && ts.length <= 64) {
+    const at = rfc3339Seconds(ts.trim());
+    if (at === null) return "malformed";
+    // An instant in the date-time form is never read as milliseconds.
+    if (now - at > toleranceS) return "stale";
+    if (at - now > toleranceS) return "future";
+    return null;
+  } else return "malformed";
   if (!Number.isFinite(t) || t < 0) return "malformed";
   if (t > 1e12) t /= 1000;
   if (now - t > toleranceS) return "stale";
@@ -342,6 +389,38 @@ export function hmacAnyWhy(
   if (candidates.length === 0) return "missing_signature";
   if (bytes(secret).length === 0) return "mismatch";
   return anyEqualWhy(candidates, mac(secret, data, opts.algorithm ?? "sha256"), opts.encoding ?? "hex");
+}
+
+/**
+ * Signatures made under different secrets, each entry in its own place (Box's primary and
+ * secondary keys, each in its own header): null when any candidate of an entry is the HMAC of
+ * data under that entry's secret, else why not. Every entry's MAC is computed and every candidate
+ * compared, whichever matches, is missing or is empty, so the work does not say which key
+ * verified; an empty secret is computed under a stand-in key and never matches.
+ */
+export function hmacEachWhy(
+  entries: readonly { candidates: readonly string[]; secret: Data }[],
+  data: Data,
+  opts: { algorithm?: Algorithm; encoding?: Encoding } = {},
+): VerifyFailure | null {
+  const total = entries.reduce((n, e) => n + e.candidates.length, 0);
+  if (total === 0) return "missing_signature";
+  if (total > MAX_SIGNATURES) return "malformed";
+  const encoding = opts.encoding ?? "hex";
+  let ok = false;
+  let readable = false;
+  for (const e of entries) {
+    const usable = bytes(e.secret).length > 0;
+    const expected = mac(usable ? e.secret : compareKey, data, opts.algorithm ?? "sha256");
+    for (const c of new Set(e.candidates.map((x) => x.trim()))) {
+      const claimed = decode(c, encoding);
+      if (claimed === null) continue;
+      readable = true;
+      ok = (constantTimeEqual(claimed, expected) && usable) || ok;
+    }
+  }
+  if (ok) return null;
+  return readable ? "mismatch" : "malformed";
 }
 
 // ---------------------------------------------------------------------------------------------

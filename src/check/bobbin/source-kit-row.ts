@@ -117,7 +117,10 @@ export async function sourceKitRow(s: CheckSubject, m: Manifest | null, l: Loade
     http: kit.http,
     accepted: requestOf(accepted, instance),
     ...(t && secret !== undefined && canSign(t)
-      ? { sign: (body: Uint8Array, now: number, id: string) => signTemplate(t, secret, body, now, id) }
+      ? {
+          sign: (body: Uint8Array, now: number, id: string) =>
+            signTemplate(t, secret, body, now, id, undefined, t.header2 ? kit.secrets.secret2 : undefined),
+        }
       : {}),
     authHeaders: plugin.authHeaders ?? [],
     bodySigned: t ? signsBody(t) : (kit.body_signed ?? true),
