@@ -78,6 +78,7 @@ const BUILT_INS = [
   "atlassian.jira",
   "atlassian.trello",
   "bitbucket.repo",
+  "box.webhooks",
   "buildkite.webhooks",
   "calcom.bookings",
   "calendly.events",
