@@ -109,6 +109,7 @@ const BUILT_INS = [
   "pagerduty.incidents",
   "plaid.items",
   "postmark.messages",
+  "razorpay.webhooks",
   "resend.emails",
   "sec.edgar",
   "segment.webhooks",

@@ -1,0 +1,93 @@
+// razorpay.webhooks: Razorpay webhooks (X-Razorpay-Signature, the hex HMAC-SHA256 of the body
+// under the webhook secret), through a real `hookspool run`, and against an intake for what is
+// Razorpay's own: one batch per order, a refund with its payment, and a retry (the same
+// x-razorpay-event-id) answered as a duplicate.
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { createHmac } from "node:crypto";
+import { capturesOf } from "../../src/bobbin/captures.ts";
+import { startIntake, type TestIntake } from "../helpers/intake.ts";
+import { bobbinTest, builtin, KIT_DESTINATION, kitOf } from "./catalogue.ts";
+
+const bobbin = builtin("razorpay.webhooks");
+const kit = kitOf(bobbin);
+const SECRET = kit.secrets.secret;
+const accepted = capturesOf(bobbin.files()).find((c) => c.file === "captures/accepted.http");
+if (!accepted) throw new Error("no accepted capture");
+const BODY = new TextDecoder().decode(accepted.request.body);
+const HEADERS = Object.fromEntries(
+  accepted.request.headers.filter(([k]) => !["host", "content-length"].includes(k.toLowerCase())),
+);
+const signed = (body: string, id: string) => ({
+  "Content-Type": "application/json",
+  "x-razorpay-event-id": id,
+  "X-Razorpay-Signature": createHmac("sha256", SECRET).update(body).digest("hex"),
+});
+
+bobbinTest("razorpay.webhooks", "a captured payment is queued and delivered, a bad signature is 401", {
+  answers: {
+    "captures/accepted.http": 202,
+    "captures/rejected.http": { status: 401, body: "" },
+  },
+});
+
+describe("against an intake", () => {
+  let t: TestIntake;
+  beforeAll(async () => {
+    t = await startIntake(
+      `[bobbins.razorpay]
+bobbin = "razorpay.webhooks"
+secrets.secret = { file = "{{secret:razorpay}}" }
+outputs = { "*" = "kit" }
+
+${KIT_DESTINATION}`,
+      { secrets: { razorpay: SECRET } },
+    );
+  });
+  afterAll(async () => {
+    await t.stop();
+  });
+
+  const rows = (body: string) =>
+    t.db.db
+      .query("SELECT b.key, e.event_type FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.payload = ?")
+      .all(body) as { key: string; event_type: string }[];
+
+  test("the capture is stored under its order; Razorpay's retry of the event is a duplicate", async () => {
+    const first = await t.post("/hooks/razorpay", BODY, HEADERS);
+    expect([first.status, await first.text()]).toEqual([202, '{"status":"queued"}']);
+    expect(rows(BODY)).toEqual([{ key: "order_ExampleOrd042", event_type: "payment.captured" }]);
+    const retry = await t.post("/hooks/razorpay", BODY, HEADERS);
+    expect([retry.status, await retry.text()]).toEqual([200, '{"status":"duplicate"}']);
+  });
+
+  test("a refund is keyed by its payment; a payment without an order by itself", async () => {
+    const refund = JSON.stringify({
+      entity: "event",
+      account_id: "acc_ExampleAcct01",
+      event: "refund.processed",
+      contains: ["refund"],
+      payload: { refund: { entity: { id: "rfnd_Example01", payment_id: "pay_ExamplePay050", amount: 100 } } },
+      created_at: 1735689700,
+    });
+    const r = await t.post("/hooks/razorpay", refund, signed(refund, "NkXa2Ljs6dqP9Z"));
+    expect([r.status, await r.text()]).toEqual([202, '{"status":"queued"}']);
+    expect(rows(refund)).toEqual([{ key: "pay_ExamplePay050", event_type: "refund.processed" }]);
+    const lone = JSON.stringify({
+      entity: "event",
+      account_id: "acc_ExampleAcct01",
+      event: "payment.failed",
+      contains: ["payment"],
+      payload: { payment: { entity: { id: "pay_ExamplePay051", order_id: null, status: "failed" } } },
+      created_at: 1735689800,
+    });
+    const l = await t.post("/hooks/razorpay", lone, signed(lone, "NkXa2Ljs6dqP8Y"));
+    expect([l.status, await l.text()]).toEqual([202, '{"status":"queued"}']);
+    expect(rows(lone)).toEqual([{ key: "pay_ExamplePay051", event_type: "payment.failed" }]);
+  });
+
+  test("a tampered body is 401", async () => {
+    const tampered = BODY.replace("50000", "5000");
+    const res = await t.post("/hooks/razorpay", tampered, HEADERS);
+    expect([res.status, await res.text()]).toEqual([401, ""]);
+  });
+});
