@@ -123,6 +123,7 @@ const BUILT_INS = [
   "twilio.messaging",
   "typeform.responses",
   "vercel.deployments",
+  "zendesk.webhooks",
   "zoom.meetings",
 ];
 
