@@ -24,4 +24,10 @@ export {
   type StoredToken,
   type TokenStore,
 } from "./oauth.ts";
-export { jwksFetcher, keyFetcher, type KeyFetcherOptions } from "./keys.ts";
+export {
+  type DocumentFetcherOptions,
+  documentFetcher,
+  jwksFetcher,
+  keyFetcher,
+  type KeyFetcherOptions,
+} from "./keys.ts";

@@ -50,3 +50,28 @@ export function jwksFetcher(opts: { http: Http; url: string }): (kid: string) =>
     return key ?? null;
   };
 }
+
+export interface DocumentFetcherOptions<K> {
+  http: Http;
+  /** The key in a 2xx answer's text (a PEM certificate), or null when it holds none. */
+  parse: (text: string) => K | null;
+  /** The statuses that mean "no such document": the cache remembers the URL as unknown (404, 410). */
+  unknownStatuses?: readonly number[];
+}
+
+/**
+ * A key published as a document at a URL the request names (PayPal's PAYPAL-CERT-URL): GET it and
+ * parse it. The caller checks the URL (its scheme and host) before the cache ever asks for it.
+ * A 404 or 410, or a 2xx answer that holds no key, resolves null (the URL is remembered as
+ * unknown); any other failure throws (tried again after the cache's fetch interval).
+ */
+export function documentFetcher<K>(opts: DocumentFetcherOptions<K>): (url: string) => Promise<K | null> {
+  const unknown = new Set(opts.unknownStatuses ?? [404, 410]);
+  return async (url) => {
+    const res = await opts.http.request("GET", url, { headers: { accept: "application/x-pem-file, */*" } });
+    if (unknown.has(res.status)) return null;
+    const err = statusError("GET", url, res);
+    if (err) throw err;
+    return opts.parse(res.text);
+  };
+}

@@ -1,19 +1,23 @@
-// Senders that sign with a published key (Plaid's ES256 JWT): the guarded key cache and the JWT
-// check. No secret is compared here; jose verifies the signature.
+// Senders that sign with a published key (Plaid's ES256 JWT, PayPal's certificate): the guarded
+// key cache, the JWT check and the X.509 certificate's key and dates. No secret is compared here;
+// jose and node:crypto verify the signatures.
+import { type KeyObject, X509Certificate } from "node:crypto";
 import { importJWK, jwtVerify, type JWK } from "jose";
 import type { Clock } from "../clock.ts";
 
 /** A public key as a sender publishes it (jose's JWK; the DOM type is not in our lib). */
 export type JsonWebKey = JWK;
 
-export interface KeyCacheOptions {
+export interface KeyCacheOptions<K = JsonWebKey> {
   /** Fetch the key for kid (through net); null when the sender says there is no such key. */
-  fetchKey: (kid: string) => Promise<JsonWebKey | null>;
+  fetchKey: (kid: string) => Promise<K | null>;
   clock: Clock;
   /** At most one fetch per this many seconds for the whole cache, whatever the kid (60). */
   minFetchIntervalS?: number;
   /** How long a kid the sender does not know stays unknown (600). */
   negativeTtlS?: number;
+  /** At most this many known keys; a new one past it drops the one learned first (unbounded). */
+  maxKeys?: number;
 }
 
 /**
@@ -24,21 +28,28 @@ export interface KeyCacheOptions {
  * A failed fetch (throws) answers null and caches nothing, so the kid is tried again once the
  * fetch interval has passed: an outage costs at most one interval of refusals, never ten minutes.
  */
-export class KeyCache {
-  private readonly known = new Map<string, JsonWebKey>();
+export class KeyCache<K = JsonWebKey> {
+  private readonly known = new Map<string, K>();
   private readonly unknownUntil = new Map<string, number>();
-  private readonly inflight = new Map<string, Promise<JsonWebKey | null>>();
+  private readonly inflight = new Map<string, Promise<K | null>>();
   private lastFetchAt = Number.NEGATIVE_INFINITY;
   private readonly minFetchIntervalS: number;
   private readonly negativeTtlS: number;
+  private readonly maxKeys: number;
 
-  constructor(private readonly opts: KeyCacheOptions) {
+  constructor(private readonly opts: KeyCacheOptions<K>) {
     this.minFetchIntervalS = opts.minFetchIntervalS ?? 60;
     this.negativeTtlS = opts.negativeTtlS ?? 600;
+    this.maxKeys = opts.maxKeys ?? Number.POSITIVE_INFINITY;
+  }
+
+  /** How many keys it holds (known ones; unknown kids are not counted). */
+  get size(): number {
+    return this.known.size;
   }
 
   /** The key for kid, or null (unknown, rate-limited, or the fetch failed). Never throws. */
-  async key(kid: string): Promise<JsonWebKey | null> {
+  async key(kid: string): Promise<K | null> {
     const hit = this.known.get(kid);
     if (hit) return hit;
     const now = this.opts.clock.now();
@@ -53,8 +64,8 @@ export class KeyCache {
     return fetched;
   }
 
-  private async fetch(kid: string): Promise<JsonWebKey | null> {
-    let jwk: JsonWebKey | null;
+  private async fetch(kid: string): Promise<K | null> {
+    let jwk: K | null;
     try {
       jwk = await this.opts.fetchKey(kid);
     } catch {
@@ -62,6 +73,11 @@ export class KeyCache {
     }
     if (jwk) {
       this.known.set(kid, jwk);
+      // Map order is insertion order: the first key past the bound is the one learned first.
+      for (const k of this.known.keys()) {
+        if (this.known.size <= this.maxKeys) break;
+        this.known.delete(k);
+      }
       this.unknownUntil.delete(kid);
       return jwk;
     }
@@ -73,16 +89,47 @@ export class KeyCache {
   }
 }
 
-const sharedCaches = new Map<string, KeyCache>();
+const sharedCaches = new Map<string, KeyCache<unknown>>();
 
 /** One cache per name for the whole process ("plaid:production"), made on first use. */
-export function sharedKeyCache(name: string, make: () => KeyCache): KeyCache {
-  let cache = sharedCaches.get(name);
+export function sharedKeyCache<K = JsonWebKey>(name: string, make: () => KeyCache<K>): KeyCache<K> {
+  let cache = sharedCaches.get(name) as KeyCache<K> | undefined;
   if (!cache) {
     cache = make();
-    sharedCaches.set(name, cache);
+    sharedCaches.set(name, cache as KeyCache<unknown>);
   }
   return cache;
+}
+
+/** A certificate's public key and the times it is valid between (Unix seconds, both included). */
+export interface CertificateKey {
+  publicKey: KeyObject;
+  notBefore: number;
+  notAfter: number;
+}
+
+/**
+ * The first certificate of a PEM document (PayPal's PAYPAL-CERT-URL answer), or null when it
+ * holds none that parses or its dates do not read. The certificate's chain is not checked: the
+ * caller trusts it for where it was fetched from (https, from the sender's own host).
+ */
+export function certificateKey(pem: string): CertificateKey | null {
+  const m = /-----BEGIN CERTIFICATE-----[A-Za-z0-9+/=\s]+?-----END CERTIFICATE-----/.exec(pem);
+  if (!m) return null;
+  try {
+    const cert = new X509Certificate(m[0]);
+    const notBefore = Date.parse(cert.validFrom) / 1000;
+    const notAfter = Date.parse(cert.validTo) / 1000;
+    if (!Number.isFinite(notBefore) || !Number.isFinite(notAfter)) return null;
+    return { publicKey: cert.publicKey, notBefore, notAfter };
+  } catch {
+    return null;
+  }
+}
+
+/** True when now (Unix seconds) is within the certificate's validity. */
+export function certificateValidAt(cert: CertificateKey, now: number): boolean {
+  return now >= cert.notBefore && now <= cert.notAfter;
 }
 
 function jsonPart(part: string): Record<string, unknown> | null {

@@ -489,6 +489,40 @@ export function ecdsaP256Why(
   }
 }
 
+/**
+ * Null when `signature` (base64 by default: PayPal's PAYPAL-TRANSMISSION-SIG) is an RSASSA-PKCS1-v1_5
+ * signature with SHA-256 (Java's SHA256withRSA) of message under the public key, else why not.
+ * The key is a KeyObject (a certificate's: certificateKey) or PEM text; one that is not RSA, or
+ * shorter than 2048 bits, fails closed ("mismatch").
+ */
+export function rsaSha256Why(
+  signature: string | null,
+  publicKey: KeyObject | string,
+  message: Data,
+  opts: { encoding?: Encoding } = {},
+): VerifyFailure | null {
+  if (signature === null) return "missing_signature";
+  const sig = decode(signature.trim(), opts.encoding ?? "base64");
+  if (sig === null || sig.length === 0 || sig.length > 1024) return "malformed";
+  let key: KeyObject;
+  try {
+    key = typeof publicKey === "string" ? createPublicKey(publicKey.trim()) : publicKey;
+  } catch {
+    return "mismatch";
+  }
+  if (key.asymmetricKeyType !== "rsa" || (key.asymmetricKeyDetails?.modulusLength ?? 0) < 2048) return "mismatch";
+  try {
+    return verifySignature("sha256", bytes(message), key, sig) ? null : "mismatch";
+  } catch {
+    return "mismatch";
+  }
+}
+
+/** The CRC-32 (IEEE, zlib's) of data as an unsigned decimal: the last part of PayPal's signed message. */
+export function crc32Decimal(data: Data): string {
+  return String(Bun.hash.crc32(bytes(data)) >>> 0);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Tokens and body hashes
 
@@ -518,4 +552,12 @@ export function bodySha256Matches(claimHex: string | null, body: Uint8Array): bo
 
 // Published keys (Plaid's ES256 JWT and its guarded key cache) live in keys.ts; they are part
 // of the same API for plugins.
-export { jwtEs256, KeyCache, type KeyCacheOptions, sharedKeyCache } from "./keys.ts";
+export {
+  type CertificateKey,
+  certificateKey,
+  certificateValidAt,
+  jwtEs256,
+  KeyCache,
+  type KeyCacheOptions,
+  sharedKeyCache,
+} from "./keys.ts";
