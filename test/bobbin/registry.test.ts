@@ -107,6 +107,7 @@ const BUILT_INS = [
   "okta.events",
   "paddle.billing",
   "pagerduty.incidents",
+  "paypal.webhooks",
   "plaid.items",
   "postmark.messages",
   "razorpay.webhooks",
