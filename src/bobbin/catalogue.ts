@@ -35,13 +35,21 @@ export function catalogueFacts(b: Bobbin): CatalogueFacts {
   };
 }
 
-/** Whether a bobbin matches a search word: its name, provider, summary or scheme, any letter case. */
+/**
+ * Whether a bobbin matches a search word: its name, provider, summary, scheme or what it was checked
+ * against, any letter case.
+ */
 export function matchesSearch(b: Bobbin, word: string): boolean {
   const w = word.toLowerCase();
   const m = b.manifest;
-  return [b.name, m.provider.vendor, m.provider.product, m.summary, catalogueFacts(b).scheme].some((s) =>
-    s.toLowerCase().includes(w),
-  );
+  return [
+    b.name,
+    m.provider.vendor,
+    m.provider.product,
+    m.summary,
+    catalogueFacts(b).scheme,
+    m.provider.checked ?? "",
+  ].some((s) => s.toLowerCase().includes(w));
 }
 
 /** A Markdown table cell: one line, pipes escaped. */
@@ -53,12 +61,13 @@ export function catalogueMarkdown(bobbins: readonly Bobbin[]): string {
     const f = catalogueFacts(b);
     return (
       `| \`${b.name}\` | ${cell(`${b.manifest.provider.vendor} ${b.manifest.provider.product}`)} | ` +
-      `${cell(f.scheme)} | ${cell(f.handshake)} | ${cell(f.retries)} | ${cell(b.manifest.summary)} |`
+      `${cell(f.scheme)} | ${cell(f.handshake)} | ${cell(f.retries)} | ${cell(b.manifest.provider.checked ?? "-")} | ` +
+      `${cell(b.manifest.summary)} |`
     );
   };
   return [
-    "| bobbin | provider | scheme | handshake | sender retries | summary |",
-    "| --- | --- | --- | --- | --- | --- |",
+    "| bobbin | provider | scheme | handshake | sender retries | checked against | summary |",
+    "| --- | --- | --- | --- | --- | --- | --- |",
     ...bobbins.map(row),
   ].join("\n");
 }

@@ -23,6 +23,11 @@ export interface Provider {
   api_docs?: string;
   no_push_note?: string;
   no_push_docs?: string;
+  /**
+   * What the captures and the scheme were checked against, in one line: an SDK, its version or commit and file, or a
+   * page.
+   */
+  checked?: string;
 }
 
 export interface SourceSection {
@@ -223,6 +228,7 @@ export const PROVIDER_KEYS = [
   "api_docs",
   "no_push_note",
   "no_push_docs",
+  "checked",
 ];
 export const SOURCE_KEYS = [
   "module",

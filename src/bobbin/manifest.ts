@@ -154,6 +154,13 @@ export function parseManifest(
       const v = str(providerTable, k, `provider.${k}`, k === "vendor" || k === "product");
       if (v !== undefined) (provider as unknown as Record<string, string>)[k] = v;
     }
+    const checked = provider.checked;
+    if (checked !== undefined && (checked.trim() === "" || checked.length > 160 || /[\r\n|]/.test(checked)))
+      err(
+        "provider.checked",
+        "one line of at most 160 characters, without |: what the captures were checked against " +
+          "(an SDK, its version or commit and file, or the provider's page)",
+      );
   }
 
   // [secrets.*]

@@ -78,6 +78,16 @@ describe("keys and shapes", () => {
     expect(keysOf(edited("[provider]\n", '[provider]\nlogo = "x"\n'))).toEqual(["provider.logo"]);
   });
 
+  test("[provider] checked is one line of at most 160 characters, without |", () => {
+    const checked = (v: string) => keysOf(edited("[provider]\n", `[provider]\nchecked = ${JSON.stringify(v)}\n`));
+    expect(checked("stripe-node 17.x (src/Webhooks.ts)")).toEqual([]);
+    expect(parse(edited("[provider]\n", '[provider]\nchecked = "an SDK 1.0"\n')).manifest?.provider.checked).toBe(
+      "an SDK 1.0",
+    );
+    for (const bad of ["", " ", "two\nlines", "a | b", "x".repeat(161)])
+      expect(checked(bad)).toEqual(["provider.checked"]);
+  });
+
   test("not TOML at all", () => {
     expect(parse("name = ").problems[0].message).toMatch(/^not valid TOML/);
   });

@@ -45,19 +45,22 @@ describe("bobbin list", () => {
     const r = await cli(["--home", h, "bobbin", "list", "--markdown"]);
     const lines = r.out.split("\n");
     expect(lines.slice(0, 2)).toEqual([
-      "| bobbin | provider | scheme | handshake | sender retries | summary |",
-      "| --- | --- | --- | --- | --- | --- |",
+      "| bobbin | provider | scheme | handshake | sender retries | checked against | summary |",
+      "| --- | --- | --- | --- | --- | --- | --- |",
     ]);
     const builtins = findBobbins({ bobbinPath: [], presets: Object.keys(DEFAULT_SPANS) }).bobbins.size;
     expect(lines.filter((l) => l.startsWith("| `"))).toHaveLength(builtins);
     expect(lines).toContain(
-      "| `atlassian.trello` | Atlassian Trello | hmac-sha1-base64-url | HEAD 200 | yes | Trello " +
+      "| `atlassian.trello` | Atlassian Trello | hmac-sha1-base64-url | HEAD 200 | yes | - | Trello " +
         "webhooks: actions on a watched board, list, card or member |",
     );
     expect(lines.find((l) => l.startsWith("| `hookspool.webhook`"))).toContain(
       "| any scheme | per settings | per settings |",
     );
     expect(lines.find((l) => l.startsWith("| `zoom.meetings`"))).toContain("| code | see README | yes |");
+    expect(lines.find((l) => l.startsWith("| `stripe.events`"))).toContain(
+      "| yes | stripe-node 663942164d (src/Webhooks.ts) |",
+    );
     const doc = await Bun.file(join(import.meta.dir, "..", "..", "docs", "bobbins", "README.md")).text();
     for (const row of lines.slice(2)) expect(doc).toContain(row);
   });
@@ -71,6 +74,8 @@ describe("bobbin list --search", () => {
         JSON.parse((await cli(["--home", h, "--json", "bobbin", "list", "--search", word])).out) as { name: string }[]
       ).map((b) => b.name);
     expect(await names("TRELLO")).toEqual(["atlassian.trello"]);
+    // By what its captures were checked against ([provider] checked).
+    expect(await names("stripe-node")).toEqual(["stripe.events"]);
     expect(await names("sec.edgar")).toEqual(["sec.edgar"]);
     // By the provider's name, not in the bobbin's.
     expect(await names("Atlassian")).toContain("atlassian.trello");
