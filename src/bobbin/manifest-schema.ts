@@ -271,6 +271,7 @@ export const TEMPLATE_SETTING_TYPES: { [K in (typeof TEMPLATE_KEYS)[number]]: re
   echo_unsigned: ["string"],
   echo_method: ["string"],
   echo_reply: ["string"],
+  secret_encoding: ["string"],
   scheme: ["string"],
   header: ["string"],
   header2: ["string"],

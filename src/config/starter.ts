@@ -376,6 +376,12 @@ const TEMPLATE_KEY_DOCS: { [K in TemplateKey]: { type: string; doc: string; alwa
       "Dropbox's GET `query:challenge`, Okta's GET `header:X-Okta-Verification-Challenge`, " +
       "Microsoft Graph's POST `query:validationToken`; the answer echoes only what the request sent",
   },
+  secret_encoding: {
+    type: "`text` or `base64`",
+    doc:
+      "how an HMAC scheme reads `secrets.secret`: as the key's text (default), or as the base64 of the key's bytes " +
+      "(Airtable's `macSecretBase64`); not for static-token, standard-webhooks or a public key",
+  },
   echo_method: { type: "`GET` or `POST`", doc: "with `echo_unsigned`: the request's method; default `GET`" },
   echo_reply: {
     type: "`text` or `json:<field>`",

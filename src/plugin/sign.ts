@@ -62,16 +62,19 @@ export function signTemplate(
 ): SignedParts {
   const prefix = t.prefix ?? "";
   const header = t.header ?? "";
+  // An HMAC key given as base64 (secret_encoding): its bytes sign, as they verify.
+  const keyOf = (s: string): string | Uint8Array => (t.secret_encoding === "base64" ? Buffer.from(s, "base64") : s);
+  const key = keyOf(secret);
   switch (t.scheme) {
     case "hmac-sha256-hex":
-      return { headers: [[header, `${prefix}${hmac(secret, body, { algorithm: "sha256", encoding: "hex" })}`]] };
+      return { headers: [[header, `${prefix}${hmac(key, body, { algorithm: "sha256", encoding: "hex" })}`]] };
     case "hmac-sha1-hex":
-      return { headers: [[header, `${prefix}${hmac(secret, body, { algorithm: "sha1", encoding: "hex" })}`]] };
+      return { headers: [[header, `${prefix}${hmac(key, body, { algorithm: "sha1", encoding: "hex" })}`]] };
     case "hmac-sha256-base64":
-      return { headers: [[header, `${prefix}${hmac(secret, body, { algorithm: "sha256", encoding: "base64" })}`]] };
+      return { headers: [[header, `${prefix}${hmac(key, body, { algorithm: "sha256", encoding: "base64" })}`]] };
     case "hmac-sha1-base64-url": {
       const signed = Buffer.concat([body, new TextEncoder().encode(t.callback_url ?? "")]);
-      return { headers: [[header, `${prefix}${hmac(secret, signed, { algorithm: "sha1", encoding: "base64" })}`]] };
+      return { headers: [[header, `${prefix}${hmac(key, signed, { algorithm: "sha1", encoding: "base64" })}`]] };
     }
     case "standard-webhooks": {
       const p = t.sw_headers === "svix" ? "svix" : "webhook";
@@ -85,7 +88,7 @@ export function signTemplate(
     }
     case "timestamped":
       return {
-        headers: [[header, `t=${now},v1=${hmac(secret, Buffer.concat([new TextEncoder().encode(`${now}.`), body]))}`]],
+        headers: [[header, `t=${now},v1=${hmac(key, Buffer.concat([new TextEncoder().encode(`${now}.`), body]))}`]],
       };
     case "static-token":
       return t.param
@@ -109,10 +112,10 @@ export function signTemplate(
         return {
           headers: genericParts(
             t,
-            hmac(secret, message, opts),
+            hmac(key, message, opts),
             ts,
             id,
-            secret2 !== undefined ? hmac(secret2, message, opts) : undefined,
+            secret2 !== undefined ? hmac(keyOf(secret2), message, opts) : undefined,
           ),
         };
       }

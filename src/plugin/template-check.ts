@@ -2,7 +2,7 @@
 // keys that only make sense together. `hookspool check` and `bobbin check` report these.
 import { closest } from "../spelling.ts";
 import { isBarePath, parseWhen, selectorOk } from "./template-select.ts";
-import { defaultRecipe, parseRecipe, RECIPE_PARTS, type VerifySettings } from "./template-verify.ts";
+import { defaultRecipe, MAC_KEY_SCHEMES, parseRecipe, RECIPE_PARTS, type VerifySettings } from "./template-verify.ts";
 import { SCHEMES, type Scheme, TEMPLATE_KEYS } from "./template.ts";
 
 export interface TemplateProblem {
@@ -38,6 +38,7 @@ const STRING_KEYS = [
   "echo_unsigned",
   "echo_method",
   "echo_reply",
+  "secret_encoding",
   "reply_when",
   "reply_type",
   "ack_type",
@@ -166,6 +167,15 @@ export function checkTemplate(t: Record<string, unknown>): TemplateProblem[] {
         message:
           "one handshake per template: it cannot be combined with head_handshake, echo_when, " +
           "reply_when, get_verify or learn",
+      });
+  }
+  if (has("secret_encoding")) {
+    if (t.secret_encoding !== "text" && t.secret_encoding !== "base64")
+      out.push({ key: "secret_encoding", message: 'expected "text" or "base64"' });
+    else if (t.secret_encoding === "base64" && !MAC_KEY_SCHEMES.includes(String(t.scheme)))
+      out.push({
+        key: "secret_encoding",
+        message: `only for an HMAC scheme (${MAC_KEY_SCHEMES.join(", ")}): ${String(t.scheme)} reads its key itself`,
       });
   }
   for (const k of ["echo_method", "echo_reply"] as const)

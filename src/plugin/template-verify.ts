@@ -5,6 +5,7 @@ import { getText } from "./get-path.ts";
 import type { HookRequest, VerifyFailure } from "./types.ts";
 import {
   type Algorithm,
+  type Data,
   ecdsaP256Why,
   ed25519Why,
   type Encoding,
@@ -23,6 +24,8 @@ import {
 export interface VerifySettings {
   scheme: string;
   header?: string;
+  /** "base64": the secret is the base64 of the MAC key's bytes (Airtable's macSecretBase64). */
+  secret_encoding?: "text" | "base64";
   /** A second signature header, made under the second secret (`secret2`): Box's primary and secondary keys. */
   header2?: string;
   prefix?: string;
@@ -220,14 +223,29 @@ function genericWhy(t: VerifySettings, req: HookRequest, secret: string, secret2
   if ("first" in read)
     return hmacEachWhy(
       [
-        { candidates: read.first, secret },
-        { candidates: read.second, secret: secret2 },
+        { candidates: read.first, secret: macKey(t, secret) },
+        { candidates: read.second, secret: macKey(t, secret2) },
       ],
       message,
       mac,
     );
   if (secret.length === 0) return "mismatch";
-  return hmacAnyWhy(candidates, secret, message, mac);
+  return hmacAnyWhy(candidates, macKey(t, secret), message, mac);
+}
+
+/** The schemes whose secret is an HMAC key, which `secret_encoding` may give as base64. */
+export const MAC_KEY_SCHEMES = [
+  "hmac-sha256-hex",
+  "hmac-sha1-hex",
+  "hmac-sha256-base64",
+  "hmac-sha1-base64-url",
+  "timestamped",
+  "hmac",
+];
+
+/** An HMAC key as the secret gives it: its text, or the bytes its base64 names. */
+function macKey(t: VerifySettings, secret: string): Data {
+  return t.secret_encoding === "base64" ? Buffer.from(secret, "base64") : secret;
 }
 
 function firstPass(verdicts: (VerifyFailure | null)[]): VerifyFailure | null {
@@ -273,13 +291,13 @@ export function schemeVerifier(
     const h = t.header ? req.header(t.header) : null;
     switch (t.scheme) {
       case "hmac-sha256-hex":
-        return hmacPrefixedWhy(h, prefix, secret, req.body, { algorithm: "sha256", encoding: "hex" });
+        return hmacPrefixedWhy(h, prefix, macKey(t, secret), req.body, { algorithm: "sha256", encoding: "hex" });
       case "hmac-sha1-hex":
-        return hmacPrefixedWhy(h, prefix, secret, req.body, { algorithm: "sha1", encoding: "hex" });
+        return hmacPrefixedWhy(h, prefix, macKey(t, secret), req.body, { algorithm: "sha1", encoding: "hex" });
       case "hmac-sha256-base64":
-        return hmacPrefixedWhy(h, prefix, secret, req.body, { algorithm: "sha256", encoding: "base64" });
+        return hmacPrefixedWhy(h, prefix, macKey(t, secret), req.body, { algorithm: "sha256", encoding: "base64" });
       case "hmac-sha1-base64-url":
-        return hmacPrefixedWhy(h, prefix, secret, concat(req.body, t.callback_url ?? ""), {
+        return hmacPrefixedWhy(h, prefix, macKey(t, secret), concat(req.body, t.callback_url ?? ""), {
           algorithm: "sha1",
           encoding: "base64",
         });
@@ -289,7 +307,7 @@ export function schemeVerifier(
           toleranceS: tolerance,
         });
       case "timestamped":
-        return timestampedWhy(h, secret, req.body, { now: req.now, toleranceS: tolerance });
+        return timestampedWhy(h, macKey(t, secret), req.body, { now: req.now, toleranceS: tolerance });
       case "static-token": {
         if (t.param) return staticTokenWhy(req.query[t.param] ?? null, secret);
         if (h === null) return "missing_signature";

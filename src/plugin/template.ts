@@ -62,6 +62,7 @@ export const TEMPLATE_KEYS = [
   "echo_unsigned",
   "echo_method",
   "echo_reply",
+  "secret_encoding",
 ] as const;
 
 /** How each scheme verifies, and which keys it needs. */
