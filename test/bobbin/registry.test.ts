@@ -74,6 +74,7 @@ describe("the registry", () => {
 });
 
 const BUILT_INS = [
+  "airtable.bases",
   "asana.tasks",
   "atlassian.jira",
   "atlassian.trello",

@@ -28,7 +28,8 @@ unsigned = true
 export async function runCatalogue(b: Bobbin, runtime: Runtime = "bun"): Promise<CaptureResult[]> {
   const run = await sharedRun(b, runtime);
   const results = await run.results(b);
-  const accepted = results.filter((x) => x.capture.expect.word === "queued" && x.status === 202);
+  // Queued: 202, or 200 beside a source's own ack body (the word then in X-Hookspool-Status).
+  const accepted = results.filter((x) => x.capture.expect.word === "queued" && x.status >= 200 && x.status < 300);
   // The event a capture became: its payload is the capture's body, byte for byte.
   let rows = run.events(b);
   const eventOf = (a: CaptureResult) =>
