@@ -10,8 +10,8 @@ import type { HookRequest, HookResponse } from "../plugin/types.ts";
 import type { IntakeStore } from "../store/api.ts";
 import type { EnqueueResult, EventCopy, NewEvent, Placed } from "../store/enqueue.ts";
 import { testHook } from "../testhook.ts";
-import { bodyReference } from "../bodies.ts";
-import { type Gate, type LargeBody, receiveToFile } from "./large.ts";
+import { type BodyFile, bodyReference } from "../bodies.ts";
+import { collectGarbage, type Gate, type LargeBody, receiveToFile } from "./large.ts";
 import { type Backpressure, spoolFailure } from "./backpressure.ts";
 import type { IntakeMetrics, RejectReason } from "./metrics.ts";
 import { hookRequest } from "../plugin/hook-request.ts";
@@ -115,8 +115,13 @@ export async function handleHook(d: PipelineDeps, input: HookInput): Promise<Rep
       // Only a few large bodies are held in memory at once: the others wait in their files.
       const release = await (d.largeGate?.take() ?? (async () => () => {})());
       try {
-        return await afterRead(d, input, src, headers, await got.sink.read(), got);
+        // What the uploads still streaming have left (their chunks) goes before this body comes in.
+        await collectGarbage();
+        return await readBack(d, input, src, headers, got);
       } finally {
+        // The body, its text and its parsed payload (three copies of it) are garbage now: gone
+        // before the next one is read back, not whenever the heap next grows.
+        await collectGarbage();
         release();
         // Kept under its hash, or not wanted: the temporary name goes either way.
         await got.sink.discard();
@@ -129,9 +134,28 @@ export async function handleHook(d: PipelineDeps, input: HookInput): Promise<Rep
   return afterRead(d, input, src, headers, body, null);
 }
 
-/** Whether a payload's UTF-8 text is these bytes exactly (then the file can hold it). */
-function sameBytes(payload: string, body: Uint8Array): boolean {
-  return Buffer.byteLength(payload) === body.length && Buffer.from(payload).equals(body);
+/**
+ * A large body read back from its file and taken through the rest of the request. Its own frame,
+ * so nothing made from the body outlives it when the caller collects.
+ */
+async function readBack(
+  d: PipelineDeps,
+  input: HookInput,
+  src: IntakeSource,
+  headers: [string, string][],
+  large: LargeBody,
+): Promise<Reply> {
+  return afterRead(d, input, src, headers, await large.sink.read(), large);
+}
+
+/**
+ * Whether a payload's UTF-8 text is the file's bytes exactly (then the file can hold it): the
+ * same length and the same SHA-256, the hash the file is named by, so no second copy of the body
+ * is made to compare (hashing an ASCII string encodes nothing).
+ */
+function sameContent(payload: string, file: BodyFile): boolean {
+  if (Buffer.byteLength(payload) !== file.bytes) return false;
+  return new Bun.CryptoHasher("sha256").update(payload).digest("hex") === file.sha256;
 }
 
 /** The request once its body is read: the plugin steps, the enqueue and the answer. */
@@ -204,7 +228,7 @@ async function afterRead(
   // after COMMIT returned
   let results: EnqueueResult[];
   try {
-    if (large) classified = { ...classified, events: await keepLarge(classified.events, body, large) };
+    if (large) classified = { ...classified, events: await keepLarge(classified.events, large) };
     results = await d.store.enqueueAll(classified.events, req.now);
     d.backpressure.writeOk();
   } catch (e) {
@@ -259,9 +283,9 @@ async function afterRead(
  * it, so a committed reference always has its file. An event whose plugin rewrote the payload
  * keeps that payload inline.
  */
-async function keepLarge(events: NewEvent[], body: Uint8Array, large: LargeBody): Promise<NewEvent[]> {
+async function keepLarge(events: NewEvent[], large: LargeBody): Promise<NewEvent[]> {
   const out = events.map((ev) =>
-    sameBytes(ev.payload, body)
+    sameContent(ev.payload, large.file)
       ? { ...ev, payload: bodyReference(large.file), raw: null, body: large.file, payloadParsed: true as const }
       : ev,
   );
