@@ -3,10 +3,19 @@
 // journal rows past theirs, resolved issues past theirs, dedup ids past their source's window;
 // dead batches never, whatever their age. Every backend must keep exactly these rows.
 import { expect, test } from "bun:test";
+import { existsSync, utimesSync } from "node:fs";
+import { BODY_GRACE_S, type BodyFile, BodySink, bodyPath, bodyReference } from "../../src/bodies.ts";
+import { systemClock } from "../../src/clock.ts";
+import { parseConfig } from "../../src/config/load.ts";
 import type { outcome } from "../../src/delivery.ts";
+import { retentionPass } from "../../src/dispatch/retention-pass.ts";
+import { createLogger } from "../../src/log.ts";
+import { Faults } from "../../src/obs/faults.ts";
 import type { RetentionCounts, RetentionPolicy } from "../../src/store/retention.ts";
 import { attemptWith } from "../helpers/attempts.ts";
+import { LOG_LINES } from "../helpers/logs.ts";
 import { copy, ev, T0 } from "../helpers/spool.ts";
+import { tempDir } from "../helpers/tmp.ts";
 import type { StoreUnderTest } from "../helpers/store-under-test.ts";
 import type { Suite } from "./suite.ts";
 
@@ -78,4 +87,61 @@ export function pruneCases({ fresh }: Suite): void {
       expect(await s.row("batches", { cols: ["state"], where: { id: 2 } })).toEqual({ state: "dead" });
     });
   }
+
+  /** A body kept in `dir` as the intake keeps one: streamed, fsync'd, renamed to its hash; aged past the grace. */
+  async function keptBody(dir: string, text: string): Promise<BodyFile> {
+    const sink = await BodySink.open(dir, crypto.randomUUID());
+    await sink.write(new TextEncoder().encode(text));
+    const file = await sink.finish();
+    await sink.keep(file);
+    const old = systemClock.now() - 2 * BODY_GRACE_S;
+    utimesSync(bodyPath(dir, file.sha256), old, old);
+    return file;
+  }
+
+  test("the retention chore deletes a deleted event's body file, logging body_files and body_bytes", async () => {
+    const s = await fresh();
+    const dir = tempDir();
+    const gone = await keptBody(dir, `{"gone":"${"g".repeat(300_000)}"}`);
+    const kept = await keptBody(dir, `{"kept":"${"k".repeat(310_000)}"}`);
+    const one = { max_events: 1 };
+    // The first is delivered at T0 (past delivered_days by now), the second waits in its batch.
+    await s.intake.enqueueAll(
+      [ev({ key: "k0", payload: bodyReference(gone), body: gone, copies: [copy("r", "http:d", one)] })],
+      T0,
+    );
+    await s.intake.enqueueAll(
+      [ev({ key: "k1", payload: bodyReference(kept), body: kept, copies: [copy("r", "http:d", one)] })],
+      T0,
+    );
+    await end(s, 1, { kind: "ok", reason: "ok", status: 200 }, T0 + 1);
+    expect(await s.maintenance.namedBodies([gone.sha256, kept.sha256])).toEqual(new Set([gone.sha256, kept.sha256]));
+
+    // SQLite's now_eff is the injected clock; PostgreSQL's the server's, long past T0 too.
+    s.clock.set(T0 + 365 * DAY);
+    const { config } = parseConfig('[sources.s]\naction = "hermes:a"\n', "t.toml");
+    const log = createLogger("maintenance");
+    const from = LOG_LINES.length;
+    const chore = retentionPass({
+      store: s.maintenance,
+      leader: s.dispatch,
+      config: () => config,
+      clock: systemClock,
+      log,
+      env: {},
+      faults: new Faults(s.maintenance, "maintenance", log, () => systemClock.now()),
+      bodies: dir,
+    });
+    await chore.runNow();
+    expect(await s.count("events"), "the delivered event went, the waiting one stayed").toBe(1);
+    expect(existsSync(bodyPath(dir, gone.sha256)), "the deleted event's body file").toBe(false);
+    expect(existsSync(bodyPath(dir, kept.sha256)), "the waiting event's body file").toBe(true);
+    const line = LOG_LINES.slice(from).find((l) => l.includes("retention pass"));
+    expect(line, "the pass's log line").toContain(
+      `reason="batches=1 events=1 attempts=1 dedup=0 issues=0 body_files=1 body_bytes=${gone.bytes}"`,
+    );
+    // Only the waiting event's file is named now, on both roles that sweep.
+    expect(await s.operator.namedBodies([gone.sha256, kept.sha256])).toEqual(new Set([kept.sha256]));
+    expect(await s.maintenance.namedBodies([gone.sha256, kept.sha256])).toEqual(new Set([kept.sha256]));
+  });
 }
