@@ -216,6 +216,13 @@ function validateDestinations(config: Config, p: Problems): void {
         p.error(`${key}.rate`, (e as Error).message);
       }
     }
+    // Only http has a choice for a body kept in a file that does not fit: the others' way is fixed.
+    if (d.large !== undefined && type !== "http" && (type !== undefined || d.module))
+      p.error(
+        `${key}.large`,
+        `large applies only to an http destination, not a ${type ?? "module"} one`,
+        "drop it: beyond max_body_bytes a hermes destination refuses such a body, a script gets its file's path",
+      );
     if (type === "http") {
       if (!d.url) p.error(`${key}.url`, "an http destination needs url");
       else if (!/^https?:\/\//.test(d.url)) p.error(`${key}.url`, "expected an http(s) URL");

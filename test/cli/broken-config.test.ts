@@ -1,7 +1,7 @@
 // A config.toml that does not load must not lock the operator out of the spool: list, show,
 // status and export read the database alone (one warning); every other command still refuses.
 import { describe, expect, test } from "bun:test";
-import { renameSync, writeFileSync } from "node:fs";
+import { appendFileSync, renameSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { type Home, enqueueJson, initHome, inHome, oneErrorLine, storedState } from "./home.ts";
 
@@ -73,6 +73,17 @@ describe("a config that does not validate", () => {
     expect(check.code).toBe(2);
     expect(check.out).toContain("error: intake.max_body_bytes: expected an integer, got a string");
     expect(storedState(h.db)).toEqual(before);
+  });
+
+  test("large on a destination that is not http: the one error line names its key", async () => {
+    const h = await initHome();
+    appendFileSync(h.config, '\n[destinations.audit]\ntype = "script"\nargv = ["true"]\nlarge = "refuse"\n');
+    const r = await inHome(h, ["prune"]);
+    expect({ code: r.code, out: r.out }).toEqual({ code: 2, out: "" });
+    expect(oneErrorLine(r.err)).toBe(
+      `hookspool: ${h.config}: destinations.audit.large: large applies only to an http destination, not a script ` +
+        "one (drop it: beyond max_body_bytes a hermes destination refuses such a body, a script gets its file's path)",
+    );
   });
 
   test("spool.db from a config whose TOML parses is still used; HOOKSPOOL_DB wins", async () => {

@@ -275,6 +275,27 @@ describe("destinations", () => {
     expect(p).toMatchObject({ key: "destinations.audit.url", message: "expected an http(s) URL" });
   });
 
+  test("large is refused on a destination that is not http, in one problem at its key", () => {
+    const cases: [string, string, string][] = [
+      ['"hermes:ci"', "", "hermes"],
+      ['"script:log"', 'argv = ["true"]\n', "script"],
+      ["audit", 'type = "script"\nargv = ["true"]\n', "script"],
+    ];
+    for (const [name, rest, type] of cases) {
+      const problems = errorsOf(`[destinations.${name}]\n${rest}large = "reference"\n`);
+      expect(problems, `${name}: ${JSON.stringify(problems)}`).toHaveLength(1);
+      expect(problems[0]).toMatchObject({
+        level: "error",
+        key: `destinations.${name}.large`,
+        message: `large applies only to an http destination, not a ${type} one`,
+      });
+      expect(problems[0].message).not.toContain("\n");
+    }
+    const http = clean('[destinations.audit]\nurl = "https://example.invalid/h"\nlarge = "refuse"\n').destinations
+      .audit;
+    expect(http.large).toBe("refuse");
+  });
+
   test("script env names must match ^[A-Z][A-Z0-9_]*$", () => {
     const problems = errorsOf(
       '[destinations."script:x"]\nargv = ["/bin/true"]\nenv = { lower = "1", "9LIVES" = "2", ' +
