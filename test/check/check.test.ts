@@ -579,6 +579,31 @@ describe("Hermes", () => {
     expectProblem(ps, "warning", "sources.github", "unwraps");
   });
 
+  test("a source whose bodies may be kept in a file too large for the route's Hermes is a warning", async () => {
+    const h = hermesHome({ github: { secret: SENTINEL } });
+    // 25 MiB accepted, the gateway's 1 MiB default: such a body would be dead (reason config).
+    const large = hermes(h).replace("max_body_bytes = 65536", "max_body_bytes = 26214400");
+    const ps = await check(h, large);
+    expect(errors(ps)).toEqual([]);
+    const w = expectProblem(
+      ps,
+      "warning",
+      "sources.github.max_body_bytes",
+      "route github -> hermes:github: source github accepts bodies up to 26214400 bytes; one kept in a file " +
+        "that does not fit the destination's max_body_bytes (1048576) is dead (reason config): " +
+        "Hermes takes bodies inline only",
+    );
+    expect(w.hint).toBe(
+      "lower sources.github.max_body_bytes to <= 1048576, or route large bodies to an http destination that " +
+        "takes body_url",
+    );
+    // The destination's max_body_bytes raised to fit (as the gateway's must be): no warning.
+    const fits = `${large}\n[destinations."hermes:github"]\nmax_body_bytes = 26214400\n`;
+    expect(at(await check(h, fits), "sources.github.max_body_bytes")).toEqual([]);
+    // A cap no larger than what a row keeps inline never makes a file: no warning either.
+    expect(at(await check(h, hermes(h)), "sources.github.max_body_bytes")).toEqual([]);
+  });
+
   test("an unreadable subscriptions file is an error only when a hermes destination is used", async () => {
     const h = hermesHome({ github: { secret: SENTINEL } });
     chmodSync(join(h.dir, "hermes/subs.json"), 0o000);

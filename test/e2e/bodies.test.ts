@@ -2,7 +2,8 @@
 // signed body is kept in a file under <home>/bodies/ and named by its event row before the 202,
 // then delivered inline to an http destination whose max_body_bytes fits it, by reference
 // (body_url, signed and expiring, fetched from the intake) to one whose cap does not, as a file
-// path to a script beyond its cap, and refused (dead, reason config) by an http destination with large = "refuse".
+// path to a script beyond its cap, and refused (dead, reason config) by an http destination with large = "refuse"
+// and by a Hermes destination (the gateway takes bodies inline only), which `hookspool check` warns of.
 import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { SQL } from "bun";
 import { createHash, createHmac } from "node:crypto";
@@ -10,6 +11,7 @@ import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { openSpool } from "../../src/store/sqlite/db.ts";
 import { SECRET_SENTINEL } from "../helpers/logs.ts";
+import { HermesGateway } from "../helpers/hermes-gateway.ts";
 import { PG_BIN, serverForSuite } from "../helpers/pg.ts";
 import { runHookspool, startHookspool, waitFor } from "../helpers/proc.ts";
 import { Receiver } from "../helpers/receiver.ts";
@@ -28,7 +30,9 @@ function bigBody(name: string, bytes: number): string {
 
 type Doc = { events: Record<string, unknown>[] };
 
-function config(home: string, port: number, scriptOut: string, backend: string): string {
+const NAMES = ["inline", "byref", "refused", "script", "tohermes"];
+
+function config(home: string, port: number, scriptOut: string, backend: string, gateway: HermesGateway): string {
   const url = (p: string) => `http://127.0.0.1:${port}/${p}`;
   const source = (name: string, action: string) =>
     `[sources.${name}]
@@ -47,10 +51,15 @@ heartbeat_s = 1
 backoff_base_s = 0.1
 backoff_cap_s = 0.4
 
+[hermes]
+base_url = "${gateway.url}"
+subscriptions_path = "${gateway.subscriptionsPath}"
+
 ${source("inline", "inline")}
 ${source("byref", "byref")}
 ${source("refused", "refused")}
 ${source("script", "script:keep")}
+${source("tohermes", "hermes:big")}
 [destinations.inline]
 type = "http"
 url = "${url("inline")}"
@@ -87,21 +96,39 @@ interface Rows {
 
 async function scenario(backend: string, env: Record<string, string>, rows: (home: string) => Promise<Rows>) {
   const receiver = new Receiver<Doc>({ answer: () => 200 });
+  // Its max_body_bytes is the default, 1 MiB, as is the destination's.
+  const gateway = new HermesGateway({ routes: { big: { secret: "hermes-big-route-secret" } } });
   const home = tempDir("hookspool-bodies-");
   const scriptOut = join(home, "script-doc.json");
   writeFileSync(join(home, "in-secret"), SECRET, { mode: 0o600 });
-  writeFileSync(join(home, "config.toml"), config(home, receiver.port, scriptOut, backend));
+  writeFileSync(join(home, "config.toml"), config(home, receiver.port, scriptOut, backend, gateway));
   if (backend) {
     const m = await runHookspool(home, ["migrate"], { env });
     expect(m.code, m.err).toBe(0);
   }
+  // check says beforehand what delivery will do with a large body on the Hermes route.
+  const checked = await runHookspool(home, ["--json", "check"], { env });
+  const warned = (
+    JSON.parse(checked.out).problems as { level: string; key: string; message: string; hint?: string }[]
+  ).filter((p) => p.key === "sources.tohermes.max_body_bytes");
+  expect(warned).toEqual([
+    {
+      level: "warning",
+      key: "sources.tohermes.max_body_bytes",
+      message:
+        "route tohermes -> hermes:big: source tohermes accepts bodies up to 26214400 bytes; one kept in a file " +
+        "that does not fit the destination's max_body_bytes (1048576) is dead (reason config): Hermes takes " +
+        "bodies inline only",
+      hint: expect.any(String),
+    },
+  ]);
   const run = await startHookspool(home, ["run"], { env });
   let db: Rows | null = null;
   try {
     const port = await run.port();
     db = await rows(home);
     const bodies = new Map<string, string>();
-    for (const name of ["inline", "byref", "refused", "script"]) {
+    for (const name of NAMES) {
       const body = bigBody(name, MB20);
       bodies.set(name, body);
       const res = await fetch(`http://127.0.0.1:${port}/hooks/${name}`, {
@@ -117,9 +144,7 @@ async function scenario(backend: string, env: Record<string, string>, rows: (hom
         .digest("hex");
     // Committed before the 202: each row names its file, which is whole on disk.
     const events = await (db as Rows).events();
-    expect(events.map((e) => [e.source, e.body_file])).toEqual(
-      ["inline", "byref", "refused", "script"].map((n) => [n, sha(n)]),
-    );
+    expect(events.map((e) => [e.source, e.body_file])).toEqual(NAMES.map((n) => [n, sha(n)]));
     for (const e of events) {
       expect(e.size).toBeGreaterThan(MB20);
       expect(readFileSync(join(home, "bodies", e.body_file as string)).length).toBe(MB20);
@@ -138,6 +163,15 @@ async function scenario(backend: string, env: Record<string, string>, rows: (hom
     const refused = byDest.get("refused");
     expect([refused?.state, refused?.dead_reason]).toEqual(["dead", "config"]);
     expect(refused?.last_error).toContain('large = "refuse"');
+    // Hermes: dead before any request, the reason saying why and what to change; the gateway saw nothing.
+    const hermes = byDest.get("hermes:big");
+    expect([hermes?.state, hermes?.dead_reason]).toEqual(["dead", "config"]);
+    const [size, rest] = (hermes?.last_error ?? "").split(" bytes with the bodies inline > ");
+    expect(Number(size), `the dead reason: ${hermes?.last_error}`).toBeGreaterThan(MB20);
+    expect(rest).toBe(
+      "max_body_bytes 1048576; Hermes takes bodies inline only (raise both max_body_bytes, or route elsewhere)",
+    );
+    expect(gateway.hits).toEqual([]);
 
     // Inline: the whole body, byte for byte, as the document's event.
     const inline = receiver.got.find((d) => d.path === "/inline");
@@ -173,6 +207,7 @@ async function scenario(backend: string, env: Record<string, string>, rows: (hom
     await run.exited;
     await db?.close();
     receiver.stop();
+    gateway.stop();
   }
 }
 
