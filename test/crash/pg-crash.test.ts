@@ -4,11 +4,13 @@
 // "load balancer" that tries the other intake when one does not answer, as a real one would.
 // Afterwards: both armed processes died at their points, every acked event was delivered, none
 // twice in two batches, no batch with two contents, in order per key, every batch delivered.
+// A large body's crash point, between its kept file and the commit, runs on its own: one `run`.
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { createHmac } from "node:crypto";
-import { writeFileSync } from "node:fs";
+import { createHash, createHmac } from "node:crypto";
+import { existsSync, utimesSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { SQL } from "bun";
+import { BODY_GRACE_S } from "../../src/bodies.ts";
 import { SECRET_SENTINEL } from "../helpers/logs.ts";
 import { PG_BIN, PG_SKIP_MESSAGE, type PgServer, startPostgres } from "../helpers/pg.ts";
 import { type Hookspool, runHookspool, startHookspool, waitFor, within } from "../helpers/proc.ts";
@@ -234,6 +236,78 @@ test.skipIf(!PG_BIN)(
     expect(problems.slice(0, 30)).toEqual([]);
   },
   120_000,
+);
+
+/**
+ * Killed after a large body's file was kept and before the transaction that names it, on
+ * PostgreSQL: no 2xx, no row in the database, and the file is an orphan that the restarted run's
+ * body sweep (maintenance's, under its lock) removes once it is past the grace; the sender's
+ * retry is accepted and delivered with the whole body, its file named by its row.
+ */
+test.skipIf(!PG_BIN)(
+  "intake.after_body_file on PostgreSQL: the orphan file is swept, the retry delivered whole",
+  async () => {
+    const pg = server as PgServer;
+    await pg.createDatabase("after_body_file");
+    const url = `postgres://${pg.user}:${SECRET_SENTINEL}@localhost/after_body_file?host=${pg.socketDir}`;
+    const env = { HOOKSPOOL_PG_URL: url };
+    const receiver = new Receiver<{ events: { id: string; pad: string }[] }>({ answer: () => 204 });
+    const home = tempDir("hookspool-pgcrash-body-");
+    writeFileSync(join(home, "in-secret"), SECRET, { mode: 0o600 });
+    // Above [spool] inline_max_bytes (256 KiB), below both caps: kept in a file, delivered inline.
+    const text = config(home, receiver.port)
+      .replace("max_events = 5\n", "max_events = 5\nmax_body_bytes = 4194304\n")
+      .replace("max_inflight = 4\n", "max_inflight = 4\nmax_body_bytes = 8388608\n");
+    writeFileSync(join(home, "config.toml"), text);
+    const pad = "x".repeat(2_700_000);
+    const body = JSON.stringify({ id: "big-1", key: "k0", seq: 0, type: "load", pad });
+    const sha = createHash("sha256").update(body).digest("hex");
+    const file = join(home, "bodies", sha);
+    const send = (port: number) =>
+      fetch(`http://127.0.0.1:${port}/hooks/load`, {
+        method: "POST",
+        body,
+        headers: { "X-Sig": `sha256=${createHmac("sha256", SECRET).update(body).digest("hex")}` },
+      });
+    const db = new SQL(url, { max: 1 });
+    const procs: Hookspool[] = [];
+    try {
+      const migrated = await runHookspool(home, ["migrate"], { env });
+      expect(migrated.code, migrated.err).toBe(0);
+      const armed = await startHookspool(home, ["run"], { env, hook: "intake.after_body_file" });
+      procs.push(armed);
+      const first = await send(await armed.port()).then(
+        (r) => `answered ${r.status}`,
+        () => "dropped",
+      );
+      expect(first, "killed before COMMIT, the sender gets no answer").toBe("dropped");
+      await within(armed.exited, 15_000, "the run armed at intake.after_body_file to die");
+      expect(armed.proc.signalCode, armed.stderr().slice(-400)).toBe("SIGKILL");
+      expect(Number((await db`SELECT COUNT(*)::int AS n FROM events`)[0].n), "a row survived the kill").toBe(0);
+      expect(existsSync(file), "the body file was kept (fsync'd) before the kill").toBe(true);
+
+      // The sweep leaves files younger than its grace (an intake may be about to commit): age it.
+      const old = Date.now() / 1000 - 2 * BODY_GRACE_S;
+      utimesSync(file, old, old);
+      const again = await startHookspool(home, ["run"], { env });
+      procs.push(again);
+      const port = await again.port();
+      await waitFor("the body sweep to remove the orphan", () => !existsSync(file), 15_000);
+      const retry = await send(port);
+      expect([retry.status, await retry.json()]).toEqual([202, { status: "queued" }]);
+      await waitFor("the retry's delivery", () => receiver.got.length > 0, 15_000);
+      expect(receiver.got.map((d) => d.doc.events.map((e) => [e.id, e.pad.length]))).toEqual([[["big-1", pad.length]]]);
+      expect(existsSync(file), "the retry's body file").toBe(true);
+      const rows = await db`SELECT body_file FROM events`;
+      expect(rows.map((r: { body_file: string }) => r.body_file)).toEqual([sha]);
+      for (const p of procs) expect(p.stderr()).not.toContain(SECRET_SENTINEL);
+    } finally {
+      for (const p of procs) if (p.proc.exitCode === null && !p.proc.signalCode) p.kill("SIGKILL");
+      receiver.stop();
+      await db.close();
+    }
+  },
+  60_000,
 );
 
 if (!PG_BIN) test("PostgreSQL crash points", () => console.info(PG_SKIP_MESSAGE));
