@@ -161,6 +161,15 @@ export function parseManifest(
         "one line of at most 160 characters, without |: what the captures were checked against " +
           "(an SDK, its version or commit and file, or the provider's page)",
       );
+    // A built-in ships with hookspool, so a reader of the catalogue is owed this line for each
+    // one; a private bobbin may leave it out (the catalogue shows "-").
+    else if (checked === undefined && ctx.builtin && !problems.some((p) => p.key === "provider.checked"))
+      err(
+        "provider.checked",
+        "required: a built-in says what it was checked against",
+        "one line summarising its README's Checked against section: the SDK, its version or commit and file, " +
+          "or the provider's page",
+      );
   }
 
   // [secrets.*]

@@ -65,7 +65,7 @@ describe("names", () => {
   });
 
   test("the hookspool. namespace is the built-ins'", () => {
-    const text = manifestText("hookspool.mine");
+    const text = manifestText("hookspool.mine").replace("[provider]\n", '[provider]\nchecked = "its own tests"\n');
     expect(keysOf(text, "hookspool/mine", false)).toEqual(["name"]);
     expect(keysOf(text, "hookspool/mine", true)).toEqual([]);
   });
@@ -86,6 +86,21 @@ describe("keys and shapes", () => {
     );
     for (const bad of ["", " ", "two\nlines", "a | b", "x".repeat(161)])
       expect(checked(bad)).toEqual(["provider.checked"]);
+  });
+
+  test("a built-in says what it was checked against; a private bobbin need not", () => {
+    expect(BASE).not.toContain("checked");
+    expect(keysOf(BASE, "acme/hooks", false)).toEqual([]);
+    expect(parse(BASE, "acme/hooks", true).problems).toMatchObject([
+      { key: "provider.checked", message: "required: a built-in says what it was checked against" },
+    ]);
+    expect(
+      keysOf(edited("[provider]\n", '[provider]\nchecked = "acme-sdk 1.2 (src/verify.ts)"\n'), "acme/hooks", true),
+    ).toEqual([]);
+    // A checked that is there but wrong is said once, as such.
+    expect(keysOf(edited("[provider]\n", '[provider]\nchecked = ""\n'), "acme/hooks", true)).toEqual([
+      "provider.checked",
+    ]);
   });
 
   test("not TOML at all", () => {
