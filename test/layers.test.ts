@@ -189,3 +189,38 @@ describe("one store, two dialects", () => {
     ]);
   });
 });
+
+/** The packages a file imports by name (`a`, `@scope/a`), less node:, bun: and hookspool's own. */
+function packagesOf(text: string): string[] {
+  return [...text.matchAll(/(?:from|import)\s*\(?\s*["']([^"'./][^"']*)["']/g)]
+    .map((m) => m[1])
+    .filter((name) => !/^(node:|bun(:|$)|hookspool\/)/.test(name))
+    .map((name) =>
+      name
+        .split("/")
+        .slice(0, name.startsWith("@") ? 2 : 1)
+        .join("/"),
+    );
+}
+
+describe("what src/ imports", () => {
+  const pkg = JSON.parse(readFileSync(join(SRC, "..", "package.json"), "utf8"));
+  const dev = new Set(Object.keys(pkg.devDependencies));
+
+  test("no devDependency: the SDKs the tests sign and verify with never reach the binary", () => {
+    const offences = sources.flatMap(({ path, text }) =>
+      packagesOf(text)
+        .filter((name) => dev.has(name))
+        .map((name) => `${relative(SRC, path)}: imports ${name}`),
+    );
+    expect(offences).toEqual([]);
+  });
+
+  test("the check catches what it should", () => {
+    expect(packagesOf('import { sign } from "@octokit/webhooks-methods";\nimport x from "node:fs";')).toEqual([
+      "@octokit/webhooks-methods",
+    ]);
+    expect(packagesOf('const s = await import("stripe");\nimport { a } from "./b.ts";')).toEqual(["stripe"]);
+    expect(packagesOf('import p from "hookspool/plugin";\nimport { $ } from "bun";')).toEqual([]);
+  });
+});
