@@ -1,5 +1,12 @@
-// github.repo: GitHub repository webhooks, served from one [bobbins.github] table.
-import { bobbinTest } from "./catalogue.ts";
+// github.repo: GitHub repository webhooks, served from one [bobbins.github] table; and Octokit's
+// @octokit/webhooks-methods, the signing GitHub's own JavaScript SDK does: its sign() gives the
+// captures' X-Hub-Signature-256 from the kit's secret, its verify() accepts them (and refuses the
+// rejected one), and a push it signs is queued by a real intake.
+import { sign, verify } from "@octokit/webhooks-methods";
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { capturesOf } from "../../src/bobbin/captures.ts";
+import { startIntake, type TestIntake } from "../helpers/intake.ts";
+import { bobbinTest, builtin, KIT_DESTINATION, kitOf } from "./catalogue.ts";
 
 bobbinTest("github.repo", "a push is queued and delivered, the ping is acked and ignored, a bad signature is 401", {
   answers: {
@@ -8,4 +15,64 @@ bobbinTest("github.repo", "a push is queued and delivered, the ping is acked and
     "captures/rejected.http": 401,
   },
   binary: true,
+});
+
+const bobbin = builtin("github.repo");
+const SECRET = kitOf(bobbin).secrets.secret;
+const captures = capturesOf(bobbin.files());
+const capture = (file: string) => {
+  const c = captures.find((x) => x.file === `captures/${file}`);
+  if (!c) throw new Error(`no capture ${file}`);
+  const header = (name: string) => c.request.headers.find(([k]) => k.toLowerCase() === name)?.[1] ?? "";
+  const headers = Object.fromEntries(
+    c.request.headers.filter(([k]) => !["host", "content-length"].includes(k.toLowerCase())),
+  );
+  return { body: new TextDecoder().decode(c.request.body), signature: header("x-hub-signature-256"), headers };
+};
+
+describe("@octokit/webhooks-methods", () => {
+  test("sign() of each signed capture's body under the kit's secret is its X-Hub-Signature-256", async () => {
+    for (const file of ["accepted.http", "ping.http"]) {
+      const { body, signature } = capture(file);
+      expect(await sign(SECRET, body)).toBe(signature);
+      expect(await verify(SECRET, body, signature)).toBe(true);
+    }
+    const rejected = capture("rejected.http");
+    expect(await verify(SECRET, rejected.body, rejected.signature)).toBe(false);
+  });
+
+  describe("a push it signs, against an intake", () => {
+    let t: TestIntake;
+    beforeAll(async () => {
+      t = await startIntake(
+        `[bobbins.github]
+bobbin = "github.repo"
+secrets.secret = { file = "{{secret:github}}" }
+outputs = { "*" = "kit" }
+
+${KIT_DESTINATION}`,
+        { secrets: { github: SECRET } },
+      );
+    });
+    afterAll(async () => {
+      await t.stop();
+    });
+
+    test("is queued under its repository and event", async () => {
+      const accepted = capture("accepted.http");
+      const body = accepted.body.replaceAll("octo-org/hello-world", "octo-org/sdk-signed");
+      const { "X-Hub-Signature": _sha1, ...rest } = accepted.headers;
+      const headers = {
+        ...rest,
+        "X-GitHub-Delivery": "0b6f3c1a-9d2e-4f5a-8b7c-6d5e4f3a2b1c",
+        "X-Hub-Signature-256": await sign(SECRET, body),
+      };
+      const res = await t.post("/hooks/github", body, headers);
+      expect([res.status, await res.text()]).toEqual([202, '{"status":"queued"}']);
+      const rows = t.db.db
+        .query("SELECT b.key, e.event_type FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.payload = ?")
+        .all(body);
+      expect(rows).toEqual([{ key: "octo-org/sdk-signed:push", event_type: "push" }]);
+    });
+  });
 });
