@@ -387,59 +387,60 @@ import f385 from "../../bobbins/stripe/events/AGENTS.md" with { type: "file" };
 import f386 from "../../bobbins/stripe/events/README.md" with { type: "file" };
 import f387 from "../../bobbins/stripe/events/SETUP.md" with { type: "file" };
 import f388 from "../../bobbins/stripe/events/bobbin.toml" with { type: "text" };
-import f389 from "../../bobbins/stripe/events/captures/accepted.http" with { type: "file" };
-import f390 from "../../bobbins/stripe/events/captures/kit.toml" with { type: "text" };
-import f391 from "../../bobbins/stripe/events/captures/ping.http" with { type: "file" };
-import f392 from "../../bobbins/stripe/events/captures/rejected.http" with { type: "file" };
-import f393 from "../../bobbins/telegram/bot/AGENTS.md" with { type: "file" };
-import f394 from "../../bobbins/telegram/bot/README.md" with { type: "file" };
-import f395 from "../../bobbins/telegram/bot/SETUP.md" with { type: "file" };
-import f396 from "../../bobbins/telegram/bot/bobbin.toml" with { type: "text" };
-import f397 from "../../bobbins/telegram/bot/captures/accepted.http" with { type: "file" };
-import f398 from "../../bobbins/telegram/bot/captures/callback.http" with { type: "file" };
-import f399 from "../../bobbins/telegram/bot/captures/kit.toml" with { type: "text" };
-import f400 from "../../bobbins/telegram/bot/captures/rejected.http" with { type: "file" };
-import f401 from "../../bobbins/twilio/messaging/AGENTS.md" with { type: "file" };
-import f402 from "../../bobbins/twilio/messaging/README.md" with { type: "file" };
-import f403 from "../../bobbins/twilio/messaging/SETUP.md" with { type: "file" };
-import f404 from "../../bobbins/twilio/messaging/bobbin.toml" with { type: "text" };
-import f405 from "../../bobbins/twilio/messaging/captures/accepted.http" with { type: "file" };
-import f406 from "../../bobbins/twilio/messaging/captures/kit.toml" with { type: "text" };
-import f407 from "../../bobbins/twilio/messaging/captures/rejected.http" with { type: "file" };
-import f408 from "../../bobbins/twilio/messaging/captures/status-callback.http" with { type: "file" };
-import f409 from "../../bobbins/twilio/messaging/captures/twiml.http" with { type: "file" };
-import f410 from "../../bobbins/twilio/messaging/captures/whatsapp.http" with { type: "file" };
-import f411 from "../../bobbins/typeform/responses/AGENTS.md" with { type: "file" };
-import f412 from "../../bobbins/typeform/responses/README.md" with { type: "file" };
-import f413 from "../../bobbins/typeform/responses/SETUP.md" with { type: "file" };
-import f414 from "../../bobbins/typeform/responses/bobbin.toml" with { type: "text" };
-import f415 from "../../bobbins/typeform/responses/captures/accepted.http" with { type: "file" };
-import f416 from "../../bobbins/typeform/responses/captures/kit.toml" with { type: "text" };
-import f417 from "../../bobbins/typeform/responses/captures/rejected.http" with { type: "file" };
-import f418 from "../../bobbins/vercel/deployments/AGENTS.md" with { type: "file" };
-import f419 from "../../bobbins/vercel/deployments/README.md" with { type: "file" };
-import f420 from "../../bobbins/vercel/deployments/SETUP.md" with { type: "file" };
-import f421 from "../../bobbins/vercel/deployments/bobbin.toml" with { type: "text" };
-import f422 from "../../bobbins/vercel/deployments/captures/accepted.http" with { type: "file" };
-import f423 from "../../bobbins/vercel/deployments/captures/kit.toml" with { type: "text" };
-import f424 from "../../bobbins/vercel/deployments/captures/rejected.http" with { type: "file" };
-import f425 from "../../bobbins/zendesk/webhooks/AGENTS.md" with { type: "file" };
-import f426 from "../../bobbins/zendesk/webhooks/README.md" with { type: "file" };
-import f427 from "../../bobbins/zendesk/webhooks/SETUP.md" with { type: "file" };
-import f428 from "../../bobbins/zendesk/webhooks/bobbin.toml" with { type: "text" };
-import f429 from "../../bobbins/zendesk/webhooks/captures/accepted.http" with { type: "file" };
-import f430 from "../../bobbins/zendesk/webhooks/captures/kit.toml" with { type: "text" };
-import f431 from "../../bobbins/zendesk/webhooks/captures/rejected.http" with { type: "file" };
-import f432 from "../../bobbins/zoom/meetings/AGENTS.md" with { type: "file" };
-import f433 from "../../bobbins/zoom/meetings/README.md" with { type: "file" };
-import f434 from "../../bobbins/zoom/meetings/SETUP.md" with { type: "file" };
-import f435 from "../../bobbins/zoom/meetings/bobbin.toml" with { type: "text" };
-import f436 from "../../bobbins/zoom/meetings/captures/accepted.http" with { type: "file" };
-import f437 from "../../bobbins/zoom/meetings/captures/kit.toml" with { type: "text" };
-import f438 from "../../bobbins/zoom/meetings/captures/rejected.http" with { type: "file" };
-import f439 from "../../bobbins/zoom/meetings/captures/unclassifiable.http" with { type: "file" };
-import f440 from "../../bobbins/zoom/meetings/captures/url-validation.http" with { type: "file" };
-import * as f441 from "../../bobbins/zoom/meetings/source.ts";
+import f389 from "../../bobbins/stripe/events/captures/README.md" with { type: "file" };
+import f390 from "../../bobbins/stripe/events/captures/accepted.http" with { type: "file" };
+import f391 from "../../bobbins/stripe/events/captures/kit.toml" with { type: "text" };
+import f392 from "../../bobbins/stripe/events/captures/ping.http" with { type: "file" };
+import f393 from "../../bobbins/stripe/events/captures/rejected.http" with { type: "file" };
+import f394 from "../../bobbins/telegram/bot/AGENTS.md" with { type: "file" };
+import f395 from "../../bobbins/telegram/bot/README.md" with { type: "file" };
+import f396 from "../../bobbins/telegram/bot/SETUP.md" with { type: "file" };
+import f397 from "../../bobbins/telegram/bot/bobbin.toml" with { type: "text" };
+import f398 from "../../bobbins/telegram/bot/captures/accepted.http" with { type: "file" };
+import f399 from "../../bobbins/telegram/bot/captures/callback.http" with { type: "file" };
+import f400 from "../../bobbins/telegram/bot/captures/kit.toml" with { type: "text" };
+import f401 from "../../bobbins/telegram/bot/captures/rejected.http" with { type: "file" };
+import f402 from "../../bobbins/twilio/messaging/AGENTS.md" with { type: "file" };
+import f403 from "../../bobbins/twilio/messaging/README.md" with { type: "file" };
+import f404 from "../../bobbins/twilio/messaging/SETUP.md" with { type: "file" };
+import f405 from "../../bobbins/twilio/messaging/bobbin.toml" with { type: "text" };
+import f406 from "../../bobbins/twilio/messaging/captures/accepted.http" with { type: "file" };
+import f407 from "../../bobbins/twilio/messaging/captures/kit.toml" with { type: "text" };
+import f408 from "../../bobbins/twilio/messaging/captures/rejected.http" with { type: "file" };
+import f409 from "../../bobbins/twilio/messaging/captures/status-callback.http" with { type: "file" };
+import f410 from "../../bobbins/twilio/messaging/captures/twiml.http" with { type: "file" };
+import f411 from "../../bobbins/twilio/messaging/captures/whatsapp.http" with { type: "file" };
+import f412 from "../../bobbins/typeform/responses/AGENTS.md" with { type: "file" };
+import f413 from "../../bobbins/typeform/responses/README.md" with { type: "file" };
+import f414 from "../../bobbins/typeform/responses/SETUP.md" with { type: "file" };
+import f415 from "../../bobbins/typeform/responses/bobbin.toml" with { type: "text" };
+import f416 from "../../bobbins/typeform/responses/captures/accepted.http" with { type: "file" };
+import f417 from "../../bobbins/typeform/responses/captures/kit.toml" with { type: "text" };
+import f418 from "../../bobbins/typeform/responses/captures/rejected.http" with { type: "file" };
+import f419 from "../../bobbins/vercel/deployments/AGENTS.md" with { type: "file" };
+import f420 from "../../bobbins/vercel/deployments/README.md" with { type: "file" };
+import f421 from "../../bobbins/vercel/deployments/SETUP.md" with { type: "file" };
+import f422 from "../../bobbins/vercel/deployments/bobbin.toml" with { type: "text" };
+import f423 from "../../bobbins/vercel/deployments/captures/accepted.http" with { type: "file" };
+import f424 from "../../bobbins/vercel/deployments/captures/kit.toml" with { type: "text" };
+import f425 from "../../bobbins/vercel/deployments/captures/rejected.http" with { type: "file" };
+import f426 from "../../bobbins/zendesk/webhooks/AGENTS.md" with { type: "file" };
+import f427 from "../../bobbins/zendesk/webhooks/README.md" with { type: "file" };
+import f428 from "../../bobbins/zendesk/webhooks/SETUP.md" with { type: "file" };
+import f429 from "../../bobbins/zendesk/webhooks/bobbin.toml" with { type: "text" };
+import f430 from "../../bobbins/zendesk/webhooks/captures/accepted.http" with { type: "file" };
+import f431 from "../../bobbins/zendesk/webhooks/captures/kit.toml" with { type: "text" };
+import f432 from "../../bobbins/zendesk/webhooks/captures/rejected.http" with { type: "file" };
+import f433 from "../../bobbins/zoom/meetings/AGENTS.md" with { type: "file" };
+import f434 from "../../bobbins/zoom/meetings/README.md" with { type: "file" };
+import f435 from "../../bobbins/zoom/meetings/SETUP.md" with { type: "file" };
+import f436 from "../../bobbins/zoom/meetings/bobbin.toml" with { type: "text" };
+import f437 from "../../bobbins/zoom/meetings/captures/accepted.http" with { type: "file" };
+import f438 from "../../bobbins/zoom/meetings/captures/kit.toml" with { type: "text" };
+import f439 from "../../bobbins/zoom/meetings/captures/rejected.http" with { type: "file" };
+import f440 from "../../bobbins/zoom/meetings/captures/unclassifiable.http" with { type: "file" };
+import f441 from "../../bobbins/zoom/meetings/captures/url-validation.http" with { type: "file" };
+import * as f442 from "../../bobbins/zoom/meetings/source.ts";
 
 export const BUILTINS: readonly BuiltinBobbin[] = [
   { dir: "airtable/bases", files: { get "AGENTS.md"() { return readEmbedded(f0); }, get "README.md"() { return readEmbedded(f1); }, get "SETUP.md"() { return readEmbedded(f2); }, "bobbin.toml": f3, get "captures/accepted.http"() { return readEmbedded(f4); }, "captures/kit.toml": f5, get "captures/rejected.http"() { return readEmbedded(f6); } }, modules: {  } },
@@ -488,11 +489,11 @@ export const BUILTINS: readonly BuiltinBobbin[] = [
   { dir: "shopify/shop", files: { get "AGENTS.md"() { return readEmbedded(f361); }, get "README.md"() { return readEmbedded(f362); }, get "SETUP.md"() { return readEmbedded(f363); }, "bobbin.toml": f364, get "captures/accepted.http"() { return readEmbedded(f365); }, get "captures/customers-redact.http"() { return readEmbedded(f366); }, "captures/kit.toml": f367, get "captures/rejected.http"() { return readEmbedded(f368); } }, modules: {  } },
   { dir: "slack/events", files: { get "AGENTS.md"() { return readEmbedded(f369); }, get "README.md"() { return readEmbedded(f370); }, get "SETUP.md"() { return readEmbedded(f371); }, "bobbin.toml": f372, get "captures/accepted.http"() { return readEmbedded(f373); }, "captures/kit.toml": f374, get "captures/rejected.http"() { return readEmbedded(f375); }, get "captures/retry.http"() { return readEmbedded(f376); }, get "captures/url_verification.http"() { return readEmbedded(f377); } }, modules: {  } },
   { dir: "square/webhooks", files: { get "AGENTS.md"() { return readEmbedded(f378); }, get "README.md"() { return readEmbedded(f379); }, get "SETUP.md"() { return readEmbedded(f380); }, "bobbin.toml": f381, get "captures/accepted.http"() { return readEmbedded(f382); }, "captures/kit.toml": f383, get "captures/rejected.http"() { return readEmbedded(f384); } }, modules: {  } },
-  { dir: "stripe/events", files: { get "AGENTS.md"() { return readEmbedded(f385); }, get "README.md"() { return readEmbedded(f386); }, get "SETUP.md"() { return readEmbedded(f387); }, "bobbin.toml": f388, get "captures/accepted.http"() { return readEmbedded(f389); }, "captures/kit.toml": f390, get "captures/ping.http"() { return readEmbedded(f391); }, get "captures/rejected.http"() { return readEmbedded(f392); } }, modules: {  } },
-  { dir: "telegram/bot", files: { get "AGENTS.md"() { return readEmbedded(f393); }, get "README.md"() { return readEmbedded(f394); }, get "SETUP.md"() { return readEmbedded(f395); }, "bobbin.toml": f396, get "captures/accepted.http"() { return readEmbedded(f397); }, get "captures/callback.http"() { return readEmbedded(f398); }, "captures/kit.toml": f399, get "captures/rejected.http"() { return readEmbedded(f400); } }, modules: {  } },
-  { dir: "twilio/messaging", files: { get "AGENTS.md"() { return readEmbedded(f401); }, get "README.md"() { return readEmbedded(f402); }, get "SETUP.md"() { return readEmbedded(f403); }, "bobbin.toml": f404, get "captures/accepted.http"() { return readEmbedded(f405); }, "captures/kit.toml": f406, get "captures/rejected.http"() { return readEmbedded(f407); }, get "captures/status-callback.http"() { return readEmbedded(f408); }, get "captures/twiml.http"() { return readEmbedded(f409); }, get "captures/whatsapp.http"() { return readEmbedded(f410); } }, modules: {  } },
-  { dir: "typeform/responses", files: { get "AGENTS.md"() { return readEmbedded(f411); }, get "README.md"() { return readEmbedded(f412); }, get "SETUP.md"() { return readEmbedded(f413); }, "bobbin.toml": f414, get "captures/accepted.http"() { return readEmbedded(f415); }, "captures/kit.toml": f416, get "captures/rejected.http"() { return readEmbedded(f417); } }, modules: {  } },
-  { dir: "vercel/deployments", files: { get "AGENTS.md"() { return readEmbedded(f418); }, get "README.md"() { return readEmbedded(f419); }, get "SETUP.md"() { return readEmbedded(f420); }, "bobbin.toml": f421, get "captures/accepted.http"() { return readEmbedded(f422); }, "captures/kit.toml": f423, get "captures/rejected.http"() { return readEmbedded(f424); } }, modules: {  } },
-  { dir: "zendesk/webhooks", files: { get "AGENTS.md"() { return readEmbedded(f425); }, get "README.md"() { return readEmbedded(f426); }, get "SETUP.md"() { return readEmbedded(f427); }, "bobbin.toml": f428, get "captures/accepted.http"() { return readEmbedded(f429); }, "captures/kit.toml": f430, get "captures/rejected.http"() { return readEmbedded(f431); } }, modules: {  } },
-  { dir: "zoom/meetings", files: { get "AGENTS.md"() { return readEmbedded(f432); }, get "README.md"() { return readEmbedded(f433); }, get "SETUP.md"() { return readEmbedded(f434); }, "bobbin.toml": f435, get "captures/accepted.http"() { return readEmbedded(f436); }, "captures/kit.toml": f437, get "captures/rejected.http"() { return readEmbedded(f438); }, get "captures/unclassifiable.http"() { return readEmbedded(f439); }, get "captures/url-validation.http"() { return readEmbedded(f440); }, "source.ts": "// zoom.meetings: the webhooks of a Zoom app's event subscription (meeting.started, meeting.ended,\n// participants joining and leaving, ...). A code source, because two things are beyond the\n// template: the signature covers a timestamp sent in its own header, and Zoom's\n// endpoint.url_validation handshake must be answered with a token derived from the secret.\n//\n// - x-zm-signature is \"v0=\" and the hex HMAC-SHA256, under the app's Secret Token, of\n//   \"v0:<x-zm-request-timestamp>:<raw body>\"; the timestamp must be within 300 s of now, either way.\n// - endpoint.url_validation is answered only after verify (challenge runs after it): 200 with\n//   {\"plainToken\", \"encryptedToken\": hex HMAC-SHA256(webhook_secret, plainToken)}, never queued.\n//   A request that fails verify gets the intake's 401 with an empty body, so no token is ever\n//   derived for a plainToken an unverified sender chose.\n// - One batch per meeting (payload.object.id); the event type is `event`.\nimport { getPath, getText } from \"../../../src/plugin/get-path.ts\";\nimport { type Attrs, BadPayload, defineSource, response } from \"../../../src/plugin/types.ts\";\nimport { hmac, signedTimestampWhy } from \"../../../src/plugin/verify.ts\";\n\nconst SIGNATURE = \"x-zm-signature\";\nconst TIMESTAMP = \"x-zm-request-timestamp\";\n\nexport default defineSource({\n  secrets: [\"webhook_secret\"],\n  authHeaders: [SIGNATURE],\n  // The time Zoom signed at: no credential, and it says when Zoom sent this attempt.\n  keepHeaders: [TIMESTAMP],\n  span: \"meeting\",\n  // Zoom sends a delivery that got no 200/204 within 3 s again, 3 times (README.md).\n  senderRetries: true,\n\n  verify(req, secrets) {\n    const ts = req.header(TIMESTAMP);\n    return (\n      signedTimestampWhy({\n        signature: req.header(SIGNATURE),\n        prefix: \"v0=\",\n        timestamp: ts,\n        secret: secrets.get(\"webhook_secret\"),\n        // The timestamp exactly as sent, then the body's bytes as received.\n        message: [`v0:${ts ?? \"\"}:`, req.body],\n        now: req.now,\n      }) ?? true\n    );\n  },\n\n  challenge(req, secrets) {\n    // An empty or non-JSON body is not a handshake: classification quarantines it (not_json).\n    if (req.body.length === 0) return null;\n    const p = req.json();\n    if (getText(p, \"event\") !== \"endpoint.url_validation\") return null;\n    const plainToken = getPath(p, \"payload.plainToken\");\n    if (typeof plainToken !== \"string\" || plainToken === \"\")\n      throw new BadPayload(\"endpoint.url_validation without payload.plainToken\", \"bad_payload\");\n    const body = JSON.stringify({ plainToken, encryptedToken: hmac(secrets.get(\"webhook_secret\"), plainToken) });\n    return response(200, body, { \"Content-Type\": \"application/json\" });\n  },\n\n  key(payload) {\n    const id = getText(payload, \"payload.object.id\");\n    if (!id) throw new BadPayload(\"no payload.object.id (the meeting id)\", \"key_missing\");\n    return id;\n  },\n\n  // Zoom sends no delivery id. event_ts (the event's time in milliseconds) and the meeting id are\n  // in the body, which a retry repeats; the event name and, for participant events, the\n  // participant keep two events of one meeting in the same millisecond apart.\n  dedupId(payload) {\n    const ts = getText(payload, \"event_ts\");\n    const id = getText(payload, \"payload.object.id\");\n    if (!ts || !id) return null;\n    const participant =\n      getText(payload, \"payload.object.participant.participant_uuid\") ??\n      getText(payload, \"payload.object.participant.user_id\") ??\n      getText(payload, \"payload.object.participant.id\");\n    return [ts, id, getText(payload, \"event\") ?? \"\", ...(participant ? [participant] : [])].join(\":\");\n  },\n\n  eventType: (payload) => getText(payload, \"event\") ?? \"\",\n\n  attrs(payload): Attrs {\n    const account = getText(payload, \"payload.account_id\");\n    return account ? { account } : {};\n  },\n});\n" }, modules: { "source": f441 } },
+  { dir: "stripe/events", files: { get "AGENTS.md"() { return readEmbedded(f385); }, get "README.md"() { return readEmbedded(f386); }, get "SETUP.md"() { return readEmbedded(f387); }, "bobbin.toml": f388, get "captures/README.md"() { return readEmbedded(f389); }, get "captures/accepted.http"() { return readEmbedded(f390); }, "captures/kit.toml": f391, get "captures/ping.http"() { return readEmbedded(f392); }, get "captures/rejected.http"() { return readEmbedded(f393); } }, modules: {  } },
+  { dir: "telegram/bot", files: { get "AGENTS.md"() { return readEmbedded(f394); }, get "README.md"() { return readEmbedded(f395); }, get "SETUP.md"() { return readEmbedded(f396); }, "bobbin.toml": f397, get "captures/accepted.http"() { return readEmbedded(f398); }, get "captures/callback.http"() { return readEmbedded(f399); }, "captures/kit.toml": f400, get "captures/rejected.http"() { return readEmbedded(f401); } }, modules: {  } },
+  { dir: "twilio/messaging", files: { get "AGENTS.md"() { return readEmbedded(f402); }, get "README.md"() { return readEmbedded(f403); }, get "SETUP.md"() { return readEmbedded(f404); }, "bobbin.toml": f405, get "captures/accepted.http"() { return readEmbedded(f406); }, "captures/kit.toml": f407, get "captures/rejected.http"() { return readEmbedded(f408); }, get "captures/status-callback.http"() { return readEmbedded(f409); }, get "captures/twiml.http"() { return readEmbedded(f410); }, get "captures/whatsapp.http"() { return readEmbedded(f411); } }, modules: {  } },
+  { dir: "typeform/responses", files: { get "AGENTS.md"() { return readEmbedded(f412); }, get "README.md"() { return readEmbedded(f413); }, get "SETUP.md"() { return readEmbedded(f414); }, "bobbin.toml": f415, get "captures/accepted.http"() { return readEmbedded(f416); }, "captures/kit.toml": f417, get "captures/rejected.http"() { return readEmbedded(f418); } }, modules: {  } },
+  { dir: "vercel/deployments", files: { get "AGENTS.md"() { return readEmbedded(f419); }, get "README.md"() { return readEmbedded(f420); }, get "SETUP.md"() { return readEmbedded(f421); }, "bobbin.toml": f422, get "captures/accepted.http"() { return readEmbedded(f423); }, "captures/kit.toml": f424, get "captures/rejected.http"() { return readEmbedded(f425); } }, modules: {  } },
+  { dir: "zendesk/webhooks", files: { get "AGENTS.md"() { return readEmbedded(f426); }, get "README.md"() { return readEmbedded(f427); }, get "SETUP.md"() { return readEmbedded(f428); }, "bobbin.toml": f429, get "captures/accepted.http"() { return readEmbedded(f430); }, "captures/kit.toml": f431, get "captures/rejected.http"() { return readEmbedded(f432); } }, modules: {  } },
+  { dir: "zoom/meetings", files: { get "AGENTS.md"() { return readEmbedded(f433); }, get "README.md"() { return readEmbedded(f434); }, get "SETUP.md"() { return readEmbedded(f435); }, "bobbin.toml": f436, get "captures/accepted.http"() { return readEmbedded(f437); }, "captures/kit.toml": f438, get "captures/rejected.http"() { return readEmbedded(f439); }, get "captures/unclassifiable.http"() { return readEmbedded(f440); }, get "captures/url-validation.http"() { return readEmbedded(f441); }, "source.ts": "// zoom.meetings: the webhooks of a Zoom app's event subscription (meeting.started, meeting.ended,\n// participants joining and leaving, ...). A code source, because two things are beyond the\n// template: the signature covers a timestamp sent in its own header, and Zoom's\n// endpoint.url_validation handshake must be answered with a token derived from the secret.\n//\n// - x-zm-signature is \"v0=\" and the hex HMAC-SHA256, under the app's Secret Token, of\n//   \"v0:<x-zm-request-timestamp>:<raw body>\"; the timestamp must be within 300 s of now, either way.\n// - endpoint.url_validation is answered only after verify (challenge runs after it): 200 with\n//   {\"plainToken\", \"encryptedToken\": hex HMAC-SHA256(webhook_secret, plainToken)}, never queued.\n//   A request that fails verify gets the intake's 401 with an empty body, so no token is ever\n//   derived for a plainToken an unverified sender chose.\n// - One batch per meeting (payload.object.id); the event type is `event`.\nimport { getPath, getText } from \"../../../src/plugin/get-path.ts\";\nimport { type Attrs, BadPayload, defineSource, response } from \"../../../src/plugin/types.ts\";\nimport { hmac, signedTimestampWhy } from \"../../../src/plugin/verify.ts\";\n\nconst SIGNATURE = \"x-zm-signature\";\nconst TIMESTAMP = \"x-zm-request-timestamp\";\n\nexport default defineSource({\n  secrets: [\"webhook_secret\"],\n  authHeaders: [SIGNATURE],\n  // The time Zoom signed at: no credential, and it says when Zoom sent this attempt.\n  keepHeaders: [TIMESTAMP],\n  span: \"meeting\",\n  // Zoom sends a delivery that got no 200/204 within 3 s again, 3 times (README.md).\n  senderRetries: true,\n\n  verify(req, secrets) {\n    const ts = req.header(TIMESTAMP);\n    return (\n      signedTimestampWhy({\n        signature: req.header(SIGNATURE),\n        prefix: \"v0=\",\n        timestamp: ts,\n        secret: secrets.get(\"webhook_secret\"),\n        // The timestamp exactly as sent, then the body's bytes as received.\n        message: [`v0:${ts ?? \"\"}:`, req.body],\n        now: req.now,\n      }) ?? true\n    );\n  },\n\n  challenge(req, secrets) {\n    // An empty or non-JSON body is not a handshake: classification quarantines it (not_json).\n    if (req.body.length === 0) return null;\n    const p = req.json();\n    if (getText(p, \"event\") !== \"endpoint.url_validation\") return null;\n    const plainToken = getPath(p, \"payload.plainToken\");\n    if (typeof plainToken !== \"string\" || plainToken === \"\")\n      throw new BadPayload(\"endpoint.url_validation without payload.plainToken\", \"bad_payload\");\n    const body = JSON.stringify({ plainToken, encryptedToken: hmac(secrets.get(\"webhook_secret\"), plainToken) });\n    return response(200, body, { \"Content-Type\": \"application/json\" });\n  },\n\n  key(payload) {\n    const id = getText(payload, \"payload.object.id\");\n    if (!id) throw new BadPayload(\"no payload.object.id (the meeting id)\", \"key_missing\");\n    return id;\n  },\n\n  // Zoom sends no delivery id. event_ts (the event's time in milliseconds) and the meeting id are\n  // in the body, which a retry repeats; the event name and, for participant events, the\n  // participant keep two events of one meeting in the same millisecond apart.\n  dedupId(payload) {\n    const ts = getText(payload, \"event_ts\");\n    const id = getText(payload, \"payload.object.id\");\n    if (!ts || !id) return null;\n    const participant =\n      getText(payload, \"payload.object.participant.participant_uuid\") ??\n      getText(payload, \"payload.object.participant.user_id\") ??\n      getText(payload, \"payload.object.participant.id\");\n    return [ts, id, getText(payload, \"event\") ?? \"\", ...(participant ? [participant] : [])].join(\":\");\n  },\n\n  eventType: (payload) => getText(payload, \"event\") ?? \"\",\n\n  attrs(payload): Attrs {\n    const account = getText(payload, \"payload.account_id\");\n    return account ? { account } : {};\n  },\n});\n" }, modules: { "source": f442 } },
 ];
