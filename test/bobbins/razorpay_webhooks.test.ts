@@ -1,9 +1,11 @@
 // razorpay.webhooks: Razorpay webhooks (X-Razorpay-Signature, the hex HMAC-SHA256 of the body
 // under the webhook secret), through a real `hookspool run`, and against an intake for what is
 // Razorpay's own: one batch per order, a refund with its payment, and a retry (the same
-// x-razorpay-event-id) answered as a duplicate.
+// x-razorpay-event-id) answered as a duplicate. razorpay-node, Razorpay's own SDK, which verifies
+// and never signs, accepts the signed capture and what this test signs, and refuses the rejected one.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createHmac } from "node:crypto";
+import Razorpay from "razorpay";
 import { capturesOf } from "../../src/bobbin/captures.ts";
 import { startIntake, type TestIntake } from "../helpers/intake.ts";
 import { bobbinTest, builtin, KIT_DESTINATION, kitOf } from "./catalogue.ts";
@@ -11,7 +13,8 @@ import { bobbinTest, builtin, KIT_DESTINATION, kitOf } from "./catalogue.ts";
 const bobbin = builtin("razorpay.webhooks");
 const kit = kitOf(bobbin);
 const SECRET = kit.secrets.secret;
-const accepted = capturesOf(bobbin.files()).find((c) => c.file === "captures/accepted.http");
+const captures = capturesOf(bobbin.files());
+const accepted = captures.find((c) => c.file === "captures/accepted.http");
 if (!accepted) throw new Error("no accepted capture");
 const BODY = new TextDecoder().decode(accepted.request.body);
 const HEADERS = Object.fromEntries(
@@ -28,6 +31,21 @@ bobbinTest("razorpay.webhooks", "a captured payment is queued and delivered, a b
     "captures/accepted.http": 202,
     "captures/rejected.http": { status: 401, body: "" },
   },
+});
+
+describe("razorpay-node", () => {
+  test("validateWebhookSignature accepts the accepted capture under the kit's secret, not the rejected one", () => {
+    const signature = (file: string) => {
+      const c = captures.find((x) => x.file === `captures/${file}`);
+      const header = c?.request.headers.find(([k]) => k.toLowerCase() === "x-razorpay-signature");
+      if (!c || !header) throw new Error(`no signed capture ${file}`);
+      return [new TextDecoder().decode(c.request.body), header[1]] as const;
+    };
+    const [body, good] = signature("accepted.http");
+    expect(Razorpay.validateWebhookSignature(body, good, SECRET)).toBe(true);
+    const [other, bad] = signature("rejected.http");
+    expect(Razorpay.validateWebhookSignature(other, bad, SECRET)).toBe(false);
+  });
 });
 
 describe("against an intake", () => {
@@ -60,7 +78,7 @@ ${KIT_DESTINATION}`,
     expect([retry.status, await retry.text()]).toEqual([200, '{"status":"duplicate"}']);
   });
 
-  test("a refund is keyed by its payment; a payment without an order by itself", async () => {
+  test("a refund razorpay-node verifies is keyed by its payment; a payment without an order by itself", async () => {
     const refund = JSON.stringify({
       entity: "event",
       account_id: "acc_ExampleAcct01",
@@ -69,7 +87,9 @@ ${KIT_DESTINATION}`,
       payload: { refund: { entity: { id: "rfnd_Example01", payment_id: "pay_ExamplePay050", amount: 100 } } },
       created_at: 1735689700,
     });
-    const r = await t.post("/hooks/razorpay", refund, signed(refund, "NkXa2Ljs6dqP9Z"));
+    const headers = signed(refund, "NkXa2Ljs6dqP9Z");
+    expect(Razorpay.validateWebhookSignature(refund, headers["X-Razorpay-Signature"], SECRET)).toBe(true);
+    const r = await t.post("/hooks/razorpay", refund, headers);
     expect([r.status, await r.text()]).toEqual([202, '{"status":"queued"}']);
     expect(rows(refund)).toEqual([{ key: "pay_ExamplePay050", event_type: "refund.processed" }]);
     const lone = JSON.stringify({
