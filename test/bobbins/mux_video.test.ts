@@ -1,8 +1,10 @@
 // mux.video: a Mux environment's webhooks (mux-signature, t=<unix>,v1=<hex HMAC-SHA256 of
 // "<t>.<body>">), through a real `hookspool run`, and against an intake on the kit's clock for what
 // is Mux's own: one batch per object, the event id as dedup id across a retry whose attempts list
-// grew, and the 300 s window either side.
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+// grew, and the 300 s window either side. @mux/mux-node, Mux's own SDK, which verifies and never
+// signs, accepts the signed capture and what this test signs at the kit's time, and refuses the rest.
+import Mux from "@mux/mux-node";
+import { afterAll, beforeAll, describe, expect, setSystemTime, test } from "bun:test";
 import { createHmac } from "node:crypto";
 import { capturesOf } from "../../src/bobbin/captures.ts";
 import { startIntake, type TestIntake } from "../helpers/intake.ts";
@@ -12,7 +14,8 @@ const bobbin = builtin("mux.video");
 const kit = kitOf(bobbin);
 const SECRET = kit.secrets.secret;
 const NOW = kit.now ?? 0;
-const accepted = capturesOf(bobbin.files()).find((c) => c.file === "captures/accepted.http");
+const captures = capturesOf(bobbin.files());
+const accepted = captures.find((c) => c.file === "captures/accepted.http");
 if (!accepted) throw new Error("no accepted capture");
 const BODY = new TextDecoder().decode(accepted.request.body);
 /** The capture's headers as Mux sent them, less the framing fetch redoes. */
@@ -29,6 +32,30 @@ bobbinTest("mux.video", "an asset event is queued and delivered, a bad signature
     "captures/accepted.http": 202,
     "captures/rejected.http": { status: 401, body: "" },
   },
+});
+
+/** Mux's webhooks helper; it reads the time from Date.now, so each call runs with it set to `at`. */
+const mux = new Mux({ tokenId: "kit-unused", tokenSecret: "kit-unused", webhookSecret: SECRET });
+async function muxAt<T>(at: number, call: () => Promise<T>): Promise<T> {
+  setSystemTime(new Date(at * 1000));
+  try {
+    return await call();
+  } finally {
+    setSystemTime();
+  }
+}
+
+describe("@mux/mux-node", () => {
+  test("unwrap verifies the accepted capture at kit.now; the rejected one and a stale t are refused", async () => {
+    const event = await muxAt(NOW, () => mux.webhooks.unwrap(BODY, HEADERS));
+    expect(event.id).toBe("3a1f5c2e-7b8d-4e9f-a0b1-c2d3e4f5a6b7");
+    const rejected = captures.find((c) => c.file === "captures/rejected.http");
+    if (!rejected) throw new Error("no rejected capture");
+    const body = new TextDecoder().decode(rejected.request.body);
+    const headers = Object.fromEntries(rejected.request.headers);
+    await expect(muxAt(NOW, () => mux.webhooks.verifySignature(body, headers))).rejects.toThrow("matching");
+    await expect(muxAt(NOW + 301, () => mux.webhooks.verifySignature(BODY, HEADERS))).rejects.toThrow("too old");
+  });
 });
 
 describe("against an intake on the kit's clock", () => {
@@ -89,7 +116,7 @@ ${KIT_DESTINATION}`,
     expect([res.status, await res.text()]).toEqual([200, '{"status":"duplicate"}']);
   });
 
-  test("a live stream's event is keyed by the stream", async () => {
+  test("a live stream's event, which @mux/mux-node verifies, is keyed by the stream", async () => {
     const live = JSON.stringify({
       type: "video.live_stream.active",
       object: { type: "live_stream", id: "Ex4mpleL1veStr3am000000000000001" },
@@ -99,6 +126,7 @@ ${KIT_DESTINATION}`,
       created_at: "2026-08-22T12:00:00.000000Z",
       attempts: [],
     });
+    await muxAt(NOW, () => mux.webhooks.verifySignature(live, signed(live)));
     const res = await t.post("/hooks/mux", live, signed(live));
     expect([res.status, await res.text()]).toEqual([202, '{"status":"queued"}']);
     expect(rowOf(live)).toEqual([
