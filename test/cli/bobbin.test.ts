@@ -51,8 +51,9 @@ describe("bobbin list", () => {
     const builtins = findBobbins({ bobbinPath: [], presets: Object.keys(DEFAULT_SPANS) }).bobbins.size;
     expect(lines.filter((l) => l.startsWith("| `"))).toHaveLength(builtins);
     expect(lines).toContain(
-      "| `atlassian.trello` | Atlassian Trello | hmac-sha1-base64-url | HEAD 200 | yes | - | Trello " +
-        "webhooks: actions on a watched board, list, card or member |",
+      "| `atlassian.trello` | Atlassian Trello | hmac-sha1-base64-url | HEAD 200 | yes | Trello's webhooks guide " +
+        "and REST API webhooks page, trello-archive/api-docs (app/templates/apis/webhooks.html) for the signature | " +
+        "Trello webhooks: actions on a watched board, list, card or member |",
     );
     expect(lines.find((l) => l.startsWith("| `hookspool.webhook`"))).toContain(
       "| any scheme | per settings | per settings |",
@@ -73,9 +74,10 @@ describe("bobbin list --search", () => {
       (
         JSON.parse((await cli(["--home", h, "--json", "bobbin", "list", "--search", word])).out) as { name: string }[]
       ).map((b) => b.name);
-    expect(await names("TRELLO")).toEqual(["atlassian.trello"]);
+    // hookspool.webhook's checked column names Trello's guide too.
+    expect(await names("TRELLO")).toEqual(["atlassian.trello", "hookspool.webhook"]);
     // By what its captures were checked against ([provider] checked).
-    expect(await names("stripe-node")).toEqual(["stripe.events"]);
+    expect(await names("stripe-node")).toEqual(["hookspool.webhook", "stripe.events"]);
     expect(await names("sec.edgar")).toEqual(["sec.edgar"]);
     // By the provider's name, not in the bobbin's.
     expect(await names("Atlassian")).toContain("atlassian.trello");

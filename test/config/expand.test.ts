@@ -431,7 +431,9 @@ describe("where bobbins come from", () => {
     writeBobbin(root, "acme/hooks", manifestText("acme.hooks"));
     writeBobbin(root, "acme/web_hooks", manifestText("acme.web-hooks"));
     writeBobbin(root, "acme/web-hooks", manifestText("acme.web-hooks"));
-    const builtin = { dir: "acme/hooks", files: { "bobbin.toml": manifestText("acme.hooks") }, modules: {} };
+    // A built-in says what it was checked against.
+    const shipped = manifestText("acme.hooks").replace("[provider]\n", '[provider]\nchecked = "the kit"\n');
+    const builtin = { dir: "acme/hooks", files: { "bobbin.toml": shipped }, modules: {} };
     const { bobbins, problems } = findBobbins({ bobbinPath: [root], presets: ["burst"], builtins: [builtin] });
     expect([...bobbins.values()].map((b) => [b.name, b.origin])).toEqual([
       ["acme.hooks", "built-in"],
