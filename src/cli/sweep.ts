@@ -9,6 +9,7 @@ import type { Bobbin } from "../bobbin/registry.ts";
 import { findBobbins } from "../bobbin/registry.ts";
 import type { EventsApiSection, SweepSection } from "../bobbin/manifest.ts";
 import { newestRef, resolveSecret } from "../config/secrets.ts";
+import { probeUrlOk } from "../config/probes.ts";
 import { loadSources } from "../config/sources.ts";
 import type { LoadedConfig } from "../config/types.ts";
 import { HookspoolError } from "../errors.ts";
@@ -23,16 +24,13 @@ import { type Cli, GLOBAL_ARGS, loadFor, notInConfig, openOperatorStore } from "
 import { visible } from "./format.ts";
 import { parseSince } from "../time.ts";
 
-/** An API base URL: https, or plain http to this machine only (a test's stub). */
+/** An API base URL by the rule a health probe's api_url keeps: https, or plain http to this machine only. */
 function apiUrl(raw: string): string {
-  let u: URL;
-  try {
-    u = new URL(raw);
-  } catch {
-    throw new HookspoolError("E_USAGE", `--api-url ${raw}: not a URL`);
-  }
-  if (u.protocol !== "https:" && !(u.protocol === "http:" && ["127.0.0.1", "localhost", "[::1]"].includes(u.hostname)))
-    throw new HookspoolError("E_USAGE", `--api-url ${raw}: must be https`);
+  if (!probeUrlOk(raw))
+    throw new HookspoolError(
+      "E_USAGE",
+      `--api-url ${raw}: expected an https URL (plain http only to this machine), without a query or credentials`,
+    );
   return raw;
 }
 

@@ -163,7 +163,7 @@ describe("hookspool sweep (github.repo)", () => {
     );
     expect((await run("github", "--repo", "a/b")).err).toMatch(/^hookspool: --hook <webhook id> is required/);
     expect((await run("github", "--repo", "a/b", "--hook", "1", "--api-url", "http://github.example.com")).err).toMatch(
-      /must be https/,
+      /expected an https URL/,
     );
     appendFileSync(
       join(h, "config.toml"),
