@@ -17,7 +17,7 @@
 // them). An empty alternative stands for no value (missing or null), and `2xx` (any digit, then
 // xx) for a three-digit code starting with it. A 404 or 410 answer means the subscription is gone.
 import { getPath } from "../plugin/get-path.ts";
-import { isTable, type Table, tomlKey } from "./manifest-schema.ts";
+import { DOTTED_PATH as PATH, HEADER_NAME, isTable, type Table, tomlKey } from "./manifest-schema.ts";
 
 export interface HealthSection {
   secret: string;
@@ -54,8 +54,6 @@ export const HEALTH_KEYS = [
 /** The keys an instance's `health` table may hold beyond the section's args. */
 export const HEALTH_INSTANCE_KEYS = ["api_url"];
 
-const PATH = /^[A-Za-z0-9_$-]+(\.[A-Za-z0-9_$-]+)*$/;
-const HEADER_NAME = /^[A-Za-z0-9!#$%&'*+.^_`|~-]+$/;
 const ARG_NAME = /^[a-z][a-z0-9_]{0,31}$/;
 /** An {arg} in a template text (a GraphQL query's own braces hold spaces, so they are not one). */
 export const ARG_PLACE = /\{([a-z][a-z0-9_]{0,31})\}/g;

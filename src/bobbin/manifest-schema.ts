@@ -4,6 +4,11 @@
 import type { TEMPLATE_KEYS } from "../plugin/template.ts";
 import type { HealthSection } from "./manifest-health.ts";
 
+/** A dotted path into a JSON document (data.items.0.id). */
+export const DOTTED_PATH = /^[A-Za-z0-9_$-]+(\.[A-Za-z0-9_$-]+)*$/;
+/** An HTTP header's name (RFC 9110's token). */
+export const HEADER_NAME = /^[A-Za-z0-9!#$%&'*+.^_`|~-]+$/;
+
 /** `<vendor>.<product>`: each part a lower-case identifier of at most 40 characters. */
 export const NAME_PART = /^[a-z][a-z0-9-]{0,39}$/;
 /** An event type a bobbin may produce (an output key); "*" stands for every accepted event. */
