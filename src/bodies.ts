@@ -61,6 +61,7 @@ export class BodySink {
   private readonly hasher = new Bun.CryptoHasher("sha256");
   private total = 0;
   private closed = false;
+  private kept: string | null = null;
 
   private constructor(
     private readonly dir: string,
@@ -77,6 +78,11 @@ export class BodySink {
 
   get bytes(): number {
     return this.total;
+  }
+
+  /** Where the body is now: its temporary name, or its hash once kept. */
+  get path(): string {
+    return this.kept ?? this.part;
   }
 
   async write(chunk: Uint8Array): Promise<void> {
@@ -97,9 +103,9 @@ export class BodySink {
     return { sha256: this.hasher.digest("hex"), bytes: this.total };
   }
 
-  /** Its bytes, read back in one piece (for the plugin steps). */
+  /** Its bytes, read back in one piece (a raw copy the source keeps beside a rewritten payload). */
   read(): Promise<Uint8Array> {
-    return Bun.file(this.part).bytes();
+    return Bun.file(this.path).bytes();
   }
 
   /**
@@ -107,7 +113,9 @@ export class BodySink {
    * loss. A file of the same content already there is replaced by the same bytes.
    */
   async keep(b: BodyFile): Promise<void> {
-    await rename(this.part, bodyPath(this.dir, b.sha256));
+    const to = bodyPath(this.dir, b.sha256);
+    await rename(this.part, to);
+    this.kept = to;
     fsyncDir(this.dir);
   }
 

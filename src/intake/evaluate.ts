@@ -7,6 +7,7 @@ import { eventCopies, type IntakeSource, NO_SECRETS, type SecretPosition } from 
 import type { Config } from "../config/types.ts";
 import { isHookspoolError } from "../errors.ts";
 import { versionNumber } from "../plugin/event-version.ts";
+import { bodyShape } from "../plugin/hook-request.ts";
 import { BadPayload, type HookRequest, type HookResponse, type Secrets, type SourcePlugin } from "../plugin/types.ts";
 import { eventMetaProblem, MAX_KEY_BYTES, type NewEvent } from "../store/enqueue.ts";
 
@@ -153,22 +154,26 @@ export function classify(config: Config, src: IntakeSource, req: HookRequest): C
   const plugin: SourcePlugin = src.plugin;
   let payload: unknown;
   let payloadText: string;
+  const shape = bodyShape(req);
+  // A body kept in a file is not held here as bytes too: the intake takes its raw copy from the
+  // file, when the stored payload is not the body itself.
+  const raw = shape.inFile ? null : req.body;
   if (plugin.payload) {
     payload = plugin.payload(req);
     const text = JSON.stringify(payload);
     if (text === undefined) throw new BadPayload("payload() returned nothing");
     payloadText = text;
-  } else if (req.body.length === 0) {
+  } else if (shape.size === 0) {
     payload = {};
     payloadText = "{}";
   } else {
     payload = req.json();
     // The body itself, byte for byte: an unwrap delivery sends it on as the sender wrote it, a
     // byte-order mark included (req.text() reads past one; a batch document leaves it out).
-    payloadText = hasBom(req.body) ? `\uFEFF${req.text()}` : req.text();
+    payloadText = shape.bom() ? `\uFEFF${req.text()}` : req.text();
   }
   if (!plugin.split) {
-    const one = classifyOne(config, src, req, payload, payloadText, req.body);
+    const one = classifyOne(config, src, req, payload, payloadText, raw);
     return { events: [one.event], attrs: one.attrs };
   }
   const elements = plugin.split(payload, req);
@@ -179,17 +184,12 @@ export function classify(config: Config, src: IntakeSource, req: HookRequest): C
   const built = elements.map((element, i) => {
     const text = JSON.stringify(element);
     if (text === undefined) throw new BadPayload(`element ${i} is not JSON`);
-    return classifyOne(config, src, req, element, text, i === 0 ? req.body : NO_BODY);
+    return classifyOne(config, src, req, element, text, i === 0 ? raw : NO_BODY);
   });
   return { events: built.map((b) => b.event), attrs: built[0].attrs };
 }
 
 const NO_BODY = new Uint8Array();
-
-/** Whether a body starts with UTF-8's byte-order mark. */
-function hasBom(body: Uint8Array): boolean {
-  return body.length >= 3 && body[0] === 0xef && body[1] === 0xbb && body[2] === 0xbf;
-}
 
 /** One event: its key, dedup id and type from the plugin, its copies from config's routes. */
 function classifyOne(
@@ -198,7 +198,7 @@ function classifyOne(
   req: HookRequest,
   payload: unknown,
   payloadText: string,
-  body: Uint8Array,
+  body: Uint8Array | null,
 ): { event: NewEvent; attrs: Record<string, unknown> } {
   const plugin: SourcePlugin = src.plugin;
   const key = plugin.key(payload, req);

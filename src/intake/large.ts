@@ -1,15 +1,16 @@
 // Large bodies at the intake: a body above [spool] inline_max_bytes is streamed to a file while it
-// arrives (bodies.ts), so sixteen 25 MB uploads hold sixteen chunks, not 400 MB; only a few at
-// a time are then read back for the plugin steps (the gate), and GET /bodies/<sha256> serves a
+// arrives (bodies.ts), so sixteen 25 MB uploads hold sixteen chunks, not 400 MB; only one at a
+// time then goes through the plugin steps (the gate), and GET /bodies/<sha256> serves a
 // kept body to the holder of a signed, unexpired body_url.
 import { randomUUID } from "node:crypto";
 import { existsSync } from "node:fs";
 import { type BodyFile, BodySink, bodyPath, bodyUrlKey, bodyUrlValid, isBodyName } from "../bodies.ts";
 
 /**
- * Large bodies read back into memory at once, for the plugin steps and the enqueue. One: a 25 MB
- * body is held three times while it is verified and parsed (its bytes, its text, the parsed
- * payload), and what it leaves is collected before the next is read back (collectGarbage).
+ * Large bodies in the plugin steps and the enqueue at once. One: a 25 MB body is held twice while
+ * it is verified and parsed (its bytes and text, then its text and parsed payload: the request
+ * lets go of the bytes once decoded), and what it leaves is collected before the next comes in
+ * (collectGarbage).
  */
 export const LARGE_AT_ONCE = 1;
 

@@ -117,10 +117,10 @@ export async function handleHook(d: PipelineDeps, input: HookInput): Promise<Rep
       try {
         // What the uploads still streaming have left (their chunks) goes before this body comes in.
         await collectGarbage();
-        return await readBack(d, input, src, headers, got);
+        return await afterRead(d, input, src, headers, EMPTY_BODY, got);
       } finally {
-        // The body, its text and its parsed payload (three copies of it) are garbage now: gone
-        // before the next one is read back, not whenever the heap next grows.
+        // The body's text and its parsed payload are garbage now: gone before the next large
+        // body comes in, not whenever the heap next grows.
         await collectGarbage();
         release();
         // Kept under its hash, or not wanted: the temporary name goes either way.
@@ -135,20 +135,6 @@ export async function handleHook(d: PipelineDeps, input: HookInput): Promise<Rep
 }
 
 /**
- * A large body read back from its file and taken through the rest of the request. Its own frame,
- * so nothing made from the body outlives it when the caller collects.
- */
-async function readBack(
-  d: PipelineDeps,
-  input: HookInput,
-  src: IntakeSource,
-  headers: [string, string][],
-  large: LargeBody,
-): Promise<Reply> {
-  return afterRead(d, input, src, headers, await large.sink.read(), large);
-}
-
-/**
  * Whether a payload's UTF-8 text is the file's bytes exactly (then the file can hold it): the
  * same length and the same SHA-256, the hash the file is named by, so no second copy of the body
  * is made to compare (hashing an ASCII string encodes nothing).
@@ -158,7 +144,13 @@ function sameContent(payload: string, file: BodyFile): boolean {
   return new Bun.CryptoHasher("sha256").update(payload).digest("hex") === file.sha256;
 }
 
-/** The request once its body is read: the plugin steps, the enqueue and the answer. */
+const EMPTY_BODY = new Uint8Array();
+
+/**
+ * The request once its body is read: the plugin steps, the enqueue and the answer. A large body
+ * comes as its file (`large`, `body` empty): the request reads it from there when a step first
+ * asks and lets go of the bytes once decoded, and nothing here holds it.
+ */
 async function afterRead(
   d: PipelineDeps,
   input: HookInput,
@@ -167,6 +159,7 @@ async function afterRead(
   body: Uint8Array,
   large: LargeBody | null,
 ): Promise<Reply> {
+  const size = large ? large.file.bytes : body.length;
   const { name } = src;
   const reject = (reason: RejectReason, answer: Reply, bytes?: number): Reply => {
     d.metrics.rejected1(name, reason);
@@ -178,10 +171,11 @@ async function afterRead(
     url: input.url,
     headers,
     body,
+    bodyFile: large ? { path: () => large.sink.path, size } : undefined,
     peer: input.peer,
     now: d.clock.now(),
   });
-  if (input.method === "POST" && d.backpressure.diskLow()) return reject("spool_full", SPOOL_FULL(), body.length);
+  if (input.method === "POST" && d.backpressure.diskLow()) return reject("spool_full", SPOOL_FULL(), size);
 
   const ev = await evaluate(d.config(), src, req);
   if (ev.verifiedWith) d.rotation?.verified(name, ev.verifiedWith, req.now);
@@ -204,14 +198,14 @@ async function afterRead(
     case "learn":
       return learned(d, name, ev.secret, ev.response, req.now, req.remoteAddr, req.query[ARM_PARAM] ?? null);
     case "verify_error":
-      d.log.error("verify failed", { source: name, reason: ev.error, remote: req.remoteAddr, bytes: body.length });
+      d.log.error("verify failed", { source: name, reason: ev.error, remote: req.remoteAddr, bytes: size });
       d.metrics.rejected1(name, "verify_error");
       return evaluationReply(ev);
     case "unverified":
       // One line per request (the sender is told nothing; the operator gets the class of the
       // failure: missing_signature, malformed, mismatch, stale or future), never a value.
       d.metrics.rejected1(name, "unverified");
-      d.log.warn("unverified", { source: name, reason: ev.reason, remote: req.remoteAddr, bytes: body.length });
+      d.log.warn("unverified", { source: name, reason: ev.reason, remote: req.remoteAddr, bytes: size });
       return evaluationReply(ev);
     case "ignored":
       d.metrics.rejected1(name, "ignored");
@@ -228,15 +222,19 @@ async function afterRead(
   // after COMMIT returned
   let results: EnqueueResult[];
   try {
-    if (large) classified = { ...classified, events: await keepLarge(classified.events, large) };
+    if (large) {
+      const storeRaw = d.config().sources[name]?.store_raw ?? d.config().spool.store_raw;
+      classified = { ...classified, events: await keepLarge(classified.events, large, storeRaw) };
+    }
     results = await d.store.enqueueAll(classified.events, req.now);
     d.backpressure.writeOk();
   } catch (e) {
     const failure = spoolFailure(e);
-    if (failure) return spoolRefused(d, name, failure, e, body.length);
+    if (failure) return spoolRefused(d, name, failure, e, size);
     return quarantined(d, src, req, input.url, headers, e);
   }
   testHook("intake.after_commit");
+
   // A sender that reads the answer (Twilio's TwiML, Discord's deferred reply) gets its own.
   // The word still goes with it, in a header, for `bobbin check` and the operator's curl.
   const ack = (word: string, status: number) => {
@@ -260,7 +258,7 @@ async function afterRead(
           batch: p.batchId,
           event: p.eventId,
           destination: p.destination,
-          bytes: body.length,
+          bytes: size,
           tee: p.tee || undefined,
         });
       }
@@ -281,14 +279,16 @@ async function afterRead(
  * An event whose payload is the large body byte for byte is stored by reference: the body's
  * file is renamed to its hash and the directory fsync'd here, before the transaction that names
  * it, so a committed reference always has its file. An event whose plugin rewrote the payload
- * keeps that payload inline.
+ * keeps that payload inline, and the first such event the request's raw body when the source
+ * stores raw bodies (the plugin steps took none, so as not to hold the bytes beside the text).
  */
-async function keepLarge(events: NewEvent[], large: LargeBody): Promise<NewEvent[]> {
-  const out = events.map((ev) =>
-    sameContent(ev.payload, large.file)
-      ? { ...ev, payload: bodyReference(large.file), raw: null, body: large.file, payloadParsed: true as const }
-      : ev,
-  );
+async function keepLarge(events: NewEvent[], large: LargeBody, storeRaw: boolean): Promise<NewEvent[]> {
+  const out: NewEvent[] = [];
+  for (const [i, ev] of events.entries()) {
+    if (sameContent(ev.payload, large.file))
+      out.push({ ...ev, payload: bodyReference(large.file), raw: null, body: large.file, payloadParsed: true });
+    else out.push(i === 0 && storeRaw ? { ...ev, raw: await large.sink.read() } : ev);
+  }
   if (out.some((ev) => ev.body)) {
     await large.sink.keep(large.file);
     // Crash point: the file is kept and no row names it yet (the body sweep removes it).
@@ -322,6 +322,7 @@ async function quarantined(
     );
     d.backpressure.writeOk();
     testHook("intake.after_commit");
+
     d.metrics.quarantined1(src.name);
     d.log.warn("quarantined", {
       source: src.name,

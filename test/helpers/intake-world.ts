@@ -35,6 +35,8 @@ export interface WorldIntakeOptions {
   diskFree?: (path: string) => number | null;
   /** intake.listen (127.0.0.1:0 by default). */
   listen?: string;
+  /** More lines of the [spool] table (TOML), beside the lines that name the world's database. */
+  spool?: string;
 }
 
 function writeSecret(home: string, name: string, value: string): string {
@@ -43,9 +45,13 @@ function writeSecret(home: string, name: string, value: string): string {
   return p;
 }
 
-/** The [spool] table that names a world's database (empty for SQLite's default spool.db in the home). */
-export function spoolTable(w: World): string {
-  return w.pgUrl ? '[spool]\nbackend = "postgres"\nurl = { env = "HOOKSPOOL_PG_URL" }\n\n' : "";
+/**
+ * The [spool] table that names a world's database (empty for SQLite's default spool.db in the
+ * home), with `extra` lines of its own.
+ */
+export function spoolTable(w: World, extra = ""): string {
+  const lines = [w.pgUrl ? 'backend = "postgres"\nurl = { env = "HOOKSPOOL_PG_URL" }' : "", extra].filter(Boolean);
+  return lines.length > 0 ? `[spool]\n${lines.join("\n")}\n\n` : "";
 }
 
 /** `config` may use {{home}} and {{secret:<name>}} (the path of a written secret file). */
@@ -62,7 +68,7 @@ export async function startIntakeOn(
     .replace(/\{\{secret:([\w-]+)\}\}/g, (_, n) => join(home, `secret-${n}`));
   writeFileSync(
     join(home, "config.toml"),
-    `${spoolTable(world)}[intake]\nlisten = "${opts.listen ?? "127.0.0.1:0"}"\n\n${text}`,
+    `${spoolTable(world, opts.spool)}[intake]\nlisten = "${opts.listen ?? "127.0.0.1:0"}"\n\n${text}`,
   );
   const clock = world.clock;
   const env = {
