@@ -1,34 +1,31 @@
-// Signature, token and timestamp checks for sources, and signing for destinations. The only
-// module that computes an HMAC or compares a secret: every comparison goes through
-// constantTimeEqual. A check answers false for anything a sender can
-// get wrong (missing header, bad hex or base64, wrong prefix, stale time) and never throws for
-// it; nothing here logs, and no error message carries a secret.
-import {
-  createHash,
-  createHmac,
-  createPublicKey,
-  type KeyObject,
-  randomBytes,
-  timingSafeEqual,
-  verify as verifySignature,
-} from "node:crypto";
+// Signature, token and timestamp checks for sources, and signing for destinations: the plugin
+// API's checks. The only module that computes an HMAC or compares a secret: every comparison
+// goes through constantTimeEqual. A check answers false for anything a sender can get wrong
+// (missing header, bad hex or base64, wrong prefix, stale time) and never throws for it; nothing
+// here logs, and no error message carries a secret. What compares no secret lives beside it and
+// is exported from here: the encodings (verify-codec.ts), timestamps (verify-time.ts), public-key
+// signatures (verify-public.ts) and published keys (keys.ts).
+import { createHash, createHmac, randomBytes, timingSafeEqual } from "node:crypto";
 import { HookspoolError } from "../errors.ts";
+import {
+  type Algorithm,
+  bytes,
+  concat,
+  type Data,
+  decode,
+  decodeBase64,
+  decodeHex,
+  type Encoding,
+  type VerifyFailure,
+} from "./verify-codec.ts";
+import { timestampWhy } from "./verify-time.ts";
 
-export type Data = string | Uint8Array;
-export type Algorithm = "sha256" | "sha1" | "sha512";
-export type Encoding = "hex" | "base64";
+export type { Algorithm, Data, Encoding, VerifyFailure } from "./verify-codec.ts";
+export { crc32Decimal, ecdsaP256Why, ed25519Why, rsaSha256Why } from "./verify-public.ts";
+export { rfc3339Seconds, timestampFresh, timestampWhy } from "./verify-time.ts";
 export type { JsonWebKey } from "./keys.ts";
 
 const ALGORITHMS: ReadonlySet<string> = new Set(["sha256", "sha1", "sha512"]);
-const encoder = new TextEncoder();
-
-function bytes(x: Data): Uint8Array {
-  return typeof x === "string" ? encoder.encode(x) : x;
-}
-
-function concat(...parts: Data[]): Uint8Array {
-  return Buffer.concat(parts.map(bytes));
-}
 
 // ---------------------------------------------------------------------------------------------
 // Comparison and encodings
@@ -45,33 +42,13 @@ export function constantTimeEqual(a: Data, b: Data): boolean {
   return timingSafeEqual(da, db);
 }
 
-/** Hex to bytes, or null when it is not an even run of hex digits (either case). */
-function decodeHex(s: string): Uint8Array | null {
-  return /^(?:[0-9a-fA-F]{2})+$/.test(s) ? Buffer.from(s, "hex") : null;
-}
-
-/** Standard base64, or base64url with or without padding; null when it is neither. */
-function decodeBase64(s: string): Uint8Array | null {
-  const body = s.replace(/={1,2}$/, "");
-  const padded = body.length !== s.length;
-  const std = /^[A-Za-z0-9+/]+$/.test(body);
-  const url = /^[A-Za-z0-9_-]+$/.test(body);
-  if (!std && !url) return null;
-  if (body.length % 4 === 1 || (padded && s.length % 4 !== 0)) return null;
-  return Buffer.from(body, std ? "base64" : "base64url");
-}
-
-function decode(s: string, encoding: Encoding): Uint8Array | null {
-  return encoding === "hex" ? decodeHex(s) : decodeBase64(s);
-}
-
 /**
  * The Standard Webhooks / Hermes key rule: a secret starting with whsec_ is the
  * base64 after the prefix, anything else is its raw UTF-8 bytes. Throws E_CONFIG for a whsec_
  * secret that is not base64 (a configuration mistake; the message never holds the secret).
  */
 export function signingKey(secret: string): Uint8Array {
-  if (!secret.startsWith("whsec_")) return encoder.encode(secret);
+  if (!secret.startsWith("whsec_")) return bytes(secret);
   const key = decodeBase64(secret.slice("whsec_".length));
   if (!key)
     throw new HookspoolError("E_CONFIG", "a whsec_ secret is not valid base64", {
@@ -93,13 +70,6 @@ function mac(key: Data, data: Data, algorithm: string): Uint8Array {
   if (!ALGORITHMS.has(algorithm)) throw new TypeError(`unsupported HMAC algorithm ${algorithm}`);
   return createHmac(algorithm, bytes(key)).update(bytes(data)).digest();
 }
-
-/**
- * Why a request is not verified, as a class that is safe to log (it holds no value): no
- * signature at all, one that cannot be read, one that does not match, or a timestamp outside
- * the tolerance (in the past, or in the future).
- */
-export type VerifyFailure = "missing_signature" | "malformed" | "mismatch" | "stale" | "future";
 
 /**
  * Null when given (encoded) equals the HMAC of data, else why not. An empty secret never
@@ -184,75 +154,6 @@ export function hmacPrefixedWhy(
 
 // ---------------------------------------------------------------------------------------------
 // Timestamped schemes (every one takes a tolerance, default 300 s, two-sided)
-
-/**
- * abs(now - t) <= toleranceS: future-dated requests fail too. t is unix seconds (a decimal
- * string or a number); a value above 1e12 is taken as milliseconds. Anything else is false.
- */
-export function timestampFresh(ts: string | number | null, now: number, toleranceS = 300): boolean {
-  return timestampWhy(ts, now, toleranceS) === null;
-}
-
-/**
- * An RFC 3339 date-time (`2020-01-01T00:00:00-08:00`, `2021-03-25T05:09:27Z`, fractions allowed;
- * `T` and `Z` in either case) as Unix seconds, or null when the text is not one or names no real
- * instant (month 13, February 30). A time without an offset is not an instant, and is refused.
- */
-export function rfc3339Seconds(text: string): number | null {
-  const m = /^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})$/.exec(text);
-  if (!m) return null;
-  const [, y, mo, d, h, mi, s, frac, zone] = m as unknown as string[];
-  const utc = Date.UTC(Number(y), Number(mo) - 1, Number(d), Number(h), Number(mi), Number(s));
-  const back = new Date(utc);
-  // Date.UTC rolls an out-of-range field over into the next; a real date-time reads back the same.
-  if (
-    back.getUTCFullYear() !== Number(y) ||
-    back.getUTCMonth() !== Number(mo) - 1 ||
-    back.getUTCDate() !== Number(d) ||
-    back.getUTCHours() !== Number(h) ||
-    back.getUTCMinutes() !== Number(mi) ||
-    back.getUTCSeconds() !== Number(s)
-  )
-    return null;
-  let offset = 0;
-  if (zone !== "Z" && zone !== "z") {
-    const oh = Number(zone.slice(1, 3));
-    const om = Number(zone.slice(4, 6));
-    if (oh > 23 || om > 59) return null;
-    offset = (zone[0] === "-" ? -1 : 1) * (oh * 3600 + om * 60);
-  }
-  return utc / 1000 + (frac ? Number(`0${frac}`) : 0) - offset;
-}
-
-/**
- * timestampFresh, saying why not: absent, unreadable, too old (stale) or ahead (future). With
- * `rfc3339`, a string may also be an RFC 3339 date-time (a sender that writes its timestamp
- * header so: Box, Zendesk); without it only Unix seconds or milliseconds are read.
- */
-export function timestampWhy(
-  ts: string | number | null,
-  now: number,
-  toleranceS = 300,
-  opts: { rfc3339?: boolean } = {},
-): VerifyFailure | null {
-  let t: number;
-  if (ts === null) return "missing_signature";
-  if (typeof ts === "number") t = ts;
-  else if (typeof ts === "string" && /^\d{1,16}(?:\.\d{1,9})?$/.test(ts.trim())) t = Number(ts.trim());
-  else if (typeof ts === "string" && opts.rfc3339 && ts.length <= 64) {
-    const at = rfc3339Seconds(ts.trim());
-    if (at === null) return "malformed";
-    // An instant in the date-time form is never read as milliseconds.
-    if (now - at > toleranceS) return "stale";
-    if (at - now > toleranceS) return "future";
-    return null;
-  } else return "malformed";
-  if (!Number.isFinite(t) || t < 0) return "malformed";
-  if (t > 1e12) t /= 1000;
-  if (now - t > toleranceS) return "stale";
-  if (t - now > toleranceS) return "future";
-  return null;
-}
 
 /**
  * The t=<unix>,v1=<sig>[,v1=<sig>...] scheme (Stripe): the HMAC of "<t>.<body>" (t exactly as
@@ -421,106 +322,6 @@ export function hmacEachWhy(
   }
   if (ok) return null;
   return readable ? "mismatch" : "malformed";
-}
-
-// ---------------------------------------------------------------------------------------------
-// Public-key signatures (the configured "secret" is the sender's public key)
-
-// An Ed25519 public key as 32 raw bytes becomes a key object through this fixed SPKI header.
-const ED25519_SPKI_PREFIX = Buffer.from("302a300506032b6570032100", "hex");
-
-/** A public key from its text: PEM, or hex / base64 of the raw key (Ed25519, 32 bytes) or of SPKI DER. */
-function publicKeyOf(text: string, kind: "ed25519" | "ec"): KeyObject | null {
-  const t = text.trim();
-  try {
-    if (t.startsWith("-----BEGIN")) return createPublicKey(t);
-    const raw = decodeHex(t) ?? decodeBase64(t);
-    if (!raw) return null;
-    const der = kind === "ed25519" && raw.length === 32 ? Buffer.concat([ED25519_SPKI_PREFIX, raw]) : Buffer.from(raw);
-    return createPublicKey({ key: der, format: "der", type: "spki" });
-  } catch {
-    return null;
-  }
-}
-
-/**
- * Null when `signature` (hex by default: Discord's X-Signature-Ed25519) is the Ed25519 signature
- * of message under the public key, else why not. A key that does not parse fails closed
- * ("mismatch": the sender is not at fault, and nothing verifies until the key is fixed).
- */
-export function ed25519Why(
-  signature: string | null,
-  publicKey: string,
-  message: Data,
-  opts: { encoding?: Encoding } = {},
-): VerifyFailure | null {
-  if (signature === null) return "missing_signature";
-  const sig = decode(signature.trim(), opts.encoding ?? "hex");
-  if (sig === null || sig.length !== 64) return "malformed";
-  const key = publicKeyOf(publicKey, "ed25519");
-  if (key?.asymmetricKeyType !== "ed25519") return "mismatch";
-  try {
-    return verifySignature(null, bytes(message), key, sig) ? null : "mismatch";
-  } catch {
-    return "mismatch";
-  }
-}
-
-/**
- * Null when `signature` (base64 DER by default: SendGrid's signed event webhook) is an ECDSA
- * P-256 / SHA-256 signature of message under the public key (base64 SPKI, as SendGrid shows it,
- * or PEM), else why not.
- */
-export function ecdsaP256Why(
-  signature: string | null,
-  publicKey: string,
-  message: Data,
-  opts: { encoding?: Encoding } = {},
-): VerifyFailure | null {
-  if (signature === null) return "missing_signature";
-  const sig = decode(signature.trim(), opts.encoding ?? "base64");
-  if (sig === null) return "malformed";
-  const key = publicKeyOf(publicKey, "ec");
-  if (key?.asymmetricKeyType !== "ec" || key.asymmetricKeyDetails?.namedCurve !== "prime256v1") return "mismatch";
-  try {
-    return verifySignature("sha256", bytes(message), { key, dsaEncoding: "der" }, sig) ? null : "mismatch";
-  } catch {
-    return "mismatch";
-  }
-}
-
-/**
- * Null when `signature` (base64 by default: PayPal's PAYPAL-TRANSMISSION-SIG) is an RSASSA-PKCS1-v1_5
- * signature with SHA-256 (Java's SHA256withRSA) of message under the public key, else why not.
- * The key is a KeyObject (a certificate's: certificateKey) or PEM text; one that is not RSA, or
- * shorter than 2048 bits, fails closed ("mismatch").
- */
-export function rsaSha256Why(
-  signature: string | null,
-  publicKey: KeyObject | string,
-  message: Data,
-  opts: { encoding?: Encoding } = {},
-): VerifyFailure | null {
-  if (signature === null) return "missing_signature";
-  const sig = decode(signature.trim(), opts.encoding ?? "base64");
-  if (sig === null || sig.length === 0 || sig.length > 1024) return "malformed";
-  let key: KeyObject;
-  try {
-    key = typeof publicKey === "string" ? createPublicKey(publicKey.trim()) : publicKey;
-  } catch {
-    return "mismatch";
-  }
-  if (key.asymmetricKeyType !== "rsa" || (key.asymmetricKeyDetails?.modulusLength ?? 0) < 2048) return "mismatch";
-  try {
-    return verifySignature("sha256", bytes(message), key, sig) ? null : "mismatch";
-  } catch {
-    return "mismatch";
-  }
-}
-
-/** The CRC-32 (IEEE, zlib's) of data as an unsigned decimal: the last part of PayPal's signed message. */
-export function crc32Decimal(data: Data): string {
-  return String(Bun.hash.crc32(bytes(data)) >>> 0);
 }
 
 // ---------------------------------------------------------------------------------------------
