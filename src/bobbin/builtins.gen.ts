@@ -382,67 +382,68 @@ import f380 from "../../bobbins/square/webhooks/AGENTS.md" with { type: "file" }
 import f381 from "../../bobbins/square/webhooks/README.md" with { type: "file" };
 import f382 from "../../bobbins/square/webhooks/SETUP.md" with { type: "file" };
 import f383 from "../../bobbins/square/webhooks/bobbin.toml" with { type: "text" };
-import f384 from "../../bobbins/square/webhooks/captures/accepted.http" with { type: "file" };
-import f385 from "../../bobbins/square/webhooks/captures/kit.toml" with { type: "text" };
-import f386 from "../../bobbins/square/webhooks/captures/rejected.http" with { type: "file" };
-import f387 from "../../bobbins/stripe/events/AGENTS.md" with { type: "file" };
-import f388 from "../../bobbins/stripe/events/README.md" with { type: "file" };
-import f389 from "../../bobbins/stripe/events/SETUP.md" with { type: "file" };
-import f390 from "../../bobbins/stripe/events/bobbin.toml" with { type: "text" };
-import f391 from "../../bobbins/stripe/events/captures/README.md" with { type: "file" };
-import f392 from "../../bobbins/stripe/events/captures/accepted.http" with { type: "file" };
-import f393 from "../../bobbins/stripe/events/captures/kit.toml" with { type: "text" };
-import f394 from "../../bobbins/stripe/events/captures/ping.http" with { type: "file" };
-import f395 from "../../bobbins/stripe/events/captures/rejected.http" with { type: "file" };
-import f396 from "../../bobbins/telegram/bot/AGENTS.md" with { type: "file" };
-import f397 from "../../bobbins/telegram/bot/README.md" with { type: "file" };
-import f398 from "../../bobbins/telegram/bot/SETUP.md" with { type: "file" };
-import f399 from "../../bobbins/telegram/bot/bobbin.toml" with { type: "text" };
-import f400 from "../../bobbins/telegram/bot/captures/accepted.http" with { type: "file" };
-import f401 from "../../bobbins/telegram/bot/captures/callback.http" with { type: "file" };
-import f402 from "../../bobbins/telegram/bot/captures/kit.toml" with { type: "text" };
-import f403 from "../../bobbins/telegram/bot/captures/rejected.http" with { type: "file" };
-import f404 from "../../bobbins/twilio/messaging/AGENTS.md" with { type: "file" };
-import f405 from "../../bobbins/twilio/messaging/README.md" with { type: "file" };
-import f406 from "../../bobbins/twilio/messaging/SETUP.md" with { type: "file" };
-import f407 from "../../bobbins/twilio/messaging/bobbin.toml" with { type: "text" };
-import f408 from "../../bobbins/twilio/messaging/captures/accepted.http" with { type: "file" };
-import f409 from "../../bobbins/twilio/messaging/captures/kit.toml" with { type: "text" };
-import f410 from "../../bobbins/twilio/messaging/captures/rejected.http" with { type: "file" };
-import f411 from "../../bobbins/twilio/messaging/captures/status-callback.http" with { type: "file" };
-import f412 from "../../bobbins/twilio/messaging/captures/twiml.http" with { type: "file" };
-import f413 from "../../bobbins/twilio/messaging/captures/whatsapp.http" with { type: "file" };
-import f414 from "../../bobbins/typeform/responses/AGENTS.md" with { type: "file" };
-import f415 from "../../bobbins/typeform/responses/README.md" with { type: "file" };
-import f416 from "../../bobbins/typeform/responses/SETUP.md" with { type: "file" };
-import f417 from "../../bobbins/typeform/responses/bobbin.toml" with { type: "text" };
-import f418 from "../../bobbins/typeform/responses/captures/accepted.http" with { type: "file" };
-import f419 from "../../bobbins/typeform/responses/captures/kit.toml" with { type: "text" };
-import f420 from "../../bobbins/typeform/responses/captures/rejected.http" with { type: "file" };
-import f421 from "../../bobbins/vercel/deployments/AGENTS.md" with { type: "file" };
-import f422 from "../../bobbins/vercel/deployments/README.md" with { type: "file" };
-import f423 from "../../bobbins/vercel/deployments/SETUP.md" with { type: "file" };
-import f424 from "../../bobbins/vercel/deployments/bobbin.toml" with { type: "text" };
-import f425 from "../../bobbins/vercel/deployments/captures/accepted.http" with { type: "file" };
-import f426 from "../../bobbins/vercel/deployments/captures/kit.toml" with { type: "text" };
-import f427 from "../../bobbins/vercel/deployments/captures/rejected.http" with { type: "file" };
-import f428 from "../../bobbins/zendesk/webhooks/AGENTS.md" with { type: "file" };
-import f429 from "../../bobbins/zendesk/webhooks/README.md" with { type: "file" };
-import f430 from "../../bobbins/zendesk/webhooks/SETUP.md" with { type: "file" };
-import f431 from "../../bobbins/zendesk/webhooks/bobbin.toml" with { type: "text" };
-import f432 from "../../bobbins/zendesk/webhooks/captures/accepted.http" with { type: "file" };
-import f433 from "../../bobbins/zendesk/webhooks/captures/kit.toml" with { type: "text" };
-import f434 from "../../bobbins/zendesk/webhooks/captures/rejected.http" with { type: "file" };
-import f435 from "../../bobbins/zoom/meetings/AGENTS.md" with { type: "file" };
-import f436 from "../../bobbins/zoom/meetings/README.md" with { type: "file" };
-import f437 from "../../bobbins/zoom/meetings/SETUP.md" with { type: "file" };
-import f438 from "../../bobbins/zoom/meetings/bobbin.toml" with { type: "text" };
-import f439 from "../../bobbins/zoom/meetings/captures/accepted.http" with { type: "file" };
-import f440 from "../../bobbins/zoom/meetings/captures/kit.toml" with { type: "text" };
-import f441 from "../../bobbins/zoom/meetings/captures/rejected.http" with { type: "file" };
-import f442 from "../../bobbins/zoom/meetings/captures/unclassifiable.http" with { type: "file" };
-import f443 from "../../bobbins/zoom/meetings/captures/url-validation.http" with { type: "file" };
-import * as f444 from "../../bobbins/zoom/meetings/source.ts";
+import f384 from "../../bobbins/square/webhooks/captures/README.md" with { type: "file" };
+import f385 from "../../bobbins/square/webhooks/captures/accepted.http" with { type: "file" };
+import f386 from "../../bobbins/square/webhooks/captures/kit.toml" with { type: "text" };
+import f387 from "../../bobbins/square/webhooks/captures/rejected.http" with { type: "file" };
+import f388 from "../../bobbins/stripe/events/AGENTS.md" with { type: "file" };
+import f389 from "../../bobbins/stripe/events/README.md" with { type: "file" };
+import f390 from "../../bobbins/stripe/events/SETUP.md" with { type: "file" };
+import f391 from "../../bobbins/stripe/events/bobbin.toml" with { type: "text" };
+import f392 from "../../bobbins/stripe/events/captures/README.md" with { type: "file" };
+import f393 from "../../bobbins/stripe/events/captures/accepted.http" with { type: "file" };
+import f394 from "../../bobbins/stripe/events/captures/kit.toml" with { type: "text" };
+import f395 from "../../bobbins/stripe/events/captures/ping.http" with { type: "file" };
+import f396 from "../../bobbins/stripe/events/captures/rejected.http" with { type: "file" };
+import f397 from "../../bobbins/telegram/bot/AGENTS.md" with { type: "file" };
+import f398 from "../../bobbins/telegram/bot/README.md" with { type: "file" };
+import f399 from "../../bobbins/telegram/bot/SETUP.md" with { type: "file" };
+import f400 from "../../bobbins/telegram/bot/bobbin.toml" with { type: "text" };
+import f401 from "../../bobbins/telegram/bot/captures/accepted.http" with { type: "file" };
+import f402 from "../../bobbins/telegram/bot/captures/callback.http" with { type: "file" };
+import f403 from "../../bobbins/telegram/bot/captures/kit.toml" with { type: "text" };
+import f404 from "../../bobbins/telegram/bot/captures/rejected.http" with { type: "file" };
+import f405 from "../../bobbins/twilio/messaging/AGENTS.md" with { type: "file" };
+import f406 from "../../bobbins/twilio/messaging/README.md" with { type: "file" };
+import f407 from "../../bobbins/twilio/messaging/SETUP.md" with { type: "file" };
+import f408 from "../../bobbins/twilio/messaging/bobbin.toml" with { type: "text" };
+import f409 from "../../bobbins/twilio/messaging/captures/accepted.http" with { type: "file" };
+import f410 from "../../bobbins/twilio/messaging/captures/kit.toml" with { type: "text" };
+import f411 from "../../bobbins/twilio/messaging/captures/rejected.http" with { type: "file" };
+import f412 from "../../bobbins/twilio/messaging/captures/status-callback.http" with { type: "file" };
+import f413 from "../../bobbins/twilio/messaging/captures/twiml.http" with { type: "file" };
+import f414 from "../../bobbins/twilio/messaging/captures/whatsapp.http" with { type: "file" };
+import f415 from "../../bobbins/typeform/responses/AGENTS.md" with { type: "file" };
+import f416 from "../../bobbins/typeform/responses/README.md" with { type: "file" };
+import f417 from "../../bobbins/typeform/responses/SETUP.md" with { type: "file" };
+import f418 from "../../bobbins/typeform/responses/bobbin.toml" with { type: "text" };
+import f419 from "../../bobbins/typeform/responses/captures/accepted.http" with { type: "file" };
+import f420 from "../../bobbins/typeform/responses/captures/kit.toml" with { type: "text" };
+import f421 from "../../bobbins/typeform/responses/captures/rejected.http" with { type: "file" };
+import f422 from "../../bobbins/vercel/deployments/AGENTS.md" with { type: "file" };
+import f423 from "../../bobbins/vercel/deployments/README.md" with { type: "file" };
+import f424 from "../../bobbins/vercel/deployments/SETUP.md" with { type: "file" };
+import f425 from "../../bobbins/vercel/deployments/bobbin.toml" with { type: "text" };
+import f426 from "../../bobbins/vercel/deployments/captures/accepted.http" with { type: "file" };
+import f427 from "../../bobbins/vercel/deployments/captures/kit.toml" with { type: "text" };
+import f428 from "../../bobbins/vercel/deployments/captures/rejected.http" with { type: "file" };
+import f429 from "../../bobbins/zendesk/webhooks/AGENTS.md" with { type: "file" };
+import f430 from "../../bobbins/zendesk/webhooks/README.md" with { type: "file" };
+import f431 from "../../bobbins/zendesk/webhooks/SETUP.md" with { type: "file" };
+import f432 from "../../bobbins/zendesk/webhooks/bobbin.toml" with { type: "text" };
+import f433 from "../../bobbins/zendesk/webhooks/captures/accepted.http" with { type: "file" };
+import f434 from "../../bobbins/zendesk/webhooks/captures/kit.toml" with { type: "text" };
+import f435 from "../../bobbins/zendesk/webhooks/captures/rejected.http" with { type: "file" };
+import f436 from "../../bobbins/zoom/meetings/AGENTS.md" with { type: "file" };
+import f437 from "../../bobbins/zoom/meetings/README.md" with { type: "file" };
+import f438 from "../../bobbins/zoom/meetings/SETUP.md" with { type: "file" };
+import f439 from "../../bobbins/zoom/meetings/bobbin.toml" with { type: "text" };
+import f440 from "../../bobbins/zoom/meetings/captures/accepted.http" with { type: "file" };
+import f441 from "../../bobbins/zoom/meetings/captures/kit.toml" with { type: "text" };
+import f442 from "../../bobbins/zoom/meetings/captures/rejected.http" with { type: "file" };
+import f443 from "../../bobbins/zoom/meetings/captures/unclassifiable.http" with { type: "file" };
+import f444 from "../../bobbins/zoom/meetings/captures/url-validation.http" with { type: "file" };
+import * as f445 from "../../bobbins/zoom/meetings/source.ts";
 
 export const BUILTINS: readonly BuiltinBobbin[] = [
   { dir: "airtable/bases", files: { get "AGENTS.md"() { return readEmbedded(f0); }, get "README.md"() { return readEmbedded(f1); }, get "SETUP.md"() { return readEmbedded(f2); }, "bobbin.toml": f3, get "captures/accepted.http"() { return readEmbedded(f4); }, "captures/kit.toml": f5, get "captures/rejected.http"() { return readEmbedded(f6); } }, modules: {  } },
@@ -490,12 +491,12 @@ export const BUILTINS: readonly BuiltinBobbin[] = [
   { dir: "sentry/issues", files: { get "AGENTS.md"() { return readEmbedded(f356); }, get "README.md"() { return readEmbedded(f357); }, get "SETUP.md"() { return readEmbedded(f358); }, "bobbin.toml": f359, get "captures/accepted.http"() { return readEmbedded(f360); }, "captures/kit.toml": f361, get "captures/rejected.http"() { return readEmbedded(f362); } }, modules: {  } },
   { dir: "shopify/shop", files: { get "AGENTS.md"() { return readEmbedded(f363); }, get "README.md"() { return readEmbedded(f364); }, get "SETUP.md"() { return readEmbedded(f365); }, "bobbin.toml": f366, get "captures/accepted.http"() { return readEmbedded(f367); }, get "captures/customers-redact.http"() { return readEmbedded(f368); }, "captures/kit.toml": f369, get "captures/rejected.http"() { return readEmbedded(f370); } }, modules: {  } },
   { dir: "slack/events", files: { get "AGENTS.md"() { return readEmbedded(f371); }, get "README.md"() { return readEmbedded(f372); }, get "SETUP.md"() { return readEmbedded(f373); }, "bobbin.toml": f374, get "captures/accepted.http"() { return readEmbedded(f375); }, "captures/kit.toml": f376, get "captures/rejected.http"() { return readEmbedded(f377); }, get "captures/retry.http"() { return readEmbedded(f378); }, get "captures/url_verification.http"() { return readEmbedded(f379); } }, modules: {  } },
-  { dir: "square/webhooks", files: { get "AGENTS.md"() { return readEmbedded(f380); }, get "README.md"() { return readEmbedded(f381); }, get "SETUP.md"() { return readEmbedded(f382); }, "bobbin.toml": f383, get "captures/accepted.http"() { return readEmbedded(f384); }, "captures/kit.toml": f385, get "captures/rejected.http"() { return readEmbedded(f386); } }, modules: {  } },
-  { dir: "stripe/events", files: { get "AGENTS.md"() { return readEmbedded(f387); }, get "README.md"() { return readEmbedded(f388); }, get "SETUP.md"() { return readEmbedded(f389); }, "bobbin.toml": f390, get "captures/README.md"() { return readEmbedded(f391); }, get "captures/accepted.http"() { return readEmbedded(f392); }, "captures/kit.toml": f393, get "captures/ping.http"() { return readEmbedded(f394); }, get "captures/rejected.http"() { return readEmbedded(f395); } }, modules: {  } },
-  { dir: "telegram/bot", files: { get "AGENTS.md"() { return readEmbedded(f396); }, get "README.md"() { return readEmbedded(f397); }, get "SETUP.md"() { return readEmbedded(f398); }, "bobbin.toml": f399, get "captures/accepted.http"() { return readEmbedded(f400); }, get "captures/callback.http"() { return readEmbedded(f401); }, "captures/kit.toml": f402, get "captures/rejected.http"() { return readEmbedded(f403); } }, modules: {  } },
-  { dir: "twilio/messaging", files: { get "AGENTS.md"() { return readEmbedded(f404); }, get "README.md"() { return readEmbedded(f405); }, get "SETUP.md"() { return readEmbedded(f406); }, "bobbin.toml": f407, get "captures/accepted.http"() { return readEmbedded(f408); }, "captures/kit.toml": f409, get "captures/rejected.http"() { return readEmbedded(f410); }, get "captures/status-callback.http"() { return readEmbedded(f411); }, get "captures/twiml.http"() { return readEmbedded(f412); }, get "captures/whatsapp.http"() { return readEmbedded(f413); } }, modules: {  } },
-  { dir: "typeform/responses", files: { get "AGENTS.md"() { return readEmbedded(f414); }, get "README.md"() { return readEmbedded(f415); }, get "SETUP.md"() { return readEmbedded(f416); }, "bobbin.toml": f417, get "captures/accepted.http"() { return readEmbedded(f418); }, "captures/kit.toml": f419, get "captures/rejected.http"() { return readEmbedded(f420); } }, modules: {  } },
-  { dir: "vercel/deployments", files: { get "AGENTS.md"() { return readEmbedded(f421); }, get "README.md"() { return readEmbedded(f422); }, get "SETUP.md"() { return readEmbedded(f423); }, "bobbin.toml": f424, get "captures/accepted.http"() { return readEmbedded(f425); }, "captures/kit.toml": f426, get "captures/rejected.http"() { return readEmbedded(f427); } }, modules: {  } },
-  { dir: "zendesk/webhooks", files: { get "AGENTS.md"() { return readEmbedded(f428); }, get "README.md"() { return readEmbedded(f429); }, get "SETUP.md"() { return readEmbedded(f430); }, "bobbin.toml": f431, get "captures/accepted.http"() { return readEmbedded(f432); }, "captures/kit.toml": f433, get "captures/rejected.http"() { return readEmbedded(f434); } }, modules: {  } },
-  { dir: "zoom/meetings", files: { get "AGENTS.md"() { return readEmbedded(f435); }, get "README.md"() { return readEmbedded(f436); }, get "SETUP.md"() { return readEmbedded(f437); }, "bobbin.toml": f438, get "captures/accepted.http"() { return readEmbedded(f439); }, "captures/kit.toml": f440, get "captures/rejected.http"() { return readEmbedded(f441); }, get "captures/unclassifiable.http"() { return readEmbedded(f442); }, get "captures/url-validation.http"() { return readEmbedded(f443); }, "source.ts": "// zoom.meetings: the webhooks of a Zoom app's event subscription (meeting.started, meeting.ended,\n// participants joining and leaving, ...). A code source, because two things are beyond the\n// template: the signature covers a timestamp sent in its own header, and Zoom's\n// endpoint.url_validation handshake must be answered with a token derived from the secret.\n//\n// - x-zm-signature is \"v0=\" and the hex HMAC-SHA256, under the app's Secret Token, of\n//   \"v0:<x-zm-request-timestamp>:<raw body>\"; the timestamp must be within 300 s of now, either way.\n// - endpoint.url_validation is answered only after verify (challenge runs after it): 200 with\n//   {\"plainToken\", \"encryptedToken\": hex HMAC-SHA256(webhook_secret, plainToken)}, never queued.\n//   A request that fails verify gets the intake's 401 with an empty body, so no token is ever\n//   derived for a plainToken an unverified sender chose.\n// - One batch per meeting (payload.object.id); the event type is `event`.\nimport { getPath, getText } from \"../../../src/plugin/get-path.ts\";\nimport { type Attrs, BadPayload, defineSource, response } from \"../../../src/plugin/types.ts\";\nimport { hmac, signedTimestampWhy } from \"../../../src/plugin/verify.ts\";\n\nconst SIGNATURE = \"x-zm-signature\";\nconst TIMESTAMP = \"x-zm-request-timestamp\";\n\nexport default defineSource({\n  secrets: [\"webhook_secret\"],\n  authHeaders: [SIGNATURE],\n  // The time Zoom signed at: no credential, and it says when Zoom sent this attempt.\n  keepHeaders: [TIMESTAMP],\n  span: \"meeting\",\n  // Zoom sends a delivery that got no 200/204 within 3 s again, 3 times (README.md).\n  senderRetries: true,\n\n  verify(req, secrets) {\n    const ts = req.header(TIMESTAMP);\n    return (\n      signedTimestampWhy({\n        signature: req.header(SIGNATURE),\n        prefix: \"v0=\",\n        timestamp: ts,\n        secret: secrets.get(\"webhook_secret\"),\n        // The timestamp exactly as sent, then the body's bytes as received.\n        message: [`v0:${ts ?? \"\"}:`, req.body],\n        now: req.now,\n      }) ?? true\n    );\n  },\n\n  challenge(req, secrets) {\n    // An empty or non-JSON body is not a handshake: classification quarantines it (not_json).\n    if (req.body.length === 0) return null;\n    const p = req.json();\n    if (getText(p, \"event\") !== \"endpoint.url_validation\") return null;\n    const plainToken = getPath(p, \"payload.plainToken\");\n    if (typeof plainToken !== \"string\" || plainToken === \"\")\n      throw new BadPayload(\"endpoint.url_validation without payload.plainToken\", \"bad_payload\");\n    const body = JSON.stringify({ plainToken, encryptedToken: hmac(secrets.get(\"webhook_secret\"), plainToken) });\n    return response(200, body, { \"Content-Type\": \"application/json\" });\n  },\n\n  key(payload) {\n    const id = getText(payload, \"payload.object.id\");\n    if (!id) throw new BadPayload(\"no payload.object.id (the meeting id)\", \"key_missing\");\n    return id;\n  },\n\n  // Zoom sends no delivery id. event_ts (the event's time in milliseconds) and the meeting id are\n  // in the body, which a retry repeats; the event name and, for participant events, the\n  // participant keep two events of one meeting in the same millisecond apart.\n  dedupId(payload) {\n    const ts = getText(payload, \"event_ts\");\n    const id = getText(payload, \"payload.object.id\");\n    if (!ts || !id) return null;\n    const participant =\n      getText(payload, \"payload.object.participant.participant_uuid\") ??\n      getText(payload, \"payload.object.participant.user_id\") ??\n      getText(payload, \"payload.object.participant.id\");\n    return [ts, id, getText(payload, \"event\") ?? \"\", ...(participant ? [participant] : [])].join(\":\");\n  },\n\n  eventType: (payload) => getText(payload, \"event\") ?? \"\",\n\n  attrs(payload): Attrs {\n    const account = getText(payload, \"payload.account_id\");\n    return account ? { account } : {};\n  },\n});\n" }, modules: { "source": f444 } },
+  { dir: "square/webhooks", files: { get "AGENTS.md"() { return readEmbedded(f380); }, get "README.md"() { return readEmbedded(f381); }, get "SETUP.md"() { return readEmbedded(f382); }, "bobbin.toml": f383, get "captures/README.md"() { return readEmbedded(f384); }, get "captures/accepted.http"() { return readEmbedded(f385); }, "captures/kit.toml": f386, get "captures/rejected.http"() { return readEmbedded(f387); } }, modules: {  } },
+  { dir: "stripe/events", files: { get "AGENTS.md"() { return readEmbedded(f388); }, get "README.md"() { return readEmbedded(f389); }, get "SETUP.md"() { return readEmbedded(f390); }, "bobbin.toml": f391, get "captures/README.md"() { return readEmbedded(f392); }, get "captures/accepted.http"() { return readEmbedded(f393); }, "captures/kit.toml": f394, get "captures/ping.http"() { return readEmbedded(f395); }, get "captures/rejected.http"() { return readEmbedded(f396); } }, modules: {  } },
+  { dir: "telegram/bot", files: { get "AGENTS.md"() { return readEmbedded(f397); }, get "README.md"() { return readEmbedded(f398); }, get "SETUP.md"() { return readEmbedded(f399); }, "bobbin.toml": f400, get "captures/accepted.http"() { return readEmbedded(f401); }, get "captures/callback.http"() { return readEmbedded(f402); }, "captures/kit.toml": f403, get "captures/rejected.http"() { return readEmbedded(f404); } }, modules: {  } },
+  { dir: "twilio/messaging", files: { get "AGENTS.md"() { return readEmbedded(f405); }, get "README.md"() { return readEmbedded(f406); }, get "SETUP.md"() { return readEmbedded(f407); }, "bobbin.toml": f408, get "captures/accepted.http"() { return readEmbedded(f409); }, "captures/kit.toml": f410, get "captures/rejected.http"() { return readEmbedded(f411); }, get "captures/status-callback.http"() { return readEmbedded(f412); }, get "captures/twiml.http"() { return readEmbedded(f413); }, get "captures/whatsapp.http"() { return readEmbedded(f414); } }, modules: {  } },
+  { dir: "typeform/responses", files: { get "AGENTS.md"() { return readEmbedded(f415); }, get "README.md"() { return readEmbedded(f416); }, get "SETUP.md"() { return readEmbedded(f417); }, "bobbin.toml": f418, get "captures/accepted.http"() { return readEmbedded(f419); }, "captures/kit.toml": f420, get "captures/rejected.http"() { return readEmbedded(f421); } }, modules: {  } },
+  { dir: "vercel/deployments", files: { get "AGENTS.md"() { return readEmbedded(f422); }, get "README.md"() { return readEmbedded(f423); }, get "SETUP.md"() { return readEmbedded(f424); }, "bobbin.toml": f425, get "captures/accepted.http"() { return readEmbedded(f426); }, "captures/kit.toml": f427, get "captures/rejected.http"() { return readEmbedded(f428); } }, modules: {  } },
+  { dir: "zendesk/webhooks", files: { get "AGENTS.md"() { return readEmbedded(f429); }, get "README.md"() { return readEmbedded(f430); }, get "SETUP.md"() { return readEmbedded(f431); }, "bobbin.toml": f432, get "captures/accepted.http"() { return readEmbedded(f433); }, "captures/kit.toml": f434, get "captures/rejected.http"() { return readEmbedded(f435); } }, modules: {  } },
+  { dir: "zoom/meetings", files: { get "AGENTS.md"() { return readEmbedded(f436); }, get "README.md"() { return readEmbedded(f437); }, get "SETUP.md"() { return readEmbedded(f438); }, "bobbin.toml": f439, get "captures/accepted.http"() { return readEmbedded(f440); }, "captures/kit.toml": f441, get "captures/rejected.http"() { return readEmbedded(f442); }, get "captures/unclassifiable.http"() { return readEmbedded(f443); }, get "captures/url-validation.http"() { return readEmbedded(f444); }, "source.ts": "// zoom.meetings: the webhooks of a Zoom app's event subscription (meeting.started, meeting.ended,\n// participants joining and leaving, ...). A code source, because two things are beyond the\n// template: the signature covers a timestamp sent in its own header, and Zoom's\n// endpoint.url_validation handshake must be answered with a token derived from the secret.\n//\n// - x-zm-signature is \"v0=\" and the hex HMAC-SHA256, under the app's Secret Token, of\n//   \"v0:<x-zm-request-timestamp>:<raw body>\"; the timestamp must be within 300 s of now, either way.\n// - endpoint.url_validation is answered only after verify (challenge runs after it): 200 with\n//   {\"plainToken\", \"encryptedToken\": hex HMAC-SHA256(webhook_secret, plainToken)}, never queued.\n//   A request that fails verify gets the intake's 401 with an empty body, so no token is ever\n//   derived for a plainToken an unverified sender chose.\n// - One batch per meeting (payload.object.id); the event type is `event`.\nimport { getPath, getText } from \"../../../src/plugin/get-path.ts\";\nimport { type Attrs, BadPayload, defineSource, response } from \"../../../src/plugin/types.ts\";\nimport { hmac, signedTimestampWhy } from \"../../../src/plugin/verify.ts\";\n\nconst SIGNATURE = \"x-zm-signature\";\nconst TIMESTAMP = \"x-zm-request-timestamp\";\n\nexport default defineSource({\n  secrets: [\"webhook_secret\"],\n  authHeaders: [SIGNATURE],\n  // The time Zoom signed at: no credential, and it says when Zoom sent this attempt.\n  keepHeaders: [TIMESTAMP],\n  span: \"meeting\",\n  // Zoom sends a delivery that got no 200/204 within 3 s again, 3 times (README.md).\n  senderRetries: true,\n\n  verify(req, secrets) {\n    const ts = req.header(TIMESTAMP);\n    return (\n      signedTimestampWhy({\n        signature: req.header(SIGNATURE),\n        prefix: \"v0=\",\n        timestamp: ts,\n        secret: secrets.get(\"webhook_secret\"),\n        // The timestamp exactly as sent, then the body's bytes as received.\n        message: [`v0:${ts ?? \"\"}:`, req.body],\n        now: req.now,\n      }) ?? true\n    );\n  },\n\n  challenge(req, secrets) {\n    // An empty or non-JSON body is not a handshake: classification quarantines it (not_json).\n    if (req.body.length === 0) return null;\n    const p = req.json();\n    if (getText(p, \"event\") !== \"endpoint.url_validation\") return null;\n    const plainToken = getPath(p, \"payload.plainToken\");\n    if (typeof plainToken !== \"string\" || plainToken === \"\")\n      throw new BadPayload(\"endpoint.url_validation without payload.plainToken\", \"bad_payload\");\n    const body = JSON.stringify({ plainToken, encryptedToken: hmac(secrets.get(\"webhook_secret\"), plainToken) });\n    return response(200, body, { \"Content-Type\": \"application/json\" });\n  },\n\n  key(payload) {\n    const id = getText(payload, \"payload.object.id\");\n    if (!id) throw new BadPayload(\"no payload.object.id (the meeting id)\", \"key_missing\");\n    return id;\n  },\n\n  // Zoom sends no delivery id. event_ts (the event's time in milliseconds) and the meeting id are\n  // in the body, which a retry repeats; the event name and, for participant events, the\n  // participant keep two events of one meeting in the same millisecond apart.\n  dedupId(payload) {\n    const ts = getText(payload, \"event_ts\");\n    const id = getText(payload, \"payload.object.id\");\n    if (!ts || !id) return null;\n    const participant =\n      getText(payload, \"payload.object.participant.participant_uuid\") ??\n      getText(payload, \"payload.object.participant.user_id\") ??\n      getText(payload, \"payload.object.participant.id\");\n    return [ts, id, getText(payload, \"event\") ?? \"\", ...(participant ? [participant] : [])].join(\":\");\n  },\n\n  eventType: (payload) => getText(payload, \"event\") ?? \"\",\n\n  attrs(payload): Attrs {\n    const account = getText(payload, \"payload.account_id\");\n    return account ? { account } : {};\n  },\n});\n" }, modules: { "source": f445 } },
 ];
