@@ -77,15 +77,28 @@ function runTempDir(tier: Tier): string {
   return dir;
 }
 
+/** A test's time limit: tests start real processes and servers, and a few build the binary. */
+export const TEST_TIMEOUT_MS = 20_000;
+
+/**
+ * The `bun test` command for a tier's files. The time limit is on the command line: with
+ * --no-isolate, a worker runs many files in one context, and bunfig.toml's timeout and the
+ * preload's setDefaultTimeout reach only the first of them (each later file got 5 s).
+ */
+export function testArgv(tier: "fast" | "all", files: readonly string[], extra: readonly string[] = []): string[] {
+  const argv = [process.execPath, "test", "--parallel=2", `--timeout=${TEST_TIMEOUT_MS}`];
+  if (tier === "fast") argv.push("--no-isolate");
+  if (existsSync(join(ROOT, TIMINGS_FILE))) argv.push(`--timings=${TIMINGS_FILE}`);
+  argv.push(...extra, ...files.map((f) => `./${f}`));
+  return argv;
+}
+
 async function run(tier: "fast" | "all", extra: string[]): Promise<number> {
   const files = tiers()[tier];
   // An empty list would make `bun test` run every file: refuse instead.
   if (files.length === 0) throw new Error(`no test files in ${tier}`);
   const tmp = runTempDir(tier);
-  const argv = [process.execPath, "test", "--parallel=2"];
-  if (tier === "fast") argv.push("--no-isolate");
-  if (existsSync(join(ROOT, TIMINGS_FILE))) argv.push(`--timings=${TIMINGS_FILE}`);
-  argv.push(...extra, ...files.map((f) => `./${f}`));
+  const argv = testArgv(tier, files, extra);
   const env: Record<string, string | undefined> = { ...process.env, TMPDIR: tmp };
   if (tier === "fast") env.HOOKSPOOL_TEST_SKIP_PG = "1";
   const child = Bun.spawn(argv, { cwd: ROOT, env, stdio: ["inherit", "inherit", "inherit"] });

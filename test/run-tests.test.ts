@@ -3,7 +3,7 @@
 // SQLite store conformance and an end-to-end test; HOOKSPOOL_TEST_SKIP_PG skips PostgreSQL.
 import { expect, test } from "bun:test";
 import { join } from "node:path";
-import { onlyInTestAll, parseRules, tiers } from "../scripts/run-tests.ts";
+import { onlyInTestAll, parseRules, TEST_TIMEOUT_MS, testArgv, tiers } from "../scripts/run-tests.ts";
 
 test("every test file is in make test or only in make test-all, never both", () => {
   const { fast, rest, all } = tiers();
@@ -24,6 +24,18 @@ test("make test keeps the SQLite store conformance and end-to-end tests; Postgre
   expect(fast.filter((f) => f.startsWith("test/e2e/")).length).toBeGreaterThan(0);
   expect(fast.filter((f) => f.startsWith("test/store/pg/"))).toEqual([]);
   expect(rest.filter((f) => f.startsWith("test/bobbins/")).length).toBeGreaterThan(0);
+});
+
+test("every tier's command sets the time limit itself: --no-isolate keeps the preload's for one file only", () => {
+  // Measured on Bun 1.4: under --no-isolate a worker's second file ran with 5 s, whatever
+  // bunfig.toml and the preload's setDefaultTimeout said; only the command line reaches it.
+  for (const tier of ["fast", "all"] as const) {
+    const argv = testArgv(tier, ["test/a.test.ts"]);
+    expect(argv).toContain(`--timeout=${TEST_TIMEOUT_MS}`);
+    expect(argv.at(-1)).toBe("./test/a.test.ts");
+  }
+  expect(testArgv("fast", [])).toContain("--no-isolate");
+  expect(TEST_TIMEOUT_MS).toBeGreaterThanOrEqual(20_000);
 });
 
 test("the last matching line decides, and ! keeps a file in make test", () => {

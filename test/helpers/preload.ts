@@ -15,7 +15,8 @@ delete process.env.HOOKSPOOL_DB;
 delete process.env.HOOKSPOOL_TEST_HOOK;
 delete process.env.HOOKSPOOL_TEST_HOOK_ACTION;
 
-// bunfig.toml's [test] timeout does not reach the workers of `bun test --parallel`: said here too.
+// bunfig.toml's [test] timeout does not reach the workers of `bun test --parallel`: said here too
+// (and on scripts/run-tests.ts's command line, the one place a --no-isolate worker's later files see).
 setDefaultTimeout(20_000);
 
 afterEach(() => assertNoSentinelInNewLogs());
