@@ -4,8 +4,8 @@
 // made with the base64 text instead of its bytes refused; and the scheme against an intake.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createHmac } from "node:crypto";
-import { startIntake, type TestIntake } from "../helpers/intake.ts";
-import { bobbinTest, builtin, KIT_DESTINATION, kitOf } from "./catalogue.ts";
+import type { TestIntake } from "../helpers/intake.ts";
+import { bobbinTest, builtin, kitIntake, kitOf } from "./catalogue.ts";
 
 const SECRET = kitOf(builtin("airtable.bases")).secrets.secret;
 
@@ -19,19 +19,9 @@ bobbinTest("airtable.bases", "a ping is queued and answered 200 empty, a MAC und
 describe("against an intake", () => {
   let t: TestIntake;
   beforeAll(async () => {
-    t = await startIntake(
-      `[bobbins.airtable]
-bobbin = "airtable.bases"
-secrets.secret = { file = "{{secret:airtable}}" }
-outputs = { "*" = "kit" }
-
-${KIT_DESTINATION}`,
-      { secrets: { airtable: SECRET } },
-    );
+    t = await kitIntake("airtable.bases");
   });
-  afterAll(async () => {
-    await t.stop();
-  });
+  afterAll(() => t.stop());
   const ping = (webhook: string) =>
     JSON.stringify({ base: { id: "appBase0000000001" }, webhook: { id: webhook }, timestamp: "2026-08-22T12:00:01Z" });
   const mac = (key: string | Buffer, body: string) =>

@@ -5,22 +5,13 @@
 // webhook saved without a secret refused.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createHmac } from "node:crypto";
-import { capturesOf } from "../../src/bobbin/captures.ts";
-import { startIntake, type TestIntake } from "../helpers/intake.ts";
-import { bobbinTest, builtin, KIT_DESTINATION, kitOf } from "./catalogue.ts";
+import type { TestIntake } from "../helpers/intake.ts";
+import { bobbinTest, builtin, capturedRequest, eventsByPayload, kitIntake, kitOf } from "./catalogue.ts";
 
 const bobbin = builtin("atlassian.jira");
 const kit = kitOf(bobbin);
 const SECRET = kit.secrets.secret;
-const captures = capturesOf(bobbin.files());
-const accepted = captures.find((c) => c.file === "captures/accepted.http");
-const rejected = captures.find((c) => c.file === "captures/rejected.http");
-if (!accepted || !rejected) throw new Error("no accepted or rejected capture");
-const BODY = new TextDecoder().decode(accepted.request.body);
-/** The capture's headers as Jira sent them, less the framing fetch redoes. */
-const HEADERS = Object.fromEntries(
-  accepted.request.headers.filter(([k]) => !["host", "content-length"].includes(k.toLowerCase())),
-);
+const { body: BODY, headers: HEADERS } = capturedRequest(bobbin);
 const signed = (body: string, id: string) => ({
   "Content-Type": "application/json",
   "X-Atlassian-Webhook-Identifier": id,
@@ -37,29 +28,13 @@ bobbinTest("atlassian.jira", "an issue update is queued and delivered, a bad sig
 describe("against an intake", () => {
   let t: TestIntake;
   beforeAll(async () => {
-    t = await startIntake(
-      `[bobbins.jira]
-bobbin = "atlassian.jira"
-secrets.secret = { file = "{{secret:jira}}" }
-outputs = { "*" = "kit" }
-
-${KIT_DESTINATION}`,
-      { secrets: { jira: SECRET } },
-    );
+    t = await kitIntake("atlassian.jira");
   });
-  afterAll(async () => {
-    await t.stop();
-  });
+  afterAll(() => t.stop());
 
   const rowOf = (body: string) =>
-    t.db.db
-      .query(
-        "SELECT b.key, e.event_type, e.dedup_id FROM events e JOIN batches b ON b.id = e.batch_id " +
-          "WHERE e.payload = ? ORDER BY e.id",
-      )
-      .all(body) as { key: string; event_type: string; dedup_id: string }[];
-  const batchOf = (body: string) =>
-    (t.db.db.query("SELECT batch_id FROM events WHERE payload = ?").get(body) as { batch_id: number }).batch_id;
+    eventsByPayload<{ key: string; event_type: string; dedup_id: string }>(t, "b.key, e.event_type, e.dedup_id", body);
+  const batchOf = (body: string) => eventsByPayload<{ batch_id: number }>(t, "e.batch_id", body)[0].batch_id;
 
   test(
     "the accepted capture is stored under the issue key, webhookEvent and the delivery identifier; " +
@@ -77,7 +52,7 @@ ${KIT_DESTINATION}`,
   );
 
   test("a comment joins its issue's batch; sprint and version events are keyed apart by their self URLs", async () => {
-    const comment = new TextDecoder().decode(rejected.request.body);
+    const { body: comment } = capturedRequest(bobbin, "captures/rejected.http");
     const res = await t.post("/hooks/jira", comment, signed(comment, "0b1c2d3e-0000-4000-8000-000000000001"));
     expect([res.status, await res.text()]).toEqual([202, '{"status":"queued"}']);
     expect(batchOf(comment)).toBe(batchOf(BODY));

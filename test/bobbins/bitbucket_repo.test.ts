@@ -2,8 +2,8 @@
 // HMAC-SHA256 of the body; X-Event-Key as the event type; X-Request-UUID as the dedup id).
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createHmac } from "node:crypto";
-import { startIntake, type TestIntake } from "../helpers/intake.ts";
-import { bobbinTest, builtin, KIT_DESTINATION, kitOf } from "./catalogue.ts";
+import type { TestIntake } from "../helpers/intake.ts";
+import { bobbinTest, builtin, eventsByPayload, kitIntake, kitOf } from "./catalogue.ts";
 
 const bobbin = builtin("bitbucket.repo");
 const kit = kitOf(bobbin);
@@ -20,19 +20,9 @@ bobbinTest("bitbucket.repo", "a push is queued and delivered, a bad signature is
 describe("against an intake", () => {
   let t: TestIntake;
   beforeAll(async () => {
-    t = await startIntake(
-      `[bobbins.bitbucket]
-bobbin = "bitbucket.repo"
-secrets.secret = { file = "{{secret:bitbucket}}" }
-outputs = { "*" = "kit" }
-
-${KIT_DESTINATION}`,
-      { secrets: { bitbucket: SECRET } },
-    );
+    t = await kitIntake("bitbucket.repo");
   });
-  afterAll(async () => {
-    await t.stop();
-  });
+  afterAll(() => t.stop());
 
   const headers = (body: string, event: string, request: string, attempt = 1, extra: Record<string, string> = {}) => ({
     "Content-Type": "application/json",
@@ -45,12 +35,11 @@ ${KIT_DESTINATION}`,
     ...extra,
   });
   const stored = (payload: string) =>
-    t.db.db
-      .query(
-        "SELECT b.key, e.event_type, e.dedup_id, b.destination FROM events e JOIN batches b ON b.id = " +
-          "e.batch_id WHERE e.payload = ? ORDER BY e.id",
-      )
-      .all(payload) as { key: string; event_type: string; dedup_id: string | null; destination: string }[];
+    eventsByPayload<{ key: string; event_type: string; dedup_id: string | null; destination: string }>(
+      t,
+      "b.key, e.event_type, e.dedup_id, b.destination",
+      payload,
+    );
 
   test(
     "a pull request event is keyed by repository and event key; Bitbucket's retry of the same " +

@@ -9,9 +9,8 @@ import { afterAll, beforeAll, describe, expect, setDefaultTimeout, setSystemTime
 import { computeWebhookSignature } from "box-node-sdk/internal";
 import { WebhooksManager } from "box-node-sdk/managers";
 import { createHmac } from "node:crypto";
-import { capturesOf } from "../../src/bobbin/captures.ts";
-import { startIntake, type TestIntake } from "../helpers/intake.ts";
-import { bobbinTest, builtin, KIT_DESTINATION, kitOf } from "./catalogue.ts";
+import type { TestIntake } from "../helpers/intake.ts";
+import { bobbinTest, builtin, capturedRequest, eventsByPayload, kitIntake, kitOf } from "./catalogue.ts";
 
 // The preload's default timeout reaches only the first file of a serial `bun test`; this file's
 // first test runs a real `hookspool run`, which can take more than bun's own 5 s under load.
@@ -22,10 +21,7 @@ const kit = kitOf(bobbin);
 const PRIMARY = kit.secrets.secret;
 const SECONDARY = kit.secrets.secret2;
 const NOW = kit.now ?? 0;
-const captures = capturesOf(bobbin.files());
-const accepted = captures.find((c) => c.file === "captures/accepted.http");
-if (!accepted) throw new Error("no accepted capture");
-const BODY = new TextDecoder().decode(accepted.request.body);
+const { body: BODY } = capturedRequest(bobbin);
 const sig = (key: string, body: string, ts: string) =>
   createHmac("sha256", key).update(body).update(ts).digest("base64");
 const signed = (body: string, ts: string, keys: { primary?: string; secondary?: string }) => ({
@@ -46,31 +42,15 @@ bobbinTest("box.webhooks", "an upload is queued, a rotation's secondary key alon
   },
 });
 
-/** An intake running the bobbin under the kit's two keys, its clock at the kit's `now`. */
-const boxIntake = () =>
-  startIntake(
-    `[bobbins.box]
-bobbin = "box.webhooks"
-secrets.secret = { file = "{{secret:box-primary}}" }
-secrets.secret2 = { file = "{{secret:box-secondary}}" }
-outputs = { "*" = "kit" }
-
-${KIT_DESTINATION}`,
-    { secrets: { "box-primary": PRIMARY, "box-secondary": SECONDARY }, clockAt: NOW },
-  );
 const rowsOf = (t: TestIntake, body: string) =>
-  t.db.db
-    .query("SELECT b.key, e.event_type FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.payload = ?")
-    .all(body) as { key: string; event_type: string }[];
+  eventsByPayload<{ key: string; event_type: string }>(t, "b.key, e.event_type", body);
 
 describe("against an intake", () => {
   let t: TestIntake;
   beforeAll(async () => {
-    t = await boxIntake();
+    t = await kitIntake("box.webhooks");
   });
-  afterAll(async () => {
-    await t.stop();
-  });
+  afterAll(() => t.stop());
 
   const rows = (body: string) => rowsOf(t, body);
 
@@ -101,12 +81,8 @@ describe("against an intake", () => {
 
 /** A capture's body, and its headers by lowercase name (as box-node-sdk reads them), less the framing. */
 function capture(file: string): { body: string; headers: Record<string, string> } {
-  const c = captures.find((x) => x.file === `captures/${file}`);
-  if (!c) throw new Error(`no capture ${file}`);
-  const headers = c.request.headers
-    .filter(([k]) => !["host", "content-length"].includes(k.toLowerCase()))
-    .map(([k, v]) => [k.toLowerCase(), v]);
-  return { body: new TextDecoder().decode(c.request.body), headers: Object.fromEntries(headers) };
+  const { body, headers } = capturedRequest(bobbin, `captures/${file}`);
+  return { body, headers: Object.fromEntries(Object.entries(headers).map(([k, v]) => [k.toLowerCase(), v] as const)) };
 }
 
 /** WebhooksManager.validateMessage, which reads the time from Date.now: the call runs with it set to `at`. */
@@ -164,11 +140,9 @@ describe("box-node-sdk", () => {
   const RETIRED = "kit-test-secret-box-retired";
   let t: TestIntake;
   beforeAll(async () => {
-    t = await boxIntake();
+    t = await kitIntake("box.webhooks");
   });
-  afterAll(async () => {
-    await t.stop();
-  });
+  afterAll(() => t.stop());
 
   test("validateMessage verifies the signed captures at kit.now under the kit's keys, not the rejected", async () => {
     expect(Date.parse(TS) / 1000).toBe(NOW);

@@ -4,21 +4,14 @@
 // with its jobs, agents by agent, the ping ignored, the plain token refused, the 300 s window.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createHmac } from "node:crypto";
-import { capturesOf } from "../../src/bobbin/captures.ts";
-import { startIntake, type TestIntake } from "../helpers/intake.ts";
-import { bobbinTest, builtin, KIT_DESTINATION, kitOf } from "./catalogue.ts";
+import type { TestIntake } from "../helpers/intake.ts";
+import { bobbinTest, builtin, capturedRequest, eventsByPayload, kitIntake, kitOf } from "./catalogue.ts";
 
 const bobbin = builtin("buildkite.webhooks");
 const kit = kitOf(bobbin);
 const SECRET = kit.secrets.secret;
 const NOW = kit.now ?? 0;
-const accepted = capturesOf(bobbin.files()).find((c) => c.file === "captures/accepted.http");
-if (!accepted) throw new Error("no accepted capture");
-const BODY = new TextDecoder().decode(accepted.request.body);
-/** The capture's headers as Buildkite sent them, less the framing fetch redoes. */
-const HEADERS = Object.fromEntries(
-  accepted.request.headers.filter(([k]) => !["host", "content-length"].includes(k.toLowerCase())),
-);
+const { body: BODY, headers: HEADERS } = capturedRequest(bobbin);
 const hmac = (message: string) => createHmac("sha256", SECRET).update(message).digest("hex");
 const signed = (body: string, event: string, ts = NOW) => ({
   "Content-Type": "application/json",
@@ -37,27 +30,12 @@ bobbinTest("buildkite.webhooks", "a build event is queued and delivered, the pin
 describe("against an intake on the kit's clock", () => {
   let t: TestIntake;
   beforeAll(async () => {
-    t = await startIntake(
-      `[bobbins.buildkite]
-bobbin = "buildkite.webhooks"
-secrets.secret = { file = "{{secret:buildkite}}" }
-outputs = { "*" = "kit" }
-
-${KIT_DESTINATION}`,
-      { secrets: { buildkite: SECRET }, clockAt: NOW },
-    );
+    t = await kitIntake("buildkite.webhooks");
   });
-  afterAll(async () => {
-    await t.stop();
-  });
+  afterAll(() => t.stop());
 
   const rowOf = (body: string) =>
-    t.db.db
-      .query(
-        "SELECT b.key, e.event_type, b.id AS batch FROM events e JOIN batches b ON b.id = e.batch_id " +
-          "WHERE e.payload = ? ORDER BY e.id",
-      )
-      .all(body) as { key: string; event_type: string; batch: number }[];
+    eventsByPayload<{ key: string; event_type: string; batch: number }>(t, "b.key, e.event_type, b.id AS batch", body);
 
   test("the accepted capture is stored under the build id and its event; the same request is a duplicate", async () => {
     const first = await t.post("/hooks/buildkite", BODY, HEADERS);

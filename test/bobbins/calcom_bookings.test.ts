@@ -3,8 +3,8 @@
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { createHash, createHmac } from "node:crypto";
 import { capturesOf } from "../../src/bobbin/captures.ts";
-import { startIntake, type TestIntake } from "../helpers/intake.ts";
-import { bobbinTest, builtin, KIT_DESTINATION, kitOf } from "./catalogue.ts";
+import type { TestIntake } from "../helpers/intake.ts";
+import { bobbinTest, builtin, capturedRequest, eventByPayload, kitIntake, kitOf } from "./catalogue.ts";
 
 // Real hookspool processes on a shared 2-core machine: seconds, not the 5 s default.
 setDefaultTimeout(30_000);
@@ -35,26 +35,12 @@ bobbinTest(
 describe("against an intake", () => {
   let t: TestIntake;
   beforeAll(async () => {
-    t = await startIntake(
-      `[bobbins.calcom]
-bobbin = "calcom.bookings"
-secrets.secret = { file = "{{secret:calcom}}" }
-outputs = { "*" = "kit" }
-
-${KIT_DESTINATION}`,
-      { secrets: { calcom: SECRET } },
-    );
+    t = await kitIntake("calcom.bookings");
   });
-  afterAll(async () => {
-    await t.stop();
-  });
+  afterAll(() => t.stop());
 
   const stored = (body: string) =>
-    t.db.db
-      .query(
-        "SELECT b.key, e.event_type, e.dedup_id FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.payload = ?",
-      )
-      .get(body) as { key: string; event_type: string; dedup_id: string } | null;
+    eventByPayload<{ key: string; event_type: string; dedup_id: string }>(t, "b.key, e.event_type, e.dedup_id", body);
   const post = async (body: string, headers: Record<string, string>) => {
     const res = await t.post("/hooks/calcom", body, headers);
     return [res.status, await res.text()];
@@ -64,9 +50,7 @@ ${KIT_DESTINATION}`,
     "the accepted capture: key the booking's uid, event type BOOKING_CREATED, dedup id the body's " +
       "SHA-256; sent again, a duplicate",
     async () => {
-      const accepted = capturesOf(bobbin.files()).find((c) => c.file === "captures/accepted.http");
-      if (!accepted) throw new Error("no accepted capture");
-      const body = new TextDecoder().decode(accepted.request.body);
+      const { body } = capturedRequest(bobbin);
       expect(await post(body, signed(body))).toEqual([202, '{"status":"queued"}']);
       expect(stored(body)).toEqual({
         key: "kTq9ExampleBookingUid01",

@@ -4,8 +4,8 @@
 // events, the body's hash as the dedup id across a re-signed retry, and the 300 s window.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createHash, createHmac } from "node:crypto";
-import { startIntake, type TestIntake } from "../helpers/intake.ts";
-import { bobbinTest, builtin, KIT_DESTINATION, kitOf } from "./catalogue.ts";
+import type { TestIntake } from "../helpers/intake.ts";
+import { bobbinTest, builtin, eventByPayload, kitIntake, kitOf } from "./catalogue.ts";
 
 const bobbin = builtin("calendly.events");
 const kit = kitOf(bobbin);
@@ -24,19 +24,9 @@ bobbinTest("calendly.events", "a booking is queued and delivered, a bad signatur
 describe("against an intake on the kit's clock", () => {
   let t: TestIntake;
   beforeAll(async () => {
-    t = await startIntake(
-      `[bobbins.calendly]
-bobbin = "calendly.events"
-secrets.secret = { file = "{{secret:calendly}}" }
-outputs = { "*" = "kit" }
-
-${KIT_DESTINATION}`,
-      { secrets: { calendly: KEY }, clockAt: NOW },
-    );
+    t = await kitIntake("calendly.events");
   });
-  afterAll(async () => {
-    await t.stop();
-  });
+  afterAll(() => t.stop());
 
   const post = (body: string, ts: number, key = KEY) =>
     t.post("/hooks/calendly", body, {
@@ -44,12 +34,11 @@ ${KIT_DESTINATION}`,
       "Calendly-Webhook-Signature": `t=${ts},v1=${v1(key, ts, body)}`,
     });
   const stored = (body: string) =>
-    t.db.db
-      .query(
-        "SELECT b.id AS batch, b.key, e.event_type, e.dedup_id FROM events e JOIN batches b ON b.id = " +
-          "e.batch_id WHERE e.payload = ?",
-      )
-      .get(body) as { batch: number; key: string; event_type: string; dedup_id: string } | null;
+    eventByPayload<{ batch: number; key: string; event_type: string; dedup_id: string }>(
+      t,
+      "b.id AS batch, b.key, e.event_type, e.dedup_id",
+      body,
+    );
   const inviteeEvent = (event: string, eventUuid: string, guest: string, extra: Record<string, unknown>) =>
     JSON.stringify({
       created_at: "2026-08-22T12:00:00.000000Z",

@@ -3,9 +3,13 @@
 // `# expect:` says, and its accepted captures delivered to a receiver under the key, event type
 // and version they name. The run is shared by every bobbin on the same clock (shared-run.ts); what a file
 // reads back is its own bobbin's. bobbinTest is the test each file starts with; the file adds
-// what is its bobbin's own.
+// what is its bobbin's own, most often against an intake of the kit's instance (kitIntake), sent
+// a capture again (capturedRequest) and read back by payload (eventsByPayload).
 import { expect, test } from "bun:test";
+import { stringify } from "smol-toml";
+import { capturesOf } from "../../src/bobbin/captures.ts";
 import type { Bobbin } from "../../src/bobbin/registry.ts";
+import { startIntake, type TestIntake } from "../helpers/intake.ts";
 import { type Runtime, waitFor } from "../helpers/proc.ts";
 import { builtin, type CaptureResult, kitOf, type SharedRun, sharedRun } from "./shared-run.ts";
 
@@ -18,6 +22,80 @@ url = "http://127.0.0.1:9/kit"
 allow_insecure = true
 unsigned = true
 `;
+
+/**
+ * A capture of `b` as a test sends it again: its body as text, and its headers as the source sent
+ * them, less the framing fetch redoes (Host, Content-Length).
+ */
+export function capturedRequest(
+  b: Bobbin,
+  file = "captures/accepted.http",
+): { body: string; headers: Record<string, string> } {
+  const c = capturesOf(b.files()).find((x) => x.file === file);
+  if (!c) throw new Error(`${b.name} has no ${file}`);
+  return {
+    body: new TextDecoder().decode(c.request.body),
+    headers: Object.fromEntries(
+      c.request.headers.filter(([k]) => !["host", "content-length"].includes(k.toLowerCase())),
+    ),
+  };
+}
+
+export interface KitIntakeOptions {
+  /**
+   * More keys of the instance's table, over its bobbin, secrets and outputs (`{ "*" = "kit" }`):
+   * settings (the kit's unless given), dedup_window_s, other outputs.
+   */
+  table?: Record<string, unknown>;
+  /** More TOML, after the instance's table and the kit destination: other instances, routes, destinations. */
+  config?: string;
+  /** More secret files (name -> value), for `config`'s `{{secret:<name>}}`. */
+  secrets?: Record<string, string>;
+  /** The intake's clock: the kit's now unless given (startIntake's default when the kit has none). */
+  clockAt?: number;
+}
+
+/**
+ * An intake whose one [bobbins.<i>] table is the kit's instance of the built-in `name`: named as
+ * the kit says, each of the kit's secrets in a file of its own (secret-<i>-<secret>), everything
+ * to KIT_DESTINATION, on the kit's clock.
+ */
+export function kitIntake(name: string, o: KitIntakeOptions = {}): Promise<TestIntake> {
+  const kit = kitOf(builtin(name));
+  const instance = kit.instance.name;
+  const files: Record<string, string> = { ...o.secrets };
+  const secrets: Record<string, { file: string }> = {};
+  for (const [secret, value] of Object.entries(kit.secrets)) {
+    files[`${instance}-${secret}`] = value;
+    secrets[secret] = { file: `{{secret:${instance}-${secret}}}` };
+  }
+  const table = {
+    bobbin: name,
+    ...(Object.keys(secrets).length ? { secrets } : {}),
+    ...(Object.keys(kit.instance.settings).length ? { settings: kit.instance.settings } : {}),
+    outputs: { "*": "kit" },
+    ...o.table,
+  };
+  return startIntake(`${stringify({ bobbins: { [instance]: table } })}\n${KIT_DESTINATION}\n${o.config ?? ""}`, {
+    secrets: files,
+    clockAt: o.clockAt ?? kit.now,
+  });
+}
+
+/**
+ * The events of `t` whose payload is `body`, oldest first, each as `columns` (of events e and their
+ * batches b) select.
+ */
+export function eventsByPayload<T>(t: TestIntake, columns: string, body: string): T[] {
+  return t.db.db
+    .query(`SELECT ${columns} FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.payload = ? ORDER BY e.id`)
+    .all(body) as T[];
+}
+
+/** The first of eventsByPayload, or null when no event's payload is `body`. */
+export function eventByPayload<T>(t: TestIntake, columns: string, body: string): T | null {
+  return eventsByPayload<T>(t, columns, body)[0] ?? null;
+}
 
 /**
  * Send `b`'s captures to its shared run (once per run) and return what each got, after every

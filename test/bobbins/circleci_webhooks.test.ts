@@ -4,20 +4,13 @@
 // body's id as dedup id, only v1 entries read, and the example vector of CircleCI's docs.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createHmac } from "node:crypto";
-import { capturesOf } from "../../src/bobbin/captures.ts";
-import { startIntake, type TestIntake } from "../helpers/intake.ts";
-import { bobbinTest, builtin, KIT_DESTINATION, kitOf } from "./catalogue.ts";
+import type { TestIntake } from "../helpers/intake.ts";
+import { bobbinTest, builtin, capturedRequest, eventsByPayload, kitIntake, kitOf } from "./catalogue.ts";
 
 const bobbin = builtin("circleci.webhooks");
 const kit = kitOf(bobbin);
 const SECRET = kit.secrets.secret;
-const accepted = capturesOf(bobbin.files()).find((c) => c.file === "captures/accepted.http");
-if (!accepted) throw new Error("no accepted capture");
-const BODY = new TextDecoder().decode(accepted.request.body);
-/** The capture's headers as CircleCI sent them, less the framing fetch redoes. */
-const HEADERS = Object.fromEntries(
-  accepted.request.headers.filter(([k]) => !["host", "content-length"].includes(k.toLowerCase())),
-);
+const { body: BODY, headers: HEADERS } = capturedRequest(bobbin);
 const v1 = (body: string, secret = SECRET) => createHmac("sha256", secret).update(body).digest("hex");
 
 bobbinTest("circleci.webhooks", "a workflow event is queued and delivered, a bad signature is 401", {
@@ -30,32 +23,23 @@ bobbinTest("circleci.webhooks", "a workflow event is queued and delivered, a bad
 describe("against an intake", () => {
   let t: TestIntake;
   beforeAll(async () => {
-    t = await startIntake(
-      `[bobbins.circleci]
-bobbin = "circleci.webhooks"
-secrets.secret = { file = "{{secret:circleci}}" }
-outputs = { "*" = "kit" }
-
-[bobbins.circleci-docs]
+    t = await kitIntake("circleci.webhooks", {
+      config: `[bobbins.circleci-docs]
 bobbin = "circleci.webhooks"
 secrets.secret = { file = "{{secret:circleci-docs}}" }
 outputs = { "*" = "kit" }
-
-${KIT_DESTINATION}`,
-      { secrets: { circleci: SECRET, "circleci-docs": "secret" } },
-    );
+`,
+      secrets: { "circleci-docs": "secret" },
+    });
   });
-  afterAll(async () => {
-    await t.stop();
-  });
+  afterAll(() => t.stop());
 
   const rowOf = (body: string) =>
-    t.db.db
-      .query(
-        "SELECT b.key, e.event_type, e.dedup_id, b.id AS batch FROM events e JOIN batches b ON b.id = e.batch_id " +
-          "WHERE e.payload = ? ORDER BY e.id",
-      )
-      .all(body) as { key: string; event_type: string; dedup_id: string; batch: number }[];
+    eventsByPayload<{ key: string; event_type: string; dedup_id: string; batch: number }>(
+      t,
+      "b.key, e.event_type, e.dedup_id, b.id AS batch",
+      body,
+    );
 
   test("the accepted capture is stored under the workflow id, its type and its id; a copy is a duplicate", async () => {
     const first = await t.post("/hooks/circleci", BODY, HEADERS);

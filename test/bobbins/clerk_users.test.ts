@@ -3,8 +3,8 @@
 // per user, deduplicated on svix-id for two days.
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { createHmac } from "node:crypto";
-import { startIntake, type TestIntake } from "../helpers/intake.ts";
-import { bobbinTest, builtin, KIT_DESTINATION, kitOf } from "./catalogue.ts";
+import type { TestIntake } from "../helpers/intake.ts";
+import { bobbinTest, builtin, eventByPayload, eventsByPayload, kitIntake, kitOf } from "./catalogue.ts";
 
 // Real hookspool processes on a shared 2-core machine: seconds, not the 5 s default.
 setDefaultTimeout(30_000);
@@ -57,14 +57,8 @@ bobbinTest(
 describe("against an intake on the kit's clock", () => {
   let t: TestIntake;
   beforeAll(async () => {
-    t = await startIntake(
-      `[bobbins.clerk]
-bobbin = "clerk.users"
-secrets.secret = { file = "{{secret:clerk}}" }
-outputs = { "*" = "kit" }
-
-${KIT_DESTINATION}
-# The development instance's events go elsewhere, by the instance attribute.
+    t = await kitIntake("clerk.users", {
+      config: `# The development instance's events go elsewhere, by the instance attribute.
 [[routes]]
 name = "clerk-dev"
 source = "clerk"
@@ -77,19 +71,12 @@ url = "http://127.0.0.1:9/dev"
 allow_insecure = true
 unsigned = true
 `,
-      { secrets: { clerk: SECRET }, clockAt: NOW },
-    );
+    });
   });
-  afterAll(async () => {
-    await t.stop();
-  });
+  afterAll(() => t.stop());
 
   const stored = (body: string) =>
-    t.db.db
-      .query(
-        "SELECT b.key, e.event_type, e.dedup_id FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.payload = ?",
-      )
-      .get(body) as { key: string; event_type: string; dedup_id: string } | null;
+    eventByPayload<{ key: string; event_type: string; dedup_id: string }>(t, "b.key, e.event_type, e.dedup_id", body);
   const post = async (body: string, headers: Record<string, string>) => {
     const res = await t.post("/hooks/clerk", body, headers);
     return [res.status, await res.text()];
@@ -180,11 +167,7 @@ unsigned = true
     expect(await post(prod, svix("msg_2kitTestClerkAttrs000000001", NOW, prod))).toEqual([202, '{"status":"queued"}']);
     expect(await post(dev, svix("msg_2kitTestClerkAttrs000000002", NOW, dev))).toEqual([202, '{"status":"queued"}']);
     const destination = (body: string) =>
-      (
-        t.db.db
-          .query("SELECT b.destination FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.payload = ?")
-          .get(body) as { destination: string } | null
-      )?.destination;
+      eventsByPayload<{ destination: string }>(t, "b.destination", body)[0]?.destination;
     expect([destination(prod), destination(dev)]).toEqual(["kit", "dev"]);
   });
 

@@ -4,20 +4,13 @@
 // body again, ClickUp sending no delivery id) answered as a duplicate.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createHmac } from "node:crypto";
-import { capturesOf } from "../../src/bobbin/captures.ts";
-import { startIntake, type TestIntake } from "../helpers/intake.ts";
-import { bobbinTest, builtin, KIT_DESTINATION, kitOf } from "./catalogue.ts";
+import type { TestIntake } from "../helpers/intake.ts";
+import { bobbinTest, builtin, capturedRequest, eventsByPayload, kitIntake, kitOf } from "./catalogue.ts";
 
 const bobbin = builtin("clickup.webhooks");
 const kit = kitOf(bobbin);
 const SECRET = kit.secrets.secret;
-const accepted = capturesOf(bobbin.files()).find((c) => c.file === "captures/accepted.http");
-if (!accepted) throw new Error("no accepted capture");
-const BODY = new TextDecoder().decode(accepted.request.body);
-/** The capture's headers as ClickUp sent them, less the framing fetch redoes. */
-const HEADERS = Object.fromEntries(
-  accepted.request.headers.filter(([k]) => !["host", "content-length"].includes(k.toLowerCase())),
-);
+const { body: BODY, headers: HEADERS } = capturedRequest(bobbin);
 const signed = (body: string) => ({
   "Content-Type": "application/json",
   "X-Signature": createHmac("sha256", SECRET).update(body).digest("hex"),
@@ -33,27 +26,11 @@ bobbinTest("clickup.webhooks", "a task event is queued and delivered, a bad sign
 describe("against an intake", () => {
   let t: TestIntake;
   beforeAll(async () => {
-    t = await startIntake(
-      `[bobbins.clickup]
-bobbin = "clickup.webhooks"
-secrets.secret = { file = "{{secret:clickup}}" }
-outputs = { "*" = "kit" }
-
-${KIT_DESTINATION}`,
-      { secrets: { clickup: SECRET } },
-    );
+    t = await kitIntake("clickup.webhooks");
   });
-  afterAll(async () => {
-    await t.stop();
-  });
+  afterAll(() => t.stop());
 
-  const rowOf = (body: string) =>
-    t.db.db
-      .query(
-        "SELECT b.key, e.event_type FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.payload = ? " +
-          "ORDER BY e.id",
-      )
-      .all(body) as { key: string; event_type: string }[];
+  const rowOf = (body: string) => eventsByPayload<{ key: string; event_type: string }>(t, "b.key, e.event_type", body);
 
   test("the accepted capture is stored under the task and its event; ClickUp's retry is a duplicate", async () => {
     const first = await t.post("/hooks/clickup", BODY, HEADERS);

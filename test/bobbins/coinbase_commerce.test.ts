@@ -10,20 +10,14 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { Webhook } from "coinbase-commerce-node";
 import { createHmac } from "node:crypto";
 import { capturesOf } from "../../src/bobbin/captures.ts";
-import { startIntake, type TestIntake } from "../helpers/intake.ts";
-import { bobbinTest, builtin, KIT_DESTINATION, kitOf } from "./catalogue.ts";
+import type { TestIntake } from "../helpers/intake.ts";
+import { bobbinTest, builtin, capturedRequest, eventsByPayload, kitIntake, kitOf } from "./catalogue.ts";
 
 const bobbin = builtin("coinbase.commerce");
 const kit = kitOf(bobbin);
 const SECRET = kit.secrets.secret;
 const captures = capturesOf(bobbin.files());
-const accepted = captures.find((c) => c.file === "captures/accepted.http");
-if (!accepted) throw new Error("no accepted capture");
-const BODY = new TextDecoder().decode(accepted.request.body);
-/** The capture's headers as Commerce sent them, less the framing fetch redoes. */
-const HEADERS = Object.fromEntries(
-  accepted.request.headers.filter(([k]) => !["host", "content-length"].includes(k.toLowerCase())),
-);
+const { body: BODY, headers: HEADERS } = capturedRequest(bobbin);
 const sign = (body: string, secret = SECRET) => createHmac("sha256", secret).update(body).digest("hex");
 const signed = (body: string) => ({ ...HEADERS, "X-CC-Webhook-Signature": sign(body) });
 /** The accepted capture's event with another id, type and charge: a new event of a new charge. */
@@ -64,27 +58,16 @@ describe("coinbase-commerce-node", () => {
 describe("against an intake", () => {
   let t: TestIntake;
   beforeAll(async () => {
-    t = await startIntake(
-      `[bobbins.coinbase]
-bobbin = "coinbase.commerce"
-secrets.secret = { file = "{{secret:coinbase}}" }
-outputs = { "*" = "kit" }
-
-${KIT_DESTINATION}`,
-      { secrets: { coinbase: SECRET } },
-    );
+    t = await kitIntake("coinbase.commerce");
   });
-  afterAll(async () => {
-    await t.stop();
-  });
+  afterAll(() => t.stop());
 
   const rowOf = (body: string) =>
-    t.db.db
-      .query(
-        "SELECT b.key, e.event_type, e.dedup_id, b.id AS batch FROM events e JOIN batches b ON b.id = e.batch_id " +
-          "WHERE e.payload = ? ORDER BY e.id",
-      )
-      .all(body) as { key: string; event_type: string; dedup_id: string; batch: number }[];
+    eventsByPayload<{ key: string; event_type: string; dedup_id: string; batch: number }>(
+      t,
+      "b.key, e.event_type, e.dedup_id, b.id AS batch",
+      body,
+    );
 
   test("the accepted capture is stored under the charge id, the event type and the event id", async () => {
     const res = await t.post("/hooks/coinbase", BODY, HEADERS);

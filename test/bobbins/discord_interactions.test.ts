@@ -11,9 +11,9 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { generateKeyPairSync, type KeyObject, sign } from "node:crypto";
 import { capturesOf } from "../../src/bobbin/captures.ts";
-import { startIntake, type TestIntake } from "../helpers/intake.ts";
+import type { TestIntake } from "../helpers/intake.ts";
 import { waitFor } from "../helpers/proc.ts";
-import { builtin, KIT_DESTINATION, kitOf, sharedRun } from "./catalogue.ts";
+import { builtin, capturedRequest, eventsByPayload, kitIntake, kitOf, sharedRun } from "./catalogue.ts";
 
 const bobbin = builtin("discord.interactions");
 const kit = kitOf(bobbin);
@@ -22,18 +22,8 @@ const NOW = kit.now ?? 0;
 const DEFERRED = '{"type":5}';
 const PONG = '{"type":1}';
 const captures = capturesOf(bobbin.files());
-const capture = (file: string) => {
-  const c = captures.find((x) => x.file === file);
-  if (!c) throw new Error(`no ${file}`);
-  return {
-    body: new TextDecoder().decode(c.request.body),
-    headers: Object.fromEntries(
-      c.request.headers.filter(([k]) => !["host", "content-length"].includes(k.toLowerCase())),
-    ),
-  };
-};
-const accepted = capture("captures/accepted.http");
-const ping = capture("captures/ping.http");
+const accepted = capturedRequest(bobbin, "captures/accepted.http");
+const ping = capturedRequest(bobbin, "captures/ping.http");
 
 test(
   'the manifest answers the PING with {"type":1} and acks every queued interaction with the ' + 'deferred {"type":5}',
@@ -89,25 +79,19 @@ bobbin = "discord.interactions"
 secrets.secret = { file = "{{secret:${secret}}}" }
 outputs = { "*" = "kit" }
 `;
-    t = await startIntake(
-      `${instance("discord", "kit")}
-${instance("discord-hex", "kit-hex")}
-${instance("fresh", "fresh")}
-${KIT_DESTINATION}`,
-      { secrets: { kit: PUBLIC_KEY, "kit-hex": kitHex, fresh: freshHex }, clockAt: NOW },
-    );
+    t = await kitIntake("discord.interactions", {
+      config: `${instance("discord-hex", "kit-hex")}\n${instance("fresh", "fresh")}`,
+      secrets: { "kit-hex": kitHex, fresh: freshHex },
+    });
   });
-  afterAll(async () => {
-    await t.stop();
-  });
+  afterAll(() => t.stop());
 
   const rowsOf = (body: string) =>
-    t.db.db
-      .query(
-        "SELECT e.source, b.key, e.event_type, e.dedup_id FROM events e JOIN batches b ON b.id = " +
-          "e.batch_id WHERE e.payload = ? ORDER BY e.id",
-      )
-      .all(body) as { source: string; key: string; event_type: string; dedup_id: string }[];
+    eventsByPayload<{ source: string; key: string; event_type: string; dedup_id: string }>(
+      t,
+      "e.source, b.key, e.event_type, e.dedup_id",
+      body,
+    );
   const signed = (body: string, key: KeyObject = fresh.privateKey, ts = NOW) => ({
     "Content-Type": "application/json",
     "X-Signature-Timestamp": String(ts),

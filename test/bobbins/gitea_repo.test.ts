@@ -2,8 +2,8 @@
 // the body, no prefix; X-Gitea-Event as the event type; X-Gitea-Delivery as the dedup id).
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createHmac } from "node:crypto";
-import { startIntake, type TestIntake } from "../helpers/intake.ts";
-import { bobbinTest, builtin, KIT_DESTINATION, kitOf } from "./catalogue.ts";
+import type { TestIntake } from "../helpers/intake.ts";
+import { bobbinTest, builtin, eventsByPayload, kitIntake, kitOf } from "./catalogue.ts";
 
 const bobbin = builtin("gitea.repo");
 const kit = kitOf(bobbin);
@@ -34,19 +34,9 @@ test("the Forgejo capture carries Forgejo's own headers beside Gitea's, with the
 describe("against an intake", () => {
   let t: TestIntake;
   beforeAll(async () => {
-    t = await startIntake(
-      `[bobbins.gitea]
-bobbin = "gitea.repo"
-secrets.secret = { file = "{{secret:gitea}}" }
-outputs = { "*" = "kit" }
-
-${KIT_DESTINATION}`,
-      { secrets: { gitea: SECRET } },
-    );
+    t = await kitIntake("gitea.repo");
   });
-  afterAll(async () => {
-    await t.stop();
-  });
+  afterAll(() => t.stop());
 
   // The headers Gitea's addDefaultHeaders sets, for a body signed with `key`.
   const headers = (body: string, event: string, eventType: string, delivery: string, key = SECRET) => ({
@@ -59,12 +49,11 @@ ${KIT_DESTINATION}`,
     "X-Hub-Signature-256": `sha256=${key ? hex(body, key) : ""}`,
   });
   const stored = (payload: string) =>
-    t.db.db
-      .query(
-        "SELECT b.key, e.event_type, e.dedup_id FROM events e JOIN batches b ON b.id = e.batch_id " +
-          "WHERE e.payload = ? ORDER BY e.id",
-      )
-      .all(payload) as { key: string; event_type: string; dedup_id: string | null }[];
+    eventsByPayload<{ key: string; event_type: string; dedup_id: string | null }>(
+      t,
+      "b.key, e.event_type, e.dedup_id",
+      payload,
+    );
 
   test(
     "the same delivery twice is a duplicate; a replay from Gitea's page, with a new delivery UUID, " +

@@ -4,9 +4,8 @@
 // rejected one), and a push it signs is queued by a real intake.
 import { sign, verify } from "@octokit/webhooks-methods";
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { capturesOf } from "../../src/bobbin/captures.ts";
-import { startIntake, type TestIntake } from "../helpers/intake.ts";
-import { bobbinTest, builtin, KIT_DESTINATION, kitOf } from "./catalogue.ts";
+import type { TestIntake } from "../helpers/intake.ts";
+import { bobbinTest, builtin, capturedRequest, eventsByPayload, kitIntake, kitOf } from "./catalogue.ts";
 
 bobbinTest("github.repo", "a push is queued and delivered, the ping is acked and ignored, a bad signature is 401", {
   answers: {
@@ -19,15 +18,9 @@ bobbinTest("github.repo", "a push is queued and delivered, the ping is acked and
 
 const bobbin = builtin("github.repo");
 const SECRET = kitOf(bobbin).secrets.secret;
-const captures = capturesOf(bobbin.files());
 const capture = (file: string) => {
-  const c = captures.find((x) => x.file === `captures/${file}`);
-  if (!c) throw new Error(`no capture ${file}`);
-  const header = (name: string) => c.request.headers.find(([k]) => k.toLowerCase() === name)?.[1] ?? "";
-  const headers = Object.fromEntries(
-    c.request.headers.filter(([k]) => !["host", "content-length"].includes(k.toLowerCase())),
-  );
-  return { body: new TextDecoder().decode(c.request.body), signature: header("x-hub-signature-256"), headers };
+  const c = capturedRequest(bobbin, `captures/${file}`);
+  return { ...c, signature: c.headers["X-Hub-Signature-256"] ?? "" };
 };
 
 describe("@octokit/webhooks-methods", () => {
@@ -44,19 +37,9 @@ describe("@octokit/webhooks-methods", () => {
   describe("a push it signs, against an intake", () => {
     let t: TestIntake;
     beforeAll(async () => {
-      t = await startIntake(
-        `[bobbins.github]
-bobbin = "github.repo"
-secrets.secret = { file = "{{secret:github}}" }
-outputs = { "*" = "kit" }
-
-${KIT_DESTINATION}`,
-        { secrets: { github: SECRET } },
-      );
+      t = await kitIntake("github.repo");
     });
-    afterAll(async () => {
-      await t.stop();
-    });
+    afterAll(() => t.stop());
 
     test("is queued under its repository and event", async () => {
       const accepted = capture("accepted.http");
@@ -69,9 +52,7 @@ ${KIT_DESTINATION}`,
       };
       const res = await t.post("/hooks/github", body, headers);
       expect([res.status, await res.text()]).toEqual([202, '{"status":"queued"}']);
-      const rows = t.db.db
-        .query("SELECT b.key, e.event_type FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.payload = ?")
-        .all(body);
+      const rows = eventsByPayload(t, "b.key, e.event_type", body);
       expect(rows).toEqual([{ key: "octo-org/sdk-signed:push", event_type: "push" }]);
     });
   });

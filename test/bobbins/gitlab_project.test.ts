@@ -1,8 +1,8 @@
 // gitlab.project: GitLab project and group webhooks (the Secret token in X-Gitlab-Token, the
 // Idempotency-Key header as the dedup id, object_kind as the event type).
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { startIntake, type TestIntake } from "../helpers/intake.ts";
-import { bobbinTest, builtin, KIT_DESTINATION, kitOf } from "./catalogue.ts";
+import type { TestIntake } from "../helpers/intake.ts";
+import { bobbinTest, builtin, eventsByPayload, kitIntake, kitOf } from "./catalogue.ts";
 
 const bobbin = builtin("gitlab.project");
 const kit = kitOf(bobbin);
@@ -18,26 +18,17 @@ bobbinTest("gitlab.project", "a push is queued and delivered, a wrong token is 4
 describe("against an intake", () => {
   let t: TestIntake;
   beforeAll(async () => {
-    t = await startIntake(
-      `[bobbins.gitlab]
-bobbin = "gitlab.project"
-secrets.secret = { file = "{{secret:gitlab}}" }
-outputs = { "*" = "kit" }
-
-# Routes see the bobbin's attributes: merge requests that open go elsewhere.
+    t = await kitIntake("gitlab.project", {
+      config: `# Routes see the bobbin's attributes: merge requests that open go elsewhere.
 [[routes]]
 name = "gitlab-mr-open"
 source = "gitlab"
 match = { event_type = "merge_request", action = "open" }
 destination = "kit"
-
-${KIT_DESTINATION}`,
-      { secrets: { gitlab: TOKEN } },
-    );
+`,
+    });
   });
-  afterAll(async () => {
-    await t.stop();
-  });
+  afterAll(() => t.stop());
 
   const accepted = bobbin.files().get("captures/accepted.http") ?? "";
   const pushBody = accepted.slice(accepted.indexOf("\n\n") + 2).replace(/\n$/, "");
@@ -51,18 +42,11 @@ ${KIT_DESTINATION}`,
     ...extra,
   });
   const stored = (payload: string) =>
-    t.db.db
-      .query(
-        "SELECT b.key, e.event_type, e.dedup_id, e.route, e.headers FROM events e JOIN batches b ON " +
-          "b.id = e.batch_id WHERE e.payload = ? ORDER BY e.id",
-      )
-      .all(payload) as {
-      key: string;
-      event_type: string;
-      dedup_id: string | null;
-      route: string;
-      headers: string;
-    }[];
+    eventsByPayload<{ key: string; event_type: string; dedup_id: string | null; route: string; headers: string }>(
+      t,
+      "b.key, e.event_type, e.dedup_id, e.route, e.headers",
+      payload,
+    );
 
   test(
     "the push is keyed by project and kind, deduplicated by Idempotency-Key, and a resend is a " + "duplicate",

@@ -4,26 +4,14 @@
 // conversation, the topic as event type, the notification id as dedup id.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createHmac } from "node:crypto";
-import { capturesOf } from "../../src/bobbin/captures.ts";
-import { startIntake, type TestIntake } from "../helpers/intake.ts";
-import { bobbinTest, builtin, KIT_DESTINATION, kitOf } from "./catalogue.ts";
+import type { TestIntake } from "../helpers/intake.ts";
+import { bobbinTest, builtin, capturedRequest, eventsByPayload, kitIntake, kitOf } from "./catalogue.ts";
 
 const bobbin = builtin("intercom.conversations");
 const kit = kitOf(bobbin);
 const SECRET = kit.secrets.secret;
-const captures = capturesOf(bobbin.files());
-const capture = (file: string) => {
-  const c = captures.find((x) => x.file === file);
-  if (!c) throw new Error(`no ${file}`);
-  return {
-    body: new TextDecoder().decode(c.request.body),
-    headers: Object.fromEntries(
-      c.request.headers.filter(([k]) => !["host", "content-length"].includes(k.toLowerCase())),
-    ),
-  };
-};
-const accepted = capture("captures/accepted.http");
-const ping = capture("captures/ping.http");
+const accepted = capturedRequest(bobbin, "captures/accepted.http");
+const ping = capturedRequest(bobbin, "captures/ping.http");
 const signed = (body: string) => ({
   ...accepted.headers,
   "X-Hub-Signature": `sha1=${createHmac("sha1", SECRET).update(body).digest("hex")}`,
@@ -46,29 +34,13 @@ bobbinTest(
 describe("against an intake", () => {
   let t: TestIntake;
   beforeAll(async () => {
-    t = await startIntake(
-      `[bobbins.intercom]
-bobbin = "intercom.conversations"
-secrets.secret = { file = "{{secret:intercom}}" }
-outputs = { "*" = "kit" }
-
-${KIT_DESTINATION}`,
-      { secrets: { intercom: SECRET } },
-    );
+    t = await kitIntake("intercom.conversations");
   });
-  afterAll(async () => {
-    await t.stop();
-  });
+  afterAll(() => t.stop());
 
   const rowOf = (body: string) =>
-    t.db.db
-      .query(
-        "SELECT b.key, e.event_type, e.dedup_id FROM events e JOIN batches b ON b.id = e.batch_id " +
-          "WHERE e.payload = ? ORDER BY e.id",
-      )
-      .all(body) as { key: string; event_type: string; dedup_id: string }[];
-  const batchOf = (body: string) =>
-    (t.db.db.query("SELECT batch_id FROM events WHERE payload = ?").get(body) as { batch_id: number }).batch_id;
+    eventsByPayload<{ key: string; event_type: string; dedup_id: string }>(t, "b.key, e.event_type, e.dedup_id", body);
+  const batchOf = (body: string) => eventsByPayload<{ batch_id: number }>(t, "e.batch_id", body)[0].batch_id;
 
   test("the accepted capture is stored under the conversation id, its topic and the notification id", async () => {
     const res = await t.post("/hooks/intercom", accepted.body, accepted.headers);

@@ -3,8 +3,8 @@
 // events batched by the issue they are about).
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createHmac } from "node:crypto";
-import { LOG_LINES, startIntake, type TestIntake } from "../helpers/intake.ts";
-import { bobbinTest, builtin, KIT_DESTINATION, kitOf } from "./catalogue.ts";
+import { LOG_LINES, type TestIntake } from "../helpers/intake.ts";
+import { bobbinTest, builtin, eventsByPayload, kitIntake, kitOf } from "./catalogue.ts";
 
 const bobbin = builtin("linear.issues");
 const kit = kitOf(bobbin);
@@ -31,26 +31,17 @@ bobbinTest(
 describe("against an intake", () => {
   let t: TestIntake;
   beforeAll(async () => {
-    t = await startIntake(
-      `[bobbins.linear]
-bobbin = "linear.issues"
-secrets.secret = { file = "{{secret:linear}}" }
-outputs = { "*" = "kit" }
-
-# Routes see the bobbin's attributes: new issues of one team go elsewhere.
+    t = await kitIntake("linear.issues", {
+      config: `# Routes see the bobbin's attributes: new issues of one team go elsewhere.
 [[routes]]
 name = "linear-eng-new"
 source = "linear"
 match = { event_type = "Issue", action = "create", team = "ENG" }
 destination = "kit"
-
-${KIT_DESTINATION}`,
-      { secrets: { linear: SECRET }, clockAt: NOW },
-    );
+`,
+    });
   });
-  afterAll(async () => {
-    await t.stop();
-  });
+  afterAll(() => t.stop());
 
   const headers = (body: string, event: string, delivery: string, key = SECRET) => ({
     "Content-Type": "application/json; charset=utf-8",
@@ -60,12 +51,11 @@ ${KIT_DESTINATION}`,
     "Linear-Signature": sign(body, key),
   });
   const stored = (payload: string) =>
-    t.db.db
-      .query(
-        "SELECT b.key, e.event_type, e.dedup_id, e.route FROM events e JOIN batches b ON b.id = " +
-          "e.batch_id WHERE e.payload = ? ORDER BY e.id",
-      )
-      .all(payload) as { key: string; event_type: string; dedup_id: string | null; route: string }[];
+    eventsByPayload<{ key: string; event_type: string; dedup_id: string | null; route: string }>(
+      t,
+      "b.key, e.event_type, e.dedup_id, e.route",
+      payload,
+    );
   const envelope = (type: string, action: string, data: unknown, ts: number) =>
     JSON.stringify({
       action,

@@ -5,28 +5,15 @@
 // a batched request kept whole, and the handshake answered only to the verify token.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createHmac } from "node:crypto";
-import { capturesOf } from "../../src/bobbin/captures.ts";
-import { startIntake, type TestIntake } from "../helpers/intake.ts";
-import { bobbinTest, builtin, KIT_DESTINATION, kitOf } from "./catalogue.ts";
+import type { TestIntake } from "../helpers/intake.ts";
+import { bobbinTest, builtin, capturedRequest, eventsByPayload, kitIntake, kitOf } from "./catalogue.ts";
 
 const bobbin = builtin("meta.whatsapp");
 const kit = kitOf(bobbin);
 const SECRET = kit.secrets.secret;
 const VERIFY = kit.secrets.verify_token;
-const captures = capturesOf(bobbin.files());
-const capture = (file: string) => {
-  const c = captures.find((x) => x.file === file);
-  if (!c) throw new Error(`no ${file}`);
-  return {
-    url: c.request.url,
-    body: new TextDecoder().decode(c.request.body),
-    headers: Object.fromEntries(
-      c.request.headers.filter(([k]) => !["host", "content-length"].includes(k.toLowerCase())),
-    ),
-  };
-};
-const accepted = capture("captures/accepted.http");
-const delivered = capture("captures/status.http");
+const accepted = capturedRequest(bobbin, "captures/accepted.http");
+const delivered = capturedRequest(bobbin, "captures/status.http");
 const signed = (body: string, secret = SECRET) => ({
   "Content-Type": "application/json",
   "X-Hub-Signature-256": `sha256=${createHmac("sha256", secret).update(body).digest("hex")}`,
@@ -49,30 +36,17 @@ bobbinTest(
 describe("against an intake", () => {
   let t: TestIntake;
   beforeAll(async () => {
-    t = await startIntake(
-      `[bobbins.whatsapp]
-bobbin = "meta.whatsapp"
-secrets.secret = { file = "{{secret:whatsapp}}" }
-secrets.verify_token = { file = "{{secret:whatsapp-verify}}" }
-outputs = { "*" = "kit" }
-
-${KIT_DESTINATION}`,
-      { secrets: { whatsapp: SECRET, "whatsapp-verify": VERIFY } },
-    );
+    t = await kitIntake("meta.whatsapp");
   });
-  afterAll(async () => {
-    await t.stop();
-  });
+  afterAll(() => t.stop());
 
   const rowOf = (body: string) =>
-    t.db.db
-      .query(
-        "SELECT b.key, e.event_type, e.dedup_id, e.payload FROM events e JOIN batches b ON b.id = " +
-          "e.batch_id WHERE e.payload = ? ORDER BY e.id",
-      )
-      .all(body) as { key: string; event_type: string; dedup_id: string | null; payload: string }[];
-  const batchOf = (body: string) =>
-    (t.db.db.query("SELECT batch_id FROM events WHERE payload = ?").get(body) as { batch_id: number }).batch_id;
+    eventsByPayload<{ key: string; event_type: string; dedup_id: string | null; payload: string }>(
+      t,
+      "b.key, e.event_type, e.dedup_id, e.payload",
+      body,
+    );
+  const batchOf = (body: string) => eventsByPayload<{ batch_id: number }>(t, "e.batch_id", body)[0].batch_id;
   const get = (query: string) => fetch(`${t.url}/hooks/whatsapp?${query}`);
 
   test(

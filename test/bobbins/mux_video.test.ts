@@ -7,21 +7,15 @@ import Mux from "@mux/mux-node";
 import { afterAll, beforeAll, describe, expect, setSystemTime, test } from "bun:test";
 import { createHmac } from "node:crypto";
 import { capturesOf } from "../../src/bobbin/captures.ts";
-import { startIntake, type TestIntake } from "../helpers/intake.ts";
-import { bobbinTest, builtin, KIT_DESTINATION, kitOf } from "./catalogue.ts";
+import type { TestIntake } from "../helpers/intake.ts";
+import { bobbinTest, builtin, capturedRequest, eventsByPayload, kitIntake, kitOf } from "./catalogue.ts";
 
 const bobbin = builtin("mux.video");
 const kit = kitOf(bobbin);
 const SECRET = kit.secrets.secret;
 const NOW = kit.now ?? 0;
 const captures = capturesOf(bobbin.files());
-const accepted = captures.find((c) => c.file === "captures/accepted.http");
-if (!accepted) throw new Error("no accepted capture");
-const BODY = new TextDecoder().decode(accepted.request.body);
-/** The capture's headers as Mux sent them, less the framing fetch redoes. */
-const HEADERS = Object.fromEntries(
-  accepted.request.headers.filter(([k]) => !["host", "content-length"].includes(k.toLowerCase())),
-);
+const { body: BODY, headers: HEADERS } = capturedRequest(bobbin);
 const signed = (body: string, t = NOW) => ({
   ...HEADERS,
   "mux-signature": `t=${t},v1=${createHmac("sha256", SECRET).update(`${t}.${body}`).digest("hex")}`,
@@ -61,27 +55,12 @@ describe("@mux/mux-node", () => {
 describe("against an intake on the kit's clock", () => {
   let t: TestIntake;
   beforeAll(async () => {
-    t = await startIntake(
-      `[bobbins.mux]
-bobbin = "mux.video"
-secrets.secret = { file = "{{secret:mux}}" }
-outputs = { "*" = "kit" }
-
-${KIT_DESTINATION}`,
-      { secrets: { mux: SECRET }, clockAt: NOW },
-    );
+    t = await kitIntake("mux.video");
   });
-  afterAll(async () => {
-    await t.stop();
-  });
+  afterAll(() => t.stop());
 
   const rowOf = (body: string) =>
-    t.db.db
-      .query(
-        "SELECT b.key, e.event_type, e.dedup_id FROM events e JOIN batches b ON b.id = e.batch_id " +
-          "WHERE e.payload = ? ORDER BY e.id",
-      )
-      .all(body) as { key: string; event_type: string; dedup_id: string }[];
+    eventsByPayload<{ key: string; event_type: string; dedup_id: string }>(t, "b.key, e.event_type, e.dedup_id", body);
 
   test("the accepted capture is stored under the asset id, its type and the event id", async () => {
     const res = await t.post("/hooks/mux", BODY, HEADERS);

@@ -9,7 +9,7 @@ import { existsSync, readFileSync, rmSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { LOG_LINES, startIntake, type TestIntake } from "../helpers/intake.ts";
 import { armSource, withArm } from "../helpers/arm.ts";
-import { bobbinTest, KIT_DESTINATION } from "./catalogue.ts";
+import { bobbinTest, eventByPayload, KIT_DESTINATION } from "./catalogue.ts";
 
 const hex = (key: string, body: string) => createHmac("sha256", key).update(body).digest("hex");
 
@@ -65,18 +65,11 @@ ${KIT_DESTINATION}`);
   const post = (body: string, signature = `sha256=${hex(TOKEN, body)}`) =>
     t.post("/hooks/notion", body, { "Content-Type": "application/json", "X-Notion-Signature": signature });
   const stored = (body: string) =>
-    t.db.db
-      .query(
-        "SELECT b.id AS batch, b.key, e.event_type, e.dedup_id, e.route FROM events e JOIN batches b " +
-          "ON b.id = e.batch_id WHERE e.payload = ?",
-      )
-      .get(body) as {
-      batch: number;
-      key: string;
-      event_type: string;
-      dedup_id: string;
-      route: string;
-    } | null;
+    eventByPayload<{ batch: number; key: string; event_type: string; dedup_id: string; route: string }>(
+      t,
+      "b.id AS batch, b.key, e.event_type, e.dedup_id, e.route",
+      body,
+    );
   const event = (
     id: string,
     type: string,

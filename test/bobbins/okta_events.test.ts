@@ -5,9 +5,9 @@
 // its eventType and deduplicated by its uuid, in one batch per actor.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { capturesOf } from "../../src/bobbin/captures.ts";
-import { startIntake, type TestIntake } from "../helpers/intake.ts";
+import type { TestIntake } from "../helpers/intake.ts";
 import { waitFor } from "../helpers/proc.ts";
-import { builtin, expectAnswers, expectAsCaptured, KIT_DESTINATION, kitOf, sharedRun } from "./catalogue.ts";
+import { builtin, expectAnswers, expectAsCaptured, kitIntake, kitOf, sharedRun } from "./catalogue.ts";
 
 const bobbin = builtin("okta.events");
 const SECRET = kitOf(bobbin).secrets.secret;
@@ -47,19 +47,9 @@ test("every capture gets what it says; each System Log event is queued and deliv
 describe("against an intake", () => {
   let t: TestIntake;
   beforeAll(async () => {
-    t = await startIntake(
-      `[bobbins.okta]
-bobbin = "okta.events"
-secrets.secret = { file = "{{secret:okta}}" }
-outputs = { "*" = "kit" }
-
-${KIT_DESTINATION}`,
-      { secrets: { okta: SECRET } },
-    );
+    t = await kitIntake("okta.events");
   });
-  afterAll(async () => {
-    await t.stop();
-  });
+  afterAll(() => t.stop());
   const headers = { "Content-Type": "application/json", Authorization: SECRET };
   const rows = () =>
     t.db.db

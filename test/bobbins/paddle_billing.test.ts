@@ -6,20 +6,14 @@
 // all of four days, and any h1 matching.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createHmac } from "node:crypto";
-import { capturesOf } from "../../src/bobbin/captures.ts";
-import { startIntake, type TestIntake } from "../helpers/intake.ts";
-import { bobbinTest, builtin, KIT_DESTINATION, kitOf } from "./catalogue.ts";
+import type { TestIntake } from "../helpers/intake.ts";
+import { bobbinTest, builtin, capturedRequest, eventByPayload, kitIntake, kitOf } from "./catalogue.ts";
 
 const bobbin = builtin("paddle.billing");
 const kit = kitOf(bobbin);
 const SECRET = kit.secrets.secret;
 const NOW = kit.now ?? 0;
 const h1 = (key: string, ts: number, body: string) => createHmac("sha256", key).update(`${ts}:${body}`).digest("hex");
-const bodyOf = (file: string) => {
-  const c = capturesOf(bobbin.files()).find((x) => x.file === file);
-  if (!c) throw new Error(`no ${file}`);
-  return new TextDecoder().decode(c.request.body);
-};
 
 bobbinTest(
   "paddle.billing",
@@ -43,31 +37,17 @@ test("the window is Paddle's 5 s, the kit's instance included", () => {
 describe("against an intake on the kit's clock, with no settings", () => {
   let t: TestIntake;
   beforeAll(async () => {
-    t = await startIntake(
-      `[bobbins.paddle]
-bobbin = "paddle.billing"
-secrets.secret = { file = "{{secret:paddle}}" }
-outputs = { "*" = "kit" }
-
-${KIT_DESTINATION}`,
-      { secrets: { paddle: SECRET }, clockAt: NOW },
-    );
+    t = await kitIntake("paddle.billing");
   });
-  afterAll(async () => {
-    await t.stop();
-  });
+  afterAll(() => t.stop());
 
   const post = (body: string, ts: number, signature = `ts=${ts};h1=${h1(SECRET, ts, body)}`) =>
     t.post("/hooks/paddle", body, { "Content-Type": "application/json", "Paddle-Signature": signature });
   const stored = (body: string) =>
-    t.db.db
-      .query(
-        "SELECT b.key, e.event_type, e.dedup_id FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.payload = ?",
-      )
-      .get(body) as { key: string; event_type: string; dedup_id: string } | null;
+    eventByPayload<{ key: string; event_type: string; dedup_id: string }>(t, "b.key, e.event_type, e.dedup_id", body);
 
   test("the accepted capture is stored under its customer, its event_type and its event_id", async () => {
-    const body = bodyOf("captures/accepted.http");
+    const body = capturedRequest(bobbin).body;
     const res = await post(body, NOW);
     expect([res.status, await res.text()]).toEqual([202, '{"status":"queued"}']);
     expect(stored(body)).toEqual({
@@ -128,7 +108,7 @@ ${KIT_DESTINATION}`,
   test(
     "an entity with no customer_id (a customer's own event, an early transaction) is keyed by its " + "own id",
     async () => {
-      const customer = bodyOf("captures/customer.http");
+      const customer = capturedRequest(bobbin, "captures/customer.http").body;
       const early = JSON.stringify({
         data: { id: "txn_01k3exmp1eear1ytransact01", status: "draft", customer_id: null, origin: "web" },
         event_id: "evt_01k3exmp1eear1ytransact01",

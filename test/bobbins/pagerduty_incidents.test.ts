@@ -5,24 +5,13 @@
 // the test ping.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createHmac } from "node:crypto";
-import { capturesOf } from "../../src/bobbin/captures.ts";
-import { startIntake, type TestIntake } from "../helpers/intake.ts";
-import { bobbinTest, builtin, KIT_DESTINATION, kitOf } from "./catalogue.ts";
+import type { TestIntake } from "../helpers/intake.ts";
+import { bobbinTest, builtin, capturedRequest, eventsByPayload, kitIntake, kitOf } from "./catalogue.ts";
 
 const bobbin = builtin("pagerduty.incidents");
 const kit = kitOf(bobbin);
 const SECRET = kit.secrets.secret;
 const v1 = (key: string, body: string) => `v1=${createHmac("sha256", key).update(body).digest("hex")}`;
-const captured = (file: string) => {
-  const c = capturesOf(bobbin.files()).find((x) => x.file === file);
-  if (!c) throw new Error(`no ${file}`);
-  return {
-    body: new TextDecoder().decode(c.request.body),
-    headers: Object.fromEntries(
-      c.request.headers.filter(([k]) => !["host", "content-length"].includes(k.toLowerCase())),
-    ),
-  };
-};
 
 bobbinTest(
   "pagerduty.incidents",
@@ -40,34 +29,19 @@ bobbinTest(
 describe("against an intake", () => {
   let t: TestIntake;
   beforeAll(async () => {
-    t = await startIntake(
-      `[bobbins.pagerduty]
-bobbin = "pagerduty.incidents"
-secrets.secret = { file = "{{secret:pagerduty}}" }
-outputs = { "*" = "kit" }
-
-${KIT_DESTINATION}`,
-      { secrets: { pagerduty: SECRET } },
-    );
+    t = await kitIntake("pagerduty.incidents");
   });
-  afterAll(async () => {
-    await t.stop();
-  });
+  afterAll(() => t.stop());
 
   const post = (body: string, headers: Record<string, string>) => t.post("/hooks/pagerduty", body, headers);
   const stored = (body: string) =>
-    t.db.db
-      .query(
-        "SELECT b.key, e.event_type, e.dedup_id FROM events e JOIN batches b ON b.id = e.batch_id " +
-          "WHERE e.payload = ? ORDER BY e.id",
-      )
-      .all(body) as { key: string; event_type: string; dedup_id: string }[];
+    eventsByPayload<{ key: string; event_type: string; dedup_id: string }>(t, "b.key, e.event_type, e.dedup_id", body);
 
   test(
     "the accepted capture is stored under the incident id, its event type and event.id; another " +
       "attempt is a duplicate",
     async () => {
-      const { body, headers } = captured("captures/accepted.http");
+      const { body, headers } = capturedRequest(bobbin, "captures/accepted.http");
       const first = await post(body, headers);
       expect([first.status, await first.text()]).toEqual([202, '{"status":"queued"}']);
       expect(stored(body)).toEqual([
@@ -84,7 +58,7 @@ ${KIT_DESTINATION}`,
     "a note carries its incident in event.data.incident, a role assignment in its first " +
       "assignment: both join the incident's batch",
     async () => {
-      const { body: note } = captured("captures/annotated-rotation.http");
+      const { body: note } = capturedRequest(bobbin, "captures/annotated-rotation.http");
       const role = JSON.stringify({
         event: {
           id: "01EXAMPLEROLEASSIGNED0001",
@@ -184,7 +158,7 @@ ${KIT_DESTINATION}`,
   });
 
   test("the test ping is acked and not stored; signed with another secret it is refused", async () => {
-    const { body, headers } = captured("captures/ping.http");
+    const { body, headers } = capturedRequest(bobbin, "captures/ping.http");
     const events = t.count("events");
     const bad = await post(body, { ...headers, "X-PagerDuty-Signature": v1("kit-test-other-secret-pagerduty", body) });
     expect([bad.status, await bad.text()]).toEqual([401, ""]);

@@ -13,12 +13,19 @@ import paypal, { certUrlOf } from "../../bobbins/paypal/webhooks/source.ts";
 import { crc32Decimal } from "../../src/plugin/verify.ts";
 import { LOG_LINES, startIntake, type TestIntake } from "../helpers/intake.ts";
 import { tempDir } from "../helpers/tmp.ts";
-import { builtin, type CaptureResult, expectAsCaptured, KIT_DESTINATION, kitOf } from "./catalogue.ts";
+import {
+  builtin,
+  type CaptureResult,
+  eventByPayload,
+  expectAsCaptured,
+  KIT_DESTINATION,
+  kitIntake,
+  kitOf,
+} from "./catalogue.ts";
 
 const bobbin = builtin("paypal.webhooks");
 const kit = kitOf(bobbin);
 const NOW = kit.now ?? 0;
-const WEBHOOK_ID = String(kit.instance.settings.webhook_id);
 const captures = capturesOf(bobbin.files());
 const capture = (name: string): Capture => {
   const c = captures.find((x) => x.file === `captures/${name}.http`);
@@ -47,15 +54,7 @@ beforeAll(async () => {
     if (pem) return Promise.resolve(new Response(pem, { status: 200 }));
     return stub(input, init);
   }) as typeof fetch);
-  t = await startIntake(
-    `[bobbins.paypal]
-bobbin = "paypal.webhooks"
-settings = { webhook_id = "${WEBHOOK_ID}" }
-outputs = { "*" = "kit" }
-
-${KIT_DESTINATION}`,
-    { clockAt: NOW },
-  );
+  t = await kitIntake("paypal.webhooks");
 });
 afterAll(async () => {
   await t.stop();
@@ -82,15 +81,11 @@ let serial = 100;
 const freshCertUrl = () => `${CERT_URL.replace(/\d+$/, "")}${serial++}`;
 
 const stored = (body: Uint8Array | string) =>
-  t.db.db
-    .query(
-      "SELECT b.key, e.event_type, e.dedup_id FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.payload = ?",
-    )
-    .get(typeof body === "string" ? body : new TextDecoder().decode(body)) as {
-    key: string;
-    event_type: string;
-    dedup_id: string;
-  } | null;
+  eventByPayload<{ key: string; event_type: string; dedup_id: string }>(
+    t,
+    "b.key, e.event_type, e.dedup_id",
+    typeof body === "string" ? body : new TextDecoder().decode(body),
+  );
 
 describe("against an intake on the kit's clock", () => {
   test("every capture gets what its # expect lines say; one certificate fetch serves them all", async () => {
@@ -290,15 +285,10 @@ describe("the certificate's dates", () => {
       if (!made) return;
       // An instance of its own (another webhook id: a cache of its own), on the real clock.
       const webhookId = "KITTEST0WEBHOOK0D";
-      const own = await startIntake(
-        `[bobbins.paypal]
-bobbin = "paypal.webhooks"
-settings = { webhook_id = "${webhookId}" }
-outputs = { "*" = "kit" }
-
-${KIT_DESTINATION}`,
-        { clockAt: Math.floor(Date.now() / 1000) },
-      );
+      const own = await kitIntake("paypal.webhooks", {
+        table: { settings: { webhook_id: webhookId } },
+        clockAt: Math.floor(Date.now() / 1000),
+      });
       const url = freshCertUrl().replace("api.sandbox.paypal.com", "api-m.sandbox.paypal.com");
       served.set(url, made.cert);
       const body = JSON.stringify({

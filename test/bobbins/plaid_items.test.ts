@@ -11,11 +11,11 @@ import { stringify } from "smol-toml";
 import { capturesOf } from "../../src/bobbin/captures.ts";
 import { openSpool } from "../../src/store/sqlite/db.ts";
 import plaid from "../../bobbins/plaid/items/source.ts";
-import { LOG_LINES, startIntake, type TestIntake } from "../helpers/intake.ts";
+import { LOG_LINES, type TestIntake } from "../helpers/intake.ts";
 import { startHookspool, waitFor } from "../helpers/proc.ts";
 import { Receiver } from "../helpers/receiver.ts";
 import { tempDir } from "../helpers/tmp.ts";
-import { builtin, expectAsCaptured, KIT_DESTINATION, kitOf, type CaptureResult } from "./catalogue.ts";
+import { builtin, type CaptureResult, eventByPayload, expectAsCaptured, kitIntake, kitOf } from "./catalogue.ts";
 
 // Real hookspool processes on a shared 2-core machine: seconds, not the 5 s default.
 setDefaultTimeout(30_000);
@@ -215,18 +215,7 @@ const webhook = (item: string, extra: Record<string, unknown> = {}) =>
 
 /** An intake on the kit's clock whose plaid instance asks `api` for keys. */
 function intakeFor(api: string): Promise<TestIntake> {
-  return startIntake(
-    `[bobbins.plaid]
-bobbin = "plaid.items"
-secrets.client_id = { file = "{{secret:client_id}}" }
-secrets.secret = { file = "{{secret:secret}}" }
-settings = { env = "sandbox", api_base_url = "${api}" }
-dedup_window_s = 600
-outputs = { "*" = "kit" }
-
-${KIT_DESTINATION}`,
-    { secrets: { client_id: CLIENT_ID, secret: SECRET }, clockAt: NOW },
-  );
+  return kitIntake("plaid.items", { table: { settings: { env: "sandbox", api_base_url: api }, dedup_window_s: 600 } });
 }
 
 const headers = (token: string) => ({ "Content-Type": "application/json", "Plaid-Verification": token });
@@ -244,11 +233,7 @@ describe("against an intake on the kit's clock", () => {
   });
 
   const stored = (body: string) =>
-    t.db.db
-      .query(
-        "SELECT b.key, e.event_type, e.dedup_id FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.payload = ?",
-      )
-      .get(body) as { key: string; event_type: string; dedup_id: string } | null;
+    eventByPayload<{ key: string; event_type: string; dedup_id: string }>(t, "b.key, e.event_type, e.dedup_id", body);
 
   test(
     "a signed webhook is queued under its item_id and <webhook_type>.<webhook_code>; the same body " +

@@ -4,8 +4,16 @@
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { createHash } from "node:crypto";
 import { capturesOf } from "../../src/bobbin/captures.ts";
-import { startIntake, type TestIntake } from "../helpers/intake.ts";
-import { bobbinTest, builtin, KIT_DESTINATION, kitOf } from "./catalogue.ts";
+import type { TestIntake } from "../helpers/intake.ts";
+import {
+  bobbinTest,
+  builtin,
+  capturedRequest,
+  eventByPayload,
+  eventsByPayload,
+  kitIntake,
+  kitOf,
+} from "./catalogue.ts";
 
 // Real hookspool processes on a shared 2-core machine: seconds, not the 5 s default.
 setDefaultTimeout(30_000);
@@ -39,14 +47,8 @@ test("the kit's secret is the base64 of the user:password pair Postmark puts aft
 describe("against an intake", () => {
   let t: TestIntake;
   beforeAll(async () => {
-    t = await startIntake(
-      `[bobbins.postmark]
-bobbin = "postmark.messages"
-secrets.secret = { file = "{{secret:postmark}}" }
-outputs = { "*" = "kit" }
-
-${KIT_DESTINATION}
-# Broadcast-stream events go elsewhere, by the stream attribute.
+    t = await kitIntake("postmark.messages", {
+      config: `# Broadcast-stream events go elsewhere, by the stream attribute.
 [[routes]]
 name = "postmark-broadcast"
 source = "postmark"
@@ -59,20 +61,16 @@ url = "http://127.0.0.1:9/lists"
 allow_insecure = true
 unsigned = true
 `,
-      { secrets: { postmark: SECRET } },
-    );
+    });
   });
-  afterAll(async () => {
-    await t.stop();
-  });
+  afterAll(() => t.stop());
 
   const stored = (body: string) =>
-    t.db.db
-      .query(
-        "SELECT b.key, e.event_type, e.dedup_id, e.headers FROM events e JOIN batches b ON b.id = " +
-          "e.batch_id WHERE e.payload = ?",
-      )
-      .get(body) as { key: string; event_type: string; dedup_id: string; headers: string } | null;
+    eventByPayload<{ key: string; event_type: string; dedup_id: string; headers: string }>(
+      t,
+      "b.key, e.event_type, e.dedup_id, e.headers",
+      body,
+    );
   const post = async (body: string, authorization?: string) => {
     const res = await t.post("/hooks/postmark", body, {
       "Content-Type": "application/json",
@@ -86,9 +84,7 @@ unsigned = true
     "the inbound capture: event type Inbound, key its MessageID, dedup id the body's SHA-256, no " +
       "Authorization kept",
     async () => {
-      const accepted = capturesOf(bobbin.files()).find((c) => c.file === "captures/accepted.http");
-      if (!accepted) throw new Error("no accepted capture");
-      const body = new TextDecoder().decode(accepted.request.body);
+      const { body } = capturedRequest(bobbin);
       expect(await post(body, AUTH)).toEqual([202, '{"status":"queued"}']);
       const row = stored(body);
       expect({ key: row?.key, event_type: row?.event_type, dedup_id: row?.dedup_id }).toEqual({
@@ -193,11 +189,7 @@ unsigned = true
       expect(stored(body)?.key).toBe("reader@example.com");
       expect(stored(body)?.event_type).toBe("SubscriptionChange");
       const destination = (b: string) =>
-        (
-          t.db.db
-            .query("SELECT b.destination FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.payload = ?")
-            .get(b) as { destination: string } | null
-        )?.destination;
+        eventsByPayload<{ destination: string }>(t, "b.destination", b)[0]?.destination;
       const outbound = JSON.stringify({
         RecordType: "Delivery",
         ServerID: 23,

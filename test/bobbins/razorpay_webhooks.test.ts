@@ -7,19 +7,14 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createHmac } from "node:crypto";
 import Razorpay from "razorpay";
 import { capturesOf } from "../../src/bobbin/captures.ts";
-import { startIntake, type TestIntake } from "../helpers/intake.ts";
-import { bobbinTest, builtin, KIT_DESTINATION, kitOf } from "./catalogue.ts";
+import type { TestIntake } from "../helpers/intake.ts";
+import { bobbinTest, builtin, capturedRequest, eventsByPayload, kitIntake, kitOf } from "./catalogue.ts";
 
 const bobbin = builtin("razorpay.webhooks");
 const kit = kitOf(bobbin);
 const SECRET = kit.secrets.secret;
 const captures = capturesOf(bobbin.files());
-const accepted = captures.find((c) => c.file === "captures/accepted.http");
-if (!accepted) throw new Error("no accepted capture");
-const BODY = new TextDecoder().decode(accepted.request.body);
-const HEADERS = Object.fromEntries(
-  accepted.request.headers.filter(([k]) => !["host", "content-length"].includes(k.toLowerCase())),
-);
+const { body: BODY, headers: HEADERS } = capturedRequest(bobbin);
 const signed = (body: string, id: string) => ({
   "Content-Type": "application/json",
   "x-razorpay-event-id": id,
@@ -51,24 +46,11 @@ describe("razorpay-node", () => {
 describe("against an intake", () => {
   let t: TestIntake;
   beforeAll(async () => {
-    t = await startIntake(
-      `[bobbins.razorpay]
-bobbin = "razorpay.webhooks"
-secrets.secret = { file = "{{secret:razorpay}}" }
-outputs = { "*" = "kit" }
-
-${KIT_DESTINATION}`,
-      { secrets: { razorpay: SECRET } },
-    );
+    t = await kitIntake("razorpay.webhooks");
   });
-  afterAll(async () => {
-    await t.stop();
-  });
+  afterAll(() => t.stop());
 
-  const rows = (body: string) =>
-    t.db.db
-      .query("SELECT b.key, e.event_type FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.payload = ?")
-      .all(body) as { key: string; event_type: string }[];
+  const rows = (body: string) => eventsByPayload<{ key: string; event_type: string }>(t, "b.key, e.event_type", body);
 
   test("the capture is stored under its order; Razorpay's retry of the event is a duplicate", async () => {
     const first = await t.post("/hooks/razorpay", BODY, HEADERS);

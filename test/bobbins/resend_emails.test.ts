@@ -3,9 +3,8 @@
 // per email, deduplicated on svix-id for two days.
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { createHmac } from "node:crypto";
-import { capturesOf } from "../../src/bobbin/captures.ts";
-import { startIntake, type TestIntake } from "../helpers/intake.ts";
-import { bobbinTest, builtin, KIT_DESTINATION, kitOf } from "./catalogue.ts";
+import type { TestIntake } from "../helpers/intake.ts";
+import { bobbinTest, builtin, capturedRequest, eventByPayload, kitIntake, kitOf } from "./catalogue.ts";
 
 // Real hookspool processes on a shared 2-core machine: seconds, not the 5 s default.
 setDefaultTimeout(30_000);
@@ -48,38 +47,19 @@ test("the manifest remembers a message id for two days, past Svix's last retry",
 describe("against an intake on the kit's clock", () => {
   let t: TestIntake;
   beforeAll(async () => {
-    t = await startIntake(
-      `[bobbins.resend]
-bobbin = "resend.emails"
-secrets.secret = { file = "{{secret:resend}}" }
-outputs = { "*" = "kit" }
-
-${KIT_DESTINATION}`,
-      { secrets: { resend: SECRET }, clockAt: NOW },
-    );
+    t = await kitIntake("resend.emails");
   });
-  afterAll(async () => {
-    await t.stop();
-  });
+  afterAll(() => t.stop());
 
   const stored = (body: string) =>
-    t.db.db
-      .query(
-        "SELECT b.key, e.event_type, e.dedup_id FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.payload = ?",
-      )
-      .get(body) as { key: string; event_type: string; dedup_id: string } | null;
+    eventByPayload<{ key: string; event_type: string; dedup_id: string }>(t, "b.key, e.event_type, e.dedup_id", body);
   const post = async (body: string, headers: Record<string, string>) => {
     const res = await t.post("/hooks/resend", body, headers);
     return [res.status, await res.text()];
   };
 
   test("the accepted capture is stored under its email_id and type, its svix-id the dedup id", async () => {
-    const accepted = capturesOf(bobbin.files()).find((c) => c.file === "captures/accepted.http");
-    if (!accepted) throw new Error("no accepted capture");
-    const headers = Object.fromEntries(
-      accepted.request.headers.filter(([k]) => !["host", "content-length"].includes(k.toLowerCase())),
-    );
-    const body = new TextDecoder().decode(accepted.request.body);
+    const { body, headers } = capturedRequest(bobbin);
     expect(await post(body, headers)).toEqual([202, '{"status":"queued"}']);
     expect(stored(body)).toEqual({
       key: "4e1f5c0d-7a2b-4c9e-8f10-0000000d1e11",

@@ -5,20 +5,13 @@
 // call) refused.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createHmac } from "node:crypto";
-import { capturesOf } from "../../src/bobbin/captures.ts";
-import { startIntake, type TestIntake } from "../helpers/intake.ts";
-import { bobbinTest, builtin, KIT_DESTINATION, kitOf } from "./catalogue.ts";
+import type { TestIntake } from "../helpers/intake.ts";
+import { bobbinTest, builtin, capturedRequest, eventsByPayload, kitIntake, kitOf } from "./catalogue.ts";
 
 const bobbin = builtin("segment.webhooks");
 const kit = kitOf(bobbin);
 const SECRET = kit.secrets.secret;
-const accepted = capturesOf(bobbin.files()).find((c) => c.file === "captures/accepted.http");
-if (!accepted) throw new Error("no accepted capture");
-const BODY = new TextDecoder().decode(accepted.request.body);
-/** The capture's headers as Segment sent them, less the framing fetch redoes. */
-const HEADERS = Object.fromEntries(
-  accepted.request.headers.filter(([k]) => !["host", "content-length"].includes(k.toLowerCase())),
-);
+const { body: BODY, headers: HEADERS } = capturedRequest(bobbin);
 /** What Segment's destination computes: the hex HMAC-SHA1 of the JSON it sends. */
 const sign = (text: string) => createHmac("sha1", SECRET).update(text, "utf8").digest("hex");
 const signed = (body: string) => ({ "Content-Type": "application/json", "X-Signature": sign(body) });
@@ -33,27 +26,12 @@ bobbinTest("segment.webhooks", "a track call is queued and delivered, a bad sign
 describe("against an intake", () => {
   let t: TestIntake;
   beforeAll(async () => {
-    t = await startIntake(
-      `[bobbins.segment]
-bobbin = "segment.webhooks"
-secrets.secret = { file = "{{secret:segment}}" }
-outputs = { "*" = "kit" }
-
-${KIT_DESTINATION}`,
-      { secrets: { segment: SECRET } },
-    );
+    t = await kitIntake("segment.webhooks");
   });
-  afterAll(async () => {
-    await t.stop();
-  });
+  afterAll(() => t.stop());
 
   const rowOf = (body: string) =>
-    t.db.db
-      .query(
-        "SELECT b.key, e.event_type, e.dedup_id FROM events e JOIN batches b ON b.id = e.batch_id " +
-          "WHERE e.payload = ? ORDER BY e.id",
-      )
-      .all(body) as { key: string; event_type: string; dedup_id: string }[];
+    eventsByPayload<{ key: string; event_type: string; dedup_id: string }>(t, "b.key, e.event_type, e.dedup_id", body);
 
   test(
     "the accepted capture is stored under the user, its type and messageId; Segment's retry of it " + "is a duplicate",

@@ -11,13 +11,12 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { generateKeyPairSync, type KeyObject, sign } from "node:crypto";
 import { type Capture, capturesOf } from "../../src/bobbin/captures.ts";
-import { startIntake, type TestIntake } from "../helpers/intake.ts";
+import type { TestIntake } from "../helpers/intake.ts";
 import { waitFor } from "../helpers/proc.ts";
-import { builtin, expectAnswers, expectAsCaptured, KIT_DESTINATION, kitOf, sharedRun } from "./catalogue.ts";
+import { builtin, expectAnswers, expectAsCaptured, kitIntake, kitOf, sharedRun } from "./catalogue.ts";
 
 const bobbin = builtin("sendgrid.events");
 const kit = kitOf(bobbin);
-const KEY = kit.secrets.secret;
 const NOW = kit.now ?? 0;
 const SIG = "X-Twilio-Email-Event-Webhook-Signature";
 const TS = "X-Twilio-Email-Event-Webhook-Timestamp";
@@ -117,17 +116,12 @@ bobbin = "sendgrid.events"
 secrets.secret = { file = "{{secret:${name}}}" }
 outputs = { "*" = "kit" }
 `;
-    t = await startIntake(
-      `${instance("sendgrid")}
-${instance("own")}
-${instance("sdk")}
-${KIT_DESTINATION}`,
-      { secrets: { sendgrid: KEY, own: ownPublic, sdk: SDK_KEY }, clockAt: NOW },
-    );
+    t = await kitIntake("sendgrid.events", {
+      config: `${instance("own")}\n${instance("sdk")}`,
+      secrets: { own: ownPublic, sdk: SDK_KEY },
+    });
   });
-  afterAll(async () => {
-    await t.stop();
-  });
+  afterAll(() => t.stop());
 
   const rows = (source: string) =>
     t.db.db

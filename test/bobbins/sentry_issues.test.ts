@@ -3,20 +3,13 @@
 // intake for what is Sentry's own: the key, the action as event type, Request-ID as dedup id.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createHmac } from "node:crypto";
-import { capturesOf } from "../../src/bobbin/captures.ts";
-import { startIntake, type TestIntake } from "../helpers/intake.ts";
-import { bobbinTest, builtin, KIT_DESTINATION, kitOf } from "./catalogue.ts";
+import type { TestIntake } from "../helpers/intake.ts";
+import { bobbinTest, builtin, capturedRequest, eventsByPayload, kitIntake, kitOf } from "./catalogue.ts";
 
 const bobbin = builtin("sentry.issues");
 const kit = kitOf(bobbin);
 const SECRET = kit.secrets.secret;
-const accepted = capturesOf(bobbin.files()).find((c) => c.file === "captures/accepted.http");
-if (!accepted) throw new Error("no accepted capture");
-const BODY = new TextDecoder().decode(accepted.request.body);
-/** The capture's headers as Sentry sent them, less the framing fetch redoes. */
-const HEADERS = Object.fromEntries(
-  accepted.request.headers.filter(([k]) => !["host", "content-length"].includes(k.toLowerCase())),
-);
+const { body: BODY, headers: HEADERS } = capturedRequest(bobbin);
 const sign = (body: string) => createHmac("sha256", SECRET).update(body).digest("hex");
 
 bobbinTest("sentry.issues", "an issue webhook is queued and delivered, a bad signature is 401", {
@@ -29,27 +22,12 @@ bobbinTest("sentry.issues", "an issue webhook is queued and delivered, a bad sig
 describe("against an intake", () => {
   let t: TestIntake;
   beforeAll(async () => {
-    t = await startIntake(
-      `[bobbins.sentry]
-bobbin = "sentry.issues"
-secrets.secret = { file = "{{secret:sentry}}" }
-outputs = { "*" = "kit" }
-
-${KIT_DESTINATION}`,
-      { secrets: { sentry: SECRET } },
-    );
+    t = await kitIntake("sentry.issues");
   });
-  afterAll(async () => {
-    await t.stop();
-  });
+  afterAll(() => t.stop());
 
   const rowOf = (body: string) =>
-    t.db.db
-      .query(
-        "SELECT b.key, e.event_type, e.dedup_id FROM events e JOIN batches b ON b.id = e.batch_id " +
-          "WHERE e.payload = ? ORDER BY e.id",
-      )
-      .all(body) as { key: string; event_type: string; dedup_id: string }[];
+    eventsByPayload<{ key: string; event_type: string; dedup_id: string }>(t, "b.key, e.event_type, e.dedup_id", body);
 
   test(
     "the accepted capture is stored under the issue id, its action and its Request-ID; the same " +

@@ -4,8 +4,8 @@
 // X-Shopify-Webhook-Id as the dedup id across Shopify's retries.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createHmac } from "node:crypto";
-import { startIntake, type TestIntake } from "../helpers/intake.ts";
-import { bobbinTest, builtin, KIT_DESTINATION, kitOf } from "./catalogue.ts";
+import type { TestIntake } from "../helpers/intake.ts";
+import { bobbinTest, builtin, eventByPayload, kitIntake, kitOf } from "./catalogue.ts";
 
 const bobbin = builtin("shopify.shop");
 const SECRET = kitOf(bobbin).secrets.secret;
@@ -23,19 +23,9 @@ bobbinTest("shopify.shop", "an order and a compliance request are queued and del
 describe("against an intake", () => {
   let t: TestIntake;
   beforeAll(async () => {
-    t = await startIntake(
-      `[bobbins.shopify]
-bobbin = "shopify.shop"
-secrets.secret = { file = "{{secret:shopify}}" }
-outputs = { "*" = "kit" }
-
-${KIT_DESTINATION}`,
-      { secrets: { shopify: SECRET } },
-    );
+    t = await kitIntake("shopify.shop");
   });
-  afterAll(async () => {
-    await t.stop();
-  });
+  afterAll(() => t.stop());
 
   const post = (topic: string, body: string, webhookId: string, eventId: string, key = SECRET) =>
     t.post("/hooks/shopify", body, {
@@ -49,12 +39,11 @@ ${KIT_DESTINATION}`,
       "X-Shopify-Triggered-At": "2026-08-22T12:05:11.811473302Z",
     });
   const stored = (body: string) =>
-    t.db.db
-      .query(
-        "SELECT b.id AS batch, b.key, e.event_type, e.dedup_id FROM events e JOIN batches b ON b.id = " +
-          "e.batch_id WHERE e.payload = ?",
-      )
-      .get(body) as { batch: number; key: string; event_type: string; dedup_id: string } | null;
+    eventByPayload<{ batch: number; key: string; event_type: string; dedup_id: string }>(
+      t,
+      "b.id AS batch, b.key, e.event_type, e.dedup_id",
+      body,
+    );
   // Shopify's JSON escapes "/" as "\/"; the key is read from the parsed payload.
   const order = (id: number, status: string) =>
     JSON.stringify({

@@ -6,28 +6,16 @@
 // instance.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createHmac } from "node:crypto";
-import { capturesOf } from "../../src/bobbin/captures.ts";
-import { startIntake, type TestIntake } from "../helpers/intake.ts";
-import { bobbinTest, builtin, KIT_DESTINATION, kitOf } from "./catalogue.ts";
+import type { TestIntake } from "../helpers/intake.ts";
+import { bobbinTest, builtin, capturedRequest, eventsByPayload, kitIntake, kitOf } from "./catalogue.ts";
 
 const bobbin = builtin("slack.events");
 const kit = kitOf(bobbin);
 const SECRET = kit.secrets.secret;
 const NOW = kit.now ?? 0;
-const captures = capturesOf(bobbin.files());
-const capture = (file: string) => {
-  const c = captures.find((x) => x.file === file);
-  if (!c) throw new Error(`no ${file}`);
-  return {
-    body: new TextDecoder().decode(c.request.body),
-    headers: Object.fromEntries(
-      c.request.headers.filter(([k]) => !["host", "content-length"].includes(k.toLowerCase())),
-    ),
-  };
-};
-const accepted = capture("captures/accepted.http");
-const retry = capture("captures/retry.http");
-const challenge = capture("captures/url_verification.http");
+const accepted = capturedRequest(bobbin, "captures/accepted.http");
+const retry = capturedRequest(bobbin, "captures/retry.http");
+const challenge = capturedRequest(bobbin, "captures/url_verification.http");
 /** Slack's headers for `body`, signed at `ts` with `secret`. */
 const signed = (body: string, ts = NOW, secret = SECRET, contentType = "application/json") => ({
   "Content-Type": contentType,
@@ -56,34 +44,24 @@ function interactiveInstance(): string {
     .map((m) => m[1])
     .find((t) => t.includes('bobbin = "hookspool.webhook"'));
   if (!block) throw new Error("README.md shows no hookspool.webhook instance");
-  return block.replace(/\{ file = "[^"]+" \}/, '{ file = "{{secret:slack}}" }').replace(/"hermes:[^"]+"/g, '"kit"');
+  return block
+    .replace(/\{ file = "[^"]+" \}/, '{ file = "{{secret:slack-secret}}" }')
+    .replace(/"hermes:[^"]+"/g, '"kit"');
 }
 
 describe("against an intake", () => {
   let t: TestIntake;
   beforeAll(async () => {
-    t = await startIntake(
-      `[bobbins.slack]
-bobbin = "slack.events"
-secrets.secret = { file = "{{secret:slack}}" }
-outputs = { "*" = "kit" }
-
-${interactiveInstance()}
-${KIT_DESTINATION}`,
-      { secrets: { slack: SECRET }, clockAt: NOW },
-    );
+    t = await kitIntake("slack.events", { config: interactiveInstance() });
   });
-  afterAll(async () => {
-    await t.stop();
-  });
+  afterAll(() => t.stop());
 
   const rowsOf = (body: string) =>
-    t.db.db
-      .query(
-        "SELECT e.source, b.key, e.event_type, e.dedup_id FROM events e JOIN batches b ON b.id = " +
-          "e.batch_id WHERE e.payload = ? ORDER BY e.id",
-      )
-      .all(body) as { source: string; key: string; event_type: string; dedup_id: string }[];
+    eventsByPayload<{ source: string; key: string; event_type: string; dedup_id: string }>(
+      t,
+      "e.source, b.key, e.event_type, e.dedup_id",
+      body,
+    );
 
   test(
     "the accepted capture is stored under workspace:channel, the inner event's type and event_id; " +

@@ -7,8 +7,8 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createHmac } from "node:crypto";
 import Stripe from "stripe";
 import { capturesOf } from "../../src/bobbin/captures.ts";
-import { startIntake, type TestIntake } from "../helpers/intake.ts";
-import { bobbinTest, builtin, KIT_DESTINATION, kitOf } from "./catalogue.ts";
+import type { TestIntake } from "../helpers/intake.ts";
+import { bobbinTest, builtin, eventByPayload, kitIntake, kitOf } from "./catalogue.ts";
 
 const bobbin = builtin("stripe.events");
 const kit = kitOf(bobbin);
@@ -79,28 +79,14 @@ bobbinTest(
 describe("against an intake on the kit's clock", () => {
   let t: TestIntake;
   beforeAll(async () => {
-    t = await startIntake(
-      `[bobbins.stripe]
-bobbin = "stripe.events"
-secrets.secret = { file = "{{secret:stripe}}" }
-outputs = { "*" = "kit" }
-
-${KIT_DESTINATION}`,
-      { secrets: { stripe: SECRET }, clockAt: NOW },
-    );
+    t = await kitIntake("stripe.events");
   });
-  afterAll(async () => {
-    await t.stop();
-  });
+  afterAll(() => t.stop());
 
   const post = (body: string, ts: number, signature = `t=${ts},v1=${v1(SECRET, ts, body)}`) =>
     t.post("/hooks/stripe", body, { "Content-Type": "application/json; charset=utf-8", "Stripe-Signature": signature });
   const stored = (body: string) =>
-    t.db.db
-      .query(
-        "SELECT b.key, e.event_type, e.dedup_id FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.payload = ?",
-      )
-      .get(body) as { key: string; event_type: string; dedup_id: string } | null;
+    eventByPayload<{ key: string; event_type: string; dedup_id: string }>(t, "b.key, e.event_type, e.dedup_id", body);
   const accepted = () => {
     const c = bobbin.files().get("captures/accepted.http") ?? "";
     return c.slice(c.indexOf("\n\n") + 2).replace(/\n$/, "");

@@ -3,25 +3,13 @@
 // Telegram's own: the update's kind as event type, the chat as key through the alternatives of
 // every kind, update_id as the dedup id when Telegram repeats an update.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { capturesOf } from "../../src/bobbin/captures.ts";
-import { startIntake, type TestIntake } from "../helpers/intake.ts";
-import { bobbinTest, builtin, KIT_DESTINATION, kitOf } from "./catalogue.ts";
+import type { TestIntake } from "../helpers/intake.ts";
+import { bobbinTest, builtin, capturedRequest, eventsByPayload, kitIntake, kitOf } from "./catalogue.ts";
 
 const bobbin = builtin("telegram.bot");
 const kit = kitOf(bobbin);
 const TOKEN = kit.secrets.secret;
-const captures = capturesOf(bobbin.files());
-const capture = (file: string) => {
-  const c = captures.find((x) => x.file === file);
-  if (!c) throw new Error(`no ${file}`);
-  return {
-    body: new TextDecoder().decode(c.request.body),
-    headers: Object.fromEntries(
-      c.request.headers.filter(([k]) => !["host", "content-length"].includes(k.toLowerCase())),
-    ),
-  };
-};
-const accepted = capture("captures/accepted.http");
+const accepted = capturedRequest(bobbin, "captures/accepted.http");
 const HEADERS = { "Content-Type": "application/json", "X-Telegram-Bot-Api-Secret-Token": TOKEN };
 
 bobbinTest("telegram.bot", "a message and a button press are queued and delivered, a wrong token is 401", {
@@ -35,27 +23,12 @@ bobbinTest("telegram.bot", "a message and a button press are queued and delivere
 describe("against an intake", () => {
   let t: TestIntake;
   beforeAll(async () => {
-    t = await startIntake(
-      `[bobbins.telegram]
-bobbin = "telegram.bot"
-secrets.secret = { file = "{{secret:telegram}}" }
-outputs = { "*" = "kit" }
-
-${KIT_DESTINATION}`,
-      { secrets: { telegram: TOKEN } },
-    );
+    t = await kitIntake("telegram.bot");
   });
-  afterAll(async () => {
-    await t.stop();
-  });
+  afterAll(() => t.stop());
 
   const rowOf = (body: string) =>
-    t.db.db
-      .query(
-        "SELECT b.key, e.event_type, e.dedup_id FROM events e JOIN batches b ON b.id = e.batch_id " +
-          "WHERE e.payload = ? ORDER BY e.id",
-      )
-      .all(body) as { key: string; event_type: string; dedup_id: string }[];
+    eventsByPayload<{ key: string; event_type: string; dedup_id: string }>(t, "b.key, e.event_type, e.dedup_id", body);
   const send = async (update: unknown) => {
     const body = JSON.stringify(update);
     const res = await t.post("/hooks/telegram", body, HEADERS);

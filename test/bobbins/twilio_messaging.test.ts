@@ -11,14 +11,14 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createHmac } from "node:crypto";
 import { type Capture, capturesOf } from "../../src/bobbin/captures.ts";
-import { startIntake, type TestIntake } from "../helpers/intake.ts";
+import type { TestIntake } from "../helpers/intake.ts";
 import { waitFor } from "../helpers/proc.ts";
 import {
   builtin,
   type CaptureResult,
   expectAnswers,
   expectAsCaptured,
-  KIT_DESTINATION,
+  kitIntake,
   kitOf,
   sharedRun,
 } from "./catalogue.ts";
@@ -101,16 +101,11 @@ test("public_url is a setting each instance must give; the TwiML ack is the defa
 describe("against an intake, as a deployment runs it", () => {
   let t: TestIntake;
   beforeAll(async () => {
-    t = await startIntake(
-      `[bobbins.twilio]
+    t = await kitIntake("twilio.messaging", {
+      config:
+        `[bobbins.reply]
 bobbin = "twilio.messaging"
-secrets.secret = { file = "{{secret:twilio}}" }
-settings = { public_url = "${PUBLIC_URL}" }
-outputs = { "*" = "kit" }
-
-[bobbins.reply]
-bobbin = "twilio.messaging"
-secrets.secret = { file = "{{secret:twilio}}" }
+secrets.secret = { file = "{{secret:twilio-secret}}" }
 settings = { public_url = "https://hooks.example.com/reply", ack = "<Response><Message>Thanks, a ` +
         `person will answer soon.</Message></Response>" }
 outputs = { "*" = "kit" }
@@ -121,14 +116,11 @@ bobbin = "twilio.messaging"
 secrets.secret = { file = "{{secret:doc}}" }
 settings = { public_url = "https://mycompany.com/myapp.php" }
 outputs = { "*" = "kit" }
-
-${KIT_DESTINATION}`,
-      { secrets: { twilio: TOKEN, doc: "12345" } },
-    );
+`,
+      secrets: { doc: "12345" },
+    });
   });
-  afterAll(async () => {
-    await t.stop();
-  });
+  afterAll(() => t.stop());
 
   const post = (path: string, body: string, headers: Record<string, string>) =>
     t.post(path, body, { "Content-Type": "application/x-www-form-urlencoded", ...headers });

@@ -3,8 +3,8 @@
 // one batch per form, event_id as the dedup id, and the exact shape of the signature header.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createHmac } from "node:crypto";
-import { startIntake, type TestIntake } from "../helpers/intake.ts";
-import { bobbinTest, builtin, KIT_DESTINATION, kitOf } from "./catalogue.ts";
+import type { TestIntake } from "../helpers/intake.ts";
+import { bobbinTest, builtin, eventByPayload, kitIntake, kitOf } from "./catalogue.ts";
 
 const bobbin = builtin("typeform.responses");
 const SECRET = kitOf(bobbin).secrets.secret;
@@ -21,29 +21,18 @@ bobbinTest("typeform.responses", "a form response is queued and delivered, a bad
 describe("against an intake", () => {
   let t: TestIntake;
   beforeAll(async () => {
-    t = await startIntake(
-      `[bobbins.typeform]
-bobbin = "typeform.responses"
-secrets.secret = { file = "{{secret:typeform}}" }
-outputs = { "*" = "kit" }
-
-${KIT_DESTINATION}`,
-      { secrets: { typeform: SECRET } },
-    );
+    t = await kitIntake("typeform.responses");
   });
-  afterAll(async () => {
-    await t.stop();
-  });
+  afterAll(() => t.stop());
 
   const post = (body: string, signature = `sha256=${mac(SECRET, body)}`) =>
     t.post("/hooks/typeform", body, { "Content-Type": "application/json", "Typeform-Signature": signature });
   const stored = (body: string) =>
-    t.db.db
-      .query(
-        "SELECT b.id AS batch, b.key, e.event_type, e.dedup_id FROM events e JOIN batches b ON b.id = " +
-          "e.batch_id WHERE e.payload = ?",
-      )
-      .get(body) as { batch: number; key: string; event_type: string; dedup_id: string } | null;
+    eventByPayload<{ batch: number; key: string; event_type: string; dedup_id: string }>(
+      t,
+      "b.id AS batch, b.key, e.event_type, e.dedup_id",
+      body,
+    );
   const response = (eventId: string, formId: string, token: string) =>
     JSON.stringify({
       event_id: eventId,

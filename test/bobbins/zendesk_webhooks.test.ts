@@ -5,8 +5,8 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createHmac } from "node:crypto";
 import { capturesOf } from "../../src/bobbin/captures.ts";
-import { startIntake, type TestIntake } from "../helpers/intake.ts";
-import { bobbinTest, builtin, KIT_DESTINATION, kitOf } from "./catalogue.ts";
+import type { TestIntake } from "../helpers/intake.ts";
+import { bobbinTest, builtin, eventsByPayload, kitIntake, kitOf } from "./catalogue.ts";
 
 const bobbin = builtin("zendesk.webhooks");
 const kit = kitOf(bobbin);
@@ -33,24 +33,11 @@ bobbinTest("zendesk.webhooks", "a user event is queued and delivered, a bad sign
 describe("against an intake", () => {
   let t: TestIntake;
   beforeAll(async () => {
-    t = await startIntake(
-      `[bobbins.zendesk]
-bobbin = "zendesk.webhooks"
-secrets.secret = { file = "{{secret:zendesk}}" }
-outputs = { "*" = "kit" }
-
-${KIT_DESTINATION}`,
-      { secrets: { zendesk: SECRET }, clockAt: kit.now },
-    );
+    t = await kitIntake("zendesk.webhooks");
   });
-  afterAll(async () => {
-    await t.stop();
-  });
+  afterAll(() => t.stop());
 
-  const rows = (body: string) =>
-    t.db.db
-      .query("SELECT b.key, e.event_type FROM events e JOIN batches b ON b.id = e.batch_id WHERE e.payload = ?")
-      .all(body) as { key: string; event_type: string }[];
+  const rows = (body: string) => eventsByPayload<{ key: string; event_type: string }>(t, "b.key, e.event_type", body);
 
   test("stored under its subject; a second invocation of the same event is a duplicate", async () => {
     const first = await t.post("/hooks/zendesk", BODY, signed(BODY, "2025-01-01T00:00:00Z", "8350205590"));

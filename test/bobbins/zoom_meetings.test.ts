@@ -2,8 +2,8 @@
 // "v0:<x-zm-request-timestamp>:<body>", and the endpoint.url_validation handshake after verify).
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createHmac } from "node:crypto";
-import { startIntake, type TestIntake } from "../helpers/intake.ts";
-import { bobbinTest, builtin, KIT_DESTINATION, kitOf } from "./catalogue.ts";
+import type { TestIntake } from "../helpers/intake.ts";
+import { bobbinTest, builtin, eventsByPayload, kitIntake, kitOf } from "./catalogue.ts";
 
 const bobbin = builtin("zoom.meetings");
 const kit = kitOf(bobbin);
@@ -37,19 +37,9 @@ bobbinTest(
 describe("against an intake on the kit's clock", () => {
   let t: TestIntake;
   beforeAll(async () => {
-    t = await startIntake(
-      `[bobbins.meetings]
-bobbin = "zoom.meetings"
-secrets.webhook_secret = { file = "{{secret:zoom}}" }
-outputs = { "*" = "kit" }
-
-${KIT_DESTINATION}`,
-      { secrets: { zoom: SECRET }, clockAt: NOW },
-    );
+    t = await kitIntake("zoom.meetings");
   });
-  afterAll(async () => {
-    await t.stop();
-  });
+  afterAll(() => t.stop());
 
   const signed = (body: string, ts: number, key = SECRET) => ({
     "Content-Type": "application/json",
@@ -105,12 +95,7 @@ ${KIT_DESTINATION}`,
       });
       const first = await t.post("/hooks/meetings", started, signed(started, NOW));
       expect([first.status, await first.text()]).toEqual([202, '{"status":"queued"}']);
-      const row = t.db.db
-        .query(
-          "SELECT b.key, e.event_type, e.dedup_id FROM events e JOIN batches b ON b.id = e.batch_id " +
-            "WHERE e.payload = ?",
-        )
-        .get(started) as { key: string; event_type: string; dedup_id: string };
+      const [row] = eventsByPayload(t, "b.key, e.event_type, e.dedup_id", started);
       expect(row).toEqual({
         key: "81100000077",
         event_type: "meeting.started",
