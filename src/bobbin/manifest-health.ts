@@ -17,7 +17,7 @@
 // them). An empty alternative stands for no value (missing or null), and `2xx` (any digit, then
 // xx) for a three-digit code starting with it. A 404 or 410 answer means the subscription is gone.
 import { getPath } from "../plugin/get-path.ts";
-import { DOTTED_PATH as PATH, HEADER_NAME, isTable, type Table, tomlKey } from "./manifest-schema.ts";
+import { DOTTED_PATH as PATH, HEADER_NAME, sectionFields, type Table, tomlKey } from "./manifest-schema.ts";
 
 export interface HealthSection {
   secret: string;
@@ -111,27 +111,7 @@ export function healthSection(
     err(`health.${key}`, message, hint);
   };
   for (const k of Object.keys(t)) if (!HEALTH_KEYS.includes(k)) e(k, "unknown key");
-  const text = (k: string, required: boolean): string | undefined => {
-    const v = t[k];
-    if (v === undefined) {
-      if (required) e(k, "required");
-      return undefined;
-    }
-    if (typeof v !== "string" || v === "") {
-      e(k, "expected a non-empty string");
-      return undefined;
-    }
-    return v;
-  };
-  const strings = (k: string): Record<string, string> => {
-    const v = t[k];
-    if (v === undefined) return {};
-    if (!isTable(v) || !Object.values(v).every((x) => typeof x === "string")) {
-      e(k, "expected a table of strings");
-      return {};
-    }
-    return v as Record<string, string>;
-  };
+  const { text, strings } = sectionFields(t, e);
   const list = (k: string, required: boolean): string[] => {
     const v = t[k];
     if (v === undefined) {

@@ -183,6 +183,36 @@ export const tomlKey = (k: string) => (/^[A-Za-z0-9_-]+$/.test(k) ? k : JSON.str
 export const isTable = (v: unknown): v is Table =>
   typeof v === "object" && v !== null && !Array.isArray(v) && !(v instanceof Date);
 
+/**
+ * The readers a section's checker shares, each reporting a problem at its key through `e`:
+ * `text` a string (required or not; empty only when `empty`), `strings` a table of strings.
+ */
+export function sectionFields(t: Table, e: (key: string, message: string) => void) {
+  return {
+    text(k: string, required: boolean, empty = false): string | undefined {
+      const v = t[k];
+      if (v === undefined) {
+        if (required) e(k, "required");
+        return undefined;
+      }
+      if (typeof v !== "string" || (v === "" && !empty)) {
+        e(k, "expected a non-empty string");
+        return undefined;
+      }
+      return v;
+    },
+    strings(k: string): Record<string, string> {
+      const v = t[k];
+      if (v === undefined) return {};
+      if (!isTable(v) || !Object.values(v).every((x) => typeof x === "string")) {
+        e(k, "expected a table of strings");
+        return {};
+      }
+      return v as Record<string, string>;
+    },
+  };
+}
+
 export const TOP_KEYS = [
   "name",
   "version",

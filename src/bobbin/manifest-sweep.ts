@@ -4,7 +4,7 @@ import {
   DOTTED_PATH as SELECTOR,
   type EventsApiSection,
   HEADER_NAME,
-  isTable,
+  sectionFields,
   SWEEP_API_KEYS,
   type Table,
   tomlKey,
@@ -24,31 +24,11 @@ export function eventsApiSection(
     err(`sweep.api.${key}`, message, hint);
   };
   for (const k of Object.keys(t)) if (!SWEEP_API_KEYS.includes(k)) e(k, "unknown key");
-  const text = (k: string, required: boolean, empty = false): string | undefined => {
-    const v = t[k];
-    if (v === undefined) {
-      if (required) e(k, "required");
-      return undefined;
-    }
-    if (typeof v !== "string" || (v === "" && !empty)) {
-      e(k, "expected a non-empty string");
-      return undefined;
-    }
-    return v;
-  };
+  const { text, strings } = sectionFields(t, e);
   const path = (k: string, required: boolean, empty = false): string | undefined => {
     const v = text(k, required, empty);
     if (v !== undefined && v !== "" && !SELECTOR.test(v)) e(k, `"${v}" is not a dotted path (data.items.0.id)`);
     return v;
-  };
-  const strings = (k: string): Record<string, string> => {
-    const v = t[k];
-    if (v === undefined) return {};
-    if (!isTable(v) || !Object.values(v).every((x) => typeof x === "string")) {
-      e(k, "expected a table of strings");
-      return {};
-    }
-    return v as Record<string, string>;
   };
   const positive = (k: string, required: boolean, def: number): number => {
     const v = t[k];
