@@ -46,7 +46,7 @@ export interface BodyShape {
 
 const shapes = new WeakMap<HookRequest, BodyShape>();
 
-/** The shape of a request's body: hookRequest's own record of it when it made the request. */
+/** The shape of a request's body: hookRequest's own record of a kept body, or the body itself. */
 export function bodyShape(req: HookRequest): BodyShape {
   return shapes.get(req) ?? { size: req.body.length, inFile: false, bom: () => hasBom(req.body) };
 }
@@ -133,13 +133,15 @@ export function hookRequest(w: WireRequest): HookRequest {
       return parsed.value;
     },
   };
-  shapes.set(req, {
-    size: file ? file.size : w.body.length,
-    inFile: file !== undefined,
-    bom: () => {
-      bom ??= hasBom(readBytes());
-      return bom;
-    },
-  });
+  // Only a kept body needs a record: one in memory is its own (bodyShape reads it).
+  if (file)
+    shapes.set(req, {
+      size: file.size,
+      inFile: true,
+      bom: () => {
+        bom ??= hasBom(readBytes());
+        return bom;
+      },
+    });
   return req;
 }
