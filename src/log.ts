@@ -1,7 +1,7 @@
 // Structured logs: fixed fields, text or JSON lines (HOOKSPOOL_LOG=json), to stderr.
 // Only ids, names, sizes, states, codes and durations: the field set is closed, so a body, a
 // header value, a secret or a query string has nowhere to go.
-import { createConsola, type ConsolaInstance, type LogObject } from "consola";
+import { createConsola, type ConsolaInstance, type LogObject } from "consola/core";
 import { type Clock, systemClock } from "./clock.ts";
 
 export interface LogFields {
