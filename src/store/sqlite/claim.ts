@@ -3,7 +3,7 @@
 // of the lease's fence), then the lease (the first one also fixes the batch's stale floor), the
 // delivery id and the journal row; a batch an operator verb took first is null in its place.
 import type { Database } from "bun:sqlite";
-import { prepared, type SqliteSpool } from "./db.ts";
+import { prepared, type SqliteSpool, tx } from "./db.ts";
 import { markProbeTx } from "./destinations.ts";
 import { journalTx } from "./journal.ts";
 import { testHook } from "../../testhook.ts";
@@ -42,21 +42,20 @@ export function claimBatch(spool: SqliteSpool, c: ClaimInput): Claim | null {
 export function claimBatches(spool: SqliteSpool, inputs: readonly ClaimInput[]): (Claim | null)[] {
   const db = spool.db;
   if (inputs.length === 0) return [];
-  return db
-    .transaction((): (Claim | null)[] => {
-      const claims = inputs.map((c) => {
-        try {
-          return db.transaction(() => claimTx(db, c))();
-        } catch (e) {
-          // A lost race is undone alone; anything else (a full disk ends the transaction) fails the tick's claims.
-          if (e instanceof LostRace && db.inTransaction) return null;
-          throw e;
-        }
-      });
-      testHook("claim.before_commit");
-      return claims;
-    })
-    .immediate();
+  const t = tx(db);
+  return t.immediate((): (Claim | null)[] => {
+    const claims = inputs.map((c) => {
+      try {
+        return t.nested(() => claimTx(db, c));
+      } catch (e) {
+        // A lost race is undone alone; anything else (a full disk ends the transaction) fails the tick's claims.
+        if (e instanceof LostRace && db.inTransaction) return null;
+        throw e;
+      }
+    });
+    testHook("claim.before_commit");
+    return claims;
+  });
 }
 
 function claimTx(db: Database, c: ClaimInput): Claim {

@@ -113,20 +113,19 @@ export function eachInSavepoint<T, R>(
   fn: (item: T) => R,
   beforeCommit?: () => void,
 ): (R | Error)[] {
-  return db
-    .transaction((): (R | Error)[] => {
-      const out = items.map((item) => {
-        try {
-          return db.transaction(() => fn(item))();
-        } catch (e) {
-          if (!db.inTransaction) throw e;
-          return e instanceof Error ? e : new Error(String(e));
-        }
-      });
-      beforeCommit?.();
-      return out;
-    })
-    .immediate();
+  const t = tx(db);
+  return t.immediate((): (R | Error)[] => {
+    const out = items.map((item) => {
+      try {
+        return t.nested(() => fn(item));
+      } catch (e) {
+        if (!db.inTransaction) throw e;
+        return e instanceof Error ? e : new Error(String(e));
+      }
+    });
+    beforeCommit?.();
+    return out;
+  });
 }
 
 export function prepared<R = unknown, P extends SQLQueryBindings | SQLQueryBindings[] = SQLQueryBindings[]>(
@@ -144,6 +143,30 @@ export function prepared<R = unknown, P extends SQLQueryBindings | SQLQueryBindi
     cache.set(sql, st);
   }
   return st as unknown as Statement<R, P extends unknown[] ? P : [P]>;
+}
+
+/** What `tx` gives: a connection's transactions, begun through one wrapper. */
+export interface Transactions {
+  immediate<T>(fn: () => T): T;
+  nested<T>(fn: () => T): T;
+}
+
+const transactions = new WeakMap<Database, Transactions>();
+
+/**
+ * Run `fn` in a transaction of `db`: BEGIN IMMEDIATE ... COMMIT when none is open (`immediate`),
+ * else a SAVEPOINT that is rolled back alone when `fn` throws (`nested`, or `immediate` inside
+ * another). bun:sqlite builds a wrapper's methods anew on every db.transaction call; the busy
+ * paths (a group commit, a tick's claims, an outcome) share one per connection instead.
+ */
+export function tx(db: Database): Transactions {
+  let t = transactions.get(db);
+  if (!t) {
+    const wrapper = db.transaction((fn: () => unknown) => fn());
+    t = { immediate: (fn) => wrapper.immediate(fn) as never, nested: (fn) => wrapper(fn) as never };
+    transactions.set(db, t);
+  }
+  return t;
 }
 
 /**

@@ -3,7 +3,7 @@
 // content hash), a batch's content, and quarantine: a verified request whose classification
 // failed kept as a dead batch for the reserved destination quarantine, with its issue.
 import type { Database } from "bun:sqlite";
-import { prepared, type SqliteSpool } from "./db.ts";
+import { prepared, type SqliteSpool, tx } from "./db.ts";
 import { journalTx } from "./journal.ts";
 import { testHook } from "../../testhook.ts";
 import type { CommitStep, JobOutcome } from "../group.ts";
@@ -104,18 +104,21 @@ export function enqueuePlans(
 }
 
 /**
- * The join rule for one copy, in the five numbered steps below. `once`: the raw body is the
- * payload byte for byte, so the row keeps it once (rawIsPayload, decided once per event).
+ * One copy of an event as the join rule places it: its size, its arrival, `once` (the raw body
+ * is the payload byte for byte, so the row keeps it once: rawIsPayload, decided once per event)
+ * and its headers as JSON (made once per event).
  */
-function placeCopy(
-  db: Database,
-  ev: NewEvent,
-  copy: EventCopy,
-  size: number,
-  now: number,
-  once: boolean,
-  id: number | null,
-): Placed {
+interface CopyAt {
+  copy: EventCopy;
+  size: number;
+  now: number;
+  once: boolean;
+  headers: string;
+}
+
+/** The join rule for one copy, in the five numbered steps below. */
+function placeCopy(db: Database, ev: NewEvent, at: CopyAt, id: number | null): Placed {
+  const { copy, size, now, once } = at;
   // 1. the open batch of the group (at most one; the schema enforces it) takes the event, in
   // one statement, unless 2. it must be sealed first to keep max_bytes a true bound.
   let after = prepared<Joined, Record<string, string | number>>(db, Q.joinOpen).get({
@@ -159,7 +162,7 @@ function placeCopy(
       now,
       payload: ev.payload,
       ...(once ? { raw: null, once: 1 } : { raw: ev.raw, once: 0 }),
-      headers: JSON.stringify(ev.headers),
+      headers: at.headers,
       size,
       trace: copy.trace === undefined ? null : JSON.stringify(copy.trace),
       version: ev.version ?? null,
@@ -218,11 +221,12 @@ export function enqueueTx(db: Database, ev: NewEvent, now: number, fresh = true)
   // Only a new event is news: a duplicate (or a redelivery that replays a dead batch) changes
   // nothing else, so it neither refreshes the last enqueue nor the source's liveness.
   if (fresh) writeFreshnessTx(db, now, new Map([[ev.source, now]]));
-  const size = eventSize(ev, now);
+  const headers = JSON.stringify(ev.headers);
+  const size = eventSize(ev, now, headers);
   const placed: Placed[] = [];
   const once = rawIsPayload(ev);
   ev.copies.forEach((copy, i) => {
-    placed.push(placeCopy(db, ev, copy, size, now, once, i === 0 ? claimed : null));
+    placed.push(placeCopy(db, ev, { copy, size, now, once, headers }, i === 0 ? claimed : null));
     testHook(`enqueue.after_copy.${i}`);
   });
   if (claimed !== null && placed[0].eventId !== claimed)
@@ -247,13 +251,11 @@ export function writeFreshnessTx(db: Database, last: number, sources: ReadonlyMa
 
 /** Enqueue one event with every copy in one BEGIN IMMEDIATE transaction. */
 export function enqueue(spool: SqliteSpool, ev: NewEvent, now: number = spool.clock.now()): EnqueueResult {
-  return spool.db
-    .transaction(() => {
-      const r = enqueueTx(spool.db, ev, now);
-      testHook("enqueue.before_commit");
-      return r;
-    })
-    .immediate();
+  return tx(spool.db).immediate(() => {
+    const r = enqueueTx(spool.db, ev, now);
+    testHook("enqueue.before_commit");
+    return r;
+  });
 }
 
 const QUARANTINE_BATCH = `INSERT
@@ -330,39 +332,38 @@ export function resolveQuarantineIssuesTx(db: Database, source: string, now: num
 export function sqliteCommitStep(spool: SqliteSpool): (group: Parameters<CommitStep>[0]) => JobOutcome[] {
   return (group) => {
     const db = spool.db;
-    return db
-      .transaction(() => {
-        let last: number | null = null;
-        const sources = new Map<string, number>();
-        const out = group.map((job): JobOutcome => {
-          const run = () => job.evs.map((ev) => enqueueTx(db, ev, job.now, false));
-          let o: JobOutcome;
-          if (group.length === 1) o = { ok: run() };
-          else {
-            try {
-              // Nested: a SAVEPOINT, rolled back alone when this event's enqueue throws.
-              o = { ok: db.transaction(run)() };
-            } catch (error) {
-              // A full disk or an I/O error ends the whole transaction, not just this savepoint:
-              // then nothing of the group may commit, and every request in it is refused.
-              if (!db.inTransaction) throw error;
-              o = { error };
-            }
+    const t = tx(db);
+    return t.immediate(() => {
+      let last: number | null = null;
+      const sources = new Map<string, number>();
+      const out = group.map((job): JobOutcome => {
+        const run = () => job.evs.map((ev) => enqueueTx(db, ev, job.now, false));
+        let o: JobOutcome;
+        if (group.length === 1) o = { ok: run() };
+        else {
+          try {
+            // Nested: a SAVEPOINT, rolled back alone when this event's enqueue throws.
+            o = { ok: t.nested(run) };
+          } catch (error) {
+            // A full disk or an I/O error ends the whole transaction, not just this savepoint:
+            // then nothing of the group may commit, and every request in it is refused.
+            if (!db.inTransaction) throw error;
+            o = { error };
           }
-          if ("ok" in o)
-            o.ok.forEach((r, i) => {
-              if (r.status !== "queued") return;
-              last = job.now;
-              sources.set(job.evs[i].source, job.now);
-            });
-          // Outside the savepoint: a failure here undoes the whole group, and none is acked.
-          testHook("enqueue.after_savepoint");
-          return o;
-        });
-        if (last !== null) writeFreshnessTx(db, last, sources);
-        testHook("enqueue.before_commit");
-        return out;
-      })
-      .immediate();
+        }
+        if ("ok" in o)
+          o.ok.forEach((r, i) => {
+            if (r.status !== "queued") return;
+            last = job.now;
+            sources.set(job.evs[i].source, job.now);
+          });
+        // Outside the savepoint: a failure here undoes the whole group, and none is acked.
+        testHook("enqueue.after_savepoint");
+        return o;
+      });
+      if (last !== null) writeFreshnessTx(db, last, sources);
+      testHook("enqueue.before_commit");
+      return out;
+    });
   };
 }

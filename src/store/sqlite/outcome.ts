@@ -4,7 +4,7 @@
 // plain description of what happened; every decision that depends on stored state (the
 // breaker, the poison run, a previous bad emit) is taken here, inside the same transaction.
 import type { Database } from "bun:sqlite";
-import { prepared, type SqliteSpool, eachInSavepoint } from "./db.ts";
+import { prepared, type SqliteSpool, eachInSavepoint, tx } from "./db.ts";
 import { testHook } from "../../testhook.ts";
 import { ignoredRun, PAST_LIMIT, type PastAttempt, previousBadEmit, strikeGaps } from "../attempts-plan.ts";
 import {
@@ -65,13 +65,11 @@ const BATCH = "SELECT destination, route, attempts FROM batches WHERE id = ?";
  * its lease changes nothing but its own attempt row (discarded).
  */
 export function recordOutcome(spool: SqliteSpool, input: OutcomeInput): Recorded {
-  return spool.db
-    .transaction((): Recorded => {
-      const r = recordOutcomeTx(spool.db, input);
-      testHook("mark.before_commit");
-      return r;
-    })
-    .immediate();
+  return tx(spool.db).immediate((): Recorded => {
+    const r = recordOutcomeTx(spool.db, input);
+    testHook("mark.before_commit");
+    return r;
+  });
 }
 
 /**
