@@ -165,11 +165,11 @@ describe("one store, two dialects", () => {
   });
 
   test("each dialect's files mirror the other's names", () => {
-    // What only one dialect has: the source kit's reads on SQLite, its wait for the lock off
-    // the loop and its WAL sync off the loop; PostgreSQL's maintenance lock, its NOTIFY
-    // wake-ups, its group commit as a set and the generic plans of its busiest statements.
+    // What only one dialect has: the source kit's reads on SQLite;
+    // PostgreSQL's maintenance lock, its NOTIFY wake-ups, its group commit as a set and the
+    // generic plans of its busiest statements.
     const ONLY = {
-      sqlite: ["inspect.ts", "wait.ts", "wal-sync.ts"],
+      sqlite: ["inspect.ts", "wait.ts"],
       pg: ["enqueue-set.ts", "leader.ts", "plans.ts", "wakeups.ts"],
     };
     const names = (d: "sqlite" | "pg") =>

@@ -74,14 +74,6 @@ export class GroupCommit {
     this.limits = o.limits ?? GROUP_LIMITS;
   }
 
-  /**
-   * Whether anything besides the group being committed now is waiting or in flight (called from
-   * the commit step): a lone request need not share its durability with anyone.
-   */
-  get othersWaiting(): boolean {
-    return this.pending.length > 0 || this.inFlight > 1;
-  }
-
   /** Enqueue one event; resolves once its rows are committed. */
   async enqueue(ev: NewEvent, now: number): Promise<EnqueueResult> {
     return (await this.enqueueAll([ev], now))[0];

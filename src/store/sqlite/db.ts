@@ -21,18 +21,13 @@ import { type Clock, systemClock } from "../../clock.ts";
 import { HookspoolError } from "../../errors.ts";
 import { LATEST_SCHEMA } from "./migrate.ts";
 import { LockLine } from "./wait.ts";
-import { WalSync } from "./wal-sync.ts";
 
-/**
- * An open spool: one connection, the clock its writes use, the line its writes wait in for the
- * lock, and the WAL sync the intake's commits are made durable by (wal-sync.ts).
- */
+/** An open spool: one connection, the clock its writes use, the line its writes wait in for the lock. */
 export interface SqliteSpool {
   readonly db: Database;
   readonly path: string;
   readonly clock: Clock;
   readonly line: LockLine;
-  readonly wal: WalSync;
   close(): void;
 }
 
@@ -80,17 +75,12 @@ export function openSpool(path: string, opts: OpenOptions = {}): SqliteSpool {
     throw e;
   }
   const clock = opts.clock ?? systemClock;
-  const wal = new WalSync(`${path}-wal`);
   return {
     db,
     path,
     clock,
     line: new LockLine(),
-    wal,
-    close: () => {
-      wal.close();
-      closeConnection(db);
-    },
+    close: () => closeConnection(db),
   };
 }
 
@@ -153,20 +143,6 @@ export function prepared<R = unknown, P extends SQLQueryBindings | SQLQueryBindi
     cache.set(sql, st);
   }
   return st as unknown as Statement<R, P extends unknown[] ? P : [P]>;
-}
-
-/**
- * Run `fn` (whole transactions) under synchronous = NORMAL, and FULL again after: its COMMITs
- * leave the WAL's sync to the caller, who must have it done (spool.wal.durable()) before it
- * tells anyone they are committed. Only the intake's group commit does (wal-sync.ts).
- */
-export function syncedLater<T>(spool: SqliteSpool, fn: () => T): T {
-  prepared(spool.db, "PRAGMA synchronous = NORMAL").run();
-  try {
-    return fn();
-  } finally {
-    prepared(spool.db, "PRAGMA synchronous = FULL").run();
-  }
 }
 
 /** What `tx` gives: a connection's transactions, begun through one wrapper. */

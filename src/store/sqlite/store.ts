@@ -52,7 +52,7 @@ import {
 } from "./queue.ts";
 import { claimBatches } from "./claim.ts";
 import { batchContent, quarantine } from "./enqueue.ts";
-import { type SqliteSpool, syncedLater } from "./db.ts";
+import type { SqliteSpool } from "./db.ts";
 import { GroupCommit, type GroupLimits } from "../group.ts";
 import { sqliteCommitStep } from "./enqueue.ts";
 import { abandonAttempt } from "./marks.ts";
@@ -147,27 +147,11 @@ export function sqliteMaintenanceStore(spool: SqliteSpool): MaintenanceStore {
 /**
  * The intake's group commit on SQLite (tests and the bench build their own with other limits).
  * A group waits in the line from its oldest request's arrival: the wait a sender sees is the
- * busy timeout, however many groups were queued before it. Its COMMIT runs under synchronous =
- * NORMAL when the spool's WalSync holds the WAL file and other requests wait or are in flight,
- * and its requests are answered once a sync of that file begun after it has finished
- * (wal-sync.ts); else (a lone request, or no WAL file held) under FULL, synced in the COMMIT.
+ * busy timeout, however many groups were queued before it.
  */
 export function sqliteGroupCommit(spool: SqliteSpool, limits?: GroupLimits): GroupCommit {
   const step = sqliteCommitStep(spool);
-  const gc: GroupCommit = new GroupCommit(
-    async (group) => {
-      let relaxed = false;
-      const outcomes = await spool.line.write(() => {
-        // A lone request with nothing behind it is answered soonest by the COMMIT's own sync.
-        relaxed = (group.length > 1 || gc.othersWaiting) && spool.wal.ready();
-        return relaxed ? syncedLater(spool, () => step(group)) : step(group);
-      }, group[0].queuedAt);
-      if (relaxed) await spool.wal.durable();
-      return outcomes;
-    },
-    { limits },
-  );
-  return gc;
+  return new GroupCommit((group) => spool.line.write(() => step(group), group[0].queuedAt), { limits });
 }
 
 export function sqliteIntakeStore(
