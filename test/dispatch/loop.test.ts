@@ -312,6 +312,65 @@ parallel = 8
       await r.close();
     });
 
+    test("a backlog's first share is what the free slots take twice over; the shares after it are full", async () => {
+      const shares: number[] = [];
+      const sealedAtFirstCall: number[] = [];
+      const recording = (st: DispatchStore): DispatchStore =>
+        new Proxy(st, {
+          get(target, prop) {
+            const v = Reflect.get(target, prop, target);
+            if (prop === "sealReady")
+              return async (...args: Parameters<DispatchStore["sealReady"]>) => {
+                const sealed = await target.sealReady(...args);
+                shares.push(sealed.length);
+                return sealed;
+              };
+            return typeof v === "function" ? v.bind(target) : v;
+          },
+        });
+      const a = fakeDestination("hermes:a", { maxInflight: 8 });
+      const held: ((v: ReturnType<typeof ok>) => void)[] = [];
+      // The first deliveries wait, each noting how many batches were sealed when it went out.
+      a.answer = () => {
+        sealedAtFirstCall.push(shares.reduce((n, x) => n + x, 0));
+        return new Promise((resolve) => held.push(resolve));
+      };
+      const r = await rigOn(
+        open,
+        `${BASE}[dispatch]
+poll_s = 3600
+parallel = 3
+`,
+        [a],
+        { wrapStore: recording, sealPerTick: 50 },
+      );
+      const ids: number[] = [];
+      for (let i = 0; i < 70; i++) ids.push(batchIdOf(await r.put(`k${i}`, "hermes:a")));
+      const ticked = r.d.tick();
+      await waitFor("the first delivery", () => a.calls.length > 0);
+      a.answer = () => Promise.resolve(ok());
+      for (const release of held) release(ok());
+      await ticked;
+      // Three free slots: a first share of 8 (twice 3, at least 8); then full shares of 50 until one comes back short.
+      // The first delivery went out after that first share alone.
+      expect(sealedAtFirstCall[0]).toBe(8);
+      expect(shares.slice(0, 3)).toEqual([8, 50, 12]);
+      // Three slots a tick (this rig ticks by hand): the rest are delivered over the next ticks.
+      for (let i = 0; i < 40; i++) {
+        await r.d.drain();
+        await r.d.tick();
+      }
+      await r.d.drain();
+      for (const id of ids) expect((await r.batch(id)).state).toBe("delivered");
+      // Caught up: the next backlog starts with a small share again.
+      shares.length = 0;
+      for (let i = 0; i < 20; i++) await r.put(`m${i}`, "hermes:a");
+      await r.d.tick();
+      expect(shares[0]).toBe(8);
+      await r.d.drain();
+      await r.close();
+    });
+
     test(
       "a result that arrives after the lease was lost is discarded; " + "the tick never recovers a live worker's lease",
       async () => {
