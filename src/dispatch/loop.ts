@@ -5,14 +5,12 @@ import { hostname } from "node:os";
 import { dirname } from "node:path";
 import type { Clock, Rng } from "../clock.ts";
 import type { Env, LoadOptions } from "../config/load.ts";
-import { destinationType } from "../config/destinations.ts";
 import { type IntakeSource, loadEverySource } from "../config/sources.ts";
 import { ConfigWatcher } from "../config/watch.ts";
 import type { Config, LoadedConfig } from "../config/types.ts";
 import type { Deadline, Destination } from "../delivery.ts";
-import { hitsNeeded } from "../pacing.ts";
 import { timeOutOutcomes } from "./awaiting.ts";
-import { BudgetIssues, budgetGate, keyBudgets } from "./budget.ts";
+import { BudgetIssues, keyBudgets } from "./budget.ts";
 import { dispatchCounters } from "../obs/counters.ts";
 import { Faults, faultCounts } from "../obs/faults.ts";
 import type { Logger } from "../log.ts";
@@ -25,8 +23,8 @@ import { deliverClaim, type WorkerDeps } from "./worker.ts";
 import { listenBase } from "./bodies.ts";
 import { bodiesDir } from "../bodies.ts";
 import { ReadyTimer } from "./wakeups.ts";
-import { gate, pickProbe } from "./gate.ts";
-import { FairShare, type Lane } from "./share.ts";
+import { lanesOf } from "./lanes.ts";
+import { FairShare } from "./share.ts";
 import { type Claimer, claimInputOf } from "./claim-input.ts";
 
 export type DestinationFactory = (config: Config, name: string) => Destination | null;
@@ -389,46 +387,21 @@ export class Dispatcher implements Service {
     if (this.stopping) return;
     const free = this.config.dispatch.parallel - this.workers.size;
     if (free <= 0) return;
-    const byDestination = new Map<string, Candidate[]>();
     // No destination takes more than `free` of them: asking for more would read rows never claimed.
     // Two at least: a half-open breaker's probe rotates away from the batch it probed last.
-    for (const c of await store.candidates(now, Math.max(free, 2))) {
-      const list = byDestination.get(c.destination) ?? [];
-      list.push(c);
-      byDestination.set(c.destination, list);
-    }
-    const lanes: Lane[] = [];
-    for (const [name, due] of byDestination) {
-      // A pull destination's consumers lease its batches through the intake's pull API.
-      if (destinationType(this.config, name) === "pull") continue;
-      const dest = this.destination(name);
-      const pace = dest?.pace() ?? null;
-      const maxInflight = dest?.maxInflight ?? 1;
-      const busy = this.inflight.get(name) ?? 0;
-      const g = await gate(
+    const lanes = await lanesOf(
+      {
         store,
-        name,
-        now,
-        busy,
-        maxInflight,
-        pace,
-        pace ? hitsNeeded(pace.rate, dest?.unwrap ?? false, due[0].count) : 1,
-      );
-      if (g.halfOpened) this.o.log.warn("breaker half-open: cooldown over, one probe next", { destination: name });
-      // A gate that ends at a known instant (a Retry-After, a cooldown, a slot of the rate): tick then.
-      if (g.held?.until != null) this.readyTimer.arm(g.held.until, now, this.config.dispatch.poll_s);
-      if (g.slots <= 0) continue;
-      // Run budgets: what the window has spent holds the rest, sealed, until a slot frees.
-      const spend = await budgetGate(store, this.config, name, due, now);
-      await this.budgetIssues.note(store, this.config, name, spend, now);
-      if (spend.wakeAt !== null) this.readyTimer.arm(spend.wakeAt, now, this.config.dispatch.poll_s);
-      const slots = Math.min(g.slots, spend.room);
-      if (slots <= 0 || spend.queue.length === 0) continue;
-      const queue = g.probe
-        ? [pickProbe(spend.queue, g.lastProbeBatchId)].filter((x): x is Candidate => x !== undefined)
-        : spend.queue;
-      lanes.push({ name, dest, pace, queue, slots, hits: g.hits, probe: g.probe, maxInflight, busy });
-    }
+        config: this.config,
+        destination: (name) => this.destination(name),
+        inflight: this.inflight,
+        budgetIssues: this.budgetIssues,
+        log: this.o.log,
+        wakeAt: (at) => this.readyTimer.arm(at, now, this.config.dispatch.poll_s),
+      },
+      await store.candidates(now, Math.max(free, 2)),
+      now,
+    );
     const picks = this.shares.share(lanes, free);
     // Every slot this tick fills, leased in one transaction.
     const claims = await store.claimBatches(picks.map((p) => claimInputOf(this.claimer(), p.c, p.lane, now, p.hits)));
