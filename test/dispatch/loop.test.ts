@@ -13,6 +13,23 @@ setDefaultTimeout(30_000);
 
 const BASE = `[sources.s]\naction = "hermes:a"\n`;
 
+/** A store whose sealReady notes how many batches each call sealed, in `shares`. */
+function recordingShares(shares: number[]): (st: DispatchStore) => DispatchStore {
+  return (st) =>
+    new Proxy(st, {
+      get(target, prop) {
+        const v = Reflect.get(target, prop, target);
+        if (prop === "sealReady")
+          return async (...args: Parameters<DispatchStore["sealReady"]>) => {
+            const sealed = await target.sealReady(...args);
+            shares.push(sealed.length);
+            return sealed;
+          };
+        return typeof v === "function" ? v.bind(target) : v;
+      },
+    });
+}
+
 describe("backoff", () => {
   test("min(cap, base * 2^(n-1)) plus 0-25 % jitter; Retry-After wins when larger, capped at 1 h", () => {
     const rng = seededRng(1);
@@ -273,19 +290,7 @@ onBothWorlds((open, backend) => {
 
     test("a backlog of ready batches is sealed a share per tick, the tick running again until all are", async () => {
       const shares: number[] = [];
-      const recording = (s: DispatchStore): DispatchStore =>
-        new Proxy(s, {
-          get(target, prop) {
-            const v = Reflect.get(target, prop, target);
-            if (prop === "sealReady")
-              return async (...args: Parameters<DispatchStore["sealReady"]>) => {
-                const sealed = await target.sealReady(...args);
-                shares.push(sealed.length);
-                return sealed;
-              };
-            return typeof v === "function" ? v.bind(target) : v;
-          },
-        });
+      const recording = recordingShares(shares);
       const a = fakeDestination("hermes:a", { maxInflight: 8 });
       // An hour between scheduled ticks: every share after the first comes from the tick itself.
       const r = await rigOn(
@@ -315,19 +320,7 @@ parallel = 8
     test("a backlog's first share is what the free slots take twice over; the shares after it are full", async () => {
       const shares: number[] = [];
       const sealedAtFirstCall: number[] = [];
-      const recording = (st: DispatchStore): DispatchStore =>
-        new Proxy(st, {
-          get(target, prop) {
-            const v = Reflect.get(target, prop, target);
-            if (prop === "sealReady")
-              return async (...args: Parameters<DispatchStore["sealReady"]>) => {
-                const sealed = await target.sealReady(...args);
-                shares.push(sealed.length);
-                return sealed;
-              };
-            return typeof v === "function" ? v.bind(target) : v;
-          },
-        });
+      const recording = recordingShares(shares);
       const a = fakeDestination("hermes:a", { maxInflight: 8 });
       const held: ((v: ReturnType<typeof ok>) => void)[] = [];
       // The first deliveries wait, each noting how many batches were sealed when it went out.
