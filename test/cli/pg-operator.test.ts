@@ -156,7 +156,7 @@ test.skipIf(!PG_BIN)(
     const dryRun = await cli(["--home", home, "migrate", "--dry-run"], { env });
     expect(dryRun.out).toContain(
       "would apply 0001_schema, 0002_pacing, 0003_outcomes, 0004_raw_once, 0005_lz4, 0006_lean_batches, " +
-        "0007_payload_json, 0008_versions, 0009_body_files (PostgreSQL schema 0)",
+        "0007_payload_json, 0008_versions, 0009_body_files, 0010_queue_statistics (PostgreSQL schema 0)",
     );
     expect((await cli(["--home", home, "migrate"], { env })).code).toBe(0);
     const checked = await cli(["--home", home, "--json", "check"], { env });
