@@ -1,6 +1,6 @@
 // hookspool on PostgreSQL ([spool] backend = "postgres"), beside the same figures on SQLite from
 // the same run, on a throwaway server (lib/pg.ts: fsync, synchronous_commit and full_page_writes
-// ON unless BENCH_PG_FSYNC=off) reached over its unix socket. Two halves, one file each:
+// ON unless BENCH_PG_FSYNC=off) reached over its unix socket. Three parts, one file each:
 //
 // 1. Intake (lib/pg-intake.ts): the signed ~6 KB GitHub push into one SQLite intake, one
 //    PostgreSQL intake and two sharing one database, at 16 and 64 senders: req/s, latency, and
@@ -8,6 +8,9 @@
 // 2. Dispatch (lib/pg-drain.ts): backlogs of sealed batches, and of open batches past their
 //    window, drained by one and two dispatchers against SQLite's one: batches/s, the first
 //    delivery after a dispatcher's spawn, and the CPU per batch of the dispatchers and the server.
+// 3. The store alone (lib/pg-store-cost.ts): claim and outcome transactions of 1, 2, 4 and 8
+//    batches on a database with a delivered history, and what a batch costs the server at a
+//    given dispatch.parallel (a tick claims at most that many).
 //
 // Then the capacity of one database core: the events per second one core of the PostgreSQL
 // server carries received to delivered, at the CPU per event the intake cost (one intake, 64
@@ -18,11 +21,15 @@
 //   bun scripts/bench/postgres.ts     BENCH_PG_INTAKE_N (3000), BENCH_PG_DISPATCH_N (2000),
 //                                     BENCH_PG_DISPATCH_K (2000), BENCH_PG_DUE_N (1000),
 //                                     BENCH_PG_DRAIN_ROUNDS (2), BENCH_PG_FSYNC (on; off as the
-//                                     test suites run it), BENCH_PG_ONLY (intake or dispatch),
-//                                     BENCH_PG_STATEMENTS=1 (pg_stat_statements), BENCH_BINARY=1
+//                                     test suites run it), BENCH_PG_ONLY (intake, dispatch or store),
+//                                     BENCH_PG_STORE_N (2000), BENCH_PG_STORE_HISTORY (20000),
+//                                     BENCH_PG_STATEMENTS=1 (pg_stat_statements), BENCH_BINARY=1,
+//                                     BENCH_PG_SETTINGS (more server settings as JSON, e.g.
+//                                     auto_explain's), BENCH_PG_KEEP_LOG (copy the server's log here)
 import { PG_BIN, startBenchPostgres } from "./lib/pg.ts";
 import { type DrainCost, dispatchBench } from "./lib/pg-drain.ts";
 import { type IntakeCost, intakeBench } from "./lib/pg-intake.ts";
+import { storeCostBench } from "./lib/pg-store-cost.ts";
 import { FSYNC, ONLY, POOL, STATEMENTS } from "./lib/pg-setup.ts";
 import { main } from "./lib/procs.ts";
 import { receiver } from "./lib/receiver.ts";
@@ -81,11 +88,12 @@ await main("postgres", 240, async () => {
     const rx = receiver();
     let intake: IntakeCost[] = [];
     try {
-      if (ONLY !== "dispatch") intake = await intakeBench(pg, rx);
+      if (ONLY === "" || ONLY === "intake") intake = await intakeBench(pg, rx);
     } finally {
       rx.stop();
     }
-    if (ONLY !== "intake") capacity(intake, await dispatchBench(pg));
+    if (ONLY === "" || ONLY === "dispatch") capacity(intake, await dispatchBench(pg));
+    if (ONLY === "" || ONLY === "dispatch" || ONLY === "store") await storeCostBench(pg);
   } finally {
     await pg.stop();
   }

@@ -9,7 +9,7 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { SQL } from "bun";
-import { asServerUser, PG_BIN, runPgProgram, startPostgres } from "../../../test/helpers/pg.ts";
+import { asServerUser, PG_BIN, type PgServer, runPgProgram, startPostgres } from "../../../test/helpers/pg.ts";
 
 export { PG_BIN };
 
@@ -23,6 +23,8 @@ export interface BenchPg {
   version: string;
   /** Whether the server runs as `nobody` (this process is root). */
   asNobody: boolean;
+  /** The cluster itself, for a store opened on it as the suites open theirs (pg-store-cost.ts). */
+  server: PgServer;
   /**
    * Create a fresh database (a copy of `template` when given) and return its URL (the unix-socket form hookspool's
    * [spool] url takes).
@@ -68,6 +70,7 @@ export async function startBenchPostgres(o: { fsync: boolean; statements?: boole
       asServerUser([join(bin, "pg_ctl"), "-D", data, "-m", "immediate", "-w", "stop"], process.getuid?.() === 0),
       { stdout: "ignore", stderr: "ignore" },
     );
+    if (process.env.BENCH_PG_KEEP_LOG) Bun.spawnSync(["cp", join(dir, "server.log"), process.env.BENCH_PG_KEEP_LOG]);
     rmSync(dir, { recursive: true, force: true });
   };
   process.on("exit", atExit);
@@ -78,6 +81,7 @@ export async function startBenchPostgres(o: { fsync: boolean; statements?: boole
         "pg_stat_statements.track_planning": "on",
       }
     : {};
+  Object.assign(settings, JSON.parse(process.env.BENCH_PG_SETTINGS ?? "{}"));
   const server = await startPostgres({ fsync: o.fsync, dir, settings });
   const version = (await runPgProgram([join(bin, "postgres"), "--version"], false)).trim();
   const admin = async (statements: string[]) => {
@@ -97,6 +101,7 @@ export async function startBenchPostgres(o: { fsync: boolean; statements?: boole
     fsync: o.fsync,
     version,
     asNobody: server.asNobody,
+    server,
     async createDatabase(db: string, template?: string) {
       await admin([`CREATE DATABASE "${name(db)}"${template ? ` TEMPLATE "${name(template)}"` : ""}`]);
       return `postgres://${server.user}@localhost/${name(db)}?host=${server.socketDir}`;
@@ -161,6 +166,7 @@ export async function startBenchPostgres(o: { fsync: boolean; statements?: boole
       if (stopped) return;
       stopped = true;
       process.off("exit", atExit);
+      if (process.env.BENCH_PG_KEEP_LOG) Bun.spawnSync(["cp", join(dir, "server.log"), process.env.BENCH_PG_KEEP_LOG]);
       await server.stop();
     },
   };
