@@ -33,6 +33,8 @@ export interface HomeOptions {
   listen?: string;
   /** Extra TOML appended as it is (sources, a [dispatch] table). */
   extra?: string;
+  /** The receiver destination's max_inflight (its type's default, 4, when unset). */
+  receiverInflight?: number;
   /** Leave out the [bobbins.github] instance. */
   noGithub?: boolean;
   /** TOML lines added to the [bobbins.github] instance (a window override). */
@@ -69,7 +71,7 @@ type = "http"
 url = "http://127.0.0.1:${o.receiverPort}/hook"
 allow_insecure = true
 secret = { file = "secrets/receiver" }
-
+${o.receiverInflight ? `max_inflight = ${o.receiverInflight}\n` : ""}
 ${o.extra ?? ""}
 `,
     { mode: 0o600 },

@@ -9,7 +9,10 @@
 // Each drained with the default [dispatch] config by ONE `hookspool dispatch`, and the sealed one
 // also by TWO dispatchers in homes of their own sharing the database, started together. The
 // reference is the same backlog on SQLite (built through its intake each time) drained by one
-// `hookspool dispatch`. In rounds, the layouts taking turns. batches/s from the first 2xx to the
+// `hookspool dispatch`. The sealed one again on both backends with parallel and the receiver's
+// max_inflight at 16 (BENCH_PG_WIDE_PARALLEL): a tick claims at most `parallel` batches, and
+// the claim's and the outcome's transactions cost much the same whatever they hold. In rounds,
+// the layouts taking turns. batches/s from the first 2xx to the
 // last, the time from spawn to the first and to the last 2xx, each dispatcher's share, and the
 // CPU per batch of the dispatchers and of the server. Each copy is dropped after its drain, with
 // a CHECKPOINT, so no drain pays for the previous one's writes. Checked: every batch reached the
@@ -25,23 +28,17 @@ import type { BenchPg } from "./pg.ts";
 import { FSYNC, pgSpool, printStatements } from "./pg-setup.ts";
 import { type Child, listeningPort, procCpuS, startHookspool } from "./procs.ts";
 import { receiver } from "./receiver.ts";
-import { emit, table } from "./report.ts";
+import { emit } from "./report.ts";
+import { type Backlog, DEFAULT_PARALLEL, type Drain, emitDrain, summarise } from "./pg-drain-report.ts";
 
 const DISPATCH_N = Number(process.env.BENCH_PG_DISPATCH_N ?? 2000);
 const DISPATCH_K = Number(process.env.BENCH_PG_DISPATCH_K ?? 2000);
 const DUE_N = Number(process.env.BENCH_PG_DUE_N ?? 1000);
 const DRAIN_ROUNDS = Number(process.env.BENCH_PG_DRAIN_ROUNDS ?? 2);
+/** The wider parallel a layout drains with too (the receiver's max_inflight with it). */
+const WIDE_PARALLEL = Number(process.env.BENCH_PG_WIDE_PARALLEL ?? 16);
 /** The due backlog's quiet window: its batches are due this long after their one event. */
 const DUE_QUIET_S = 0.5;
-
-/** A backlog to drain: what its source seals, how many batches over how many keys. */
-interface Backlog {
-  kind: "sealed" | "due";
-  n: number;
-  keys: number;
-  source: string;
-  template: string;
-}
 
 const source = (windows: string) => backlogSource("backlog", windows);
 
@@ -144,27 +141,6 @@ function countsSqlite(home: string): BatchCounts {
   }
 }
 
-interface Drain {
-  name: string;
-  kind: Backlog["kind"];
-  backend: "sqlite" | "postgres";
-  dispatchers: number;
-  round: number;
-  delivered: number;
-  duplicates: number;
-  attempts: number;
-  drainS: number;
-  firstS: number;
-  /** From the first 2xx to the last. */
-  spanS: number;
-  rate: number;
-  /** Batches each dispatcher logged as delivered. */
-  shares: number[];
-  /** CPU seconds of the dispatchers (their start-up included) and of the PostgreSQL server during the drain. */
-  cpuHookspool: number;
-  cpuPostgres: number;
-}
-
 /**
  * Drain one backlog: on SQLite one built now through the home's intake; on PostgreSQL a copy of
  * its template database, so every PostgreSQL drain starts from the same rows. `dispatchers`
@@ -176,17 +152,27 @@ async function drain(
   backend: "sqlite" | "postgres",
   dispatchers: number,
   round: number,
+  parallel = DEFAULT_PARALLEL,
 ): Promise<Drain> {
-  const tag = `${b.kind}${backend}${dispatchers}r${round}`;
+  const tag = `${b.kind}${backend}${dispatchers}p${parallel}r${round}`;
   const rx = receiver();
   const children: Child[] = [];
   try {
     const url = backend === "postgres" ? await pg.createDatabase(`drain_${tag}`, b.template) : "";
     const env: Record<string, string> = backend === "postgres" ? { HOOKSPOOL_PG_URL: url } : {};
-    const extra = `${b.source}${backend === "postgres" ? pgSpool() : ""}`;
+    const widened = parallel === DEFAULT_PARALLEL ? "" : `\n[dispatch]\nparallel = ${parallel}\n`;
+    const extra = `${b.source}${backend === "postgres" ? pgSpool() : ""}${widened}`;
     const homes: string[] = [];
     for (let i = 0; i < dispatchers; i++)
-      homes.push(await makeHome(`pg-drain-${tag}-${i}`, { receiverPort: rx.port, noGithub: true, extra, env }));
+      homes.push(
+        await makeHome(`pg-drain-${tag}-${i}`, {
+          receiverPort: rx.port,
+          noGithub: true,
+          extra,
+          env,
+          receiverInflight: parallel === DEFAULT_PARALLEL ? undefined : parallel,
+        }),
+      );
     if (backend === "sqlite") await fillBacklog(homes[0], env, tag, b);
     const count = () => (backend === "postgres" ? countsPg(url) : Promise.resolve(countsSqlite(homes[0])));
     const before = await count();
@@ -221,7 +207,10 @@ async function drain(
       await printStatements(pg, `drain of ${b.kind}, ${dispatchers} dispatcher(s)`);
     const shares = children.map((c) => (c.log().match(/: delivered .*batch=/g) ?? []).length);
     const d: Drain = {
-      name: `${b.kind}, ${backend}: ${dispatchers} dispatcher${dispatchers > 1 ? "s" : ""}`,
+      name:
+        `${b.kind}, ${backend}: ${dispatchers} dispatcher${dispatchers > 1 ? "s" : ""}` +
+        (parallel === DEFAULT_PARALLEL ? "" : `, parallel ${parallel}`),
+      parallel,
       kind: b.kind,
       backend,
       dispatchers,
@@ -244,7 +233,7 @@ async function drain(
     if (after.ok !== b.n) problems.push(`${after.ok} ok attempts for ${b.n} batches`);
     if (shares.reduce((x, y) => x + y, 0) !== b.n)
       problems.push(`the dispatchers logged ${shares.join("+")} deliveries`);
-    emitDrain(d, b);
+    emitDrain(d, b, FSYNC);
     if (problems.length) throw new Error(`${d.name}, round ${round}: ${problems.join("; ")}`);
     return d;
   } finally {
@@ -253,35 +242,6 @@ async function drain(
     // Drop the copy and CHECKPOINT, so the next drain does not pay for this one's writes.
     if (backend === "postgres") await pg.dropDatabase(`drain_${tag}`);
   }
-}
-
-function emitDrain(d: Drain, b: Backlog): void {
-  const config = {
-    backlog: b.kind,
-    backend: d.backend,
-    dispatchers: d.dispatchers,
-    round: d.round,
-    batches: b.n,
-    keys: b.keys,
-    events_per_batch: 1,
-    dispatch: "defaults (poll_s 1, parallel 4, max_inflight 4 per dispatcher)",
-    pg_fsync: d.backend === "postgres" ? FSYNC : null,
-  };
-  emit("postgres_dispatch", "batches_per_s", d.rate, "batches/s", config);
-  emit("postgres_dispatch", "drain_time", d.drainS, "s", config);
-  emit("postgres_dispatch", "first_delivery_after_spawn", d.firstS, "s", config);
-  emit("postgres_dispatch", "batches_delivered", d.delivered, "batches", config);
-  emit("postgres_dispatch", "duplicate_deliveries", d.duplicates, "batches", config);
-  emit("postgres_dispatch", "attempts", d.attempts, "attempts", config);
-  emit("postgres_dispatch", "dispatcher_cpu_per_batch", (d.cpuHookspool * 1000) / d.delivered, "ms", {
-    ...config,
-    note: "every dispatcher process, start-up included",
-  });
-  if (d.backend === "postgres")
-    emit("postgres_dispatch", "postgres_cpu_per_batch", (d.cpuPostgres * 1000) / d.delivered, "ms", config);
-  if (d.dispatchers > 1)
-    for (let i = 0; i < d.shares.length; i++)
-      emit("postgres_dispatch", "delivered_by_dispatcher", d.shares[i], "batches", { ...config, dispatcher: i });
 }
 
 /** Build a backlog's PostgreSQL template once, through an intake. */
@@ -331,11 +291,14 @@ export async function dispatchBench(pg: BenchPg): Promise<DrainCost> {
     [BACKLOGS.sealed, "postgres", 2],
     [BACKLOGS.due, "sqlite", 1],
     [BACKLOGS.due, "postgres", 1],
+    // Wider ticks: a tick claims at most `parallel` batches, and a transaction's cost is mostly fixed.
+    [BACKLOGS.sealed, "sqlite", 1, WIDE_PARALLEL],
+    [BACKLOGS.sealed, "postgres", 1, WIDE_PARALLEL],
   ] as const;
   const drains: Drain[] = [];
   for (let r = 1; r <= DRAIN_ROUNDS; r++)
-    for (const [b, backend, n] of layouts) drains.push(await drain(pg, b, backend, n, r));
-  summarise(drains);
+    for (const [b, backend, n, parallel] of layouts) drains.push(await drain(pg, b, backend, n, r, parallel));
+  summarise(drains, { rounds: DRAIN_ROUNDS, sealedN: DISPATCH_N, sealedKeys: DISPATCH_K, dueN: DUE_N, fsync: FSYNC });
   const of = (name: string) => drains.filter((d) => d.name === name);
   const perBatch = (ds: Drain[], cpu: (d: Drain) => number) =>
     (ds.reduce((a, d) => a + cpu(d), 0) * 1000) / ds.reduce((a, d) => a + d.delivered, 0);
@@ -344,65 +307,4 @@ export async function dispatchBench(pg: BenchPg): Promise<DrainCost> {
     dispatcherMsPerBatch: perBatch(of("sealed, postgres: 1 dispatcher"), (d) => d.cpuHookspool),
     sqliteDispatcherMsPerBatch: perBatch(of("sealed, sqlite: 1 dispatcher"), (d) => d.cpuHookspool),
   };
-}
-
-/** Each layout over its rounds, against SQLite's drain of the same backlog. */
-function summarise(drains: Drain[]): void {
-  const names = [...new Set(drains.map((d) => d.name))];
-  // Batches delivered after the first over the time from first to last 2xx, over the rounds.
-  const rate = (name: string) => {
-    const ds = drains.filter((d) => d.name === name);
-    return ds.reduce((a, d) => a + d.delivered - 1, 0) / ds.reduce((a, d) => a + d.spanS, 0);
-  };
-  const firstS = (name: string) => Math.max(...drains.filter((d) => d.name === name).map((d) => d.firstS));
-  const ref = (d: Drain) => `${d.kind}, sqlite: 1 dispatcher`;
-  const rows: (string | number)[][] = [];
-  for (const name of names) {
-    const d = drains.find((x) => x.name === name) as Drain;
-    const config = {
-      backlog: d.kind,
-      backend: d.backend,
-      dispatchers: d.dispatchers,
-      rounds: DRAIN_ROUNDS,
-      pg_fsync: d.backend === "postgres" ? FSYNC : null,
-    };
-    emit("postgres_dispatch", "batches_per_s_all_rounds", rate(name), "batches/s", config);
-    emit("postgres_dispatch", "first_delivery_after_spawn_worst", firstS(name), "s", config);
-    if (d.backend === "postgres")
-      emit("postgres_dispatch", "batches_per_s_ratio_vs_sqlite", rate(name) / rate(ref(d)), "ratio", config);
-    rows.push([name, rate(name), rate(name) / rate(ref(d)), firstS(name)]);
-  }
-  table(
-    `postgres dispatch: every drain (sealed: ${DISPATCH_N} single-event sealed batches over ${DISPATCH_K} keys; due: ` +
-      `${DUE_N} open batches past their quiet window), default [dispatch]; PostgreSQL fsync ${FSYNC ? "on" : "OFF"}`,
-    [
-      "drain",
-      "round",
-      "delivered",
-      "dupes",
-      "drain s",
-      "first 2xx s",
-      "batches/s",
-      "per dispatcher",
-      "dispatcher ms/batch",
-      "postgres ms/batch",
-    ],
-    drains.map((d) => [
-      d.name,
-      d.round,
-      d.delivered,
-      d.duplicates,
-      d.drainS,
-      d.firstS,
-      d.rate,
-      d.shares.join("+"),
-      (d.cpuHookspool * 1000) / d.delivered,
-      d.backend === "postgres" ? (d.cpuPostgres * 1000) / d.delivered : "-",
-    ]),
-  );
-  table(
-    `postgres dispatch: over ${DRAIN_ROUNDS} round(s), against SQLite`,
-    ["drain", "batches/s", "vs sqlite", "worst first 2xx s"],
-    rows,
-  );
 }
