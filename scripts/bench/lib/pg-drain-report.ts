@@ -110,8 +110,9 @@ export function summarise(drains: Drain[], run: DrainRun): void {
     rows.push([name, rate(name), rate(name) / rate(ref(d)), firstS(name)]);
   }
   table(
-    `postgres dispatch: every drain (sealed: ${run.sealedN} single-event sealed batches over ${run.sealedKeys} keys; due: ` +
-      `${run.dueN} open batches past their quiet window), default [dispatch] unless said; PostgreSQL fsync ${run.fsync ? "on" : "OFF"}`,
+    `postgres dispatch: every drain (sealed: ${run.sealedN} single-event sealed batches over ${run.sealedKeys} ` +
+      `keys; due: ${run.dueN} open batches past their quiet window), default [dispatch] unless said; ` +
+      `PostgreSQL fsync ${run.fsync ? "on" : "OFF"}`,
     [
       "drain",
       "round",

@@ -255,7 +255,7 @@ describe.skipIf(!PG_BIN)("PostgreSQL's busiest statements, statistics taken whil
     expect(plans.recovery.join("\n")).toContain("batches_leased");
   }, 60_000);
 
-  test("migration 0010 on a database that has them drops the column's statistics; ANALYZE takes none again", async () => {
+  test("migration 0010 drops the statistics a database has on the column; ANALYZE takes none again", async () => {
     const pg = await quiet("upgraded", true);
     const stats = async () =>
       (await pg.sql`SELECT COUNT(*)::int AS n FROM pg_stats WHERE tablename = 'batches' AND attname = 'state'`)[0].n;
