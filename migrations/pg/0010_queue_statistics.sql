@@ -1,4 +1,5 @@
--- 0010_queue_statistics: PostgreSQL only (SQLite's planner keeps no statistics of its own).
+-- 0010_queue_statistics: PostgreSQL only (hookspool never runs ANALYZE on SQLite, whose planner then
+-- goes by its own rules, with no statistics to go stale).
 -- batches.state is a queue's column: what share of rows is open, sealed, leased or awaiting
 -- changes by the thousand between two ANALYZEs. Statistics taken while few batches were active
 -- (a quiet spool whose history is all delivered) made every active state look empty, so each
