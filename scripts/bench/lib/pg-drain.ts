@@ -12,9 +12,9 @@
 // `hookspool dispatch`. The sealed one again on both backends with parallel and the receiver's
 // max_inflight at 16 (BENCH_PG_WIDE_PARALLEL): a tick claims at most `parallel` batches, and
 // the claim's and the outcome's transactions cost much the same whatever they hold. In rounds,
-// the layouts taking turns. batches/s from the first 2xx to the
-// last, the time from spawn to the first and to the last 2xx, each dispatcher's share, and the
-// CPU per batch of the dispatchers and of the server. Each copy is dropped after its drain, with
+// the layouts taking turns. batches/s from the first 2xx to the last, the time from spawn to
+// the first and to the last 2xx, each dispatcher's share, and the CPU per batch of the
+// dispatchers and of the server. Each copy is dropped after its drain, with
 // a CHECKPOINT, so no drain pays for the previous one's writes. Checked: every batch reached the
 // receiver exactly once, every batch row is delivered with one ok attempt, and the dispatchers'
 // delivered lines add up.
