@@ -59,3 +59,22 @@ export function payloadOf(bytes: number): string {
 export function batchRow(spool: SqliteSpool, id: number): Record<string, unknown> {
   return spool.db.query("SELECT * FROM batches WHERE id = ?").get(id) as Record<string, unknown>;
 }
+
+/** A sealed batch's row of one event on (route r, source s), first at `at`, as a store's insert takes it. */
+export const sealedRow = (destination: string, key: string, at: number) => ({
+  route: "r",
+  source: "s",
+  destination,
+  key,
+  state: "sealed",
+  first_at: at,
+  last_at: at,
+  quiet_s: 0,
+  max_s: 0,
+  max_events: 10,
+  max_bytes: 1000,
+  count: 1,
+  bytes: 10,
+  sealed_at: at,
+  content_hash: "sha256:x",
+});

@@ -8,7 +8,7 @@
 // through the per-batch figures: a fixed cost for each claim and outcome pair, and a cost for
 // each batch in it. A tick claims at most dispatch.parallel batches (the destination's
 // max_inflight too), so the line says what a batch costs PostgreSQL at a given parallel.
-import { T0 } from "../../../test/helpers/spool.ts";
+import { sealedRow, T0 } from "../../../test/helpers/spool.ts";
 import { endAllAtNow } from "../../../test/helpers/attempts.ts";
 import { openPgStore } from "../../../test/helpers/store-under-test-pg.ts";
 import type { StoreUnderTest } from "../../../test/helpers/store-under-test.ts";
@@ -20,25 +20,6 @@ import { emit, table } from "./report.ts";
 const STORE_N = Number(process.env.BENCH_PG_STORE_N ?? 2000);
 const STORE_HISTORY = Number(process.env.BENCH_PG_STORE_HISTORY ?? 20_000);
 const SIZES = [1, 2, 4, 8];
-
-/** A sealed batch of one event on key `key`, first at `at`. */
-const sealed = (key: string, at: number) => ({
-  route: "r",
-  source: "s",
-  destination: "http:a",
-  key,
-  state: "sealed",
-  first_at: at,
-  last_at: at,
-  quiet_s: 0,
-  max_s: 0,
-  max_events: 10,
-  max_bytes: 1000,
-  count: 1,
-  bytes: 10,
-  sealed_at: at,
-  content_hash: "sha256:bench",
-});
 
 /** `h` delivered batches of old keys, one finished 2xx attempt each; then ANALYZE. */
 async function writeHistory(s: StoreUnderTest, h: number): Promise<void> {
@@ -56,7 +37,9 @@ async function writeHistory(s: StoreUnderTest, h: number): Promise<void> {
 async function writeBacklog(s: StoreUnderTest): Promise<number[]> {
   const ids: number[] = [];
   for (let i = 0; i < STORE_N; i += 500) {
-    const rows = Array.from({ length: Math.min(500, STORE_N - i) }, (_, j) => sealed(`k${i + j}`, T0 + i + j));
+    const rows = Array.from({ length: Math.min(500, STORE_N - i) }, (_, j) =>
+      sealedRow("http:a", `k${i + j}`, T0 + i + j),
+    );
     const part = await s.insert("batches", rows);
     await s.insert(
       "events",

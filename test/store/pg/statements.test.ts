@@ -12,7 +12,7 @@ import { PG_BIN, PG_SKIP_MESSAGE, type PgServer, startPostgres } from "../../hel
 import { openPgStore } from "../../helpers/store-under-test-pg.ts";
 import type { StoreUnderTest } from "../../helpers/store-under-test.ts";
 import { endAll, endAllAtNow } from "../../helpers/attempts.ts";
-import { T0 } from "../../helpers/spool.ts";
+import { sealedRow, T0 } from "../../helpers/spool.ts";
 import type { Claim } from "../../../src/store/queue.ts";
 
 /** Whether this machine's PostgreSQL has the pg_stat_statements module. */
@@ -39,25 +39,6 @@ const sqlOf = (s: StoreUnderTest) => (s.pg as NonNullable<StoreUnderTest["pg"]>)
 
 const total = (rows: readonly { calls: number }[]) => rows.reduce((n, r) => n + r.calls, 0);
 
-/** A sealed batch's row of one event, first at `at`. */
-const sealed = (destination: string, key: string, at: number) => ({
-  route: "r",
-  source: "s",
-  destination,
-  key,
-  state: "sealed",
-  first_at: at,
-  last_at: at,
-  quiet_s: 0,
-  max_s: 0,
-  max_events: 10,
-  max_bytes: 1000,
-  count: 1,
-  bytes: 10,
-  sealed_at: at,
-  content_hash: "sha256:x",
-});
-
 describe.skipIf(!PG_BIN || !STATEMENTS)("PostgreSQL's delivery path in statements", () => {
   let server: PgServer;
   let s: StoreUnderTest;
@@ -75,7 +56,7 @@ describe.skipIf(!PG_BIN || !STATEMENTS)("PostgreSQL's delivery path in statement
 
   test("a claim of four batches over two destinations is three statements; their four 2xx three", async () => {
     const batches = ["http:a", "http:b", "http:a", "http:b"].map((destination, i) =>
-      sealed(destination, `k${i}`, T0 + i),
+      sealedRow(destination, `k${i}`, T0 + i),
     );
     const ids = await s.insert("batches", batches);
     // An open transient issue on each destination, which the successes resolve.
@@ -140,7 +121,7 @@ describe.skipIf(!PG_BIN || !STATEMENTS)("PostgreSQL's delivery path in statement
 
   /** `n` sealed batches of http:c on fresh keys, claimed now: their ids and claims. */
   async function leased(prefix: string, n: number, now: number) {
-    const rows = Array.from({ length: n }, (_, i) => sealed("http:c", `${prefix}${i}`, now + i));
+    const rows = Array.from({ length: n }, (_, i) => sealedRow("http:c", `${prefix}${i}`, now + i));
     const ids = await s.insert("batches", rows);
     const claims = await s.dispatch.claimBatches(
       ids.map((batchId, i) => ({
