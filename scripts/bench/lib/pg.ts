@@ -62,6 +62,11 @@ export async function startBenchPostgres(o: { fsync: boolean; statements?: boole
   const dir = mkdtempSync(join(tmpdir(), "hookspool-bench-pg-"));
   const data = join(dir, "data");
   let stopped = false;
+  // BENCH_PG_KEEP_LOG: the server's log, copied there before its directory goes.
+  const keepLog = () => {
+    const to = process.env.BENCH_PG_KEEP_LOG;
+    if (to) Bun.spawnSync(["cp", join(dir, "server.log"), to]);
+  };
   // At exit (also after procs.ts's watchdog or signal handler): stop the server, remove its directory.
   const atExit = () => {
     if (stopped) return;
@@ -70,7 +75,7 @@ export async function startBenchPostgres(o: { fsync: boolean; statements?: boole
       asServerUser([join(bin, "pg_ctl"), "-D", data, "-m", "immediate", "-w", "stop"], process.getuid?.() === 0),
       { stdout: "ignore", stderr: "ignore" },
     );
-    if (process.env.BENCH_PG_KEEP_LOG) Bun.spawnSync(["cp", join(dir, "server.log"), process.env.BENCH_PG_KEEP_LOG]);
+    keepLog();
     rmSync(dir, { recursive: true, force: true });
   };
   process.on("exit", atExit);
@@ -166,7 +171,7 @@ export async function startBenchPostgres(o: { fsync: boolean; statements?: boole
       if (stopped) return;
       stopped = true;
       process.off("exit", atExit);
-      if (process.env.BENCH_PG_KEEP_LOG) Bun.spawnSync(["cp", join(dir, "server.log"), process.env.BENCH_PG_KEEP_LOG]);
+      keepLog();
       await server.stop();
     },
   };
