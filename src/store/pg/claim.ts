@@ -240,6 +240,32 @@ function decideClaims(inputs: readonly ClaimIn[], locks: readonly boolean[], f: 
 }
 
 /**
+ * The claim's write ($1 the claims as JSON rows, $2 their batch ids, $3 the probes' rows): see
+ * writeClaims.
+ */
+export const CLAIM_WRITE = `WITH c AS (SELECT * FROM json_to_recordset($1::text::json) AS c(aid bigint,
+        batch_id bigint, n int, destination text, started_at float8, probe smallint, hits int, delivery_id text,
+        lease_until float8, owner text, detail text, ord int)),
+      a AS (INSERT INTO attempts (id, batch_id, n, destination, started_at, probe, counted, hits, delivery_id)
+        SELECT aid, batch_id, n, destination, started_at, probe, 0, hits, delivery_id FROM c),
+      u AS (UPDATE batches b SET state = 'leased', lease_until = c.lease_until, lease_owner = c.owner,
+          stale_floor = CASE WHEN b.floor_at IS NULL THEN (SELECT v.version FROM delivered_versions v
+            WHERE v.route = b.route AND v.key = b.key) ELSE b.stale_floor END,
+          floor_at = COALESCE(b.floor_at, c.started_at) FROM c
+        WHERE b.id = c.batch_id AND b.id = ANY($2::bigint[])
+        RETURNING b.id, b.source, b.destination, b.key),
+      j AS (INSERT INTO journal (at, kind, batch_id, attempt_id, source, destination, key, detail)
+        SELECT c.started_at, 'leased', u.id, c.aid, u.source, u.destination, u.key, c.detail
+          FROM c JOIN u ON u.id = c.batch_id
+          ORDER BY c.ord),
+      p AS (INSERT INTO destinations (name, last_probe_batch_id, probe_until)
+        SELECT destination, batch_id, lease_until FROM json_to_recordset($3::text::json)
+          AS p(destination text, batch_id bigint, lease_until float8) ORDER BY destination
+        ON CONFLICT (name) DO UPDATE SET last_probe_batch_id = excluded.last_probe_batch_id,
+          probe_until = excluded.probe_until)
+    SELECT 1`;
+
+/**
  * The claim's write, one statement: the attempts with their ids and delivery ids, the leases
  * (lease_owner host:pid:attempt; a batch's first also fixes its stale floor, the last version its
  * (route, key) delivered: a snapshot taken after the read that found it heads its group, so every
@@ -267,27 +293,7 @@ async function writeClaims(tx: Tx, admitted: readonly Admitted[]): Promise<void>
       .map((a) => [a.c.destination, { batch_id: a.c.batchId, lease_until: a.c.leaseUntil }]),
   );
   const probeRows = [...probes].sort(([a], [b]) => (a < b ? -1 : 1)).map(([destination, p]) => ({ destination, ...p }));
-  await tx`WITH c AS (SELECT * FROM json_to_recordset(${JSON.stringify(rows)}::text::json) AS c(aid bigint,
-        batch_id bigint, n int, destination text, started_at float8, probe smallint, hits int, delivery_id text,
-        lease_until float8, owner text, detail text, ord int)),
-      a AS (INSERT INTO attempts (id, batch_id, n, destination, started_at, probe, counted, hits, delivery_id)
-        SELECT aid, batch_id, n, destination, started_at, probe, 0, hits, delivery_id FROM c),
-      u AS (UPDATE batches b SET state = 'leased', lease_until = c.lease_until, lease_owner = c.owner,
-          stale_floor = CASE WHEN b.floor_at IS NULL THEN (SELECT v.version FROM delivered_versions v
-            WHERE v.route = b.route AND v.key = b.key) ELSE b.stale_floor END,
-          floor_at = COALESCE(b.floor_at, c.started_at) FROM c
-        WHERE b.id = c.batch_id AND b.id = ANY(${admitted.map((a) => a.c.batchId)}::bigint[])
-        RETURNING b.id, b.source, b.destination, b.key),
-      j AS (INSERT INTO journal (at, kind, batch_id, attempt_id, source, destination, key, detail)
-        SELECT c.started_at, 'leased', u.id, c.aid, u.source, u.destination, u.key, c.detail
-          FROM c JOIN u ON u.id = c.batch_id
-          ORDER BY c.ord),
-      p AS (INSERT INTO destinations (name, last_probe_batch_id, probe_until)
-        SELECT destination, batch_id, lease_until FROM json_to_recordset(${JSON.stringify(probeRows)}::text::json)
-          AS p(destination text, batch_id bigint, lease_until float8) ORDER BY destination
-        ON CONFLICT (name) DO UPDATE SET last_probe_batch_id = excluded.last_probe_batch_id,
-          probe_until = excluded.probe_until)
-    SELECT 1`;
+  await tx.unsafe(CLAIM_WRITE, [JSON.stringify(rows), admitted.map((a) => a.c.batchId), JSON.stringify(probeRows)]);
 }
 
 /**

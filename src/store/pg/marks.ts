@@ -46,6 +46,55 @@ async function fencedTx(
   return applied;
 }
 
+/**
+ * The delivered marks' statement ($1 the marks as JSON rows, $2 their batch ids, $3 their attempt
+ * ids): the leases ended, the attempts finished, the journal rows, the poll ticks delivered, each
+ * key's last delivered version. The ids come again as arrays beside the JSON rows: the planner
+ * knows an array's length, not a JSON document's (it guesses 100 rows, and scans attempts and
+ * batches whole rather than search them).
+ */
+export const MARK_DELIVERED = `WITH m AS (SELECT * FROM json_to_recordset($1::text::json) AS m(ord int,
+        batch_id bigint, attempt_id bigint, owner text, now float8, await_until float8, result text, counted int,
+        klass text, status int, error text, duration_ms int, events_delivered int, failed_event_id bigint, hits int,
+        answer text, unconfirmed int, detail text)),
+      u AS (UPDATE batches b SET state = CASE WHEN m.await_until IS NULL THEN 'delivered' ELSE 'awaiting' END,
+          delivered_at = CASE WHEN m.await_until IS NULL THEN m.now ELSE b.delivered_at END,
+          next_attempt_at = CASE WHEN m.await_until IS NULL THEN b.next_attempt_at ELSE m.await_until END,
+          result = m.result, lease_until = NULL, lease_owner = NULL, attempts = b.attempts + m.counted,
+          last_class = NULL, last_error = NULL
+        FROM m WHERE b.id = m.batch_id AND b.id = ANY($2::bigint[])
+          AND b.state = 'leased' AND b.lease_owner = m.owner
+        RETURNING b.id, b.route, b.source, b.destination, b.key),
+      -- A lost lease's request went out all the same: its hits stay as reserved.
+      a AS (UPDATE attempts t SET finished_at = m.now, outcome = CASE WHEN u.id IS NULL THEN 'discarded' ELSE 'ok' END,
+          klass = m.klass, status = m.status, error = m.error, duration_ms = m.duration_ms,
+          counted = CASE WHEN u.id IS NULL THEN 0 ELSE m.counted END, events_delivered = m.events_delivered,
+          failed_event_id = m.failed_event_id,
+          hits = CASE WHEN t.hits IS NULL THEN NULL
+            ELSE COALESCE(CASE WHEN u.id IS NULL THEN NULL ELSE m.hits END, t.hits) END,
+          answer = m.answer, unconfirmed = m.unconfirmed
+        FROM m LEFT JOIN u ON u.id = m.batch_id
+        WHERE t.id = m.attempt_id AND t.id = ANY($3::bigint[])),
+      j AS (INSERT INTO journal (at, kind, batch_id, attempt_id, source, destination, key, detail)
+        SELECT m.now, CASE WHEN m.await_until IS NULL THEN 'delivered' ELSE 'awaiting' END, u.id, m.attempt_id,
+          u.source, u.destination, u.key, m.detail
+        FROM m JOIN u ON u.id = m.batch_id ORDER BY m.ord),
+      p AS (UPDATE polls SET delivered_at = m.now, delivered_tick_at = polls.last_tick_at
+        FROM m JOIN u ON u.id = m.batch_id WHERE polls.last_batch_id = m.batch_id),
+      -- Each delivered batch's highest version is its (route, key)'s last delivered one, never lower.
+      v AS (INSERT INTO delivered_versions (route, key, version, batch_id, at)
+        SELECT u.route, u.key, MAX(e.version), (array_agg(u.id ORDER BY e.version DESC))[1], MAX(m.now)
+          FROM m JOIN u ON u.id = m.batch_id
+            JOIN events e ON e.batch_id = u.id AND e.excluded_at IS NULL AND e.version IS NOT NULL
+          WHERE m.await_until IS NULL
+          GROUP BY u.route, u.key
+        ON CONFLICT (route, key) DO UPDATE SET
+          batch_id = CASE WHEN excluded.version > delivered_versions.version THEN excluded.batch_id
+            ELSE delivered_versions.batch_id END,
+          version = GREATEST(delivered_versions.version, excluded.version),
+          at = GREATEST(delivered_versions.at, excluded.at))
+    SELECT id FROM u`;
+
 /** A delivered mark, as markDeliveredAllPg takes several: leased -> delivered, or -> awaiting until `awaitUntil`. */
 export type DeliveredMark = MarkBase & { result?: string; awaitUntil?: number };
 
@@ -82,49 +131,11 @@ export async function markDeliveredAllPg(tx: Tx, marks: readonly DeliveredMark[]
       detail: JSON.stringify(m.awaitUntil !== undefined ? { ...facts, until: m.awaitUntil } : facts),
     };
   });
-  // The ids again as arrays beside the JSON rows: the planner knows an array's length, not a JSON
-  // document's (it guesses 100 rows, and scans attempts and batches whole rather than search them).
-  const done = (await tx`WITH m AS (SELECT * FROM json_to_recordset(${JSON.stringify(rows)}::text::json) AS m(ord int,
-        batch_id bigint, attempt_id bigint, owner text, now float8, await_until float8, result text, counted int,
-        klass text, status int, error text, duration_ms int, events_delivered int, failed_event_id bigint, hits int,
-        answer text, unconfirmed int, detail text)),
-      u AS (UPDATE batches b SET state = CASE WHEN m.await_until IS NULL THEN 'delivered' ELSE 'awaiting' END,
-          delivered_at = CASE WHEN m.await_until IS NULL THEN m.now ELSE b.delivered_at END,
-          next_attempt_at = CASE WHEN m.await_until IS NULL THEN b.next_attempt_at ELSE m.await_until END,
-          result = m.result, lease_until = NULL, lease_owner = NULL, attempts = b.attempts + m.counted,
-          last_class = NULL, last_error = NULL
-        FROM m WHERE b.id = m.batch_id AND b.id = ANY(${marks.map((m) => m.batchId)}::bigint[])
-          AND b.state = 'leased' AND b.lease_owner = m.owner
-        RETURNING b.id, b.route, b.source, b.destination, b.key),
-      -- A lost lease's request went out all the same: its hits stay as reserved.
-      a AS (UPDATE attempts t SET finished_at = m.now, outcome = CASE WHEN u.id IS NULL THEN 'discarded' ELSE 'ok' END,
-          klass = m.klass, status = m.status, error = m.error, duration_ms = m.duration_ms,
-          counted = CASE WHEN u.id IS NULL THEN 0 ELSE m.counted END, events_delivered = m.events_delivered,
-          failed_event_id = m.failed_event_id,
-          hits = CASE WHEN t.hits IS NULL THEN NULL
-            ELSE COALESCE(CASE WHEN u.id IS NULL THEN NULL ELSE m.hits END, t.hits) END,
-          answer = m.answer, unconfirmed = m.unconfirmed
-        FROM m LEFT JOIN u ON u.id = m.batch_id
-        WHERE t.id = m.attempt_id AND t.id = ANY(${marks.map((m) => m.attemptId)}::bigint[])),
-      j AS (INSERT INTO journal (at, kind, batch_id, attempt_id, source, destination, key, detail)
-        SELECT m.now, CASE WHEN m.await_until IS NULL THEN 'delivered' ELSE 'awaiting' END, u.id, m.attempt_id,
-          u.source, u.destination, u.key, m.detail
-        FROM m JOIN u ON u.id = m.batch_id ORDER BY m.ord),
-      p AS (UPDATE polls SET delivered_at = m.now, delivered_tick_at = polls.last_tick_at
-        FROM m JOIN u ON u.id = m.batch_id WHERE polls.last_batch_id = m.batch_id),
-      -- Each delivered batch's highest version is its (route, key)'s last delivered one, never lower.
-      v AS (INSERT INTO delivered_versions (route, key, version, batch_id, at)
-        SELECT u.route, u.key, MAX(e.version), (array_agg(u.id ORDER BY e.version DESC))[1], MAX(m.now)
-          FROM m JOIN u ON u.id = m.batch_id
-            JOIN events e ON e.batch_id = u.id AND e.excluded_at IS NULL AND e.version IS NOT NULL
-          WHERE m.await_until IS NULL
-          GROUP BY u.route, u.key
-        ON CONFLICT (route, key) DO UPDATE SET
-          batch_id = CASE WHEN excluded.version > delivered_versions.version THEN excluded.batch_id
-            ELSE delivered_versions.batch_id END,
-          version = GREATEST(delivered_versions.version, excluded.version),
-          at = GREATEST(delivered_versions.at, excluded.at))
-    SELECT id FROM u`) as { id: string }[];
+  const done = (await tx.unsafe(MARK_DELIVERED, [
+    JSON.stringify(rows),
+    marks.map((m) => m.batchId),
+    marks.map((m) => m.attemptId),
+  ])) as { id: string }[];
   return new Set(done.map((r) => num(r.id)));
 }
 

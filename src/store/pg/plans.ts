@@ -2,7 +2,7 @@
 // every connection runs: db.ts), explained on one connection of the pool, so a test can hold
 // them to the indexes meant for them (a partial index serves a query only when the query's own
 // text implies its predicate; a parameter never does, under a generic plan).
-import { CLAIM_READ } from "./claim.ts";
+import { CLAIM_READ, CLAIM_WRITE } from "./claim.ts";
 import type { PgSpool } from "./db.ts";
 import { OVERDUE_OUTCOMES } from "./awaiting.ts";
 import {
@@ -14,6 +14,7 @@ import {
   RECOVER_EXPIRED,
 } from "./queue.ts";
 import { DELIVERY_OF } from "./reads.ts";
+import { MARK_DELIVERED } from "./marks.ts";
 import { FINISHED_CHUNK } from "./retention.ts";
 
 /** A parameter as EXECUTE takes it: a number, or a string quoted with its quotes doubled (arrays as '{1,2}'). */
@@ -35,6 +36,8 @@ export function hotStatements(now: number, destination: string) {
     ],
     retention: [FINISHED_CHUNK, ["delivered", now, 100]],
     delivery: [DELIVERY_OF, [1]],
+    mark: [MARK_DELIVERED, ["[]", "{1}", "{1}"]],
+    claimWrite: [CLAIM_WRITE, ["[]", "{1}", "[]"]],
   } satisfies Record<string, [string, Param[]]>;
 }
 

@@ -115,6 +115,8 @@ describe.skipIf(!PG_BIN)("PostgreSQL's busiest statements", () => {
     ["claimRead", ["batches_queue"]],
     ["retention", ["batches_finished"]],
     ["delivery", ["batches_pkey", "events_batch"]],
+    ["mark", ["batches_pkey", "attempts_pkey"]],
+    ["claimWrite", ["batches_pkey"]],
   ];
   for (const [name, indexes] of onIndex)
     test(`${name} searches ${indexes.join(" and ")}, never scanning batches, events or attempts`, async () => {
