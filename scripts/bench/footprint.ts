@@ -16,9 +16,13 @@ import {
   listeningPort,
   main,
   procCpuS,
+  hookspoolEnv,
   procKb,
   ROOT,
+  RUNNER,
+  spawnChild,
   startHookspool,
+  USE_BINARY,
 } from "./lib/procs.ts";
 import { receiver } from "./lib/receiver.ts";
 import { emit, percentile, table } from "./lib/report.ts";
@@ -43,7 +47,21 @@ async function settledRss(pid: number, minMs = 2000, maxMs = 8000): Promise<numb
   }
 }
 
-await main("footprint", 120, async () => {
+/**
+ * Idle RSS in its two parts: the process's own memory (RssAnon: heaps, JIT code, SQLite's
+ * caches) and the pages of the executable it maps (RssFile: shared, given back under pressure,
+ * and more of them resident the fresher the file is in the page cache, so it varies from run to run).
+ */
+function idleParts(pid: number, runner: string, rows: (string | number)[][]): void {
+  const anon = procKb(pid, "RssAnon") / 1024;
+  const file = procKb(pid, "RssFile") / 1024;
+  emit("footprint", "idle_rss_anon", anon, "MiB", { process: "hookspool run", runner });
+  emit("footprint", "idle_rss_file", file, "MiB", { process: "hookspool run", runner });
+  rows.push([`  of which its own memory (RssAnon, ${runner})`, anon, "MiB"]);
+  rows.push([`  of which executable pages mapped (RssFile, ${runner})`, file, "MiB"]);
+}
+
+await main("footprint", 150, async () => {
   const rows: (string | number)[][] = [];
 
   // The compiled binary.
@@ -67,8 +85,23 @@ await main("footprint", 120, async () => {
   const run = await startHookspool("footprint-run", home, ["run"]);
   const port = await listeningPort(run);
   const idle = (await settledRss(run.proc.pid)) / 1024;
-  emit("footprint", "idle_rss", idle, "MiB", { process: "hookspool run" });
-  rows.push(["idle RSS of run (settled)", idle, "MiB"]);
+  emit("footprint", "idle_rss", idle, "MiB", { process: "hookspool run", runner: RUNNER });
+  rows.push([`idle RSS of run (settled, ${RUNNER})`, idle, "MiB"]);
+  idleParts(run.proc.pid, RUNNER, rows);
+  // What a user runs: the compiled binary, beside `bun src/main.ts` when that is the runner.
+  if (!USE_BINARY) {
+    const binHome = await makeHome("footprint-binary", { receiverPort: rx.port });
+    const bin = spawnChild("footprint-binary", [BINARY, "--home", binHome, "run"], {
+      env: hookspoolEnv(binHome),
+      logDir: binHome,
+    });
+    await listeningPort(bin);
+    const binIdle = (await settledRss(bin.proc.pid)) / 1024;
+    emit("footprint", "idle_rss", binIdle, "MiB", { process: "hookspool run", runner: "binary" });
+    rows.push(["idle RSS of run (settled, binary)", binIdle, "MiB"]);
+    idleParts(bin.proc.pid, "binary", rows);
+    await bin.stop();
+  }
   const r = await load(
     {
       url: `http://127.0.0.1:${port}/hooks/github`,

@@ -159,8 +159,11 @@ export async function listeningPort(c: Child): Promise<number> {
   return Number((await waitLog(c, /listening listen=127\.0\.0\.1:(\d+)/))[1]);
 }
 
-/** A /proc/<pid>/status figure in kB (VmRSS now, VmHWM the peak), or NaN. */
-export function procKb(pid: number, field: "VmRSS" | "VmHWM"): number {
+/**
+ * A /proc/<pid>/status figure in kB (VmRSS now, VmHWM the peak; RssAnon the process's own
+ * memory, RssFile the pages of its executable and libraries it maps), or NaN.
+ */
+export function procKb(pid: number, field: "VmRSS" | "VmHWM" | "RssAnon" | "RssFile"): number {
   try {
     const m = new RegExp(`${field}:\\s+(\\d+)`).exec(readFileSync(`/proc/${pid}/status`, "utf8"));
     return m ? Number(m[1]) : Number.NaN;
