@@ -106,6 +106,7 @@ async function openPostgres(config: Config, o: OpenOptions): Promise<Stores> {
       await migratePg(pg, randomBytes(6).toString("hex"));
       await syncPayloadIndexesPg(pg, indexedPaths(config));
     } else await requirePgSchema(pg);
+    await pg.readPaths(indexedPaths(config));
   } catch (e) {
     await pg.close();
     throw e;

@@ -156,7 +156,8 @@ test.skipIf(!PG_BIN)(
     const dryRun = await cli(["--home", home, "migrate", "--dry-run"], { env });
     expect(dryRun.out).toContain(
       "would apply 0001_schema, 0002_pacing, 0003_outcomes, 0004_raw_once, 0005_lz4, 0006_lean_batches, " +
-        "0007_payload_json, 0008_versions, 0009_body_files, 0010_queue_statistics (PostgreSQL schema 0)",
+        "0007_payload_json, 0008_versions, 0009_body_files, 0010_queue_statistics, 0011_path_values " +
+        "(PostgreSQL schema 0)",
     );
     expect((await cli(["--home", home, "migrate"], { env })).code).toBe(0);
     const checked = await cli(["--home", home, "--json", "check"], { env });
@@ -347,7 +348,16 @@ test.skipIf(!PG_BIN)("migrate builds a bobbin's payload indexes on PostgreSQL to
     expect(await indexes()).toEqual([
       [
         built.indexes.created[0].name,
-        expect.stringContaining("USING hash (((hookspool_payload_json(payload) #> '{repository,full_name}'::text[])))"),
+        // The path from the values the writer read, else parsed from the payload.
+        expect.stringMatching(
+          new RegExp(
+            [
+              String.raw`USING hash \(\(\s*CASE\s+WHEN jsonb_exists\(path_values, 'repository\.full_name'::text\)`,
+              String.raw`THEN \(\(path_values -> 'repository\.full_name'::text\) -> 0\)`,
+              String.raw`ELSE \(hookspool_payload_json\(payload\) #> '\{repository,full_name\}'::text\[\]\)\s+END\)\)`,
+            ].join(String.raw`\s+`),
+          ),
+        ),
       ],
     ]);
   } finally {

@@ -108,6 +108,8 @@ export interface StoreUnderTest {
   checkValues(table: string, column: string): Promise<string[]>;
   /** Migrate's step for the payload indexes: one per path of `paths`, none for another (dryRun: what it would do). */
   payloadIndexes(paths: readonly string[], dryRun?: boolean): Promise<IndexChanges>;
+  /** The payload paths whose values the writes give as read in the process (PostgreSQL; SQLite has no use for them). */
+  readPaths(paths: readonly string[]): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -238,6 +240,7 @@ export async function openSqliteStore(): Promise<StoreUnderTest> {
     async payloadIndexes(paths, dryRun = false) {
       return syncPayloadIndexes(spool, paths, { dryRun });
     },
+    async readPaths() {},
     async close() {
       if (closed) return;
       closed = true;

@@ -74,6 +74,9 @@ export function runStoreSuite(backend: StoreBackend): void {
     describe("split and exclude", () => pieceCases(suite));
     describe("export", () => exportCases(suite));
     describe("--where", () => whereCases(suite));
+    // PostgreSQL reads an indexed path from the values its writer read, when they are there.
+    if (backend.name === "postgres")
+      describe("--where, the paths read by the writer", () => whereCases(suite, { readPaths: true }));
     describe("versions and the stale floor", () => staleCases(suite));
   });
 }

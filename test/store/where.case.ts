@@ -117,8 +117,23 @@ const MORE = [
   "action = null",
 ];
 
-/** The --where cases, on whatever store fresh() opens. */
-export function whereCases({ fresh }: Suite): void {
+/** Every path the cases read. */
+const PATHS = [
+  ...new Set([...[...ANSWERS.map(([c]) => c), ...MORE].map((c) => parseWhere(c).path), "id", "a", "d", "number"]),
+];
+
+/**
+ * The --where cases, on whatever store fresh() opens; `readPaths`: every event written with the
+ * values at PATHS as the writing process read them, where the backend uses them (the answers
+ * must not change).
+ */
+export function whereCases({ fresh: open }: Suite, o: { readPaths?: boolean } = {}): void {
+  const fresh = async () => {
+    const s = await open();
+    if (o.readPaths) await s.readPaths(PATHS);
+    return s;
+  };
+
   /** Each payload of the corpus in a batch of its own (key p<i>); the batch ids in order. */
   async function corpus(s: StoreUnderTest): Promise<number[]> {
     const ids: number[] = [];
@@ -141,6 +156,11 @@ export function whereCases({ fresh }: Suite): void {
   test("each condition matches the payloads its meaning says, with and without a payload index", async () => {
     const s = await fresh();
     const ids = await corpus(s);
+    // The variant is what it says: the rows hold the values their writer read.
+    if (o.readPaths) {
+      const given = (await s.rows("events", { cols: ["path_values"] })).filter((r) => r.path_values !== null);
+      expect(given.length).toBeGreaterThan(3);
+    }
     for (const indexed of [false, true]) {
       if (indexed) {
         const paths = [...new Set([...ANSWERS.map(([c]) => c), ...MORE].map((c) => parseWhere(c).path))];

@@ -30,6 +30,11 @@ export const POOL_LIFETIME_S = 300;
 
 export class PgSpool {
   readonly sql: SQL;
+  /**
+   * The payload paths whose values the writes give the server as read here (events.path_values,
+   * store/paths.ts); none until readPaths says which.
+   */
+  paths: readonly string[] = [];
 
   constructor(
     private readonly target: PgTarget,
@@ -50,6 +55,19 @@ export class PgSpool {
   async now(): Promise<number> {
     const [r] = await this.sql`SELECT EXTRACT(EPOCH FROM clock_timestamp())::float8 AS t`;
     return Number(r.t);
+  }
+
+  /**
+   * Give the server the values at `paths` as this process reads them, in a UTF8 database (in
+   * another, jsonb reads a \u escape of a character outside ASCII otherwise than JSON.parse does).
+   */
+  async readPaths(paths: readonly string[]): Promise<void> {
+    if (paths.length === 0) {
+      this.paths = [];
+      return;
+    }
+    const [r] = await this.sql`SELECT current_setting('server_encoding') = 'UTF8' AS utf8`;
+    this.paths = r.utf8 ? [...paths] : [];
   }
 
   /** Whether the server answers at all (check uses this before the schema version). */

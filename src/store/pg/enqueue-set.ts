@@ -14,6 +14,7 @@
 // read saw stays true until the COMMIT.
 import { contentHash, type ContentEvent } from "../content.ts";
 import type { EnqueueResult, NewEvent } from "../enqueue.ts";
+import { pathValuesOf as pathValuesOfText } from "../paths.ts";
 import {
   dedupColumns,
   dedupTwice,
@@ -164,6 +165,7 @@ async function writeGroup(
   hashes: Map<GroupBatch, string>,
   metaKeys: readonly string[],
   now: number,
+  values: readonly (string | null)[],
 ): Promise<number[]> {
   const opened = plan.opened;
   const joined = plan.batches.filter((b) => b.id !== null && b.sealedAt === null);
@@ -193,16 +195,16 @@ async function writeGroup(
       WHERE b.id = u.id AND b.state = 'open'
       RETURNING 1),
     ev AS (INSERT INTO events (id, source, route, batch_id, event_type, dedup_id, received_at, payload, raw,
-        raw_is_payload, headers, size, trace, version, body_file)
+        raw_is_payload, headers, size, trace, version, body_file, path_values)
       SELECT u.id, u.source, u.route, COALESCE(u.batch_id, nid.id), u.event_type, u.dedup_id, u.received_at,
         convert_from(substring($52::bytea FROM u.poff FOR u.plen), 'UTF8'),
         CASE WHEN u.rlen < 0 THEN NULL ELSE substring($53::bytea FROM u.roff FOR u.rlen) END,
-        u.once, u.headers, u.size, u.trace, u.version, u.body_file
+        u.once, u.headers, u.size, u.trace, u.version, u.body_file, u.path_values::jsonb
       FROM unnest($20::bigint[], $21::text[], $22::text[], $23::bigint[], $24::int[], $25::text[], $26::text[],
           $27::float8[], $28::int[], $29::int[], $30::smallint[], $31::text[], $32::bigint[], $33::text[], $50::int[],
-          $51::int[], $54::float8[], $55::text[])
+          $51::int[], $54::float8[], $55::text[], $56::text[])
           AS u(id, source, route, batch_id, batch_ord, event_type, dedup_id, received_at, poff, plen, once, headers,
-            size, trace, roff, rlen, version, body_file)
+            size, trace, roff, rlen, version, body_file, path_values)
         LEFT JOIN nid ON nid.ord = u.batch_ord
       RETURNING 1),
     dd AS (INSERT INTO dedup (source, dedup_id, event_id, seen_at, dup_count)
@@ -279,6 +281,7 @@ async function writeGroup(
       bodies.raws,
       col(evs, (e) => e.ev.version ?? null),
       col(evs, (e) => e.ev.body?.sha256 ?? null),
+      values,
     ],
   )) as Record<string, unknown>[];
   const wrote = [r.joined, r.events, r.journal, r.opened, r.dedup, r.meta].map(Number);
@@ -330,6 +333,19 @@ function bodiesOf(evs: readonly PlannedEvent[]): {
 }
 
 /**
+ * Each event row's path_values (store/paths.ts), read once per event however many copies it has;
+ * none for a body kept in a file (its payload is a reference, not the body's JSON).
+ */
+function pathValuesOf(evs: readonly PlannedEvent[], paths: readonly string[]): (string | null)[] {
+  if (paths.length === 0) return evs.map(() => null);
+  const read = new Map<NewEvent, string | null>();
+  return evs.map((e) => {
+    if (!read.has(e.ev)) read.set(e.ev, e.ev.body ? null : pathValuesOfText(e.ev.payload, paths));
+    return read.get(e.ev) ?? null;
+  });
+}
+
+/**
  * The group in the caller's transaction (its locks held), or null when it must go one by one (a
  * dedup id seen before or twice): each request's results, in order.
  */
@@ -338,6 +354,7 @@ export async function enqueueSetPg(
   jobs: readonly (readonly NewEvent[])[],
   times: readonly number[],
   now: number,
+  paths: readonly string[] = [],
 ): Promise<EnqueueResult[][] | null> {
   if (dedupTwice(jobs)) return null;
   const k = jobs.reduce((a, evs) => a + evs.reduce((b, ev) => b + ev.copies.length, 0), 0);
@@ -354,7 +371,7 @@ export async function enqueueSetPg(
     plan.touched.size === 0
       ? []
       : ["last_enqueue_at", ...[...plan.touched].sort().map((s) => `source:${s}:last_event_at`)];
-  const newIds = await writeGroup(tx, plan, hashes, metaKeys, now);
+  const newIds = await writeGroup(tx, plan, hashes, metaKeys, now, pathValuesOf(plan.events, paths));
   const idOf = new Map<GroupBatch, number>();
   for (const b of plan.opened) idOf.set(b, newIds[b.ord - 1]);
   for (const b of plan.batches) if (b.id !== null) idOf.set(b, b.id);

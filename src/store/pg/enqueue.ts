@@ -315,7 +315,7 @@ export async function enqueueGroupPg(
     return await spool.sql.begin(async (tx) => {
       await lockAll(tx, lockNames(valid));
       if (!o.oneByOne && valid.length > 0) {
-        const set = await enqueueSetPg(tx, valid, validTimes, now).catch((e) => {
+        const set = await enqueueSetPg(tx, valid, validTimes, now, spool.paths).catch((e) => {
           throw new SetPathFailed("the group's write failed", { cause: e });
         });
         if (set !== null) {

@@ -12,6 +12,7 @@ import pg0007 from "../../../migrations/pg/0007_payload_json.sql" with { type: "
 import pg0008 from "../../../migrations/pg/0008_versions.sql" with { type: "text" };
 import pg0009 from "../../../migrations/pg/0009_body_files.sql" with { type: "text" };
 import pg0010 from "../../../migrations/pg/0010_queue_statistics.sql" with { type: "text" };
+import pg0011 from "../../../migrations/pg/0011_path_values.sql" with { type: "text" };
 import type { ReservedSQL, SQL } from "bun";
 import { HookspoolError } from "../../errors.ts";
 import type { PgSpool } from "./db.ts";
@@ -33,6 +34,7 @@ export const PG_MIGRATIONS: readonly PgMigration[] = [
   { version: 8, name: "0008_versions", sql: pg0008 },
   { version: 9, name: "0009_body_files", sql: pg0009 },
   { version: 10, name: "0010_queue_statistics", sql: pg0010 },
+  { version: 11, name: "0011_path_values", sql: pg0011 },
 ];
 
 export const PG_LATEST_SCHEMA = PG_MIGRATIONS[PG_MIGRATIONS.length - 1].version;

@@ -1,18 +1,18 @@
 // `--where` on PostgreSQL: store/where.ts's conditions as SQL over events.payload, and the
 // payload indexes a bobbin declares, built and dropped at migrate time.
 //
-// events.payload is TEXT (the sender's JSON byte for byte, LZ4-compressed where the server has
-// it: migrations/pg/0005_lz4.sql), not jsonb, so every read of a path decompresses the payload
-// and parses it into jsonb: hookspool_payload_json (migrations/pg/0007_payload_json.sql), which
-// gives NULL where jsonb refuses the text (a \u0000 escape, a lone surrogate, nesting past the
-// server's stack) instead of failing the query, or an insert into an index over it. Its
-// exception block costs a subtransaction a call, and keeps a scan over it in one process
-// (PARALLEL RESTRICTED). A path is `#>` with a text[] built from the checked keys, never from a
-// value, and written into the statement: an expression index serves a query only when the
-// query's expression is the same, which a parameter never is under the generic plans every
-// connection runs (db.ts). `#>` reads a key of digits as an array's index in an array and as
-// the key in an object, as getPath does. Values are bound as JSON texts, cast, and compared as jsonb,
-// whose equality is the type's own: the string "42" is not the number 42, 42.0 is 42.
+// events.payload is TEXT (the sender's JSON byte for byte, LZ4-compressed where the server has it:
+// migrations/pg/0005_lz4.sql), not jsonb, so every read of a path decompresses the payload and parses it into jsonb:
+// hookspool_payload_json (migrations/pg/0007_payload_json.sql), which gives NULL where jsonb refuses the text (a \u0000
+// escape, a lone surrogate, nesting past the server's stack) instead of failing the query, or an insert into an index
+// over it. Its exception block costs a subtransaction a call, and keeps a scan over it in one process (PARALLEL
+// RESTRICTED). A row its writer read the path of (events.path_values, store/paths.ts: only a value jsonb would read
+// alike) gives it from there, and parses nothing: an insert under a payload index then costs the server no parse of the
+// payload. A path is `#>` with a text[] built from the checked keys, never from a value, and written into the
+// statement: an expression index serves a query only when the query's expression is the same, which a parameter never
+// is under the generic plans every connection runs (db.ts). `#>` reads a key of digits as an array's index in an array
+// and as the key in an object, as getPath does. Values are bound as JSON texts, cast, and compared as jsonb, whose
+// equality is the type's own: the string "42" is not the number 42, 42.0 is 42.
 import {
   type Candidate,
   type IndexChanges,
@@ -27,7 +27,7 @@ import { type ListFilter, listStatement } from "../batches.ts";
 import { type DeadFilter, deadWhere, replayIdsSql } from "../replay.ts";
 
 /** The version of the index expression (in each index's name): change it with the expression. */
-const EXPRESSION_VERSION = 1;
+const EXPRESSION_VERSION = 2;
 
 /**
  * The text[] of a path's keys, each double-quoted, as a U& literal whose $ is written \0024: the
@@ -39,9 +39,22 @@ function pathLiteral(keys: readonly string[]): string {
   return array.includes("$") ? `U&'${array.replaceAll("$", "\\0024")}'::text[]` : `'${array}'::text[]`;
 }
 
-/** The jsonb at `keys` (NULL when the path is missing or the payload unreadable). */
-const valueSql = (column: string, keys: readonly string[]) =>
-  `(hookspool_payload_json(${column}) #> ${pathLiteral(keys)})`;
+/** A path as a text literal (U& with its $ written \0024, as pathLiteral's). */
+function textLiteral(path: string): string {
+  return path.includes("$") ? `U&'${path.replaceAll("$", "\\0024")}'` : `'${path}'`;
+}
+
+/**
+ * The jsonb at `keys` (NULL when the path is missing or the payload unreadable): from the row's
+ * path_values when the writer read the path there (store/paths.ts: [value], or [] for a missing
+ * path), else parsed from the payload. `column` is the payload column; path_values sits beside it.
+ */
+const valueSql = (column: string, keys: readonly string[]) => {
+  const values = column.replace(/payload$/, "path_values");
+  const path = textLiteral(keys.join("."));
+  return `(CASE WHEN jsonb_exists(${values}, ${path}) THEN (${values} -> ${path}) -> 0
+    ELSE hookspool_payload_json(${column}) #> ${pathLiteral(keys)} END)`;
+};
 
 /** The index expression of a path: the query's own valueSql, so a query on the path can use it. */
 export const indexExpression = (path: string) => valueSql("payload", path.split("."));

@@ -105,7 +105,7 @@ describe.skipIf(!PG_BIN)("the spool on PostgreSQL", () => {
     test("migrate applies the schema once, under its lock, even when two processes start together", async () => {
       const [a, b] = await fresh({ migrate: false, pools: 2 });
       expect(await pgSchemaVersion(a)).toBe(0);
-      await expect(requirePgSchema(a)).rejects.toThrow(/at schema 0; this build needs 10/);
+      await expect(requirePgSchema(a)).rejects.toThrow(/at schema 0; this build needs 11/);
       const [ra, rb] = await Promise.all([migratePg(a, "aaaaaaaaaaaa"), migratePg(b, "bbbbbbbbbbbb")]);
       expect([...ra.applied, ...rb.applied]).toEqual([
         "0001_schema",
@@ -118,6 +118,7 @@ describe.skipIf(!PG_BIN)("the spool on PostgreSQL", () => {
         "0008_versions",
         "0009_body_files",
         "0010_queue_statistics",
+        "0011_path_values",
       ]);
       expect(await pgSchemaVersion(b)).toBe(PG_LATEST_SCHEMA);
       await requirePgSchema(b);
