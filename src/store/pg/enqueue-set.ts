@@ -2,8 +2,9 @@
 // group's locks (enqueue.ts), one read of what the join rule needs (each (route, key)'s open
 // batch and latest unfinished first_at, whether any of its dedup ids was seen, and the new
 // events' ids from the identity), the join rule applied in memory (store/group-plan.ts), then
-// one statement that writes everything: new batches in their final
-// state, the joined batches' counts, the events, the dedup rows, the journal rows in the order
+// one statement that writes everything: new batches in their final state, the joined batches'
+// counts, the events (each with the values at the indexed paths as this process read them,
+// store/paths.ts, so no payload index parses it), the dedup rows, the journal rows in the order
 // the one-by-one path writes them, the liveness facts and the wake-up. A seal of a batch that
 // was open before the group adds two statements (its content, and its update before the
 // statement that may open the group's next batch: one open batch per group is a unique index).
@@ -14,7 +15,7 @@
 // read saw stays true until the COMMIT.
 import { contentHash, type ContentEvent } from "../content.ts";
 import type { EnqueueResult, NewEvent } from "../enqueue.ts";
-import { pathValuesOf as pathValuesOfText } from "../paths.ts";
+import { pathValuesOf } from "../paths.ts";
 import {
   dedupColumns,
   dedupTwice,
@@ -336,11 +337,11 @@ function bodiesOf(evs: readonly PlannedEvent[]): {
  * Each event row's path_values (store/paths.ts), read once per event however many copies it has;
  * none for a body kept in a file (its payload is a reference, not the body's JSON).
  */
-function pathValuesOf(evs: readonly PlannedEvent[], paths: readonly string[]): (string | null)[] {
+function rowPathValues(evs: readonly PlannedEvent[], paths: readonly string[]): (string | null)[] {
   if (paths.length === 0) return evs.map(() => null);
   const read = new Map<NewEvent, string | null>();
   return evs.map((e) => {
-    if (!read.has(e.ev)) read.set(e.ev, e.ev.body ? null : pathValuesOfText(e.ev.payload, paths));
+    if (!read.has(e.ev)) read.set(e.ev, e.ev.body ? null : pathValuesOf(e.ev.payload, paths));
     return read.get(e.ev) ?? null;
   });
 }
@@ -371,7 +372,7 @@ export async function enqueueSetPg(
     plan.touched.size === 0
       ? []
       : ["last_enqueue_at", ...[...plan.touched].sort().map((s) => `source:${s}:last_event_at`)];
-  const newIds = await writeGroup(tx, plan, hashes, metaKeys, now, pathValuesOf(plan.events, paths));
+  const newIds = await writeGroup(tx, plan, hashes, metaKeys, now, rowPathValues(plan.events, paths));
   const idOf = new Map<GroupBatch, number>();
   for (const b of plan.opened) idOf.set(b, newIds[b.ord - 1]);
   for (const b of plan.batches) if (b.id !== null) idOf.set(b, b.id);
