@@ -11,40 +11,27 @@ const MAX_DEPTH = 64;
 /** A number token longer than this, or with an exponent beyond ±this, likewise (numeric refuses one over ±1000). */
 const MAX_NUMBER = 300;
 
+/** A \u0000 escape, or one of a surrogate (\ud800 to \udfff), in any case. */
+const REFUSED_ESCAPE = /\\u(?:0000|[dD][89a-fA-F])/;
+
 /**
  * Whether jsonb certainly reads `text` (valid JSON, as JSON.parse took it) as JSON.parse does:
  * no byte-order mark (the server skips one, JSON.parse refuses it), no \u0000 escape (jsonb
  * refuses it), no surrogate escape (jsonb refuses a lone one; a pair is left to it too), nesting
- * no deeper than MAX_DEPTH, and no number long or far enough for numeric to refuse. One pass
- * over the text, aware of strings.
+ * no deeper than MAX_DEPTH, and no number long or far enough for numeric to refuse. The
+ * escapes by one search of the whole text (a \\u0000, an escaped backslash before "u0000", is
+ * taken for one: a doubt leaves the text to the server); the nesting and the numbers by one pass
+ * outside the strings, each string skipped to its closing quote by a search.
  */
 export function jsonbReadsAlike(text: string): boolean {
-  if (text.charCodeAt(0) === 0xfeff) return false;
+  if (text.charCodeAt(0) === 0xfeff || REFUSED_ESCAPE.test(text)) return false;
   let depth = 0;
   let i = 0;
   const n = text.length;
   while (i < n) {
     const c = text.charCodeAt(i);
-    if (c === 0x22) {
-      // A string: to its closing quote, its escapes checked.
-      i++;
-      while (i < n) {
-        const s = text.charCodeAt(i);
-        if (s === 0x22) break;
-        if (s === 0x5c) {
-          if (text.charCodeAt(i + 1) === 0x75) {
-            const hex = text.slice(i + 2, i + 6).toLowerCase();
-            if (hex === "0000" || (hex[0] === "d" && "89abcdef".includes(hex[1]))) return false;
-            i += 6;
-            continue;
-          }
-          i += 2;
-          continue;
-        }
-        i++;
-      }
-      i++;
-    } else if (c === 0x7b || c === 0x5b) {
+    if (c === 0x22) i = stringEnd(text, i + 1);
+    else if (c === 0x7b || c === 0x5b) {
       if (++depth > MAX_DEPTH) return false;
       i++;
     } else if (c === 0x7d || c === 0x5d) {
@@ -65,6 +52,19 @@ export function jsonbReadsAlike(text: string): boolean {
     } else i++;
   }
   return true;
+}
+
+/** The index after the closing quote of the string whose text starts at `i` (after its opening quote). */
+function stringEnd(text: string, i: number): number {
+  for (;;) {
+    const quote = text.indexOf('"', i);
+    if (quote === -1) return text.length;
+    // The quote closes the string unless an odd run of backslashes escapes it.
+    let slashes = 0;
+    while (text.charCodeAt(quote - 1 - slashes) === 0x5c) slashes++;
+    if (slashes % 2 === 0) return quote + 1;
+    i = quote + 1;
+  }
 }
 
 /**

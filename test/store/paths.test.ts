@@ -44,7 +44,10 @@ describe("pathValues", () => {
 
 describe("jsonbReadsAlike", () => {
   test("an ordinary payload, escapes and unicode included", () => {
-    expect(jsonbReadsAlike('{"a": "caf\\u00e9 \\n \\"q\\" \\\\u0000", "e": 1.5e-7, "b": [true, null]}')).toBe(true);
+    expect(jsonbReadsAlike('{"a": "caf\\u00e9 \\n \\"q\\" \\\\", "e": 1.5e-7, "b": [true, null]}')).toBe(true);
+    // A quote after an escaped backslash closes its string: the bracket after it is nesting.
+    expect(jsonbReadsAlike(`{"a": "x\\\\", "d": ${"[".repeat(65)}0${"]".repeat(65)}}`)).toBe(false);
+    expect(jsonbReadsAlike(`{"a": "x\\"${"[".repeat(65)}"}`)).toBe(true);
     expect(jsonbReadsAlike(JSON.stringify({ s: "e12345 in a string", big: 1e300 }))).toBe(true);
   });
 
@@ -54,6 +57,8 @@ describe("jsonbReadsAlike", () => {
       '{"a": "x", "d": "nul \\u0000"}',
       '{"a": "x", "d": "lone \\ud800"}',
       '{"a": "x", "d": "pair \\uD83D\\uDE00"}',
+      // An escaped backslash before "u0000" is taken for the escape: a doubt leaves it to the server.
+      '{"a": "x", "d": "\\\\u0000"}',
       `{"a": "x", "d": ${"[".repeat(65)}0${"]".repeat(65)}}`,
       '{"a": "x", "d": 1e1001}',
       '{"a": "x", "d": 1E-400}',
