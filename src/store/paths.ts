@@ -1,5 +1,5 @@
-// What a payload holds at the paths the payload indexes cover, read from the value this process
-// parsed, so PostgreSQL's index need not parse the payload again: jsonb's parse of a 6 KB
+// What a payload holds at the paths the payload indexes cover, read by the writing process from
+// the payload's text, so PostgreSQL's index need not parse the payload again: jsonb's parse of a 6 KB
 // GitHub push costs the server about 110 µs, most of what an enqueued event costs it with one
 // payload index. The server reads a path from these values only when they are there
 // (pg/where.ts); so a value given must be exactly what jsonb reads from the payload text at that
@@ -8,7 +8,7 @@
 // uses these.
 /** Nesting deeper than this leaves the reading to the server (jsonb refuses nesting past its stack). */
 const MAX_DEPTH = 64;
-/** A number token longer than this, or with an exponent beyond ±this, likewise (numeric refuses one over ±1000). */
+/** A number token longer than this, or with an exponent beyond ±this, likewise (far inside what numeric takes). */
 const MAX_NUMBER = 300;
 
 /** A \u0000 escape, or one of a surrogate (\ud800 to \udfff), in any case. */
@@ -24,7 +24,7 @@ const REFUSED_ESCAPE = /\\u(?:0000|[dD][89a-fA-F])/;
  * outside the strings, each string skipped to its closing quote by a search.
  */
 export function jsonbReadsAlike(text: string): boolean {
-  if (text.charCodeAt(0) === 0xfeff || REFUSED_ESCAPE.test(text)) return false;
+  if (text.charCodeAt(0) === 0xfeff || !text.isWellFormed() || REFUSED_ESCAPE.test(text)) return false;
   let depth = 0;
   let i = 0;
   const n = text.length;

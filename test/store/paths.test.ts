@@ -61,6 +61,8 @@ describe("jsonbReadsAlike", () => {
       '{"a": "x", "d": "\\\\u0000"}',
       `{"a": "x", "d": ${"[".repeat(65)}0${"]".repeat(65)}}`,
       '{"a": "x", "d": 1e1001}',
+      // A lone surrogate in the text itself (JSON.stringify would write it into the values raw).
+      '{"a": "x\ud800"}',
       '{"a": "x", "d": 1E-400}',
       `{"a": "x", "d": ${"9".repeat(400)}}`,
     ];

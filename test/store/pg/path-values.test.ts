@@ -86,7 +86,7 @@ describe.skipIf(!PG_BIN)("path_values on PostgreSQL", () => {
       "arr.0": [],
       "o.k": ["v"],
       u: [],
-      __proto__: [],
+      ["__proto__"]: [],
     });
     expect(given[2]).toMatchObject({ a: ["last"], "o.k": ["second"] });
     expect(Object.keys(given[3] ?? {})).toContain("__proto__");
